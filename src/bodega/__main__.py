@@ -1,0 +1,3 @@
+from bodega.cli.main import run
+
+run()

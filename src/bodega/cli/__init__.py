@@ -1,0 +1,1 @@
+"""The bodega command line (flyctl's role): daemons, the local cluster, and API commands."""

@@ -1,0 +1,1 @@
+"""Pure shared types: ids, machine config, states, capacity, events, errors."""

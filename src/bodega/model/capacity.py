@@ -1,0 +1,191 @@
+"""Host capacity, what a machine asks for, and whether it fits.
+
+CPU is counted in millicpus of the host's physical cpus. A ``performance``
+vCPU is dedicated and costs 1000; a ``shared`` vCPU costs
+``ceil(1000 / shared_cpu_ratio)``, which is how shared cpus are
+oversubscribed while dedicated ones never are. Memory, disk and GPUs are
+never oversubscribed. This is the pure core of a worker's ledger and of the
+broker's feasibility filter: both must agree on what "fits" means.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bodega.model.config import MachineConfig
+
+CPU_KINDS = ("shared", "performance")
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What one machine (or one volume) needs from a host."""
+
+    cpu_kind: str = "shared"
+    cpus: int = 0
+    memory_mb: int = 0
+    disk_gb: int = 0
+    gpus: int = 0
+    gpu_kind: str | None = None
+
+    @classmethod
+    def for_config(cls, config: MachineConfig) -> Ask:
+        guest = config.effective_guest()
+        return cls(
+            cpu_kind=guest.cpu_kind,
+            cpus=guest.cpus,
+            memory_mb=guest.memory_mb,
+            gpus=guest.gpus or 0,
+            gpu_kind=guest.gpu_kind,
+        )
+
+    def describe(self) -> str:
+        text = f"{self.cpus} {self.cpu_kind} cpu, {self.memory_mb} MB"
+        if self.disk_gb:
+            text += f", {self.disk_gb} GB disk"
+        if self.gpus:
+            text += f", {self.gpus} {self.gpu_kind or 'any'} gpu"
+        return text
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "cpu_kind": self.cpu_kind, "cpus": self.cpus, "memory_mb": self.memory_mb,
+            "disk_gb": self.disk_gb, "gpus": self.gpus, "gpu_kind": self.gpu_kind,
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Ask:
+        return cls(
+            cpu_kind=str(data.get("cpu_kind", "shared")),
+            cpus=int(data.get("cpus", 0)),
+            memory_mb=int(data.get("memory_mb", 0)),
+            disk_gb=int(data.get("disk_gb", 0)),
+            gpus=int(data.get("gpus", 0)),
+            gpu_kind=data.get("gpu_kind"),
+        )
+
+
+@dataclass(frozen=True)
+class Totals:
+    """A host's configured limits."""
+
+    cpus: int
+    memory_mb: int
+    disk_gb: int = 0
+    gpus: dict[str, int] = field(default_factory=dict)
+    shared_cpu_ratio: float = 4.0
+    cpu_kinds: tuple[str, ...] = CPU_KINDS
+
+    @property
+    def millicpus(self) -> int:
+        return self.cpus * 1000
+
+    def millicpus_for(self, ask: Ask) -> int:
+        if ask.cpu_kind == "performance":
+            return ask.cpus * 1000
+        return ask.cpus * math.ceil(1000 / self.shared_cpu_ratio)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "cpus": self.cpus, "memory_mb": self.memory_mb, "disk_gb": self.disk_gb,
+            "gpus": dict(self.gpus), "shared_cpu_ratio": self.shared_cpu_ratio,
+            "cpu_kinds": list(self.cpu_kinds),
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Totals:
+        return cls(
+            cpus=int(data["cpus"]),
+            memory_mb=int(data["memory_mb"]),
+            disk_gb=int(data.get("disk_gb", 0)),
+            gpus={str(k): int(v) for k, v in dict(data.get("gpus") or {}).items()},
+            shared_cpu_ratio=float(data.get("shared_cpu_ratio", 4.0)),
+            cpu_kinds=tuple(data.get("cpu_kinds") or CPU_KINDS),
+        )
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What is committed on a host: live reservations plus machines holding resources."""
+
+    millicpus: int = 0
+    memory_mb: int = 0
+    disk_gb: int = 0
+    gpus: dict[str, int] = field(default_factory=dict)
+
+    def plus(self, totals: Totals, ask: Ask, compute: bool = True) -> Usage:
+        """Usage after adding ``ask``; with ``compute=False`` only its disk counts."""
+        if not compute:
+            return replace(self, disk_gb=self.disk_gb + ask.disk_gb)
+        gpus = dict(self.gpus)
+        if ask.gpus:
+            kind = ask.gpu_kind or _any_gpu_kind(totals, self, ask.gpus) or "any"
+            gpus[kind] = gpus.get(kind, 0) + ask.gpus
+        return Usage(
+            millicpus=self.millicpus + totals.millicpus_for(ask),
+            memory_mb=self.memory_mb + ask.memory_mb,
+            disk_gb=self.disk_gb + ask.disk_gb,
+            gpus=gpus,
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "millicpus": self.millicpus, "memory_mb": self.memory_mb,
+            "disk_gb": self.disk_gb, "gpus": dict(self.gpus),
+        }
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> Usage:
+        return cls(
+            millicpus=int(data.get("millicpus", 0)),
+            memory_mb=int(data.get("memory_mb", 0)),
+            disk_gb=int(data.get("disk_gb", 0)),
+            gpus={str(k): int(v) for k, v in dict(data.get("gpus") or {}).items()},
+        )
+
+
+def _any_gpu_kind(totals: Totals, used: Usage, count: int) -> str | None:
+    for kind, total in sorted(totals.gpus.items()):
+        if total - used.gpus.get(kind, 0) >= count:
+            return kind
+    return None
+
+
+def shortfalls(totals: Totals, used: Usage, ask: Ask, compute: bool = True) -> list[str]:
+    """Why ``ask`` does not fit on a host with ``used`` committed; empty when it fits."""
+    reasons: list[str] = []
+    if compute:
+        if ask.cpus and ask.cpu_kind not in totals.cpu_kinds:
+            reasons.append(f"cpu kind {ask.cpu_kind} not offered")
+        free_mcpu = totals.millicpus - used.millicpus
+        need_mcpu = totals.millicpus_for(ask)
+        if need_mcpu > free_mcpu:
+            reasons.append(f"cpu: needs {need_mcpu} mcpu, {max(free_mcpu, 0)} mcpu free")
+        free_mem = totals.memory_mb - used.memory_mb
+        if ask.memory_mb > free_mem:
+            reasons.append(f"memory: needs {ask.memory_mb} MB, {max(free_mem, 0)} MB free")
+        if ask.gpus:
+            if ask.gpu_kind:
+                free_gpu = totals.gpus.get(ask.gpu_kind, 0) - used.gpus.get(ask.gpu_kind, 0)
+                if ask.gpus > free_gpu:
+                    reasons.append(f"gpu: needs {ask.gpus} {ask.gpu_kind}, {max(free_gpu, 0)} free")
+            elif _any_gpu_kind(totals, used, ask.gpus) is None:
+                reasons.append(f"gpu: needs {ask.gpus}, none free")
+    free_disk = totals.disk_gb - used.disk_gb
+    if ask.disk_gb > free_disk:
+        reasons.append(f"disk: needs {ask.disk_gb} GB, {max(free_disk, 0)} GB free")
+    return reasons
+
+
+def fits(totals: Totals, used: Usage, ask: Ask, compute: bool = True) -> bool:
+    return not shortfalls(totals, used, ask, compute)
+
+
+def describe_free(totals: Totals, used: Usage) -> str:
+    free_cpu = (totals.millicpus - used.millicpus) / 1000
+    return (
+        f"{free_cpu:g} cpus, {totals.memory_mb - used.memory_mb} MB memory, "
+        f"{totals.disk_gb - used.disk_gb} GB disk free"
+    )

@@ -1,0 +1,230 @@
+"""The machine configuration: ``fly.MachineConfig``, field for field.
+
+Unknown fields are kept and echoed back (``extra="allow"``), so a client that
+sends something bodega does not act on gets its config back intact. Fields
+are optional as in the API; responses omit what was never set.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_serializer,
+    field_validator,
+    model_validator,
+)
+
+from bodega.model.duration import parse_duration
+
+CpuKind = Literal["shared", "performance"]
+SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGTERM",
+           "SIGABRT", "SIGALRM", "SIGFPE", "SIGILL", "SIGPIPE", "SIGSEGV", "SIGTRAP")
+
+# Presets as flyctl names them: shared-cpu-Nx is N x 256 MB, performance-Nx is N x 2048 MB.
+_PRESET_KIND = {"shared-cpu": ("shared", 256), "performance": ("performance", 2048)}
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+def preset(size: str) -> tuple[CpuKind, int, int]:
+    """(cpu_kind, cpus, memory_mb) for a preset such as ``shared-cpu-2x``."""
+    for prefix, (kind, mem_per_cpu) in _PRESET_KIND.items():
+        if size.startswith(prefix + "-") and size.endswith("x"):
+            digits = size[len(prefix) + 1 : -1]
+            if digits.isdigit() and int(digits) > 0:
+                cpus = int(digits)
+                return kind, cpus, cpus * mem_per_cpu  # type: ignore[return-value]
+    raise ValueError(f"unknown machine size {size!r} (try shared-cpu-1x or performance-2x)")
+
+
+class Guest(_Open):
+    cpu_kind: CpuKind = "shared"
+    cpus: int = Field(default=1, ge=1, le=64)
+    memory_mb: int = Field(default=256, ge=128, le=1024 * 256)
+    gpus: int | None = Field(default=None, ge=0, le=16)
+    gpu_kind: str | None = None
+    host_dedication_id: str | None = None
+    kernel_args: list[str] | None = None
+
+    @field_validator("memory_mb")
+    @classmethod
+    def _multiple_of_128(cls, value: int) -> int:
+        if value % 128:
+            raise ValueError("memory_mb must be a multiple of 128")
+        return value
+
+
+class Init(_Open):
+    exec: list[str] | None = None
+    entrypoint: list[str] | None = None
+    cmd: list[str] | None = None
+    tty: bool | None = None
+    swap_size_mb: int | None = None
+    kernel_args: list[str] | None = None
+
+
+class Process(_Open):
+    name: str | None = None
+    exec: list[str] | None = None
+    entrypoint: list[str] | None = None
+    cmd: list[str] | None = None
+    env: dict[str, str] | None = None
+    user: str | None = None
+
+
+class Restart(_Open):
+    policy: Literal["no", "always", "on-failure", "spot-price"] | None = None
+    max_retries: int | None = Field(default=None, ge=0, le=1000)
+
+
+class StopConfig(_Open):
+    signal: str | None = None
+    timeout: str | int | None = None
+
+    @field_validator("signal")
+    @classmethod
+    def _known_signal(cls, value: str | None) -> str | None:
+        if value is not None and value not in SIGNALS:
+            raise ValueError(f"unknown signal {value!r}")
+        return value
+
+    @field_validator("timeout")
+    @classmethod
+    def _duration(cls, value: str | int | None) -> str | int | None:
+        parse_duration(value, 0.0)
+        return value
+
+
+class Concurrency(_Open):
+    type: Literal["connections", "requests"] | None = None
+    soft_limit: int | None = Field(default=None, ge=1)
+    hard_limit: int | None = Field(default=None, ge=1)
+
+
+class Port(_Open):
+    port: int | None = Field(default=None, ge=1, le=65535)
+    start_port: int | None = Field(default=None, ge=1, le=65535)
+    end_port: int | None = Field(default=None, ge=1, le=65535)
+    handlers: list[str] | None = None
+    force_https: bool | None = None
+
+
+class Check(_Open):
+    type: Literal["tcp", "http"] | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    interval: str | int | None = None
+    timeout: str | int | None = None
+    grace_period: str | int | None = None
+    method: str | None = None
+    path: str | None = None
+    protocol: str | None = None
+    kind: Literal["informational", "readiness"] | None = None
+
+    @field_validator("interval", "timeout", "grace_period")
+    @classmethod
+    def _duration(cls, value: str | int | None) -> str | int | None:
+        parse_duration(value, 0.0)
+        return value
+
+
+Autostop = Literal["off", "stop", "suspend"]
+
+
+class Service(_Open):
+    protocol: Literal["tcp", "udp"] = "tcp"
+    internal_port: int = Field(ge=1, le=65535)
+    ports: list[Port] | None = None
+    autostart: bool | None = None
+    autostop: Autostop | None = None
+    min_machines_running: int | None = Field(default=None, ge=0)
+    concurrency: Concurrency | None = None
+    checks: list[Check] | None = None
+
+    @field_validator("autostop", mode="before")
+    @classmethod
+    def _autostop_bool_or_string(cls, value: Any) -> Any:
+        # Old clients send a bool; new ones a string. Both mean the same.
+        if isinstance(value, bool):
+            return "stop" if value else "off"
+        return value
+
+    @field_serializer("autostop")
+    def _autostop_wire(self, value: Autostop | None) -> bool | str | None:
+        # Responses keep the old bool for off/stop so old clients still parse them.
+        if value is None or value == "suspend":
+            return value
+        return value == "stop"
+
+    def has_http_handler(self) -> bool:
+        return any("http" in (port.handlers or []) for port in self.ports or [])
+
+
+class Mount(_Open):
+    volume: str | None = None
+    path: str
+    name: str | None = None
+    size_gb: int | None = None
+    extend_threshold_percent: int | None = None
+    add_size_gb: int | None = None
+    size_gb_limit: int | None = None
+
+
+class MachineConfig(_Open):
+    image: str = Field(min_length=1, max_length=512)
+    env: dict[str, str] | None = None
+    metadata: dict[str, str] | None = None
+    guest: Guest | None = None
+    size: str | None = None
+    init: Init | None = None
+    processes: list[Process] | None = None
+    services: list[Service] | None = None
+    checks: dict[str, Check] | None = None
+    restart: Restart | None = None
+    auto_destroy: bool | None = None
+    mounts: list[Mount] | None = Field(default=None, max_length=1)
+    stop_config: StopConfig | None = None
+    standbys: list[str] | None = None
+    schedule: str | None = None
+
+    @model_validator(mode="after")
+    def _size_fills_guest(self) -> MachineConfig:
+        if self.guest is None and self.size:
+            kind, cpus, memory = preset(self.size)
+            self.guest = Guest(cpu_kind=kind, cpus=cpus, memory_mb=memory)
+        if self.env and len(self.env) > 256:
+            raise ValueError("at most 256 environment variables")
+        return self
+
+    def effective_guest(self) -> Guest:
+        return self.guest or Guest()
+
+    def command(self) -> list[str] | None:
+        """The argv to run: init.exec, else entrypoint + cmd, else processes[0]."""
+        if self.init and self.init.exec:
+            return list(self.init.exec)
+        if self.init and (self.init.entrypoint or self.init.cmd):
+            return [*(self.init.entrypoint or []), *(self.init.cmd or [])]
+        if self.processes:
+            first = self.processes[0]
+            if first.exec:
+                return list(first.exec)
+            if first.entrypoint or first.cmd:
+                return [*(first.entrypoint or []), *(first.cmd or [])]
+        return None
+
+    def restart_policy(self) -> tuple[str, int]:
+        """(policy, max_retries) with the API's defaults: on-failure, 10 retries."""
+        policy = (self.restart.policy if self.restart else None) or "on-failure"
+        retries = 10
+        if self.restart and self.restart.max_retries is not None:
+            retries = self.restart.max_retries
+        return policy, retries
+
+    def to_wire(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)

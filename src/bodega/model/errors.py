@@ -1,0 +1,106 @@
+"""Errors every bodega service raises and every API renders the same way.
+
+The wire shape is the Fly Machines API ``ErrorResponse``:
+``{"error": "<message>", "status": "<code>"}``. ``status`` is a short code
+(``unknown``, ``insufficient_capacity``, ``volume_placement_capacity``,
+``name_taken``, ...); the HTTP status code carries the class of failure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BodegaError(Exception):
+    http_status = 500
+    status = "unknown"
+
+    def __init__(self, message: str, *, status: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if status is not None:
+            self.status = status
+        self.details = details
+
+    def to_wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"error": self.message, "status": self.status}
+        if self.details is not None:
+            body["details"] = self.details
+        return body
+
+
+class BadRequest(BodegaError):
+    http_status = 400
+    status = "invalid_argument"
+
+
+class Unauthorized(BodegaError):
+    http_status = 401
+    status = "unauthenticated"
+
+
+class Forbidden(BodegaError):
+    http_status = 403
+    status = "permission_denied"
+
+
+class NotFound(BodegaError):
+    http_status = 404
+    status = "not_found"
+
+
+class Timeout(BodegaError):
+    http_status = 408
+    status = "deadline_exceeded"
+
+
+class Conflict(BodegaError):
+    http_status = 409
+    status = "failed_precondition"
+
+
+class PreconditionFailed(BodegaError):
+    http_status = 412
+    status = "failed_precondition"
+
+
+class Unprocessable(BodegaError):
+    http_status = 422
+    status = "invalid_argument"
+
+
+class Unavailable(BodegaError):
+    http_status = 503
+    status = "unavailable"
+
+
+class InsufficientCapacity(BodegaError):
+    """Nothing in the asked region can take the machine right now."""
+
+    http_status = 412
+    status = "insufficient_capacity"
+
+
+ERROR_CLASSES: dict[int, type[BodegaError]] = {
+    cls.http_status: cls
+    for cls in (BadRequest, Unauthorized, Forbidden, NotFound, Timeout, Conflict,
+                PreconditionFailed, Unprocessable, Unavailable)
+}
+
+
+def from_wire(http_status: int, body: Any) -> BodegaError:
+    """Rebuild an error a bodega service sent, so it can be raised again upstream."""
+    message = "unknown error"
+    status: str | None = None
+    details = None
+    if isinstance(body, dict):
+        message = str(body.get("error", message))
+        raw_status = body.get("status")
+        status = str(raw_status) if raw_status is not None else None
+        details = body.get("details")
+    cls = ERROR_CLASSES.get(http_status, BodegaError)
+    if status == InsufficientCapacity.status:
+        cls = InsufficientCapacity
+    err = cls(message, status=status, details=details)
+    err.http_status = http_status
+    return err

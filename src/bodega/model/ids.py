@@ -1,0 +1,73 @@
+"""Identifiers in the shapes the Fly Machines API uses.
+
+Machine ids are 14 lowercase hex characters; versions (``instance_id``) and
+event ids are 26-character ULIDs, which sort by creation time; volume ids are
+``vol_`` plus 20 base32 characters.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_VOLUME_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+MACHINE_ID_RE = re.compile(r"^[0-9a-f]{14}$")
+VOLUME_ID_RE = re.compile(r"^vol_[0-9a-z]{20}$")
+ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+# App and machine names: DNS labels, as Fly requires (they become hostnames).
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def new_machine_id() -> str:
+    return secrets.token_hex(7)
+
+
+def new_ulid(at_ms: int | None = None) -> str:
+    """A ULID: 48 bits of milliseconds then 80 random bits, Crockford base32."""
+    ms = int(time.time() * 1000) if at_ms is None else at_ms
+    value = (ms << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[value & 31])
+        value >>= 5
+    return "".join(reversed(chars))
+
+
+def new_volume_id() -> str:
+    return "vol_" + "".join(secrets.choice(_VOLUME_ALPHABET) for _ in range(20))
+
+
+def new_token_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(8)}"
+
+
+def new_secret() -> str:
+    return secrets.token_urlsafe(24)
+
+
+_ADJECTIVES = (
+    "aged", "autumn", "billowing", "bold", "calm", "crimson", "damp", "dawn",
+    "falling", "floral", "fragrant", "frosty", "gentle", "hidden", "icy",
+    "late", "lively", "misty", "muddy", "patient", "polished", "quiet",
+    "rough", "shy", "silent", "snowy", "solitary", "spring", "still",
+    "summer", "twilight", "wandering", "weathered", "wild", "winter", "young",
+)
+_NOUNS = (
+    "bird", "breeze", "brook", "bush", "cloud", "dew", "dream", "dust",
+    "field", "fire", "flower", "fog", "forest", "frog", "glade", "grass",
+    "haze", "hill", "lake", "leaf", "meadow", "moon", "night", "paper",
+    "pine", "pond", "rain", "river", "sea", "shadow", "sky", "smoke", "snow",
+    "sound", "star", "sun", "thunder", "tree", "violet", "water", "wave",
+)
+
+
+def new_machine_name() -> str:
+    """A readable generated name such as ``aged-thunder-7371``."""
+    return (
+        f"{secrets.choice(_ADJECTIVES)}-{secrets.choice(_NOUNS)}-"
+        f"{secrets.randbelow(9000) + 1000}"
+    )

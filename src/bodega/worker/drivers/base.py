@@ -1,0 +1,147 @@
+"""The driver protocol: how the worker's state machines touch a host.
+
+Modelled on Nomad's task driver (recover, start, wait, stop, destroy,
+inspect). Every method is idempotent, because the worker may crash at any
+instant and repeat the step it was in: ``start`` for a (machine, instance,
+start_seq) that is already running returns the running task's handle instead
+of starting a second one, ``stop`` of an exited task returns at once,
+``destroy`` of a destroyed machine does nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from bodega.model.machine import ExitStatus
+
+
+@dataclass(frozen=True)
+class Mount:
+    host_path: Path
+    guest_path: str
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything a driver needs to run one start of one machine version."""
+
+    machine_id: str
+    instance_id: str
+    start_seq: int  # rises on every start of the machine; names this run's files
+    app: str
+    image: str
+    argv: list[str]
+    env: dict[str, str]
+    cpus: int
+    cpu_kind: str
+    memory_mb: int
+    machine_dir: Path  # the machine's own directory on the worker, kept until destroy
+    netns: str | None = None  # network namespace to run in, None for the host's
+    mounts: tuple[Mount, ...] = ()
+    user: tuple[int, int] | None = None  # (uid, gid) to run as; None keeps the worker's
+
+
+@dataclass(frozen=True)
+class TaskHandle:
+    """What the worker persists about a running task so it can re-adopt it."""
+
+    driver: str
+    machine_id: str
+    instance_id: str
+    start_seq: int
+    pid: int | None = None
+    started_at: float = 0.0
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "driver": self.driver, "machine_id": self.machine_id,
+            "instance_id": self.instance_id, "start_seq": self.start_seq,
+            "pid": self.pid, "started_at": self.started_at, "data": self.data,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskHandle:
+        return cls(
+            driver=str(data["driver"]), machine_id=str(data["machine_id"]),
+            instance_id=str(data["instance_id"]), start_seq=int(data["start_seq"]),
+            pid=data.get("pid"), started_at=float(data.get("started_at", 0.0)),
+            data=dict(data.get("data") or {}),
+        )
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+    exit_signal: int | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr,
+        }
+        if self.exit_signal is not None:
+            body["exit_signal"] = self.exit_signal
+        return body
+
+
+@dataclass(frozen=True)
+class ProcessInfo:
+    pid: int
+    command: str
+    cpu: int  # jiffies used (utime + stime)
+    rss: int  # bytes
+    stime: int
+    rtime: int
+    directory: str
+    listen_sockets: list[dict[str, str]] = field(default_factory=list)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid, "command": self.command, "cpu": self.cpu, "rss": self.rss,
+            "stime": self.stime, "rtime": self.rtime, "directory": self.directory,
+            "listen_sockets": self.listen_sockets,
+        }
+
+
+class DriverError(Exception):
+    """A driver could not do what was asked; the message says why, for the machine's events."""
+
+
+class Driver(Protocol):
+    name: str
+
+    async def prepare(self, spec: TaskSpec) -> None:
+        """Make the machine runnable: directories, image, rootfs. Idempotent."""
+
+    async def start(self, spec: TaskSpec) -> TaskHandle:
+        """Start the task, or return the handle of the one already started for this start_seq."""
+
+    async def recover(self, handle: TaskHandle) -> bool:
+        """Re-attach to a task started before a restart; True if it is still running."""
+
+    async def wait(self, handle: TaskHandle) -> ExitStatus:
+        """Return once the task has exited, with how it ended."""
+
+    async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
+        """Send ``signal``; after ``timeout`` seconds send SIGKILL. Returns once it has exited."""
+
+    async def signal(self, handle: TaskHandle, signal: int) -> None:
+        """Deliver a signal to the task's processes; no-op if it has exited."""
+
+    async def inspect(self, handle: TaskHandle) -> bool:
+        """True while the task runs."""
+
+    async def exec(
+        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+    ) -> ExecResult:
+        """Run a command in the machine's context (namespace, user, directory, env)."""
+
+    async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
+        """The task's processes."""
+
+    async def destroy(self, machine_id: str, machine_dir: Path) -> None:
+        """Kill anything left and remove every trace of the machine. Idempotent."""
