@@ -13,5 +13,12 @@ app = typer.Typer(
 )
 
 
+from bodega.cli.up import up  # noqa: E402
+from bodega.cli.worker import worker  # noqa: E402
+
+app.command(help="Run a worker (the per-host agent).")(worker)
+app.command(help="Run a local cluster in the foreground.")(up)
+
+
 def run() -> None:
     app()

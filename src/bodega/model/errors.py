@@ -99,7 +99,7 @@ def from_wire(http_status: int, body: Any) -> BodegaError:
         status = str(raw_status) if raw_status is not None else None
         details = body.get("details")
     cls = ERROR_CLASSES.get(http_status, BodegaError)
-    if status == InsufficientCapacity.status:
+    if http_status == InsufficientCapacity.http_status and status == InsufficientCapacity.status:
         cls = InsufficientCapacity
     err = cls(message, status=status, details=details)
     err.http_status = http_status

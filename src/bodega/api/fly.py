@@ -1,0 +1,124 @@
+"""Request bodies of the Fly Machines API v1 subset bodega serves, field for field.
+
+Unknown fields are ignored (``extra="ignore"``) the way the real API ignores
+fields it does not act on; types follow the published spec. Responses are
+built as plain dicts that omit unset optional fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bodega.model.config import Guest, MachineConfig
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+
+class CreateAppRequest(_Body):
+    app_name: str | None = None
+    name: str | None = None
+    org_slug: str = "personal"
+    network: str | None = None
+    enable_subdomains: bool | None = None
+
+    def chosen_name(self) -> str | None:
+        return self.app_name or self.name
+
+
+class CreateMachineRequest(_Body):
+    config: MachineConfig
+    name: str | None = None
+    region: str | None = None
+    skip_launch: bool = False
+    skip_service_registration: bool = False
+    lease_ttl: int | None = Field(default=None, ge=1, le=3600)
+    lsvd: bool | None = None
+    skip_secrets: bool | None = None
+    min_secrets_version: int | None = None
+
+
+class UpdateMachineRequest(CreateMachineRequest):
+    current_version: str | None = None
+
+
+class StopRequest(_Body):
+    signal: str | int | None = None
+    timeout: str | int | None = None
+
+
+class SignalRequest(_Body):
+    signal: str | int | None = None
+
+
+class ExecRequest(_Body):
+    command: list[str] | None = None
+    cmd: str | None = None
+    timeout: int = Field(default=30, ge=1, le=600)
+    stdin: str | None = None
+    container: str | None = None
+
+
+class CreateLeaseRequest(_Body):
+    ttl: int | None = Field(default=None, ge=1, le=3600)
+    description: str = ""
+
+
+class UpdateMetadataRequest(_Body):
+    metadata: dict[str, str | None] = Field(default_factory=dict)
+    machine_version: str | None = None
+    updated_at: str | None = None
+
+
+class UpsertMetadataKeyRequest(_Body):
+    value: str
+    updated_at: str | None = None
+
+
+class CreateVolumeRequest(_Body):
+    name: str
+    region: str | None = None
+    size_gb: int = 1
+    encrypted: bool = True
+    fstype: str = "ext4"
+    require_unique_zone: bool = True
+    snapshot_retention: int = 5
+    auto_backup_enabled: bool = True
+    compute: Guest | None = None
+    snapshot_id: str | None = None
+    source_volume_id: str | None = None
+
+
+class UpdateVolumeRequest(_Body):
+    snapshot_retention: int | None = None
+    auto_backup_enabled: bool | None = None
+
+
+class ExtendVolumeRequest(_Body):
+    size_gb: int
+
+
+class PlacementsRequest(_Body):
+    org_slug: str = "personal"
+    compute: Guest | None = None
+    region: str | None = None
+    count: int = Field(default=0, ge=0, le=1000)
+    volume_name: str | None = None
+    volume_size_bytes: int | None = None
+    weights: dict[str, int] | None = None
+    # bodega's addition: the app whose placement to simulate (co-location penalties apply).
+    app: str | None = None
+    image: str | None = None
+    explain: bool = False
+
+    @field_validator("region")
+    @classmethod
+    def _strip(cls, value: str | None) -> str | None:
+        return value.strip() if value else value
+
+
+def omit_none(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if v is not None}

@@ -1,0 +1,122 @@
+"""HTTP glue every bodega service shares: error shape, JSON bodies, bearer tokens.
+
+Every error leaves as ``{"error": ..., "status": ...}`` with the matching
+HTTP status, including bad JSON, validation failures and unexpected
+exceptions, so no client ever sees an HTML page or a traceback.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bodega.model.errors import BadRequest, BodegaError, Unauthorized
+
+log = logging.getLogger("bodega.http")
+
+MAX_BODY = 1 << 20
+M = TypeVar("M", bound=BaseModel)
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def error_response(err: BodegaError) -> Response:
+    return json_response(err.to_wire(), status=err.http_status)
+
+
+def validation_message(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors()[:5]:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "invalid_argument: " + "; ".join(parts)
+
+
+async def read_json(request: Request, *, required: bool = True) -> Any:
+    body = await request.body()
+    if len(body) > MAX_BODY:
+        raise BadRequest(f"request body over {MAX_BODY} bytes")
+    if not body.strip():
+        if required:
+            raise BadRequest("a JSON body is required")
+        return {}
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"invalid JSON body: {exc}") from None
+
+
+async def read_model(request: Request, model: type[M], *, required: bool = True) -> M:
+    data = await read_json(request, required=required)
+    if not isinstance(data, dict):
+        raise BadRequest("the JSON body must be an object")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise BadRequest(validation_message(exc)) from None
+
+
+def bearer_token(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() in ("bearer", "flyv1") and value.strip():
+        return value.strip()
+    return None
+
+
+def check_cluster_token(request: Request, expected: str) -> None:
+    token = bearer_token(request)
+    if token is None or not hmac.compare_digest(token.encode(), expected.encode()):
+        raise Unauthorized("unauthorized: a valid cluster token is required")
+
+
+def query_bool(request: Request, *names: str) -> bool:
+    for name in names:
+        value = request.query_params.get(name)
+        if value is not None:
+            return value.lower() in ("1", "true", "yes", "on", "")
+    return False
+
+
+def query_int(request: Request, name: str, default: int) -> int:
+    value = request.query_params.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise BadRequest(f"invalid_argument: {name} must be an integer") from None
+
+
+async def handle_errors(request: Request, call: Handler) -> Response:
+    """Run ``call`` and turn every failure into the error shape."""
+    try:
+        return await call(request)
+    except BodegaError as err:
+        return error_response(err)
+    except ValidationError as exc:
+        return error_response(BadRequest(validation_message(exc)))
+    except HTTPException as exc:
+        return json_response({"error": exc.detail, "status": "unknown"}, exc.status_code)
+    except Exception:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return json_response({"error": "internal error; see the server log", "status": "unknown"},
+                             500)
+
+
+def not_found_app_handler(_request: Request, exc: Exception) -> Response:
+    status = getattr(exc, "status_code", 404)
+    detail = getattr(exc, "detail", "not found")
+    return json_response({"error": str(detail), "status": "not_found"}, status)

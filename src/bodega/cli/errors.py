@@ -1,0 +1,42 @@
+"""One readable line on stderr instead of a traceback."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import httpx
+import typer
+
+from bodega.model.errors import BodegaError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def fail(message: str, code: int = 1) -> None:
+    typer.secho(f"Error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code)
+
+
+def friendly(fn: F) -> F:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except BodegaError as err:
+            fail(err.message)
+        except httpx.ConnectError as err:
+            fail(f"cannot reach {err.request.url.host}:{err.request.url.port} "
+                 "(is the cluster running? try `bodega up`)")
+        except httpx.HTTPError as err:
+            fail(f"request failed: {err}")
+        except (ValueError, OSError) as err:
+            fail(str(err))
+        except KeyboardInterrupt:
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]

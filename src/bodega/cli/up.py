@@ -1,0 +1,84 @@
+"""``bodega up``: run a whole local cluster in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bodega.cli.errors import friendly
+from bodega.cluster.config import ClusterConfig
+from bodega.cluster.supervisor import LocalCluster, components_for
+from bodega.runtime.lifecycle import until_stopped
+from bodega.runtime.logs import configure
+
+
+def _secret(data_dir: Path) -> str:
+    """The cluster secret persists in the data dir so a restarted cluster keeps its members."""
+    path = data_dir / "cluster-secret"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    value = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(value + "\n")
+    return value
+
+
+@friendly
+def up(
+    data_dir: Annotated[Path, typer.Option(help="Where the cluster keeps its state")]
+    = Path(".bodega"),
+    regions: Annotated[str, typer.Option(help="Comma-separated region codes")] = "ams,syd",
+    workers_per_region: Annotated[int, typer.Option(min=1, max=50)] = 2,
+    worker_cpus: Annotated[int, typer.Option(min=1)] = 4,
+    worker_memory_mb: Annotated[int, typer.Option(min=256)] = 4096,
+    worker_disk_gb: Annotated[int, typer.Option(min=0)] = 20,
+    api_port: Annotated[int, typer.Option(help="Machines API port")] = 4280,
+    proxy_port: Annotated[int, typer.Option(help="HTTP proxy port")] = 8080,
+    token: Annotated[
+        str | None, typer.Option(envvar="BODEGA_API_TOKEN", help="Admin API token")
+    ] = None,
+    driver: Annotated[str, typer.Option(help="process or null")] = "process",
+    machine_cidr: Annotated[str, typer.Option(help="Machine addresses, a /24 per worker")]
+    = "10.209.0.0/16",
+    log_level: Annotated[str, typer.Option()] = "info",
+) -> None:
+    """Run a local cluster: workers in each region, a broker and a proxy, until Ctrl-C."""
+    region_list = tuple(r.strip() for r in regions.split(",") if r.strip())
+    if not region_list:
+        raise ValueError("--regions needs at least one region code")
+    data_dir = data_dir.resolve()
+    printed_token = token is None
+    config = ClusterConfig(
+        data_dir=data_dir, token=token or secrets.token_urlsafe(24),
+        cluster_secret=_secret(data_dir), regions=region_list,
+        workers_per_region=workers_per_region, worker_cpus=worker_cpus,
+        worker_memory_mb=worker_memory_mb, worker_disk_gb=worker_disk_gb, api_port=api_port,
+        proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
+    )
+    configure(log_level, "up")
+    asyncio.run(_run(config, printed_token))
+
+
+async def _run(config: ClusterConfig, print_token: bool) -> None:
+    cluster = LocalCluster(config, components_for(config))
+    try:
+        await cluster.start()
+        typer.echo(f"bodega is up: {len(cluster.components)} components, "
+                   f"state in {cluster.state_file}")
+        for component in cluster.components:
+            typer.echo(f"  {component.role:<7} {component.name:<10} {component.region:<5} "
+                       f"{component.url}")
+        if print_token:
+            typer.echo(f"API token: {config.token}  (pass --token or BODEGA_API_TOKEN to fix it)")
+        typer.echo("Press Ctrl-C to stop.")
+        await until_stopped()
+    finally:
+        typer.echo("stopping...")
+        await cluster.stop()

@@ -1,0 +1,102 @@
+"""``bodega worker``: run the per-host agent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bodega.cli.errors import friendly
+from bodega.model.capacity import CPU_KINDS, Totals
+from bodega.runtime import hostinfo
+from bodega.runtime.failpoints import Failpoints
+from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
+from bodega.runtime.logs import configure
+from bodega.worker.config import WorkerConfig
+from bodega.worker.daemon import Worker
+
+
+def parse_gpus(values: list[str]) -> dict[str, int]:
+    gpus: dict[str, int] = {}
+    for value in values:
+        kind, _, count = value.partition("=")
+        if not kind or not count.isdigit():
+            raise ValueError(f"--gpus takes kind=count, got {value!r}")
+        gpus[kind] = int(count)
+    return gpus
+
+
+@friendly
+def worker(
+    region: Annotated[str, typer.Option(help="Region code this worker supplies, e.g. ams")],
+    data_dir: Annotated[Path, typer.Option(help="Where the worker keeps its state")],
+    name: Annotated[str | None, typer.Option(help="Unique worker name [default: hostname]")] = None,
+    listen: Annotated[str, typer.Option(help="host:port of the internal API")] = "127.0.0.1:0",
+    advertise: Annotated[str | None, typer.Option(help="Address others use to reach it")] = None,
+    driver: Annotated[str, typer.Option(help="process, null (no processes) or fake")] = "process",
+    cpus: Annotated[int | None, typer.Option(help="CPUs to offer [default: all]")] = None,
+    memory_mb: Annotated[int | None, typer.Option(help="Memory to offer [default: all]")] = None,
+    disk_gb: Annotated[int | None, typer.Option(help="Disk for volumes [default: free]")] = None,
+    shared_cpu_ratio: Annotated[float, typer.Option(help="Shared vCPUs per physical CPU")] = 4.0,
+    cpu_kinds: Annotated[str, typer.Option(help="CPU kinds offered")] = ",".join(CPU_KINDS),
+    gpus: Annotated[list[str] | None, typer.Option(help="GPUs as kind=count")] = None,
+    cluster_secret: Annotated[
+        str | None, typer.Option(envvar="BODEGA_CLUSTER_SECRET", help="Shared cluster secret")
+    ] = None,
+    machine_subnet: Annotated[str | None, typer.Option(help="Machine /24, e.g. 10.209.5.0/24")]
+    = None,
+    network: Annotated[str, typer.Option(help="auto, netns (root) or host")] = "auto",
+    machine_user: Annotated[str, typer.Option(help="Run machines as this user when root")]
+    = "nobody",
+    reservation_ttl: Annotated[float, typer.Option(help="Seconds an unclaimed hold lasts")] = 10.0,
+    stop_machines_on_exit: Annotated[bool, typer.Option(help="Stop machines when exiting")]
+    = False,
+    ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
+    = None,
+    exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
+    failpoints: Annotated[str | None, typer.Option(envvar="BODEGA_FAILPOINTS", hidden=True)]
+    = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+) -> None:
+    """Run a worker: the single source of truth for the machines on this host."""
+    if not cluster_secret:
+        raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
+    worker_name = name or hostinfo.hostname()
+    host, port = hostinfo.split_host_port(listen, 0)
+    kinds = tuple(k.strip() for k in cpu_kinds.split(",") if k.strip())
+    for kind in kinds:
+        if kind not in CPU_KINDS:
+            raise ValueError(f"unknown cpu kind {kind!r}: use shared or performance")
+    if shared_cpu_ratio < 1:
+        raise ValueError("--shared-cpu-ratio must be at least 1")
+    data_dir = data_dir.resolve()
+    config = WorkerConfig(
+        name=worker_name, region=region, data_dir=data_dir, listen_host=host, listen_port=port,
+        advertise_host=advertise, driver=driver,
+        totals=Totals(
+            cpus=cpus or hostinfo.cpu_count(), memory_mb=memory_mb or hostinfo.memory_mb(),
+            disk_gb=disk_gb if disk_gb is not None else hostinfo.disk_gb(data_dir),
+            gpus=parse_gpus(gpus or []), shared_cpu_ratio=shared_cpu_ratio, cpu_kinds=kinds,
+        ),
+        cluster_secret=cluster_secret, machine_subnet=machine_subnet, network=network,
+        machine_user=machine_user or None, reservation_ttl=reservation_ttl,
+        stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
+    )
+    configure(log_level, f"worker[{worker_name}]")
+    event_loop_policy()
+    asyncio.run(_run(config, ready_file, exit_with_parent))
+
+
+async def _run(config: WorkerConfig, ready_file: Path | None, exit_with_parent: bool) -> None:
+    daemon = Worker(config)
+
+    async def start() -> None:
+        await daemon.start()
+        if ready_file is not None:
+            write_json_atomic(ready_file, {"url": daemon.url, "pid": os.getpid(),
+                                           "name": config.name, "region": config.region})
+
+    await run_daemon(start, daemon.stop, exit_with_parent=exit_with_parent)

@@ -1,0 +1,42 @@
+"""What ``bodega up`` runs, decided once from its flags."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    data_dir: Path
+    token: str
+    cluster_secret: str
+    regions: tuple[str, ...] = ("ams", "syd")
+    workers_per_region: int = 2
+    worker_cpus: int = 4
+    worker_memory_mb: int = 4096
+    worker_disk_gb: int = 20
+    api_port: int = 4280
+    proxy_port: int = 8080
+    host: str = "127.0.0.1"
+    driver: str = "process"
+    machine_cidr: str = "10.209.0.0/16"
+    extra_worker_args: tuple[str, ...] = field(default_factory=tuple)
+    log_level: str = "info"
+
+    def worker_names(self) -> list[tuple[str, str]]:
+        """(name, region) for every worker, e.g. ("ams-1", "ams")."""
+        return [
+            (f"{region}-{i}", region)
+            for region in self.regions
+            for i in range(1, self.workers_per_region + 1)
+        ]
+
+    def worker_subnet(self, index: int) -> str:
+        """The index-th /24 of ``machine_cidr``, skipping the first."""
+        network = ipaddress.ip_network(self.machine_cidr)
+        subnets = list(network.subnets(new_prefix=24))
+        if index + 1 >= len(subnets):
+            raise ValueError(f"{self.machine_cidr} has room for {len(subnets) - 1} workers")
+        return str(subnets[index + 1])

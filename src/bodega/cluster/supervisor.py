@@ -1,0 +1,179 @@
+"""The local cluster supervisor: start every component, restart what crashes, stop it all.
+
+This is the supervisor the article starts from, grown up a little: each
+component is a separate OS process with its own log file; one that exits on
+its own is restarted with a backoff; ``cluster.json`` always lists what runs
+now (pid and url); SIGINT or SIGTERM stops everything, machines included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bodega.cluster.config import ClusterConfig
+from bodega.runtime.lifecycle import write_json_atomic
+
+log = logging.getLogger("bodega.cluster")
+
+READY_TIMEOUT = 30.0
+STOP_GRACE = 20.0
+MAX_BACKOFF = 30.0
+
+
+@dataclass
+class Component:
+    role: str
+    name: str
+    region: str
+    argv: list[str]
+    ready_file: Path
+    log_file: Path
+    process: asyncio.subprocess.Process | None = None
+    url: str | None = None
+    restarts: int = 0
+    started_at: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role, "name": self.name, "region": self.region,
+            "pid": self.process.pid if self.process else None, "url": self.url,
+            "restarts": self.restarts, **self.info,
+        }
+
+
+class LocalCluster:
+    def __init__(self, config: ClusterConfig, components: list[Component]) -> None:
+        self.config = config
+        self.components = components
+        self.stopping = asyncio.Event()
+        self._watchers: list[asyncio.Task[None]] = []
+
+    @property
+    def state_file(self) -> Path:
+        return self.config.data_dir / "cluster.json"
+
+    def write_state(self) -> None:
+        write_json_atomic(
+            self.state_file,
+            {
+                "api_url": f"http://{self.config.host}:{self.config.api_port}",
+                "proxy_url": f"http://{self.config.host}:{self.config.proxy_port}",
+                "components": [c.to_json() for c in self.components],
+            },
+        )
+
+    async def _spawn(self, component: Component) -> None:
+        component.ready_file.unlink(missing_ok=True)
+        component.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with component.log_file.open("ab") as log_out:
+            component.process = await asyncio.create_subprocess_exec(
+                *component.argv, stdout=log_out, stderr=log_out, stdin=asyncio.subprocess.DEVNULL,
+                env={**os.environ, "BODEGA_CLUSTER_SECRET": self.config.cluster_secret},
+            )
+        component.started_at = time.monotonic()
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not component.ready_file.exists():
+            if component.process.returncode is not None:
+                raise RuntimeError(
+                    f"{component.role} {component.name} exited with "
+                    f"{component.process.returncode} while starting; see {component.log_file}"
+                )
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{component.role} {component.name} did not become ready "
+                                   f"in {READY_TIMEOUT:.0f}s; see {component.log_file}")
+            await asyncio.sleep(0.05)
+        ready = json.loads(component.ready_file.read_text())
+        component.url = ready.get("url")
+        component.info = {k: v for k, v in ready.items() if k not in ("url", "pid", "name",
+                                                                      "region")}
+        log.info("%s %s ready at %s (pid %s)", component.role, component.name, component.url,
+                 component.process.pid)
+        self.write_state()
+
+    async def start(self) -> None:
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        for role in ("worker", "broker", "proxy"):
+            group = [c for c in self.components if c.role == role]
+            await asyncio.gather(*(self._spawn(c) for c in group))
+        self._watchers = [asyncio.create_task(self._watch(c)) for c in self.components]
+
+    async def _watch(self, component: Component) -> None:
+        while not self.stopping.is_set():
+            assert component.process is not None
+            code = await component.process.wait()
+            if self.stopping.is_set():
+                return
+            ran = time.monotonic() - component.started_at
+            backoff = 0.5 if ran > 60 else min(MAX_BACKOFF, 0.5 * 2 ** component.restarts)
+            component.restarts += 1
+            log.warning("%s %s exited with %s; restarting in %.1fs", component.role,
+                        component.name, code, backoff)
+            await asyncio.sleep(backoff)
+            if self.stopping.is_set():
+                return
+            try:
+                await self._spawn(component)
+            except RuntimeError as exc:
+                log.error("%s", exc)
+
+    async def stop(self) -> None:
+        """SIGTERM every component (proxies first, workers last), then SIGKILL stragglers."""
+        self.stopping.set()
+        for task in self._watchers:
+            task.cancel()
+        for role in ("proxy", "broker", "worker"):
+            group = [c for c in self.components if c.role == role and c.process]
+            for component in group:
+                assert component.process is not None
+                if component.process.returncode is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        component.process.send_signal(signal.SIGTERM)
+            for component in group:
+                assert component.process is not None
+                try:
+                    await asyncio.wait_for(component.process.wait(), STOP_GRACE)
+                except TimeoutError:
+                    log.warning("%s %s did not stop in %.0fs; killing it", component.role,
+                                component.name, STOP_GRACE)
+                    with contextlib.suppress(ProcessLookupError):
+                        component.process.kill()
+                    await component.process.wait()
+        for component in self.components:
+            component.process = None
+        self.write_state()
+
+
+def bodega_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bodega", *args]
+
+
+def components_for(config: ClusterConfig) -> list[Component]:
+    components = []
+    run_dir = config.data_dir / "run"
+    logs = config.data_dir / "logs"
+    for index, (name, region) in enumerate(config.worker_names()):
+        argv = bodega_argv(
+            "worker", "--name", name, "--region", region,
+            "--data-dir", str(config.data_dir / "workers" / name),
+            "--listen", f"{config.host}:0", "--driver", config.driver,
+            "--cpus", str(config.worker_cpus), "--memory-mb", str(config.worker_memory_mb),
+            "--disk-gb", str(config.worker_disk_gb),
+            "--machine-subnet", config.worker_subnet(index),
+            "--stop-machines-on-exit", "--exit-with-parent",
+            "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
+            *config.extra_worker_args,
+        )
+        components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
+                                    logs / f"{name}.log"))
+    return components

@@ -1,0 +1,82 @@
+"""Serve an ASGI app with uvicorn inside the running event loop.
+
+Daemons run their HTTP server, gossip and background tasks in one loop, so
+the server is started as a task rather than owning the process. Port 0 binds
+an ephemeral port; ``Served.port`` reports the one the kernel chose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+
+log = logging.getLogger("bodega.serve")
+
+
+@dataclass
+class Served:
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def stop(self, grace: float = 5.0) -> None:
+        self.server.should_exit = True
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), grace)
+        except TimeoutError:
+            self.server.force_exit = True
+            await self.task
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = None) -> Served:
+    """Start serving ``app``; returns once the socket accepts connections."""
+    sock = sock or bind(host, port)
+    bound_port = int(sock.getsockname()[1])
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30,
+        backlog=2048, http="httptools" if _has("httptools") else "h11",
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(_serve_without_signal_handlers(server, sock))
+    while not server.started:
+        if task.done():
+            task.result()
+            raise RuntimeError(f"server on {host}:{bound_port} exited while starting")
+        await asyncio.sleep(0.005)
+    log.info("serving on %s:%d", host, bound_port)
+    return Served(server=server, task=task, host=host, port=bound_port)
+
+
+async def _serve_without_signal_handlers(server: uvicorn.Server, sock: socket.socket) -> None:
+    # Server.serve() swaps in its own SIGINT/SIGTERM handlers and re-raises the signal
+    # when it ends; a daemon runs several servers and owns its signals, so skip that layer.
+    await server._serve(sockets=[sock])
+
+
+def _has(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        return False
+    return True

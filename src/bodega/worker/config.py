@@ -1,0 +1,51 @@
+"""The worker's configuration, built once by the entry point and passed in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bodega.model.capacity import Totals
+from bodega.runtime.failpoints import Failpoints
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    name: str
+    region: str
+    data_dir: Path
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 0
+    advertise_host: str | None = None  # address others use to reach this worker
+    driver: str = "process"
+    totals: Totals = field(default_factory=lambda: Totals(cpus=2, memory_mb=2048, disk_gb=10))
+    cluster_secret: str = ""
+    machine_subnet: str | None = None  # e.g. 10.209.5.0/24; None: derived from the name
+    network: str = "auto"  # auto | netns | host
+    machine_user: str | None = "nobody"  # run machines as this user when the worker is root
+    log_max_bytes: int = 1 << 20
+    reservation_ttl: float = 10.0
+    stop_machines_on_exit: bool = False
+    failpoints: Failpoints = field(default_factory=Failpoints)
+    cgroups: bool = True
+
+    @property
+    def store_path(self) -> Path:
+        return self.data_dir / "worker.db"
+
+    @property
+    def machines_dir(self) -> Path:
+        return self.data_dir / "machines"
+
+    @property
+    def volumes_dir(self) -> Path:
+        return self.data_dir / "volumes"
+
+    def machine_dir(self, machine_id: str) -> Path:
+        return self.machines_dir / machine_id
+
+    def volume_dir(self, volume_id: str) -> Path:
+        return self.volumes_dir / volume_id
+
+    def host(self) -> str:
+        return self.advertise_host or self.listen_host

@@ -1,0 +1,187 @@
+"""A running worker: wires the store, ledger, driver, network, services and API.
+
+``Worker.start`` opens the store, sets up the host network, recovers (resumes
+unfinished operations, re-adopts running machines) and only then serves, so
+no request ever sees a half-recovered worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import ipaddress
+import logging
+import os
+from typing import Any
+
+from bodega.model.states import MachineState
+from bodega.runtime.keys import internal_token
+from bodega.runtime.serve import Served, serve
+from bodega.worker import tables
+from bodega.worker.actions import MachineActions
+from bodega.worker.api import WorkerApi
+from bodega.worker.config import WorkerConfig
+from bodega.worker.drivers.base import Driver
+from bodega.worker.effects import MachineEffects, machine_user
+from bodega.worker.ledger import Ledger
+from bodega.worker.machines import MachineService
+from bodega.worker.metrics import WorkerMetrics
+from bodega.worker.network import HostNetwork, NetnsNetwork, Network
+from bodega.worker.records import MachineRow
+from bodega.worker.runner import Runner
+from bodega.worker.store import Store
+from bodega.worker.volumes import VolumeService
+from bodega.worker.watch import StateWatch
+
+log = logging.getLogger("bodega.worker")
+
+HOUSEKEEPING_INTERVAL = 2.0
+
+
+def default_subnet(name: str) -> str:
+    """A /24 in 10.209.0.0/16 picked from the worker's name; `bodega up` assigns them instead."""
+    octet = int(hashlib.sha256(name.encode()).hexdigest(), 16) % 250 + 2
+    return f"10.209.{octet}.0/24"
+
+
+def make_driver(config: WorkerConfig) -> Driver:
+    if config.driver == "null":
+        from bodega.worker.drivers.null import NullDriver
+
+        return NullDriver()
+    if config.driver == "fake":
+        from bodega.worker.drivers.fake import FakeDriver
+
+        return FakeDriver()
+    if config.driver == "process":
+        from bodega.worker.cgroups import Cgroups
+        from bodega.worker.drivers.process import ProcessDriver
+
+        cgroups = Cgroups.detect(config.name) if config.cgroups else None
+        return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes)
+    raise ValueError(f"unknown driver {config.driver!r}: use process, null or fake")
+
+
+def make_network(config: WorkerConfig) -> Network:
+    mode = config.network
+    if mode == "auto":
+        mode = "netns" if os.geteuid() == 0 and config.driver == "process" else "host"
+    if mode == "netns":
+        return NetnsNetwork(ipaddress.ip_network(config.machine_subnet
+                                                 or default_subnet(config.name)))
+    if mode == "host":
+        return HostNetwork(config.host(), ipaddress.ip_network(config.machine_subnet
+                                                               or default_subnet(config.name)))
+    raise ValueError(f"unknown network mode {config.network!r}: use auto, netns or host")
+
+
+class Worker:
+    def __init__(self, config: WorkerConfig, driver: Driver | None = None,
+                 network: Network | None = None) -> None:
+        self.config = config
+        self.driver = driver or make_driver(config)
+        self.network = network or make_network(config)
+        self.metrics = WorkerMetrics()
+        self.watch = StateWatch()
+        self.store = Store(config.store_path)
+        self.ledger = Ledger(self.store, config.totals)
+        self.user = machine_user(config.machine_user)
+        self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
+        self.runner = Runner(
+            self.store, self.effects, config.failpoints, on_change=self.watch.notify,
+            on_step=lambda fsm, step, s: self.metrics.steps.labels(fsm, step).observe(s),
+        )
+        first, last = self.network.index_range
+        self.machines = MachineService(self.store, self.ledger, self.runner, self.effects,
+                                       (first, last))
+        self.actions = MachineActions(self.machines, self.watch)
+        self.volumes = VolumeService(self.store, self.ledger, self.runner)
+        self.token = internal_token(config.cluster_secret)
+        self.served: Served | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    @property
+    def url(self) -> str:
+        if self.served is None:
+            raise RuntimeError("worker is not serving")
+        return f"http://{self.config.host()}:{self.served.port}"
+
+    def info(self) -> dict[str, Any]:
+        return {
+            "name": self.config.name, "region": self.config.region, "driver": self.driver.name,
+            "url": self.url if self.served else None, "totals": self.config.totals.to_wire(),
+            "pid": os.getpid(),
+        }
+
+    def service_host(self, row: MachineRow) -> str | None:
+        return self.network.service_host(row.private_ip)
+
+    async def start(self) -> None:
+        for path in (self.config.machines_dir, self.config.volumes_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        await self.network.setup()
+        await self.machines.recover()
+        api = WorkerApi(
+            name=self.config.name, region=self.config.region, token=self.token,
+            ledger=self.ledger, machines=self.machines, actions=self.actions,
+            volumes=self.volumes, metrics=self.metrics, info=self.info,
+            service_host=self.service_host,
+        )
+        self.served = await serve(api.app(), self.config.listen_host, self.config.listen_port)
+        self._tasks.append(asyncio.create_task(self._housekeeping()))
+        janitor = getattr(self.driver, "log_janitor", None)
+        if janitor is not None:
+            self._tasks.append(asyncio.create_task(janitor(self.config.machines_dir)))
+        log.info("worker %s (%s, %s driver) serving on %s", self.config.name,
+                 self.config.region, self.driver.name, self.url)
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL)
+            try:
+                now = self.store.clock()
+                self.ledger.purge(now - 60)
+                self._update_gauges()
+            except Exception:
+                log.exception("housekeeping failed")
+
+    def _update_gauges(self) -> None:
+        counts: dict[str, int] = {}
+        for row in tables.list_machines(self.store.db):
+            counts[row.state] = counts.get(row.state, 0) + 1
+        for state in MachineState:
+            self.metrics.machines.labels(str(state)).set(counts.get(state, 0))
+        used = self.ledger.usage()
+        totals = self.config.totals
+        for name, value, total in (("millicpus", used.millicpus, totals.millicpus),
+                                   ("memory_mb", used.memory_mb, totals.memory_mb),
+                                   ("disk_gb", used.disk_gb, totals.disk_gb)):
+            self.metrics.used.labels(name).set(value)
+            self.metrics.total.labels(name).set(total)
+
+    async def stop(self) -> None:
+        """Stop serving; with ``stop_machines_on_exit`` also stop every running machine."""
+        if self.served is not None:
+            await self.served.stop()
+        if self.config.stop_machines_on_exit:
+            await self.stop_all_machines()
+        await self.machines.settle()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.machines.supervision.close()
+        self.store.close()
+
+    async def stop_all_machines(self) -> None:
+        rows = [r for r in tables.list_machines(self.store.db) if r.state == MachineState.STARTED]
+        log.info("stopping %d machines before exit", len(rows))
+        results = await asyncio.gather(
+            *(self.machines.stop(row.id, timeout=5.0) for row in rows), return_exceptions=True
+        )
+        for row, result in zip(rows, results, strict=True):
+            if isinstance(result, Exception):
+                log.warning("%s: could not stop: %s", row.id, result)
+        await self.machines.settle()

@@ -1,0 +1,190 @@
+"""The side effects of machine and volume operations, each safe to repeat.
+
+``MachineEffects.perform`` is the only place where the worker's state
+machines touch the host: the driver, the network and the volume directories.
+It reads the current row, does the work, and reports what changed; the runner
+records that in the same transaction that enters the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import os
+import pwd
+import shutil
+import signal as signals
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bodega.model.duration import parse_duration
+from bodega.model.machine import ExitStatus
+from bodega.worker import tables
+from bodega.worker.config import WorkerConfig
+from bodega.worker.drivers.base import Driver, DriverError, Mount, TaskSpec
+from bodega.worker.fsm import Effect, Step
+from bodega.worker.network import Network, NetworkError
+from bodega.worker.records import MachineRow
+from bodega.worker.runner import EffectFailed, Outcome
+from bodega.worker.store import Operation, Store
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def signal_number(name: str | int | None, default: int) -> int:
+    """A signal given as a name ("SIGTERM"), a bare name ("TERM") or a number."""
+    if name is None or name == "":
+        return default
+    if isinstance(name, int) or (isinstance(name, str) and name.isdigit()):
+        number = int(name)
+        signals.Signals(number)  # raises ValueError for unknown numbers
+        return number
+    text = name.upper()
+    if not text.startswith("SIG"):
+        text = "SIG" + text
+    return int(signals.Signals[text])
+
+
+def machine_user(name: str | None) -> tuple[int, int] | None:
+    """(uid, gid) for running machines, when the worker is root and a user is configured."""
+    if name is None or os.geteuid() != 0:
+        return None
+    entry = pwd.getpwnam(name)
+    gid = entry.pw_gid
+    if name == "nobody":
+        with contextlib.suppress(KeyError):
+            gid = grp.getgrnam("nogroup").gr_gid
+    return entry.pw_uid, gid
+
+
+class MachineEffects:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        store: Store,
+        driver: Driver,
+        network: Network,
+        user: tuple[int, int] | None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.driver = driver
+        self.network = network
+        self.user = user
+
+    def machine(self, machine_id: str) -> MachineRow:
+        row = tables.get_machine(self.store.db, machine_id)
+        if row is None:
+            raise EffectFailed(f"machine {machine_id} vanished from the store")
+        return row
+
+    def task_spec(self, machine: MachineRow, start_seq: int | None = None) -> TaskSpec:
+        config = machine.config
+        guest = config.effective_guest()
+        env = {"PATH": DEFAULT_PATH, "HOME": "/", **(config.env or {})}
+        private_ip = machine.private_ip or ""
+        for prefix in ("BODEGA", "FLY"):
+            env[f"{prefix}_MACHINE_ID"] = machine.id
+            env[f"{prefix}_APP_NAME"] = machine.app
+            env[f"{prefix}_REGION"] = machine.region
+            env[f"{prefix}_INSTANCE_ID"] = machine.instance_id
+            env[f"{prefix}_PRIVATE_IP"] = private_ip
+        env["FLY_IMAGE_REF"] = config.image
+        env["FLY_MACHINE_VERSION"] = machine.instance_id
+        mounts: tuple[Mount, ...] = ()
+        if machine.volume_id and config.mounts:
+            mounts = (Mount(self.config.volume_dir(machine.volume_id), config.mounts[0].path),)
+        return TaskSpec(
+            machine_id=machine.id,
+            instance_id=machine.instance_id,
+            start_seq=machine.start_seq if start_seq is None else start_seq,
+            app=machine.app,
+            image=config.image,
+            argv=config.command() or [],
+            env=env,
+            cpus=guest.cpus,
+            cpu_kind=guest.cpu_kind,
+            memory_mb=guest.memory_mb,
+            machine_dir=self.config.machine_dir(machine.id),
+            netns=machine.netns,
+            mounts=mounts,
+            user=self.user,
+        )
+
+    async def perform(self, op: Operation, step: Step) -> Outcome:
+        try:
+            return await self._perform(op, step)
+        except (DriverError, NetworkError) as exc:
+            raise EffectFailed(str(exc)) from exc
+
+    async def _perform(self, op: Operation, step: Step) -> Outcome:
+        payload = op.payload
+        match step.effect:
+            case Effect.NONE:
+                return Outcome()
+            case Effect.BACKOFF:
+                await asyncio.sleep(float(payload.get("delay", 0)))
+                return Outcome()
+            case Effect.ATTACH_NETWORK:
+                machine = self.machine(op.resource_id)
+                if machine.ip_index is None:
+                    raise EffectFailed("machine has no address allocated")
+                attachment = await self.network.attach(machine.id, machine.ip_index)
+                return Outcome(updates={"private_ip": attachment.private_ip,
+                                        "netns": attachment.netns})
+            case Effect.PREPARE:
+                machine = self.machine(op.resource_id)
+                await self.driver.prepare(self.task_spec(machine))
+                return Outcome()
+            case Effect.SPAWN:
+                machine = self.machine(op.resource_id)
+                spec = self.task_spec(machine, int(payload["start_seq"]))
+                handle = await self.driver.start(spec)
+                return Outcome(payload={"pid": handle.pid}, updates={"handle": handle})
+            case Effect.STOP_TASK:
+                return await self._stop_task(op)
+            case Effect.TEARDOWN:
+                machine = self.machine(op.resource_id)
+                await self.driver.destroy(machine.id, self.config.machine_dir(machine.id))
+                await self.network.detach(machine.id, machine.ip_index)
+                return Outcome(updates={"handle": None})
+            case Effect.PROVISION_VOLUME:
+                path = self.config.volume_dir(op.resource_id)
+                await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
+                if self.user is not None:
+                    os.chown(path, *self.user)
+                return Outcome()
+            case Effect.REMOVE_VOLUME:
+                await asyncio.to_thread(_remove_tree, self.config.volume_dir(op.resource_id))
+                return Outcome()
+        raise EffectFailed(f"no effect for {step.effect}")
+
+    async def _stop_task(self, op: Operation) -> Outcome:
+        machine = self.machine(op.resource_id)
+        handle = machine.handle
+        if handle is None or not await self.driver.inspect(handle):
+            if handle is None:
+                return Outcome()
+            exit_status = await self.driver.wait(handle)
+            return Outcome(payload={"exit": _exit_event(exit_status, True)})
+        payload = op.payload
+        stop_config = machine.config.stop_config
+        default_signal = signal_number(stop_config.signal if stop_config else None,
+                                       signals.SIGINT)
+        sig = signal_number(payload.get("signal"), default_signal)
+        default_timeout = parse_duration(stop_config.timeout if stop_config else None, 10.0)
+        timeout = float(payload.get("timeout", default_timeout))
+        await self.driver.stop(handle, sig, timeout)
+        exit_status = await self.driver.wait(handle)
+        return Outcome(payload={"exit": _exit_event(exit_status, True)})
+
+
+def _exit_event(status: ExitStatus, requested: bool) -> dict[str, Any]:
+    event: dict[str, Any] = replace(status, requested_stop=requested).to_event_request()
+    return dict(event["exit_event"])
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,233 @@
+"""Every operation a worker performs, declared as a state machine.
+
+A machine operation is a fixed list of steps. Entering a step is recorded in
+the log (with the machine state and event it implies) *before* the step's side
+effect runs; the effect's result is recorded when the next step is entered.
+A worker that dies anywhere resumes at the last recorded step and repeats its
+effect, so every effect is idempotent. This module is pure: specs, the order
+of steps, what an exit means. ``runner.py`` performs the effects.
+
+    create_machine   attach_network ─▶ prepare ─▶ created·
+    start_machine    [backoff] ─▶ starting ─▶ spawn ─▶ started·   (backoff: crash loops)
+    stop_machine     stopping ─▶ stopped·
+    restart_machine  restarting ─▶ spawn ─▶ started·
+    update_machine   updating ─▶ prepare ─▶ [launch] starting ─▶ spawn ─▶ started·
+                                          └▶ [no launch] settled·
+    destroy_machine  destroying ─▶ teardown ─▶ destroyed·
+    create_volume    provision ─▶ created·
+    delete_volume    removing ─▶ destroyed·
+
+(· marks a final step: it has no effect, and entering it ends the operation.)
+A failed effect ends the operation in the machine's ``on_error`` state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from bodega.model.machine import ExitStatus
+from bodega.model.states import MachineState
+
+
+class Effect(StrEnum):
+    NONE = "none"
+    BACKOFF = "backoff"  # wait payload["delay"] seconds (restart after a crash)
+    ATTACH_NETWORK = "attach_network"  # ensure the machine's address and namespace
+    PREPARE = "prepare"  # directories, image, rootfs
+    SPAWN = "spawn"  # start the task for payload["start_seq"]
+    STOP_TASK = "stop_task"  # signal, SIGKILL after the timeout, wait for the exit
+    TEARDOWN = "teardown"  # remove the task's traces and the network
+    PROVISION_VOLUME = "provision_volume"
+    REMOVE_VOLUME = "remove_volume"
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    effect: Effect = Effect.NONE
+    state: str | None = None  # machine state while in this step; "$key" reads the payload
+    event: tuple[str, str] | None = None  # (type, status) recorded on entering the step
+    when: str | None = None  # run only when payload[when] is truthy; "!key" when falsy
+
+    @property
+    def final(self) -> bool:
+        return self.effect is Effect.NONE
+
+    def applies(self, payload: dict[str, Any]) -> bool:
+        if self.when is None:
+            return True
+        if self.when.startswith("!"):
+            return not payload.get(self.when[1:])
+        return bool(payload.get(self.when))
+
+    def state_for(self, payload: dict[str, Any]) -> str | None:
+        return _resolve(self.state, payload)
+
+    def event_for(self, payload: dict[str, Any]) -> tuple[str, str] | None:
+        if self.event is None:
+            return None
+        return self.event[0], str(_resolve(self.event[1], payload))
+
+
+def _resolve(value: str | None, payload: dict[str, Any]) -> str | None:
+    if value is not None and value.startswith("$"):
+        return str(payload[value[1:]])
+    return value
+
+
+@dataclass(frozen=True)
+class Fsm:
+    name: str
+    steps: tuple[Step, ...]
+    on_error: tuple[str | None, tuple[str, str] | None]  # (machine state, event)
+
+    def step(self, name: str) -> Step:
+        for step in self.steps:
+            if step.name == name:
+                return step
+        raise KeyError(f"{self.name} has no step {name!r}")
+
+    def first(self, payload: dict[str, Any]) -> Step:
+        return next(step for step in self.steps if step.applies(payload))
+
+    def after(self, name: str, payload: dict[str, Any]) -> Step:
+        """The step that follows ``name`` for this payload; every path ends in a final step."""
+        index = [step.name for step in self.steps].index(name)
+        for step in self.steps[index + 1 :]:
+            if step.applies(payload):
+                return step
+        raise ValueError(f"{self.name}: no step after {name!r} for this payload")
+
+
+S = MachineState
+
+FSMS: dict[str, Fsm] = {
+    fsm.name: fsm
+    for fsm in (
+        Fsm(
+            "create_machine",
+            (
+                Step("attach_network", Effect.ATTACH_NETWORK, S.CREATED),
+                Step("prepare", Effect.PREPARE),
+                Step("created", state=S.CREATED, event=("launch", "created")),
+            ),
+            on_error=(S.FAILED, ("launch", "failed")),
+        ),
+        Fsm(
+            "start_machine",
+            (
+                Step("backoff", Effect.BACKOFF, S.STARTING, when="delay"),
+                Step("starting", Effect.ATTACH_NETWORK, S.STARTING, ("start", "starting")),
+                Step("spawn", Effect.SPAWN),
+                Step("started", state=S.STARTED, event=("start", "started")),
+            ),
+            on_error=(S.FAILED, ("start", "failed")),
+        ),
+        Fsm(
+            "stop_machine",
+            (
+                Step("stopping", Effect.STOP_TASK, S.STOPPING, ("stop", "stopping")),
+                Step("stopped", state=S.STOPPED, event=("exit", "stopped")),
+            ),
+            on_error=(S.FAILED, ("stop", "failed")),
+        ),
+        Fsm(
+            "restart_machine",
+            (
+                Step("restarting", Effect.STOP_TASK, S.RESTARTING, ("restart", "restarting")),
+                Step("spawn", Effect.SPAWN, S.STARTING),
+                Step("started", state=S.STARTED, event=("start", "started")),
+            ),
+            on_error=(S.FAILED, ("restart", "failed")),
+        ),
+        Fsm(
+            "update_machine",
+            (
+                Step("updating", Effect.STOP_TASK, S.UPDATING, ("update", "updating")),
+                Step("prepare", Effect.PREPARE),
+                Step("starting", Effect.ATTACH_NETWORK, S.STARTING, ("start", "starting"),
+                     when="launch"),
+                Step("spawn", Effect.SPAWN, when="launch"),
+                Step("started", state=S.STARTED, event=("start", "started"), when="launch"),
+                Step("settled", state="$rest_state", event=("update", "$rest_state"),
+                     when="!launch"),
+            ),
+            on_error=(S.FAILED, ("update", "failed")),
+        ),
+        Fsm(
+            "destroy_machine",
+            (
+                Step("destroying", Effect.STOP_TASK, S.DESTROYING, ("destroy", "destroying")),
+                Step("teardown", Effect.TEARDOWN),
+                Step("destroyed", state=S.DESTROYED, event=("destroy", "destroyed")),
+            ),
+            on_error=(None, ("destroy", "failed")),
+        ),
+        Fsm(
+            "create_volume",
+            (Step("provision", Effect.PROVISION_VOLUME, "creating"),
+             Step("created", state="created")),
+            on_error=("failed", None),
+        ),
+        Fsm(
+            "delete_volume",
+            (Step("removing", Effect.REMOVE_VOLUME, "destroying"),
+             Step("destroyed", state="destroyed")),
+            on_error=(None, None),
+        ),
+    )
+}
+
+# Where each operation may begin. A state not listed is refused with a clear error;
+# ``None`` means "already there": the call succeeds without doing anything.
+BEGINS: dict[str, dict[str, str | None]] = {
+    "start_machine": {
+        S.CREATED: "start", S.STOPPED: "start", S.FAILED: "start", S.SUSPENDED: "start",
+        S.STARTED: None,
+    },
+    "stop_machine": {
+        S.STARTED: "stop", S.CREATED: "stop", S.FAILED: "stop", S.STOPPED: None,
+        S.SUSPENDED: "stop",
+    },
+    "restart_machine": {S.STARTED: "restart"},
+    "update_machine": {
+        S.CREATED: "update", S.STARTED: "update", S.STOPPED: "update", S.FAILED: "update",
+        S.SUSPENDED: "update",
+    },
+    "destroy_machine": {
+        S.CREATED: "destroy", S.STOPPED: "destroy", S.FAILED: "destroy", S.STARTED: "destroy",
+        S.SUSPENDED: "destroy", S.DESTROYING: "destroy",
+    },
+}
+
+
+class ExitDecision(StrEnum):
+    RESTART = "restart"
+    STOP = "stop"
+    DESTROY = "destroy"
+
+
+# A crash loop restarts after 0.1 s, 0.2 s, 0.4 s, ... capped at 10 s.
+BACKOFF_BASE = 0.1
+BACKOFF_CAP = 10.0
+# on-failure forgives past crashes once a run has lasted this long.
+RESTART_WINDOW = 300.0
+
+
+def after_exit(
+    policy: str, max_retries: int, restarts: int, exit: ExitStatus, auto_destroy: bool
+) -> ExitDecision:
+    """What a worker does when a machine's main process ends without being asked to."""
+    if policy == "always":
+        return ExitDecision.RESTART
+    if policy == "on-failure" and exit.failed and restarts < max_retries:
+        return ExitDecision.RESTART
+    if auto_destroy:
+        return ExitDecision.DESTROY
+    return ExitDecision.STOP
+
+
+def restart_delay(restarts: int) -> float:
+    return float(min(BACKOFF_CAP, BACKOFF_BASE * (2 ** min(restarts, 16))))

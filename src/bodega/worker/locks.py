@@ -1,0 +1,31 @@
+"""One operation at a time per machine: later callers queue, for a bounded time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+from bodega.model.errors import Conflict
+
+BUSY_WAIT = 30.0
+
+
+class MachineLocks:
+    def __init__(self) -> None:
+        self._locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def acquire(self, machine_id: str, timeout: float = BUSY_WAIT) -> asyncio.Lock:
+        lock = self._locks[machine_id]
+        try:
+            await asyncio.wait_for(lock.acquire(), timeout)
+        except TimeoutError:
+            raise Conflict(
+                f"failed_precondition: machine {machine_id} is busy with another operation; "
+                "retry shortly"
+            ) from None
+        return lock
+
+    def forget(self, machine_id: str) -> None:
+        lock = self._locks.get(machine_id)
+        if lock is not None and not lock.locked():
+            del self._locks[machine_id]

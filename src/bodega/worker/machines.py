@@ -1,0 +1,498 @@
+"""Machine lifecycle: the checks that let an operation begin, then the operation.
+
+Each entry point takes the machine's lock, runs one transaction that checks
+the lease, the current state and (when the machine will hold compute) the
+room on this host, and records the operation's first step. The operation is
+then driven to its end in the background while the lock is held, so calls
+return as soon as the work is durably recorded, as the Machines API does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal as signals
+from dataclasses import dataclass, replace
+from typing import Any
+
+from bodega.model.capacity import Ask
+from bodega.model.config import MachineConfig
+from bodega.model.errors import BadRequest, Conflict, NotFound, PreconditionFailed
+from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine_name, new_ulid
+from bodega.model.machine import ExitStatus
+from bodega.model.states import MachineState as S
+from bodega.worker import leases, tables
+from bodega.worker.effects import MachineEffects, signal_number
+from bodega.worker.fsm import BEGINS, RESTART_WINDOW, ExitDecision, after_exit, restart_delay
+from bodega.worker.ledger import CapacityRejected, Ledger
+from bodega.worker.locks import MachineLocks
+from bodega.worker.records import MachineRow
+from bodega.worker.runner import Runner
+from bodega.worker.store import Operation, Store
+from bodega.worker.supervision import Supervision
+
+log = logging.getLogger("bodega.worker.machines")
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    app: str
+    config: MachineConfig
+    region: str
+    name: str | None = None
+    machine_id: str | None = None
+    reservation_id: str | None = None
+    skip_launch: bool = False
+    skip_service_registration: bool = False
+    lease_ttl: int | None = None
+    idempotency_key: str | None = None
+    placement: dict[str, Any] | None = None
+    owner: str = "bodega"
+
+
+class MachineService:
+    def __init__(
+        self,
+        store: Store,
+        ledger: Ledger,
+        runner: Runner,
+        effects: MachineEffects,
+        ip_range: tuple[int, int],
+    ) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.runner = runner
+        self.effects = effects
+        self.driver = effects.driver
+        self.ip_range = ip_range
+        self.locks = MachineLocks()
+        self.supervision = Supervision(self.driver, self.on_exit)
+        self._background: set[asyncio.Task[Any]] = set()
+        runner.after_final["start_machine"] = self._after_run
+        runner.after_final["restart_machine"] = self._after_run
+        runner.after_final["update_machine"] = self._after_run
+        runner.final_hooks["destroy_machine"] = self._on_destroyed
+
+    # -- helpers ------------------------------------------------------------------
+    def get(self, machine_id: str) -> MachineRow:
+        if not MACHINE_ID_RE.match(machine_id):
+            raise NotFound(f"machine not found: {machine_id!r} is not a machine id")
+        row = tables.get_machine(self.store.db, machine_id)
+        if row is None:
+            raise NotFound(f"machine not found: {machine_id}")
+        return row
+
+    def _begin_allowed(self, fsm: str, row: MachineRow) -> bool:
+        """True if ``fsm`` may begin; False if the machine is already where it would lead."""
+        allowed = BEGINS[fsm]
+        if row.state not in allowed:
+            raise PreconditionFailed(
+                f"failed_precondition: cannot {fsm.removesuffix('_machine')} machine {row.id} "
+                f"in state {row.state}"
+            )
+        return allowed[row.state] is not None
+
+    def _in_background(self, op: Operation, lock: asyncio.Lock) -> None:
+        async def drive() -> None:
+            try:
+                await self.runner.drive(op)
+            except Exception:
+                log.exception("%s %s: driving failed", op.resource_id, op.fsm)
+            finally:
+                lock.release()
+
+        task = asyncio.create_task(drive())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def settle(self) -> None:
+        """Wait until no operation or exit handling is under way (tests and shutdown)."""
+        while True:
+            for _ in range(5):
+                await asyncio.sleep(0)  # let watchers woken by an exit reach on_exit
+            pending = self._background | self.supervision.exiting
+            if not pending:
+                return
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # -- create ---------------------------------------------------------------------
+    async def create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
+        machine_id = req.machine_id or new_machine_id()
+        if not MACHINE_ID_RE.match(machine_id):
+            raise BadRequest(f"invalid machine id {machine_id!r}")
+        name = req.name or new_machine_name()
+        if not NAME_RE.match(name):
+            raise BadRequest(f"invalid machine name {name!r}: use lowercase letters, digits, -")
+        if self.driver.name == "process" and not req.config.command():
+            raise BadRequest(
+                "the process driver runs config.init.exec (or init.entrypoint + init.cmd, "
+                "or processes[0].exec); none was given"
+            )
+        lock = await self.locks.acquire(machine_id)
+        try:
+            existing, nonce, op = self._begin_create(req, machine_id, name)
+            if existing is not None:
+                lock.release()
+                return existing, None
+            assert op is not None
+            op = await self.runner.drive(op)
+            row = self.get(machine_id)
+            if op.status == "done" and not req.skip_launch:
+                with self.store.tx() as conn:
+                    start_op = self._begin_start(conn, row, "flyd", delay=0.0)
+                self._in_background(start_op, lock)
+                return self.get(machine_id), nonce
+        except BaseException:
+            if lock.locked():
+                lock.release()
+            raise
+        lock.release()
+        return row, nonce
+
+    def _begin_create(
+        self, req: CreateRequest, machine_id: str, name: str
+    ) -> tuple[MachineRow | None, str | None, Operation | None]:
+        now = self.store.clock()
+        ask = Ask.for_config(req.config)
+        with self.store.tx() as conn:
+            if req.idempotency_key:
+                earlier = tables.machine_by_idempotency_key(conn, req.app, req.idempotency_key)
+                if earlier is not None:
+                    return earlier, None, None
+            earlier = tables.get_machine(conn, machine_id)
+            if earlier is not None:
+                if earlier.app != req.app:
+                    raise Conflict(f"machine id {machine_id} is taken")
+                return earlier, None, None
+            if tables.machine_name_taken(conn, req.app, name):
+                raise Conflict(f"a machine named {name!r} already exists in app {req.app}",
+                               status="name_taken")
+            self._claim_room(conn, req, ask, machine_id)
+            volume_id = self._attach_volume(conn, req, machine_id, now)
+            ip_index = tables.free_ip_index(conn, *self.ip_range)
+            if ip_index is None:
+                raise CapacityRejected("could not reserve resource for machine: no free addresses")
+            instance_id = new_ulid(int(now * 1000))
+            row = MachineRow(
+                id=machine_id, app=req.app, name=name, region=req.region, state=S.CREATED,
+                instance_id=instance_id, config=req.config,
+                millicpus=self.ledger.totals.millicpus_for(ask), memory_mb=ask.memory_mb,
+                gpus=ask.gpus, gpu_kind=ask.gpu_kind, ip_index=ip_index, private_ip=None,
+                netns=None, cordoned=req.skip_service_registration, holds_compute=True,
+                handle=None, start_seq=0, restarts=0, volume_id=volume_id,
+                placement=req.placement, idempotency_key=req.idempotency_key, last_exit=None,
+                created_at=now, updated_at=now,
+            )
+            tables.insert_machine(conn, row)
+            tables.insert_version(conn, machine_id, instance_id,
+                                  req.config.model_dump_json(exclude_none=True), now)
+            nonce = None
+            if req.lease_ttl:
+                lease = leases.acquire(
+                    conn, machine_id, version=instance_id, ttl=req.lease_ttl, description="",
+                    owner=req.owner, nonce=None, now=now,
+                )
+                nonce = lease.nonce
+            op = self.runner.begin(conn, "create_machine", machine_id, {"source": "user"})
+            return None, nonce, op
+
+    def _claim_room(
+        self, conn: Any, req: CreateRequest, ask: Ask, machine_id: str
+    ) -> None:
+        if req.reservation_id is None:
+            if self.ledger.cordoned:
+                raise CapacityRejected("deploys to this host are temporarily disabled",
+                                       status="cordoned")
+            self.ledger.check_room(conn, ask)
+            return
+        reservation = tables.get_reservation(conn, req.reservation_id)
+        now = self.store.clock()
+        if reservation is None or reservation.claimed_by is not None:
+            raise Conflict(f"reservation {req.reservation_id} not found or already claimed")
+        if reservation.expires_at <= now:
+            raise Conflict(f"reservation {req.reservation_id} expired")
+        if (reservation.millicpus < self.ledger.totals.millicpus_for(ask)
+                or reservation.memory_mb < ask.memory_mb or reservation.gpus < ask.gpus):
+            raise Conflict(f"reservation {req.reservation_id} is smaller than the machine")
+        # The reservation stops counting and the machine starts holding, in one commit.
+        tables.claim_reservation(conn, req.reservation_id, machine_id)
+
+    def _attach_volume(
+        self, conn: Any, req: CreateRequest, machine_id: str, now: float
+    ) -> str | None:
+        mounts = req.config.mounts or []
+        if not mounts:
+            return None
+        volume_id = mounts[0].volume
+        if not volume_id:
+            raise BadRequest("mounts[0].volume is required")
+        volume = tables.get_volume(conn, volume_id)
+        if volume is None or volume.state == "destroyed" or volume.app != req.app:
+            raise PreconditionFailed(f"volume {volume_id} not found on this host",
+                                     status="volume_placement_capacity")
+        if volume.attached_machine_id and volume.attached_machine_id != machine_id:
+            raise PreconditionFailed(
+                f"volume {volume_id} is already attached to machine {volume.attached_machine_id}"
+            )
+        tables.update_volume(conn, volume_id, now, attached_machine_id=machine_id)
+        return volume_id
+
+    # -- start, stop, restart ------------------------------------------------------------
+    def _begin_start(self, conn: Any, row: MachineRow, source: str, delay: float) -> Operation:
+        if not row.holds_compute:
+            self.ledger.check_room(conn, Ask.for_config(row.config), exclude_machine=row.id)
+        start_seq = row.start_seq + 1
+        tables.update_machine(conn, row.id, self.store.clock(), holds_compute=True,
+                              start_seq=start_seq)
+        payload = {"source": source, "start_seq": start_seq, "delay": delay}
+        return self.runner.begin(conn, "start_machine", row.id, payload)
+
+    async def start(self, machine_id: str, nonce: str | None = None) -> dict[str, Any]:
+        lock = await self.locks.acquire(machine_id)
+        try:
+            with self.store.tx() as conn:
+                row = self.get(machine_id)
+                leases.check(conn, machine_id, nonce, self.store.clock())
+                previous = row.state
+                if not self._begin_allowed("start_machine", row):
+                    lock.release()
+                    return {"previous_state": previous, "migrated": False, "new_host": ""}
+                if previous == S.STOPPED or previous == S.FAILED:
+                    tables.update_machine(conn, row.id, self.store.clock(), restarts=0)
+                op = self._begin_start(conn, row, "user", delay=0.0)
+        except BaseException:
+            lock.release()
+            raise
+        self._in_background(op, lock)
+        return {"previous_state": previous, "migrated": False, "new_host": ""}
+
+    async def stop(
+        self, machine_id: str, nonce: str | None = None, signal: str | int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        await self._begin_simple("stop_machine", machine_id, nonce, signal, timeout)
+
+    async def restart(
+        self, machine_id: str, nonce: str | None = None, signal: str | int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        await self._begin_simple("restart_machine", machine_id, nonce, signal, timeout)
+
+    async def _begin_simple(
+        self, fsm: str, machine_id: str, nonce: str | None, signal: str | int | None,
+        timeout: float | None,
+    ) -> None:
+        if signal is not None:
+            try:
+                signal_number(signal, signals.SIGINT)
+            except (KeyError, ValueError):
+                raise BadRequest(f"unknown signal {signal!r}") from None
+        lock = await self.locks.acquire(machine_id)
+        try:
+            with self.store.tx() as conn:
+                row = self.get(machine_id)
+                leases.check(conn, machine_id, nonce, self.store.clock())
+                if not self._begin_allowed(fsm, row):
+                    lock.release()
+                    return
+                payload: dict[str, Any] = {"source": "user"}
+                if signal is not None:
+                    payload["signal"] = signal
+                if timeout is not None:
+                    payload["timeout"] = timeout
+                if fsm == "restart_machine":
+                    payload["start_seq"] = row.start_seq + 1
+                    tables.update_machine(conn, row.id, self.store.clock(),
+                                          start_seq=row.start_seq + 1)
+                op = self.runner.begin(conn, fsm, machine_id, payload)
+        except BaseException:
+            lock.release()
+            raise
+        self._in_background(op, lock)
+
+    # -- update ---------------------------------------------------------------------
+    async def update(
+        self, machine_id: str, config: MachineConfig, *, nonce: str | None = None,
+        current_version: str | None = None, skip_launch: bool = False,
+        name: str | None = None, region: str | None = None,
+    ) -> MachineRow:
+        lock = await self.locks.acquire(machine_id)
+        try:
+            with self.store.tx() as conn:
+                row = self.get(machine_id)
+                leases.check(conn, machine_id, nonce, self.store.clock())
+                self._begin_allowed("update_machine", row)
+                self._check_update(row, config, current_version, name, region)
+                op = self._begin_update(conn, row, config, skip_launch)
+        except BaseException:
+            lock.release()
+            raise
+        self._in_background(op, lock)
+        return self.get(machine_id)
+
+    def _check_update(
+        self, row: MachineRow, config: MachineConfig, current_version: str | None,
+        name: str | None, region: str | None,
+    ) -> None:
+        if current_version and current_version != row.instance_id:
+            raise Conflict(
+                f"failed_precondition: current_version {current_version} does not match "
+                f"the machine's version {row.instance_id}"
+            )
+        if name and name != row.name:
+            raise BadRequest("a machine's name cannot change")
+        if region and region != row.region:
+            raise BadRequest("a machine's region cannot change")
+        new_volume = (config.mounts[0].volume if config.mounts else None) or None
+        if new_volume != row.volume_id:
+            raise PreconditionFailed(
+                "failed_precondition: a machine's volume cannot be swapped; "
+                "destroy and recreate the machine instead"
+            )
+        if self.driver.name == "process" and not config.command():
+            raise BadRequest("the process driver needs config.init.exec (or processes[0].exec)")
+
+    def _begin_update(
+        self, conn: Any, row: MachineRow, config: MachineConfig, skip_launch: bool
+    ) -> Operation:
+        now = self.store.clock()
+        launch = row.state == S.STARTED or not skip_launch
+        ask = Ask.for_config(config)
+        holds = row.holds_compute or launch
+        if holds:
+            try:
+                self.ledger.check_room(conn, ask, exclude_machine=row.id)
+            except CapacityRejected as exc:
+                raise Conflict(f"aborted: {exc.message}", status=exc.status,
+                               details=exc.details) from None
+        instance_id = new_ulid(int(now * 1000))
+        start_seq = row.start_seq + 1 if launch else row.start_seq
+        tables.update_machine(
+            conn, row.id, now, config=config, instance_id=instance_id,
+            millicpus=self.ledger.totals.millicpus_for(ask), memory_mb=ask.memory_mb,
+            gpus=ask.gpus, gpu_kind=ask.gpu_kind, holds_compute=holds, start_seq=start_seq,
+            restarts=0,
+        )
+        tables.insert_version(conn, row.id, instance_id,
+                              config.model_dump_json(exclude_none=True), now)
+        tables.replace_versions(conn, row.id, keep=instance_id)
+        rest_state = S.CREATED if row.state == S.CREATED else S.STOPPED
+        payload = {"source": "user", "launch": launch, "rest_state": str(rest_state),
+                   "start_seq": start_seq}
+        return self.runner.begin(conn, "update_machine", row.id, payload)
+
+    # -- destroy --------------------------------------------------------------------
+    async def destroy(self, machine_id: str, nonce: str | None = None,
+                      force: bool = False) -> None:
+        lock = await self.locks.acquire(machine_id)
+        try:
+            with self.store.tx() as conn:
+                row = self.get(machine_id)
+                leases.check(conn, machine_id, nonce, self.store.clock())
+                if row.state == S.DESTROYED:
+                    raise NotFound(f"machine not found: {machine_id} was destroyed")
+                self._begin_allowed("destroy_machine", row)
+                if row.state == S.STARTED and not force:
+                    raise PreconditionFailed(
+                        f"failed_precondition: unable to destroy machine {machine_id}, not "
+                        "currently stopped, suspended or failed; stop it first or use force=true"
+                    )
+                payload = {"source": "user", "signal": "SIGKILL" if force else None,
+                           "timeout": 0.0 if force else None}
+                op = self.runner.begin(conn, "destroy_machine", machine_id,
+                                       {k: v for k, v in payload.items() if v is not None})
+        except BaseException:
+            lock.release()
+            raise
+        self._in_background(op, lock)
+
+    def _on_destroyed(self, conn: Any, op: Operation, _step: Any) -> None:
+        now = self.store.clock()
+        row = tables.get_machine(conn, op.resource_id)
+        if row is not None and row.volume_id:
+            tables.update_volume(conn, row.volume_id, now, attached_machine_id=None)
+        tables.delete_lease(conn, op.resource_id)
+        tables.update_machine(conn, op.resource_id, now, holds_compute=False, handle=None)
+
+    # -- supervision ------------------------------------------------------------------
+    async def _after_run(self, op: Operation) -> None:
+        row = tables.get_machine(self.store.db, op.resource_id)
+        if row is not None and row.state == S.STARTED and row.handle is not None:
+            self.supervision.watch(row.id, row.handle)
+
+    async def on_exit(self, machine_id: str, handle: Any, exit_status: ExitStatus) -> None:
+        """A machine's process ended on its own: record it, then apply the restart policy."""
+        lock = await self.locks.acquire(machine_id, timeout=float("inf"))
+        op: Operation | None = None
+        try:
+            row = tables.get_machine(self.store.db, machine_id)
+            if (row is None or row.state != S.STARTED or row.handle is None
+                    or row.handle.start_seq != handle.start_seq
+                    or row.handle.instance_id != handle.instance_id):
+                return  # an operation stopped it on purpose and recorded the exit itself
+            op = self._record_exit(row, exit_status)
+        finally:
+            if op is None:
+                lock.release()
+        if op is not None:
+            self._in_background(op, lock)
+
+    def _record_exit(self, row: MachineRow, exit_status: ExitStatus) -> Operation | None:
+        now = self.store.clock()
+        policy, max_retries = row.config.restart_policy()
+        ran_for = now - (row.handle.started_at if row.handle else now)
+        restarts = 0 if ran_for > RESTART_WINDOW else row.restarts
+        decision = after_exit(policy, max_retries, restarts, exit_status,
+                              bool(row.config.auto_destroy))
+        status = {ExitDecision.RESTART: "restarting", ExitDecision.STOP: "stopped",
+                  ExitDecision.DESTROY: "destroying"}[decision]
+        event = self.store.new_event("exit", status, "flyd", exit_status.to_event_request())
+        log.info("%s: exited (code %s, signal %s, oom %s): %s", row.id, exit_status.exit_code,
+                 exit_status.signal, exit_status.oom_killed, decision)
+        with self.store.tx() as conn:
+            self.store.append(conn, op_id="supervise", resource_id=row.id, fsm="supervise",
+                              step="exit", payload={"decision": str(decision)}, event=event)
+            tables.update_machine(conn, row.id, now, last_exit=exit_status)
+            if decision is ExitDecision.RESTART:
+                tables.update_machine(conn, row.id, now, restarts=restarts + 1)
+                fresh = replace(row, restarts=restarts + 1)
+                return self._begin_start(conn, fresh, "flyd", delay=restart_delay(restarts))
+            if decision is ExitDecision.DESTROY:
+                return self.runner.begin(conn, "destroy_machine", row.id,
+                                         {"source": "flyd", "signal": "SIGKILL", "timeout": 0})
+            tables.update_machine(conn, row.id, now, state=S.STOPPED, holds_compute=False)
+            return None
+
+    # -- recovery ---------------------------------------------------------------------
+    async def recover(self) -> None:
+        """After a restart: resume unfinished operations, re-adopt or settle running machines."""
+        unfinished: dict[str, list[Operation]] = {}
+        for op in self.store.running_operations():
+            unfinished.setdefault(op.resource_id, []).append(op)
+        for resource_id, ops in unfinished.items():
+            lock = await self.locks.acquire(resource_id)
+            self._resume(ops, lock)
+        for row in tables.list_machines(self.store.db):
+            if row.id in unfinished or row.state != S.STARTED or row.handle is None:
+                continue
+            alive = await self.driver.recover(row.handle)
+            log.info("%s: %s after restart", row.id, "re-adopted" if alive else "found exited")
+            self.supervision.watch(row.id, row.handle)
+
+    def _resume(self, ops: list[Operation], lock: asyncio.Lock) -> None:
+        async def drive() -> None:
+            try:
+                for op in ops:
+                    if op.fsm.endswith("_machine"):
+                        row = tables.get_machine(self.store.db, op.resource_id)
+                        if row is not None and row.handle is not None:
+                            await self.driver.recover(row.handle)
+                    await self.runner.drive(op)
+            except Exception:
+                log.exception("%s: resuming failed", ops[0].resource_id)
+            finally:
+                lock.release()
+
+        task = asyncio.create_task(drive())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)

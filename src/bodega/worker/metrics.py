@@ -1,0 +1,35 @@
+"""The worker's Prometheus metrics, in a registry of its own: workers may share a process."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class WorkerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.steps = Histogram(
+            "bodega_worker_step_seconds", "Time spent in each operation step's side effect",
+            ["fsm", "step"], registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.reservations = Counter(
+            "bodega_worker_reservations_total", "Reservation requests by result",
+            ["result"], registry=self.registry,
+        )
+        self.exits = Counter(
+            "bodega_worker_machine_exits_total", "Machine processes that ended on their own",
+            ["decision"], registry=self.registry,
+        )
+        self.machines = Gauge(
+            "bodega_worker_machines", "Machines on this worker by state", ["state"],
+            registry=self.registry,
+        )
+        self.used = Gauge(
+            "bodega_worker_used", "Committed resources (millicpus, memory_mb, disk_gb)",
+            ["resource"], registry=self.registry,
+        )
+        self.total = Gauge(
+            "bodega_worker_total", "Configured resources (millicpus, memory_mb, disk_gb)",
+            ["resource"], registry=self.registry,
+        )

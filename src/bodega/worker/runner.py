@@ -1,0 +1,193 @@
+"""The operation runner: persist the step, perform its effect, persist the result.
+
+``begin`` records an operation's first step inside the caller's transaction
+(so the checks that allowed it and the record of it commit together);
+``drive`` performs effects until a final step; ``resume`` drives every
+operation a previous process left unfinished. Everything logged here carries
+the resource id and the step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bodega.model.machine import MachineEvent
+from bodega.model.states import RELEASES_COMPUTE
+from bodega.runtime.failpoints import Failpoints
+from bodega.worker import tables
+from bodega.worker.fsm import FSMS, Fsm, Step
+from bodega.worker.store import Operation, Store
+
+log = logging.getLogger("bodega.worker.runner")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an effect reports: payload additions and column updates for its resource."""
+
+    payload: dict[str, Any] = field(default_factory=dict)
+    updates: dict[str, Any] = field(default_factory=dict)
+
+
+class EffectFailed(Exception):
+    """An effect could not be done; the message becomes the failure event's error."""
+
+
+class Effects(Protocol):
+    async def perform(self, op: Operation, step: Step) -> Outcome: ...
+
+
+FinalHook = Callable[[sqlite3.Connection, Operation, Step], None]
+
+
+class Runner:
+    def __init__(
+        self,
+        store: Store,
+        effects: Effects,
+        failpoints: Failpoints = Failpoints(),
+        on_change: Callable[[str], None] = lambda _resource: None,
+        on_step: Callable[[str, str, float], None] = lambda _fsm, _step, _seconds: None,
+    ) -> None:
+        self.store = store
+        self.effects = effects
+        self.failpoints = failpoints
+        self.on_change = on_change
+        self.on_step = on_step
+        self.final_hooks: dict[str, FinalHook] = {}
+        self.after_final: dict[str, Callable[[Operation], Awaitable[None]]] = {}
+
+    # -- recording -----------------------------------------------------------
+    def _event(self, step: Step, payload: dict[str, Any]) -> MachineEvent | None:
+        spec = step.event_for(payload)
+        if spec is None:
+            return None
+        type_, status = spec
+        request = None
+        if type_ == "exit" and payload.get("exit"):
+            request = {"exit_event": payload["exit"]}
+        elif payload.get("error") and status == "failed":
+            request = {"error": payload["error"]}
+        return self.store.new_event(type_, status, str(payload.get("source", "user")), request)
+
+    def _enter(self, conn: sqlite3.Connection, op: Operation, step: Step) -> None:
+        state = step.state_for(op.payload)
+        if state is not None:
+            if op.fsm.endswith("_volume"):
+                tables.update_volume(conn, op.resource_id, self.store.clock(), state=state)
+            else:
+                _set_machine_state(conn, op.resource_id, self.store.clock(), state)
+        if step.final and op.fsm in self.final_hooks:
+            self.final_hooks[op.fsm](conn, op, step)
+
+    def begin(
+        self, conn: sqlite3.Connection, fsm_name: str, resource_id: str, payload: dict[str, Any]
+    ) -> Operation:
+        fsm = FSMS[fsm_name]
+        step = fsm.first(payload)
+        op = self.store.begin_operation(
+            conn, fsm=fsm_name, resource_id=resource_id, step=step.name, payload=payload,
+            event=self._event(step, payload),
+        )
+        self._enter(conn, op, step)
+        log.info("%s %s: begin at %s", resource_id, fsm_name, step.name)
+        return op
+
+    # -- driving -------------------------------------------------------------
+    async def drive(self, op: Operation) -> Operation:
+        fsm = FSMS[op.fsm]
+        while op.status == "running":
+            step = fsm.step(op.step)
+            if step.final:
+                # A final step entered by an older process that died before marking it done.
+                with self.store.tx() as conn:
+                    op = self.store.advance_operation(
+                        conn, op, step=step.name, payload=op.payload, status="done"
+                    )
+                break
+            op = await self._perform(fsm, op, step)
+        self.on_change(op.resource_id)
+        if op.fsm in self.after_final:
+            await self.after_final[op.fsm](op)
+        return op
+
+    async def _perform(self, fsm: Fsm, op: Operation, step: Step) -> Operation:
+        self.failpoints.hit(op.fsm, step.name, "before")
+        started = time.perf_counter()
+        try:
+            outcome = await self.effects.perform(op, step)
+        except (EffectFailed, OSError) as exc:
+            return self._fail(fsm, op, step, str(exc) or type(exc).__name__)
+        self.on_step(op.fsm, step.name, time.perf_counter() - started)
+        self.failpoints.hit(op.fsm, step.name, "after")
+        payload = {**op.payload, **outcome.payload}
+        following = fsm.after(step.name, payload)
+        with self.store.tx() as conn:
+            if outcome.updates:
+                if op.fsm.endswith("_volume"):
+                    tables.update_volume(conn, op.resource_id, self.store.clock(),
+                                         **outcome.updates)
+                else:
+                    tables.update_machine(conn, op.resource_id, self.store.clock(),
+                                          **outcome.updates)
+            op = self.store.advance_operation(
+                conn, op, step=following.name, payload=payload,
+                status="done" if following.final else "running",
+                event=self._event(following, payload),
+            )
+            self._enter(conn, op, following)
+        log.info("%s %s: %s done, now %s", op.resource_id, op.fsm, step.name, following.name)
+        self.on_change(op.resource_id)
+        return op
+
+    def _fail(self, fsm: Fsm, op: Operation, step: Step, error: str) -> Operation:
+        log.warning("%s %s: %s failed: %s", op.resource_id, op.fsm, step.name, error)
+        state, event_spec = fsm.on_error
+        payload = {**op.payload, "error": error, "failed_step": step.name}
+        event = None
+        if event_spec is not None:
+            event = self.store.new_event(
+                event_spec[0], event_spec[1], "flyd", {"error": error, "step": step.name}
+            )
+        with self.store.tx() as conn:
+            op = self.store.advance_operation(
+                conn, op, step=step.name, payload=payload, status="failed", error=error,
+                event=event,
+            )
+            if state is not None:
+                if op.fsm.endswith("_volume"):
+                    tables.update_volume(conn, op.resource_id, self.store.clock(), state=state)
+                else:
+                    _set_machine_state(conn, op.resource_id, self.store.clock(), state)
+        return op
+
+    async def resume(self) -> list[asyncio.Task[Operation]]:
+        """Drive every unfinished operation from where it stopped, one per resource in order."""
+        by_resource: dict[str, list[Operation]] = {}
+        for op in self.store.running_operations():
+            by_resource.setdefault(op.resource_id, []).append(op)
+        tasks = []
+        for resource_id, ops in by_resource.items():
+            log.info("%s: resuming %s", resource_id, ", ".join(f"{o.fsm}@{o.step}" for o in ops))
+            tasks.append(asyncio.create_task(self._drive_in_order(ops)))
+        return tasks
+
+    async def _drive_in_order(self, ops: list[Operation]) -> Operation:
+        last = ops[0]
+        for op in ops:
+            last = await self.drive(op)
+        return last
+
+
+def _set_machine_state(conn: sqlite3.Connection, machine_id: str, now: float, state: str) -> None:
+    # Coming to rest without a process gives the machine's cpu and memory back.
+    if state in RELEASES_COMPUTE:
+        tables.update_machine(conn, machine_id, now, state=state, holds_compute=False)
+    else:
+        tables.update_machine(conn, machine_id, now, state=state)

@@ -1,0 +1,110 @@
+"""Real bodega daemons as subprocesses, for integration tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bodega.api.worker_client import WorkerClient
+from bodega.runtime.keys import internal_token
+
+SECRET = "integration-secret"
+READY_TIMEOUT = 30.0
+
+
+@dataclass
+class Daemon:
+    argv: list[str]
+    ready_file: Path
+    log_file: Path
+    env: dict[str, str] = field(default_factory=dict)
+    process: asyncio.subprocess.Process | None = None
+    url: str = ""
+
+    async def start(self) -> Daemon:
+        self.ready_file.unlink(missing_ok=True)
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as out:
+            self.process = await asyncio.create_subprocess_exec(
+                *self.argv, stdout=out, stderr=out, stdin=asyncio.subprocess.DEVNULL,
+                env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET, **self.env},
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not self.ready_file.exists():
+            if self.process.returncode is not None:
+                raise RuntimeError(f"daemon exited {self.process.returncode}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"daemon not ready in {READY_TIMEOUT}s:\n{self.log()}")
+            await asyncio.sleep(0.02)
+        self.url = json.loads(self.ready_file.read_text())["url"]
+        return self
+
+    def log(self) -> str:
+        try:
+            return self.log_file.read_text()[-4000:]
+        except OSError:
+            return ""
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    async def kill9(self) -> None:
+        """SIGKILL, like a crash; machines in their own sessions are untouched."""
+        assert self.process is not None
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        await self.process.wait()
+
+    async def wait_exit(self, timeout: float = 30.0) -> int:
+        assert self.process is not None
+        return await asyncio.wait_for(self.process.wait(), timeout)
+
+    async def stop(self, timeout: float = 20.0) -> None:
+        if self.process is None or self.process.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(self.process.wait(), timeout)
+        except TimeoutError:
+            await self.kill9()
+
+
+def worker_argv(data_dir: Path, ready: Path, *, name: str = "w1", region: str = "ams",
+                driver: str = "null", cpus: int = 4, memory_mb: int = 4096,
+                extra: tuple[str, ...] = ()) -> list[str]:
+    return [
+        sys.executable, "-m", "bodega", "worker", "--name", name, "--region", region,
+        "--data-dir", str(data_dir), "--listen", "127.0.0.1:0", "--driver", driver,
+        "--cpus", str(cpus), "--memory-mb", str(memory_mb), "--disk-gb", "10",
+        "--ready-file", str(ready), "--log-level", "info", *extra,
+    ]
+
+
+def worker_daemon(tmp: Path, name: str = "w1", **kw: object) -> Daemon:
+    return Daemon(
+        argv=worker_argv(tmp / name, tmp / f"{name}.ready.json", name=name, **kw),  # type: ignore[arg-type]
+        ready_file=tmp / f"{name}.ready.json", log_file=tmp / f"{name}.log",
+    )
+
+
+@contextlib.asynccontextmanager
+async def running_worker(tmp: Path, **kw: object) -> AsyncIterator[tuple[Daemon, WorkerClient]]:
+    daemon = await worker_daemon(tmp, **kw).start()  # type: ignore[arg-type]
+    client = WorkerClient(daemon.url, internal_token(SECRET))
+    try:
+        yield daemon, client
+    finally:
+        await client.aclose()
+        await daemon.stop()

@@ -1,0 +1,149 @@
+"""A real worker process over HTTP: auth, errors, reservations, the machine lifecycle."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bodega.api.worker_client import WorkerClient
+from bodega.model.capacity import Ask
+from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout, Unauthorized
+
+from ..procs import running_worker
+
+CONFIG = {"image": "app:1", "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}
+
+
+async def test_every_route_but_health_needs_the_cluster_token(tmp_path: Path) -> None:
+    async with running_worker(tmp_path) as (daemon, _client):
+        async with httpx.AsyncClient() as http:
+            assert (await http.get(daemon.url + "/v1/health")).status_code == 200
+            for path in ("/v1/capacity", "/v1/machines", "/metrics"):
+                response = await http.get(daemon.url + path)
+                assert response.status_code == 401
+                assert response.json()["status"] == "unauthenticated"
+        bad = WorkerClient(daemon.url, "wrong")
+        with pytest.raises(Unauthorized):
+            await bad.capacity()
+        await bad.aclose()
+
+
+async def test_bad_input_gets_the_error_shape_never_a_500(tmp_path: Path) -> None:
+    async with running_worker(tmp_path) as (daemon, client):
+        headers = client.headers
+        async with httpx.AsyncClient() as http:
+            cases = [
+                ("POST", "/v1/machines", b"{not json", 400),
+                ("POST", "/v1/machines", b"[]", 400),
+                ("POST", "/v1/machines", b'{"app": "a"}', 400),
+                ("POST", "/v1/machines", b'{"app": "a", "config": {"image": "x", '
+                                         b'"guest": {"memory_mb": 100}}}', 400),
+                ("GET", "/v1/machines/zzz", b"", 404),
+                ("GET", "/v1/nowhere", b"", 404),
+                ("PUT", "/v1/capacity", b"", 405),
+                ("POST", "/v1/reservations", b'{"app": "a", "cpus": -1}', 400),
+            ]
+            for method, path, body, status in cases:
+                response = await http.request(method, daemon.url + path, content=body,
+                                              headers=headers)
+                assert response.status_code == status, (method, path, response.text)
+                payload = response.json()
+                assert set(payload) >= {"error", "status"}, payload
+
+
+async def test_concurrent_reservations_never_exceed_capacity(tmp_path: Path) -> None:
+    # 4 cpus x ratio 4 = 16 shared-cpu-1x by cpu; 4096 MB / 256 = 16 by memory.
+    async with running_worker(tmp_path) as (_daemon, client):
+        ask = Ask(cpu_kind="shared", cpus=1, memory_mb=256)
+        results = await asyncio.gather(
+            *(client.reserve("app", ask, ttl=60) for _ in range(200)), return_exceptions=True
+        )
+        accepted = [r for r in results if isinstance(r, dict)]
+        rejected = [r for r in results if isinstance(r, Conflict)]
+        assert len(accepted) == 16
+        assert len(rejected) == 184
+        assert all(r.status == "insufficient_capacity" for r in rejected)
+        assert "free" in (rejected[0].details or {})
+        capacity = await client.capacity()
+        assert capacity["used"]["memory_mb"] == 4096
+        await client.release(accepted[0]["id"])
+        assert (await client.capacity())["used"]["memory_mb"] == 3840
+
+
+async def test_unclaimed_reservations_expire_by_themselves(tmp_path: Path) -> None:
+    async with running_worker(tmp_path, memory_mb=256) as (_daemon, client):
+        await client.reserve("app", Ask(cpus=1, memory_mb=256), ttl=0.3)
+        with pytest.raises(Conflict):
+            await client.reserve("app", Ask(cpus=1, memory_mb=256), ttl=0.3)
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            try:
+                await client.reserve("app", Ask(cpus=1, memory_mb=256), ttl=30)
+                break
+            except Conflict:
+                continue
+        else:
+            pytest.fail("the expired reservation was never released")
+
+
+async def test_machine_lifecycle_over_http(tmp_path: Path) -> None:
+    async with running_worker(tmp_path) as (_daemon, client):
+        reservation = await client.reserve("web", Ask(cpus=1, memory_mb=256), ttl=30)
+        machine = await client.create_machine(
+            {"app": "web", "config": CONFIG, "reservation_id": reservation["id"],
+             "name": "web-1"}
+        )
+        mid = machine["id"]
+        assert machine["state"] in ("created", "starting", "started")
+        assert machine["region"] == "ams"
+        assert len(machine["instance_id"]) == 26
+        waited = await client.wait(mid, "started", timeout=10)
+        assert waited["ok"] is True
+        assert waited["state"] == "started"
+        listed = await client.list_machines("web")
+        assert [m["id"] for m in listed] == [mid]
+        assert await client.list_machines("other") == []
+        with pytest.raises(NotFound):
+            await client.machine(mid, app="other")
+        await client.stop(mid, signal="SIGTERM")
+        await client.wait(mid, "stopped", timeout=10)
+        events = await client.call("GET", mid, "events")
+        assert [(e["type"], e["status"]) for e in events[:2]] == [
+            ("exit", "stopped"), ("stop", "stopping")]
+        with pytest.raises(Timeout, match="currently stopped"):
+            await client.wait(mid, "started", timeout=1)
+        with pytest.raises(BadRequest):
+            await client.wait(mid, "sideways", timeout=1)
+        await client.destroy(mid)
+        await client.wait(mid, "destroyed", timeout=10)
+        assert await client.list_machines("web") == []
+        assert len(await client.list_machines("web", include_deleted=True)) == 1
+
+
+async def test_leases_over_http_use_the_success_envelope(tmp_path: Path) -> None:
+    async with running_worker(tmp_path) as (_daemon, client):
+        machine = await client.create_machine({"app": "web", "config": CONFIG})
+        mid = machine["id"]
+        lease = await client.call("POST", mid, "lease", json={"ttl": 30})
+        assert lease["status"] == "success"
+        nonce = lease["data"]["nonce"]
+        with pytest.raises(Conflict, match="lease currently held"):
+            await client.stop(mid)
+        again = await client.call("POST", mid, "lease", json={"ttl": 60}, nonce=nonce)
+        assert again["data"]["nonce"] == nonce
+        await client.stop(mid, nonce=nonce)
+        released = await client.call("DELETE", mid, "lease", nonce=nonce)
+        assert released == {"status": "success", "data": {"ok": True}}
+        with pytest.raises(NotFound, match="lease not found"):
+            await client.call("GET", mid, "lease")
+
+
+async def test_metrics_are_served(tmp_path: Path) -> None:
+    async with running_worker(tmp_path) as (daemon, client):
+        await client.reserve("app", Ask(cpus=1, memory_mb=256), ttl=30)
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(daemon.url + "/metrics", headers=client.headers)).text
+        assert 'bodega_worker_reservations_total{result="accepted"} 1.0' in text
