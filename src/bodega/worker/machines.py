@@ -22,6 +22,7 @@ from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine
 from bodega.model.machine import ExitStatus
 from bodega.model.states import MachineState as S
 from bodega.worker import leases, tables
+from bodega.worker.claims import attach_volume, check_update, claim_room
 from bodega.worker.effects import MachineEffects, signal_number
 from bodega.worker.fsm import BEGINS, RESTART_WINDOW, ExitDecision, after_exit, restart_delay
 from bodega.worker.ledger import CapacityRejected, Ledger
@@ -72,6 +73,7 @@ class MachineService:
         runner.after_final["restart_machine"] = self._after_run
         runner.after_final["update_machine"] = self._after_run
         runner.final_hooks["destroy_machine"] = self._on_destroyed
+        runner.final_hooks["create_machine"] = self._on_created
 
     # -- helpers ------------------------------------------------------------------
     def get(self, machine_id: str) -> MachineRow:
@@ -92,12 +94,19 @@ class MachineService:
             )
         return allowed[row.state] is not None
 
-    def _in_background(self, op: Operation, lock: asyncio.Lock) -> None:
+    def _drive_pending(self, machine_id: str, lock: asyncio.Lock) -> None:
+        """Drive the operations a finished one began (in order), then release the lock."""
+
         async def drive() -> None:
             try:
-                await self.runner.drive(op)
+                while True:
+                    pending = [op for op in self.store.running_operations()
+                               if op.resource_id == machine_id]
+                    if not pending:
+                        return
+                    await self.runner.drive(pending[0])
             except Exception:
-                log.exception("%s %s: driving failed", op.resource_id, op.fsm)
+                log.exception("%s: driving failed", machine_id)
             finally:
                 lock.release()
 
@@ -135,19 +144,12 @@ class MachineService:
                 lock.release()
                 return existing, None
             assert op is not None
-            op = await self.runner.drive(op)
-            row = self.get(machine_id)
-            if op.status == "done" and not req.skip_launch:
-                with self.store.tx() as conn:
-                    start_op = self._begin_start(conn, row, "flyd", delay=0.0)
-                self._in_background(start_op, lock)
-                return self.get(machine_id), nonce
+            await self.runner.drive(op)
         except BaseException:
-            if lock.locked():
-                lock.release()
+            lock.release()
             raise
-        lock.release()
-        return row, nonce
+        self._drive_pending(machine_id, lock)
+        return self.get(machine_id), nonce
 
     def _begin_create(
         self, req: CreateRequest, machine_id: str, name: str
@@ -167,8 +169,8 @@ class MachineService:
             if tables.machine_name_taken(conn, req.app, name):
                 raise Conflict(f"a machine named {name!r} already exists in app {req.app}",
                                status="name_taken")
-            self._claim_room(conn, req, ask, machine_id)
-            volume_id = self._attach_volume(conn, req, machine_id, now)
+            claim_room(conn, self.ledger, req.reservation_id, ask, machine_id)
+            volume_id = attach_volume(conn, req.app, req.config, machine_id, now)
             ip_index = tables.free_ip_index(conn, *self.ip_range)
             if ip_index is None:
                 raise CapacityRejected("could not reserve resource for machine: no free addresses")
@@ -193,49 +195,17 @@ class MachineService:
                     owner=req.owner, nonce=None, now=now,
                 )
                 nonce = lease.nonce
-            op = self.runner.begin(conn, "create_machine", machine_id, {"source": "user"})
+            op = self.runner.begin(conn, "create_machine", machine_id,
+                                   {"source": "user", "launch": not req.skip_launch})
             return None, nonce, op
 
-    def _claim_room(
-        self, conn: Any, req: CreateRequest, ask: Ask, machine_id: str
-    ) -> None:
-        if req.reservation_id is None:
-            if self.ledger.cordoned:
-                raise CapacityRejected("deploys to this host are temporarily disabled",
-                                       status="cordoned")
-            self.ledger.check_room(conn, ask)
-            return
-        reservation = tables.get_reservation(conn, req.reservation_id)
-        now = self.store.clock()
-        if reservation is None or reservation.claimed_by is not None:
-            raise Conflict(f"reservation {req.reservation_id} not found or already claimed")
-        if reservation.expires_at <= now:
-            raise Conflict(f"reservation {req.reservation_id} expired")
-        if (reservation.millicpus < self.ledger.totals.millicpus_for(ask)
-                or reservation.memory_mb < ask.memory_mb or reservation.gpus < ask.gpus):
-            raise Conflict(f"reservation {req.reservation_id} is smaller than the machine")
-        # The reservation stops counting and the machine starts holding, in one commit.
-        tables.claim_reservation(conn, req.reservation_id, machine_id)
-
-    def _attach_volume(
-        self, conn: Any, req: CreateRequest, machine_id: str, now: float
-    ) -> str | None:
-        mounts = req.config.mounts or []
-        if not mounts:
-            return None
-        volume_id = mounts[0].volume
-        if not volume_id:
-            raise BadRequest("mounts[0].volume is required")
-        volume = tables.get_volume(conn, volume_id)
-        if volume is None or volume.state == "destroyed" or volume.app != req.app:
-            raise PreconditionFailed(f"volume {volume_id} not found on this host",
-                                     status="volume_placement_capacity")
-        if volume.attached_machine_id and volume.attached_machine_id != machine_id:
-            raise PreconditionFailed(
-                f"volume {volume_id} is already attached to machine {volume.attached_machine_id}"
-            )
-        tables.update_volume(conn, volume_id, now, attached_machine_id=machine_id)
-        return volume_id
+    def _on_created(self, conn: Any, op: Operation, _step: Any) -> None:
+        # The start begins in the same commit that ends the create, so a crash in
+        # between can never leave a machine created that was asked to launch.
+        if op.payload.get("launch"):
+            row = tables.get_machine(conn, op.resource_id)
+            assert row is not None
+            self._begin_start(conn, row, "flyd", delay=0.0)
 
     # -- start, stop, restart ------------------------------------------------------------
     def _begin_start(self, conn: Any, row: MachineRow, source: str, delay: float) -> Operation:
@@ -263,7 +233,7 @@ class MachineService:
         except BaseException:
             lock.release()
             raise
-        self._in_background(op, lock)
+        self._drive_pending(op.resource_id, lock)
         return {"previous_state": previous, "migrated": False, "new_host": ""}
 
     async def stop(
@@ -308,7 +278,7 @@ class MachineService:
         except BaseException:
             lock.release()
             raise
-        self._in_background(op, lock)
+        self._drive_pending(op.resource_id, lock)
 
     # -- update ---------------------------------------------------------------------
     async def update(
@@ -322,35 +292,14 @@ class MachineService:
                 row = self.get(machine_id)
                 leases.check(conn, machine_id, nonce, self.store.clock())
                 self._begin_allowed("update_machine", row)
-                self._check_update(row, config, current_version, name, region)
+                check_update(row, config, current_version, name, region,
+                             needs_command=self.driver.name == "process")
                 op = self._begin_update(conn, row, config, skip_launch)
         except BaseException:
             lock.release()
             raise
-        self._in_background(op, lock)
+        self._drive_pending(op.resource_id, lock)
         return self.get(machine_id)
-
-    def _check_update(
-        self, row: MachineRow, config: MachineConfig, current_version: str | None,
-        name: str | None, region: str | None,
-    ) -> None:
-        if current_version and current_version != row.instance_id:
-            raise Conflict(
-                f"failed_precondition: current_version {current_version} does not match "
-                f"the machine's version {row.instance_id}"
-            )
-        if name and name != row.name:
-            raise BadRequest("a machine's name cannot change")
-        if region and region != row.region:
-            raise BadRequest("a machine's region cannot change")
-        new_volume = (config.mounts[0].volume if config.mounts else None) or None
-        if new_volume != row.volume_id:
-            raise PreconditionFailed(
-                "failed_precondition: a machine's volume cannot be swapped; "
-                "destroy and recreate the machine instead"
-            )
-        if self.driver.name == "process" and not config.command():
-            raise BadRequest("the process driver needs config.init.exec (or processes[0].exec)")
 
     def _begin_update(
         self, conn: Any, row: MachineRow, config: MachineConfig, skip_launch: bool
@@ -404,7 +353,7 @@ class MachineService:
         except BaseException:
             lock.release()
             raise
-        self._in_background(op, lock)
+        self._drive_pending(op.resource_id, lock)
 
     def _on_destroyed(self, conn: Any, op: Operation, _step: Any) -> None:
         now = self.store.clock()
@@ -435,7 +384,7 @@ class MachineService:
             if op is None:
                 lock.release()
         if op is not None:
-            self._in_background(op, lock)
+            self._drive_pending(op.resource_id, lock)
 
     def _record_exit(self, row: MachineRow, exit_status: ExitStatus) -> Operation | None:
         now = self.store.clock()
@@ -470,8 +419,14 @@ class MachineService:
         for op in self.store.running_operations():
             unfinished.setdefault(op.resource_id, []).append(op)
         for resource_id, ops in unfinished.items():
+            log.info("%s: resuming %s", resource_id,
+                     ", ".join(f"{op.fsm} at {op.step}" for op in ops))
+            row = tables.get_machine(self.store.db, resource_id)
+            if row is not None and row.handle is not None:
+                # Re-attach to the run the interrupted operation was dealing with.
+                await self.driver.recover(row.handle)
             lock = await self.locks.acquire(resource_id)
-            self._resume(ops, lock)
+            self._drive_pending(resource_id, lock)
         for row in tables.list_machines(self.store.db):
             if row.id in unfinished or row.state != S.STARTED or row.handle is None:
                 continue
@@ -479,20 +434,3 @@ class MachineService:
             log.info("%s: %s after restart", row.id, "re-adopted" if alive else "found exited")
             self.supervision.watch(row.id, row.handle)
 
-    def _resume(self, ops: list[Operation], lock: asyncio.Lock) -> None:
-        async def drive() -> None:
-            try:
-                for op in ops:
-                    if op.fsm.endswith("_machine"):
-                        row = tables.get_machine(self.store.db, op.resource_id)
-                        if row is not None and row.handle is not None:
-                            await self.driver.recover(row.handle)
-                    await self.runner.drive(op)
-            except Exception:
-                log.exception("%s: resuming failed", ops[0].resource_id)
-            finally:
-                lock.release()
-
-        task = asyncio.create_task(drive())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)

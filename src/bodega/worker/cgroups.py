@@ -1,0 +1,127 @@
+"""Per-machine cgroups: a memory limit, a cpu quota, and a handle on every process.
+
+Supports the v1 hierarchy (one mount per controller, as on this project's
+hosts), the unified v2 hierarchy, and none (not root, or not writable), in
+which case the process driver falls back to ``ulimit -v``. Each machine gets
+``bodega/<scope>/<machine id>`` under every controller used; ``scope`` is
+the worker's name so several workers on one host never collide.
+
+The cpu quota is ``cpus x period`` for both cpu kinds: it caps a machine at
+the vCPUs it asked for. What oversubscription means for shared cpus is
+decided by the ledger (how many machines a host accepts), not here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path("/sys/fs/cgroup")
+CPU_PERIOD_US = 100_000
+_SCOPE_RE = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+@dataclass(frozen=True)
+class Cgroups:
+    version: int  # 1 or 2
+    scope: str
+    root: Path = ROOT
+
+    @classmethod
+    def detect(cls, scope: str, root: Path = ROOT) -> Cgroups | None:
+        """The hierarchy this host offers, or None when machines cannot have cgroups."""
+        if os.geteuid() != 0:
+            return None
+        scope = _SCOPE_RE.sub("_", scope) or "worker"
+        if (root / "cgroup.controllers").exists():
+            controllers = (root / "cgroup.controllers").read_text().split()
+            if "memory" in controllers:
+                return cls(2, scope, root)
+            return None
+        if (root / "memory" / "memory.limit_in_bytes").exists():
+            return cls(1, scope, root)
+        return None
+
+    # -- paths ----------------------------------------------------------------------
+    def dirs(self, machine_id: str) -> list[Path]:
+        if self.version == 2:
+            return [self.root / "bodega" / self.scope / machine_id]
+        dirs = [self.root / "memory" / "bodega" / self.scope / machine_id]
+        if (self.root / "cpu" / "cpu.cfs_quota_us").exists():
+            dirs.append(self.root / "cpu" / "bodega" / self.scope / machine_id)
+        return dirs
+
+    def procs_files(self, machine_id: str) -> list[Path]:
+        """Where a process writes its pid to join the machine's cgroups."""
+        return [d / "cgroup.procs" for d in self.dirs(machine_id)]
+
+    # -- lifecycle --------------------------------------------------------------------
+    def create(self, machine_id: str, memory_mb: int, cpus: int) -> None:
+        """Make (or refit) the machine's cgroups; idempotent."""
+        limit = memory_mb * 1024 * 1024
+        quota = cpus * CPU_PERIOD_US
+        if self.version == 2:
+            self._enable_v2_controllers()
+            path = self.dirs(machine_id)[0]
+            path.mkdir(parents=True, exist_ok=True)
+            (path / "memory.max").write_text(f"{limit}\n")
+            with contextlib.suppress(OSError):
+                (path / "memory.swap.max").write_text("0\n")
+            with contextlib.suppress(OSError):
+                (path / "cpu.max").write_text(f"{quota} {CPU_PERIOD_US}\n")
+            return
+        for path in self.dirs(machine_id):
+            path.mkdir(parents=True, exist_ok=True)
+            if path.is_relative_to(self.root / "memory"):
+                (path / "memory.limit_in_bytes").write_text(f"{limit}\n")
+                with contextlib.suppress(OSError):
+                    (path / "memory.memsw.limit_in_bytes").write_text(f"{limit}\n")
+            else:
+                (path / "cpu.cfs_period_us").write_text(f"{CPU_PERIOD_US}\n")
+                (path / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+
+    def _enable_v2_controllers(self) -> None:
+        parent = self.root
+        for part in ("bodega", self.scope):
+            with contextlib.suppress(OSError):
+                (parent / "cgroup.subtree_control").write_text("+memory +cpu\n")
+            parent = parent / part
+            parent.mkdir(exist_ok=True)
+        with contextlib.suppress(OSError):
+            (parent / "cgroup.subtree_control").write_text("+memory +cpu\n")
+
+    def pids(self, machine_id: str) -> list[int]:
+        pids: set[int] = set()
+        for path in self.procs_files(machine_id):
+            with contextlib.suppress(OSError):
+                pids.update(int(line) for line in path.read_text().split())
+        return sorted(pids)
+
+    def oom_kills(self, machine_id: str) -> int:
+        """How many times the kernel's OOM killer struck inside the machine's cgroup."""
+        path = self.dirs(machine_id)[0]
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            text = (path / name).read_text()
+        except OSError:
+            return 0
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def kill_all(self, machine_id: str) -> None:
+        for pid in self.pids(machine_id):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def remove(self, machine_id: str) -> None:
+        """Remove the machine's cgroups; only empty ones can go, so kill first."""
+        for path in self.dirs(machine_id):
+            with contextlib.suppress(FileNotFoundError):
+                path.rmdir()

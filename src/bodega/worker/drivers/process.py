@@ -1,0 +1,352 @@
+"""The process driver: a machine is a host process in its own session.
+
+See ``launch.py`` for the wrapper that makes a run's pid and exit status
+durable. This module spawns it, watches it with a pidfd (which works for our
+own children and for processes re-adopted after a worker restart alike),
+signals its process group, and cleans up. Identity checks guard against pid
+reuse: a pid is only ours if ``/proc/<pid>/cmdline`` names this run's pidfile
+and its start time matches the one recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal as signals
+import subprocess
+import time
+from pathlib import Path
+
+from bodega.model.machine import ExitStatus
+from bodega.worker.cgroups import Cgroups
+from bodega.worker.drivers.base import (
+    DriverError,
+    ExecResult,
+    ProcessInfo,
+    TaskHandle,
+    TaskSpec,
+)
+from bodega.worker.drivers.launch import RunFiles, parse_exit_file, wrapper_argv
+from bodega.worker.drivers.procfs import listen_sockets, proc_info, session_pids, start_time
+from bodega.worker.logfiles import LogJanitor, log_path
+
+log = logging.getLogger("bodega.worker.process")
+
+PIDFILE_WAIT = 5.0
+EXEC_OUTPUT_LIMIT = 1 << 20
+
+
+class ProcessDriver:
+    name = "process"
+
+    def __init__(self, cgroups: Cgroups | None, log_max_bytes: int = 1 << 20) -> None:
+        self.cgroups = cgroups
+        self.janitor = LogJanitor(log_max_bytes)
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._exits: dict[tuple[str, str, int], asyncio.Future[ExitStatus]] = {}
+
+    async def log_janitor(self, machines_dir: Path) -> None:
+        await self.janitor.run(machines_dir)
+
+    # -- prepare and start ------------------------------------------------------------
+    async def prepare(self, spec: TaskSpec) -> None:
+        root = spec.machine_dir / "root"
+        for path in (root, spec.machine_dir / "logs", spec.machine_dir / "run"):
+            path.mkdir(parents=True, exist_ok=True)
+        if spec.user is not None:
+            os.chown(root, *spec.user)
+        self._check_executable(spec)
+
+    def _check_executable(self, spec: TaskSpec) -> None:
+        if not spec.argv:
+            raise DriverError("no command to run: set config.init.exec")
+        program = spec.argv[0]
+        if "/" in program:
+            path = Path(program)
+            if not path.is_absolute():
+                path = spec.machine_dir / "root" / path
+            if not (path.is_file() and os.access(path, os.X_OK)):
+                raise DriverError(f"exec: {program}: no such executable file")
+        elif shutil.which(program, path=spec.env.get("PATH")) is None:
+            raise DriverError(f"exec: {program}: not found in PATH {spec.env.get('PATH', '')}")
+
+    async def start(self, spec: TaskSpec) -> TaskHandle:
+        files = RunFiles.for_run(spec.machine_dir, spec.instance_id, spec.start_seq)
+        existing = self._adopt(spec, files)
+        if existing is not None:
+            return existing
+        await self.prepare(spec)
+        files.exitfile.unlink(missing_ok=True)
+        oom_base = 0
+        procs: list[Path] = []
+        if self.cgroups is not None:
+            self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
+            procs = self.cgroups.procs_files(spec.machine_id)
+            oom_base = self.cgroups.oom_kills(spec.machine_id)
+        argv = wrapper_argv(
+            spec.argv, files, cgroup_procs=procs, user=spec.user,
+            memory_kib=None if self.cgroups else spec.memory_mb * 1024,
+            mounts=[(m.host_path, m.guest_path) for m in spec.mounts], netns=spec.netns,
+        )
+        logfile = log_path(spec.machine_dir)
+        fd = os.open(logfile, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        try:
+            # A plain fork-exec (well under a millisecond), not an asyncio subprocess: the
+            # driver watches the child itself with a pidfd, the same way it watches runs it
+            # re-adopts after a restart, so asyncio's child watcher must not reap it.
+            popen = subprocess.Popen(  # noqa: ASYNC220
+                argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=spec.env,
+                cwd=spec.machine_dir / "root", start_new_session=True, close_fds=True,
+            )
+        except OSError as exc:
+            raise DriverError(f"could not start the machine: {exc}") from exc
+        finally:
+            os.close(fd)
+        self._children[popen.pid] = popen
+        await self._await_pidfile(files, popen)
+        handle = TaskHandle(
+            driver=self.name, machine_id=spec.machine_id, instance_id=spec.instance_id,
+            start_seq=spec.start_seq, pid=popen.pid, started_at=time.time(),
+            data={"start_time": start_time(popen.pid), "oom_base": oom_base,
+                  "pidfile": str(files.pidfile), "exitfile": str(files.exitfile)},
+        )
+        self._watch(handle)
+        log.info("%s: started pid %d (%s)", spec.machine_id, popen.pid, spec.argv[0])
+        return handle
+
+    async def _await_pidfile(self, files: RunFiles, popen: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + PIDFILE_WAIT
+        while not files.pidfile.exists():
+            if popen.poll() is not None or time.monotonic() > deadline:
+                return  # exited before it got that far; wait() reports how
+            await asyncio.sleep(0.001)
+
+    def _adopt(self, spec: TaskSpec, files: RunFiles) -> TaskHandle | None:
+        """The handle of this run if a previous attempt already started it."""
+        pid = _read_pid(files.pidfile)
+        if pid is None or not _is_ours(pid, files.pidfile, None):
+            return None
+        handle = TaskHandle(
+            driver=self.name, machine_id=spec.machine_id, instance_id=spec.instance_id,
+            start_seq=spec.start_seq, pid=pid, started_at=time.time(),
+            data={"start_time": start_time(pid), "oom_base": 0,
+                  "pidfile": str(files.pidfile), "exitfile": str(files.exitfile)},
+        )
+        self._watch(handle)
+        log.info("%s: run %d already started as pid %d; adopting it", spec.machine_id,
+                 spec.start_seq, pid)
+        return handle
+
+    # -- watching ---------------------------------------------------------------------
+    def _key(self, handle: TaskHandle) -> tuple[str, str, int]:
+        return (handle.machine_id, handle.instance_id, handle.start_seq)
+
+    def _alive(self, handle: TaskHandle) -> bool:
+        if handle.pid is None:
+            return False
+        popen = self._children.get(handle.pid)
+        if popen is not None:
+            return popen.poll() is None
+        return _is_ours(handle.pid, Path(handle.data.get("pidfile", "")),
+                        handle.data.get("start_time"))
+
+    def _watch(self, handle: TaskHandle) -> asyncio.Future[ExitStatus]:
+        key = self._key(handle)
+        future = self._exits.get(key)
+        if future is not None:
+            return future
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._exits[key] = future
+        if handle.pid is None or not self._alive(handle):
+            future.set_result(self._exit_status(handle))
+            return future
+        try:
+            pidfd = os.pidfd_open(handle.pid)
+        except ProcessLookupError:
+            future.set_result(self._exit_status(handle))
+            return future
+
+        def on_exit() -> None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            if not future.done():
+                future.set_result(self._exit_status(handle))
+
+        loop.add_reader(pidfd, on_exit)
+        return future
+
+    def _exit_status(self, handle: TaskHandle) -> ExitStatus:
+        """How the run ended: the wrapper's exit file, else the wrapper's own status."""
+        signal_number: int | None = None
+        code: int | None = None
+        popen = self._children.pop(handle.pid, None) if handle.pid else None
+        if popen is not None:
+            returncode = popen.wait()
+            if returncode < 0:
+                signal_number = -returncode
+        exitfile = Path(handle.data.get("exitfile", ""))
+        with contextlib.suppress(OSError):
+            code = parse_exit_file(exitfile.read_text())
+        if code is None and signal_number is None:
+            signal_number = signals.SIGKILL  # the wrapper died with no record: killed
+        if code is None:
+            code = 128 + (signal_number or signals.SIGKILL)
+        elif code > 128 and signal_number is None:
+            signal_number = code - 128
+        oom = False
+        if self.cgroups is not None:
+            oom = self.cgroups.oom_kills(handle.machine_id) > int(handle.data.get("oom_base", 0))
+        return ExitStatus(exit_code=code, signal=signal_number, oom_killed=oom,
+                          exited_at=time.time())
+
+    async def recover(self, handle: TaskHandle) -> bool:
+        alive = self._alive(handle)
+        self._watch(handle)
+        return alive
+
+    async def wait(self, handle: TaskHandle) -> ExitStatus:
+        return await asyncio.shield(self._watch(handle))
+
+    async def inspect(self, handle: TaskHandle) -> bool:
+        return self._alive(handle)
+
+    # -- signals ----------------------------------------------------------------------
+    async def signal(self, handle: TaskHandle, signal: int) -> None:
+        if handle.pid is not None and self._alive(handle):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(handle.pid, signal)
+
+    async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
+        future = self._watch(handle)
+        if future.done():
+            return
+        await self.signal(handle, signal)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+            return
+        except TimeoutError:
+            log.info("%s: still running %.1fs after signal %d; killing it",
+                     handle.machine_id, timeout, signal)
+        self._kill(handle)
+        await asyncio.shield(future)
+
+    def _kill(self, handle: TaskHandle) -> None:
+        if handle.pid is not None and self._alive(handle):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(handle.pid, signals.SIGKILL)
+        if self.cgroups is not None:
+            self.cgroups.kill_all(handle.machine_id)
+
+    # -- exec, ps ---------------------------------------------------------------------
+    async def exec(
+        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+    ) -> ExecResult:
+        prefix: list[str] = []
+        if spec.netns is not None:
+            prefix += ["nsenter", f"--net=/run/netns/{spec.netns}", "--"]
+        if spec.user is not None:
+            prefix += ["setpriv", f"--reuid={spec.user[0]}", f"--regid={spec.user[1]}",
+                       "--clear-groups", "--"]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *prefix, *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=spec.env, cwd=spec.machine_dir / "root",
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return ExecResult(exit_code=127, stdout="", stderr=f"exec: {exc}\n")
+        try:
+            out, err = await asyncio.wait_for(process.communicate(stdin), timeout)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signals.SIGKILL)
+            out, err = await process.communicate()
+            return ExecResult(exit_code=124, stdout=_text(out),
+                              stderr=_text(err) + "exec: timed out\n",
+                              exit_signal=signals.SIGKILL)
+        code = process.returncode or 0
+        exit_signal = -code if code < 0 else None
+        return ExecResult(exit_code=128 - code if code < 0 else code, stdout=_text(out),
+                          stderr=_text(err), exit_signal=exit_signal)
+
+    async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
+        if handle.pid is None or not self._alive(handle):
+            return []
+        if self.cgroups is not None:
+            pids = self.cgroups.pids(handle.machine_id)
+        else:
+            pids = session_pids(handle.pid)
+        infos = []
+        for pid in pids:
+            info = proc_info(pid)
+            if info is not None:
+                infos.append(
+                    ProcessInfo(
+                        pid=pid, command=info.command, cpu=info.cpu, rss=info.rss,
+                        stime=info.stime, rtime=info.rtime, directory=info.directory,
+                        listen_sockets=listen_sockets(pid),
+                    )
+                )
+        return infos
+
+    # -- destroy ----------------------------------------------------------------------
+    async def destroy(self, machine_id: str, machine_dir: Path) -> None:
+        run = machine_dir / "run"
+        for pidfile in sorted(run.glob("*.pid")) if run.exists() else []:
+            pid = _read_pid(pidfile)
+            if pid is not None and _is_ours(pid, pidfile, None):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signals.SIGKILL)
+                await _until_gone(pid)
+        if self.cgroups is not None:
+            self.cgroups.kill_all(machine_id)
+            for _ in range(100):
+                if not self.cgroups.pids(machine_id):
+                    break
+                await asyncio.sleep(0.01)
+            self.cgroups.remove(machine_id)
+        for popen in [p for p in self._children.values() if p.poll() is not None]:
+            self._children.pop(popen.pid, None)
+        await asyncio.to_thread(shutil.rmtree, machine_dir, True)
+
+
+def _text(data: bytes) -> str:
+    return data[:EXEC_OUTPUT_LIMIT].decode(errors="replace")
+
+
+def _read_pid(pidfile: Path) -> int | None:
+    try:
+        text = pidfile.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _is_ours(pid: int, pidfile: Path, expected_start: object) -> bool:
+    """True if ``pid`` is the wrapper of this run and not a stranger that reused the pid."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if str(pidfile).encode() not in cmdline:
+        return False
+    if expected_start is not None and start_time(pid) != expected_start:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+async def _until_gone(pid: int) -> None:
+    for _ in range(200):
+        if not os.path.exists(f"/proc/{pid}"):  # noqa: ASYNC240 (procfs: no disk)
+            return
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG never blocks)
+        await asyncio.sleep(0.01)

@@ -1,0 +1,103 @@
+"""Reading processes from /proc: start times, sessions, resource use, listening sockets."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name can contain spaces and parentheses; fields follow the last ')'.
+    return text.rsplit(")", 1)[1].split()
+
+
+def start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (stat field 22)."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def session_pids(session: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and int(fields[3]) == session:
+                pids.append(int(entry.name))
+    return sorted(pids)
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    command: str
+    cpu: int
+    rss: int
+    stime: int
+    rtime: int
+    directory: str
+
+
+def proc_info(pid: int) -> ProcStat | None:
+    fields = _stat_fields(pid)
+    if fields is None:
+        return None
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip()
+        directory = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return None
+    utime, stime = int(fields[11]), int(fields[12])
+    with open("/proc/uptime") as handle:
+        uptime = float(handle.read().split()[0])
+    started = int(fields[19]) / _CLK_TCK
+    return ProcStat(
+        command=command.decode(errors="replace"), cpu=utime + stime,
+        rss=int(fields[21]) * _PAGE, stime=stime, rtime=int((uptime - started) * 1000),
+        directory=directory,
+    )
+
+
+def listen_sockets(pid: int) -> list[dict[str, str]]:
+    """TCP sockets in LISTEN state that ``pid`` holds open, as {proto, address}."""
+    inodes: set[str] = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    if not inodes:
+        return []
+    sockets = []
+    for proto, name in (("tcp", "tcp"), ("tcp6", "tcp6")):
+        try:
+            lines = Path(f"/proc/{pid}/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            if len(parts) > 9 and parts[3] == "0A" and parts[9] in inodes:
+                sockets.append({"proto": proto, "address": _address(parts[1], proto)})
+    return sockets
+
+
+def _address(hex_addr: str, proto: str) -> str:
+    host_hex, port_hex = hex_addr.split(":")
+    port = int(port_hex, 16)
+    if proto == "tcp":
+        octets = bytes.fromhex(host_hex)[::-1]
+        return f"{'.'.join(str(b) for b in octets)}:{port}"
+    raw = bytes.fromhex(host_hex)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    import ipaddress
+
+    return f"[{ipaddress.IPv6Address(words)}]:{port}"

@@ -1,0 +1,125 @@
+"""Helpers for crash tests: a process-driver worker that can be killed and restarted."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bodega.api.worker_client import WorkerClient
+from bodega.runtime.keys import internal_token
+from bodega.worker.network import run
+
+from ..procs import SECRET, Daemon, worker_argv
+
+PY = sys.executable
+_subnets = itertools.count(1)
+
+
+@dataclass
+class CrashWorker:
+    tmp: Path
+    name: str
+    subnet: str
+    daemon: Daemon | None = None
+    client: WorkerClient | None = None
+
+    def _daemon(self, failpoints: str | None) -> Daemon:
+        ready = self.tmp / f"{self.name}.ready.json"
+        argv = worker_argv(self.tmp / self.name, ready, name=self.name, driver="process",
+                           extra=("--machine-subnet", self.subnet))
+        return Daemon(argv=argv, ready_file=ready, log_file=self.tmp / f"{self.name}.log",
+                      env={"BODEGA_FAILPOINTS": failpoints} if failpoints else {})
+
+    async def start(self, failpoints: str | None = None) -> WorkerClient:
+        self.daemon = await self._daemon(failpoints).start()
+        if self.client is not None:
+            await self.client.aclose()
+        self.client = WorkerClient(self.daemon.url, internal_token(SECRET), timeout=30)
+        return self.client
+
+    async def crashed(self, timeout: float = 30.0) -> int:
+        assert self.daemon is not None
+        return await self.daemon.wait_exit(timeout)
+
+    async def cleanup(self) -> None:
+        if self.client is not None and self.daemon is not None and (
+            self.daemon.process and self.daemon.process.returncode is None
+        ):
+            with contextlib.suppress(Exception):
+                for machine in await self.client.list_machines():
+                    with contextlib.suppress(Exception):
+                        await self.client.destroy(machine["id"], force=True)
+                        await self.client.wait(machine["id"], "destroyed", timeout=30)
+            await self.client.aclose()
+        if self.daemon is not None:
+            await self.daemon.stop()
+        octets = self.subnet.split(".")
+        await run("ip", "link", "del", f"bdg-{octets[1]}-{octets[2]}", check=False)
+        for controller in ("memory", "cpu"):
+            scope = Path(f"/sys/fs/cgroup/{controller}/bodega/{self.name}")
+            if scope.exists():
+                for child in [c for c in scope.iterdir() if c.is_dir()]:
+                    with contextlib.suppress(OSError):
+                        child.rmdir()
+                with contextlib.suppress(OSError):
+                    scope.rmdir()
+        shutil.rmtree(self.tmp / self.name, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def crash_worker(tmp: Path) -> AsyncIterator[CrashWorker]:
+    n = next(_subnets)
+    worker = CrashWorker(tmp, f"crash{os.getpid() % 1000}-{n}", f"10.252.{n % 250 + 1}.0/24")
+    try:
+        yield worker
+    finally:
+        await worker.cleanup()
+
+
+def machine_config(marker: str, env: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "image": "local/sleeper",
+        "init": {"exec": [PY, "-c", "import time; time.sleep(600)", marker]},
+        "guest": {"cpus": 1, "memory_mb": 256},
+        "env": env or {},
+        **extra,
+    }
+
+
+def program_pids(marker: str) -> list[int]:
+    """The machine's own program (not its wrapper): argv[0] is Python and it carries the marker."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0] == PY.encode() and marker.encode() in argv[1:]:
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.05)
+
+
+def environ_of(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)

@@ -1,0 +1,129 @@
+"""Invariant 3: a worker killed at any instant resumes every operation; nothing runs twice.
+
+For every step of every state machine, and on both sides of its side effect,
+a real worker (process driver, real namespaces and cgroups) is started with a
+failpoint that SIGKILLs it there, the operation is driven into it, and the
+worker is restarted without the failpoint. The operation must complete, the
+machine must end where the operation leads, exactly as many programs must run
+as the state says, and a program started before the crash must be re-adopted
+(same pid), not started again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bodega.api.worker_client import WorkerClient
+from bodega.model.errors import BodegaError
+from bodega.worker.fsm import FSMS
+
+from .crashkit import crash_worker, environ_of, machine_config, program_pids, until
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the process driver test needs root")
+
+CASES = [
+    (fsm.name, step.name, when)
+    for fsm in FSMS.values()
+    for step in fsm.steps
+    if not step.final and step.name != "backoff"
+    for when in ("before", "after")
+]
+
+
+async def _ignore_drop(call: Any) -> None:
+    """The worker may die while answering: that is the point."""
+    with contextlib.suppress(BodegaError):
+        await call
+
+
+async def _setup(client: WorkerClient, fsm: str, marker: str) -> str:
+    if fsm in ("create_machine", "create_volume", "delete_volume"):
+        return ""
+    body = {"app": "crash", "config": machine_config(marker),
+            "skip_launch": fsm == "start_machine"}
+    machine = await client.create_machine(body)
+    if fsm != "start_machine":
+        await client.wait(machine["id"], "started", timeout=30)
+    return str(machine["id"])
+
+
+async def _trigger(client: WorkerClient, fsm: str, mid: str, marker: str) -> None:
+    if fsm == "create_machine":
+        await _ignore_drop(client.create_machine(
+            {"app": "crash", "config": machine_config(marker), "name": "victim"}))
+    elif fsm == "start_machine":
+        await _ignore_drop(client.start(mid))
+    elif fsm == "stop_machine":
+        await _ignore_drop(client.stop(mid, signal="SIGTERM"))
+    elif fsm == "restart_machine":
+        await _ignore_drop(client.call("POST", mid, "restart"))
+    elif fsm == "update_machine":
+        await _ignore_drop(client.call("POST", mid, json={
+            "config": machine_config(marker, env={"VERSION": "2"})}))
+    elif fsm == "destroy_machine":
+        await _ignore_drop(client.destroy(mid, force=True))
+    elif fsm == "create_volume":
+        await _ignore_drop(client.create_volume({"app": "crash", "name": "data", "size_gb": 1}))
+    elif fsm == "delete_volume":
+        volume = await client.create_volume({"app": "crash", "name": "data", "size_gb": 1})
+        await _ignore_drop(client.request("DELETE", f"/v1/volumes/{volume['id']}",
+                                          params={"app": "crash"}))
+
+
+@pytest.mark.parametrize(("fsm", "step", "when"), CASES,
+                         ids=[f"{f}:{s}:{w}" for f, s, w in CASES])
+async def test_crash_at_every_step(tmp_path: Path, fsm: str, step: str, when: str) -> None:
+    marker = f"bodega-crash-{uuid.uuid4().hex[:12]}"
+    async with crash_worker(tmp_path) as worker:
+        client = await worker.start(failpoints=f"{fsm}:{step}:{when}")
+        mid = await _setup(client, fsm, marker)
+        await _trigger(client, fsm, mid, marker)
+        assert await worker.crashed() == -9, "the failpoint did not fire"
+        before = program_pids(marker)
+        client = await worker.start()
+        await _verify(client, fsm, step, when, mid, marker, before, worker.tmp / worker.name)
+
+
+async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str, marker: str,
+                  before: list[int], data_dir: Path) -> None:
+    if fsm in ("create_volume", "delete_volume"):
+        want = "created" if fsm == "create_volume" else "destroyed"
+        for _ in range(200):
+            volumes = await client.request("GET", "/v1/volumes",
+                                           params={"app": "crash", "include_deleted": "1"})
+            if volumes and all(v["state"] == want for v in volumes):
+                break
+            await asyncio.sleep(0.05)
+        assert [v["state"] for v in volumes] == [want]
+        assert (data_dir / "volumes" / volumes[0]["id"]).exists() == (want == "created")
+        return
+    if fsm == "create_machine":
+        machines = await client.list_machines("crash")
+        assert len(machines) == 1, machines
+        mid = machines[0]["id"]
+    expected = {"stop_machine": "stopped", "destroy_machine": "destroyed"}.get(fsm, "started")
+    await client.wait(mid, expected, timeout=30)
+    if expected == "started":
+        await until(lambda: len(program_pids(marker)) == 1)
+        (pid,) = program_pids(marker)
+        if step == "spawn" and when == "after":
+            assert before == [pid], "a program started before the crash was not re-adopted"
+        if fsm == "update_machine":
+            assert environ_of(pid).get("VERSION") == "2"
+        machine = await client.machine(mid)
+        assert machine["state"] == "started"
+    else:
+        await until(lambda: program_pids(marker) == [])
+    if expected == "destroyed":
+        assert not Path(f"/run/netns/bodega-{mid}").exists()
+        assert not (data_dir / "machines" / mid).exists()
+    log = await client.request("GET", "/v1/log", params={"resource": mid, "limit": 500})
+    finished = [e for e in log if e["fsm"] == fsm]
+    assert finished, f"no {fsm} entries in the log"

@@ -1,0 +1,234 @@
+"""The process driver with real processes, cgroups and network namespaces."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bodega.worker.cgroups import Cgroups
+from bodega.worker.drivers.base import DriverError, TaskHandle, TaskSpec
+from bodega.worker.drivers.process import ProcessDriver
+from bodega.worker.logfiles import log_path
+from bodega.worker.network import NetnsNetwork, run
+
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups, netns, setpriv)")
+PY = sys.executable
+
+
+def spec(tmp: Path, code: str, *, memory_mb: int = 256, seq: int = 1, netns: str | None = None,
+         user: tuple[int, int] | None = None, machine_id: str | None = None) -> TaskSpec:
+    mid = machine_id or uuid.uuid4().hex[:14]
+    return TaskSpec(
+        machine_id=mid, instance_id="01TESTINSTANCE000000000000", start_seq=seq, app="app",
+        image="img", argv=[PY, "-c", code],
+        env={"PATH": "/usr/bin:/bin", "GREETING": "hello"}, cpus=1, cpu_kind="shared",
+        memory_mb=memory_mb, machine_dir=tmp / mid, netns=netns, user=user,
+    )
+
+
+@pytest.fixture
+async def driver() -> AsyncIterator[ProcessDriver]:
+    cgroups = Cgroups.detect(f"test-{uuid.uuid4().hex[:8]}")
+    d = ProcessDriver(cgroups)
+    yield d
+    if cgroups is not None:
+        for path in (cgroups.root / "memory" / "bodega" / cgroups.scope,
+                     cgroups.root / "cpu" / "bodega" / cgroups.scope):
+            if path.exists():
+                for child in [c for c in path.iterdir() if c.is_dir()]:
+                    cgroups.kill_all(child.name)
+                    await until(lambda c=child: not cgroups.pids(c.name))
+                    child.rmdir()
+                path.rmdir()
+
+
+async def until(condition: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_runs_in_its_own_session_with_env_cwd_and_log(tmp_path: Path,
+                                                           driver: ProcessDriver) -> None:
+    code = ("import os; print(os.environ['GREETING'], os.getcwd(), os.getsid(0) == os.getpid() "
+            "or os.getsid(0) == os.getppid(), flush=True)")
+    s = spec(tmp_path, code)
+    handle = await driver.start(s)
+    status = await asyncio.wait_for(driver.wait(handle), 10)
+    assert status.exit_code == 0
+    assert status.signal is None
+    text = log_path(s.machine_dir).read_text()
+    assert f"hello {s.machine_dir / 'root'} True" in text
+    assert handle.pid is not None
+    assert os.getsid(0) != handle.pid
+
+
+async def test_exit_codes_and_signals_are_reported(tmp_path: Path,
+                                                  driver: ProcessDriver) -> None:
+    three = await driver.start(spec(tmp_path, "raise SystemExit(3)"))
+    assert (await asyncio.wait_for(driver.wait(three), 10)).exit_code == 3
+    sleeper = await driver.start(spec(tmp_path, "import time; time.sleep(60)"))
+    await driver.stop(sleeper, signal.SIGTERM, timeout=10)
+    status = await driver.wait(sleeper)
+    assert (status.exit_code, status.signal) == (143, 15)
+
+
+async def test_stop_escalates_to_sigkill(tmp_path: Path, driver: ProcessDriver) -> None:
+    code = ("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(60)")
+    s = spec(tmp_path, code)
+    handle = await driver.start(s)
+    await until(lambda: "ready" in log_path(s.machine_dir).read_text())
+    await driver.stop(handle, signal.SIGTERM, timeout=0.3)
+    status = await driver.wait(handle)
+    assert status.signal == signal.SIGKILL
+    assert not await driver.inspect(handle)
+
+
+async def test_a_missing_program_is_a_clear_error(tmp_path: Path, driver: ProcessDriver) -> None:
+    s = spec(tmp_path, "")
+    bad = TaskSpec(**{**s.__dict__, "argv": ["no-such-program-xyz"]})
+    with pytest.raises(DriverError, match="not found"):
+        await driver.start(bad)
+
+
+async def test_start_is_idempotent_for_one_run(tmp_path: Path, driver: ProcessDriver) -> None:
+    s = spec(tmp_path, "import time; time.sleep(60)")
+    first = await driver.start(s)
+    again = await driver.start(s)
+    assert again.pid == first.pid
+    fresh = ProcessDriver(driver.cgroups)  # a restarted worker
+    third = await fresh.start(s)
+    assert third.pid == first.pid
+    await driver.stop(first, signal.SIGKILL, 1)
+
+
+async def test_a_new_driver_readopts_and_reads_the_real_exit_code(
+    tmp_path: Path, driver: ProcessDriver
+) -> None:
+    s = spec(tmp_path, "import sys; sys.stdin = None; input_=open('/dev/stdin'); "
+                       "import time; time.sleep(0.5); raise SystemExit(7)")
+    handle = await driver.start(s)
+    stored = TaskHandle.from_json(handle.to_json())
+    restarted = ProcessDriver(driver.cgroups)
+    assert await restarted.recover(stored) is True
+    status = await asyncio.wait_for(restarted.wait(stored), 10)
+    assert status.exit_code == 7
+    await driver.wait(handle)  # reap it in the driver that spawned it
+
+
+async def test_a_reused_pid_is_not_adopted(tmp_path: Path, driver: ProcessDriver) -> None:
+    s = spec(tmp_path, "pass")
+    handle = await driver.start(s)
+    await driver.wait(handle)
+    stranger = await asyncio.create_subprocess_exec(PY, "-c", "import time; time.sleep(30)")
+    try:
+        fake = TaskHandle(driver="process", machine_id=s.machine_id, instance_id=s.instance_id,
+                          start_seq=s.start_seq, pid=stranger.pid,
+                          data=dict(handle.data))
+        assert await ProcessDriver(None).recover(fake) is False
+        assert stranger.returncode is None
+    finally:
+        stranger.kill()
+        await stranger.wait()
+
+
+@root_only
+async def test_memory_limit_oom_kills_and_says_so(tmp_path: Path, driver: ProcessDriver) -> None:
+    assert driver.cgroups is not None
+    code = "x = []\nwhile True: x.append(bytearray(16 << 20))"
+    handle = await driver.start(spec(tmp_path, code, memory_mb=128))
+    status = await asyncio.wait_for(driver.wait(handle), 30)
+    assert status.oom_killed is True
+    assert status.signal == signal.SIGKILL
+
+
+@root_only
+async def test_runs_as_the_unprivileged_user(tmp_path: Path, driver: ProcessDriver) -> None:
+    s = spec(tmp_path, "import os; print('uid', os.getuid(), flush=True)", user=(65534, 65534))
+    await driver.prepare(s)
+    handle = await driver.start(s)
+    await driver.wait(handle)
+    assert "uid 65534" in log_path(s.machine_dir).read_text()
+    result = await driver.exec(s, ["id", "-u"], 5, None)
+    assert result.stdout.strip() == "65534"
+
+
+@root_only
+async def test_ps_exec_and_destroy_leave_nothing(tmp_path: Path, driver: ProcessDriver) -> None:
+    code = ("import socket, subprocess, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
+            "s.listen(); subprocess.Popen(['sleep', '60']); print('up', flush=True); "
+            "time.sleep(60)")
+    s = spec(tmp_path, code)
+    handle = await driver.start(s)
+    await until(lambda: "up" in log_path(s.machine_dir).read_text())
+    processes = await driver.ps(handle)
+    commands = " ".join(p.command for p in processes)
+    assert "sleep 60" in commands
+    assert any(p.listen_sockets for p in processes)
+    result = await driver.exec(s, ["sh", "-c", "echo out; echo err >&2; exit 4"], 5, None)
+    assert (result.exit_code, result.stdout, result.stderr) == (4, "out\n", "err\n")
+    slow = await driver.exec(s, ["sleep", "30"], 0.2, None)
+    assert slow.exit_code == 124
+    pids = [p.pid for p in processes]
+    await driver.destroy(s.machine_id, s.machine_dir)
+    assert not s.machine_dir.exists()
+    # Orphans are reaped by the host's init, which may take a moment.
+    await until(lambda: all(not Path(f"/proc/{pid}").exists() for pid in pids))
+    assert driver.cgroups is not None
+    assert all(not d.exists() for d in driver.cgroups.dirs(s.machine_id))
+
+
+@root_only
+async def test_two_machines_bind_the_same_port_in_their_own_namespaces(
+    tmp_path: Path, driver: ProcessDriver
+) -> None:
+    network = NetnsNetwork(ipaddress.ip_network("10.251.7.0/24"))
+    await network.setup()
+    ids = [uuid.uuid4().hex[:14] for _ in range(2)]
+    try:
+        server = ("import socket; s = socket.socket(); s.bind(('0.0.0.0', 8080)); s.listen(); "
+                  "c, _ = s.accept(); c.sendall(open('/etc/hostname').read().encode()[:0] + "
+                  "b'machine ' + __import__('os').environ['MID'].encode()); c.close()")
+        handles = []
+        for index, mid in enumerate(ids, start=2):
+            attachment = await network.attach(mid, index)
+            again = await network.attach(mid, index)  # idempotent
+            assert again == attachment
+            base = spec(tmp_path, server, machine_id=mid, netns=attachment.netns)
+            s = TaskSpec(**{**base.__dict__, "env": {**base.env, "MID": mid}})
+            handles.append((await driver.start(s), attachment.private_ip, mid))
+        for handle, ip, mid in handles:
+            data = b""
+            for _ in range(250):
+                try:
+                    with socket.create_connection((ip, 8080), timeout=2) as conn:
+                        data = conn.recv(100)
+                        break
+                except OSError:
+                    await asyncio.sleep(0.02)
+            assert data == f"machine {mid}".encode()
+            await driver.wait(handle)
+    finally:
+        for index, mid in enumerate(ids, start=2):
+            await network.detach(mid, index)
+            await driver.destroy(mid, tmp_path / mid)
+        await network.teardown()
+    assert "bdg-251-7" not in await run("ip", "-o", "link")
+    assert not leftover_namespaces(ids)
+
+
+def leftover_namespaces(machine_ids: list[str]) -> list[str]:
+    return [mid for mid in machine_ids if Path(f"/run/netns/bodega-{mid}").exists()]
