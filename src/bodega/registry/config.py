@@ -1,0 +1,75 @@
+"""SWIM tuning: memberlist's LAN defaults plus the few knobs bodega adds.
+
+The figures and formulas are memberlist's (``config.go``, ``util.go``); the
+Lifeguard parts (local health, nacks, suspicion that shortens with
+confirmations) follow Dadgar et al., DSN 2018. Setting
+``awareness_max_multiplier=1``, ``suspicion_max_timeout_mult=1`` and
+``nacks=False`` gives plain SWIM, which the simulation uses as a baseline.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from bodega.registry.auth import TAG_SIZE
+
+# memberlist stretches push/pull beyond this many members, by a log2 factor.
+PUSH_PULL_SCALE_THRESHOLD = 32
+
+
+@dataclass(frozen=True)
+class SwimConfig:
+    probe_interval: float = 1.0
+    probe_timeout: float = 0.5  # direct ping; the rest of the interval is for ping-req
+    indirect_checks: int = 3  # k relays for an indirect probe
+    suspicion_mult: int = 4
+    suspicion_max_timeout_mult: int = 6
+    awareness_max_multiplier: int = 8  # local health score lives in [0, 7]
+    nacks: bool = True
+    nack_fraction: float = 0.8  # a relay nacks at 80% of the probe timeout (Lifeguard)
+    gossip_interval: float = 0.2
+    gossip_nodes: int = 3
+    gossip_to_the_dead_time: float = 30.0
+    retransmit_mult: int = 4
+    # Full state exchange with one random member. memberlist uses 30 s over TCP;
+    # over UDP a missed piggyback has no stream to fall back on, so the repair
+    # comes sooner. It costs one packet per ~10 members each way (about 4 KiB
+    # per 10 s at 32 members) and is stretched by log2 beyond 32 members, like
+    # memberlist's, so its cluster-wide cost stays near n·log n.
+    push_pull_interval: float = 10.0
+    # Tell a few dead members how we see them. The message is two records, so
+    # it is cheap to send often; a member that is really up learns it was
+    # declared dead, rejoins as a new generation and answers with its table.
+    # This is what heals a partition: Foca sends the same every 125 s on WANs.
+    dead_announce_interval: float = 5.0
+    dead_announce_nodes: int = 3
+    join_retry_interval: float = 1.0
+    join_retry_max: float = 10.0
+    dead_retention: float = 48 * 3600.0  # forget dead/left members after this (Corrosion: 48 h)
+    packet_size: int = 1400  # UDP payload including the auth tag
+    # A tick that runs this late means our own loop is the slow party; it
+    # counts against local health like a missed nack (at most once per probe).
+    loop_lag_threshold: float = 0.1
+    relay_ttl: float = 1.0  # how long a relay forwards a late ack for a ping-req
+    seen_items: int = 16384  # broadcast keys remembered to drop duplicates
+    seen_item_ttl: float = 300.0
+    max_queued_items: int = 4096
+
+    @property
+    def payload_budget(self) -> int:
+        return self.packet_size - TAG_SIZE
+
+    @property
+    def max_health_score(self) -> int:
+        return max(0, self.awareness_max_multiplier - 1)
+
+    def retransmit_limit(self, n: int) -> int:
+        """How many times an update is piggybacked: ``mult·ceil(log10(n+1))``."""
+        return self.retransmit_mult * math.ceil(math.log10(n + 1))
+
+    def push_pull_period(self, n: int) -> float:
+        if n <= PUSH_PULL_SCALE_THRESHOLD:
+            return self.push_pull_interval
+        factor = math.ceil(math.log2(n) - math.log2(PUSH_PULL_SCALE_THRESHOLD)) + 1
+        return self.push_pull_interval * factor
