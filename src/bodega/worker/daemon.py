@@ -27,7 +27,7 @@ from bodega.worker.effects import MachineEffects, machine_user
 from bodega.worker.ledger import Ledger
 from bodega.worker.machines import MachineService
 from bodega.worker.metrics import WorkerMetrics
-from bodega.worker.network import HostNetwork, NetnsNetwork, Network
+from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner
 from bodega.worker.store import Store
@@ -130,11 +130,26 @@ class Worker:
         )
         self.served = await serve(api.app(), self.config.listen_host, self.config.listen_port)
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(self._wire_ahead()))
         janitor = getattr(self.driver, "log_janitor", None)
         if janitor is not None:
             self._tasks.append(asyncio.create_task(janitor(self.config.machines_dir)))
         log.info("worker %s (%s, %s driver) serving on %s", self.config.name,
                  self.config.region, self.driver.name, self.url)
+
+    async def _wire_ahead(self) -> None:
+        """Keep the next few machines' networks ready before they are asked for."""
+        first, last = self.network.index_range
+        changed = self.machines.addresses_changed
+        changed.set()
+        while True:
+            await changed.wait()
+            changed.clear()
+            try:
+                indexes = tables.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
+                await self.network.prewarm(indexes)
+            except Exception:
+                log.exception("wiring networks ahead failed")
 
     async def _housekeeping(self) -> None:
         while True:
@@ -172,6 +187,9 @@ class Worker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        in_use = {row.ip_index for row in tables.list_machines(self.store.db)
+                  if row.ip_index is not None}
+        await self.network.release_spares(in_use)
         await self.machines.supervision.close()
         self.store.close()
 

@@ -27,6 +27,7 @@ from bodega.worker.effects import MachineEffects, signal_number
 from bodega.worker.fsm import BEGINS, RESTART_WINDOW, ExitDecision, after_exit, restart_delay
 from bodega.worker.ledger import CapacityRejected, Ledger
 from bodega.worker.locks import MachineLocks
+from bodega.worker.network import WIRE_AHEAD
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner
 from bodega.worker.store import Operation, Store
@@ -67,6 +68,8 @@ class MachineService:
         self.driver = effects.driver
         self.ip_range = ip_range
         self.locks = MachineLocks()
+        # Set whenever an address is taken or given back, so the network can wire ahead.
+        self.addresses_changed = asyncio.Event()
         self.supervision = Supervision(self.driver, self.on_exit)
         self._background: set[asyncio.Task[Any]] = set()
         runner.after_final["start_machine"] = self._after_run
@@ -171,7 +174,7 @@ class MachineService:
                                status="name_taken")
             claim_room(conn, self.ledger, req.reservation_id, ask, machine_id)
             volume_id = attach_volume(conn, req.app, req.config, machine_id, now)
-            ip_index = tables.free_ip_index(conn, *self.ip_range)
+            ip_index = self._free_address(conn)
             if ip_index is None:
                 raise CapacityRejected("could not reserve resource for machine: no free addresses")
             instance_id = new_ulid(int(now * 1000))
@@ -197,7 +200,13 @@ class MachineService:
                 nonce = lease.nonce
             op = self.runner.begin(conn, "create_machine", machine_id,
                                    {"source": "user", "launch": not req.skip_launch})
+            self.addresses_changed.set()
             return None, nonce, op
+
+    def _free_address(self, conn: Any) -> int | None:
+        """The lowest free address whose namespace is already wired, else the lowest free."""
+        free = tables.free_ip_indexes(conn, *self.ip_range, WIRE_AHEAD + 1)
+        return next((i for i in free if self.effects.network.ready(i)), free[0] if free else None)
 
     def _on_created(self, conn: Any, op: Operation, _step: Any) -> None:
         # The start begins in the same commit that ends the create, so a crash in
@@ -362,6 +371,7 @@ class MachineService:
             tables.update_volume(conn, row.volume_id, now, attached_machine_id=None)
         tables.delete_lease(conn, op.resource_id)
         tables.update_machine(conn, op.resource_id, now, holds_compute=False, handle=None)
+        self.addresses_changed.set()
 
     # -- supervision ------------------------------------------------------------------
     async def _after_run(self, op: Operation) -> None:

@@ -4,9 +4,10 @@ Two modes, chosen by the worker at start:
 
 ``NetnsNetwork`` (root). The worker owns a machine subnet (a /24) and a Linux
 bridge holding its gateway address. Each machine gets a named network
-namespace ``bodega-<machine id>``, a veth pair (host end on the bridge, the
-machine end renamed ``eth0``), its own address and a default route through the
-gateway. Two machines on one worker can both bind ``0.0.0.0:8080``. A
+namespace ``bodega-<subnet>-<index>`` (named by its address, so the worker
+wires the next few ahead of time, off the request path), a veth pair (host
+end on the bridge, the machine end renamed ``eth0``), its own address and a
+default route through the gateway. Two machines on one worker can both bind ``0.0.0.0:8080``. A
 machine's services are published at ``private_ip:internal_port``: the host
 (and the proxy on it) reach them straight through the bridge; other hosts
 reach them once the operator routes the worker's subnet to the worker, the
@@ -33,7 +34,12 @@ from typing import Protocol
 log = logging.getLogger("bodega.worker.network")
 
 NETNS_DIR = Path("/run/netns")
+# A marker per machine, written once its namespace is fully wired. It lives on the same
+# tmpfs as the namespaces, so a reboot clears both together.
+MARKER_DIR = Path("/run/bodega/netns")
 Subnet = ipaddress.IPv4Network | ipaddress.IPv6Network
+# Namespaces kept wired for the next creates, so a create rarely waits for `ip`.
+WIRE_AHEAD = 2
 
 
 class NetworkError(Exception):
@@ -56,6 +62,14 @@ class Network(Protocol):
 
     async def detach(self, machine_id: str, index: int | None = None) -> None: ...
 
+    def ready(self, index: int) -> bool:
+        """True if the address ``index`` can be attached without waiting."""
+        ...
+
+    async def prewarm(self, indexes: list[int]) -> None: ...
+
+    async def release_spares(self, in_use: set[int]) -> None: ...
+
     async def teardown(self) -> None: ...
 
     def service_host(self, private_ip: str | None) -> str | None: ...
@@ -70,10 +84,6 @@ async def run(*argv: str, stdin: bytes | None = None, check: bool = True) -> str
     if check and process.returncode != 0:
         raise NetworkError(f"{' '.join(argv[:4])} failed: {err.decode().strip()}")
     return out.decode()
-
-
-def netns_name(machine_id: str) -> str:
-    return f"bodega-{machine_id}"
 
 
 def _octets(subnet: Subnet) -> tuple[int, int]:
@@ -92,9 +102,16 @@ class NetnsNetwork:
         self.gateway = str(subnet.network_address + 1)
         self._third = third
         self._second = second
+        self._locks: dict[int, asyncio.Lock] = {}
 
     def address(self, index: int) -> str:
         return str(self.subnet.network_address + index)
+
+    def mac(self, index: int) -> str:
+        """The machine end's MAC, fixed per address: a namespace wired afresh for a reused
+        address answers at the MAC the host's neighbour table already holds, so the first
+        packets to a new machine are not sent to a veth that is gone."""
+        return f"02:bd:00:{self._second:02x}:{self._third:02x}:{index:02x}"
 
     def veth(self, index: int) -> str:
         # Unique per host as long as workers on it have different subnets; at most 15 chars.
@@ -115,40 +132,104 @@ class NetnsNetwork:
             log.warning("could not enable ip_forward: %s", exc)
 
     async def teardown(self) -> None:
+        """Remove every namespace of this subnet and the bridge (tests, uninstall)."""
+        await self.release_spares(in_use=set())
         await run("ip", "link", "del", self.bridge, check=False)
 
+    def _wired_indexes(self) -> set[int]:
+        prefix = f"bodega-{self._second}-{self._third}-"
+        found = set()
+        for path in (*NETNS_DIR.glob(prefix + "*"), *MARKER_DIR.glob(prefix + "*")):
+            suffix = path.name.removeprefix(prefix)
+            if suffix.isdigit():
+                found.add(int(suffix))
+        return found
+
+    async def release_spares(self, in_use: set[int]) -> None:
+        """Unwire namespaces wired ahead that no machine took (a worker going away)."""
+        for index in sorted(self._wired_indexes() - in_use):
+            async with self._locks.setdefault(index, asyncio.Lock()):
+                await self._unwire(index)
+
+    def netns(self, index: int) -> str:
+        """Namespaces are named by address, so they can be wired before a machine exists."""
+        return f"bodega-{self._second}-{self._third}-{index}"
+
+    def _marker(self, index: int) -> Path:
+        return MARKER_DIR / self.netns(index)
+
+    # sysfs and /run are in memory: these checks never wait on a disk.
+    def _namespace_exists(self, index: int) -> bool:
+        return (NETNS_DIR / self.netns(index)).exists()
+
+    def _veth_exists(self, index: int) -> bool:
+        return Path(f"/sys/class/net/{self.veth(index)}").exists()
+
+    def _mark(self, index: int, wired: bool) -> None:
+        marker = self._marker(index)
+        if wired:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        else:
+            marker.unlink(missing_ok=True)
+
+    def ready(self, index: int) -> bool:
+        return self._wired(index)
+
+    def _wired(self, index: int) -> bool:
+        """Fully wired: marked done, namespace present, host end still on our bridge."""
+        master = Path(f"/sys/class/net/{self.veth(index)}/master")
+        return (self._marker(index).exists() and (NETNS_DIR / self.netns(index)).exists()
+                and master.exists() and master.resolve().name == self.bridge)
+
     async def attach(self, machine_id: str, index: int) -> Attachment:
-        name = netns_name(machine_id)
+        """The namespace for ``index``, usually wired ahead of time by ``prewarm``."""
         ip = self.address(index)
-        attachment = Attachment(ip, name, ip)
-        if await self._attached(name, ip):
-            return attachment
-        await self.detach(machine_id, index)
-        veth = self.veth(index)
+        async with self._locks.setdefault(index, asyncio.Lock()):
+            if not self._wired(index):
+                await self._wire(index)
+        log.debug("%s: attached at %s", machine_id, ip)
+        return Attachment(ip, self.netns(index), ip)
+
+    async def prewarm(self, indexes: list[int]) -> None:
+        """Wire namespaces for addresses the next creates will get, off the request path."""
+        for index in indexes:
+            async with self._locks.setdefault(index, asyncio.Lock()):
+                if not self._wired(index):
+                    try:
+                        await self._wire(index)
+                    except NetworkError as exc:
+                        log.warning("could not prewire %s: %s", self.netns(index), exc)
+
+    async def _wire(self, index: int) -> None:
+        name, veth, ip = self.netns(index), self.veth(index), self.address(index)
+        if self._namespace_exists(index) or self._veth_exists(index):
+            await self._unwire(index)  # half wired by an earlier attempt
         await run("ip", "netns", "add", name)
-        host_side = (f"link add {veth} type veth peer name eth0 netns {name}\n"
+        host_side = (f"link add {veth} type veth peer name eth0 address {self.mac(index)} "
+                     f"netns {name}\n"
                      f"link set {veth} master {self.bridge} up\n")
         machine_side = (f"addr add {ip}/24 dev eth0\nlink set eth0 up\nlink set lo up\n"
                         f"route add default via {self.gateway}\n")
-        # One ip process per side keeps attaching to a few milliseconds.
+        # One ip process per side keeps wiring to a few milliseconds.
         await run("ip", "-batch", "-", stdin=host_side.encode())
         await run("ip", "-n", name, "-batch", "-", stdin=machine_side.encode())
-        return attachment
-
-    async def _attached(self, name: str, ip: str) -> bool:
-        if not (NETNS_DIR / name).exists():
-            return False
-        addrs = await run("ip", "-n", name, "-o", "addr", "show", "dev", "eth0", check=False)
-        routes = await run("ip", "-n", name, "route", "show", "default", check=False)
-        return f"inet {ip}/24" in addrs and self.gateway in routes
+        self._mark(index, True)
 
     async def detach(self, machine_id: str, index: int | None = None) -> None:
-        name = netns_name(machine_id)
-        if index is not None:
+        """Tear the machine's namespace down; the next machine at this address gets a new one."""
+        if index is None:
+            return
+        async with self._locks.setdefault(index, asyncio.Lock()):
+            await self._unwire(index)
+
+    async def _unwire(self, index: int) -> None:
+        self._mark(index, False)
+        if self._veth_exists(index):
             await run("ip", "link", "del", self.veth(index), check=False)
-        if (NETNS_DIR / name).exists():
+        if self._namespace_exists(index):
             # Deleting the namespace destroys its veth end, and with it the host end.
-            await run("ip", "netns", "del", name, check=False)
+            await run("ip", "netns", "del", self.netns(index), check=False)
 
 
 class HostNetwork:
@@ -170,4 +251,13 @@ class HostNetwork:
         return Attachment(self.host, None, self.host)
 
     async def detach(self, machine_id: str, index: int | None = None) -> None:
+        return None
+
+    def ready(self, index: int) -> bool:
+        return True
+
+    async def prewarm(self, indexes: list[int]) -> None:
+        return None
+
+    async def release_spares(self, in_use: set[int]) -> None:
         return None

@@ -111,7 +111,8 @@ def list_machines(
     return [MachineRow.from_row(row) for row in rows.fetchall()]
 
 
-def free_ip_index(conn: sqlite3.Connection, first: int, last: int) -> int | None:
+def free_ip_indexes(conn: sqlite3.Connection, first: int, last: int, count: int) -> list[int]:
+    """The lowest ``count`` addresses no live machine holds, in the order creates take them."""
     used = {
         row[0]
         for row in conn.execute(
@@ -119,10 +120,13 @@ def free_ip_index(conn: sqlite3.Connection, first: int, last: int) -> int | None
             (MachineState.DESTROYED,),
         )
     }
+    free: list[int] = []
     for index in range(first, last + 1):
         if index not in used:
-            return index
-    return None
+            free.append(index)
+            if len(free) == count:
+                break
+    return free
 
 
 # -- versions -------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import itertools
 import os
 import shutil
@@ -16,7 +17,7 @@ from typing import Any
 
 from bodega.api.worker_client import WorkerClient
 from bodega.runtime.keys import internal_token
-from bodega.worker.network import run
+from bodega.worker.network import NetnsNetwork
 
 from ..procs import SECRET, Daemon, worker_argv
 
@@ -62,8 +63,7 @@ class CrashWorker:
             await self.client.aclose()
         if self.daemon is not None:
             await self.daemon.stop()
-        octets = self.subnet.split(".")
-        await run("ip", "link", "del", f"bdg-{octets[1]}-{octets[2]}", check=False)
+        await NetnsNetwork(ipaddress.ip_network(self.subnet)).teardown()
         for controller in ("memory", "cpu"):
             scope = Path(f"/sys/fs/cgroup/{controller}/bodega/{self.name}")
             if scope.exists():

@@ -17,6 +17,7 @@ import pytest
 
 from bodega.worker.cgroups import Cgroups
 from bodega.worker.drivers.base import DriverError, TaskHandle, TaskSpec
+from bodega.worker.drivers.launch import RunFiles
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.logfiles import log_path
 from bodega.worker.network import NetnsNetwork, run
@@ -113,6 +114,50 @@ async def test_start_is_idempotent_for_one_run(tmp_path: Path, driver: ProcessDr
     third = await fresh.start(s)
     assert third.pid == first.pid
     await driver.stop(first, signal.SIGKILL, 1)
+
+
+async def test_a_start_cut_off_before_the_wrapper_wrote_its_pid_is_found(
+    tmp_path: Path, driver: ProcessDriver
+) -> None:
+    """A worker killed between the fork and the pidfile: the next start adopts, never forks."""
+    s = spec(tmp_path, "import time; time.sleep(60)")
+    await driver.prepare(s)
+    files = RunFiles.for_run(s.machine_dir, s.instance_id, s.start_seq)
+    files.spawnfile.touch()
+    # Stands in for a wrapper that is running but has not written its pid yet.
+    wrapper = await asyncio.create_subprocess_exec(
+        PY, "-c", "import time; time.sleep(60)", str(files.pidfile))
+    try:
+        handle = await ProcessDriver(driver.cgroups).start(s)
+        assert handle.pid == wrapper.pid
+        assert not files.pidfile.exists(), "it must not have started a wrapper of its own"
+    finally:
+        wrapper.kill()
+        await wrapper.wait()
+
+
+async def test_a_run_that_already_ended_is_not_started_again(
+    tmp_path: Path, driver: ProcessDriver
+) -> None:
+    s = spec(tmp_path, "raise SystemExit(5)")
+    first = await driver.start(s)
+    assert (await asyncio.wait_for(driver.wait(first), 10)).exit_code == 5
+    log_before = log_path(s.machine_dir).read_bytes()
+    restarted = ProcessDriver(driver.cgroups)
+    again = await restarted.start(s)  # a restarted worker repeats the step
+    status = await asyncio.wait_for(restarted.wait(again), 10)
+    assert status.exit_code == 5
+    assert log_path(s.machine_dir).read_bytes() == log_before
+
+
+async def test_a_start_that_never_forked_runs_now(tmp_path: Path, driver: ProcessDriver) -> None:
+    s = spec(tmp_path, "print('ran', flush=True)")
+    await driver.prepare(s)
+    RunFiles.for_run(s.machine_dir, s.instance_id, s.start_seq).spawnfile.touch()
+    restarted = ProcessDriver(driver.cgroups)
+    handle = await restarted.start(s)
+    assert (await asyncio.wait_for(restarted.wait(handle), 10)).exit_code == 0
+    assert "ran" in log_path(s.machine_dir).read_text()
 
 
 async def test_a_new_driver_readopts_and_reads_the_real_exit_code(
@@ -227,8 +272,4 @@ async def test_two_machines_bind_the_same_port_in_their_own_namespaces(
             await driver.destroy(mid, tmp_path / mid)
         await network.teardown()
     assert "bdg-251-7" not in await run("ip", "-o", "link")
-    assert not leftover_namespaces(ids)
-
-
-def leftover_namespaces(machine_ids: list[str]) -> list[str]:
-    return [mid for mid in machine_ids if Path(f"/run/netns/bodega-{mid}").exists()]
+    assert not [i for i in (2, 3) if Path(f"/run/netns/{network.netns(i)}").exists()]

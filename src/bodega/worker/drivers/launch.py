@@ -48,16 +48,24 @@ PROGRAM_NAME = "bodega-machine"
 
 @dataclass(frozen=True)
 class RunFiles:
-    """The per-start files: named by instance and start number, so each run has its own."""
+    """The per-start files: named by instance and start number, so each run has its own.
+
+    ``spawnfile`` is created just before the wrapper is spawned. Its absence
+    proves the run never started, so the common first start spawns at once;
+    its presence means an earlier attempt may have spawned the wrapper (a
+    worker killed between the two), and the driver looks for that run before
+    starting another.
+    """
 
     pidfile: Path
     exitfile: Path
+    spawnfile: Path
 
     @classmethod
     def for_run(cls, machine_dir: Path, instance_id: str, start_seq: int) -> RunFiles:
         run = machine_dir / "run"
         stem = f"{instance_id}-{start_seq}"
-        return cls(run / f"{stem}.pid", run / f"{stem}.exit")
+        return cls(run / f"{stem}.pid", run / f"{stem}.exit", run / f"{stem}.spawn")
 
 
 def wrapper_argv(

@@ -30,12 +30,17 @@ from bodega.worker.drivers.base import (
     TaskSpec,
 )
 from bodega.worker.drivers.launch import RunFiles, parse_exit_file, wrapper_argv
-from bodega.worker.drivers.procfs import listen_sockets, proc_info, session_pids, start_time
+from bodega.worker.drivers.procfs import (
+    listen_sockets,
+    pids_with_argument,
+    proc_info,
+    session_pids,
+    start_time,
+)
 from bodega.worker.logfiles import LogJanitor, log_path
 
 log = logging.getLogger("bodega.worker.process")
 
-PIDFILE_WAIT = 5.0
 EXEC_OUTPUT_LIMIT = 1 << 20
 
 
@@ -46,6 +51,7 @@ class ProcessDriver:
         self.cgroups = cgroups
         self.janitor = LogJanitor(log_max_bytes)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._handles: dict[tuple[str, str, int], TaskHandle] = {}
         self._exits: dict[tuple[str, str, int], asyncio.Future[ExitStatus]] = {}
 
     async def log_janitor(self, machines_dir: Path) -> None:
@@ -74,11 +80,17 @@ class ProcessDriver:
             raise DriverError(f"exec: {program}: not found in PATH {spec.env.get('PATH', '')}")
 
     async def start(self, spec: TaskSpec) -> TaskHandle:
+        key = (spec.machine_id, spec.instance_id, spec.start_seq)
+        started = self._handles.get(key)
+        if started is not None:
+            return started  # this process already started this run
         files = RunFiles.for_run(spec.machine_dir, spec.instance_id, spec.start_seq)
-        existing = self._adopt(spec, files)
-        if existing is not None:
-            return existing
+        if files.spawnfile.exists():
+            earlier = self._find_run(spec, files)
+            if earlier is not None:
+                return earlier
         await self.prepare(spec)
+        self._forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)
         oom_base = 0
         procs: list[Path] = []
@@ -92,6 +104,7 @@ class ProcessDriver:
             mounts=[(m.host_path, m.guest_path) for m in spec.mounts], netns=spec.netns,
         )
         logfile = log_path(spec.machine_dir)
+        files.spawnfile.touch()
         fd = os.open(logfile, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         try:
             # A plain fork-exec (well under a millisecond), not an asyncio subprocess: the
@@ -102,45 +115,51 @@ class ProcessDriver:
                 cwd=spec.machine_dir / "root", start_new_session=True, close_fds=True,
             )
         except OSError as exc:
+            files.spawnfile.unlink(missing_ok=True)
             raise DriverError(f"could not start the machine: {exc}") from exc
         finally:
             os.close(fd)
         self._children[popen.pid] = popen
-        await self._await_pidfile(files, popen)
-        handle = TaskHandle(
-            driver=self.name, machine_id=spec.machine_id, instance_id=spec.instance_id,
-            start_seq=spec.start_seq, pid=popen.pid, started_at=time.time(),
-            data={"start_time": start_time(popen.pid), "oom_base": oom_base,
-                  "pidfile": str(files.pidfile), "exitfile": str(files.exitfile)},
-        )
-        self._watch(handle)
+        handle = self._handle(spec, files, popen.pid, oom_base)
         log.info("%s: started pid %d (%s)", spec.machine_id, popen.pid, spec.argv[0])
         return handle
 
-    async def _await_pidfile(self, files: RunFiles, popen: subprocess.Popen[bytes]) -> None:
-        deadline = time.monotonic() + PIDFILE_WAIT
-        while not files.pidfile.exists():
-            if popen.poll() is not None or time.monotonic() > deadline:
-                return  # exited before it got that far; wait() reports how
-            await asyncio.sleep(0.001)
-
-    def _adopt(self, spec: TaskSpec, files: RunFiles) -> TaskHandle | None:
-        """The handle of this run if a previous attempt already started it."""
-        pid = _read_pid(files.pidfile)
-        if pid is None or not _is_ours(pid, files.pidfile, None):
-            return None
+    def _handle(self, spec: TaskSpec, files: RunFiles, pid: int | None,
+                oom_base: int) -> TaskHandle:
         handle = TaskHandle(
             driver=self.name, machine_id=spec.machine_id, instance_id=spec.instance_id,
             start_seq=spec.start_seq, pid=pid, started_at=time.time(),
-            data={"start_time": start_time(pid), "oom_base": 0,
+            data={"start_time": start_time(pid) if pid else None, "oom_base": oom_base,
                   "pidfile": str(files.pidfile), "exitfile": str(files.exitfile)},
         )
+        self._handles[self._key(handle)] = handle
         self._watch(handle)
-        log.info("%s: run %d already started as pid %d; adopting it", spec.machine_id,
-                 spec.start_seq, pid)
         return handle
 
+    def _find_run(self, spec: TaskSpec, files: RunFiles) -> TaskHandle | None:
+        """The run an earlier attempt spawned, alive or already ended; None if it never ran.
+
+        The wrapper's command line names its pidfile from the moment it is
+        spawned, so a wrapper that has not yet written its pid is still found.
+        """
+        pid = _read_pid(files.pidfile)
+        if pid is None or not _is_ours(pid, files.pidfile, None):
+            found = [p for p in pids_with_argument(str(files.pidfile))
+                     if _is_ours(p, files.pidfile, None)]
+            pid = found[0] if found else None
+        if pid is None and not (files.exitfile.exists() or files.pidfile.exists()):
+            return None  # spawned nothing: the attempt died before the fork, or it never ran
+        log.info("%s: run %d was already started%s; adopting it", spec.machine_id,
+                 spec.start_seq, f" as pid {pid}" if pid else " and has ended")
+        return self._handle(spec, files, pid, 0)
+
     # -- watching ---------------------------------------------------------------------
+    def _forget_ended(self, machine_id: str) -> None:
+        """Drop what is kept about a machine's runs that have ended (their files remain)."""
+        for key in [k for k, f in self._exits.items() if k[0] == machine_id and f.done()]:
+            del self._exits[key]
+            self._handles.pop(key, None)
+
     def _key(self, handle: TaskHandle) -> tuple[str, str, int]:
         return (handle.machine_id, handle.instance_id, handle.start_seq)
 
@@ -311,6 +330,7 @@ class ProcessDriver:
             self.cgroups.remove(machine_id)
         for popen in [p for p in self._children.values() if p.poll() is not None]:
             self._children.pop(popen.pid, None)
+        self._forget_ended(machine_id)
         await asyncio.to_thread(shutil.rmtree, machine_dir, True)
 
 

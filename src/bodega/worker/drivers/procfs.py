@@ -26,6 +26,22 @@ def start_time(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
+def pids_with_argument(argument: str) -> list[int]:
+    """Live processes that carry ``argument`` as one of their command-line arguments."""
+    wanted = argument.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if wanted in argv:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
 def session_pids(session: int) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():

@@ -1,0 +1,80 @@
+"""Machines on one real worker: private addresses, the same port twice, addresses reused."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bodega.api.worker_client import WorkerClient
+from bodega.worker.network import NetnsNetwork
+
+from .crashkit import crash_worker, until
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="per-machine namespaces need root")
+
+# Answers every connection with the machine's identity, as the worker's env gives it.
+SERVER = (
+    "import os, socket\n"
+    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('0.0.0.0', 8080)); s.listen()\n"
+    "while True:\n"
+    "    c, _ = s.accept()\n"
+    "    keys = ('BODEGA_MACHINE_ID', 'BODEGA_APP_NAME', 'BODEGA_REGION', 'BODEGA_PRIVATE_IP')\n"
+    "    c.sendall(' '.join(os.environ[k] for k in keys).encode()); c.close()\n"
+)
+
+
+def server_config() -> dict[str, Any]:
+    return {"image": "local/echo", "init": {"exec": [sys.executable, "-c", SERVER]},
+            "guest": {"cpus": 1, "memory_mb": 256},
+            "services": [{"protocol": "tcp", "internal_port": 8080}]}
+
+
+async def ask(host: str, port: int, timeout: float = 20.0) -> str:
+    """Connect until the machine's service accepts, then read its one answer."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 2)
+            data = await asyncio.wait_for(reader.read(200), 5)
+            writer.close()
+            return data.decode()
+        except (OSError, TimeoutError):
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
+async def started(client: WorkerClient) -> dict[str, Any]:
+    machine = await client.create_machine({"app": "echo", "config": server_config()})
+    await client.wait(machine["id"], "started", timeout=30)
+    return machine
+
+
+async def test_two_machines_share_a_port_and_a_reused_address_answers(tmp_path: Path) -> None:
+    async with crash_worker(tmp_path) as worker:
+        client = await worker.start()
+        first, second = await started(client), await started(client)
+        assert first["private_ip"] != second["private_ip"]
+        for machine in (first, second):
+            # The worker publishes where the service is reachable from other hosts.
+            assert machine["service_host"] == machine["private_ip"]
+            answer = await ask(machine["service_host"], 8080)
+            assert answer == f"{machine['id']} echo ams {machine['private_ip']}"
+
+        await client.destroy(first["id"], force=True)
+        await client.wait(first["id"], "destroyed", timeout=30)
+        # The freed address gets a fresh namespace, wired ahead of the next create.
+        network = NetnsNetwork(ipaddress.ip_network(worker.subnet))
+        index = int(first["private_ip"].rsplit(".", 1)[1])
+        await until(lambda: network.ready(index))
+        third = await started(client)
+        assert third["private_ip"] == first["private_ip"], "the lowest ready address is reused"
+        assert await ask(third["service_host"], 8080) == (
+            f"{third['id']} echo ams {third['private_ip']}")
