@@ -82,6 +82,7 @@ class SimNet:
         self.nodes: dict[str, SimNode] = {}
         self.observations: list[Observation] = []
         self.deliveries: list[tuple[float, str, Delivered]] = []
+        self.keep_deliveries = True  # long replication runs turn this off to save memory
         self.traffic = Traffic()
         self._rng = random.Random(seed)
         self._auth = PacketAuth.from_secret("simnet") if wire else None
@@ -90,6 +91,8 @@ class SimNet:
         self._group: dict[str, int] = {}
         self._link_loss: dict[tuple[str, str], float] = {}
         self._slow: dict[str, float] = {}
+        # Called with (node, item) for every item a node receives: replication hooks in here.
+        self.on_delivered: Callable[[str, Delivered], None] | None = None
 
     @property
     def now(self) -> float:
@@ -179,6 +182,21 @@ class SimNet:
             self.run_until_time(min(deadline, self.now + step))
         return True
 
+    # ── for layers on top (replication) ──────────────────────────────────────
+
+    def at(self, when: float, action: Callable[[], None]) -> None:
+        """Run ``action`` at simulated time ``when``, in order with every other event."""
+        self._schedule.at(when, action)
+
+    def connected(self, a: str, b: str) -> bool:
+        """Both up and not partitioned apart: a TCP exchange between them would work."""
+        return (self.nodes[a].up and self.nodes[b].up
+                and self._loss(a, b) < 1.0 and self._loss(b, a) < 1.0)
+
+    def delay(self) -> float:
+        """One network latency, drawn like a packet's."""
+        return self._rng.uniform(*self.latency)
+
     # ── looking ──────────────────────────────────────────────────────────────
 
     def up(self) -> list[str]:
@@ -248,7 +266,10 @@ class SimNet:
             elif isinstance(out, Event):
                 self.observations.append(Observation(self.now, node.name, out))
             else:
-                self.deliveries.append((self.now, node.name, out))
+                if self.keep_deliveries:
+                    self.deliveries.append((self.now, node.name, out))
+                if self.on_delivered is not None:
+                    self.on_delivered(node.name, out)
 
     def _transmit(self, node: SimNode, send: Send) -> None:
         self.traffic.sent += 1

@@ -7,8 +7,29 @@ import bodega.registry as registry
 
 def test_the_public_surface() -> None:
     assert sorted(registry.__all__) == [
-        "Addr", "Delivered", "Event", "EventKind", "Feed", "FeedLagged", "Item", "ItemTooLarge",
-        "MemberView", "Membership", "MembershipConfig", "Out", "Role", "Send", "SimClock",
-        "SimNet", "Status", "Swim", "SwimConfig", "UnknownMember",
+        "Addr", "Delivered", "Event", "EventKind", "Feed", "FeedLagged", "InvalidRow", "Item",
+        "ItemTooLarge", "MemberView", "Membership", "MembershipConfig", "Out", "RegistryConfig",
+        "RegistryNode", "ReplicaNet", "Role", "RowChange", "Send", "SimClock", "SimNet", "Status",
+        "Subscription", "Swim", "SwimConfig", "UnknownMember", "subscribe_http",
     ]
     assert all(hasattr(registry, name) for name in registry.__all__)
+
+
+def test_the_registry_node_has_the_shape_daemons_code_against() -> None:
+    import dataclasses
+    import inspect
+
+    fields = {f.name for f in dataclasses.fields(registry.RegistryConfig)}
+    assert {"name", "role", "region", "data_dir", "cluster_secret", "bind_host", "bind_port",
+            "advertise_host", "seeds", "meta", "swim", "sync_interval",
+            "tombstone_ttl"} <= fields
+    node = registry.RegistryNode
+    for method, params in {
+        "start": [], "stop": ["leave"], "put_owned": ["table", "key", "doc"],
+        "delete_owned": ["table", "key"], "put_shared": ["table", "key", "doc"],
+        "delete_shared": ["table", "key"], "get": ["table", "key"],
+        "rows": ["table", "filters"], "subscribe": ["table", "filters"], "routes": [],
+    }.items():
+        signature = inspect.signature(getattr(node, method))
+        assert list(signature.parameters)[1:] == params, method
+    assert isinstance(inspect.getattr_static(node, "gossip_addr"), property)

@@ -1,0 +1,341 @@
+"""The replication core: one node's replica, its writes, merges and sync decisions.
+
+No sockets, no tasks, no timers: the shell (``node.py`` on UDP and HTTP,
+``replsim.py`` on the simulated network) hands in remote rows and sync
+messages and performs what comes back, so the same code is tested on
+hundreds of simulated nodes and runs in every daemon.
+
+    local write ──▶ view (one transaction: row, counter, clock) ──▶ Change(local)
+                                                             shell broadcasts it
+    rows from gossip or sync ──▶ validate ──▶ merge with what is held ──▶ view
+                                  │ refused: counted, never applied    ──▶ Changes
+    sync: request = my Known per origin;  reply = rows for need(theirs, mine)
+          + the spans vouched for + origins to reset + tombstone horizons
+
+Two rare repairs keep replicas honest:
+
+- **reset**: tombstones are purged after a TTL, so a replica that was away
+  longer could still hold a row whose delete it never saw. A peer that purged
+  tombstones of an origin (its *horizon*) tells a requester missing versions
+  below that horizon to drop the origin's rows and take a fresh copy.
+- **a lost past**: a node whose data dir was wiped (or whose last commits a
+  power loss took) has rows out there it no longer knows. A replica that
+  starts on an empty view numbers its writes from its wall clock in
+  microseconds, above anything an earlier life reached, so no version is
+  ever reused; and until its first sync completes it asks for its own
+  versions below that start as if unseen, so peers send any row of an
+  earlier life, which it supersedes (with a tombstone when it no longer has
+  the row). After a restart on its own view, a row of its own it has no
+  record of (a lost tail) is handled the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from bodega.registry.hlc import ClockDrift, HybridClock
+from bodega.registry.known import EMPTY, Known, Span, need
+from bodega.registry.rows import Row, newer
+from bodega.registry.schema import TABLES, Kind
+from bodega.registry.validate import problem
+from bodega.registry.view import View
+
+DEFAULT_MAX_ROWS = 2000  # rows per sync reply; the rest comes on the next round
+
+
+def fresh_base(wall: float) -> int:
+    """Where a new (or wiped) replica starts numbering its writes: above any past life's.
+
+    Microseconds of wall time: no life writes a million rows a second, and the
+    figure stays under 2**53 (exact as a JSON number everywhere) for two
+    centuries.
+    """
+    return max(0, int(wall * 1_000_000))
+
+
+class InvalidRow(ValueError):
+    """A local write that breaks the table's rules (a bug in the writer, not in a peer)."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """A row this replica now holds differently; ``new`` None: it was dropped (reset)."""
+
+    old: Row | None
+    new: Row | None
+    local: bool = False  # written by this node: the shell broadcasts it
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    sender: str
+    known: dict[str, Known]
+
+
+@dataclass(frozen=True)
+class SyncReply:
+    rows: list[Row] = field(default_factory=list)
+    vouched: dict[str, list[Span]] = field(default_factory=dict)
+    reset: list[str] = field(default_factory=list)
+    horizons: dict[str, int] = field(default_factory=dict)  # origin -> highest purged version
+
+
+Rejected = Callable[[str, str], None]  # (table, reason)
+
+
+class Replica:
+    def __init__(self, name: str, view: View, *, wall: Callable[[], float] = time.time,
+                 tombstone_ttl: float = 3600.0, on_reject: Rejected | None = None) -> None:
+        self.name = name
+        self.view = view
+        self.tombstone_ttl = tombstone_ttl
+        self._wall = wall
+        self._on_reject = on_reject or (lambda _table, _reason: None)
+        saved = view.origins()
+        self._known = {origin: known for origin, (known, _) in saved.items()}
+        self._horizon = {origin: purged for origin, (_, purged) in saved.items() if purged}
+        # On an empty view: the versions below are an earlier life's, to audit (see above).
+        self._past = 0
+        if name not in self._known:
+            self._past = fresh_base(self._wall())
+            self._known[name] = Known(self._past)
+        wall_ms, logical = view.clock()
+        self.clock = HybridClock(name, lambda: int(self._wall() * 1000), wall_ms=wall_ms,
+                                 logical=logical)
+        self.lost_tail = False  # a row of our own past was heard of: sync soon
+
+    # ── state ────────────────────────────────────────────────────────────────
+
+    @property
+    def counter(self) -> int:
+        return self._known[self.name].top
+
+    def known(self) -> dict[str, Known]:
+        return dict(self._known)
+
+    def missing(self) -> dict[str, int]:
+        """Origins with versions known to exist but not seen here, and how many."""
+        return {o: k.missing for o, k in self._known.items() if k.missing and o != self.name}
+
+    def horizon(self, origin: str) -> int:
+        return self._horizon.get(origin, 0)
+
+    # ── local writes ─────────────────────────────────────────────────────────
+
+    def write(self, table: str, key: str, doc: dict[str, Any] | None, *,
+              shared: bool) -> Change | None:
+        """Write (or, with ``doc`` None, delete) a row; None if nothing changes."""
+        spec = TABLES.get(table)
+        if spec is None:
+            raise ValueError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
+        if (spec.kind is Kind.SHARED) != shared:
+            raise ValueError(f"{table} is a {spec.kind} table: use put_{spec.kind}/"
+                             f"delete_{spec.kind}")
+        old = self.view.get(table, key)
+        if not shared and old is not None and old.owner != self.name:
+            raise InvalidRow(f"{table}/{key} belongs to {old.owner}, not {self.name}")
+        if doc is None:
+            if old is None and not shared:
+                return None  # owned and never written: nothing to delete
+            if old is not None and old.deleted:
+                return None
+        elif old is not None and old.doc == doc and (shared or old.owner == self.name):
+            return None
+        row = Row(table, key, doc, self.name, self.counter + 1, self.clock.tick())
+        reason = problem(row)
+        if reason is not None:
+            raise InvalidRow(f"{table}/{key}: {reason}")
+        with self.view.tx():
+            self.view.put(row, self._wall())
+            self._own(row.version)
+        return Change(old, row, local=True)
+
+    def _own(self, version: int) -> None:
+        """Our counter is now ``version``: saved with the write that used it."""
+        self._known[self.name] = self._known[self.name].add(version)
+        self.view.save_origin(self.name, self._known[self.name], self.horizon(self.name))
+        self.view.save_clock(*self.clock.last)
+
+    # ── remote rows ──────────────────────────────────────────────────────────
+
+    def apply(self, rows: Iterable[Row], *, vouched: dict[str, list[Span]] | None = None,
+              reset: Iterable[str] = (), horizons: dict[str, int] | None = None) -> list[Change]:
+        """Merge rows from a peer in one transaction; what changed here.
+
+        ``vouched`` is None for rows that came by gossip, and the spans a peer
+        vouched for when they came by sync.
+        """
+        changes: list[Change] = []
+        touched: set[str] = set()
+        now = self._wall()
+        with self.view.tx():
+            for origin in reset:
+                if origin != self.name:
+                    changes += self._reset(origin)
+                    touched.add(origin)
+            stale_own: list[Row] = []
+            for row in rows:
+                if not self._acceptable(row):
+                    continue
+                if row.owner == self.name:
+                    if row.version <= self._past or row.version not in self._known[self.name]:
+                        stale_own.append(row)  # from a life of ours we have no record of
+                    continue
+                old = self.view.get(row.table, row.key)
+                if old is not None and not row.shared and old.owner != row.owner:
+                    self._on_reject(row.table, "owner")  # an owned key never changes hands
+                    continue
+                touched.add(row.owner)
+                self._known[row.owner] = self._known.get(row.owner, EMPTY).add(row.version)
+                if old is None or newer(row, old):
+                    self.view.put(row, now)
+                    changes.append(Change(old, row))
+            if stale_own and vouched is None:
+                # Gossip brings one stale row at a time; sync serves them all at once.
+                self.lost_tail = True
+            elif stale_own:
+                changes += self._reassert(stale_own, now)
+            for origin, spans in (vouched or {}).items():
+                if spans:  # our own too: a peer vouching for our past has sent all it held
+                    self._known[origin] = self._known.get(origin, EMPTY).add_spans(spans)
+                    touched.add(origin)
+            for origin, purged in (horizons or {}).items():
+                if purged > self._horizon.get(origin, 0):
+                    self._horizon[origin] = purged  # our copy may lack what they purged
+                    touched.add(origin)
+            for origin in touched:
+                self.view.save_origin(origin, self._known.get(origin, EMPTY),
+                                      self.horizon(origin))
+            self.view.save_clock(*self.clock.last)
+        return changes
+
+    def _acceptable(self, row: Row) -> bool:
+        reason = problem(row)
+        if reason is None and row.shared:
+            try:
+                self.clock.check(row.stamp)
+            except ClockDrift:
+                reason = "clock"
+        if reason is not None:
+            self._on_reject(row.table if row.table in TABLES else "unknown", reason)
+            return False
+        if row.shared:
+            self.clock.observe(row.stamp)
+        return True
+
+    def notice(self, origin: str, version: int) -> None:
+        """A peer says ``origin`` wrote ``version`` (its row was too large to gossip)."""
+        if origin == self.name:
+            if version not in self._known[self.name]:
+                self.lost_tail = True
+            return
+        before = self._known.get(origin, EMPTY)
+        after = before.expect(version)
+        if after != before:
+            self._known[origin] = after
+            with self.view.tx():
+                self.view.save_origin(origin, after, self.horizon(origin))
+
+    def _reset(self, origin: str) -> list[Change]:
+        changes = []
+        for row in self.view.by_owner(origin):
+            self.view.remove(row.table, row.key)
+            changes.append(Change(row, None))
+        self._known[origin] = EMPTY
+        return changes
+
+    def _reassert(self, stale: list[Row], now: float) -> list[Change]:
+        """Our own rows from a past we have no record of: make what we hold now win."""
+        self.lost_tail = False
+        own = self._known[self.name]
+        for row in stale:
+            own = own.add(row.version)  # never reuse a version a peer has seen
+        self._known[self.name] = own
+        changes = []
+        for row in stale:
+            held = self.view.get(row.table, row.key)
+            if row.shared:
+                if held is None or newer(row, held):
+                    self.view.put(row, now)
+                    changes.append(Change(held, row))
+                continue
+            if held is not None and held.owner == self.name and newer(held, row):
+                continue  # what we hold already supersedes it everywhere
+            doc = held.doc if held is not None and held.owner == self.name else None
+            fresh = Row(row.table, row.key, doc, self.name, self.counter + 1, self.clock.tick())
+            self.view.put(fresh, now)
+            self._known[self.name] = self._known[self.name].add(fresh.version)
+            changes.append(Change(held, fresh, local=True))
+        self._own(self.counter)
+        return changes
+
+    # ── anti-entropy ─────────────────────────────────────────────────────────
+
+    def sync_request(self) -> SyncRequest:
+        known = dict(self._known)
+        if self._past:  # ask for our own past: peers send what an earlier life left
+            known[self.name] = Known(self.counter, ((1, self._past),))
+        return SyncRequest(self.name, known)
+
+    def serve(self, request: SyncRequest, *, max_rows: int = DEFAULT_MAX_ROWS) -> SyncReply:
+        """What ``request.sender`` is missing that we have, within ``max_rows``.
+
+        An origin to reset, and the sender's own origin (it lost writes), are
+        served whole whatever the budget: a partial copy would not converge.
+        """
+        reply = SyncReply()
+        budget = max_rows
+        for origin, mine in self._known.items():
+            theirs = request.known.get(origin, EMPTY)
+            purged = self._horizon.get(origin, 0)
+            if purged and theirs.top and not theirs.covers(1, purged) \
+                    and origin != request.sender:
+                reply.reset.append(origin)
+                theirs = EMPTY
+            spans = need(theirs, mine)
+            if not spans:
+                continue
+            if purged:
+                reply.horizons[origin] = purged
+            whole = origin in reply.reset or origin == request.sender
+            vouched: list[Span] = []
+            for lo, hi in spans:
+                limit = 2**62 if whole else budget
+                if limit <= 0:
+                    break
+                rows = self.view.by_origin(origin, lo, hi, limit + 1)
+                if len(rows) > limit:
+                    rows = rows[:limit]
+                    vouched.append((lo, rows[-1].version))
+                else:
+                    vouched.append((lo, hi))
+                reply.rows.extend(rows)
+                budget -= len(rows)
+            if vouched:
+                reply.vouched[origin] = vouched
+        return reply
+
+    def apply_reply(self, reply: SyncReply) -> list[Change]:
+        changes = self.apply(reply.rows, vouched=reply.vouched, reset=reply.reset,
+                             horizons=reply.horizons)
+        self._past = 0  # a peer sent whatever it held of our past: the audit is done
+        return changes
+
+    # ── housekeeping ─────────────────────────────────────────────────────────
+
+    def purge(self) -> int:
+        """Forget tombstones older than the TTL; how many went."""
+        rows = self.view.tombstones_before(self._wall() - self.tombstone_ttl)
+        if not rows:
+            return 0
+        with self.view.tx():
+            for row in rows:
+                self.view.remove(row.table, row.key)
+                self._horizon[row.owner] = max(self._horizon.get(row.owner, 0), row.version)
+            for origin in {row.owner for row in rows}:
+                self.view.save_origin(origin, self._known.get(origin, EMPTY),
+                                      self._horizon[origin])
+        return len(rows)

@@ -1,0 +1,161 @@
+"""What this worker tells the cluster: its capacity, machines and volumes, in the registry.
+
+The worker's ops log is the history of everything it does (DESIGN.md,
+invariant 4), so the publisher follows the log rather than hooks: every
+``interval`` (50 ms) it reads the entries appended since its last look,
+re-renders each machine and volume they touched (and the volume attached to
+a touched machine, whose attachment changes under the machine's operation),
+and republishes the ``workers`` row if the capacity it shows changed. A
+burst of changes becomes one publish per resource per tick, and nothing that
+changes the worker can be missed, since nothing changes it without a log
+entry: reservations and cordons included, which no runner hook sees. A
+reservation that simply expires writes no log entry, so the capacity is
+also compared once a second.
+
+Rows are what the worker API returns for the same resource (``render.py``),
+without events. Destroyed machines and volumes stay as rows with state
+``destroyed`` (clients list them with ``include_deleted``) until the
+tombstone TTL has passed, then become tombstones, which the registry purges
+after another TTL. On start-up everything is republished and rows the view
+holds for this worker that the worker no longer has are deleted: the replica
+may be behind, or ahead of a store that lost its tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bodega.model.machine import rfc3339
+from bodega.model.states import MachineState
+from bodega.registry import RegistryNode
+from bodega.worker import tables
+from bodega.worker.ledger import Ledger
+from bodega.worker.records import MachineRow
+from bodega.worker.render import machine_wire, volume_wire
+from bodega.worker.store import Store
+
+log = logging.getLogger("bodega.worker.publish")
+
+INTERVAL = 0.05  # the coalescing window: one publish per resource per tick
+CAPACITY_REFRESH = 1.0  # reservations expire without a log entry
+EXPIRY_CHECK = 60.0  # how often destroyed resources past the TTL become tombstones
+DESTROYED = str(MachineState.DESTROYED)
+
+
+class Publisher:
+    def __init__(self, node: RegistryNode, *, name: str, region: str, url: str, driver: str,
+                 store: Store, ledger: Ledger,
+                 service_host: Callable[[MachineRow], str | None],
+                 destroyed_ttl: float, interval: float = INTERVAL) -> None:
+        self.node = node
+        self.name = name
+        self.region = region
+        self.url = url
+        self.driver = driver
+        self.store = store
+        self.ledger = ledger
+        self.service_host = service_host
+        self.destroyed_ttl = destroyed_ttl
+        self.interval = interval
+        self._seq = 0
+        self._capacity: dict[str, Any] | None = None
+        self._next_refresh = self._next_expiry = 0.0
+
+    # ── all at once ──────────────────────────────────────────────────────────
+
+    def publish_all(self) -> None:
+        """Every row this worker owns, and deletes for rows it no longer has."""
+        self._seq = self._last_seq()
+        self._capacity = None
+        self.publish_capacity()
+        horizon = self.store.clock() - self.destroyed_ttl
+        keep: dict[str, set[str]] = {"machines": set(), "volumes": set()}
+        for row in tables.list_machines(self.store.db, include_destroyed=True):
+            if row.state != DESTROYED or row.updated_at >= horizon:
+                keep["machines"].add(row.id)
+                self._put_machine(row)
+        for volume in tables.list_volumes(self.store.db, include_destroyed=True):
+            if volume.state != DESTROYED or volume.updated_at >= horizon:
+                keep["volumes"].add(volume.id)
+                self.node.put_owned("volumes", volume.id, volume_wire(volume, worker=self.name))
+        for table, ids in keep.items():
+            for doc in self.node.rows(table, worker=self.name):
+                if doc["id"] not in ids:
+                    self.node.delete_owned(table, doc["id"])
+
+    def publish_capacity(self) -> None:
+        snapshot = self.ledger.snapshot()
+        (machines,) = self.store.db.execute(
+            "SELECT count(*) FROM machines WHERE state != ?", (DESTROYED,)).fetchone()
+        capacity = {
+            "name": self.name, "region": self.region, "url": self.url, "driver": self.driver,
+            "totals": snapshot["totals"], "used": snapshot["used"], "free": snapshot["free"],
+            "cordoned": snapshot["cordoned"], "reservations": snapshot["reservations"],
+            "machines": int(machines),
+        }
+        if capacity != self._capacity:
+            self._capacity = capacity
+            self.node.put_owned("workers", self.name,
+                                {**capacity, "updated_at": rfc3339(self.store.clock())})
+
+    # ── following the log ────────────────────────────────────────────────────
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                self.tick(time.monotonic())
+            except Exception:  # the next tick retries from the same log position
+                log.exception("publishing to the registry failed")
+
+    def tick(self, now: float) -> None:
+        touched = self._touched()
+        if touched or now >= self._next_refresh:
+            self._next_refresh = now + CAPACITY_REFRESH
+            self.publish_capacity()
+        for resource_id in touched:
+            self._publish_resource(resource_id)
+        if now >= self._next_expiry:
+            self._next_expiry = now + EXPIRY_CHECK
+            self.expire_destroyed()
+
+    def _touched(self) -> list[str]:
+        entries = self.store.db.execute(
+            "SELECT seq, resource_id FROM ops WHERE seq > ? ORDER BY seq", (self._seq,)
+        ).fetchall()
+        if not entries:
+            return []
+        self._seq = int(entries[-1][0])
+        return list(dict.fromkeys(str(resource_id) for _, resource_id in entries))
+
+    def _publish_resource(self, resource_id: str) -> None:
+        machine = tables.get_machine(self.store.db, resource_id)
+        if machine is not None:
+            self._put_machine(machine)
+            if machine.volume_id:
+                self._publish_resource(machine.volume_id)
+            return
+        volume = tables.get_volume(self.store.db, resource_id)
+        if volume is not None:
+            self.node.put_owned("volumes", volume.id, volume_wire(volume, worker=self.name))
+
+    def _put_machine(self, row: MachineRow) -> None:
+        doc = machine_wire(row, worker=self.name, events=None, service_host=self.service_host(row))
+        self.node.put_owned("machines", row.id, doc)
+
+    def expire_destroyed(self) -> None:
+        """Machines and volumes destroyed longer than the TTL ago become tombstones."""
+        horizon = self.store.clock() - self.destroyed_ttl
+        for table in ("machines", "volumes"):
+            for (resource_id,) in self.store.db.execute(
+                    f"SELECT id FROM {table} WHERE state = ? AND updated_at < ?",
+                    (DESTROYED, horizon)).fetchall():
+                self.node.delete_owned(table, str(resource_id))
+
+    def _last_seq(self) -> int:
+        (seq,) = self.store.db.execute("SELECT coalesce(max(seq), 0) FROM ops").fetchone()
+        return int(seq)

@@ -1,0 +1,78 @@
+"""Real registry nodes for integration tests: UDP gossip and HTTP sync on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+from starlette.applications import Starlette
+
+from bodega.registry import RegistryConfig, RegistryNode, SwimConfig
+from bodega.runtime.serve import Served, bind, serve
+
+SECRET = "integration-secret"
+# memberlist's LAN figures halved, so a crash is detected in seconds of test time.
+FAST = SwimConfig(probe_interval=0.5, probe_timeout=0.25, gossip_interval=0.1,
+                  push_pull_interval=5.0, dead_announce_interval=2.0, join_retry_interval=0.2)
+WAIT = 30.0
+
+
+async def until(predicate: Callable[[], bool], *, timeout: float = WAIT) -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+@dataclass
+class Running:
+    node: RegistryNode
+    served: Served
+
+    @property
+    def seed(self) -> str:
+        return f"127.0.0.1:{self.node.gossip_addr[1]}"
+
+    @property
+    def url(self) -> str:
+        return self.served.url
+
+
+class Nodes:
+    """Registry nodes, each with its own HTTP server serving ``node.routes()``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.running: dict[str, Running] = {}
+
+    async def start(self, name: str, *, seeds: tuple[str, ...] = (),
+                    role: str = "worker", sync_interval: float = 0.5) -> Running:
+        sock = bind("127.0.0.1", 0)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        node = RegistryNode(RegistryConfig(
+            name=name, role=role, region="ams", data_dir=self.root / name,
+            cluster_secret=SECRET, seeds=seeds, meta={"url": url}, swim=FAST,
+            sync_interval=sync_interval), registry=CollectorRegistry())
+        served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock)
+        await node.start()
+        running = Running(node, served)
+        self.running[name] = running
+        return running
+
+    async def stop(self, name: str, *, leave: bool) -> None:
+        running = self.running.pop(name)
+        await running.node.stop(leave=leave)
+        await running.served.stop(grace=1.0)
+
+    async def stop_all(self) -> None:
+        for name in list(self.running):
+            await self.stop(name, leave=False)
+
+    def nodes(self) -> list[RegistryNode]:
+        return [r.node for r in self.running.values()]

@@ -1,0 +1,49 @@
+"""Whom to pull from and when: pure decisions of the anti-entropy loop."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+from bodega.registry.members import MemberView, Role, Status
+from bodega.registry.peers import SyncPacer, choose_peers, sync_candidates
+
+
+def member(name: str, status: Status = Status.ALIVE, url: bool = True) -> MemberView:
+    return MemberView(name, ("127.0.0.1", 1), Role.WORKER, "ams",
+                      {"url": f"http://{name}"} if url else {}, status, 0, 1)
+
+
+def test_only_other_live_members_with_an_http_api_are_candidates() -> None:
+    members = [member("me"), member("a"), member("b", Status.SUSPECT), member("c", Status.DEAD),
+               member("d", url=False), member("e")]
+    assert [m.name for m in sync_candidates(members, "me")] == ["a", "e"]
+
+
+def test_origins_with_missing_versions_come_first_most_missing_first() -> None:
+    candidates = [member(n) for n in ("a", "b", "c", "d")]
+    chosen = choose_peers(candidates, {"c": 2, "b": 9, "gone": 50}, 3, random.Random(1))
+    assert [m.name for m in chosen[:2]] == ["b", "c"]
+    assert len(chosen) == 3
+    assert len({m.name for m in chosen}) == 3
+
+
+def test_random_peers_spread_over_the_members() -> None:
+    candidates = [member(f"n{i}") for i in range(10)]
+    rng = random.Random(7)
+    seen = {choose_peers(candidates, {}, 1, rng)[0].name for _ in range(200)}
+    assert len(seen) == 10
+    assert choose_peers([], {}, 2, rng) == []
+
+
+def test_the_pacer_pulls_every_interval_and_four_times_as_often_while_behind() -> None:
+    pacer = SyncPacer(1.0, 1, random.Random(3))
+    t, pulls = 0.0, []
+    while t < 20:
+        if pacer.due(t, behind=False):
+            pulls.append(t)
+        t += pacer.step
+    gaps = [b - a for a, b in itertools.pairwise(pulls)]
+    assert all(0.7 - 1e-9 <= g <= 1.3 + pacer.step for g in gaps)
+    assert pacer.due(t, behind=True) == 2
+    assert pacer.due(t + pacer.step, behind=True) == 2

@@ -1,0 +1,221 @@
+"""The replication core between a few replicas, by hand: writes, sync, tombstones, repairs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from bodega.registry.known import Known
+from bodega.registry.replica import Replica
+from bodega.registry.view import View
+from tests.unit.registry.rowkit import EPOCH, Wall, app_doc, machine_doc, replica, worker_doc
+
+
+def behind(r: Replica) -> bool:
+    """Whether ``r`` saw rows of its own past and wants a sync (read through a call: the
+    flag changes behind mypy's back)."""
+    return r.lost_tail
+
+
+def pull(client: Replica, server: Replica, max_rows: int = 2000) -> None:
+    client.apply_reply(server.serve(client.sync_request(), max_rows=max_rows))
+
+
+def test_writes_take_the_next_version_and_unchanged_writes_are_free() -> None:
+    r = replica("w1")
+    base = r.counter
+    assert base == int(EPOCH * 1_000_000)  # a new replica numbers from its wall clock
+    change = r.write("workers", "w1", worker_doc("w1"), shared=False)
+    assert change is not None
+    assert change.local
+    assert change.new is not None
+    assert change.new.version == base + 1
+    assert r.counter == base + 1
+    assert r.write("workers", "w1", worker_doc("w1"), shared=False) is None
+    assert r.write("machines", "m9", None, shared=False) is None  # nothing to delete
+    r.write("machines", "m1", machine_doc("m1", "w1"), shared=False)
+    r.write("machines", "m1", None, shared=False)
+    assert r.counter == base + 3
+    assert r.view.get("machines", "m1") is not None  # a tombstone, kept for the TTL
+    assert r.write("machines", "m1", None, shared=False) is None
+
+
+def test_sync_ships_exactly_what_is_missing_and_vouches_for_it() -> None:
+    a, b = replica("a"), replica("b")
+    base = a.counter
+    for i in range(5):
+        a.write("apps", f"app{i}", app_doc(f"app{i}"), shared=True)
+    a.write("apps", "app0", app_doc("app0", "other"), shared=True)  # supersedes base + 1
+    reply = a.serve(b.sync_request())
+    assert sorted(r.version - base for r in reply.rows) == [2, 3, 4, 5, 6]
+    assert reply.vouched == {"a": [(1, base + 6)]}  # everything below was never written
+    b.apply_reply(reply)
+    assert b.known()["a"] == Known(base + 6)
+    assert b.view.all_rows() == a.view.all_rows()
+    assert a.serve(b.sync_request()).rows == []  # nothing more to say
+
+
+def test_a_reply_over_budget_vouches_only_for_what_it_carries() -> None:
+    a, b = replica("a"), replica("b")
+    base = a.counter
+    for i in range(10):
+        a.write("apps", f"app{i}", app_doc(f"app{i}"), shared=True)
+    reply = a.serve(b.sync_request(), max_rows=4)
+    assert len(reply.rows) == 4
+    assert reply.vouched == {"a": [(1, base + 4)]}
+    b.apply_reply(reply)
+    assert b.known()["a"] == Known(base + 4)
+    pull(b, a, max_rows=4)
+    pull(b, a, max_rows=4)
+    assert b.view.all_rows() == a.view.all_rows()
+
+
+def test_gossip_out_of_order_leaves_a_gap_that_sync_fills() -> None:
+    a, b = replica("a"), replica("b")
+    rows = []
+    for i in range(4):
+        change = a.write("apps", f"app{i}", app_doc(f"app{i}"), shared=True)
+        assert change is not None
+        assert change.new is not None
+        rows.append(change.new)
+    base = rows[0].version - 1
+    b.apply([rows[3]])
+    assert b.known()["a"].gaps == ((1, base + 3),)
+    b.apply([rows[1]])
+    assert b.known()["a"].gaps == ((1, base + 1), (base + 3, base + 3))
+    b.notice("a", base + 6)  # a row too large for gossip: only its version travelled
+    assert b.known()["a"].gaps == ((1, base + 1), (base + 3, base + 3), (base + 5, base + 6))
+    for i in range(4, 6):
+        a.write("apps", f"app{i}", app_doc(f"app{i}"), shared=True)
+    pull(b, a)
+    assert b.missing() == {}
+    assert b.view.all_rows() == a.view.all_rows()
+
+
+def test_tombstones_are_purged_after_the_ttl_only() -> None:
+    wall = Wall()
+    r = replica("w1", wall, ttl=100)
+    r.write("machines", "m1", machine_doc("m1", "w1"), shared=False)
+    r.write("machines", "m1", None, shared=False)
+    r.write("machines", "m2", machine_doc("m2", "w1"), shared=False)
+    wall.now += 99
+    assert r.purge() == 0
+    wall.now += 2
+    assert r.purge() == 1
+    assert r.view.get("machines", "m1") is None
+    assert r.view.get("machines", "m2") is not None
+    assert r.horizon("w1") == r.counter - 1  # the tombstone's version
+
+
+def test_a_replica_away_longer_than_the_ttl_is_reset_instead_of_keeping_ghosts() -> None:
+    wall = Wall()
+    owner, fresh, stale = replica("w1", wall, ttl=100), replica("f", wall), replica("s", wall)
+    owner.write("machines", "m1", machine_doc("m1", "w1"), shared=False)
+    owner.write("machines", "m2", machine_doc("m2", "w1"), shared=False)
+    pull(stale, owner)  # stale holds m1 and m2, then goes away
+    owner.write("machines", "m1", None, shared=False)
+    wall.now += 200
+    owner.purge()  # the tombstone of m1 is gone: nothing left to tell stale about it
+    owner.write("machines", "m3", machine_doc("m3", "w1"), shared=False)
+    pull(fresh, owner)  # a new replica is not reset: it holds nothing stale
+    assert fresh.view.get("machines", "m1") is None
+    reply = owner.serve(stale.sync_request())
+    assert reply.reset == ["w1"]
+    assert reply.horizons == {"w1": owner.horizon("w1")}
+    stale.apply_reply(reply)
+    assert stale.view.get("machines", "m1") is None  # the ghost is gone
+    assert {r.key for r in stale.view.all_rows()} == {"m2", "m3"}
+    assert owner.serve(stale.sync_request()).reset == []  # and it is not reset again
+    # what it now holds, it vouches for with the same horizon to others
+    late = replica("l", wall)
+    pull(late, stale)
+    assert late.horizon("w1") == owner.horizon("w1") > 0
+
+
+def test_a_wiped_node_supersedes_the_rows_of_its_past_life() -> None:
+    """Back with an empty view, a node must not reuse versions, nor leave stale rows behind."""
+    wall = Wall()
+    peer = replica("p", wall)
+    old_life = replica("w1", wall)
+    old_life.write("workers", "w1", worker_doc("w1", url="old"), shared=False)
+    old_life.write("machines", "m1", machine_doc("m1", "w1"), shared=False)
+    old_life.write("machines", "m2", machine_doc("m2", "w1"), shared=False)
+    pull(peer, old_life)
+    wall.now += 30
+    new_life = replica("w1", wall)  # same name, empty view
+    assert new_life.counter > old_life.counter
+    new_life.write("workers", "w1", worker_doc("w1", url="new"), shared=False)
+    new_life.write("machines", "m1", machine_doc("m1", "w1", "stopped"), shared=False)
+    # gossip alone only raises a flag: sync serves every stale row at once
+    stale = peer.view.get("machines", "m2")
+    assert stale is not None
+    new_life.apply([stale])
+    assert behind(new_life)
+    changes = [c for c in new_life.apply_reply(peer.serve(new_life.sync_request())) if c.local]
+    assert not behind(new_life)
+    assert {c.new.key for c in changes if c.new} == {"m2"}  # m1 and w1 already supersede
+    pull(peer, new_life)
+    assert peer.view.all_rows() == new_life.view.all_rows()
+    m2 = peer.view.get("machines", "m2")
+    assert m2 is not None
+    assert m2.deleted
+    assert new_life.serve(peer.sync_request()).rows == []  # and the audit is over
+
+
+def test_a_restart_that_lost_its_last_commits_moves_past_them(tmp_path: Path) -> None:
+    """A power loss can take the last commits; peers may have seen them: never reuse them."""
+    wall = Wall()
+    peer = replica("p", wall)
+    node = Replica("w1", View(tmp_path / "a.db"), wall=wall)
+    node.write("machines", "m1", machine_doc("m1", "w1"), shared=False)
+    node.view.close()
+    shutil.copy(tmp_path / "a.db", tmp_path / "b.db")  # the store as the power loss left it
+    node = Replica("w1", View(tmp_path / "a.db"), wall=wall)
+    node.write("machines", "m2", machine_doc("m2", "w1"), shared=False)  # the lost commit
+    pull(peer, node)
+    node.view.close()
+    back = Replica("w1", View(tmp_path / "b.db"), wall=wall)
+    lost = back.counter + 1
+    assert peer.view.get("machines", "m2") is not None
+    changes = back.apply_reply(peer.serve(back.sync_request()))
+    assert back.counter > lost  # the next write cannot reuse the lost version
+    assert [(c.new.key, c.new.deleted) for c in changes if c.local and c.new] == [("m2", True)]
+    back.view.close()
+
+
+def test_the_counter_and_clock_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "view.db"
+    wall = Wall()
+    first = Replica("w1", View(path), wall=wall)
+    first.write("workers", "w1", worker_doc("w1"), shared=False)
+    first.write("apps", "a", app_doc("a"), shared=True)
+    stamp = first.clock.last
+    first.view.close()
+    wall.now -= 60  # the wall clock stepped back while we were down
+    second = Replica("w1", View(path), wall=wall)
+    assert second.counter == first.counter
+    change = second.write("apps", "a", app_doc("a", "changed"), shared=True)
+    assert change is not None
+    assert change.new is not None
+    assert change.new.version == first.counter + 1
+    assert (change.new.stamp.wall_ms, change.new.stamp.logical) > stamp
+    second.view.close()
+
+
+def test_shared_rows_converge_on_the_last_writer_everywhere() -> None:
+    wall = Wall()
+    a, b, c = replica("a", wall), replica("b", wall), replica("c", wall)
+    a.write("apps", "web", app_doc("web", "from-a"), shared=True)
+    wall.now += 0.001
+    b.write("apps", "web", app_doc("web", "from-b"), shared=True)
+    c.write("apps", "web", None, shared=True)  # same millisecond as b: c > b breaks the tie
+    for _ in range(2):
+        for x in (a, b, c):
+            for y in (a, b, c):
+                if x is not y:
+                    pull(x, y)
+    assert a.view.all_rows() == b.view.all_rows() == c.view.all_rows()
+    held = a.view.get("apps", "web")
+    assert held is not None
+    assert held.deleted
+    assert held.owner == "c"

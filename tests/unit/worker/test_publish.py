@@ -1,0 +1,117 @@
+"""The worker's publisher against a fake driver and a registry node that is not started.
+
+A node reads and writes its local view before ``start``, so no socket is
+needed to see what the worker publishes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from bodega.model.capacity import Ask
+from bodega.model.config import MachineConfig
+from bodega.registry import RegistryConfig, RegistryNode
+from bodega.worker.daemon import Worker
+from bodega.worker.drivers.fake import FakeDriver
+from bodega.worker.machines import CreateRequest
+from bodega.worker.publish import Publisher
+
+W = tuple[Worker, FakeDriver]
+TTL = 600.0
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[RegistryNode]:
+    registry_node = RegistryNode(RegistryConfig(
+        name="w1", role="worker", region="ams", data_dir=tmp_path / "registry",
+        cluster_secret="s3cret"), registry=CollectorRegistry())
+    yield registry_node
+    registry_node.view.close()
+
+
+def publisher(w: Worker, node: RegistryNode) -> Publisher:
+    return Publisher(node, name="w1", region="ams", url="http://w1", driver="fake",
+                     store=w.store, ledger=w.ledger, service_host=w.service_host,
+                     destroyed_ttl=TTL)
+
+
+async def create(w: Worker) -> str:
+    config = MachineConfig.model_validate({"image": "app:1", "guest": {"cpus": 1,
+                                                                        "memory_mb": 256}})
+    row, _ = await w.machines.create(CreateRequest(app="web", config=config, region="ams"))
+    await w.machines.settle()
+    return row.id
+
+
+async def test_every_change_in_the_log_is_published_once_per_tick(worker: W,
+                                                                  node: RegistryNode) -> None:
+    w, _ = worker
+    pub = publisher(w, node)
+    pub.publish_all()
+    doc = node.get("workers", "w1")
+    assert doc is not None
+    assert (doc["url"], doc["machines"], doc["cordoned"]) == ("http://w1", 0, False)
+    before = node.replica.counter
+    mid = await create(w)  # several log entries: create, prepare, start, ...
+    pub.tick(0.0)
+    machine = node.get("machines", mid)
+    assert machine is not None
+    assert (machine["state"], machine["worker"], machine["app"]) == ("started", "w1", "web")
+    assert "events" not in machine
+    # one version for the machine and one for the capacity: a burst coalesces
+    assert node.replica.counter == before + 2
+    doc = node.get("workers", "w1")
+    assert doc is not None
+    assert (doc["machines"], doc["free"]["memory_mb"]) == (1, 1024 - 256)
+
+
+async def test_reservations_and_cordons_reach_the_workers_row(worker: W,
+                                                             node: RegistryNode) -> None:
+    w, _ = worker
+    pub = publisher(w, node)
+    pub.publish_all()
+    w.ledger.reserve(Ask(cpus=1, memory_mb=512), "web", ttl=30)
+    pub.tick(0.0)
+    doc = node.get("workers", "w1")
+    assert doc is not None
+    assert (doc["reservations"], doc["free"]["memory_mb"]) == (1, 512)
+    w.ledger.set_cordoned(True)
+    pub.tick(0.1)
+    assert [d["name"] for d in node.rows("workers", cordoned=True)] == ["w1"]
+    counter = node.replica.counter
+    pub.tick(0.2)  # nothing changed: nothing written
+    assert node.replica.counter == counter
+
+
+async def test_destroyed_machines_stay_listed_for_the_ttl_then_become_tombstones(
+        worker: W, node: RegistryNode) -> None:
+    w, _ = worker
+    pub = publisher(w, node)
+    pub.publish_all()
+    mid = await create(w)
+    await w.machines.destroy(mid, force=True)
+    await w.machines.settle()
+    pub.tick(0.0)
+    machine = node.get("machines", mid)
+    assert machine is not None
+    assert machine["state"] == "destroyed"
+    pub.expire_destroyed()
+    assert node.get("machines", mid) is not None  # not yet past the TTL
+    w.store.clock = lambda: w.machines.get(mid).updated_at + TTL + 1
+    pub.expire_destroyed()
+    assert node.get("machines", mid) is None
+
+
+async def test_publishing_everything_deletes_rows_the_worker_no_longer_has(
+        worker: W, node: RegistryNode) -> None:
+    w, _ = worker
+    node.put_owned("machines", "m-gone", {"id": "m-gone", "app": "web", "name": "x",
+                                          "region": "ams", "worker": "w1", "state": "started"})
+    mid = await create(w)
+    publisher(w, node).publish_all()
+    assert node.get("machines", "m-gone") is None
+    assert node.get("machines", mid) is not None
