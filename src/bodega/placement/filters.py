@@ -1,0 +1,33 @@
+"""Feasibility: which candidates could take the machine at all, and why the others cannot.
+
+Filters run in a fixed order, cheapest and most decisive first; the first
+that refuses names the reason recorded for that worker:
+
+1. liveness   - a suspect or dead worker would not answer (or would, too late)
+2. cordon     - the operator asked for no new machines there
+3. pinning    - a machine that mounts a volume must run on the volume's host
+4. avoidance  - hosts the request rules out (a volume name already on the host)
+5. capacity   - cpu kind, cpus, memory, gpus, disk, as the worker's ledger counts them
+"""
+
+from __future__ import annotations
+
+from bodega.model.capacity import shortfalls
+from bodega.placement.request import Candidate, PlacementRequest
+
+
+def refusal(request: PlacementRequest, candidate: Candidate) -> str | None:
+    """Why ``candidate`` cannot take the request, or None if it is feasible."""
+    if candidate.status != "alive":
+        return f"worker is {candidate.status}"
+    if candidate.cordoned:
+        return "cordoned"
+    if request.pinned_worker is not None and candidate.name != request.pinned_worker:
+        return request.pinned_reason or f"pinned to {request.pinned_worker}"
+    if candidate.name in request.avoid:
+        return request.avoid_reason
+    reasons = shortfalls(candidate.totals, candidate.used, request.ask)
+    if reasons:
+        return "; ".join(reasons)
+    return None
+

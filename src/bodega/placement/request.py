@@ -1,0 +1,53 @@
+"""What placement is asked to decide, and what it knows about each worker.
+
+Both are plain values built by the broker from the registry view: placement
+itself never reads anything, so the same request and candidates always rank
+the same way (for a given random seed when sampling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from bodega.model.capacity import Ask, Totals, Usage
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One worker as the view last saw it. Stale is fine: the worker has the final word."""
+
+    name: str
+    region: str
+    url: str
+    totals: Totals
+    used: Usage
+    cordoned: bool = False
+    status: str = "alive"  # membership: alive, suspect, dead, left
+    images: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_view(cls, doc: Mapping[str, Any], status: str) -> Candidate:
+        """From a ``workers`` row of the registry view (what a worker publishes)."""
+        return cls(
+            name=str(doc["name"]), region=str(doc["region"]), url=str(doc["url"]),
+            totals=Totals.from_wire(dict(doc["totals"])),
+            used=Usage.from_wire(dict(doc.get("used") or {})),
+            cordoned=bool(doc.get("cordoned", False)), status=status,
+            images=frozenset(str(i) for i in doc.get("images") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class PlacementRequest:
+    app: str
+    ask: Ask
+    regions: tuple[str, ...]  # in order of preference; the first that fits wins
+    image: str | None = None
+    pinned_worker: str | None = None  # the host of the volume the machine mounts
+    pinned_reason: str = ""
+    avoid: frozenset[str] = frozenset()  # workers that must not be chosen
+    avoid_reason: str = "avoided"
+    colocated: Mapping[str, int] = field(default_factory=dict)  # worker -> machines of this app
+    standby_workers: frozenset[str] = frozenset()  # hosts of machines this one stands by for

@@ -1,0 +1,230 @@
+"""Scoring a feasible worker: bodega's utility curves, and Nomad's bin-pack and spread.
+
+Every scorer looks at the worker's utilization *after* placing the machine
+and returns a score (higher is better) with its subscores, so an explanation
+can show exactly why one worker beat another. The same adjustments apply to
+every scorer, so policies can be compared on the same workload:
+
+- ``image``:   + bonus when the worker already caches the machine's image
+- ``app``:     - penalty per machine of the same app already there (spread an app)
+- ``standby``: - penalty when the worker hosts a machine this one stands by for
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from bodega.placement.curves import BALANCED, ROOMY, Curve
+from bodega.placement.request import Candidate, PlacementRequest
+from bodega.placement.table import CandidateTable, Floats
+
+Subscores = dict[str, float]
+Rows = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Weights:
+    cpu: float = 1.0
+    memory: float = 1.0
+    disk: float = 0.5
+    image: float = 0.1  # bonus for a cached image
+    app: float = 0.25  # penalty per co-located machine of the same app, up to 1
+    standby: float = 1.0  # penalty for sharing a host with a machine we stand by for
+
+    def with_overrides(self, overrides: dict[str, float]) -> Weights:
+        """Apply API weights; ``spread`` (Fly's name) is bodega's ``app``."""
+        known = {"cpu", "memory", "disk", "image", "app", "standby"}
+        values: dict[str, float] = {}
+        for key, value in overrides.items():
+            name = "app" if key == "spread" else key
+            if name not in known:
+                continue  # Fly's "region" weight has no meaning here: regions are asked for
+            if value < 0:
+                raise ValueError(f"weight {key} must not be negative")
+            values[name] = float(value)
+        return replace(self, **values)
+
+
+def utilization(request: PlacementRequest, candidate: Candidate) -> tuple[float, float, float]:
+    """(cpu, memory, disk) utilization of the worker once the machine is placed."""
+    totals, used, ask = candidate.totals, candidate.used, request.ask
+    need = totals.millicpus_for(ask)
+    cpu = (used.millicpus + need) / totals.millicpus if totals.millicpus else 1.0
+    mem = (used.memory_mb + ask.memory_mb) / totals.memory_mb if totals.memory_mb else 1.0
+    disk = (used.disk_gb + ask.disk_gb) / totals.disk_gb if totals.disk_gb else 0.0
+    return cpu, mem, disk
+
+
+def utilizations(
+    request: PlacementRequest, table: CandidateTable, rows: Rows
+) -> tuple[Floats, Floats, Floats]:
+    """``utilization`` for many rows of a table at once."""
+    ask = request.ask
+    if ask.cpu_kind == "performance":
+        need = np.full(len(rows), ask.cpus * 1000.0)
+    else:
+        need = ask.cpus * table.column("shared_mcpu")[rows]
+    cpu = _ratio(table.column("used_mcpu")[rows] + need, table.column("total_mcpu")[rows], 1.0)
+    mem = _ratio(table.column("used_mem")[rows] + ask.memory_mb,
+                 table.column("total_mem")[rows], 1.0)
+    disk = _ratio(table.column("used_disk")[rows] + ask.disk_gb,
+                  table.column("total_disk")[rows], 0.0)
+    return cpu, mem, disk
+
+
+def _ratio(num: Floats, den: Floats, when_zero: float) -> Floats:
+    out = np.full(len(num), when_zero)
+    np.divide(num, den, out=out, where=den > 0)
+    return out
+
+
+def adjustments_of(
+    request: PlacementRequest, table: CandidateTable, rows: Rows, weights: Weights
+) -> Floats:
+    """The sum of ``adjustments`` for many rows at once."""
+    adj = np.zeros(len(rows))
+    if request.image and weights.image:
+        adj += weights.image * table.image_mask(request.image)[rows]
+    if (request.colocated and weights.app) or (request.standby_workers and weights.standby):
+        position = np.full(len(table), -1, dtype=np.int64)
+        position[rows] = np.arange(len(rows))
+        if weights.app:
+            for name, count in request.colocated.items():
+                i = table.index(name)
+                if i is not None and count and position[i] >= 0:
+                    adj[position[i]] -= min(1.0, count * weights.app)
+        if weights.standby:
+            for name in request.standby_workers:
+                i = table.index(name)
+                if i is not None and position[i] >= 0:
+                    adj[position[i]] -= weights.standby
+    return adj
+
+
+def adjustments(request: PlacementRequest, candidate: Candidate, weights: Weights) -> Subscores:
+    out: Subscores = {}
+    if request.image and weights.image and request.image in candidate.images:
+        out["image"] = weights.image
+    same_app = request.colocated.get(candidate.name, 0)
+    if same_app and weights.app:
+        out["app"] = -min(1.0, same_app * weights.app)
+    if candidate.name in request.standby_workers and weights.standby:
+        out["standby"] = -weights.standby
+    return out
+
+
+class Scorer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def score(self, request: PlacementRequest, candidate: Candidate) -> tuple[float, Subscores]:
+        """The worker's score and the parts it is made of."""
+        ...
+
+    def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
+        """The scores of many rows at once; equal to ``score`` row by row."""
+        ...
+
+    def reweighted(self, overrides: dict[str, float]) -> Scorer:
+        """The same scorer with some weights replaced (ValueError on a bad one)."""
+        ...
+
+
+@dataclass(frozen=True)
+class UtilityScorer:
+    """bodega's default: weighted desirability curves over utilization after placing."""
+
+    cpu: Curve = BALANCED
+    memory: Curve = BALANCED
+    disk: Curve = ROOMY
+    weights: Weights = field(default_factory=Weights)
+    name: str = "utility"
+
+    def reweighted(self, overrides: dict[str, float]) -> Scorer:
+        return replace(self, weights=self.weights.with_overrides(overrides))
+
+    def score(self, request: PlacementRequest, candidate: Candidate) -> tuple[float, Subscores]:
+        w = self.weights
+        u_cpu, u_mem, u_disk = utilization(request, candidate)
+        subs: Subscores = {"cpu": self.cpu.at(u_cpu), "memory": self.memory.at(u_mem)}
+        total_weight = w.cpu + w.memory
+        base = w.cpu * subs["cpu"] + w.memory * subs["memory"]
+        if candidate.totals.disk_gb and w.disk:
+            subs["disk"] = self.disk.at(u_disk)
+            base += w.disk * subs["disk"]
+            total_weight += w.disk
+        score = base / total_weight if total_weight else 0.0
+        extra = adjustments(request, candidate, w)
+        subs.update(extra)
+        return score + sum(extra.values()), subs
+
+    def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
+        w = self.weights
+        u_cpu, u_mem, u_disk = utilizations(request, table, rows)
+        xs_c, ys_c = zip(*self.cpu.points, strict=True)
+        xs_m, ys_m = zip(*self.memory.points, strict=True)
+        base = w.cpu * np.interp(u_cpu, xs_c, ys_c) + w.memory * np.interp(u_mem, xs_m, ys_m)
+        total_weight = np.full(len(rows), w.cpu + w.memory)
+        if w.disk:
+            xs_d, ys_d = zip(*self.disk.points, strict=True)
+            has_disk = table.column("total_disk")[rows] > 0
+            base += np.where(has_disk, w.disk * np.interp(u_disk, xs_d, ys_d), 0.0)
+            total_weight += np.where(has_disk, w.disk, 0.0)
+        score = _ratio(base, total_weight, 0.0)
+        return score + adjustments_of(request, table, rows, w)
+
+
+def _nomad_total(request: PlacementRequest, candidate: Candidate) -> float:
+    u_cpu, u_mem, _ = utilization(request, candidate)
+    free_cpu, free_mem = max(0.0, 1.0 - u_cpu), max(0.0, 1.0 - u_mem)
+    return float(10**free_cpu + 10**free_mem)
+
+
+def _nomad_totals(request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
+    u_cpu, u_mem, _ = utilizations(request, table, rows)
+    total: Floats = 10 ** np.maximum(0.0, 1.0 - u_cpu) + 10 ** np.maximum(0.0, 1.0 - u_mem)
+    return total
+
+
+@dataclass(frozen=True)
+class BinPackScorer:
+    """Nomad's ``ScoreFitBinPack``: clamp(20 - (10^freeCpu + 10^freeRam), 0, 18) / 18."""
+
+    weights: Weights = field(default_factory=Weights)
+    name: str = "binpack"
+
+    def reweighted(self, overrides: dict[str, float]) -> Scorer:
+        return replace(self, weights=self.weights.with_overrides(overrides))
+
+    def score(self, request: PlacementRequest, candidate: Candidate) -> tuple[float, Subscores]:
+        fit = min(18.0, max(0.0, 20.0 - _nomad_total(request, candidate))) / 18.0
+        subs: Subscores = {"binpack": fit, **adjustments(request, candidate, self.weights)}
+        return fit + sum(v for k, v in subs.items() if k != "binpack"), subs
+
+    def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
+        fit = np.clip(20.0 - _nomad_totals(request, table, rows), 0.0, 18.0) / 18.0
+        return fit + adjustments_of(request, table, rows, self.weights)
+
+
+@dataclass(frozen=True)
+class SpreadScorer:
+    """Nomad's spread, the mirror of bin-pack: clamp((10^freeCpu + 10^freeRam) - 2, 0, 18) / 18."""
+
+    weights: Weights = field(default_factory=Weights)
+    name: str = "spread"
+
+    def reweighted(self, overrides: dict[str, float]) -> Scorer:
+        return replace(self, weights=self.weights.with_overrides(overrides))
+
+    def score(self, request: PlacementRequest, candidate: Candidate) -> tuple[float, Subscores]:
+        fit = min(18.0, max(0.0, _nomad_total(request, candidate) - 2.0)) / 18.0
+        subs: Subscores = {"spread": fit, **adjustments(request, candidate, self.weights)}
+        return fit + sum(v for k, v in subs.items() if k != "spread"), subs
+
+    def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
+        fit = np.clip(_nomad_totals(request, table, rows) - 2.0, 0.0, 18.0) / 18.0
+        return fit + adjustments_of(request, table, rows, self.weights)
