@@ -29,6 +29,10 @@ class CreateAppRequest(_Body):
         return self.app_name or self.name
 
 
+class CreateAppDeployTokenRequest(_Body):
+    expiry: str | None = None
+
+
 class CreateMachineRequest(_Body):
     config: MachineConfig
     name: str | None = None

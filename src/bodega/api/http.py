@@ -116,7 +116,11 @@ async def handle_errors(request: Request, call: Handler) -> Response:
                              500)
 
 
-def not_found_app_handler(_request: Request, exc: Exception) -> Response:
+def not_found_app_handler(request: Request, exc: Exception) -> Response:
+    """Unknown routes and methods get the error shape too, never an HTML page."""
     status = getattr(exc, "status_code", 404)
-    detail = getattr(exc, "detail", "not found")
-    return json_response({"error": str(detail), "status": "not_found"}, status)
+    if status == 405:
+        return json_response({"error": f"method {request.method} not allowed on "
+                                       f"{request.url.path}", "status": "method_not_allowed"}, 405)
+    return json_response({"error": f"not found: no route {request.url.path}",
+                          "status": "not_found"}, status)

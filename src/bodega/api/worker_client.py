@@ -9,68 +9,21 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import aiohttp
 
+from bodega.api.json_client import NONCE_HEADER, JsonClient
 from bodega.model.capacity import Ask
-from bodega.model.errors import Unavailable, from_wire
 
-NONCE_HEADER = "fly-machine-lease-nonce"
+__all__ = ["NONCE_HEADER", "WorkerClient"]
 
 
-class WorkerClient:
-    def __init__(
-        self,
-        base_url: str,
-        token: str,
-        *,
-        client: httpx.AsyncClient | None = None,
-        timeout: float = 10.0,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self._own = client is None
-        self.http = client or httpx.AsyncClient(timeout=timeout)
-        self.headers = {"authorization": f"Bearer {token}"}
-        self.timeout = timeout
-
-    async def aclose(self) -> None:
-        if self._own:
-            await self.http.aclose()
+class WorkerClient(JsonClient):
+    def __init__(self, base_url: str, token: str, *, client: aiohttp.ClientSession | None = None,
+                 timeout: float = 10.0) -> None:
+        super().__init__(base_url, token, client=client, timeout=timeout, what="worker")
 
     async def __aenter__(self) -> WorkerClient:
         return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        await self.aclose()
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: dict[str, Any] | None = None,
-        nonce: str | None = None,
-        timeout: float | None = None,
-    ) -> Any:
-        headers = dict(self.headers)
-        if nonce:
-            headers[NONCE_HEADER] = nonce
-        try:
-            response = await self.http.request(
-                method, self.base_url + path, json=json, params=params, headers=headers,
-                timeout=timeout or self.timeout,
-            )
-        except httpx.TransportError as exc:
-            raise Unavailable(f"worker at {self.base_url} unreachable: {exc!r}") from exc
-        if response.status_code == 204:
-            return None
-        try:
-            body = response.json()
-        except ValueError:
-            body = {"error": response.text[:200]}
-        if response.status_code >= 400:
-            raise from_wire(response.status_code, body)
-        return body
 
     # -- host ---------------------------------------------------------------------
     async def health(self) -> dict[str, Any]:

@@ -21,7 +21,7 @@ class ReserveBody(_Body):
     disk_gb: int = Field(default=0, ge=0)
     gpus: int = Field(default=0, ge=0)
     gpu_kind: str | None = None
-    ttl: float = Field(default=10.0, gt=0, le=300)
+    ttl: float | None = Field(default=None, gt=0, le=300)  # None: the worker's default
 
 
 class CreateMachineBody(_Body):

@@ -1,0 +1,113 @@
+"""Processes for scale benchmarks: many null-driver workers in one process, and a broker.
+
+    python bench/fleet.py workers --count 500 --prefix a --out a.json
+    python bench/fleet.py broker --workers a.json,b.json --out broker.json --token T
+
+A thousand worker processes would not fit on a small machine, so one
+process hosts many real ``Worker``s (each its own SQLite store, ledger and
+HTTP server; the null driver runs no processes; commits are not fsynced,
+since a thousand simulated hosts share one disk). The broker is the real
+``Broker``, serving the real API; its view is filled once from the workers'
+list, as a registry would, and then kept current by the workers' own answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+from bodega.broker.catalog import MemoryCatalog
+from bodega.broker.config import BrokerConfig
+from bodega.broker.daemon import Broker
+from bodega.model.capacity import Totals
+from bodega.runtime.lifecycle import write_json_atomic
+from bodega.worker.config import WorkerConfig
+from bodega.worker.daemon import Worker
+
+SECRET = "bench-fleet-secret"
+
+
+async def until_signalled() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def workers(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="bodega-fleet-") as tmp:
+        hosted: list[Worker] = []
+        for i in range(args.count):
+            config = WorkerConfig(
+                name=f"{args.prefix}{i:04}", region=args.region, data_dir=Path(tmp) / str(i),
+                driver="null", totals=Totals(cpus=args.cpus, memory_mb=args.memory_mb,
+                                             disk_gb=100),
+                cluster_secret=SECRET, network="host", machine_user=None, fsync=False)
+            worker = Worker(config)
+            await worker.start()
+            hosted.append(worker)
+        write_json_atomic(Path(args.out), [
+            {"name": w.config.name, "region": w.config.region, "url": w.url,
+             "totals": w.config.totals.to_wire(), "used": w.ledger.usage().to_wire(),
+             "cordoned": False} for w in hosted])
+        await until_signalled()
+        for worker in hosted:
+            with contextlib.suppress(Exception):
+                await worker.stop()
+
+
+async def broker(args: argparse.Namespace) -> None:
+    catalog = MemoryCatalog()
+    for path in args.workers.split(","):
+        for doc in json.loads(Path(path).read_text()):  # noqa: ASYNC240 (read once at start)
+            catalog.put("workers", doc["name"], doc)
+            catalog.set_status(doc["name"], "alive")
+    with tempfile.TemporaryDirectory(prefix="bodega-fleet-broker-") as tmp:
+        daemon = Broker(BrokerConfig(
+            name="bench-broker", data_dir=Path(tmp), cluster_secret=SECRET,
+            admin_tokens=(args.token,), region=args.region, listen_port=0,
+            policy=args.policy, sample=args.sample), catalog=catalog)
+        await daemon.start()
+        write_json_atomic(Path(args.out), {"url": daemon.url, "pid": os.getpid()})
+        await until_signalled()
+        await daemon.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="role", required=True)
+    w = sub.add_parser("workers")
+    w.add_argument("--count", type=int, default=100)
+    w.add_argument("--prefix", default="w")
+    w.add_argument("--region", default="ams")
+    w.add_argument("--cpus", type=int, default=8)
+    w.add_argument("--memory-mb", type=int, default=32768)
+    w.add_argument("--out", required=True)
+    b = sub.add_parser("broker")
+    b.add_argument("--workers", required=True)
+    b.add_argument("--region", default="ams")
+    b.add_argument("--token", required=True)
+    b.add_argument("--policy", default="utility")
+    b.add_argument("--sample", type=int, default=0)
+    b.add_argument("--out", required=True)
+    args = parser.parse_args()
+    try:
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    except ImportError:
+        pass
+    asyncio.run(workers(args) if args.role == "workers" else broker(args))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

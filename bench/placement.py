@@ -1,0 +1,145 @@
+"""Placement throughput through the broker's HTTP API, against a trivial endpoint as the ceiling.
+
+Starts ``--hosts`` processes holding ``--workers`` null-driver workers in one
+region between them, and a broker process; then, with the same load
+generator and concurrency, measures ``GET /v1/health`` on the broker (the
+ceiling of this server stack on this machine) and ``POST .../machines``
+(each one ranked over every worker, reserved and created on the winner).
+Prints creates/s, p50 and p99 create latency, the ratio to the ceiling, and
+the time to rank 1,000 workers (measured in this process, with the same code).
+
+    python bench/placement.py [--workers 1000] [--hosts 2] [--creates 5000] [--concurrency 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.loadgen import Result, body, run
+from bodega.model.capacity import Ask, Totals, Usage
+from bodega.placement import Candidate, CandidateTable, PlacementRequest, Policy, rank_region
+
+TOKEN = "bench-token"
+HERE = Path(__file__).resolve().parent
+
+
+def spawn(*args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
+    return subprocess.Popen([sys.executable, str(HERE / "fleet.py"), *args], env=env)
+
+
+async def ready(path: Path, process: subprocess.Popen[bytes], timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():  # noqa: ASYNC240 (a small local file, polled)
+        if process.poll() is not None:
+            raise SystemExit(f"{process.args!r} exited with {process.returncode}")
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{path} did not appear in {timeout:.0f}s")
+        await asyncio.sleep(0.1)
+
+
+def rank_time(n: int = 1000, rounds: int = 500) -> tuple[float, float]:
+    """Median seconds to filter and rank ``n`` workers, full ranking and power of two."""
+    rng = random.Random(1)
+    table = CandidateTable("ams", [
+        Candidate(f"w{i}", "ams", "http://w", Totals(cpus=8, memory_mb=32768, disk_gb=100),
+                  Usage(millicpus=rng.randint(0, 7000), memory_mb=rng.randint(0, 30000)))
+        for i in range(n)])
+    request = PlacementRequest("bench", Ask(cpus=1, memory_mb=256), ("ams",),
+                               colocated={"w1": 3, "w7": 1})
+    out = []
+    for policy in (Policy(), Policy(sample=2)):
+        times = []
+        for _ in range(rounds):
+            began = time.perf_counter()
+            next(rank_region(request, table, policy).attempts())
+            times.append(time.perf_counter() - began)
+        out.append(statistics.median(times))
+    return out[0], out[1]
+
+
+def report(name: str, result: Result) -> None:
+    codes = ", ".join(f"{k}: {v}" for k, v in sorted(result.statuses.items()))
+    print(f"  {name:<28} {result.rate:8.0f}/s   p50 {result.median() * 1000:6.2f} ms   "
+          f"p99 {result.percentile(99) * 1000:6.2f} ms   ({codes})")
+
+
+async def main(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory(prefix="bodega-bench-") as tmp:
+        base = Path(tmp)
+        per_host = -(-args.workers // args.hosts)
+        hosts, files = [], []
+        for h in range(args.hosts):
+            count = min(per_host, args.workers - h * per_host)
+            out = base / f"hosts-{h}.json"
+            hosts.append(spawn("workers", "--count", str(count), "--prefix", f"h{h}w",
+                               "--out", str(out)))
+            files.append(out)
+        processes = list(hosts)
+        try:
+            for out, process in zip(files, hosts, strict=True):
+                await ready(out, process)
+            broker_file = base / "broker.json"
+            broker = spawn("broker", "--workers", ",".join(map(str, files)), "--token", TOKEN,
+                           "--out", str(broker_file), "--policy", args.policy,
+                           "--sample", str(args.sample))
+            processes.append(broker)
+            await ready(broker_file, broker)
+            url = json.loads(broker_file.read_text())["url"]
+            auth = {"Authorization": f"Bearer {TOKEN}"}
+            await run(url, lambda n: ("POST", "/v1/apps", body({"app_name": "bench"})),
+                      total=1, concurrency=1, headers=auth)
+            create = body({"config": {"image": "bench:1", "guest": {
+                "cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}, "skip_launch": True})
+
+            def make_create(n: int) -> tuple[str, str, bytes]:
+                return "POST", "/v1/apps/bench/machines", create
+
+            # Warm both paths, then measure the ceiling and the creates with the same generator.
+            await run(url, lambda n: ("GET", "/v1/health", b""), total=500,
+                      concurrency=args.concurrency, headers=auth)
+            await run(url, make_create, total=200, concurrency=args.concurrency, headers=auth)
+            ceiling = await run(url, lambda n: ("GET", "/v1/health", b""), total=args.creates,
+                                concurrency=args.concurrency, headers=auth)
+            creates = await run(url, make_create, total=args.creates,
+                                concurrency=args.concurrency, headers=auth)
+        finally:
+            for process in processes:
+                process.send_signal(signal.SIGTERM)
+            for process in processes:
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+    full, p2c = rank_time()
+    print(f"placement: {args.workers} null workers in {args.hosts} processes, one broker "
+          f"({args.policy}{f', p{args.sample}c' if args.sample else ''}), "
+          f"{args.concurrency} concurrent clients, {args.creates} requests each")
+    report("trivial endpoint (ceiling)", ceiling)
+    report("create machine", creates)
+    print(f"  placed {creates.ok()} machines; creates/s is "
+          f"{creates.rate / ceiling.rate:.2f}x the ceiling's requests/s")
+    print(f"  rank 1,000 workers: {full * 1e3:.3f} ms full ranking, "
+          f"{p2c * 1e3:.3f} ms power of two choices (median of 500)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=1000)
+    parser.add_argument("--hosts", type=int, default=2)
+    parser.add_argument("--creates", type=int, default=5000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--policy", default="utility")
+    parser.add_argument("--sample", type=int, default=0)
+    asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,376 @@
+"""The broker's public HTTP API: the Fly Machines API v1 subset, plus bodega's additions.
+
+Every route but health and the OpenAPI document needs a token; every answer
+carries a ``fly-request-id``; every error is ``{"error", "status"}`` with the
+code the Machines API uses. Handlers are thin: they parse, check the caller
+may touch the app, and hand over to ``Machines``, ``Volumes``, ``Apps`` or
+``Platform``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from prometheus_client import generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bodega.api import fly
+from bodega.api.http import (
+    handle_errors,
+    json_response,
+    not_found_app_handler,
+    query_bool,
+    query_int,
+    read_model,
+)
+from bodega.broker.apps import Apps
+from bodega.broker.auth import Principal, Tokens
+from bodega.broker.machines import Machines
+from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.openapi import docs_page, openapi_document
+from bodega.broker.platform import Platform, ask_for
+from bodega.broker.volumes import Volumes
+from bodega.model.config import Guest, preset
+from bodega.model.errors import BadRequest, BodegaError
+from bodega.model.ids import new_ulid
+
+NONCE = "fly-machine-lease-nonce"
+REQUEST_ID = "fly-request-id"
+WAIT_SLACK = 5.0  # beyond a /wait's own timeout, for the round trip to the worker
+
+Handler = Callable[[Request, Principal], Awaitable[Response]]
+
+
+class BrokerApi:
+    def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
+                 platform: Platform, metrics: BrokerMetrics, name: str) -> None:
+        self.tokens = tokens
+        self.apps = apps
+        self.machines = machines
+        self.volumes = volumes
+        self.platform = platform
+        self.metrics = metrics
+        self.name = name
+
+    def app(self) -> Starlette:
+        r = self._route
+        m = "/v1/apps/{app}/machines/{id}"
+        routes = [
+            Route("/v1/health", self.health, methods=["GET"]),
+            Route("/openapi.json", self.openapi, methods=["GET"]),
+            Route("/v1/openapi.json", self.openapi, methods=["GET"]),
+            Route("/docs", self.docs, methods=["GET"]),
+            r("/metrics", self.prometheus, "GET"),
+            r("/v1/apps", self.list_apps, "GET"),
+            r("/v1/apps", self.create_app, "POST"),
+            r("/v1/apps/{app}", self.get_app, "GET"),
+            r("/v1/apps/{app}", self.delete_app, "DELETE"),
+            r("/v1/apps/{app}/deploy_token", self.deploy_token, "POST"),
+            r("/v1/apps/{app}/machines", self.list_machines, "GET"),
+            r("/v1/apps/{app}/machines", self.create_machine, "POST"),
+            r(m, self.get_machine, "GET"),
+            r(m, self.update_machine, "POST"),
+            r(m, self.delete_machine, "DELETE"),
+            *(r(f"{m}/{action}", self._action(action), "POST")
+              for action in ("start", "restart", "cordon", "uncordon")),
+            r(f"{m}/stop", self.stop, "POST"),
+            r(f"{m}/signal", self.signal, "POST"),
+            r(f"{m}/suspend", self.suspend, "POST"),
+            r(f"{m}/exec", self.exec, "POST"),
+            r(f"{m}/wait", self.wait, "GET"),
+            *(r(f"{m}/{part}", self._read(part), "GET")
+              for part in ("ps", "events", "versions", "placement", "metadata")),
+            r(f"{m}/lease", self.get_lease, "GET"),
+            r(f"{m}/lease", self.acquire_lease, "POST"),
+            r(f"{m}/lease", self.release_lease, "DELETE"),
+            r(f"{m}/metadata", self.replace_metadata, "PUT"),
+            r(f"{m}/metadata", self.replace_metadata, "PATCH"),
+            r(f"{m}/metadata/{{key}}", self.metadata_key, "GET"),
+            r(f"{m}/metadata/{{key}}", self.metadata_key, "POST"),
+            r(f"{m}/metadata/{{key}}", self.metadata_key, "DELETE"),
+            r("/v1/apps/{app}/volumes", self.list_volumes, "GET"),
+            r("/v1/apps/{app}/volumes", self.create_volume, "POST"),
+            r("/v1/apps/{app}/volumes/{vid}", self.get_volume, "GET"),
+            r("/v1/apps/{app}/volumes/{vid}", self.update_volume, "PUT"),
+            r("/v1/apps/{app}/volumes/{vid}", self.delete_volume, "DELETE"),
+            r("/v1/apps/{app}/volumes/{vid}/extend", self.extend_volume, "PUT"),
+            r("/v1/apps/{app}/volumes/{vid}/snapshots", self.volume_snapshots, "GET"),
+            r("/v1/platform/placements", self.placements, "POST"),
+            r("/v1/platform/regions", self.regions, "GET"),
+            r("/v1/cluster/members", self.members, "GET"),
+            r("/v1/cluster/workers", self.workers, "GET"),
+        ]
+        return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
+                                                            405: not_found_app_handler})
+
+    def _route(self, path: str, handler: Handler, method: str) -> Route:
+        label = f"{method} {path}"
+
+        async def authed(request: Request) -> Response:
+            principal = self.tokens.authenticate(request)
+            app = request.path_params.get("app")
+            if app is not None:
+                principal.check(app)
+            return await handler(request, principal)
+
+        async def endpoint(request: Request) -> Response:
+            response = await handle_errors(request, authed)
+            response.headers[REQUEST_ID] = new_ulid()
+            self.metrics.requests.labels(label, str(response.status_code)).inc()
+            return response
+
+        return Route(path, endpoint, methods=[method], name=label)
+
+    # -- public -----------------------------------------------------------------------------
+    async def health(self, request: Request) -> Response:
+        return json_response({"ok": True, "name": self.name})
+
+    async def openapi(self, request: Request) -> Response:
+        return json_response(openapi_document())
+
+    async def docs(self, request: Request) -> Response:
+        return Response(docs_page(), media_type="text/html")
+
+    async def prometheus(self, request: Request, who: Principal) -> Response:
+        who.check_admin("metrics")
+        return Response(generate_latest(self.metrics.registry),
+                        media_type="text/plain; version=0.0.4")
+
+    # -- apps -------------------------------------------------------------------------------
+    def _app_wire(self, name: str) -> dict[str, Any]:
+        doc = self.apps.require(name)
+        machines = [d for d in self.machines.app_machines(name) if d.get("state") != "destroyed"]
+        volumes = [d for d in self.volumes.app_volumes(name) if d.get("state") != "destroyed"]
+        return self.apps.wire(doc, len(machines), len(volumes))
+
+    async def list_apps(self, request: Request, who: Principal) -> Response:
+        names = [n for n in self.apps.names(request.query_params.get("org_slug")) if who.can(n)]
+        apps = [self._app_wire(n) for n in names]
+        return json_response({"total_apps": len(apps), "apps": apps})
+
+    async def create_app(self, request: Request, who: Principal) -> Response:
+        who.check_admin("creating apps")
+        body = await read_model(request, fly.CreateAppRequest)
+        doc = self.apps.create(body.chosen_name(), body.org_slug, body.network)
+        return json_response(self.apps.wire(doc, 0, 0), 201)
+
+    async def get_app(self, request: Request, who: Principal) -> Response:
+        return json_response(self._app_wire(request.path_params["app"]))
+
+    async def delete_app(self, request: Request, who: Principal) -> Response:
+        app = request.path_params["app"]
+        self.apps.require(app)
+        machines = [d for d in self.machines.app_machines(app) if d.get("state") != "destroyed"]
+        results = await asyncio.gather(
+            *(self.machines.forward(app, str(d["id"]), "DELETE", params={"force": "true"})
+              for d in machines), return_exceptions=True)
+        failed = [str(r) for r in results if isinstance(r, BodegaError)]
+        if failed:
+            raise BodegaError(f"could not destroy every machine of {app}: {failed[0]}",
+                              status="unavailable")
+        for volume in self.volumes.app_volumes(app):
+            if volume.get("state") != "destroyed":
+                await self._delete_volume_when_free(app, str(volume["id"]))
+        self.tokens.revoke_app_tokens(app)
+        self.apps.delete(app)
+        return Response(status_code=202)
+
+    async def _delete_volume_when_free(self, app: str, volume_id: str) -> None:
+        for _ in range(100):  # machines detach their volume as their destroy completes
+            try:
+                await self.volumes.forward(app, volume_id, "DELETE")
+                return
+            except BodegaError as exc:
+                if exc.http_status != 412:
+                    raise
+            await asyncio.sleep(0.1)
+
+    async def deploy_token(self, request: Request, who: Principal) -> Response:
+        app = request.path_params["app"]
+        self.apps.require(app)
+        body = await read_model(request, fly.CreateAppDeployTokenRequest, required=False)
+        return json_response({"token": self.tokens.create_app_token(app, body.expiry)})
+
+    # -- machines -----------------------------------------------------------------------------
+    async def list_machines(self, request: Request, who: Principal) -> Response:
+        q = request.query_params
+        metadata = {k.removeprefix("metadata."): v for k, v in q.items()
+                    if k.startswith("metadata.")}
+        states = {s.strip() for v in q.getlist("state") for s in v.split(",") if s.strip()}
+        regions = {s.strip() for v in q.getlist("region") for s in v.split(",") if s.strip()}
+        return json_response(self.machines.list(
+            request.path_params["app"], include_deleted=query_bool(request, "include_deleted"),
+            regions=regions, states=states, metadata=metadata,
+            summary=query_bool(request, "summary")))
+
+    async def create_machine(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.CreateMachineRequest)
+        key = request.headers.get("idempotency-key") or request.headers.get(
+            "fly-idempotency-key")
+        if key is not None and not 1 <= len(key) <= 128:
+            raise BadRequest("invalid_argument: Idempotency-Key must be 1-128 characters")
+        machine = await self.machines.create(request.path_params["app"], body, key, who.token_id)
+        return json_response(machine)
+
+    async def get_machine(self, request: Request, who: Principal) -> Response:
+        return json_response(await self.machines.get(request.path_params["app"],
+                                                     request.path_params["id"]))
+
+    async def update_machine(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.UpdateMachineRequest)
+        wire = {"config": body.config.to_wire(), "current_version": body.current_version,
+                "skip_launch": body.skip_launch, "name": body.name, "region": body.region}
+        return await self._forward(request, "POST", json={k: v for k, v in wire.items()
+                                                          if v is not None})
+
+    async def delete_machine(self, request: Request, who: Principal) -> Response:
+        force = query_bool(request, "force", "kill")
+        return await self._forward(request, "DELETE", params={"force": "true"} if force else {})
+
+    def _action(self, action: str) -> Handler:
+        async def handle(request: Request, who: Principal) -> Response:
+            params = {k: v for k, v in request.query_params.items()
+                      if k in ("timeout", "signal", "force_stop")}
+            return await self._forward(request, "POST", action, params=params)
+        return handle
+
+    def _read(self, part: str) -> Handler:
+        async def handle(request: Request, who: Principal) -> Response:
+            params = {k: v for k, v in request.query_params.items() if k == "limit"}
+            return await self._forward(request, "GET", part, params=params)
+        return handle
+
+    async def stop(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.StopRequest, required=False)
+        return await self._forward(request, "POST", "stop", json=body.model_dump(exclude_none=True))
+
+    async def signal(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.SignalRequest)
+        return await self._forward(request, "POST", "signal", json={"signal": body.signal})
+
+    async def suspend(self, request: Request, who: Principal) -> Response:
+        return await self._forward(request, "POST", "suspend")
+
+    async def exec(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.ExecRequest)
+        return await self._forward(request, "POST", "exec",
+                                   json=body.model_dump(exclude_none=True),
+                                   timeout=body.timeout + WAIT_SLACK)
+
+    async def wait(self, request: Request, who: Principal) -> Response:
+        params: list[tuple[str, str]] = [
+            (k, v) for k, v in request.query_params.multi_items()
+            if k in ("state", "timeout", "version", "instance_id", "from_event_id")]
+        timeout = min(max(query_int(request, "timeout", 60), 1), 60)
+        return await self._forward(request, "GET", "wait", params=params,
+                                   timeout=timeout + WAIT_SLACK)
+
+    # -- leases and metadata -------------------------------------------------------------------
+    async def get_lease(self, request: Request, who: Principal) -> Response:
+        return await self._forward(request, "GET", "lease")
+
+    async def acquire_lease(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.CreateLeaseRequest, required=False)
+        params = {"ttl": request.query_params["ttl"]} if "ttl" in request.query_params else {}
+        return await self._forward(request, "POST", "lease", status=201, params=params,
+                                   json=body.model_dump(exclude_none=True),
+                                   headers={"x-bodega-owner": who.token_id})
+
+    async def release_lease(self, request: Request, who: Principal) -> Response:
+        return await self._forward(request, "DELETE", "lease")
+
+    async def replace_metadata(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.UpdateMetadataRequest)
+        await self._forward(request, request.method, "metadata",
+                            json=body.model_dump(exclude_none=True))
+        return Response(status_code=204)
+
+    async def metadata_key(self, request: Request, who: Principal) -> Response:
+        action = f"metadata/{request.path_params['key']}"
+        if request.method == "GET":
+            return await self._forward(request, "GET", action)
+        json = None
+        if request.method == "POST":
+            json = (await read_model(request, fly.UpsertMetadataKeyRequest)).model_dump(
+                exclude_none=True)
+        await self._forward(request, request.method, action, json=json)
+        return Response(status_code=204)
+
+    async def _forward(self, request: Request, method: str, action: str = "", *,
+                       json: Any = None, params: Any = None, timeout: float | None = None,
+                       status: int = 200, headers: dict[str, str] | None = None) -> Response:
+        result = await self.machines.forward(
+            request.path_params["app"], request.path_params["id"], method, action, json=json,
+            params=params, nonce=request.headers.get(NONCE), timeout=timeout, headers=headers)
+        if result is None:
+            return Response(status_code=204 if status == 200 else status)
+        return json_response(result, status)
+
+    # -- volumes -----------------------------------------------------------------------------
+    async def list_volumes(self, request: Request, who: Principal) -> Response:
+        return json_response(self.volumes.list(request.path_params["app"],
+                                               query_bool(request, "include_deleted")))
+
+    async def create_volume(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.CreateVolumeRequest)
+        return json_response(await self.volumes.create(request.path_params["app"], body))
+
+    async def get_volume(self, request: Request, who: Principal) -> Response:
+        return await self._volume(request, "GET")
+
+    async def update_volume(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.UpdateVolumeRequest)
+        return await self._volume(request, "PUT", json=body.model_dump(exclude_none=True))
+
+    async def delete_volume(self, request: Request, who: Principal) -> Response:
+        return await self._volume(request, "DELETE")
+
+    async def extend_volume(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.ExtendVolumeRequest)
+        return await self._volume(request, "PUT", "extend", json={"size_gb": body.size_gb})
+
+    async def volume_snapshots(self, request: Request, who: Principal) -> Response:
+        self.volumes.locate(request.path_params["app"], request.path_params["vid"])
+        return json_response([])  # snapshots are not taken yet: the honest answer is none
+
+    async def _volume(self, request: Request, method: str, action: str = "",
+                      json: Any = None) -> Response:
+        return json_response(await self.volumes.forward(
+            request.path_params["app"], request.path_params["vid"], method, action, json))
+
+    # -- platform and cluster ----------------------------------------------------------------
+    async def placements(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.PlacementsRequest)
+        if body.app is not None:
+            who.check(body.app)
+        return json_response(self.platform.placements(body))
+
+    async def regions(self, request: Request, who: Principal) -> Response:
+        q = request.query_params
+        try:
+            if q.get("size"):
+                kind, cpus, memory = preset(q["size"])
+                guest: Guest | None = Guest(cpu_kind=kind, cpus=cpus, memory_mb=memory)
+            elif q.get("cpus") or q.get("memory_mb"):
+                guest = Guest(cpu_kind=q.get("cpu_kind", "shared"),
+                              cpus=query_int(request, "cpus", 1),
+                              memory_mb=query_int(request, "memory_mb", 256))
+            else:
+                guest = None
+        except ValueError as exc:
+            raise BadRequest(f"invalid_argument: {exc}") from None
+        return json_response(self.platform.regions(ask_for(guest)))
+
+    async def members(self, request: Request, who: Principal) -> Response:
+        who.check_admin("cluster members")
+        return json_response(self.platform.members())
+
+    async def workers(self, request: Request, who: Principal) -> Response:
+        who.check_admin("cluster workers")
+        return json_response(self.platform.workers())
+

@@ -1,0 +1,63 @@
+"""Apps: shared rows of the view that any broker may write (last writer wins).
+
+An app is a name that machines, volumes and tokens hang off. Names are DNS
+labels, unique cluster-wide; two brokers creating the same name in the same
+instant both succeed and the view keeps one (there is no consensus to ask),
+which is harmless: an app row carries nothing but its name and org.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from bodega.broker.catalog import Catalog
+from bodega.model.errors import BadRequest, NotFound, Unprocessable
+from bodega.model.ids import NAME_RE
+
+
+class Apps:
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+
+    def require(self, name: str) -> dict[str, Any]:
+        doc = self.catalog.get("apps", name)
+        if doc is None:
+            raise NotFound(f"app not found: {name}")
+        return doc
+
+    def create(self, name: str | None, org_slug: str, network: str | None) -> dict[str, Any]:
+        if not name:
+            raise BadRequest("invalid_argument: app_name (or name) is required")
+        if not NAME_RE.match(name):
+            raise BadRequest(f"invalid_argument: app name {name!r}: use lowercase letters, digits "
+                             "and -, starting and ending with a letter or digit, at most 63")
+        if self.catalog.get("apps", name) is not None:
+            raise Unprocessable(f"app name {name!r} is already taken", status="name_taken")
+        doc = {
+            "id": hashlib.sha256(name.encode()).hexdigest()[:12], "name": name,
+            "org_slug": org_slug or "personal", "network": network or "default",
+            "status": "deployed", "created_at": time.time(),
+        }
+        self.catalog.put_shared("apps", name, doc)
+        return doc
+
+    def delete(self, name: str) -> None:
+        self.require(name)
+        self.catalog.delete_shared("apps", name)
+
+    def names(self, org_slug: str | None = None) -> list[str]:
+        rows = self.catalog.rows("apps", org_slug=org_slug) if org_slug else \
+            self.catalog.rows("apps")
+        return sorted(str(r["name"]) for r in rows)
+
+    def wire(self, doc: dict[str, Any], machine_count: int, volume_count: int) -> dict[str, Any]:
+        """The App object as the Machines API shows it."""
+        org = str(doc.get("org_slug", "personal"))
+        return {
+            "id": doc.get("id", doc["name"]), "name": doc["name"], "status": doc.get("status",
+                                                                                     "deployed"),
+            "organization": {"name": org, "slug": org}, "network": doc.get("network", "default"),
+            "machine_count": machine_count, "volume_count": volume_count,
+        }

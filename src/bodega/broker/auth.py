@@ -1,0 +1,95 @@
+"""Who is calling: admin tokens from the broker's configuration, app tokens from the view.
+
+Tokens are never stored, only their SHA-256: the broker's admin tokens are
+hashed at start-up, and app tokens (``POST /v1/apps/{app}/deploy_token``) are
+shared rows of the view holding the hash and the scope. An app token sees
+and touches only its app; anything else about other apps is "not found", so
+a token cannot even learn which other apps exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from bodega.api.http import bearer_token
+from bodega.broker.catalog import Catalog
+from bodega.model.duration import parse_duration
+from bodega.model.errors import BadRequest, NotFound, Unauthorized
+from bodega.model.ids import new_token_id
+
+TOKEN_PREFIX = "bdg_"
+DEFAULT_EXPIRY = 20 * 365 * 24 * 3600.0  # deploy tokens default to "practically forever"
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    token_id: str
+    admin: bool
+    app: str | None = None  # the one app an app token may use
+
+    def can(self, app: str) -> bool:
+        return self.admin or self.app == app
+
+    def check(self, app: str) -> None:
+        if not self.can(app):
+            raise NotFound(f"app not found: {app}")
+
+    def check_admin(self, what: str) -> None:
+        if not self.admin:
+            raise Unauthorized(f"unauthorized: {what} needs an admin token")
+
+
+class Tokens:
+    def __init__(self, catalog: Catalog, admin_tokens: tuple[str, ...]) -> None:
+        self.catalog = catalog
+        self._admin = [token_hash(t) for t in admin_tokens if t]
+
+    def authenticate(self, request: Request) -> Principal:
+        raw = bearer_token(request)
+        if raw is None:
+            raise Unauthorized("unauthorized: send Authorization: Bearer <token>")
+        digest = token_hash(raw)
+        for i, known in enumerate(self._admin):
+            if hmac.compare_digest(digest, known):
+                return Principal(f"admin-{i}", admin=True)
+        for row in self.catalog.rows("tokens", token_hash=digest):
+            expires = float(row.get("expires_at") or 0)
+            if expires and expires < time.time():
+                continue
+            scope = str(row.get("scope", ""))
+            if scope == "admin":
+                return Principal(str(row["id"]), admin=True)
+            if scope.startswith("app:"):
+                app = scope.removeprefix("app:")
+                if self.catalog.get("apps", app) is not None:
+                    return Principal(str(row["id"]), admin=False, app=app)
+        raise Unauthorized("unauthorized: the token is unknown, expired or revoked")
+
+    def create_app_token(self, app: str, expiry: str | None) -> str:
+        """A new token for ``app``; only its hash is kept."""
+        try:
+            ttl = parse_duration(expiry, DEFAULT_EXPIRY) if expiry else DEFAULT_EXPIRY
+        except ValueError as exc:
+            raise BadRequest(f"invalid_argument: expiry: {exc}") from None
+        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token_id = new_token_id("tok")
+        now = time.time()
+        self.catalog.put_shared("tokens", token_id, {
+            "id": token_id, "token_hash": token_hash(raw), "scope": f"app:{app}",
+            "created_at": now, "expires_at": now + ttl,
+        })
+        return raw
+
+    def revoke_app_tokens(self, app: str) -> None:
+        for row in self.catalog.rows("tokens", scope=f"app:{app}"):
+            self.catalog.delete_shared("tokens", str(row["id"]))

@@ -1,0 +1,109 @@
+"""The workers placement can choose from: one ``CandidateTable`` per region, kept current.
+
+Built from the view's ``workers`` rows and membership statuses, then updated
+row by row as changes arrive, so a placement never rebuilds a region. After
+a worker says yes, the broker adds the machine to that worker's row at once
+(``claimed``): the worker's own republished capacity arrives a little later,
+and without this, concurrent creates would all pile onto the same "best"
+worker and be turned away one after another.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from typing import Any
+
+from bodega.broker.catalog import Catalog
+from bodega.model.capacity import Ask
+from bodega.placement import Candidate, CandidateTable
+
+log = logging.getLogger("bodega.broker.candidates")
+
+
+class Candidates:
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self._tables: dict[str, CandidateTable] = {}
+        self._region_of: dict[str, str] = {}
+
+    def load(self) -> None:
+        """(Re)read every worker from the view."""
+        self._tables.clear()
+        self._region_of.clear()
+        for doc in self.catalog.rows("workers"):
+            self._put(doc)
+
+    def regions(self) -> list[str]:
+        return sorted(r for r, t in self._tables.items() if len(t))
+
+    def table(self, region: str) -> CandidateTable:
+        return self._tables.get(region) or CandidateTable(region)
+
+    def get(self, name: str) -> Candidate | None:
+        region = self._region_of.get(name)
+        if region is None:
+            return None
+        table = self._tables[region]
+        i = table.index(name)
+        return None if i is None else table.candidate(i)
+
+    def all(self) -> list[Candidate]:
+        return [t.candidate(i) for t in self._tables.values() for i in range(len(t))]
+
+    # -- keeping current ----------------------------------------------------------------
+    def on_worker(self, name: str) -> None:
+        """The view's row for worker ``name`` changed (or went away)."""
+        doc = self.catalog.get("workers", name)
+        if doc is None:
+            self._remove(name)
+        else:
+            self._put(doc)
+
+    def on_member(self, name: str) -> None:
+        candidate = self.get(name)
+        if candidate is not None:
+            status = self.catalog.member_status(name) or "alive"
+            self._tables[candidate.region].put(replace(candidate, status=status))
+
+    def claimed(self, name: str, ask: Ask) -> None:
+        """A worker accepted ``ask``: count it until the worker's own figures arrive."""
+        candidate = self.get(name)
+        if candidate is not None:
+            used = candidate.used.plus(candidate.totals, ask)
+            self._tables[candidate.region].put(replace(candidate, used=used))
+
+    def refused(self, name: str, free: dict[str, Any] | None) -> None:
+        """A worker said no; if it said what it has free, believe it over the view."""
+        candidate = self.get(name)
+        if candidate is None or not free:
+            return
+        totals = candidate.totals
+        try:
+            used = replace(
+                candidate.used,
+                millicpus=totals.millicpus - int(free["millicpus"]),
+                memory_mb=totals.memory_mb - int(free["memory_mb"]),
+                disk_gb=totals.disk_gb - int(free.get("disk_gb", totals.disk_gb)),
+            )
+        except (KeyError, TypeError, ValueError):
+            return
+        self._tables[candidate.region].put(replace(candidate, used=used))
+
+    def _put(self, doc: dict[str, Any]) -> None:
+        name = str(doc.get("name", ""))
+        try:
+            candidate = Candidate.from_view(doc, self.catalog.member_status(name) or "alive")
+        except (KeyError, TypeError, ValueError) as exc:
+            log.warning("ignoring malformed worker row %r: %s", name, exc)
+            return
+        previous = self._region_of.get(name)
+        if previous is not None and previous != candidate.region:
+            self._tables[previous].remove(name)
+        self._region_of[name] = candidate.region
+        self._tables.setdefault(candidate.region, CandidateTable(candidate.region)).put(candidate)
+
+    def _remove(self, name: str) -> None:
+        region = self._region_of.pop(name, None)
+        if region is not None:
+            self._tables[region].remove(name)

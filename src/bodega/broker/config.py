@@ -1,0 +1,57 @@
+"""The broker's configuration, built once by the entry point and passed in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bodega.placement import (
+    BinPackScorer,
+    Curve,
+    Policy,
+    Scorer,
+    SpreadScorer,
+    UtilityScorer,
+    Weights,
+)
+from bodega.placement.curves import BALANCED, ROOMY
+
+POLICIES = ("utility", "binpack", "spread")
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    name: str
+    data_dir: Path
+    cluster_secret: str
+    admin_tokens: tuple[str, ...] = ()
+    region: str = "any"  # the default region expression for creates that name none
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 4280
+    gossip_host: str | None = None  # default: the listen host
+    gossip_port: int = 0
+    seeds: tuple[str, ...] = ()
+    # placement
+    policy: str = "utility"
+    sample: int = 0  # power-of-d choices; 0 ranks every worker
+    cpu_curve: Curve = BALANCED
+    memory_curve: Curve = BALANCED
+    disk_curve: Curve = ROOMY
+    weights: Weights = field(default_factory=Weights)
+    deadline: float = 5.0
+    hedge: bool = False
+    reservation_ttl: float = 10.0
+
+    def placement_policy(self) -> Policy:
+        scorer: Scorer
+        if self.policy == "utility":
+            scorer = UtilityScorer(self.cpu_curve, self.memory_curve, self.disk_curve,
+                                   self.weights)
+        elif self.policy == "binpack":
+            scorer = BinPackScorer(self.weights)
+        elif self.policy == "spread":
+            scorer = SpreadScorer(self.weights)
+        else:
+            raise ValueError(f"unknown placement policy {self.policy!r}: use "
+                             + ", ".join(POLICIES))
+        return Policy(scorer, sample=self.sample)

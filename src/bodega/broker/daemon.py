@@ -1,0 +1,129 @@
+"""A running broker: the registry node it reads, the services on it, and the HTTP server.
+
+The broker keeps nothing on disk that matters: its registry replica is a
+cache any peer can refill, so a broker killed at any instant and started
+again (or another broker beside it) answers exactly as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from starlette.routing import BaseRoute
+
+from bodega.broker.api import BrokerApi
+from bodega.broker.apps import Apps
+from bodega.broker.auth import Tokens
+from bodega.broker.candidates import Candidates
+from bodega.broker.catalog import Catalog
+from bodega.broker.config import BrokerConfig
+from bodega.broker.machines import Machines
+from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.placer import Placer, PlacerConfig
+from bodega.broker.platform import Platform
+from bodega.broker.volumes import Volumes
+from bodega.broker.workers import Workers
+from bodega.runtime.keys import internal_token
+from bodega.runtime.serve import Served, bind, serve
+
+log = logging.getLogger("bodega.broker")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, catalog: Catalog | None = None) -> None:
+        self.config = config
+        self.metrics = BrokerMetrics()
+        self.catalog = catalog
+        self.node: Any = None
+        self.served: Served | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def url(self) -> str:
+        if self.served is None:
+            raise RuntimeError("broker is not serving")
+        return self.served.url
+
+    @property
+    def nearest(self) -> str:
+        return self.config.region.split(",")[0].strip() or "any"
+
+    async def start(self) -> None:
+        config = self.config
+        sock = bind(config.listen_host, config.listen_port)
+        port = int(sock.getsockname()[1])
+        extra_routes: list[BaseRoute] = []
+        if self.catalog is None:
+            self.catalog, extra_routes = await self._join_registry(port)
+        catalog = self.catalog
+        self.candidates = Candidates(catalog)
+        self.candidates.load()
+        self.workers = Workers(catalog, self.candidates, internal_token(config.cluster_secret))
+        self.workers.load()
+        policy = config.placement_policy()
+        self.placer = Placer(self.candidates, self.workers, policy,
+                             PlacerConfig(config.deadline, config.hedge, config.reservation_ttl),
+                             self.metrics, config.name)
+        apps = Apps(catalog)
+        machines = Machines(catalog, self.candidates, self.workers, self.placer, apps,
+                            config.region)
+        volumes = Volumes(catalog, self.workers, self.placer, apps, machines)
+        platform = Platform(catalog, self.candidates, machines, policy, self.nearest)
+        api = BrokerApi(tokens=Tokens(catalog, config.admin_tokens), apps=apps,
+                        machines=machines, volumes=volumes, platform=platform,
+                        metrics=self.metrics, name=config.name)
+        self._tasks.append(asyncio.create_task(self._follow(catalog)))
+        app = api.app()
+        app.router.routes.extend(extra_routes)
+        self.served = await serve(app, config.listen_host, port, sock=sock)
+        log.info("broker %s (policy %s) serving on %s; %d workers in %s", config.name,
+                 policy.name, self.url, len(self.candidates.all()),
+                 ",".join(self.candidates.regions()) or "no region yet")
+
+    async def _join_registry(self, port: int) -> tuple[Catalog, list[BaseRoute]]:
+        from bodega.broker.registry_catalog import RegistryCatalog
+        from bodega.registry import RegistryConfig, RegistryNode
+
+        config = self.config
+        host = config.gossip_host or config.listen_host
+        self.node = RegistryNode(RegistryConfig(
+            name=config.name, role="broker", region=self.nearest, data_dir=config.data_dir,
+            cluster_secret=config.cluster_secret, bind_host=host, bind_port=config.gossip_port,
+            seeds=config.seeds, meta={"url": f"http://{config.listen_host}:{port}"}))
+        await self.node.start()
+        return RegistryCatalog(self.node), list(self.node.routes())
+
+    async def _follow(self, catalog: Catalog) -> None:
+        """Keep the candidate tables and the machine index current as the view changes."""
+        while True:
+            try:
+                async for change in catalog.changes():
+                    if change.table == "workers":
+                        self.candidates.on_worker(change.key)
+                    elif change.table == "machines":
+                        self.workers.on_machine(change.key)
+                    elif change.table == "members":
+                        self.candidates.on_member(change.key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("following the view failed; reloading it")
+                self.candidates.load()
+                self.workers.load()
+                await asyncio.sleep(1)
+
+    async def stop(self) -> None:
+        if self.served is not None:
+            await self.served.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if hasattr(self, "workers"):
+            await self.workers.aclose()
+        if self.node is not None:
+            await self.node.stop()

@@ -1,0 +1,76 @@
+"""What placement needs to know about an app's machines, kept current instead of recounted.
+
+A create must know how many active machines of its app each worker holds
+(to spread the app) and whether its name is taken. Recounting the app's
+machines on every create costs O(machines) per create; this index is
+updated as machine docs arrive (from the view, and from this broker's own
+writes) and answers both in O(workers of the app).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+INACTIVE = frozenset({"destroyed", "destroying"})
+
+
+@dataclass(frozen=True)
+class Entry:
+    app: str
+    worker: str
+    name: str
+    active: bool
+    updated_at: str
+
+
+class MachineIndex:
+    def __init__(self) -> None:
+        self._entries: dict[str, Entry] = {}
+        self._counts: dict[str, Counter[str]] = {}
+        self._names: dict[tuple[str, str], str] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def note(self, doc: dict[str, Any]) -> None:
+        """A machine doc from a worker or the view; older news than we hold is ignored."""
+        machine_id = str(doc.get("id") or "")
+        if not machine_id or not doc.get("app"):
+            return
+        entry = Entry(app=str(doc["app"]), worker=str(doc.get("worker") or ""),
+                      name=str(doc.get("name") or ""),
+                      active=str(doc.get("state")) not in INACTIVE,
+                      updated_at=str(doc.get("updated_at") or ""))
+        old = self._entries.get(machine_id)
+        if old is not None and old.updated_at > entry.updated_at:
+            return
+        if old is not None:
+            self._drop(machine_id, old)
+        self._entries[machine_id] = entry
+        if entry.active:
+            self._counts.setdefault(entry.app, Counter())[entry.worker] += 1
+            if entry.name:
+                self._names[(entry.app, entry.name)] = machine_id
+
+    def forget(self, machine_id: str) -> None:
+        old = self._entries.pop(machine_id, None)
+        if old is not None:
+            self._drop(machine_id, old)
+
+    def _drop(self, machine_id: str, entry: Entry) -> None:
+        if entry.active:
+            counts = self._counts[entry.app]
+            counts[entry.worker] -= 1
+            if counts[entry.worker] <= 0:
+                del counts[entry.worker]
+            if self._names.get((entry.app, entry.name)) == machine_id:
+                del self._names[(entry.app, entry.name)]
+
+    def colocated(self, app: str) -> dict[str, int]:
+        """Active machines of ``app`` per worker."""
+        return dict(self._counts.get(app, {}))
+
+    def name_taken(self, app: str, name: str) -> bool:
+        return (app, name) in self._names

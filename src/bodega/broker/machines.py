@@ -1,0 +1,253 @@
+"""Machines through the broker: create places them, everything else goes to their worker.
+
+A machine lives on one worker for its whole life, so after a create the
+broker only routes: it finds the machine's worker (its own memory, else the
+view) and forwards the call, returning what the worker answered. Lists come
+from the view, overlaid with what this broker itself wrote or read most
+recently, so a client always sees its own writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import Any
+
+from bodega.api.fly import CreateMachineRequest
+from bodega.broker.apps import Apps
+from bodega.broker.candidates import Candidates
+from bodega.broker.catalog import Catalog
+from bodega.broker.placer import Placer
+from bodega.broker.workers import Workers
+from bodega.model.capacity import Ask
+from bodega.model.errors import (
+    BadRequest,
+    BodegaError,
+    Conflict,
+    InsufficientCapacity,
+    NotFound,
+    PreconditionFailed,
+    Unavailable,
+)
+from bodega.model.ids import MACHINE_ID_RE, NAME_RE
+from bodega.placement import PlacementRequest
+from bodega.placement.regions import parse as parse_regions
+
+log = logging.getLogger("bodega.broker.machines")
+
+# Fields a worker adds for the cluster's own use; public responses leave them out.
+INTERNAL_FIELDS = ("app", "worker", "service_host")
+FIND_CONCURRENCY = 32
+
+
+def public(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if k not in INTERNAL_FIELDS}
+
+
+def idempotent_id(app: str, key: str) -> str:
+    """The machine id a create with ``Idempotency-Key: key`` gets: retries land on it."""
+    return hashlib.sha256(f"{app}\0{key}".encode()).hexdigest()[:14]
+
+
+class Machines:
+    def __init__(self, catalog: Catalog, candidates: Candidates, workers: Workers,
+                 placer: Placer, apps: Apps, default_region: str) -> None:
+        self.catalog = catalog
+        self.candidates = candidates
+        self.workers = workers
+        self.placer = placer
+        self.apps = apps
+        self.default_region = default_region
+        self._pending: set[asyncio.Task[None]] = set()
+
+    # -- create ---------------------------------------------------------------------------
+    def regions(self, expression: str | None) -> tuple[str, ...]:
+        try:
+            return parse_regions(expression or self.default_region, self.candidates.regions(),
+                                 nearest=self.default_region.split(",")[0])
+        except ValueError as exc:
+            raise BadRequest(f"invalid_argument: {exc}") from None
+
+    def placement_request(self, app: str, body: CreateMachineRequest,
+                          regions: tuple[str, ...]) -> PlacementRequest:
+        config = body.config
+        pinned, why = None, ""
+        if config.mounts and config.mounts[0].volume:
+            volume_id = config.mounts[0].volume
+            volume = self.workers.volumes.get(volume_id) or self.catalog.get("volumes", volume_id)
+            if volume is None or volume.get("app") != app or volume.get("state") == "destroyed":
+                raise NotFound(f"volume not found: {volume_id}")
+            pinned, why = str(volume["worker"]), f"volume {volume_id} is on {volume['worker']}"
+            if body.region is None:
+                regions = (str(volume["region"]),)
+        standbys = set()
+        for machine_id in config.standbys or []:
+            try:
+                standbys.add(self.workers.locate("machines", machine_id, app))
+            except NotFound:
+                raise BadRequest(f"invalid_argument: standbys: no machine {machine_id} in "
+                                 f"app {app}") from None
+        return PlacementRequest(app=app, ask=Ask.for_config(config), regions=regions,
+                                image=config.image, pinned_worker=pinned, pinned_reason=why,
+                                colocated=self.workers.index.colocated(app),
+                                standby_workers=frozenset(standbys))
+
+    async def create(self, app: str, body: CreateMachineRequest,
+                     idempotency_key: str | None, owner: str) -> dict[str, Any]:
+        self.apps.require(app)
+        if body.name is not None and not NAME_RE.match(body.name):
+            raise BadRequest(f"invalid_argument: name {body.name!r}: use lowercase letters, "
+                             "digits and -, at most 63")
+        if body.name and self.workers.index.name_taken(app, body.name):
+            raise Conflict(f"a machine named {body.name!r} already exists in app {app}",
+                           status="name_taken")
+        regions = self.regions(body.region)
+        machine_id = idempotent_id(app, idempotency_key) if idempotency_key else None
+        if machine_id is not None:
+            existing = await self._find(app, machine_id, regions)
+            if existing is not None:
+                return public(existing)
+        request = self.placement_request(app, body, regions)
+        record = self.placer.record(request)
+        wire = {
+            "app": app, "config": body.config.to_wire(), "name": body.name,
+            "machine_id": machine_id, "skip_launch": body.skip_launch,
+            "skip_service_registration": body.skip_service_registration,
+            "lease_ttl": body.lease_ttl, "idempotency_key": idempotency_key,
+        }
+
+        async def ask(worker: str, reservation: str | None) -> dict[str, Any]:
+            payload = {**wire, "reservation_id": reservation, "placement": record.to_json()}
+            machine = await self.workers.client(worker).request(
+                "POST", "/v1/machines", json={k: v for k, v in payload.items() if v is not None},
+                headers={"x-bodega-owner": owner})
+            return dict(machine)
+
+        try:
+            machine, _ = await self.placer.place(request, ask, record)
+        except InsufficientCapacity as exc:
+            if request.pinned_worker is not None:
+                raise PreconditionFailed(
+                    f"{exc.message}; the volume's host is full: fork the volume to another "
+                    "host (create a volume with source_volume_id) and mount that",
+                    status="volume_placement_capacity", details=exc.details) from None
+            raise
+        self.workers.note("machines", machine)
+        return public(machine)
+
+    async def _find(self, app: str, machine_id: str,
+                    regions: tuple[str, ...]) -> dict[str, Any] | None:
+        """A machine an earlier attempt of the same idempotent create already made.
+
+        The view may not have it yet (the broker that made it may have died right
+        after), so the workers of the regions asked are asked directly.
+        """
+        known = self.workers.machines.get(machine_id) or self.catalog.get("machines", machine_id)
+        workers = ([str(known["worker"])] if known and known.get("app") == app else
+                   [c.name for region in regions for c in self.candidates.table(region)
+                    if c.status == "alive"])
+        semaphore = asyncio.Semaphore(FIND_CONCURRENCY)
+
+        async def probe(worker: str) -> dict[str, Any] | None:
+            async with semaphore:
+                try:
+                    return dict(await self.workers.client(worker).machine(machine_id, app))
+                except (NotFound, Unavailable):
+                    return None
+                except BodegaError:
+                    return None
+
+        for found in await asyncio.gather(*(probe(w) for w in workers)):
+            if found is not None:
+                self.workers.note("machines", found)
+                return found
+        return None
+
+    # -- read ------------------------------------------------------------------------------
+    def app_machines(self, app: str) -> list[dict[str, Any]]:
+        """The view's machines of ``app``, with this broker's newer knowledge laid over."""
+        docs = {str(d["id"]): d for d in self.catalog.rows("machines", app=app)}
+        for doc in self.workers.machines.all():
+            if doc.get("app") != app:
+                continue
+            current = docs.get(str(doc["id"]))
+            if current is None or str(doc.get("updated_at", "")) >= str(
+                    current.get("updated_at", "")):
+                docs[str(doc["id"])] = doc
+        return sorted(docs.values(), key=lambda d: (str(d.get("created_at", "")), str(d["id"])))
+
+    def list(self, app: str, *, include_deleted: bool, regions: set[str], states: set[str],
+             metadata: dict[str, str], summary: bool) -> list[dict[str, Any]]:
+        self.apps.require(app)
+        out = []
+        for doc in self.app_machines(app):
+            if not include_deleted and doc.get("state") == "destroyed":
+                continue
+            if regions and doc.get("region") not in regions:
+                continue
+            if states and doc.get("state") not in states:
+                continue
+            meta = (doc.get("config") or {}).get("metadata") or {}
+            if any(meta.get(k) != v for k, v in metadata.items()):
+                continue
+            item = public(doc)
+            item.pop("events", None)
+            if summary:
+                item.pop("config", None)
+            out.append(item)
+        return out
+
+    async def get(self, app: str, machine_id: str) -> dict[str, Any]:
+        worker = self.locate(app, machine_id)
+        try:
+            doc = dict(await self.workers.client(worker).machine(machine_id, app))
+        except Unavailable:
+            known = self.catalog.get("machines", machine_id)
+            if known is None:
+                raise
+            # The host is unreachable: say so, with the last config the view had.
+            doc = {**known, "host_status": "unreachable"}
+            doc["incomplete_config"] = doc.pop("config", {})
+            return public(doc)
+        self.workers.note("machines", doc)
+        return public(doc)
+
+    def locate(self, app: str, machine_id: str) -> str:
+        self.apps.require(app)
+        if not MACHINE_ID_RE.match(machine_id):
+            raise NotFound(f"machine not found: {machine_id!r} is not a machine id")
+        return self.workers.locate("machines", machine_id, app)
+
+    # -- everything else goes to the machine's worker -----------------------------------
+    async def forward(self, app: str, machine_id: str, method: str, action: str = "", *,
+                      json: Any = None, params: Any = None,
+                      nonce: str | None = None, timeout: float | None = None,
+                      headers: dict[str, str] | None = None) -> Any:
+        """Send a call to the machine's worker; ``params`` is a dict or (key, value) pairs."""
+        worker = self.locate(app, machine_id)
+        client = self.workers.client(worker)
+        path = f"/v1/machines/{machine_id}" + (f"/{action}" if action else "")
+        pairs = list(params.items()) if isinstance(params, dict) else list(params or [])
+        query = [*pairs, ("app", app)]
+        result = await client.request(method, path, json=json, params=query, nonce=nonce,
+                                      timeout=timeout, headers=headers)
+        if isinstance(result, dict) and result.get("id") == machine_id:
+            self.workers.note("machines", result)
+            return public(result)
+        if method != "GET":
+            self._refresh_soon(app, machine_id, worker)
+        return result
+
+    def _refresh_soon(self, app: str, machine_id: str, worker: str) -> None:
+        """After a change, read the machine back so this broker's lists show it at once."""
+        async def refresh() -> None:
+            try:
+                doc = await self.workers.client(worker).machine(machine_id, app)
+            except BodegaError:
+                return
+            self.workers.note("machines", dict(doc))
+
+        task = asyncio.get_running_loop().create_task(refresh())
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)

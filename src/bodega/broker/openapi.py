@@ -1,0 +1,174 @@
+"""The broker's OpenAPI document, built from its own request models and route table.
+
+Request schemas come from the pydantic models the handlers validate with,
+so the document cannot drift from what is accepted; responses name the
+Machines API objects they return. ``/docs`` renders it as a plain page that
+needs nothing from the internet.
+"""
+
+from __future__ import annotations
+
+import html
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from bodega.api import fly
+
+M = "/v1/apps/{app_name}/machines/{machine_id}"
+V = "/v1/apps/{app_name}/volumes/{volume_id}"
+
+# (method, path, summary, request model, response schema name or None)
+OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
+    ("get", "/v1/apps", "List apps (filter with org_slug)", None, "ListAppsResponse"),
+    ("post", "/v1/apps", "Create an app", fly.CreateAppRequest, "App"),
+    ("get", "/v1/apps/{app_name}", "Show an app", None, "App"),
+    ("delete", "/v1/apps/{app_name}", "Delete an app with its machines and volumes", None, None),
+    ("post", "/v1/apps/{app_name}/deploy_token", "Create a token scoped to the app",
+     fly.CreateAppDeployTokenRequest, "TokenResponse"),
+    ("get", "/v1/apps/{app_name}/machines",
+     "List machines (region, state, include_deleted, summary, metadata.KEY=VALUE)", None,
+     "MachineList"),
+    ("post", "/v1/apps/{app_name}/machines", "Create (place) a machine; Idempotency-Key header "
+     "makes retries safe", fly.CreateMachineRequest, "Machine"),
+    ("get", M, "Show a machine", None, "Machine"),
+    ("post", M, "Update a machine (a new version)", fly.UpdateMachineRequest, "Machine"),
+    ("delete", M, "Destroy a machine (force or kill to stop it first)", None, "Ok"),
+    ("post", f"{M}/start", "Start a machine", None, "StartResponse"),
+    ("post", f"{M}/stop", "Stop a machine (signal, then SIGKILL after timeout)",
+     fly.StopRequest, "Ok"),
+    ("post", f"{M}/restart", "Restart a machine", None, "Ok"),
+    ("post", f"{M}/signal", "Send a signal", fly.SignalRequest, "Ok"),
+    ("post", f"{M}/suspend", "Suspend (not supported: answers an error)", None, None),
+    ("post", f"{M}/cordon", "Take the machine out of proxy routing", None, "Ok"),
+    ("post", f"{M}/uncordon", "Put the machine back into proxy routing", None, "Ok"),
+    ("post", f"{M}/exec", "Run a command in the machine's context", fly.ExecRequest,
+     "ExecResponse"),
+    ("get", f"{M}/ps", "The machine's processes", None, None),
+    ("get", f"{M}/wait", "Wait for a state (state, timeout <= 60, version, from_event_id)",
+     None, "WaitResponse"),
+    ("get", f"{M}/events", "Events, newest first (limit <= 50)", None, None),
+    ("get", f"{M}/versions", "The machine's versions", None, None),
+    ("get", f"{M}/placement", "bodega: why the machine was placed where it is", None, None),
+    ("get", f"{M}/lease", "Show the lease", None, "LeaseEnvelope"),
+    ("post", f"{M}/lease", "Acquire or refresh (fly-machine-lease-nonce) a lease",
+     fly.CreateLeaseRequest, "LeaseEnvelope"),
+    ("delete", f"{M}/lease", "Release the lease (needs its nonce)", None, None),
+    ("get", f"{M}/metadata", "Metadata", None, None),
+    ("put", f"{M}/metadata", "Replace metadata", fly.UpdateMetadataRequest, None),
+    ("patch", f"{M}/metadata", "Merge metadata (null deletes a key)", fly.UpdateMetadataRequest,
+     None),
+    ("get", f"{M}/metadata/{{key}}", "One metadata value", None, None),
+    ("post", f"{M}/metadata/{{key}}", "Set one metadata value", fly.UpsertMetadataKeyRequest,
+     None),
+    ("delete", f"{M}/metadata/{{key}}", "Delete one metadata value", None, None),
+    ("get", "/v1/apps/{app_name}/volumes", "List volumes", None, None),
+    ("post", "/v1/apps/{app_name}/volumes", "Create (place) a volume", fly.CreateVolumeRequest,
+     "Volume"),
+    ("get", V, "Show a volume", None, "Volume"),
+    ("put", V, "Update a volume", fly.UpdateVolumeRequest, "Volume"),
+    ("delete", V, "Delete a volume", None, "Volume"),
+    ("put", f"{V}/extend", "Grow a volume", fly.ExtendVolumeRequest, None),
+    ("get", f"{V}/snapshots", "Snapshots (none are taken yet)", None, None),
+    ("post", "/v1/platform/placements", "Simulate a placement without reserving",
+     fly.PlacementsRequest, None),
+    ("get", "/v1/platform/regions", "Capacity per region for a size (size, or cpus/memory_mb)",
+     None, None),
+    ("get", "/v1/cluster/members", "bodega: membership as the broker's registry sees it", None,
+     None),
+    ("get", "/v1/cluster/workers", "bodega: workers with their capacity and status", None, None),
+]
+
+_STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
+RESPONSES: dict[str, dict[str, Any]] = {
+    "ErrorResponse": {"type": "object", "properties": {
+        "error": _STR, "status": {"type": "string", "enum": [
+            "unknown", "insufficient_capacity", "volume_placement_capacity", "name_taken",
+            "invalid_argument", "not_found", "failed_precondition", "deadline_exceeded",
+            "unauthenticated", "permission_denied", "unavailable", "unimplemented"]},
+        "details": {"type": "object"}}},
+    "Machine": {"type": "object", "properties": {
+        "id": _STR, "name": _STR, "state": _STR, "region": _STR, "instance_id": _STR,
+        "version": _STR, "private_ip": _STR, "config": {"type": "object"},
+        "image_ref": {"type": "object"}, "created_at": _STR, "updated_at": _STR,
+        "events": {"type": "array", "items": {"type": "object"}}, "nonce": _STR,
+        "host_status": _STR, "cordoned": _BOOL}},
+    "MachineList": {"type": "array", "items": {"$ref": "#/components/schemas/Machine"}},
+    "App": {"type": "object", "properties": {
+        "id": _STR, "name": _STR, "status": _STR, "network": _STR, "machine_count": _INT,
+        "volume_count": _INT, "organization": {"type": "object", "properties": {
+            "name": _STR, "slug": _STR}}}},
+    "ListAppsResponse": {"type": "object", "properties": {
+        "total_apps": _INT, "apps": {"type": "array", "items": {
+            "$ref": "#/components/schemas/App"}}}},
+    "Volume": {"type": "object", "properties": {
+        "id": _STR, "name": _STR, "state": _STR, "size_gb": _INT, "region": _STR,
+        "zone": _STR, "encrypted": _BOOL, "attached_machine_id": _STR, "created_at": _STR}},
+    "TokenResponse": {"type": "object", "properties": {"token": _STR}},
+    "Ok": {"type": "object", "properties": {"ok": _BOOL}},
+    "StartResponse": {"type": "object", "properties": {
+        "previous_state": _STR, "migrated": _BOOL, "new_host": _STR}},
+    "ExecResponse": {"type": "object", "properties": {
+        "exit_code": _INT, "exit_signal": _INT, "stdout": _STR, "stderr": _STR}},
+    "WaitResponse": {"type": "object", "properties": {
+        "ok": _BOOL, "state": _STR, "version": _STR, "event_id": _STR}},
+    "LeaseEnvelope": {"type": "object", "properties": {"status": _STR, "data": {
+        "type": "object", "properties": {"nonce": _STR, "expires_at": _INT, "owner": _STR,
+                                         "description": _STR, "version": _STR}}}},
+}
+
+
+def _parameters(path: str) -> list[dict[str, Any]]:
+    names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
+    return [{"name": n, "in": "path", "required": True, "schema": _STR} for n in names]
+
+
+@cache
+def openapi_document() -> dict[str, Any]:
+    schemas: dict[str, Any] = dict(RESPONSES)
+    paths: dict[str, dict[str, Any]] = {}
+    for method, path, summary, model, response in OPERATIONS:
+        operation: dict[str, Any] = {
+            "summary": summary, "operationId": f"{method}_{path}".replace("/", "_")
+            .replace("{", "").replace("}", ""),
+            "parameters": _parameters(path),
+            "responses": {
+                "200": {"description": "OK", **({"content": {"application/json": {"schema": {
+                    "$ref": f"#/components/schemas/{response}"}}}} if response else {})},
+                "default": {"description": "An error", "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/ErrorResponse"}}}},
+            },
+        }
+        if model is not None:
+            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas.update(schema.pop("$defs", {}))
+            schemas[model.__name__] = schema
+            operation["requestBody"] = {"required": True, "content": {"application/json": {
+                "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
+        paths.setdefault(path, {})[method] = operation
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": "bodega Machines API", "version": "1",
+                 "description": "The Fly Machines API v1 subset bodega serves, plus bodega's "
+                                "own additions. Authenticate with Authorization: Bearer TOKEN."},
+        "paths": paths,
+        "components": {"schemas": schemas, "securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}],
+    }
+
+
+def docs_page() -> str:
+    rows = "\n".join(
+        f"<tr><td><code>{m.upper()}</code></td><td><code>{html.escape(p)}</code></td>"
+        f"<td>{html.escape(s)}</td></tr>" for m, p, s, _, _ in OPERATIONS)
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>bodega API</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td{padding:2px 12px}"
+        "code{font-size:90%}</style></head><body><h1>bodega Machines API</h1>"
+        "<p>The Fly Machines API v1 subset, with bodega's additions. Machine-readable: "
+        "<a href='/openapi.json'>/openapi.json</a>. Authenticate with "
+        "<code>Authorization: Bearer TOKEN</code>.</p>"
+        f"<table>{rows}</table></body></html>"
+    )

@@ -1,0 +1,294 @@
+"""Immediate-or-cancel placement: rank, ask the best worker, on a no ask the next.
+
+    regions in order ─▶ rank region ─▶ ask #1 ─yes─▶ done (machine created)
+                                          │no/unreachable
+                                          ▼
+                                        ask #2 ... ─▶ next region ─▶ ... ─▶ 412 no capacity
+
+A worker's answer is final and atomic (its ledger checks and claims in one
+transaction), so brokers that race for the same room never over-commit a
+host: the loser just hears no and moves on. Asking is a create carrying the
+whole machine (one round trip: the worker reserves and creates together);
+with hedging, the broker reserves on the two best at once, keeps the first
+yes, creates there with that reservation and releases the other. There is
+no queue and no pending state: when the deadline passes or the candidates
+run out, the request fails at once and says what was asked, how many
+workers were considered and what the best of them had free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from bodega.broker.candidates import Candidates
+from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.workers import Workers
+from bodega.model.capacity import Ask as Capacity
+from bodega.model.capacity import describe_free
+from bodega.model.errors import BodegaError, InsufficientCapacity, Unavailable
+from bodega.model.machine import rfc3339
+from bodega.placement import PlacementRequest, Policy, RegionRanking, Scored, best_free
+from bodega.placement import rank_region as rank
+
+log = logging.getLogger("bodega.broker.placer")
+
+# What a worker answers when it has no room: the broker moves on to the next candidate.
+NO_ROOM = frozenset({"insufficient_capacity", "cordoned", "volume_placement_capacity"})
+
+
+@dataclass(frozen=True)
+class PlacerConfig:
+    deadline: float = 5.0  # seconds for the whole placement, attempts included
+    hedge: bool = False  # reserve on two workers at once, keep the first yes
+    reservation_ttl: float = 10.0
+
+
+@dataclass
+class Attempt:
+    worker: str
+    region: str
+    outcome: str  # accepted, rejected, unreachable
+    reason: str = ""
+    ms: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"worker": self.worker, "region": self.region,
+                               "outcome": self.outcome, "ms": round(self.ms, 2)}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+@dataclass
+class Record:
+    """Everything a placement decided, for ``GET .../placement`` and ``--explain``."""
+
+    policy: str
+    asked: dict[str, Any]
+    regions_asked: tuple[str, ...]
+    broker: str
+    regions: list[RegionRanking] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    winner: Scored | None = None
+    started: float = field(default_factory=time.time)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "policy": self.policy, "asked": self.asked, "regions_asked": list(self.regions_asked),
+            "broker": self.broker, "at": rfc3339(self.started),
+            "duration_ms": round(self.seconds * 1000, 3),
+            "regions": [r.explain() for r in self.regions],
+            "attempts": [a.to_json() for a in self.attempts],
+        }
+        if self.winner is not None:
+            out["winner"] = {**self.winner.to_json(), "region": self.winner.candidate.region}
+        return out
+
+
+# Ask one worker: returns the created machine, or raises. ``reservation`` is set when hedging.
+Ask = Callable[[str, str | None], Awaitable[dict[str, Any]]]
+
+
+class Placer:
+    def __init__(self, candidates: Candidates, workers: Workers, policy: Policy,
+                 config: PlacerConfig, metrics: BrokerMetrics, broker: str,
+                 rng: random.Random | None = None) -> None:
+        self.candidates = candidates
+        self.workers = workers
+        self.policy = policy
+        self.config = config
+        self.metrics = metrics
+        self.broker = broker
+        self.rng = rng or random.Random()
+
+    def rank(self, request: PlacementRequest, region: str) -> RegionRanking:
+        started = time.perf_counter()
+        ranking = rank(request, self.candidates.table(region), self.policy, self.rng)
+        self.metrics.rank_seconds.observe(time.perf_counter() - started)
+        for kind, count in ranking.refused_by_kind.items():
+            self.metrics.rejections.labels(kind).inc(count)
+        return ranking
+
+    def record(self, request: PlacementRequest) -> Record:
+        return Record(self.policy.name, request.ask.to_wire(), request.regions, self.broker)
+
+    async def place(self, request: PlacementRequest, ask: Ask, record: Record,
+                    claim: Capacity | None = None,
+                    hedge: bool | None = None) -> tuple[dict[str, Any], Record]:
+        """Create on the first worker that takes it, or raise InsufficientCapacity.
+
+        ``claim`` is what the winner gives up (default: the request's ask); a
+        volume claims only disk though its request also filters on compute,
+        and is never hedged (a reservation would count its disk twice).
+        """
+        if claim is None:
+            claim = request.ask
+        hedged = self.config.hedge if hedge is None else hedge
+        started = time.perf_counter()
+        deadline = started + self.config.deadline
+        outcome = "insufficient_capacity"
+        try:
+            for region in request.regions:
+                ranking = self.rank(request, region)
+                record.regions.append(ranking)
+                machine = await self._try_region(request, ranking, ask, record, deadline, claim,
+                                                 hedged)
+                if machine is not None:
+                    outcome = "placed"
+                    return machine, record
+                if time.perf_counter() > deadline:
+                    break
+            raise self.no_room(request, record)
+        except BodegaError as exc:
+            if outcome != "placed" and not isinstance(exc, InsufficientCapacity):
+                outcome = "error"
+            raise
+        finally:
+            record.seconds = time.perf_counter() - started
+            self.metrics.placement_seconds.labels(outcome).observe(record.seconds)
+            self.metrics.attempts.observe(len(record.attempts))
+
+    async def _try_region(self, request: PlacementRequest, ranking: RegionRanking, ask: Ask,
+                          record: Record, deadline: float, claim: Capacity,
+                          hedged: bool) -> dict[str, Any] | None:
+        attempts = ranking.attempts()
+        while time.perf_counter() < deadline:
+            batch = list(_take(attempts, 2 if hedged else 1))
+            if not batch:
+                return None
+            remaining = max(0.001, deadline - time.perf_counter())
+            try:
+                if len(batch) == 2:
+                    machine = await asyncio.wait_for(
+                        self._hedged(request, batch, ask, record, claim), remaining)
+                else:
+                    machine = await asyncio.wait_for(
+                        self._ask(batch[0], ask, None, record, claim), remaining)
+            except TimeoutError:
+                return None
+            if machine is not None:
+                return machine
+        return None
+
+    async def _ask(self, scored: Scored, ask: Ask, reservation: str | None, record: Record,
+                   claim: Capacity) -> dict[str, Any] | None:
+        worker = scored.candidate
+        began = time.perf_counter()
+        # The record the worker keeps is taken now: it names this attempt as the winner.
+        attempt = Attempt(worker.name, worker.region, "accepted")
+        record.attempts.append(attempt)
+        record.winner = scored
+        try:
+            machine = await ask(worker.name, reservation)
+        except BaseException as exc:
+            record.winner = None
+            record.attempts.remove(attempt)
+            if isinstance(exc, Unavailable):
+                self._refused(record, scored, "unreachable", exc, began)
+                return None
+            if not isinstance(exc, BodegaError) or exc.status not in NO_ROOM:
+                raise  # a real problem (bad config, name taken, ...): the client must hear it
+            self._refused(record, scored, "rejected", exc, began)
+            free = exc.details.get("free") if isinstance(exc.details, dict) else None
+            self.candidates.refused(worker.name, free)
+            return None
+        attempt.ms = (time.perf_counter() - began) * 1000
+        if reservation is None:
+            self.candidates.claimed(worker.name, claim)
+        return machine
+
+    def _refused(self, record: Record, scored: Scored, outcome: str, exc: BodegaError,
+                 began: float) -> None:
+        worker = scored.candidate
+        label = "unreachable" if outcome == "unreachable" else f"worker_{exc.status}"
+        self.metrics.rejections.labels(label).inc()
+        record.attempts.append(Attempt(worker.name, worker.region, outcome, exc.message,
+                                       (time.perf_counter() - began) * 1000))
+        log.info("%s said no to %s: %s", worker.name, record.asked, exc.message)
+
+    async def _hedged(self, request: PlacementRequest, pair: list[Scored], ask: Ask,
+                      record: Record, claim: Capacity) -> dict[str, Any] | None:
+        """Reserve on both; create on the first that said yes; release the other."""
+        async def reserve(scored: Scored) -> tuple[Scored, str | None]:
+            began = time.perf_counter()
+            try:
+                answer = await self.workers.client(scored.candidate.name).reserve(
+                    request.app, claim, self.config.reservation_ttl)
+            except BodegaError as exc:
+                unreachable = isinstance(exc, Unavailable)
+                if not unreachable and exc.status not in NO_ROOM:
+                    raise
+                self._refused(record, scored, "unreachable" if unreachable else "rejected", exc,
+                              began)
+                return scored, None
+            self.candidates.claimed(scored.candidate.name, claim)
+            return scored, str(answer["id"])
+
+        pending = {asyncio.ensure_future(reserve(s)) for s in pair}
+        winner: tuple[Scored, str] | None = None
+        losers: list[tuple[Scored, str]] = []
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                scored, reservation = task.result()
+                if reservation is None:
+                    continue
+                if winner is None:
+                    winner = (scored, reservation)
+                else:
+                    losers.append((scored, reservation))
+        for scored, reservation in losers:
+            await self._release(scored.candidate.name, reservation)
+        if winner is None:
+            return None
+        scored, reservation = winner
+        machine = None
+        try:
+            machine = await self._ask(scored, ask, reservation, record, claim)
+        finally:
+            if machine is None:  # the create failed: give the room back now
+                await self._release(scored.candidate.name, reservation)
+        return machine
+
+    async def _release(self, worker: str, reservation: str) -> None:
+        try:
+            await self.workers.client(worker).release(reservation)
+        except BodegaError as exc:  # it expires by itself; nothing leaks
+            log.info("could not release %s on %s (it will expire): %s", reservation, worker, exc)
+
+    def no_room(self, request: PlacementRequest, record: Record) -> InsufficientCapacity:
+        where = ",".join(request.regions) or "(no region)"
+        considered = sum(r.considered for r in record.regions)
+        parts = [f"insufficient capacity in {where}: asked for {request.ask.describe()}",
+                 f"{considered} worker{'s' if considered != 1 else ''} considered"]
+        refused: dict[str, int] = {}
+        for ranking in record.regions:
+            for kind, count in ranking.refused_by_kind.items():
+                refused[kind] = refused.get(kind, 0) + count
+        rejected = sum(1 for a in record.attempts if a.outcome != "accepted")
+        detail = [f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(refused.items())]
+        if rejected:
+            detail.append(f"{rejected} said no when asked")
+        if detail:
+            parts[-1] += f" ({', '.join(detail)})"
+        best = best_free([c for c in self.candidates.all() if c.region in request.regions])
+        if best is not None:
+            parts.append(f"the best ({best.name}) had {describe_free(best.totals, best.used)}")
+        if considered == 0:
+            parts.append("no worker serves " + where)
+        return InsufficientCapacity("; ".join(parts), details={"placement": record.to_json()})
+
+
+def _take(iterator: Iterator[Scored], n: int) -> Iterator[Scored]:
+    for _ in range(n):
+        item = next(iterator, None)
+        if item is None:
+            return
+        yield item

@@ -1,0 +1,119 @@
+"""A broker over real in-process workers (null driver) on loopback, with an in-memory view.
+
+The view is a ``MemoryCatalog`` that a publisher fills from the workers
+themselves, the way their registry nodes do in a cluster. ``sync`` publishes
+once; ``follow`` keeps publishing in the background (or not, to prove the
+broker reads its own writes without it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bodega.broker.catalog import MemoryCatalog
+from bodega.broker.config import BrokerConfig
+from bodega.broker.daemon import Broker
+from bodega.model.capacity import Totals
+from bodega.worker import tables
+from bodega.worker.config import WorkerConfig
+from bodega.worker.daemon import Worker
+from bodega.worker.render import machine_wire, volume_wire
+
+SECRET = "broker-test-secret"
+ADMIN = "admin-token"
+
+
+def publish(catalog: MemoryCatalog, worker: Worker) -> None:
+    snapshot = worker.ledger.snapshot()
+    name = worker.config.name
+    catalog.put("workers", name, {
+        "name": name, "region": worker.config.region, "url": worker.url,
+        "totals": snapshot["totals"], "used": snapshot["used"],
+        "cordoned": snapshot["cordoned"]})
+    for row in tables.list_machines(worker.store.db, include_destroyed=True):
+        catalog.put("machines", row.id, machine_wire(row, worker=name))
+    for vol in tables.list_volumes(worker.store.db, None, True):
+        catalog.put("volumes", vol.id, volume_wire(vol, worker=name))
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    catalog: MemoryCatalog = field(default_factory=MemoryCatalog)
+    workers: list[Worker] = field(default_factory=list)
+    brokers: list[Broker] = field(default_factory=list)
+    client: httpx.AsyncClient | None = None
+    _follow: asyncio.Task[None] | None = None
+
+    async def add_worker(self, name: str, region: str = "ams", cpus: int = 8,
+                         memory_mb: int = 32768, disk_gb: int = 100) -> Worker:
+        config = WorkerConfig(
+            name=name, region=region, data_dir=self.tmp / name, driver="null",
+            totals=Totals(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb),
+            cluster_secret=SECRET, network="host", machine_user=None)
+        worker = Worker(config)
+        await worker.start()
+        self.workers.append(worker)
+        self.sync()
+        return worker
+
+    async def add_broker(self, **overrides: Any) -> Broker:
+        values: dict[str, Any] = {"name": f"broker-{len(self.brokers)}",
+                                  "data_dir": self.tmp / "broker", "cluster_secret": SECRET,
+                                  "admin_tokens": (ADMIN,), "region": "ams",
+                                  "listen_port": 0}
+        values.update(overrides)
+        broker = Broker(BrokerConfig(**values), catalog=self.catalog)
+        await broker.start()
+        self.brokers.append(broker)
+        return broker
+
+    def sync(self) -> None:
+        for worker in self.workers:
+            publish(self.catalog, worker)
+
+    def follow(self, interval: float = 0.05) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                self.sync()
+        self._follow = asyncio.create_task(loop())
+
+    def api(self, broker: int = 0, token: str | None = ADMIN) -> httpx.AsyncClient:
+        headers = {"authorization": f"Bearer {token}"} if token else {}
+        return httpx.AsyncClient(base_url=self.brokers[broker].url, headers=headers,
+                                 timeout=30)
+
+    async def close(self) -> None:
+        if self._follow is not None:
+            self._follow.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._follow
+        for broker in self.brokers:
+            await broker.stop()
+        for worker in self.workers:
+            await worker.stop()
+
+
+@contextlib.asynccontextmanager
+async def cluster(tmp: Path) -> AsyncIterator[Cluster]:
+    c = Cluster(tmp)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+MACHINE = {"image": "registry.local/app:1", "guest": {"cpu_kind": "shared", "cpus": 1,
+                                                     "memory_mb": 256}}
+
+
+def machine(**extra: Any) -> dict[str, Any]:
+    return {"config": {**MACHINE, **extra.pop("config", {})}, **extra}
