@@ -1,0 +1,80 @@
+"""``bodega proxy``: route HTTP to apps' machines, start sleeping ones, stop idle ones."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bodega.cli.errors import friendly
+from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
+from bodega.runtime import hostinfo
+from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
+from bodega.runtime.logs import configure
+
+
+@friendly
+def proxy(
+    data_dir: Annotated[Path, typer.Option(help="Where its registry replica is cached")],
+    region: Annotated[str, typer.Option(help="The region this proxy serves from")],
+    name: Annotated[str | None, typer.Option(help="Unique name [default: proxy-HOSTNAME]")]
+    = None,
+    listen: Annotated[str, typer.Option(help="host:port for client HTTP")] = "0.0.0.0:8080",
+    admin_listen: Annotated[str, typer.Option(help="host:port for health, metrics, sync")]
+    = "127.0.0.1:0",
+    cluster_secret: Annotated[str | None, typer.Option(
+        envvar="BODEGA_CLUSTER_SECRET", help="Shared cluster secret")] = None,
+    gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
+    = None,
+    join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
+    = None,
+    base_domain: Annotated[str, typer.Option(help="Apps answer at <app>.<base-domain>")]
+    = "localhost",
+    autostop_interval: Annotated[float, typer.Option(help="Seconds between autostop passes")]
+    = 60.0,
+    autostop_idle: Annotated[float, typer.Option(help="Seconds idle before a machine may stop")]
+    = 60.0,
+    ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
+    = None,
+    exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+) -> None:
+    """Run a proxy: Host <app>.<base-domain> reaches the app's machines, waking them if needed."""
+    if not cluster_secret:
+        raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
+    if autostop_interval <= 0 or autostop_idle < 0:
+        raise ValueError("--autostop-interval must be > 0 and --autostop-idle >= 0")
+    proxy_name = name or f"proxy-{hostinfo.hostname()}"
+    host, port = hostinfo.split_host_port(listen, 8080)
+    admin_host, admin_port = hostinfo.split_host_port(admin_listen, 0)
+    gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{admin_host}:0", 0)
+    config = ProxyDaemonConfig(
+        name=proxy_name, region=region, data_dir=data_dir.resolve(),
+        cluster_secret=cluster_secret, listen_host=host, listen_port=port,
+        admin_host=admin_host, admin_port=admin_port, gossip_host=gossip_host,
+        gossip_port=gossip_port, seeds=tuple(s.strip() for s in (join or "").split(",")
+                                             if s.strip()),
+        base_domain=base_domain, autostop_interval=autostop_interval,
+        autostop_idle=autostop_idle)
+    configure(log_level, f"proxy[{proxy_name}]")
+    event_loop_policy()
+    asyncio.run(_run(config, ready_file, exit_with_parent))
+
+
+async def _run(config: ProxyDaemonConfig, ready_file: Path | None, exit_with_parent: bool) -> None:
+    daemon = Proxy(config)
+
+    async def start() -> None:
+        await daemon.start()
+        if ready_file is not None:
+            assert daemon.node is not None
+            assert daemon.admin is not None
+            host, gport = daemon.node.gossip_addr
+            write_json_atomic(ready_file, {
+                "url": daemon.url, "admin_url": daemon.admin.url, "pid": os.getpid(),
+                "name": config.name, "region": config.region, "gossip": f"{host}:{gport}"})
+
+    await run_daemon(start, daemon.stop, exit_with_parent=exit_with_parent)

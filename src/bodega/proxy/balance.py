@@ -1,0 +1,98 @@
+"""Choosing a machine for a request, one to wake, and one to put to sleep. Pure functions.
+
+Load balancing follows fly-proxy. Each machine is in one of three bands by
+its outstanding requests: under ``soft_limit`` (preferred), between soft and
+``hard_limit`` (used only when every machine is over its soft limit), at the
+hard limit (never). Among the best band, the least loaded wins, ties broken
+at random. Other regions are used only when every machine in the nearest one
+is down or at its hard limit.
+
+Waking: when no machine can take the request, or every one is over its soft
+limit, one stopped machine with ``autostart`` in the nearest region is
+started. Sleeping: per region, with several machines running, ``excess =
+running - (machines over soft limit + 1)``; if that is at least one, one
+idle machine is stopped; a lone machine is stopped only at zero load; never
+below ``min_machines_running`` in the app's primary region.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from bodega.proxy.routes import ROUTABLE_STATES, WAKEABLE_STATES, Backend
+
+UNDER, OVER_SOFT, AT_HARD = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Choice:
+    backend: Backend | None
+    over_soft: bool = False  # every usable machine is past its soft limit: wake another
+    reason: str = ""
+
+
+def band(backend: Backend, outstanding: int) -> int:
+    if backend.hard_limit is not None and outstanding >= backend.hard_limit:
+        return AT_HARD
+    return OVER_SOFT if outstanding >= backend.soft_limit else UNDER
+
+
+def usable(backend: Backend, alive: Callable[[str], bool]) -> bool:
+    return backend.state in ROUTABLE_STATES and not backend.cordoned and alive(backend.worker)
+
+
+def choose(backends: Iterable[Backend], load: Mapping[str, int], region: str,
+           alive: Callable[[str], bool], rng: random.Random,
+           exclude: frozenset[str] = frozenset()) -> Choice:
+    candidates = [b for b in backends if usable(b, alive) and b.machine_id not in exclude]
+    if not candidates:
+        return Choice(None, reason="no started machine can serve")
+    local = [b for b in candidates if b.region == region]
+    remote = [b for b in candidates if b.region != region]
+    for group in (local, remote):
+        banded = [(band(b, load.get(b.machine_id, 0)), b) for b in group]
+        open_ = [(n, b) for n, b in banded if n != AT_HARD]
+        if not open_:
+            continue
+        best_band = min(n for n, _ in open_)
+        pool = [b for n, b in open_ if n == best_band]
+        least = min(load.get(b.machine_id, 0) for b in pool)
+        ties = [b for b in pool if load.get(b.machine_id, 0) == least]
+        return Choice(rng.choice(ties), over_soft=best_band == OVER_SOFT)
+    return Choice(None, over_soft=True, reason="every machine is at its hard limit")
+
+
+def wake_candidate(backends: Iterable[Backend], region: str,
+                   alive: Callable[[str], bool]) -> Backend | None:
+    """The stopped machine to start: nearest region first, then the oldest."""
+    sleeping = [b for b in backends if b.state in WAKEABLE_STATES and b.autostart
+                and not b.cordoned and alive(b.worker)]
+    if not sleeping:
+        return None
+    return min(sleeping, key=lambda b: (b.region != region, b.created_at, b.machine_id))
+
+
+def autostop_victim(backends: Iterable[Backend], load: Mapping[str, int],
+                    idle_since: Mapping[str, float], now: float, idle_for: float,
+                    keep: int) -> Backend | None:
+    """One machine of one app in one region to stop, or None.
+
+    ``keep`` is how many must stay running here (``min_machines_running`` in
+    the primary region, else 0); ``idle_since`` is when each machine last had
+    no outstanding request (absent: busy).
+    """
+    running = [b for b in backends if b.state in ROUTABLE_STATES and b.autostop != "off"]
+    if len(running) <= keep:
+        return None
+    idle = [b for b in running if load.get(b.machine_id, 0) == 0
+            and now - idle_since.get(b.machine_id, now) >= idle_for]
+    if not idle:
+        return None
+    if len(running) > 1:
+        over_soft = sum(1 for b in running if load.get(b.machine_id, 0) >= b.soft_limit)
+        if len(running) - (over_soft + 1) < 1:
+            return None
+    # The one idle longest; the youngest among equals keeps older machines warm.
+    return min(idle, key=lambda b: (idle_since.get(b.machine_id, now), b.created_at))

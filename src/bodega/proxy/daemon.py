@@ -1,0 +1,212 @@
+"""A running proxy: its registry node, the routing table it keeps, and two listeners.
+
+The public listener speaks HTTP/1.1 to clients (``--listen``); the admin
+listener serves ``/v1/health``, ``/metrics`` and the registry's sync routes
+to cluster members. The routing table follows the registry: machine and app
+rows by subscription, worker liveness by membership events, so a machine
+that starts, stops or loses its worker changes the routes within one gossip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bodega.api.http import (
+    check_cluster_token,
+    handle_errors,
+    json_response,
+    not_found_app_handler,
+)
+from bodega.api.json_client import session
+from bodega.api.worker_client import WorkerClient
+from bodega.proxy.autostop import Autostop, Failover
+from bodega.proxy.load import Load
+from bodega.proxy.metrics import ProxyMetrics
+from bodega.proxy.routes import RoutingTable
+from bodega.proxy.server import ProxyConfig, ProxyServer
+from bodega.proxy.upstream import Upstreams
+from bodega.proxy.wake import Waker
+from bodega.registry import RegistryConfig, RegistryNode
+from bodega.registry.feed import FeedLagged
+from bodega.runtime.keys import internal_token
+from bodega.runtime.serve import Served, bind, serve
+
+log = logging.getLogger("bodega.proxy")
+GONE = ("dead", "left")  # a suspect worker may come back; these statuses end its generation
+
+
+@dataclass(frozen=True)
+class ProxyDaemonConfig:
+    name: str
+    region: str
+    data_dir: Path
+    cluster_secret: str
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 8080
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 0
+    gossip_host: str | None = None
+    gossip_port: int = 0
+    seeds: tuple[str, ...] = ()
+    base_domain: str = "localhost"
+    autostop_interval: float = 60.0
+    autostop_idle: float = 60.0
+    ready_timeout: float = 30.0
+
+
+class Proxy:
+    def __init__(self, config: ProxyDaemonConfig) -> None:
+        self.config = config
+        self.metrics = ProxyMetrics()
+        self.table = RoutingTable()
+        self.load = Load()
+        self.upstreams = Upstreams()
+        self.token = internal_token(config.cluster_secret)
+        self._session = session()
+        self._clients: dict[str, WorkerClient] = {}
+        self.waker = Waker(self.table, self.client, self.load, self.metrics, config.region,
+                           config.ready_timeout)
+        self.failover = Failover(self.table, self.waker, self.metrics)
+        self.server = ProxyServer(ProxyConfig(config.region, config.base_domain), self.table,
+                                  self.upstreams, self.waker, self.load, self.metrics)
+        self.node: RegistryNode | None = None
+        self.admin: Served | None = None
+        self.listener: asyncio.Server | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+
+    @property
+    def url(self) -> str:
+        assert self.listener is not None
+        host, port = self.listener.sockets[0].getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    def client(self, worker: str) -> WorkerClient | None:
+        """A client for ``worker``'s internal API, at the address the view publishes."""
+        assert self.node is not None
+        doc = self.node.get("workers", worker)
+        url = str(doc.get("url") or "") if doc else ""
+        if not url:
+            return None
+        client = self._clients.get(url)
+        if client is None:
+            client = WorkerClient(url, self.token, client=self._session, timeout=30)
+            self._clients[url] = client
+        return client
+
+    async def start(self) -> None:
+        config = self.config
+        sock = bind(config.admin_host, config.admin_port)
+        admin_url = f"http://{config.admin_host}:{sock.getsockname()[1]}"
+        self.node = RegistryNode(RegistryConfig(
+            name=config.name, role="proxy", region=config.region, data_dir=config.data_dir,
+            cluster_secret=config.cluster_secret,
+            bind_host=config.gossip_host or config.admin_host, bind_port=config.gossip_port,
+            seeds=config.seeds, meta={"url": admin_url}))
+        app = Starlette(routes=[Route("/v1/health", self._health, methods=["GET"]),
+                                Route("/metrics", self._metrics, methods=["GET"]),
+                                Route("/v1/routes", self._routes, methods=["GET"]),
+                                *self.node.routes()],
+                        exception_handlers={404: not_found_app_handler,
+                                            405: not_found_app_handler})
+        self.admin = await serve(app, config.admin_host, 0, sock=sock)
+        await self.node.start()
+        self._tasks = [asyncio.create_task(self._follow(table)) for table in ("machines", "apps")]
+        self._tasks.append(asyncio.create_task(self._follow_members()))
+        autostop = Autostop(self.table, self.load, self.client, self.metrics, config.region,
+                            config.autostop_interval, config.autostop_idle)
+        self._tasks.append(asyncio.create_task(autostop.run()))
+        self.listener = await asyncio.start_server(self.server.handle, config.listen_host,
+                                                   config.listen_port, backlog=2048,
+                                                   reuse_address=True)
+        log.info("proxy %s (%s) serving *.%s on %s, admin on %s", config.name, config.region,
+                 config.base_domain, self.url, admin_url)
+
+    async def _follow(self, table: str) -> None:
+        assert self.node is not None
+        while True:
+            try:
+                with self.node.subscribe(table) as feed:
+                    async for change in feed:
+                        if table == "machines":
+                            self.table.put_machine(change.key, change.doc)
+                        else:
+                            self.table.put_app(change.key, change.doc is not None)
+            except FeedLagged:
+                log.warning("fell behind the %s feed; reading it again", table)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("following %s failed", table)
+                await asyncio.sleep(1)
+
+    async def _follow_members(self) -> None:
+        assert self.node is not None
+        while True:
+            try:
+                for member in self.node.members():
+                    self.table.set_worker(member.name, str(member.status))
+                with self.node.membership.events() as feed:
+                    async for event in feed:
+                        member = event.member
+                        was_gone = self.table.worker_status(member.name) in GONE
+                        self.table.set_worker(member.name, str(member.status))
+                        if not was_gone and str(member.status) in GONE:
+                            for backend in self.table.on_worker(member.name):
+                                self.upstreams.forget(backend.address)
+                            task = asyncio.create_task(self.failover.worker_lost(member.name))
+                            self._background.add(task)
+                            task.add_done_callback(self._background.discard)
+            except FeedLagged:
+                log.warning("fell behind membership events; reading members again")
+            except asyncio.CancelledError:
+                raise
+
+    async def _health(self, request: Request) -> Response:
+        return json_response({"ok": True, "name": self.config.name,
+                              "apps": len(self.table.apps())})
+
+    async def _routes(self, request: Request) -> Response:
+        """The routing table as this proxy sees it (cluster members only)."""
+        async def answer(request: Request) -> Response:
+            check_cluster_token(request, self.token)
+            return json_response({app: [{
+                "machine_id": b.machine_id, "state": b.state, "region": b.region,
+                "worker": b.worker, "worker_alive": self.table.worker_alive(b.worker),
+                "address": f"{b.host}:{b.port}", "cordoned": b.cordoned,
+                "outstanding": self.load.outstanding.get(b.machine_id, 0),
+            } for b in self.table.backends(app)] for app in self.table.apps()})
+
+        return await handle_errors(request, answer)
+
+    async def _metrics(self, request: Request) -> Response:
+        return Response(generate_latest(self.metrics.registry),
+                        media_type="text/plain; version=0.0.4")
+
+    async def stop(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.listener.wait_closed(), 5)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.upstreams.close()
+        if self.admin is not None:
+            await self.admin.stop()
+        if self.node is not None:
+            await self.node.stop()
+        await self._session.close()

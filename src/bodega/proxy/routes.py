@@ -1,0 +1,173 @@
+"""The routing table: every app's machines that could serve HTTP, as the view describes them.
+
+A machine is a *backend* when its config has a TCP service with an ``http``
+handler; its address is the host its worker publishes (``service_host``)
+and the service's internal port. Rows arrive from the registry view, so the
+table is as fresh as gossip (within a second); the liveness of each worker
+comes from membership, so a dead worker's machines drop out at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+DEFAULT_SOFT_LIMIT = 20  # fly-proxy's defaults when a service sets none
+# After the proxy starts a machine it routes to it at once, for this long trusting its own
+# knowledge over view rows that still show the machine stopped or starting.
+WOKEN_SECONDS = 10.0
+ROUTABLE_STATES = frozenset({"started"})
+WAKEABLE_STATES = frozenset({"stopped", "suspended", "created"})
+
+
+@dataclass(frozen=True)
+class Backend:
+    machine_id: str
+    app: str
+    region: str
+    worker: str
+    state: str
+    host: str
+    port: int
+    cordoned: bool = False
+    soft_limit: int = DEFAULT_SOFT_LIMIT
+    hard_limit: int | None = None
+    autostart: bool = True
+    autostop: str = "off"  # off, stop or suspend
+    min_running: int = 0
+    standbys: tuple[str, ...] = ()
+    primary_region: str | None = None
+    created_at: str = ""
+    updated_at: str = ""
+    instance_id: str = ""
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> Backend | None:
+        """The backend a machine doc describes, or None if it serves no HTTP."""
+        config = doc.get("config") or {}
+        service = next((s for s in config.get("services") or [] if _serves_http(s)), None)
+        host = doc.get("service_host") or doc.get("private_ip")
+        if service is None or not host or not doc.get("app"):
+            return None
+        concurrency = service.get("concurrency") or {}
+        autostop = service.get("autostop")
+        if isinstance(autostop, bool):  # responses keep the old bool for off/stop
+            autostop = "stop" if autostop else "off"
+        env = config.get("env") or {}
+        return cls(
+            machine_id=str(doc["id"]), app=str(doc["app"]), region=str(doc.get("region", "")),
+            worker=str(doc.get("worker", "")), state=str(doc.get("state", "")), host=str(host),
+            port=int(service["internal_port"]), cordoned=bool(doc.get("cordoned", False)),
+            soft_limit=int(concurrency.get("soft_limit") or DEFAULT_SOFT_LIMIT),
+            hard_limit=int(concurrency["hard_limit"]) if concurrency.get("hard_limit") else None,
+            autostart=service.get("autostart") is not False,
+            autostop=str(autostop or "off"),
+            min_running=int(service.get("min_machines_running") or 0),
+            standbys=tuple(str(s) for s in config.get("standbys") or ()),
+            primary_region=env.get("PRIMARY_REGION") or None,
+            created_at=str(doc.get("created_at", "")),
+            updated_at=str(doc.get("updated_at", "")),
+            instance_id=str(doc.get("instance_id", "")),
+        )
+
+
+def _serves_http(service: dict[str, Any]) -> bool:
+    if service.get("protocol", "tcp") != "tcp" or not service.get("internal_port"):
+        return False
+    return any("http" in (port.get("handlers") or []) for port in service.get("ports") or [])
+
+
+class RoutingTable:
+    def __init__(self) -> None:
+        self._by_id: dict[str, Backend] = {}
+        self._by_app: dict[str, dict[str, Backend]] = {}
+        self._apps: set[str] = set()
+        self._workers: dict[str, str] = {}  # worker -> membership status
+        # machine -> (until when, its row's updated_at when woken): see ``_woken_override``
+        self._woken: dict[str, tuple[float, str]] = {}
+
+    def put_machine(self, machine_id: str, doc: dict[str, Any] | None) -> None:
+        """A machine's row changed (None: it is gone)."""
+        self._remove(machine_id)
+        if doc is None or doc.get("state") == "destroyed":
+            return
+        backend = Backend.from_doc(doc)
+        if backend is not None:
+            if self._woken_override(backend):
+                backend = replace(backend, state="started")
+            self._by_id[machine_id] = backend
+            self._by_app.setdefault(backend.app, {})[machine_id] = backend
+
+    def _remove(self, machine_id: str) -> None:
+        old = self._by_id.pop(machine_id, None)
+        if old is not None:
+            machines = self._by_app.get(old.app, {})
+            machines.pop(machine_id, None)
+            if not machines:
+                self._by_app.pop(old.app, None)
+
+    def _woken_override(self, backend: Backend) -> bool:
+        """Whether a row is older news than the proxy's own start of that machine.
+
+        Right after the proxy starts a machine, rows may still arrive that were
+        written before (``stopped``) or during (``starting``) that start; the
+        machine is started, so they are not believed. A row written after the
+        start (a newer ``updated_at``) saying ``stopped`` is: it was stopped again.
+        """
+        until, updated_at = self._woken.get(backend.machine_id, (0.0, ""))
+        if until < time.monotonic():
+            self._woken.pop(backend.machine_id, None)
+            return False
+        if backend.state == "starting":
+            return True
+        return backend.state in ("stopped", "created") and backend.updated_at <= updated_at
+
+    def mark_started(self, machine_id: str, seconds: float = WOKEN_SECONDS) -> Backend | None:
+        """The proxy itself started this machine and saw its port accept."""
+        backend = self._by_id.get(machine_id)
+        if backend is None:
+            return None
+        now = time.monotonic()
+        for stale in [m for m, (until, _) in self._woken.items() if until < now]:
+            del self._woken[stale]
+        self._woken[machine_id] = (now + seconds, backend.updated_at)
+        backend = replace(backend, state="started")
+        self._by_id[machine_id] = backend
+        self._by_app[backend.app][machine_id] = backend
+        return backend
+
+    def put_app(self, name: str, exists: bool) -> None:
+        if exists:
+            self._apps.add(name)
+        else:
+            self._apps.discard(name)
+
+    def set_worker(self, name: str, status: str) -> None:
+        self._workers[name] = status
+
+    def worker_alive(self, name: str) -> bool:
+        return self._workers.get(name, "alive") == "alive"
+
+    def worker_status(self, name: str) -> str:
+        return self._workers.get(name, "alive")
+
+    def known_app(self, app: str) -> bool:
+        return app in self._apps or app in self._by_app
+
+    def backends(self, app: str) -> list[Backend]:
+        return list(self._by_app.get(app, {}).values())
+
+    def get(self, machine_id: str) -> Backend | None:
+        return self._by_id.get(machine_id)
+
+    def on_worker(self, worker: str) -> Iterator[Backend]:
+        return (b for b in self._by_id.values() if b.worker == worker)
+
+    def apps(self) -> list[str]:
+        return sorted(self._by_app)

@@ -1,0 +1,86 @@
+"""Keep-alive connections to machines, pooled per address.
+
+Reusing a connection saves a TCP handshake per request; an idle one is kept
+for less time than servers usually keep theirs (uvicorn: 5 s), so the proxy
+rarely sends on a connection the machine has just closed. When it does
+(nothing comes back), the request goes again on a fresh connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+IDLE_SECONDS = 3.0
+CONNECT_TIMEOUT = 3.0
+MAX_IDLE_PER_ADDRESS = 64
+
+Address = tuple[str, int]
+
+
+@dataclass
+class Conn:
+    address: Address
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    reused: bool = False
+    idle_since: float = field(default_factory=time.monotonic)
+
+    def usable(self) -> bool:
+        return not (self.writer.is_closing() or self.reader.at_eof())
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+
+
+class ConnectFailed(Exception):
+    """The machine did not accept a connection: nothing was sent, trying another is safe."""
+
+
+class Upstreams:
+    def __init__(self, idle_seconds: float = IDLE_SECONDS,
+                 connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        self.idle_seconds = idle_seconds
+        self.connect_timeout = connect_timeout
+        self._idle: dict[Address, deque[Conn]] = {}
+
+    async def connect(self, address: Address, *, fresh: bool = False) -> Conn:
+        if not fresh:
+            pool = self._idle.get(address)
+            now = time.monotonic()
+            while pool:
+                conn = pool.pop()
+                if conn.usable() and now - conn.idle_since < self.idle_seconds:
+                    conn.reused = True
+                    return conn
+                conn.close()
+        try:
+            reader, writer = await asyncio.wait_for(
+                asyncio.open_connection(*address, limit=2**16), self.connect_timeout)
+        except (OSError, TimeoutError) as exc:
+            raise ConnectFailed(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}") \
+                from exc
+        return Conn(address, reader, writer)
+
+    def release(self, conn: Conn) -> None:
+        """Return a connection whose last response was read to the end."""
+        pool = self._idle.setdefault(conn.address, deque())
+        if not conn.usable() or len(pool) >= MAX_IDLE_PER_ADDRESS:
+            conn.close()
+            return
+        conn.idle_since = time.monotonic()
+        conn.reused = False
+        pool.append(conn)
+
+    def forget(self, address: Address) -> None:
+        """Close every idle connection to a machine that stopped or moved away."""
+        for conn in self._idle.pop(address, deque()):
+            conn.close()
+
+    def close(self) -> None:
+        for address in list(self._idle):
+            self.forget(address)

@@ -1,0 +1,110 @@
+"""Starting stopped machines for requests that need them, one start per app at a time.
+
+A request for an app with nothing running waits here while the proxy asks
+the machine's worker to start it and then connects to its service port
+until it accepts. Concurrent requests for the same sleeping app share that
+one start: fifty requests to a sleeping app start exactly one machine, and
+all fifty are answered by it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from bodega.api.worker_client import WorkerClient
+from bodega.model.errors import BodegaError
+from bodega.proxy.balance import wake_candidate
+from bodega.proxy.load import Load
+from bodega.proxy.metrics import ProxyMetrics
+from bodega.proxy.routes import Backend, RoutingTable
+
+log = logging.getLogger("bodega.proxy.wake")
+
+READY_TIMEOUT = 30.0
+PROBE_INTERVAL = 0.001  # a refused connect on loopback costs microseconds
+
+
+class Waker:
+    def __init__(self, table: RoutingTable, clients: Callable[[str], WorkerClient | None],
+                 load: Load, metrics: ProxyMetrics, region: str,
+                 ready_timeout: float = READY_TIMEOUT) -> None:
+        self.table = table
+        self.clients = clients
+        self.load = load
+        self.metrics = metrics
+        self.region = region
+        self.ready_timeout = ready_timeout
+        self._waking: dict[str, asyncio.Task[Backend | None]] = {}
+
+    def wake(self, app: str) -> asyncio.Task[Backend | None]:
+        """Start one stopped machine of ``app`` (or join the start under way)."""
+        task = self._waking.get(app)
+        if task is None or task.done():
+            task = asyncio.create_task(self._wake(app))
+            self._waking[app] = task
+        return task
+
+    async def _wake(self, app: str) -> Backend | None:
+        backend = wake_candidate(self.table.backends(app), self.region, self.table.worker_alive)
+        if backend is None:
+            return None
+        return await self.start(backend)
+
+    async def start(self, backend: Backend) -> Backend | None:
+        """Ask the worker to start ``backend``, then wait until its port accepts."""
+        began = time.perf_counter()
+        client = self.clients(backend.worker)
+        if client is None:
+            log.warning("%s: no address for worker %s", backend.machine_id, backend.worker)
+            return None
+        try:
+            await client.start(backend.machine_id)
+        except BodegaError as exc:
+            log.warning("%s (%s): could not start it: %s", backend.machine_id, backend.app,
+                        exc.message)
+            self.metrics.autostarts.labels(backend.app, "failed").inc()
+            return None
+        if not await until_accepts(backend.address, self.ready_timeout):
+            log.warning("%s (%s): started, but %s:%d did not accept in %.0fs",
+                        backend.machine_id, backend.app, *backend.address, self.ready_timeout)
+            self.metrics.autostarts.labels(backend.app, "not_ready").inc()
+            return None
+        seconds = time.perf_counter() - began
+        self.metrics.autostarts.labels(backend.app, "started").inc()
+        self.metrics.autostart_seconds.observe(seconds)
+        log.info("%s (%s): started for a request in %.0f ms", backend.machine_id, backend.app,
+                 seconds * 1000)
+        self.load.woke(backend.machine_id)
+        return self.table.mark_started(backend.machine_id)
+
+    async def refresh(self, backend: Backend) -> None:
+        """Ask the machine's worker how it is (the view may lag a stop by a gossip round)."""
+        client = self.clients(backend.worker)
+        if client is None:
+            return
+        try:
+            doc = await client.machine(backend.machine_id)
+        except BodegaError:
+            return
+        self.table.put_machine(backend.machine_id, dict(doc))
+
+    async def start_all(self, backends: Iterable[Backend]) -> list[Backend]:
+        results = await asyncio.gather(*(self.start(b) for b in backends))
+        return [b for b in results if b is not None]
+
+
+async def until_accepts(address: tuple[str, int], timeout: float) -> bool:
+    """Connect until the service accepts (a started process may still be binding)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            _reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), 1.0)
+        except (OSError, TimeoutError):
+            await asyncio.sleep(PROBE_INTERVAL)
+            continue
+        writer.close()
+        return True
+    return False

@@ -1,0 +1,141 @@
+"""A small cluster of real daemons, each its own process, joined by gossip on loopback.
+
+Unlike ``bodega up`` nothing here restarts a daemon that dies, so tests can
+kill a worker and watch the rest of the cluster notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bodega.worker.network import NetnsNetwork
+from tests.integration.procs import Daemon
+
+TOKEN = "fleet-admin-token"
+# A program for machines: answers every GET with its machine id and who it was asked for.
+ECHO = (
+    "import http.server, os, sys\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    protocol_version = 'HTTP/1.1'\n"
+    "    def do_GET(self):\n"
+    "        body = (os.environ['BODEGA_MACHINE_ID'] + ' ' +\n"
+    "                self.headers.get('X-Forwarded-For', '-')).encode()\n"
+    "        self.send_response(200); self.send_header('Content-Length', str(len(body)))\n"
+    "        self.end_headers(); self.wfile.write(body)\n"
+    "    def log_message(self, *args): pass\n"
+    "http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()\n"
+)
+
+
+def echo_config(marker: str, **service: Any) -> dict[str, Any]:
+    return {"image": "local/echo", "init": {"exec": [sys.executable, "-c", ECHO, marker]},
+            "guest": {"cpus": 1, "memory_mb": 256},
+            "services": [{"protocol": "tcp", "internal_port": 8080,
+                          "ports": [{"port": 80, "handlers": ["http"]}], **service}]}
+
+
+@dataclass
+class Fleet:
+    tmp: Path
+    daemons: dict[str, Daemon] = field(default_factory=dict)
+    seed: str = ""
+    third: int = field(default_factory=lambda: 60 + os.getpid() % 60)
+
+    def _daemon(self, name: str, *args: str) -> Daemon:
+        ready = self.tmp / f"{name}.ready.json"
+        argv = [sys.executable, "-m", "bodega", *args, "--name", name,
+                "--data-dir", str(self.tmp / name), "--ready-file", str(ready),
+                "--log-level", "info"]
+        if self.seed:
+            argv += ["--join", self.seed]
+        return Daemon(argv=argv, ready_file=ready, log_file=self.tmp / f"{name}.log",
+                      env={"BODEGA_API_TOKEN": TOKEN})
+
+    async def worker(self, name: str, index: int, region: str = "ams") -> Daemon:
+        daemon = await self._daemon(
+            name, "worker", "--region", region, "--listen", "127.0.0.1:0", "--cpus", "4",
+            "--memory-mb", "4096", "--disk-gb", "5", "--stop-machines-on-exit",
+            "--machine-subnet", self.subnet(index)).start()
+        self.daemons[name] = daemon
+        if not self.seed:
+            self.seed = json.loads(daemon.ready_file.read_text())["gossip"]
+        return daemon
+
+    async def broker(self) -> Daemon:
+        daemon = await self._daemon("broker", "broker", "--region", "ams",
+                                    "--listen", "127.0.0.1:0").start()
+        self.daemons["broker"] = daemon
+        return daemon
+
+    async def proxy(self, *extra: str) -> Daemon:
+        daemon = await self._daemon("proxy", "proxy", "--region", "ams",
+                                    "--listen", "127.0.0.1:0", *extra).start()
+        self.daemons["proxy"] = daemon
+        return daemon
+
+    def subnet(self, index: int) -> str:
+        return f"10.{self.third}.{index}.0/24"
+
+    def api(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.daemons["broker"].url, timeout=70,
+                                 headers={"authorization": f"Bearer {TOKEN}"})
+
+    def web(self, app: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.daemons["proxy"].url, timeout=60,
+                                 headers={"host": f"{app}.localhost"})
+
+    async def stop(self) -> None:
+        workers = [n for n in self.daemons if n not in ("proxy", "broker")]
+        for name in ("proxy", "broker", *workers):
+            daemon = self.daemons.get(name)
+            if daemon is not None:
+                await daemon.stop()
+        # A worker a test killed leaves its machines and their plumbing behind: sweep them.
+        for index in range(len(workers) + 1):
+            await NetnsNetwork(ipaddress.ip_network(self.subnet(index))).teardown()
+        for name in workers:
+            for controller in ("memory", "cpu"):
+                scope = Path(f"/sys/fs/cgroup/{controller}/bodega/{name}")
+                for child in [c for c in scope.iterdir() if c.is_dir()] if scope.exists() else []:
+                    for pid in (child / "cgroup.procs").read_text().split():
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(int(pid), signal.SIGKILL)
+                    with contextlib.suppress(OSError):
+                        await asyncio.sleep(0.05)
+                        child.rmdir()
+                with contextlib.suppress(OSError):
+                    scope.rmdir()
+
+
+@contextlib.asynccontextmanager
+async def fleet(tmp: Path) -> AsyncIterator[Fleet]:
+    f = Fleet(tmp)
+    try:
+        yield f
+    finally:
+        await f.stop()
+
+
+async def until(check: Callable[[], Any], timeout: float = 60.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.1)

@@ -1,0 +1,196 @@
+"""The proxy in a real cluster: routing and balancing, autostart, autostop, failover.
+
+Two workers (process driver, each machine in its own namespace), a broker and
+a proxy, every one its own process, joined by gossip. Machines run a small
+HTTP server that answers with its machine id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bodega.runtime.keys import internal_token
+from tests.integration.procs import SECRET
+
+from .fleet import Fleet, echo_config, fleet, until
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+
+
+def names(tag: str) -> tuple[str, str]:
+    suffix = f"{os.getpid() % 10000}"
+    return f"{tag}a-{suffix}", f"{tag}b-{suffix}"
+
+
+async def start_cluster(f: Fleet, tag: str, *proxy_args: str) -> tuple[str, str]:
+    a, b = names(tag)
+    await f.worker(a, 1)
+    await f.worker(b, 2)
+    await f.broker()
+    await f.proxy(*proxy_args)
+    async with f.api() as api:
+        await until(lambda: _workers_seen(api, 2))
+    return a, b
+
+
+async def _workers_seen(api: httpx.AsyncClient, count: int) -> bool:
+    workers = (await api.get("/v1/cluster/workers")).json()
+    return len([w for w in workers if w["status"] == "alive"]) >= count
+
+
+async def machines_of(api: httpx.AsyncClient, app: str) -> list[dict[str, Any]]:
+    return list((await api.get(f"/v1/apps/{app}/machines")).json())
+
+
+def _admin(f: Fleet) -> str:
+    return str(json.loads(f.daemons["proxy"].ready_file.read_text())["admin_url"])
+
+
+async def _proxy_knows(f: Fleet, app: str, machines: int) -> bool:
+    """The proxy's routing table has this many of the app's machines (from the registry)."""
+    async with httpx.AsyncClient(headers={"authorization":
+                                          f"Bearer {internal_token(SECRET)}"}) as http:
+        routes = (await http.get(f"{_admin(f)}/v1/routes")).json()
+    return len(routes.get(app, [])) >= machines
+
+
+async def proxy_metric(f: Fleet, name: str) -> float:
+    async with httpx.AsyncClient() as http:
+        text = (await http.get(f"{_admin(f)}/metrics")).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and not line.startswith("#"))
+
+
+async def test_requests_spread_over_an_apps_machines(tmp_path: Path) -> None:
+    marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
+    async with fleet(tmp_path) as f:
+        await start_cluster(f, "rt")
+        async with f.api() as api, f.web("spread") as web:
+            await api.post("/v1/apps", json={"app_name": "spread"})
+            ids = []
+            for _ in range(2):
+                m = (await api.post("/v1/apps/spread/machines",
+                                    json={"config": echo_config(marker)})).json()
+                await api.get(f"/v1/apps/spread/machines/{m['id']}/wait")
+                ids.append(m["id"])
+            workers = {(await api.get(f"/v1/apps/spread/machines/{i}/placement")).json()
+                       ["winner"]["worker"] for i in ids}
+            assert len(workers) == 2  # the broker spread the app over both workers
+
+            async def both_routed() -> bool:
+                answers = await asyncio.gather(*(web.get("/") for _ in range(20)))
+                return {a.text.split()[0] for a in answers if a.status_code == 200} == set(ids)
+
+            await until(both_routed)
+            answers = await asyncio.gather(*(web.get("/") for _ in range(40)))
+            served = Counter(a.text.split()[0] for a in answers)
+            assert set(served) == set(ids)
+            assert min(served.values()) >= 5
+            assert answers[0].text.split()[1] == "127.0.0.1"  # X-Forwarded-For reached it
+            assert answers[0].headers["fly-request-id"]
+
+
+async def test_fifty_requests_to_a_sleeping_app_start_exactly_one_machine(
+    tmp_path: Path,
+) -> None:
+    marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
+    async with fleet(tmp_path) as f:
+        await start_cluster(f, "as")
+        async with f.api() as api, f.web("sleepy") as web:
+            await api.post("/v1/apps", json={"app_name": "sleepy"})
+            for _ in range(2):
+                await api.post("/v1/apps/sleepy/machines", json={
+                    "config": echo_config(marker, autostart=True), "skip_launch": True})
+
+            await until(lambda: _proxy_knows(f, "sleepy", 2))
+            answers = await asyncio.gather(*(web.get(f"/{i}") for i in range(50)))
+            assert [a.status_code for a in answers] == [200] * 50, answers[0].text
+            states = Counter(m["state"] for m in await machines_of(api, "sleepy"))
+            assert states == {"started": 1, "created": 1}
+            assert len({a.text.split()[0] for a in answers}) == 1
+            assert await proxy_metric(f, 'bodega_proxy_autostarts_total{app="sleepy",'
+                                         'outcome="started"}') == 1
+
+
+async def test_idle_machines_are_stopped_down_to_the_minimum(tmp_path: Path) -> None:
+    marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
+    async with fleet(tmp_path) as f:
+        await start_cluster(f, "st", "--autostop-interval", "0.5", "--autostop-idle", "1")
+        async with f.api() as api, f.web("idle") as web:
+            await api.post("/v1/apps", json={"app_name": "idle"})
+            for _ in range(3):
+                m = (await api.post("/v1/apps/idle/machines", json={"config": echo_config(
+                    marker, autostop="stop", min_machines_running=1)})).json()
+                await api.get(f"/v1/apps/idle/machines/{m['id']}/wait")
+            await until(lambda: _status(web, 200))
+
+            async def one_left() -> bool:
+                states = Counter(m["state"] for m in await machines_of(api, "idle"))
+                return states == {"started": 1, "stopped": 2}
+
+            await until(one_left)
+            assert await proxy_metric(f, 'bodega_proxy_autostops_total{app="idle"}') == 2
+            await asyncio.sleep(2)  # min_machines_running holds: the last one stays
+            assert Counter(m["state"] for m in await machines_of(api, "idle"))["started"] == 1
+            assert (await web.get("/")).status_code == 200
+
+
+async def _status(web: httpx.AsyncClient, code: int) -> bool:
+    return (await web.get("/")).status_code == code
+
+
+async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path) -> None:
+    marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
+    async with fleet(tmp_path) as f:
+        await start_cluster(f, "fo")
+        async with f.api() as api, f.web("ha") as web:
+            await api.post("/v1/apps", json={"app_name": "ha"})
+            primary = (await api.post("/v1/apps/ha/machines", json={
+                "config": echo_config(marker, autostart=False)})).json()
+            await api.get(f"/v1/apps/ha/machines/{primary['id']}/wait")
+            standby = (await api.post("/v1/apps/ha/machines", json={
+                "config": {**echo_config(marker, autostart=False),
+                           "standbys": [primary["id"]]}, "skip_launch": True})).json()
+            placements = {m["id"]: (await api.get(f"/v1/apps/ha/machines/{m['id']}/placement")
+                                    ).json()["winner"]["worker"] for m in (primary, standby)}
+            assert placements[primary["id"]] != placements[standby["id"]]  # never together
+            await until(lambda: _status(web, 200))
+            assert (await web.get("/")).text.split()[0] == primary["id"]
+
+            await f.daemons[placements[primary["id"]]].kill9()
+
+            async def standby_serves() -> bool:
+                answer = await web.get("/")
+                return answer.status_code == 200 and answer.text.split()[0] == standby["id"]
+
+            await until(standby_serves, timeout=90)
+            assert await proxy_metric(f, 'bodega_proxy_failovers_total{app="ha"}') == 1
+            # The dead worker's machine still runs: nobody rescheduled or killed it.
+            orphans = _machine_pids(primary["id"])
+            assert orphans
+            for pid in orphans:
+                os.kill(pid, signal.SIGKILL)
+
+
+def _machine_pids(machine_id: str) -> list[int]:
+    """Processes that run as machine ``machine_id`` (by the env the worker gave them)."""
+    wanted = f"BODEGA_MACHINE_ID={machine_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

@@ -1,0 +1,287 @@
+"""The proxy's request path over real sockets: keep-alive, streaming, upgrades, retries, errors.
+
+Machines here are plain asyncio HTTP servers on loopback, put straight into
+the routing table; the cluster tests run the same path against real workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from bodega.proxy.http1 import Head, copy_body, read_head
+from bodega.proxy.load import Load
+from bodega.proxy.metrics import ProxyMetrics
+from bodega.proxy.routes import RoutingTable
+from bodega.proxy.server import ProxyConfig, ProxyServer
+from bodega.proxy.upstream import Upstreams
+from bodega.proxy.wake import Waker
+
+
+@dataclass
+class Machine:
+    """A tiny HTTP/1.1 server: echoes what it got, streams big bodies, upgrades to an echo."""
+
+    name: str
+    server: asyncio.Server | None = None
+    seen: list[dict[str, str]] = field(default_factory=list)
+    writers: set[asyncio.StreamWriter] = field(default_factory=set)
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self.handle, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.add(writer)
+        try:
+            while (head := await read_head(reader)) is not None:
+                headers = {k.decode().lower(): v.decode() for k, v in head.headers}
+                self.seen.append(headers)
+                sink = _Digest()
+                await read_body(head, reader, sink)
+                path = head.start[1].decode()
+                if head.upgrade():
+                    writer.write(b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
+                                 b"Upgrade: echo\r\n\r\n")
+                    while data := await reader.read(1024):
+                        writer.write(data.upper())
+                    break
+                if path.startswith("/download/"):
+                    size = int(path.rsplit("/", 1)[1])
+                    writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                    block = b"x" * 65536
+                    sent = 0
+                    while sent < size:
+                        part = block[: min(len(block), size - sent)]
+                        writer.write(f"{len(part):x}\r\n".encode() + part + b"\r\n")
+                        sent += len(part)
+                        await writer.drain()
+                    writer.write(b"0\r\n\r\n")
+                    continue
+                body = f"{self.name} {head.method.decode()} {path} {sink.count} " \
+                       f"{sink.hash.hexdigest()}".encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(body)).encode()
+                             + b"\r\n\r\n" + body)
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            pass
+        finally:
+            self.writers.discard(writer)
+            writer.close()
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            for writer in list(self.writers):
+                writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.server.wait_closed(), 2)
+
+
+async def read_body(head: Head, reader: asyncio.StreamReader, sink: _Digest) -> None:
+    """The body's bytes, with chunked framing taken off (the proxy passes framing through)."""
+    if not head.chunked():
+        await copy_body(head, reader, sink)
+        return
+    while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+        sink.write((await reader.readexactly(size + 2))[:-2])
+    while await reader.readuntil(b"\r\n") != b"\r\n":
+        pass
+
+
+class _Digest:
+    def __init__(self) -> None:
+        self.hash = hashlib.sha256()
+        self.count = 0
+
+    def write(self, data: bytes) -> None:
+        self.hash.update(data)
+        self.count += len(data)
+
+    async def drain(self) -> None:
+        return None
+
+
+def machine_doc(mid: str, port: int, *, state: str = "started", region: str = "ams",
+                worker: str = "w1") -> dict[str, Any]:
+    return {"id": mid, "app": "web", "region": region, "worker": worker, "state": state,
+            "service_host": "127.0.0.1", "created_at": mid, "config": {"services": [
+                {"protocol": "tcp", "internal_port": port, "autostart": True,
+                 "ports": [{"port": 80, "handlers": ["http"]}]}]}}
+
+
+@dataclass
+class Rig:
+    table: RoutingTable
+    url: str
+    machines: list[Machine]
+    load: Load
+
+
+@contextlib.asynccontextmanager
+async def rig(count: int = 2) -> AsyncIterator[Rig]:
+    table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
+    machines = [Machine(f"m{i}") for i in range(count)]
+    for i, m in enumerate(machines):
+        table.put_machine(f"m{i}", machine_doc(f"m{i}", await m.start()))
+    waker = Waker(table, lambda _w: None, load, metrics, "ams")
+    upstreams = Upstreams()
+    server = ProxyServer(ProxyConfig("ams"), table, upstreams, waker, load, metrics)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        yield Rig(table, f"http://127.0.0.1:{port}", machines, load)
+    finally:
+        listener.close()
+        upstreams.close()
+        for m in machines:
+            await m.stop()
+        await asyncio.sleep(0.05)  # let closed connections finish closing
+
+
+def client(url: str, app: str = "web") -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=url, headers={"host": f"{app}.localhost"}, timeout=30)
+
+
+async def test_requests_reach_machines_with_forwarding_headers_over_keep_alive() -> None:
+    async with rig() as r, client(r.url) as http:
+        answers = [await http.get(f"/hello/{i}") for i in range(20)]
+        assert {a.status_code for a in answers} == {200}
+        assert {a.text.split()[0] for a in answers} == {"m0", "m1"}  # both get traffic
+        headers = r.machines[0].seen[0]
+        assert headers["x-forwarded-for"] == "127.0.0.1"
+        assert headers["x-forwarded-proto"] == "http"
+        assert headers["fly-request-id"] == headers["x-request-id"]
+        assert answers[0].headers["fly-request-id"]
+        assert r.load.outstanding == {}
+
+
+async def test_big_bodies_stream_both_ways_intact() -> None:
+    payload = os.urandom(5 * 1024 * 1024)
+    async with rig(1) as r, client(r.url) as http:
+        up = await http.post("/upload", content=payload)
+        _name, method, _path, size, digest = up.text.split()
+        assert (method, int(size), digest) == ("POST", len(payload),
+                                               hashlib.sha256(payload).hexdigest())
+
+        async def chunks() -> AsyncIterator[bytes]:
+            for i in range(0, len(payload), 100_000):
+                yield payload[i:i + 100_000]
+
+        chunked = await http.post("/upload", content=chunks())
+        assert chunked.text.split()[3] == str(len(payload))
+        down = await http.get("/download/3000000")
+        assert len(down.content) == 3_000_000
+
+
+async def test_an_upgrade_becomes_a_two_way_pipe() -> None:
+    async with rig(1) as r:
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(r.url.rsplit(":", 1)[1]))
+        writer.write(b"GET /ws HTTP/1.1\r\nHost: web.localhost\r\nConnection: Upgrade\r\n"
+                     b"Upgrade: echo\r\n\r\n")
+        head = await read_head(reader)
+        assert head is not None
+        assert head.status == 101
+        for word in (b"hello", b"world"):
+            writer.write(word)
+            assert await reader.readexactly(len(word)) == word.upper()
+        writer.close()
+
+
+async def test_a_machine_that_refuses_connections_is_skipped() -> None:
+    async with rig(2) as r, client(r.url) as http:
+        await r.machines[0].stop()
+        answers = [await http.post("/x", content=b"body") for _ in range(6)]
+        assert {a.status_code for a in answers} == {200}
+        assert {a.text.split()[0] for a in answers} == {"m1"}
+
+
+async def test_unknown_apps_get_404_and_apps_with_nothing_running_503() -> None:
+    async with rig(1) as r:
+        async with client(r.url, "nope") as http:
+            missing = await http.get("/")
+        assert missing.status_code == 404
+        assert "no app is served" in missing.text
+        assert missing.headers["content-type"].startswith("text/plain")
+        r.table.put_machine("m0", machine_doc("m0", 1, state="stopped"))
+        async with client(r.url) as http:
+            down = await http.get("/")
+        assert down.status_code == 503
+        assert "no machine of web can serve" in down.text
+
+
+async def test_malformed_requests_get_400() -> None:
+    async with rig(1) as r:
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(r.url.rsplit(":", 1)[1]))
+        writer.write(b"NONSENSE\r\n\r\n")
+        head = await read_head(reader)
+        assert head is not None
+        assert head.status == 400
+        writer.close()
+
+
+@pytest.mark.parametrize("concurrency", [50])
+async def test_concurrent_requests_to_a_sleeping_app_share_one_start(concurrency: int) -> None:
+    """A stand-in worker API starts the machine's server when asked, and counts the asks."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from bodega.api.worker_client import WorkerClient
+    from bodega.runtime.serve import serve
+
+    sleeping = Machine("sleeper")
+    starts: list[str] = []
+
+    async def start(request: Any) -> JSONResponse:
+        starts.append(request.path_params["id"])
+        await asyncio.sleep(0.2)  # a process takes a moment to come up
+        await sleeping.server_on(port)  # type: ignore[attr-defined]
+        return JSONResponse({"previous_state": "stopped", "migrated": False, "new_host": ""})
+
+    port = await _free_port()
+
+    async def server_on(p: int) -> None:
+        sleeping.server = await asyncio.start_server(sleeping.handle, "127.0.0.1", p)
+
+    sleeping.server_on = server_on  # type: ignore[attr-defined]
+    worker_api = await serve(Starlette(routes=[Route("/v1/machines/{id}/start", start,
+                                                     methods=["POST"])]), "127.0.0.1", 0)
+    table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
+    table.put_machine("s1", machine_doc("s1", port, state="stopped"))
+    table.put_machine("s2", machine_doc("s2", port + 1, state="stopped"))
+    worker = WorkerClient(worker_api.url, "t")
+    waker = Waker(table, lambda _w: worker, load, metrics, "ams")
+    upstreams = Upstreams()
+    server = ProxyServer(ProxyConfig("ams"), table, upstreams, waker, load, metrics)
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
+    try:
+        async with client(url) as http:
+            answers = await asyncio.gather(*(http.get(f"/{i}") for i in range(concurrency)))
+        assert [a.status_code for a in answers] == [200] * concurrency
+        assert starts == ["s1"]  # exactly one machine started, the oldest
+        assert {a.text.split()[0] for a in answers} == {"sleeper"}
+    finally:
+        listener.close()
+        upstreams.close()
+        await worker.aclose()
+        await sleeping.stop()
+        await worker_api.stop()
+        await asyncio.sleep(0.05)
+
+
+async def _free_port() -> int:
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = int(server.sockets[0].getsockname()[1])
+    server.close()
+    await server.wait_closed()
+    return port
