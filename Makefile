@@ -35,7 +35,10 @@ test: lint typecheck
 	$(BIN)/pytest -q tests
 
 bench: $(STAMP)
-	$(BIN)/python bench/machine_start.py
+	$(BIN)/python -m bench.machine_start
+	$(BIN)/python -m bench.placement
+	$(BIN)/python -m bench.registry
+	$(BIN)/python -m bench.proxy
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build src/*.egg-info

@@ -7,10 +7,9 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import httpx
 import typer
 
-from bodega.model.errors import BodegaError
+from bodega.model.errors import BodegaError, Unavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,13 +26,10 @@ def friendly(fn: F) -> F:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, SystemExit):
             raise
+        except Unavailable as err:
+            fail(f"{err.message} (is the cluster running? try `bodega up`)")
         except BodegaError as err:
             fail(err.message)
-        except httpx.ConnectError as err:
-            fail(f"cannot reach {err.request.url.host}:{err.request.url.port} "
-                 "(is the cluster running? try `bodega up`)")
-        except httpx.HTTPError as err:
-            fail(f"request failed: {err}")
         except (ValueError, OSError) as err:
             fail(str(err))
         except KeyboardInterrupt:

@@ -13,11 +13,22 @@ app = typer.Typer(
 )
 
 
+from bodega.cli.apps import apps  # noqa: E402
+from bodega.cli.broker import broker  # noqa: E402
+from bodega.cli.cluster import cluster, regions  # noqa: E402
+from bodega.cli.machines import machine  # noqa: E402
+from bodega.cli.proxy import proxy  # noqa: E402
 from bodega.cli.up import up  # noqa: E402
 from bodega.cli.worker import worker  # noqa: E402
 
-app.command(help="Run a worker (the per-host agent).")(worker)
 app.command(help="Run a local cluster in the foreground.")(up)
+app.command(help="Run a worker (the per-host agent).")(worker)
+app.command(help="Run a broker (the Machines API and placement).")(broker)
+app.command(help="Run a proxy (HTTP routing, autostart, autostop).")(proxy)
+app.add_typer(apps, name="apps")
+app.add_typer(machine, name="machine")
+app.add_typer(cluster, name="cluster")
+app.command(help="Regions and their room for a machine size.")(regions)
 
 
 def run() -> None:

@@ -22,12 +22,35 @@ def _secret(data_dir: Path) -> str:
     path = data_dir / "cluster-secret"
     if path.exists():
         return path.read_text().strip()
-    data_dir.mkdir(parents=True, exist_ok=True)
     value = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    _write_private(path, value)
+    return value
+
+
+def _token(data_dir: Path, given: str | None) -> tuple[str, bool]:
+    """The admin token: as given, else the one this data dir already has, else a new one.
+
+    It is kept in ``api-token`` (mode 0600) so `bodega apps ...` run beside the
+    cluster finds it without being told. Returns (token, whether it was made here).
+    """
+    path = data_dir / "api-token"
+    if given:
+        _write_private(path, given)
+        return given, False
+    if path.exists() and path.read_text().strip():
+        return path.read_text().strip(), False
+    token = secrets.token_urlsafe(24)
+    _write_private(path, token)
+    return token, True
+
+
+def _write_private(path: Path, value: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(value + "\n")
-    return value
+    os.replace(tmp, path)
 
 
 @friendly
@@ -41,6 +64,9 @@ def up(
     worker_disk_gb: Annotated[int, typer.Option(min=0)] = 20,
     api_port: Annotated[int, typer.Option(help="Machines API port")] = 4280,
     proxy_port: Annotated[int, typer.Option(help="HTTP proxy port")] = 8080,
+    gossip_port: Annotated[
+        int, typer.Option(help="First worker's gossip port; the others take the next ones")
+    ] = 7946,
     token: Annotated[
         str | None, typer.Option(envvar="BODEGA_API_TOKEN", help="Admin API token")
     ] = None,
@@ -54,16 +80,17 @@ def up(
     if not region_list:
         raise ValueError("--regions needs at least one region code")
     data_dir = data_dir.resolve()
-    printed_token = token is None
+    api_token, made = _token(data_dir, token)
     config = ClusterConfig(
-        data_dir=data_dir, token=token or secrets.token_urlsafe(24),
+        data_dir=data_dir, token=api_token,
         cluster_secret=_secret(data_dir), regions=region_list,
         workers_per_region=workers_per_region, worker_cpus=worker_cpus,
         worker_memory_mb=worker_memory_mb, worker_disk_gb=worker_disk_gb, api_port=api_port,
-        proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
+        proxy_port=proxy_port, gossip_port=gossip_port, driver=driver, machine_cidr=machine_cidr,
+        log_level=log_level,
     )
     configure(log_level, "up")
-    asyncio.run(_run(config, printed_token))
+    asyncio.run(_run(config, made or token is None))
 
 
 async def _run(config: ClusterConfig, print_token: bool) -> None:
@@ -76,7 +103,10 @@ async def _run(config: ClusterConfig, print_token: bool) -> None:
             typer.echo(f"  {component.role:<7} {component.name:<10} {component.region:<5} "
                        f"{component.url}")
         if print_token:
-            typer.echo(f"API token: {config.token}  (pass --token or BODEGA_API_TOKEN to fix it)")
+            typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'}; "
+                       "`bodega` commands run here use it)")
+        typer.echo(f"Machines API: http://{config.host}:{config.api_port}/v1   "
+                   f"Proxy: http://<app>.localhost:{config.proxy_port}/")
         typer.echo("Press Ctrl-C to stop.")
         await until_stopped()
     finally:

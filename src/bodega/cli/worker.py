@@ -11,6 +11,7 @@ import typer
 
 from bodega.cli.errors import friendly
 from bodega.model.capacity import CPU_KINDS, Totals
+from bodega.registry.membership import parse_seed
 from bodega.runtime import hostinfo
 from bodega.runtime.failpoints import Failpoints
 from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
@@ -54,8 +55,14 @@ def worker(
     reservation_ttl: Annotated[float, typer.Option(help="Seconds an unclaimed hold lasts")] = 10.0,
     stop_machines_on_exit: Annotated[bool, typer.Option(help="Stop machines when exiting")]
     = False,
-    ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
-    = None,
+    gossip_listen: Annotated[
+        str | None, typer.Option(help="host:port for registry gossip (UDP) [default: --listen "
+                                      "host, any port]")] = None,
+    join: Annotated[
+        str | None, typer.Option(help="Gossip host:port[,...] of members to join through")
+    ] = None,
+    ready_file: Annotated[
+        Path | None, typer.Option(help="Write url, gossip and pid here when ready")] = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
     failpoints: Annotated[str | None, typer.Option(envvar="BODEGA_FAILPOINTS", hidden=True)]
     = None,
@@ -66,6 +73,10 @@ def worker(
         raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
     worker_name = name or hostinfo.hostname()
     host, port = hostinfo.split_host_port(listen, 0)
+    gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{host}:0", 0)
+    seeds = tuple(s.strip() for s in (join or "").split(",") if s.strip())
+    for seed in seeds:
+        parse_seed(seed)  # a ValueError names the bad one before anything starts
     kinds = tuple(k.strip() for k in cpu_kinds.split(",") if k.strip())
     for kind in kinds:
         if kind not in CPU_KINDS:
@@ -84,6 +95,7 @@ def worker(
         cluster_secret=cluster_secret, machine_subnet=machine_subnet, network=network,
         machine_user=machine_user or None, reservation_ttl=reservation_ttl,
         stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
+        gossip_host=gossip_host, gossip_port=gossip_port, join=seeds,
     )
     configure(log_level, f"worker[{worker_name}]")
     event_loop_policy()
@@ -96,7 +108,8 @@ async def _run(config: WorkerConfig, ready_file: Path | None, exit_with_parent: 
     async def start() -> None:
         await daemon.start()
         if ready_file is not None:
-            write_json_atomic(ready_file, {"url": daemon.url, "pid": os.getpid(),
-                                           "name": config.name, "region": config.region})
+            write_json_atomic(ready_file, {"url": daemon.url, "gossip": daemon.gossip,
+                                           "pid": os.getpid(), "name": config.name,
+                                           "region": config.region})
 
     await run_daemon(start, daemon.stop, exit_with_parent=exit_with_parent)

@@ -19,11 +19,18 @@ class ClusterConfig:
     worker_disk_gb: int = 20
     api_port: int = 4280
     proxy_port: int = 8080
+    gossip_port: int = 7946  # the first worker's; worker i gossips on gossip_port + i
     host: str = "127.0.0.1"
     driver: str = "process"
     machine_cidr: str = "10.209.0.0/16"
     extra_worker_args: tuple[str, ...] = field(default_factory=tuple)
+    extra_broker_args: tuple[str, ...] = field(default_factory=tuple)
+    extra_proxy_args: tuple[str, ...] = field(default_factory=tuple)
     log_level: str = "info"
+
+    @property
+    def worker_count(self) -> int:
+        return len(self.regions) * self.workers_per_region
 
     def worker_names(self) -> list[tuple[str, str]]:
         """(name, region) for every worker, e.g. ("ams-1", "ams")."""
@@ -40,3 +47,12 @@ class ClusterConfig:
         if index + 1 >= len(subnets):
             raise ValueError(f"{self.machine_cidr} has room for {len(subnets) - 1} workers")
         return str(subnets[index + 1])
+
+    def worker_gossip(self, index: int) -> str:
+        """The fixed gossip address of the index-th worker, so restarts keep it."""
+        return f"{self.host}:{self.gossip_port + index}"
+
+    def gossip(self, role: str) -> str:
+        """The broker's and the proxy's fixed gossip addresses, after the workers'."""
+        offset = {"broker": 0, "proxy": 1}[role]
+        return f"{self.host}:{self.gossip_port + self.worker_count + offset}"

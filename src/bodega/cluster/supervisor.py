@@ -77,9 +77,13 @@ class LocalCluster:
         component.ready_file.unlink(missing_ok=True)
         component.log_file.parent.mkdir(parents=True, exist_ok=True)
         with component.log_file.open("ab") as log_out:
+            # Secrets travel in the environment, never on a command line others can read.
+            env = {**os.environ, "BODEGA_CLUSTER_SECRET": self.config.cluster_secret}
+            if component.role == "broker":
+                env["BODEGA_API_TOKEN"] = self.config.token
             component.process = await asyncio.create_subprocess_exec(
                 *component.argv, stdout=log_out, stderr=log_out, stdin=asyncio.subprocess.DEVNULL,
-                env={**os.environ, "BODEGA_CLUSTER_SECRET": self.config.cluster_secret},
+                env=env,
             )
         component.started_at = time.monotonic()
         deadline = time.monotonic() + READY_TIMEOUT
@@ -163,6 +167,10 @@ def components_for(config: ClusterConfig) -> list[Component]:
     run_dir = config.data_dir / "run"
     logs = config.data_dir / "logs"
     for index, (name, region) in enumerate(config.worker_names()):
+        # Every worker gossips on a fixed port; the first joins nobody, each other one
+        # joins through those before it, so any of them still up lets a restarted
+        # worker back in (the first rejoins through the peers it remembers).
+        joins = [config.worker_gossip(i) for i in range(index)]
         argv = bodega_argv(
             "worker", "--name", name, "--region", region,
             "--data-dir", str(config.data_dir / "workers" / name),
@@ -172,8 +180,32 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--machine-subnet", config.worker_subnet(index),
             "--stop-machines-on-exit", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
+            "--gossip-listen", config.worker_gossip(index),
+            *(("--join", ",".join(joins)) if joins else ()),
             *config.extra_worker_args,
         )
         components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
                                     logs / f"{name}.log"))
+    seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
+    nearest = config.regions[0]
+    broker = bodega_argv(
+        "broker", "--name", "broker", "--region", nearest,
+        "--data-dir", str(config.data_dir / "broker"),
+        "--listen", f"{config.host}:{config.api_port}",
+        "--gossip-listen", config.gossip("broker"), "--join", seeds,
+        "--exit-with-parent", "--ready-file", str(run_dir / "broker.json"),
+        "--log-level", config.log_level, *config.extra_broker_args,
+    )
+    components.append(Component("broker", "broker", nearest, broker, run_dir / "broker.json",
+                                logs / "broker.log"))
+    proxy = bodega_argv(
+        "proxy", "--name", "proxy", "--region", nearest,
+        "--data-dir", str(config.data_dir / "proxy"),
+        "--listen", f"{config.host}:{config.proxy_port}",
+        "--gossip-listen", config.gossip("proxy"), "--join", seeds,
+        "--exit-with-parent", "--ready-file", str(run_dir / "proxy.json"),
+        "--log-level", config.log_level, *config.extra_proxy_args,
+    )
+    components.append(Component("proxy", "proxy", nearest, proxy, run_dir / "proxy.json",
+                                logs / "proxy.log"))
     return components

@@ -4,9 +4,11 @@
 
              create                start               stop
     (none) ─────────▶ created ──────────▶ starting ──▶ started ─────▶ stopping ──▶ stopped
-                        │  ▲                 │           │  │ restart              │
-                        │  │                 ▼           │  └────────▶ restarting ─┘ (→ starting)
-                        │  │               failed ◀──────┘ (start error / crash with no restart)
+                        │  ▲                 │           │  │ restart                ▲
+                        │  │                 ▼           │  └──▶ restarting ──▶ starting
+                        │  │               failed        └──────────────────────────┘
+                        │  │          (an operation's      (its process exited and the
+                        │  │           effect failed)       restart policy says no more)
                         │  └── update, skip_launch ── updating ◀── update (any persistent state)
                         ▼
                     destroying ──▶ destroyed      (from any persistent state)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 PARENT_POLL = 0.5
+log = logging.getLogger("bodega.lifecycle")
 
 
 async def until_stopped(exit_with_parent: bool = False) -> str:
@@ -30,10 +32,17 @@ async def until_stopped(exit_with_parent: bool = False) -> str:
     try:
         return await stopped
     finally:
+        # A second Ctrl-C while shutting down must not kill the shutdown half way (a daemon
+        # killed there leaves its machines running): from now on signals are only noted.
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+            loop.add_signal_handler(sig, _already_stopping, sig.name)
         if watcher is not None:
             watcher.cancel()
+
+
+def _already_stopping(name: str) -> None:
+    log.warning("%s received while stopping; still stopping (SIGKILL forces it, leaving "
+                "machines running)", name)
 
 
 async def _watch_parent(parent: int, stopped: asyncio.Future[str]) -> None:

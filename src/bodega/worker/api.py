@@ -162,7 +162,7 @@ class WorkerApi:
         ask = Ask(cpu_kind=body.cpu_kind, cpus=body.cpus, memory_mb=body.memory_mb,
                   disk_gb=body.disk_gb, gpus=body.gpus, gpu_kind=body.gpu_kind)
         try:
-            row = self.ledger.reserve(ask, body.app, body.ttl)
+            row = self.ledger.reserve(ask, body.app, body.ttl or self.ledger.default_ttl)
         except Exception:
             self.metrics.reservations.labels("rejected").inc()
             raise
@@ -202,7 +202,7 @@ class WorkerApi:
                 skip_launch=body.skip_launch,
                 skip_service_registration=body.skip_service_registration,
                 lease_ttl=body.lease_ttl, idempotency_key=body.idempotency_key,
-                placement=body.placement,
+                placement=body.placement, owner=request.headers.get("x-bodega-owner", "bodega"),
             )
         )
         return json_response(self._wire(row, nonce=nonce))

@@ -28,6 +28,17 @@ class WorkerConfig:
     stop_machines_on_exit: bool = False
     failpoints: Failpoints = field(default_factory=Failpoints)
     cgroups: bool = True
+    fsync: bool = True  # False only to simulate many hosts on one disk (benchmarks)
+    # Step records of finished operations older than this are dropped; events are kept.
+    log_keep_seconds: float = 7 * 24 * 3600.0
+    gossip_host: str | None = None  # the registry's UDP endpoint; None: the listen host
+    gossip_port: int = 0
+    join: tuple[str, ...] = ()  # gossip host:port of members to join through
+    tombstone_ttl: float = 3600.0  # destroyed machines stay listed this long in the registry
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.data_dir / "registry"
 
     @property
     def store_path(self) -> Path:

@@ -16,8 +16,9 @@ import os
 from typing import Any
 
 from bodega.model.states import MachineState
+from bodega.registry import RegistryConfig, RegistryNode
 from bodega.runtime.keys import internal_token
-from bodega.runtime.serve import Served, serve
+from bodega.runtime.serve import Served, bind, serve
 from bodega.worker import tables
 from bodega.worker.actions import MachineActions
 from bodega.worker.api import WorkerApi
@@ -28,6 +29,7 @@ from bodega.worker.ledger import Ledger
 from bodega.worker.machines import MachineService
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
+from bodega.worker.publish import Publisher
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner
 from bodega.worker.store import Store
@@ -37,6 +39,7 @@ from bodega.worker.watch import StateWatch
 log = logging.getLogger("bodega.worker")
 
 HOUSEKEEPING_INTERVAL = 2.0
+COMPACTION_INTERVAL = 3600.0
 
 
 def default_subnet(name: str) -> str:
@@ -84,8 +87,8 @@ class Worker:
         self.network = network or make_network(config)
         self.metrics = WorkerMetrics()
         self.watch = StateWatch()
-        self.store = Store(config.store_path)
-        self.ledger = Ledger(self.store, config.totals)
+        self.store = Store(config.store_path, fsync=config.fsync)
+        self.ledger = Ledger(self.store, config.totals, config.reservation_ttl)
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
         self.runner = Runner(
@@ -99,13 +102,25 @@ class Worker:
         self.volumes = VolumeService(self.store, self.ledger, self.runner)
         self.token = internal_token(config.cluster_secret)
         self.served: Served | None = None
+        self.registry: RegistryNode | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self._next_compaction = 0.0
+        self.machines.on_exit_decision = lambda decision: self.metrics.exits.labels(
+            decision).inc()
 
     @property
     def url(self) -> str:
         if self.served is None:
             raise RuntimeError("worker is not serving")
         return f"http://{self.config.host()}:{self.served.port}"
+
+    @property
+    def gossip(self) -> str:
+        """The registry's advertised gossip address, ``host:port``, for others to join through."""
+        if self.registry is None:
+            raise RuntimeError("worker is not started")
+        host, port = self.registry.gossip_addr
+        return f"{host}:{port}"
 
     def info(self) -> dict[str, Any]:
         return {
@@ -128,7 +143,19 @@ class Worker:
             volumes=self.volumes, metrics=self.metrics, info=self.info,
             service_host=self.service_host,
         )
-        self.served = await serve(api.app(), self.config.listen_host, self.config.listen_port)
+        sock = bind(self.config.listen_host, self.config.listen_port)
+        url = f"http://{self.config.host()}:{sock.getsockname()[1]}"
+        self.registry = self._registry(url)
+        app = api.app()
+        app.router.routes.extend(self.registry.routes())  # sync and subscriptions
+        self.served = await serve(app, self.config.listen_host, self.config.listen_port, sock=sock)
+        await self.registry.start()
+        publisher = Publisher(
+            self.registry, name=self.config.name, region=self.config.region, url=url,
+            driver=self.driver.name, store=self.store, ledger=self.ledger,
+            service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl)
+        publisher.publish_all()  # the replica may be behind the store (or ahead of it)
+        self._tasks.append(asyncio.create_task(publisher.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._wire_ahead()))
         janitor = getattr(self.driver, "log_janitor", None)
@@ -136,6 +163,15 @@ class Worker:
             self._tasks.append(asyncio.create_task(janitor(self.config.machines_dir)))
         log.info("worker %s (%s, %s driver) serving on %s", self.config.name,
                  self.config.region, self.driver.name, self.url)
+
+    def _registry(self, url: str) -> RegistryNode:
+        c = self.config
+        return RegistryNode(RegistryConfig(
+            name=c.name, role="worker", region=c.region, data_dir=c.registry_dir,
+            cluster_secret=c.cluster_secret, bind_host=c.gossip_host or c.listen_host,
+            bind_port=c.gossip_port, advertise_host=c.advertise_host, seeds=c.join,
+            meta={"url": url}, tombstone_ttl=c.tombstone_ttl,
+        ), registry=self.metrics.registry)
 
     async def _wire_ahead(self) -> None:
         """Keep the next few machines' networks ready before they are asked for."""
@@ -158,13 +194,16 @@ class Worker:
                 now = self.store.clock()
                 self.ledger.purge(now - 60)
                 self._update_gauges()
+                if now >= self._next_compaction:
+                    self._next_compaction = now + COMPACTION_INTERVAL
+                    dropped = self.store.compact(now - self.config.log_keep_seconds)
+                    if dropped:
+                        log.info("compacted the log: %d old step records dropped", dropped)
             except Exception:
                 log.exception("housekeeping failed")
 
     def _update_gauges(self) -> None:
-        counts: dict[str, int] = {}
-        for row in tables.list_machines(self.store.db):
-            counts[row.state] = counts.get(row.state, 0) + 1
+        counts = tables.count_by_state(self.store.db)
         for state in MachineState:
             self.metrics.machines.labels(str(state)).set(counts.get(state, 0))
         used = self.ledger.usage()
@@ -187,6 +226,8 @@ class Worker:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if self.registry is not None:
+            await self.registry.stop(leave=True)  # others see "left", not a failure
         in_use = {row.ip_index for row in tables.list_machines(self.store.db)
                   if row.ip_index is not None}
         await self.network.release_spares(in_use)

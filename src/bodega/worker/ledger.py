@@ -66,9 +66,10 @@ def usage(conn: sqlite3.Connection, now: float, exclude_machine: str | None = No
 
 
 class Ledger:
-    def __init__(self, store: Store, totals: Totals) -> None:
+    def __init__(self, store: Store, totals: Totals, default_ttl: float = 10.0) -> None:
         self.store = store
         self.totals = totals
+        self.default_ttl = default_ttl  # seconds an unclaimed reservation holds its room
 
     @property
     def cordoned(self) -> bool:

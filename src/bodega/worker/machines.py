@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal as signals
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -71,6 +72,8 @@ class MachineService:
         # Set whenever an address is taken or given back, so the network can wire ahead.
         self.addresses_changed = asyncio.Event()
         self.supervision = Supervision(self.driver, self.on_exit)
+        # Told what the restart policy decided for each exit (the daemon counts them).
+        self.on_exit_decision: Callable[[str], None] = lambda _decision: None
         self._background: set[asyncio.Task[Any]] = set()
         runner.after_final["start_machine"] = self._after_run
         runner.after_final["restart_machine"] = self._after_run
@@ -408,6 +411,7 @@ class MachineService:
         event = self.store.new_event("exit", status, "flyd", exit_status.to_event_request())
         log.info("%s: exited (code %s, signal %s, oom %s): %s", row.id, exit_status.exit_code,
                  exit_status.signal, exit_status.oom_killed, decision)
+        self.on_exit_decision(str(decision))
         with self.store.tx() as conn:
             self.store.append(conn, op_id="supervise", resource_id=row.id, fsm="supervise",
                               step="exit", payload={"decision": str(decision)}, event=event)

@@ -111,6 +111,12 @@ def list_machines(
     return [MachineRow.from_row(row) for row in rows.fetchall()]
 
 
+def count_by_state(conn: sqlite3.Connection) -> dict[str, int]:
+    """Machines per state, counted by SQLite (no row is decoded)."""
+    return {str(state): int(n) for state, n in
+            conn.execute("SELECT state, count(*) FROM machines GROUP BY state")}
+
+
 def free_ip_indexes(conn: sqlite3.Connection, first: int, last: int, count: int) -> list[int]:
     """The lowest ``count`` addresses no live machine holds, in the order creates take them."""
     used = {

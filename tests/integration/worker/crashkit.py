@@ -78,7 +78,9 @@ class CrashWorker:
 @contextlib.asynccontextmanager
 async def crash_worker(tmp: Path) -> AsyncIterator[CrashWorker]:
     n = next(_subnets)
-    worker = CrashWorker(tmp, f"crash{os.getpid() % 1000}-{n}", f"10.252.{n % 250 + 1}.0/24")
+    # Subnets differ per test process too, so runs side by side never share a namespace.
+    subnet = f"10.{232 + os.getpid() % 16}.{n % 250 + 1}.0/24"
+    worker = CrashWorker(tmp, f"crash{os.getpid() % 1000}-{n}", subnet)
     try:
         yield worker
     finally:

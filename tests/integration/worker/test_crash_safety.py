@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
 import uuid
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 from bodega.api.worker_client import WorkerClient
 from bodega.model.errors import BodegaError
 from bodega.worker.fsm import FSMS
-from bodega.worker.network import run
+from bodega.worker.network import NetnsNetwork, run
 
 from .crashkit import crash_worker, environ_of, machine_config, program_pids, until
 
@@ -92,11 +93,12 @@ async def test_crash_at_every_step(tmp_path: Path, fsm: str, step: str, when: st
             await until(lambda: len(program_pids(marker)) == 1)
         before = program_pids(marker)
         client = await worker.start()
-        await _verify(client, fsm, step, when, mid, marker, before, worker.tmp / worker.name)
+        await _verify(client, fsm, step, when, mid, marker, before, worker.tmp / worker.name,
+                      worker.subnet)
 
 
 async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str, marker: str,
-                  before: list[int], data_dir: Path) -> None:
+                  before: list[int], data_dir: Path, subnet: str) -> None:
     if fsm in ("create_volume", "delete_volume"):
         want = "created" if fsm == "create_volume" else "destroyed"
         for _ in range(200):
@@ -127,10 +129,10 @@ async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str
         await until(lambda: program_pids(marker) == [])
     if expected == "destroyed":
         machine = await client.machine(mid)
-        index = machine["private_ip"].rsplit(".", 1)[1]
-        namespaces = [p for p in Path("/run/netns").glob(f"bodega-*-{index}")]
-        for namespace in namespaces:  # it may already be wired afresh for the next machine
-            assert await run("ip", "netns", "pids", namespace.name) == ""
+        index = int(machine["private_ip"].rsplit(".", 1)[1])
+        namespace = NetnsNetwork(ipaddress.ip_network(subnet)).netns(index)
+        if Path(f"/run/netns/{namespace}").exists():  # it may be wired afresh for the next one
+            assert await run("ip", "netns", "pids", namespace) == ""
         assert not (data_dir / "machines" / mid).exists()
     log = await client.request("GET", "/v1/log", params={"resource": mid, "limit": 500})
     finished = [e for e in log if e["fsm"] == fsm]

@@ -1,0 +1,64 @@
+"""``bodega apps``: create, list, show and destroy apps; mint app-scoped tokens."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from bodega.cli.errors import friendly
+from bodega.cli.session import DEFAULT_API, ApiUrl, Json, Token, call, show_json, table
+
+apps = typer.Typer(help="Manage apps.", no_args_is_help=True)
+
+
+@apps.command("create")
+@friendly
+def create(name: Annotated[str, typer.Argument(help="App name (a DNS label)")],
+           org: Annotated[str, typer.Option(help="Organization slug")] = "personal",
+           api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+    """Create an app."""
+    app = call(api_url, token, lambda c: c.create_app(name, org))
+    show_json(app) if json else typer.echo(f"New app created: {app['name']}")
+
+
+@apps.command("list")
+@friendly
+def list_apps(api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+    """List the apps this token can see."""
+    found = call(api_url, token, lambda c: c.apps())
+    if json:
+        show_json(found)
+        return
+    table(["NAME", "ORG", "STATUS", "MACHINES", "VOLUMES"],
+          [(a["name"], a["organization"]["slug"], a["status"], a["machine_count"],
+            a["volume_count"]) for a in found])
+
+
+@apps.command("show")
+@friendly
+def show(name: Annotated[str, typer.Argument(help="App name")],
+         api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+    """Show an app."""
+    show_json(call(api_url, token, lambda c: c.app(name)))
+
+
+@apps.command("destroy")
+@friendly
+def destroy(name: Annotated[str, typer.Argument(help="App name")],
+            yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask")] = False,
+            api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+    """Destroy an app with all its machines and volumes."""
+    if not yes:
+        typer.confirm(f"Destroy app {name} and every machine and volume in it?", abort=True)
+    call(api_url, token, lambda c: c.delete_app(name))
+    typer.echo(f"Destroyed app {name}")
+
+
+@apps.command("token")
+@friendly
+def token_cmd(name: Annotated[str, typer.Argument(help="App name")],
+              expiry: Annotated[str | None, typer.Option(help="Lifetime, e.g. 720h")] = None,
+              api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+    """Create a token that can only use this app."""
+    typer.echo(call(api_url, token, lambda c: c.deploy_token(name, expiry)))

@@ -1,0 +1,117 @@
+"""``bodega broker``: run the stateless broker that serves the Machines API and places machines."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bodega.broker.config import POLICIES, BrokerConfig
+from bodega.broker.daemon import Broker
+from bodega.cli.errors import friendly
+from bodega.placement import Curve, Weights
+from bodega.placement.curves import BALANCED, ROOMY
+from bodega.runtime import hostinfo
+from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
+from bodega.runtime.logs import configure
+
+
+def parse_weights(text: str | None) -> Weights:
+    if not text:
+        return Weights()
+    values: dict[str, float] = {}
+    for part in text.split(","):
+        key, sep, value = part.strip().partition("=")
+        if not sep:
+            raise ValueError(f"--weights takes name=number pairs, got {part.strip()!r}")
+        try:
+            values[key] = float(value)
+        except ValueError:
+            raise ValueError(f"--weights: {key} is not a number: {value!r}") from None
+    unknown = set(values) - {"cpu", "memory", "disk", "image", "app", "spread", "standby"}
+    if unknown:
+        raise ValueError(f"--weights: unknown weight {sorted(unknown)[0]!r}; use cpu, memory, "
+                         "disk, image, app (or spread) and standby")
+    return Weights().with_overrides(values)
+
+
+@friendly
+def broker(
+    data_dir: Annotated[Path, typer.Option(help="Where its registry replica is cached")],
+    name: Annotated[str | None, typer.Option(help="Unique name [default: broker-HOSTNAME]")]
+    = None,
+    listen: Annotated[str, typer.Option(help="host:port of the Machines API")]
+    = "127.0.0.1:4280",
+    region: Annotated[str, typer.Option(help="Region expression for creates that name none")]
+    = "any",
+    token: Annotated[list[str] | None, typer.Option(
+        "--token", envvar="BODEGA_API_TOKEN", help="Admin API token (repeatable)")] = None,
+    cluster_secret: Annotated[str | None, typer.Option(
+        envvar="BODEGA_CLUSTER_SECRET", help="Shared cluster secret")] = None,
+    gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
+    = None,
+    join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
+    = None,
+    policy: Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}")]
+    = "utility",
+    sample: Annotated[int, typer.Option(help="Power-of-d choices (0: rank every worker)")] = 0,
+    cpu_curve: Annotated[str, typer.Option(help="Desirability by cpu utilization")]
+    = BALANCED.describe(),
+    memory_curve: Annotated[str, typer.Option(help="Desirability by memory utilization")]
+    = BALANCED.describe(),
+    disk_curve: Annotated[str, typer.Option(help="Desirability by disk utilization")]
+    = ROOMY.describe(),
+    weights: Annotated[str | None, typer.Option(help="e.g. cpu=1,memory=1,disk=0.5,app=0.1")]
+    = None,
+    deadline: Annotated[float, typer.Option(help="Seconds a placement may take")] = 5.0,
+    hedge: Annotated[bool, typer.Option(help="Reserve on two workers, keep the first yes")]
+    = False,
+    ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
+    = None,
+    exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+) -> None:
+    """Run a broker: the Machines API, placing each create on a worker synchronously."""
+    if not cluster_secret:
+        raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
+    if not token:
+        raise ValueError("--token (or BODEGA_API_TOKEN) is required: the admin API token")
+    if policy not in POLICIES:
+        raise ValueError(f"--policy must be one of {', '.join(POLICIES)}")
+    if sample < 0 or deadline <= 0:
+        raise ValueError("--sample must be >= 0 and --deadline > 0")
+    broker_name = name or f"broker-{hostinfo.hostname()}"
+    host, port = hostinfo.split_host_port(listen, 4280)
+    gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{host}:0", 0)
+    config = BrokerConfig(
+        name=broker_name, data_dir=data_dir.resolve(), cluster_secret=cluster_secret,
+        admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,
+        gossip_host=gossip_host, gossip_port=gossip_port,
+        seeds=tuple(s.strip() for s in (join or "").split(",") if s.strip()),
+        policy=policy, sample=sample, cpu_curve=Curve.parse(cpu_curve),
+        memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
+        weights=parse_weights(weights), deadline=deadline, hedge=hedge,
+    )
+    config.placement_policy()  # refuse a bad policy before anything starts
+    configure(log_level, f"broker[{broker_name}]")
+    event_loop_policy()
+    asyncio.run(_run(config, ready_file, exit_with_parent))
+
+
+async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: bool) -> None:
+    daemon = Broker(config)
+
+    async def start() -> None:
+        await daemon.start()
+        if ready_file is not None:
+            info = {"url": daemon.url, "pid": os.getpid(), "name": config.name,
+                    "region": daemon.nearest}
+            if daemon.node is not None:
+                host, gport = daemon.node.gossip_addr
+                info["gossip"] = f"{host}:{gport}"
+            write_json_atomic(ready_file, info)
+
+    await run_daemon(start, daemon.stop, exit_with_parent=exit_with_parent)

@@ -1,0 +1,267 @@
+"""``bodega machine``: run, list, inspect, start, stop, destroy, exec, and ask why."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from bodega.api.machines_client import MachinesClient
+from bodega.cli.errors import friendly
+from bodega.cli.session import (
+    DEFAULT_API,
+    ApiUrl,
+    App,
+    Json,
+    Token,
+    call,
+    console,
+    env_pairs,
+    show_json,
+    table,
+)
+from bodega.model.config import preset
+
+machine = typer.Typer(help="Run and manage machines.", no_args_is_help=True)
+
+Id = Annotated[str, typer.Argument(help="Machine ID")]
+
+
+def machine_config(command: list[str], image: str, port: list[int], size: str | None,
+                   cpus: int | None, memory: int | None, cpu_kind: str, env: list[str] | None,
+                   restart: str | None, autostop: bool, standby_for: list[str] | None,
+                   metadata: list[str] | None) -> dict[str, Any]:
+    guest: dict[str, Any] = {"cpu_kind": cpu_kind, "cpus": 1, "memory_mb": 256}
+    if size:
+        kind, n, mem = preset(size)
+        guest = {"cpu_kind": kind, "cpus": n, "memory_mb": mem}
+    if cpus is not None:
+        guest["cpus"] = cpus
+    if memory is not None:
+        guest["memory_mb"] = memory
+    config: dict[str, Any] = {"image": image, "guest": guest}
+    if command:
+        config["init"] = {"exec": command}
+    if env:
+        config["env"] = env_pairs(env)
+    if metadata:
+        config["metadata"] = env_pairs(metadata)
+    if restart:
+        config["restart"] = {"policy": restart}
+    if port:
+        config["services"] = [{"protocol": "tcp", "internal_port": p, "autostart": True,
+                               "autostop": "stop" if autostop else "off",
+                               "ports": [{"port": 80, "handlers": ["http"]}]} for p in port]
+    if standby_for:
+        config["standbys"] = list(standby_for)
+    return config
+
+
+@machine.command("run", context_settings={"allow_interspersed_args": False})
+@friendly
+def run(
+    command: Annotated[list[str] | None, typer.Argument(help="Program and arguments to run")]
+    = None,
+    app: App = "",
+    image: Annotated[str, typer.Option(help="Image (recorded; the process driver runs the "
+                                            "command)")] = "process",
+    region: Annotated[str | None, typer.Option(help="Region expression, e.g. ams or ams,syd")]
+    = None,
+    name: Annotated[str | None, typer.Option(help="Machine name")] = None,
+    port: Annotated[list[int] | None, typer.Option(help="Internal port of an HTTP service")]
+    = None,
+    size: Annotated[str | None, typer.Option(help="Preset, e.g. shared-cpu-1x")] = None,
+    cpus: Annotated[int | None, typer.Option(help="vCPUs")] = None,
+    memory: Annotated[int | None, typer.Option(help="Memory in MB (multiple of 128)")] = None,
+    cpu_kind: Annotated[str, typer.Option(help="shared or performance")] = "shared",
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE")] = None,
+    metadata: Annotated[list[str] | None, typer.Option(help="KEY=VALUE")] = None,
+    restart: Annotated[str | None, typer.Option(help="no, always or on-failure")] = None,
+    autostop: Annotated[bool, typer.Option(help="Let the proxy stop it when idle")] = False,
+    standby_for: Annotated[list[str] | None, typer.Option(help="Machine IDs it stands by for")]
+    = None,
+    skip_start: Annotated[bool, typer.Option(help="Create it without starting it")] = False,
+    detach: Annotated[bool, typer.Option(help="Do not wait for it to start")] = False,
+    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+) -> None:
+    """Create a machine, placed by the broker, and wait until it has started."""
+    if not app:
+        raise ValueError("--app is required")
+    body: dict[str, Any] = {"config": machine_config(
+        command or [], image, port or [], size, cpus, memory, cpu_kind, env, restart, autostop,
+        standby_for, metadata), "skip_launch": skip_start}
+    if region:
+        body["region"] = region
+    if name:
+        body["name"] = name
+
+    async def work(client: MachinesClient) -> dict[str, Any]:
+        created = await client.create_machine(app, body)
+        if not (detach or skip_start):
+            await client.wait(app, created["id"], "started", 60, created.get("instance_id"))
+            created = await client.machine(app, created["id"])
+        return created
+
+    created = call(api_url, token, work)
+    if json:
+        show_json(created)
+        return
+    typer.echo(f"Machine {created['id']} ({created['name']}) is {created['state']} in "
+               f"{created['region']} at {created.get('private_ip') or '-'}")
+
+
+@machine.command("list")
+@friendly
+def list_machines(app: App = "", all_: Annotated[bool, typer.Option(
+    "--all", help="Include destroyed machines")] = False,
+                  api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+    """List an app's machines."""
+    params = {"include_deleted": "true"} if all_ else {}
+    found = call(api_url, token, lambda c: c.machines(app, **params))
+    if json:
+        show_json(found)
+        return
+    table(["ID", "NAME", "STATE", "REGION", "IMAGE", "IP", "UPDATED"],
+          [(m["id"], m["name"], m["state"], m["region"], m["config"].get("image"),
+            m.get("private_ip"), m.get("updated_at")) for m in found])
+
+
+@machine.command("status")
+@friendly
+def status(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: Token = None,
+           json: Json = False) -> None:
+    """Show a machine and its latest events."""
+    m = call(api_url, token, lambda c: c.machine(app, machine_id))
+    if json:
+        show_json(m)
+        return
+    for key in ("id", "name", "state", "region", "instance_id", "private_ip", "created_at",
+                "updated_at"):
+        typer.echo(f"{key:<12} {m.get(key, '')}")
+    table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE"],
+          [(e["timestamp"], e["type"], e["status"], e["source"]) for e in m.get("events", [])],
+          title="Events")
+
+
+def _simple(action: str, verb: str) -> None:
+    @machine.command(action, help=f"{verb.capitalize()} a machine.")
+    @friendly
+    def command(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API,
+                token: Token = None) -> None:
+        call(api_url, token, lambda c: c.action(app, machine_id, action))
+        typer.echo(f"Machine {machine_id}: {verb} requested")
+
+
+_simple("start", "start")
+_simple("restart", "restart")
+_simple("cordon", "cordon")
+_simple("uncordon", "uncordon")
+
+
+@machine.command("stop")
+@friendly
+def stop(machine_id: Id, app: App = "",
+         signal: Annotated[str | None, typer.Option(help="Signal first, e.g. SIGTERM")] = None,
+         timeout: Annotated[str | None, typer.Option(help="Then SIGKILL after, e.g. 10s")] = None,
+         api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+    """Stop a machine."""
+    body = {k: v for k, v in {"signal": signal, "timeout": timeout}.items() if v}
+    call(api_url, token, lambda c: c.action(app, machine_id, "stop", body))
+    typer.echo(f"Machine {machine_id}: stop requested")
+
+
+@machine.command("destroy")
+@friendly
+def destroy(machine_id: Id, app: App = "",
+            force: Annotated[bool, typer.Option(help="Kill it if it is running")] = False,
+            api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+    """Destroy a machine."""
+    call(api_url, token, lambda c: c.destroy(app, machine_id, force))
+    typer.echo(f"Machine {machine_id}: destroy requested")
+
+
+@machine.command("exec", context_settings={"allow_interspersed_args": False})
+@friendly
+def exec_cmd(machine_id: Id, command: Annotated[list[str], typer.Argument(help="Command")],
+             app: App = "", timeout: Annotated[int, typer.Option(help="Seconds")] = 30,
+             api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+    """Run a command in a machine's context and print its output."""
+    result = call(api_url, token, lambda c: c.exec(app, machine_id, command, timeout))
+    typer.echo(result.get("stdout", ""), nl=False)
+    typer.echo(result.get("stderr", ""), nl=False, err=True)
+    raise typer.Exit(int(result.get("exit_code", 0)))
+
+
+@machine.command("events")
+@friendly
+def events(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: Token = None,
+           json: Json = False) -> None:
+    """A machine's events, newest first."""
+    found = call(api_url, token, lambda c: c.read(app, machine_id, "events", limit=50))
+    if json:
+        show_json(found)
+        return
+    table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE", "DETAIL"],
+          [(e["timestamp"], e["type"], e["status"], e["source"],
+            (e.get("request") or {}).get("exit_event") or (e.get("request") or {}).get("error")
+            or "") for e in found])
+
+
+@machine.command("explain")
+@friendly
+def explain(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: Token = None,
+            json: Json = False) -> None:
+    """Why the broker placed a machine where it is."""
+    record = call(api_url, token, lambda c: c.read(app, machine_id, "placement"))
+    if json:
+        show_json(record)
+        return
+    show_record(record)
+
+
+@machine.command("place")
+@friendly
+def place(app: Annotated[str | None, typer.Option("--app", "-a", help="App (co-location "
+                                                   "counts)")] = None,
+          region: Annotated[str, typer.Option(help="Region expression")] = "any",
+          size: Annotated[str, typer.Option(help="Preset size")] = "shared-cpu-1x",
+          count: Annotated[int, typer.Option(help="Machines to place")] = 1,
+          explain_: Annotated[bool, typer.Option("--explain", help="Show the ranking")] = False,
+          api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+    """Where machines would go, without creating anything."""
+    kind, cpus, memory = preset(size)
+    body: dict[str, Any] = {"org_slug": "personal", "region": region, "count": count,
+                            "compute": {"cpu_kind": kind, "cpus": cpus, "memory_mb": memory},
+                            "explain": explain_}
+    if app:
+        body["app"] = app
+    result = call(api_url, token, lambda c: c.placements(body))
+    if json:
+        show_json(result)
+        return
+    table(["REGION", "COUNT", "HOSTS"],
+          [(r["region"], r["count"], r["concurrency"]) for r in result["regions"]])
+    for region_record in result.get("explain", []):
+        show_region(region_record)
+
+
+def show_record(record: dict[str, Any]) -> None:
+    winner = record.get("winner") or {}
+    console.print(f"[bold]placed on {winner.get('worker', '?')}[/bold] in "
+                  f"{winner.get('region', '?')} by {record.get('broker')} "
+                  f"({record.get('policy')}, {record.get('duration_ms')} ms); asked for "
+                  f"{record.get('asked')}")
+    for region_record in record.get("regions", []):
+        show_region(region_record)
+    table(["WORKER", "REGION", "OUTCOME", "MS", "REASON"],
+          [(a["worker"], a["region"], a["outcome"], a["ms"], a.get("reason", ""))
+           for a in record.get("attempts", [])], title="Attempts")
+
+
+def show_region(region: dict[str, Any]) -> None:
+    console.print(f"[bold]{region['region']}[/bold]: {region['candidates']} workers, "
+                  f"{region['feasible']} feasible, refused {region.get('refused') or 'none'}")
+    rows = [(r["worker"], r["score"], " ".join(f"{k}={v}" for k, v in r["subscores"].items()))
+            for r in region.get("ranked", [])]
+    rows += [(r["worker"], "refused", r["reason"]) for r in region.get("refusals", [])]
+    table(["WORKER", "SCORE", "WHY"], rows)

@@ -1,0 +1,82 @@
+"""What every API command shares: where the API is, the token, and how results are shown.
+
+``--api-url`` (``BODEGA_API_URL``) defaults to the local cluster's broker;
+``--token`` comes from ``BODEGA_API_TOKEN`` (or ``FLY_API_TOKEN``, so a shell
+set up for flyctl works too). ``--json`` prints what the API answered,
+for scripts; otherwise a table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from bodega.api.machines_client import MachinesClient
+
+T = TypeVar("T")
+DEFAULT_API = "http://127.0.0.1:4280"
+
+ApiUrl = Annotated[str, typer.Option("--api-url", envvar="BODEGA_API_URL",
+                                     help="The broker's Machines API")]
+Token = Annotated[str | None, typer.Option("--token", envvar=["BODEGA_API_TOKEN", "FLY_API_TOKEN"],
+                                           help="API token (printed by `bodega up`)",
+                                           show_default=False)]
+Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer")]
+App = Annotated[str, typer.Option("--app", "-a", envvar="BODEGA_APP", help="App name")]
+
+console = Console()
+
+
+def call(api_url: str, token: str | None,
+         work: Callable[[MachinesClient], Awaitable[T]]) -> T:
+    """Run ``work`` with a client for the API, and close it."""
+    token = token or default_token_file()
+    if not token:
+        raise ValueError("no API token: pass --token or set BODEGA_API_TOKEN "
+                         "(`bodega up` prints one)")
+
+    async def run() -> T:
+        async with MachinesClient(api_url, token) as client:
+            return await work(client)
+
+    return asyncio.run(run())
+
+
+def show_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2))
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
+    out = Table(title=title, header_style="bold", box=None, pad_edge=False)
+    for column in columns:
+        out.add_column(column)
+    for row in rows:
+        out.add_row(*("" if v is None else str(v) for v in row))
+    console.print(out)
+
+
+def env_pairs(values: list[str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values or []:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--env takes NAME=VALUE, got {value!r}")
+        out[key] = val
+    return out
+
+
+def default_token_file() -> str | None:
+    """The token a local cluster started here wrote (``.bodega/api-token``), if any."""
+    path = os.path.join(os.environ.get("BODEGA_DATA_DIR", ".bodega"), "api-token")
+    try:
+        with open(path) as handle:
+            return handle.read().strip() or None
+    except OSError:
+        return None

@@ -1,0 +1,93 @@
+"""Hosts for tests: network namespaces on one bridge, each with its own address.
+
+Every "host" is a namespace with one veth on a bridge in the test's own
+namespace (which gets ``.254`` on it, so the test can reach every host).
+Daemons run inside with ``ip netns exec``. ``partition`` drops traffic
+between two groups with nftables inside the namespaces; ``heal`` removes it.
+Everything is created under names unique to the test process and removed
+at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from bodega.worker.network import run
+
+PARTITION_TABLE = "bodega_partition"
+
+
+@dataclass
+class Hosts:
+    tag: str = field(default_factory=lambda: f"{os.getpid() % 1000}")
+    octet: int = field(default_factory=lambda: 200 + os.getpid() % 40)
+    names: list[str] = field(default_factory=list)
+
+    @property
+    def bridge(self) -> str:
+        return f"btb{self.tag}"
+
+    def address(self, index: int) -> str:
+        return f"10.{self.octet}.0.{index}"
+
+    def namespace(self, index: int) -> str:
+        return f"bdgt-{self.tag}-{index}"
+
+    async def setup(self, count: int) -> None:
+        await self.teardown()
+        await run("ip", "link", "add", self.bridge, "type", "bridge")
+        await run("ip", "addr", "add", f"{self.address(254)}/24", "dev", self.bridge)
+        await run("ip", "link", "set", self.bridge, "up")
+        for index in range(1, count + 1):
+            ns, veth = self.namespace(index), f"btv{self.tag}-{index}"
+            await run("ip", "netns", "add", ns)
+            await run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0",
+                      "netns", ns)
+            await run("ip", "link", "set", veth, "master", self.bridge, "up")
+            batch = (f"addr add {self.address(index)}/24 dev eth0\nlink set eth0 up\n"
+                     "link set lo up\n")
+            await run("ip", "-n", ns, "-batch", "-", stdin=batch.encode())
+            self.names.append(ns)
+
+    def exec(self, index: int, *argv: str) -> list[str]:
+        """The argv that runs ``argv`` on host ``index``."""
+        return ["ip", "netns", "exec", self.namespace(index), *argv]
+
+    async def partition(self, group: list[int], others: list[int]) -> None:
+        """No packet between ``group`` and ``others``, either way (both sides drop)."""
+        for side, away in ((group, others), (others, group)):
+            addresses = ", ".join(self.address(i) for i in away)
+            rules = (f"table inet {PARTITION_TABLE} {{\n"
+                     f"  chain input {{ type filter hook input priority 0; "
+                     f"ip saddr {{ {addresses} }} drop; }}\n"
+                     f"  chain output {{ type filter hook output priority 0; "
+                     f"ip daddr {{ {addresses} }} drop; }}\n}}\n")
+            for index in side:
+                await run("ip", "netns", "exec", self.namespace(index), "nft", "-f", "-",
+                          stdin=rules.encode())
+
+    async def heal(self) -> None:
+        for ns in self.names:
+            await run("ip", "netns", "exec", ns, "nft", "delete", "table", "inet",
+                      PARTITION_TABLE, check=False)
+
+    async def teardown(self) -> None:
+        for index in range(1, 16):
+            await run("ip", "netns", "del", self.namespace(index), check=False)
+        await run("ip", "link", "del", self.bridge, check=False)
+        self.names.clear()
+
+
+@contextlib.asynccontextmanager
+async def hosts(count: int) -> AsyncIterator[Hosts]:
+    h = Hosts()
+    await h.setup(count)
+    try:
+        yield h
+    finally:
+        await asyncio.sleep(0)
+        await h.teardown()

@@ -1,0 +1,147 @@
+"""`bodega up`: a whole cluster of separate processes that supervises itself and stops clean.
+
+One real run: workers (process driver), a broker and a proxy come up and list
+themselves in ``cluster.json``; a machine created through the API answers
+through the proxy; a worker killed with SIGKILL is restarted by the
+supervisor (``cluster.json`` follows its new pid) and re-adopts the machine;
+two Ctrl-Cs in a row still stop everything, machines included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def pids_with(marker: str) -> list[int]:
+    """The machine's own program (argv[0] is Python, the marker an argument), not its wrapper."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv[0] == sys.executable.encode() and marker.encode() in argv[1:]:
+                found.append(int(entry.name))
+    return [p for p in found if alive(p)]
+
+
+async def until(check: Any, timeout: float = 60.0) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.1)
+
+
+async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
+    api, proxy, gossip = free_port(), free_port(), free_port()
+    data = tmp_path / "cluster"
+    marker = f"bodega-up-{uuid.uuid4().hex[:10]}"
+    token = "up-test-token"
+    third = 100 + os.getpid() % 100
+    up = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bodega", "up", "--data-dir", str(data), "--regions", "ams",
+        "--workers-per-region", "2", "--worker-cpus", "2", "--worker-memory-mb", "2048",
+        "--api-port", str(api), "--proxy-port", str(proxy), "--gossip-port", str(gossip),
+        "--machine-cidr", f"10.{third}.0.0/16", "--token", token,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    state = data / "cluster.json"
+    try:
+        def components() -> list[dict[str, Any]]:
+            try:
+                found = json.loads(state.read_text())["components"]
+            except (OSError, ValueError):
+                return []
+            return found if all(c.get("pid") for c in found) else []
+
+        listed = await until(lambda: len(components()) == 4 and components())
+        assert sorted(c["role"] for c in listed) == ["broker", "proxy", "worker", "worker"]
+        assert {c["name"] for c in listed if c["role"] == "worker"} == {"ams-1", "ams-2"}
+        assert all(c["url"].startswith("http://127.0.0.1:") for c in listed)
+        assert (data / "api-token").read_text().strip() == token
+
+        base = f"http://127.0.0.1:{api}"
+        headers = {"authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as http:
+            assert (await http.post("/v1/apps", json={"app_name": "hello"})).status_code == 201
+            server = ("import http.server, sys\n"
+                      "class H(http.server.BaseHTTPRequestHandler):\n"
+                      "    def do_GET(self):\n"
+                      "        body = b'hello from bodega'\n"
+                      "        self.send_response(200); self.send_header('Content-Length', "
+                      "str(len(body))); self.end_headers(); self.wfile.write(body)\n"
+                      "http.server.HTTPServer(('0.0.0.0', 8080), H).serve_forever()\n")
+            created = await http.post("/v1/apps/hello/machines", json={"config": {
+                "image": "local/hello", "init": {"exec": [sys.executable, "-c", server, marker]},
+                "services": [{"protocol": "tcp", "internal_port": 8080,
+                              "ports": [{"port": 80, "handlers": ["http"]}]}]}})
+            assert created.status_code == 200, created.text
+            mid = created.json()["id"]
+            await http.get(f"/v1/apps/hello/machines/{mid}/wait", params={"state": "started"})
+            async with httpx.AsyncClient(timeout=30) as web:
+                for _ in range(100):  # the proxy learns of the machine through the registry
+                    answer = await web.get(f"http://127.0.0.1:{proxy}/",
+                                           headers={"host": "hello.localhost"})
+                    if answer.status_code == 200:
+                        break
+                    await asyncio.sleep(0.1)
+            assert answer.text == "hello from bodega"
+            (program,) = await until(lambda: pids_with(marker))
+
+            members = (await http.get("/v1/cluster/members")).json()
+            assert {m["name"] for m in members} >= {"ams-1", "ams-2", "broker", "proxy"}
+
+            # kill -9 the worker holding the machine: supervised back, machine re-adopted.
+            machine = (await http.get(f"/v1/apps/hello/machines/{mid}/placement")).json()
+            victim = next(c for c in listed if c["name"] == machine["winner"]["worker"])
+            os.kill(victim["pid"], signal.SIGKILL)
+            restarted = await until(lambda: next(
+                (c for c in components() if c["name"] == victim["name"]
+                 and c["pid"] != victim["pid"] and c.get("restarts")), None))
+            assert alive(restarted["pid"])
+            await until(lambda: pids_with(marker) == [program])  # the same process, adopted
+            got = await http.get(f"/v1/apps/hello/machines/{mid}")
+            assert got.json()["state"] == "started"
+    finally:
+        if up.returncode is None:
+            up.send_signal(signal.SIGINT)
+            await asyncio.sleep(0.2)
+            up.send_signal(signal.SIGINT)  # an impatient second Ctrl-C changes nothing
+            output = await asyncio.wait_for(up.communicate(), 60)
+        else:
+            output = await up.communicate()
+    pids = [c["pid"] for c in listed] + [restarted["pid"]]
+    assert up.returncode == 0, output[0].decode()[-2000:]
+    assert not [p for p in pids if alive(p)], "a component outlived bodega up"
+    assert pids_with(marker) == [], "a machine outlived bodega up"
