@@ -6,9 +6,12 @@
 A thousand worker processes would not fit on a small machine, so one
 process hosts many real ``Worker``s (each its own SQLite store, ledger and
 HTTP server; the null driver runs no processes; commits are not fsynced,
-since a thousand simulated hosts share one disk). The broker is the real
-``Broker``, serving the real API; its view is filled once from the workers'
-list, as a registry would, and then kept current by the workers' own answers.
+since a thousand simulated hosts share one disk; no registry node runs, as
+a thousand gossiping nodes in two processes would measure gossip, which
+``bench/registry.py`` does). The broker is the real ``Broker``, serving the
+real API; its view is filled once from the workers' list, as a registry
+would, and then kept current by the workers' own answers (what each has
+free when it says no) and the broker's own accounting of each yes.
 """
 
 from __future__ import annotations
@@ -46,11 +49,15 @@ async def workers(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bodega-fleet-") as tmp:
         hosted: list[Worker] = []
         for i in range(args.count):
+            # Interleaved numbering across processes: equally good workers are tried in name
+            # order, and that order should alternate between the processes hosting them.
+            number = i * args.stride + args.offset
             config = WorkerConfig(
-                name=f"{args.prefix}{i:04}", region=args.region, data_dir=Path(tmp) / str(i),
+                name=f"{args.prefix}{number:04}", region=args.region, data_dir=Path(tmp) / str(i),
                 driver="null", totals=Totals(cpus=args.cpus, memory_mb=args.memory_mb,
                                              disk_gb=100),
-                cluster_secret=SECRET, network="host", machine_user=None, fsync=False)
+                cluster_secret=SECRET, network="host", machine_user=None, fsync=False,
+                gossip=False)
             worker = Worker(config)
             await worker.start()
             hosted.append(worker)
@@ -87,9 +94,11 @@ def main() -> None:
     w = sub.add_parser("workers")
     w.add_argument("--count", type=int, default=100)
     w.add_argument("--prefix", default="w")
+    w.add_argument("--offset", type=int, default=0)
+    w.add_argument("--stride", type=int, default=1)
     w.add_argument("--region", default="ams")
-    w.add_argument("--cpus", type=int, default=8)
-    w.add_argument("--memory-mb", type=int, default=32768)
+    w.add_argument("--cpus", type=int, default=64)
+    w.add_argument("--memory-mb", type=int, default=65536)
     w.add_argument("--out", required=True)
     b = sub.add_parser("broker")
     b.add_argument("--workers", required=True)

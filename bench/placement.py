@@ -83,7 +83,8 @@ async def main(args: argparse.Namespace) -> None:
         for h in range(args.hosts):
             count = min(per_host, args.workers - h * per_host)
             out = base / f"hosts-{h}.json"
-            hosts.append(spawn("workers", "--count", str(count), "--prefix", f"h{h}w",
+            hosts.append(spawn("workers", "--count", str(count), "--prefix", "w",
+                               "--offset", str(h), "--stride", str(args.hosts),
                                "--out", str(out)))
             files.append(out)
         processes = list(hosts)

@@ -11,6 +11,7 @@ worker and be turned away one after another.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -26,6 +27,15 @@ class Candidates:
         self.catalog = catalog
         self._tables: dict[str, CandidateTable] = {}
         self._region_of: dict[str, str] = {}
+        # Active machines per app on a worker (the broker's machine index), so each table
+        # keeps an app's machines per worker as a column and co-location costs no lookups.
+        self.apps_on: Callable[[str], Mapping[str, int]] = lambda _worker: {}
+
+    def count(self, app: str, worker: str, delta: int) -> None:
+        """The machine index saw an app's count on ``worker`` change."""
+        region = self._region_of.get(worker)
+        if region is not None:
+            self._tables[region].add_count(app, worker, delta)
 
     def load(self) -> None:
         """(Re)read every worker from the view."""
@@ -101,7 +111,12 @@ class Candidates:
         if previous is not None and previous != candidate.region:
             self._tables[previous].remove(name)
         self._region_of[name] = candidate.region
-        self._tables.setdefault(candidate.region, CandidateTable(candidate.region)).put(candidate)
+        table = self._tables.setdefault(candidate.region, CandidateTable(candidate.region))
+        new = table.index(name) is None
+        table.put(candidate)
+        if new:
+            for app, count in self.apps_on(name).items():
+                table.add_count(app, name, count)
 
     def _remove(self, name: str) -> None:
         region = self._region_of.pop(name, None)

@@ -62,6 +62,8 @@ class Broker:
         self.candidates = Candidates(catalog)
         self.candidates.load()
         self.workers = Workers(catalog, self.candidates, internal_token(config.cluster_secret))
+        self.candidates.apps_on = self.workers.index.on_worker
+        self.workers.index.on_count = self.candidates.count
         self.workers.load()
         policy = config.placement_policy()
         self.placer = Placer(self.candidates, self.workers, policy,

@@ -10,10 +10,13 @@ writes) and answers both in O(workers of the app).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 INACTIVE = frozenset({"destroyed", "destroying"})
+EMPTY: Mapping[str, int] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -29,7 +32,10 @@ class MachineIndex:
     def __init__(self) -> None:
         self._entries: dict[str, Entry] = {}
         self._counts: dict[str, Counter[str]] = {}
+        self._by_worker: dict[str, Counter[str]] = {}  # worker -> app -> active machines
         self._names: dict[tuple[str, str], str] = {}
+        # Told of every change of an app's count on a worker: (app, worker, +1 or -1).
+        self.on_count: Callable[[str, str, int], None] = lambda _app, _worker, _delta: None
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -51,6 +57,8 @@ class MachineIndex:
         self._entries[machine_id] = entry
         if entry.active:
             self._counts.setdefault(entry.app, Counter())[entry.worker] += 1
+            self._by_worker.setdefault(entry.worker, Counter())[entry.app] += 1
+            self.on_count(entry.app, entry.worker, 1)
             if entry.name:
                 self._names[(entry.app, entry.name)] = machine_id
 
@@ -65,12 +73,21 @@ class MachineIndex:
             counts[entry.worker] -= 1
             if counts[entry.worker] <= 0:
                 del counts[entry.worker]
+            apps = self._by_worker[entry.worker]
+            apps[entry.app] -= 1
+            if apps[entry.app] <= 0:
+                del apps[entry.app]
+            self.on_count(entry.app, entry.worker, -1)
             if self._names.get((entry.app, entry.name)) == machine_id:
                 del self._names[(entry.app, entry.name)]
 
-    def colocated(self, app: str) -> dict[str, int]:
-        """Active machines of ``app`` per worker."""
-        return dict(self._counts.get(app, {}))
+    def colocated(self, app: str) -> Mapping[str, int]:
+        """Active machines of ``app`` per worker (a live view: read it, do not keep it)."""
+        return self._counts.get(app, EMPTY)
+
+    def on_worker(self, worker: str) -> Mapping[str, int]:
+        """Active machines per app on ``worker`` (a live view)."""
+        return self._by_worker.get(worker, EMPTY)
 
     def name_taken(self, app: str, name: str) -> bool:
         return (app, name) in self._names

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -67,7 +68,7 @@ class Platform:
             except ValueError as exc:
                 raise BadRequest(f"invalid_argument: {exc}") from None
             policy = replace(policy, scorer=scorer)
-        colocated: dict[str, int] = {}
+        colocated: Mapping[str, int] = {}
         if body.app:
             self.machines.apps.require(body.app)
             colocated = self.machines.workers.index.colocated(body.app)

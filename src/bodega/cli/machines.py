@@ -98,7 +98,9 @@ def run(
     async def work(client: MachinesClient) -> dict[str, Any]:
         created = await client.create_machine(app, body)
         if not (detach or skip_start):
-            await client.wait(app, created["id"], "started", 60, created.get("instance_id"))
+            # Started, or come to rest some other way (a program that cannot run fails).
+            await client.wait(app, created["id"], "started,failed,stopped,destroyed", 60,
+                              created.get("instance_id"))
             created = await client.machine(app, created["id"])
         return created
 
@@ -106,6 +108,13 @@ def run(
     if json:
         show_json(created)
         return
+    if not (detach or skip_start) and created["state"] != "started":
+        reason = next((str((e.get("request") or {}).get("error") or
+                           (e.get("request") or {}).get("exit_event") or "")
+                       for e in created.get("events", []) if e.get("request")), "")
+        raise ValueError(f"machine {created['id']} is {created['state']}, not started"
+                         + (f": {reason}" if reason else "") +
+                         f" (see `bodega machine events {created['id']} --app {app}`)")
     typer.echo(f"Machine {created['id']} ({created['name']}) is {created['state']} in "
                f"{created['region']} at {created.get('private_ip') or '-'}")
 

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bodega.api.machines_client import MachinesClient
 from bodega.cluster.config import ClusterConfig
+from bodega.model.errors import BodegaError
 from bodega.runtime.lifecycle import write_json_atomic
 
 log = logging.getLogger("bodega.cluster")
@@ -111,6 +113,24 @@ class LocalCluster:
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))
         self._watchers = [asyncio.create_task(self._watch(c)) for c in self.components]
+        await self._until_broker_sees_workers()
+
+    async def _until_broker_sees_workers(self) -> None:
+        """Ready means a create works: wait until gossip has brought every worker to the broker."""
+        broker = next((c for c in self.components if c.role == "broker"), None)
+        workers = sum(1 for c in self.components if c.role == "worker")
+        if broker is None or broker.url is None:
+            return
+        deadline = time.monotonic() + READY_TIMEOUT
+        async with MachinesClient(broker.url, self.config.token, timeout=5) as api:
+            while time.monotonic() < deadline:
+                with contextlib.suppress(BodegaError):
+                    seen = [w for w in await api.workers() if w.get("status") == "alive"]
+                    if len(seen) >= workers:
+                        return
+                await asyncio.sleep(0.1)
+        log.warning("the broker does not see all %d workers yet; creates may fail until it "
+                    "does", workers)
 
     async def _watch(self, component: Component) -> None:
         while not self.stopping.is_set():

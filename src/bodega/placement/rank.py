@@ -66,9 +66,10 @@ class RegionRanking:
         self.region = table.region
         self.considered = len(table)
         self._request, self._table, self._policy, self._rng = request, table, policy, rng
-        feasible, refused = feasible_rows(request, table)
+        checks = _checks(request, table)
+        feasible, refused = _split(request, table, checks)
         self.feasible = len(feasible)
-        self.refused_by_kind = refusal_counts(request, table)
+        self.refused_by_kind = _counts(len(table), checks)
         self.refusals = [(table.candidate(int(i)).name, refusal(request, table.candidate(int(i)))
                           or "") for i in refused[:EXPLAIN_REFUSED]]
         self.sampled = policy.sample if policy.sample and self.feasible > policy.sample_above else 0
@@ -79,6 +80,7 @@ class RegionRanking:
             # Best score first; ties broken by name so the same view always ranks the same way.
             self._order = feasible[np.lexsort((table.name_order()[feasible], -scores))]
         self.asked: list[Scored] = []  # every worker attempts() handed out, in order
+        self._top: list[Scored] | None = None
 
     def _scored(self, row: int) -> Scored:
         candidate = self._table.candidate(row)
@@ -107,7 +109,9 @@ class RegionRanking:
         """The best ``count`` by score (for sampling: the ones scored so far)."""
         if self.sampled:
             return sorted(self.asked, key=lambda s: -s.score)[:count]
-        return [self._scored(int(row)) for row in self._order[:count]]
+        if self._top is None or len(self._top) < count:
+            self._top = [self._scored(int(row)) for row in self._order[:count]]
+        return self._top[:count]
 
     def explain(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -175,8 +179,18 @@ def _checks(request: PlacementRequest, table: CandidateTable) -> list[tuple[str,
 
 def feasible_rows(request: PlacementRequest, table: CandidateTable) -> tuple[Rows, Rows]:
     """(feasible rows, refused rows): ``filters.refusal`` over every row at once."""
+    return _split(request, table, _checks(request, table))
+
+
+def refusal_counts(request: PlacementRequest, table: CandidateTable) -> dict[str, int]:
+    """How many workers each filter refused, each counted at the first filter it failed."""
+    return _counts(len(table), _checks(request, table))
+
+
+def _split(request: PlacementRequest, table: CandidateTable,
+           checks: list[tuple[str, Mask]]) -> tuple[Rows, Rows]:
     refused = np.zeros(len(table), dtype=np.bool_)
-    for _kind, mask in _checks(request, table):
+    for _kind, mask in checks:
         refused |= mask
     if request.ask.gpus:  # rare: let the exact check decide
         for i in np.flatnonzero(~refused):
@@ -184,11 +198,10 @@ def feasible_rows(request: PlacementRequest, table: CandidateTable) -> tuple[Row
     return np.flatnonzero(~refused).astype(np.int64), np.flatnonzero(refused).astype(np.int64)
 
 
-def refusal_counts(request: PlacementRequest, table: CandidateTable) -> dict[str, int]:
-    """How many workers each filter refused, each counted at the first filter it failed."""
-    remaining = np.ones(len(table), dtype=np.bool_)
+def _counts(rows: int, checks: list[tuple[str, Mask]]) -> dict[str, int]:
+    remaining = np.ones(rows, dtype=np.bool_)
     counts: dict[str, int] = {}
-    for kind, mask in _checks(request, table):
+    for kind, mask in checks:
         hit = remaining & mask
         n = int(np.count_nonzero(hit))
         if n:

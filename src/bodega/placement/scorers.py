@@ -13,6 +13,7 @@ every scorer, so policies can be compared on the same workload:
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from typing import Protocol
 
 import numpy as np
@@ -24,6 +25,7 @@ from bodega.placement.table import CandidateTable, Floats
 
 Subscores = dict[str, float]
 Rows = npt.NDArray[np.int64]
+FEW = 32  # below this many co-located workers, adjusting them one by one is cheaper
 
 
 @dataclass(frozen=True)
@@ -89,20 +91,30 @@ def adjustments_of(
     adj = np.zeros(len(rows))
     if request.image and weights.image:
         adj += weights.image * table.image_mask(request.image)[rows]
-    if (request.colocated and weights.app) or (request.standby_workers and weights.standby):
-        position = np.full(len(table), -1, dtype=np.int64)
-        position[rows] = np.arange(len(rows))
-        if weights.app:
+    tracked = table.app_counts(request.app) if weights.app else None
+    if tracked is not None:  # the table keeps this app's machines per worker itself
+        adj -= np.minimum(1.0, tracked[rows] * weights.app)
+    elif request.colocated and weights.app:
+        if len(request.colocated) > FEW:  # an app on many workers: one pass over the names
+            names = table.names()
+            counts = np.fromiter(map(request.colocated.get, names, repeat(0, len(names))),
+                                 dtype=np.float64, count=len(names))
+            adj -= np.minimum(1.0, counts[rows] * weights.app)
+        else:
             for name, count in request.colocated.items():
-                i = table.index(name)
-                if i is not None and count and position[i] >= 0:
-                    adj[position[i]] -= min(1.0, count * weights.app)
-        if weights.standby:
-            for name in request.standby_workers:
-                i = table.index(name)
-                if i is not None and position[i] >= 0:
-                    adj[position[i]] -= weights.standby
+                _adjust_row(table, rows, adj, name, -min(1.0, count * weights.app))
+    if request.standby_workers and weights.standby:
+        for name in request.standby_workers:
+            _adjust_row(table, rows, adj, name, -weights.standby)
     return adj
+
+
+def _adjust_row(table: CandidateTable, rows: Rows, adj: Floats, name: str, delta: float) -> None:
+    i = table.index(name)
+    if i is not None:
+        hits = np.flatnonzero(rows == i)
+        if len(hits):
+            adj[hits[0]] += delta
 
 
 def adjustments(request: PlacementRequest, candidate: Candidate, weights: Weights) -> Subscores:

@@ -35,6 +35,8 @@ class CandidateTable:
         self._flags: dict[str, Bools] = {}
         self._order: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._image_masks: dict[str, Bools] = {}
+        self._names: list[str] | None = None
+        self._app_counts: dict[str, Floats] = {}  # app -> machines of it per row
         self._grow(16)
         for candidate in candidates:
             self.put(candidate)
@@ -53,7 +55,10 @@ class CandidateTable:
         return self._index.get(name)
 
     def names(self) -> list[str]:
-        return [c.name for c in self._candidates]
+        """Worker names in row order (do not modify: it is kept between calls)."""
+        if self._names is None:
+            self._names = [c.name for c in self._candidates]
+        return self._names
 
     def put(self, candidate: Candidate) -> None:
         """Add a worker, or replace what is known about it."""
@@ -65,10 +70,17 @@ class CandidateTable:
             self._candidates.append(candidate)
             self._index[candidate.name] = i
             self._order = np.zeros(0, dtype=np.int64)  # names changed: re-derive tie order
+            self._names = None
+            self._image_masks.clear()
+            for counts in self._app_counts.values():
+                counts[i] = 0.0
         else:
+            old = self._candidates[i]
             self._candidates[i] = candidate
+            if old.images != candidate.images:
+                for image, mask in self._image_masks.items():
+                    mask[i] = image in candidate.images
         self._write(i, candidate)
-        self._image_masks.clear()
 
     def remove(self, name: str) -> None:
         i = self._index.pop(name, None)
@@ -80,7 +92,12 @@ class CandidateTable:
             self._candidates[i] = moved
             self._index[moved.name] = i
             self._write(i, moved)
+            for counts in self._app_counts.values():
+                counts[i] = counts[last]
+        for counts in self._app_counts.values():
+            counts[last] = 0.0
         self._order = np.zeros(0, dtype=np.int64)
+        self._names = None
         self._image_masks.clear()
 
     def _grow(self, capacity: int) -> None:
@@ -94,6 +111,10 @@ class CandidateTable:
             if name in self._flags:
                 flag[: self._capacity] = self._flags[name][: self._capacity]
             self._flags[name] = flag
+        for app, counts in self._app_counts.items():
+            grown = np.zeros(capacity, dtype=np.float64)
+            grown[: self._capacity] = counts[: self._capacity]
+            self._app_counts[app] = grown
         self._capacity = capacity
 
     def _write(self, i: int, c: Candidate) -> None:
@@ -126,6 +147,21 @@ class CandidateTable:
                                count=len(self._candidates))
             self._image_masks[image] = mask
         return mask
+
+    # -- machines of an app per worker, kept by whoever indexes machines (the broker) --
+    def add_count(self, app: str, name: str, delta: int) -> None:
+        i = self._index.get(name)
+        if i is None:
+            return
+        counts = self._app_counts.get(app)
+        if counts is None:
+            counts = self._app_counts[app] = np.zeros(self._capacity, dtype=np.float64)
+        counts[i] += delta
+
+    def app_counts(self, app: str) -> Floats | None:
+        """Machines of ``app`` per row, if this table is told of them (else None)."""
+        counts = self._app_counts.get(app)
+        return None if counts is None else counts[: len(self._candidates)]
 
     def name_order(self) -> npt.NDArray[np.int64]:
         """Each row's rank by worker name: the tie-breaker that makes rankings stable."""

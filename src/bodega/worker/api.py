@@ -55,6 +55,7 @@ class WorkerApi:
         metrics: WorkerMetrics,
         info: Callable[[], dict[str, Any]],
         service_host: Callable[[MachineRow], str | None],
+        before_scrape: Callable[[], None] = lambda: None,
     ) -> None:
         self.name = name
         self.region = region
@@ -66,6 +67,7 @@ class WorkerApi:
         self.metrics = metrics
         self.info = info
         self.service_host = service_host
+        self.before_scrape = before_scrape
 
     def app(self) -> Starlette:
         r = self._route
@@ -386,6 +388,7 @@ class WorkerApi:
                               "needs_restart": needs_restart})
 
     async def prometheus(self, request: Request) -> Response:
+        self.before_scrape()
         return Response(generate_latest(self.metrics.registry),
                         media_type="text/plain; version=0.0.4")
 

@@ -29,6 +29,9 @@ class WorkerConfig:
     failpoints: Failpoints = field(default_factory=Failpoints)
     cgroups: bool = True
     fsync: bool = True  # False only to simulate many hosts on one disk (benchmarks)
+    # False: no registry node, no publishing (a host whose view is given some other way:
+    # scale benchmarks that simulate a thousand hosts in one process).
+    gossip: bool = True
     # Step records of finished operations older than this are dropped; events are kept.
     log_keep_seconds: float = 7 * 24 * 3600.0
     gossip_host: str | None = None  # the registry's UDP endpoint; None: the listen host

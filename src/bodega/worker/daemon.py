@@ -93,7 +93,7 @@ class Worker:
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
         self.runner = Runner(
             self.store, self.effects, config.failpoints, on_change=self.watch.notify,
-            on_step=lambda fsm, step, s: self.metrics.steps.labels(fsm, step).observe(s),
+            on_step=self.metrics.observe_step,
         )
         first, last = self.network.index_range
         self.machines = MachineService(self.store, self.ledger, self.runner, self.effects,
@@ -141,21 +141,23 @@ class Worker:
             name=self.config.name, region=self.config.region, token=self.token,
             ledger=self.ledger, machines=self.machines, actions=self.actions,
             volumes=self.volumes, metrics=self.metrics, info=self.info,
-            service_host=self.service_host,
+            service_host=self.service_host, before_scrape=self._update_gauges,
         )
         sock = bind(self.config.listen_host, self.config.listen_port)
         url = f"http://{self.config.host()}:{sock.getsockname()[1]}"
-        self.registry = self._registry(url)
         app = api.app()
-        app.router.routes.extend(self.registry.routes())  # sync and subscriptions
+        if self.config.gossip:
+            self.registry = self._registry(url)
+            app.router.routes.extend(self.registry.routes())  # sync and subscriptions
         self.served = await serve(app, self.config.listen_host, self.config.listen_port, sock=sock)
-        await self.registry.start()
-        publisher = Publisher(
-            self.registry, name=self.config.name, region=self.config.region, url=url,
-            driver=self.driver.name, store=self.store, ledger=self.ledger,
-            service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl)
-        publisher.publish_all()  # the replica may be behind the store (or ahead of it)
-        self._tasks.append(asyncio.create_task(publisher.run()))
+        if self.registry is not None:
+            await self.registry.start()
+            publisher = Publisher(
+                self.registry, name=self.config.name, region=self.config.region, url=url,
+                driver=self.driver.name, store=self.store, ledger=self.ledger,
+                service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl)
+            publisher.publish_all()  # the replica may be behind the store (or ahead of it)
+            self._tasks.append(asyncio.create_task(publisher.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._wire_ahead()))
         janitor = getattr(self.driver, "log_janitor", None)
@@ -193,7 +195,6 @@ class Worker:
             try:
                 now = self.store.clock()
                 self.ledger.purge(now - 60)
-                self._update_gauges()
                 if now >= self._next_compaction:
                     self._next_compaction = now + COMPACTION_INTERVAL
                     dropped = self.store.compact(now - self.config.log_keep_seconds)
@@ -203,6 +204,7 @@ class Worker:
                 log.exception("housekeeping failed")
 
     def _update_gauges(self) -> None:
+        """Machine counts and capacity, computed when scraped rather than on a timer."""
         counts = tables.count_by_state(self.store.db)
         for state in MachineState:
             self.metrics.machines.labels(str(state)).set(counts.get(state, 0))

@@ -16,8 +16,12 @@ class MachineLocks:
 
     async def acquire(self, machine_id: str, timeout: float = BUSY_WAIT) -> asyncio.Lock:
         lock = self._locks[machine_id]
+        if not lock.locked():  # the common case: no timer, no task
+            await lock.acquire()
+            return lock
         try:
-            await asyncio.wait_for(lock.acquire(), timeout)
+            async with asyncio.timeout(timeout):
+                await lock.acquire()
         except TimeoutError:
             raise Conflict(
                 f"failed_precondition: machine {machine_id} is busy with another operation; "

@@ -132,6 +132,7 @@ class MachineService:
 
     # -- create ---------------------------------------------------------------------
     async def create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
+        """Create (and unless ``skip_launch``, start) a machine; returns once it is recorded."""
         machine_id = req.machine_id or new_machine_id()
         if not MACHINE_ID_RE.match(machine_id):
             raise BadRequest(f"invalid machine id {machine_id!r}")
@@ -145,33 +146,34 @@ class MachineService:
             )
         lock = await self.locks.acquire(machine_id)
         try:
-            existing, nonce, op = self._begin_create(req, machine_id, name)
+            existing, nonce = self._begin_create(req, machine_id, name)
             if existing is not None:
                 lock.release()
                 return existing, None
-            assert op is not None
-            await self.runner.drive(op)
         except BaseException:
             lock.release()
             raise
+        # The machine is durably created (its first step is committed): like the Machines
+        # API, answer now, in state "created", and let the operation run on; clients /wait.
         self._drive_pending(machine_id, lock)
         return self.get(machine_id), nonce
 
     def _begin_create(
         self, req: CreateRequest, machine_id: str, name: str
-    ) -> tuple[MachineRow | None, str | None, Operation | None]:
+    ) -> tuple[MachineRow | None, str | None]:
+        """Record the machine and its create operation; or the machine an earlier try made."""
         now = self.store.clock()
         ask = Ask.for_config(req.config)
         with self.store.tx() as conn:
             if req.idempotency_key:
                 earlier = tables.machine_by_idempotency_key(conn, req.app, req.idempotency_key)
                 if earlier is not None:
-                    return earlier, None, None
+                    return earlier, None
             earlier = tables.get_machine(conn, machine_id)
             if earlier is not None:
                 if earlier.app != req.app:
                     raise Conflict(f"machine id {machine_id} is taken")
-                return earlier, None, None
+                return earlier, None
             if tables.machine_name_taken(conn, req.app, name):
                 raise Conflict(f"a machine named {name!r} already exists in app {req.app}",
                                status="name_taken")
@@ -185,7 +187,8 @@ class MachineService:
                 id=machine_id, app=req.app, name=name, region=req.region, state=S.CREATED,
                 instance_id=instance_id, config=req.config,
                 millicpus=self.ledger.totals.millicpus_for(ask), memory_mb=ask.memory_mb,
-                gpus=ask.gpus, gpu_kind=ask.gpu_kind, ip_index=ip_index, private_ip=None,
+                gpus=ask.gpus, gpu_kind=ask.gpu_kind, ip_index=ip_index,
+                private_ip=self.effects.network.address(ip_index),
                 netns=None, cordoned=req.skip_service_registration, holds_compute=True,
                 handle=None, start_seq=0, restarts=0, volume_id=volume_id,
                 placement=req.placement, idempotency_key=req.idempotency_key, last_exit=None,
@@ -201,10 +204,10 @@ class MachineService:
                     owner=req.owner, nonce=None, now=now,
                 )
                 nonce = lease.nonce
-            op = self.runner.begin(conn, "create_machine", machine_id,
-                                   {"source": "user", "launch": not req.skip_launch})
+            self.runner.begin(conn, "create_machine", machine_id,
+                              {"source": "user", "launch": not req.skip_launch})
             self.addresses_changed.set()
-            return None, nonce, op
+            return None, nonce
 
     def _free_address(self, conn: Any) -> int | None:
         """The lowest free address whose namespace is already wired, else the lowest free."""

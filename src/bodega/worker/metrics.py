@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
@@ -33,3 +35,11 @@ class WorkerMetrics:
             "bodega_worker_total", "Configured resources (millicpus, memory_mb, disk_gb)",
             ["resource"], registry=self.registry,
         )
+        self._step_children: dict[tuple[str, str], Any] = {}
+
+    def observe_step(self, fsm: str, step: str, seconds: float) -> None:
+        """Time one step (labelled children are kept: the lookup costs more than the count)."""
+        child = self._step_children.get((fsm, step))
+        if child is None:
+            child = self._step_children[(fsm, step)] = self.steps.labels(fsm, step)
+        child.observe(seconds)

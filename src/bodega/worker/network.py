@@ -58,6 +58,10 @@ class Network(Protocol):
 
     async def setup(self) -> None: ...
 
+    def address(self, index: int) -> str:
+        """The private address a machine at ``index`` has (known before it is wired)."""
+        ...
+
     async def attach(self, machine_id: str, index: int) -> Attachment: ...
 
     async def detach(self, machine_id: str, index: int | None = None) -> None: ...
@@ -246,6 +250,9 @@ class HostNetwork:
 
     async def teardown(self) -> None:
         return None
+
+    def address(self, index: int) -> str:
+        return self.host
 
     async def attach(self, machine_id: str, index: int) -> Attachment:
         return Attachment(self.host, None, self.host)

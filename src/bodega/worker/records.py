@@ -5,11 +5,22 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from bodega.model.config import MachineConfig
 from bodega.model.machine import ExitStatus
 from bodega.worker.drivers.base import TaskHandle
+
+
+@lru_cache(maxsize=4096)
+def parse_config(text: str) -> MachineConfig:
+    """A stored config, parsed once: rows are read on every step, configs rarely change.
+
+    Callers never mutate a MachineConfig (updates make a copy), so sharing one
+    parsed object between rows is safe.
+    """
+    return MachineConfig.model_validate_json(text)
 
 
 @dataclass(frozen=True)
@@ -46,7 +57,7 @@ class MachineRow:
         return cls(
             id=row["id"], app=row["app"], name=row["name"], region=row["region"],
             state=row["state"], instance_id=row["instance_id"],
-            config=MachineConfig.model_validate_json(row["config"]),
+            config=parse_config(row["config"]),
             millicpus=row["millicpus"], memory_mb=row["memory_mb"], gpus=row["gpus"],
             gpu_kind=row["gpu_kind"], ip_index=row["ip_index"], private_ip=row["private_ip"],
             netns=row["netns"], cordoned=bool(row["cordoned"]),

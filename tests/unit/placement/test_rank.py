@@ -189,3 +189,26 @@ def test_columns_filter_and_score_exactly_like_rows(
     vector = scorer.scores(req, table, rows)
     for i, value in zip(rows, vector, strict=True):
         assert value == pytest.approx(scorer.score(req, table.candidate(int(i)))[0])
+
+
+def test_counts_kept_by_the_table_score_like_the_mapping() -> None:
+    workers = [worker(f"w{i}") for i in range(60)]
+    colocated = {f"w{i}": i % 5 for i in range(0, 60, 2)}  # more than FEW: the vector path
+    req = request(colocated=colocated)
+    plain = CandidateTable("ams", workers)
+    tracked = CandidateTable("ams", workers)
+    for name, count in colocated.items():
+        tracked.add_count("web", name, count)
+    tracked.remove("w59")  # rows move: the counts move with them
+    plain.remove("w59")
+    tracked.put(worker("late"))
+    plain.put(worker("late"))
+    rows_plain, _ = feasible_rows(req, plain)
+    rows_tracked, _ = feasible_rows(req, tracked)
+    scorer = UtilityScorer()
+    by_name_plain = dict(zip((plain.candidate(int(i)).name for i in rows_plain),
+                             scorer.scores(req, plain, rows_plain), strict=True))
+    by_name_tracked = dict(zip((tracked.candidate(int(i)).name for i in rows_tracked),
+                               scorer.scores(req, tracked, rows_tracked), strict=True))
+    assert by_name_plain == pytest.approx(by_name_tracked)
+    assert by_name_tracked["w4"] < by_name_tracked["w1"]  # w4 holds 4 machines of the app
