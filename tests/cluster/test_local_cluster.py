@@ -22,6 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
+from bodega.worker.drivers.procfs import pids_with_argument
+
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
 
@@ -148,3 +150,6 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
     assert up.returncode == 0, output[0].decode()[-2000:]
     assert not [p for p in pids if alive(p)], "a component outlived bodega up"
     assert pids_with(marker) == [], "a machine outlived bodega up"
+    launchers = [p for p in pids_with_argument("bodega-park") if alive(p)
+                 and str(data) in Path(f"/proc/{p}/cmdline").read_text(errors="replace")]
+    assert launchers == [], "a parked launcher outlived bodega up"

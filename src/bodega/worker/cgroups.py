@@ -60,29 +60,45 @@ class Cgroups:
         return [d / "cgroup.procs" for d in self.dirs(machine_id)]
 
     # -- lifecycle --------------------------------------------------------------------
-    def create(self, machine_id: str, memory_mb: int, cpus: int) -> None:
-        """Make (or refit) the machine's cgroups; idempotent."""
-        limit = memory_mb * 1024 * 1024
-        quota = cpus * CPU_PERIOD_US
+    def create(self, machine_id: str, memory_mb: int | None, cpus: int | None) -> None:
+        """Make (or refit) the machine's cgroups; idempotent. None leaves a limit unset."""
         if self.version == 2:
             self._enable_v2_controllers()
             path = self.dirs(machine_id)[0]
             path.mkdir(parents=True, exist_ok=True)
-            (path / "memory.max").write_text(f"{limit}\n")
-            with contextlib.suppress(OSError):
-                (path / "memory.swap.max").write_text("0\n")
-            with contextlib.suppress(OSError):
-                (path / "cpu.max").write_text(f"{quota} {CPU_PERIOD_US}\n")
+            if memory_mb is not None:
+                (path / "memory.max").write_text(f"{memory_mb * 1024 * 1024}\n")
+                with contextlib.suppress(OSError):
+                    (path / "memory.swap.max").write_text("0\n")
+            if cpus is not None:
+                with contextlib.suppress(OSError):
+                    (path / "cpu.max").write_text(f"{cpus * CPU_PERIOD_US} {CPU_PERIOD_US}\n")
             return
         for path in self.dirs(machine_id):
             path.mkdir(parents=True, exist_ok=True)
             if path.is_relative_to(self.root / "memory"):
-                (path / "memory.limit_in_bytes").write_text(f"{limit}\n")
-                with contextlib.suppress(OSError):
-                    (path / "memory.memsw.limit_in_bytes").write_text(f"{limit}\n")
-            else:
+                if memory_mb is not None:
+                    limit = memory_mb * 1024 * 1024
+                    with contextlib.suppress(OSError):  # lowered below usage: set memsw first
+                        (path / "memory.memsw.limit_in_bytes").write_text(f"{limit}\n")
+                    (path / "memory.limit_in_bytes").write_text(f"{limit}\n")
+                    with contextlib.suppress(OSError):
+                        (path / "memory.memsw.limit_in_bytes").write_text(f"{limit}\n")
+            elif cpus is not None:
                 (path / "cpu.cfs_period_us").write_text(f"{CPU_PERIOD_US}\n")
-                (path / "cpu.cfs_quota_us").write_text(f"{quota}\n")
+                (path / "cpu.cfs_quota_us").write_text(f"{cpus * CPU_PERIOD_US}\n")
+
+    def adopt(self, slot: str, machine_id: str, memory_mb: int, cpus: int) -> None:
+        """Make cgroups ``slot`` (with whatever waits in them) the machine's, then fit them.
+
+        A rename moves no process, so it costs none of a migration's RCU wait;
+        the machine's old, empty cgroups (from an earlier run) are removed first.
+        """
+        for old, new in zip(self.dirs(slot), self.dirs(machine_id), strict=True):
+            with contextlib.suppress(FileNotFoundError):
+                new.rmdir()
+            old.rename(new)
+        self.create(machine_id, memory_mb, cpus)
 
     def _enable_v2_controllers(self) -> None:
         parent = self.root

@@ -62,7 +62,8 @@ def make_driver(config: WorkerConfig) -> Driver:
         from bodega.worker.drivers.process import ProcessDriver
 
         cgroups = Cgroups.detect(config.name) if config.cgroups else None
-        return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes)
+        return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
+                             park_dir=config.data_dir / "park")
     raise ValueError(f"unknown driver {config.driver!r}: use process, null or fake")
 
 
@@ -136,6 +137,9 @@ class Worker:
         for path in (self.config.machines_dir, self.config.volumes_dir):
             path.mkdir(parents=True, exist_ok=True)
         await self.network.setup()
+        reap = getattr(self.driver, "reap_parked", None)
+        if reap is not None:
+            reap()  # launchers a previous run left waiting: they would never be told to run
         await self.machines.recover()
         api = WorkerApi(
             name=self.config.name, region=self.config.region, token=self.token,
@@ -186,6 +190,12 @@ class Worker:
             try:
                 indexes = tables.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
                 await self.network.prewarm(indexes)
+                park = getattr(self.driver, "park", None)
+                if park is not None:
+                    for index in indexes:
+                        namespace = self.network.namespace(index)
+                        if namespace is not None and self.network.ready(index):
+                            park(namespace)  # a launcher waits there, already in cgroups
             except Exception:
                 log.exception("wiring networks ahead failed")
 
@@ -230,6 +240,9 @@ class Worker:
                 await task
         if self.registry is not None:
             await self.registry.stop(leave=True)  # others see "left", not a failure
+        unpark = getattr(self.driver, "unpark_all", None)
+        if unpark is not None:
+            unpark()
         in_use = {row.ip_index for row in tables.list_machines(self.store.db)
                   if row.ip_index is not None}
         await self.network.release_spares(in_use)

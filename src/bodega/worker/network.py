@@ -62,6 +62,10 @@ class Network(Protocol):
         """The private address a machine at ``index`` has (known before it is wired)."""
         ...
 
+    def namespace(self, index: int) -> str | None:
+        """The network namespace of address ``index``, None when machines share the host's."""
+        ...
+
     async def attach(self, machine_id: str, index: int) -> Attachment: ...
 
     async def detach(self, machine_id: str, index: int | None = None) -> None: ...
@@ -159,6 +163,9 @@ class NetnsNetwork:
         """Namespaces are named by address, so they can be wired before a machine exists."""
         return f"bodega-{self._second}-{self._third}-{index}"
 
+    def namespace(self, index: int) -> str | None:
+        return self.netns(index)
+
     def _marker(self, index: int) -> Path:
         return MARKER_DIR / self.netns(index)
 
@@ -253,6 +260,9 @@ class HostNetwork:
 
     def address(self, index: int) -> str:
         return self.host
+
+    def namespace(self, index: int) -> str | None:
+        return None
 
     async def attach(self, machine_id: str, index: int) -> Attachment:
         return Attachment(self.host, None, self.host)

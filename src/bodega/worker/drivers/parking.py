@@ -1,0 +1,191 @@
+"""Parked launchers: a process already in a machine's namespace and cgroups, waiting to run it.
+
+Starting a machine the plain way costs more than its program: ``nsenter``
+into the namespace, then moving the wrapper into the memory and cpu
+cgroups, and on a cgroup v1 host each move waits for an RCU grace period
+(about 7 ms each here). The worker wires the next addresses' namespaces
+ahead of time; a *parked launcher* goes one step further and waits inside
+such a namespace, already in cgroups of its own (``park-<namespace>``)::
+
+    wire ahead ─▶ park: nsenter ─▶ sh joins park cgroups ─▶ blocks reading its FIFO
+    start      ─▶ rename park cgroups to the machine's ─▶ set limits ─▶ write the run
+                  script's path to the FIFO ─▶ sh execs it ─▶ the usual wrapper ─▶ program
+
+Renaming a cgroup moves nothing, so the start costs a FIFO write and an
+exec. The run script only ever holds literals (``shlex.quote``) and re-enters
+the same wrapper as a plain start, with the same pidfile and exit file, so
+crash safety is unchanged: once the launcher has exec'd, its command line
+names the run's pidfile; a launcher that never got its run is found and
+killed when the worker starts again (``reap``). A launcher whose namespace
+was rewired under it (checked by inode) is discarded, never used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shlex
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from bodega.worker.cgroups import Cgroups
+from bodega.worker.drivers.base import TaskSpec
+from bodega.worker.drivers.launch import PROGRAM_NAME, SHELL, WRAPPER, RunFiles
+from bodega.worker.drivers.procfs import pids_with_argument
+from bodega.worker.logfiles import log_path
+
+log = logging.getLogger("bodega.worker.parking")
+
+PARK_NAME = "bodega-park"
+# $1: the launcher's directory (its FIFO lives there), $2: cgroup.procs files to join.
+PARK = r"""set -f
+dir=$1 cgs=$2
+for cg in $cgs; do echo $$ > "$cg" || exit 1; done
+read run < "$dir/go" || exit 1
+exec /bin/sh "$run"
+"""
+
+
+@dataclass
+class Parked:
+    netns: str
+    directory: Path
+    popen: subprocess.Popen[bytes]
+    netns_inode: int
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+
+class Parking:
+    def __init__(self, root: Path, cgroups: Cgroups) -> None:
+        self.root = root
+        self.cgroups = cgroups
+        self._parked: dict[str, Parked] = {}
+
+    def park(self, netns: str) -> None:
+        """Leave a launcher waiting in ``netns`` (once; a no-op if one is there)."""
+        current = self._parked.get(netns)
+        if current is not None:
+            if current.popen.poll() is None and self._fresh(current):
+                return
+            del self._parked[netns]
+            self._discard(current)  # dead, or left in a namespace that was rebuilt
+        directory = self.root / netns
+        directory.mkdir(parents=True, exist_ok=True)
+        fifo = directory / "go"
+        if not fifo.exists():
+            os.mkfifo(fifo, 0o600)
+        slot = park_slot(netns)
+        self.cgroups.create(slot, memory_mb=None, cpus=None)
+        procs = " ".join(str(p) for p in self.cgroups.procs_files(slot))
+        try:
+            popen = subprocess.Popen(
+                ["nsenter", f"--net=/run/netns/{netns}", "--", SHELL, "-c", PARK, PARK_NAME,
+                 str(directory), procs],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                cwd="/", start_new_session=True, close_fds=True, env={"PATH": os.defpath})
+        except OSError as exc:
+            log.warning("could not park a launcher in %s: %s", netns, exc)
+            return
+        self._parked[netns] = Parked(netns, directory, popen, _inode(Path("/run/netns") / netns))
+
+    def take(self, spec: TaskSpec, files: RunFiles,
+             user_memory_kib: int | None) -> subprocess.Popen[bytes] | None:
+        """Run ``spec`` with the launcher parked in its namespace; None to start it plainly."""
+        if spec.netns is None:
+            return None
+        parked = self._parked.pop(spec.netns, None)
+        if parked is None:
+            return None
+        if parked.popen.poll() is not None or not self._fresh(parked):
+            self._discard(parked)  # it died, or its namespace was rebuilt under it
+            return None
+        try:
+            fd = os.open(parked.directory / "go", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # ENXIO: still joining its cgroups, not yet reading; keep it for later
+            self._parked[spec.netns] = parked
+            return None
+        try:
+            self.cgroups.adopt(park_slot(spec.netns), spec.machine_id, spec.memory_mb, spec.cpus)
+            script = files.pidfile.with_suffix(".run")
+            script.write_text(run_script(spec, files, user_memory_kib))
+            os.write(fd, f"{script}\n".encode())
+        except OSError as exc:
+            log.warning("%s: could not hand over to the parked launcher: %s", spec.machine_id,
+                        exc)
+            os.close(fd)
+            self._discard(parked)
+            return None
+        os.close(fd)
+        return parked.popen
+
+    @staticmethod
+    def _fresh(parked: Parked) -> bool:
+        """Still in the namespace now wired at that address (not one deleted since).
+
+        A launcher still in our own namespace has not reached ``nsenter``'s switch yet:
+        it is on its way, not stale.
+        """
+        here = _inode(Path(f"/proc/{parked.pid}/ns/net"))
+        wired = _inode(Path("/run/netns") / parked.netns)
+        if here == _inode(Path("/proc/self/ns/net")):
+            return wired == parked.netns_inode
+        return here == parked.netns_inode == wired
+
+    def _discard(self, parked: Parked) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parked.pid, signal.SIGKILL)
+        parked.popen.wait()
+        with contextlib.suppress(OSError):
+            self.cgroups.remove(park_slot(parked.netns))
+
+    def close(self) -> None:
+        """Kill every launcher still waiting (the worker is stopping)."""
+        for parked in list(self._parked.values()):
+            self._discard(parked)
+        self._parked.clear()
+
+    def reap(self) -> None:
+        """Kill launchers a previous run of this worker left waiting, and their cgroups."""
+        for directory in self.root.glob("*") if self.root.exists() else []:
+            for pid in pids_with_argument(str(directory)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            self.cgroups.kill_all(park_slot(directory.name))
+            with contextlib.suppress(OSError):  # busy until the killed have exited: parking
+                self.cgroups.remove(park_slot(directory.name))  # there later reuses it
+
+
+def park_slot(netns: str) -> str:
+    """The cgroup name a launcher waits in before it becomes a machine's."""
+    return f"park-{netns}"
+
+
+def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None) -> str:
+    """What a parked launcher execs: the plain start's wrapper, as literals only."""
+    q = shlex.quote
+    mounts = " ".join(f"{m.host_path}={m.guest_path}" for m in spec.mounts) or "-"
+    user = f"{spec.user[0]}:{spec.user[1]}" if spec.user else "-"
+    unshare = "unshare --mount --propagation private -- " if spec.mounts else ""
+    env = " ".join(q(f"{k}={v}") for k, v in spec.env.items())
+    argv = " ".join(q(a) for a in spec.argv)
+    return (
+        f"exec >>{q(str(log_path(spec.machine_dir)))} 2>&1\n"
+        f"cd {q(str(spec.machine_dir / 'root'))} || {{ echo 125 > {q(str(files.exitfile))}; "
+        "exit 125; }\n"
+        f"exec {unshare}env -i {env} {SHELL} -c {q(WRAPPER)} {PROGRAM_NAME} - "
+        f"{q(str(files.pidfile))} {q(str(files.exitfile))} {user} {memory_kib or '-'} "
+        f"{q(mounts)} {argv}\n"
+    )
+
+
+def _inode(path: Path) -> int:
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return -1

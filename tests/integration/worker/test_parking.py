@@ -1,0 +1,166 @@
+"""Parked launchers: a machine started from one runs exactly as a plain start would.
+
+Real namespaces, cgroups and processes: the launcher waits in a wired
+namespace; the start hands it the run (cgroups renamed, a run script of
+literals); the program gets byte-for-byte the argv and environment asked
+for, in the machine's own cgroups and namespace, as the unprivileged user.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bodega.worker.cgroups import Cgroups
+from bodega.worker.drivers.base import TaskSpec
+from bodega.worker.drivers.launch import RunFiles
+from bodega.worker.drivers.parking import PARK_NAME, park_slot
+from bodega.worker.drivers.process import ProcessDriver
+from bodega.worker.drivers.procfs import pids_with_argument
+from bodega.worker.network import NetnsNetwork
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, cgroups)")
+
+# Tricky on purpose: quotes, $, backticks, globs, newlines, spaces, non-ASCII.
+NASTY = ["it's", '"quoted"', "$HOME `id` $(id)", "*", "two\nlines", " spaced ", "ünï"]
+REPORT = ("import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'env': "
+          "os.environ.get('TRICKY'), 'uid': os.getuid(), 'cwd': os.getcwd()}), flush=True); "
+          "import time; time.sleep(60)")
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[tuple[ProcessDriver, NetnsNetwork, Cgroups]]:
+    subnet = f"10.{232 + os.getpid() % 16}.{200 + os.getpid() % 50}.0/24"
+    network = NetnsNetwork(ipaddress.ip_network(subnet))
+    await network.setup()
+    cgroups = Cgroups.detect(f"park-test-{uuid.uuid4().hex[:6]}")
+    assert cgroups is not None
+    driver = ProcessDriver(cgroups, park_dir=tmp_path / "park")
+    try:
+        yield driver, network, cgroups
+    finally:
+        driver.unpark_all()
+        await network.teardown()
+        for scope in (cgroups.root / "memory" / "bodega" / cgroups.scope,
+                      cgroups.root / "cpu" / "bodega" / cgroups.scope):
+            for child in [c for c in scope.iterdir() if c.is_dir()] if scope.exists() else []:
+                cgroups.kill_all(child.name)
+                await _until(lambda c=child: not cgroups.pids(c.name))
+                child.rmdir()
+            if scope.exists():
+                scope.rmdir()
+
+
+async def _until(check: object, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():  # type: ignore[operator]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+def spec(tmp: Path, netns: str, mid: str) -> TaskSpec:
+    return TaskSpec(machine_id=mid, instance_id="01PARKTEST0000000000000000", start_seq=1,
+                    app="app", image="img", argv=[sys.executable, "-c", REPORT, *NASTY],
+                    env={"PATH": "/usr/bin:/bin", "TRICKY": "a'b\"c $d"}, cpus=1,
+                    cpu_kind="shared", memory_mb=256, machine_dir=tmp / mid, netns=netns,
+                    user=(65534, 65534))
+
+
+async def test_a_start_from_a_parked_launcher_is_a_plain_start(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    driver, network, cgroups = rig
+    await network.prewarm([5])
+    netns = network.netns(5)
+    driver.park(netns)
+    launcher = await _launchers(tmp_path / "park" / netns)
+    assert len(launcher) == 1
+    await _until(lambda: _reading_fifo(launcher[0]))
+
+    mid = uuid.uuid4().hex[:14]
+    s = spec(tmp_path, netns, mid)
+    handle = await driver.start(s)
+    assert handle.pid == launcher[0]  # the launcher itself became the machine's wrapper
+    log = s.machine_dir / "logs" / "machine.log"
+    await _until(lambda: log.exists() and "argv" in log.read_text())
+    report = json.loads(log.read_text().splitlines()[0])
+    assert report == {"argv": NASTY, "env": "a'b\"c $d", "uid": 65534,
+                      "cwd": str(s.machine_dir / "root")}
+    (program,) = [p for p in cgroups.pids(mid) if p != handle.pid]
+    assert os.stat(f"/proc/{program}/ns/net").st_ino == os.stat(f"/run/netns/{netns}").st_ino
+    assert not any(d.exists() for d in cgroups.dirs(park_slot(netns)))  # renamed to mid's
+    files = RunFiles.for_run(s.machine_dir, s.instance_id, s.start_seq)
+    assert str(files.pidfile) in Path(f"/proc/{handle.pid}/cmdline").read_text()
+
+    restarted = ProcessDriver(cgroups, park_dir=tmp_path / "park")  # a worker restart
+    assert (await restarted.start(s)).pid == handle.pid  # found, never started twice
+    await driver.destroy(mid, s.machine_dir)
+
+
+async def test_launchers_left_by_a_previous_worker_are_reaped(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    driver, network, cgroups = rig
+    await network.prewarm([6])
+    driver.park(network.netns(6))
+    left = await _launchers(tmp_path / "park")
+    assert len(left) == 1
+    ProcessDriver(cgroups, park_dir=tmp_path / "park").reap_parked()
+    await _until(lambda: not Path(f"/proc/{left[0]}").exists() or _zombie(left[0]))
+
+
+async def test_a_launcher_in_a_rebuilt_namespace_is_never_used(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    driver, network, _cgroups = rig
+    await network.prewarm([7])
+    netns = network.netns(7)
+    driver.park(netns)
+    (launcher,) = await _launchers(tmp_path / "park" / netns)
+    await _until(lambda: _reading_fifo(launcher))
+    await network.detach("gone", 7)  # the address is freed and wired afresh
+    await network.prewarm([7])
+    mid = uuid.uuid4().hex[:14]
+    handle = await driver.start(spec(tmp_path, netns, mid))
+    assert handle.pid != launcher  # a plain start, in the namespace that exists now
+    await driver.destroy(mid, tmp_path / mid)
+
+
+async def _launchers(under: Path) -> list[int]:
+    """The parked launchers whose directory is ``under`` (once they show up in /proc)."""
+    def find() -> list[int]:
+        found = []
+        for pid in pids_with_argument(PARK_NAME):
+            try:
+                if str(under) in Path(f"/proc/{pid}/cmdline").read_text():
+                    found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    await _until(find)
+    return find()
+
+
+def _reading_fifo(pid: int) -> bool:
+    """The launcher sits opening its FIFO for reading, waiting for a writer."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text() == "wait_for_partner"
+    except OSError:
+        return False
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
