@@ -23,6 +23,8 @@ import httpx
 import pytest
 
 from bodega.worker.drivers.procfs import pids_with_argument
+from tests.integration.broker.lifecycle import full_lifecycle
+from tests.integration.broker.spec_client import SpecClient
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -123,6 +125,16 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
                     await asyncio.sleep(0.1)
             assert answer.text == "hello from bodega"
             (program,) = await until(lambda: pids_with(marker))
+
+            # A client written from the spec alone, pointed at this cluster's base URL.
+            fly = SpecClient(f"{base}/v1", token)
+            try:
+                await full_lifecycle(fly, "speclient", {
+                    "image": "local/sleeper", "init": {"exec": ["sleep", "300"]},
+                    "services": [{"protocol": "tcp", "internal_port": 9, "autostop": True,
+                                  "ports": [{"port": 80, "handlers": ["http"]}]}]})
+            finally:
+                await fly.aclose()
 
             members = (await http.get("/v1/cluster/members")).json()
             assert {m["name"] for m in members} >= {"ams-1", "ams-2", "broker", "proxy"}

@@ -235,19 +235,20 @@ class Machines:
         if isinstance(result, dict) and result.get("id") == machine_id:
             self.workers.note("machines", result)
             return public(result)
-        if method != "GET":
-            self._refresh_soon(app, machine_id, worker)
+        if action == "wait":
+            # The client now knows the machine reached a state: so must this broker's lists.
+            await self._refresh(app, machine_id, worker)
+        elif method != "GET":
+            task = asyncio.get_running_loop().create_task(
+                self._refresh(app, machine_id, worker))
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
         return result
 
-    def _refresh_soon(self, app: str, machine_id: str, worker: str) -> None:
-        """After a change, read the machine back so this broker's lists show it at once."""
-        async def refresh() -> None:
-            try:
-                doc = await self.workers.client(worker).machine(machine_id, app)
-            except BodegaError:
-                return
-            self.workers.note("machines", dict(doc))
-
-        task = asyncio.get_running_loop().create_task(refresh())
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+    async def _refresh(self, app: str, machine_id: str, worker: str) -> None:
+        """Read the machine back after a change, so this broker's lists show it at once."""
+        try:
+            doc = await self.workers.client(worker).machine(machine_id, app)
+        except BodegaError:
+            return
+        self.workers.note("machines", dict(doc))

@@ -90,7 +90,7 @@ def broker(
         name=broker_name, data_dir=data_dir.resolve(), cluster_secret=cluster_secret,
         admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,
         gossip_host=gossip_host, gossip_port=gossip_port,
-        seeds=tuple(s.strip() for s in (join or "").split(",") if s.strip()),
+        seeds=hostinfo.comma_list(join),
         policy=policy, sample=sample, cpu_curve=Curve.parse(cpu_curve),
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,

@@ -55,8 +55,7 @@ def proxy(
         name=proxy_name, region=region, data_dir=data_dir.resolve(),
         cluster_secret=cluster_secret, listen_host=host, listen_port=port,
         admin_host=admin_host, admin_port=admin_port, gossip_host=gossip_host,
-        gossip_port=gossip_port, seeds=tuple(s.strip() for s in (join or "").split(",")
-                                             if s.strip()),
+        gossip_port=gossip_port, seeds=hostinfo.comma_list(join),
         base_domain=base_domain, autostop_interval=autostop_interval,
         autostop_idle=autostop_idle)
     configure(log_level, f"proxy[{proxy_name}]")

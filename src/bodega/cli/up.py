@@ -13,6 +13,7 @@ import typer
 from bodega.cli.errors import friendly
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.supervisor import LocalCluster, components_for
+from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import until_stopped
 from bodega.runtime.logs import configure
 
@@ -76,7 +77,7 @@ def up(
     log_level: Annotated[str, typer.Option()] = "info",
 ) -> None:
     """Run a local cluster: workers in each region, a broker and a proxy, until Ctrl-C."""
-    region_list = tuple(r.strip() for r in regions.split(",") if r.strip())
+    region_list = hostinfo.comma_list(regions)
     if not region_list:
         raise ValueError("--regions needs at least one region code")
     data_dir = data_dir.resolve()

@@ -74,10 +74,10 @@ def worker(
     worker_name = name or hostinfo.hostname()
     host, port = hostinfo.split_host_port(listen, 0)
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{host}:0", 0)
-    seeds = tuple(s.strip() for s in (join or "").split(",") if s.strip())
+    seeds = hostinfo.comma_list(join)
     for seed in seeds:
         parse_seed(seed)  # a ValueError names the bad one before anything starts
-    kinds = tuple(k.strip() for k in cpu_kinds.split(",") if k.strip())
+    kinds = hostinfo.comma_list(cpu_kinds)
     for kind in kinds:
         if kind not in CPU_KINDS:
             raise ValueError(f"unknown cpu kind {kind!r}: use shared or performance")

@@ -17,7 +17,6 @@ of replicas that way, on the same code as the daemons.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +26,7 @@ from bodega.registry.hlc import Stamp
 from bodega.registry.known import Known
 from bodega.registry.rows import Row
 from bodega.registry.schema import MIGRATIONS, TABLES, TableSpec
+from bodega.runtime.sqlite import open_database
 
 _COLUMNS = "_doc, _owner, _version, _hlc_wall, _hlc_logical"
 
@@ -47,24 +47,12 @@ def _row(table: str, key: str, doc: str | None, owner: str, version: int, wall: 
 class View:
     def __init__(self, path: Path | str) -> None:
         self.path = path
-        if isinstance(path, Path):
-            path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        if str(path) != ":memory:":
-            self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.execute("PRAGMA synchronous = NORMAL")
-        self.db.execute("PRAGMA busy_timeout = 5000")
-        self._migrate()
+        # NORMAL: a replica is a cache that peers refill; losing its last commits to a power
+        # cut costs a sync, not data.
+        self.db = open_database(path, MIGRATIONS, synchronous="NORMAL")
 
     def close(self) -> None:
         self.db.close()
-
-    def _migrate(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        for number, script in enumerate(MIGRATIONS, start=1):
-            if number > version:
-                self.db.executescript(
-                    f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;")
 
     @contextmanager
     def tx(self) -> Iterator[None]:

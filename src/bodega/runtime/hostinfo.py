@@ -46,3 +46,8 @@ def split_host_port(value: str, default_port: int) -> tuple[str, int]:
     if text.isdigit():
         return "127.0.0.1", int(text)
     return text, default_port
+
+
+def comma_list(text: str | None) -> tuple[str, ...]:
+    """``"a, b,,c"`` -> ``("a", "b", "c")``: how every list flag is written."""
+    return tuple(part.strip() for part in (text or "").split(",") if part.strip())

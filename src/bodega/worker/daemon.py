@@ -180,9 +180,9 @@ class Worker:
         ), registry=self.metrics.registry)
 
     async def _wire_ahead(self) -> None:
-        """Keep the next few machines' networks ready before they are asked for."""
+        """Keep the next machines' networks (and launchers) ready before they are asked for."""
         first, last = self.network.index_range
-        changed = self.machines.addresses_changed
+        changed = self.machines.spares_changed
         changed.set()
         while True:
             await changed.wait()
@@ -192,10 +192,12 @@ class Worker:
                 await self.network.prewarm(indexes)
                 park = getattr(self.driver, "park", None)
                 if park is not None:
-                    for index in indexes:
-                        namespace = self.network.namespace(index)
-                        if namespace is not None and self.network.ready(index):
-                            park(namespace)  # a launcher waits there, already in cgroups
+                    # A launcher waits, already in cgroups, in each spare namespace and in
+                    # each of a machine at rest: its next start (a proxy's wake) is quick too.
+                    spare = [self.network.namespace(i) for i in indexes if self.network.ready(i)]
+                    for namespace in [*spare, *tables.idle_namespaces(self.store.db)]:
+                        if namespace is not None:
+                            park(namespace)
             except Exception:
                 log.exception("wiring networks ahead failed")
 

@@ -69,8 +69,9 @@ class MachineService:
         self.driver = effects.driver
         self.ip_range = ip_range
         self.locks = MachineLocks()
-        # Set whenever an address is taken or given back, so the network can wire ahead.
-        self.addresses_changed = asyncio.Event()
+        # Set whenever an address is taken or given back, or a machine comes to rest: the
+        # worker then wires spare namespaces and parks launchers in idle ones.
+        self.spares_changed = asyncio.Event()
         self.supervision = Supervision(self.driver, self.on_exit)
         # Told what the restart policy decided for each exit (the daemon counts them).
         self.on_exit_decision: Callable[[str], None] = lambda _decision: None
@@ -78,6 +79,7 @@ class MachineService:
         runner.after_final["start_machine"] = self._after_run
         runner.after_final["restart_machine"] = self._after_run
         runner.after_final["update_machine"] = self._after_run
+        runner.after_final["stop_machine"] = self._after_stop
         runner.final_hooks["destroy_machine"] = self._on_destroyed
         runner.final_hooks["create_machine"] = self._on_created
 
@@ -206,7 +208,7 @@ class MachineService:
                 nonce = lease.nonce
             self.runner.begin(conn, "create_machine", machine_id,
                               {"source": "user", "launch": not req.skip_launch})
-            self.addresses_changed.set()
+            self.spares_changed.set()
             return None, nonce
 
     def _free_address(self, conn: Any) -> int | None:
@@ -377,13 +379,16 @@ class MachineService:
             tables.update_volume(conn, row.volume_id, now, attached_machine_id=None)
         tables.delete_lease(conn, op.resource_id)
         tables.update_machine(conn, op.resource_id, now, holds_compute=False, handle=None)
-        self.addresses_changed.set()
+        self.spares_changed.set()
 
     # -- supervision ------------------------------------------------------------------
     async def _after_run(self, op: Operation) -> None:
         row = tables.get_machine(self.store.db, op.resource_id)
         if row is not None and row.state == S.STARTED and row.handle is not None:
             self.supervision.watch(row.id, row.handle)
+
+    async def _after_stop(self, _op: Operation) -> None:
+        self.spares_changed.set()
 
     async def on_exit(self, machine_id: str, handle: Any, exit_status: ExitStatus) -> None:
         """A machine's process ended on its own: record it, then apply the restart policy."""
@@ -427,6 +432,7 @@ class MachineService:
                 return self.runner.begin(conn, "destroy_machine", row.id,
                                          {"source": "flyd", "signal": "SIGKILL", "timeout": 0})
             tables.update_machine(conn, row.id, now, state=S.STOPPED, holds_compute=False)
+            self.spares_changed.set()
             return None
 
     # -- recovery ---------------------------------------------------------------------

@@ -21,6 +21,7 @@ from typing import Any
 
 from bodega.model.ids import new_ulid
 from bodega.model.machine import MachineEvent
+from bodega.runtime.sqlite import open_database
 from bodega.worker.schema import MIGRATIONS
 
 Clock = Callable[[], float]
@@ -55,31 +56,13 @@ class Store:
     def __init__(self, path: Path, clock: Clock = time.time, *, fsync: bool = True) -> None:
         self.path = path
         self.clock = clock
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode = WAL")
         # FULL: a commit is on disk before it returns. NORMAL (fsync=False) survives a crash
         # of the worker but not of the host; only simulations of many hosts on one disk use it.
-        self.db.execute("PRAGMA synchronous = FULL" if fsync else "PRAGMA synchronous = NORMAL")
-        self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.execute("PRAGMA busy_timeout = 5000")
-        self._migrate()
+        self.db = open_database(path, MIGRATIONS, synchronous="FULL" if fsync else "NORMAL")
+        self.db.row_factory = sqlite3.Row
 
     def close(self) -> None:
         self.db.close()
-
-    # -- schema ------------------------------------------------------------
-    def _migrate(self) -> None:
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        for number, script in enumerate(MIGRATIONS, start=1):
-            if number <= version:
-                continue
-            # executescript commits on its own; user_version is set in the same script
-            # so a crash leaves the database at the previous version, never half way.
-            self.db.executescript(
-                f"BEGIN IMMEDIATE;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;"
-            )
 
     @property
     def schema_version(self) -> int:

@@ -117,6 +117,13 @@ def count_by_state(conn: sqlite3.Connection) -> dict[str, int]:
             conn.execute("SELECT state, count(*) FROM machines GROUP BY state")}
 
 
+def idle_namespaces(conn: sqlite3.Connection) -> list[str]:
+    """Namespaces of machines at rest: created, stopped or failed, and already wired."""
+    return [str(row[0]) for row in conn.execute(
+        "SELECT netns FROM machines WHERE state IN ('created', 'stopped', 'failed') "
+        "AND netns IS NOT NULL")]
+
+
 def free_ip_indexes(conn: sqlite3.Connection, first: int, last: int, count: int) -> list[int]:
     """The lowest ``count`` addresses no live machine holds, in the order creates take them."""
     used = {

@@ -144,6 +144,12 @@ class Parking:
         with contextlib.suppress(OSError):
             self.cgroups.remove(park_slot(parked.netns))
 
+    def release(self, netns: str) -> None:
+        """Kill the launcher waiting in ``netns``, if any (the namespace is going away)."""
+        parked = self._parked.pop(netns, None)
+        if parked is not None:
+            self._discard(parked)
+
     def close(self) -> None:
         """Kill every launcher still waiting (the worker is stopping)."""
         for parked in list(self._parked.values()):

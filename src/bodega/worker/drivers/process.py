@@ -172,6 +172,10 @@ class ProcessDriver:
         if self.parking is not None:
             self.parking.park(netns)
 
+    def unpark(self, netns: str) -> None:
+        if self.parking is not None:
+            self.parking.release(netns)
+
     def unpark_all(self) -> None:
         if self.parking is not None:
             self.parking.close()
