@@ -70,6 +70,7 @@ class Result:
     seconds: float
     latencies: list[float] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
+    errors: list[bytes] = field(default_factory=list)  # the first few error bodies
 
     @property
     def count(self) -> int:
@@ -111,6 +112,8 @@ async def run(url: str, make: Make, *, total: int, concurrency: int,
                 status, data = await conn.request(method, path, body, headers)
                 result.latencies.append(time.perf_counter() - began)
                 result.statuses[status] = result.statuses.get(status, 0) + 1
+                if status >= 400 and len(result.errors) < 3:
+                    result.errors.append(data[:300])
                 if on_response is not None:
                     on_response(status, data)
         finally:

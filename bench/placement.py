@@ -49,6 +49,12 @@ async def ready(path: Path, process: subprocess.Popen[bytes], timeout: float = 3
         await asyncio.sleep(0.1)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rank_time(n: int = 1000, rounds: int = 500) -> tuple[float, float]:
     """Median seconds to filter and rank ``n`` workers, full ranking and power of two."""
     rng = random.Random(1)
@@ -73,6 +79,8 @@ def report(name: str, result: Result) -> None:
     codes = ", ".join(f"{k}: {v}" for k, v in sorted(result.statuses.items()))
     print(f"  {name:<28} {result.rate:8.0f}/s   p50 {result.median() * 1000:6.2f} ms   "
           f"p99 {result.percentile(99) * 1000:6.2f} ms   ({codes})")
+    for error in result.errors:
+        print(f"    e.g. {error.decode(errors='replace')}")
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -113,8 +121,10 @@ async def main(args: argparse.Namespace) -> None:
             await run(url, make_create, total=200, concurrency=args.concurrency, headers=auth)
             ceiling = await run(url, lambda n: ("GET", "/v1/health", b""), total=args.creates,
                                 concurrency=args.concurrency, headers=auth)
+            before = [cpu_seconds(p.pid) for p in (broker, *hosts)]
             creates = await run(url, make_create, total=args.creates,
                                 concurrency=args.concurrency, headers=auth)
+            used = [cpu_seconds(p.pid) - b for p, b in zip((broker, *hosts), before, strict=True)]
         finally:
             for process in processes:
                 process.send_signal(signal.SIGTERM)
@@ -131,6 +141,9 @@ async def main(args: argparse.Namespace) -> None:
     report("create machine", creates)
     print(f"  placed {creates.ok()} machines; creates/s is "
           f"{creates.rate / ceiling.rate:.2f}x the ceiling's requests/s")
+    per = 1000 / max(1, creates.count)
+    print(f"  CPU per create: broker {used[0] * per:.2f} ms, workers {sum(used[1:]) * per:.2f} ms "
+          f"(on {os.cpu_count()} cores)")
     print(f"  rank 1,000 workers: {full * 1e3:.3f} ms full ranking, "
           f"{p2c * 1e3:.3f} ms power of two choices (median of 500)")
 

@@ -27,8 +27,10 @@ Params = Mapping[str, Any] | Sequence[tuple[str, Any]] | None
 
 def session(connections_per_host: int = 32) -> aiohttp.ClientSession:
     """A pooled session; one per daemon serves every peer (pools are kept per host)."""
+    # Idle connections live 60 s, under the 75 s servers keep them (runtime/serve.py), so a
+    # pooled connection is never reused just as its server closes it.
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=connections_per_host,
-                                     ttl_dns_cache=60)
+                                     keepalive_timeout=60, ttl_dns_cache=60)
     return aiohttp.ClientSession(connector=connector, json_serialize=_dumps)
 
 

@@ -28,6 +28,7 @@ class CreateMachineBody(_Body):
     app: str = Field(min_length=1, max_length=63)
     config: MachineConfig
     name: str | None = None
+    generated_name: bool = False  # the caller made the name up: pick another if it is taken
     machine_id: str | None = None
     reservation_id: str | None = None
     skip_launch: bool = False

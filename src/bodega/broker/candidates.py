@@ -3,9 +3,10 @@
 Built from the view's ``workers`` rows and membership statuses, then updated
 row by row as changes arrive, so a placement never rebuilds a region. After
 a worker says yes, the broker adds the machine to that worker's row at once
-(``claimed``): the worker's own republished capacity arrives a little later,
-and without this, concurrent creates would all pile onto the same "best"
-worker and be turned away one after another.
+(``claimed``, from the moment the create is sent until the worker answers):
+the worker's own republished capacity arrives a little later, and without
+this, concurrent creates would all pile onto the same "best" worker and be
+turned away one after another.
 """
 
 from __future__ import annotations
@@ -76,28 +77,36 @@ class Candidates:
             status = self.catalog.member_status(name) or "alive"
             self._tables[candidate.region].put(replace(candidate, status=status))
 
-    def claimed(self, name: str, ask: Ask) -> None:
-        """A worker accepted ``ask``: count it until the worker's own figures arrive."""
+    def claimed(self, name: str, ask: Ask, undo: bool = False) -> None:
+        """A create of ``ask`` went to a worker: count it until the worker's own figures
+        arrive; ``undo`` takes it back out when the worker said no or failed."""
         candidate = self.get(name)
         if candidate is not None:
-            used = candidate.used.plus(candidate.totals, ask)
+            used = (candidate.used.minus(candidate.totals, ask) if undo
+                    else candidate.used.plus(candidate.totals, ask))
             self._tables[candidate.region].put(replace(candidate, used=used))
 
     def refused(self, name: str, free: dict[str, Any] | None) -> None:
-        """A worker said no; if it said what it has free, believe it over the view."""
+        """A worker said no; if it said what it has free, believe it over the view.
+
+        A no without figures (cordoned, out of machine addresses) counts the
+        worker as full until its next row arrives, so that later placements do
+        not ask it again and again in the meantime.
+        """
         candidate = self.get(name)
-        if candidate is None or not free:
+        if candidate is None:
             return
         totals = candidate.totals
+        full = replace(candidate.used, millicpus=totals.millicpus, memory_mb=totals.memory_mb)
         try:
-            used = replace(
+            used = full if not free else replace(
                 candidate.used,
                 millicpus=totals.millicpus - int(free["millicpus"]),
                 memory_mb=totals.memory_mb - int(free["memory_mb"]),
                 disk_gb=totals.disk_gb - int(free.get("disk_gb", totals.disk_gb)),
             )
         except (KeyError, TypeError, ValueError):
-            return
+            used = full
         self._tables[candidate.region].put(replace(candidate, used=used))
 
     def _put(self, doc: dict[str, Any]) -> None:

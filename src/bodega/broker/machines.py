@@ -30,7 +30,7 @@ from bodega.model.errors import (
     PreconditionFailed,
     Unavailable,
 )
-from bodega.model.ids import MACHINE_ID_RE, NAME_RE
+from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_name
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
 
@@ -110,8 +110,12 @@ class Machines:
                 return public(existing)
         request = self.placement_request(app, body, regions)
         record = self.placer.record(request)
+        name, generated = body.name, body.name is None
+        while name is None or (generated and self.workers.index.name_taken(app, name)):
+            name = new_machine_name()  # unique in the app as far as this broker knows
         wire = {
-            "app": app, "config": body.config.to_wire(), "name": body.name,
+            "app": app, "config": body.config.to_wire(), "name": name,
+            "generated_name": generated or None,
             "machine_id": machine_id, "skip_launch": body.skip_launch,
             "skip_service_registration": body.skip_service_registration,
             "lease_ttl": body.lease_ttl, "idempotency_key": idempotency_key,

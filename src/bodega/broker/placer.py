@@ -163,31 +163,35 @@ class Placer:
             batch = list(_take(attempts, 2 if hedged else 1))
             if not batch:
                 return None
-            remaining = max(0.001, deadline - time.perf_counter())
-            try:
-                if len(batch) == 2:
-                    machine = await asyncio.wait_for(
-                        self._hedged(request, batch, ask, record, claim), remaining)
-                else:
-                    machine = await asyncio.wait_for(
-                        self._ask(batch[0], ask, None, record, claim), remaining)
-            except TimeoutError:
-                return None
+            # The deadline stops new attempts, never one in flight: a create cut off mid-way
+            # might still be committed on its worker, and the client would never hear of it.
+            # An attempt is bounded by the worker client's own timeout instead.
+            if len(batch) == 2:
+                machine = await self._hedged(request, batch, ask, record, claim)
+            else:
+                machine = await self._ask(request.app, batch[0], ask, None, record, claim)
             if machine is not None:
                 return machine
         return None
 
-    async def _ask(self, scored: Scored, ask: Ask, reservation: str | None, record: Record,
-                   claim: Capacity) -> dict[str, Any] | None:
+    async def _ask(self, app: str, scored: Scored, ask: Ask, reservation: str | None,
+                   record: Record, claim: Capacity) -> dict[str, Any] | None:
         worker = scored.candidate
         began = time.perf_counter()
         # The record the worker keeps is taken now: it names this attempt as the winner.
         attempt = Attempt(worker.name, worker.region, "accepted")
         record.attempts.append(attempt)
         record.winner = scored
+        # Count the machine on this worker while the create is in flight, so that the
+        # creates racing it rank the worker as it will be, and spread instead of herding.
+        if reservation is None:
+            self.candidates.claimed(worker.name, claim)
+        self.candidates.count(app, worker.name, 1)
         try:
             machine = await ask(worker.name, reservation)
         except BaseException as exc:
+            if reservation is None:
+                self.candidates.claimed(worker.name, claim, undo=True)
             record.winner = None
             record.attempts.remove(attempt)
             if isinstance(exc, Unavailable):
@@ -199,9 +203,9 @@ class Placer:
             free = exc.details.get("free") if isinstance(exc.details, dict) else None
             self.candidates.refused(worker.name, free)
             return None
+        finally:
+            self.candidates.count(app, worker.name, -1)  # the machine index counts it now
         attempt.ms = (time.perf_counter() - began) * 1000
-        if reservation is None:
-            self.candidates.claimed(worker.name, claim)
         return machine
 
     def _refused(self, record: Record, scored: Scored, outcome: str, exc: BodegaError,
@@ -245,19 +249,20 @@ class Placer:
                 else:
                     losers.append((scored, reservation))
         for scored, reservation in losers:
-            await self._release(scored.candidate.name, reservation)
+            await self._release(scored.candidate.name, reservation, claim)
         if winner is None:
             return None
         scored, reservation = winner
         machine = None
         try:
-            machine = await self._ask(scored, ask, reservation, record, claim)
+            machine = await self._ask(request.app, scored, ask, reservation, record, claim)
         finally:
             if machine is None:  # the create failed: give the room back now
-                await self._release(scored.candidate.name, reservation)
+                await self._release(scored.candidate.name, reservation, claim)
         return machine
 
-    async def _release(self, worker: str, reservation: str) -> None:
+    async def _release(self, worker: str, reservation: str, claim: Capacity) -> None:
+        self.candidates.claimed(worker, claim, undo=True)
         try:
             await self.workers.client(worker).release(reservation)
         except BodegaError as exc:  # it expires by itself; nothing leaks

@@ -130,6 +130,21 @@ class Usage:
             gpus=gpus,
         )
 
+    def minus(self, totals: Totals, ask: Ask) -> Usage:
+        """Usage after taking ``ask`` back out (never below zero)."""
+        gpus = dict(self.gpus)
+        if ask.gpus:
+            kind = ask.gpu_kind or next((k for k, n in sorted(gpus.items()) if n >= ask.gpus),
+                                        None)
+            if kind in gpus:
+                gpus[kind] = max(0, gpus[kind] - ask.gpus)
+        return Usage(
+            millicpus=max(0, self.millicpus - totals.millicpus_for(ask)),
+            memory_mb=max(0, self.memory_mb - ask.memory_mb),
+            disk_gb=max(0, self.disk_gb - ask.disk_gb),
+            gpus=gpus,
+        )
+
     def to_wire(self) -> dict[str, Any]:
         return {
             "millicpus": self.millicpus, "memory_mb": self.memory_mb,

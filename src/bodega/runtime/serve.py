@@ -54,7 +54,7 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
     sock = sock or bind(host, port)
     bound_port = int(sock.getsockname()[1])
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=30,
+        app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,
         backlog=2048, http="httptools" if _has("httptools") else "h11",
     )
     server = uvicorn.Server(config)

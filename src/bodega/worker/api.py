@@ -200,6 +200,7 @@ class WorkerApi:
         row, nonce = await self.machines.create(
             CreateRequest(
                 app=body.app, config=body.config, region=self.region, name=body.name,
+                generated_name=body.generated_name,
                 machine_id=body.machine_id, reservation_id=body.reservation_id,
                 skip_launch=body.skip_launch,
                 skip_service_registration=body.skip_service_registration,

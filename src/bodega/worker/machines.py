@@ -43,6 +43,7 @@ class CreateRequest:
     config: MachineConfig
     region: str
     name: str | None = None
+    generated_name: bool = False  # ``name`` was made up, not asked for: replace it if taken
     machine_id: str | None = None
     reservation_id: str | None = None
     skip_launch: bool = False
@@ -148,7 +149,8 @@ class MachineService:
             )
         lock = await self.locks.acquire(machine_id)
         try:
-            existing, nonce = self._begin_create(req, machine_id, name)
+            existing, nonce = self._begin_create(req, machine_id, name,
+                                                 rename=req.name is None or req.generated_name)
             if existing is not None:
                 lock.release()
                 return existing, None
@@ -161,7 +163,7 @@ class MachineService:
         return self.get(machine_id), nonce
 
     def _begin_create(
-        self, req: CreateRequest, machine_id: str, name: str
+        self, req: CreateRequest, machine_id: str, name: str, rename: bool
     ) -> tuple[MachineRow | None, str | None]:
         """Record the machine and its create operation; or the machine an earlier try made."""
         now = self.store.clock()
@@ -176,6 +178,8 @@ class MachineService:
                 if earlier.app != req.app:
                     raise Conflict(f"machine id {machine_id} is taken")
                 return earlier, None
+            while rename and tables.machine_name_taken(conn, req.app, name):
+                name = new_machine_name()  # a made-up name collided: make up another
             if tables.machine_name_taken(conn, req.app, name):
                 raise Conflict(f"a machine named {name!r} already exists in app {req.app}",
                                status="name_taken")

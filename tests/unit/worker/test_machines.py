@@ -123,6 +123,13 @@ async def test_names_are_unique_per_app_until_destroyed(worker: W) -> None:
     await create(w, name="one")
 
 
+async def test_a_made_up_name_that_collides_is_made_up_again(worker: W) -> None:
+    w, _ = worker
+    await create(w, name="aged-thunder-1000")
+    mid = await create(w, name="aged-thunder-1000", generated_name=True)
+    assert w.machines.get(mid).name not in ("aged-thunder-1000", "")
+
+
 async def test_process_exit_follows_the_restart_policy(worker: W) -> None:
     w, driver = worker
     mid = await create(w, config=config(restart={"policy": "on-failure", "max_retries": 1}))

@@ -1,0 +1,104 @@
+"""The placer counts a create on its worker while the create is in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, cast
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from bodega.broker.candidates import Candidates
+from bodega.broker.catalog import MemoryCatalog
+from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.placer import Placer, PlacerConfig
+from bodega.broker.workers import Workers
+from bodega.model.capacity import Ask, Totals
+from bodega.model.errors import Conflict, InsufficientCapacity, Unavailable
+from bodega.placement import PlacementRequest, Policy
+
+ASK = Ask(cpus=1, memory_mb=1024)
+
+
+def placer(workers: int = 2, used: dict[str, Any] | None = None) -> tuple[Placer, Candidates]:
+    catalog = MemoryCatalog()
+    for i in range(workers):
+        name = f"w{i}"
+        catalog.put("workers", name, {
+            "name": name, "region": "ams", "url": f"http://{name}",
+            "totals": Totals(cpus=8, memory_mb=8192).to_wire(),
+            "used": (used or {}).get(name, {}), "cordoned": False})
+        catalog.set_status(name, "alive")
+    candidates = Candidates(catalog)
+    candidates.load()
+    return Placer(candidates, cast(Workers, None), Policy(), PlacerConfig(),
+                  BrokerMetrics(CollectorRegistry()), "b"), candidates
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    for _ in range(100):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
+
+
+def used_mb(candidates: Candidates, name: str) -> int:
+    candidate = candidates.get(name)
+    assert candidate is not None
+    return candidate.used.memory_mb
+
+
+async def test_concurrent_creates_spread_while_the_first_is_in_flight() -> None:
+    place, candidates = placer()
+    release = asyncio.Event()
+    chosen: list[str] = []
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        chosen.append(worker)
+        await release.wait()
+        return {"id": worker}
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    first = asyncio.create_task(place.place(request, ask, place.record(request)))
+    await until(lambda: len(chosen) == 1)
+    assert used_mb(candidates, chosen[0]) == 1024  # counted before the worker answered
+    second = asyncio.create_task(place.place(request, ask, place.record(request)))
+    await until(lambda: len(chosen) == 2)
+    assert chosen[0] != chosen[1]
+    release.set()
+    await asyncio.gather(first, second)
+    assert [used_mb(candidates, w) for w in ("w0", "w1")] == [1024, 1024]
+
+
+async def test_a_failed_create_gives_its_claim_back() -> None:
+    place, candidates = placer(workers=1)
+
+    async def ask(_worker: str, _reservation: str | None) -> dict[str, Any]:
+        raise Unavailable("worker at http://w0 unreachable")
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    with pytest.raises(InsufficientCapacity, match="1 said no when asked"):
+        await place.place(request, ask, place.record(request))
+    assert used_mb(candidates, "w0") == 0
+
+
+async def test_a_no_without_figures_counts_the_worker_full_until_it_publishes() -> None:
+    # w0 is the fullest, so the best fit: without the rule it would be asked every time.
+    place, candidates = placer(workers=2, used={"w0": {"millicpus": 4000, "memory_mb": 4096}})
+    asked: list[str] = []
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        asked.append(worker)
+        if worker == "w0":
+            raise Conflict("could not reserve resource for machine: no free addresses",
+                           status="insufficient_capacity")
+        return {"id": worker}
+
+    request = PlacementRequest("app", ASK, ("ams",), colocated={})
+    for _ in range(3):
+        await place.place(request, ask, place.record(request))
+    assert asked == ["w0", "w1", "w1", "w1"]  # asked once, then known to be full
+    candidates.on_worker("w0")  # its row arrives again: it is a candidate again
+    assert used_mb(candidates, "w0") == 4096
