@@ -3,8 +3,10 @@
 Every bodega service answers errors as ``{"error", "status"}``; this client
 raises the matching ``BodegaError`` subclass (a 409 is a ``Conflict``, a 412
 with ``insufficient_capacity`` an ``InsufficientCapacity``), so a caller can
-handle it or pass it on unchanged. A connection that fails or times out is
-``Unavailable``.
+handle it or pass it on unchanged. A connection that cannot be made is
+``Unavailable``: the server never saw the request. A request sent without an
+answer coming back (a timeout, a dropped connection) is ``Indeterminate``: it
+may have taken effect, and only an idempotent retry can tell.
 
 It runs on aiohttp: services call each other on every placement, and its
 client costs a tenth of the CPU per request that httpx's does (measured:
@@ -19,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from bodega.model.errors import Unavailable, from_wire
+from bodega.model.errors import Indeterminate, Unavailable, from_wire
 
 NONCE_HEADER = "fly-machine-lease-nonce"
 Params = Mapping[str, Any] | Sequence[tuple[str, Any]] | None
@@ -105,9 +107,12 @@ class JsonClient:
             ) as response:
                 status = response.status
                 data = await response.read()
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+        except aiohttp.ClientConnectorError as exc:
             raise Unavailable(f"{self.what} at {self.base_url} unreachable: "
                               f"{exc.__class__.__name__} {exc}".strip()) from exc
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            raise Indeterminate(f"{self.what} at {self.base_url} did not answer: "
+                                f"{exc.__class__.__name__} {exc}".strip()) from exc
         if status in (202, 204) and not data:
             return None
         try:

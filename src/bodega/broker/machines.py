@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import secrets
 from typing import Any
 
 from bodega.api.fly import CreateMachineRequest
@@ -118,7 +119,9 @@ class Machines:
             "generated_name": generated or None,
             "machine_id": machine_id, "skip_launch": body.skip_launch,
             "skip_service_registration": body.skip_service_registration,
-            "lease_ttl": body.lease_ttl, "idempotency_key": idempotency_key,
+            "lease_ttl": body.lease_ttl,
+            # Always a key, so that a create whose answer was lost can be asked again safely.
+            "idempotency_key": idempotency_key or f"bodega-{secrets.token_hex(12)}",
         }
 
         async def ask(worker: str, reservation: str | None) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask as Capacity
 from bodega.model.capacity import describe_free
-from bodega.model.errors import BodegaError, InsufficientCapacity, Unavailable
+from bodega.model.errors import BodegaError, Indeterminate, InsufficientCapacity, Unavailable
 from bodega.model.machine import rfc3339
 from bodega.placement import PlacementRequest, Policy, RegionRanking, Scored, best_free
 from bodega.placement import rank_region as rank
@@ -188,8 +188,10 @@ class Placer:
             self.candidates.claimed(worker.name, claim)
         self.candidates.count(app, worker.name, 1)
         try:
-            machine = await ask(worker.name, reservation)
+            machine = await self._ask_surely(ask, worker.name, reservation)
         except BaseException as exc:
+            if isinstance(exc, Indeterminate):
+                raise  # the machine may exist there: asking another worker could double it
             if reservation is None:
                 self.candidates.claimed(worker.name, claim, undo=True)
             record.winner = None
@@ -207,6 +209,26 @@ class Placer:
             self.candidates.count(app, worker.name, -1)  # the machine index counts it now
         attempt.ms = (time.perf_counter() - began) * 1000
         return machine
+
+    async def _ask_surely(self, ask: Ask, worker: str,
+                          reservation: str | None) -> dict[str, Any]:
+        """Ask; if the create went out but no answer came back, ask the same worker again.
+
+        The create carries an idempotency key, so the second ask returns the
+        machine if the first one made it, or makes it now. Moving on to another
+        worker instead could leave a machine the client never hears of, or two.
+        """
+        try:
+            return await ask(worker, reservation)
+        except Indeterminate as exc:
+            log.warning("%s did not answer a create (%s); asking it again", worker, exc.message)
+        try:
+            return await ask(worker, reservation)
+        except Indeterminate as exc:
+            raise Indeterminate(
+                f"worker {worker} did not answer the create, twice ({exc.message}); the "
+                "machine may exist there: list the app's machines, or retry with the same "
+                "Idempotency-Key") from exc
 
     def _refused(self, record: Record, scored: Scored, outcome: str, exc: BodegaError,
                  began: float) -> None:

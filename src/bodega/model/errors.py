@@ -74,6 +74,10 @@ class Unavailable(BodegaError):
     status = "unavailable"
 
 
+class Indeterminate(Unavailable):
+    """The request went out but no answer came back: it may or may not have taken effect."""
+
+
 class InsufficientCapacity(BodegaError):
     """Nothing in the asked region can take the machine right now."""
 

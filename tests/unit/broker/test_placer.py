@@ -15,7 +15,7 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placer import Placer, PlacerConfig
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask, Totals
-from bodega.model.errors import Conflict, InsufficientCapacity, Unavailable
+from bodega.model.errors import Conflict, Indeterminate, InsufficientCapacity, Unavailable
 from bodega.placement import PlacementRequest, Policy
 
 ASK = Ask(cpus=1, memory_mb=1024)
@@ -102,3 +102,35 @@ async def test_a_no_without_figures_counts_the_worker_full_until_it_publishes() 
     assert asked == ["w0", "w1", "w1", "w1"]  # asked once, then known to be full
     candidates.on_worker("w0")  # its row arrives again: it is a candidate again
     assert used_mb(candidates, "w0") == 4096
+
+
+async def test_a_create_that_got_no_answer_is_asked_again_of_the_same_worker() -> None:
+    place, _ = placer(workers=2)
+    asked: list[str] = []
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        asked.append(worker)
+        if len(asked) == 1:
+            raise Indeterminate(f"worker at http://{worker} did not answer: TimeoutError")
+        return {"id": worker}
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    machine, _ = await place.place(request, ask, place.record(request))
+    assert asked == [asked[0], asked[0]]
+    assert machine == {"id": asked[0]}
+
+
+async def test_a_create_that_twice_got_no_answer_fails_rather_than_go_elsewhere() -> None:
+    place, candidates = placer(workers=2)
+    asked: list[str] = []
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        asked.append(worker)
+        raise Indeterminate(f"worker at http://{worker} did not answer: TimeoutError")
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    with pytest.raises(Indeterminate, match="may exist there"):
+        await place.place(request, ask, place.record(request))
+    assert len(asked) == 2
+    assert asked[0] == asked[1]
+    assert used_mb(candidates, asked[0]) == 1024  # it may hold the machine: still counted

@@ -1,0 +1,49 @@
+"""The service client tells "never reached the server" from "sent, but no answer came back"."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from bodega.api.json_client import JsonClient
+from bodega.model.errors import Indeterminate, Unavailable
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_a_refused_connection_is_unavailable_and_not_indeterminate() -> None:
+    async with JsonClient(f"http://127.0.0.1:{closed_port()}", "t", timeout=2) as client:
+        with pytest.raises(Unavailable, match="unreachable") as caught:
+            await client.request("GET", "/v1/health")
+    assert not isinstance(caught.value, Indeterminate)
+
+
+@pytest.mark.parametrize("answer", ["never", "hang up"])
+async def test_a_request_without_an_answer_is_indeterminate(answer: str) -> None:
+    received, done = asyncio.Event(), asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        received.set()
+        if answer == "never":
+            await done.wait()
+        writer.close()
+        await writer.wait_closed()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with JsonClient(f"http://127.0.0.1:{port}", "t", timeout=0.5) as client:
+            with pytest.raises(Indeterminate, match="did not answer"):
+                await client.request("POST", "/v1/machines", json={"app": "a"})
+        assert received.is_set()  # the server had the request: it may have acted on it
+    finally:
+        done.set()
+        server.close()
+        await server.wait_closed()
