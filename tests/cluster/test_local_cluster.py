@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -125,6 +126,21 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
                     await asyncio.sleep(0.1)
             assert answer.text == "hello from bodega"
             (program,) = await until(lambda: pids_with(marker))
+
+            # The CLI explains the placement in words, and fails on a bad id in one line.
+            env = {**os.environ, "BODEGA_API_URL": base, "BODEGA_API_TOKEN": token}
+            explain = subprocess.run(
+                [sys.executable, "-m", "bodega", "machine", "explain", mid, "--app", "hello"],
+                capture_output=True, text=True, env=env, timeout=60, check=False)
+            assert explain.returncode == 0, explain.stderr
+            assert "placed on ams-" in explain.stdout
+            assert "asked for 1 shared cpu, 256 MB" in " ".join(explain.stdout.split())
+            missing = subprocess.run(
+                [sys.executable, "-m", "bodega", "machine", "status", "nope", "--app", "hello"],
+                capture_output=True, text=True, env=env, timeout=60, check=False)
+            assert missing.returncode == 1
+            assert missing.stderr.strip().splitlines() == [
+                "Error: machine not found: 'nope' is not a machine id"]
 
             # A client written from the spec alone, pointed at this cluster's base URL.
             fly = SpecClient(f"{base}/v1", token)

@@ -59,7 +59,9 @@ class Attempt:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"worker": self.worker, "region": self.region,
-                               "outcome": self.outcome, "ms": round(self.ms, 2)}
+                               "outcome": self.outcome}
+        if self.ms:  # an attempt still in flight (the record a worker keeps) has no time yet
+            out["ms"] = round(self.ms, 2)
         if self.reason:
             out["reason"] = self.reason
         return out
@@ -83,7 +85,8 @@ class Record:
         out: dict[str, Any] = {
             "policy": self.policy, "asked": self.asked, "regions_asked": list(self.regions_asked),
             "broker": self.broker, "at": rfc3339(self.started),
-            "duration_ms": round(self.seconds * 1000, 3),
+            # Until the placement ends (the record sent with the create), the time so far.
+            "duration_ms": round((self.seconds or time.time() - self.started) * 1000, 3),
             "regions": [r.explain() for r in self.regions],
             "attempts": [a.to_json() for a in self.attempts],
         }

@@ -20,6 +20,7 @@ from bodega.cli.session import (
     show_json,
     table,
 )
+from bodega.model.capacity import Ask
 from bodega.model.config import preset
 
 machine = typer.Typer(help="Run and manage machines.", no_args_is_help=True)
@@ -258,13 +259,20 @@ def show_record(record: dict[str, Any]) -> None:
     winner = record.get("winner") or {}
     console.print(f"[bold]placed on {winner.get('worker', '?')}[/bold] in "
                   f"{winner.get('region', '?')} by {record.get('broker')} "
-                  f"({record.get('policy')}, {record.get('duration_ms')} ms); asked for "
-                  f"{record.get('asked')}")
+                  f"({record.get('policy')}, decided in {record.get('duration_ms')} ms); "
+                  f"asked for {_asked(record.get('asked'))}")
     for region_record in record.get("regions", []):
         show_region(region_record)
     table(["WORKER", "REGION", "OUTCOME", "MS", "REASON"],
-          [(a["worker"], a["region"], a["outcome"], a["ms"], a.get("reason", ""))
+          [(a["worker"], a["region"], a["outcome"], a.get("ms", "-"), a.get("reason", ""))
            for a in record.get("attempts", [])], title="Attempts")
+
+
+def _asked(asked: Any) -> str:
+    try:
+        return Ask.from_wire(asked).describe()
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return str(asked)
 
 
 def show_region(region: dict[str, Any]) -> None:
