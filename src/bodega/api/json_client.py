@@ -24,6 +24,7 @@ import aiohttp
 from bodega.model.errors import Indeterminate, Unavailable, from_wire
 
 NONCE_HEADER = "fly-machine-lease-nonce"
+CONNECT_TIMEOUT = 3.0  # seconds to open a connection (loopback or a LAN peer)
 Params = Mapping[str, Any] | Sequence[tuple[str, Any]] | None
 
 
@@ -98,16 +99,19 @@ class JsonClient:
         headers: dict[str, str] | None = None,
     ) -> Any:
         headers = {**self.headers, **(headers or {})}
+        total = timeout or self.timeout
         if nonce:
             headers[NONCE_HEADER] = nonce
         try:
             async with self.http.request(
                 method, self.base_url + path, json=json, params=_query(params), headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout or self.timeout),
+                timeout=aiohttp.ClientTimeout(total=total,
+                                              sock_connect=min(total, CONNECT_TIMEOUT)),
             ) as response:
                 status = response.status
                 data = await response.read()
-        except aiohttp.ClientConnectorError as exc:
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            # The connection was never made: the server cannot have seen the request.
             raise Unavailable(f"{self.what} at {self.base_url} unreachable: "
                               f"{exc.__class__.__name__} {exc}".strip()) from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:

@@ -86,27 +86,31 @@ class Candidates:
                     else candidate.used.plus(candidate.totals, ask))
             self._tables[candidate.region].put(replace(candidate, used=used))
 
-    def refused(self, name: str, free: dict[str, Any] | None) -> None:
+    def refused(self, name: str, free: dict[str, Any] | None, full: bool = False) -> None:
         """A worker said no; if it said what it has free, believe it over the view.
 
-        A no without figures (cordoned, out of machine addresses) counts the
-        worker as full until its next row arrives, so that later placements do
-        not ask it again and again in the meantime.
+        ``full`` (it is cordoned, or out of machine addresses) counts the worker
+        as full until its next row arrives, which it publishes when that changes,
+        so that later placements do not ask it again and again in the meantime.
         """
         candidate = self.get(name)
         if candidate is None:
             return
         totals = candidate.totals
-        full = replace(candidate.used, millicpus=totals.millicpus, memory_mb=totals.memory_mb)
-        try:
-            used = full if not free else replace(
-                candidate.used,
-                millicpus=totals.millicpus - int(free["millicpus"]),
-                memory_mb=totals.memory_mb - int(free["memory_mb"]),
-                disk_gb=totals.disk_gb - int(free.get("disk_gb", totals.disk_gb)),
-            )
-        except (KeyError, TypeError, ValueError):
-            used = full
+        if full:
+            used = replace(candidate.used, millicpus=totals.millicpus, memory_mb=totals.memory_mb)
+        elif not free:
+            return
+        else:
+            try:
+                used = replace(
+                    candidate.used,
+                    millicpus=totals.millicpus - int(free["millicpus"]),
+                    memory_mb=totals.memory_mb - int(free["memory_mb"]),
+                    disk_gb=totals.disk_gb - int(free.get("disk_gb", totals.disk_gb)),
+                )
+            except (KeyError, TypeError, ValueError):
+                return
         self._tables[candidate.region].put(replace(candidate, used=used))
 
     def _put(self, doc: dict[str, Any]) -> None:

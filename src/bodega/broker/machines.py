@@ -100,15 +100,15 @@ class Machines:
         if body.name is not None and not NAME_RE.match(body.name):
             raise BadRequest(f"invalid_argument: name {body.name!r}: use lowercase letters, "
                              "digits and -, at most 63")
-        if body.name and self.workers.index.name_taken(app, body.name):
-            raise Conflict(f"a machine named {body.name!r} already exists in app {app}",
-                           status="name_taken")
         regions = self.regions(body.region)
         machine_id = idempotent_id(app, idempotency_key) if idempotency_key else None
-        if machine_id is not None:
+        if machine_id is not None:  # a retry returns what the first try made, name and all
             existing = await self._find(app, machine_id, regions)
             if existing is not None:
                 return public(existing)
+        if body.name and self.workers.index.name_taken(app, body.name):
+            raise Conflict(f"a machine named {body.name!r} already exists in app {app}",
+                           status="name_taken")
         request = self.placement_request(app, body, regions)
         record = self.placer.record(request)
         name, generated = body.name, body.name is None
@@ -148,7 +148,9 @@ class Machines:
         """A machine an earlier attempt of the same idempotent create already made.
 
         The view may not have it yet (the broker that made it may have died right
-        after), so the workers of the regions asked are asked directly.
+        after), so the workers of the regions asked are asked directly. If one of
+        them does not answer, the create stops there: placing again could make a
+        second machine with the same id.
         """
         known = self.workers.machines.get(machine_id) or self.catalog.get("machines", machine_id)
         workers = ([str(known["worker"])] if known and known.get("app") == app else
@@ -156,11 +158,14 @@ class Machines:
                     if c.status == "alive"])
         semaphore = asyncio.Semaphore(FIND_CONCURRENCY)
 
+        silent: list[str] = []
+
         async def probe(worker: str) -> dict[str, Any] | None:
             async with semaphore:
                 try:
                     return dict(await self.workers.client(worker).machine(machine_id, app))
-                except (NotFound, Unavailable):
+                except Unavailable:
+                    silent.append(worker)
                     return None
                 except BodegaError:
                     return None
@@ -169,6 +174,10 @@ class Machines:
             if found is not None:
                 self.workers.note("machines", found)
                 return found
+        if silent:
+            raise Unavailable(
+                f"cannot tell whether this Idempotency-Key already made machine {machine_id}: "
+                f"{', '.join(sorted(silent))} did not answer; retry shortly")
         return None
 
     # -- read ------------------------------------------------------------------------------

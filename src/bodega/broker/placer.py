@@ -188,6 +188,7 @@ class Placer:
         # Count the machine on this worker while the create is in flight, so that the
         # creates racing it rank the worker as it will be, and spread instead of herding.
         if reservation is None:
+            claim = claim.pinned(worker.totals, worker.used)
             self.candidates.claimed(worker.name, claim)
         self.candidates.count(app, worker.name, 1)
         try:
@@ -205,8 +206,9 @@ class Placer:
             if not isinstance(exc, BodegaError) or exc.status not in NO_ROOM:
                 raise  # a real problem (bad config, name taken, ...): the client must hear it
             self._refused(record, scored, "rejected", exc, began)
-            free = exc.details.get("free") if isinstance(exc.details, dict) else None
-            self.candidates.refused(worker.name, free)
+            details = exc.details if isinstance(exc.details, dict) else {}
+            full = exc.status == "cordoned" or details.get("full") is True
+            self.candidates.refused(worker.name, details.get("free"), full=full)
             return None
         finally:
             self.candidates.count(app, worker.name, -1)  # the machine index counts it now
@@ -230,8 +232,8 @@ class Placer:
         except Indeterminate as exc:
             raise Indeterminate(
                 f"worker {worker} did not answer the create, twice ({exc.message}); the "
-                "machine may exist there: list the app's machines, or retry with the same "
-                "Idempotency-Key") from exc
+                "machine may exist there: list the app's machines (a retry with the same "
+                "Idempotency-Key header returns it if it does)", status="indeterminate") from exc
 
     def _refused(self, record: Record, scored: Scored, outcome: str, exc: BodegaError,
                  began: float) -> None:

@@ -27,6 +27,8 @@ def friendly(fn: F) -> F:
         except (typer.Exit, typer.Abort, SystemExit):
             raise
         except Unavailable as err:
+            if err.status == "indeterminate":  # the broker answered: it is a worker that did not
+                fail(err.message)
             fail(f"{err.message} (is the cluster running? try `bodega up`)")
         except BodegaError as err:
             fail(err.message)

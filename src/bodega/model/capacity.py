@@ -41,6 +41,13 @@ class Ask:
             gpu_kind=guest.gpu_kind,
         )
 
+    def pinned(self, totals: Totals, used: Usage) -> Ask:
+        """This ask with its GPU kind chosen as ``Usage.plus`` would choose it, so that
+        adding it and taking it back out touch the same kind."""
+        if not self.gpus or self.gpu_kind:
+            return self
+        return replace(self, gpu_kind=_any_gpu_kind(totals, used, self.gpus))
+
     def describe(self) -> str:
         text = f"{self.cpus} {self.cpu_kind} cpu, {self.memory_mb} MB"
         if self.disk_gb:
@@ -133,11 +140,8 @@ class Usage:
     def minus(self, totals: Totals, ask: Ask) -> Usage:
         """Usage after taking ``ask`` back out (never below zero)."""
         gpus = dict(self.gpus)
-        if ask.gpus:
-            kind = ask.gpu_kind or next((k for k, n in sorted(gpus.items()) if n >= ask.gpus),
-                                        None)
-            if kind in gpus:
-                gpus[kind] = max(0, gpus[kind] - ask.gpus)
+        if ask.gpus and ask.gpu_kind in gpus:  # give back an ask pinned with Ask.pinned
+            gpus[ask.gpu_kind] = max(0, gpus[ask.gpu_kind] - ask.gpus)
         return Usage(
             millicpus=max(0, self.millicpus - totals.millicpus_for(ask)),
             memory_mb=max(0, self.memory_mb - ask.memory_mb),

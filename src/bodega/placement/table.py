@@ -156,7 +156,7 @@ class CandidateTable:
         counts = self._app_counts.get(app)
         if counts is None:
             counts = self._app_counts[app] = np.zeros(self._capacity, dtype=np.float64)
-        counts[i] += delta
+        counts[i] = max(0.0, counts[i] + delta)  # never below none, whatever the order
 
     def app_counts(self, app: str) -> Floats | None:
         """Machines of ``app`` per row, if this table is told of them (else None)."""

@@ -187,7 +187,8 @@ class MachineService:
             volume_id = attach_volume(conn, req.app, req.config, machine_id, now)
             ip_index = self._free_address(conn)
             if ip_index is None:
-                raise CapacityRejected("could not reserve resource for machine: no free addresses")
+                raise CapacityRejected("could not reserve resource for machine: no free addresses",
+                                       details={"full": True})  # room by the figures, yet full
             instance_id = new_ulid(int(now * 1000))
             row = MachineRow(
                 id=machine_id, app=req.app, name=name, region=req.region, state=S.CREATED,

@@ -7,6 +7,7 @@ import socket
 
 import pytest
 
+from bodega.api import json_client
 from bodega.api.json_client import JsonClient
 from bodega.model.errors import Indeterminate, Unavailable
 
@@ -22,6 +23,32 @@ async def test_a_refused_connection_is_unavailable_and_not_indeterminate() -> No
         with pytest.raises(Unavailable, match="unreachable") as caught:
             await client.request("GET", "/v1/health")
     assert not isinstance(caught.value, Indeterminate)
+
+
+async def test_a_connection_that_never_opens_is_unavailable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A listener that never accepts, its queue already full: the kernel drops further SYNs,
+    # as a host that is down does; the server cannot have seen a request.
+    monkeypatch.setattr(json_client, "CONNECT_TIMEOUT", 0.3)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        for _ in range(4):
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(("127.0.0.1", port))
+            fillers.append(filler)
+        await asyncio.sleep(0.1)
+        try:
+            async with JsonClient(f"http://127.0.0.1:{port}", "t", timeout=5) as client:
+                with pytest.raises(Unavailable, match="unreachable") as caught:
+                    await client.request("POST", "/v1/machines", json={"app": "a"})
+            assert not isinstance(caught.value, Indeterminate)
+        finally:
+            for filler in fillers:
+                filler.close()
 
 
 @pytest.mark.parametrize("answer", ["never", "hang up"])

@@ -136,18 +136,31 @@ async def test_idempotent_creates_return_the_same_machine_even_on_another_broker
         await c.add_broker()
         await c.add_broker(name="broker-b")
         headers = {"idempotency-key": "deploy-42-web-1"}
+        body = machine(name="web-1")  # a retry is not a second machine of that name
         async with c.api(0) as a, c.api(1) as b:
             await a.post("/v1/apps", json={"app_name": "idem"})
-            first = (await a.post("/v1/apps/idem/machines", json=machine(),
-                                  headers=headers)).json()
-            again = (await a.post("/v1/apps/idem/machines", json=machine(),
-                                  headers=headers)).json()
+            first = (await a.post("/v1/apps/idem/machines", json=body, headers=headers)).json()
+            again = await a.post("/v1/apps/idem/machines", json=body, headers=headers)
+            assert again.status_code == 200, again.text
             # The view never heard of it (no sync), and broker b never saw it: it asks workers.
-            elsewhere = (await b.post("/v1/apps/idem/machines", json=machine(),
+            elsewhere = (await b.post("/v1/apps/idem/machines", json=body,
                                       headers=headers)).json()
-        assert first["id"] == again["id"] == elsewhere["id"]
-        assert sum(len(w.machines.store.db.execute("SELECT id FROM machines").fetchall())
-                   for w in c.workers) == 1
+            assert first["id"] == again.json()["id"] == elsewhere["id"]
+            assert sum(len(w.machines.store.db.execute("SELECT id FROM machines").fetchall())
+                       for w in c.workers) == 1
+
+            # A worker that may hold a new key's machine does not answer: say so, place nothing.
+            silent = next(w for w in c.workers
+                          if not w.machines.store.db.execute("SELECT id FROM machines").fetchall())
+            await silent.stop()
+            c.workers.remove(silent)
+            unsure = await b.post("/v1/apps/idem/machines", json=machine(),
+                                  headers={"idempotency-key": "deploy-43"})
+            assert unsure.status_code == 503, unsure.text
+            assert unsure.json()["error"].startswith("cannot tell whether this Idempotency-Key")
+            assert silent.config.name in unsure.json()["error"]
+            assert sum(len(w.machines.store.db.execute("SELECT id FROM machines").fetchall())
+                       for w in c.workers) == 1
 
 
 async def test_a_volume_pins_its_machine_and_a_full_host_says_so(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ async def test_a_failed_create_gives_its_claim_back() -> None:
     assert used_mb(candidates, "w0") == 0
 
 
-async def test_a_no_without_figures_counts_the_worker_full_until_it_publishes() -> None:
+async def test_a_full_no_counts_the_worker_full_until_it_publishes() -> None:
     # w0 is the fullest, so the best fit: without the rule it would be asked every time.
     place, candidates = placer(workers=2, used={"w0": {"millicpus": 4000, "memory_mb": 4096}})
     asked: list[str] = []
@@ -93,7 +93,7 @@ async def test_a_no_without_figures_counts_the_worker_full_until_it_publishes() 
         asked.append(worker)
         if worker == "w0":
             raise Conflict("could not reserve resource for machine: no free addresses",
-                           status="insufficient_capacity")
+                           status="insufficient_capacity", details={"full": True})
         return {"id": worker}
 
     request = PlacementRequest("app", ASK, ("ams",), colocated={})

@@ -90,3 +90,21 @@ def test_wire_round_trip() -> None:
     assert Usage.from_wire(u.to_wire()) == u
     a = Ask(cpu_kind="performance", cpus=2, memory_mb=512, disk_gb=1, gpus=1, gpu_kind="a100")
     assert Ask.from_wire(a.to_wire()) == a
+
+
+def test_a_pinned_ask_is_given_back_to_the_gpu_kind_it_took() -> None:
+    totals = Totals(cpus=8, memory_mb=8192, gpus={"a100": 2, "h100": 2})
+    used = Usage(gpus={"a100": 2})
+    ask = Ask(cpus=1, memory_mb=256, gpus=1).pinned(totals, used)
+    assert ask.gpu_kind == "h100"
+    after = used.plus(totals, ask)
+    assert after.gpus == {"a100": 2, "h100": 1}
+    assert after.minus(totals, ask).gpus == {"a100": 2, "h100": 0}
+
+
+@given(st.integers(0, 16), st.integers(0, 4096), st.integers(1, 8), st.integers(1, 4096))
+def test_minus_undoes_plus(cpus_used: int, mb_used: int, cpus: int, mb: int) -> None:
+    totals = Totals(cpus=16, memory_mb=8192)
+    used = Usage(millicpus=cpus_used * 1000, memory_mb=mb_used)
+    ask = Ask(cpu_kind="performance", cpus=cpus, memory_mb=mb)
+    assert used.plus(totals, ask).minus(totals, ask) == used
