@@ -190,7 +190,8 @@ class Placer:
         if reservation is None:
             claim = claim.pinned(worker.totals, worker.used)
             self.candidates.claimed(worker.name, claim)
-        self.candidates.count(app, worker.name, 1)
+        machine_of_app = 1 if claim.cpus or claim.memory_mb else 0  # not for a volume
+        self.candidates.count(app, worker.name, machine_of_app)
         try:
             machine = await self._ask_surely(ask, worker.name, reservation)
         except BaseException as exc:
@@ -211,7 +212,7 @@ class Placer:
             self.candidates.refused(worker.name, details.get("free"), full=full)
             return None
         finally:
-            self.candidates.count(app, worker.name, -1)  # the machine index counts it now
+            self.candidates.count(app, worker.name, -machine_of_app)  # the index counts it now
         attempt.ms = (time.perf_counter() - began) * 1000
         return machine
 
@@ -247,7 +248,7 @@ class Placer:
     async def _hedged(self, request: PlacementRequest, pair: list[Scored], ask: Ask,
                       record: Record, claim: Capacity) -> dict[str, Any] | None:
         """Reserve on both; create on the first that said yes; release the other."""
-        async def reserve(scored: Scored) -> tuple[Scored, str | None]:
+        async def reserve(scored: Scored) -> None:
             began = time.perf_counter()
             try:
                 answer = await self.workers.client(scored.candidate.name).reserve(
@@ -258,31 +259,28 @@ class Placer:
                     raise
                 self._refused(record, scored, "unreachable" if unreachable else "rejected", exc,
                               began)
-                return scored, None
+                return
             self.candidates.claimed(scored.candidate.name, claim)
-            return scored, str(answer["id"])
+            held.append((scored, str(answer["id"])))  # in the order the yeses came
 
-        pending = {asyncio.ensure_future(reserve(s)) for s in pair}
-        winner: tuple[Scored, str] | None = None
-        losers: list[tuple[Scored, str]] = []
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                scored, reservation = task.result()
-                if reservation is None:
-                    continue
-                if winner is None:
-                    winner = (scored, reservation)
-                else:
-                    losers.append((scored, reservation))
-        for scored, reservation in losers:
-            await self._release(scored.candidate.name, reservation, claim)
-        if winner is None:
+        held: list[tuple[Scored, str]] = []
+        results = await asyncio.gather(*(reserve(s) for s in pair), return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:  # a real error on either side: give back what the other reserved
+            for scored, reservation in held:
+                await self._release(scored.candidate.name, reservation, claim)
+            raise failures[0]
+        if not held:
             return None
-        scored, reservation = winner
+        (scored, reservation), losers = held[0], held[1:]
+        for loser, loser_reservation in losers:
+            await self._release(loser.candidate.name, loser_reservation, claim)
         machine = None
         try:
             machine = await self._ask(request.app, scored, ask, reservation, record, claim)
+        except Indeterminate:
+            machine = {}  # it may exist: keep its room held and counted
+            raise
         finally:
             if machine is None:  # the create failed: give the room back now
                 await self._release(scored.candidate.name, reservation, claim)

@@ -15,7 +15,14 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placer import Placer, PlacerConfig
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask, Totals
-from bodega.model.errors import Conflict, Indeterminate, InsufficientCapacity, Unavailable
+from bodega.model.errors import (
+    BadRequest,
+    BodegaError,
+    Conflict,
+    Indeterminate,
+    InsufficientCapacity,
+    Unavailable,
+)
 from bodega.placement import PlacementRequest, Policy
 
 ASK = Ask(cpus=1, memory_mb=1024)
@@ -134,3 +141,82 @@ async def test_a_create_that_twice_got_no_answer_fails_rather_than_go_elsewhere(
     assert len(asked) == 2
     assert asked[0] == asked[1]
     assert used_mb(candidates, asked[0]) == 1024  # it may hold the machine: still counted
+
+
+class FakeWorker:
+    """A worker's reservations, as the hedged path sees them."""
+
+    def __init__(self, name: str, delay: float = 0.0, error: BodegaError | None = None) -> None:
+        self.name, self.delay, self.error = name, delay, error
+        self.held: set[str] = set()
+
+    async def reserve(self, _app: str, _claim: Ask, _ttl: float) -> dict[str, Any]:
+        await asyncio.sleep(self.delay)
+        if self.error is not None:
+            raise self.error
+        self.held.add(f"r-{self.name}")
+        return {"id": f"r-{self.name}"}
+
+    async def release(self, reservation: str) -> None:
+        self.held.discard(reservation)
+
+
+class FakeWorkers:
+    def __init__(self, *workers: FakeWorker) -> None:
+        self.by_name = {w.name: w for w in workers}
+
+    def client(self, name: str) -> FakeWorker:
+        return self.by_name[name]
+
+
+def hedging(*workers: FakeWorker) -> tuple[Placer, Candidates]:
+    place, candidates = placer(workers=len(workers))
+    place.workers = cast(Workers, FakeWorkers(*workers))
+    place.config = PlacerConfig(hedge=True)
+    return place, candidates
+
+
+async def test_hedging_creates_on_the_first_yes_and_releases_the_other() -> None:
+    slow, fast = FakeWorker("w0", delay=0.05), FakeWorker("w1")
+    place, candidates = hedging(slow, fast)
+    created: list[tuple[str, str | None]] = []
+
+    async def ask(worker: str, reservation: str | None) -> dict[str, Any]:
+        created.append((worker, reservation))
+        return {"id": worker}
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    machine, _ = await place.place(request, ask, place.record(request))
+    assert created == [("w1", "r-w1")]
+    assert machine == {"id": "w1"}
+    assert slow.held == set()  # released
+    assert [used_mb(candidates, w) for w in ("w0", "w1")] == [0, 1024]
+
+
+async def test_a_hedged_error_gives_back_the_other_reservation() -> None:
+    good, bad = FakeWorker("w0"), FakeWorker("w1", error=BadRequest("invalid_argument: no"))
+    place, candidates = hedging(good, bad)
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        raise AssertionError(f"nothing should be created on {worker}")
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    with pytest.raises(BadRequest):
+        await place.place(request, ask, place.record(request))
+    assert good.held == set()
+    assert used_mb(candidates, "w0") == 0
+
+
+async def test_a_hedged_create_with_no_answer_keeps_its_room() -> None:
+    first, second = FakeWorker("w0"), FakeWorker("w1", delay=0.05)
+    place, candidates = hedging(first, second)
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        raise Indeterminate(f"worker at http://{worker} did not answer: TimeoutError")
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    with pytest.raises(Indeterminate):
+        await place.place(request, ask, place.record(request))
+    assert first.held == {"r-w0"}  # the machine may hold it now
+    assert second.held == set()
+    assert used_mb(candidates, "w0") == 1024
