@@ -8,7 +8,7 @@ ceiling of this server stack on this machine) and ``POST .../machines``
 Prints creates/s, p50 and p99 create latency, the ratio to the ceiling, and
 the time to rank 1,000 workers (measured in this process, with the same code).
 
-    python bench/placement.py [--workers 1000] [--hosts 2] [--creates 5000] [--concurrency 64]
+    python -m bench.placement [--workers 1000] [--hosts 2] [--creates 5000] [--concurrency 64]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ stopped and one request goes through the proxy (which starts it, waits for
 its port, forwards); the baseline spawns the same program directly and
 sends it the same request once its port accepts.
 
-    python bench/proxy.py [--requests 20000] [--concurrency 32] [--cold 10]
+    python -m bench.proxy [--requests 20000] [--concurrency 32] [--cold 10]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ each figure beside what theory expects:
   process drops 5% of the packets it sends (seeded, so runs repeat);
 - gossip and sync bytes per node per second, idle and while changing.
 
-    python bench/registry.py [--nodes 50] [--procs 5] [--changes 20] [--loss-seconds 60]
+    python -m bench.registry [--nodes 50] [--procs 5] [--changes 20] [--loss-seconds 60]
 """
 
 from __future__ import annotations
