@@ -147,6 +147,11 @@ class MachineService:
                 "the process driver runs config.init.exec (or init.entrypoint + init.cmd, "
                 "or processes[0].exec); none was given"
             )
+        if req.idempotency_key:  # a retry: answer at once, not after the first try's start
+            earlier = tables.machine_by_idempotency_key(self.store.db, req.app,
+                                                        req.idempotency_key)
+            if earlier is not None:
+                return earlier, None
         lock = await self.locks.acquire(machine_id)
         try:
             existing, nonce = self._begin_create(req, machine_id, name,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from bodega.model.capacity import Ask
 from bodega.model.config import MachineConfig
 from bodega.model.errors import BadRequest, Conflict, NotFound, PreconditionFailed
+from bodega.model.ids import new_machine_id
 from bodega.model.machine import ExitStatus
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
@@ -111,6 +114,18 @@ async def test_idempotency_key_returns_the_same_machine(worker: W) -> None:
     again = await create(w, idempotency_key="k1", name="other")
     assert again == first
     assert w.machines.store.db.execute("SELECT count(*) FROM machines").fetchone()[0] == 1
+
+
+async def test_a_retry_is_answered_while_the_first_try_still_runs(worker: W) -> None:
+    w, _ = worker
+    fixed = new_machine_id()  # a broker derives the id from the key: a retry names it too
+    mid = await create(w, idempotency_key="k2", machine_id=fixed)
+    lock = await w.machines.locks.acquire(mid)  # as if its start were still running
+    try:
+        again = await asyncio.wait_for(create(w, idempotency_key="k2", machine_id=fixed), 5)
+    finally:
+        lock.release()
+    assert again == mid
 
 
 async def test_names_are_unique_per_app_until_destroyed(worker: W) -> None:
