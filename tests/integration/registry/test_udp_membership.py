@@ -13,28 +13,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from bodega.registry.auth import PacketAuth
-from bodega.registry.config import SwimConfig
 from bodega.registry.members import Addr, EventKind, Status
 from bodega.registry.membership import Membership, MembershipConfig
 from bodega.registry.messages import Item, Ping, decode
 from bodega.registry.outputs import Delivered, Event
 from bodega.registry.transport import MemoryNetwork, Receiver, Transport, UdpTransport
-
-SECRET = "integration-secret"
-# memberlist's LAN figures halved, so a crash is detected in seconds of test time.
-FAST = SwimConfig(probe_interval=0.5, probe_timeout=0.25, gossip_interval=0.1,
-                  push_pull_interval=5.0, dead_announce_interval=2.0, join_retry_interval=0.2)
-WAIT = 30.0
-
-
-async def until(predicate: Callable[[], bool], *, timeout: float = WAIT) -> None:
-    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
+from tests.integration.registry.nodekit import FAST, SECRET, until
 
 
 class Nodes:
