@@ -183,11 +183,11 @@ class MachineService:
                 if earlier.app != req.app:
                     raise Conflict(f"machine id {machine_id} is taken")
                 return earlier, None
-            while rename and tables.machine_name_taken(conn, req.app, name):
+            while tables.machine_name_taken(conn, req.app, name):
+                if not rename:
+                    raise Conflict(f"a machine named {name!r} already exists in app {req.app}",
+                                   status="name_taken")
                 name = new_machine_name()  # a made-up name collided: make up another
-            if tables.machine_name_taken(conn, req.app, name):
-                raise Conflict(f"a machine named {name!r} already exists in app {req.app}",
-                               status="name_taken")
             claim_room(conn, self.ledger, req.reservation_id, ask, machine_id)
             volume_id = attach_volume(conn, req.app, req.config, machine_id, now)
             ip_index = self._free_address(conn)
