@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,7 +14,7 @@ from bodega.cli.errors import friendly
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
+from bodega.runtime.lifecycle import event_loop_policy, run_daemon
 from bodega.runtime.logs import configure
 
 
@@ -104,14 +103,12 @@ def broker(
 async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: bool) -> None:
     daemon = Broker(config)
 
-    async def start() -> None:
-        await daemon.start()
-        if ready_file is not None:
-            info = {"url": daemon.url, "pid": os.getpid(), "name": config.name,
-                    "region": daemon.nearest}
-            if daemon.node is not None:
-                host, gport = daemon.node.gossip_addr
-                info["gossip"] = f"{host}:{gport}"
-            write_json_atomic(ready_file, info)
+    def ready() -> dict[str, Any]:
+        info = {"url": daemon.url, "name": config.name, "region": daemon.nearest}
+        if daemon.node is not None:
+            host, gport = daemon.node.gossip_addr
+            info["gossip"] = f"{host}:{gport}"
+        return info
 
-    await run_daemon(start, daemon.stop, exit_with_parent=exit_with_parent)
+    await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
+                     ready_file=ready_file, ready=ready)

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from bodega.cli.errors import friendly
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
+from bodega.runtime.lifecycle import event_loop_policy, run_daemon
 from bodega.runtime.logs import configure
 
 
@@ -66,14 +65,12 @@ def proxy(
 async def _run(config: ProxyDaemonConfig, ready_file: Path | None, exit_with_parent: bool) -> None:
     daemon = Proxy(config)
 
-    async def start() -> None:
-        await daemon.start()
-        if ready_file is not None:
-            assert daemon.node is not None
-            assert daemon.admin is not None
-            host, gport = daemon.node.gossip_addr
-            write_json_atomic(ready_file, {
-                "url": daemon.url, "admin_url": daemon.admin.url, "pid": os.getpid(),
-                "name": config.name, "region": config.region, "gossip": f"{host}:{gport}"})
+    def ready() -> dict[str, Any]:
+        assert daemon.node is not None
+        assert daemon.admin is not None
+        host, gport = daemon.node.gossip_addr
+        return {"url": daemon.url, "admin_url": daemon.admin.url, "name": config.name,
+                "region": config.region, "gossip": f"{host}:{gport}"}
 
-    await run_daemon(start, daemon.stop, exit_with_parent=exit_with_parent)
+    await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
+                     ready_file=ready_file, ready=ready)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +13,7 @@ from bodega.model.capacity import CPU_KINDS, Totals
 from bodega.registry.membership import parse_seed
 from bodega.runtime import hostinfo
 from bodega.runtime.failpoints import Failpoints
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
+from bodega.runtime.lifecycle import event_loop_policy, run_daemon
 from bodega.runtime.logs import configure
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
@@ -104,12 +103,7 @@ def worker(
 
 async def _run(config: WorkerConfig, ready_file: Path | None, exit_with_parent: bool) -> None:
     daemon = Worker(config)
-
-    async def start() -> None:
-        await daemon.start()
-        if ready_file is not None:
-            write_json_atomic(ready_file, {"url": daemon.url, "gossip": daemon.gossip,
-                                           "pid": os.getpid(), "name": config.name,
-                                           "region": config.region})
-
-    await run_daemon(start, daemon.stop, exit_with_parent=exit_with_parent)
+    await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
+                     ready_file=ready_file,
+                     ready=lambda: {"url": daemon.url, "gossip": daemon.gossip,
+                                    "name": config.name, "region": config.region})

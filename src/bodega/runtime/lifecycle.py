@@ -64,8 +64,14 @@ async def run_daemon(
     stop: Callable[[], Awaitable[None]],
     *,
     exit_with_parent: bool = False,
+    ready_file: Path | None = None,
+    ready: Callable[[], dict[str, Any]] = dict,
 ) -> str:
+    """Start, then tell whoever waits (``ready_file``: our pid and ``ready()``, written
+    atomically), then run until stopped, then stop."""
     await start()
+    if ready_file is not None:
+        write_json_atomic(ready_file, {"pid": os.getpid(), **ready()})
     try:
         return await until_stopped(exit_with_parent)
     finally:
