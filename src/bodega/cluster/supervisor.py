@@ -208,24 +208,17 @@ def components_for(config: ClusterConfig) -> list[Component]:
                                     logs / f"{name}.log"))
     seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
     nearest = config.regions[0]
-    broker = bodega_argv(
-        "broker", "--name", "broker", "--region", nearest,
-        "--data-dir", str(config.data_dir / "broker"),
-        "--listen", f"{config.host}:{config.api_port}",
-        "--gossip-listen", config.gossip("broker"), "--join", seeds,
-        "--exit-with-parent", "--ready-file", str(run_dir / "broker.json"),
-        "--log-level", config.log_level, *config.extra_broker_args,
-    )
-    components.append(Component("broker", "broker", nearest, broker, run_dir / "broker.json",
-                                logs / "broker.log"))
-    proxy = bodega_argv(
-        "proxy", "--name", "proxy", "--region", nearest,
-        "--data-dir", str(config.data_dir / "proxy"),
-        "--listen", f"{config.host}:{config.proxy_port}",
-        "--gossip-listen", config.gossip("proxy"), "--join", seeds,
-        "--exit-with-parent", "--ready-file", str(run_dir / "proxy.json"),
-        "--log-level", config.log_level, *config.extra_proxy_args,
-    )
-    components.append(Component("proxy", "proxy", nearest, proxy, run_dir / "proxy.json",
-                                logs / "proxy.log"))
+    # One broker and one proxy, in the first region, joined to the workers' gossip.
+    for role, port, extra in (("broker", config.api_port, config.extra_broker_args),
+                              ("proxy", config.proxy_port, config.extra_proxy_args)):
+        argv = bodega_argv(
+            role, "--name", role, "--region", nearest,
+            "--data-dir", str(config.data_dir / role),
+            "--listen", f"{config.host}:{port}",
+            "--gossip-listen", config.gossip(role), "--join", seeds,
+            "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
+            "--log-level", config.log_level, *extra,
+        )
+        components.append(Component(role, role, nearest, argv, run_dir / f"{role}.json",
+                                    logs / f"{role}.log"))
     return components

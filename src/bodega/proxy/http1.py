@@ -142,13 +142,7 @@ async def copy_body(head: Head, reader: asyncio.StreamReader, writer: Writer,
         return
     length = head.content_length()
     if length is not None:
-        while length:
-            data = await reader.read(min(CHUNK, length))
-            if not data:
-                raise BadMessage("connection closed in the middle of a body")
-            writer.write(data)
-            length -= len(data)
-            await writer.drain()
+        await _copy_exactly(reader, writer, length, "a body")
         return
     if until_close:
         while data := await reader.read(CHUNK):
@@ -171,13 +165,17 @@ async def _copy_chunked(reader: asyncio.StreamReader, writer: Writer) -> None:
                 if line == b"\r\n":
                     await writer.drain()
                     return
-        remaining = size + 2  # the data and its CRLF
-        while remaining:
-            data = await reader.read(min(CHUNK, remaining))
-            if not data:
-                raise BadMessage("connection closed in the middle of a chunk")
-            writer.write(data)
-            remaining -= len(data)
+        await _copy_exactly(reader, writer, size + 2, "a chunk")  # the data and its CRLF
+
+
+async def _copy_exactly(reader: asyncio.StreamReader, writer: Writer, length: int,
+                        what: str) -> None:
+    while length:
+        data = await reader.read(min(CHUNK, length))
+        if not data:
+            raise BadMessage(f"connection closed in the middle of {what}")
+        writer.write(data)
+        length -= len(data)
         await writer.drain()
 
 
