@@ -89,12 +89,12 @@ class Worker:
         self.metrics = WorkerMetrics()
         self.watch = StateWatch()
         self.store = Store(config.store_path, fsync=config.fsync)
+        self.store.on_commit(self.watch.notify)  # every committed change wakes its waiters
         self.ledger = Ledger(self.store, config.totals, config.reservation_ttl)
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
         self.runner = Runner(
-            self.store, self.effects, config.failpoints, on_change=self.watch.notify,
-            on_step=self.metrics.observe_step,
+            self.store, self.effects, config.failpoints, on_step=self.metrics.observe_step,
         )
         first, last = self.network.index_range
         self.machines = MachineService(self.store, self.ledger, self.runner, self.effects,
