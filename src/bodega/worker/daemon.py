@@ -40,6 +40,7 @@ log = logging.getLogger("bodega.worker")
 
 HOUSEKEEPING_INTERVAL = 2.0
 COMPACTION_INTERVAL = 3600.0
+STOP_ROUNDS = 3  # stop_all_machines: a round stops what the one before let finish starting
 
 
 def default_subnet(name: str) -> str:
@@ -252,12 +253,29 @@ class Worker:
         self.store.close()
 
     async def stop_all_machines(self) -> None:
-        rows = [r for r in tables.list_machines(self.store.db) if r.state == MachineState.STARTED]
-        log.info("stopping %d machines before exit", len(rows))
-        results = await asyncio.gather(
-            *(self.machines.stop(row.id, timeout=5.0) for row in rows), return_exceptions=True
-        )
-        for row, result in zip(rows, results, strict=True):
-            if isinstance(result, Exception):
-                log.warning("%s: could not stop: %s", row.id, result)
+        """Stop every started machine, leased or not, and let none start again.
+
+        Exits seen from now on are not restarted (``drain``); a start already under way (a
+        crash loop's, its backoff cut short) is let finish and its machine stopped next round.
+        """
+        self.machines.drain()
+        for _ in range(STOP_ROUNDS):
+            await self.machines.settle()
+            rows = [r for r in tables.list_machines(self.store.db)
+                    if r.state == MachineState.STARTED]
+            if not rows:
+                return
+            log.info("stopping %d machines before exit", len(rows))
+            results = await asyncio.gather(
+                *(self.machines.stop(row.id, timeout=5.0, lease_override=True) for row in rows),
+                return_exceptions=True,
+            )
+            for row, result in zip(rows, results, strict=True):
+                if isinstance(result, Exception):
+                    log.warning("%s: could not stop: %s", row.id, result)
         await self.machines.settle()
+        left = [r.id for r in tables.list_machines(self.store.db)
+                if r.state == MachineState.STARTED]
+        if left:
+            log.warning("still started after %d rounds of stops: %s", STOP_ROUNDS,
+                        ", ".join(left))

@@ -61,7 +61,8 @@ class CrashWorker:
                     with contextlib.suppress(Exception):
                         await self.client.destroy(machine["id"], force=True)
                         await self.client.wait(machine["id"], "destroyed", timeout=30)
-            await self.client.aclose()
+        if self.client is not None:
+            await self.client.aclose()  # also when the test stopped the worker itself
         if self.daemon is not None:
             await self.daemon.stop()
         await NetnsNetwork(ipaddress.ip_network(self.subnet)).teardown()
