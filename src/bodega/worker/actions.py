@@ -87,7 +87,6 @@ class MachineActions:
             tables.update_machine(conn, machine_id, self.store.clock(), cordoned=cordoned)
             self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
                               step="cordon" if cordoned else "uncordon", payload={})
-        self.watch.notify(machine_id)
 
     # -- metadata --------------------------------------------------------------------
     def metadata(self, machine_id: str) -> dict[str, str]:
@@ -118,7 +117,6 @@ class MachineActions:
             tables.update_machine(conn, machine_id, self.store.clock(), config=config)
             self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
                               step="metadata", payload={"changes": changes})
-        self.watch.notify(machine_id)
         return metadata
 
     # -- leases ----------------------------------------------------------------------
@@ -161,12 +159,14 @@ class MachineActions:
         if not 1 <= timeout <= WAIT_MAX:
             raise BadRequest(f"invalid_argument: timeout must be between 1 and {WAIT_MAX}")
         row = self.machines.get(machine_id)
-        if row.state == MachineState.DESTROYED and "destroyed" not in wanted:
-            raise NotFound(f"machine not found: {machine_id} was destroyed")
 
         def reached() -> bool:
             nonlocal row
             row = self.machines.get(machine_id)
+            if row.state == MachineState.DESTROYED and "destroyed" not in wanted:
+                # Gone for good (destroyed, or auto_destroy after its exit): it can never
+                # reach the state asked for, so say so now rather than at the timeout.
+                raise NotFound(f"machine not found: {machine_id} was destroyed")
             if version is not None and row.instance_id != version:
                 return row.state == MachineState.DESTROYED and "destroyed" in wanted
             if from_event_id is not None:

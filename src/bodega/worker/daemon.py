@@ -40,6 +40,7 @@ log = logging.getLogger("bodega.worker")
 
 HOUSEKEEPING_INTERVAL = 2.0
 COMPACTION_INTERVAL = 3600.0
+STOP_ROUNDS = 3  # stop_all_machines: a round stops what the one before let finish starting
 
 
 def default_subnet(name: str) -> str:
@@ -89,12 +90,12 @@ class Worker:
         self.metrics = WorkerMetrics()
         self.watch = StateWatch()
         self.store = Store(config.store_path, fsync=config.fsync)
+        self.store.on_commit(self.watch.notify)  # every committed change wakes its waiters
         self.ledger = Ledger(self.store, config.totals, config.reservation_ttl)
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
         self.runner = Runner(
-            self.store, self.effects, config.failpoints, on_change=self.watch.notify,
-            on_step=self.metrics.observe_step,
+            self.store, self.effects, config.failpoints, on_step=self.metrics.observe_step,
         )
         first, last = self.network.index_range
         self.machines = MachineService(self.store, self.ledger, self.runner, self.effects,
@@ -252,12 +253,29 @@ class Worker:
         self.store.close()
 
     async def stop_all_machines(self) -> None:
-        rows = [r for r in tables.list_machines(self.store.db) if r.state == MachineState.STARTED]
-        log.info("stopping %d machines before exit", len(rows))
-        results = await asyncio.gather(
-            *(self.machines.stop(row.id, timeout=5.0) for row in rows), return_exceptions=True
-        )
-        for row, result in zip(rows, results, strict=True):
-            if isinstance(result, Exception):
-                log.warning("%s: could not stop: %s", row.id, result)
+        """Stop every started machine, leased or not, and let none start again.
+
+        Exits seen from now on are not restarted (``drain``); a start already under way (a
+        crash loop's, its backoff cut short) is let finish and its machine stopped next round.
+        """
+        self.machines.drain()
+        for _ in range(STOP_ROUNDS):
+            await self.machines.settle()
+            rows = [r for r in tables.list_machines(self.store.db)
+                    if r.state == MachineState.STARTED]
+            if not rows:
+                return
+            log.info("stopping %d machines before exit", len(rows))
+            results = await asyncio.gather(
+                *(self.machines.stop(row.id, timeout=5.0, lease_override=True) for row in rows),
+                return_exceptions=True,
+            )
+            for row, result in zip(rows, results, strict=True):
+                if isinstance(result, Exception):
+                    log.warning("%s: could not stop: %s", row.id, result)
         await self.machines.settle()
+        left = [r.id for r in tables.list_machines(self.store.db)
+                if r.state == MachineState.STARTED]
+        if left:
+            log.warning("still started after %d rounds of stops: %s", STOP_ROUNDS,
+                        ", ".join(left))

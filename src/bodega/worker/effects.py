@@ -73,6 +73,9 @@ class MachineEffects:
         self.driver = driver
         self.network = network
         self.user = user
+        # Set once the worker stops all its machines to exit: a restart's backoff ends at once
+        # (its machine is stopped next), so a crash loop does not hold up the exit.
+        self.draining = asyncio.Event()
 
     def machine(self, machine_id: str) -> MachineRow:
         row = tables.get_machine(self.store.db, machine_id)
@@ -125,7 +128,8 @@ class MachineEffects:
             case Effect.NONE:
                 return Outcome()
             case Effect.BACKOFF:
-                await asyncio.sleep(float(payload.get("delay", 0)))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.draining.wait(), float(payload.get("delay", 0)))
                 return Outcome()
             case Effect.ATTACH_NETWORK:
                 machine = self.machine(op.resource_id)

@@ -265,9 +265,11 @@ class MachineService:
 
     async def stop(
         self, machine_id: str, nonce: str | None = None, signal: str | int | None = None,
-        timeout: float | None = None,
+        timeout: float | None = None, lease_override: bool = False,
     ) -> None:
-        await self._begin_simple("stop_machine", machine_id, nonce, signal, timeout)
+        """``lease_override``: the worker's own stop on exit, which no lease may refuse."""
+        await self._begin_simple("stop_machine", machine_id, nonce, signal, timeout,
+                                 lease_override)
 
     async def restart(
         self, machine_id: str, nonce: str | None = None, signal: str | int | None = None,
@@ -277,7 +279,7 @@ class MachineService:
 
     async def _begin_simple(
         self, fsm: str, machine_id: str, nonce: str | None, signal: str | int | None,
-        timeout: float | None,
+        timeout: float | None, lease_override: bool = False,
     ) -> None:
         if signal is not None:
             try:
@@ -288,7 +290,8 @@ class MachineService:
         try:
             with self.store.tx() as conn:
                 row = self.get(machine_id)
-                leases.check(conn, machine_id, nonce, self.store.clock())
+                if not lease_override:
+                    leases.check(conn, machine_id, nonce, self.store.clock())
                 if not self._begin_allowed(fsm, row):
                     lock.release()
                     return
@@ -359,12 +362,14 @@ class MachineService:
 
     # -- destroy --------------------------------------------------------------------
     async def destroy(self, machine_id: str, nonce: str | None = None,
-                      force: bool = False) -> None:
+                      force: bool = False, lease_override: bool = False) -> None:
+        """``lease_override`` (the broker's app delete) destroys even while a lease is held."""
         lock = await self.locks.acquire(machine_id)
         try:
             with self.store.tx() as conn:
                 row = self.get(machine_id)
-                leases.check(conn, machine_id, nonce, self.store.clock())
+                if not lease_override:
+                    leases.check(conn, machine_id, nonce, self.store.clock())
                 if row.state == S.DESTROYED:
                     raise NotFound(f"machine not found: {machine_id} was destroyed")
                 self._begin_allowed("destroy_machine", row)
@@ -392,6 +397,10 @@ class MachineService:
         self.spares_changed.set()
 
     # -- supervision ------------------------------------------------------------------
+    def drain(self) -> None:
+        """The worker is stopping its machines to exit: from now on no exit restarts one."""
+        self.effects.draining.set()
+
     async def _after_run(self, op: Operation) -> None:
         row = tables.get_machine(self.store.db, op.resource_id)
         if row is not None and row.state == S.STARTED and row.handle is not None:
@@ -420,6 +429,8 @@ class MachineService:
     def _record_exit(self, row: MachineRow, exit_status: ExitStatus) -> Operation | None:
         now = self.store.clock()
         policy, max_retries = row.config.restart_policy()
+        if self.effects.draining.is_set():
+            policy = "no"  # a restart now would outlive the worker that is stopping it
         ran_for = now - (row.handle.started_at if row.handle else now)
         restarts = 0 if ran_for > RESTART_WINDOW else row.restarts
         decision = after_exit(policy, max_retries, restarts, exit_status,

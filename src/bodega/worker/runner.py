@@ -52,13 +52,11 @@ class Runner:
         store: Store,
         effects: Effects,
         failpoints: Failpoints = Failpoints(),
-        on_change: Callable[[str], None] = lambda _resource: None,
         on_step: Callable[[str, str, float], None] = lambda _fsm, _step, _seconds: None,
     ) -> None:
         self.store = store
         self.effects = effects
         self.failpoints = failpoints
-        self.on_change = on_change
         self.on_step = on_step
         self.final_hooks: dict[str, FinalHook] = {}
         self.after_final: dict[str, Callable[[Operation], Awaitable[None]]] = {}
@@ -112,7 +110,6 @@ class Runner:
                     )
                 break
             op = await self._perform(fsm, op, step)
-        self.on_change(op.resource_id)
         if op.fsm in self.after_final:
             await self.after_final[op.fsm](op)
         return op
@@ -143,7 +140,6 @@ class Runner:
             )
             self._enter(conn, op, following)
         log.info("%s %s: %s done, now %s", op.resource_id, op.fsm, step.name, following.name)
-        self.on_change(op.resource_id)
         return op
 
     def _fail(self, fsm: Fsm, op: Operation, step: Step, error: str) -> Operation:

@@ -60,6 +60,11 @@ class Store:
         # of the worker but not of the host; only simulations of many hosts on one disk use it.
         self.db = open_database(path, MIGRATIONS, synchronous="FULL" if fsync else "NORMAL")
         self.db.row_factory = sqlite3.Row
+        # Every change to a machine or volume is logged in the transaction that makes it, so
+        # the resources ``append`` saw are exactly those a commit changed: listeners (the
+        # ``/wait`` wake-ups) hear of each, whatever code path made the change.
+        self._touched: set[str] = set()
+        self._listeners: list[Callable[[str], None]] = []
 
     def close(self) -> None:
         self.db.close()
@@ -69,16 +74,26 @@ class Store:
         return int(self.db.execute("PRAGMA user_version").fetchone()[0])
 
     # -- transactions ---------------------------------------------------------
+    def on_commit(self, listener: Callable[[str], None]) -> None:
+        """Call ``listener(resource_id)`` after each commit, once per resource it logged."""
+        self._listeners.append(listener)
+
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
         """One atomic, durable unit: commits on success, rolls back on any exception."""
         self.db.execute("BEGIN IMMEDIATE")
+        self._touched.clear()
         try:
             yield self.db
         except BaseException:
             self.db.execute("ROLLBACK")
+            self._touched.clear()
             raise
         self.db.execute("COMMIT")
+        touched, self._touched = self._touched, set()
+        for resource_id in touched:
+            for listener in self._listeners:
+                listener(resource_id)
 
     # -- meta -----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -104,6 +119,7 @@ class Store:
         payload: dict[str, Any],
         event: MachineEvent | None = None,
     ) -> int:
+        self._touched.add(resource_id)
         cursor = conn.execute(
             "INSERT INTO ops (op_id, resource_id, fsm, step, payload, event, at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -33,15 +33,16 @@ class CrashWorker:
     daemon: Daemon | None = None
     client: WorkerClient | None = None
 
-    def _daemon(self, failpoints: str | None) -> Daemon:
+    def _daemon(self, failpoints: str | None, extra: tuple[str, ...] = ()) -> Daemon:
         ready = self.tmp / f"{self.name}.ready.json"
         argv = worker_argv(self.tmp / self.name, ready, name=self.name, driver="process",
-                           extra=("--machine-subnet", self.subnet))
+                           extra=("--machine-subnet", self.subnet, *extra))
         return Daemon(argv=argv, ready_file=ready, log_file=self.tmp / f"{self.name}.log",
                       env={"BODEGA_FAILPOINTS": failpoints} if failpoints else {})
 
-    async def start(self, failpoints: str | None = None) -> WorkerClient:
-        self.daemon = await self._daemon(failpoints).start()
+    async def start(self, failpoints: str | None = None,
+                    extra: tuple[str, ...] = ()) -> WorkerClient:
+        self.daemon = await self._daemon(failpoints, extra).start()
         if self.client is not None:
             await self.client.aclose()
         self.client = WorkerClient(self.daemon.url, internal_token(SECRET), timeout=30)
@@ -60,7 +61,8 @@ class CrashWorker:
                     with contextlib.suppress(Exception):
                         await self.client.destroy(machine["id"], force=True)
                         await self.client.wait(machine["id"], "destroyed", timeout=30)
-            await self.client.aclose()
+        if self.client is not None:
+            await self.client.aclose()  # also when the test stopped the worker itself
         if self.daemon is not None:
             await self.daemon.stop()
         await NetnsNetwork(ipaddress.ip_network(self.subnet)).teardown()

@@ -147,3 +147,22 @@ async def test_metrics_are_served(tmp_path: Path) -> None:
         async with httpx.AsyncClient() as http:
             text = (await http.get(daemon.url + "/metrics", headers=client.headers)).text
         assert 'bodega_worker_reservations_total{result="accepted"} 1.0' in text
+
+
+async def test_delete_with_lease_override_destroys_a_leased_machine(tmp_path: Path) -> None:
+    # The broker's app delete destroys every machine of the app, whoever holds a lease.
+    async with running_worker(tmp_path) as (_daemon, client):
+        machine = await client.create_machine({"app": "web", "config": CONFIG})
+        mid = machine["id"]
+        await client.wait(mid, "started", timeout=10)
+        await client.call("POST", mid, "lease", json={"ttl": 300})
+        with pytest.raises(Conflict, match="lease currently held"):
+            await client.destroy(mid, force=True)
+        with pytest.raises(Conflict, match="lease currently held"):
+            await client.call("DELETE", mid, params={"force": "true", "lease_override": "false"})
+        assert (await client.machine(mid))["state"] == "started"
+        await client.call("DELETE", mid, params={"force": "true", "lease_override": "true"})
+        waited = await client.wait(mid, "destroyed", timeout=10)
+        assert waited["state"] == "destroyed"
+        with pytest.raises(NotFound, match="lease not found"):
+            await client.call("GET", mid, "lease")

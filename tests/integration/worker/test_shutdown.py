@@ -1,0 +1,90 @@
+"""A worker stopped with ``--stop-machines-on-exit`` leaves no machine process behind.
+
+Whatever holds a machine: a lease (the worker must not refuse its own stop), a restart
+policy that would start a crashed program again while the worker stops, a start waiting
+out its crash-loop backoff, or a launcher parked for the next start. The proof is
+``/proc``, not the worker's word.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from bodega.api.worker_client import WorkerClient
+
+from .crashkit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the process driver's netns needs root")
+
+CRASH_LOOP = "import time; time.sleep(0.3); raise SystemExit(1)"
+
+
+def mentioning(text: str) -> list[int]:
+    """Live processes whose command line names ``text`` (wrappers, launchers, programs)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if text.encode() in cmdline and state != "Z":
+            pids.append(int(entry.name))
+    return pids
+
+
+async def _sigterm_and_wait(worker: CrashWorker) -> int:
+    assert worker.daemon is not None
+    assert worker.daemon.process is not None
+    worker.daemon.process.terminate()
+    return await worker.crashed(timeout=90)
+
+
+async def test_sigterm_stops_leased_and_crash_looping_machines(tmp_path: Path) -> None:
+    async with crash_worker(tmp_path) as worker:
+        client = await worker.start(extra=("--stop-machines-on-exit",))
+        leased_marker = f"leased-{worker.name}"
+        looping_marker = f"looping-{worker.name}"
+        leased = await client.create_machine({"app": "shut", "config": machine_config(
+            leased_marker, restart={"policy": "always"})})
+        looping_config = machine_config(looping_marker, restart={"policy": "always"})
+        looping_config["init"] = {"exec": [PY, "-c", CRASH_LOOP, looping_marker]}
+        looping = await client.create_machine({"app": "shut", "config": looping_config})
+        await client.wait(leased["id"], "started", timeout=30)
+        lease = await client.call("POST", leased["id"], "lease", json={"ttl": 600})
+        assert lease["data"]["nonce"]
+        await until(lambda: bool(program_pids(leased_marker)))
+        # Let the other one crash and be restarted at least once: it is in its loop now.
+        await _until_it_crashed(client, looping["id"])
+        data_dir = str(worker.tmp / worker.name)  # named by wrappers and parked launchers
+
+        try:
+            assert await _sigterm_and_wait(worker) == 0
+            # Orphans are reaped by init: allow a moment, no more than a bounded poll.
+            await until(lambda: not program_pids(leased_marker), timeout=15)
+            await until(lambda: not program_pids(looping_marker), timeout=15)
+            await until(lambda: not mentioning(data_dir), timeout=15)
+            assert "could not stop" not in (worker.daemon.log() if worker.daemon else "")
+        finally:
+            # What a failed run left: this test's own wrappers, launchers and programs.
+            leftovers = [*mentioning(data_dir), *program_pids(leased_marker),
+                         *program_pids(looping_marker)]
+            for pid in leftovers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+async def _until_it_crashed(client: WorkerClient, mid: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(e["type"] == "exit" for e in await client.call("GET", mid, "events")):
+        assert time.monotonic() < deadline, "the crash-looping machine never exited"
+        await asyncio.sleep(0.1)
