@@ -14,6 +14,7 @@ decided by the ledger (how many machines a host accepts), not here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import signal
@@ -136,8 +137,20 @@ class Cgroups:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
-    def remove(self, machine_id: str) -> None:
-        """Remove the machine's cgroups; only empty ones can go, so kill first."""
+    def remove(self, machine_id: str) -> bool:
+        """Remove the machine's cgroups; only empty ones can go, so kill first.
+
+        False when one is still busy: a killed process leaves its cgroup a little after it
+        dies (the kernel frees it asynchronously), so callers that must see it gone retry.
+        """
+        removed = True
         for path in self.dirs(machine_id):
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 path.rmdir()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                if exc.errno != errno.EBUSY:
+                    raise
+                removed = False
+        return removed

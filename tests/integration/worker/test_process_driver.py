@@ -273,3 +273,19 @@ async def test_two_machines_bind_the_same_port_in_their_own_namespaces(
         await network.teardown()
     assert "bdg-251-7" not in await run("ip", "-o", "link")
     assert not [i for i in (2, 3) if Path(f"/run/netns/{network.netns(i)}").exists()]
+
+
+@root_only
+async def test_removing_a_cgroup_still_in_use_says_busy_instead_of_failing(
+    tmp_path: Path, driver: ProcessDriver
+) -> None:
+    """A destroy on a loaded host can find its cgroup not yet freed: that is a retry, not a crash."""
+    cgroups = driver.cgroups
+    assert cgroups is not None
+    s = spec(tmp_path, "import time; print('up', flush=True); time.sleep(60)")
+    await driver.start(s)
+    await until(lambda: "up" in log_path(s.machine_dir).read_text())
+    assert cgroups.remove(s.machine_id) is False  # a live process holds it
+    assert all(d.exists() for d in cgroups.dirs(s.machine_id))
+    await driver.destroy(s.machine_id, s.machine_dir)
+    assert all(not d.exists() for d in cgroups.dirs(s.machine_id))

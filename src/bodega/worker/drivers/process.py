@@ -43,6 +43,7 @@ from bodega.worker.logfiles import LogJanitor, log_path
 log = logging.getLogger("bodega.worker.process")
 
 EXEC_OUTPUT_LIMIT = 1 << 20
+CGROUP_EMPTY_TIMEOUT = 10.0  # seconds a destroy waits for its cgroups to empty
 
 
 class ProcessDriver:
@@ -353,16 +354,30 @@ class ProcessDriver:
                     os.killpg(pid, signals.SIGKILL)
                 await _until_gone(pid)
         if self.cgroups is not None:
-            self.cgroups.kill_all(machine_id)
-            for _ in range(100):
-                if not self.cgroups.pids(machine_id):
-                    break
-                await asyncio.sleep(0.01)
-            self.cgroups.remove(machine_id)
+            await self._empty_cgroups(machine_id)
         for popen in [p for p in self._children.values() if p.poll() is not None]:
             self._children.pop(popen.pid, None)
         self._forget_ended(machine_id)
         await asyncio.to_thread(shutil.rmtree, machine_dir, True)
+
+
+    async def _empty_cgroups(self, machine_id: str) -> None:
+        """Kill what is left in the machine's cgroups and remove them, retrying while busy.
+
+        On a loaded host a killed process can take a while to leave its cgroup; a destroy
+        waits for that (bounded) rather than fail, and leaves an empty cgroup at worst.
+        """
+        assert self.cgroups is not None
+        deadline = asyncio.get_running_loop().time() + CGROUP_EMPTY_TIMEOUT
+        while True:
+            self.cgroups.kill_all(machine_id)
+            if not self.cgroups.pids(machine_id) and self.cgroups.remove(machine_id):
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("%s: its cgroups are still busy after %.0fs; left in place",
+                            machine_id, CGROUP_EMPTY_TIMEOUT)
+                return
+            await asyncio.sleep(0.02)
 
 
 def _text(data: bytes) -> str:
