@@ -226,7 +226,8 @@ class WorkerApi:
     async def destroy_machine(self, request: Request) -> Response:
         row = self._machine(request)
         await self.machines.destroy(row.id, self._nonce(request),
-                                    force=query_bool(request, "force", "kill"))
+                                    force=query_bool(request, "force", "kill"),
+                                    lease_override=query_bool(request, "lease_override"))
         return json_response({"ok": True})
 
     async def start(self, request: Request) -> Response:

@@ -359,12 +359,14 @@ class MachineService:
 
     # -- destroy --------------------------------------------------------------------
     async def destroy(self, machine_id: str, nonce: str | None = None,
-                      force: bool = False) -> None:
+                      force: bool = False, lease_override: bool = False) -> None:
+        """``lease_override`` (the broker's app delete) destroys even while a lease is held."""
         lock = await self.locks.acquire(machine_id)
         try:
             with self.store.tx() as conn:
                 row = self.get(machine_id)
-                leases.check(conn, machine_id, nonce, self.store.clock())
+                if not lease_override:
+                    leases.check(conn, machine_id, nonce, self.store.clock())
                 if row.state == S.DESTROYED:
                     raise NotFound(f"machine not found: {machine_id} was destroyed")
                 self._begin_allowed("destroy_machine", row)
