@@ -9,7 +9,6 @@ may touch the app, and hand over to ``Machines``, ``Volumes``, ``Apps`` or
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +27,7 @@ from bodega.api.http import (
     query_int,
     read_model,
 )
+from bodega.broker.app_delete import AppDelete
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
 from bodega.broker.machines import Machines
@@ -36,7 +36,7 @@ from bodega.broker.openapi import docs_page, openapi_document
 from bodega.broker.platform import Platform, ask_for
 from bodega.broker.volumes import Volumes
 from bodega.model.config import Guest, preset
-from bodega.model.errors import BadRequest, BodegaError
+from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
 
 NONCE = "fly-machine-lease-nonce"
@@ -56,6 +56,7 @@ class BrokerApi:
         self.platform = platform
         self.metrics = metrics
         self.name = name
+        self.app_delete = AppDelete(apps, machines, volumes, tokens)
 
     def app(self) -> Starlette:
         r = self._route
@@ -163,32 +164,8 @@ class BrokerApi:
         return json_response(self._app_wire(request.path_params["app"]))
 
     async def delete_app(self, request: Request, who: Principal) -> Response:
-        app = request.path_params["app"]
-        self.apps.require(app)
-        machines = [d for d in self.machines.app_machines(app) if d.get("state") != "destroyed"]
-        results = await asyncio.gather(
-            *(self.machines.forward(app, str(d["id"]), "DELETE", params={"force": "true"})
-              for d in machines), return_exceptions=True)
-        failed = [str(r) for r in results if isinstance(r, BodegaError)]
-        if failed:
-            raise BodegaError(f"could not destroy every machine of {app}: {failed[0]}",
-                              status="unavailable")
-        for volume in self.volumes.app_volumes(app):
-            if volume.get("state") != "destroyed":
-                await self._delete_volume_when_free(app, str(volume["id"]))
-        self.tokens.revoke_app_tokens(app)
-        self.apps.delete(app)
+        await self.app_delete.delete(request.path_params["app"])
         return Response(status_code=202)
-
-    async def _delete_volume_when_free(self, app: str, volume_id: str) -> None:
-        for _ in range(100):  # machines detach their volume as their destroy completes
-            try:
-                await self.volumes.forward(app, volume_id, "DELETE")
-                return
-            except BodegaError as exc:
-                if exc.http_status != 412:
-                    raise
-            await asyncio.sleep(0.1)
 
     async def deploy_token(self, request: Request, who: Principal) -> Response:
         app = request.path_params["app"]
