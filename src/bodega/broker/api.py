@@ -34,6 +34,7 @@ from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.openapi import docs_page, openapi_document
 from bodega.broker.platform import Platform, ask_for
+from bodega.broker.readiness import RETRY_AFTER, Gate
 from bodega.broker.volumes import Volumes
 from bodega.model.config import Guest, preset
 from bodega.model.errors import BadRequest
@@ -48,7 +49,7 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
-                 platform: Platform, metrics: BrokerMetrics, name: str) -> None:
+                 platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -57,6 +58,7 @@ class BrokerApi:
         self.metrics = metrics
         self.name = name
         self.app_delete = AppDelete(apps, machines, volumes, tokens)
+        self.gate = gate
 
     def app(self) -> Starlette:
         r = self._route
@@ -66,7 +68,7 @@ class BrokerApi:
             Route("/openapi.json", self.openapi, methods=["GET"]),
             Route("/v1/openapi.json", self.openapi, methods=["GET"]),
             Route("/docs", self.docs, methods=["GET"]),
-            r("/metrics", self.prometheus, "GET"),
+            r("/metrics", self.prometheus, "GET", gated=False),
             r("/v1/apps", self.list_apps, "GET"),
             r("/v1/apps", self.create_app, "POST"),
             r("/v1/apps/{app}", self.get_app, "GET"),
@@ -103,13 +105,16 @@ class BrokerApi:
             r("/v1/apps/{app}/volumes/{vid}/snapshots", self.volume_snapshots, "GET"),
             r("/v1/platform/placements", self.placements, "POST"),
             r("/v1/platform/regions", self.regions, "GET"),
-            r("/v1/cluster/members", self.members, "GET"),
-            r("/v1/cluster/workers", self.workers, "GET"),
+            r("/v1/cluster/members", self.members, "GET", gated=False),
+            r("/v1/cluster/workers", self.workers, "GET", gated=False),
         ]
         return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})
 
-    def _route(self, path: str, handler: Handler, method: str) -> Route:
+    def _route(self, path: str, handler: Handler, method: str, *, gated: bool = True) -> Route:
+        """An authenticated route; ``gated`` ones answer 503 until the broker is ready (their
+        answers come from the view: before it has heard from the cluster, a create would be
+        told there is no room, an app that exists would be "not found")."""
         label = f"{method} {path}"
 
         async def authed(request: Request) -> Response:
@@ -120,7 +125,10 @@ class BrokerApi:
             return await handler(request, principal)
 
         async def endpoint(request: Request) -> Response:
-            response = await handle_errors(request, authed)
+            if gated and not self.gate.state.ready:
+                response = self._not_ready()
+            else:
+                response = await handle_errors(request, authed)
             response.headers[REQUEST_ID] = new_ulid()
             self.metrics.requests.labels(label, str(response.status_code)).inc()
             return response
@@ -128,8 +136,17 @@ class BrokerApi:
         return Route(path, endpoint, methods=[method], name=label)
 
     # -- public -----------------------------------------------------------------------------
+    def _not_ready(self) -> Response:
+        return json_response({"error": self.gate.state.why, "status": "unavailable"}, 503,
+                             headers={"Retry-After": RETRY_AFTER})
+
     async def health(self, request: Request) -> Response:
-        return json_response({"ok": True, "name": self.name})
+        state = self.gate.state
+        if state.ready:
+            return json_response({"ok": True, "ready": True, "name": self.name})
+        return json_response({"ok": False, "ready": False, "name": self.name,
+                              "error": state.why, "status": "unavailable"}, 503,
+                             headers={"Retry-After": RETRY_AFTER})
 
     async def openapi(self, request: Request) -> Response:
         return json_response(openapi_document())
