@@ -52,7 +52,7 @@ def broker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         await c.add_worker("ams-1")
         broker = await c.add_broker()
         async with c.api() as api:
-            await api.post("/v1/apps", json={"app_name": "fuzz"})
+            await api.post("/v1/apps", json={"app_name": "fuzz", "org_slug": "personal"})
             created = await api.post("/v1/apps/fuzz/machines", json={
                 "config": {"image": "img", "guest": {"cpus": 1, "memory_mb": 256}}})
             result["id"] = created.json()["id"]
