@@ -30,9 +30,11 @@ from bodega.api.http import (
 from bodega.broker.app_delete import AppDelete
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
+from bodega.broker.ip_assignments import IpAssignments
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.openapi import docs_page, openapi_document
+from bodega.broker.org_machines import page, parse_query
 from bodega.broker.platform import Platform, ask_for
 from bodega.broker.readiness import RETRY_AFTER, Gate
 from bodega.broker.volumes import Volumes
@@ -57,7 +59,8 @@ class BrokerApi:
         self.platform = platform
         self.metrics = metrics
         self.name = name
-        self.app_delete = AppDelete(apps, machines, volumes, tokens)
+        self.ips = IpAssignments(apps.catalog, apps)
+        self.app_delete = AppDelete(apps, machines, volumes, tokens, self.ips)
         self.gate = gate
 
     def app(self) -> Starlette:
@@ -74,6 +77,10 @@ class BrokerApi:
             r("/v1/apps/{app}", self.get_app, "GET"),
             r("/v1/apps/{app}", self.delete_app, "DELETE"),
             r("/v1/apps/{app}/deploy_token", self.deploy_token, "POST"),
+            r("/v1/apps/{app}/ip_assignments", self.list_ips, "GET"),
+            r("/v1/apps/{app}/ip_assignments", self.assign_ip, "POST"),
+            r("/v1/apps/{app}/ip_assignments/{ip}", self.remove_ip, "DELETE"),
+            r("/v1/orgs/{org_slug}/machines", self.org_machines, "GET"),
             r("/v1/apps/{app}/machines", self.list_machines, "GET"),
             r("/v1/apps/{app}/machines", self.create_machine, "POST"),
             r(m, self.get_machine, "GET"),
@@ -189,6 +196,23 @@ class BrokerApi:
         self.apps.require(app)
         body = await read_model(request, fly.CreateAppDeployTokenRequest, required=False)
         return json_response({"token": self.tokens.create_app_token(app, body.expiry)})
+
+    async def list_ips(self, request: Request, who: Principal) -> Response:
+        return json_response({"ips": self.ips.list(request.path_params["app"])})
+
+    async def assign_ip(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.AssignIpRequest)
+        return json_response(self.ips.assign(request.path_params["app"], body))
+
+    async def remove_ip(self, request: Request, who: Principal) -> Response:
+        self.ips.remove(request.path_params["app"], request.path_params["ip"])
+        return Response(status_code=204)
+
+    async def org_machines(self, request: Request, who: Principal) -> Response:
+        query = parse_query({k: request.query_params.getlist(k) for k in request.query_params})
+        apps = [a for a in self.apps.names(request.path_params["org_slug"]) if who.can(a)]
+        return json_response(page([d for a in apps for d in self.machines.app_machines(a)],
+                                  query))
 
     # -- machines -----------------------------------------------------------------------------
     async def list_machines(self, request: Request, who: Principal) -> Response:

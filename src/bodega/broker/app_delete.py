@@ -1,4 +1,5 @@
-"""Deleting an app: destroy its machines (leases or not), then its volumes, tokens and row.
+"""Deleting an app: destroy its machines (leases or not), then its volumes, tokens, IP
+assignments and row.
 
 The Machines API answers 202 and destroys the app's machines, leased ones
 too: a lease guards a machine against other clients' changes, not against
@@ -16,6 +17,7 @@ from collections.abc import Sequence
 
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Tokens
+from bodega.broker.ip_assignments import IpAssignments
 from bodega.broker.machine_index import INACTIVE
 from bodega.broker.machines import Machines
 from bodega.broker.volumes import Volumes
@@ -46,8 +48,10 @@ def delete_failure(what: str, results: Sequence[object]) -> BodegaError | None:
 
 
 class AppDelete:
-    def __init__(self, apps: Apps, machines: Machines, volumes: Volumes, tokens: Tokens) -> None:
+    def __init__(self, apps: Apps, machines: Machines, volumes: Volumes, tokens: Tokens,
+                 ips: IpAssignments) -> None:
         self.apps = apps
+        self.ips = ips
         self.machines = machines
         self.volumes = volumes
         self.tokens = tokens
@@ -66,6 +70,7 @@ class AppDelete:
             if volume.get("state") != "destroyed":
                 await self._delete_volume_when_free(app, str(volume["id"]))
         self.tokens.revoke_app_tokens(app)
+        self.ips.remove_all(app)
         self.apps.delete(app)
 
     async def _delete_volume_when_free(self, app: str, volume_id: str) -> None:
