@@ -71,7 +71,10 @@ class Gate:
         synced = False
         logged = ""
         while not self.ready.is_set():
-            synced = await pull() > 0 or synced
+            try:
+                synced = await pull() > 0 or synced
+            except Exception:  # a pull that blew up must not leave the broker never ready
+                log.exception("pulling from peers failed; trying again")
             alive = [str(m["name"]) for m in catalog.members()
                      if m.get("role") == "worker" and m.get("status") == "alive"]
             state = judge(seeded=True, synced=synced, alive_workers=alive,

@@ -37,6 +37,7 @@ paths = st.sampled_from([
     "/v1/apps/fuzz/machines/{id}/signal", "/v1/apps/fuzz/machines/{id}/exec",
     "/v1/apps/fuzz/machines/{id}/lease", "/v1/apps/fuzz/machines/{id}/metadata",
     "/v1/apps/fuzz/volumes", "/v1/platform/placements", "/v1/apps",
+    "/v1/apps/fuzz/ip_assignments", "/v1/orgs/personal/machines",
 ])
 
 

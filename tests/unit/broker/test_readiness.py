@@ -40,6 +40,8 @@ async def test_the_gate_opens_once_pulls_succeed_and_the_rows_are_there() -> Non
 
     async def pull() -> int:
         pulls.append(1)
+        if len(pulls) == 1:
+            raise RuntimeError("a pull that blows up is retried")
         if len(pulls) == 3:
             catalog.put("workers", "w1", {"name": "w1", "region": "ams"})
         return 1 if len(pulls) >= 2 else 0
