@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import sys
 import time
@@ -48,7 +49,7 @@ async def test_a_broker_is_not_ready_until_it_hears_from_its_seeds(tmp_path: Pat
         "--data-dir", str(tmp_path / "broker"), "--listen", f"127.0.0.1:{api_port}",
         "--join", f"127.0.0.1:{gossip}", "--ready-file", str(ready_file),
         stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL, start_new_session=True,
-        env={"BODEGA_CLUSTER_SECRET": SECRET, "BODEGA_API_TOKEN": ADMIN, "PATH": ""})
+        env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET, "BODEGA_API_TOKEN": ADMIN})
     worker = worker_daemon(tmp_path, "w1", extra=("--gossip-listen", f"127.0.0.1:{gossip}"))
     url = f"http://127.0.0.1:{api_port}"
     try:
