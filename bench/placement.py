@@ -107,7 +107,8 @@ async def main(args: argparse.Namespace) -> None:
             await ready(broker_file, broker)
             url = json.loads(broker_file.read_text())["url"]
             auth = {"Authorization": f"Bearer {TOKEN}"}
-            await run(url, lambda n: ("POST", "/v1/apps", body({"app_name": "bench"})),
+            app = body({"app_name": "bench", "org_slug": "personal"})
+            await run(url, lambda n: ("POST", "/v1/apps", app),
                       total=1, concurrency=1, headers=auth)
             create = body({"config": {"image": "bench:1", "guest": {
                 "cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}, "skip_launch": True})

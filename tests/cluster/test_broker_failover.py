@@ -48,7 +48,7 @@ async def test_a_broker_killed_mid_run_loses_and_doubles_nothing(tmp_path: Path)
                 httpx.AsyncClient(base_url=second.url, headers=auth, timeout=30) as b:
             await until(lambda: _sees_workers(a, 2))
             await until(lambda: _sees_workers(b, 2))
-            await a.post("/v1/apps", json={"app_name": "fo"})
+            await a.post("/v1/apps", json={"app_name": "fo", "org_slug": "personal"})
             await until(lambda: _has_app(b, "fo"))
 
             answered: dict[str, str] = {}

@@ -102,7 +102,8 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
         base = f"http://127.0.0.1:{api}"
         headers = {"authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=base, headers=headers, timeout=60) as http:
-            assert (await http.post("/v1/apps", json={"app_name": "hello"})).status_code == 201
+            app = {"app_name": "hello", "org_slug": "personal"}
+            assert (await http.post("/v1/apps", json=app)).status_code == 201
             server = ("import http.server, sys\n"
                       "class H(http.server.BaseHTTPRequestHandler):\n"
                       "    def do_GET(self):\n"

@@ -90,7 +90,7 @@ async def test_death_partition_and_heal_across_hosts(tmp_path: Path) -> None:
                     "authorization": f"Bearer {TOKEN}"}) as api:
                 await until(lambda: _all(api, {"w1", "w2", "w3", "b"}, "alive"))
                 await until(lambda: _workers_known(api, 3))  # their rows reached its view
-                await api.post("/v1/apps", json={"app_name": "net"})
+                await api.post("/v1/apps", json={"app_name": "net", "org_slug": "personal"})
                 before = await create(api, 6)
                 assert {w for _, w in before} == {"w1", "w2", "w3"}  # the app is spread
 

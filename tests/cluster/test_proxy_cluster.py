@@ -76,7 +76,7 @@ async def test_requests_spread_over_an_apps_machines(tmp_path: Path) -> None:
     async with fleet(tmp_path) as f:
         await start_cluster(f, "rt")
         async with f.api() as api, f.web("spread") as web:
-            await api.post("/v1/apps", json={"app_name": "spread"})
+            await api.post("/v1/apps", json={"app_name": "spread", "org_slug": "personal"})
             ids = []
             for _ in range(2):
                 m = (await api.post("/v1/apps/spread/machines",
@@ -107,7 +107,7 @@ async def test_fifty_requests_to_a_sleeping_app_start_exactly_one_machine(
     async with fleet(tmp_path) as f:
         await start_cluster(f, "as")
         async with f.api() as api, f.web("sleepy") as web:
-            await api.post("/v1/apps", json={"app_name": "sleepy"})
+            await api.post("/v1/apps", json={"app_name": "sleepy", "org_slug": "personal"})
             for _ in range(2):
                 await api.post("/v1/apps/sleepy/machines", json={
                     "config": echo_config(marker, autostart=True), "skip_launch": True})
@@ -127,7 +127,7 @@ async def test_idle_machines_are_stopped_down_to_the_minimum(tmp_path: Path) -> 
     async with fleet(tmp_path) as f:
         await start_cluster(f, "st", "--autostop-interval", "0.5", "--autostop-idle", "1")
         async with f.api() as api, f.web("idle") as web:
-            await api.post("/v1/apps", json={"app_name": "idle"})
+            await api.post("/v1/apps", json={"app_name": "idle", "org_slug": "personal"})
             for _ in range(3):
                 m = (await api.post("/v1/apps/idle/machines", json={"config": echo_config(
                     marker, autostop="stop", min_machines_running=1)})).json()
@@ -154,7 +154,7 @@ async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path) -> Non
     async with fleet(tmp_path) as f:
         await start_cluster(f, "fo")
         async with f.api() as api, f.web("ha") as web:
-            await api.post("/v1/apps", json={"app_name": "ha"})
+            await api.post("/v1/apps", json={"app_name": "ha", "org_slug": "personal"})
             primary = (await api.post("/v1/apps/ha/machines", json={
                 "config": echo_config(marker, autostart=False)})).json()
             await api.get(f"/v1/apps/ha/machines/{primary['id']}/wait")

@@ -21,12 +21,20 @@ class _Body(BaseModel):
 class CreateAppRequest(_Body):
     app_name: str | None = None
     name: str | None = None
-    org_slug: str = "personal"
+    org_slug: str | None = None  # required: the Machines API answers 400 without it
     network: str | None = None
     enable_subdomains: bool | None = None
 
     def chosen_name(self) -> str | None:
         return self.app_name or self.name
+
+
+class AssignIpRequest(_Body):
+    type: str | None = None  # v4, v6, private_v6 or shared_v4
+    region: str | None = None
+    service_name: str | None = None
+    network: str | None = None
+    org_slug: str | None = None
 
 
 class CreateAppDeployTokenRequest(_Body):

@@ -9,7 +9,6 @@ may touch the app, and hand over to ``Machines``, ``Volumes``, ``Apps`` or
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,15 +27,19 @@ from bodega.api.http import (
     query_int,
     read_model,
 )
+from bodega.broker.app_delete import AppDelete
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
+from bodega.broker.ip_assignments import IpAssignments
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.openapi import docs_page, openapi_document
+from bodega.broker.org_machines import page, parse_query
 from bodega.broker.platform import Platform, ask_for
+from bodega.broker.readiness import RETRY_AFTER, Gate
 from bodega.broker.volumes import Volumes
 from bodega.model.config import Guest, preset
-from bodega.model.errors import BadRequest, BodegaError
+from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
 
 NONCE = "fly-machine-lease-nonce"
@@ -48,7 +51,7 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
-                 platform: Platform, metrics: BrokerMetrics, name: str) -> None:
+                 platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -56,6 +59,9 @@ class BrokerApi:
         self.platform = platform
         self.metrics = metrics
         self.name = name
+        self.ips = IpAssignments(apps.catalog, apps)
+        self.app_delete = AppDelete(apps, machines, volumes, tokens, self.ips)
+        self.gate = gate
 
     def app(self) -> Starlette:
         r = self._route
@@ -65,12 +71,16 @@ class BrokerApi:
             Route("/openapi.json", self.openapi, methods=["GET"]),
             Route("/v1/openapi.json", self.openapi, methods=["GET"]),
             Route("/docs", self.docs, methods=["GET"]),
-            r("/metrics", self.prometheus, "GET"),
+            r("/metrics", self.prometheus, "GET", gated=False),
             r("/v1/apps", self.list_apps, "GET"),
             r("/v1/apps", self.create_app, "POST"),
             r("/v1/apps/{app}", self.get_app, "GET"),
             r("/v1/apps/{app}", self.delete_app, "DELETE"),
             r("/v1/apps/{app}/deploy_token", self.deploy_token, "POST"),
+            r("/v1/apps/{app}/ip_assignments", self.list_ips, "GET"),
+            r("/v1/apps/{app}/ip_assignments", self.assign_ip, "POST"),
+            r("/v1/apps/{app}/ip_assignments/{ip}", self.remove_ip, "DELETE"),
+            r("/v1/orgs/{org_slug}/machines", self.org_machines, "GET"),
             r("/v1/apps/{app}/machines", self.list_machines, "GET"),
             r("/v1/apps/{app}/machines", self.create_machine, "POST"),
             r(m, self.get_machine, "GET"),
@@ -102,13 +112,16 @@ class BrokerApi:
             r("/v1/apps/{app}/volumes/{vid}/snapshots", self.volume_snapshots, "GET"),
             r("/v1/platform/placements", self.placements, "POST"),
             r("/v1/platform/regions", self.regions, "GET"),
-            r("/v1/cluster/members", self.members, "GET"),
-            r("/v1/cluster/workers", self.workers, "GET"),
+            r("/v1/cluster/members", self.members, "GET", gated=False),
+            r("/v1/cluster/workers", self.workers, "GET", gated=False),
         ]
         return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})
 
-    def _route(self, path: str, handler: Handler, method: str) -> Route:
+    def _route(self, path: str, handler: Handler, method: str, *, gated: bool = True) -> Route:
+        """An authenticated route; ``gated`` ones answer 503 until the broker is ready (their
+        answers come from the view: before it has heard from the cluster, a create would be
+        told there is no room, an app that exists would be "not found")."""
         label = f"{method} {path}"
 
         async def authed(request: Request) -> Response:
@@ -119,7 +132,10 @@ class BrokerApi:
             return await handler(request, principal)
 
         async def endpoint(request: Request) -> Response:
-            response = await handle_errors(request, authed)
+            if gated and not self.gate.state.ready:
+                response = self._not_ready()
+            else:
+                response = await handle_errors(request, authed)
             response.headers[REQUEST_ID] = new_ulid()
             self.metrics.requests.labels(label, str(response.status_code)).inc()
             return response
@@ -127,8 +143,17 @@ class BrokerApi:
         return Route(path, endpoint, methods=[method], name=label)
 
     # -- public -----------------------------------------------------------------------------
+    def _not_ready(self) -> Response:
+        return json_response({"error": self.gate.state.why, "status": "unavailable"}, 503,
+                             headers={"Retry-After": RETRY_AFTER})
+
     async def health(self, request: Request) -> Response:
-        return json_response({"ok": True, "name": self.name})
+        state = self.gate.state
+        if state.ready:
+            return json_response({"ok": True, "ready": True, "name": self.name})
+        return json_response({"ok": False, "ready": False, "name": self.name,
+                              "error": state.why, "status": "unavailable"}, 503,
+                             headers={"Retry-After": RETRY_AFTER})
 
     async def openapi(self, request: Request) -> Response:
         return json_response(openapi_document())
@@ -163,38 +188,31 @@ class BrokerApi:
         return json_response(self._app_wire(request.path_params["app"]))
 
     async def delete_app(self, request: Request, who: Principal) -> Response:
-        app = request.path_params["app"]
-        self.apps.require(app)
-        machines = [d for d in self.machines.app_machines(app) if d.get("state") != "destroyed"]
-        results = await asyncio.gather(
-            *(self.machines.forward(app, str(d["id"]), "DELETE", params={"force": "true"})
-              for d in machines), return_exceptions=True)
-        failed = [str(r) for r in results if isinstance(r, BodegaError)]
-        if failed:
-            raise BodegaError(f"could not destroy every machine of {app}: {failed[0]}",
-                              status="unavailable")
-        for volume in self.volumes.app_volumes(app):
-            if volume.get("state") != "destroyed":
-                await self._delete_volume_when_free(app, str(volume["id"]))
-        self.tokens.revoke_app_tokens(app)
-        self.apps.delete(app)
+        await self.app_delete.delete(request.path_params["app"])
         return Response(status_code=202)
-
-    async def _delete_volume_when_free(self, app: str, volume_id: str) -> None:
-        for _ in range(100):  # machines detach their volume as their destroy completes
-            try:
-                await self.volumes.forward(app, volume_id, "DELETE")
-                return
-            except BodegaError as exc:
-                if exc.http_status != 412:
-                    raise
-            await asyncio.sleep(0.1)
 
     async def deploy_token(self, request: Request, who: Principal) -> Response:
         app = request.path_params["app"]
         self.apps.require(app)
         body = await read_model(request, fly.CreateAppDeployTokenRequest, required=False)
         return json_response({"token": self.tokens.create_app_token(app, body.expiry)})
+
+    async def list_ips(self, request: Request, who: Principal) -> Response:
+        return json_response({"ips": self.ips.list(request.path_params["app"])})
+
+    async def assign_ip(self, request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.AssignIpRequest)
+        return json_response(self.ips.assign(request.path_params["app"], body))
+
+    async def remove_ip(self, request: Request, who: Principal) -> Response:
+        self.ips.remove(request.path_params["app"], request.path_params["ip"])
+        return Response(status_code=204)
+
+    async def org_machines(self, request: Request, who: Principal) -> Response:
+        query = parse_query({k: request.query_params.getlist(k) for k in request.query_params})
+        apps = [a for a in self.apps.names(request.path_params["org_slug"]) if who.can(a)]
+        return json_response(page([d for a in apps for d in self.machines.app_machines(a)],
+                                  query))
 
     # -- machines -----------------------------------------------------------------------------
     async def list_machines(self, request: Request, who: Principal) -> Response:

@@ -27,9 +27,16 @@ class Apps:
             raise NotFound(f"app not found: {name}")
         return doc
 
-    def create(self, name: str | None, org_slug: str, network: str | None) -> dict[str, Any]:
+    def create(self, name: str | None, org_slug: str | None,
+               network: str | None) -> dict[str, Any]:
         if not name:
             raise BadRequest("invalid_argument: app_name (or name) is required")
+        if not org_slug:
+            raise BadRequest('invalid_argument: org_slug is required (the organization slug, '
+                             'e.g. "personal")')
+        if not NAME_RE.match(org_slug):
+            raise BadRequest(f"invalid_argument: org_slug {org_slug!r}: use lowercase letters, "
+                             "digits and -")
         if not NAME_RE.match(name):
             raise BadRequest(f"invalid_argument: app name {name!r}: use lowercase letters, digits "
                              "and -, starting and ending with a letter or digit, at most 63")
@@ -37,7 +44,7 @@ class Apps:
             raise Unprocessable(f"app name {name!r} is already taken", status="name_taken")
         doc = {
             "id": hashlib.sha256(name.encode()).hexdigest()[:12], "name": name,
-            "org_slug": org_slug or "personal", "network": network or "default",
+            "org_slug": org_slug, "network": network or "default",
             "status": "deployed", "created_at": time.time(),
         }
         self.catalog.put_shared("apps", name, doc)

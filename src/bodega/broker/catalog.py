@@ -22,6 +22,7 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "volumes": ("id", "app", "name", "region", "worker", "state"),
     "apps": ("name", "org_slug"),
     "tokens": ("id", "token_hash", "scope"),
+    "ip_assignments": ("key", "app", "ip"),
 }
 
 

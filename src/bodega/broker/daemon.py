@@ -24,6 +24,7 @@ from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placer import Placer, PlacerConfig
 from bodega.broker.platform import Platform
+from bodega.broker.readiness import Gate
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers
 from bodega.runtime.keys import internal_token
@@ -74,16 +75,31 @@ class Broker:
                             config.region)
         volumes = Volumes(catalog, self.workers, self.placer, apps, machines)
         platform = Platform(catalog, self.candidates, machines, policy, self.nearest)
+        # Only a broker with a registry node and seeds has a cluster to hear from first.
+        self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
         api = BrokerApi(tokens=Tokens(catalog, config.admin_tokens), apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
-                        metrics=self.metrics, name=config.name)
+                        metrics=self.metrics, name=config.name, gate=self.gate)
         self._tasks.append(asyncio.create_task(self._follow(catalog)))
+        if not self.gate.ready.is_set():
+            self._tasks.append(asyncio.create_task(
+                self.gate.watch(catalog, self.node.sync_round, self._reload)))
         app = api.app()
         app.router.routes.extend(extra_routes)
         self.served = await serve(app, config.listen_host, port, sock=sock)
         log.info("broker %s (policy %s) serving on %s; %d workers in %s", config.name,
                  policy.name, self.url, len(self.candidates.all()),
                  ",".join(self.candidates.regions()) or "no region yet")
+
+    async def until_ready(self) -> None:
+        """Return once the broker has heard from the cluster (at once without seeds)."""
+        await self.gate.ready.wait()
+
+    def _reload(self) -> None:
+        # Rows the first pulls brought may still sit in the change feed: read them now,
+        # so the first create after ready sees every worker the view holds.
+        self.candidates.load()
+        self.workers.load()
 
     async def _join_registry(self, port: int) -> tuple[Catalog, list[BaseRoute]]:
         from bodega.broker.registry_catalog import RegistryCatalog

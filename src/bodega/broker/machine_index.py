@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from bodega.broker.freshness import stamp
+
 INACTIVE = frozenset({"destroyed", "destroying"})
 EMPTY: Mapping[str, int] = MappingProxyType({})
 
@@ -25,7 +27,7 @@ class Entry:
     worker: str
     name: str
     active: bool
-    updated_at: str
+    updated_at: float  # the doc's updated_at, parsed: what decides which doc is newer
 
 
 class MachineIndex:
@@ -48,7 +50,7 @@ class MachineIndex:
         entry = Entry(app=str(doc["app"]), worker=str(doc.get("worker") or ""),
                       name=str(doc.get("name") or ""),
                       active=str(doc.get("state")) not in INACTIVE,
-                      updated_at=str(doc.get("updated_at") or ""))
+                      updated_at=stamp(doc))
         old = self._entries.get(machine_id)
         if old is not None and old.updated_at > entry.updated_at:
             return

@@ -19,6 +19,7 @@ from bodega.api.fly import CreateMachineRequest
 from bodega.broker.apps import Apps
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
+from bodega.broker.freshness import newest, replaces
 from bodega.broker.placer import Placer
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask
@@ -60,7 +61,6 @@ class Machines:
         self.placer = placer
         self.apps = apps
         self.default_region = default_region
-        self._pending: set[asyncio.Task[None]] = set()
 
     # -- create ---------------------------------------------------------------------------
     def regions(self, expression: str | None) -> tuple[str, ...]:
@@ -185,11 +185,7 @@ class Machines:
         """The view's machines of ``app``, with this broker's newer knowledge laid over."""
         docs = {str(d["id"]): d for d in self.catalog.rows("machines", app=app)}
         for doc in self.workers.machines.all():
-            if doc.get("app") != app:
-                continue
-            current = docs.get(str(doc["id"]))
-            if current is None or str(doc.get("updated_at", "")) >= str(
-                    current.get("updated_at", "")):
+            if doc.get("app") == app and replaces(doc, docs.get(str(doc["id"]))):
                 docs[str(doc["id"])] = doc
         return sorted(docs.values(), key=lambda d: (str(d.get("created_at", "")), str(d["id"])))
 
@@ -219,8 +215,9 @@ class Machines:
         try:
             doc = dict(await self.workers.client(worker).machine(machine_id, app))
         except Unavailable:
-            known = self.catalog.get("machines", machine_id)
-            if known is None:
+            known = newest(self.workers.machines.get(machine_id),
+                           self.catalog.get("machines", machine_id))
+            if known is None or known.get("app") != app:
                 raise
             # The host is unreachable: say so, with the last config the view had.
             doc = {**known, "host_status": "unreachable"}
@@ -251,14 +248,11 @@ class Machines:
         if isinstance(result, dict) and result.get("id") == machine_id:
             self.workers.note("machines", result)
             return public(result)
-        if action == "wait":
-            # The client now knows the machine reached a state: so must this broker's lists.
+        if action == "wait" or method != "GET":
+            # The client is about to learn of a change (or that a state was reached): this
+            # broker's lists must show it from the moment the answer leaves, so the machine
+            # is read back before answering, not after.
             await self._refresh(app, machine_id, worker)
-        elif method != "GET":
-            task = asyncio.get_running_loop().create_task(
-                self._refresh(app, machine_id, worker))
-            self._pending.add(task)
-            task.add_done_callback(self._pending.discard)
         return result
 
     async def _refresh(self, app: str, machine_id: str, worker: str) -> None:
@@ -266,5 +260,5 @@ class Machines:
         try:
             doc = await self.workers.client(worker).machine(machine_id, app)
         except BodegaError:
-            return
+            return  # the change was made; the view's row will show it
         self.workers.note("machines", dict(doc))

@@ -27,6 +27,15 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("delete", "/v1/apps/{app_name}", "Delete an app with its machines and volumes", None, None),
     ("post", "/v1/apps/{app_name}/deploy_token", "Create a token scoped to the app",
      fly.CreateAppDeployTokenRequest, "TokenResponse"),
+    ("get", "/v1/apps/{app_name}/ip_assignments", "List the app's IP assignments (recorded; "
+     "the proxy does not bind them)", None, "listIPAssignmentsResponse"),
+    ("post", "/v1/apps/{app_name}/ip_assignments", "Assign an address (type: v4, v6, "
+     "private_v6, shared_v4)", fly.AssignIpRequest, "IPAssignment"),
+    ("delete", "/v1/apps/{app_name}/ip_assignments/{ip}", "Remove an IP assignment", None,
+     None),
+    ("get", "/v1/orgs/{org_slug}/machines", "List every machine of an org's apps, oldest "
+     "update first (include_deleted, region, state, summary, updated_after, cursor, limit)",
+     None, "OrgMachinesResponse"),
     ("get", "/v1/apps/{app_name}/machines",
      "List machines (region, state, include_deleted, summary, metadata.KEY=VALUE)", None,
      "MachineList"),
@@ -106,6 +115,19 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "id": _STR, "name": _STR, "state": _STR, "size_gb": _INT, "region": _STR,
         "zone": _STR, "encrypted": _BOOL, "attached_machine_id": _STR, "created_at": _STR}},
     "TokenResponse": {"type": "object", "properties": {"token": _STR}},
+    "IPAssignment": {"type": "object", "properties": {
+        "ip": _STR, "region": _STR, "service_name": _STR, "shared": _BOOL, "created_at": _STR}},
+    "listIPAssignmentsResponse": {"type": "object", "properties": {"ips": {
+        "type": "array", "items": {"$ref": "#/components/schemas/IPAssignment"}}}},
+    "OrgMachine": {"type": "object", "properties": {
+        "id": _STR, "name": _STR, "app_name": _STR, "state": _STR, "region": _STR,
+        "instance_id": _STR, "version": _STR, "private_ip": _STR, "created_at": _STR,
+        "updated_at": _STR, "config": {"type": "object", "properties": {
+            "image": _STR, "guest": {"type": "object"}, "metadata": {"type": "object"}}}}},
+    "OrgMachinesResponse": {"type": "object", "properties": {
+        "machines": {"type": "array", "items": {"$ref": "#/components/schemas/OrgMachine"}},
+        "last_machine_id": _STR, "last_updated_at": _STR, "next_cursor": _STR,
+        "error_regions": {"type": "array", "items": _STR}}},
     "Ok": {"type": "object", "properties": {"ok": _BOOL}},
     "StartResponse": {"type": "object", "properties": {
         "previous_state": _STR, "migrated": _BOOL, "new_host": _STR}},

@@ -17,6 +17,7 @@ from bodega.api.json_client import session
 from bodega.api.worker_client import WorkerClient
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
+from bodega.broker.freshness import replaces
 from bodega.broker.machine_index import MachineIndex
 from bodega.model.errors import NotFound, Unavailable
 
@@ -129,8 +130,9 @@ class Workers:
             return
         if doc.get("worker"):
             self.remember(key, str(doc["worker"]))
+        recent = self.machines if table == "machines" else self.volumes
+        if not replaces(doc, recent.get(key)):
+            return  # an answer that left the worker before one we already hold
+        recent.put(key, doc)
         if table == "machines":
-            self.machines.put(key, doc)
             self.index.note(doc)
-        else:
-            self.volumes.put(key, doc)

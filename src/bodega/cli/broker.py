@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,7 +16,7 @@ from bodega.cli.errors import friendly
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon
+from bodega.runtime.lifecycle import PARENT_POLL, event_loop_policy, run_daemon
 from bodega.runtime.logs import configure
 
 
@@ -110,5 +112,18 @@ async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: 
             info["gossip"] = f"{host}:{gport}"
         return info
 
-    await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
+    async def start() -> None:
+        parent = os.getppid()
+        await daemon.start()
+        # The ready file means "creates get honest answers": written once the broker has
+        # heard from the cluster, not when it first serves (it answers 503 until then).
+        # run_daemon watches the parent only after start: until then, watch it here.
+        while not daemon.gate.ready.is_set():
+            if exit_with_parent and os.getppid() != parent:
+                await daemon.stop()
+                raise SystemExit("broker: the parent exited before the broker was ready")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(daemon.until_ready(), PARENT_POLL)
+
+    await run_daemon(start, daemon.stop, exit_with_parent=exit_with_parent,
                      ready_file=ready_file, ready=ready)

@@ -7,7 +7,7 @@ Two kinds of table:
   and there is never a conflict to resolve. Which node owns a row is read
   from the row itself (``ownership``), so a row claiming to belong to one
   node but sent with another's name is refused.
-- **shared** (apps, tokens, releases): any node writes; the write with the
+- **shared** (apps, tokens, releases, ip_assignments): any node writes; the write with the
   greatest hybrid-clock stamp wins (``hlc.py``).
 
 Every table stores the document as JSON plus a few columns extracted from it,
@@ -95,6 +95,8 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     _spec("apps", Kind.SHARED, "name", None, Column("org_slug", str)),
     _spec("tokens", Kind.SHARED, "id", None, Column("token_hash", str), Column("scope", str)),
     _spec("releases", Kind.SHARED, "id", None, Column("app", str), Column("version", int)),
+    # Keyed "<app>/<ip>": a shared address appears once per app that holds it.
+    _spec("ip_assignments", Kind.SHARED, "key", None, Column("app", str), Column("ip", str)),
 )}
 
 
@@ -148,4 +150,6 @@ CREATE TABLE clock (
     logical INTEGER NOT NULL
 );
 """,
+    # 2: app IP assignments (shared rows written by brokers, like apps).
+    _table_ddl("ip_assignments", "key", "app TEXT, ip TEXT"),
 )

@@ -56,7 +56,8 @@ async def test_plain_http_and_every_error_has_the_error_shape(tmp_path: Path) ->
         url = broker.url
 
         def scenario() -> None:
-            status, headers, _ = plain(url, "POST", "/v1/apps", {"app_name": "plain"})
+            status, headers, _ = plain(url, "POST", "/v1/apps",
+                                       {"app_name": "plain", "org_slug": "personal"})
             assert status == 201
             assert headers["fly-request-id"]
             status, headers, machine = plain(url, "POST", "/v1/apps/plain/machines", {
@@ -77,21 +78,24 @@ async def test_plain_http_and_every_error_has_the_error_shape(tmp_path: Path) ->
                       {"config": {"image": "x", "guest": {"memory_mb": 100}}}),
                 plain(url, "POST", "/v1/apps/plain/machines",
                       {"config": {"image": "x"}, "region": "!!"}),
-                plain(url, "POST", "/v1/apps", {"app_name": "plain"}),
-                plain(url, "POST", "/v1/apps", {"app_name": "Bad Name"}),
+                plain(url, "POST", "/v1/apps", {"app_name": "plain", "org_slug": "personal"}),
+                plain(url, "POST", "/v1/apps", {"app_name": "Bad Name", "org_slug": "personal"}),
+                plain(url, "POST", "/v1/apps", {"app_name": "no-org"}),
                 plain(url, "DELETE", f"/v1/apps/plain/machines/{machine['id']}"),
                 plain(url, "GET", f"/v1/apps/plain/machines/{machine['id']}/wait?timeout=0"),
                 plain(url, "GET", "/v1/no/such/route"),
                 plain(url, "PATCH", "/v1/apps"),
             ]
             codes = [e[0] for e in errors]
-            assert codes == [401, 401, 404, 404, 404, 400, 400, 400, 400, 400, 422, 400, 412,
-                             400, 404, 405]
+            assert codes == [401, 401, 404, 404, 404, 400, 400, 400, 400, 400, 422, 400, 400,
+                             412, 400, 404, 405]
             for _status, headers, body in errors:
                 assert isinstance(body, dict), body
                 assert set(body) >= {"error", "status"}, body
                 assert headers["content-type"] == "application/json"
             assert errors[10][2]["status"] == "name_taken"
+            assert "org_slug is required" in errors[12][2]["error"]
+            assert plain(url, "GET", "/v1/apps/no-org")[0] == 404  # nothing was created
             status, _, _ = plain(url, "GET", "/v1/health", token=None)
             assert status == 200
             status, _, doc = plain(url, "GET", "/openapi.json", token=None)

@@ -37,6 +37,7 @@ paths = st.sampled_from([
     "/v1/apps/fuzz/machines/{id}/signal", "/v1/apps/fuzz/machines/{id}/exec",
     "/v1/apps/fuzz/machines/{id}/lease", "/v1/apps/fuzz/machines/{id}/metadata",
     "/v1/apps/fuzz/volumes", "/v1/platform/placements", "/v1/apps",
+    "/v1/apps/fuzz/ip_assignments", "/v1/orgs/personal/machines",
 ])
 
 
@@ -52,7 +53,7 @@ def broker_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         await c.add_worker("ams-1")
         broker = await c.add_broker()
         async with c.api() as api:
-            await api.post("/v1/apps", json={"app_name": "fuzz"})
+            await api.post("/v1/apps", json={"app_name": "fuzz", "org_slug": "personal"})
             created = await api.post("/v1/apps/fuzz/machines", json={
                 "config": {"image": "img", "guest": {"cpus": 1, "memory_mb": 256}}})
             result["id"] = created.json()["id"]

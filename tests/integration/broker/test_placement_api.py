@@ -13,7 +13,8 @@ async def test_create_is_placed_and_read_back_at_once(tmp_path: Path) -> None:
         await c.add_worker("ams-1")
         await c.add_broker()
         async with c.api() as api:
-            assert (await api.post("/v1/apps", json={"app_name": "web"})).status_code == 201
+            app = {"app_name": "web", "org_slug": "personal"}
+            assert (await api.post("/v1/apps", json=app)).status_code == 201
             created = await api.post("/v1/apps/web/machines", json=machine())
             assert created.status_code == 200, created.text
             body = created.json()
@@ -42,7 +43,7 @@ async def test_concurrent_creates_get_exactly_what_fits_and_clean_errors(tmp_pat
         perf = {"config": {"image": "app:1", "guest": {"cpu_kind": "performance", "cpus": 1,
                                                        "memory_mb": 2048}}}
         async with c.api(0) as a, c.api(1) as b:
-            await a.post("/v1/apps", json={"app_name": "burst"})
+            await a.post("/v1/apps", json={"app_name": "burst", "org_slug": "personal"})
             responses = await asyncio.gather(*(
                 (a if i % 2 else b).post("/v1/apps/burst/machines", json=perf)
                 for i in range(200)))
@@ -67,7 +68,7 @@ async def test_regions_are_tried_in_order_and_never_beyond(tmp_path: Path) -> No
         await c.add_worker("syd-1", region="syd")
         await c.add_broker()
         async with c.api() as api:
-            await api.post("/v1/apps", json={"app_name": "geo"})
+            await api.post("/v1/apps", json={"app_name": "geo", "org_slug": "personal"})
             big = {"config": {"image": "app:1", "guest": {"cpu_kind": "performance",
                                                           "cpus": 1, "memory_mb": 2048}}}
             only_ams = await api.post("/v1/apps/geo/machines", json={**big, "region": "ams"})
@@ -93,7 +94,7 @@ async def test_every_placement_can_be_explained(tmp_path: Path) -> None:
         c.sync()
         await c.add_broker()
         async with c.api() as api:
-            await api.post("/v1/apps", json={"app_name": "why"})
+            await api.post("/v1/apps", json={"app_name": "why", "org_slug": "personal"})
             mid = (await api.post("/v1/apps/why/machines",
                                   json=machine(config={"guest": {"cpus": 1, "memory_mb": 1024}})
                                   )).json()["id"]
@@ -138,7 +139,7 @@ async def test_idempotent_creates_return_the_same_machine_even_on_another_broker
         headers = {"idempotency-key": "deploy-42-web-1"}
         body = machine(name="web-1")  # a retry is not a second machine of that name
         async with c.api(0) as a, c.api(1) as b:
-            await a.post("/v1/apps", json={"app_name": "idem"})
+            await a.post("/v1/apps", json={"app_name": "idem", "org_slug": "personal"})
             first = (await a.post("/v1/apps/idem/machines", json=body, headers=headers)).json()
             again = await a.post("/v1/apps/idem/machines", json=body, headers=headers)
             assert again.status_code == 200, again.text
@@ -171,7 +172,7 @@ async def test_a_volume_pins_its_machine_and_a_full_host_says_so(tmp_path: Path)
         c.follow()
         await c.add_broker()
         async with c.api() as api:
-            await api.post("/v1/apps", json={"app_name": "db"})
+            await api.post("/v1/apps", json={"app_name": "db", "org_slug": "personal"})
             vol = (await api.post("/v1/apps/db/volumes", json={
                 "name": "data", "region": "ams", "size_gb": 1})).json()
             mounts = [{"volume": vol["id"], "path": "/data"}]
@@ -205,7 +206,7 @@ async def test_app_tokens_see_only_their_app(tmp_path: Path) -> None:
         await c.add_broker()
         async with c.api() as admin:
             for name in ("mine", "theirs"):
-                await admin.post("/v1/apps", json={"app_name": name})
+                await admin.post("/v1/apps", json={"app_name": name, "org_slug": "personal"})
             token = (await admin.post("/v1/apps/mine/deploy_token", json={})).json()["token"]
             theirs = (await admin.post("/v1/apps/theirs/machines", json=machine())).json()
         async with c.api(token=token) as app_api, c.api(token=None) as anon:
@@ -218,7 +219,8 @@ async def test_app_tokens_see_only_their_app(tmp_path: Path) -> None:
                     ).status_code == 404
             assert (await app_api.post("/v1/apps/mine/machines", json=machine())
                     ).status_code == 200
-            assert (await app_api.post("/v1/apps", json={"app_name": "x"})).status_code == 401
+            app = {"app_name": "x", "org_slug": "personal"}
+            assert (await app_api.post("/v1/apps", json=app)).status_code == 401
         async with c.api(token=f"FlyV1 {ADMIN}") as fly_scheme:
             fly_scheme.headers["authorization"] = f"FlyV1 {ADMIN}"
             assert (await fly_scheme.get("/v1/apps")).status_code == 200
@@ -231,7 +233,7 @@ async def test_hedged_placement_leaves_no_reservation_behind(tmp_path: Path) -> 
         c.follow()
         await c.add_broker(hedge=True)
         async with c.api() as api:
-            await api.post("/v1/apps", json={"app_name": "hedge"})
+            await api.post("/v1/apps", json={"app_name": "hedge", "org_slug": "personal"})
             answers = await asyncio.gather(*(
                 api.post("/v1/apps/hedge/machines", json=machine(config={"guest": {
                     "cpu_kind": "performance", "cpus": 1, "memory_mb": 256}}))

@@ -1,0 +1,105 @@
+"""A broker that has not heard from the cluster says so (503, Retry-After), never "no room"."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from bodega.broker.config import BrokerConfig
+from bodega.broker.daemon import Broker
+from tests.integration.procs import SECRET, worker_daemon
+
+from .harness import ADMIN, machine
+
+DEADLINE = 90.0
+
+
+def free_port(kind: socket.SocketKind) -> int:
+    with socket.socket(socket.AF_INET, kind) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def until_status(http: httpx.AsyncClient, url: str, status: int) -> httpx.Response:
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        with contextlib.suppress(httpx.TransportError):
+            response = await http.get(url)
+            if response.status_code == status:
+                return response
+        assert time.monotonic() < deadline, f"{url} never answered {status}"
+        await asyncio.sleep(0.1)
+
+
+async def test_a_broker_is_not_ready_until_it_hears_from_its_seeds(tmp_path: Path) -> None:
+    gossip = free_port(socket.SOCK_DGRAM)
+    api_port = free_port(socket.SOCK_STREAM)
+    ready_file = tmp_path / "broker.ready.json"
+    log = (tmp_path / "broker.log").open("ab")
+    broker = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bodega", "broker", "--name", "b1", "--region", "ams",
+        "--data-dir", str(tmp_path / "broker"), "--listen", f"127.0.0.1:{api_port}",
+        "--join", f"127.0.0.1:{gossip}", "--ready-file", str(ready_file),
+        stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL, start_new_session=True,
+        env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET, "BODEGA_API_TOKEN": ADMIN})
+    worker = worker_daemon(tmp_path, "w1", extra=("--gossip-listen", f"127.0.0.1:{gossip}"))
+    url = f"http://127.0.0.1:{api_port}"
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=30,
+                                     headers={"authorization": f"Bearer {ADMIN}"}) as api:
+            health = await until_status(api, "/v1/health", 503)
+            assert health.headers["retry-after"] == "1"
+            body = health.json()
+            assert (body["ok"], body["ready"], body["name"], body["status"]) == (
+                False, False, "b1", "unavailable")
+            assert "not ready" in body["error"]
+            for method, path, payload in (
+                    ("POST", "/v1/apps", {"app_name": "early", "org_slug": "personal"}),
+                    ("POST", "/v1/apps/early/machines", machine()),
+                    ("GET", "/v1/apps/early/machines", None)):
+                early = await api.request(method, path, json=payload)
+                assert early.status_code == 503, early.text
+                assert early.headers["retry-after"] == "1"
+                assert early.json()["status"] == "unavailable"
+            assert not ready_file.exists()  # whoever waits on it must not send creates yet
+
+            await worker.start()  # the seed appears
+            ready = await until_status(api, "/v1/health", 200)
+            assert ready.json() == {"ok": True, "ready": True, "name": "b1"}
+            assert ready_file.exists()
+            assert json.loads(ready_file.read_text())["url"] == url
+            assert (await api.post("/v1/apps", json={"app_name": "early",
+                                                     "org_slug": "personal"})).status_code == 201
+            created = await api.post("/v1/apps/early/machines", json=machine())
+            assert created.status_code == 200, created.text
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            broker.terminate()
+        await asyncio.wait_for(broker.wait(), 30)
+        log.close()
+        await worker.stop()
+
+
+async def test_a_broker_without_seeds_is_ready_at_once(tmp_path: Path) -> None:
+    broker = Broker(BrokerConfig(name="alone", data_dir=tmp_path / "alone",
+                                 cluster_secret=SECRET, admin_tokens=(ADMIN,), listen_port=0))
+    await broker.start()
+    try:
+        await asyncio.wait_for(broker.until_ready(), 5)
+        async with httpx.AsyncClient(base_url=broker.url, timeout=30) as http:
+            health = await http.get("/v1/health")
+            assert health.status_code == 200
+            assert health.json() == {"ok": True, "ready": True, "name": "alone"}
+            refused = await http.post("/v1/apps/x/machines", json=machine(),
+                                      headers={"authorization": f"Bearer {ADMIN}"})
+            assert refused.status_code == 404  # answered from the view, not gated
+    finally:
+        await broker.stop()
