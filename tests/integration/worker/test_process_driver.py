@@ -279,7 +279,7 @@ async def test_two_machines_bind_the_same_port_in_their_own_namespaces(
 async def test_removing_a_cgroup_still_in_use_says_busy_instead_of_failing(
     tmp_path: Path, driver: ProcessDriver
 ) -> None:
-    """A destroy on a loaded host can find its cgroup not yet freed: that is a retry, not a crash."""
+    """On a loaded host a destroy can find its cgroup not yet freed: a retry, not a crash."""
     cgroups = driver.cgroups
     assert cgroups is not None
     s = spec(tmp_path, "import time; print('up', flush=True); time.sleep(60)")
