@@ -6,7 +6,7 @@ import errno
 from pathlib import Path
 
 from bodega.cli.listeners import Listener, as_bind_error, flag_hint
-from bodega.cluster.ports import consecutive, plan_gossip, remember, remembered, RememberedPorts
+from bodega.cluster.ports import RememberedPorts, consecutive, plan_gossip, remember, remembered
 from bodega.runtime.binding import BindError
 
 NAMES = ["ams-1", "ams-2", "broker", "proxy"]
@@ -69,7 +69,8 @@ def in_use(host: str, port: int, transport: str) -> BindError:
 def test_bind_error_names_the_address() -> None:
     assert str(in_use("127.0.0.1", 4280, "TCP")) == (
         "cannot listen on 127.0.0.1:4280 (TCP): address already in use")
-    assert str(in_use("::1", 53, "UDP")) == "cannot listen on [::1]:53 (UDP): address already in use"
+    assert str(in_use("::1", 53, "UDP")) == (
+        "cannot listen on [::1]:53 (UDP): address already in use")
 
 
 def test_the_flag_is_the_listener_of_that_transport_and_port() -> None:

@@ -30,7 +30,8 @@ def test_a_503_is_not_up_and_points_at_the_broker_log() -> None:
 
 def test_a_200_saying_not_ready_is_not_up() -> None:
     verdict = judge(Observed(200, {"ok": True, "ready": False}, BOTH), WORKERS, BROKER_LOG)
-    assert verdict is not None and verdict.log_file == BROKER_LOG
+    assert verdict is not None
+    assert verdict.log_file == BROKER_LOG
 
 
 def test_a_silent_broker_is_not_up() -> None:

@@ -1,0 +1,59 @@
+"""`bodega up` is not up until a create can work: the broker ready and every worker seen.
+
+A real broker and worker (separate processes) whose gossip never meets: the
+broker answers, but never sees the worker, so the cluster is reported not
+ready, with the log to read, instead of up.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bodega.cluster.config import ClusterConfig
+from bodega.cluster.ports import free_udp_ports
+from bodega.cluster.supervisor import LocalCluster, components_for
+from tests.cluster.up_process import free_port
+
+
+def cluster_config(data_dir: Path) -> ClusterConfig:
+    names = ["ams-1", "broker", "proxy"]
+    return ClusterConfig(
+        data_dir=data_dir, token="readiness-token", cluster_secret="s" * 32, regions=("ams",),
+        workers_per_region=1, worker_cpus=1, worker_memory_mb=512, api_port=free_port(),
+        proxy_port=free_port(), driver="null", log_level="warning",
+        gossip_ports=dict(zip(names, free_udp_ports("127.0.0.1", 3), strict=True)))
+
+
+async def test_a_broker_that_never_sees_its_worker_is_not_called_up(tmp_path: Path) -> None:
+    config = cluster_config(tmp_path)
+    components = [c for c in components_for(config) if c.role != "proxy"]
+    broker = next(c for c in components if c.role == "broker")
+    worker = next(c for c in components if c.role == "worker")
+    # The broker joins through a port nobody gossips on, so it never hears of the worker.
+    (dead,) = free_udp_ports("127.0.0.1", 1)
+    broker.argv[broker.argv.index("--join") + 1] = f"127.0.0.1:{dead}"
+    cluster = LocalCluster(config, components)
+    try:
+        await cluster.start()
+        verdict = await cluster.until_ready(timeout=5)
+        assert verdict is not None
+        # Before the broker reports readiness itself it says 200 and lists no worker; after,
+        # it answers 503: either way the line says what is missing and where to look.
+        assert verdict.log_file in (worker.log_file, broker.log_file)
+        assert verdict.log_file.exists()
+        if verdict.log_file == worker.log_file:
+            assert verdict.what == "the broker sees 0 of 1 workers alive; not yet ams-1"
+        else:
+            assert verdict.what.startswith("the broker is not ready")
+    finally:
+        await cluster.stop()
+
+
+async def test_a_whole_cluster_is_ready(tmp_path: Path) -> None:
+    config = cluster_config(tmp_path)
+    cluster = LocalCluster(config, components_for(config))
+    try:
+        await cluster.start()
+        assert await cluster.until_ready(timeout=120) is None
+    finally:
+        await cluster.stop()
