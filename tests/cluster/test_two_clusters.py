@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster.up_process import UpProcess, free_port
+from tests.cluster.up_process import UpProcess, free_port, unwire
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -96,6 +96,8 @@ async def test_two_clusters_side_by_side_and_a_third_is_refused_in_one_line(
                                "already in use; move it with --api-port"]
     finally:
         codes = await asyncio.gather(one.stop(), two.stop())
+        await unwire(cidr_a, 1)
+        await unwire(cidr_b, 1)
     assert list(codes) == [0, 0], one.output + "\n" + two.output
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import signal
 import socket
@@ -10,11 +11,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bodega.worker.network import NetnsNetwork
+
 
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+async def unwire(cidr: str, workers: int) -> None:
+    """Remove the bridges and namespaces the workers of a stopped cluster left on the host."""
+    subnets = list(ipaddress.ip_network(cidr).subnets(new_prefix=24))[1:workers + 1]
+    for subnet in subnets:
+        await NetnsNetwork(subnet).teardown()  # type: ignore[arg-type]
 
 
 class UpProcess:
