@@ -7,8 +7,13 @@ ready, with the log to read, instead of up.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from pathlib import Path
 
+import pytest
+
+from bodega.cli.up import _run
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.ports import free_udp_ports
 from bodega.cluster.supervisor import LocalCluster, components_for
@@ -57,3 +62,33 @@ async def test_a_whole_cluster_is_ready(tmp_path: Path) -> None:
         assert await cluster.until_ready(timeout=120) is None
     finally:
         await cluster.stop()
+
+
+async def test_up_says_what_is_not_ready_and_never_that_it_is_up(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = cluster_config(tmp_path)
+    components = components_for(config)
+    broker = next(c for c in components if c.role == "broker")
+    (dead,) = free_udp_ports("127.0.0.1", 1)
+    broker.argv[broker.argv.index("--join") + 1] = f"127.0.0.1:{dead}"
+    running = asyncio.create_task(
+        _run(config, False, cluster=LocalCluster(config, components), ready_timeout=2))
+    said: list[str] = []
+    try:
+        for _ in range(600):  # bounded: the components start, then two rounds of waiting
+            out, err = capsys.readouterr()
+            said += (out + err).splitlines()
+            if sum(line.startswith("not up yet: ") for line in said) >= 2:
+                break
+            assert not running.done(), said
+            await asyncio.sleep(0.1)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    waiting = [line for line in said if line.startswith("not up yet: ")]
+    assert len(waiting) >= 2, said
+    assert waiting[0].endswith("; still waiting (Ctrl-C stops)")
+    assert "(log: " + str(tmp_path / "logs") in waiting[0]
+    assert not [line for line in said if "bodega is up" in line]
+    assert not [c for c in components if c.process is not None]  # all stopped

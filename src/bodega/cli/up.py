@@ -16,7 +16,7 @@ import typer
 from bodega.cli.errors import fail, friendly
 from bodega.cluster import machine_range, ports
 from bodega.cluster.config import ClusterConfig
-from bodega.cluster.supervisor import LocalCluster, StartFailed, components_for
+from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed, components_for
 from bodega.runtime import hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import until_stopped
@@ -133,14 +133,15 @@ async def _unless_stopped(work: Awaitable[T], stop: asyncio.Task[str]) -> tuple[
     return False, None
 
 
-async def _run(config: ClusterConfig, print_token: bool) -> None:
-    cluster = LocalCluster(config, components_for(config))
+async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluster | None = None,
+               ready_timeout: float = READY_TIMEOUT) -> None:
+    cluster = cluster or LocalCluster(config, components_for(config))
     stop = asyncio.create_task(until_stopped())
     try:
         started, _ = await _unless_stopped(cluster.start(), stop)
         while started:
             # "Up" only once a create can work; until then say what is missing, and wait on.
-            finished, waiting = await _unless_stopped(cluster.until_ready(), stop)
+            finished, waiting = await _unless_stopped(cluster.until_ready(ready_timeout), stop)
             if not finished:
                 return
             if waiting is None:
