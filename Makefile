@@ -3,8 +3,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Host commands the cluster and the tests run (ip, nft, nsenter...): the list is in the script.
+HOST_PACKAGES := scripts/host-packages
 
-.PHONY: up test lint typecheck unit integration cluster bench clean
+.PHONY: up test lint typecheck unit integration cluster bench clean host-packages
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -12,7 +14,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-up: $(STAMP)
+host-packages:
+	$(HOST_PACKAGES)
+
+up: $(STAMP) host-packages
 	$(BIN)/bodega up $(ARGS)
 
 lint: $(STAMP)
@@ -25,13 +30,13 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
-integration: $(STAMP)
+integration: $(STAMP) host-packages
 	$(BIN)/pytest -q tests/integration
 
-cluster: $(STAMP)
+cluster: $(STAMP) host-packages
 	$(BIN)/pytest -q tests/cluster
 
-test: lint typecheck
+test: host-packages lint typecheck
 	$(BIN)/pytest -q tests
 
 bench: $(STAMP)

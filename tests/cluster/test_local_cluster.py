@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from bodega.worker.drivers.procfs import pids_with_argument
+from tests.cluster.up_process import unwire
 from tests.integration.broker.lifecycle import full_lifecycle
 from tests.integration.broker.spec_client import SpecClient
 
@@ -175,6 +176,7 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
             output = await asyncio.wait_for(up.communicate(), 60)
         else:
             output = await up.communicate()
+    await unwire(f"10.{third}.0.0/16", 2)
     pids = [c["pid"] for c in listed] + [restarted["pid"]]
     assert up.returncode == 0, output[0].decode()[-2000:]
     assert not [p for p in pids if alive(p)], "a component outlived bodega up"

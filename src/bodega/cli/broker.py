@@ -13,6 +13,7 @@ import typer
 from bodega.broker.config import POLICIES, BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cli.errors import friendly
+from bodega.cli.listeners import Listener, listening
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.runtime import hostinfo
@@ -99,7 +100,9 @@ def broker(
     config.placement_policy()  # refuse a bad policy before anything starts
     configure(log_level, f"broker[{broker_name}]")
     event_loop_policy()
-    asyncio.run(_run(config, ready_file, exit_with_parent))
+    with listening(Listener("--listen", "TCP", port),
+                   Listener("--gossip-listen", "UDP", gossip_port)):
+        asyncio.run(_run(config, ready_file, exit_with_parent))
 
 
 async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: bool) -> None:

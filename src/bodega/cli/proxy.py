@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from bodega.cli.errors import friendly
+from bodega.cli.listeners import Listener, listening
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import event_loop_policy, run_daemon
@@ -59,7 +60,9 @@ def proxy(
         autostop_idle=autostop_idle)
     configure(log_level, f"proxy[{proxy_name}]")
     event_loop_policy()
-    asyncio.run(_run(config, ready_file, exit_with_parent))
+    with listening(Listener("--listen", "TCP", port), Listener("--admin-listen", "TCP", admin_port),
+                   Listener("--gossip-listen", "UDP", gossip_port)):
+        asyncio.run(_run(config, ready_file, exit_with_parent))
 
 
 async def _run(config: ProxyDaemonConfig, ready_file: Path | None, exit_with_parent: bool) -> None:

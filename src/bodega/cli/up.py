@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import os
 import secrets
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
-from bodega.cli.errors import friendly
+from bodega.cli.errors import fail, friendly
+from bodega.cluster import machine_range, ports
 from bodega.cluster.config import ClusterConfig
-from bodega.cluster.supervisor import LocalCluster, components_for
+from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed, components_for
 from bodega.runtime import hostinfo
+from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import until_stopped
 from bodega.runtime.logs import configure
+
+T = TypeVar("T")
 
 
 def _secret(data_dir: Path) -> str:
@@ -65,14 +72,15 @@ def up(
     worker_disk_gb: Annotated[int, typer.Option(min=0)] = 20,
     api_port: Annotated[int, typer.Option(help="Machines API port")] = 4280,
     proxy_port: Annotated[int, typer.Option(help="HTTP proxy port")] = 8080,
-    gossip_port: Annotated[
-        int, typer.Option(help="First worker's gossip port; the others take the next ones")
-    ] = 7946,
+    gossip_port: Annotated[int | None, typer.Option(
+        help="First gossip (UDP) port; the others take the next ones [default: free ports, "
+             "remembered in the data dir]")] = None,
     token: Annotated[
         str | None, typer.Option(envvar="BODEGA_API_TOKEN", help="Admin API token")
     ] = None,
     driver: Annotated[str, typer.Option(help="process or null")] = "process",
-    machine_cidr: Annotated[str, typer.Option(help="Machine addresses, a /24 per worker")]
+    machine_cidr: Annotated[str, typer.Option(
+        help="Machine addresses, a /24 per worker; one cluster per range on a host")]
     = "10.209.0.0/16",
     log_level: Annotated[str, typer.Option()] = "info",
 ) -> None:
@@ -81,35 +89,81 @@ def up(
     if not region_list:
         raise ValueError("--regions needs at least one region code")
     data_dir = data_dir.resolve()
-    api_token, made = _token(data_dir, token)
     config = ClusterConfig(
-        data_dir=data_dir, token=api_token,
-        cluster_secret=_secret(data_dir), regions=region_list,
+        data_dir=data_dir, token="", cluster_secret="", regions=region_list,
         workers_per_region=workers_per_region, worker_cpus=worker_cpus,
         worker_memory_mb=worker_memory_mb, worker_disk_gb=worker_disk_gb, api_port=api_port,
-        proxy_port=proxy_port, gossip_port=gossip_port, driver=driver, machine_cidr=machine_cidr,
-        log_level=log_level,
+        proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
     )
-    configure(log_level, "up")
-    asyncio.run(_run(config, made or token is None))
-
-
-async def _run(config: ClusterConfig, print_token: bool) -> None:
-    cluster = LocalCluster(config, components_for(config))
+    subnets = [config.worker_subnet(i) for i in range(config.worker_count)]
+    # Everything that can be refused is refused before anything is written or started.
+    ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port})
+    claim = machine_range.RangeClaim()
+    if os.geteuid() == 0 and driver == "process":  # only then do workers name bridges by it
+        claim = machine_range.claim(machine_cidr, subnets, data_dir)
     try:
-        await cluster.start()
-        typer.echo(f"bodega is up: {len(cluster.components)} components, "
-                   f"state in {cluster.state_file}")
-        for component in cluster.components:
-            typer.echo(f"  {component.role:<7} {component.name:<10} {component.region:<5} "
-                       f"{component.url}")
-        if print_token:
-            typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'}; "
-                       "`bodega` commands run here use it)")
-        typer.echo(f"Machines API: http://{config.host}:{config.api_port}/v1   "
-                   f"Proxy: http://<app>.localhost:{config.proxy_port}/")
-        typer.echo("Press Ctrl-C to stop.")
-        await until_stopped()
+        try:
+            plan = ports.choose_gossip(data_dir, config.host, config.component_names(),
+                                       gossip_port)
+        except BindError as err:
+            raise ValueError(f"{err}; move it with --gossip-port") from None
+        for name, (old, new) in plan.moved.items():
+            typer.echo(f"{name}: gossip port {old} is taken now; it gossips on {new} instead "
+                       f"(remembered in {data_dir / ports.PORTS_FILE})", err=True)
+        api_token, made = _token(data_dir, token)
+        config = dataclasses.replace(config, token=api_token, cluster_secret=_secret(data_dir),
+                                     gossip_ports=plan.ports)
+        configure(log_level, "up")
+        asyncio.run(_run(config, made or token is None))
+    except StartFailed as err:
+        fail(str(err))
     finally:
+        claim.release()
+
+
+async def _unless_stopped(work: Awaitable[T], stop: asyncio.Task[str]) -> tuple[bool, T | None]:
+    """(True, result) if ``work`` finished first; (False, None) if Ctrl-C came first."""
+    task = asyncio.ensure_future(work)
+    await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return True, task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False, None
+
+
+async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluster | None = None,
+               ready_timeout: float = READY_TIMEOUT) -> None:
+    cluster = cluster or LocalCluster(config, components_for(config))
+    stop = asyncio.create_task(until_stopped())
+    try:
+        started, _ = await _unless_stopped(cluster.start(), stop)
+        while started:
+            # "Up" only once a create can work; until then say what is missing, and wait on.
+            finished, waiting = await _unless_stopped(cluster.until_ready(ready_timeout), stop)
+            if not finished:
+                return
+            if waiting is None:
+                _banner(cluster, config, print_token)
+                await stop
+                return
+            typer.echo(f"not up yet: {waiting.line()}; still waiting (Ctrl-C stops)", err=True)
+    finally:
+        stop.cancel()
         typer.echo("stopping...")
         await cluster.stop()
+
+
+def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool) -> None:
+    typer.echo(f"bodega is up: {len(cluster.components)} components, "
+               f"state in {cluster.state_file}")
+    for component in cluster.components:
+        typer.echo(f"  {component.role:<7} {component.name:<10} {component.region:<5} "
+                   f"{component.url}")
+    if print_token:
+        typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'}; "
+                   "`bodega` commands run here use it)")
+    typer.echo(f"Machines API: http://{config.host}:{config.api_port}/v1   "
+               f"Proxy: http://<app>.localhost:{config.proxy_port}/")
+    typer.echo("Press Ctrl-C to stop.")

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from bodega.cli.errors import friendly
+from bodega.cli.listeners import Listener, listening
 from bodega.model.capacity import CPU_KINDS, Totals
 from bodega.registry.membership import parse_seed
 from bodega.runtime import hostinfo
@@ -98,7 +99,9 @@ def worker(
     )
     configure(log_level, f"worker[{worker_name}]")
     event_loop_policy()
-    asyncio.run(_run(config, ready_file, exit_with_parent))
+    with listening(Listener("--listen", "TCP", port),
+                   Listener("--gossip-listen", "UDP", gossip_port)):
+        asyncio.run(_run(config, ready_file, exit_with_parent))
 
 
 async def _run(config: WorkerConfig, ready_file: Path | None, exit_with_parent: bool) -> None:

@@ -19,7 +19,8 @@ class ClusterConfig:
     worker_disk_gb: int = 20
     api_port: int = 4280
     proxy_port: int = 8080
-    gossip_port: int = 7946  # the first worker's; worker i gossips on gossip_port + i
+    # Component name -> its UDP gossip port, chosen once (cluster/ports.py) so restarts keep it.
+    gossip_ports: dict[str, int] = field(default_factory=dict)
     host: str = "127.0.0.1"
     driver: str = "process"
     machine_cidr: str = "10.209.0.0/16"
@@ -48,11 +49,14 @@ class ClusterConfig:
             raise ValueError(f"{self.machine_cidr} has room for {len(subnets) - 1} workers")
         return str(subnets[index + 1])
 
-    def worker_gossip(self, index: int) -> str:
-        """The fixed gossip address of the index-th worker, so restarts keep it."""
-        return f"{self.host}:{self.gossip_port + index}"
+    def component_names(self) -> list[str]:
+        """Every component that gossips: the workers, then the broker and the proxy."""
+        return [name for name, _ in self.worker_names()] + ["broker", "proxy"]
 
-    def gossip(self, role: str) -> str:
-        """The broker's and the proxy's fixed gossip addresses, after the workers'."""
-        offset = {"broker": 0, "proxy": 1}[role]
-        return f"{self.host}:{self.gossip_port + self.worker_count + offset}"
+    def worker_gossip(self, index: int) -> str:
+        """The gossip address of the index-th worker."""
+        return self.gossip(self.worker_names()[index][0])
+
+    def gossip(self, name: str) -> str:
+        """A component's fixed gossip address (port 0, any, if none was chosen)."""
+        return f"{self.host}:{self.gossip_ports.get(name, 0)}"

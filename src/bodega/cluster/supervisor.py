@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bodega.api.machines_client import MachinesClient
 from bodega.cluster.config import ClusterConfig
-from bodega.model.errors import BodegaError
+from bodega.cluster.readiness import NotReady, judge, observe
 from bodega.runtime.lifecycle import write_json_atomic
 
 log = logging.getLogger("bodega.cluster")
@@ -45,6 +44,8 @@ class Component:
     restarts: int = 0
     started_at: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    # The component's own flag -> the ``bodega up`` flag that sets it, to word its errors.
+    flags: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +53,10 @@ class Component:
             "pid": self.process.pid if self.process else None, "url": self.url,
             "restarts": self.restarts, **self.info,
         }
+
+
+class StartFailed(RuntimeError):
+    """A component exited, or never became ready, while starting: one line with its log."""
 
 
 class LocalCluster:
@@ -91,12 +96,16 @@ class LocalCluster:
         deadline = time.monotonic() + READY_TIMEOUT
         while not component.ready_file.exists():
             if component.process.returncode is not None:
-                raise RuntimeError(
+                said = last_error(component.log_file)
+                for own, ours in component.flags.items():
+                    said = said.replace(f"with {own}", f"with {ours}")
+                raise StartFailed(
                     f"{component.role} {component.name} exited with "
-                    f"{component.process.returncode} while starting; see {component.log_file}"
+                    f"{component.process.returncode} while starting"
+                    + (f" ({said})" if said else "") + f"; see {component.log_file}"
                 )
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{component.role} {component.name} did not become ready "
+                raise StartFailed(f"{component.role} {component.name} did not become ready "
                                    f"in {READY_TIMEOUT:.0f}s; see {component.log_file}")
             await asyncio.sleep(0.05)
         ready = json.loads(component.ready_file.read_text())
@@ -113,24 +122,24 @@ class LocalCluster:
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))
         self._watchers = [asyncio.create_task(self._watch(c)) for c in self.components]
-        await self._until_broker_sees_workers()
 
-    async def _until_broker_sees_workers(self) -> None:
-        """Ready means a create works: wait until gossip has brought every worker to the broker."""
-        broker = next((c for c in self.components if c.role == "broker"), None)
-        workers = sum(1 for c in self.components if c.role == "worker")
-        if broker is None or broker.url is None:
-            return
-        deadline = time.monotonic() + READY_TIMEOUT
-        async with MachinesClient(broker.url, self.config.token, timeout=5) as api:
-            while time.monotonic() < deadline:
-                with contextlib.suppress(BodegaError):
-                    seen = [w for w in await api.workers() if w.get("status") == "alive"]
-                    if len(seen) >= workers:
-                        return
-                await asyncio.sleep(0.1)
-        log.warning("the broker does not see all %d workers yet; creates may fail until it "
-                    "does", workers)
+    async def until_ready(self, timeout: float = READY_TIMEOUT) -> NotReady | None:
+        """Ready means a create works: the broker says it is ready and sees every worker alive.
+
+        Returns None once it is, or what is still not ready after ``timeout`` seconds.
+        """
+        broker = next(c for c in self.components if c.role == "broker")
+        workers = {c.name: c.log_file for c in self.components if c.role == "worker"}
+        deadline = time.monotonic() + timeout
+        while True:
+            if broker.url is None:  # being restarted: no address to ask yet
+                verdict: NotReady | None = NotReady("the broker is restarting", broker.log_file)
+            else:
+                seen = await observe(broker.url, self.config.token)
+                verdict = judge(seen, workers, broker.log_file)
+            if verdict is None or time.monotonic() > deadline:
+                return verdict
+            await asyncio.sleep(0.2)
 
     async def _watch(self, component: Component) -> None:
         while not self.stopping.is_set():
@@ -148,7 +157,7 @@ class LocalCluster:
                 return
             try:
                 await self._spawn(component)
-            except RuntimeError as exc:
+            except StartFailed as exc:
                 log.error("%s", exc)
 
     async def stop(self) -> None:
@@ -178,6 +187,18 @@ class LocalCluster:
         self.write_state()
 
 
+def last_error(log_file: Path) -> str:
+    """The one-line ``Error: ...`` a component's command printed last, if any."""
+    try:
+        with log_file.open("rb") as handle:
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
+            tail = handle.read().decode(errors="replace")
+    except OSError:
+        return ""
+    errors = [line for line in tail.splitlines() if line.startswith("Error: ")]
+    return errors[-1].removeprefix("Error: ") if errors else ""
+
+
 def bodega_argv(*args: str) -> list[str]:
     return [sys.executable, "-m", "bodega", *args]
 
@@ -205,12 +226,14 @@ def components_for(config: ClusterConfig) -> list[Component]:
             *config.extra_worker_args,
         )
         components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
-                                    logs / f"{name}.log"))
+                                    logs / f"{name}.log",
+                                    flags={"--gossip-listen": "--gossip-port"}))
     seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
     nearest = config.regions[0]
     # One broker and one proxy, in the first region, joined to the workers' gossip.
-    for role, port, extra in (("broker", config.api_port, config.extra_broker_args),
-                              ("proxy", config.proxy_port, config.extra_proxy_args)):
+    for role, port, extra, flag in (
+            ("broker", config.api_port, config.extra_broker_args, "--api-port"),
+            ("proxy", config.proxy_port, config.extra_proxy_args, "--proxy-port")):
         argv = bodega_argv(
             role, "--name", role, "--region", nearest,
             "--data-dir", str(config.data_dir / role),
@@ -220,5 +243,6 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--log-level", config.log_level, *extra,
         )
         components.append(Component(role, role, nearest, argv, run_dir / f"{role}.json",
-                                    logs / f"{role}.log"))
+                                    logs / f"{role}.log",
+                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port"}))
     return components

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from bodega.registry.members import Addr
+from bodega.runtime.binding import BindError
 
 Receiver = Callable[[bytes, Addr], None]
 MAX_DATAGRAM = 65535
@@ -55,9 +56,9 @@ class UdpTransport:
         try:
             sock.setblocking(False)
             sock.bind(sockaddr)
-        except OSError:
+        except OSError as exc:
             sock.close()
-            raise
+            raise BindError(exc, host, port, "UDP") from exc
         return cls(sock, receiver)
 
     @property

@@ -15,6 +15,8 @@ from typing import Any
 
 import uvicorn
 
+from bodega.runtime.binding import BindError
+
 log = logging.getLogger("bodega.serve")
 
 
@@ -43,8 +45,12 @@ def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)  # two sockets bound with SO_REUSEADDR collide only here
+    except OSError as exc:
+        sock.close()
+        raise BindError(exc, host, port, "TCP") from exc
     sock.setblocking(False)
     return sock
 

@@ -1,0 +1,144 @@
+"""The ports ``bodega up`` listens on: free ones by default, remembered in the data dir.
+
+Gossip ports are picked free (two clusters on one host must not collide) and
+written to ``ports.json``, so a restarted component, and a restarted ``bodega
+up`` on the same data dir, comes back on the address its peers remember. A
+remembered port that is now taken is replaced by a free one, and the caller
+says so. The API and proxy ports are the documented ones users type (4280,
+8080): they are never moved silently; a taken one is refused in one line that
+names the address and the flag that moves it.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bodega.runtime.binding import BindError
+from bodega.runtime.lifecycle import write_json_atomic
+from bodega.runtime.serve import bind
+
+PORTS_FILE = "ports.json"
+
+
+class RememberedPorts(BaseModel):
+    """What ``ports.json`` holds: component name -> UDP gossip port."""
+
+    model_config = ConfigDict(extra="forbid")
+    gossip: dict[str, int] = {}
+
+
+@dataclass(frozen=True)
+class GossipPlan:
+    ports: dict[str, int]  # component name -> UDP port
+    moved: dict[str, tuple[int, int]]  # name -> (remembered port, the one it gets now)
+
+
+def plan_gossip(names: list[str], remembered: dict[str, int], taken: set[int],
+                fresh: Iterable[int]) -> GossipPlan:
+    """Keep every remembered port still free; give the others ports from ``fresh``."""
+    supply: Iterator[int] = iter(fresh)
+    ports: dict[str, int] = {}
+    moved: dict[str, tuple[int, int]] = {}
+    for name in names:
+        old = remembered.get(name)
+        if old is not None and old not in taken and old not in ports.values():
+            ports[name] = old
+            continue
+        new = next(port for port in supply if port not in ports.values()
+                   and port not in remembered.values())
+        ports[name] = new
+        if old is not None:
+            moved[name] = (old, new)
+    return GossipPlan(ports=ports, moved=moved)
+
+
+def consecutive(names: list[str], first: int) -> dict[str, int]:
+    """``--gossip-port N``: the first component on N, each next one on the next port."""
+    return {name: first + i for i, name in enumerate(names)}
+
+
+def remembered(data_dir: Path) -> RememberedPorts:
+    """The ports this data dir used last; nothing if none (or the file is unreadable)."""
+    path = data_dir / PORTS_FILE
+    try:
+        return RememberedPorts.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return RememberedPorts()
+    except (OSError, ValueError, ValidationError):
+        # Only a record of earlier choices: choosing again loses nothing.
+        return RememberedPorts()
+
+
+def remember(data_dir: Path, ports: RememberedPorts) -> None:
+    write_json_atomic(data_dir / PORTS_FILE, json.loads(ports.model_dump_json()))
+
+
+def udp_taken(host: str, port: int) -> BindError | None:
+    """Why ``host:port`` cannot take a gossip socket now, or None if it can."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            return BindError(exc, host, port, "UDP")
+    return None
+
+
+def tcp_taken(host: str, port: int) -> BindError | None:
+    """Why ``host:port`` cannot take an HTTP listener now (bound the way serve binds it)."""
+    try:
+        bind(host, port).close()
+    except BindError as err:
+        return err
+    return None
+
+
+def free_udp_ports(host: str, count: int) -> list[int]:
+    """``count`` distinct ports the kernel says are free now (all held until all are found)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    held = [socket.socket(family, socket.SOCK_DGRAM) for _ in range(count)]
+    try:
+        for sock in held:
+            sock.bind((host, 0))
+        return [int(sock.getsockname()[1]) for sock in held]
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def choose_gossip(data_dir: Path, host: str, names: list[str],
+                  first: int | None) -> GossipPlan:
+    """The gossip port of every component, remembered for the next start.
+
+    ``first`` (``--gossip-port``) asks for consecutive ports from it; a taken one
+    raises a ``BindError``. Otherwise remembered ports are kept while free. Fresh
+    ports are asked for beyond the remembered ones, since a free remembered port
+    may be handed out again and must not go to two components.
+    """
+    if first is not None:
+        ports = consecutive(names, first)
+        for port in ports.values():
+            if (err := udp_taken(host, port)) is not None:
+                raise err
+        plan = GossipPlan(ports=ports, moved={})
+    else:
+        before = remembered(data_dir).gossip
+        taken = {port for port in before.values() if udp_taken(host, port) is not None}
+        plan = plan_gossip(names, before, taken,
+                           free_udp_ports(host, len(names) + len(before)))
+    remember(data_dir, RememberedPorts(gossip=plan.ports))
+    return plan
+
+
+def check_listeners(host: str, wanted: dict[str, int]) -> None:
+    """Refuse at once, naming the address and its flag, if a wanted TCP port is taken."""
+    for flag, port in wanted.items():
+        err = tcp_taken(host, port)
+        if err is not None:
+            raise ValueError(f"{err}; move it with {flag}")

@@ -1,0 +1,94 @@
+"""A real `bodega up` in a child process, its output read line by line as it comes."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from bodega.worker.network import NetnsNetwork
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def unwire(cidr: str, workers: int) -> None:
+    """Remove the bridges and namespaces the workers of a stopped cluster left on the host."""
+    subnets = list(ipaddress.ip_network(cidr).subnets(new_prefix=24))[1:workers + 1]
+    for subnet in subnets:
+        await NetnsNetwork(subnet).teardown()  # type: ignore[arg-type]
+
+
+class UpProcess:
+    def __init__(self, data_dir: Path, *args: str) -> None:
+        self.data_dir = data_dir
+        self.args = args
+        self.lines: list[str] = []
+        self.process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+
+    async def start(self) -> UpProcess:
+        self.process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bodega", "up", "--data-dir", str(self.data_dir), *self.args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL)
+        self._reader = asyncio.create_task(self._read())
+        return self
+
+    async def _read(self) -> None:
+        assert self.process is not None
+        assert self.process.stdout is not None
+        while line := await self.process.stdout.readline():
+            self.lines.append(line.decode(errors="replace").rstrip("\n"))
+            self._changed.set()
+        self._changed.set()
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    async def until_line(self, text: str, timeout: float = 120.0) -> str:
+        """The first line holding ``text``; fails if `bodega up` exits or takes too long."""
+        async def wait() -> str:
+            while True:
+                found = next((line for line in self.lines if text in line), None)
+                if found is not None:
+                    return found
+                assert self._reader is not None
+                if self._reader.done():
+                    raise AssertionError(f"bodega up ended without {text!r}:\n{self.output}")
+                self._changed.clear()
+                await self._changed.wait()
+        try:
+            return await asyncio.wait_for(wait(), timeout)
+        except TimeoutError:
+            raise AssertionError(f"no {text!r} in {timeout:.0f}s:\n{self.output}") from None
+
+    def state(self) -> dict[str, Any]:
+        return dict(json.loads((self.data_dir / "cluster.json").read_text()))
+
+    def token(self) -> str:
+        return (self.data_dir / "api-token").read_text().strip()
+
+    async def wait(self, timeout: float = 120.0) -> int:
+        assert self.process is not None
+        assert self._reader is not None
+        code = await asyncio.wait_for(self.process.wait(), timeout)
+        await self._reader
+        return code
+
+    async def stop(self) -> int:
+        """Ctrl-C, then wait for everything it runs to stop; returns its exit code."""
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGINT)
+        return await self.wait()
