@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,7 +16,7 @@ from bodega.cli.listeners import Listener, listening
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import PARENT_POLL, event_loop_policy, run_daemon
+from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
 from bodega.runtime.logs import configure
 
 
@@ -107,26 +106,33 @@ def broker(
 
 async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: bool) -> None:
     daemon = Broker(config)
+    marking: list[asyncio.Task[None]] = []
 
     def ready() -> dict[str, Any]:
-        info = {"url": daemon.url, "name": config.name, "region": daemon.nearest}
+        info: dict[str, Any] = {"url": daemon.url, "name": config.name,
+                                "region": daemon.nearest, "ready": daemon.gate.ready.is_set()}
         if daemon.node is not None:
             host, gport = daemon.node.gossip_addr
             info["gossip"] = f"{host}:{gport}"
         return info
 
-    async def start() -> None:
-        parent = os.getppid()
-        await daemon.start()
-        # The ready file means "creates get honest answers": written once the broker has
-        # heard from the cluster, not when it first serves (it answers 503 until then).
-        # run_daemon watches the parent only after start: until then, watch it here.
-        while not daemon.gate.ready.is_set():
-            if exit_with_parent and os.getppid() != parent:
-                await daemon.stop()
-                raise SystemExit("broker: the parent exited before the broker was ready")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(daemon.until_ready(), PARENT_POLL)
+    async def mark_ready() -> None:
+        await daemon.until_ready()
+        assert ready_file is not None
+        write_json_atomic(ready_file, {"pid": os.getpid(), **ready()})
 
-    await run_daemon(start, daemon.stop, exit_with_parent=exit_with_parent,
+    async def start() -> None:
+        await daemon.start()
+        # The ready file first says where the broker serves ("ready": false while it has
+        # not heard from the cluster and answers 503), then "ready": true once creates get
+        # honest answers, as GET /v1/health does.
+        if ready_file is not None and not daemon.gate.ready.is_set():
+            marking.append(asyncio.create_task(mark_ready()))
+
+    async def stop() -> None:
+        for task in marking:
+            task.cancel()
+        await daemon.stop()
+
+    await run_daemon(start, stop, exit_with_parent=exit_with_parent,
                      ready_file=ready_file, ready=ready)

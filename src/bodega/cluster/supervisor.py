@@ -110,8 +110,8 @@ class LocalCluster:
             await asyncio.sleep(0.05)
         ready = json.loads(component.ready_file.read_text())
         component.url = ready.get("url")
-        component.info = {k: v for k, v in ready.items() if k not in ("url", "pid", "name",
-                                                                      "region")}
+        component.info = {k: v for k, v in ready.items()
+                          if k not in ("url", "pid", "name", "region", "ready")}
         log.info("%s %s ready at %s (pid %s)", component.role, component.name, component.url,
                  component.process.pid)
         self.write_state()

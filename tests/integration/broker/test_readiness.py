@@ -16,6 +16,7 @@ import httpx
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
 from tests.integration.procs import SECRET, worker_daemon
+from tests.integration.registry.nodekit import until
 
 from .harness import ADMIN, machine
 
@@ -69,12 +70,15 @@ async def test_a_broker_is_not_ready_until_it_hears_from_its_seeds(tmp_path: Pat
                 assert early.status_code == 503, early.text
                 assert early.headers["retry-after"] == "1"
                 assert early.json()["status"] == "unavailable"
-            assert not ready_file.exists()  # whoever waits on it must not send creates yet
+            # Whoever reads the ready file learns where the broker serves, and that it is
+            # not ready for creates yet.
+            await until(ready_file.exists)
+            assert json.loads(ready_file.read_text())["ready"] is False
 
             await worker.start()  # the seed appears
             ready = await until_status(api, "/v1/health", 200)
             assert ready.json() == {"ok": True, "ready": True, "name": "b1"}
-            assert ready_file.exists()
+            await until(lambda: json.loads(ready_file.read_text())["ready"] is True)
             assert json.loads(ready_file.read_text())["url"] == url
             assert (await api.post("/v1/apps", json={"app_name": "early",
                                                      "org_slug": "personal"})).status_code == 201
