@@ -35,7 +35,7 @@ async def create_and_start(api: int, token: str, app: str) -> dict[str, Any]:
     headers = {"authorization": f"Bearer {token}"}
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api}", headers=headers,
                                  timeout=60) as http:
-        made = await http.post("/v1/apps", json={"app_name": app})
+        made = await http.post("/v1/apps", json={"app_name": app, "org_slug": "personal"})
         assert made.status_code == 201, made.text
         created = await http.post(f"/v1/apps/{app}/machines", json={"config": {
             "image": "local/sleeper", "init": {"exec": ["sleep", "300"]}}})
