@@ -163,12 +163,15 @@ async def test_a_start_that_never_forked_runs_now(tmp_path: Path, driver: Proces
 async def test_a_new_driver_readopts_and_reads_the_real_exit_code(
     tmp_path: Path, driver: ProcessDriver
 ) -> None:
+    go = tmp_path / "go"  # the program runs until told, so a busy host cannot end it early
     s = spec(tmp_path, "import sys; sys.stdin = None; input_=open('/dev/stdin'); "
-                       "import time; time.sleep(0.5); raise SystemExit(7)")
+                       f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)"
+                       "\nraise SystemExit(7)")
     handle = await driver.start(s)
     stored = TaskHandle.from_json(handle.to_json())
     restarted = ProcessDriver(driver.cgroups)
     assert await restarted.recover(stored) is True
+    go.touch()
     status = await asyncio.wait_for(restarted.wait(stored), 10)
     assert status.exit_code == 7
     await driver.wait(handle)  # reap it in the driver that spawned it
