@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import host_faults, scenarios
 from .cluster import Cluster, cluster
-from .scenario import Result, members_alive
+from .scenario import Result, clear, members_alive
 from .state import Violation
 
 Scenario = Callable[[Cluster, int, int], Awaitable[Result]]
@@ -65,6 +65,9 @@ async def run(names: list[str], ops: int, seed: int, tmp: Path) -> list[Result]:
                     invariant="scenario-ran", detail=f"{exc!r}")])
                 traceback.print_exc()
                 await heal_all(c)
+            if not await clear(c, result.apps):
+                result.violations.append(Violation(
+                    invariant="cleanup", detail=f"machines of {result.apps} not all destroyed"))
             results.append(result)
             print(f"{name}: {time.monotonic() - t0:.1f}s, {len(result.violations)} violations",
                   flush=True)

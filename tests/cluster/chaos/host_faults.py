@@ -37,9 +37,10 @@ async def worker_restart(c: Cluster, seed: int) -> Result:
     """kill -9 a worker whose machines run, start it on the same data: same processes."""
     result = Result("worker restarted under its machines")
     app = f"readopt-{seed}"
-    await create_app(c, app)
+    await create_app(c, app, result)
     victim = c.workers[2]
     made: set[str] = set()
+    refused: list[str] = []
     async with c.internal() as http:
         for _ in range(4):
             r = await http.post(f"{c.worker_url(victim)}/v1/machines",
@@ -47,9 +48,11 @@ async def worker_restart(c: Cluster, seed: int) -> Result:
             result.operations += 1
             if r.status_code == 200:
                 made.add(str(r.json()["id"]))
+            else:
+                refused.append(f"{r.status_code} {r.text[:120]}")
     if not made or not await poll(lambda: _started(c, made), 60):
-        result.violations.append(Violation(invariant="desired-state",
-                                           detail=f"machines {sorted(made)} never started"))
+        result.violations.append(Violation(invariant="desired-state", detail=(
+            f"machines {sorted(made)} never started; refused: {refused}")))
         return result
     before = _pids(c, made)
     await c.kill9(victim)
@@ -66,6 +69,9 @@ async def worker_restart(c: Cluster, seed: int) -> Result:
     expectations = [Expectation(machine_id=m, states=["started"]) for m in made]
     await settle(c, result, [], expectations, healed)
     return result
+
+
+FULL_TRIES = 12
 
 
 def fill(path: Any) -> int:
@@ -89,7 +95,7 @@ async def disk_full(c: Cluster, seed: int) -> Result:
     and creates work again once space is freed."""
     result = Result("disk full under a worker")
     app = f"disk-{seed}"
-    await create_app(c, app)
+    await create_app(c, app, result)
     worker = next(n for n in c.workers if n.tmpfs)
     creates: list[CreateOutcome] = []
     kept: set[str] = set()
@@ -109,10 +115,13 @@ async def disk_full(c: Cluster, seed: int) -> Result:
                 creates.append(CreateOutcome(key=f"before-{i}", app=app,
                                              machine_id=str(body["id"])))
         await poll(lambda: _started(c, kept), 60)
+        accepted = 0
         filler = c.data_dir(worker) / "filler"
         size = await asyncio.to_thread(fill, filler)
         result.faults.append(f"{worker.name} data dir full ({size >> 20} MiB filler)")
-        for i in range(3):
+        # SQLite can commit into WAL pages it already has, so the first creates may fit:
+        # keep asking until the worker refuses, and check how it refuses.
+        for i in range(FULL_TRIES):
             key = f"full-{i}"
             try:
                 status, body = await create(key)
@@ -123,7 +132,7 @@ async def disk_full(c: Cluster, seed: int) -> Result:
             if status == 200:
                 creates.append(CreateOutcome(key=key, app=app, machine_id=str(body["id"])))
                 kept.add(str(body["id"]))
-                result.notes.append(f"create {key} accepted on a full disk")
+                accepted += 1
             else:
                 creates.append(CreateOutcome(key=key, app=app, failed=True))
                 if (status >= 500 and status != 507) or "error" not in body:
@@ -131,6 +140,8 @@ async def disk_full(c: Cluster, seed: int) -> Result:
                         f"create on a full disk: {status} {body}")))
                 else:
                     result.notes.append(f"full disk: {status} {body.get('error')}")
+                break
+        result.notes.append(f"{accepted} creates accepted on the full disk before a refusal")
         if not c.alive(worker):
             result.violations.append(Violation(invariant="disk-full-refusal",
                                                detail=f"{worker.name} exited on a full disk"))
@@ -159,15 +170,19 @@ async def proxy_failover(c: Cluster, seed: int) -> Result:
     """The worker of an app's primary dies: the proxy serves from its standby."""
     result = Result("proxy failover to a standby")
     app = f"ha-{seed}"
-    await create_app(c, app)
+    await create_app(c, app, result)
     marker = f"chaos-{uuid.uuid4().hex[:8]}"
     service = echo_config(marker, autostart=False)
     async with c.api(c.brokers[0]) as api:
-        primary = (await api.post(f"/v1/apps/{app}/machines",
-                                  json={"region": "ams", "config": service})).json()["id"]
-        standby = (await api.post(f"/v1/apps/{app}/machines", json={
+        made = await api.post(f"/v1/apps/{app}/machines",
+                              json={"region": "ams", "config": service})
+        assert made.status_code == 200, f"primary: {made.status_code} {made.text}"
+        primary = made.json()["id"]
+        made = await api.post(f"/v1/apps/{app}/machines", json={
             "region": "ams", "skip_launch": True,
-            "config": {**service, "standbys": [primary]}})).json()["id"]
+            "config": {**service, "standbys": [primary]}})
+        assert made.status_code == 200, f"standby: {made.status_code} {made.text}"
+        standby = made.json()["id"]
         result.operations += 2
         hosts = {m: (await api.get(f"/v1/apps/{app}/machines/{m}/placement")).json()
                  ["winner"]["worker"] for m in (primary, standby)}

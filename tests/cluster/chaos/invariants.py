@@ -78,7 +78,7 @@ def desired(s: Snapshot) -> list[Violation]:
     states = {m.id: m.state for w in s.workers for m in w.machines}
     return [Violation(invariant="desired-state", detail=(
                 f"{e.machine_id} is {states.get(e.machine_id, 'missing')}, "
-                f"expected one of {sorted(e.states)}"))
+                f"expected one of {sorted(e.states)}; told {e.history}"))
             for e in s.expectations
             if states.get(e.machine_id, "missing") not in e.states
             and not (GONE in e.states and e.machine_id not in states)]

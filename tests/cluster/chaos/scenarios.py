@@ -39,7 +39,7 @@ async def restart(c: Cluster, node: Node, result: Result) -> None:
 
 async def _workload(c: Cluster, result: Result, app: str, regions: list[str], operations: int,
                     seed: int, fault: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
-    await create_app(c, app)
+    await create_app(c, app, result)
     apis = [c.api(b) for b in c.brokers]
     try:
         ledger = await under_fault(c, result, drive(apis, app, regions, actors=ACTORS,
@@ -62,13 +62,13 @@ async def kill9(c: Cluster, operations: int, seed: int) -> Result:
     async def killing(done: asyncio.Event) -> None:
         victims = [*c.workers, *c.brokers]
         while not done.is_set():
-            await _pause(done, rng.uniform(1.5, 3.0))
+            await _pause(done, rng.uniform(0.3, 1.0))
             if done.is_set():
                 return
             node = rng.choice(victims)
             await c.kill9(node)
             result.faults.append(f"kill -9 {node.name}")
-            await asyncio.sleep(rng.uniform(1.0, 2.5))
+            await asyncio.sleep(rng.uniform(0.5, 1.5))
             await restart(c, node, result)
 
     await _workload(c, result, f"kill-{seed}", REGIONS, operations, seed, killing)

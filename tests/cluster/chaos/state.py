@@ -65,6 +65,7 @@ class Expectation(Model):
 
     machine_id: str
     states: list[str]
+    history: list[str] = Field(default_factory=list)  # the last answers, to explain a miss
 
 
 class RegistryView(Model):

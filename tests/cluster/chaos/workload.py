@@ -40,9 +40,11 @@ class Ledger:
     allowed: dict[str, set[str]] = field(default_factory=dict)
     answers: Counter[str] = field(default_factory=Counter)
     operations: int = 0
+    history: dict[str, list[str]] = field(default_factory=dict)  # machine -> what it was told
 
     def expectations(self) -> list[Expectation]:
-        return [Expectation(machine_id=m, states=sorted(s)) for m, s in self.allowed.items()]
+        return [Expectation(machine_id=m, states=sorted(s), history=self.history.get(m, [])[-4:])
+                for m, s in self.allowed.items()]
 
 
 @dataclass
@@ -52,10 +54,12 @@ class Client:
     app: str
     rng: random.Random
 
-    async def send(self, method: str, path: str, **kw: Any) -> httpx.Response | None:
-        """The answer of the first broker that gives a definite one; None if none did."""
+    async def send(self, method: str, path: str, **kw: Any) -> tuple[httpx.Response | None, bool]:
+        """The answer of the first broker that gives a definite one (None if none did), and
+        whether an earlier try went unanswered: it may have happened, whatever the answer."""
         self.ledger.operations += 1
         first = self.rng.randrange(len(self.apis))
+        unanswered = False
         for attempt in range(ATTEMPTS):
             api = self.apis[(first + attempt) % len(self.apis)]
             try:
@@ -65,19 +69,21 @@ class Client:
             else:
                 self.ledger.answers[str(response.status_code)] += 1
                 if response.status_code < 500:
-                    return response
+                    return response, unanswered
+            unanswered = True
             await asyncio.sleep(0.3 * (attempt + 1))
-        return None
+        return None, True
 
     async def create(self, region: str) -> str | None:
         key = f"chaos-{uuid.uuid4().hex[:16]}"
-        response = await self.send("POST", f"/v1/apps/{self.app}/machines", headers={
+        response, _ = await self.send("POST", f"/v1/apps/{self.app}/machines", headers={
             "idempotency-key": key}, json={"region": region, "config": config(self.app)})
         outcome = CreateOutcome(key=key, app=self.app)
         if response is not None and response.status_code == 200:
             machine = str(response.json()["id"])
             outcome = CreateOutcome(key=key, app=self.app, machine_id=machine)
             self.ledger.allowed[machine] = {"started"}
+            self.ledger.history[machine] = [f"create 200 {key}"]
         elif response is not None:
             outcome = CreateOutcome(key=key, app=self.app, failed=True)
         self.ledger.creates.append(outcome)
@@ -87,14 +93,17 @@ class Client:
         """Send ``action``; True if the machine may still be used afterwards."""
         path = f"/v1/apps/{self.app}/machines/{machine}"
         if action == "destroy":
-            response = await self.send("DELETE", path, params={"force": "true"})
+            response, unsure = await self.send("DELETE", path, params={"force": "true"})
         elif action == "update":
-            response = await self.send("POST", path, json={"config": config(self.app,
-                                                                            generation)})
+            response, unsure = await self.send("POST", path, json={"config": config(
+                self.app, generation)})
         else:
-            response = await self.send("POST", f"{path}/{action}", json={})
+            response, unsure = await self.send("POST", f"{path}/{action}", json={})
         before = self.ledger.allowed[machine]
-        if response is None:  # unanswered: it may or may not have happened
+        told = "none" if response is None else f"{response.status_code} {response.text[:80]}"
+        self.ledger.history[machine].append(f"{action}: {told}{' (after no answer)' * unsure}")
+        if response is None or (unsure and response.status_code >= 400):
+            # Unanswered, or refused only after a try that got no answer: either may be true.
             self.ledger.allowed[machine] = before | {TARGET[action]}
         elif response.status_code == 200:
             self.ledger.allowed[machine] = {TARGET[action]}
