@@ -99,6 +99,7 @@ async def disk_full(c: Cluster, seed: int) -> Result:
     worker = next(n for n in c.workers if n.tmpfs)
     creates: list[CreateOutcome] = []
     kept: set[str] = set()
+    stopped: set[str] = set()
     async with c.internal() as http:
         async def create(key: str) -> tuple[int, dict[str, Any]]:
             r = await http.post(f"{c.worker_url(worker)}/v1/machines", json={
@@ -142,6 +143,30 @@ async def disk_full(c: Cluster, seed: int) -> Result:
                     result.notes.append(f"full disk: {status} {body.get('error')}")
                 break
         result.notes.append(f"{accepted} creates accepted on the full disk before a refusal")
+        # A change to a machine that runs is refused as clearly, and the machine keeps running.
+        victim = sorted(kept)[0] if kept else None
+        if victim is not None:
+            r = await http.post(f"{c.worker_url(worker)}/v1/machines/{victim}/stop", json={})
+            result.operations += 1
+            if r.status_code == 200:
+                stopped.add(victim)
+            elif r.status_code == 500:
+                result.violations.append(Violation(invariant="disk-full-refusal", detail=(
+                    f"stop on a full disk: 500 {r.text[:200]}")))
+            result.notes.append(f"stop on the full disk: {r.status_code}")
+        # Through the public API the region still works: placed on the other ord worker,
+        # or refused clearly, never a 500.
+        async with c.api(c.brokers[0]) as api:
+            r = await api.post(f"/v1/apps/{app}/machines", headers={"idempotency-key": "api-0"},
+                               json={"region": "ord", "config": config(app)})
+            result.operations += 1
+        if r.status_code == 200:
+            creates.append(CreateOutcome(key="api-0", app=app, machine_id=str(r.json()["id"])))
+            kept.add(str(r.json()["id"]))
+        elif r.status_code == 500:
+            result.violations.append(Violation(invariant="disk-full-refusal", detail=(
+                f"public create in ord while {worker.name} is full: 500 {r.text[:200]}")))
+        result.notes.append(f"public create in ord while full: {r.status_code}")
         if not c.alive(worker):
             result.violations.append(Violation(invariant="disk-full-refusal",
                                                detail=f"{worker.name} exited on a full disk"))
@@ -161,8 +186,9 @@ async def disk_full(c: Cluster, seed: int) -> Result:
             result.violations.append(Violation(invariant="disk-full-recovery",
                                                detail="no create succeeded once space was freed"))
     await members_alive(c)
-    await settle(c, result, creates, [Expectation(machine_id=m, states=["started"])
-                                      for m in kept], healed)
+    await settle(c, result, creates, [
+        Expectation(machine_id=m, states=["stopped" if m in stopped else "started"])
+        for m in kept], healed)
     return result
 
 
