@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -95,7 +96,8 @@ def main() -> int:
     parser.add_argument("--ops", type=int, default=20, help="requests per client per scenario")
     parser.add_argument("--seed", type=int, default=int(time.time()) % 10_000)
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
-    parser.add_argument("--keep", action="store_true", help="keep the logs directory")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the logs directory even when nothing was violated")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("the chaos suite needs root (network namespaces, nftables, tmpfs)")
@@ -105,7 +107,12 @@ def main() -> int:
     t0 = time.monotonic()
     results = asyncio.run(run(args.only or list(SCENARIOS), args.ops, args.seed, tmp))
     print(f"\n{table(results)}\n\ntotal {time.monotonic() - t0:.0f}s", flush=True)
-    return 1 if any(not r.ok for r in results) else 0
+    failed = any(not r.ok for r in results)
+    if failed or args.keep:
+        print(f"logs kept in {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
