@@ -93,7 +93,7 @@ async def heal_all(c: Cluster) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.cluster.chaos")
-    parser.add_argument("--ops", type=int, default=20, help="requests per client per scenario")
+    parser.add_argument("--ops", type=int, default=25, help="requests per client per scenario")
     parser.add_argument("--seed", type=int, default=int(time.time()) % 10_000)
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--keep", action="store_true",

@@ -9,7 +9,6 @@ The ones that need a precise setup rather than a workload are in
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from collections.abc import Callable, Coroutine
@@ -22,11 +21,7 @@ from .workload import drive
 
 REGIONS = ["ams", "syd", "ord"]
 ACTORS = 12
-
-
-async def _pause(done: asyncio.Event, seconds: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(done.wait(), seconds)
+KILLS = 6  # one node down at a time, each back with its data before the next
 
 
 async def restart(c: Cluster, node: Node, result: Result) -> None:
@@ -38,12 +33,25 @@ async def restart(c: Cluster, node: Node, result: Result) -> None:
 
 
 async def _workload(c: Cluster, result: Result, app: str, regions: list[str], operations: int,
-                    seed: int, fault: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
+                    seed: int, fault: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+                    *, scheduled: bool = False) -> None:
+    """Clients under ``fault``. A ``scheduled`` fault runs its own course, and the clients
+    keep sending until it is over; otherwise the fault lasts until the clients are done."""
     await create_app(c, app, result)
     apis = [c.api(b) for b in c.brokers]
+    over = asyncio.Event() if scheduled else None
+
+    async def faulting(done: asyncio.Event) -> None:
+        try:
+            await fault(done)
+        finally:
+            if over is not None:
+                over.set()
+
     try:
-        ledger = await under_fault(c, result, drive(apis, app, regions, actors=ACTORS,
-                                                    operations=operations, seed=seed), fault)
+        ledger = await under_fault(c, result, drive(
+            apis, app, regions, actors=ACTORS, operations=operations, seed=seed, until=over),
+            faulting)
     finally:
         for api in apis:
             await api.aclose()
@@ -61,17 +69,16 @@ async def kill9(c: Cluster, operations: int, seed: int) -> Result:
 
     async def killing(done: asyncio.Event) -> None:
         victims = [*c.workers, *c.brokers]
-        while not done.is_set():
-            await _pause(done, rng.uniform(0.3, 1.0))
-            if done.is_set():
-                return
+        for _ in range(KILLS):
+            await asyncio.sleep(rng.uniform(0.5, 1.5))
             node = rng.choice(victims)
             await c.kill9(node)
             result.faults.append(f"kill -9 {node.name}")
             await asyncio.sleep(rng.uniform(0.5, 1.5))
             await restart(c, node, result)
 
-    await _workload(c, result, f"kill-{seed}", REGIONS, operations, seed, killing)
+    await _workload(c, result, f"kill-{seed}", REGIONS, operations, seed, killing,
+                    scheduled=True)
     return result
 
 
@@ -94,7 +101,8 @@ async def partition(c: Cluster, operations: int, seed: int) -> Result:
         await asyncio.sleep(8)
         await c.hosts.heal()
 
-    await _workload(c, result, f"part-{seed}", REGIONS, operations, seed, cutting)
+    await _workload(c, result, f"part-{seed}", REGIONS, operations, seed, cutting,
+                    scheduled=True)
     return result
 
 

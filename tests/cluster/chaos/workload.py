@@ -23,6 +23,7 @@ from .state import CreateOutcome, Expectation
 
 MACHINE_SIZE = {"cpus": 1, "memory_mb": 256, "cpu_kind": "shared"}
 ATTEMPTS = 5
+MORE = 6
 TARGET = {"start": "started", "stop": "stopped", "update": "started", "destroy": "destroyed"}
 
 
@@ -112,9 +113,15 @@ class Client:
         return action != "destroy" or response is None or response.status_code >= 400
 
 
-async def actor(client: Client, regions: list[str], operations: int) -> None:
+async def actor(client: Client, regions: list[str], operations: int,
+                until: asyncio.Event | None) -> None:
+    """``operations`` requests, and more while ``until`` is not set (at most ``MORE`` times as
+    many), so a fault on a fixed schedule always has traffic to hit."""
     mine: list[str] = []
-    for generation in range(operations):
+    generation = 0
+    while generation < operations or (
+            until is not None and not until.is_set() and generation < operations * MORE):
+        generation += 1
         if len(mine) < 2 or client.rng.random() < 0.3:
             made = await client.create(client.rng.choice(regions))
             if made:
@@ -127,11 +134,13 @@ async def actor(client: Client, regions: list[str], operations: int) -> None:
 
 
 async def drive(apis: list[httpx.AsyncClient], app: str, regions: list[str], *,
-                actors: int, operations: int, seed: int) -> Ledger:
-    """``actors`` clients, each sending ``operations`` requests; what they were told."""
+                actors: int, operations: int, seed: int,
+                until: asyncio.Event | None = None) -> Ledger:
+    """``actors`` clients, each sending ``operations`` requests (or more, until ``until``);
+    what they were told."""
     ledger = Ledger()
     rng = random.Random(seed)
     await asyncio.gather(*(
-        actor(Client(apis, ledger, app, random.Random(rng.random())), regions, operations)
+        actor(Client(apis, ledger, app, random.Random(rng.random())), regions, operations, until)
         for _ in range(actors)))
     return ledger
