@@ -72,6 +72,8 @@ async def run(names: list[str], ops: int, seed: int, tmp: Path) -> list[Result]:
             results.append(result)
             print(f"{name}: {time.monotonic() - t0:.1f}s, {len(result.violations)} violations",
                   flush=True)
+            if result.faults:
+                print(f"  faults: {'; '.join(result.faults)}", flush=True)
             for v in result.violations:
                 print(f"  [{v.invariant}] {v.detail}", flush=True)
             for note in result.notes:
