@@ -187,7 +187,7 @@ class Cluster:
 @contextlib.asynccontextmanager
 async def cluster(tmp: Path) -> AsyncIterator[Cluster]:
     """A booted cluster; everything it made (hosts, mounts, processes) is gone afterwards."""
-    from .observe import sweep_machines  # the sweep reads /proc the same way the checks do
+    from .observe import sweep_machines  # here, not at the top: observe imports this module
 
     hosts = Hosts()
     c = Cluster(hosts, tmp, layout(hosts.tag))
