@@ -75,7 +75,7 @@ async def members_alive(c: Cluster, timeout: float = 90.0) -> bool:
 async def create_app(c: Cluster, app: str, result: Result) -> None:
     result.apps.append(app)
     async with c.api(c.brokers[0]) as api:
-        response = await api.post("/v1/apps", json={"app_name": app})
+        response = await api.post("/v1/apps", json={"app_name": app, "org_slug": "personal"})
         assert response.status_code in (200, 201), response.text
 
     async def everywhere() -> bool:
