@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Host commands the cluster and the tests run (ip, nft, nsenter...): the list is in the script.
 HOST_PACKAGES := scripts/host-packages
 
-.PHONY: up test lint typecheck unit integration cluster bench clean host-packages
+.PHONY: up test lint typecheck unit integration cluster chaos bench clean host-packages
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ integration: $(STAMP) host-packages
 
 cluster: $(STAMP) host-packages
 	$(BIN)/pytest -q tests/cluster
+
+# Every chaos scenario on a nine-host cluster (root: namespaces, nftables, tmpfs); a table.
+chaos: $(STAMP) host-packages
+	$(BIN)/python -m tests.cluster.chaos $(ARGS)
 
 test: host-packages lint typecheck
 	$(BIN)/pytest -q tests

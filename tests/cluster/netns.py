@@ -4,6 +4,8 @@ Every "host" is a namespace with one veth on a bridge in the test's own
 namespace (which gets ``.254`` on it, so the test can reach every host).
 Daemons run inside with ``ip netns exec``. ``partition`` drops traffic
 between two groups with nftables inside the namespaces; ``heal`` removes it.
+``lose`` drops a random share of the packets a host receives on one UDP port
+(gossip), and ``stop_losing`` lifts it.
 Everything is created under names unique to the test process and removed
 at the end.
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from bodega.worker.network import run
 
 PARTITION_TABLE = "bodega_partition"
+LOSS_TABLE = "bodega_loss"
 
 
 @dataclass
@@ -69,6 +72,22 @@ class Hosts:
             for index in side:
                 await run("ip", "netns", "exec", self.namespace(index), "nft", "-f", "-",
                           stdin=rules.encode())
+
+    async def lose(self, indices: list[int], percent: int, udp_port: int) -> None:
+        """Each of these hosts drops ``percent``% of the UDP packets it gets on ``udp_port``."""
+        if not 0 <= percent <= 100:
+            raise ValueError(f"loss must be 0-100%, got {percent}")
+        rules = (f"table inet {LOSS_TABLE} {{\n chain input {{\n"
+                 f"  type filter hook input priority 0;\n"
+                 f"  udp dport {udp_port} numgen random mod 100 < {percent} drop\n }}\n}}\n")
+        for index in indices:
+            await run("ip", "netns", "exec", self.namespace(index), "nft", "-f", "-",
+                      stdin=rules.encode())
+
+    async def stop_losing(self) -> None:
+        for ns in self.names:
+            await run("ip", "netns", "exec", ns, "nft", "delete", "table", "inet", LOSS_TABLE,
+                      check=False)
 
     async def heal(self) -> None:
         for ns in self.names:

@@ -230,7 +230,7 @@ class Placer:
             log.warning("%s did not answer a create (%s); asking it again", worker, exc.message)
         try:
             return await ask(worker, reservation)
-        except Indeterminate as exc:
+        except Unavailable as exc:  # no answer again, or no connection: the first may have made it
             raise Indeterminate(
                 f"worker {worker} did not answer the create, twice ({exc.message}); the "
                 "machine may exist there: list the app's machines (a retry with the same "

@@ -69,6 +69,13 @@ class Unprocessable(BodegaError):
     status = "invalid_argument"
 
 
+class StorageFull(BodegaError):
+    """The host's disk is full: nothing was recorded, so the request may be retried later."""
+
+    http_status = 507
+    status = "insufficient_storage"
+
+
 class Unavailable(BodegaError):
     http_status = 503
     status = "unavailable"

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bodega.model.errors import StorageFull
 from bodega.model.ids import new_ulid
 from bodega.model.machine import MachineEvent
 from bodega.runtime.sqlite import open_database
@@ -80,16 +81,24 @@ class Store:
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:
-        """One atomic, durable unit: commits on success, rolls back on any exception."""
+        """One atomic, durable unit: commits on success, rolls back on any exception.
+
+        A full disk (in a statement or at the commit) becomes ``StorageFull``, a clear
+        refusal, with the transaction rolled back so the next one starts clean."""
         self.db.execute("BEGIN IMMEDIATE")
         self._touched.clear()
         try:
             yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
+            self.db.execute("COMMIT")
+        except BaseException as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
             self._touched.clear()
+            if isinstance(exc, sqlite3.OperationalError) and \
+                    exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+                raise StorageFull(f"the worker's disk is full; nothing was recorded ({exc})") \
+                    from exc
             raise
-        self.db.execute("COMMIT")
         touched, self._touched = self._touched, set()
         for resource_id in touched:
             for listener in self._listeners:

@@ -127,6 +127,26 @@ async def test_a_create_that_got_no_answer_is_asked_again_of_the_same_worker() -
     assert machine == {"id": asked[0]}
 
 
+async def test_a_create_unanswered_then_unreachable_fails_rather_than_go_elsewhere() -> None:
+    # The worker got cut off after the first ask went out: the retry cannot even connect.
+    # The first ask may still have made the machine, so the client must hear "may exist",
+    # not a refusal, and no other worker is asked.
+    place, candidates = placer(workers=2)
+    asked: list[str] = []
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        asked.append(worker)
+        if len(asked) == 1:
+            raise Indeterminate(f"worker at http://{worker} did not answer: TimeoutError")
+        raise Unavailable(f"worker at http://{worker} unreachable: ConnectionTimeoutError")
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    with pytest.raises(Indeterminate, match="may exist there"):
+        await place.place(request, ask, place.record(request))
+    assert asked == [asked[0], asked[0]]
+    assert used_mb(candidates, asked[0]) == 1024  # it may hold the machine: still counted
+
+
 async def test_a_create_that_twice_got_no_answer_fails_rather_than_go_elsewhere() -> None:
     place, candidates = placer(workers=2)
     asked: list[str] = []

@@ -2,6 +2,7 @@ from pathlib import Path
 
 import pytest
 
+from bodega.model.errors import StorageFull
 from bodega.worker.store import Store
 
 
@@ -80,4 +81,28 @@ def test_compaction_keeps_events_and_running_operations(tmp_path: Path) -> None:
     assert removed == 2
     assert [e.step for e in store.history("a")] == ["e"]
     assert [e.step for e in store.history("b")] == ["s"]
+    store.close()
+
+
+def test_a_full_disk_is_a_clear_refusal_that_leaves_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "w.db")
+    with store.tx() as conn:
+        store.append(conn, op_id="o1", resource_id="r", fsm="f", step="s", payload={})
+    # SQLite's page limit stands in for a disk with no room left: the same SQLITE_FULL.
+    pages = store.db.execute("PRAGMA page_count").fetchone()[0]
+    store.db.execute(f"PRAGMA max_page_count = {pages}")
+
+    def grow() -> None:
+        with store.tx() as conn:
+            store.append(conn, op_id="o2", resource_id="r", fsm="f", step="s",
+                         payload={"blob": "x" * 200_000})
+
+    with pytest.raises(StorageFull) as refused:
+        grow()
+    assert refused.value.http_status == 507
+    assert refused.value.to_wire()["status"] == "insufficient_storage"
+    assert [e.op_id for e in store.history("r")] == ["o1"]
+    store.db.execute(f"PRAGMA max_page_count = {pages * 1000}")  # space freed
+    grow()
+    assert [e.op_id for e in store.history("r")] == ["o1", "o2"]
     store.close()
