@@ -1,0 +1,116 @@
+"""Bad input gets a clear 4xx in the error shape, and nothing is written anywhere.
+
+Each case is sent to a real broker over a real worker; afterwards the
+broker's view (apps, machines, volumes) and the worker's store hold exactly
+what they held before, so no machine (and so no process) was made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+
+from bodega.api.http import MAX_BODY, MAX_DEPTH
+from bodega.worker import tables
+
+from .fuzzkit import Target, admin_headers, error_problem, run_on, served_cluster
+from .harness import MACHINE, Cluster
+
+
+@dataclass
+class Served:
+    target: Target
+    cluster: Cluster
+    loop: Any
+    http: httpx.Client
+
+    def written(self) -> tuple[Any, ...]:
+        """Everything a request could have written: the broker's view and the worker's store."""
+        async def read() -> tuple[Any, ...]:
+            worker = self.cluster.workers[0]
+            machines = sorted(str((m.id, m.name, m.state, m.instance_id, m.config.to_wire()))
+                              for m in tables.list_machines(worker.store.db,
+                                                            include_destroyed=True))
+            volumes = sorted((v.id, v.name, v.state, v.size_gb)
+                             for v in tables.list_volumes(worker.store.db, None, True))
+            return machines, volumes
+        store = run_on(self.loop, read())
+        apps = self.http.get("/v1/apps").json()
+        listed = self.http.get(f"/v1/apps/{self.target.app}/machines",
+                               params={"include_deleted": "true"}).json()
+        vols = self.http.get(f"/v1/apps/{self.target.app}/volumes",
+                             params={"include_deleted": "true"}).json()
+        return (store, sorted(a["name"] for a in apps["apps"]),
+                sorted((m["id"], m["state"], m.get("config", {}).get("env"),
+                        m.get("config", {}).get("metadata")) for m in listed),
+                sorted(v["id"] for v in vols))
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with served_cluster(tmp_path_factory.mktemp("bad-input")) as (target, c, loop), \
+            httpx.Client(base_url=target.url, headers=admin_headers(), timeout=30) as http:
+        yield Served(target, c, loop, http)
+
+
+def refused(served: Served, method: str, path: str, expect: int = 400, **kw: Any) -> str:
+    """Send a request that must be refused with ``expect``; return its error message."""
+    before = served.written()
+    response = served.http.request(method, path.format(m=served.target.machine_id,
+                                                       v=served.target.volume_id), **kw)
+    problem = error_problem(response.status_code, response.headers.get("content-type", ""),
+                            response.content)
+    assert problem is None, problem
+    assert response.status_code == expect, response.text
+    assert served.written() == before, "a refused request wrote something"
+    return str(response.json()["error"])
+
+
+def config(**extra: Any) -> dict[str, Any]:
+    return {"config": {**MACHINE, **extra}}
+
+
+# -- sizes ------------------------------------------------------------------------------------
+
+def test_a_body_over_the_limit_is_refused_with_413(served: Served) -> None:
+    body = json.dumps(config(env={"BIG": "x" * MAX_BODY})).encode()
+    message = refused(served, "POST", "/v1/apps/fuzz/machines", 413, content=body)
+    assert str(MAX_BODY) in message
+
+
+def test_a_streamed_body_over_the_limit_is_cut_off_with_413(served: Served) -> None:
+    def chunks() -> Iterator[bytes]:  # no content-length: the server must count as it reads
+        yield b'{"config": {"image": "x", "env": {"A": "'
+        for _ in range(64):
+            yield b"y" * 65536
+        yield b'"}}}'
+    refused(served, "POST", "/v1/apps/fuzz/machines", 413, content=chunks())
+
+
+def test_a_body_at_the_limit_is_read(served: Served) -> None:
+    body = json.dumps({"config": {**MACHINE, "image": ""}}).encode()
+    padded = body + b" " * (MAX_BODY - len(body))  # exactly the limit: read, then validated
+    assert "image" in refused(served, "POST", "/v1/apps/fuzz/machines", content=padded)
+
+
+@pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 5000, 200_000])
+def test_deeply_nested_json_is_refused(served: Served, depth: int) -> None:
+    nested = "[" * depth + "]" * depth
+    body = f'{{"config": {{"image": "x", "deep": {nested}}}}}'
+    message = refused(served, "POST", "/v1/apps/fuzz/machines", content=body.encode())
+    assert "nested" in message
+
+
+@pytest.mark.parametrize("body", [
+    b'{"config":', b"\xff\xfe{}", b'{"config": {"image": "x"}} trailing', b"NaN",
+    b'{"config": {"image": "x", "guest": {"cpus": NaN}}}',
+    b'{"config": {"image": "x", "restart": {"max_retries": ' + b"9" * 5000 + b"}}}",
+    b"[1, 2]", b'"config"', b"",
+])
+def test_invalid_json_is_refused(served: Served, body: bytes) -> None:
+    refused(served, "POST", "/v1/apps/fuzz/machines", content=body)
