@@ -114,3 +114,46 @@ def test_deeply_nested_json_is_refused(served: Served, depth: int) -> None:
 ])
 def test_invalid_json_is_refused(served: Served, body: bytes) -> None:
     refused(served, "POST", "/v1/apps/fuzz/machines", content=body)
+
+
+# -- ids and names --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad_id", ["nope", "%2e%2e", "..%2f..%2fetc", "0" * 200,
+                                    "%00", "%0a", "vol_" + "a" * 20])
+def test_bad_machine_ids_are_not_found(served: Served, bad_id: str) -> None:
+    refused(served, "GET", f"/v1/apps/fuzz/machines/{bad_id}", 404)
+    refused(served, "POST", f"/v1/apps/fuzz/machines/{bad_id}/stop", 404)
+    refused(served, "DELETE", f"/v1/apps/fuzz/machines/{bad_id}", 404)
+
+
+@pytest.mark.parametrize("bad_id", ["nope", "%2e%2e", "vol_..%2f..", "{m}", "%00"])
+def test_bad_volume_ids_are_not_found(served: Served, bad_id: str) -> None:
+    refused(served, "GET", f"/v1/apps/fuzz/volumes/{bad_id}", 404)
+    refused(served, "DELETE", f"/v1/apps/fuzz/volumes/{bad_id}", 404)
+    refused(served, "PUT", f"/v1/apps/fuzz/volumes/{bad_id}/extend", 404, json={"size_gb": 2})
+
+
+NAMES = ["../x", "..", "%2e%2e", "a/b", "x\x00y", "ok\n", "tab\there", "\x1b[31m", "Upper",
+         "-lead", "x" * 64, ""]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_app_names_are_refused(served: Served, name: str) -> None:
+    refused(served, "POST", "/v1/apps", json={"app_name": name, "org_slug": "personal"})
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_machine_names_are_refused(served: Served, name: str) -> None:
+    if name == "":
+        name = " "  # "" means "make one up"
+    refused(served, "POST", "/v1/apps/fuzz/machines", json={**config(), "name": name})
+
+
+@pytest.mark.parametrize("name", [*NAMES, "data\n"])
+def test_bad_volume_names_are_refused(served: Served, name: str) -> None:
+    refused(served, "POST", "/v1/apps/fuzz/volumes", json={"name": name, "size_gb": 1})
+
+
+
+
+# -- keys in paths ----------------------------------------------------------------------------
