@@ -154,6 +154,60 @@ def test_bad_volume_names_are_refused(served: Served, name: str) -> None:
     refused(served, "POST", "/v1/apps/fuzz/volumes", json={"name": name, "size_gb": 1})
 
 
+@pytest.mark.parametrize("env", [
+    {"A\x00B": "v"}, {"A": "v\x00"}, {"": "v"}, {"A=B": "v"}, {"A\nB": "v"}, {"\x1b": "v"},
+])
+def test_control_characters_and_nul_in_env_are_refused(served: Served,
+                                                       env: dict[str, str]) -> None:
+    refused(served, "POST", "/v1/apps/fuzz/machines", json=config(env=env))
+    refused(served, "POST", "/v1/apps/fuzz/machines/{m}", json=config(env=env))
+
+
+@pytest.mark.parametrize("metadata", [{"k\x00": "v"}, {"k": "v\x00"}, {"": "v"}])
+def test_control_characters_and_nul_in_metadata_are_refused(served: Served,
+                                                            metadata: dict[str, str]) -> None:
+    refused(served, "POST", "/v1/apps/fuzz/machines", json=config(metadata=metadata))
+    refused(served, "PUT", "/v1/apps/fuzz/machines/{m}/metadata", json={"metadata": metadata})
+
+
+# -- absurd sizes and counts ----------------------------------------------------------------
+
+@pytest.mark.parametrize("guest", [
+    {"cpus": 10**9, "memory_mb": 256}, {"cpus": 1, "memory_mb": -1},
+    {"cpus": 1, "memory_mb": 10**12}, {"cpus": -1, "memory_mb": 256},
+    {"cpus": 1, "memory_mb": 256, "gpus": 10**9}, {"cpus": 10**30, "memory_mb": 256},
+    {"cpus": 1.5, "memory_mb": 256}, {"cpus": "1", "memory_mb": "lots"},
+])
+def test_absurd_machine_sizes_are_refused(served: Served, guest: dict[str, Any]) -> None:
+    refused(served, "POST", "/v1/apps/fuzz/machines", json=config(guest=guest))
+    refused(served, "POST", "/v1/platform/placements", json={"compute": guest})
+
+
+@pytest.mark.parametrize("size_gb", [-1, 0, 10**6, 10**12, 10**30])
+def test_absurd_volume_sizes_are_refused(served: Served, size_gb: int) -> None:
+    refused(served, "POST", "/v1/apps/fuzz/volumes", json={"name": "big", "size_gb": size_gb})
+    refused(served, "PUT", "/v1/apps/fuzz/volumes/{v}/extend", json={"size_gb": size_gb})
+
+
+@pytest.mark.parametrize("field", ["env", "metadata"])
+def test_huge_maps_are_refused(served: Served, field: str) -> None:
+    huge = {f"K{i}": "v" for i in range(5000)}
+    refused(served, "POST", "/v1/apps/fuzz/machines", json=config(**{field: huge}))
+
+
+def test_huge_metadata_replacement_is_refused(served: Served) -> None:
+    huge = {f"k{i}": "v" for i in range(5000)}
+    refused(served, "PUT", "/v1/apps/fuzz/machines/{m}/metadata", json={"metadata": huge})
+
+
+@pytest.mark.parametrize("extra", [
+    {"files": [{"guest_path": f"/f{i}", "raw_value": "eA=="} for i in range(5000)]},
+    {"services": [{"internal_port": 8080} for _ in range(5000)]},
+    {"processes": [{"cmd": ["x"]} for _ in range(5000)]},
+    {"checks": {f"c{i}": {"type": "tcp", "port": 80} for i in range(5000)}},
+])
+def test_huge_lists_are_refused(served: Served, extra: dict[str, Any]) -> None:
+    refused(served, "POST", "/v1/apps/fuzz/machines", json=config(**extra))
 
 
 # -- keys in paths ----------------------------------------------------------------------------
