@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -211,3 +212,29 @@ def test_huge_lists_are_refused(served: Served, extra: dict[str, Any]) -> None:
 
 
 # -- keys in paths ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("key", "expect"), [
+    ("x%2F..%2F..%2Fstop", 404), ("%2E%2E%2Fstop", 404), ("k%2Fv", 404),  # no such route
+    ("%00", 400), ("%0A", 400), ("%1B", 400), ("k" * 257, 400),
+    ("%2E%2E", 400), ("%2E", 400)])  # ".." would climb to the machine itself on the worker
+def test_bad_metadata_keys_are_refused(served: Served, key: str, expect: int) -> None:
+    path = "/v1/apps/fuzz/machines/{m}/metadata/" + key
+    before = served.http.get(f"/v1/apps/fuzz/machines/{served.target.machine_id}").json()
+    refused(served, "POST", path, expect, json={"value": "v"})
+    refused(served, "DELETE", path, expect)
+    refused(served, "GET", path, expect)
+    after = served.http.get(f"/v1/apps/fuzz/machines/{served.target.machine_id}").json()
+    assert (after["state"], after["instance_id"]) == (before["state"], before["instance_id"])
+
+
+@pytest.mark.parametrize("key", ["a?b", "a#b", "...", "50%", "a b", "k.v"])
+def test_metadata_keys_are_sent_on_whole(served: Served, key: str) -> None:
+    """A key is one path segment to the worker too: a '?' or '#' in it must not cut it short."""
+    path = f"/v1/apps/fuzz/machines/{served.target.machine_id}/metadata/{quote(key, safe='')}"
+    assert served.http.post(path, json={"value": "v"}).status_code == 204
+    try:
+        metadata = served.http.get(f"/v1/apps/fuzz/machines/{served.target.machine_id}"
+                                   "/metadata").json()
+        assert metadata.get(key) == "v", metadata
+    finally:
+        served.http.delete(path)
