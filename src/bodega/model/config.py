@@ -24,6 +24,7 @@ from bodega.model.limits import (
     MAX_ITEMS,
     MAX_METADATA,
     check_config_size,
+    check_mount_path,
     check_text_map,
 )
 
@@ -222,6 +223,8 @@ class MachineConfig(_Open):
             items = getattr(self, name, None)
             if isinstance(items, list | dict) and len(items) > MAX_ITEMS:
                 raise ValueError(f"at most {MAX_ITEMS} {name}, not {len(items)}")
+        for mount in self.mounts or []:
+            check_mount_path(mount.path)
         check_config_size(self.to_wire())
 
     def effective_guest(self) -> Guest:

@@ -33,6 +33,21 @@ def check_text_map(what: str, mapping: Mapping[str, str | None], limit: int, *,
             raise ValueError(f"{what} value of {key[:40]!r} holds a NUL character")
 
 
+MAX_PATH = 256
+
+
+def check_mount_path(path: str) -> None:
+    """A volume's mount point: absolute and plain, since a worker makes and binds it."""
+    parts = path.split("/")
+    if not path.startswith("/") or path == "/" or len(path) > MAX_PATH:
+        raise ValueError(f"mount path {path[:40]!r}: an absolute path below /, at most "
+                         f"{MAX_PATH} characters")
+    if any(part in (".", "..") for part in parts) or not path.isprintable() \
+            or any(c.isspace() or c == "=" for c in path):
+        raise ValueError(f"mount path {path[:40]!r}: no '.' or '..' steps, spaces, '=' "
+                         "or control characters")
+
+
 def check_config_size(wire: Mapping[str, object]) -> None:
     size = len(json.dumps(wire, separators=(",", ":")))
     if size > MAX_CONFIG_BYTES:

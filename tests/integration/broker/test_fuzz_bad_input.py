@@ -238,3 +238,10 @@ def test_metadata_keys_are_sent_on_whole(served: Served, key: str) -> None:
         assert metadata.get(key) == "v", metadata
     finally:
         served.http.delete(path)
+
+
+@pytest.mark.parametrize("path", ["../x", "data", "/data/../../etc", "/", "/a b", "/a=b",
+                                  "/a\x00b", "/a\nb", "/./data", "/" + "d" * 300])
+def test_bad_mount_paths_are_refused(served: Served, path: str) -> None:
+    mounts = [{"volume": served.target.volume_id, "path": path}]
+    refused(served, "POST", "/v1/apps/fuzz/machines", json=config(mounts=mounts))
