@@ -12,6 +12,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bodega.model.config import Guest, MachineConfig
+from bodega.model.limits import MAX_METADATA, check_text_map
+
+# Volumes are whole gigabytes; past this a size is a typo, not a disk.
+MAX_VOLUME_GB = 16 * 1024
 
 
 class _Body(BaseModel):
@@ -52,6 +56,12 @@ class CreateMachineRequest(_Body):
     skip_secrets: bool | None = None
     min_secrets_version: int | None = None
 
+    @field_validator("config")
+    @classmethod
+    def _within_limits(cls, config: MachineConfig) -> MachineConfig:
+        config.check_limits()
+        return config
+
 
 class UpdateMachineRequest(CreateMachineRequest):
     current_version: str | None = None
@@ -84,16 +94,29 @@ class UpdateMetadataRequest(_Body):
     machine_version: str | None = None
     updated_at: str | None = None
 
+    @field_validator("metadata")
+    @classmethod
+    def _sound(cls, value: dict[str, str | None]) -> dict[str, str | None]:
+        check_text_map("metadata", value, MAX_METADATA)
+        return value
+
 
 class UpsertMetadataKeyRequest(_Body):
     value: str
     updated_at: str | None = None
 
+    @field_validator("value")
+    @classmethod
+    def _no_nul(cls, value: str) -> str:
+        if "\x00" in value:
+            raise ValueError("a metadata value cannot hold a NUL character")
+        return value
+
 
 class CreateVolumeRequest(_Body):
     name: str
     region: str | None = None
-    size_gb: int = 1
+    size_gb: int = Field(default=1, ge=1, le=MAX_VOLUME_GB)
     encrypted: bool = True
     fstype: str = "ext4"
     require_unique_zone: bool = True
@@ -110,7 +133,7 @@ class UpdateVolumeRequest(_Body):
 
 
 class ExtendVolumeRequest(_Body):
-    size_gb: int
+    size_gb: int = Field(ge=1, le=MAX_VOLUME_GB)
 
 
 class PlacementsRequest(_Body):

@@ -18,11 +18,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bodega.model.errors import BadRequest, BodegaError, Unauthorized
+from bodega.model.errors import BadRequest, BodegaError, PayloadTooLarge, Unauthorized
 
 log = logging.getLogger("bodega.http")
 
+# Every body a client sends is read into memory and parsed at once, so both are bounded:
+# a machine config with a big env fits in a few kilobytes, and nests six levels deep.
 MAX_BODY = 1 << 20
+MAX_DEPTH = 32
 M = TypeVar("M", bound=BaseModel)
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -44,18 +47,59 @@ def validation_message(exc: ValidationError) -> str:
     return "invalid_argument: " + "; ".join(parts)
 
 
+async def read_body(request: Request) -> bytes:
+    """The request body, refused with a 413 as soon as it is known to be over ``MAX_BODY``."""
+    too_large = PayloadTooLarge(f"request body over {MAX_BODY} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        raise too_large
+    chunks, size = [], 0
+    async for chunk in request.stream():  # a chunked body has no length to check up front
+        size += len(chunk)
+        if size > MAX_BODY:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def json_depth(value: Any, limit: int = MAX_DEPTH) -> int:
+    """How deep ``value`` nests (stops counting past ``limit``); a loop, not recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack and deepest <= limit:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item \
+            if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def parse_json(body: bytes) -> Any:
+    try:
+        data = json.loads(body, parse_constant=_no_constant)
+    except RecursionError:
+        data = None
+    except (ValueError, UnicodeDecodeError) as exc:  # a JSONDecodeError, or an int too long
+        raise BadRequest(f"invalid JSON body: {exc}") from None
+    else:
+        if json_depth(data) <= MAX_DEPTH:
+            return data
+    raise BadRequest(f"invalid JSON body: nested more than {MAX_DEPTH} levels deep")
+
+
 async def read_json(request: Request, *, required: bool = True) -> Any:
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        raise BadRequest(f"request body over {MAX_BODY} bytes")
+    body = await read_body(request)
     if not body.strip():
         if required:
             raise BadRequest("a JSON body is required")
         return {}
-    try:
-        return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"invalid JSON body: {exc}") from None
+    return parse_json(body)
 
 
 async def read_model(request: Request, model: type[M], *, required: bool = True) -> M:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 from prometheus_client import generate_latest
 from starlette.applications import Starlette
@@ -41,6 +42,7 @@ from bodega.broker.volumes import Volumes
 from bodega.model.config import Guest, preset
 from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
+from bodega.model.limits import check_metadata_key
 
 NONCE = "fly-machine-lease-nonce"
 REQUEST_ID = "fly-request-id"
@@ -309,7 +311,12 @@ class BrokerApi:
         return Response(status_code=204)
 
     async def metadata_key(self, request: Request, who: Principal) -> Response:
-        action = f"metadata/{request.path_params['key']}"
+        key = request.path_params["key"]
+        try:
+            check_metadata_key(key)
+        except ValueError as exc:
+            raise BadRequest(f"invalid_argument: {exc}") from None
+        action = f"metadata/{quote(key, safe='')}"  # one path segment on the worker too
         if request.method == "GET":
             return await self._forward(request, "GET", action)
         json = None

@@ -89,13 +89,26 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("get", "/v1/cluster/workers", "bodega: workers with their capacity and status", None, None),
 ]
 
+# Operations whose success is not a 200 with a body: (method, path) -> (status, has a body).
+SUCCESS: dict[tuple[str, str], tuple[int, bool]] = {
+    ("post", "/v1/apps"): (201, True),
+    ("delete", "/v1/apps/{app_name}"): (202, False),
+    ("post", f"{M}/lease"): (201, True),
+    ("delete", f"{M}/lease"): (204, False),
+    ("put", f"{M}/metadata"): (204, False),
+    ("patch", f"{M}/metadata"): (204, False),
+    ("post", f"{M}/metadata/{{key}}"): (204, False),
+    ("delete", f"{M}/metadata/{{key}}"): (204, False),
+}
+
 _STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 RESPONSES: dict[str, dict[str, Any]] = {
     "ErrorResponse": {"type": "object", "properties": {
         "error": _STR, "status": {"type": "string", "enum": [
             "unknown", "insufficient_capacity", "volume_placement_capacity", "name_taken",
             "invalid_argument", "not_found", "failed_precondition", "deadline_exceeded",
-            "unauthenticated", "permission_denied", "unavailable", "unimplemented"]},
+            "unauthenticated", "permission_denied", "unavailable", "unimplemented",
+            "method_not_allowed"]},
         "details": {"type": "object"}}},
     "Machine": {"type": "object", "properties": {
         "id": _STR, "name": _STR, "state": _STR, "region": _STR, "instance_id": _STR,
@@ -151,13 +164,15 @@ def openapi_document() -> dict[str, Any]:
     schemas: dict[str, Any] = dict(RESPONSES)
     paths: dict[str, dict[str, Any]] = {}
     for method, path, summary, model, response in OPERATIONS:
+        code, has_body = SUCCESS.get((method, path), (200, True))
         operation: dict[str, Any] = {
             "summary": summary, "operationId": f"{method}_{path}".replace("/", "_")
             .replace("{", "").replace("}", ""),
             "parameters": _parameters(path),
             "responses": {
-                "200": {"description": "OK", **({"content": {"application/json": {"schema": {
-                    "$ref": f"#/components/schemas/{response}"}}}} if response else {})},
+                str(code): {"description": "OK", **({"content": {"application/json": {
+                    "schema": {"$ref": f"#/components/schemas/{response}"}}}}
+                    if response and has_body else {})},
                 "default": {"description": "An error", "content": {"application/json": {
                     "schema": {"$ref": "#/components/schemas/ErrorResponse"}}}},
             },

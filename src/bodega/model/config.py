@@ -19,6 +19,14 @@ from pydantic import (
 )
 
 from bodega.model.duration import parse_duration
+from bodega.model.limits import (
+    MAX_ENV,
+    MAX_ITEMS,
+    MAX_METADATA,
+    check_config_size,
+    check_mount_path,
+    check_text_map,
+)
 
 CpuKind = Literal["shared", "performance"]
 SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGTERM",
@@ -197,9 +205,27 @@ class MachineConfig(_Open):
         if self.guest is None and self.size:
             kind, cpus, memory = preset(self.size)
             self.guest = Guest(cpu_kind=kind, cpus=cpus, memory_mb=memory)
-        if self.env and len(self.env) > 256:
-            raise ValueError("at most 256 environment variables")
+        if self.env and len(self.env) > MAX_ENV:
+            raise ValueError(f"at most {MAX_ENV} environment variables")
         return self
+
+    def check_limits(self) -> None:
+        """Raise ``ValueError`` if a client's config is over a limit (``limits.py``).
+
+        Checked where a config comes in, not on every load: a record stored
+        before a limit was tightened still reads back.
+        """
+        check_text_map("env", self.env or {}, MAX_ENV, env=True)
+        check_text_map("metadata", self.metadata or {}, MAX_METADATA)
+        for process in self.processes or []:
+            check_text_map("processes env", process.env or {}, MAX_ENV, env=True)
+        for name in ("services", "processes", "checks", "files"):
+            items = getattr(self, name, None)
+            if isinstance(items, list | dict) and len(items) > MAX_ITEMS:
+                raise ValueError(f"at most {MAX_ITEMS} {name}, not {len(items)}")
+        for mount in self.mounts or []:
+            check_mount_path(mount.path)
+        check_config_size(self.to_wire())
 
     def effective_guest(self) -> Guest:
         return self.guest or Guest()

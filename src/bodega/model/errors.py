@@ -64,6 +64,13 @@ class PreconditionFailed(BodegaError):
     status = "failed_precondition"
 
 
+class PayloadTooLarge(BodegaError):
+    """A request body over the size a service reads (see ``bodega.api.http.MAX_BODY``)."""
+
+    http_status = 413
+    status = "invalid_argument"
+
+
 class Unprocessable(BodegaError):
     http_status = 422
     status = "invalid_argument"
@@ -95,7 +102,7 @@ class InsufficientCapacity(BodegaError):
 ERROR_CLASSES: dict[int, type[BodegaError]] = {
     cls.http_status: cls
     for cls in (BadRequest, Unauthorized, Forbidden, NotFound, Timeout, Conflict,
-                PreconditionFailed, Unprocessable, Unavailable)
+                PreconditionFailed, PayloadTooLarge, Unprocessable, Unavailable)
 }
 
 

@@ -15,11 +15,12 @@ import time
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _VOLUME_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 
-MACHINE_ID_RE = re.compile(r"^[0-9a-f]{14}$")
-VOLUME_ID_RE = re.compile(r"^vol_[0-9a-z]{20}$")
-ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+# \Z, not $: "$" also matches before a trailing newline, which would let "web\n" through.
+MACHINE_ID_RE = re.compile(r"^[0-9a-f]{14}\Z")
+VOLUME_ID_RE = re.compile(r"^vol_[0-9a-z]{20}\Z")
+ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}\Z")
 # App and machine names: DNS labels, as Fly requires (they become hostnames).
-NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 
 def new_machine_id() -> str:

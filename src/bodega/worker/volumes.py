@@ -19,7 +19,7 @@ from bodega.worker.records import VolumeRow
 from bodega.worker.runner import Runner
 from bodega.worker.store import Store
 
-VOLUME_NAME_RE = re.compile(r"^[a-z0-9_]{1,30}$")
+VOLUME_NAME_RE = re.compile(r"^[a-z0-9_]{1,30}\Z")  # \Z: "$" lets a final newline in
 MAX_SIZE_GB = 500
 
 
