@@ -116,7 +116,8 @@ class Proxy:
             name=config.name, role="proxy", region=config.region, data_dir=config.data_dir,
             cluster_secret=config.cluster_secret,
             bind_host=config.gossip_host or config.admin_host, bind_port=config.gossip_port,
-            seeds=config.seeds, meta={"url": admin_url}))
+            seeds=config.seeds, meta={"url": admin_url}),
+            registry=self.metrics.registry)  # gossip counters (bad packets too) in /metrics
         app = Starlette(routes=[Route("/v1/health", self._health, methods=["GET"]),
                                 Route("/metrics", self._members_only(self._metrics),
                                       methods=["GET"]),
