@@ -23,7 +23,7 @@ from typing import Any
 
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.readiness import NotReady, judge, observe
-from bodega.runtime.lifecycle import write_json_atomic
+from bodega.runtime.lifecycle import private_dir, write_json_atomic
 
 log = logging.getLogger("bodega.cluster")
 
@@ -116,7 +116,7 @@ class LocalCluster:
         self.write_state()
 
     async def start(self) -> None:
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.config.data_dir)
         for role in ("worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))
