@@ -9,6 +9,8 @@ listener is accounted for without a list of ports in the test.
 
 from __future__ import annotations
 
+import asyncio
+import ipaddress
 import json
 import os
 import re
@@ -29,6 +31,7 @@ from typing import Any, TypeVar
 import httpx
 
 from bodega.runtime.keys import internal_token
+from bodega.worker.network import NetnsNetwork
 from tests.cluster.listeners import Listener
 
 T = TypeVar("T")
@@ -104,6 +107,8 @@ def running_cluster(tmp: Path) -> Iterator[Cluster]:
     canary.mkdir()
     canary.chmod(0o1777)  # the machine runs as an unprivileged user: it could write here
     token = "doors-admin-" + secrets.token_urlsafe(16)
+    second = 248 + os.getpid() % 7  # a /16 no other cluster test takes
+    subnets = [ipaddress.ip_network(f"10.{second}.{i}.0/24") for i in (1, 2)]
     api_port = free_port()
     out = (tmp / "up.out").open("wb")
     # The token comes from the environment, as `export BODEGA_API_TOKEN` gives it.
@@ -113,7 +118,7 @@ def running_cluster(tmp: Path) -> Iterator[Cluster]:
          "--workers-per-region", "2", "--worker-cpus", "2", "--worker-memory-mb", "2048",
          "--api-port", str(api_port), "--proxy-port", str(free_port()),
          "--gossip-port", str(free_port()),
-         "--machine-cidr", f"10.{20 + os.getpid() % 80}.0.0/16"],
+         "--machine-cidr", f"10.{second}.0.0/16"],
         stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         until(lambda: up.poll() is not None or b"bodega is up" in (tmp / "up.out").read_bytes(),
@@ -135,6 +140,9 @@ def running_cluster(tmp: Path) -> Iterator[Cluster]:
                 up.wait()
         out.close()
         shutil.rmtree(home, ignore_errors=True)
+        # Stopped machines keep their namespaces for a restart that will not come.
+        for subnet in subnets:
+            asyncio.run(NetnsNetwork(subnet).teardown())
 
 
 def _populate(cluster: Cluster) -> None:
