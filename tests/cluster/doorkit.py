@@ -148,7 +148,7 @@ def running_cluster(tmp: Path) -> Iterator[Cluster]:
 def _populate(cluster: Cluster) -> None:
     with cluster.admin() as api:
         for app in ("alpha", "beta"):
-            answer = api.post("/v1/apps", json={"app_name": app})
+            answer = api.post("/v1/apps", json={"app_name": app, "org_slug": "personal"})
             assert answer.status_code == 201, answer.text
         answer = api.post("/v1/apps/alpha/deploy_token", json={})
         assert answer.status_code == 200, answer.text

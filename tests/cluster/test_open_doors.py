@@ -163,6 +163,10 @@ def test_an_app_token_stays_inside_its_app(doors: list[Door], cluster: Cluster) 
         assert [m["id"] for m in mine.json()] == [cluster.alpha_machine]
         listed = httpx.get(f"{base}/v1/apps", headers=token, timeout=30).json()
         assert [a["name"] for a in listed["apps"]] == ["alpha"]
+        org = httpx.get(f"{base}/v1/orgs/personal/machines", headers=token, timeout=30)
+        assert org.status_code == 200, org.text
+        assert cluster.alpha_machine in org.text
+        assert cluster.beta_machine not in org.text
     with cluster.admin() as api:  # the refused deletes and stops changed nothing
         beta = api.get(f"/v1/apps/beta/machines/{cluster.beta_machine}").json()
         assert beta["state"] == "started"
@@ -180,7 +184,7 @@ def test_internal_apis_need_the_cluster_secret(doors: list[Door], cluster: Clust
             assert refusals(door.listener.url(), filled, credentials, 401) == []
             # Health answers anyone, with nothing but who is answering.
             health = httpx.get(f"{door.listener.url()}/v1/health", timeout=30).json()
-            assert set(health) <= {"ok", "name", "region"}, health
+            assert set(health) <= {"ok", "ready", "name", "region"}, health
     with cluster.admin() as api:
         beta = api.get(f"/v1/apps/beta/machines/{cluster.beta_machine}").json()
         alpha = api.get(f"/v1/apps/alpha/machines/{cluster.alpha_machine}").json()
