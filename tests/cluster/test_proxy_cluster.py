@@ -65,7 +65,8 @@ async def _proxy_knows(f: Fleet, app: str, machines: int) -> bool:
 
 
 async def proxy_metric(f: Fleet, name: str) -> float:
-    async with httpx.AsyncClient() as http:
+    async with httpx.AsyncClient(headers={"authorization":
+                                          f"Bearer {internal_token(SECRET)}"}) as http:
         text = (await http.get(f"{_admin(f)}/metrics")).text
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith(name) and not line.startswith("#"))

@@ -4,7 +4,9 @@ Tokens are never stored, only their SHA-256: the broker's admin tokens are
 hashed at start-up, and app tokens (``POST /v1/apps/{app}/deploy_token``) are
 shared rows of the view holding the hash and the scope. An app token sees
 and touches only its app; anything else about other apps is "not found", so
-a token cannot even learn which other apps exist.
+a token cannot even learn which other apps exist. An app token asking for
+what only an admin may do (creating apps, metrics, the cluster's members and
+workers) is known but not allowed: 403.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from starlette.requests import Request
 from bodega.api.http import bearer_token
 from bodega.broker.catalog import Catalog
 from bodega.model.duration import parse_duration
-from bodega.model.errors import BadRequest, NotFound, Unauthorized
+from bodega.model.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from bodega.model.ids import new_token_id
 
 TOKEN_PREFIX = "bdg_"
@@ -46,7 +48,7 @@ class Principal:
 
     def check_admin(self, what: str) -> None:
         if not self.admin:
-            raise Unauthorized(f"unauthorized: {what} needs an admin token")
+            raise Forbidden(f"permission_denied: {what} needs an admin token")
 
 
 class Tokens:

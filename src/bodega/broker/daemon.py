@@ -110,7 +110,8 @@ class Broker:
         self.node = RegistryNode(RegistryConfig(
             name=config.name, role="broker", region=self.nearest, data_dir=config.data_dir,
             cluster_secret=config.cluster_secret, bind_host=host, bind_port=config.gossip_port,
-            seeds=config.seeds, meta={"url": f"http://{config.listen_host}:{port}"}))
+            seeds=config.seeds, meta={"url": f"http://{config.listen_host}:{port}"}),
+            registry=self.metrics.registry)  # gossip counters (bad packets too) in /metrics
         await self.node.start()
         return RegistryCatalog(self.node), list(self.node.routes())
 

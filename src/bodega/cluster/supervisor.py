@@ -16,19 +16,21 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.readiness import NotReady, judge, observe
-from bodega.runtime.lifecycle import write_json_atomic
+from bodega.runtime.lifecycle import private_dir, write_json_atomic
 
 log = logging.getLogger("bodega.cluster")
 
 READY_TIMEOUT = 30.0
 STOP_GRACE = 20.0
 MAX_BACKOFF = 30.0
+SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_CLUSTER_SECRET")
 
 
 @dataclass
@@ -84,10 +86,7 @@ class LocalCluster:
         component.ready_file.unlink(missing_ok=True)
         component.log_file.parent.mkdir(parents=True, exist_ok=True)
         with component.log_file.open("ab") as log_out:
-            # Secrets travel in the environment, never on a command line others can read.
-            env = {**os.environ, "BODEGA_CLUSTER_SECRET": self.config.cluster_secret}
-            if component.role == "broker":
-                env["BODEGA_API_TOKEN"] = self.config.token
+            env = component_env(os.environ, component.role, self.config)
             component.process = await asyncio.create_subprocess_exec(
                 *component.argv, stdout=log_out, stderr=log_out, stdin=asyncio.subprocess.DEVNULL,
                 env=env,
@@ -117,7 +116,7 @@ class LocalCluster:
         self.write_state()
 
     async def start(self) -> None:
-        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.config.data_dir)
         for role in ("worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))
@@ -197,6 +196,23 @@ def last_error(log_file: Path) -> str:
         return ""
     errors = [line for line in tail.splitlines() if line.startswith("Error: ")]
     return errors[-1].removeprefix("Error: ") if errors else ""
+
+
+def component_env(inherited: Mapping[str, str], role: str, config: ClusterConfig
+                  ) -> dict[str, str]:
+    """The environment a component starts with.
+
+    Secrets travel in the environment, never on a command line others can
+    read, and each goes only where it is needed: every component gets the
+    cluster secret, only the broker the admin token. ``bodega up`` may itself
+    have been given the token as ``BODEGA_API_TOKEN``; a worker or a proxy
+    that inherited it would hold a key it never uses.
+    """
+    env = {k: v for k, v in inherited.items() if k not in SECRET_VARIABLES}
+    env["BODEGA_CLUSTER_SECRET"] = config.cluster_secret
+    if role == "broker":
+        env["BODEGA_API_TOKEN"] = config.token
+    return env
 
 
 def bodega_argv(*args: str) -> list[str]:

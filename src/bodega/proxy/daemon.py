@@ -1,8 +1,10 @@
 """A running proxy: its registry node, the routing table it keeps, and two listeners.
 
 The public listener speaks HTTP/1.1 to clients (``--listen``); the admin
-listener serves ``/v1/health``, ``/metrics`` and the registry's sync routes
-to cluster members. The routing table follows the registry: machine and app
+listener serves ``/v1/health`` to anyone (it says only which proxy answers)
+and ``/metrics``, ``/v1/routes`` and the registry's sync routes to cluster
+members (the cluster token): metrics and routes name apps, machines and
+their addresses. The routing table follows the registry: machine and app
 rows by subscription, worker liveness by membership events, so a machine
 that starts, stops or loses its worker changes the routes within one gossip.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,10 +116,13 @@ class Proxy:
             name=config.name, role="proxy", region=config.region, data_dir=config.data_dir,
             cluster_secret=config.cluster_secret,
             bind_host=config.gossip_host or config.admin_host, bind_port=config.gossip_port,
-            seeds=config.seeds, meta={"url": admin_url}))
+            seeds=config.seeds, meta={"url": admin_url}),
+            registry=self.metrics.registry)  # gossip counters (bad packets too) in /metrics
         app = Starlette(routes=[Route("/v1/health", self._health, methods=["GET"]),
-                                Route("/metrics", self._metrics, methods=["GET"]),
-                                Route("/v1/routes", self._routes, methods=["GET"]),
+                                Route("/metrics", self._members_only(self._metrics),
+                                      methods=["GET"]),
+                                Route("/v1/routes", self._members_only(self._routes),
+                                      methods=["GET"]),
                                 *self.node.routes()],
                         exception_handlers={404: not_found_app_handler,
                                             405: not_found_app_handler})
@@ -173,22 +179,28 @@ class Proxy:
             except asyncio.CancelledError:
                 raise
 
+    def _members_only(self, handler: Callable[[Request], Awaitable[Response]]
+                      ) -> Callable[[Request], Awaitable[Response]]:
+        async def authed(request: Request) -> Response:
+            check_cluster_token(request, self.token)
+            return await handler(request)
+
+        async def endpoint(request: Request) -> Response:
+            return await handle_errors(request, authed)
+
+        return endpoint
+
     async def _health(self, request: Request) -> Response:
-        return json_response({"ok": True, "name": self.config.name,
-                              "apps": len(self.table.apps())})
+        return json_response({"ok": True, "name": self.config.name})
 
     async def _routes(self, request: Request) -> Response:
-        """The routing table as this proxy sees it (cluster members only)."""
-        async def answer(request: Request) -> Response:
-            check_cluster_token(request, self.token)
-            return json_response({app: [{
-                "machine_id": b.machine_id, "state": b.state, "region": b.region,
-                "worker": b.worker, "worker_alive": self.table.worker_alive(b.worker),
-                "address": f"{b.host}:{b.port}", "cordoned": b.cordoned,
-                "outstanding": self.load.outstanding.get(b.machine_id, 0),
-            } for b in self.table.backends(app)] for app in self.table.apps()})
-
-        return await handle_errors(request, answer)
+        """The routing table as this proxy sees it."""
+        return json_response({app: [{
+            "machine_id": b.machine_id, "state": b.state, "region": b.region,
+            "worker": b.worker, "worker_alive": self.table.worker_alive(b.worker),
+            "address": f"{b.host}:{b.port}", "cordoned": b.cordoned,
+            "outstanding": self.load.outstanding.get(b.machine_id, 0),
+        } for b in self.table.backends(app)] for app in self.table.apps()})
 
     async def _metrics(self, request: Request) -> Response:
         return Response(generate_latest(self.metrics.registry),

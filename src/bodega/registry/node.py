@@ -49,6 +49,7 @@ from bodega.registry.subscriptions import Subscription, Subscriptions, normalize
 from bodega.registry.transport import Binder, UdpTransport
 from bodega.registry.view import View
 from bodega.runtime.keys import internal_token
+from bodega.runtime.lifecycle import private_dir
 
 log = logging.getLogger("bodega.registry")
 
@@ -94,6 +95,7 @@ class RegistryNode:
             bind_port=config.bind_port, advertise_host=config.advertise_host,
             seeds=config.seeds, meta=dict(config.meta), swim=config.swim,
         ), registry=registry, bind=bind, rng=self._rng)
+        private_dir(config.data_dir)  # the view holds every app's machines: not for machines
         self.view = View(config.view_path)
         self.replica = Replica(config.name, self.view, tombstone_ttl=config.tombstone_ttl,
                                on_reject=self.metrics.reject)

@@ -52,6 +52,19 @@ async def _watch_parent(parent: int, stopped: asyncio.Future[str]) -> None:
         stopped.set_result("parent exited")
 
 
+def private_dir(path: Path) -> Path:
+    """Create ``path`` if needed and make it its owner's alone (0700).
+
+    A daemon's data dir holds every app's machine configs (their env included),
+    logs and the replicated view. Machines run on the same host as another
+    user, outside any mount namespace of their own, so a directory others may
+    enter would let one app's machine read another app's secrets.
+    """
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")

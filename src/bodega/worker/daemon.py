@@ -18,6 +18,7 @@ from typing import Any
 from bodega.model.states import MachineState
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.runtime.keys import internal_token
+from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.serve import Served, bind, serve
 from bodega.worker import tables
 from bodega.worker.actions import MachineActions
@@ -135,6 +136,7 @@ class Worker:
         return self.network.service_host(row.private_ip)
 
     async def start(self) -> None:
+        private_dir(self.config.data_dir)
         for path in (self.config.machines_dir, self.config.volumes_dir):
             path.mkdir(parents=True, exist_ok=True)
         await self.network.setup()

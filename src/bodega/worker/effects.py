@@ -25,6 +25,7 @@ from bodega.worker import tables
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver, DriverError, Mount, TaskSpec
 from bodega.worker.fsm import Effect, Step
+from bodega.worker.identity import machine_identity
 from bodega.worker.network import Network, NetworkError
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import EffectFailed, Outcome
@@ -113,7 +114,7 @@ class MachineEffects:
             machine_dir=self.config.machine_dir(machine.id),
             netns=machine.netns,
             mounts=mounts,
-            user=self.user,
+            user=machine_identity(self.user, machine.private_ip),
         )
 
     async def perform(self, op: Operation, step: Step) -> Outcome:

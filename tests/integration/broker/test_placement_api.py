@@ -220,7 +220,8 @@ async def test_app_tokens_see_only_their_app(tmp_path: Path) -> None:
             assert (await app_api.post("/v1/apps/mine/machines", json=machine())
                     ).status_code == 200
             app = {"app_name": "x", "org_slug": "personal"}
-            assert (await app_api.post("/v1/apps", json=app)).status_code == 401
+            refused = await app_api.post("/v1/apps", json=app)
+            assert (refused.status_code, refused.json()["status"]) == (403, "permission_denied")
         async with c.api(token=f"FlyV1 {ADMIN}") as fly_scheme:
             fly_scheme.headers["authorization"] = f"FlyV1 {ADMIN}"
             assert (await fly_scheme.get("/v1/apps")).status_code == 200

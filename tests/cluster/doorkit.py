@@ -1,0 +1,216 @@
+"""A real ``bodega up`` to knock on, and what the door tests need to knock with.
+
+``running_cluster`` starts the whole local cluster (process driver, as root)
+in a temporary data dir with free ports, gives it two apps, a deploy token
+for one of them and a machine in each, and stops everything afterwards.
+``classify`` says what a socket found in /proc is, by asking it, so every
+listener is accounted for without a list of ports in the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from bodega.runtime.keys import internal_token
+from bodega.worker.network import NetnsNetwork
+from tests.cluster.listeners import Listener
+
+T = TypeVar("T")
+
+# The machine's program prints the arguments it was given, literally, then idles.
+ARGV_ECHO = "import json, sys, time; print(json.dumps(sys.argv[1:]), flush=True); time.sleep(900)"
+
+
+def hostile_arguments(canary: Path) -> list[str]:
+    """Arguments that would each create a file in ``canary`` if a shell ever parsed them."""
+    return [f"; touch {canary}/semicolon", f"$(touch {canary}/dollar)",
+            f"`touch {canary}/backtick`", f"| touch {canary}/pipe", f"&& touch {canary}/and",
+            f"> {canary}/redirect", "$HOME", "*"]
+
+
+@dataclass
+class Cluster:
+    data: Path
+    api: str
+    token: str  # the admin token
+    secret: str  # the cluster secret
+    app_token: str  # a deploy token for "alpha"
+    alpha_machine: str
+    beta_machine: str
+    canary: Path
+    marker: str
+
+    @property
+    def internal(self) -> str:
+        """The token cluster members show each other, derived from the secret."""
+        return internal_token(self.secret)
+
+    def components(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = json.loads((self.data / "cluster.json").read_text())[
+            "components"]
+        return found
+
+    def admin(self) -> httpx.Client:
+        return httpx.Client(base_url=self.api, timeout=60,
+                            headers={"authorization": f"Bearer {self.token}"})
+
+    def secrets(self) -> dict[str, str]:
+        """Every credential that must never leak, by name."""
+        return {"admin token": self.token, "cluster secret": self.secret,
+                "internal token": self.internal, "app token": self.app_token}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def until(check: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached in {timeout:.0f}s")
+        time.sleep(0.1)
+
+
+@contextmanager
+def running_cluster(tmp: Path) -> Iterator[Cluster]:
+    # Open to everyone like a checkout's .bodega (pytest's own tmp dir is private), so
+    # whatever keeps machines out of the cluster's files must be bodega's doing.
+    home = Path(tempfile.mkdtemp(prefix="bodega-doors-", dir="/tmp"))
+    home.chmod(0o755)
+    data = home / "cluster"
+    canary = home / "canary"
+    canary.mkdir()
+    canary.chmod(0o1777)  # the machine runs as an unprivileged user: it could write here
+    token = "doors-admin-" + secrets.token_urlsafe(16)
+    second = 248 + os.getpid() % 7  # a /16 no other cluster test takes
+    subnets = [ipaddress.ip_network(f"10.{second}.{i}.0/24") for i in (1, 2)]
+    api_port = free_port()
+    out = (tmp / "up.out").open("wb")
+    # The token comes from the environment, as `export BODEGA_API_TOKEN` gives it.
+    env = {**os.environ, "BODEGA_API_TOKEN": token}
+    up = subprocess.Popen(
+        [sys.executable, "-m", "bodega", "up", "--data-dir", str(data), "--regions", "ams",
+         "--workers-per-region", "2", "--worker-cpus", "2", "--worker-memory-mb", "2048",
+         "--api-port", str(api_port), "--proxy-port", str(free_port()),
+         "--gossip-port", str(free_port()),
+         "--machine-cidr", f"10.{second}.0.0/16"],
+        stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        until(lambda: up.poll() is not None or b"bodega is up" in (tmp / "up.out").read_bytes(),
+              "bodega up is up")
+        assert up.poll() is None, (tmp / "up.out").read_text()[-3000:]
+        cluster = Cluster(data=data, api=f"http://127.0.0.1:{api_port}", token=token,
+                          secret=(data / "cluster-secret").read_text().strip(), app_token="",
+                          alpha_machine="", beta_machine="", canary=canary,
+                          marker=f"doors-{secrets.token_hex(5)}")
+        _populate(cluster)
+        yield cluster
+    finally:
+        if up.poll() is None:
+            up.send_signal(signal.SIGINT)
+            try:
+                up.wait(90)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                up.wait()
+        out.close()
+        shutil.rmtree(home, ignore_errors=True)
+        # Stopped machines keep their namespaces for a restart that will not come.
+        for subnet in subnets:
+            asyncio.run(NetnsNetwork(subnet).teardown())
+
+
+def _populate(cluster: Cluster) -> None:
+    with cluster.admin() as api:
+        for app in ("alpha", "beta"):
+            answer = api.post("/v1/apps", json={"app_name": app, "org_slug": "personal"})
+            assert answer.status_code == 201, answer.text
+        answer = api.post("/v1/apps/alpha/deploy_token", json={})
+        assert answer.status_code == 200, answer.text
+        cluster.app_token = answer.json()["token"]
+        argv = [sys.executable, "-c", ARGV_ECHO, cluster.marker,
+                *hostile_arguments(cluster.canary)]
+        idle = [sys.executable, "-c", "import time; time.sleep(900)", f"{cluster.marker}-beta"]
+        for app, exec_argv in (("alpha", argv), ("beta", idle)):
+            answer = api.post(f"/v1/apps/{app}/machines", json={"config": {
+                "image": "local/doors", "init": {"exec": exec_argv},
+                "guest": {"cpus": 1, "memory_mb": 256}}})
+            assert answer.status_code == 200, answer.text
+            mid = answer.json()["id"]
+            waited = api.get(f"/v1/apps/{app}/machines/{mid}/wait",
+                             params={"state": "started", "timeout": 60})
+            assert waited.status_code == 200, waited.text
+            if app == "alpha":
+                cluster.alpha_machine = mid
+            else:
+                cluster.beta_machine = mid
+
+
+# -- what a socket is ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Door:
+    component: str
+    role: str
+    pid: int
+    listener: Listener
+    kind: str  # broker-api, worker-api, proxy-admin, proxy-public, gossip, or unknown
+
+    def __str__(self) -> str:
+        return f"{self.role} {self.component} (pid {self.pid}) {self.listener}: {self.kind}"
+
+
+HTTP_KINDS = {"broker": "broker-api", "worker": "worker-api", "proxy": "proxy-admin"}
+
+
+def classify(component: dict[str, Any], listener: Listener, members: list[dict[str, Any]]
+             ) -> str:
+    """What this socket is, by asking it; "unknown" fails the listener test."""
+    name, role = str(component["name"]), str(component["role"])
+    if listener.proto == "udp":
+        gossip = next((m["addr"] for m in members if m["name"] == name), None)
+        return "gossip" if gossip and gossip.rsplit(":", 1)[1] == str(listener.port) else "unknown"
+    try:
+        answer = httpx.get(f"{listener.url()}/v1/health", timeout=30)
+    except httpx.HTTPError:
+        return "unknown"
+    if answer.status_code == 200 and answer.headers.get("content-type", "").startswith(
+            "application/json") and answer.json().get("name") == name:
+        return HTTP_KINDS.get(role, "unknown")
+    if role == "proxy" and answer.status_code == 404 and "no app is served" in answer.text:
+        return "proxy-public"
+    return "unknown"
+
+
+def gossip_auth_drops(metrics_text: str) -> float | None:
+    """Gossip packets dropped for a bad tag, or None if the metrics do not count them at all."""
+    if "# HELP bodega_gossip_bad_packets_total" not in metrics_text:
+        return None
+    match = re.search(r'^bodega_gossip_bad_packets_total\{reason="auth"\} (\S+)$', metrics_text,
+                      re.MULTILINE)
+    return float(match.group(1)) if match else 0.0  # no drop yet: the labelled child is absent

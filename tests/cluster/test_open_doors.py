@@ -1,0 +1,393 @@
+"""No open doors: every socket of every component of a real `bodega up` refuses strangers.
+
+The sockets come from /proc (each component's fds joined with its kernel
+socket tables), not from a list of ports, and each is asked what it is: one
+nobody can account for fails the test. Then every HTTP listener gets
+requests without and with wrong credentials on its routes, every gossip
+socket a packet signed with another cluster's key (dropped, counted, and
+nothing changes), and the data dir, the logs and every process's command
+line and every machine's environment are searched for a secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bodega.registry.auth import PacketAuth
+from bodega.registry.members import MemberRecord, Role, Status
+from bodega.registry.messages import Message, Sync, encode
+from bodega.runtime.keys import internal_token
+from tests.cluster.doorkit import (
+    ARGV_ECHO,
+    Cluster,
+    Door,
+    classify,
+    gossip_auth_drops,
+    hostile_arguments,
+    running_cluster,
+    until,
+)
+from tests.cluster.listeners import listeners_of
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
+
+PUBLIC = {"/v1/health", "/openapi.json", "/v1/openapi.json", "/docs"}
+ADMIN_ONLY = [("POST", "/v1/apps"), ("GET", "/metrics"), ("GET", "/v1/cluster/members"),
+              ("GET", "/v1/cluster/workers")]
+REGISTRY = [("POST", "/v1/registry/sync"), ("POST", "/v1/registry/subscriptions")]
+WORKER = [("GET", "/v1/info"), ("GET", "/v1/capacity"), ("GET", "/v1/log"), ("GET", "/metrics"),
+          ("GET", "/v1/machines"), ("POST", "/v1/machines"), ("GET", "/v1/machines/{id}"),
+          ("DELETE", "/v1/machines/{id}"), ("POST", "/v1/machines/{id}/stop"),
+          ("POST", "/v1/machines/{id}/exec"), ("GET", "/v1/machines/{id}/events"),
+          ("POST", "/v1/reservations"), ("POST", "/v1/cordon"), ("GET", "/v1/volumes")]
+PROXY_ADMIN = [("GET", "/metrics"), ("GET", "/v1/routes")]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("doors")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def doors(cluster: Cluster) -> list[Door]:
+    with cluster.admin() as api:
+        members = api.get("/v1/cluster/members").json()
+    return [Door(str(c["name"]), str(c["role"]), int(c["pid"]), listener,
+                 classify(c, listener, members))
+            for c in cluster.components() for listener in listeners_of(int(c["pid"]))]
+
+
+def of_kind(doors: list[Door], kind: str) -> list[Door]:
+    found = [d for d in doors if d.kind == kind]
+    assert found, f"no {kind} listener found among {[str(d) for d in doors]}"
+    return found
+
+
+def wrong_credentials(cluster: Cluster) -> dict[str, dict[str, str]]:
+    """Headers that must not open a door: none, malformed, and keys to other doors."""
+    return {
+        "no header": {},
+        "bearer without a token": {"authorization": "Bearer"},
+        "basic auth": {"authorization": "Basic YWRtaW46YWRtaW4="},
+        "unknown scheme": {"authorization": f"Token {cluster.token}"},
+        "garbage": {"authorization": "Bearer a b c"},
+        "wrong token": {"authorization": "Bearer not-a-token"},
+        "admin token with a suffix": {"authorization": f"Bearer {cluster.token}x"},
+        "another cluster's token": {"authorization": f"Bearer {internal_token('other')}"},
+        "the raw cluster secret": {"authorization": f"Bearer {cluster.secret}"},
+    }
+
+
+def knock(base: str, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
+    body: Any = {"table": "machines"} if path.endswith("subscriptions") else {}
+    return httpx.request(method, base + path, headers=headers, json=body, timeout=30)
+
+
+def refusals(base: str, routes: list[tuple[str, str]], credentials: dict[str, dict[str, str]],
+             expect: int) -> list[str]:
+    """Every (route, credential) that was not refused with ``expect`` and the error shape."""
+    wrong = []
+    for method, path in routes:
+        for label, headers in credentials.items():
+            answer = knock(base, method, path, headers)
+            shaped = answer.headers.get("content-type", "").startswith("application/json") and \
+                set(answer.json()) >= {"error", "status"}
+            if answer.status_code != expect or not shaped:
+                wrong.append(f"{method} {base}{path} with {label}: {answer.status_code} "
+                             f"{answer.text[:120]}")
+    return wrong
+
+
+def api_routes(base: str, app: str, machine: str) -> list[tuple[str, str]]:
+    """Every operation the broker documents, with its path filled in, plus bodega's own."""
+    doc = httpx.get(f"{base}/openapi.json", timeout=30).json()
+    routes = []
+    for path, operations in doc["paths"].items():
+        filled = re.sub(r"\{[^}]+\}", lambda m: {"{app_name}": app, "{machine_id}": machine}.get(
+            m.group(0), "x"), path)
+        routes += [(method.upper(), filled) for method in operations if filled not in PUBLIC]
+    return [*routes, ("GET", "/metrics")]
+
+
+def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) -> None:
+    unknown = [str(d) for d in doors if d.kind == "unknown"]
+    assert unknown == [], f"listeners nobody accounts for: {unknown}"
+    for component in cluster.components():
+        kinds = sorted(d.kind for d in doors if d.component == component["name"])
+        expected = {"broker": ["broker-api", "gossip"], "worker": ["gossip", "worker-api"],
+                    "proxy": ["gossip", "proxy-admin", "proxy-public"]}[component["role"]]
+        assert kinds == expected, f"{component['name']} listens on {kinds}"
+
+
+def test_public_api_refuses_missing_and_wrong_tokens(doors: list[Door], cluster: Cluster) -> None:
+    for door in of_kind(doors, "broker-api"):
+        base = door.listener.url()
+        routes = api_routes(base, "alpha", cluster.alpha_machine)
+        assert len(routes) > 40, routes
+        credentials = {**wrong_credentials(cluster),
+                       "the internal token": {"authorization": f"Bearer {cluster.internal}"}}
+        assert refusals(base, routes, credentials, 401) == []
+        for path in PUBLIC:  # open by design, and say nothing about what runs
+            answer = httpx.get(base + path, timeout=30)
+            assert answer.status_code == 200
+            for needle in ("alpha", cluster.alpha_machine, cluster.token):
+                assert needle not in answer.text, f"{path} shows {needle}"
+
+
+def test_an_app_token_stays_inside_its_app(doors: list[Door], cluster: Cluster) -> None:
+    token = {"authorization": f"Bearer {cluster.app_token}"}
+    for door in of_kind(doors, "broker-api"):
+        base = door.listener.url()
+        theirs = [r for r in api_routes(base, "beta", cluster.beta_machine) if "/beta" in r[1]]
+        assert len(theirs) > 30, theirs
+        # Another app's things are "not found", as if they did not exist.
+        assert refusals(base, theirs, {"app token": token}, 404) == []
+        assert refusals(base, ADMIN_ONLY, {"app token": token}, 403) == []
+        placements = httpx.post(f"{base}/v1/platform/placements", headers=token, timeout=30,
+                                json={"region": "ams", "app": "beta"})
+        assert placements.status_code == 404, placements.text
+        mine = httpx.get(f"{base}/v1/apps/alpha/machines", headers=token, timeout=30)
+        assert [m["id"] for m in mine.json()] == [cluster.alpha_machine]
+        listed = httpx.get(f"{base}/v1/apps", headers=token, timeout=30).json()
+        assert [a["name"] for a in listed["apps"]] == ["alpha"]
+        org = httpx.get(f"{base}/v1/orgs/personal/machines", headers=token, timeout=30)
+        assert org.status_code == 200, org.text
+        assert cluster.alpha_machine in org.text
+        assert cluster.beta_machine not in org.text
+    with cluster.admin() as api:  # the refused deletes and stops changed nothing
+        beta = api.get(f"/v1/apps/beta/machines/{cluster.beta_machine}").json()
+        assert beta["state"] == "started"
+
+
+def test_internal_apis_need_the_cluster_secret(doors: list[Door], cluster: Cluster) -> None:
+    credentials = {**wrong_credentials(cluster),
+                   "the admin token": {"authorization": f"Bearer {cluster.token}"},
+                   "an app token": {"authorization": f"Bearer {cluster.app_token}"}}
+    routes = {"worker-api": WORKER + REGISTRY, "proxy-admin": PROXY_ADMIN + REGISTRY,
+              "broker-api": REGISTRY}
+    for kind, kind_routes in routes.items():
+        for door in of_kind(doors, kind):
+            filled = [(m, p.replace("{id}", cluster.alpha_machine)) for m, p in kind_routes]
+            assert refusals(door.listener.url(), filled, credentials, 401) == []
+            # Health answers anyone, with nothing but who is answering.
+            health = httpx.get(f"{door.listener.url()}/v1/health", timeout=30).json()
+            assert set(health) <= {"ok", "ready", "name", "region"}, health
+    with cluster.admin() as api:
+        beta = api.get(f"/v1/apps/beta/machines/{cluster.beta_machine}").json()
+        alpha = api.get(f"/v1/apps/alpha/machines/{cluster.alpha_machine}").json()
+        assert (alpha["state"], beta["state"]) == ("started", "started")
+        assert all(not w.get("cordoned") for w in api.get("/v1/cluster/workers").json())
+
+
+def test_the_proxy_serves_apps_and_nothing_else(doors: list[Door], cluster: Cluster) -> None:
+    for door in of_kind(doors, "proxy-public"):
+        for path in ("/", "/v1/health", "/metrics", "/v1/routes", "/v1/registry/sync"):
+            for host in ("nowhere.localhost", door.listener.reachable_host(), "localhost"):
+                answer = httpx.get(door.listener.url() + path, headers={"host": host},
+                                   timeout=30)
+                assert answer.status_code == 404, (path, host, answer.text)
+                assert cluster.alpha_machine not in answer.text
+                assert "alpha" not in answer.text
+
+
+def scrape(door: Door, cluster: Cluster, doors: list[Door]) -> float | None:
+    """This component's count of gossip packets dropped for a bad tag, from its metrics."""
+    kind = {"broker": "broker-api", "worker": "worker-api", "proxy": "proxy-admin"}[door.role]
+    http = next(d for d in doors if d.component == door.component and d.kind == kind)
+    key = cluster.token if door.role == "broker" else cluster.internal
+    answer = httpx.get(f"{http.listener.url()}/metrics", timeout=30,
+                       headers={"authorization": f"Bearer {key}"})
+    assert answer.status_code == 200, answer.text
+    return gossip_auth_drops(answer.text)
+
+
+def test_gossip_signed_with_another_key_is_dropped_and_counted(
+        doors: list[Door], cluster: Cluster) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as intruder:
+        intruder.bind(("127.0.0.1", 0))
+        intruder.settimeout(1.0)
+        me = intruder.getsockname()
+        for door in of_kind(doors, "gossip"):
+            before = scrape(door, cluster, doors)
+            assert before is not None, f"{door.component} does not count bad gossip packets"
+            # Were it believed: a new member joins and the receiver is declared dead.
+            claim = Message(sender="intruder", body=Sync(records=(MemberRecord(
+                "intruder", me, Role.WORKER, "ams", {"url": "http://127.0.0.1:9"}),), reply=True),
+                updates=(MemberRecord(door.component, (door.listener.reachable_host(),
+                                                       door.listener.port), Role(door.role),
+                                      "ams", incarnation=99, status=Status.DEAD, by="intruder"),))
+            target = (door.listener.reachable_host(), door.listener.port)
+            intruder.sendto(PacketAuth.from_secret("another cluster").seal(encode(claim)), target)
+            intruder.sendto(encode(claim), target)  # not signed at all
+
+            def counted(d: Door = door, b: float = before) -> bool:
+                return (scrape(d, cluster, doors) or 0) >= b + 2
+
+            until(counted, f"{door.component} counting both forged packets")
+            with pytest.raises(TimeoutError):
+                intruder.recvfrom(65535)  # and it answered neither
+    time.sleep(1.0)  # time enough for a believed claim to spread
+    with cluster.admin() as api:
+        members = api.get("/v1/cluster/members").json()
+    assert "intruder" not in {m["name"] for m in members}
+    assert {m["name"]: m["status"] for m in members} == {
+        str(c["name"]): "alive" for c in cluster.components()}
+
+
+def test_tokens_are_stored_hashed_and_secrets_never_logged(cluster: Cluster) -> None:
+    kept_on_purpose = {cluster.data / "api-token", cluster.data / "cluster-secret"}
+    files = [p for p in cluster.data.rglob("*") if p.is_file() and p not in kept_on_purpose]
+    assert any(p.suffix == ".log" for p in files)
+    assert any(".db" in p.name for p in files)
+    leaks = [f"{name} in {path}" for path in files for name, value in cluster.secrets().items()
+             if value.encode() in path.read_bytes()]
+    assert leaks == []
+    digest = hashlib.sha256(cluster.app_token.encode()).hexdigest().encode()
+    assert any(digest in p.read_bytes() for p in files if ".db" in p.name), "token hash not kept"
+    for path in kept_on_purpose:
+        assert path.stat().st_mode & 0o077 == 0, f"{path} is readable by others"
+
+
+def machine_pids(marker: str) -> list[int]:
+    """The machine's program and the wrapper that runs it: both carry the marker in argv."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes().split(b"\0")[3:]:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return sorted(found)
+
+
+def test_secrets_stay_out_of_command_lines_and_machines(cluster: Cluster) -> None:
+    values = cluster.secrets()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            assert not [n for n, v in values.items() if v.encode() in cmdline], cmdline[:200]
+    pids = machine_pids(cluster.marker)
+    assert len(pids) >= 2, pids
+    for pid in pids:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+        assert not [n for n, v in values.items() if v.encode() in environ], pid
+        assert b"BODEGA_CLUSTER_SECRET" not in environ
+        assert b"BODEGA_API_TOKEN" not in environ
+    for component in cluster.components():  # only the broker needs the admin token
+        environ = Path(f"/proc/{component['pid']}/environ").read_bytes()
+        holds = cluster.token.encode() in environ
+        assert holds == (component["role"] == "broker"), component["name"]
+    with cluster.admin() as api:
+        answer = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
+            "command": [sys.executable, "-c", "import os; print(repr(dict(os.environ)))"]})
+    assert answer.status_code == 200, answer.text
+    assert not [n for n, v in values.items() if v in answer.json()["stdout"]]
+
+
+def test_machine_commands_never_pass_through_a_shell(cluster: Cluster) -> None:
+    hostile = hostile_arguments(cluster.canary)
+    logs = [p for p in cluster.data.rglob("machine.log") if cluster.marker in p.read_text()]
+    assert len(logs) == 1, logs
+    printed = json.loads(logs[0].read_text().splitlines()[0])
+    assert printed == [cluster.marker, *hostile]  # each argument arrived as written
+    with cluster.admin() as api:
+        run = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
+            "command": [sys.executable, "-c", ARGV_ECHO.split("; time")[0], *hostile]})
+        assert run.status_code == 200, run.text
+        assert json.loads(run.json()["stdout"]) == hostile
+        split = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec",
+                         json={"cmd": "echo $(id) ; `id` | id"})
+        assert split.json()["stdout"] == "$(id) ; `id` | id\n", split.text
+    assert sorted(os.listdir(cluster.canary)) == []
+
+
+# Run inside alpha's machine: what of the cluster's files and beta's processes it can touch.
+PRYING = """
+import json, os, sys
+paths, pids, seen = sys.argv[1].split(","), sys.argv[2].split(","), {}
+for path in paths:
+    try:
+        open(path, "rb").read(1)
+        seen[path] = "read"
+    except OSError as exc:
+        seen[path] = type(exc).__name__
+for pid in pids:
+    try:
+        os.kill(int(pid), 0)
+        seen[pid] = "signalled"
+    except OSError as exc:
+        seen[pid] = type(exc).__name__
+    try:  # another machine's environment holds its app's secrets
+        open(f"/proc/{pid}/environ", "rb").read(1)
+        seen[f"/proc/{pid}/environ"] = "read"
+    except OSError as exc:
+        seen[f"/proc/{pid}/environ"] = type(exc).__name__
+print(json.dumps(seen))
+"""
+
+
+def test_a_machine_touches_neither_the_clusters_files_nor_another_apps_machines(
+        cluster: Cluster) -> None:
+    beta_dirs = [p for p in cluster.data.rglob(cluster.beta_machine) if p.is_dir()]
+    assert beta_dirs, "beta's machine directory"
+    files = [*cluster.data.rglob("*.db"), *cluster.data.rglob("*.log"),
+             *(f for d in beta_dirs for f in d.rglob("*") if f.is_file())]
+    beta_pids = machine_pids(f"{cluster.marker}-beta")
+    assert len(files) > 5, files
+    assert beta_pids, "beta's machine processes"
+    with cluster.admin() as api:
+        answer = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
+            "command": [sys.executable, "-c", PRYING, ",".join(map(str, files)),
+                        ",".join(map(str, beta_pids))]})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["exit_code"] == 0, answer.json()["stderr"]
+    seen = json.loads(answer.json()["stdout"])
+    touched = {what: how for what, how in seen.items() if how in ("read", "signalled")}
+    assert touched == {}
+
+
+def test_a_machine_writes_its_own_volume_as_its_own_user(cluster: Cluster) -> None:
+    """Machines have users of their own; the volume a machine mounts is handed to its user."""
+    users = set()
+    for marker in (cluster.marker, f"{cluster.marker}-beta"):
+        uids = {int(Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[0])
+                for pid in machine_pids(marker)}
+        users |= uids - {0}  # the wrapper stays root; the program runs as the machine's user
+    assert len(users) == 2, users
+    guest = cluster.canary.parent / "mnt"
+    write = f"import os; open('{guest}/probe', 'w').write(str(os.getuid()))"
+    with cluster.admin() as api:
+        volume = api.post("/v1/apps/alpha/volumes", json={"name": "data", "region": "ams",
+                                                          "size_gb": 1})
+        assert volume.status_code == 200, volume.text
+        created = api.post("/v1/apps/alpha/machines", json={"config": {
+            "image": "local/doors", "init": {"exec": [sys.executable, "-c", write]},
+            "mounts": [{"volume": volume.json()["id"], "path": str(guest)}],
+            "restart": {"policy": "no"}}})
+        assert created.status_code == 200, created.text
+        mid = created.json()["id"]
+        until(lambda: api.get(f"/v1/apps/alpha/machines/{mid}").json()["state"] == "stopped",
+              "the volume's machine ran and exited")
+        events = api.get(f"/v1/apps/alpha/machines/{mid}/events").json()
+    probes = list(cluster.data.rglob(f"volumes/{volume.json()['id']}/probe"))
+    assert len(probes) == 1, events
+    uid = int(probes[0].read_text())
+    assert uid not in users | {0}
+    assert probes[0].parent.stat().st_uid == uid

@@ -1,0 +1,28 @@
+"""Each machine runs as a user of its own, derived from its address."""
+
+from __future__ import annotations
+
+from bodega.worker.identity import MACHINE_UID_BASE, machine_identity
+
+NOBODY = (65534, 65534)
+
+
+def test_two_machines_never_share_a_user() -> None:
+    first = machine_identity(NOBODY, "10.209.1.2")
+    second = machine_identity(NOBODY, "10.209.1.3")
+    other_worker = machine_identity(NOBODY, "10.209.2.2")
+    assert len({first, second, other_worker}) == 3
+    assert first == (MACHINE_UID_BASE + (209 << 16) + (1 << 8) + 2,) * 2
+
+
+def test_the_same_address_gives_the_same_user_again() -> None:
+    assert machine_identity(NOBODY, "10.209.1.2") == machine_identity(NOBODY, "10.209.1.2")
+
+
+def test_without_an_address_of_its_own_the_configured_user_stays() -> None:
+    for address in (None, "", "127.0.0.1", "0.0.0.0", "::1", "not an address"):
+        assert machine_identity(NOBODY, address) == NOBODY
+
+
+def test_a_worker_that_is_not_root_switches_no_user() -> None:
+    assert machine_identity(None, "10.209.1.2") is None
