@@ -117,7 +117,7 @@ def test_without_standbys_every_machine_is_exposed() -> None:
 
 
 def test_runs_are_deterministic_under_a_seed() -> None:
-    trace = generate(WorkloadParams(hours=1, apps=40, rate=0.5, seed=3))
+    trace = generate(WorkloadParams(hours=0.25, apps=40, rate=0.4, seed=3))
     small = FleetSpec(regions=(RegionSpec(name=r, hosts=(
         HostShape(cpus=8, memory_mb=16384, count=4),)) for r in ("ams", "iad")))
     config = SimConfig(brokers=3, gossip_delay=5, seed=11)
