@@ -80,3 +80,22 @@ async def test_the_shadow_changes_nothing_and_only_samples(
     caplog.clear()
     await _place(tmp_path / "none", 3, shadow_policy="binpack", shadow_sample=0.0)
     assert _shadow_lines(caplog) == []
+
+
+def test_a_bad_shadow_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    from bodega.broker.config import BrokerConfig
+    from bodega.broker.metrics import BrokerMetrics
+    from bodega.broker.shadow import Shadow
+
+    config = BrokerConfig(name="b", data_dir=tmp_path, cluster_secret="s",
+                          shadow_policy="katamari")
+    with pytest.raises(ValueError, match="unknown placement policy 'katamari'"):
+        config.shadow_placement_policy()
+    assert BrokerConfig(name="b", data_dir=tmp_path, cluster_secret="s").shadow_placement_policy() \
+        is None
+    policy = BrokerConfig(name="b", data_dir=tmp_path, cluster_secret="s", sample=2,
+                          shadow_policy="binpack").shadow_placement_policy()
+    assert policy is not None
+    assert (policy.name, policy.sample) == ("binpack+p2c", 2)  # the live one's sampling
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        Shadow(policy, 1.5, BrokerMetrics())
