@@ -105,7 +105,8 @@ def compare_command(
     for title, sweep in (("load x", result.by_load), ("delay s", result.by_delay),
                          ("brokers", result.by_brokers)):
         if sweep:
-            text += ["", f"Rejected (worker said no), p99 host utilization, by {title}:", "",
+            text += ["", f"By {title}: rejected (with room elsewhere) / times a worker said no "
+                     "/ p99 host utilization", "",
                      sweep_table(title, sweep)]
     (out / "table.md").write_text("\n".join(text) + "\n")
     (out / "measures.json").write_text(json.dumps(

@@ -11,9 +11,10 @@ All over the samples a run took (every ``sample_every`` seconds, after
 - ``hosts_above_90``: hosts above 90 % utilization, on average per sample.
 - ``cv``: coefficient of variation (std / mean) of host utilization, averaged
   over samples: 0 is perfectly even load.
-- ``death_mean``, ``death_max``: running machines a host's death takes down
-  (mean and max over hosts and samples); ``death_unprotected``: of those, the
-  mean with no standby on another host.
+- ``death_mean``, ``death_p99``, ``death_max``: running machines a host's death
+  takes down, over hosts and samples. The mean is the same for every policy
+  that places the same machines (machines / hosts); the tail is what a policy
+  changes. ``death_unprotected``: the mean with no standby on another host.
 - ``decision_us``: CPU time of the ranking (``rank_region`` and the attempts it
   scored) per placement, mean, in microseconds: a measurement, not a model.
 """
@@ -45,6 +46,7 @@ class Measures(BaseModel):
     hosts_above_90: float
     cv: float
     death_mean: float
+    death_p99: float
     death_max: int
     death_unprotected: float
     decision_us: float
@@ -72,7 +74,8 @@ def measure(result: RunResult) -> Measures:
         mean_utilization=float(utilization.mean()),
         hosts_above_90=float((utilization > HOT).sum(axis=1).mean()),
         cv=float(np.mean(coefficient_of_variation(utilization))),
-        death_mean=float(machines.mean()), death_max=int(machines.max()),
+        death_mean=float(machines.mean()), death_p99=float(np.percentile(machines, 99)),
+        death_max=int(machines.max()),
         death_unprotected=float(unprotected.mean()),
         decision_us=float(np.mean(result.decision_seconds) * 1e6)
         if result.decision_seconds else 0.0,

@@ -47,12 +47,12 @@ class WorkloadParams(BaseModel):
     hours: float = Field(default=24.0, gt=0)
     regions: tuple[str, ...] = ("ams", "iad")
     apps: int = Field(default=500, ge=1)
-    rate: float = Field(default=0.2, gt=0)  # steady creates per second, averaged over a day
+    rate: float = Field(default=0.3, gt=0)  # steady creates per second, averaged over a day
     diurnal: float = Field(default=0.6, ge=0, le=1)  # swing of the rate around its mean
     zipf: float = Field(default=1.1, ge=0)  # app popularity: share of app k is 1 / k^zipf
     lifetime_median: float = Field(default=2400.0, gt=0)  # seconds
     lifetime_sigma: float = Field(default=1.4, ge=0)
-    burst_rate: float = Field(default=1 / 900, ge=0)  # scale-from-zero bursts per second
+    burst_rate: float = Field(default=1 / 600, ge=0)  # scale-from-zero bursts per second
     burst_min: int = Field(default=3, ge=1)
     burst_max: int = Field(default=24, ge=1)
     burst_window: float = Field(default=10.0, gt=0)  # seconds a burst's creates spread over

@@ -34,6 +34,7 @@ def test_measures_by_hand() -> None:
     # CV: 0 for the even sample; the second has mean 0.6 and std 0.3674: 0.6124; averaged.
     assert m.cv == pytest.approx(np.std([1.0, 0.95, 0.25, 0.2]) / 0.6 / 2)
     assert (m.death_mean, m.death_max) == (2.0, 6)
+    assert m.death_p99 == pytest.approx(5.93)  # between 5 and 6 at rank 6.93 of 0..7
     assert m.death_unprotected == pytest.approx(14 / 8)
     assert m.decision_us == pytest.approx(2000.0)
 
@@ -56,7 +57,7 @@ def test_a_small_comparison_fills_its_table_and_sweeps(tmp_path: Path) -> None:
     assert [x for x, _ in loads] == [1.0, 3.0]
     assert loads[1][1].creates > loads[0][1].creates  # three times the load, more creates
     assert "delay s 30" in sweep_table("delay s", comparison.by_delay)
-    assert any("4 brokers" in line for line in lines)
+    assert any("brokers 4" in line for line in lines)
 
     from bodega.sim.plots import draw
 
