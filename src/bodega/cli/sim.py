@@ -49,11 +49,14 @@ def supermarket(
     = 0.9,
     choices: Annotated[int, typer.Option(help="Servers sampled per arrival (d)")] = 2,
     jobs: Annotated[int, typer.Option(help="Jobs measured after the warm-up")] = 200_000,
+    warmup: Annotated[int | None, typer.Option(
+        help="Jobs run first and not measured (default: as many as --jobs; queues start "
+             "empty and take long to fill near load 1, longest with one choice)")] = None,
     seed: Annotated[int, typer.Option(help="Random seed")] = 1,
 ) -> None:
     """Poisson arrivals to n servers, each joining the shortest of d sampled queues."""
     params = SupermarketParams(servers=servers, load=load, choices=choices, jobs=jobs,
-                               warmup=jobs // 4, seed=seed)
+                               warmup=jobs if warmup is None else warmup, seed=seed)
     result = supermarket_simulate(params)
     gap = 100 * (result.mean_time / result.expected_time - 1)
     typer.echo(f"mean time in system: {result.mean_time:.4f} (closed form for n -> infinity: "
