@@ -82,6 +82,8 @@ def compare_command(
     gossip_delay: Annotated[float, typer.Option(help="Seconds until brokers see a change")]
     = 2.0,
     max_attempts: Annotated[int, typer.Option(help="Workers asked before a create fails")] = 8,
+    warmup: Annotated[float, typer.Option(
+        help="Seconds from an empty fleet before measuring")] = 3600.0,
     trace: Annotated[Path | None, typer.Option(
         help="A Google 2011 task_events CSV (or .csv.gz) instead of the generated trace")]
     = None,
@@ -96,7 +98,7 @@ def compare_command(
         policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
         workload=WorkloadParams(hours=hours, seed=seed).scaled(load),
         config=SimConfig(brokers=brokers, gossip_delay=gossip_delay,
-                         max_attempts=max_attempts, seed=seed),
+                         max_attempts=max_attempts, warmup=warmup, seed=seed),
         sweeps=sweeps, sweep_hours=sweep_hours)
     loaded = read_task_events(trace, GoogleMapping()) if trace is not None else None
     if loaded is not None and not loaded.arrivals:
@@ -104,7 +106,8 @@ def compare_command(
     result = compare(spec, loaded, progress=lambda line: typer.echo(f"  {line}", err=True))
     out.mkdir(parents=True, exist_ok=True)
     text = [f"Trace: {result.trace.name}, {len(result.trace.arrivals)} creates; "
-            f"{brokers} brokers, gossip delay {gossip_delay:g} s.", "", table(result.measures)]
+            f"{brokers} brokers, gossip delay {gossip_delay:g} s; measured after {warmup:g} s.",
+            "", table(result.measures)]
     for title, sweep in (("load x", result.by_load), ("delay s", result.by_delay),
                          ("brokers", result.by_brokers)):
         if sweep:

@@ -7,7 +7,9 @@ All over the samples a run took (every ``sample_every`` seconds, after
   ``rejected_with_room``: of those, the ones for which some host in the region
   had room at that moment (lost to stale views, races or too few attempts).
 - ``refusals``: times a worker said no to a broker that thought it had room.
-- ``p99_utilization``, ``max_utilization``: over every (host, sample).
+- ``p99_utilization``, ``max_utilization``: over every (host, sample) pooled;
+  ``p99_over_time``: each sample's p99 across hosts, averaged over samples
+  (lower for a policy whose hot spots come only at the daily peak).
 - ``hosts_above_90``: hosts above 90 % utilization, on average per sample.
 - ``cv``: coefficient of variation (std / mean) of host utilization, averaged
   over samples: 0 is perfectly even load.
@@ -41,6 +43,7 @@ class Measures(BaseModel):
     refusals: int
     standbys_rejected: int
     p99_utilization: float
+    p99_over_time: float
     max_utilization: float
     mean_utilization: float
     hosts_above_90: float
@@ -70,6 +73,7 @@ def measure(result: RunResult) -> Measures:
         rejected=result.rejected, rejected_with_room=result.rejected_with_room,
         refusals=result.refusals, standbys_rejected=result.standbys_rejected,
         p99_utilization=float(np.percentile(utilization, 99)),
+        p99_over_time=float(np.percentile(utilization, 99, axis=1).mean()),
         max_utilization=float(utilization.max()),
         mean_utilization=float(utilization.mean()),
         hosts_above_90=float((utilization > HOT).sum(axis=1).mean()),

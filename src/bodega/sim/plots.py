@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from bodega.sim.compare import Comparison
@@ -23,9 +24,9 @@ def draw(comparison: Comparison, directory: Path) -> list[Path]:
     if comparison.by_load:
         written.append(_against(comparison.by_load, "load (x the default workload's rate)",
                                 directory / "rejections-vs-load.png"))
-    if comparison.by_delay:
+    if comparison.by_delay:  # stale views cost refusals (races) long before rejections
         written.append(_against(comparison.by_delay, "gossip delay (s)",
-                                directory / "rejections-vs-staleness.png"))
+                                directory / "refusals-vs-staleness.png", refusals=True))
     return written
 
 
@@ -39,7 +40,7 @@ def _over_time(comparison: Comparison, path: Path) -> Path:
     ax.set_ylabel("p99 host utilization")
     ax.set_ylim(0, 1.05)
     ax.set_title(f"Hot spots over time ({comparison.trace.name})")
-    ax.legend(fontsize=8, ncol=2)
+    _legend(ax, ncol=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -57,25 +58,35 @@ def _cdf(comparison: Comparison, path: Path) -> Path:
     ax.set_xlabel("host utilization (busier of cpu and memory)")
     ax.set_ylabel("fraction of host-samples at or below")
     ax.set_title("CDF of host utilization")
-    ax.legend(fontsize=8)
+    _legend(ax)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
 
 
-def _against(sweep: dict[str, list[tuple[float, Measures]]], xlabel: str, path: Path) -> Path:
+def _against(sweep: dict[str, list[tuple[float, Measures]]], xlabel: str, path: Path,
+             refusals: bool = False) -> Path:
     fig = Figure(figsize=(6.5, 4.5))
     ax = fig.subplots()
     for name, points in sweep.items():
         xs = [x for x, _ in points]
-        ys = [100 * m.rejection_rate for _, m in points]
+        ys = [100 * (m.refusals if refusals else m.rejected) / max(1, m.creates)
+              for _, m in points]
         ax.plot(xs, ys, marker="o", label=name)
+    what = "Workers saying no" if refusals else "Rejections"
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("creates rejected (%)")
-    ax.set_title(f"Rejections against {xlabel.split(' (')[0]}")
-    ax.legend(fontsize=8)
+    ax.set_ylabel("workers that said no, per 100 creates" if refusals
+                  else "creates rejected (%)")
+    ax.set_title(f"{what} against {xlabel.split(' (')[0]}")
+    _legend(ax)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
+
+
+def _legend(ax: Axes, ncol: int = 1) -> None:
+    """A legend, when there is anything to label (a run with no samples draws no line)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, ncol=ncol)

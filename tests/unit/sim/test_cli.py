@@ -34,9 +34,16 @@ def test_compare_replays_a_google_trace(tmp_path: Path) -> None:
     sample = Path(__file__).parent / "data" / "task_events_sample.csv"
     out = tmp_path / "out"
     result = runner.invoke(app, ["sim", "compare", "--out", str(out), "--trace", str(sample),
-                                 "--policies", "utility,spread", "--no-sweeps"])
+                                 "--policies", "utility,spread", "--no-sweeps",
+                                 "--warmup", "0"])
     assert result.exit_code == 0, result.output
     table = (out / "table.md").read_text()
     assert "task_events_sample.csv, 5 creates" in table
     assert "| spread | 0 (0.00 %)" in table
     assert (out / "utilization-cdf.png").exists()
+    # Measured after the whole trace: nothing sampled, still a table and plots, no error.
+    late = runner.invoke(app, ["sim", "compare", "--out", str(tmp_path / "late"), "--trace",
+                               str(sample), "--policies", "utility", "--no-sweeps",
+                               "--warmup", "86400"])
+    assert late.exit_code == 0, late.output
+    assert (tmp_path / "late" / "utilization-cdf.png").exists()

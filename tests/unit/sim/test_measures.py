@@ -30,6 +30,8 @@ def test_measures_by_hand() -> None:
     # Eight values; the 99th percentile interpolates between 0.95 and 1.0 (numpy's linear):
     # rank 0.99 * 7 = 6.93 -> 0.95 + 0.93 * 0.05.
     assert m.p99_utilization == pytest.approx(0.9965)
+    # Per sample: 0.5, then 0.95 + 0.97 * 0.05 (rank 2.97 of 0..3); averaged.
+    assert m.p99_over_time == pytest.approx((0.5 + 0.9985) / 2)
     assert m.hosts_above_90 == pytest.approx(1.0)  # none, then two: one per sample on average
     # CV: 0 for the even sample; the second has mean 0.6 and std 0.3674: 0.6124; averaged.
     assert m.cv == pytest.approx(np.std([1.0, 0.95, 0.25, 0.2]) / 0.6 / 2)
@@ -52,6 +54,7 @@ def test_a_small_comparison_fills_its_table_and_sweeps(tmp_path: Path) -> None:
     assert [m.policy for m in comparison.measures] == ["utility", "binpack"]
     text = table(comparison.measures)
     assert text.count("\n") == 3
+    assert text.splitlines()[0].count("|") == 12
     assert text.splitlines()[2].startswith("| utility | ")
     loads = comparison.by_load["binpack"]
     assert [x for x, _ in loads] == [1.0, 3.0]
@@ -64,5 +67,5 @@ def test_a_small_comparison_fills_its_table_and_sweeps(tmp_path: Path) -> None:
     written = draw(comparison, tmp_path / "plots")
     assert {p.name for p in written} == {"utilization-over-time.png", "utilization-cdf.png",
                                         "rejections-vs-load.png",
-                                        "rejections-vs-staleness.png"}
+                                        "refusals-vs-staleness.png"}
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in written)
