@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bodega.placement import (
@@ -41,6 +41,15 @@ class BrokerConfig:
     deadline: float = 5.0
     hedge: bool = False
     reservation_ttl: float = 10.0
+    # A second policy ranked and logged beside the live one, for a fraction of creates.
+    shadow_policy: str | None = None
+    shadow_sample: float = 0.1
+
+    def shadow_placement_policy(self) -> Policy | None:
+        """The shadow policy, with the live one's curves, weights and sampling."""
+        if self.shadow_policy is None:
+            return None
+        return replace(self, policy=self.shadow_policy).placement_policy()
 
     def placement_policy(self) -> Policy:
         scorer: Scorer

@@ -25,6 +25,7 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placer import Placer, PlacerConfig
 from bodega.broker.platform import Platform
 from bodega.broker.readiness import Gate
+from bodega.broker.shadow import Shadow
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers
 from bodega.runtime.keys import internal_token
@@ -67,9 +68,12 @@ class Broker:
         self.workers.index.on_count = self.candidates.count
         self.workers.load()
         policy = config.placement_policy()
+        shadow_policy = config.shadow_placement_policy()
+        shadow = (Shadow(shadow_policy, config.shadow_sample, self.metrics)
+                  if shadow_policy is not None else None)
         self.placer = Placer(self.candidates, self.workers, policy,
                              PlacerConfig(config.deadline, config.hedge, config.reservation_ttl),
-                             self.metrics, config.name)
+                             self.metrics, config.name, shadow=shadow)
         apps = Apps(catalog)
         machines = Machines(catalog, self.candidates, self.workers, self.placer, apps,
                             config.region)

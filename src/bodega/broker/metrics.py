@@ -24,6 +24,10 @@ class BrokerMetrics:
             "Workers that could not take a machine, by reason: refused by the broker's filters "
             "(cpu, memory, cordoned, ...) or by the worker itself (worker_capacity, "
             "worker_cordoned, unreachable)", ["reason"], registry=self.registry)
+        self.shadow_decisions = Counter(
+            "bodega_placement_shadow_total",
+            "Creates ranked by the shadow policy too, by whether it would have asked the same "
+            "worker first", ["verdict"], registry=self.registry)
         self.requests = Counter(
             "bodega_api_requests_total", "Public API requests by route and status code",
             ["route", "code"], registry=self.registry)

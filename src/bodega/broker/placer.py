@@ -28,6 +28,7 @@ from typing import Any
 
 from bodega.broker.candidates import Candidates
 from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.shadow import Shadow
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask as Capacity
 from bodega.model.capacity import describe_free
@@ -102,7 +103,7 @@ Ask = Callable[[str, str | None], Awaitable[dict[str, Any]]]
 class Placer:
     def __init__(self, candidates: Candidates, workers: Workers, policy: Policy,
                  config: PlacerConfig, metrics: BrokerMetrics, broker: str,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, shadow: Shadow | None = None) -> None:
         self.candidates = candidates
         self.workers = workers
         self.policy = policy
@@ -110,6 +111,7 @@ class Placer:
         self.metrics = metrics
         self.broker = broker
         self.rng = rng or random.Random()
+        self.shadow = shadow  # a second policy, ranked and logged for a sample of creates
 
     def rank(self, request: PlacementRequest, region: str) -> RegionRanking:
         started = time.perf_counter()
@@ -137,10 +139,14 @@ class Placer:
         started = time.perf_counter()
         deadline = started + self.config.deadline
         outcome = "insufficient_capacity"
+        shadow = self.shadow if self.shadow is not None and self.shadow.wanted() else None
+        shadowed: list[RegionRanking] = []
         try:
             for region in request.regions:
                 ranking = self.rank(request, region)
                 record.regions.append(ranking)
+                if shadow is not None:
+                    shadowed.append(shadow.rank(request, self.candidates.table(region), ranking))
                 machine = await self._try_region(request, ranking, ask, record, deadline, claim,
                                                  hedged)
                 if machine is not None:
@@ -157,6 +163,10 @@ class Placer:
             record.seconds = time.perf_counter() - started
             self.metrics.placement_seconds.labels(outcome).observe(record.seconds)
             self.metrics.attempts.observe(len(record.attempts))
+            if shadow is not None:
+                placed = record.winner.candidate.name if outcome == "placed" and record.winner \
+                    else None
+                shadow.report(request, self.policy.name, record.regions, shadowed, placed)
 
     async def _try_region(self, request: PlacementRequest, ranking: RegionRanking, ask: Ask,
                           record: Record, deadline: float, claim: Capacity,

@@ -70,6 +70,10 @@ def broker(
     deadline: Annotated[float, typer.Option(help="Seconds a placement may take")] = 5.0,
     hedge: Annotated[bool, typer.Option(help="Reserve on two workers, keep the first yes")]
     = False,
+    shadow_policy: Annotated[str | None, typer.Option(
+        help="A second policy to rank and log beside the live one, never acted on")] = None,
+    shadow_sample: Annotated[float, typer.Option(
+        help="Fraction of creates the shadow policy also ranks (0-1)")] = 0.1,
     ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
     = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
@@ -84,6 +88,10 @@ def broker(
         raise ValueError(f"--policy must be one of {', '.join(POLICIES)}")
     if sample < 0 or deadline <= 0:
         raise ValueError("--sample must be >= 0 and --deadline > 0")
+    if shadow_policy is not None and shadow_policy not in POLICIES:
+        raise ValueError(f"--shadow-policy must be one of {', '.join(POLICIES)}")
+    if not 0 <= shadow_sample <= 1:
+        raise ValueError("--shadow-sample is a fraction of creates, between 0 and 1")
     broker_name = name or f"broker-{hostinfo.hostname()}"
     host, port = hostinfo.split_host_port(listen, 4280)
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{host}:0", 0)
@@ -95,6 +103,7 @@ def broker(
         policy=policy, sample=sample, cpu_curve=Curve.parse(cpu_curve),
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,
+        shadow_policy=shadow_policy, shadow_sample=shadow_sample,
     )
     config.placement_policy()  # refuse a bad policy before anything starts
     configure(log_level, f"broker[{broker_name}]")

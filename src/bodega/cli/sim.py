@@ -1,0 +1,124 @@
+"""``bodega sim``: compare placement policies on a trace, and check the simulator itself."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+
+from bodega.cli.errors import friendly
+from bodega.sim.compare import CompareSpec, compare, sweep_table, table
+from bodega.sim.engine import SimConfig
+from bodega.sim.google import GoogleMapping, read_task_events
+from bodega.sim.policies import DEFAULT_POLICIES
+from bodega.sim.supermarket import SupermarketParams
+from bodega.sim.supermarket import simulate as supermarket_simulate
+from bodega.sim.workload import WorkloadParams
+
+sim = typer.Typer(help="Simulate placement: compare policies, check the model.",
+                  no_args_is_help=True)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def one_line(fn: F) -> F:
+    """A bad option value as one readable line, not pydantic's multi-line report."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except ValidationError as err:
+            first = err.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "value"
+            raise ValueError(f"{where}: {first['msg']}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@sim.command("supermarket")
+@friendly
+@one_line
+def supermarket(
+    servers: Annotated[int, typer.Option(help="Number of servers n")] = 1000,
+    load: Annotated[float, typer.Option(help="Arrivals per server per unit time (0 < λ < 1)")]
+    = 0.9,
+    choices: Annotated[int, typer.Option(help="Servers sampled per arrival (d)")] = 2,
+    jobs: Annotated[int, typer.Option(help="Jobs measured after the warm-up")] = 200_000,
+    warmup: Annotated[int | None, typer.Option(
+        help="Jobs run first and not measured (default: as many as --jobs; queues start "
+             "empty and take long to fill near load 1, longest with one choice)")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed")] = 1,
+) -> None:
+    """Poisson arrivals to n servers, each joining the shortest of d sampled queues."""
+    params = SupermarketParams(servers=servers, load=load, choices=choices, jobs=jobs,
+                               warmup=jobs if warmup is None else warmup, seed=seed)
+    result = supermarket_simulate(params)
+    gap = 100 * (result.mean_time / result.expected_time - 1)
+    typer.echo(f"mean time in system: {result.mean_time:.4f} (closed form for n -> infinity: "
+               f"{result.expected_time:.4f}, {gap:+.2f} %)")
+    seen = ", ".join(f"{s:.3f}" for s in result.at_least)
+    expected = ", ".join(f"{s:.3f}" for s in result.expected_at_least)
+    typer.echo(f"servers with >= 1..{len(result.at_least)} jobs: {seen} (closed form "
+               f"{expected})")
+
+
+@sim.command("compare")
+@friendly
+@one_line
+def compare_command(
+    out: Annotated[Path, typer.Option(help="Directory for the table, measures and plots")],
+    policies: Annotated[str, typer.Option(help="Comma-separated: utility, binpack, spread, "
+                                          "pow-D, S+pD, random, omniscient")]
+    = ",".join(DEFAULT_POLICIES),
+    hours: Annotated[float, typer.Option(help="Length of the generated trace")] = 24.0,
+    load: Annotated[float, typer.Option(help="Multiple of the default workload's rate")] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed of the workload and of the simulation")] = 7,
+    brokers: Annotated[int, typer.Option(help="Brokers placing concurrently")] = 3,
+    gossip_delay: Annotated[float, typer.Option(help="Seconds until brokers see a change")]
+    = 2.0,
+    max_attempts: Annotated[int, typer.Option(help="Workers asked before a create fails")] = 8,
+    warmup: Annotated[float, typer.Option(
+        help="Seconds from an empty fleet before measuring")] = 3600.0,
+    trace: Annotated[Path | None, typer.Option(
+        help="A Google 2011 task_events CSV (or .csv.gz) instead of the generated trace")]
+    = None,
+    sweeps: Annotated[bool, typer.Option(help="Also sweep load, staleness and brokers")]
+    = True,
+    sweep_hours: Annotated[float, typer.Option(help="Trace length for the sweeps")] = 6.0,
+) -> None:
+    """Run each policy on the same trace; write table.md, measures.json and plots to --out."""
+    from bodega.sim.plots import draw  # matplotlib is slow to import: only when drawing
+
+    spec = CompareSpec(
+        policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
+        workload=WorkloadParams(hours=hours, seed=seed).scaled(load),
+        config=SimConfig(brokers=brokers, gossip_delay=gossip_delay,
+                         max_attempts=max_attempts, warmup=warmup, seed=seed),
+        sweeps=sweeps, sweep_hours=sweep_hours)
+    loaded = read_task_events(trace, GoogleMapping()) if trace is not None else None
+    if loaded is not None and not loaded.arrivals:
+        raise ValueError(f"{trace}: no task was ever scheduled in it: nothing to replay")
+    result = compare(spec, loaded, progress=lambda line: typer.echo(f"  {line}", err=True))
+    out.mkdir(parents=True, exist_ok=True)
+    text = [f"Trace: {result.trace.name}, {len(result.trace.arrivals)} creates; "
+            f"{brokers} brokers, gossip delay {gossip_delay:g} s; measured after {warmup:g} s.",
+            "", table(result.measures)]
+    for title, sweep in (("load x", result.by_load), ("delay s", result.by_delay),
+                         ("brokers", result.by_brokers)):
+        if sweep:
+            text += ["", f"By {title}: rejected (with room elsewhere) / times a worker said no "
+                     "/ p99 host utilization", "",
+                     sweep_table(title, sweep)]
+    (out / "table.md").write_text("\n".join(text) + "\n")
+    (out / "measures.json").write_text(json.dumps(
+        {"spec": spec.model_dump(mode="json"),
+         "measures": [m.model_dump() for m in result.measures]}, indent=2) + "\n")
+    written = draw(result, out)
+    typer.echo(table(result.measures))
+    typer.echo(f"wrote {out / 'table.md'}, {out / 'measures.json'} and "
+               f"{len(written)} plots to {out}")

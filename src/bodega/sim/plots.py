@@ -1,0 +1,92 @@
+"""The comparison's plots, as PNG files: the one module of bodega.sim that draws.
+
+Uses matplotlib's object API (``Figure``), never ``pyplot``: no global
+figure state and no display backend, so it runs headless and in tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from bodega.sim.compare import Comparison
+from bodega.sim.measures import Measures, series, utilizations
+
+
+def draw(comparison: Comparison, directory: Path) -> list[Path]:
+    """Write the plots into ``directory``; returns the files written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    written = [_over_time(comparison, directory / "utilization-over-time.png"),
+               _cdf(comparison, directory / "utilization-cdf.png")]
+    if comparison.by_load:
+        written.append(_against(comparison.by_load, "load (x the default workload's rate)",
+                                directory / "rejections-vs-load.png"))
+    if comparison.by_delay:  # stale views cost refusals (races) long before rejections
+        written.append(_against(comparison.by_delay, "gossip delay (s)",
+                                directory / "refusals-vs-staleness.png", refusals=True))
+    return written
+
+
+def _over_time(comparison: Comparison, path: Path) -> Path:
+    fig = Figure(figsize=(9, 4.5))
+    ax = fig.subplots()
+    for name, result in comparison.results.items():
+        s = series(result)
+        ax.plot(s["hours"], s["p99"], label=f"{name} p99", linewidth=1.2)
+    ax.set_xlabel("hours into the trace")
+    ax.set_ylabel("p99 host utilization")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"Hot spots over time ({comparison.trace.name})")
+    _legend(ax, ncol=2)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _cdf(comparison: Comparison, path: Path) -> Path:
+    fig = Figure(figsize=(6.5, 4.5))
+    ax = fig.subplots()
+    for name, result in comparison.results.items():
+        values = np.sort(utilizations(result))
+        if len(values):
+            ax.plot(values, np.arange(1, len(values) + 1) / len(values), label=name)
+    ax.axvline(0.9, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("host utilization (busier of cpu and memory)")
+    ax.set_ylabel("fraction of host-samples at or below")
+    ax.set_title("CDF of host utilization")
+    _legend(ax)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _against(sweep: dict[str, list[tuple[float, Measures]]], xlabel: str, path: Path,
+             refusals: bool = False) -> Path:
+    fig = Figure(figsize=(6.5, 4.5))
+    ax = fig.subplots()
+    for name, points in sweep.items():
+        xs = [x for x, _ in points]
+        ys = [100 * (m.refusals if refusals else m.rejected) / max(1, m.creates)
+              for _, m in points]
+        ax.plot(xs, ys, marker="o", label=name)
+    what = "Workers saying no" if refusals else "Rejections"
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("workers that said no, per 100 creates" if refusals
+                  else "creates rejected (%)")
+    ax.set_title(f"{what} against {xlabel.split(' (')[0]}")
+    _legend(ax)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _legend(ax: Axes, ncol: int = 1) -> None:
+    """A legend, when there is anything to label (a run with no samples draws no line)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, ncol=ncol)

@@ -1,0 +1,101 @@
+"""A shadow policy is ranked and logged beside the live one and never moves a machine."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bodega.worker import tables
+
+from .harness import cluster, machine
+
+BIG = {"config": {"guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 4096}}}
+
+
+async def _place(tmp: Path, creates: int, **broker: Any) -> list[str]:
+    """Create machines on a small (16 GB) and a big (64 GB) worker; where each landed."""
+    async with cluster(tmp) as c:
+        await c.add_worker("ams-1", memory_mb=16384)
+        await c.add_worker("ams-2", memory_mb=65536)
+        c.follow()
+        await c.add_broker(policy="spread", **broker)
+        landed: list[str] = []
+        async with c.api() as api:
+            await api.post("/v1/apps", json={"app_name": "web", "org_slug": "personal"})
+            for _ in range(creates):
+                created = await api.post("/v1/apps/web/machines", json=machine(**BIG))
+                assert created.status_code == 200, created.text
+                machine_id = created.json()["id"]
+                landed += [w.config.name for w in c.workers
+                           if any(m.id == machine_id for m in tables.list_machines(w.store.db))]
+        if broker.get("shadow_sample") == 1.0:  # every create is shadowed, and counted
+            agree = c.brokers[0].metrics.shadow_decisions.labels("agree")._value.get()
+            differ = c.brokers[0].metrics.shadow_decisions.labels("differ")._value.get()
+            assert agree + differ == creates
+        return landed
+
+
+def _shadow_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    prefix = "placement shadow "
+    return [json.loads(r.getMessage()[len(prefix):]) for r in caplog.records
+            if r.name == "bodega.broker.shadow" and r.getMessage().startswith(prefix)]
+
+
+async def test_both_decisions_are_logged_with_their_subscores(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="bodega.broker.shadow")
+    landed = await _place(tmp_path, 1, shadow_policy="binpack", shadow_sample=1.0)
+    # Spread (live) sends 4 GB to the big, empty worker; bin-pack (shadow) would have filled
+    # the small one first. The machine is where the live policy put it.
+    assert landed == ["ams-2"]
+    [entry] = _shadow_lines(caplog)
+    assert entry["app"] == "web"
+    assert entry["asked"]["memory_mb"] == 4096
+    assert entry["placed"] == "ams-2"
+    assert (entry["live"]["policy"], entry["live"]["choice"]) == ("spread", "ams-2")
+    assert (entry["shadow"]["policy"], entry["shadow"]["choice"]) == ("binpack", "ams-1")
+    assert entry["agree"] is False
+    shadow_ranked = {r["worker"]: r for r in entry["shadow"]["ranked"]}
+    live_ranked = {r["worker"]: r for r in entry["live"]["ranked"]}
+    assert set(shadow_ranked) == set(live_ranked) == {"ams-1", "ams-2"}
+    assert "binpack" in shadow_ranked["ams-1"]["subscores"]
+    assert "spread" in live_ranked["ams-2"]["subscores"]
+    # Scored on the view before the create counted: ams-1 at 4 of 16 GB, ams-2 at 4 of 64.
+    assert shadow_ranked["ams-1"]["score"] > shadow_ranked["ams-2"]["score"]
+
+
+async def test_the_shadow_changes_nothing_and_only_samples(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="bodega.broker.shadow")
+    without = await _place(tmp_path / "plain", 5)
+    assert _shadow_lines(caplog) == []
+    shadowed = await _place(tmp_path / "shadowed", 5, shadow_policy="binpack",
+                            shadow_sample=1.0)
+    assert shadowed == without
+    assert len(_shadow_lines(caplog)) == 5
+    caplog.clear()
+    await _place(tmp_path / "none", 3, shadow_policy="binpack", shadow_sample=0.0)
+    assert _shadow_lines(caplog) == []
+
+
+def test_a_bad_shadow_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    from bodega.broker.config import BrokerConfig
+    from bodega.broker.metrics import BrokerMetrics
+    from bodega.broker.shadow import Shadow
+
+    config = BrokerConfig(name="b", data_dir=tmp_path, cluster_secret="s",
+                          shadow_policy="katamari")
+    with pytest.raises(ValueError, match="unknown placement policy 'katamari'"):
+        config.shadow_placement_policy()
+    assert BrokerConfig(name="b", data_dir=tmp_path, cluster_secret="s").shadow_placement_policy() \
+        is None
+    policy = BrokerConfig(name="b", data_dir=tmp_path, cluster_secret="s", sample=2,
+                          shadow_policy="binpack").shadow_placement_policy()
+    assert policy is not None
+    assert (policy.name, policy.sample) == ("binpack+p2c", 2)  # the live one's sampling
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        Shadow(policy, 1.5, BrokerMetrics())

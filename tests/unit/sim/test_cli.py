@@ -1,0 +1,49 @@
+"""``bodega sim`` from the command line: its output, and one readable line on bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from bodega.cli.main import app
+
+runner = CliRunner()
+
+
+def test_supermarket_prints_the_mean_time_and_the_closed_form() -> None:
+    result = runner.invoke(app, ["sim", "supermarket", "--servers", "200", "--load", "0.7",
+                                 "--choices", "2", "--jobs", "20000", "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith("mean time in system: 1.")
+    assert "closed form for n -> infinity: 1.6145" in first
+
+
+def test_bad_input_is_one_line() -> None:
+    result = runner.invoke(app, ["sim", "supermarket", "--load", "1.5"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == ["Error: load: Input should be less than 1"]
+    result = runner.invoke(app, ["sim", "compare", "--out", "x", "--policies", "katamari"])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: unknown policy 'katamari'")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_compare_replays_a_google_trace(tmp_path: Path) -> None:
+    sample = Path(__file__).parent / "data" / "task_events_sample.csv"
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["sim", "compare", "--out", str(out), "--trace", str(sample),
+                                 "--policies", "utility,spread", "--no-sweeps",
+                                 "--warmup", "0"])
+    assert result.exit_code == 0, result.output
+    table = (out / "table.md").read_text()
+    assert "task_events_sample.csv, 5 creates" in table
+    assert "| spread | 0 (0.00 %)" in table
+    assert (out / "utilization-cdf.png").exists()
+    # Measured after the whole trace: nothing sampled, still a table and plots, no error.
+    late = runner.invoke(app, ["sim", "compare", "--out", str(tmp_path / "late"), "--trace",
+                               str(sample), "--policies", "utility", "--no-sweeps",
+                               "--warmup", "86400"])
+    assert late.exit_code == 0, late.output
+    assert (tmp_path / "late" / "utilization-cdf.png").exists()
