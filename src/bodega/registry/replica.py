@@ -32,7 +32,8 @@ Two rare repairs keep replicas honest:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +124,22 @@ class Replica:
     def horizon(self, origin: str) -> int:
         return self._horizon.get(origin, 0)
 
+    @contextmanager
+    def _tx(self) -> Iterator[None]:
+        """A view transaction whose bookkeeping here rolls back with it.
+
+        What this replica believes it holds (``_known``, ``_horizon``) is changed inside
+        the transaction that stores the rows; if that fails (a full disk), believing it
+        anyway would make this replica vouch for rows it never stored and stop asking for
+        them: it would never converge."""
+        known, horizon = dict(self._known), dict(self._horizon)
+        try:
+            with self.view.tx():
+                yield
+        except BaseException:
+            self._known, self._horizon = known, horizon
+            raise
+
     # ── local writes ─────────────────────────────────────────────────────────
 
     def write(self, table: str, key: str, doc: dict[str, Any] | None, *,
@@ -148,7 +165,7 @@ class Replica:
         reason = problem(row)
         if reason is not None:
             raise InvalidRow(f"{table}/{key}: {reason}")
-        with self.view.tx():
+        with self._tx():
             self.view.put(row, self._wall())
             self._own(row.version)
         return Change(old, row, local=True)
@@ -171,7 +188,7 @@ class Replica:
         changes: list[Change] = []
         touched: set[str] = set()
         now = self._wall()
-        with self.view.tx():
+        with self._tx():
             for origin in reset:
                 if origin != self.name:
                     changes += self._reset(origin)
@@ -235,8 +252,8 @@ class Replica:
         before = self._known.get(origin, EMPTY)
         after = before.expect(version)
         if after != before:
-            self._known[origin] = after
-            with self.view.tx():
+            with self._tx():
+                self._known[origin] = after
                 self.view.save_origin(origin, after, self.horizon(origin))
 
     def _reset(self, origin: str) -> list[Change]:
@@ -331,7 +348,7 @@ class Replica:
         rows = self.view.tombstones_before(self._wall() - self.tombstone_ttl)
         if not rows:
             return 0
-        with self.view.tx():
+        with self._tx():
             for row in rows:
                 self.view.remove(row.table, row.key)
                 self._horizon[row.owner] = max(self._horizon.get(row.owner, 0), row.version)

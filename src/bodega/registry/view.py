@@ -56,13 +56,18 @@ class View:
 
     @contextmanager
     def tx(self) -> Iterator[None]:
+        """Rows and bookkeeping together, or neither.
+
+        A COMMIT can fail too (a full disk): the transaction is then still open, and is
+        rolled back here so that the next one can begin."""
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
 
     # ── rows ─────────────────────────────────────────────────────────────────
 
