@@ -32,10 +32,11 @@ def parse_weights(text: str | None) -> Weights:
             values[key] = float(value)
         except ValueError:
             raise ValueError(f"--weights: {key} is not a number: {value!r}") from None
-    unknown = set(values) - {"cpu", "memory", "disk", "image", "app", "spread", "standby"}
+    unknown = set(values) - {"cpu", "memory", "disk", "image", "app", "spread", "standby",
+                             "hole"}
     if unknown:
         raise ValueError(f"--weights: unknown weight {sorted(unknown)[0]!r}; use cpu, memory, "
-                         "disk, image, app (or spread) and standby")
+                         "disk, image, app (or spread), standby and hole")
     return Weights().with_overrides(values)
 
 

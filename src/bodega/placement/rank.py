@@ -84,7 +84,7 @@ class RegionRanking:
 
     def _scored(self, row: int) -> Scored:
         candidate = self._table.candidate(row)
-        score, subscores = self._policy.scorer.score(self._request, candidate)
+        score, subscores = self._policy.scorer.score(self._request, candidate, self._table)
         return Scored(candidate, score, subscores)
 
     def attempts(self) -> Iterator[Scored]:

@@ -8,6 +8,10 @@ every scorer, so policies can be compared on the same workload:
 - ``image``:   + bonus when the worker already caches the machine's image
 - ``app``:     - penalty per machine of the same app already there (spread an app)
 - ``standby``: - penalty when the worker hosts a machine this one stands by for
+
+The utility scorer can also keep a hole (``holes.py``, weight ``hole``, off
+by default): - penalty times the share of the machine's cpus that would come
+out of the region's largest free block, so big shapes keep somewhere to go.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bodega.placement.curves import BALANCED, ROOMY, Curve
+from bodega.placement.holes import largest_hole_taken
 from bodega.placement.request import Candidate, PlacementRequest
 from bodega.placement.table import CandidateTable, Floats
 
@@ -36,10 +41,13 @@ class Weights:
     image: float = 0.1  # bonus for a cached image
     app: float = 0.25  # penalty per co-located machine of the same app, up to 1
     standby: float = 1.0  # penalty for sharing a host with a machine we stand by for
+    # utility only: penalty for taking from the region's largest free block of cpus. Off by
+    # default: it cut the default trace's refusals but added some on others (scheduling.md).
+    hole: float = 0.0
 
     def with_overrides(self, overrides: dict[str, float]) -> Weights:
         """Apply API weights; ``spread`` (Fly's name) is bodega's ``app``."""
-        known = {"cpu", "memory", "disk", "image", "app", "standby"}
+        known = {"cpu", "memory", "disk", "image", "app", "standby", "hole"}
         values: dict[str, float] = {}
         for key, value in overrides.items():
             name = "app" if key == "spread" else key
@@ -133,8 +141,10 @@ class Scorer(Protocol):
     @property
     def name(self) -> str: ...
 
-    def score(self, request: PlacementRequest, candidate: Candidate) -> tuple[float, Subscores]:
-        """The worker's score and the parts it is made of."""
+    def score(self, request: PlacementRequest, candidate: Candidate,
+              table: CandidateTable | None = None) -> tuple[float, Subscores]:
+        """The worker's score and the parts it is made of; ``table`` is its region, for
+        scorers that look beyond the one worker."""
         ...
 
     def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
@@ -159,7 +169,8 @@ class UtilityScorer:
     def reweighted(self, overrides: dict[str, float]) -> Scorer:
         return replace(self, weights=self.weights.with_overrides(overrides))
 
-    def score(self, request: PlacementRequest, candidate: Candidate) -> tuple[float, Subscores]:
+    def score(self, request: PlacementRequest, candidate: Candidate,
+              table: CandidateTable | None = None) -> tuple[float, Subscores]:
         w = self.weights
         u_cpu, u_mem, u_disk = utilization(request, candidate)
         subs: Subscores = {"cpu": self.cpu.at(u_cpu), "memory": self.memory.at(u_mem)}
@@ -171,6 +182,11 @@ class UtilityScorer:
             total_weight += w.disk
         score = base / total_weight if total_weight else 0.0
         extra = adjustments(request, candidate, w)
+        row = table.index(candidate.name) if table is not None and w.hole else None
+        if table is not None and row is not None:
+            taken = float(largest_hole_taken(request, table, np.array([row]))[0])
+            if taken:
+                extra["hole"] = -w.hole * taken
         subs.update(extra)
         return score + sum(extra.values()), subs
 
@@ -187,6 +203,8 @@ class UtilityScorer:
             base += np.where(has_disk, w.disk * np.interp(u_disk, xs_d, ys_d), 0.0)
             total_weight += np.where(has_disk, w.disk, 0.0)
         score = _ratio(base, total_weight, 0.0)
+        if w.hole:
+            score -= w.hole * largest_hole_taken(request, table, rows)
         return score + adjustments_of(request, table, rows, w)
 
 
@@ -212,7 +230,8 @@ class BinPackScorer:
     def reweighted(self, overrides: dict[str, float]) -> Scorer:
         return replace(self, weights=self.weights.with_overrides(overrides))
 
-    def score(self, request: PlacementRequest, candidate: Candidate) -> tuple[float, Subscores]:
+    def score(self, request: PlacementRequest, candidate: Candidate,
+              table: CandidateTable | None = None) -> tuple[float, Subscores]:
         fit = min(18.0, max(0.0, 20.0 - _nomad_total(request, candidate))) / 18.0
         subs: Subscores = {"binpack": fit, **adjustments(request, candidate, self.weights)}
         return fit + sum(v for k, v in subs.items() if k != "binpack"), subs
@@ -232,7 +251,8 @@ class SpreadScorer:
     def reweighted(self, overrides: dict[str, float]) -> Scorer:
         return replace(self, weights=self.weights.with_overrides(overrides))
 
-    def score(self, request: PlacementRequest, candidate: Candidate) -> tuple[float, Subscores]:
+    def score(self, request: PlacementRequest, candidate: Candidate,
+              table: CandidateTable | None = None) -> tuple[float, Subscores]:
         fit = min(18.0, max(0.0, _nomad_total(request, candidate) - 2.0)) / 18.0
         subs: Subscores = {"spread": fit, **adjustments(request, candidate, self.weights)}
         return fit + sum(v for k, v in subs.items() if k != "spread"), subs

@@ -1,6 +1,8 @@
 """The policies a simulation compares, by name, built from bodega's own placement code.
 
     utility      bodega's default: desirability curves (the broker's default policy)
+    hole         the same curves with the ``hole`` weight at 1: each machine avoids
+                 taking from its region's largest free block of cpus
     binpack      Nomad's ScoreFitBinPack
     spread       Nomad's spread (the mirror of bin-pack)
     pow-D        Sparrow's power of D choices: the least loaded of D random workers
@@ -35,7 +37,9 @@ from bodega.placement.table import Floats
 
 Rows = npt.NDArray[np.int64]
 
-DEFAULT_POLICIES = ("utility", "binpack", "spread", "pow-2", "random", "omniscient")
+KEEP_A_HOLE = 1.0  # the hole weight of the ``hole`` policy: the curves' whole range
+
+DEFAULT_POLICIES = ("utility", "hole", "binpack", "spread", "pow-2", "random", "omniscient")
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,8 @@ class RandomScorer:
     def reweighted(self, overrides: dict[str, float]) -> Scorer:
         return self
 
-    def score(self, request: PlacementRequest, candidate: Candidate) -> tuple[float, Subscores]:
+    def score(self, request: PlacementRequest, candidate: Candidate,
+              table: CandidateTable | None = None) -> tuple[float, Subscores]:
         value = self.rng.random()
         return value, {"random": value}
 
@@ -72,8 +77,8 @@ def _scorer(base: str, seed: int) -> Scorer:
         return SpreadScorer()
     if base == "random":
         return RandomScorer(random.Random(seed))
-    raise ValueError(f"unknown policy {base!r}: use utility, binpack, spread, random, pow-D, "
-                     "S+pD or omniscient")
+    raise ValueError(f"unknown policy {base!r}: use utility, hole, binpack, spread, random, "
+                     "pow-D, S+pD or omniscient")
 
 
 def _choices(text: str, name: str) -> int:
@@ -92,6 +97,9 @@ def named(name: str, seed: int = 0, utility: UtilityScorer | None = None) -> Sim
     default = utility or UtilityScorer()
     if text == "omniscient":
         return SimPolicy(text, Policy(default), omniscient=True)
+    if text == "hole":
+        return SimPolicy(text, Policy(replace(default, weights=replace(default.weights,
+                                                                       hole=KEEP_A_HOLE))))
     if text.startswith("pow-"):
         d = _choices(text[4:], name)
         return SimPolicy(text, Policy(SpreadScorer(), sample=d, sample_above=0))

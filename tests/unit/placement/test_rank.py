@@ -174,7 +174,8 @@ asks = st.builds(Ask, cpu_kind=st.sampled_from(["shared", "performance"]),
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(candidates, min_size=1, max_size=25, unique_by=lambda c: c.name), asks,
-       st.sampled_from([UtilityScorer(), BinPackScorer(), SpreadScorer()]), st.booleans())
+       st.sampled_from([UtilityScorer(), UtilityScorer(weights=Weights(hole=1.0)),
+                        BinPackScorer(), SpreadScorer()]), st.booleans())
 def test_columns_filter_and_score_exactly_like_rows(
     workers: list[Candidate], ask: Ask, scorer: UtilityScorer, pin: bool
 ) -> None:
@@ -188,7 +189,7 @@ def test_columns_filter_and_score_exactly_like_rows(
     assert sum(refusal_counts(req, table).values()) == len(refused)
     vector = scorer.scores(req, table, rows)
     for i, value in zip(rows, vector, strict=True):
-        assert value == pytest.approx(scorer.score(req, table.candidate(int(i)))[0])
+        assert value == pytest.approx(scorer.score(req, table.candidate(int(i)), table)[0])
 
 
 def test_counts_kept_by_the_table_score_like_the_mapping() -> None:

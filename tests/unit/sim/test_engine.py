@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from bodega.placement import UtilityScorer
 from bodega.sim.engine import SimConfig, simulate
 from bodega.sim.fleet import FleetSpec, HostShape, RegionSpec
 from bodega.sim.policies import named
@@ -143,3 +144,11 @@ def test_config_and_policy_names_are_checked() -> None:
         named("pow-0")
     assert named("pow-3").policy.sample == 3
     assert named("utility+p2").policy.sample == 2
+
+
+def test_the_hole_policy_is_the_default_curves_keeping_a_hole() -> None:
+    default, keeping = named("utility").policy.scorer, named("hole").policy.scorer
+    assert isinstance(default, UtilityScorer)
+    assert isinstance(keeping, UtilityScorer)
+    assert (default.weights.hole, keeping.weights.hole) == (0.0, 1.0)
+    assert (keeping.cpu, keeping.memory) == (default.cpu, default.memory)
