@@ -145,17 +145,14 @@ class BrokerApi:
         return Route(path, endpoint, methods=[method], name=label)
 
     # -- public -----------------------------------------------------------------------------
-    def _not_ready(self) -> Response:
-        return json_response({"error": self.gate.state.why, "status": "unavailable"}, 503,
-                             headers={"Retry-After": RETRY_AFTER})
+    def _not_ready(self, **extra: Any) -> Response:
+        return json_response({**extra, "error": self.gate.state.why, "status": "unavailable"},
+                             503, headers={"Retry-After": RETRY_AFTER})
 
     async def health(self, request: Request) -> Response:
-        state = self.gate.state
-        if state.ready:
+        if self.gate.state.ready:
             return json_response({"ok": True, "ready": True, "name": self.name})
-        return json_response({"ok": False, "ready": False, "name": self.name,
-                              "error": state.why, "status": "unavailable"}, 503,
-                             headers={"Retry-After": RETRY_AFTER})
+        return self._not_ready(ok=False, ready=False, name=self.name)
 
     async def openapi(self, request: Request) -> Response:
         return json_response(openapi_document())
