@@ -271,7 +271,7 @@ class Placer:
                               began)
                 return
             self.candidates.claimed(scored.candidate.name, claim)
-            held.append((scored, str(answer["id"])))  # in the order the yeses came
+            held.append((scored, answer.id))  # in the order the yeses came
 
         held: list[tuple[Scored, str]] = []
         results = await asyncio.gather(*(reserve(s) for s in pair), return_exceptions=True)

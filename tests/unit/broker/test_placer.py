@@ -9,6 +9,7 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry
 
+from bodega.api.worker_wire import Reservation
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import MemoryCatalog
 from bodega.broker.metrics import BrokerMetrics
@@ -170,12 +171,12 @@ class FakeWorker:
         self.name, self.delay, self.error = name, delay, error
         self.held: set[str] = set()
 
-    async def reserve(self, _app: str, _claim: Ask, _ttl: float) -> dict[str, Any]:
+    async def reserve(self, _app: str, _claim: Ask, _ttl: float) -> Reservation:
         await asyncio.sleep(self.delay)
         if self.error is not None:
             raise self.error
         self.held.add(f"r-{self.name}")
-        return {"id": f"r-{self.name}"}
+        return Reservation(id=f"r-{self.name}", expires_at=0.0, worker=self.name)
 
     async def release(self, reservation: str) -> None:
         self.held.discard(reservation)
