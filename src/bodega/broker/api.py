@@ -19,16 +19,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.api import fly
-from bodega.api import worker_wire as wire
-from bodega.api.http import (
-    handle_errors,
-    json_response,
-    not_found_app_handler,
-    query_bool,
-    query_int,
-    read_model,
-)
 from bodega.broker.app_delete import AppDelete
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
@@ -44,6 +34,16 @@ from bodega.model.config import Guest, preset
 from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
 from bodega.model.limits import check_metadata_key
+from bodega.wire import fly
+from bodega.wire import worker_wire as wire
+from bodega.wire.http import (
+    handle_errors,
+    json_response,
+    not_found_app_handler,
+    query_bool,
+    query_int,
+    read_model,
+)
 
 NONCE = "fly-machine-lease-nonce"
 REQUEST_ID = "fly-request-id"

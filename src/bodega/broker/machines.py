@@ -15,8 +15,6 @@ import logging
 import secrets
 from typing import Any
 
-from bodega.api.fly import CreateMachineRequest
-from bodega.api.worker_wire import CreateMachineBody, WorkerRequest
 from bodega.broker.apps import Apps
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
@@ -36,6 +34,8 @@ from bodega.model.errors import (
 from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_name
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
+from bodega.wire.fly import CreateMachineRequest
+from bodega.wire.worker_wire import CreateMachineBody, WorkerRequest
 
 log = logging.getLogger("bodega.broker.machines")
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from bodega.api.fly import CreateVolumeRequest
-from bodega.api.worker_wire import CreateVolumeBody, WorkerRequest
 from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog
 from bodega.broker.machines import Machines
@@ -20,6 +18,8 @@ from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound
 from bodega.placement import PlacementRequest
+from bodega.wire.fly import CreateVolumeRequest
+from bodega.wire.worker_wire import CreateVolumeBody, WorkerRequest
 
 INTERNAL_FIELDS = ("app", "worker")
 

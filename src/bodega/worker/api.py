@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.api import worker_wire as wire
-from bodega.api.http import (
+from bodega.wire import worker_wire as wire
+from bodega.wire.http import (
     check_cluster_token,
     handle_errors,
     json_response,

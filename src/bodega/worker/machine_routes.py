@@ -13,11 +13,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bodega.api import worker_wire as wire
-from bodega.api.http import json_response, query_bool, query_int, read_model
-from bodega.api.json_client import NONCE_HEADER
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, NotFound
+from bodega.wire import worker_wire as wire
+from bodega.wire.http import json_response, query_bool, query_int, read_model
+from bodega.wire.json_client import NONCE_HEADER
 from bodega.worker import tables
 from bodega.worker.actions import MachineActions, parse_wait_states
 from bodega.worker.machines import CreateRequest, MachineService

@@ -5,9 +5,9 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bodega.api import worker_wire as wire
-from bodega.api.http import json_response, query_bool, read_model
 from bodega.model.errors import BadRequest
+from bodega.wire import worker_wire as wire
+from bodega.wire.http import json_response, query_bool, read_model
 from bodega.worker.machine_routes import RouteSpec
 from bodega.worker.render import volume_wire
 from bodega.worker.volumes import VolumeRequest, VolumeService

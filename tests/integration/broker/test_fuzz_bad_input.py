@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from bodega.api.http import MAX_BODY, MAX_DEPTH
+from bodega.wire.http import MAX_BODY, MAX_DEPTH
 from bodega.worker import tables
 
 from .fuzzkit import Target, admin_headers, error_problem, run_on, served_cluster

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bodega.api.worker_client import WorkerClient
 from bodega.runtime.keys import internal_token
+from bodega.wire.worker_client import WorkerClient
 from tests.integration.procs import SECRET, Daemon, worker_daemon
 from tests.integration.registry.nodekit import Nodes, until
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bodega.api.worker_client import WorkerClient
-from bodega.api.worker_wire import Reservation
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout, Unauthorized
+from bodega.wire.worker_client import WorkerClient
+from bodega.wire.worker_wire import Reservation
 
 from ..procs import running_worker
 

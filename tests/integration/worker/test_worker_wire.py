@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bodega.api.worker_wire import CreateMachineBody
 from bodega.model.errors import BadRequest
+from bodega.wire.worker_wire import CreateMachineBody
 
 from ..procs import running_worker
 
@@ -51,7 +51,7 @@ async def test_misspelled_fields_on_machine_calls_are_400s(
 async def test_the_typed_client_refuses_a_misspelled_field_before_sending() -> None:
     from pydantic import ValidationError
 
-    from bodega.api.worker_client import WorkerClient
+    from bodega.wire.worker_client import WorkerClient
 
     client = WorkerClient("http://127.0.0.1:9", "t")  # nothing listens: nothing is sent
     try:

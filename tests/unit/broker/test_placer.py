@@ -9,7 +9,6 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bodega.api.worker_wire import Reservation
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import MemoryCatalog
 from bodega.broker.metrics import BrokerMetrics
@@ -25,6 +24,7 @@ from bodega.model.errors import (
     Unavailable,
 )
 from bodega.placement import PlacementRequest, Policy
+from bodega.wire.worker_wire import Reservation
 
 ASK = Ask(cpus=1, memory_mb=1024)
 

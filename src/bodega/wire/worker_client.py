@@ -16,8 +16,10 @@ from typing import Any, TypeVar
 import aiohttp
 from pydantic import ValidationError
 
-from bodega.api.json_client import NONCE_HEADER, JsonClient, Params
-from bodega.api.worker_wire import (
+from bodega.model.capacity import Ask
+from bodega.model.errors import Indeterminate
+from bodega.wire.json_client import NONCE_HEADER, JsonClient, Params
+from bodega.wire.worker_wire import (
     OWNER_HEADER,
     Cordoned,
     CreateMachineBody,
@@ -33,8 +35,6 @@ from bodega.api.worker_wire import (
     WorkerAnswer,
     WorkerRequest,
 )
-from bodega.model.capacity import Ask
-from bodega.model.errors import Indeterminate
 
 A = TypeVar("A", bound=WorkerAnswer)
 
