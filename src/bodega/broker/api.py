@@ -35,7 +35,7 @@ from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
 from bodega.model.limits import check_metadata_key
 from bodega.wire import fly
-from bodega.wire import worker_wire as wire
+from bodega.wire import worker_calls as wire
 from bodega.wire.http import (
     handle_errors,
     json_response,

@@ -35,7 +35,7 @@ from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_name
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
 from bodega.wire.fly import CreateMachineRequest
-from bodega.wire.worker_wire import CreateMachineBody, WorkerRequest
+from bodega.wire.worker_calls import CreateMachineBody, WorkerRequest
 
 log = logging.getLogger("bodega.broker.machines")
 

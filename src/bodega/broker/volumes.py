@@ -19,7 +19,7 @@ from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound
 from bodega.placement import PlacementRequest
 from bodega.wire.fly import CreateVolumeRequest
-from bodega.wire.worker_wire import CreateVolumeBody, WorkerRequest
+from bodega.wire.worker_calls import CreateVolumeBody, WorkerRequest
 
 INTERNAL_FIELDS = ("app", "worker")
 

@@ -3,8 +3,8 @@ clients of both, and the HTTP glue (error shape, bounded bodies, tokens) every s
 
 from bodega.wire.json_client import NONCE_HEADER, JsonClient
 from bodega.wire.machines_client import MachinesClient
+from bodega.wire.worker_calls import WorkerAnswer, WorkerRequest
 from bodega.wire.worker_client import WorkerClient
-from bodega.wire.worker_wire import WorkerAnswer, WorkerRequest
 
 __all__ = [
     "NONCE_HEADER",

@@ -1,7 +1,7 @@
 """A typed async client for a worker's internal API.
 
 Brokers, proxies and tests use it; every body it sends is a model of
-``worker_wire`` (the worker refuses unknown fields), and errors come back as
+``worker_calls`` (the worker refuses unknown fields), and errors come back as
 the same ``BodegaError`` subclasses the worker raised, so a 409 from a
 reservation is a ``Conflict`` here too and can be re-raised to a public client
 unchanged. Machine and volume documents come back as the JSON the worker
@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from bodega.model.capacity import Ask
 from bodega.model.errors import Indeterminate
 from bodega.wire.json_client import NONCE_HEADER, JsonClient, Params
-from bodega.wire.worker_wire import (
+from bodega.wire.worker_calls import (
     OWNER_HEADER,
     Cordoned,
     CreateMachineBody,

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.wire import worker_wire as wire
+from bodega.wire import worker_calls as wire
 from bodega.wire.http import (
     check_cluster_token,
     handle_errors,

@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bodega.model.errors import NotFound
-from bodega.wire import worker_wire as wire
+from bodega.wire import worker_calls as wire
 from bodega.wire.http import json_response, query_int, read_model
 from bodega.worker.actions import MachineActions
 from bodega.worker.machine_routes import RouteSpec, find_machine, lease_nonce, owner

@@ -1,6 +1,6 @@
 """The worker's machine routes: create, read, update, destroy, and the lifecycle actions.
 
-Bodies are read into ``worker_wire`` models, which refuse unknown fields; a
+Bodies are read into ``worker_calls`` models, which refuse unknown fields; a
 machine route answers 404 for a machine of another app when ``app`` is given,
 so a caller can never reach across apps by id.
 """
@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, NotFound
-from bodega.wire import worker_wire as wire
+from bodega.wire import worker_calls as wire
 from bodega.wire.http import json_response, query_bool, query_int, read_model
 from bodega.wire.json_client import NONCE_HEADER
 from bodega.worker import tables

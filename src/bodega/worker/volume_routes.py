@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bodega.model.errors import BadRequest
-from bodega.wire import worker_wire as wire
+from bodega.wire import worker_calls as wire
 from bodega.wire.http import json_response, query_bool, read_model
 from bodega.worker.machine_routes import RouteSpec
 from bodega.worker.render import volume_wire

@@ -10,8 +10,8 @@ import pytest
 
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout, Unauthorized
+from bodega.wire.worker_calls import Reservation
 from bodega.wire.worker_client import WorkerClient
-from bodega.wire.worker_wire import Reservation
 
 from ..procs import running_worker
 

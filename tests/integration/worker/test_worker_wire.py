@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from bodega.model.errors import BadRequest
-from bodega.wire.worker_wire import CreateMachineBody
+from bodega.wire.worker_calls import CreateMachineBody
 
 from ..procs import running_worker
 

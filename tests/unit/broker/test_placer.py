@@ -24,7 +24,7 @@ from bodega.model.errors import (
     Unavailable,
 )
 from bodega.placement import PlacementRequest, Policy
-from bodega.wire.worker_wire import Reservation
+from bodega.wire.worker_calls import Reservation
 
 ASK = Ask(cpus=1, memory_mb=1024)
 
