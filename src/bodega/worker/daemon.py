@@ -22,7 +22,6 @@ from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.serve import Served, bind, serve
 from bodega.worker import tables
 from bodega.worker.actions import MachineActions
-from bodega.worker.api import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.effects import MachineEffects, machine_user
@@ -33,6 +32,7 @@ from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
 from bodega.worker.publish import Publisher
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner
+from bodega.worker.server import WorkerApi
 from bodega.worker.store import Store
 from bodega.worker.volumes import VolumeService
 from bodega.worker.watch import StateWatch
