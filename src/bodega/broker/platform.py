@@ -18,8 +18,8 @@ from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
 from bodega.broker.machines import Machines
 from bodega.model.capacity import Ask, shortfalls
-from bodega.model.config import Guest, preset
 from bodega.model.errors import BadRequest
+from bodega.model.machine_config import Guest, preset
 from bodega.placement import CandidateTable, PlacementRequest, Policy, rank_region
 from bodega.placement.regions import GEO
 from bodega.wire.fly import PlacementsRequest

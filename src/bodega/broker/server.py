@@ -30,10 +30,10 @@ from bodega.broker.org_machines import page, parse_query
 from bodega.broker.platform import Platform, ask_for
 from bodega.broker.readiness import RETRY_AFTER, Gate
 from bodega.broker.volumes import Volumes
-from bodega.model.config import Guest, preset
 from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
 from bodega.model.limits import check_metadata_key
+from bodega.model.machine_config import Guest, preset
 from bodega.wire import fly
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import (

@@ -20,7 +20,7 @@ from bodega.cli.session import (
     table,
 )
 from bodega.model.capacity import Ask
-from bodega.model.config import preset
+from bodega.model.machine_config import preset
 from bodega.wire.machines_client import MachinesClient
 
 machine = typer.Typer(help="Run and manage machines.", no_args_is_help=True)

@@ -1,7 +1,6 @@
 """Pure shared types: ids, machine config, states, capacity, events, errors."""
 
 from bodega.model.capacity import Ask, Totals, Usage, describe_free, fits, shortfalls
-from bodega.model.config import Guest, MachineConfig, preset
 from bodega.model.duration import format_duration, parse_duration
 from bodega.model.errors import (
     BadRequest,
@@ -21,6 +20,7 @@ from bodega.model.errors import (
     from_wire,
 )
 from bodega.model.machine import ExitStatus, MachineEvent, image_ref, rfc3339
+from bodega.model.machine_config import Guest, MachineConfig, preset
 from bodega.model.states import MachineState, is_active, is_settled
 
 __all__ = [

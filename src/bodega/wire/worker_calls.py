@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
+from bodega.model.machine_config import MachineConfig
 
 OWNER_HEADER = "x-bodega-owner"  # the token that asked, kept as a machine's or a lease's owner
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
+from bodega.model.machine_config import MachineConfig
 from bodega.worker import tables
 from bodega.worker.ledger import CORDON_MESSAGE, CapacityRejected, Ledger
 from bodega.worker.records import MachineRow

@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BadRequest, Conflict, NotFound, PreconditionFailed
 from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState as S
 from bodega.worker import leases, tables
 from bodega.worker.claims import attach_volume, check_update, claim_room

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from bodega.model.config import MachineConfig
+from bodega.model.machine_config import MachineConfig
 from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.machine_routes import create_request
 from bodega.worker.machines import CreateRequest

@@ -23,9 +23,9 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.model.states import PERSISTENT, RELEASES_COMPUTE, MachineState
 from bodega.worker import tables
 from bodega.worker.daemon import Worker

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
 from bodega.model.capacity import Ask, Totals
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.worker import tables
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from bodega.model.config import MachineConfig
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.worker import tables
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
