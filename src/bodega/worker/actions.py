@@ -11,7 +11,7 @@ from typing import Any
 
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout
 from bodega.model.states import PERSISTENT, MachineState
-from bodega.worker import leases, tables
+from bodega.worker import leases, queries
 from bodega.worker.drivers.base import ExecResult, ProcessInfo
 from bodega.worker.effects import signal_number
 from bodega.worker.machines import MachineService
@@ -84,7 +84,7 @@ class MachineActions:
         with self.store.tx() as conn:
             self.machines.get(machine_id)
             leases.check(conn, machine_id, nonce, self.store.clock())
-            tables.update_machine(conn, machine_id, self.store.clock(), cordoned=cordoned)
+            queries.update_machine(conn, machine_id, self.store.clock(), cordoned=cordoned)
             self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
                               step="cordon" if cordoned else "uncordon", payload={})
 
@@ -114,7 +114,7 @@ class MachineActions:
             if len(metadata) > MAX_METADATA_KEYS:
                 raise BadRequest(f"at most {MAX_METADATA_KEYS} metadata keys")
             config = row.config.model_copy(update={"metadata": metadata or None})
-            tables.update_machine(conn, machine_id, self.store.clock(), config=config)
+            queries.update_machine(conn, machine_id, self.store.clock(), config=config)
             self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
                               step="metadata", payload={"changes": changes})
         return metadata
@@ -146,7 +146,7 @@ class MachineActions:
 
     def versions(self, machine_id: str) -> list[dict[str, Any]]:
         self.machines.get(machine_id)
-        return tables.list_versions(self.store.db, machine_id)
+        return queries.list_versions(self.store.db, machine_id)
 
     async def wait(
         self, machine_id: str, states: list[str], timeout: int, version: str | None,

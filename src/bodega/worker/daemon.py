@@ -20,7 +20,7 @@ from bodega.registry import RegistryConfig, RegistryNode
 from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.serve import Served, bind, serve
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.actions import MachineActions
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
@@ -191,14 +191,14 @@ class Worker:
             await changed.wait()
             changed.clear()
             try:
-                indexes = tables.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
+                indexes = queries.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
                 await self.network.prewarm(indexes)
                 park = getattr(self.driver, "park", None)
                 if park is not None:
                     # A launcher waits, already in cgroups, in each spare namespace and in
                     # each of a machine at rest: its next start (a proxy's wake) is quick too.
                     spare = [self.network.namespace(i) for i in indexes if self.network.ready(i)]
-                    for namespace in [*spare, *tables.idle_namespaces(self.store.db)]:
+                    for namespace in [*spare, *queries.idle_namespaces(self.store.db)]:
                         if namespace is not None:
                             park(namespace)
             except Exception:
@@ -220,7 +220,7 @@ class Worker:
 
     def _update_gauges(self) -> None:
         """Machine counts and capacity, computed when scraped rather than on a timer."""
-        counts = tables.count_by_state(self.store.db)
+        counts = queries.count_by_state(self.store.db)
         for state in MachineState:
             self.metrics.machines.labels(str(state)).set(counts.get(state, 0))
         used = self.ledger.usage()
@@ -248,7 +248,7 @@ class Worker:
         unpark = getattr(self.driver, "unpark_all", None)
         if unpark is not None:
             unpark()
-        in_use = {row.ip_index for row in tables.list_machines(self.store.db)
+        in_use = {row.ip_index for row in queries.list_machines(self.store.db)
                   if row.ip_index is not None}
         await self.network.release_spares(in_use)
         await self.machines.supervision.close()
@@ -263,7 +263,7 @@ class Worker:
         self.machines.drain()
         for _ in range(STOP_ROUNDS):
             await self.machines.settle()
-            rows = [r for r in tables.list_machines(self.store.db)
+            rows = [r for r in queries.list_machines(self.store.db)
                     if r.state == MachineState.STARTED]
             if not rows:
                 return
@@ -276,7 +276,7 @@ class Worker:
                 if isinstance(result, Exception):
                     log.warning("%s: could not stop: %s", row.id, result)
         await self.machines.settle()
-        left = [r.id for r in tables.list_machines(self.store.db)
+        left = [r.id for r in queries.list_machines(self.store.db)
                 if r.state == MachineState.STARTED]
         if left:
             log.warning("still started after %d rounds of stops: %s", STOP_ROUNDS,

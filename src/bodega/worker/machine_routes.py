@@ -18,7 +18,7 @@ from bodega.model.errors import BadRequest, NotFound
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import json_response, query_bool, query_int, read_model
 from bodega.wire.json_client import NONCE_HEADER
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.actions import MachineActions, parse_wait_states
 from bodega.worker.machines import CreateRequest, MachineService
 from bodega.worker.records import MachineRow
@@ -108,7 +108,7 @@ class MachineRoutes:
         )
 
     async def list_machines(self, request: Request) -> Response:
-        rows = tables.list_machines(self.machines.store.db, request.query_params.get("app"),
+        rows = queries.list_machines(self.machines.store.db, request.query_params.get("app"),
                                     query_bool(request, "include_deleted"))
         return json_response([self._wire(row, events=False) for row in rows])
 

@@ -22,7 +22,7 @@ from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState as S
-from bodega.worker import leases, tables
+from bodega.worker import leases, queries
 from bodega.worker.claims import attach_volume, check_update, claim_room
 from bodega.worker.effects import MachineEffects, signal_number
 from bodega.worker.fsm import BEGINS, RESTART_WINDOW, ExitDecision, after_exit, restart_delay
@@ -88,7 +88,7 @@ class MachineService:
     def get(self, machine_id: str) -> MachineRow:
         if not MACHINE_ID_RE.match(machine_id):
             raise NotFound(f"machine not found: {machine_id!r} is not a machine id")
-        row = tables.get_machine(self.store.db, machine_id)
+        row = queries.get_machine(self.store.db, machine_id)
         if row is None:
             raise NotFound(f"machine not found: {machine_id}")
         return row
@@ -148,7 +148,7 @@ class MachineService:
                 "or processes[0].exec); none was given"
             )
         if req.idempotency_key:  # a retry: answer at once, not after the first try's start
-            earlier = tables.machine_by_idempotency_key(self.store.db, req.app,
+            earlier = queries.machine_by_idempotency_key(self.store.db, req.app,
                                                         req.idempotency_key)
             if earlier is not None:
                 return earlier, None
@@ -175,15 +175,15 @@ class MachineService:
         ask = Ask.for_config(req.config)
         with self.store.tx() as conn:
             if req.idempotency_key:
-                earlier = tables.machine_by_idempotency_key(conn, req.app, req.idempotency_key)
+                earlier = queries.machine_by_idempotency_key(conn, req.app, req.idempotency_key)
                 if earlier is not None:
                     return earlier, None
-            earlier = tables.get_machine(conn, machine_id)
+            earlier = queries.get_machine(conn, machine_id)
             if earlier is not None:
                 if earlier.app != req.app:
                     raise Conflict(f"machine id {machine_id} is taken")
                 return earlier, None
-            while tables.machine_name_taken(conn, req.app, name):
+            while queries.machine_name_taken(conn, req.app, name):
                 if not rename:
                     raise Conflict(f"a machine named {name!r} already exists in app {req.app}",
                                    status="name_taken")
@@ -206,8 +206,8 @@ class MachineService:
                 placement=req.placement, idempotency_key=req.idempotency_key, last_exit=None,
                 created_at=now, updated_at=now,
             )
-            tables.insert_machine(conn, row)
-            tables.insert_version(conn, machine_id, instance_id,
+            queries.insert_machine(conn, row)
+            queries.insert_version(conn, machine_id, instance_id,
                                   req.config.model_dump_json(exclude_none=True), now)
             nonce = None
             if req.lease_ttl:
@@ -223,14 +223,14 @@ class MachineService:
 
     def _free_address(self, conn: Any) -> int | None:
         """The lowest free address whose namespace is already wired, else the lowest free."""
-        free = tables.free_ip_indexes(conn, *self.ip_range, WIRE_AHEAD + 1)
+        free = queries.free_ip_indexes(conn, *self.ip_range, WIRE_AHEAD + 1)
         return next((i for i in free if self.effects.network.ready(i)), free[0] if free else None)
 
     def _on_created(self, conn: Any, op: Operation, _step: Any) -> None:
         # The start begins in the same commit that ends the create, so a crash in
         # between can never leave a machine created that was asked to launch.
         if op.payload.get("launch"):
-            row = tables.get_machine(conn, op.resource_id)
+            row = queries.get_machine(conn, op.resource_id)
             assert row is not None
             self._begin_start(conn, row, "flyd", delay=0.0)
 
@@ -239,7 +239,7 @@ class MachineService:
         if not row.holds_compute:
             self.ledger.check_room(conn, Ask.for_config(row.config), exclude_machine=row.id)
         start_seq = row.start_seq + 1
-        tables.update_machine(conn, row.id, self.store.clock(), holds_compute=True,
+        queries.update_machine(conn, row.id, self.store.clock(), holds_compute=True,
                               start_seq=start_seq)
         payload = {"source": source, "start_seq": start_seq, "delay": delay}
         return self.runner.begin(conn, "start_machine", row.id, payload)
@@ -255,7 +255,7 @@ class MachineService:
                     lock.release()
                     return {"previous_state": previous, "migrated": False, "new_host": ""}
                 if previous == S.STOPPED or previous == S.FAILED:
-                    tables.update_machine(conn, row.id, self.store.clock(), restarts=0)
+                    queries.update_machine(conn, row.id, self.store.clock(), restarts=0)
                 op = self._begin_start(conn, row, "user", delay=0.0)
         except BaseException:
             lock.release()
@@ -302,7 +302,7 @@ class MachineService:
                     payload["timeout"] = timeout
                 if fsm == "restart_machine":
                     payload["start_seq"] = row.start_seq + 1
-                    tables.update_machine(conn, row.id, self.store.clock(),
+                    queries.update_machine(conn, row.id, self.store.clock(),
                                           start_seq=row.start_seq + 1)
                 op = self.runner.begin(conn, fsm, machine_id, payload)
         except BaseException:
@@ -346,15 +346,15 @@ class MachineService:
                                details=exc.details) from None
         instance_id = new_ulid(int(now * 1000))
         start_seq = row.start_seq + 1 if launch else row.start_seq
-        tables.update_machine(
+        queries.update_machine(
             conn, row.id, now, config=config, instance_id=instance_id,
             millicpus=self.ledger.totals.millicpus_for(ask), memory_mb=ask.memory_mb,
             gpus=ask.gpus, gpu_kind=ask.gpu_kind, holds_compute=holds, start_seq=start_seq,
             restarts=0,
         )
-        tables.insert_version(conn, row.id, instance_id,
+        queries.insert_version(conn, row.id, instance_id,
                               config.model_dump_json(exclude_none=True), now)
-        tables.replace_versions(conn, row.id, keep=instance_id)
+        queries.replace_versions(conn, row.id, keep=instance_id)
         rest_state = S.CREATED if row.state == S.CREATED else S.STOPPED
         payload = {"source": "user", "launch": launch, "rest_state": str(rest_state),
                    "start_seq": start_seq}
@@ -389,11 +389,11 @@ class MachineService:
 
     def _on_destroyed(self, conn: Any, op: Operation, _step: Any) -> None:
         now = self.store.clock()
-        row = tables.get_machine(conn, op.resource_id)
+        row = queries.get_machine(conn, op.resource_id)
         if row is not None and row.volume_id:
-            tables.update_volume(conn, row.volume_id, now, attached_machine_id=None)
-        tables.delete_lease(conn, op.resource_id)
-        tables.update_machine(conn, op.resource_id, now, holds_compute=False, handle=None)
+            queries.update_volume(conn, row.volume_id, now, attached_machine_id=None)
+        queries.delete_lease(conn, op.resource_id)
+        queries.update_machine(conn, op.resource_id, now, holds_compute=False, handle=None)
         self.spares_changed.set()
 
     # -- supervision ------------------------------------------------------------------
@@ -402,7 +402,7 @@ class MachineService:
         self.effects.draining.set()
 
     async def _after_run(self, op: Operation) -> None:
-        row = tables.get_machine(self.store.db, op.resource_id)
+        row = queries.get_machine(self.store.db, op.resource_id)
         if row is not None and row.state == S.STARTED and row.handle is not None:
             self.supervision.watch(row.id, row.handle)
 
@@ -414,7 +414,7 @@ class MachineService:
         lock = await self.locks.acquire(machine_id, timeout=float("inf"))
         op: Operation | None = None
         try:
-            row = tables.get_machine(self.store.db, machine_id)
+            row = queries.get_machine(self.store.db, machine_id)
             if (row is None or row.state != S.STARTED or row.handle is None
                     or row.handle.start_seq != handle.start_seq
                     or row.handle.instance_id != handle.instance_id):
@@ -444,15 +444,15 @@ class MachineService:
         with self.store.tx() as conn:
             self.store.append(conn, op_id="supervise", resource_id=row.id, fsm="supervise",
                               step="exit", payload={"decision": str(decision)}, event=event)
-            tables.update_machine(conn, row.id, now, last_exit=exit_status)
+            queries.update_machine(conn, row.id, now, last_exit=exit_status)
             if decision is ExitDecision.RESTART:
-                tables.update_machine(conn, row.id, now, restarts=restarts + 1)
+                queries.update_machine(conn, row.id, now, restarts=restarts + 1)
                 fresh = replace(row, restarts=restarts + 1)
                 return self._begin_start(conn, fresh, "flyd", delay=restart_delay(restarts))
             if decision is ExitDecision.DESTROY:
                 return self.runner.begin(conn, "destroy_machine", row.id,
                                          {"source": "flyd", "signal": "SIGKILL", "timeout": 0})
-            tables.update_machine(conn, row.id, now, state=S.STOPPED, holds_compute=False)
+            queries.update_machine(conn, row.id, now, state=S.STOPPED, holds_compute=False)
             self.spares_changed.set()
             return None
 
@@ -465,13 +465,13 @@ class MachineService:
         for resource_id, ops in unfinished.items():
             log.info("%s: resuming %s", resource_id,
                      ", ".join(f"{op.fsm} at {op.step}" for op in ops))
-            row = tables.get_machine(self.store.db, resource_id)
+            row = queries.get_machine(self.store.db, resource_id)
             if row is not None and row.handle is not None:
                 # Re-attach to the run the interrupted operation was dealing with.
                 await self.driver.recover(row.handle)
             lock = await self.locks.acquire(resource_id)
             self._drive_pending(resource_id, lock)
-        for row in tables.list_machines(self.store.db):
+        for row in queries.list_machines(self.store.db):
             if row.id in unfinished or row.state != S.STARTED or row.handle is None:
                 continue
             alive = await self.driver.recover(row.handle)

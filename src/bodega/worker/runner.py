@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from bodega.model.machine import MachineEvent
 from bodega.model.states import RELEASES_COMPUTE
 from bodega.runtime.failpoints import Failpoints
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.fsm import FSMS, Fsm, Step
 from bodega.worker.store import Operation, Store
 
@@ -78,7 +78,7 @@ class Runner:
         state = step.state_for(op.payload)
         if state is not None:
             if op.fsm.endswith("_volume"):
-                tables.update_volume(conn, op.resource_id, self.store.clock(), state=state)
+                queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
             else:
                 _set_machine_state(conn, op.resource_id, self.store.clock(), state)
         if step.final and op.fsm in self.final_hooks:
@@ -128,10 +128,10 @@ class Runner:
         with self.store.tx() as conn:
             if outcome.updates:
                 if op.fsm.endswith("_volume"):
-                    tables.update_volume(conn, op.resource_id, self.store.clock(),
+                    queries.update_volume(conn, op.resource_id, self.store.clock(),
                                          **outcome.updates)
                 else:
-                    tables.update_machine(conn, op.resource_id, self.store.clock(),
+                    queries.update_machine(conn, op.resource_id, self.store.clock(),
                                           **outcome.updates)
             op = self.store.advance_operation(
                 conn, op, step=following.name, payload=payload,
@@ -158,7 +158,7 @@ class Runner:
             )
             if state is not None:
                 if op.fsm.endswith("_volume"):
-                    tables.update_volume(conn, op.resource_id, self.store.clock(), state=state)
+                    queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
                 else:
                     _set_machine_state(conn, op.resource_id, self.store.clock(), state)
         return op
@@ -184,6 +184,6 @@ class Runner:
 def _set_machine_state(conn: sqlite3.Connection, machine_id: str, now: float, state: str) -> None:
     # Coming to rest without a process gives the machine's cpu and memory back.
     if state in RELEASES_COMPUTE:
-        tables.update_machine(conn, machine_id, now, state=state, holds_compute=False)
+        queries.update_machine(conn, machine_id, now, state=state, holds_compute=False)
     else:
-        tables.update_machine(conn, machine_id, now, state=state)
+        queries.update_machine(conn, machine_id, now, state=state)

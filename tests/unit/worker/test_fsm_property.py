@@ -27,7 +27,7 @@ from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import PERSISTENT, RELEASES_COMPUTE, MachineState
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.fsm import BEGINS, FSMS, Step
@@ -235,7 +235,7 @@ class World:
     def check(self) -> None:
         db = self.worker.store.db
         assert not self.worker.store.running_operations()
-        for row in tables.list_machines(db, include_destroyed=True):
+        for row in queries.list_machines(db, include_destroyed=True):
             assert at_rest_legally(row.state), (row.id, row.state)
             running = bool(self.driver.running(row.id))
             assert running == (row.state == S.STARTED), (row.id, row.state, running)
