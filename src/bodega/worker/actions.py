@@ -12,7 +12,8 @@ from typing import Any
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout
 from bodega.model.states import PERSISTENT, MachineState
 from bodega.worker import leases, tables
-from bodega.worker.drivers.base import ExecResult, ProcessInfo
+from bodega.worker.core import Signal, decide
+from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl
 from bodega.worker.effects import signal_number
 from bodega.worker.machines import MachineService
 from bodega.worker.records import LeaseRow, MachineRow
@@ -43,6 +44,13 @@ class MachineActions:
             )
         return row
 
+    def _control(self) -> TaskControl:
+        control = self.driver.capabilities.control
+        if control is None:
+            raise BadRequest(f"unimplemented: the {self.driver.name} driver cannot reach into "
+                             "a running machine (signal, exec, ps)")
+        return control
+
     # -- signal, exec, ps ---------------------------------------------------------------
     async def signal(self, machine_id: str, signal: str | int | None) -> None:
         try:
@@ -51,10 +59,12 @@ class MachineActions:
             raise BadRequest(f"unknown signal {signal!r}") from None
         if number == 0:
             raise BadRequest("signal is required, e.g. {\"signal\": \"SIGHUP\"}")
-        row = self._running(machine_id)
+        control = self._control()
+        row = self.machines.get(machine_id)
+        decide(row, Signal())  # refuses unless it is started
         assert row.handle is not None
         self._log(machine_id, "signal", {"signal": signals.Signals(number).name})
-        await self.driver.signal(row.handle, number)
+        await control.signal(row.handle, number)
 
     async def exec(
         self, machine_id: str, command: list[str], timeout: float, stdin: str | None,
@@ -69,7 +79,7 @@ class MachineActions:
         row = self._running(machine_id)
         self._log(machine_id, "exec", {"command": command[:16]})
         spec = self.machines.effects.task_spec(row)
-        return await self.driver.exec(
+        return await self._control().exec(
             spec, command, timeout, stdin.encode() if stdin is not None else None
         )
 
@@ -77,7 +87,7 @@ class MachineActions:
         row = self.machines.get(machine_id)
         if row.handle is None or row.state != MachineState.STARTED:
             return []
-        return await self.driver.ps(row.handle)
+        return await self._control().ps(row.handle)
 
     # -- cordon ---------------------------------------------------------------------
     def cordon(self, machine_id: str, cordoned: bool, nonce: str | None) -> None:

@@ -12,6 +12,7 @@ from bodega.model.errors import BadRequest, Conflict, NotFound, PreconditionFail
 from bodega.model.ids import new_machine_id
 from bodega.model.machine import ExitStatus
 from bodega.worker.daemon import Worker
+from bodega.worker.drivers.base import Capabilities
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.ledger import CapacityRejected
 from bodega.worker.machines import CreateRequest
@@ -281,10 +282,10 @@ async def test_signal_and_exec_need_a_started_machine(worker: W) -> None:
     assert result.exit_code == 0
 
 
-async def test_process_driver_configs_need_a_command(worker: W) -> None:
+async def test_a_driver_that_runs_a_command_refuses_configs_without_one(worker: W) -> None:
     w, driver = worker
-    driver.name = "process"
-    with pytest.raises(BadRequest, match=r"init\.exec"):
+    driver.capabilities = Capabilities(needs_command=True, control=driver)
+    with pytest.raises(BadRequest, match=r"the fake driver runs config\.init\.exec"):
         await create(w)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from bodega.model.machine import ExitStatus
 from bodega.worker.cgroups import Cgroups
 from bodega.worker.drivers.base import (
+    Capabilities,
     DriverError,
     ExecResult,
     ProcessInfo,
@@ -55,12 +56,11 @@ class ProcessDriver:
         # Launchers wait in wired namespaces only where there are cgroups to save time on.
         self.parking = Parking(park_dir, cgroups) if cgroups and park_dir else None
         self.janitor = LogJanitor(log_max_bytes)
+        self.capabilities = Capabilities(needs_command=True, control=self,
+                                         parking=self.parking, logs=self.janitor)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._handles: dict[tuple[str, str, int], TaskHandle] = {}
         self._exits: dict[tuple[str, str, int], asyncio.Future[ExitStatus]] = {}
-
-    async def log_janitor(self, machines_dir: Path) -> None:
-        await self.janitor.run(machines_dir)
 
     # -- prepare and start ------------------------------------------------------------
     async def prepare(self, spec: TaskSpec) -> None:
@@ -167,23 +167,6 @@ class ProcessDriver:
         log.info("%s: run %d was already started%s; adopting it", spec.machine_id,
                  spec.start_seq, f" as pid {pid}" if pid else " and has ended")
         return self._handle(spec, files, pid, 0)
-
-    # -- parked launchers (see parking.py) ---------------------------------------------
-    def park(self, netns: str) -> None:
-        if self.parking is not None:
-            self.parking.park(netns)
-
-    def unpark(self, netns: str) -> None:
-        if self.parking is not None:
-            self.parking.release(netns)
-
-    def unpark_all(self) -> None:
-        if self.parking is not None:
-            self.parking.close()
-
-    def reap_parked(self) -> None:
-        if self.parking is not None:
-            self.parking.reap()
 
     # -- watching ---------------------------------------------------------------------
     def _forget_ended(self, machine_id: str) -> None:
