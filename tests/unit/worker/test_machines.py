@@ -173,6 +173,24 @@ async def test_restart_policy_no_stops_and_auto_destroy_destroys(worker: W) -> N
     assert w.machines.get(gone).state == "destroyed"
 
 
+async def test_an_exit_that_is_not_restarted_comes_to_rest_through_the_state_machine(
+    worker: W,
+) -> None:
+    w, driver = worker
+    mid = await create(w, config=config(restart={"policy": "no"}))
+    w.machines.spares_changed.clear()
+    driver.exit(mid, ExitStatus(exit_code=0))
+    await w.machines.settle()
+    row = w.machines.get(mid)
+    assert (row.state, row.holds_compute) == ("stopped", False)
+    steps = [(e.fsm, e.step) for e in w.store.history(mid)]
+    # The exit is noted, then the machine rests through its own logged operation.
+    noted = steps.index(("supervise", "exit"))
+    assert steps[noted + 1:] == [("exit_machine", "stopped")] * 2  # begun, then done
+    assert [op for op in w.store.running_operations() if op.resource_id == mid] == []
+    assert w.machines.spares_changed.is_set()  # its namespace is idle: a launcher may park
+
+
 async def test_update_makes_a_new_version_and_replaces_the_old(worker: W) -> None:
     w, driver = worker
     mid = await create(w)
