@@ -61,8 +61,8 @@ def make_driver(config: WorkerConfig) -> Driver:
 
         return FakeDriver()
     if config.driver == "process":
-        from bodega.worker.cgroups import Cgroups
         from bodega.worker.drivers.process import ProcessDriver
+        from bodega.worker.drivers.process.cgroups import Cgroups
 
         cgroups = Cgroups.detect(config.name) if config.cgroups else None
         return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
@@ -70,10 +70,10 @@ def make_driver(config: WorkerConfig) -> Driver:
     raise ValueError(f"unknown driver {config.driver!r}: use process, null or fake")
 
 
-def make_network(config: WorkerConfig) -> Network:
+def make_network(config: WorkerConfig, driver: Driver) -> Network:
     mode = config.network
     if mode == "auto":
-        mode = "netns" if os.geteuid() == 0 and config.driver == "process" else "host"
+        mode = "netns" if os.geteuid() == 0 and driver.capabilities.own_netns else "host"
     if mode == "netns":
         return NetnsNetwork(ipaddress.ip_network(config.machine_subnet
                                                  or default_subnet(config.name)))
@@ -88,7 +88,7 @@ class Worker:
                  network: Network | None = None) -> None:
         self.config = config
         self.driver = driver or make_driver(config)
-        self.network = network or make_network(config)
+        self.network = network or make_network(config, self.driver)
         self.metrics = WorkerMetrics()
         self.watch = StateWatch()
         self.store = Store(config.store_path, fsync=config.fsync)

@@ -161,6 +161,7 @@ class Capabilities:
     """What a driver can do beyond the core protocol; None: it cannot."""
 
     needs_command: bool = False  # it runs the config's command: a config needs one
+    own_netns: bool = False  # it can run each machine in its own network namespace
     control: TaskControl | None = None
     parking: LauncherParking | None = None
     logs: LogHousekeeping | None = None
