@@ -12,7 +12,7 @@ from typing import Any
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout
 from bodega.model.states import PERSISTENT, MachineState
 from bodega.worker import leases, tables
-from bodega.worker.core import Signal, decide
+from bodega.worker.core import Cordon, SetMetadata, Signal, decide
 from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl
 from bodega.worker.effects import signal_number
 from bodega.worker.machines import MachineService
@@ -21,7 +21,6 @@ from bodega.worker.watch import StateWatch
 
 WAIT_MAX = 60
 WAIT_STATES = frozenset({"started", "stopped", "suspended", "destroyed", "failed", "settled"})
-MAX_METADATA_KEYS = 64
 
 
 class MachineActions:
@@ -29,6 +28,7 @@ class MachineActions:
         self.machines = machines
         self.store = machines.store
         self.driver = machines.driver
+        self.recorder = machines.lifecycle.recorder
         self.watch = watch
 
     def _log(self, machine_id: str, step: str, payload: dict[str, Any]) -> None:
@@ -89,45 +89,24 @@ class MachineActions:
             return []
         return await self._control().ps(row.handle)
 
-    # -- cordon ---------------------------------------------------------------------
+    # -- cordon, metadata: record changes the core decides -----------------------------
     def cordon(self, machine_id: str, cordoned: bool, nonce: str | None) -> None:
         with self.store.tx() as conn:
-            self.machines.get(machine_id)
+            row = self.machines.get(machine_id)
             leases.check(conn, machine_id, nonce, self.store.clock())
-            tables.update_machine(conn, machine_id, self.store.clock(), cordoned=cordoned)
-            self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
-                              step="cordon" if cordoned else "uncordon", payload={})
+            self.recorder.apply(conn, machine_id, decide(row, Cordon(cordoned)))
 
-    # -- metadata --------------------------------------------------------------------
     def metadata(self, machine_id: str) -> dict[str, str]:
         return dict(self.machines.get(machine_id).config.metadata or {})
 
     def set_metadata(
         self, machine_id: str, changes: dict[str, str | None], version: str | None = None
     ) -> dict[str, str]:
-        for key, value in changes.items():
-            if not key or len(key) > 128 or (value is not None and len(value) > 4096):
-                raise BadRequest("metadata keys are 1-128 characters, values at most 4096")
         with self.store.tx() as conn:
-            row = self.machines.get(machine_id)
-            if version is not None and version != row.instance_id:
-                raise PreconditionFailed(
-                    f"failed_precondition: machine_version {version} is not the current "
-                    f"version {row.instance_id}"
-                )
-            metadata = dict(row.config.metadata or {})
-            for key, value in changes.items():
-                if value is None:
-                    metadata.pop(key, None)
-                else:
-                    metadata[key] = value
-            if len(metadata) > MAX_METADATA_KEYS:
-                raise BadRequest(f"at most {MAX_METADATA_KEYS} metadata keys")
-            config = row.config.model_copy(update={"metadata": metadata or None})
-            tables.update_machine(conn, machine_id, self.store.clock(), config=config)
-            self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
-                              step="metadata", payload={"changes": changes})
-        return metadata
+            decision = decide(self.machines.get(machine_id), SetMetadata(changes, version))
+            self.recorder.apply(conn, machine_id, decision)
+        config = decision.changes.config
+        return dict(config.metadata or {}) if config is not None else {}
 
     # -- leases ----------------------------------------------------------------------
     def acquire_lease(

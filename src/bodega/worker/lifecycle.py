@@ -50,12 +50,12 @@ class Recorder:
                 raise Conflict(f"aborted: {exc.message}", status=exc.status,
                                details=exc.details) from None
         now = self.store.clock()
-        for spec in decision.events:
-            event = self.store.new_event(spec.type, spec.status, spec.source,
-                                         dict(spec.request) if spec.request else None)
-            self.store.append(conn, op_id="supervise", resource_id=machine_id, fsm="supervise",
-                              step="exit", payload={"decision": str(decision.exit_decision)},
-                              event=event)
+        for note in decision.notes:
+            spec = note.event
+            event = None if spec is None else self.store.new_event(
+                spec.type, spec.status, spec.source, dict(spec.request) if spec.request else None)
+            self.store.append(conn, op_id=note.fsm, resource_id=machine_id, fsm=note.fsm,
+                              step=note.step, payload=dict(note.payload), event=event)
         columns = decision.changes.columns()
         if columns:
             tables.update_machine(conn, machine_id, now, **columns)

@@ -11,14 +11,16 @@ from hypothesis import strategies as st
 
 from bodega.model.capacity import Ask
 from bodega.model.config import MachineConfig
-from bodega.model.errors import BodegaError, NotFound, PreconditionFailed
+from bodega.model.errors import BadRequest, BodegaError, NotFound, PreconditionFailed
 from bodega.model.machine import ExitStatus
 from bodega.model.states import RELEASES_COMPUTE, MachineState
 from bodega.worker.core import (
     BEGINS,
     RESTART_WINDOW,
     Begin,
+    Changes,
     CheckResult,
+    Cordon,
     Create,
     Destroy,
     ExitDecision,
@@ -27,6 +29,7 @@ from bodega.worker.core import (
     OperationFailed,
     Recovered,
     Restart,
+    SetMetadata,
     Signal,
     Start,
     StepEntered,
@@ -133,6 +136,22 @@ def test_signal_needs_a_started_machine() -> None:
         decide(record(S.STOPPED), Signal())
 
 
+def test_cordon_and_metadata_change_the_record_and_are_logged_as_actions() -> None:
+    cordon = decide(record(), Cordon(True))
+    assert cordon.changes == Changes(cordoned=True)
+    assert [(n.fsm, n.step) for n in cordon.notes] == [("action", "cordon")]
+    row = record(config=config(metadata={"a": "1", "b": "2"}))
+    decision = decide(row, SetMetadata({"a": None, "c": "3"}, version="v1"))
+    assert decision.changes.config is not None
+    assert decision.changes.config.metadata == {"b": "2", "c": "3"}
+    with pytest.raises(PreconditionFailed, match="machine_version v0"):
+        decide(row, SetMetadata({"a": "x"}, version="v0"))
+    with pytest.raises(BadRequest, match="1-128 characters"):
+        decide(row, SetMetadata({"": "x"}))
+    with pytest.raises(BadRequest, match="at most 64"):
+        decide(row, SetMetadata({f"k{i}": "v" for i in range(65)}))
+
+
 # -- exits and the restart policy --------------------------------------------------------------
 
 
@@ -145,7 +164,8 @@ def test_a_crash_restarts_after_a_backoff_counting_the_restart() -> None:
     assert decision.changes.last_exit == ExitStatus(exit_code=1)
     assert decision.begin == Begin("start_machine", {"source": "flyd", "start_seq": 4,
                                                      "delay": restart_delay(2)})
-    assert [(e.type, e.status) for e in decision.events] == [("exit", "restarting")]
+    assert [(n.step, n.event.type, n.event.status) for n in decision.notes if n.event] == [
+        ("exit", "exit", "restarting")]
 
 
 def test_a_long_run_forgives_past_crashes() -> None:
@@ -161,7 +181,8 @@ def test_a_clean_exit_comes_to_rest_through_its_own_operation() -> None:
     assert decision.exit_decision is ExitDecision.STOP
     assert decision.changes.state is None  # the exit_machine operation's step writes it
     assert decision.begin == Begin("exit_machine", {"source": "flyd"})
-    assert [(e.type, e.status) for e in decision.events] == [("exit", "stopped")]
+    assert [(n.step, n.event.type, n.event.status) for n in decision.notes if n.event] == [
+        ("exit", "exit", "stopped")]
 
 
 def test_draining_never_restarts_and_auto_destroy_destroys() -> None:
@@ -222,7 +243,8 @@ user_calls = st.one_of(
     st.builds(Update, st.just(config()), st.just("v2"), st.just(62), st.booleans()),
 )
 everything: st.SearchStrategy[Stimulus] = st.one_of(
-    user_calls, st.just(Signal()), st.just(Recovered()),
+    user_calls, st.just(Signal()), st.just(Recovered()), st.builds(Cordon, st.booleans()),
+    st.builds(SetMetadata, st.dictionaries(st.text(max_size=3), st.none() | st.text())),
     st.builds(ExitObserved, st.just("v1"), st.integers(2, 4),
               st.builds(ExitStatus, st.integers(0, 2)), st.floats(1000, 2000), st.booleans()),
 )

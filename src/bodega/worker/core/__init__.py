@@ -4,16 +4,19 @@ from bodega.worker.core.decisions import (
     Begin,
     Changes,
     CheckResult,
+    Cordon,
     Create,
     Decision,
     Destroy,
     EventSpec,
     ExitDecision,
     ExitObserved,
+    Note,
     OperationEnded,
     OperationFailed,
     Recovered,
     Restart,
+    SetMetadata,
     Signal,
     Sizing,
     Start,
@@ -27,8 +30,9 @@ from bodega.worker.core.policy import BEGINS, RESTART_WINDOW, after_exit, restar
 from bodega.worker.core.rules import decide, may_begin
 
 __all__ = [
-    "BEGINS", "RESTART_WINDOW", "Begin", "Changes", "CheckResult", "Create", "Decision",
-    "Destroy", "EventSpec", "ExitDecision", "ExitObserved", "OperationEnded", "OperationFailed",
-    "Recovered", "Restart", "Signal", "Sizing", "Start", "StepEntered", "Stimulus", "Stop",
-    "Then", "Update", "after_exit", "decide", "may_begin", "restart_delay",
+    "BEGINS", "RESTART_WINDOW", "Begin", "Changes", "CheckResult", "Cordon", "Create",
+    "Decision", "Destroy", "EventSpec", "ExitDecision", "ExitObserved", "Note",
+    "OperationEnded", "OperationFailed", "Recovered", "Restart", "SetMetadata", "Signal",
+    "Sizing", "Start", "StepEntered", "Stimulus", "Stop", "Then", "Update", "after_exit",
+    "decide", "may_begin", "restart_delay",
 ]

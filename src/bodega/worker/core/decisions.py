@@ -58,6 +58,17 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class Cordon:
+    cordoned: bool  # out of the proxy's routing, or back in
+
+
+@dataclass(frozen=True)
+class SetMetadata:
+    changes: Mapping[str, str | None]  # None removes the key
+    version: str | None = None  # refuse unless this is the machine's current version
+
+
+@dataclass(frozen=True)
 class ExitObserved:
     """The process of one run (instance_id, start_seq) ended without being asked to."""
 
@@ -98,8 +109,9 @@ class CheckResult:
     passing: bool
 
 
-Stimulus = (Create | Start | Stop | Restart | Update | Destroy | Signal | ExitObserved
-            | StepEntered | OperationFailed | OperationEnded | Recovered | CheckResult)
+Stimulus = (Create | Start | Stop | Restart | Update | Destroy | Signal | Cordon | SetMetadata
+            | ExitObserved | StepEntered | OperationFailed | OperationEnded | Recovered
+            | CheckResult)
 
 # -- decisions -------------------------------------------------------------------------------
 
@@ -133,6 +145,7 @@ class Changes:
     holds_compute: bool | None = None
     start_seq: int | None = None
     restarts: int | None = None
+    cordoned: bool | None = None
     last_exit: ExitStatus | None = None
     config: MachineConfig | None = None
     instance_id: str | None = None
@@ -140,18 +153,20 @@ class Changes:
     clear_handle: bool = False
 
     def merge(self, later: Changes) -> Changes:
+        """These changes, then ``later``'s on top."""
         values = {f.name: getattr(self, f.name) for f in fields(self)}
         for f in fields(later):
             value = getattr(later, f.name)
-            if value is not None and value is not False:
+            if value is not None:
                 values[f.name] = value
+        values["clear_handle"] = self.clear_handle or later.clear_handle
         return Changes(**values)
 
     def columns(self) -> dict[str, Any]:
         """The changes as the store's column updates."""
         out: dict[str, Any] = {}
-        for name in ("state", "holds_compute", "start_seq", "restarts", "last_exit",
-                     "config", "instance_id"):
+        for name in ("state", "holds_compute", "start_seq", "restarts", "cordoned",
+                     "last_exit", "config", "instance_id"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
@@ -178,6 +193,16 @@ class EventSpec:
 
 
 @dataclass(frozen=True)
+class Note:
+    """A log entry that is no operation's step: an exit seen, a cordon, a metadata change."""
+
+    fsm: str  # "supervise" or "action"
+    step: str
+    payload: Mapping[str, Any]
+    event: EventSpec | None = None
+
+
+@dataclass(frozen=True)
 class Decision:
     changes: Changes = Changes()
     room: Ask | None = None  # check this fits beside every other machine before anything
@@ -185,7 +210,7 @@ class Decision:
     new_version: bool = False  # record the new config as a version, replacing older ones
     release: bool = False  # give back the machine's volume and lease
     begin: Begin | None = None
-    events: tuple[EventSpec, ...] = ()  # logged with the decision, under "supervise"
+    notes: tuple[Note, ...] = ()  # logged with the decision
     exit_decision: ExitDecision | None = None
     then: frozenset[Then] = field(default_factory=frozenset)
     already: bool = False  # the machine is already where the stimulus would lead

@@ -28,6 +28,8 @@ BEGINS: dict[str, dict[str, str | None]] = {
     },
 }
 
+MAX_METADATA_KEYS = 64
+
 # A crash loop restarts after 0.1 s, 0.2 s, 0.4 s, ... capped at 10 s.
 BACKOFF_BASE = 0.1
 BACKOFF_CAP = 10.0

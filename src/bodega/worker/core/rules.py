@@ -26,6 +26,7 @@ the end of an operation, and what a process's own exit leads to.
     Destroy             created stopped failed suspended       begin destroy (started: only forced)
                         destroying
     Signal              started                                deliver it
+    Cordon, SetMetadata any                                    cordoned, or the config's metadata
     ExitObserved        started, same run                      restart policy: begin start after
                                                                a backoff, destroy, or exit_machine
                         anything else                          nothing (an operation stopped it)
@@ -40,23 +41,26 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bodega.model.capacity import Ask
-from bodega.model.errors import NotFound, PreconditionFailed
+from bodega.model.errors import BadRequest, NotFound, PreconditionFailed
 from bodega.model.states import RELEASES_COMPUTE
 from bodega.model.states import MachineState as S
 from bodega.worker.core.decisions import (
     Begin,
     Changes,
     CheckResult,
+    Cordon,
     Create,
     Decision,
     Destroy,
     EventSpec,
     ExitDecision,
     ExitObserved,
+    Note,
     OperationEnded,
     OperationFailed,
     Recovered,
     Restart,
+    SetMetadata,
     Signal,
     Sizing,
     Start,
@@ -66,7 +70,13 @@ from bodega.worker.core.decisions import (
     Then,
     Update,
 )
-from bodega.worker.core.policy import BEGINS, RESTART_WINDOW, after_exit, restart_delay
+from bodega.worker.core.policy import (
+    BEGINS,
+    MAX_METADATA_KEYS,
+    RESTART_WINDOW,
+    after_exit,
+    restart_delay,
+)
 from bodega.worker.fsm import FSMS, After
 from bodega.worker.records import MachineRow
 
@@ -103,6 +113,11 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
                 raise PreconditionFailed(
                     f"failed_precondition: machine {record.id} is {record.state}, not started")
             return NOTHING
+        case Cordon():
+            return Decision(changes=Changes(cordoned=stimulus.cordoned), notes=(
+                Note("action", "cordon" if stimulus.cordoned else "uncordon", {}),))
+        case SetMetadata():
+            return _set_metadata(record, stimulus)
         case ExitObserved():
             return _exit_observed(record, stimulus)
         case Recovered():
@@ -241,14 +256,37 @@ def _exit_observed(record: MachineRow, stimulus: ExitObserved) -> Decision:
                          bool(record.config.auto_destroy))
     status = {ExitDecision.RESTART: "restarting", ExitDecision.STOP: "stopped",
               ExitDecision.DESTROY: "destroying"}[verdict]
-    event = EventSpec("exit", status, "flyd", stimulus.exit.to_event_request())
+    note = Note("supervise", "exit", {"decision": str(verdict)},
+                EventSpec("exit", status, "flyd", stimulus.exit.to_event_request()))
     noted = Changes(last_exit=stimulus.exit)
     if verdict is ExitDecision.RESTART:
         start = _begin_start(record, "flyd", delay=restart_delay(restarts),
                              changes=noted.merge(Changes(restarts=restarts + 1)))
-        return replace(start, events=(event,), exit_decision=verdict)
+        return replace(start, notes=(note,), exit_decision=verdict)
     if verdict is ExitDecision.DESTROY:
         begin = Begin("destroy_machine", {"source": "flyd", "signal": "SIGKILL", "timeout": 0})
     else:  # it comes to rest through its own operation, like every other state change
         begin = Begin("exit_machine", {"source": "flyd"})
-    return Decision(changes=noted, begin=begin, events=(event,), exit_decision=verdict)
+    return Decision(changes=noted, begin=begin, notes=(note,), exit_decision=verdict)
+
+
+def _set_metadata(record: MachineRow, stimulus: SetMetadata) -> Decision:
+    for key, value in stimulus.changes.items():
+        if not key or len(key) > 128 or (value is not None and len(value) > 4096):
+            raise BadRequest("metadata keys are 1-128 characters, values at most 4096")
+    if stimulus.version is not None and stimulus.version != record.instance_id:
+        raise PreconditionFailed(
+            f"failed_precondition: machine_version {stimulus.version} is not the current "
+            f"version {record.instance_id}"
+        )
+    metadata = dict(record.config.metadata or {})
+    for key, value in stimulus.changes.items():
+        if value is None:
+            metadata.pop(key, None)
+        else:
+            metadata[key] = value
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise BadRequest(f"at most {MAX_METADATA_KEYS} metadata keys")
+    config = record.config.model_copy(update={"metadata": metadata or None})
+    return Decision(changes=Changes(config=config),
+                    notes=(Note("action", "metadata", {"changes": dict(stimulus.changes)}),))
