@@ -7,9 +7,9 @@ import asyncio
 from bodega.model.config import MachineConfig
 from bodega.model.machine import ExitStatus
 from bodega.worker import tables
+from bodega.worker.core import restart_delay
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.fsm import restart_delay
 from bodega.worker.machines import CreateRequest
 
 W = tuple[Worker, FakeDriver]
