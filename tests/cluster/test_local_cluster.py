@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bodega.worker.drivers.procfs import pids_with_argument
+from bodega.worker.drivers.process.procfs import pids_with_argument
 from tests.cluster.up_process import unwire
 from tests.integration.broker.lifecycle import full_lifecycle
 from tests.integration.broker.spec_client import SpecClient

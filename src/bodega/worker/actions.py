@@ -12,7 +12,8 @@ from typing import Any
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout
 from bodega.model.states import PERSISTENT, MachineState
 from bodega.worker import leases, queries
-from bodega.worker.drivers.base import ExecResult, ProcessInfo
+from bodega.worker.core import Cordon, SetMetadata, Signal, decide
+from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl
 from bodega.worker.effects import signal_number
 from bodega.worker.machines import MachineService
 from bodega.worker.records import LeaseRow, MachineRow
@@ -20,7 +21,6 @@ from bodega.worker.watch import StateWatch
 
 WAIT_MAX = 60
 WAIT_STATES = frozenset({"started", "stopped", "suspended", "destroyed", "failed", "settled"})
-MAX_METADATA_KEYS = 64
 
 
 class MachineActions:
@@ -28,6 +28,7 @@ class MachineActions:
         self.machines = machines
         self.store = machines.store
         self.driver = machines.driver
+        self.recorder = machines.lifecycle.recorder
         self.watch = watch
 
     def _log(self, machine_id: str, step: str, payload: dict[str, Any]) -> None:
@@ -43,6 +44,13 @@ class MachineActions:
             )
         return row
 
+    def _control(self) -> TaskControl:
+        control = self.driver.capabilities.control
+        if control is None:
+            raise BadRequest(f"unimplemented: the {self.driver.name} driver cannot reach into "
+                             "a running machine (signal, exec, ps)")
+        return control
+
     # -- signal, exec, ps ---------------------------------------------------------------
     async def signal(self, machine_id: str, signal: str | int | None) -> None:
         try:
@@ -51,10 +59,12 @@ class MachineActions:
             raise BadRequest(f"unknown signal {signal!r}") from None
         if number == 0:
             raise BadRequest("signal is required, e.g. {\"signal\": \"SIGHUP\"}")
-        row = self._running(machine_id)
+        control = self._control()
+        row = self.machines.get(machine_id)
+        decide(row, Signal())  # refuses unless it is started
         assert row.handle is not None
         self._log(machine_id, "signal", {"signal": signals.Signals(number).name})
-        await self.driver.signal(row.handle, number)
+        await control.signal(row.handle, number)
 
     async def exec(
         self, machine_id: str, command: list[str], timeout: float, stdin: str | None,
@@ -69,7 +79,7 @@ class MachineActions:
         row = self._running(machine_id)
         self._log(machine_id, "exec", {"command": command[:16]})
         spec = self.machines.effects.task_spec(row)
-        return await self.driver.exec(
+        return await self._control().exec(
             spec, command, timeout, stdin.encode() if stdin is not None else None
         )
 
@@ -77,47 +87,26 @@ class MachineActions:
         row = self.machines.get(machine_id)
         if row.handle is None or row.state != MachineState.STARTED:
             return []
-        return await self.driver.ps(row.handle)
+        return await self._control().ps(row.handle)
 
-    # -- cordon ---------------------------------------------------------------------
+    # -- cordon, metadata: record changes the core decides -----------------------------
     def cordon(self, machine_id: str, cordoned: bool, nonce: str | None) -> None:
         with self.store.tx() as conn:
-            self.machines.get(machine_id)
+            row = self.machines.get(machine_id)
             leases.check(conn, machine_id, nonce, self.store.clock())
-            queries.update_machine(conn, machine_id, self.store.clock(), cordoned=cordoned)
-            self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
-                              step="cordon" if cordoned else "uncordon", payload={})
+            self.recorder.apply(conn, machine_id, decide(row, Cordon(cordoned)))
 
-    # -- metadata --------------------------------------------------------------------
     def metadata(self, machine_id: str) -> dict[str, str]:
         return dict(self.machines.get(machine_id).config.metadata or {})
 
     def set_metadata(
         self, machine_id: str, changes: dict[str, str | None], version: str | None = None
     ) -> dict[str, str]:
-        for key, value in changes.items():
-            if not key or len(key) > 128 or (value is not None and len(value) > 4096):
-                raise BadRequest("metadata keys are 1-128 characters, values at most 4096")
         with self.store.tx() as conn:
-            row = self.machines.get(machine_id)
-            if version is not None and version != row.instance_id:
-                raise PreconditionFailed(
-                    f"failed_precondition: machine_version {version} is not the current "
-                    f"version {row.instance_id}"
-                )
-            metadata = dict(row.config.metadata or {})
-            for key, value in changes.items():
-                if value is None:
-                    metadata.pop(key, None)
-                else:
-                    metadata[key] = value
-            if len(metadata) > MAX_METADATA_KEYS:
-                raise BadRequest(f"at most {MAX_METADATA_KEYS} metadata keys")
-            config = row.config.model_copy(update={"metadata": metadata or None})
-            queries.update_machine(conn, machine_id, self.store.clock(), config=config)
-            self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
-                              step="metadata", payload={"changes": changes})
-        return metadata
+            decision = decide(self.machines.get(machine_id), SetMetadata(changes, version))
+            self.recorder.apply(conn, machine_id, decision)
+        config = decision.changes.config
+        return dict(config.metadata or {}) if config is not None else {}
 
     # -- leases ----------------------------------------------------------------------
     def acquire_lease(

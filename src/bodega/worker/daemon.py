@@ -26,6 +26,7 @@ from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.effects import MachineEffects, machine_user
 from bodega.worker.ledger import Ledger
+from bodega.worker.lifecycle import Recorder
 from bodega.worker.machines import MachineService
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
@@ -60,8 +61,8 @@ def make_driver(config: WorkerConfig) -> Driver:
 
         return FakeDriver()
     if config.driver == "process":
-        from bodega.worker.cgroups import Cgroups
         from bodega.worker.drivers.process import ProcessDriver
+        from bodega.worker.drivers.process.cgroups import Cgroups
 
         cgroups = Cgroups.detect(config.name) if config.cgroups else None
         return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
@@ -69,10 +70,10 @@ def make_driver(config: WorkerConfig) -> Driver:
     raise ValueError(f"unknown driver {config.driver!r}: use process, null or fake")
 
 
-def make_network(config: WorkerConfig) -> Network:
+def make_network(config: WorkerConfig, driver: Driver) -> Network:
     mode = config.network
     if mode == "auto":
-        mode = "netns" if os.geteuid() == 0 and config.driver == "process" else "host"
+        mode = "netns" if os.geteuid() == 0 and driver.capabilities.own_netns else "host"
     if mode == "netns":
         return NetnsNetwork(ipaddress.ip_network(config.machine_subnet
                                                  or default_subnet(config.name)))
@@ -87,7 +88,7 @@ class Worker:
                  network: Network | None = None) -> None:
         self.config = config
         self.driver = driver or make_driver(config)
-        self.network = network or make_network(config)
+        self.network = network or make_network(config, self.driver)
         self.metrics = WorkerMetrics()
         self.watch = StateWatch()
         self.store = Store(config.store_path, fsync=config.fsync)
@@ -95,12 +96,14 @@ class Worker:
         self.ledger = Ledger(self.store, config.totals, config.reservation_ttl)
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
+        recorder = Recorder(self.store, self.ledger)
         self.runner = Runner(
-            self.store, self.effects, config.failpoints, on_step=self.metrics.observe_step,
+            self.store, self.effects, recorder, config.failpoints,
+            on_step=self.metrics.observe_step,
         )
         first, last = self.network.index_range
         self.machines = MachineService(self.store, self.ledger, self.runner, self.effects,
-                                       (first, last))
+                                       (first, last), recorder)
         self.actions = MachineActions(self.machines, self.watch)
         self.volumes = VolumeService(self.store, self.ledger, self.runner)
         self.token = internal_token(config.cluster_secret)
@@ -140,9 +143,9 @@ class Worker:
         for path in (self.config.machines_dir, self.config.volumes_dir):
             path.mkdir(parents=True, exist_ok=True)
         await self.network.setup()
-        reap = getattr(self.driver, "reap_parked", None)
-        if reap is not None:
-            reap()  # launchers a previous run left waiting: they would never be told to run
+        parking = self.driver.capabilities.parking
+        if parking is not None:
+            parking.reap()  # launchers a previous run left waiting: they would never be told to run
         await self.machines.recover()
         api = WorkerApi(
             name=self.config.name, region=self.config.region, token=self.token,
@@ -167,9 +170,9 @@ class Worker:
             self._tasks.append(asyncio.create_task(publisher.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(self._wire_ahead()))
-        janitor = getattr(self.driver, "log_janitor", None)
-        if janitor is not None:
-            self._tasks.append(asyncio.create_task(janitor(self.config.machines_dir)))
+        logs = self.driver.capabilities.logs
+        if logs is not None:
+            self._tasks.append(asyncio.create_task(logs.run(self.config.machines_dir)))
         log.info("worker %s (%s, %s driver) serving on %s", self.config.name,
                  self.config.region, self.driver.name, self.url)
 
@@ -193,14 +196,14 @@ class Worker:
             try:
                 indexes = queries.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
                 await self.network.prewarm(indexes)
-                park = getattr(self.driver, "park", None)
-                if park is not None:
+                parking = self.driver.capabilities.parking
+                if parking is not None:
                     # A launcher waits, already in cgroups, in each spare namespace and in
                     # each of a machine at rest: its next start (a proxy's wake) is quick too.
                     spare = [self.network.namespace(i) for i in indexes if self.network.ready(i)]
                     for namespace in [*spare, *queries.idle_namespaces(self.store.db)]:
                         if namespace is not None:
-                            park(namespace)
+                            parking.park(namespace)
             except Exception:
                 log.exception("wiring networks ahead failed")
 
@@ -245,9 +248,9 @@ class Worker:
                 await task
         if self.registry is not None:
             await self.registry.stop(leave=True)  # others see "left", not a failure
-        unpark = getattr(self.driver, "unpark_all", None)
-        if unpark is not None:
-            unpark()
+        parking = self.driver.capabilities.parking
+        if parking is not None:
+            parking.close()
         in_use = {row.ip_index for row in queries.list_machines(self.store.db)
                   if row.ip_index is not None}
         await self.network.release_spares(in_use)

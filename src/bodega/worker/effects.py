@@ -152,9 +152,9 @@ class MachineEffects:
                 return await self._stop_task(op)
             case Effect.TEARDOWN:
                 machine = self.machine(op.resource_id)
-                unpark = getattr(self.driver, "unpark", None)
-                if unpark is not None and machine.netns is not None:
-                    unpark(machine.netns)  # its namespace goes: so does a launcher in it
+                parking = self.driver.capabilities.parking
+                if parking is not None and machine.netns is not None:
+                    parking.release(machine.netns)  # its namespace goes: so does its launcher
                 await self.driver.destroy(machine.id, self.config.machine_dir(machine.id))
                 await self.network.detach(machine.id, machine.ip_index)
                 return Outcome(updates={"handle": None})

@@ -10,6 +10,7 @@ of steps, what an exit means. ``runner.py`` performs the effects.
     create_machine   attach_network ─▶ prepare ─▶ created·
     start_machine    [backoff] ─▶ starting ─▶ spawn ─▶ started·   (backoff: crash loops)
     stop_machine     stopping ─▶ stopped·
+    exit_machine     stopped·                                     (its process exited on its own)
     restart_machine  restarting ─▶ spawn ─▶ started·
     update_machine   updating ─▶ prepare ─▶ [launch] starting ─▶ spawn ─▶ started·
                                           └▶ [no launch] settled·
@@ -18,16 +19,17 @@ of steps, what an exit means. ``runner.py`` performs the effects.
     delete_volume    removing ─▶ destroyed·
 
 (· marks a final step: it has no effect, and entering it ends the operation.)
-A failed effect ends the operation in the machine's ``on_error`` state.
+A failed effect ends the operation in the machine's ``on_error`` state. What
+follows an operation's end is declared as its ``then``; ``core.py`` holds the rules.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bodega.model.machine import ExitStatus
 from bodega.model.states import MachineState
 
 
@@ -43,6 +45,16 @@ class Effect(StrEnum):
     REMOVE_VOLUME = "remove_volume"
 
 
+class After(StrEnum):
+    """What follows an operation's end (``core.py`` says how)."""
+
+    NOTHING = "nothing"
+    LAUNCH = "launch"  # in the commit that ends it: begin the start asked for at create
+    WATCH = "watch"  # once it ends: supervise the process if the machine is started
+    REST = "rest"  # once it ends: the machine is at rest, its spare namespace is reusable
+    RELEASE = "release"  # in the commit that ends it: give back compute, volume and lease
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
@@ -55,23 +67,23 @@ class Step:
     def final(self) -> bool:
         return self.effect is Effect.NONE
 
-    def applies(self, payload: dict[str, Any]) -> bool:
+    def applies(self, payload: Mapping[str, Any]) -> bool:
         if self.when is None:
             return True
         if self.when.startswith("!"):
             return not payload.get(self.when[1:])
         return bool(payload.get(self.when))
 
-    def state_for(self, payload: dict[str, Any]) -> str | None:
+    def state_for(self, payload: Mapping[str, Any]) -> str | None:
         return _resolve(self.state, payload)
 
-    def event_for(self, payload: dict[str, Any]) -> tuple[str, str] | None:
+    def event_for(self, payload: Mapping[str, Any]) -> tuple[str, str] | None:
         if self.event is None:
             return None
         return self.event[0], str(_resolve(self.event[1], payload))
 
 
-def _resolve(value: str | None, payload: dict[str, Any]) -> str | None:
+def _resolve(value: str | None, payload: Mapping[str, Any]) -> str | None:
     if value is not None and value.startswith("$"):
         return str(payload[value[1:]])
     return value
@@ -82,6 +94,7 @@ class Fsm:
     name: str
     steps: tuple[Step, ...]
     on_error: tuple[str | None, tuple[str, str] | None]  # (machine state, event)
+    then: After = After.NOTHING
 
     def step(self, name: str) -> Step:
         for step in self.steps:
@@ -114,6 +127,7 @@ FSMS: dict[str, Fsm] = {
                 Step("created", state=S.CREATED, event=("launch", "created")),
             ),
             on_error=(S.FAILED, ("launch", "failed")),
+            then=After.LAUNCH,
         ),
         Fsm(
             "start_machine",
@@ -124,6 +138,7 @@ FSMS: dict[str, Fsm] = {
                 Step("started", state=S.STARTED, event=("start", "started")),
             ),
             on_error=(S.FAILED, ("start", "failed")),
+            then=After.WATCH,
         ),
         Fsm(
             "stop_machine",
@@ -132,6 +147,13 @@ FSMS: dict[str, Fsm] = {
                 Step("stopped", state=S.STOPPED, event=("exit", "stopped")),
             ),
             on_error=(S.FAILED, ("stop", "failed")),
+            then=After.REST,
+        ),
+        Fsm(
+            "exit_machine",
+            (Step("stopped", state=S.STOPPED),),  # the exit event is logged with the decision
+            on_error=(None, None),
+            then=After.REST,
         ),
         Fsm(
             "restart_machine",
@@ -141,6 +163,7 @@ FSMS: dict[str, Fsm] = {
                 Step("started", state=S.STARTED, event=("start", "started")),
             ),
             on_error=(S.FAILED, ("restart", "failed")),
+            then=After.WATCH,
         ),
         Fsm(
             "update_machine",
@@ -155,6 +178,7 @@ FSMS: dict[str, Fsm] = {
                      when="!launch"),
             ),
             on_error=(S.FAILED, ("update", "failed")),
+            then=After.WATCH,
         ),
         Fsm(
             "destroy_machine",
@@ -164,6 +188,7 @@ FSMS: dict[str, Fsm] = {
                 Step("destroyed", state=S.DESTROYED, event=("destroy", "destroyed")),
             ),
             on_error=(None, ("destroy", "failed")),
+            then=After.RELEASE,
         ),
         Fsm(
             "create_volume",
@@ -179,55 +204,3 @@ FSMS: dict[str, Fsm] = {
         ),
     )
 }
-
-# Where each operation may begin. A state not listed is refused with a clear error;
-# ``None`` means "already there": the call succeeds without doing anything.
-BEGINS: dict[str, dict[str, str | None]] = {
-    "start_machine": {
-        S.CREATED: "start", S.STOPPED: "start", S.FAILED: "start", S.SUSPENDED: "start",
-        S.STARTED: None,
-    },
-    "stop_machine": {
-        S.STARTED: "stop", S.CREATED: "stop", S.FAILED: "stop", S.STOPPED: None,
-        S.SUSPENDED: "stop",
-    },
-    "restart_machine": {S.STARTED: "restart"},
-    "update_machine": {
-        S.CREATED: "update", S.STARTED: "update", S.STOPPED: "update", S.FAILED: "update",
-        S.SUSPENDED: "update",
-    },
-    "destroy_machine": {
-        S.CREATED: "destroy", S.STOPPED: "destroy", S.FAILED: "destroy", S.STARTED: "destroy",
-        S.SUSPENDED: "destroy", S.DESTROYING: "destroy",
-    },
-}
-
-
-class ExitDecision(StrEnum):
-    RESTART = "restart"
-    STOP = "stop"
-    DESTROY = "destroy"
-
-
-# A crash loop restarts after 0.1 s, 0.2 s, 0.4 s, ... capped at 10 s.
-BACKOFF_BASE = 0.1
-BACKOFF_CAP = 10.0
-# on-failure forgives past crashes once a run has lasted this long.
-RESTART_WINDOW = 300.0
-
-
-def after_exit(
-    policy: str, max_retries: int, restarts: int, exit: ExitStatus, auto_destroy: bool
-) -> ExitDecision:
-    """What a worker does when a machine's main process ends without being asked to."""
-    if policy == "always":
-        return ExitDecision.RESTART
-    if policy == "on-failure" and exit.failed and restarts < max_retries:
-        return ExitDecision.RESTART
-    if auto_destroy:
-        return ExitDecision.DESTROY
-    return ExitDecision.STOP
-
-
-def restart_delay(restarts: int) -> float:
-    return float(min(BACKOFF_CAP, BACKOFF_BASE * (2 ** min(restarts, 16))))

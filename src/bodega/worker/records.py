@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.drivers.base import TaskHandle
+
+if TYPE_CHECKING:
+    import sqlite3  # rows come from the store; the pure core reads them without SQLite
 
 
 @lru_cache(maxsize=4096)

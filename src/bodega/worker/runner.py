@@ -2,23 +2,22 @@
 
 ``begin`` records an operation's first step inside the caller's transaction
 (so the checks that allowed it and the record of it commit together);
-``drive`` performs effects until a final step; ``resume`` drives every
-operation a previous process left unfinished. Everything logged here carries
-the resource id and the step.
+``drive`` performs effects until a final step. What entering a step does to a
+machine's record is not decided here: the ``StepRecorder`` (the shell of the
+worker's pure core) decides and writes it. Everything logged here carries the
+resource id and the step.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bodega.model.machine import MachineEvent
-from bodega.model.states import RELEASES_COMPUTE
 from bodega.runtime.failpoints import Failpoints
 from bodega.worker import queries
 from bodega.worker.fsm import FSMS, Fsm, Step
@@ -43,7 +42,40 @@ class Effects(Protocol):
     async def perform(self, op: Operation, step: Step) -> Outcome: ...
 
 
-FinalHook = Callable[[sqlite3.Connection, Operation, Step], None]
+class StepRecorder(Protocol):
+    """Writes what entering a step, or failing one, does to a machine's record."""
+
+    def entered(self, conn: sqlite3.Connection, op: Operation, step: Step) -> None: ...
+
+    def failed(self, conn: sqlite3.Connection, op: Operation) -> None: ...
+
+
+def step_event(store: Store, step: Step, payload: dict[str, Any]) -> MachineEvent | None:
+    """The event entering ``step`` records, if it records one."""
+    spec = step.event_for(payload)
+    if spec is None:
+        return None
+    type_, status = spec
+    request = None
+    if type_ == "exit" and payload.get("exit"):
+        request = {"exit_event": payload["exit"]}
+    elif payload.get("error") and status == "failed":
+        request = {"error": payload["error"]}
+    return store.new_event(type_, status, str(payload.get("source", "user")), request)
+
+
+def record_begin(
+    store: Store, conn: sqlite3.Connection, fsm_name: str, resource_id: str,
+    payload: dict[str, Any],
+) -> tuple[Operation, Step]:
+    """Record an operation at its first step (the caller then enters that step)."""
+    step = FSMS[fsm_name].first(payload)
+    op = store.begin_operation(
+        conn, fsm=fsm_name, resource_id=resource_id, step=step.name, payload=payload,
+        event=step_event(store, step, payload),
+    )
+    log.info("%s %s: begin at %s", resource_id, fsm_name, step.name)
+    return op, step
 
 
 class Runner:
@@ -51,6 +83,7 @@ class Runner:
         self,
         store: Store,
         effects: Effects,
+        recorder: StepRecorder,
         failpoints: Failpoints = Failpoints(),
         on_step: Callable[[str, str, float], None] = lambda _fsm, _step, _seconds: None,
     ) -> None:
@@ -58,43 +91,22 @@ class Runner:
         self.effects = effects
         self.failpoints = failpoints
         self.on_step = on_step
-        self.final_hooks: dict[str, FinalHook] = {}
-        self.after_final: dict[str, Callable[[Operation], Awaitable[None]]] = {}
+        self.recorder = recorder
 
     # -- recording -----------------------------------------------------------
-    def _event(self, step: Step, payload: dict[str, Any]) -> MachineEvent | None:
-        spec = step.event_for(payload)
-        if spec is None:
-            return None
-        type_, status = spec
-        request = None
-        if type_ == "exit" and payload.get("exit"):
-            request = {"exit_event": payload["exit"]}
-        elif payload.get("error") and status == "failed":
-            request = {"error": payload["error"]}
-        return self.store.new_event(type_, status, str(payload.get("source", "user")), request)
-
     def _enter(self, conn: sqlite3.Connection, op: Operation, step: Step) -> None:
+        if not op.fsm.endswith("_volume"):
+            self.recorder.entered(conn, op, step)
+            return
         state = step.state_for(op.payload)
         if state is not None:
-            if op.fsm.endswith("_volume"):
-                queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
-            else:
-                _set_machine_state(conn, op.resource_id, self.store.clock(), state)
-        if step.final and op.fsm in self.final_hooks:
-            self.final_hooks[op.fsm](conn, op, step)
+            queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
 
     def begin(
         self, conn: sqlite3.Connection, fsm_name: str, resource_id: str, payload: dict[str, Any]
     ) -> Operation:
-        fsm = FSMS[fsm_name]
-        step = fsm.first(payload)
-        op = self.store.begin_operation(
-            conn, fsm=fsm_name, resource_id=resource_id, step=step.name, payload=payload,
-            event=self._event(step, payload),
-        )
+        op, step = record_begin(self.store, conn, fsm_name, resource_id, payload)
         self._enter(conn, op, step)
-        log.info("%s %s: begin at %s", resource_id, fsm_name, step.name)
         return op
 
     # -- driving -------------------------------------------------------------
@@ -110,8 +122,6 @@ class Runner:
                     )
                 break
             op = await self._perform(fsm, op, step)
-        if op.fsm in self.after_final:
-            await self.after_final[op.fsm](op)
         return op
 
     async def _perform(self, fsm: Fsm, op: Operation, step: Step) -> Operation:
@@ -136,7 +146,7 @@ class Runner:
             op = self.store.advance_operation(
                 conn, op, step=following.name, payload=payload,
                 status="done" if following.final else "running",
-                event=self._event(following, payload),
+                event=step_event(self.store, following, payload),
             )
             self._enter(conn, op, following)
         log.info("%s %s: %s done, now %s", op.resource_id, op.fsm, step.name, following.name)
@@ -156,34 +166,8 @@ class Runner:
                 conn, op, step=step.name, payload=payload, status="failed", error=error,
                 event=event,
             )
-            if state is not None:
-                if op.fsm.endswith("_volume"):
-                    queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
-                else:
-                    _set_machine_state(conn, op.resource_id, self.store.clock(), state)
+            if not op.fsm.endswith("_volume"):
+                self.recorder.failed(conn, op)
+            elif state is not None:
+                queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
         return op
-
-    async def resume(self) -> list[asyncio.Task[Operation]]:
-        """Drive every unfinished operation from where it stopped, one per resource in order."""
-        by_resource: dict[str, list[Operation]] = {}
-        for op in self.store.running_operations():
-            by_resource.setdefault(op.resource_id, []).append(op)
-        tasks = []
-        for resource_id, ops in by_resource.items():
-            log.info("%s: resuming %s", resource_id, ", ".join(f"{o.fsm}@{o.step}" for o in ops))
-            tasks.append(asyncio.create_task(self._drive_in_order(ops)))
-        return tasks
-
-    async def _drive_in_order(self, ops: list[Operation]) -> Operation:
-        last = ops[0]
-        for op in ops:
-            last = await self.drive(op)
-        return last
-
-
-def _set_machine_state(conn: sqlite3.Connection, machine_id: str, now: float, state: str) -> None:
-    # Coming to rest without a process gives the machine's cpu and memory back.
-    if state in RELEASES_COMPUTE:
-        queries.update_machine(conn, machine_id, now, state=state, holds_compute=False)
-    else:
-        queries.update_machine(conn, machine_id, now, state=state)

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from bodega.worker.cgroups import Cgroups
 from bodega.worker.drivers.base import TaskSpec
-from bodega.worker.drivers.launch import RunFiles
-from bodega.worker.drivers.parking import PARK_NAME, park_slot
 from bodega.worker.drivers.process import ProcessDriver
-from bodega.worker.drivers.procfs import pids_with_argument
+from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.drivers.process.launch import RunFiles
+from bodega.worker.drivers.process.parking import PARK_NAME, Parking, park_slot
+from bodega.worker.drivers.process.procfs import pids_with_argument
 from bodega.worker.network import NetnsNetwork
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, cgroups)")
@@ -34,6 +34,12 @@ NASTY = ["it's", '"quoted"', "$HOME `id` $(id)", "*", "two\nlines", " spaced ", 
 REPORT = ("import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'env': "
           "os.environ.get('TRICKY'), 'uid': os.getuid(), 'cwd': os.getcwd()}), flush=True); "
           "import time; time.sleep(60)")
+
+
+def parking(driver: ProcessDriver) -> Parking:
+    """The driver's launcher parking: it has some wherever it has cgroups and a park dir."""
+    assert driver.parking is not None
+    return driver.parking
 
 
 @pytest.fixture
@@ -47,7 +53,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[tuple[ProcessDriver, NetnsNetwork
     try:
         yield driver, network, cgroups
     finally:
-        driver.unpark_all()
+        parking(driver).close()
         await network.teardown()
         for scope in (cgroups.root / "memory" / "bodega" / cgroups.scope,
                       cgroups.root / "cpu" / "bodega" / cgroups.scope):
@@ -81,7 +87,7 @@ async def test_a_start_from_a_parked_launcher_is_a_plain_start(
     driver, network, cgroups = rig
     await network.prewarm([5])
     netns = network.netns(5)
-    driver.park(netns)
+    parking(driver).park(netns)
     launcher = await _launchers(tmp_path / "park" / netns)
     assert len(launcher) == 1
     await _until(lambda: _reading_fifo(launcher[0]))
@@ -111,10 +117,10 @@ async def test_launchers_left_by_a_previous_worker_are_reaped(
 ) -> None:
     driver, network, cgroups = rig
     await network.prewarm([6])
-    driver.park(network.netns(6))
+    parking(driver).park(network.netns(6))
     left = await _launchers(tmp_path / "park")
     assert len(left) == 1
-    ProcessDriver(cgroups, park_dir=tmp_path / "park").reap_parked()
+    parking(ProcessDriver(cgroups, park_dir=tmp_path / "park")).reap()
     await _until(lambda: not Path(f"/proc/{left[0]}").exists() or _zombie(left[0]))
 
 
@@ -124,7 +130,7 @@ async def test_a_launcher_in_a_rebuilt_namespace_is_never_used(
     driver, network, _cgroups = rig
     await network.prewarm([7])
     netns = network.netns(7)
-    driver.park(netns)
+    parking(driver).park(netns)
     (launcher,) = await _launchers(tmp_path / "park" / netns)
     await _until(lambda: _reading_fifo(launcher))
     await network.detach("gone", 7)  # the address is freed and wired afresh

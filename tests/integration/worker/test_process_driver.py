@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from bodega.worker.cgroups import Cgroups
 from bodega.worker.drivers.base import DriverError, TaskHandle, TaskSpec
-from bodega.worker.drivers.launch import RunFiles
 from bodega.worker.drivers.process import ProcessDriver
-from bodega.worker.logfiles import log_path
+from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.drivers.process.launch import RunFiles
+from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.network import NetnsNetwork, run
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups, netns, setpriv)")
@@ -210,7 +210,7 @@ async def test_runs_as_the_unprivileged_user(tmp_path: Path, driver: ProcessDriv
     handle = await driver.start(s)
     await driver.wait(handle)
     assert "uid 65534" in log_path(s.machine_dir).read_text()
-    result = await driver.exec(s, ["id", "-u"], 5, None)
+    result = await driver.control.exec(s, ["id", "-u"], 5, None)
     assert result.stdout.strip() == "65534"
 
 
@@ -222,13 +222,13 @@ async def test_ps_exec_and_destroy_leave_nothing(tmp_path: Path, driver: Process
     s = spec(tmp_path, code)
     handle = await driver.start(s)
     await until(lambda: "up" in log_path(s.machine_dir).read_text())
-    processes = await driver.ps(handle)
+    processes = await driver.control.ps(handle)
     commands = " ".join(p.command for p in processes)
     assert "sleep 60" in commands
     assert any(p.listen_sockets for p in processes)
-    result = await driver.exec(s, ["sh", "-c", "echo out; echo err >&2; exit 4"], 5, None)
+    result = await driver.control.exec(s, ["sh", "-c", "echo out; echo err >&2; exit 4"], 5, None)
     assert (result.exit_code, result.stdout, result.stderr) == (4, "out\n", "err\n")
-    slow = await driver.exec(s, ["sleep", "30"], 0.2, None)
+    slow = await driver.control.exec(s, ["sleep", "30"], 0.2, None)
     assert slow.exit_code == 124
     pids = [p.pid for p in processes]
     await driver.destroy(s.machine_id, s.machine_dir)

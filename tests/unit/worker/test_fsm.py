@@ -2,14 +2,8 @@ import pytest
 
 from bodega.model.machine import ExitStatus
 from bodega.model.states import RELEASES_COMPUTE, MachineState
-from bodega.worker.fsm import (
-    BEGINS,
-    FSMS,
-    Effect,
-    ExitDecision,
-    after_exit,
-    restart_delay,
-)
+from bodega.worker.core import BEGINS, ExitDecision, after_exit, restart_delay
+from bodega.worker.fsm import FSMS, Effect
 
 
 def path(fsm_name: str, payload: dict[str, object]) -> list[str]:

@@ -28,9 +28,10 @@ from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import PERSISTENT, RELEASES_COMPUTE, MachineState
 from bodega.worker import queries
+from bodega.worker.core import BEGINS
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.fsm import BEGINS, FSMS, Step
+from bodega.worker.fsm import FSMS, Step
 from bodega.worker.machines import CreateRequest
 from bodega.worker.network import HostNetwork
 from bodega.worker.runner import Outcome
@@ -190,7 +191,7 @@ class World:
     async def reopen(self) -> None:
         """The worker dies (or restarts) and a new one recovers from the same store."""
         old = self.worker
-        tasks = list(old.machines._background | old.machines.supervision.exiting)
+        tasks = list(old.machines.lifecycle.background | old.machines.supervision.exiting)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

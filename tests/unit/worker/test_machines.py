@@ -12,6 +12,7 @@ from bodega.model.ids import new_machine_id
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.daemon import Worker
+from bodega.worker.drivers.base import Capabilities
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.ledger import CapacityRejected
 from bodega.worker.machines import CreateRequest
@@ -172,6 +173,24 @@ async def test_restart_policy_no_stops_and_auto_destroy_destroys(worker: W) -> N
     assert w.machines.get(gone).state == "destroyed"
 
 
+async def test_an_exit_that_is_not_restarted_comes_to_rest_through_the_state_machine(
+    worker: W,
+) -> None:
+    w, driver = worker
+    mid = await create(w, config=config(restart={"policy": "no"}))
+    w.machines.spares_changed.clear()
+    driver.exit(mid, ExitStatus(exit_code=0))
+    await w.machines.settle()
+    row = w.machines.get(mid)
+    assert (row.state, row.holds_compute) == ("stopped", False)
+    steps = [(e.fsm, e.step) for e in w.store.history(mid)]
+    # The exit is noted, then the machine rests through its own logged operation.
+    noted = steps.index(("supervise", "exit"))
+    assert steps[noted + 1:] == [("exit_machine", "stopped")] * 2  # begun, then done
+    assert [op for op in w.store.running_operations() if op.resource_id == mid] == []
+    assert w.machines.spares_changed.is_set()  # its namespace is idle: a launcher may park
+
+
 async def test_update_makes_a_new_version_and_replaces_the_old(worker: W) -> None:
     w, driver = worker
     mid = await create(w)
@@ -281,10 +300,10 @@ async def test_signal_and_exec_need_a_started_machine(worker: W) -> None:
     assert result.exit_code == 0
 
 
-async def test_process_driver_configs_need_a_command(worker: W) -> None:
+async def test_a_driver_that_runs_a_command_refuses_configs_without_one(worker: W) -> None:
     w, driver = worker
-    driver.name = "process"
-    with pytest.raises(BadRequest, match=r"init\.exec"):
+    driver.capabilities = Capabilities(needs_command=True, control=driver)
+    with pytest.raises(BadRequest, match=r"the fake driver runs config\.init\.exec"):
         await create(w)
 
 

@@ -7,9 +7,9 @@ import asyncio
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.worker import queries
+from bodega.worker.core import restart_delay
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.fsm import restart_delay
 from bodega.worker.machines import CreateRequest
 
 W = tuple[Worker, FakeDriver]

@@ -1,11 +1,14 @@
 """The driver protocol: how the worker's state machines touch a host.
 
-Modelled on Nomad's task driver (recover, start, wait, stop, destroy,
-inspect). Every method is idempotent, because the worker may crash at any
-instant and repeat the step it was in: ``start`` for a (machine, instance,
-start_seq) that is already running returns the running task's handle instead
-of starting a second one, ``stop`` of an exited task returns at once,
-``destroy`` of a destroyed machine does nothing.
+Modelled on Nomad's task driver: a core every driver implements (prepare,
+recover, start, wait, stop, destroy, inspect) and optional capabilities a
+driver declares in ``capabilities`` (task control, launcher parking, log
+housekeeping, suspend); the worker never probes for a method. Every method
+is idempotent, because the worker may crash at any instant and repeat the
+step it was in: ``start`` for a (machine, instance, start_seq) that is
+already running returns the running task's handle instead of starting a
+second one, ``stop`` of an exited task returns at once, ``destroy`` of a
+destroyed machine does nothing.
 """
 
 from __future__ import annotations
@@ -111,8 +114,65 @@ class DriverError(Exception):
     """A driver could not do what was asked; the message says why, for the machine's events."""
 
 
+class TaskControl(Protocol):
+    """Reaching into a running task: signals, commands, its process list."""
+
+    async def signal(self, handle: TaskHandle, signal: int) -> None:
+        """Deliver a signal to the task's processes; no-op if it has exited."""
+
+    async def exec(
+        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+    ) -> ExecResult:
+        """Run a command in the machine's context (namespace, user, directory, env)."""
+
+    async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
+        """The task's processes."""
+
+
+class LauncherParking(Protocol):
+    """Launchers kept waiting in network namespaces, so a start there only has to exec."""
+
+    def park(self, netns: str) -> None:
+        """Keep a launcher waiting in ``netns`` (idempotent)."""
+
+    def release(self, netns: str) -> None:
+        """End the launcher waiting in ``netns``, if any (its namespace is going)."""
+
+    def close(self) -> None:
+        """End every parked launcher (the worker is exiting)."""
+
+    def reap(self) -> None:
+        """End launchers an earlier worker process left parked."""
+
+
+class LogHousekeeping(Protocol):
+    async def run(self, machines_dir: Path) -> None:
+        """Keep the machines' log files bounded, until cancelled."""
+
+
+class Suspend(Protocol):
+    async def suspend(self, handle: TaskHandle) -> None: ...
+
+    async def resume(self, handle: TaskHandle) -> None: ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a driver can do beyond the core protocol; None: it cannot."""
+
+    needs_command: bool = False  # it runs the config's command: a config needs one
+    own_netns: bool = False  # it can run each machine in its own network namespace
+    control: TaskControl | None = None
+    parking: LauncherParking | None = None
+    logs: LogHousekeeping | None = None
+    suspend: Suspend | None = None
+
+
 class Driver(Protocol):
+    """The core every driver implements; the rest is declared in ``capabilities``."""
+
     name: str
+    capabilities: Capabilities
 
     async def prepare(self, spec: TaskSpec) -> None:
         """Make the machine runnable: directories, image, rootfs. Idempotent."""
@@ -129,19 +189,8 @@ class Driver(Protocol):
     async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
         """Send ``signal``; after ``timeout`` seconds send SIGKILL. Returns once it has exited."""
 
-    async def signal(self, handle: TaskHandle, signal: int) -> None:
-        """Deliver a signal to the task's processes; no-op if it has exited."""
-
     async def inspect(self, handle: TaskHandle) -> bool:
         """True while the task runs."""
-
-    async def exec(
-        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
-    ) -> ExecResult:
-        """Run a command in the machine's context (namespace, user, directory, env)."""
-
-    async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
-        """The task's processes."""
 
     async def destroy(self, machine_id: str, machine_dir: Path) -> None:
         """Kill anything left and remove every trace of the machine. Idempotent."""

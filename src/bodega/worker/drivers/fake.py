@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bodega.model.machine import ExitStatus
 from bodega.worker.drivers.base import (
+    Capabilities,
     DriverError,
     ExecResult,
     ProcessInfo,
@@ -34,6 +35,7 @@ class FakeDriver:
     name = "fake"
 
     def __init__(self) -> None:
+        self.capabilities = Capabilities(control=self)
         self.calls: list[tuple[str, str]] = []
         self.tasks: dict[tuple[str, int], _Task] = {}
         self.start_failures: list[str] = []

@@ -13,13 +13,20 @@ import time
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
-from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskHandle, TaskSpec
+from bodega.worker.drivers.base import (
+    Capabilities,
+    ExecResult,
+    ProcessInfo,
+    TaskHandle,
+    TaskSpec,
+)
 
 
 class NullDriver:
     name = "null"
 
     def __init__(self) -> None:
+        self.capabilities = Capabilities(control=self)
         self._exits: dict[tuple[str, int], asyncio.Future[ExitStatus]] = {}
 
     def _future(self, handle: TaskHandle) -> asyncio.Future[ExitStatus]:

@@ -31,11 +31,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bodega.worker.cgroups import Cgroups
 from bodega.worker.drivers.base import TaskSpec
-from bodega.worker.drivers.launch import PROGRAM_NAME, SHELL, WRAPPER, RunFiles
-from bodega.worker.drivers.procfs import pids_with_argument
-from bodega.worker.logfiles import log_path
+from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.drivers.process.launch import PROGRAM_NAME, SHELL, WRAPPER, RunFiles
+from bodega.worker.drivers.process.logfiles import log_path
+from bodega.worker.drivers.process.procfs import pids_with_argument
 
 log = logging.getLogger("bodega.worker.parking")
 

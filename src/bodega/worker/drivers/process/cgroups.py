@@ -13,13 +13,17 @@ decided by the ledger (how many machines a host accepts), not here.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
+import logging
 import os
 import re
 import signal
 from dataclasses import dataclass
 from pathlib import Path
+
+log = logging.getLogger("bodega.worker.cgroups")
 
 ROOT = Path("/sys/fs/cgroup")
 CPU_PERIOD_US = 100_000
@@ -154,3 +158,20 @@ class Cgroups:
                     raise
                 removed = False
         return removed
+
+    async def empty(self, machine_id: str, timeout: float) -> None:
+        """Kill what is left in the machine's cgroups and remove them, retrying while busy.
+
+        On a loaded host a killed process can take a while to leave its cgroup; a destroy
+        waits for that (bounded) rather than fail, and leaves an empty cgroup at worst.
+        """
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            self.kill_all(machine_id)
+            if not self.pids(machine_id) and self.remove(machine_id):
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("%s: its cgroups are still busy after %.0fs; left in place",
+                            machine_id, timeout)
+                return
+            await asyncio.sleep(0.02)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 from dataclasses import dataclass
@@ -117,3 +118,37 @@ def _address(hex_addr: str, proto: str) -> str:
     import ipaddress
 
     return f"[{ipaddress.IPv6Address(words)}]:{port}"
+
+
+def read_pid(pidfile: Path) -> int | None:
+    try:
+        text = pidfile.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def is_ours(pid: int, pidfile: Path, expected_start: object) -> bool:
+    """True if ``pid`` is the wrapper of this run and not a stranger that reused the pid."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if str(pidfile).encode() not in cmdline:
+        return False
+    if expected_start is not None and start_time(pid) != expected_start:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+async def until_gone(pid: int) -> None:
+    for _ in range(200):
+        if not os.path.exists(f"/proc/{pid}"):  # noqa: ASYNC240 (procfs: no disk)
+            return
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG never blocks)
+        await asyncio.sleep(0.01)

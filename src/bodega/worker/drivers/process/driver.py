@@ -1,6 +1,7 @@
 """The process driver: a machine is a host process in its own session.
 
-See ``launch.py`` for the wrapper that makes a run's pid and exit status
+The driver's core (``Driver``); its task control is in ``control.py``. See
+``launch.py`` for the wrapper that makes a run's pid and exit status
 durable. This module spawns it, watches it with a pidfd (which works for our
 own children and for processes re-adopted after a worker restart alike),
 signals its process group, and cleans up. Identity checks guard against pid
@@ -21,28 +22,27 @@ import time
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
-from bodega.worker.cgroups import Cgroups
 from bodega.worker.drivers.base import (
+    Capabilities,
     DriverError,
-    ExecResult,
-    ProcessInfo,
     TaskHandle,
     TaskSpec,
 )
-from bodega.worker.drivers.launch import RunFiles, parse_exit_file, wrapper_argv
-from bodega.worker.drivers.parking import Parking
-from bodega.worker.drivers.procfs import (
-    listen_sockets,
+from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.drivers.process.control import ProcessControl
+from bodega.worker.drivers.process.launch import RunFiles, parse_exit_file, wrapper_argv
+from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
+from bodega.worker.drivers.process.parking import Parking
+from bodega.worker.drivers.process.procfs import (
+    is_ours,
     pids_with_argument,
-    proc_info,
-    session_pids,
+    read_pid,
     start_time,
+    until_gone,
 )
-from bodega.worker.logfiles import LogJanitor, log_path
 
 log = logging.getLogger("bodega.worker.process")
 
-EXEC_OUTPUT_LIMIT = 1 << 20
 CGROUP_EMPTY_TIMEOUT = 10.0  # seconds a destroy waits for its cgroups to empty
 
 
@@ -55,12 +55,13 @@ class ProcessDriver:
         # Launchers wait in wired namespaces only where there are cgroups to save time on.
         self.parking = Parking(park_dir, cgroups) if cgroups and park_dir else None
         self.janitor = LogJanitor(log_max_bytes)
+        self.control = ProcessControl(self)
+        self.capabilities = Capabilities(needs_command=True, own_netns=True,
+                                         control=self.control,
+                                         parking=self.parking, logs=self.janitor)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._handles: dict[tuple[str, str, int], TaskHandle] = {}
         self._exits: dict[tuple[str, str, int], asyncio.Future[ExitStatus]] = {}
-
-    async def log_janitor(self, machines_dir: Path) -> None:
-        await self.janitor.run(machines_dir)
 
     # -- prepare and start ------------------------------------------------------------
     async def prepare(self, spec: TaskSpec) -> None:
@@ -157,33 +158,16 @@ class ProcessDriver:
         The wrapper's command line names its pidfile from the moment it is
         spawned, so a wrapper that has not yet written its pid is still found.
         """
-        pid = _read_pid(files.pidfile)
-        if pid is None or not _is_ours(pid, files.pidfile, None):
+        pid = read_pid(files.pidfile)
+        if pid is None or not is_ours(pid, files.pidfile, None):
             found = [p for p in pids_with_argument(str(files.pidfile))
-                     if _is_ours(p, files.pidfile, None)]
+                     if is_ours(p, files.pidfile, None)]
             pid = found[0] if found else None
         if pid is None and not (files.exitfile.exists() or files.pidfile.exists()):
             return None  # spawned nothing: the attempt died before the fork, or it never ran
         log.info("%s: run %d was already started%s; adopting it", spec.machine_id,
                  spec.start_seq, f" as pid {pid}" if pid else " and has ended")
         return self._handle(spec, files, pid, 0)
-
-    # -- parked launchers (see parking.py) ---------------------------------------------
-    def park(self, netns: str) -> None:
-        if self.parking is not None:
-            self.parking.park(netns)
-
-    def unpark(self, netns: str) -> None:
-        if self.parking is not None:
-            self.parking.release(netns)
-
-    def unpark_all(self) -> None:
-        if self.parking is not None:
-            self.parking.close()
-
-    def reap_parked(self) -> None:
-        if self.parking is not None:
-            self.parking.reap()
 
     # -- watching ---------------------------------------------------------------------
     def _forget_ended(self, machine_id: str) -> None:
@@ -195,13 +179,13 @@ class ProcessDriver:
     def _key(self, handle: TaskHandle) -> tuple[str, str, int]:
         return (handle.machine_id, handle.instance_id, handle.start_seq)
 
-    def _alive(self, handle: TaskHandle) -> bool:
+    def alive(self, handle: TaskHandle) -> bool:
         if handle.pid is None:
             return False
         popen = self._children.get(handle.pid)
         if popen is not None:
             return popen.poll() is None
-        return _is_ours(handle.pid, Path(handle.data.get("pidfile", "")),
+        return is_ours(handle.pid, Path(handle.data.get("pidfile", "")),
                         handle.data.get("start_time"))
 
     def _watch(self, handle: TaskHandle) -> asyncio.Future[ExitStatus]:
@@ -212,7 +196,7 @@ class ProcessDriver:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._exits[key] = future
-        if handle.pid is None or not self._alive(handle):
+        if handle.pid is None or not self.alive(handle):
             future.set_result(self._exit_status(handle))
             return future
         try:
@@ -255,7 +239,7 @@ class ProcessDriver:
                           exited_at=time.time())
 
     async def recover(self, handle: TaskHandle) -> bool:
-        alive = self._alive(handle)
+        alive = self.alive(handle)
         self._watch(handle)
         return alive
 
@@ -263,11 +247,11 @@ class ProcessDriver:
         return await asyncio.shield(self._watch(handle))
 
     async def inspect(self, handle: TaskHandle) -> bool:
-        return self._alive(handle)
+        return self.alive(handle)
 
     # -- signals ----------------------------------------------------------------------
     async def signal(self, handle: TaskHandle, signal: int) -> None:
-        if handle.pid is not None and self._alive(handle):
+        if handle.pid is not None and self.alive(handle):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(handle.pid, signal)
 
@@ -286,133 +270,24 @@ class ProcessDriver:
         await asyncio.shield(future)
 
     def _kill(self, handle: TaskHandle) -> None:
-        if handle.pid is not None and self._alive(handle):
+        if handle.pid is not None and self.alive(handle):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(handle.pid, signals.SIGKILL)
         if self.cgroups is not None:
             self.cgroups.kill_all(handle.machine_id)
 
-    # -- exec, ps ---------------------------------------------------------------------
-    async def exec(
-        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
-    ) -> ExecResult:
-        prefix: list[str] = []
-        if spec.netns is not None:
-            prefix += ["nsenter", f"--net=/run/netns/{spec.netns}", "--"]
-        if spec.user is not None:
-            prefix += ["setpriv", f"--reuid={spec.user[0]}", f"--regid={spec.user[1]}",
-                       "--clear-groups", "--"]
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *prefix, *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=spec.env, cwd=spec.machine_dir / "root",
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return ExecResult(exit_code=127, stdout="", stderr=f"exec: {exc}\n")
-        try:
-            out, err = await asyncio.wait_for(process.communicate(stdin), timeout)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signals.SIGKILL)
-            out, err = await process.communicate()
-            return ExecResult(exit_code=124, stdout=_text(out),
-                              stderr=_text(err) + "exec: timed out\n",
-                              exit_signal=signals.SIGKILL)
-        code = process.returncode or 0
-        exit_signal = -code if code < 0 else None
-        return ExecResult(exit_code=128 - code if code < 0 else code, stdout=_text(out),
-                          stderr=_text(err), exit_signal=exit_signal)
-
-    async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
-        if handle.pid is None or not self._alive(handle):
-            return []
-        if self.cgroups is not None:
-            pids = self.cgroups.pids(handle.machine_id)
-        else:
-            pids = session_pids(handle.pid)
-        infos = []
-        for pid in pids:
-            info = proc_info(pid)
-            if info is not None:
-                infos.append(
-                    ProcessInfo(
-                        pid=pid, command=info.command, cpu=info.cpu, rss=info.rss,
-                        stime=info.stime, rtime=info.rtime, directory=info.directory,
-                        listen_sockets=listen_sockets(pid),
-                    )
-                )
-        return infos
-
     # -- destroy ----------------------------------------------------------------------
     async def destroy(self, machine_id: str, machine_dir: Path) -> None:
         run = machine_dir / "run"
         for pidfile in sorted(run.glob("*.pid")) if run.exists() else []:
-            pid = _read_pid(pidfile)
-            if pid is not None and _is_ours(pid, pidfile, None):
+            pid = read_pid(pidfile)
+            if pid is not None and is_ours(pid, pidfile, None):
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signals.SIGKILL)
-                await _until_gone(pid)
+                await until_gone(pid)
         if self.cgroups is not None:
-            await self._empty_cgroups(machine_id)
+            await self.cgroups.empty(machine_id, CGROUP_EMPTY_TIMEOUT)
         for popen in [p for p in self._children.values() if p.poll() is not None]:
             self._children.pop(popen.pid, None)
         self._forget_ended(machine_id)
         await asyncio.to_thread(shutil.rmtree, machine_dir, True)
-
-
-    async def _empty_cgroups(self, machine_id: str) -> None:
-        """Kill what is left in the machine's cgroups and remove them, retrying while busy.
-
-        On a loaded host a killed process can take a while to leave its cgroup; a destroy
-        waits for that (bounded) rather than fail, and leaves an empty cgroup at worst.
-        """
-        assert self.cgroups is not None
-        deadline = asyncio.get_running_loop().time() + CGROUP_EMPTY_TIMEOUT
-        while True:
-            self.cgroups.kill_all(machine_id)
-            if not self.cgroups.pids(machine_id) and self.cgroups.remove(machine_id):
-                return
-            if asyncio.get_running_loop().time() > deadline:
-                log.warning("%s: its cgroups are still busy after %.0fs; left in place",
-                            machine_id, CGROUP_EMPTY_TIMEOUT)
-                return
-            await asyncio.sleep(0.02)
-
-
-def _text(data: bytes) -> str:
-    return data[:EXEC_OUTPUT_LIMIT].decode(errors="replace")
-
-
-def _read_pid(pidfile: Path) -> int | None:
-    try:
-        text = pidfile.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def _is_ours(pid: int, pidfile: Path, expected_start: object) -> bool:
-    """True if ``pid`` is the wrapper of this run and not a stranger that reused the pid."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if str(pidfile).encode() not in cmdline:
-        return False
-    if expected_start is not None and start_time(pid) != expected_start:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
-
-
-async def _until_gone(pid: int) -> None:
-    for _ in range(200):
-        if not os.path.exists(f"/proc/{pid}"):  # noqa: ASYNC240 (procfs: no disk)
-            return
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)  # noqa: ASYNC222 (WNOHANG never blocks)
-        await asyncio.sleep(0.01)

@@ -1,0 +1,38 @@
+"""The worker's pure core: every rule about a machine, as ``decide(record, stimulus)``."""
+
+from bodega.worker.core.decisions import (
+    Begin,
+    Changes,
+    CheckResult,
+    Cordon,
+    Create,
+    Decision,
+    Destroy,
+    EventSpec,
+    ExitDecision,
+    ExitObserved,
+    Note,
+    OperationEnded,
+    OperationFailed,
+    Recovered,
+    Restart,
+    SetMetadata,
+    Signal,
+    Sizing,
+    Start,
+    StepEntered,
+    Stimulus,
+    Stop,
+    Then,
+    Update,
+)
+from bodega.worker.core.policy import BEGINS, RESTART_WINDOW, after_exit, restart_delay
+from bodega.worker.core.rules import decide, may_begin
+
+__all__ = [
+    "BEGINS", "RESTART_WINDOW", "Begin", "Changes", "CheckResult", "Cordon", "Create",
+    "Decision", "Destroy", "EventSpec", "ExitDecision", "ExitObserved", "Note",
+    "OperationEnded", "OperationFailed", "Recovered", "Restart", "SetMetadata", "Signal",
+    "Sizing", "Start", "StepEntered", "Stimulus", "Stop", "Then", "Update", "after_exit",
+    "decide", "may_begin", "restart_delay",
+]

@@ -1,0 +1,216 @@
+"""What goes into the worker's pure core (stimuli) and what comes out (decisions).
+
+All frozen: ``core.decide`` builds them, the shell in ``lifecycle.py`` applies them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from typing import Any
+
+from bodega.model.capacity import Ask
+from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
+
+# -- stimuli ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Create:
+    launch: bool  # not skip_launch: start it once it is created
+
+
+@dataclass(frozen=True)
+class Start:
+    pass
+
+
+@dataclass(frozen=True)
+class Stop:
+    signal: str | int | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Restart:
+    signal: str | int | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Update:
+    config: MachineConfig
+    instance_id: str  # the new version's id
+    millicpus: int  # what the new config holds on this host (its cpu ratio applied)
+    skip_launch: bool = False
+
+
+@dataclass(frozen=True)
+class Destroy:
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Signal:
+    pass
+
+
+@dataclass(frozen=True)
+class Cordon:
+    cordoned: bool  # out of the proxy's routing, or back in
+
+
+@dataclass(frozen=True)
+class SetMetadata:
+    changes: Mapping[str, str | None]  # None removes the key
+    version: str | None = None  # refuse unless this is the machine's current version
+
+
+@dataclass(frozen=True)
+class ExitObserved:
+    """The process of one run (instance_id, start_seq) ended without being asked to."""
+
+    instance_id: str
+    start_seq: int
+    exit: ExitStatus
+    now: float
+    draining: bool  # the worker is stopping its machines to exit
+
+
+@dataclass(frozen=True)
+class StepEntered:
+    fsm: str
+    step: str
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class OperationFailed:
+    fsm: str
+
+
+@dataclass(frozen=True)
+class OperationEnded:
+    fsm: str
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """The worker restarted and found this machine with no operation under way."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A health check's result; no rule reads it yet."""
+
+    name: str
+    passing: bool
+
+
+Stimulus = (Create | Start | Stop | Restart | Update | Destroy | Signal | Cordon | SetMetadata
+            | ExitObserved | StepEntered | OperationFailed | OperationEnded | Recovered
+            | CheckResult)
+
+# -- decisions -------------------------------------------------------------------------------
+
+
+class ExitDecision(StrEnum):
+    RESTART = "restart"
+    STOP = "stop"
+    DESTROY = "destroy"
+
+
+class Then(StrEnum):
+    """What the shell does once the decision has committed."""
+
+    WATCH = "watch"  # supervise the machine's process
+    SPARES_CHANGED = "spares_changed"  # an address or namespace came free: wire spares
+
+
+@dataclass(frozen=True)
+class Sizing:
+    millicpus: int
+    memory_mb: int
+    gpus: int
+    gpu_kind: str | None
+
+
+@dataclass(frozen=True)
+class Changes:
+    """Columns of the machine's record to change; None leaves a column as it is."""
+
+    state: str | None = None
+    holds_compute: bool | None = None
+    start_seq: int | None = None
+    restarts: int | None = None
+    cordoned: bool | None = None
+    last_exit: ExitStatus | None = None
+    config: MachineConfig | None = None
+    instance_id: str | None = None
+    sizing: Sizing | None = None
+    clear_handle: bool = False
+
+    def merge(self, later: Changes) -> Changes:
+        """These changes, then ``later``'s on top."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        for f in fields(later):
+            value = getattr(later, f.name)
+            if value is not None:
+                values[f.name] = value
+        values["clear_handle"] = self.clear_handle or later.clear_handle
+        return Changes(**values)
+
+    def columns(self) -> dict[str, Any]:
+        """The changes as the store's column updates."""
+        out: dict[str, Any] = {}
+        for name in ("state", "holds_compute", "start_seq", "restarts", "cordoned",
+                     "last_exit", "config", "instance_id"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.sizing is not None:
+            out.update(millicpus=self.sizing.millicpus, memory_mb=self.sizing.memory_mb,
+                       gpus=self.sizing.gpus, gpu_kind=self.sizing.gpu_kind)
+        if self.clear_handle:
+            out["handle"] = None
+        return out
+
+
+@dataclass(frozen=True)
+class Begin:
+    fsm: str
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    type: str
+    status: str
+    source: str
+    request: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Note:
+    """A log entry that is no operation's step: an exit seen, a cordon, a metadata change."""
+
+    fsm: str  # "supervise" or "action"
+    step: str
+    payload: Mapping[str, Any]
+    event: EventSpec | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    changes: Changes = Changes()
+    room: Ask | None = None  # check this fits beside every other machine before anything
+    room_is_conflict: bool = False  # a lack of room refuses with 409 (an update) not 412
+    new_version: bool = False  # record the new config as a version, replacing older ones
+    release: bool = False  # give back the machine's volume and lease
+    begin: Begin | None = None
+    notes: tuple[Note, ...] = ()  # logged with the decision
+    exit_decision: ExitDecision | None = None
+    then: frozenset[Then] = field(default_factory=frozenset)
+    already: bool = False  # the machine is already where the stimulus would lead

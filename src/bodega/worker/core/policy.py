@@ -1,0 +1,54 @@
+"""Where each operation may begin, and the restart policy: pure tables and arithmetic."""
+
+from __future__ import annotations
+
+from bodega.model.machine import ExitStatus
+from bodega.model.states import MachineState as S
+from bodega.worker.core.decisions import ExitDecision
+
+# Where each operation may begin. A state not listed is refused with a clear error;
+# ``None`` means "already there": the call succeeds without doing anything.
+BEGINS: dict[str, dict[str, str | None]] = {
+    "start_machine": {
+        S.CREATED: "start", S.STOPPED: "start", S.FAILED: "start", S.SUSPENDED: "start",
+        S.STARTED: None,
+    },
+    "stop_machine": {
+        S.STARTED: "stop", S.CREATED: "stop", S.FAILED: "stop", S.STOPPED: None,
+        S.SUSPENDED: "stop",
+    },
+    "restart_machine": {S.STARTED: "restart"},
+    "update_machine": {
+        S.CREATED: "update", S.STARTED: "update", S.STOPPED: "update", S.FAILED: "update",
+        S.SUSPENDED: "update",
+    },
+    "destroy_machine": {
+        S.CREATED: "destroy", S.STOPPED: "destroy", S.FAILED: "destroy", S.STARTED: "destroy",
+        S.SUSPENDED: "destroy", S.DESTROYING: "destroy",
+    },
+}
+
+MAX_METADATA_KEYS = 64
+
+# A crash loop restarts after 0.1 s, 0.2 s, 0.4 s, ... capped at 10 s.
+BACKOFF_BASE = 0.1
+BACKOFF_CAP = 10.0
+# on-failure forgives past crashes once a run has lasted this long.
+RESTART_WINDOW = 300.0
+
+
+def after_exit(
+    policy: str, max_retries: int, restarts: int, exit: ExitStatus, auto_destroy: bool
+) -> ExitDecision:
+    """What a worker does when a machine's main process ends without being asked to."""
+    if policy == "always":
+        return ExitDecision.RESTART
+    if policy == "on-failure" and exit.failed and restarts < max_retries:
+        return ExitDecision.RESTART
+    if auto_destroy:
+        return ExitDecision.DESTROY
+    return ExitDecision.STOP
+
+
+def restart_delay(restarts: int) -> float:
+    return float(min(BACKOFF_CAP, BACKOFF_BASE * (2 ** min(restarts, 16))))

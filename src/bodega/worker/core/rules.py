@@ -1,0 +1,292 @@
+"""Every rule about a machine, as one pure function: ``decide(record, stimulus)``.
+
+No SQLite, no driver, no clock, no tasks: the shell (``worker/lifecycle.py``) reads the
+machine's record under its lock, hands it in with what happened, and applies
+the ``Decision`` it gets back in one transaction: the record's changes, the
+room to check first, the operation to begin, the note to log, and what to do
+once that commits. ``fsm.py`` declares each operation's steps; this module
+says when an operation may begin, what entering a step writes, what follows
+the end of an operation, and what a process's own exit leads to.
+
+    stimulus            from (state)                          decision
+    Create              (none)                                 begin create_machine
+    StepEntered         any step of any operation              the step's state (rest frees compute)
+      create ends       created                                then start, unless skip_launch
+      destroy ends      destroyed                              frees compute, volume and lease
+    OperationFailed     the operation's state                  its on_error state
+    OperationEnded      start, restart, update                 watch the process if started
+                        stop, destroy, exit                    spare addresses changed
+    Start               created stopped failed suspended       check room unless held; begin start
+                        started                                nothing (already there)
+    Stop                started created failed suspended       begin stop
+                        stopped                                nothing (already there)
+    Restart             started                                begin restart
+    Update              created started stopped failed         check room if it will hold compute;
+                        suspended                              new version; begin update
+    Destroy             created stopped failed suspended       begin destroy (started: only forced)
+                        destroying
+    Signal              started                                deliver it
+    Cordon, SetMetadata any                                    cordoned, or the config's metadata
+    ExitObserved        started, same run                      restart policy: begin start after
+                                                               a backoff, destroy, or exit_machine
+                        anything else                          nothing (an operation stopped it)
+    Recovered           started with a process                 watch it
+    CheckResult         any                                    nothing yet (room for health checks)
+
+Any other (stimulus, state) pair is refused with ``PreconditionFailed``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bodega.model.capacity import Ask
+from bodega.model.errors import BadRequest, NotFound, PreconditionFailed
+from bodega.model.states import RELEASES_COMPUTE
+from bodega.model.states import MachineState as S
+from bodega.worker.core.decisions import (
+    Begin,
+    Changes,
+    CheckResult,
+    Cordon,
+    Create,
+    Decision,
+    Destroy,
+    EventSpec,
+    ExitDecision,
+    ExitObserved,
+    Note,
+    OperationEnded,
+    OperationFailed,
+    Recovered,
+    Restart,
+    SetMetadata,
+    Signal,
+    Sizing,
+    Start,
+    StepEntered,
+    Stimulus,
+    Stop,
+    Then,
+    Update,
+)
+from bodega.worker.core.policy import (
+    BEGINS,
+    MAX_METADATA_KEYS,
+    RESTART_WINDOW,
+    after_exit,
+    restart_delay,
+)
+from bodega.worker.fsm import FSMS, After
+from bodega.worker.records import MachineRow
+
+NOTHING = Decision()
+
+
+def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
+    """What ``stimulus`` does to the machine ``record`` describes (None: not recorded yet)."""
+    if isinstance(stimulus, Create):  # the shell inserts the record with these changes
+        return Decision(changes=Changes(state=S.CREATED, holds_compute=True),
+                        begin=Begin("create_machine",
+                                    {"source": "user", "launch": stimulus.launch}),
+                        then=frozenset({Then.SPARES_CHANGED}))  # it took an address
+    if record is None:
+        raise NotFound("machine not found")
+    match stimulus:
+        case StepEntered():
+            return _step_entered(record, stimulus)
+        case OperationFailed():
+            state = FSMS[stimulus.fsm].on_error[0]
+            return Decision(changes=_state_changes(state)) if state is not None else NOTHING
+        case OperationEnded():
+            return _operation_ended(record, stimulus)
+        case Start():
+            return _start(record)
+        case Stop() | Restart():
+            return _stop_or_restart(record, stimulus)
+        case Update():
+            return _update(record, stimulus)
+        case Destroy():
+            return _destroy(record, stimulus)
+        case Signal():
+            if record.state != S.STARTED or record.handle is None:
+                raise PreconditionFailed(
+                    f"failed_precondition: machine {record.id} is {record.state}, not started")
+            return NOTHING
+        case Cordon():
+            return Decision(changes=Changes(cordoned=stimulus.cordoned), notes=(
+                Note("action", "cordon" if stimulus.cordoned else "uncordon", {}),))
+        case SetMetadata():
+            return _set_metadata(record, stimulus)
+        case ExitObserved():
+            return _exit_observed(record, stimulus)
+        case Recovered():
+            started = record.state == S.STARTED and record.handle is not None
+            return Decision(then=frozenset({Then.WATCH})) if started else NOTHING
+        case CheckResult():
+            return NOTHING
+    raise TypeError(f"unknown stimulus {stimulus!r}")
+
+
+def may_begin(fsm: str, record: MachineRow) -> bool:
+    """True if ``fsm`` may begin; False if the machine is already where it would lead."""
+    allowed = BEGINS[fsm]
+    if record.state not in allowed:
+        raise PreconditionFailed(
+            f"failed_precondition: cannot {fsm.removesuffix('_machine')} machine {record.id} "
+            f"in state {record.state}"
+        )
+    return allowed[record.state] is not None
+
+
+def _state_changes(state: str | None) -> Changes:
+    if state is None:
+        return Changes()
+    # Coming to rest without a process gives the machine's cpu and memory back.
+    return Changes(state=state, holds_compute=False if state in RELEASES_COMPUTE else None)
+
+
+def _step_entered(record: MachineRow, stimulus: StepEntered) -> Decision:
+    fsm = FSMS[stimulus.fsm]
+    step = fsm.step(stimulus.step)
+    changes = _state_changes(step.state_for(stimulus.payload))
+    if not step.final:
+        return Decision(changes=changes)
+    if fsm.then is After.LAUNCH and stimulus.payload.get("launch"):
+        # The start begins in the same commit that ends the create, so a crash in
+        # between can never leave a machine created that was asked to launch.
+        return _begin_start(record, "flyd", delay=0.0, changes=changes)
+    if fsm.then is After.RELEASE:
+        return Decision(changes=Changes(state=changes.state, holds_compute=False,
+                                        clear_handle=True), release=True)
+    return Decision(changes=changes)
+
+
+def _operation_ended(record: MachineRow, stimulus: OperationEnded) -> Decision:
+    after = FSMS[stimulus.fsm].then
+    if after is After.WATCH:
+        started = record.state == S.STARTED and record.handle is not None
+        return Decision(then=frozenset({Then.WATCH})) if started else NOTHING
+    if after in (After.REST, After.RELEASE):
+        return Decision(then=frozenset({Then.SPARES_CHANGED}))
+    return NOTHING
+
+
+def _begin_start(record: MachineRow, source: str, delay: float,
+                 changes: Changes = Changes()) -> Decision:
+    start_seq = record.start_seq + 1
+    return Decision(
+        room=None if record.holds_compute else Ask.for_config(record.config),
+        changes=changes.merge(Changes(holds_compute=True, start_seq=start_seq)),
+        begin=Begin("start_machine", {"source": source, "start_seq": start_seq, "delay": delay}),
+    )
+
+
+def _start(record: MachineRow) -> Decision:
+    if not may_begin("start_machine", record):
+        return Decision(already=True)
+    fresh = Changes(restarts=0) if record.state in (S.STOPPED, S.FAILED) else Changes()
+    return _begin_start(record, "user", delay=0.0, changes=fresh)
+
+
+def _stop_or_restart(record: MachineRow, stimulus: Stop | Restart) -> Decision:
+    fsm = "stop_machine" if isinstance(stimulus, Stop) else "restart_machine"
+    if not may_begin(fsm, record):
+        return Decision(already=True)
+    payload: dict[str, object] = {"source": "user"}
+    if stimulus.signal is not None:
+        payload["signal"] = stimulus.signal
+    if stimulus.timeout is not None:
+        payload["timeout"] = stimulus.timeout
+    changes = Changes()
+    if isinstance(stimulus, Restart):
+        payload["start_seq"] = record.start_seq + 1
+        changes = Changes(start_seq=record.start_seq + 1)
+    return Decision(changes=changes, begin=Begin(fsm, payload))
+
+
+def _update(record: MachineRow, stimulus: Update) -> Decision:
+    may_begin("update_machine", record)
+    launch = record.state == S.STARTED or not stimulus.skip_launch
+    holds = record.holds_compute or launch
+    ask = Ask.for_config(stimulus.config)
+    start_seq = record.start_seq + 1 if launch else record.start_seq
+    rest_state = S.CREATED if record.state == S.CREATED else S.STOPPED
+    return Decision(
+        room=ask if holds else None,
+        room_is_conflict=True,
+        changes=Changes(
+            config=stimulus.config, instance_id=stimulus.instance_id,
+            sizing=Sizing(stimulus.millicpus, ask.memory_mb, ask.gpus, ask.gpu_kind),
+            holds_compute=holds, start_seq=start_seq, restarts=0,
+        ),
+        new_version=True,
+        begin=Begin("update_machine", {"source": "user", "launch": launch,
+                                       "rest_state": str(rest_state), "start_seq": start_seq}),
+    )
+
+
+def _destroy(record: MachineRow, stimulus: Destroy) -> Decision:
+    if record.state == S.DESTROYED:
+        raise NotFound(f"machine not found: {record.id} was destroyed")
+    may_begin("destroy_machine", record)
+    if record.state == S.STARTED and not stimulus.force:
+        raise PreconditionFailed(
+            f"failed_precondition: unable to destroy machine {record.id}, not "
+            "currently stopped, suspended or failed; stop it first or use force=true"
+        )
+    payload: dict[str, object] = {"source": "user"}
+    if stimulus.force:
+        payload.update(signal="SIGKILL", timeout=0.0)
+    return Decision(begin=Begin("destroy_machine", payload))
+
+
+def _exit_observed(record: MachineRow, stimulus: ExitObserved) -> Decision:
+    handle = record.handle
+    if (record.state != S.STARTED or handle is None
+            or handle.start_seq != stimulus.start_seq
+            or handle.instance_id != stimulus.instance_id):
+        return NOTHING  # an operation stopped it on purpose and recorded the exit itself
+    policy, max_retries = record.config.restart_policy()
+    if stimulus.draining:
+        policy = "no"  # a restart now would outlive the worker that is stopping it
+    ran_for = stimulus.now - handle.started_at
+    restarts = 0 if ran_for > RESTART_WINDOW else record.restarts
+    verdict = after_exit(policy, max_retries, restarts, stimulus.exit,
+                         bool(record.config.auto_destroy))
+    status = {ExitDecision.RESTART: "restarting", ExitDecision.STOP: "stopped",
+              ExitDecision.DESTROY: "destroying"}[verdict]
+    note = Note("supervise", "exit", {"decision": str(verdict)},
+                EventSpec("exit", status, "flyd", stimulus.exit.to_event_request()))
+    noted = Changes(last_exit=stimulus.exit)
+    if verdict is ExitDecision.RESTART:
+        start = _begin_start(record, "flyd", delay=restart_delay(restarts),
+                             changes=noted.merge(Changes(restarts=restarts + 1)))
+        return replace(start, notes=(note,), exit_decision=verdict)
+    if verdict is ExitDecision.DESTROY:
+        begin = Begin("destroy_machine", {"source": "flyd", "signal": "SIGKILL", "timeout": 0})
+    else:  # it comes to rest through its own operation, like every other state change
+        begin = Begin("exit_machine", {"source": "flyd"})
+    return Decision(changes=noted, begin=begin, notes=(note,), exit_decision=verdict)
+
+
+def _set_metadata(record: MachineRow, stimulus: SetMetadata) -> Decision:
+    for key, value in stimulus.changes.items():
+        if not key or len(key) > 128 or (value is not None and len(value) > 4096):
+            raise BadRequest("metadata keys are 1-128 characters, values at most 4096")
+    if stimulus.version is not None and stimulus.version != record.instance_id:
+        raise PreconditionFailed(
+            f"failed_precondition: machine_version {stimulus.version} is not the current "
+            f"version {record.instance_id}"
+        )
+    metadata = dict(record.config.metadata or {})
+    for key, value in stimulus.changes.items():
+        if value is None:
+            metadata.pop(key, None)
+        else:
+            metadata[key] = value
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise BadRequest(f"at most {MAX_METADATA_KEYS} metadata keys")
+    config = record.config.model_copy(update={"metadata": metadata or None})
+    return Decision(changes=Changes(config=config),
+                    notes=(Note("action", "metadata", {"changes": dict(stimulus.changes)}),))

@@ -1,0 +1,157 @@
+"""The thin shell around the worker's pure core: lock, transaction, apply, drive.
+
+``Lifecycle.run`` is the one way a machine's record changes: it takes the
+machine's lock, opens a transaction, asks the caller's body for a decision
+(the body reads the record and calls ``core.decide``), applies it with the
+``Recorder``, and, if it began an operation, drives that operation (and any
+it begins in turn) in the background while the lock stays held. Calls return
+as soon as the work is durably recorded, as the Machines API does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from bodega.model.errors import Conflict
+from bodega.worker import queries
+from bodega.worker.core import Decision, OperationEnded, OperationFailed, StepEntered, Then, decide
+from bodega.worker.fsm import Step
+from bodega.worker.ledger import CapacityRejected, Ledger
+from bodega.worker.locks import BUSY_WAIT, MachineLocks
+from bodega.worker.runner import Runner, record_begin
+from bodega.worker.store import Operation, Store
+from bodega.worker.supervision import Supervision
+
+log = logging.getLogger("bodega.worker.lifecycle")
+
+Body = Callable[[sqlite3.Connection], Decision]
+
+
+class Recorder:
+    """Applies the core's decisions inside the caller's transaction."""
+
+    def __init__(self, store: Store, ledger: Ledger) -> None:
+        self.store = store
+        self.ledger = ledger
+
+    def apply(self, conn: sqlite3.Connection, machine_id: str,
+              decision: Decision) -> Operation | None:
+        """Write the decision; return the operation it began, if any."""
+        if decision.room is not None:
+            try:
+                self.ledger.check_room(conn, decision.room, exclude_machine=machine_id)
+            except CapacityRejected as exc:
+                if not decision.room_is_conflict:
+                    raise
+                raise Conflict(f"aborted: {exc.message}", status=exc.status,
+                               details=exc.details) from None
+        now = self.store.clock()
+        for note in decision.notes:
+            spec = note.event
+            event = None if spec is None else self.store.new_event(
+                spec.type, spec.status, spec.source, dict(spec.request) if spec.request else None)
+            self.store.append(conn, op_id=note.fsm, resource_id=machine_id, fsm=note.fsm,
+                              step=note.step, payload=dict(note.payload), event=event)
+        columns = decision.changes.columns()
+        if columns:
+            queries.update_machine(conn, machine_id, now, **columns)
+        changes = decision.changes
+        if decision.new_version and changes.config is not None and changes.instance_id:
+            queries.insert_version(conn, machine_id, changes.instance_id,
+                                  changes.config.model_dump_json(exclude_none=True), now)
+            queries.replace_versions(conn, machine_id, keep=changes.instance_id)
+        if decision.release:
+            row = queries.get_machine(conn, machine_id)
+            if row is not None and row.volume_id:
+                queries.update_volume(conn, row.volume_id, now, attached_machine_id=None)
+            queries.delete_lease(conn, machine_id)
+        if decision.begin is None:
+            return None
+        op, step = record_begin(self.store, conn, decision.begin.fsm, machine_id,
+                                dict(decision.begin.payload))
+        self.entered(conn, op, step)
+        return op
+
+    # -- the runner's StepRecorder -----------------------------------------------------------
+    def entered(self, conn: sqlite3.Connection, op: Operation, step: Step) -> None:
+        row = queries.get_machine(conn, op.resource_id)
+        if row is not None:
+            self.apply(conn, row.id, decide(row, StepEntered(op.fsm, step.name, op.payload)))
+
+    def failed(self, conn: sqlite3.Connection, op: Operation) -> None:
+        row = queries.get_machine(conn, op.resource_id)
+        if row is not None:
+            self.apply(conn, row.id, decide(row, OperationFailed(op.fsm)))
+
+
+class Lifecycle:
+    def __init__(self, store: Store, recorder: Recorder, runner: Runner,
+                 supervision: Supervision) -> None:
+        self.store = store
+        self.recorder = recorder
+        self.runner = runner
+        self.supervision = supervision
+        self.locks = MachineLocks()
+        # Set whenever an address is taken or given back, or a machine comes to rest: the
+        # worker then wires spare namespaces and parks launchers in idle ones.
+        self.spares_changed = asyncio.Event()
+        self.background: set[asyncio.Task[Any]] = set()
+
+    async def run(self, machine_id: str, body: Body, *, lock_timeout: float = BUSY_WAIT,
+                  drive: bool = False) -> Decision:
+        """Under the machine's lock and in one transaction, apply what ``body`` decides.
+
+        ``drive``: drive the machine's unfinished operations even if this began none
+        (recovery after a restart).
+        """
+        lock = await self.locks.acquire(machine_id, timeout=lock_timeout)
+        try:
+            with self.store.tx() as conn:
+                decision = body(conn)
+                op = self.recorder.apply(conn, machine_id, decision)
+        except BaseException:
+            lock.release()
+            raise
+        self.follow(machine_id, decision)
+        if op is None and not drive:
+            lock.release()
+        else:
+            self._drive_pending(machine_id, lock)
+        return decision
+
+    def follow(self, machine_id: str, decision: Decision) -> None:
+        """Do what a committed decision says comes next."""
+        if Then.SPARES_CHANGED in decision.then:
+            self.spares_changed.set()
+        if Then.WATCH in decision.then:
+            row = queries.get_machine(self.store.db, machine_id)
+            if row is not None and row.handle is not None:
+                self.supervision.watch(row.id, row.handle)
+
+    def _drive_pending(self, machine_id: str, lock: asyncio.Lock) -> None:
+        """Drive the operations a finished one began (in order), then release the lock."""
+
+        async def drive() -> None:
+            try:
+                while True:
+                    pending = [op for op in self.store.running_operations()
+                               if op.resource_id == machine_id]
+                    if not pending:
+                        return
+                    op = await self.runner.drive(pending[0])
+                    row = queries.get_machine(self.store.db, machine_id)
+                    if row is not None and not op.fsm.endswith("_volume"):
+                        self.follow(machine_id, decide(row, OperationEnded(op.fsm)))
+            except Exception:
+                log.exception("%s: driving failed", machine_id)
+            finally:
+                lock.release()
+
+        task = asyncio.create_task(drive())
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
