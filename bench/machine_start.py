@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bodega.api.worker_client import WorkerClient
 from bodega.runtime.keys import internal_token
+from bodega.wire.worker_client import WorkerClient
 from bodega.worker.network import NetnsNetwork
 
 SECRET = "bench-secret"

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.loadgen import Connection, run
-from bodega.api.worker_client import WorkerClient
 from bodega.runtime.keys import internal_token
+from bodega.wire.worker_client import WorkerClient
 
 SECRET = "bench-proxy-secret"
 SUBNET = "10.254.7.0/24"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from bodega.api.worker_client import WorkerClient
 from bodega.model.errors import Indeterminate
 from bodega.runtime.keys import internal_token
+from bodega.wire.worker_client import WorkerClient
 from bodega.worker.network import run
 from tests.integration.procs import SECRET, Daemon
 

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.api.worker_client import WorkerClient
 from bodega.runtime.keys import internal_token
+from bodega.wire.worker_client import WorkerClient
 
 SECRET = "integration-secret"
 READY_TIMEOUT = 30.0

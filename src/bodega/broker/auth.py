@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from bodega.api.http import bearer_token
 from bodega.broker.catalog import Catalog
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from bodega.model.ids import new_token_id
+from bodega.wire.http import bearer_token
 
 TOKEN_PREFIX = "bdg_"
 DEFAULT_EXPIRY = 20 * 365 * 24 * 3600.0  # deploy tokens default to "practically forever"

@@ -14,7 +14,6 @@ from typing import Any
 
 from starlette.routing import BaseRoute
 
-from bodega.broker.api import BrokerApi
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Tokens
 from bodega.broker.candidates import Candidates
@@ -25,6 +24,7 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placer import Placer, PlacerConfig
 from bodega.broker.platform import Platform
 from bodega.broker.readiness import Gate
+from bodega.broker.server import BrokerApi
 from bodega.broker.shadow import Shadow
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers

@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from bodega.api.fly import AssignIpRequest
 from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog
 from bodega.model.errors import BadRequest, NotFound, Unavailable
+from bodega.wire.fly import AssignIpRequest
 
 TABLE = "ip_assignments"
 SHARED_V4 = "100.64.0.1"  # the one shared address, outside the dedicated pool below

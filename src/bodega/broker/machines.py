@@ -15,7 +15,6 @@ import logging
 import secrets
 from typing import Any
 
-from bodega.api.fly import CreateMachineRequest
 from bodega.broker.apps import Apps
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
@@ -35,6 +34,8 @@ from bodega.model.errors import (
 from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_name
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
+from bodega.wire.fly import CreateMachineRequest
+from bodega.wire.worker_calls import CreateMachineBody, WorkerRequest
 
 log = logging.getLogger("bodega.broker.machines")
 
@@ -114,22 +115,17 @@ class Machines:
         name, generated = body.name, body.name is None
         while name is None or (generated and self.workers.index.name_taken(app, name)):
             name = new_machine_name()  # unique in the app as far as this broker knows
-        wire = {
-            "app": app, "config": body.config.to_wire(), "name": name,
-            "generated_name": generated or None,
-            "machine_id": machine_id, "skip_launch": body.skip_launch,
-            "skip_service_registration": body.skip_service_registration,
-            "lease_ttl": body.lease_ttl,
-            # Always a key, so that a create whose answer was lost can be asked again safely.
-            "idempotency_key": idempotency_key or f"bodega-{secrets.token_hex(12)}",
-        }
+        # Always a key, so that a create whose answer was lost can be asked again safely.
+        key = idempotency_key or f"bodega-{secrets.token_hex(12)}"
 
         async def ask(worker: str, reservation: str | None) -> dict[str, Any]:
-            payload = {**wire, "reservation_id": reservation, "placement": record.to_json()}
-            machine = await self.workers.client(worker).request(
-                "POST", "/v1/machines", json={k: v for k, v in payload.items() if v is not None},
-                headers={"x-bodega-owner": owner})
-            return dict(machine)
+            attempt = CreateMachineBody(
+                app=app, config=body.config, name=name, generated_name=generated,
+                machine_id=machine_id, reservation_id=reservation,
+                skip_launch=body.skip_launch,
+                skip_service_registration=body.skip_service_registration,
+                lease_ttl=body.lease_ttl, idempotency_key=key, placement=record.to_json())
+            return await self.workers.client(worker).create_machine(attempt, owner=owner)
 
         try:
             machine, _ = await self.placer.place(request, ask, record)
@@ -234,17 +230,20 @@ class Machines:
 
     # -- everything else goes to the machine's worker -----------------------------------
     async def forward(self, app: str, machine_id: str, method: str, action: str = "", *,
-                      json: Any = None, params: Any = None,
+                      body: WorkerRequest | None = None, params: Any = None,
                       nonce: str | None = None, timeout: float | None = None,
-                      headers: dict[str, str] | None = None) -> Any:
-        """Send a call to the machine's worker; ``params`` is a dict or (key, value) pairs."""
+                      owner: str | None = None) -> Any:
+        """Send a call to the machine's worker; ``params`` is a dict or (key, value) pairs.
+
+        The worker's answer comes back as it wrote it: the broker routes, it does not
+        re-shape what its clients are shown."""
         worker = self.locate(app, machine_id)
         client = self.workers.client(worker)
         path = f"/v1/machines/{machine_id}" + (f"/{action}" if action else "")
         pairs = list(params.items()) if isinstance(params, dict) else list(params or [])
         query = [*pairs, ("app", app)]
-        result = await client.request(method, path, json=json, params=query, nonce=nonce,
-                                      timeout=timeout, headers=headers)
+        result = await client.send(method, path, body, params=query, nonce=nonce,
+                                   timeout=timeout, owner=owner)
         if isinstance(result, dict) and result.get("id") == machine_id:
             self.workers.note("machines", result)
             return public(result)

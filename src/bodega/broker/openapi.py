@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bodega.api import fly
+from bodega.wire import fly
 
 M = "/v1/apps/{app_name}/machines/{machine_id}"
 V = "/v1/apps/{app_name}/volumes/{volume_id}"

@@ -30,8 +30,7 @@ from bodega.broker.candidates import Candidates
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.shadow import Shadow
 from bodega.broker.workers import Workers
-from bodega.model.capacity import Ask as Capacity
-from bodega.model.capacity import describe_free
+from bodega.model.capacity import Ask, describe_free
 from bodega.model.errors import BodegaError, Indeterminate, InsufficientCapacity, Unavailable
 from bodega.model.machine import rfc3339
 from bodega.placement import PlacementRequest, Policy, RegionRanking, Scored, best_free
@@ -96,8 +95,8 @@ class Record:
         return out
 
 
-# Ask one worker: returns the created machine, or raises. ``reservation`` is set when hedging.
-Ask = Callable[[str, str | None], Awaitable[dict[str, Any]]]
+# Asks one worker to create: the created machine, or raises; ``reservation`` is set when hedging.
+AskWorker = Callable[[str, str | None], Awaitable[dict[str, Any]]]
 
 
 class Placer:
@@ -124,8 +123,8 @@ class Placer:
     def record(self, request: PlacementRequest) -> Record:
         return Record(self.policy.name, request.ask.to_wire(), request.regions, self.broker)
 
-    async def place(self, request: PlacementRequest, ask: Ask, record: Record,
-                    claim: Capacity | None = None,
+    async def place(self, request: PlacementRequest, ask: AskWorker, record: Record,
+                    claim: Ask | None = None,
                     hedge: bool | None = None) -> tuple[dict[str, Any], Record]:
         """Create on the first worker that takes it, or raise InsufficientCapacity.
 
@@ -168,8 +167,8 @@ class Placer:
                     else None
                 shadow.report(request, self.policy.name, record.regions, shadowed, placed)
 
-    async def _try_region(self, request: PlacementRequest, ranking: RegionRanking, ask: Ask,
-                          record: Record, deadline: float, claim: Capacity,
+    async def _try_region(self, request: PlacementRequest, ranking: RegionRanking,
+                          ask: AskWorker, record: Record, deadline: float, claim: Ask,
                           hedged: bool) -> dict[str, Any] | None:
         attempts = ranking.attempts()
         while time.perf_counter() < deadline:
@@ -187,8 +186,8 @@ class Placer:
                 return machine
         return None
 
-    async def _ask(self, app: str, scored: Scored, ask: Ask, reservation: str | None,
-                   record: Record, claim: Capacity) -> dict[str, Any] | None:
+    async def _ask(self, app: str, scored: Scored, ask: AskWorker, reservation: str | None,
+                   record: Record, claim: Ask) -> dict[str, Any] | None:
         worker = scored.candidate
         began = time.perf_counter()
         # The record the worker keeps is taken now: it names this attempt as the winner.
@@ -226,7 +225,7 @@ class Placer:
         attempt.ms = (time.perf_counter() - began) * 1000
         return machine
 
-    async def _ask_surely(self, ask: Ask, worker: str,
+    async def _ask_surely(self, ask: AskWorker, worker: str,
                           reservation: str | None) -> dict[str, Any]:
         """Ask; if the create went out but no answer came back, ask the same worker again.
 
@@ -255,8 +254,8 @@ class Placer:
                                        (time.perf_counter() - began) * 1000))
         log.info("%s said no to %s: %s", worker.name, record.asked, exc.message)
 
-    async def _hedged(self, request: PlacementRequest, pair: list[Scored], ask: Ask,
-                      record: Record, claim: Capacity) -> dict[str, Any] | None:
+    async def _hedged(self, request: PlacementRequest, pair: list[Scored], ask: AskWorker,
+                      record: Record, claim: Ask) -> dict[str, Any] | None:
         """Reserve on both; create on the first that said yes; release the other."""
         async def reserve(scored: Scored) -> None:
             began = time.perf_counter()
@@ -271,7 +270,7 @@ class Placer:
                               began)
                 return
             self.candidates.claimed(scored.candidate.name, claim)
-            held.append((scored, str(answer["id"])))  # in the order the yeses came
+            held.append((scored, answer.id))  # in the order the yeses came
 
         held: list[tuple[Scored, str]] = []
         results = await asyncio.gather(*(reserve(s) for s in pair), return_exceptions=True)
@@ -296,7 +295,7 @@ class Placer:
                 await self._release(scored.candidate.name, reservation, claim)
         return machine
 
-    async def _release(self, worker: str, reservation: str, claim: Capacity) -> None:
+    async def _release(self, worker: str, reservation: str, claim: Ask) -> None:
         self.candidates.claimed(worker, claim, undo=True)
         try:
             await self.workers.client(worker).release(reservation)

@@ -14,15 +14,15 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from bodega.api.fly import PlacementsRequest
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
 from bodega.broker.machines import Machines
 from bodega.model.capacity import Ask, shortfalls
-from bodega.model.config import Guest, preset
 from bodega.model.errors import BadRequest
+from bodega.model.machine_config import Guest, preset
 from bodega.placement import CandidateTable, PlacementRequest, Policy, rank_region
 from bodega.placement.regions import GEO
+from bodega.wire.fly import PlacementsRequest
 
 # Name, latitude, longitude of the regions bodega knows by code (Fly's), for /platform/regions.
 REGION_INFO: dict[str, tuple[str, float, float]] = {

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from bodega.api.fly import CreateVolumeRequest
 from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog
 from bodega.broker.machines import Machines
@@ -19,6 +18,8 @@ from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound
 from bodega.placement import PlacementRequest
+from bodega.wire.fly import CreateVolumeRequest
+from bodega.wire.worker_calls import CreateVolumeBody, WorkerRequest
 
 INTERNAL_FIELDS = ("app", "worker")
 
@@ -64,11 +65,11 @@ class Volumes:
         request = PlacementRequest(
             app=app, ask=ask, regions=regions, avoid=avoid,
             avoid_reason=f"a volume named {body.name!r} is already on this host")
-        wire = {"app": app, "name": body.name, "size_gb": body.size_gb,
-                "encrypted": body.encrypted, "fstype": body.fstype,
-                "snapshot_retention": body.snapshot_retention,
-                "auto_backup_enabled": body.auto_backup_enabled,
-                "require_unique_zone": body.require_unique_zone}
+        wire = CreateVolumeBody(app=app, name=body.name, size_gb=body.size_gb,
+                                encrypted=body.encrypted, fstype=body.fstype,
+                                snapshot_retention=body.snapshot_retention,
+                                auto_backup_enabled=body.auto_backup_enabled,
+                                require_unique_zone=body.require_unique_zone)
 
         async def ask_worker(worker: str, _reservation: str | None) -> dict[str, Any]:
             return dict(await self.workers.client(worker).create_volume(wire))
@@ -87,11 +88,10 @@ class Volumes:
         return self.workers.locate("volumes", volume_id, app)
 
     async def forward(self, app: str, volume_id: str, method: str, action: str = "",
-                      json: Any = None) -> dict[str, Any]:
+                      body: WorkerRequest | None = None) -> dict[str, Any]:
         worker = self.locate(app, volume_id)
         path = f"/v1/volumes/{volume_id}" + (f"/{action}" if action else "")
-        result = await self.workers.client(worker).request(method, path, json=json,
-                                                           params={"app": app})
+        result = await self.workers.client(worker).send(method, path, body, params={"app": app})
         if isinstance(result, dict) and "volume" in result:  # extend
             self.workers.note("volumes", result["volume"])
             return {**result, "volume": public(result["volume"])}

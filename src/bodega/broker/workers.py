@@ -13,13 +13,13 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from bodega.api.json_client import session
-from bodega.api.worker_client import WorkerClient
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
 from bodega.broker.freshness import replaces
 from bodega.broker.machine_index import MachineIndex
 from bodega.model.errors import NotFound, Unavailable
+from bodega.wire.json_client import session
+from bodega.wire.worker_client import WorkerClient
 
 LOCATIONS_KEPT = 100_000
 PER_WORKER_CONNECTIONS = 32

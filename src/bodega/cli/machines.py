@@ -6,7 +6,6 @@ from typing import Annotated, Any
 
 import typer
 
-from bodega.api.machines_client import MachinesClient
 from bodega.cli.errors import friendly
 from bodega.cli.session import (
     DEFAULT_API,
@@ -21,7 +20,8 @@ from bodega.cli.session import (
     table,
 )
 from bodega.model.capacity import Ask
-from bodega.model.config import preset
+from bodega.model.machine_config import preset
+from bodega.wire.machines_client import MachinesClient
 
 machine = typer.Typer(help="Run and manage machines.", no_args_is_help=True)
 

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from bodega.api.machines_client import MachinesClient
+from bodega.wire.machines_client import MachinesClient
 
 T = TypeVar("T")
 DEFAULT_API = "http://127.0.0.1:4280"

@@ -1,1 +1,11 @@
 """``bodega up``: a whole cluster on one host, each component its own supervised process."""
+
+from bodega.cluster.config import ClusterConfig
+from bodega.cluster.supervisor import LocalCluster, StartFailed, components_for
+
+__all__ = [
+    "ClusterConfig",
+    "LocalCluster",
+    "StartFailed",
+    "components_for",
+]

@@ -14,8 +14,8 @@ from typing import Any
 
 import aiohttp
 
-from bodega.api.machines_client import MachinesClient
 from bodega.model.errors import BodegaError
+from bodega.wire.machines_client import MachinesClient
 
 
 @dataclass(frozen=True)

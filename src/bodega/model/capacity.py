@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from bodega.model.config import MachineConfig
+from bodega.model.machine_config import MachineConfig
 
 CPU_KINDS = ("shared", "performance")
 

@@ -65,7 +65,7 @@ class PreconditionFailed(BodegaError):
 
 
 class PayloadTooLarge(BodegaError):
-    """A request body over the size a service reads (see ``bodega.api.http.MAX_BODY``)."""
+    """A request body over the size a service reads (see ``bodega.wire.http.MAX_BODY``)."""
 
     http_status = 413
     status = "invalid_argument"

@@ -7,6 +7,7 @@ optionally power-of-d sampling) and returns the attempts in order, with an
 explanation of every refusal and score.
 """
 
+from bodega.placement.candidate_table import CandidateTable
 from bodega.placement.curves import Curve
 from bodega.placement.rank import (
     Policy,
@@ -24,7 +25,6 @@ from bodega.placement.scorers import (
     UtilityScorer,
     Weights,
 )
-from bodega.placement.table import CandidateTable
 
 __all__ = [
     "BinPackScorer",

@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from bodega.placement.candidate_table import CandidateTable, Floats
 from bodega.placement.request import PlacementRequest
-from bodega.placement.table import CandidateTable, Floats
 
 Rows = npt.NDArray[np.int64]
 

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bodega.placement.candidate_table import CandidateTable
 from bodega.placement.filters import refusal
 from bodega.placement.request import Candidate, PlacementRequest
 from bodega.placement.scorers import Scorer, Subscores, UtilityScorer
-from bodega.placement.table import CandidateTable
 
 Rows = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]

@@ -23,10 +23,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from bodega.placement.candidate_table import CandidateTable, Floats
 from bodega.placement.curves import BALANCED, ROOMY, Curve
 from bodega.placement.holes import largest_hole_taken
 from bodega.placement.request import Candidate, PlacementRequest
-from bodega.placement.table import CandidateTable, Floats
 
 Subscores = dict[str, float]
 Rows = npt.NDArray[np.int64]

@@ -21,13 +21,13 @@ import logging
 import time
 from collections.abc import Callable
 
-from bodega.api.worker_client import WorkerClient
 from bodega.model.errors import BodegaError
 from bodega.proxy.balance import autostop_victim, usable, wake_candidate
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import Backend, RoutingTable
 from bodega.proxy.wake import Waker
+from bodega.wire.worker_client import WorkerClient
 
 log = logging.getLogger("bodega.proxy.autostop")
 

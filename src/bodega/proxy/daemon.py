@@ -25,14 +25,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.api.http import (
-    check_cluster_token,
-    handle_errors,
-    json_response,
-    not_found_app_handler,
-)
-from bodega.api.json_client import session
-from bodega.api.worker_client import WorkerClient
 from bodega.proxy.autostop import Autostop, Failover
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
@@ -44,6 +36,14 @@ from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.feed import FeedLagged
 from bodega.runtime.keys import internal_token
 from bodega.runtime.serve import Served, bind, serve
+from bodega.wire.http import (
+    check_cluster_token,
+    handle_errors,
+    json_response,
+    not_found_app_handler,
+)
+from bodega.wire.json_client import session
+from bodega.wire.worker_client import WorkerClient
 
 log = logging.getLogger("bodega.proxy")
 GONE = ("dead", "left")  # a suspect worker may come back; these statuses end its generation

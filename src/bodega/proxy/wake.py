@@ -14,12 +14,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from bodega.api.worker_client import WorkerClient
 from bodega.model.errors import BodegaError
 from bodega.proxy.balance import wake_candidate
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import Backend, RoutingTable
+from bodega.wire.worker_client import WorkerClient
 
 log = logging.getLogger("bodega.proxy.wake")
 

@@ -28,7 +28,6 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
-from bodega.api.http import check_cluster_token, handle_errors, read_json
 from bodega.model.errors import BadRequest
 from bodega.registry.feed import FeedLagged
 from bodega.registry.messages import DecodeError
@@ -36,6 +35,7 @@ from bodega.registry.replica import SyncReply, SyncRequest
 from bodega.registry.replmetrics import ReplicationMetrics
 from bodega.registry.rowwire import decode_request, reply_json
 from bodega.registry.subscriptions import Subscription
+from bodega.wire.http import check_cluster_token, handle_errors, read_json
 
 SYNC_PATH = "/v1/registry/sync"
 SUBSCRIPTIONS_PATH = "/v1/registry/subscriptions"

@@ -1,1 +1,34 @@
-"""bodega.runtime"""
+"""What every daemon runs on: serving, lifecycle, logging, keys, failpoints, SQLite, host facts."""
+
+from bodega.runtime import hostinfo
+from bodega.runtime.binding import BindError
+from bodega.runtime.failpoints import Failpoints
+from bodega.runtime.keys import derive_key, internal_token
+from bodega.runtime.lifecycle import (
+    event_loop_policy,
+    private_dir,
+    run_daemon,
+    until_stopped,
+    write_json_atomic,
+)
+from bodega.runtime.logs import configure
+from bodega.runtime.serve import Served, bind, serve
+from bodega.runtime.sqlite import open_database
+
+__all__ = [
+    "BindError",
+    "Failpoints",
+    "Served",
+    "bind",
+    "configure",
+    "derive_key",
+    "event_loop_policy",
+    "hostinfo",
+    "internal_token",
+    "open_database",
+    "private_dir",
+    "run_daemon",
+    "serve",
+    "until_stopped",
+    "write_json_atomic",
+]

@@ -9,3 +9,47 @@ its sweeps (``compare``), and the supermarket model as a check of the
 queueing arithmetic (``supermarket``). Plots live in ``plots``, the only
 module that imports matplotlib.
 """
+
+from bodega.sim.compare import CompareSpec, Comparison, compare, sweep_table, table
+from bodega.sim.engine import RunResult, SimConfig, simulate
+from bodega.sim.fleet import DEFAULT_FLEET, FleetSpec, HostShape, RegionSpec, SimHost, build_hosts
+from bodega.sim.google import GoogleMapping, TraceFormatError, read_task_events
+from bodega.sim.measures import Measures, measure, series, utilizations
+from bodega.sim.policies import DEFAULT_POLICIES, SimPolicy, named, with_seed
+from bodega.sim.supermarket import SupermarketParams, SupermarketResult
+from bodega.sim.trace import Arrival, Trace
+from bodega.sim.workload import WorkloadParams, generate
+
+__all__ = [
+    "DEFAULT_FLEET",
+    "DEFAULT_POLICIES",
+    "Arrival",
+    "CompareSpec",
+    "Comparison",
+    "FleetSpec",
+    "GoogleMapping",
+    "HostShape",
+    "Measures",
+    "RegionSpec",
+    "RunResult",
+    "SimConfig",
+    "SimHost",
+    "SimPolicy",
+    "SupermarketParams",
+    "SupermarketResult",
+    "Trace",
+    "TraceFormatError",
+    "WorkloadParams",
+    "build_hosts",
+    "compare",
+    "generate",
+    "measure",
+    "named",
+    "read_task_events",
+    "series",
+    "simulate",
+    "sweep_table",
+    "table",
+    "utilizations",
+    "with_seed",
+]

@@ -32,8 +32,8 @@ from bodega.placement import (
     SpreadScorer,
     UtilityScorer,
 )
+from bodega.placement.candidate_table import Floats
 from bodega.placement.scorers import Subscores
-from bodega.placement.table import Floats
 
 Rows = npt.NDArray[np.int64]
 

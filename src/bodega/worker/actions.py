@@ -11,7 +11,7 @@ from typing import Any
 
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout
 from bodega.model.states import PERSISTENT, MachineState
-from bodega.worker import leases, tables
+from bodega.worker import leases, queries
 from bodega.worker.core import Cordon, SetMetadata, Signal, decide
 from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl
 from bodega.worker.effects import signal_number
@@ -135,7 +135,7 @@ class MachineActions:
 
     def versions(self, machine_id: str) -> list[dict[str, Any]]:
         self.machines.get(machine_id)
-        return tables.list_versions(self.store.db, machine_id)
+        return queries.list_versions(self.store.db, machine_id)
 
     async def wait(
         self, machine_id: str, states: list[str], timeout: int, version: str | None,

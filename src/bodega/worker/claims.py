@@ -5,9 +5,9 @@ from __future__ import annotations
 import sqlite3
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
-from bodega.worker import tables
+from bodega.model.machine_config import MachineConfig
+from bodega.worker import queries
 from bodega.worker.ledger import CORDON_MESSAGE, CapacityRejected, Ledger
 from bodega.worker.records import MachineRow
 
@@ -22,7 +22,7 @@ def claim_room(
             raise CapacityRejected(CORDON_MESSAGE, status="cordoned")
         ledger.check_room(conn, ask)
         return
-    reservation = tables.get_reservation(conn, reservation_id)
+    reservation = queries.get_reservation(conn, reservation_id)
     if reservation is None or reservation.claimed_by is not None:
         raise Conflict(f"reservation {reservation_id} not found or already claimed")
     if reservation.expires_at <= ledger.store.clock():
@@ -31,7 +31,7 @@ def claim_room(
             or reservation.memory_mb < ask.memory_mb or reservation.gpus < ask.gpus):
         raise Conflict(f"reservation {reservation_id} is smaller than the machine")
     # The reservation stops counting and the machine starts holding, in one commit.
-    tables.claim_reservation(conn, reservation_id, machine_id)
+    queries.claim_reservation(conn, reservation_id, machine_id)
 
 
 def attach_volume(
@@ -44,7 +44,7 @@ def attach_volume(
     volume_id = mounts[0].volume
     if not volume_id:
         raise BadRequest("mounts[0].volume is required")
-    volume = tables.get_volume(conn, volume_id)
+    volume = queries.get_volume(conn, volume_id)
     if volume is None or volume.state == "destroyed" or volume.app != app:
         raise PreconditionFailed(f"volume {volume_id} not found on this host",
                                  status="volume_placement_capacity")
@@ -52,7 +52,7 @@ def attach_volume(
         raise PreconditionFailed(
             f"volume {volume_id} is already attached to machine {volume.attached_machine_id}"
         )
-    tables.update_volume(conn, volume_id, now, attached_machine_id=machine_id)
+    queries.update_volume(conn, volume_id, now, attached_machine_id=machine_id)
     return volume_id
 
 

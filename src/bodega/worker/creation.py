@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
 from bodega.model.errors import Conflict
 from bodega.model.ids import new_machine_name, new_ulid
-from bodega.worker import leases, tables
+from bodega.model.machine_config import MachineConfig
+from bodega.worker import leases, queries
 from bodega.worker.claims import attach_volume, claim_room
 from bodega.worker.core import Create, Decision, decide
 from bodega.worker.ledger import CapacityRejected, Ledger
@@ -47,7 +47,7 @@ class Recorded:
 def free_address(conn: sqlite3.Connection, network: Network,
                  ip_range: tuple[int, int]) -> int | None:
     """The lowest free address whose namespace is already wired, else the lowest free."""
-    free = tables.free_ip_indexes(conn, *ip_range, WIRE_AHEAD + 1)
+    free = queries.free_ip_indexes(conn, *ip_range, WIRE_AHEAD + 1)
     return next((i for i in free if network.ready(i)), free[0] if free else None)
 
 
@@ -61,16 +61,16 @@ def record_machine(
     now = clock()
     ask = Ask.for_config(req.config)
     if req.idempotency_key:
-        outcome.earlier = tables.machine_by_idempotency_key(conn, req.app, req.idempotency_key)
+        outcome.earlier = queries.machine_by_idempotency_key(conn, req.app, req.idempotency_key)
         if outcome.earlier is not None:
             return Decision()
-    earlier = tables.get_machine(conn, machine_id)
+    earlier = queries.get_machine(conn, machine_id)
     if earlier is not None:
         if earlier.app != req.app:
             raise Conflict(f"machine id {machine_id} is taken")
         outcome.earlier = earlier
         return Decision()
-    while tables.machine_name_taken(conn, req.app, name):
+    while queries.machine_name_taken(conn, req.app, name):
         if not rename:
             raise Conflict(f"a machine named {name!r} already exists in app {req.app}",
                            status="name_taken")
@@ -95,8 +95,8 @@ def record_machine(
         placement=req.placement, idempotency_key=req.idempotency_key, last_exit=None,
         created_at=now, updated_at=now,
     )
-    tables.insert_machine(conn, row)
-    tables.insert_version(conn, machine_id, instance_id,
+    queries.insert_machine(conn, row)
+    queries.insert_version(conn, machine_id, instance_id,
                           req.config.model_dump_json(exclude_none=True), now)
     if req.lease_ttl:
         lease = leases.acquire(

@@ -20,9 +20,8 @@ from bodega.registry import RegistryConfig, RegistryNode
 from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.serve import Served, bind, serve
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.actions import MachineActions
-from bodega.worker.api import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.effects import MachineEffects, machine_user
@@ -34,6 +33,7 @@ from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
 from bodega.worker.publish import Publisher
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner
+from bodega.worker.server import WorkerApi
 from bodega.worker.store import Store
 from bodega.worker.volumes import VolumeService
 from bodega.worker.watch import StateWatch
@@ -194,14 +194,14 @@ class Worker:
             await changed.wait()
             changed.clear()
             try:
-                indexes = tables.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
+                indexes = queries.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
                 await self.network.prewarm(indexes)
                 parking = self.driver.capabilities.parking
                 if parking is not None:
                     # A launcher waits, already in cgroups, in each spare namespace and in
                     # each of a machine at rest: its next start (a proxy's wake) is quick too.
                     spare = [self.network.namespace(i) for i in indexes if self.network.ready(i)]
-                    for namespace in [*spare, *tables.idle_namespaces(self.store.db)]:
+                    for namespace in [*spare, *queries.idle_namespaces(self.store.db)]:
                         if namespace is not None:
                             parking.park(namespace)
             except Exception:
@@ -223,7 +223,7 @@ class Worker:
 
     def _update_gauges(self) -> None:
         """Machine counts and capacity, computed when scraped rather than on a timer."""
-        counts = tables.count_by_state(self.store.db)
+        counts = queries.count_by_state(self.store.db)
         for state in MachineState:
             self.metrics.machines.labels(str(state)).set(counts.get(state, 0))
         used = self.ledger.usage()
@@ -251,7 +251,7 @@ class Worker:
         parking = self.driver.capabilities.parking
         if parking is not None:
             parking.close()
-        in_use = {row.ip_index for row in tables.list_machines(self.store.db)
+        in_use = {row.ip_index for row in queries.list_machines(self.store.db)
                   if row.ip_index is not None}
         await self.network.release_spares(in_use)
         await self.machines.supervision.close()
@@ -266,7 +266,7 @@ class Worker:
         self.machines.drain()
         for _ in range(STOP_ROUNDS):
             await self.machines.settle()
-            rows = [r for r in tables.list_machines(self.store.db)
+            rows = [r for r in queries.list_machines(self.store.db)
                     if r.state == MachineState.STARTED]
             if not rows:
                 return
@@ -279,7 +279,7 @@ class Worker:
                 if isinstance(result, Exception):
                     log.warning("%s: could not stop: %s", row.id, result)
         await self.machines.settle()
-        left = [r.id for r in tables.list_machines(self.store.db)
+        left = [r.id for r in queries.list_machines(self.store.db)
                 if r.state == MachineState.STARTED]
         if left:
             log.warning("still started after %d rounds of stops: %s", STOP_ROUNDS,

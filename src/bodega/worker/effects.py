@@ -21,7 +21,7 @@ from typing import Any
 
 from bodega.model.duration import parse_duration
 from bodega.model.machine import ExitStatus
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver, DriverError, Mount, TaskSpec
 from bodega.worker.fsm import Effect, Step
@@ -79,7 +79,7 @@ class MachineEffects:
         self.draining = asyncio.Event()
 
     def machine(self, machine_id: str) -> MachineRow:
-        row = tables.get_machine(self.store.db, machine_id)
+        row = queries.get_machine(self.store.db, machine_id)
         if row is None:
             raise EffectFailed(f"machine {machine_id} vanished from the store")
         return row

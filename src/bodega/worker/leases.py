@@ -13,7 +13,7 @@ import secrets
 import sqlite3
 
 from bodega.model.errors import Conflict, NotFound
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.records import LeaseRow
 
 MAX_TTL = 3600
@@ -21,7 +21,7 @@ DEFAULT_TTL = 30
 
 
 def live_lease(conn: sqlite3.Connection, machine_id: str, now: float) -> LeaseRow | None:
-    lease = tables.get_lease(conn, machine_id)
+    lease = queries.get_lease(conn, machine_id)
     if lease is None or lease.expires_at <= now:
         return None
     return lease
@@ -61,7 +61,7 @@ def acquire(
     else:
         lease = LeaseRow(machine_id, secrets.token_hex(12), owner, description, now + ttl,
                          version)
-    tables.put_lease(conn, lease)
+    queries.put_lease(conn, lease)
     return lease
 
 
@@ -78,4 +78,4 @@ def release(conn: sqlite3.Connection, machine_id: str, nonce: str | None, now: f
         raise NotFound(f"lease not found for machine {machine_id}")
     if nonce != lease.nonce:
         raise Conflict(f"aborted: lease currently held by {lease.owner}; wrong or missing nonce")
-    tables.delete_lease(conn, machine_id)
+    queries.delete_lease(conn, machine_id)

@@ -19,7 +19,7 @@ from typing import Any
 from bodega.model.capacity import Ask, Totals, Usage, describe_free, shortfalls
 from bodega.model.errors import Conflict
 from bodega.model.ids import new_token_id
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.records import ReservationRow
 from bodega.worker.store import Store
 
@@ -51,7 +51,7 @@ def usage(conn: sqlite3.Connection, now: float, exclude_machine: str | None = No
     ):
         gpus[kind] = gpus.get(kind, 0) + int(count)
     disk = 0
-    for reservation in tables.live_reservations(conn, now):
+    for reservation in queries.live_reservations(conn, now):
         mcpu += reservation.millicpus
         memory += reservation.memory_mb
         disk += reservation.disk_gb
@@ -124,7 +124,7 @@ class Ledger:
                 disk_gb=ask.disk_gb, gpus=ask.gpus, gpu_kind=gpu_kind,
                 expires_at=now + ttl, claimed_by=None, created_at=now,
             )
-            tables.insert_reservation(conn, row)
+            queries.insert_reservation(conn, row)
             self.store.append(
                 conn, op_id=row.id, resource_id=row.id, fsm="reserve", step="reserved",
                 payload={"app": app, "ask": row.ask, "expires_at": row.expires_at},
@@ -133,7 +133,7 @@ class Ledger:
 
     def release(self, reservation_id: str) -> bool:
         with self.store.tx() as conn:
-            released = tables.delete_reservation(conn, reservation_id)
+            released = queries.delete_reservation(conn, reservation_id)
             if released:
                 self.store.append(
                     conn, op_id=reservation_id, resource_id=reservation_id, fsm="reserve",
@@ -143,7 +143,7 @@ class Ledger:
 
     def purge(self, older_than: float) -> int:
         with self.store.tx() as conn:
-            return tables.purge_reservations(conn, older_than)
+            return queries.purge_reservations(conn, older_than)
 
     def free(self, used: Usage) -> dict[str, Any]:
         totals = self.totals
@@ -163,6 +163,6 @@ class Ledger:
             "used": used.to_wire(),
             "free": self.free(used),
             "cordoned": self.cordoned,
-            "reservations": len(tables.live_reservations(self.store.db, self.store.clock())),
+            "reservations": len(queries.live_reservations(self.store.db, self.store.clock())),
         }
 

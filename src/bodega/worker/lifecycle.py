@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bodega.model.errors import Conflict
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.core import Decision, OperationEnded, OperationFailed, StepEntered, Then, decide
 from bodega.worker.fsm import Step
 from bodega.worker.ledger import CapacityRejected, Ledger
@@ -58,17 +58,17 @@ class Recorder:
                               step=note.step, payload=dict(note.payload), event=event)
         columns = decision.changes.columns()
         if columns:
-            tables.update_machine(conn, machine_id, now, **columns)
+            queries.update_machine(conn, machine_id, now, **columns)
         changes = decision.changes
         if decision.new_version and changes.config is not None and changes.instance_id:
-            tables.insert_version(conn, machine_id, changes.instance_id,
+            queries.insert_version(conn, machine_id, changes.instance_id,
                                   changes.config.model_dump_json(exclude_none=True), now)
-            tables.replace_versions(conn, machine_id, keep=changes.instance_id)
+            queries.replace_versions(conn, machine_id, keep=changes.instance_id)
         if decision.release:
-            row = tables.get_machine(conn, machine_id)
+            row = queries.get_machine(conn, machine_id)
             if row is not None and row.volume_id:
-                tables.update_volume(conn, row.volume_id, now, attached_machine_id=None)
-            tables.delete_lease(conn, machine_id)
+                queries.update_volume(conn, row.volume_id, now, attached_machine_id=None)
+            queries.delete_lease(conn, machine_id)
         if decision.begin is None:
             return None
         op, step = record_begin(self.store, conn, decision.begin.fsm, machine_id,
@@ -78,12 +78,12 @@ class Recorder:
 
     # -- the runner's StepRecorder -----------------------------------------------------------
     def entered(self, conn: sqlite3.Connection, op: Operation, step: Step) -> None:
-        row = tables.get_machine(conn, op.resource_id)
+        row = queries.get_machine(conn, op.resource_id)
         if row is not None:
             self.apply(conn, row.id, decide(row, StepEntered(op.fsm, step.name, op.payload)))
 
     def failed(self, conn: sqlite3.Connection, op: Operation) -> None:
-        row = tables.get_machine(conn, op.resource_id)
+        row = queries.get_machine(conn, op.resource_id)
         if row is not None:
             self.apply(conn, row.id, decide(row, OperationFailed(op.fsm)))
 
@@ -128,7 +128,7 @@ class Lifecycle:
         if Then.SPARES_CHANGED in decision.then:
             self.spares_changed.set()
         if Then.WATCH in decision.then:
-            row = tables.get_machine(self.store.db, machine_id)
+            row = queries.get_machine(self.store.db, machine_id)
             if row is not None and row.handle is not None:
                 self.supervision.watch(row.id, row.handle)
 
@@ -143,7 +143,7 @@ class Lifecycle:
                     if not pending:
                         return
                     op = await self.runner.drive(pending[0])
-                    row = tables.get_machine(self.store.db, machine_id)
+                    row = queries.get_machine(self.store.db, machine_id)
                     if row is not None and not op.fsm.endswith("_volume"):
                         self.follow(machine_id, decide(row, OperationEnded(op.fsm)))
             except Exception:

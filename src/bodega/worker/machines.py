@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BadRequest, NotFound
 from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine import ExitStatus
-from bodega.worker import leases, tables
+from bodega.model.machine_config import MachineConfig
+from bodega.worker import leases, queries
 from bodega.worker.claims import check_update
 from bodega.worker.core import (
     Decision,
@@ -81,7 +81,7 @@ class MachineService:
     def get(self, machine_id: str) -> MachineRow:
         if not MACHINE_ID_RE.match(machine_id):
             raise NotFound(f"machine not found: {machine_id!r} is not a machine id")
-        row = tables.get_machine(self.store.db, machine_id)
+        row = queries.get_machine(self.store.db, machine_id)
         if row is None:
             raise NotFound(f"machine not found: {machine_id}")
         return row
@@ -119,7 +119,7 @@ class MachineService:
                 "init.cmd, or processes[0].exec); none was given"
             )
         if req.idempotency_key:  # a retry: answer at once, not after the first try's start
-            earlier = tables.machine_by_idempotency_key(self.store.db, req.app,
+            earlier = queries.machine_by_idempotency_key(self.store.db, req.app,
                                                         req.idempotency_key)
             if earlier is not None:
                 return earlier, None
@@ -196,7 +196,7 @@ class MachineService:
         """A machine's process ended on its own: record it, then apply the restart policy."""
 
         def body(conn: sqlite3.Connection) -> Decision:
-            row = tables.get_machine(conn, machine_id)
+            row = queries.get_machine(conn, machine_id)
             if row is None:
                 return Decision()
             return decide(row, ExitObserved(handle.instance_id, handle.start_seq, exit_status,
@@ -218,12 +218,12 @@ class MachineService:
         for resource_id, ops in unfinished.items():
             log.info("%s: resuming %s", resource_id,
                      ", ".join(f"{op.fsm} at {op.step}" for op in ops))
-            row = tables.get_machine(self.store.db, resource_id)
+            row = queries.get_machine(self.store.db, resource_id)
             if row is not None and row.handle is not None:
                 # Re-attach to the run the interrupted operation was dealing with.
                 await self.driver.recover(row.handle)
             await self.lifecycle.run(resource_id, lambda _conn: Decision(), drive=True)
-        for row in tables.list_machines(self.store.db):
+        for row in queries.list_machines(self.store.db):
             if row.id in unfinished or row.handle is None:
                 continue
             decision = decide(row, Recovered())

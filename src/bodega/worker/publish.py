@@ -32,7 +32,7 @@ from typing import Any
 from bodega.model.machine import rfc3339
 from bodega.model.states import MachineState
 from bodega.registry import RegistryNode
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.ledger import Ledger
 from bodega.worker.records import MachineRow
 from bodega.worker.render import machine_wire, volume_wire
@@ -74,11 +74,11 @@ class Publisher:
         self.publish_capacity()
         horizon = self.store.clock() - self.destroyed_ttl
         keep: dict[str, set[str]] = {"machines": set(), "volumes": set()}
-        for row in tables.list_machines(self.store.db, include_destroyed=True):
+        for row in queries.list_machines(self.store.db, include_destroyed=True):
             if row.state != DESTROYED or row.updated_at >= horizon:
                 keep["machines"].add(row.id)
                 self._put_machine(row)
-        for volume in tables.list_volumes(self.store.db, include_destroyed=True):
+        for volume in queries.list_volumes(self.store.db, include_destroyed=True):
             if volume.state != DESTROYED or volume.updated_at >= horizon:
                 keep["volumes"].add(volume.id)
                 self.node.put_owned("volumes", volume.id, volume_wire(volume, worker=self.name))
@@ -133,13 +133,13 @@ class Publisher:
         return list(dict.fromkeys(str(resource_id) for _, resource_id in entries))
 
     def _publish_resource(self, resource_id: str) -> None:
-        machine = tables.get_machine(self.store.db, resource_id)
+        machine = queries.get_machine(self.store.db, resource_id)
         if machine is not None:
             self._put_machine(machine)
             if machine.volume_id:
                 self._publish_resource(machine.volume_id)
             return
-        volume = tables.get_volume(self.store.db, resource_id)
+        volume = queries.get_volume(self.store.db, resource_id)
         if volume is not None:
             self.node.put_owned("volumes", volume.id, volume_wire(volume, worker=self.name))
 

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from bodega.model.machine import MachineEvent
 from bodega.runtime.failpoints import Failpoints
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.fsm import FSMS, Fsm, Step
 from bodega.worker.store import Operation, Store
 
@@ -100,7 +100,7 @@ class Runner:
             return
         state = step.state_for(op.payload)
         if state is not None:
-            tables.update_volume(conn, op.resource_id, self.store.clock(), state=state)
+            queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
 
     def begin(
         self, conn: sqlite3.Connection, fsm_name: str, resource_id: str, payload: dict[str, Any]
@@ -138,10 +138,10 @@ class Runner:
         with self.store.tx() as conn:
             if outcome.updates:
                 if op.fsm.endswith("_volume"):
-                    tables.update_volume(conn, op.resource_id, self.store.clock(),
+                    queries.update_volume(conn, op.resource_id, self.store.clock(),
                                          **outcome.updates)
                 else:
-                    tables.update_machine(conn, op.resource_id, self.store.clock(),
+                    queries.update_machine(conn, op.resource_id, self.store.clock(),
                                           **outcome.updates)
             op = self.store.advance_operation(
                 conn, op, step=following.name, payload=payload,
@@ -169,5 +169,5 @@ class Runner:
             if not op.fsm.endswith("_volume"):
                 self.recorder.failed(conn, op)
             elif state is not None:
-                tables.update_volume(conn, op.resource_id, self.store.clock(), state=state)
+                queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
         return op

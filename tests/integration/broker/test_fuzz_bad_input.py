@@ -16,8 +16,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from bodega.api.http import MAX_BODY, MAX_DEPTH
-from bodega.worker import tables
+from bodega.wire.http import MAX_BODY, MAX_DEPTH
+from bodega.worker import queries
 
 from .fuzzkit import Target, admin_headers, error_problem, run_on, served_cluster
 from .harness import MACHINE, Cluster
@@ -35,10 +35,10 @@ class Served:
         async def read() -> tuple[Any, ...]:
             worker = self.cluster.workers[0]
             machines = sorted(str((m.id, m.name, m.state, m.instance_id, m.config.to_wire()))
-                              for m in tables.list_machines(worker.store.db,
+                              for m in queries.list_machines(worker.store.db,
                                                             include_destroyed=True))
             volumes = sorted((v.id, v.name, v.state, v.size_gb)
-                             for v in tables.list_volumes(worker.store.db, None, True))
+                             for v in queries.list_volumes(worker.store.db, None, True))
             return machines, volumes
         store = run_on(self.loop, read())
         apps = self.http.get("/v1/apps").json()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bodega.worker import tables
+from bodega.worker import queries
 
 from .harness import cluster, machine
 
@@ -31,7 +31,7 @@ async def _place(tmp: Path, creates: int, **broker: Any) -> list[str]:
                 assert created.status_code == 200, created.text
                 machine_id = created.json()["id"]
                 landed += [w.config.name for w in c.workers
-                           if any(m.id == machine_id for m in tables.list_machines(w.store.db))]
+                           if any(m.id == machine_id for m in queries.list_machines(w.store.db))]
         if broker.get("shadow_sample") == 1.0:  # every create is shadowed, and counted
             agree = c.brokers[0].metrics.shadow_decisions.labels("agree")._value.get()
             differ = c.brokers[0].metrics.shadow_decisions.labels("differ")._value.get()

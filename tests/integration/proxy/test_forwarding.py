@@ -235,8 +235,8 @@ async def test_concurrent_requests_to_a_sleeping_app_share_one_start(concurrency
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from bodega.api.worker_client import WorkerClient
     from bodega.runtime.serve import serve
+    from bodega.wire.worker_client import WorkerClient
 
     sleeping = Machine("sleeper")
     starts: list[str] = []

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from bodega.api.worker_client import WorkerClient
 from bodega.runtime.keys import internal_token
+from bodega.wire.worker_client import WorkerClient
 from tests.integration.procs import SECRET, Daemon, worker_daemon
 from tests.integration.registry.nodekit import Nodes, until
 
-MACHINE = {"app": "web", "region": "ams", "config": {"image": "nginx", "guest": {
+MACHINE = {"app": "web", "config": {"image": "nginx", "guest": {
     "cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}}
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bodega.api.worker_client import WorkerClient
 from bodega.runtime.keys import internal_token
+from bodega.wire.worker_client import WorkerClient
 from bodega.worker.network import NetnsNetwork
 
 from ..procs import SECRET, Daemon, worker_argv

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from bodega.api.worker_client import WorkerClient
 from bodega.model.errors import BodegaError
+from bodega.wire.worker_client import WorkerClient
 from bodega.worker.fsm import FSMS
 from bodega.worker.network import NetnsNetwork, run
 

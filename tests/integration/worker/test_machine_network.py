@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bodega.api.worker_client import WorkerClient
+from bodega.wire.worker_client import WorkerClient
 from bodega.worker.network import NetnsNetwork
 
 from .crashkit import crash_worker, until

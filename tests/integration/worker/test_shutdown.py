@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.api.worker_client import WorkerClient
+from bodega.wire.worker_client import WorkerClient
 
 from .crashkit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from bodega.api.worker_client import WorkerClient
 from bodega.model.errors import NotFound
+from bodega.wire.worker_client import WorkerClient
 
 from .crashkit import CrashWorker, crash_worker
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bodega.api.worker_client import WorkerClient
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout, Unauthorized
+from bodega.wire.worker_calls import Reservation
+from bodega.wire.worker_client import WorkerClient
 
 from ..procs import running_worker
 
@@ -61,7 +62,7 @@ async def test_concurrent_reservations_never_exceed_capacity(tmp_path: Path) -> 
         results = await asyncio.gather(
             *(client.reserve("app", ask, ttl=60) for _ in range(200)), return_exceptions=True
         )
-        accepted = [r for r in results if isinstance(r, dict)]
+        accepted = [r for r in results if isinstance(r, Reservation)]
         rejected = [r for r in results if isinstance(r, Conflict)]
         assert len(accepted) == 16
         assert len(rejected) == 184
@@ -69,7 +70,7 @@ async def test_concurrent_reservations_never_exceed_capacity(tmp_path: Path) -> 
         assert "free" in (rejected[0].details or {})
         capacity = await client.capacity()
         assert capacity["used"]["memory_mb"] == 4096
-        await client.release(accepted[0]["id"])
+        await client.release(accepted[0].id)
         assert (await client.capacity())["used"]["memory_mb"] == 3840
 
 
@@ -93,7 +94,7 @@ async def test_machine_lifecycle_over_http(tmp_path: Path) -> None:
     async with running_worker(tmp_path) as (_daemon, client):
         reservation = await client.reserve("web", Ask(cpus=1, memory_mb=256), ttl=30)
         machine = await client.create_machine(
-            {"app": "web", "config": CONFIG, "reservation_id": reservation["id"],
+            {"app": "web", "config": CONFIG, "reservation_id": reservation.id,
              "name": "web-1"}
         )
         mid = machine["id"]

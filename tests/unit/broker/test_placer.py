@@ -24,6 +24,7 @@ from bodega.model.errors import (
     Unavailable,
 )
 from bodega.placement import PlacementRequest, Policy
+from bodega.wire.worker_calls import Reservation
 
 ASK = Ask(cpus=1, memory_mb=1024)
 
@@ -170,12 +171,12 @@ class FakeWorker:
         self.name, self.delay, self.error = name, delay, error
         self.held: set[str] = set()
 
-    async def reserve(self, _app: str, _claim: Ask, _ttl: float) -> dict[str, Any]:
+    async def reserve(self, _app: str, _claim: Ask, _ttl: float) -> Reservation:
         await asyncio.sleep(self.delay)
         if self.error is not None:
             raise self.error
         self.held.add(f"r-{self.name}")
-        return {"id": f"r-{self.name}"}
+        return Reservation(id=f"r-{self.name}", expires_at=0.0, worker=self.name)
 
     async def release(self, reservation: str) -> None:
         self.held.discard(reservation)

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BadRequest, BodegaError, NotFound, PreconditionFailed
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.model.states import RELEASES_COMPUTE, MachineState
 from bodega.worker.core import (
     BEGINS,

@@ -23,11 +23,11 @@ from typing import Any
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.model.states import PERSISTENT, RELEASES_COMPUTE, MachineState
-from bodega.worker import tables
+from bodega.worker import queries
 from bodega.worker.core import BEGINS
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
@@ -236,7 +236,7 @@ class World:
     def check(self) -> None:
         db = self.worker.store.db
         assert not self.worker.store.running_operations()
-        for row in tables.list_machines(db, include_destroyed=True):
+        for row in queries.list_machines(db, include_destroyed=True):
             assert at_rest_legally(row.state), (row.id, row.state)
             running = bool(self.driver.running(row.id))
             assert running == (row.state == S.STARTED), (row.id, row.state, running)

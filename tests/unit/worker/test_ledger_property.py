@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
 from bodega.model.capacity import Ask, Totals
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
-from bodega.worker import tables
+from bodega.model.machine_config import MachineConfig
+from bodega.worker import queries
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.machines import CreateRequest
@@ -114,7 +114,7 @@ class World:
         assert used.memory_mb <= TOTALS.memory_mb, used
         assert used.disk_gb <= TOTALS.disk_gb, used
         running_memory = 0
-        for row in tables.list_machines(w.store.db, include_destroyed=True):
+        for row in queries.list_machines(w.store.db, include_destroyed=True):
             if self.driver.running(row.id):
                 assert row.holds_compute, f"{row.id} runs without holding its room ({row.state})"
                 running_memory += row.memory_mb

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
 from bodega.model.errors import BadRequest, Conflict, NotFound, PreconditionFailed
 from bodega.model.ids import new_machine_id
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.base import Capabilities
 from bodega.worker.drivers.fake import FakeDriver

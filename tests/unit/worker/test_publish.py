@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
+from bodega.model.machine_config import MachineConfig
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver

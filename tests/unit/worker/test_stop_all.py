@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from bodega.model.config import MachineConfig
 from bodega.model.machine import ExitStatus
-from bodega.worker import tables
+from bodega.model.machine_config import MachineConfig
+from bodega.worker import queries
 from bodega.worker.core import restart_delay
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
@@ -66,7 +66,7 @@ async def test_a_long_restart_backoff_does_not_hold_up_the_exit(worker: W) -> No
     w, driver = worker
     mid = await started(w, "backing-off", restart={"policy": "always"})
     with w.store.tx() as conn:  # many recent crashes: the next restart waits the longest
-        tables.update_machine(conn, mid, w.store.clock(), restarts=RESTARTS)
+        queries.update_machine(conn, mid, w.store.clock(), restarts=RESTARTS)
     driver.exit(mid, ExitStatus(exit_code=1))
     for _ in range(100):
         if w.machines.get(mid).state != "started":

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from bodega.model.config import MachineConfig
 from bodega.model.errors import NotFound
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.machines import CreateRequest

@@ -11,8 +11,8 @@ from enum import StrEnum
 from typing import Any
 
 from bodega.model.capacity import Ask
-from bodega.model.config import MachineConfig
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 
 # -- stimuli ---------------------------------------------------------------------------------
 

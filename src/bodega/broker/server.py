@@ -19,15 +19,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.api import fly
-from bodega.api.http import (
-    handle_errors,
-    json_response,
-    not_found_app_handler,
-    query_bool,
-    query_int,
-    read_model,
-)
 from bodega.broker.app_delete import AppDelete
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
@@ -39,10 +30,20 @@ from bodega.broker.org_machines import page, parse_query
 from bodega.broker.platform import Platform, ask_for
 from bodega.broker.readiness import RETRY_AFTER, Gate
 from bodega.broker.volumes import Volumes
-from bodega.model.config import Guest, preset
 from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
 from bodega.model.limits import check_metadata_key
+from bodega.model.machine_config import Guest, preset
+from bodega.wire import fly
+from bodega.wire import worker_calls as wire
+from bodega.wire.http import (
+    handle_errors,
+    json_response,
+    not_found_app_handler,
+    query_bool,
+    query_int,
+    read_model,
+)
 
 NONCE = "fly-machine-lease-nonce"
 REQUEST_ID = "fly-request-id"
@@ -240,10 +241,9 @@ class BrokerApi:
 
     async def update_machine(self, request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.UpdateMachineRequest)
-        wire = {"config": body.config.to_wire(), "current_version": body.current_version,
-                "skip_launch": body.skip_launch, "name": body.name, "region": body.region}
-        return await self._forward(request, "POST", json={k: v for k, v in wire.items()
-                                                          if v is not None})
+        return await self._forward(request, "POST", body=wire.UpdateMachineBody(
+            config=body.config, current_version=body.current_version,
+            skip_launch=body.skip_launch, name=body.name, region=body.region))
 
     async def delete_machine(self, request: Request, who: Principal) -> Response:
         force = query_bool(request, "force", "kill")
@@ -264,20 +264,22 @@ class BrokerApi:
 
     async def stop(self, request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.StopRequest, required=False)
-        return await self._forward(request, "POST", "stop", json=body.model_dump(exclude_none=True))
+        return await self._forward(request, "POST", "stop",
+                                   body=wire.StopBody(signal=body.signal, timeout=body.timeout))
 
     async def signal(self, request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.SignalRequest)
-        return await self._forward(request, "POST", "signal", json={"signal": body.signal})
+        return await self._forward(request, "POST", "signal",
+                                   body=wire.SignalBody(signal=body.signal))
 
     async def suspend(self, request: Request, who: Principal) -> Response:
         return await self._forward(request, "POST", "suspend")
 
     async def exec(self, request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.ExecRequest)
-        return await self._forward(request, "POST", "exec",
-                                   json=body.model_dump(exclude_none=True),
-                                   timeout=body.timeout + WAIT_SLACK)
+        return await self._forward(request, "POST", "exec", body=wire.ExecBody(
+            command=body.command, cmd=body.cmd, timeout=body.timeout, stdin=body.stdin,
+            container=body.container), timeout=body.timeout + WAIT_SLACK)
 
     async def wait(self, request: Request, who: Principal) -> Response:
         params: list[tuple[str, str]] = [
@@ -295,16 +297,17 @@ class BrokerApi:
         body = await read_model(request, fly.CreateLeaseRequest, required=False)
         params = {"ttl": request.query_params["ttl"]} if "ttl" in request.query_params else {}
         return await self._forward(request, "POST", "lease", status=201, params=params,
-                                   json=body.model_dump(exclude_none=True),
-                                   headers={"x-bodega-owner": who.token_id})
+                                   body=wire.LeaseBody(ttl=body.ttl,
+                                                       description=body.description),
+                                   owner=who.token_id)
 
     async def release_lease(self, request: Request, who: Principal) -> Response:
         return await self._forward(request, "DELETE", "lease")
 
     async def replace_metadata(self, request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.UpdateMetadataRequest)
-        await self._forward(request, request.method, "metadata",
-                            json=body.model_dump(exclude_none=True))
+        await self._forward(request, request.method, "metadata", body=wire.MetadataBody(
+            metadata=body.metadata, machine_version=body.machine_version))
         return Response(status_code=204)
 
     async def metadata_key(self, request: Request, who: Principal) -> Response:
@@ -316,19 +319,20 @@ class BrokerApi:
         action = f"metadata/{quote(key, safe='')}"  # one path segment on the worker too
         if request.method == "GET":
             return await self._forward(request, "GET", action)
-        json = None
+        value = None
         if request.method == "POST":
-            json = (await read_model(request, fly.UpsertMetadataKeyRequest)).model_dump(
-                exclude_none=True)
-        await self._forward(request, request.method, action, json=json)
+            upsert = await read_model(request, fly.UpsertMetadataKeyRequest)
+            value = wire.MetadataValueBody(value=upsert.value)
+        await self._forward(request, request.method, action, body=value)
         return Response(status_code=204)
 
     async def _forward(self, request: Request, method: str, action: str = "", *,
-                       json: Any = None, params: Any = None, timeout: float | None = None,
-                       status: int = 200, headers: dict[str, str] | None = None) -> Response:
+                       body: wire.WorkerRequest | None = None, params: Any = None,
+                       timeout: float | None = None, status: int = 200,
+                       owner: str | None = None) -> Response:
         result = await self.machines.forward(
-            request.path_params["app"], request.path_params["id"], method, action, json=json,
-            params=params, nonce=request.headers.get(NONCE), timeout=timeout, headers=headers)
+            request.path_params["app"], request.path_params["id"], method, action, body=body,
+            params=params, nonce=request.headers.get(NONCE), timeout=timeout, owner=owner)
         if result is None:
             return Response(status_code=204 if status == 200 else status)
         return json_response(result, status)
@@ -347,23 +351,26 @@ class BrokerApi:
 
     async def update_volume(self, request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.UpdateVolumeRequest)
-        return await self._volume(request, "PUT", json=body.model_dump(exclude_none=True))
+        return await self._volume(request, "PUT", body=wire.UpdateVolumeBody(
+            snapshot_retention=body.snapshot_retention,
+            auto_backup_enabled=body.auto_backup_enabled))
 
     async def delete_volume(self, request: Request, who: Principal) -> Response:
         return await self._volume(request, "DELETE")
 
     async def extend_volume(self, request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.ExtendVolumeRequest)
-        return await self._volume(request, "PUT", "extend", json={"size_gb": body.size_gb})
+        return await self._volume(request, "PUT", "extend",
+                                  body=wire.ExtendVolumeBody(size_gb=body.size_gb))
 
     async def volume_snapshots(self, request: Request, who: Principal) -> Response:
         self.volumes.locate(request.path_params["app"], request.path_params["vid"])
         return json_response([])  # snapshots are not taken yet: the honest answer is none
 
     async def _volume(self, request: Request, method: str, action: str = "",
-                      json: Any = None) -> Response:
+                      body: wire.WorkerRequest | None = None) -> Response:
         return json_response(await self.volumes.forward(
-            request.path_params["app"], request.path_params["vid"], method, action, json))
+            request.path_params["app"], request.path_params["vid"], method, action, body))
 
     # -- platform and cluster ----------------------------------------------------------------
     async def placements(self, request: Request, who: Principal) -> Response:

@@ -1,8 +1,8 @@
 import pytest
 from pydantic import ValidationError
 
-from bodega.model.config import MachineConfig, preset
 from bodega.model.duration import format_duration, parse_duration
+from bodega.model.machine_config import MachineConfig, preset
 
 
 def test_autostop_accepts_bool_or_string_and_answers_like_the_real_api() -> None:

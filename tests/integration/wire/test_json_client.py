@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from bodega.api import json_client
-from bodega.api.json_client import JsonClient
 from bodega.model.errors import Indeterminate, Unavailable
+from bodega.wire import json_client
+from bodega.wire.json_client import JsonClient
 
 
 def closed_port() -> int:

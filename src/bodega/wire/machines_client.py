@@ -11,7 +11,7 @@ from typing import Any
 
 import aiohttp
 
-from bodega.api.json_client import JsonClient
+from bodega.wire.json_client import JsonClient
 
 
 class MachinesClient(JsonClient):

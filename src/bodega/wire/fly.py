@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bodega.model.config import Guest, MachineConfig
 from bodega.model.limits import MAX_METADATA, check_text_map
+from bodega.model.machine_config import Guest, MachineConfig
 
 # Volumes are whole gigabytes; past this a size is a typo, not a disk.
 MAX_VOLUME_GB = 16 * 1024

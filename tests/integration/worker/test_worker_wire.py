@@ -1,0 +1,63 @@
+"""The worker's internal API refuses what it does not know: a misspelled field is a 400 that
+names it, and nothing happens, never a field silently dropped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bodega.model.errors import BadRequest
+from bodega.wire.worker_calls import CreateMachineBody
+
+from ..procs import running_worker
+
+CONFIG = {"image": "app:1", "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}
+
+
+async def test_a_misspelled_create_field_is_a_400_naming_it_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    async with running_worker(tmp_path) as (_daemon, client):
+        body = {"app": "web", "config": CONFIG, "skip_lanch": True}
+        with pytest.raises(BadRequest) as raised:
+            await client.request("POST", "/v1/machines", json=body)
+        assert raised.value.http_status == 400
+        assert "skip_lanch" in raised.value.message
+        assert "extra" in raised.value.message.lower()  # says the field is not one it knows
+        assert await client.list_machines("web", include_deleted=True) == []
+
+
+@pytest.mark.parametrize(("method", "action", "body"), [
+    ("POST", "stop", {"signal": "SIGTERM", "timout": "5s"}),
+    ("POST", "lease", {"ttl": 30, "descripton": "deploy"}),
+    ("POST", "", {"config": CONFIG, "skip_lanch": True}),
+    ("PUT", "metadata", {"metadata": {"k": "v"}, "machine_versoin": "x"}),
+])
+async def test_misspelled_fields_on_machine_calls_are_400s(
+    tmp_path: Path, method: str, action: str, body: dict[str, Any],
+) -> None:
+    async with running_worker(tmp_path) as (_daemon, client):
+        machine = await client.create_machine({"app": "web", "config": CONFIG,
+                                               "skip_launch": True})
+        misspelled = next(k for k in body if k not in ("signal", "ttl", "config", "metadata"))
+        with pytest.raises(BadRequest) as raised:
+            await client.call(method, machine["id"], action, json=body)
+        assert misspelled in raised.value.message
+        assert (await client.machine(machine["id"]))["state"] == "created"  # nothing happened
+
+
+async def test_the_typed_client_refuses_a_misspelled_field_before_sending() -> None:
+    from pydantic import ValidationError
+
+    from bodega.wire.worker_client import WorkerClient
+
+    client = WorkerClient("http://127.0.0.1:9", "t")  # nothing listens: nothing is sent
+    try:
+        with pytest.raises(ValidationError, match="idempotency_kye"):
+            await client.create_machine({"app": "web", "config": CONFIG,
+                                         "idempotency_kye": "k"})
+    finally:
+        await client.aclose()
+    assert "idempotency_key" in CreateMachineBody.model_fields
