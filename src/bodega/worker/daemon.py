@@ -13,6 +13,7 @@ import hashlib
 import ipaddress
 import logging
 import os
+from dataclasses import replace
 from typing import Any
 
 from bodega.model.states import MachineState
@@ -24,6 +25,7 @@ from bodega.worker import queries
 from bodega.worker.actions import MachineActions
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
+from bodega.worker.drivers.images import make_image_driver, runtime_available
 from bodega.worker.effects import MachineEffects, machine_user
 from bodega.worker.ledger import Ledger
 from bodega.worker.lifecycle import Recorder
@@ -60,6 +62,8 @@ def make_driver(config: WorkerConfig) -> Driver:
         from bodega.worker.drivers.fake import FakeDriver
 
         return FakeDriver()
+    if config.driver == "auto" and not runtime_available(config.oci_runtime):
+        config = replace(config, driver="process")
     if config.driver == "process":
         from bodega.worker.drivers.process import ProcessDriver
         from bodega.worker.drivers.process.cgroups import Cgroups
@@ -67,7 +71,9 @@ def make_driver(config: WorkerConfig) -> Driver:
         cgroups = Cgroups.detect(config.name) if config.cgroups else None
         return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
                              park_dir=config.data_dir / "park")
-    raise ValueError(f"unknown driver {config.driver!r}: use process, null or fake")
+    if config.driver in ("oci", "auto"):
+        return make_image_driver(config)
+    raise ValueError(f"unknown driver {config.driver!r}: use auto, process, oci, null or fake")
 
 
 def make_network(config: WorkerConfig, driver: Driver) -> Network:
