@@ -53,7 +53,7 @@ def mounts() -> str:
 async def test_an_image_machine_serves_runs_exec_and_shares_its_base(tmp_path: Path) -> None:
     async with registry(tmp_path) as host:
         image = build_image(tmp_path, host, "test/web:v1")
-        async with running_worker(tmp_path, **worker_args(host)) as (daemon, client):
+        async with running_worker(tmp_path, **worker_args(host)) as (_daemon, client):
             first = await image_machine(client, image)
             assert first["state"] == "started", first
             page = await fetch(f"http://{first['private_ip']}:8080/index.html")
@@ -73,7 +73,8 @@ async def test_an_image_machine_serves_runs_exec_and_shares_its_base(tmp_path: P
             lower = str(bases[0] / "rootfs")
             for machine in (first, second):
                 rootfs = data / "machines" / machine["id"] / "oci" / "rootfs"
-                assert f"lowerdir={lower}" in mounts() and rootfs.is_mount()
+                assert f"lowerdir={lower}" in mounts()
+                assert rootfs.is_mount()
             # A write lands in the machine's own upper layer, never in the shared base.
             assert (data / "machines" / first["id"] / "oci" / "upper" / "written").exists()
             assert not (bases[0] / "rootfs" / "written").exists()

@@ -11,8 +11,15 @@ import pytest
 from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, command, parse_user
 from bodega.worker.images.eviction import to_evict
 from bodega.worker.images.manifest import BadImage, ImageConfig, Manifest, pick_platform
-from bodega.worker.images.plan import Done, FetchBlob, FetchManifest, PullView, Resolve, Unpack
-from bodega.worker.images.plan import next_step
+from bodega.worker.images.plan import (
+    Done,
+    FetchBlob,
+    FetchManifest,
+    PullView,
+    Resolve,
+    Unpack,
+    next_step,
+)
 from bodega.worker.images.reference import BadReference, names_registry, parse_reference
 from bodega.worker.images.store import CachedImage
 from bodega.worker.images.unpack import apply_layer
@@ -25,7 +32,8 @@ L = "sha256:" + "1" * 64
 def test_references_name_a_registry_or_are_labels() -> None:
     assert names_registry("127.0.0.1:5000/app:v1")
     assert names_registry("registry.example/team/app")
-    assert not names_registry("process") and not names_registry("library/nginx")
+    assert not names_registry("process")
+    assert not names_registry("library/nginx")
     ref = parse_reference("127.0.0.1:5000/team/app:v1")
     assert (ref.registry, ref.repository, ref.tag) == ("127.0.0.1:5000", "team/app", "v1")
     assert parse_reference("app", "reg:5000").version == "latest"
@@ -46,9 +54,11 @@ def test_the_pull_plan_resumes_from_what_the_store_holds() -> None:
     assert next_step(PullView(None, None, frozenset(), False)) == Resolve()
     assert next_step(PullView(D, None, frozenset(), False)) == FetchManifest(D)
     step = next_step(PullView(D, manifest(), frozenset(), False))
-    assert isinstance(step, FetchBlob) and step.descriptor.digest == C
+    assert isinstance(step, FetchBlob)
+    assert step.descriptor.digest == C
     step = next_step(PullView(D, manifest(), frozenset({C}), False))
-    assert isinstance(step, FetchBlob) and step.descriptor.digest == L
+    assert isinstance(step, FetchBlob)
+    assert step.descriptor.digest == L
     assert next_step(PullView(D, manifest(), frozenset({C, L}), False)) == Unpack(D, manifest())
     assert next_step(PullView(D, None, frozenset(), True)) == Done(D)
 
