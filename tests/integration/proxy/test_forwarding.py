@@ -25,12 +25,7 @@ from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 
-from .planes import PLANES, Serving, serving
-
-
-@pytest.fixture(params=PLANES)
-def plane(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+from .planes import Serving, serving
 
 
 @dataclass

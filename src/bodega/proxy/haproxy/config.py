@@ -1,6 +1,6 @@
 """HAProxy's configuration, rendered from a layout. Pure functions.
 
-    frontend public ─ Host ─▶ hosts.map ─▶ backend app_<app> (leastconn over slots)
+    frontend public ─ Host ─▶ hosts.map ─▶ backend pool_<n> (the app's: leastconn over slots)
                           │ no such host       │ every slot empty or down
                           ▼                    ▼
                      backend activator ◀── server activator (backup)
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bodega.proxy.haproxy.layout import Layout, backend_name, server_name
+from bodega.proxy.haproxy.layout import Layout, backend_name, host_key, server_name
 
 ACTIVATOR = "activator"
 
@@ -89,11 +89,13 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         f"backend {ACTIVATOR}",
         f"    server {ACTIVATOR} {_address(s.activator_host, s.activator_port)}",
     ]
-    for app in sorted(layout.apps):
-        lines += ["", f"backend {backend_name(app)}", "    balance leastconn",
+    owners = {index: app for app, index in layout.apps.items()}
+    for index, slots in enumerate(layout.backends):
+        lines += ["", f"backend {backend_name(index)}",
+                  f"    # {owners.get(index, 'free: for the next app')}", "    balance leastconn",
                   # Anything but a failed connect is retried only where repeating is harmless.
                   "    http-request disable-l7-retry unless METH_GET || METH_OPTIONS"]
-        for i, spec in enumerate(layout.apps[app]):
+        for i, spec in enumerate(slots):
             if spec is None:
                 lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled")
             else:
@@ -107,8 +109,8 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
 
 def render_hosts(layout: Layout, base_domain: str) -> str:
     """The Host -> backend map: ``<app>.<base-domain>`` for each app with a backend."""
-    domain = base_domain.strip(".").lower()
-    return "".join(f"{app}.{domain} {backend_name(app)}\n" for app in sorted(layout.apps))
+    return "".join(f"{host_key(app, base_domain)} {backend_name(index)}\n"
+                   for app, index in sorted(layout.apps.items()))
 
 
 def _address(host: str, port: int) -> str:

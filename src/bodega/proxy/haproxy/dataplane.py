@@ -22,6 +22,7 @@ from bodega.proxy.haproxy.config import HaproxySettings, render, render_hosts
 from bodega.proxy.haproxy.layout import (
     EMPTY,
     Layout,
+    Plan,
     ServerSpec,
     backend_name,
     plan,
@@ -59,7 +60,7 @@ class HaproxyDataPlane:
 
     async def start(self) -> None:
         wanted = self._wanted()
-        self.layout = plan(EMPTY, wanted).layout
+        self.layout = self._plan(EMPTY, wanted).layout
         await self.process.start(*self._rendered(), self.settings.hosts_map)
         self._tasks = [asyncio.create_task(self._follow()),
                        asyncio.create_task(self._watch_stats())]
@@ -67,6 +68,9 @@ class HaproxyDataPlane:
     def _wanted(self) -> dict[str, list[ServerSpec]]:
         return wanted_servers(self.table.apps(), self.table.backends, self.table.worker_alive,
                               self.region)
+
+    def _plan(self, current: Layout, wanted: dict[str, list[ServerSpec]]) -> Plan:
+        return plan(current, wanted, str(self.settings.hosts_map), self.settings.base_domain)
 
     def _rendered(self) -> tuple[str, str]:
         return render(self.layout, self.settings), render_hosts(self.layout,
@@ -76,7 +80,7 @@ class HaproxyDataPlane:
         """Bring HAProxy to the routing table now (tests await this after a change)."""
         async with self._lock:
             self._changed.clear()
-            step = plan(self.layout, self._wanted())
+            step = self._plan(self.layout, self._wanted())
             if step.reload or not self.process.running:
                 await self._reload(step.layout)
                 return
@@ -96,8 +100,9 @@ class HaproxyDataPlane:
             self.process.restarts += 1
             log.warning("haproxy was not running: started it again")
         else:
-            log.info("haproxy reloaded for a new shape: %d app(s), %d slot(s)",
-                     len(layout.apps), sum(len(s) for s in layout.apps.values()))
+            log.info("haproxy reloaded for a new shape: %d app(s), %d backend(s), %d slot(s)",
+                     len(layout.apps), len(layout.backends),
+                     sum(len(s) for s in layout.backends))
 
     async def _follow(self) -> None:
         while True:
@@ -128,14 +133,15 @@ class HaproxyDataPlane:
         by_server = {(r.proxy, r.server): r for r in rows}
         servers: dict[tuple[str, str], tuple[str, str]] = {}
         machines: dict[str, StatRow] = {}
-        for app, slots in self.layout.apps.items():
-            for i, spec in enumerate(slots):
-                key = (backend_name(app), server_name(i))
+        for app, index in self.layout.apps.items():
+            for i, spec in enumerate(self.layout.backends[index]):
+                key = (backend_name(index), server_name(i))
                 if spec is not None and key in by_server:
                     servers[key] = (app, spec.machine_id)
                     machines[spec.machine_id] = by_server[key]
         self.load.observe(machines)
-        self.collector.update(rows, servers, self.process.reloads)
+        apps = {backend_name(index): app for app, index in self.layout.apps.items()}
+        self.collector.update(rows, servers, apps, self.process.reloads)
         self._wake_if_over_soft_limit()
 
     def _wake_if_over_soft_limit(self) -> None:

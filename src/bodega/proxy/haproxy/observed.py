@@ -74,27 +74,30 @@ class CombinedLoad:
 class HaproxyCollector(Collector):
     """HAProxy's counters, from the last ``show stat``, as ``bodega_haproxy_*`` metrics.
 
-    ``servers`` maps (backend, server) to (app, machine id) for slots that hold a machine.
+    ``servers`` maps (backend, server) to (app, machine id) for slots that hold a machine;
+    ``apps`` maps a backend's name to the app that owns it.
     """
 
     def __init__(self) -> None:
         self.rows: list[StatRow] = []
         self.servers: dict[tuple[str, str], tuple[str, str]] = {}
+        self.apps: dict[str, str] = {}
         self.reloads = 0
 
     def update(self, rows: Iterable[StatRow], servers: dict[tuple[str, str], tuple[str, str]],
-               reloads: int) -> None:
+               apps: dict[str, str], reloads: int) -> None:
         self.rows = list(rows)
         self.servers = servers
+        self.apps = apps
         self.reloads = reloads
 
     def collect(self) -> Iterator[Any]:
         requests = CounterMetricFamily("bodega_haproxy_frontend_requests",
                                        "HTTP requests HAProxy received, by frontend",
                                        labels=["frontend"])
-        responses = CounterMetricFamily("bodega_haproxy_backend_responses",
-                                        "HTTP responses by backend and code class",
-                                        labels=["backend", "code"])
+        responses = CounterMetricFamily("bodega_haproxy_app_responses",
+                                        "HTTP responses by app and code class",
+                                        labels=["app", "code"])
         chosen = CounterMetricFamily("bodega_haproxy_server_requests",
                                      "Requests HAProxy sent to each machine",
                                      labels=["app", "machine"])
@@ -103,18 +106,19 @@ class HaproxyCollector(Collector):
         queued = GaugeMetricFamily("bodega_haproxy_server_queued",
                                    "Requests queued for each machine (at its hard limit)",
                                    labels=["app", "machine"])
-        errors = CounterMetricFamily("bodega_haproxy_backend_errors",
-                                     "Connect errors, retries and redispatches by backend",
-                                     labels=["backend", "kind"])
+        errors = CounterMetricFamily("bodega_haproxy_app_errors",
+                                     "Connect errors, retries and redispatches by app",
+                                     labels=["app", "kind"])
         for row in self.rows:
             if row.server == "FRONTEND":
                 requests.add_metric([row.proxy], row.requests)
-            elif row.server == "BACKEND":
+            elif row.server == "BACKEND" and row.proxy in self.apps:
+                app = self.apps[row.proxy]
                 for code, n in row.responses:
-                    responses.add_metric([row.proxy, code], n)
+                    responses.add_metric([app, code], n)
                 for kind, n in (("connect", row.connect_errors), ("retry", row.retries),
                                 ("redispatch", row.redispatches)):
-                    errors.add_metric([row.proxy, kind], n)
+                    errors.add_metric([app, kind], n)
             elif (row.proxy, row.server) in self.servers:
                 app, machine = self.servers[(row.proxy, row.server)]
                 chosen.add_metric([app, machine], row.requests)

@@ -78,7 +78,7 @@ class HaproxyProcess:
         staged = self.config_path.with_suffix(".new")
         await asyncio.to_thread(_write_files, ((hosts_path, hosts_map), (staged, config)))
         check = await asyncio.create_subprocess_exec(
-            self.binary, "-c", "-q", "-f", str(staged), stdout=asyncio.subprocess.PIPE,
+            self.binary, "-c", "-f", str(staged), stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT)
         out, _ = await check.communicate()
         if check.returncode != 0:
