@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bodega.proxy.haproxy.config import HaproxySettings
+from bodega.runtime.binding import BindError
 
 MODES = ("auto", "haproxy", "python")
 
@@ -41,17 +42,25 @@ def choose_plane(mode: str, which: str | None = None) -> PlaneChoice:
 def haproxy_settings(listen_host: str, listen_port: int, activator: tuple[str, int],
                      base_domain: str, threads: int) -> tuple[Path, HaproxySettings]:
     """A short private directory for HAProxy's files (a socket path must stay short)."""
+    port = _free_port(listen_host, listen_port)
     workdir = Path(tempfile.mkdtemp(prefix="bodega-haproxy-"))
-    port = listen_port or _free_port(listen_host)
     return workdir, HaproxySettings(
         bind_host=listen_host, bind_port=port, activator_host=activator[0],
         activator_port=activator[1], socket_path=workdir / "admin.sock",
         hosts_map=workdir / "hosts.map", base_domain=base_domain, threads=threads)
 
 
-def _free_port(host: str) -> int:
-    """A port for ``--listen host:0`` (HAProxy needs a number; bind it to learn one)."""
+def _free_port(host: str, port: int) -> int:
+    """``port`` if it can be bound, or a free one for 0 (HAProxy needs a number).
+
+    Bound here first so a taken port is the same one-line error as on the
+    Python data plane, rather than HAProxy's exit.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family) as sock:
-        sock.bind((host, 0))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            raise BindError(exc, host, port, "TCP") from exc
         return int(sock.getsockname()[1])

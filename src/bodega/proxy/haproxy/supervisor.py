@@ -28,8 +28,8 @@ PR_SET_PDEATHSIG = 1
 READY_TIMEOUT = 15.0
 
 
-class HaproxyFailed(Exception):
-    """HAProxy would not start, or rejected its configuration."""
+class HaproxyFailed(OSError):
+    """HAProxy would not start, or rejected its configuration (the CLI prints one line)."""
 
 
 def _die_with_parent() -> None:
