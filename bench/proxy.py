@@ -137,7 +137,7 @@ class WrkResult:
 
 async def wrk(url: str, connections: int, seconds: float) -> WrkResult:
     process = await asyncio.create_subprocess_exec(
-        "wrk", "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency",
+        "wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency",
         "-H", "Host: bench.localhost", url + "/", stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT)
     out = (await process.communicate())[0].decode()
@@ -219,24 +219,26 @@ async def main(args: argparse.Namespace) -> None:
                       for name, url in paths.items()}
             single = {name: await wrk(url, 1, args.duration / 2)
                       for name, url in paths.items()}
-            cold, bare = [], []
+            cold: dict[str, list[float]] = {"bodega (haproxy)": [], "bodega (python)": [],
+                                            "bare": []}
             for _ in range(args.cold):
-                await client.stop(machine["id"])
-                await client.wait(machine["id"], "stopped")
-                await asyncio.sleep(1.5)  # the proxy's view (and HAProxy) have it stopped
-                cold.append(await first_response(hinfo["url"], "bench.localhost"))
-                bare.append(await bare_cold(_free_port()))
+                for name in ("bodega (haproxy)", "bodega (python)"):
+                    await client.stop(machine["id"])
+                    await client.wait(machine["id"], "stopped")
+                    await asyncio.sleep(1.5)  # the proxy's view (and HAProxy) have it stopped
+                    cold[name].append(await first_response(paths[name], "bench.localhost"))
+                cold["bare"].append(await bare_cold(_free_port()))
         finally:
             await client.aclose()
             for process in processes:
                 if process.returncode is None:
                     process.terminate()
                     await process.wait()
-    report(args, loaded, single, cold, bare)
+    report(args, loaded, single, cold)
 
 
 def report(args: argparse.Namespace, loaded: dict[str, WrkResult],
-           single: dict[str, WrkResult], cold: list[float], bare: list[float]) -> None:
+           single: dict[str, WrkResult], cold: dict[str, list[float]]) -> None:
     print(f"proxy: one machine; wrk, one thread, {args.connections} keep-alive connections, "
           f"{args.duration:g} s each")
     for name, r in loaded.items():
@@ -251,9 +253,10 @@ def report(args: argparse.Namespace, loaded: dict[str, WrkResult],
         f"{name} {r.p50:.3f} ({r.p99:.3f}) ms" for name, r in single.items()))
     print("  added p50 for one client: " + ", ".join(
         f"{name} +{r.p50 - base:.3f} ms" for name, r in single.items() if name != "direct"))
-    cm, bm = statistics.median(cold), statistics.median(bare)
-    print(f"  cold start, first response (median of {len(cold)}): through bodega's proxy "
-          f"{cm * 1000:.1f} ms, bare spawn-and-request {bm * 1000:.1f} ms, ratio {cm / bm:.2f}x")
+    median = {name: statistics.median(times) for name, times in cold.items()}
+    print(f"  cold start, first response (median of {len(cold['bare'])}): " + ", ".join(
+        f"{name} {m * 1000:.1f} ms ({m / median['bare']:.2f}x)" for name, m in median.items()
+        if name != "bare") + f"; bare spawn-and-request {median['bare'] * 1000:.1f} ms")
 
 
 def _free_port() -> int:

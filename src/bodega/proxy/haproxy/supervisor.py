@@ -50,6 +50,7 @@ class HaproxyProcess:
         self.process: asyncio.subprocess.Process | None = None
         self.reloads = 0
         self.restarts = 0
+        self._relay: asyncio.Task[None] | None = None
 
     @property
     def running(self) -> bool:
@@ -59,7 +60,10 @@ class HaproxyProcess:
         await self._write(config, hosts_map, hosts_path)
         self.process = await asyncio.create_subprocess_exec(
             self.binary, "-W", "-db", "-f", str(self.config_path),
-            stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent)
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, preexec_fn=_die_with_parent)
+        assert self.process.stdout is not None
+        self._relay = asyncio.create_task(_relay_log(self.process.stdout))
         await self._until_worker(None)
 
     async def reload(self, config: str, hosts_map: str, hosts_path: Path) -> None:
@@ -110,3 +114,14 @@ class HaproxyProcess:
         except TimeoutError:
             self.process.kill()
             await self.process.wait()
+        if self._relay is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._relay, 5)
+
+
+async def _relay_log(stream: asyncio.StreamReader) -> None:
+    """HAProxy's own messages into bodega's log: alerts as warnings, the rest as info
+    (a server going to maintenance is the control plane's doing, not news)."""
+    while line := await stream.readline():
+        text = line.decode(errors="replace").rstrip()
+        log.log(logging.WARNING if "[ALERT]" in text else logging.INFO, "haproxy: %s", text)
