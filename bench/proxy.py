@@ -12,7 +12,7 @@ start: the machine is stopped and one request goes through bodega's proxy
 (which starts it, waits for its port, forwards); the baseline spawns the
 same program directly and sends it the same request once its port accepts.
 
-    python -m bench.proxy [--duration 10] [--connections 32] [--cold 10]
+    python -m bench.proxy [--duration 10] [--rounds 5] [--connections 32] [--cold 10]
 
 Needs ``wrk``, ``nginx`` and ``haproxy`` (Debian: wrk, nginx-light, haproxy).
 """
@@ -149,6 +149,14 @@ async def wrk(url: str, connections: int, seconds: float) -> WrkResult:
                      errors.group(0) if errors else "")
 
 
+def combined(results: list[WrkResult]) -> WrkResult:
+    """Slices of equal length: the mean rate, the median of each percentile."""
+    return WrkResult(statistics.fmean(r.rate for r in results),
+                     statistics.median(r.p50 for r in results),
+                     statistics.median(r.p99 for r in results),
+                     "; ".join(r.errors for r in results if r.errors))
+
+
 def _percentile(out: str, which: str) -> float:
     found = re.search(rf"^\s+{which}%\s+([\d.]+)(us|ms|s)\s*$", out, re.MULTILINE)
     if found is None:
@@ -215,10 +223,18 @@ async def main(args: argparse.Namespace) -> None:
             for url in paths.values():
                 await until_routed(url)
                 await wrk(url, args.connections, 1)  # warm up
-            loaded = {name: await wrk(url, args.connections, args.duration)
-                      for name, url in paths.items()}
-            single = {name: await wrk(url, 1, args.duration / 2)
-                      for name, url in paths.items()}
+            # In rounds, each path a slice per round: load from elsewhere on a shared
+            # machine then falls on every path alike instead of on whichever ran at the time.
+            slices: dict[str, list[WrkResult]] = {name: [] for name in paths}
+            ones: dict[str, list[WrkResult]] = {name: [] for name in paths}
+            for _ in range(args.rounds):
+                for name, url in paths.items():
+                    slices[name].append(await wrk(url, args.connections,
+                                                  args.duration / args.rounds))
+                for name, url in paths.items():
+                    ones[name].append(await wrk(url, 1, args.duration / args.rounds / 2))
+            loaded = {name: combined(results) for name, results in slices.items()}
+            single = {name: combined(results) for name, results in ones.items()}
             cold: dict[str, list[float]] = {"bodega (haproxy)": [], "bodega (python)": [],
                                             "bare": []}
             for _ in range(args.cold):
@@ -240,7 +256,7 @@ async def main(args: argparse.Namespace) -> None:
 def report(args: argparse.Namespace, loaded: dict[str, WrkResult],
            single: dict[str, WrkResult], cold: dict[str, list[float]]) -> None:
     print(f"proxy: one machine; wrk, one thread, {args.connections} keep-alive connections, "
-          f"{args.duration:g} s each")
+          f"{args.duration:g} s each in {args.rounds} interleaved rounds")
     for name, r in loaded.items():
         print(f"  {name:<17} {r.rate:9.0f} req/s   p50 {r.p50:7.3f} ms   p99 {r.p99:7.3f} ms"
               f"   {r.errors}")
@@ -271,5 +287,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--cold", type=int, default=10)
     asyncio.run(main(parser.parse_args()))

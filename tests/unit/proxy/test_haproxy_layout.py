@@ -141,7 +141,7 @@ def test_the_config_routes_hosts_to_backends_with_the_activator_behind() -> None
     assert text.count("balance leastconn") == MIN_BACKENDS
     assert text.count("server activator 127.0.0.1:4321 backup") == MIN_BACKENDS
     assert "server s0 10.0.0.1:8080 weight 100 maxconn 9\n" in text
-    assert "retry-on conn-failure empty-response" in text
+    assert "retry-on conn-failure\n" in text
     assert "option redispatch 1" in text
     hosts = render_hosts(layout, "localhost")
     assert hosts == (f"idle.localhost pool_{layout.apps['idle']}\n"

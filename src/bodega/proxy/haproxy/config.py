@@ -11,8 +11,8 @@ forwards the request once the machine's port accepts. fly-proxy's rules map
 onto HAProxy's own features: ``hard_limit`` is a server's ``maxconn`` (the
 rest queue in the backend, ``timeout queue``); the nearest region is a higher
 weight; a failed connection is retried on another machine (``retry-on
-conn-failure`` with ``option redispatch``), and a response-less failure only
-for idempotent methods; X-Forwarded-For/Proto and a request id
+conn-failure`` with ``option redispatch``: nothing was sent, so any method
+is safe to retry); X-Forwarded-For/Proto and a request id
 (``fly-request-id``/``x-request-id``, kept when the client sent one) are set
 on every request. WebSocket upgrades and streamed bodies pass as they are.
 """
@@ -67,7 +67,9 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "    http-reuse safe",
         "    retries 2",
         "    option redispatch 1",
-        "    retry-on conn-failure empty-response",
+        # Only a connect that failed is retried (nothing was sent: safe for any method, as
+        # on the Python data plane); no L7 retry, so no request is copied aside for one.
+        "    retry-on conn-failure",
         "",
         "frontend public",
         f"    bind {_address(s.bind_host, s.bind_port)}",
@@ -92,9 +94,7 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
     owners = {index: app for app, index in layout.apps.items()}
     for index, slots in enumerate(layout.backends):
         lines += ["", f"backend {backend_name(index)}",
-                  f"    # {owners.get(index, 'free: for the next app')}", "    balance leastconn",
-                  # Anything but a failed connect is retried only where repeating is harmless.
-                  "    http-request disable-l7-retry unless METH_GET || METH_OPTIONS"]
+                  f"    # {owners.get(index, 'free: for the next app')}", "    balance leastconn"]
         for i, spec in enumerate(slots):
             if spec is None:
                 lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled")
