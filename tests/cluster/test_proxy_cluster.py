@@ -109,7 +109,11 @@ async def test_requests_spread_over_an_apps_machines(tmp_path: Path, plane: str)
             assert answers[0].text.split()[1] == "127.0.0.1"  # X-Forwarded-For reached it
             assert answers[0].headers["fly-request-id"]
             if plane == "haproxy":  # HAProxy carried them straight to the machines
-                assert await proxy_metric(f, "bodega_haproxy_server_requests_total") >= 40
+
+                async def counted() -> bool:  # its counters are read every second
+                    return await proxy_metric(f, "bodega_haproxy_server_requests_total") >= 40
+
+                await until(counted)
 
 
 async def test_fifty_requests_to_a_sleeping_app_start_exactly_one_machine(
