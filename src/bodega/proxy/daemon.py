@@ -179,7 +179,11 @@ class Proxy:
         self._haproxy_dir = workdir
         self.dataplane = HaproxyDataPlane(binary, workdir, settings, self.table, config.region,
                                           self.waker)
-        await self.dataplane.start()
+        try:
+            await self.dataplane.start()
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)  # stop() is not called after a failed start
+            raise
         self.public = (settings.bind_host, settings.bind_port)
         self.metrics.registry.register(self.dataplane.collector)
         return CombinedLoad(self.load, self.dataplane.load)
