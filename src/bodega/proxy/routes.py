@@ -10,7 +10,7 @@ comes from membership, so a dead worker's machines drop out at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -91,10 +91,20 @@ class RoutingTable:
         self._workers: dict[str, str] = {}  # worker -> membership status
         # machine -> (until when, its row's updated_at when woken): see ``_woken_override``
         self._woken: dict[str, tuple[float, str]] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every change (the HAProxy data plane follows the table)."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     def put_machine(self, machine_id: str, doc: dict[str, Any] | None) -> None:
         """A machine's row changed (None: it is gone)."""
         self._remove(machine_id)
+        self._changed()
         if doc is None or doc.get("state") == "destroyed":
             return
         backend = Backend.from_doc(doc)
@@ -140,6 +150,7 @@ class RoutingTable:
         backend = replace(backend, state="started")
         self._by_id[machine_id] = backend
         self._by_app[backend.app][machine_id] = backend
+        self._changed()
         return backend
 
     def put_app(self, name: str, exists: bool) -> None:
@@ -147,9 +158,12 @@ class RoutingTable:
             self._apps.add(name)
         else:
             self._apps.discard(name)
+        self._changed()
 
     def set_worker(self, name: str, status: str) -> None:
-        self._workers[name] = status
+        if self._workers.get(name) != status:
+            self._workers[name] = status
+            self._changed()
 
     def worker_alive(self, name: str) -> bool:
         return self._workers.get(name, "alive") == "alive"

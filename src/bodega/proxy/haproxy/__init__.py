@@ -1,0 +1,1 @@
+"""HAProxy as the proxy's data plane, with bodega's proxy as its control plane and activator."""
