@@ -19,7 +19,7 @@ async def test_up_serves_a_registry_and_runs_images_pushed_to_it(tmp_path: Path)
     third = 100 + (os.getpid() + 37) % 100
     cidr = f"10.{third}.0.0/16"
     up = await UpProcess(
-        tmp_path / "cluster", "--regions", "ams", "--workers-per-region", "1",
+        tmp_path / "cluster", "--regions", "ams", "--workers-per-region", "2",
         "--api-port", str(api), "--proxy-port", str(proxy), "--registry-port", str(registry),
         "--machine-cidr", cidr).start()
     try:
@@ -53,6 +53,22 @@ async def test_up_serves_a_registry_and_runs_images_pushed_to_it(tmp_path: Path)
             done = await http.post(f"/v1/apps/web/machines/{mid}/exec",
                                    json={"command": ["cat", "/www/index.html"]})
             assert done.json()["stdout"] == "hello from an image\n", done.text
+
+            # The worker that pulled the image publishes it; placement then prefers it.
+            placed = (await http.get(f"/v1/apps/web/machines/{mid}/placement")).json()
+            holder = placed["winner"]["worker"]
+            assert (await http.delete(f"/v1/apps/web/machines/{mid}",
+                                      params={"force": "true"})).status_code == 200
+            for _ in range(3):
+                again = await http.post("/v1/apps/web/machines", json={"config": {
+                    "image": image}})
+                assert again.status_code == 200, again.text
+                other = again.json()["id"]
+                placed = (await http.get(f"/v1/apps/web/machines/{other}/placement")).json()
+                assert placed["winner"]["worker"] == holder, placed
+                assert placed["winner"]["subscores"]["image"] > 0, placed
+                assert (await http.delete(f"/v1/apps/web/machines/{other}",
+                                          params={"force": "true"})).status_code == 200
     finally:
         assert await up.stop() == 0, up.output[-2000:]
-        await unwire(cidr, 1)
+        await unwire(cidr, 2)

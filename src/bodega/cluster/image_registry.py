@@ -13,12 +13,11 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
 from pathlib import Path
 
 import aiohttp
 
-from bodega.runtime.lifecycle import write_json_atomic
+from bodega.runtime.lifecycle import until_stopped, write_json_atomic
 
 PROGRAM = "docker-registry"
 READY_TIMEOUT = 30.0
@@ -44,27 +43,34 @@ async def _answers(url: str) -> bool:
         return False
 
 
-async def run_registry(data_dir: Path, host: str, port: int, ready_file: Path | None) -> int:
+async def run_registry(data_dir: Path, host: str, port: int, ready_file: Path | None,
+                       exit_with_parent: bool = False) -> int:
     program = shutil.which(PROGRAM)
     if program is None:
         raise ValueError(f"{PROGRAM} is not installed: apt-get install -y docker-registry")
     config = data_dir / "registry.yml"
     write_config(config, registry_config(data_dir / "storage", host, port))
     process = await asyncio.create_subprocess_exec(program, "serve", str(config))
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, process.send_signal, sig)
-    url = f"http://{host}:{port}"
-    deadline = loop.time() + READY_TIMEOUT
-    while not await _answers(f"{url}/v2/"):
-        if process.returncode is not None:
-            return process.returncode
-        if loop.time() > deadline:
+    stop = asyncio.create_task(until_stopped(exit_with_parent))
+    exited = asyncio.create_task(process.wait())
+    try:
+        url = f"http://{host}:{port}"
+        deadline = asyncio.get_running_loop().time() + READY_TIMEOUT
+        while not await _answers(f"{url}/v2/"):
+            if exited.done() or stop.done():
+                break
+            if asyncio.get_running_loop().time() > deadline:
+                raise ValueError(f"{PROGRAM} did not answer on {url} in {READY_TIMEOUT:.0f}s")
+            await asyncio.sleep(0.05)
+        else:
+            if ready_file is not None:
+                write_json_atomic(ready_file, {"url": url, "registry": f"{host}:{port}",
+                                               "pid": os.getpid()})
+        await asyncio.wait({stop, exited}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
-                process.kill()
-            raise ValueError(f"{PROGRAM} did not answer on {url} in {READY_TIMEOUT:.0f}s")
-        await asyncio.sleep(0.05)
-    if ready_file is not None:
-        write_json_atomic(ready_file, {"url": url, "registry": f"{host}:{port}",
-                                       "pid": os.getpid()})
-    return await process.wait()
+                process.terminate()
+        code = await process.wait()
+        stop.cancel()
+    return code

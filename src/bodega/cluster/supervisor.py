@@ -164,7 +164,7 @@ class LocalCluster:
         self.stopping.set()
         for task in self._watchers:
             task.cancel()
-        for role in ("proxy", "broker", "worker"):
+        for role in ("proxy", "broker", "worker", "registry"):
             group = [c for c in self.components if c.role == role and c.process]
             for component in group:
                 assert component.process is not None
@@ -231,7 +231,8 @@ def components_for(config: ClusterConfig) -> list[Component]:
         components.append(Component(
             "registry", "registry", nearest,
             bodega_argv("image-registry", "--data-dir", str(config.data_dir / "images"),
-                        "--listen", registry, "--ready-file", str(run_dir / "registry.json")),
+                        "--listen", registry, "--ready-file", str(run_dir / "registry.json"),
+                        "--exit-with-parent"),
             run_dir / "registry.json", logs / "registry.log",
             flags={"--listen": "--registry-port"}))
     for index, (name, region) in enumerate(config.worker_names()):

@@ -171,7 +171,8 @@ class Worker:
             publisher = Publisher(
                 self.registry, name=self.config.name, region=self.config.region, url=url,
                 driver=self.driver.name, store=self.store, ledger=self.ledger,
-                service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl)
+                service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl,
+                images=images.held if (images := self.driver.capabilities.images) else None)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))

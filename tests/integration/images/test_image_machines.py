@@ -84,7 +84,17 @@ async def test_an_image_machine_serves_runs_exec_and_shares_its_base(tmp_path: P
                 await client.stop(machine["id"], signal="SIGTERM", timeout="5s")
                 stopped = await client.wait(machine["id"], "stopped", timeout=30)
                 assert stopped["state"] == "stopped"
-                await client.destroy(machine["id"])
+                rootfs = data / "machines" / machine["id"] / "oci" / "rootfs"
+                assert not rootfs.is_mount(), "a stopped machine holds no mount"
+            await client.start(first["id"])
+            await client.wait(first["id"], "started", timeout=30)
+            assert await fetch(f"http://{first['private_ip']}:8080/index.html") == \
+                "hello from an image\n"
+            done = await client.call("POST", first["id"], "exec",
+                                     json={"command": ["ls", "/written"]})
+            assert done["exit_code"] == 0, "what a machine wrote outlives a stop"
+            for machine in (first, second):
+                await client.destroy(machine["id"], force=True)
                 await client.wait(machine["id"], "destroyed", timeout=30)
                 assert not (data / "machines" / machine["id"]).exists()
             assert str(data / "machines") not in mounts()

@@ -155,6 +155,11 @@ class LogHousekeeping(Protocol):
         """Keep the machines' log files bounded, until cancelled."""
 
 
+class ImageCache(Protocol):
+    def held(self) -> list[str]:
+        """Images held, most recently used first: each digest, then the references to it."""
+
+
 class Suspend(Protocol):
     async def suspend(self, handle: TaskHandle) -> None: ...
 
@@ -166,7 +171,8 @@ class Capabilities:
     """What a driver can do beyond the core protocol; None: it cannot."""
 
     needs_command: bool = False  # it runs the config's command: a config needs one
-    images: bool = False  # it runs config.image when that names a registry (no command needed)
+    # It runs config.image when that names a registry (no command needed) and caches images.
+    images: ImageCache | None = None
     own_netns: bool = False  # it can run each machine in its own network namespace
     control: TaskControl | None = None
     parking: LauncherParking | None = None
@@ -206,4 +212,4 @@ def needs_command(capabilities: Capabilities, config: MachineConfig) -> bool:
     """Whether a config must give a command: an image the driver runs brings its own."""
     if not capabilities.needs_command:
         return False
-    return not (capabilities.images and names_registry(config.image))
+    return not (capabilities.images is not None and names_registry(config.image))

@@ -47,7 +47,8 @@ class DriverPair:
         self.process = process
         self.oci = oci
         self.capabilities = Capabilities(
-            needs_command=True, images=True, own_netns=True, control=PairControl(self),
+            needs_command=True, images=oci.capabilities.images, own_netns=True,
+            control=PairControl(self),
             parking=process.capabilities.parking, logs=process.capabilities.logs,
         )
 

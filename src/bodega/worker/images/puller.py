@@ -63,7 +63,7 @@ class Puller:
                         await asyncio.to_thread(self.store.touch, digest)
                         return digest
                     case Resolve():
-                        await self._resolve(ref)
+                        await self._resolve(ref, image)
                     case FetchManifest(digest=digest):
                         body, _ = await self.client.manifest(ref, digest)
                         if await asyncio.to_thread(self.store.put_blob, body) != digest:
@@ -83,10 +83,10 @@ class Puller:
                         log.info("%s: unpacked %s", ref, digest)
         raise BadImage(f"{ref}: the pull did not settle")
 
-    async def _resolve(self, ref: ImageReference) -> None:
+    async def _resolve(self, ref: ImageReference, image: str) -> None:
         body, content_type = await self.client.manifest(ref, ref.version)
         if is_index(body, content_type):
             digest = pick_platform(body).digest
         else:
             digest = await asyncio.to_thread(self.store.put_blob, body)
-        self.store.record_ref(ref, digest)
+        self.store.record_ref(ref, digest, image)

@@ -14,6 +14,7 @@ the store's content is the pull's durable progress (``plan.py``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -32,6 +33,8 @@ from bodega.worker.images.manifest import (
 from bodega.worker.images.plan import PullView, needed_blobs
 from bodega.worker.images.reference import ImageReference
 from bodega.worker.images.unpack import apply_layer
+
+HELD_LIMIT = 32  # images a worker publishes as held
 
 
 def hex_of(digest: str) -> str:
@@ -105,11 +108,39 @@ class ImageStore:
         except (OSError, ValueError, KeyError):
             return None
 
-    def record_ref(self, ref: ImageReference, digest: str) -> None:
+    def record_ref(self, ref: ImageReference, digest: str, image: str = "") -> None:
+        """Remember what ``ref`` resolved to, and ``image`` as a machine's config spelled it."""
         path = self._ref_file(ref)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"reference": str(ref), "digest": digest}))
+        tmp.write_text(json.dumps({"reference": str(ref), "image": image or str(ref),
+                                   "digest": digest}))
         tmp.rename(path)
+
+    def held(self, limit: int = HELD_LIMIT) -> list[str]:
+        """The ``limit`` most recently used complete images: each digest, then its names.
+
+        What a worker publishes so placement can prefer it for an image it holds; cheap
+        (directory listings), since it runs on every capacity refresh.
+        """
+        names: dict[str, list[str]] = {}
+        for ref_file in self.refs.glob("*.json"):
+            try:
+                doc = json.loads(ref_file.read_text())
+            except (OSError, ValueError):
+                continue
+            known = names.setdefault(str(doc.get("digest")), [])
+            for name in (doc.get("reference"), doc.get("image")):
+                if name and name not in known:
+                    known.append(str(name))
+        bases = []
+        for base in self.bases.iterdir():
+            with contextlib.suppress(OSError):
+                if (base / "image.json").exists():
+                    bases.append((base.stat().st_mtime, f"sha256:{base.name}"))
+        held: list[str] = []
+        for _, digest in sorted(bases, reverse=True)[:limit]:
+            held += [digest, *names.get(digest, [])]
+        return held
 
     def forget_ref(self, ref: ImageReference) -> None:
         self._ref_file(ref).unlink(missing_ok=True)

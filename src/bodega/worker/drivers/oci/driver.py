@@ -59,7 +59,8 @@ class OciDriver(ProcessDriver):
         self.cache_budget_bytes = cache_budget_bytes
         self.control = OciControl(self)
         self.capabilities = Capabilities(needs_command=False, own_netns=True,
-                                         control=self.control, logs=self.janitor)
+                                         control=self.control, logs=self.janitor,
+                                         images=puller.store)
 
     # -- paths ------------------------------------------------------------------------
     @staticmethod
@@ -175,7 +176,20 @@ class OciDriver(ProcessDriver):
         log.info("%s: started pid %d (runc, image %s)", spec.machine_id, popen.pid, spec.image)
         return self._handle(spec, files, popen.pid, oom_base)
 
-    # -- destroy ----------------------------------------------------------------------
+    # -- stop and destroy -------------------------------------------------------------
+    async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
+        """Stop the run, then unmount its root: a stopped machine holds no mount on the host
+        (its upper layer keeps what it wrote; the next start mounts it again)."""
+        await super().stop(handle, signal, timeout)
+        pidfile = handle.data.get("pidfile")
+        if pidfile:
+            await self._unmount(Path(pidfile).parent.parent)
+
+    async def _unmount(self, machine_dir: Path) -> None:
+        rootfs = self.bundle(machine_dir) / "rootfs"
+        if _mounted(rootfs):
+            await self._run(["umount", "-l", str(rootfs)])
+
     async def _delete_containers(self, machine_id: str) -> None:
         """Forget runtime state of this machine's earlier runs (killed with a worker)."""
         if not self.state_root.exists():
@@ -185,9 +199,7 @@ class OciDriver(ProcessDriver):
 
     async def destroy(self, machine_id: str, machine_dir: Path) -> None:
         await self._delete_containers(machine_id)
-        rootfs = self.bundle(machine_dir) / "rootfs"
-        if _mounted(rootfs):
-            await self._run(["umount", "-l", str(rootfs)])
+        await self._unmount(machine_dir)
         await super().destroy(machine_id, machine_dir)
 
     async def _run(self, argv: list[str], check: bool = True) -> None:
