@@ -100,6 +100,8 @@ class Worker:
         self.store = Store(config.store_path, fsync=config.fsync)
         self.store.on_commit(self.watch.notify)  # every committed change wakes its waiters
         self.ledger = Ledger(self.store, config.totals, config.reservation_ttl)
+        if (images := self.driver.capabilities.images) is not None:
+            self.ledger.image_disk_gb = images.disk_gb
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
         recorder = Recorder(self.store, self.ledger)

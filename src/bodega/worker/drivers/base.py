@@ -159,6 +159,9 @@ class ImageCache(Protocol):
     def held(self) -> list[str]:
         """Images held, most recently used first: each digest, then the references to it."""
 
+    def disk_gb(self) -> int:
+        """Disk the cache takes, in whole GB rounded up: it counts against the worker's."""
+
 
 class Suspend(Protocol):
     async def suspend(self, handle: TaskHandle) -> None: ...

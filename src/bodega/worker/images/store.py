@@ -59,6 +59,7 @@ class ImageStore:
         self.bases = root / "bases"
         for path in (self.blobs, self.refs, self.bases):
             path.mkdir(parents=True, exist_ok=True)
+        self._disk_bytes: int | None = None  # measured lazily, again after each change
 
     # -- blobs -------------------------------------------------------------------
     def blob_path(self, digest: str) -> Path:
@@ -183,6 +184,7 @@ class ImageStore:
         (work / "image.json").write_text(config.model_dump_json(by_alias=True))
         shutil.rmtree(self.base_dir(digest), ignore_errors=True)
         work.rename(self.base_dir(digest))
+        self._disk_bytes = None
 
     def touch(self, digest: str) -> None:
         """Mark the image used now (least recently used images are evicted first)."""
@@ -190,6 +192,10 @@ class ImageStore:
         os.utime(self.base_dir(digest), (now, now))
 
     # -- the cache -----------------------------------------------------------------
+    def cached_digests(self) -> list[str]:
+        return [f"sha256:{base.name}" for base in self.bases.iterdir()
+                if (base / "image.json").exists() and not base.name.endswith(".unpacking")]
+
     def cached(self) -> list[CachedImage]:
         """Complete images, most recently used first."""
         images = []
@@ -208,13 +214,27 @@ class ImageStore:
             total += manifest.config.size + sum(layer.size for layer in manifest.layers)
         return total
 
+    def disk_bytes(self) -> int:
+        if self._disk_bytes is None:
+            self._disk_bytes = sum(f.stat().st_size for f in self.root.rglob("*")
+                                   if f.is_file() and not f.is_symlink())
+        return self._disk_bytes
+
+    def disk_gb(self) -> int:
+        return -(-self.disk_bytes() // (1 << 30))
+
     def remove(self, digest: str) -> None:
         """Drop an image's base and blobs (the caller checked no machine uses it)."""
+        self._disk_bytes = None
+        shared: set[str] = set()  # blobs another held image needs too (a common base layer)
+        for other in self.cached_digests():
+            if other != digest and self.verified(other):
+                shared.update(needed_blobs(parse_manifest(self.blob_path(other).read_bytes())))
         blob = self.blob_path(digest)
         if blob.exists():
-            with_blobs = needed_blobs(parse_manifest(blob.read_bytes()))
-            for other in with_blobs:
-                self.blob_path(other).unlink(missing_ok=True)
+            for needed in needed_blobs(parse_manifest(blob.read_bytes())):
+                if needed not in shared:
+                    self.blob_path(needed).unlink(missing_ok=True)
             blob.unlink(missing_ok=True)
         shutil.rmtree(self.base_dir(digest), ignore_errors=True)
         for ref_file in self.refs.glob("*.json"):
