@@ -79,6 +79,7 @@ class OciDriver(ProcessDriver):
         for path in (spec.machine_dir / "logs", spec.machine_dir / "run", bundle / "upper",
                      bundle / "work", bundle / "rootfs"):
             path.mkdir(parents=True, exist_ok=True)
+        unpacks = self.puller.stats.unpacks
         try:
             digest = await self.puller.pull(spec.image)
         except (BadImage, BadReference, RegistryError) as exc:
@@ -90,7 +91,8 @@ class OciDriver(ProcessDriver):
                        f"workdir={bundle / 'work'}")
             await self._run(["mount", "-t", "overlay", "overlay", "-o", options,
                              str(bundle / "rootfs")])
-        await asyncio.to_thread(self.evict)
+        if self.puller.stats.unpacks != unpacks:  # the cache grew: trim it to its budget
+            await asyncio.to_thread(self.evict)
 
     def images_in_use(self) -> set[str]:
         used = set()
