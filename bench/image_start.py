@@ -36,8 +36,8 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.cluster.up_process import UpProcess, free_port, unwire  # noqa: E402
-from tests.integration.images.imagekit import build_image  # noqa: E402
+from tests.cluster.up_process import UpProcess, free_port, unwire
+from tests.integration.images.imagekit import build_image
 
 CIDR = "10.253.0.0/16"
 PODMAN_LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
