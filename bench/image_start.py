@@ -17,6 +17,9 @@ Then a placement run: creates of a cached image land on the worker holding it
     python bench/image_start.py [--runs 10]
 """
 
+# The runtimes are timed as a shell would run them, one blocking call at a time.
+# ruff: noqa: ASYNC221
+
 from __future__ import annotations
 
 import argparse

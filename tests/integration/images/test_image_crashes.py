@@ -32,7 +32,7 @@ async def test_a_worker_killed_mid_pull_and_mid_start_resumes_both(tmp_path: Pat
         image = build_image(tmp_path, host, "test/crash:v1", extra_mb=2)
         data = tmp_path / "w1"
         # Killed right after the pull kept its first blob (the manifest's config).
-        crashing = worker_daemon(tmp_path, **worker_args(host))  # type: ignore[arg-type]
+        crashing = worker_daemon(tmp_path, **worker_args(host))
         crashing.env = {"BODEGA_FAILPOINTS": "pull:blob:after"}
         await crashing.start()
         async with WorkerClient(crashing.url, internal_token(SECRET)) as client:
@@ -48,7 +48,7 @@ async def test_a_worker_killed_mid_pull_and_mid_start_resumes_both(tmp_path: Pat
         (data / "images" / "blobs" / "sha256" / damaged).write_bytes(b"{}")
 
         # Restarted, killed again right after runc was spawned for the first start.
-        crashing = worker_daemon(tmp_path, **worker_args(host))  # type: ignore[arg-type]
+        crashing = worker_daemon(tmp_path, **worker_args(host))
         crashing.env = {"BODEGA_FAILPOINTS": "start_machine:spawn:after"}
         await crashing.start()
         assert await crashing.wait_exit() == -9
@@ -64,7 +64,7 @@ async def test_a_worker_killed_mid_pull_and_mid_start_resumes_both(tmp_path: Pat
         pidfile = next((data / "machines" / created["id"] / "run").glob("*.pid"))
         pid = pidfile.read_text().strip()
 
-        worker = await worker_daemon(tmp_path, **worker_args(host)).start()  # type: ignore[arg-type]
+        worker = await worker_daemon(tmp_path, **worker_args(host)).start()
         try:
             async with WorkerClient(worker.url, internal_token(SECRET)) as client:
                 await client.wait(created["id"], "started", timeout=60)
@@ -85,7 +85,7 @@ async def test_concurrent_creates_pull_once_and_eviction_spares_used_images(
         used, unused, third = (build_image(tmp_path, host, f"test/e{i}:v1", page=f"{i}\n",
                                            extra_mb=1) for i in range(3))
         worker = await worker_daemon(
-            tmp_path, **worker_args(host, "--image-cache-gb", "0.004")).start()  # type: ignore[arg-type]
+            tmp_path, **worker_args(host, "--image-cache-gb", "0.004")).start()
         bases = tmp_path / "w1" / "images" / "bases"
         try:
             async with WorkerClient(worker.url, internal_token(SECRET)) as client:
