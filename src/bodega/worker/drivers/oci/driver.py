@@ -28,6 +28,7 @@ from pathlib import Path
 from bodega.worker.drivers.base import Capabilities, DriverError, TaskHandle, TaskSpec
 from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, parse_user, runtime_spec
 from bodega.worker.drivers.oci.control import OciControl
+from bodega.worker.drivers.oci.freezer import RuncFreezer
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.driver import ProcessDriver
 from bodega.worker.drivers.process.launch import RunFiles, wrapper_argv
@@ -60,7 +61,7 @@ class OciDriver(ProcessDriver):
         self.control = OciControl(self)
         self.capabilities = Capabilities(needs_command=False, own_netns=True,
                                          control=self.control, logs=self.janitor,
-                                         images=puller.store)
+                                         images=puller.store, suspend=RuncFreezer(self))
 
     # -- paths ------------------------------------------------------------------------
     @staticmethod
@@ -203,6 +204,10 @@ class OciDriver(ProcessDriver):
         await self._delete_containers(machine_id)
         await self._unmount(machine_dir)
         await super().destroy(machine_id, machine_dir)
+
+    async def run_checked(self, argv: list[str]) -> None:
+        """Run a runtime command; a failure is a ``DriverError`` with its message."""
+        await self._run(argv)
 
     async def _run(self, argv: list[str], check: bool = True) -> None:
         started = time.monotonic()
