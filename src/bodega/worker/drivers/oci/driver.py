@@ -29,6 +29,7 @@ from bodega.worker.drivers.base import Capabilities, DriverError, TaskHandle, Ta
 from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, parse_user, runtime_spec
 from bodega.worker.drivers.oci.control import OciControl
 from bodega.worker.drivers.oci.freezer import RuncFreezer
+from bodega.worker.drivers.oci.mounts import mount_overlay, mounted, unmount
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.driver import ProcessDriver
 from bodega.worker.drivers.process.launch import RunFiles, wrapper_argv
@@ -40,10 +41,6 @@ from bodega.worker.images.reference import BadReference
 from bodega.worker.images.registry_client import RegistryError
 
 log = logging.getLogger("bodega.worker.oci")
-
-
-def _mounted(path: Path) -> bool:
-    return os.path.ismount(path)
 
 
 class OciDriver(ProcessDriver):
@@ -87,11 +84,9 @@ class OciDriver(ProcessDriver):
             raise DriverError(f"image {spec.image}: {exc}") from exc
         (bundle / "image").write_text(digest)
         store = self.puller.store
-        if not _mounted(bundle / "rootfs"):
-            options = (f"lowerdir={store.rootfs(digest)},upperdir={bundle / 'upper'},"
-                       f"workdir={bundle / 'work'}")
-            await self._run(["mount", "-t", "overlay", "overlay", "-o", options,
-                             str(bundle / "rootfs")])
+        if not mounted(bundle / "rootfs"):
+            mount_overlay(store.rootfs(digest), bundle / "upper", bundle / "work",
+                          bundle / "rootfs")
         if self.puller.stats.unpacks != unpacks:  # the cache grew: trim it to its budget
             await asyncio.to_thread(self.evict)
 
@@ -190,8 +185,8 @@ class OciDriver(ProcessDriver):
 
     async def _unmount(self, machine_dir: Path) -> None:
         rootfs = self.bundle(machine_dir) / "rootfs"
-        if _mounted(rootfs):
-            await self._run(["umount", "-l", str(rootfs)])
+        if mounted(rootfs):
+            unmount(rootfs)
 
     async def _delete_containers(self, machine_id: str) -> None:
         """Forget runtime state of this machine's earlier runs (killed with a worker)."""
