@@ -43,6 +43,7 @@ from tests.cluster.up_process import UpProcess, free_port, unwire
 from tests.integration.images.imagekit import build_image
 
 CIDR = "10.253.0.0/16"
+STAGES: dict[str, list[float]] = {}  # where a start's time goes, for the warm runs
 PODMAN_LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
 
 
@@ -66,6 +67,7 @@ async def api_start(http: httpx.AsyncClient, image: str, memory_mb: int = 256) -
         "image": image, "guest": {"cpus": 1, "memory_mb": memory_mb}}})
     created.raise_for_status()
     machine = created.json()
+    STAGES.setdefault("create call", []).append(time.perf_counter() - start)
     while not machine.get("private_ip"):
         machine = (await http.get(f"/v1/apps/bench/machines/{machine['id']}")).json()
     await until_http(f"http://{machine['private_ip']}:8080/")
@@ -73,11 +75,15 @@ async def api_start(http: httpx.AsyncClient, image: str, memory_mb: int = 256) -
 
 
 async def destroy(http: httpx.AsyncClient, machine_id: str) -> None:
+    """Destroy and wait until it is gone, so no teardown overlaps the next start."""
     await http.delete(f"/v1/apps/bench/machines/{machine_id}", params={"force": "true"})
+    await http.get(f"/v1/apps/bench/machines/{machine_id}/wait",
+                   params={"state": "destroyed", "timeout": 60})
 
 
-async def runc_start(base_rootfs: Path, work: Path, index: int) -> float:
-    """The runtime alone: a bundle of the same image, host network, a free port."""
+async def runc_start(base_rootfs: Path, work: Path, index: int,
+                     machine_config: dict[str, Any]) -> float:
+    """The runtime alone: the machine's own bundle config, host network, a free port."""
     port = free_port()
     bundle = work / f"runc-{index}"
     for sub in ("upper", "work", "rootfs"):
@@ -85,15 +91,10 @@ async def runc_start(base_rootfs: Path, work: Path, index: int) -> float:
     subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
                     f"lowerdir={base_rootfs},upperdir={bundle / 'upper'},"
                     f"workdir={bundle / 'work'}", str(bundle / "rootfs")], check=True)
-    config = {
-        "ociVersion": "1.0.2",
-        "process": {"terminal": False, "user": {"uid": 0, "gid": 0},
-                    "args": ["/bin/httpd", "-f", "-p", f"127.0.0.1:{port}", "-h", "/www"],
-                    "env": ["PATH=/bin"], "cwd": "/"},
-        "root": {"path": str(bundle / "rootfs")},
-        "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}],
-        "linux": {"namespaces": [{"type": "mount"}, {"type": "ipc"}, {"type": "uts"}]},
-    }
+    config = json.loads(json.dumps(machine_config))
+    config["process"]["args"] = ["/bin/httpd", "-f", "-p", f"127.0.0.1:{port}", "-h", "/www"]
+    config["root"]["path"] = str(bundle / "rootfs")
+    config["linux"].pop("cgroupsPath", None)
     (bundle / "config.json").write_text(json.dumps(config))
     name = f"bench-{os.getpid()}-{index}"
     start = time.perf_counter()
@@ -129,6 +130,7 @@ async def main(runs: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="bodega-image-bench-"))
     api, proxy, registry = free_port(), free_port(), free_port()
     host = f"127.0.0.1:{registry}"
+    images: list[str] = []
     up = await UpProcess(work / "cluster", "--regions", "ams", "--workers-per-region", "2",
                          "--worker-cpus", "4", "--worker-memory-mb", "2048",
                          "--api-port", str(api), "--proxy-port", str(proxy),
@@ -148,17 +150,23 @@ async def main(runs: int) -> None:
                 cold.append(elapsed)
                 await destroy(http, machine["id"])
             warm_image = images[0]
+            STAGES.clear()
             holders: set[str] = set()
+            machine_config: dict[str, Any] = {}
             for _ in range(runs):
                 elapsed, machine = await api_start(http, warm_image)
                 warm.append(elapsed)
+                for path in (work / "cluster" / "workers").glob(
+                        f"*/machines/{machine['id']}/oci/config.json"):
+                    machine_config = json.loads(path.read_text())
                 placed = (await http.get(
                     f"/v1/apps/bench/machines/{machine['id']}/placement")).json()
                 holders.add(placed["winner"]["worker"])
                 await destroy(http, machine["id"])
+            stages = {name: statistics.median(values) for name, values in STAGES.items()}
             bases = list((work / "cluster" / "workers").glob("*/images/bases/*/rootfs"))
             for i in range(runs):
-                runc.append(await runc_start(bases[0], work, i))
+                runc.append(await runc_start(bases[0], work, i, machine_config))
             subprocess.run(["podman", "pull", "--tls-verify=false", warm_image], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for i in range(runs):
@@ -188,6 +196,8 @@ async def main(runs: int) -> None:
         print(f"  warm (cached), public API         {ms(warm)}")
         print(f"  runc run --detach, same bundle    {ms(runc)}")
         print(f"  podman run --runtime runc         {ms(podman)}")
+        print("  warm, median time until: " + ", ".join(
+            f"{name} {value * 1000:.1f} ms" for name, value in stages.items()))
         print(f"  warm / runc   {statistics.median(warm) / statistics.median(runc):.2f}x")
         print(f"  warm / podman {statistics.median(warm) / statistics.median(podman):.2f}x")
         print(f"  warm starts landed on {sorted(holders)} (the image's holder)")
@@ -196,6 +206,8 @@ async def main(runs: int) -> None:
     finally:
         await up.stop()
         await unwire(CIDR, 2)
+        subprocess.run(["podman", "rmi", "-f", *images], check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(work, ignore_errors=True)
 
 
