@@ -38,6 +38,9 @@ class SwimConfig:
     # per 10 s at 32 members) and is stretched by log2 beyond 32 members, like
     # memberlist's, so its cluster-wide cost stays near n·log n.
     push_pull_interval: float = 10.0
+    # A periodic push-pull sends a rotating window of this many records (a join
+    # still gets the whole table), so its cost per node does not grow with n.
+    push_pull_records: int = 32
     # Tell a few dead members how we see them. The message is two records, so
     # it is cheap to send often; a member that is really up learns it was
     # declared dead, rejoins as a new generation and answers with its table.

@@ -70,6 +70,7 @@ class Sync:
 
     records: tuple[MemberRecord, ...]
     reply: bool
+    partial: bool = False  # a push-pull window, not the whole table: answer with a window
 
 
 @dataclass(frozen=True)
@@ -121,8 +122,11 @@ def _body_json(body: Body) -> dict[str, Any]:
             return {"t": "nack", "s": seq}
         case PingReq(seq, target, (host, port)):
             return {"t": "preq", "s": seq, "n": target, "h": host, "p": port}
-        case Sync(records, reply):
-            return {"t": "sync", "r": reply, "m": [record_json(r) for r in records]}
+        case Sync(records, reply, partial):
+            doc = {"t": "sync", "r": reply, "m": [record_json(r) for r in records]}
+            if partial:
+                doc["w"] = True
+            return doc
         case Direct(item):
             return {"t": "direct", "d": item_json(item)}
 
@@ -169,10 +173,10 @@ def _body(doc: dict[str, Any]) -> Body:
         return PingReq(_seq(doc.get("s")), _name(doc.get("n")),
                        (_str(doc.get("h")), _port(doc.get("p"))))
     if kind == "sync":
-        reply = doc.get("r")
-        if not isinstance(reply, bool):
-            raise DecodeError("sync.r must be a boolean")
-        return Sync(tuple(_record(r) for r in _list(doc.get("m"))), reply)
+        reply, partial = doc.get("r"), doc.get("w", False)
+        if not isinstance(reply, bool) or not isinstance(partial, bool):
+            raise DecodeError("sync.r and sync.w must be booleans")
+        return Sync(tuple(_record(r) for r in _list(doc.get("m"))), reply, partial)
     if kind == "direct":
         return Direct(_item(doc.get("d")))
     raise DecodeError(f"unknown message type {kind!r}")

@@ -10,7 +10,9 @@ The I/O shell around the pure pieces. It owns:
   the daemon (``get``, ``rows``) and written by it (``put_owned`` ...);
 - anti-entropy: every ``sync_interval`` (jittered) a pull over HTTP from a
   random live peer, and every quarter of it while versions are known to be
-  missing, from their origins first (``peers.py``);
+  missing, from their origins first (``peers.py``). A pull compares digests
+  first (``ledger.py``) and exchanges versions and rows only for the buckets
+  of origins that differ;
 - subscriptions, fed in the same call that applied each change, and served
   as NDJSON by ``routes()``, which the daemon mounts on its HTTP server
   together with the sync route. ``meta["url"]`` tells peers where that is.
@@ -40,7 +42,7 @@ from bodega.registry.members import Addr, MemberView
 from bodega.registry.membership import Membership, MembershipConfig
 from bodega.registry.messages import DecodeError, Item
 from bodega.registry.outputs import Delivered, Event, ItemTooLarge, UnknownMember
-from bodega.registry.peers import SyncPacer, choose_peers, sync_candidates
+from bodega.registry.peers import Candidates, SyncPacer, choose_peers
 from bodega.registry.replica import Change, Replica, SyncReply, SyncRequest
 from bodega.registry.replmetrics import ReplicationMetrics
 from bodega.registry.rows import Row
@@ -103,9 +105,11 @@ class RegistryNode:
                                            on_lagged=self.metrics.lagged.inc)
         self._token = internal_token(config.cluster_secret)
         self._http = RegistryHttp(token=self._token, serve=self._serve,
+                                  compare=self.replica.compare,
                                   subscribe=lambda table, where: self.subscribe(table, **where),
                                   metrics=self.metrics)
         self._client: SyncClient | None = None
+        self._candidates = Candidates(config.name)
         self._tasks: list[asyncio.Task[None]] = []
         self._remove_listener: Callable[[], None] = lambda: None
         self._inbox: list[tuple[Row | tuple[str, int], Item, bool]] = []
@@ -249,12 +253,10 @@ class RegistryNode:
         """Apply rows and notices; the pushed items that were news here."""
         rows: list[Row] = []
         fresh: list[Item] = []
-        known = self.replica.known()
         for decoded, item, direct in inbox:
             if isinstance(decoded, Row):
                 rows.append(decoded)
-                origin = known.get(decoded.owner)
-                new = origin is None or decoded.version not in origin
+                new = decoded.version not in self.replica.known_of(decoded.owner)
             else:
                 self.replica.notice(*decoded)
                 new = decoded[0] != self.config.name
@@ -273,34 +275,47 @@ class RegistryNode:
         pacer = SyncPacer(self.config.sync_interval, self.config.sync_peers, self._rng)
         while True:
             await asyncio.sleep(pacer.step)
-            behind = bool(self.replica.missing()) or self.replica.lost_tail
-            count = pacer.due(loop.time(), behind)
+            count = pacer.due(loop.time(), self.replica.behind)
             if count:
                 await self.sync_round(count=count)
 
     async def sync_round(self, *, count: int | None = None) -> int:
         """Pull from up to ``count`` peers now; how many pulls succeeded."""
-        candidates = sync_candidates(self.membership.members(), self.config.name)
+        swim = self.membership.swim
+        candidates, by_name = self._candidates.get(swim.members_version, swim.members)
         peers = choose_peers(candidates, self.replica.missing(),
-                             count or self.config.sync_peers, self._rng)
+                             count or self.config.sync_peers, self._rng, by_name)
         results = await asyncio.gather(*(self._pull(p) for p in peers))
         return sum(results)
 
     async def _pull(self, peer: MemberView) -> bool:
         assert self._client is not None
+        url = peer.meta["url"]
+        sent = received = 0
         try:
-            pulled = await self._client.pull(peer.meta["url"], self.replica.sync_request())
+            buckets: tuple[int, ...] | None = None
+            if not self.replica.full_sync:
+                compared = await self._client.compare(url, self.replica.digest_request())
+                sent, received = compared.sent, compared.received
+                if not compared.differ:  # we hold the same versions: nothing to exchange
+                    self._count_pull(sent, received)
+                    return True
+                buckets = compared.differ
+            pulled = await self._client.pull(url, self.replica.sync_request(buckets))
         except SyncFailed as e:
             log.debug("sync from %s failed: %s", peer.name, e)
             self.metrics.syncs.labels("error").inc()
             return False
         if self._stopped:
             return False
-        self.metrics.syncs.labels("ok").inc()
-        self.metrics.sync_bytes.labels("out").inc(pulled.sent)
-        self.metrics.sync_bytes.labels("in").inc(pulled.received)
+        self._count_pull(sent + pulled.sent, received + pulled.received)
         self._changed(self.replica.apply_reply(pulled.reply), "sync")
         return True
+
+    def _count_pull(self, sent: int, received: int) -> None:
+        self.metrics.syncs.labels("ok").inc()
+        self.metrics.sync_bytes.labels("out").inc(sent)
+        self.metrics.sync_bytes.labels("in").inc(received)
 
     async def _housekeeping(self) -> None:
         purge_every = max(1.0, min(60.0, self.config.tombstone_ttl / 4))

@@ -31,8 +31,9 @@ from typing import Any
 
 from bodega.registry.hlc import Stamp
 from bodega.registry.known import Known, Span
+from bodega.registry.ledger import BUCKETS
 from bodega.registry.messages import DecodeError, Item, encoded_size
-from bodega.registry.replica import SyncReply, SyncRequest
+from bodega.registry.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.rows import Row
 from bodega.registry.validate import MAX_DOC_BYTES
 
@@ -112,9 +113,42 @@ def decode_item(item: Item) -> Row | tuple[str, int]:
 
 # ── sync ─────────────────────────────────────────────────────────────────────
 
+def digest_request_json(request: DigestRequest) -> dict[str, Any]:
+    packed = b"".join(d.to_bytes(8, "big") for d in request.digest)
+    return {"from": request.sender, "digest": base64.b64encode(packed).decode()}
+
+
+def decode_digest_request(doc: Any) -> DigestRequest:
+    if type(doc) is not dict or type(doc.get("from")) is not str or type(
+            doc.get("digest")) is not str:
+        raise DecodeError("a digest request is {from, digest}")
+    try:
+        packed = base64.b64decode(doc["digest"], validate=True)
+    except ValueError as e:
+        raise DecodeError(f"bad digest: {e}") from None
+    if len(packed) != BUCKETS * 8:
+        raise DecodeError(f"a digest is {BUCKETS} 8-byte buckets")
+    digest = tuple(int.from_bytes(packed[i:i + 8], "big") for i in range(0, len(packed), 8))
+    return DigestRequest(_origin(doc["from"]), digest)
+
+
+def digest_reply_json(reply: DigestReply) -> dict[str, Any]:
+    return {"differ": list(reply.differ)}
+
+
+def decode_digest_reply(doc: Any) -> DigestReply:
+    if type(doc) is not dict or type(doc.get("differ")) is not list:
+        raise DecodeError("a digest reply is {differ}")
+    return DigestReply(_buckets(doc["differ"]))
+
+
 def request_json(request: SyncRequest) -> dict[str, Any]:
-    return {"from": request.sender,
-            "known": {origin: known.to_json() for origin, known in request.known.items()}}
+    doc: dict[str, Any] = {
+        "from": request.sender,
+        "known": {origin: known.to_json() for origin, known in request.known.items()}}
+    if request.buckets is not None:
+        doc["buckets"] = list(request.buckets)
+    return doc
 
 
 def decode_request(doc: Any) -> SyncRequest:
@@ -125,7 +159,16 @@ def decode_request(doc: Any) -> SyncRequest:
         known = {_origin(o): Known.from_json(k) for o, k in doc["known"].items()}
     except ValueError as e:
         raise DecodeError(f"bad known versions: {e}") from None
-    return SyncRequest(doc["from"], known)
+    buckets = doc.get("buckets")
+    if buckets is not None and type(buckets) is not list:
+        raise DecodeError("buckets is a list of bucket numbers")
+    return SyncRequest(doc["from"], known, None if buckets is None else _buckets(buckets))
+
+
+def _buckets(value: list[Any]) -> tuple[int, ...]:
+    if len(value) > BUCKETS or any(type(b) is not int or not 0 <= b < BUCKETS for b in value):
+        raise DecodeError(f"a bucket is a number in [0, {BUCKETS})")
+    return tuple(value)
 
 
 def reply_json(reply: SyncReply) -> dict[str, Any]:

@@ -16,6 +16,7 @@ on packets in ``broadcasts.py``.
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import replace
 
@@ -52,6 +53,8 @@ from bodega.registry.probes import Probe, ProbeOrder, Relay
 from bodega.registry.suspicion import LocalHealth
 from bodega.registry.table import Change, MemberTable
 
+_INSTANCES = itertools.count(1)
+
 
 class Swim:
     def __init__(self, name: str, addr: Addr, role: Role | str, region: str,
@@ -80,6 +83,9 @@ class Swim:
         self.joined = False
         self.leaving = False
         self.stats = SwimStats()
+        self._members: tuple[int, MemberRecord, list[MemberView]] | None = None
+        self._instance = next(_INSTANCES)
+        self._push_pull_cursor = 0
 
     # ── what the node is and sees ────────────────────────────────────────────
 
@@ -108,9 +114,19 @@ class Swim:
     def n(self) -> int:
         return self._table.live
 
+    @property
+    def members_version(self) -> tuple[int, int, MemberRecord]:
+        """Changes whenever ``members()`` would: a key to cache views of the members on."""
+        return self._instance, self._table.version, self._self
+
     def members(self) -> list[MemberView]:
-        records = [self._self, *self._table]
-        return sorted((MemberView.of(r) for r in records), key=lambda v: v.name)
+        """Every member, ourselves included, sorted by name (built once per change)."""
+        cached = self._members
+        if cached is None or cached[0] != self._table.version or cached[1] is not self._self:
+            records = [self._self, *self._table]
+            views = sorted((MemberView.of(r) for r in records), key=lambda v: v.name)
+            cached = self._members = (self._table.version, self._self, views)
+        return list(cached[2])
 
     def member(self, name: str) -> MemberView | None:
         record = self._self if name == self.name else self._table.get(name)
@@ -218,11 +234,11 @@ class Swim:
                     self._probe.nacks += 1
             case PingReq() as req:
                 self._relay(now, sender, req, out)
-            case Sync(records, reply):
+            case Sync(records, reply, partial):
                 for record in records:
                     self._apply(now, record, out)
                 if reply:
-                    out += self._sync(sender, reply=False)
+                    out += self._sync(sender, reply=False, partial=partial)
                 else:
                     self.joined = True
             case Direct(item):
@@ -318,8 +334,10 @@ class Swim:
 
     def _go_indirect(self, now: float, probe: Probe, out: list[Out]) -> None:
         target = self._table.get(probe.target)
-        candidates = [r for r in self._table.with_status(Status.ALIVE) if r.name != probe.target]
-        relays = self._rng.sample(candidates, min(self.config.indirect_checks, len(candidates)))
+        alive = self._table.with_status(Status.ALIVE)
+        k = self.config.indirect_checks
+        drawn = self._rng.sample(alive, min(k + 1, len(alive)))  # the target may be among them
+        relays = [r for r in drawn if r.name != probe.target][:k]
         probe.go_indirect(now, len(relays), len(relays) if self.config.nacks else 0)
         if target is None or not relays:
             return
@@ -360,8 +378,11 @@ class Swim:
         if not self.piggyback.pending:
             return []
         horizon = now - self.config.gossip_to_the_dead_time
-        targets = [r for r in self._table if r.status.live or (
-            r.status is Status.DEAD and self._table.since(r.name) >= horizon)]
+        targets = self._table.with_status(Status.ALIVE, Status.SUSPECT)
+        recent = [r for r in self._table.with_status(Status.DEAD)
+                  if self._table.since(r.name) >= horizon]
+        if recent:
+            targets = [*targets, *recent]
         out: list[Out] = []
         for target in self._rng.sample(targets, min(self.config.gossip_nodes, len(targets))):
             send = self._send(target.addr, None)
@@ -372,7 +393,7 @@ class Swim:
     def _push_pull(self, out: list[Out]) -> None:
         peers = self._table.with_status(Status.ALIVE)
         if peers:
-            out += self._sync(self._rng.choice(peers).addr, reply=True)
+            out += self._sync(self._rng.choice(peers).addr, reply=True, partial=True)
 
     def _announce_to_dead(self, out: list[Out]) -> None:
         dead = self._table.with_status(Status.DEAD)
@@ -382,9 +403,27 @@ class Swim:
     def _hello(self, seeds: list[Addr]) -> list[Out]:
         return [Send(a, Message(self.name, Sync((self._self,), True))) for a in seeds]
 
-    def _sync(self, addr: Addr, *, reply: bool) -> list[Out]:
-        records = [self._self, *self._table]
-        return [Send(addr, m) for m in self.piggyback.sync_messages(self.name, records, reply)]
+    def _sync(self, addr: Addr, *, reply: bool, partial: bool = False) -> list[Out]:
+        """Our member table to ``addr``: whole (a join), or a window of it (push-pull).
+
+        A periodic push-pull only repairs what gossip missed, so it sends a
+        rotating window of ``push_pull_records`` records: its cost per node stays
+        flat as the cluster grows, and in time every record goes round. A joiner,
+        or a member told it was dead, still gets the whole table.
+        """
+        table = list(self._table) if not partial else self._window()
+        messages = self.piggyback.sync_messages(self.name, [self._self, *table], reply,
+                                                partial=partial)
+        return [Send(addr, m) for m in messages]
+
+    def _window(self) -> list[MemberRecord]:
+        size = self.config.push_pull_records
+        records = list(self._table)
+        if len(records) <= size:
+            return records
+        start = self._push_pull_cursor % len(records)
+        self._push_pull_cursor = start + size
+        return (records[start:start + size] + records[:max(0, start + size - len(records))])
 
     def _queue_update(self, record: MemberRecord) -> None:
         self.piggyback.queue_update(record)

@@ -29,6 +29,8 @@ class MemberTable:
         self._since: dict[str, float] = {}  # when each member's status last changed
         self._suspicions: dict[str, Suspicion] = {}
         self.live = 1  # members alive or suspect, counting the local node
+        self.version = 0  # bumped on every change: views built from the table cache on it
+        self._cached: dict[tuple[Status, ...], tuple[int, list[MemberRecord]]] = {}
 
     def __iter__(self) -> Iterator[MemberRecord]:
         return iter(self._records.values())
@@ -76,10 +78,12 @@ class MemberTable:
                      if not r.status.live and self._since[n] < horizon]:
             del self._records[name]
             del self._since[name]
+            self.version += 1
 
     def _store(self, now: float, old: MemberRecord | None, record: MemberRecord) -> None:
         name = record.name
         self._records[name] = record
+        self.version += 1
         self.live += int(record.status.live) - int(old is not None and old.status.live)
         new_life = old is None or old.generation != record.generation
         if new_life or old is None or old.status is not record.status:
@@ -96,7 +100,17 @@ class MemberTable:
         return [n for n, r in self._records.items() if r.status in statuses]
 
     def with_status(self, *statuses: Status) -> list[MemberRecord]:
-        return [r for r in self._records.values() if r.status in statuses]
+        """Records in these statuses, in table order; built once per table change.
+
+        Probing, gossip, push-pull and announcements each ask several times a
+        second: rebuilding an N-long list every time made per-node CPU grow with N.
+        The list is shared: callers must not change it.
+        """
+        cached = self._cached.get(statuses)
+        if cached is None or cached[0] != self.version:
+            cached = (self.version, [r for r in self._records.values() if r.status in statuses])
+            self._cached[statuses] = cached
+        return cached[1]
 
     def is_live(self, name: str) -> bool:
         record = self._records.get(name)

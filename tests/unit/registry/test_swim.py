@@ -317,19 +317,43 @@ def test_recently_dead_members_are_gossiped_to_for_a_while() -> None:
     assert gossip == {addr_of("c")}
 
 
-def test_push_pull_sends_the_whole_table_in_packets_within_the_budget() -> None:
+def test_push_pull_sends_a_rotating_window_of_the_table_within_the_budget() -> None:
     a = node("a")
-    learn(a, 0.0, *[rec(f"member-with-a-long-name-{i:03d}", meta={"api": f"http://10.1.0.{i}:4280"})
-                    for i in range(120)])
-    t = 0.0
-    while not (syncs := bodies(a.tick(t), Sync)):
+    names = {f"member-with-a-long-name-{i:03d}" for i in range(120)}
+    learn(a, 0.0, *[rec(n, meta={"api": f"http://10.1.0.{i}:4280"})
+                    for i, n in enumerate(sorted(names))])
+    window = a.config.push_pull_records
+    sent: set[str] = set()
+    t, rounds = 0.0, 0
+    while sent != names:
+        # Only the push-pulls (unanswered probes also make dead members to announce to).
+        syncs = [s for s in bodies(a.tick(t), Sync)
+                 if isinstance(s.message.body, Sync) and s.message.body.partial]
         t += 0.05
-    assert t <= a.config.push_pull_interval
-    assert len({s.addr for s in syncs}) == 1
-    chunks = [s.message.body for s in syncs if isinstance(s.message.body, Sync)]
-    assert sum(len(c.records) for c in chunks) == 121
-    assert [c.reply for c in chunks] == [True] + [False] * (len(chunks) - 1)
-    assert all(len(encode(s.message)) <= a.config.payload_budget for s in syncs)
+        if not syncs:
+            continue
+        rounds += 1
+        assert len({s.addr for s in syncs}) == 1
+        chunks = [s.message.body for s in syncs if isinstance(s.message.body, Sync)]
+        records = [r.name for c in chunks for r in c.records]
+        assert records[0] == "a"  # ourselves, every time
+        assert len(records) == window + 1  # a window, not the whole table: flat cost per node
+        assert all(c.partial for c in chunks)
+        assert [c.reply for c in chunks] == [True] + [False] * (len(chunks) - 1)
+        assert all(len(encode(s.message)) <= a.config.payload_budget for s in syncs)
+        sent |= set(records[1:])
+    assert rounds == -(-len(names) // window)  # every record goes round
+
+
+def test_a_push_pull_window_is_answered_with_a_window_and_a_hello_with_the_whole_table() -> None:
+    a = node("a")
+    learn(a, 0.0, *[rec(f"m{i:03d}") for i in range(100)])
+    partial = a.receive(1.0, addr_of("b"), Message("b", Sync((rec("b"),), True, partial=True)))
+    records = [r for body in bodies(partial, Sync) for r in body.message.body.records]
+    assert len(records) == a.config.push_pull_records + 1
+    hello = a.receive(1.0, addr_of("c"), Message("c", Sync((rec("c"),), True)))
+    records = [r for body in bodies(hello, Sync) for r in body.message.body.records]
+    assert len(records) == 103  # a, b, c and the 100
 
 
 def test_dead_members_are_told_so_periodically() -> None:
