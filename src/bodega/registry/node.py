@@ -46,7 +46,7 @@ from bodega.registry.peers import Candidates, SyncPacer, choose_peers
 from bodega.registry.replica import Change, Replica, SyncReply, SyncRequest
 from bodega.registry.replmetrics import ReplicationMetrics
 from bodega.registry.rows import Row
-from bodega.registry.rowwire import decode_item, is_row_item, row_item
+from bodega.registry.rowwire import decode_item, is_row_item, item_floor, row_item
 from bodega.registry.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.transport import Binder, UdpTransport
 from bodega.registry.view import View
@@ -204,7 +204,7 @@ class RegistryNode:
     def _broadcast(self, row: Row) -> None:
         if not self._started or self._stopped:
             return  # anti-entropy carries it once we run
-        item = row_item(row)
+        item = row_item(row, self.replica.floor)
         form = "notice" if "n" in item.data else "zrow" if "z" in item.data else "row"
         self.metrics.items.labels(form).inc()
         try:
@@ -253,7 +253,11 @@ class RegistryNode:
         """Apply rows and notices; the pushed items that were news here."""
         rows: list[Row] = []
         fresh: list[Item] = []
+        floors: dict[str, int] = {}
         for decoded, item, direct in inbox:
+            owner = decoded.owner if isinstance(decoded, Row) else decoded[0]
+            with contextlib.suppress(DecodeError):
+                floors[owner] = max(floors.get(owner, 0), item_floor(item))
             if isinstance(decoded, Row):
                 rows.append(decoded)
                 new = decoded.version not in self.replica.known_of(decoded.owner)
@@ -262,7 +266,7 @@ class RegistryNode:
                 new = decoded[0] != self.config.name
             if direct and new:
                 fresh.append(item)
-        self._changed(self.replica.apply(rows), "gossip")
+        self._changed(self.replica.apply(rows, floors=floors), "gossip")
         return fresh
 
     # ── anti-entropy ─────────────────────────────────────────────────────────

@@ -39,7 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bodega.registry.hlc import ClockDrift, HybridClock
@@ -100,6 +100,7 @@ class SyncReply:
     vouched: dict[str, list[Span]] = field(default_factory=dict)
     reset: list[str] = field(default_factory=list)
     horizons: dict[str, int] = field(default_factory=dict)  # origin -> highest purged version
+    more: bool = False  # the row budget ran out: the requester should pull again soon
 
 
 Rejected = Callable[[str, str], None]  # (table, reason)
@@ -123,6 +124,7 @@ class Replica:
         if name not in self._known:
             self._past = fresh_base(self._wall())
         self._base = self._past
+        self._more = False
         wall_ms, logical = view.clock()
         self.clock = HybridClock(name, lambda: int(self._wall() * 1000), wall_ms=wall_ms,
                                  logical=logical)
@@ -150,8 +152,14 @@ class Replica:
 
     @property
     def behind(self) -> bool:
-        """Versions are known to be missing, or our own lost ones were heard of."""
-        return self._known.behind or self.lost_tail
+        """Versions are known to be missing, our own lost ones were heard of, or the
+        last reply was cut at its row budget."""
+        return self._known.behind or self.lost_tail or self._more
+
+    @property
+    def floor(self) -> int:
+        """Versions of ours below this hold nothing of this life (0: we kept our view)."""
+        return self._base
 
     @property
     def full_sync(self) -> bool:
@@ -216,11 +224,13 @@ class Replica:
     # ── remote rows ──────────────────────────────────────────────────────────
 
     def apply(self, rows: Iterable[Row], *, vouched: dict[str, list[Span]] | None = None,
-              reset: Iterable[str] = (), horizons: dict[str, int] | None = None) -> list[Change]:
+              reset: Iterable[str] = (), horizons: dict[str, int] | None = None,
+              floors: dict[str, int] | None = None) -> list[Change]:
         """Merge rows from a peer in one transaction; what changed here.
 
         ``vouched`` is None for rows that came by gossip, and the spans a peer
-        vouched for when they came by sync.
+        vouched for when they came by sync. ``floors``: origins' versions below
+        which nothing of their current life lies (carried on gossip items).
         """
         changes: list[Change] = []
         touched: set[str] = set()
@@ -256,6 +266,11 @@ class Replica:
                 if spans:  # our own too: a peer vouching for our past has sent all it held
                     held = self._mine() if origin == self.name else self._known.get(origin)
                     self._known.set(origin, held.add_spans(spans))
+                    touched.add(origin)
+            for origin, floor in (floors or {}).items():
+                held = self._known.get(origin)
+                if floor and origin != self.name and not held.covers(1, floor):
+                    self._known.set(origin, held.add_span(1, floor))
                     touched.add(origin)
             for origin, purged in (horizons or {}).items():
                 if purged > self._horizon.get(origin, 0):
@@ -354,6 +369,7 @@ class Replica:
         """
         reply = SyncReply()
         budget = max_rows
+        more = False
         origins = (list(self._known.origins_in(request.buckets))
                    if request.buckets is not None else sorted(o for o, _ in self._known.items()))
         for origin in origins:
@@ -374,23 +390,26 @@ class Replica:
             for lo, hi in spans:
                 limit = 2**62 if whole else budget
                 if limit <= 0:
+                    more = True
                     break
                 rows = self.view.by_origin(origin, lo, hi, limit + 1)
                 if len(rows) > limit:
                     rows = rows[:limit]
                     vouched.append((lo, rows[-1].version))
+                    more = True
                 else:
                     vouched.append((lo, hi))
                 reply.rows.extend(rows)
                 budget -= len(rows)
             if vouched:
                 reply.vouched[origin] = vouched
-        return reply
+        return replace(reply, more=True) if more else reply
 
     def apply_reply(self, reply: SyncReply) -> list[Change]:
         changes = self.apply(reply.rows, vouched=reply.vouched, reset=reply.reset,
                              horizons=reply.horizons)
         self._past = 0  # a peer sent whatever it held of our past: the audit is done
+        self._more = reply.more  # a catch-up in pages: pull the next one soon
         return changes
 
     # ── housekeeping ─────────────────────────────────────────────────────────

@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import json
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -44,6 +44,7 @@ from bodega.registry.rowwire import (
     digest_reply_json,
     digest_request_json,
     is_row_item,
+    item_floor,
     reply_json,
     request_json,
     row_item,
@@ -82,6 +83,8 @@ class ReplicaNet:
         self._process: dict[str, int] = {}
         self._candidates: dict[str, Candidates] = {}
         self.count_bytes = True  # encode every sync message to count its bytes
+        # Called with (node, changes) whenever a node applies rows, by gossip or sync.
+        self.on_applied: Callable[[str, list[Change]], None] | None = None
 
     @property
     def now(self) -> float:
@@ -134,7 +137,7 @@ class ReplicaNet:
         for change in changes:
             if not change.local or change.new is None:
                 continue
-            item = row_item(change.new)
+            item = row_item(change.new, self.replicas[name].floor)
             node.swim.broadcast(item)
             peers = [m.name for m in node.swim.members()
                      if m.name != name and m.status.live]
@@ -148,14 +151,19 @@ class ReplicaNet:
         replica = self.replicas[name]
         try:
             decoded = decode_item(delivered.item)
+            floor = item_floor(delivered.item)
         except DecodeError:
             self.stats.rejected += 1
             return
         if isinstance(decoded, tuple):
+            replica.apply([], floors={decoded[0]: floor})
             replica.notice(*decoded)
             return
         fresh = decoded.version not in replica.known_of(decoded.owner)
-        self._spread(name, replica.apply([decoded]))
+        changes = replica.apply([decoded], floors={decoded.owner: floor})
+        if self.on_applied is not None and changes:
+            self.on_applied(name, changes)
+        self._spread(name, changes)
         if delivered.direct and fresh:
             self.net.nodes[name].swim.broadcast(delivered.item)
 
@@ -238,7 +246,10 @@ class ReplicaNet:
             self.stats.failed_pulls += 1
             return
         self.stats.rows_pulled += len(reply.rows)
-        self._spread(name, self.replicas[name].apply_reply(reply))
+        changes = self.replicas[name].apply_reply(reply)
+        if self.on_applied is not None and changes:
+            self.on_applied(name, changes)
+        self._spread(name, changes)
 
     def purge(self) -> int:
         return sum(self.replicas[n].purge() for n in self.up())

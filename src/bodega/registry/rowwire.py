@@ -12,6 +12,12 @@ first form that fits ``ITEM_BUDGET`` bytes:
     {"z": "<base64>"}     the row's JSON, zlib-compressed (large configs)
     {"n": [owner, version]}   only a notice that the version exists
 
+An item from a node that started on an empty view also carries ``"s"``,
+its *floor*: the versions below its first write, which hold nothing of this
+life. A replica hearing of a new origin marks them seen at once; without it,
+every node would pull from every new writer just to learn that its versions
+start above a wall-clock base (``replica.fresh_base``).
+
 A notice makes every replica that hears it record a gap for that version,
 and a replica with gaps syncs sooner, from the origin first: large rows
 travel over the sync stream (TCP) instead of being cut into datagrams that
@@ -67,18 +73,27 @@ def item_key(owner: str, version: int) -> str:
     return f"{ITEM_PREFIX}{owner}:{version}"
 
 
-def row_item(row: Row) -> Item:
-    """The broadcast item for ``row``: whole, compressed, or a notice."""
+def row_item(row: Row, floor: int = 0) -> Item:
+    """The broadcast item for ``row``: whole, compressed, or a notice (with the floor)."""
     key = item_key(row.owner, row.version)
+    extra: dict[str, Any] = {"s": floor} if floor else {}
     body = row_json(row)
-    item = Item(key, {"r": body})
+    item = Item(key, {"r": body, **extra})
     if encoded_size(item) <= ITEM_BUDGET:
         return item
     packed = zlib.compress(json.dumps(body, separators=(",", ":")).encode(), 6)
-    item = Item(key, {"z": base64.b64encode(packed).decode()})
+    item = Item(key, {"z": base64.b64encode(packed).decode(), **extra})
     if encoded_size(item) <= ITEM_BUDGET:
         return item
-    return Item(key, {"n": [row.owner, row.version]})
+    return Item(key, {"n": [row.owner, row.version], **extra})
+
+
+def item_floor(item: Item) -> int:
+    """The origin's floor the item carries (0: none); ``DecodeError`` if malformed."""
+    floor = item.data.get("s", 0)
+    if type(floor) is not int or not 0 <= floor < MAX_INT:
+        raise DecodeError("a floor is a version")
+    return floor
 
 
 def is_row_item(item: Item) -> bool:
@@ -172,9 +187,13 @@ def _buckets(value: list[Any]) -> tuple[int, ...]:
 
 
 def reply_json(reply: SyncReply) -> dict[str, Any]:
-    return {"rows": [row_json(r) for r in reply.rows],
-            "vouched": {o: [list(s) for s in spans] for o, spans in reply.vouched.items()},
-            "reset": reply.reset, "horizons": reply.horizons}
+    doc: dict[str, Any] = {"rows": [row_json(r) for r in reply.rows],
+                           "vouched": {o: [list(s) for s in spans]
+                                       for o, spans in reply.vouched.items()},
+                           "reset": reply.reset, "horizons": reply.horizons}
+    if reply.more:
+        doc["more"] = True
+    return doc
 
 
 def decode_reply(doc: Any) -> SyncReply:
@@ -182,8 +201,9 @@ def decode_reply(doc: Any) -> SyncReply:
         raise DecodeError("a sync reply is an object")
     rows, vouched = doc.get("rows", []), doc.get("vouched", {})
     reset, horizons = doc.get("reset", []), doc.get("horizons", {})
+    more = doc.get("more", False)
     if not (type(rows) is list and type(vouched) is dict and type(reset) is list
-            and type(horizons) is dict):
+            and type(horizons) is dict and type(more) is bool):
         raise DecodeError("malformed sync reply")
     spans: dict[str, list[Span]] = {}
     for origin, value in vouched.items():
@@ -194,7 +214,7 @@ def decode_reply(doc: Any) -> SyncReply:
         if type(purged) is not int or not 0 <= purged < MAX_INT:
             raise DecodeError("a horizon is a version")
     return SyncReply([decode_row(r) for r in rows], spans, [_origin(o) for o in reset],
-                     {_origin(o): int(p) for o, p in horizons.items()})
+                     {_origin(o): int(p) for o, p in horizons.items()}, more)
 
 
 def _origin(value: Any) -> str:
