@@ -42,7 +42,7 @@ from bodega.registry.members import Addr, MemberView
 from bodega.registry.membership import Membership, MembershipConfig
 from bodega.registry.messages import DecodeError, Item
 from bodega.registry.outputs import Delivered, Event, ItemTooLarge, UnknownMember
-from bodega.registry.peers import Candidates, SyncPacer, choose_peers
+from bodega.registry.peers import SyncPacer, choose_alive
 from bodega.registry.replica import Change, Replica, SyncReply, SyncRequest
 from bodega.registry.replmetrics import ReplicationMetrics
 from bodega.registry.rows import Row
@@ -109,7 +109,6 @@ class RegistryNode:
                                   subscribe=lambda table, where: self.subscribe(table, **where),
                                   metrics=self.metrics)
         self._client: SyncClient | None = None
-        self._candidates = Candidates(config.name)
         self._tasks: list[asyncio.Task[None]] = []
         self._remove_listener: Callable[[], None] = lambda: None
         self._inbox: list[tuple[Row | tuple[str, int], Item, bool]] = []
@@ -286,9 +285,8 @@ class RegistryNode:
     async def sync_round(self, *, count: int | None = None) -> int:
         """Pull from up to ``count`` peers now; how many pulls succeeded."""
         swim = self.membership.swim
-        candidates, by_name = self._candidates.get(swim.members_version, swim.members)
-        peers = choose_peers(candidates, self.replica.missing(),
-                             count or self.config.sync_peers, self._rng, by_name)
+        peers = choose_alive(swim.alive_names(), swim.member, self.replica.missing(),
+                             count or self.config.sync_peers, self._rng)
         results = await asyncio.gather(*(self._pull(p) for p in peers))
         return sum(results)
 

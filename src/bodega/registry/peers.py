@@ -11,7 +11,7 @@ epidemically (Corrosion samples its sync peers the same way).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Sequence
 
 from bodega.registry.members import MemberView, Status
 
@@ -21,51 +21,48 @@ def sync_candidates(members: list[MemberView], local: str) -> list[MemberView]:
             if m.name != local and m.status is Status.ALIVE and m.meta.get("url")]
 
 
-class Candidates:
-    """``sync_candidates`` and an index by name, rebuilt only when membership changes.
-
-    A node pulls every second (four times as often while behind): building
-    and sorting the member list on every pull made its cost grow with the fleet.
-    """
-
-    def __init__(self, local: str) -> None:
-        self._local = local
-        self._key: Hashable = None
-        self._list: list[MemberView] = []
-        self._by_name: dict[str, MemberView] = {}
-
-    def get(self, key: Hashable, members: Callable[[], list[MemberView]]
-            ) -> tuple[list[MemberView], dict[str, MemberView]]:
-        if key != self._key or key is None:
-            self._key = key
-            self._list = sorted(sync_candidates(members(), self._local), key=lambda m: m.name)
-            self._by_name = {m.name: m for m in self._list}
-        return self._list, self._by_name
-
-
 def choose_peers(candidates: list[MemberView], missing: dict[str, int], count: int,
-                 rng: random.Random, by_name: dict[str, MemberView] | None = None
-                 ) -> list[MemberView]:
-    """Origins with missing versions first, then random candidates (sorted by name).
-
-    Work is O(count + len(missing)) when ``by_name`` indexes ``candidates``.
-    """
-    if by_name is None:
-        candidates = sorted(candidates, key=lambda m: m.name)
-        by_name = {m.name: m for m in candidates}
+                 rng: random.Random) -> list[MemberView]:
+    by_name = {m.name: m for m in candidates}
     chosen: list[MemberView] = []
-    picked: set[str] = set()
     for origin in sorted(missing, key=lambda o: (-missing[o], o)):
         if len(chosen) >= count:
             break
-        member = by_name.get(origin)
+        member = by_name.pop(origin, None)
         if member is not None:
             chosen.append(member)
-            picked.add(origin)
+    rest = sorted(by_name.values(), key=lambda m: m.name)
+    chosen += rng.sample(rest, min(count - len(chosen), len(rest))) if count > len(chosen) else []
+    return chosen
+
+
+def choose_alive(alive: Sequence[str], member: Callable[[str], MemberView | None],
+                 missing: dict[str, int], count: int, rng: random.Random) -> list[MemberView]:
+    """``choose_peers`` over the live names membership keeps, in O(count + len(missing)).
+
+    A node pulls every second (four times as often while behind): building the
+    candidate list on every pull made its cost grow with the fleet.
+    """
+    chosen: list[MemberView] = []
+    picked: set[str] = set()
+
+    def take(name: str) -> None:
+        view = member(name)
+        if (view is not None and name not in picked and view.status is Status.ALIVE
+                and view.meta.get("url")):
+            chosen.append(view)
+            picked.add(name)
+
+    for origin in sorted(missing, key=lambda o: (-missing[o], o)):
+        if len(chosen) >= count:
+            break
+        take(origin)
     want = count - len(chosen)
     if want > 0:
-        drawn = rng.sample(candidates, min(want + len(picked), len(candidates)))
-        chosen += [m for m in drawn if m.name not in picked][:want]
+        for name in rng.sample(alive, min(len(alive), 2 * want + 2)):
+            if len(chosen) >= count:
+                break
+            take(name)
     return chosen
 
 

@@ -30,7 +30,7 @@ from typing import Any
 from bodega.registry.config import SwimConfig
 from bodega.registry.messages import DecodeError
 from bodega.registry.outputs import Delivered, ItemTooLarge, UnknownMember
-from bodega.registry.peers import Candidates, SyncPacer, choose_peers
+from bodega.registry.peers import SyncPacer, choose_alive
 from bodega.registry.replica import (
     Change,
     DigestReply,
@@ -81,7 +81,6 @@ class ReplicaNet:
         self.tombstone_ttl = tombstone_ttl
         self._rng = random.Random(seed ^ 0x5EED)
         self._process: dict[str, int] = {}
-        self._candidates: dict[str, Candidates] = {}
         self.count_bytes = True  # encode every sync message to count its bytes
         # Called with (node, changes) whenever a node applies rows, by gossip or sync.
         self.on_applied: Callable[[str, list[Change]], None] | None = None
@@ -99,7 +98,6 @@ class ReplicaNet:
         self.net.add(name, meta={"url": f"sim://{name}"})
         self.replicas[name] = self._replica(name, View(":memory:"))
         self._process[name] = 0
-        self._candidates[name] = Candidates(name)
         self._start_syncing(name)
         seeds = list(seeds)
         if seeds:
@@ -193,8 +191,8 @@ class ReplicaNet:
     def _sync_round(self, name: str, count: int) -> None:
         replica = self.replicas[name]
         swim = self.net.nodes[name].swim
-        candidates, by_name = self._candidates[name].get(swim.members_version, swim.members)
-        peers = choose_peers(candidates, replica.missing(), count, self._rng, by_name)
+        peers = choose_alive(swim.alive_names(), swim.member, replica.missing(), count,
+                             self._rng)
         for peer in peers:
             self.stats.pulls += 1
             if replica.full_sync:

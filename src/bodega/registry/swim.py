@@ -16,7 +16,6 @@ on packets in ``broadcasts.py``.
 
 from __future__ import annotations
 
-import itertools
 import random
 from dataclasses import replace
 
@@ -53,8 +52,6 @@ from bodega.registry.probes import Probe, ProbeOrder, Relay
 from bodega.registry.suspicion import LocalHealth
 from bodega.registry.table import Change, MemberTable
 
-_INSTANCES = itertools.count(1)
-
 
 class Swim:
     def __init__(self, name: str, addr: Addr, role: Role | str, region: str,
@@ -84,7 +81,6 @@ class Swim:
         self.leaving = False
         self.stats = SwimStats()
         self._members: tuple[int, MemberRecord, list[MemberView]] | None = None
-        self._instance = next(_INSTANCES)
         self._push_pull_cursor = 0
 
     # ── what the node is and sees ────────────────────────────────────────────
@@ -114,10 +110,9 @@ class Swim:
     def n(self) -> int:
         return self._table.live
 
-    @property
-    def members_version(self) -> tuple[int, int, MemberRecord]:
-        """Changes whenever ``members()`` would: a key to cache views of the members on."""
-        return self._instance, self._table.version, self._self
+    def alive_names(self) -> list[str]:
+        """Names of the other members now alive; shared, do not change (O(1))."""
+        return self._table.by_status[Status.ALIVE].names
 
     def members(self) -> list[MemberView]:
         """Every member, ourselves included, sorted by name (built once per change)."""
@@ -352,9 +347,8 @@ class Swim:
 
     def _go_indirect(self, now: float, probe: Probe, out: list[Out]) -> None:
         target = self._table.get(probe.target)
-        alive = self._table.with_status(Status.ALIVE)
         k = self.config.indirect_checks
-        drawn = self._rng.sample(alive, min(k + 1, len(alive)))  # the target may be among them
+        drawn = self._table.sample(self._rng, k + 1, Status.ALIVE)  # the target may be drawn
         relays = [r for r in drawn if r.name != probe.target][:k]
         probe.go_indirect(now, len(relays), len(relays) if self.config.nacks else 0)
         if target is None or not relays:
@@ -396,26 +390,22 @@ class Swim:
         if not self.piggyback.pending:
             return []
         horizon = now - self.config.gossip_to_the_dead_time
-        targets = self._table.with_status(Status.ALIVE, Status.SUSPECT)
-        recent = [r for r in self._table.with_status(Status.DEAD)
-                  if self._table.since(r.name) >= horizon]
-        if recent:
-            targets = [*targets, *recent]
+        recent = [n for n in self._table.by_status[Status.DEAD].names
+                  if self._table.since(n) >= horizon]
         out: list[Out] = []
-        for target in self._rng.sample(targets, min(self.config.gossip_nodes, len(targets))):
+        for target in self._table.sample(self._rng, self.config.gossip_nodes, Status.ALIVE,
+                                         Status.SUSPECT, extra=recent):
             send = self._send(target.addr, None)
             if send.message.updates or send.message.items:
                 out.append(send)
         return out
 
     def _push_pull(self, out: list[Out]) -> None:
-        peers = self._table.with_status(Status.ALIVE)
-        if peers:
-            out += self._sync(self._rng.choice(peers).addr, reply=True, partial=True)
+        for peer in self._table.sample(self._rng, 1, Status.ALIVE):
+            out += self._sync(peer.addr, reply=True, partial=True)
 
     def _announce_to_dead(self, out: list[Out]) -> None:
-        dead = self._table.with_status(Status.DEAD)
-        for record in self._rng.sample(dead, min(self.config.dead_announce_nodes, len(dead))):
+        for record in self._table.sample(self._rng, self.config.dead_announce_nodes, Status.DEAD):
             out.append(Send(record.addr, Message(self.name, Sync((self._self, record), True))))
 
     def _hello(self, seeds: list[Addr]) -> list[Out]:
