@@ -39,12 +39,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
+from bodega.registry.exchange import DigestReply as DigestReply
+from bodega.registry.exchange import DigestRequest as DigestRequest
+from bodega.registry.exchange import SyncReply as SyncReply
+from bodega.registry.exchange import SyncRequest as SyncRequest
 from bodega.registry.hlc import ClockDrift, HybridClock
 from bodega.registry.known import EMPTY, Known, Span, need
-from bodega.registry.ledger import Digest, Ledger, differing
+from bodega.registry.ledger import Ledger, differing
 from bodega.registry.rows import Row, newer
 from bodega.registry.schema import TABLES, Kind
 from bodega.registry.validate import problem
@@ -74,33 +78,6 @@ class Change:
     old: Row | None
     new: Row | None
     local: bool = False  # written by this node: the shell broadcasts it
-
-
-@dataclass(frozen=True)
-class SyncRequest:
-    sender: str
-    known: dict[str, Known]
-    buckets: tuple[int, ...] | None = None  # serve only origins in these; None: every origin
-
-
-@dataclass(frozen=True)
-class DigestRequest:
-    sender: str
-    digest: Digest
-
-
-@dataclass(frozen=True)
-class DigestReply:
-    differ: tuple[int, ...]  # the buckets to exchange versions for
-
-
-@dataclass(frozen=True)
-class SyncReply:
-    rows: list[Row] = field(default_factory=list)
-    vouched: dict[str, list[Span]] = field(default_factory=dict)
-    reset: list[str] = field(default_factory=list)
-    horizons: dict[str, int] = field(default_factory=dict)  # origin -> highest purged version
-    more: bool = False  # the row budget ran out: the requester should pull again soon
 
 
 Rejected = Callable[[str, str], None]  # (table, reason)
