@@ -204,9 +204,11 @@ class Piggyback:
         return Message(sender, body, tuple(updates), tuple(items))
 
     def sync_messages(self, sender: str, records: list[MemberRecord],
-                      reply: bool, *, partial: bool = False) -> list[Message]:
-        """``records`` in as many packets as it takes; only the first asks for a reply."""
-        room = self._budget - len(encode(Message(sender, Sync((), True, partial))))
+                      reply: bool, *, digest: tuple[int, ...] | None = None,
+                      want: tuple[int, ...] = ()) -> list[Message]:
+        """``records`` in as many packets as it takes; only the first asks for a reply
+        and carries ``digest`` and ``want``."""
+        room = self._budget - len(encode(Message(sender, Sync((), True, digest, want))))
         chunks: list[list[MemberRecord]] = [[]]
         left = room
         for record in records:
@@ -216,5 +218,6 @@ class Piggyback:
                 left = room
             chunks[-1].append(record)
             left -= size
-        return [Message(sender, Sync(tuple(c), reply and i == 0, partial))
+        return [Message(sender, Sync(tuple(c), reply and i == 0, *((digest, want) if i == 0
+                                                                  else (None, ()))))
                 for i, c in enumerate(chunks)]

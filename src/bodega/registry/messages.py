@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bodega.registry.ledger import BUCKETS
+from bodega.registry.memberdigest import pack, unpack
 from bodega.registry.members import MAX_NAME, Addr, MemberRecord, Role, Status
 
 MAX_KEY = 200
@@ -70,7 +72,10 @@ class Sync:
 
     records: tuple[MemberRecord, ...]
     reply: bool
-    partial: bool = False  # a push-pull window, not the whole table: answer with a window
+    # A push-pull sends its table's digest instead of the table: the peer answers
+    # with its records in the buckets that differ and ``want``s ours in them.
+    digest: tuple[int, ...] | None = None
+    want: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -122,10 +127,12 @@ def _body_json(body: Body) -> dict[str, Any]:
             return {"t": "nack", "s": seq}
         case PingReq(seq, target, (host, port)):
             return {"t": "preq", "s": seq, "n": target, "h": host, "p": port}
-        case Sync(records, reply, partial):
-            doc = {"t": "sync", "r": reply, "m": [record_json(r) for r in records]}
-            if partial:
-                doc["w"] = True
+        case Sync(records, reply, digest, want):
+            doc: dict[str, Any] = {"t": "sync", "r": reply, "m": [record_json(r) for r in records]}
+            if digest is not None:
+                doc["g"] = pack(digest)
+            if want:
+                doc["w"] = list(want)
             return doc
         case Direct(item):
             return {"t": "direct", "d": item_json(item)}
@@ -173,10 +180,19 @@ def _body(doc: dict[str, Any]) -> Body:
         return PingReq(_seq(doc.get("s")), _name(doc.get("n")),
                        (_str(doc.get("h")), _port(doc.get("p"))))
     if kind == "sync":
-        reply, partial = doc.get("r"), doc.get("w", False)
-        if not isinstance(reply, bool) or not isinstance(partial, bool):
-            raise DecodeError("sync.r and sync.w must be booleans")
-        return Sync(tuple(_record(r) for r in _list(doc.get("m"))), reply, partial)
+        reply = doc.get("r")
+        if not isinstance(reply, bool):
+            raise DecodeError("sync.r must be a boolean")
+        digest = None
+        if "g" in doc:
+            try:
+                digest = unpack(_str(doc["g"]))
+            except ValueError as e:
+                raise DecodeError(f"bad member digest: {e}") from None
+        want = _list(doc.get("w", []))
+        if len(want) > BUCKETS or any(type(b) is not int or not 0 <= b < BUCKETS for b in want):
+            raise DecodeError(f"a bucket is a number in [0, {BUCKETS})")
+        return Sync(tuple(_record(r) for r in _list(doc.get("m"))), reply, digest, tuple(want))
     if kind == "direct":
         return Direct(_item(doc.get("d")))
     raise DecodeError(f"unknown message type {kind!r}")

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from bodega.registry.broadcasts import Piggyback
 from bodega.registry.config import SwimConfig
+from bodega.registry.ledger import bucket_of, differing
 from bodega.registry.members import (
     Addr,
     MemberRecord,
@@ -81,7 +82,6 @@ class Swim:
         self.leaving = False
         self.stats = SwimStats()
         self._members: tuple[int, MemberRecord, list[MemberView]] | None = None
-        self._push_pull_cursor = 0
 
     # ── what the node is and sees ────────────────────────────────────────────
 
@@ -247,13 +247,19 @@ class Swim:
                     self._probe.nacks += 1
             case PingReq() as req:
                 self._relay(now, sender, req, out)
-            case Sync(records, reply, partial):
+            case Sync(records, reply, digest, want):
                 for record in records:
                     self._apply(now, record, out)
-                if reply:
-                    out += self._sync(sender, reply=False, partial=partial)
+                if digest is not None:  # a push-pull: send what differs, ask for theirs
+                    differ = differing(self._table.digest.digest(self._self), digest)
+                    if differ:
+                        out += self._sync(sender, reply=False, buckets=differ, want=differ)
+                elif reply:
+                    out += self._sync(sender, reply=False)
                 else:
                     self.joined = True
+                if want:
+                    out += self._sync(sender, reply=False, buckets=want)
             case Direct(item):
                 self.stats.items_delivered += 1
                 out.append(Delivered(item, message.sender, direct=True))
@@ -401,8 +407,9 @@ class Swim:
         return out
 
     def _push_pull(self, out: list[Out]) -> None:
+        digest = self._table.digest.digest(self._self)
         for peer in self._table.sample(self._rng, 1, Status.ALIVE):
-            out += self._sync(peer.addr, reply=True, partial=True)
+            out.append(Send(peer.addr, Message(self.name, Sync((self._self,), True, digest))))
 
     def _announce_to_dead(self, out: list[Out]) -> None:
         for record in self._table.sample(self._rng, self.config.dead_announce_nodes, Status.DEAD):
@@ -411,27 +418,18 @@ class Swim:
     def _hello(self, seeds: list[Addr]) -> list[Out]:
         return [Send(a, Message(self.name, Sync((self._self,), True))) for a in seeds]
 
-    def _sync(self, addr: Addr, *, reply: bool, partial: bool = False) -> list[Out]:
-        """Our member table to ``addr``: whole (a join), or a window of it (push-pull).
-
-        A periodic push-pull only repairs what gossip missed, so it sends a
-        rotating window of ``push_pull_records`` records: its cost per node stays
-        flat as the cluster grows, and in time every record goes round. A joiner,
-        or a member told it was dead, still gets the whole table.
-        """
-        table = list(self._table) if not partial else self._window()
-        messages = self.piggyback.sync_messages(self.name, [self._self, *table], reply,
-                                                partial=partial)
+    def _sync(self, addr: Addr, *, reply: bool, buckets: list[int] | tuple[int, ...] | None = None,
+              want: list[int] | tuple[int, ...] = ()) -> list[Out]:
+        """Our member table to ``addr``: whole (a join), or the buckets a push-pull found
+        different (``memberdigest.py``), asking for the peer's records in ``want``."""
+        if buckets is None:
+            records = [self._self, *self._table]
+        else:
+            mine = [self._self] if bucket_of(self.name) in buckets else []
+            records = mine + [r for n in self._table.digest.names_in(buckets)
+                              if (r := self._table.get(n)) is not None]
+        messages = self.piggyback.sync_messages(self.name, records, reply, want=tuple(want))
         return [Send(addr, m) for m in messages]
-
-    def _window(self) -> list[MemberRecord]:
-        size = self.config.push_pull_records
-        records = list(self._table)
-        if len(records) <= size:
-            return records
-        start = self._push_pull_cursor % len(records)
-        self._push_pull_cursor = start + size
-        return (records[start:start + size] + records[:max(0, start + size - len(records))])
 
     def _queue_update(self, record: MemberRecord) -> None:
         self.piggyback.queue_update(record)

@@ -7,6 +7,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from bodega.registry.config import SwimConfig
+from bodega.registry.memberdigest import MemberDigest
 from bodega.registry.members import EventKind, MemberRecord, Status, change_kind, supersedes
 from bodega.registry.suspicion import Suspicion
 
@@ -63,6 +64,7 @@ class MemberTable:
         # pick members without walking the table: at thousands of members under
         # loss, statuses change every second and any O(N) rebuild per change adds up.
         self.by_status: dict[Status, Names] = {status: Names() for status in Status}
+        self.digest = MemberDigest()  # what a push-pull compares first
 
     def __iter__(self) -> Iterator[MemberRecord]:
         return iter(self._records.values())
@@ -109,6 +111,7 @@ class MemberTable:
         for name in [n for n, r in self._records.items()
                      if not r.status.live and self._since[n] < horizon]:
             self.by_status[self._records[name].status].discard(name)
+            self.digest.replace(self._records[name], None)
             del self._records[name]
             del self._since[name]
             self.version += 1
@@ -117,6 +120,7 @@ class MemberTable:
         name = record.name
         self._records[name] = record
         self.version += 1
+        self.digest.replace(old, record)
         if old is None or old.status is not record.status:
             if old is not None:
                 self.by_status[old.status].discard(name)
