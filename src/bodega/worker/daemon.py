@@ -30,6 +30,7 @@ from bodega.worker.lifecycle import Recorder
 from bodega.worker.machines import MachineService
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
+from bodega.worker.health import HealthChecks
 from bodega.worker.publish import Publisher
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner
@@ -169,6 +170,8 @@ class Worker:
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(HealthChecks(
+            self.store, self.machines, self.metrics, self.service_host).run()))
         self._tasks.append(asyncio.create_task(self._wire_ahead()))
         logs = self.driver.capabilities.logs
         if logs is not None:
