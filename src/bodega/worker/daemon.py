@@ -25,12 +25,12 @@ from bodega.worker.actions import MachineActions
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.effects import MachineEffects, machine_user
+from bodega.worker.health import HealthChecks
 from bodega.worker.ledger import Ledger
 from bodega.worker.lifecycle import Recorder
 from bodega.worker.machines import MachineService
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
-from bodega.worker.health import HealthChecks
 from bodega.worker.publish import Publisher
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner

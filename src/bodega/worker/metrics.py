@@ -44,7 +44,8 @@ class WorkerMetrics:
             registry=self.registry, buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10),
         )
         self.check_changes = Counter(
-            "bodega_worker_check_changes_total", "Health checks whose status changed, by new status",
+            "bodega_worker_check_changes_total",
+            "Health checks whose status changed, by new status",
             ["status"], registry=self.registry,
         )
         self._step_children: dict[tuple[str, str], Any] = {}

@@ -55,7 +55,9 @@ def test_the_proxy_trusts_a_machine_it_woke_until_a_check_fails() -> None:
     table.mark_started("m1")
     table.put_machine("m1", doc([check("warning")]))
     woken = table.get("m1")
-    assert woken is not None and usable(woken, lambda _w: True)
+    assert woken is not None
+    assert usable(woken, lambda _w: True)
     table.put_machine("m1", doc([check("critical")]))
     failed = table.get("m1")
-    assert failed is not None and not usable(failed, lambda _w: True)
+    assert failed is not None
+    assert not usable(failed, lambda _w: True)

@@ -1,4 +1,4 @@
-"""Health checks, the pure part: which checks a config defines, when they run, what a result does."""
+"""Health checks, the pure part: which checks a config defines, when, what a result does."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def test_a_status_change_is_recorded_with_an_event_and_a_repeat_writes_nothing()
     assert note.event is not None
     assert (note.event.type, note.event.status) == ("check", "passing")
     again = decide(row(checks=states), replace(result, at="t2"))
-    assert again.changes.checks is None and not again.notes
+    assert again.changes.checks is None
+    assert not again.notes
     broken = decide(row(checks=states), replace(result, status="critical", output="500"))
     assert broken.changes.checks is not None
     assert broken.changes.checks.status("servicecheck-00-http-8080") == "critical"
