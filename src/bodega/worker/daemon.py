@@ -19,6 +19,7 @@ from bodega.model.states import MachineState
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
+from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 from bodega.worker import queries
 from bodega.worker.actions import MachineActions
@@ -34,6 +35,7 @@ from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
 from bodega.worker.publish import Publisher
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner
+from bodega.worker.secret_env import SecretEnv
 from bodega.worker.server import WorkerApi
 from bodega.worker.store import Store
 from bodega.worker.volumes import VolumeService
@@ -159,6 +161,8 @@ class Worker:
         app = api.app()
         if self.config.gossip:
             self.registry = self._registry(url)
+            self.effects.secret_env = SecretEnv(self.registry,
+                                                SecretBox(self.config.cluster_secret))
             app.router.routes.extend(self.registry.routes())  # sync and subscriptions
         self.served = await serve(app, self.config.listen_host, self.config.listen_port, sock=sock)
         if self.registry is not None:
