@@ -23,6 +23,7 @@ from bodega.broker.app_delete import AppDelete
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
 from bodega.broker.ip_assignments import IpAssignments
+from bodega.broker.log_routes import log_routes
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.openapi import docs_page, openapi_document
@@ -88,6 +89,7 @@ class BrokerApi:
             r("/v1/apps/{app}/ip_assignments", self.assign_ip, "POST"),
             r("/v1/apps/{app}/ip_assignments/{ip}", self.remove_ip, "DELETE"),
             *(secret_routes(r, self.secrets) if self.secrets is not None else []),
+            *log_routes(r, self.machines),
             r("/v1/orgs/{org_slug}/machines", self.org_machines, "GET"),
             r("/v1/apps/{app}/machines", self.list_machines, "GET"),
             r("/v1/apps/{app}/machines", self.create_machine, "POST"),
