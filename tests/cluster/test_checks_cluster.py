@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from .fleet import until
-from .test_proxy_cluster import fleet, plane, start_cluster  # noqa: F401  (plane: a fixture)
+from .fleet import fleet, until
+from .test_proxy_cluster import plane, start_cluster  # noqa: F401  (plane: a fixture)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 

@@ -80,7 +80,7 @@ async def test_secrets_and_logs_commands(tmp_path: Path) -> None:
                 stdout=asyncio.subprocess.PIPE)
             try:
                 assert proc.stdout is not None
-                ticks = []
+                ticks: list[int] = []
                 while len(ticks) < 6:
                     raw = await asyncio.wait_for(proc.stdout.readline(), 30)
                     ticks.append(int(json.loads(raw)["message"].split()[1]))
