@@ -102,6 +102,10 @@ async def test_a_secret_reaches_a_new_machines_env_and_nothing_else(tmp_path: Pa
                 return await env("DB_PASSWORD") == newer
 
             await until(has_newer)
+            # Deleting the app forgets its secrets: a new app of the same name starts bare.
+            assert (await api.delete("/v1/apps/vault")).status_code < 300
+            await api.post("/v1/apps", json={"app_name": "vault", "org_slug": "personal"})
+            assert (await api.get("/v1/apps/vault/secrets")).json() == {"secrets": []}
     for secret in (value, newer):
         assert files_holding(tmp_path, secret.encode()) == []
 

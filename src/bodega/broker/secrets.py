@@ -118,3 +118,9 @@ class AppSecrets:
 
 def public(doc: Mapping[str, Any]) -> dict[str, Any]:
     return {k: doc[k] for k in PUBLIC if k in doc}
+
+
+def remove_all(catalog: Catalog, app: str) -> None:
+    """Forget every secret of ``app`` (it is being deleted: a new app of that name starts bare)."""
+    for doc in catalog.rows(TABLE, app=app):
+        catalog.delete_shared(TABLE, str(doc["key"]))
