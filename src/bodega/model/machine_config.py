@@ -13,6 +13,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_serializer,
     field_validator,
     model_validator,
@@ -145,6 +146,14 @@ class Check(BaseModel):
     tls_skip_verify: bool | None = None
     tls_server_name: str | None = None
     kind: Literal["informational", "readiness"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_keeps_reading(cls, data: Any, info: ValidationInfo) -> Any:
+        # A config stored before checks refused unknown keys still loads (without them).
+        if isinstance(data, dict) and info.context and info.context.get("stored"):
+            return {k: v for k, v in data.items() if k in cls.model_fields}
+        return data
 
     @field_validator("interval", "timeout", "grace_period")
     @classmethod

@@ -23,7 +23,7 @@ def parse_config(text: str) -> MachineConfig:
     Callers never mutate a MachineConfig (updates make a copy), so sharing one
     parsed object between rows is safe.
     """
-    return MachineConfig.model_validate_json(text)
+    return MachineConfig.model_validate_json(text, context={"stored": True})
 
 
 @dataclass(frozen=True)

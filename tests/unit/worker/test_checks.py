@@ -103,3 +103,15 @@ def test_the_wire_shows_every_check_waiting_until_this_run_reports() -> None:
     assert core.wire(WEB, now, 3, True, "t0")[0] == {
         "name": "db", "status": "passing", "output": "ok", "updated_at": "t"}
     assert core.wire(WEB, now, 3, False, "t0") == []
+
+
+def test_a_stored_config_with_keys_checks_now_refuse_still_loads() -> None:
+    from bodega.worker.records import parse_config
+
+    text = ('{"image": "app:1", "checks": {"x": {"type": "tcp", "port": 1, "old": true}}, '
+            '"services": [{"internal_port": 80, "checks": [{"path": "/", "gone": 1}]}]}')
+    stored = parse_config(text)
+    assert stored.checks is not None
+    assert stored.checks["x"].port == 1
+    with pytest.raises(ValidationError):
+        MachineConfig.model_validate_json(text)
