@@ -19,6 +19,8 @@ DEFAULT_SOFT_LIMIT = 20  # fly-proxy's defaults when a service sets none
 # knowledge over view rows that still show the machine stopped or starting.
 WOKEN_SECONDS = 10.0
 ROUTABLE_STATES = frozenset({"started"})
+SERVICE_CHECK_PREFIX = "servicecheck-"  # the worker names a service's checks so (as Fly does)
+PASSING, WAITING, FAILING = "passing", "waiting", "failing"
 WAKEABLE_STATES = frozenset({"stopped", "suspended", "created"})
 
 
@@ -42,6 +44,7 @@ class Backend:
     created_at: str = ""
     updated_at: str = ""
     instance_id: str = ""
+    checks: str = PASSING  # its service checks: passing (or none), waiting, failing
 
     @property
     def address(self) -> tuple[str, int]:
@@ -74,7 +77,28 @@ class Backend:
             created_at=str(doc.get("created_at", "")),
             updated_at=str(doc.get("updated_at", "")),
             instance_id=str(doc.get("instance_id", "")),
+            checks=service_checks(doc),
         )
+
+
+def service_checks(doc: dict[str, Any]) -> str:
+    """How a machine's service checks stand: the one health input both data planes route on.
+
+    ``passing`` when every service check passes, or the config has none (the
+    machine then counts once its port accepts, as the proxy always did);
+    ``failing`` when one is critical; ``waiting`` while one has not passed yet
+    (a run's first probe is still to come, or the row predates checks).
+    """
+    config = doc.get("config") or {}
+    if not any(s.get("checks") for s in config.get("services") or []):
+        return PASSING
+    states = [str(c.get("status")) for c in doc.get("checks") or []
+              if str(c.get("name", "")).startswith(SERVICE_CHECK_PREFIX)]
+    if "critical" in states:
+        return FAILING
+    if not states or any(status != "passing" for status in states):
+        return WAITING
+    return PASSING
 
 
 def _serves_http(service: dict[str, Any]) -> bool:
@@ -111,6 +135,9 @@ class RoutingTable:
         if backend is not None:
             if self._woken_override(backend):
                 backend = replace(backend, state="started")
+            if backend.checks == WAITING and self._woken_recently(machine_id):
+                # The proxy started it and saw its port accept: trusted until a check fails.
+                backend = replace(backend, checks=PASSING)
             self._by_id[machine_id] = backend
             self._by_app.setdefault(backend.app, {})[machine_id] = backend
 
@@ -138,6 +165,10 @@ class RoutingTable:
             return True
         return backend.state in ("stopped", "created") and backend.updated_at <= updated_at
 
+    def _woken_recently(self, machine_id: str) -> bool:
+        until, _ = self._woken.get(machine_id, (0.0, ""))
+        return until >= time.monotonic()
+
     def mark_started(self, machine_id: str, seconds: float = WOKEN_SECONDS) -> Backend | None:
         """The proxy itself started this machine and saw its port accept."""
         backend = self._by_id.get(machine_id)
@@ -147,7 +178,8 @@ class RoutingTable:
         for stale in [m for m, (until, _) in self._woken.items() if until < now]:
             del self._woken[stale]
         self._woken[machine_id] = (now + seconds, backend.updated_at)
-        backend = replace(backend, state="started")
+        checks = PASSING if backend.checks == WAITING else backend.checks
+        backend = replace(backend, state="started", checks=checks)
         self._by_id[machine_id] = backend
         self._by_app[backend.app][machine_id] = backend
         self._changed()

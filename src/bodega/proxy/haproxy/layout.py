@@ -3,7 +3,7 @@
 HAProxy's config holds a pool of backends, each with a fixed number of
 server *slots*. An app with an HTTP machine owns one backend of the pool
 (the Host map names it); a machine the proxy would route to
-(``balance.usable``: started, not cordoned, its worker alive) occupies a
+(``balance.usable``: started, not cordoned, service checks passing, its worker alive) occupies a
 slot of its app's backend; every other slot is empty (in maintenance).
 Moving between layouts is then runtime-API commands only (``add map``/``del
 map``, ``set server ... addr/weight/state``, ``set maxconn server``): a new
