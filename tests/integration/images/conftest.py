@@ -6,6 +6,7 @@ import contextlib
 import ipaddress
 import os
 import signal
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -35,3 +36,7 @@ async def clean_host(tmp_path: Path) -> AsyncIterator[None]:
             os.kill(pid, signal.SIGKILL)
     if os.geteuid() == 0:
         await NetnsNetwork(ipaddress.ip_network(subnet())).teardown()
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            target = line.split()[4]
+            if target.startswith(str(tmp_path)):  # a machine a failed test left mounted
+                subprocess.run(["umount", "-l", target], check=False)
