@@ -66,7 +66,7 @@ class CrashWorker:
         if self.daemon is not None:
             await self.daemon.stop()
         await NetnsNetwork(ipaddress.ip_network(self.subnet)).teardown()
-        for controller in ("memory", "cpu"):
+        for controller in ("memory", "cpu", "freezer"):
             scope = Path(f"/sys/fs/cgroup/{controller}/bodega/{self.name}")
             if scope.exists():
                 for child in [c for c in scope.iterdir() if c.is_dir()]:
