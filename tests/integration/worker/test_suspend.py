@@ -180,3 +180,19 @@ async def test_a_worker_killed_with_a_machine_suspended_or_suspending_re_adopts_
         await client.wait(mid, "started", timeout=30)
         await until(lambda: count(worker, mid) > stood + 3)
         assert program_pids(marker) == [pid]
+
+
+async def test_a_worker_stopping_its_machines_on_exit_stops_suspended_ones(
+    tmp_path: Path,
+) -> None:
+    marker = f"bodega-suspend-{uuid.uuid4().hex[:12]}"
+    async with crash_worker(tmp_path) as worker:
+        client = await worker.start(extra=("--stop-machines-on-exit",))
+        mid, _pid = await started_counter(worker, client, marker)
+        await client.suspend(mid)
+        await client.wait(mid, "suspended", timeout=30)
+        assert worker.daemon is not None
+        await worker.daemon.stop(timeout=60)
+        assert worker.daemon.process is not None
+        assert worker.daemon.process.returncode == 0  # it exited by itself, not killed
+        assert program_pids(marker) == []  # thawed and stopped, not left frozen
