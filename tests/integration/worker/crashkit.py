@@ -67,7 +67,7 @@ class CrashWorker:
         if self.daemon is not None:
             await self.daemon.stop()
         await NetnsNetwork(ipaddress.ip_network(self.subnet)).teardown()
-        for controller in ("memory", "cpu", "freezer"):
+        for controller in ("freezer", "memory", "cpu"):
             scope = Path(f"/sys/fs/cgroup/{controller}/bodega/{self.name}")
             if scope.exists():
                 for child in [c for c in scope.iterdir() if c.is_dir()]:

@@ -100,7 +100,9 @@ def test_start_of_a_suspended_machine_resumes_the_same_run() -> None:
 
 def test_a_suspended_record_without_compute_checks_room_before_resuming() -> None:
     row = record(S.SUSPENDED, holds_compute=False)
-    assert decide(row, Start()).room == Ask.for_config(row.config)
+    decision = decide(row, Start())
+    assert decision.room == Ask.for_config(row.config)
+    assert decision.changes.holds_compute is True
 
 
 @pytest.mark.parametrize(("stimulus", "fsm"), [

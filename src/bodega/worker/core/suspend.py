@@ -24,7 +24,7 @@ from typing import Any
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, PreconditionFailed
 from bodega.model.states import MachineState as S
-from bodega.worker.core.decisions import Begin, Decision, Suspend
+from bodega.worker.core.decisions import Begin, Changes, Decision, Suspend
 from bodega.worker.core.policy import may_begin
 from bodega.worker.records import MachineRow
 
@@ -58,11 +58,10 @@ def resume(record: MachineRow) -> Decision:
     """A start of a suspended machine: thaw its process, same run."""
     if not may_begin("resume_machine", record):
         return Decision(already=True)
-    return Decision(
-        # It kept its compute; a record that somehow did not gets it back first.
-        room=None if record.holds_compute else Ask.for_config(record.config),
-        begin=Begin("resume_machine", {"source": "user"}),
-    )
+    if record.holds_compute:  # it kept its compute: a resume never waits for room
+        return Decision(begin=Begin("resume_machine", {"source": "user"}))
+    return Decision(room=Ask.for_config(record.config), changes=Changes(holds_compute=True),
+                    begin=Begin("resume_machine", {"source": "user"}))
 
 
 def thawing(record: MachineRow) -> dict[str, Any]:
