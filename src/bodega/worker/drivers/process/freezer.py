@@ -61,11 +61,17 @@ class CgroupFreezer:
         except OSError as exc:
             raise DriverError(f"could not thaw machine {handle.machine_id}: {exc}") from exc
 
-    def frozen(self, machine_id: str) -> bool:
+    def freezing(self, machine_id: str) -> bool:
+        """Frozen, or on the way (asked to freeze): what a thaw has to undo."""
         path = self.cgroups.freezer_dir(machine_id)
         if path is None:
             return False
-        return _v2_frozen(path) if self.cgroups.version == 2 else _v1_state(path) == "FROZEN"
+        if self.cgroups.version == 2:
+            try:
+                return (path / "cgroup.freeze").read_text().strip() == "1"
+            except FileNotFoundError:
+                return False
+        return _v1_state(path) != "THAWED"
 
     def _join(self, path: Path, machine_id: str) -> bool:
         """Move every process of the machine into its freezer cgroup; True if any moved.
