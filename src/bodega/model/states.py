@@ -13,6 +13,9 @@
                         ▼
                     destroying ──▶ destroyed      (from any persistent state)
 
+    started ── suspend ──▶ suspending ──▶ suspended ── start (resume) ──▶ starting ──▶ started
+                                          (stop, update and destroy thaw it first)
+
 Persistent states are where a machine rests; transient states are where an
 operation is under way. ``replaced`` is the terminal state of a version that
 an update superseded; it never appears as a machine's state.
