@@ -9,12 +9,14 @@ with a start, which resumes that same process, and is answered by it.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
-from .fleet import echo_config, fleet, until
+from .fleet import TOKEN, echo_config, fleet, until
 from .test_proxy_cluster import _machine_pids, machines_of, plane, proxy_metric, start_cluster
 
 __all__ = ["plane"]  # the fixture, shared with the other proxy tests
@@ -67,3 +69,23 @@ async def test_idle_machines_are_suspended_and_a_request_resumes_the_same_proces
                                          'outcome="started"}') == 1
             state = (await api.get(f"/v1/apps/nap/machines/{mid}")).json()["state"]
             assert state == "started"
+
+            # The CLI suspends too; a suspend of a stopped machine fails in one line.
+            env = {**os.environ, "BODEGA_API_URL": f.daemons["broker"].url,
+                   "BODEGA_API_TOKEN": TOKEN}
+
+            def cli(*args: str) -> subprocess.CompletedProcess[str]:
+                return subprocess.run([sys.executable, "-m", "bodega", "machine", *args,
+                                       mid, "--app", "nap"], capture_output=True, text=True,
+                                      env=env, timeout=60, check=False)
+
+            done = cli("suspend")
+            assert done.returncode == 0, done.stderr
+            assert "suspend requested" in done.stdout
+            await until(suspended)
+            await api.post(f"/v1/apps/nap/machines/{mid}/stop")
+            await api.get(f"/v1/apps/nap/machines/{mid}/wait", params={"state": "stopped"})
+            refused = cli("suspend")
+            assert refused.returncode == 1
+            assert refused.stderr.strip().splitlines() == [
+                f"Error: failed_precondition: cannot suspend machine {mid} in state stopped"]
