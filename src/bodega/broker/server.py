@@ -29,6 +29,7 @@ from bodega.broker.openapi import docs_page, openapi_document
 from bodega.broker.org_machines import page, parse_query
 from bodega.broker.platform import Platform, ask_for
 from bodega.broker.readiness import RETRY_AFTER, Gate
+from bodega.broker.releases import release_routes
 from bodega.broker.volumes import Volumes
 from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
@@ -83,6 +84,7 @@ class BrokerApi:
             r("/v1/apps/{app}/ip_assignments", self.list_ips, "GET"),
             r("/v1/apps/{app}/ip_assignments", self.assign_ip, "POST"),
             r("/v1/apps/{app}/ip_assignments/{ip}", self.remove_ip, "DELETE"),
+            *release_routes(r, self.apps.catalog, self.apps),  # a bodega extension
             r("/v1/orgs/{org_slug}/machines", self.org_machines, "GET"),
             r("/v1/apps/{app}/machines", self.list_machines, "GET"),
             r("/v1/apps/{app}/machines", self.create_machine, "POST"),

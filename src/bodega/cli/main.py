@@ -16,6 +16,7 @@ app = typer.Typer(
 from bodega.cli.apps import apps  # noqa: E402
 from bodega.cli.broker import broker  # noqa: E402
 from bodega.cli.cluster import cluster, regions  # noqa: E402
+from bodega.cli.deploy import deploy_command, releases_command, rollback_command  # noqa: E402
 from bodega.cli.machines import machine  # noqa: E402
 from bodega.cli.proxy import proxy  # noqa: E402
 from bodega.cli.sim import sim  # noqa: E402
@@ -31,6 +32,9 @@ app.add_typer(machine, name="machine")
 app.add_typer(cluster, name="cluster")
 app.add_typer(sim, name="sim")
 app.command(help="Regions and their room for a machine size.")(regions)
+app.command("deploy", help="Deploy an app from its bodega.toml.")(deploy_command)
+app.command("releases", help="An app's releases, newest first.")(releases_command)
+app.command("rollback", help="Redeploy an earlier release.")(rollback_command)
 
 
 def run() -> None:
