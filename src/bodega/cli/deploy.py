@@ -70,9 +70,9 @@ def _finish(result: DeployResult, json: bool) -> None:
 def deploy_command(
     config: ConfigPath = Path("bodega.toml"),
     strategy: Annotated[str | None, typer.Option(
-        help="rolling, immediate, canary or bluegreen (default: the strategy in bodega.toml)")] = None,
-    image: Annotated[str | None, typer.Option(help="Image to deploy instead of the one in bodega.toml")]
-    = None,
+        help="rolling, immediate, canary or bluegreen (default: bodega.toml's)")] = None,
+    image: Annotated[str | None, typer.Option(
+        help="Image to deploy instead of bodega.toml's")] = None,
     ha: Annotated[bool, typer.Option(
         "--ha/--no-ha", help="First deploy: two machines per group with services, "
                              "a standby for one without")] = True,

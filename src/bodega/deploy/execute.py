@@ -76,6 +76,7 @@ class Executor:
     report: Callable[[Progress], None] = lambda _p: None
     nonces: dict[str, str] = field(default_factory=dict)
     outcome: Outcome = field(default_factory=lambda: Outcome(ok=False))
+    touched: set[str] = field(default_factory=set)  # machines an update was sent to
 
     async def run(self, plan: Plan) -> Outcome:
         refresher: asyncio.Task[None] | None = None
@@ -91,7 +92,7 @@ class Executor:
                         await self._clean_up()
                     self.outcome.not_updated = [
                         a.id for s in plan.stages[index:] for a in s.actions
-                        if isinstance(a, Update) and a.id not in self.outcome.updated]
+                        if isinstance(a, Update) and a.id not in self.touched]
                     return self.outcome
             self.outcome.ok = True
             return self.outcome
@@ -182,6 +183,7 @@ class Executor:
         nonce = self.nonces.get(action.id)
         if action.started:
             await self._cordon(stage, action.id, nonce)
+        self.touched.add(action.id)
         updated = await self._step(action.id, "update", calls.update(
             self.client, self.app, action.id, action.config, skip_launch=not action.started,
             nonce=nonce))

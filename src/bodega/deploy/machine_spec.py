@@ -47,14 +47,13 @@ def services(config: AppConfig, group: str) -> list[dict[str, Any]]:
                       {"port": 443, "handlers": ["tls", "http"]}],
             **({"concurrency": http.concurrency.model_dump(exclude_none=True)}
                if http.concurrency else {}),
-            **({"checks": [c.wire(http.internal_port) for c in http.checks]}
+            **({"checks": [_http(c).wire(http.internal_port) for c in http.checks]}
                if http.checks else {})})
     for service in config.services:
         if not _applies(service.processes, group):
             continue
         checks = [c.wire(service.internal_port) for c in service.tcp_checks] + [
-            TomlCheck.model_validate({**c.model_dump(exclude_none=True), "type": "http"})
-            .wire(service.internal_port) for c in service.http_checks]
+            _http(c).wire(service.internal_port) for c in service.http_checks]
         out.append({
             "protocol": service.protocol, "internal_port": service.internal_port,
             "autostart": service.auto_start_machines,
@@ -65,6 +64,11 @@ def services(config: AppConfig, group: str) -> list[dict[str, Any]]:
                if service.concurrency else {}),
             **({"checks": checks} if checks else {})})
     return out
+
+
+def _http(check: TomlCheck) -> TomlCheck:
+    """http_service.checks and services.http_checks are HTTP checks whatever ``type`` says."""
+    return check.model_copy(update={"type": "http"})
 
 
 def _autostop(value: bool | str) -> str:
@@ -86,7 +90,9 @@ def machine_config(config: AppConfig, group: str, release: int,
     out: dict[str, Any] = {
         "image": config.build.image or PROCESS_IMAGE,
         "guest": guest(config, group),
-        "env": dict(config.env),
+        # PRIMARY_REGION as flyctl sets it: the proxy keeps min_machines_running there.
+        "env": {**({"PRIMARY_REGION": config.primary_region} if config.primary_region else {}),
+                **config.env},
         "metadata": {GROUP_KEY: group, RELEASE_KEY: str(release)},
         "restart": {"policy": "on-failure", "max_retries": 10},
     }

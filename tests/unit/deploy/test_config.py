@@ -16,7 +16,8 @@ def test_the_fly_toml_fly_launch_writes_loads_with_warnings_for_ignored_keys() -
     config, warnings = load(FIXTURES / "fly-launch-python.toml")
     assert config.app == "hello-flask"
     assert config.primary_region == "ams"
-    assert config.http_service is not None and config.http_service.internal_port == 8080
+    assert config.http_service is not None
+    assert config.http_service.internal_port == 8080
     assert config.vm[0].guest() == {"cpu_kind": "shared", "cpus": 1, "memory_mb": 1024}
     ignored = sorted(w.split(": ")[1] for w in warnings)
     assert ignored == ["build.builder is ignored by bodega",
@@ -29,7 +30,8 @@ def test_the_fly_toml_fly_launch_writes_loads_with_warnings_for_ignored_keys() -
     assert spec["init"]["exec"] == ["gunicorn", "--bind", ":8080", "--workers", "2",
                                     "hello:app"]
     (service,) = spec["services"]
-    assert service["internal_port"] == 8080 and service["autostop"] == "stop"
+    assert service["internal_port"] == 8080
+    assert service["autostop"] == "stop"
 
 
 def test_an_unknown_key_names_file_line_and_field() -> None:

@@ -111,7 +111,8 @@ def test_a_standby_keeps_its_standbys_through_an_update() -> None:
     current = [m("p1", group="w"), m("s1", "stopped", group="w", standbys=["p1"])]
     p = plan([want("w", services=False)], current, strategy="rolling")
     (standby,) = p.stages[0].actions
-    assert isinstance(standby, Update) and standby.config == {**NEW, "standbys": ["p1"]}
+    assert isinstance(standby, Update)
+    assert standby.config == {**NEW, "standbys": ["p1"]}
 
 
 def test_first_deploy_with_ha_two_machines_with_services_a_standby_without() -> None:
@@ -120,7 +121,8 @@ def test_first_deploy_with_ha_two_machines_with_services_a_standby_without() -> 
     assert steps(p) == [("create machines", ["create web-1", "create web-2", "create worker-1"]),
                         ("create standbys", ["create worker-standby stopped"])]
     standby = p.stages[1].actions[0]
-    assert isinstance(standby, Create) and standby.standby_for == "worker-1"
+    assert isinstance(standby, Create)
+    assert standby.standby_for == "worker-1"
     assert {a.region for s in p.stages for a in s.actions if isinstance(a, Create)} == {"ams"}
     assert p.leases == []
 
