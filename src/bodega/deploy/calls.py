@@ -78,7 +78,7 @@ async def last_log_lines(client: MachinesClient, app: str, machine_id: str,
     try:
         async with client.http.get(
                 f"{client.base_url}/v1/apps/{app}/logs", headers=client.headers,
-                params={"machine_id": machine_id, "limit": str(lines)},
+                params={"machine": machine_id, "limit": str(lines)},
                 timeout=aiohttp.ClientTimeout(total=10)) as response:
             if response.status != 200:
                 return []
