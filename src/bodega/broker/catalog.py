@@ -24,6 +24,7 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "tokens": ("id", "token_hash", "scope"),
     "ip_assignments": ("key", "app", "ip"),
     "releases": ("id", "app", "version"),
+    "secrets": ("key", "app"),
 }
 
 

@@ -18,8 +18,10 @@ from bodega.cli.apps import apps  # noqa: E402
 from bodega.cli.broker import broker  # noqa: E402
 from bodega.cli.cluster import cluster, regions  # noqa: E402
 from bodega.cli.deploy import deploy_command, releases_command, rollback_command  # noqa: E402
+from bodega.cli.logs import logs  # noqa: E402
 from bodega.cli.machines import machine  # noqa: E402
 from bodega.cli.proxy import proxy  # noqa: E402
+from bodega.cli.secrets import secrets  # noqa: E402
 from bodega.cli.sim import sim  # noqa: E402
 from bodega.cli.up import up  # noqa: E402
 from bodega.cli.worker import worker  # noqa: E402
@@ -31,6 +33,8 @@ app.command(help="Run a proxy (HTTP routing, autostart, autostop).")(proxy)
 app.add_typer(apps, name="apps")
 app.add_typer(machine, name="machine")
 app.add_typer(cluster, name="cluster")
+app.add_typer(secrets, name="secrets")
+app.command(help="Show an app's logs; -f follows them.")(logs)
 app.add_typer(sim, name="sim")
 app.command(help="Regions and their room for a machine size.")(regions)
 app.command("deploy", help="Deploy an app from its bodega.toml.")(deploy_command)

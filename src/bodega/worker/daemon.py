@@ -19,12 +19,14 @@ from bodega.model.states import MachineState
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
+from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 from bodega.worker import queries
 from bodega.worker.actions import MachineActions
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.effects import MachineEffects, machine_user
+from bodega.worker.health import HealthChecks
 from bodega.worker.ledger import Ledger
 from bodega.worker.lifecycle import Recorder
 from bodega.worker.machines import MachineService
@@ -33,6 +35,7 @@ from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
 from bodega.worker.publish import Publisher
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner
+from bodega.worker.secret_env import SecretEnv
 from bodega.worker.server import WorkerApi
 from bodega.worker.store import Store
 from bodega.worker.volumes import VolumeService
@@ -158,6 +161,8 @@ class Worker:
         app = api.app()
         if self.config.gossip:
             self.registry = self._registry(url)
+            self.effects.secret_env = SecretEnv(self.registry,
+                                                SecretBox(self.config.cluster_secret))
             app.router.routes.extend(self.registry.routes())  # sync and subscriptions
         self.served = await serve(app, self.config.listen_host, self.config.listen_port, sock=sock)
         if self.registry is not None:
@@ -169,6 +174,8 @@ class Worker:
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(HealthChecks(
+            self.store, self.machines, self.metrics, self.service_host).run()))
         self._tasks.append(asyncio.create_task(self._wire_ahead()))
         logs = self.driver.capabilities.logs
         if logs is not None:

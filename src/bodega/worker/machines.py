@@ -23,6 +23,7 @@ from bodega.model.machine_config import MachineConfig
 from bodega.worker import leases, queries
 from bodega.worker.claims import check_update
 from bodega.worker.core import (
+    CheckResult,
     Decision,
     Destroy,
     ExitObserved,
@@ -208,6 +209,17 @@ class MachineService:
                      exit_status.exit_code, exit_status.signal, exit_status.oom_killed,
                      decision.exit_decision)
             self.on_exit_decision(str(decision.exit_decision))
+
+    async def check_result(self, machine_id: str, result: CheckResult) -> bool:
+        """Record a health check's result; True if its status changed (an event was logged)."""
+
+        def body(conn: sqlite3.Connection) -> Decision:
+            row = queries.get_machine(conn, machine_id)
+            return Decision() if row is None else decide(row, result)
+
+        # A machine busy in an operation keeps its lock; the next probe reports again.
+        decision = await self.lifecycle.run(machine_id, body, lock_timeout=1.0)
+        return decision.changes.checks is not None
 
     # -- recovery ---------------------------------------------------------------------
     async def recover(self) -> None:
