@@ -54,6 +54,8 @@ class TomlCheck(_Strict):
     protocol: str | None = None
     headers: dict[str, str] | None = None
     tls_skip_verify: bool | None = None
+    tls_server_name: str | None = None
+    kind: Literal["informational", "readiness"] | None = None
     interval: str | None = None
     timeout: str | None = None
     grace_period: str | None = None
@@ -61,6 +63,8 @@ class TomlCheck(_Strict):
 
     def wire(self, port: int | None = None) -> dict[str, Any]:
         out = self.model_dump(exclude_none=True, exclude={"processes"})
+        if self.headers:  # fly.toml writes a map; the Machines API takes [{name, values}]
+            out["headers"] = [{"name": k, "values": [v]} for k, v in self.headers.items()]
         if "port" not in out and port is not None:
             out["port"] = port
         return out

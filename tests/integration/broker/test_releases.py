@@ -72,5 +72,10 @@ async def test_releases_outlive_the_broker_that_recorded_them(tmp_path: Path) ->
                 (2, "failed", "bluegreen"), (1, "complete", "rolling")]
             assert listed[1]["config"] == {"app": "web"}
             assert listed[1]["user"] == "ana"
+            # Deleting the app deletes its releases: a new app of that name starts at v1.
+            assert (await b.delete("/v1/apps/web")).status_code == 202
+            assert (await b.post("/v1/apps", json={"app_name": "web", "org_slug": "personal"})
+                    ).status_code == 201
+            assert (await b.get(BASE)).json() == []
     finally:
         await second.stop()

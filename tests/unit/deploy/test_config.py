@@ -8,6 +8,7 @@ import pytest
 
 from bodega.deploy.config import ConfigError, load, parse
 from bodega.deploy.machine_spec import GROUP_KEY, RELEASE_KEY, argv, machine_config
+from bodega.model.machine_config import Check
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -89,14 +90,17 @@ processes = ["web"]
   [[services.http_checks]]
   path = "/healthz"
   interval = "2s"
+  headers = { Host = "example.com" }
 [checks.alive]
 type = "tcp"
 port = 9000
 processes = ["worker"]
 ''')
     web, worker = machine_config(config, "web", 1), machine_config(config, "worker", 1)
-    assert web["services"][0]["checks"] == [{"type": "http", "path": "/healthz",
-                                             "interval": "2s", "port": 8080}]
+    assert web["services"][0]["checks"] == [{
+        "type": "http", "path": "/healthz", "interval": "2s", "port": 8080,
+        "headers": [{"name": "Host", "values": ["example.com"]}]}]
+    Check.model_validate(web["services"][0]["checks"][0])  # as the Machines API takes it
     assert "checks" not in web
     assert "services" not in worker
     assert worker["checks"] == {"alive": {"type": "tcp", "port": 9000}}
