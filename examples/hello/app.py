@@ -1,7 +1,8 @@
 """A small HTTP app for bodega: answers every path, and /healthz for its health check.
 
 Standard library only. ``PORT`` (default 8080) is where it listens; ``GREETING``
-is what it says, so a deploy that changes [env] shows in its answers.
+is what it says, so a deploy that changes [env] shows in its answers; with
+``HEALTHY=false`` its /healthz answers 500 (a version whose health check fails).
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Hello(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        status = 200
         if self.path == "/healthz":
-            body = b"ok\n"
+            healthy = os.environ.get("HEALTHY", "true") != "false"
+            status, body = (200, b"ok\n") if healthy else (500, b"unhealthy\n")
         else:
             greeting = os.environ.get("GREETING", "hello from bodega")
             machine = os.environ.get("FLY_MACHINE_ID", socket.gethostname())
             body = f"{greeting} ({machine})\n".encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

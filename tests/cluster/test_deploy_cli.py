@@ -3,8 +3,9 @@
 One cluster (two workers in ams, process driver) and examples/hello:
 a first deploy makes two machines on different workers; a rolling deploy
 under constant load through the proxy serves no failed request; a version
-that cannot start stops the rolling deploy after its first machine and
-leaves the other on the old release; a rollback brings the old config back;
+that cannot start, or whose health check fails, stops the rolling deploy
+after its first machine and leaves the other on the old release; a rollback
+brings the old config back;
 bluegreen succeeds, and a failing bluegreen leaves blue serving.
 """
 
@@ -90,14 +91,32 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
         (3, "failed"), (2, "complete"), (1, "complete")]
     assert ids[0] in releases[0]["failure"]
 
-    # Rollback: the last complete release before the newest (v2), as v4.
+    # A version whose health check fails: the same, after the first machine's checks.
+    await cli.ok("rollback", "--app", app, "2")  # v4: both machines healthy on v2's config
+    ids = sorted(m["id"] for m in await cli.machines(app))
+    unhealthy = app_dir(tmp_path, "hello", app, **{'HEALTHY = "true"': 'HEALTHY = "false"'})
+    code, _out, err = await cli.run("deploy", "-c", str(unhealthy), "--wait-timeout", "15")
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"Error: release v5 failed: machine {ids[0]} failed at health "
+                           "checks: not passing after 15s: servicecheck-00-http-8080 is "
+                           "critical")
+    assert line.endswith(f"not updated: {ids[1]}")
+    after = {m["id"]: m for m in await cli.machines(app)}
+    assert after[ids[0]]["config"]["metadata"]["fly_release_version"] == "5"
+    assert after[ids[1]]["config"]["metadata"]["fly_release_version"] == "4"
+    assert [c["status"] for c in after[ids[1]]["checks"]] == ["passing"]
+    for _ in range(20):  # the proxy routes around the failing machine
+        assert (await cli.get(app)).text.startswith(f"hello v2 ({ids[1]})")
+
+    # Rollback: the last complete release before the newest (v4, v2's config), as v6.
     await cli.ok("rollback", "--app", app)
     machines = await cli.machines(app)
-    assert releases_of(machines) == ["4", "4"]
+    assert releases_of(machines) == ["6", "6"]
     assert {m["config"]["env"]["GREETING"] for m in machines} == {"hello v2"}
     releases = await cli.json("releases", "--app", app)
-    assert (releases[0]["version"], releases[0]["status"]) == (4, "complete")
-    assert releases[0]["description"] == "rollback to v2"
+    assert (releases[0]["version"], releases[0]["status"]) == (6, "complete")
+    assert releases[0]["description"] == "rollback to v4"
 
     # Bluegreen: a green machine per blue, then blue destroyed.
     green_toml = app_dir(tmp_path, "hello", app, **{"hello from bodega": "hello green"})
@@ -118,5 +137,5 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
     assert (await cli.get(app)).text.startswith("hello green")
 
     status = await cli.json("status", "--app", app)
-    assert status["release"]["version"] == 5
+    assert status["release"]["version"] == 7
     assert len(status["machines"]) == 2

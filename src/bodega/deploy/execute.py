@@ -5,7 +5,8 @@ in the background) before anything changes, and one leased by someone else
 stops the deploy there. Then the stages in order, the actions of a stage
 together. A started machine is cordoned (out of the proxy's rotation) and given
 ``drain`` seconds for in-flight requests before it is updated, stopped or
-destroyed, and uncordoned once healthy again. The first failure stops the
+destroyed, and uncordoned once healthy again; each waited stage ends ``drain``
+seconds later, once the proxy has heard the machines are back. The first failure stops the
 deploy and says which machine, which step and why; in a bluegreen or canary
 deploy a failure before the switch destroys the machines it created.
 """
@@ -147,6 +148,11 @@ class Executor:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        if stage.wait and self.drain > 0:
+            # The machines are healthy and uncordoned as the broker sees them; the proxy hears
+            # of it through the registry a moment later. Taking the next machines out of
+            # rotation before then would leave it nothing to route to.
+            await asyncio.sleep(self.drain)
 
     async def _action(self, stage: Stage, action: Create | Update | Destroy) -> None:
         if isinstance(action, Create):

@@ -5,8 +5,9 @@
 - smoke: for ``smoke`` seconds after it started it must not exit (a program that
   crashes and is restarted fails here), and the failure carries its last log lines.
 - checks: when the machine reports check results (``checks: [{name, status}]``),
-  every one passing before the wait timeout. A machine with no results is healthy
-  once started (a server that runs no checks reports none).
+  every one passing before the wait timeout (one not yet probed shows ``warning``).
+  A machine whose config has checks but that reports no result for 5 s, or that has
+  none, is healthy once started (a server that runs no checks reports none).
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import asyncio
 from typing import Any
 
 from bodega.deploy import calls
+from bodega.deploy.machine_spec import has_checks
 from bodega.wire.machines_client import MachinesClient
 
 POLL = 0.25
+UNREPORTED = 5.0  # seconds to wait for a configured check's first result to appear
 SETTLE = 3.0  # seconds a machine may rest between the stop and the start of an update
 DOWN = ("failed", "stopped", "destroyed", "suspended")
 
@@ -63,12 +66,17 @@ async def wait_healthy(client: MachinesClient, app: str, machine_id: str, instan
             tail = (" | last log lines: " + " / ".join(lines)) if lines else ""
             raise MachineFailed("smoke check", f"exited within {smoke:.0f}s of starting "
                                 f"({_exit_detail(exited[0])}){tail}")
+    unreported_until = loop.time() + UNREPORTED
     while True:
         machine = await client.machine(app, machine_id)
         if machine["state"] in DOWN:
             raise MachineFailed("health checks", f"machine is {machine['state']}")
         failing = failing_checks(machine)
-        if not failing:
+        # Checks configured but no results yet: the first may still be on its way; a
+        # server that runs no checks never reports any, and its machine counts once started.
+        waiting = (has_checks(machine.get("config") or {}) and not machine.get("checks")
+                   and loop.time() < unreported_until)
+        if not failing and not waiting:
             return
         if loop.time() > deadline:
             why = "; ".join(f"{c.get('name')} is {c.get('status')}"
