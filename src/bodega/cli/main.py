@@ -16,8 +16,10 @@ app = typer.Typer(
 from bodega.cli.app_commands import launch_command, scale, status_command  # noqa: E402
 from bodega.cli.apps import apps  # noqa: E402
 from bodega.cli.broker import broker  # noqa: E402
+from bodega.cli.build import build  # noqa: E402
 from bodega.cli.cluster import cluster, regions  # noqa: E402
 from bodega.cli.deploy import deploy_command, releases_command, rollback_command  # noqa: E402
+from bodega.cli.image_registry import image_registry  # noqa: E402
 from bodega.cli.logs import logs  # noqa: E402
 from bodega.cli.machines import machine  # noqa: E402
 from bodega.cli.proxy import proxy  # noqa: E402
@@ -28,6 +30,10 @@ from bodega.cli.worker import worker  # noqa: E402
 
 app.command(help="Run a local cluster in the foreground.")(up)
 app.command(help="Run a worker (the per-host agent).")(worker)
+app.command(help="Build an image (Dockerfile, buildah) and push it to the cluster's registry.")(
+    build)
+app.command("image-registry", help="Run the cluster's image registry (docker-registry).")(
+    image_registry)
 app.command(help="Run a broker (the Machines API and placement).")(broker)
 app.command(help="Run a proxy (HTTP routing, autostart, autostop).")(proxy)
 app.add_typer(apps, name="apps")

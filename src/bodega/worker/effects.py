@@ -120,6 +120,8 @@ class MachineEffects:
             netns=machine.netns,
             mounts=mounts,
             user=machine_identity(self.user, machine.private_ip),
+            entrypoint=config.init.entrypoint if config.init else None,
+            cmd=config.init.cmd if config.init else None,
         )
 
     async def perform(self, op: Operation, step: Step) -> Outcome:

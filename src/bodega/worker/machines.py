@@ -35,7 +35,7 @@ from bodega.worker.core import (
     decide,
 )
 from bodega.worker.creation import CreateRequest, Recorded, record_machine
-from bodega.worker.drivers.base import TaskHandle
+from bodega.worker.drivers.base import TaskHandle, needs_command
 from bodega.worker.effects import MachineEffects, signal_number
 from bodega.worker.ledger import Ledger
 from bodega.worker.lifecycle import Lifecycle, Recorder
@@ -114,7 +114,7 @@ class MachineService:
         name = req.name or new_machine_name()
         if not NAME_RE.match(name):
             raise BadRequest(f"invalid machine name {name!r}: use lowercase letters, digits, -")
-        if self.driver.capabilities.needs_command and not req.config.command():
+        if needs_command(self.driver.capabilities, req.config) and not req.config.command():
             raise BadRequest(
                 f"the {self.driver.name} driver runs config.init.exec (or init.entrypoint + "
                 "init.cmd, or processes[0].exec); none was given"
@@ -175,7 +175,7 @@ class MachineService:
                 config, new_ulid(int(self.store.clock() * 1000)),
                 self.ledger.totals.millicpus_for(Ask.for_config(config)), skip_launch))
             check_update(row, config, current_version, name, region,
-                         needs_command=self.driver.capabilities.needs_command)
+                         needs_command=needs_command(self.driver.capabilities, config))
             return decision
 
         await self.lifecycle.run(machine_id, body)
