@@ -53,12 +53,14 @@ class Cli:
 
 @contextlib.asynccontextmanager
 async def cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, UpProcess]]:
-    api, proxy = free_port(), free_port()
+    api, proxy, registry = free_port(), free_port(), free_port()
     third = 140 + os.getpid() % 60
     cidr = f"10.{third}.0.0/16"
+    # A registry port of its own: the default (5050) may be another cluster's.
     up = UpProcess(tmp / "cluster", "--regions", "ams", "--workers-per-region", str(workers),
                    "--worker-cpus", "4", "--worker-memory-mb", "4096", "--api-port", str(api),
-                   "--proxy-port", str(proxy), "--machine-cidr", cidr, "--token", "deploy-token")
+                   "--proxy-port", str(proxy), "--machine-cidr", cidr, "--token", "deploy-token",
+                   "--registry-port", str(registry))
     await up.start()
     try:
         await up.until_line("bodega is up", timeout=120)

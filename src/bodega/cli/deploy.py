@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
+from bodega.cli.deploy_build import built_image
 from bodega.cli.errors import fail, friendly
 from bodega.cli.session import DEFAULT_API, ApiUrl, Json, Token, call, console, show_json, table
 from bodega.deploy import calls
@@ -79,12 +80,19 @@ def deploy_command(
     wait_timeout: Annotated[float | None, typer.Option(
         help="Seconds each machine has to start and pass its checks")] = None,
     detach: Annotated[bool, typer.Option(help="Do not wait for machines")] = False,
+    registry: Annotated[str | None, typer.Option(
+        help="Registry host:port a Dockerfile's image is pushed to "
+             "[default: the one `bodega up` runs]")] = None,
+    data_dir: Annotated[Path, typer.Option(help="The local cluster's data dir")]
+    = Path(".bodega"),
     api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
 ) -> None:
-    """Deploy the app described by bodega.toml."""
+    """Deploy the app described by bodega.toml (building its Dockerfile first, if any)."""
     app_config, warnings = load(config)
     for warning in warnings:
         typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    image = built_image(app_config, config, image, registry, data_dir, api_url, token,
+                        quiet=json) or image
     options = DeployOptions(
         strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
         wait_timeout=wait_timeout if wait_timeout is not None else _seconds(

@@ -27,7 +27,7 @@ IGNORED: dict[str, frozenset[str]] = {
     "": frozenset({"kill_signal", "kill_timeout", "swap_size_mb", "console_command",
                    "experimental", "metrics", "statics", "files", "restart", "hostname",
                    "build_target"}),
-    "build": frozenset({"builder", "builtin", "buildpacks", "dockerfile", "ignorefile",
+    "build": frozenset({"builder", "builtin", "buildpacks", "ignorefile",
                         "args", "build-target", "settings"}),
     "http_service": frozenset({"http_options", "tls_options", "processes"}),
     "deploy": frozenset({"strategy_options", "wait_timeout_seconds"}),
@@ -44,6 +44,7 @@ class _Strict(BaseModel):
 
 class Build(_Strict):
     image: str | None = None
+    dockerfile: str | None = None  # built with buildah and pushed by `bodega deploy`
 
 
 class TomlCheck(_Strict):
@@ -168,7 +169,7 @@ class AppConfig(_Strict):
 
     @property
     def process_driver(self) -> bool:
-        return not self.build.image
+        return not self.build.image and not self.build.dockerfile
 
 
 def megabytes(value: int | str) -> int:

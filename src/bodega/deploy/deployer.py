@@ -69,6 +69,9 @@ async def deploy(client: MachinesClient, config: AppConfig, options: DeployOptio
     if options.image:
         config = config.model_copy(update={"build": config.build.model_copy(
             update={"image": options.image})})
+    if config.build.dockerfile and not config.build.image:
+        raise ValueError("[build] dockerfile: the image is built by `bodega deploy` "
+                         "(or pass an image)")
     strategy: Strategy = options.strategy or config.deploy.strategy
     app = config.app
     await ensure_app(client, app)
