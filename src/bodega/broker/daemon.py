@@ -88,7 +88,8 @@ class Broker:
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
                         secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)))
-        self.standbys = StandbyWatch(catalog, self.workers)
+        self.standbys = StandbyWatch(
+            catalog, lambda worker, mid: self.workers.client(worker).start(mid))
         self._tasks.append(asyncio.create_task(self._follow(catalog)))
         self._tasks.append(asyncio.create_task(self.standbys.run()))
         if not self.gate.ready.is_set():

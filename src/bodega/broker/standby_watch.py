@@ -14,26 +14,30 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from bodega.broker.catalog import Catalog
 from bodega.broker.standby import Takeover, standbys_to_start
-from bodega.broker.workers import Workers
 from bodega.model.errors import BodegaError, Conflict
 
 log = logging.getLogger("bodega.broker.standby")
 
 RETRY_SECONDS = 5.0  # while a takeover is pending (leased, or its worker did not answer)
 SWEEP_SECONDS = 30.0  # a full look even when nothing in membership changed
+# Start machine ``id`` on ``worker`` (the broker's WorkerClient start, no lease nonce).
+StartMachine = Callable[[str, str], Awaitable[Any]]
+
 # Once started, a standby is not asked again for this long: the view takes a moment to
 # show it started, and asking again would only repeat the log line.
 STARTED_QUIET = 60.0
 
 
 class StandbyWatch:
-    def __init__(self, catalog: Catalog, workers: Workers,
+    def __init__(self, catalog: Catalog, start: StartMachine,
                  retry: float = RETRY_SECONDS, sweep: float = SWEEP_SECONDS) -> None:
         self.catalog = catalog
-        self.workers = workers
+        self._start = start
         self.retry = retry
         self.sweep = sweep
         self._nudge = asyncio.Event()
@@ -77,7 +81,7 @@ class StandbyWatch:
 
     async def start(self, takeover: Takeover) -> bool:
         try:
-            await self.workers.client(takeover.worker).start(takeover.standby)
+            await self._start(takeover.worker, takeover.standby)
         except Conflict as exc:
             log.info("standby %s of app %s waits to take over for %s: %s", takeover.standby,
                      takeover.app, takeover.primary, exc)
