@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bodega.broker.catalog import Catalog
-from bodega.broker.standby import Takeover, standbys_to_start
+from bodega.broker.standby import UNAVAILABLE, Takeover, standbys_to_start
 from bodega.model.errors import BodegaError, Conflict
 
 log = logging.getLogger("bodega.broker.standby")
@@ -48,6 +48,9 @@ class StandbyWatch:
         self._nudge.set()
 
     def decide(self) -> list[Takeover]:
+        # Reading every machine row is the costly part: skip it while no member is down.
+        if not any(m.get("status") in UNAVAILABLE for m in self.catalog.members()):
+            return []
         return standbys_to_start(self.catalog.rows("machines"), self.catalog.member_status)
 
     async def run(self) -> None:
