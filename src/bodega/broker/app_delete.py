@@ -21,6 +21,7 @@ from bodega.broker.auth import Tokens
 from bodega.broker.ip_assignments import IpAssignments
 from bodega.broker.machine_index import INACTIVE
 from bodega.broker.machines import Machines
+from bodega.broker.releases import Releases
 from bodega.broker.volumes import Volumes
 from bodega.model.errors import BodegaError, NotFound, PreconditionFailed, Unavailable
 
@@ -73,6 +74,7 @@ class AppDelete:
         self.tokens.revoke_app_tokens(app)
         self.ips.remove_all(app)
         secrets.remove_all(self.apps.catalog, app)
+        Releases(self.apps.catalog, self.apps).remove_all(app)
         self.apps.delete(app)
 
     async def _delete_volume_when_free(self, app: str, volume_id: str) -> None:

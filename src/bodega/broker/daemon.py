@@ -27,6 +27,7 @@ from bodega.broker.readiness import Gate
 from bodega.broker.secrets import AppSecrets
 from bodega.broker.server import BrokerApi
 from bodega.broker.shadow import Shadow
+from bodega.broker.standby_watch import StandbyWatch
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers
 from bodega.runtime.keys import internal_token
@@ -87,7 +88,10 @@ class Broker:
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
                         secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)))
+        self.standbys = StandbyWatch(
+            catalog, lambda worker, mid: self.workers.client(worker).start(mid))
         self._tasks.append(asyncio.create_task(self._follow(catalog)))
+        self._tasks.append(asyncio.create_task(self.standbys.run()))
         if not self.gate.ready.is_set():
             self._tasks.append(asyncio.create_task(
                 self.gate.watch(catalog, self.node.sync_round, self._reload)))
@@ -133,6 +137,7 @@ class Broker:
                         self.workers.on_machine(change.key)
                     elif change.table == "members":
                         self.candidates.on_member(change.key)
+                        self.standbys.on_member()
             except asyncio.CancelledError:
                 raise
             except Exception:

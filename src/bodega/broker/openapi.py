@@ -33,6 +33,13 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
      "private_v6, shared_v4)", fly.AssignIpRequest, "IPAssignment"),
     ("delete", "/v1/apps/{app_name}/ip_assignments/{ip}", "Remove an IP assignment", None,
      None),
+    ("get", "/v1/apps/{app_name}/releases", "bodega: the app's releases, newest first", None,
+     None),
+    ("post", "/v1/apps/{app_name}/releases", "bodega: record the next release (running)",
+     None, None),
+    ("get", "/v1/apps/{app_name}/releases/{version}", "bodega: one release", None, None),
+    ("patch", "/v1/apps/{app_name}/releases/{version}", "bodega: a release's status "
+     "(complete, failed, interrupted) and failure", None, None),
     ("get", "/v1/apps/{app_name}/secrets", "List the app's secrets (names and digests; values "
      "are never shown)", None, "AppSecrets"),
     ("post", "/v1/apps/{app_name}/secrets", "Set secrets (null unsets one); restarts nothing",

@@ -30,6 +30,7 @@ from bodega.broker.openapi import docs_page, openapi_document
 from bodega.broker.org_machines import page, parse_query
 from bodega.broker.platform import Platform, ask_for
 from bodega.broker.readiness import RETRY_AFTER, Gate
+from bodega.broker.releases import release_routes
 from bodega.broker.secret_routes import secret_routes
 from bodega.broker.secrets import AppSecrets
 from bodega.broker.volumes import Volumes
@@ -88,6 +89,7 @@ class BrokerApi:
             r("/v1/apps/{app}/ip_assignments", self.list_ips, "GET"),
             r("/v1/apps/{app}/ip_assignments", self.assign_ip, "POST"),
             r("/v1/apps/{app}/ip_assignments/{ip}", self.remove_ip, "DELETE"),
+            *release_routes(r, self.apps.catalog, self.apps),  # a bodega extension
             *(secret_routes(r, self.secrets) if self.secrets is not None else []),
             *log_routes(r, self.machines),
             r("/v1/orgs/{org_slug}/machines", self.org_machines, "GET"),

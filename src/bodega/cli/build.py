@@ -66,10 +66,17 @@ def build(
         raise ValueError(f"{path} is not a directory")
     reference = tag if names_registry(tag) else \
         f"{registry or cluster_registry(data_dir.resolve())}/{tag}"
+    build_and_push(path, reference, file)
+    typer.echo(reference)
+
+
+def build_and_push(context: Path, reference: str, dockerfile: Path | None) -> None:
+    """Build ``context`` as ``reference`` and push it; ValueError with buildah's last line."""
+    if shutil.which("buildah") is None:
+        raise ValueError("buildah is not installed: apt-get install -y buildah")
     parse_reference(reference)  # a bad name is refused before anything is built
-    for argv in build_commands(path, reference, file):
+    for argv in build_commands(context, reference, dockerfile):
         done = subprocess.run(argv, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             lines = (done.stderr or done.stdout).strip().splitlines()
             raise ValueError(f"{argv[0]} {argv[1]} failed: {lines[-1] if lines else '?'}")
-    typer.echo(reference)

@@ -16,6 +16,7 @@ from bodega.cli.session import (
     call,
     console,
     env_pairs,
+    readable_time,
     show_json,
     table,
 )
@@ -150,7 +151,8 @@ def status(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: 
                 "updated_at"):
         typer.echo(f"{key:<12} {m.get(key, '')}")
     table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE"],
-          [(e["timestamp"], e["type"], e["status"], e["source"]) for e in m.get("events", [])],
+          [(readable_time(e["timestamp"]), e["type"], e["status"], e["source"])
+           for e in m.get("events", [])],
           title="Events")
 
 
@@ -214,7 +216,7 @@ def events(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: 
         show_json(found)
         return
     table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE", "DETAIL"],
-          [(e["timestamp"], e["type"], e["status"], e["source"],
+          [(readable_time(e["timestamp"]), e["type"], e["status"], e["source"],
             (e.get("request") or {}).get("exit_event") or (e.get("request") or {}).get("error")
             or "") for e in found])
 

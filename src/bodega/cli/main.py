@@ -13,10 +13,12 @@ app = typer.Typer(
 )
 
 
+from bodega.cli.app_commands import launch_command, scale, status_command  # noqa: E402
 from bodega.cli.apps import apps  # noqa: E402
 from bodega.cli.broker import broker  # noqa: E402
 from bodega.cli.build import build  # noqa: E402
 from bodega.cli.cluster import cluster, regions  # noqa: E402
+from bodega.cli.deploy import deploy_command, releases_command, rollback_command  # noqa: E402
 from bodega.cli.image_registry import image_registry  # noqa: E402
 from bodega.cli.logs import logs  # noqa: E402
 from bodega.cli.machines import machine  # noqa: E402
@@ -41,6 +43,12 @@ app.add_typer(secrets, name="secrets")
 app.command(help="Show an app's logs; -f follows them.")(logs)
 app.add_typer(sim, name="sim")
 app.command(help="Regions and their room for a machine size.")(regions)
+app.command("deploy", help="Deploy an app from its bodega.toml.")(deploy_command)
+app.command("releases", help="An app's releases, newest first.")(releases_command)
+app.command("rollback", help="Redeploy an earlier release.")(rollback_command)
+app.command("status", help="An app, its release and its machines.")(status_command)
+app.add_typer(scale, name="scale")
+app.command("launch", help="Write a starter bodega.toml.")(launch_command)
 
 
 def run() -> None:

@@ -12,10 +12,12 @@ import asyncio
 import json
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from bodega.wire.machines_client import MachinesClient
@@ -54,12 +56,24 @@ def show_json(data: Any) -> None:
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
+    """A table as wide as its cells: an id or a name is never cut to fit a narrow terminal
+    (a user copies them), the lines are simply longer."""
     out = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column in columns:
-        out.add_column(column)
+        out.add_column(column, no_wrap=True, overflow="ignore")
     for row in rows:
         out.add_row(*("" if v is None else str(v) for v in row))
-    console.print(out)
+    wide = Console(width=10_000)
+    needed = Measurement.get(wide, wide.options, out).maximum
+    Console(width=max(console.width, needed)).print(out)
+
+
+def readable_time(value: Any) -> str:
+    """An event's epoch milliseconds (or an RFC 3339 string) as a UTC time a person reads."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = value / 1000 if value > 1e11 else value
+        return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+    return "" if value is None else str(value)
 
 
 def env_pairs(values: list[str] | None) -> dict[str, str]:

@@ -1,0 +1,38 @@
+"""A small HTTP app for bodega: answers every path, and /healthz for its health check.
+
+Standard library only. ``PORT`` (default 8080) is where it listens; ``GREETING``
+is what it says, so a deploy that changes [env] shows in its answers; with
+``HEALTHY=false`` its /healthz answers 500 (a version whose health check fails).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Hello(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+        status = 200
+        if self.path == "/healthz":
+            healthy = os.environ.get("HEALTHY", "true") != "false"
+            status, body = (200, b"ok\n") if healthy else (500, b"unhealthy\n")
+        else:
+            greeting = os.environ.get("GREETING", "hello from bodega")
+            machine = os.environ.get("FLY_MACHINE_ID", socket.gethostname())
+            body = f"{greeting} ({machine})\n".encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass  # one line per request would drown the machine's log
+
+
+if __name__ == "__main__":
+    port = int(os.environ.get("PORT", "8080"))
+    print(f"listening on :{port}", flush=True)
+    ThreadingHTTPServer(("0.0.0.0", port), Hello).serve_forever()

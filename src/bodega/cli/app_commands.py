@@ -1,0 +1,218 @@
+"""``bodega status``, ``bodega scale count|vm`` and ``bodega launch``: parse, call, render."""
+
+from __future__ import annotations
+
+import getpass
+import shlex
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bodega.cli.deploy import AppOption, ConfigPath, _reporter, app_name
+from bodega.cli.errors import fail, friendly
+from bodega.cli.session import DEFAULT_API, ApiUrl, Json, Token, call, console, show_json, table
+from bodega.deploy import calls
+from bodega.deploy.deployer import current_machines
+from bodega.deploy.execute import Executor, Outcome
+from bodega.deploy.machine_spec import RELEASE_KEY
+from bodega.deploy.plan import Create, Destroy, Plan, Stage
+from bodega.deploy.scale import RegionChange, count_changes, vm_plan
+from bodega.model.machine_config import preset
+from bodega.wire.machines_client import MachinesClient
+
+scale = typer.Typer(help="Change how many machines run, or their size.", no_args_is_help=True)
+
+
+@friendly
+def status_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+                   api_url: ApiUrl = DEFAULT_API, token: Token = None,
+                   json: Json = False) -> None:
+    """The app, its current release, and its machines by process group and region."""
+    name = app_name(app, config)
+
+    async def work(client: MachinesClient) -> dict[str, Any]:
+        machines = await client.machines(name)
+        releases = await calls.releases(client, name)
+        current = next((r for r in releases if r["status"] == "complete"), None)
+        return {"app": name,
+                "release": {k: v for k, v in current.items() if k != "config"}
+                if current else None,
+                "machines": [{
+                    "id": m["id"], "name": m["name"], "state": m["state"],
+                    "region": m["region"],
+                    "process_group": (m["config"].get("metadata") or {}).get(
+                        "fly_process_group", "app"),
+                    "release": (m["config"].get("metadata") or {}).get(RELEASE_KEY),
+                    "standby_for": m["config"].get("standbys") or [],
+                    "checks": m.get("checks") or [],
+                } for m in machines]}
+
+    found = call(api_url, token, work)
+    if json:
+        show_json(found)
+        return
+    release = found["release"]
+    console.print(f"[bold]{name}[/bold]: release "
+                  + (f"v{release['version']} ({release['strategy']}, {release['created_at']})"
+                     if release else "none yet"))
+    rows = sorted(found["machines"], key=lambda m: (m["process_group"], m["region"], m["id"]))
+    table(["GROUP", "REGION", "ID", "STATE", "RELEASE", "CHECKS", "ROLE"],
+          [(m["process_group"], m["region"], m["id"], m["state"],
+            f"v{m['release']}" if m["release"] else "-",
+            ", ".join(f"{c.get('name')}={c.get('status')}" for c in m["checks"]) or "-",
+            f"standby for {', '.join(m['standby_for'])}" if m["standby_for"] else "")
+           for m in rows])
+
+
+def _outcome_line(outcome: Outcome) -> str | None:
+    return outcome.failure.describe() if outcome.failure else None
+
+
+@scale.command("count")
+@friendly
+def scale_count(
+    count: Annotated[int, typer.Argument(help="Machines per region")],
+    app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+    process_group: Annotated[str, typer.Option(help="Process group")] = "app",
+    region: Annotated[str | None, typer.Option(help="Regions, e.g. ams,syd")] = None,
+    wait_timeout: Annotated[float, typer.Option(help="Seconds per new machine")] = 120.0,
+    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+) -> None:
+    """Run COUNT machines of a process group in each region (created or destroyed)."""
+    name = app_name(app, config)
+    regions = [r.strip() for r in (region or "").split(",") if r.strip()]
+
+    async def work(client: MachinesClient) -> tuple[list[RegionChange], list[str], Outcome]:
+        changes = count_changes(current_machines(await client.machines(name)), process_group,
+                                count, regions)
+        refused, stages = [], []
+        for change in changes:
+            if change.create and change.template is not None:
+                guest = change.template.get("guest") or {}
+                room = await client.placements({
+                    "org_slug": "personal", "region": change.region, "count": change.create,
+                    "app": name, "explain": True,
+                    "compute": {k: guest[k] for k in ("cpu_kind", "cpus", "memory_mb")
+                                if k in guest}})
+                fits = sum(r["count"] for r in room["regions"] if r["region"] == change.region)
+                if fits < change.create:
+                    refused.append(f"{change.region}: room for {fits} of {change.create} "
+                                   f"new machines ({_why(room)}); nothing changed there")
+                    continue
+                stages.append(Stage(name=f"{change.region}: +{change.create}", actions=[
+                    Create(ref=f"{change.region}-{i}", group=process_group,
+                           config=change.template, region=change.region)
+                    for i in range(change.create)]))
+            if change.destroy:
+                stages.append(Stage(name=f"{change.region}: -{len(change.destroy)}", wait=False,
+                                    actions=[Destroy(id=i, group=process_group)
+                                             for i in change.destroy]))
+        plan = Plan(strategy="immediate", stages=stages,
+                    leases=[a.id for s in stages for a in s.actions if isinstance(a, Destroy)])
+        executor = Executor(client, name, wait_timeout=wait_timeout,
+                            report=_reporter(json))
+        return changes, refused, await executor.run(plan)
+
+    changes, refused, outcome = call(api_url, token, work)
+    if json:
+        show_json({"changes": [c.model_dump(exclude={"template"}) for c in changes],
+                   "refused": refused, "outcome": outcome.model_dump()})
+    else:
+        for change in changes:
+            typer.echo(f"{change.region}: {change.have} -> {change.want}")
+    problems = refused + ([line] if (line := _outcome_line(outcome)) else [])
+    if problems:
+        fail("; ".join(problems))
+
+
+def _why(room: dict[str, Any]) -> str:
+    parts = []
+    for region in room.get("explain", []):
+        parts.append(f"{region['candidates']} workers, {region['feasible']} feasible, refused "
+                     f"{region.get('refused') or 'none'}")
+    return "; ".join(parts) or "no worker in that region"
+
+
+@scale.command("vm")
+@friendly
+def scale_vm(
+    size: Annotated[str, typer.Argument(help="A preset: shared-cpu-1x ... performance-8x")],
+    app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+    wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 120.0,
+    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+) -> None:
+    """Resize every machine of the app, one at a time."""
+    name = app_name(app, config)
+    kind, cpus, memory = preset(size)
+    guest = {"cpu_kind": kind, "cpus": cpus, "memory_mb": memory}
+
+    async def work(client: MachinesClient) -> Outcome:
+        plan = vm_plan(current_machines(await client.machines(name)), guest)
+        return await Executor(client, name, wait_timeout=wait_timeout,
+                              report=_reporter(json)).run(plan)
+
+    outcome = call(api_url, token, work)
+    if json:
+        show_json(outcome.model_dump())
+    if line := _outcome_line(outcome):
+        fail(line)
+    if not json:
+        typer.echo(f"{name}: {len(outcome.updated)} machines are now {size}")
+
+
+STARTER = """# bodega.toml written by `bodega launch` ({who}); see docs/deploy.md
+app = "{app}"
+primary_region = "{region}"
+{build}
+[env]
+  PORT = "{port}"
+
+[processes]
+  app = {command}
+
+[http_service]
+  internal_port = {port}
+  auto_stop_machines = "off"
+  auto_start_machines = true
+  min_machines_running = 1
+
+  [[http_service.checks]]
+    path = "/healthz"
+    interval = "5s"
+    timeout = "2s"
+
+[deploy]
+  strategy = "rolling"
+  wait_timeout = "2m"
+"""
+
+
+@friendly
+def launch_command(
+    command: Annotated[list[str] | None, typer.Argument(help="Command the app runs")] = None,
+    name: Annotated[str, typer.Option("--name", help="App name")] = "",
+    image: Annotated[str | None, typer.Option(help="Image (else the process driver runs "
+                                                   "the command on the host)")] = None,
+    port: Annotated[int, typer.Option(help="Port the app listens on")] = 8080,
+    region: Annotated[str, typer.Option(help="Primary region")] = "ams",
+    config: ConfigPath = Path("bodega.toml"),
+) -> None:
+    """Write a starter bodega.toml for a command or an image."""
+    if config.exists():
+        raise ValueError(f"{config} exists; edit it, or pass -c for another file")
+    if not command and not image:
+        raise ValueError("give the command the app runs, or --image")
+    app = name or Path.cwd().name.lower().replace("_", "-")
+    line = shlex.join(command) if command else ""
+    text = STARTER.format(who=getpass.getuser(), app=app, region=region, port=port,
+                          build=f'\n[build]\n  image = "{image}"\n' if image else "",
+                          command=_toml_string(line) if line else '""')
+    if not command:
+        text = text.replace('\n[processes]\n  app = ""\n', "")
+    config.write_text(text)
+    typer.echo(f"Wrote {config} for app {app}; deploy it with `bodega deploy -c {config}`")
+
+
+def _toml_string(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

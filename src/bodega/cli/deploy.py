@@ -1,0 +1,173 @@
+"""``bodega deploy``, ``bodega releases`` and ``bodega rollback``: parse, call, render.
+
+The policy lives in ``bodega.deploy``; this module only reads arguments, prints
+progress (Rich for people, one JSON document with ``--json``) and turns a failed
+deploy into one readable line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import getpass
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bodega.cli.deploy_build import built_image
+from bodega.cli.errors import fail, friendly
+from bodega.cli.session import DEFAULT_API, ApiUrl, Json, Token, call, console, show_json, table
+from bodega.deploy import calls
+from bodega.deploy.config import AppConfig, load
+from bodega.deploy.deployer import DeployOptions, DeployResult, deploy
+from bodega.deploy.execute import Progress
+from bodega.deploy.plan import STRATEGIES, Strategy
+from bodega.model.duration import parse_duration
+from bodega.wire.machines_client import MachinesClient
+
+ConfigPath = Annotated[Path, typer.Option("--config", "-c", help="The app's bodega.toml")]
+AppOption = Annotated[str | None, typer.Option("--app", "-a", envvar="BODEGA_APP",
+                                               help="App name (default: from bodega.toml)")]
+
+
+def _strategy(value: str | None) -> Strategy | None:
+    if value is None:
+        return None
+    for known in STRATEGIES:
+        if value == known:
+            return known
+    raise ValueError(f"unknown strategy {value!r}: use one of {', '.join(STRATEGIES)}")
+
+
+def _reporter(quiet: bool) -> Any:
+    started = time.monotonic()
+
+    def report(progress: Progress) -> None:
+        if quiet:
+            return
+        who = f"[cyan]{progress.machine}[/cyan] " if progress.machine else ""
+        console.print(f"[dim]{time.monotonic() - started:6.1f}s[/dim] "
+                      f"[bold]{progress.stage}[/bold]: {who}{progress.message}")
+    return report
+
+
+def _finish(result: DeployResult, json: bool) -> None:
+    if json:
+        show_json(result.model_dump(mode="json"))
+    outcome = result.outcome
+    if outcome.ok:
+        if not json:
+            console.print(f"[green]Release v{result.version} of {result.app} deployed "
+                          f"({result.strategy}).[/green]")
+        return
+    failure = outcome.failure
+    line = f"release v{result.version} failed: {failure.describe() if failure else 'unknown'}"
+    if outcome.not_updated:
+        line += f"; not updated: {', '.join(outcome.not_updated)}"
+    fail(line)
+
+
+@friendly
+def deploy_command(
+    config: ConfigPath = Path("bodega.toml"),
+    strategy: Annotated[str | None, typer.Option(
+        help="rolling, immediate, canary or bluegreen (default: bodega.toml's)")] = None,
+    image: Annotated[str | None, typer.Option(
+        help="Image to deploy instead of bodega.toml's")] = None,
+    ha: Annotated[bool, typer.Option(
+        "--ha/--no-ha", help="First deploy: two machines per group with services, "
+                             "a standby for one without")] = True,
+    wait_timeout: Annotated[float | None, typer.Option(
+        help="Seconds each machine has to start and pass its checks")] = None,
+    detach: Annotated[bool, typer.Option(help="Do not wait for machines")] = False,
+    registry: Annotated[str | None, typer.Option(
+        help="Registry host:port a Dockerfile's image is pushed to "
+             "[default: the one `bodega up` runs]")] = None,
+    data_dir: Annotated[Path, typer.Option(help="The local cluster's data dir")]
+    = Path(".bodega"),
+    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+) -> None:
+    """Deploy the app described by bodega.toml (building its Dockerfile first, if any)."""
+    app_config, warnings = load(config)
+    for warning in warnings:
+        typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
+    image = built_image(app_config, config, image, registry, data_dir, api_url, token,
+                        quiet=json) or image
+    options = DeployOptions(
+        strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
+        wait_timeout=wait_timeout if wait_timeout is not None else _seconds(
+            app_config.deploy.wait_timeout),
+        who=getpass.getuser(), base_dir=str(config.resolve().parent))
+    result = call(api_url, token, lambda c: deploy(c, app_config, options, _reporter(json)))
+    _finish(result, json)
+
+
+def _seconds(text: str) -> float:
+    return parse_duration(text, 300.0)
+
+
+def app_name(app: str | None, config: Path) -> str:
+    if app:
+        return app
+    if config.exists():
+        return load(config)[0].app
+    raise ValueError("no app: pass --app or run where bodega.toml is (or -c PATH)")
+
+
+@friendly
+def releases_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+                     api_url: ApiUrl = DEFAULT_API, token: Token = None,
+                     json: Json = False) -> None:
+    """List the app's releases, newest first."""
+    name = app_name(app, config)
+    found = call(api_url, token, lambda c: calls.releases(c, name))
+    if json:
+        show_json(found)
+        return
+    table(["VERSION", "STATUS", "STRATEGY", "IMAGE", "USER", "CREATED", "FAILURE"],
+          [(f"v{r['version']}", r["status"], r.get("strategy"), r.get("image"), r.get("user"),
+            r.get("created_at"), r.get("failure") or "") for r in found])
+
+
+@friendly
+def rollback_command(
+    version: Annotated[int | None, typer.Argument(
+        help="Release to go back to (default: the last complete one before the current)")]
+    = None,
+    app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+    strategy: Annotated[str | None, typer.Option(help="Strategy (default: the release's)")]
+    = None,
+    wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 300.0,
+    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+) -> None:
+    """Redeploy an earlier release's config with the same deploy machinery."""
+    name = app_name(app, config)
+
+    async def work(client: MachinesClient) -> DeployResult:
+        found = await calls.releases(client, name)
+        target = pick_release(found, version)
+        if not json:
+            console.print(f"Rolling {name} back to v{target['version']}")
+        options = DeployOptions(
+            strategy=_strategy(strategy) or _strategy(target.get("strategy")),
+            image=target.get("image") if target.get("image") != "process" else None,
+            wait_timeout=wait_timeout, who=getpass.getuser(), base_dir=target.get("base_dir"),
+            description=f"rollback to v{target['version']}")
+        return await deploy(client, AppConfig.model_validate(target["config"]), options,
+                            _reporter(json))
+
+    _finish(call(api_url, token, work), json)
+
+
+def pick_release(found: list[dict[str, Any]], version: int | None) -> dict[str, Any]:
+    """The release asked for, or the newest complete one older than the newest release."""
+    if version is not None:
+        for release in found:
+            if int(release["version"]) == version:
+                return release
+        raise ValueError(f"no release v{version} (see `bodega releases`)")
+    newest = max((int(r["version"]) for r in found), default=0)
+    earlier = [r for r in found if r["status"] == "complete" and int(r["version"]) < newest]
+    if not earlier:
+        raise ValueError("no earlier complete release to roll back to")
+    return max(earlier, key=lambda r: int(r["version"]))

@@ -1,0 +1,41 @@
+"""The build step of ``bodega deploy``: buildah, then a push to the cluster's registry.
+
+What to build is ``bodega.deploy.image_build``'s decision; this shell asks the
+cluster for the app's releases (for the tag), runs the same buildah commands as
+``bodega build`` and returns the reference the deploy then runs with the oci
+driver.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bodega.cli.build import build_and_push, cluster_registry
+from bodega.cli.session import call, console
+from bodega.deploy import calls
+from bodega.deploy.config import AppConfig
+from bodega.deploy.image_build import image_build
+from bodega.model.errors import NotFound
+from bodega.wire.machines_client import MachinesClient
+
+
+async def _versions(client: MachinesClient, app: str) -> list[int]:
+    try:
+        return [int(r["version"]) for r in await calls.releases(client, app)]
+    except NotFound:
+        return []  # a first deploy: the app is created by the deploy itself
+
+
+def built_image(config: AppConfig, config_path: Path, image: str | None, registry: str | None,
+                data_dir: Path, api_url: str, token: str | None, quiet: bool) -> str | None:
+    """The reference of the image built for this deploy, or None when it builds nothing."""
+    config_dir = config_path.resolve().parent
+    versions = call(api_url, token, lambda c: _versions(c, config.app))
+    planned = image_build(config, config_dir, Path.is_file, versions, image)
+    if planned is None:
+        return None
+    reference = planned.reference(registry or cluster_registry(data_dir.resolve()))
+    if not quiet:
+        console.print(f"[bold]build[/bold]: {planned.dockerfile.name} -> {reference}")
+    build_and_push(planned.context, reference, planned.dockerfile)
+    return reference

@@ -1,0 +1,179 @@
+"""One deploy, end to end: read what runs, record a release, plan, run the release command,
+carry the plan out, and mark the release ``complete`` or ``failed``.
+
+The release (version, strategy, image, the whole config, who, when, the failure)
+is recorded in the cluster through the broker's releases extension, so a
+rollback from any client redeploys an earlier release's config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shlex
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from bodega.deploy import calls
+from bodega.deploy.config import DEFAULT_GROUP, AppConfig
+from bodega.deploy.execute import Executor, Failure, Outcome, Progress
+from bodega.deploy.machine_spec import GROUP_KEY, has_checks, machine_config
+from bodega.deploy.plan import Current, Desired, Plan, Strategy, plan
+from bodega.model.errors import BodegaError, NotFound
+from bodega.wire.machines_client import MachinesClient
+
+
+class DeployOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: Strategy | None = None  # None: the config's [deploy] strategy
+    image: str | None = None
+    ha: bool = True
+    wait_timeout: float = 300.0
+    smoke: float = 10.0
+    drain: float = 2.0
+    detach: bool = False
+    who: str = "unknown"
+    base_dir: str | None = None  # where bodega.toml is: the process driver's paths start there
+    description: str | None = None
+
+
+class DeployResult(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    app: str
+    version: int
+    strategy: Strategy
+    plan: Plan
+    outcome: Outcome
+
+
+def current_machines(machines: list[dict[str, Any]]) -> list[Current]:
+    return [Current(id=m["id"], state=m["state"], region=m["region"], config=m["config"],
+                    group=(m["config"].get("metadata") or {}).get(GROUP_KEY, DEFAULT_GROUP))
+            for m in machines if m["state"] not in ("destroyed", "destroying")]
+
+
+async def ensure_app(client: MachinesClient, app: str) -> None:
+    try:
+        await client.app(app)
+    except NotFound:
+        await client.create_app(app)
+
+
+async def deploy(client: MachinesClient, config: AppConfig, options: DeployOptions,
+                 report: Callable[[Progress], None] = lambda _p: None) -> DeployResult:
+    if options.image:
+        config = config.model_copy(update={"build": config.build.model_copy(
+            update={"image": options.image})})
+    if config.build.dockerfile and not config.build.image:
+        raise ValueError("[build] dockerfile: the image is built by `bodega deploy` "
+                         "(or pass an image)")
+    strategy: Strategy = options.strategy or config.deploy.strategy
+    app = config.app
+    await ensure_app(client, app)
+    current = current_machines(await client.machines(app))
+    base_dir = Path(options.base_dir) if options.base_dir else None
+    # Planned before the release is recorded: a deploy that cannot be planned records none.
+    _plan(config, current, strategy, options, 0, base_dir)
+    release = await calls.create_release(client, app, {
+        "strategy": strategy, "image": config.build.image or "process",
+        "config": config.model_dump(mode="json"), "user": options.who,
+        "base_dir": options.base_dir, "description": options.description})
+    version = int(release["version"])
+    planned = _plan(config, current, strategy, options, version, base_dir)
+    result = DeployResult(app=app, version=version, strategy=strategy, plan=planned,
+                          outcome=Outcome(ok=False))
+    try:
+        if config.deploy.release_command:
+            report(Progress(stage="release command", message=config.deploy.release_command))
+            await run_release_command(client, config, planned, base_dir, options.wait_timeout)
+        executor = Executor(client, app, wait_timeout=options.wait_timeout,
+                            smoke=0.0 if options.detach else options.smoke,
+                            drain=options.drain, report=report)
+        result.outcome = await executor.run(_no_waits(planned) if options.detach else planned)
+    except ReleaseCommandFailed as failed:
+        result.outcome = Outcome(ok=False, failure=Failure(machine=failed.machine,
+                                                           step="release command",
+                                                           why=failed.why))
+    except BaseException:
+        await _finish(client, app, version, "interrupted", "the deploy was interrupted")
+        raise
+    failure = result.outcome.failure
+    await _finish(client, app, version, "complete" if result.outcome.ok else "failed",
+                  failure.describe() if failure else None)
+    return result
+
+
+def _plan(config: AppConfig, current: list[Current], strategy: Strategy,
+          options: DeployOptions, version: int, base_dir: Path | None) -> Plan:
+    desired = []
+    for group in config.groups:
+        spec = machine_config(config, group, version, base_dir)
+        desired.append(Desired(group=group, config=spec, has_services=bool(spec.get("services")),
+                               has_checks=has_checks(spec)))
+    return plan(desired, current, strategy=strategy, max_unavailable=config.deploy
+                .max_unavailable, ha=options.ha, region=config.primary_region)
+
+
+def _no_waits(planned: Plan) -> Plan:
+    return planned.model_copy(update={"stages": [s.model_copy(update={"wait": False})
+                                                 for s in planned.stages]})
+
+
+async def _finish(client: MachinesClient, app: str, version: int, status: str,
+                  failure: str | None) -> None:
+    # The deploy's own outcome is what the user needs; if this fails the release stays running.
+    with contextlib.suppress(BodegaError):
+        await calls.finish_release(client, app, version, status, failure)
+
+
+class ReleaseCommandFailed(Exception):
+    def __init__(self, machine: str | None, why: str) -> None:
+        super().__init__(why)
+        self.machine = machine
+        self.why = why
+
+
+async def run_release_command(client: MachinesClient, config: AppConfig, planned: Plan,
+                              base_dir: Path | None, timeout: float) -> None:
+    """The release command in a temporary machine of the first group; non-zero aborts."""
+    assert config.deploy.release_command
+    group = config.groups[0]
+    spec = machine_config(config, group, 0, base_dir)
+    words = shlex.split(config.deploy.release_command)
+    if config.process_driver and base_dir is not None:
+        words = [str((base_dir / w).resolve()) if (base_dir / w).is_file() else w for w in words]
+    spec.pop("services", None)
+    spec.pop("checks", None)
+    spec.update(init={"exec": words}, restart={"policy": "no"},
+                metadata={**spec["metadata"], "bodega_deploy_role": "release_command"})
+    body = {"config": spec, "region": config.primary_region} if config.primary_region else {
+        "config": spec}
+    try:
+        created = await client.create_machine(config.app, body)
+    except BodegaError as err:
+        raise ReleaseCommandFailed(None, err.message) from None
+    machine_id = str(created["id"])
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            events = list(await client.read(config.app, machine_id, "events", limit=50))
+            exits = [e for e in events if e.get("type") == "exit"]
+            if exits:
+                code = ((exits[0].get("request") or {}).get("exit_event") or {}).get("exit_code")
+                if code != 0:
+                    lines = await calls.last_log_lines(client, config.app, machine_id)
+                    raise ReleaseCommandFailed(machine_id, f"exited with code {code}" + (
+                        " | last log lines: " + " / ".join(lines) if lines else ""))
+                return
+            if loop.time() > deadline:
+                raise ReleaseCommandFailed(machine_id, f"still running after {timeout:.0f}s")
+            await asyncio.sleep(0.3)
+    finally:
+        with contextlib.suppress(BodegaError):
+            await client.destroy(config.app, machine_id, force=True)

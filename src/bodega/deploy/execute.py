@@ -1,0 +1,237 @@
+"""The deploy executor: carries a ``Plan`` out through the public Machines API.
+
+Leases first: every existing machine the plan touches is leased (13 s, refreshed
+in the background) before anything changes, and one leased by someone else
+stops the deploy there. Then the stages in order, the actions of a stage
+together. A started machine is cordoned (out of the proxy's rotation) and given
+``drain`` seconds for in-flight requests before it is updated, stopped or
+destroyed, and uncordoned once healthy again; each waited stage ends ``drain``
+seconds later, once the proxy has heard the machines are back. The first failure stops the
+deploy and says which machine, which step and why; in a bluegreen or canary
+deploy a failure before the switch destroys the machines it created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from bodega.deploy import calls
+from bodega.deploy.health import MachineFailed, wait_healthy
+from bodega.deploy.plan import Create, Destroy, Plan, Stage, Update
+from bodega.model.errors import BodegaError, Conflict
+from bodega.wire.machines_client import MachinesClient
+
+
+class Progress(BaseModel):
+    """One line of what the deploy is doing, for a person or a script."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    stage: str
+    machine: str | None = None
+    message: str
+
+
+class Failure(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    machine: str | None
+    step: str
+    why: str
+
+    def describe(self) -> str:
+        who = f"machine {self.machine}" if self.machine else "the deploy"
+        return f"{who} failed at {self.step}: {self.why}"
+
+
+class Outcome(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    ok: bool
+    failure: Failure | None = None
+    created: dict[str, str] = {}  # ref -> machine id
+    updated: list[str] = []
+    destroyed: list[str] = []
+    not_updated: list[str] = []
+
+
+class StepFailed(Exception):
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.describe())
+        self.failure = failure
+
+
+@dataclass
+class Executor:
+    client: MachinesClient
+    app: str
+    wait_timeout: float = 300.0
+    smoke: float = 10.0
+    drain: float = 2.0
+    report: Callable[[Progress], None] = lambda _p: None
+    nonces: dict[str, str] = field(default_factory=dict)
+    outcome: Outcome = field(default_factory=lambda: Outcome(ok=False))
+    touched: set[str] = field(default_factory=set)  # machines an update was sent to
+
+    async def run(self, plan: Plan) -> Outcome:
+        refresher: asyncio.Task[None] | None = None
+        try:
+            await self._lease(plan.leases)
+            refresher = asyncio.create_task(self._refresh())
+            for index, stage in enumerate(plan.stages):
+                try:
+                    await self._stage(stage)
+                except StepFailed as failed:
+                    self.outcome.failure = failed.failure
+                    if index < plan.cleanup_before:
+                        await self._clean_up()
+                    self.outcome.not_updated = [
+                        a.id for s in plan.stages[index:] for a in s.actions
+                        if isinstance(a, Update) and a.id not in self.touched]
+                    return self.outcome
+            self.outcome.ok = True
+            return self.outcome
+        except StepFailed as failed:
+            self.outcome.failure = failed.failure
+            self.outcome.not_updated = [a.id for s in plan.stages for a in s.actions
+                                        if isinstance(a, Update)]
+            return self.outcome
+        finally:
+            if refresher is not None:
+                refresher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await refresher
+            await self._release()
+
+    # -- leases ------------------------------------------------------------------------------
+    async def _lease(self, machine_ids: list[str]) -> None:
+        for machine_id in machine_ids:
+            try:
+                self.nonces[machine_id] = await calls.acquire_lease(self.client, self.app,
+                                                                    machine_id)
+            except Conflict as err:
+                raise StepFailed(Failure(machine=machine_id, step="lease",
+                                         why=f"leased by someone else ({err.message}); "
+                                             "nothing was changed")) from None
+        if machine_ids:
+            self.report(Progress(stage="lease", message=f"leased {len(machine_ids)} machines"))
+
+    async def _refresh(self) -> None:
+        while True:
+            await asyncio.sleep(calls.LEASE_TTL / 3)
+            for machine_id, nonce in list(self.nonces.items()):
+                with contextlib.suppress(BodegaError):
+                    await calls.acquire_lease(self.client, self.app, machine_id, nonce)
+
+    async def _release(self) -> None:
+        for machine_id, nonce in list(self.nonces.items()):
+            if machine_id in self.outcome.destroyed:
+                continue
+            with contextlib.suppress(BodegaError):
+                await calls.release_lease(self.client, self.app, machine_id, nonce)
+        self.nonces.clear()
+
+    # -- stages ------------------------------------------------------------------------------
+    async def _stage(self, stage: Stage) -> None:
+        self.report(Progress(stage=stage.name, message=f"{len(stage.actions)} machines"))
+        tasks = [asyncio.create_task(self._action(stage, action)) for action in stage.actions]
+        try:
+            for done in asyncio.as_completed(tasks):
+                await done  # the first failure ends the stage
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if stage.wait and self.drain > 0:
+            # The machines are healthy and uncordoned as the broker sees them; the proxy hears
+            # of it through the registry a moment later. Taking the next machines out of
+            # rotation before then would leave it nothing to route to.
+            await asyncio.sleep(self.drain)
+
+    async def _action(self, stage: Stage, action: Create | Update | Destroy) -> None:
+        if isinstance(action, Create):
+            await self._create(stage, action)
+        elif isinstance(action, Update):
+            await self._update(stage, action)
+        else:
+            await self._destroy(stage, action)
+
+    async def _step(self, machine: str | None, step: str, work: Any) -> Any:
+        """Run one API call, turning an error into the failure that names it."""
+        try:
+            return await work
+        except BodegaError as err:
+            raise StepFailed(Failure(machine=machine, step=step, why=err.message)) from None
+
+    async def _create(self, stage: Stage, action: Create) -> None:
+        config = dict(action.config)
+        if action.standby_for:
+            config["standbys"] = [self.outcome.created[action.standby_for]]
+        body: dict[str, Any] = {"config": config, "skip_launch": not action.start}
+        if action.region:
+            body["region"] = action.region
+        created = await self._step(action.ref, "create", self.client.create_machine(
+            self.app, body))
+        machine_id = str(created["id"])
+        self.outcome.created[action.ref] = machine_id
+        self.report(Progress(stage=stage.name, machine=machine_id,
+                             message=f"created ({action.role}) in {created.get('region')}"))
+        if action.start and stage.wait:
+            await self._healthy(stage, machine_id, str(created.get("instance_id") or ""))
+
+    async def _update(self, stage: Stage, action: Update) -> None:
+        nonce = self.nonces.get(action.id)
+        if action.started:
+            await self._cordon(stage, action.id, nonce)
+        self.touched.add(action.id)
+        updated = await self._step(action.id, "update", calls.update(
+            self.client, self.app, action.id, action.config, skip_launch=not action.started,
+            nonce=nonce))
+        self.report(Progress(stage=stage.name, machine=action.id, message="updated"))
+        if action.started and stage.wait:
+            await self._healthy(stage, action.id, str(updated.get("instance_id") or ""))
+            await self._step(action.id, "uncordon",
+                             calls.act(self.client, self.app, action.id, "uncordon", nonce))
+        self.outcome.updated.append(action.id)
+
+    async def _destroy(self, stage: Stage, action: Destroy) -> None:
+        machine_id = self.outcome.created.get(action.id, action.id)
+        nonce = self.nonces.get(machine_id)
+        await self._cordon(stage, machine_id, nonce)
+        await self._step(machine_id, "destroy",
+                         calls.destroy(self.client, self.app, machine_id, nonce))
+        self.outcome.destroyed.append(machine_id)
+        self.report(Progress(stage=stage.name, machine=machine_id, message="destroyed"))
+
+    async def _cordon(self, stage: Stage, machine_id: str, nonce: str | None) -> None:
+        await self._step(machine_id, "cordon",
+                         calls.act(self.client, self.app, machine_id, "cordon", nonce))
+        if self.drain > 0:
+            await asyncio.sleep(self.drain)  # the proxy hears of it, in-flight requests end
+
+    async def _healthy(self, stage: Stage, machine_id: str, instance: str) -> None:
+        self.report(Progress(stage=stage.name, machine=machine_id,
+                             message="waiting for it to start and pass its checks"))
+        try:
+            await wait_healthy(self.client, self.app, machine_id, instance,
+                               timeout=self.wait_timeout, smoke=self.smoke)
+        except MachineFailed as err:
+            raise StepFailed(Failure(machine=machine_id, step=err.step, why=err.why)) from None
+        self.report(Progress(stage=stage.name, machine=machine_id, message="healthy"))
+
+    async def _clean_up(self) -> None:
+        """Destroy what this deploy created (green or canary machines): blue keeps serving."""
+        for ref, machine_id in self.outcome.created.items():
+            if machine_id in self.outcome.destroyed:
+                continue
+            with contextlib.suppress(BodegaError):
+                await calls.destroy(self.client, self.app, machine_id, None)
+                self.outcome.destroyed.append(machine_id)
+                self.report(Progress(stage="clean up", machine=machine_id,
+                                     message=f"destroyed {ref}"))

@@ -1,0 +1,110 @@
+"""Waiting for one machine: started, then a smoke check, then its health checks passing.
+
+- started: its state is ``started`` (on the instance the update made, when one is
+  named) within the wait timeout; ``failed``, ``stopped`` or ``destroyed`` fail it.
+- smoke: for ``smoke`` seconds after it started it must not exit (a program that
+  crashes and is restarted fails here), and the failure carries its last log lines.
+- checks: when the machine reports check results (``checks: [{name, status}]``),
+  every one passing before the wait timeout (one not yet probed shows ``warning``).
+  A machine whose config has checks but that reports no result for 5 s, or that has
+  none, is healthy once started (a server that runs no checks reports none).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from bodega.deploy import calls
+from bodega.deploy.machine_spec import has_checks
+from bodega.wire.machines_client import MachinesClient
+
+POLL = 0.25
+UNREPORTED = 5.0  # seconds to wait for a configured check's first result to appear
+SETTLE = 3.0  # seconds a machine may rest between the stop and the start of an update
+DOWN = ("failed", "stopped", "destroyed", "suspended")
+
+
+class MachineFailed(Exception):
+    def __init__(self, step: str, why: str) -> None:
+        super().__init__(f"{step}: {why}")
+        self.step = step
+        self.why = why
+
+
+def _exit_detail(event: dict[str, Any]) -> str:
+    request = event.get("request") or {}
+    exit_event = request.get("exit_event") or {}
+    if exit_event:
+        return f"exit code {exit_event.get('exit_code')}" + (
+            f", signal {exit_event['signal']}" if exit_event.get("signal") else "")
+    return str(request.get("error") or event.get("status") or "exited")
+
+
+def exits_after(events: list[dict[str, Any]], since_ms: int) -> list[dict[str, Any]]:
+    return [e for e in events if e.get("type") == "exit" and int(e.get("timestamp", 0)) > since_ms]
+
+
+def failing_checks(machine: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in machine.get("checks") or [] if c.get("status") != "passing"]
+
+
+async def wait_healthy(client: MachinesClient, app: str, machine_id: str, instance: str,
+                       *, timeout: float, smoke: float) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    machine = await _started(client, app, machine_id, instance, deadline)
+    events = list(await client.read(app, machine_id, "events", limit=50))
+    since = max((int(e.get("timestamp", 0)) for e in events if e.get("type") == "start"),
+                default=0)
+    smoke_end = loop.time() + smoke
+    while loop.time() < smoke_end:
+        await asyncio.sleep(POLL * 2)
+        events = list(await client.read(app, machine_id, "events", limit=50))
+        if exited := exits_after(events, since):
+            lines = await calls.last_log_lines(client, app, machine_id)
+            tail = (" | last log lines: " + " / ".join(lines)) if lines else ""
+            raise MachineFailed("smoke check", f"exited within {smoke:.0f}s of starting "
+                                f"({_exit_detail(exited[0])}){tail}")
+    unreported_until = loop.time() + UNREPORTED
+    while True:
+        machine = await client.machine(app, machine_id)
+        if machine["state"] in DOWN:
+            raise MachineFailed("health checks", f"machine is {machine['state']}")
+        failing = failing_checks(machine)
+        # Checks configured but no results yet: the first may still be on its way; a
+        # server that runs no checks never reports any, and its machine counts once started.
+        waiting = (has_checks(machine.get("config") or {}) and not machine.get("checks")
+                   and loop.time() < unreported_until)
+        if not failing and not waiting:
+            return
+        if loop.time() > deadline:
+            why = "; ".join(f"{c.get('name')} is {c.get('status')}"
+                            + (f" ({str(c.get('output'))[:200]})" if c.get("output") else "")
+                            for c in failing)
+            raise MachineFailed("health checks", f"not passing after {timeout:.0f}s: {why}")
+        await asyncio.sleep(POLL * 2)
+
+
+async def _started(client: MachinesClient, app: str, machine_id: str, instance: str,
+                   deadline: float) -> dict[str, Any]:
+    loop = asyncio.get_running_loop()
+    down_since: float | None = None
+    while True:
+        machine = await client.machine(app, machine_id)
+        current = not instance or machine.get("instance_id") == instance
+        if current and machine["state"] == "started":
+            return machine
+        # An update passes through stopped on its way to started: only staying down fails.
+        down = current and machine["state"] in DOWN
+        down_since = (down_since or loop.time()) if down else None
+        if down_since is not None and (machine["state"] in ("failed", "destroyed")
+                                       or loop.time() - down_since > SETTLE):
+            found = [e for e in machine.get("events") or [] if e.get("type") == "exit"]
+            detail = f" ({_exit_detail(found[0])})" if found else ""
+            lines = await calls.last_log_lines(client, app, machine_id)
+            tail = (" | last log lines: " + " / ".join(lines)) if lines else ""
+            raise MachineFailed("start", f"machine is {machine['state']}{detail}{tail}")
+        if loop.time() > deadline:
+            raise MachineFailed("start", f"not started in time (state {machine['state']})")
+        await asyncio.sleep(POLL)

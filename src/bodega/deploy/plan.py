@@ -1,0 +1,220 @@
+"""The deploy planner: what the app should run and what it runs in, the ordered steps out.
+
+Pure: no I/O. The executor carries a ``Plan`` out stage by stage; the actions of
+a stage run together, and a stage that waits is done only when each of its
+machines is started and healthy. The strategies follow flyctl's:
+
+- ``rolling``: per process group, machines sorted by id; stopped ones are updated
+  together (they stay stopped); of the started ones one goes first alone, then
+  the rest in pools of ``max_unavailable`` (a count, or a fraction of the group).
+- ``immediate``: every machine updated in one stage, nothing waited on.
+- ``canary``: one extra machine per group, waited on, destroyed, then rolling.
+- ``bluegreen``: a green machine per blue one, all waited on, then every blue one
+  destroyed; a failure before that switch destroys the greens (``cleanup_before``).
+
+A group without machines is created: with ``ha``, two machines if it has
+services, else one and a stopped standby naming it. Groups gone from the config
+are destroyed last.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Strategy = Literal["rolling", "immediate", "canary", "bluegreen"]
+STRATEGIES: tuple[Strategy, ...] = ("rolling", "immediate", "canary", "bluegreen")
+
+
+class PlanError(ValueError):
+    """The deploy cannot be planned (bluegreen without checks, an unknown strategy)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Current(_Frozen):
+    """A machine the app runs now, as the planner needs to know it."""
+
+    id: str
+    group: str
+    state: str
+    region: str
+    config: dict[str, Any]
+
+
+class Desired(_Frozen):
+    """What one process group should run."""
+
+    group: str
+    config: dict[str, Any]
+    has_services: bool
+    has_checks: bool
+
+
+class Create(_Frozen):
+    kind: Literal["create"] = "create"
+    ref: str  # a name for the machine this creates, for later steps and the report
+    group: str
+    config: dict[str, Any]
+    region: str | None = None
+    start: bool = True
+    standby_for: str | None = None  # the ref of the machine this one stands by for
+    role: Literal["new", "standby", "canary", "green"] = "new"
+
+
+class Update(_Frozen):
+    kind: Literal["update"] = "update"
+    id: str
+    group: str
+    config: dict[str, Any]
+    started: bool  # it runs now: cordon first, wait after; a stopped one stays stopped
+
+
+class Destroy(_Frozen):
+    kind: Literal["destroy"] = "destroy"
+    id: str  # a machine id, or the ref of a machine this plan created
+    group: str
+
+
+Action = Annotated[Create | Update | Destroy, Field(discriminator="kind")]
+
+
+class Stage(_Frozen):
+    name: str
+    actions: list[Action]
+    wait: bool = True
+
+
+class Plan(_Frozen):
+    strategy: Strategy
+    stages: list[Stage]
+    leases: list[str]  # every existing machine the deploy touches, leased up front
+    cleanup_before: int = 0  # a failure in a stage before this one destroys what was created
+
+    def machines_touched(self) -> list[str]:
+        return [a.id if not isinstance(a, Create) else a.ref
+                for s in self.stages for a in s.actions]
+
+
+def pool_size(max_unavailable: float, group_size: int) -> int:
+    """Machines updated at once after the first: a count, or a fraction (< 1) of the group."""
+    if max_unavailable < 1:
+        return max(1, math.floor(max_unavailable * group_size))
+    return max(1, int(max_unavailable))
+
+
+def plan(desired: list[Desired], current: list[Current], *, strategy: Strategy,
+         max_unavailable: float = 1, ha: bool = True, region: str | None = None) -> Plan:
+    if strategy not in STRATEGIES:
+        raise PlanError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
+    wanted = {d.group: d for d in desired}
+    by_group: dict[str, list[Current]] = {}
+    for machine in sorted(current, key=lambda m: m.id):
+        by_group.setdefault(machine.group, []).append(machine)
+    if strategy == "bluegreen" and any(by_group.get(d.group) and not d.has_checks
+                                       for d in desired):
+        raise PlanError("bluegreen needs health checks on every process group with machines: "
+                        "add [checks] or service checks, or use another strategy")
+    stages: list[Stage] = []
+    cleanup_before = 0
+    existing = [g for g in sorted(wanted) if by_group.get(g)]
+    if strategy == "rolling":
+        stages += _rolling(wanted, by_group, existing, max_unavailable)
+    elif strategy == "immediate":
+        stages += [Stage(name="update all", wait=False, actions=[
+            _update(m, wanted[g]) for g in existing for m in by_group[g]])]
+    elif strategy == "canary":
+        stages += [
+            Stage(name="canary", actions=[
+                Create(ref=f"canary-{g}", group=g, config=wanted[g].config,
+                       region=by_group[g][0].region, role="canary") for g in existing]),
+            Stage(name="destroy canary", wait=False, actions=[
+                Destroy(id=f"canary-{g}", group=g) for g in existing]),
+        ]
+        cleanup_before = 1
+        stages += _rolling(wanted, by_group, existing, max_unavailable)
+    else:
+        greens = [_green(m, wanted[g]) for g in existing for m in by_group[g]]
+        stages += [Stage(name="create green", actions=greens)]
+        cleanup_before = len(stages)
+        stages += [Stage(name="destroy blue", wait=False, actions=[
+            Destroy(id=m.id, group=g) for g in existing for m in by_group[g]])]
+    stages += _first_machines([wanted[g] for g in sorted(wanted) if not by_group.get(g)],
+                              ha, region)
+    gone = [m for g in sorted(by_group) if g not in wanted for m in by_group[g]]
+    if gone:
+        stages.append(Stage(name="destroy removed groups", wait=False,
+                            actions=[Destroy(id=m.id, group=m.group) for m in gone]))
+    stages = [s for s in stages if s.actions]
+    leases = sorted({a.id for s in stages for a in s.actions
+                     if isinstance(a, Update | Destroy) and not a.id.startswith(
+                         ("canary-", "green-"))})
+    return Plan(strategy=strategy, stages=stages, leases=leases,
+                cleanup_before=cleanup_before)
+
+
+def _keep_standbys(machine: Current, want: Desired) -> dict[str, Any]:
+    """The new config, keeping the machine's ``standbys`` (which machine it stands by for)."""
+    if machine.config.get("standbys"):
+        return {**want.config, "standbys": list(machine.config["standbys"])}
+    return want.config
+
+
+def _green(machine: Current, want: Desired) -> Create:
+    """A green twin of a blue machine: started if it is, standing by for its primary's twin."""
+    primary = (machine.config.get("standbys") or [None])[0]
+    return Create(ref=f"green-{machine.id}", group=want.group, config=want.config,
+                  region=machine.region, start=machine.state == "started",
+                  standby_for=f"green-{primary}" if primary else None, role="green")
+
+
+def _update(machine: Current, want: Desired) -> Update:
+    return Update(id=machine.id, group=want.group, config=_keep_standbys(machine, want),
+                  started=machine.state == "started")
+
+
+def _rolling(wanted: dict[str, Desired], by_group: dict[str, list[Current]],
+             groups: list[str], max_unavailable: float) -> list[Stage]:
+    stages: list[Stage] = []
+    for group in groups:
+        machines = by_group[group]
+        resting = [m for m in machines if m.state != "started"]
+        running = [m for m in machines if m.state == "started"]
+        if resting:
+            stages.append(Stage(name=f"{group}: update stopped machines", wait=False,
+                                actions=[_update(m, wanted[group]) for m in resting]))
+        if running:
+            stages.append(Stage(name=f"{group}: update first machine",
+                                actions=[_update(running[0], wanted[group])]))
+        size = pool_size(max_unavailable, len(machines))
+        rest = running[1:]
+        for start in range(0, len(rest), size):
+            stages.append(Stage(name=f"{group}: update {start + 2}-"
+                                     f"{min(start + size, len(rest)) + 1} of {len(running)}",
+                                actions=[_update(m, wanted[group])
+                                         for m in rest[start:start + size]]))
+    return stages
+
+
+def _first_machines(groups: list[Desired], ha: bool, region: str | None) -> list[Stage]:
+    """A group's first machines: two with services under ``ha``, else one and a standby."""
+    primaries: list[Action] = []
+    standbys: list[Action] = []
+    for want in groups:
+        primaries.append(Create(ref=f"{want.group}-1", group=want.group, config=want.config,
+                                region=region))
+        if not ha:
+            continue
+        if want.has_services:
+            primaries.append(Create(ref=f"{want.group}-2", group=want.group,
+                                    config=want.config, region=region))
+        else:
+            standbys.append(Create(ref=f"{want.group}-standby", group=want.group,
+                                   config=want.config, region=region, start=False,
+                                   standby_for=f"{want.group}-1", role="standby"))
+    return [Stage(name="create machines", actions=primaries),
+            Stage(name="create standbys", wait=False, actions=standbys)]

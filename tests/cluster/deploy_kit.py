@@ -1,0 +1,122 @@
+"""What the deploy CLI tests share: a real `bodega up`, the real `bodega` command, an app dir."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.cluster.up_process import UpProcess, free_port, unwire
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@dataclass
+class Cli:
+    env: dict[str, str]
+    proxy: str
+
+    async def run(self, *args: str, timeout: float = 240.0) -> tuple[int, str, str]:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bodega", *args, env=self.env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+        assert process.returncode is not None
+        return process.returncode, out.decode(), err.decode()
+
+    async def ok(self, *args: str) -> str:
+        code, out, err = await self.run(*args)
+        assert code == 0, f"bodega {' '.join(args)} failed ({code}):\n{out}\n{err}"
+        return out
+
+    async def json(self, *args: str) -> Any:
+        return json.loads(await self.ok(*args, "--json"))
+
+    async def machines(self, app: str) -> list[dict[str, Any]]:
+        return list(await self.json("machine", "list", "--app", app))
+
+    async def get(self, app: str, path: str = "/") -> httpx.Response:
+        async with httpx.AsyncClient(timeout=30) as web:
+            return await web.get(self.proxy + path, headers={"host": f"{app}.localhost"})
+
+
+@contextlib.asynccontextmanager
+async def cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, UpProcess]]:
+    api, proxy, registry = free_port(), free_port(), free_port()
+    third = 140 + os.getpid() % 60
+    cidr = f"10.{third}.0.0/16"
+    # A registry port of its own: the default (5050) may be another cluster's.
+    up = UpProcess(tmp / "cluster", "--regions", "ams", "--workers-per-region", str(workers),
+                   "--worker-cpus", "4", "--worker-memory-mb", "4096", "--api-port", str(api),
+                   "--proxy-port", str(proxy), "--machine-cidr", cidr, "--token", "deploy-token",
+                   "--registry-port", str(registry))
+    await up.start()
+    try:
+        await up.until_line("bodega is up", timeout=120)
+        env = {**os.environ, "BODEGA_API_URL": f"http://127.0.0.1:{api}",
+               "BODEGA_API_TOKEN": "deploy-token"}
+        yield Cli(env=env, proxy=f"http://127.0.0.1:{proxy}"), up
+    finally:
+        assert up.process is not None
+        if up.process.returncode is None:
+            up.process.send_signal(signal.SIGINT)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(up.process.wait(), 60)
+            if up.process.returncode is None:
+                up.process.kill()
+                await up.process.wait()
+        await unwire(cidr, workers)
+
+
+@contextlib.contextmanager
+def readable_dir() -> Iterator[Path]:
+    """A directory the machines' unprivileged user can read (pytest's tmp_path is root's
+    alone), removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="bodega-deploy-"))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def app_dir(tmp: Path, example: str, app: str, **replace: str) -> Path:
+    """A copy of an example, its app renamed and ``replace`` applied to its bodega.toml."""
+    target = tmp / f"{app}-{len(list(tmp.iterdir()))}"
+    shutil.copytree(EXAMPLES / example, target)
+    toml = target / "bodega.toml"
+    text = toml.read_text()
+    text = text.replace(f'app = "{"hello" if example == "hello" else "ticker"}"',
+                        f'app = "{app}"', 1)
+    for old, new in replace.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    text = text.replace('"python3 ', f'"{sys.executable} ')
+    toml.write_text(text)
+    return toml
+
+
+def releases_of(machines: list[dict[str, Any]]) -> list[str]:
+    return sorted(m["config"]["metadata"]["fly_release_version"] for m in machines)
+
+
+async def until(check: Any, timeout: float = 90.0, every: float = 0.3) -> Any:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(every)

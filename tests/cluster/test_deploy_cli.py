@@ -1,0 +1,141 @@
+"""`bodega deploy`, `releases`, `rollback` and `status`, the real command on a real `bodega up`.
+
+One cluster (two workers in ams, process driver) and examples/hello:
+a first deploy makes two machines on different workers; a rolling deploy
+under constant load through the proxy serves no failed request; a version
+that cannot start, or whose health check fails, stops the rolling deploy
+after its first machine and leaves the other on the old release; a rollback
+brings the old config back;
+bluegreen succeeds, and a failing bluegreen leaves blue serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cluster.deploy_kit import Cli, app_dir, cluster, readable_dir, releases_of
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+
+BROKEN = "app = \"{python} -c 'import sys; print(\\\"boom\\\"); sys.exit(3)'\""
+
+
+async def load(cli: Cli, app: str, stop: asyncio.Event) -> tuple[int, list[str]]:
+    """Requests one after another through the proxy until ``stop``: (count, failures)."""
+    count, failures = 0, []
+    async with httpx.AsyncClient(timeout=30) as web:
+        while not stop.is_set():
+            try:
+                answer = await web.get(cli.proxy + "/", headers={"host": f"{app}.localhost"})
+                if answer.status_code != 200:
+                    failures.append(f"{answer.status_code} {answer.text[:100]}")
+            except httpx.HTTPError as exc:
+                failures.append(repr(exc))
+            count += 1
+            await asyncio.sleep(0.02)
+    return count, failures
+
+
+async def test_deploy_rolling_failure_rollback_and_bluegreen(tmp_path: Path) -> None:
+    app = f"hello-{os.getpid() % 10000}"
+    async with cluster(tmp_path) as (cli, _up):
+        with readable_dir() as apps:
+            await rolling_failure_rollback_bluegreen(cli, apps, app)
+
+
+async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str) -> None:
+    v1 = app_dir(tmp_path, "hello", app)
+    await cli.ok("deploy", "-c", str(v1))
+    machines = await cli.machines(app)
+    assert [m["state"] for m in machines] == ["started", "started"]
+    assert releases_of(machines) == ["1", "1"]
+    placements = [await cli.json("machine", "explain", m["id"], "--app", app)
+                  for m in machines]
+    assert len({p["winner"]["worker"] for p in placements}) == 2, "HA: different workers"
+    assert (await cli.get(app)).text.startswith("hello from bodega")
+
+    # Rolling, under load: no failed request.
+    v2 = app_dir(tmp_path, "hello", app, **{"hello from bodega": "hello v2"})
+    stop = asyncio.Event()
+    traffic = asyncio.create_task(load(cli, app, stop))
+    await cli.ok("deploy", "-c", str(v2))
+    await asyncio.sleep(1)
+    stop.set()
+    count, failures = await traffic
+    assert count > 50
+    assert failures == []
+    assert releases_of(await cli.machines(app)) == ["2", "2"]
+    assert (await cli.get(app)).text.startswith("hello v2")
+
+    # A version that cannot start: stops after the first machine, the rest stay on v2.
+    ids = sorted(m["id"] for m in await cli.machines(app))
+    broken = app_dir(tmp_path, "hello", app,
+                     **{'app = "python3 app.py"': BROKEN.format(python="python3")})
+    code, _out, err = await cli.run("deploy", "-c", str(broken))
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"Error: release v3 failed: machine {ids[0]} failed at ")
+    assert "exit code 3" in line
+    assert line.endswith(f"not updated: {ids[1]}")
+    after = {m["id"]: m for m in await cli.machines(app)}
+    assert after[ids[1]]["config"]["metadata"]["fly_release_version"] == "2"
+    assert after[ids[1]]["state"] == "started"
+    assert (await cli.get(app)).text.startswith("hello v2")  # still served by the other
+    releases = await cli.json("releases", "--app", app)
+    assert [(r["version"], r["status"]) for r in releases] == [
+        (3, "failed"), (2, "complete"), (1, "complete")]
+    assert ids[0] in releases[0]["failure"]
+
+    # A version whose health check fails: the same, after the first machine's checks.
+    await cli.ok("rollback", "--app", app, "2")  # v4: both machines healthy on v2's config
+    ids = sorted(m["id"] for m in await cli.machines(app))
+    unhealthy = app_dir(tmp_path, "hello", app, **{'HEALTHY = "true"': 'HEALTHY = "false"'})
+    code, _out, err = await cli.run("deploy", "-c", str(unhealthy), "--wait-timeout", "15")
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"Error: release v5 failed: machine {ids[0]} failed at health "
+                           "checks: not passing after 15s: servicecheck-00-http-8080 is "
+                           "critical")
+    assert line.endswith(f"not updated: {ids[1]}")
+    after = {m["id"]: m for m in await cli.machines(app)}
+    assert after[ids[0]]["config"]["metadata"]["fly_release_version"] == "5"
+    assert after[ids[1]]["config"]["metadata"]["fly_release_version"] == "4"
+    assert [c["status"] for c in after[ids[1]]["checks"]] == ["passing"]
+    for _ in range(20):  # the proxy routes around the failing machine
+        assert (await cli.get(app)).text.startswith(f"hello v2 ({ids[1]})")
+
+    # Rollback: the last complete release before the newest (v4, v2's config), as v6.
+    await cli.ok("rollback", "--app", app)
+    machines = await cli.machines(app)
+    assert releases_of(machines) == ["6", "6"]
+    assert {m["config"]["env"]["GREETING"] for m in machines} == {"hello v2"}
+    releases = await cli.json("releases", "--app", app)
+    assert (releases[0]["version"], releases[0]["status"]) == (6, "complete")
+    assert releases[0]["description"] == "rollback to v4"
+
+    # Bluegreen: a green machine per blue, then blue destroyed.
+    green_toml = app_dir(tmp_path, "hello", app, **{"hello from bodega": "hello green"})
+    await cli.ok("deploy", "-c", str(green_toml), "--strategy", "bluegreen")
+    machines = await cli.machines(app)
+    assert len(machines) == 2
+    assert not {m["id"] for m in machines} & set(ids)
+    assert (await cli.get(app)).text.startswith("hello green")
+
+    # A failing bluegreen destroys every green machine and leaves blue serving.
+    blue = sorted(m["id"] for m in machines)
+    code, _out, err = await cli.run("deploy", "-c", str(broken), "--strategy", "bluegreen")
+    assert code == 1
+    assert "failed at" in err
+    machines = await cli.machines(app)
+    assert sorted(m["id"] for m in machines) == blue
+    assert {m["state"] for m in machines} == {"started"}
+    assert (await cli.get(app)).text.startswith("hello green")
+
+    status = await cli.json("status", "--app", app)
+    assert status["release"]["version"] == 7
+    assert len(status["machines"]) == 2

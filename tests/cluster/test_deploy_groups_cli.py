@@ -1,0 +1,113 @@
+"""`bodega deploy` of a group without services (a standby), leases, canary, scale and launch,
+the real command on a real `bodega up` (two workers in ams, process driver)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bodega.deploy.config import load
+from tests.cluster.deploy_kit import Cli, app_dir, cluster, readable_dir, releases_of
+
+RESTING = ("created", "stopped")  # a standby is created without being started
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+
+
+async def test_standby_lease_canary_scale_and_launch(tmp_path: Path) -> None:
+    suffix = os.getpid() % 10000
+    async with cluster(tmp_path) as (cli, _up):
+        with readable_dir() as apps:
+            await standby_and_lease(cli, apps, f"ticker-{suffix}")
+            await canary_and_scale(cli, apps, f"web-{suffix}")
+    await launch(tmp_path)
+
+
+async def standby_and_lease(cli: Cli, apps: Path, app: str) -> None:
+    toml = app_dir(apps, "worker", app)
+    await cli.ok("deploy", "-c", str(toml))
+    machines = await cli.machines(app)
+    started = [m for m in machines if m["state"] == "started"]
+    stopped = [m for m in machines if m["state"] in RESTING]
+    assert len(started) == 1
+    assert len(stopped) == 1
+    (primary,), (standby,) = started, stopped
+    assert standby["config"]["standbys"] == [primary["id"]]
+    where = {m["id"]: (await cli.json("machine", "explain", m["id"], "--app", app))
+             ["winner"]["worker"] for m in machines}
+    assert where[primary["id"]] != where[standby["id"]], "the standby is on another worker"
+    status = await cli.json("status", "--app", app)
+    assert {m["process_group"] for m in status["machines"]} == {"worker"}
+
+    # Someone else holds a lease on the primary: the deploy stops before changing anything.
+    async with httpx.AsyncClient(base_url=cli.env["BODEGA_API_URL"], timeout=30, headers={
+            "authorization": f"Bearer {cli.env['BODEGA_API_TOKEN']}"}) as api:
+        held = await api.post(f"/v1/apps/{app}/machines/{primary['id']}/lease",
+                              json={"ttl": 120})
+        assert held.status_code == 201, held.text
+        code, _out, err = await cli.run("deploy", "-c", str(toml))
+        assert code == 1
+        assert f"machine {primary['id']} failed at lease: leased by someone else" in err
+        assert releases_of(await cli.machines(app)) == ["1", "1"]
+        nonce = held.json()["data"]["nonce"]
+        await api.delete(f"/v1/apps/{app}/machines/{primary['id']}/lease",
+                         headers={"fly-machine-lease-nonce": nonce})
+    # A second deploy keeps the standby a standby (stopped, naming the same primary).
+    await cli.ok("deploy", "-c", str(toml))
+    after = {m["id"]: m for m in await cli.machines(app)}
+    assert after[standby["id"]]["state"] in RESTING
+    assert after[standby["id"]]["config"]["standbys"] == [primary["id"]]
+    assert releases_of(list(after.values())) == ["3", "3"]
+
+
+async def canary_and_scale(cli: Cli, apps: Path, app: str) -> None:
+    await cli.ok("deploy", "-c", str(app_dir(apps, "hello", app)), "--no-ha")
+    (only,) = await cli.machines(app)
+
+    # A failing canary is destroyed and nothing else changes.
+    broken = app_dir(apps, "hello", app, **{'app = "python3 app.py"':
+                                            'app = "python3 -c \'raise SystemExit(4)\'"'})
+    code, _out, err = await cli.run("deploy", "-c", str(broken), "--strategy", "canary")
+    assert code == 1
+    assert "exit code 4" in err
+    machines = await cli.machines(app)
+    assert [m["id"] for m in machines] == [only["id"]]
+    assert releases_of(machines) == ["1"]
+
+    await cli.ok("deploy", "-c", str(app_dir(apps, "hello", app,
+                                              **{"hello from bodega": "canaried"})),
+                 "--strategy", "canary")
+    machines = await cli.machines(app)
+    assert [m["id"] for m in machines] == [only["id"]]
+    assert (await cli.get(app)).text.startswith("canaried")
+
+    await cli.ok("scale", "count", "3", "--app", app)
+    machines = await cli.machines(app)
+    assert len(machines) == 3
+    assert {m["state"] for m in machines} == {"started"}
+    code, _out, err = await cli.run("scale", "count", "2", "--app", app, "--region", "ams,syd")
+    assert code == 1
+    assert "syd: room for 0 of 2 new machines" in err
+    assert len(await cli.machines(app)) == 2  # ams shrank; syd changed nothing
+
+    await cli.ok("scale", "vm", "shared-cpu-2x", "--app", app)
+    machines = await cli.machines(app)
+    assert {m["config"]["guest"]["memory_mb"] for m in machines} == {512}
+    assert {m["state"] for m in machines} == {"started"}
+
+
+async def launch(tmp: Path) -> None:
+    cli = Cli(env=dict(os.environ), proxy="")
+    target = tmp / "launched" / "bodega.toml"
+    target.parent.mkdir()
+    await cli.ok("launch", "--name", "fresh", "-c", str(target), "--", "python3", "app.py")
+    text = target.read_text()
+    assert 'app = "fresh"' in text
+    assert 'app = "python3 app.py"' in text
+    config, warnings = load(target)
+    assert (config.app, config.processes, warnings) == ("fresh", {"app": "python3 app.py"}, [])
+    code, _out, err = await cli.run("launch", "-c", str(target), "--", "x")
+    assert code == 1
+    assert err.strip() == f"Error: {target} exists; edit it, or pass -c for another file"

@@ -1,0 +1,106 @@
+"""bodega.toml: the fly.toml subset, warnings for ignored keys, errors with file, line, field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bodega.deploy.config import ConfigError, load, parse
+from bodega.deploy.machine_spec import GROUP_KEY, RELEASE_KEY, argv, machine_config
+from bodega.model.machine_config import Check
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_the_fly_toml_fly_launch_writes_loads_with_warnings_for_ignored_keys() -> None:
+    config, warnings = load(FIXTURES / "fly-launch-python.toml")
+    assert config.app == "hello-flask"
+    assert config.primary_region == "ams"
+    assert config.http_service is not None
+    assert config.http_service.internal_port == 8080
+    assert config.vm[0].guest() == {"cpu_kind": "shared", "cpus": 1, "memory_mb": 1024}
+    ignored = sorted(w.split(": ")[1] for w in warnings)
+    assert ignored == ["build.builder is ignored by bodega",
+                       "console_command is ignored by bodega",
+                       "http_service.processes is ignored by bodega",
+                       "statics is ignored by bodega"]
+    assert warnings[0].startswith(str(FIXTURES / "fly-launch-python.toml") + ":")
+    spec = machine_config(config, "app", 3)
+    assert spec["metadata"] == {GROUP_KEY: "app", RELEASE_KEY: "3"}
+    assert spec["init"]["exec"] == ["gunicorn", "--bind", ":8080", "--workers", "2",
+                                    "hello:app"]
+    (service,) = spec["services"]
+    assert service["internal_port"] == 8080
+    assert service["autostop"] == "stop"
+
+
+def test_an_unknown_key_names_file_line_and_field() -> None:
+    text = 'app = "x"\n\n[deploy]\n  strategy = "rolling"\n  max_unavailible = 2\n'
+    with pytest.raises(ConfigError) as err:
+        parse(text, "app/bodega.toml")
+    assert str(err.value) == "app/bodega.toml:5: deploy.max_unavailible: unknown key"
+
+
+def test_a_bad_value_names_its_line() -> None:
+    text = 'app = "x"\n[http_service]\ninternal_port = 99999\n'
+    with pytest.raises(ConfigError, match=r"^b.toml:3: http_service.internal_port: "):
+        parse(text, "b.toml")
+    with pytest.raises(ConfigError, match=r"^b.toml:2: deploy.strategy: "):
+        parse('app = "x"\ndeploy = {strategy = "yolo"}\n', "b.toml")
+    with pytest.raises(ConfigError, match=r"^b.toml: Invalid value \(at line 1, column 7\)"):
+        parse("app = \n", "b.toml")
+    with pytest.raises(ConfigError, match=r"^b.toml:3: vm.0.size: unknown machine size"):
+        parse('app = "x"\n[[vm]]\nsize = "huge"\n', "b.toml")
+    with pytest.raises(ConfigError, match=r"^b.toml:1: app: Field required"):
+        parse('[env]\nA = "1"\n', "b.toml")
+
+
+def test_processes_split_like_a_shell_but_never_through_one(tmp_path: Path) -> None:
+    (tmp_path / "app.py").write_text("")
+    config, _ = parse('app = "x"\n[processes]\n'
+                      'web = "python3 app.py --greeting \'hello there\' ; rm -rf /"\n')
+    words = argv(config, "web", tmp_path)
+    # The path next to bodega.toml is made absolute (machines run in their own directory);
+    # ";" is an argument like any other, not a command separator.
+    assert words == ["python3", str(tmp_path / "app.py"), "--greeting", "hello there", ";",
+                     "rm", "-rf", "/"]
+
+
+def test_process_driver_needs_a_command_and_an_image_does_not() -> None:
+    config, _ = parse('app = "x"\n')
+    with pytest.raises(ValueError, match="no command"):
+        machine_config(config, "app", 1)
+    config, _ = parse('app = "x"\n[build]\nimage = "nginx"\n')
+    assert machine_config(config, "app", 1)["image"] == "nginx"
+
+
+def test_checks_and_services_reach_the_group_they_name() -> None:
+    config, _ = parse('''
+app = "x"
+[processes]
+web = "python3 web.py"
+worker = "python3 worker.py"
+[[services]]
+internal_port = 8080
+processes = ["web"]
+  [[services.ports]]
+  port = 80
+  handlers = ["http"]
+  [[services.http_checks]]
+  path = "/healthz"
+  interval = "2s"
+  headers = { Host = "example.com" }
+[checks.alive]
+type = "tcp"
+port = 9000
+processes = ["worker"]
+''')
+    web, worker = machine_config(config, "web", 1), machine_config(config, "worker", 1)
+    assert web["services"][0]["checks"] == [{
+        "type": "http", "path": "/healthz", "interval": "2s", "port": 8080,
+        "headers": [{"name": "Host", "values": ["example.com"]}]}]
+    Check.model_validate(web["services"][0]["checks"][0])  # as the Machines API takes it
+    assert "checks" not in web
+    assert "services" not in worker
+    assert worker["checks"] == {"alive": {"type": "tcp", "port": 9000}}
