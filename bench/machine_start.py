@@ -25,7 +25,6 @@ import json
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -68,8 +67,13 @@ class Signals:
         # Opened read-write, the FIFO always has a writer, so it turns readable only on data.
         fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
         loop = asyncio.get_running_loop()
-        arrived = loop.create_future()
-        loop.add_reader(fd, lambda: arrived.done() or arrived.set_result(None))
+        arrived: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not arrived.done():
+                arrived.set_result(None)
+
+        loop.add_reader(fd, readable)
         try:
             start = time.perf_counter()
             launched = await launch(str(path))
@@ -123,13 +127,10 @@ async def via_broker(signals: Signals, session: aiohttp.ClientSession, url: str,
     return elapsed
 
 
-async def until_file(path: Path, process: asyncio.subprocess.Process | subprocess.Popen[bytes],
-                     what: str) -> Any:
+async def until_file(path: Path, process: asyncio.subprocess.Process, what: str) -> Any:
     deadline = time.monotonic() + 120
     while not path.exists():  # noqa: ASYNC240 (a small local file, polled)
-        returncode = process.returncode if isinstance(process, asyncio.subprocess.Process) \
-            else process.poll()
-        if returncode is not None or time.monotonic() > deadline:
+        if process.returncode is not None or time.monotonic() > deadline:
             raise SystemExit(f"the {what} did not start")
         await asyncio.sleep(0.02)
     return json.loads(path.read_text())  # noqa: ASYNC240
@@ -141,25 +142,24 @@ async def start_worker(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
         sys.executable, "-m", "bodega", "worker", "--name", "bench", "--region", "ams",
         "--data-dir", str(tmp / "w"), "--listen", "127.0.0.1:0",
         # Room for every run: the broker's static view only ever counts creates as taken.
-        "--cpus", "64", "--memory-mb", "65536", "--machine-subnet", SUBNET, "--ready-file", str(ready),
-        "--log-level", "warning",
+        "--cpus", "64", "--memory-mb", "65536", "--machine-subnet", SUBNET,
+        "--ready-file", str(ready), "--log-level", "warning",
         env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET},
     )
     return process, (await until_file(ready, process, "worker"))["url"]
 
 
-async def start_broker(tmp: Path, worker: WorkerClient) -> tuple[subprocess.Popen[bytes], str]:
+async def start_broker(tmp: Path, worker: WorkerClient) -> tuple[asyncio.subprocess.Process, str]:
     """A real broker process that knows the worker from a static catalog (no registry)."""
     capacity = await worker.capacity()
     catalog = tmp / "workers.json"
-    catalog.write_text(json.dumps([{  # noqa: ASYNC240 (written once, before the runs)
+    catalog.write_text(json.dumps([{
         "name": "bench", "region": "ams", "url": worker.base_url, "totals": capacity["totals"],
         "used": capacity["used"], "cordoned": False}]))
     out = tmp / "broker.json"
-    process = subprocess.Popen(
-        [sys.executable, str(HERE / "fleet.py"), "broker", "--workers", str(catalog),
-         "--token", TOKEN, "--out", str(out)],
-        env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(HERE / "fleet.py"), "broker", "--workers", str(catalog),
+        "--token", TOKEN, "--out", str(out), env={**os.environ, "PYTHONPATH": str(HERE.parent)})
     return process, (await until_file(out, process, "broker"))["url"]
 
 
@@ -185,20 +185,19 @@ async def main(runs: int) -> None:
                 r.raise_for_status()
             times: dict[str, list[float]] = {"bare": [], "broker": [], "worker": []}
             for run in range(3 + runs):  # interleaved, so drift affects all alike
-                for key, measure in (
-                        ("bare", lambda: bare_spawn(signals)),
-                        ("broker", lambda: via_broker(signals, session, url, worker)),
-                        ("worker", lambda: via_worker(signals, worker))):
-                    elapsed = await measure()
-                    if run >= 3:  # the first three warm the page cache and the code paths
+                measured = {"bare": await bare_spawn(signals),
+                            "broker": await via_broker(signals, session, url, worker),
+                            "worker": await via_worker(signals, worker)}
+                if run >= 3:  # the first three warm the page cache and the code paths
+                    for key, elapsed in measured.items():
                         times[key].append(elapsed)
         finally:
             await session.close()
             await worker.aclose()
             if broker_process is not None:
                 broker_process.send_signal(signal.SIGTERM)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    broker_process.wait(30)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(broker_process.wait(), 30)
             worker_process.terminate()
             await worker_process.wait()
             if os.geteuid() == 0:
