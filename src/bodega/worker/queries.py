@@ -56,7 +56,7 @@ def insert_machine(conn: sqlite3.Connection, row: MachineRow) -> None:
             _encode(row.config), row.millicpus, row.memory_mb, row.gpus, row.gpu_kind,
             row.ip_index, row.private_ip, row.netns, int(row.cordoned), int(row.holds_compute),
             _encode(row.handle),
-            row.start_seq, row.restarts, row.volume_id, _encode(row.placement),
+            row.start_seq, row.restarts, row.volume_id, row.placement_json,
             row.idempotency_key, _encode(row.last_exit), row.created_at, row.updated_at,
         ),
     )
