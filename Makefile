@@ -31,17 +31,17 @@ unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
 integration: $(STAMP) host-packages
-	$(BIN)/pytest -q tests/integration
+	BODEGA_REQUIRE_HAPROXY=1 $(BIN)/pytest -q tests/integration
 
 cluster: $(STAMP) host-packages
-	$(BIN)/pytest -q tests/cluster
+	BODEGA_REQUIRE_HAPROXY=1 $(BIN)/pytest -q tests/cluster
 
 # Every chaos scenario on a nine-host cluster (root: namespaces, nftables, tmpfs); a table.
 chaos: $(STAMP) host-packages
 	$(BIN)/python -m tests.cluster.chaos $(ARGS)
 
 test: host-packages lint typecheck
-	$(BIN)/pytest -q tests
+	BODEGA_REQUIRE_HAPROXY=1 $(BIN)/pytest -q tests
 
 # The full API fuzz: 80 cases per operation and generation mode from each OpenAPI
 # document (over 13,000), plus the free-form and bad-input tests; prints the totals.

@@ -2,7 +2,8 @@
 
 Two workers (process driver, each machine in its own namespace), a broker and
 a proxy, every one its own process, joined by gossip. Machines run a small
-HTTP server that answers with its machine id.
+HTTP server that answers with its machine id. Every test runs on both data
+planes: HAProxy (bodega's proxy its control plane and activator) and bodega's own.
 """
 
 from __future__ import annotations
@@ -21,10 +22,18 @@ import pytest
 
 from bodega.runtime.keys import internal_token
 from tests.integration.procs import SECRET
+from tests.integration.proxy.planes import PLANES, haproxy_binary
 
 from .fleet import Fleet, echo_config, fleet, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+
+
+@pytest.fixture(params=PLANES)
+def plane(request: pytest.FixtureRequest) -> str:
+    if request.param == "haproxy":
+        haproxy_binary()  # skips, or fails under BODEGA_REQUIRE_HAPROXY=1, when missing
+    return str(request.param)
 
 
 def names(tag: str) -> tuple[str, str]:
@@ -32,12 +41,12 @@ def names(tag: str) -> tuple[str, str]:
     return f"{tag}a-{suffix}", f"{tag}b-{suffix}"
 
 
-async def start_cluster(f: Fleet, tag: str, *proxy_args: str) -> tuple[str, str]:
+async def start_cluster(f: Fleet, tag: str, plane: str, *proxy_args: str) -> tuple[str, str]:
     a, b = names(tag)
     await f.worker(a, 1)
     await f.worker(b, 2)
     await f.broker()
-    await f.proxy(*proxy_args)
+    await f.proxy("--data-plane", plane, *proxy_args)
     async with f.api() as api:
         await until(lambda: _workers_seen(api, 2))
     return a, b
@@ -72,10 +81,10 @@ async def proxy_metric(f: Fleet, name: str) -> float:
                if line.startswith(name) and not line.startswith("#"))
 
 
-async def test_requests_spread_over_an_apps_machines(tmp_path: Path) -> None:
+async def test_requests_spread_over_an_apps_machines(tmp_path: Path, plane: str) -> None:
     marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
     async with fleet(tmp_path) as f:
-        await start_cluster(f, "rt")
+        await start_cluster(f, "rt", plane)
         async with f.api() as api, f.web("spread") as web:
             await api.post("/v1/apps", json={"app_name": "spread", "org_slug": "personal"})
             ids = []
@@ -99,14 +108,20 @@ async def test_requests_spread_over_an_apps_machines(tmp_path: Path) -> None:
             assert min(served.values()) >= 5
             assert answers[0].text.split()[1] == "127.0.0.1"  # X-Forwarded-For reached it
             assert answers[0].headers["fly-request-id"]
+            if plane == "haproxy":  # HAProxy carried them straight to the machines
+
+                async def counted() -> bool:  # its counters are read every second
+                    return await proxy_metric(f, "bodega_haproxy_server_requests_total") >= 40
+
+                await until(counted)
 
 
 async def test_fifty_requests_to_a_sleeping_app_start_exactly_one_machine(
-    tmp_path: Path,
+    tmp_path: Path, plane: str,
 ) -> None:
     marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
     async with fleet(tmp_path) as f:
-        await start_cluster(f, "as")
+        await start_cluster(f, "as", plane)
         async with f.api() as api, f.web("sleepy") as web:
             await api.post("/v1/apps", json={"app_name": "sleepy", "org_slug": "personal"})
             for _ in range(2):
@@ -123,10 +138,10 @@ async def test_fifty_requests_to_a_sleeping_app_start_exactly_one_machine(
                                          'outcome="started"}') == 1
 
 
-async def test_idle_machines_are_stopped_down_to_the_minimum(tmp_path: Path) -> None:
+async def test_idle_machines_are_stopped_down_to_the_minimum(tmp_path: Path, plane: str) -> None:
     marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
     async with fleet(tmp_path) as f:
-        await start_cluster(f, "st", "--autostop-interval", "0.5", "--autostop-idle", "1")
+        await start_cluster(f, "st", plane, "--autostop-interval", "0.5", "--autostop-idle", "1")
         async with f.api() as api, f.web("idle") as web:
             await api.post("/v1/apps", json={"app_name": "idle", "org_slug": "personal"})
             for _ in range(3):
@@ -150,10 +165,10 @@ async def _status(web: httpx.AsyncClient, code: int) -> bool:
     return (await web.get("/")).status_code == code
 
 
-async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path) -> None:
+async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path, plane: str) -> None:
     marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
     async with fleet(tmp_path) as f:
-        await start_cluster(f, "fo")
+        await start_cluster(f, "fo", plane)
         async with f.api() as api, f.web("ha") as web:
             await api.post("/v1/apps", json={"app_name": "ha", "org_slug": "personal"})
             primary = (await api.post("/v1/apps/ha/machines", json={

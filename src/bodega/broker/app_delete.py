@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
+from bodega.broker import secrets
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Tokens
 from bodega.broker.ip_assignments import IpAssignments
@@ -71,6 +72,7 @@ class AppDelete:
                 await self._delete_volume_when_free(app, str(volume["id"]))
         self.tokens.revoke_app_tokens(app)
         self.ips.remove_all(app)
+        secrets.remove_all(self.apps.catalog, app)
         self.apps.delete(app)
 
     async def _delete_volume_when_free(self, app: str, volume_id: str) -> None:

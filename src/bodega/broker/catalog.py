@@ -23,6 +23,7 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "apps": ("name", "org_slug"),
     "tokens": ("id", "token_hash", "scope"),
     "ip_assignments": ("key", "app", "ip"),
+    "secrets": ("key", "app"),
 }
 
 

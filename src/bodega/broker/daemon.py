@@ -24,11 +24,13 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placer import Placer, PlacerConfig
 from bodega.broker.platform import Platform
 from bodega.broker.readiness import Gate
+from bodega.broker.secrets import AppSecrets
 from bodega.broker.server import BrokerApi
 from bodega.broker.shadow import Shadow
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers
 from bodega.runtime.keys import internal_token
+from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 
 log = logging.getLogger("bodega.broker")
@@ -83,7 +85,8 @@ class Broker:
         self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
         api = BrokerApi(tokens=Tokens(catalog, config.admin_tokens), apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
-                        metrics=self.metrics, name=config.name, gate=self.gate)
+                        metrics=self.metrics, name=config.name, gate=self.gate,
+                        secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)))
         self._tasks.append(asyncio.create_task(self._follow(catalog)))
         if not self.gate.ready.is_set():
             self._tasks.append(asyncio.create_task(

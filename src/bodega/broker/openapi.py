@@ -33,6 +33,17 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
      "private_v6, shared_v4)", fly.AssignIpRequest, "IPAssignment"),
     ("delete", "/v1/apps/{app_name}/ip_assignments/{ip}", "Remove an IP assignment", None,
      None),
+    ("get", "/v1/apps/{app_name}/secrets", "List the app's secrets (names and digests; values "
+     "are never shown)", None, "AppSecrets"),
+    ("post", "/v1/apps/{app_name}/secrets", "Set secrets (null unsets one); restarts nothing",
+     fly.AppSecretsUpdateRequest, "AppSecretsUpdateResp"),
+    ("get", "/v1/apps/{app_name}/secrets/{secret_name}", "Show one secret (no value)", None,
+     "AppSecret"),
+    ("post", "/v1/apps/{app_name}/secrets/{secret_name}", "Set one secret",
+     fly.SetAppSecretRequest, "AppSecret"),
+    ("delete", "/v1/apps/{app_name}/secrets/{secret_name}", "Delete one secret", None, None),
+    ("get", "/v1/apps/{app_name}/logs", "bodega: the app's logs as NDJSON lines (machine, "
+     "region, follow, since, limit)", None, None),
     ("get", "/v1/orgs/{org_slug}/machines", "List every machine of an org's apps, oldest "
      "update first (include_deleted, region, state, summary, updated_after, cursor, limit)",
      None, "OrgMachinesResponse"),
@@ -92,6 +103,7 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
 # Operations whose success is not a 200 with a body: (method, path) -> (status, has a body).
 SUCCESS: dict[tuple[str, str], tuple[int, bool]] = {
     ("post", "/v1/apps"): (201, True),
+    ("post", "/v1/apps/{app_name}/secrets/{secret_name}"): (201, True),
     ("delete", "/v1/apps/{app_name}"): (202, False),
     ("post", f"{M}/lease"): (201, True),
     ("delete", f"{M}/lease"): (204, False),
@@ -115,7 +127,18 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "version": _STR, "private_ip": _STR, "config": {"type": "object"},
         "image_ref": {"type": "object"}, "created_at": _STR, "updated_at": _STR,
         "events": {"type": "array", "items": {"type": "object"}}, "nonce": _STR,
-        "host_status": _STR, "cordoned": _BOOL}},
+        "host_status": _STR, "cordoned": _BOOL,
+        "checks": {"type": "array", "items": {"$ref": "#/components/schemas/CheckStatus"}}}},
+    "CheckStatus": {"type": "object", "properties": {
+        "name": _STR, "status": {"type": "string", "enum": ["passing", "warning", "critical"]},
+        "output": _STR, "updated_at": _STR}},
+    "AppSecret": {"type": "object", "properties": {
+        "name": _STR, "digest": _STR, "created_at": _STR, "updated_at": _STR}},
+    "AppSecrets": {"type": "object", "properties": {"secrets": {
+        "type": "array", "items": {"$ref": "#/components/schemas/AppSecret"}}}},
+    "AppSecretsUpdateResp": {"type": "object", "properties": {
+        "version": _INT, "secrets": {"type": "array", "items": {
+            "$ref": "#/components/schemas/AppSecret"}}}},
     "MachineList": {"type": "array", "items": {"$ref": "#/components/schemas/Machine"}},
     "App": {"type": "object", "properties": {
         "id": _STR, "name": _STR, "status": _STR, "network": _STR, "machine_count": _INT,

@@ -23,12 +23,15 @@ from bodega.broker.app_delete import AppDelete
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
 from bodega.broker.ip_assignments import IpAssignments
+from bodega.broker.log_routes import log_routes
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.openapi import docs_page, openapi_document
 from bodega.broker.org_machines import page, parse_query
 from bodega.broker.platform import Platform, ask_for
 from bodega.broker.readiness import RETRY_AFTER, Gate
+from bodega.broker.secret_routes import secret_routes
+from bodega.broker.secrets import AppSecrets
 from bodega.broker.volumes import Volumes
 from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
@@ -54,7 +57,8 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
-                 platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate) -> None:
+                 platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
+                 secrets: AppSecrets | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -65,6 +69,7 @@ class BrokerApi:
         self.ips = IpAssignments(apps.catalog, apps)
         self.app_delete = AppDelete(apps, machines, volumes, tokens, self.ips)
         self.gate = gate
+        self.secrets = secrets
 
     def app(self) -> Starlette:
         r = self._route
@@ -83,6 +88,8 @@ class BrokerApi:
             r("/v1/apps/{app}/ip_assignments", self.list_ips, "GET"),
             r("/v1/apps/{app}/ip_assignments", self.assign_ip, "POST"),
             r("/v1/apps/{app}/ip_assignments/{ip}", self.remove_ip, "DELETE"),
+            *(secret_routes(r, self.secrets) if self.secrets is not None else []),
+            *log_routes(r, self.machines),
             r("/v1/orgs/{org_slug}/machines", self.org_machines, "GET"),
             r("/v1/apps/{app}/machines", self.list_machines, "GET"),
             r("/v1/apps/{app}/machines", self.create_machine, "POST"),

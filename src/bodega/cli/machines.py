@@ -64,8 +64,9 @@ def run(
     command: Annotated[list[str] | None, typer.Argument(help="Program and arguments to run")]
     = None,
     app: App = "",
-    image: Annotated[str, typer.Option(help="Image (recorded; the process driver runs the "
-                                            "command)")] = "process",
+    image: Annotated[str, typer.Option(help="An OCI image naming its registry "
+                                            "(host:port/app:tag) runs as an image; anything "
+                                            "else labels the command")] = "process",
     region: Annotated[str | None, typer.Option(help="Region expression, e.g. ams or ams,syd")]
     = None,
     name: Annotated[str | None, typer.Option(help="Machine name")] = None,

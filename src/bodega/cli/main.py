@@ -15,20 +15,30 @@ app = typer.Typer(
 
 from bodega.cli.apps import apps  # noqa: E402
 from bodega.cli.broker import broker  # noqa: E402
+from bodega.cli.build import build  # noqa: E402
 from bodega.cli.cluster import cluster, regions  # noqa: E402
+from bodega.cli.image_registry import image_registry  # noqa: E402
+from bodega.cli.logs import logs  # noqa: E402
 from bodega.cli.machines import machine  # noqa: E402
 from bodega.cli.proxy import proxy  # noqa: E402
+from bodega.cli.secrets import secrets  # noqa: E402
 from bodega.cli.sim import sim  # noqa: E402
 from bodega.cli.up import up  # noqa: E402
 from bodega.cli.worker import worker  # noqa: E402
 
 app.command(help="Run a local cluster in the foreground.")(up)
 app.command(help="Run a worker (the per-host agent).")(worker)
+app.command(help="Build an image (Dockerfile, buildah) and push it to the cluster's registry.")(
+    build)
+app.command("image-registry", help="Run the cluster's image registry (docker-registry).")(
+    image_registry)
 app.command(help="Run a broker (the Machines API and placement).")(broker)
 app.command(help="Run a proxy (HTTP routing, autostart, autostop).")(proxy)
 app.add_typer(apps, name="apps")
 app.add_typer(machine, name="machine")
 app.add_typer(cluster, name="cluster")
+app.add_typer(secrets, name="secrets")
+app.command(help="Show an app's logs; -f follows them.")(logs)
 app.add_typer(sim, name="sim")
 app.command(help="Regions and their room for a machine size.")(regions)
 

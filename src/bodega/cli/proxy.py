@@ -37,6 +37,9 @@ def proxy(
     = 60.0,
     autostop_idle: Annotated[float, typer.Option(help="Seconds idle before a machine may stop")]
     = 60.0,
+    data_plane: Annotated[str, typer.Option(
+        help="auto (HAProxy when installed), haproxy, or python")] = "auto",
+    haproxy_threads: Annotated[int, typer.Option(help="HAProxy's threads (nbthread)")] = 1,
     ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
     = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
@@ -47,6 +50,8 @@ def proxy(
         raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
     if autostop_interval <= 0 or autostop_idle < 0:
         raise ValueError("--autostop-interval must be > 0 and --autostop-idle >= 0")
+    if haproxy_threads < 1:
+        raise ValueError("--haproxy-threads must be at least 1")
     proxy_name = name or f"proxy-{hostinfo.hostname()}"
     host, port = hostinfo.split_host_port(listen, 8080)
     admin_host, admin_port = hostinfo.split_host_port(admin_listen, 0)
@@ -57,7 +62,7 @@ def proxy(
         admin_host=admin_host, admin_port=admin_port, gossip_host=gossip_host,
         gossip_port=gossip_port, seeds=hostinfo.comma_list(join),
         base_domain=base_domain, autostop_interval=autostop_interval,
-        autostop_idle=autostop_idle)
+        autostop_idle=autostop_idle, data_plane=data_plane, haproxy_threads=haproxy_threads)
     configure(log_level, f"proxy[{proxy_name}]")
     event_loop_policy()
     with listening(Listener("--listen", "TCP", port), Listener("--admin-listen", "TCP", admin_port),

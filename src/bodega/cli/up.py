@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import os
 import secrets
+import shutil
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -78,7 +79,10 @@ def up(
     token: Annotated[
         str | None, typer.Option(envvar="BODEGA_API_TOKEN", help="Admin API token")
     ] = None,
-    driver: Annotated[str, typer.Option(help="process or null")] = "process",
+    driver: Annotated[str, typer.Option(
+        help="auto (process, plus oci when root with runc), process, oci or null")] = "auto",
+    registry_port: Annotated[int, typer.Option(
+        help="Image registry (docker-registry) port; 0: none")] = 5050,
     machine_cidr: Annotated[str, typer.Option(
         help="Machine addresses, a /24 per worker; one cluster per range on a host")]
     = "10.209.0.0/16",
@@ -94,12 +98,16 @@ def up(
         workers_per_region=workers_per_region, worker_cpus=worker_cpus,
         worker_memory_mb=worker_memory_mb, worker_disk_gb=worker_disk_gb, api_port=api_port,
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
+        registry_port=registry_port if shutil.which("docker-registry") else 0,
     )
     subnets = [config.worker_subnet(i) for i in range(config.worker_count)]
     # Everything that can be refused is refused before anything is written or started.
-    ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port})
+    ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
+                                        **({"--registry-port": config.registry_port}
+                                           if config.registry_port else {})})
     claim = machine_range.RangeClaim()
-    if os.geteuid() == 0 and driver == "process":  # only then do workers name bridges by it
+    # Only then do workers name bridges by it.
+    if os.geteuid() == 0 and driver in ("process", "auto", "oci"):
         claim = machine_range.claim(machine_cidr, subnets, data_dir)
     try:
         try:

@@ -37,7 +37,17 @@ def worker(
     name: Annotated[str | None, typer.Option(help="Unique worker name [default: hostname]")] = None,
     listen: Annotated[str, typer.Option(help="host:port of the internal API")] = "127.0.0.1:0",
     advertise: Annotated[str | None, typer.Option(help="Address others use to reach it")] = None,
-    driver: Annotated[str, typer.Option(help="process, null (no processes) or fake")] = "process",
+    driver: Annotated[str, typer.Option(
+        help="auto (process, plus oci when root with runc), process, oci, null or fake")]
+    = "auto",
+    image_registry: Annotated[str | None, typer.Option(
+        help="Registry host:port for image references that name none")] = None,
+    registry_username: Annotated[str | None, typer.Option(
+        envvar="BODEGA_REGISTRY_USERNAME", help="Registry user (basic or bearer auth)")] = None,
+    registry_password: Annotated[str | None, typer.Option(
+        envvar="BODEGA_REGISTRY_PASSWORD", help="Registry password", show_default=False)]
+    = None,
+    image_cache_gb: Annotated[float, typer.Option(help="Image cache budget, GB")] = 10.0,
     cpus: Annotated[int | None, typer.Option(help="CPUs to offer [default: all]")] = None,
     memory_mb: Annotated[int | None, typer.Option(help="Memory to offer [default: all]")] = None,
     disk_gb: Annotated[int | None, typer.Option(help="Disk for volumes [default: free]")] = None,
@@ -96,6 +106,8 @@ def worker(
         machine_user=machine_user or None, reservation_ttl=reservation_ttl,
         stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
         gossip_host=gossip_host, gossip_port=gossip_port, join=seeds,
+        image_registry=image_registry, registry_username=registry_username,
+        registry_password=registry_password, image_cache_gb=image_cache_gb,
     )
     configure(log_level, f"worker[{worker_name}]")
     event_loop_policy()

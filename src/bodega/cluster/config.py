@@ -28,6 +28,7 @@ class ClusterConfig:
     extra_broker_args: tuple[str, ...] = field(default_factory=tuple)
     extra_proxy_args: tuple[str, ...] = field(default_factory=tuple)
     log_level: str = "info"
+    registry_port: int = 0  # the image registry's port on host; 0: no registry
 
     @property
     def worker_count(self) -> int:

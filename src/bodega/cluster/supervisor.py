@@ -117,7 +117,7 @@ class LocalCluster:
 
     async def start(self) -> None:
         private_dir(self.config.data_dir)
-        for role in ("worker", "broker", "proxy"):
+        for role in ("registry", "worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))
         self._watchers = [asyncio.create_task(self._watch(c)) for c in self.components]
@@ -164,7 +164,7 @@ class LocalCluster:
         self.stopping.set()
         for task in self._watchers:
             task.cancel()
-        for role in ("proxy", "broker", "worker"):
+        for role in ("proxy", "broker", "worker", "registry"):
             group = [c for c in self.components if c.role == role and c.process]
             for component in group:
                 assert component.process is not None
@@ -223,6 +223,18 @@ def components_for(config: ClusterConfig) -> list[Component]:
     components = []
     run_dir = config.data_dir / "run"
     logs = config.data_dir / "logs"
+    nearest = config.regions[0]
+    images: tuple[str, ...] = ()
+    if config.registry_port:  # the image registry first: workers pull from it
+        registry = f"{config.host}:{config.registry_port}"
+        images = ("--image-registry", registry)
+        components.append(Component(
+            "registry", "registry", nearest,
+            bodega_argv("image-registry", "--data-dir", str(config.data_dir / "images"),
+                        "--listen", registry, "--ready-file", str(run_dir / "registry.json"),
+                        "--exit-with-parent"),
+            run_dir / "registry.json", logs / "registry.log",
+            flags={"--listen": "--registry-port"}))
     for index, (name, region) in enumerate(config.worker_names()):
         # Every worker gossips on a fixed port; the first joins nobody, each other one
         # joins through those before it, so any of them still up lets a restarted
@@ -238,14 +250,13 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--stop-machines-on-exit", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
             "--gossip-listen", config.worker_gossip(index),
-            *(("--join", ",".join(joins)) if joins else ()),
+            *(("--join", ",".join(joins)) if joins else ()), *images,
             *config.extra_worker_args,
         )
         components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
                                     logs / f"{name}.log",
                                     flags={"--gossip-listen": "--gossip-port"}))
     seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
-    nearest = config.regions[0]
     # One broker and one proxy, in the first region, joined to the workers' gossip.
     for role, port, extra, flag in (
             ("broker", config.api_port, config.extra_broker_args, "--api-port"),

@@ -13,6 +13,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_serializer,
     field_validator,
     model_validator,
@@ -123,16 +124,36 @@ class Port(_Open):
     force_https: bool | None = None
 
 
-class Check(_Open):
+class CheckHeader(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=256)
+    values: list[str] = Field(default_factory=list, max_length=16)
+
+
+class Check(BaseModel):
+    """A health check, as Fly's MachineCheck and MachineServiceCheck define it (no other keys)."""
+
+    model_config = ConfigDict(extra="forbid")
     type: Literal["tcp", "http"] | None = None
     port: int | None = Field(default=None, ge=1, le=65535)
     interval: str | int | None = None
     timeout: str | int | None = None
     grace_period: str | int | None = None
-    method: str | None = None
-    path: str | None = None
-    protocol: str | None = None
+    method: str | None = Field(default=None, max_length=16)
+    path: str | None = Field(default=None, max_length=1024)
+    protocol: Literal["http", "https"] | None = None
+    headers: list[CheckHeader] | None = Field(default=None, max_length=16)
+    tls_skip_verify: bool | None = None
+    tls_server_name: str | None = None
     kind: Literal["informational", "readiness"] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_keeps_reading(cls, data: Any, info: ValidationInfo) -> Any:
+        # A config stored before checks refused unknown keys still loads (without them).
+        if isinstance(data, dict) and info.context and info.context.get("stored"):
+            return {k: v for k, v in data.items() if k in cls.model_fields}
+        return data
 
     @field_validator("interval", "timeout", "grace_period")
     @classmethod

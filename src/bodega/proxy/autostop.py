@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from bodega.model.errors import BodegaError
 from bodega.proxy.balance import autostop_victim, usable, wake_candidate
-from bodega.proxy.load import Load
+from bodega.proxy.load import LoadView
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import Backend, RoutingTable
 from bodega.proxy.wake import Waker
@@ -33,7 +33,7 @@ log = logging.getLogger("bodega.proxy.autostop")
 
 
 class Autostop:
-    def __init__(self, table: RoutingTable, load: Load, clients: Callable[[str], WorkerClient |
+    def __init__(self, table: RoutingTable, load: LoadView, clients: Callable[[str], WorkerClient |
                  None], metrics: ProxyMetrics, region: str, interval: float,
                  idle_for: float) -> None:
         self.table = table

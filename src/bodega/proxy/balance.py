@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from bodega.proxy.routes import ROUTABLE_STATES, WAKEABLE_STATES, Backend
+from bodega.proxy.routes import PASSING, ROUTABLE_STATES, WAKEABLE_STATES, Backend
 
 UNDER, OVER_SOFT, AT_HARD = 0, 1, 2
 
@@ -40,7 +40,9 @@ def band(backend: Backend, outstanding: int) -> int:
 
 
 def usable(backend: Backend, alive: Callable[[str], bool]) -> bool:
-    return backend.state in ROUTABLE_STATES and not backend.cordoned and alive(backend.worker)
+    """Routable: started, not cordoned, its service checks passing, its worker alive."""
+    return (backend.state in ROUTABLE_STATES and not backend.cordoned
+            and backend.checks == PASSING and alive(backend.worker))
 
 
 def choose(backends: Iterable[Backend], load: Mapping[str, int], region: str,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +27,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bodega.proxy.autostop import Autostop, Failover
-from bodega.proxy.load import Load
+from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
+from bodega.proxy.haproxy.observed import CombinedLoad
+from bodega.proxy.load import Load, LoadView
 from bodega.proxy.metrics import ProxyMetrics
+from bodega.proxy.plane import choose_plane, haproxy_settings
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
 from bodega.proxy.upstream import Upstreams
@@ -66,6 +70,8 @@ class ProxyDaemonConfig:
     autostop_interval: float = 60.0
     autostop_idle: float = 60.0
     ready_timeout: float = 30.0
+    data_plane: str = "auto"  # auto, haproxy or python: see bodega.proxy.plane
+    haproxy_threads: int = 1
 
 
 class Proxy:
@@ -81,7 +87,13 @@ class Proxy:
         self.waker = Waker(self.table, self.client, self.load, self.metrics, config.region,
                            config.ready_timeout)
         self.failover = Failover(self.table, self.waker, self.metrics)
-        self.server = ProxyServer(ProxyConfig(config.region, config.base_domain), self.table,
+        self.plane = choose_plane(config.data_plane)
+        self.dataplane: HaproxyDataPlane | None = None
+        self.public: tuple[str, int] | None = None  # HAProxy's address, when it serves
+        self._haproxy_dir: Path | None = None
+        self.server = ProxyServer(ProxyConfig(config.region, config.base_domain,
+                                              behind_data_plane=self.plane.binary is not None),
+                                  self.table,
                                   self.upstreams, self.waker, self.load, self.metrics)
         self.node: RegistryNode | None = None
         self.admin: Served | None = None
@@ -91,6 +103,8 @@ class Proxy:
 
     @property
     def url(self) -> str:
+        if self.public is not None:
+            return f"http://{self.public[0]}:{self.public[1]}"
         assert self.listener is not None
         host, port = self.listener.sockets[0].getsockname()[:2]
         return f"http://{host}:{port}"
@@ -130,14 +144,49 @@ class Proxy:
         await self.node.start()
         self._tasks = [asyncio.create_task(self._follow(table)) for table in ("machines", "apps")]
         self._tasks.append(asyncio.create_task(self._follow_members()))
-        autostop = Autostop(self.table, self.load, self.client, self.metrics, config.region,
+        load: LoadView = self.load
+        if self.plane.binary is not None:
+            load = await self._start_haproxy(self.plane.binary)
+            log.info("data plane: haproxy (%s) on %s; bodega's proxy is its control plane "
+                     "and activates sleeping apps on %s", self.plane.why, self.url,
+                     self._activator_url)
+        else:
+            self.listener = await asyncio.start_server(self.server.handle, config.listen_host,
+                                                       config.listen_port, backlog=2048,
+                                                       reuse_address=True)
+            log.info("data plane: python (%s): every request goes through this process",
+                     self.plane.why)
+        autostop = Autostop(self.table, load, self.client, self.metrics, config.region,
                             config.autostop_interval, config.autostop_idle)
         self._tasks.append(asyncio.create_task(autostop.run()))
-        self.listener = await asyncio.start_server(self.server.handle, config.listen_host,
-                                                   config.listen_port, backlog=2048,
-                                                   reuse_address=True)
         log.info("proxy %s (%s) serving *.%s on %s, admin on %s", config.name, config.region,
                  config.base_domain, self.url, admin_url)
+
+    @property
+    def _activator_url(self) -> str:
+        assert self.listener is not None
+        host, port = self.listener.sockets[0].getsockname()[:2]
+        return f"http://{host}:{port}"
+
+    async def _start_haproxy(self, binary: str) -> LoadView:
+        """HAProxy on the public port; this process listens on loopback as its activator."""
+        config = self.config
+        self.listener = await asyncio.start_server(self.server.handle, "127.0.0.1", 0,
+                                                   backlog=2048)
+        activator = self.listener.sockets[0].getsockname()[:2]
+        workdir, settings = haproxy_settings(config.listen_host, config.listen_port, activator,
+                                             config.base_domain, config.haproxy_threads)
+        self._haproxy_dir = workdir
+        self.dataplane = HaproxyDataPlane(binary, workdir, settings, self.table, config.region,
+                                          self.waker)
+        try:
+            await self.dataplane.start()
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)  # stop() is not called after a failed start
+            raise
+        self.public = (settings.bind_host, settings.bind_port)
+        self.metrics.registry.register(self.dataplane.collector)
+        return CombinedLoad(self.load, self.dataplane.load)
 
     async def _follow(self, table: str) -> None:
         assert self.node is not None
@@ -207,6 +256,10 @@ class Proxy:
                         media_type="text/plain; version=0.0.4")
 
     async def stop(self) -> None:
+        if self.dataplane is not None:
+            await self.dataplane.stop()
+            if self._haproxy_dir is not None:
+                shutil.rmtree(self._haproxy_dir, ignore_errors=True)
         if self.listener is not None:
             self.listener.close()
             with contextlib.suppress(Exception):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Protocol
 
 
 class Load:
@@ -33,3 +34,15 @@ class Load:
         """A machine just started: it gets a full idle period before it may be stopped."""
         if machine_id not in self.outstanding:
             self.idle_since[machine_id] = self.clock()
+
+
+class LoadView(Protocol):
+    """What autostop reads: a ``Load``, or several combined (HAProxy's counters and ours)."""
+
+    @property
+    def outstanding(self) -> Mapping[str, int]: ...
+
+    @property
+    def idle_since(self) -> Mapping[str, float]: ...
+
+    def seen(self, machine_id: str) -> None: ...

@@ -10,7 +10,7 @@ comes from membership, so a dead worker's machines drop out at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +19,8 @@ DEFAULT_SOFT_LIMIT = 20  # fly-proxy's defaults when a service sets none
 # knowledge over view rows that still show the machine stopped or starting.
 WOKEN_SECONDS = 10.0
 ROUTABLE_STATES = frozenset({"started"})
+SERVICE_CHECK_PREFIX = "servicecheck-"  # the worker names a service's checks so (as Fly does)
+PASSING, WAITING, FAILING = "passing", "waiting", "failing"
 WAKEABLE_STATES = frozenset({"stopped", "suspended", "created"})
 
 
@@ -42,6 +44,7 @@ class Backend:
     created_at: str = ""
     updated_at: str = ""
     instance_id: str = ""
+    checks: str = PASSING  # its service checks: passing (or none), waiting, failing
 
     @property
     def address(self) -> tuple[str, int]:
@@ -74,7 +77,28 @@ class Backend:
             created_at=str(doc.get("created_at", "")),
             updated_at=str(doc.get("updated_at", "")),
             instance_id=str(doc.get("instance_id", "")),
+            checks=service_checks(doc),
         )
+
+
+def service_checks(doc: dict[str, Any]) -> str:
+    """How a machine's service checks stand: the one health input both data planes route on.
+
+    ``passing`` when every service check passes, or the config has none (the
+    machine then counts once its port accepts, as the proxy always did);
+    ``failing`` when one is critical; ``waiting`` while one has not passed yet
+    (a run's first probe is still to come, or the row predates checks).
+    """
+    config = doc.get("config") or {}
+    if not any(s.get("checks") for s in config.get("services") or []):
+        return PASSING
+    states = [str(c.get("status")) for c in doc.get("checks") or []
+              if str(c.get("name", "")).startswith(SERVICE_CHECK_PREFIX)]
+    if "critical" in states:
+        return FAILING
+    if not states or any(status != "passing" for status in states):
+        return WAITING
+    return PASSING
 
 
 def _serves_http(service: dict[str, Any]) -> bool:
@@ -91,16 +115,29 @@ class RoutingTable:
         self._workers: dict[str, str] = {}  # worker -> membership status
         # machine -> (until when, its row's updated_at when woken): see ``_woken_override``
         self._woken: dict[str, tuple[float, str]] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` after every change (the HAProxy data plane follows the table)."""
+        self._listeners.append(listener)
+
+    def _changed(self) -> None:
+        for listener in self._listeners:
+            listener()
 
     def put_machine(self, machine_id: str, doc: dict[str, Any] | None) -> None:
         """A machine's row changed (None: it is gone)."""
         self._remove(machine_id)
+        self._changed()
         if doc is None or doc.get("state") == "destroyed":
             return
         backend = Backend.from_doc(doc)
         if backend is not None:
             if self._woken_override(backend):
                 backend = replace(backend, state="started")
+            if backend.checks == WAITING and self._woken_recently(machine_id):
+                # The proxy started it and saw its port accept: trusted until a check fails.
+                backend = replace(backend, checks=PASSING)
             self._by_id[machine_id] = backend
             self._by_app.setdefault(backend.app, {})[machine_id] = backend
 
@@ -128,6 +165,10 @@ class RoutingTable:
             return True
         return backend.state in ("stopped", "created") and backend.updated_at <= updated_at
 
+    def _woken_recently(self, machine_id: str) -> bool:
+        until, _ = self._woken.get(machine_id, (0.0, ""))
+        return until >= time.monotonic()
+
     def mark_started(self, machine_id: str, seconds: float = WOKEN_SECONDS) -> Backend | None:
         """The proxy itself started this machine and saw its port accept."""
         backend = self._by_id.get(machine_id)
@@ -137,9 +178,11 @@ class RoutingTable:
         for stale in [m for m, (until, _) in self._woken.items() if until < now]:
             del self._woken[stale]
         self._woken[machine_id] = (now + seconds, backend.updated_at)
-        backend = replace(backend, state="started")
+        checks = PASSING if backend.checks == WAITING else backend.checks
+        backend = replace(backend, state="started", checks=checks)
         self._by_id[machine_id] = backend
         self._by_app[backend.app][machine_id] = backend
+        self._changed()
         return backend
 
     def put_app(self, name: str, exists: bool) -> None:
@@ -147,9 +190,12 @@ class RoutingTable:
             self._apps.add(name)
         else:
             self._apps.discard(name)
+        self._changed()
 
     def set_worker(self, name: str, status: str) -> None:
-        self._workers[name] = status
+        if self._workers.get(name) != status:
+            self._workers[name] = status
+            self._changed()
 
     def worker_alive(self, name: str) -> bool:
         return self._workers.get(name, "alive") == "alive"

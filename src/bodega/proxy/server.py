@@ -51,6 +51,9 @@ FORCE_INSTANCE = b"fly-force-instance-id"
 class ProxyConfig:
     region: str
     base_domain: str = "localhost"
+    # Behind HAProxy (the activator): it already set X-Forwarded-* and the request id, and the
+    # client's address is in them, not in this connection's peer.
+    behind_data_plane: bool = False
 
 
 class StaleConnection(Exception):
@@ -117,7 +120,7 @@ class ProxyServer:
                                f"Host: <app>{self._suffix})", request_id)
             return head.keep_alive()
         forwarded = head.get(b"x-forwarded-for")
-        extra = [
+        extra = [] if self.config.behind_data_plane else [
             (b"x-forwarded-for", (forwarded + b", " if forwarded else b"") + client_ip.encode()),
             (b"x-forwarded-proto", b"http"), (b"x-request-id", request_id.encode()),
             (b"fly-request-id", request_id.encode()),

@@ -28,6 +28,11 @@ from bodega.registry.messages import (
 from bodega.registry.outputs import ItemTooLarge
 
 T = TypeVar("T")
+# A scan that found this many values in a row too large for the room left
+# stops: with thousands queued (a mass join), scanning the whole queue for
+# every packet made dissemination cost O(queue) per packet.
+MAX_MISSES = 16
+ITEM_SHARE = 0.75  # of a packet's free room, what row items may take while updates wait
 
 
 @dataclass
@@ -75,6 +80,7 @@ class TransmitQueue(Generic[T]):
         if not self._entries or budget <= 0:
             return [], 0
         room = budget
+        misses = 0
         taken: list[tuple[str, _Entry[T]]] = []
         for transmits, bucket in enumerate(self._buckets):
             if transmits >= limit:  # the limit shrank with the cluster: these are done
@@ -86,7 +92,12 @@ class TransmitQueue(Generic[T]):
                 if entry.size < room:
                     room -= entry.size + 1
                     taken.append((key, entry))
-            if room <= 1:
+                    misses = 0
+                else:
+                    misses += 1
+                if room <= 1 or misses >= MAX_MISSES:
+                    break
+            if room <= 1 or misses >= MAX_MISSES:
                 break
         for key, entry in taken:
             del self._buckets[entry.transmits][key]
@@ -170,24 +181,34 @@ class Piggyback:
 
     def message(self, sender: str, body: Body, limit: int,
                 lead: MemberRecord | None = None) -> Message:
-        """``body`` plus as much queued news as fits; ``lead`` goes first, unconditionally."""
+        """``body`` plus as much queued news as fits; ``lead`` goes first, unconditionally.
+
+        Row items are packed before membership updates, up to ``ITEM_SHARE`` of
+        the room while updates wait: packing membership first let a mass join's
+        backlog of member records starve row changes for seconds.
+        """
         room = self._budget - len(encode(Message(sender, body)))
         updates: list[MemberRecord] = []
         if lead is not None:
             updates.append(lead)
             room -= SECTION_OVERHEAD + encoded_size(lead) + 1
+        items: list[Item] = []
+        if self.items:
+            share = int(room * ITEM_SHARE) if self.updates else room
+            items, used = self.items.take(share - SECTION_OVERHEAD, limit)
+            if items:
+                room -= SECTION_OVERHEAD + used
         reserve = 0 if updates else SECTION_OVERHEAD
-        taken, used = self.updates.take(room - reserve, limit)
-        if taken:
-            updates += taken
-            room -= reserve + used
-        items, _ = self.items.take(room - SECTION_OVERHEAD, limit)
+        taken, _ = self.updates.take(room - reserve, limit)
+        updates += taken
         return Message(sender, body, tuple(updates), tuple(items))
 
     def sync_messages(self, sender: str, records: list[MemberRecord],
-                      reply: bool) -> list[Message]:
-        """``records`` in as many packets as it takes; only the first asks for a reply."""
-        room = self._budget - len(encode(Message(sender, Sync((), True))))
+                      reply: bool, *, digest: tuple[int, ...] | None = None,
+                      want: tuple[int, ...] = ()) -> list[Message]:
+        """``records`` in as many packets as it takes; only the first asks for a reply
+        and carries ``digest`` and ``want``."""
+        room = self._budget - len(encode(Message(sender, Sync((), True, digest, want))))
         chunks: list[list[MemberRecord]] = [[]]
         left = room
         for record in records:
@@ -197,4 +218,6 @@ class Piggyback:
                 left = room
             chunks[-1].append(record)
             left -= size
-        return [Message(sender, Sync(tuple(c), reply and i == 0)) for i, c in enumerate(chunks)]
+        return [Message(sender, Sync(tuple(c), reply and i == 0, *((digest, want) if i == 0
+                                                                  else (None, ()))))
+                for i, c in enumerate(chunks)]

@@ -15,10 +15,15 @@ from typing import Any
 import httpx
 
 from bodega.registry.feed import FeedLagged
-from bodega.registry.httpapi import SUBSCRIPTIONS_PATH, SYNC_PATH
+from bodega.registry.httpapi import DIGEST_PATH, SUBSCRIPTIONS_PATH, SYNC_PATH
 from bodega.registry.messages import DecodeError
-from bodega.registry.replica import SyncReply, SyncRequest
-from bodega.registry.rowwire import decode_reply, request_json
+from bodega.registry.replica import DigestRequest, SyncReply, SyncRequest
+from bodega.registry.rowwire import (
+    decode_digest_reply,
+    decode_reply,
+    digest_request_json,
+    request_json,
+)
 from bodega.registry.subscriptions import RowChange
 
 MAX_REPLY = 64 << 20  # a reset of a large origin is big, but never this big
@@ -35,6 +40,13 @@ class Pulled:
     received: int  # reply body bytes
 
 
+@dataclass(frozen=True)
+class Compared:
+    differ: tuple[int, ...]
+    sent: int
+    received: int
+
+
 class SyncClient:
     def __init__(self, token: str, *, timeout: float = 5.0) -> None:
         self._headers = {"authorization": f"Bearer {token}"}
@@ -44,11 +56,29 @@ class SyncClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    async def compare(self, url: str, request: DigestRequest) -> Compared:
+        """The buckets whose versions differ between the peer at ``url`` and us."""
+        body = json.dumps(digest_request_json(request), separators=(",", ":")).encode()
+        content = await self._post(url, DIGEST_PATH, body)
+        try:
+            reply = decode_digest_reply(json.loads(content))
+        except (ValueError, DecodeError, RecursionError) as e:
+            raise SyncFailed(f"{url}: bad digest reply: {e}") from e
+        return Compared(reply.differ, len(body), len(content))
+
     async def pull(self, url: str, request: SyncRequest) -> Pulled:
         body = json.dumps(request_json(request), separators=(",", ":")).encode()
+        content = await self._post(url, SYNC_PATH, body)
+        try:
+            reply = decode_reply(json.loads(content))
+        except (ValueError, DecodeError, RecursionError) as e:
+            raise SyncFailed(f"{url}: bad reply: {e}") from e
+        return Pulled(reply, len(body), len(content))
+
+    async def _post(self, url: str, path: str, body: bytes) -> bytes:
         try:
             response = await self._http.post(
-                url.rstrip("/") + SYNC_PATH, content=body,
+                url.rstrip("/") + path, content=body,
                 headers={**self._headers, "content-type": "application/json"})
         except httpx.HTTPError as e:
             raise SyncFailed(f"{url}: {e!r}") from e
@@ -56,11 +86,7 @@ class SyncClient:
             raise SyncFailed(f"{url}: HTTP {response.status_code}: {response.text[:200]}")
         if len(response.content) > MAX_REPLY:
             raise SyncFailed(f"{url}: reply over {MAX_REPLY} bytes")
-        try:
-            reply = decode_reply(json.loads(response.content))
-        except (ValueError, DecodeError, RecursionError) as e:
-            raise SyncFailed(f"{url}: bad reply: {e}") from e
-        return Pulled(reply, len(body), len(response.content))
+        return response.content
 
 
 async def subscribe_http(url: str, token: str, table: str, *, timeout: float = 30.0,

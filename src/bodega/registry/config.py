@@ -32,11 +32,11 @@ class SwimConfig:
     gossip_nodes: int = 3
     gossip_to_the_dead_time: float = 30.0
     retransmit_mult: int = 4
-    # Full state exchange with one random member. memberlist uses 30 s over TCP;
-    # over UDP a missed piggyback has no stream to fall back on, so the repair
-    # comes sooner. It costs one packet per ~10 members each way (about 4 KiB
-    # per 10 s at 32 members) and is stretched by log2 beyond 32 members, like
-    # memberlist's, so its cluster-wide cost stays near n·log n.
+    # State exchange with one random member. memberlist uses 30 s over TCP and
+    # sends the whole table; here a push-pull sends a digest of the table (one
+    # packet) and only the buckets that differ come back (memberdigest.py), so
+    # it costs the same per node at any size. Stretched by log2 beyond 32
+    # members, like memberlist's.
     push_pull_interval: float = 10.0
     # Tell a few dead members how we see them. The message is two records, so
     # it is cheap to send often; a member that is really up learns it was

@@ -1,7 +1,12 @@
 """The registry's HTTP routes, mounted on the daemon's own server; cluster members only.
 
-``POST /v1/registry/sync``: anti-entropy. The body is the caller's known
-versions per origin; the reply carries the rows it is missing (bounded),
+``POST /v1/registry/digest``: the first step of anti-entropy. The body is
+the caller's digest (``ledger.py``: one 64-bit hash per bucket of origins);
+the reply names the buckets whose digests differ from ours.
+
+``POST /v1/registry/sync``: the second step. The body is the caller's known
+versions per origin of those buckets (every origin when it has no
+``buckets``); the reply carries the rows it is missing (bounded),
 the spans vouched for, and the resets. Sync runs over TCP rather than in
 datagrams because a catch-up can be megabytes (a node back from a long
 partition, or new): TCP gives flow control, ordering and no size limit,
@@ -31,17 +36,24 @@ from starlette.routing import BaseRoute, Route
 from bodega.model.errors import BadRequest
 from bodega.registry.feed import FeedLagged
 from bodega.registry.messages import DecodeError
-from bodega.registry.replica import SyncReply, SyncRequest
+from bodega.registry.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replmetrics import ReplicationMetrics
-from bodega.registry.rowwire import decode_request, reply_json
+from bodega.registry.rowwire import (
+    decode_digest_request,
+    decode_request,
+    digest_reply_json,
+    reply_json,
+)
 from bodega.registry.subscriptions import Subscription
 from bodega.wire.http import check_cluster_token, handle_errors, read_json
 
 SYNC_PATH = "/v1/registry/sync"
+DIGEST_PATH = "/v1/registry/digest"
 SUBSCRIPTIONS_PATH = "/v1/registry/subscriptions"
 HEARTBEAT = 15.0
 
 Serve = Callable[[SyncRequest], SyncReply]
+Compare = Callable[[DigestRequest], DigestReply]
 Subscribe = Callable[[str, dict[str, Any]], Subscription]
 
 
@@ -50,16 +62,18 @@ def _line(value: dict[str, Any]) -> bytes:
 
 
 class RegistryHttp:
-    def __init__(self, *, token: str, serve: Serve, subscribe: Subscribe,
+    def __init__(self, *, token: str, serve: Serve, compare: Compare, subscribe: Subscribe,
                  metrics: ReplicationMetrics, heartbeat: float = HEARTBEAT) -> None:
         self._token = token
         self._serve = serve
+        self._compare = compare
         self._subscribe = subscribe
         self._metrics = metrics
         self._heartbeat = heartbeat
 
     def routes(self) -> list[BaseRoute]:
         return [Route(SYNC_PATH, self._guard(self.sync), methods=["POST"]),
+                Route(DIGEST_PATH, self._guard(self.digest), methods=["POST"]),
                 Route(SUBSCRIPTIONS_PATH, self._guard(self.subscriptions), methods=["POST"])]
 
     def _guard(self, handler: Callable[[Request], Awaitable[Response]]
@@ -82,6 +96,16 @@ class RegistryHttp:
         reply = json.dumps(reply_json(self._serve(sync_request)), separators=(",", ":")).encode()
         self._metrics.served.inc()
         return Response(reply, media_type="application/json")
+
+    async def digest(self, request: Request) -> Response:
+        body = await read_json(request)
+        try:
+            digest_request = decode_digest_request(body)
+        except DecodeError as e:
+            raise BadRequest(f"invalid_argument: {e}") from None
+        reply = digest_reply_json(self._compare(digest_request))
+        return Response(json.dumps(reply, separators=(",", ":")).encode(),
+                        media_type="application/json")
 
     async def subscriptions(self, request: Request) -> Response:
         body = await read_json(request)

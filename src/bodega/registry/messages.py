@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bodega.registry.ledger import BUCKETS
+from bodega.registry.memberdigest import pack, unpack
 from bodega.registry.members import MAX_NAME, Addr, MemberRecord, Role, Status
 
 MAX_KEY = 200
@@ -70,6 +72,10 @@ class Sync:
 
     records: tuple[MemberRecord, ...]
     reply: bool
+    # A push-pull sends its table's digest instead of the table: the peer answers
+    # with its records in the buckets that differ and ``want``s ours in them.
+    digest: tuple[int, ...] | None = None
+    want: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,8 +127,13 @@ def _body_json(body: Body) -> dict[str, Any]:
             return {"t": "nack", "s": seq}
         case PingReq(seq, target, (host, port)):
             return {"t": "preq", "s": seq, "n": target, "h": host, "p": port}
-        case Sync(records, reply):
-            return {"t": "sync", "r": reply, "m": [record_json(r) for r in records]}
+        case Sync(records, reply, digest, want):
+            doc: dict[str, Any] = {"t": "sync", "r": reply, "m": [record_json(r) for r in records]}
+            if digest is not None:
+                doc["g"] = pack(digest)
+            if want:
+                doc["w"] = list(want)
+            return doc
         case Direct(item):
             return {"t": "direct", "d": item_json(item)}
 
@@ -172,7 +183,16 @@ def _body(doc: dict[str, Any]) -> Body:
         reply = doc.get("r")
         if not isinstance(reply, bool):
             raise DecodeError("sync.r must be a boolean")
-        return Sync(tuple(_record(r) for r in _list(doc.get("m"))), reply)
+        digest = None
+        if "g" in doc:
+            try:
+                digest = unpack(_str(doc["g"]))
+            except ValueError as e:
+                raise DecodeError(f"bad member digest: {e}") from None
+        want = _list(doc.get("w", []))
+        if len(want) > BUCKETS or any(type(b) is not int or not 0 <= b < BUCKETS for b in want):
+            raise DecodeError(f"a bucket is a number in [0, {BUCKETS})")
+        return Sync(tuple(_record(r) for r in _list(doc.get("m"))), reply, digest, tuple(want))
     if kind == "direct":
         return Direct(_item(doc.get("d")))
     raise DecodeError(f"unknown message type {kind!r}")

@@ -10,7 +10,9 @@ The I/O shell around the pure pieces. It owns:
   the daemon (``get``, ``rows``) and written by it (``put_owned`` ...);
 - anti-entropy: every ``sync_interval`` (jittered) a pull over HTTP from a
   random live peer, and every quarter of it while versions are known to be
-  missing, from their origins first (``peers.py``);
+  missing, from their origins first (``peers.py``). A pull compares digests
+  first (``ledger.py``) and exchanges versions and rows only for the buckets
+  of origins that differ;
 - subscriptions, fed in the same call that applied each change, and served
   as NDJSON by ``routes()``, which the daemon mounts on its HTTP server
   together with the sync route. ``meta["url"]`` tells peers where that is.
@@ -40,11 +42,11 @@ from bodega.registry.members import Addr, MemberView
 from bodega.registry.membership import Membership, MembershipConfig
 from bodega.registry.messages import DecodeError, Item
 from bodega.registry.outputs import Delivered, Event, ItemTooLarge, UnknownMember
-from bodega.registry.peers import SyncPacer, choose_peers, sync_candidates
+from bodega.registry.peers import SyncPacer, choose_alive
 from bodega.registry.replica import Change, Replica, SyncReply, SyncRequest
 from bodega.registry.replmetrics import ReplicationMetrics
 from bodega.registry.rows import Row
-from bodega.registry.rowwire import decode_item, is_row_item, row_item
+from bodega.registry.rowwire import decode_item, is_row_item, item_floor, row_item
 from bodega.registry.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.transport import Binder, UdpTransport
 from bodega.registry.view import View
@@ -103,6 +105,7 @@ class RegistryNode:
                                            on_lagged=self.metrics.lagged.inc)
         self._token = internal_token(config.cluster_secret)
         self._http = RegistryHttp(token=self._token, serve=self._serve,
+                                  compare=self.replica.compare,
                                   subscribe=lambda table, where: self.subscribe(table, **where),
                                   metrics=self.metrics)
         self._client: SyncClient | None = None
@@ -200,7 +203,7 @@ class RegistryNode:
     def _broadcast(self, row: Row) -> None:
         if not self._started or self._stopped:
             return  # anti-entropy carries it once we run
-        item = row_item(row)
+        item = row_item(row, self.replica.floor)
         form = "notice" if "n" in item.data else "zrow" if "z" in item.data else "row"
         self.metrics.items.labels(form).inc()
         try:
@@ -249,18 +252,20 @@ class RegistryNode:
         """Apply rows and notices; the pushed items that were news here."""
         rows: list[Row] = []
         fresh: list[Item] = []
-        known = self.replica.known()
+        floors: dict[str, int] = {}
         for decoded, item, direct in inbox:
+            owner = decoded.owner if isinstance(decoded, Row) else decoded[0]
+            with contextlib.suppress(DecodeError):
+                floors[owner] = max(floors.get(owner, 0), item_floor(item))
             if isinstance(decoded, Row):
                 rows.append(decoded)
-                origin = known.get(decoded.owner)
-                new = origin is None or decoded.version not in origin
+                new = decoded.version not in self.replica.known_of(decoded.owner)
             else:
                 self.replica.notice(*decoded)
                 new = decoded[0] != self.config.name
             if direct and new:
                 fresh.append(item)
-        self._changed(self.replica.apply(rows), "gossip")
+        self._changed(self.replica.apply(rows, floors=floors), "gossip")
         return fresh
 
     # ── anti-entropy ─────────────────────────────────────────────────────────
@@ -273,34 +278,46 @@ class RegistryNode:
         pacer = SyncPacer(self.config.sync_interval, self.config.sync_peers, self._rng)
         while True:
             await asyncio.sleep(pacer.step)
-            behind = bool(self.replica.missing()) or self.replica.lost_tail
-            count = pacer.due(loop.time(), behind)
+            count = pacer.due(loop.time(), self.replica.behind)
             if count:
                 await self.sync_round(count=count)
 
     async def sync_round(self, *, count: int | None = None) -> int:
         """Pull from up to ``count`` peers now; how many pulls succeeded."""
-        candidates = sync_candidates(self.membership.members(), self.config.name)
-        peers = choose_peers(candidates, self.replica.missing(),
+        swim = self.membership.swim
+        peers = choose_alive(swim.alive_names(), swim.member, self.replica.missing(),
                              count or self.config.sync_peers, self._rng)
         results = await asyncio.gather(*(self._pull(p) for p in peers))
         return sum(results)
 
     async def _pull(self, peer: MemberView) -> bool:
         assert self._client is not None
+        url = peer.meta["url"]
+        sent = received = 0
         try:
-            pulled = await self._client.pull(peer.meta["url"], self.replica.sync_request())
+            buckets: tuple[int, ...] | None = None
+            if not self.replica.full_sync:
+                compared = await self._client.compare(url, self.replica.digest_request())
+                sent, received = compared.sent, compared.received
+                if not compared.differ:  # we hold the same versions: nothing to exchange
+                    self._count_pull(sent, received)
+                    return True
+                buckets = compared.differ
+            pulled = await self._client.pull(url, self.replica.sync_request(buckets))
         except SyncFailed as e:
             log.debug("sync from %s failed: %s", peer.name, e)
             self.metrics.syncs.labels("error").inc()
             return False
         if self._stopped:
             return False
-        self.metrics.syncs.labels("ok").inc()
-        self.metrics.sync_bytes.labels("out").inc(pulled.sent)
-        self.metrics.sync_bytes.labels("in").inc(pulled.received)
+        self._count_pull(sent + pulled.sent, received + pulled.received)
         self._changed(self.replica.apply_reply(pulled.reply), "sync")
         return True
+
+    def _count_pull(self, sent: int, received: int) -> None:
+        self.metrics.syncs.labels("ok").inc()
+        self.metrics.sync_bytes.labels("out").inc(sent)
+        self.metrics.sync_bytes.labels("in").inc(received)
 
     async def _housekeeping(self) -> None:
         purge_every = max(1.0, min(60.0, self.config.tombstone_ttl / 4))

@@ -9,8 +9,13 @@ hundreds of simulated nodes and runs in every daemon.
                                                              shell broadcasts it
     rows from gossip or sync ──▶ validate ──▶ merge with what is held ──▶ view
                                   │ refused: counted, never applied    ──▶ Changes
-    sync: request = my Known per origin;  reply = rows for need(theirs, mine)
-          + the spans vouched for + origins to reset + tombstone horizons
+    sync: 1. compare digests (ledger.py): the peer names the buckets that differ
+          2. request = my Known per origin of those buckets;
+             reply = rows for need(theirs, mine) + the spans vouched for
+                     + origins to reset + tombstone horizons
+
+A node is an origin only once it writes: until then it has no entry in any
+ledger, so a fleet of readers costs nothing to compare.
 
 Two rare repairs keep replicas honest:
 
@@ -34,11 +39,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
+from bodega.registry.exchange import DigestReply as DigestReply
+from bodega.registry.exchange import DigestRequest as DigestRequest
+from bodega.registry.exchange import SyncReply as SyncReply
+from bodega.registry.exchange import SyncRequest as SyncRequest
 from bodega.registry.hlc import ClockDrift, HybridClock
 from bodega.registry.known import EMPTY, Known, Span, need
+from bodega.registry.ledger import Ledger, differing
 from bodega.registry.rows import Row, newer
 from bodega.registry.schema import TABLES, Kind
 from bodega.registry.validate import problem
@@ -70,20 +80,6 @@ class Change:
     local: bool = False  # written by this node: the shell broadcasts it
 
 
-@dataclass(frozen=True)
-class SyncRequest:
-    sender: str
-    known: dict[str, Known]
-
-
-@dataclass(frozen=True)
-class SyncReply:
-    rows: list[Row] = field(default_factory=list)
-    vouched: dict[str, list[Span]] = field(default_factory=dict)
-    reset: list[str] = field(default_factory=list)
-    horizons: dict[str, int] = field(default_factory=dict)  # origin -> highest purged version
-
-
 Rejected = Callable[[str, str], None]  # (table, reason)
 
 
@@ -96,13 +92,16 @@ class Replica:
         self._wall = wall
         self._on_reject = on_reject or (lambda _table, _reason: None)
         saved = view.origins()
-        self._known = {origin: known for origin, (known, _) in saved.items()}
+        self._known = Ledger(name, {origin: known for origin, (known, _) in saved.items()})
         self._horizon = {origin: purged for origin, (_, purged) in saved.items() if purged}
         # On an empty view: the versions below are an earlier life's, to audit (see above).
+        # They count as seen (there is nothing of this life there), but the node only
+        # becomes an origin, in its own ledger and in its peers', when it first writes.
         self._past = 0
         if name not in self._known:
             self._past = fresh_base(self._wall())
-            self._known[name] = Known(self._past)
+        self._base = self._past
+        self._more = False
         wall_ms, logical = view.clock()
         self.clock = HybridClock(name, lambda: int(self._wall() * 1000), wall_ms=wall_ms,
                                  logical=logical)
@@ -112,14 +111,37 @@ class Replica:
 
     @property
     def counter(self) -> int:
-        return self._known[self.name].top
+        return self._mine().top
+
+    def _mine(self) -> Known:
+        mine = self._known.get(self.name)
+        return mine if mine.top >= self._base else Known(self._base)
 
     def known(self) -> dict[str, Known]:
-        return dict(self._known)
+        return self._known.copy()
+
+    def known_of(self, origin: str) -> Known:
+        return self._known.get(origin)
 
     def missing(self) -> dict[str, int]:
         """Origins with versions known to exist but not seen here, and how many."""
-        return {o: k.missing for o, k in self._known.items() if k.missing and o != self.name}
+        return self._known.missing()
+
+    @property
+    def behind(self) -> bool:
+        """Versions are known to be missing, our own lost ones were heard of, or the
+        last reply was cut at its row budget."""
+        return self._known.behind or self.lost_tail or self._more
+
+    @property
+    def floor(self) -> int:
+        """Versions of ours below this hold nothing of this life (0: we kept our view)."""
+        return self._base
+
+    @property
+    def full_sync(self) -> bool:
+        """The next pull should send every origin (it audits our own past)."""
+        return bool(self._past)
 
     def horizon(self, origin: str) -> int:
         return self._horizon.get(origin, 0)
@@ -132,12 +154,12 @@ class Replica:
         the transaction that stores the rows; if that fails (a full disk), believing it
         anyway would make this replica vouch for rows it never stored and stop asking for
         them: it would never converge."""
-        known, horizon = dict(self._known), dict(self._horizon)
+        horizon = dict(self._horizon)
         try:
-            with self.view.tx():
+            with self._known.journal(), self.view.tx():
                 yield
         except BaseException:
-            self._known, self._horizon = known, horizon
+            self._horizon = horizon
             raise
 
     # ── local writes ─────────────────────────────────────────────────────────
@@ -172,18 +194,20 @@ class Replica:
 
     def _own(self, version: int) -> None:
         """Our counter is now ``version``: saved with the write that used it."""
-        self._known[self.name] = self._known[self.name].add(version)
-        self.view.save_origin(self.name, self._known[self.name], self.horizon(self.name))
+        self._known.set(self.name, self._mine().add(version))
+        self.view.save_origin(self.name, self._mine(), self.horizon(self.name))
         self.view.save_clock(*self.clock.last)
 
     # ── remote rows ──────────────────────────────────────────────────────────
 
     def apply(self, rows: Iterable[Row], *, vouched: dict[str, list[Span]] | None = None,
-              reset: Iterable[str] = (), horizons: dict[str, int] | None = None) -> list[Change]:
+              reset: Iterable[str] = (), horizons: dict[str, int] | None = None,
+              floors: dict[str, int] | None = None) -> list[Change]:
         """Merge rows from a peer in one transaction; what changed here.
 
         ``vouched`` is None for rows that came by gossip, and the spans a peer
-        vouched for when they came by sync.
+        vouched for when they came by sync. ``floors``: origins' versions below
+        which nothing of their current life lies (carried on gossip items).
         """
         changes: list[Change] = []
         touched: set[str] = set()
@@ -198,7 +222,7 @@ class Replica:
                 if not self._acceptable(row):
                     continue
                 if row.owner == self.name:
-                    if row.version <= self._past or row.version not in self._known[self.name]:
+                    if row.version <= self._past or row.version not in self._mine():
                         stale_own.append(row)  # from a life of ours we have no record of
                     continue
                 old = self.view.get(row.table, row.key)
@@ -206,7 +230,7 @@ class Replica:
                     self._on_reject(row.table, "owner")  # an owned key never changes hands
                     continue
                 touched.add(row.owner)
-                self._known[row.owner] = self._known.get(row.owner, EMPTY).add(row.version)
+                self._known.set(row.owner, self._known.get(row.owner).add(row.version))
                 if old is None or newer(row, old):
                     self.view.put(row, now)
                     changes.append(Change(old, row))
@@ -217,15 +241,20 @@ class Replica:
                 changes += self._reassert(stale_own, now)
             for origin, spans in (vouched or {}).items():
                 if spans:  # our own too: a peer vouching for our past has sent all it held
-                    self._known[origin] = self._known.get(origin, EMPTY).add_spans(spans)
+                    held = self._mine() if origin == self.name else self._known.get(origin)
+                    self._known.set(origin, held.add_spans(spans))
+                    touched.add(origin)
+            for origin, floor in (floors or {}).items():
+                held = self._known.get(origin)
+                if floor and origin != self.name and not held.covers(1, floor):
+                    self._known.set(origin, held.add_span(1, floor))
                     touched.add(origin)
             for origin, purged in (horizons or {}).items():
                 if purged > self._horizon.get(origin, 0):
                     self._horizon[origin] = purged  # our copy may lack what they purged
                     touched.add(origin)
             for origin in touched:
-                self.view.save_origin(origin, self._known.get(origin, EMPTY),
-                                      self.horizon(origin))
+                self.view.save_origin(origin, self._known.get(origin), self.horizon(origin))
             self.view.save_clock(*self.clock.last)
         return changes
 
@@ -246,14 +275,14 @@ class Replica:
     def notice(self, origin: str, version: int) -> None:
         """A peer says ``origin`` wrote ``version`` (its row was too large to gossip)."""
         if origin == self.name:
-            if version not in self._known[self.name]:
+            if version not in self._mine():
                 self.lost_tail = True
             return
-        before = self._known.get(origin, EMPTY)
+        before = self._known.get(origin)
         after = before.expect(version)
         if after != before:
             with self._tx():
-                self._known[origin] = after
+                self._known.set(origin, after)
                 self.view.save_origin(origin, after, self.horizon(origin))
 
     def _reset(self, origin: str) -> list[Change]:
@@ -261,16 +290,16 @@ class Replica:
         for row in self.view.by_owner(origin):
             self.view.remove(row.table, row.key)
             changes.append(Change(row, None))
-        self._known[origin] = EMPTY
+        self._known.set(origin, EMPTY)
         return changes
 
     def _reassert(self, stale: list[Row], now: float) -> list[Change]:
         """Our own rows from a past we have no record of: make what we hold now win."""
         self.lost_tail = False
-        own = self._known[self.name]
+        own = self._mine()
         for row in stale:
             own = own.add(row.version)  # never reuse a version a peer has seen
-        self._known[self.name] = own
+        self._known.set(self.name, own)
         changes = []
         for row in stale:
             held = self.view.get(row.table, row.key)
@@ -284,18 +313,30 @@ class Replica:
             doc = held.doc if held is not None and held.owner == self.name else None
             fresh = Row(row.table, row.key, doc, self.name, self.counter + 1, self.clock.tick())
             self.view.put(fresh, now)
-            self._known[self.name] = self._known[self.name].add(fresh.version)
+            self._known.set(self.name, self._mine().add(fresh.version))
             changes.append(Change(held, fresh, local=True))
         self._own(self.counter)
         return changes
 
     # ── anti-entropy ─────────────────────────────────────────────────────────
 
-    def sync_request(self) -> SyncRequest:
-        known = dict(self._known)
+    def digest_request(self) -> DigestRequest:
+        return DigestRequest(self.name, self._known.digest())
+
+    def compare(self, request: DigestRequest) -> DigestReply:
+        """The buckets whose versions differ between ``request.sender`` and us."""
+        return DigestReply(tuple(differing(self._known.digest(), request.digest)))
+
+    def sync_request(self, buckets: tuple[int, ...] | None = None) -> SyncRequest:
+        """Our versions of every origin, or of the origins in ``buckets`` only."""
+        if buckets is None or self._past:
+            known = self._known.copy()
+            buckets = None
+        else:
+            known = {o: self._known.get(o) for o in self._known.origins_in(buckets)}
         if self._past:  # ask for our own past: peers send what an earlier life left
             known[self.name] = Known(self.counter, ((1, self._past),))
-        return SyncRequest(self.name, known)
+        return SyncRequest(self.name, known, buckets)
 
     def serve(self, request: SyncRequest, *, max_rows: int = DEFAULT_MAX_ROWS) -> SyncReply:
         """What ``request.sender`` is missing that we have, within ``max_rows``.
@@ -305,7 +346,11 @@ class Replica:
         """
         reply = SyncReply()
         budget = max_rows
-        for origin, mine in self._known.items():
+        more = False
+        origins = (list(self._known.origins_in(request.buckets))
+                   if request.buckets is not None else sorted(o for o, _ in self._known.items()))
+        for origin in origins:
+            mine = self._known.get(origin)
             theirs = request.known.get(origin, EMPTY)
             purged = self._horizon.get(origin, 0)
             if purged and theirs.top and not theirs.covers(1, purged) \
@@ -322,23 +367,26 @@ class Replica:
             for lo, hi in spans:
                 limit = 2**62 if whole else budget
                 if limit <= 0:
+                    more = True
                     break
                 rows = self.view.by_origin(origin, lo, hi, limit + 1)
                 if len(rows) > limit:
                     rows = rows[:limit]
                     vouched.append((lo, rows[-1].version))
+                    more = True
                 else:
                     vouched.append((lo, hi))
                 reply.rows.extend(rows)
                 budget -= len(rows)
             if vouched:
                 reply.vouched[origin] = vouched
-        return reply
+        return replace(reply, more=True) if more else reply
 
     def apply_reply(self, reply: SyncReply) -> list[Change]:
         changes = self.apply(reply.rows, vouched=reply.vouched, reset=reply.reset,
                              horizons=reply.horizons)
         self._past = 0  # a peer sent whatever it held of our past: the audit is done
+        self._more = reply.more  # a catch-up in pages: pull the next one soon
         return changes
 
     # ── housekeeping ─────────────────────────────────────────────────────────
@@ -353,6 +401,5 @@ class Replica:
                 self.view.remove(row.table, row.key)
                 self._horizon[row.owner] = max(self._horizon.get(row.owner, 0), row.version)
             for origin in {row.owner for row in rows}:
-                self.view.save_origin(origin, self._known.get(origin, EMPTY),
-                                      self._horizon[origin])
+                self.view.save_origin(origin, self._known.get(origin), self._horizon[origin])
         return len(rows)

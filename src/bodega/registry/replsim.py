@@ -6,10 +6,12 @@ done here instead of by ``node.py``:
 
 - a local write is broadcast on gossip and pushed to a few members at once;
 - items a node receives are decoded and applied (direct ones re-gossiped);
-- every ``SyncPacer.step`` a node may pull: the request and the reply each
-  take one network latency, and the pull fails if the two are partitioned
-  apart or either is down by the time a message lands (as a TCP exchange
-  would; packet loss only slows TCP, so it does not drop pulls).
+- every ``SyncPacer.step`` a node may pull: digests first, then versions
+  and rows for the buckets that differ (as ``node.py`` does over HTTP). Each
+  request and reply takes one network latency, and the pull fails if the two
+  are partitioned apart or either is down by the time a message lands (as a
+  TCP exchange would; packet loss only slows TCP, so it does not drop pulls).
+  The bytes each would take on the wire are counted in ``stats``.
 
 A seed fixes everything, so a failing scenario replays exactly.
 """
@@ -20,18 +22,33 @@ import contextlib
 import hashlib
 import json
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from bodega.registry.config import SwimConfig
-from bodega.registry.known import EMPTY
 from bodega.registry.messages import DecodeError
 from bodega.registry.outputs import Delivered, ItemTooLarge, UnknownMember
-from bodega.registry.peers import SyncPacer, choose_peers, sync_candidates
-from bodega.registry.replica import Change, Replica, SyncReply, SyncRequest
-from bodega.registry.rowwire import decode_item, is_row_item, row_item
+from bodega.registry.peers import SyncPacer, choose_alive
+from bodega.registry.replica import (
+    Change,
+    DigestReply,
+    DigestRequest,
+    Replica,
+    SyncReply,
+    SyncRequest,
+)
+from bodega.registry.rowwire import (
+    decode_item,
+    digest_reply_json,
+    digest_request_json,
+    is_row_item,
+    item_floor,
+    reply_json,
+    request_json,
+    row_item,
+)
 from bodega.registry.schema import TABLES, Kind
 from bodega.registry.simnet import SimNet
 from bodega.registry.view import View
@@ -45,6 +62,8 @@ class ReplStats:
     failed_pulls: int = 0
     rows_pulled: int = 0
     rejected: int = 0
+    sync_messages: int = 0  # requests and replies, digest ones included
+    sync_bytes: int = 0  # their JSON bodies, as node.py would send them
 
 
 class ReplicaNet:
@@ -62,6 +81,9 @@ class ReplicaNet:
         self.tombstone_ttl = tombstone_ttl
         self._rng = random.Random(seed ^ 0x5EED)
         self._process: dict[str, int] = {}
+        self.count_bytes = True  # encode every sync message to count its bytes
+        # Called with (node, changes) whenever a node applies rows, by gossip or sync.
+        self.on_applied: Callable[[str, list[Change]], None] | None = None
 
     @property
     def now(self) -> float:
@@ -113,7 +135,7 @@ class ReplicaNet:
         for change in changes:
             if not change.local or change.new is None:
                 continue
-            item = row_item(change.new)
+            item = row_item(change.new, self.replicas[name].floor)
             node.swim.broadcast(item)
             peers = [m.name for m in node.swim.members()
                      if m.name != name and m.status.live]
@@ -127,14 +149,19 @@ class ReplicaNet:
         replica = self.replicas[name]
         try:
             decoded = decode_item(delivered.item)
+            floor = item_floor(delivered.item)
         except DecodeError:
             self.stats.rejected += 1
             return
         if isinstance(decoded, tuple):
+            replica.apply([], floors={decoded[0]: floor})
             replica.notice(*decoded)
             return
-        fresh = decoded.version not in replica.known().get(decoded.owner, EMPTY)
-        self._spread(name, replica.apply([decoded]))
+        fresh = decoded.version not in replica.known_of(decoded.owner)
+        changes = replica.apply([decoded], floors={decoded.owner: floor})
+        if self.on_applied is not None and changes:
+            self.on_applied(name, changes)
+        self._spread(name, changes)
         if delivered.direct and fresh:
             self.net.nodes[name].swim.broadcast(delivered.item)
 
@@ -154,7 +181,7 @@ class ReplicaNet:
             if self._process[name] != process or not self.net.nodes[name].up:
                 return
             replica = self.replicas[name]
-            count = pacer.due(self.now, bool(replica.missing()) or replica.lost_tail)
+            count = pacer.due(self.now, replica.behind)
             if count:
                 self._sync_round(name, count)
             self.net.at(self.now + pacer.step, tick)
@@ -164,12 +191,43 @@ class ReplicaNet:
     def _sync_round(self, name: str, count: int) -> None:
         replica = self.replicas[name]
         swim = self.net.nodes[name].swim
-        peers = choose_peers(sync_candidates(swim.members(), name), replica.missing(), count,
+        peers = choose_alive(swim.alive_names(), swim.member, replica.missing(), count,
                              self._rng)
         for peer in peers:
             self.stats.pulls += 1
-            request = replica.sync_request()
-            self.net.at(self.now + self.net.delay(), partial(self._serve, name, peer.name, request))
+            if replica.full_sync:
+                self._send_request(name, peer.name, replica.sync_request())
+                continue
+            digest = replica.digest_request()
+            self._count(digest_request_json, digest)
+            self.net.at(self.now + self.net.delay(), partial(self._compare, name, peer.name,
+                                                             digest))
+
+    def _count(self, encode: Any, message: Any) -> None:
+        self.stats.sync_messages += 1
+        if self.count_bytes:
+            self.stats.sync_bytes += len(json.dumps(encode(message), separators=(",", ":")))
+
+    def _compare(self, name: str, peer: str, request: DigestRequest) -> None:
+        if not self.net.connected(name, peer):
+            self.stats.failed_pulls += 1
+            return
+        process = self._process[name]
+        reply = self.replicas[peer].compare(request)
+        self._count(digest_reply_json, reply)
+        self.net.at(self.now + self.net.delay(),
+                    lambda: self._compared(name, peer, process, reply))
+
+    def _compared(self, name: str, peer: str, process: int, reply: DigestReply) -> None:
+        if self._process[name] != process or not self.net.connected(name, peer):
+            self.stats.failed_pulls += 1
+            return
+        if reply.differ:
+            self._send_request(name, peer, self.replicas[name].sync_request(reply.differ))
+
+    def _send_request(self, name: str, peer: str, request: SyncRequest) -> None:
+        self._count(request_json, request)
+        self.net.at(self.now + self.net.delay(), partial(self._serve, name, peer, request))
 
     def _serve(self, name: str, peer: str, request: SyncRequest) -> None:
         if not self.net.connected(name, peer):
@@ -177,6 +235,7 @@ class ReplicaNet:
             return
         process = self._process[name]
         reply = self.replicas[peer].serve(request)
+        self._count(reply_json, reply)
         self.net.at(self.now + self.net.delay(),
                     lambda: self._answer(name, peer, process, reply))
 
@@ -185,7 +244,10 @@ class ReplicaNet:
             self.stats.failed_pulls += 1
             return
         self.stats.rows_pulled += len(reply.rows)
-        self._spread(name, self.replicas[name].apply_reply(reply))
+        changes = self.replicas[name].apply_reply(reply)
+        if self.on_applied is not None and changes:
+            self.on_applied(name, changes)
+        self._spread(name, changes)
 
     def purge(self) -> int:
         return sum(self.replicas[n].purge() for n in self.up())

@@ -12,6 +12,12 @@ first form that fits ``ITEM_BUDGET`` bytes:
     {"z": "<base64>"}     the row's JSON, zlib-compressed (large configs)
     {"n": [owner, version]}   only a notice that the version exists
 
+An item from a node that started on an empty view also carries ``"s"``,
+its *floor*: the versions below its first write, which hold nothing of this
+life. A replica hearing of a new origin marks them seen at once; without it,
+every node would pull from every new writer just to learn that its versions
+start above a wall-clock base (``replica.fresh_base``).
+
 A notice makes every replica that hears it record a gap for that version,
 and a replica with gaps syncs sooner, from the origin first: large rows
 travel over the sync stream (TCP) instead of being cut into datagrams that
@@ -31,8 +37,9 @@ from typing import Any
 
 from bodega.registry.hlc import Stamp
 from bodega.registry.known import Known, Span
+from bodega.registry.ledger import BUCKETS
 from bodega.registry.messages import DecodeError, Item, encoded_size
-from bodega.registry.replica import SyncReply, SyncRequest
+from bodega.registry.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.rows import Row
 from bodega.registry.validate import MAX_DOC_BYTES
 
@@ -66,18 +73,27 @@ def item_key(owner: str, version: int) -> str:
     return f"{ITEM_PREFIX}{owner}:{version}"
 
 
-def row_item(row: Row) -> Item:
-    """The broadcast item for ``row``: whole, compressed, or a notice."""
+def row_item(row: Row, floor: int = 0) -> Item:
+    """The broadcast item for ``row``: whole, compressed, or a notice (with the floor)."""
     key = item_key(row.owner, row.version)
+    extra: dict[str, Any] = {"s": floor} if floor else {}
     body = row_json(row)
-    item = Item(key, {"r": body})
+    item = Item(key, {"r": body, **extra})
     if encoded_size(item) <= ITEM_BUDGET:
         return item
     packed = zlib.compress(json.dumps(body, separators=(",", ":")).encode(), 6)
-    item = Item(key, {"z": base64.b64encode(packed).decode()})
+    item = Item(key, {"z": base64.b64encode(packed).decode(), **extra})
     if encoded_size(item) <= ITEM_BUDGET:
         return item
-    return Item(key, {"n": [row.owner, row.version]})
+    return Item(key, {"n": [row.owner, row.version], **extra})
+
+
+def item_floor(item: Item) -> int:
+    """The origin's floor the item carries (0: none); ``DecodeError`` if malformed."""
+    floor = item.data.get("s", 0)
+    if type(floor) is not int or not 0 <= floor < MAX_INT:
+        raise DecodeError("a floor is a version")
+    return floor
 
 
 def is_row_item(item: Item) -> bool:
@@ -112,9 +128,42 @@ def decode_item(item: Item) -> Row | tuple[str, int]:
 
 # ── sync ─────────────────────────────────────────────────────────────────────
 
+def digest_request_json(request: DigestRequest) -> dict[str, Any]:
+    packed = b"".join(d.to_bytes(8, "big") for d in request.digest)
+    return {"from": request.sender, "digest": base64.b64encode(packed).decode()}
+
+
+def decode_digest_request(doc: Any) -> DigestRequest:
+    if type(doc) is not dict or type(doc.get("from")) is not str or type(
+            doc.get("digest")) is not str:
+        raise DecodeError("a digest request is {from, digest}")
+    try:
+        packed = base64.b64decode(doc["digest"], validate=True)
+    except ValueError as e:
+        raise DecodeError(f"bad digest: {e}") from None
+    if len(packed) != BUCKETS * 8:
+        raise DecodeError(f"a digest is {BUCKETS} 8-byte buckets")
+    digest = tuple(int.from_bytes(packed[i:i + 8], "big") for i in range(0, len(packed), 8))
+    return DigestRequest(_origin(doc["from"]), digest)
+
+
+def digest_reply_json(reply: DigestReply) -> dict[str, Any]:
+    return {"differ": list(reply.differ)}
+
+
+def decode_digest_reply(doc: Any) -> DigestReply:
+    if type(doc) is not dict or type(doc.get("differ")) is not list:
+        raise DecodeError("a digest reply is {differ}")
+    return DigestReply(_buckets(doc["differ"]))
+
+
 def request_json(request: SyncRequest) -> dict[str, Any]:
-    return {"from": request.sender,
-            "known": {origin: known.to_json() for origin, known in request.known.items()}}
+    doc: dict[str, Any] = {
+        "from": request.sender,
+        "known": {origin: known.to_json() for origin, known in request.known.items()}}
+    if request.buckets is not None:
+        doc["buckets"] = list(request.buckets)
+    return doc
 
 
 def decode_request(doc: Any) -> SyncRequest:
@@ -125,13 +174,26 @@ def decode_request(doc: Any) -> SyncRequest:
         known = {_origin(o): Known.from_json(k) for o, k in doc["known"].items()}
     except ValueError as e:
         raise DecodeError(f"bad known versions: {e}") from None
-    return SyncRequest(doc["from"], known)
+    buckets = doc.get("buckets")
+    if buckets is not None and type(buckets) is not list:
+        raise DecodeError("buckets is a list of bucket numbers")
+    return SyncRequest(doc["from"], known, None if buckets is None else _buckets(buckets))
+
+
+def _buckets(value: list[Any]) -> tuple[int, ...]:
+    if len(value) > BUCKETS or any(type(b) is not int or not 0 <= b < BUCKETS for b in value):
+        raise DecodeError(f"a bucket is a number in [0, {BUCKETS})")
+    return tuple(value)
 
 
 def reply_json(reply: SyncReply) -> dict[str, Any]:
-    return {"rows": [row_json(r) for r in reply.rows],
-            "vouched": {o: [list(s) for s in spans] for o, spans in reply.vouched.items()},
-            "reset": reply.reset, "horizons": reply.horizons}
+    doc: dict[str, Any] = {"rows": [row_json(r) for r in reply.rows],
+                           "vouched": {o: [list(s) for s in spans]
+                                       for o, spans in reply.vouched.items()},
+                           "reset": reply.reset, "horizons": reply.horizons}
+    if reply.more:
+        doc["more"] = True
+    return doc
 
 
 def decode_reply(doc: Any) -> SyncReply:
@@ -139,8 +201,9 @@ def decode_reply(doc: Any) -> SyncReply:
         raise DecodeError("a sync reply is an object")
     rows, vouched = doc.get("rows", []), doc.get("vouched", {})
     reset, horizons = doc.get("reset", []), doc.get("horizons", {})
+    more = doc.get("more", False)
     if not (type(rows) is list and type(vouched) is dict and type(reset) is list
-            and type(horizons) is dict):
+            and type(horizons) is dict and type(more) is bool):
         raise DecodeError("malformed sync reply")
     spans: dict[str, list[Span]] = {}
     for origin, value in vouched.items():
@@ -151,7 +214,7 @@ def decode_reply(doc: Any) -> SyncReply:
         if type(purged) is not int or not 0 <= purged < MAX_INT:
             raise DecodeError("a horizon is a version")
     return SyncReply([decode_row(r) for r in rows], spans, [_origin(o) for o in reset],
-                     {_origin(o): int(p) for o, p in horizons.items()})
+                     {_origin(o): int(p) for o, p in horizons.items()}, more)
 
 
 def _origin(value: Any) -> str:

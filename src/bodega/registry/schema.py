@@ -95,6 +95,8 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     _spec("apps", Kind.SHARED, "name", None, Column("org_slug", str)),
     _spec("tokens", Kind.SHARED, "id", None, Column("token_hash", str), Column("scope", str)),
     _spec("releases", Kind.SHARED, "id", None, Column("app", str), Column("version", int)),
+    # Keyed "<app>/<name>"; the document holds the value sealed (runtime/secretbox.py).
+    _spec("secrets", Kind.SHARED, "key", None, Column("app", str)),
     # Keyed "<app>/<ip>": a shared address appears once per app that holds it.
     _spec("ip_assignments", Kind.SHARED, "key", None, Column("app", str), Column("ip", str)),
 )}
@@ -152,4 +154,6 @@ CREATE TABLE clock (
 """,
     # 2: app IP assignments (shared rows written by brokers, like apps).
     _table_ddl("ip_assignments", "key", "app TEXT, ip TEXT"),
+    # 3: app secrets (shared rows written by brokers; values sealed, never plain).
+    _table_ddl("secrets", "key", "app TEXT"),
 )

@@ -83,6 +83,9 @@ class SimNet:
         self.observations: list[Observation] = []
         self.deliveries: list[tuple[float, str, Delivered]] = []
         self.keep_deliveries = True  # long replication runs turn this off to save memory
+        # Large simulations turn this off (N² join events) and watch ``on_event`` instead.
+        self.keep_observations = True
+        self.on_event: Callable[[Observation], None] | None = None
         self.traffic = Traffic()
         self._rng = random.Random(seed)
         self._auth = PacketAuth.from_secret("simnet") if wire else None
@@ -264,7 +267,11 @@ class SimNet:
             if isinstance(out, Send):
                 self._transmit(node, out)
             elif isinstance(out, Event):
-                self.observations.append(Observation(self.now, node.name, out))
+                observation = Observation(self.now, node.name, out)
+                if self.keep_observations:
+                    self.observations.append(observation)
+                if self.on_event is not None:
+                    self.on_event(observation)
             else:
                 if self.keep_deliveries:
                     self.deliveries.append((self.now, node.name, out))

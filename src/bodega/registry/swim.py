@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from bodega.registry.broadcasts import Piggyback
 from bodega.registry.config import SwimConfig
+from bodega.registry.ledger import bucket_of, differing
 from bodega.registry.members import (
     Addr,
     MemberRecord,
@@ -80,6 +81,7 @@ class Swim:
         self.joined = False
         self.leaving = False
         self.stats = SwimStats()
+        self._members: tuple[int, MemberRecord, list[MemberView]] | None = None
 
     # ── what the node is and sees ────────────────────────────────────────────
 
@@ -108,13 +110,40 @@ class Swim:
     def n(self) -> int:
         return self._table.live
 
+    def alive_names(self) -> list[str]:
+        """Names of the other members now alive; shared, do not change (O(1))."""
+        return self._table.by_status[Status.ALIVE].names
+
     def members(self) -> list[MemberView]:
-        records = [self._self, *self._table]
-        return sorted((MemberView.of(r) for r in records), key=lambda v: v.name)
+        """Every member, ourselves included, sorted by name (built once per change)."""
+        cached = self._members
+        if cached is None or cached[0] != self._table.version or cached[1] is not self._self:
+            records = [self._self, *self._table]
+            views = sorted((MemberView.of(r) for r in records), key=lambda v: v.name)
+            cached = self._members = (self._table.version, self._self, views)
+        return list(cached[2])
 
     def member(self, name: str) -> MemberView | None:
         record = self._self if name == self.name else self._table.get(name)
         return None if record is None else MemberView.of(record)
+
+    @property
+    def record(self) -> MemberRecord:
+        return self._self
+
+    def restore(self, now: float, records: list[MemberRecord]) -> None:
+        """Know these members already (a warm start), without gossiping them as news.
+
+        For simulations that measure a settled cluster of thousands: a real
+        join has every node hear of every other, N² records, before anything
+        can be measured.
+        """
+        self._start(now)
+        for record in records:
+            if (record.name != self.name and self._table.apply(now, record) is not None
+                    and record.status.live):
+                self._order.add(record.name)
+        self.joined = True
 
     def suspicion_deadline(self, name: str) -> float | None:
         s = self._table.suspicion(name)
@@ -218,13 +247,19 @@ class Swim:
                     self._probe.nacks += 1
             case PingReq() as req:
                 self._relay(now, sender, req, out)
-            case Sync(records, reply):
+            case Sync(records, reply, digest, want):
                 for record in records:
                     self._apply(now, record, out)
-                if reply:
+                if digest is not None:  # a push-pull: send what differs, ask for theirs
+                    differ = differing(self._table.digest.digest(self._self), digest)
+                    if differ:
+                        out += self._sync(sender, reply=False, buckets=differ, want=differ)
+                elif reply:
                     out += self._sync(sender, reply=False)
                 else:
                     self.joined = True
+                if want:
+                    out += self._sync(sender, reply=False, buckets=want)
             case Direct(item):
                 self.stats.items_delivered += 1
                 out.append(Delivered(item, message.sender, direct=True))
@@ -318,8 +353,9 @@ class Swim:
 
     def _go_indirect(self, now: float, probe: Probe, out: list[Out]) -> None:
         target = self._table.get(probe.target)
-        candidates = [r for r in self._table.with_status(Status.ALIVE) if r.name != probe.target]
-        relays = self._rng.sample(candidates, min(self.config.indirect_checks, len(candidates)))
+        k = self.config.indirect_checks
+        drawn = self._table.sample(self._rng, k + 1, Status.ALIVE)  # the target may be drawn
+        relays = [r for r in drawn if r.name != probe.target][:k]
         probe.go_indirect(now, len(relays), len(relays) if self.config.nacks else 0)
         if target is None or not relays:
             return
@@ -360,31 +396,40 @@ class Swim:
         if not self.piggyback.pending:
             return []
         horizon = now - self.config.gossip_to_the_dead_time
-        targets = [r for r in self._table if r.status.live or (
-            r.status is Status.DEAD and self._table.since(r.name) >= horizon)]
+        recent = [n for n in self._table.by_status[Status.DEAD].names
+                  if self._table.since(n) >= horizon]
         out: list[Out] = []
-        for target in self._rng.sample(targets, min(self.config.gossip_nodes, len(targets))):
+        for target in self._table.sample(self._rng, self.config.gossip_nodes, Status.ALIVE,
+                                         Status.SUSPECT, extra=recent):
             send = self._send(target.addr, None)
             if send.message.updates or send.message.items:
                 out.append(send)
         return out
 
     def _push_pull(self, out: list[Out]) -> None:
-        peers = self._table.with_status(Status.ALIVE)
-        if peers:
-            out += self._sync(self._rng.choice(peers).addr, reply=True)
+        digest = self._table.digest.digest(self._self)
+        for peer in self._table.sample(self._rng, 1, Status.ALIVE):
+            out.append(Send(peer.addr, Message(self.name, Sync((self._self,), True, digest))))
 
     def _announce_to_dead(self, out: list[Out]) -> None:
-        dead = self._table.with_status(Status.DEAD)
-        for record in self._rng.sample(dead, min(self.config.dead_announce_nodes, len(dead))):
+        for record in self._table.sample(self._rng, self.config.dead_announce_nodes, Status.DEAD):
             out.append(Send(record.addr, Message(self.name, Sync((self._self, record), True))))
 
     def _hello(self, seeds: list[Addr]) -> list[Out]:
         return [Send(a, Message(self.name, Sync((self._self,), True))) for a in seeds]
 
-    def _sync(self, addr: Addr, *, reply: bool) -> list[Out]:
-        records = [self._self, *self._table]
-        return [Send(addr, m) for m in self.piggyback.sync_messages(self.name, records, reply)]
+    def _sync(self, addr: Addr, *, reply: bool, buckets: list[int] | tuple[int, ...] | None = None,
+              want: list[int] | tuple[int, ...] = ()) -> list[Out]:
+        """Our member table to ``addr``: whole (a join), or the buckets a push-pull found
+        different (``memberdigest.py``), asking for the peer's records in ``want``."""
+        if buckets is None:
+            records = [self._self, *self._table]
+        else:
+            mine = [self._self] if bucket_of(self.name) in buckets else []
+            records = mine + [r for n in self._table.digest.names_in(buckets)
+                              if (r := self._table.get(n)) is not None]
+        messages = self.piggyback.sync_messages(self.name, records, reply, want=tuple(want))
+        return [Send(addr, m) for m in messages]
 
     def _queue_update(self, record: MemberRecord) -> None:
         self.piggyback.queue_update(record)

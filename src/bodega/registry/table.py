@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from bodega.registry.config import SwimConfig
+from bodega.registry.memberdigest import MemberDigest
 from bodega.registry.members import EventKind, MemberRecord, Status, change_kind, supersedes
 from bodega.registry.suspicion import Suspicion
 
@@ -22,6 +24,34 @@ class Change:
         return change_kind(self.old, self.new)
 
 
+class Names:
+    """A set of names that can also be sampled in O(k): a list plus each name's position."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []  # read-only for callers; order changes on removal
+        self._at: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._at
+
+    def add(self, name: str) -> None:
+        if name not in self._at:
+            self._at[name] = len(self.names)
+            self.names.append(name)
+
+    def discard(self, name: str) -> None:
+        i = self._at.pop(name, None)
+        if i is None:
+            return
+        last = self.names.pop()
+        if last != name:  # move the last name into the hole
+            self.names[i] = last
+            self._at[last] = i
+
+
 class MemberTable:
     def __init__(self, config: SwimConfig) -> None:
         self._config = config
@@ -29,6 +59,12 @@ class MemberTable:
         self._since: dict[str, float] = {}  # when each member's status last changed
         self._suspicions: dict[str, Suspicion] = {}
         self.live = 1  # members alive or suspect, counting the local node
+        self.version = 0  # bumped on every change: views built from the table cache on it
+        # Names by status, kept as records change, so probing, gossip and pulls can
+        # pick members without walking the table: at thousands of members under
+        # loss, statuses change every second and any O(N) rebuild per change adds up.
+        self.by_status: dict[Status, Names] = {status: Names() for status in Status}
+        self.digest = MemberDigest()  # what a push-pull compares first
 
     def __iter__(self) -> Iterator[MemberRecord]:
         return iter(self._records.values())
@@ -74,12 +110,21 @@ class MemberTable:
         horizon = now - self._config.dead_retention
         for name in [n for n, r in self._records.items()
                      if not r.status.live and self._since[n] < horizon]:
+            self.by_status[self._records[name].status].discard(name)
+            self.digest.replace(self._records[name], None)
             del self._records[name]
             del self._since[name]
+            self.version += 1
 
     def _store(self, now: float, old: MemberRecord | None, record: MemberRecord) -> None:
         name = record.name
         self._records[name] = record
+        self.version += 1
+        self.digest.replace(old, record)
+        if old is None or old.status is not record.status:
+            if old is not None:
+                self.by_status[old.status].discard(name)
+            self.by_status[record.status].add(name)
         self.live += int(record.status.live) - int(old is not None and old.status.live)
         new_life = old is None or old.generation != record.generation
         if new_life or old is None or old.status is not record.status:
@@ -96,7 +141,21 @@ class MemberTable:
         return [n for n, r in self._records.items() if r.status in statuses]
 
     def with_status(self, *statuses: Status) -> list[MemberRecord]:
-        return [r for r in self._records.values() if r.status in statuses]
+        return [self._records[n] for s in statuses for n in self.by_status[s].names]
+
+    def sample(self, rng: random.Random, k: int, *statuses: Status,
+               extra: Sequence[str] = ()) -> list[MemberRecord]:
+        """Up to ``k`` distinct records in these statuses (or named in ``extra``), in O(k)."""
+        groups = [self.by_status[s].names for s in statuses] + [list(extra)]
+        total = sum(len(g) for g in groups)
+        out = []
+        for i in rng.sample(range(total), min(k, total)):
+            for group in groups:
+                if i < len(group):
+                    out.append(self._records[group[i]])
+                    break
+                i -= len(group)
+        return out
 
     def is_live(self, name: str) -> bool:
         record = self._records.get(name)

@@ -41,6 +41,14 @@ class AssignIpRequest(_Body):
     org_slug: str | None = None
 
 
+class AppSecretsUpdateRequest(_Body):
+    values: dict[str, str | None] = Field(default_factory=dict)  # None unsets a secret
+
+
+class SetAppSecretRequest(_Body):
+    value: str
+
+
 class CreateAppDeployTokenRequest(_Body):
     expiry: str | None = None
 

@@ -38,6 +38,13 @@ class WorkerConfig:
     gossip_port: int = 0
     join: tuple[str, ...] = ()  # gossip host:port of members to join through
     tombstone_ttl: float = 3600.0  # destroyed machines stay listed this long in the registry
+    # Images: the registry a reference without a host is pulled from (`bodega up` runs one),
+    # credentials for it (never logged), the runtime, and the cache's size budget.
+    image_registry: str | None = None
+    registry_username: str | None = None
+    registry_password: str | None = None
+    oci_runtime: str = "runc"
+    image_cache_gb: float = 10.0
 
     @property
     def registry_dir(self) -> Path:
@@ -54,6 +61,10 @@ class WorkerConfig:
     @property
     def volumes_dir(self) -> Path:
         return self.data_dir / "volumes"
+
+    @property
+    def images_dir(self) -> Path:
+        return self.data_dir / "images"
 
     def machine_dir(self, machine_id: str) -> Path:
         return self.machines_dir / machine_id

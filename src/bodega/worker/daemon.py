@@ -13,18 +13,22 @@ import hashlib
 import ipaddress
 import logging
 import os
+from dataclasses import replace
 from typing import Any
 
 from bodega.model.states import MachineState
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
+from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 from bodega.worker import queries
 from bodega.worker.actions import MachineActions
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
+from bodega.worker.drivers.images import make_image_driver, runtime_available
 from bodega.worker.effects import MachineEffects, machine_user
+from bodega.worker.health import HealthChecks
 from bodega.worker.ledger import Ledger
 from bodega.worker.lifecycle import Recorder
 from bodega.worker.machines import MachineService
@@ -33,6 +37,7 @@ from bodega.worker.network import WIRE_AHEAD, HostNetwork, NetnsNetwork, Network
 from bodega.worker.publish import Publisher
 from bodega.worker.records import MachineRow
 from bodega.worker.runner import Runner
+from bodega.worker.secret_env import SecretEnv
 from bodega.worker.server import WorkerApi
 from bodega.worker.store import Store
 from bodega.worker.volumes import VolumeService
@@ -60,6 +65,8 @@ def make_driver(config: WorkerConfig) -> Driver:
         from bodega.worker.drivers.fake import FakeDriver
 
         return FakeDriver()
+    if config.driver == "auto" and not runtime_available(config.oci_runtime):
+        config = replace(config, driver="process")
     if config.driver == "process":
         from bodega.worker.drivers.process import ProcessDriver
         from bodega.worker.drivers.process.cgroups import Cgroups
@@ -67,7 +74,9 @@ def make_driver(config: WorkerConfig) -> Driver:
         cgroups = Cgroups.detect(config.name) if config.cgroups else None
         return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
                              park_dir=config.data_dir / "park")
-    raise ValueError(f"unknown driver {config.driver!r}: use process, null or fake")
+    if config.driver in ("oci", "auto"):
+        return make_image_driver(config)
+    raise ValueError(f"unknown driver {config.driver!r}: use auto, process, oci, null or fake")
 
 
 def make_network(config: WorkerConfig, driver: Driver) -> Network:
@@ -94,6 +103,8 @@ class Worker:
         self.store = Store(config.store_path, fsync=config.fsync)
         self.store.on_commit(self.watch.notify)  # every committed change wakes its waiters
         self.ledger = Ledger(self.store, config.totals, config.reservation_ttl)
+        if (images := self.driver.capabilities.images) is not None:
+            self.ledger.image_disk_gb = images.disk_gb
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
         recorder = Recorder(self.store, self.ledger)
@@ -158,6 +169,8 @@ class Worker:
         app = api.app()
         if self.config.gossip:
             self.registry = self._registry(url)
+            self.effects.secret_env = SecretEnv(self.registry,
+                                                SecretBox(self.config.cluster_secret))
             app.router.routes.extend(self.registry.routes())  # sync and subscriptions
         self.served = await serve(app, self.config.listen_host, self.config.listen_port, sock=sock)
         if self.registry is not None:
@@ -165,10 +178,13 @@ class Worker:
             publisher = Publisher(
                 self.registry, name=self.config.name, region=self.config.region, url=url,
                 driver=self.driver.name, store=self.store, ledger=self.ledger,
-                service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl)
+                service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl,
+                images=images.held if (images := self.driver.capabilities.images) else None)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(HealthChecks(
+            self.store, self.machines, self.metrics, self.service_host).run()))
         self._tasks.append(asyncio.create_task(self._wire_ahead()))
         logs = self.driver.capabilities.logs
         if logs is not None:

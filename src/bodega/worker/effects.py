@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import signal as signals
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,8 @@ class MachineEffects:
         self.driver = driver
         self.network = network
         self.user = user
+        # The app's secrets for a launch (``secret_env.py``); none without a registry.
+        self.secret_env: Callable[[str], dict[str, str]] = lambda _app: {}
         # Set once the worker stops all its machines to exit: a restart's backoff ends at once
         # (its machine is stopped next), so a crash loop does not hold up the exit.
         self.draining = asyncio.Event()
@@ -87,7 +90,9 @@ class MachineEffects:
     def task_spec(self, machine: MachineRow, start_seq: int | None = None) -> TaskSpec:
         config = machine.config
         guest = config.effective_guest()
-        env = {"PATH": DEFAULT_PATH, "HOME": "/", **(config.env or {})}
+        # Secrets win over the config's env, as on Fly; the machine's own variables win over both.
+        env = {"PATH": DEFAULT_PATH, "HOME": "/", **(config.env or {}),
+               **self.secret_env(machine.app)}
         private_ip = machine.private_ip or ""
         for prefix in ("BODEGA", "FLY"):
             env[f"{prefix}_MACHINE_ID"] = machine.id
@@ -115,6 +120,8 @@ class MachineEffects:
             netns=machine.netns,
             mounts=mounts,
             user=machine_identity(self.user, machine.private_ip),
+            entrypoint=config.init.entrypoint if config.init else None,
+            cmd=config.init.cmd if config.init else None,
         )
 
     async def perform(self, op: Operation, step: Step) -> Outcome:

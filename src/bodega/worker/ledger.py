@@ -14,6 +14,8 @@ stops counting when its TTL passes.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from bodega.model.capacity import Ask, Totals, Usage, describe_free, shortfalls
@@ -70,6 +72,8 @@ class Ledger:
         self.store = store
         self.totals = totals
         self.default_ttl = default_ttl  # seconds an unclaimed reservation holds its room
+        # Disk the worker's image cache takes (whole GB, rounded up): it counts as used.
+        self.image_disk_gb: Callable[[], int] = lambda: 0
 
     @property
     def cordoned(self) -> bool:
@@ -84,13 +88,17 @@ class Ledger:
             )
 
     def usage(self, exclude_machine: str | None = None) -> Usage:
-        return usage(self.store.db, self.store.clock(), exclude_machine)
+        return self._with_images(usage(self.store.db, self.store.clock(), exclude_machine))
+
+    def _with_images(self, used: Usage) -> Usage:
+        images = self.image_disk_gb()
+        return replace(used, disk_gb=used.disk_gb + images) if images else used
 
     def check_room(
         self, conn: sqlite3.Connection, ask: Ask, exclude_machine: str | None = None
     ) -> None:
         """Raise ``CapacityRejected`` unless ``ask`` fits beside what is committed."""
-        used = usage(conn, self.store.clock(), exclude_machine)
+        used = self._with_images(usage(conn, self.store.clock(), exclude_machine))
         reasons = shortfalls(self.totals, used, ask)
         if reasons:
             raise CapacityRejected(

@@ -23,6 +23,7 @@ from bodega.model.machine_config import MachineConfig
 from bodega.worker import leases, queries
 from bodega.worker.claims import check_update
 from bodega.worker.core import (
+    CheckResult,
     Decision,
     Destroy,
     ExitObserved,
@@ -34,7 +35,7 @@ from bodega.worker.core import (
     decide,
 )
 from bodega.worker.creation import CreateRequest, Recorded, record_machine
-from bodega.worker.drivers.base import TaskHandle
+from bodega.worker.drivers.base import TaskHandle, needs_command
 from bodega.worker.effects import MachineEffects, signal_number
 from bodega.worker.ledger import Ledger
 from bodega.worker.lifecycle import Lifecycle, Recorder
@@ -113,7 +114,7 @@ class MachineService:
         name = req.name or new_machine_name()
         if not NAME_RE.match(name):
             raise BadRequest(f"invalid machine name {name!r}: use lowercase letters, digits, -")
-        if self.driver.capabilities.needs_command and not req.config.command():
+        if needs_command(self.driver.capabilities, req.config) and not req.config.command():
             raise BadRequest(
                 f"the {self.driver.name} driver runs config.init.exec (or init.entrypoint + "
                 "init.cmd, or processes[0].exec); none was given"
@@ -174,7 +175,7 @@ class MachineService:
                 config, new_ulid(int(self.store.clock() * 1000)),
                 self.ledger.totals.millicpus_for(Ask.for_config(config)), skip_launch))
             check_update(row, config, current_version, name, region,
-                         needs_command=self.driver.capabilities.needs_command)
+                         needs_command=needs_command(self.driver.capabilities, config))
             return decision
 
         await self.lifecycle.run(machine_id, body)
@@ -208,6 +209,17 @@ class MachineService:
                      exit_status.exit_code, exit_status.signal, exit_status.oom_killed,
                      decision.exit_decision)
             self.on_exit_decision(str(decision.exit_decision))
+
+    async def check_result(self, machine_id: str, result: CheckResult) -> bool:
+        """Record a health check's result; True if its status changed (an event was logged)."""
+
+        def body(conn: sqlite3.Connection) -> Decision:
+            row = queries.get_machine(conn, machine_id)
+            return Decision() if row is None else decide(row, result)
+
+        # A machine busy in an operation keeps its lock; the next probe reports again.
+        decision = await self.lifecycle.run(machine_id, body, lock_timeout=1.0)
+        return decision.changes.checks is not None
 
     # -- recovery ---------------------------------------------------------------------
     async def recover(self) -> None:

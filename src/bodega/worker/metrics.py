@@ -35,6 +35,19 @@ class WorkerMetrics:
             "bodega_worker_total", "Configured resources (millicpus, memory_mb, disk_gb)",
             ["resource"], registry=self.registry,
         )
+        self.check_runs = Counter(
+            "bodega_worker_check_runs_total", "Health-check probes by type and result",
+            ["type", "status"], registry=self.registry,
+        )
+        self.check_seconds = Histogram(
+            "bodega_worker_check_seconds", "Time a health-check probe took", ["type"],
+            registry=self.registry, buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10),
+        )
+        self.check_changes = Counter(
+            "bodega_worker_check_changes_total",
+            "Health checks whose status changed, by new status",
+            ["status"], registry=self.registry,
+        )
         self._step_children: dict[tuple[str, str], Any] = {}
 
     def observe_step(self, fsm: str, step: str, seconds: float) -> None:

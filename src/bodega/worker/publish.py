@@ -50,7 +50,8 @@ class Publisher:
     def __init__(self, node: RegistryNode, *, name: str, region: str, url: str, driver: str,
                  store: Store, ledger: Ledger,
                  service_host: Callable[[MachineRow], str | None],
-                 destroyed_ttl: float, interval: float = INTERVAL) -> None:
+                 destroyed_ttl: float, interval: float = INTERVAL,
+                 images: Callable[[], list[str]] | None = None) -> None:
         self.node = node
         self.name = name
         self.region = region
@@ -61,6 +62,7 @@ class Publisher:
         self.service_host = service_host
         self.destroyed_ttl = destroyed_ttl
         self.interval = interval
+        self.images = images  # the images this worker holds, for placement's image bonus
         self._seq = 0
         self._capacity: dict[str, Any] | None = None
         self._next_refresh = self._next_expiry = 0.0
@@ -97,6 +99,8 @@ class Publisher:
             "cordoned": snapshot["cordoned"], "reservations": snapshot["reservations"],
             "machines": int(machines),
         }
+        if self.images is not None:
+            capacity["images"] = self.images()
         if capacity != self._capacity:
             self._capacity = capacity
             self.node.put_owned("workers", self.name,

@@ -12,6 +12,7 @@ from typing import Any
 
 from bodega.model.machine import ExitStatus
 from bodega.model.states import MachineState
+from bodega.worker.core.checks import CheckStates
 from bodega.worker.drivers.base import TaskHandle
 from bodega.worker.records import LeaseRow, MachineRow, ReservationRow, VolumeRow
 
@@ -19,7 +20,7 @@ _MACHINE_COLUMNS = frozenset(
     {
         "state", "instance_id", "config", "millicpus", "memory_mb", "gpus", "gpu_kind",
         "ip_index", "private_ip", "netns", "cordoned", "holds_compute", "handle", "start_seq",
-        "restarts", "volume_id", "placement", "last_exit",
+        "restarts", "volume_id", "placement", "last_exit", "checks",
     }
 )
 
@@ -35,6 +36,8 @@ def _encode(value: Any) -> Any:
                 "exited_at": value.exited_at,
             }
         )
+    if isinstance(value, CheckStates):
+        return json.dumps(value.to_json())
     if hasattr(value, "model_dump_json"):
         return value.model_dump_json(exclude_none=True)
     if isinstance(value, dict):

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
+from bodega.worker.core.checks import CheckStates
 from bodega.worker.drivers.base import TaskHandle
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ def parse_config(text: str) -> MachineConfig:
     Callers never mutate a MachineConfig (updates make a copy), so sharing one
     parsed object between rows is safe.
     """
-    return MachineConfig.model_validate_json(text)
+    return MachineConfig.model_validate_json(text, context={"stored": True})
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class MachineRow:
     last_exit: ExitStatus | None
     created_at: float
     updated_at: float
+    checks: CheckStates | None = None  # the current run's health checks, once one reported
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> MachineRow:
@@ -72,6 +74,7 @@ class MachineRow:
             idempotency_key=row["idempotency_key"],
             last_exit=ExitStatus(**last_exit) if last_exit else None,
             created_at=row["created_at"], updated_at=row["updated_at"],
+            checks=CheckStates.from_json(json.loads(row["checks"])) if row["checks"] else None,
         )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from bodega.model.machine import MachineEvent, image_ref, rfc3339
+from bodega.worker.core import checks
 from bodega.worker.records import MachineRow, VolumeRow
 
 
@@ -32,6 +33,10 @@ def machine_wire(
         "app": row.app,
         "worker": worker,
     }
+    health = checks.wire(row.config, row.checks, row.start_seq, row.state == "started",
+                         rfc3339(row.updated_at))
+    if health:
+        body["checks"] = health
     if row.cordoned:
         body["cordoned"] = True
     if events is not None:

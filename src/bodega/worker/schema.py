@@ -122,4 +122,8 @@ MIGRATIONS: tuple[str, ...] = (
         version TEXT NOT NULL
     );
     """,
+    # 2: the current run's health-check states (JSON), on the machine they belong to.
+    """
+    ALTER TABLE machines ADD COLUMN checks TEXT;
+    """,
 )

@@ -31,6 +31,7 @@ from bodega.wire.http import (
 from bodega.worker.actions import MachineActions
 from bodega.worker.lease_routes import LeaseRoutes
 from bodega.worker.ledger import Ledger
+from bodega.worker.log_routes import LogRoutes
 from bodega.worker.machine_routes import MachineRoutes
 from bodega.worker.machines import MachineService
 from bodega.worker.metrics import WorkerMetrics
@@ -71,6 +72,8 @@ class WorkerApi:
                           service_host=service_host),
             LeaseRoutes(machines=machines, actions=actions),
             VolumeRoutes(name=name, region=region, volumes=volumes),
+            LogRoutes(region=region, machines=machines,
+                      machine_dir=machines.effects.config.machine_dir),
         )
 
     def app(self) -> Starlette:

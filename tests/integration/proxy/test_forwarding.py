@@ -2,6 +2,8 @@
 
 Machines here are plain asyncio HTTP servers on loopback, put straight into
 the routing table; the cluster tests run the same path against real workers.
+Every test runs on both data planes (bodega's own, and HAProxy with bodega's
+proxy as its activator): see ``planes.py``.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from bodega.proxy.http1 import Head, copy_body, read_head
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import RoutingTable
-from bodega.proxy.server import ProxyConfig, ProxyServer
-from bodega.proxy.upstream import Upstreams
 from bodega.proxy.wake import Waker
+
+from .planes import Serving, serving
 
 
 @dataclass
@@ -121,27 +123,30 @@ def machine_doc(mid: str, port: int, *, state: str = "started", region: str = "a
 @dataclass
 class Rig:
     table: RoutingTable
-    url: str
+    serving: Serving
     machines: list[Machine]
     load: Load
 
+    @property
+    def url(self) -> str:
+        return self.serving.url
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
 
 @contextlib.asynccontextmanager
-async def rig(count: int = 2) -> AsyncIterator[Rig]:
+async def rig(plane: str, count: int = 2) -> AsyncIterator[Rig]:
     table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
     machines = [Machine(f"m{i}") for i in range(count)]
-    for i, m in enumerate(machines):
-        table.put_machine(f"m{i}", machine_doc(f"m{i}", await m.start()))
-    waker = Waker(table, lambda _w: None, load, metrics, "ams")
-    upstreams = Upstreams()
-    server = ProxyServer(ProxyConfig("ams"), table, upstreams, waker, load, metrics)
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    port = listener.sockets[0].getsockname()[1]
     try:
-        yield Rig(table, f"http://127.0.0.1:{port}", machines, load)
+        for i, m in enumerate(machines):
+            table.put_machine(f"m{i}", machine_doc(f"m{i}", await m.start()))
+        waker = Waker(table, lambda _w: None, load, metrics, "ams")
+        async with serving(plane, table, waker, load, metrics) as served:
+            yield Rig(table, served, machines, load)
     finally:
-        listener.close()
-        upstreams.close()
         for m in machines:
             await m.stop()
         await asyncio.sleep(0.05)  # let closed connections finish closing
@@ -151,22 +156,26 @@ def client(url: str, app: str = "web") -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=url, headers={"host": f"{app}.localhost"}, timeout=30)
 
 
-async def test_requests_reach_machines_with_forwarding_headers_over_keep_alive() -> None:
-    async with rig() as r, client(r.url) as http:
+async def test_requests_reach_machines_with_forwarding_headers_over_keep_alive(plane: str) -> None:
+    async with rig(plane) as r, client(r.url) as http:
         answers = [await http.get(f"/hello/{i}") for i in range(20)]
         assert {a.status_code for a in answers} == {200}
         assert {a.text.split()[0] for a in answers} == {"m0", "m1"}  # both get traffic
         headers = r.machines[0].seen[0]
-        assert headers["x-forwarded-for"] == "127.0.0.1"
+        assert headers["x-forwarded-for"] == "127.0.0.1"  # one hop, not HAProxy and bodega
         assert headers["x-forwarded-proto"] == "http"
         assert headers["fly-request-id"] == headers["x-request-id"]
         assert answers[0].headers["fly-request-id"]
         assert r.load.outstanding == {}
+        assert answers[0].headers["fly-request-id"] != answers[1].headers["fly-request-id"]
+        async with client(r.url) as http:
+            kept = await http.get("/", headers={"x-request-id": "client-chose-this"})
+        assert kept.headers["fly-request-id"] == "client-chose-this"
 
 
-async def test_big_bodies_stream_both_ways_intact() -> None:
+async def test_big_bodies_stream_both_ways_intact(plane: str) -> None:
     payload = os.urandom(5 * 1024 * 1024)
-    async with rig(1) as r, client(r.url) as http:
+    async with rig(plane, 1) as r, client(r.url) as http:
         up = await http.post("/upload", content=payload)
         _name, method, _path, size, digest = up.text.split()
         assert (method, int(size), digest) == ("POST", len(payload),
@@ -182,9 +191,9 @@ async def test_big_bodies_stream_both_ways_intact() -> None:
         assert len(down.content) == 3_000_000
 
 
-async def test_an_upgrade_becomes_a_two_way_pipe() -> None:
-    async with rig(1) as r:
-        reader, writer = await asyncio.open_connection("127.0.0.1", int(r.url.rsplit(":", 1)[1]))
+async def test_an_upgrade_becomes_a_two_way_pipe(plane: str) -> None:
+    async with rig(plane, 1) as r:
+        reader, writer = await asyncio.open_connection("127.0.0.1", r.port)
         writer.write(b"GET /ws HTTP/1.1\r\nHost: web.localhost\r\nConnection: Upgrade\r\n"
                      b"Upgrade: echo\r\n\r\n")
         head = await read_head(reader)
@@ -196,31 +205,32 @@ async def test_an_upgrade_becomes_a_two_way_pipe() -> None:
         writer.close()
 
 
-async def test_a_machine_that_refuses_connections_is_skipped() -> None:
-    async with rig(2) as r, client(r.url) as http:
+async def test_a_machine_that_refuses_connections_is_skipped(plane: str) -> None:
+    async with rig(plane, 2) as r, client(r.url) as http:
         await r.machines[0].stop()
         answers = [await http.post("/x", content=b"body") for _ in range(6)]
         assert {a.status_code for a in answers} == {200}
         assert {a.text.split()[0] for a in answers} == {"m1"}
 
 
-async def test_unknown_apps_get_404_and_apps_with_nothing_running_503() -> None:
-    async with rig(1) as r:
+async def test_unknown_apps_get_404_and_apps_with_nothing_running_503(plane: str) -> None:
+    async with rig(plane, 1) as r:
         async with client(r.url, "nope") as http:
             missing = await http.get("/")
         assert missing.status_code == 404
         assert "no app is served" in missing.text
         assert missing.headers["content-type"].startswith("text/plain")
         r.table.put_machine("m0", machine_doc("m0", 1, state="stopped"))
+        await r.serving.synced()
         async with client(r.url) as http:
             down = await http.get("/")
         assert down.status_code == 503
         assert "no machine of web can serve" in down.text
 
 
-async def test_malformed_requests_get_400() -> None:
-    async with rig(1) as r:
-        reader, writer = await asyncio.open_connection("127.0.0.1", int(r.url.rsplit(":", 1)[1]))
+async def test_malformed_requests_get_400(plane: str) -> None:
+    async with rig(plane, 1) as r:
+        reader, writer = await asyncio.open_connection("127.0.0.1", r.port)
         writer.write(b"NONSENSE\r\n\r\n")
         head = await read_head(reader)
         assert head is not None
@@ -229,7 +239,8 @@ async def test_malformed_requests_get_400() -> None:
 
 
 @pytest.mark.parametrize("concurrency", [50])
-async def test_concurrent_requests_to_a_sleeping_app_share_one_start(concurrency: int) -> None:
+async def test_concurrent_requests_to_a_sleeping_app_share_one_start(
+        concurrency: int, plane: str) -> None:
     """A stand-in worker API starts the machine's server when asked, and counts the asks."""
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
@@ -260,19 +271,16 @@ async def test_concurrent_requests_to_a_sleeping_app_share_one_start(concurrency
     table.put_machine("s2", machine_doc("s2", port + 1, state="stopped"))
     worker = WorkerClient(worker_api.url, "t")
     waker = Waker(table, lambda _w: worker, load, metrics, "ams")
-    upstreams = Upstreams()
-    server = ProxyServer(ProxyConfig("ams"), table, upstreams, waker, load, metrics)
-    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
-    url = f"http://127.0.0.1:{listener.sockets[0].getsockname()[1]}"
     try:
-        async with client(url) as http:
+        async with serving(plane, table, waker, load, metrics) as served, \
+                client(served.url) as http:
             answers = await asyncio.gather(*(http.get(f"/{i}") for i in range(concurrency)))
-        assert [a.status_code for a in answers] == [200] * concurrency
-        assert starts == ["s1"]  # exactly one machine started, the oldest
-        assert {a.text.split()[0] for a in answers} == {"sleeper"}
+            assert [a.status_code for a in answers] == [200] * concurrency
+            assert starts == ["s1"]  # exactly one machine started, the oldest
+            assert {a.text.split()[0] for a in answers} == {"sleeper"}
+            await served.synced()  # the started machine is now served directly
+            assert (await http.get("/after")).text.split()[0] == "sleeper"
     finally:
-        listener.close()
-        upstreams.close()
         await worker.aclose()
         await sleeping.stop()
         await worker_api.stop()

@@ -104,12 +104,17 @@ async def test_a_subscription_over_http_streams_rows_then_changes(nodes: Nodes) 
 async def test_the_registry_routes_need_the_cluster_token(nodes: Nodes) -> None:
     first = await nodes.start("w1")
     async with httpx.AsyncClient(base_url=first.url) as http:
-        for path in ("/v1/registry/sync", "/v1/registry/subscriptions"):
+        for path in ("/v1/registry/sync", "/v1/registry/digest", "/v1/registry/subscriptions"):
             response = await http.post(path, json={})
             assert response.status_code == 401
         auth = {"authorization": f"Bearer {internal_token(SECRET)}"}
         response = await http.post("/v1/registry/sync", json={"from": 1}, headers=auth)
         assert response.status_code == 400
+        response = await http.post("/v1/registry/digest", json={"from": "x", "digest": "AAAA"},
+                                   headers=auth)
+        assert response.status_code == 400
+        assert response.json()["status"] == "invalid_argument"
+        assert "digest" in response.json()["error"]
         response = await http.post("/v1/registry/subscriptions", headers=auth,
                                    json={"table": "machines", "where": {"nope": 1}})
         assert response.status_code == 400

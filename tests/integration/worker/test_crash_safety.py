@@ -23,6 +23,7 @@ import pytest
 
 from bodega.model.errors import BodegaError
 from bodega.wire.worker_client import WorkerClient
+from bodega.worker.drivers.process.parking import PARK_NAME
 from bodega.worker.fsm import FSMS
 from bodega.worker.network import NetnsNetwork, run
 
@@ -131,9 +132,19 @@ async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str
         machine = await client.machine(mid)
         index = int(machine["private_ip"].rsplit(".", 1)[1])
         namespace = NetnsNetwork(ipaddress.ip_network(subnet)).netns(index)
-        if Path(f"/run/netns/{namespace}").exists():  # it may be wired afresh for the next one
-            assert await run("ip", "netns", "pids", namespace) == ""
+        if Path(f"/run/netns/{namespace}").exists():
+            # It may be wired afresh for the next machine, with a launcher parked in it
+            # (the worker does that as soon as the address is free); nothing else may be.
+            pids = (await run("ip", "netns", "pids", namespace)).split()
+            assert [p for p in pids if (line := _cmdline(int(p))) and PARK_NAME not in line] == []
         assert not (data_dir / "machines" / mid).exists()
     log = await client.request("GET", "/v1/log", params={"resource": mid, "limit": 500})
     finished = [e for e in log if e["fsm"] == fsm]
     assert finished, f"no {fsm} entries in the log"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""  # it has exited since it was listed

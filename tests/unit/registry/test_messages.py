@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bodega.registry.ledger import BUCKETS
 from bodega.registry.members import MAX_NAME, MemberRecord, Role, Status
 from bodega.registry.messages import (
     Ack,
@@ -124,3 +125,13 @@ def test_malformed_packets_are_decode_errors(packet: bytes) -> None:
 def test_a_well_formed_record_decodes() -> None:
     message = decode(_with_record(GOOD_RECORD))
     assert message.updates == (MemberRecord("b", ("10.0.0.2", 7946), Role.WORKER, "ams"),)
+
+
+def test_a_push_pull_digest_and_its_wanted_buckets_round_trip_and_bad_ones_are_refused() -> None:
+    me = MemberRecord("a", ("10.0.0.1", 7946), Role.WORKER, "ams", {}, 0, 1)
+    sync = Message("a", Sync((me,), True, tuple(range(BUCKETS)), (1, 5)))
+    assert decode(encode(sync)) == sync
+    doc = json.loads(encode(sync))
+    for bad in ({"g": "AAAA"}, {"g": 5}, {"w": [BUCKETS]}, {"w": ["1"]}):
+        with pytest.raises(DecodeError):
+            decode(json.dumps({**doc, **bad}).encode())

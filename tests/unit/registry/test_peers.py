@@ -6,7 +6,7 @@ import itertools
 import random
 
 from bodega.registry.members import MemberView, Role, Status
-from bodega.registry.peers import SyncPacer, choose_peers, sync_candidates
+from bodega.registry.peers import SyncPacer, choose_alive, choose_peers, sync_candidates
 
 
 def member(name: str, status: Status = Status.ALIVE, url: bool = True) -> MemberView:
@@ -47,3 +47,17 @@ def test_the_pacer_pulls_every_interval_and_four_times_as_often_while_behind() -
     assert all(0.7 - 1e-9 <= g <= 1.3 + pacer.step for g in gaps)
     assert pacer.due(t, behind=True) == 2
     assert pacer.due(t + pacer.step, behind=True) == 2
+
+
+def test_choosing_among_alive_names_takes_origins_first_and_only_live_servers() -> None:
+    views = {m.name: m for m in [member("a"), member("b"), member("c", Status.SUSPECT),
+                                 member("d", url=False), member("e")]}
+    alive = ["a", "b", "d", "e"]
+    chosen = choose_alive(alive, views.get, {"e": 3, "c": 9, "gone": 1}, 2, random.Random(1))
+    assert chosen[0].name == "e"  # c is missing more, but suspect: not a server now
+    assert len(chosen) == 2
+    assert all(m.name in {"a", "b", "e"} for m in chosen)
+    rng = random.Random(5)
+    seen = {choose_alive(alive, views.get, {}, 1, rng)[0].name for _ in range(200)}
+    assert seen == {"a", "b", "e"}
+    assert choose_alive([], views.get, {}, 2, rng) == []

@@ -120,3 +120,18 @@ def test_probes_carry_news_too() -> None:
     _, ping = tick_until(a, 0.0, Ping)
     assert ping.message.items == (Item("k", {"v": 1}),)
     assert rec("b") in ping.message.updates
+
+
+def test_a_row_change_is_not_starved_behind_a_membership_backlog() -> None:
+    # A mass join queues hundreds of member records; a row change queued meanwhile
+    # must ride on the next packet, not wait until every record has gone out.
+    a = node("a", config=QUIET)
+    learn(a, 0.0, *[rec(f"joiner-with-a-long-name-{i:04d}") for i in range(400)])
+    assert len(a.piggyback.updates) >= 400
+    item = Item("row:w1:7", {"r": ["workers", "w1", {"name": "w1", "pad": "x" * 600}, "w1", 7,
+                                   1, 0]})
+    a.broadcast(item)
+    _, gossip = tick_until(a, 0.0, type(None))
+    assert item in gossip.message.items
+    assert gossip.message.updates  # membership still gets the rest of the packet
+    assert len(encode(gossip.message)) <= a.config.payload_budget

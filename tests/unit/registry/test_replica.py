@@ -6,9 +6,18 @@ import shutil
 from pathlib import Path
 
 from bodega.registry.known import Known
+from bodega.registry.ledger import bucket_of
 from bodega.registry.replica import Replica
 from bodega.registry.view import View
-from tests.unit.registry.rowkit import EPOCH, Wall, app_doc, machine_doc, replica, worker_doc
+from tests.unit.registry.rowkit import (
+    EPOCH,
+    Wall,
+    app_doc,
+    machine_doc,
+    replica,
+    row,
+    worker_doc,
+)
 
 
 def behind(r: Replica) -> bool:
@@ -219,3 +228,68 @@ def test_shared_rows_converge_on_the_last_writer_everywhere() -> None:
     assert held is not None
     assert held.deleted
     assert held.owner == "c"
+
+
+# ── digests, origins and floors (anti-entropy at fleet scale) ────────────────
+
+def test_a_node_that_never_wrote_is_no_origin_anywhere() -> None:
+    reader, writer, other = replica("reader"), replica("writer"), replica("other")
+    writer.write("workers", "writer", worker_doc("writer"), shared=False)
+    for a, b in ((reader, writer), (writer, reader), (other, reader), (reader, other)):
+        pull(a, b)
+    assert "reader" not in writer.known()
+    assert "reader" not in other.known()
+    assert "reader" not in reader.known()
+    assert set(other.known()) == {"writer"}
+
+
+def test_replicas_holding_the_same_versions_exchange_only_their_digests() -> None:
+    a, b = replica("a"), replica("b")
+    a.write("workers", "a", worker_doc("a"), shared=False)
+    b.write("workers", "b", worker_doc("b"), shared=False)
+    assert b.compare(a.digest_request()).differ  # a lacks b's row, b lacks a's
+    pull(a, b)
+    pull(b, a)
+    assert b.compare(a.digest_request()).differ == ()
+    assert a.compare(b.digest_request()).differ == ()
+
+
+def test_a_scoped_request_carries_and_is_served_only_the_buckets_that_differ() -> None:
+    server, client = replica("server"), replica("client")
+    pull(client, replica("empty"))  # its first pull (the audit of its own past) is whole
+    rows = [row("machines", f"m{i}", machine_doc(f"m{i}", f"w{i}"), f"w{i}", 1)
+            for i in range(200)]
+    server.apply(rows)
+    client.apply(rows[1:])  # the client lacks only w0's machine
+    differ = server.compare(client.digest_request()).differ
+    assert differ == (bucket_of("w0"),)
+    request = client.sync_request(differ)
+    assert set(request.known) == {o for o in client.known() if bucket_of(o) == bucket_of("w0")}
+    reply = server.serve(request)
+    assert [r.key for r in reply.rows] == ["m0"]
+    client.apply_reply(reply)
+    assert server.compare(client.digest_request()).differ == ()
+
+
+def test_a_new_origin_heard_with_its_floor_leaves_no_gap_to_pull() -> None:
+    w, r = replica("w"), replica("r")
+    change = w.write("workers", "w", worker_doc("w"), shared=False)
+    assert change is not None
+    assert change.new is not None
+    r.apply([change.new])  # without the floor: every version below looks missing
+    assert r.missing() == {"w": w.floor}
+    fresh = replica("r2")
+    fresh.apply([change.new], floors={"w": w.floor})
+    assert fresh.missing() == {}
+    assert not fresh.behind
+
+
+def test_a_reply_cut_at_its_budget_makes_the_requester_pull_again_soon() -> None:
+    a, b = replica("a"), replica("b")
+    for i in range(5):
+        a.write("apps", f"app{i}", app_doc(f"app{i}"), shared=True)
+    b.apply_reply(a.serve(b.sync_request(), max_rows=2))
+    assert b.behind  # more to come: the pacer pulls every quarter interval
+    b.apply_reply(a.serve(b.sync_request(), max_rows=10))
+    assert not b.behind
+

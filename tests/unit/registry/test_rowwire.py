@@ -10,17 +10,24 @@ from typing import Any
 import pytest
 
 from bodega.registry.known import Known
+from bodega.registry.ledger import BUCKETS
 from bodega.registry.messages import DecodeError, Item, Message, encode, encoded_size
-from bodega.registry.replica import SyncReply, SyncRequest
+from bodega.registry.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.rowwire import (
     ITEM_BUDGET,
+    decode_digest_reply,
+    decode_digest_request,
     decode_item,
     decode_reply,
     decode_request,
+    digest_reply_json,
+    digest_request_json,
+    item_floor,
     item_key,
     reply_json,
     request_json,
     row_item,
+    row_json,
 )
 from tests.unit.registry.rowkit import machine_doc, row, worker_doc
 
@@ -102,3 +109,40 @@ def test_malformed_sync_requests_are_refused(doc: Any) -> None:
 def test_malformed_sync_replies_are_refused(doc: Any) -> None:
     with pytest.raises(DecodeError):
         decode_reply(doc)
+
+
+def test_digest_messages_round_trip_and_a_scoped_request_keeps_its_buckets() -> None:
+    digest = DigestRequest("b", tuple(range(BUCKETS)))
+    assert decode_digest_request(json.loads(json.dumps(digest_request_json(digest)))) == digest
+    assert len(json.dumps(digest_request_json(digest))) < 800  # whatever the fleet's size
+    reply = DigestReply((3, 17))
+    assert decode_digest_reply(json.loads(json.dumps(digest_reply_json(reply)))) == reply
+    scoped = SyncRequest("b", {"a": Known(9)}, (3, 17))
+    assert decode_request(json.loads(json.dumps(request_json(scoped)))) == scoped
+    more = SyncReply(more=True)
+    assert decode_reply(json.loads(json.dumps(reply_json(more)))) == more
+
+
+@pytest.mark.parametrize("doc", [
+    {"from": "b"}, {"from": "b", "digest": "AAAA"}, {"from": "b", "digest": "not base64!"},
+    {"from": "", "digest": base64.b64encode(bytes(8 * BUCKETS)).decode()},
+])
+def test_malformed_digest_requests_are_refused(doc: Any) -> None:
+    with pytest.raises(DecodeError):
+        decode_digest_request(doc)
+
+
+@pytest.mark.parametrize("doc", [{}, {"differ": [BUCKETS]}, {"differ": [-1]}, {"differ": "x"}])
+def test_malformed_digest_replies_and_buckets_are_refused(doc: Any) -> None:
+    with pytest.raises(DecodeError):
+        decode_digest_reply(doc)
+    with pytest.raises(DecodeError):
+        decode_request({"from": "b", "known": {}, "buckets": doc.get("differ", "x")})
+
+
+def test_an_item_carries_its_origins_floor() -> None:
+    r = row("workers", "w1", {"name": "w1"}, "w1", 10)
+    assert item_floor(roundtrip(row_item(r, floor=9))) == 9
+    assert item_floor(row_item(r)) == 0
+    with pytest.raises(DecodeError):
+        item_floor(Item("row:w1:10", {"r": row_json(r), "s": -1}))

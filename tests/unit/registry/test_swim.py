@@ -9,6 +9,7 @@ import pytest
 from bodega.registry.config import SwimConfig
 from bodega.registry.members import EventKind, Status
 from bodega.registry.messages import Ack, Message, Nack, Ping, PingReq, Sync, encode
+from bodega.registry.outputs import Send
 
 from .harness import (
     ack,
@@ -317,19 +318,45 @@ def test_recently_dead_members_are_gossiped_to_for_a_while() -> None:
     assert gossip == {addr_of("c")}
 
 
-def test_push_pull_sends_the_whole_table_in_packets_within_the_budget() -> None:
-    a = node("a")
-    learn(a, 0.0, *[rec(f"member-with-a-long-name-{i:03d}", meta={"api": f"http://10.1.0.{i}:4280"})
-                    for i in range(120)])
+def test_push_pull_sends_a_digest_and_only_the_buckets_that_differ_come_back() -> None:
+    a, b = node("a"), node("b")
+    members = [rec(f"member-with-a-long-name-{i:03d}", meta={"api": f"http://10.1.0.{i}:4280"})
+               for i in range(120)]
+    learn(a, 0.0, rec("b"), *members)
+    learn(b, 0.0, rec("a"), *members[:-1])  # b missed one join
     t = 0.0
     while not (syncs := bodies(a.tick(t), Sync)):
         t += 0.05
-    assert t <= a.config.push_pull_interval
-    assert len({s.addr for s in syncs}) == 1
-    chunks = [s.message.body for s in syncs if isinstance(s.message.body, Sync)]
-    assert sum(len(c.records) for c in chunks) == 121
-    assert [c.reply for c in chunks] == [True] + [False] * (len(chunks) - 1)
-    assert all(len(encode(s.message)) <= a.config.payload_budget for s in syncs)
+    assert t <= a.config.push_pull_period(a.n)
+    (push,) = syncs  # one packet, whatever the table's size
+    assert isinstance(push.message.body, Sync)
+    assert push.message.body.digest is not None
+    assert [r.name for r in push.message.body.records] == ["a"]
+    assert len(encode(push.message)) <= a.config.payload_budget
+    replies = [s for s in b.receive(t, addr_of("a"), push.message) if isinstance(s, Send)]
+    back = [r for s in replies if isinstance(s.message.body, Sync) for r in s.message.body.records]
+    assert 0 < len(back) < 20  # b's records in the differing bucket, not its table
+    (first,) = [s for s in replies if isinstance(s.message.body, Sync) and s.message.body.want]
+    outs: list[Send] = []
+    for s in replies:
+        outs += [o for o in a.receive(t, addr_of("b"), s.message) if isinstance(o, Send)]
+    for s in outs:
+        b.receive(t, addr_of("a"), s.message)
+    assert {m.name for m in b.members()} == {m.name for m in a.members()}
+    assert isinstance(first.message.body, Sync)
+
+
+def test_members_that_agree_exchange_a_digest_and_nothing_more() -> None:
+    a, b = node("a"), node("b")
+    members = [rec(f"m{i:03d}") for i in range(100)]
+    learn(a, 0.0, rec("b"), *members)
+    learn(b, 0.0, rec("a"), *members)
+    push = Message("a", Sync((rec("a"),), True, a._table.digest.digest(a.record)))
+    assert [s for s in b.receive(1.0, addr_of("a"), push) if isinstance(s, Send)] == []
+    hello = b.receive(1.0, addr_of("c"), Message("c", Sync((rec("c"),), True)))
+    records = [r for s in bodies(hello, Sync) if isinstance(s.message.body, Sync)
+               for r in s.message.body.records]
+    assert len(records) == 103  # a joiner still gets the whole table: b, a, c and the 100
 
 
 def test_dead_members_are_told_so_periodically() -> None:

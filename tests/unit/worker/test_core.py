@@ -197,7 +197,7 @@ def test_draining_never_restarts_and_auto_destroy_destroys() -> None:
 def test_an_exit_of_an_older_run_or_of_a_stopping_machine_changes_nothing() -> None:
     row = record()
     stale = ExitObserved("v1", 2, ExitStatus(exit_code=1), 1001.0, False)
-    assert decide(row, stale) == decide(row, CheckResult("http", True))
+    assert decide(row, stale) == decide(row, CheckResult("http", "passing", "ok", "t", 2))
     assert decide(record(S.STOPPING), exit_of(row)).begin is None
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from bodega.model.capacity import Ask
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
+from bodega.worker.core.checks import CheckStates
 
 # -- stimuli ---------------------------------------------------------------------------------
 
@@ -103,10 +104,13 @@ class Recovered:
 
 @dataclass(frozen=True)
 class CheckResult:
-    """A health check's result; no rule reads it yet."""
+    """A health check's probe of one run (``start_seq``) of the machine ended."""
 
     name: str
-    passing: bool
+    status: str  # passing, warning or critical
+    output: str
+    at: str  # RFC 3339: when the probe ended
+    start_seq: int
 
 
 Stimulus = (Create | Start | Stop | Restart | Update | Destroy | Signal | Cordon | SetMetadata
@@ -150,6 +154,7 @@ class Changes:
     config: MachineConfig | None = None
     instance_id: str | None = None
     sizing: Sizing | None = None
+    checks: CheckStates | None = None
     clear_handle: bool = False
 
     def merge(self, later: Changes) -> Changes:
@@ -166,7 +171,7 @@ class Changes:
         """The changes as the store's column updates."""
         out: dict[str, Any] = {}
         for name in ("state", "holds_compute", "start_seq", "restarts", "cordoned",
-                     "last_exit", "config", "instance_id"):
+                     "last_exit", "config", "instance_id", "checks"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value

@@ -31,7 +31,8 @@ the end of an operation, and what a process's own exit leads to.
                                                                a backoff, destroy, or exit_machine
                         anything else                          nothing (an operation stopped it)
     Recovered           started with a process                 watch it
-    CheckResult         any                                    nothing yet (room for health checks)
+    CheckResult         started, same run, status changed      the check's new state, an event
+                        anything else                          nothing (a former run's probe)
 
 Any other (stimulus, state) pair is refused with ``PreconditionFailed``.
 """
@@ -44,6 +45,7 @@ from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed
 from bodega.model.states import RELEASES_COMPUTE
 from bodega.model.states import MachineState as S
+from bodega.worker.core import checks
 from bodega.worker.core.decisions import (
     Begin,
     Changes,
@@ -124,7 +126,7 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
             started = record.state == S.STARTED and record.handle is not None
             return Decision(then=frozenset({Then.WATCH})) if started else NOTHING
         case CheckResult():
-            return NOTHING
+            return _check_result(record, stimulus)
     raise TypeError(f"unknown stimulus {stimulus!r}")
 
 
@@ -290,3 +292,18 @@ def _set_metadata(record: MachineRow, stimulus: SetMetadata) -> Decision:
     config = record.config.model_copy(update={"metadata": metadata or None})
     return Decision(changes=Changes(config=config),
                     notes=(Note("action", "metadata", {"changes": dict(stimulus.changes)}),))
+
+
+def _check_result(record: MachineRow, stimulus: CheckResult) -> Decision:
+    """Record a check's new status; a probe of a former run, or no change, writes nothing."""
+    if record.state != S.STARTED or record.start_seq != stimulus.start_seq:
+        return NOTHING
+    states = checks.current(record.checks, stimulus.start_seq)
+    if states.status(stimulus.name) == stimulus.status:
+        return NOTHING
+    detail = {"name": stimulus.name, "status": stimulus.status, "output": stimulus.output}
+    return Decision(
+        changes=Changes(checks=states.with_result(
+            stimulus.name, stimulus.status, stimulus.output, stimulus.at)),
+        notes=(Note("supervise", "check", detail,
+                    EventSpec("check", stimulus.status, "flyd", detail)),))

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
+from bodega.worker.images.reference import names_registry
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class TaskSpec:
     netns: str | None = None  # network namespace to run in, None for the host's
     mounts: tuple[Mount, ...] = ()
     user: tuple[int, int] | None = None  # (uid, gid) to run as; None keeps the worker's
+    # init.entrypoint and init.cmd as given (None: not given), for an image to fill in
+    entrypoint: list[str] | None = None
+    cmd: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,14 @@ class LogHousekeeping(Protocol):
         """Keep the machines' log files bounded, until cancelled."""
 
 
+class ImageCache(Protocol):
+    def held(self) -> list[str]:
+        """Images held, most recently used first: each digest, then the references to it."""
+
+    def disk_gb(self) -> int:
+        """Disk the cache takes, in whole GB rounded up: it counts against the worker's."""
+
+
 class Suspend(Protocol):
     async def suspend(self, handle: TaskHandle) -> None: ...
 
@@ -161,6 +174,8 @@ class Capabilities:
     """What a driver can do beyond the core protocol; None: it cannot."""
 
     needs_command: bool = False  # it runs the config's command: a config needs one
+    # It runs config.image when that names a registry (no command needed) and caches images.
+    images: ImageCache | None = None
     own_netns: bool = False  # it can run each machine in its own network namespace
     control: TaskControl | None = None
     parking: LauncherParking | None = None
@@ -194,3 +209,10 @@ class Driver(Protocol):
 
     async def destroy(self, machine_id: str, machine_dir: Path) -> None:
         """Kill anything left and remove every trace of the machine. Idempotent."""
+
+
+def needs_command(capabilities: Capabilities, config: MachineConfig) -> bool:
+    """Whether a config must give a command: an image the driver runs brings its own."""
+    if not capabilities.needs_command:
+        return False
+    return not (capabilities.images is not None and names_registry(config.image))

@@ -113,7 +113,11 @@ class Parking:
         try:
             self.cgroups.adopt(park_slot(spec.netns), spec.machine_id, spec.memory_mb, spec.cpus)
             script = files.pidfile.with_suffix(".run")
-            script.write_text(run_script(spec, files, user_memory_kib))
+            # Owner-only, and the script removes itself once sh has it open: it holds the
+            # machine's environment, app secrets included, which must not stay on disk.
+            with os.fdopen(os.open(script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+                           "w") as handle:
+                handle.write(run_script(spec, files, user_memory_kib))
             os.write(fd, f"{script}\n".encode())
         except OSError as exc:
             log.warning("%s: could not hand over to the parked launcher: %s", spec.machine_id,
@@ -180,7 +184,9 @@ def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None) -> str:
     unshare = "unshare --mount --propagation private -- " if spec.mounts else ""
     env = " ".join(q(f"{k}={v}") for k, v in spec.env.items())
     argv = " ".join(q(a) for a in spec.argv)
+    script = files.pidfile.with_suffix(".run")
     return (
+        f"rm -f -- {q(str(script))}\n"
         f"exec >>{q(str(log_path(spec.machine_dir)))} 2>&1\n"
         f"cd {q(str(spec.machine_dir / 'root'))} || {{ echo 125 > {q(str(files.exitfile))}; "
         "exit 125; }\n"

@@ -1,0 +1,217 @@
+"""Image machines: cold and warm start through the public API, against runc and podman.
+
+Runs ``bodega up`` (one region, two workers, its own registry), pushes small
+busybox images built offline with umoci, and times, until the machine's HTTP
+port answers:
+
+- **cold**: create through the broker's Machines API, image not cached on any
+  worker (each run pushes a fresh image);
+- **warm**: the same, image cached (a worker already holds it);
+- **runc**: ``runc run --detach`` of a bundle made of the same unpacked image,
+  the runtime's own start with no orchestration;
+- **podman**: ``podman run --runtime runc -d`` of the same image (pulled first).
+
+Then a placement run: creates of a cached image land on the worker holding it
+(its ``image`` subscore), until that worker is full, when the other one wins.
+
+    python bench/image_start.py [--runs 10]
+"""
+
+# The runtimes are timed as a shell would run them, one blocking call at a time.
+# ruff: noqa: ASYNC221
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.cluster.up_process import UpProcess, free_port, unwire
+from tests.integration.images.imagekit import build_image
+
+CIDR = "10.253.0.0/16"
+STAGES: dict[str, list[float]] = {}  # where a start's time goes, for the warm runs
+PODMAN_LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
+
+
+async def until_http(url: str, deadline: float = 60.0) -> None:
+    end = time.perf_counter() + deadline
+    async with httpx.AsyncClient() as client:
+        while True:
+            with contextlib.suppress(httpx.HTTPError):
+                if (await client.get(url, timeout=1)).status_code == 200:
+                    return
+            if time.perf_counter() > end:
+                raise TimeoutError(url)
+            await asyncio.sleep(0.001)
+
+
+async def api_start(http: httpx.AsyncClient, image: str, memory_mb: int = 256) -> tuple[
+        float, dict[str, Any]]:
+    """Seconds from the create call until the machine's port answers; the machine."""
+    start = time.perf_counter()
+    created = await http.post("/v1/apps/bench/machines", json={"config": {
+        "image": image, "guest": {"cpus": 1, "memory_mb": memory_mb}}})
+    created.raise_for_status()
+    machine = created.json()
+    STAGES.setdefault("create call", []).append(time.perf_counter() - start)
+    while not machine.get("private_ip"):
+        machine = (await http.get(f"/v1/apps/bench/machines/{machine['id']}")).json()
+    await until_http(f"http://{machine['private_ip']}:8080/")
+    return time.perf_counter() - start, machine
+
+
+async def destroy(http: httpx.AsyncClient, machine_id: str) -> None:
+    """Destroy and wait until it is gone, so no teardown overlaps the next start."""
+    await http.delete(f"/v1/apps/bench/machines/{machine_id}", params={"force": "true"})
+    await http.get(f"/v1/apps/bench/machines/{machine_id}/wait",
+                   params={"state": "destroyed", "timeout": 60})
+
+
+async def runc_start(base_rootfs: Path, work: Path, index: int,
+                     machine_config: dict[str, Any]) -> float:
+    """The runtime alone: the machine's own bundle config, host network, a free port."""
+    port = free_port()
+    bundle = work / f"runc-{index}"
+    for sub in ("upper", "work", "rootfs"):
+        (bundle / sub).mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                    f"lowerdir={base_rootfs},upperdir={bundle / 'upper'},"
+                    f"workdir={bundle / 'work'}", str(bundle / "rootfs")], check=True)
+    config = json.loads(json.dumps(machine_config))
+    config["process"]["args"] = ["/bin/httpd", "-f", "-p", f"127.0.0.1:{port}", "-h", "/www"]
+    config["root"]["path"] = str(bundle / "rootfs")
+    config["linux"].pop("cgroupsPath", None)
+    (bundle / "config.json").write_text(json.dumps(config))
+    name = f"bench-{os.getpid()}-{index}"
+    start = time.perf_counter()
+    subprocess.run(["runc", "run", "--detach", "--bundle", str(bundle), name], check=True,
+                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    await until_http(f"http://127.0.0.1:{port}/")
+    elapsed = time.perf_counter() - start
+    subprocess.run(["runc", "delete", "--force", name], check=False)
+    subprocess.run(["umount", "-l", str(bundle / "rootfs")], check=False)
+    return elapsed
+
+
+async def podman_start(image: str, index: int) -> float:
+    port = free_port()
+    name = f"bench-{os.getpid()}-{index}"
+    start = time.perf_counter()
+    subprocess.run(["podman", "run", "--runtime", "runc", *PODMAN_LIMITS, "-d", "--name", name,
+                    "--network", "host", "--tls-verify=false", image, "-f", "-p",
+                    f"127.0.0.1:{port}", "-h", "/www"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    await until_http(f"http://127.0.0.1:{port}/")
+    elapsed = time.perf_counter() - start
+    subprocess.run(["podman", "rm", "-f", "-t", "0", name], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return elapsed
+
+
+def ms(values: list[float]) -> str:
+    return f"{statistics.median(values) * 1000:7.1f} ms (min {min(values) * 1000:.1f})"
+
+
+async def main(runs: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="bodega-image-bench-"))
+    api, proxy, registry = free_port(), free_port(), free_port()
+    host = f"127.0.0.1:{registry}"
+    images: list[str] = []
+    up = await UpProcess(work / "cluster", "--regions", "ams", "--workers-per-region", "2",
+                         "--worker-cpus", "4", "--worker-memory-mb", "2048",
+                         "--api-port", str(api), "--proxy-port", str(proxy),
+                         "--registry-port", str(registry), "--machine-cidr", CIDR).start()
+    try:
+        await up.until_line("bodega is up")
+        headers = {"authorization": f"Bearer {up.token()}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api}", headers=headers,
+                                     timeout=60) as http:
+            (await http.post("/v1/apps", json={"app_name": "bench",
+                                               "org_slug": "personal"})).raise_for_status()
+            cold, warm, runc, podman = [], [], [], []
+            images = [await asyncio.to_thread(build_image, work, host, f"bench/cold{i}:v1",
+                                              page=f"cold {i}\n") for i in range(runs)]
+            for image in images:
+                elapsed, machine = await api_start(http, image)
+                cold.append(elapsed)
+                await destroy(http, machine["id"])
+            warm_image = images[0]
+            STAGES.clear()
+            holders: set[str] = set()
+            machine_config: dict[str, Any] = {}
+            for _ in range(runs):
+                elapsed, machine = await api_start(http, warm_image)
+                warm.append(elapsed)
+                for path in (work / "cluster" / "workers").glob(
+                        f"*/machines/{machine['id']}/oci/config.json"):
+                    machine_config = json.loads(path.read_text())
+                placed = (await http.get(
+                    f"/v1/apps/bench/machines/{machine['id']}/placement")).json()
+                holders.add(placed["winner"]["worker"])
+                await destroy(http, machine["id"])
+            stages = {name: statistics.median(values) for name, values in STAGES.items()}
+            bases = list((work / "cluster" / "workers").glob("*/images/bases/*/rootfs"))
+            for i in range(runs):
+                runc.append(await runc_start(bases[0], work, i, machine_config))
+            subprocess.run(["podman", "pull", "--tls-verify=false", warm_image], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for i in range(runs):
+                podman.append(await podman_start(warm_image, i))
+
+            # Placement: the holder wins while it has room, then the other worker does.
+            # One app each, so spreading an app's machines does not enter into it.
+            placements = []
+            big = []
+            for i in range(3):
+                app = f"fill{i}"
+                (await http.post("/v1/apps", json={"app_name": app,
+                                                   "org_slug": "personal"})).raise_for_status()
+                created = await http.post(f"/v1/apps/{app}/machines", json={"config": {
+                    "image": warm_image, "guest": {"cpus": 1, "memory_mb": 768}}})
+                created.raise_for_status()
+                mid = created.json()["id"]
+                big.append((app, mid))
+                placed = (await http.get(f"/v1/apps/{app}/machines/{mid}/placement")).json()
+                placements.append((placed["winner"]["worker"],
+                                   placed["winner"]["subscores"].get("image", 0.0)))
+            for app, mid in big:
+                await http.delete(f"/v1/apps/{app}/machines/{mid}", params={"force": "true"})
+
+        print(f"image machine start until its HTTP port answers ({runs} runs each)")
+        print(f"  cold (pull + unpack), public API  {ms(cold)}")
+        print(f"  warm (cached), public API         {ms(warm)}")
+        print(f"  runc run --detach, same bundle    {ms(runc)}")
+        print(f"  podman run --runtime runc         {ms(podman)}")
+        print("  warm, median time until: " + ", ".join(
+            f"{name} {value * 1000:.1f} ms" for name, value in stages.items()))
+        print(f"  warm / runc   {statistics.median(warm) / statistics.median(runc):.2f}x")
+        print(f"  warm / podman {statistics.median(warm) / statistics.median(podman):.2f}x")
+        print(f"  warm starts landed on {sorted(holders)} (the image's holder)")
+        print("  768 MB creates of the cached image on 2048 MB workers: "
+              + ", ".join(f"{w} (image {s:+.2f})" for w, s in placements))
+    finally:
+        await up.stop()
+        await unwire(CIDR, 2)
+        subprocess.run(["podman", "rmi", "-f", *images], check=False,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    asyncio.run(main(parser.parse_args().runs))

@@ -1,0 +1,98 @@
+"""``bodega secrets``: set, list and unset an app's secrets; deploy them to its machines."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from bodega.cli.errors import friendly
+from bodega.cli.session import DEFAULT_API, ApiUrl, App, Json, Token, call, show_json, table
+from bodega.wire.machines_client import MachinesClient
+
+secrets = typer.Typer(help="Manage an app's secrets (environment variables kept sealed).",
+                      no_args_is_help=True)
+
+
+def pairs(values: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            # Never echo the argument: it may hold a secret value.
+            raise ValueError("secrets set takes NAME=VALUE arguments")
+        out[key] = val
+    return out
+
+
+async def deploy_secrets(client: MachinesClient, app: str) -> list[str]:
+    """Update every started machine with its own config: it relaunches with the secrets now set.
+
+    Stopped machines need nothing: a machine reads its secrets whenever it is launched.
+    """
+    updated = []
+    for machine in await client.machines(app):
+        if machine.get("state") == "started":
+            await client.update_machine(app, machine["id"], {"config": machine["config"]})
+            updated.append(str(machine["id"]))
+    return updated
+
+
+@secrets.command("set")
+@friendly
+def set_secrets(values: Annotated[list[str], typer.Argument(help="NAME=VALUE ...")],
+                app: App,
+                stage: Annotated[bool, typer.Option(
+                    "--stage", help="Only record them; machines get them at their next deploy")
+                ] = False,
+                api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+    """Set secrets; without --stage, also update the app's started machines to apply them."""
+    wanted = pairs(values)
+
+    async def work(c: MachinesClient) -> list[str]:
+        await c.request("POST", f"/v1/apps/{app}/secrets", json={"values": wanted})
+        return [] if stage else await deploy_secrets(c, app)
+
+    updated = call(api_url, token, work)
+    typer.echo(f"Set {', '.join(sorted(wanted))}" + (
+        "" if stage else f"; updated {len(updated)} machine(s)"))
+
+
+@secrets.command("list")
+@friendly
+def list_secrets(app: App, api_url: ApiUrl = DEFAULT_API, token: Token = None,
+                 json: Json = False) -> None:
+    """List an app's secrets (names and digests, never values)."""
+    found: dict[str, Any] = call(api_url, token, lambda c: c.request(
+        "GET", f"/v1/apps/{app}/secrets"))
+    if json:
+        show_json(found)
+        return
+    table(["NAME", "DIGEST", "UPDATED"],
+          [(s["name"], s.get("digest", ""), s.get("updated_at", "")) for s in found["secrets"]])
+
+
+@secrets.command("unset")
+@friendly
+def unset(names: Annotated[list[str], typer.Argument(help="NAME ...")], app: App,
+          stage: Annotated[bool, typer.Option("--stage", help="Do not update machines")] = False,
+          api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+    """Remove secrets; without --stage, also update the app's started machines."""
+
+    async def work(c: MachinesClient) -> list[str]:
+        await c.request("POST", f"/v1/apps/{app}/secrets",
+                        json={"values": dict.fromkeys(names)})
+        return [] if stage else await deploy_secrets(c, app)
+
+    updated = call(api_url, token, work)
+    typer.echo(f"Unset {', '.join(sorted(names))}" + (
+        "" if stage else f"; updated {len(updated)} machine(s)"))
+
+
+@secrets.command("deploy")
+@friendly
+def deploy(app: App, api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+    """Update every started machine of the app so it runs with the current secrets."""
+    updated = call(api_url, token, lambda c: deploy_secrets(c, app))
+    typer.echo(f"Updated {len(updated)} machine(s): {' '.join(updated)}" if updated
+               else "No started machine to update")

@@ -1,0 +1,117 @@
+"""HAProxy's configuration, rendered from a layout. Pure functions.
+
+    frontend public ─ Host ─▶ hosts.map ─▶ backend pool_<n> (the app's: leastconn over slots)
+                          │ no such host       │ every slot empty or down
+                          ▼                    ▼
+                     backend activator ◀── server activator (backup)
+
+The activator is bodega's Python proxy on a loopback port: it answers
+unknown hosts (404), starts a machine for an app with none running, and
+forwards the request once the machine's port accepts. fly-proxy's rules map
+onto HAProxy's own features: ``hard_limit`` is a server's ``maxconn`` (the
+rest queue in the backend, ``timeout queue``); the nearest region is a higher
+weight; a failed connection is retried on another machine (``retry-on
+conn-failure`` with ``option redispatch``: nothing was sent, so any method
+is safe to retry); X-Forwarded-For/Proto and a request id
+(``fly-request-id``/``x-request-id``, kept when the client sent one) are set
+on every request. WebSocket upgrades and streamed bodies pass as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from bodega.proxy.haproxy.layout import Layout, backend_name, host_key, server_name
+
+ACTIVATOR = "activator"
+
+
+@dataclass(frozen=True)
+class HaproxySettings:
+    bind_host: str
+    bind_port: int
+    activator_host: str
+    activator_port: int
+    socket_path: Path
+    hosts_map: Path
+    base_domain: str = "localhost"
+    threads: int = 1
+    maxconn: int | None = None  # None: HAProxy derives it from the open-files limit
+    # A reload leaves the old process serving its open connections (streams, WebSockets) for
+    # at most this long.
+    hard_stop_after: str = "60s"
+
+
+def render(layout: Layout, settings: HaproxySettings) -> str:
+    s = settings
+    lines = [
+        "# Written by bodega proxy: edits are lost at the next change of shape.",
+        "global",
+        f"    stats socket {s.socket_path} mode 600 level admin expose-fd listeners",
+        "    stats timeout 10s",
+        *([f"    maxconn {s.maxconn}"] if s.maxconn else []),
+        f"    nbthread {s.threads}",
+        f"    hard-stop-after {s.hard_stop_after}",
+        "",
+        "defaults",
+        "    mode http",
+        "    timeout connect 3s",
+        "    timeout client 60s",
+        "    timeout server 300s",
+        "    timeout http-keep-alive 60s",
+        "    timeout http-request 30s",
+        "    timeout queue 30s",
+        "    timeout tunnel 1h",
+        "    option http-keep-alive",
+        "    http-reuse safe",
+        "    retries 2",
+        "    option redispatch 1",
+        # Only a connect that failed is retried (nothing was sent: safe for any method, as
+        # on the Python data plane); no L7 retry, so no request is copied aside for one.
+        "    retry-on conn-failure",
+        "",
+        "frontend public",
+        f"    bind {_address(s.bind_host, s.bind_port)}",
+        "    unique-id-format %{+X}o%Ts%rt%pid",
+        "    option forwardfor",
+        "    http-request set-var(txn.rid) req.hdr(x-request-id) "
+        "if { req.hdr(x-request-id) -m found }",
+        "    http-request set-var(txn.rid) req.hdr(fly-request-id) "
+        "if { req.hdr(fly-request-id) -m found }",
+        "    http-request set-var(txn.rid) unique-id unless { var(txn.rid) -m found }",
+        "    http-request set-header fly-request-id %[var(txn.rid)]",
+        "    http-request set-header x-request-id %[var(txn.rid)]",
+        "    http-request set-header x-forwarded-proto http",
+        "    http-response set-header fly-request-id %[var(txn.rid)]",
+        "    http-response set-header x-request-id %[var(txn.rid)]",
+        f"    use_backend %[req.hdr(host),field(1,:),lower,map({s.hosts_map})]",
+        f"    default_backend {ACTIVATOR}",
+        "",
+        f"backend {ACTIVATOR}",
+        f"    server {ACTIVATOR} {_address(s.activator_host, s.activator_port)}",
+    ]
+    owners = {index: app for app, index in layout.apps.items()}
+    for index, slots in enumerate(layout.backends):
+        lines += ["", f"backend {backend_name(index)}",
+                  f"    # {owners.get(index, 'free: for the next app')}", "    balance leastconn"]
+        for i, spec in enumerate(slots):
+            if spec is None:
+                lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled")
+            else:
+                limit = f" maxconn {spec.maxconn}" if spec.maxconn else ""
+                lines.append(f"    server {server_name(i)} {_address(spec.host, spec.port)} "
+                             f"weight {spec.weight}{limit}")
+        lines.append(f"    server {ACTIVATOR} "
+                     f"{_address(s.activator_host, s.activator_port)} backup")
+    return "\n".join(lines) + "\n"
+
+
+def render_hosts(layout: Layout, base_domain: str) -> str:
+    """The Host -> backend map: ``<app>.<base-domain>`` for each app with a backend."""
+    return "".join(f"{host_key(app, base_domain)} {backend_name(index)}\n"
+                   for app, index in sorted(layout.apps.items()))
+
+
+def _address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

@@ -1,0 +1,165 @@
+"""HAProxy kept in step with the routing table: the control loop of the data plane.
+
+    routing table changes ─▶ wanted_servers ─▶ plan ─▶ runtime commands (no reload)
+                                                    └▶ render + seamless reload (new shape)
+    every STATS_INTERVAL ─▶ show stat ─▶ StatsLoad (autostop), metrics, wake if over soft limit
+
+The decisions are the pure functions of ``layout`` and ``config``; this
+module only does their I/O. A command HAProxy refuses, or an HAProxy that
+died, leads to a full render: the config always carries the whole layout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from pathlib import Path
+
+from bodega.proxy.balance import usable
+from bodega.proxy.haproxy.config import HaproxySettings, render, render_hosts
+from bodega.proxy.haproxy.layout import (
+    EMPTY,
+    Layout,
+    Plan,
+    ServerSpec,
+    backend_name,
+    plan,
+    server_name,
+    wanted_servers,
+)
+from bodega.proxy.haproxy.observed import HaproxyCollector, StatsLoad
+from bodega.proxy.haproxy.runtime import RuntimeApi, RuntimeUnavailable, StatRow
+from bodega.proxy.haproxy.supervisor import HaproxyFailed, HaproxyProcess
+from bodega.proxy.routes import RoutingTable
+from bodega.proxy.wake import Waker
+
+log = logging.getLogger("bodega.proxy.haproxy")
+
+STATS_INTERVAL = 1.0
+RESTART_BACKOFF = 1.0
+
+
+class HaproxyDataPlane:
+    def __init__(self, binary: str, workdir: Path, settings: HaproxySettings,
+                 table: RoutingTable, region: str, waker: Waker | None = None) -> None:
+        self.settings = settings
+        self.table = table
+        self.region = region
+        self.waker = waker
+        self.api = RuntimeApi(settings.socket_path)
+        self.process = HaproxyProcess(binary, workdir, self.api)
+        self.layout: Layout = EMPTY
+        self.load = StatsLoad(time.monotonic)
+        self.collector = HaproxyCollector()
+        self._changed = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+        table.on_change(self._changed.set)
+
+    async def start(self) -> None:
+        wanted = self._wanted()
+        self.layout = self._plan(EMPTY, wanted).layout
+        await self.process.start(*self._rendered(), self.settings.hosts_map)
+        self._tasks = [asyncio.create_task(self._follow()),
+                       asyncio.create_task(self._watch_stats())]
+
+    def _wanted(self) -> dict[str, list[ServerSpec]]:
+        return wanted_servers(self.table.apps(), self.table.backends, self.table.worker_alive,
+                              self.region)
+
+    def _plan(self, current: Layout, wanted: dict[str, list[ServerSpec]]) -> Plan:
+        return plan(current, wanted, str(self.settings.hosts_map), self.settings.base_domain)
+
+    def _rendered(self) -> tuple[str, str]:
+        return render(self.layout, self.settings), render_hosts(self.layout,
+                                                                self.settings.base_domain)
+
+    async def sync(self) -> None:
+        """Bring HAProxy to the routing table now (tests await this after a change)."""
+        async with self._lock:
+            self._changed.clear()
+            step = self._plan(self.layout, self._wanted())
+            if step.reload or not self.process.running:
+                await self._reload(step.layout)
+                return
+            if step.commands:
+                errors = await self.api.send(step.commands)
+                self.layout = step.layout
+                if errors:
+                    log.warning("haproxy refused %d command(s) (%s); rendering it all anew",
+                                len(errors), errors[0])
+                    await self._reload(step.layout)
+
+    async def _reload(self, layout: Layout) -> None:
+        self.layout = layout
+        was_running = self.process.running
+        await self.process.reload(*self._rendered(), self.settings.hosts_map)
+        if not was_running:
+            self.process.restarts += 1
+            log.warning("haproxy was not running: started it again")
+        else:
+            log.info("haproxy reloaded for a new shape: %d app(s), %d backend(s), %d slot(s)",
+                     len(layout.apps), len(layout.backends),
+                     sum(len(s) for s in layout.backends))
+
+    async def _follow(self) -> None:
+        while True:
+            await self._changed.wait()
+            try:
+                await self.sync()
+            except (RuntimeUnavailable, HaproxyFailed) as exc:
+                log.error("could not update haproxy: %s", exc)
+                self._changed.set()
+                await asyncio.sleep(RESTART_BACKOFF)
+
+    async def _watch_stats(self) -> None:
+        while True:
+            await asyncio.sleep(STATS_INTERVAL)
+            if not self.process.running:
+                log.error("haproxy exited (%s); starting it again", self.process.process and
+                          self.process.process.returncode)
+                self._changed.set()
+                continue
+            try:
+                await self.observe()
+            except RuntimeUnavailable as exc:
+                log.info("no stats from haproxy this time: %s", exc)
+
+    async def observe(self) -> None:
+        """One look at HAProxy's counters: load per machine, metrics, wake if all are busy."""
+        rows = await self.api.stats()
+        by_server = {(r.proxy, r.server): r for r in rows}
+        servers: dict[tuple[str, str], tuple[str, str]] = {}
+        machines: dict[str, StatRow] = {}
+        for app, index in self.layout.apps.items():
+            for i, spec in enumerate(self.layout.backends[index]):
+                key = (backend_name(index), server_name(i))
+                if spec is not None and key in by_server:
+                    servers[key] = (app, spec.machine_id)
+                    machines[spec.machine_id] = by_server[key]
+        self.load.observe(machines)
+        apps = {backend_name(index): app for app, index in self.layout.apps.items()}
+        self.collector.update(rows, servers, apps, self.process.reloads)
+        self._wake_if_over_soft_limit()
+
+    def _wake_if_over_soft_limit(self) -> None:
+        """fly-proxy starts another machine when every running one is past its soft limit."""
+        if self.waker is None:
+            return
+        for app in self.table.apps():
+            backends = self.table.backends(app)
+            serving = [b for b in backends if usable(b, self.table.worker_alive)]
+            if serving and any(b.autostart for b in backends) and all(
+                    self.load.outstanding.get(b.machine_id, 0) >= b.soft_limit
+                    for b in serving):
+                self.waker.wake(app)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.process.stop()

@@ -1,0 +1,130 @@
+"""What HAProxy's counters say: per-machine load for autostop, and metrics for ``/metrics``.
+
+With HAProxy as the data plane, bodega's proxy no longer sees most requests,
+so machine load comes from ``show stat``: a server's current and queued
+sessions are its outstanding requests, and a machine whose session total
+moved since the last look was busy in between. ``CombinedLoad`` adds the
+requests bodega's own (activator) path forwarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from bodega.proxy.haproxy.runtime import StatRow
+from bodega.proxy.load import Load
+
+
+class StatsLoad(Load):
+    """A ``Load`` fed by HAProxy's per-server counters instead of by requests."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        super().__init__(clock)
+        self._totals: dict[str, int] = {}
+
+    def observe(self, machines: Mapping[str, StatRow]) -> None:
+        """One look at ``show stat``: the rows of servers that hold a machine, by machine id."""
+        now = self.clock()
+        for machine_id, row in machines.items():
+            busy = row.current + row.queued
+            moved = row.total != self._totals.get(machine_id, row.total)
+            self._totals[machine_id] = row.total
+            if busy:
+                self.outstanding[machine_id] = busy
+                self.idle_since.pop(machine_id, None)
+                continue
+            was_busy = self.outstanding.pop(machine_id, None) is not None
+            if moved or was_busy or machine_id not in self.idle_since:
+                self.idle_since[machine_id] = now
+
+
+class CombinedLoad:
+    """Several loads as one: a machine is busy if any says so, idle since the latest idle."""
+
+    def __init__(self, *loads: Load) -> None:
+        self.loads = loads
+
+    @property
+    def outstanding(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for load in self.loads:
+            for machine_id, n in load.outstanding.items():
+                total[machine_id] = total.get(machine_id, 0) + n
+        return total
+
+    @property
+    def idle_since(self) -> dict[str, float]:
+        busy = self.outstanding
+        since: dict[str, float] = {}
+        for load in self.loads:
+            for machine_id, at in load.idle_since.items():
+                if machine_id not in busy:
+                    since[machine_id] = max(at, since.get(machine_id, at))
+        return since
+
+    def seen(self, machine_id: str) -> None:
+        for load in self.loads:
+            load.seen(machine_id)
+
+
+class HaproxyCollector(Collector):
+    """HAProxy's counters, from the last ``show stat``, as ``bodega_haproxy_*`` metrics.
+
+    ``servers`` maps (backend, server) to (app, machine id) for slots that hold a machine;
+    ``apps`` maps a backend's name to the app that owns it.
+    """
+
+    def __init__(self) -> None:
+        self.rows: list[StatRow] = []
+        self.servers: dict[tuple[str, str], tuple[str, str]] = {}
+        self.apps: dict[str, str] = {}
+        self.reloads = 0
+
+    def update(self, rows: Iterable[StatRow], servers: dict[tuple[str, str], tuple[str, str]],
+               apps: dict[str, str], reloads: int) -> None:
+        self.rows = list(rows)
+        self.servers = servers
+        self.apps = apps
+        self.reloads = reloads
+
+    def collect(self) -> Iterator[Any]:
+        requests = CounterMetricFamily("bodega_haproxy_frontend_requests",
+                                       "HTTP requests HAProxy received, by frontend",
+                                       labels=["frontend"])
+        responses = CounterMetricFamily("bodega_haproxy_app_responses",
+                                        "HTTP responses by app and code class",
+                                        labels=["app", "code"])
+        chosen = CounterMetricFamily("bodega_haproxy_server_requests",
+                                     "Requests HAProxy sent to each machine",
+                                     labels=["app", "machine"])
+        current = GaugeMetricFamily("bodega_haproxy_server_current",
+                                    "Requests in flight at each machine", labels=["app", "machine"])
+        queued = GaugeMetricFamily("bodega_haproxy_server_queued",
+                                   "Requests queued for each machine (at its hard limit)",
+                                   labels=["app", "machine"])
+        errors = CounterMetricFamily("bodega_haproxy_app_errors",
+                                     "Connect errors, retries and redispatches by app",
+                                     labels=["app", "kind"])
+        for row in self.rows:
+            if row.server == "FRONTEND":
+                requests.add_metric([row.proxy], row.requests)
+            elif row.server == "BACKEND" and row.proxy in self.apps:
+                app = self.apps[row.proxy]
+                for code, n in row.responses:
+                    responses.add_metric([app, code], n)
+                for kind, n in (("connect", row.connect_errors), ("retry", row.retries),
+                                ("redispatch", row.redispatches)):
+                    errors.add_metric([app, kind], n)
+            elif (row.proxy, row.server) in self.servers:
+                app, machine = self.servers[(row.proxy, row.server)]
+                chosen.add_metric([app, machine], row.requests)
+                current.add_metric([app, machine], row.current)
+                queued.add_metric([app, machine], row.queued)
+        reloads = CounterMetricFamily("bodega_haproxy_reloads",
+                                      "Seamless reloads (changes of shape) since start")
+        reloads.add_metric([], self.reloads)
+        yield from (requests, responses, chosen, current, queued, errors, reloads)

@@ -1,0 +1,132 @@
+"""Which versions of each origin a replica has seen, kept with a digest peers compare first.
+
+Anti-entropy used to send the whole version vector (one entry per origin) on
+every pull: the request, and the work to answer it, grew with the fleet.
+Instead every origin falls in one of ``BUCKETS`` buckets (a CRC of its name,
+the same on every node), and each bucket has a 64-bit digest: the XOR of a
+hash of each of its origins' seen versions (``Known``). A pull first sends
+the ``BUCKETS`` digests, a constant 512 bytes; the peer names the buckets
+whose digests differ from its own, and only then do the two exchange
+versions, and rows, for the origins of those buckets. Two replicas that hold
+the same versions exchange nothing more; idle, a pull costs the same at 50
+nodes as at 5,000.
+
+XOR makes the digest incremental: a change to one origin's versions updates
+one bucket in O(1), so no step of the replica does per-origin work, and
+``missing`` (origins with gaps) is kept the same way. An origin without a
+seen version (``EMPTY``) is absent: it hashes to nothing.
+
+Changes made inside ``journal()`` are undone if it raises, so what a replica
+believes it holds rolls back with the view transaction that failed to store
+it, without copying the ledger on every transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+
+from bodega.registry.known import EMPTY, Known
+
+BUCKETS = 64
+Digest = tuple[int, ...]  # BUCKETS unsigned 64-bit integers
+
+
+def bucket_of(origin: str) -> int:
+    return zlib.crc32(origin.encode()) % BUCKETS
+
+
+def origin_hash(origin: str, known: Known) -> int:
+    """A 64-bit hash of what is seen of ``origin``; 0 for nothing seen."""
+    if known == EMPTY:
+        return 0
+    text = f"{origin}\x00{known.top}\x00{known.gaps}".encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
+
+
+def differing(mine: Sequence[int], theirs: Sequence[int]) -> list[int]:
+    """The buckets whose digests differ (all of them if the sizes disagree)."""
+    if len(mine) != len(theirs):
+        return list(range(BUCKETS))
+    return [i for i, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b]
+
+
+class Ledger:
+    def __init__(self, local: str, saved: dict[str, Known] | None = None) -> None:
+        self.local = local
+        self._known: dict[str, Known] = {}
+        self._missing: dict[str, int] = {}  # origins (not local) with gaps: how many versions
+        self._digest = [0] * BUCKETS
+        self._origins: list[set[str]] = [set() for _ in range(BUCKETS)]
+        self._undo: dict[str, Known] | None = None
+        for origin, known in (saved or {}).items():
+            self.set(origin, known)
+
+    def __contains__(self, origin: str) -> bool:
+        return origin in self._known
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def get(self, origin: str) -> Known:
+        return self._known.get(origin, EMPTY)
+
+    def items(self) -> Iterable[tuple[str, Known]]:
+        return self._known.items()
+
+    def copy(self) -> dict[str, Known]:
+        return dict(self._known)
+
+    def missing(self) -> dict[str, int]:
+        return dict(self._missing)
+
+    @property
+    def behind(self) -> bool:
+        return bool(self._missing)
+
+    def digest(self) -> Digest:
+        return tuple(self._digest)
+
+    def origins_in(self, buckets: Iterable[int]) -> Iterator[str]:
+        for bucket in sorted(set(buckets)):
+            if 0 <= bucket < BUCKETS:
+                yield from sorted(self._origins[bucket])
+
+    def set(self, origin: str, known: Known) -> None:
+        old = self._known.get(origin, EMPTY)
+        if old == known:
+            return
+        if self._undo is not None and origin not in self._undo:
+            self._undo[origin] = old
+        bucket = bucket_of(origin)
+        self._digest[bucket] ^= origin_hash(origin, old) ^ origin_hash(origin, known)
+        if known == EMPTY:
+            self._known.pop(origin, None)
+            self._origins[bucket].discard(origin)
+        else:
+            self._known[origin] = known
+            self._origins[bucket].add(origin)
+        gaps = known.missing if origin != self.local else 0
+        if gaps:
+            self._missing[origin] = gaps
+        else:
+            self._missing.pop(origin, None)
+
+    @contextmanager
+    def journal(self) -> Iterator[None]:
+        """Undo every ``set`` made inside if the block raises."""
+        outer = self._undo
+        self._undo = {} if outer is None else outer
+        try:
+            yield
+        except BaseException:
+            if outer is None:
+                undo, self._undo = self._undo, None
+                for origin, known in undo.items():
+                    self.set(origin, known)
+            raise
+        finally:
+            if outer is None:
+                self._undo = None

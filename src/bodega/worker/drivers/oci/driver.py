@@ -1,0 +1,215 @@
+"""The oci driver: the process driver's frame (wrapper, pid files, cgroups, netns, logs,
+re-adoption) around ``runc run`` of a bundle made from a pulled image.
+
+A start runs the process driver's wrapper with ``runc run`` as its program,
+in the foreground: runc stays the wrapper's child, forwards the signals sent
+to the machine's process group to the container and exits with its status,
+which the wrapper records as for any program. The container joins the
+machine's cgroups (``cgroupsPath``), so memory and cpu limits, OOM counts,
+``ps`` and kill-all work unchanged; the wrapper itself stays outside them.
+
+Each machine's root is an overlay: the image's shared, read-only base as the
+lower layer, ``oci/upper`` of its own as the upper one; two machines of one
+image share one base. Container ids are ``<machine>-<start_seq>``, one per
+run, so a run killed with the worker never blocks the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from bodega.worker.drivers.base import Capabilities, DriverError, TaskHandle, TaskSpec
+from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, parse_user, runtime_spec
+from bodega.worker.drivers.oci.control import OciControl
+from bodega.worker.drivers.oci.freezer import RuncFreezer
+from bodega.worker.drivers.oci.mounts import mount_overlay, mounted, unmount
+from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.drivers.process.driver import ProcessDriver
+from bodega.worker.drivers.process.launch import RunFiles, wrapper_argv
+from bodega.worker.drivers.process.logfiles import log_path
+from bodega.worker.images.eviction import to_evict
+from bodega.worker.images.manifest import BadImage
+from bodega.worker.images.puller import Puller
+from bodega.worker.images.reference import BadReference
+from bodega.worker.images.registry_client import RegistryError
+
+log = logging.getLogger("bodega.worker.oci")
+
+
+class OciDriver(ProcessDriver):
+    name = "oci"
+
+    def __init__(self, cgroups: Cgroups | None, puller: Puller, machines_dir: Path,
+                 state_root: Path, runtime: str = "runc", cache_budget_bytes: int = 10 << 30,
+                 log_max_bytes: int = 1 << 20) -> None:
+        super().__init__(cgroups, log_max_bytes=log_max_bytes, park_dir=None)
+        self.puller = puller
+        self.machines_dir = machines_dir
+        self.state_root = state_root
+        self.runtime = runtime
+        self.cache_budget_bytes = cache_budget_bytes
+        self.control = OciControl(self)
+        self.capabilities = Capabilities(needs_command=False, own_netns=True,
+                                         control=self.control, logs=self.janitor,
+                                         images=puller.store, suspend=RuncFreezer(self))
+
+    # -- paths ------------------------------------------------------------------------
+    @staticmethod
+    def bundle(machine_dir: Path) -> Path:
+        return machine_dir / "oci"
+
+    def container_id(self, machine_id: str, start_seq: int) -> str:
+        return f"{machine_id}-{start_seq}"
+
+    def runc(self, *args: str) -> list[str]:
+        return [self.runtime, "--root", str(self.state_root), *args]
+
+    # -- prepare: pull, overlay -----------------------------------------------------
+    async def prepare(self, spec: TaskSpec) -> None:
+        bundle = self.bundle(spec.machine_dir)
+        for path in (spec.machine_dir / "logs", spec.machine_dir / "run", bundle / "upper",
+                     bundle / "work", bundle / "rootfs"):
+            path.mkdir(parents=True, exist_ok=True)
+        unpacks = self.puller.stats.unpacks
+        try:
+            digest = await self.puller.pull(spec.image)
+        except (BadImage, BadReference, RegistryError) as exc:
+            raise DriverError(f"image {spec.image}: {exc}") from exc
+        (bundle / "image").write_text(digest)
+        store = self.puller.store
+        if not mounted(bundle / "rootfs"):
+            mount_overlay(store.rootfs(digest), bundle / "upper", bundle / "work",
+                          bundle / "rootfs")
+        if self.puller.stats.unpacks != unpacks:  # the cache grew: trim it to its budget
+            await asyncio.to_thread(self.evict)
+
+    def images_in_use(self) -> set[str]:
+        used = set()
+        for marker in self.machines_dir.glob("*/oci/image"):
+            with contextlib.suppress(OSError):
+                used.add(marker.read_text().strip())
+        return used
+
+    def evict(self) -> list[str]:
+        """Drop least recently used images no machine uses, down to the cache's budget."""
+        store = self.puller.store
+        evicted = to_evict(store.cached(), self.images_in_use(), self.cache_budget_bytes)
+        for digest in evicted:
+            log.info("evicting image %s (cache over %d bytes)", digest, self.cache_budget_bytes)
+            store.remove(digest)
+        return evicted
+
+    def _write_config(self, spec: TaskSpec) -> None:
+        bundle = self.bundle(spec.machine_dir)
+        digest = (bundle / "image").read_text().strip()
+        store = self.puller.store
+        image = store.image_config(digest)
+        rootfs = store.rootfs(digest)
+
+        def read(name: str) -> str:
+            with contextlib.suppress(OSError):
+                return (rootfs / "etc" / name).read_text()
+            return ""
+
+        try:
+            config = runtime_spec(
+                image, MachineCommand(spec.argv, spec.entrypoint, spec.cmd), env=spec.env,
+                rootfs=str(bundle / "rootfs"), hostname=spec.machine_id,
+                cgroups_path=(f"/bodega/{self.cgroups.scope}/{spec.machine_id}"
+                              if self.cgroups else None),
+                user=parse_user(image.config.user, read("passwd"), read("group")),
+                binds=[(str(m.host_path), m.guest_path) for m in spec.mounts],
+            )
+        except BundleError as exc:
+            raise DriverError(str(exc)) from exc
+        tmp = bundle / "config.json.tmp"
+        tmp.write_text(json.dumps(config))
+        tmp.rename(bundle / "config.json")
+
+    # -- start ------------------------------------------------------------------------
+    async def start(self, spec: TaskSpec) -> TaskHandle:
+        key = (spec.machine_id, spec.instance_id, spec.start_seq)
+        started = self._handles.get(key)
+        if started is not None:
+            return started
+        files = RunFiles.for_run(spec.machine_dir, spec.instance_id, spec.start_seq)
+        if files.spawnfile.exists():
+            earlier = self._find_run(spec, files)
+            if earlier is not None:
+                return earlier
+        await self.prepare(spec)
+        self._write_config(spec)
+        await self._delete_containers(spec.machine_id)
+        self._forget_ended(spec.machine_id)
+        files.exitfile.unlink(missing_ok=True)
+        oom_base = 0
+        if self.cgroups is not None:
+            self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
+            oom_base = self.cgroups.oom_kills(spec.machine_id)
+        program = self.runc("run", "--bundle", str(self.bundle(spec.machine_dir)),
+                            self.container_id(spec.machine_id, spec.start_seq))
+        argv = wrapper_argv(program, files, cgroup_procs=[], user=None, memory_kib=None,
+                            mounts=[], netns=spec.netns)
+        fd = os.open(log_path(spec.machine_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        files.spawnfile.touch()
+        try:
+            popen = subprocess.Popen(  # noqa: ASYNC220 (watched with a pidfd, as in process)
+                argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
+                cwd=spec.machine_dir, start_new_session=True, close_fds=True,
+            )
+        except OSError as exc:
+            files.spawnfile.unlink(missing_ok=True)
+            raise DriverError(f"could not start the machine: {exc}") from exc
+        finally:
+            os.close(fd)
+        self._children[popen.pid] = popen
+        log.info("%s: started pid %d (runc, image %s)", spec.machine_id, popen.pid, spec.image)
+        return self._handle(spec, files, popen.pid, oom_base)
+
+    # -- stop and destroy -------------------------------------------------------------
+    async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
+        """Stop the run, then unmount its root: a stopped machine holds no mount on the host
+        (its upper layer keeps what it wrote; the next start mounts it again)."""
+        await super().stop(handle, signal, timeout)
+        pidfile = handle.data.get("pidfile")
+        if pidfile:
+            await self._unmount(Path(pidfile).parent.parent)
+
+    async def _unmount(self, machine_dir: Path) -> None:
+        rootfs = self.bundle(machine_dir) / "rootfs"
+        if mounted(rootfs):
+            unmount(rootfs)
+
+    async def _delete_containers(self, machine_id: str) -> None:
+        """Forget runtime state of this machine's earlier runs (killed with a worker)."""
+        if not self.state_root.exists():
+            return
+        for state in self.state_root.glob(f"{machine_id}-*"):
+            await self._run(self.runc("delete", "--force", state.name), check=False)
+
+    async def destroy(self, machine_id: str, machine_dir: Path) -> None:
+        await self._delete_containers(machine_id)
+        await self._unmount(machine_dir)
+        await super().destroy(machine_id, machine_dir)
+
+    async def run_checked(self, argv: list[str]) -> None:
+        """Run a runtime command; a failure is a ``DriverError`` with its message."""
+        await self._run(argv)
+
+    async def _run(self, argv: list[str], check: bool = True) -> None:
+        started = time.monotonic()
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        _, err = await process.communicate()
+        if check and process.returncode != 0:
+            raise DriverError(f"{argv[0]} {argv[1]}: {err.decode(errors='replace').strip()}")
+        log.debug("%s took %.3fs", " ".join(argv[:3]), time.monotonic() - started)
+

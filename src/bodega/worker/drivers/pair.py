@@ -1,0 +1,82 @@
+"""Both drivers on one worker: the machine's config picks (an image reference: oci).
+
+``config.image`` naming a registry host (``127.0.0.1:5000/app:v1``) runs the
+image with the oci driver; anything else (``process``, the CLI's default) is
+a label and the config's command runs as a host process. A run's handle
+names the driver that started it, so re-adoption, waits and stops go back to
+it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bodega.model.machine import ExitStatus
+from bodega.worker.drivers.base import (
+    Capabilities,
+    ExecResult,
+    ProcessInfo,
+    TaskHandle,
+    TaskSpec,
+)
+from bodega.worker.drivers.oci import OciDriver
+from bodega.worker.drivers.process import ProcessDriver
+from bodega.worker.images.reference import names_registry
+
+
+class PairControl:
+    def __init__(self, pair: DriverPair) -> None:
+        self.pair = pair
+
+    async def signal(self, handle: TaskHandle, signal: int) -> None:
+        await self.pair.by_handle(handle).signal(handle, signal)
+
+    async def exec(
+        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+    ) -> ExecResult:
+        return await self.pair.by_spec(spec).control.exec(spec, argv, timeout, stdin)
+
+    async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
+        return await self.pair.by_handle(handle).control.ps(handle)
+
+
+class DriverPair:
+    name = "process+oci"
+
+    def __init__(self, process: ProcessDriver, oci: OciDriver) -> None:
+        self.process = process
+        self.oci = oci
+        self.capabilities = Capabilities(
+            needs_command=True, images=oci.capabilities.images, own_netns=True,
+            control=PairControl(self),
+            parking=process.capabilities.parking, logs=process.capabilities.logs,
+        )
+
+    def by_spec(self, spec: TaskSpec) -> ProcessDriver:
+        return self.oci if names_registry(spec.image) else self.process
+
+    def by_handle(self, handle: TaskHandle) -> ProcessDriver:
+        return self.oci if handle.driver == self.oci.name else self.process
+
+    async def prepare(self, spec: TaskSpec) -> None:
+        await self.by_spec(spec).prepare(spec)
+
+    async def start(self, spec: TaskSpec) -> TaskHandle:
+        return await self.by_spec(spec).start(spec)
+
+    async def recover(self, handle: TaskHandle) -> bool:
+        return await self.by_handle(handle).recover(handle)
+
+    async def wait(self, handle: TaskHandle) -> ExitStatus:
+        return await self.by_handle(handle).wait(handle)
+
+    async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
+        await self.by_handle(handle).stop(handle, signal, timeout)
+
+    async def inspect(self, handle: TaskHandle) -> bool:
+        return await self.by_handle(handle).inspect(handle)
+
+    async def destroy(self, machine_id: str, machine_dir: Path) -> None:
+        if OciDriver.bundle(machine_dir).exists():
+            await self.oci.destroy(machine_id, machine_dir)
+        await self.process.destroy(machine_id, machine_dir)

@@ -1,0 +1,1 @@
+"""OCI images on a worker: references, the pull plan, the content-addressed store, the puller."""

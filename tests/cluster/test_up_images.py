@@ -1,0 +1,74 @@
+"""`bodega up` runs an image registry; an image pushed there runs through the public API."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import httpx
+
+from tests.cluster.up_process import UpProcess, free_port, unwire
+from tests.integration.images.imagekit import build_image, needs_image_tools
+
+pytestmark = needs_image_tools
+
+
+async def test_up_serves_a_registry_and_runs_images_pushed_to_it(tmp_path: Path) -> None:
+    api, proxy, registry = free_port(), free_port(), free_port()
+    third = 100 + (os.getpid() + 37) % 100
+    cidr = f"10.{third}.0.0/16"
+    up = await UpProcess(
+        tmp_path / "cluster", "--regions", "ams", "--workers-per-region", "2",
+        "--api-port", str(api), "--proxy-port", str(proxy), "--registry-port", str(registry),
+        "--machine-cidr", cidr).start()
+    try:
+        await up.until_line("bodega is up")
+        roles = {c["role"]: c for c in up.state()["components"]}
+        assert roles["registry"]["url"] == f"http://127.0.0.1:{registry}"
+        assert (tmp_path / "cluster" / "images" / "registry.yml").exists()
+        image = await asyncio.to_thread(build_image, tmp_path, f"127.0.0.1:{registry}",
+                                        "demo/web:v1")
+        headers = {"authorization": f"Bearer {up.token()}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api}", headers=headers,
+                                     timeout=60) as http:
+            app = {"app_name": "web", "org_slug": "personal"}
+            assert (await http.post("/v1/apps", json=app)).status_code == 201
+            created = await http.post("/v1/apps/web/machines", json={"config": {
+                "image": image, "services": [{"protocol": "tcp", "internal_port": 8080,
+                                              "ports": [{"port": 80, "handlers": ["http"]}]}]}})
+            assert created.status_code == 200, created.text
+            mid = created.json()["id"]
+            waited = await http.get(f"/v1/apps/web/machines/{mid}/wait",
+                                    params={"state": "started", "timeout": 60})
+            assert waited.status_code == 200, waited.text
+            async with httpx.AsyncClient(timeout=30) as web:
+                for _ in range(200):
+                    answer = await web.get(f"http://127.0.0.1:{proxy}/",
+                                           headers={"host": "web.localhost"})
+                    if answer.status_code == 200:
+                        break
+                    await asyncio.sleep(0.1)
+            assert answer.text == "hello from an image\n"
+            done = await http.post(f"/v1/apps/web/machines/{mid}/exec",
+                                   json={"command": ["cat", "/www/index.html"]})
+            assert done.json()["stdout"] == "hello from an image\n", done.text
+
+            # The worker that pulled the image publishes it; placement then prefers it.
+            placed = (await http.get(f"/v1/apps/web/machines/{mid}/placement")).json()
+            holder = placed["winner"]["worker"]
+            assert (await http.delete(f"/v1/apps/web/machines/{mid}",
+                                      params={"force": "true"})).status_code == 200
+            for _ in range(3):
+                again = await http.post("/v1/apps/web/machines", json={"config": {
+                    "image": image}})
+                assert again.status_code == 200, again.text
+                other = again.json()["id"]
+                placed = (await http.get(f"/v1/apps/web/machines/{other}/placement")).json()
+                assert placed["winner"]["worker"] == holder, placed
+                assert placed["winner"]["subscores"]["image"] > 0, placed
+                assert (await http.delete(f"/v1/apps/web/machines/{other}",
+                                          params={"force": "true"})).status_code == 200
+    finally:
+        assert await up.stop() == 0, up.output[-2000:]
+        await unwire(cidr, 2)

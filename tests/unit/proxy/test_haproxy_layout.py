@@ -1,0 +1,158 @@
+"""The HAProxy data plane's pure parts: routing view -> layout -> runtime commands or reload."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bodega.proxy.haproxy.config import HaproxySettings, render, render_hosts
+from bodega.proxy.haproxy.layout import (
+    EMPTY,
+    LOCAL_WEIGHT,
+    MIN_BACKENDS,
+    MIN_SLOTS,
+    REMOTE_WEIGHT,
+    Layout,
+    ServerSpec,
+    plan,
+    wanted_servers,
+)
+from bodega.proxy.plane import choose_plane
+from bodega.proxy.routes import Backend
+
+MAP = "/run/hosts.map"
+
+
+def spec(mid: str, port: int = 8080, weight: int = LOCAL_WEIGHT, maxconn: int = 0) -> ServerSpec:
+    return ServerSpec(mid, "10.0.0.1", port, weight, maxconn)
+
+
+def step(current: Layout, wanted: dict[str, list[ServerSpec]]) -> tuple[Layout, list[str], bool]:
+    p = plan(current, wanted, MAP, "localhost")
+    return p.layout, list(p.commands), p.reload
+
+
+def test_the_first_layout_is_a_render_with_room_to_grow() -> None:
+    layout, commands, reload = step(EMPTY, {"web": [spec("a"), spec("b")]})
+    assert reload
+    assert commands == []
+    assert len(layout.backends) == MIN_BACKENDS
+    assert layout.slots("web")[:2] == (spec("a"), spec("b"))
+    assert len(layout.slots("web")) == MIN_SLOTS
+
+
+def test_a_new_machine_takes_a_free_slot_by_runtime_commands() -> None:
+    layout, _, _ = step(EMPTY, {"web": [spec("a")]})
+    index = layout.apps["web"]
+    after, commands, reload = step(layout, {"web": [spec("a"), spec("b", 9000, maxconn=5)]})
+    assert not reload
+    server = f"pool_{index}/s1"
+    assert commands == [f"set server {server} addr 10.0.0.1 port 9000",
+                        f"set server {server} weight {LOCAL_WEIGHT}",
+                        f"set maxconn server {server} 5",
+                        f"set server {server} state ready"]  # ready only once it is set up
+    assert after.slots("web")[1] == spec("b", 9000, maxconn=5)
+
+
+def test_a_machine_that_leaves_goes_to_maintenance_and_its_slot_waits_a_step() -> None:
+    layout, _, _ = step(EMPTY, {"web": [spec("a"), spec("b")]})  # slots: a b _ _
+    index = layout.apps["web"]
+    # b's slot is emptied in this step (requests may still finish there): c and d fit in the
+    # two free slots, e does not, so this is a reload.
+    _, _, reload = step(layout, {"web": [spec("a"), spec("c"), spec("d"), spec("e")]})
+    assert reload
+    layout, commands, reload = step(layout, {"web": [spec("a")]})
+    assert not reload
+    assert commands == [f"set server pool_{index}/s1 state maint"]
+    after, commands, reload = step(layout, {"web": [spec("a"), spec("c"), spec("d"),
+                                                    spec("e")]})
+    assert not reload  # one step later the slot is free again
+    assert after.slots("web") == (spec("a"), spec("c"), spec("d"), spec("e"))
+
+
+def test_weight_and_limit_changes_are_commands_on_the_same_slot() -> None:
+    layout, _, _ = step(EMPTY, {"web": [spec("a")]})
+    index = layout.apps["web"]
+    _, commands, reload = step(layout, {"web": [spec("a", weight=REMOTE_WEIGHT, maxconn=3)]})
+    assert not reload
+    assert commands == [f"set server pool_{index}/s0 weight {REMOTE_WEIGHT}",
+                        f"set maxconn server pool_{index}/s0 3"]
+
+
+def test_a_new_app_takes_a_free_backend_then_gets_its_host() -> None:
+    layout, _, _ = step(EMPTY, {"web": [spec("a")]})
+    after, commands, reload = step(layout, {"web": [spec("a")], "api": [spec("x")]})
+    assert not reload
+    index = after.apps["api"]
+    assert index != after.apps["web"]
+    assert commands[-1] == f"add map {MAP} api.localhost pool_{index}"
+    assert f"set server pool_{index}/s0 state ready" in commands
+
+
+def test_an_app_that_leaves_loses_its_host_and_servers() -> None:
+    layout, _, _ = step(EMPTY, {"web": [spec("a")], "api": [spec("x")]})
+    index = layout.apps["api"]
+    after, commands, reload = step(layout, {"web": [spec("a")]})
+    assert not reload
+    assert "api" not in after.apps
+    assert commands == [f"del map {MAP} api.localhost",
+                        f"set server pool_{index}/s0 state maint"]
+
+
+def test_running_out_of_backends_or_slots_is_a_reload_keeping_every_slot() -> None:
+    layout, _, _ = step(EMPTY, {"web": [spec("a"), spec("b")]})
+    many = {"web": [spec(m) for m in "abcde"]}
+    grown, commands, reload = step(layout, many)
+    assert reload
+    assert commands == []
+    assert grown.apps["web"] == layout.apps["web"]
+    assert grown.slots("web")[:2] == (spec("a"), spec("b"))  # same slots as before
+    assert len(grown.slots("web")) >= 2 * 5
+    apps = {f"app{i}": [spec(f"m{i}")] for i in range(MIN_BACKENDS + 1)}
+    _, _, reload = step(layout, apps)
+    assert reload
+
+
+def test_only_machines_the_proxy_would_route_to_are_servers() -> None:
+    def backend(mid: str, **kw: object) -> Backend:
+        fields: dict[str, object] = {"machine_id": mid, "app": "web", "region": "ams",
+                                     "worker": "w1", "state": "started", "host": "10.0.0.9",
+                                     "port": 80, **kw}
+        return Backend(**fields)  # type: ignore[arg-type]
+
+    table = [backend("up"), backend("far", region="sjc", hard_limit=7),
+             backend("asleep", state="stopped"), backend("cordoned", cordoned=True),
+             backend("orphan", worker="dead")]
+    wanted = wanted_servers(["web"], lambda _app: table, lambda w: w == "w1", "ams")
+    assert wanted == {"web": [ServerSpec("far", "10.0.0.9", 80, REMOTE_WEIGHT, 7),
+                              ServerSpec("up", "10.0.0.9", 80, LOCAL_WEIGHT, 0)]}
+
+
+def test_the_config_routes_hosts_to_backends_with_the_activator_behind() -> None:
+    layout, _, _ = step(EMPTY, {"web": [spec("a", maxconn=9)], "idle": []})
+    settings = HaproxySettings("0.0.0.0", 8080, "127.0.0.1", 4321, Path("/run/admin.sock"),
+                               Path(MAP))
+    text = render(layout, settings)
+    assert "bind 0.0.0.0:8080" in text
+    assert "stats socket /run/admin.sock mode 600 level admin expose-fd listeners" in text
+    assert f"use_backend %[req.hdr(host),field(1,:),lower,map({MAP})]" in text
+    assert "default_backend activator" in text  # unknown hosts: bodega answers 404
+    assert text.count("balance leastconn") == MIN_BACKENDS
+    assert text.count("server activator 127.0.0.1:4321 backup") == MIN_BACKENDS
+    assert "server s0 10.0.0.1:8080 weight 100 maxconn 9\n" in text
+    assert "retry-on conn-failure\n" in text
+    assert "option redispatch 1" in text
+    hosts = render_hosts(layout, "localhost")
+    assert hosts == (f"idle.localhost pool_{layout.apps['idle']}\n"
+                     f"web.localhost pool_{layout.apps['web']}\n")
+
+
+def test_the_data_plane_is_haproxy_when_installed_and_python_otherwise() -> None:
+    assert choose_plane("auto", "/usr/sbin/haproxy").binary == "/usr/sbin/haproxy"
+    assert choose_plane("auto", "").binary is None
+    assert choose_plane("python", "/usr/sbin/haproxy").binary is None
+    with pytest.raises(ValueError, match="haproxy is not installed"):
+        choose_plane("haproxy", "")
+    with pytest.raises(ValueError, match="--data-plane must be one of"):
+        choose_plane("nginx")

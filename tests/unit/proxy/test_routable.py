@@ -1,0 +1,63 @@
+"""The routable predicate both data planes use: started, not cordoned, service checks passing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bodega.proxy.balance import usable
+from bodega.proxy.routes import Backend, RoutingTable, service_checks
+
+
+def doc(checks: list[dict[str, Any]] | None, *, with_checks: bool = True,
+        state: str = "started") -> dict[str, Any]:
+    service: dict[str, Any] = {"internal_port": 8080, "protocol": "tcp",
+                               "ports": [{"port": 80, "handlers": ["http"]}]}
+    if with_checks:
+        service["checks"] = [{"type": "http", "path": "/healthz"}]
+    out: dict[str, Any] = {"id": "m1", "app": "web", "region": "ams", "worker": "w1",
+                           "state": state, "private_ip": "10.0.0.2",
+                           "config": {"image": "x", "services": [service]}}
+    if checks is not None:
+        out["checks"] = checks
+    return out
+
+
+def check(status: str, name: str = "servicecheck-00-http-8080") -> dict[str, Any]:
+    return {"name": name, "status": status, "output": "", "updated_at": "t"}
+
+
+def routable(d: dict[str, Any]) -> bool:
+    backend = Backend.from_doc(d)
+    assert backend is not None
+    return usable(backend, lambda _w: True)
+
+
+def test_a_machine_without_service_checks_is_routable_once_started() -> None:
+    assert service_checks(doc(None, with_checks=False)) == "passing"
+    assert routable(doc(None, with_checks=False))
+
+
+def test_service_checks_must_all_pass_and_top_level_checks_do_not_count() -> None:
+    assert routable(doc([check("passing"), check("critical", name="db")]))
+    assert not routable(doc([check("passing"), check("critical", "servicecheck-01-tcp-80")]))
+    assert service_checks(doc([check("critical")])) == "failing"
+
+
+def test_a_machine_waiting_for_its_first_check_is_not_routed() -> None:
+    assert service_checks(doc([check("warning")])) == "waiting"
+    assert not routable(doc([check("warning")]))
+    assert not routable(doc(None))  # a row from before checks were reported
+
+
+def test_the_proxy_trusts_a_machine_it_woke_until_a_check_fails() -> None:
+    table = RoutingTable()
+    table.put_machine("m1", doc([check("warning")], state="stopped"))
+    table.mark_started("m1")
+    table.put_machine("m1", doc([check("warning")]))
+    woken = table.get("m1")
+    assert woken is not None
+    assert usable(woken, lambda _w: True)
+    table.put_machine("m1", doc([check("critical")]))
+    failed = table.get("m1")
+    assert failed is not None
+    assert not usable(failed, lambda _w: True)
