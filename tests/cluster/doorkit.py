@@ -117,7 +117,7 @@ def running_cluster(tmp: Path) -> Iterator[Cluster]:
         [sys.executable, "-m", "bodega", "up", "--data-dir", str(data), "--regions", "ams",
          "--workers-per-region", "2", "--worker-cpus", "2", "--worker-memory-mb", "2048",
          "--api-port", str(api_port), "--proxy-port", str(free_port()),
-         "--gossip-port", str(free_port()),
+         "--gossip-port", str(free_port()), "--registry-port", str(free_port()),
          "--machine-cidr", f"10.{second}.0.0/16"],
         stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
@@ -195,6 +195,13 @@ def classify(component: dict[str, Any], listener: Listener, members: list[dict[s
     if listener.proto == "udp":
         gossip = next((m["addr"] for m in members if m["name"] == name), None)
         return "gossip" if gossip and gossip.rsplit(":", 1)[1] == str(listener.port) else "unknown"
+    if role == "registry":  # docker-registry speaks the distribution API, not bodega's
+        try:
+            answer = httpx.get(f"{listener.url()}/v2/", timeout=30)
+        except httpx.HTTPError:
+            return "unknown"
+        distribution = answer.headers.get("docker-distribution-api-version", "")
+        return "image-registry" if distribution.startswith("registry/2") else "unknown"
     try:
         answer = httpx.get(f"{listener.url()}/v1/health", timeout=30)
     except httpx.HTTPError:

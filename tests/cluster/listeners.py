@@ -88,3 +88,11 @@ def listeners_of(pid: int) -> list[Listener]:
         text = Path(f"/proc/{pid}/net/{table}").read_text()
         found += [s for s in parse_table(text, proto) if s.inode in inodes]
     return sorted(found, key=lambda s: (s.proto, s.port))
+
+
+def children_of(pid: int) -> list[int]:
+    """The direct children of ``pid``, from every thread's ``children`` list."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(child) for child in (task / "children").read_text().split()]
+    return found

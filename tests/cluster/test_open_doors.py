@@ -39,7 +39,7 @@ from tests.cluster.doorkit import (
     running_cluster,
     until,
 )
-from tests.cluster.listeners import listeners_of
+from tests.cluster.listeners import children_of, listeners_of
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
 
@@ -65,9 +65,15 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def doors(cluster: Cluster) -> list[Door]:
     with cluster.admin() as api:
         members = api.get("/v1/cluster/members").json()
-    return [Door(str(c["name"]), str(c["role"]), int(c["pid"]), listener,
-                 classify(c, listener, members))
-            for c in cluster.components() for listener in listeners_of(int(c["pid"]))]
+    return [Door(str(c["name"]), str(c["role"]), pid, listener, classify(c, listener, members))
+            for c in cluster.components() for pid in serving_pids(c)
+            for listener in listeners_of(pid)]
+
+
+def serving_pids(component: dict[str, Any]) -> list[int]:
+    """The component's process; the image registry's is a supervisor of docker-registry."""
+    pid = int(component["pid"])
+    return [pid, *children_of(pid)] if component["role"] == "registry" else [pid]
 
 
 def of_kind(doors: list[Door], kind: str) -> list[Door]:
@@ -128,8 +134,11 @@ def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) ->
     for component in cluster.components():
         kinds = sorted(d.kind for d in doors if d.component == component["name"])
         expected = {"broker": ["broker-api", "gossip"], "worker": ["gossip", "worker-api"],
-                    "proxy": ["gossip", "proxy-admin", "proxy-public"]}[component["role"]]
+                    "proxy": ["gossip", "proxy-admin", "proxy-public"],
+                    "registry": ["image-registry"]}[component["role"]]
         assert kinds == expected, f"{component['name']} listens on {kinds}"
+    # The image registry takes pushes without a token, so it must not be reachable off-host.
+    assert {d.listener.host for d in of_kind(doors, "image-registry")} == {"127.0.0.1"}
 
 
 def test_public_api_refuses_missing_and_wrong_tokens(doors: list[Door], cluster: Cluster) -> None:
@@ -244,7 +253,7 @@ def test_gossip_signed_with_another_key_is_dropped_and_counted(
         members = api.get("/v1/cluster/members").json()
     assert "intruder" not in {m["name"] for m in members}
     assert {m["name"]: m["status"] for m in members} == {
-        str(c["name"]): "alive" for c in cluster.components()}
+        str(c["name"]): "alive" for c in cluster.components() if c["role"] != "registry"}
 
 
 def test_tokens_are_stored_hashed_and_secrets_never_logged(cluster: Cluster) -> None:

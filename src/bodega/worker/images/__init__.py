@@ -1,1 +1,25 @@
 """OCI images on a worker: references, the pull plan, the content-addressed store, the puller."""
+
+from bodega.worker.images.manifest import BadImage
+from bodega.worker.images.puller import Puller
+from bodega.worker.images.reference import (
+    BadReference,
+    ImageReference,
+    names_registry,
+    parse_reference,
+)
+from bodega.worker.images.registry_client import RegistryClient, RegistryError
+from bodega.worker.images.store import CachedImage, ImageStore
+
+__all__ = [
+    "BadImage",
+    "BadReference",
+    "CachedImage",
+    "ImageReference",
+    "ImageStore",
+    "Puller",
+    "RegistryClient",
+    "RegistryError",
+    "names_registry",
+    "parse_reference",
+]
