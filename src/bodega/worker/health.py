@@ -104,8 +104,8 @@ class HealthChecks:
 
     def reconcile(self) -> None:
         wanted: dict[tuple[str, int], MachineRow] = {}
-        for row in queries.list_machines(self.store.db):
-            if row.state == "started" and core.specs(row.config):
+        for row in queries.started_with_checks(self.store.db):
+            if core.specs(row.config):
                 wanted[(row.id, row.start_seq)] = row
         for key in [k for k in self.tasks if k not in wanted]:
             self.tasks.pop(key).cancel()
