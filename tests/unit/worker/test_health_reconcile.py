@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,27 @@ async def test_only_started_machines_with_checks_are_read_and_probed(big: W) -> 
         assert {machine_id for machine_id, _seq in checks.tasks} == {service}
     finally:
         await checks.close()
+
+
+async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition never held"
+        await asyncio.sleep(0.05)
+
+
+async def test_a_commit_wakes_the_reconcile_loop_both_ways(big: W) -> None:
+    w, _ = big
+    checks = HealthChecks(w.store, w.machines, w.metrics, lambda row: None)
+    loop = asyncio.create_task(checks.run())
+    try:
+        await asyncio.sleep(0.5)  # the loop has reconciled once and now waits for a commit
+        mid = await create(w, checks={"db": TCP})
+        await until(lambda: {m for m, _seq in checks.tasks} == {mid})
+        await w.machines.stop(mid)
+        await w.machines.settle()
+        await until(lambda: not checks.tasks)
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
