@@ -106,12 +106,14 @@ class Fleet:
         for index in range(len(workers) + 1):
             await NetnsNetwork(ipaddress.ip_network(self.subnet(index))).teardown()
         for name in workers:
-            for controller in ("memory", "cpu"):
+            for controller in ("memory", "cpu", "freezer"):
                 scope = Path(f"/sys/fs/cgroup/{controller}/bodega/{name}")
                 for child in [c for c in scope.iterdir() if c.is_dir()] if scope.exists() else []:
                     for pid in (child / "cgroup.procs").read_text().split():
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(int(pid), signal.SIGKILL)
+                    if controller == "freezer":  # a frozen process dies once thawed
+                        (child / "freezer.state").write_text("THAWED\n")
                     with contextlib.suppress(OSError):
                         await asyncio.sleep(0.05)
                         child.rmdir()

@@ -165,6 +165,7 @@ def _simple(action: str, verb: str) -> None:
 
 _simple("start", "start")
 _simple("restart", "restart")
+_simple("suspend", "suspend")  # freeze it, memory kept; `start` resumes it
 _simple("cordon", "cordon")
 _simple("uncordon", "uncordon")
 

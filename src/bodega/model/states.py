@@ -13,6 +13,9 @@
                         ▼
                     destroying ──▶ destroyed      (from any persistent state)
 
+    started ── suspend ──▶ suspending ──▶ suspended ── start (resume) ──▶ starting ──▶ started
+                                          (stop, update and destroy thaw it first)
+
 Persistent states are where a machine rests; transient states are where an
 operation is under way. ``replaced`` is the terminal state of a version that
 an update superseded; it never appears as a machine's state.
@@ -66,9 +69,11 @@ TRANSIENT = frozenset(
 
 # A machine holds its cpu and memory on its host unless it is at rest without
 # a process. Stopped machines give their room back and must win it again to
-# start, as on Fly (start can answer 409 "could not reserve resource").
+# start, as on Fly (start can answer 409 "could not reserve resource"). A suspended
+# machine keeps holding them: its frozen process keeps its memory resident, and a resume
+# must never be refused for room.
 RELEASES_COMPUTE = frozenset(
-    {MachineState.STOPPED, MachineState.FAILED, MachineState.DESTROYED, MachineState.SUSPENDED}
+    {MachineState.STOPPED, MachineState.FAILED, MachineState.DESTROYED}
 )
 
 WAITABLE = frozenset(

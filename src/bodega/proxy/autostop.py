@@ -5,7 +5,10 @@ stops at most one idle machine whose service has ``autostop`` (see
 ``balance.autostop_victim``), keeping ``min_machines_running`` when this
 region is the app's primary region (``PRIMARY_REGION`` in the machine's env,
 as flyctl sets it; else this proxy's region). A stop uses the machine's
-``stop_config``: the worker applies it.
+``stop_config``: the worker applies it. With ``autostop = "suspend"`` the
+machine is suspended instead (frozen, memory kept; the next request's start
+resumes it); one its worker cannot suspend (400) or that Fly's rules refuse
+(412: too big, scheduled) is stopped, as Fly does.
 
 Failover: when membership declares a worker dead, its machines leave the
 routing table at once (they fail ``worker_alive``). If an app is left with
@@ -21,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from bodega.model.errors import BodegaError
+from bodega.model.errors import BadRequest, BodegaError, PreconditionFailed
 from bodega.proxy.balance import autostop_victim, usable, wake_candidate
 from bodega.proxy.load import LoadView
 from bodega.proxy.metrics import ProxyMetrics
@@ -73,14 +76,28 @@ class Autostop:
         client = self.clients(backend.worker)
         if client is None:
             return False
+        how = "stopped"
         try:
-            await client.stop(backend.machine_id)
+            if backend.autostop == "suspend" and await self._suspend(client, backend):
+                how = "suspended"
+            else:
+                await client.stop(backend.machine_id)
         except BodegaError as exc:
             log.info("%s (%s): could not stop it: %s", backend.machine_id, backend.app,
                      exc.message)
             return False
         self.metrics.autostops.labels(backend.app).inc()
-        log.info("%s (%s): idle; stopped", backend.machine_id, backend.app)
+        log.info("%s (%s): idle; %s", backend.machine_id, backend.app, how)
+        return True
+
+    async def _suspend(self, client: WorkerClient, backend: Backend) -> bool:
+        """Suspend it; False when it cannot be suspended (it is to be stopped instead)."""
+        try:
+            await client.suspend(backend.machine_id)
+        except (BadRequest, PreconditionFailed) as exc:
+            log.info("%s (%s): cannot be suspended (%s); stopping it", backend.machine_id,
+                     backend.app, exc.message)
+            return False
         return True
 
 

@@ -68,12 +68,14 @@ def choose(backends: Iterable[Backend], load: Mapping[str, int], region: str,
 
 def wake_candidate(backends: Iterable[Backend], region: str,
                    alive: Callable[[str], bool]) -> Backend | None:
-    """The stopped machine to start: nearest region first, then the oldest."""
+    """The sleeping machine to start: nearest region first, a suspended one (a resume is
+    faster than a start) before a stopped one, then the oldest."""
     sleeping = [b for b in backends if b.state in WAKEABLE_STATES and b.autostart
                 and not b.cordoned and alive(b.worker)]
     if not sleeping:
         return None
-    return min(sleeping, key=lambda b: (b.region != region, b.created_at, b.machine_id))
+    return min(sleeping, key=lambda b: (b.region != region, b.state != "suspended",
+                                        b.created_at, b.machine_id))
 
 
 def autostop_victim(backends: Iterable[Backend], load: Mapping[str, int],

@@ -161,6 +161,10 @@ class WorkerClient(JsonClient):
         answer = await self.send("POST", machine_path(machine_id, "stop"), body, nonce=nonce)
         return self._read(Done, answer)
 
+    async def suspend(self, machine_id: str, nonce: str | None = None) -> Done:
+        answer = await self.send("POST", machine_path(machine_id, "suspend"), nonce=nonce)
+        return self._read(Done, answer)
+
     async def destroy(self, machine_id: str, force: bool = False,
                       nonce: str | None = None) -> Done:
         answer = await self.send("DELETE", machine_path(machine_id),

@@ -47,6 +47,9 @@ log = logging.getLogger("bodega.worker")
 
 HOUSEKEEPING_INTERVAL = 2.0
 COMPACTION_INTERVAL = 3600.0
+# A suspended machine's frozen process runs on the host too: stopping "every machine"
+# stops it (thawed first) rather than leave it frozen with no worker.
+RUNNING = frozenset({MachineState.STARTED, MachineState.SUSPENDED})
 STOP_ROUNDS = 3  # stop_all_machines: a round stops what the one before let finish starting
 
 
@@ -274,7 +277,7 @@ class Worker:
         self.store.close()
 
     async def stop_all_machines(self) -> None:
-        """Stop every started machine, leased or not, and let none start again.
+        """Stop every started (or suspended) machine, leased or not; let none start again.
 
         Exits seen from now on are not restarted (``drain``); a start already under way (a
         crash loop's, its backoff cut short) is let finish and its machine stopped next round.
@@ -282,8 +285,7 @@ class Worker:
         self.machines.drain()
         for _ in range(STOP_ROUNDS):
             await self.machines.settle()
-            rows = [r for r in queries.list_machines(self.store.db)
-                    if r.state == MachineState.STARTED]
+            rows = [r for r in queries.list_machines(self.store.db) if r.state in RUNNING]
             if not rows:
                 return
             log.info("stopping %d machines before exit", len(rows))
@@ -295,8 +297,7 @@ class Worker:
                 if isinstance(result, Exception):
                     log.warning("%s: could not stop: %s", row.id, result)
         await self.machines.settle()
-        left = [r.id for r in queries.list_machines(self.store.db)
-                if r.state == MachineState.STARTED]
+        left = [r.id for r in queries.list_machines(self.store.db) if r.state in RUNNING]
         if left:
             log.warning("still started after %d rounds of stops: %s", STOP_ROUNDS,
                         ", ".join(left))

@@ -24,7 +24,7 @@ from bodega.model.duration import parse_duration
 from bodega.model.machine import ExitStatus
 from bodega.worker import queries
 from bodega.worker.config import WorkerConfig
-from bodega.worker.drivers.base import Driver, DriverError, Mount, TaskSpec
+from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, TaskSpec
 from bodega.worker.fsm import Effect, Step
 from bodega.worker.identity import machine_identity
 from bodega.worker.network import Network, NetworkError
@@ -157,6 +157,12 @@ class MachineEffects:
                 return Outcome(payload={"pid": handle.pid}, updates={"handle": handle})
             case Effect.STOP_TASK:
                 return await self._stop_task(op)
+            case Effect.FREEZE:
+                await self._freeze(self.machine(op.resource_id))
+                return Outcome()
+            case Effect.THAW:
+                await self._thaw(self.machine(op.resource_id))
+                return Outcome()
             case Effect.TEARDOWN:
                 machine = self.machine(op.resource_id)
                 parking = self.driver.capabilities.parking
@@ -176,9 +182,34 @@ class MachineEffects:
                 return Outcome()
         raise EffectFailed(f"no effect for {step.effect}")
 
+    def _suspend(self) -> Suspend:
+        suspend = self.driver.capabilities.suspend
+        if suspend is None:
+            raise EffectFailed(f"the {self.driver.name} driver cannot suspend a machine")
+        return suspend
+
+    async def _freeze(self, machine: MachineRow) -> None:
+        if machine.handle is None:
+            raise EffectFailed("the machine has no process to suspend")
+        suspend = self._suspend()
+        try:
+            await suspend.suspend(machine.handle)
+        except DriverError:
+            # Half frozen is neither state: thaw it so the machine is truly still started.
+            with contextlib.suppress(DriverError):
+                await suspend.resume(machine.handle)
+            raise
+
+    async def _thaw(self, machine: MachineRow) -> None:
+        if machine.handle is not None:
+            await self._suspend().resume(machine.handle)
+
     async def _stop_task(self, op: Operation) -> Outcome:
         machine = self.machine(op.resource_id)
         handle = machine.handle
+        if op.payload.get("thaw"):
+            # A frozen process cannot act on a signal (nor die of SIGKILL on a v1 freezer).
+            await self._thaw(machine)
         if handle is None or not await self.driver.inspect(handle):
             if handle is None:
                 return Outcome()

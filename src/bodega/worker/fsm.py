@@ -14,6 +14,8 @@ of steps, what an exit means. ``runner.py`` performs the effects.
     restart_machine  restarting ─▶ spawn ─▶ started·
     update_machine   updating ─▶ prepare ─▶ [launch] starting ─▶ spawn ─▶ started·
                                           └▶ [no launch] settled·
+    suspend_machine  suspending ─▶ suspended·                       (freeze; memory kept)
+    resume_machine   resuming ─▶ started·                         (thaw the same run)
     destroy_machine  destroying ─▶ teardown ─▶ destroyed·
     create_volume    provision ─▶ created·
     delete_volume    removing ─▶ destroyed·
@@ -39,7 +41,9 @@ class Effect(StrEnum):
     ATTACH_NETWORK = "attach_network"  # ensure the machine's address and namespace
     PREPARE = "prepare"  # directories, image, rootfs
     SPAWN = "spawn"  # start the task for payload["start_seq"]
-    STOP_TASK = "stop_task"  # signal, SIGKILL after the timeout, wait for the exit
+    STOP_TASK = "stop_task"  # [thaw,] signal, SIGKILL after the timeout, wait for the exit
+    FREEZE = "freeze"  # freeze the run's processes, keeping their memory
+    THAW = "thaw"  # let a frozen run go on
     TEARDOWN = "teardown"  # remove the task's traces and the network
     PROVISION_VOLUME = "provision_volume"
     REMOVE_VOLUME = "remove_volume"
@@ -178,6 +182,25 @@ FSMS: dict[str, Fsm] = {
                      when="!launch"),
             ),
             on_error=(S.FAILED, ("update", "failed")),
+            then=After.WATCH,
+        ),
+        Fsm(
+            "suspend_machine",
+            (
+                Step("suspending", Effect.FREEZE, S.SUSPENDING, ("suspend", "suspending")),
+                Step("suspended", state=S.SUSPENDED, event=("suspend", "suspended")),
+            ),
+            # The effect thaws what it froze before it reports a failure: still running.
+            on_error=(S.STARTED, ("suspend", "failed")),
+        ),
+        Fsm(
+            "resume_machine",
+            (
+                Step("resuming", Effect.THAW, S.STARTING, ("start", "starting")),
+                Step("started", state=S.STARTED, event=("start", "started")),
+            ),
+            # A thaw that failed left the process frozen: the machine is still suspended.
+            on_error=(S.SUSPENDED, ("start", "failed")),
             then=After.WATCH,
         ),
         Fsm(

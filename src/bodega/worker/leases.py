@@ -1,9 +1,8 @@
 """Machine leases: a short exclusive claim that guards mutations (flyctl deploys take them).
 
-While a lease is live, update, start, stop, restart, cordon, uncordon,
-delete and exec need its nonce in the ``fly-machine-lease-nonce`` header;
-reads, metadata, signals and creates are not guarded (suspend is refused
-outright: no driver supports it). Refreshing with the
+While a lease is live, update, start, stop, restart, suspend, cordon,
+uncordon, delete and exec need its nonce in the ``fly-machine-lease-nonce``
+header; reads, metadata, signals and creates are not guarded. Refreshing with the
 nonce keeps the same nonce, as clients expect.
 """
 

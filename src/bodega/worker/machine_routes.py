@@ -163,9 +163,9 @@ class MachineRoutes:
         return json_response(DONE)
 
     async def suspend(self, request: Request) -> Response:
-        self._machine(request)
-        raise BadRequest("unimplemented: suspend is not supported by this worker's driver; "
-                         "use stop", status="unimplemented")
+        row = self._machine(request)
+        await self.machines.suspend(row.id, lease_nonce(request))
+        return json_response(DONE)
 
     async def cordon(self, request: Request) -> Response:
         self.actions.cordon(self._machine(request).id, True, lease_nonce(request))

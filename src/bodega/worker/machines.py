@@ -31,6 +31,7 @@ from bodega.worker.core import (
     Restart,
     Start,
     Stop,
+    Suspend,
     Update,
     decide,
 )
@@ -162,6 +163,12 @@ class MachineService:
         _check_signal(signal)
         await self.lifecycle.run(machine_id, lambda conn: decide(
             self._leased(conn, machine_id, nonce), Restart(signal, timeout)))
+
+    async def suspend(self, machine_id: str, nonce: str | None = None) -> None:
+        """Freeze the machine's process, memory kept; a start resumes it."""
+        can_suspend = self.driver.capabilities.suspend is not None
+        await self.lifecycle.run(machine_id, lambda conn: decide(
+            self._leased(conn, machine_id, nonce), Suspend(can_suspend)))
 
     # -- update ---------------------------------------------------------------------
     async def update(

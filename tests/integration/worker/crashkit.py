@@ -8,6 +8,7 @@ import ipaddress
 import itertools
 import os
 import shutil
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -66,10 +67,16 @@ class CrashWorker:
         if self.daemon is not None:
             await self.daemon.stop()
         await NetnsNetwork(ipaddress.ip_network(self.subnet)).teardown()
-        for controller in ("memory", "cpu"):
+        for controller in ("freezer", "memory", "cpu"):
             scope = Path(f"/sys/fs/cgroup/{controller}/bodega/{self.name}")
             if scope.exists():
                 for child in [c for c in scope.iterdir() if c.is_dir()]:
+                    if controller == "freezer":  # a machine left frozen by a failed test
+                        for pid in (child / "cgroup.procs").read_text().split():
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(int(pid), signal.SIGKILL)
+                        (child / "freezer.state").write_text("THAWED\n")
+                        await asyncio.sleep(0.1)
                     with contextlib.suppress(OSError):
                         child.rmdir()
                 with contextlib.suppress(OSError):

@@ -54,6 +54,10 @@ async def _setup(client: WorkerClient, fsm: str, marker: str) -> str:
     machine = await client.create_machine(body)
     if fsm != "start_machine":
         await client.wait(machine["id"], "started", timeout=30)
+    if fsm == "resume_machine":
+        await until(lambda: len(program_pids(marker)) == 1)
+        await client.suspend(machine["id"])
+        await client.wait(machine["id"], "suspended", timeout=30)
     return str(machine["id"])
 
 
@@ -61,8 +65,11 @@ async def _trigger(client: WorkerClient, fsm: str, mid: str, marker: str) -> Non
     if fsm == "create_machine":
         await _ignore_drop(client.create_machine(
             {"app": "crash", "config": machine_config(marker), "name": "victim"}))
-    elif fsm == "start_machine":
+    elif fsm in ("start_machine", "resume_machine"):  # a start of a suspended one resumes
         await _ignore_drop(client.start(mid))
+    elif fsm == "suspend_machine":
+        await until(lambda: len(program_pids(marker)) == 1)
+        await _ignore_drop(client.suspend(mid))
     elif fsm == "stop_machine":
         await _ignore_drop(client.stop(mid, signal="SIGTERM"))
     elif fsm == "restart_machine":
@@ -115,9 +122,15 @@ async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str
         machines = await client.list_machines("crash")
         assert len(machines) == 1, machines
         mid = machines[0]["id"]
-    expected = {"stop_machine": "stopped", "destroy_machine": "destroyed"}.get(fsm, "started")
+    expected = {"stop_machine": "stopped", "destroy_machine": "destroyed",
+                "suspend_machine": "suspended"}.get(fsm, "started")
     await client.wait(mid, expected, timeout=30)
-    if expected == "started":
+    if fsm in ("suspend_machine", "resume_machine"):
+        # Frozen or thawed, it is the one process that ran before the crash.
+        assert program_pids(marker) == before
+        assert len(before) == 1
+        assert _frozen(before[0]) == (expected == "suspended")
+    if expected in ("started", "suspended"):
         await until(lambda: len(program_pids(marker)) == 1)
         (pid,) = program_pids(marker)
         if step == "spawn" and when == "after":
@@ -125,7 +138,7 @@ async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str
         if fsm == "update_machine":
             assert environ_of(pid).get("VERSION") == "2"
         machine = await client.machine(mid)
-        assert machine["state"] == "started"
+        assert machine["state"] == expected
     else:
         await until(lambda: program_pids(marker) == [])
     if expected == "destroyed":
@@ -148,3 +161,8 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""  # it has exited since it was listed
+
+
+def _frozen(pid: int) -> bool:
+    """The v1 freezer holds a task in uninterruptible sleep."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "D"

@@ -123,3 +123,13 @@ def test_routes_follow_machine_docs() -> None:
     table.put_machine("m1", {**doc, "state": "destroyed"})
     assert table.backends("web") == []
     assert not table.known_app("web")
+
+
+def test_a_suspended_machine_is_woken_before_an_older_stopped_one() -> None:
+    machines = [backend("old", state="stopped", created_at="0"),
+                backend("frozen", state="suspended", created_at="5"),
+                backend("far", state="suspended", region="syd", created_at="0")]
+    woken = wake_candidate(machines, "ams", alive)
+    assert woken is not None
+    assert woken.machine_id == "frozen"  # a resume is faster; the region still comes first
+    assert wake_candidate(machines[::2], "ams", alive) == machines[0]

@@ -23,16 +23,24 @@ from bodega.worker.core.decisions import (
     StepEntered,
     Stimulus,
     Stop,
+    Suspend,
     Then,
     Update,
 )
-from bodega.worker.core.policy import BEGINS, RESTART_WINDOW, after_exit, restart_delay
-from bodega.worker.core.rules import decide, may_begin
+from bodega.worker.core.policy import (
+    BEGINS,
+    RESTART_WINDOW,
+    after_exit,
+    may_begin,
+    restart_delay,
+)
+from bodega.worker.core.rules import decide
 
 __all__ = [
     "BEGINS", "RESTART_WINDOW", "Begin", "Changes", "CheckResult", "Cordon", "Create",
     "Decision", "Destroy", "EventSpec", "ExitDecision", "ExitObserved", "Note",
     "OperationEnded", "OperationFailed", "Recovered", "Restart", "SetMetadata", "Signal",
-    "Sizing", "Start", "StepEntered", "Stimulus", "Stop", "Then", "Update", "after_exit",
+    "Sizing", "Start", "StepEntered", "Stimulus", "Stop", "Suspend", "Then", "Update",
+    "after_exit",
     "decide", "may_begin", "restart_delay",
 ]

@@ -59,6 +59,11 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class Suspend:
+    can_suspend: bool  # the worker's driver can freeze a machine (declares the capability)
+
+
+@dataclass(frozen=True)
 class Cordon:
     cordoned: bool  # out of the proxy's routing, or back in
 
@@ -113,9 +118,9 @@ class CheckResult:
     start_seq: int
 
 
-Stimulus = (Create | Start | Stop | Restart | Update | Destroy | Signal | Cordon | SetMetadata
-            | ExitObserved | StepEntered | OperationFailed | OperationEnded | Recovered
-            | CheckResult)
+Stimulus = (Create | Start | Stop | Restart | Update | Destroy | Signal | Suspend | Cordon
+            | SetMetadata | ExitObserved | StepEntered | OperationFailed | OperationEnded
+            | Recovered | CheckResult)
 
 # -- decisions -------------------------------------------------------------------------------
 

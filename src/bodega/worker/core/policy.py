@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from bodega.model.errors import PreconditionFailed
 from bodega.model.machine import ExitStatus
 from bodega.model.states import MachineState as S
 from bodega.worker.core.decisions import ExitDecision
+from bodega.worker.records import MachineRow
 
 # Where each operation may begin. A state not listed is refused with a clear error;
 # ``None`` means "already there": the call succeeds without doing anything.
@@ -18,6 +20,9 @@ BEGINS: dict[str, dict[str, str | None]] = {
         S.SUSPENDED: "stop",
     },
     "restart_machine": {S.STARTED: "restart"},
+    # A start of a suspended machine resumes it (``core/suspend.py``).
+    "suspend_machine": {S.STARTED: "suspend", S.SUSPENDED: None},
+    "resume_machine": {S.SUSPENDED: "resume", S.STARTED: None},
     "update_machine": {
         S.CREATED: "update", S.STARTED: "update", S.STOPPED: "update", S.FAILED: "update",
         S.SUSPENDED: "update",
@@ -35,6 +40,17 @@ BACKOFF_BASE = 0.1
 BACKOFF_CAP = 10.0
 # on-failure forgives past crashes once a run has lasted this long.
 RESTART_WINDOW = 300.0
+
+
+def may_begin(fsm: str, record: MachineRow) -> bool:
+    """True if ``fsm`` may begin; False if the machine is already where it would lead."""
+    allowed = BEGINS[fsm]
+    if record.state not in allowed:
+        raise PreconditionFailed(
+            f"failed_precondition: cannot {fsm.removesuffix('_machine')} machine {record.id} "
+            f"in state {record.state}"
+        )
+    return allowed[record.state] is not None
 
 
 def after_exit(

@@ -16,7 +16,8 @@ the end of an operation, and what a process's own exit leads to.
     OperationFailed     the operation's state                  its on_error state
     OperationEnded      start, restart, update                 watch the process if started
                         stop, destroy, exit                    spare addresses changed
-    Start               created stopped failed suspended       check room unless held; begin start
+    Start               created stopped failed                 check room unless held; begin start
+                        suspended                              begin resume (core/suspend.py)
                         started                                nothing (already there)
     Stop                started created failed suspended       begin stop
                         stopped                                nothing (already there)
@@ -26,11 +27,12 @@ the end of an operation, and what a process's own exit leads to.
     Destroy             created stopped failed suspended       begin destroy (started: only forced)
                         destroying
     Signal              started                                deliver it
+    Suspend             started                                begin suspend (core/suspend.py)
     Cordon, SetMetadata any                                    cordoned, or the config's metadata
     ExitObserved        started, same run                      restart policy: begin start after
                                                                a backoff, destroy, or exit_machine
                         anything else                          nothing (an operation stopped it)
-    Recovered           started with a process                 watch it
+    Recovered           started or suspended, with a process   watch it
     CheckResult         started, same run, status changed      the check's new state, an event
                         anything else                          nothing (a former run's probe)
 
@@ -69,16 +71,18 @@ from bodega.worker.core.decisions import (
     StepEntered,
     Stimulus,
     Stop,
+    Suspend,
     Then,
     Update,
 )
 from bodega.worker.core.policy import (
-    BEGINS,
     MAX_METADATA_KEYS,
     RESTART_WINDOW,
     after_exit,
+    may_begin,
     restart_delay,
 )
+from bodega.worker.core.suspend import resume, suspend, thawing
 from bodega.worker.fsm import FSMS, After
 from bodega.worker.records import MachineRow
 
@@ -115,6 +119,8 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
                 raise PreconditionFailed(
                     f"failed_precondition: machine {record.id} is {record.state}, not started")
             return NOTHING
+        case Suspend():
+            return suspend(record, stimulus)
         case Cordon():
             return Decision(changes=Changes(cordoned=stimulus.cordoned), notes=(
                 Note("action", "cordon" if stimulus.cordoned else "uncordon", {}),))
@@ -123,22 +129,12 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
         case ExitObserved():
             return _exit_observed(record, stimulus)
         case Recovered():
-            started = record.state == S.STARTED and record.handle is not None
-            return Decision(then=frozenset({Then.WATCH})) if started else NOTHING
+            # A suspended machine's frozen process is re-adopted like a running one.
+            running = record.state in (S.STARTED, S.SUSPENDED) and record.handle is not None
+            return Decision(then=frozenset({Then.WATCH})) if running else NOTHING
         case CheckResult():
             return _check_result(record, stimulus)
     raise TypeError(f"unknown stimulus {stimulus!r}")
-
-
-def may_begin(fsm: str, record: MachineRow) -> bool:
-    """True if ``fsm`` may begin; False if the machine is already where it would lead."""
-    allowed = BEGINS[fsm]
-    if record.state not in allowed:
-        raise PreconditionFailed(
-            f"failed_precondition: cannot {fsm.removesuffix('_machine')} machine {record.id} "
-            f"in state {record.state}"
-        )
-    return allowed[record.state] is not None
 
 
 def _state_changes(state: str | None) -> Changes:
@@ -185,6 +181,8 @@ def _begin_start(record: MachineRow, source: str, delay: float,
 
 
 def _start(record: MachineRow) -> Decision:
+    if record.state == S.SUSPENDED:
+        return resume(record)
     if not may_begin("start_machine", record):
         return Decision(already=True)
     fresh = Changes(restarts=0) if record.state in (S.STOPPED, S.FAILED) else Changes()
@@ -195,7 +193,7 @@ def _stop_or_restart(record: MachineRow, stimulus: Stop | Restart) -> Decision:
     fsm = "stop_machine" if isinstance(stimulus, Stop) else "restart_machine"
     if not may_begin(fsm, record):
         return Decision(already=True)
-    payload: dict[str, object] = {"source": "user"}
+    payload: dict[str, object] = {"source": "user", **thawing(record)}
     if stimulus.signal is not None:
         payload["signal"] = stimulus.signal
     if stimulus.timeout is not None:
@@ -224,7 +222,8 @@ def _update(record: MachineRow, stimulus: Update) -> Decision:
         ),
         new_version=True,
         begin=Begin("update_machine", {"source": "user", "launch": launch,
-                                       "rest_state": str(rest_state), "start_seq": start_seq}),
+                                       "rest_state": str(rest_state), "start_seq": start_seq,
+                                       **thawing(record)}),
     )
 
 
@@ -237,7 +236,7 @@ def _destroy(record: MachineRow, stimulus: Destroy) -> Decision:
             f"failed_precondition: unable to destroy machine {record.id}, not "
             "currently stopped, suspended or failed; stop it first or use force=true"
         )
-    payload: dict[str, object] = {"source": "user"}
+    payload: dict[str, object] = {"source": "user", **thawing(record)}
     if stimulus.force:
         payload.update(signal="SIGKILL", timeout=0.0)
     return Decision(begin=Begin("destroy_machine", payload))

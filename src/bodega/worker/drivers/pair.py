@@ -14,8 +14,10 @@ from pathlib import Path
 from bodega.model.machine import ExitStatus
 from bodega.worker.drivers.base import (
     Capabilities,
+    DriverError,
     ExecResult,
     ProcessInfo,
+    Suspend,
     TaskHandle,
     TaskSpec,
 )
@@ -40,6 +42,25 @@ class PairControl:
         return await self.pair.by_handle(handle).control.ps(handle)
 
 
+class PairSuspend:
+    """Suspend goes to the driver that runs the machine, when that driver can."""
+
+    def __init__(self, pair: DriverPair) -> None:
+        self.pair = pair
+
+    def _of(self, handle: TaskHandle) -> Suspend:
+        suspend = self.pair.by_handle(handle).capabilities.suspend
+        if suspend is None:
+            raise DriverError(f"the {handle.driver} driver cannot suspend a machine here")
+        return suspend
+
+    async def suspend(self, handle: TaskHandle) -> None:
+        await self._of(handle).suspend(handle)
+
+    async def resume(self, handle: TaskHandle) -> None:
+        await self._of(handle).resume(handle)
+
+
 class DriverPair:
     name = "process+oci"
 
@@ -50,6 +71,7 @@ class DriverPair:
             needs_command=True, images=oci.capabilities.images, own_netns=True,
             control=PairControl(self),
             parking=process.capabilities.parking, logs=process.capabilities.logs,
+            suspend=PairSuspend(self) if process.capabilities.suspend else None,
         )
 
     def by_spec(self, spec: TaskSpec) -> ProcessDriver:

@@ -6,8 +6,8 @@ drops its cmd, as Docker does); ``init.cmd`` replaces its cmd. Env is the
 image's, then the machine's on top (the image keeps its own PATH and HOME).
 
 The container gets its own mount, IPC and UTS namespaces but shares the
-worker's pid namespace and the machine's network namespace (the runtime is
-started inside it), so signals, ``ps``, exit codes and the cgroups behave as
+worker's pid namespace and the machine's network namespace (the runtime joins
+it by path), so signals, ``ps``, exit codes and the cgroups behave as
 for a process machine: the program is not pid 1 of a namespace of its own,
 where a plain SIGTERM would be ignored.
 """
@@ -102,8 +102,10 @@ def parse_user(user: str | None, passwd: str, group: str) -> tuple[int, int]:
 def runtime_spec(
     image: ImageConfig, machine: MachineCommand, *, env: dict[str, str], rootfs: str,
     hostname: str, cgroups_path: str | None, user: tuple[int, int],
-    binds: list[tuple[str, str]],
+    binds: list[tuple[str, str]], netns: str | None = None,
 ) -> dict[str, Any]:
+    """The bundle's config; ``netns``, a namespace's path, is joined by the runtime itself
+    (else the container shares the runtime's own network namespace)."""
     mounts: list[dict[str, Any]] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
         {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
@@ -118,7 +120,8 @@ def runtime_spec(
     mounts += [{"destination": guest, "type": "bind", "source": host,
                 "options": ["rbind", "rw"]} for host, guest in binds]
     linux: dict[str, Any] = {
-        "namespaces": [{"type": "mount"}, {"type": "ipc"}, {"type": "uts"}],
+        "namespaces": [{"type": "mount"}, {"type": "ipc"}, {"type": "uts"},
+                       *([{"type": "network", "path": netns}] if netns else [])],
         "maskedPaths": MASKED, "readonlyPaths": READONLY,
     }
     if cgroups_path is not None:

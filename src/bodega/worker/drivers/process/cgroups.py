@@ -60,6 +60,28 @@ class Cgroups:
             dirs.append(self.root / "cpu" / "bodega" / self.scope / machine_id)
         return dirs
 
+    def freezer_dir(self, machine_id: str) -> Path | None:
+        """Where the machine's freezer state lives; None when this host has no freezer.
+
+        On v1 it is the ``freezer`` controller's cgroup of the same name (the one runc's
+        ``cgroupsPath`` makes too), joined only when the machine is suspended, so a start
+        pays no extra cgroup move; on v2 it is the machine's own cgroup.
+        """
+        if self.version == 2:
+            return self.dirs(machine_id)[0]
+        if not (self.root / "freezer").is_dir():
+            return None
+        return self.root / "freezer" / "bodega" / self.scope / machine_id
+
+    def thaw(self, machine_id: str) -> None:
+        """Let the machine's frozen processes run again; nothing if none are frozen."""
+        path = self.freezer_dir(machine_id)
+        if path is None:
+            return
+        name, value = ("cgroup.freeze", "0") if self.version == 2 else ("freezer.state", "THAWED")
+        with contextlib.suppress(FileNotFoundError):
+            (path / name).write_text(f"{value}\n")
+
     def procs_files(self, machine_id: str) -> list[Path]:
         """Where a process writes its pid to join the machine's cgroups."""
         return [d / "cgroup.procs" for d in self.dirs(machine_id)]
@@ -140,6 +162,9 @@ class Cgroups:
         for pid in self.pids(machine_id):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+        # A frozen process only dies of its SIGKILL once thawed (v1 freezer); thawing after
+        # the kill means it never runs another instruction of its own.
+        self.thaw(machine_id)
 
     def remove(self, machine_id: str) -> bool:
         """Remove the machine's cgroups; only empty ones can go, so kill first.
@@ -148,7 +173,9 @@ class Cgroups:
         dies (the kernel frees it asynchronously), so callers that must see it gone retry.
         """
         removed = True
-        for path in self.dirs(machine_id):
+        freezer = self.freezer_dir(machine_id)
+        extra = [freezer] if freezer is not None and self.version == 1 else []
+        for path in [*self.dirs(machine_id), *extra]:
             try:
                 path.rmdir()
             except FileNotFoundError:

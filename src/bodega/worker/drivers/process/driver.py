@@ -30,6 +30,7 @@ from bodega.worker.drivers.base import (
 )
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.control import ProcessControl
+from bodega.worker.drivers.process.freezer import CgroupFreezer
 from bodega.worker.drivers.process.launch import RunFiles, parse_exit_file, wrapper_argv
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
 from bodega.worker.drivers.process.parking import Parking
@@ -56,9 +57,10 @@ class ProcessDriver:
         self.parking = Parking(park_dir, cgroups) if cgroups and park_dir else None
         self.janitor = LogJanitor(log_max_bytes)
         self.control = ProcessControl(self)
+        freezer = CgroupFreezer(cgroups) if cgroups and CgroupFreezer.available(cgroups) else None
         self.capabilities = Capabilities(needs_command=True, own_netns=True,
-                                         control=self.control,
-                                         parking=self.parking, logs=self.janitor)
+                                         control=self.control, parking=self.parking,
+                                         logs=self.janitor, suspend=freezer)
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._handles: dict[tuple[str, str, int], TaskHandle] = {}
         self._exits: dict[tuple[str, str, int], asyncio.Future[ExitStatus]] = {}
@@ -278,6 +280,8 @@ class ProcessDriver:
 
     # -- destroy ----------------------------------------------------------------------
     async def destroy(self, machine_id: str, machine_dir: Path) -> None:
+        if self.cgroups is not None:
+            self.cgroups.thaw(machine_id)  # a frozen process would wait for its SIGKILL
         run = machine_dir / "run"
         for pidfile in sorted(run.glob("*.pid")) if run.exists() else []:
             pid = read_pid(pidfile)

@@ -1,0 +1,122 @@
+"""Suspend for the process driver: the cgroup freezer on the machine's cgroup.
+
+A suspend stops every process of the machine where it stands and keeps its
+memory; a resume thaws them, so the same processes go on (connections, heap
+and all). On a v1 host the machine's processes join its ``freezer`` cgroup
+only now, not at start (each cgroup move costs a start an RCU grace period):
+every process of its memory cgroup is moved in, the cgroup is frozen, and any
+process forked meanwhile is moved in after it (a process joining a frozen
+cgroup freezes). On v2 the machine's one cgroup has ``cgroup.freeze``.
+
+Both halves are idempotent: the worker may die between freezing and recording
+it, and repeats the step when it comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+from bodega.worker.drivers.base import DriverError, TaskHandle
+from bodega.worker.drivers.process.cgroups import Cgroups
+
+FREEZE_TIMEOUT = 10.0  # a process in an uninterruptible sleep delays its freeze; not forever
+POLL = 0.002
+
+
+class CgroupFreezer:
+    def __init__(self, cgroups: Cgroups) -> None:
+        self.cgroups = cgroups
+
+    @staticmethod
+    def available(cgroups: Cgroups) -> bool:
+        return cgroups.freezer_dir("probe") is not None
+
+    async def suspend(self, handle: TaskHandle) -> None:
+        machine_id = handle.machine_id
+        path = self.cgroups.freezer_dir(machine_id)
+        if path is None:
+            raise DriverError("this host's cgroups have no freezer")
+        if not self.cgroups.pids(machine_id):
+            raise DriverError(f"machine {machine_id} has no process to suspend")
+        try:
+            if self.cgroups.version == 2:
+                (path / "cgroup.freeze").write_text("1\n")
+                await self._until(lambda: _v2_frozen(path), machine_id)
+                return
+            path.mkdir(parents=True, exist_ok=True)
+            self._join(path, machine_id)
+            (path / "freezer.state").write_text("FROZEN\n")
+            await self._until(lambda: _v1_state(path) == "FROZEN", machine_id)
+            if self._join(path, machine_id):  # forked before the freeze took: now frozen too
+                await self._until(lambda: _v1_state(path) == "FROZEN", machine_id)
+        except OSError as exc:
+            raise DriverError(f"could not freeze machine {machine_id}: {exc}") from exc
+
+    async def resume(self, handle: TaskHandle) -> None:
+        try:
+            self.cgroups.thaw(handle.machine_id)
+        except OSError as exc:
+            raise DriverError(f"could not thaw machine {handle.machine_id}: {exc}") from exc
+
+    def freezing(self, machine_id: str) -> bool:
+        """Frozen, or on the way (asked to freeze): what a thaw has to undo."""
+        path = self.cgroups.freezer_dir(machine_id)
+        if path is None:
+            return False
+        if self.cgroups.version == 2:
+            try:
+                return (path / "cgroup.freeze").read_text().strip() == "1"
+            except FileNotFoundError:
+                return False
+        return _v1_state(path) != "THAWED"
+
+    def _join(self, path: Path, machine_id: str) -> bool:
+        """Move every process of the machine into its freezer cgroup; True if any moved.
+
+        Repeated until a pass moves nothing, so a process forked by one not yet moved
+        (and so born outside) is moved by the next pass.
+        """
+        moved_any = False
+        for _ in range(100):
+            inside = _pids(path / "cgroup.procs")
+            missing = [pid for pid in self.cgroups.pids(machine_id) if pid not in inside]
+            if not missing:
+                return moved_any
+            for pid in missing:
+                with contextlib.suppress(ProcessLookupError):  # exited since it was listed
+                    (path / "cgroup.procs").write_text(f"{pid}\n")
+            moved_any = True
+        raise DriverError(f"machine {machine_id} forks faster than it can be frozen")
+
+    async def _until(self, done: Callable[[], bool], machine_id: str) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FREEZE_TIMEOUT
+        while not done():
+            if loop.time() > deadline:
+                raise DriverError(f"machine {machine_id} did not freeze within "
+                                  f"{FREEZE_TIMEOUT:.0f}s")
+            await asyncio.sleep(POLL)
+
+
+def _v1_state(path: Path) -> str:
+    try:
+        return (path / "freezer.state").read_text().strip()
+    except FileNotFoundError:
+        return "THAWED"
+
+
+def _v2_frozen(path: Path) -> bool:
+    try:
+        return "frozen 1" in (path / "cgroup.events").read_text().splitlines()
+    except FileNotFoundError:
+        return False
+
+
+def _pids(procs: Path) -> set[int]:
+    try:
+        return {int(line) for line in procs.read_text().split()}
+    except FileNotFoundError:
+        return set()
