@@ -1,13 +1,14 @@
 """Health checks, the shell: probe each started machine's checks, report through the core.
 
 After commits, at most every ``RECONCILE`` seconds, the worker's started
-machines with checks are compared with the probers running: a run (machine, start_seq) with checks gets one task,
-and a task whose run is over (stopped, restarted, updated, destroyed) is
-cancelled. A task probes its checks when due (``core.checks``: after the
-grace period, then every interval), each probe bounded by its timeout and
-closing its connection whatever happens, and hands every result to
-``MachineService.check_result``: the core decides, and only a change of
-status is written (a machine event, and so a republished registry row).
+machines with checks are compared with the probers running: a run
+(machine, start_seq) with checks gets one task, and a task whose run is
+over (stopped, restarted, updated, destroyed) is cancelled. A task probes
+its checks when due (``core.checks``: after the grace period, then every
+interval), each probe bounded by its timeout and closing its connection
+whatever happens, and hands every result to ``MachineService.check_result``:
+the core decides, and only a change of status is written (a machine event,
+and so a republished registry row).
 """
 
 from __future__ import annotations
