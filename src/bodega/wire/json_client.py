@@ -114,14 +114,19 @@ class JsonClient:
         nonce: str | None = None,
         timeout: float | None = None,
         headers: dict[str, str] | None = None,
+        encoded: bytes | None = None,
     ) -> Any:
+        """``json``: a value to encode; ``encoded``: a body already encoded as JSON."""
         headers = {**self.headers, **(headers or {})}
+        if encoded is not None:
+            headers["content-type"] = "application/json"
         total = timeout or self.timeout
         if nonce:
             headers[NONCE_HEADER] = nonce
         try:
             async with self.http.request(
-                method, self.base_url + path, json=json, params=_query(params), headers=headers,
+                method, self.base_url + path, json=json, data=encoded, params=_query(params),
+                headers=headers,
                 timeout=aiohttp.ClientTimeout(total=total,
                                               sock_connect=min(total, CONNECT_TIMEOUT)),
             ) as response:

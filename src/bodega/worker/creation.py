@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,7 +93,9 @@ def record_machine(
         netns=None, cordoned=req.skip_service_registration,
         holds_compute=bool(decision.changes.holds_compute),
         handle=None, start_seq=0, restarts=0, volume_id=volume_id,
-        placement=req.placement, idempotency_key=req.idempotency_key, last_exit=None,
+        placement_json=None if req.placement is None else
+        json.dumps(req.placement, separators=(",", ":")),
+        idempotency_key=req.idempotency_key, last_exit=None,
         created_at=now, updated_at=now,
     )
     queries.insert_machine(conn, row)

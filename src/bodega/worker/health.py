@@ -1,13 +1,14 @@
 """Health checks, the shell: probe each started machine's checks, report through the core.
 
-Every ``RECONCILE`` seconds the worker's started machines are compared with
-the probers running: a run (machine, start_seq) with checks gets one task,
-and a task whose run is over (stopped, restarted, updated, destroyed) is
-cancelled. A task probes its checks when due (``core.checks``: after the
-grace period, then every interval), each probe bounded by its timeout and
-closing its connection whatever happens, and hands every result to
-``MachineService.check_result``: the core decides, and only a change of
-status is written (a machine event, and so a republished registry row).
+After commits, at most every ``RECONCILE`` seconds, the worker's started
+machines with checks are compared with the probers running: a run
+(machine, start_seq) with checks gets one task, and a task whose run is
+over (stopped, restarted, updated, destroyed) is cancelled. A task probes
+its checks when due (``core.checks``: after the grace period, then every
+interval), each probe bounded by its timeout and closing its connection
+whatever happens, and hands every result to ``MachineService.check_result``:
+the core decides, and only a change of status is written (a machine event,
+and so a republished registry row).
 """
 
 from __future__ import annotations
@@ -92,20 +93,26 @@ class HealthChecks:
         self.tasks: dict[tuple[str, int], asyncio.Task[Any]] = {}
 
     async def run(self) -> None:
+        # Reconcile after commits only, at most every RECONCILE seconds: an idle worker (or
+        # one of a thousand in a process) reads nothing, and a busy one reads once per burst.
+        changed = asyncio.Event()
+        self.store.on_commit(lambda _resource: changed.set())
         try:
             while True:
+                changed.clear()
                 try:
                     self.reconcile()
                 except Exception:
                     log.exception("reconciling health checks failed")
                 await asyncio.sleep(RECONCILE)
+                await changed.wait()
         finally:
             await self.close()
 
     def reconcile(self) -> None:
         wanted: dict[tuple[str, int], MachineRow] = {}
-        for row in queries.list_machines(self.store.db):
-            if row.state == "started" and core.specs(row.config):
+        for row in queries.started_with_checks(self.store.db):
+            if core.specs(row.config):
                 wanted[(row.id, row.start_seq)] = row
         for key in [k for k in self.tasks if k not in wanted]:
             self.tasks.pop(key).cancel()

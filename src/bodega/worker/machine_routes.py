@@ -206,6 +206,6 @@ class MachineRoutes:
 
     async def placement(self, request: Request) -> Response:
         row = self._machine(request)
-        if row.placement is None:
+        if row.placement_json is None:
             raise NotFound(f"no placement record for machine {row.id}")
-        return json_response(row.placement)
+        return Response(row.placement_json, media_type="application/json")

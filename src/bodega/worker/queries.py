@@ -59,7 +59,7 @@ def insert_machine(conn: sqlite3.Connection, row: MachineRow) -> None:
             _encode(row.config), row.millicpus, row.memory_mb, row.gpus, row.gpu_kind,
             row.ip_index, row.private_ip, row.netns, int(row.cordoned), int(row.holds_compute),
             _encode(row.handle),
-            row.start_seq, row.restarts, row.volume_id, _encode(row.placement),
+            row.start_seq, row.restarts, row.volume_id, row.placement_json,
             row.idempotency_key, _encode(row.last_exit), row.created_at, row.updated_at,
         ),
     )
@@ -111,6 +111,20 @@ def list_machines(
         params.append(MachineState.DESTROYED)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(f"SELECT * FROM machines {where} ORDER BY created_at, id", params)
+    return [MachineRow.from_row(row) for row in rows.fetchall()]
+
+
+def started_with_checks(conn: sqlite3.Connection) -> list[MachineRow]:
+    """Started machines whose config names checks; the rest are never read or decoded.
+
+    Health checks reconcile every quarter second on every worker, so this runs far more
+    often than any create: SQLite's JSON functions skip the rows without checks.
+    """
+    rows = conn.execute(
+        "SELECT * FROM machines WHERE state = ? AND (json_extract(config, '$.checks') IS NOT NULL"
+        " OR EXISTS (SELECT 1 FROM json_each(config, '$.services') AS s"
+        " WHERE json_extract(s.value, '$.checks') IS NOT NULL))",
+        (MachineState.STARTED,))
     return [MachineRow.from_row(row) for row in rows.fetchall()]
 
 

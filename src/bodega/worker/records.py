@@ -48,7 +48,9 @@ class MachineRow:
     start_seq: int
     restarts: int
     volume_id: str | None
-    placement: dict[str, Any] | None
+    # The broker's placement record as stored, JSON text: only ``GET .../placement`` reads
+    # it, and rows are read on every step, so it is never decoded on the way.
+    placement_json: str | None
     idempotency_key: str | None
     last_exit: ExitStatus | None
     created_at: float
@@ -68,7 +70,7 @@ class MachineRow:
             holds_compute=bool(row["holds_compute"]),
             handle=TaskHandle.from_json(json.loads(row["handle"])) if row["handle"] else None,
             start_seq=row["start_seq"], restarts=row["restarts"], volume_id=row["volume_id"],
-            placement=json.loads(row["placement"]) if row["placement"] else None,
+            placement_json=row["placement"],
             idempotency_key=row["idempotency_key"],
             last_exit=ExitStatus(**last_exit) if last_exit else None,
             created_at=row["created_at"], updated_at=row["updated_at"],

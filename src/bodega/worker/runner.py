@@ -26,6 +26,13 @@ from bodega.worker.store import Operation, Store
 log = logging.getLogger("bodega.worker.runner")
 
 
+def host_local(op: Operation) -> bool:
+    """A machine's steps act on this host only (namespaces, cgroups, processes), so their
+    commits need no fsync of their own (see ``Store.tx``); a volume's data outlives a
+    reboot, so its steps are committed in full."""
+    return not op.fsm.endswith("_volume")
+
+
 @dataclass(frozen=True)
 class Outcome:
     """What an effect reports: payload additions and column updates for its resource."""
@@ -116,7 +123,7 @@ class Runner:
             step = fsm.step(op.step)
             if step.final:
                 # A final step entered by an older process that died before marking it done.
-                with self.store.tx() as conn:
+                with self.store.tx(host_local=host_local(op)) as conn:
                     op = self.store.advance_operation(
                         conn, op, step=step.name, payload=op.payload, status="done"
                     )
@@ -135,7 +142,7 @@ class Runner:
         self.failpoints.hit(op.fsm, step.name, "after")
         payload = {**op.payload, **outcome.payload}
         following = fsm.after(step.name, payload)
-        with self.store.tx() as conn:
+        with self.store.tx(host_local=host_local(op)) as conn:
             if outcome.updates:
                 if op.fsm.endswith("_volume"):
                     queries.update_volume(conn, op.resource_id, self.store.clock(),
@@ -161,7 +168,7 @@ class Runner:
             event = self.store.new_event(
                 event_spec[0], event_spec[1], "flyd", {"error": error, "step": step.name}
             )
-        with self.store.tx() as conn:
+        with self.store.tx(host_local=host_local(op)) as conn:
             op = self.store.advance_operation(
                 conn, op, step=step.name, payload=payload, status="failed", error=error,
                 event=event,

@@ -59,7 +59,8 @@ class Store:
         self.clock = clock
         # FULL: a commit is on disk before it returns. NORMAL (fsync=False) survives a crash
         # of the worker but not of the host; only simulations of many hosts on one disk use it.
-        self.db = open_database(path, MIGRATIONS, synchronous="FULL" if fsync else "NORMAL")
+        self.synchronous = "FULL" if fsync else "NORMAL"
+        self.db = open_database(path, MIGRATIONS, synchronous=self.synchronous)
         self.db.row_factory = sqlite3.Row
         # Every change to a machine or volume is logged in the transaction that makes it, so
         # the resources ``append`` saw are exactly those a commit changed: listeners (the
@@ -80,11 +81,26 @@ class Store:
         self._listeners.append(listener)
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
+    def tx(self, *, host_local: bool = False) -> Iterator[sqlite3.Connection]:
         """One atomic, durable unit: commits on success, rolls back on any exception.
 
         A full disk (in a statement or at the commit) becomes ``StorageFull``, a clear
-        refusal, with the transaction rolled back so the next one starts clean."""
+        refusal, with the transaction rolled back so the next one starts clean.
+
+        ``host_local``: the commit records a step whose effect lives only on this host (a
+        namespace, a cgroup, a process), so it is not fsynced: it survives a crash of the
+        worker (WAL), and the next full commit makes it durable with everything before it
+        (the WAL is written in order). A power loss that drops it drops the effect too
+        (no process survives a reboot), and recovery performs the step again. Anything
+        answered to a caller is committed in full before the answer."""
+        if host_local and self.synchronous == "FULL":
+            self.db.execute("PRAGMA synchronous = NORMAL")
+            try:
+                with self.tx() as conn:
+                    yield conn
+            finally:
+                self.db.execute("PRAGMA synchronous = FULL")
+            return
         self.db.execute("BEGIN IMMEDIATE")
         self._touched.clear()
         try:

@@ -3,6 +3,7 @@ names it, and nothing happens, never a field silently dropped."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -61,3 +62,23 @@ async def test_the_typed_client_refuses_a_misspelled_field_before_sending() -> N
     finally:
         await client.aclose()
     assert "idempotency_key" in CreateMachineBody.model_fields
+
+
+async def test_a_create_sent_as_pydantics_bytes_keeps_its_placement_record_verbatim(
+    tmp_path: Path,
+) -> None:
+    """The typed client sends the body pydantic encodes; the worker stores the broker's
+    placement record as it came and answers ``GET .../placement`` with the same document."""
+    from bodega.wire.worker_client import wire_body, wire_bytes
+
+    record = {"policy": "utility", "asked": {"cpus": 1, "gpu_kind": None},
+              "regions": [{"region": "ams", "ranked": [{"worker": "w1", "score": 0.5}]}],
+              "note": "naïve ☃"}
+    body = CreateMachineBody.model_validate({"app": "web", "config": CONFIG,
+                                             "skip_launch": True, "placement": record})
+    encoded = wire_bytes(body)
+    assert encoded is not None
+    assert json.loads(encoded) == wire_body(body)
+    async with running_worker(tmp_path) as (_daemon, client):
+        machine = await client.create_machine(body)
+        assert await client.call("GET", machine["id"], "placement") == record

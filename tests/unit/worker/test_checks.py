@@ -36,7 +36,7 @@ def row(**changes: Any) -> MachineRow:
         id="m1", app="web", name="m", region="ams", state=S.STARTED, instance_id="v1",
         config=WEB, millicpus=62, memory_mb=256, gpus=0, gpu_kind=None, ip_index=2,
         private_ip="10.0.0.2", netns=None, cordoned=False, holds_compute=True, handle=handle,
-        start_seq=3, restarts=0, volume_id=None, placement=None, idempotency_key=None,
+        start_seq=3, restarts=0, volume_id=None, placement_json=None, idempotency_key=None,
         last_exit=None, created_at=0.0, updated_at=0.0)
     return replace(base, **changes)
 

@@ -60,7 +60,7 @@ def record(state: str = S.STARTED, **changes: Any) -> MachineRow:
         config=config(), millicpus=62, memory_mb=256, gpus=0, gpu_kind=None, ip_index=2,
         private_ip="10.0.0.2", netns=None, cordoned=False,
         holds_compute=state not in RELEASES_COMPUTE, handle=handle, start_seq=3, restarts=0,
-        volume_id=None, placement=None, idempotency_key=None, last_exit=None,
+        volume_id=None, placement_json=None, idempotency_key=None, last_exit=None,
         created_at=0.0, updated_at=0.0,
     )
     return replace(row, **changes)

@@ -106,3 +106,29 @@ def test_a_full_disk_is_a_clear_refusal_that_leaves_nothing(tmp_path: Path) -> N
     grow()
     assert [e.op_id for e in store.history("r")] == ["o1", "o2"]
     store.close()
+
+
+def test_a_host_local_step_commits_without_fsync_and_everything_else_in_full(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "w.db")
+    with store.tx(host_local=True) as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL: no fsync
+        store.append(conn, op_id="o", resource_id="r", fsm="start", step="spawn", payload={})
+    with store.tx() as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+    with pytest.raises(RuntimeError), store.tx(host_local=True):
+        raise RuntimeError("boom")
+    assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # restored after a failure
+    store.close()
+    again = Store(tmp_path / "w.db")  # a host-local commit survives the worker's restart
+    assert [e.step for e in again.history("r")] == ["spawn"]
+    again.close()
+
+
+def test_a_store_opened_without_fsync_stays_so_for_host_local_steps(tmp_path: Path) -> None:
+    store = Store(tmp_path / "w.db", fsync=False)
+    with store.tx(host_local=True):
+        pass
+    assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 1
+    store.close()
