@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,13 +30,20 @@ def make_worker(config: WorkerConfig) -> tuple[Worker, FakeDriver]:
     return Worker(config, driver=driver, network=network), driver
 
 
-@pytest.fixture
-async def worker(tmp_path: Path) -> AsyncIterator[tuple[Worker, FakeDriver]]:
-    """A worker with a fake driver and host networking, not serving HTTP."""
-    w, driver = make_worker(worker_config(tmp_path))
+@contextlib.asynccontextmanager
+async def running_worker(config: WorkerConfig) -> AsyncIterator[tuple[Worker, FakeDriver]]:
+    """A recovered worker with a fake driver and host networking, closed on the way out."""
+    w, driver = make_worker(config)
     await w.network.setup()
     await w.machines.recover()
     yield w, driver
     await w.machines.settle()
     await w.machines.supervision.close()
     w.store.close()
+
+
+@pytest.fixture
+async def worker(tmp_path: Path) -> AsyncIterator[tuple[Worker, FakeDriver]]:
+    """A worker with a fake driver and host networking, not serving HTTP."""
+    async with running_worker(worker_config(tmp_path)) as pair:
+        yield pair
