@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Strategy = Literal["rolling", "immediate", "canary", "bluegreen"]
 STRATEGIES: tuple[Strategy, ...] = ("rolling", "immediate", "canary", "bluegreen")
+RESTING = frozenset({"created", "stopped", "suspended"})
 
 
 class PlanError(ValueError):
@@ -44,6 +45,14 @@ class Current(_Frozen):
     state: str
     region: str
     config: dict[str, Any]
+
+    @property
+    def runs(self) -> bool:
+        """Meant to run: started, or on its way, or failed (a deploy restarts it and waits).
+
+        Only a machine someone put to rest (created, stopped, suspended) stays at rest.
+        """
+        return self.state not in RESTING
 
 
 class Desired(_Frozen):
@@ -168,13 +177,13 @@ def _green(machine: Current, want: Desired) -> Create:
     """A green twin of a blue machine: started if it is, standing by for its primary's twin."""
     primary = (machine.config.get("standbys") or [None])[0]
     return Create(ref=f"green-{machine.id}", group=want.group, config=want.config,
-                  region=machine.region, start=machine.state == "started",
+                  region=machine.region, start=machine.runs,
                   standby_for=f"green-{primary}" if primary else None, role="green")
 
 
 def _update(machine: Current, want: Desired) -> Update:
     return Update(id=machine.id, group=want.group, config=_keep_standbys(machine, want),
-                  started=machine.state == "started")
+                  started=machine.runs)
 
 
 def _rolling(wanted: dict[str, Desired], by_group: dict[str, list[Current]],
@@ -182,8 +191,8 @@ def _rolling(wanted: dict[str, Desired], by_group: dict[str, list[Current]],
     stages: list[Stage] = []
     for group in groups:
         machines = by_group[group]
-        resting = [m for m in machines if m.state != "started"]
-        running = [m for m in machines if m.state == "started"]
+        resting = [m for m in machines if not m.runs]
+        running = [m for m in machines if m.runs]
         if resting:
             stages.append(Stage(name=f"{group}: update stopped machines", wait=False,
                                 actions=[_update(m, wanted[group]) for m in resting]))

@@ -64,12 +64,12 @@ def _template(machines: list[Current]) -> dict[str, Any]:
 def vm_plan(machines: list[Current], guest: dict[str, Any]) -> Plan:
     """Every machine to ``guest``, rolling: stopped ones together, started ones one by one."""
     ordered = sorted(machines, key=lambda m: m.id)
-    resting = [m for m in ordered if m.state != "started"]
-    running = [m for m in ordered if m.state == "started"]
+    resting = [m for m in ordered if not m.runs]
+    running = [m for m in ordered if m.runs]
 
     def update(m: Current) -> Update:
         return Update(id=m.id, group=m.group, config={**m.config, "guest": guest},
-                      started=m.state == "started")
+                      started=m.runs)
 
     stages = [Stage(name="resize stopped machines", wait=False,
                     actions=[update(m) for m in resting])] if resting else []

@@ -53,6 +53,20 @@ def test_rolling_updates_stopped_together_then_one_started_alone_then_pools() ->
     assert all(isinstance(a, Update) and a.config == NEW for s in p.stages for a in s.actions)
 
 
+def test_a_failed_machine_is_updated_as_a_running_one_and_waited_on() -> None:
+    # After a failed release, its machine is failed (or crash looping): the next deploy
+    # (a rollback) must start it again, not leave it at rest like a stopped one.
+    for state in ("failed", "starting", "restarting"):
+        p = plan([want()], [m("m2"), m("m1", state), m("m3", "created")], strategy="rolling")
+        assert steps(p) == [("app: update stopped machines", ["update m3"]),
+                            ("app: update first machine", ["update m1"]),
+                            ("app: update 2-2 of 2", ["update m2"])], state
+        first = p.stages[1].actions[0]
+        assert isinstance(first, Update)
+        assert first.started
+        assert p.stages[1].wait
+
+
 def test_max_unavailable_as_a_fraction_of_the_group() -> None:
     assert pool_size(0.5, 10) == 5
     assert pool_size(0.1, 4) == 1  # never zero
