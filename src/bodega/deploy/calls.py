@@ -1,8 +1,7 @@
-"""The Machines API calls a deploy makes that carry a lease nonce, and the releases extension.
+"""The lease calls a deploy makes, the releases extension and the last log lines.
 
-Thin: each is one request through the typed public client (``MachinesClient``);
-a held lease's nonce goes in the ``fly-machine-lease-nonce`` header, as flyctl
-sends it.
+Thin: each is one request through the typed public client (``MachinesClient``),
+which carries a held lease's nonce on the machine calls themselves.
 """
 
 from __future__ import annotations
@@ -33,24 +32,6 @@ async def acquire_lease(client: MachinesClient, app: str, machine_id: str,
 async def release_lease(client: MachinesClient, app: str, machine_id: str,
                         nonce: str) -> None:
     await client.request("DELETE", _path(app, machine_id, "lease"), nonce=nonce)
-
-
-async def act(client: MachinesClient, app: str, machine_id: str, action: str,
-              nonce: str | None, body: dict[str, Any] | None = None) -> Any:
-    return await client.request("POST", _path(app, machine_id, action), json=body, nonce=nonce)
-
-
-async def update(client: MachinesClient, app: str, machine_id: str, config: dict[str, Any],
-                 *, skip_launch: bool, nonce: str | None) -> dict[str, Any]:
-    return dict(await client.request("POST", _path(app, machine_id),
-                                     json={"config": config, "skip_launch": skip_launch},
-                                     nonce=nonce))
-
-
-async def destroy(client: MachinesClient, app: str, machine_id: str,
-                  nonce: str | None) -> None:
-    await client.request("DELETE", _path(app, machine_id), params={"force": "true"},
-                         nonce=nonce)
 
 
 # -- releases (a bodega extension: /v1/apps/{app}/releases) --------------------------------

@@ -190,14 +190,14 @@ class Executor:
         if action.started:
             await self._cordon(stage, action.id, nonce)
         self.touched.add(action.id)
-        updated = await self._step(action.id, "update", calls.update(
-            self.client, self.app, action.id, action.config, skip_launch=not action.started,
+        updated = await self._step(action.id, "update", self.client.update_machine(
+            self.app, action.id, {"config": action.config, "skip_launch": not action.started},
             nonce=nonce))
         self.report(Progress(stage=stage.name, machine=action.id, message="updated"))
         if action.started and stage.wait:
             await self._healthy(stage, action.id, str(updated.get("instance_id") or ""))
             await self._step(action.id, "uncordon",
-                             calls.act(self.client, self.app, action.id, "uncordon", nonce))
+                             self.client.action(self.app, action.id, "uncordon", nonce=nonce))
         self.outcome.updated.append(action.id)
 
     async def _destroy(self, stage: Stage, action: Destroy) -> None:
@@ -205,13 +205,13 @@ class Executor:
         nonce = self.nonces.get(machine_id)
         await self._cordon(stage, machine_id, nonce)
         await self._step(machine_id, "destroy",
-                         calls.destroy(self.client, self.app, machine_id, nonce))
+                         self.client.destroy(self.app, machine_id, force=True, nonce=nonce))
         self.outcome.destroyed.append(machine_id)
         self.report(Progress(stage=stage.name, machine=machine_id, message="destroyed"))
 
     async def _cordon(self, stage: Stage, machine_id: str, nonce: str | None) -> None:
         await self._step(machine_id, "cordon",
-                         calls.act(self.client, self.app, machine_id, "cordon", nonce))
+                         self.client.action(self.app, machine_id, "cordon", nonce=nonce))
         if self.drain > 0:
             await asyncio.sleep(self.drain)  # the proxy hears of it, in-flight requests end
 
@@ -231,7 +231,7 @@ class Executor:
             if machine_id in self.outcome.destroyed:
                 continue
             with contextlib.suppress(BodegaError):
-                await calls.destroy(self.client, self.app, machine_id, None)
+                await self.client.destroy(self.app, machine_id, force=True)
                 self.outcome.destroyed.append(machine_id)
                 self.report(Progress(stage="clean up", machine=machine_id,
                                      message=f"destroyed {ref}"))

@@ -54,19 +54,22 @@ class MachinesClient(JsonClient):
     async def machine(self, app: str, machine_id: str) -> dict[str, Any]:
         return dict(await self.request("GET", f"/v1/apps/{app}/machines/{machine_id}"))
 
-    async def update_machine(self, app: str, machine_id: str,
-                             body: dict[str, Any]) -> dict[str, Any]:
+    # ``nonce``: a held lease's, sent in the lease header as flyctl sends it.
+    async def update_machine(self, app: str, machine_id: str, body: dict[str, Any],
+                             nonce: str | None = None) -> dict[str, Any]:
         return dict(await self.request("POST", f"/v1/apps/{app}/machines/{machine_id}",
-                                       json=body))
+                                       json=body, nonce=nonce))
 
     async def action(self, app: str, machine_id: str, action: str,
-                     body: dict[str, Any] | None = None, **params: Any) -> Any:
+                     body: dict[str, Any] | None = None, *, nonce: str | None = None,
+                     **params: Any) -> Any:
         return await self.request("POST", f"/v1/apps/{app}/machines/{machine_id}/{action}",
-                                  json=body, params=params or None)
+                                  json=body, params=params or None, nonce=nonce)
 
-    async def destroy(self, app: str, machine_id: str, force: bool = False) -> None:
+    async def destroy(self, app: str, machine_id: str, force: bool = False,
+                      nonce: str | None = None) -> None:
         await self.request("DELETE", f"/v1/apps/{app}/machines/{machine_id}",
-                           params={"force": "true"} if force else None)
+                           params={"force": "true"} if force else None, nonce=nonce)
 
     async def wait(self, app: str, machine_id: str, state: str = "started",
                    timeout: int = 60, version: str | None = None) -> dict[str, Any]:
