@@ -92,7 +92,10 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
     assert ids[0] in releases[0]["failure"]
 
     # A version whose health check fails: the same, after the first machine's checks.
-    await cli.ok("rollback", "--app", app, "2")  # v4: both machines healthy on v2's config
+    # v4: both machines healthy on v2's config, the crashed one too, whether it is
+    # between restarts or has run out of them and rests as "stopped".
+    await cli.ok("rollback", "--app", app, "2")
+    assert [m["state"] for m in await cli.machines(app)] == ["started", "started"]
     ids = sorted(m["id"] for m in await cli.machines(app))
     unhealthy = app_dir(tmp_path, "hello", app, **{'HEALTHY = "true"': 'HEALTHY = "false"'})
     code, _out, err = await cli.run("deploy", "-c", str(unhealthy), "--wait-timeout", "15")

@@ -51,10 +51,36 @@ class DeployResult(BaseModel):
     outcome: Outcome
 
 
-def current_machines(machines: list[dict[str, Any]]) -> list[Current]:
+def current_machines(machines: list[dict[str, Any]],
+                     crashed: frozenset[str] = frozenset()) -> list[Current]:
     return [Current(id=m["id"], state=m["state"], region=m["region"], config=m["config"],
-                    group=(m["config"].get("metadata") or {}).get(GROUP_KEY, DEFAULT_GROUP))
+                    group=(m["config"].get("metadata") or {}).get(GROUP_KEY, DEFAULT_GROUP),
+                    crashed=m["id"] in crashed)
             for m in machines if m["state"] not in ("destroyed", "destroying")]
+
+
+def stopped_by_a_crash(events: list[dict[str, Any]]) -> bool:
+    """Whether a stopped machine's newest event is its process failing, not a stop request."""
+    if not events or events[0].get("type") != "exit":
+        return False
+    status = (events[0].get("request") or {}).get("exit_event") or {}
+    return not status.get("requested_stop") and bool(
+        status.get("exit_code") or status.get("signal") or status.get("oom_killed"))
+
+
+async def app_machines(client: MachinesClient, app: str) -> list[Current]:
+    """The app's machines as the planner sees them; a stopped one is asked how it stopped.
+
+    A machine whose process failed until its restarts ran out rests as ``stopped``
+    too, but it was meant to run: a deploy (or a rollback) restarts it and waits.
+    """
+    machines = await client.machines(app)
+    crashed = set()
+    for machine in machines:
+        if machine["state"] == "stopped" and stopped_by_a_crash(
+                await client.read(app, machine["id"], "events", limit=1)):
+            crashed.add(machine["id"])
+    return current_machines(machines, frozenset(crashed))
 
 
 async def ensure_app(client: MachinesClient, app: str) -> None:
@@ -75,7 +101,7 @@ async def deploy(client: MachinesClient, config: AppConfig, options: DeployOptio
     strategy: Strategy = options.strategy or config.deploy.strategy
     app = config.app
     await ensure_app(client, app)
-    current = current_machines(await client.machines(app))
+    current = await app_machines(client, app)
     base_dir = Path(options.base_dir) if options.base_dir else None
     # Planned before the release is recorded: a deploy that cannot be planned records none.
     _plan(config, current, strategy, options, 0, base_dir)

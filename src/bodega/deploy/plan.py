@@ -45,14 +45,15 @@ class Current(_Frozen):
     state: str
     region: str
     config: dict[str, Any]
+    crashed: bool = False  # stopped because its process failed, not because it was asked to
 
     @property
     def runs(self) -> bool:
-        """Meant to run: started, or on its way, or failed (a deploy restarts it and waits).
+        """Meant to run: started, on its way, failed or crashed (a deploy restarts it and waits).
 
         Only a machine someone put to rest (created, stopped, suspended) stays at rest.
         """
-        return self.state not in RESTING
+        return self.crashed or self.state not in RESTING
 
 
 class Desired(_Frozen):

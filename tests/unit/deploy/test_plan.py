@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from bodega.deploy.deployer import current_machines, stopped_by_a_crash
 from bodega.deploy.plan import (
     Create,
     Current,
@@ -65,6 +66,29 @@ def test_a_failed_machine_is_updated_as_a_running_one_and_waited_on() -> None:
         assert isinstance(first, Update)
         assert first.started
         assert p.stages[1].wait
+
+
+def test_a_machine_stopped_by_its_own_crash_is_started_again_a_stopped_one_rests() -> None:
+    # Once its restarts run out a crashing machine rests as "stopped", like one a user
+    # stopped; only its newest event tells them apart.
+    crash = [{"type": "exit", "status": "stopped", "source": "flyd",
+              "request": {"exit_event": {"exit_code": 3, "requested_stop": False}}}]
+    asked = [{"type": "exit", "status": "stopped", "source": "flyd",
+              "request": {"exit_event": {"exit_code": 143, "requested_stop": True}}}]
+    done = [{"type": "exit", "status": "stopped", "source": "flyd",
+             "request": {"exit_event": {"exit_code": 0, "requested_stop": False}}}]
+    assert stopped_by_a_crash(crash)
+    assert not stopped_by_a_crash(asked)
+    assert not stopped_by_a_crash(done)  # a program that finished is at rest
+    assert not stopped_by_a_crash([{"type": "stop", "status": "stopped"}, *crash])
+    assert not stopped_by_a_crash([])
+    listed = [{"id": i, "state": "stopped", "region": "ams", "config": {"image": "v1"}}
+              for i in ("m1", "m2")]
+    current = current_machines(listed, crashed=frozenset({"m1"}))
+    p = plan([want()], current, strategy="rolling")
+    assert steps(p) == [("app: update stopped machines", ["update m2"]),
+                        ("app: update first machine", ["update m1"])]
+    assert not p.stages[0].actions[0].started  # type: ignore[union-attr]
 
 
 def test_max_unavailable_as_a_fraction_of_the_group() -> None:
