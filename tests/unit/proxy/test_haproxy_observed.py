@@ -80,3 +80,24 @@ def test_haproxy_counters_are_metrics_by_app_and_machine() -> None:
     assert 'bodega_haproxy_frontend_requests_total{frontend="public"} 120.0' in text
     assert "bodega_haproxy_reloads_total 2.0" in text
     assert "s1" not in text  # an empty slot is no machine
+
+
+def test_counters_carry_over_a_reload_and_never_go_back() -> None:
+    # A reload starts a new HAProxy process whose counters are zero: what the old one
+    # counted stays in the metric, which only goes forward.
+    registry = CollectorRegistry()
+    collector = HaproxyCollector()
+    registry.register(collector)
+    slots = {("pool_0", "s0"): ("web", "m1")}
+    collector.update(parse_stat(SHOW_STAT), slots, {"pool_0": "web"}, 2)
+    collector.update(parse_stat(SHOW_STAT.replace(",70,69,1,", ",5,5,0,")), slots,
+                     {"pool_0": "web"}, 3)
+    text = generate_latest(registry).decode()
+    assert 'bodega_haproxy_server_requests_total{app="web",machine="m1"} 75.0' in text
+    assert 'bodega_haproxy_frontend_requests_total{frontend="public"} 240.0' in text
+    # A drop seen without a reload counted (the stats came from the new process first).
+    collector.update(parse_stat(SHOW_STAT.replace(",70,69,1,", ",1,1,0,")), slots,
+                     {"pool_0": "web"}, 3)
+    text = generate_latest(registry).decode()
+    assert 'bodega_haproxy_server_requests_total{app="web",machine="m1"} 76.0' in text
+    assert 'bodega_haproxy_frontend_requests_total{frontend="public"} 240.0' in text

@@ -71,60 +71,93 @@ class CombinedLoad:
             load.seen(machine_id)
 
 
+class CarriedCounters:
+    """HAProxy's counters made monotonic: each reload starts a process whose counters are zero.
+
+    Prometheus counters never go back, so what a process counted is carried over
+    into a base once a reload replaced it (or a counter is seen to drop).
+    """
+
+    def __init__(self) -> None:
+        self.base: dict[tuple[str, ...], int] = {}
+        self.last: dict[tuple[str, ...], int] = {}
+        self.reloads = 0
+
+    def update(self, raw: Mapping[tuple[str, ...], int],
+               reloads: int) -> dict[tuple[str, ...], int]:
+        """The totals for one look at the counters, ``reloads`` being how many there were."""
+        restarted = reloads != self.reloads
+        self.reloads = reloads
+        for key, before in self.last.items():
+            if restarted or raw.get(key, before) < before:
+                self.base[key] = self.base.get(key, 0) + before
+                self.last[key] = 0
+        self.last.update(raw)
+        return {key: self.base.get(key, 0) + self.last.get(key, 0)
+                for key in self.base.keys() | self.last.keys()}
+
+
 class HaproxyCollector(Collector):
     """HAProxy's counters, from the last ``show stat``, as ``bodega_haproxy_*`` metrics.
 
     ``servers`` maps (backend, server) to (app, machine id) for slots that hold a machine;
-    ``apps`` maps a backend's name to the app that owns it.
+    ``apps`` maps a backend's name to the app that owns it. Counters carry over reloads.
     """
 
     def __init__(self) -> None:
-        self.rows: list[StatRow] = []
-        self.servers: dict[tuple[str, str], tuple[str, str]] = {}
-        self.apps: dict[str, str] = {}
+        self.gauges: list[tuple[str, str, int, int]] = []  # app, machine, current, queued
+        self.counters = CarriedCounters()
+        self.totals: dict[tuple[str, ...], int] = {}
         self.reloads = 0
 
     def update(self, rows: Iterable[StatRow], servers: dict[tuple[str, str], tuple[str, str]],
                apps: dict[str, str], reloads: int) -> None:
-        self.rows = list(rows)
-        self.servers = servers
-        self.apps = apps
+        raw: dict[tuple[str, ...], int] = {}
+        gauges = []
+        for row in rows:
+            if row.server == "FRONTEND":
+                raw[("frontend", row.proxy)] = row.requests
+            elif row.server == "BACKEND" and row.proxy in apps:
+                app = apps[row.proxy]
+                for code, n in row.responses:
+                    raw[("responses", app, code)] = n
+                for kind, n in (("connect", row.connect_errors), ("retry", row.retries),
+                                ("redispatch", row.redispatches)):
+                    raw[("errors", app, kind)] = n
+            elif (row.proxy, row.server) in servers:
+                app, machine = servers[(row.proxy, row.server)]
+                raw[("server", app, machine)] = raw.get(("server", app, machine), 0) + row.requests
+                gauges.append((app, machine, row.current, row.queued))
+        self.totals = self.counters.update(raw, reloads)
+        self.gauges = gauges
         self.reloads = reloads
 
     def collect(self) -> Iterator[Any]:
-        requests = CounterMetricFamily("bodega_haproxy_frontend_requests",
-                                       "HTTP requests HAProxy received, by frontend",
-                                       labels=["frontend"])
-        responses = CounterMetricFamily("bodega_haproxy_app_responses",
-                                        "HTTP responses by app and code class",
-                                        labels=["app", "code"])
-        chosen = CounterMetricFamily("bodega_haproxy_server_requests",
-                                     "Requests HAProxy sent to each machine",
-                                     labels=["app", "machine"])
+        families = {
+            "frontend": CounterMetricFamily("bodega_haproxy_frontend_requests",
+                                            "HTTP requests HAProxy received, by frontend",
+                                            labels=["frontend"]),
+            "responses": CounterMetricFamily("bodega_haproxy_app_responses",
+                                             "HTTP responses by app and code class",
+                                             labels=["app", "code"]),
+            "server": CounterMetricFamily("bodega_haproxy_server_requests",
+                                          "Requests HAProxy sent to each machine",
+                                          labels=["app", "machine"]),
+            "errors": CounterMetricFamily("bodega_haproxy_app_errors",
+                                          "Connect errors, retries and redispatches by app",
+                                          labels=["app", "kind"]),
+        }
+        for (family, *labels), n in sorted(self.totals.items()):
+            families[family].add_metric(labels, n)
         current = GaugeMetricFamily("bodega_haproxy_server_current",
                                     "Requests in flight at each machine", labels=["app", "machine"])
         queued = GaugeMetricFamily("bodega_haproxy_server_queued",
                                    "Requests queued for each machine (at its hard limit)",
                                    labels=["app", "machine"])
-        errors = CounterMetricFamily("bodega_haproxy_app_errors",
-                                     "Connect errors, retries and redispatches by app",
-                                     labels=["app", "kind"])
-        for row in self.rows:
-            if row.server == "FRONTEND":
-                requests.add_metric([row.proxy], row.requests)
-            elif row.server == "BACKEND" and row.proxy in self.apps:
-                app = self.apps[row.proxy]
-                for code, n in row.responses:
-                    responses.add_metric([app, code], n)
-                for kind, n in (("connect", row.connect_errors), ("retry", row.retries),
-                                ("redispatch", row.redispatches)):
-                    errors.add_metric([app, kind], n)
-            elif (row.proxy, row.server) in self.servers:
-                app, machine = self.servers[(row.proxy, row.server)]
-                chosen.add_metric([app, machine], row.requests)
-                current.add_metric([app, machine], row.current)
-                queued.add_metric([app, machine], row.queued)
+        for app, machine, in_flight, waiting in self.gauges:
+            current.add_metric([app, machine], in_flight)
+            queued.add_metric([app, machine], waiting)
         reloads = CounterMetricFamily("bodega_haproxy_reloads",
                                       "Seamless reloads (changes of shape) since start")
         reloads.add_metric([], self.reloads)
-        yield from (requests, responses, chosen, current, queued, errors, reloads)
+        yield from (*families.values(), current, queued, reloads)
