@@ -86,6 +86,7 @@ class Autostop:
             log.info("%s (%s): could not stop it: %s", backend.machine_id, backend.app,
                      exc.message)
             return False
+        self.table.mark_rested(backend.machine_id, how)
         self.metrics.autostops.labels(backend.app).inc()
         log.info("%s (%s): idle; %s", backend.machine_id, backend.app, how)
         return True

@@ -185,6 +185,21 @@ class RoutingTable:
         self._changed()
         return backend
 
+    def mark_rested(self, machine_id: str, state: str) -> None:
+        """The proxy itself just stopped or suspended this machine: route nothing more to it.
+
+        Its row says so a gossip round later; until then a request sent to a
+        suspended machine would wait on a frozen process instead of waking it.
+        """
+        backend = self._by_id.get(machine_id)
+        if backend is None:
+            return
+        self._woken.pop(machine_id, None)
+        backend = replace(backend, state=state)
+        self._by_id[machine_id] = backend
+        self._by_app[backend.app][machine_id] = backend
+        self._changed()
+
     def put_app(self, name: str, exists: bool) -> None:
         if exists:
             self._apps.add(name)

@@ -61,3 +61,18 @@ def test_the_proxy_trusts_a_machine_it_woke_until_a_check_fails() -> None:
     failed = table.get("m1")
     assert failed is not None
     assert not usable(failed, lambda _w: True)
+
+
+def test_a_machine_the_proxy_put_to_rest_is_not_routed_before_its_row_says_so() -> None:
+    # Autostop suspended it: a request must wake it, not wait on its frozen process.
+    table = RoutingTable()
+    table.put_machine("m1", doc([check("passing")]))
+    table.mark_rested("m1", "suspended")
+    rested = table.get("m1")
+    assert rested is not None
+    assert rested.state == "suspended"
+    assert not usable(rested, lambda _w: True)
+    table.put_machine("m1", doc([check("passing")]))  # a newer row: it runs again
+    again = table.get("m1")
+    assert again is not None
+    assert usable(again, lambda _w: True)
