@@ -11,7 +11,18 @@ import typer
 
 from bodega.cli.deploy import AppOption, ConfigPath, _reporter, app_name
 from bodega.cli.errors import fail, friendly
-from bodega.cli.session import DEFAULT_API, ApiUrl, Json, Token, call, console, show_json, table
+from bodega.cli.session import (
+    DEFAULT_API,
+    ApiUrl,
+    DrainTime,
+    Json,
+    SmokeTime,
+    Token,
+    call,
+    console,
+    show_json,
+    table,
+)
 from bodega.deploy import calls
 from bodega.deploy.deployer import current_machines
 from bodega.deploy.execute import Executor, Outcome
@@ -77,6 +88,7 @@ def scale_count(
     process_group: Annotated[str, typer.Option(help="Process group")] = "app",
     region: Annotated[str | None, typer.Option(help="Regions, e.g. ams,syd")] = None,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per new machine")] = 120.0,
+    smoke_time: SmokeTime = 10.0,
     api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
 ) -> None:
     """Run COUNT machines of a process group in each region (created or destroyed)."""
@@ -110,7 +122,7 @@ def scale_count(
                                              for i in change.destroy]))
         plan = Plan(strategy="immediate", stages=stages,
                     leases=[a.id for s in stages for a in s.actions if isinstance(a, Destroy)])
-        executor = Executor(client, name, wait_timeout=wait_timeout,
+        executor = Executor(client, name, wait_timeout=wait_timeout, smoke=smoke_time,
                             report=_reporter(json))
         return changes, refused, await executor.run(plan)
 
@@ -140,6 +152,7 @@ def scale_vm(
     size: Annotated[str, typer.Argument(help="A preset: shared-cpu-1x ... performance-8x")],
     app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
     wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 120.0,
+    smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
     api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
 ) -> None:
     """Resize every machine of the app, one at a time."""
@@ -149,8 +162,8 @@ def scale_vm(
 
     async def work(client: MachinesClient) -> Outcome:
         plan = vm_plan(current_machines(await client.machines(name)), guest)
-        return await Executor(client, name, wait_timeout=wait_timeout,
-                              report=_reporter(json)).run(plan)
+        return await Executor(client, name, wait_timeout=wait_timeout, smoke=smoke_time,
+                              drain=drain_time, report=_reporter(json)).run(plan)
 
     outcome = call(api_url, token, work)
     if json:

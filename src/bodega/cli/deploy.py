@@ -16,7 +16,18 @@ import typer
 
 from bodega.cli.deploy_build import built_image
 from bodega.cli.errors import fail, friendly
-from bodega.cli.session import DEFAULT_API, ApiUrl, Json, Token, call, console, show_json, table
+from bodega.cli.session import (
+    DEFAULT_API,
+    ApiUrl,
+    DrainTime,
+    Json,
+    SmokeTime,
+    Token,
+    call,
+    console,
+    show_json,
+    table,
+)
 from bodega.deploy import calls
 from bodega.deploy.config import AppConfig, load
 from bodega.deploy.deployer import DeployOptions, DeployResult, deploy
@@ -80,6 +91,7 @@ def deploy_command(
     wait_timeout: Annotated[float | None, typer.Option(
         help="Seconds each machine has to start and pass its checks")] = None,
     detach: Annotated[bool, typer.Option(help="Do not wait for machines")] = False,
+    smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
     registry: Annotated[str | None, typer.Option(
         help="Registry host:port a Dockerfile's image is pushed to "
              "[default: the one `bodega up` runs]")] = None,
@@ -96,7 +108,7 @@ def deploy_command(
     options = DeployOptions(
         strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
         wait_timeout=wait_timeout if wait_timeout is not None else _seconds(
-            app_config.deploy.wait_timeout),
+            app_config.deploy.wait_timeout), smoke=smoke_time, drain=drain_time,
         who=getpass.getuser(), base_dir=str(config.resolve().parent))
     result = call(api_url, token, lambda c: deploy(c, app_config, options, _reporter(json)))
     _finish(result, json)
@@ -138,6 +150,7 @@ def rollback_command(
     strategy: Annotated[str | None, typer.Option(help="Strategy (default: the release's)")]
     = None,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 300.0,
+    smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
     api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
 ) -> None:
     """Redeploy an earlier release's config with the same deploy machinery."""
@@ -151,7 +164,8 @@ def rollback_command(
         options = DeployOptions(
             strategy=_strategy(strategy) or _strategy(target.get("strategy")),
             image=target.get("image") if target.get("image") != "process" else None,
-            wait_timeout=wait_timeout, who=getpass.getuser(), base_dir=target.get("base_dir"),
+            wait_timeout=wait_timeout, smoke=smoke_time, drain=drain_time,
+            who=getpass.getuser(), base_dir=target.get("base_dir"),
             description=f"rollback to v{target['version']}")
         return await deploy(client, AppConfig.model_validate(target["config"]), options,
                             _reporter(json))

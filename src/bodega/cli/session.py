@@ -31,6 +31,13 @@ Token = Annotated[str | None, typer.Option("--token", envvar=["BODEGA_API_TOKEN"
                                            help="API token (printed by `bodega up`)",
                                            show_default=False)]
 Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer")]
+SmokeTime = Annotated[float, typer.Option(
+    min=0, envvar="BODEGA_SMOKE_TIME",
+    help="Seconds a new machine must run without exiting before its checks count "
+         "(0: no smoke check)")]
+DrainTime = Annotated[float, typer.Option(
+    min=0, envvar="BODEGA_DRAIN_TIME",
+    help="Seconds the proxy gets to finish a machine's requests before it is replaced")]
 App = Annotated[str, typer.Option("--app", "-a", envvar="BODEGA_APP", help="App name")]
 
 console = Console()
