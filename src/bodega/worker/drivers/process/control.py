@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal as signals
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskHandle, TaskSpec
@@ -35,27 +36,8 @@ class ProcessControl:
         if spec.user is not None:
             prefix += ["setpriv", f"--reuid={spec.user[0]}", f"--regid={spec.user[1]}",
                        "--clear-groups", "--"]
-        try:
-            process = await asyncio.create_subprocess_exec(
-                *prefix, *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=spec.env, cwd=spec.machine_dir / "root",
-                start_new_session=True,
-            )
-        except OSError as exc:
-            return ExecResult(exit_code=127, stdout="", stderr=f"exec: {exc}\n")
-        try:
-            out, err = await asyncio.wait_for(process.communicate(stdin), timeout)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signals.SIGKILL)
-            out, err = await process.communicate()
-            return ExecResult(exit_code=124, stdout=_text(out),
-                              stderr=_text(err) + "exec: timed out\n",
-                              exit_signal=signals.SIGKILL)
-        code = process.returncode or 0
-        exit_signal = -code if code < 0 else None
-        return ExecResult(exit_code=128 - code if code < 0 else code, stdout=_text(out),
-                          stderr=_text(err), exit_signal=exit_signal)
+        return await run_bounded([*prefix, *argv], stdin, timeout, env=spec.env,
+                                 cwd=spec.machine_dir / "root")
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         if handle.pid is None or not self.driver.alive(handle):
@@ -80,3 +62,36 @@ class ProcessControl:
 
 def _text(data: bytes) -> str:
     return data[:EXEC_OUTPUT_LIMIT].decode(errors="replace")
+
+
+async def run_bounded(argv: list[str], stdin: bytes | None, timeout: float, *,
+                      env: dict[str, str] | None = None, cwd: Path | None = None,
+                      codes_over_128_are_signals: bool = False) -> ExecResult:
+    """Run a command in a session of its own; past ``timeout`` the whole session is killed.
+
+    A command that cannot be run exits 127 and one killed for its timeout 124, as
+    with ``timeout(1)``. ``codes_over_128_are_signals`` reads 128+N as signal N, for
+    a runner (``runc exec``) that reports its child's death that way.
+    """
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
+        )
+    except OSError as exc:
+        return ExecResult(exit_code=127, stdout="", stderr=f"exec: {exc}\n")
+    try:
+        out, err = await asyncio.wait_for(process.communicate(stdin or b""), timeout)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signals.SIGKILL)
+        out, err = await process.communicate()
+        return ExecResult(exit_code=124, stdout=_text(out), stderr=_text(err) + "exec: timed out\n",
+                          exit_signal=signals.SIGKILL)
+    code = process.returncode or 0
+    if code < 0:
+        return ExecResult(exit_code=128 - code, stdout=_text(out), stderr=_text(err),
+                          exit_signal=-code)
+    signalled = code - 128 if codes_over_128_are_signals and code > 128 else None
+    return ExecResult(exit_code=code, stdout=_text(out), stderr=_text(err),
+                      exit_signal=signalled)
