@@ -64,6 +64,12 @@ async def started_counter(worker: CrashWorker, client: WorkerClient,
     return machine["id"], pid
 
 
+async def suspended(client: WorkerClient, mid: str, nonce: str | None = None) -> None:
+    """Suspend ``mid`` and wait until it is."""
+    await client.suspend(mid, nonce=nonce)
+    await client.wait(mid, "suspended", timeout=30)
+
+
 async def assert_still_frozen(worker: CrashWorker, mid: str, pid: int) -> int:
     assert frozen(pid)
     before = count(worker, mid)
@@ -78,8 +84,7 @@ async def test_suspend_freezes_and_start_resumes_the_same_process(tmp_path: Path
     async with crash_worker(tmp_path) as worker:
         client = await worker.start()
         mid, pid = await started_counter(worker, client, marker)
-        await client.suspend(mid)
-        await client.wait(mid, "suspended", timeout=30)
+        await suspended(client, mid)
         stood = await assert_still_frozen(worker, mid, pid)
         events = await client.call("GET", mid, "events")
         assert [(e["type"], e["status"]) for e in events[:2]] == [
@@ -104,8 +109,7 @@ async def test_stop_and_destroy_of_a_suspended_machine_thaw_it_first(tmp_path: P
     async with crash_worker(tmp_path) as worker:
         client = await worker.start()
         mid, _pid = await started_counter(worker, client, marker)
-        await client.suspend(mid)
-        await client.wait(mid, "suspended", timeout=30)
+        await suspended(client, mid)
         await client.stop(mid, signal="SIGTERM", timeout="20s")
         await client.wait(mid, "stopped", timeout=30)
         exit_event = (await client.call("GET", mid, "events"))[0]
@@ -114,8 +118,7 @@ async def test_stop_and_destroy_of_a_suspended_machine_thaw_it_first(tmp_path: P
         await client.start(mid)
         await client.wait(mid, "started", timeout=30)
         await until(lambda: len(program_pids(marker)) == 1)
-        await client.suspend(mid)
-        await client.wait(mid, "suspended", timeout=30)
+        await suspended(client, mid)
         await client.destroy(mid)  # not forced: a suspended machine may be destroyed
         await client.wait(mid, "destroyed", timeout=30)
         assert program_pids(marker) == []
@@ -132,8 +135,7 @@ async def test_suspend_refusals_use_the_api_error_shape(tmp_path: Path) -> None:
         nonce = lease["data"]["nonce"]
         with pytest.raises(Conflict):
             await client.suspend(mid)  # leased: only the holder may suspend it
-        await client.suspend(mid, nonce=nonce)
-        await client.wait(mid, "suspended", timeout=30)
+        await suspended(client, mid, nonce)
         await client.stop(mid, nonce=nonce)
         await client.wait(mid, "stopped", timeout=30)
         with pytest.raises(PreconditionFailed) as refused:
@@ -163,8 +165,7 @@ async def test_a_worker_killed_with_a_machine_suspended_or_suspending_re_adopts_
         mid, pid = await started_counter(worker, client, marker)
         assert worker.daemon is not None
         if failpoint is None:
-            await client.suspend(mid)
-            await client.wait(mid, "suspended", timeout=30)
+            await suspended(client, mid)
             await worker.daemon.kill9()
         else:
             await client.suspend(mid)  # recorded; the worker dies at the failpoint
@@ -189,8 +190,7 @@ async def test_a_worker_stopping_its_machines_on_exit_stops_suspended_ones(
     async with crash_worker(tmp_path) as worker:
         client = await worker.start(extra=("--stop-machines-on-exit",))
         mid, _pid = await started_counter(worker, client, marker)
-        await client.suspend(mid)
-        await client.wait(mid, "suspended", timeout=30)
+        await suspended(client, mid)
         assert worker.daemon is not None
         await worker.daemon.stop(timeout=60)
         assert worker.daemon.process is not None
