@@ -4,6 +4,7 @@ version, run by the oci driver and reached through the proxy."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -47,7 +48,8 @@ async def test_deploy_builds_the_dockerfile_pushes_it_and_serves_it(tmp_path: Pa
                 built.append(f"{registry}/{app}:v1")
                 machines = await cli.machines(app)
                 assert len(machines) == 2
-                assert {m["config"]["image"] for m in machines} == {built[0]}
+                (v1,) = {m["config"]["image"] for m in machines}
+                assert re.fullmatch(re.escape(built[0]) + "@sha256:[0-9a-f]{64}", v1), v1
                 assert {m["state"] for m in machines} == {"started"}
                 assert "init" not in machines[0]["config"]  # the image's entrypoint runs
                 await until(lambda: serves(cli, app, "v1 page\n"))
@@ -56,11 +58,12 @@ async def test_deploy_builds_the_dockerfile_pushes_it_and_serves_it(tmp_path: Pa
                 await cli.ok("deploy", "-c", str(image_app(apps, app, "v2 page\n")),
                              "--data-dir", data_dir)
                 built.append(f"{registry}/{app}:v2")
-                assert {m["config"]["image"] for m in await cli.machines(app)} == {built[1]}
+                (v2,) = {m["config"]["image"] for m in await cli.machines(app)}
+                assert v2.startswith(built[1] + "@sha256:"), v2  # pinned to what was pushed
                 await until(lambda: serves(cli, app, "v2 page\n"))
                 releases = await cli.json("releases", "--app", app)
                 assert [(r["version"], r["image"]) for r in releases] == [
-                    (2, built[1]), (1, built[0])]
+                    (2, v2), (1, v1)]
 
                 # A [build] dockerfile that is not there: one line, nothing changes.
                 broken = image_app(apps, app, "v3 page\n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Annotated
 
@@ -37,16 +38,19 @@ def cluster_registry(data_dir: Path) -> str:
                      "--registry host:port")
 
 
-def build_commands(context: Path, reference: str, dockerfile: Path | None) -> list[list[str]]:
-    """buildah's build, then its push (plain HTTP to a loopback registry)."""
+def build_commands(context: Path, reference: str, dockerfile: Path | None,
+                   digest_file: Path) -> list[list[str]]:
+    """buildah's build, then its push (plain HTTP to a loopback registry).
+
+    The push writes the digest of the manifest it pushed to ``digest_file``."""
     registry = parse_reference(reference).registry
     tls = "false" if registry.rsplit(":", 1)[0] in LOOPBACK else "true"
     build = ["buildah", "bud", "--quiet", "-t", reference]
     if dockerfile is not None:
         build += ["-f", str(dockerfile)]
     return [[*build, str(context)],
-            ["buildah", "push", "--quiet", f"--tls-verify={tls}", reference,
-             f"docker://{reference}"]]
+            ["buildah", "push", "--quiet", f"--tls-verify={tls}", "--digestfile",
+             str(digest_file), reference, f"docker://{reference}"]]
 
 
 @friendly
@@ -66,17 +70,23 @@ def build(
         raise ValueError(f"{path} is not a directory")
     reference = tag if names_registry(tag) else \
         f"{registry or cluster_registry(data_dir.resolve())}/{tag}"
-    build_and_push(path, reference, file)
+    digest = build_and_push(path, reference, file)
     typer.echo(reference)
+    typer.echo(f"pushed {digest} (pin it as {reference}@{digest})", err=True)
 
 
-def build_and_push(context: Path, reference: str, dockerfile: Path | None) -> None:
-    """Build ``context`` as ``reference`` and push it; ValueError with buildah's last line."""
+def build_and_push(context: Path, reference: str, dockerfile: Path | None) -> str:
+    """Build ``context`` as ``reference`` and push it: the pushed manifest's digest.
+
+    ValueError with buildah's last line when a step fails."""
     if shutil.which("buildah") is None:
         raise ValueError("buildah is not installed: apt-get install -y buildah")
     parse_reference(reference)  # a bad name is refused before anything is built
-    for argv in build_commands(context, reference, dockerfile):
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            lines = (done.stderr or done.stdout).strip().splitlines()
-            raise ValueError(f"{argv[0]} {argv[1]} failed: {lines[-1] if lines else '?'}")
+    with tempfile.TemporaryDirectory(prefix="bodega-build-") as scratch:
+        digest_file = Path(scratch) / "digest"
+        for argv in build_commands(context, reference, dockerfile, digest_file):
+            done = subprocess.run(argv, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                lines = (done.stderr or done.stdout).strip().splitlines()
+                raise ValueError(f"{argv[0]} {argv[1]} failed: {lines[-1] if lines else '?'}")
+        return digest_file.read_text().strip()

@@ -3,7 +3,7 @@
 What to build is ``bodega.deploy.image_build``'s decision; this shell asks the
 cluster for the app's releases (for the tag), runs the same buildah commands as
 ``bodega build`` and returns the reference the deploy then runs with the oci
-driver.
+driver: the tag with the pushed digest, so the machines run what was built.
 """
 
 from __future__ import annotations
@@ -37,5 +37,6 @@ def built_image(config: AppConfig, config_path: Path, image: str | None, registr
     reference = planned.reference(registry or cluster_registry(data_dir.resolve()))
     if not quiet:
         console.print(f"[bold]build[/bold]: {planned.dockerfile.name} -> {reference}")
-    build_and_push(planned.context, reference, planned.dockerfile)
-    return reference
+    digest = build_and_push(planned.context, reference, planned.dockerfile)
+    # Pinned: a deploy runs what it built even if another push reuses the tag meanwhile.
+    return f"{reference}@{digest}"
