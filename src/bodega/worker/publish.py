@@ -102,9 +102,9 @@ class Publisher:
         if self.images is not None:
             capacity["images"] = self.images()
         if capacity != self._capacity:
-            self._capacity = capacity
             self.node.put_owned("workers", self.name,
                                 {**capacity, "updated_at": rfc3339(self.store.clock())})
+            self._capacity = capacity  # once stored: a failed put is retried next time
 
     # ── following the log ────────────────────────────────────────────────────
 
@@ -117,24 +117,27 @@ class Publisher:
                 log.exception("publishing to the registry failed")
 
     def tick(self, now: float) -> None:
-        touched = self._touched()
+        last, touched = self._touched()
         if touched or now >= self._next_refresh:
-            self._next_refresh = now + CAPACITY_REFRESH
             self.publish_capacity()
+            self._next_refresh = now + CAPACITY_REFRESH
         for resource_id in touched:
             self._publish_resource(resource_id)
+        # Only now: a publish that failed (a full disk under the view) is retried from
+        # the same log position next tick, or the resource would stay unpublished.
+        self._seq = last
         if now >= self._next_expiry:
             self._next_expiry = now + EXPIRY_CHECK
             self.expire_destroyed()
 
-    def _touched(self) -> list[str]:
+    def _touched(self) -> tuple[int, list[str]]:
+        """The log's last position, and the resources its entries since ours touched."""
         entries = self.store.db.execute(
             "SELECT seq, resource_id FROM ops WHERE seq > ? ORDER BY seq", (self._seq,)
         ).fetchall()
         if not entries:
-            return []
-        self._seq = int(entries[-1][0])
-        return list(dict.fromkeys(str(resource_id) for _, resource_id in entries))
+            return self._seq, []
+        return int(entries[-1][0]), list(dict.fromkeys(str(r) for _, r in entries))
 
     def _publish_resource(self, resource_id: str) -> None:
         machine = queries.get_machine(self.store.db, resource_id)

@@ -6,6 +6,7 @@ needed to see what the worker publishes.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,3 +116,30 @@ async def test_publishing_everything_deletes_rows_the_worker_no_longer_has(
     publisher(w, node).publish_all()
     assert node.get("machines", "m-gone") is None
     assert node.get("machines", mid) is not None
+
+
+async def test_a_publish_that_fails_is_retried_from_the_same_place_in_the_log(
+        worker: W, node: RegistryNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A full disk under the registry's view fails the write: the machine must still be
+    # published once the disk has room, though no new log entry names it.
+    w, _ = worker
+    pub = publisher(w, node)
+    pub.publish_all()
+    mid = await create(w)
+    put_owned = node.put_owned
+
+    def full_disk(table: str, key: str, doc: dict[str, object]) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(node, "put_owned", full_disk)
+    with pytest.raises(sqlite3.OperationalError):
+        pub.tick(0.0)
+    assert node.get("machines", mid) is None
+    monkeypatch.setattr(node, "put_owned", put_owned)
+    pub.tick(0.1)
+    machine = node.get("machines", mid)
+    assert machine is not None
+    assert machine["state"] == "started"
+    doc = node.get("workers", "w1")
+    assert doc is not None
+    assert doc["machines"] == 1  # the capacity row, refused with it, is retried too
