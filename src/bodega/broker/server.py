@@ -28,16 +28,17 @@ from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.openapi import docs_page, openapi_document
 from bodega.broker.org_machines import page, parse_query
-from bodega.broker.platform import Platform, ask_for
+from bodega.broker.platform import Platform
+from bodega.broker.platform_routes import platform_routes
 from bodega.broker.readiness import RETRY_AFTER, Gate
 from bodega.broker.releases import release_routes
 from bodega.broker.secret_routes import secret_routes
 from bodega.broker.secrets import AppSecrets
+from bodega.broker.volume_routes import volume_routes
 from bodega.broker.volumes import Volumes
 from bodega.model.errors import BadRequest
 from bodega.model.ids import new_ulid
 from bodega.model.limits import check_metadata_key
-from bodega.model.machine_config import Guest, preset
 from bodega.wire import fly
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import (
@@ -115,17 +116,8 @@ class BrokerApi:
             r(f"{m}/metadata/{{key}}", self.metadata_key, "GET"),
             r(f"{m}/metadata/{{key}}", self.metadata_key, "POST"),
             r(f"{m}/metadata/{{key}}", self.metadata_key, "DELETE"),
-            r("/v1/apps/{app}/volumes", self.list_volumes, "GET"),
-            r("/v1/apps/{app}/volumes", self.create_volume, "POST"),
-            r("/v1/apps/{app}/volumes/{vid}", self.get_volume, "GET"),
-            r("/v1/apps/{app}/volumes/{vid}", self.update_volume, "PUT"),
-            r("/v1/apps/{app}/volumes/{vid}", self.delete_volume, "DELETE"),
-            r("/v1/apps/{app}/volumes/{vid}/extend", self.extend_volume, "PUT"),
-            r("/v1/apps/{app}/volumes/{vid}/snapshots", self.volume_snapshots, "GET"),
-            r("/v1/platform/placements", self.placements, "POST"),
-            r("/v1/platform/regions", self.regions, "GET"),
-            r("/v1/cluster/members", self.members, "GET", gated=False),
-            r("/v1/cluster/workers", self.workers, "GET", gated=False),
+            *volume_routes(r, self.volumes),
+            *platform_routes(r, self.platform),
         ]
         return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})
@@ -345,70 +337,3 @@ class BrokerApi:
         if result is None:
             return Response(status_code=204 if status == 200 else status)
         return json_response(result, status)
-
-    # -- volumes -----------------------------------------------------------------------------
-    async def list_volumes(self, request: Request, who: Principal) -> Response:
-        return json_response(self.volumes.list(request.path_params["app"],
-                                               query_bool(request, "include_deleted")))
-
-    async def create_volume(self, request: Request, who: Principal) -> Response:
-        body = await read_model(request, fly.CreateVolumeRequest)
-        return json_response(await self.volumes.create(request.path_params["app"], body))
-
-    async def get_volume(self, request: Request, who: Principal) -> Response:
-        return await self._volume(request, "GET")
-
-    async def update_volume(self, request: Request, who: Principal) -> Response:
-        body = await read_model(request, fly.UpdateVolumeRequest)
-        return await self._volume(request, "PUT", body=wire.UpdateVolumeBody(
-            snapshot_retention=body.snapshot_retention,
-            auto_backup_enabled=body.auto_backup_enabled))
-
-    async def delete_volume(self, request: Request, who: Principal) -> Response:
-        return await self._volume(request, "DELETE")
-
-    async def extend_volume(self, request: Request, who: Principal) -> Response:
-        body = await read_model(request, fly.ExtendVolumeRequest)
-        return await self._volume(request, "PUT", "extend",
-                                  body=wire.ExtendVolumeBody(size_gb=body.size_gb))
-
-    async def volume_snapshots(self, request: Request, who: Principal) -> Response:
-        self.volumes.locate(request.path_params["app"], request.path_params["vid"])
-        return json_response([])  # snapshots are not taken yet: the honest answer is none
-
-    async def _volume(self, request: Request, method: str, action: str = "",
-                      body: wire.WorkerRequest | None = None) -> Response:
-        return json_response(await self.volumes.forward(
-            request.path_params["app"], request.path_params["vid"], method, action, body))
-
-    # -- platform and cluster ----------------------------------------------------------------
-    async def placements(self, request: Request, who: Principal) -> Response:
-        body = await read_model(request, fly.PlacementsRequest)
-        if body.app is not None:
-            who.check(body.app)
-        return json_response(self.platform.placements(body))
-
-    async def regions(self, request: Request, who: Principal) -> Response:
-        q = request.query_params
-        try:
-            if q.get("size"):
-                kind, cpus, memory = preset(q["size"])
-                guest: Guest | None = Guest(cpu_kind=kind, cpus=cpus, memory_mb=memory)
-            elif q.get("cpus") or q.get("memory_mb"):
-                guest = Guest(cpu_kind=q.get("cpu_kind", "shared"),
-                              cpus=query_int(request, "cpus", 1),
-                              memory_mb=query_int(request, "memory_mb", 256))
-            else:
-                guest = None
-        except ValueError as exc:
-            raise BadRequest(f"invalid_argument: {exc}") from None
-        return json_response(self.platform.regions(ask_for(guest)))
-
-    async def members(self, request: Request, who: Principal) -> Response:
-        who.check_admin("cluster members")
-        return json_response(self.platform.members())
-
-    async def workers(self, request: Request, who: Principal) -> Response:
-        who.check_admin("cluster workers")
-        return json_response(self.platform.workers())
-

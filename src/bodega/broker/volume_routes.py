@@ -1,0 +1,68 @@
+"""``/v1/apps/{app}/volumes``: Fly's volume routes, each handed to the volume's worker.
+
+A volume lives on one worker, as its machine does; ``Volumes`` finds it and
+forwards. Snapshots are not taken yet, so their list is honestly empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bodega.broker.auth import Principal
+from bodega.broker.volumes import Volumes
+from bodega.wire import fly
+from bodega.wire import worker_calls as wire
+from bodega.wire.http import json_response, query_bool, read_model
+
+RouteMaker = Callable[..., Route]
+
+
+def volume_routes(r: RouteMaker, volumes: Volumes) -> list[Route]:
+    async def forward(request: Request, method: str, action: str = "",
+                      body: wire.WorkerRequest | None = None) -> Response:
+        return json_response(await volumes.forward(
+            request.path_params["app"], request.path_params["vid"], method, action, body))
+
+    async def list_volumes(request: Request, who: Principal) -> Response:
+        return json_response(volumes.list(request.path_params["app"],
+                                          query_bool(request, "include_deleted")))
+
+    async def create_volume(request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.CreateVolumeRequest)
+        return json_response(await volumes.create(request.path_params["app"], body))
+
+    async def get_volume(request: Request, who: Principal) -> Response:
+        return await forward(request, "GET")
+
+    async def update_volume(request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.UpdateVolumeRequest)
+        return await forward(request, "PUT", body=wire.UpdateVolumeBody(
+            snapshot_retention=body.snapshot_retention,
+            auto_backup_enabled=body.auto_backup_enabled))
+
+    async def delete_volume(request: Request, who: Principal) -> Response:
+        return await forward(request, "DELETE")
+
+    async def extend_volume(request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.ExtendVolumeRequest)
+        return await forward(request, "PUT", "extend",
+                             body=wire.ExtendVolumeBody(size_gb=body.size_gb))
+
+    async def volume_snapshots(request: Request, who: Principal) -> Response:
+        volumes.locate(request.path_params["app"], request.path_params["vid"])
+        return json_response([])
+
+    one = "/v1/apps/{app}/volumes/{vid}"
+    return [
+        r("/v1/apps/{app}/volumes", list_volumes, "GET"),
+        r("/v1/apps/{app}/volumes", create_volume, "POST"),
+        r(one, get_volume, "GET"),
+        r(one, update_volume, "PUT"),
+        r(one, delete_volume, "DELETE"),
+        r(f"{one}/extend", extend_volume, "PUT"),
+        r(f"{one}/snapshots", volume_snapshots, "GET"),
+    ]
