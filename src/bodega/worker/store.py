@@ -11,6 +11,7 @@ to every other request on this worker.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -67,9 +68,25 @@ class Store:
         # ``/wait`` wake-ups) hear of each, whatever code path made the change.
         self._touched: set[str] = set()
         self._listeners: list[Callable[[str], None]] = []
+        self.syncs = 0  # fsyncs that made commits durable: what group commit saves
+        self._wal_fd: int | None = None
 
     def close(self) -> None:
+        if self._wal_fd is not None:
+            os.close(self._wal_fd)
+            self._wal_fd = None
         self.db.close()
+
+    def sync_wal(self) -> None:
+        """fsync the write-ahead log: every commit written to it so far is then on disk.
+
+        A commit made without its own fsync (``tx(host_local=True)``) is in the WAL, in
+        order; one fsync makes it and everything before it durable. Thread-safe (it only
+        syncs a file), so a group commit runs it off the event loop."""
+        if self._wal_fd is None:
+            self._wal_fd = os.open(f"{self.path}-wal", os.O_RDONLY)
+        os.fsync(self._wal_fd)
+        self.syncs += 1
 
     @property
     def schema_version(self) -> int:
@@ -92,15 +109,21 @@ class Store:
         worker (WAL), and the next full commit makes it durable with everything before it
         (the WAL is written in order). A power loss that drops it drops the effect too
         (no process survives a reboot), and recovery performs the step again. Anything
-        answered to a caller is committed in full before the answer."""
-        if host_local and self.synchronous == "FULL":
+        answered to a caller is committed in full (or ``sync_wal``-ed) before the answer."""
+        synced = self.synchronous == "FULL"
+        if host_local and synced:
             self.db.execute("PRAGMA synchronous = NORMAL")
-            try:
-                with self.tx() as conn:
-                    yield conn
-            finally:
+        try:
+            with self._transaction() as conn:
+                yield conn
+        finally:
+            if host_local and synced:
                 self.db.execute("PRAGMA synchronous = FULL")
-            return
+        if synced and not host_local:
+            self.syncs += 1
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         self.db.execute("BEGIN IMMEDIATE")
         self._touched.clear()
         try:
@@ -110,15 +133,33 @@ class Store:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             self._touched.clear()
-            if isinstance(exc, sqlite3.OperationalError) and \
-                    exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
-                raise StorageFull(f"the worker's disk is full; nothing was recorded ({exc})") \
-                    from exc
-            raise
+            full = storage_error(exc)
+            if full is exc:
+                raise
+            raise full from exc
         touched, self._touched = self._touched, set()
         for resource_id in touched:
             for listener in self._listeners:
                 listener(resource_id)
+
+    @contextmanager
+    def savepoint(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """A part of the open transaction that fails alone: on an exception its changes (and
+        the resources it touched) are undone, the exception goes on, the transaction stays."""
+        touched = set(self._touched)
+        conn.execute("SAVEPOINT part")
+        try:
+            yield
+        except BaseException as exc:
+            if conn.in_transaction:  # SQLite may have rolled the whole transaction back
+                conn.execute("ROLLBACK TO part")
+                conn.execute("RELEASE part")
+            self._touched = touched
+            full = storage_error(exc)
+            if full is exc:
+                raise
+            raise full from exc
+        conn.execute("RELEASE part")
 
     # -- meta -----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -288,6 +329,14 @@ class Store:
                 (keep_after,),
             )
             return cursor.rowcount
+
+
+def storage_error(exc: BaseException) -> BaseException:
+    """``exc``, or a clear refusal (507) if it is SQLite's full disk."""
+    if isinstance(exc, sqlite3.OperationalError) and \
+            exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+        return StorageFull(f"the worker's disk is full; nothing was recorded ({exc})")
+    return exc
 
 
 def _operation(row: sqlite3.Row) -> Operation:

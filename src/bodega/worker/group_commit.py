@@ -1,0 +1,153 @@
+"""Group commit: concurrent creates share one transaction and one fsync.
+
+A create's first durable record is the worker's costliest write (a full
+fsync before the answer). Creates that arrive within one event-loop turn, or
+while the previous group's fsync is in flight, join one group::
+
+    join ──> queue ──(one loop turn)──> BEGIN
+                                        ├─ SAVEPOINT, member 1, RELEASE (or ROLLBACK TO)
+                                        ├─ SAVEPOINT, member 2, RELEASE
+                                        └─ COMMIT (no fsync) ──> fsync of the WAL, off the loop
+                                                                 └─> every member answered
+
+Each member's checks (capacity, names, idempotency) run in its own savepoint
+after the members before it, so the group decides exactly as the same creates
+one after another would, and one member's refusal rolls back only its own
+part. A failed COMMIT (a full disk) rolls back the whole group: every member
+fails and nothing of the group is left. No member is answered before the
+fsync that makes the group durable; while it runs the loop keeps serving and
+the next group forms.
+
+``GroupQueue`` and ``answers`` are the pure decisions; ``GroupCommit`` is the
+thin shell that runs the transaction and the fsync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from bodega.model.errors import Unavailable
+from bodega.worker.store import Store
+
+log = logging.getLogger("bodega.worker.group_commit")
+
+T = TypeVar("T")
+Body = Callable[[sqlite3.Connection], Any]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one member's part of the transaction came to: a value, or its own error."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass
+class GroupQueue(Generic[T]):
+    """Who waits for the next group, and whether a group is being committed (pure)."""
+
+    waiting: list[T] = field(default_factory=list)
+    committing: bool = False
+
+    def join(self, member: T) -> bool:
+        """Queue ``member``; True if nothing is committing, so a commit must be started."""
+        self.waiting.append(member)
+        if self.committing:
+            return False
+        self.committing = True
+        return True
+
+    def take(self) -> list[T]:
+        """The next group (everyone waiting); empty means the committer may stop."""
+        group, self.waiting = self.waiting, []
+        if not group:
+            self.committing = False
+        return group
+
+
+def answers(parts: list[Outcome], commit_error: BaseException | None) -> list[Outcome]:
+    """Each member's answer: its own error, else the group's, else its value."""
+    if commit_error is None:
+        return parts
+    return [part if part.error is not None else Outcome(error=commit_error) for part in parts]
+
+
+@dataclass
+class _Member:
+    body: Body
+    answer: asyncio.Future[Any]
+
+
+class GroupCommit:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.queue: GroupQueue[_Member] = GroupQueue()
+        self.groups = 0  # committed groups (tests and metrics count them)
+        self._committer: asyncio.Task[None] | None = None
+        self._synced = asyncio.Event()  # set whenever no commit waits for its fsync
+        self._synced.set()
+
+    def submit(self, body: Body) -> asyncio.Future[Any]:
+        """Run ``body(conn)`` in the next group; the future holds its result once durable."""
+        member = _Member(body, asyncio.get_running_loop().create_future())
+        if self.queue.join(member):
+            self._committer = asyncio.create_task(self._commit_groups())
+        return member.answer
+
+    async def durable(self) -> None:
+        """Wait until every commit made so far is on disk (a retry answering what a group
+        in flight made must not get ahead of that group's fsync)."""
+        while not self._synced.is_set():
+            await self._synced.wait()
+
+    async def _commit_groups(self) -> None:
+        while True:
+            await asyncio.sleep(0)  # one loop turn: creates arriving with this one join it
+            group = self.queue.take()
+            if not group:
+                return
+            parts, error = self._commit(group)
+            if error is None and self.store.synchronous == "FULL":
+                self._synced.clear()
+                try:
+                    await asyncio.to_thread(self.store.sync_wal)
+                except OSError as exc:  # committed but maybe not on disk: answer no one yes
+                    log.error("group commit: fsync failed: %s", exc)
+                    error = Unavailable(f"the worker could not make its record durable: {exc}")
+                finally:
+                    self._synced.set()
+            for member, answer in zip(group, answers(parts, error), strict=True):
+                if member.answer.done():
+                    continue
+                if answer.error is not None:
+                    member.answer.set_exception(answer.error)
+                else:
+                    member.answer.set_result(answer.value)
+
+    def _commit(self, group: list[_Member]) -> tuple[list[Outcome], BaseException | None]:
+        """One transaction for the group, committed without its fsync (the caller syncs)."""
+        parts: list[Outcome] = []
+        try:
+            with self.store.tx(host_local=True) as conn:
+                for member in group:
+                    parts.append(self._part(conn, member.body))
+                    if not conn.in_transaction:  # SQLite rolled the group back (a full disk)
+                        raise parts[-1].error or RuntimeError("the transaction was lost")
+        except Exception as exc:  # the COMMIT failed: the whole group is undone
+            parts += [Outcome()] * (len(group) - len(parts))
+            return parts, exc
+        self.groups += 1
+        return parts, None
+
+    def _part(self, conn: sqlite3.Connection, body: Body) -> Outcome:
+        try:
+            with self.store.savepoint(conn):
+                return Outcome(value=body(conn))
+        except Exception as exc:
+            return Outcome(error=exc)
