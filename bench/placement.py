@@ -9,7 +9,7 @@ Prints creates/s, p50 and p99 create latency, the ratio to the ceiling, and
 the time to rank 1,000 workers (measured in this process, with the same code).
 
     python -m bench.placement [--workers 1000] [--hosts 2] [--creates 5000] [--concurrency 64]
-                              [--fsync]
+                              [--fsync] [--cpus 64] [--memory-mb 65536]
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ async def main(args: argparse.Namespace) -> None:
             out = base / f"hosts-{h}.json"
             hosts.append(spawn("workers", "--count", str(count), "--prefix", "w",
                                "--offset", str(h), "--stride", str(args.hosts),
+                               "--cpus", str(args.cpus), "--memory-mb", str(args.memory_mb),
                                "--out", str(out), *(["--fsync"] if args.fsync else [])))
             files.append(out)
         processes = list(hosts)
@@ -159,6 +160,8 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--policy", default="utility")
     parser.add_argument("--sample", type=int, default=0)
+    parser.add_argument("--cpus", type=int, default=64, help="each worker's cpus")
+    parser.add_argument("--memory-mb", type=int, default=65536, help="each worker's memory")
     parser.add_argument("--fsync", action="store_true",
                         help="the null workers commit durably (full fsync), as real workers do")
     asyncio.run(main(parser.parse_args()))
