@@ -124,7 +124,6 @@ class MachineService:
             earlier = queries.machine_by_idempotency_key(self.store.db, req.app,
                                                         req.idempotency_key)
             if earlier is not None:
-                await self.lifecycle.group.durable()  # the first try's group may be syncing
                 return earlier, None
         recorded = Recorded()
         # The machine is durably created (its first step is committed): like the Machines

@@ -11,7 +11,6 @@ to every other request on this worker.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -68,25 +67,10 @@ class Store:
         # ``/wait`` wake-ups) hear of each, whatever code path made the change.
         self._touched: set[str] = set()
         self._listeners: list[Callable[[str], None]] = []
-        self.syncs = 0  # fsyncs that made commits durable: what group commit saves
-        self._wal_fd: int | None = None
+        self.syncs = 0  # commits made durable by their own fsync: what group commit saves
 
     def close(self) -> None:
-        if self._wal_fd is not None:
-            os.close(self._wal_fd)
-            self._wal_fd = None
         self.db.close()
-
-    def sync_wal(self) -> None:
-        """fsync the write-ahead log: every commit written to it so far is then on disk.
-
-        A commit made without its own fsync (``tx(host_local=True)``) is in the WAL, in
-        order; one fsync makes it and everything before it durable. Thread-safe (it only
-        syncs a file), so a group commit runs it off the event loop."""
-        if self._wal_fd is None:
-            self._wal_fd = os.open(f"{self.path}-wal", os.O_RDONLY)
-        os.fdatasync(self._wal_fd)  # what SQLite itself calls: the data and the file's size
-        self.syncs += 1
 
     @property
     def schema_version(self) -> int:
@@ -109,21 +93,19 @@ class Store:
         worker (WAL), and the next full commit makes it durable with everything before it
         (the WAL is written in order). A power loss that drops it drops the effect too
         (no process survives a reboot), and recovery performs the step again. Anything
-        answered to a caller is committed in full (or ``sync_wal``-ed) before the answer."""
+        answered to a caller is committed in full before the answer."""
         synced = self.synchronous == "FULL"
         if host_local and synced:
             self.db.execute("PRAGMA synchronous = NORMAL")
         try:
-            with self._transaction() as conn:
+            with self._transaction(fsynced=synced and not host_local) as conn:
                 yield conn
         finally:
             if host_local and synced:
                 self.db.execute("PRAGMA synchronous = FULL")
-        if synced and not host_local:
-            self.syncs += 1
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, *, fsynced: bool) -> Iterator[sqlite3.Connection]:
         self.db.execute("BEGIN IMMEDIATE")
         self._touched.clear()
         try:
@@ -137,6 +119,7 @@ class Store:
             if full is exc:
                 raise
             raise full from exc
+        self.syncs += fsynced
         touched, self._touched = self._touched, set()
         for resource_id in touched:
             for listener in self._listeners:

@@ -80,19 +80,17 @@ def test_a_failed_commit_fails_every_member_and_a_member_keeps_its_own_error() -
 async def test_concurrent_creates_share_one_commit_and_one_fsync(worker: W) -> None:
     w, _ = worker
     group, syncs = w.machines.lifecycle.group, w.store.syncs
-    synced: list[int] = []
-    sync = w.store.sync_wal
+    seen: dict[str, int] = {}  # each machine: the store's fsync count when it was committed
 
-    def counted_sync() -> None:  # what the group's own fsync saw: syncs made before it
-        synced.append(w.store.syncs - syncs)
-        sync()
+    def committed(resource: str) -> None:
+        seen.setdefault(resource, w.store.syncs - syncs)
 
-    w.store.sync_wal = counted_sync  # type: ignore[method-assign]
+    w.store.on_commit(committed)
     ids = await together(w, *(request() for _ in range(4)))  # as many as 1024 MB hold
     assert all(isinstance(i, str) for i in ids), ids
     assert len(set(ids)) == 4
     assert group.groups == 1
-    assert synced == [0]  # one fsync for the four, and no commit of theirs fsynced before it
+    assert {seen[i] for i in ids} == {1}  # all four made durable by one and the same fsync
     await w.machines.settle()
     assert machine_ids_on_disk(w.store.path) == set(ids)
 
