@@ -50,24 +50,18 @@ class Outcome:
 
 @dataclass
 class GroupQueue(Generic[T]):
-    """Who waits for the next group, and whether a group is being committed (pure)."""
+    """Who waits for the next group (pure)."""
 
     waiting: list[T] = field(default_factory=list)
-    committing: bool = False
 
     def join(self, member: T) -> bool:
-        """Queue ``member``; True if nothing is committing, so a commit must be started."""
+        """Queue ``member``; True if it is the first, so the group's commit must be set."""
         self.waiting.append(member)
-        if self.committing:
-            return False
-        self.committing = True
-        return True
+        return len(self.waiting) == 1
 
     def take(self) -> list[T]:
-        """The next group (everyone waiting); empty means the committer may stop."""
+        """The group: everyone waiting."""
         group, self.waiting = self.waiting, []
-        if not group:
-            self.committing = False
         return group
 
 
@@ -89,39 +83,39 @@ class GroupCommit:
         self.store = store
         self.queue: GroupQueue[_Member] = GroupQueue()
         self.groups = 0  # committed groups (tests and metrics count them)
-        self._committer: asyncio.Task[None] | None = None
 
     def submit(self, body: Body) -> asyncio.Future[Any]:
         """Run ``body(conn)`` in the next group; the future holds its result once durable."""
-        member = _Member(body, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        member = _Member(body, loop.create_future())
         if self.queue.join(member):
-            self._committer = asyncio.create_task(self._commit_groups())
+            # On the next loop turn: the creates that arrive with this one join its group.
+            loop.call_soon(self._commit_group)
         return member.answer
 
-    async def _commit_groups(self) -> None:
-        while True:
-            await asyncio.sleep(0)  # one loop turn: creates arriving with this one join it
-            group = self.queue.take()
-            if not group:
-                return
-            parts, error = self._commit(group)
-            for member, answer in zip(group, answers(parts, error), strict=True):
-                if member.answer.done():
-                    continue
-                if answer.error is not None:
-                    member.answer.set_exception(answer.error)
-                else:
-                    member.answer.set_result(answer.value)
+    def _commit_group(self) -> None:
+        group = self.queue.take()
+        parts, error = self._commit(group)
+        for member, answer in zip(group, answers(parts, error), strict=True):
+            if member.answer.done():
+                continue
+            if answer.error is not None:
+                member.answer.set_exception(answer.error)
+            else:
+                member.answer.set_result(answer.value)
 
     def _commit(self, group: list[_Member]) -> tuple[list[Outcome], BaseException | None]:
         """One durable transaction for the group: each member's part, or its own error."""
         parts: list[Outcome] = []
         try:
             with self.store.tx() as conn:
-                for member in group:
-                    parts.append(self._part(conn, member.body))
-                    if not conn.in_transaction:  # SQLite rolled the group back (a full disk)
-                        raise parts[-1].error or RuntimeError("the transaction was lost")
+                if len(group) == 1:  # alone: its failure is the transaction's, no savepoint
+                    parts.append(Outcome(value=group[0].body(conn)))
+                else:
+                    for member in group:
+                        parts.append(self._part(conn, member.body))
+                        if not conn.in_transaction:  # SQLite rolled it all back (disk full)
+                            raise parts[-1].error or RuntimeError("the transaction was lost")
         except Exception as exc:  # the COMMIT failed: the whole group is undone
             parts += [Outcome()] * (len(group) - len(parts))
             return parts, exc

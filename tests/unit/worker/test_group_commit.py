@@ -58,15 +58,13 @@ def machine_ids_on_disk(path: Path) -> set[str]:
 
 
 # -- the pure decisions -----------------------------------------------------------------
-def test_the_first_to_join_starts_a_commit_and_later_ones_wait_for_the_next_group() -> None:
+def test_the_first_to_join_sets_the_commit_and_the_rest_join_its_group() -> None:
     queue: GroupQueue[str] = GroupQueue()
-    assert queue.join("a") is True
-    assert queue.join("b") is False  # a commit is already coming: b joins its group
+    assert queue.join("a") is True  # the first: its group's commit must be set
+    assert queue.join("b") is False  # a commit is already coming: b joins that group
     assert queue.take() == ["a", "b"]
-    assert queue.join("c") is False  # the group is committing: c waits for the next one
-    assert queue.take() == ["c"]
-    assert queue.take() == []  # nothing waits: the committer stops
-    assert queue.join("d") is True
+    assert queue.take() == []
+    assert queue.join("c") is True  # the next group
 
 
 def test_a_failed_commit_fails_every_member_and_a_member_keeps_its_own_error() -> None:
