@@ -18,9 +18,8 @@ fails and nothing of the group is left. No member is answered before the
 commit, fsync included, returns.
 
 The fsync runs on the loop, as every other commit of the worker's does: on
-this project's disks an fdatasync costs 15-200 us, and handing it to a
-thread cost more CPU (a thread hop and the GIL handed back and forth: about
-0.9 ms per create in ``bench.placement --fsync``) than it saved.
+the disks measured an fdatasync costs 15-200 us, and handing it to a thread
+(a hop per group, the GIL handed back and forth) measured no better.
 
 ``GroupQueue`` and ``answers`` are the pure decisions; ``GroupCommit`` is the
 thin shell that runs the transaction.
