@@ -6,7 +6,8 @@
 A thousand worker processes would not fit on a small machine, so one
 process hosts many real ``Worker``s (each its own SQLite store, ledger and
 HTTP server; the null driver runs no processes; commits are not fsynced,
-since a thousand simulated hosts share one disk; no registry node runs, as
+since a thousand simulated hosts share one disk, unless ``--fsync``, which makes
+each commit durable as a real worker's; no registry node runs, as
 a thousand gossiping nodes in two processes would measure gossip, which
 ``bench/registry.py`` does). The broker is the real ``Broker``, serving the
 real API; its view is filled once from the workers' list, as a registry
@@ -56,7 +57,7 @@ async def workers(args: argparse.Namespace) -> None:
                 name=f"{args.prefix}{number:04}", region=args.region, data_dir=Path(tmp) / str(i),
                 driver="null", totals=Totals(cpus=args.cpus, memory_mb=args.memory_mb,
                                              disk_gb=100),
-                cluster_secret=SECRET, network="host", machine_user=None, fsync=False,
+                cluster_secret=SECRET, network="host", machine_user=None, fsync=args.fsync,
                 gossip=False)
             worker = Worker(config)
             await worker.start()
@@ -100,6 +101,7 @@ def main() -> None:
     w.add_argument("--cpus", type=int, default=64)
     w.add_argument("--memory-mb", type=int, default=65536)
     w.add_argument("--out", required=True)
+    w.add_argument("--fsync", action="store_true", help="commit durably, as a real worker")
     b = sub.add_parser("broker")
     b.add_argument("--workers", required=True)
     b.add_argument("--region", default="ams")

@@ -9,6 +9,7 @@ Prints creates/s, p50 and p99 create latency, the ratio to the ceiling, and
 the time to rank 1,000 workers (measured in this process, with the same code).
 
     python -m bench.placement [--workers 1000] [--hosts 2] [--creates 5000] [--concurrency 64]
+                              [--fsync] [--cpus 64] [--memory-mb 65536]
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ async def main(args: argparse.Namespace) -> None:
             out = base / f"hosts-{h}.json"
             hosts.append(spawn("workers", "--count", str(count), "--prefix", "w",
                                "--offset", str(h), "--stride", str(args.hosts),
-                               "--out", str(out)))
+                               "--cpus", str(args.cpus), "--memory-mb", str(args.memory_mb),
+                               "--out", str(out), *(["--fsync"] if args.fsync else [])))
             files.append(out)
         processes = list(hosts)
         try:
@@ -135,7 +137,8 @@ async def main(args: argparse.Namespace) -> None:
                 except subprocess.TimeoutExpired:
                     process.kill()
     full, p2c = rank_time()
-    print(f"placement: {args.workers} null workers in {args.hosts} processes, one broker "
+    print(f"placement: {args.workers} null workers in {args.hosts} processes"
+          f"{' (commits fsynced)' if args.fsync else ''}, one broker "
           f"({args.policy}{f', p{args.sample}c' if args.sample else ''}), "
           f"{args.concurrency} concurrent clients, {args.creates} requests each")
     report("trivial endpoint (ceiling)", ceiling)
@@ -157,4 +160,8 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--policy", default="utility")
     parser.add_argument("--sample", type=int, default=0)
+    parser.add_argument("--cpus", type=int, default=64, help="each worker's cpus")
+    parser.add_argument("--memory-mb", type=int, default=65536, help="each worker's memory")
+    parser.add_argument("--fsync", action="store_true",
+                        help="the null workers commit durably (full fsync), as real workers do")
     asyncio.run(main(parser.parse_args()))

@@ -8,7 +8,9 @@ caller keeps reading a newer worker's answers while a cluster is upgraded.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+import json
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
 
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import MachineConfig
@@ -61,6 +63,16 @@ class CreateMachineBody(WorkerRequest):
     idempotency_key: str | None = Field(default=None, max_length=128)
     # The broker's placement record, kept and shown as it was sent (GET .../placement).
     placement: dict[str, JsonValue] | None = None
+
+    @field_validator("placement")
+    @classmethod
+    def _json_numbers(cls, value: dict[str, JsonValue] | None,
+                      info: ValidationInfo) -> dict[str, JsonValue] | None:
+        # pydantic's JSON parser reads NaN and Infinity; the record is served back as JSON,
+        # which has neither. (A broker's typed record is encoded by pydantic: NaN as null.)
+        if value is not None and info.mode == "json":
+            json.dumps(value, allow_nan=False)  # ValueError: a clear 400
+        return value
 
 
 class UpdateMachineBody(WorkerRequest):

@@ -16,7 +16,13 @@ from starlette.responses import Response
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, NotFound
 from bodega.wire import worker_calls as wire
-from bodega.wire.http import json_response, query_bool, query_int, read_model
+from bodega.wire.http import (
+    json_response,
+    query_bool,
+    query_int,
+    read_model,
+    read_trusted_model,
+)
 from bodega.wire.json_client import NONCE_HEADER
 from bodega.worker import queries
 from bodega.worker.actions import MachineActions, parse_wait_states
@@ -113,7 +119,9 @@ class MachineRoutes:
         return json_response([self._wire(row, events=False) for row in rows])
 
     async def create_machine(self, request: Request) -> Response:
-        body = await read_model(request, wire.CreateMachineBody)
+        # The broker validated this config already: decode it in one pass, check only what
+        # only this worker can (room, names, ids, its driver's needs) in ``machines.create``.
+        body = await read_trusted_model(request, wire.CreateMachineBody)
         row, nonce = await self.machines.create(create_request(body, self.region,
                                                                owner(request)))
         return json_response(self._wire(row, nonce=nonce))

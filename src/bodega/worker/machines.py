@@ -128,7 +128,8 @@ class MachineService:
         recorded = Recorded()
         # The machine is durably created (its first step is committed): like the Machines
         # API, answer now, in state "created", and let the operation run on; clients /wait.
-        await self.lifecycle.run(machine_id, lambda conn: record_machine(
+        # Creates that come together share that commit and its fsync (``GroupCommit``).
+        await self.lifecycle.run_grouped(machine_id, lambda conn: record_machine(
             conn, req, machine_id, name, ledger=self.ledger, network=self.effects.network,
             ip_range=self.ip_range, clock=self.store.clock, outcome=recorded))
         if recorded.earlier is not None:

@@ -67,6 +67,7 @@ class Store:
         # ``/wait`` wake-ups) hear of each, whatever code path made the change.
         self._touched: set[str] = set()
         self._listeners: list[Callable[[str], None]] = []
+        self.syncs = 0  # commits made durable by their own fsync: what group commit saves
 
     def close(self) -> None:
         self.db.close()
@@ -93,14 +94,18 @@ class Store:
         (the WAL is written in order). A power loss that drops it drops the effect too
         (no process survives a reboot), and recovery performs the step again. Anything
         answered to a caller is committed in full before the answer."""
-        if host_local and self.synchronous == "FULL":
+        synced = self.synchronous == "FULL"
+        if host_local and synced:
             self.db.execute("PRAGMA synchronous = NORMAL")
-            try:
-                with self.tx() as conn:
-                    yield conn
-            finally:
+        try:
+            with self._transaction(fsynced=synced and not host_local) as conn:
+                yield conn
+        finally:
+            if host_local and synced:
                 self.db.execute("PRAGMA synchronous = FULL")
-            return
+
+    @contextmanager
+    def _transaction(self, *, fsynced: bool) -> Iterator[sqlite3.Connection]:
         self.db.execute("BEGIN IMMEDIATE")
         self._touched.clear()
         try:
@@ -110,15 +115,34 @@ class Store:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
             self._touched.clear()
-            if isinstance(exc, sqlite3.OperationalError) and \
-                    exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
-                raise StorageFull(f"the worker's disk is full; nothing was recorded ({exc})") \
-                    from exc
-            raise
+            full = storage_error(exc)
+            if full is exc:
+                raise
+            raise full from exc
+        self.syncs += fsynced
         touched, self._touched = self._touched, set()
         for resource_id in touched:
             for listener in self._listeners:
                 listener(resource_id)
+
+    @contextmanager
+    def savepoint(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """A part of the open transaction that fails alone: on an exception its changes (and
+        the resources it touched) are undone, the exception goes on, the transaction stays."""
+        touched = set(self._touched)
+        conn.execute("SAVEPOINT part")
+        try:
+            yield
+        except BaseException as exc:
+            if conn.in_transaction:  # SQLite may have rolled the whole transaction back
+                conn.execute("ROLLBACK TO part")
+                conn.execute("RELEASE part")
+            self._touched = touched
+            full = storage_error(exc)
+            if full is exc:
+                raise
+            raise full from exc
+        conn.execute("RELEASE part")
 
     # -- meta -----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -288,6 +312,14 @@ class Store:
                 (keep_after,),
             )
             return cursor.rowcount
+
+
+def storage_error(exc: BaseException) -> BaseException:
+    """``exc``, or a clear refusal (507) if it is SQLite's full disk."""
+    if isinstance(exc, sqlite3.OperationalError) and \
+            exc.sqlite_errorcode == sqlite3.SQLITE_FULL:
+        return StorageFull(f"the worker's disk is full; nothing was recorded ({exc})")
+    return exc
 
 
 def _operation(row: sqlite3.Row) -> Operation:

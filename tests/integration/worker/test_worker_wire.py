@@ -82,3 +82,34 @@ async def test_a_create_sent_as_pydantics_bytes_keeps_its_placement_record_verba
     async with running_worker(tmp_path) as (_daemon, client):
         machine = await client.create_machine(body)
         assert await client.call("GET", machine["id"], "placement") == record
+
+
+@pytest.mark.parametrize(("body", "says"), [
+    (b"", "required"),
+    (b"   ", "required"),
+    (b"{not json", "json"),
+    (b"\xff\xfe", "json"),
+    (b'"a string"', "object"),
+    (b'{"app": "web", "config": {"image": "app:1", "guest": {"cpus": NaN}}}', "cpus"),
+    (b'{"app": "web", "config": {"image": "app:1"}, "placement": {"s": [NaN]}}', "placement"),
+    (b'{"app": "web", "config": {"image": "app:1"}, "placement": '
+     + b'{"a": ' * 5000 + b"1" + b"}" * 5000 + b"}", "recursion"),
+    (b'{"app": "web", "config": {"image": "app:1", "env": {"A": 1}}}', "env"),
+    (b'{"app": "", "config": {"image": "app:1"}}', "app"),
+])
+async def test_a_create_sent_straight_to_the_worker_is_checked_in_one_pass(
+    tmp_path: Path, body: bytes, says: str,
+) -> None:
+    """The worker decodes a create with pydantic's JSON parser, not a dict walk, and still
+    answers anything malformed with a 400 in the error shape, never a 500."""
+    import httpx
+
+    async with running_worker(tmp_path) as (daemon, client):
+        async with httpx.AsyncClient() as http:
+            response = await http.post(daemon.url + "/v1/machines", content=body,
+                                       headers=client.headers)
+        assert response.status_code == 400, response.text
+        payload = response.json()
+        assert payload["status"] == "invalid_argument"
+        assert says in payload["error"].lower(), payload
+        assert await client.list_machines(include_deleted=True) == []
