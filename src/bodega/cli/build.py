@@ -64,8 +64,6 @@ def build(
     = Path(".bodega"),
 ) -> None:
     """Build an image from a Dockerfile with buildah and push it; prints its reference."""
-    if shutil.which("buildah") is None:
-        raise ValueError("buildah is not installed: apt-get install -y buildah")
     if not path.is_dir():
         raise ValueError(f"{path} is not a directory")
     reference = tag if names_registry(tag) else \

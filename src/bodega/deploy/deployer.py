@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict
 from bodega.deploy import calls
 from bodega.deploy.config import DEFAULT_GROUP, AppConfig
 from bodega.deploy.execute import Executor, Failure, Outcome, Progress
+from bodega.deploy.health import exit_status
 from bodega.deploy.machine_spec import GROUP_KEY, has_checks, machine_config
 from bodega.deploy.plan import Current, Desired, Plan, Strategy, plan
 from bodega.model.errors import BodegaError, NotFound
@@ -63,7 +64,7 @@ def stopped_by_a_crash(events: list[dict[str, Any]]) -> bool:
     """Whether a stopped machine's newest event is its process failing, not a stop request."""
     if not events or events[0].get("type") != "exit":
         return False
-    status = (events[0].get("request") or {}).get("exit_event") or {}
+    status = exit_status(events[0])
     return not status.get("requested_stop") and bool(
         status.get("exit_code") or status.get("signal") or status.get("oom_killed"))
 
@@ -75,12 +76,12 @@ async def app_machines(client: MachinesClient, app: str) -> list[Current]:
     too, but it was meant to run: a deploy (or a rollback) restarts it and waits.
     """
     machines = await client.machines(app)
-    crashed = set()
-    for machine in machines:
-        if machine["state"] == "stopped" and stopped_by_a_crash(
-                await client.read(app, machine["id"], "events", limit=1)):
-            crashed.add(machine["id"])
-    return current_machines(machines, frozenset(crashed))
+    stopped = [m["id"] for m in machines if m["state"] == "stopped"]
+    newest = await asyncio.gather(*(client.read(app, machine_id, "events", limit=1)
+                                    for machine_id in stopped))
+    crashed = frozenset(machine_id for machine_id, events in zip(stopped, newest, strict=True)
+                        if stopped_by_a_crash(events))
+    return current_machines(machines, crashed)
 
 
 async def ensure_app(client: MachinesClient, app: str) -> None:
@@ -191,7 +192,7 @@ async def run_release_command(client: MachinesClient, config: AppConfig, planned
             events = list(await client.read(config.app, machine_id, "events", limit=50))
             exits = [e for e in events if e.get("type") == "exit"]
             if exits:
-                code = ((exits[0].get("request") or {}).get("exit_event") or {}).get("exit_code")
+                code = exit_status(exits[0]).get("exit_code")
                 if code != 0:
                     lines = await calls.last_log_lines(client, config.app, machine_id)
                     raise ReleaseCommandFailed(machine_id, f"exited with code {code}" + (

@@ -32,13 +32,17 @@ class MachineFailed(Exception):
         self.why = why
 
 
+def exit_status(event: dict[str, Any]) -> dict[str, Any]:
+    """An ``exit`` event's ``exit_event`` (code, signal, requested_stop...); {} if none."""
+    return dict((event.get("request") or {}).get("exit_event") or {})
+
+
 def _exit_detail(event: dict[str, Any]) -> str:
-    request = event.get("request") or {}
-    exit_event = request.get("exit_event") or {}
+    exit_event = exit_status(event)
     if exit_event:
         return f"exit code {exit_event.get('exit_code')}" + (
             f", signal {exit_event['signal']}" if exit_event.get("signal") else "")
-    return str(request.get("error") or event.get("status") or "exited")
+    return str((event.get("request") or {}).get("error") or event.get("status") or "exited")
 
 
 def exits_after(events: list[dict[str, Any]], since_ms: int) -> list[dict[str, Any]]:

@@ -138,8 +138,11 @@ class RoutingTable:
             if backend.checks == WAITING and self._woken_recently(machine_id):
                 # The proxy started it and saw its port accept: trusted until a check fails.
                 backend = replace(backend, checks=PASSING)
-            self._by_id[machine_id] = backend
-            self._by_app.setdefault(backend.app, {})[machine_id] = backend
+            self._put(backend)
+
+    def _put(self, backend: Backend) -> None:
+        self._by_id[backend.machine_id] = backend
+        self._by_app.setdefault(backend.app, {})[backend.machine_id] = backend
 
     def _remove(self, machine_id: str) -> None:
         old = self._by_id.pop(machine_id, None)
@@ -180,8 +183,7 @@ class RoutingTable:
         self._woken[machine_id] = (now + seconds, backend.updated_at)
         checks = PASSING if backend.checks == WAITING else backend.checks
         backend = replace(backend, state="started", checks=checks)
-        self._by_id[machine_id] = backend
-        self._by_app[backend.app][machine_id] = backend
+        self._put(backend)
         self._changed()
         return backend
 
@@ -195,9 +197,7 @@ class RoutingTable:
         if backend is None:
             return
         self._woken.pop(machine_id, None)
-        backend = replace(backend, state=state)
-        self._by_id[machine_id] = backend
-        self._by_app[backend.app][machine_id] = backend
+        self._put(replace(backend, state=state))
         self._changed()
 
     def put_app(self, name: str, exists: bool) -> None:

@@ -108,7 +108,6 @@ class HaproxyCollector(Collector):
         self.gauges: list[tuple[str, str, int, int]] = []  # app, machine, current, queued
         self.counters = CarriedCounters()
         self.totals: dict[tuple[str, ...], int] = {}
-        self.reloads = 0
 
     def update(self, rows: Iterable[StatRow], servers: dict[tuple[str, str], tuple[str, str]],
                apps: dict[str, str], reloads: int) -> None:
@@ -130,7 +129,6 @@ class HaproxyCollector(Collector):
                 gauges.append((app, machine, row.current, row.queued))
         self.totals = self.counters.update(raw, reloads)
         self.gauges = gauges
-        self.reloads = reloads
 
     def collect(self) -> Iterator[Any]:
         families = {
@@ -159,5 +157,5 @@ class HaproxyCollector(Collector):
             queued.add_metric([app, machine], waiting)
         reloads = CounterMetricFamily("bodega_haproxy_reloads",
                                       "Seamless reloads (changes of shape) since start")
-        reloads.add_metric([], self.reloads)
+        reloads.add_metric([], self.counters.reloads)
         yield from (*families.values(), current, queued, reloads)
