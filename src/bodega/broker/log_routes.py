@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -25,11 +25,10 @@ from bodega.broker.auth import Principal
 from bodega.broker.machines import Machines
 from bodega.model.errors import BodegaError, NotFound
 from bodega.wire import logs as wire
-from bodega.wire.http import query_bool
+from bodega.wire.http import RouteMaker, query_bool
 
 log = logging.getLogger("bodega.broker.logs")
 
-RouteMaker = Callable[..., Route]
 CONNECT_TIMEOUT = 10.0
 
 

@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -17,9 +15,7 @@ from bodega.broker.platform import Platform, ask_for
 from bodega.model.errors import BadRequest
 from bodega.model.machine_config import Guest, preset
 from bodega.wire import fly
-from bodega.wire.http import json_response, query_int, read_model
-
-RouteMaker = Callable[..., Route]
+from bodega.wire.http import RouteMaker, json_response, query_int, read_model
 
 
 def platform_routes(r: RouteMaker, platform: Platform) -> list[Route]:

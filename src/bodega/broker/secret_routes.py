@@ -11,10 +11,9 @@ from starlette.routing import Route
 from bodega.broker.auth import Principal
 from bodega.broker.secrets import AppSecrets
 from bodega.wire import fly
-from bodega.wire.http import json_response, read_model
+from bodega.wire.http import RouteMaker, json_response, read_model
 
 Handler = Callable[[Request, Principal], Awaitable[Response]]
-RouteMaker = Callable[..., Route]
 
 
 def secret_routes(r: RouteMaker, secrets: AppSecrets) -> list[Route]:

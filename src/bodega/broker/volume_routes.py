@@ -6,8 +6,6 @@ forwards. Snapshots are not taken yet, so their list is honestly empty.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -16,9 +14,7 @@ from bodega.broker.auth import Principal
 from bodega.broker.volumes import Volumes
 from bodega.wire import fly
 from bodega.wire import worker_calls as wire
-from bodega.wire.http import json_response, query_bool, read_model
-
-RouteMaker = Callable[..., Route]
+from bodega.wire.http import RouteMaker, json_response, query_bool, read_model
 
 
 def volume_routes(r: RouteMaker, volumes: Volumes) -> list[Route]:

@@ -24,9 +24,10 @@ from bodega.cli.session import (
     table,
 )
 from bodega.deploy import calls
+from bodega.deploy.config import DEFAULT_GROUP
 from bodega.deploy.deployer import current_machines
 from bodega.deploy.execute import Executor, Outcome
-from bodega.deploy.machine_spec import RELEASE_KEY
+from bodega.deploy.machine_spec import GROUP_KEY, RELEASE_KEY
 from bodega.deploy.plan import Create, Destroy, Plan, Stage
 from bodega.deploy.scale import RegionChange, count_changes, vm_plan
 from bodega.model.machine_config import preset
@@ -53,7 +54,7 @@ def status_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml
                     "id": m["id"], "name": m["name"], "state": m["state"],
                     "region": m["region"],
                     "process_group": (m["config"].get("metadata") or {}).get(
-                        "fly_process_group", "app"),
+                        GROUP_KEY, DEFAULT_GROUP),
                     "release": (m["config"].get("metadata") or {}).get(RELEASE_KEY),
                     "standby_for": m["config"].get("standbys") or [],
                     "checks": m.get("checks") or [],

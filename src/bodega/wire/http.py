@@ -17,8 +17,12 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import Route
 
 from bodega.model.errors import BadRequest, BodegaError, PayloadTooLarge, Unauthorized
+
+# The broker's factory of authenticated routes: (path, handler, method, *, gated) -> Route.
+RouteMaker = Callable[..., Route]
 
 log = logging.getLogger("bodega.http")
 
