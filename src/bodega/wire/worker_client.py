@@ -38,17 +38,12 @@ from bodega.wire.worker_calls import (
 
 A = TypeVar("A", bound=WorkerAnswer)
 
-__all__ = ["NONCE_HEADER", "WorkerClient", "machine_path", "read_answer", "wire_body",
-           "wire_bytes"]
-
-
-def wire_body(body: WorkerRequest | None) -> dict[str, Any] | None:
-    """A request model as JSON; unset optional fields are left out, as the worker's defaults."""
-    return None if body is None else body.model_dump(mode="json", exclude_none=True)
+__all__ = ["NONCE_HEADER", "WorkerClient", "machine_path", "read_answer", "wire_bytes"]
 
 
 def wire_bytes(body: WorkerRequest | None) -> bytes | None:
-    """``wire_body`` encoded, by pydantic's own serializer: no dict built, no second walk."""
+    """A request model as JSON, encoded by pydantic's own serializer (no dict built, no
+    second walk); unset optional fields are left out, as the worker's defaults."""
     return None if body is None else body.model_dump_json(exclude_none=True).encode()
 
 

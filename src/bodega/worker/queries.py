@@ -117,8 +117,8 @@ def list_machines(
 def started_with_checks(conn: sqlite3.Connection) -> list[MachineRow]:
     """Started machines whose config names checks; the rest are never read or decoded.
 
-    Health checks reconcile every quarter second on every worker, so this runs far more
-    often than any create: SQLite's JSON functions skip the rows without checks.
+    Health checks reconcile after commits, at most every quarter second, on every worker:
+    SQLite's JSON functions skip the rows without checks, which are never decoded.
     """
     rows = conn.execute(
         "SELECT * FROM machines WHERE state = ? AND (json_extract(config, '$.checks') IS NOT NULL"
