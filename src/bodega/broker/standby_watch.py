@@ -56,6 +56,8 @@ class StandbyWatch:
     async def run(self) -> None:
         while True:
             pending = False
+            # Cleared before the look, not after: a member change during it wakes the next.
+            self._nudge.clear()
             try:
                 pending = await self.once()
             except asyncio.CancelledError:
@@ -63,7 +65,6 @@ class StandbyWatch:
             except Exception:
                 log.exception("deciding which standbys to start failed")
                 pending = True
-            self._nudge.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._nudge.wait(),
                                        self.retry if pending else self.sweep)
