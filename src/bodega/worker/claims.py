@@ -7,7 +7,7 @@ import sqlite3
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
 from bodega.model.machine_config import MachineConfig
-from bodega.worker import queries
+from bodega.worker import queries, volume_queries
 from bodega.worker.ledger import CORDON_MESSAGE, CapacityRejected, Ledger
 from bodega.worker.records import MachineRow
 
@@ -44,7 +44,7 @@ def attach_volume(
     volume_id = mounts[0].volume
     if not volume_id:
         raise BadRequest("mounts[0].volume is required")
-    volume = queries.get_volume(conn, volume_id)
+    volume = volume_queries.get_volume(conn, volume_id)
     if volume is None or volume.state == "destroyed" or volume.app != app:
         raise PreconditionFailed(f"volume {volume_id} not found on this host",
                                  status="volume_placement_capacity")
@@ -52,7 +52,7 @@ def attach_volume(
         raise PreconditionFailed(
             f"volume {volume_id} is already attached to machine {volume.attached_machine_id}"
         )
-    queries.update_volume(conn, volume_id, now, attached_machine_id=machine_id)
+    volume_queries.update_volume(conn, volume_id, now, attached_machine_id=machine_id)
     return volume_id
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bodega.model.errors import Conflict
-from bodega.worker import queries
+from bodega.worker import queries, volume_queries
 from bodega.worker.core import Decision, OperationEnded, OperationFailed, StepEntered, Then, decide
 from bodega.worker.fsm import Step
 from bodega.worker.group_commit import GroupCommit
@@ -68,7 +68,7 @@ class Recorder:
         if decision.release:
             row = queries.get_machine(conn, machine_id)
             if row is not None and row.volume_id:
-                queries.update_volume(conn, row.volume_id, now, attached_machine_id=None)
+                volume_queries.update_volume(conn, row.volume_id, now, attached_machine_id=None)
             queries.delete_lease(conn, machine_id)
         if decision.begin is None:
             return None

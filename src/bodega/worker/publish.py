@@ -32,7 +32,7 @@ from typing import Any
 from bodega.model.machine import rfc3339
 from bodega.model.states import MachineState
 from bodega.registry import RegistryNode
-from bodega.worker import queries
+from bodega.worker import queries, volume_queries
 from bodega.worker.ledger import Ledger
 from bodega.worker.records import MachineRow
 from bodega.worker.render import machine_wire, volume_wire
@@ -80,7 +80,7 @@ class Publisher:
             if row.state != DESTROYED or row.updated_at >= horizon:
                 keep["machines"].add(row.id)
                 self._put_machine(row)
-        for volume in queries.list_volumes(self.store.db, include_destroyed=True):
+        for volume in volume_queries.list_volumes(self.store.db, include_destroyed=True):
             if volume.state != DESTROYED or volume.updated_at >= horizon:
                 keep["volumes"].add(volume.id)
                 self.node.put_owned("volumes", volume.id, volume_wire(volume, worker=self.name))
@@ -146,7 +146,7 @@ class Publisher:
             if machine.volume_id:
                 self._publish_resource(machine.volume_id)
             return
-        volume = queries.get_volume(self.store.db, resource_id)
+        volume = volume_queries.get_volume(self.store.db, resource_id)
         if volume is not None:
             self.node.put_owned("volumes", volume.id, volume_wire(volume, worker=self.name))
 

@@ -14,7 +14,7 @@ from bodega.model.machine import ExitStatus
 from bodega.model.states import MachineState
 from bodega.worker.core.checks import CheckStates
 from bodega.worker.drivers.base import TaskHandle
-from bodega.worker.records import LeaseRow, MachineRow, ReservationRow, VolumeRow
+from bodega.worker.records import LeaseRow, MachineRow, ReservationRow
 
 _MACHINE_COLUMNS = frozenset(
     {
@@ -25,7 +25,8 @@ _MACHINE_COLUMNS = frozenset(
 )
 
 
-def _encode(value: Any) -> Any:
+def encode_column(value: Any) -> Any:
+    """A column's value as SQLite stores it: JSON text for documents, 0/1 for booleans."""
     if isinstance(value, TaskHandle):
         return json.dumps(value.to_json())
     if isinstance(value, ExitStatus):
@@ -56,11 +57,11 @@ def insert_machine(conn: sqlite3.Connection, row: MachineRow) -> None:
         f"updated_at) VALUES ({', '.join('?' * 25)})",
         (
             row.id, row.app, row.name, row.region, row.state, row.instance_id,
-            _encode(row.config), row.millicpus, row.memory_mb, row.gpus, row.gpu_kind,
+            encode_column(row.config), row.millicpus, row.memory_mb, row.gpus, row.gpu_kind,
             row.ip_index, row.private_ip, row.netns, int(row.cordoned), int(row.holds_compute),
-            _encode(row.handle),
+            encode_column(row.handle),
             row.start_seq, row.restarts, row.volume_id, row.placement_json,
-            row.idempotency_key, _encode(row.last_exit), row.created_at, row.updated_at,
+            row.idempotency_key, encode_column(row.last_exit), row.created_at, row.updated_at,
         ),
     )
 
@@ -70,7 +71,7 @@ def update_machine(conn: sqlite3.Connection, machine_id: str, now: float, **fiel
     if unknown:
         raise ValueError(f"not machine columns: {sorted(unknown)}")
     assignments = ", ".join(f"{name} = ?" for name in fields)
-    values = [_encode(value) for value in fields.values()]
+    values = [encode_column(value) for value in fields.values()]
     conn.execute(
         f"UPDATE machines SET {assignments}, updated_at = ? WHERE id = ?",
         (*values, now, machine_id),
@@ -230,56 +231,6 @@ def purge_reservations(conn: sqlite3.Connection, before: float) -> int:
         (before, before),
     )
     return cursor.rowcount
-
-
-# -- volumes --------------------------------------------------------------------
-def insert_volume(conn: sqlite3.Connection, row: VolumeRow) -> None:
-    conn.execute(
-        "INSERT INTO volumes (id, app, name, region, size_gb, state, attached_machine_id, "
-        "encrypted, fstype, snapshot_retention, auto_backup_enabled, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            row.id, row.app, row.name, row.region, row.size_gb, row.state,
-            row.attached_machine_id, int(row.encrypted), row.fstype, row.snapshot_retention,
-            int(row.auto_backup_enabled), row.created_at, row.updated_at,
-        ),
-    )
-
-
-_VOLUME_COLUMNS = frozenset(
-    {"size_gb", "state", "attached_machine_id", "snapshot_retention", "auto_backup_enabled"}
-)
-
-
-def update_volume(conn: sqlite3.Connection, volume_id: str, now: float, **fields: Any) -> None:
-    unknown = set(fields) - _VOLUME_COLUMNS
-    if unknown:
-        raise ValueError(f"not volume columns: {sorted(unknown)}")
-    assignments = ", ".join(f"{name} = ?" for name in fields)
-    values = [_encode(value) for value in fields.values()]
-    conn.execute(
-        f"UPDATE volumes SET {assignments}, updated_at = ? WHERE id = ?",
-        (*values, now, volume_id),
-    )
-
-
-def get_volume(conn: sqlite3.Connection, volume_id: str) -> VolumeRow | None:
-    row = conn.execute("SELECT * FROM volumes WHERE id = ?", (volume_id,)).fetchone()
-    return None if row is None else VolumeRow.from_row(row)
-
-
-def list_volumes(
-    conn: sqlite3.Connection, app: str | None = None, include_destroyed: bool = False
-) -> list[VolumeRow]:
-    clauses, params = [], []
-    if app is not None:
-        clauses.append("app = ?")
-        params.append(app)
-    if not include_destroyed:
-        clauses.append("state != 'destroyed'")
-    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    rows = conn.execute(f"SELECT * FROM volumes {where} ORDER BY created_at, id", params)
-    return [VolumeRow.from_row(row) for row in rows.fetchall()]
 
 
 # -- leases ---------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from bodega.model.machine import MachineEvent
 from bodega.runtime.failpoints import Failpoints
-from bodega.worker import queries
+from bodega.worker import queries, volume_queries
 from bodega.worker.fsm import FSMS, Fsm, Step
 from bodega.worker.store import Operation, Store
 
@@ -107,7 +107,7 @@ class Runner:
             return
         state = step.state_for(op.payload)
         if state is not None:
-            queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
+            volume_queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
 
     def begin(
         self, conn: sqlite3.Connection, fsm_name: str, resource_id: str, payload: dict[str, Any]
@@ -145,7 +145,7 @@ class Runner:
         with self.store.tx(host_local=host_local(op)) as conn:
             if outcome.updates:
                 if op.fsm.endswith("_volume"):
-                    queries.update_volume(conn, op.resource_id, self.store.clock(),
+                    volume_queries.update_volume(conn, op.resource_id, self.store.clock(),
                                          **outcome.updates)
                 else:
                     queries.update_machine(conn, op.resource_id, self.store.clock(),
@@ -176,5 +176,5 @@ class Runner:
             if not op.fsm.endswith("_volume"):
                 self.recorder.failed(conn, op)
             elif state is not None:
-                queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
+                volume_queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
         return op

@@ -23,6 +23,7 @@ from bodega.model.errors import StorageFull
 from bodega.model.ids import new_ulid
 from bodega.model.machine import MachineEvent
 from bodega.runtime.sqlite import open_database
+from bodega.worker.log_reader import LogReader
 from bodega.worker.schema import MIGRATIONS
 
 Clock = Callable[[], float]
@@ -41,19 +42,9 @@ class Operation:
     updated_at: float
 
 
-@dataclass(frozen=True)
-class LogEntry:
-    seq: int
-    op_id: str
-    resource_id: str
-    fsm: str
-    step: str
-    payload: dict[str, Any]
-    event: dict[str, Any] | None
-    at: float
+class Store(LogReader):
+    """The store: its transactions, its log and its operations (reads of the log: ``LogReader``)."""
 
-
-class Store:
     def __init__(self, path: Path, clock: Clock = time.time, *, fsync: bool = True) -> None:
         self.path = path
         self.clock = clock
@@ -188,46 +179,6 @@ class Store:
             id=new_ulid(now_ms), type=type_, status=status, source=source,
             timestamp=now_ms, request=request,
         )
-
-    def events(self, resource_id: str, limit: int = 50) -> list[MachineEvent]:
-        """A machine's events, newest first, read straight from the log."""
-        rows = self.db.execute(
-            "SELECT event FROM ops WHERE resource_id = ? AND event IS NOT NULL "
-            "ORDER BY seq DESC LIMIT ?",
-            (resource_id, limit),
-        ).fetchall()
-        out = []
-        for row in rows:
-            data = json.loads(row[0])
-            out.append(
-                MachineEvent(
-                    id=data["id"], type=data["type"], status=data["status"],
-                    source=data["source"], timestamp=data["timestamp"],
-                    request=data.get("request"),
-                )
-            )
-        return out
-
-    def history(self, resource_id: str | None = None, limit: int = 1000) -> list[LogEntry]:
-        """Log entries, oldest first: the audit trail of what this worker did."""
-        if resource_id is None:
-            rows = self.db.execute(
-                "SELECT * FROM (SELECT * FROM ops ORDER BY seq DESC LIMIT ?) ORDER BY seq",
-                (limit,),
-            ).fetchall()
-        else:
-            rows = self.db.execute(
-                "SELECT * FROM ops WHERE resource_id = ? ORDER BY seq LIMIT ?",
-                (resource_id, limit),
-            ).fetchall()
-        return [
-            LogEntry(
-                seq=row["seq"], op_id=row["op_id"], resource_id=row["resource_id"],
-                fsm=row["fsm"], step=row["step"], payload=json.loads(row["payload"]),
-                event=json.loads(row["event"]) if row["event"] else None, at=row["at"],
-            )
-            for row in rows
-        ]
 
     # -- operations -------------------------------------------------------------
     def begin_operation(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from bodega.model.capacity import Ask, shortfalls
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed
 from bodega.model.ids import new_volume_id
-from bodega.worker import queries
+from bodega.worker import volume_queries
 from bodega.worker.ledger import CapacityRejected, Ledger, usage
 from bodega.worker.records import VolumeRow
 from bodega.worker.runner import Runner
@@ -43,13 +43,13 @@ class VolumeService:
         self.runner = runner
 
     def get(self, volume_id: str, app: str | None = None) -> VolumeRow:
-        row = queries.get_volume(self.store.db, volume_id)
+        row = volume_queries.get_volume(self.store.db, volume_id)
         if row is None or (app is not None and row.app != app):
             raise NotFound(f"volume not found: {volume_id}")
         return row
 
     def list(self, app: str | None = None, include_destroyed: bool = False) -> list[VolumeRow]:
-        return queries.list_volumes(self.store.db, app, include_destroyed)
+        return volume_queries.list_volumes(self.store.db, app, include_destroyed)
 
     async def create(self, req: VolumeRequest) -> VolumeRow:
         if not VOLUME_NAME_RE.match(req.name):
@@ -65,7 +65,7 @@ class VolumeService:
                 raise CapacityRejected("deploys to this host are temporarily disabled",
                                        status="cordoned")
             if req.require_unique_zone and any(
-                v.name == req.name for v in queries.list_volumes(conn, req.app)
+                v.name == req.name for v in volume_queries.list_volumes(conn, req.app)
             ):
                 raise CapacityRejected(
                     f"a volume named {req.name!r} already exists on this host",
@@ -75,7 +75,7 @@ class VolumeService:
                                  compute=False)
             if reasons:
                 raise CapacityRejected("; ".join(reasons), status="insufficient_capacity")
-            queries.insert_volume(
+            volume_queries.insert_volume(
                 conn,
                 VolumeRow(
                     id=volume_id, app=req.app, name=req.name, region=req.region,
@@ -101,7 +101,7 @@ class VolumeService:
         with self.store.tx() as conn:
             self.get(volume_id, app)
             if fields:
-                queries.update_volume(conn, volume_id, self.store.clock(), **fields)
+                volume_queries.update_volume(conn, volume_id, self.store.clock(), **fields)
                 self.store.append(conn, op_id="action", resource_id=volume_id, fsm="action",
                                   step="update_volume", payload=dict(fields))
         return self.get(volume_id)
@@ -118,7 +118,7 @@ class VolumeService:
                                  compute=False)
             if reasons:
                 raise CapacityRejected("; ".join(reasons))
-            queries.update_volume(conn, volume_id, self.store.clock(), size_gb=size_gb)
+            volume_queries.update_volume(conn, volume_id, self.store.clock(), size_gb=size_gb)
             self.store.append(conn, op_id="action", resource_id=volume_id, fsm="action",
                               step="extend_volume", payload={"size_gb": size_gb})
         return self.get(volume_id), row.attached_machine_id is not None

@@ -21,7 +21,7 @@ from bodega.broker.catalog import MemoryCatalog
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.model.capacity import Totals
-from bodega.worker import queries
+from bodega.worker import queries, volume_queries
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.render import machine_wire, volume_wire
@@ -39,7 +39,7 @@ def publish(catalog: MemoryCatalog, worker: Worker) -> None:
         "cordoned": snapshot["cordoned"]})
     for row in queries.list_machines(worker.store.db, include_destroyed=True):
         catalog.put("machines", row.id, machine_wire(row, worker=name))
-    for vol in queries.list_volumes(worker.store.db, None, True):
+    for vol in volume_queries.list_volumes(worker.store.db, None, True):
         catalog.put("volumes", vol.id, volume_wire(vol, worker=name))
 
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from bodega.wire.http import MAX_BODY, MAX_DEPTH
-from bodega.worker import queries
+from bodega.worker import queries, volume_queries
 
 from .fuzzkit import Target, admin_headers, error_problem, run_on, served_cluster
 from .harness import MACHINE, Cluster
@@ -38,7 +38,7 @@ class Served:
                               for m in queries.list_machines(worker.store.db,
                                                             include_destroyed=True))
             volumes = sorted((v.id, v.name, v.state, v.size_gb)
-                             for v in queries.list_volumes(worker.store.db, None, True))
+                             for v in volume_queries.list_volumes(worker.store.db, None, True))
             return machines, volumes
         store = run_on(self.loop, read())
         apps = self.http.get("/v1/apps").json()

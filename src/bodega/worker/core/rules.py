@@ -29,6 +29,7 @@ the end of an operation, and what a process's own exit leads to.
     Signal              started                                deliver it
     Suspend             started                                begin suspend (core/suspend.py)
     Cordon, SetMetadata any                                    cordoned, or the config's metadata
+                                                               (core/annotations.py)
     ExitObserved        started, same run                      restart policy: begin start after
                                                                a backoff, destroy, or exit_machine
                         anything else                          nothing (an operation stopped it)
@@ -44,10 +45,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from bodega.model.capacity import Ask
-from bodega.model.errors import BadRequest, NotFound, PreconditionFailed
+from bodega.model.errors import NotFound, PreconditionFailed
 from bodega.model.states import RELEASES_COMPUTE
 from bodega.model.states import MachineState as S
-from bodega.worker.core import checks
+from bodega.worker.core.annotations import NOTHING, check_result, cordon, set_metadata
 from bodega.worker.core.decisions import (
     Begin,
     Changes,
@@ -76,7 +77,6 @@ from bodega.worker.core.decisions import (
     Update,
 )
 from bodega.worker.core.policy import (
-    MAX_METADATA_KEYS,
     RESTART_WINDOW,
     after_exit,
     may_begin,
@@ -85,8 +85,6 @@ from bodega.worker.core.policy import (
 from bodega.worker.core.suspend import resume, suspend, thawing
 from bodega.worker.fsm import FSMS, After
 from bodega.worker.records import MachineRow
-
-NOTHING = Decision()
 
 
 def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
@@ -122,10 +120,9 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
         case Suspend():
             return suspend(record, stimulus)
         case Cordon():
-            return Decision(changes=Changes(cordoned=stimulus.cordoned), notes=(
-                Note("action", "cordon" if stimulus.cordoned else "uncordon", {}),))
+            return cordon(stimulus)
         case SetMetadata():
-            return _set_metadata(record, stimulus)
+            return set_metadata(record, stimulus)
         case ExitObserved():
             return _exit_observed(record, stimulus)
         case Recovered():
@@ -133,7 +130,7 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
             running = record.state in (S.STARTED, S.SUSPENDED) and record.handle is not None
             return Decision(then=frozenset({Then.WATCH})) if running else NOTHING
         case CheckResult():
-            return _check_result(record, stimulus)
+            return check_result(record, stimulus)
     raise TypeError(f"unknown stimulus {stimulus!r}")
 
 
@@ -269,40 +266,3 @@ def _exit_observed(record: MachineRow, stimulus: ExitObserved) -> Decision:
     else:  # it comes to rest through its own operation, like every other state change
         begin = Begin("exit_machine", {"source": "flyd"})
     return Decision(changes=noted, begin=begin, notes=(note,), exit_decision=verdict)
-
-
-def _set_metadata(record: MachineRow, stimulus: SetMetadata) -> Decision:
-    for key, value in stimulus.changes.items():
-        if not key or len(key) > 128 or (value is not None and len(value) > 4096):
-            raise BadRequest("metadata keys are 1-128 characters, values at most 4096")
-    if stimulus.version is not None and stimulus.version != record.instance_id:
-        raise PreconditionFailed(
-            f"failed_precondition: machine_version {stimulus.version} is not the current "
-            f"version {record.instance_id}"
-        )
-    metadata = dict(record.config.metadata or {})
-    for key, value in stimulus.changes.items():
-        if value is None:
-            metadata.pop(key, None)
-        else:
-            metadata[key] = value
-    if len(metadata) > MAX_METADATA_KEYS:
-        raise BadRequest(f"at most {MAX_METADATA_KEYS} metadata keys")
-    config = record.config.model_copy(update={"metadata": metadata or None})
-    return Decision(changes=Changes(config=config),
-                    notes=(Note("action", "metadata", {"changes": dict(stimulus.changes)}),))
-
-
-def _check_result(record: MachineRow, stimulus: CheckResult) -> Decision:
-    """Record a check's new status; a probe of a former run, or no change, writes nothing."""
-    if record.state != S.STARTED or record.start_seq != stimulus.start_seq:
-        return NOTHING
-    states = checks.current(record.checks, stimulus.start_seq)
-    if states.status(stimulus.name) == stimulus.status:
-        return NOTHING
-    detail = {"name": stimulus.name, "status": stimulus.status, "output": stimulus.output}
-    return Decision(
-        changes=Changes(checks=states.with_result(
-            stimulus.name, stimulus.status, stimulus.output, stimulus.at)),
-        notes=(Note("supervise", "check", detail,
-                    EventSpec("check", stimulus.status, "flyd", detail)),))
