@@ -31,7 +31,7 @@ from bodega.model.errors import (
     PreconditionFailed,
     Unavailable,
 )
-from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_name
+from bodega.model.ids import MACHINE_ID_RE, MARK_DIGITS, NAME_RE, new_machine_name, worker_mark
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
 from bodega.wire.fly import CreateMachineRequest
@@ -42,6 +42,7 @@ log = logging.getLogger("bodega.broker.machines")
 # Fields a worker adds for the cluster's own use; public responses leave them out.
 INTERNAL_FIELDS = ("app", "worker", "service_host")
 FIND_CONCURRENCY = 32
+MARKED_ASKED = 4  # workers sharing a mark asked about an unknown id (about N/4096 do)
 
 
 def public(doc: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +208,7 @@ class Machines:
         return out
 
     async def get(self, app: str, machine_id: str) -> dict[str, Any]:
-        worker = self.locate(app, machine_id)
+        worker = await self.locate(app, machine_id)
         try:
             doc = dict(await self.workers.client(worker).machine(machine_id, app))
         except Unavailable:
@@ -222,11 +223,32 @@ class Machines:
         self.workers.note("machines", doc)
         return public(doc)
 
-    def locate(self, app: str, machine_id: str) -> str:
+    async def locate(self, app: str, machine_id: str) -> str:
         self.apps.require(app)
         if not MACHINE_ID_RE.match(machine_id):
             raise NotFound(f"machine not found: {machine_id!r} is not a machine id")
-        return self.workers.locate("machines", machine_id, app)
+        try:
+            return self.workers.locate("machines", machine_id, app)
+        except NotFound:
+            # Perhaps made through another broker less than a gossip round ago: the id
+            # starts with its worker's mark, so ask that worker before answering 404.
+            worker = await self._ask_marked(app, machine_id)
+            if worker is None:
+                raise
+            return worker
+
+    async def _ask_marked(self, app: str, machine_id: str) -> str | None:
+        mark = machine_id[:MARK_DIGITS]
+        marked = [c.name for c in self.candidates.all()
+                  if c.status == "alive" and worker_mark(c.name) == mark][:MARKED_ASKED]
+        for worker in marked:
+            try:
+                doc = dict(await self.workers.client(worker).machine(machine_id, app))
+            except BodegaError:  # not there, or not answering: the view will tell
+                continue
+            self.workers.note("machines", doc)
+            return worker
+        return None
 
     # -- everything else goes to the machine's worker -----------------------------------
     async def forward(self, app: str, machine_id: str, method: str, action: str = "", *,
@@ -237,7 +259,7 @@ class Machines:
 
         The worker's answer comes back as it wrote it: the broker routes, it does not
         re-shape what its clients are shown."""
-        worker = self.locate(app, machine_id)
+        worker = await self.locate(app, machine_id)
         client = self.workers.client(worker)
         path = f"/v1/machines/{machine_id}" + (f"/{action}" if action else "")
         pairs = list(params.items()) if isinstance(params, dict) else list(params or [])

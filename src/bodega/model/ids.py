@@ -1,12 +1,15 @@
 """Identifiers in the shapes the Fly Machines API uses.
 
-Machine ids are 14 lowercase hex characters; versions (``instance_id``) and
+Machine ids are 14 lowercase hex characters (a worker starts the ids it makes up
+with its *mark*, so a broker that has not yet heard of a machine knows whom to
+ask); versions (``instance_id``) and
 event ids are 26-character ULIDs, which sort by creation time; volume ids are
 ``vol_`` plus 20 base32 characters.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -23,8 +26,20 @@ ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}\Z")
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
 
 
-def new_machine_id() -> str:
-    return secrets.token_hex(7)
+MARK_DIGITS = 3  # 4,096 marks: a fleet of N workers shares each among about N/4096
+
+
+def worker_mark(worker: str) -> str:
+    """The hex digits that start every machine id ``worker`` makes up: a hint, not a key."""
+    return hashlib.sha256(worker.encode()).hexdigest()[:MARK_DIGITS]
+
+
+def new_machine_id(worker: str | None = None) -> str:
+    """A fresh machine id; made up by ``worker``, it starts with that worker's mark."""
+    if worker is None:
+        return secrets.token_hex(7)
+    rest = 14 - MARK_DIGITS
+    return worker_mark(worker) + f"{secrets.randbits(4 * rest):0{rest}x}"
 
 
 def new_ulid(at_ms: int | None = None) -> str:

@@ -72,7 +72,7 @@ class Worker:
         )
         first, last = self.network.index_range
         self.machines = MachineService(self.store, self.ledger, self.runner, self.effects,
-                                       (first, last), recorder)
+                                       (first, last), recorder, worker=config.name)
         self.actions = MachineActions(self.machines, self.watch)
         self.volumes = VolumeService(self.store, self.ledger, self.runner)
         self.token = internal_token(config.cluster_secret)

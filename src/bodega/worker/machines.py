@@ -60,7 +60,9 @@ class MachineService:
         effects: MachineEffects,
         ip_range: tuple[int, int],
         recorder: Recorder,
+        worker: str | None = None,
     ) -> None:
+        self.worker = worker  # its name marks the ids it makes up (model/ids.py)
         self.store = store
         self.ledger = ledger
         self.runner = runner
@@ -109,7 +111,7 @@ class MachineService:
     # -- create ---------------------------------------------------------------------
     async def create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
         """Create (and unless ``skip_launch``, start) a machine; returns once it is recorded."""
-        machine_id = req.machine_id or new_machine_id()
+        machine_id = req.machine_id or new_machine_id(self.worker)
         if not MACHINE_ID_RE.match(machine_id):
             raise BadRequest(f"invalid machine id {machine_id!r}")
         name = req.name or new_machine_name()

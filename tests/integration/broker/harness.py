@@ -64,13 +64,15 @@ class Cluster:
         self.sync()
         return worker
 
-    async def add_broker(self, **overrides: Any) -> Broker:
+    async def add_broker(self, catalog: MemoryCatalog | None = None,
+                         **overrides: Any) -> Broker:
+        """A broker on the shared view, or on ``catalog`` (a view gossip has not reached)."""
         values: dict[str, Any] = {"name": f"broker-{len(self.brokers)}",
                                   "data_dir": self.tmp / "broker", "cluster_secret": SECRET,
                                   "admin_tokens": (ADMIN,), "region": "ams",
                                   "listen_port": 0}
         values.update(overrides)
-        broker = Broker(BrokerConfig(**values), catalog=self.catalog)
+        broker = Broker(BrokerConfig(**values), catalog=catalog or self.catalog)
         await broker.start()
         self.brokers.append(broker)
         return broker
