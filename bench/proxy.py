@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ipaddress
 import json
 import os
 import re
@@ -36,6 +37,7 @@ from typing import Any
 from bench.loadgen import Connection
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
+from bodega.worker.network import NetnsNetwork
 
 SECRET = "bench-proxy-secret"
 SUBNET = "10.254.7.0/24"
@@ -250,6 +252,8 @@ async def main(args: argparse.Namespace) -> None:
                 if process.returncode is None:
                     process.terminate()
                     await process.wait()
+            if os.geteuid() == 0:  # the worker leaves its bridge and namespaces for a restart
+                await NetnsNetwork(ipaddress.ip_network(SUBNET)).teardown()
     report(args, loaded, single, cold)
 
 
