@@ -9,8 +9,17 @@ caller keeps reading a newer worker's answers while a cluster is upgraded.
 from __future__ import annotations
 
 import json
+from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PrivateAttr,
+    ValidationInfo,
+    model_validator,
+)
 
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import MachineConfig
@@ -64,15 +73,28 @@ class CreateMachineBody(WorkerRequest):
     # The broker's placement record, kept and shown as it was sent (GET .../placement).
     placement: dict[str, JsonValue] | None = None
 
-    @field_validator("placement")
-    @classmethod
-    def _json_numbers(cls, value: dict[str, JsonValue] | None,
-                      info: ValidationInfo) -> dict[str, JsonValue] | None:
+    # The placement as the compact JSON text the worker stores, encoded once when read off
+    # the wire (see ``placement_text``).
+    _placement_json: str | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _placement_as_json(self, info: ValidationInfo) -> Self:
         # pydantic's JSON parser reads NaN and Infinity; the record is served back as JSON,
-        # which has neither. (A broker's typed record is encoded by pydantic: NaN as null.)
-        if value is not None and info.mode == "json":
-            json.dumps(value, allow_nan=False)  # ValueError: a clear 400
-        return value
+        # which has neither: the encoding that refuses them (ValueError: a clear 400) is the
+        # text the worker keeps. (A broker's typed record is encoded by pydantic: NaN as null.)
+        if self.placement is not None and info.mode == "json":
+            try:
+                self._placement_json = json.dumps(self.placement, allow_nan=False,
+                                                  separators=(",", ":"))
+            except ValueError as exc:
+                raise ValueError(f"placement: {exc}") from None
+        return self
+
+    def placement_text(self) -> str | None:
+        """The placement record as compact JSON text (encoded once, off the wire)."""
+        if self._placement_json is None and self.placement is not None:
+            self._placement_json = json.dumps(self.placement, separators=(",", ":"))
+        return self._placement_json
 
 
 class UpdateMachineBody(WorkerRequest):

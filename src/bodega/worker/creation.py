@@ -34,6 +34,8 @@ class CreateRequest:
     lease_ttl: int | None = None
     idempotency_key: str | None = None
     placement: dict[str, Any] | None = None
+    # ``placement`` as the JSON text it is stored as, when the wire encoded it already.
+    placement_json: str | None = None
     owner: str = "bodega"
 
 
@@ -93,8 +95,8 @@ def record_machine(
         netns=None, cordoned=req.skip_service_registration,
         holds_compute=bool(decision.changes.holds_compute),
         handle=None, start_seq=0, restarts=0, volume_id=volume_id,
-        placement_json=None if req.placement is None else
-        json.dumps(req.placement, separators=(",", ":")),
+        placement_json=req.placement_json if req.placement_json is not None else
+        None if req.placement is None else json.dumps(req.placement, separators=(",", ":")),
         idempotency_key=req.idempotency_key, last_exit=None,
         created_at=now, updated_at=now,
     )

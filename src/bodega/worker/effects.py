@@ -124,6 +124,20 @@ class MachineEffects:
             cmd=config.init.cmd if config.init else None,
         )
 
+    def inert(self, op: Operation, step: Step) -> Outcome | None:
+        """What ``step``'s effect would report, when it does nothing on this host (the null
+        driver's prepare, attaching under host networking); None when it must be performed.
+        The runner then enters the next step in the same commit instead of performing it."""
+        match step.effect:
+            case Effect.PREPARE if not self.driver.capabilities.prepares:
+                return Outcome()
+            case Effect.ATTACH_NETWORK:
+                fixed = self.network.fixed_attachment()
+                if fixed is None:
+                    return None
+                return Outcome(updates={"private_ip": fixed.private_ip, "netns": fixed.netns})
+        return None
+
     async def perform(self, op: Operation, step: Step) -> Outcome:
         try:
             return await self._perform(op, step)

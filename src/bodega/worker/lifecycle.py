@@ -14,6 +14,7 @@ import asyncio
 import logging
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from bodega.model.errors import Conflict
@@ -30,6 +31,15 @@ from bodega.worker.supervision import Supervision
 log = logging.getLogger("bodega.worker.lifecycle")
 
 Body = Callable[[sqlite3.Connection], Decision]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What a committed decision leaves: an operation to drive, and the operation that
+    ended in the same commit (its steps all folded), whose end is followed once it commits."""
+
+    drive: Operation | None = None
+    ended: str | None = None
 
 
 class Recorder:
@@ -78,10 +88,11 @@ class Recorder:
         return op
 
     # -- the runner's StepRecorder -----------------------------------------------------------
-    def entered(self, conn: sqlite3.Connection, op: Operation, step: Step) -> None:
+    def entered(self, conn: sqlite3.Connection, op: Operation, step: Step) -> Operation | None:
         row = queries.get_machine(conn, op.resource_id)
-        if row is not None:
-            self.apply(conn, row.id, decide(row, StepEntered(op.fsm, step.name, op.payload)))
+        if row is None:
+            return None
+        return self.apply(conn, row.id, decide(row, StepEntered(op.fsm, step.name, op.payload)))
 
     def failed(self, conn: sqlite3.Connection, op: Operation) -> None:
         row = queries.get_machine(conn, op.resource_id)
@@ -115,11 +126,11 @@ class Lifecycle:
         try:
             with self.store.tx() as conn:
                 decision = body(conn)
-                op = self.recorder.apply(conn, machine_id, decision)
+                applied = self._record(conn, machine_id, decision)
         except BaseException:
             lock.release()
             raise
-        self._committed(machine_id, lock, decision, op, drive=drive)
+        self._committed(machine_id, lock, decision, applied, drive=drive)
         return decision
 
     async def run_grouped(self, machine_id: str, body: Body) -> Decision:
@@ -127,11 +138,11 @@ class Lifecycle:
         (``GroupCommit``): returns once the group is on disk; fails alone if ``body`` does."""
         lock = await self.locks.acquire(machine_id)
 
-        def record(conn: sqlite3.Connection) -> tuple[Decision, Operation | None]:
+        def record(conn: sqlite3.Connection) -> tuple[Decision, Applied]:
             decision = body(conn)
-            return decision, self.recorder.apply(conn, machine_id, decision)
+            return decision, self._record(conn, machine_id, decision)
 
-        def after(done: asyncio.Future[tuple[Decision, Operation | None]]) -> None:
+        def after(done: asyncio.Future[tuple[Decision, Applied]]) -> None:
             # A callback, not code after the await: if the caller is cancelled while its
             # group commits, what the group recorded is still followed and driven.
             if done.cancelled() or done.exception() is not None:
@@ -139,15 +150,34 @@ class Lifecycle:
             else:
                 self._committed(machine_id, lock, *done.result())
 
-        committed: asyncio.Future[tuple[Decision, Operation | None]] = self.group.submit(record)
+        committed: asyncio.Future[tuple[Decision, Applied]] = self.group.submit(record)
         committed.add_done_callback(after)
-        decision, _op = await asyncio.shield(committed)
+        decision, _applied = await asyncio.shield(committed)
         return decision
 
+    def _record(self, conn: sqlite3.Connection, machine_id: str,
+                decision: Decision) -> Applied:
+        """Apply the decision; say what is left to drive, and what ended.
+
+        The operation it began goes on, in this same transaction, through its first steps
+        whose effects do nothing here (``Runner.fold``): a create on a worker without
+        namespaces or directories to make ends in its own commit."""
+        op = self.recorder.apply(conn, machine_id, decision)
+        if op is None:
+            return Applied()
+        op, began = self.runner.fold(conn, op)
+        if op.status == "running":
+            return Applied(drive=op)
+        return Applied(drive=began, ended=op.fsm)
+
     def _committed(self, machine_id: str, lock: asyncio.Lock, decision: Decision,
-                   op: Operation | None, *, drive: bool = False) -> None:
+                   applied: Applied, *, drive: bool = False) -> None:
         self.follow(machine_id, decision)
-        if op is None and not drive:
+        if applied.ended is not None:
+            row = queries.get_machine(self.store.db, machine_id)
+            if row is not None:
+                self.follow(machine_id, decide(row, OperationEnded(applied.ended)))
+        if applied.drive is None and not drive:
             lock.release()
         else:
             self._drive_pending(machine_id, lock)

@@ -38,7 +38,8 @@ RouteSpec = tuple[str, str, Callable[[Request], Awaitable[Response]]]
 def create_request(body: wire.CreateMachineBody, region: str, owner: str) -> CreateRequest:
     """The worker's create from the wire's: every wire field is a ``CreateRequest`` field of
     the same name, so a field added to the wire reaches the service with no copying here."""
-    return CreateRequest(**dict(body), region=region, owner=owner)
+    return CreateRequest(**dict(body), placement_json=body.placement_text(), region=region,
+                         owner=owner)
 
 
 def lease_nonce(request: Request) -> str | None:

@@ -68,6 +68,11 @@ class Network(Protocol):
 
     async def attach(self, machine_id: str, index: int) -> Attachment: ...
 
+    def fixed_attachment(self) -> Attachment | None:
+        """What every attach reports when attaching does nothing on the host (machines
+        share its network); None when each attach wires a namespace."""
+        ...
+
     async def detach(self, machine_id: str, index: int | None = None) -> None: ...
 
     def ready(self, index: int) -> bool:
@@ -187,6 +192,9 @@ class NetnsNetwork:
     def ready(self, index: int) -> bool:
         return self._wired(index)
 
+    def fixed_attachment(self) -> Attachment | None:
+        return None  # every machine gets its own namespace, wired by attach
+
     def _wired(self, index: int) -> bool:
         """Fully wired: marked done, namespace present, host end still on our bridge."""
         master = Path(f"/sys/class/net/{self.veth(index)}/master")
@@ -272,6 +280,9 @@ class HostNetwork:
 
     def ready(self, index: int) -> bool:
         return True
+
+    def fixed_attachment(self) -> Attachment | None:
+        return Attachment(self.host, None, self.host)
 
     async def prewarm(self, indexes: list[int]) -> None:
         return None

@@ -48,11 +48,19 @@ class EffectFailed(Exception):
 class Effects(Protocol):
     async def perform(self, op: Operation, step: Step) -> Outcome: ...
 
+    def inert(self, op: Operation, step: Step) -> Outcome | None:
+        """The outcome of ``step`` when its effect does nothing here; None: perform it."""
+        ...
+
 
 class StepRecorder(Protocol):
     """Writes what entering a step, or failing one, does to a machine's record."""
 
-    def entered(self, conn: sqlite3.Connection, op: Operation, step: Step) -> None: ...
+    def entered(self, conn: sqlite3.Connection, op: Operation,
+                step: Step) -> Operation | None:
+        """Write it; return the operation entering it began (the create's end begins the
+        start), if any."""
+        ...
 
     def failed(self, conn: sqlite3.Connection, op: Operation) -> None: ...
 
@@ -101,13 +109,14 @@ class Runner:
         self.recorder = recorder
 
     # -- recording -----------------------------------------------------------
-    def _enter(self, conn: sqlite3.Connection, op: Operation, step: Step) -> None:
+    def _enter(self, conn: sqlite3.Connection, op: Operation, step: Step) -> Operation | None:
+        """Write what entering ``step`` does; the operation that began, if any."""
         if not op.fsm.endswith("_volume"):
-            self.recorder.entered(conn, op, step)
-            return
+            return self.recorder.entered(conn, op, step)
         state = step.state_for(op.payload)
         if state is not None:
             volume_queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
+        return None
 
     def begin(
         self, conn: sqlite3.Connection, fsm_name: str, resource_id: str, payload: dict[str, Any]
@@ -115,6 +124,55 @@ class Runner:
         op, step = record_begin(self.store, conn, fsm_name, resource_id, payload)
         self._enter(conn, op, step)
         return op
+
+    def _advance(self, conn: sqlite3.Connection, fsm: Fsm, op: Operation, step: Step,
+                 outcome: Outcome) -> tuple[Operation, Operation | None]:
+        """In the open transaction: store what ``step`` reported and enter the next step.
+        Returns the operation advanced and the one entering that step began, if any."""
+        payload = {**op.payload, **outcome.payload}
+        following = fsm.after(step.name, payload)
+        if outcome.updates:
+            if op.fsm.endswith("_volume"):
+                volume_queries.update_volume(conn, op.resource_id, self.store.clock(),
+                                             **outcome.updates)
+            else:
+                queries.update_machine(conn, op.resource_id, self.store.clock(),
+                                       **outcome.updates)
+        op = self.store.advance_operation(
+            conn, op, step=following.name, payload=payload,
+            status="done" if following.final else "running",
+            event=step_event(self.store, following, payload),
+        )
+        began = self._enter(conn, op, following)
+        log.info("%s %s: %s done, now %s", op.resource_id, op.fsm, step.name, following.name)
+        return op, began
+
+    # -- folding ---------------------------------------------------------------
+    def _inert(self, op: Operation, step: Step) -> Outcome | None:
+        """``step``'s outcome if it may be joined to the next step's commit: its effect does
+        nothing here and no failpoint is armed at it (a crash test must reach that instant)."""
+        if step.final or any((op.fsm, step.name, when) in self.failpoints.points
+                             for when in ("before", "after")):
+            return None
+        return self.effects.inert(op, step)
+
+    def fold(self, conn: sqlite3.Connection, op: Operation) -> tuple[Operation, Operation | None]:
+        """In the open transaction, enter each step that follows one whose effect does
+        nothing here, as if it had been performed: one commit instead of one per step.
+
+        A crash leaves what it could leave before: nothing (before the commit) or the
+        operation at its first step with an effect, or ended (after it); only the instants
+        between no-op steps, where nothing happened on the host, are gone. Returns the
+        operation as it stands and the one its end began, if it ended and began one."""
+        fsm = FSMS[op.fsm]
+        began = None
+        while op.status == "running":
+            step = fsm.step(op.step)
+            outcome = self._inert(op, step)
+            if outcome is None:
+                break
+            op, began = self._advance(conn, fsm, op, step, outcome)
+        return op, began
 
     # -- driving -------------------------------------------------------------
     async def drive(self, op: Operation) -> Operation:
@@ -128,6 +186,11 @@ class Runner:
                         conn, op, step=step.name, payload=op.payload, status="done"
                     )
                 break
+            if self._inert(op, step) is not None:
+                # Recorded at a no-op step (recovery, or a failpoint armed only elsewhere).
+                with self.store.tx(host_local=host_local(op)) as conn:
+                    op, _began = self.fold(conn, op)
+                continue
             op = await self._perform(fsm, op, step)
         return op
 
@@ -140,23 +203,9 @@ class Runner:
             return self._fail(fsm, op, step, str(exc) or type(exc).__name__)
         self.on_step(op.fsm, step.name, time.perf_counter() - started)
         self.failpoints.hit(op.fsm, step.name, "after")
-        payload = {**op.payload, **outcome.payload}
-        following = fsm.after(step.name, payload)
         with self.store.tx(host_local=host_local(op)) as conn:
-            if outcome.updates:
-                if op.fsm.endswith("_volume"):
-                    volume_queries.update_volume(conn, op.resource_id, self.store.clock(),
-                                         **outcome.updates)
-                else:
-                    queries.update_machine(conn, op.resource_id, self.store.clock(),
-                                          **outcome.updates)
-            op = self.store.advance_operation(
-                conn, op, step=following.name, payload=payload,
-                status="done" if following.final else "running",
-                event=step_event(self.store, following, payload),
-            )
-            self._enter(conn, op, following)
-        log.info("%s %s: %s done, now %s", op.resource_id, op.fsm, step.name, following.name)
+            op, _began = self._advance(conn, fsm, op, step, outcome)
+            op, _began = self.fold(conn, op)
         return op
 
     def _fail(self, fsm: Fsm, op: Operation, step: Step, error: str) -> Operation:

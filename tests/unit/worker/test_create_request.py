@@ -12,7 +12,9 @@ from bodega.worker.machines import CreateRequest
 
 def test_every_wire_field_of_a_create_is_a_field_of_the_workers_create() -> None:
     worker_fields = {f.name for f in fields(CreateRequest)}
-    assert set(CreateMachineBody.model_fields) == worker_fields - {"region", "owner"}
+    # ``placement_json``: the wire's placement, already encoded as the worker stores it.
+    assert set(CreateMachineBody.model_fields) == worker_fields - {
+        "region", "owner", "placement_json"}
 
 
 def test_a_create_off_the_wire_keeps_every_value() -> None:
@@ -26,3 +28,14 @@ def test_a_create_off_the_wire_keeps_every_value() -> None:
     for name in CreateMachineBody.model_fields:
         assert getattr(request, name) == getattr(body, name), name
     assert (request.region, request.owner) == ("ams", "token-1")
+
+
+def test_the_placement_read_off_the_wire_is_encoded_once_as_it_is_stored() -> None:
+    wire = (b'{"app": "web", "config": {"image": "app:1"}, '
+            b'"placement": {"policy": "utility", "scores": [0.5, 1e-3], "asked": {"gpu": null}}}')
+    body = CreateMachineBody.model_validate_json(wire)
+    request = create_request(body, "ams", "token-1")
+    assert request.placement_json == ('{"policy":"utility","scores":[0.5,0.001],'
+                                      '"asked":{"gpu":null}}')
+    assert request.placement_json is body.placement_text()  # the same text, not a second one
+    assert request.placement == body.placement

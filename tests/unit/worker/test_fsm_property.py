@@ -155,6 +155,11 @@ class CrashingEffects:
         outcome: Outcome = await self.inner.perform(op, step)
         return outcome
 
+    def inert(self, op: Operation, step: Step) -> Outcome | None:
+        # A step joined to the next one's commit has no instant of its own to crash at.
+        outcome: Outcome | None = self.inner.inert(op, step)
+        return outcome
+
 
 def config(policy: str) -> MachineConfig:
     return MachineConfig.model_validate({

@@ -181,6 +181,9 @@ class Capabilities:
     parking: LauncherParking | None = None
     logs: LogHousekeeping | None = None
     suspend: Suspend | None = None
+    # False: ``prepare`` does nothing on the host (no directories, no image), so the
+    # runner joins the prepare step to the next one in a single commit.
+    prepares: bool = True
 
 
 class Driver(Protocol):

@@ -26,7 +26,7 @@ class NullDriver:
     name = "null"
 
     def __init__(self) -> None:
-        self.capabilities = Capabilities(control=self)
+        self.capabilities = Capabilities(control=self, prepares=False)
         self._exits: dict[tuple[str, int], asyncio.Future[ExitStatus]] = {}
 
     def _future(self, handle: TaskHandle) -> asyncio.Future[ExitStatus]:
