@@ -52,6 +52,7 @@ class Fleet:
     daemons: dict[str, Daemon] = field(default_factory=dict)
     seed: str = ""
     third: int = field(default_factory=lambda: 60 + os.getpid() % 60)
+    indexes: list[int] = field(default_factory=list)  # the workers' machine subnets
 
     def _daemon(self, name: str, *args: str) -> Daemon:
         ready = self.tmp / f"{name}.ready.json"
@@ -69,6 +70,7 @@ class Fleet:
             "--memory-mb", "4096", "--disk-gb", "5", "--stop-machines-on-exit",
             "--machine-subnet", self.subnet(index)).start()
         self.daemons[name] = daemon
+        self.indexes.append(index)
         if not self.seed:
             self.seed = json.loads(daemon.ready_file.read_text())["gossip"]
         return daemon
@@ -102,8 +104,9 @@ class Fleet:
             daemon = self.daemons.get(name)
             if daemon is not None:
                 await daemon.stop()
-        # A worker a test killed leaves its machines and their plumbing behind: sweep them.
-        for index in range(len(workers) + 1):
+        # A worker a test killed leaves its machines and their plumbing behind: sweep them,
+        # its own subnets only (another fleet of the same test run may use the others).
+        for index in self.indexes:
             await NetnsNetwork(ipaddress.ip_network(self.subnet(index))).teardown()
         for name in workers:
             for controller in ("memory", "cpu", "freezer"):
