@@ -6,7 +6,8 @@ under constant load through the proxy serves no failed request; a version
 that cannot start, or whose health check fails, stops the rolling deploy
 after its first machine and leaves the other on the old release; a rollback
 brings the old config back;
-bluegreen succeeds, and a failing bluegreen leaves blue serving.
+bluegreen succeeds, and a failing bluegreen leaves blue serving (a second app, deployed
+alongside the first: each deploy mostly waits).
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cluster.deploy_kit import Cli, app_dir, cluster, readable_dir, releases_of
+from tests.cluster.deploy_kit import (
+    SMOKE_CATCHES_AN_EXIT,
+    Cli,
+    app_dir,
+    cluster,
+    concurrently,
+    readable_dir,
+    releases_of,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -42,13 +51,21 @@ async def load(cli: Cli, app: str, stop: asyncio.Event) -> tuple[int, list[str]]
 
 
 async def test_deploy_rolling_failure_rollback_and_bluegreen(tmp_path: Path) -> None:
-    app = f"hello-{os.getpid() % 10000}"
+    suffix = os.getpid() % 10000
     async with cluster(tmp_path) as (cli, _up):
         with readable_dir() as apps:
-            await rolling_failure_rollback_bluegreen(cli, apps, app)
+            await concurrently(
+                rolling_failure_rollback=rolling_failure_rollback(cli, apps, f"hello-{suffix}"),
+                bluegreen=bluegreen(cli, apps, f"green-{suffix}"))
 
 
-async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str) -> None:
+def broken_app(tmp_path: Path, app: str) -> Path:
+    """A release of hello whose program exits at once with code 3."""
+    return app_dir(tmp_path, "hello", app,
+                   **{'app = "python3 app.py"': BROKEN.format(python="python3")})
+
+
+async def rolling_failure_rollback(cli: Cli, tmp_path: Path, app: str) -> None:
     v1 = app_dir(tmp_path, "hello", app)
     await cli.ok("deploy", "-c", str(v1))
     machines = await cli.machines(app)
@@ -74,9 +91,8 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
 
     # A version that cannot start: stops after the first machine, the rest stay on v2.
     ids = sorted(m["id"] for m in await cli.machines(app))
-    broken = app_dir(tmp_path, "hello", app,
-                     **{'app = "python3 app.py"': BROKEN.format(python="python3")})
-    code, _out, err = await cli.run("deploy", "-c", str(broken))
+    code, _out, err = await cli.run("deploy", "-c", str(broken_app(tmp_path, app)),
+                                    *SMOKE_CATCHES_AN_EXIT)
     assert code == 1
     (line,) = err.strip().splitlines()
     assert line.startswith(f"Error: release v3 failed: machine {ids[0]} failed at ")
@@ -98,11 +114,11 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
     assert [m["state"] for m in await cli.machines(app)] == ["started", "started"]
     ids = sorted(m["id"] for m in await cli.machines(app))
     unhealthy = app_dir(tmp_path, "hello", app, **{'HEALTHY = "true"': 'HEALTHY = "false"'})
-    code, _out, err = await cli.run("deploy", "-c", str(unhealthy), "--wait-timeout", "15")
+    code, _out, err = await cli.run("deploy", "-c", str(unhealthy), "--wait-timeout", "10")
     assert code == 1
     (line,) = err.strip().splitlines()
     assert line.startswith(f"Error: release v5 failed: machine {ids[0]} failed at health "
-                           "checks: not passing after 15s: servicecheck-00-http-8080 is "
+                           "checks: not passing after 10s: servicecheck-00-http-8080 is "
                            "critical")
     assert line.endswith(f"not updated: {ids[1]}")
     after = {m["id"]: m for m in await cli.machines(app)}
@@ -121,6 +137,12 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
     assert (releases[0]["version"], releases[0]["status"]) == (6, "complete")
     assert releases[0]["description"] == "rollback to v4"
 
+
+async def bluegreen(cli: Cli, tmp_path: Path, app: str) -> None:
+    await cli.ok("deploy", "-c", str(app_dir(tmp_path, "hello", app)))
+    ids = sorted(m["id"] for m in await cli.machines(app))
+    assert len(ids) == 2
+
     # Bluegreen: a green machine per blue, then blue destroyed.
     green_toml = app_dir(tmp_path, "hello", app, **{"hello from bodega": "hello green"})
     await cli.ok("deploy", "-c", str(green_toml), "--strategy", "bluegreen")
@@ -131,7 +153,8 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
 
     # A failing bluegreen destroys every green machine and leaves blue serving.
     blue = sorted(m["id"] for m in machines)
-    code, _out, err = await cli.run("deploy", "-c", str(broken), "--strategy", "bluegreen")
+    code, _out, err = await cli.run("deploy", "-c", str(broken_app(tmp_path, app)),
+                                    "--strategy", "bluegreen", *SMOKE_CATCHES_AN_EXIT)
     assert code == 1
     assert "failed at" in err
     machines = await cli.machines(app)
@@ -140,5 +163,5 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
     assert (await cli.get(app)).text.startswith("hello green")
 
     status = await cli.json("status", "--app", app)
-    assert status["release"]["version"] == 7
+    assert status["release"]["version"] == 2  # the failed v3 changed nothing
     assert len(status["machines"]) == 2
