@@ -20,8 +20,9 @@ from typing import Any
 
 import httpx
 
+from bodega.runtime.keys import internal_token
 from bodega.worker.network import NetnsNetwork
-from tests.integration.procs import Daemon
+from tests.integration.procs import SECRET, Daemon
 
 TOKEN = "fleet-admin-token"
 # A program for machines: answers every GET with its machine id and who it was asked for.
@@ -144,3 +145,33 @@ async def until(check: Callable[[], Any], timeout: float = 60.0) -> Any:
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.1)
+
+
+async def machines_of(api: httpx.AsyncClient, app: str) -> list[dict[str, Any]]:
+    return list((await api.get(f"/v1/apps/{app}/machines")).json())
+
+
+def proxy_admin(f: Fleet) -> str:
+    return str(json.loads(f.daemons["proxy"].ready_file.read_text())["admin_url"])
+
+
+async def proxy_metric(f: Fleet, name: str) -> float:
+    async with httpx.AsyncClient(headers={"authorization":
+                                          f"Bearer {internal_token(SECRET)}"}) as http:
+        text = (await http.get(f"{proxy_admin(f)}/metrics")).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and not line.startswith("#"))
+
+
+def machine_pids(machine_id: str) -> list[int]:
+    """Processes that run as machine ``machine_id`` (by the env the worker gave them)."""
+    wanted = f"BODEGA_MACHINE_ID={machine_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

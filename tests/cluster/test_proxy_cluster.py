@@ -4,21 +4,20 @@ Two workers (process driver, each machine in its own namespace), a broker and
 a proxy, every one its own process, joined by gossip. Machines run a small
 HTTP server that answers with its machine id. Every test runs on both data
 planes: HAProxy (bodega's proxy its control plane and activator) and bodega's own.
-The tests that only add an app of their own share one cluster per data plane; the
-one that kills a worker builds its own.
+The tests that only add an app of their own share one cluster per data plane, the
+health check and suspend tests too (their steps are in checks_scenario.py and
+suspend_scenario.py); the one that kills a worker builds its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -28,7 +27,17 @@ from bodega.runtime.keys import internal_token
 from tests.integration.procs import SECRET
 from tests.integration.proxy.planes import PLANES, haproxy_binary
 
-from .fleet import Fleet, echo_config, fleet, until
+from . import checks_scenario, suspend_scenario
+from .fleet import (
+    Fleet,
+    echo_config,
+    fleet,
+    machine_pids,
+    machines_of,
+    proxy_admin,
+    proxy_metric,
+    until,
+)
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root"),
@@ -78,28 +87,12 @@ async def _workers_seen(api: httpx.AsyncClient, count: int) -> bool:
     return len([w for w in workers if w["status"] == "alive"]) >= count
 
 
-async def machines_of(api: httpx.AsyncClient, app: str) -> list[dict[str, Any]]:
-    return list((await api.get(f"/v1/apps/{app}/machines")).json())
-
-
-def _admin(f: Fleet) -> str:
-    return str(json.loads(f.daemons["proxy"].ready_file.read_text())["admin_url"])
-
-
 async def _proxy_knows(f: Fleet, app: str, machines: int) -> bool:
     """The proxy's routing table has this many of the app's machines (from the registry)."""
     async with httpx.AsyncClient(headers={"authorization":
                                           f"Bearer {internal_token(SECRET)}"}) as http:
-        routes = (await http.get(f"{_admin(f)}/v1/routes")).json()
+        routes = (await http.get(f"{proxy_admin(f)}/v1/routes")).json()
     return len(routes.get(app, [])) >= machines
-
-
-async def proxy_metric(f: Fleet, name: str) -> float:
-    async with httpx.AsyncClient(headers={"authorization":
-                                          f"Bearer {internal_token(SECRET)}"}) as http:
-        text = (await http.get(f"{_admin(f)}/metrics")).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name) and not line.startswith("#"))
 
 
 async def test_requests_spread_over_an_apps_machines(shared: Fleet, plane: str) -> None:
@@ -130,7 +123,8 @@ async def test_requests_spread_over_an_apps_machines(shared: Fleet, plane: str) 
         if plane == "haproxy":  # HAProxy carried them straight to the machines
 
             async def counted() -> bool:  # its counters are read every second
-                if await proxy_metric(shared, "bodega_haproxy_server_requests_total") >= 40:
+                if await proxy_metric(shared, 'bodega_haproxy_server_requests_total{app="spread"'
+                                      ) >= 40:
                     return True
                 # Until HAProxy holds both machines, bodega's own path carries some.
                 await asyncio.gather(*(web.get("/") for _ in range(10)))
@@ -180,6 +174,19 @@ async def test_idle_machines_are_stopped_down_to_the_minimum(shared: Fleet) -> N
         assert (await web.get("/")).status_code == 200
 
 
+async def test_a_failing_http_check_takes_the_machine_out_of_rotation(shared: Fleet) -> None:
+    await checks_scenario.a_failing_http_check_takes_the_machine_out_of_rotation(shared)
+
+
+@pytest.mark.skipif(not Path("/sys/fs/cgroup/freezer").is_dir(),
+                    reason="suspend needs the cgroup v1 freezer")
+async def test_idle_machines_are_suspended_and_a_request_resumes_the_same_process(
+    shared: Fleet,
+) -> None:
+    await suspend_scenario.idle_machines_are_suspended_and_a_request_resumes_the_same_process(
+        shared)
+
+
 async def _status(web: httpx.AsyncClient, code: int) -> bool:
     return (await web.get("/")).status_code == code
 
@@ -212,21 +219,7 @@ async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path, plane:
             await until(standby_serves, timeout=90)
             assert await proxy_metric(f, 'bodega_proxy_failovers_total{app="ha"}') == 1
             # The dead worker's machine still runs: nobody rescheduled or killed it.
-            orphans = _machine_pids(primary["id"])
+            orphans = machine_pids(primary["id"])
             assert orphans
             for pid in orphans:
                 os.kill(pid, signal.SIGKILL)
-
-
-def _machine_pids(machine_id: str) -> list[int]:
-    """Processes that run as machine ``machine_id`` (by the env the worker gave them)."""
-    wanted = f"BODEGA_MACHINE_ID={machine_id}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if wanted in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
