@@ -10,7 +10,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,9 @@ import httpx
 from tests.cluster.up_process import UpProcess, free_port, unwire
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# Long enough that a program that exits at once, as the failing releases here do, is
+# seen exiting by the smoke check even on a busy host.
+SMOKE_CATCHES_AN_EXIT = ("--smoke-time", "3")
 
 
 @dataclass
@@ -58,16 +61,17 @@ async def cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, UpPro
     cidr = f"10.{third}.0.0/16"
     # A registry port of its own: the default (5050) may be another cluster's.
     up = UpProcess(tmp / "cluster", "--regions", "ams", "--workers-per-region", str(workers),
-                   "--worker-cpus", "4", "--worker-memory-mb", "4096", "--api-port", str(api),
+                   "--worker-cpus", "8", "--worker-memory-mb", "4096", "--api-port", str(api),
                    "--proxy-port", str(proxy), "--machine-cidr", cidr, "--token", "deploy-token",
                    "--registry-port", str(registry))
     await up.start()
     try:
         await up.until_line("bodega is up", timeout=120)
-        # A 3 s smoke check still catches a program that exits at once, as the failing
-        # releases here do; the default 10 s per machine would add minutes to the suite.
+        # The default 10 s smoke check per machine would add minutes to the suite: a
+        # release that should run gets 1 s, one that must be caught exiting at once
+        # passes SMOKE_CATCHES_AN_EXIT.
         env = {**os.environ, "BODEGA_API_URL": f"http://127.0.0.1:{api}",
-               "BODEGA_API_TOKEN": "deploy-token", "BODEGA_SMOKE_TIME": "3"}
+               "BODEGA_API_TOKEN": "deploy-token", "BODEGA_SMOKE_TIME": "1"}
         yield Cli(env=env, proxy=f"http://127.0.0.1:{proxy}"), up
     finally:
         assert up.process is not None
@@ -111,6 +115,18 @@ def app_dir(tmp: Path, example: str, app: str, **replace: str) -> Path:
 
 def releases_of(machines: list[dict[str, Any]]) -> list[str]:
     return sorted(m["config"]["metadata"]["fly_release_version"] for m in machines)
+
+
+async def concurrently(**scenarios: Coroutine[Any, Any, None]) -> None:
+    """Run independent scenarios, each on its own app, at once: most of a deploy is waiting
+    (smoke, drain, checks), and one cluster serves them all. A failure names its scenario."""
+    results = await asyncio.gather(*scenarios.values(), return_exceptions=True)
+    failed = [(name, result) for name, result in zip(scenarios, results, strict=True)
+              if isinstance(result, BaseException)]
+    if failed:
+        (name, error), *others = failed
+        also = "".join(f"; {other} failed too: {exc!r}" for other, exc in others)
+        raise AssertionError(f"scenario {name} failed: {error!r}{also}") from error
 
 
 async def until(check: Any, timeout: float = 90.0, every: float = 0.3) -> Any:

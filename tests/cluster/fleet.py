@@ -20,8 +20,9 @@ from typing import Any
 
 import httpx
 
+from bodega.runtime.keys import internal_token
 from bodega.worker.network import NetnsNetwork
-from tests.integration.procs import Daemon
+from tests.integration.procs import SECRET, Daemon
 
 TOKEN = "fleet-admin-token"
 # A program for machines: answers every GET with its machine id and who it was asked for.
@@ -52,6 +53,7 @@ class Fleet:
     daemons: dict[str, Daemon] = field(default_factory=dict)
     seed: str = ""
     third: int = field(default_factory=lambda: 60 + os.getpid() % 60)
+    indexes: list[int] = field(default_factory=list)  # the workers' machine subnets
 
     def _daemon(self, name: str, *args: str) -> Daemon:
         ready = self.tmp / f"{name}.ready.json"
@@ -69,6 +71,7 @@ class Fleet:
             "--memory-mb", "4096", "--disk-gb", "5", "--stop-machines-on-exit",
             "--machine-subnet", self.subnet(index)).start()
         self.daemons[name] = daemon
+        self.indexes.append(index)
         if not self.seed:
             self.seed = json.loads(daemon.ready_file.read_text())["gossip"]
         return daemon
@@ -102,8 +105,9 @@ class Fleet:
             daemon = self.daemons.get(name)
             if daemon is not None:
                 await daemon.stop()
-        # A worker a test killed leaves its machines and their plumbing behind: sweep them.
-        for index in range(len(workers) + 1):
+        # A worker a test killed leaves its machines and their plumbing behind: sweep them,
+        # its own subnets only (another fleet of the same test run may use the others).
+        for index in self.indexes:
             await NetnsNetwork(ipaddress.ip_network(self.subnet(index))).teardown()
         for name in workers:
             for controller in ("memory", "cpu", "freezer"):
@@ -141,3 +145,33 @@ async def until(check: Callable[[], Any], timeout: float = 60.0) -> Any:
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError("condition not reached in time")
         await asyncio.sleep(0.1)
+
+
+async def machines_of(api: httpx.AsyncClient, app: str) -> list[dict[str, Any]]:
+    return list((await api.get(f"/v1/apps/{app}/machines")).json())
+
+
+def proxy_admin(f: Fleet) -> str:
+    return str(json.loads(f.daemons["proxy"].ready_file.read_text())["admin_url"])
+
+
+async def proxy_metric(f: Fleet, name: str) -> float:
+    async with httpx.AsyncClient(headers={"authorization":
+                                          f"Bearer {internal_token(SECRET)}"}) as http:
+        text = (await http.get(f"{proxy_admin(f)}/metrics")).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name) and not line.startswith("#"))
+
+
+def machine_pids(machine_id: str) -> list[int]:
+    """Processes that run as machine ``machine_id`` (by the env the worker gave them)."""
+    wanted = f"BODEGA_MACHINE_ID={machine_id}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if wanted in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

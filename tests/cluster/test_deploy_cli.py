@@ -6,7 +6,9 @@ under constant load through the proxy serves no failed request; a version
 that cannot start, or whose health check fails, stops the rolling deploy
 after its first machine and leaves the other on the old release; a rollback
 brings the old config back;
-bluegreen succeeds, and a failing bluegreen leaves blue serving.
+bluegreen succeeds, and a failing bluegreen leaves blue serving. Three apps, each
+deployed alongside the others (a deploy mostly waits): the rolling deploy and the release
+that cannot start; the release whose checks fail; bluegreen.
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.cluster.deploy_kit import Cli, app_dir, cluster, readable_dir, releases_of
+from tests.cluster.deploy_kit import (
+    SMOKE_CATCHES_AN_EXIT,
+    Cli,
+    app_dir,
+    cluster,
+    concurrently,
+    readable_dir,
+    releases_of,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -42,13 +52,22 @@ async def load(cli: Cli, app: str, stop: asyncio.Event) -> tuple[int, list[str]]
 
 
 async def test_deploy_rolling_failure_rollback_and_bluegreen(tmp_path: Path) -> None:
-    app = f"hello-{os.getpid() % 10000}"
+    suffix = os.getpid() % 10000
     async with cluster(tmp_path) as (cli, _up):
         with readable_dir() as apps:
-            await rolling_failure_rollback_bluegreen(cli, apps, app)
+            await concurrently(
+                rolling_failure_rollback=rolling_failure_rollback(cli, apps, f"hello-{suffix}"),
+                unhealthy_and_rollback=unhealthy_and_rollback(cli, apps, f"sick-{suffix}"),
+                bluegreen=bluegreen(cli, apps, f"green-{suffix}"))
 
 
-async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str) -> None:
+def broken_app(tmp_path: Path, app: str) -> Path:
+    """A release of hello whose program exits at once with code 3."""
+    return app_dir(tmp_path, "hello", app,
+                   **{'app = "python3 app.py"': BROKEN.format(python="python3")})
+
+
+async def rolling_failure_rollback(cli: Cli, tmp_path: Path, app: str) -> None:
     v1 = app_dir(tmp_path, "hello", app)
     await cli.ok("deploy", "-c", str(v1))
     machines = await cli.machines(app)
@@ -74,9 +93,8 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
 
     # A version that cannot start: stops after the first machine, the rest stay on v2.
     ids = sorted(m["id"] for m in await cli.machines(app))
-    broken = app_dir(tmp_path, "hello", app,
-                     **{'app = "python3 app.py"': BROKEN.format(python="python3")})
-    code, _out, err = await cli.run("deploy", "-c", str(broken))
+    code, _out, err = await cli.run("deploy", "-c", str(broken_app(tmp_path, app)),
+                                    *SMOKE_CATCHES_AN_EXIT)
     assert code == 1
     (line,) = err.strip().splitlines()
     assert line.startswith(f"Error: release v3 failed: machine {ids[0]} failed at ")
@@ -91,35 +109,48 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
         (3, "failed"), (2, "complete"), (1, "complete")]
     assert ids[0] in releases[0]["failure"]
 
-    # A version whose health check fails: the same, after the first machine's checks.
-    # v4: both machines healthy on v2's config, the crashed one too, whether it is
-    # between restarts or has run out of them and rests as "stopped".
+    # Back to v2 explicitly, as v4: both machines healthy on v2's config, the crashed one
+    # too, whether it is between restarts or has run out of them and rests as "stopped".
     await cli.ok("rollback", "--app", app, "2")
-    assert [m["state"] for m in await cli.machines(app)] == ["started", "started"]
+    machines = await cli.machines(app)
+    assert [m["state"] for m in machines] == ["started", "started"]
+    assert releases_of(machines) == ["4", "4"]
+    assert {m["config"]["env"]["GREETING"] for m in machines} == {"hello v2"}
+
+
+async def unhealthy_and_rollback(cli: Cli, tmp_path: Path, app: str) -> None:
+    await cli.ok("deploy", "-c", str(app_dir(tmp_path, "hello", app)))
     ids = sorted(m["id"] for m in await cli.machines(app))
+    # A version whose health check fails: stops after the first machine's checks.
     unhealthy = app_dir(tmp_path, "hello", app, **{'HEALTHY = "true"': 'HEALTHY = "false"'})
-    code, _out, err = await cli.run("deploy", "-c", str(unhealthy), "--wait-timeout", "15")
+    code, _out, err = await cli.run("deploy", "-c", str(unhealthy), "--wait-timeout", "10")
     assert code == 1
     (line,) = err.strip().splitlines()
-    assert line.startswith(f"Error: release v5 failed: machine {ids[0]} failed at health "
-                           "checks: not passing after 15s: servicecheck-00-http-8080 is "
+    assert line.startswith(f"Error: release v2 failed: machine {ids[0]} failed at health "
+                           "checks: not passing after 10s: servicecheck-00-http-8080 is "
                            "critical")
     assert line.endswith(f"not updated: {ids[1]}")
     after = {m["id"]: m for m in await cli.machines(app)}
-    assert after[ids[0]]["config"]["metadata"]["fly_release_version"] == "5"
-    assert after[ids[1]]["config"]["metadata"]["fly_release_version"] == "4"
+    assert after[ids[0]]["config"]["metadata"]["fly_release_version"] == "2"
+    assert after[ids[1]]["config"]["metadata"]["fly_release_version"] == "1"
     assert [c["status"] for c in after[ids[1]]["checks"]] == ["passing"]
     for _ in range(20):  # the proxy routes around the failing machine
-        assert (await cli.get(app)).text.startswith(f"hello v2 ({ids[1]})")
+        assert (await cli.get(app)).text.startswith(f"hello from bodega ({ids[1]})")
 
-    # Rollback: the last complete release before the newest (v4, v2's config), as v6.
+    # Rollback: the last complete release before the newest (v1), as v3.
     await cli.ok("rollback", "--app", app)
     machines = await cli.machines(app)
-    assert releases_of(machines) == ["6", "6"]
-    assert {m["config"]["env"]["GREETING"] for m in machines} == {"hello v2"}
+    assert releases_of(machines) == ["3", "3"]
+    assert {m["config"]["env"]["HEALTHY"] for m in machines} == {"true"}
     releases = await cli.json("releases", "--app", app)
-    assert (releases[0]["version"], releases[0]["status"]) == (6, "complete")
-    assert releases[0]["description"] == "rollback to v4"
+    assert (releases[0]["version"], releases[0]["status"]) == (3, "complete")
+    assert releases[0]["description"] == "rollback to v1"
+
+
+async def bluegreen(cli: Cli, tmp_path: Path, app: str) -> None:
+    await cli.ok("deploy", "-c", str(app_dir(tmp_path, "hello", app)))
+    ids = sorted(m["id"] for m in await cli.machines(app))
+    assert len(ids) == 2
 
     # Bluegreen: a green machine per blue, then blue destroyed.
     green_toml = app_dir(tmp_path, "hello", app, **{"hello from bodega": "hello green"})
@@ -131,7 +162,8 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
 
     # A failing bluegreen destroys every green machine and leaves blue serving.
     blue = sorted(m["id"] for m in machines)
-    code, _out, err = await cli.run("deploy", "-c", str(broken), "--strategy", "bluegreen")
+    code, _out, err = await cli.run("deploy", "-c", str(broken_app(tmp_path, app)),
+                                    "--strategy", "bluegreen", *SMOKE_CATCHES_AN_EXIT)
     assert code == 1
     assert "failed at" in err
     machines = await cli.machines(app)
@@ -140,5 +172,5 @@ async def rolling_failure_rollback_bluegreen(cli: Cli, tmp_path: Path, app: str)
     assert (await cli.get(app)).text.startswith("hello green")
 
     status = await cli.json("status", "--app", app)
-    assert status["release"]["version"] == 7
+    assert status["release"]["version"] == 2  # the failed v3 changed nothing
     assert len(status["machines"]) == 2

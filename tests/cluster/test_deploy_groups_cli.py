@@ -10,7 +10,15 @@ import httpx
 import pytest
 
 from bodega.deploy.config import load
-from tests.cluster.deploy_kit import Cli, app_dir, cluster, readable_dir, releases_of
+from tests.cluster.deploy_kit import (
+    SMOKE_CATCHES_AN_EXIT,
+    Cli,
+    app_dir,
+    cluster,
+    concurrently,
+    readable_dir,
+    releases_of,
+)
 
 RESTING = ("created", "stopped")  # a standby is created without being started
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
@@ -20,9 +28,10 @@ async def test_standby_lease_canary_scale_and_launch(tmp_path: Path) -> None:
     suffix = os.getpid() % 10000
     async with cluster(tmp_path) as (cli, _up):
         with readable_dir() as apps:
-            await standby_and_lease(cli, apps, f"ticker-{suffix}")
-            await canary_and_scale(cli, apps, f"web-{suffix}")
-    await launch(tmp_path)
+            # Two apps and a command that needs no cluster, at once: each mostly waits.
+            await concurrently(standby_and_lease=standby_and_lease(cli, apps, f"ticker-{suffix}"),
+                               canary_and_scale=canary_and_scale(cli, apps, f"web-{suffix}"),
+                               launch=launch(tmp_path))
 
 
 async def standby_and_lease(cli: Cli, apps: Path, app: str) -> None:
@@ -69,7 +78,8 @@ async def canary_and_scale(cli: Cli, apps: Path, app: str) -> None:
     # A failing canary is destroyed and nothing else changes.
     broken = app_dir(apps, "hello", app, **{'app = "python3 app.py"':
                                             'app = "python3 -c \'raise SystemExit(4)\'"'})
-    code, _out, err = await cli.run("deploy", "-c", str(broken), "--strategy", "canary")
+    code, _out, err = await cli.run("deploy", "-c", str(broken), "--strategy", "canary",
+                                    *SMOKE_CATCHES_AN_EXIT)
     assert code == 1
     assert "exit code 4" in err
     machines = await cli.machines(app)

@@ -97,24 +97,33 @@ def wrong_credentials(cluster: Cluster) -> dict[str, dict[str, str]]:
     }
 
 
-def knock(base: str, method: str, path: str, headers: dict[str, str]) -> httpx.Response:
+def knock(http: httpx.Client, base: str, method: str, path: str,
+          headers: dict[str, str]) -> httpx.Response:
     body: Any = {"table": "machines"} if path.endswith("subscriptions") else {}
-    return httpx.request(method, base + path, headers=headers, json=body, timeout=30)
+    http.cookies.clear()  # each knock stands alone: nothing an earlier answer set goes back
+    return http.request(method, base + path, headers=headers, json=body)
 
 
 def refusals(base: str, routes: list[tuple[str, str]], credentials: dict[str, dict[str, str]],
              expect: int) -> list[str]:
     """Every (route, credential) that was not refused with ``expect`` and the error shape."""
     wrong = []
-    for method, path in routes:
-        for label, headers in credentials.items():
-            answer = knock(base, method, path, headers)
-            shaped = answer.headers.get("content-type", "").startswith("application/json") and \
-                set(answer.json()) >= {"error", "status"}
-            if answer.status_code != expect or not shaped:
-                wrong.append(f"{method} {base}{path} with {label}: {answer.status_code} "
-                             f"{answer.text[:120]}")
+    # One client for them all: a client per request costs more than the request (hundreds).
+    with httpx.Client(timeout=30) as http:
+        for method, path in routes:
+            for label, headers in credentials.items():
+                wrong += refused_with(knock(http, base, method, path, headers), expect,
+                                      f"{method} {base}{path} with {label}")
     return wrong
+
+
+def refused_with(answer: httpx.Response, expect: int, what: str) -> list[str]:
+    """[] when ``answer`` is ``expect`` in the API's error shape, else what was wrong."""
+    shaped = answer.headers.get("content-type", "").startswith("application/json") and \
+        set(answer.json()) >= {"error", "status"}
+    if answer.status_code != expect or not shaped:
+        return [f"{what}: {answer.status_code} {answer.text[:120]}"]
+    return []
 
 
 def api_routes(base: str, app: str, machine: str) -> list[tuple[str, str]]:

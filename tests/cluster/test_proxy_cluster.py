@@ -4,32 +4,52 @@ Two workers (process driver, each machine in its own namespace), a broker and
 a proxy, every one its own process, joined by gossip. Machines run a small
 HTTP server that answers with its machine id. Every test runs on both data
 planes: HAProxy (bodega's proxy its control plane and activator) and bodega's own.
+The tests that only add an app of their own share one cluster per data plane, the
+health check and suspend tests too (their steps are in checks_scenario.py and
+suspend_scenario.py); the one that kills a worker builds its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import uuid
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 
 from bodega.runtime.keys import internal_token
 from tests.integration.procs import SECRET
 from tests.integration.proxy.planes import PLANES, haproxy_binary
 
-from .fleet import Fleet, echo_config, fleet, until
+from . import checks_scenario, suspend_scenario
+from .fleet import (
+    Fleet,
+    echo_config,
+    fleet,
+    machine_pids,
+    machines_of,
+    proxy_admin,
+    proxy_metric,
+    until,
+)
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root"),
+    pytest.mark.asyncio(loop_scope="module"),
+]
+# Autostop settings only the apps that ask for autostop feel (the default is off).
+AUTOSTOP = ("--autostop-interval", "0.5", "--autostop-idle", "1")
 
 
-@pytest.fixture(params=PLANES)
+# Module scope: pytest runs a module's tests plane by plane, so each plane's shared
+# cluster is built once.
+@pytest.fixture(scope="module", params=PLANES)
 def plane(request: pytest.FixtureRequest) -> str:
     if request.param == "haproxy":
         haproxy_binary()  # skips, or fails under BODEGA_REQUIRE_HAPROXY=1, when missing
@@ -41,10 +61,12 @@ def names(tag: str) -> tuple[str, str]:
     return f"{tag}a-{suffix}", f"{tag}b-{suffix}"
 
 
-async def start_cluster(f: Fleet, tag: str, plane: str, *proxy_args: str) -> tuple[str, str]:
+async def start_cluster(f: Fleet, tag: str, plane: str, *proxy_args: str,
+                        first: int = 1) -> tuple[str, str]:
+    """Two workers (machine subnets ``first`` and the next), a broker and a proxy."""
     a, b = names(tag)
-    await f.worker(a, 1)
-    await f.worker(b, 2)
+    await f.worker(a, first)
+    await f.worker(b, first + 1)
     await f.broker()
     await f.proxy("--data-plane", plane, *proxy_args)
     async with f.api() as api:
@@ -52,117 +74,117 @@ async def start_cluster(f: Fleet, tag: str, plane: str, *proxy_args: str) -> tup
     return a, b
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def shared(plane: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Fleet]:
+    """One cluster for this plane, for the tests that each add an app of their own to it."""
+    async with fleet(tmp_path_factory.mktemp(f"proxy-{plane}")) as f:
+        await start_cluster(f, "sh", plane, *AUTOSTOP)
+        yield f
+
+
 async def _workers_seen(api: httpx.AsyncClient, count: int) -> bool:
     workers = (await api.get("/v1/cluster/workers")).json()
     return len([w for w in workers if w["status"] == "alive"]) >= count
-
-
-async def machines_of(api: httpx.AsyncClient, app: str) -> list[dict[str, Any]]:
-    return list((await api.get(f"/v1/apps/{app}/machines")).json())
-
-
-def _admin(f: Fleet) -> str:
-    return str(json.loads(f.daemons["proxy"].ready_file.read_text())["admin_url"])
 
 
 async def _proxy_knows(f: Fleet, app: str, machines: int) -> bool:
     """The proxy's routing table has this many of the app's machines (from the registry)."""
     async with httpx.AsyncClient(headers={"authorization":
                                           f"Bearer {internal_token(SECRET)}"}) as http:
-        routes = (await http.get(f"{_admin(f)}/v1/routes")).json()
+        routes = (await http.get(f"{proxy_admin(f)}/v1/routes")).json()
     return len(routes.get(app, [])) >= machines
 
 
-async def proxy_metric(f: Fleet, name: str) -> float:
-    async with httpx.AsyncClient(headers={"authorization":
-                                          f"Bearer {internal_token(SECRET)}"}) as http:
-        text = (await http.get(f"{_admin(f)}/metrics")).text
-    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-               if line.startswith(name) and not line.startswith("#"))
-
-
-async def test_requests_spread_over_an_apps_machines(tmp_path: Path, plane: str) -> None:
+async def test_requests_spread_over_an_apps_machines(shared: Fleet, plane: str) -> None:
     marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
-    async with fleet(tmp_path) as f:
-        await start_cluster(f, "rt", plane)
-        async with f.api() as api, f.web("spread") as web:
-            await api.post("/v1/apps", json={"app_name": "spread", "org_slug": "personal"})
-            ids = []
-            for _ in range(2):
-                m = (await api.post("/v1/apps/spread/machines",
-                                    json={"config": echo_config(marker)})).json()
-                await api.get(f"/v1/apps/spread/machines/{m['id']}/wait")
-                ids.append(m["id"])
-            workers = {(await api.get(f"/v1/apps/spread/machines/{i}/placement")).json()
-                       ["winner"]["worker"] for i in ids}
-            assert len(workers) == 2  # the broker spread the app over both workers
+    async with shared.api() as api, shared.web("spread") as web:
+        await api.post("/v1/apps", json={"app_name": "spread", "org_slug": "personal"})
+        ids = []
+        for _ in range(2):
+            m = (await api.post("/v1/apps/spread/machines",
+                                json={"config": echo_config(marker)})).json()
+            await api.get(f"/v1/apps/spread/machines/{m['id']}/wait")
+            ids.append(m["id"])
+        workers = {(await api.get(f"/v1/apps/spread/machines/{i}/placement")).json()
+                   ["winner"]["worker"] for i in ids}
+        assert len(workers) == 2  # the broker spread the app over both workers
 
-            async def both_routed() -> bool:
-                answers = await asyncio.gather(*(web.get("/") for _ in range(20)))
-                return {a.text.split()[0] for a in answers if a.status_code == 200} == set(ids)
+        async def both_routed() -> bool:
+            answers = await asyncio.gather(*(web.get("/") for _ in range(20)))
+            return {a.text.split()[0] for a in answers if a.status_code == 200} == set(ids)
 
-            await until(both_routed)
-            answers = await asyncio.gather(*(web.get("/") for _ in range(40)))
-            served = Counter(a.text.split()[0] for a in answers)
-            assert set(served) == set(ids)
-            assert min(served.values()) >= 5
-            assert answers[0].text.split()[1] == "127.0.0.1"  # X-Forwarded-For reached it
-            assert answers[0].headers["fly-request-id"]
-            if plane == "haproxy":  # HAProxy carried them straight to the machines
+        await until(both_routed)
+        answers = await asyncio.gather(*(web.get("/") for _ in range(40)))
+        served = Counter(a.text.split()[0] for a in answers)
+        assert set(served) == set(ids)
+        assert min(served.values()) >= 5
+        assert answers[0].text.split()[1] == "127.0.0.1"  # X-Forwarded-For reached it
+        assert answers[0].headers["fly-request-id"]
+        if plane == "haproxy":  # HAProxy carried them straight to the machines
 
-                async def counted() -> bool:  # its counters are read every second
-                    if await proxy_metric(f, "bodega_haproxy_server_requests_total") >= 40:
-                        return True
-                    # Until HAProxy holds both machines, bodega's own path carries some.
-                    await asyncio.gather(*(web.get("/") for _ in range(10)))
-                    return False
+            async def counted() -> bool:  # its counters are read every second
+                if await proxy_metric(shared, 'bodega_haproxy_server_requests_total{app="spread"'
+                                      ) >= 40:
+                    return True
+                # Until HAProxy holds both machines, bodega's own path carries some.
+                await asyncio.gather(*(web.get("/") for _ in range(10)))
+                return False
 
-                await until(counted)
+            await until(counted)
 
 
 async def test_fifty_requests_to_a_sleeping_app_start_exactly_one_machine(
-    tmp_path: Path, plane: str,
+    shared: Fleet, plane: str,
 ) -> None:
     marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
-    async with fleet(tmp_path) as f:
-        await start_cluster(f, "as", plane)
-        async with f.api() as api, f.web("sleepy") as web:
-            await api.post("/v1/apps", json={"app_name": "sleepy", "org_slug": "personal"})
-            for _ in range(2):
-                await api.post("/v1/apps/sleepy/machines", json={
-                    "config": echo_config(marker, autostart=True), "skip_launch": True})
+    async with shared.api() as api, shared.web("sleepy") as web:
+        await api.post("/v1/apps", json={"app_name": "sleepy", "org_slug": "personal"})
+        for _ in range(2):
+            await api.post("/v1/apps/sleepy/machines", json={
+                "config": echo_config(marker, autostart=True), "skip_launch": True})
 
-            await until(lambda: _proxy_knows(f, "sleepy", 2))
-            answers = await asyncio.gather(*(web.get(f"/{i}") for i in range(50)))
-            assert [a.status_code for a in answers] == [200] * 50, answers[0].text
-            states = Counter(m["state"] for m in await machines_of(api, "sleepy"))
-            assert states == {"started": 1, "created": 1}
-            assert len({a.text.split()[0] for a in answers}) == 1
-            assert await proxy_metric(f, 'bodega_proxy_autostarts_total{app="sleepy",'
-                                         'outcome="started"}') == 1
+        await until(lambda: _proxy_knows(shared, "sleepy", 2))
+        answers = await asyncio.gather(*(web.get(f"/{i}") for i in range(50)))
+        assert [a.status_code for a in answers] == [200] * 50, answers[0].text
+        states = Counter(m["state"] for m in await machines_of(api, "sleepy"))
+        assert states == {"started": 1, "created": 1}
+        assert len({a.text.split()[0] for a in answers}) == 1
+        assert await proxy_metric(shared, 'bodega_proxy_autostarts_total{app="sleepy",'
+                                     'outcome="started"}') == 1
 
 
-async def test_idle_machines_are_stopped_down_to_the_minimum(tmp_path: Path, plane: str) -> None:
+async def test_idle_machines_are_stopped_down_to_the_minimum(shared: Fleet) -> None:
     marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
-    async with fleet(tmp_path) as f:
-        await start_cluster(f, "st", plane, "--autostop-interval", "0.5", "--autostop-idle", "1")
-        async with f.api() as api, f.web("idle") as web:
-            await api.post("/v1/apps", json={"app_name": "idle", "org_slug": "personal"})
-            for _ in range(3):
-                m = (await api.post("/v1/apps/idle/machines", json={"config": echo_config(
-                    marker, autostop="stop", min_machines_running=1)})).json()
-                await api.get(f"/v1/apps/idle/machines/{m['id']}/wait")
-            await until(lambda: _status(web, 200))
+    async with shared.api() as api, shared.web("idle") as web:
+        await api.post("/v1/apps", json={"app_name": "idle", "org_slug": "personal"})
+        for _ in range(3):
+            m = (await api.post("/v1/apps/idle/machines", json={"config": echo_config(
+                marker, autostop="stop", min_machines_running=1)})).json()
+            await api.get(f"/v1/apps/idle/machines/{m['id']}/wait")
+        await until(lambda: _status(web, 200))
 
-            async def one_left() -> bool:
-                states = Counter(m["state"] for m in await machines_of(api, "idle"))
-                return states == {"started": 1, "stopped": 2}
+        async def one_left() -> bool:
+            states = Counter(m["state"] for m in await machines_of(api, "idle"))
+            return states == {"started": 1, "stopped": 2}
 
-            await until(one_left)
-            assert await proxy_metric(f, 'bodega_proxy_autostops_total{app="idle"}') == 2
-            await asyncio.sleep(2)  # min_machines_running holds: the last one stays
-            assert Counter(m["state"] for m in await machines_of(api, "idle"))["started"] == 1
-            assert (await web.get("/")).status_code == 200
+        await until(one_left)
+        assert await proxy_metric(shared, 'bodega_proxy_autostops_total{app="idle"}') == 2
+        await asyncio.sleep(2)  # min_machines_running holds: the last one stays
+        assert Counter(m["state"] for m in await machines_of(api, "idle"))["started"] == 1
+        assert (await web.get("/")).status_code == 200
+
+
+async def test_a_failing_http_check_takes_the_machine_out_of_rotation(shared: Fleet) -> None:
+    await checks_scenario.a_failing_http_check_takes_the_machine_out_of_rotation(shared)
+
+
+@pytest.mark.skipif(not Path("/sys/fs/cgroup/freezer").is_dir(),
+                    reason="suspend needs the cgroup v1 freezer")
+async def test_idle_machines_are_suspended_and_a_request_resumes_the_same_process(
+    shared: Fleet,
+) -> None:
+    await suspend_scenario.idle_machines_are_suspended_and_a_request_resumes_the_same_process(
+        shared)
 
 
 async def _status(web: httpx.AsyncClient, code: int) -> bool:
@@ -172,7 +194,8 @@ async def _status(web: httpx.AsyncClient, code: int) -> bool:
 async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path, plane: str) -> None:
     marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
     async with fleet(tmp_path) as f:
-        await start_cluster(f, "fo", plane)
+        # Subnets 3 and 4: the shared cluster holds 1 and 2 meanwhile.
+        await start_cluster(f, "fo", plane, first=3)
         async with f.api() as api, f.web("ha") as web:
             await api.post("/v1/apps", json={"app_name": "ha", "org_slug": "personal"})
             primary = (await api.post("/v1/apps/ha/machines", json={
@@ -196,21 +219,7 @@ async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path, plane:
             await until(standby_serves, timeout=90)
             assert await proxy_metric(f, 'bodega_proxy_failovers_total{app="ha"}') == 1
             # The dead worker's machine still runs: nobody rescheduled or killed it.
-            orphans = _machine_pids(primary["id"])
+            orphans = machine_pids(primary["id"])
             assert orphans
             for pid in orphans:
                 os.kill(pid, signal.SIGKILL)
-
-
-def _machine_pids(machine_id: str) -> list[int]:
-    """Processes that run as machine ``machine_id`` (by the env the worker gave them)."""
-    wanted = f"BODEGA_MACHINE_ID={machine_id}".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if wanted in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
