@@ -174,9 +174,7 @@ class Lifecycle:
                    applied: Applied, *, drive: bool = False) -> None:
         self.follow(machine_id, decision)
         if applied.ended is not None:
-            row = queries.get_machine(self.store.db, machine_id)
-            if row is not None:
-                self.follow(machine_id, decide(row, OperationEnded(applied.ended)))
+            self._follow_end(machine_id, applied.ended)
         if applied.drive is None and not drive:
             lock.release()
         else:
@@ -191,6 +189,12 @@ class Lifecycle:
             if row is not None and row.handle is not None:
                 self.supervision.watch(row.id, row.handle)
 
+    def _follow_end(self, machine_id: str, fsm: str) -> None:
+        """Do what the committed end of the machine's operation ``fsm`` leads to."""
+        row = queries.get_machine(self.store.db, machine_id)
+        if row is not None:
+            self.follow(machine_id, decide(row, OperationEnded(fsm)))
+
     def _drive_pending(self, machine_id: str, lock: asyncio.Lock) -> None:
         """Drive the operations a finished one began (in order), then release the lock."""
 
@@ -202,9 +206,8 @@ class Lifecycle:
                     if not pending:
                         return
                     op = await self.runner.drive(pending[0])
-                    row = queries.get_machine(self.store.db, machine_id)
-                    if row is not None and not op.fsm.endswith("_volume"):
-                        self.follow(machine_id, decide(row, OperationEnded(op.fsm)))
+                    if not op.fsm.endswith("_volume"):
+                        self._follow_end(machine_id, op.fsm)
             except Exception:
                 log.exception("%s: driving failed", machine_id)
             finally:
