@@ -332,6 +332,7 @@ def test_machine_commands_never_pass_through_a_shell(cluster: Cluster) -> None:
         assert json.loads(run.json()["stdout"]) == hostile
         split = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec",
                          json={"cmd": "echo $(id) ; `id` | id"})
+        assert split.status_code == 200, split.text
         assert split.json()["stdout"] == "$(id) ; `id` | id\n", split.text
     assert sorted(os.listdir(cluster.canary)) == []
 

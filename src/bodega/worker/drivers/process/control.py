@@ -75,17 +75,23 @@ async def run_bounded(argv: list[str], stdin: bytes | None, timeout: float, *,
     """
     try:
         process = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd, start_new_session=True,
+            *argv, stdin=asyncio.subprocess.DEVNULL if stdin is None else asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=cwd,
+            start_new_session=True,
         )
     except OSError as exc:
         return ExecResult(exit_code=127, stdout="", stderr=f"exec: {exc}\n")
+    talk = asyncio.ensure_future(_talk(process, stdin))
     try:
-        out, err = await asyncio.wait_for(process.communicate(stdin or b""), timeout)
+        out, err = await asyncio.wait_for(asyncio.shield(talk), timeout)
+    except asyncio.CancelledError:  # the caller went away: so does its command
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signals.SIGKILL)
+        raise
     except TimeoutError:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signals.SIGKILL)
-        out, err = await process.communicate()
+        out, err = await talk
         return ExecResult(exit_code=124, stdout=_text(out), stderr=_text(err) + "exec: timed out\n",
                           exit_signal=signals.SIGKILL)
     code = process.returncode or 0
@@ -95,3 +101,29 @@ async def run_bounded(argv: list[str], stdin: bytes | None, timeout: float, *,
     signalled = code - 128 if codes_over_128_are_signals and code > 128 else None
     return ExecResult(exit_code=code, stdout=_text(out), stderr=_text(err),
                       exit_signal=signalled)
+
+
+async def _talk(process: asyncio.subprocess.Process, stdin: bytes | None) -> tuple[bytes, bytes]:
+    """Feed ``stdin``, read both outputs to their end, and reap the command."""
+    assert process.stdout is not None
+    assert process.stderr is not None
+    out, err, _ = await asyncio.gather(process.stdout.read(), process.stderr.read(),
+                                       _feed(process, stdin))
+    await process.wait()
+    return out, err
+
+
+async def _feed(process: asyncio.subprocess.Process, data: bytes | None) -> None:
+    """Write ``data`` to a command that may already have ended without reading it.
+
+    ``communicate`` does not do for this: on uvloop, writing to a pipe whose
+    reader has gone raises ``RuntimeError`` (the transport is closed), not
+    ``BrokenPipeError``, and an ``echo`` is often gone before its stdin is fed.
+    """
+    if data is None or process.stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError, RuntimeError):
+        process.stdin.write(data)
+        await process.stdin.drain()
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError, RuntimeError):
+        process.stdin.close()

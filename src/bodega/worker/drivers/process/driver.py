@@ -40,11 +40,13 @@ from bodega.worker.drivers.process.procfs import (
     read_pid,
     start_time,
     until_gone,
+    until_program_runs,
 )
 
 log = logging.getLogger("bodega.worker.process")
 
 CGROUP_EMPTY_TIMEOUT = 10.0  # seconds a destroy waits for its cgroups to empty
+PROGRAM_START_WAIT = 2.0  # seconds a signal waits for a just-spawned wrapper to run its program
 
 
 class ProcessDriver:
@@ -253,9 +255,12 @@ class ProcessDriver:
 
     # -- signals ----------------------------------------------------------------------
     async def signal(self, handle: TaskHandle, signal: int) -> None:
-        if handle.pid is not None and self.alive(handle):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(handle.pid, signal)
+        if handle.pid is None or not self.alive(handle):
+            return
+        # Between its trap and the program's exec the wrapper would swallow the signal.
+        await until_program_runs(handle.pid, PROGRAM_START_WAIT)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(handle.pid, signal)
 
     async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
         future = self._watch(handle)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,6 +119,61 @@ def _address(hex_addr: str, proto: str) -> str:
     import ipaddress
 
     return f"[{ipaddress.IPv6Address(words)}]:{port}"
+
+
+def child_pids(pid: int) -> list[int]:
+    """The live children of ``pid`` (from its ``children`` file, else by scanning ppids)."""
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except FileNotFoundError:
+        pass  # a kernel built without CONFIG_PROC_CHILDREN
+    except OSError:
+        return []
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat_fields(int(entry.name))
+            if fields and int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def runs_another_program(pid: int) -> bool:
+    """True once a child of ``pid`` has exec'd something other than ``pid``'s own command.
+
+    A shell's forked child keeps its parent's command line (and its trapped
+    signals) until it execs; only then does a signal reach the new program
+    with default dispositions. Used for the process wrapper: its program has
+    started once this is true.
+    """
+    try:
+        own = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    for child in child_pids(pid):
+        try:
+            if Path(f"/proc/{child}/cmdline").read_bytes() not in (own, b""):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+async def until_program_runs(pid: int, limit: float) -> None:
+    """Wait (up to ``limit`` seconds) until the wrapper ``pid`` runs its program, or is gone.
+
+    Before its trap a wrapper dies of a signal sent to its group, and once the
+    program runs the program gets it; in between the wrapper would swallow it,
+    and a stop would wait out its timeout and kill. Setup that outlasts
+    ``limit`` (a big volume's chown) is still before the trap, where a signal
+    ends the run as it should.
+    """
+    deadline = time.monotonic() + limit
+    while not runs_another_program(pid) and time.monotonic() < deadline:
+        fields = _stat_fields(pid)
+        if fields is None or fields[0] == "Z":
+            return
+        await asyncio.sleep(0.002)
 
 
 def read_pid(pidfile: Path) -> int | None:
