@@ -280,7 +280,10 @@ class RegistryNode:
             await asyncio.sleep(pacer.step)
             count = pacer.due(loop.time(), self.replica.behind)
             if count:
-                await self.sync_round(count=count)
+                try:
+                    await self.sync_round(count=count)
+                except Exception:  # this loop is the only repair there is: it must not end
+                    log.exception("a sync round failed")
 
     async def sync_round(self, *, count: int | None = None) -> int:
         """Pull from up to ``count`` peers now; how many pulls succeeded."""
@@ -310,12 +313,18 @@ class RegistryNode:
             return False
         if self._stopped:
             return False
+        try:
+            changes = self.replica.apply_reply(pulled.reply)
+        except Exception:  # a full disk: nothing was stored or believed; pull again later
+            log.exception("storing what %s sent failed", peer.name)
+            self._count_pull(sent + pulled.sent, received + pulled.received, "error")
+            return False
         self._count_pull(sent + pulled.sent, received + pulled.received)
-        self._changed(self.replica.apply_reply(pulled.reply), "sync")
+        self._changed(changes, "sync")
         return True
 
-    def _count_pull(self, sent: int, received: int) -> None:
-        self.metrics.syncs.labels("ok").inc()
+    def _count_pull(self, sent: int, received: int, result: str = "ok") -> None:
+        self.metrics.syncs.labels(result).inc()
         self.metrics.sync_bytes.labels("out").inc(sent)
         self.metrics.sync_bytes.labels("in").inc(received)
 

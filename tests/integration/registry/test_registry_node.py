@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 from collections.abc import AsyncIterator
@@ -119,3 +120,30 @@ async def test_the_registry_routes_need_the_cluster_token(nodes: Nodes) -> None:
                                    json={"table": "machines", "where": {"nope": 1}})
         assert response.status_code == 400
         assert "filtered on" in response.json()["error"]
+
+
+async def test_a_node_whose_disk_filled_catches_up_by_sync_once_there_is_room(
+        nodes: Nodes) -> None:
+    first = await nodes.start("w1")
+    second = (await nodes.start("w2", seeds=(first.seed,))).node
+    await until(lambda: len(second.membership.alive()) == 2)
+    db = second.replica.view.db
+    # No page more than it has: SQLite answers SQLITE_FULL, as on a full disk.
+    db.execute(f"PRAGMA max_page_count = {db.execute('PRAGMA page_count').fetchone()[0]}")
+    docs = {f"app{i}": {"name": f"app{i}", "org_slug": "personal", "pad": "x" * 300}
+            for i in range(40)}
+    for key, doc in docs.items():
+        first.node.put_shared("apps", key, doc)
+    refused = 0.0
+
+    def sync_refused() -> bool:
+        nonlocal refused
+        refused = second.metrics.registry.get_sample_value(
+            "bodega_registry_syncs_total", {"result": "error"}) or 0.0
+        return refused >= 2  # the sync loop lived through a refusal and pulled again
+
+    await until(sync_refused)
+    assert not everyone_has([second], "apps", "app39", docs["app39"])
+    await asyncio.sleep(2.0)  # the gossip of those rows has run its course: only sync repairs
+    db.execute("PRAGMA max_page_count = 1073741823")
+    await until(lambda: all(everyone_has([second], "apps", k, d) for k, d in docs.items()))
