@@ -125,8 +125,10 @@ async def main(args: argparse.Namespace) -> None:
             ceiling = await run(url, lambda n: ("GET", "/v1/health", b""), total=args.creates,
                                 concurrency=args.concurrency, headers=auth)
             before = [cpu_seconds(p.pid) for p in (broker, *hosts)]
+            own = time.process_time()
             creates = await run(url, make_create, total=args.creates,
                                 concurrency=args.concurrency, headers=auth)
+            generator = time.process_time() - own
             used = [cpu_seconds(p.pid) - b for p, b in zip((broker, *hosts), before, strict=True)]
         finally:
             for process in processes:
@@ -146,8 +148,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"  placed {creates.ok()} machines; creates/s is "
           f"{creates.rate / ceiling.rate:.2f}x the ceiling's requests/s")
     per = 1000 / max(1, creates.count)
-    print(f"  CPU per create: broker {used[0] * per:.2f} ms, workers {sum(used[1:]) * per:.2f} ms "
-          f"(on {os.cpu_count()} cores)")
+    print(f"  CPU per create: broker {used[0] * per:.2f} ms, workers {sum(used[1:]) * per:.2f} ms, "
+          f"load generator {generator * per:.2f} ms (on {os.cpu_count()} cores)")
     print(f"  rank 1,000 workers: {full * 1e3:.3f} ms full ranking, "
           f"{p2c * 1e3:.3f} ms power of two choices (median of 500)")
 
