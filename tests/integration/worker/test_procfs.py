@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bodega.worker.drivers.process.procfs import child_pids, runs_another_program
+from bodega.worker.drivers.process.procfs import _pids_where, child_pids, runs_another_program
 
 
 @contextmanager
@@ -64,3 +64,10 @@ def test_a_gone_process_runs_nothing() -> None:
         popen.wait()
     assert child_pids(popen.pid) == []
     assert not runs_another_program(popen.pid)
+
+
+def test_the_parent_pid_scan_finds_what_the_children_file_lists() -> None:
+    # The scan is what a kernel without CONFIG_PROC_CHILDREN falls back to.
+    with shell("cat; :") as popen:
+        found = settle(popen, 1)
+        assert _pids_where(1, popen.pid) == found

@@ -44,14 +44,19 @@ def pids_with_argument(argument: str) -> list[int]:
     return sorted(found)
 
 
-def session_pids(session: int) -> list[int]:
+def _pids_where(field: int, value: int) -> list[int]:
+    """Live pids whose stat ``field`` (counted after the command name) is ``value``."""
     pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             fields = _stat_fields(int(entry.name))
-            if fields and int(fields[3]) == session:
+            if fields and int(fields[field]) == value:
                 pids.append(int(entry.name))
     return sorted(pids)
+
+
+def session_pids(session: int) -> list[int]:
+    return _pids_where(3, session)
 
 
 @dataclass(frozen=True)
@@ -129,13 +134,7 @@ def child_pids(pid: int) -> list[int]:
         pass  # a kernel built without CONFIG_PROC_CHILDREN
     except OSError:
         return []
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat_fields(int(entry.name))
-            if fields and int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
+    return _pids_where(1, pid)  # by parent pid
 
 
 def runs_another_program(pid: int) -> bool:
