@@ -46,7 +46,6 @@ from bodega.worker.drivers.process.procfs import (
 log = logging.getLogger("bodega.worker.process")
 
 CGROUP_EMPTY_TIMEOUT = 10.0  # seconds a destroy waits for its cgroups to empty
-PROGRAM_START_WAIT = 2.0  # seconds a signal waits for a just-spawned wrapper to run its program
 
 
 class ProcessDriver:
@@ -257,8 +256,7 @@ class ProcessDriver:
     async def signal(self, handle: TaskHandle, signal: int) -> None:
         if handle.pid is None or not self.alive(handle):
             return
-        # Between its trap and the program's exec the wrapper would swallow the signal.
-        await until_program_runs(handle.pid, PROGRAM_START_WAIT)
+        await until_program_runs(handle.pid)  # a wrapper about to fork would swallow it
         with contextlib.suppress(ProcessLookupError):
             os.killpg(handle.pid, signal)
 

@@ -158,7 +158,7 @@ def runs_another_program(pid: int) -> bool:
     return False
 
 
-async def until_program_runs(pid: int, limit: float) -> None:
+async def until_program_runs(pid: int, limit: float = 2.0) -> None:
     """Wait (up to ``limit`` seconds) until the wrapper ``pid`` runs its program, or is gone.
 
     Before its trap a wrapper dies of a signal sent to its group, and once the
