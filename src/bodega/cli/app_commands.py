@@ -25,7 +25,7 @@ from bodega.cli.session import (
 )
 from bodega.deploy import calls
 from bodega.deploy.config import DEFAULT_GROUP
-from bodega.deploy.deployer import current_machines
+from bodega.deploy.deployer import app_machines, current_machines
 from bodega.deploy.execute import Executor, Outcome
 from bodega.deploy.machine_spec import GROUP_KEY, RELEASE_KEY
 from bodega.deploy.plan import Create, Destroy, Plan, Stage
@@ -162,7 +162,8 @@ def scale_vm(
     guest = {"cpu_kind": kind, "cpus": cpus, "memory_mb": memory}
 
     async def work(client: MachinesClient) -> Outcome:
-        plan = vm_plan(current_machines(await client.machines(name)), guest)
+        # A machine resting after its own crash is meant to run: it is resized and started.
+        plan = vm_plan(await app_machines(client, name), guest)
         return await Executor(client, name, wait_timeout=wait_timeout, smoke=smoke_time,
                               drain=drain_time, report=_reporter(json)).run(plan)
 

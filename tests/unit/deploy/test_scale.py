@@ -42,3 +42,13 @@ def test_resize_rolls_one_started_machine_at_a_time() -> None:
     assert [[a.id for a in stage] for stage in updates] == [["a3"], ["a1"], ["a2"]]
     assert all(a.config["guest"] == guest for stage in updates for a in stage)
     assert plan.leases == ["a1", "a2", "a3"]
+
+
+def test_resize_starts_a_machine_that_rests_after_its_own_crash() -> None:
+    guest = {"cpu_kind": "shared", "cpus": 2, "memory_mb": 512}
+    crashed = Current(id="a2", group="app", state="stopped", region="ams",
+                      config={"image": "x"}, crashed=True)
+    plan = vm_plan([m("a1"), crashed, m("a3", state="stopped")], guest)
+    updates = [[a for a in s.actions if isinstance(a, Update)] for s in plan.stages]
+    assert [[(a.id, a.started) for a in stage] for stage in updates] == [
+        [("a3", False)], [("a1", True)], [("a2", True)]]
