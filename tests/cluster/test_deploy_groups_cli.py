@@ -102,10 +102,30 @@ async def canary_and_scale(cli: Cli, apps: Path, app: str) -> None:
     assert "syd: room for 0 of 2 new machines" in err
     assert len(await cli.machines(app)) == 2  # ams shrank; syd changed nothing
 
+    await crash_to_rest(cli, app, machines[0]["id"])
     await cli.ok("scale", "vm", "shared-cpu-2x", "--app", app)
     machines = await cli.machines(app)
     assert {m["config"]["guest"]["memory_mb"] for m in machines} == {512}
-    assert {m["state"] for m in machines} == {"started"}
+    assert {m["state"] for m in machines} == {"started"}  # the crashed one too
+
+
+async def crash_to_rest(cli: Cli, app: str, machine_id: str) -> None:
+    """Leave a machine stopped by its own crash: no restart policy, then SIGKILL."""
+    async with httpx.AsyncClient(base_url=cli.env["BODEGA_API_URL"], timeout=90, headers={
+            "authorization": f"Bearer {cli.env['BODEGA_API_TOKEN']}"}) as api:
+        path = f"/v1/apps/{app}/machines/{machine_id}"
+        config = (await api.get(path)).json()["config"]
+        updated = await api.post(path, json={"config": {**config, "restart": {"policy": "no"}}})
+        assert updated.status_code == 200, updated.text
+        for state in ("started", "stopped"):
+            if state == "stopped":
+                signalled = await api.post(f"{path}/signal", json={"signal": "SIGKILL"})
+                assert signalled.status_code == 200, signalled.text
+            waited = await api.get(f"{path}/wait", params={
+                "state": state, "timeout": 60, "instance_id": updated.json()["instance_id"]})
+            assert waited.status_code == 200, waited.text
+        newest = (await api.get(f"{path}/events", params={"limit": 1})).json()
+        assert newest[0]["type"] == "exit", newest
 
 
 async def launch(tmp: Path) -> None:
