@@ -22,7 +22,7 @@ import pytest
 from bodega.worker.drivers.base import TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
-from bodega.worker.drivers.process.launch import RunFiles
+from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
 from bodega.worker.drivers.process.parking import PARK_NAME, Parking, park_slot
 from bodega.worker.drivers.process.procfs import pids_with_argument
 from bodega.worker.network import NetnsNetwork
@@ -99,8 +99,8 @@ async def test_a_start_from_a_parked_launcher_is_a_plain_start(
     log = s.machine_dir / "logs" / "machine.log"
     await _until(lambda: log.exists() and "argv" in log.read_text())
     report = json.loads(log.read_text().splitlines()[0])
-    assert report == {"argv": NASTY, "env": "a'b\"c $d", "uid": 65534,
-                      "cwd": str(s.machine_dir / "root")}
+    # Its own directory, where it runs as its own user (see test_process_driver).
+    assert report == {"argv": NASTY, "env": "a'b\"c $d", "uid": 65534, "cwd": str(HOME_MOUNT)}
     (program,) = [p for p in cgroups.pids(mid) if p != handle.pid]
     assert os.stat(f"/proc/{program}/ns/net").st_ino == os.stat(f"/run/netns/{netns}").st_ino
     assert not any(d.exists() for d in cgroups.dirs(park_slot(netns)))  # renamed to mid's

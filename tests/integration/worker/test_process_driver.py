@@ -18,7 +18,7 @@ import pytest
 from bodega.worker.drivers.base import DriverError, TaskHandle, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
-from bodega.worker.drivers.process.launch import RunFiles
+from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.network import NetnsNetwork, run
 
@@ -224,6 +224,28 @@ async def test_runs_as_the_unprivileged_user(tmp_path: Path, driver: ProcessDriv
     assert "uid 65534" in log_path(s.machine_dir).read_text()
     result = await driver.control.exec(s, ["id", "-u"], 5, None)
     assert result.stdout.strip() == "65534"
+
+
+@root_only
+async def test_a_machine_of_its_own_user_works_in_its_own_directory_by_path(
+        tmp_path: Path, driver: ProcessDriver) -> None:
+    """The data dir above a machine's directory is private (pytest's tmp_path is 0700 too), so
+    a program that resolves its working directory, as `python3 -m http.server` does, must find
+    a path it can use: its own directory, bound where every part of the path is open."""
+    code = ("import os; here = os.getcwd(); open(os.path.join(here, 'note'), 'w').write('mine');"
+            " print('read', open(os.path.join(here, 'note')).read(), 'in', here, flush=True)")
+    s = spec(tmp_path, code, user=(65534, 65534))
+    handle = await driver.start(s)
+    status = await asyncio.wait_for(driver.wait(handle), 10)
+    text = log_path(s.machine_dir).read_text()
+    assert status.exit_code == 0, text
+    assert f"read mine in {HOME_MOUNT}" in text
+    assert (s.machine_dir / "root" / "note").read_text() == "mine"
+    assert not any(HOME_MOUNT.iterdir()), "the host's own view of the mount point stays empty"
+    result = await driver.control.exec(
+        s, [PY, "-c", "import os; print(open(os.path.join(os.getcwd(), 'note')).read())"], 5,
+        None)
+    assert (result.exit_code, result.stdout.strip()) == (0, "mine"), result.stderr
 
 
 @root_only

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskHandle, TaskSpec
+from bodega.worker.drivers.process.launch import exec_argv
 from bodega.worker.drivers.process.procfs import listen_sockets, proc_info, session_pids
 
 EXEC_OUTPUT_LIMIT = 1 << 20  # bytes of an exec's stdout or stderr kept
@@ -30,13 +31,7 @@ class ProcessControl:
     async def exec(
         self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
     ) -> ExecResult:
-        prefix: list[str] = []
-        if spec.netns is not None:
-            prefix += ["nsenter", f"--net=/run/netns/{spec.netns}", "--"]
-        if spec.user is not None:
-            prefix += ["setpriv", f"--reuid={spec.user[0]}", f"--regid={spec.user[1]}",
-                       "--clear-groups", "--"]
-        return await run_bounded([*prefix, *argv], stdin, timeout, env=spec.env,
+        return await run_bounded(exec_argv(spec, argv), stdin, timeout, env=spec.env,
                                  cwd=spec.machine_dir / "root")
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:

@@ -31,7 +31,13 @@ from bodega.worker.drivers.base import (
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.control import ProcessControl
 from bodega.worker.drivers.process.freezer import CgroupFreezer
-from bodega.worker.drivers.process.launch import RunFiles, parse_exit_file, wrapper_argv
+from bodega.worker.drivers.process.launch import (
+    HOME_MOUNT,
+    RunFiles,
+    home_of,
+    parse_exit_file,
+    wrapper_argv,
+)
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
 from bodega.worker.drivers.process.parking import Parking
 from bodega.worker.drivers.process.procfs import (
@@ -73,6 +79,7 @@ class ProcessDriver:
             path.mkdir(parents=True, exist_ok=True)
         if spec.user is not None:
             os.chown(root, *spec.user)
+            HOME_MOUNT.mkdir(parents=True, exist_ok=True)
         self._check_executable(spec)
 
     def _check_executable(self, spec: TaskSpec) -> None:
@@ -121,6 +128,7 @@ class ProcessDriver:
         argv = wrapper_argv(
             spec.argv, files, cgroup_procs=procs, user=spec.user, memory_kib=memory_kib,
             mounts=[(m.host_path, m.guest_path) for m in spec.mounts], netns=spec.netns,
+            home=home_of(spec),
         )
         logfile = log_path(spec.machine_dir)
         files.spawnfile.touch()

@@ -16,22 +16,37 @@ as its own uid: ``bodega.worker.identity``), once: only when it is owned by
 someone else, e.g. fresh or last used by another machine. A Python shim would do
 the same job at about 10 ms of interpreter start per machine; dash costs
 under 1 ms.
+
+A machine that runs as its own user starts in its own directory, seen at
+``HOME_MOUNT``: the worker's data dir is 0700 (it holds every app's configs),
+so the machine's directory inside it is unreachable by path for that user
+(a program that resolves its working directory, as ``python3 -m http.server``
+does, would find nothing). The wrapper bind-mounts the directory at
+``HOME_MOUNT`` in the machine's own mount namespace and starts there: every
+machine sees its own directory at that one path, and none sees another's.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from bodega.worker.drivers.base import TaskSpec
+
 SHELL = "/bin/sh"
+# Where a machine that runs as its own user finds its directory (its working directory).
+# An empty directory on the host; each machine's mount namespace binds its own over it.
+HOME_MOUNT = Path("/run/bodega/home")
 
 # Positional parameters: $1 cgroup.procs files (space-separated, "-" for none),
 # $2 pidfile, $3 exit file, $4 uid:gid ("-" to keep the worker's), $5 memory
 # limit in KiB for ulimit -v ("-" for none), $6 bind mounts "host=guest ..."
-# ("-" for none), then the program's argv.
+# ("-" for none), $7 the machine's directory to bind at HOME_MOUNT and start in ("-": start
+# where the wrapper was started), then the program's argv.
 WRAPPER = r"""set -f
-cgs=$1 pidf=$2 exitf=$3 user=$4 memkb=$5 mounts=$6
-shift 6
+cgs=$1 pidf=$2 exitf=$3 user=$4 memkb=$5 mounts=$6 home=$7
+shift 7
 fail() { echo 125 > "$exitf"; exit 125; }
 if [ "$cgs" != - ]; then for cg in $cgs; do echo $$ > "$cg" || fail; done; fi
 if [ "$mounts" != - ]; then
@@ -42,6 +57,9 @@ if [ "$mounts" != - ]; then
     mkdir -p "${m#*=}" && mount --bind "${m%%=*}" "${m#*=}" || fail
   done
 fi
+if [ "$home" != - ]; then
+  mount --bind "$home" HOME_MOUNT && cd HOME_MOUNT || fail
+fi
 echo $$ > "$pidf"
 trap : HUP INT QUIT TERM USR1 USR2
 if [ "$memkb" != - ]; then ulimit -v "$memkb" || fail; fi
@@ -51,8 +69,29 @@ else
   setpriv --reuid="${user%%:*}" --regid="${user#*:}" --clear-groups -- "$@"
 fi
 echo $? > "$exitf"
-"""
+""".replace("HOME_MOUNT", shlex.quote(str(HOME_MOUNT)))
 PROGRAM_NAME = "bodega-machine"
+
+# An exec in a machine that runs as its own user starts where its program did:
+# $1 the machine's directory, $2 uid:gid, then the command's argv.
+EXEC_WRAPPER = r"""home=$1 user=$2
+shift 2
+mount --bind "$home" HOME_MOUNT && cd HOME_MOUNT || exit 126
+exec setpriv --reuid="${user%%:*}" --regid="${user#*:}" --clear-groups -- "$@"
+""".replace("HOME_MOUNT", shlex.quote(str(HOME_MOUNT)))
+
+
+def exec_argv(spec: TaskSpec, argv: list[str]) -> list[str]:
+    """An exec's full command: in the machine's network namespace, as its user, in its
+    directory; nothing of ``argv`` is parsed by a shell."""
+    prefix: list[str] = []
+    if spec.netns is not None:
+        prefix += ["nsenter", f"--net=/run/netns/{spec.netns}", "--"]
+    home = home_of(spec)
+    if spec.user is None or home is None:
+        return [*prefix, *argv]
+    return [*prefix, "unshare", "--mount", "--propagation", "private", "--", SHELL, "-c",
+            EXEC_WRAPPER, "bodega-exec", str(home), f"{spec.user[0]}:{spec.user[1]}", *argv]
 
 
 @dataclass(frozen=True)
@@ -86,8 +125,13 @@ def wrapper_argv(
     memory_kib: int | None,
     mounts: list[tuple[Path, str]],
     netns: str | None,
+    home: Path | None = None,
 ) -> list[str]:
-    """The full command: [nsenter] [unshare] sh -c WRAPPER bodega-machine ... -- argv."""
+    """The full command: [nsenter] [unshare] sh -c WRAPPER bodega-machine ... -- argv.
+
+    ``home``: the machine's directory, bound at ``HOME_MOUNT`` for it to start in (a
+    machine running as its own user); None starts it in the wrapper's working directory.
+    """
     for host, guest in mounts:
         for part in (str(host), guest):
             if any(c.isspace() for c in part) or "=" in part:
@@ -95,7 +139,7 @@ def wrapper_argv(
     prefix: list[str] = []
     if netns is not None:
         prefix += ["nsenter", f"--net=/run/netns/{netns}", "--"]
-    if mounts:
+    if mounts or home is not None:
         prefix += ["unshare", "--mount", "--propagation", "private", "--"]
     return [
         *prefix, SHELL, "-c", WRAPPER, PROGRAM_NAME,
@@ -104,8 +148,15 @@ def wrapper_argv(
         f"{user[0]}:{user[1]}" if user else "-",
         str(memory_kib) if memory_kib else "-",
         " ".join(f"{host}={guest}" for host, guest in mounts) or "-",
+        str(home) if home is not None else "-",
         *argv,
     ]
+
+
+def home_of(spec: TaskSpec) -> Path | None:
+    """The directory bound at ``HOME_MOUNT`` for ``spec``'s program: its machine's own, when
+    it runs as its own user; None when it runs as the worker's, which reaches it by path."""
+    return spec.machine_dir / "root" if spec.user is not None else None
 
 
 def parse_exit_file(text: str) -> int | None:

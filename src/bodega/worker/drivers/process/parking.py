@@ -33,7 +33,13 @@ from pathlib import Path
 
 from bodega.worker.drivers.base import TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
-from bodega.worker.drivers.process.launch import PROGRAM_NAME, SHELL, WRAPPER, RunFiles
+from bodega.worker.drivers.process.launch import (
+    PROGRAM_NAME,
+    SHELL,
+    WRAPPER,
+    RunFiles,
+    home_of,
+)
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.drivers.process.procfs import pids_with_argument
 
@@ -181,7 +187,9 @@ def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None) -> str:
     q = shlex.quote
     mounts = " ".join(f"{m.host_path}={m.guest_path}" for m in spec.mounts) or "-"
     user = f"{spec.user[0]}:{spec.user[1]}" if spec.user else "-"
-    unshare = "unshare --mount --propagation private -- " if spec.mounts else ""
+    home = home_of(spec)
+    unshare = ("unshare --mount --propagation private -- "
+               if spec.mounts or home is not None else "")
     env = " ".join(q(f"{k}={v}") for k, v in spec.env.items())
     argv = " ".join(q(a) for a in spec.argv)
     script = files.pidfile.with_suffix(".run")
@@ -192,7 +200,7 @@ def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None) -> str:
         "exit 125; }\n"
         f"exec {unshare}env -i {env} {SHELL} -c {q(WRAPPER)} {PROGRAM_NAME} - "
         f"{q(str(files.pidfile))} {q(str(files.exitfile))} {user} {memory_kib or '-'} "
-        f"{q(mounts)} {argv}\n"
+        f"{q(mounts)} {q(str(home)) if home is not None else '-'} {argv}\n"
     )
 
 
