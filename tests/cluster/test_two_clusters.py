@@ -2,10 +2,11 @@
 
 Two real clusters with different data dirs (and API/proxy ports and machine
 ranges) come up side by side on default, freely picked gossip ports and both
-serve creates; a third that asks for a port or a machine range one of them
+serve creates, each with an image registry on a port of its own picked free
+(no flag given); a third that asks for a port or a machine range one of them
 holds is refused in one line naming the address or range and the flag. A
-restarted `bodega up` keeps its gossip ports, and moves (and says so) one that
-was taken meanwhile.
+restarted `bodega up` keeps its gossip and registry ports, and moves (and says
+so) one that was taken meanwhile.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespace
 def small(api: int, proxy: int, cidr: str) -> tuple[str, ...]:
     return ("--regions", "ams", "--workers-per-region", "1", "--worker-cpus", "2",
             "--worker-memory-mb", "1024", "--api-port", str(api), "--proxy-port", str(proxy),
-            "--machine-cidr", cidr, "--registry-port", str(free_port()), "--log-level", "warning")
+            "--machine-cidr", cidr, "--log-level", "warning")
 
 
 async def create_and_start(api: int, token: str, app: str) -> dict[str, Any]:
@@ -54,6 +55,10 @@ def gossip_ports(data_dir: Path) -> dict[str, int]:
     return dict(json.loads((data_dir / "ports.json").read_text())["gossip"])
 
 
+def registry_port(data_dir: Path) -> int:
+    return int(json.loads((data_dir / "ports.json").read_text())["registry"])
+
+
 async def test_two_clusters_side_by_side_and_a_third_is_refused_in_one_line(
         tmp_path: Path) -> None:
     third = os.getpid() % 60
@@ -68,6 +73,12 @@ async def test_two_clusters_side_by_side_and_a_third_is_refused_in_one_line(
         ports_a, ports_b = gossip_ports(one.data_dir), gossip_ports(two.data_dir)
         assert set(ports_a) == set(ports_b) == {"ams-1", "broker", "proxy"}
         assert not set(ports_a.values()) & set(ports_b.values())
+        # Each its own image registry, on a port picked free, named in its cluster.json.
+        registries = [registry_port(one.data_dir), registry_port(two.data_dir)]
+        assert registries[0] != registries[1]
+        for up, port in zip((one, two), registries, strict=True):
+            (registry,) = [c for c in up.state()["components"] if c["role"] == "registry"]
+            assert registry["registry"] == f"127.0.0.1:{port}"
 
         seen_a, seen_b = await asyncio.gather(
             create_and_start(api_a, one.token(), "first"),
@@ -109,6 +120,7 @@ async def test_restarted_up_keeps_its_gossip_ports_and_moves_a_taken_one(
     try:
         await first.until_line("bodega is up")
         before = gossip_ports(data)
+        registry = registry_port(data)
     finally:
         assert await first.stop() == 0, first.output
 
@@ -121,6 +133,7 @@ async def test_restarted_up_keeps_its_gossip_ports_and_moves_a_taken_one(
             assert after["broker"] == before["broker"]
             assert after["proxy"] == before["proxy"]
             assert after["ams-1"] != before["ams-1"]
+            assert registry_port(data) == registry  # the images it holds keep their names
             moved = [line for line in again.lines if "is taken now" in line]
             assert moved == [f"ams-1: gossip port {before['ams-1']} is taken now; it gossips on "
                              f"{after['ams-1']} instead (remembered in {data / 'ports.json'})"]

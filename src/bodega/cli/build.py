@@ -3,7 +3,7 @@
 The way ``fly deploy --local-only`` builds: a daemonless builder on this
 host (Debian's ``buildah``), then a push. A name without a registry host is
 pushed to the registry ``bodega up`` runs (read from its ``cluster.json``),
-so ``bodega build . -t web:v1`` prints ``127.0.0.1:5050/web:v1``, the
+so ``bodega build . -t web:v1`` prints e.g. ``127.0.0.1:41234/web:v1``, the
 reference to give a machine as ``config.image``.
 """
 

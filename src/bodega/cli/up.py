@@ -81,8 +81,10 @@ def up(
     ] = None,
     driver: Annotated[str, typer.Option(
         help="auto (process, plus oci when root with runc), process, oci or null")] = "auto",
-    registry_port: Annotated[int, typer.Option(
-        help="Image registry (docker-registry) port; 0: none")] = 5050,
+    registry_port: Annotated[int | None, typer.Option(
+        min=0, max=65535,
+        help="Image registry (docker-registry) port; 0: none [default: a free port, "
+             "remembered in the data dir]")] = None,
     machine_cidr: Annotated[str, typer.Option(
         help="Machine addresses, a /24 per worker; one cluster per range on a host")]
     = "10.209.0.0/16",
@@ -98,13 +100,13 @@ def up(
         workers_per_region=workers_per_region, worker_cpus=worker_cpus,
         worker_memory_mb=worker_memory_mb, worker_disk_gb=worker_disk_gb, api_port=api_port,
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
-        registry_port=registry_port if shutil.which("docker-registry") else 0,
     )
+    registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
     subnets = [config.worker_subnet(i) for i in range(config.worker_count)]
     # Everything that can be refused is refused before anything is written or started.
     ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
-                                        **({"--registry-port": config.registry_port}
-                                           if config.registry_port else {})})
+                                        **({"--registry-port": registry_port}
+                                           if registry_wanted and registry_port else {})})
     claim = machine_range.RangeClaim()
     # Only then do workers name bridges by it.
     if os.geteuid() == 0 and driver in ("process", "auto", "oci"):
@@ -118,6 +120,13 @@ def up(
         for name, (old, new) in plan.moved.items():
             typer.echo(f"{name}: gossip port {old} is taken now; it gossips on {new} instead "
                        f"(remembered in {data_dir / ports.PORTS_FILE})", err=True)
+        if registry_wanted:
+            registry = ports.choose_registry(data_dir, config.host, registry_port)
+            if registry.moved_from is not None:
+                typer.echo(f"registry: port {registry.moved_from} is taken now; it serves on "
+                           f"{registry.port} instead (remembered in "
+                           f"{data_dir / ports.PORTS_FILE})", err=True)
+            config = dataclasses.replace(config, registry_port=registry.port)
         api_token, made = _token(data_dir, token)
         config = dataclasses.replace(config, token=api_token, cluster_secret=_secret(data_dir),
                                      gossip_ports=plan.ports)

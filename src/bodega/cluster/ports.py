@@ -1,12 +1,14 @@
 """The ports ``bodega up`` listens on: free ones by default, remembered in the data dir.
 
-Gossip ports are picked free (two clusters on one host must not collide) and
-written to ``ports.json``, so a restarted component, and a restarted ``bodega
-up`` on the same data dir, comes back on the address its peers remember. A
-remembered port that is now taken is replaced by a free one, and the caller
-says so. The API and proxy ports are the documented ones users type (4280,
-8080): they are never moved silently; a taken one is refused in one line that
-names the address and the flag that moves it.
+Ports internal to the cluster (every component's gossip port, the image
+registry's) are picked free, since two clusters on one host must not collide,
+and written to ``ports.json``, so a restarted component, and a restarted
+``bodega up`` on the same data dir, comes back on the address its peers (and
+the images it pushed) remember. A remembered port that is now taken is
+replaced by a free one, and the caller says so. The API and proxy ports are
+the documented ones users type (4280, 8080): they are never moved silently; a
+taken one is refused in one line that names the address and the flag that
+moves it.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ PORTS_FILE = "ports.json"
 
 
 class RememberedPorts(BaseModel):
-    """What ``ports.json`` holds: component name -> UDP gossip port."""
+    """What ``ports.json`` holds: component name -> UDP gossip port, and the image
+    registry's TCP port (None: none chosen yet)."""
 
     model_config = ConfigDict(extra="forbid")
     gossip: dict[str, int] = {}
+    registry: int | None = None
 
 
 @dataclass(frozen=True)
@@ -132,8 +136,38 @@ def choose_gossip(data_dir: Path, host: str, names: list[str],
         taken = {port for port in before.values() if udp_taken(host, port) is not None}
         plan = plan_gossip(names, before, taken,
                            free_udp_ports(host, len(names) + len(before)))
-    remember(data_dir, RememberedPorts(gossip=plan.ports))
+    remember(data_dir, remembered(data_dir).model_copy(update={"gossip": plan.ports}))
     return plan
+
+
+@dataclass(frozen=True)
+class RegistryPort:
+    port: int
+    moved_from: int | None  # the remembered port it replaces, when that one was taken
+
+
+def choose_registry(data_dir: Path, host: str, asked: int | None) -> RegistryPort:
+    """The image registry's TCP port, remembered for the next start.
+
+    ``asked`` (``--registry-port``) is used as given (the caller checked it is free).
+    Otherwise the remembered port is kept while it is free, else a free one is
+    picked: the registry is internal to the cluster, no user types its port.
+    """
+    before = remembered(data_dir)
+    if asked is not None:
+        chosen = RegistryPort(asked, None)
+    elif before.registry is not None and tcp_taken(host, before.registry) is None:
+        chosen = RegistryPort(before.registry, None)
+    else:
+        chosen = RegistryPort(free_tcp_port(host), before.registry)
+    remember(data_dir, before.model_copy(update={"registry": chosen.port}))
+    return chosen
+
+
+def free_tcp_port(host: str) -> int:
+    """A TCP port the kernel says is free now."""
+    with bind(host, 0) as sock:
+        return int(sock.getsockname()[1])
 
 
 def check_listeners(host: str, wanted: dict[str, int]) -> None:
