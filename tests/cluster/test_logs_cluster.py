@@ -107,6 +107,19 @@ async def test_logs_stream_and_follow_for_a_machine_and_an_app(tmp_path: Path) -
                 merged = [json.loads(t) for t in history.text.splitlines() if t]
                 assert len(merged) == 10
                 assert [x["timestamp"] for x in merged] == sorted(x["timestamp"] for x in merged)
+                # Each past line is dated when it was written, not when its file last was:
+                # `since` a line's time leaves out the lines written before it.
+                everything = await api.get("/v1/apps/ticks/logs", params={"limit": "10000"})
+                past = [json.loads(t) for t in everything.text.splitlines() if t]
+                mine = [x for x in past if x["machine_id"] == own["id"]]
+                assert len(mine) >= 10
+                assert mine[-1]["timestamp"] > mine[0]["timestamp"]
+                cut = mine[len(mine) // 2]
+                since = await api.get("/v1/apps/ticks/logs", params={
+                    "limit": "10000", "since": cut["timestamp"], "machine": own["id"]})
+                after = [json.loads(t) for t in since.text.splitlines() if t]
+                assert all(x["timestamp"] >= cut["timestamp"] for x in after)
+                assert min(tick(x) for x in after) > tick(mine[0]), "earlier lines left out"
                 followed = await read_lines(stream_api, "/v1/apps/ticks/logs",
                                             {"limit": "1", "follow": "1"}, until_count=12)
                 assert {x["machine_id"] for x in followed} == set(ids)

@@ -2,10 +2,11 @@
 
 A machine writes its stdout and stderr straight into ``logs/machine.log``
 (kept bounded by copytruncate into ``machine.log.1``); nothing stamps the
-lines as they are written, so lines already in the files carry the time
-their file was last written, and followed lines the time the worker read
-them (within ``POLL`` seconds). Following polls the file's size and reads
-only what was appended; a truncation (rotation) starts again from the top.
+lines as they are written, so lines already in the files carry the time the
+worker's log keeper saw them appear (``drivers/process/logtimes.py``, within
+a quarter of a second), and followed lines the time the worker read them
+(within ``POLL`` seconds). Following polls the file's size and reads only
+what was appended; a truncation (rotation) starts again from the top.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bodega.model.states import MachineState
 from bodega.wire import logs as wire
 from bodega.wire.http import query_bool
 from bodega.worker import queries
+from bodega.worker.drivers.process import logtimes
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.machine_routes import RouteSpec, find_machine
 from bodega.worker.machines import MachineService
@@ -34,7 +36,8 @@ READ_BYTES = 256 * 1024  # and at most this much new log per poll
 
 
 def read_history(path: Path) -> tuple[list[tuple[float, str]], int]:
-    """(mtime, line) for the log's last lines, and the live file's size (where following starts)."""
+    """(when written, line) for the log's last lines, and the live file's size (where
+    following starts)."""
     out: list[tuple[float, str]] = []
     size = 0
     budget = HISTORY_BYTES
@@ -49,12 +52,21 @@ def read_history(path: Path) -> tuple[list[tuple[float, str]], int]:
             continue
         if candidate == path:
             size = stat.st_size
-        lines, rest = wire.split_lines(b"", data)
-        if rest:
-            lines.append(rest.decode("utf-8", "replace"))
-        if start > 0 and lines:
-            lines = lines[1:]  # the first line was cut by the budget
-        out += [(stat.st_mtime, line) for line in lines]
+        pieces = data.split(b"\n")
+        if not pieces[-1]:
+            pieces.pop()  # the file ends with a whole line
+        ends, end = [], start
+        for piece in pieces:
+            end = min(end + len(piece) + 1, start + len(data))
+            ends.append(end)
+        lines = [piece[:wire.MAX_LINE].decode("utf-8", "replace").rstrip("\r")
+                 for piece in pieces]
+        times = logtimes.stamp(ends, logtimes.read_checkpoints(logtimes.times_path(candidate)),
+                               stat.st_mtime)
+        dated = list(zip(times, lines, strict=True))
+        if start > 0 and dated:
+            dated = dated[1:]  # the first line was cut by the budget
+        out += dated
     return out, size
 
 

@@ -1,11 +1,13 @@
-"""Bounded machine logs, kept by copytruncate.
+"""Bounded, time-stamped machine logs, kept by copytruncate.
 
 A machine writes straight into ``logs/machine.log`` opened with ``O_APPEND``,
 so nothing between the machine and its log can block or die (a worker crash
 never stalls a machine's writes). The janitor keeps each log under a limit:
 when one grows past it, its content moves to ``machine.log.1`` and the file is
 truncated in place; the writer's next append lands at the new end. At worst a
-log holds ``2 x max_bytes`` plus what is written between two passes.
+log holds ``2 x max_bytes`` plus what is written between two passes. Between
+its passes it notes, every ``STAMP_INTERVAL``, how far each log has grown and
+when (``logtimes.py``): that is what dates every line.
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ import os
 import shutil
 from pathlib import Path
 
+from bodega.worker.drivers.process.logtimes import (
+    STAMP_INTERVAL,
+    append_checkpoint,
+    last_offset,
+    times_path,
+)
+
 log = logging.getLogger("bodega.worker.logs")
 
 LOG_NAME = "machine.log"
@@ -27,16 +36,28 @@ def log_path(machine_dir: Path) -> Path:
 
 
 def rotate_if_large(path: Path, max_bytes: int) -> bool:
-    """Copy then truncate ``path`` when it is over ``max_bytes``; True if it rotated."""
+    """Copy then truncate ``path`` when it is over ``max_bytes``; True if it rotated.
+
+    Its checkpoints go with it: a last one for what it holds now, then the file moves
+    to ``machine.log.1.times`` and the live log starts a new one."""
     try:
-        if path.stat().st_size <= max_bytes:
-            return False
+        stat = path.stat()
     except FileNotFoundError:
         return False
+    if stat.st_size <= max_bytes:
+        return False
     previous = path.with_name(path.name + ".1")
+    times = times_path(path)
     with path.open("rb") as src, previous.open("wb") as dst:
         shutil.copyfileobj(src, dst)
+        copied = src.tell()
+    if copied > last_offset(times):
+        append_checkpoint(times, copied, os.stat(path).st_mtime)
     os.truncate(path, 0)
+    if times.exists():
+        os.replace(times, times_path(previous))
+    else:
+        times_path(previous).unlink(missing_ok=True)
     return True
 
 
@@ -60,21 +81,63 @@ def tail(path: Path, max_bytes: int) -> bytes:
 
 
 class LogJanitor:
-    def __init__(self, max_bytes: int, interval: float = 2.0) -> None:
+    def __init__(self, max_bytes: int, interval: float = 2.0,
+                 stamp_interval: float = STAMP_INTERVAL) -> None:
         self.max_bytes = max_bytes
         self.interval = interval
+        self.stamp_interval = stamp_interval
+        self._sizes: dict[Path, int] = {}  # each log's size at its last checkpoint
 
     def sweep(self, machines_dir: Path) -> int:
         rotated = 0
         with contextlib.suppress(FileNotFoundError):
             for machine_dir in machines_dir.iterdir():
+                path = log_path(machine_dir)
                 try:
-                    rotated += rotate_if_large(log_path(machine_dir), self.max_bytes)
+                    self.stamp(path)
+                    if rotate_if_large(path, self.max_bytes):
+                        rotated += 1
+                        self._sizes[path] = 0
                 except OSError as exc:
                     log.warning("%s: could not rotate its log: %s", machine_dir.name, exc)
         return rotated
 
+    def stamp_all(self, machines_dir: Path) -> None:
+        """A checkpoint for every log that grew since its last one."""
+        seen = set()
+        with contextlib.suppress(FileNotFoundError):
+            for machine_dir in machines_dir.iterdir():
+                path = log_path(machine_dir)
+                seen.add(path)
+                try:
+                    self.stamp(path)
+                except OSError as exc:
+                    log.warning("%s: could not date its log: %s", machine_dir.name, exc)
+        for gone in self._sizes.keys() - seen:  # destroyed machines
+            del self._sizes[gone]
+
+    def stamp(self, path: Path) -> None:
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            return
+        known = self._sizes.get(path)
+        if known is None:  # first look since the worker started: resume from the file
+            known = last_offset(times_path(path))
+        if stat.st_size < known:  # truncated by someone else: what it held is gone
+            known = 0
+        if stat.st_size > known:
+            append_checkpoint(times_path(path), stat.st_size, stat.st_mtime)
+            known = stat.st_size
+        self._sizes[path] = known
+
     async def run(self, machines_dir: Path) -> None:
+        loop = asyncio.get_running_loop()
+        next_sweep = loop.time() + self.interval
         while True:
-            await asyncio.sleep(self.interval)
-            await asyncio.to_thread(self.sweep, machines_dir)
+            await asyncio.sleep(self.stamp_interval)
+            if loop.time() >= next_sweep:
+                next_sweep = loop.time() + self.interval
+                await asyncio.to_thread(self.sweep, machines_dir)
+            else:
+                await asyncio.to_thread(self.stamp_all, machines_dir)
