@@ -8,6 +8,7 @@ is what it says, so a deploy that changes [env] shows in its answers; with
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -32,7 +33,19 @@ class Hello(BaseHTTPRequestHandler):
         pass  # one line per request would drown the machine's log
 
 
-if __name__ == "__main__":
-    port = int(os.environ.get("PORT", "8080"))
+def serve(port: int) -> None:
+    """Serve until stopped. bodega stops a machine with SIGINT (its default stop signal)
+    or SIGTERM: either is a normal end, said in one line, not a traceback."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    server = ThreadingHTTPServer(("0.0.0.0", port), Hello)
     print(f"listening on :{port}", flush=True)
-    ThreadingHTTPServer(("0.0.0.0", port), Hello).serve_forever()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopping", flush=True)
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    serve(int(os.environ.get("PORT", "8080")))

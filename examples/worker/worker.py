@@ -7,12 +7,22 @@ but when its worker host dies bodega starts the standby on another host.
 from __future__ import annotations
 
 import os
+import signal
 import time
 
-if __name__ == "__main__":
-    every = float(os.environ.get("EVERY", "5"))
+
+def tick(every: float) -> None:
+    """Tick until stopped: SIGINT (bodega's default stop signal) or SIGTERM end it quietly."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     n = 0
-    while True:
-        n += 1
-        print(f"tick {n}", flush=True)
-        time.sleep(every)
+    try:
+        while True:
+            n += 1
+            print(f"tick {n}", flush=True)
+            time.sleep(every)
+    except KeyboardInterrupt:
+        print(f"stopping after {n} ticks", flush=True)
+
+
+if __name__ == "__main__":
+    tick(float(os.environ.get("EVERY", "5")))
