@@ -29,7 +29,7 @@ def until_line(process: subprocess.Popen[str], text: str) -> None:
         line = process.stdout.readline()
         if text in line:
             return
-    raise AssertionError(f"no {text!r} from {process.args}")
+    raise AssertionError(f"no {text!r} from {process.args!r}")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
