@@ -126,12 +126,18 @@ def run(
 @friendly
 def list_machines(app: App = "", all_: Annotated[bool, typer.Option(
     "--all", help="Include destroyed machines")] = False,
+                  quiet: Annotated[bool, typer.Option(
+                      "--quiet", "-q", help="Only the machines' IDs, one a line")] = False,
                   api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
     """List an app's machines."""
     params = {"include_deleted": "true"} if all_ else {}
     found = call(api_url, token, lambda c: c.machines(app, **params))
     if json:
         show_json(found)
+        return
+    if quiet:
+        for m in found:
+            typer.echo(m["id"])
         return
     table(["ID", "NAME", "STATE", "REGION", "IMAGE", "IP", "UPDATED"],
           [(m["id"], m["name"], m["state"], m["region"], m["config"].get("image"),
