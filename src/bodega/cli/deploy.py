@@ -1,14 +1,18 @@
 """``bodega deploy``, ``bodega releases`` and ``bodega rollback``: parse, call, render.
 
 The policy lives in ``bodega.deploy``; this module only reads arguments, prints
-progress (Rich for people, one JSON document with ``--json``) and turns a failed
-deploy into one readable line and a non-zero exit.
+progress (Rich for people; with ``--json`` one JSON object a line, each event as it
+happens and a final ``{"type": "result", ...}``) and turns a failed deploy into one
+readable line and a non-zero exit, with or without ``--json``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import json as jsonlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -29,11 +33,13 @@ from bodega.cli.session import (
     table,
 )
 from bodega.deploy import calls
-from bodega.deploy.config import AppConfig, load
+from bodega.deploy.config import AppConfig, config_file, load
 from bodega.deploy.deployer import DeployOptions, DeployResult, deploy
 from bodega.deploy.execute import Progress
-from bodega.deploy.plan import STRATEGIES, Strategy
+from bodega.deploy.plan import STRATEGIES, Relabel, Strategy
 from bodega.model.duration import parse_duration
+from bodega.model.errors import BodegaError
+from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
 
 ConfigPath = Annotated[Path, typer.Option("--config", "-c", help="The app's bodega.toml")]
@@ -50,11 +56,13 @@ def _strategy(value: str | None) -> Strategy | None:
     raise ValueError(f"unknown strategy {value!r}: use one of {', '.join(STRATEGIES)}")
 
 
-def _reporter(quiet: bool) -> Any:
+def _reporter(json: bool) -> Any:
     started = time.monotonic()
 
     def report(progress: Progress) -> None:
-        if quiet:
+        if json:
+            typer.echo(jsonlib.dumps({"type": "check" if progress.check else "progress",
+                                      **progress.model_dump(mode="json", exclude_none=True)}))
             return
         who = f"[cyan]{progress.machine}[/cyan] " if progress.machine else ""
         console.print(f"[dim]{time.monotonic() - started:6.1f}s[/dim] "
@@ -64,18 +72,39 @@ def _reporter(quiet: bool) -> Any:
 
 def _finish(result: DeployResult, json: bool) -> None:
     if json:
-        show_json(result.model_dump(mode="json"))
+        typer.echo(jsonlib.dumps(result.summary()))
     outcome = result.outcome
     if outcome.ok:
         if not json:
             console.print(f"[green]Release v{result.version} of {result.app} deployed "
-                          f"({result.strategy}).[/green]")
+                          f"({result.strategy}){_left_alone(result)}.[/green]")
         return
     failure = outcome.failure
     line = f"release v{result.version} failed: {failure.describe() if failure else 'unknown'}"
     if outcome.not_updated:
         line += f"; not updated: {', '.join(outcome.not_updated)}"
     fail(line)
+
+
+def _left_alone(result: DeployResult) -> str:
+    skipped = len(result.outcome.skipped)
+    if not skipped:
+        return ""
+    if all(isinstance(a, Relabel) for s in result.plan.stages for a in s.actions):
+        return f": {counted(skipped, 'machine')} already current, nothing restarted"
+    return f"; {counted(skipped, 'machine')} already current, left running"
+
+
+@contextlib.contextmanager
+def _json_result_on_error(json: bool) -> Iterator[None]:
+    """With --json, an error before the deploy could end still prints a final result."""
+    try:
+        yield
+    except (BodegaError, ValueError, OSError) as err:
+        if json:
+            message = err.message if isinstance(err, BodegaError) else str(err)
+            typer.echo(jsonlib.dumps({"type": "result", "status": "error", "error": message}))
+        raise
 
 
 @friendly
@@ -99,18 +128,24 @@ def deploy_command(
     = Path(".bodega"),
     api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
 ) -> None:
-    """Deploy the app described by bodega.toml (building its Dockerfile first, if any)."""
-    app_config, warnings = load(config)
-    for warning in warnings:
-        typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
-    image = built_image(app_config, config, image, registry, data_dir, api_url, token,
-                        quiet=json) or image
-    options = DeployOptions(
-        strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
-        wait_timeout=wait_timeout if wait_timeout is not None else _seconds(
-            app_config.deploy.wait_timeout), smoke=smoke_time, drain=drain_time,
-        who=getpass.getuser(), base_dir=str(config.resolve().parent))
-    result = call(api_url, token, lambda c: deploy(c, app_config, options, _reporter(json)))
+    """Deploy the app described by bodega.toml (building its Dockerfile first, if any).
+
+    -c takes the file, or a directory holding a bodega.toml.
+    """
+    with _json_result_on_error(json):
+        config = config_file(config)
+        app_config, warnings = load(config)
+        for warning in warnings:
+            typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
+        image = built_image(app_config, config, image, registry, data_dir, api_url, token,
+                            quiet=json) or image
+        options = DeployOptions(
+            strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
+            wait_timeout=wait_timeout if wait_timeout is not None else _seconds(
+                app_config.deploy.wait_timeout), smoke=smoke_time, drain=drain_time,
+            who=getpass.getuser(), base_dir=str(config.resolve().parent))
+        result = call(api_url, token,
+                      lambda c: deploy(c, app_config, options, _reporter(json)))
     _finish(result, json)
 
 
@@ -122,7 +157,7 @@ def app_name(app: str | None, config: Path) -> str:
     if app:
         return app
     if config.exists():
-        return load(config)[0].app
+        return load(config_file(config))[0].app
     raise ValueError("no app: pass --app or run where bodega.toml is (or -c PATH)")
 
 
@@ -153,8 +188,8 @@ def rollback_command(
     smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
     api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
 ) -> None:
-    """Redeploy an earlier release's config with the same deploy machinery."""
-    name = app_name(app, config)
+    """Redeploy an earlier release's config with the same deploy machinery: only machines
+    not on that config are replaced."""
 
     async def work(client: MachinesClient) -> DeployResult:
         found = await calls.releases(client, name)
@@ -170,7 +205,10 @@ def rollback_command(
         return await deploy(client, AppConfig.model_validate(target["config"]), options,
                             _reporter(json))
 
-    _finish(call(api_url, token, work), json)
+    with _json_result_on_error(json):
+        name = app_name(app, config)
+        result = call(api_url, token, work)
+    _finish(result, json)
 
 
 def pick_release(found: list[dict[str, Any]], version: int | None) -> dict[str, Any]:
