@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from bodega.cli.deploy_build import built_image
 from bodega.cli.errors import fail, friendly
@@ -65,8 +66,11 @@ def _reporter(json: bool) -> Any:
                                       **progress.model_dump(mode="json", exclude_none=True)}))
             return
         who = f"[cyan]{progress.machine}[/cyan] " if progress.machine else ""
+        message = escape(progress.message)  # a check's output may hold "[...]"
+        # One event, one line, however narrow the terminal: a reader (or grep) follows it.
         console.print(f"[dim]{time.monotonic() - started:6.1f}s[/dim] "
-                      f"[bold]{progress.stage}[/bold]: {who}{progress.message}")
+                      f"[bold]{escape(progress.stage)}[/bold]: {who}{message}",
+                      soft_wrap=True, highlight=False)
     return report
 
 
@@ -77,7 +81,7 @@ def _finish(result: DeployResult, json: bool) -> None:
     if outcome.ok:
         if not json:
             console.print(f"[green]Release v{result.version} of {result.app} deployed "
-                          f"({result.strategy}){_left_alone(result)}.[/green]")
+                          f"({result.strategy}){_left_alone(result)}.[/green]", soft_wrap=True)
         return
     failure = outcome.failure
     line = f"release v{result.version} failed: {failure.describe() if failure else 'unknown'}"
