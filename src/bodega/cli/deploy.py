@@ -43,7 +43,10 @@ from bodega.model.errors import BodegaError
 from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
 
-ConfigPath = Annotated[Path, typer.Option("--config", "-c", help="The app's bodega.toml")]
+ConfigPath = Annotated[Path, typer.Option(
+    "--config", "-c", help="The app's bodega.toml, or a directory holding one")]
+DeployJson = Annotated[bool, typer.Option(
+    "--json", help="One JSON object a line: each event as it happens, then the result")]
 AppOption = Annotated[str | None, typer.Option("--app", "-a", envvar="BODEGA_APP",
                                                help="App name (default: from bodega.toml)")]
 
@@ -130,7 +133,7 @@ def deploy_command(
              "[default: the one `bodega up` runs]")] = None,
     data_dir: Annotated[Path, typer.Option(help="The local cluster's data dir")]
     = Path(".bodega"),
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: DeployJson = False,
 ) -> None:
     """Deploy the app described by bodega.toml (building its Dockerfile first, if any).
 
@@ -190,7 +193,7 @@ def rollback_command(
     = None,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 300.0,
     smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: DeployJson = False,
 ) -> None:
     """Redeploy an earlier release's config with the same deploy machinery: only machines
     not on that config are replaced."""
