@@ -38,6 +38,26 @@ class Cli:
         assert process.returncode is not None
         return process.returncode, out.decode(), err.decode()
 
+    async def watch(self, *args: str, until: str,
+                    timeout: float = 240.0) -> tuple[int, str, str, bool]:
+        """Run, reading stdout as it is written: (code, out, err, whether a line containing
+        ``until`` came while the command was still running)."""
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bodega", *args, env=self.env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        assert process.stdout is not None
+        assert process.stderr is not None
+        errors = asyncio.create_task(process.stderr.read())
+        lines: list[str] = []
+        early = False
+        async with asyncio.timeout(timeout):
+            while line := (await process.stdout.readline()).decode():
+                lines.append(line)
+                if until in line and not early:
+                    early = process.returncode is None
+            code = await process.wait()
+        return code, "".join(lines), (await errors).decode(), early
+
     async def ok(self, *args: str) -> str:
         code, out, err = await self.run(*args)
         assert code == 0, f"bodega {' '.join(args)} failed ({code}):\n{out}\n{err}"

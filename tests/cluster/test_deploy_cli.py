@@ -6,16 +6,22 @@ under constant load through the proxy serves no failed request; a version
 that cannot start, or whose health check fails, stops the rolling deploy
 after its first machine and leaves the other on the old release; a rollback
 brings the old config back;
-bluegreen succeeds, and a failing bluegreen leaves blue serving. Three apps, each
-deployed alongside the others (a deploy mostly waits): the rolling deploy and the release
-that cannot start; the release whose checks fail; bluegreen.
+bluegreen succeeds, and a failing bluegreen leaves blue serving; a rollback replaces
+only the machines not on the target release's config, and an unchanged redeploy
+restarts nothing (``--json`` prints one event a line and a final result); a failing
+check is printed as it turns critical, before the deploy ends; a region the cluster
+does not have is named, with the regions it has. Apps deployed alongside each other (a
+deploy mostly waits): the rolling deploy and the release that cannot start; the release
+whose checks fail; bluegreen; the unchanged redeploy; the unknown region.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -58,7 +64,9 @@ async def test_deploy_rolling_failure_rollback_and_bluegreen(tmp_path: Path) -> 
             await concurrently(
                 rolling_failure_rollback=rolling_failure_rollback(cli, apps, f"hello-{suffix}"),
                 unhealthy_and_rollback=unhealthy_and_rollback(cli, apps, f"sick-{suffix}"),
-                bluegreen=bluegreen(cli, apps, f"green-{suffix}"))
+                bluegreen=bluegreen(cli, apps, f"green-{suffix}"),
+                unchanged=unchanged_redeploy(cli, apps, f"same-{suffix}"),
+                unknown_region=unknown_region(cli, apps, f"where-{suffix}"))
 
 
 def broken_app(tmp_path: Path, app: str) -> Path:
@@ -111,19 +119,39 @@ async def rolling_failure_rollback(cli: Cli, tmp_path: Path, app: str) -> None:
 
     # Back to v2 explicitly, as v4: both machines healthy on v2's config, the crashed one
     # too, whether it is between restarts or has run out of them and rests as "stopped".
-    await cli.ok("rollback", "--app", app, "2")
+    # Only the crashed one is replaced: the other still runs v2's config, untouched.
+    before_rollback = await runs(cli, app)
+    out = await cli.ok("rollback", "--app", app, "2")
+    assert "ams: 1 machine already current, skipped" in out
     machines = await cli.machines(app)
     assert [m["state"] for m in machines] == ["started", "started"]
     assert releases_of(machines) == ["4", "4"]
     assert {m["config"]["env"]["GREETING"] for m in machines} == {"hello v2"}
+    runs_after = await runs(cli, app)
+    assert runs_after[ids[1]] == before_rollback[ids[1]], "the machine on v2 was restarted"
+    assert runs_after[ids[0]] != before_rollback[ids[0]]
+
+
+async def runs(cli: Cli, app: str) -> dict[str, tuple[str, int]]:
+    """Each machine's instance and how many times it started: a restart changes one."""
+    out = {}
+    for m in await cli.machines(app):
+        events = await cli.json("machine", "events", m["id"], "--app", app)
+        out[m["id"]] = (m["instance_id"], sum(1 for e in events if e["type"] == "start"))
+    return out
 
 
 async def unhealthy_and_rollback(cli: Cli, tmp_path: Path, app: str) -> None:
     await cli.ok("deploy", "-c", str(app_dir(tmp_path, "hello", app)))
     ids = sorted(m["id"] for m in await cli.machines(app))
-    # A version whose health check fails: stops after the first machine's checks.
+    # A version whose health check fails: stops after the first machine's checks, and says
+    # the check turned critical as it happens, not when the wait runs out.
     unhealthy = app_dir(tmp_path, "hello", app, **{'HEALTHY = "true"': 'HEALTHY = "false"'})
-    code, _out, err = await cli.run("deploy", "-c", str(unhealthy), "--wait-timeout", "10")
+    turned = f"{ids[0]} check servicecheck-00-http-8080 warning -> critical"
+    code, out, err, early = await cli.watch("deploy", "-c", str(unhealthy), "--wait-timeout",
+                                            "10", until=turned)
+    assert turned in out, out
+    assert early, "the transition was printed only once the deploy had ended"
     assert code == 1
     (line,) = err.strip().splitlines()
     assert line.startswith(f"Error: release v2 failed: machine {ids[0]} failed at health "
@@ -137,10 +165,15 @@ async def unhealthy_and_rollback(cli: Cli, tmp_path: Path, app: str) -> None:
     for _ in range(20):  # the proxy routes around the failing machine
         assert (await cli.get(app)).text.startswith(f"hello from bodega ({ids[1]})")
 
-    # Rollback: the last complete release before the newest (v1), as v3.
+    # Rollback: the last complete release before the newest (v1), as v3; only the machine
+    # on the failed v2 is replaced.
+    before_rollback = await runs(cli, app)
     await cli.ok("rollback", "--app", app)
     machines = await cli.machines(app)
     assert releases_of(machines) == ["3", "3"]
+    runs_after = await runs(cli, app)
+    assert runs_after[ids[1]] == before_rollback[ids[1]]
+    assert runs_after[ids[0]] != before_rollback[ids[0]]
     assert {m["config"]["env"]["HEALTHY"] for m in machines} == {"true"}
     releases = await cli.json("releases", "--app", app)
     assert (releases[0]["version"], releases[0]["status"]) == (3, "complete")
@@ -174,3 +207,69 @@ async def bluegreen(cli: Cli, tmp_path: Path, app: str) -> None:
     status = await cli.json("status", "--app", app)
     assert status["release"]["version"] == 2  # the failed v3 changed nothing
     assert len(status["machines"]) == 2
+
+
+async def unchanged_redeploy(cli: Cli, tmp_path: Path, app: str) -> None:
+    toml = app_dir(tmp_path, "hello", app)
+    await cli.ok("deploy", "-c", str(toml))
+    before = await runs(cli, app)
+
+    # The same config again, with --json: every line a JSON object, the last the result.
+    code, out, err = await cli.run("deploy", "-c", str(toml.parent), "--json")
+    assert code == 0, err
+    lines: list[dict[str, Any]] = [json.loads(line) for line in out.splitlines()]
+    *events, result = lines
+    assert events
+    assert {e["type"] for e in events} <= {"progress", "check"}
+    assert (result["type"], result["release"], result["version"], result["status"]) == (
+        "result", "v2", 2, "complete")
+    assert result["failure"] is None
+    assert sorted((m["id"], m["action"], m["relabelled"]) for m in result["machines"]) == [
+        (machine_id, "skipped", True) for machine_id in sorted(before)]
+    assert await runs(cli, app) == before, "an unchanged deploy restarted a machine"
+    assert releases_of(await cli.machines(app)) == ["2", "2"]  # labelled in place
+
+    # As a person reads it.
+    out = await cli.ok("deploy", "-c", str(toml))
+    assert "app: ams: 2 machines already current, skipped" in out
+    assert "2 machines already current, nothing restarted" in out
+    assert await runs(cli, app) == before
+
+    # A failing deploy with --json: the failure in the result, the exit code as without.
+    broken = broken_app(tmp_path, app)
+    code, out, _err = await cli.run("deploy", "-c", str(broken), "--json",
+                                    *SMOKE_CATCHES_AN_EXIT)
+    assert code == 1
+    result = json.loads(out.splitlines()[-1])
+    assert (result["status"], result["version"]) == ("failed", 4)
+    assert result["failure"]["machine"] == min(before)
+    assert result["failure"]["step"] in ("start", "smoke check")
+    assert "exit code 3" in result["failure"]["reason"]
+
+
+async def unknown_region(cli: Cli, tmp_path: Path, app: str) -> None:
+    named = ("invalid_argument: region xyz has no workers in this cluster; its region is ams")
+    code, _out, err = await cli.run("machine", "run", "--app", app, "--region", "xyz",
+                                    "--", "sleep", "60")
+    assert code == 1
+    assert "app not found" in err  # no app yet: that is said first
+    await cli.ok("apps", "create", app)
+    code, _out, err = await cli.run("machine", "run", "--app", app, "--region", "xyz",
+                                    "--", "sleep", "60")
+    assert (code, err.strip()) == (1, f"Error: {named}")
+
+    toml = app_dir(tmp_path, "hello", app, **{'primary_region = "ams"':
+                                              'primary_region = "xyz"'})
+    code, _out, err = await cli.run("deploy", "-c", str(toml))
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith("Error: release v1 failed: machine ")
+    assert line.endswith(f"failed at create: {named}")
+    assert await cli.machines(app) == []
+
+    # Its only release failed: the app says so, and has no current release.
+    (listed,) = [a for a in await cli.json("apps", "list") if a["name"] == app]
+    assert listed["status"] == "failed"
+    table = await cli.ok("apps", "list")
+    (row,) = [line.split() for line in table.splitlines() if line.startswith(app + " ")]
+    assert row[2:4] == ["failed", "-"]

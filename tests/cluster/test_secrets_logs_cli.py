@@ -55,7 +55,7 @@ async def test_secrets_and_logs_commands(tmp_path: Path) -> None:
             assert "TOKEN" in out
             assert value not in out
             code, out, _ = await bodega(url, "secrets", "deploy", "-a", "cli")
-            assert (code, out.split(":")[0]) == (0, "Updated 1 machine(s)")
+            assert (code, out.split(":")[0]) == (0, "Updated 1 machine")
             code, _, err = await bodega(url, "secrets", "set", "-a", "cli", value)
             assert code != 0
             assert value not in err

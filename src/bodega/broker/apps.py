@@ -45,7 +45,7 @@ class Apps:
         doc = {
             "id": hashlib.sha256(name.encode()).hexdigest()[:12], "name": name,
             "org_slug": org_slug, "network": network or "default",
-            "status": "deployed", "created_at": time.time(),
+            "created_at": time.time(),
         }
         self.catalog.put_shared("apps", name, doc)
         return doc
@@ -59,12 +59,12 @@ class Apps:
             self.catalog.rows("apps")
         return sorted(str(r["name"]) for r in rows)
 
-    def wire(self, doc: dict[str, Any], machine_count: int, volume_count: int) -> dict[str, Any]:
-        """The App object as the Machines API shows it."""
+    def wire(self, doc: dict[str, Any], machine_count: int, volume_count: int,
+             status: str) -> dict[str, Any]:
+        """The App object as the Machines API shows it (``status`` from its releases)."""
         org = str(doc.get("org_slug", "personal"))
         return {
-            "id": doc.get("id", doc["name"]), "name": doc["name"], "status": doc.get("status",
-                                                                                     "deployed"),
+            "id": doc.get("id", doc["name"]), "name": doc["name"], "status": status,
             "organization": {"name": org, "slug": org}, "network": doc.get("network", "default"),
             "machine_count": machine_count, "volume_count": volume_count,
         }

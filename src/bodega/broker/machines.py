@@ -45,6 +45,14 @@ FIND_CONCURRENCY = 32
 MARKED_ASKED = 4  # workers sharing a mark asked about an unknown id (about N/4096 do)
 
 
+def unknown_regions(unknown: list[str], known: list[str]) -> str:
+    """The message for regions no worker serves, with the ones that exist."""
+    named = ", ".join(unknown)
+    return (f"invalid_argument: {'region' if len(unknown) == 1 else 'regions'} {named} "
+            f"{'has' if len(unknown) == 1 else 'have'} no workers in this cluster; "
+            f"its {'region is' if len(known) == 1 else 'regions are'} {', '.join(known)}")
+
+
 def public(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in INTERNAL_FIELDS}
 
@@ -66,11 +74,24 @@ class Machines:
 
     # -- create ---------------------------------------------------------------------------
     def regions(self, expression: str | None) -> tuple[str, ...]:
+        """The regions a create (or a simulated placement) may use, in order.
+
+        A region the client names that has no worker at all, alive or not, is an
+        error (400) naming it and the regions the cluster has: "insufficient
+        capacity" would send them waiting for room that will never come. The
+        broker's own default is not checked, nor is anything while the cluster
+        has no workers yet (placement then says no worker serves it).
+        """
+        known = self.candidates.regions()
         try:
-            return parse_regions(expression or self.default_region, self.candidates.regions(),
-                                 nearest=self.default_region.split(",")[0])
+            regions = parse_regions(expression or self.default_region, known,
+                                    nearest=self.default_region.split(",")[0])
         except ValueError as exc:
             raise BadRequest(f"invalid_argument: {exc}") from None
+        unknown = [r for r in regions if r not in known]
+        if expression and known and unknown:
+            raise BadRequest(unknown_regions(unknown, known))
+        return regions
 
     def placement_request(self, app: str, body: CreateMachineRequest,
                           regions: tuple[str, ...]) -> PlacementRequest:

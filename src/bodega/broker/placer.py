@@ -28,12 +28,13 @@ from typing import Any
 
 from bodega.broker.candidates import Candidates
 from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.no_room import no_room
 from bodega.broker.shadow import Shadow
 from bodega.broker.workers import Workers
-from bodega.model.capacity import Ask, describe_free
+from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, Indeterminate, InsufficientCapacity, Unavailable
 from bodega.model.machine import rfc3339
-from bodega.placement import PlacementRequest, Policy, RegionRanking, Scored, best_free
+from bodega.placement import PlacementRequest, Policy, RegionRanking, Scored
 from bodega.placement import rank_region as rank
 
 log = logging.getLogger("bodega.broker.placer")
@@ -153,7 +154,7 @@ class Placer:
                     return machine, record
                 if time.perf_counter() > deadline:
                     break
-            raise self.no_room(request, record)
+            raise no_room(request, record, self.candidates)
         except BodegaError as exc:
             if outcome != "placed" and not isinstance(exc, InsufficientCapacity):
                 outcome = "error"
@@ -301,28 +302,6 @@ class Placer:
             await self.workers.client(worker).release(reservation)
         except BodegaError as exc:  # it expires by itself; nothing leaks
             log.info("could not release %s on %s (it will expire): %s", reservation, worker, exc)
-
-    def no_room(self, request: PlacementRequest, record: Record) -> InsufficientCapacity:
-        where = ",".join(request.regions) or "(no region)"
-        considered = sum(r.considered for r in record.regions)
-        parts = [f"insufficient capacity in {where}: asked for {request.ask.describe()}",
-                 f"{considered} worker{'s' if considered != 1 else ''} considered"]
-        refused: dict[str, int] = {}
-        for ranking in record.regions:
-            for kind, count in ranking.refused_by_kind.items():
-                refused[kind] = refused.get(kind, 0) + count
-        rejected = sum(1 for a in record.attempts if a.outcome != "accepted")
-        detail = [f"{n} {kind.replace('_', ' ')}" for kind, n in sorted(refused.items())]
-        if rejected:
-            detail.append(f"{rejected} said no when asked")
-        if detail:
-            parts[-1] += f" ({', '.join(detail)})"
-        best = best_free([c for c in self.candidates.all() if c.region in request.regions])
-        if best is not None:
-            parts.append(f"the best ({best.name}) had {describe_free(best.totals, best.used)}")
-        if considered == 0:
-            parts.append("no worker serves " + where)
-        return InsufficientCapacity("; ".join(parts), details={"placement": record.to_json()})
 
 
 def _take(iterator: Iterator[Scored], n: int) -> Iterator[Scored]:

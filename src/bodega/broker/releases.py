@@ -96,6 +96,21 @@ class Releases:
             self.catalog.delete_shared(TABLE, str(doc["id"]))
 
 
+def app_status(releases: list[dict[str, Any]], machine_count: int) -> str:
+    """An app's status as its releases tell it: ``deployed`` once a release completed;
+    ``failed`` when every release that finished failed (or was interrupted); ``pending``
+    while none has finished. An app nobody deployed with releases is ``deployed`` if it
+    runs machines (created through the Machines API directly), else ``pending``."""
+    if not releases:
+        return "deployed" if machine_count else "pending"
+    statuses = {str(r.get("status")) for r in releases}
+    if "complete" in statuses:
+        return "deployed"
+    if statuses & {"failed", "interrupted"}:
+        return "failed"
+    return "pending"
+
+
 def _version(text: str) -> int:
     try:
         value = int(text.removeprefix("v"))

@@ -31,7 +31,8 @@ from bodega.broker.org_machines import page, parse_query
 from bodega.broker.platform import Platform
 from bodega.broker.platform_routes import platform_routes
 from bodega.broker.readiness import RETRY_AFTER, Gate
-from bodega.broker.releases import release_routes
+from bodega.broker.releases import TABLE as RELEASES
+from bodega.broker.releases import app_status, release_routes
 from bodega.broker.secret_routes import secret_routes
 from bodega.broker.secrets import AppSecrets
 from bodega.broker.volume_routes import volume_routes
@@ -172,7 +173,8 @@ class BrokerApi:
         doc = self.apps.require(name)
         machines = [d for d in self.machines.app_machines(name) if d.get("state") != "destroyed"]
         volumes = [d for d in self.volumes.app_volumes(name) if d.get("state") != "destroyed"]
-        return self.apps.wire(doc, len(machines), len(volumes))
+        status = app_status(self.apps.catalog.rows(RELEASES, app=name), len(machines))
+        return self.apps.wire(doc, len(machines), len(volumes), status)
 
     async def list_apps(self, request: Request, who: Principal) -> Response:
         names = [n for n in self.apps.names(request.query_params.get("org_slug")) if who.can(n)]
@@ -183,7 +185,7 @@ class BrokerApi:
         who.check_admin("creating apps")
         body = await read_model(request, fly.CreateAppRequest)
         doc = self.apps.create(body.chosen_name(), body.org_slug, body.network)
-        return json_response(self.apps.wire(doc, 0, 0), 201)
+        return json_response(self.apps.wire(doc, 0, 0, app_status([], 0)), 201)
 
     async def get_app(self, request: Request, who: Principal) -> Response:
         return json_response(self._app_wire(request.path_params["app"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import getpass
+import json as jsonlib
 import shlex
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,6 +32,7 @@ from bodega.deploy.machine_spec import GROUP_KEY, RELEASE_KEY
 from bodega.deploy.plan import Create, Destroy, Plan, Stage
 from bodega.deploy.scale import RegionChange, count_changes, vm_plan
 from bodega.model.machine_config import preset
+from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
 
 scale = typer.Typer(help="Change how many machines run, or their size.", no_args_is_help=True)
@@ -110,8 +112,9 @@ def scale_count(
                                 if k in guest}})
                 fits = sum(r["count"] for r in room["regions"] if r["region"] == change.region)
                 if fits < change.create:
-                    refused.append(f"{change.region}: room for {fits} of {change.create} "
-                                   f"new machines ({_why(room)}); nothing changed there")
+                    refused.append(f"{change.region}: room for {fits} of "
+                                   f"{counted(change.create, 'new machine')} ({_why(room)}); "
+                                   "nothing changed there")
                     continue
                 stages.append(Stage(name=f"{change.region}: +{change.create}", actions=[
                     Create(ref=f"{change.region}-{i}", group=process_group,
@@ -128,9 +131,10 @@ def scale_count(
         return changes, refused, await executor.run(plan)
 
     changes, refused, outcome = call(api_url, token, work)
-    if json:
-        show_json({"changes": [c.model_dump(exclude={"template"}) for c in changes],
-                   "refused": refused, "outcome": outcome.model_dump()})
+    if json:  # after the progress events, one line a script reads last
+        typer.echo(jsonlib.dumps({"type": "result", "changes": [
+            c.model_dump(exclude={"template"}) for c in changes], "refused": refused,
+            "outcome": outcome.model_dump()}))
     else:
         for change in changes:
             typer.echo(f"{change.region}: {change.have} -> {change.want}")
@@ -142,8 +146,8 @@ def scale_count(
 def _why(room: dict[str, Any]) -> str:
     parts = []
     for region in room.get("explain", []):
-        parts.append(f"{region['candidates']} workers, {region['feasible']} feasible, refused "
-                     f"{region.get('refused') or 'none'}")
+        parts.append(f"{counted(region['candidates'], 'worker')}, {region['feasible']} "
+                     f"feasible, refused {region.get('refused') or 'none'}")
     return "; ".join(parts) or "no worker in that region"
 
 
@@ -168,12 +172,13 @@ def scale_vm(
                               drain=drain_time, report=_reporter(json)).run(plan)
 
     outcome = call(api_url, token, work)
-    if json:
-        show_json(outcome.model_dump())
+    if json:  # after the progress events, one line a script reads last
+        typer.echo(jsonlib.dumps({"type": "result", "outcome": outcome.model_dump()}))
     if line := _outcome_line(outcome):
         fail(line)
     if not json:
-        typer.echo(f"{name}: {len(outcome.updated)} machines are now {size}")
+        typer.echo(f"{name}: {counted(len(outcome.updated), 'machine')} "
+                   f"{'is' if len(outcome.updated) == 1 else 'are'} now {size}")
 
 
 STARTER = """# bodega.toml written by `bodega launch` ({who}); see docs/deploy.md

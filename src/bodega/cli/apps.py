@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import asyncio
+from typing import Annotated, Any
 
 import typer
 
 from bodega.cli.errors import friendly
 from bodega.cli.session import DEFAULT_API, ApiUrl, Json, Token, call, show_json, table
+from bodega.deploy import calls
+from bodega.wire.machines_client import MachinesClient
 
 apps = typer.Typer(help="Manage apps.", no_args_is_help=True)
 
@@ -25,14 +28,28 @@ def create(name: Annotated[str, typer.Argument(help="App name (a DNS label)")],
 @apps.command("list")
 @friendly
 def list_apps(api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
-    """List the apps this token can see."""
-    found = call(api_url, token, lambda c: c.apps())
+    """List the apps this token can see, each with its status and current release."""
+
+    async def work(client: MachinesClient) -> tuple[list[dict[str, Any]], list[str]]:
+        found = await client.apps()
+        if json:
+            return found, []
+        releases = await asyncio.gather(*(calls.releases(client, a["name"]) for a in found))
+        return found, [current_release(r) for r in releases]
+
+    found, versions = call(api_url, token, work)
     if json:
         show_json(found)
         return
-    table(["NAME", "ORG", "STATUS", "MACHINES", "VOLUMES"],
-          [(a["name"], a["organization"]["slug"], a["status"], a["machine_count"],
-            a["volume_count"]) for a in found])
+    table(["NAME", "ORG", "STATUS", "RELEASE", "MACHINES", "VOLUMES"],
+          [(a["name"], a["organization"]["slug"], a["status"], version, a["machine_count"],
+            a["volume_count"]) for a, version in zip(found, versions, strict=True)])
+
+
+def current_release(releases: list[dict[str, Any]]) -> str:
+    """The newest complete release, as ``vN``; ``-`` if none completed."""
+    complete = [int(r["version"]) for r in releases if r.get("status") == "complete"]
+    return f"v{max(complete)}" if complete else "-"
 
 
 @apps.command("show")

@@ -1,18 +1,23 @@
 """``bodega deploy``, ``bodega releases`` and ``bodega rollback``: parse, call, render.
 
 The policy lives in ``bodega.deploy``; this module only reads arguments, prints
-progress (Rich for people, one JSON document with ``--json``) and turns a failed
-deploy into one readable line and a non-zero exit.
+progress (Rich for people; with ``--json`` one JSON object a line, each event as it
+happens and a final ``{"type": "result", ...}``) and turns a failed deploy into one
+readable line and a non-zero exit, with or without ``--json``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import json as jsonlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from bodega.cli.deploy_build import built_image
 from bodega.cli.errors import fail, friendly
@@ -29,14 +34,19 @@ from bodega.cli.session import (
     table,
 )
 from bodega.deploy import calls
-from bodega.deploy.config import AppConfig, load
+from bodega.deploy.config import AppConfig, config_file, load
 from bodega.deploy.deployer import DeployOptions, DeployResult, deploy
 from bodega.deploy.execute import Progress
-from bodega.deploy.plan import STRATEGIES, Strategy
+from bodega.deploy.plan import STRATEGIES, Relabel, Strategy
 from bodega.model.duration import parse_duration
+from bodega.model.errors import BodegaError
+from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
 
-ConfigPath = Annotated[Path, typer.Option("--config", "-c", help="The app's bodega.toml")]
+ConfigPath = Annotated[Path, typer.Option(
+    "--config", "-c", help="The app's bodega.toml, or a directory holding one")]
+DeployJson = Annotated[bool, typer.Option(
+    "--json", help="One JSON object a line: each event as it happens, then the result")]
 AppOption = Annotated[str | None, typer.Option("--app", "-a", envvar="BODEGA_APP",
                                                help="App name (default: from bodega.toml)")]
 
@@ -50,32 +60,58 @@ def _strategy(value: str | None) -> Strategy | None:
     raise ValueError(f"unknown strategy {value!r}: use one of {', '.join(STRATEGIES)}")
 
 
-def _reporter(quiet: bool) -> Any:
+def _reporter(json: bool) -> Any:
     started = time.monotonic()
 
     def report(progress: Progress) -> None:
-        if quiet:
+        if json:
+            typer.echo(jsonlib.dumps({"type": "check" if progress.check else "progress",
+                                      **progress.model_dump(mode="json", exclude_none=True)}))
             return
         who = f"[cyan]{progress.machine}[/cyan] " if progress.machine else ""
+        message = escape(progress.message)  # a check's output may hold "[...]"
+        # One event, one line, however narrow the terminal: a reader (or grep) follows it.
         console.print(f"[dim]{time.monotonic() - started:6.1f}s[/dim] "
-                      f"[bold]{progress.stage}[/bold]: {who}{progress.message}")
+                      f"[bold]{escape(progress.stage)}[/bold]: {who}{message}",
+                      soft_wrap=True, highlight=False)
     return report
 
 
 def _finish(result: DeployResult, json: bool) -> None:
     if json:
-        show_json(result.model_dump(mode="json"))
+        typer.echo(jsonlib.dumps(result.summary()))
     outcome = result.outcome
     if outcome.ok:
         if not json:
             console.print(f"[green]Release v{result.version} of {result.app} deployed "
-                          f"({result.strategy}).[/green]")
+                          f"({result.strategy}){_left_alone(result)}.[/green]", soft_wrap=True)
         return
     failure = outcome.failure
     line = f"release v{result.version} failed: {failure.describe() if failure else 'unknown'}"
     if outcome.not_updated:
         line += f"; not updated: {', '.join(outcome.not_updated)}"
     fail(line)
+
+
+def _left_alone(result: DeployResult) -> str:
+    skipped = len(result.outcome.skipped)
+    if not skipped:
+        return ""
+    if all(isinstance(a, Relabel) for s in result.plan.stages for a in s.actions):
+        return f": {counted(skipped, 'machine')} already current, nothing restarted"
+    return f"; {counted(skipped, 'machine')} already current, left running"
+
+
+@contextlib.contextmanager
+def _json_result_on_error(json: bool) -> Iterator[None]:
+    """With --json, an error before the deploy could end still prints a final result."""
+    try:
+        yield
+    except (BodegaError, ValueError, OSError) as err:
+        if json:
+            message = err.message if isinstance(err, BodegaError) else str(err)
+            typer.echo(jsonlib.dumps({"type": "result", "status": "error", "error": message}))
+        raise
 
 
 @friendly
@@ -97,20 +133,26 @@ def deploy_command(
              "[default: the one `bodega up` runs]")] = None,
     data_dir: Annotated[Path, typer.Option(help="The local cluster's data dir")]
     = Path(".bodega"),
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: DeployJson = False,
 ) -> None:
-    """Deploy the app described by bodega.toml (building its Dockerfile first, if any)."""
-    app_config, warnings = load(config)
-    for warning in warnings:
-        typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
-    image = built_image(app_config, config, image, registry, data_dir, api_url, token,
-                        quiet=json) or image
-    options = DeployOptions(
-        strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
-        wait_timeout=wait_timeout if wait_timeout is not None else _seconds(
-            app_config.deploy.wait_timeout), smoke=smoke_time, drain=drain_time,
-        who=getpass.getuser(), base_dir=str(config.resolve().parent))
-    result = call(api_url, token, lambda c: deploy(c, app_config, options, _reporter(json)))
+    """Deploy the app described by bodega.toml (building its Dockerfile first, if any).
+
+    -c takes the file, or a directory holding a bodega.toml.
+    """
+    with _json_result_on_error(json):
+        config = config_file(config)
+        app_config, warnings = load(config)
+        for warning in warnings:
+            typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
+        image = built_image(app_config, config, image, registry, data_dir, api_url, token,
+                            quiet=json) or image
+        options = DeployOptions(
+            strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
+            wait_timeout=wait_timeout if wait_timeout is not None else _seconds(
+                app_config.deploy.wait_timeout), smoke=smoke_time, drain=drain_time,
+            who=getpass.getuser(), base_dir=str(config.resolve().parent))
+        result = call(api_url, token,
+                      lambda c: deploy(c, app_config, options, _reporter(json)))
     _finish(result, json)
 
 
@@ -122,7 +164,7 @@ def app_name(app: str | None, config: Path) -> str:
     if app:
         return app
     if config.exists():
-        return load(config)[0].app
+        return load(config_file(config))[0].app
     raise ValueError("no app: pass --app or run where bodega.toml is (or -c PATH)")
 
 
@@ -151,10 +193,10 @@ def rollback_command(
     = None,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 300.0,
     smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: DeployJson = False,
 ) -> None:
-    """Redeploy an earlier release's config with the same deploy machinery."""
-    name = app_name(app, config)
+    """Redeploy an earlier release's config with the same deploy machinery: only machines
+    not on that config are replaced."""
 
     async def work(client: MachinesClient) -> DeployResult:
         found = await calls.releases(client, name)
@@ -170,7 +212,10 @@ def rollback_command(
         return await deploy(client, AppConfig.model_validate(target["config"]), options,
                             _reporter(json))
 
-    _finish(call(api_url, token, work), json)
+    with _json_result_on_error(json):
+        name = app_name(app, config)
+        result = call(api_url, token, work)
+    _finish(result, json)
 
 
 def pick_release(found: list[dict[str, Any]], version: int | None) -> dict[str, Any]:

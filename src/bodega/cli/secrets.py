@@ -8,6 +8,7 @@ import typer
 
 from bodega.cli.errors import friendly
 from bodega.cli.session import DEFAULT_API, ApiUrl, App, Json, Token, call, show_json, table
+from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
 
 secrets = typer.Typer(help="Manage an app's secrets (environment variables kept sealed).",
@@ -55,7 +56,7 @@ def set_secrets(values: Annotated[list[str], typer.Argument(help="NAME=VALUE ...
 
     updated = call(api_url, token, work)
     typer.echo(f"Set {', '.join(sorted(wanted))}" + (
-        "" if stage else f"; updated {len(updated)} machine(s)"))
+        "" if stage else f"; updated {counted(len(updated), 'machine')}"))
 
 
 @secrets.command("list")
@@ -86,7 +87,7 @@ def unset(names: Annotated[list[str], typer.Argument(help="NAME ...")], app: App
 
     updated = call(api_url, token, work)
     typer.echo(f"Unset {', '.join(sorted(names))}" + (
-        "" if stage else f"; updated {len(updated)} machine(s)"))
+        "" if stage else f"; updated {counted(len(updated), 'machine')}"))
 
 
 @secrets.command("deploy")
@@ -94,5 +95,5 @@ def unset(names: Annotated[list[str], typer.Argument(help="NAME ...")], app: App
 def deploy(app: App, api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
     """Update every started machine of the app so it runs with the current secrets."""
     updated = call(api_url, token, lambda c: deploy_secrets(c, app))
-    typer.echo(f"Updated {len(updated)} machine(s): {' '.join(updated)}" if updated
+    typer.echo(f"Updated {counted(len(updated), 'machine')}: {' '.join(updated)}" if updated
                else "No started machine to update")

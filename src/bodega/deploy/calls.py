@@ -34,6 +34,13 @@ async def release_lease(client: MachinesClient, app: str, machine_id: str,
     await client.request("DELETE", _path(app, machine_id, "lease"), nonce=nonce)
 
 
+async def set_metadata(client: MachinesClient, app: str, machine_id: str, key: str, value: str,
+                       nonce: str | None = None) -> None:
+    """One metadata key set in place: the machine is not restarted."""
+    await client.request("POST", _path(app, machine_id, f"metadata/{key}"),
+                         json={"value": value}, nonce=nonce)
+
+
 # -- releases (a bodega extension: /v1/apps/{app}/releases) --------------------------------
 async def releases(client: MachinesClient, app: str) -> list[dict[str, Any]]:
     return list(await client.request("GET", f"/v1/apps/{app}/releases"))

@@ -3,8 +3,9 @@
 Keys flyctl knows but bodega does not act on (``kill_signal``, ``[build] builder``,
 ``[metrics]``...) are dropped with a warning, so the fly.toml ``fly launch`` writes
 loads unchanged; anything else unknown is an error naming the file, the line and the
-field. ``[processes]`` maps a process group to its command, split as a shell splits
-words (``shlex``) but never run through one.
+field; an unknown key is reported before anything it leaves missing, with the known
+key it is closest to ("did you mean ..."). ``[processes]`` maps a process group to
+its command, split as a shell splits words (``shlex``) but never run through one.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bodega.deploy.toml_errors import describe, line_of
+from bodega.model.duration import parse_duration
 from bodega.model.machine_config import preset
 
 DEFAULT_GROUP = "app"
@@ -36,6 +39,16 @@ IGNORED: dict[str, frozenset[str]] = {
 
 class ConfigError(ValueError):
     """A bodega.toml that cannot be used: says file, line and field."""
+
+
+def _duration(value: str | None) -> str | None:
+    """A Go duration as fly.toml writes them (``60s``, ``1m30s``, ``500ms``)."""
+    if value is not None:
+        try:
+            parse_duration(value, 0.0)
+        except ValueError:
+            raise ValueError(f"not a duration {value!r} (use e.g. 60s, 1m30s)") from None
+    return value
 
 
 class _Strict(BaseModel):
@@ -61,6 +74,8 @@ class TomlCheck(_Strict):
     timeout: str | None = None
     grace_period: str | None = None
     processes: list[str] | None = None
+
+    _durations = field_validator("interval", "timeout", "grace_period")(_duration)
 
     def wire(self, port: int | None = None) -> dict[str, Any]:
         out = self.model_dump(exclude_none=True, exclude={"processes"})
@@ -132,6 +147,8 @@ class Deploy(_Strict):
     release_command: str | None = None
     wait_timeout: str = "5m"
 
+    _durations = field_validator("wait_timeout")(_duration)
+
 
 class Mount(_Strict):
     source: str
@@ -181,9 +198,23 @@ def megabytes(value: int | str) -> int:
     return int(match.group(1)) * (1024 if match.group(2) == "gb" else 1)
 
 
-def load(path: str | Path) -> tuple[AppConfig, list[str]]:
-    """The config and the warnings for ignored keys; ``ConfigError`` names file, line, field."""
+def config_file(path: str | Path) -> Path:
+    """The file ``-c`` means: a file as it is; a directory, its bodega.toml (else fly.toml)."""
     path = Path(path)
+    if not path.is_dir():
+        return path
+    for name in ("bodega.toml", "fly.toml"):
+        if (path / name).is_file():
+            return path / name
+    raise ConfigError(f"{path}: no bodega.toml in this directory (write one with "
+                      "`bodega launch`, or pass -c FILE)")
+
+
+def load(path: str | Path) -> tuple[AppConfig, list[str]]:
+    """The config and the warnings for ignored keys; ``ConfigError`` names file, line, field.
+
+    ``path`` may be a directory: its bodega.toml is read."""
+    path = config_file(path)
     try:
         text = path.read_text()
     except OSError as exc:
@@ -200,14 +231,7 @@ def parse(text: str, name: str = "bodega.toml") -> tuple[AppConfig, list[str]]:
     try:
         return AppConfig.model_validate(raw), warnings
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = [str(p) for p in first["loc"]]
-        field = ".".join(loc) or "(top level)"
-        message = str(first["msg"]).removeprefix("Value error, ")
-        if first["type"] == "extra_forbidden":
-            message = "unknown key"
-        where = loc[:-1] if first["type"] == "missing" else loc  # a missing key: its table
-        raise ConfigError(f"{name}:{line_of(text, where)}: {field}: {message}") from None
+        raise ConfigError(describe(exc, text, name, AppConfig, IGNORED)) from None
 
 
 def _drop_ignored(raw: dict[str, Any], text: str, name: str) -> list[str]:
@@ -222,19 +246,3 @@ def _drop_ignored(raw: dict[str, Any], text: str, name: str) -> list[str]:
             warnings.append(f"{name}:{line_of(text, where)}: {'.'.join(where)} is ignored "
                             "by bodega")
     return warnings
-
-
-def line_of(text: str, loc: list[str]) -> int:
-    """The line a field is on: its key under its section header, or the nearest found part."""
-    lines = text.splitlines()
-    names = [p for p in loc if not p.isdigit()]
-    best, start = 1, 0
-    for depth, part in enumerate(names):
-        header = re.compile(r"^\s*\[{1,2}\s*" + re.escape(".".join(names[:depth + 1])) +
-                            r"\s*\]{1,2}")
-        key = re.compile(r"^\s*['\"]?" + re.escape(part) + r"['\"]?\s*=")
-        for number in range(start, len(lines)):
-            if header.match(lines[number]) or key.match(lines[number]):
-                best, start = number + 1, number + 1
-                break
-    return best

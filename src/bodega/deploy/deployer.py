@@ -22,7 +22,7 @@ from bodega.deploy.config import DEFAULT_GROUP, AppConfig
 from bodega.deploy.execute import Executor, Failure, Outcome, Progress
 from bodega.deploy.health import exit_status
 from bodega.deploy.machine_spec import GROUP_KEY, has_checks, machine_config
-from bodega.deploy.plan import Current, Desired, Plan, Strategy, plan
+from bodega.deploy.plan import Create, Current, Desired, Plan, Strategy, plan
 from bodega.model.errors import BodegaError, NotFound
 from bodega.wire.machines_client import MachinesClient
 
@@ -50,6 +50,51 @@ class DeployResult(BaseModel):
     strategy: Strategy
     plan: Plan
     outcome: Outcome
+
+    def summary(self) -> dict[str, Any]:
+        """What a script reads at the end: the release, how it ended, each machine's fate."""
+        failure = self.outcome.failure
+        fates = machine_fates(self.plan, self.outcome)
+        if failure and failure.machine and failure.machine not in {f["id"] for f in fates}:
+            fates.append({"id": failure.machine, "action": "failed", "step": failure.step})
+        return {"type": "result", "app": self.app, "release": f"v{self.version}",
+                "version": self.version, "strategy": self.strategy,
+                "status": "complete" if self.outcome.ok else "failed",
+                "machines": fates,
+                "failure": {"machine": failure.machine, "step": failure.step,
+                            "reason": failure.why} if failure else None}
+
+
+def machine_fates(planned: Plan, outcome: Outcome) -> list[dict[str, Any]]:
+    """Each machine the deploy knew of and what happened to it: ``created``, ``updated``,
+    ``destroyed`` (a canary or a cleaned-up green too), ``skipped`` (already current,
+    ``relabelled`` when its release label was rewritten) or ``not_updated``."""
+    groups: dict[str, str] = {}
+    roles: dict[str, str] = {}
+    for stage in planned.stages:
+        for action in stage.actions:
+            if isinstance(action, Create):
+                machine_id = outcome.created.get(action.ref)
+                if machine_id:
+                    groups[machine_id], roles[machine_id] = action.group, action.role
+            else:
+                groups.setdefault(action.id, action.group)
+    fates: list[dict[str, Any]] = []
+    for skipped in planned.skipped:
+        fates.append({"id": skipped.id, "group": skipped.group, "region": skipped.region,
+                      "action": "skipped", "relabelled": skipped.id in outcome.relabelled})
+    for machine_id in outcome.created.values():
+        gone = machine_id in outcome.destroyed
+        fates.append({"id": machine_id, "group": groups.get(machine_id),
+                      "action": "destroyed" if gone else "created",
+                      "role": roles.get(machine_id)})
+    made = set(outcome.created.values())
+    fates += [{"id": i, "group": groups.get(i), "action": "updated"} for i in outcome.updated]
+    fates += [{"id": i, "group": groups.get(i), "action": "destroyed"}
+              for i in outcome.destroyed if i not in made]
+    fates += [{"id": i, "group": groups.get(i), "action": "not_updated"}
+              for i in outcome.not_updated]
+    return fates
 
 
 def current_machines(machines: list[dict[str, Any]],

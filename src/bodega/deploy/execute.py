@@ -9,6 +9,10 @@ destroyed, and uncordoned once healthy again; each waited stage ends ``drain``
 seconds later, once the proxy has heard the machines are back. The first failure stops the
 deploy and says which machine, which step and why; in a bluegreen or canary
 deploy a failure before the switch destroys the machines it created.
+
+Machines the plan skipped (already on the release's config) are said to be skipped,
+per group and region, before anything starts; a health check that changes status
+while the deploy waits on a machine is reported as it happens.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from bodega.deploy import calls
-from bodega.deploy.health import MachineFailed, wait_healthy
-from bodega.deploy.plan import Create, Destroy, Plan, Stage, Update
+from bodega.deploy.health import CheckChange, MachineFailed, wait_healthy
+from bodega.deploy.plan import Create, Destroy, Plan, Relabel, Stage, Update
 from bodega.model.errors import BodegaError, Conflict
+from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
 
 
@@ -36,6 +41,7 @@ class Progress(BaseModel):
     stage: str
     machine: str | None = None
     message: str
+    check: CheckChange | None = None  # set when a health check changed status
 
 
 class Failure(BaseModel):
@@ -59,6 +65,8 @@ class Outcome(BaseModel):
     updated: list[str] = []
     destroyed: list[str] = []
     not_updated: list[str] = []
+    skipped: list[str] = []  # already on the release's config: left alone
+    relabelled: list[str] = []  # of those, the ones whose release label was rewritten
 
 
 class StepFailed(Exception):
@@ -81,6 +89,8 @@ class Executor:
 
     async def run(self, plan: Plan) -> Outcome:
         refresher: asyncio.Task[None] | None = None
+        self.outcome.skipped = [s.id for s in plan.skipped]
+        self._report_skipped(plan)
         try:
             await self._lease(plan.leases)
             refresher = asyncio.create_task(self._refresh())
@@ -120,7 +130,17 @@ class Executor:
                                          why=f"leased by someone else ({err.message}); "
                                              "nothing was changed")) from None
         if machine_ids:
-            self.report(Progress(stage="lease", message=f"leased {len(machine_ids)} machines"))
+            self.report(Progress(stage="lease",
+                                 message=f"leased {counted(len(machine_ids), 'machine')}"))
+
+    def _report_skipped(self, plan: Plan) -> None:
+        where: dict[tuple[str, str], int] = {}
+        for skipped in plan.skipped:
+            key = (skipped.group, skipped.region)
+            where[key] = where.get(key, 0) + 1
+        for (group, region), n in sorted(where.items()):
+            self.report(Progress(stage=group, message=f"{region}: {counted(n, 'machine')} "
+                                                     "already current, skipped"))
 
     async def _refresh(self) -> None:
         while True:
@@ -139,7 +159,7 @@ class Executor:
 
     # -- stages ------------------------------------------------------------------------------
     async def _stage(self, stage: Stage) -> None:
-        self.report(Progress(stage=stage.name, message=f"{len(stage.actions)} machines"))
+        self.report(Progress(stage=stage.name, message=counted(len(stage.actions), "machine")))
         tasks = [asyncio.create_task(self._action(stage, action)) for action in stage.actions]
         try:
             for done in asyncio.as_completed(tasks):
@@ -154,11 +174,13 @@ class Executor:
             # rotation before then would leave it nothing to route to.
             await asyncio.sleep(self.drain)
 
-    async def _action(self, stage: Stage, action: Create | Update | Destroy) -> None:
+    async def _action(self, stage: Stage, action: Create | Update | Destroy | Relabel) -> None:
         if isinstance(action, Create):
             await self._create(stage, action)
         elif isinstance(action, Update):
             await self._update(stage, action)
+        elif isinstance(action, Relabel):
+            await self._relabel(stage, action)
         else:
             await self._destroy(stage, action)
 
@@ -200,6 +222,16 @@ class Executor:
                              self.client.action(self.app, action.id, "uncordon", nonce=nonce))
         self.outcome.updated.append(action.id)
 
+    async def _relabel(self, stage: Stage, action: Relabel) -> None:
+        """A current machine gets the release's labels in place: it keeps running as it is."""
+        nonce = self.nonces.get(action.id)
+        for key, value in action.metadata.items():
+            await self._step(action.id, "label", calls.set_metadata(
+                self.client, self.app, action.id, key, value, nonce))
+        self.outcome.relabelled.append(action.id)
+        self.report(Progress(stage=stage.name, machine=action.id, message="labelled " + ", ".join(
+            f"{k}={v}" for k, v in action.metadata.items()) + " (not restarted)"))
+
     async def _destroy(self, stage: Stage, action: Destroy) -> None:
         machine_id = self.outcome.created.get(action.id, action.id)
         nonce = self.nonces.get(machine_id)
@@ -218,9 +250,13 @@ class Executor:
     async def _healthy(self, stage: Stage, machine_id: str, instance: str) -> None:
         self.report(Progress(stage=stage.name, machine=machine_id,
                              message="waiting for it to start and pass its checks"))
+        def changed(change: CheckChange) -> None:
+            self.report(Progress(stage=stage.name, machine=machine_id, message=change.describe(),
+                                 check=change))
+
         try:
             await wait_healthy(self.client, self.app, machine_id, instance,
-                               timeout=self.wait_timeout, smoke=self.smoke)
+                               timeout=self.wait_timeout, smoke=self.smoke, on_check=changed)
         except MachineFailed as err:
             raise StepFailed(Failure(machine=machine_id, step=err.step, why=err.why)) from None
         self.report(Progress(stage=stage.name, machine=machine_id, message="healthy"))

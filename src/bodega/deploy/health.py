@@ -8,12 +8,20 @@
   every one passing before the wait timeout (one not yet probed shows ``warning``).
   A machine whose config has checks but that reports no result for 5 s, or that has
   none, is healthy once started (a server that runs no checks reports none).
+
+Every change of a check's status seen while waiting (from the smoke check on) is
+passed to ``on_check`` as it is seen, so a deploy says a check went critical the
+moment it does rather than when the wait times out. A check starts as ``warning``
+(not yet probed in this run).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict
 
 from bodega.deploy import calls
 from bodega.deploy.machine_spec import has_checks
@@ -23,6 +31,39 @@ POLL = 0.25
 UNREPORTED = 5.0  # seconds to wait for a configured check's first result to appear
 SETTLE = 3.0  # seconds a machine may rest between the stop and the start of an update
 DOWN = ("failed", "stopped", "destroyed", "suspended")
+
+
+class CheckChange(BaseModel):
+    """A health check of a machine changed status while a deploy waited on it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    old: str
+    new: str
+    output: str = ""
+
+    def describe(self) -> str:
+        snippet = " ".join(self.output.split())[:120]
+        return f"check {self.name} {self.old} -> {self.new}" + (f": {snippet}" if snippet
+                                                                 else "")
+
+
+class CheckWatch:
+    """The statuses seen so far; ``seen`` reports each change once, in the order seen."""
+
+    def __init__(self, on_check: Callable[[CheckChange], None]) -> None:
+        self.on_check = on_check
+        self.statuses: dict[str, str] = {}
+
+    def seen(self, machine: dict[str, Any]) -> None:
+        for check in machine.get("checks") or []:
+            name, status = str(check.get("name")), str(check.get("status"))
+            old = self.statuses.get(name, "warning")  # not yet probed in this run
+            self.statuses[name] = status
+            if status != old:
+                self.on_check(CheckChange(name=name, old=old, new=status,
+                                          output=str(check.get("output") or "")))
 
 
 class MachineFailed(Exception):
@@ -54,17 +95,22 @@ def failing_checks(machine: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 async def wait_healthy(client: MachinesClient, app: str, machine_id: str, instance: str,
-                       *, timeout: float, smoke: float) -> None:
+                       *, timeout: float, smoke: float,
+                       on_check: Callable[[CheckChange], None] = lambda _c: None) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
+    watch = CheckWatch(on_check)
     machine = await _started(client, app, machine_id, instance, deadline)
+    watch.seen(machine)
     events = list(await client.read(app, machine_id, "events", limit=50))
     since = max((int(e.get("timestamp", 0)) for e in events if e.get("type") == "start"),
                 default=0)
     smoke_end = loop.time() + smoke
     while loop.time() < smoke_end:
         await asyncio.sleep(POLL * 2)
-        events = list(await client.read(app, machine_id, "events", limit=50))
+        events, machine = await asyncio.gather(client.read(app, machine_id, "events", limit=50),
+                                               client.machine(app, machine_id))
+        watch.seen(machine)
         if exited := exits_after(events, since):
             lines = await calls.last_log_lines(client, app, machine_id)
             tail = (" | last log lines: " + " / ".join(lines)) if lines else ""
@@ -73,6 +119,7 @@ async def wait_healthy(client: MachinesClient, app: str, machine_id: str, instan
     unreported_until = loop.time() + UNREPORTED
     while True:
         machine = await client.machine(app, machine_id)
+        watch.seen(machine)
         if machine["state"] in DOWN:
             raise MachineFailed("health checks", f"machine is {machine['state']}")
         failing = failing_checks(machine)

@@ -15,6 +15,12 @@ machines is started and healthy. The strategies follow flyctl's:
 A group without machines is created: with ``ha``, two machines if it has
 services, else one and a stopped standby naming it. Groups gone from the config
 are destroyed last.
+
+A machine already on the release's config (``drift``: the same config, release
+number aside) is left alone, whatever the strategy: it is listed in ``skipped``
+and, once everything else succeeded, only its release label is rewritten in
+place (``Relabel``: no restart, no cordon). A machine that should run but does
+not (failed, or stopped by its own crash) is never current: an update restarts it.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ import math
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from bodega.deploy.drift import differences, labels_to_set
+from bodega.model.plural import span
 
 Strategy = Literal["rolling", "immediate", "canary", "bluegreen"]
 STRATEGIES: tuple[Strategy, ...] = ("rolling", "immediate", "canary", "bluegreen")
@@ -90,7 +99,24 @@ class Destroy(_Frozen):
     group: str
 
 
-Action = Annotated[Create | Update | Destroy, Field(discriminator="kind")]
+class Relabel(_Frozen):
+    """A current machine's labels (its release number) rewritten in place: nothing restarts."""
+
+    kind: Literal["relabel"] = "relabel"
+    id: str
+    group: str
+    metadata: dict[str, str]
+
+
+Action = Annotated[Create | Update | Destroy | Relabel, Field(discriminator="kind")]
+
+
+class Skipped(_Frozen):
+    """A machine the release leaves as it is: it already runs the release's config."""
+
+    id: str
+    group: str
+    region: str
 
 
 class Stage(_Frozen):
@@ -104,6 +130,7 @@ class Plan(_Frozen):
     stages: list[Stage]
     leases: list[str]  # every existing machine the deploy touches, leased up front
     cleanup_before: int = 0  # a failure in a stage before this one destroys what was created
+    skipped: list[Skipped] = []  # machines already on the release's config
 
     def machines_touched(self) -> list[str]:
         return [a.id if not isinstance(a, Create) else a.ref
@@ -123,7 +150,17 @@ def plan(desired: list[Desired], current: list[Current], *, strategy: Strategy,
         raise PlanError(f"unknown strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
     wanted = {d.group: d for d in desired}
     by_group: dict[str, list[Current]] = {}
+    present: set[str] = set()  # groups with machines, current or not
+    skipped: list[Skipped] = []
+    relabels: list[Action] = []
     for machine in sorted(current, key=lambda m: m.id):
+        present.add(machine.group)
+        want = wanted.get(machine.group)
+        if want is not None and is_current(machine, want):
+            skipped.append(Skipped(id=machine.id, group=machine.group, region=machine.region))
+            if labels := labels_to_set(machine.config, want.config):
+                relabels.append(Relabel(id=machine.id, group=machine.group, metadata=labels))
+            continue
         by_group.setdefault(machine.group, []).append(machine)
     if strategy == "bluegreen" and any(by_group.get(d.group) and not d.has_checks
                                        for d in desired):
@@ -148,23 +185,37 @@ def plan(desired: list[Desired], current: list[Current], *, strategy: Strategy,
         cleanup_before = 1
         stages += _rolling(wanted, by_group, existing, max_unavailable)
     else:
-        greens = [_green(m, wanted[g]) for g in existing for m in by_group[g]]
+        blue = {m.id for g in existing for m in by_group[g]}
+        greens = [_green(m, wanted[g], blue) for g in existing for m in by_group[g]]
         stages += [Stage(name="create green", actions=greens)]
         cleanup_before = len(stages)
         stages += [Stage(name="destroy blue", wait=False, actions=[
             Destroy(id=m.id, group=g) for g in existing for m in by_group[g]])]
-    stages += _first_machines([wanted[g] for g in sorted(wanted) if not by_group.get(g)],
+    stages += _first_machines([wanted[g] for g in sorted(wanted) if g not in present],
                               ha, region)
     gone = [m for g in sorted(by_group) if g not in wanted for m in by_group[g]]
     if gone:
         stages.append(Stage(name="destroy removed groups", wait=False,
                             actions=[Destroy(id=m.id, group=m.group) for m in gone]))
+    # Last: a machine is labelled with this release only once the release has succeeded.
+    stages.append(Stage(name="label current machines", wait=False, actions=relabels))
     stages = [s for s in stages if s.actions]
     leases = sorted({a.id for s in stages for a in s.actions
-                     if isinstance(a, Update | Destroy) and not a.id.startswith(
+                     if isinstance(a, Update | Destroy | Relabel) and not a.id.startswith(
                          ("canary-", "green-"))})
     return Plan(strategy=strategy, stages=stages, leases=leases,
-                cleanup_before=cleanup_before)
+                cleanup_before=cleanup_before, skipped=skipped)
+
+
+def is_current(machine: Current, want: Desired) -> bool:
+    """Already on the release's config, and as it should be: at rest, or started.
+
+    A machine meant to run that does not (failed, crashed, on its way somewhere) is
+    not current: the update is what brings it back.
+    """
+    if machine.crashed or machine.state not in RESTING | {"started"}:
+        return False
+    return not differences(machine.config, _keep_standbys(machine, want))
 
 
 def _keep_standbys(machine: Current, want: Desired) -> dict[str, Any]:
@@ -174,9 +225,14 @@ def _keep_standbys(machine: Current, want: Desired) -> dict[str, Any]:
     return want.config
 
 
-def _green(machine: Current, want: Desired) -> Create:
-    """A green twin of a blue machine: started if it is, standing by for its primary's twin."""
+def _green(machine: Current, want: Desired, blue: set[str]) -> Create:
+    """A green twin of a blue machine: started if it is, standing by for its primary's twin
+    (or for its primary itself, when that one is current and stays)."""
     primary = (machine.config.get("standbys") or [None])[0]
+    if primary is not None and primary not in blue:
+        return Create(ref=f"green-{machine.id}", group=want.group,
+                      config=_keep_standbys(machine, want), region=machine.region,
+                      start=machine.runs, role="green")
     return Create(ref=f"green-{machine.id}", group=want.group, config=want.config,
                   region=machine.region, start=machine.runs,
                   standby_for=f"green-{primary}" if primary else None, role="green")
@@ -203,8 +259,8 @@ def _rolling(wanted: dict[str, Desired], by_group: dict[str, list[Current]],
         size = pool_size(max_unavailable, len(machines))
         rest = running[1:]
         for start in range(0, len(rest), size):
-            stages.append(Stage(name=f"{group}: update {start + 2}-"
-                                     f"{min(start + size, len(rest)) + 1} of {len(running)}",
+            first, last = start + 2, min(start + size, len(rest)) + 1
+            stages.append(Stage(name=f"{group}: update {span(first, last, len(running))}",
                                 actions=[_update(m, wanted[group])
                                          for m in rest[start:start + size]]))
     return stages

@@ -78,11 +78,51 @@ async def test_regions_are_tried_in_order_and_never_beyond(tmp_path: Path) -> No
             assert fallback.status_code == 200
             assert fallback.json()["region"] == "syd"
             nowhere = await api.post("/v1/apps/geo/machines", json={**big, "region": "fra"})
-            assert nowhere.status_code == 412
-            assert "no worker serves fra" in nowhere.json()["error"]
+            assert nowhere.status_code == 400
+            assert nowhere.json() == {
+                "error": "invalid_argument: region fra has no workers in this cluster; its "
+                         "regions are ams, syd", "status": "invalid_argument"}
             bad = await api.post("/v1/apps/geo/machines", json={**big, "region": "AMS!"})
             assert bad.status_code == 400
             assert bad.json()["status"] == "invalid_argument"
+
+
+async def test_a_region_without_workers_is_named_one_whose_workers_are_down_says_so(
+        tmp_path: Path) -> None:
+    async with cluster(tmp_path) as c:
+        await c.add_worker("ams-1")
+        await c.add_worker("fra-1", region="fra")
+        await c.add_worker("lhr-1", region="lhr")
+        c.workers[2].ledger.set_cordoned(True)
+        c.sync()
+        c.catalog.set_status("fra-1", "dead")
+        await c.add_broker()
+        async with c.api() as api:
+            await api.post("/v1/apps", json={"app_name": "geo", "org_slug": "personal"})
+            for region in ("xyz", "ams,xyz"):
+                typo = await api.post("/v1/apps/geo/machines", json=machine(region=region))
+                assert typo.status_code == 400, typo.text
+                assert typo.json() == {
+                    "error": "invalid_argument: region xyz has no workers in this cluster; its "
+                             "regions are ams, fra, lhr", "status": "invalid_argument"}
+            two = await api.post("/v1/apps/geo/machines", json=machine(region="xyz,abc"))
+            assert "regions xyz, abc have no workers" in two.json()["error"]
+            placements = await api.post("/v1/platform/placements", json={
+                "org_slug": "personal", "region": "xyz", "count": 1})
+            assert placements.status_code == 400
+            assert "region xyz has no workers" in placements.json()["error"]
+            volume = await api.post("/v1/apps/geo/volumes", json={
+                "name": "data", "region": "xyz", "size_gb": 1})
+            assert volume.status_code == 400
+            # Regions that exist but cannot take anything: still no capacity, and why.
+            for region, why in (("fra", "1 dead"), ("lhr", "1 cordoned")):
+                down = await api.post("/v1/apps/geo/machines", json=machine(region=region))
+                assert down.status_code == 412, down.text
+                assert down.json()["status"] == "insufficient_capacity"
+                assert f"no worker in {region} can take machines now: {why}" in \
+                    down.json()["error"]
+            assert (await api.post("/v1/apps/geo/machines", json=machine(region="ams"))
+                    ).status_code == 200
 
 
 async def test_every_placement_can_be_explained(tmp_path: Path) -> None:

@@ -79,3 +79,33 @@ async def test_releases_outlive_the_broker_that_recorded_them(tmp_path: Path) ->
             assert (await b.get(BASE)).json() == []
     finally:
         await second.stop()
+
+
+async def test_an_apps_status_follows_its_releases(tmp_path: Path) -> None:
+    (port,) = free_udp_ports("127.0.0.1", 1)
+    broker = Broker(broker_config(tmp_path, "broker-a", port))
+    await broker.start()
+    try:
+        async with api(broker) as a:
+            async def status() -> tuple[str, str]:
+                one = (await a.get("/v1/apps/web")).json()["status"]
+                (listed,) = (await a.get("/v1/apps")).json()["apps"]
+                return one, listed["status"]
+
+            created = await a.post("/v1/apps", json={"app_name": "web", "org_slug": "personal"})
+            assert created.json()["status"] == "pending"  # never deployed, no machines
+            body = {"strategy": "rolling", "image": "process", "config": {"app": "web"}}
+            await a.post(BASE, json=body)
+            assert await status() == ("pending", "pending")  # v1 running
+            await a.patch(f"{BASE}/1", json={"status": "failed", "failure": "x"})
+            assert await status() == ("failed", "failed")  # its only release failed
+            await a.post(BASE, json=body)
+            await a.patch(f"{BASE}/2", json={"status": "interrupted"})
+            assert await status() == ("failed", "failed")
+            await a.post(BASE, json=body)
+            await a.patch(f"{BASE}/3", json={"status": "complete"})
+            await a.post(BASE, json=body)
+            await a.patch(f"{BASE}/4", json={"status": "failed"})
+            assert await status() == ("deployed", "deployed")  # v3 still runs
+    finally:
+        await broker.stop()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.deploy.config import ConfigError, load, parse
+from bodega.deploy.config import ConfigError, config_file, load, parse
 from bodega.deploy.machine_spec import GROUP_KEY, RELEASE_KEY, argv, machine_config
 from bodega.model.machine_config import Check
 
@@ -39,7 +39,71 @@ def test_an_unknown_key_names_file_line_and_field() -> None:
     text = 'app = "x"\n\n[deploy]\n  strategy = "rolling"\n  max_unavailible = 2\n'
     with pytest.raises(ConfigError) as err:
         parse(text, "app/bodega.toml")
-    assert str(err.value) == "app/bodega.toml:5: deploy.max_unavailible: unknown key"
+    assert str(err.value) == ("app/bodega.toml:5: deploy.max_unavailible: unknown key "
+                              "(did you mean `max_unavailable`?)")
+
+
+HELLO = """app = "x"
+
+[http_service]
+  internal_port = 8080
+
+  [[http_service.checks]]
+    path = "/healthz"
+"""
+
+
+def test_a_typod_table_is_reported_before_what_it_leaves_missing() -> None:
+    text = HELLO.replace("[http_service]", "[http_servce]")
+    with pytest.raises(ConfigError) as err:
+        parse(text, "typo3.toml")
+    assert str(err.value) == ("typo3.toml:3: http_servce: unknown key "
+                              "(did you mean `http_service`?)")
+
+
+def test_a_typod_key_is_reported_not_the_key_it_leaves_missing() -> None:
+    text = HELLO.replace("internal_port", "internal_prot")
+    with pytest.raises(ConfigError) as err:
+        parse(text, "typo.toml")
+    assert str(err.value) == ("typo.toml:4: http_service.internal_prot: unknown key "
+                              "(did you mean `internal_port`?)")
+    # In a list of tables, a map of checks, and with nothing close: no guess.
+    services = 'app = "x"\n[[services]]\n  internal_port = 1\n  protocl = "tcp"\n'
+    with pytest.raises(ConfigError, match=r"^s.toml:4: services.0.protocl: unknown key "
+                                          r"\(did you mean `protocol`\?\)$"):
+        parse(services, "s.toml")
+    checks = 'app = "x"\n[checks.alive]\n  port = 1\n  intervl = "2s"\n'
+    with pytest.raises(ConfigError, match=r"^c.toml:4: checks.alive.intervl: unknown key "
+                                          r"\(did you mean `interval`\?\)$"):
+        parse(checks, "c.toml")
+    with pytest.raises(ConfigError, match=r"^z.toml:2: zebra: unknown key$"):
+        parse('app = "x"\nzebra = 1\n', "z.toml")
+
+
+def test_a_bad_duration_names_file_line_and_key() -> None:
+    text = 'app = "x"\n\n[deploy]\n  wait_timeout = "60 seconds"\n'
+    with pytest.raises(ConfigError) as err:
+        parse(text, "d.toml")
+    assert str(err.value) == ("d.toml:4: deploy.wait_timeout: not a duration '60 seconds' "
+                              "(use e.g. 60s, 1m30s)")
+    checks = HELLO + '    interval = "2 s"\n'
+    with pytest.raises(ConfigError, match=r"^d.toml:8: http_service.checks.0.interval: not a "
+                                          r"duration '2 s'"):
+        parse(checks, "d.toml")
+    assert parse(text.replace("60 seconds", "1m30s"))[0].deploy.wait_timeout == "1m30s"
+
+
+def test_a_directory_means_its_bodega_toml(tmp_path: Path) -> None:
+    (tmp_path / "bodega.toml").write_text('app = "in-a-dir"\n')
+    assert load(tmp_path)[0].app == "in-a-dir"
+    assert config_file(tmp_path) == tmp_path / "bodega.toml"
+    assert config_file(tmp_path / "bodega.toml") == tmp_path / "bodega.toml"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ConfigError) as err:
+        load(empty)
+    assert str(err.value) == (f"{empty}: no bodega.toml in this directory (write one with "
+                              "`bodega launch`, or pass -c FILE)")
 
 
 def test_a_bad_value_names_its_line() -> None:

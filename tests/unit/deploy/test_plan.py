@@ -14,6 +14,7 @@ from bodega.deploy.plan import (
     Destroy,
     Plan,
     PlanError,
+    Relabel,
     Update,
     plan,
     pool_size,
@@ -33,7 +34,7 @@ def want(group: str = "app", services: bool = True, checks: bool = True) -> Desi
 
 def steps(p: Plan) -> list[tuple[str, list[str]]]:
     """Each stage as (name, what it does to which machine)."""
-    def word(a: Create | Update | Destroy) -> str:
+    def word(a: Create | Update | Destroy | Relabel) -> str:
         if isinstance(a, Create):
             return f"create {a.ref}" + ("" if a.start else " stopped")
         return f"{a.kind} {a.id}"
@@ -47,7 +48,7 @@ def test_rolling_updates_stopped_together_then_one_started_alone_then_pools() ->
         ("app: update stopped machines", ["update m3", "update m6"]),
         ("app: update first machine", ["update m1"]),
         ("app: update 2-3 of 4", ["update m2", "update m4"]),
-        ("app: update 4-4 of 4", ["update m5"]),
+        ("app: update 4 of 4", ["update m5"]),
     ]
     assert [s.wait for s in p.stages] == [False, True, True, True]
     assert p.leases == ["m1", "m2", "m3", "m4", "m5", "m6"]
@@ -61,7 +62,7 @@ def test_a_failed_machine_is_updated_as_a_running_one_and_waited_on() -> None:
         p = plan([want()], [m("m2"), m("m1", state), m("m3", "created")], strategy="rolling")
         assert steps(p) == [("app: update stopped machines", ["update m3"]),
                             ("app: update first machine", ["update m1"]),
-                            ("app: update 2-2 of 2", ["update m2"])], state
+                            ("app: update 2 of 2", ["update m2"])], state
         first = p.stages[1].actions[0]
         assert isinstance(first, Update)
         assert first.started
@@ -104,7 +105,7 @@ def test_rolling_goes_group_by_group() -> None:
     current = [m("w1", group="worker", ), m("a1"), m("a2")]
     p = plan([want(), want("worker", services=False)], current, strategy="rolling")
     assert steps(p) == [("app: update first machine", ["update a1"]),
-                        ("app: update 2-2 of 2", ["update a2"]),
+                        ("app: update 2 of 2", ["update a2"]),
                         ("worker: update first machine", ["update w1"])]
 
 
@@ -120,7 +121,7 @@ def test_canary_creates_waits_destroys_then_rolls() -> None:
     assert steps(p) == [("canary", ["create canary-app"]),
                         ("destroy canary", ["destroy canary-app"]),
                         ("app: update first machine", ["update m1"]),
-                        ("app: update 2-2 of 2", ["update m2"])]
+                        ("app: update 2 of 2", ["update m2"])]
     assert p.cleanup_before == 1  # a failing canary is destroyed and nothing else changes
     assert p.leases == ["m1", "m2"]
 
