@@ -191,10 +191,12 @@ def test_a_member_settles_after_staying_alive_for_the_settle_time() -> None:
     alive = AliveSince(settle=10)
     alive.observe([member("ams-1", "alive")], now=100)
     assert not alive.settled("ams-1", 109.9)
-    assert alive.settling(109.9) and alive.until_settled(105) == 5
+    assert alive.settling(109.9)
+    assert alive.until_settled(105) == 5
     alive.observe([member("ams-1", "alive")], now=110)
     assert alive.settled("ams-1", 110)
-    assert not alive.settling(110) and alive.until_settled(110) is None
+    assert not alive.settling(110)
+    assert alive.until_settled(110) is None
     assert not alive.settled("ams-9", 1000)  # never seen
 
 

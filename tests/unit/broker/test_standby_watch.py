@@ -57,13 +57,13 @@ class Workers:
         if self.refuse:
             raise self.refuse.pop(0)
         row = self.catalog.get("machines", machine_id)
-        assert row is not None and row["worker"] == worker
+        assert row is not None
+        assert row["worker"] == worker
         self.catalog.put("machines", machine_id, {**row, "state": state})
 
     def watch(self, clock: Clock, **knobs: Any) -> StandbyWatch:
-        watch = StandbyWatch(self.catalog, self.start, self.stop, settle=SETTLE, clock=clock,
-                             **knobs)
-        return watch
+        return StandbyWatch(self.catalog, self.start, self.stop, settle=SETTLE, clock=clock,
+                            **knobs)
 
 
 def state(catalog: MemoryCatalog, machine_id: str) -> str:
