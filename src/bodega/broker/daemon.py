@@ -89,7 +89,8 @@ class Broker:
                         metrics=self.metrics, name=config.name, gate=self.gate,
                         secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)))
         self.standbys = StandbyWatch(
-            catalog, lambda worker, mid: self.workers.client(worker).start(mid))
+            catalog, lambda worker, mid: self.workers.client(worker).start(mid),
+            lambda worker, mid: self.workers.client(worker).stop(mid))
         self._tasks.append(asyncio.create_task(self._follow(catalog)))
         self._tasks.append(asyncio.create_task(self.standbys.run()))
         if not self.gate.ready.is_set():
@@ -111,6 +112,7 @@ class Broker:
         # so the first create after ready sees every worker the view holds.
         self.candidates.load()
         self.workers.load()
+        self.standbys.load()
 
     async def _join_registry(self, port: int) -> tuple[Catalog, list[BaseRoute]]:
         from bodega.broker.registry_catalog import RegistryCatalog
@@ -134,7 +136,8 @@ class Broker:
                     if change.table == "workers":
                         self.candidates.on_worker(change.key)
                     elif change.table == "machines":
-                        self.workers.on_machine(change.key)
+                        doc = self.workers.on_machine(change.key)
+                        self.standbys.on_machine(change.key, doc)
                     elif change.table == "members":
                         self.candidates.on_member(change.key)
                         self.standbys.on_member()
@@ -144,6 +147,7 @@ class Broker:
                 log.exception("following the view failed; reloading it")
                 self.candidates.load()
                 self.workers.load()
+                self.standbys.load()
                 await asyncio.sleep(1)
 
     async def stop(self) -> None:

@@ -19,6 +19,7 @@ from bodega.broker.apps import Apps
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
 from bodega.broker.freshness import newest, replaces
+from bodega.broker.host_status import GONE_HOSTS, with_host_status
 from bodega.broker.placer import Placer
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask
@@ -55,6 +56,13 @@ def unknown_regions(unknown: list[str], known: list[str]) -> str:
 
 def public(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in INTERNAL_FIELDS}
+
+
+def unreachable(known: dict[str, Any]) -> dict[str, Any]:
+    """A machine whose host cannot be reached: the last config the view had, marked so."""
+    doc = {**known, "host_status": "unreachable"}
+    doc["incomplete_config"] = doc.pop("config", {})
+    return public(doc)
 
 
 def idempotent_id(app: str, key: str) -> str:
@@ -221,7 +229,7 @@ class Machines:
             meta = (doc.get("config") or {}).get("metadata") or {}
             if any(meta.get(k) != v for k, v in metadata.items()):
                 continue
-            item = public(doc)
+            item = public(with_host_status(doc, self.catalog.member_status))
             item.pop("events", None)
             if summary:
                 item.pop("config", None)
@@ -230,19 +238,23 @@ class Machines:
 
     async def get(self, app: str, machine_id: str) -> dict[str, Any]:
         worker = await self.locate(app, machine_id)
+        # Declared dead or gone: asking would only wait out the client's timeout.
+        if self.catalog.member_status(worker) in GONE_HOSTS \
+                and (known := self._last_known(app, machine_id)) is not None:
+            return unreachable(known)
         try:
             doc = dict(await self.workers.client(worker).machine(machine_id, app))
         except Unavailable:
-            known = newest(self.workers.machines.get(machine_id),
-                           self.catalog.get("machines", machine_id))
-            if known is None or known.get("app") != app:
+            if (known := self._last_known(app, machine_id)) is None:
                 raise
-            # The host is unreachable: say so, with the last config the view had.
-            doc = {**known, "host_status": "unreachable"}
-            doc["incomplete_config"] = doc.pop("config", {})
-            return public(doc)
+            return unreachable(known)
         self.workers.note("machines", doc)
         return public(doc)
+
+    def _last_known(self, app: str, machine_id: str) -> dict[str, Any] | None:
+        known = newest(self.workers.machines.get(machine_id),
+                       self.catalog.get("machines", machine_id))
+        return known if known is not None and known.get("app") == app else None
 
     async def locate(self, app: str, machine_id: str) -> str:
         self.apps.require(app)

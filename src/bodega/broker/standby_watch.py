@@ -1,11 +1,15 @@
-"""The broker's thin loop around ``standby.standbys_to_start``.
+"""The broker's thin loop around ``standby.standbys_to_start`` and ``standbys_to_stop``.
 
 The broker already follows membership and the machines table (``daemon._follow``)
 and already talks to every worker, so it is where a standby is started when
-its primary's worker dies. It starts through the worker's ordinary start call,
+its primary's worker dies, and stopped again when that worker is back and the
+primary runs there. It uses the worker's ordinary start and stop calls,
 without a lease nonce: a machine a deploy holds a lease on refuses, and the
-watch tries again later. A start of a started machine changes nothing, so two
-brokers taking the same decision start the standby once.
+watch tries again later. A start of a started machine, or a stop of a stopped
+one, changes nothing, so two brokers taking the same decision act once.
+
+The watch keeps the standby pairs (standby id -> the primaries it names) as
+machine rows change, so a look reads only those rows, not the whole table.
 """
 
 from __future__ import annotations
@@ -14,45 +18,82 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from bodega.broker.catalog import Catalog
-from bodega.broker.standby import UNAVAILABLE, Takeover, standbys_to_start
-from bodega.model.errors import BodegaError, Conflict
+from bodega.broker.standby import (
+    GONE,
+    RUNNING,
+    AliveSince,
+    GiveBack,
+    Takeover,
+    primaries_of,
+    standbys_to_start,
+    standbys_to_stop,
+)
+from bodega.model.errors import BodegaError, Conflict, PreconditionFailed
 
 log = logging.getLogger("bodega.broker.standby")
 
 RETRY_SECONDS = 5.0  # while a takeover is pending (leased, or its worker did not answer)
 SWEEP_SECONDS = 30.0  # a full look even when nothing in membership changed
-# Start machine ``id`` on ``worker`` (the broker's WorkerClient start, no lease nonce).
-StartMachine = Callable[[str, str], Awaitable[Any]]
+# How long a primary's worker must stay alive (one SWIM record: no suspicion refuted,
+# no rejoin) before its standby is stopped: a worker flapping between alive and
+# suspect never gets its primary's place back, and never sees its standby stop.
+SETTLE_SECONDS = 10.0
+# Start or stop machine ``id`` on ``worker`` (the broker's WorkerClient, no lease nonce).
+MachineCall = Callable[[str, str], Awaitable[Any]]
 
-# Once started, a standby is not asked again for this long: the view takes a moment to
-# show it started, and asking again would only repeat the log line.
-STARTED_QUIET = 60.0
+# Once started (or stopped), a standby is not asked again for this long: the view takes
+# a moment to show it, and asking again would only repeat the log line.
+QUIET = 60.0
 
 
 class StandbyWatch:
-    def __init__(self, catalog: Catalog, start: StartMachine,
-                 retry: float = RETRY_SECONDS, sweep: float = SWEEP_SECONDS) -> None:
+    def __init__(self, catalog: Catalog, start: MachineCall, stop: MachineCall,
+                 retry: float = RETRY_SECONDS, sweep: float = SWEEP_SECONDS,
+                 settle: float = SETTLE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.catalog = catalog
         self._start = start
+        self._stop = stop
         self.retry = retry
         self.sweep = sweep
+        self.clock = clock
+        self.alive = AliveSince(settle)
         self._nudge = asyncio.Event()
+        self._pairs: dict[str, tuple[str, ...]] = {}
         self._started: dict[str, float] = {}
+        self._stopped: dict[str, float] = {}
+        self.load()
+
+    # -- following the view ------------------------------------------------------------
+    def load(self) -> None:
+        """Find every standby in the view (at start, and after losing the change feed)."""
+        self._pairs = {}
+        for doc in self.catalog.rows("machines"):
+            self.on_machine(str(doc.get("id")), doc)
+
+    def on_machine(self, machine_id: str, doc: Mapping[str, Any] | None) -> None:
+        """The view's row for a machine changed (``None``: it is gone)."""
+        primaries = primaries_of(doc) if doc and doc.get("state") not in GONE else ()
+        if primaries:
+            self._pairs[machine_id] = primaries
+        else:
+            self._pairs.pop(machine_id, None)
 
     def on_member(self) -> None:
-        """Membership changed: a primary's worker may just have died."""
+        """Membership changed: a primary's worker may just have died, or come back."""
         self._nudge.set()
 
-    def decide(self) -> list[Takeover]:
-        # Reading every machine row is the costly part: skip it while no member is down.
-        if not any(m.get("status") in UNAVAILABLE for m in self.catalog.members()):
-            return []
-        return standbys_to_start(self.catalog.rows("machines"), self.catalog.member_status)
+    def pairs(self) -> list[dict[str, Any]]:
+        """The view's rows of every standby and of every primary one names."""
+        ids = set(self._pairs).union(*self._pairs.values())
+        rows = (self.catalog.get("machines", machine_id) for machine_id in sorted(ids))
+        return [row for row in rows if row is not None]
 
+    # -- the loop ----------------------------------------------------------------------
     async def run(self) -> None:
         while True:
             pending = False
@@ -63,25 +104,54 @@ class StandbyWatch:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("deciding which standbys to start failed")
+                log.exception("deciding which standbys to start or stop failed")
                 pending = True
+            wait = self.retry if pending else self.sweep
+            settles = self.alive.until_settled(self.clock())
+            if pending and settles is not None:
+                wait = min(wait, settles)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._nudge.wait(),
-                                       self.retry if pending else self.sweep)
+                await asyncio.wait_for(self._nudge.wait(), wait)
 
     async def once(self) -> bool:
-        """Start every standby the view calls for; True if some could not start yet."""
+        """Start and stop every standby the view calls for; True if some change is still
+        to come (refused for now, or waiting for a primary's worker to settle)."""
+        now = self.clock()
+        self.alive.observe(self.catalog.members(), now)
+        self._started = {k: at for k, at in self._started.items() if now - at < QUIET}
+        self._stopped = {k: at for k, at in self._stopped.items() if now - at < QUIET}
+        if not self._pairs:
+            return False
+        machines = self.pairs()
         pending = False
-        now = time.monotonic()
-        self._started = {k: at for k, at in self._started.items() if now - at < STARTED_QUIET}
-        for takeover in self.decide():
+        for takeover in standbys_to_start(machines, self.catalog.member_status):
             if takeover.standby in self._started:
                 continue
             if await self.start(takeover):
                 self._started[takeover.standby] = now
+                self._stopped.pop(takeover.standby, None)
             else:
                 pending = True
+        for give_back in self.give_backs(now, machines):
+            if give_back.standby in self._stopped:
+                continue
+            if await self.stop(give_back):
+                self._stopped[give_back.standby] = now
+                self._started.pop(give_back.standby, None)
+            else:
+                pending = True
+        # A standby runs and some worker is still settling: a give-back may become due.
+        if self.alive.settling(now) and any(
+                m.get("state") in RUNNING and primaries_of(m) for m in machines):
+            pending = True
         return pending
+
+    def give_backs(self, now: float,
+                   machines: list[dict[str, Any]] | None = None) -> list[GiveBack]:
+        """The standbys to stop as of the last look at membership."""
+        return standbys_to_stop(self.pairs() if machines is None else machines,
+                                self.catalog.member_status,
+                                lambda worker: self.alive.settled(worker, now))
 
     async def start(self, takeover: Takeover) -> bool:
         try:
@@ -97,4 +167,19 @@ class StandbyWatch:
         log.warning("standby %s on %s took over for machine %s of app %s: %s",
                     takeover.standby, takeover.worker, takeover.primary, takeover.app,
                     takeover.reason)
+        return True
+
+    async def stop(self, give_back: GiveBack) -> bool:
+        try:
+            await self._stop(give_back.worker, give_back.standby)
+        except (Conflict, PreconditionFailed) as exc:  # leased, or mid-operation
+            log.info("standby %s of app %s waits to be stopped (%s): %s", give_back.standby,
+                     give_back.app, give_back.reason, exc)
+            return False
+        except BodegaError as exc:
+            log.warning("standby %s of app %s could not be stopped (%s): %s",
+                        give_back.standby, give_back.app, give_back.reason, exc)
+            return False
+        log.warning("standby %s of app %s on %s stopped: %s", give_back.standby,
+                    give_back.app, give_back.worker, give_back.reason)
         return True

@@ -12,6 +12,7 @@ from typing import Any
 
 from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog
+from bodega.broker.host_status import with_host_status
 from bodega.broker.machines import Machines
 from bodega.broker.placer import Placer
 from bodega.broker.workers import Workers
@@ -46,8 +47,8 @@ class Volumes:
 
     def list(self, app: str, include_deleted: bool = False) -> list[dict[str, Any]]:
         self.apps.require(app)
-        return [public(d) for d in self.app_volumes(app)
-                if include_deleted or d.get("state") != "destroyed"]
+        return [public(with_host_status(d, self.catalog.member_status))
+                for d in self.app_volumes(app) if include_deleted or d.get("state") != "destroyed"]
 
     async def create(self, app: str, body: CreateVolumeRequest) -> dict[str, Any]:
         self.apps.require(app)

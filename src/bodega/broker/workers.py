@@ -76,13 +76,14 @@ class Workers:
         for doc in self.catalog.rows("machines"):
             self.index.note(doc)
 
-    def on_machine(self, machine_id: str) -> None:
-        """The view's row for a machine changed."""
+    def on_machine(self, machine_id: str) -> dict[str, Any] | None:
+        """The view's row for a machine changed; returns the row (None: it is gone)."""
         doc = self.catalog.get("machines", machine_id)
         if doc is None:
             self.index.forget(machine_id)
         else:
             self.index.note(doc)
+        return doc
 
     async def aclose(self) -> None:
         await self._session.close()

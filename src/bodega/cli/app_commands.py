@@ -24,6 +24,7 @@ from bodega.cli.session import (
     show_json,
     table,
 )
+from bodega.cli.standby_pairs import both_started, state_label
 from bodega.deploy import calls
 from bodega.deploy.config import DEFAULT_GROUP
 from bodega.deploy.deployer import app_machines, current_machines
@@ -54,13 +55,14 @@ def status_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml
                 if current else None,
                 "machines": [{
                     "id": m["id"], "name": m["name"], "state": m["state"],
-                    "region": m["region"],
+                    "host_status": m.get("host_status") or "ok", "region": m["region"],
                     "process_group": (m["config"].get("metadata") or {}).get(
                         GROUP_KEY, DEFAULT_GROUP),
                     "release": (m["config"].get("metadata") or {}).get(RELEASE_KEY),
                     "standby_for": m["config"].get("standbys") or [],
                     "checks": m.get("checks") or [],
-                } for m in machines]}
+                } for m in machines],
+                "warnings": both_started(machines)}
 
     found = call(api_url, token, work)
     if json:
@@ -72,11 +74,13 @@ def status_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml
                      if release else "none yet"))
     rows = sorted(found["machines"], key=lambda m: (m["process_group"], m["region"], m["id"]))
     table(["GROUP", "REGION", "ID", "STATE", "RELEASE", "CHECKS", "ROLE"],
-          [(m["process_group"], m["region"], m["id"], m["state"],
+          [(m["process_group"], m["region"], m["id"], state_label(m),
             f"v{m['release']}" if m["release"] else "-",
             ", ".join(f"{c.get('name')}={c.get('status')}" for c in m["checks"]) or "-",
             f"standby for {', '.join(m['standby_for'])}" if m["standby_for"] else "")
            for m in rows])
+    for warning in found["warnings"]:
+        typer.echo(warning)
 
 
 def _outcome_line(outcome: Outcome) -> str | None:

@@ -20,6 +20,7 @@ from bodega.cli.session import (
     show_json,
     table,
 )
+from bodega.cli.standby_pairs import both_started, state_label
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import preset
 from bodega.wire.machines_client import MachinesClient
@@ -140,8 +141,10 @@ def list_machines(app: App = "", all_: Annotated[bool, typer.Option(
             typer.echo(m["id"])
         return
     table(["ID", "NAME", "STATE", "REGION", "IMAGE", "IP", "UPDATED"],
-          [(m["id"], m["name"], m["state"], m["region"], m["config"].get("image"),
+          [(m["id"], m["name"], state_label(m), m["region"], m["config"].get("image"),
             m.get("private_ip"), m.get("updated_at")) for m in found])
+    for warning in both_started(found):
+        typer.echo(warning)
 
 
 @machine.command("status")
@@ -153,8 +156,8 @@ def status(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: 
     if json:
         show_json(m)
         return
-    for key in ("id", "name", "state", "region", "instance_id", "private_ip", "created_at",
-                "updated_at"):
+    for key in ("id", "name", "state", "host_status", "region", "instance_id", "private_ip",
+                "created_at", "updated_at"):
         typer.echo(f"{key:<12} {m.get(key, '')}")
     table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE"],
           [(readable_time(e["timestamp"]), e["type"], e["status"], e["source"])

@@ -205,7 +205,8 @@ async def disk_full(c: Cluster, seed: int) -> Result:
 
 
 async def proxy_failover(c: Cluster, seed: int) -> Result:
-    """The worker of an app's primary dies: the proxy serves from its standby."""
+    """The worker of an app's primary dies: the proxy serves from its standby; once the
+    worker is back with its primary running, a broker stops the standby again."""
     result = Result("proxy failover to a standby")
     app = f"ha-{seed}"
     await create_app(c, app, result)
@@ -251,8 +252,18 @@ async def proxy_failover(c: Cluster, seed: int) -> Result:
             result.violations.append(Violation(invariant="proxy-standby", detail=(
                 f"standby never served in 90s: last {served[-3:]}")))
     await restart(c, lost, result)
-    healed = time.monotonic()
     await members_alive(c)
+    # Back with its primary running there: a broker stops the standby again once the
+    # worker has stayed alive for the settle time (docs/deploy.md). The heal ends there.
+    async with c.api(c.brokers[0]) as api:
+        async def rests() -> bool:
+            got = await api.get(f"/v1/apps/{app}/machines/{standby}")
+            return got.status_code == 200 and got.json()["state"] == "stopped"
+
+        if not await poll(rests, 90):
+            result.violations.append(Violation(invariant="standby-gives-back", detail=(
+                "the standby still ran 90s after its primary's worker came back")))
+    healed = time.monotonic()
     await settle(c, result, [], [Expectation(machine_id=primary, states=["started"]),
-                                 Expectation(machine_id=standby, states=["started"])], healed)
+                                 Expectation(machine_id=standby, states=["stopped"])], healed)
     return result
