@@ -110,8 +110,8 @@ async def test_logs_stream_and_follow_for_a_machine_and_an_app(tmp_path: Path) -
                 # Each past line is dated when it was written, not when its file last was:
                 # `since` a line's time leaves out the lines written before it.
                 everything = await api.get("/v1/apps/ticks/logs", params={"limit": "10000"})
-                past = [json.loads(t) for t in everything.text.splitlines() if t]
-                mine = [x for x in past if x["machine_id"] == own["id"]]
+                every_line = [json.loads(t) for t in everything.text.splitlines() if t]
+                mine = [x for x in every_line if x["machine_id"] == own["id"]]
                 assert len(mine) >= 10
                 assert mine[-1]["timestamp"] > mine[0]["timestamp"]
                 cut = mine[len(mine) // 2]
