@@ -186,7 +186,8 @@ def plan(desired: list[Desired], current: list[Current], *, strategy: Strategy,
         stages += _rolling(wanted, by_group, existing, max_unavailable)
     else:
         blue = {m.id for g in existing for m in by_group[g]}
-        greens = [_green(m, wanted[g], blue) for g in existing for m in by_group[g]]
+        running = {m.id for g in existing for m in by_group[g] if m.runs}
+        greens = [_green(m, wanted[g], blue, running) for g in existing for m in by_group[g]]
         stages += [Stage(name="create green", actions=greens)]
         cleanup_before = len(stages)
         stages += [Stage(name="destroy blue", wait=False, actions=[
@@ -225,16 +226,21 @@ def _keep_standbys(machine: Current, want: Desired) -> dict[str, Any]:
     return want.config
 
 
-def _green(machine: Current, want: Desired, blue: set[str]) -> Create:
+def _green(machine: Current, want: Desired, blue: set[str], running: set[str]) -> Create:
     """A green twin of a blue machine: started if it is, standing by for its primary's twin
-    (or for its primary itself, when that one is current and stays)."""
+    (or for its primary itself, when that one is current and stays).
+
+    A standby that runs beside its running primary (the primary's host came back after a
+    takeover, and the broker has not yet stopped the standby) gets a stopped twin: the
+    primary's twin runs, and two running copies are what the standby watch undoes."""
     primary = (machine.config.get("standbys") or [None])[0]
+    start = machine.runs and not (primary is not None and primary in running)
     if primary is not None and primary not in blue:
         return Create(ref=f"green-{machine.id}", group=want.group,
                       config=_keep_standbys(machine, want), region=machine.region,
-                      start=machine.runs, role="green")
+                      start=start, role="green")
     return Create(ref=f"green-{machine.id}", group=want.group, config=want.config,
-                  region=machine.region, start=machine.runs,
+                  region=machine.region, start=start,
                   standby_for=f"green-{primary}" if primary else None, role="green")
 
 

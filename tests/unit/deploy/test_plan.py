@@ -146,6 +146,16 @@ def test_bluegreen_keeps_a_standby_standing_by_for_its_primarys_green() -> None:
         ("green-p1", True, None), ("green-s1", False, "green-p1")]
 
 
+def test_bluegreen_gives_a_standby_running_beside_its_primary_a_stopped_twin() -> None:
+    # The primary's host came back after a takeover: both run until the broker stops the
+    # standby. Green must not start both twins.
+    current = [m("p1", group="w"), m("s1", group="w", standbys=["p1"])]
+    p = plan([want("w")], current, strategy="bluegreen")
+    greens = [a for a in p.stages[0].actions if isinstance(a, Create)]
+    assert [(g.ref, g.start, g.standby_for) for g in greens] == [
+        ("green-p1", True, None), ("green-s1", False, "green-p1")]
+
+
 def test_a_standby_keeps_its_standbys_through_an_update() -> None:
     current = [m("p1", group="w"), m("s1", "stopped", group="w", standbys=["p1"])]
     p = plan([want("w", services=False)], current, strategy="rolling")
