@@ -35,7 +35,7 @@ from bodega.worker.host_names import HostNames, Owner, legacy_namespace, octets
 from bodega.worker.host_parts import default_subnet
 from bodega.worker.host_survey import (
     cgroup_pids,
-    namespace_inode,
+    namespace_id,
     pids_in_namespaces,
     survey,
 )
@@ -108,7 +108,7 @@ async def sweep_legacy(*, dry_run: bool = False,
     ``only``: of those, the objects whose names it takes (and no lock file)."""
     found = survey()
     namespaces = [n for n in found.namespaces if legacy_namespace(n)]
-    inodes = {inode: name for name in namespaces if (inode := namespace_inode(name)) is not None}
+    inodes = {inode: name for name in namespaces if (inode := namespace_id(name)) is not None}
     busy_namespaces = {inodes[i] for i in pids_in_namespaces(inodes).values()}
     busy_scopes = {scope.name for scope in found.scopes if cgroup_pids(scope)}
     live_octets, live_scopes = live_workers()

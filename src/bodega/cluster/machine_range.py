@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bodega.runtime.pid_lock import flock_holder
+
 LOCK_DIR = Path("/run/bodega/subnets")
 SUGGESTIONS_TRIED = 64
 
@@ -131,11 +133,8 @@ def suggestion(cidr: str, workers: int, lock_dir: Path = LOCK_DIR) -> str | None
 
 
 def _free(path: Path) -> bool:
-    fd = _try_lock(path, create=False)
-    if fd is None:
-        return not path.exists()
-    os.close(fd)
-    return True
+    """Nobody holds ``path`` (or there is no such file); asking takes no lock."""
+    return flock_holder(path) is None
 
 
 def _content(path: Path) -> dict[str, object]:

@@ -88,25 +88,32 @@ def cgroup_pids(scope: Path) -> set[int]:
     return pids
 
 
-def namespace_inode(name: str) -> int | None:
+NamespaceId = tuple[int, int]  # (st_dev, st_ino) of the namespace's nsfs inode
+
+
+def namespace_id(name: str) -> NamespaceId | None:
+    """The namespace ``/run/netns/<name>`` is (None if there is none, or nothing is mounted
+    there yet: a file ``ip netns add`` has not bound)."""
     try:
-        return os.stat(NETNS_DIR / name).st_ino
+        st = os.stat(NETNS_DIR / name)
+        own = os.stat("/proc/self/ns/net")
     except OSError:
         return None
+    return (st.st_dev, st.st_ino) if st.st_dev == own.st_dev else None
 
 
-def pids_in_namespaces(inodes: Iterable[int]) -> dict[int, int]:
-    """pid -> namespace inode, for every process whose network namespace is one of these."""
-    wanted = set(inodes)
-    found: dict[int, int] = {}
+def pids_in_namespaces(namespaces: Iterable[NamespaceId]) -> dict[int, NamespaceId]:
+    """pid -> namespace, for every process whose network namespace is one of these."""
+    wanted = set(namespaces)
+    found: dict[int, NamespaceId] = {}
     if not wanted:
         return found
     for entry in _entries(Path("/proc")):
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
-                inode = os.stat(entry / "ns" / "net").st_ino
-                if inode in wanted:
-                    found[int(entry.name)] = inode
+                st = os.stat(entry / "ns" / "net")
+                if (st.st_dev, st.st_ino) in wanted:
+                    found[int(entry.name)] = (st.st_dev, st.st_ino)
     return found
 
 

@@ -34,10 +34,11 @@ from bodega.worker.host_names import (
 )
 from bodega.worker.host_survey import (
     MARKER_DIR,
+    NETNS_DIR,
     SYS_NET,
     Survey,
     cgroup_pids,
-    namespace_inode,
+    namespace_id,
     pids_in_namespaces,
 )
 from bodega.worker.network import run
@@ -144,7 +145,7 @@ def processes(leftovers: Leftovers) -> dict[int, str]:
         for pid in cgroup_pids(scope):
             found.setdefault(pid, f"cgroup {scope}")
     inodes = {inode: name for name in leftovers.namespaces
-              if (inode := namespace_inode(name)) is not None}
+              if (inode := namespace_id(name)) is not None}
     for pid, inode in pids_in_namespaces(inodes).items():
         found.setdefault(pid, f"network namespace {inodes[inode]}")
     found.pop(os.getpid(), None)
@@ -190,7 +191,7 @@ async def remove(leftovers: Leftovers, settle: float = SETTLE) -> list[str]:
 def _still_there(leftovers: Leftovers) -> list[str]:
     """What is left, removing the cgroups that can go now (a dying process holds one)."""
     left = [f"network namespace {n}" for n in leftovers.namespaces
-            if namespace_inode(n) is not None]
+            if (NETNS_DIR / n).exists()]
     left += [f"link {n}" for n in leftovers.links if (SYS_NET / n).exists()]
     left += [f"cgroup {s}" for s in leftovers.scopes if not _remove_tree(s)]
     return left
