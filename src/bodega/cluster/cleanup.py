@@ -20,9 +20,11 @@ and nothing uses.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ipaddress
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,6 +94,15 @@ def component_pids(data_dir: Path) -> list[int]:
         if isinstance(pid, int) and _runs_under(pid, data_dir):
             alive.append(pid)
     return alive
+
+
+async def until_components_gone(data_dir: Path, timeout: float) -> list[int]:
+    """Wait (up to ``timeout`` seconds) for the components ``cluster.json`` lists to end;
+    returns those still running then."""
+    deadline = time.monotonic() + timeout
+    while (pids := component_pids(data_dir)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return pids
 
 
 async def sweep(data_dir: Path, cluster_id: str, *, dry_run: bool = False) -> SweepReport:

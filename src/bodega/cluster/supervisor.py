@@ -70,6 +70,9 @@ class LocalCluster:
         self.components = components
         self.stopping = asyncio.Event()
         self._watchers: list[asyncio.Task[None]] = []
+        # Set once no component of an earlier run is left: from then on, what carries the
+        # cluster id on the host is this run's to sweep.
+        self._sweeps = False
 
     @property
     def state_file(self) -> Path:
@@ -121,6 +124,7 @@ class LocalCluster:
     async def start(self) -> None:
         private_dir(self.config.data_dir)
         await self._until_earlier_run_gone()
+        self._sweeps = True
         await self.sweep("an earlier run")
         for role in ("registry", "worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
@@ -194,18 +198,16 @@ class LocalCluster:
     async def _until_earlier_run_gone(self) -> None:
         """Components of an earlier run (its ``bodega up`` killed, they stop on their own)
         may still be stopping: let them finish before anything is swept or started."""
-        deadline = time.monotonic() + STOP_GRACE
-        while pids := cleanup.component_pids(self.config.data_dir):
-            if time.monotonic() > deadline:
-                raise StartFailed(
-                    f"components of an earlier run on {self.config.data_dir} still run "
-                    f"(pids {', '.join(map(str, pids))}); stop them, or kill them and run "
-                    f"`bodega clean --data-dir {self.config.data_dir}`")
-            await asyncio.sleep(0.1)
+        pids = await cleanup.until_components_gone(self.config.data_dir, STOP_GRACE)
+        if pids:
+            raise StartFailed(
+                f"components of an earlier run on {self.config.data_dir} still run (pids "
+                f"{', '.join(map(str, pids))}); stop them, or kill them and run "
+                f"`bodega clean --data-dir {self.config.data_dir}`")
 
     async def sweep(self, whose: str) -> None:
         """Remove every kernel object carrying this cluster's id (none are in use now)."""
-        if not self.config.cluster_id:
+        if not self.config.cluster_id or not self._sweeps:
             return
         report = await cleanup.sweep(self.config.data_dir, self.config.cluster_id)
         if report.found:
