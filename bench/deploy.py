@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import os
 import shutil
 import signal
@@ -26,11 +25,11 @@ import time
 from pathlib import Path
 
 import aiohttp
+from tests.leftovers import sweep_data_dir
 
 from bodega.deploy.config import load
 from bodega.deploy.deployer import DeployOptions, deploy
 from bodega.wire.machines_client import MachinesClient
-from bodega.worker.network import NetnsNetwork
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hello"
 TOKEN = "bench-deploy-token"
@@ -133,10 +132,8 @@ async def main(args: argparse.Namespace) -> None:
         if up.returncode is None:
             up.send_signal(signal.SIGINT)
             await asyncio.wait_for(up.wait(), 120)
+        await sweep_data_dir(root / "cluster")  # what a stop cut short left (nothing, normally)
         shutil.rmtree(root, ignore_errors=True)
-        # The bridges and namespaces the two workers set up on the host.
-        for subnet in list(ipaddress.ip_network(cidr).subnets(new_prefix=24))[1:3]:
-            await NetnsNetwork(subnet).teardown()  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

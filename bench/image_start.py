@@ -242,7 +242,7 @@ async def main(runs: int) -> None:
               + ", ".join(f"{w} (image {s:+.2f})" for w, s in placements))
     finally:
         await up.stop()
-        await unwire(CIDR, 2)
+        await unwire(work / "cluster")
         subprocess.run(["podman", "rmi", "-f", *images], check=False,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(work, ignore_errors=True)

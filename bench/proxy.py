@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ipaddress
 import json
 import os
 import re
@@ -34,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.leftovers import sweep_data_dir
+
 from bench.loadgen import Connection
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
-from bodega.worker.network import NetnsNetwork
 
 SECRET = "bench-proxy-secret"
 SUBNET = "10.254.7.0/24"
@@ -252,8 +252,7 @@ async def main(args: argparse.Namespace) -> None:
                 if process.returncode is None:
                     process.terminate()
                     await process.wait()
-            if os.geteuid() == 0:  # the worker leaves its bridge and namespaces for a restart
-                await NetnsNetwork(ipaddress.ip_network(SUBNET)).teardown()
+            await sweep_data_dir(tmp / "bench-w")  # what a stop cut short left
     report(args, loaded, single, cold)
 
 

@@ -130,7 +130,7 @@ async def main(runs: int) -> None:
                 results[name] = await cycle(api, config, runs)
     finally:
         await up.stop()
-        await unwire(CIDR, 1)
+        await unwire(work / "cluster")
         shutil.rmtree(work, ignore_errors=True)
     print(f"start of a machine until its HTTP port answers, public API, {runs} runs each:")
     for name, (starts, resumes) in results.items():

@@ -102,7 +102,7 @@ async def cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, UpPro
             if up.process.returncode is None:
                 up.process.kill()
                 await up.process.wait()
-        await unwire(cidr, workers)
+        await unwire(tmp / "cluster")
 
 
 @contextlib.contextmanager

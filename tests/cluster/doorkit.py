@@ -10,7 +10,6 @@ listener is accounted for without a list of ports in the test.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import os
 import re
@@ -31,8 +30,8 @@ from typing import Any, TypeVar
 import httpx
 
 from bodega.runtime.keys import internal_token
-from bodega.worker.network import NetnsNetwork
 from tests.cluster.listeners import Listener
+from tests.leftovers import sweep_data_dir
 
 T = TypeVar("T")
 
@@ -108,7 +107,6 @@ def running_cluster(tmp: Path) -> Iterator[Cluster]:
     canary.chmod(0o1777)  # the machine runs as an unprivileged user: it could write here
     token = "doors-admin-" + secrets.token_urlsafe(16)
     second = 248 + os.getpid() % 7  # a /16 no other cluster test takes
-    subnets = [ipaddress.ip_network(f"10.{second}.{i}.0/24") for i in (1, 2)]
     api_port = free_port()
     out = (tmp / "up.out").open("wb")
     # The token comes from the environment, as `export BODEGA_API_TOKEN` gives it.
@@ -139,10 +137,8 @@ def running_cluster(tmp: Path) -> Iterator[Cluster]:
                 up.kill()
                 up.wait()
         out.close()
+        asyncio.run(sweep_data_dir(data))  # what a stop cut short left (nothing, normally)
         shutil.rmtree(home, ignore_errors=True)
-        # Stopped machines keep their namespaces for a restart that will not come.
-        for subnet in subnets:
-            asyncio.run(NetnsNetwork(subnet).teardown())
 
 
 def _populate(cluster: Cluster) -> None:

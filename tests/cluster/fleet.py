@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import json
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -20,8 +18,9 @@ from typing import Any
 
 import httpx
 
+from bodega.cluster import cleanup
+from bodega.runtime.cluster_id import new as new_cluster_id
 from bodega.runtime.keys import internal_token
-from bodega.worker.network import NetnsNetwork
 from tests.integration.procs import SECRET, Daemon
 
 TOKEN = "fleet-admin-token"
@@ -54,6 +53,7 @@ class Fleet:
     seed: str = ""
     third: int = field(default_factory=lambda: 60 + os.getpid() % 60)
     indexes: list[int] = field(default_factory=list)  # the workers' machine subnets
+    cluster_id: str = field(default_factory=new_cluster_id)  # carried by every kernel object
 
     def _daemon(self, name: str, *args: str) -> Daemon:
         ready = self.tmp / f"{name}.ready.json"
@@ -69,7 +69,7 @@ class Fleet:
         daemon = await self._daemon(
             name, "worker", "--region", region, "--listen", "127.0.0.1:0", "--cpus", "4",
             "--memory-mb", "4096", "--disk-gb", "5", "--stop-machines-on-exit",
-            "--machine-subnet", self.subnet(index)).start()
+            "--machine-subnet", self.subnet(index), "--cluster-id", self.cluster_id).start()
         self.daemons[name] = daemon
         self.indexes.append(index)
         if not self.seed:
@@ -106,23 +106,8 @@ class Fleet:
             if daemon is not None:
                 await daemon.stop()
         # A worker a test killed leaves its machines and their plumbing behind: sweep them,
-        # its own subnets only (another fleet of the same test run may use the others).
-        for index in self.indexes:
-            await NetnsNetwork(ipaddress.ip_network(self.subnet(index))).teardown()
-        for name in workers:
-            for controller in ("memory", "cpu", "freezer"):
-                scope = Path(f"/sys/fs/cgroup/{controller}/bodega/{name}")
-                for child in [c for c in scope.iterdir() if c.is_dir()] if scope.exists() else []:
-                    for pid in (child / "cgroup.procs").read_text().split():
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(int(pid), signal.SIGKILL)
-                    if controller == "freezer":  # a frozen process dies once thawed
-                        (child / "freezer.state").write_text("THAWED\n")
-                    with contextlib.suppress(OSError):
-                        await asyncio.sleep(0.05)
-                        child.rmdir()
-                with contextlib.suppress(OSError):
-                    scope.rmdir()
+        # this fleet's cluster id only (another fleet of the same test run has its own).
+        await cleanup.sweep(self.tmp.resolve(), self.cluster_id)
 
 
 @contextlib.asynccontextmanager

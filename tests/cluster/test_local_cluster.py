@@ -176,7 +176,7 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
             output = await asyncio.wait_for(up.communicate(), 60)
         else:
             output = await up.communicate()
-    await unwire(f"10.{third}.0.0/16", 2)
+    await unwire(data)
     pids = [c["pid"] for c in listed] + [restarted["pid"]]
     assert up.returncode == 0, output[0].decode()[-2000:]
     assert not [p for p in pids if alive(p)], "a component outlived bodega up"

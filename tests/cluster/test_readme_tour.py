@@ -161,8 +161,8 @@ async def test_the_readme_tour_as_written(checkout: Path) -> None:
         await second.until_up()
     finally:
         codes = [await up.stop()] + ([await second.stop()] if second else [])
-        await unwire("10.209.0.0/16", 4)
-        await unwire("10.210.0.0/16", 4)
+        await unwire(checkout / ".bodega")
+        await unwire(checkout / ".bodega2")
     assert codes == [0] * len(codes), "\n".join(up.lines)
 
 

@@ -107,8 +107,8 @@ async def test_two_clusters_side_by_side_and_a_third_is_refused_in_one_line(
                                "already in use; move it with --api-port"]
     finally:
         codes = await asyncio.gather(one.stop(), two.stop())
-        await unwire(cidr_a, 1)
-        await unwire(cidr_b, 1)
+        await unwire(one.data_dir)
+        await unwire(two.data_dir)
     assert list(codes) == [0, 0], one.output + "\n" + two.output
 
 

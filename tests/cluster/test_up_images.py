@@ -71,4 +71,4 @@ async def test_up_serves_a_registry_and_runs_images_pushed_to_it(tmp_path: Path)
                                           params={"force": "true"})).status_code == 200
     finally:
         assert await up.stop() == 0, up.output[-2000:]
-        await unwire(cidr, 2)
+        await unwire(tmp_path / "cluster")

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import json
 import signal
 import socket
 import sys
 from pathlib import Path
 from typing import Any
-
-from bodega.worker.network import NetnsNetwork
 
 
 def free_port() -> int:
@@ -20,11 +17,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def unwire(cidr: str, workers: int) -> None:
-    """Remove the bridges and namespaces the workers of a stopped cluster left on the host."""
-    subnets = list(ipaddress.ip_network(cidr).subnets(new_prefix=24))[1:workers + 1]
-    for subnet in subnets:
-        await NetnsNetwork(subnet).teardown()  # type: ignore[arg-type]
+async def unwire(data_dir: Path) -> None:
+    """Remove whatever the stopped cluster of ``data_dir`` left on the host (a stop cut short
+    by a failed test); `bodega up` that stops as it should has left nothing."""
+    from tests.leftovers import sweep_data_dir  # the kit itself needs nothing of bodega
+
+    await sweep_data_dir(data_dir)
 
 
 class UpProcess:

@@ -17,6 +17,7 @@ from bodega.cli.app_commands import launch_command, scale, status_command  # noq
 from bodega.cli.apps import apps  # noqa: E402
 from bodega.cli.broker import broker  # noqa: E402
 from bodega.cli.build import build  # noqa: E402
+from bodega.cli.clean import clean  # noqa: E402
 from bodega.cli.cluster import cluster, regions  # noqa: E402
 from bodega.cli.deploy import deploy_command, releases_command, rollback_command  # noqa: E402
 from bodega.cli.image_registry import image_registry  # noqa: E402
@@ -29,6 +30,8 @@ from bodega.cli.up import up  # noqa: E402
 from bodega.cli.worker import worker  # noqa: E402
 
 app.command(help="Run a local cluster in the foreground.")(up)
+app.command(help="Remove what a stopped cluster left in the kernel (namespaces, cgroups...).")(
+    clean)
 app.command(help="Run a worker (the per-host agent).")(worker)
 app.command(help="Build an image (Dockerfile, buildah) and push it to the cluster's registry.")(
     build)

@@ -15,13 +15,14 @@ from typing import Annotated, TypeVar
 import typer
 
 from bodega.cli.errors import fail, friendly
-from bodega.cluster import machine_range, ports
+from bodega.cluster import cleanup, machine_range, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed, components_for
-from bodega.runtime import hostinfo
+from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import until_stopped
 from bodega.runtime.logs import configure
+from bodega.runtime.pid_lock import PidLock
 
 T = TypeVar("T")
 
@@ -103,15 +104,18 @@ def up(
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
     subnets = [config.worker_subnet(i) for i in range(config.worker_count)]
-    # Everything that can be refused is refused before anything is written or started.
-    ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
-                                        **({"--registry-port": registry_port}
-                                           if registry_wanted and registry_port else {})})
+    # Everything that can be refused is refused before anything is started: a second
+    # `bodega up` on this data dir first (it would also find the ports taken), then ports.
+    lock = PidLock.take(data_dir / cleanup.UP_LOCK, f"bodega up is already running on {data_dir}")
     claim = machine_range.RangeClaim()
-    # Only then do workers name bridges by it.
-    if os.geteuid() == 0 and driver in ("process", "auto", "oci"):
-        claim = machine_range.claim(machine_cidr, subnets, data_dir)
     try:
+        ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
+                                            **({"--registry-port": registry_port}
+                                               if registry_wanted and registry_port else {})})
+        # Made once per data dir; every namespace, link and cgroup of the cluster carries it.
+        config = dataclasses.replace(config, cluster_id=cluster_id.ensure(data_dir))
+        if os.geteuid() == 0 and driver in ("process", "auto", "oci"):
+            claim = machine_range.claim(machine_cidr, subnets, data_dir, config.cluster_id)
         try:
             plan = ports.choose_gossip(data_dir, config.host, config.component_names(),
                                        gossip_port)
@@ -136,6 +140,7 @@ def up(
         fail(str(err))
     finally:
         claim.release()
+        lock.release()
 
 
 async def _unless_stopped(work: Awaitable[T], stop: asyncio.Task[str]) -> tuple[bool, T | None]:

@@ -12,7 +12,7 @@ from bodega.cli.errors import friendly
 from bodega.cli.listeners import Listener, listening
 from bodega.model.capacity import CPU_KINDS, Totals
 from bodega.registry.membership import parse_seed
-from bodega.runtime import hostinfo
+from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.failpoints import Failpoints
 from bodega.runtime.lifecycle import event_loop_policy, run_daemon
 from bodega.runtime.logs import configure
@@ -59,6 +59,10 @@ def worker(
     ] = None,
     machine_subnet: Annotated[str | None, typer.Option(help="Machine /24, e.g. 10.209.5.0/24")]
     = None,
+    cluster: Annotated[str | None, typer.Option(
+        "--cluster-id", help="Id every namespace, link and cgroup of this worker carries "
+                             "[default: the one in the data dir's cluster-id, made once]")]
+    = None,
     network: Annotated[str, typer.Option(help="auto, netns (root) or host")] = "auto",
     machine_user: Annotated[str, typer.Option(help="Run machines as this user when root")]
     = "nobody",
@@ -94,6 +98,7 @@ def worker(
     if shared_cpu_ratio < 1:
         raise ValueError("--shared-cpu-ratio must be at least 1")
     data_dir = data_dir.resolve()
+    cid = cluster_id.check(cluster) if cluster else cluster_id.ensure(data_dir)
     config = WorkerConfig(
         name=worker_name, region=region, data_dir=data_dir, listen_host=host, listen_port=port,
         advertise_host=advertise, driver=driver,
@@ -102,7 +107,8 @@ def worker(
             disk_gb=disk_gb if disk_gb is not None else hostinfo.disk_gb(data_dir),
             gpus=parse_gpus(gpus or []), shared_cpu_ratio=shared_cpu_ratio, cpu_kinds=kinds,
         ),
-        cluster_secret=cluster_secret, machine_subnet=machine_subnet, network=network,
+        cluster_secret=cluster_secret, cluster_id=cid, machine_subnet=machine_subnet,
+        network=network,
         machine_user=machine_user or None, reservation_ttl=reservation_ttl,
         stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
         gossip_host=gossip_host, gossip_port=gossip_port, join=seeds,

@@ -12,6 +12,8 @@ class ClusterConfig:
     data_dir: Path
     token: str
     cluster_secret: str
+    # Carried by every kernel object the workers make (runtime/cluster_id.py); "" for none.
+    cluster_id: str = ""
     regions: tuple[str, ...] = ("ams", "syd")
     workers_per_region: int = 2
     worker_cpus: int = 4

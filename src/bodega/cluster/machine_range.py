@@ -1,11 +1,16 @@
 """One cluster per machine subnet on a host: ``bodega up`` claims its /24s while it runs.
 
-Worker i takes the (i+1)-th /24 of ``--machine-cidr`` and, as root, names its
-bridge and namespaces after that /24 (``bdg-209-1``, ``bodega-209-1-N``). Two
-clusters on one host with overlapping ranges would share those names and tear
-down each other's machines' networks. So ``bodega up`` takes an exclusive lock
-(flock) per /24 under ``/run/bodega/subnets``, held while it runs and dropped by
-the kernel when it dies, however it dies.
+Worker i takes the (i+1)-th /24 of ``--machine-cidr``. Its bridge and
+namespaces carry the cluster id, so two clusters never share them, but two
+clusters routing the same addresses on one host would still clash in the host's
+routing table. So ``bodega up`` takes an exclusive lock (flock) per /24 under
+``/run/bodega/subnets``, held while it runs and dropped by the kernel when it
+dies, however it dies. A stopping cluster removes its lock files; ``bodega
+clean`` removes those a killed one left (``stale``).
+
+Removing a lock file is safe against a racing claimer: the remover holds the
+lock while it unlinks, and a claimer that locked a file after checks that the
+path still names the file it locked, else it starts over on the new one.
 
 A /24 another cluster holds is refused at once, in one line naming
 ``--machine-cidr`` and a free range to use instead. It is not moved silently:
@@ -23,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bodega.runtime.pid_lock import flock_holder
+
 LOCK_DIR = Path("/run/bodega/subnets")
 SUGGESTIONS_TRIED = 64
 
@@ -33,28 +40,43 @@ class MachineRangeTaken(ValueError):
 
 @dataclass
 class RangeClaim:
-    fds: list[int] = field(default_factory=list)
+    held: list[tuple[Path, int]] = field(default_factory=list)
 
     def release(self) -> None:
-        for fd in self.fds:
+        """Remove the lock files (still holding them), then drop the locks."""
+        for path, fd in self.held:
+            path.unlink(missing_ok=True)
             os.close(fd)  # closing drops the flock
-        self.fds.clear()
+        self.held.clear()
 
 
 def lock_path(lock_dir: Path, subnet: str) -> Path:
     return lock_dir / (subnet.replace("/", "-") + ".lock")
 
 
-def _try_lock(path: Path) -> int | None:
-    """An fd holding ``path``'s exclusive lock, or None if another process holds it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
+def _try_lock(path: Path, create: bool = True) -> int | None:
+    """An fd holding ``path``'s exclusive lock, or None if another process holds it (or,
+    with ``create`` false, if there is no such file)."""
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # its holder removed it after we opened it: lock the file there now
+        if not create:
+            return None
 
 
 def _holder(path: Path) -> str:
@@ -77,7 +99,8 @@ def same_size_ranges(cidr: str) -> Iterator[str]:
         yield str(siblings[(start + step) % len(siblings)])
 
 
-def claim(cidr: str, subnets: list[str], data_dir: Path, lock_dir: Path = LOCK_DIR) -> RangeClaim:
+def claim(cidr: str, subnets: list[str], data_dir: Path, cluster_id: str,
+          lock_dir: Path = LOCK_DIR) -> RangeClaim:
     """Lock every /24 in ``subnets`` for this process, or raise ``MachineRangeTaken``."""
     held = RangeClaim()
     for subnet in subnets:
@@ -90,9 +113,10 @@ def claim(cidr: str, subnets: list[str], data_dir: Path, lock_dir: Path = LOCK_D
                 f"machine range {cidr} overlaps {subnet}, used by {_holder(path)}; give this "
                 "cluster another range with --machine-cidr"
                 + (f", e.g. --machine-cidr {instead}" if instead else ""))
-        held.fds.append(fd)
+        held.held.append((path, fd))
         os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"data_dir": str(data_dir), "pid": os.getpid()}).encode(), 0)
+        os.pwrite(fd, json.dumps({"data_dir": str(data_dir), "pid": os.getpid(),
+                                  "cluster_id": cluster_id}).encode(), 0)
     return held
 
 
@@ -109,8 +133,41 @@ def suggestion(cidr: str, workers: int, lock_dir: Path = LOCK_DIR) -> str | None
 
 
 def _free(path: Path) -> bool:
-    fd = _try_lock(path)
-    if fd is None:
-        return False
-    os.close(fd)
-    return True
+    """Nobody holds ``path`` (or there is no such file); asking takes no lock."""
+    return flock_holder(path) is None
+
+
+def _content(path: Path) -> dict[str, object]:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def stale(cluster_id: str | None, lock_dir: Path = LOCK_DIR) -> list[Path]:
+    """Lock files no process holds that a cluster left: ``cluster_id``'s, or with None
+    those of older versions (which wrote no cluster id)."""
+    found = []
+    for path in sorted(lock_dir.glob("*.lock")):
+        if _content(path).get("cluster_id") == cluster_id and _free(path):
+            found.append(path)
+    return found
+
+
+def held_subnets(lock_dir: Path = LOCK_DIR) -> list[str]:
+    """The /24s a running cluster holds now."""
+    return [path.name.removesuffix(".lock").replace("-", "/")
+            for path in sorted(lock_dir.glob("*.lock")) if not _free(path)]
+
+
+def remove_stale(paths: list[Path]) -> list[Path]:
+    """Remove these lock files, each only while nobody holds it; returns those removed."""
+    removed = []
+    for path in paths:
+        fd = _try_lock(path, create=False)
+        if fd is not None:
+            path.unlink(missing_ok=True)
+            os.close(fd)
+            removed.append(path)
+    return removed

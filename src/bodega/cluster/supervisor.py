@@ -3,7 +3,9 @@
 This is the supervisor the article starts from, grown up a little: each
 component is a separate OS process with its own log file; one that exits on
 its own is restarted with a backoff; ``cluster.json`` always lists what runs
-now (pid and url); SIGINT or SIGTERM stops everything, machines included.
+now (pid and url); SIGINT or SIGTERM stops everything, machines included, and
+then sweeps every kernel object carrying the cluster id (``cleanup.py``), as it
+does before it starts anything.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bodega.cluster import cleanup
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.readiness import NotReady, judge, observe
 from bodega.runtime.lifecycle import private_dir, write_json_atomic
@@ -67,6 +70,9 @@ class LocalCluster:
         self.components = components
         self.stopping = asyncio.Event()
         self._watchers: list[asyncio.Task[None]] = []
+        # Set once no component of an earlier run is left: from then on, what carries the
+        # cluster id on the host is this run's to sweep.
+        self._sweeps = False
 
     @property
     def state_file(self) -> Path:
@@ -117,6 +123,9 @@ class LocalCluster:
 
     async def start(self) -> None:
         private_dir(self.config.data_dir)
+        await self._until_earlier_run_gone()
+        self._sweeps = True
+        await self.sweep("an earlier run")
         for role in ("registry", "worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))
@@ -184,6 +193,28 @@ class LocalCluster:
         for component in self.components:
             component.process = None
         self.write_state()
+        await self.sweep("this run")
+
+    async def _until_earlier_run_gone(self) -> None:
+        """Components of an earlier run (its ``bodega up`` killed, they stop on their own)
+        may still be stopping: let them finish before anything is swept or started."""
+        pids = await cleanup.until_components_gone(self.config.data_dir, STOP_GRACE)
+        if pids:
+            raise StartFailed(
+                f"components of an earlier run on {self.config.data_dir} still run (pids "
+                f"{', '.join(map(str, pids))}); stop them, or kill them and run "
+                f"`bodega clean --data-dir {self.config.data_dir}`")
+
+    async def sweep(self, whose: str) -> None:
+        """Remove every kernel object carrying this cluster's id (none are in use now)."""
+        if not self.config.cluster_id or not self._sweeps:
+            return
+        report = await cleanup.sweep(self.config.data_dir, self.config.cluster_id)
+        if report.found:
+            log.info("removed %d kernel objects %s left (cluster %s)", report.found, whose,
+                     self.config.cluster_id)
+        for problem in report.problems:
+            log.warning("could not remove %s", problem)
 
 
 def last_error(log_file: Path) -> str:
@@ -247,6 +278,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--cpus", str(config.worker_cpus), "--memory-mb", str(config.worker_memory_mb),
             "--disk-gb", str(config.worker_disk_gb),
             "--machine-subnet", config.worker_subnet(index),
+            *(("--cluster-id", config.cluster_id) if config.cluster_id else ()),
             "--stop-machines-on-exit", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
             "--gossip-listen", config.worker_gossip(index),
@@ -255,7 +287,8 @@ def components_for(config: ClusterConfig) -> list[Component]:
         )
         components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
                                     logs / f"{name}.log",
-                                    flags={"--gossip-listen": "--gossip-port"}))
+                                    flags={"--gossip-listen": "--gossip-port",
+                                           "--machine-subnet": "--machine-cidr"}))
     seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
     # One broker and one proxy, in the first region, joined to the workers' gossip.
     for role, port, extra, flag in (

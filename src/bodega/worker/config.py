@@ -7,6 +7,10 @@ from pathlib import Path
 
 from bodega.model.capacity import Totals
 from bodega.runtime.failpoints import Failpoints
+from bodega.worker.host_names import HostNames
+
+# Held (flock) by the worker running on a data dir, for as long as it runs.
+LOCK_FILE = "worker.lock"
 
 
 @dataclass(frozen=True)
@@ -20,6 +24,9 @@ class WorkerConfig:
     driver: str = "process"
     totals: Totals = field(default_factory=lambda: Totals(cpus=2, memory_mb=2048, disk_gb=10))
     cluster_secret: str = ""
+    # Carried by every kernel object the worker makes (namespaces, links, cgroups), so sweeps
+    # take this cluster's objects only; "" for a worker that makes none (fake, null, host).
+    cluster_id: str = ""
     machine_subnet: str | None = None  # e.g. 10.209.5.0/24; None: derived from the name
     network: str = "auto"  # auto | netns | host
     machine_user: str | None = "nobody"  # run machines as this user when the worker is root
@@ -51,6 +58,10 @@ class WorkerConfig:
         return self.data_dir / "registry"
 
     @property
+    def lock_path(self) -> Path:
+        return self.data_dir / LOCK_FILE
+
+    @property
     def store_path(self) -> Path:
         return self.data_dir / "worker.db"
 
@@ -74,3 +85,14 @@ class WorkerConfig:
 
     def host(self) -> str:
         return self.advertise_host or self.listen_host
+
+    def host_names(self) -> HostNames:
+        """The names of this worker's kernel objects; a worker making any needs a cluster id."""
+        if not self.cluster_id:
+            raise ValueError("a worker that makes namespaces or cgroups needs a cluster id "
+                             "(--cluster-id, or the one stored in its data dir)")
+        return HostNames(self.cluster_id)
+
+    def cgroup_scope(self) -> str:
+        """The worker's cgroup directory under ``bodega/`` (and its runtime's state dir)."""
+        return self.host_names().cgroup_scope(self.name)

@@ -3,6 +3,14 @@
 ``Worker.start`` opens the store, sets up the host network, recovers (resumes
 unfinished operations, re-adopts running machines) and only then serves, so
 no request ever sees a half-recovered worker.
+
+``Worker.stop`` with ``stop_machines_on_exit`` (what ``bodega up`` asks) leaves
+nothing on the host: once its machines are stopped it sweeps every kernel object
+it made (namespaces, veths, bridge, cgroups, runtime state, mounts: all named
+with its cluster id), and its machines' next start wires them again. Without
+it, machines keep running for the next start to re-adopt, and only spare
+namespaces are unwired. A worker killed with SIGKILL removes nothing, so its
+machines live on and are re-adopted.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from bodega.model.states import MachineState
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
+from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 from bodega.worker import queries
@@ -25,7 +34,9 @@ from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.effects import MachineEffects, machine_user
 from bodega.worker.health import HealthChecks
-from bodega.worker.host_parts import make_driver, make_network
+from bodega.worker.host_parts import make_driver, make_network, owner
+from bodega.worker.host_survey import survey
+from bodega.worker.host_sweep import owned, remove
 from bodega.worker.ledger import Ledger
 from bodega.worker.lifecycle import Recorder
 from bodega.worker.machines import MachineService
@@ -79,6 +90,7 @@ class Worker:
         self.served: Served | None = None
         self.registry: RegistryNode | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self._lock: PidLock | None = None
         self._next_compaction = 0.0
         self.machines.on_exit_decision = lambda decision: self.metrics.exits.labels(
             decision).inc()
@@ -109,6 +121,8 @@ class Worker:
 
     async def start(self) -> None:
         private_dir(self.config.data_dir)
+        self._lock = PidLock.take(self.config.lock_path,
+                                  f"another worker runs on data dir {self.config.data_dir}")
         for path in (self.config.machines_dir, self.config.volumes_dir):
             path.mkdir(parents=True, exist_ok=True)
         await self.network.setup()
@@ -160,7 +174,12 @@ class Worker:
         ), registry=self.metrics.registry)
 
     async def _wire_ahead(self) -> None:
-        """Keep the next machines' networks (and launchers) ready before they are asked for."""
+        """Keep the next machines' networks (and launchers) ready before they are asked for.
+
+        Machines at rest keep a wired namespace too, so their next start (a proxy's wake)
+        is quick; after a cluster's restart, which swept every namespace, they get theirs
+        back here, off the request path.
+        """
         first, last = self.network.index_range
         changed = self.machines.spares_changed
         changed.set()
@@ -169,14 +188,15 @@ class Worker:
             changed.clear()
             try:
                 indexes = queries.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
-                await self.network.prewarm(indexes)
+                idle = queries.idle_ip_indexes(self.store.db)
+                await self.network.prewarm([*indexes, *idle])
                 parking = self.driver.capabilities.parking
                 if parking is not None:
                     # A launcher waits, already in cgroups, in each spare namespace and in
-                    # each of a machine at rest: its next start (a proxy's wake) is quick too.
-                    spare = [self.network.namespace(i) for i in indexes if self.network.ready(i)]
-                    for namespace in [*spare, *queries.idle_namespaces(self.store.db)]:
-                        if namespace is not None:
+                    # each of a machine at rest.
+                    for index in [*indexes, *idle]:
+                        namespace = self.network.namespace(index)
+                        if namespace is not None and self.network.ready(index):
                             parking.park(namespace)
             except Exception:
                 log.exception("wiring networks ahead failed")
@@ -225,11 +245,29 @@ class Worker:
         parking = self.driver.capabilities.parking
         if parking is not None:
             parking.close()
-        in_use = {row.ip_index for row in queries.list_machines(self.store.db)
-                  if row.ip_index is not None}
-        await self.network.release_spares(in_use)
+        if self.config.stop_machines_on_exit:
+            await self.sweep()
+        else:  # machines run on, for the next start to re-adopt
+            in_use = {row.ip_index for row in queries.list_machines(self.store.db)
+                      if row.ip_index is not None}
+            await self.network.release_spares(in_use)
         await self.machines.supervision.close()
         self.store.close()
+        if self._lock is not None:
+            self._lock.release()
+
+    async def sweep(self) -> None:
+        """Remove every kernel object this worker made: nothing of it outlives it."""
+        mine = owner(self.config)
+        if mine is None:
+            return
+        leftovers = owned(survey(), mine, self.config.data_dir)
+        if not leftovers:
+            return
+        problems = await remove(leftovers)
+        log.info("removed %d kernel objects of this worker", leftovers.count() - len(problems))
+        for problem in problems:
+            log.warning("could not remove %s", problem)
 
     async def stop_all_machines(self) -> None:
         """Stop every started (or suspended) machine, leased or not; let none start again.

@@ -15,6 +15,7 @@ from dataclasses import replace
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.drivers.images import make_image_driver, runtime_available
+from bodega.worker.host_names import Owner, Subnet
 from bodega.worker.network import HostNetwork, NetnsNetwork, Network
 
 
@@ -22,6 +23,17 @@ def default_subnet(name: str) -> str:
     """A /24 in 10.209.0.0/16 picked from the worker's name; `bodega up` assigns them instead."""
     octet = int(hashlib.sha256(name.encode()).hexdigest(), 16) % 250 + 2
     return f"10.209.{octet}.0/24"
+
+
+def owner(config: WorkerConfig) -> Owner | None:
+    """What a sweep of this worker's own objects takes; None when it makes none."""
+    if not config.cluster_id or os.geteuid() != 0:
+        return None
+    return Owner(config.host_names(), subnet=machine_subnet(config), scope=config.cgroup_scope())
+
+
+def machine_subnet(config: WorkerConfig) -> Subnet:
+    return ipaddress.ip_network(config.machine_subnet or default_subnet(config.name))
 
 
 def make_driver(config: WorkerConfig) -> Driver:
@@ -39,7 +51,8 @@ def make_driver(config: WorkerConfig) -> Driver:
         from bodega.worker.drivers.process import ProcessDriver
         from bodega.worker.drivers.process.cgroups import Cgroups
 
-        cgroups = Cgroups.detect(config.name) if config.cgroups else None
+        cgroups = (Cgroups.detect(config.cgroup_scope())
+                   if config.cgroups and os.geteuid() == 0 else None)
         return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
                              park_dir=config.data_dir / "park")
     if config.driver in ("oci", "auto"):
@@ -52,9 +65,7 @@ def make_network(config: WorkerConfig, driver: Driver) -> Network:
     if mode == "auto":
         mode = "netns" if os.geteuid() == 0 and driver.capabilities.own_netns else "host"
     if mode == "netns":
-        return NetnsNetwork(ipaddress.ip_network(config.machine_subnet
-                                                 or default_subnet(config.name)))
+        return NetnsNetwork(machine_subnet(config), config.host_names())
     if mode == "host":
-        return HostNetwork(config.host(), ipaddress.ip_network(config.machine_subnet
-                                                               or default_subnet(config.name)))
+        return HostNetwork(config.host(), machine_subnet(config))
     raise ValueError(f"unknown network mode {config.network!r}: use auto, netns or host")

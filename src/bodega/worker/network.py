@@ -4,10 +4,12 @@ Two modes, chosen by the worker at start:
 
 ``NetnsNetwork`` (root). The worker owns a machine subnet (a /24) and a Linux
 bridge holding its gateway address. Each machine gets a named network
-namespace ``bodega-<subnet>-<index>`` (named by its address, so the worker
-wires the next few ahead of time, off the request path), a veth pair (host
-end on the bridge, the machine end renamed ``eth0``), its own address and a
-default route through the gateway. Two machines on one worker can both bind ``0.0.0.0:8080``. A
+namespace ``bodega-<cluster id>-<b>-<c>-<index>`` (named by its address, so the
+worker wires the next few ahead of time, off the request path), a veth pair
+(host end on the bridge, the machine end renamed ``eth0``), its own address and
+a default route through the gateway. Every name carries the cluster id
+(``host_names.py``), so no two clusters on a host share, adopt or remove each
+other's objects. Two machines on one worker can both bind ``0.0.0.0:8080``. A
 machine's services are published at ``private_ip:internal_port``: the host
 (and the proxy on it) reach them straight through the bridge; other hosts
 reach them once the operator routes the worker's subnet to the worker, the
@@ -31,19 +33,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from bodega.worker.host_names import HostNames, Subnet, octets
+from bodega.worker.host_survey import MARKER_DIR, NETNS_DIR
+
 log = logging.getLogger("bodega.worker.network")
 
-NETNS_DIR = Path("/run/netns")
-# A marker per machine, written once its namespace is fully wired. It lives on the same
-# tmpfs as the namespaces, so a reboot clears both together.
-MARKER_DIR = Path("/run/bodega/netns")
-Subnet = ipaddress.IPv4Network | ipaddress.IPv6Network
 # Namespaces kept wired for the next creates, so a create rarely waits for `ip`.
 WIRE_AHEAD = 2
 
 
 class NetworkError(Exception):
     """A network step failed; the message carries the command's error."""
+
+
+class SubnetInUse(ValueError):
+    """Another device on the host holds an address of the worker's machine subnet."""
 
 
 @dataclass(frozen=True)
@@ -99,22 +103,17 @@ async def run(*argv: str, stdin: bytes | None = None, check: bool = True) -> str
     return out.decode()
 
 
-def _octets(subnet: Subnet) -> tuple[int, int]:
-    packed = subnet.network_address.packed
-    return packed[-3], packed[-2]
-
-
 class NetnsNetwork:
-    def __init__(self, subnet: Subnet) -> None:
+    def __init__(self, subnet: Subnet, names: HostNames) -> None:
         if subnet.prefixlen != 24 or subnet.version != 4:
             raise ValueError(f"machine subnet must be an IPv4 /24, got {subnet}")
         self.subnet = subnet
+        self.names = names
         self.index_range = (2, 254)
-        second, third = _octets(subnet)
-        self.bridge = f"bdg-{second}-{third}"
+        self.bridge = names.bridge(subnet)
         self.gateway = str(subnet.network_address + 1)
-        self._third = third
-        self._second = second
+        self._second, self._third = octets(subnet)
+        self._prefix = names.namespace_prefix(subnet)
         self._locks: dict[int, asyncio.Lock] = {}
 
     def address(self, index: int) -> str:
@@ -127,13 +126,14 @@ class NetnsNetwork:
         return f"02:bd:00:{self._second:02x}:{self._third:02x}:{index:02x}"
 
     def veth(self, index: int) -> str:
-        # Unique per host as long as workers on it have different subnets; at most 15 chars.
-        return f"bv{self._second}-{self._third}-{index}"
+        # Unique per host: cluster id, subnet and index; 13 characters (Linux allows 15).
+        return self.names.veth(self.subnet, index)
 
     def service_host(self, private_ip: str | None) -> str | None:
         return private_ip
 
     async def setup(self) -> None:
+        await self._refuse_a_subnet_in_use()
         links = await run("ip", "-o", "link", "show")
         if f" {self.bridge}:" not in links:
             await run("ip", "link", "add", self.bridge, "type", "bridge")
@@ -144,13 +144,32 @@ class NetnsNetwork:
         except OSError as exc:
             log.warning("could not enable ip_forward: %s", exc)
 
+    async def _refuse_a_subnet_in_use(self) -> None:
+        """Another device with an address in our /24 (another cluster's bridge its stop never
+        removed, or an older version's) would take the route to our machines, and wiring
+        beside it would quietly adopt its half: refuse, naming it and the way out."""
+        for line in (await run("ip", "-o", "-4", "addr", "show")).splitlines():
+            fields = line.split()
+            if len(fields) < 4 or fields[1] == self.bridge:
+                continue
+            try:
+                held = ipaddress.ip_interface(fields[3]).network
+            except ValueError:
+                continue
+            if held.overlaps(self.subnet):
+                raise SubnetInUse(
+                        f"machine subnet {self.subnet} is in use on this host: {fields[1]} has "
+                        f"{fields[3]}; if a stopped cluster left it, `bodega clean --data-dir "
+                        "<its data dir>` removes it (`bodega clean --legacy`: what older "
+                        "versions left); or move this worker with --machine-subnet")
+
     async def teardown(self) -> None:
-        """Remove every namespace of this subnet and the bridge (tests, uninstall)."""
+        """Remove every namespace of this subnet and the bridge (tests, benchmarks)."""
         await self.release_spares(in_use=set())
         await run("ip", "link", "del", self.bridge, check=False)
 
     def _wired_indexes(self) -> set[int]:
-        prefix = f"bodega-{self._second}-{self._third}-"
+        prefix = self._prefix
         found = set()
         for path in (*NETNS_DIR.glob(prefix + "*"), *MARKER_DIR.glob(prefix + "*")):
             suffix = path.name.removeprefix(prefix)
@@ -166,7 +185,7 @@ class NetnsNetwork:
 
     def netns(self, index: int) -> str:
         """Namespaces are named by address, so they can be wired before a machine exists."""
-        return f"bodega-{self._second}-{self._third}-{index}"
+        return f"{self._prefix}{index}"
 
     def namespace(self, index: int) -> str | None:
         return self.netns(index)

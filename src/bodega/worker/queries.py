@@ -135,11 +135,11 @@ def count_by_state(conn: sqlite3.Connection) -> dict[str, int]:
             conn.execute("SELECT state, count(*) FROM machines GROUP BY state")}
 
 
-def idle_namespaces(conn: sqlite3.Connection) -> list[str]:
-    """Namespaces of machines at rest: created, stopped or failed, and already wired."""
-    return [str(row[0]) for row in conn.execute(
-        "SELECT netns FROM machines WHERE state IN ('created', 'stopped', 'failed') "
-        "AND netns IS NOT NULL")]
+def idle_ip_indexes(conn: sqlite3.Connection) -> list[int]:
+    """Addresses of machines at rest (created, stopped or failed) that have been attached."""
+    return [int(row[0]) for row in conn.execute(
+        "SELECT ip_index FROM machines WHERE state IN ('created', 'stopped', 'failed') "
+        "AND netns IS NOT NULL AND ip_index IS NOT NULL ORDER BY ip_index")]
 
 
 def free_ip_indexes(conn: sqlite3.Connection, first: int, last: int, count: int) -> list[int]:

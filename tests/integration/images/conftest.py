@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import os
 import signal
 import subprocess
@@ -12,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.worker.network import NetnsNetwork
-
-from .test_image_machines import subnet
+from tests.leftovers import sweep_under
 
 
 def pids_under(path: Path) -> list[int]:
@@ -35,7 +32,7 @@ async def clean_host(tmp_path: Path) -> AsyncIterator[None]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     if os.geteuid() == 0:
-        await NetnsNetwork(ipaddress.ip_network(subnet())).teardown()
+        await sweep_under(tmp_path)
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             target = line.split()[4]
             if target.startswith(str(tmp_path)):  # a machine a failed test left mounted

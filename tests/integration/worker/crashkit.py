@@ -8,7 +8,6 @@ import ipaddress
 import itertools
 import os
 import shutil
-import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -19,6 +18,7 @@ from typing import Any
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 from bodega.worker.network import NetnsNetwork
+from tests.leftovers import names_of, sweep_data_dir
 
 from ..procs import SECRET, Daemon, worker_argv
 
@@ -40,6 +40,10 @@ class CrashWorker:
                            extra=("--machine-subnet", self.subnet, *extra))
         return Daemon(argv=argv, ready_file=ready, log_file=self.tmp / f"{self.name}.log",
                       env={"BODEGA_FAILPOINTS": failpoints} if failpoints else {})
+
+    def network(self) -> NetnsNetwork:
+        """The worker's network, as it names it (with the cluster id of its data dir)."""
+        return NetnsNetwork(ipaddress.ip_network(self.subnet), names_of(self.tmp / self.name))
 
     async def start(self, failpoints: str | None = None,
                     extra: tuple[str, ...] = ()) -> WorkerClient:
@@ -66,21 +70,8 @@ class CrashWorker:
             await self.client.aclose()  # also when the test stopped the worker itself
         if self.daemon is not None:
             await self.daemon.stop()
-        await NetnsNetwork(ipaddress.ip_network(self.subnet)).teardown()
-        for controller in ("freezer", "memory", "cpu"):
-            scope = Path(f"/sys/fs/cgroup/{controller}/bodega/{self.name}")
-            if scope.exists():
-                for child in [c for c in scope.iterdir() if c.is_dir()]:
-                    if controller == "freezer":  # a machine left frozen by a failed test
-                        for pid in (child / "cgroup.procs").read_text().split():
-                            with contextlib.suppress(ProcessLookupError):
-                                os.kill(int(pid), signal.SIGKILL)
-                        (child / "freezer.state").write_text("THAWED\n")
-                        await asyncio.sleep(0.1)
-                    with contextlib.suppress(OSError):
-                        child.rmdir()
-                with contextlib.suppress(OSError):
-                    scope.rmdir()
+        # Machines a test left (a crashed worker's), their namespaces, links and cgroups.
+        await sweep_data_dir(self.tmp / self.name)
         shutil.rmtree(self.tmp / self.name, ignore_errors=True)
 
 

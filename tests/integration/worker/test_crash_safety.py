@@ -26,6 +26,7 @@ from bodega.wire.worker_client import WorkerClient
 from bodega.worker.drivers.process.parking import PARK_NAME
 from bodega.worker.fsm import FSMS
 from bodega.worker.network import NetnsNetwork, run
+from tests.leftovers import names_of
 
 from .crashkit import crash_worker, environ_of, machine_config, program_pids, until
 
@@ -144,7 +145,7 @@ async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str
     if expected == "destroyed":
         machine = await client.machine(mid)
         index = int(machine["private_ip"].rsplit(".", 1)[1])
-        namespace = NetnsNetwork(ipaddress.ip_network(subnet)).netns(index)
+        namespace = NetnsNetwork(ipaddress.ip_network(subnet), names_of(data_dir)).netns(index)
         if Path(f"/run/netns/{namespace}").exists():
             # It may be wired afresh for the next machine, with a launcher parked in it
             # (the worker does that as soon as the address is free); nothing else may be.

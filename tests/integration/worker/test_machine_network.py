@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -12,7 +11,6 @@ from typing import Any
 import pytest
 
 from bodega.wire.worker_client import WorkerClient
-from bodega.worker.network import NetnsNetwork
 
 from .crashkit import crash_worker, until
 
@@ -71,7 +69,7 @@ async def test_two_machines_share_a_port_and_a_reused_address_answers(tmp_path: 
         await client.destroy(first["id"], force=True)
         await client.wait(first["id"], "destroyed", timeout=30)
         # The freed address gets a fresh namespace, wired ahead of the next create.
-        network = NetnsNetwork(ipaddress.ip_network(worker.subnet))
+        network = worker.network()
         index = int(first["private_ip"].rsplit(".", 1)[1])
         await until(lambda: network.ready(index))
         third = await started(client)

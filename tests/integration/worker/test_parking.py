@@ -19,12 +19,14 @@ from pathlib import Path
 
 import pytest
 
+from bodega.runtime import cluster_id
 from bodega.worker.drivers.base import TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
 from bodega.worker.drivers.process.parking import PARK_NAME, Parking, park_slot
 from bodega.worker.drivers.process.procfs import pids_with_argument
+from bodega.worker.host_names import HostNames
 from bodega.worker.network import NetnsNetwork
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, cgroups)")
@@ -45,7 +47,7 @@ def parking(driver: ProcessDriver) -> Parking:
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[tuple[ProcessDriver, NetnsNetwork, Cgroups]]:
     subnet = f"10.{232 + os.getpid() % 16}.{200 + os.getpid() % 50}.0/24"
-    network = NetnsNetwork(ipaddress.ip_network(subnet))
+    network = NetnsNetwork(ipaddress.ip_network(subnet), HostNames(cluster_id.new()))
     await network.setup()
     cgroups = Cgroups.detect(f"park-test-{uuid.uuid4().hex[:6]}")
     assert cgroups is not None

@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from bodega.runtime import cluster_id
 from bodega.worker.drivers.base import DriverError, TaskHandle, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
 from bodega.worker.drivers.process.logfiles import log_path
+from bodega.worker.host_names import HostNames
 from bodega.worker.network import NetnsNetwork, run
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups, netns, setpriv)")
@@ -277,7 +279,7 @@ async def test_ps_exec_and_destroy_leave_nothing(tmp_path: Path, driver: Process
 async def test_two_machines_bind_the_same_port_in_their_own_namespaces(
     tmp_path: Path, driver: ProcessDriver
 ) -> None:
-    network = NetnsNetwork(ipaddress.ip_network("10.251.7.0/24"))
+    network = NetnsNetwork(ipaddress.ip_network("10.251.7.0/24"), HostNames(cluster_id.new()))
     await network.setup()
     ids = [uuid.uuid4().hex[:14] for _ in range(2)]
     try:
@@ -308,7 +310,7 @@ async def test_two_machines_bind_the_same_port_in_their_own_namespaces(
             await network.detach(mid, index)
             await driver.destroy(mid, tmp_path / mid)
         await network.teardown()
-    assert "bdg-251-7" not in await run("ip", "-o", "link")
+    assert f" {network.bridge}:" not in await run("ip", "-o", "link")
     assert not [i for i in (2, 3) if Path(f"/run/netns/{network.netns(i)}").exists()]
 
 

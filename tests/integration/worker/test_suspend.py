@@ -20,6 +20,7 @@ import pytest
 
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
 from bodega.wire.worker_client import WorkerClient
+from tests.leftovers import names_of
 
 from ..procs import running_worker
 from .crashkit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
@@ -122,7 +123,8 @@ async def test_stop_and_destroy_of_a_suspended_machine_thaw_it_first(tmp_path: P
         await client.destroy(mid)  # not forced: a suspended machine may be destroyed
         await client.wait(mid, "destroyed", timeout=30)
         assert program_pids(marker) == []
-        freezer = Path(f"/sys/fs/cgroup/freezer/bodega/{worker.name}/{mid}")
+        scope = names_of(worker.tmp / worker.name).cgroup_scope(worker.name)
+        freezer = Path(f"/sys/fs/cgroup/freezer/bodega/{scope}/{mid}")
         assert not freezer.exists()
 
 

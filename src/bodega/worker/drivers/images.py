@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from pathlib import Path
 
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
@@ -12,11 +11,10 @@ from bodega.worker.drivers.oci import OciDriver
 from bodega.worker.drivers.pair import DriverPair
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.host_survey import RUNC_STATE
 from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient
 from bodega.worker.images.store import ImageStore
-
-RUNC_STATE = Path("/run/bodega/runc")
 
 
 def runtime_available(runtime: str = "runc") -> bool:
@@ -28,12 +26,13 @@ def make_image_driver(config: WorkerConfig) -> Driver:
     """``oci``: image machines only; ``auto``: both drivers, the config picks."""
     if not runtime_available(config.oci_runtime):
         raise ValueError(f"the oci driver needs root and {config.oci_runtime} installed")
-    cgroups = Cgroups.detect(config.name) if config.cgroups else None
+    scope = config.cgroup_scope()  # runc's state and the cgroups carry the cluster id
+    cgroups = Cgroups.detect(scope) if config.cgroups else None
     client = RegistryClient(config.registry_username, config.registry_password)
     puller = Puller(ImageStore(config.images_dir), client, config.image_registry,
                     config.failpoints)
     oci = OciDriver(cgroups, puller, config.machines_dir,
-                    RUNC_STATE / (cgroups.scope if cgroups else config.name),
+                    RUNC_STATE / scope,
                     runtime=config.oci_runtime,
                     cache_budget_bytes=int(config.image_cache_gb * (1 << 30)),
                     log_max_bytes=config.log_max_bytes)

@@ -1,0 +1,197 @@
+"""What a cluster leaves in the kernel, removed: as ``bodega up`` starts and stops, and by
+``bodega clean``.
+
+Every kernel object a cluster's workers make carries the cluster id stored in
+its data dir (``runtime/cluster_id.py``; names in ``worker/host_names.py``).
+Cleanup lives in two places:
+
+- each worker stopping for good (``--stop-machines-on-exit``, which ``bodega up``
+  passes) sweeps what it made, once its machines are stopped;
+- ``bodega up``, once every component has stopped, and before it starts any,
+  sweeps everything carrying its cluster id: what a worker killed after the stop
+  grace or one that crashed left, machines still running included.
+
+A worker killed with SIGKILL while its cluster runs removes nothing: its
+machines keep running and its restart re-adopts them. ``bodega clean`` runs the
+same sweep for a cluster that is not running (say its ``bodega up`` was killed
+with SIGKILL), and ``--legacy`` removes what versions before cluster ids left
+and nothing uses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bodega.cluster import machine_range
+from bodega.runtime.hostinfo import hostname
+from bodega.runtime.pid_lock import holder
+from bodega.worker.config import LOCK_FILE
+from bodega.worker.host_names import HostNames, Owner, legacy_namespace, octets
+from bodega.worker.host_parts import default_subnet
+from bodega.worker.host_survey import (
+    cgroup_pids,
+    namespace_id,
+    pids_in_namespaces,
+    survey,
+)
+from bodega.worker.host_sweep import Leftovers, legacy, owned, processes, remove
+
+UP_LOCK = "up.lock"
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    whose: str  # "cluster abcde" or "older versions"
+    objects: tuple[str, ...] = ()
+    processes: dict[int, str] = field(default_factory=dict)
+    locks: tuple[Path, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    @property
+    def found(self) -> int:
+        return len(self.objects) + len(self.processes) + len(self.locks)
+
+    def lines(self, dry_run: bool) -> list[str]:
+        verb = "would remove" if dry_run else "removed"
+        kill = "would kill" if dry_run else "killed"
+        return ([f"{kill} process {pid} ({_command(pid)}) in {where}"
+                 for pid, where in sorted(self.processes.items())]
+                + [f"{verb} {line}" for line in self.objects]
+                + [f"{verb} subnet lock {path}" for path in self.locks])
+
+
+def running(data_dir: Path) -> str | None:
+    """Why the cluster in ``data_dir`` counts as running now, or None if it does not."""
+    pid = holder(data_dir / UP_LOCK)
+    if pid is not None:
+        return f"bodega up is running on it (pid {pid})"
+    for lock in [data_dir / LOCK_FILE, *sorted(data_dir.glob(f"workers/*/{LOCK_FILE}"))]:
+        pid = holder(lock)
+        if pid is not None:
+            return f"a worker is running on {lock.parent} (pid {pid})"
+    alive = component_pids(data_dir)
+    if alive:
+        return f"its components are still running (pids {', '.join(map(str, alive))})"
+    return None
+
+
+def component_pids(data_dir: Path) -> list[int]:
+    """Pids ``cluster.json`` lists that still run a component of this data dir."""
+    try:
+        listed = json.loads((data_dir / "cluster.json").read_text()).get("components", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    alive = []
+    for component in listed if isinstance(listed, list) else []:
+        pid = component.get("pid") if isinstance(component, dict) else None
+        if isinstance(pid, int) and _runs_under(pid, data_dir):
+            alive.append(pid)
+    return alive
+
+
+async def until_components_gone(data_dir: Path, timeout: float) -> list[int]:
+    """Wait (up to ``timeout`` seconds) for the components ``cluster.json`` lists to end;
+    returns those still running then."""
+    deadline = time.monotonic() + timeout
+    while (pids := component_pids(data_dir)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    return pids
+
+
+async def sweep(data_dir: Path, cluster_id: str, *, dry_run: bool = False) -> SweepReport:
+    """Remove (or, dry, list) every kernel object carrying ``cluster_id``, the processes
+    still in them, and the subnet locks the cluster left."""
+    leftovers = owned(survey(), Owner(HostNames(cluster_id)), data_dir)
+    return await _carry_out(f"cluster {cluster_id}", leftovers,
+                            machine_range.stale(cluster_id), dry_run)
+
+
+async def sweep_legacy(*, dry_run: bool = False,
+                       only: Callable[[str], bool] | None = None) -> SweepReport:
+    """Remove (or list) what versions before cluster ids left that nothing uses now;
+    ``only``: of those, the objects whose names it takes (and no lock file)."""
+    found = survey()
+    namespaces = [n for n in found.namespaces if legacy_namespace(n)]
+    inodes = {inode: name for name in namespaces if (inode := namespace_id(name)) is not None}
+    busy_namespaces = {inodes[i] for i in pids_in_namespaces(inodes).values()}
+    busy_scopes = {scope.name for scope in found.scopes if cgroup_pids(scope)}
+    live_octets, live_scopes = live_workers()
+    for subnet in machine_range.held_subnets():
+        with contextlib.suppress(ValueError):
+            live_octets.add(_octets_of(subnet))
+    leftovers = legacy(found, busy_namespaces=busy_namespaces, busy_scopes=busy_scopes,
+                       live_octets=live_octets, live_scopes=live_scopes)
+    if only is not None:
+        return await _carry_out("older versions", leftovers.only(only), [], dry_run)
+    return await _carry_out("older versions", leftovers, machine_range.stale(None), dry_run)
+
+
+async def _carry_out(whose: str, leftovers: Leftovers, locks: list[Path],
+                     dry_run: bool) -> SweepReport:
+    procs = processes(leftovers)
+    if dry_run:
+        return SweepReport(whose, tuple(leftovers.lines()), procs, tuple(locks))
+    problems = await remove(leftovers) if leftovers else []
+    removed = machine_range.remove_stale(locks)
+    return SweepReport(whose, tuple(leftovers.lines()), procs, tuple(removed), tuple(problems))
+
+
+def live_workers() -> tuple[set[tuple[int, int]], set[str]]:
+    """The subnets (as octets) and names of the workers running on this host now, read
+    from their command lines: what ``--legacy`` must not touch, whatever their version."""
+    subnets: set[tuple[int, int]] = set()
+    names: set[str] = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = [a.decode(errors="replace")
+                    for a in (proc / "cmdline").read_bytes().split(b"\0")]
+        except OSError:
+            continue
+        if "bodega" not in " ".join(argv[:3]) or "worker" not in argv:
+            continue
+        name = _option(argv, "--name") or hostname()
+        names.add(name)
+        with contextlib.suppress(ValueError):
+            subnets.add(_octets_of(_option(argv, "--machine-subnet") or default_subnet(name)))
+    return subnets, names
+
+
+def _octets_of(subnet: str) -> tuple[int, int]:
+    return octets(ipaddress.ip_network(subnet))
+
+
+def _option(argv: list[str], flag: str) -> str | None:
+    for index, arg in enumerate(argv):
+        if arg == flag and index + 1 < len(argv):
+            return argv[index + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _runs_under(pid: int, data_dir: Path) -> bool:
+    """``pid`` is alive (not a zombie) and names something under ``data_dir`` in its argv."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, IndexError):
+        return False
+    wanted = str(data_dir).encode()
+    return state != "Z" and any(arg.startswith(wanted) for arg in argv)
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "gone"
+

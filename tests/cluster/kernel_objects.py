@@ -1,0 +1,118 @@
+"""The host's kernel objects, as the tools an operator would use list them, for before/after.
+
+Read from ``ip netns``, ``ip -o link``, ``nft list tables``, ``/proc/mounts``, the
+cgroup trees (``/sys/fs/cgroup/<hierarchy>/bodega/...``) and ``/run/bodega``. A
+test compares two snapshots two ways:
+
+- ``carrying(marks)``: the objects naming one cluster (its id, its data dir, or
+  the subnet-only names older versions gave its range): none may be left;
+- ``unexplained(before, after, marks)``: every object that appeared or went
+  between the two, minus those other clusters or test kits on the host own
+  (bodega-style names not carrying ``marks``, mounts under other tests' dirs).
+  With nothing else running, that is the plain global comparison.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+CGROUP = Path("/sys/fs/cgroup")
+RUN = Path("/run/bodega")
+# Names other bodega clusters (any version) and the test kits (tests/cluster/netns.py) give
+# their objects: a change in one of these, not carrying our marks, is someone else's doing.
+FOREIGN_NAME = re.compile(r"^(bodega-|bdg|bv|btb|btv|bdgt-)")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    namespaces: frozenset[str]
+    links: frozenset[str]
+    nft_tables: frozenset[str]
+    mounts: frozenset[str]  # "<source> <mount point> <type>"
+    cgroups: frozenset[str]  # "<hierarchy>/bodega/..." for every cgroup under bodega/
+    run_files: frozenset[str]  # /run/bodega/{subnets,netns}/*, runc/* and runc/*/* (containers)
+
+    def carrying(self, marks: list[str]) -> dict[str, list[str]]:
+        """Per kind, the objects whose name holds one of ``marks``."""
+        found = {f.name: sorted(o for o in getattr(self, f.name) if any(m in o for m in marks))
+                 for f in fields(self)}
+        return {kind: objects for kind, objects in found.items() if objects}
+
+    def counts(self) -> dict[str, int]:
+        return {f.name: len(getattr(self, f.name)) for f in fields(self)}
+
+
+def snapshot() -> Snapshot:
+    return Snapshot(
+        namespaces=frozenset(line.split()[0] for line in _out("ip", "netns").splitlines()
+                             if line.strip()),
+        links=frozenset(line.split(":")[1].strip().split("@")[0]
+                        for line in _out("ip", "-o", "link", "show").splitlines()),
+        nft_tables=frozenset(line.strip() for line in _out("nft", "list", "tables").splitlines()
+                             if line.strip()),
+        mounts=frozenset(" ".join(line.split()[:3])
+                         for line in Path("/proc/mounts").read_text().splitlines()),
+        cgroups=frozenset(_cgroups()),
+        run_files=frozenset(_run_files()),
+    )
+
+
+def unexplained(before: Snapshot, after: Snapshot, marks: list[str]) -> dict[str, list[str]]:
+    """Objects that appeared or went between the two snapshots and that no one else on the
+    host explains; objects carrying ``marks`` (ours) are never explained away."""
+    changed: dict[str, list[str]] = {}
+    for f in fields(before):
+        moved = getattr(before, f.name) ^ getattr(after, f.name)
+        left = sorted(o for o in moved if any(m in o for m in marks)
+                      or not _someone_elses(f.name, o, before, after))
+        if left:
+            changed[f.name] = left
+    return changed
+
+
+def _someone_elses(kind: str, obj: str, before: Snapshot, after: Snapshot) -> bool:
+    if kind in ("namespaces", "links"):
+        return FOREIGN_NAME.match(obj) is not None
+    if kind == "run_files":
+        return True  # named by other clusters' subnets or ids (ours carry our marks)
+    if kind == "cgroups":
+        parts = obj.split("/")
+        if len(parts) > 2:
+            return True  # under another cluster's scope (ours carry our id)
+        # bodega/ itself: shared; another cluster's scopes keep it (or made it) meanwhile.
+        others = {c for c in before.cgroups | after.cgroups if c.startswith(obj + "/")}
+        return bool(others)
+    if kind == "mounts":
+        _source, point, _type = obj.split(" ")
+        if point.startswith("/run/netns/"):
+            return FOREIGN_NAME.match(point.removeprefix("/run/netns/")) is not None
+        # Other tests' machines and disks live in their own directories under /tmp.
+        return point.startswith("/tmp/")
+    return False  # nft tables: bodega makes none, and the test kits make theirs in namespaces
+
+
+def _cgroups() -> list[str]:
+    found = []
+    for hierarchy in sorted(CGROUP.iterdir()) if CGROUP.is_dir() else []:
+        top = hierarchy / "bodega"
+        if not top.is_dir() or hierarchy.is_symlink():
+            continue
+        found.append(f"{hierarchy.name}/bodega")
+        for path in top.rglob("*"):
+            if path.is_dir():
+                found.append(f"{hierarchy.name}/{path.relative_to(hierarchy)}")
+    return found
+
+
+def _run_files() -> list[str]:
+    found = []
+    for pattern in ("subnets/*", "netns/*", "runc/*", "runc/*/*"):
+        found += [str(p.relative_to(RUN)) for p in RUN.glob(pattern)]
+    return found
+
+
+def _out(*argv: str) -> str:
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
