@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bodega.deploy.machine_keys import DEFAULT_GROUP as DEFAULT_GROUP
 from bodega.model.machine_config import preset
 
-DEFAULT_GROUP = "app"
 PROCESS_IMAGE = "process"  # the image recorded for machines the process driver runs
 
 # flyctl keys bodega accepts and ignores (each one warned about), by section.
