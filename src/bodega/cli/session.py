@@ -40,7 +40,9 @@ DrainTime = Annotated[float, typer.Option(
     help="Seconds the proxy gets to finish a machine's requests before it is replaced")]
 App = Annotated[str, typer.Option("--app", "-a", envvar="BODEGA_APP", help="App name")]
 
-console = Console()
+# Lines are never wrapped: piped to a file or a program, a line stays one line (rich
+# would cut it at 80 columns there); a terminal folds long lines itself.
+console = Console(soft_wrap=True)
 
 
 def call(api_url: str, token: str | None,
