@@ -14,19 +14,23 @@ from typing import Annotated, Any
 
 import typer
 
+from bodega.cli.app_choice import AppOption, ConfigPath, app_name
+from bodega.cli.build import DataDir, Registry
 from bodega.cli.deploy_build import built_image
 from bodega.cli.errors import fail, friendly
 from bodega.cli.session import (
-    DEFAULT_API,
     ApiUrl,
+    ContextName,
     DrainTime,
     Json,
     SmokeTime,
     Token,
     call,
+    call_target,
     console,
     show_json,
     table,
+    target,
 )
 from bodega.deploy import calls
 from bodega.deploy.config import AppConfig, load
@@ -35,10 +39,6 @@ from bodega.deploy.execute import Progress
 from bodega.deploy.plan import STRATEGIES, Strategy
 from bodega.model.duration import parse_duration
 from bodega.wire.machines_client import MachinesClient
-
-ConfigPath = Annotated[Path, typer.Option("--config", "-c", help="The app's bodega.toml")]
-AppOption = Annotated[str | None, typer.Option("--app", "-a", envvar="BODEGA_APP",
-                                               help="App name (default: from bodega.toml)")]
 
 
 def _strategy(value: str | None) -> Strategy | None:
@@ -92,25 +92,22 @@ def deploy_command(
         help="Seconds each machine has to start and pass its checks")] = None,
     detach: Annotated[bool, typer.Option(help="Do not wait for machines")] = False,
     smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
-    registry: Annotated[str | None, typer.Option(
-        help="Registry host:port a Dockerfile's image is pushed to "
-             "[default: the one `bodega up` runs]")] = None,
-    data_dir: Annotated[Path, typer.Option(help="The local cluster's data dir")]
-    = Path(".bodega"),
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+    registry: Registry = None, data_dir: DataDir = None,
+    api_url: ApiUrl = None, token: Token = None,
+    context: ContextName = None, json: Json = False,
 ) -> None:
     """Deploy the app described by bodega.toml (building its Dockerfile first, if any)."""
     app_config, warnings = load(config)
     for warning in warnings:
         typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
-    image = built_image(app_config, config, image, registry, data_dir, api_url, token,
-                        quiet=json) or image
+    cluster = target(api_url, token, context, data_dir)
+    image = built_image(app_config, config, image, registry, cluster, quiet=json) or image
     options = DeployOptions(
         strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
         wait_timeout=wait_timeout if wait_timeout is not None else _seconds(
             app_config.deploy.wait_timeout), smoke=smoke_time, drain=drain_time,
         who=getpass.getuser(), base_dir=str(config.resolve().parent))
-    result = call(api_url, token, lambda c: deploy(c, app_config, options, _reporter(json)))
+    result = call_target(cluster, lambda c: deploy(c, app_config, options, _reporter(json)))
     _finish(result, json)
 
 
@@ -118,21 +115,14 @@ def _seconds(text: str) -> float:
     return parse_duration(text, 300.0)
 
 
-def app_name(app: str | None, config: Path) -> str:
-    if app:
-        return app
-    if config.exists():
-        return load(config)[0].app
-    raise ValueError("no app: pass --app or run where bodega.toml is (or -c PATH)")
-
-
 @friendly
 def releases_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
-                     api_url: ApiUrl = DEFAULT_API, token: Token = None,
+                     api_url: ApiUrl = None, token: Token = None,
+                     context: ContextName = None,
                      json: Json = False) -> None:
     """List the app's releases, newest first."""
     name = app_name(app, config)
-    found = call(api_url, token, lambda c: calls.releases(c, name))
+    found = call(api_url, token, lambda c: calls.releases(c, name), context=context)
     if json:
         show_json(found)
         return
@@ -151,7 +141,8 @@ def rollback_command(
     = None,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 300.0,
     smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+    api_url: ApiUrl = None, token: Token = None,
+    context: ContextName = None, json: Json = False,
 ) -> None:
     """Redeploy an earlier release's config with the same deploy machinery."""
     name = app_name(app, config)
@@ -170,7 +161,7 @@ def rollback_command(
         return await deploy(client, AppConfig.model_validate(target["config"]), options,
                             _reporter(json))
 
-    _finish(call(api_url, token, work), json)
+    _finish(call(api_url, token, work, context=context), json)
 
 
 def pick_release(found: list[dict[str, Any]], version: int | None) -> dict[str, Any]:
