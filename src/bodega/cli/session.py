@@ -25,6 +25,7 @@ from rich.table import Table
 
 from bodega.cli import context_store
 from bodega.cli.contexts import ContextError, normal_url
+from bodega.cli.target import DEFAULT_API as DEFAULT_API  # where nothing else says to go
 from bodega.cli.target import Given, Holder, Target, refused_line, resolve
 from bodega.model.errors import Unauthorized, Unreachable
 
