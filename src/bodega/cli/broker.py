@@ -43,7 +43,7 @@ def parse_weights(text: str | None) -> Weights:
 @friendly
 def broker(
     data_dir: Annotated[Path, typer.Option(help="Where its registry replica is cached")],
-    name: Annotated[str | None, typer.Option(help="Unique name [default: broker-HOSTNAME]")]
+    name: Annotated[str | None, typer.Option(help="Unique name (default: broker-HOSTNAME)")]
     = None,
     listen: Annotated[str, typer.Option(help="host:port of the Machines API")]
     = "127.0.0.1:4280",

@@ -28,12 +28,12 @@ from bodega.worker.images.reference import names_registry, parse_reference
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 Registry = Annotated[str | None, typer.Option(
-    help="Registry host:port to push to [default: the context's, else the one the cluster "
-         "names]", show_default=False)]
+    help="Registry host:port to push to (default: the context's, else the one the cluster "
+         "names)", show_default=False)]
 DataDir = Annotated[str | None, typer.Option(
     envvar="BODEGA_DATA_DIR", show_default=False,
     help="A `bodega up` data dir whose cluster is used when no --api-url, --context or "
-         "current context chooses one [default: .bodega]")]
+         "current context chooses one (default: .bodega)")]
 
 
 def push_registry(given: str | None, cluster: Target) -> str:

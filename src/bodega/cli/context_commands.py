@@ -80,7 +80,7 @@ def add(
         help="A file holding the token, read at each use (a data dir's api-token)",
         show_default=False)] = None,
     registry: Annotated[str | None, typer.Option(
-        help="host:port to push images to [default: the one the cluster names]",
+        help="host:port to push images to (default: the one the cluster names)",
         show_default=False)] = None,
     use_it: Annotated[bool, typer.Option("--use", help="Make it the current context")] = False,
 ) -> None:

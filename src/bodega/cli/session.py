@@ -36,13 +36,13 @@ T = TypeVar("T")
 
 ApiUrl = Annotated[str | None, typer.Option(
     "--api-url", envvar="BODEGA_API_URL", show_default=False,
-    help="The broker's Machines API [default: the context's]")]
+    help="The broker's Machines API (default: the context's)")]
 Token = Annotated[str | None, typer.Option(
     "--token", envvar=["BODEGA_API_TOKEN", "FLY_API_TOKEN"], show_default=False,
-    help="API token [default: the one kept with the API URL]")]
+    help="API token (default: the one kept with the API URL)")]
 ContextName = Annotated[str | None, typer.Option(
     "--context", envvar="BODEGA_CONTEXT", show_default=False,
-    help="The cluster, by name (`bodega context list`) [default: the current context]")]
+    help="The cluster, by name (see `bodega context list`; default: the current context)")]
 Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer")]
 SmokeTime = Annotated[float, typer.Option(
     min=0, envvar="BODEGA_SMOKE_TIME",

@@ -76,8 +76,8 @@ def up(
     api_port: Annotated[int, typer.Option(help="Machines API port")] = 4280,
     proxy_port: Annotated[int, typer.Option(help="HTTP proxy port")] = 8080,
     gossip_port: Annotated[int | None, typer.Option(
-        help="First gossip (UDP) port; the others take the next ones [default: free ports, "
-             "remembered in the data dir]")] = None,
+        help="First gossip (UDP) port; the others take the next ones (default: free ports, "
+             "remembered in the data dir)")] = None,
     token: Annotated[
         str | None, typer.Option(envvar="BODEGA_API_TOKEN", help="Admin API token")
     ] = None,

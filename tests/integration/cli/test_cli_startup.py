@@ -68,3 +68,24 @@ def test_a_group_s_subcommands_run_through_the_real_command() -> None:
                           text=True, timeout=60, check=False)
     assert done.returncode == 2
     assert "Did you mean 'context'?" in done.stderr
+
+
+def test_no_help_text_is_eaten_as_markup() -> None:
+    """`--help` renders help as rich markup, where "[default: all]" is a tag and vanishes."""
+    from rich.text import Text
+
+    from bodega.cli.main import BodegaCommands
+
+    group = BodegaCommands(name="bodega")
+
+    def texts(command: object) -> list[tuple[str, str]]:
+        found = [(getattr(command, "name", ""), getattr(command, "help", None) or "")]
+        found += [(f"{getattr(command, 'name', '')} {getattr(p, 'name', '')}",
+                   getattr(p, "help", None) or "") for p in getattr(command, "params", [])]
+        for sub in getattr(command, "commands", {}).values():
+            found += texts(sub)
+        return found
+
+    for entry in group.entries:
+        for where, text in texts(group.load(entry.name)):
+            assert Text.from_markup(text).plain == text, f"{where}: {text!r}"
