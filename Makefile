@@ -51,6 +51,7 @@ fuzz: $(STAMP)
 		-p tests.integration.broker.fuzzreport tests/integration/broker/test_fuzz*.py
 
 bench: $(STAMP)
+	$(BIN)/python -m bench.cli
 	$(BIN)/python -m bench.machine_start
 	$(BIN)/python -m bench.placement
 	$(BIN)/python -m bench.registry

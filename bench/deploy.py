@@ -100,7 +100,9 @@ async def main(args: argparse.Namespace) -> None:
         "--worker-memory-mb", "8192", "--api-port", str(api), "--proxy-port", str(proxy),
         "--machine-cidr", cidr, "--token", TOKEN,
         "--log-level", "warning", stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT)
+        stderr=asyncio.subprocess.STDOUT,
+        # Its CLI context goes in a file of its own, removed with it, not the user's.
+        env={**os.environ, "BODEGA_CONFIG": str(root / "config.toml")})
     try:
         assert up.stdout is not None
         while b"bodega is up" not in (line := await asyncio.wait_for(up.stdout.readline(), 120)):

@@ -2,9 +2,26 @@
 
 Hypothesis runs with no per-example deadline: tests assert behaviour, never wall-clock
 time, and a property must not fail because a busy host ran one example slowly.
+
+Every `bodega up` keeps its cluster as a CLI context, and the CLI reads the current
+one: each test gets a contexts file of its own (``BODEGA_CONFIG``, inherited by the
+processes it starts), never the user's ``~/.config/bodega/config.toml``.
 """
 
+import hashlib
+from pathlib import Path
+
+import pytest
 from hypothesis import settings
 
 settings.register_profile("bodega", deadline=None)
 settings.load_profile("bodega")
+
+
+@pytest.fixture(autouse=True)
+def contexts_file(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                  monkeypatch: pytest.MonkeyPatch) -> Path:
+    name = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]
+    path = tmp_path_factory.getbasetemp() / "contexts" / name / "config.toml"
+    monkeypatch.setenv("BODEGA_CONFIG", str(path))
+    return path

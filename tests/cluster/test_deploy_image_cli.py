@@ -38,13 +38,12 @@ async def test_deploy_builds_the_dockerfile_pushes_it_and_serves_it(tmp_path: Pa
     app = "imgapp"
     built: list[str] = []
     async with cluster(tmp_path) as (cli, up):
-        data_dir = str(up.data_dir)
+        # No data dir is named: the deploy pushes to the registry the cluster names.
         (registry,) = [c["registry"] for c in up.state()["components"]
                        if c["role"] == "registry"]
         try:
             with readable_dir() as apps:
-                await cli.ok("deploy", "-c", str(image_app(apps, app, "v1 page\n")),
-                             "--data-dir", data_dir)
+                await cli.ok("deploy", "-c", str(image_app(apps, app, "v1 page\n")))
                 built.append(f"{registry}/{app}:v1")
                 machines = await cli.machines(app)
                 assert len(machines) == 2
@@ -55,8 +54,7 @@ async def test_deploy_builds_the_dockerfile_pushes_it_and_serves_it(tmp_path: Pa
                 await until(lambda: serves(cli, app, "v1 page\n"))
 
                 # A changed page is a new image, tagged with the next release, rolled out.
-                await cli.ok("deploy", "-c", str(image_app(apps, app, "v2 page\n")),
-                             "--data-dir", data_dir)
+                await cli.ok("deploy", "-c", str(image_app(apps, app, "v2 page\n")))
                 built.append(f"{registry}/{app}:v2")
                 (v2,) = {m["config"]["image"] for m in await cli.machines(app)}
                 assert v2.startswith(built[1] + "@sha256:"), v2  # pinned to what was pushed
@@ -69,8 +67,7 @@ async def test_deploy_builds_the_dockerfile_pushes_it_and_serves_it(tmp_path: Pa
                 broken = image_app(apps, app, "v3 page\n")
                 broken.write_text(broken.read_text().replace(
                     'dockerfile = "Dockerfile"', 'dockerfile = "Missing.Dockerfile"'))
-                code, _out, err = await cli.run("deploy", "-c", str(broken),
-                                                "--data-dir", data_dir)
+                code, _out, err = await cli.run("deploy", "-c", str(broken))
                 assert code == 1
                 assert err.strip().splitlines() == [
                     f"Error: [build] dockerfile: {broken.parent / 'Missing.Dockerfile'} "

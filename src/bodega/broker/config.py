@@ -44,6 +44,8 @@ class BrokerConfig:
     # A second policy ranked and logged beside the live one, for a fraction of creates.
     shadow_policy: str | None = None
     shadow_sample: float = 0.1
+    # host:port of the cluster's image registry, told to clients by GET /v1/cluster.
+    image_registry: str | None = None
 
     def shadow_placement_policy(self) -> Policy | None:
         """The shadow policy, with the live one's curves, weights and sampling."""

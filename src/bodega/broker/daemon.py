@@ -33,6 +33,7 @@ from bodega.broker.workers import Workers
 from bodega.runtime.keys import internal_token
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
+from bodega.wire.cluster_info import ClusterInfo
 
 log = logging.getLogger("bodega.broker")
 
@@ -87,7 +88,8 @@ class Broker:
         api = BrokerApi(tokens=Tokens(catalog, config.admin_tokens), apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
-                        secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)))
+                        secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)),
+                        info=ClusterInfo(image_registry=config.image_registry))
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))

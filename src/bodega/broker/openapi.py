@@ -103,6 +103,8 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
      fly.PlacementsRequest, None),
     ("get", "/v1/platform/regions", "Capacity per region for a size (size, or cpus/memory_mb)",
      None, None),
+    ("get", "/v1/cluster", "bodega: what a client needs to deploy here (its image registry)",
+     None, "ClusterInfo"),
     ("get", "/v1/cluster/members", "bodega: membership as the broker's registry sees it", None,
      None),
     ("get", "/v1/cluster/workers", "bodega: workers with their capacity and status", None, None),
@@ -159,6 +161,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "id": _STR, "name": _STR, "state": _STR, "size_gb": _INT, "region": _STR,
         "zone": _STR, "encrypted": _BOOL, "attached_machine_id": _STR, "created_at": _STR}},
     "TokenResponse": {"type": "object", "properties": {"token": _STR}},
+    "ClusterInfo": {"type": "object", "properties": {
+        "image_registry": {"type": "string", "nullable": True}}},
     "IPAssignment": {"type": "object", "properties": {
         "ip": _STR, "region": _STR, "service_name": _STR, "shared": _BOOL, "created_at": _STR}},
     "listIPAssignmentsResponse": {"type": "object", "properties": {"ips": {

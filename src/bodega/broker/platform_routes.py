@@ -1,7 +1,9 @@
 """Where machines could go and what the cluster is: placements, regions, members, workers.
 
 ``/v1/platform/*`` is what flyctl asks before it creates (Fly's own routes);
-``/v1/cluster/*`` is bodega's, for operators (admin tokens only).
+``/v1/cluster/*`` is bodega's, for operators (admin tokens only); ``/v1/cluster``
+itself tells any client (an app's deploy token too) what it needs to deploy
+there: where the cluster's image registry is.
 """
 
 from __future__ import annotations
@@ -15,10 +17,17 @@ from bodega.broker.platform import Platform, ask_for
 from bodega.model.errors import BadRequest
 from bodega.model.machine_config import Guest, preset
 from bodega.wire import fly
+from bodega.wire.cluster_info import ClusterInfo
 from bodega.wire.http import RouteMaker, json_response, query_int, read_model
 
 
-def platform_routes(r: RouteMaker, platform: Platform) -> list[Route]:
+def platform_routes(r: RouteMaker, platform: Platform,
+                    info: ClusterInfo | None = None) -> list[Route]:
+    about = info or ClusterInfo()
+
+    async def cluster(request: Request, who: Principal) -> Response:
+        return json_response(about.model_dump(mode="json"))
+
     async def placements(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.PlacementsRequest)
         if body.app is not None:
@@ -52,6 +61,7 @@ def platform_routes(r: RouteMaker, platform: Platform) -> list[Route]:
     return [
         r("/v1/platform/placements", placements, "POST"),
         r("/v1/platform/regions", regions, "GET"),
+        r("/v1/cluster", cluster, "GET", gated=False),
         r("/v1/cluster/members", members, "GET", gated=False),
         r("/v1/cluster/workers", workers, "GET", gated=False),
     ]

@@ -42,6 +42,7 @@ from bodega.model.ids import new_ulid
 from bodega.model.limits import check_metadata_key
 from bodega.wire import fly
 from bodega.wire import worker_calls as wire
+from bodega.wire.cluster_info import ClusterInfo
 from bodega.wire.http import (
     handle_errors,
     json_response,
@@ -61,7 +62,7 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
                  platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
-                 secrets: AppSecrets | None = None) -> None:
+                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -73,6 +74,7 @@ class BrokerApi:
         self.app_delete = AppDelete(apps, machines, volumes, tokens, self.ips)
         self.gate = gate
         self.secrets = secrets
+        self.info = info
 
     def app(self) -> Starlette:
         r = self._route
@@ -118,7 +120,7 @@ class BrokerApi:
             r(f"{m}/metadata/{{key}}", self.metadata_key, "POST"),
             r(f"{m}/metadata/{{key}}", self.metadata_key, "DELETE"),
             *volume_routes(r, self.volumes),
-            *platform_routes(r, self.platform),
+            *platform_routes(r, self.platform, self.info),
         ]
         return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})

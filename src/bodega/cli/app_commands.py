@@ -1,4 +1,4 @@
-"""``bodega status``, ``bodega scale count|vm`` and ``bodega launch``: parse, call, render."""
+"""``bodega scale count|vm`` and ``bodega launch``: parse, call, render."""
 
 from __future__ import annotations
 
@@ -10,26 +10,20 @@ from typing import Annotated, Any
 
 import typer
 
-from bodega.cli.deploy import AppOption, ConfigPath, _reporter, app_name
+from bodega.cli.app_choice import AppOption, ConfigPath, app_name
+from bodega.cli.deploy import _reporter
 from bodega.cli.errors import fail, friendly
 from bodega.cli.session import (
-    DEFAULT_API,
     ApiUrl,
+    ContextName,
     DrainTime,
     Json,
     SmokeTime,
     Token,
     call,
-    console,
-    show_json,
-    table,
 )
-from bodega.cli.standby_pairs import both_started, state_label
-from bodega.deploy import calls
-from bodega.deploy.config import DEFAULT_GROUP
 from bodega.deploy.deployer import app_machines, current_machines
 from bodega.deploy.execute import Executor, Outcome
-from bodega.deploy.machine_spec import GROUP_KEY, RELEASE_KEY
 from bodega.deploy.plan import Create, Destroy, Plan, Stage
 from bodega.deploy.scale import RegionChange, count_changes, vm_plan
 from bodega.model.machine_config import preset
@@ -37,50 +31,6 @@ from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
 
 scale = typer.Typer(help="Change how many machines run, or their size.", no_args_is_help=True)
-
-
-@friendly
-def status_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
-                   api_url: ApiUrl = DEFAULT_API, token: Token = None,
-                   json: Json = False) -> None:
-    """The app, its current release, and its machines by process group and region."""
-    name = app_name(app, config)
-
-    async def work(client: MachinesClient) -> dict[str, Any]:
-        machines = await client.machines(name)
-        releases = await calls.releases(client, name)
-        current = next((r for r in releases if r["status"] == "complete"), None)
-        return {"app": name,
-                "release": {k: v for k, v in current.items() if k != "config"}
-                if current else None,
-                "machines": [{
-                    "id": m["id"], "name": m["name"], "state": m["state"],
-                    "host_status": m.get("host_status") or "ok", "region": m["region"],
-                    "process_group": (m["config"].get("metadata") or {}).get(
-                        GROUP_KEY, DEFAULT_GROUP),
-                    "release": (m["config"].get("metadata") or {}).get(RELEASE_KEY),
-                    "standby_for": m["config"].get("standbys") or [],
-                    "checks": m.get("checks") or [],
-                } for m in machines],
-                "warnings": both_started(machines)}
-
-    found = call(api_url, token, work)
-    if json:
-        show_json(found)
-        return
-    release = found["release"]
-    console.print(f"[bold]{name}[/bold]: release "
-                  + (f"v{release['version']} ({release['strategy']}, {release['created_at']})"
-                     if release else "none yet"))
-    rows = sorted(found["machines"], key=lambda m: (m["process_group"], m["region"], m["id"]))
-    table(["GROUP", "REGION", "ID", "STATE", "RELEASE", "CHECKS", "ROLE"],
-          [(m["process_group"], m["region"], m["id"], state_label(m),
-            f"v{m['release']}" if m["release"] else "-",
-            ", ".join(f"{c.get('name')}={c.get('status')}" for c in m["checks"]) or "-",
-            f"standby for {', '.join(m['standby_for'])}" if m["standby_for"] else "")
-           for m in rows])
-    for warning in found["warnings"]:
-        typer.echo(warning)
 
 
 def _outcome_line(outcome: Outcome) -> str | None:
@@ -96,7 +46,8 @@ def scale_count(
     region: Annotated[str | None, typer.Option(help="Regions, e.g. ams,syd")] = None,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per new machine")] = 120.0,
     smoke_time: SmokeTime = 10.0,
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+    api_url: ApiUrl = None, token: Token = None,
+    context: ContextName = None, json: Json = False,
 ) -> None:
     """Run COUNT machines of a process group in each region (created or destroyed)."""
     name = app_name(app, config)
@@ -134,7 +85,7 @@ def scale_count(
                             report=_reporter(json))
         return changes, refused, await executor.run(plan)
 
-    changes, refused, outcome = call(api_url, token, work)
+    changes, refused, outcome = call(api_url, token, work, context=context)
     if json:  # after the progress events, one line a script reads last
         typer.echo(jsonlib.dumps({"type": "result", "changes": [
             c.model_dump(exclude={"template"}) for c in changes], "refused": refused,
@@ -162,7 +113,8 @@ def scale_vm(
     app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
     wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 120.0,
     smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+    api_url: ApiUrl = None, token: Token = None,
+    context: ContextName = None, json: Json = False,
 ) -> None:
     """Resize every machine of the app, one at a time."""
     name = app_name(app, config)
@@ -175,7 +127,7 @@ def scale_vm(
         return await Executor(client, name, wait_timeout=wait_timeout, smoke=smoke_time,
                               drain=drain_time, report=_reporter(json)).run(plan)
 
-    outcome = call(api_url, token, work)
+    outcome = call(api_url, token, work, context=context)
     if json:  # after the progress events, one line a script reads last
         typer.echo(jsonlib.dumps({"type": "result", "outcome": outcome.model_dump()}))
     if line := _outcome_line(outcome):

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from bodega.cli.errors import friendly
-from bodega.cli.session import DEFAULT_API, ApiUrl, Json, Token, call, show_json, table
+from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 from bodega.deploy import calls
-from bodega.wire.machines_client import MachinesClient
+
+if TYPE_CHECKING:
+    from bodega.wire.machines_client import MachinesClient
 
 apps = typer.Typer(help="Manage apps.", no_args_is_help=True)
 
@@ -19,15 +21,17 @@ apps = typer.Typer(help="Manage apps.", no_args_is_help=True)
 @friendly
 def create(name: Annotated[str, typer.Argument(help="App name (a DNS label)")],
            org: Annotated[str, typer.Option(help="Organization slug")] = "personal",
-           api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+           api_url: ApiUrl = None, token: Token = None,
+           context: ContextName = None, json: Json = False) -> None:
     """Create an app."""
-    app = call(api_url, token, lambda c: c.create_app(name, org))
+    app = call(api_url, token, lambda c: c.create_app(name, org), context=context)
     show_json(app) if json else typer.echo(f"New app created: {app['name']}")
 
 
 @apps.command("list")
 @friendly
-def list_apps(api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+def list_apps(api_url: ApiUrl = None, token: Token = None,
+              context: ContextName = None, json: Json = False) -> None:
     """List the apps this token can see, each with its status and current release."""
 
     async def work(client: MachinesClient) -> tuple[list[dict[str, Any]], list[str]]:
@@ -37,7 +41,7 @@ def list_apps(api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = F
         releases = await asyncio.gather(*(calls.releases(client, a["name"]) for a in found))
         return found, [current_release(r) for r in releases]
 
-    found, versions = call(api_url, token, work)
+    found, versions = call(api_url, token, work, context=context)
     if json:
         show_json(found)
         return
@@ -55,20 +59,22 @@ def current_release(releases: list[dict[str, Any]]) -> str:
 @apps.command("show")
 @friendly
 def show(name: Annotated[str, typer.Argument(help="App name")],
-         api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+         api_url: ApiUrl = None, token: Token = None,
+         context: ContextName = None) -> None:
     """Show an app."""
-    show_json(call(api_url, token, lambda c: c.app(name)))
+    show_json(call(api_url, token, lambda c: c.app(name), context=context))
 
 
 @apps.command("destroy")
 @friendly
 def destroy(name: Annotated[str, typer.Argument(help="App name")],
             yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask")] = False,
-            api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+            api_url: ApiUrl = None, token: Token = None,
+            context: ContextName = None) -> None:
     """Destroy an app with all its machines and volumes."""
     if not yes:
         typer.confirm(f"Destroy app {name} and every machine and volume in it?", abort=True)
-    call(api_url, token, lambda c: c.delete_app(name))
+    call(api_url, token, lambda c: c.delete_app(name), context=context)
     typer.echo(f"Destroyed app {name}")
 
 
@@ -76,6 +82,7 @@ def destroy(name: Annotated[str, typer.Argument(help="App name")],
 @friendly
 def token_cmd(name: Annotated[str, typer.Argument(help="App name")],
               expiry: Annotated[str | None, typer.Option(help="Lifetime, e.g. 720h")] = None,
-              api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+              api_url: ApiUrl = None, token: Token = None,
+              context: ContextName = None) -> None:
     """Create a token that can only use this app."""
-    typer.echo(call(api_url, token, lambda c: c.deploy_token(name, expiry)))
+    typer.echo(call(api_url, token, lambda c: c.deploy_token(name, expiry), context=context))

@@ -43,7 +43,7 @@ def parse_weights(text: str | None) -> Weights:
 @friendly
 def broker(
     data_dir: Annotated[Path, typer.Option(help="Where its registry replica is cached")],
-    name: Annotated[str | None, typer.Option(help="Unique name [default: broker-HOSTNAME]")]
+    name: Annotated[str | None, typer.Option(help="Unique name (default: broker-HOSTNAME)")]
     = None,
     listen: Annotated[str, typer.Option(help="host:port of the Machines API")]
     = "127.0.0.1:4280",
@@ -75,6 +75,9 @@ def broker(
         help="A second policy to rank and log beside the live one, never acted on")] = None,
     shadow_sample: Annotated[float, typer.Option(
         help="Fraction of creates the shadow policy also ranks (0-1)")] = 0.1,
+    image_registry: Annotated[str | None, typer.Option(
+        help="host:port of the cluster's image registry, told to clients (GET /v1/cluster) "
+             "so `bodega build` and `bodega deploy` push there")] = None,
     ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
     = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
@@ -104,7 +107,7 @@ def broker(
         policy=policy, sample=sample, cpu_curve=Curve.parse(cpu_curve),
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,
-        shadow_policy=shadow_policy, shadow_sample=shadow_sample,
+        shadow_policy=shadow_policy, shadow_sample=shadow_sample, image_registry=image_registry,
     )
     config.placement_policy()  # refuse a bad policy before anything starts
     configure(log_level, f"broker[{broker_name}]")

@@ -2,14 +2,15 @@
 
 The way ``fly deploy --local-only`` builds: a daemonless builder on this
 host (Debian's ``buildah``), then a push. A name without a registry host is
-pushed to the registry ``bodega up`` runs (read from its ``cluster.json``),
+pushed to the registry of the cluster the command talks to (``--context``,
+``--api-url``...): the context's ``registry`` if it has one, else the one the
+cluster names itself (``GET /v1/cluster``; ``bodega up`` tells its broker),
 so ``bodega build . -t web:v1`` prints e.g. ``127.0.0.1:41234/web:v1``, the
 reference to give a machine as ``config.image``.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import tempfile
@@ -19,23 +20,37 @@ from typing import Annotated
 import typer
 
 from bodega.cli.errors import friendly
+from bodega.cli.session import ApiUrl, ContextName, Token, call_target, target
+from bodega.cli.target import Target
+from bodega.model.errors import NotFound
 from bodega.worker.images.reference import names_registry, parse_reference
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
+Registry = Annotated[str | None, typer.Option(
+    help="Registry host:port to push to (default: the context's, else the one the cluster "
+         "names)", show_default=False)]
+DataDir = Annotated[str | None, typer.Option(
+    envvar="BODEGA_DATA_DIR", show_default=False,
+    help="A `bodega up` data dir whose cluster is used when no --api-url, --context or "
+         "current context chooses one (default: .bodega)")]
 
-def cluster_registry(data_dir: Path) -> str:
-    """The host:port of the registry a running ``bodega up`` serves, from its cluster.json."""
+
+def push_registry(given: str | None, cluster: Target) -> str:
+    """Where images go: ``--registry``, else the context's registry, else the cluster's own."""
+    if given:
+        return given
+    if cluster.context is not None and cluster.context.registry:
+        return cluster.context.registry
     try:
-        state = json.loads((data_dir / "cluster.json").read_text())
-    except (OSError, ValueError):
-        raise ValueError(f"no running cluster in {data_dir}: start `bodega up` or give "
-                         "--registry host:port") from None
-    for component in state.get("components", []):
-        if component.get("role") == "registry" and component.get("registry"):
-            return str(component["registry"])
-    raise ValueError(f"the cluster in {data_dir} runs no image registry: give "
-                     "--registry host:port")
+        info = call_target(cluster, lambda client: client.cluster_info())
+    except NotFound:
+        raise ValueError(f"the bodega API at {cluster.api_url} does not say where its image "
+                         "registry is (no GET /v1/cluster): give --registry host:port") from None
+    if info.image_registry is None:
+        raise ValueError(f"the cluster at {cluster.api_url} runs no image registry: give "
+                         "--registry host:port")
+    return info.image_registry
 
 
 def build_commands(context: Path, reference: str, dockerfile: Path | None,
@@ -58,19 +73,17 @@ def build(
     path: Annotated[Path, typer.Argument(help="Build context (holds the Dockerfile)")],
     tag: Annotated[str, typer.Option("--tag", "-t", help="Image name, e.g. web:v1")],
     file: Annotated[Path | None, typer.Option("--file", "-f", help="Dockerfile")] = None,
-    registry: Annotated[str | None, typer.Option(
-        help="Registry host:port [default: the one `bodega up` runs]")] = None,
-    data_dir: Annotated[Path, typer.Option(help="The local cluster's data dir")]
-    = Path(".bodega"),
+    registry: Registry = None, data_dir: DataDir = None,
+    api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
 ) -> None:
     """Build an image from a Dockerfile with buildah and push it; prints its reference."""
     if not path.is_dir():
         raise ValueError(f"{path} is not a directory")
-    reference = tag if names_registry(tag) else \
-        f"{registry or cluster_registry(data_dir.resolve())}/{tag}"
-    digest = build_and_push(path, reference, file)
-    typer.echo(reference)
-    typer.echo(f"pushed {digest} (pin it as {reference}@{digest})", err=True)
+    if not names_registry(tag):
+        tag = f"{push_registry(registry, target(api_url, token, context, data_dir))}/{tag}"
+    digest = build_and_push(path, tag, file)
+    typer.echo(tag)
+    typer.echo(f"pushed {digest} (pin it as {tag}@{digest})", err=True)
 
 
 def build_and_push(context: Path, reference: str, dockerfile: Path | None) -> str:

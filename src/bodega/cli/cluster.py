@@ -7,16 +7,17 @@ from typing import Annotated, Any
 import typer
 
 from bodega.cli.errors import friendly
-from bodega.cli.session import DEFAULT_API, ApiUrl, Json, Token, call, show_json, table
+from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 
 cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
 
 
 @cluster.command("members")
 @friendly
-def members(api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+def members(api_url: ApiUrl = None, token: Token = None,
+            context: ContextName = None, json: Json = False) -> None:
     """Members as the broker's registry sees them: alive, suspect, dead or left."""
-    found = call(api_url, token, lambda c: c.members())
+    found = call(api_url, token, lambda c: c.members(), context=context)
     if json:
         show_json(found)
         return
@@ -27,9 +28,10 @@ def members(api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = Fal
 
 @cluster.command("workers")
 @friendly
-def workers(api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+def workers(api_url: ApiUrl = None, token: Token = None,
+            context: ContextName = None, json: Json = False) -> None:
     """Workers with their capacity, as the broker places against it."""
-    found = call(api_url, token, lambda c: c.workers())
+    found = call(api_url, token, lambda c: c.workers(), context=context)
     if json:
         show_json(found)
         return
@@ -46,10 +48,11 @@ def workers(api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = Fal
 
 @friendly
 def regions(size: Annotated[str, typer.Option(help="Machine size to count room for")]
-            = "shared-cpu-1x", api_url: ApiUrl = DEFAULT_API, token: Token = None,
+            = "shared-cpu-1x", api_url: ApiUrl = None, token: Token = None,
+            context: ContextName = None,
             json: Json = False) -> None:
     """Regions and how many more machines of a size each can take."""
-    found = call(api_url, token, lambda c: c.regions(size=size))
+    found = call(api_url, token, lambda c: c.regions(size=size), context=context)
     if json:
         show_json(found)
         return

@@ -19,19 +19,23 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from bodega.cli.app_choice import AppOption, ConfigPath, app_name
+from bodega.cli.build import DataDir, Registry
 from bodega.cli.deploy_build import built_image
 from bodega.cli.errors import fail, friendly
 from bodega.cli.session import (
-    DEFAULT_API,
     ApiUrl,
+    ContextName,
     DrainTime,
     Json,
     SmokeTime,
     Token,
     call,
+    call_target,
     console,
     show_json,
     table,
+    target,
 )
 from bodega.deploy import calls
 from bodega.deploy.config import AppConfig, config_file, load
@@ -43,12 +47,8 @@ from bodega.model.errors import BodegaError
 from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
 
-ConfigPath = Annotated[Path, typer.Option(
-    "--config", "-c", help="The app's bodega.toml, or a directory holding one")]
 DeployJson = Annotated[bool, typer.Option(
     "--json", help="One JSON object a line: each event as it happens, then the result")]
-AppOption = Annotated[str | None, typer.Option("--app", "-a", envvar="BODEGA_APP",
-                                               help="App name (default: from bodega.toml)")]
 
 
 def _strategy(value: str | None) -> Strategy | None:
@@ -128,12 +128,9 @@ def deploy_command(
         help="Seconds each machine has to start and pass its checks")] = None,
     detach: Annotated[bool, typer.Option(help="Do not wait for machines")] = False,
     smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
-    registry: Annotated[str | None, typer.Option(
-        help="Registry host:port a Dockerfile's image is pushed to "
-             "[default: the one `bodega up` runs]")] = None,
-    data_dir: Annotated[Path, typer.Option(help="The local cluster's data dir")]
-    = Path(".bodega"),
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: DeployJson = False,
+    registry: Registry = None, data_dir: DataDir = None,
+    api_url: ApiUrl = None, token: Token = None,
+    context: ContextName = None, json: DeployJson = False,
 ) -> None:
     """Deploy the app described by bodega.toml (building its Dockerfile first, if any).
 
@@ -144,15 +141,15 @@ def deploy_command(
         app_config, warnings = load(config)
         for warning in warnings:
             typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
-        image = built_image(app_config, config, image, registry, data_dir, api_url, token,
-                            quiet=json) or image
+        cluster = target(api_url, token, context, data_dir)
+        image = built_image(app_config, config, image, registry, cluster, quiet=json) or image
         options = DeployOptions(
             strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
             wait_timeout=wait_timeout if wait_timeout is not None else _seconds(
                 app_config.deploy.wait_timeout), smoke=smoke_time, drain=drain_time,
             who=getpass.getuser(), base_dir=str(config.resolve().parent))
-        result = call(api_url, token,
-                      lambda c: deploy(c, app_config, options, _reporter(json)))
+        result = call_target(cluster,
+                             lambda c: deploy(c, app_config, options, _reporter(json)))
     _finish(result, json)
 
 
@@ -160,21 +157,14 @@ def _seconds(text: str) -> float:
     return parse_duration(text, 300.0)
 
 
-def app_name(app: str | None, config: Path) -> str:
-    if app:
-        return app
-    if config.exists():
-        return load(config_file(config))[0].app
-    raise ValueError("no app: pass --app or run where bodega.toml is (or -c PATH)")
-
-
 @friendly
 def releases_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
-                     api_url: ApiUrl = DEFAULT_API, token: Token = None,
+                     api_url: ApiUrl = None, token: Token = None,
+                     context: ContextName = None,
                      json: Json = False) -> None:
     """List the app's releases, newest first."""
     name = app_name(app, config)
-    found = call(api_url, token, lambda c: calls.releases(c, name))
+    found = call(api_url, token, lambda c: calls.releases(c, name), context=context)
     if json:
         show_json(found)
         return
@@ -193,7 +183,8 @@ def rollback_command(
     = None,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 300.0,
     smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: DeployJson = False,
+    api_url: ApiUrl = None, token: Token = None,
+    context: ContextName = None, json: DeployJson = False,
 ) -> None:
     """Redeploy an earlier release's config with the same deploy machinery: only machines
     not on that config are replaced."""
@@ -214,7 +205,7 @@ def rollback_command(
 
     with _json_result_on_error(json):
         name = app_name(app, config)
-        result = call(api_url, token, work)
+        result = call(api_url, token, work, context=context)
     _finish(result, json)
 
 

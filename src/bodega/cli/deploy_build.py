@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bodega.cli.build import build_and_push, cluster_registry
-from bodega.cli.session import call, console
+from bodega.cli.build import build_and_push, push_registry
+from bodega.cli.session import call_target, console
+from bodega.cli.target import Target
 from bodega.deploy import calls
 from bodega.deploy.config import AppConfig
 from bodega.deploy.image_build import image_build
@@ -27,14 +28,16 @@ async def _versions(client: MachinesClient, app: str) -> list[int]:
 
 
 def built_image(config: AppConfig, config_path: Path, image: str | None, registry: str | None,
-                data_dir: Path, api_url: str, token: str | None, quiet: bool) -> str | None:
-    """The reference of the image built for this deploy, or None when it builds nothing."""
+                cluster: Target, quiet: bool) -> str | None:
+    """The reference of the image built for this deploy, or None when it builds nothing.
+
+    It is pushed to the registry of the cluster deployed to (``push_registry``)."""
     config_dir = config_path.resolve().parent
-    versions = call(api_url, token, lambda c: _versions(c, config.app))
+    versions = call_target(cluster, lambda c: _versions(c, config.app))
     planned = image_build(config, config_dir, Path.is_file, versions, image)
     if planned is None:
         return None
-    reference = planned.reference(registry or cluster_registry(data_dir.resolve()))
+    reference = planned.reference(push_registry(registry, cluster))
     if not quiet:
         console.print(f"[bold]build[/bold]: {planned.dockerfile.name} -> {reference}")
     digest = build_and_push(planned.context, reference, planned.dockerfile)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import json as jsonlib
 from typing import Annotated
 
@@ -10,8 +10,9 @@ import aiohttp
 import typer
 
 from bodega.cli.errors import friendly
-from bodega.cli.session import DEFAULT_API, ApiUrl, App, Json, Token, default_token_file
-from bodega.model.errors import Unavailable, from_wire
+from bodega.cli.session import ApiUrl, App, ContextName, Json, Token, call
+from bodega.model.errors import Unavailable, Unreachable, from_wire
+from bodega.wire.json_client import why_unconnected
 from bodega.wire.logs import LogLine
 from bodega.wire.machines_client import MachinesClient
 
@@ -21,6 +22,18 @@ def render(line: LogLine) -> str:
 
 
 async def stream(client: MachinesClient, app: str, params: dict[str, str], json: bool) -> None:
+    try:
+        await _stream(client, app, params, json)
+    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+        reason = why_unconnected(exc)
+        raise Unreachable(f"the API at {client.base_url} unreachable ({reason})",
+                          url=client.base_url, reason=reason) from exc
+    except aiohttp.ClientError as exc:
+        raise Unavailable(f"the API at {client.base_url}: {exc.__class__.__name__} {exc}"
+                          ) from exc
+
+
+async def _stream(client: MachinesClient, app: str, params: dict[str, str], json: bool) -> None:
     async with client.http.get(
             f"{client.base_url}/v1/apps/{app}/logs", params=params, headers=client.headers,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=10)) as answer:
@@ -50,22 +63,11 @@ def logs(app: App,
          since: Annotated[str | None, typer.Option(
              help="An RFC 3339 time or a duration back from now (5m)")] = None,
          limit: Annotated[int, typer.Option(help="At most this many past lines")] = 100,
-         api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+         api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
+         json: Json = False) -> None:
     """Show an app's logs (NDJSON lines with --json)."""
-    token = token or default_token_file()
-    if not token:
-        raise ValueError("no API token: pass --token or set BODEGA_API_TOKEN")
     params = {k: v for k, v in (("machine", machine), ("region", region), ("since", since),
                                 ("limit", str(limit)), ("follow", "true" if follow else None))
               if v}
-
-    async def run() -> None:
-        async with MachinesClient(api_url, token) as client:
-            await stream(client, app, params, json)
-
-    try:
-        asyncio.run(run())
-    except KeyboardInterrupt:
-        pass
-    except aiohttp.ClientError as exc:
-        raise Unavailable(f"the API at {api_url}: {exc.__class__.__name__} {exc}") from exc
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a follow
+        call(api_url, token, lambda client: stream(client, app, params, json), context=context)

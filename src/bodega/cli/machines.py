@@ -8,9 +8,9 @@ import typer
 
 from bodega.cli.errors import friendly
 from bodega.cli.session import (
-    DEFAULT_API,
     ApiUrl,
     App,
+    ContextName,
     Json,
     Token,
     call,
@@ -86,7 +86,8 @@ def run(
     = None,
     skip_start: Annotated[bool, typer.Option(help="Create it without starting it")] = False,
     detach: Annotated[bool, typer.Option(help="Do not wait for it to start")] = False,
-    api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False,
+    api_url: ApiUrl = None, token: Token = None,
+    context: ContextName = None, json: Json = False,
 ) -> None:
     """Create a machine, placed by the broker, and wait until it has started."""
     if not app:
@@ -108,7 +109,7 @@ def run(
             created = await client.machine(app, created["id"])
         return created
 
-    created = call(api_url, token, work)
+    created = call(api_url, token, work, context=context)
     if json:
         show_json(created)
         return
@@ -129,10 +130,11 @@ def list_machines(app: App = "", all_: Annotated[bool, typer.Option(
     "--all", help="Include destroyed machines")] = False,
                   quiet: Annotated[bool, typer.Option(
                       "--quiet", "-q", help="Only the machines' IDs, one a line")] = False,
-                  api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+                  api_url: ApiUrl = None, token: Token = None,
+                  context: ContextName = None, json: Json = False) -> None:
     """List an app's machines."""
     params = {"include_deleted": "true"} if all_ else {}
-    found = call(api_url, token, lambda c: c.machines(app, **params))
+    found = call(api_url, token, lambda c: c.machines(app, **params), context=context)
     if json:
         show_json(found)
         return
@@ -149,10 +151,11 @@ def list_machines(app: App = "", all_: Annotated[bool, typer.Option(
 
 @machine.command("status")
 @friendly
-def status(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: Token = None,
+def status(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token = None,
+           context: ContextName = None,
            json: Json = False) -> None:
     """Show a machine and its latest events."""
-    m = call(api_url, token, lambda c: c.machine(app, machine_id))
+    m = call(api_url, token, lambda c: c.machine(app, machine_id), context=context)
     if json:
         show_json(m)
         return
@@ -168,9 +171,9 @@ def status(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: 
 def _simple(action: str, verb: str) -> None:
     @machine.command(action, help=f"{verb.capitalize()} a machine.")
     @friendly
-    def command(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API,
-                token: Token = None) -> None:
-        call(api_url, token, lambda c: c.action(app, machine_id, action))
+    def command(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token = None,
+                context: ContextName = None) -> None:
+        call(api_url, token, lambda c: c.action(app, machine_id, action), context=context)
         typer.echo(f"Machine {machine_id}: {verb} requested")
 
 
@@ -186,10 +189,11 @@ _simple("uncordon", "uncordon")
 def stop(machine_id: Id, app: App = "",
          signal: Annotated[str | None, typer.Option(help="Signal first, e.g. SIGTERM")] = None,
          timeout: Annotated[str | None, typer.Option(help="Then SIGKILL after, e.g. 10s")] = None,
-         api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+         api_url: ApiUrl = None, token: Token = None,
+         context: ContextName = None) -> None:
     """Stop a machine."""
     body = {k: v for k, v in {"signal": signal, "timeout": timeout}.items() if v}
-    call(api_url, token, lambda c: c.action(app, machine_id, "stop", body))
+    call(api_url, token, lambda c: c.action(app, machine_id, "stop", body), context=context)
     typer.echo(f"Machine {machine_id}: stop requested")
 
 
@@ -197,9 +201,10 @@ def stop(machine_id: Id, app: App = "",
 @friendly
 def destroy(machine_id: Id, app: App = "",
             force: Annotated[bool, typer.Option(help="Kill it if it is running")] = False,
-            api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+            api_url: ApiUrl = None, token: Token = None,
+            context: ContextName = None) -> None:
     """Destroy a machine."""
-    call(api_url, token, lambda c: c.destroy(app, machine_id, force))
+    call(api_url, token, lambda c: c.destroy(app, machine_id, force), context=context)
     typer.echo(f"Machine {machine_id}: destroy requested")
 
 
@@ -207,9 +212,11 @@ def destroy(machine_id: Id, app: App = "",
 @friendly
 def exec_cmd(machine_id: Id, command: Annotated[list[str], typer.Argument(help="Command")],
              app: App = "", timeout: Annotated[int, typer.Option(help="Seconds")] = 30,
-             api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+             api_url: ApiUrl = None, token: Token = None,
+             context: ContextName = None) -> None:
     """Run a command in a machine's context and print its output."""
-    result = call(api_url, token, lambda c: c.exec(app, machine_id, command, timeout))
+    result = call(api_url, token, lambda c: c.exec(app, machine_id, command, timeout),
+                  context=context)
     typer.echo(result.get("stdout", ""), nl=False)
     typer.echo(result.get("stderr", ""), nl=False, err=True)
     raise typer.Exit(int(result.get("exit_code", 0)))
@@ -217,10 +224,12 @@ def exec_cmd(machine_id: Id, command: Annotated[list[str], typer.Argument(help="
 
 @machine.command("events")
 @friendly
-def events(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: Token = None,
+def events(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token = None,
+           context: ContextName = None,
            json: Json = False) -> None:
     """A machine's events, newest first."""
-    found = call(api_url, token, lambda c: c.read(app, machine_id, "events", limit=50))
+    found = call(api_url, token, lambda c: c.read(app, machine_id, "events", limit=50),
+                 context=context)
     if json:
         show_json(found)
         return
@@ -232,10 +241,11 @@ def events(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: 
 
 @machine.command("explain")
 @friendly
-def explain(machine_id: Id, app: App = "", api_url: ApiUrl = DEFAULT_API, token: Token = None,
+def explain(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token = None,
+            context: ContextName = None,
             json: Json = False) -> None:
     """Why the broker placed a machine where it is."""
-    record = call(api_url, token, lambda c: c.read(app, machine_id, "placement"))
+    record = call(api_url, token, lambda c: c.read(app, machine_id, "placement"), context=context)
     if json:
         show_json(record)
         return
@@ -250,7 +260,8 @@ def place(app: Annotated[str | None, typer.Option("--app", "-a", help="App (co-l
           size: Annotated[str, typer.Option(help="Preset size")] = "shared-cpu-1x",
           count: Annotated[int, typer.Option(help="Machines to place")] = 1,
           explain_: Annotated[bool, typer.Option("--explain", help="Show the ranking")] = False,
-          api_url: ApiUrl = DEFAULT_API, token: Token = None, json: Json = False) -> None:
+          api_url: ApiUrl = None, token: Token = None,
+          context: ContextName = None, json: Json = False) -> None:
     """Where machines would go, without creating anything."""
     kind, cpus, memory = preset(size)
     body: dict[str, Any] = {"org_slug": "personal", "region": region, "count": count,
@@ -258,7 +269,7 @@ def place(app: Annotated[str | None, typer.Option("--app", "-a", help="App (co-l
                             "explain": explain_}
     if app:
         body["app"] = app
-    result = call(api_url, token, lambda c: c.placements(body))
+    result = call(api_url, token, lambda c: c.placements(body), context=context)
     if json:
         show_json(result)
         return

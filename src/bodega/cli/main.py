@@ -1,8 +1,50 @@
-"""``bodega``: one command for the daemons, the local cluster and the API."""
+"""``bodega``: one command for the daemons, the local cluster and the API.
+
+Commands are listed here by name, help line and module; a command's module is
+imported only when that command runs (``lazy_commands``), so a quick command
+does not pay for the imports of every other one.
+"""
 
 from __future__ import annotations
 
 import typer
+
+from bodega.cli.lazy_commands import Lazy, LazyGroup
+
+COMMANDS = (
+    Lazy("up", "bodega.cli.up:up", "Run a local cluster in the foreground."),
+    Lazy("clean", "bodega.cli.clean:clean",
+         "Remove what a stopped cluster left in the kernel (namespaces, cgroups...)."),
+    Lazy("worker", "bodega.cli.worker:worker", "Run a worker (the per-host agent)."),
+    Lazy("build", "bodega.cli.build:build",
+         "Build an image (Dockerfile, buildah) and push it to the cluster's registry."),
+    Lazy("image-registry", "bodega.cli.image_registry:image_registry",
+         "Run the cluster's image registry (docker-registry)."),
+    Lazy("broker", "bodega.cli.broker:broker", "Run a broker (the Machines API and placement)."),
+    Lazy("proxy", "bodega.cli.proxy:proxy", "Run a proxy (HTTP routing, autostart, autostop)."),
+    Lazy("logs", "bodega.cli.logs:logs", "Show an app's logs; -f follows them."),
+    Lazy("regions", "bodega.cli.cluster:regions", "Regions and their room for a machine size."),
+    Lazy("deploy", "bodega.cli.deploy:deploy_command", "Deploy an app from its bodega.toml."),
+    Lazy("releases", "bodega.cli.deploy:releases_command", "An app's releases, newest first."),
+    Lazy("rollback", "bodega.cli.deploy:rollback_command", "Redeploy an earlier release."),
+    Lazy("status", "bodega.cli.status:status_command", "An app, its release and its machines."),
+    Lazy("launch", "bodega.cli.app_commands:launch_command", "Write a starter bodega.toml."),
+    Lazy("apps", "bodega.cli.apps:apps", "Manage apps."),
+    Lazy("machine", "bodega.cli.machines:machine", "Run and manage machines."),
+    Lazy("cluster", "bodega.cli.cluster:cluster", "Look at the cluster."),
+    Lazy("context", "bodega.cli.context_commands:context",
+         "Name clusters (API URL, token, registry) and choose the current one."),
+    Lazy("secrets", "bodega.cli.secrets:secrets",
+         "Manage an app's secrets (environment variables kept sealed)."),
+    Lazy("sim", "bodega.cli.sim:sim", "Simulate placement: compare policies, check the model."),
+    Lazy("scale", "bodega.cli.app_commands:scale",
+         "Change how many machines run, or their size."),
+)
+
+
+class BodegaCommands(LazyGroup):
+    entries = COMMANDS
+
 
 app = typer.Typer(
     name="bodega",
@@ -10,48 +52,14 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=BodegaCommands,
 )
 
 
-from bodega.cli.app_commands import launch_command, scale, status_command  # noqa: E402
-from bodega.cli.apps import apps  # noqa: E402
-from bodega.cli.broker import broker  # noqa: E402
-from bodega.cli.build import build  # noqa: E402
-from bodega.cli.clean import clean  # noqa: E402
-from bodega.cli.cluster import cluster, regions  # noqa: E402
-from bodega.cli.deploy import deploy_command, releases_command, rollback_command  # noqa: E402
-from bodega.cli.image_registry import image_registry  # noqa: E402
-from bodega.cli.logs import logs  # noqa: E402
-from bodega.cli.machines import machine  # noqa: E402
-from bodega.cli.proxy import proxy  # noqa: E402
-from bodega.cli.secrets import secrets  # noqa: E402
-from bodega.cli.sim import sim  # noqa: E402
-from bodega.cli.up import up  # noqa: E402
-from bodega.cli.worker import worker  # noqa: E402
-
-app.command(help="Run a local cluster in the foreground.")(up)
-app.command(help="Remove what a stopped cluster left in the kernel (namespaces, cgroups...).")(
-    clean)
-app.command(help="Run a worker (the per-host agent).")(worker)
-app.command(help="Build an image (Dockerfile, buildah) and push it to the cluster's registry.")(
-    build)
-app.command("image-registry", help="Run the cluster's image registry (docker-registry).")(
-    image_registry)
-app.command(help="Run a broker (the Machines API and placement).")(broker)
-app.command(help="Run a proxy (HTTP routing, autostart, autostop).")(proxy)
-app.add_typer(apps, name="apps")
-app.add_typer(machine, name="machine")
-app.add_typer(cluster, name="cluster")
-app.add_typer(secrets, name="secrets")
-app.command(help="Show an app's logs; -f follows them.")(logs)
-app.add_typer(sim, name="sim")
-app.command(help="Regions and their room for a machine size.")(regions)
-app.command("deploy", help="Deploy an app from its bodega.toml.")(deploy_command)
-app.command("releases", help="An app's releases, newest first.")(releases_command)
-app.command("rollback", help="Redeploy an earlier release.")(rollback_command)
-app.command("status", help="An app, its release and its machines.")(status_command)
-app.add_typer(scale, name="scale")
-app.command("launch", help="Write a starter bodega.toml.")(launch_command)
+@app.callback()
+def _root() -> None:
+    # A group of its own (no command is registered with typer itself, see BodegaCommands).
+    pass
 
 
 def run() -> None:

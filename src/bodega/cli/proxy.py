@@ -20,7 +20,7 @@ from bodega.runtime.logs import configure
 def proxy(
     data_dir: Annotated[Path, typer.Option(help="Where its registry replica is cached")],
     region: Annotated[str, typer.Option(help="The region this proxy serves from")],
-    name: Annotated[str | None, typer.Option(help="Unique name [default: proxy-HOSTNAME]")]
+    name: Annotated[str | None, typer.Option(help="Unique name (default: proxy-HOSTNAME)")]
     = None,
     listen: Annotated[str, typer.Option(help="host:port for client HTTP")] = "0.0.0.0:8080",
     admin_listen: Annotated[str, typer.Option(help="host:port for health, metrics, sync")]

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from bodega.cli.errors import friendly
-from bodega.cli.session import DEFAULT_API, ApiUrl, App, Json, Token, call, show_json, table
+from bodega.cli.session import ApiUrl, App, ContextName, Json, Token, call, show_json, table
 from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
 
@@ -46,7 +46,8 @@ def set_secrets(values: Annotated[list[str], typer.Argument(help="NAME=VALUE ...
                 stage: Annotated[bool, typer.Option(
                     "--stage", help="Only record them; machines get them at their next deploy")
                 ] = False,
-                api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+                api_url: ApiUrl = None, token: Token = None,
+                context: ContextName = None) -> None:
     """Set secrets; without --stage, also update the app's started machines to apply them."""
     wanted = pairs(values)
 
@@ -54,18 +55,19 @@ def set_secrets(values: Annotated[list[str], typer.Argument(help="NAME=VALUE ...
         await c.request("POST", f"/v1/apps/{app}/secrets", json={"values": wanted})
         return [] if stage else await deploy_secrets(c, app)
 
-    updated = call(api_url, token, work)
+    updated = call(api_url, token, work, context=context)
     typer.echo(f"Set {', '.join(sorted(wanted))}" + (
         "" if stage else f"; updated {counted(len(updated), 'machine')}"))
 
 
 @secrets.command("list")
 @friendly
-def list_secrets(app: App, api_url: ApiUrl = DEFAULT_API, token: Token = None,
+def list_secrets(app: App, api_url: ApiUrl = None, token: Token = None,
+                 context: ContextName = None,
                  json: Json = False) -> None:
     """List an app's secrets (names and digests, never values)."""
     found: dict[str, Any] = call(api_url, token, lambda c: c.request(
-        "GET", f"/v1/apps/{app}/secrets"))
+        "GET", f"/v1/apps/{app}/secrets"), context=context)
     if json:
         show_json(found)
         return
@@ -77,7 +79,8 @@ def list_secrets(app: App, api_url: ApiUrl = DEFAULT_API, token: Token = None,
 @friendly
 def unset(names: Annotated[list[str], typer.Argument(help="NAME ...")], app: App,
           stage: Annotated[bool, typer.Option("--stage", help="Do not update machines")] = False,
-          api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+          api_url: ApiUrl = None, token: Token = None,
+          context: ContextName = None) -> None:
     """Remove secrets; without --stage, also update the app's started machines."""
 
     async def work(c: MachinesClient) -> list[str]:
@@ -85,15 +88,16 @@ def unset(names: Annotated[list[str], typer.Argument(help="NAME ...")], app: App
                         json={"values": dict.fromkeys(names)})
         return [] if stage else await deploy_secrets(c, app)
 
-    updated = call(api_url, token, work)
+    updated = call(api_url, token, work, context=context)
     typer.echo(f"Unset {', '.join(sorted(names))}" + (
         "" if stage else f"; updated {counted(len(updated), 'machine')}"))
 
 
 @secrets.command("deploy")
 @friendly
-def deploy(app: App, api_url: ApiUrl = DEFAULT_API, token: Token = None) -> None:
+def deploy(app: App, api_url: ApiUrl = None, token: Token = None,
+           context: ContextName = None) -> None:
     """Update every started machine of the app so it runs with the current secrets."""
-    updated = call(api_url, token, lambda c: deploy_secrets(c, app))
+    updated = call(api_url, token, lambda c: deploy_secrets(c, app), context=context)
     typer.echo(f"Updated {counted(len(updated), 'machine')}: {' '.join(updated)}" if updated
                else "No started machine to update")

@@ -1,9 +1,12 @@
-"""What every API command shares: where the API is, the token, and how results are shown.
+"""What every API command shares: which cluster, with which token, and how results are shown.
 
-``--api-url`` (``BODEGA_API_URL``) defaults to the local cluster's broker;
-``--token`` comes from ``BODEGA_API_TOKEN`` (or ``FLY_API_TOKEN``, so a shell
-set up for flyctl works too). ``--json`` prints what the API answered,
-for scripts; otherwise a table.
+``--context`` (``BODEGA_CONTEXT``) names a cluster kept in the contexts file
+(``bodega context``); ``--api-url`` (``BODEGA_API_URL``) and ``--token``
+(``BODEGA_API_TOKEN``, or ``FLY_API_TOKEN`` so a shell set up for flyctl works
+too) override it. ``target.py`` holds the precedence; ``call`` runs a command's
+work with a client for the chosen API and turns a refused token or an API that
+does not answer into one line that says which API and what to do. ``--json``
+prints what the API answered, for scripts; otherwise a table.
 """
 
 from __future__ import annotations
@@ -13,23 +16,33 @@ import json
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from bodega.wire.machines_client import MachinesClient
+from bodega.cli import context_store
+from bodega.cli.contexts import ContextError, normal_url
+from bodega.cli.target import DEFAULT_API as DEFAULT_API  # where nothing else says to go
+from bodega.cli.target import Given, Holder, Target, refused_line, resolve
+from bodega.model.errors import Unauthorized, Unreachable
+
+if TYPE_CHECKING:
+    from bodega.wire.machines_client import MachinesClient
 
 T = TypeVar("T")
-DEFAULT_API = "http://127.0.0.1:4280"
 
-ApiUrl = Annotated[str, typer.Option("--api-url", envvar="BODEGA_API_URL",
-                                     help="The broker's Machines API")]
-Token = Annotated[str | None, typer.Option("--token", envvar=["BODEGA_API_TOKEN", "FLY_API_TOKEN"],
-                                           help="API token (printed by `bodega up`)",
-                                           show_default=False)]
+ApiUrl = Annotated[str | None, typer.Option(
+    "--api-url", envvar="BODEGA_API_URL", show_default=False,
+    help="The broker's Machines API (default: the context's)")]
+Token = Annotated[str | None, typer.Option(
+    "--token", envvar=["BODEGA_API_TOKEN", "FLY_API_TOKEN"], show_default=False,
+    help="API token (default: the one kept with the API URL)")]
+ContextName = Annotated[str | None, typer.Option(
+    "--context", envvar="BODEGA_CONTEXT", show_default=False,
+    help="The cluster, by name (see `bodega context list`; default: the current context)")]
 Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer")]
 SmokeTime = Annotated[float, typer.Option(
     min=0, envvar="BODEGA_SMOKE_TIME",
@@ -40,22 +53,82 @@ DrainTime = Annotated[float, typer.Option(
     help="Seconds the proxy gets to finish a machine's requests before it is replaced")]
 App = Annotated[str, typer.Option("--app", "-a", envvar="BODEGA_APP", help="App name")]
 
-console = Console()
+
+# Lines are never wrapped: piped to a file or a program, a line stays one line (rich
+# would cut it at 80 columns there); a terminal folds long lines itself.
+console = Console(soft_wrap=True)
 
 
-def call(api_url: str, token: str | None,
-         work: Callable[[MachinesClient], Awaitable[T]]) -> T:
-    """Run ``work`` with a client for the API, and close it."""
-    token = token or default_token_file()
-    if not token:
-        raise ValueError("no API token: pass --token or set BODEGA_API_TOKEN "
-                         "(`bodega up` prints one)")
+def _source(value: str | None, flag: str, envvars: Sequence[str]) -> str:
+    """Which environment variable gave a parameter its value, else its flag, for messages."""
+    return next((name for name in envvars if value and os.environ.get(name) == value), flag)
+
+
+def target(api_url: str | None, token: str | None, context: str | None = None,
+           data_dir: str | None = None) -> Target:
+    """The cluster a command talks to, by the precedence in ``target.py``."""
+    given = Given(api_url or None, token or None, context or None,
+                  _source(api_url, "--api-url", ["BODEGA_API_URL"]),
+                  _source(token, "--token", ["BODEGA_API_TOKEN", "FLY_API_TOKEN"]),
+                  _source(context, "--context", ["BODEGA_CONTEXT"]))
+    data_dir = data_dir or os.environ.get("BODEGA_DATA_DIR") or ".bodega"
+    contexts = context_store.load(context_store.config_path(os.environ))
+    return resolve(given, contexts, context_store.here_cluster(data_dir), context_store.shown,
+                   data_dir)
+
+
+def call(api_url: str | None, token: str | None,
+         work: Callable[[MachinesClient], Awaitable[T]], *, context: str | None = None,
+         data_dir: str | None = None) -> T:
+    """Run ``work`` with a client for the chosen cluster's API, and close it."""
+    return call_target(target(api_url, token, context, data_dir), work)
+
+
+def call_target(chosen: Target, work: Callable[[MachinesClient], Awaitable[T]]) -> T:
+    # aiohttp is most of a command's start-up: only commands that call the API load it.
+    from bodega.wire.machines_client import MachinesClient
+
+    secret = token_of(chosen)
 
     async def run() -> T:
-        async with MachinesClient(api_url, token) as client:
+        async with MachinesClient(chosen.api_url, secret) as client:
             return await work(client)
 
-    return asyncio.run(run())
+    try:
+        return asyncio.run(run())
+    except Unauthorized:
+        raise ContextError(refused_line(chosen, secret, holders())) from None
+    except Unreachable as err:
+        if normal_url(err.url) != normal_url(chosen.api_url):  # not the API: someone else's
+            raise
+        raise ContextError(f"cannot reach the bodega API at {chosen.api_url} ({err.reason}); "
+                           "is `bodega up` running?") from None
+
+
+def token_of(chosen: Target) -> str:
+    if chosen.token:
+        return chosen.token
+    found = context_store.read_token(chosen.token_file) if chosen.token_file else None
+    if not found:
+        raise ContextError(f"no token in {chosen.token_file}: the file is missing or empty "
+                           "(was that cluster's data dir removed? see `bodega context list`)")
+    return found
+
+
+def holders() -> list[Holder]:
+    """Every token kept here (contexts, the data dir's cluster), read for a 401's message."""
+    found = []
+    for context in context_store.load(context_store.config_path(os.environ)).entries:
+        token = context.token or (context_store.read_token(context.token_file)
+                                  if context.token_file else None)
+        found.append(Holder(f"context '{context.name}'", context.api_url, token,
+                            f"--context {context.name}"))
+    data_dir = os.environ.get("BODEGA_DATA_DIR") or ".bodega"
+    here = context_store.here_cluster(data_dir)
+    if here is not None:
+        found.append(Holder(f"the cluster in {data_dir}", here.api_url,
+                            context_store.read_token(here.token_file)))
+    return found
 
 
 def show_json(data: Any) -> None:
@@ -64,7 +137,7 @@ def show_json(data: Any) -> None:
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
     """A table as wide as its cells: an id or a name is never cut to fit a narrow terminal
-    (a user copies them), the lines are simply longer."""
+    or a pipe (a user copies them, a script reads them), the lines are simply longer."""
     out = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column in columns:
         out.add_column(column, no_wrap=True, overflow="ignore")
@@ -91,13 +164,3 @@ def env_pairs(values: list[str] | None) -> dict[str, str]:
             raise ValueError(f"--env takes NAME=VALUE, got {value!r}")
         out[key] = val
     return out
-
-
-def default_token_file() -> str | None:
-    """The token a local cluster started here wrote (``.bodega/api-token``), if any."""
-    path = os.path.join(os.environ.get("BODEGA_DATA_DIR", ".bodega"), "api-token")
-    try:
-        with open(path) as handle:
-            return handle.read().strip() or None
-    except OSError:
-        return None

@@ -14,6 +14,8 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from bodega.cli import context_store
+from bodega.cli.contexts import ContextError, Contexts, Registered, register_cluster
 from bodega.cli.errors import fail, friendly
 from bodega.cluster import cleanup, machine_range, ports
 from bodega.cluster.config import ClusterConfig
@@ -75,8 +77,8 @@ def up(
     api_port: Annotated[int, typer.Option(help="Machines API port")] = 4280,
     proxy_port: Annotated[int, typer.Option(help="HTTP proxy port")] = 8080,
     gossip_port: Annotated[int | None, typer.Option(
-        help="First gossip (UDP) port; the others take the next ones [default: free ports, "
-             "remembered in the data dir]")] = None,
+        help="First gossip (UDP) port; the others take the next ones (default: free ports, "
+             "remembered in the data dir)")] = None,
     token: Annotated[
         str | None, typer.Option(envvar="BODEGA_API_TOKEN", help="Admin API token")
     ] = None,
@@ -84,8 +86,8 @@ def up(
         help="auto (process, plus oci when root with runc), process, oci or null")] = "auto",
     registry_port: Annotated[int | None, typer.Option(
         min=0, max=65535,
-        help="Image registry (docker-registry) port; 0: none [default: a free port, "
-             "remembered in the data dir]")] = None,
+        help="Image registry (docker-registry) port; 0: none (default: a free port, "
+             "remembered in the data dir)")] = None,
     machine_cidr: Annotated[str, typer.Option(
         help="Machine addresses, a /24 per worker; one cluster per range on a host")]
     = "10.209.0.0/16",
@@ -135,7 +137,8 @@ def up(
         config = dataclasses.replace(config, token=api_token, cluster_secret=_secret(data_dir),
                                      gossip_ports=plan.ports)
         configure(log_level, "up")
-        asyncio.run(_run(config, made or token is None))
+        asyncio.run(_run(config, made or token is None,
+                         contexts_file=context_store.config_path(os.environ)))
     except StartFailed as err:
         fail(str(err))
     finally:
@@ -156,18 +159,25 @@ async def _unless_stopped(work: Awaitable[T], stop: asyncio.Task[str]) -> tuple[
 
 
 async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluster | None = None,
-               ready_timeout: float = READY_TIMEOUT) -> None:
+               ready_timeout: float = READY_TIMEOUT, contexts_file: Path | None = None) -> None:
+    """Start the cluster, say when it is up, and stop it on Ctrl-C.
+
+    With ``contexts_file``, the cluster is kept there as a CLI context once its
+    broker answers, so `--context NAME` reaches it from any directory."""
     cluster = cluster or LocalCluster(config, components_for(config))
     stop = asyncio.create_task(until_stopped())
+    registered: Registered | None = None
     try:
         started, _ = await _unless_stopped(cluster.start(), stop)
+        if started and contexts_file is not None:
+            registered = _register(contexts_file, config, cluster)
         while started:
             # "Up" only once a create can work; until then say what is missing, and wait on.
             finished, waiting = await _unless_stopped(cluster.until_ready(ready_timeout), stop)
             if not finished:
                 return
             if waiting is None:
-                _banner(cluster, config, print_token)
+                _banner(cluster, config, print_token, registered, contexts_file)
                 await stop
                 return
             typer.echo(f"not up yet: {waiting.line()}; still waiting (Ctrl-C stops)", err=True)
@@ -177,15 +187,43 @@ async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluste
         await cluster.stop()
 
 
-def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool) -> None:
+def _register(path: Path, config: ClusterConfig, cluster: LocalCluster) -> Registered | None:
+    """Keep (or update) this cluster's context: its broker's URL and its token file."""
+    broker = next(c for c in cluster.components if c.role == "broker")
+    url = broker.url or f"http://{config.host}:{config.api_port}"
+    done: list[Registered] = []
+
+    def edit(contexts: Contexts) -> Contexts:
+        done.append(register_cluster(contexts, config.data_dir, url,
+                                     config.data_dir / "api-token"))
+        return done[-1].contexts
+
+    try:
+        context_store.update(path, edit)
+    except (OSError, ContextError) as exc:
+        typer.echo(f"warning: this cluster is not kept as a CLI context: {exc}", err=True)
+        return None
+    return done[-1]
+
+
+def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
+            registered: Registered | None = None, contexts_file: Path | None = None) -> None:
     typer.echo(f"bodega is up: {len(cluster.components)} components, "
                f"state in {cluster.state_file}")
     for component in cluster.components:
         typer.echo(f"  {component.role:<7} {component.name:<10} {component.region:<5} "
                    f"{component.url}")
     if print_token:
-        typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'}; "
-                   "`bodega` commands run here use it)")
+        typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'})")
     typer.echo(f"Machines API: http://{config.host}:{config.api_port}/v1   "
                f"Proxy: http://<app>.localhost:{config.proxy_port}/")
+    if registered is not None:
+        name = registered.context.name
+        if registered.current:
+            typer.echo(f"CLI context: {name}, the current one (kept in {contexts_file}): "
+                       "`bodega` commands talk to this cluster")
+        else:
+            typer.echo(f"CLI context: {name} (kept in {contexts_file}); the current one is "
+                       f"{registered.contexts.current}: reach this cluster with "
+                       f"`bodega apps list --context {name}`, or `bodega context use {name}`")
     typer.echo("Press Ctrl-C to stop.")

@@ -34,7 +34,7 @@ def parse_gpus(values: list[str]) -> dict[str, int]:
 def worker(
     region: Annotated[str, typer.Option(help="Region code this worker supplies, e.g. ams")],
     data_dir: Annotated[Path, typer.Option(help="Where the worker keeps its state")],
-    name: Annotated[str | None, typer.Option(help="Unique worker name [default: hostname]")] = None,
+    name: Annotated[str | None, typer.Option(help="Unique worker name (default: hostname)")] = None,
     listen: Annotated[str, typer.Option(help="host:port of the internal API")] = "127.0.0.1:0",
     advertise: Annotated[str | None, typer.Option(help="Address others use to reach it")] = None,
     driver: Annotated[str, typer.Option(
@@ -48,9 +48,9 @@ def worker(
         envvar="BODEGA_REGISTRY_PASSWORD", help="Registry password", show_default=False)]
     = None,
     image_cache_gb: Annotated[float, typer.Option(help="Image cache budget, GB")] = 10.0,
-    cpus: Annotated[int | None, typer.Option(help="CPUs to offer [default: all]")] = None,
-    memory_mb: Annotated[int | None, typer.Option(help="Memory to offer [default: all]")] = None,
-    disk_gb: Annotated[int | None, typer.Option(help="Disk for volumes [default: free]")] = None,
+    cpus: Annotated[int | None, typer.Option(help="CPUs to offer (default: all)")] = None,
+    memory_mb: Annotated[int | None, typer.Option(help="Memory to offer (default: all)")] = None,
+    disk_gb: Annotated[int | None, typer.Option(help="Disk for volumes (default: free)")] = None,
     shared_cpu_ratio: Annotated[float, typer.Option(help="Shared vCPUs per physical CPU")] = 4.0,
     cpu_kinds: Annotated[str, typer.Option(help="CPU kinds offered")] = ",".join(CPU_KINDS),
     gpus: Annotated[list[str] | None, typer.Option(help="GPUs as kind=count")] = None,
@@ -61,7 +61,7 @@ def worker(
     = None,
     cluster: Annotated[str | None, typer.Option(
         "--cluster-id", help="Id every namespace, link and cgroup of this worker carries "
-                             "[default: the one in the data dir's cluster-id, made once]")]
+                             "(default: the one in the data dir's cluster-id, made once)")]
     = None,
     network: Annotated[str, typer.Option(help="auto, netns (root) or host")] = "auto",
     machine_user: Annotated[str, typer.Option(help="Run machines as this user when root")]
@@ -70,8 +70,8 @@ def worker(
     stop_machines_on_exit: Annotated[bool, typer.Option(help="Stop machines when exiting")]
     = False,
     gossip_listen: Annotated[
-        str | None, typer.Option(help="host:port for registry gossip (UDP) [default: --listen "
-                                      "host, any port]")] = None,
+        str | None, typer.Option(help="host:port for registry gossip (UDP) (default: --listen "
+                                      "host, any port)")] = None,
     join: Annotated[
         str | None, typer.Option(help="Gossip host:port[,...] of members to join through")
     ] = None,

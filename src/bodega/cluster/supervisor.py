@@ -301,6 +301,8 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--gossip-listen", config.gossip(role), "--join", seeds,
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
             "--log-level", config.log_level, *extra,
+            # The broker tells clients where the registry is (GET /v1/cluster).
+            *(images if role == "broker" else ()),
         )
         components.append(Component(role, role, nearest, argv, run_dir / f"{role}.json",
                                     logs / f"{role}.log",

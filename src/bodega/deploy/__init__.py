@@ -1,9 +1,43 @@
 """Deploying an app from its ``bodega.toml``: config, a pure planner, and the executor that
-carries a plan out through the public Machines API (with releases recorded in the cluster)."""
+carries a plan out through the public Machines API (with releases recorded in the cluster).
 
-from bodega.deploy.config import AppConfig, ConfigError, load
-from bodega.deploy.deployer import DeployOptions, DeployResult, deploy
-from bodega.deploy.plan import Plan, PlanError, plan
+Its names load on first use (PEP 562): a command that needs one small module
+(``bodega.deploy.calls``) does not pay for the bodega.toml models beside it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bodega.deploy.config import (
+        AppConfig,
+        ConfigError,
+        load,
+    )
+    from bodega.deploy.deployer import (
+        DeployOptions,
+        DeployResult,
+        deploy,
+    )
+    from bodega.deploy.plan import (
+        Plan,
+        PlanError,
+        plan,
+    )
+
+_MODULE = {
+    "AppConfig": "config",
+    "ConfigError": "config",
+    "DeployOptions": "deployer",
+    "DeployResult": "deployer",
+    "Plan": "plan",
+    "PlanError": "plan",
+    "deploy": "deployer",
+    "load": "config",
+    "plan": "plan",
+}
 
 __all__ = [
     "AppConfig",
@@ -16,3 +50,12 @@ __all__ = [
     "load",
     "plan",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bodega.deploy.machine_keys import DEFAULT_GROUP as DEFAULT_GROUP
 from bodega.deploy.toml_errors import describe, line_of
 from bodega.model.duration import parse_duration
 from bodega.model.machine_config import preset
 
-DEFAULT_GROUP = "app"
 PROCESS_IMAGE = "process"  # the image recorded for machines the process driver runs
 
 # flyctl keys bodega accepts and ignores (each one warned about), by section.

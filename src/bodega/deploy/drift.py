@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from bodega.deploy.machine_keys import GROUP_KEY as GROUP_KEY
+from bodega.deploy.machine_keys import RELEASE_KEY as RELEASE_KEY
 from bodega.model.machine_config import MachineConfig
 
-GROUP_KEY = "fly_process_group"
-RELEASE_KEY = "fly_release_version"
 # Metadata a deploy rewrites in place: it never makes a machine out of date.
 LABELS = frozenset({RELEASE_KEY})
 

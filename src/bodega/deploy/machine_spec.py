@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from bodega.deploy.config import PROCESS_IMAGE, AppConfig, TomlCheck
-from bodega.deploy.drift import GROUP_KEY as GROUP_KEY
-from bodega.deploy.drift import RELEASE_KEY as RELEASE_KEY
+from bodega.deploy.machine_keys import GROUP_KEY as GROUP_KEY
+from bodega.deploy.machine_keys import RELEASE_KEY as RELEASE_KEY
 
 ROLE_KEY = "bodega_deploy_role"  # "canary" on a canary, so a crashed deploy's leftover is known
 

@@ -1,27 +1,98 @@
-"""Pure shared types: ids, machine config, states, capacity, events, errors."""
+"""Pure shared types: ids, machine config, states, capacity, events, errors.
 
-from bodega.model.capacity import Ask, Totals, Usage, describe_free, fits, shortfalls
-from bodega.model.duration import format_duration, parse_duration
-from bodega.model.errors import (
-    BadRequest,
-    BodegaError,
-    Conflict,
-    Forbidden,
-    Indeterminate,
-    InsufficientCapacity,
-    NotFound,
-    PayloadTooLarge,
-    PreconditionFailed,
-    StorageFull,
-    Timeout,
-    Unauthorized,
-    Unavailable,
-    Unprocessable,
-    from_wire,
-)
-from bodega.model.machine import ExitStatus, MachineEvent, image_ref, rfc3339
-from bodega.model.machine_config import Guest, MachineConfig, preset
-from bodega.model.states import MachineState, is_active, is_settled
+Its names load on first use (PEP 562): a command that needs one small module
+(``bodega.model.errors``) does not pay for the pydantic models beside it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bodega.model.capacity import (
+        Ask,
+        Totals,
+        Usage,
+        describe_free,
+        fits,
+        shortfalls,
+    )
+    from bodega.model.duration import (
+        format_duration,
+        parse_duration,
+    )
+    from bodega.model.errors import (
+        BadRequest,
+        BodegaError,
+        Conflict,
+        Forbidden,
+        Indeterminate,
+        InsufficientCapacity,
+        NotFound,
+        PayloadTooLarge,
+        PreconditionFailed,
+        StorageFull,
+        Timeout,
+        Unauthorized,
+        Unavailable,
+        Unprocessable,
+        Unreachable,
+        from_wire,
+    )
+    from bodega.model.machine import (
+        ExitStatus,
+        MachineEvent,
+        image_ref,
+        rfc3339,
+    )
+    from bodega.model.machine_config import (
+        Guest,
+        MachineConfig,
+        preset,
+    )
+    from bodega.model.states import (
+        MachineState,
+        is_active,
+        is_settled,
+    )
+
+_MODULE = {
+    "Ask": "capacity",
+    "BadRequest": "errors",
+    "BodegaError": "errors",
+    "Conflict": "errors",
+    "ExitStatus": "machine",
+    "Forbidden": "errors",
+    "Guest": "machine_config",
+    "Indeterminate": "errors",
+    "InsufficientCapacity": "errors",
+    "MachineConfig": "machine_config",
+    "MachineEvent": "machine",
+    "MachineState": "states",
+    "NotFound": "errors",
+    "PayloadTooLarge": "errors",
+    "PreconditionFailed": "errors",
+    "StorageFull": "errors",
+    "Timeout": "errors",
+    "Totals": "capacity",
+    "Unauthorized": "errors",
+    "Unavailable": "errors",
+    "Unprocessable": "errors",
+    "Unreachable": "errors",
+    "Usage": "capacity",
+    "describe_free": "capacity",
+    "fits": "capacity",
+    "format_duration": "duration",
+    "from_wire": "errors",
+    "image_ref": "machine",
+    "is_active": "states",
+    "is_settled": "states",
+    "parse_duration": "duration",
+    "preset": "machine_config",
+    "rfc3339": "machine",
+    "shortfalls": "capacity",
+}
 
 __all__ = [
     "Ask",
@@ -45,6 +116,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "Unprocessable",
+    "Unreachable",
     "Usage",
     "describe_free",
     "fits",
@@ -58,3 +130,12 @@ __all__ = [
     "rfc3339",
     "shortfalls",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

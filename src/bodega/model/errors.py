@@ -88,6 +88,19 @@ class Unavailable(BodegaError):
     status = "unavailable"
 
 
+class Unreachable(Unavailable):
+    """No connection could be made: the server cannot have seen the request.
+
+    ``url`` is where it was sent and ``reason`` a few words on why ("connection
+    refused"), so a command line can word it for a person."""
+
+    def __init__(self, message: str, *, url: str = "", reason: str = "",
+                 status: str | None = None, details: Any = None) -> None:
+        super().__init__(message, status=status, details=details)
+        self.url = url
+        self.reason = reason
+
+
 class Indeterminate(Unavailable):
     """The request went out but no answer came back: it may or may not have taken effect."""
 

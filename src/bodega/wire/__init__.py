@@ -1,10 +1,35 @@
 """What crosses the wire: the Machines API's bodies, the worker's internal calls, the JSON
-clients of both, and the HTTP glue (error shape, bounded bodies, tokens) every server shares."""
+clients of both, and the HTTP glue (error shape, bounded bodies, tokens) every server shares.
 
-from bodega.wire.json_client import NONCE_HEADER, JsonClient
-from bodega.wire.machines_client import MachinesClient
-from bodega.wire.worker_calls import WorkerAnswer, WorkerRequest
-from bodega.wire.worker_client import WorkerClient
+Its names load on first use (PEP 562): a command that needs one small module
+(``bodega.wire.json_client``) does not pay for the pydantic models beside it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from bodega.wire.json_client import (
+        NONCE_HEADER,
+        JsonClient,
+    )
+    from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.worker_calls import (
+        WorkerAnswer,
+        WorkerRequest,
+    )
+    from bodega.wire.worker_client import WorkerClient
+
+_MODULE = {
+    "JsonClient": "json_client",
+    "MachinesClient": "machines_client",
+    "NONCE_HEADER": "json_client",
+    "WorkerAnswer": "worker_calls",
+    "WorkerClient": "worker_client",
+    "WorkerRequest": "worker_calls",
+}
 
 __all__ = [
     "NONCE_HEADER",
@@ -14,3 +39,12 @@ __all__ = [
     "WorkerClient",
     "WorkerRequest",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -4,9 +4,10 @@ Every bodega service answers errors as ``{"error", "status"}``; this client
 raises the matching ``BodegaError`` subclass (a 409 is a ``Conflict``, a 412
 with ``insufficient_capacity`` an ``InsufficientCapacity``), so a caller can
 handle it or pass it on unchanged. A connection that cannot be made is
-``Unavailable``: the server never saw the request. A request sent without an
-answer coming back (a timeout, a dropped connection) is ``Indeterminate``: it
-may have taken effect, and only an idempotent retry can tell.
+``Unreachable`` (an ``Unavailable``, with a few words on why): the server
+never saw the request. A request sent without an answer coming back (a
+timeout, a dropped connection) is ``Indeterminate``: it may have taken
+effect, and only an idempotent retry can tell.
 
 It runs on aiohttp: services call each other on every placement, and its
 client costs a tenth of the CPU per request that httpx's does (measured:
@@ -16,6 +17,7 @@ about 4,400 against 430 requests/s from one core, same server).
 from __future__ import annotations
 
 import json as jsonlib
+import os
 import socket
 import struct
 from collections.abc import Mapping, Sequence
@@ -23,7 +25,7 @@ from typing import Any
 
 import aiohttp
 
-from bodega.model.errors import Indeterminate, Unavailable, from_wire
+from bodega.model.errors import Indeterminate, Unreachable, from_wire
 
 NONCE_HEADER = "fly-machine-lease-nonce"
 CONNECT_TIMEOUT = 3.0  # seconds to open a connection (loopback or a LAN peer)
@@ -52,6 +54,18 @@ def abortive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
     sock = socket.socket(family=family, type=kind, proto=proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     return sock
+
+
+def why_unconnected(exc: Exception) -> str:
+    """A few words on why a connection was not made ("connection refused"), not the
+    library's repr (which names its SSL setting even for plain HTTP)."""
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "host name not resolved"
+    if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno:
+        return os.strerror(exc.os_error.errno).lower()
+    if isinstance(exc, aiohttp.ConnectionTimeoutError | TimeoutError):
+        return f"no connection in {CONNECT_TIMEOUT:g}s"
+    return exc.__class__.__name__
 
 
 def _dumps(data: Any) -> str:
@@ -134,8 +148,9 @@ class JsonClient:
                 data = await response.read()
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             # The connection was never made: the server cannot have seen the request.
-            raise Unavailable(f"{self.what} at {self.base_url} unreachable: "
-                              f"{exc.__class__.__name__} {exc}".strip()) from exc
+            reason = why_unconnected(exc)
+            raise Unreachable(f"{self.what} at {self.base_url} unreachable ({reason})",
+                              url=self.base_url, reason=reason) from exc
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise Indeterminate(f"{self.what} at {self.base_url} did not answer: "
                                 f"{exc.__class__.__name__} {exc}".strip()) from exc

@@ -7,11 +7,14 @@ against Fly's own API.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
 from bodega.wire.json_client import JsonClient
+
+if TYPE_CHECKING:
+    from bodega.wire.cluster_info import ClusterInfo
 
 
 class MachinesClient(JsonClient):
@@ -105,6 +108,12 @@ class MachinesClient(JsonClient):
 
     async def regions(self, **params: Any) -> dict[str, Any]:
         return dict(await self.request("GET", "/v1/platform/regions", params=params or None))
+
+    async def cluster_info(self) -> ClusterInfo:
+        """What the cluster tells its clients: where its image registry is."""
+        from bodega.wire.cluster_info import ClusterInfo  # pydantic: only for who asks
+
+        return ClusterInfo.model_validate(await self.request("GET", "/v1/cluster"))
 
     async def members(self) -> list[dict[str, Any]]:
         return list(await self.request("GET", "/v1/cluster/members"))

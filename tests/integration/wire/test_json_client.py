@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from bodega.model.errors import Indeterminate, Unavailable
+from bodega.model.errors import Indeterminate, Unavailable, Unreachable
 from bodega.wire import json_client
 from bodega.wire.json_client import JsonClient
 
@@ -19,10 +19,14 @@ def closed_port() -> int:
 
 
 async def test_a_refused_connection_is_unavailable_and_not_indeterminate() -> None:
-    async with JsonClient(f"http://127.0.0.1:{closed_port()}", "t", timeout=2) as client:
-        with pytest.raises(Unavailable, match="unreachable") as caught:
+    url = f"http://127.0.0.1:{closed_port()}"
+    async with JsonClient(url, "t", timeout=2) as client:
+        with pytest.raises(Unreachable) as caught:
             await client.request("GET", "/v1/health")
     assert not isinstance(caught.value, Indeterminate)
+    # In words a person reads: no library repr (it named an SSL setting for plain HTTP).
+    assert caught.value.message == f"server at {url} unreachable (connection refused)"
+    assert (caught.value.url, caught.value.reason) == (url, "connection refused")
 
 
 async def test_a_connection_that_never_opens_is_unavailable(

@@ -1,0 +1,70 @@
+"""A command group that imports a command's module only when that command runs.
+
+Each command is named with its help line and where it lives (``module:attribute``,
+a function or a ``typer.Typer`` of subcommands). ``bodega --help`` lists the help
+lines without importing anything; ``bodega apps list`` imports ``bodega.cli.apps``
+and what it needs, never numpy (``sim``), starlette and uvicorn (the daemons) or
+the deploy models. A test holds every help line to its command's own.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import typer
+from typer.core import TyperCommand, TyperGroup
+from typer.main import get_command_from_info, get_group_from_info
+from typer.models import CommandInfo, TyperInfo
+
+
+@dataclass(frozen=True)
+class Lazy:
+    name: str
+    target: str  # "bodega.cli.apps:apps": a command function or a typer.Typer
+    help: str
+
+    def load(self) -> Any:
+        module, _, attribute = self.target.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+class LazyGroup(TyperGroup):
+    """Subclass it with ``entries`` set; pass the subclass as ``typer.Typer(cls=...)``."""
+
+    entries: Sequence[Lazy] = ()
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        # Stand-ins carry the name and help line for listings and "did you mean";
+        # resolve_command swaps in the real command when one is run.
+        for entry in self.entries:
+            self.commands[entry.name] = TyperCommand(name=entry.name, help=entry.help)
+        self._loaded: dict[str, Any] = {}
+
+    # Typed loosely: typer builds on its own copy of click, whose classes it does not export.
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name is not None:
+            command = self.load(name)
+        return name, command, rest
+
+    def load(self, name: str) -> Any:
+        """The real command ``name``, its module imported now."""
+        if name not in self._loaded:
+            entry = next(e for e in self.entries if e.name == name)
+            self._loaded[name] = self._build(entry)
+        return self._loaded[name]
+
+    def _build(self, entry: Lazy) -> Any:
+        target = entry.load()
+        if isinstance(target, typer.Typer):
+            group = get_group_from_info(
+                TyperInfo(target, name=entry.name), pretty_exceptions_short=True,
+                rich_markup_mode=self.rich_markup_mode, suggest_commands=self.suggest_commands)
+            return group
+        return get_command_from_info(
+            CommandInfo(name=entry.name, callback=target, help=entry.help),
+            pretty_exceptions_short=True, rich_markup_mode=self.rich_markup_mode)
