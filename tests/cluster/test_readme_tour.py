@@ -112,10 +112,13 @@ def checkout() -> Iterator[Path]:
     shutil.rmtree(where, ignore_errors=True)
 
 
-def shell_env() -> dict[str, str]:
-    """A user's terminal: no bodega variables, the system's PATH."""
+def shell_env(home: Path) -> dict[str, str]:
+    """A new user's terminal: a home of its own (no bodega contexts yet), no bodega
+    variables, the system's PATH."""
     keep = {k: v for k, v in os.environ.items()
-            if not k.startswith(("BODEGA_", "FLY_", "VIRTUAL_ENV"))}
+            if not k.startswith(("BODEGA_", "FLY_", "VIRTUAL_ENV", "XDG_"))}
+    home.mkdir(exist_ok=True)
+    keep["HOME"] = str(home)
     keep["PATH"] = os.pathsep.join(p for p in keep.get("PATH", os.defpath).split(os.pathsep)
                                    if not p.startswith(sys.prefix))
     keep["BODEGA_SMOKE_TIME"] = "1"
@@ -139,7 +142,7 @@ def test_the_readme_lines_the_tour_acts_on_are_there() -> None:
 
 
 async def test_the_readme_tour_as_written(checkout: Path) -> None:
-    env = shell_env()
+    env = shell_env(checkout / "home")
     up = await Up(checkout).start(env)
     second: Up | None = None
     try:
@@ -159,6 +162,13 @@ async def test_the_readme_tour_as_written(checkout: Path) -> None:
         argv = line.split()[2:]
         second = await Up(checkout, *argv).start(env)
         await second.until_up()
+        # "...reach the second with `bodega apps list --context bodega2`": its own apps.
+        (reach,) = inline_commands(TWO_COMMANDS, "bodega apps list --context")
+        async with Shell(checkout, env) as shell:
+            await shell.run(". .venv/bin/activate")
+            listed = await shell.run(reach)
+            assert listed.code == 0, shell.said()
+            assert "hello" not in listed.output, shell.said()  # the first cluster's app
     finally:
         codes = [await up.stop()] + ([await second.stop()] if second else [])
         await unwire(checkout / ".bodega")
