@@ -53,6 +53,17 @@ def push_registry(given: str | None, cluster: Target) -> str:
     return info.image_registry
 
 
+def cluster_registry(api_url: str | None, token: str | None, context: str | None,
+                     data_dir: str | None) -> str:
+    """The registry of the cluster the command talks to; when there is none to talk to,
+    the one-line error also names ``--registry``, which needs no cluster."""
+    try:
+        cluster = target(api_url, token, context, data_dir)
+    except ValueError as err:
+        raise ValueError(f"{err}; or push elsewhere with --registry host:port") from None
+    return push_registry(None, cluster)
+
+
 def build_commands(context: Path, reference: str, dockerfile: Path | None,
                    digest_file: Path) -> list[list[str]]:
     """buildah's build, then its push (plain HTTP to a loopback registry).
@@ -80,7 +91,7 @@ def build(
     if not path.is_dir():
         raise ValueError(f"{path} is not a directory")
     if not names_registry(tag):
-        tag = f"{push_registry(registry, target(api_url, token, context, data_dir))}/{tag}"
+        tag = f"{registry or cluster_registry(api_url, token, context, data_dir)}/{tag}"
     digest = build_and_push(path, tag, file)
     typer.echo(tag)
     typer.echo(f"pushed {digest} (pin it as {tag}@{digest})", err=True)
