@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.cluster.up_process import UpProcess, free_port, unwire
+from tests.cluster.up_kit import UpProcess, free_port, unwire
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Long enough that a program that exits at once, as the failing releases here do, is

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.deploy_kit import EXAMPLES, Cli, cluster, readable_dir, until
-from tests.integration.images.imagekit import BUSYBOX, needs_image_tools
+from tests.integration.images.image_kit import BUSYBOX, needs_image_tools
 
 pytestmark = [needs_image_tools,
               pytest.mark.skipif(shutil.which("buildah") is None, reason="needs buildah")]

@@ -29,7 +29,7 @@ from bodega.registry.auth import PacketAuth
 from bodega.registry.members import MemberRecord, Role, Status
 from bodega.registry.messages import Message, Sync, encode
 from bodega.runtime.keys import internal_token
-from tests.cluster.doorkit import (
+from tests.cluster.door_kit import (
     ARGV_ECHO,
     Cluster,
     Door,
@@ -39,7 +39,7 @@ from tests.cluster.doorkit import (
     running_cluster,
     until,
 )
-from tests.cluster.listeners import children_of, listeners_of
+from tests.cluster.listener_kit import children_of, listeners_of
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
 

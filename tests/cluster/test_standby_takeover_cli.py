@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.cluster.deploy_kit import Cli, app_dir, cluster, readable_dir, until
-from tests.cluster.up_process import UpProcess
+from tests.cluster.up_kit import UpProcess
 
 RESTING = ("created", "stopped")
 # Long enough to see a flap: the broker's settle time for a returning worker is 10 s,

@@ -18,7 +18,7 @@ from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.ports import free_udp_ports
 from bodega.cluster.supervisor import LocalCluster
-from tests.cluster.up_process import free_port
+from tests.cluster.up_kit import free_port
 
 
 def cluster_config(data_dir: Path) -> ClusterConfig:

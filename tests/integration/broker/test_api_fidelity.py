@@ -10,7 +10,7 @@ import httpx
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
 
-from .harness import ADMIN, SECRET, cluster, machine
+from .broker_kit import ADMIN, SECRET, cluster, machine
 
 
 async def test_an_orgs_machines_across_its_apps_filtered_and_paged(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness import cluster, machine
+from .broker_kit import cluster, machine
 
 
 async def test_deleting_an_app_destroys_a_leased_machine_and_answers_202(

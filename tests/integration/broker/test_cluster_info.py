@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness import cluster
+from .broker_kit import cluster
 
 
 async def test_any_token_learns_the_registry_and_no_token_does_not(tmp_path: Path) -> None:

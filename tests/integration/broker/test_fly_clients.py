@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .harness import ADMIN, cluster
-from .lifecycle import full_lifecycle
-from .spec_client import SpecClient
+from .broker_kit import ADMIN, cluster
+from .lifecycle_scenario import full_lifecycle
+from .spec_client_kit import SpecClient
 
 CONFIG = {"image": "registry.local/web:1", "guest": {"cpu_kind": "shared", "cpus": 1,
                                                     "memory_mb": 256},

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness import cluster, machine
+from .broker_kit import cluster, machine
 
 
 async def test_machines_and_volumes_on_an_unreachable_worker_say_so(tmp_path: Path) -> None:

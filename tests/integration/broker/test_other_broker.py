@@ -7,7 +7,7 @@ from pathlib import Path
 from bodega.broker.catalog import MemoryCatalog
 from bodega.model.ids import MARK_DIGITS, worker_mark
 
-from .harness import cluster, machine
+from .broker_kit import cluster, machine
 
 
 async def test_a_machine_made_through_another_broker_is_found_before_its_row_arrives(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from .harness import ADMIN, cluster, machine
+from .broker_kit import ADMIN, cluster, machine
 
 
 async def test_create_is_placed_and_read_back_at_once(tmp_path: Path) -> None:

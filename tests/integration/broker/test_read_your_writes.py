@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from .harness import cluster, machine
+from .broker_kit import cluster, machine
 
 AFTER = {"stop": {"stopping", "stopped"}, "start": {"starting", "started"},
          "delete": {"destroying", "destroyed"}}

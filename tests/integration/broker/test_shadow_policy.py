@@ -11,7 +11,7 @@ import pytest
 
 from bodega.worker import queries
 
-from .harness import cluster, machine
+from .broker_kit import cluster, machine
 
 BIG = {"config": {"guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 4096}}}
 

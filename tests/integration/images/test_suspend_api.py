@@ -13,8 +13,8 @@ import httpx
 
 from bodega.wire.worker_client import WorkerClient
 
-from ..procs import running_worker
-from .imagekit import build_image, needs_image_tools, registry
+from ..daemon_kit import running_worker
+from .image_kit import build_image, needs_image_tools, registry
 from .test_image_machines import fetch, image_machine, worker_args
 
 pytestmark = needs_image_tools

@@ -20,10 +20,10 @@ import pytest
 
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
 from bodega.wire.worker_client import WorkerClient
-from tests.leftovers import names_of
+from tests.leftovers_kit import names_of
 
-from ..procs import running_worker
-from .crashkit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
+from ..daemon_kit import running_worker
+from .crash_kit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not Path("/sys/fs/cgroup/freezer").is_dir(),

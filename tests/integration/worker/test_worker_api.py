@@ -13,7 +13,7 @@ from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout, Unautho
 from bodega.wire.worker_calls import Reservation
 from bodega.wire.worker_client import WorkerClient
 
-from ..procs import running_worker
+from ..daemon_kit import running_worker
 
 CONFIG = {"image": "app:1", "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}
 

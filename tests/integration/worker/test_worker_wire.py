@@ -12,7 +12,7 @@ import pytest
 from bodega.model.errors import BadRequest
 from bodega.wire.worker_calls import CreateMachineBody
 
-from ..procs import running_worker
+from ..daemon_kit import running_worker
 
 CONFIG = {"image": "app:1", "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}
 

@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 import httpx
 
 from bodega.runtime.keys import internal_token
-from tests.cluster.listeners import Listener
-from tests.leftovers import sweep_data_dir
+from tests.cluster.listener_kit import Listener
+from tests.leftovers_kit import sweep_data_dir
 
 T = TypeVar("T")
 
