@@ -36,8 +36,8 @@ from tests.cluster.door_kit import (
     classify,
     gossip_auth_drops,
     hostile_arguments,
-    running_cluster,
     until,
+    up_cluster_with_apps,
 )
 from tests.cluster.listener_kit import children_of, listeners_of
 
@@ -57,7 +57,7 @@ PROXY_ADMIN = [("GET", "/metrics"), ("GET", "/v1/routes")]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("doors")) as running:
+    with up_cluster_with_apps(tmp_path_factory.mktemp("doors")) as running:
         yield running
 
 

@@ -185,8 +185,9 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def cluster(tmp: Path) -> AsyncIterator[Cluster]:
-    """A booted cluster; everything it made (hosts, mounts, processes) is gone afterwards."""
+async def netns_cluster(tmp: Path) -> AsyncIterator[Cluster]:
+    """A booted cluster across network namespaces, one per host; everything it made (hosts,
+    mounts, processes) is gone afterwards."""
     from .observe import sweep_machines  # here, not at the top: observe imports this module
 
     hosts = Hosts()
