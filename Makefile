@@ -48,7 +48,7 @@ test: host-packages lint typecheck
 FUZZ_EXAMPLES ?= 80
 fuzz: $(STAMP)
 	PYTHONPATH=. BODEGA_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q \
-		-p tests.integration.broker.fuzzreport tests/integration/broker/test_fuzz*.py
+		-p tests.integration.broker.fuzz_report_kit tests/integration/broker/test_fuzz*.py
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.cli

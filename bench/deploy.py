@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import aiohttp
-from tests.leftovers import sweep_data_dir
+from tests.leftovers_kit import sweep_data_dir
 
 from bodega.deploy.config import load
 from bodega.deploy.deployer import DeployOptions, deploy

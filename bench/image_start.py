@@ -39,8 +39,8 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.cluster.up_process import UpProcess, free_port, unwire
-from tests.integration.images.imagekit import build_image
+from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.integration.images.image_kit import build_image
 
 CIDR = "10.253.0.0/16"
 STAGES: dict[str, list[float]] = {}  # where a start's time goes, for the warm runs

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from tests.leftovers import sweep_data_dir
+from tests.leftovers_kit import sweep_data_dir
 
 from bench.fleet import SECRET
 from bodega.runtime.keys import internal_token

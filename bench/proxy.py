@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.leftovers import sweep_data_dir
+from tests.leftovers_kit import sweep_data_dir
 
 from bench.loadgen import Connection
 from bodega.runtime.keys import internal_token

@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tests.cluster.up_process import UpProcess, free_port, unwire
+from tests.cluster.up_kit import UpProcess, free_port, unwire
 
 CIDR = "10.252.0.0/16"
 SERVER = ("import http.server, socketserver\n"
@@ -116,7 +116,7 @@ async def main(runs: int) -> None:
     try:
         await up.until_line("bodega is up")
         if images:
-            from tests.integration.images.imagekit import build_image
+            from tests.integration.images.image_kit import build_image
             image = await asyncio.to_thread(build_image, work, f"127.0.0.1:{registry}",
                                             "bench/nap:v1")
             configs["oci (busybox httpd)"] = {"image": image,

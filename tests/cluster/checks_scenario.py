@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from .fleet import Fleet, until
+from .fleet_kit import Fleet, until
 
 APP = (
     "import http.server, os\n"

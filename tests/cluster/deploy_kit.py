@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.cluster.up_process import UpProcess, free_port, unwire
+from tests.cluster.up_kit import UpProcess, free_port, unwire
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Long enough that a program that exits at once, as the failing releases here do, is
@@ -75,7 +75,8 @@ class Cli:
 
 
 @contextlib.asynccontextmanager
-async def cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, UpProcess]]:
+async def up_cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, UpProcess]]:
+    """A real ``bodega up`` (one region, ``workers`` workers) and a CLI pointed at it."""
     api, proxy, registry = free_port(), free_port(), free_port()
     third = 140 + os.getpid() % 60
     cidr = f"10.{third}.0.0/16"

@@ -15,7 +15,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from .fleet import TOKEN, Fleet, echo_config, machine_pids, machines_of, proxy_metric, until
+from .fleet_kit import TOKEN, Fleet, echo_config, machine_pids, machines_of, proxy_metric, until
 
 
 def _frozen(pid: int) -> bool:

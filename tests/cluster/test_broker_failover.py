@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from bodega.runtime.keys import internal_token
-from tests.integration.procs import SECRET, Daemon
+from tests.integration.daemon_kit import SECRET, Daemon
 
-from .fleet import TOKEN, Fleet, fleet, until
+from .fleet_kit import TOKEN, Fleet, fleet, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="workers need root for namespaces")
 

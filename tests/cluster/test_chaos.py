@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from .chaos import host_faults, scenarios
-from .chaos.cluster import Cluster, cluster
+from .chaos.cluster import Cluster, netns_cluster
 from .chaos.scenario import Result, clear, members_alive
 
 pytestmark = [
@@ -33,7 +33,7 @@ OPS = 5  # requests per client (12 clients): enough for a kill or two, inside th
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def chaos() -> AsyncIterator[Cluster]:
     with tempfile.TemporaryDirectory(prefix="bodega-chaos-") as tmp:
-        async with cluster(Path(tmp)) as c:
+        async with netns_cluster(Path(tmp)) as c:
             assert await members_alive(c), "the cluster never came together"
             yield c
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.cluster.up_process import UpProcess, free_port
+from tests.cluster.up_kit import UpProcess, free_port
 
 CHOICE_VARIABLES = ("BODEGA_API_URL", "BODEGA_API_TOKEN", "FLY_API_TOKEN", "BODEGA_CONTEXT",
                     "BODEGA_DATA_DIR")

@@ -30,10 +30,10 @@ from tests.cluster.deploy_kit import (
     SMOKE_CATCHES_AN_EXIT,
     Cli,
     app_dir,
-    cluster,
     concurrently,
     readable_dir,
     releases_of,
+    up_cluster,
 )
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
@@ -59,7 +59,7 @@ async def load(cli: Cli, app: str, stop: asyncio.Event) -> tuple[int, list[str]]
 
 async def test_deploy_rolling_failure_rollback_and_bluegreen(tmp_path: Path) -> None:
     suffix = os.getpid() % 10000
-    async with cluster(tmp_path) as (cli, _up):
+    async with up_cluster(tmp_path) as (cli, _up):
         with readable_dir() as apps:
             await concurrently(
                 rolling_failure_rollback=rolling_failure_rollback(cli, apps, f"hello-{suffix}"),

@@ -14,10 +14,10 @@ from tests.cluster.deploy_kit import (
     SMOKE_CATCHES_AN_EXIT,
     Cli,
     app_dir,
-    cluster,
     concurrently,
     readable_dir,
     releases_of,
+    up_cluster,
 )
 
 RESTING = ("created", "stopped")  # a standby is created without being started
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespace
 
 async def test_standby_lease_canary_scale_and_launch(tmp_path: Path) -> None:
     suffix = os.getpid() % 10000
-    async with cluster(tmp_path) as (cli, _up):
+    async with up_cluster(tmp_path) as (cli, _up):
         with readable_dir() as apps:
             # Two apps and a command that needs no cluster, at once: each mostly waits.
             await concurrently(standby_and_lease=standby_and_lease(cli, apps, f"ticker-{suffix}"),

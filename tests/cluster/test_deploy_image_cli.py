@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.deploy_kit import EXAMPLES, Cli, cluster, readable_dir, until
-from tests.integration.images.imagekit import BUSYBOX, needs_image_tools
+from tests.cluster.deploy_kit import EXAMPLES, Cli, readable_dir, until, up_cluster
+from tests.integration.images.image_kit import BUSYBOX, needs_image_tools
 
 pytestmark = [needs_image_tools,
               pytest.mark.skipif(shutil.which("buildah") is None, reason="needs buildah")]
@@ -37,7 +37,7 @@ async def serves(cli: Cli, app: str, page: str) -> bool:
 async def test_deploy_builds_the_dockerfile_pushes_it_and_serves_it(tmp_path: Path) -> None:
     app = "imgapp"
     built: list[str] = []
-    async with cluster(tmp_path) as (cli, up):
+    async with up_cluster(tmp_path) as (cli, up):
         # No data dir is named: the deploy pushes to the registry the cluster names.
         (registry,) = [c["registry"] for c in up.state()["components"]
                        if c["role"] == "registry"]

@@ -6,7 +6,7 @@ suspended, so it has a freezer cgroup; one with a volume, so it has a mount name
 one stopped, so its namespace is idle), and an image machine (overlay root, runc state,
 cgroups in every controller). The host's objects are listed the way an operator would
 (`ip netns`, `ip link`, `nft list tables`, `/proc/mounts`, the cgroup trees) before
-and after (``kernel_objects.py``). Each test uses its own machine range (10.20-55, no
+and after (``kernel_objects_kit.py``). Each test uses its own machine range (10.20-55, no
 other test's) and free ports.
 """
 
@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster.kernel_objects import Snapshot, snapshot, unexplained
-from tests.cluster.up_process import UpProcess, free_port, unwire
-from tests.integration.images.imagekit import build_image, needs_image_tools
+from tests.cluster.kernel_objects_kit import Snapshot, snapshot, unexplained
+from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.integration.images.image_kit import build_image, needs_image_tools
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and cgroups need root")
 

@@ -21,9 +21,9 @@ from bodega.model.errors import Indeterminate
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 from bodega.worker.network import run
-from tests.integration.procs import SECRET, Daemon
+from tests.integration.daemon_kit import SECRET, Daemon
 
-from .netns import hosts
+from .netns_kit import hosts
 
 pytestmark = [pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

@@ -24,9 +24,9 @@ import httpx
 import pytest
 
 from bodega.worker.drivers.process.procfs import pids_with_argument
-from tests.cluster.up_process import unwire
-from tests.integration.broker.lifecycle import full_lifecycle
-from tests.integration.broker.spec_client import SpecClient
+from tests.cluster.up_kit import unwire
+from tests.integration.broker.lifecycle_scenario import full_lifecycle
+from tests.integration.broker.spec_client_kit import SpecClient
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 

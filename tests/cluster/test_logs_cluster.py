@@ -17,9 +17,9 @@ import httpx
 import pytest
 
 from bodega.runtime.keys import internal_token
-from tests.integration.procs import SECRET
+from tests.integration.daemon_kit import SECRET
 
-from .fleet import fleet, until
+from .fleet_kit import fleet, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 

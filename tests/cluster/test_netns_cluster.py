@@ -20,10 +20,10 @@ import httpx
 import pytest
 
 from bodega.runtime.keys import internal_token
-from tests.integration.procs import SECRET, Daemon
+from tests.integration.daemon_kit import SECRET, Daemon
 
-from .fleet import until
-from .netns import Hosts, hosts
+from .fleet_kit import until
+from .netns_kit import Hosts, hosts
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 

@@ -29,17 +29,17 @@ from bodega.registry.auth import PacketAuth
 from bodega.registry.members import MemberRecord, Role, Status
 from bodega.registry.messages import Message, Sync, encode
 from bodega.runtime.keys import internal_token
-from tests.cluster.doorkit import (
+from tests.cluster.door_kit import (
     ARGV_ECHO,
     Cluster,
     Door,
     classify,
     gossip_auth_drops,
     hostile_arguments,
-    running_cluster,
     until,
+    up_cluster_with_apps,
 )
-from tests.cluster.listeners import children_of, listeners_of
+from tests.cluster.listener_kit import children_of, listeners_of
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
 
@@ -57,7 +57,7 @@ PROXY_ADMIN = [("GET", "/metrics"), ("GET", "/v1/routes")]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with running_cluster(tmp_path_factory.mktemp("doors")) as running:
+    with up_cluster_with_apps(tmp_path_factory.mktemp("doors")) as running:
         yield running
 
 

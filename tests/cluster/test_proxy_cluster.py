@@ -24,11 +24,11 @@ import pytest
 import pytest_asyncio
 
 from bodega.runtime.keys import internal_token
-from tests.integration.procs import SECRET
-from tests.integration.proxy.planes import PLANES, haproxy_binary
+from tests.integration.daemon_kit import SECRET
+from tests.integration.proxy.plane_kit import PLANES, haproxy_binary
 
 from . import checks_scenario, suspend_scenario
-from .fleet import (
+from .fleet_kit import (
     Fleet,
     echo_config,
     fleet,

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.readme_kit import Command, Ran, Shell, commands, inline_commands
-from tests.cluster.up_process import unwire
+from tests.cluster.up_kit import unwire
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .fleet import fleet, until
+from .fleet_kit import fleet, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .fleet import TOKEN, fleet, until
+from .fleet_kit import TOKEN, fleet, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 

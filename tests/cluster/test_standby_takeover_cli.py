@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.deploy_kit import Cli, app_dir, cluster, readable_dir, until
-from tests.cluster.up_process import UpProcess
+from tests.cluster.deploy_kit import Cli, app_dir, readable_dir, until, up_cluster
+from tests.cluster.up_kit import UpProcess
 
 RESTING = ("created", "stopped")
 # Long enough to see a flap: the broker's settle time for a returning worker is 10 s,
@@ -29,7 +29,7 @@ async def test_a_standby_takes_over_from_a_frozen_worker_and_gives_the_place_bac
     app = f"standby-{os.getpid() % 10000}"
     # The app's files stay until the end: the standby reads worker.py when it starts.
     with readable_dir() as apps:
-        async with cluster(tmp_path) as (cli, up):
+        async with up_cluster(tmp_path) as (cli, up):
             await cli.ok("deploy", "-c", str(app_dir(apps, "worker", app)))
             await takeover_and_back(cli, up, app)
 

@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster.up_process import UpProcess, free_port, unwire
+from tests.cluster.up_kit import UpProcess, free_port, unwire
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.cluster.up_process import UpProcess, free_port, unwire
-from tests.integration.images.imagekit import build_image, needs_image_tools
+from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.integration.images.image_kit import build_image, needs_image_tools
 
 pytestmark = needs_image_tools
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from bodega.cli.up import _run
+from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.ports import free_udp_ports
-from bodega.cluster.supervisor import LocalCluster, components_for
-from tests.cluster.up_process import free_port
+from bodega.cluster.supervisor import LocalCluster
+from tests.cluster.up_kit import free_port
 
 
 def cluster_config(data_dir: Path) -> ClusterConfig:

@@ -6,6 +6,9 @@ frozen or gone writes nothing more, so its rows in the view keep saying ``ok``
 membership says whether the worker is ``alive``. A worker ``suspect``, ``dead``
 or ``left`` is ``unreachable``; one membership has not heard of keeps what its
 rows say.
+A machine whose host cannot be reached is answered from the last row the view
+had, marked so. Every public answer leaves out the fields a worker adds for
+the cluster's own use.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 UNREACHABLE = frozenset({"suspect", "dead", "left"})
 GONE_HOSTS = frozenset({"dead", "left"})  # not merely suspected: not worth asking
+# Fields a worker adds for the cluster's own use; public responses leave them out.
+INTERNAL_FIELDS = ("app", "worker", "service_host")
 
 
 def host_status(member_status: str | None, reported: str = "ok") -> str:
@@ -30,3 +35,15 @@ def with_host_status(doc: dict[str, Any],
     worker = str(doc.get("worker") or "")
     reported = str(doc.get("host_status") or "ok")
     return {**doc, "host_status": host_status(status_of(worker) if worker else None, reported)}
+
+
+def public(doc: dict[str, Any]) -> dict[str, Any]:
+    """A machine as clients are shown it: without the fields kept for the cluster."""
+    return {k: v for k, v in doc.items() if k not in INTERNAL_FIELDS}
+
+
+def unreachable(known: dict[str, Any]) -> dict[str, Any]:
+    """A machine whose host cannot be reached: the last config the view had, marked so."""
+    doc = {**known, "host_status": "unreachable"}
+    doc["incomplete_config"] = doc.pop("config", {})
+    return public(doc)

@@ -6,16 +6,12 @@ that plainly.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from bodega.broker.candidates import Candidates
+from bodega.broker.placement_record import Record
 from bodega.model.capacity import describe_free
 from bodega.model.errors import InsufficientCapacity
 from bodega.model.plural import counted
 from bodega.placement import PlacementRequest, best_free
-
-if TYPE_CHECKING:
-    from bodega.broker.placer import Record
 
 
 def no_room(request: PlacementRequest, record: Record,

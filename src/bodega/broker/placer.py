@@ -23,17 +23,17 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from bodega.broker.candidates import Candidates
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.no_room import no_room
+from bodega.broker.placement_record import Attempt, Record
 from bodega.broker.shadow import Shadow
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, Indeterminate, InsufficientCapacity, Unavailable
-from bodega.model.machine import rfc3339
 from bodega.placement import PlacementRequest, Policy, RegionRanking, Scored
 from bodega.placement import rank_region as rank
 
@@ -48,52 +48,6 @@ class PlacerConfig:
     deadline: float = 5.0  # seconds for the whole placement, attempts included
     hedge: bool = False  # reserve on two workers at once, keep the first yes
     reservation_ttl: float = 10.0
-
-
-@dataclass
-class Attempt:
-    worker: str
-    region: str
-    outcome: str  # accepted, rejected, unreachable
-    reason: str = ""
-    ms: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"worker": self.worker, "region": self.region,
-                               "outcome": self.outcome}
-        if self.ms:  # an attempt still in flight (the record a worker keeps) has no time yet
-            out["ms"] = round(self.ms, 2)
-        if self.reason:
-            out["reason"] = self.reason
-        return out
-
-
-@dataclass
-class Record:
-    """Everything a placement decided, for ``GET .../placement`` and ``--explain``."""
-
-    policy: str
-    asked: dict[str, Any]
-    regions_asked: tuple[str, ...]
-    broker: str
-    regions: list[RegionRanking] = field(default_factory=list)
-    attempts: list[Attempt] = field(default_factory=list)
-    winner: Scored | None = None
-    started: float = field(default_factory=time.time)
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "policy": self.policy, "asked": self.asked, "regions_asked": list(self.regions_asked),
-            "broker": self.broker, "at": rfc3339(self.started),
-            # Until the placement ends (the record sent with the create), the time so far.
-            "duration_ms": round((self.seconds or time.time() - self.started) * 1000, 3),
-            "regions": [r.explain() for r in self.regions],
-            "attempts": [a.to_json() for a in self.attempts],
-        }
-        if self.winner is not None:
-            out["winner"] = {**self.winner.to_json(), "region": self.winner.candidate.region}
-        return out
 
 
 # Asks one worker to create: the created machine, or raises; ``reservation`` is set when hedging.

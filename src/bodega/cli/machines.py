@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from bodega.cli.errors import friendly
+from bodega.cli.placement_report import show_record, show_region
 from bodega.cli.session import (
     ApiUrl,
     App,
@@ -14,14 +15,12 @@ from bodega.cli.session import (
     Json,
     Token,
     call,
-    console,
     env_pairs,
     readable_time,
     show_json,
     table,
 )
 from bodega.cli.standby_pairs import both_started, state_label
-from bodega.model.capacity import Ask
 from bodega.model.machine_config import preset
 from bodega.wire.machines_client import MachinesClient
 
@@ -277,32 +276,3 @@ def place(app: Annotated[str | None, typer.Option("--app", "-a", help="App (co-l
           [(r["region"], r["count"], r["concurrency"]) for r in result["regions"]])
     for region_record in result.get("explain", []):
         show_region(region_record)
-
-
-def show_record(record: dict[str, Any]) -> None:
-    winner = record.get("winner") or {}
-    console.print(f"[bold]placed on {winner.get('worker', '?')}[/bold] in "
-                  f"{winner.get('region', '?')} by {record.get('broker')} "
-                  f"({record.get('policy')}, decided in {record.get('duration_ms')} ms); "
-                  f"asked for {_asked(record.get('asked'))}")
-    for region_record in record.get("regions", []):
-        show_region(region_record)
-    table(["WORKER", "REGION", "OUTCOME", "MS", "REASON"],
-          [(a["worker"], a["region"], a["outcome"], a.get("ms", "-"), a.get("reason", ""))
-           for a in record.get("attempts", [])], title="Attempts")
-
-
-def _asked(asked: Any) -> str:
-    try:
-        return Ask.from_wire(asked).describe()
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return str(asked)
-
-
-def show_region(region: dict[str, Any]) -> None:
-    console.print(f"[bold]{region['region']}[/bold]: {region['candidates']} workers, "
-                  f"{region['feasible']} feasible, refused {region.get('refused') or 'none'}")
-    rows = [(r["worker"], r["score"], " ".join(f"{k}={v}" for k, v in r["subscores"].items()))
-            for r in region.get("ranked", [])]
-    rows += [(r["worker"], "refused", r["reason"]) for r in region.get("refusals", [])]
-    table(["WORKER", "SCORE", "WHY"], rows)

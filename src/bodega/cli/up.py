@@ -18,8 +18,9 @@ from bodega.cli import context_store
 from bodega.cli.contexts import ContextError, Contexts, Registered, register_cluster
 from bodega.cli.errors import fail, friendly
 from bodega.cluster import cleanup, machine_range, ports
+from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
-from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed, components_for
+from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
 from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import until_stopped

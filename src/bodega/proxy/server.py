@@ -11,6 +11,8 @@ becomes a two-way pipe. Every request gets ``X-Forwarded-For``,
 ``X-Forwarded-Proto`` and a request id (``fly-request-id`` and
 ``x-request-id``, kept if the client sent one). Errors the proxy itself
 answers are plain text with the request id, so they can be found in logs.
+One exchange with a machine (send, relay, pool the connection) is
+``exchange.py``; this module chooses the machine and retries the next.
 """
 
 from __future__ import annotations
@@ -18,32 +20,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import random
 import time
 from dataclasses import dataclass
 
 from bodega.model.ids import new_ulid
 from bodega.proxy.balance import choose
+from bodega.proxy.exchange import UpstreamFailed, exchange
 from bodega.proxy.http1 import (
     BadMessage,
     Head,
     copy_body,
-    pipe,
     read_head,
-    response_has_body,
 )
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
+from bodega.proxy.request_ids import RequestIds
 from bodega.proxy.routes import Backend, RoutingTable
-from bodega.proxy.upstream import Conn, ConnectFailed, Upstreams
+from bodega.proxy.upstream import ConnectFailed, Upstreams
 from bodega.proxy.wake import Waker
 
 log = logging.getLogger("bodega.proxy")
 
 MAX_TRIES = 3
 CLIENT_IDLE = 60.0
-SMALL_BODY = 64 * 1024
 FORCE_INSTANCE = b"fly-force-instance-id"
 
 
@@ -54,14 +54,6 @@ class ProxyConfig:
     # Behind HAProxy (the activator): it already set X-Forwarded-* and the request id, and the
     # client's address is in them, not in this connection's peer.
     behind_data_plane: bool = False
-
-
-class StaleConnection(Exception):
-    """A pooled connection turned out closed before any response byte."""
-
-
-class UpstreamFailed(Exception):
-    """The machine broke the exchange before the proxy wrote anything to the client."""
 
 
 class ProxyServer:
@@ -139,8 +131,8 @@ class ProxyServer:
                 tried.add(backend.machine_id)
                 self.load.begin(backend.machine_id)
                 try:
-                    keep, code = await self._forward(backend, head, reader, writer, extra,
-                                                     request_id)
+                    keep, code = await exchange(self.upstreams, backend, head, reader, writer,
+                                                 extra, request_id)
                     return keep
                 except ConnectFailed as exc:
                     reason = f"machine {backend.machine_id} did not accept a connection"
@@ -186,87 +178,6 @@ class ProxyServer:
                 return woken, ""
         return choice.backend, choice.reason or "no stopped machine to start"
 
-    # -- one exchange -------------------------------------------------------------------
-    async def _forward(self, backend: Backend, head: Head, reader: asyncio.StreamReader,
-                       writer: asyncio.StreamWriter, extra: list[tuple[bytes, bytes]],
-                       request_id: str) -> tuple[bool, int]:
-        upgrade = head.upgrade()
-        hop = ([(b"connection", b"upgrade"), (b"upgrade", head.get(b"upgrade") or b"")]
-               if upgrade else [(b"connection", b"keep-alive")])
-        start = Head([head.method, head.start[1], b"HTTP/1.1"], head.forwarded(extra + hop))
-        has_body = head.chunked() or bool(head.content_length())
-        conn = await self.upstreams.connect(backend.address)
-        try:
-            try:
-                response = await self._send(conn, start, head, reader, has_body)
-            except StaleConnection:
-                conn.close()
-                conn = await self.upstreams.connect(backend.address, fresh=True)
-                response = await self._send(conn, start, head, reader, has_body)
-        except (ConnectionError, BadMessage, asyncio.IncompleteReadError) as exc:
-            conn.close()
-            raise UpstreamFailed(str(exc) or type(exc).__name__) from exc
-        except BaseException:
-            conn.close()
-            raise
-        try:
-            return await self._respond(conn, head, response, reader, writer, upgrade,
-                                       request_id)
-        except BaseException:
-            conn.close()
-            raise
-
-    async def _send(self, conn: Conn, start: Head, head: Head, reader: asyncio.StreamReader,
-                    has_body: bool) -> Head:
-        """Send the request; the first response head that is not 100 Continue."""
-        try:
-            conn.writer.write(start.encode())
-            if has_body:
-                await copy_body(head, reader, conn.writer)
-            await conn.writer.drain()
-            while True:
-                response = await read_head(conn.reader)
-                if response is None:
-                    raise ConnectionResetError("the machine closed the connection")
-                if 100 <= response.status < 200 and response.status != 101:
-                    continue  # interim responses (100 Continue) are not passed on
-                return response
-        except (ConnectionError, BadMessage) as exc:
-            if conn.reused and not has_body:
-                raise StaleConnection() from exc
-            raise
-
-    async def _respond(self, conn: Conn, head: Head, response: Head,
-                       reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       upgrade: bool, request_id: str) -> tuple[bool, int]:
-        ids = [(b"fly-request-id", request_id.encode())]
-        if upgrade and response.status == 101:
-            hop = [(b"connection", b"upgrade"), (b"upgrade", response.get(b"upgrade") or b"")]
-            writer.write(response.encode(response.forwarded([*hop, *ids])))
-            await writer.drain()
-            await asyncio.gather(pipe(reader, conn.writer), pipe(conn.reader, writer))
-            conn.close()
-            return False, 101
-        body = response_has_body(head.method, response)
-        until_close = body and not response.chunked() and response.content_length() is None
-        keep = head.keep_alive() and not until_close
-        out = response.encode(response.forwarded(
-            [(b"connection", b"keep-alive" if keep else b"close"), *ids]))
-        length = response.content_length() if body and not response.chunked() else None
-        if length is not None and length <= SMALL_BODY:
-            # Head and a small body in one write: one send instead of two per response.
-            writer.write(out + await conn.reader.readexactly(length))
-        else:
-            writer.write(out)
-            if body:
-                await copy_body(response, conn.reader, writer, until_close=until_close)
-        await writer.drain()
-        if response.keep_alive() and not until_close:
-            self.upstreams.release(conn)
-        else:
-            conn.close()
-        return keep, response.status
-
     # -- answers of our own -------------------------------------------------------------
     async def _drain_body(self, head: Head, reader: asyncio.StreamReader) -> None:
         """Read and drop a request body we will not forward, so the connection stays usable."""
@@ -286,39 +197,6 @@ class ProxyServer:
             await writer.drain()
         if status >= 500:
             log.info("%s %s: %s (request %s)", app, status, message, request_id)
-
-
-class RequestIds:
-    """Request ids shaped like ULIDs (time first, so they sort), cheap enough for every request.
-
-    The random part is drawn once per millisecond and then counted up, as
-    monotonic ULID generators do; a full ULID per request was a noticeable
-    share of the proxy's time.
-    """
-
-    def __init__(self) -> None:
-        self._ms = -1
-        self._counter = 0
-
-    def next(self) -> bytes:
-        ms = int(time.time() * 1000)
-        if ms != self._ms:
-            self._ms = ms
-            self._counter = int.from_bytes(os.urandom(10), "big") >> 8
-        else:
-            self._counter += 1
-        return _crockford((ms << 80) | (self._counter & ((1 << 80) - 1)))
-
-
-_ALPHABET = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-
-def _crockford(value: int) -> bytes:
-    out = bytearray(26)
-    for i in range(25, -1, -1):
-        out[i] = _ALPHABET[value & 31]
-        value >>= 5
-    return bytes(out)
 
 
 class _Sink:

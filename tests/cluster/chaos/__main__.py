@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from . import host_faults, scenarios
-from .cluster import Cluster, cluster
+from .cluster import Cluster, netns_cluster
 from .scenario import Result, clear, members_alive
 from .state import Violation
 
@@ -52,7 +52,7 @@ def table(results: list[Result]) -> str:
 async def run(names: list[str], ops: int, seed: int, tmp: Path) -> list[Result]:
     results: list[Result] = []
     started = time.monotonic()
-    async with cluster(tmp) as c:
+    async with netns_cluster(tmp) as c:
         if not await members_alive(c):
             raise RuntimeError("the cluster never came together")
         print(f"cluster up in {time.monotonic() - started:.1f}s ({len(c.nodes)} hosts)",

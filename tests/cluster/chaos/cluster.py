@@ -1,7 +1,7 @@
 """A bodega cluster across network namespaces: three regions, six workers, two brokers, a proxy.
 
 Every daemon is its own "host": a namespace with one veth on a bridge
-(``tests.cluster.netns``), an address, fixed ports (API 7000, gossip UDP
+(``tests.cluster.netns_kit``), an address, fixed ports (API 7000, gossip UDP
 7946, brokers 4280, proxy 8080), so a daemon killed and started again with its
 data directory comes back where its peers knew it. Workers run real programs
 (process driver) in their host's network (``--network host``): a machine is
@@ -23,9 +23,9 @@ import httpx
 
 from bodega.runtime.keys import internal_token
 from bodega.worker.network import run
-from tests.integration.procs import SECRET, Daemon
+from tests.integration.daemon_kit import SECRET, Daemon
 
-from ..netns import Hosts
+from ..netns_kit import Hosts
 from .state import Totals
 
 TOKEN = "chaos-admin-token"
@@ -185,8 +185,9 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def cluster(tmp: Path) -> AsyncIterator[Cluster]:
-    """A booted cluster; everything it made (hosts, mounts, processes) is gone afterwards."""
+async def netns_cluster(tmp: Path) -> AsyncIterator[Cluster]:
+    """A booted cluster across network namespaces, one per host; everything it made (hosts,
+    mounts, processes) is gone afterwards."""
     from .observe import sweep_machines  # here, not at the top: observe imports this module
 
     hosts = Hosts()

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from ..fleet import echo_config
+from ..fleet_kit import echo_config
 from .cluster import Cluster, Node
 from .observe import host_namespaces, machine_processes, snapshot
 from .scenario import Result, create_app, members_alive, poll, settle

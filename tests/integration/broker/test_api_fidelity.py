@@ -10,11 +10,11 @@ import httpx
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
 
-from .harness import ADMIN, SECRET, cluster, machine
+from .broker_kit import ADMIN, SECRET, in_process_cluster, machine
 
 
 async def test_an_orgs_machines_across_its_apps_filtered_and_paged(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_broker()
         async with c.api() as api:
@@ -85,7 +85,7 @@ async def test_an_orgs_machines_across_its_apps_filtered_and_paged(tmp_path: Pat
 
 
 async def test_ip_assignments_are_recorded_listed_and_removed(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_broker()
         async with c.api() as api:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness import cluster, machine
+from .broker_kit import in_process_cluster, machine
 
 
 async def test_deleting_an_app_destroys_a_leased_machine_and_answers_202(
         tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         worker = await c.add_worker("ams-1")
         await c.add_broker()
         async with c.api() as api:
@@ -33,7 +33,7 @@ async def test_deleting_an_app_destroys_a_leased_machine_and_answers_202(
 
 async def test_an_unreachable_worker_makes_app_delete_a_503_and_keeps_the_app(
         tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         worker = await c.add_worker("ams-1")
         await c.add_broker()
         async with c.api() as api:

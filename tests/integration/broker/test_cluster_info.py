@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness import cluster
+from .broker_kit import in_process_cluster
 
 
 async def test_any_token_learns_the_registry_and_no_token_does_not(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_broker(image_registry="127.0.0.1:5999")
         async with c.api() as admin:
@@ -25,7 +25,7 @@ async def test_any_token_learns_the_registry_and_no_token_does_not(tmp_path: Pat
 
 
 async def test_a_cluster_without_a_registry_says_so(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_broker()
         async with c.api() as admin:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .harness import ADMIN, cluster
-from .lifecycle import full_lifecycle
-from .spec_client import SpecClient
+from .broker_kit import ADMIN, in_process_cluster
+from .lifecycle_scenario import full_lifecycle
+from .spec_client_kit import SpecClient
 
 CONFIG = {"image": "registry.local/web:1", "guest": {"cpu_kind": "shared", "cpus": 1,
                                                     "memory_mb": 256},
@@ -21,7 +21,7 @@ CONFIG = {"image": "registry.local/web:1", "guest": {"cpu_kind": "shared", "cpus
 
 
 async def test_the_full_lifecycle_with_a_client_written_from_the_spec(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_worker("ams-2")
         c.follow()
@@ -50,7 +50,7 @@ def plain(url: str, method: str, path: str, body: object = None,
 
 
 async def test_plain_http_and_every_error_has_the_error_shape(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         broker = await c.add_broker()
         url = broker.url

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .fuzzkit import TALLY, error_problem, served_cluster
-from .harness import ADMIN
+from .broker_kit import ADMIN
+from .fuzz_kit import TALLY, error_problem, served_cluster
 
 EXAMPLES = int(os.environ.get("BODEGA_FUZZ_EXAMPLES", "2"))
 

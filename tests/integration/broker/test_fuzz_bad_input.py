@@ -19,8 +19,8 @@ import pytest
 from bodega.wire.http import MAX_BODY, MAX_DEPTH
 from bodega.worker import queries, volume_queries
 
-from .fuzzkit import Target, admin_headers, error_problem, run_on, served_cluster
-from .harness import MACHINE, Cluster
+from .broker_kit import MACHINE, Cluster
+from .fuzz_kit import Target, admin_headers, error_problem, run_on, served_cluster
 
 
 @dataclass

@@ -42,8 +42,8 @@ from schemathesis.specs.openapi.checks import (
 
 from bodega.broker.openapi import OPERATIONS, openapi_document
 
-from .fuzzkit import REQUEST_TIMEOUT, TALLY, Target, error_problem, served_cluster
-from .harness import ADMIN
+from .broker_kit import ADMIN
+from .fuzz_kit import REQUEST_TIMEOUT, TALLY, Target, error_problem, served_cluster
 
 EXAMPLES = int(os.environ.get("BODEGA_FUZZ_EXAMPLES", "2"))
 FLY_DOCUMENT = Path(__file__).with_name("fly-machines-openapi.json")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness import cluster, machine
+from .broker_kit import in_process_cluster, machine
 
 
 async def test_machines_and_volumes_on_an_unreachable_worker_say_so(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_broker()
         c.catalog.set_status("ams-1", "alive")

@@ -7,12 +7,12 @@ from pathlib import Path
 from bodega.broker.catalog import MemoryCatalog
 from bodega.model.ids import MARK_DIGITS, worker_mark
 
-from .harness import cluster, machine
+from .broker_kit import in_process_cluster, machine
 
 
 async def test_a_machine_made_through_another_broker_is_found_before_its_row_arrives(
         tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         for name in ("ams-1", "ams-2", "ams-3"):
             await c.add_worker(name)
         await c.add_broker()

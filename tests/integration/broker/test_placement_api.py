@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from .harness import ADMIN, cluster, machine
+from .broker_kit import ADMIN, in_process_cluster, machine
 
 
 async def test_create_is_placed_and_read_back_at_once(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_broker()
         async with c.api() as api:
@@ -34,7 +34,7 @@ async def test_create_is_placed_and_read_back_at_once(tmp_path: Path) -> None:
 
 
 async def test_concurrent_creates_get_exactly_what_fits_and_clean_errors(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         for name in ("ams-1", "ams-2"):
             await c.add_worker(name, cpus=8, memory_mb=65536)
         c.follow()
@@ -63,7 +63,7 @@ async def test_concurrent_creates_get_exactly_what_fits_and_clean_errors(tmp_pat
 
 
 async def test_regions_are_tried_in_order_and_never_beyond(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1", cpus=1, memory_mb=1024)
         await c.add_worker("syd-1", region="syd")
         await c.add_broker()
@@ -89,7 +89,7 @@ async def test_regions_are_tried_in_order_and_never_beyond(tmp_path: Path) -> No
 
 async def test_a_region_without_workers_is_named_one_whose_workers_are_down_says_so(
         tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_worker("fra-1", region="fra")
         await c.add_worker("lhr-1", region="lhr")
@@ -126,7 +126,7 @@ async def test_a_region_without_workers_is_named_one_whose_workers_are_down_says
 
 
 async def test_every_placement_can_be_explained(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_worker("ams-2", memory_mb=512)
         await c.add_worker("ams-3")
@@ -171,7 +171,7 @@ async def test_every_placement_can_be_explained(tmp_path: Path) -> None:
 async def test_idempotent_creates_return_the_same_machine_even_on_another_broker(
     tmp_path: Path,
 ) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_worker("ams-2")
         await c.add_broker()
@@ -205,7 +205,7 @@ async def test_idempotent_creates_return_the_same_machine_even_on_another_broker
 
 
 async def test_a_volume_pins_its_machine_and_a_full_host_says_so(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1", cpus=8)
         await c.add_worker("ams-2", cpus=8)
         await c.add_worker("syd-1", region="syd", cpus=1, memory_mb=512)
@@ -241,7 +241,7 @@ async def test_a_volume_pins_its_machine_and_a_full_host_says_so(tmp_path: Path)
 
 
 async def test_app_tokens_see_only_their_app(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_broker()
         async with c.api() as admin:
@@ -268,7 +268,7 @@ async def test_app_tokens_see_only_their_app(tmp_path: Path) -> None:
 
 
 async def test_hedged_placement_leaves_no_reservation_behind(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1", cpus=2)
         await c.add_worker("ams-2", cpus=2)
         c.follow()

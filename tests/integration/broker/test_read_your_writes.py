@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from .harness import cluster, machine
+from .broker_kit import in_process_cluster, machine
 
 AFTER = {"stop": {"stopping", "stopped"}, "start": {"starting", "started"},
          "delete": {"destroying", "destroyed"}}
@@ -21,7 +21,7 @@ async def listed_state(api: httpx.AsyncClient, app: str, machine_id: str) -> str
 
 async def test_lists_show_each_answered_change_at_once_and_ignore_stale_view_rows(
         tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         await c.add_broker()
         async with c.api() as api:
@@ -56,7 +56,7 @@ async def test_lists_show_each_answered_change_at_once_and_ignore_stale_view_row
 
 
 async def test_a_late_answer_never_replaces_a_newer_doc(tmp_path: Path) -> None:
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1")
         broker = await c.add_broker()
         async with c.api() as api:

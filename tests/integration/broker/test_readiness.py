@@ -15,10 +15,10 @@ import httpx
 
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
-from tests.integration.procs import SECRET, worker_daemon
-from tests.integration.registry.nodekit import until
+from tests.integration.daemon_kit import SECRET, worker_daemon
+from tests.integration.registry.node_kit import until
 
-from .harness import ADMIN, machine
+from .broker_kit import ADMIN, machine
 
 DEADLINE = 90.0
 

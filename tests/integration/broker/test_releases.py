@@ -12,7 +12,7 @@ from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cluster.ports import free_udp_ports
 
-from .harness import ADMIN, SECRET
+from .broker_kit import ADMIN, SECRET
 
 BASE = "/v1/apps/web/releases"
 

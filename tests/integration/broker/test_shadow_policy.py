@@ -11,14 +11,14 @@ import pytest
 
 from bodega.worker import queries
 
-from .harness import cluster, machine
+from .broker_kit import in_process_cluster, machine
 
 BIG = {"config": {"guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 4096}}}
 
 
 async def _place(tmp: Path, creates: int, **broker: Any) -> list[str]:
     """Create machines on a small (16 GB) and a big (64 GB) worker; where each landed."""
-    async with cluster(tmp) as c:
+    async with in_process_cluster(tmp) as c:
         await c.add_worker("ams-1", memory_mb=16384)
         await c.add_worker("ams-2", memory_mb=65536)
         c.follow()

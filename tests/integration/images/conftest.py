@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.leftovers import sweep_under
+from tests.leftovers_kit import sweep_under
 
 
 def pids_under(path: Path) -> list[int]:

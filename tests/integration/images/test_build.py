@@ -14,7 +14,7 @@ from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient
 from bodega.worker.images.store import ImageStore
 
-from .imagekit import BUSYBOX, needs_image_tools, registry
+from .image_kit import BUSYBOX, needs_image_tools, registry
 
 pytestmark = [needs_image_tools,
               pytest.mark.skipif(shutil.which("buildah") is None, reason="needs buildah")]

@@ -8,8 +8,8 @@ from pathlib import Path
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 
-from ..procs import SECRET, worker_daemon
-from .imagekit import build_image, needs_image_tools, registry
+from ..daemon_kit import SECRET, worker_daemon
+from .image_kit import build_image, needs_image_tools, registry
 from .test_image_machines import fetch, image_machine, worker_args
 
 pytestmark = needs_image_tools

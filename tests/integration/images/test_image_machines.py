@@ -11,8 +11,8 @@ import httpx
 
 from bodega.wire.worker_client import WorkerClient
 
-from ..procs import running_worker
-from .imagekit import build_image, needs_image_tools, registry
+from ..daemon_kit import running_worker_daemon
+from .image_kit import build_image, needs_image_tools, registry
 
 pytestmark = needs_image_tools
 
@@ -53,7 +53,7 @@ def mounts() -> str:
 async def test_an_image_machine_serves_runs_exec_and_shares_its_base(tmp_path: Path) -> None:
     async with registry(tmp_path) as host:
         image = build_image(tmp_path, host, "test/web:v1")
-        async with running_worker(tmp_path, **worker_args(host)) as (_daemon, client):
+        async with running_worker_daemon(tmp_path, **worker_args(host)) as (_daemon, client):
             first = await image_machine(client, image)
             assert first["state"] == "started", first
             page = await fetch(f"http://{first['private_ip']}:8080/index.html")

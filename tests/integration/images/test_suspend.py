@@ -17,7 +17,7 @@ from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient
 from bodega.worker.images.store import ImageStore
 
-from .imagekit import build_image, free_port, needs_image_tools, registry
+from .image_kit import build_image, free_port, needs_image_tools, registry
 from .test_image_machines import fetch
 
 pytestmark = needs_image_tools

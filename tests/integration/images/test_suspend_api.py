@@ -13,8 +13,8 @@ import httpx
 
 from bodega.wire.worker_client import WorkerClient
 
-from ..procs import running_worker
-from .imagekit import build_image, needs_image_tools, registry
+from ..daemon_kit import running_worker_daemon
+from .image_kit import build_image, needs_image_tools, registry
 from .test_image_machines import fetch, image_machine, worker_args
 
 pytestmark = needs_image_tools
@@ -36,7 +36,7 @@ async def ps_pids(client: WorkerClient, mid: str) -> list[int]:
 async def test_suspend_and_resume_of_image_and_process_machines(tmp_path: Path) -> None:
     async with registry(tmp_path) as host:
         image = build_image(tmp_path, host, "test/nap:v1")
-        async with running_worker(tmp_path, **worker_args(host)) as (_daemon, client):
+        async with running_worker_daemon(tmp_path, **worker_args(host)) as (_daemon, client):
             machine = await image_machine(client, image)
             mid = machine["id"]
             url = f"http://{machine['private_ip']}:8080/index.html"

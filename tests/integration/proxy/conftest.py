@@ -1,10 +1,10 @@
-"""Every proxy integration test runs on both data planes (see ``planes.py``)."""
+"""Every proxy integration test runs on both data planes (see ``plane_kit.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from .planes import PLANES
+from .plane_kit import PLANES
 
 
 @pytest.fixture(params=PLANES)

@@ -19,7 +19,7 @@ from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 
-from .planes import serving
+from .plane_kit import serving
 from .test_forwarding import Machine, machine_doc
 
 CLIENTS = 32

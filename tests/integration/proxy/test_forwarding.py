@@ -3,7 +3,7 @@
 Machines here are plain asyncio HTTP servers on loopback, put straight into
 the routing table; the cluster tests run the same path against real workers.
 Every test runs on both data planes (bodega's own, and HAProxy with bodega's
-proxy as its activator): see ``planes.py``.
+proxy as its activator): see ``plane_kit.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 
-from .planes import Serving, serving
+from .plane_kit import Serving, serving
 
 
 @dataclass

@@ -27,7 +27,7 @@ from bodega.proxy.wake import Waker
 from bodega.runtime.serve import serve
 from bodega.wire.worker_client import WorkerClient
 
-from .planes import serving
+from .plane_kit import serving
 from .test_forwarding import Machine, machine_doc
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from bodega.registry import RegistryNode, RowChange, subscribe_http
 from bodega.runtime.keys import internal_token
-from tests.integration.registry.nodekit import SECRET, Nodes, until
+from tests.integration.registry.node_kit import SECRET, Nodes, until
 
 
 @pytest.fixture

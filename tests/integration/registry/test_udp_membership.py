@@ -18,7 +18,7 @@ from bodega.registry.membership import Membership, MembershipConfig
 from bodega.registry.messages import Item, Ping, decode
 from bodega.registry.outputs import Delivered, Event
 from bodega.registry.transport import MemoryNetwork, Receiver, Transport, UdpTransport
-from tests.integration.registry.nodekit import FAST, SECRET, until
+from tests.integration.registry.node_kit import FAST, SECRET, until
 
 
 class Nodes:

@@ -11,8 +11,8 @@ import pytest
 
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
-from tests.integration.procs import SECRET, Daemon, worker_daemon
-from tests.integration.registry.nodekit import Nodes, until
+from tests.integration.daemon_kit import SECRET, Daemon, worker_daemon
+from tests.integration.registry.node_kit import Nodes, until
 
 MACHINE = {"app": "web", "config": {"image": "nginx", "guest": {
     "cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}}

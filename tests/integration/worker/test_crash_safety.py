@@ -26,9 +26,9 @@ from bodega.wire.worker_client import WorkerClient
 from bodega.worker.drivers.process.parking import PARK_NAME
 from bodega.worker.fsm import FSMS
 from bodega.worker.network import NetnsNetwork, run
-from tests.leftovers import names_of
+from tests.leftovers_kit import names_of
 
-from .crashkit import crash_worker, environ_of, machine_config, program_pids, until
+from .crash_kit import crash_worker, environ_of, machine_config, program_pids, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the process driver test needs root")
 

@@ -12,7 +12,7 @@ import pytest
 
 from bodega.wire.worker_client import WorkerClient
 
-from .crashkit import crash_worker, until
+from .crash_kit import crash_worker, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="per-machine namespaces need root")
 

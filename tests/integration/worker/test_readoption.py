@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .crashkit import crash_worker, machine_config, program_pids, until
+from .crash_kit import crash_worker, machine_config, program_pids, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the process driver test needs root")
 

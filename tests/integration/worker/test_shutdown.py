@@ -19,7 +19,7 @@ import pytest
 
 from bodega.wire.worker_client import WorkerClient
 
-from .crashkit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
+from .crash_kit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the process driver's netns needs root")
 

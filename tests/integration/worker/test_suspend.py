@@ -20,10 +20,10 @@ import pytest
 
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
 from bodega.wire.worker_client import WorkerClient
-from tests.leftovers import names_of
+from tests.leftovers_kit import names_of
 
-from ..procs import running_worker
-from .crashkit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
+from ..daemon_kit import running_worker_daemon
+from .crash_kit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not Path("/sys/fs/cgroup/freezer").is_dir(),
@@ -147,7 +147,7 @@ async def test_suspend_refusals_use_the_api_error_shape(tmp_path: Path) -> None:
 
 
 async def test_a_driver_without_suspend_answers_400(tmp_path: Path) -> None:
-    async with running_worker(tmp_path) as (_daemon, client):
+    async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine({"app": "a", "config": {"image": "x"}})
         await client.wait(machine["id"], "started", timeout=30)
         with pytest.raises(BadRequest) as refused:

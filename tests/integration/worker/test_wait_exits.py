@@ -15,7 +15,7 @@ import pytest
 from bodega.model.errors import NotFound
 from bodega.wire.worker_client import WorkerClient
 
-from .crashkit import CrashWorker, crash_worker
+from .crash_kit import CrashWorker, crash_worker
 
 WAIT_TIMEOUT = 30  # what the client asks for
 PROMPTLY = 10.0  # what the test allows: well under WAIT_TIMEOUT, generous on a busy host

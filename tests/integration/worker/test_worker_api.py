@@ -13,13 +13,13 @@ from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout, Unautho
 from bodega.wire.worker_calls import Reservation
 from bodega.wire.worker_client import WorkerClient
 
-from ..procs import running_worker
+from ..daemon_kit import running_worker_daemon
 
 CONFIG = {"image": "app:1", "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}
 
 
 async def test_every_route_but_health_needs_the_cluster_token(tmp_path: Path) -> None:
-    async with running_worker(tmp_path) as (daemon, _client):
+    async with running_worker_daemon(tmp_path) as (daemon, _client):
         async with httpx.AsyncClient() as http:
             assert (await http.get(daemon.url + "/v1/health")).status_code == 200
             for path in ("/v1/capacity", "/v1/machines", "/metrics"):
@@ -33,7 +33,7 @@ async def test_every_route_but_health_needs_the_cluster_token(tmp_path: Path) ->
 
 
 async def test_bad_input_gets_the_error_shape_never_a_500(tmp_path: Path) -> None:
-    async with running_worker(tmp_path) as (daemon, client):
+    async with running_worker_daemon(tmp_path) as (daemon, client):
         headers = client.headers
         async with httpx.AsyncClient() as http:
             cases = [
@@ -57,7 +57,7 @@ async def test_bad_input_gets_the_error_shape_never_a_500(tmp_path: Path) -> Non
 
 async def test_concurrent_reservations_never_exceed_capacity(tmp_path: Path) -> None:
     # 4 cpus x ratio 4 = 16 shared-cpu-1x by cpu; 4096 MB / 256 = 16 by memory.
-    async with running_worker(tmp_path) as (_daemon, client):
+    async with running_worker_daemon(tmp_path) as (_daemon, client):
         ask = Ask(cpu_kind="shared", cpus=1, memory_mb=256)
         results = await asyncio.gather(
             *(client.reserve("app", ask, ttl=60) for _ in range(200)), return_exceptions=True
@@ -75,7 +75,7 @@ async def test_concurrent_reservations_never_exceed_capacity(tmp_path: Path) -> 
 
 
 async def test_unclaimed_reservations_expire_by_themselves(tmp_path: Path) -> None:
-    async with running_worker(tmp_path, memory_mb=256) as (_daemon, client):
+    async with running_worker_daemon(tmp_path, memory_mb=256) as (_daemon, client):
         await client.reserve("app", Ask(cpus=1, memory_mb=256), ttl=0.3)
         with pytest.raises(Conflict):
             await client.reserve("app", Ask(cpus=1, memory_mb=256), ttl=0.3)
@@ -91,7 +91,7 @@ async def test_unclaimed_reservations_expire_by_themselves(tmp_path: Path) -> No
 
 
 async def test_machine_lifecycle_over_http(tmp_path: Path) -> None:
-    async with running_worker(tmp_path) as (_daemon, client):
+    async with running_worker_daemon(tmp_path) as (_daemon, client):
         reservation = await client.reserve("web", Ask(cpus=1, memory_mb=256), ttl=30)
         machine = await client.create_machine(
             {"app": "web", "config": CONFIG, "reservation_id": reservation.id,
@@ -125,7 +125,7 @@ async def test_machine_lifecycle_over_http(tmp_path: Path) -> None:
 
 
 async def test_leases_over_http_use_the_success_envelope(tmp_path: Path) -> None:
-    async with running_worker(tmp_path) as (_daemon, client):
+    async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine({"app": "web", "config": CONFIG})
         mid = machine["id"]
         lease = await client.call("POST", mid, "lease", json={"ttl": 30})
@@ -143,7 +143,7 @@ async def test_leases_over_http_use_the_success_envelope(tmp_path: Path) -> None
 
 
 async def test_metrics_are_served(tmp_path: Path) -> None:
-    async with running_worker(tmp_path) as (daemon, client):
+    async with running_worker_daemon(tmp_path) as (daemon, client):
         await client.reserve("app", Ask(cpus=1, memory_mb=256), ttl=30)
         async with httpx.AsyncClient() as http:
             text = (await http.get(daemon.url + "/metrics", headers=client.headers)).text
@@ -152,7 +152,7 @@ async def test_metrics_are_served(tmp_path: Path) -> None:
 
 async def test_delete_with_lease_override_destroys_a_leased_machine(tmp_path: Path) -> None:
     # The broker's app delete destroys every machine of the app, whoever holds a lease.
-    async with running_worker(tmp_path) as (_daemon, client):
+    async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine({"app": "web", "config": CONFIG})
         mid = machine["id"]
         await client.wait(mid, "started", timeout=10)

@@ -12,7 +12,7 @@ import pytest
 from bodega.model.errors import BadRequest
 from bodega.wire.worker_calls import CreateMachineBody
 
-from ..procs import running_worker
+from ..daemon_kit import running_worker_daemon
 
 CONFIG = {"image": "app:1", "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}
 
@@ -20,7 +20,7 @@ CONFIG = {"image": "app:1", "guest": {"cpu_kind": "shared", "cpus": 1, "memory_m
 async def test_a_misspelled_create_field_is_a_400_naming_it_and_creates_nothing(
     tmp_path: Path,
 ) -> None:
-    async with running_worker(tmp_path) as (_daemon, client):
+    async with running_worker_daemon(tmp_path) as (_daemon, client):
         body = {"app": "web", "config": CONFIG, "skip_lanch": True}
         with pytest.raises(BadRequest) as raised:
             await client.request("POST", "/v1/machines", json=body)
@@ -39,7 +39,7 @@ async def test_a_misspelled_create_field_is_a_400_naming_it_and_creates_nothing(
 async def test_misspelled_fields_on_machine_calls_are_400s(
     tmp_path: Path, method: str, action: str, body: dict[str, Any],
 ) -> None:
-    async with running_worker(tmp_path) as (_daemon, client):
+    async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine({"app": "web", "config": CONFIG,
                                                "skip_launch": True})
         misspelled = next(k for k in body if k not in ("signal", "ttl", "config", "metadata"))
@@ -79,7 +79,7 @@ async def test_a_create_sent_as_pydantics_bytes_keeps_its_placement_record_verba
     encoded = wire_bytes(body)
     assert encoded is not None
     assert json.loads(encoded) == body.model_dump(mode="json", exclude_none=True)
-    async with running_worker(tmp_path) as (_daemon, client):
+    async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine(body)
         assert await client.call("GET", machine["id"], "placement") == record
 
@@ -104,7 +104,7 @@ async def test_a_create_sent_straight_to_the_worker_is_checked_in_one_pass(
     answers anything malformed with a 400 in the error shape, never a 500."""
     import httpx
 
-    async with running_worker(tmp_path) as (daemon, client):
+    async with running_worker_daemon(tmp_path) as (daemon, client):
         async with httpx.AsyncClient() as http:
             response = await http.post(daemon.url + "/v1/machines", content=body,
                                        headers=client.headers)

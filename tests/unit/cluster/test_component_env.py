@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bodega.cluster.components import component_env
 from bodega.cluster.config import ClusterConfig
-from bodega.cluster.supervisor import component_env
 
 CONFIG = ClusterConfig(data_dir=Path("/nowhere"), token="admin-token", cluster_secret="secret")
 # `bodega up` run with the token exported, and a stale secret left in the shell.

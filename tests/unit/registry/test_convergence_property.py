@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from bodega.registry.hlc import Stamp
 from bodega.registry.replica import Replica
 from bodega.registry.rows import Row, merge
-from tests.unit.registry.rowkit import app_doc, machine_doc, replica, worker_doc
+from tests.unit.registry.row_kit import app_doc, machine_doc, replica, worker_doc
 
 WRITERS = ("a", "b", "c")
 REPLICAS = ("r1", "r2", "r3")

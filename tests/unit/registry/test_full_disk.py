@@ -9,7 +9,7 @@ import pytest
 
 from bodega.registry.replica import Replica
 from bodega.registry.view import View
-from tests.unit.registry.rowkit import Wall, app_doc, replica
+from tests.unit.registry.row_kit import Wall, app_doc, replica
 
 
 def full(view: View) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from bodega.registry.members import EventKind, Status, change_kind, supersedes
 
-from .harness import rec
+from .swim_kit import rec
 
 A, S, D, L = Status.ALIVE, Status.SUSPECT, Status.DEAD, Status.LEFT
 

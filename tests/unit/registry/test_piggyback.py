@@ -12,7 +12,7 @@ from bodega.registry.members import MAX_META_BYTES, MemberRecord, Role, Status
 from bodega.registry.messages import Direct, Item, Ping, encode
 from bodega.registry.outputs import ItemTooLarge, UnknownMember
 
-from .harness import addr_of, delivered, learn, node, rec, sends, tick_until
+from .swim_kit import addr_of, delivered, learn, node, rec, sends, tick_until
 
 QUIET = SwimConfig(probe_interval=1000.0, push_pull_interval=1000.0)
 

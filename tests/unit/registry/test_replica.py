@@ -9,7 +9,7 @@ from bodega.registry.known import Known
 from bodega.registry.ledger import bucket_of
 from bodega.registry.replica import Replica
 from bodega.registry.view import View
-from tests.unit.registry.rowkit import (
+from tests.unit.registry.row_kit import (
     EPOCH,
     Wall,
     app_doc,

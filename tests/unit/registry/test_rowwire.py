@@ -29,7 +29,7 @@ from bodega.registry.rowwire import (
     row_item,
     row_json,
 )
-from tests.unit.registry.rowkit import machine_doc, row, worker_doc
+from tests.unit.registry.row_kit import machine_doc, row, worker_doc
 
 PAYLOAD_BUDGET = 1384  # a 1400-byte packet less its auth tag
 

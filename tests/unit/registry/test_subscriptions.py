@@ -9,7 +9,7 @@ import pytest
 from bodega.registry.feed import FeedLagged
 from bodega.registry.replica import Change
 from bodega.registry.subscriptions import RowChange, Subscriptions, normalize_filters
-from tests.unit.registry.rowkit import machine_doc, replica, row
+from tests.unit.registry.row_kit import machine_doc, replica, row
 
 
 def drain(feed: object) -> list[RowChange]:

@@ -11,7 +11,7 @@ from bodega.registry.members import EventKind, Status
 from bodega.registry.messages import Ack, Message, Nack, Ping, PingReq, Sync, encode
 from bodega.registry.outputs import Send
 
-from .harness import (
+from .swim_kit import (
     ack,
     addr_of,
     bodies,

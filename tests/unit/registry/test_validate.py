@@ -10,7 +10,7 @@ from bodega.registry.hlc import Stamp
 from bodega.registry.replica import InvalidRow
 from bodega.registry.rows import Row
 from bodega.registry.validate import MAX_DOC_BYTES, problem
-from tests.unit.registry.rowkit import (
+from tests.unit.registry.row_kit import (
     app_doc,
     machine_doc,
     metrics,

@@ -31,7 +31,7 @@ def make_worker(config: WorkerConfig) -> tuple[Worker, FakeDriver]:
 
 
 @contextlib.asynccontextmanager
-async def running_worker(config: WorkerConfig) -> AsyncIterator[tuple[Worker, FakeDriver]]:
+async def in_process_worker(config: WorkerConfig) -> AsyncIterator[tuple[Worker, FakeDriver]]:
     """A recovered worker with a fake driver and host networking, closed on the way out."""
     w, driver = make_worker(config)
     await w.network.setup()
@@ -45,5 +45,5 @@ async def running_worker(config: WorkerConfig) -> AsyncIterator[tuple[Worker, Fa
 @pytest.fixture
 async def worker(tmp_path: Path) -> AsyncIterator[tuple[Worker, FakeDriver]]:
     """A worker with a fake driver and host networking, not serving HTTP."""
-    async with running_worker(worker_config(tmp_path)) as pair:
+    async with in_process_worker(worker_config(tmp_path)) as pair:
         yield pair

@@ -25,7 +25,7 @@ from bodega.worker.ledger import CapacityRejected
 from bodega.worker.machines import CreateRequest
 from bodega.worker.store import Store
 
-from .conftest import running_worker, worker_config
+from .conftest import in_process_worker, worker_config
 
 W = tuple[Worker, FakeDriver]
 
@@ -141,7 +141,7 @@ async def test_a_failed_commit_fails_every_create_of_the_group_and_keeps_none(
     tmp_path: Path,
 ) -> None:
     with small_disk(tmp_path / "disk") as disk:
-        async with running_worker(worker_config(disk)) as (w, _):
+        async with in_process_worker(worker_config(disk)) as (w, _):
             kept = await together(w, request())
             await w.machines.settle()
             filler = fill(disk)

@@ -16,7 +16,7 @@ from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.health import HealthChecks
 from bodega.worker.machines import CreateRequest
-from tests.unit.worker.conftest import running_worker, worker_config
+from tests.unit.worker.conftest import in_process_worker, worker_config
 
 W = tuple[Worker, FakeDriver]
 TCP = {"type": "tcp", "port": 5432, "interval": "5s", "grace_period": "60s"}
@@ -25,7 +25,7 @@ TCP = {"type": "tcp", "port": 5432, "interval": "5s", "grace_period": "60s"}
 @pytest.fixture
 async def big(tmp_path: Path) -> AsyncIterator[W]:
     """A worker with room for every machine below."""
-    async with running_worker(worker_config(
+    async with in_process_worker(worker_config(
             tmp_path, totals=Totals(cpus=8, memory_mb=4096, disk_gb=10))) as pair:
         yield pair
 

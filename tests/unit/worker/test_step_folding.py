@@ -21,7 +21,7 @@ from bodega.worker.drivers.null import NullDriver
 from bodega.worker.machines import CreateRequest
 from bodega.worker.network import HostNetwork
 
-from .conftest import running_worker, worker_config
+from .conftest import in_process_worker, worker_config
 
 CONFIG = MachineConfig.model_validate({"image": "app:1", "guest": {"cpus": 1, "memory_mb": 256}})
 
@@ -84,7 +84,7 @@ async def test_a_launched_null_machine_still_starts(null_worker: Worker) -> None
 
 
 async def test_a_driver_that_prepares_keeps_its_prepare_step(tmp_path: Path) -> None:
-    async with running_worker(worker_config(tmp_path)) as (w, driver):
+    async with in_process_worker(worker_config(tmp_path)) as (w, driver):
         commits = Commits(w)
         row, _ = await w.machines.create(CreateRequest(app="web", config=CONFIG,
                                                        region="ams", skip_launch=True))
@@ -98,7 +98,7 @@ async def test_a_driver_that_prepares_keeps_its_prepare_step(tmp_path: Path) -> 
 async def test_an_armed_failpoint_keeps_its_step_apart(tmp_path: Path) -> None:
     # A crash test that arms a failpoint at a no-op step must reach that instant, so that
     # step is performed and committed on its own.
-    async with running_worker(worker_config(tmp_path)) as (w, _driver):
+    async with in_process_worker(worker_config(tmp_path)) as (w, _driver):
         reached = RecordedFailpoints(frozenset({("create_machine", "attach_network", "after")}))
         w.runner.failpoints = reached
         commits = Commits(w)

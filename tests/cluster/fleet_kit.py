@@ -21,7 +21,7 @@ import httpx
 from bodega.cluster import cleanup
 from bodega.runtime.cluster_id import new as new_cluster_id
 from bodega.runtime.keys import internal_token
-from tests.integration.procs import SECRET, Daemon
+from tests.integration.daemon_kit import SECRET, Daemon
 
 TOKEN = "fleet-admin-token"
 # A program for machines: answers every GET with its machine id and who it was asked for.

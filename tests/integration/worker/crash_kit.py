@@ -18,9 +18,9 @@ from typing import Any
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 from bodega.worker.network import NetnsNetwork
-from tests.leftovers import names_of, sweep_data_dir
+from tests.leftovers_kit import names_of, sweep_data_dir
 
-from ..procs import SECRET, Daemon, worker_argv
+from ..daemon_kit import SECRET, Daemon, worker_argv
 
 PY = sys.executable
 _subnets = itertools.count(1)

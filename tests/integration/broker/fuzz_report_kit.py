@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.broker.fuzzkit import TALLY
+from tests.integration.broker.fuzz_kit import TALLY
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -20,7 +20,7 @@ def free_port() -> int:
 async def unwire(data_dir: Path) -> None:
     """Remove whatever the stopped cluster of ``data_dir`` left on the host (a stop cut short
     by a failed test); `bodega up` that stops as it should has left nothing."""
-    from tests.leftovers import sweep_data_dir  # the kit itself needs nothing of bodega
+    from tests.leftovers_kit import sweep_data_dir  # the kit itself needs nothing of bodega
 
     await sweep_data_dir(data_dir)
 

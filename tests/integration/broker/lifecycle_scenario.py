@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from .spec_client import ApiError, SpecClient
+from .spec_client_kit import ApiError, SpecClient
 
 
 async def full_lifecycle(fly: SpecClient, app: str, config: dict[str, Any]) -> None:

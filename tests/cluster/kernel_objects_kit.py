@@ -21,7 +21,7 @@ from pathlib import Path
 
 CGROUP = Path("/sys/fs/cgroup")
 RUN = Path("/run/bodega")
-# Names other bodega clusters (any version) and the test kits (tests/cluster/netns.py) give
+# Names other bodega clusters (any version) and the test kits (tests/cluster/netns_kit.py) give
 # their objects: a change in one of these, not carrying our marks, is someone else's doing.
 FOREIGN_NAME = re.compile(r"^(bodega-|bdg|bv|btb|btv|bdgt-)")
 

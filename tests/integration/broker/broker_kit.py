@@ -105,7 +105,8 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def cluster(tmp: Path) -> AsyncIterator[Cluster]:
+async def in_process_cluster(tmp: Path) -> AsyncIterator[Cluster]:
+    """Brokers and workers as objects in the test's event loop; add them with ``add_*``."""
     c = Cluster(tmp)
     try:
         yield c

@@ -93,6 +93,7 @@ def worker_argv(data_dir: Path, ready: Path, *, name: str = "w1", region: str = 
 
 
 def worker_daemon(tmp: Path, name: str = "w1", **kw: object) -> Daemon:
+    """A ``bodega worker`` process, not started yet (``await worker_daemon(...).start()``)."""
     return Daemon(
         argv=worker_argv(tmp / name, tmp / f"{name}.ready.json", name=name, **kw),  # type: ignore[arg-type]
         ready_file=tmp / f"{name}.ready.json", log_file=tmp / f"{name}.log",
@@ -100,7 +101,13 @@ def worker_daemon(tmp: Path, name: str = "w1", **kw: object) -> Daemon:
 
 
 @contextlib.asynccontextmanager
-async def running_worker(tmp: Path, **kw: object) -> AsyncIterator[tuple[Daemon, WorkerClient]]:
+async def running_worker_daemon(tmp: Path,
+                                **kw: object) -> AsyncIterator[tuple[Daemon, WorkerClient]]:
+    """A started ``bodega worker`` process and a client of its API, stopped on the way out.
+
+    Its own process, unlike ``tests/unit/worker``'s ``in_process_worker`` (a ``Worker``
+    object in the test's event loop).
+    """
     daemon = await worker_daemon(tmp, **kw).start()  # type: ignore[arg-type]
     client = WorkerClient(daemon.url, internal_token(SECRET))
     try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-from .harness import ADMIN, Cluster, machine
+from .broker_kit import ADMIN, Cluster, machine
 
 # Per request: no bodega route should take longer than this (a /wait is aimed at with a
 # short timeout of its own); a request that does counts as a hang.

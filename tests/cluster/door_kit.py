@@ -1,6 +1,6 @@
 """A real ``bodega up`` to knock on, and what the door tests need to knock with.
 
-``running_cluster`` starts the whole local cluster (process driver, as root)
+``up_cluster_with_apps`` starts the whole local cluster (process driver, as root)
 in a temporary data dir with free ports, gives it two apps, a deploy token
 for one of them and a machine in each, and stops everything afterwards.
 ``classify`` says what a socket found in /proc is, by asking it, so every
@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 import httpx
 
 from bodega.runtime.keys import internal_token
-from tests.cluster.listeners import Listener
-from tests.leftovers import sweep_data_dir
+from tests.cluster.listener_kit import Listener
+from tests.leftovers_kit import sweep_data_dir
 
 T = TypeVar("T")
 
@@ -96,7 +96,7 @@ def until(check: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
 
 
 @contextmanager
-def running_cluster(tmp: Path) -> Iterator[Cluster]:
+def up_cluster_with_apps(tmp: Path) -> Iterator[Cluster]:
     # Open to everyone like a checkout's .bodega (pytest's own tmp dir is private), so
     # whatever keeps machines out of the cluster's files must be bodega's doing.
     home = Path(tempfile.mkdtemp(prefix="bodega-doors-", dir="/tmp"))

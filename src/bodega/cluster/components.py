@@ -1,0 +1,127 @@
+"""What a local cluster runs: each component's command line, environment and files.
+
+An image registry (when it has a port), the workers (each gossiping on a fixed
+port, joining those before it), one broker and one proxy in the first region.
+Each component is ``bodega <role> ...`` with a ready file and a log file of its
+own; its flags map back to the ``bodega up`` flags that set them, so an error
+it prints can be worded in the user's terms. Secrets go in the environment,
+each only where it is needed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bodega.cluster.config import ClusterConfig
+
+SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_CLUSTER_SECRET")
+
+
+@dataclass
+class Component:
+    role: str
+    name: str
+    region: str
+    argv: list[str]
+    ready_file: Path
+    log_file: Path
+    process: asyncio.subprocess.Process | None = None
+    url: str | None = None
+    restarts: int = 0
+    started_at: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    # The component's own flag -> the ``bodega up`` flag that sets it, to word its errors.
+    flags: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role, "name": self.name, "region": self.region,
+            "pid": self.process.pid if self.process else None, "url": self.url,
+            "restarts": self.restarts, **self.info,
+        }
+
+
+def component_env(inherited: Mapping[str, str], role: str, config: ClusterConfig
+                  ) -> dict[str, str]:
+    """The environment a component starts with.
+
+    Secrets travel in the environment, never on a command line others can
+    read, and each goes only where it is needed: every component gets the
+    cluster secret, only the broker the admin token. ``bodega up`` may itself
+    have been given the token as ``BODEGA_API_TOKEN``; a worker or a proxy
+    that inherited it would hold a key it never uses.
+    """
+    env = {k: v for k, v in inherited.items() if k not in SECRET_VARIABLES}
+    env["BODEGA_CLUSTER_SECRET"] = config.cluster_secret
+    if role == "broker":
+        env["BODEGA_API_TOKEN"] = config.token
+    return env
+
+
+def bodega_argv(*args: str) -> list[str]:
+    return [sys.executable, "-m", "bodega", *args]
+
+
+def components_for(config: ClusterConfig) -> list[Component]:
+    components = []
+    run_dir = config.data_dir / "run"
+    logs = config.data_dir / "logs"
+    nearest = config.regions[0]
+    images: tuple[str, ...] = ()
+    if config.registry_port:  # the image registry first: workers pull from it
+        registry = f"{config.host}:{config.registry_port}"
+        images = ("--image-registry", registry)
+        components.append(Component(
+            "registry", "registry", nearest,
+            bodega_argv("image-registry", "--data-dir", str(config.data_dir / "images"),
+                        "--listen", registry, "--ready-file", str(run_dir / "registry.json"),
+                        "--exit-with-parent"),
+            run_dir / "registry.json", logs / "registry.log",
+            flags={"--listen": "--registry-port"}))
+    for index, (name, region) in enumerate(config.worker_names()):
+        # Every worker gossips on a fixed port; the first joins nobody, each other one
+        # joins through those before it, so any of them still up lets a restarted
+        # worker back in (the first rejoins through the peers it remembers).
+        joins = [config.worker_gossip(i) for i in range(index)]
+        argv = bodega_argv(
+            "worker", "--name", name, "--region", region,
+            "--data-dir", str(config.data_dir / "workers" / name),
+            "--listen", f"{config.host}:0", "--driver", config.driver,
+            "--cpus", str(config.worker_cpus), "--memory-mb", str(config.worker_memory_mb),
+            "--disk-gb", str(config.worker_disk_gb),
+            "--machine-subnet", config.worker_subnet(index),
+            *(("--cluster-id", config.cluster_id) if config.cluster_id else ()),
+            "--stop-machines-on-exit", "--exit-with-parent",
+            "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
+            "--gossip-listen", config.worker_gossip(index),
+            *(("--join", ",".join(joins)) if joins else ()), *images,
+            *config.extra_worker_args,
+        )
+        components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
+                                    logs / f"{name}.log",
+                                    flags={"--gossip-listen": "--gossip-port",
+                                           "--machine-subnet": "--machine-cidr"}))
+    seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
+    # One broker and one proxy, in the first region, joined to the workers' gossip.
+    for role, port, extra, flag in (
+            ("broker", config.api_port, config.extra_broker_args, "--api-port"),
+            ("proxy", config.proxy_port, config.extra_proxy_args, "--proxy-port")):
+        argv = bodega_argv(
+            role, "--name", role, "--region", nearest,
+            "--data-dir", str(config.data_dir / role),
+            "--listen", f"{config.host}:{port}",
+            "--gossip-listen", config.gossip(role), "--join", seeds,
+            "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
+            "--log-level", config.log_level, *extra,
+            # The broker tells clients where the registry is (GET /v1/cluster).
+            *(images if role == "broker" else ()),
+        )
+        components.append(Component(role, role, nearest, argv, run_dir / f"{role}.json",
+                                    logs / f"{role}.log",
+                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port"}))
+    return components

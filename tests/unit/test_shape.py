@@ -1,0 +1,261 @@
+"""The shape of the code, checked on every run: small modules, no import circles, pure cores
+named in the import contract, fewer untyped answers, test kits named one way.
+
+Pure reading: the files under ``src`` and ``tests``, ``pyproject.toml``, and the import
+graph ``grimp`` builds from the source (nothing is imported or run). Each failure names
+every offender, so one run says all there is to fix.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "src"
+PACKAGE = SRC / "bodega"
+TESTS = ROOT / "tests"
+
+MAX_LINES = 300
+
+# Answers and rows still passed as untyped dicts. The ceiling only goes down: typing an
+# answer lowers the count, and the ceiling with it (to the new count) in the same change.
+# It never goes up to let a new one in: a new boundary gets a model.
+UNTYPED_DICT = re.compile(r"dict\[\s*str\s*,\s*Any\s*\]")
+UNTYPED_DICT_CEILING = 336
+
+# Pure by their imports, in a package that holds cores, and still not a core: nothing in
+# them decides anything. Each says why; everything else pure there is named by the contract.
+NOT_CORES = {
+    "bodega.broker.config": "the broker's settings, a frozen dataclass",
+    "bodega.broker.metrics": "metric definitions",
+    "bodega.broker.openapi": "the API document, built from the request models",
+    "bodega.proxy.metrics": "metric definitions",
+    "bodega.proxy.request_ids": "request ids: a clock and random bytes, no decision",
+}
+
+# The cores the charter names: they stay in the contract, whatever else moves.
+NAMED_CORES = ("bodega.model", "bodega.placement", "bodega.sim", "bodega.worker.core",
+               "bodega.deploy.plan", "bodega.proxy.balance")
+
+
+def modules(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.py"))
+
+
+def lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+def test_no_module_is_over_300_lines() -> None:
+    over = {path.relative_to(ROOT).as_posix(): n for path in modules(PACKAGE)
+            if (n := lines(path)) > MAX_LINES}
+    assert not over, (f"{len(over)} modules over {MAX_LINES} lines; split them along a "
+                      "real seam:\n" + "\n".join(f"  {p}: {n} lines"
+                                                 for p, n in sorted(over.items())))
+
+
+# -- import circles ----------------------------------------------------------------------------
+def strongly_connected(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work: list[tuple[str, list[str]]] = [(start, sorted(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, pending = work[-1]
+            if pending:
+                nxt = pending.pop()
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, sorted(graph.get(nxt, ()))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def a_circle(graph: Mapping[str, Iterable[str]], component: list[str]) -> list[str]:
+    """One circle through the component's first module, shortest first, to show the way."""
+    first, members = component[0], set(component)
+    paths = {n: [first, n] for n in graph[first] if n in members}
+    frontier = sorted(paths)
+    while first not in paths:
+        nxt = []
+        for node in frontier:
+            for n in sorted(graph[node]):
+                if n in members and n not in paths:
+                    paths[n] = [*paths[node], n]
+                    nxt.append(n)
+        frontier = nxt
+    return paths[first]
+
+
+def test_the_circle_finder_finds_circles_and_only_them() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"f"}, "f": {"e"},
+             "g": {"g2"}, "g2": set()}
+    assert strongly_connected(graph) == [["a", "b", "c"], ["e", "f"]]
+    assert a_circle(graph, ["a", "b", "c"]) == ["a", "b", "c", "a"]
+
+
+def test_no_import_circle_among_bodega_modules() -> None:
+    """Imports only for type checking count, and so do imports inside functions.
+
+    The pure-core contract leaves type-only imports out because they never run; a circle
+    is about structure, not about what runs: two modules that name each other cannot be
+    read, tested or moved apart, whether or not one of the imports sits under
+    ``TYPE_CHECKING``. A capability that imports its driver for the driver's type and is
+    handed ``self`` is the circle this check exists for; and a type-only import becomes a
+    real one the day the name is needed at run time.
+    """
+    built = grimp.build_graph("bodega", exclude_type_checking_imports=False, cache_dir=None)
+    graph = {m: built.find_modules_directly_imported_by(m) for m in built.modules}
+    circles = strongly_connected(graph)
+    assert not circles, f"{len(circles)} import circles:\n" + "\n".join(
+        f"  {', '.join(c)}\n    e.g. {' -> '.join(a_circle(graph, c))}" for c in circles)
+
+
+# -- pure cores and the import contract ---------------------------------------------------------
+def import_linter() -> dict[str, Any]:
+    settings: dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return dict(settings["tool"]["importlinter"])
+
+
+def purity_contract() -> dict[str, Any]:
+    contracts = [c for c in import_linter()["contracts"] if c["type"] == "forbidden"
+                 and c["source_modules"] and "asyncio" in c["forbidden_modules"]]
+    assert len(contracts) == 1, "expected one contract forbidding I/O to the pure cores"
+    return dict(contracts[0])
+
+
+def covered(module: str, sources: Iterable[str]) -> bool:
+    """A contract names a module itself, or its package (which covers all below it)."""
+    return any(module == s or module.startswith(s + ".") for s in sources)
+
+
+def is_package(module: str) -> bool:
+    return (SRC / module.replace(".", "/") / "__init__.py").exists()
+
+
+def pure_modules(contract: Mapping[str, Any]) -> set[str]:
+    """The bodega modules from which no chain of imports reaches an I/O library.
+
+    The graph is built as import-linter builds it for the contract (type-only imports
+    left out if the settings say so), minus the imports the contract ignores.
+    """
+    forbidden = set(contract["forbidden_modules"])
+    built = grimp.build_graph(
+        "bodega", include_external_packages=True, cache_dir=None,
+        exclude_type_checking_imports=bool(import_linter().get("exclude_type_checking_imports")))
+    for ignored in contract.get("ignore_imports", []):
+        assert "*" not in ignored, f"wildcards are not read here: {ignored}"
+        importer, imported = (part.strip() for part in ignored.split("->"))
+        built.remove_import(importer=importer, imported=imported)
+    return {m for m in built.modules if m.startswith("bodega")
+            and not {r.split(".")[0] for r in built.find_upstream_modules(m)} & forbidden}
+
+
+def core_homes(sources: Iterable[str]) -> set[str]:
+    """Packages that hold cores: those of the modules the contract names one by one.
+
+    (A package the contract names whole is covered whole: import-linter checks all of it.)
+    """
+    return {s.rpartition(".")[0] for s in sources if not is_package(s)}
+
+
+def test_the_contract_names_every_pure_module_where_cores_live() -> None:
+    """A new pure module beside a core cannot stay out of the contract unnoticed.
+
+    Pure: no import reaches, directly or through other bodega modules, a library the
+    contract forbids. Where cores live (a package whose modules the contract names one by
+    one), every pure module is named too, or listed in ``NOT_CORES`` with its reason;
+    subpackages answer for themselves. Named once, a module stays pure: import-linter
+    refuses the first I/O import that reaches it.
+    """
+    contract = purity_contract()
+    sources = list(contract["source_modules"])
+    pure = pure_modules(contract)
+    homes = core_homes(sources)
+    unnamed = sorted(m for m in pure if m.rpartition(".")[0] in homes and not is_package(m)
+                     and not covered(m, sources) and m not in NOT_CORES)
+    assert not unnamed, (
+        "pure modules beside the cores, not named by the import contract: add each to its "
+        "source_modules in pyproject.toml (or, if it decides nothing, to NOT_CORES here "
+        "with why):\n" + "\n".join(f"  {m}" for m in unnamed))
+
+
+def test_the_cores_the_charter_names_stay_in_the_contract() -> None:
+    sources = purity_contract()["source_modules"]
+    dropped = [m for m in NAMED_CORES if not covered(m, sources)]
+    assert not dropped, f"the pure-core contract no longer names {dropped}"
+
+
+def test_what_is_not_a_core_is_pure_and_not_named() -> None:
+    contract = purity_contract()
+    pure = pure_modules(contract)
+    stale = {m: why for m, why in NOT_CORES.items()
+             if m not in pure or covered(m, contract["source_modules"])}
+    assert not stale, f"NOT_CORES lists modules gone, impure or named by the contract: {stale}"
+
+
+# -- untyped answers -----------------------------------------------------------------------------
+def test_untyped_dicts_stay_under_their_ceiling() -> None:
+    counts = {path.relative_to(ROOT).as_posix(): len(UNTYPED_DICT.findall(path.read_text()))
+              for path in modules(SRC)}
+    total = sum(counts.values())
+    most = sorted(((n, p) for p, n in counts.items() if n), reverse=True)[:10]
+    assert total <= UNTYPED_DICT_CEILING, (
+        f"{total} dict[str, Any] in src, over the ceiling of {UNTYPED_DICT_CEILING}: give the "
+        "new boundary a typed model. Most are in:\n"
+        + "\n".join(f"  {p}: {n}" for n, p in most))
+
+
+# -- the tests' own kits -------------------------------------------------------------------------
+def helper_modules() -> list[Path]:
+    """Modules under tests that are not tests: kits, scenarios, and programs' parts.
+
+    A package with a ``__main__`` is a program (``python -m tests.cluster.chaos``); its
+    modules are named by their part in it.
+    """
+    programs = {p.parent for p in TESTS.rglob("__main__.py")}
+    return [p for p in modules(TESTS)
+            if not p.name.startswith("test_")
+            and p.name not in ("conftest.py", "__init__.py", "__main__.py")
+            and not any(program in p.parents for program in programs)]
+
+
+def test_every_test_helper_is_a_kit_or_a_scenario() -> None:
+    """``<what>_kit.py`` builds and drives (clusters, daemons, clients, fixtures);
+    ``<what>_scenario.py`` is a test body that test modules run on a cluster they share."""
+    misnamed = [p.relative_to(ROOT).as_posix() for p in helper_modules()
+                if not p.stem.endswith(("_kit", "_scenario"))]
+    assert not misnamed, f"test helpers not named <what>_kit.py or <what>_scenario.py: {misnamed}"
