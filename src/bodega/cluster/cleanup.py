@@ -33,15 +33,15 @@ from bodega.cluster import machine_range
 from bodega.runtime.hostinfo import hostname
 from bodega.runtime.pid_lock import holder
 from bodega.worker.config import LOCK_FILE
-from bodega.worker.host_names import HostNames, Owner, legacy_namespace, octets
-from bodega.worker.host_parts import default_subnet
-from bodega.worker.host_survey import (
+from bodega.worker.host.names import HostNames, Owner, legacy_namespace, octets
+from bodega.worker.host.parts import default_subnet
+from bodega.worker.host.survey import (
     cgroup_pids,
     namespace_id,
     pids_in_namespaces,
     survey,
 )
-from bodega.worker.host_sweep import Leftovers, legacy, owned, processes, remove
+from bodega.worker.host.sweep import Leftovers, legacy, owned, processes, remove
 
 UP_LOCK = "up.lock"
 

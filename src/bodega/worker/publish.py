@@ -32,11 +32,11 @@ from typing import Any
 from bodega.model.machine import rfc3339
 from bodega.model.states import MachineState
 from bodega.registry import RegistryNode
-from bodega.worker import queries, volume_queries
-from bodega.worker.ledger import Ledger
-from bodega.worker.records import MachineRow
-from bodega.worker.render import machine_wire, volume_wire
-from bodega.worker.store import Store
+from bodega.worker.api.render import machine_wire, volume_wire
+from bodega.worker.core.records import MachineRow
+from bodega.worker.store import queries, volume_queries
+from bodega.worker.store.database import Store
+from bodega.worker.store.ledger import Ledger
 
 log = logging.getLogger("bodega.worker.publish")
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bodega.worker import queries
+from bodega.worker.store import queries
 
 from .harness import cluster, machine
 

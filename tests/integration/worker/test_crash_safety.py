@@ -23,9 +23,9 @@ import pytest
 
 from bodega.model.errors import BodegaError
 from bodega.wire.worker_client import WorkerClient
+from bodega.worker.core.fsm import FSMS
 from bodega.worker.drivers.process.parking import PARK_NAME
-from bodega.worker.fsm import FSMS
-from bodega.worker.network import NetnsNetwork, run
+from bodega.worker.host.network import NetnsNetwork, run
 from tests.leftovers import names_of
 
 from .crashkit import crash_worker, environ_of, machine_config, program_pids, until

@@ -40,9 +40,9 @@ from bodega.worker.core import (
     decide,
     restart_delay,
 )
+from bodega.worker.core.fsm import FSMS
+from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import TaskHandle
-from bodega.worker.fsm import FSMS
-from bodega.worker.records import MachineRow
 
 S = MachineState
 

@@ -21,7 +21,7 @@ from bodega.worker.core import (
     Update,
     decide,
 )
-from bodega.worker.fsm import FSMS
+from bodega.worker.core.fsm import FSMS
 
 from .test_core import config, record
 

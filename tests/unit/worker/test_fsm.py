@@ -3,7 +3,7 @@ import pytest
 from bodega.model.machine import ExitStatus
 from bodega.model.states import RELEASES_COMPUTE, MachineState
 from bodega.worker.core import BEGINS, ExitDecision, after_exit, restart_delay
-from bodega.worker.fsm import FSMS, Effect
+from bodega.worker.core.fsm import FSMS, Effect
 
 
 def path(fsm_name: str, payload: dict[str, object]) -> list[str]:

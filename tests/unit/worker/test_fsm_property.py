@@ -27,15 +27,15 @@ from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import PERSISTENT, RELEASES_COMPUTE, MachineState
-from bodega.worker import queries
 from bodega.worker.core import BEGINS
+from bodega.worker.core.fsm import FSMS, Step
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.fsm import FSMS, Step
-from bodega.worker.machines import CreateRequest
-from bodega.worker.network import HostNetwork
-from bodega.worker.runner import Outcome
-from bodega.worker.store import Operation
+from bodega.worker.host.network import HostNetwork
+from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.ops.runner import Outcome
+from bodega.worker.store import queries
+from bodega.worker.store.database import Operation
 
 from .conftest import worker_config
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from bodega.model.errors import StorageFull
-from bodega.worker.store import Store
+from bodega.worker.store.database import Store
 
 
 def test_migrations_apply_once_and_record_the_version(tmp_path: Path) -> None:

@@ -76,15 +76,15 @@ from bodega.worker.core.decisions import (
     Then,
     Update,
 )
+from bodega.worker.core.fsm import FSMS, After
 from bodega.worker.core.policy import (
     RESTART_WINDOW,
     after_exit,
     may_begin,
     restart_delay,
 )
+from bodega.worker.core.records import MachineRow
 from bodega.worker.core.suspend import resume, suspend, thawing
-from bodega.worker.fsm import FSMS, After
-from bodega.worker.records import MachineRow
 
 
 def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:

@@ -26,7 +26,7 @@ from bodega.model.errors import BadRequest, PreconditionFailed
 from bodega.model.states import MachineState as S
 from bodega.worker.core.decisions import Begin, Changes, Decision, Suspend
 from bodega.worker.core.policy import may_begin
-from bodega.worker.records import MachineRow
+from bodega.worker.core.records import MachineRow
 
 # Fly suspends only machines of at most 2 GB and without a schedule; bodega keeps the
 # same rules so a client sees the same answers here as there.

@@ -6,7 +6,7 @@ from typing import Any
 
 from bodega.model.machine import MachineEvent, image_ref, rfc3339
 from bodega.worker.core import checks
-from bodega.worker.records import MachineRow, VolumeRow
+from bodega.worker.core.records import MachineRow, VolumeRow
 
 
 def machine_wire(

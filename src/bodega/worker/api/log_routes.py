@@ -23,12 +23,12 @@ from bodega.model.machine import rfc3339
 from bodega.model.states import MachineState
 from bodega.wire import logs as wire
 from bodega.wire.http import query_bool
-from bodega.worker import queries
+from bodega.worker.api.machine_routes import RouteSpec, find_machine
+from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.process import logtimes
 from bodega.worker.drivers.process.logfiles import log_path
-from bodega.worker.machine_routes import RouteSpec, find_machine
-from bodega.worker.machines import MachineService
-from bodega.worker.records import MachineRow
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.store import queries
 
 POLL = 0.25
 HISTORY_BYTES = 1024 * 1024  # read at most this much of a log's past per request

@@ -19,9 +19,9 @@ from typing import Any, Protocol
 
 from bodega.model.machine import MachineEvent
 from bodega.runtime.failpoints import Failpoints
-from bodega.worker import queries, volume_queries
-from bodega.worker.fsm import FSMS, Fsm, Step
-from bodega.worker.store import Operation, Store
+from bodega.worker.core.fsm import FSMS, Fsm, Step
+from bodega.worker.store import queries, volume_queries
+from bodega.worker.store.database import Operation, Store
 
 log = logging.getLogger("bodega.worker.runner")
 

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from bodega.worker.store import Store
+from bodega.worker.store.database import Store
 
 T = TypeVar("T")
 Body = Callable[[sqlite3.Connection], Any]

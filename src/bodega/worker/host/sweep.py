@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bodega.worker.drivers.base import DriverError
 from bodega.worker.drivers.oci.mounts import unmount
-from bodega.worker.host_names import (
+from bodega.worker.host.names import (
     Owner,
     legacy_bridge,
     legacy_namespace,
@@ -32,7 +32,8 @@ from bodega.worker.host_names import (
     legacy_scope,
     legacy_veth_namespace,
 )
-from bodega.worker.host_survey import (
+from bodega.worker.host.network import run
+from bodega.worker.host.survey import (
     MARKER_DIR,
     NETNS_DIR,
     SYS_NET,
@@ -41,7 +42,6 @@ from bodega.worker.host_survey import (
     namespace_id,
     pids_in_namespaces,
 )
-from bodega.worker.network import run
 
 SETTLE = 10.0  # seconds a sweep waits for killed processes, links and cgroups to go
 POLL = 0.02

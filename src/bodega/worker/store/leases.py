@@ -12,8 +12,8 @@ import secrets
 import sqlite3
 
 from bodega.model.errors import Conflict, NotFound
-from bodega.worker import queries
-from bodega.worker.records import LeaseRow
+from bodega.worker.core.records import LeaseRow
+from bodega.worker.store import queries
 
 MAX_TTL = 3600
 DEFAULT_TTL = 30

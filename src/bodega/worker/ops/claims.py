@@ -7,9 +7,9 @@ import sqlite3
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
 from bodega.model.machine_config import MachineConfig
-from bodega.worker import queries, volume_queries
-from bodega.worker.ledger import CORDON_MESSAGE, CapacityRejected, Ledger
-from bodega.worker.records import MachineRow
+from bodega.worker.core.records import MachineRow
+from bodega.worker.store import queries, volume_queries
+from bodega.worker.store.ledger import CORDON_MESSAGE, CapacityRejected, Ledger
 
 
 def claim_room(

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from bodega.worker.host_names import HostNames, Subnet, octets
-from bodega.worker.host_survey import MARKER_DIR, NETNS_DIR
+from bodega.worker.host.names import HostNames, Subnet, octets
+from bodega.worker.host.survey import MARKER_DIR, NETNS_DIR
 
 log = logging.getLogger("bodega.worker.network")
 

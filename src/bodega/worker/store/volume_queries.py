@@ -5,8 +5,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from bodega.worker.queries import encode_column
-from bodega.worker.records import VolumeRow
+from bodega.worker.core.records import VolumeRow
+from bodega.worker.store.queries import encode_column
 
 
 # -- volumes --------------------------------------------------------------------

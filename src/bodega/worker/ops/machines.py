@@ -20,8 +20,6 @@ from bodega.model.errors import BadRequest, NotFound
 from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
-from bodega.worker import leases, queries
-from bodega.worker.claims import check_update
 from bodega.worker.core import (
     CheckResult,
     Decision,
@@ -35,16 +33,18 @@ from bodega.worker.core import (
     Update,
     decide,
 )
-from bodega.worker.creation import CreateRequest, Recorded, record_machine
+from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import TaskHandle, needs_command
-from bodega.worker.effects import MachineEffects, signal_number
-from bodega.worker.ledger import Ledger
-from bodega.worker.lifecycle import Lifecycle, Recorder
-from bodega.worker.locks import MachineLocks
-from bodega.worker.records import MachineRow
-from bodega.worker.runner import Runner
-from bodega.worker.store import Operation, Store
-from bodega.worker.supervision import Supervision
+from bodega.worker.ops.claims import check_update
+from bodega.worker.ops.creation import CreateRequest, Recorded, record_machine
+from bodega.worker.ops.effects import MachineEffects, signal_number
+from bodega.worker.ops.lifecycle import Lifecycle, Recorder
+from bodega.worker.ops.locks import MachineLocks
+from bodega.worker.ops.runner import Runner
+from bodega.worker.ops.supervision import Supervision
+from bodega.worker.store import leases, queries
+from bodega.worker.store.database import Operation, Store
+from bodega.worker.store.ledger import Ledger
 
 __all__ = ["CreateRequest", "MachineService"]
 

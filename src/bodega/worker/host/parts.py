@@ -14,9 +14,9 @@ from dataclasses import replace
 
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
-from bodega.worker.drivers.images import make_image_driver, runtime_available
-from bodega.worker.host_names import Owner, Subnet
-from bodega.worker.network import HostNetwork, NetnsNetwork, Network
+from bodega.worker.host.image_drivers import make_image_driver, runtime_available
+from bodega.worker.host.names import Owner, Subnet
+from bodega.worker.host.network import HostNetwork, NetnsNetwork, Network
 
 
 def default_subnet(name: str) -> str:

@@ -8,10 +8,10 @@ from starlette.responses import Response
 from bodega.model.errors import NotFound
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import json_response, query_int, read_model
-from bodega.worker.actions import MachineActions
-from bodega.worker.machine_routes import RouteSpec, find_machine, lease_nonce, owner
-from bodega.worker.machines import MachineService
-from bodega.worker.records import MachineRow
+from bodega.worker.api.machine_routes import RouteSpec, find_machine, lease_nonce, owner
+from bodega.worker.core.records import MachineRow
+from bodega.worker.ops.actions import MachineActions
+from bodega.worker.ops.machines import MachineService
 
 
 class LeaseRoutes:

@@ -8,9 +8,9 @@ from starlette.responses import Response
 from bodega.model.errors import BadRequest
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import json_response, query_bool, read_model
-from bodega.worker.machine_routes import RouteSpec
-from bodega.worker.render import volume_wire
-from bodega.worker.volumes import VolumeRequest, VolumeService
+from bodega.worker.api.machine_routes import RouteSpec
+from bodega.worker.api.render import volume_wire
+from bodega.worker.ops.volumes import VolumeRequest, VolumeService
 
 
 def required_app(request: Request) -> str:

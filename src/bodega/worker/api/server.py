@@ -28,16 +28,16 @@ from bodega.wire.http import (
     query_int,
     read_model,
 )
-from bodega.worker.actions import MachineActions
-from bodega.worker.lease_routes import LeaseRoutes
-from bodega.worker.ledger import Ledger
-from bodega.worker.log_routes import LogRoutes
-from bodega.worker.machine_routes import MachineRoutes
-from bodega.worker.machines import MachineService
+from bodega.worker.api.lease_routes import LeaseRoutes
+from bodega.worker.api.log_routes import LogRoutes
+from bodega.worker.api.machine_routes import MachineRoutes
+from bodega.worker.api.volume_routes import VolumeRoutes
+from bodega.worker.core.records import MachineRow
 from bodega.worker.metrics import WorkerMetrics
-from bodega.worker.records import MachineRow
-from bodega.worker.volume_routes import VolumeRoutes
-from bodega.worker.volumes import VolumeService
+from bodega.worker.ops.actions import MachineActions
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.ops.volumes import VolumeService
+from bodega.worker.store.ledger import Ledger
 
 
 class WorkerApi:

@@ -11,7 +11,7 @@ from bodega.worker.drivers.oci import OciDriver
 from bodega.worker.drivers.pair import DriverPair
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
-from bodega.worker.host_survey import RUNC_STATE
+from bodega.worker.host.survey import RUNC_STATE
 from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient
 from bodega.worker.images.store import ImageStore

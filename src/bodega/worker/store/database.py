@@ -23,8 +23,8 @@ from bodega.model.errors import StorageFull
 from bodega.model.ids import new_ulid
 from bodega.model.machine import MachineEvent
 from bodega.runtime.sqlite import open_database
-from bodega.worker.log_reader import LogReader
-from bodega.worker.schema import MIGRATIONS
+from bodega.worker.store.log_reader import LogReader
+from bodega.worker.store.schema import MIGRATIONS
 
 Clock = Callable[[], float]
 

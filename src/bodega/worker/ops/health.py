@@ -23,13 +23,13 @@ from typing import Any
 
 from bodega.model.errors import BodegaError
 from bodega.model.machine import rfc3339
-from bodega.worker import queries
 from bodega.worker.core import CheckResult
 from bodega.worker.core import checks as core
-from bodega.worker.machines import MachineService
+from bodega.worker.core.records import MachineRow
 from bodega.worker.metrics import WorkerMetrics
-from bodega.worker.records import MachineRow
-from bodega.worker.store import Store
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.store import queries
+from bodega.worker.store.database import Store
 
 log = logging.getLogger("bodega.worker.health")
 

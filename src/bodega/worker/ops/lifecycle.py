@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from bodega.model.errors import Conflict
-from bodega.worker import queries, volume_queries
 from bodega.worker.core import Decision, OperationEnded, OperationFailed, StepEntered, Then, decide
-from bodega.worker.fsm import Step
-from bodega.worker.group_commit import GroupCommit
-from bodega.worker.ledger import CapacityRejected, Ledger
-from bodega.worker.locks import BUSY_WAIT, MachineLocks
-from bodega.worker.runner import Runner, record_begin
-from bodega.worker.store import Operation, Store
-from bodega.worker.supervision import Supervision
+from bodega.worker.core.fsm import Step
+from bodega.worker.ops.locks import BUSY_WAIT, MachineLocks
+from bodega.worker.ops.runner import Runner, record_begin
+from bodega.worker.ops.supervision import Supervision
+from bodega.worker.store import queries, volume_queries
+from bodega.worker.store.database import Operation, Store
+from bodega.worker.store.group_commit import GroupCommit
+from bodega.worker.store.ledger import CapacityRejected, Ledger
 
 log = logging.getLogger("bodega.worker.lifecycle")
 

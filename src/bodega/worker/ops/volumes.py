@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from bodega.model.capacity import Ask, shortfalls
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed
 from bodega.model.ids import new_volume_id
-from bodega.worker import volume_queries
-from bodega.worker.ledger import CapacityRejected, Ledger, usage
-from bodega.worker.records import VolumeRow
-from bodega.worker.runner import Runner
-from bodega.worker.store import Store
+from bodega.worker.core.records import VolumeRow
+from bodega.worker.ops.runner import Runner
+from bodega.worker.store import volume_queries
+from bodega.worker.store.database import Store
+from bodega.worker.store.ledger import CapacityRejected, Ledger, usage
 
 VOLUME_NAME_RE = re.compile(r"^[a-z0-9_]{1,30}\Z")  # \Z: "$" lets a final newline in
 MAX_SIZE_GB = 500

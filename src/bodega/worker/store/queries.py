@@ -13,8 +13,8 @@ from typing import Any
 from bodega.model.machine import ExitStatus
 from bodega.model.states import MachineState
 from bodega.worker.core.checks import CheckStates
+from bodega.worker.core.records import LeaseRow, MachineRow, ReservationRow
 from bodega.worker.drivers.base import TaskHandle
-from bodega.worker.records import LeaseRow, MachineRow, ReservationRow
 
 _MACHINE_COLUMNS = frozenset(
     {

@@ -11,13 +11,13 @@ from typing import Any
 
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout
 from bodega.model.states import PERSISTENT, MachineState
-from bodega.worker import leases, queries
 from bodega.worker.core import Cordon, SetMetadata, Signal, decide
+from bodega.worker.core.records import LeaseRow, MachineRow
 from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl
-from bodega.worker.effects import signal_number
-from bodega.worker.machines import MachineService
-from bodega.worker.records import LeaseRow, MachineRow
-from bodega.worker.watch import StateWatch
+from bodega.worker.ops.effects import signal_number
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.ops.watch import StateWatch
+from bodega.worker.store import leases, queries
 
 WAIT_MAX = 60
 WAIT_STATES = frozenset({"started", "stopped", "suspended", "destroyed", "failed", "settled"})

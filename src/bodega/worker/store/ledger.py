@@ -21,9 +21,9 @@ from typing import Any
 from bodega.model.capacity import Ask, Totals, Usage, describe_free, shortfalls
 from bodega.model.errors import Conflict
 from bodega.model.ids import new_token_id
-from bodega.worker import queries
-from bodega.worker.records import ReservationRow
-from bodega.worker.store import Store
+from bodega.worker.core.records import ReservationRow
+from bodega.worker.store import queries
+from bodega.worker.store.database import Store
 
 CORDON_MESSAGE = "deploys to this host are temporarily disabled"
 

@@ -24,11 +24,11 @@ from bodega.wire.http import (
     read_trusted_model,
 )
 from bodega.wire.json_client import NONCE_HEADER
-from bodega.worker import queries
-from bodega.worker.actions import MachineActions, parse_wait_states
-from bodega.worker.machines import CreateRequest, MachineService
-from bodega.worker.records import MachineRow
-from bodega.worker.render import machine_wire
+from bodega.worker.api.render import machine_wire
+from bodega.worker.core.records import MachineRow
+from bodega.worker.ops.actions import MachineActions, parse_wait_states
+from bodega.worker.ops.machines import CreateRequest, MachineService
+from bodega.worker.store import queries
 
 # (path, method, handler): each module of routes lists its own; the server mounts them.
 DONE = wire.Done(ok=True).model_dump()

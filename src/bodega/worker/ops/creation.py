@@ -12,12 +12,12 @@ from bodega.model.capacity import Ask
 from bodega.model.errors import Conflict
 from bodega.model.ids import new_machine_name, new_ulid
 from bodega.model.machine_config import MachineConfig
-from bodega.worker import leases, queries
-from bodega.worker.claims import attach_volume, claim_room
 from bodega.worker.core import Create, Decision, decide
-from bodega.worker.ledger import CapacityRejected, Ledger
-from bodega.worker.network import WIRE_AHEAD, Network
-from bodega.worker.records import MachineRow
+from bodega.worker.core.records import MachineRow
+from bodega.worker.host.network import WIRE_AHEAD, Network
+from bodega.worker.ops.claims import attach_volume, claim_room
+from bodega.worker.store import leases, queries
+from bodega.worker.store.ledger import CapacityRejected, Ledger
 
 
 @dataclass(frozen=True)

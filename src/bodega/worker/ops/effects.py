@@ -22,15 +22,15 @@ from typing import Any
 
 from bodega.model.duration import parse_duration
 from bodega.model.machine import ExitStatus
-from bodega.worker import queries
 from bodega.worker.config import WorkerConfig
+from bodega.worker.core.fsm import Effect, Step
+from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, TaskSpec
-from bodega.worker.fsm import Effect, Step
-from bodega.worker.identity import machine_identity
-from bodega.worker.network import Network, NetworkError
-from bodega.worker.records import MachineRow
-from bodega.worker.runner import EffectFailed, Outcome
-from bodega.worker.store import Operation, Store
+from bodega.worker.host.identity import machine_identity
+from bodega.worker.host.network import Network, NetworkError
+from bodega.worker.ops.runner import EffectFailed, Outcome
+from bodega.worker.store import queries
+from bodega.worker.store.database import Operation, Store
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
