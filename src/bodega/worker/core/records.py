@@ -1,29 +1,46 @@
-"""Typed rows of the worker's materialized tables."""
+"""Typed rows of the worker's materialized tables, and the task handle a machine row keeps.
+
+Pure: the core reads them; the store builds them from SQLite rows
+(``store/rows.py``) and writes them back (``store/queries.py``).
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.core.checks import CheckStates
-from bodega.worker.drivers.base import TaskHandle
-
-if TYPE_CHECKING:
-    import sqlite3  # rows come from the store; the pure core reads them without SQLite
 
 
-@lru_cache(maxsize=4096)
-def parse_config(text: str) -> MachineConfig:
-    """A stored config, parsed once: rows are read on every step, configs rarely change.
+@dataclass(frozen=True)
+class TaskHandle:
+    """What the worker persists about a running task so it can re-adopt it."""
 
-    Callers never mutate a MachineConfig (updates make a copy), so sharing one
-    parsed object between rows is safe.
-    """
-    return MachineConfig.model_validate_json(text, context={"stored": True})
+    driver: str
+    machine_id: str
+    instance_id: str
+    start_seq: int
+    pid: int | None = None
+    started_at: float = 0.0
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "driver": self.driver, "machine_id": self.machine_id,
+            "instance_id": self.instance_id, "start_seq": self.start_seq,
+            "pid": self.pid, "started_at": self.started_at, "data": self.data,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TaskHandle:
+        return cls(
+            driver=str(data["driver"]), machine_id=str(data["machine_id"]),
+            instance_id=str(data["instance_id"]), start_seq=int(data["start_seq"]),
+            pid=data.get("pid"), started_at=float(data.get("started_at", 0.0)),
+            data=dict(data.get("data") or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -57,26 +74,6 @@ class MachineRow:
     updated_at: float
     checks: CheckStates | None = None  # the current run's health checks, once one reported
 
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> MachineRow:
-        last_exit = json.loads(row["last_exit"]) if row["last_exit"] else None
-        return cls(
-            id=row["id"], app=row["app"], name=row["name"], region=row["region"],
-            state=row["state"], instance_id=row["instance_id"],
-            config=parse_config(row["config"]),
-            millicpus=row["millicpus"], memory_mb=row["memory_mb"], gpus=row["gpus"],
-            gpu_kind=row["gpu_kind"], ip_index=row["ip_index"], private_ip=row["private_ip"],
-            netns=row["netns"], cordoned=bool(row["cordoned"]),
-            holds_compute=bool(row["holds_compute"]),
-            handle=TaskHandle.from_json(json.loads(row["handle"])) if row["handle"] else None,
-            start_seq=row["start_seq"], restarts=row["restarts"], volume_id=row["volume_id"],
-            placement_json=row["placement"],
-            idempotency_key=row["idempotency_key"],
-            last_exit=ExitStatus(**last_exit) if last_exit else None,
-            created_at=row["created_at"], updated_at=row["updated_at"],
-            checks=CheckStates.from_json(json.loads(row["checks"])) if row["checks"] else None,
-        )
-
 
 @dataclass(frozen=True)
 class VolumeRow:
@@ -94,17 +91,6 @@ class VolumeRow:
     created_at: float
     updated_at: float
 
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> VolumeRow:
-        return cls(
-            id=row["id"], app=row["app"], name=row["name"], region=row["region"],
-            size_gb=row["size_gb"], state=row["state"],
-            attached_machine_id=row["attached_machine_id"], encrypted=bool(row["encrypted"]),
-            fstype=row["fstype"], snapshot_retention=row["snapshot_retention"],
-            auto_backup_enabled=bool(row["auto_backup_enabled"]),
-            created_at=row["created_at"], updated_at=row["updated_at"],
-        )
-
 
 @dataclass(frozen=True)
 class ReservationRow:
@@ -120,15 +106,6 @@ class ReservationRow:
     claimed_by: str | None
     created_at: float
 
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> ReservationRow:
-        return cls(
-            id=row["id"], app=row["app"], ask=json.loads(row["ask"]),
-            millicpus=row["millicpus"], memory_mb=row["memory_mb"], disk_gb=row["disk_gb"],
-            gpus=row["gpus"], gpu_kind=row["gpu_kind"], expires_at=row["expires_at"],
-            claimed_by=row["claimed_by"], created_at=row["created_at"],
-        )
-
 
 @dataclass(frozen=True)
 class LeaseRow:
@@ -138,14 +115,6 @@ class LeaseRow:
     description: str
     expires_at: float
     version: str
-
-    @classmethod
-    def from_row(cls, row: sqlite3.Row) -> LeaseRow:
-        return cls(
-            machine_id=row["machine_id"], nonce=row["nonce"], owner=row["owner"],
-            description=row["description"], expires_at=row["expires_at"],
-            version=row["version"],
-        )
 
     def to_wire(self) -> dict[str, Any]:
         return {

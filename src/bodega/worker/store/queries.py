@@ -13,8 +13,8 @@ from typing import Any
 from bodega.model.machine import ExitStatus
 from bodega.model.states import MachineState
 from bodega.worker.core.checks import CheckStates
-from bodega.worker.core.records import LeaseRow, MachineRow, ReservationRow
-from bodega.worker.drivers.base import TaskHandle
+from bodega.worker.core.records import LeaseRow, MachineRow, ReservationRow, TaskHandle
+from bodega.worker.store.rows import lease_row, machine_row, reservation_row
 
 _MACHINE_COLUMNS = frozenset(
     {
@@ -80,7 +80,7 @@ def update_machine(conn: sqlite3.Connection, machine_id: str, now: float, **fiel
 
 def get_machine(conn: sqlite3.Connection, machine_id: str) -> MachineRow | None:
     row = conn.execute("SELECT * FROM machines WHERE id = ?", (machine_id,)).fetchone()
-    return None if row is None else MachineRow.from_row(row)
+    return None if row is None else machine_row(row)
 
 
 def machine_by_idempotency_key(
@@ -89,7 +89,7 @@ def machine_by_idempotency_key(
     row = conn.execute(
         "SELECT * FROM machines WHERE app = ? AND idempotency_key = ?", (app, key)
     ).fetchone()
-    return None if row is None else MachineRow.from_row(row)
+    return None if row is None else machine_row(row)
 
 
 def machine_name_taken(conn: sqlite3.Connection, app: str, name: str) -> bool:
@@ -112,7 +112,7 @@ def list_machines(
         params.append(MachineState.DESTROYED)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(f"SELECT * FROM machines {where} ORDER BY created_at, id", params)
-    return [MachineRow.from_row(row) for row in rows.fetchall()]
+    return [machine_row(row) for row in rows.fetchall()]
 
 
 def started_with_checks(conn: sqlite3.Connection) -> list[MachineRow]:
@@ -126,7 +126,7 @@ def started_with_checks(conn: sqlite3.Connection) -> list[MachineRow]:
         " OR EXISTS (SELECT 1 FROM json_each(config, '$.services') AS s"
         " WHERE json_extract(s.value, '$.checks') IS NOT NULL))",
         (MachineState.STARTED,))
-    return [MachineRow.from_row(row) for row in rows.fetchall()]
+    return [machine_row(row) for row in rows.fetchall()]
 
 
 def count_by_state(conn: sqlite3.Connection) -> dict[str, int]:
@@ -200,7 +200,7 @@ def insert_reservation(conn: sqlite3.Connection, row: ReservationRow) -> None:
 
 def get_reservation(conn: sqlite3.Connection, reservation_id: str) -> ReservationRow | None:
     row = conn.execute("SELECT * FROM reservations WHERE id = ?", (reservation_id,)).fetchone()
-    return None if row is None else ReservationRow.from_row(row)
+    return None if row is None else reservation_row(row)
 
 
 def claim_reservation(conn: sqlite3.Connection, reservation_id: str, machine_id: str) -> None:
@@ -220,7 +220,7 @@ def live_reservations(conn: sqlite3.Connection, now: float) -> list[ReservationR
     rows = conn.execute(
         "SELECT * FROM reservations WHERE claimed_by IS NULL AND expires_at > ?", (now,)
     ).fetchall()
-    return [ReservationRow.from_row(row) for row in rows]
+    return [reservation_row(row) for row in rows]
 
 
 def purge_reservations(conn: sqlite3.Connection, before: float) -> int:
@@ -236,7 +236,7 @@ def purge_reservations(conn: sqlite3.Connection, before: float) -> int:
 # -- leases ---------------------------------------------------------------------
 def get_lease(conn: sqlite3.Connection, machine_id: str) -> LeaseRow | None:
     row = conn.execute("SELECT * FROM leases WHERE machine_id = ?", (machine_id,)).fetchone()
-    return None if row is None else LeaseRow.from_row(row)
+    return None if row is None else lease_row(row)
 
 
 def put_lease(conn: sqlite3.Connection, lease: LeaseRow) -> None:

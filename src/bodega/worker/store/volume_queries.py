@@ -7,6 +7,7 @@ from typing import Any
 
 from bodega.worker.core.records import VolumeRow
 from bodega.worker.store.queries import encode_column
+from bodega.worker.store.rows import volume_row
 
 
 # -- volumes --------------------------------------------------------------------
@@ -42,7 +43,7 @@ def update_volume(conn: sqlite3.Connection, volume_id: str, now: float, **fields
 
 def get_volume(conn: sqlite3.Connection, volume_id: str) -> VolumeRow | None:
     row = conn.execute("SELECT * FROM volumes WHERE id = ?", (volume_id,)).fetchone()
-    return None if row is None else VolumeRow.from_row(row)
+    return None if row is None else volume_row(row)
 
 
 def list_volumes(
@@ -56,4 +57,4 @@ def list_volumes(
         clauses.append("state != 'destroyed'")
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(f"SELECT * FROM volumes {where} ORDER BY created_at, id", params)
-    return [VolumeRow.from_row(row) for row in rows.fetchall()]
+    return [volume_row(row) for row in rows.fetchall()]
