@@ -1,7 +1,6 @@
 """The worker's pure core: every rule about a machine, as ``decide(record, stimulus)``."""
 
 from bodega.worker.core.decisions import (
-    Begin,
     Changes,
     CheckResult,
     Cordon,
@@ -37,7 +36,7 @@ from bodega.worker.core.policy import (
 from bodega.worker.core.rules import decide
 
 __all__ = [
-    "BEGINS", "RESTART_WINDOW", "Begin", "Changes", "CheckResult", "Cordon", "Create",
+    "BEGINS", "RESTART_WINDOW", "Changes", "CheckResult", "Cordon", "Create",
     "Decision", "Destroy", "EventSpec", "ExitDecision", "ExitObserved", "Note",
     "OperationEnded", "OperationFailed", "Recovered", "Restart", "SetMetadata", "Signal",
     "Sizing", "Start", "StepEntered", "Stimulus", "Stop", "Suspend", "Then", "Update",

@@ -5,7 +5,9 @@ the log (with the machine state and event it implies) *before* the step's side
 effect runs; the effect's result is recorded when the next step is entered.
 A worker that dies anywhere resumes at the last recorded step and repeats its
 effect, so every effect is idempotent. This module is pure: specs, the order
-of steps, what an exit means. ``runner.py`` performs the effects.
+of steps, what an exit means. ``ops/runner.py`` drives them and
+``ops/effects.py`` performs their effects; each carries its own typed payload
+(``payloads.py``), whose fields a step may depend on.
 
     create_machine   attach_network ─▶ prepare ─▶ created·
     start_machine    [backoff] ─▶ starting ─▶ spawn ─▶ started·   (backoff: crash loops)
@@ -22,25 +24,37 @@ of steps, what an exit means. ``runner.py`` performs the effects.
 
 (· marks a final step: it has no effect, and entering it ends the operation.)
 A failed effect ends the operation in the machine's ``on_error`` state. What
-follows an operation's end is declared as its ``then``; ``core.py`` holds the rules.
+follows an operation's end is declared as its ``then``; ``rules.py`` holds the rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import Any
 
 from bodega.model.states import MachineState
+from bodega.worker.core.payloads import (
+    CreateMachine,
+    CreateVolume,
+    DeleteVolume,
+    DestroyMachine,
+    ExitMachine,
+    Payload,
+    RestartMachine,
+    ResumeMachine,
+    StartMachine,
+    StopMachine,
+    SuspendMachine,
+    UpdateMachine,
+)
 
 
 class Effect(StrEnum):
     NONE = "none"
-    BACKOFF = "backoff"  # wait payload["delay"] seconds (restart after a crash)
+    BACKOFF = "backoff"  # wait the payload's ``delay`` seconds (restart after a crash)
     ATTACH_NETWORK = "attach_network"  # ensure the machine's address and namespace
     PREPARE = "prepare"  # directories, image, rootfs
-    SPAWN = "spawn"  # start the task for payload["start_seq"]
+    SPAWN = "spawn"  # start the task for the payload's ``start_seq``
     STOP_TASK = "stop_task"  # [thaw,] signal, SIGKILL after the timeout, wait for the exit
     FREEZE = "freeze"  # freeze the run's processes, keeping their memory
     THAW = "thaw"  # let a frozen run go on
@@ -50,7 +64,7 @@ class Effect(StrEnum):
 
 
 class After(StrEnum):
-    """What follows an operation's end (``core.py`` says how)."""
+    """What follows an operation's end (``rules.py`` says how)."""
 
     NOTHING = "nothing"
     LAUNCH = "launch"  # in the commit that ends it: begin the start asked for at create
@@ -63,42 +77,62 @@ class After(StrEnum):
 class Step:
     name: str
     effect: Effect = Effect.NONE
-    state: str | None = None  # machine state while in this step; "$key" reads the payload
+    state: str | None = None  # machine state while in this step; "$field" reads the payload
     event: tuple[str, str] | None = None  # (type, status) recorded on entering the step
-    when: str | None = None  # run only when payload[when] is truthy; "!key" when falsy
+    when: str | None = None  # run only when the payload's field is truthy; "!field": falsy
 
     @property
     def final(self) -> bool:
         return self.effect is Effect.NONE
 
-    def applies(self, payload: Mapping[str, Any]) -> bool:
+    def fields(self) -> set[str]:
+        """The payload fields this step depends on."""
+        named = {self.when.lstrip("!")} if self.when else set()
+        for value in (self.state, self.event[1] if self.event else None):
+            if value is not None and value.startswith("$"):
+                named.add(value[1:])
+        return named
+
+    def applies(self, payload: Payload) -> bool:
         if self.when is None:
             return True
         if self.when.startswith("!"):
-            return not payload.get(self.when[1:])
-        return bool(payload.get(self.when))
+            return not getattr(payload, self.when[1:])
+        return bool(getattr(payload, self.when))
 
-    def state_for(self, payload: Mapping[str, Any]) -> str | None:
+    def state_for(self, payload: Payload) -> str | None:
         return _resolve(self.state, payload)
 
-    def event_for(self, payload: Mapping[str, Any]) -> tuple[str, str] | None:
+    def event_for(self, payload: Payload) -> tuple[str, str] | None:
         if self.event is None:
             return None
         return self.event[0], str(_resolve(self.event[1], payload))
 
 
-def _resolve(value: str | None, payload: Mapping[str, Any]) -> str | None:
+def _resolve(value: str | None, payload: Payload) -> str | None:
     if value is not None and value.startswith("$"):
-        return str(payload[value[1:]])
+        return str(getattr(payload, value[1:]))
     return value
 
 
 @dataclass(frozen=True)
 class Fsm:
-    name: str
+    payload: type[Payload]  # what an operation of this machine carries; names the machine
     steps: tuple[Step, ...]
     on_error: tuple[str | None, tuple[str, str] | None]  # (machine state, event)
     then: After = After.NOTHING
+
+    def __post_init__(self) -> None:
+        # A step may only depend on fields its payload has: a misspelling fails at import.
+        known = {f.name for f in fields(self.payload)}
+        for step in self.steps:
+            if not step.fields() <= known:
+                raise ValueError(f"{self.name}.{step.name} reads payload fields "
+                                 f"{sorted(step.fields() - known)} it does not have")
+
+    @property
+    def name(self) -> str:
+        return self.payload.fsm
 
     def step(self, name: str) -> Step:
         for step in self.steps:
@@ -106,10 +140,10 @@ class Fsm:
                 return step
         raise KeyError(f"{self.name} has no step {name!r}")
 
-    def first(self, payload: dict[str, Any]) -> Step:
+    def first(self, payload: Payload) -> Step:
         return next(step for step in self.steps if step.applies(payload))
 
-    def after(self, name: str, payload: dict[str, Any]) -> Step:
+    def after(self, name: str, payload: Payload) -> Step:
         """The step that follows ``name`` for this payload; every path ends in a final step."""
         index = [step.name for step in self.steps].index(name)
         for step in self.steps[index + 1 :]:
@@ -124,7 +158,7 @@ FSMS: dict[str, Fsm] = {
     fsm.name: fsm
     for fsm in (
         Fsm(
-            "create_machine",
+            CreateMachine,
             (
                 Step("attach_network", Effect.ATTACH_NETWORK, S.CREATED),
                 Step("prepare", Effect.PREPARE),
@@ -134,7 +168,7 @@ FSMS: dict[str, Fsm] = {
             then=After.LAUNCH,
         ),
         Fsm(
-            "start_machine",
+            StartMachine,
             (
                 Step("backoff", Effect.BACKOFF, S.STARTING, when="delay"),
                 Step("starting", Effect.ATTACH_NETWORK, S.STARTING, ("start", "starting")),
@@ -145,7 +179,7 @@ FSMS: dict[str, Fsm] = {
             then=After.WATCH,
         ),
         Fsm(
-            "stop_machine",
+            StopMachine,
             (
                 Step("stopping", Effect.STOP_TASK, S.STOPPING, ("stop", "stopping")),
                 Step("stopped", state=S.STOPPED, event=("exit", "stopped")),
@@ -154,13 +188,13 @@ FSMS: dict[str, Fsm] = {
             then=After.REST,
         ),
         Fsm(
-            "exit_machine",
+            ExitMachine,
             (Step("stopped", state=S.STOPPED),),  # the exit event is logged with the decision
             on_error=(None, None),
             then=After.REST,
         ),
         Fsm(
-            "restart_machine",
+            RestartMachine,
             (
                 Step("restarting", Effect.STOP_TASK, S.RESTARTING, ("restart", "restarting")),
                 Step("spawn", Effect.SPAWN, S.STARTING),
@@ -170,7 +204,7 @@ FSMS: dict[str, Fsm] = {
             then=After.WATCH,
         ),
         Fsm(
-            "update_machine",
+            UpdateMachine,
             (
                 Step("updating", Effect.STOP_TASK, S.UPDATING, ("update", "updating")),
                 Step("prepare", Effect.PREPARE),
@@ -185,7 +219,7 @@ FSMS: dict[str, Fsm] = {
             then=After.WATCH,
         ),
         Fsm(
-            "suspend_machine",
+            SuspendMachine,
             (
                 Step("suspending", Effect.FREEZE, S.SUSPENDING, ("suspend", "suspending")),
                 Step("suspended", state=S.SUSPENDED, event=("suspend", "suspended")),
@@ -194,7 +228,7 @@ FSMS: dict[str, Fsm] = {
             on_error=(S.STARTED, ("suspend", "failed")),
         ),
         Fsm(
-            "resume_machine",
+            ResumeMachine,
             (
                 Step("resuming", Effect.THAW, S.STARTING, ("start", "starting")),
                 Step("started", state=S.STARTED, event=("start", "started")),
@@ -204,7 +238,7 @@ FSMS: dict[str, Fsm] = {
             then=After.WATCH,
         ),
         Fsm(
-            "destroy_machine",
+            DestroyMachine,
             (
                 Step("destroying", Effect.STOP_TASK, S.DESTROYING, ("destroy", "destroying")),
                 Step("teardown", Effect.TEARDOWN),
@@ -214,13 +248,13 @@ FSMS: dict[str, Fsm] = {
             then=After.RELEASE,
         ),
         Fsm(
-            "create_volume",
+            CreateVolume,
             (Step("provision", Effect.PROVISION_VOLUME, "creating"),
              Step("created", state="created")),
             on_error=("failed", None),
         ),
         Fsm(
-            "delete_volume",
+            DeleteVolume,
             (Step("removing", Effect.REMOVE_VOLUME, "destroying"),
              Step("destroyed", state="destroyed")),
             on_error=(None, None),

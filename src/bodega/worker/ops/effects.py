@@ -18,12 +18,13 @@ import signal as signals
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bodega.model.duration import parse_duration
 from bodega.model.machine import ExitStatus
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.fsm import Effect, Step
+from bodega.worker.core.payloads import EndsRun, Payload, StartMachine, StartsRun
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, TaskSpec
 from bodega.worker.host.identity import machine_identity
@@ -33,6 +34,15 @@ from bodega.worker.store import queries
 from bodega.worker.store.database import Operation, Store
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+P = TypeVar("P", bound=Payload)
+
+
+def payload_of(op: Operation, kind: type[P]) -> P:
+    """The operation's payload as the kind a step's effect reads (the FSM table pairs them)."""
+    if not isinstance(op.payload, kind):
+        raise EffectFailed(f"{op.fsm} at {op.step} carries no {kind.__name__} payload")
+    return op.payload
 
 
 def signal_number(name: str | int | None, default: int) -> int:
@@ -145,13 +155,13 @@ class MachineEffects:
             raise EffectFailed(str(exc)) from exc
 
     async def _perform(self, op: Operation, step: Step) -> Outcome:
-        payload = op.payload
         match step.effect:
             case Effect.NONE:
                 return Outcome()
             case Effect.BACKOFF:
+                delay = payload_of(op, StartMachine).delay
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.draining.wait(), float(payload.get("delay", 0)))
+                    await asyncio.wait_for(self.draining.wait(), delay)
                 return Outcome()
             case Effect.ATTACH_NETWORK:
                 machine = self.machine(op.resource_id)
@@ -165,10 +175,10 @@ class MachineEffects:
                 await self.driver.prepare(self.task_spec(machine))
                 return Outcome()
             case Effect.SPAWN:
+                run = payload_of(op, StartsRun)
                 machine = self.machine(op.resource_id)
-                spec = self.task_spec(machine, int(payload["start_seq"]))
-                handle = await self.driver.start(spec)
-                return Outcome(payload={"pid": handle.pid}, updates={"handle": handle})
+                handle = await self.driver.start(self.task_spec(machine, run.start_seq))
+                return Outcome(payload=replace(run, pid=handle.pid), updates={"handle": handle})
             case Effect.STOP_TASK:
                 return await self._stop_task(op)
             case Effect.FREEZE:
@@ -219,26 +229,27 @@ class MachineEffects:
             await self._suspend().resume(machine.handle)
 
     async def _stop_task(self, op: Operation) -> Outcome:
+        ends = payload_of(op, EndsRun)
         machine = self.machine(op.resource_id)
         handle = machine.handle
-        if op.payload.get("thaw"):
+        if ends.thaw:
             # A frozen process cannot act on a signal (nor die of SIGKILL on a v1 freezer).
             await self._thaw(machine)
         if handle is None or not await self.driver.inspect(handle):
             if handle is None:
                 return Outcome()
             exit_status = await self.driver.wait(handle)
-            return Outcome(payload={"exit": _exit_event(exit_status, True)})
-        payload = op.payload
+            return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)))
         stop_config = machine.config.stop_config
         default_signal = signal_number(stop_config.signal if stop_config else None,
                                        signals.SIGINT)
-        sig = signal_number(payload.get("signal"), default_signal)
-        default_timeout = parse_duration(stop_config.timeout if stop_config else None, 10.0)
-        timeout = float(payload.get("timeout", default_timeout))
+        sig = signal_number(ends.signal, default_signal)
+        timeout = ends.timeout
+        if timeout is None:
+            timeout = parse_duration(stop_config.timeout if stop_config else None, 10.0)
         await self.driver.stop(handle, sig, timeout)
         exit_status = await self.driver.wait(handle)
-        return Outcome(payload={"exit": _exit_event(exit_status, True)})
+        return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)))
 
 
 def _exit_event(status: ExitStatus, requested: bool) -> dict[str, Any]:

@@ -82,8 +82,7 @@ class Recorder:
             queries.delete_lease(conn, machine_id)
         if decision.begin is None:
             return None
-        op, step = record_begin(self.store, conn, decision.begin.fsm, machine_id,
-                                dict(decision.begin.payload))
+        op, step = record_begin(self.store, conn, machine_id, decision.begin)
         self.entered(conn, op, step)
         return op
 
@@ -92,7 +91,7 @@ class Recorder:
         row = queries.get_machine(conn, op.resource_id)
         if row is None:
             return None
-        return self.apply(conn, row.id, decide(row, StepEntered(op.fsm, step.name, op.payload)))
+        return self.apply(conn, row.id, decide(row, StepEntered(step.name, op.payload)))
 
     def failed(self, conn: sqlite3.Connection, op: Operation) -> None:
         row = queries.get_machine(conn, op.resource_id)

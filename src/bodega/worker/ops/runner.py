@@ -14,12 +14,13 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from bodega.model.machine import MachineEvent
 from bodega.runtime.failpoints import Failpoints
 from bodega.worker.core.fsm import FSMS, Fsm, Step
+from bodega.worker.core.payloads import EndsRun, Payload
 from bodega.worker.store import queries, volume_queries
 from bodega.worker.store.database import Operation, Store
 
@@ -35,9 +36,10 @@ def host_local(op: Operation) -> bool:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What an effect reports: payload additions and column updates for its resource."""
+    """What an effect reports: the operation's payload with what it found (None: as it was)
+    and column updates for its resource."""
 
-    payload: dict[str, Any] = field(default_factory=dict)
+    payload: Payload | None = None
     updates: dict[str, Any] = field(default_factory=dict)
 
 
@@ -65,31 +67,30 @@ class StepRecorder(Protocol):
     def failed(self, conn: sqlite3.Connection, op: Operation) -> None: ...
 
 
-def step_event(store: Store, step: Step, payload: dict[str, Any]) -> MachineEvent | None:
+def step_event(store: Store, step: Step, payload: Payload) -> MachineEvent | None:
     """The event entering ``step`` records, if it records one."""
     spec = step.event_for(payload)
     if spec is None:
         return None
     type_, status = spec
-    request = None
-    if type_ == "exit" and payload.get("exit"):
-        request = {"exit_event": payload["exit"]}
-    elif payload.get("error") and status == "failed":
-        request = {"error": payload["error"]}
-    return store.new_event(type_, status, str(payload.get("source", "user")), request)
+    request: dict[str, Any] | None = None
+    if type_ == "exit" and isinstance(payload, EndsRun) and payload.exit:
+        request = {"exit_event": dict(payload.exit)}
+    elif payload.error and status == "failed":
+        request = {"error": payload.error}
+    return store.new_event(type_, status, payload.source, request)
 
 
 def record_begin(
-    store: Store, conn: sqlite3.Connection, fsm_name: str, resource_id: str,
-    payload: dict[str, Any],
+    store: Store, conn: sqlite3.Connection, resource_id: str, payload: Payload,
 ) -> tuple[Operation, Step]:
     """Record an operation at its first step (the caller then enters that step)."""
-    step = FSMS[fsm_name].first(payload)
+    step = FSMS[payload.fsm].first(payload)
     op = store.begin_operation(
-        conn, fsm=fsm_name, resource_id=resource_id, step=step.name, payload=payload,
+        conn, resource_id=resource_id, step=step.name, payload=payload,
         event=step_event(store, step, payload),
     )
-    log.info("%s %s: begin at %s", resource_id, fsm_name, step.name)
+    log.info("%s %s: begin at %s", resource_id, payload.fsm, step.name)
     return op, step
 
 
@@ -118,10 +119,8 @@ class Runner:
             volume_queries.update_volume(conn, op.resource_id, self.store.clock(), state=state)
         return None
 
-    def begin(
-        self, conn: sqlite3.Connection, fsm_name: str, resource_id: str, payload: dict[str, Any]
-    ) -> Operation:
-        op, step = record_begin(self.store, conn, fsm_name, resource_id, payload)
+    def begin(self, conn: sqlite3.Connection, resource_id: str, payload: Payload) -> Operation:
+        op, step = record_begin(self.store, conn, resource_id, payload)
         self._enter(conn, op, step)
         return op
 
@@ -129,7 +128,7 @@ class Runner:
                  outcome: Outcome) -> tuple[Operation, Operation | None]:
         """In the open transaction: store what ``step`` reported and enter the next step.
         Returns the operation advanced and the one entering that step began, if any."""
-        payload = {**op.payload, **outcome.payload}
+        payload = op.payload if outcome.payload is None else outcome.payload
         following = fsm.after(step.name, payload)
         if outcome.updates:
             if op.fsm.endswith("_volume"):
@@ -211,7 +210,7 @@ class Runner:
     def _fail(self, fsm: Fsm, op: Operation, step: Step, error: str) -> Operation:
         log.warning("%s %s: %s failed: %s", op.resource_id, op.fsm, step.name, error)
         state, event_spec = fsm.on_error
-        payload = {**op.payload, "error": error, "failed_step": step.name}
+        payload = replace(op.payload, error=error, failed_step=step.name)
         event = None
         if event_spec is not None:
             event = self.store.new_event(

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from bodega.model.capacity import Ask, shortfalls
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed
 from bodega.model.ids import new_volume_id
+from bodega.worker.core.payloads import CreateVolume, DeleteVolume
 from bodega.worker.core.records import VolumeRow
 from bodega.worker.ops.runner import Runner
 from bodega.worker.store import volume_queries
@@ -85,7 +86,7 @@ class VolumeService:
                     auto_backup_enabled=req.auto_backup_enabled, created_at=now, updated_at=now,
                 ),
             )
-            op = self.runner.begin(conn, "create_volume", volume_id, {"source": "user"})
+            op = self.runner.begin(conn, volume_id, CreateVolume())
         await self.runner.drive(op)
         return self.get(volume_id)
 
@@ -133,6 +134,6 @@ class VolumeService:
                     f"failed_precondition: volume {volume_id} is attached to machine "
                     f"{row.attached_machine_id}; destroy the machine first"
                 )
-            op = self.runner.begin(conn, "delete_volume", volume_id, {"source": "user"})
+            op = self.runner.begin(conn, volume_id, DeleteVolume())
         await self.runner.drive(op)
         return self.get(volume_id)

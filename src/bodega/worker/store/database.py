@@ -23,6 +23,7 @@ from bodega.model.errors import StorageFull
 from bodega.model.ids import new_ulid
 from bodega.model.machine import MachineEvent
 from bodega.runtime.sqlite import open_database
+from bodega.worker.core.payloads import Payload, payload_from_json, payload_json
 from bodega.worker.store.log_reader import LogReader
 from bodega.worker.store.schema import MIGRATIONS
 
@@ -36,7 +37,7 @@ class Operation:
     fsm: str
     step: str
     status: str
-    payload: dict[str, Any]
+    payload: Payload  # stored as its JSON object (``core/payloads.py``)
     error: str | None
     started_at: float
     updated_at: float
@@ -185,22 +186,23 @@ class Store(LogReader):
         self,
         conn: sqlite3.Connection,
         *,
-        fsm: str,
         resource_id: str,
         step: str,
-        payload: dict[str, Any],
+        payload: Payload,
         event: MachineEvent | None = None,
     ) -> Operation:
+        """Record an operation of ``payload``'s state machine, at ``step``."""
         now = self.clock()
         op_id = new_ulid(int(now * 1000))
+        fsm, stored = payload.fsm, payload_json(payload)
         conn.execute(
             "INSERT INTO operations (op_id, resource_id, fsm, step, status, payload, "
             "started_at, updated_at) VALUES (?, ?, ?, ?, 'running', ?, ?, ?)",
-            (op_id, resource_id, fsm, step, json.dumps(payload), now, now),
+            (op_id, resource_id, fsm, step, json.dumps(stored), now, now),
         )
         self.append(
             conn, op_id=op_id, resource_id=resource_id, fsm=fsm, step=step,
-            payload=payload, event=event,
+            payload=stored, event=event,
         )
         return Operation(op_id, resource_id, fsm, step, "running", payload, None, now, now)
 
@@ -210,20 +212,21 @@ class Store(LogReader):
         op: Operation,
         *,
         step: str,
-        payload: dict[str, Any],
+        payload: Payload,
         status: str = "running",
         error: str | None = None,
         event: MachineEvent | None = None,
     ) -> Operation:
         now = self.clock()
+        stored = payload_json(payload)
         conn.execute(
             "UPDATE operations SET step = ?, status = ?, payload = ?, error = ?, updated_at = ? "
             "WHERE op_id = ?",
-            (step, status, json.dumps(payload), error, now, op.op_id),
+            (step, status, json.dumps(stored), error, now, op.op_id),
         )
         self.append(
             conn, op_id=op.op_id, resource_id=op.resource_id, fsm=op.fsm, step=step,
-            payload=payload, event=event,
+            payload=stored, event=event,
         )
         return Operation(
             op.op_id, op.resource_id, op.fsm, step, status, payload, error, op.started_at, now
@@ -276,6 +279,7 @@ def storage_error(exc: BaseException) -> BaseException:
 def _operation(row: sqlite3.Row) -> Operation:
     return Operation(
         op_id=row["op_id"], resource_id=row["resource_id"], fsm=row["fsm"], step=row["step"],
-        status=row["status"], payload=json.loads(row["payload"]), error=row["error"],
+        status=row["status"], payload=payload_from_json(row["fsm"], json.loads(row["payload"])),
+        error=row["error"],
         started_at=row["started_at"], updated_at=row["updated_at"],
     )
