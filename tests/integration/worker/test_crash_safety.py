@@ -25,7 +25,8 @@ from bodega.model.errors import BodegaError
 from bodega.wire.worker_client import WorkerClient
 from bodega.worker.core.fsm import FSMS
 from bodega.worker.drivers.process.parking import PARK_NAME
-from bodega.worker.host.network import NetnsNetwork, run
+from bodega.worker.host.netns import NetnsNetwork
+from bodega.worker.host.network import run
 from tests.leftovers import names_of
 
 from .crashkit import crash_worker, environ_of, machine_config, program_pids, until

@@ -16,7 +16,8 @@ from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.host.image_drivers import make_image_driver, runtime_available
 from bodega.worker.host.names import Owner, Subnet
-from bodega.worker.host.network import HostNetwork, NetnsNetwork, Network
+from bodega.worker.host.netns import NetnsNetwork
+from bodega.worker.host.network import HostNetwork, Network
 
 
 def default_subnet(name: str) -> str:
