@@ -2,7 +2,7 @@
 ``bodega clean``.
 
 Every kernel object a cluster's workers make carries the cluster id stored in
-its data dir (``runtime/cluster_id.py``; names in ``worker/host_names.py``).
+its data dir (``runtime/cluster_id.py``; names in ``worker/host/names.py``).
 Cleanup lives in two places:
 
 - each worker stopping for good (``--stop-machines-on-exit``, which ``bodega up``

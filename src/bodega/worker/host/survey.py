@@ -2,7 +2,7 @@
 
 Read from ``/run``, sysfs and procfs only (no subprocess, nothing written), so
 surveying is cheap and works unprivileged; deciding what of it to remove is
-``host_sweep``'s job. Only the places bodega names objects in are read: every
+``sweep``'s job. Only the places bodega names objects in are read: every
 namespace and link (names decide), the ``bodega/`` directory of each cgroup
 hierarchy, ``/run/bodega``, and mount points.
 """

@@ -85,7 +85,7 @@ class MachineEffects:
         self.driver = driver
         self.network = network
         self.user = user
-        # The app's secrets for a launch (``secret_env.py``); none without a registry.
+        # The app's secrets for a launch (``host/secret_env.py``); none without a registry.
         self.secret_env: Callable[[str], dict[str, str]] = lambda _app: {}
         # Set once the worker stops all its machines to exit: a restart's backoff ends at once
         # (its machine is stopped next), so a crash loop does not hold up the exit.
