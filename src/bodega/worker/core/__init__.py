@@ -1,4 +1,10 @@
-"""The worker's pure core: every rule about a machine, as ``decide(record, stimulus)``."""
+"""The worker's pure core: every rule about a machine, as ``decide(record, stimulus)``.
+
+Its folder is its boundary: it imports nothing of the worker outside it. ``rules``
+decides (with ``annotations``, ``policy``, ``suspend`` and ``checks``) over the typed
+stimuli and decisions of ``decisions``; ``fsm`` declares each operation's state machine
+and ``payloads`` what each carries; ``records`` holds the rows it reads.
+"""
 
 from bodega.worker.core.decisions import (
     Changes,
