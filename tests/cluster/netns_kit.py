@@ -18,7 +18,7 @@ import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from bodega.worker.network import run
+from bodega.worker.host.network import run
 
 PARTITION_TABLE = "bodega_partition"
 LOSS_TABLE = "bodega_loss"

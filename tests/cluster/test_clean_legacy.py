@@ -23,8 +23,9 @@ import pytest
 
 from bodega.cluster import cleanup
 from bodega.runtime import cluster_id
-from bodega.worker.host_names import HostNames
-from bodega.worker.network import NetnsNetwork, run
+from bodega.worker.host.names import HostNames
+from bodega.worker.host.netns import NetnsNetwork
+from bodega.worker.host.network import run
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and cgroups need root")
 

@@ -20,7 +20,7 @@ import pytest
 from bodega.model.errors import Indeterminate
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
-from bodega.worker.network import run
+from bodega.worker.host.network import run
 from tests.integration.daemon_kit import SECRET, Daemon
 
 from .netns_kit import hosts

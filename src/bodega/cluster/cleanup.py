@@ -2,7 +2,7 @@
 ``bodega clean``.
 
 Every kernel object a cluster's workers make carries the cluster id stored in
-its data dir (``runtime/cluster_id.py``; names in ``worker/host_names.py``).
+its data dir (``runtime/cluster_id.py``; names in ``worker/host/names.py``).
 Cleanup lives in two places:
 
 - each worker stopping for good (``--stop-machines-on-exit``, which ``bodega up``
@@ -33,15 +33,15 @@ from bodega.cluster import machine_range
 from bodega.runtime.hostinfo import hostname
 from bodega.runtime.pid_lock import holder
 from bodega.worker.config import LOCK_FILE
-from bodega.worker.host_names import HostNames, Owner, legacy_namespace, octets
-from bodega.worker.host_parts import default_subnet
-from bodega.worker.host_survey import (
+from bodega.worker.host.names import HostNames, Owner, legacy_namespace, octets
+from bodega.worker.host.parts import default_subnet
+from bodega.worker.host.survey import (
     cgroup_pids,
     namespace_id,
     pids_in_namespaces,
     survey,
 )
-from bodega.worker.host_sweep import Leftovers, legacy, owned, processes, remove
+from bodega.worker.host.sweep import Leftovers, legacy, owned, processes, remove
 
 UP_LOCK = "up.lock"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bodega.model.capacity import Totals
 from bodega.runtime.failpoints import Failpoints
-from bodega.worker.host_names import HostNames
+from bodega.worker.host.names import HostNames
 
 # Held (flock) by the worker running on a data dir, for as long as it runs.
 LOCK_FILE = "worker.lock"

@@ -28,28 +28,28 @@ from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
-from bodega.worker import queries
-from bodega.worker.actions import MachineActions
+from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
+from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
-from bodega.worker.effects import MachineEffects, machine_user
-from bodega.worker.health import HealthChecks
-from bodega.worker.host_parts import make_driver, make_network, owner
-from bodega.worker.host_survey import survey
-from bodega.worker.host_sweep import owned, remove
-from bodega.worker.ledger import Ledger
-from bodega.worker.lifecycle import Recorder
-from bodega.worker.machines import MachineService
+from bodega.worker.host.network import WIRE_AHEAD, Network
+from bodega.worker.host.parts import make_driver, make_network, owner
+from bodega.worker.host.secret_env import SecretEnv
+from bodega.worker.host.survey import survey
+from bodega.worker.host.sweep import owned, remove
 from bodega.worker.metrics import WorkerMetrics
-from bodega.worker.network import WIRE_AHEAD, Network
+from bodega.worker.ops.actions import MachineActions
+from bodega.worker.ops.effects import MachineEffects, machine_user
+from bodega.worker.ops.health import HealthChecks
+from bodega.worker.ops.lifecycle import Recorder
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.ops.runner import Runner
+from bodega.worker.ops.volumes import VolumeService
+from bodega.worker.ops.watch import StateWatch
 from bodega.worker.publish import Publisher
-from bodega.worker.records import MachineRow
-from bodega.worker.runner import Runner
-from bodega.worker.secret_env import SecretEnv
-from bodega.worker.server import WorkerApi
-from bodega.worker.store import Store
-from bodega.worker.volumes import VolumeService
-from bodega.worker.watch import StateWatch
+from bodega.worker.store import queries
+from bodega.worker.store.database import Store
+from bodega.worker.store.ledger import Ledger
 
 log = logging.getLogger("bodega.worker")
 

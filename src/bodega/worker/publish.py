@@ -1,6 +1,6 @@
 """What this worker tells the cluster: its capacity, machines and volumes, in the registry.
 
-The worker's ops log is the history of everything it does (DESIGN.md,
+The worker's ops log is the history of everything it does (ARCHITECTURE.md,
 invariant 4), so the publisher follows the log rather than hooks: every
 ``interval`` (50 ms) it reads the entries appended since its last look,
 re-renders each machine and volume they touched (and the volume attached to
@@ -12,7 +12,7 @@ entry: reservations and cordons included, which no runner hook sees. A
 reservation that simply expires writes no log entry, so the capacity is
 also compared once a second.
 
-Rows are what the worker API returns for the same resource (``render.py``),
+Rows are what the worker API returns for the same resource (``api/render.py``),
 without events. Destroyed machines and volumes stay as rows with state
 ``destroyed`` (clients list them with ``include_deleted``) until the
 tombstone TTL has passed, then become tombstones, which the registry purges
@@ -32,11 +32,11 @@ from typing import Any
 from bodega.model.machine import rfc3339
 from bodega.model.states import MachineState
 from bodega.registry import RegistryNode
-from bodega.worker import queries, volume_queries
-from bodega.worker.ledger import Ledger
-from bodega.worker.records import MachineRow
-from bodega.worker.render import machine_wire, volume_wire
-from bodega.worker.store import Store
+from bodega.worker.api.render import machine_wire, volume_wire
+from bodega.worker.core.records import MachineRow
+from bodega.worker.store import queries, volume_queries
+from bodega.worker.store.database import Store
+from bodega.worker.store.ledger import Ledger
 
 log = logging.getLogger("bodega.worker.publish")
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from bodega.runtime.keys import internal_token
-from bodega.worker.network import run
+from bodega.worker.host.network import run
 from tests.integration.daemon_kit import SECRET, Daemon
 
 from ..netns_kit import Hosts

@@ -21,10 +21,10 @@ from bodega.broker.catalog import MemoryCatalog
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.model.capacity import Totals
-from bodega.worker import queries, volume_queries
+from bodega.worker.api.render import machine_wire, volume_wire
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
-from bodega.worker.render import machine_wire, volume_wire
+from bodega.worker.store import queries, volume_queries
 
 SECRET = "broker-test-secret"
 ADMIN = "admin-token"

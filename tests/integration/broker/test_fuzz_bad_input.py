@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from bodega.wire.http import MAX_BODY, MAX_DEPTH
-from bodega.worker import queries, volume_queries
+from bodega.worker.store import queries, volume_queries
 
 from .broker_kit import MACHINE, Cluster
 from .fuzz_kit import Target, admin_headers, error_problem, run_on, served_cluster

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bodega.worker import queries
+from bodega.worker.store import queries
 
 from .broker_kit import in_process_cluster, machine
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
-from bodega.worker.network import NetnsNetwork
+from bodega.worker.host.netns import NetnsNetwork
 from tests.leftovers_kit import names_of, sweep_data_dir
 
 from ..daemon_kit import SECRET, Daemon, worker_argv

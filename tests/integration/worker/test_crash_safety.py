@@ -23,9 +23,10 @@ import pytest
 
 from bodega.model.errors import BodegaError
 from bodega.wire.worker_client import WorkerClient
+from bodega.worker.core.fsm import FSMS
 from bodega.worker.drivers.process.parking import PARK_NAME
-from bodega.worker.fsm import FSMS
-from bodega.worker.network import NetnsNetwork, run
+from bodega.worker.host.netns import NetnsNetwork
+from bodega.worker.host.network import run
 from tests.leftovers_kit import names_of
 
 from .crash_kit import crash_worker, environ_of, machine_config, program_pids, until

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from bodega.worker.core.checks import CheckSpec
-from bodega.worker.health import probe
+from bodega.worker.ops.health import probe
 
 
 class Server:

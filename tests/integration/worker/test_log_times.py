@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bodega.worker.api.log_routes import read_history
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
-from bodega.worker.log_routes import read_history
 
 
 def write(path: Path, text: str, at: float) -> None:

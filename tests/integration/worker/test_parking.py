@@ -26,8 +26,8 @@ from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
 from bodega.worker.drivers.process.parking import PARK_NAME, Parking, park_slot
 from bodega.worker.drivers.process.procfs import pids_with_argument
-from bodega.worker.host_names import HostNames
-from bodega.worker.network import NetnsNetwork
+from bodega.worker.host.names import HostNames
+from bodega.worker.host.netns import NetnsNetwork
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, cgroups)")
 

@@ -21,8 +21,9 @@ from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
 from bodega.worker.drivers.process.logfiles import log_path
-from bodega.worker.host_names import HostNames
-from bodega.worker.network import NetnsNetwork, run
+from bodega.worker.host.names import HostNames
+from bodega.worker.host.netns import NetnsNetwork
+from bodega.worker.host.network import run
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups, netns, setpriv)")
 PY = sys.executable

@@ -11,7 +11,7 @@ from bodega.model.capacity import Totals
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.network import HostNetwork
+from bodega.worker.host.network import HostNetwork
 
 
 def worker_config(tmp_path: Path, **overrides: object) -> WorkerConfig:

@@ -12,8 +12,8 @@ from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState as S
 from bodega.worker.core import CheckResult, decide
 from bodega.worker.core import checks as core
+from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import TaskHandle
-from bodega.worker.records import MachineRow
 
 
 def config(**extra: Any) -> MachineConfig:
@@ -106,7 +106,7 @@ def test_the_wire_shows_every_check_waiting_until_this_run_reports() -> None:
 
 
 def test_a_stored_config_with_keys_checks_now_refuse_still_loads() -> None:
-    from bodega.worker.records import parse_config
+    from bodega.worker.store.rows import parse_config
 
     text = ('{"image": "app:1", "checks": {"x": {"type": "tcp", "port": 1, "old": true}}, '
             '"services": [{"internal_port": 80, "checks": [{"path": "/", "gone": 1}]}]}')

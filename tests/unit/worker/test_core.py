@@ -17,7 +17,6 @@ from bodega.model.states import RELEASES_COMPUTE, MachineState
 from bodega.worker.core import (
     BEGINS,
     RESTART_WINDOW,
-    Begin,
     Changes,
     CheckResult,
     Cordon,
@@ -40,9 +39,17 @@ from bodega.worker.core import (
     decide,
     restart_delay,
 )
+from bodega.worker.core.fsm import FSMS
+from bodega.worker.core.payloads import (
+    CreateMachine,
+    DestroyMachine,
+    ExitMachine,
+    RestartMachine,
+    StartMachine,
+    UpdateMachine,
+)
+from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import TaskHandle
-from bodega.worker.fsm import FSMS
-from bodega.worker.records import MachineRow
 
 S = MachineState
 
@@ -82,8 +89,7 @@ def test_start_from_stopped_checks_room_resets_restarts_and_begins_a_start() -> 
     assert decision.room == Ask.for_config(row.config)
     assert (decision.changes.holds_compute, decision.changes.start_seq,
             decision.changes.restarts) == (True, 4, 0)
-    assert decision.begin == Begin("start_machine",
-                                   {"source": "user", "start_seq": 4, "delay": 0.0})
+    assert decision.begin == StartMachine(source="user", start_seq=4, delay=0.0)
 
 
 def test_start_of_a_started_machine_is_already_there_and_a_destroying_one_is_refused() -> None:
@@ -95,8 +101,8 @@ def test_start_of_a_started_machine_is_already_there_and_a_destroying_one_is_ref
 def test_restart_takes_the_next_start_seq_and_keeps_the_signal() -> None:
     decision = decide(record(), Restart(signal="SIGTERM", timeout=2.0))
     assert decision.changes.start_seq == 4
-    assert decision.begin == Begin("restart_machine", {"source": "user", "signal": "SIGTERM",
-                                                       "timeout": 2.0, "start_seq": 4})
+    assert decision.begin == RestartMachine(source="user", signal="SIGTERM", timeout=2.0,
+                                            start_seq=4)
 
 
 def test_update_of_a_started_machine_launches_even_with_skip_launch() -> None:
@@ -107,25 +113,23 @@ def test_update_of_a_started_machine_launches_even_with_skip_launch() -> None:
     assert decision.new_version
     assert decision.changes.config == new
     assert decision.changes.instance_id == "v2"
-    assert decision.begin is not None
-    assert decision.begin.payload["launch"] is True
+    assert isinstance(decision.begin, UpdateMachine)
+    assert decision.begin.launch is True
 
 
 def test_update_of_a_stopped_machine_with_skip_launch_needs_no_room_and_rests_stopped() -> None:
     decision = decide(record(S.STOPPED), Update(config(), "v2", 62, skip_launch=True))
     assert decision.room is None
     assert decision.changes.holds_compute is False
-    assert decision.begin is not None
-    assert decision.begin.payload == {"source": "user", "launch": False,
-                                      "rest_state": "stopped", "start_seq": 3}
+    assert decision.begin == UpdateMachine(source="user", launch=False, rest_state="stopped",
+                                           start_seq=3)
 
 
 def test_destroy_refuses_a_started_machine_unless_forced_and_a_destroyed_one_is_gone() -> None:
     with pytest.raises(PreconditionFailed, match="use force=true"):
         decide(record(), Destroy())
     forced = decide(record(), Destroy(force=True))
-    assert forced.begin == Begin("destroy_machine",
-                                 {"source": "user", "signal": "SIGKILL", "timeout": 0.0})
+    assert forced.begin == DestroyMachine(source="user", signal="SIGKILL", timeout=0.0)
     with pytest.raises(NotFound):
         decide(record(S.DESTROYED), Destroy())
 
@@ -162,8 +166,7 @@ def test_a_crash_restarts_after_a_backoff_counting_the_restart() -> None:
     assert decision.room is None  # a started machine already holds its room
     assert (decision.changes.restarts, decision.changes.start_seq) == (3, 4)
     assert decision.changes.last_exit == ExitStatus(exit_code=1)
-    assert decision.begin == Begin("start_machine", {"source": "flyd", "start_seq": 4,
-                                                     "delay": restart_delay(2)})
+    assert decision.begin == StartMachine(source="flyd", start_seq=4, delay=restart_delay(2))
     assert [(n.step, n.event.type, n.event.status) for n in decision.notes if n.event] == [
         ("exit", "exit", "restarting")]
 
@@ -180,7 +183,7 @@ def test_a_clean_exit_comes_to_rest_through_its_own_operation() -> None:
     decision = decide(row, exit_of(row, code=0))
     assert decision.exit_decision is ExitDecision.STOP
     assert decision.changes.state is None  # the exit_machine operation's step writes it
-    assert decision.begin == Begin("exit_machine", {"source": "flyd"})
+    assert decision.begin == ExitMachine(source="flyd")
     assert [(n.step, n.event.type, n.event.status) for n in decision.notes if n.event] == [
         ("exit", "exit", "stopped")]
 
@@ -206,16 +209,15 @@ def test_an_exit_of_an_older_run_or_of_a_stopping_machine_changes_nothing() -> N
 
 def test_a_create_that_was_asked_to_launch_begins_its_start_in_the_same_commit() -> None:
     row = record(S.CREATED, start_seq=0)
-    decision = decide(row, StepEntered("create_machine", "created", {"launch": True}))
+    decision = decide(row, StepEntered("created", CreateMachine(launch=True)))
     assert decision.changes.state == S.CREATED
-    assert decision.begin == Begin("start_machine", {"source": "flyd", "start_seq": 1,
-                                                     "delay": 0.0})
-    quiet = decide(row, StepEntered("create_machine", "created", {"launch": False}))
+    assert decision.begin == StartMachine(source="flyd", start_seq=1, delay=0.0)
+    quiet = decide(row, StepEntered("created", CreateMachine(launch=False)))
     assert quiet.begin is None
 
 
 def test_the_end_of_a_destroy_gives_back_compute_volume_and_lease() -> None:
-    decision = decide(record(S.DESTROYING), StepEntered("destroy_machine", "destroyed", {}))
+    decision = decide(record(S.DESTROYING), StepEntered("destroyed", DestroyMachine()))
     assert decision.changes.state == S.DESTROYED
     assert decision.changes.holds_compute is False
     assert decision.changes.clear_handle
@@ -279,6 +281,6 @@ def test_only_the_steps_of_operations_write_a_machines_state(state: str,
 def test_create_records_the_machine_created_and_begins_its_create() -> None:
     decision = decide(None, Create(launch=False))
     assert (decision.changes.state, decision.changes.holds_compute) == (S.CREATED, True)
-    assert decision.begin == Begin("create_machine", {"source": "user", "launch": False})
+    assert decision.begin == CreateMachine(source="user", launch=False)
     with pytest.raises(NotFound):
         decide(None, Start())

@@ -8,7 +8,6 @@ from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, PreconditionFailed
 from bodega.model.states import RELEASES_COMPUTE, MachineState
 from bodega.worker.core import (
-    Begin,
     Changes,
     Destroy,
     OperationFailed,
@@ -21,7 +20,8 @@ from bodega.worker.core import (
     Update,
     decide,
 )
-from bodega.worker.fsm import FSMS
+from bodega.worker.core.fsm import FSMS
+from bodega.worker.core.payloads import EndsRun, ResumeMachine, SuspendMachine
 
 from .test_core import config, record
 
@@ -30,7 +30,7 @@ S = MachineState
 
 def test_suspend_of_a_started_machine_begins_a_suspend() -> None:
     decision = decide(record(S.STARTED), Suspend(can_suspend=True))
-    assert decision.begin == Begin("suspend_machine", {"source": "user"})
+    assert decision.begin == SuspendMachine(source="user")
     assert decision.room is None
     assert decision.changes == Changes()
 
@@ -69,9 +69,9 @@ def test_fly_limits_refuse_big_and_scheduled_machines() -> None:
 
 def test_entering_the_suspend_steps_moves_the_state_and_keeps_compute() -> None:
     row = record(S.STARTED)
-    suspending = decide(row, StepEntered("suspend_machine", "suspending", {"source": "user"}))
+    suspending = decide(row, StepEntered("suspending", SuspendMachine(source="user")))
     assert suspending.changes.state == S.SUSPENDING
-    suspended = decide(row, StepEntered("suspend_machine", "suspended", {"source": "user"}))
+    suspended = decide(row, StepEntered("suspended", SuspendMachine(source="user")))
     assert suspended.changes.state == S.SUSPENDED
     # Its memory stays resident: the machine goes on holding its compute.
     assert suspended.changes.holds_compute is None
@@ -89,11 +89,11 @@ def test_a_failed_freeze_leaves_it_started_and_a_failed_thaw_suspended() -> None
 def test_start_of_a_suspended_machine_resumes_the_same_run() -> None:
     row = record(S.SUSPENDED, restarts=2)
     decision = decide(row, Start())
-    assert decision.begin == Begin("resume_machine", {"source": "user"})
+    assert decision.begin == ResumeMachine(source="user")
     assert decision.room is None  # it kept its room
     assert decision.changes.start_seq is None
     assert decision.changes.restarts is None
-    started = decide(row, StepEntered("resume_machine", "started", {"source": "user"}))
+    started = decide(row, StepEntered("started", ResumeMachine(source="user")))
     assert started.changes.state == S.STARTED
     assert FSMS["resume_machine"].step("resuming").event == ("start", "starting")
 
@@ -112,12 +112,12 @@ def test_a_suspended_record_without_compute_checks_room_before_resuming() -> Non
 def test_ending_a_suspended_run_thaws_it_first(stimulus: Stop | Destroy | Update,
                                                fsm: str) -> None:
     decision = decide(record(S.SUSPENDED), stimulus)
-    assert decision.begin is not None
+    assert isinstance(decision.begin, EndsRun)
     assert decision.begin.fsm == fsm
-    assert decision.begin.payload["thaw"] is True
+    assert decision.begin.thaw is True
     started = decide(record(S.STARTED), Stop())
-    assert started.begin is not None
-    assert "thaw" not in started.begin.payload
+    assert isinstance(started.begin, EndsRun)
+    assert started.begin.thaw is False
 
 
 def test_a_restarted_worker_re_adopts_a_suspended_machine() -> None:

@@ -6,8 +6,8 @@ from dataclasses import fields
 
 from bodega.model.machine_config import MachineConfig
 from bodega.wire.worker_calls import CreateMachineBody
-from bodega.worker.machine_routes import create_request
-from bodega.worker.machines import CreateRequest
+from bodega.worker.api.machine_routes import create_request
+from bodega.worker.ops.machines import CreateRequest
 
 
 def test_every_wire_field_of_a_create_is_a_field_of_the_workers_create() -> None:

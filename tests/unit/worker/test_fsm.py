@@ -3,11 +3,18 @@ import pytest
 from bodega.model.machine import ExitStatus
 from bodega.model.states import RELEASES_COMPUTE, MachineState
 from bodega.worker.core import BEGINS, ExitDecision, after_exit, restart_delay
-from bodega.worker.fsm import FSMS, Effect
+from bodega.worker.core.fsm import FSMS, Effect
+from bodega.worker.core.payloads import Payload, payload_from_json
 
 
-def path(fsm_name: str, payload: dict[str, object]) -> list[str]:
+def typed(fsm_name: str, payload: dict[str, object]) -> Payload:
+    """``payload`` as ``fsm_name``'s typed payload; the fields a run needs default to one."""
+    return payload_from_json(fsm_name, {"start_seq": 1, "rest_state": "stopped", **payload})
+
+
+def path(fsm_name: str, fields: dict[str, object]) -> list[str]:
     fsm = FSMS[fsm_name]
+    payload = typed(fsm_name, fields)
     step = fsm.first(payload)
     names = [step.name]
     while not step.final:
@@ -37,8 +44,9 @@ def test_update_launches_or_settles() -> None:
     assert path("update_machine", {"launch": False, "rest_state": "stopped"}) == [
         "updating", "prepare", "settled"]
     settled = FSMS["update_machine"].step("settled")
-    assert settled.state_for({"rest_state": "created"}) == "created"
-    assert settled.event_for({"rest_state": "stopped"}) == ("update", "stopped")
+    assert settled.state_for(typed("update_machine", {"rest_state": "created"})) == "created"
+    assert settled.event_for(typed("update_machine", {"rest_state": "stopped"})) == (
+        "update", "stopped")
 
 
 def test_final_steps_have_no_effect_and_others_do() -> None:

@@ -27,15 +27,16 @@ from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import PERSISTENT, RELEASES_COMPUTE, MachineState
-from bodega.worker import queries
 from bodega.worker.core import BEGINS
+from bodega.worker.core.fsm import FSMS, Step
+from bodega.worker.core.payloads import Payload, payload_from_json
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.fsm import FSMS, Step
-from bodega.worker.machines import CreateRequest
-from bodega.worker.network import HostNetwork
-from bodega.worker.runner import Outcome
-from bodega.worker.store import Operation
+from bodega.worker.host.network import HostNetwork
+from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.ops.runner import Outcome
+from bodega.worker.store import queries
+from bodega.worker.store.database import Operation
 
 from .conftest import worker_config
 
@@ -61,17 +62,18 @@ class ModelWorker:
     state: str = S.CREATED
     seen: list[str] = field(default_factory=list)
 
-    def payload_for(self, fsm: str, launch: bool, delay: bool) -> dict[str, Any]:
+    def payload_for(self, fsm: str, launch: bool, delay: bool) -> Payload:
         rest = self.state if self.state in (S.CREATED, S.STOPPED) else S.STOPPED
-        return {"launch": launch, "rest_state": rest, "delay": 0.2 if delay else 0}
+        return payload_from_json(fsm, {"launch": launch, "rest_state": rest,
+                                       "delay": 0.2 if delay else 0, "start_seq": 1})
 
-    def enter(self, step: Step, payload: dict[str, Any]) -> None:
+    def enter(self, step: Step, payload: Payload) -> None:
         state = step.state_for(payload)
         if state is not None:
             self.state = state
             self.seen.append(state)
 
-    def run(self, fsm_name: str, payload: dict[str, Any], fate: list[str]) -> None:
+    def run(self, fsm_name: str, payload: Payload, fate: list[str]) -> None:
         """Begin and drive one operation; a death resumes at the recorded step (repeating it)."""
         fsm = FSMS[fsm_name]
         step = fsm.first(payload)
@@ -118,7 +120,8 @@ def test_any_sequence_of_operations_and_deaths_comes_to_rest(
 def test_resuming_at_any_step_reaches_a_final_step(fsm_name: str, launch: bool, rest: str,
                                                    delay: bool, data: st.DataObject) -> None:
     fsm = FSMS[fsm_name]
-    payload = {"launch": launch, "rest_state": rest, "delay": 0.1 if delay else 0}
+    payload = payload_from_json(fsm_name, {"launch": launch, "rest_state": rest,
+                                           "delay": 0.1 if delay else 0, "start_seq": 1})
     reachable = [fsm.first(payload)]
     while not reachable[-1].final:
         reachable.append(fsm.after(reachable[-1].name, payload))

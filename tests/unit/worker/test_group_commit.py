@@ -20,10 +20,10 @@ from bodega.model.errors import Conflict, StorageFull
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.group_commit import GroupQueue, Outcome, answers
-from bodega.worker.ledger import CapacityRejected
-from bodega.worker.machines import CreateRequest
-from bodega.worker.store import Store
+from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.store.database import Store
+from bodega.worker.store.group_commit import GroupQueue, Outcome, answers
+from bodega.worker.store.ledger import CapacityRejected
 
 from .conftest import in_process_worker, worker_config
 

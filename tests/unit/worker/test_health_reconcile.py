@@ -11,11 +11,11 @@ import pytest
 
 from bodega.model.capacity import Totals
 from bodega.model.machine_config import MachineConfig
-from bodega.worker import queries
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.health import HealthChecks
-from bodega.worker.machines import CreateRequest
+from bodega.worker.ops.health import HealthChecks
+from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.store import queries
 from tests.unit.worker.conftest import in_process_worker, worker_config
 
 W = tuple[Worker, FakeDriver]

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bodega.runtime import cluster_id
-from bodega.worker.host_names import HostNames, Owner, Subnet
-from bodega.worker.host_survey import Link, Survey
-from bodega.worker.host_sweep import legacy, owned
+from bodega.worker.host.names import HostNames, Owner, Subnet
+from bodega.worker.host.survey import Link, Survey
+from bodega.worker.host.sweep import legacy, owned
 
 A, B = HostNames("kq3x9"), HostNames("m0zz1")
 NET = ipaddress.ip_network("10.209.1.0/24")

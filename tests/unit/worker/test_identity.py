@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bodega.worker.identity import MACHINE_UID_BASE, machine_identity
+from bodega.worker.host.identity import MACHINE_UID_BASE, machine_identity
 
 NOBODY = (65534, 65534)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, command, parse_user
-from bodega.worker.images.eviction import to_evict
+from bodega.worker.images.eviction import CachedImage, to_evict
 from bodega.worker.images.manifest import BadImage, ImageConfig, Manifest, pick_platform
 from bodega.worker.images.plan import (
     Done,
@@ -21,7 +21,6 @@ from bodega.worker.images.plan import (
     next_step,
 )
 from bodega.worker.images.reference import BadReference, names_registry, parse_reference
-from bodega.worker.images.store import CachedImage
 from bodega.worker.images.unpack import apply_layer
 
 D = "sha256:" + "a" * 64

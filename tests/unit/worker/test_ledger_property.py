@@ -19,10 +19,10 @@ from bodega.model.capacity import Ask, Totals
 from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
-from bodega.worker import queries
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.machines import CreateRequest
+from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.store import queries
 
 from .conftest import make_worker, worker_config
 
@@ -87,7 +87,7 @@ class World:
             )
             self.machines.append(row.id)
         elif kind == "volume":
-            from bodega.worker.volumes import VolumeRequest
+            from bodega.worker.ops.volumes import VolumeRequest
 
             await w.volumes.create(VolumeRequest(app="app", name=f"v{len(self.machines)}",
                                                  region="ams", size_gb=int(step[1]),  # type: ignore[call-overload]

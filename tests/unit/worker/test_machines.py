@@ -14,8 +14,8 @@ from bodega.model.machine_config import MachineConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.base import Capabilities
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.ledger import CapacityRejected
-from bodega.worker.machines import CreateRequest
+from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.store.ledger import CapacityRejected
 
 W = tuple[Worker, FakeDriver]
 

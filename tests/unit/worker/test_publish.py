@@ -18,7 +18,7 @@ from bodega.model.machine_config import MachineConfig
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.machines import CreateRequest
+from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.publish import Publisher
 
 W = tuple[Worker, FakeDriver]

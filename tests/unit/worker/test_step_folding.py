@@ -18,8 +18,8 @@ from bodega.model.machine_config import MachineConfig
 from bodega.runtime.failpoints import Failpoints
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.null import NullDriver
-from bodega.worker.machines import CreateRequest
-from bodega.worker.network import HostNetwork
+from bodega.worker.host.network import HostNetwork
+from bodega.worker.ops.machines import CreateRequest
 
 from .conftest import in_process_worker, worker_config
 

@@ -6,11 +6,11 @@ import asyncio
 
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
-from bodega.worker import queries
 from bodega.worker.core import restart_delay
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.machines import CreateRequest
+from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.store import queries
 
 W = tuple[Worker, FakeDriver]
 RESTARTS = 16  # a crash loop this long waits BACKOFF_CAP (10 s) before its next start

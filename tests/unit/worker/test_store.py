@@ -3,7 +3,8 @@ from pathlib import Path
 import pytest
 
 from bodega.model.errors import StorageFull
-from bodega.worker.store import Store
+from bodega.worker.core.payloads import ExitMachine, StartMachine
+from bodega.worker.store.database import Store
 
 
 def test_migrations_apply_once_and_record_the_version(tmp_path: Path) -> None:
@@ -42,15 +43,18 @@ def test_operations_log_every_step_and_survive_reopen(tmp_path: Path) -> None:
     clock = iter(range(100, 200))
     store = Store(tmp_path / "w.db", clock=lambda: float(next(clock)))
     with store.tx() as conn:
-        op = store.begin_operation(conn, fsm="f", resource_id="m1", step="one", payload={"a": 1})
+        op = store.begin_operation(conn, resource_id="m1", step="one",
+                                   payload=StartMachine(start_seq=1))
     with store.tx() as conn:
-        op = store.advance_operation(conn, op, step="two", payload={"a": 2},
+        op = store.advance_operation(conn, op, step="two",
+                                     payload=StartMachine(start_seq=1, pid=2),
                                      event=store.new_event("start", "started", "flyd"))
     store.close()
     reopened = Store(tmp_path / "w.db")
     assert [e.step for e in reopened.history("m1")] == ["one", "two"]
     running = reopened.running_operations()
-    assert [(o.op_id, o.step, o.payload) for o in running] == [(op.op_id, "two", {"a": 2})]
+    assert [(o.op_id, o.step, o.payload) for o in running] == [
+        (op.op_id, "two", StartMachine(start_seq=1, pid=2))]
     events = reopened.events("m1")
     assert [(e.type, e.status) for e in events] == [("start", "started")]
     reopened.close()
@@ -71,9 +75,9 @@ def test_compaction_keeps_events_and_running_operations(tmp_path: Path) -> None:
     now = [1000.0]
     store = Store(tmp_path / "w.db", clock=lambda: now[0])
     with store.tx() as conn:
-        done = store.begin_operation(conn, fsm="f", resource_id="a", step="s", payload={})
-        store.advance_operation(conn, done, step="end", payload={}, status="done")
-        store.begin_operation(conn, fsm="f", resource_id="b", step="s", payload={})
+        done = store.begin_operation(conn, resource_id="a", step="s", payload=ExitMachine())
+        store.advance_operation(conn, done, step="end", payload=ExitMachine(), status="done")
+        store.begin_operation(conn, resource_id="b", step="s", payload=ExitMachine())
         store.append(conn, op_id="x", resource_id="a", fsm="f", step="e", payload={},
                      event=store.new_event("exit", "stopped", "flyd"))
     now[0] = 5000.0

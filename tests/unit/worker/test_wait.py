@@ -13,8 +13,8 @@ from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.machines import CreateRequest
-from bodega.worker.store import Store
+from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.store.database import Store
 
 W = tuple[Worker, FakeDriver]
 # Far below the waits' own 30 s timeout: an answer this late came from a wake-up that was missed.

@@ -1,7 +1,12 @@
-"""The worker's pure core: every rule about a machine, as ``decide(record, stimulus)``."""
+"""The worker's pure core: every rule about a machine, as ``decide(record, stimulus)``.
+
+Its folder is its boundary: it imports nothing of the worker outside it. ``rules``
+decides (with ``annotations``, ``policy``, ``suspend`` and ``checks``) over the typed
+stimuli and decisions of ``decisions``; ``fsm`` declares each operation's state machine
+and ``payloads`` what each carries; ``records`` holds the rows it reads.
+"""
 
 from bodega.worker.core.decisions import (
-    Begin,
     Changes,
     CheckResult,
     Cordon,
@@ -37,7 +42,7 @@ from bodega.worker.core.policy import (
 from bodega.worker.core.rules import decide
 
 __all__ = [
-    "BEGINS", "RESTART_WINDOW", "Begin", "Changes", "CheckResult", "Cordon", "Create",
+    "BEGINS", "RESTART_WINDOW", "Changes", "CheckResult", "Cordon", "Create",
     "Decision", "Destroy", "EventSpec", "ExitDecision", "ExitObserved", "Note",
     "OperationEnded", "OperationFailed", "Recovered", "Restart", "SetMetadata", "Signal",
     "Sizing", "Start", "StepEntered", "Stimulus", "Stop", "Suspend", "Then", "Update",

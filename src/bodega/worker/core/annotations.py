@@ -20,7 +20,7 @@ from bodega.worker.core.decisions import (
     SetMetadata,
 )
 from bodega.worker.core.policy import MAX_METADATA_KEYS
-from bodega.worker.records import MachineRow
+from bodega.worker.core.records import MachineRow
 
 NOTHING = Decision()  # the decision to change nothing
 

@@ -2,7 +2,7 @@
 
 A machine's checks are its config's ``checks`` (by name) and each service's
 ``checks``, named as Fly names them (``servicecheck-00-http-8080``). The
-worker's shell (``worker/health.py``) probes them; this module says which
+worker's shell (``worker/ops/health.py``) probes them; this module says which
 checks a config defines, when each is next due, and how the recorded states
 change with a result. Results belong to one run of the machine (its
 ``start_seq``): a restart starts every check over at "warning", so a proxy

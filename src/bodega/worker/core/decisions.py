@@ -1,6 +1,7 @@
 """What goes into the worker's pure core (stimuli) and what comes out (decisions).
 
-All frozen: ``core.decide`` builds them, the shell in ``lifecycle.py`` applies them.
+All frozen: ``core.decide`` builds them, the shell in ``ops/lifecycle.py`` applies them. A
+decision begins an operation by its typed payload (``payloads.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from bodega.model.capacity import Ask
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.core.checks import CheckStates
+from bodega.worker.core.payloads import Payload
 
 # -- stimuli ---------------------------------------------------------------------------------
 
@@ -87,9 +89,12 @@ class ExitObserved:
 
 @dataclass(frozen=True)
 class StepEntered:
-    fsm: str
     step: str
-    payload: Mapping[str, Any]
+    payload: Payload  # the operation's, whose type names its state machine
+
+    @property
+    def fsm(self) -> str:
+        return self.payload.fsm
 
 
 @dataclass(frozen=True)
@@ -189,12 +194,6 @@ class Changes:
 
 
 @dataclass(frozen=True)
-class Begin:
-    fsm: str
-    payload: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
 class EventSpec:
     type: str
     status: str
@@ -219,7 +218,7 @@ class Decision:
     room_is_conflict: bool = False  # a lack of room refuses with 409 (an update) not 412
     new_version: bool = False  # record the new config as a version, replacing older ones
     release: bool = False  # give back the machine's volume and lease
-    begin: Begin | None = None
+    begin: Payload | None = None  # the operation to begin, by its payload
     notes: tuple[Note, ...] = ()  # logged with the decision
     exit_decision: ExitDecision | None = None
     then: frozenset[Then] = field(default_factory=frozenset)

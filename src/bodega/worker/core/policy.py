@@ -6,7 +6,7 @@ from bodega.model.errors import PreconditionFailed
 from bodega.model.machine import ExitStatus
 from bodega.model.states import MachineState as S
 from bodega.worker.core.decisions import ExitDecision
-from bodega.worker.records import MachineRow
+from bodega.worker.core.records import MachineRow
 
 # Where each operation may begin. A state not listed is refused with a clear error;
 # ``None`` means "already there": the call succeeds without doing anything.

@@ -1,6 +1,6 @@
 """Every rule about a machine, as one pure function: ``decide(record, stimulus)``.
 
-No SQLite, no driver, no clock, no tasks: the shell (``worker/lifecycle.py``) reads the
+No SQLite, no driver, no clock, no tasks: the shell (``ops/lifecycle.py``) reads the
 machine's record under its lock, hands it in with what happened, and applies
 the ``Decision`` it gets back in one transaction: the record's changes, the
 room to check first, the operation to begin, the note to log, and what to do
@@ -50,7 +50,6 @@ from bodega.model.states import RELEASES_COMPUTE
 from bodega.model.states import MachineState as S
 from bodega.worker.core.annotations import NOTHING, check_result, cordon, set_metadata
 from bodega.worker.core.decisions import (
-    Begin,
     Changes,
     CheckResult,
     Cordon,
@@ -76,23 +75,31 @@ from bodega.worker.core.decisions import (
     Then,
     Update,
 )
+from bodega.worker.core.fsm import FSMS, After
+from bodega.worker.core.payloads import (
+    CreateMachine,
+    DestroyMachine,
+    ExitMachine,
+    RestartMachine,
+    StartMachine,
+    StopMachine,
+    UpdateMachine,
+)
 from bodega.worker.core.policy import (
     RESTART_WINDOW,
     after_exit,
     may_begin,
     restart_delay,
 )
+from bodega.worker.core.records import MachineRow
 from bodega.worker.core.suspend import resume, suspend, thawing
-from bodega.worker.fsm import FSMS, After
-from bodega.worker.records import MachineRow
 
 
 def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
     """What ``stimulus`` does to the machine ``record`` describes (None: not recorded yet)."""
     if isinstance(stimulus, Create):  # the shell inserts the record with these changes
         return Decision(changes=Changes(state=S.CREATED, holds_compute=True),
-                        begin=Begin("create_machine",
-                                    {"source": "user", "launch": stimulus.launch}),
+                        begin=CreateMachine(launch=stimulus.launch),
                         then=frozenset({Then.SPARES_CHANGED}))  # it took an address
     if record is None:
         raise NotFound("machine not found")
@@ -147,7 +154,8 @@ def _step_entered(record: MachineRow, stimulus: StepEntered) -> Decision:
     changes = _state_changes(step.state_for(stimulus.payload))
     if not step.final:
         return Decision(changes=changes)
-    if fsm.then is After.LAUNCH and stimulus.payload.get("launch"):
+    launch = isinstance(stimulus.payload, CreateMachine) and stimulus.payload.launch
+    if fsm.then is After.LAUNCH and launch:
         # The start begins in the same commit that ends the create, so a crash in
         # between can never leave a machine created that was asked to launch.
         return _begin_start(record, "flyd", delay=0.0, changes=changes)
@@ -173,7 +181,7 @@ def _begin_start(record: MachineRow, source: str, delay: float,
     return Decision(
         room=None if record.holds_compute else Ask.for_config(record.config),
         changes=changes.merge(Changes(holds_compute=True, start_seq=start_seq)),
-        begin=Begin("start_machine", {"source": source, "start_seq": start_seq, "delay": delay}),
+        begin=StartMachine(source=source, start_seq=start_seq, delay=delay),
     )
 
 
@@ -190,16 +198,13 @@ def _stop_or_restart(record: MachineRow, stimulus: Stop | Restart) -> Decision:
     fsm = "stop_machine" if isinstance(stimulus, Stop) else "restart_machine"
     if not may_begin(fsm, record):
         return Decision(already=True)
-    payload: dict[str, object] = {"source": "user", **thawing(record)}
-    if stimulus.signal is not None:
-        payload["signal"] = stimulus.signal
-    if stimulus.timeout is not None:
-        payload["timeout"] = stimulus.timeout
-    changes = Changes()
-    if isinstance(stimulus, Restart):
-        payload["start_seq"] = record.start_seq + 1
-        changes = Changes(start_seq=record.start_seq + 1)
-    return Decision(changes=changes, begin=Begin(fsm, payload))
+    if isinstance(stimulus, Stop):
+        return Decision(begin=StopMachine(thaw=thawing(record), signal=stimulus.signal,
+                                          timeout=stimulus.timeout))
+    start_seq = record.start_seq + 1
+    return Decision(changes=Changes(start_seq=start_seq),
+                    begin=RestartMachine(thaw=thawing(record), signal=stimulus.signal,
+                                         timeout=stimulus.timeout, start_seq=start_seq))
 
 
 def _update(record: MachineRow, stimulus: Update) -> Decision:
@@ -218,9 +223,8 @@ def _update(record: MachineRow, stimulus: Update) -> Decision:
             holds_compute=holds, start_seq=start_seq, restarts=0,
         ),
         new_version=True,
-        begin=Begin("update_machine", {"source": "user", "launch": launch,
-                                       "rest_state": str(rest_state), "start_seq": start_seq,
-                                       **thawing(record)}),
+        begin=UpdateMachine(launch=launch, rest_state=str(rest_state), start_seq=start_seq,
+                            thaw=thawing(record)),
     )
 
 
@@ -233,10 +237,10 @@ def _destroy(record: MachineRow, stimulus: Destroy) -> Decision:
             f"failed_precondition: unable to destroy machine {record.id}, not "
             "currently stopped, suspended or failed; stop it first or use force=true"
         )
-    payload: dict[str, object] = {"source": "user", **thawing(record)}
     if stimulus.force:
-        payload.update(signal="SIGKILL", timeout=0.0)
-    return Decision(begin=Begin("destroy_machine", payload))
+        return Decision(begin=DestroyMachine(thaw=thawing(record), signal="SIGKILL",
+                                             timeout=0.0))
+    return Decision(begin=DestroyMachine(thaw=thawing(record)))
 
 
 def _exit_observed(record: MachineRow, stimulus: ExitObserved) -> Decision:
@@ -261,8 +265,9 @@ def _exit_observed(record: MachineRow, stimulus: ExitObserved) -> Decision:
         start = _begin_start(record, "flyd", delay=restart_delay(restarts),
                              changes=noted.merge(Changes(restarts=restarts + 1)))
         return replace(start, notes=(note,), exit_decision=verdict)
+    begin: DestroyMachine | ExitMachine
     if verdict is ExitDecision.DESTROY:
-        begin = Begin("destroy_machine", {"source": "flyd", "signal": "SIGKILL", "timeout": 0})
+        begin = DestroyMachine(source="flyd", signal="SIGKILL", timeout=0.0)
     else:  # it comes to rest through its own operation, like every other state change
-        begin = Begin("exit_machine", {"source": "flyd"})
+        begin = ExitMachine(source="flyd")
     return Decision(changes=noted, begin=begin, notes=(note,), exit_decision=verdict)

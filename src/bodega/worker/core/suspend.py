@@ -19,14 +19,13 @@ a cgroup v1 freezer a frozen process does not die of SIGKILL until it is thawed.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, PreconditionFailed
 from bodega.model.states import MachineState as S
-from bodega.worker.core.decisions import Begin, Changes, Decision, Suspend
+from bodega.worker.core.decisions import Changes, Decision, Suspend
+from bodega.worker.core.payloads import ResumeMachine, SuspendMachine
 from bodega.worker.core.policy import may_begin
-from bodega.worker.records import MachineRow
+from bodega.worker.core.records import MachineRow
 
 # Fly suspends only machines of at most 2 GB and without a schedule; bodega keeps the
 # same rules so a client sees the same answers here as there.
@@ -51,7 +50,7 @@ def suspend(record: MachineRow, stimulus: Suspend) -> Decision:
         raise PreconditionFailed(
             f"failed_precondition: machine {record.id} has {memory_mb} MB of memory; only "
             f"machines with at most {MAX_SUSPEND_MEMORY_MB} MB can be suspended")
-    return Decision(begin=Begin("suspend_machine", {"source": "user"}))
+    return Decision(begin=SuspendMachine())
 
 
 def resume(record: MachineRow) -> Decision:
@@ -59,11 +58,11 @@ def resume(record: MachineRow) -> Decision:
     if not may_begin("resume_machine", record):
         return Decision(already=True)
     if record.holds_compute:  # it kept its compute: a resume never waits for room
-        return Decision(begin=Begin("resume_machine", {"source": "user"}))
+        return Decision(begin=ResumeMachine())
     return Decision(room=Ask.for_config(record.config), changes=Changes(holds_compute=True),
-                    begin=Begin("resume_machine", {"source": "user"}))
+                    begin=ResumeMachine())
 
 
-def thawing(record: MachineRow) -> dict[str, Any]:
-    """Payload for an operation that ends the run: thaw it first if it is frozen."""
-    return {"thaw": True} if record.state == S.SUSPENDED else {}
+def thawing(record: MachineRow) -> bool:
+    """Whether an operation that ends the run must thaw it first: it is frozen."""
+    return record.state == S.SUSPENDED

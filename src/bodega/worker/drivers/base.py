@@ -19,6 +19,9 @@ from typing import Any, Protocol
 
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
+
+# A run's handle is kept in the machine's row, which the pure core reads: it is defined there.
+from bodega.worker.core.records import TaskHandle as TaskHandle
 from bodega.worker.images.reference import names_registry
 
 
@@ -49,35 +52,6 @@ class TaskSpec:
     # init.entrypoint and init.cmd as given (None: not given), for an image to fill in
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
-
-
-@dataclass(frozen=True)
-class TaskHandle:
-    """What the worker persists about a running task so it can re-adopt it."""
-
-    driver: str
-    machine_id: str
-    instance_id: str
-    start_seq: int
-    pid: int | None = None
-    started_at: float = 0.0
-    data: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "driver": self.driver, "machine_id": self.machine_id,
-            "instance_id": self.instance_id, "start_seq": self.start_seq,
-            "pid": self.pid, "started_at": self.started_at, "data": self.data,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TaskHandle:
-        return cls(
-            driver=str(data["driver"]), machine_id=str(data["machine_id"]),
-            instance_id=str(data["instance_id"]), start_seq=int(data["start_seq"]),
-            pid=data.get("pid"), started_at=float(data.get("started_at", 0.0)),
-            data=dict(data.get("data") or {}),
-        )
 
 
 @dataclass(frozen=True)

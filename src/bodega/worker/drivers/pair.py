@@ -74,10 +74,10 @@ class DriverPair:
             suspend=PairSuspend(self) if process.capabilities.suspend else None,
         )
 
-    def by_spec(self, spec: TaskSpec) -> ProcessDriver:
+    def by_spec(self, spec: TaskSpec) -> ProcessDriver | OciDriver:
         return self.oci if names_registry(spec.image) else self.process
 
-    def by_handle(self, handle: TaskHandle) -> ProcessDriver:
+    def by_handle(self, handle: TaskHandle) -> ProcessDriver | OciDriver:
         return self.oci if handle.driver == self.oci.name else self.process
 
     async def prepare(self, spec: TaskSpec) -> None:

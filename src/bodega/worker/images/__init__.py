@@ -1,5 +1,6 @@
 """OCI images on a worker: references, the pull plan, the content-addressed store, the puller."""
 
+from bodega.worker.images.eviction import CachedImage
 from bodega.worker.images.manifest import BadImage
 from bodega.worker.images.puller import Puller
 from bodega.worker.images.reference import (
@@ -9,7 +10,7 @@ from bodega.worker.images.reference import (
     parse_reference,
 )
 from bodega.worker.images.registry_client import RegistryClient, RegistryError
-from bodega.worker.images.store import CachedImage, ImageStore
+from bodega.worker.images.store import ImageStore
 
 __all__ = [
     "BadImage",

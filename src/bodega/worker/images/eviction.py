@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
-from bodega.worker.images.store import CachedImage
+
+@dataclass(frozen=True)
+class CachedImage:
+    """An image the store holds, as eviction weighs it."""
+
+    digest: str  # the manifest's
+    size: int  # bytes of its blobs and its base
+    last_used: float
 
 
 def to_evict(cached: Iterable[CachedImage], in_use: set[str], budget_bytes: int) -> list[str]:

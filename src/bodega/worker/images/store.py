@@ -20,9 +20,9 @@ import json
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from bodega.worker.images.eviction import CachedImage
 from bodega.worker.images.manifest import (
     BadImage,
     ImageConfig,
@@ -42,13 +42,6 @@ def hex_of(digest: str) -> str:
     if algorithm != "sha256" or len(value) != 64:
         raise BadImage(f"unsupported digest {digest!r}")
     return value
-
-
-@dataclass(frozen=True)
-class CachedImage:
-    digest: str  # the manifest's
-    size: int  # bytes of its blobs and its base
-    last_used: float
 
 
 class ImageStore:

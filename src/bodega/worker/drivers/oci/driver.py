@@ -1,6 +1,11 @@
 """The oci driver: the process driver's frame (wrapper, pid files, cgroups, netns, logs,
 re-adoption) around ``runc run`` of a bundle made from a pulled image.
 
+It is composed of the process driver's parts rather than derived from it: the
+wrapper's argv and run files (``process/launch.py``), the runs it starts
+(``process/runs.py``), log housekeeping, and the runtime's command line
+(``runc.py``), which its task control and freezer are given too.
+
 A start runs the process driver's wrapper with ``runc run`` as its program,
 in the foreground: runc stays the wrapper's child, forwards the signals sent
 to the machine's process group to the container and exits with its status,
@@ -22,19 +27,21 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import subprocess
-import time
 from pathlib import Path
 
+from bodega.model.machine import ExitStatus
 from bodega.worker.drivers.base import Capabilities, DriverError, TaskHandle, TaskSpec
 from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, parse_user, runtime_spec
 from bodega.worker.drivers.oci.control import OciControl
 from bodega.worker.drivers.oci.freezer import RuncFreezer
 from bodega.worker.drivers.oci.mounts import mount_overlay, mounted, unmount
+from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.process.cgroups import Cgroups
-from bodega.worker.drivers.process.driver import ProcessDriver
 from bodega.worker.drivers.process.launch import RunFiles, wrapper_argv
-from bodega.worker.drivers.process.logfiles import log_path
+from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
+from bodega.worker.drivers.process.runs import Runs
 from bodega.worker.images.eviction import to_evict
 from bodega.worker.images.manifest import BadImage
 from bodega.worker.images.puller import Puller
@@ -44,33 +51,28 @@ from bodega.worker.images.registry_client import RegistryError
 log = logging.getLogger("bodega.worker.oci")
 
 
-class OciDriver(ProcessDriver):
+class OciDriver:
     name = "oci"
 
     def __init__(self, cgroups: Cgroups | None, puller: Puller, machines_dir: Path,
                  state_root: Path, runtime: str = "runc", cache_budget_bytes: int = 10 << 30,
                  log_max_bytes: int = 1 << 20) -> None:
-        super().__init__(cgroups, log_max_bytes=log_max_bytes, park_dir=None)
+        self.cgroups = cgroups
         self.puller = puller
         self.machines_dir = machines_dir
-        self.state_root = state_root
-        self.runtime = runtime
+        self.runc = Runc(runtime, state_root)
+        self.runs = Runs(self.name, cgroups)
         self.cache_budget_bytes = cache_budget_bytes
-        self.control = OciControl(self)
+        self.janitor = LogJanitor(log_max_bytes)
+        self.control = OciControl(self.runc, self.runs, cgroups)
         self.capabilities = Capabilities(needs_command=False, own_netns=True,
                                          control=self.control, logs=self.janitor,
-                                         images=puller.store, suspend=RuncFreezer(self))
+                                         images=puller.store,
+                                         suspend=RuncFreezer(self.runc, cgroups))
 
-    # -- paths ------------------------------------------------------------------------
     @staticmethod
     def bundle(machine_dir: Path) -> Path:
         return machine_dir / "oci"
-
-    def container_id(self, machine_id: str, start_seq: int) -> str:
-        return f"{machine_id}-{start_seq}"
-
-    def runc(self, *args: str) -> list[str]:
-        return [self.runtime, "--root", str(self.state_root), *args]
 
     # -- prepare: pull, overlay -----------------------------------------------------
     async def prepare(self, spec: TaskSpec) -> None:
@@ -160,26 +162,25 @@ class OciDriver(ProcessDriver):
 
     # -- start ------------------------------------------------------------------------
     async def start(self, spec: TaskSpec) -> TaskHandle:
-        key = (spec.machine_id, spec.instance_id, spec.start_seq)
-        started = self._handles.get(key)
+        started = self.runs.held(spec)
         if started is not None:
             return started
         files = RunFiles.for_run(spec.machine_dir, spec.instance_id, spec.start_seq)
         if files.spawnfile.exists():
-            earlier = self._find_run(spec, files)
+            earlier = self.runs.earlier(spec, files)
             if earlier is not None:
                 return earlier
         await self.prepare(spec)
         self._write_config(spec)
         await self._delete_containers(spec.machine_id)
-        self._forget_ended(spec.machine_id)
+        self.runs.forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)
         oom_base = 0
         if self.cgroups is not None:
             self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
             oom_base = self.cgroups.oom_kills(spec.machine_id)
-        program = self.runc("run", "--bundle", str(self.bundle(spec.machine_dir)),
-                            self.container_id(spec.machine_id, spec.start_seq))
+        program = self.runc.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
+                                 self.runc.container_id(spec.machine_id, spec.start_seq))
         # runc joins the machine's network namespace itself (config.json names it), so no
         # nsenter runs before it: one fork and exec fewer on every start.
         argv = wrapper_argv(program, files, cgroup_procs=[], user=None, memory_kib=None,
@@ -197,15 +198,27 @@ class OciDriver(ProcessDriver):
             raise DriverError(f"could not start the machine: {exc}") from exc
         finally:
             os.close(fd)
-        self._children[popen.pid] = popen
         log.info("%s: started pid %d (runc, image %s)", spec.machine_id, popen.pid, spec.image)
-        return self._handle(spec, files, popen.pid, oom_base)
+        return self.runs.spawned(spec, files, popen, oom_base)
+
+    # -- runs -------------------------------------------------------------------------
+    async def recover(self, handle: TaskHandle) -> bool:
+        return await self.runs.recover(handle)
+
+    async def wait(self, handle: TaskHandle) -> ExitStatus:
+        return await self.runs.wait(handle)
+
+    async def inspect(self, handle: TaskHandle) -> bool:
+        return self.runs.alive(handle)
+
+    async def signal(self, handle: TaskHandle, signal: int) -> None:
+        await self.runs.signal(handle, signal)
 
     # -- stop and destroy -------------------------------------------------------------
     async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
         """Stop the run, then unmount its root: a stopped machine holds no mount on the host
         (its upper layer keeps what it wrote; the next start mounts it again)."""
-        await super().stop(handle, signal, timeout)
+        await self.runs.stop(handle, signal, timeout)
         pidfile = handle.data.get("pidfile")
         if pidfile:
             await self._unmount(Path(pidfile).parent.parent)
@@ -217,26 +230,12 @@ class OciDriver(ProcessDriver):
 
     async def _delete_containers(self, machine_id: str) -> None:
         """Forget runtime state of this machine's earlier runs (killed with a worker)."""
-        if not self.state_root.exists():
-            return
-        for state in self.state_root.glob(f"{machine_id}-*"):
-            await self._run(self.runc("delete", "--force", state.name), check=False)
+        for container in self.runc.containers(machine_id):
+            await self.runc.run("delete", "--force", container, check=False)
 
     async def destroy(self, machine_id: str, machine_dir: Path) -> None:
         await self._delete_containers(machine_id)
         await self._unmount(machine_dir)
-        await super().destroy(machine_id, machine_dir)
-
-    async def run_checked(self, argv: list[str]) -> None:
-        """Run a runtime command; a failure is a ``DriverError`` with its message."""
-        await self._run(argv)
-
-    async def _run(self, argv: list[str], check: bool = True) -> None:
-        started = time.monotonic()
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        _, err = await process.communicate()
-        if check and process.returncode != 0:
-            raise DriverError(f"{argv[0]} {argv[1]}: {err.decode(errors='replace').strip()}")
-        log.debug("%s took %.3fs", " ".join(argv[:3]), time.monotonic() - started)
+        await self.runs.end_all(machine_id, machine_dir)
+        await asyncio.to_thread(shutil.rmtree, machine_dir, True)
 

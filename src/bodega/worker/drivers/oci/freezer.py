@@ -11,36 +11,26 @@ state`` costs a process: about half of a resume's time here).
 
 from __future__ import annotations
 
-import asyncio
-import json
-from typing import TYPE_CHECKING
-
 from bodega.worker.drivers.base import DriverError, TaskHandle
+from bodega.worker.drivers.oci.runc import Runc
+from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.freezer import CgroupFreezer
-
-if TYPE_CHECKING:
-    from bodega.worker.drivers.oci.driver import OciDriver
 
 
 class RuncFreezer:
-    def __init__(self, driver: OciDriver) -> None:
-        self.driver = driver
+    def __init__(self, runc: Runc, cgroups: Cgroups | None) -> None:
+        self.runc = runc
+        self.cgroups = cgroups
 
     def _id(self, handle: TaskHandle) -> str:
-        return self.driver.container_id(handle.machine_id, handle.start_seq)
+        return self.runc.container_id(handle.machine_id, handle.start_seq)
 
     async def status(self, handle: TaskHandle) -> str:
         """The container's status as runc reports it (running, paused, stopped, ...)."""
-        process = await asyncio.create_subprocess_exec(
-            *self.driver.runc("state", self._id(handle)),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await process.communicate()
-        if process.returncode != 0:
-            raise DriverError(f"runc state: {err.decode(errors='replace').strip()}")
-        return str(json.loads(out).get("status", ""))
+        return await self.runc.status(self._id(handle))
 
     async def paused(self, handle: TaskHandle) -> bool:
-        cgroups = self.driver.cgroups
+        cgroups = self.cgroups
         if cgroups is not None and cgroups.freezer_dir(handle.machine_id) is not None:
             # runc's cgroupsPath is the machine's cgroup: its freezer is this one.
             return CgroupFreezer(cgroups).freezing(handle.machine_id)
@@ -51,8 +41,8 @@ class RuncFreezer:
 
     async def suspend(self, handle: TaskHandle) -> None:
         if not await self.paused(handle):
-            await self.driver.run_checked(self.driver.runc("pause", self._id(handle)))
+            await self.runc.run("pause", self._id(handle))
 
     async def resume(self, handle: TaskHandle) -> None:
         if await self.paused(handle):
-            await self.driver.run_checked(self.driver.runc("resume", self._id(handle)))
+            await self.runc.run("resume", self._id(handle))

@@ -1,4 +1,8 @@
-"""Reaching into a running process machine: signals, commands in its context, ps."""
+"""Reaching into a running process machine: signals, commands in its context, ps.
+
+``ProcessControl`` is given what it uses, not its driver: the runs (to signal one and
+to know it is alive) and the cgroups (to list a machine's processes).
+"""
 
 from __future__ import annotations
 
@@ -7,26 +11,25 @@ import contextlib
 import os
 import signal as signals
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskHandle, TaskSpec
+from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import exec_argv
 from bodega.worker.drivers.process.procfs import listen_sockets, proc_info, session_pids
+from bodega.worker.drivers.process.runs import Runs
 
 EXEC_OUTPUT_LIMIT = 1 << 20  # bytes of an exec's stdout or stderr kept
-
-if TYPE_CHECKING:
-    from bodega.worker.drivers.process.driver import ProcessDriver
 
 
 class ProcessControl:
     """The process driver's ``TaskControl`` capability."""
 
-    def __init__(self, driver: ProcessDriver) -> None:
-        self.driver = driver
+    def __init__(self, runs: Runs, cgroups: Cgroups | None) -> None:
+        self.runs = runs
+        self.cgroups = cgroups
 
     async def signal(self, handle: TaskHandle, signal: int) -> None:
-        await self.driver.signal(handle, signal)
+        await self.runs.signal(handle, signal)
 
     async def exec(
         self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
@@ -35,10 +38,10 @@ class ProcessControl:
                                  cwd=spec.machine_dir / "root")
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
-        if handle.pid is None or not self.driver.alive(handle):
+        if handle.pid is None or not self.runs.alive(handle):
             return []
-        if self.driver.cgroups is not None:
-            pids = self.driver.cgroups.pids(handle.machine_id)
+        if self.cgroups is not None:
+            pids = self.cgroups.pids(handle.machine_id)
         else:
             pids = session_pids(handle.pid)
         infos = []

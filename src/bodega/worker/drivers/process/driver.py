@@ -1,24 +1,20 @@
 """The process driver: a machine is a host process in its own session.
 
-The driver's core (``Driver``); its task control is in ``control.py``. See
-``launch.py`` for the wrapper that makes a run's pid and exit status
-durable. This module spawns it, watches it with a pidfd (which works for our
-own children and for processes re-adopted after a worker restart alike),
-signals its process group, and cleans up. Identity checks guard against pid
-reuse: a pid is only ours if ``/proc/<pid>/cmdline`` names this run's pidfile
-and its start time matches the one recorded.
+The driver's core (``Driver``): it prepares a machine's directories, forks the
+wrapper of ``launch.py`` (which makes a run's pid and exit status durable), or
+hands the run to a launcher parked in the machine's namespace (``parking.py``),
+and removes what is left at destroy. What it knows of each run (watching,
+signals, stops, re-adoption) is kept by ``runs.py``; its task control is in
+``control.py`` and its freezer in ``freezer.py``, each given only what it uses.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import shutil
-import signal as signals
 import subprocess
-import time
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
@@ -35,23 +31,13 @@ from bodega.worker.drivers.process.launch import (
     HOME_MOUNT,
     RunFiles,
     home_of,
-    parse_exit_file,
     wrapper_argv,
 )
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
 from bodega.worker.drivers.process.parking import Parking
-from bodega.worker.drivers.process.procfs import (
-    is_ours,
-    pids_with_argument,
-    read_pid,
-    start_time,
-    until_gone,
-    until_program_runs,
-)
+from bodega.worker.drivers.process.runs import Runs
 
 log = logging.getLogger("bodega.worker.process")
-
-CGROUP_EMPTY_TIMEOUT = 10.0  # seconds a destroy waits for its cgroups to empty
 
 
 class ProcessDriver:
@@ -60,17 +46,15 @@ class ProcessDriver:
     def __init__(self, cgroups: Cgroups | None, log_max_bytes: int = 1 << 20,
                  park_dir: Path | None = None) -> None:
         self.cgroups = cgroups
+        self.runs = Runs(self.name, cgroups)
         # Launchers wait in wired namespaces only where there are cgroups to save time on.
         self.parking = Parking(park_dir, cgroups) if cgroups and park_dir else None
         self.janitor = LogJanitor(log_max_bytes)
-        self.control = ProcessControl(self)
+        self.control = ProcessControl(self.runs, cgroups)
         freezer = CgroupFreezer(cgroups) if cgroups and CgroupFreezer.available(cgroups) else None
         self.capabilities = Capabilities(needs_command=True, own_netns=True,
                                          control=self.control, parking=self.parking,
                                          logs=self.janitor, suspend=freezer)
-        self._children: dict[int, subprocess.Popen[bytes]] = {}
-        self._handles: dict[tuple[str, str, int], TaskHandle] = {}
-        self._exits: dict[tuple[str, str, int], asyncio.Future[ExitStatus]] = {}
 
     # -- prepare and start ------------------------------------------------------------
     async def prepare(self, spec: TaskSpec) -> None:
@@ -96,17 +80,16 @@ class ProcessDriver:
             raise DriverError(f"exec: {program}: not found in PATH {spec.env.get('PATH', '')}")
 
     async def start(self, spec: TaskSpec) -> TaskHandle:
-        key = (spec.machine_id, spec.instance_id, spec.start_seq)
-        started = self._handles.get(key)
+        started = self.runs.held(spec)
         if started is not None:
             return started  # this process already started this run
         files = RunFiles.for_run(spec.machine_dir, spec.instance_id, spec.start_seq)
         if files.spawnfile.exists():
-            earlier = self._find_run(spec, files)
+            earlier = self.runs.earlier(spec, files)
             if earlier is not None:
                 return earlier
         await self.prepare(spec)
-        self._forget_ended(spec.machine_id)
+        self.runs.forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)
         memory_kib = None if self.cgroups else spec.memory_mb * 1024
         if self.parking is not None:
@@ -114,11 +97,10 @@ class ProcessDriver:
             parked = self.parking.take(spec, files, memory_kib)
             if parked is not None:
                 assert self.cgroups is not None
-                self._children[parked.pid] = parked
                 log.info("%s: started pid %d (%s) from a parked launcher", spec.machine_id,
                          parked.pid, spec.argv[0])
-                return self._handle(spec, files, parked.pid,
-                                    self.cgroups.oom_kills(spec.machine_id))
+                return self.runs.spawned(spec, files, parked,
+                                         self.cgroups.oom_kills(spec.machine_id))
         oom_base = 0
         procs: list[Path] = []
         if self.cgroups is not None:
@@ -146,163 +128,26 @@ class ProcessDriver:
             raise DriverError(f"could not start the machine: {exc}") from exc
         finally:
             os.close(fd)
-        self._children[popen.pid] = popen
-        handle = self._handle(spec, files, popen.pid, oom_base)
+        handle = self.runs.spawned(spec, files, popen, oom_base)
         log.info("%s: started pid %d (%s)", spec.machine_id, popen.pid, spec.argv[0])
         return handle
 
-    def _handle(self, spec: TaskSpec, files: RunFiles, pid: int | None,
-                oom_base: int) -> TaskHandle:
-        handle = TaskHandle(
-            driver=self.name, machine_id=spec.machine_id, instance_id=spec.instance_id,
-            start_seq=spec.start_seq, pid=pid, started_at=time.time(),
-            data={"start_time": start_time(pid) if pid else None, "oom_base": oom_base,
-                  "pidfile": str(files.pidfile), "exitfile": str(files.exitfile)},
-        )
-        self._handles[self._key(handle)] = handle
-        self._watch(handle)
-        return handle
-
-    def _find_run(self, spec: TaskSpec, files: RunFiles) -> TaskHandle | None:
-        """The run an earlier attempt spawned, alive or already ended; None if it never ran.
-
-        The wrapper's command line names its pidfile from the moment it is
-        spawned, so a wrapper that has not yet written its pid is still found.
-        """
-        pid = read_pid(files.pidfile)
-        if pid is None or not is_ours(pid, files.pidfile, None):
-            found = [p for p in pids_with_argument(str(files.pidfile))
-                     if is_ours(p, files.pidfile, None)]
-            pid = found[0] if found else None
-        if pid is None and not (files.exitfile.exists() or files.pidfile.exists()):
-            return None  # spawned nothing: the attempt died before the fork, or it never ran
-        log.info("%s: run %d was already started%s; adopting it", spec.machine_id,
-                 spec.start_seq, f" as pid {pid}" if pid else " and has ended")
-        return self._handle(spec, files, pid, 0)
-
-    # -- watching ---------------------------------------------------------------------
-    def _forget_ended(self, machine_id: str) -> None:
-        """Drop what is kept about a machine's runs that have ended (their files remain)."""
-        for key in [k for k, f in self._exits.items() if k[0] == machine_id and f.done()]:
-            del self._exits[key]
-            self._handles.pop(key, None)
-
-    def _key(self, handle: TaskHandle) -> tuple[str, str, int]:
-        return (handle.machine_id, handle.instance_id, handle.start_seq)
-
-    def alive(self, handle: TaskHandle) -> bool:
-        if handle.pid is None:
-            return False
-        popen = self._children.get(handle.pid)
-        if popen is not None:
-            return popen.poll() is None
-        return is_ours(handle.pid, Path(handle.data.get("pidfile", "")),
-                        handle.data.get("start_time"))
-
-    def _watch(self, handle: TaskHandle) -> asyncio.Future[ExitStatus]:
-        key = self._key(handle)
-        future = self._exits.get(key)
-        if future is not None:
-            return future
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self._exits[key] = future
-        if handle.pid is None or not self.alive(handle):
-            future.set_result(self._exit_status(handle))
-            return future
-        try:
-            pidfd = os.pidfd_open(handle.pid)
-        except ProcessLookupError:
-            future.set_result(self._exit_status(handle))
-            return future
-
-        def on_exit() -> None:
-            loop.remove_reader(pidfd)
-            os.close(pidfd)
-            if not future.done():
-                future.set_result(self._exit_status(handle))
-
-        loop.add_reader(pidfd, on_exit)
-        return future
-
-    def _exit_status(self, handle: TaskHandle) -> ExitStatus:
-        """How the run ended: the wrapper's exit file, else the wrapper's own status."""
-        signal_number: int | None = None
-        code: int | None = None
-        popen = self._children.pop(handle.pid, None) if handle.pid else None
-        if popen is not None:
-            returncode = popen.wait()
-            if returncode < 0:
-                signal_number = -returncode
-        exitfile = Path(handle.data.get("exitfile", ""))
-        with contextlib.suppress(OSError):
-            code = parse_exit_file(exitfile.read_text())
-        if code is None and signal_number is None:
-            signal_number = signals.SIGKILL  # the wrapper died with no record: killed
-        if code is None:
-            code = 128 + (signal_number or signals.SIGKILL)
-        elif code > 128 and signal_number is None:
-            signal_number = code - 128
-        oom = False
-        if self.cgroups is not None:
-            oom = self.cgroups.oom_kills(handle.machine_id) > int(handle.data.get("oom_base", 0))
-        return ExitStatus(exit_code=code, signal=signal_number, oom_killed=oom,
-                          exited_at=time.time())
-
+    # -- runs -------------------------------------------------------------------------
     async def recover(self, handle: TaskHandle) -> bool:
-        alive = self.alive(handle)
-        self._watch(handle)
-        return alive
+        return await self.runs.recover(handle)
 
     async def wait(self, handle: TaskHandle) -> ExitStatus:
-        return await asyncio.shield(self._watch(handle))
+        return await self.runs.wait(handle)
 
     async def inspect(self, handle: TaskHandle) -> bool:
-        return self.alive(handle)
+        return self.runs.alive(handle)
 
-    # -- signals ----------------------------------------------------------------------
     async def signal(self, handle: TaskHandle, signal: int) -> None:
-        if handle.pid is None or not self.alive(handle):
-            return
-        await until_program_runs(handle.pid)  # a wrapper about to fork would swallow it
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(handle.pid, signal)
+        await self.runs.signal(handle, signal)
 
     async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
-        future = self._watch(handle)
-        if future.done():
-            return
-        await self.signal(handle, signal)
-        try:
-            await asyncio.wait_for(asyncio.shield(future), timeout)
-            return
-        except TimeoutError:
-            log.info("%s: still running %.1fs after signal %d; killing it",
-                     handle.machine_id, timeout, signal)
-        self._kill(handle)
-        await asyncio.shield(future)
+        await self.runs.stop(handle, signal, timeout)
 
-    def _kill(self, handle: TaskHandle) -> None:
-        if handle.pid is not None and self.alive(handle):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(handle.pid, signals.SIGKILL)
-        if self.cgroups is not None:
-            self.cgroups.kill_all(handle.machine_id)
-
-    # -- destroy ----------------------------------------------------------------------
     async def destroy(self, machine_id: str, machine_dir: Path) -> None:
-        if self.cgroups is not None:
-            self.cgroups.thaw(machine_id)  # a frozen process would wait for its SIGKILL
-        run = machine_dir / "run"
-        for pidfile in sorted(run.glob("*.pid")) if run.exists() else []:
-            pid = read_pid(pidfile)
-            if pid is not None and is_ours(pid, pidfile, None):
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signals.SIGKILL)
-                await until_gone(pid)
-        if self.cgroups is not None:
-            await self.cgroups.empty(machine_id, CGROUP_EMPTY_TIMEOUT)
-        for popen in [p for p in self._children.values() if p.poll() is not None]:
-            self._children.pop(popen.pid, None)
-        self._forget_ended(machine_id)
+        await self.runs.end_all(machine_id, machine_dir)
         await asyncio.to_thread(shutil.rmtree, machine_dir, True)

@@ -12,7 +12,7 @@ The client's argv is only ever passed as positional parameters and run as
 split on spaces (paths with spaces or ``=`` are refused before) with
 globbing off (``set -f``), so a ``*`` in a path stays a ``*``. A volume
 is handed to the machine's own user before it is mounted (each machine runs
-as its own uid: ``bodega.worker.identity``), once: only when it is owned by
+as its own uid: ``bodega.worker.host.identity``), once: only when it is owned by
 someone else, e.g. fresh or last used by another machine. A Python shim would do
 the same job at about 10 ms of interpreter start per machine; dash costs
 under 1 ms.

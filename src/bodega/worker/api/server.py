@@ -1,0 +1,150 @@
+"""The worker's internal HTTP API, for brokers and proxies; cluster members only.
+
+Every route but ``/v1/health`` needs the cluster token. This module serves the
+host's routes (health, capacity, reservations, cordon, the log, metrics) and
+mounts the machine, lease and volume routes of ``machine_routes``,
+``lease_routes`` and ``volume_routes``. Machine routes accept an optional
+``app`` query parameter and answer 404 when the machine belongs to another
+app, so a caller can never reach across apps by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from prometheus_client import generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bodega.wire import worker_calls as wire
+from bodega.wire.http import (
+    check_cluster_token,
+    handle_errors,
+    json_response,
+    not_found_app_handler,
+    query_int,
+    read_model,
+)
+from bodega.worker.api.lease_routes import LeaseRoutes
+from bodega.worker.api.log_routes import LogRoutes
+from bodega.worker.api.machine_routes import MachineRoutes
+from bodega.worker.api.volume_routes import VolumeRoutes
+from bodega.worker.core.records import MachineRow
+from bodega.worker.metrics import WorkerMetrics
+from bodega.worker.ops.actions import MachineActions
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.ops.volumes import VolumeService
+from bodega.worker.store.ledger import Ledger
+
+
+class WorkerApi:
+    def __init__(
+        self,
+        *,
+        name: str,
+        region: str,
+        token: str,
+        ledger: Ledger,
+        machines: MachineService,
+        actions: MachineActions,
+        volumes: VolumeService,
+        metrics: WorkerMetrics,
+        info: Callable[[], dict[str, Any]],
+        service_host: Callable[[MachineRow], str | None],
+        before_scrape: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.name = name
+        self.region = region
+        self.token = token
+        self.ledger = ledger
+        self.machines = machines
+        self.actions = actions
+        self.volumes = volumes
+        self.metrics = metrics
+        self.info = info
+        self.service_host = service_host
+        self.before_scrape = before_scrape
+        self.parts = (
+            MachineRoutes(name=name, region=region, machines=machines, actions=actions,
+                          service_host=service_host),
+            LeaseRoutes(machines=machines, actions=actions),
+            VolumeRoutes(name=name, region=region, volumes=volumes),
+            LogRoutes(region=region, machines=machines,
+                      machine_dir=machines.effects.config.machine_dir),
+        )
+
+    def app(self) -> Starlette:
+        r = self._route
+        routes = [
+            Route("/v1/health", self.health, methods=["GET"]),
+            r("/v1/info", self.get_info, "GET"),
+            r("/v1/capacity", self.capacity, "GET"),
+            r("/v1/reservations", self.reserve, "POST"),
+            r("/v1/reservations/{id}", self.release, "DELETE"),
+            r("/v1/cordon", self.cordon_host, "POST"),
+            r("/v1/uncordon", self.uncordon_host, "POST"),
+            r("/v1/log", self.log, "GET"),
+            *(r(path, handler, method) for part in self.parts
+              for path, method, handler in part.routes()),
+            r("/metrics", self.prometheus, "GET"),
+        ]
+        return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
+                                                            405: not_found_app_handler})
+
+    def _route(self, path: str, handler: Callable[[Request], Awaitable[Response]],
+               method: str) -> Route:
+        async def authed(request: Request) -> Response:
+            check_cluster_token(request, self.token)
+            return await handler(request)
+
+        async def endpoint(request: Request) -> Response:
+            return await handle_errors(request, authed)
+
+        return Route(path, endpoint, methods=[method], name=f"{method} {path}")
+
+    # -- host -----------------------------------------------------------------------------
+    async def health(self, request: Request) -> Response:
+        return json_response(wire.Health(ok=True, name=self.name, region=self.region).model_dump())
+
+    async def get_info(self, request: Request) -> Response:
+        return json_response(self.info())
+
+    async def capacity(self, request: Request) -> Response:
+        return json_response({"name": self.name, "region": self.region, **self.ledger.snapshot()})
+
+    async def reserve(self, request: Request) -> Response:
+        body = await read_model(request, wire.ReserveBody)
+        try:
+            row = self.ledger.reserve(body.ask(), body.app, body.ttl or self.ledger.default_ttl)
+        except Exception:
+            self.metrics.reservations.labels("rejected").inc()
+            raise
+        self.metrics.reservations.labels("accepted").inc()
+        answer = wire.Reservation(id=row.id, expires_at=row.expires_at, worker=self.name)
+        return json_response(answer.model_dump(), 201)
+
+    async def release(self, request: Request) -> Response:
+        released = self.ledger.release(request.path_params["id"])
+        return json_response(wire.Released(ok=True, released=released).model_dump())
+
+    async def cordon_host(self, request: Request) -> Response:
+        self.ledger.set_cordoned(True)
+        return json_response(wire.Cordoned(ok=True, cordoned=True).model_dump())
+
+    async def uncordon_host(self, request: Request) -> Response:
+        self.ledger.set_cordoned(False)
+        return json_response(wire.Cordoned(ok=True, cordoned=False).model_dump())
+
+    async def log(self, request: Request) -> Response:
+        entries = self.machines.store.history(request.query_params.get("resource"),
+                                              query_int(request, "limit", 200))
+        return json_response([entry.__dict__ for entry in entries])
+
+    async def prometheus(self, request: Request) -> Response:
+        self.before_scrape()
+        return Response(generate_latest(self.metrics.registry),
+                        media_type="text/plain; version=0.0.4")
+

@@ -1,0 +1,69 @@
+"""The worker's volume routes."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bodega.model.errors import BadRequest
+from bodega.wire import worker_calls as wire
+from bodega.wire.http import json_response, query_bool, read_model
+from bodega.worker.api.machine_routes import RouteSpec
+from bodega.worker.api.render import volume_wire
+from bodega.worker.ops.volumes import VolumeRequest, VolumeService
+
+
+def required_app(request: Request) -> str:
+    app = request.query_params.get("app")
+    if not app:
+        raise BadRequest("the app query parameter is required")
+    return app
+
+
+class VolumeRoutes:
+    def __init__(self, *, name: str, region: str, volumes: VolumeService) -> None:
+        self.name = name
+        self.region = region
+        self.volumes = volumes
+
+    def routes(self) -> list[RouteSpec]:
+        v = "/v1/volumes/{id}"
+        return [
+            ("/v1/volumes", "GET", self.list_volumes),
+            ("/v1/volumes", "POST", self.create_volume),
+            (v, "GET", self.get_volume),
+            (v, "PUT", self.update_volume),
+            (v, "DELETE", self.delete_volume),
+            (f"{v}/extend", "PUT", self.extend_volume),
+        ]
+
+    async def list_volumes(self, request: Request) -> Response:
+        rows = self.volumes.list(request.query_params.get("app"),
+                                 query_bool(request, "include_deleted"))
+        return json_response([volume_wire(row, worker=self.name) for row in rows])
+
+    async def create_volume(self, request: Request) -> Response:
+        body = await read_model(request, wire.CreateVolumeBody)
+        row = await self.volumes.create(VolumeRequest(**dict(body), region=self.region))
+        return json_response(volume_wire(row, worker=self.name))
+
+    async def get_volume(self, request: Request) -> Response:
+        row = self.volumes.get(request.path_params["id"], request.query_params.get("app"))
+        return json_response(volume_wire(row, worker=self.name))
+
+    async def update_volume(self, request: Request) -> Response:
+        body = await read_model(request, wire.UpdateVolumeBody)
+        row = self.volumes.update(request.path_params["id"], required_app(request),
+                                  body.snapshot_retention, body.auto_backup_enabled)
+        return json_response(volume_wire(row, worker=self.name))
+
+    async def delete_volume(self, request: Request) -> Response:
+        row = await self.volumes.delete(request.path_params["id"], required_app(request))
+        return json_response(volume_wire(row, worker=self.name))
+
+    async def extend_volume(self, request: Request) -> Response:
+        body = await read_model(request, wire.ExtendVolumeBody)
+        row, needs_restart = self.volumes.extend(request.path_params["id"],
+                                                 required_app(request), body.size_gb)
+        return json_response({"volume": volume_wire(row, worker=self.name),
+                              "needs_restart": needs_restart})

@@ -1,0 +1,59 @@
+"""The OCI runtime as the oci driver runs it: its argv, container ids and checked runs.
+
+Every call names the state root of this worker's containers (``--root``, which
+carries the cluster id), so two workers never see each other's containers. A
+container id is ``<machine>-<start_seq>``: one per run, so a run killed with the
+worker never blocks the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+
+from bodega.worker.drivers.base import DriverError
+
+log = logging.getLogger("bodega.worker.oci")
+
+
+class Runc:
+    def __init__(self, runtime: str, state_root: Path) -> None:
+        self.runtime = runtime
+        self.state_root = state_root
+
+    def argv(self, *args: str) -> list[str]:
+        return [self.runtime, "--root", str(self.state_root), *args]
+
+    @staticmethod
+    def container_id(machine_id: str, start_seq: int) -> str:
+        return f"{machine_id}-{start_seq}"
+
+    def containers(self, machine_id: str) -> list[str]:
+        """The ids of the machine's containers the runtime keeps state for, any run."""
+        if not self.state_root.exists():
+            return []
+        return [state.name for state in self.state_root.glob(f"{machine_id}-*")]
+
+    async def run(self, *args: str, check: bool = True) -> None:
+        """Run the runtime; with ``check`` a failure is a ``DriverError`` with its message."""
+        argv = self.argv(*args)
+        started = time.monotonic()
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        _, err = await process.communicate()
+        if check and process.returncode != 0:
+            raise DriverError(f"{argv[0]} {argv[1]}: {err.decode(errors='replace').strip()}")
+        log.debug("%s took %.3fs", " ".join(argv[:3]), time.monotonic() - started)
+
+    async def status(self, container: str) -> str:
+        """The container's status as the runtime reports it (running, paused, stopped, ...)."""
+        process = await asyncio.create_subprocess_exec(
+            *self.argv("state", container),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await process.communicate()
+        if process.returncode != 0:
+            raise DriverError(f"runc state: {err.decode(errors='replace').strip()}")
+        return str(json.loads(out).get("status", ""))

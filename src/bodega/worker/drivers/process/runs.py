@@ -1,0 +1,215 @@
+"""The runs a driver started or adopted on this host: handles, exits, signals, the end of each.
+
+A run is one start of one machine version, a wrapper (``launch.py``) in a
+session of its own that records its pid and its program's exit in the run's
+files. Both the process and the oci driver hold a ``Runs``: it keeps what is
+known about each run in memory (its handle, the ``Popen`` of a child, a future
+of its exit), watches every run with a pidfd (which works for the worker's own
+children and for runs re-adopted after a restart alike), signals its process
+group, stops and kills it. Identity checks guard against pid reuse: a pid is
+only a run's if ``/proc/<pid>/cmdline`` names its pidfile and its start time
+matches the one recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal as signals
+import subprocess
+import time
+from pathlib import Path
+
+from bodega.model.machine import ExitStatus
+from bodega.worker.drivers.base import TaskHandle, TaskSpec
+from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.drivers.process.launch import RunFiles, parse_exit_file
+from bodega.worker.drivers.process.procfs import (
+    is_ours,
+    pids_with_argument,
+    read_pid,
+    start_time,
+    until_gone,
+    until_program_runs,
+)
+
+log = logging.getLogger("bodega.worker.process")
+
+CGROUP_EMPTY_TIMEOUT = 10.0  # seconds ending a machine's runs waits for its cgroups to empty
+
+RunKey = tuple[str, str, int]  # (machine, instance, start_seq)
+
+
+def run_key(handle: TaskHandle) -> RunKey:
+    return (handle.machine_id, handle.instance_id, handle.start_seq)
+
+
+class Runs:
+    def __init__(self, driver: str, cgroups: Cgroups | None) -> None:
+        self.driver = driver  # the name the handles carry: which driver re-adopts them
+        self.cgroups = cgroups
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+        self._handles: dict[RunKey, TaskHandle] = {}
+        self._exits: dict[RunKey, asyncio.Future[ExitStatus]] = {}
+
+    # -- recording runs ---------------------------------------------------------------
+    def held(self, spec: TaskSpec) -> TaskHandle | None:
+        """The handle of this run, if this worker process started or adopted it."""
+        return self._handles.get((spec.machine_id, spec.instance_id, spec.start_seq))
+
+    def spawned(self, spec: TaskSpec, files: RunFiles, child: subprocess.Popen[bytes],
+                oom_base: int) -> TaskHandle:
+        """A run this process just forked (or handed to a parked launcher): watch it."""
+        self._children[child.pid] = child
+        return self.adopt(spec, files, child.pid, oom_base)
+
+    def adopt(self, spec: TaskSpec, files: RunFiles, pid: int | None,
+              oom_base: int) -> TaskHandle:
+        handle = TaskHandle(
+            driver=self.driver, machine_id=spec.machine_id, instance_id=spec.instance_id,
+            start_seq=spec.start_seq, pid=pid, started_at=time.time(),
+            data={"start_time": start_time(pid) if pid else None, "oom_base": oom_base,
+                  "pidfile": str(files.pidfile), "exitfile": str(files.exitfile)},
+        )
+        self._handles[run_key(handle)] = handle
+        self._watch(handle)
+        return handle
+
+    def earlier(self, spec: TaskSpec, files: RunFiles) -> TaskHandle | None:
+        """The run an earlier attempt spawned, alive or already ended; None if it never ran.
+
+        The wrapper's command line names its pidfile from the moment it is
+        spawned, so a wrapper that has not yet written its pid is still found.
+        """
+        pid = read_pid(files.pidfile)
+        if pid is None or not is_ours(pid, files.pidfile, None):
+            found = [p for p in pids_with_argument(str(files.pidfile))
+                     if is_ours(p, files.pidfile, None)]
+            pid = found[0] if found else None
+        if pid is None and not (files.exitfile.exists() or files.pidfile.exists()):
+            return None  # spawned nothing: the attempt died before the fork, or it never ran
+        log.info("%s: run %d was already started%s; adopting it", spec.machine_id,
+                 spec.start_seq, f" as pid {pid}" if pid else " and has ended")
+        return self.adopt(spec, files, pid, 0)
+
+    def forget_ended(self, machine_id: str) -> None:
+        """Drop what is kept about a machine's runs that have ended (their files remain)."""
+        for key in [k for k, f in self._exits.items() if k[0] == machine_id and f.done()]:
+            del self._exits[key]
+            self._handles.pop(key, None)
+
+    # -- watching ---------------------------------------------------------------------
+    def alive(self, handle: TaskHandle) -> bool:
+        if handle.pid is None:
+            return False
+        popen = self._children.get(handle.pid)
+        if popen is not None:
+            return popen.poll() is None
+        return is_ours(handle.pid, Path(handle.data.get("pidfile", "")),
+                        handle.data.get("start_time"))
+
+    def _watch(self, handle: TaskHandle) -> asyncio.Future[ExitStatus]:
+        key = run_key(handle)
+        future = self._exits.get(key)
+        if future is not None:
+            return future
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._exits[key] = future
+        if handle.pid is None or not self.alive(handle):
+            future.set_result(self._exit_status(handle))
+            return future
+        try:
+            pidfd = os.pidfd_open(handle.pid)
+        except ProcessLookupError:
+            future.set_result(self._exit_status(handle))
+            return future
+
+        def on_exit() -> None:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+            if not future.done():
+                future.set_result(self._exit_status(handle))
+
+        loop.add_reader(pidfd, on_exit)
+        return future
+
+    def _exit_status(self, handle: TaskHandle) -> ExitStatus:
+        """How the run ended: the wrapper's exit file, else the wrapper's own status."""
+        signal_number: int | None = None
+        code: int | None = None
+        popen = self._children.pop(handle.pid, None) if handle.pid else None
+        if popen is not None:
+            returncode = popen.wait()
+            if returncode < 0:
+                signal_number = -returncode
+        exitfile = Path(handle.data.get("exitfile", ""))
+        with contextlib.suppress(OSError):
+            code = parse_exit_file(exitfile.read_text())
+        if code is None and signal_number is None:
+            signal_number = signals.SIGKILL  # the wrapper died with no record: killed
+        if code is None:
+            code = 128 + (signal_number or signals.SIGKILL)
+        elif code > 128 and signal_number is None:
+            signal_number = code - 128
+        oom = False
+        if self.cgroups is not None:
+            oom = self.cgroups.oom_kills(handle.machine_id) > int(handle.data.get("oom_base", 0))
+        return ExitStatus(exit_code=code, signal=signal_number, oom_killed=oom,
+                          exited_at=time.time())
+
+    async def recover(self, handle: TaskHandle) -> bool:
+        alive = self.alive(handle)
+        self._watch(handle)
+        return alive
+
+    async def wait(self, handle: TaskHandle) -> ExitStatus:
+        return await asyncio.shield(self._watch(handle))
+
+    # -- signals and ends ---------------------------------------------------------------
+    async def signal(self, handle: TaskHandle, signal: int) -> None:
+        if handle.pid is None or not self.alive(handle):
+            return
+        await until_program_runs(handle.pid)  # a wrapper about to fork would swallow it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(handle.pid, signal)
+
+    async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
+        future = self._watch(handle)
+        if future.done():
+            return
+        await self.signal(handle, signal)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+            return
+        except TimeoutError:
+            log.info("%s: still running %.1fs after signal %d; killing it",
+                     handle.machine_id, timeout, signal)
+        self._kill(handle)
+        await asyncio.shield(future)
+
+    def _kill(self, handle: TaskHandle) -> None:
+        if handle.pid is not None and self.alive(handle):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(handle.pid, signals.SIGKILL)
+        if self.cgroups is not None:
+            self.cgroups.kill_all(handle.machine_id)
+
+    async def end_all(self, machine_id: str, machine_dir: Path) -> None:
+        """Kill every run of the machine still going (proven by its pidfile) and forget them."""
+        if self.cgroups is not None:
+            self.cgroups.thaw(machine_id)  # a frozen process would wait for its SIGKILL
+        run = machine_dir / "run"
+        for pidfile in sorted(run.glob("*.pid")) if run.exists() else []:
+            pid = read_pid(pidfile)
+            if pid is not None and is_ours(pid, pidfile, None):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signals.SIGKILL)
+                await until_gone(pid)
+        if self.cgroups is not None:
+            await self.cgroups.empty(machine_id, CGROUP_EMPTY_TIMEOUT)
+        for popen in [p for p in self._children.values() if p.poll() is not None]:
+            self._children.pop(popen.pid, None)
+        self.forget_ended(machine_id)

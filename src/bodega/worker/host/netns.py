@@ -1,0 +1,192 @@
+"""Network namespaces for machines: a worker as root gives each address one of its own.
+
+The worker owns a machine subnet (a /24) and a Linux bridge holding its
+gateway address. Each address ``.2``-``.254`` gets a network namespace named by
+the address (``names.py``: ``bodega-<cluster id>-<b>-<c>-<index>``), so the
+next few are wired ahead of time, off the request path: a veth pair (host end
+on the bridge, the machine end renamed ``eth0``, with a MAC fixed per
+address), the address and a default route through the gateway. A namespace is
+wired completely or not at all: a marker in ``/run/bodega/netns`` says it is
+done, and wiring an address found half wired (a crash in the middle) deletes
+its pieces and builds them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from pathlib import Path
+
+from bodega.worker.host.names import HostNames, Subnet, octets
+from bodega.worker.host.network import Attachment, NetworkError, SubnetInUse, run
+from bodega.worker.host.survey import MARKER_DIR, NETNS_DIR
+
+log = logging.getLogger("bodega.worker.network")
+
+
+class NetnsNetwork:
+    def __init__(self, subnet: Subnet, names: HostNames) -> None:
+        if subnet.prefixlen != 24 or subnet.version != 4:
+            raise ValueError(f"machine subnet must be an IPv4 /24, got {subnet}")
+        self.subnet = subnet
+        self.names = names
+        self.index_range = (2, 254)
+        self.bridge = names.bridge(subnet)
+        self.gateway = str(subnet.network_address + 1)
+        self._second, self._third = octets(subnet)
+        self._prefix = names.namespace_prefix(subnet)
+        self._locks: dict[int, asyncio.Lock] = {}
+
+    def address(self, index: int) -> str:
+        return str(self.subnet.network_address + index)
+
+    def mac(self, index: int) -> str:
+        """The machine end's MAC, fixed per address: a namespace wired afresh for a reused
+        address answers at the MAC the host's neighbour table already holds, so the first
+        packets to a new machine are not sent to a veth that is gone."""
+        return f"02:bd:00:{self._second:02x}:{self._third:02x}:{index:02x}"
+
+    def veth(self, index: int) -> str:
+        # Unique per host: cluster id, subnet and index; 13 characters (Linux allows 15).
+        return self.names.veth(self.subnet, index)
+
+    def service_host(self, private_ip: str | None) -> str | None:
+        return private_ip
+
+    async def setup(self) -> None:
+        await self._refuse_a_subnet_in_use()
+        links = await run("ip", "-o", "link", "show")
+        if f" {self.bridge}:" not in links:
+            await run("ip", "link", "add", self.bridge, "type", "bridge")
+        await run("ip", "addr", "replace", f"{self.gateway}/24", "dev", self.bridge)
+        await run("ip", "link", "set", self.bridge, "up")
+        try:
+            await asyncio.to_thread(Path("/proc/sys/net/ipv4/ip_forward").write_text, "1\n")
+        except OSError as exc:
+            log.warning("could not enable ip_forward: %s", exc)
+
+    async def _refuse_a_subnet_in_use(self) -> None:
+        """Another device with an address in our /24 (another cluster's bridge its stop never
+        removed, or an older version's) would take the route to our machines, and wiring
+        beside it would quietly adopt its half: refuse, naming it and the way out."""
+        for line in (await run("ip", "-o", "-4", "addr", "show")).splitlines():
+            fields = line.split()
+            if len(fields) < 4 or fields[1] == self.bridge:
+                continue
+            try:
+                held = ipaddress.ip_interface(fields[3]).network
+            except ValueError:
+                continue
+            if held.overlaps(self.subnet):
+                raise SubnetInUse(
+                        f"machine subnet {self.subnet} is in use on this host: {fields[1]} has "
+                        f"{fields[3]}; if a stopped cluster left it, `bodega clean --data-dir "
+                        "<its data dir>` removes it (`bodega clean --legacy`: what older "
+                        "versions left); or move this worker with --machine-subnet")
+
+    async def teardown(self) -> None:
+        """Remove every namespace of this subnet and the bridge (tests, benchmarks)."""
+        await self.release_spares(in_use=set())
+        await run("ip", "link", "del", self.bridge, check=False)
+
+    def _wired_indexes(self) -> set[int]:
+        prefix = self._prefix
+        found = set()
+        for path in (*NETNS_DIR.glob(prefix + "*"), *MARKER_DIR.glob(prefix + "*")):
+            suffix = path.name.removeprefix(prefix)
+            if suffix.isdigit():
+                found.add(int(suffix))
+        return found
+
+    async def release_spares(self, in_use: set[int]) -> None:
+        """Unwire namespaces wired ahead that no machine took (a worker going away)."""
+        for index in sorted(self._wired_indexes() - in_use):
+            async with self._locks.setdefault(index, asyncio.Lock()):
+                await self._unwire(index)
+
+    def netns(self, index: int) -> str:
+        """Namespaces are named by address, so they can be wired before a machine exists."""
+        return f"{self._prefix}{index}"
+
+    def namespace(self, index: int) -> str | None:
+        return self.netns(index)
+
+    def _marker(self, index: int) -> Path:
+        return MARKER_DIR / self.netns(index)
+
+    # sysfs and /run are in memory: these checks never wait on a disk.
+    def _namespace_exists(self, index: int) -> bool:
+        return (NETNS_DIR / self.netns(index)).exists()
+
+    def _veth_exists(self, index: int) -> bool:
+        return Path(f"/sys/class/net/{self.veth(index)}").exists()
+
+    def _mark(self, index: int, wired: bool) -> None:
+        marker = self._marker(index)
+        if wired:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        else:
+            marker.unlink(missing_ok=True)
+
+    def ready(self, index: int) -> bool:
+        return self._wired(index)
+
+    def fixed_attachment(self) -> Attachment | None:
+        return None  # every machine gets its own namespace, wired by attach
+
+    def _wired(self, index: int) -> bool:
+        """Fully wired: marked done, namespace present, host end still on our bridge."""
+        master = Path(f"/sys/class/net/{self.veth(index)}/master")
+        return (self._marker(index).exists() and (NETNS_DIR / self.netns(index)).exists()
+                and master.exists() and master.resolve().name == self.bridge)
+
+    async def attach(self, machine_id: str, index: int) -> Attachment:
+        """The namespace for ``index``, usually wired ahead of time by ``prewarm``."""
+        ip = self.address(index)
+        async with self._locks.setdefault(index, asyncio.Lock()):
+            if not self._wired(index):
+                await self._wire(index)
+        log.debug("%s: attached at %s", machine_id, ip)
+        return Attachment(ip, self.netns(index), ip)
+
+    async def prewarm(self, indexes: list[int]) -> None:
+        """Wire namespaces for addresses the next creates will get, off the request path."""
+        for index in indexes:
+            async with self._locks.setdefault(index, asyncio.Lock()):
+                if not self._wired(index):
+                    try:
+                        await self._wire(index)
+                    except NetworkError as exc:
+                        log.warning("could not prewire %s: %s", self.netns(index), exc)
+
+    async def _wire(self, index: int) -> None:
+        name, veth, ip = self.netns(index), self.veth(index), self.address(index)
+        if self._namespace_exists(index) or self._veth_exists(index):
+            await self._unwire(index)  # half wired by an earlier attempt
+        await run("ip", "netns", "add", name)
+        host_side = (f"link add {veth} type veth peer name eth0 address {self.mac(index)} "
+                     f"netns {name}\n"
+                     f"link set {veth} master {self.bridge} up\n")
+        machine_side = (f"addr add {ip}/24 dev eth0\nlink set eth0 up\nlink set lo up\n"
+                        f"route add default via {self.gateway}\n")
+        # One ip process per side keeps wiring to a few milliseconds.
+        await run("ip", "-batch", "-", stdin=host_side.encode())
+        await run("ip", "-n", name, "-batch", "-", stdin=machine_side.encode())
+        self._mark(index, True)
+
+    async def detach(self, machine_id: str, index: int | None = None) -> None:
+        """Tear the machine's namespace down; the next machine at this address gets a new one."""
+        if index is None:
+            return
+        async with self._locks.setdefault(index, asyncio.Lock()):
+            await self._unwire(index)
+
+    async def _unwire(self, index: int) -> None:
+        self._mark(index, False)
+        if self._veth_exists(index):
+            await run("ip", "link", "del", self.veth(index), check=False)
+        if self._namespace_exists(index):
+            # Deleting the namespace destroys its veth end, and with it the host end.
+            await run("ip", "netns", "del", self.netns(index), check=False)

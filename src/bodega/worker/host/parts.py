@@ -1,0 +1,72 @@
+"""The parts of a worker its host decides: the driver and the machine network its config asks for.
+
+``auto`` runs both the process and the oci driver (a config's image picks) when an OCI
+runtime is installed, else the process driver alone; the network is a namespace per
+machine when root and the driver runs machines in their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import os
+from dataclasses import replace
+
+from bodega.worker.config import WorkerConfig
+from bodega.worker.drivers.base import Driver
+from bodega.worker.host.image_drivers import make_image_driver, runtime_available
+from bodega.worker.host.names import Owner, Subnet
+from bodega.worker.host.netns import NetnsNetwork
+from bodega.worker.host.network import HostNetwork, Network
+
+
+def default_subnet(name: str) -> str:
+    """A /24 in 10.209.0.0/16 picked from the worker's name; `bodega up` assigns them instead."""
+    octet = int(hashlib.sha256(name.encode()).hexdigest(), 16) % 250 + 2
+    return f"10.209.{octet}.0/24"
+
+
+def owner(config: WorkerConfig) -> Owner | None:
+    """What a sweep of this worker's own objects takes; None when it makes none."""
+    if not config.cluster_id or os.geteuid() != 0:
+        return None
+    return Owner(config.host_names(), subnet=machine_subnet(config), scope=config.cgroup_scope())
+
+
+def machine_subnet(config: WorkerConfig) -> Subnet:
+    return ipaddress.ip_network(config.machine_subnet or default_subnet(config.name))
+
+
+def make_driver(config: WorkerConfig) -> Driver:
+    if config.driver == "null":
+        from bodega.worker.drivers.null import NullDriver
+
+        return NullDriver()
+    if config.driver == "fake":
+        from bodega.worker.drivers.fake import FakeDriver
+
+        return FakeDriver()
+    if config.driver == "auto" and not runtime_available(config.oci_runtime):
+        config = replace(config, driver="process")
+    if config.driver == "process":
+        from bodega.worker.drivers.process import ProcessDriver
+        from bodega.worker.drivers.process.cgroups import Cgroups
+
+        cgroups = (Cgroups.detect(config.cgroup_scope())
+                   if config.cgroups and os.geteuid() == 0 else None)
+        return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
+                             park_dir=config.data_dir / "park")
+    if config.driver in ("oci", "auto"):
+        return make_image_driver(config)
+    raise ValueError(f"unknown driver {config.driver!r}: use auto, process, oci, null or fake")
+
+
+def make_network(config: WorkerConfig, driver: Driver) -> Network:
+    mode = config.network
+    if mode == "auto":
+        mode = "netns" if os.geteuid() == 0 and driver.capabilities.own_netns else "host"
+    if mode == "netns":
+        return NetnsNetwork(machine_subnet(config), config.host_names())
+    if mode == "host":
+        return HostNetwork(config.host(), machine_subnet(config))
+    raise ValueError(f"unknown network mode {config.network!r}: use auto, netns or host")

@@ -1,0 +1,187 @@
+"""What can be done to a machine besides moving it through its lifecycle.
+
+Signal, exec, ps, cordon, metadata, leases, events, versions and ``wait``:
+none of them starts an operation, but every change is still logged.
+"""
+
+from __future__ import annotations
+
+import signal as signals
+from typing import Any
+
+from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout
+from bodega.model.states import PERSISTENT, MachineState
+from bodega.worker.core import Cordon, SetMetadata, Signal, decide
+from bodega.worker.core.records import LeaseRow, MachineRow
+from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl
+from bodega.worker.ops.effects import signal_number
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.ops.watch import StateWatch
+from bodega.worker.store import leases, queries
+
+WAIT_MAX = 60
+WAIT_STATES = frozenset({"started", "stopped", "suspended", "destroyed", "failed", "settled"})
+
+
+class MachineActions:
+    def __init__(self, machines: MachineService, watch: StateWatch) -> None:
+        self.machines = machines
+        self.store = machines.store
+        self.driver = machines.driver
+        self.recorder = machines.lifecycle.recorder
+        self.watch = watch
+
+    def _log(self, machine_id: str, step: str, payload: dict[str, Any]) -> None:
+        with self.store.tx() as conn:
+            self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
+                              step=step, payload=payload)
+
+    def _running(self, machine_id: str) -> MachineRow:
+        row = self.machines.get(machine_id)
+        if row.state != MachineState.STARTED or row.handle is None:
+            raise PreconditionFailed(
+                f"failed_precondition: machine {machine_id} is {row.state}, not started"
+            )
+        return row
+
+    def _control(self) -> TaskControl:
+        control = self.driver.capabilities.control
+        if control is None:
+            raise BadRequest(f"unimplemented: the {self.driver.name} driver cannot reach into "
+                             "a running machine (signal, exec, ps)")
+        return control
+
+    # -- signal, exec, ps ---------------------------------------------------------------
+    async def signal(self, machine_id: str, signal: str | int | None) -> None:
+        try:
+            number = signal_number(signal, 0)
+        except (KeyError, ValueError):
+            raise BadRequest(f"unknown signal {signal!r}") from None
+        if number == 0:
+            raise BadRequest("signal is required, e.g. {\"signal\": \"SIGHUP\"}")
+        control = self._control()
+        row = self.machines.get(machine_id)
+        decide(row, Signal())  # refuses unless it is started
+        assert row.handle is not None
+        self._log(machine_id, "signal", {"signal": signals.Signals(number).name})
+        await control.signal(row.handle, number)
+
+    async def exec(
+        self, machine_id: str, command: list[str], timeout: float, stdin: str | None,
+        nonce: str | None,
+    ) -> ExecResult:
+        if not command or not all(isinstance(part, str) for part in command):
+            raise BadRequest("command must be a non-empty list of strings")
+        if not 0 < timeout <= 600:
+            raise BadRequest("timeout must be between 1 and 600 seconds")
+        with self.store.tx() as conn:
+            leases.check(conn, machine_id, nonce, self.store.clock())
+        row = self._running(machine_id)
+        self._log(machine_id, "exec", {"command": command[:16]})
+        spec = self.machines.effects.task_spec(row)
+        return await self._control().exec(
+            spec, command, timeout, stdin.encode() if stdin is not None else None
+        )
+
+    async def ps(self, machine_id: str) -> list[ProcessInfo]:
+        row = self.machines.get(machine_id)
+        if row.handle is None or row.state != MachineState.STARTED:
+            return []
+        return await self._control().ps(row.handle)
+
+    # -- cordon, metadata: record changes the core decides -----------------------------
+    def cordon(self, machine_id: str, cordoned: bool, nonce: str | None) -> None:
+        with self.store.tx() as conn:
+            row = self.machines.get(machine_id)
+            leases.check(conn, machine_id, nonce, self.store.clock())
+            self.recorder.apply(conn, machine_id, decide(row, Cordon(cordoned)))
+
+    def metadata(self, machine_id: str) -> dict[str, str]:
+        return dict(self.machines.get(machine_id).config.metadata or {})
+
+    def set_metadata(
+        self, machine_id: str, changes: dict[str, str | None], version: str | None = None
+    ) -> dict[str, str]:
+        with self.store.tx() as conn:
+            decision = decide(self.machines.get(machine_id), SetMetadata(changes, version))
+            self.recorder.apply(conn, machine_id, decision)
+        config = decision.changes.config
+        return dict(config.metadata or {}) if config is not None else {}
+
+    # -- leases ----------------------------------------------------------------------
+    def acquire_lease(
+        self, machine_id: str, ttl: int, description: str, owner: str, nonce: str | None
+    ) -> LeaseRow:
+        with self.store.tx() as conn:
+            row = self.machines.get(machine_id)
+            return leases.acquire(conn, machine_id, version=row.instance_id, ttl=ttl,
+                                  description=description, owner=owner, nonce=nonce,
+                                  now=self.store.clock())
+
+    def lease(self, machine_id: str) -> LeaseRow:
+        self.machines.get(machine_id)
+        return leases.get(self.store.db, machine_id, self.store.clock())
+
+    def release_lease(self, machine_id: str, nonce: str | None) -> None:
+        with self.store.tx() as conn:
+            self.machines.get(machine_id)
+            leases.release(conn, machine_id, nonce, self.store.clock())
+
+    # -- events, versions, wait --------------------------------------------------------------
+    def events(self, machine_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        self.machines.get(machine_id)
+        limit = max(1, min(limit, 50))
+        return [event.to_wire() for event in self.store.events(machine_id, limit)]
+
+    def versions(self, machine_id: str) -> list[dict[str, Any]]:
+        self.machines.get(machine_id)
+        return queries.list_versions(self.store.db, machine_id)
+
+    async def wait(
+        self, machine_id: str, states: list[str], timeout: int, version: str | None,
+        from_event_id: str | None,
+    ) -> dict[str, Any]:
+        wanted = set(states or ["started"])
+        unknown = wanted - WAIT_STATES
+        if unknown:
+            raise BadRequest(f"invalid_argument: cannot wait for state {sorted(unknown)[0]!r}")
+        if not 1 <= timeout <= WAIT_MAX:
+            raise BadRequest(f"invalid_argument: timeout must be between 1 and {WAIT_MAX}")
+        row = self.machines.get(machine_id)
+
+        def reached() -> bool:
+            nonlocal row
+            row = self.machines.get(machine_id)
+            if row.state == MachineState.DESTROYED and "destroyed" not in wanted:
+                # Gone for good (destroyed, or auto_destroy after its exit): it can never
+                # reach the state asked for, so say so now rather than at the timeout.
+                raise NotFound(f"machine not found: {machine_id} was destroyed")
+            if version is not None and row.instance_id != version:
+                return row.state == MachineState.DESTROYED and "destroyed" in wanted
+            if from_event_id is not None:
+                latest = self.store.events(machine_id, 1)
+                if not latest or latest[0].id <= from_event_id:
+                    return False
+            if "settled" in wanted and row.state in PERSISTENT:
+                return True
+            return row.state in wanted
+
+        if not await self.watch.wait_until(machine_id, reached, float(timeout)):
+            want = ",".join(sorted(wanted))
+            raise Timeout(
+                f"deadline_exceeded: machine failed to reach desired state, {want}, "
+                f"currently {row.state}"
+            )
+        latest = self.store.events(machine_id, 1)
+        body: dict[str, Any] = {"ok": True, "state": row.state, "version": row.instance_id}
+        if latest:
+            body["event_id"] = latest[0].id
+        return body
+
+
+def parse_wait_states(values: list[str]) -> list[str]:
+    states: list[str] = []
+    for value in values:
+        states.extend(part.strip() for part in value.split(",") if part.strip())
+    return states
+

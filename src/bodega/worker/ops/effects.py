@@ -1,0 +1,261 @@
+"""The side effects of machine and volume operations, each safe to repeat.
+
+``MachineEffects.perform`` is the only place where the worker's state
+machines touch the host: the driver, the network and the volume directories.
+It reads the current row, does the work, and reports what changed; the runner
+records that in the same transaction that enters the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import grp
+import os
+import pwd
+import shutil
+import signal as signals
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+from bodega.model.duration import parse_duration
+from bodega.model.machine import ExitStatus
+from bodega.worker.config import WorkerConfig
+from bodega.worker.core.fsm import Effect, Step
+from bodega.worker.core.payloads import EndsRun, Payload, StartMachine, StartsRun
+from bodega.worker.core.records import MachineRow
+from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, TaskSpec
+from bodega.worker.host.identity import machine_identity
+from bodega.worker.host.network import Network, NetworkError
+from bodega.worker.ops.runner import EffectFailed, Outcome
+from bodega.worker.store import queries
+from bodega.worker.store.database import Operation, Store
+
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+P = TypeVar("P", bound=Payload)
+
+
+def payload_of(op: Operation, kind: type[P]) -> P:
+    """The operation's payload as the kind a step's effect reads (the FSM table pairs them)."""
+    if not isinstance(op.payload, kind):
+        raise EffectFailed(f"{op.fsm} at {op.step} carries no {kind.__name__} payload")
+    return op.payload
+
+
+def signal_number(name: str | int | None, default: int) -> int:
+    """A signal given as a name ("SIGTERM"), a bare name ("TERM") or a number."""
+    if name is None or name == "":
+        return default
+    if isinstance(name, int) or (isinstance(name, str) and name.isdigit()):
+        number = int(name)
+        signals.Signals(number)  # raises ValueError for unknown numbers
+        return number
+    text = name.upper()
+    if not text.startswith("SIG"):
+        text = "SIG" + text
+    return int(signals.Signals[text])
+
+
+def machine_user(name: str | None) -> tuple[int, int] | None:
+    """(uid, gid) for running machines, when the worker is root and a user is configured."""
+    if name is None or os.geteuid() != 0:
+        return None
+    entry = pwd.getpwnam(name)
+    gid = entry.pw_gid
+    if name == "nobody":
+        with contextlib.suppress(KeyError):
+            gid = grp.getgrnam("nogroup").gr_gid
+    return entry.pw_uid, gid
+
+
+class MachineEffects:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        store: Store,
+        driver: Driver,
+        network: Network,
+        user: tuple[int, int] | None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.driver = driver
+        self.network = network
+        self.user = user
+        # The app's secrets for a launch (``host/secret_env.py``); none without a registry.
+        self.secret_env: Callable[[str], dict[str, str]] = lambda _app: {}
+        # Set once the worker stops all its machines to exit: a restart's backoff ends at once
+        # (its machine is stopped next), so a crash loop does not hold up the exit.
+        self.draining = asyncio.Event()
+
+    def machine(self, machine_id: str) -> MachineRow:
+        row = queries.get_machine(self.store.db, machine_id)
+        if row is None:
+            raise EffectFailed(f"machine {machine_id} vanished from the store")
+        return row
+
+    def task_spec(self, machine: MachineRow, start_seq: int | None = None) -> TaskSpec:
+        config = machine.config
+        guest = config.effective_guest()
+        # Secrets win over the config's env, as on Fly; the machine's own variables win over both.
+        env = {"PATH": DEFAULT_PATH, "HOME": "/", **(config.env or {}),
+               **self.secret_env(machine.app)}
+        private_ip = machine.private_ip or ""
+        for prefix in ("BODEGA", "FLY"):
+            env[f"{prefix}_MACHINE_ID"] = machine.id
+            env[f"{prefix}_APP_NAME"] = machine.app
+            env[f"{prefix}_REGION"] = machine.region
+            env[f"{prefix}_INSTANCE_ID"] = machine.instance_id
+            env[f"{prefix}_PRIVATE_IP"] = private_ip
+        env["FLY_IMAGE_REF"] = config.image
+        env["FLY_MACHINE_VERSION"] = machine.instance_id
+        mounts: tuple[Mount, ...] = ()
+        if machine.volume_id and config.mounts:
+            mounts = (Mount(self.config.volume_dir(machine.volume_id), config.mounts[0].path),)
+        return TaskSpec(
+            machine_id=machine.id,
+            instance_id=machine.instance_id,
+            start_seq=machine.start_seq if start_seq is None else start_seq,
+            app=machine.app,
+            image=config.image,
+            argv=config.command() or [],
+            env=env,
+            cpus=guest.cpus,
+            cpu_kind=guest.cpu_kind,
+            memory_mb=guest.memory_mb,
+            machine_dir=self.config.machine_dir(machine.id),
+            netns=machine.netns,
+            mounts=mounts,
+            user=machine_identity(self.user, machine.private_ip),
+            entrypoint=config.init.entrypoint if config.init else None,
+            cmd=config.init.cmd if config.init else None,
+        )
+
+    def inert(self, op: Operation, step: Step) -> Outcome | None:
+        """What ``step``'s effect would report, when it does nothing on this host (the null
+        driver's prepare, attaching under host networking); None when it must be performed.
+        The runner then enters the next step in the same commit instead of performing it."""
+        match step.effect:
+            case Effect.PREPARE if not self.driver.capabilities.prepares:
+                return Outcome()
+            case Effect.ATTACH_NETWORK:
+                fixed = self.network.fixed_attachment()
+                if fixed is None:
+                    return None
+                return Outcome(updates={"private_ip": fixed.private_ip, "netns": fixed.netns})
+        return None
+
+    async def perform(self, op: Operation, step: Step) -> Outcome:
+        try:
+            return await self._perform(op, step)
+        except (DriverError, NetworkError) as exc:
+            raise EffectFailed(str(exc)) from exc
+
+    async def _perform(self, op: Operation, step: Step) -> Outcome:
+        match step.effect:
+            case Effect.NONE:
+                return Outcome()
+            case Effect.BACKOFF:
+                delay = payload_of(op, StartMachine).delay
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.draining.wait(), delay)
+                return Outcome()
+            case Effect.ATTACH_NETWORK:
+                machine = self.machine(op.resource_id)
+                if machine.ip_index is None:
+                    raise EffectFailed("machine has no address allocated")
+                attachment = await self.network.attach(machine.id, machine.ip_index)
+                return Outcome(updates={"private_ip": attachment.private_ip,
+                                        "netns": attachment.netns})
+            case Effect.PREPARE:
+                machine = self.machine(op.resource_id)
+                await self.driver.prepare(self.task_spec(machine))
+                return Outcome()
+            case Effect.SPAWN:
+                run = payload_of(op, StartsRun)
+                machine = self.machine(op.resource_id)
+                handle = await self.driver.start(self.task_spec(machine, run.start_seq))
+                return Outcome(payload=replace(run, pid=handle.pid), updates={"handle": handle})
+            case Effect.STOP_TASK:
+                return await self._stop_task(op)
+            case Effect.FREEZE:
+                await self._freeze(self.machine(op.resource_id))
+                return Outcome()
+            case Effect.THAW:
+                await self._thaw(self.machine(op.resource_id))
+                return Outcome()
+            case Effect.TEARDOWN:
+                machine = self.machine(op.resource_id)
+                parking = self.driver.capabilities.parking
+                if parking is not None and machine.netns is not None:
+                    parking.release(machine.netns)  # its namespace goes: so does its launcher
+                await self.driver.destroy(machine.id, self.config.machine_dir(machine.id))
+                await self.network.detach(machine.id, machine.ip_index)
+                return Outcome(updates={"handle": None})
+            case Effect.PROVISION_VOLUME:
+                path = self.config.volume_dir(op.resource_id)
+                await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
+                if self.user is not None:
+                    os.chown(path, *self.user)
+                return Outcome()
+            case Effect.REMOVE_VOLUME:
+                await asyncio.to_thread(_remove_tree, self.config.volume_dir(op.resource_id))
+                return Outcome()
+        raise EffectFailed(f"no effect for {step.effect}")
+
+    def _suspend(self) -> Suspend:
+        suspend = self.driver.capabilities.suspend
+        if suspend is None:
+            raise EffectFailed(f"the {self.driver.name} driver cannot suspend a machine")
+        return suspend
+
+    async def _freeze(self, machine: MachineRow) -> None:
+        if machine.handle is None:
+            raise EffectFailed("the machine has no process to suspend")
+        suspend = self._suspend()
+        try:
+            await suspend.suspend(machine.handle)
+        except DriverError:
+            # Half frozen is neither state: thaw it so the machine is truly still started.
+            with contextlib.suppress(DriverError):
+                await suspend.resume(machine.handle)
+            raise
+
+    async def _thaw(self, machine: MachineRow) -> None:
+        if machine.handle is not None:
+            await self._suspend().resume(machine.handle)
+
+    async def _stop_task(self, op: Operation) -> Outcome:
+        ends = payload_of(op, EndsRun)
+        machine = self.machine(op.resource_id)
+        handle = machine.handle
+        if ends.thaw:
+            # A frozen process cannot act on a signal (nor die of SIGKILL on a v1 freezer).
+            await self._thaw(machine)
+        if handle is None or not await self.driver.inspect(handle):
+            if handle is None:
+                return Outcome()
+            exit_status = await self.driver.wait(handle)
+            return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)))
+        stop_config = machine.config.stop_config
+        default_signal = signal_number(stop_config.signal if stop_config else None,
+                                       signals.SIGINT)
+        sig = signal_number(ends.signal, default_signal)
+        timeout = ends.timeout
+        if timeout is None:
+            timeout = parse_duration(stop_config.timeout if stop_config else None, 10.0)
+        await self.driver.stop(handle, sig, timeout)
+        exit_status = await self.driver.wait(handle)
+        return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)))
+
+
+def _exit_event(status: ExitStatus, requested: bool) -> dict[str, Any]:
+    event: dict[str, Any] = replace(status, requested_stop=requested).to_event_request()
+    return dict(event["exit_event"])
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

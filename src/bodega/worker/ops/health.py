@@ -1,0 +1,166 @@
+"""Health checks, the shell: probe each started machine's checks, report through the core.
+
+After commits, at most every ``RECONCILE`` seconds, the worker's started
+machines with checks are compared with the probers running: a run
+(machine, start_seq) with checks gets one task, and a task whose run is
+over (stopped, restarted, updated, destroyed) is cancelled. A task probes
+its checks when due (``core.checks``: after the grace period, then every
+interval), each probe bounded by its timeout and closing its connection
+whatever happens, and hands every result to ``MachineService.check_result``:
+the core decides, and only a change of status is written (a machine event,
+and so a republished registry row).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bodega.model.errors import BodegaError
+from bodega.model.machine import rfc3339
+from bodega.worker.core import CheckResult
+from bodega.worker.core import checks as core
+from bodega.worker.core.records import MachineRow
+from bodega.worker.metrics import WorkerMetrics
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.store import queries
+from bodega.worker.store.database import Store
+
+log = logging.getLogger("bodega.worker.health")
+
+RECONCILE = 0.25  # how soon a new run's probes start and an ended run's stop
+MAX_HEAD = 8192  # read at most this much of an answer: only the status line matters
+
+
+async def probe(spec: core.CheckSpec, host: str) -> tuple[str, str]:
+    """(status, output) of one probe; never raises, never leaves a connection open."""
+    try:
+        async with asyncio.timeout(spec.timeout):
+            if spec.type == "http":
+                return await _http(spec, host)
+            _, writer = await asyncio.open_connection(host, spec.port)
+            await _close(writer)
+            return core.PASSING, f"TCP connect {host}:{spec.port}: success"
+    except TimeoutError:
+        return core.CRITICAL, f"timed out after {spec.timeout:g}s"
+    except (OSError, ValueError, asyncio.IncompleteReadError) as exc:
+        return core.CRITICAL, core.clip_output(f"{type(exc).__name__}: {exc}")
+
+
+async def _http(spec: core.CheckSpec, host: str) -> tuple[str, str]:
+    context: ssl.SSLContext | None = None
+    if spec.protocol == "https":
+        context = ssl.create_default_context()
+        if spec.tls_skip_verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+    reader, writer = await asyncio.open_connection(host, spec.port, ssl=context)
+    try:
+        headers = "".join(f"{name}: {value}\r\n" for name, value in spec.headers)
+        writer.write(f"{spec.method} {spec.path} HTTP/1.1\r\nHost: {host}:{spec.port}\r\n"
+                     f"User-Agent: bodega-check\r\n{headers}Connection: close\r\n\r\n".encode())
+        await writer.drain()
+        head = await reader.readline()
+    finally:
+        await _close(writer)
+    parts = head.decode("latin-1", "replace").split(" ", 2)
+    if len(parts) < 2 or not parts[1].isdigit():
+        return core.CRITICAL, "not an HTTP answer"
+    code = int(parts[1])
+    line = core.clip_output(f"{spec.method} {spec.path}: {' '.join(parts[1:])}")
+    return (core.PASSING if 200 <= code < 300 else core.CRITICAL), line
+
+
+async def _close(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(OSError, TimeoutError, ssl.SSLError):
+        async with asyncio.timeout(1.0):
+            await writer.wait_closed()
+
+
+class HealthChecks:
+    def __init__(self, store: Store, machines: MachineService, metrics: WorkerMetrics,
+                 service_host: Callable[[MachineRow], str | None]) -> None:
+        self.store = store
+        self.machines = machines
+        self.metrics = metrics
+        self.service_host = service_host
+        self.tasks: dict[tuple[str, int], asyncio.Task[Any]] = {}
+
+    async def run(self) -> None:
+        # Reconcile after commits only, at most every RECONCILE seconds: an idle worker (or
+        # one of a thousand in a process) reads nothing, and a busy one reads once per burst.
+        changed = asyncio.Event()
+        self.store.on_commit(lambda _resource: changed.set())
+        try:
+            while True:
+                changed.clear()
+                try:
+                    self.reconcile()
+                except Exception:
+                    log.exception("reconciling health checks failed")
+                await asyncio.sleep(RECONCILE)
+                await changed.wait()
+        finally:
+            await self.close()
+
+    def reconcile(self) -> None:
+        wanted: dict[tuple[str, int], MachineRow] = {}
+        for row in queries.started_with_checks(self.store.db):
+            if core.specs(row.config):
+                wanted[(row.id, row.start_seq)] = row
+        for key in [k for k in self.tasks if k not in wanted]:
+            self.tasks.pop(key).cancel()
+        for key, row in wanted.items():
+            if key not in self.tasks:
+                self.tasks[key] = asyncio.create_task(self._prober(row))
+
+    async def close(self) -> None:
+        tasks = list(self.tasks.values())
+        self.tasks.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _prober(self, row: MachineRow) -> None:
+        specs = core.specs(row.config)
+        host = self.service_host(row) or row.private_ip or "127.0.0.1"
+        started = time.monotonic()
+        due = {spec.name: core.first_due(spec, started) for spec in specs}
+        while True:
+            now = time.monotonic()
+            ready = [s for s in specs if due[s.name] <= now]
+            if not ready:
+                await asyncio.sleep(max(0.0, min(due.values()) - now))
+                continue
+            # Due checks run side by side: one slow probe never delays another.
+            results = await asyncio.gather(*(self._probe_once(s, host) for s in ready))
+            ended = time.monotonic()
+            for spec, (status, output) in zip(ready, results, strict=True):
+                due[spec.name] = core.next_due(spec, ended)
+                await self._report(row, spec, status, output)
+
+    async def _probe_once(self, spec: core.CheckSpec, host: str) -> tuple[str, str]:
+        begun = time.monotonic()
+        status, output = await probe(spec, host)
+        self.metrics.check_seconds.labels(spec.type).observe(time.monotonic() - begun)
+        self.metrics.check_runs.labels(spec.type, status).inc()
+        return status, output
+
+    async def _report(self, row: MachineRow, spec: core.CheckSpec, status: str,
+                      output: str) -> None:
+        result = CheckResult(spec.name, status, output, rfc3339(self.store.clock()),
+                             row.start_seq)
+        try:
+            if await self.machines.check_result(row.id, result):
+                self.metrics.check_changes.labels(status).inc()
+                log.info("%s: check %s is %s (%s)", row.id, spec.name, status, output)
+        except (BodegaError, TimeoutError):
+            pass  # busy in an operation or gone: the next probe reports again

@@ -1,0 +1,263 @@
+"""Machine lifecycle entry points: each reads the record, asks the core, hands off to the shell.
+
+Every entry point is one ``Lifecycle.run``: under the machine's lock and in one
+transaction it checks the lease, asks ``core.decide`` what the call does to the
+machine (refusal, nothing, or an operation to begin) and records it; the
+operation is then driven to its end in the background while the lock is held.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal as signals
+import sqlite3
+from collections.abc import Callable
+from typing import Any
+
+from bodega.model.capacity import Ask
+from bodega.model.errors import BadRequest, NotFound
+from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine_name, new_ulid
+from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
+from bodega.worker.core import (
+    CheckResult,
+    Decision,
+    Destroy,
+    ExitObserved,
+    Recovered,
+    Restart,
+    Start,
+    Stop,
+    Suspend,
+    Update,
+    decide,
+)
+from bodega.worker.core.records import MachineRow
+from bodega.worker.drivers.base import TaskHandle, needs_command
+from bodega.worker.ops.claims import check_update
+from bodega.worker.ops.creation import CreateRequest, Recorded, record_machine
+from bodega.worker.ops.effects import MachineEffects, signal_number
+from bodega.worker.ops.lifecycle import Lifecycle, Recorder
+from bodega.worker.ops.locks import MachineLocks
+from bodega.worker.ops.runner import Runner
+from bodega.worker.ops.supervision import Supervision
+from bodega.worker.store import leases, queries
+from bodega.worker.store.database import Operation, Store
+from bodega.worker.store.ledger import Ledger
+
+__all__ = ["CreateRequest", "MachineService"]
+
+log = logging.getLogger("bodega.worker.machines")
+
+
+class MachineService:
+    def __init__(
+        self,
+        store: Store,
+        ledger: Ledger,
+        runner: Runner,
+        effects: MachineEffects,
+        ip_range: tuple[int, int],
+        recorder: Recorder,
+        worker: str | None = None,
+    ) -> None:
+        self.worker = worker  # its name marks the ids it makes up (model/ids.py)
+        self.store = store
+        self.ledger = ledger
+        self.runner = runner
+        self.effects = effects
+        self.driver = effects.driver
+        self.ip_range = ip_range
+        self.supervision = Supervision(self.driver, self.on_exit)
+        self.lifecycle = Lifecycle(store, recorder, runner, self.supervision)
+        # Told what the restart policy decided for each exit (the daemon counts them).
+        self.on_exit_decision: Callable[[str], None] = lambda _decision: None
+
+    @property
+    def locks(self) -> MachineLocks:
+        return self.lifecycle.locks
+
+    @property
+    def spares_changed(self) -> asyncio.Event:
+        return self.lifecycle.spares_changed
+
+    def get(self, machine_id: str) -> MachineRow:
+        if not MACHINE_ID_RE.match(machine_id):
+            raise NotFound(f"machine not found: {machine_id!r} is not a machine id")
+        row = queries.get_machine(self.store.db, machine_id)
+        if row is None:
+            raise NotFound(f"machine not found: {machine_id}")
+        return row
+
+    def _leased(self, conn: sqlite3.Connection, machine_id: str, nonce: str | None,
+                override: bool = False) -> MachineRow:
+        """The machine's record, once its lease (unless overridden) lets this caller act."""
+        row = self.get(machine_id)
+        if not override:
+            leases.check(conn, machine_id, nonce, self.store.clock())
+        return row
+
+    async def settle(self) -> None:
+        """Wait until no operation or exit handling is under way (tests and shutdown)."""
+        while True:
+            for _ in range(5):
+                await asyncio.sleep(0)  # let watchers woken by an exit reach on_exit
+            pending = self.lifecycle.background | self.supervision.exiting
+            if not pending:
+                return
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    # -- create ---------------------------------------------------------------------
+    async def create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
+        """Create (and unless ``skip_launch``, start) a machine; returns once it is recorded."""
+        machine_id = req.machine_id or new_machine_id(self.worker)
+        if not MACHINE_ID_RE.match(machine_id):
+            raise BadRequest(f"invalid machine id {machine_id!r}")
+        name = req.name or new_machine_name()
+        if not NAME_RE.match(name):
+            raise BadRequest(f"invalid machine name {name!r}: use lowercase letters, digits, -")
+        if needs_command(self.driver.capabilities, req.config) and not req.config.command():
+            raise BadRequest(
+                f"the {self.driver.name} driver runs config.init.exec (or init.entrypoint + "
+                "init.cmd, or processes[0].exec); none was given"
+            )
+        if req.idempotency_key:  # a retry: answer at once, not after the first try's start
+            earlier = queries.machine_by_idempotency_key(self.store.db, req.app,
+                                                        req.idempotency_key)
+            if earlier is not None:
+                return earlier, None
+        recorded = Recorded()
+        # The machine is durably created (its first step is committed): like the Machines
+        # API, answer now, in state "created", and let the operation run on; clients /wait.
+        # Creates that come together share that commit and its fsync (``GroupCommit``).
+        await self.lifecycle.run_grouped(machine_id, lambda conn: record_machine(
+            conn, req, machine_id, name, ledger=self.ledger, network=self.effects.network,
+            ip_range=self.ip_range, clock=self.store.clock, outcome=recorded))
+        if recorded.earlier is not None:
+            return recorded.earlier, None
+        return self.get(machine_id), recorded.nonce
+
+    # -- start, stop, restart ------------------------------------------------------------
+    async def start(self, machine_id: str, nonce: str | None = None) -> dict[str, Any]:
+        previous: list[str] = []
+
+        def body(conn: sqlite3.Connection) -> Decision:
+            row = self._leased(conn, machine_id, nonce)
+            previous.append(row.state)
+            return decide(row, Start())
+
+        await self.lifecycle.run(machine_id, body)
+        return {"previous_state": previous[0], "migrated": False, "new_host": ""}
+
+    async def stop(
+        self, machine_id: str, nonce: str | None = None, signal: str | int | None = None,
+        timeout: float | None = None, lease_override: bool = False,
+    ) -> None:
+        """``lease_override``: the worker's own stop on exit, which no lease may refuse."""
+        _check_signal(signal)
+        await self.lifecycle.run(machine_id, lambda conn: decide(
+            self._leased(conn, machine_id, nonce, lease_override), Stop(signal, timeout)))
+
+    async def restart(
+        self, machine_id: str, nonce: str | None = None, signal: str | int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        _check_signal(signal)
+        await self.lifecycle.run(machine_id, lambda conn: decide(
+            self._leased(conn, machine_id, nonce), Restart(signal, timeout)))
+
+    async def suspend(self, machine_id: str, nonce: str | None = None) -> None:
+        """Freeze the machine's process, memory kept; a start resumes it."""
+        can_suspend = self.driver.capabilities.suspend is not None
+        await self.lifecycle.run(machine_id, lambda conn: decide(
+            self._leased(conn, machine_id, nonce), Suspend(can_suspend)))
+
+    # -- update ---------------------------------------------------------------------
+    async def update(
+        self, machine_id: str, config: MachineConfig, *, nonce: str | None = None,
+        current_version: str | None = None, skip_launch: bool = False,
+        name: str | None = None, region: str | None = None,
+    ) -> MachineRow:
+        def body(conn: sqlite3.Connection) -> Decision:
+            row = self._leased(conn, machine_id, nonce)
+            decision = decide(row, Update(
+                config, new_ulid(int(self.store.clock() * 1000)),
+                self.ledger.totals.millicpus_for(Ask.for_config(config)), skip_launch))
+            check_update(row, config, current_version, name, region,
+                         needs_command=needs_command(self.driver.capabilities, config))
+            return decision
+
+        await self.lifecycle.run(machine_id, body)
+        return self.get(machine_id)
+
+    # -- destroy --------------------------------------------------------------------
+    async def destroy(self, machine_id: str, nonce: str | None = None,
+                      force: bool = False, lease_override: bool = False) -> None:
+        """``lease_override`` (the broker's app delete) destroys even while a lease is held."""
+        await self.lifecycle.run(machine_id, lambda conn: decide(
+            self._leased(conn, machine_id, nonce, lease_override), Destroy(force)))
+
+    # -- supervision ------------------------------------------------------------------
+    def drain(self) -> None:
+        """The worker is stopping its machines to exit: from now on no exit restarts one."""
+        self.effects.draining.set()
+
+    async def on_exit(self, machine_id: str, handle: TaskHandle, exit_status: ExitStatus) -> None:
+        """A machine's process ended on its own: record it, then apply the restart policy."""
+
+        def body(conn: sqlite3.Connection) -> Decision:
+            row = queries.get_machine(conn, machine_id)
+            if row is None:
+                return Decision()
+            return decide(row, ExitObserved(handle.instance_id, handle.start_seq, exit_status,
+                                            self.store.clock(), self.effects.draining.is_set()))
+
+        decision = await self.lifecycle.run(machine_id, body, lock_timeout=float("inf"))
+        if decision.exit_decision is not None:
+            log.info("%s: exited (code %s, signal %s, oom %s): %s", machine_id,
+                     exit_status.exit_code, exit_status.signal, exit_status.oom_killed,
+                     decision.exit_decision)
+            self.on_exit_decision(str(decision.exit_decision))
+
+    async def check_result(self, machine_id: str, result: CheckResult) -> bool:
+        """Record a health check's result; True if its status changed (an event was logged)."""
+
+        def body(conn: sqlite3.Connection) -> Decision:
+            row = queries.get_machine(conn, machine_id)
+            return Decision() if row is None else decide(row, result)
+
+        # A machine busy in an operation keeps its lock; the next probe reports again.
+        decision = await self.lifecycle.run(machine_id, body, lock_timeout=1.0)
+        return decision.changes.checks is not None
+
+    # -- recovery ---------------------------------------------------------------------
+    async def recover(self) -> None:
+        """After a restart: resume unfinished operations, re-adopt or settle running machines."""
+        unfinished: dict[str, list[Operation]] = {}
+        for op in self.store.running_operations():
+            unfinished.setdefault(op.resource_id, []).append(op)
+        for resource_id, ops in unfinished.items():
+            log.info("%s: resuming %s", resource_id,
+                     ", ".join(f"{op.fsm} at {op.step}" for op in ops))
+            row = queries.get_machine(self.store.db, resource_id)
+            if row is not None and row.handle is not None:
+                # Re-attach to the run the interrupted operation was dealing with.
+                await self.driver.recover(row.handle)
+            await self.lifecycle.run(resource_id, lambda _conn: Decision(), drive=True)
+        for row in queries.list_machines(self.store.db):
+            if row.id in unfinished or row.handle is None:
+                continue
+            decision = decide(row, Recovered())
+            if decision.then:
+                alive = await self.driver.recover(row.handle)
+                log.info("%s: %s after restart", row.id, "re-adopted" if alive else "found exited")
+                self.lifecycle.follow(row.id, decision)
+
+
+def _check_signal(signal: str | int | None) -> None:
+    if signal is not None:
+        try:
+            signal_number(signal, signals.SIGINT)
+        except (KeyError, ValueError):
+            raise BadRequest(f"unknown signal {signal!r}") from None
