@@ -37,6 +37,9 @@ NOT_CORES = {
     "bodega.broker.openapi": "the API document, built from the request models",
     "bodega.proxy.metrics": "metric definitions",
     "bodega.proxy.request_ids": "request ids: a clock and random bytes, no decision",
+    "bodega.worker.host.survey": "reads the host's links and addresses from /sys and /proc",
+    "bodega.worker.images.store": "the image store: blobs and unpacked bases on disk",
+    "bodega.worker.images.unpack": "writes an image's layers to disk",
 }
 
 # The cores the charter names: they stay in the contract, whatever else moves.
