@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bodega.registry.buckets import Digest
 from bodega.registry.known import Known, Span
-from bodega.registry.ledger import Digest
 from bodega.registry.rows import Row
 
 

@@ -2,12 +2,12 @@
 
 Anti-entropy used to send the whole version vector (one entry per origin) on
 every pull: the request, and the work to answer it, grew with the fleet.
-Instead every origin falls in one of ``BUCKETS`` buckets (a CRC of its name,
-the same on every node), and each bucket has a 64-bit digest: the XOR of a
-hash of each of its origins' seen versions (``Known``). A pull first sends
-the ``BUCKETS`` digests, a constant 512 bytes; the peer names the buckets
-whose digests differ from its own, and only then do the two exchange
-versions, and rows, for the origins of those buckets. Two replicas that hold
+Instead every origin falls in one of ``BUCKETS`` buckets (``buckets.py``: a
+CRC of its name, the same on every node), and each bucket has a 64-bit
+digest: the XOR of a hash of each of its origins' seen versions (``Known``).
+A pull first sends the ``BUCKETS`` digests, a constant 512 bytes; the peer
+names the buckets whose digests differ from its own, and only then do the
+two exchange versions, and rows, for the origins of those buckets. Two replicas that hold
 the same versions exchange nothing more; idle, a pull costs the same at 50
 nodes as at 5,000.
 
@@ -24,18 +24,11 @@ it, without copying the ledger on every transaction.
 from __future__ import annotations
 
 import hashlib
-import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+from bodega.registry.buckets import BUCKETS, Digest, bucket_of
 from bodega.registry.known import EMPTY, Known
-
-BUCKETS = 64
-Digest = tuple[int, ...]  # BUCKETS unsigned 64-bit integers
-
-
-def bucket_of(origin: str) -> int:
-    return zlib.crc32(origin.encode()) % BUCKETS
 
 
 def origin_hash(origin: str, known: Known) -> int:
@@ -44,13 +37,6 @@ def origin_hash(origin: str, known: Known) -> int:
         return 0
     text = f"{origin}\x00{known.top}\x00{known.gaps}".encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
-
-
-def differing(mine: Sequence[int], theirs: Sequence[int]) -> list[int]:
-    """The buckets whose digests differ (all of them if the sizes disagree)."""
-    if len(mine) != len(theirs):
-        return list(range(BUCKETS))
-    return [i for i, (a, b) in enumerate(zip(mine, theirs, strict=True)) if a != b]
 
 
 class Ledger:

@@ -2,7 +2,7 @@
 
 memberlist's push-pull sends the whole member table, so its cost per node
 grows with the cluster. Here the table is kept hashed in the same 64 buckets
-as the replica's ledger (``ledger.bucket_of`` of the member's name); a
+as the replica's ledger (``buckets.bucket_of`` of the member's name); a
 bucket's digest is the XOR of a 64-bit hash of each member's identity and
 state (name, generation, incarnation, status: not who raised a suspicion,
 which honest members may disagree on). A push-pull sends the digest (512
@@ -18,10 +18,8 @@ import base64
 import hashlib
 from collections.abc import Iterator, Sequence
 
-from bodega.registry.ledger import BUCKETS, bucket_of
+from bodega.registry.buckets import BUCKETS, Digest, bucket_of
 from bodega.registry.members import MemberRecord
-
-Digest = tuple[int, ...]
 
 
 def record_hash(record: MemberRecord) -> int:

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bodega.registry.ledger import BUCKETS
+from bodega.registry.buckets import BUCKETS
 from bodega.registry.memberdigest import pack, unpack
 from bodega.registry.members import MAX_NAME, Addr, MemberRecord, Role, Status
 

@@ -42,13 +42,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from bodega.registry.buckets import differing
 from bodega.registry.exchange import DigestReply as DigestReply
 from bodega.registry.exchange import DigestRequest as DigestRequest
 from bodega.registry.exchange import SyncReply as SyncReply
 from bodega.registry.exchange import SyncRequest as SyncRequest
 from bodega.registry.hlc import ClockDrift, HybridClock
 from bodega.registry.known import EMPTY, Known, Span, need
-from bodega.registry.ledger import Ledger, differing
+from bodega.registry.ledger import Ledger
 from bodega.registry.rows import Row, newer
 from bodega.registry.schema import TABLES, Kind
 from bodega.registry.validate import problem

@@ -35,9 +35,9 @@ import json
 import zlib
 from typing import Any
 
+from bodega.registry.buckets import BUCKETS
 from bodega.registry.hlc import Stamp
 from bodega.registry.known import Known, Span
-from bodega.registry.ledger import BUCKETS
 from bodega.registry.messages import DecodeError, Item, encoded_size
 from bodega.registry.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.rows import Row

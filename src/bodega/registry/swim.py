@@ -20,8 +20,8 @@ import random
 from dataclasses import replace
 
 from bodega.registry.broadcasts import Piggyback
+from bodega.registry.buckets import bucket_of, differing
 from bodega.registry.config import SwimConfig
-from bodega.registry.ledger import bucket_of, differing
 from bodega.registry.members import (
     Addr,
     MemberRecord,

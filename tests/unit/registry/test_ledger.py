@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from bodega.registry.buckets import BUCKETS, bucket_of, differing
 from bodega.registry.known import EMPTY, Known
-from bodega.registry.ledger import BUCKETS, Ledger, bucket_of, differing
+from bodega.registry.ledger import Ledger
 
 
 def ledger(local: str, **known: Known) -> Ledger:

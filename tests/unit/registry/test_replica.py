@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from bodega.registry.buckets import bucket_of
 from bodega.registry.known import Known
-from bodega.registry.ledger import bucket_of
 from bodega.registry.replica import Replica
 from bodega.registry.view import View
 from tests.unit.registry.rowkit import (

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from bodega.registry.buckets import BUCKETS
 from bodega.registry.known import Known
-from bodega.registry.ledger import BUCKETS
 from bodega.registry.messages import DecodeError, Item, Message, encode, encoded_size
 from bodega.registry.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.rowwire import (
