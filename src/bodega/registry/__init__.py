@@ -8,19 +8,26 @@ gossip and anti-entropy, and subscriptions (``RowChange`` streams).
 ``ReplicaNet`` drive many of them on a simulated network.
 """
 
-from bodega.registry.client import subscribe_http
-from bodega.registry.config import SwimConfig
 from bodega.registry.feed import Feed, FeedLagged
-from bodega.registry.members import Addr, EventKind, MemberView, Role, Status
-from bodega.registry.membership import Membership, MembershipConfig
-from bodega.registry.messages import Item
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import Addr, EventKind, MemberView, Role, Status
+from bodega.registry.membership.messages import Item
+from bodega.registry.membership.outputs import (
+    Delivered,
+    Event,
+    ItemTooLarge,
+    Out,
+    Send,
+    UnknownMember,
+)
+from bodega.registry.membership.simnet import SimClock, SimNet
+from bodega.registry.membership.swim import Swim
+from bodega.registry.membership.udp import Membership, MembershipConfig
 from bodega.registry.node import RegistryConfig, RegistryNode
-from bodega.registry.outputs import Delivered, Event, ItemTooLarge, Out, Send, UnknownMember
-from bodega.registry.replica import InvalidRow
-from bodega.registry.replsim import ReplicaNet
-from bodega.registry.simnet import SimClock, SimNet
-from bodega.registry.subscriptions import RowChange, Subscription
-from bodega.registry.swim import Swim
+from bodega.registry.replication.client import subscribe_http
+from bodega.registry.replication.replica import InvalidRow
+from bodega.registry.replication.replsim import ReplicaNet
+from bodega.registry.replication.subscriptions import RowChange, Subscription
 
 __all__ = [
     "Addr",

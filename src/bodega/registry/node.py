@@ -35,21 +35,21 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
-from bodega.registry.client import SyncClient, SyncFailed
-from bodega.registry.config import SwimConfig
-from bodega.registry.httpapi import RegistryHttp
-from bodega.registry.members import Addr, MemberView
-from bodega.registry.membership import Membership, MembershipConfig
-from bodega.registry.messages import DecodeError, Item
-from bodega.registry.outputs import Delivered, Event, ItemTooLarge, UnknownMember
-from bodega.registry.peers import SyncPacer, choose_alive
-from bodega.registry.replica import Change, Replica, SyncReply, SyncRequest
-from bodega.registry.replmetrics import ReplicationMetrics
-from bodega.registry.rows import Row
-from bodega.registry.rowwire import decode_item, is_row_item, item_floor, row_item
-from bodega.registry.subscriptions import Subscription, Subscriptions, normalize_filters
-from bodega.registry.transport import Binder, UdpTransport
-from bodega.registry.view import View
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import Addr, MemberView
+from bodega.registry.membership.messages import DecodeError, Item
+from bodega.registry.membership.outputs import Delivered, Event, ItemTooLarge, UnknownMember
+from bodega.registry.membership.transport import Binder, UdpTransport
+from bodega.registry.membership.udp import Membership, MembershipConfig
+from bodega.registry.replication.client import SyncClient, SyncFailed
+from bodega.registry.replication.httpapi import RegistryHttp
+from bodega.registry.replication.metrics import ReplicationMetrics
+from bodega.registry.replication.peers import SyncPacer, choose_alive
+from bodega.registry.replication.replica import Change, Replica, SyncReply, SyncRequest
+from bodega.registry.replication.rows import Row
+from bodega.registry.replication.rowwire import decode_item, is_row_item, item_floor, row_item
+from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
+from bodega.registry.replication.view import View
 from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from bodega.registry.buckets import BUCKETS, bucket_of, differing
-from bodega.registry.known import EMPTY, Known
-from bodega.registry.ledger import Ledger
+from bodega.registry.replication.known import EMPTY, Known
+from bodega.registry.replication.ledger import Ledger
 
 
 def ledger(local: str, **known: Known) -> Ledger:

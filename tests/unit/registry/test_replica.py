@@ -6,9 +6,9 @@ import shutil
 from pathlib import Path
 
 from bodega.registry.buckets import bucket_of
-from bodega.registry.known import Known
-from bodega.registry.replica import Replica
-from bodega.registry.view import View
+from bodega.registry.replication.known import Known
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.view import View
 from tests.unit.registry.rowkit import (
     EPOCH,
     Wall,

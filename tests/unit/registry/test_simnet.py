@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bodega.registry.members import Status
-from bodega.registry.messages import Item
-from bodega.registry.simnet import SimClock, SimNet
+from bodega.registry.membership.members import Status
+from bodega.registry.membership.messages import Item
+from bodega.registry.membership.simnet import SimClock, SimNet
 
 
 def small(seed: int, n: int = 5, **kw: object) -> SimNet:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from bodega.registry.config import SwimConfig
+from bodega.registry.membership.config import SwimConfig
 
 
 def suspicion_min(config: SwimConfig, n: int) -> float:

@@ -16,12 +16,12 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from bodega.registry.auth import PacketAuth
-from bodega.registry.config import SwimConfig
-from bodega.registry.members import Addr, MemberView, Role, Status
-from bodega.registry.messages import Item, Message, decode, encode
-from bodega.registry.outputs import Delivered, Event, Out, Send
-from bodega.registry.swim import Swim
+from bodega.registry.membership.auth import PacketAuth
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import Addr, MemberView, Role, Status
+from bodega.registry.membership.messages import Item, Message, decode, encode
+from bodega.registry.membership.outputs import Delivered, Event, Out, Send
+from bodega.registry.membership.swim import Swim
 
 SIM_PORT = 7946
 

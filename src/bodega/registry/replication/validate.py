@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 
-from bodega.registry.members import MAX_NAME
-from bodega.registry.rows import Row
-from bodega.registry.schema import TABLES
+from bodega.registry.membership.members import MAX_NAME
+from bodega.registry.replication.rows import Row
+from bodega.registry.replication.schema import TABLES
 
 MAX_KEY = 200
 MAX_DOC_BYTES = 64 * 1024

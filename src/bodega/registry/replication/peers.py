@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 
-from bodega.registry.members import MemberView, Status
+from bodega.registry.membership.members import MemberView, Status
 
 
 def sync_candidates(members: list[MemberView], local: str) -> list[MemberView]:

@@ -20,7 +20,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bodega.registry.members import Addr
+from bodega.registry.membership.members import Addr
 
 
 @dataclass

@@ -19,7 +19,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 
 from bodega.registry.buckets import BUCKETS, Digest, bucket_of
-from bodega.registry.members import MemberRecord
+from bodega.registry.membership.members import MemberRecord
 
 
 def record_hash(record: MemberRecord) -> int:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bodega.registry.members import Addr, EventKind, MemberView
-from bodega.registry.messages import Item, Message
+from bodega.registry.membership.members import Addr, EventKind, MemberView
+from bodega.registry.membership.messages import Item, Message
 
 
 @dataclass(frozen=True)

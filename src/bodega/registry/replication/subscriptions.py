@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bodega.registry.feed import Feed
-from bodega.registry.replica import Change
-from bodega.registry.rows import Row
-from bodega.registry.schema import TABLES
+from bodega.registry.replication.replica import Change
+from bodega.registry.replication.rows import Row
+from bodega.registry.replication.schema import TABLES
 
 ChangeKind = Literal["initial", "insert", "update", "delete"]
 DEFAULT_CAPACITY = 10_000

@@ -36,12 +36,12 @@ import zlib
 from typing import Any
 
 from bodega.registry.buckets import BUCKETS
-from bodega.registry.hlc import Stamp
-from bodega.registry.known import Known, Span
-from bodega.registry.messages import DecodeError, Item, encoded_size
-from bodega.registry.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
-from bodega.registry.rows import Row
-from bodega.registry.validate import MAX_DOC_BYTES
+from bodega.registry.membership.messages import DecodeError, Item, encoded_size
+from bodega.registry.replication.hlc import Stamp
+from bodega.registry.replication.known import Known, Span
+from bodega.registry.replication.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
+from bodega.registry.replication.rows import Row
+from bodega.registry.replication.validate import MAX_DOC_BYTES
 
 ITEM_BUDGET = 1000  # bytes an item may take in a ~1384-byte packet payload
 ITEM_PREFIX = "row:"

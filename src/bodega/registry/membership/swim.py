@@ -19,10 +19,10 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from bodega.registry.broadcasts import Piggyback
 from bodega.registry.buckets import bucket_of, differing
-from bodega.registry.config import SwimConfig
-from bodega.registry.members import (
+from bodega.registry.membership.broadcasts import Piggyback
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import (
     Addr,
     MemberRecord,
     MemberView,
@@ -30,7 +30,7 @@ from bodega.registry.members import (
     Status,
     check_identity,
 )
-from bodega.registry.messages import (
+from bodega.registry.membership.messages import (
     Ack,
     Body,
     Direct,
@@ -41,7 +41,7 @@ from bodega.registry.messages import (
     PingReq,
     Sync,
 )
-from bodega.registry.outputs import (
+from bodega.registry.membership.outputs import (
     Delivered,
     Event,
     Out,
@@ -49,9 +49,9 @@ from bodega.registry.outputs import (
     SwimStats,
     UnknownMember,
 )
-from bodega.registry.probes import Probe, ProbeOrder, Relay
-from bodega.registry.suspicion import LocalHealth
-from bodega.registry.table import Change, MemberTable
+from bodega.registry.membership.probes import Probe, ProbeOrder, Relay
+from bodega.registry.membership.suspicion import LocalHealth
+from bodega.registry.membership.table import Change, MemberTable
 
 
 class Swim:

@@ -43,17 +43,17 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from bodega.registry.buckets import differing
-from bodega.registry.exchange import DigestReply as DigestReply
-from bodega.registry.exchange import DigestRequest as DigestRequest
-from bodega.registry.exchange import SyncReply as SyncReply
-from bodega.registry.exchange import SyncRequest as SyncRequest
-from bodega.registry.hlc import ClockDrift, HybridClock
-from bodega.registry.known import EMPTY, Known, Span, need
-from bodega.registry.ledger import Ledger
-from bodega.registry.rows import Row, newer
-from bodega.registry.schema import TABLES, Kind
-from bodega.registry.validate import problem
-from bodega.registry.view import View
+from bodega.registry.replication.exchange import DigestReply as DigestReply
+from bodega.registry.replication.exchange import DigestRequest as DigestRequest
+from bodega.registry.replication.exchange import SyncReply as SyncReply
+from bodega.registry.replication.exchange import SyncRequest as SyncRequest
+from bodega.registry.replication.hlc import ClockDrift, HybridClock
+from bodega.registry.replication.known import EMPTY, Known, Span, need
+from bodega.registry.replication.ledger import Ledger
+from bodega.registry.replication.rows import Row, newer
+from bodega.registry.replication.schema import TABLES, Kind
+from bodega.registry.replication.validate import problem
+from bodega.registry.replication.view import View
 
 DEFAULT_MAX_ROWS = 2000  # rows per sync reply; the rest comes on the next round
 

@@ -22,8 +22,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from bodega.registry.hlc import Stamp
-from bodega.registry.schema import TABLES, Kind
+from bodega.registry.replication.hlc import Stamp
+from bodega.registry.replication.schema import TABLES, Kind
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bodega.registry.buckets import BUCKETS
-from bodega.registry.memberdigest import pack, unpack
-from bodega.registry.members import MAX_NAME, Addr, MemberRecord, Role, Status
+from bodega.registry.membership.memberdigest import pack, unpack
+from bodega.registry.membership.members import MAX_NAME, Addr, MemberRecord, Role, Status
 
 MAX_KEY = 200
 MAX_SEQ = 2**62

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from bodega.registry.buckets import BUCKETS, Digest, bucket_of
-from bodega.registry.known import EMPTY, Known
+from bodega.registry.replication.known import EMPTY, Known
 
 
 def origin_hash(origin: str, known: Known) -> int:

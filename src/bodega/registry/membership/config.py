@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from bodega.registry.auth import TAG_SIZE
+from bodega.registry.membership.auth import TAG_SIZE
 
 # memberlist stretches push/pull beyond this many members, by a log2 factor.
 PUSH_PULL_SCALE_THRESHOLD = 32

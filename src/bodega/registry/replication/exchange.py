@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bodega.registry.buckets import Digest
-from bodega.registry.known import Known, Span
-from bodega.registry.rows import Row
+from bodega.registry.replication.known import Known, Span
+from bodega.registry.replication.rows import Row
 
 
 @dataclass(frozen=True)

@@ -25,16 +25,16 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from bodega.registry.auth import AuthError, PacketAuth
-from bodega.registry.config import SwimConfig
 from bodega.registry.feed import Feed
-from bodega.registry.members import Addr, MemberView, Role, Status, check_identity
-from bodega.registry.messages import DecodeError, Item, decode, encode
-from bodega.registry.metrics import MembershipMetrics
-from bodega.registry.outputs import Delivered, Event, Out, Send
-from bodega.registry.statefile import SavedState, StateFile
-from bodega.registry.swim import Swim
-from bodega.registry.transport import Binder, Transport, UdpTransport
+from bodega.registry.membership.auth import AuthError, PacketAuth
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import Addr, MemberView, Role, Status, check_identity
+from bodega.registry.membership.messages import DecodeError, Item, decode, encode
+from bodega.registry.membership.metrics import MembershipMetrics
+from bodega.registry.membership.outputs import Delivered, Event, Out, Send
+from bodega.registry.membership.statefile import SavedState, StateFile
+from bodega.registry.membership.swim import Swim
+from bodega.registry.membership.transport import Binder, Transport, UdpTransport
 
 log = logging.getLogger("bodega.registry.membership")
 

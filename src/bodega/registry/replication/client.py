@@ -15,16 +15,16 @@ from typing import Any
 import httpx
 
 from bodega.registry.feed import FeedLagged
-from bodega.registry.httpapi import DIGEST_PATH, SUBSCRIPTIONS_PATH, SYNC_PATH
-from bodega.registry.messages import DecodeError
-from bodega.registry.replica import DigestRequest, SyncReply, SyncRequest
-from bodega.registry.rowwire import (
+from bodega.registry.membership.messages import DecodeError
+from bodega.registry.replication.httpapi import DIGEST_PATH, SUBSCRIPTIONS_PATH, SYNC_PATH
+from bodega.registry.replication.replica import DigestRequest, SyncReply, SyncRequest
+from bodega.registry.replication.rowwire import (
     decode_digest_reply,
     decode_reply,
     digest_request_json,
     request_json,
 )
-from bodega.registry.subscriptions import RowChange
+from bodega.registry.replication.subscriptions import RowChange
 
 MAX_REPLY = 64 << 20  # a reset of a large origin is big, but never this big
 

@@ -6,10 +6,16 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from bodega.registry.config import SwimConfig
-from bodega.registry.memberdigest import MemberDigest
-from bodega.registry.members import EventKind, MemberRecord, Status, change_kind, supersedes
-from bodega.registry.suspicion import Suspicion
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.memberdigest import MemberDigest
+from bodega.registry.membership.members import (
+    EventKind,
+    MemberRecord,
+    Status,
+    change_kind,
+    supersedes,
+)
+from bodega.registry.membership.suspicion import Suspicion
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from bodega.registry.config import SwimConfig
-from bodega.registry.members import MemberRecord
-from bodega.registry.messages import (
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import MemberRecord
+from bodega.registry.membership.messages import (
     SECTION_OVERHEAD,
     Body,
     Direct,
@@ -25,7 +25,7 @@ from bodega.registry.messages import (
     encode,
     encoded_size,
 )
-from bodega.registry.outputs import ItemTooLarge
+from bodega.registry.membership.outputs import ItemTooLarge
 
 T = TypeVar("T")
 # A scan that found this many values in a row too large for the room left

@@ -35,16 +35,16 @@ from starlette.routing import BaseRoute, Route
 
 from bodega.model.errors import BadRequest
 from bodega.registry.feed import FeedLagged
-from bodega.registry.messages import DecodeError
-from bodega.registry.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
-from bodega.registry.replmetrics import ReplicationMetrics
-from bodega.registry.rowwire import (
+from bodega.registry.membership.messages import DecodeError
+from bodega.registry.replication.metrics import ReplicationMetrics
+from bodega.registry.replication.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
+from bodega.registry.replication.rowwire import (
     decode_digest_request,
     decode_request,
     digest_reply_json,
     reply_json,
 )
-from bodega.registry.subscriptions import Subscription
+from bodega.registry.replication.subscriptions import Subscription
 from bodega.wire.http import check_cluster_token, handle_errors, read_json
 
 SYNC_PATH = "/v1/registry/sync"

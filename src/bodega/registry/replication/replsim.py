@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from bodega.registry.config import SwimConfig
-from bodega.registry.messages import DecodeError
-from bodega.registry.outputs import Delivered, ItemTooLarge, UnknownMember
-from bodega.registry.peers import SyncPacer, choose_alive
-from bodega.registry.replica import (
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.messages import DecodeError
+from bodega.registry.membership.outputs import Delivered, ItemTooLarge, UnknownMember
+from bodega.registry.membership.simnet import SimNet
+from bodega.registry.replication.peers import SyncPacer, choose_alive
+from bodega.registry.replication.replica import (
     Change,
     DigestReply,
     DigestRequest,
@@ -39,7 +40,7 @@ from bodega.registry.replica import (
     SyncReply,
     SyncRequest,
 )
-from bodega.registry.rowwire import (
+from bodega.registry.replication.rowwire import (
     decode_item,
     digest_reply_json,
     digest_request_json,
@@ -49,9 +50,8 @@ from bodega.registry.rowwire import (
     request_json,
     row_item,
 )
-from bodega.registry.schema import TABLES, Kind
-from bodega.registry.simnet import SimNet
-from bodega.registry.view import View
+from bodega.registry.replication.schema import TABLES, Kind
+from bodega.registry.replication.view import View
 
 EPOCH = 1_700_000_000.0  # simulated wall clock = EPOCH + simulated seconds
 
