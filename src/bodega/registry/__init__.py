@@ -4,8 +4,12 @@
 Lifeguard (``Membership``), a SQLite replica of the replicated tables read
 locally (``get``, ``rows``), writes of owned and shared rows that spread by
 gossip and anti-entropy, and subscriptions (``RowChange`` streams).
-``Swim`` and the replication core are pure state machines; ``SimNet`` and
-``ReplicaNet`` drive many of them on a simulated network.
+Two roles, a package each: ``membership/`` (``Swim``, the pure SWIM state
+machine, and ``Membership``, its UDP shell) and ``replication/`` (the
+replica over its SQLite view, sync, subscriptions). The simulators that
+drive many of them on a simulated network (``membership.simnet.SimNet``,
+``replication.replsim.ReplicaNet``) are for tests and benchmarks, not part
+of this surface.
 """
 
 from bodega.registry.feed import Feed, FeedLagged
@@ -20,13 +24,11 @@ from bodega.registry.membership.outputs import (
     Send,
     UnknownMember,
 )
-from bodega.registry.membership.simnet import SimClock, SimNet
 from bodega.registry.membership.swim import Swim
 from bodega.registry.membership.udp import Membership, MembershipConfig
 from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.client import subscribe_http
 from bodega.registry.replication.replica import InvalidRow
-from bodega.registry.replication.replsim import ReplicaNet
 from bodega.registry.replication.subscriptions import RowChange, Subscription
 
 __all__ = [
@@ -45,12 +47,9 @@ __all__ = [
     "Out",
     "RegistryConfig",
     "RegistryNode",
-    "ReplicaNet",
     "Role",
     "RowChange",
     "Send",
-    "SimClock",
-    "SimNet",
     "Status",
     "Subscription",
     "Swim",
