@@ -5,13 +5,15 @@ No sockets, no clock, no tasks: the driver calls ``tick(now)`` often (every
 and performs the ``Send``s it gets back; ``Event``s and ``Delivered`` items go
 to listeners. Every timer is a deadline checked in ``tick``; every random
 choice comes from the injected ``random.Random``. The same code runs on real
-UDP (``membership.py``) and on the simulated network (``simnet.py``).
+UDP (``udp.py``) and on the simulated network (``simnet.py``).
 
 Per tick, in order: join retries, expired suspicions, relay nacks, the probe
-round (see ``probes.py``), push-pull, announcements to dead members, gossip.
-Membership rules live in ``members.py`` (precedence), ``table.py`` (what
-this node knows) and ``suspicion.py`` (timeouts, local health); what rides
-on packets in ``broadcasts.py``.
+round, push-pull, announcements to dead members, gossip. ``Swim`` holds this
+node's own record and applies what it hears about members; the failure
+detector is ``probes.py`` (``Prober``), what is sent to whom besides probes
+``dissemination.py``, what rides on packets ``broadcasts.py``. Membership
+rules live in ``members.py`` (precedence), ``table.py`` (what this node
+knows) and ``suspicion.py`` (timeouts, local health).
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from bodega.registry.buckets import bucket_of, differing
 from bodega.registry.membership.broadcasts import Piggyback
 from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.dissemination import Dissemination
 from bodega.registry.membership.members import (
     Addr,
     MemberRecord,
@@ -32,7 +34,6 @@ from bodega.registry.membership.members import (
 )
 from bodega.registry.membership.messages import (
     Ack,
-    Body,
     Direct,
     Item,
     Message,
@@ -41,15 +42,8 @@ from bodega.registry.membership.messages import (
     PingReq,
     Sync,
 )
-from bodega.registry.membership.outputs import (
-    Delivered,
-    Event,
-    Out,
-    Send,
-    SwimStats,
-    UnknownMember,
-)
-from bodega.registry.membership.probes import Probe, ProbeOrder, Relay
+from bodega.registry.membership.outputs import Delivered, Event, Out, SwimStats, UnknownMember
+from bodega.registry.membership.probes import Prober
 from bodega.registry.membership.suspicion import LocalHealth
 from bodega.registry.membership.table import Change, MemberTable
 
@@ -66,22 +60,14 @@ class Swim:
         self._table = MemberTable(self.config)
         self.piggyback = Piggyback(self.config)
         self._health = LocalHealth(self.config.max_health_score)
-        self._order = ProbeOrder(self._rng)
-        self._probe: Probe | None = None
-        self._relays: dict[int, Relay] = {}
-        self._seq = 0
+        self.stats = SwimStats()
+        self._spread = Dissemination(name, self.config, self._rng, self._table, self.piggyback)
+        self._prober = Prober(self.config, self._rng, self._table, self._health, self.stats,
+                              self._spread.send)
         self._now = 0.0
         self._timers_set = False
-        self._next_probe = self._next_gossip = self._next_push_pull = 0.0
-        self._next_dead_announce = 0.0
-        self._lag_counted = False
-        self._seeds: list[Addr] = []
-        self._join_retry_at: float | None = None
-        self._join_backoff = self.config.join_retry_interval
         self.joined = False
         self.leaving = False
-        self.stats = SwimStats()
-        self._members: tuple[int, MemberRecord, list[MemberView]] | None = None
 
     # ── what the node is and sees ────────────────────────────────────────────
 
@@ -116,12 +102,7 @@ class Swim:
 
     def members(self) -> list[MemberView]:
         """Every member, ourselves included, sorted by name (built once per change)."""
-        cached = self._members
-        if cached is None or cached[0] != self._table.version or cached[1] is not self._self:
-            records = [self._self, *self._table]
-            views = sorted((MemberView.of(r) for r in records), key=lambda v: v.name)
-            cached = self._members = (self._table.version, self._self, views)
-        return list(cached[2])
+        return self._table.views(self._self)
 
     def member(self, name: str) -> MemberView | None:
         record = self._self if name == self.name else self._table.get(name)
@@ -142,7 +123,7 @@ class Swim:
         for record in records:
             if (record.name != self.name and self._table.apply(now, record) is not None
                     and record.status.live):
-                self._order.add(record.name)
+                self._prober.add(record.name)
         self.joined = True
 
     def suspicion_deadline(self, name: str) -> float | None:
@@ -154,23 +135,18 @@ class Swim:
     def join(self, now: float, seeds: list[Addr]) -> list[Out]:
         """Contact seeds (retried with backoff until one answers with its table)."""
         self._start(now)
-        self._seeds = [a for a in dict.fromkeys(seeds) if a != self._self.addr]
-        if not self._seeds:
-            self.joined = True
-            return []
-        self.joined = False
-        self._join_backoff = self.config.join_retry_interval
-        self._join_retry_at = now + self._join_backoff
-        return self._hello(self._seeds)
+        others = [a for a in dict.fromkeys(seeds) if a != self._self.addr]
+        self.joined = not others  # the first member: alone is joined
+        return self._spread.join(now, self._self, others)
 
     def leave(self, now: float) -> list[Out]:
         """Announce a graceful leave; keep ticking a little so the news spreads."""
         self._start(now)
         self.leaving = True
-        self._probe = None
+        self._prober.cancel()
         self._self = self._self.with_status(Status.LEFT, by=self.name)
         self._queue_update(self._self)
-        return self._gossip(now)
+        return self._spread.gossip(now)
 
     def update_meta(self, meta: dict[str, str]) -> None:
         """New metadata for ourselves: a higher incarnation makes it win everywhere."""
@@ -180,9 +156,7 @@ class Swim:
 
     def note_loop_lag(self, seconds: float) -> None:
         """Our event loop ran ``seconds`` late: Lifeguard counts that against our own health."""
-        if seconds >= self.config.loop_lag_threshold and not self._lag_counted:
-            self._lag_counted = True  # once per probe round, like a failed probe
-            self._health.apply(1)
+        self._prober.note_loop_lag(seconds)
 
     def broadcast(self, item: Item) -> None:
         """Queue ``item`` to ride on outgoing packets until sent ``retransmit_limit`` times.
@@ -199,35 +173,25 @@ class Swim:
         if record is None:
             raise UnknownMember(name)
         self.piggyback.check_direct(self.name, item)
-        return [self._send(record.addr, Direct(item))]
+        return [self._spread.send(record.addr, Direct(item))]
 
     # ── driving ──────────────────────────────────────────────────────────────
 
     def tick(self, now: float) -> list[Out]:
         self._start(now)
         out: list[Out] = []
-        if not self.joined and self._join_retry_at is not None and now >= self._join_retry_at:
-            self._join_backoff = min(self._join_backoff * 2, self.config.join_retry_max)
-            self._join_retry_at = now + self._join_backoff
-            out += self._hello(self._seeds)
+        if not self.joined:
+            out += self._spread.retry_join(now, self._self)
         for change in self._table.expire(now, self.name):
             self.stats.deaths += 1
             self._accepted(change, out)
-        self._run_relays(now, out)
+        self._prober.run_relays(now, out)
         if not self.leaving:
-            self._run_probe(now, out)
-            if now >= self._next_push_pull:
-                self._next_push_pull = now + self.config.push_pull_period(self.n)
-                self._table.reap(now)
-                self._push_pull(out)
-            if now >= self._next_dead_announce:
-                self._next_dead_announce = now + self.config.dead_announce_interval
-                self._announce_to_dead(out)
-        if now >= self._next_gossip:
-            self._next_gossip += self.config.gossip_interval
-            if self._next_gossip <= now:  # fell behind (a stalled loop): resume the cadence
-                self._next_gossip = now + self.config.gossip_interval
-            out += self._gossip(now)
+            failed = self._prober.expire(now, out)
+            if failed is not None:
+                self._suspect(now, failed.target, failed.generation, out)
+            self._prober.start_due(now, out)
+        out += self._spread.due(now, self._self, leaving=self.leaving)
         return out
 
     def receive(self, now: float, sender: Addr, message: Message) -> list[Out]:
@@ -239,27 +203,24 @@ class Swim:
             self._deliver(now, item, message.sender, out)
         match message.body:
             case Ping(seq, target) if target == self.name:
-                out.append(self._send(sender, Ack(seq)))
+                out.append(self._spread.send(sender, Ack(seq)))
             case Ack(seq):
-                self._on_ack(seq, out)
+                self._prober.on_ack(seq, out)
             case Nack(seq):
-                if self._probe is not None and self._probe.seq == seq:
-                    self._probe.nacks += 1
+                self._prober.on_nack(seq)
             case PingReq() as req:
-                self._relay(now, sender, req, out)
+                self._prober.relay(now, sender, req, out)
             case Sync(records, reply, digest, want):
                 for record in records:
                     self._apply(now, record, out)
                 if digest is not None:  # a push-pull: send what differs, ask for theirs
-                    differ = differing(self._table.digest.digest(self._self), digest)
-                    if differ:
-                        out += self._sync(sender, reply=False, buckets=differ, want=differ)
+                    out += self._spread.answer_push_pull(self._self, sender, digest)
                 elif reply:
-                    out += self._sync(sender, reply=False)
+                    out += self._spread.sync(self._self, sender)
                 else:
                     self.joined = True
                 if want:
-                    out += self._sync(sender, reply=False, buckets=want)
+                    out += self._spread.sync(self._self, sender, buckets=want)
             case Direct(item):
                 self.stats.items_delivered += 1
                 out.append(Delivered(item, message.sender, direct=True))
@@ -279,7 +240,7 @@ class Swim:
 
     def _accepted(self, change: Change, out: list[Out]) -> None:
         if change.new.status.live:
-            self._order.add(change.new.name)
+            self._prober.add(change.new.name)
         self._queue_update(change.new)
         kind = change.kind
         if kind is not None:
@@ -314,122 +275,7 @@ class Swim:
         self.stats.suspicions += 1
         self._apply(now, record.with_status(Status.SUSPECT, by=self.name), out)
 
-    # ── probing ──────────────────────────────────────────────────────────────
-
-    def _run_probe(self, now: float, out: list[Out]) -> None:
-        probe = self._probe
-        if probe is not None:
-            if not probe.indirect and now >= probe.direct_until:
-                self._go_indirect(now, probe, out)
-            if now >= probe.deadline:
-                self._probe = None
-                self.stats.probe_failures += 1
-                self._health.apply(probe.health_penalty)
-                self._suspect(now, probe.target, probe.generation, out)
-        if self._probe is None and now >= self._next_probe:
-            self._start_probe(now, out)
-
-    def _start_probe(self, now: float, out: list[Out]) -> None:
-        scale = self._health.score + 1
-        self._next_probe = now + self.config.probe_interval * scale
-        self._lag_counted = False
-        name = self._order.next(
-            lambda: self._table.names(Status.ALIVE, Status.SUSPECT), self._table.is_live)
-        if name is None:
-            return
-        target = self._table.get(name)
-        assert target is not None  # the order only yields live members
-        self._seq += 1
-        self._probe = Probe(
-            target=name, generation=target.generation, seq=self._seq,
-            direct_until=now + self.config.probe_timeout * scale,
-            deadline=now + self.config.probe_interval * scale,
-            indirect_window=(self.config.probe_interval - self.config.probe_timeout) * scale,
-        )
-        self.stats.probes += 1
-        # Buddy system: a suspect learns of its suspicion from the probe itself.
-        lead = target if target.status is Status.SUSPECT else None
-        out.append(self._send(target.addr, Ping(self._seq, name), lead=lead))
-
-    def _go_indirect(self, now: float, probe: Probe, out: list[Out]) -> None:
-        target = self._table.get(probe.target)
-        k = self.config.indirect_checks
-        drawn = self._table.sample(self._rng, k + 1, Status.ALIVE)  # the target may be drawn
-        relays = [r for r in drawn if r.name != probe.target][:k]
-        probe.go_indirect(now, len(relays), len(relays) if self.config.nacks else 0)
-        if target is None or not relays:
-            return
-        self.stats.indirect_probes += 1
-        for relay in relays:
-            out.append(self._send(relay.addr, PingReq(probe.seq, target.name, target.addr)))
-
-    def _on_ack(self, seq: int, out: list[Out]) -> None:
-        if self._probe is not None and self._probe.seq == seq:
-            self._probe = None
-            self._health.apply(-1)
-            return
-        relay = self._relays.pop(seq, None)
-        if relay is not None:
-            out.append(self._send(relay.requester, Ack(relay.requester_seq)))
-
-    def _relay(self, now: float, requester: Addr, req: PingReq, out: list[Out]) -> None:
-        self._seq += 1
-        nack_at = (now + self.config.probe_timeout * self.config.nack_fraction
-                   if self.config.nacks else None)
-        self._relays[self._seq] = Relay(requester, req.seq, nack_at, now + self.config.relay_ttl)
-        known = self._table.get(req.target)
-        lead = known if known is not None and known.status is Status.SUSPECT else None
-        out.append(self._send(req.addr, Ping(self._seq, req.target), lead=lead))
-
-    def _run_relays(self, now: float, out: list[Out]) -> None:
-        for seq, relay in list(self._relays.items()):
-            if relay.nack_at is not None and now >= relay.nack_at:
-                relay.nack_at = None
-                self.stats.nacks_sent += 1
-                out.append(self._send(relay.requester, Nack(relay.requester_seq)))
-            if now >= relay.expires:
-                del self._relays[seq]
-
-    # ── dissemination ────────────────────────────────────────────────────────
-
-    def _gossip(self, now: float) -> list[Out]:
-        if not self.piggyback.pending:
-            return []
-        horizon = now - self.config.gossip_to_the_dead_time
-        recent = [n for n in self._table.by_status[Status.DEAD].names
-                  if self._table.since(n) >= horizon]
-        out: list[Out] = []
-        for target in self._table.sample(self._rng, self.config.gossip_nodes, Status.ALIVE,
-                                         Status.SUSPECT, extra=recent):
-            send = self._send(target.addr, None)
-            if send.message.updates or send.message.items:
-                out.append(send)
-        return out
-
-    def _push_pull(self, out: list[Out]) -> None:
-        digest = self._table.digest.digest(self._self)
-        for peer in self._table.sample(self._rng, 1, Status.ALIVE):
-            out.append(Send(peer.addr, Message(self.name, Sync((self._self,), True, digest))))
-
-    def _announce_to_dead(self, out: list[Out]) -> None:
-        for record in self._table.sample(self._rng, self.config.dead_announce_nodes, Status.DEAD):
-            out.append(Send(record.addr, Message(self.name, Sync((self._self, record), True))))
-
-    def _hello(self, seeds: list[Addr]) -> list[Out]:
-        return [Send(a, Message(self.name, Sync((self._self,), True))) for a in seeds]
-
-    def _sync(self, addr: Addr, *, reply: bool, buckets: list[int] | tuple[int, ...] | None = None,
-              want: list[int] | tuple[int, ...] = ()) -> list[Out]:
-        """Our member table to ``addr``: whole (a join), or the buckets a push-pull found
-        different (``memberdigest.py``), asking for the peer's records in ``want``."""
-        if buckets is None:
-            records = [self._self, *self._table]
-        else:
-            mine = [self._self] if bucket_of(self.name) in buckets else []
-            records = mine + [r for n in self._table.digest.names_in(buckets)
-                              if (r := self._table.get(n)) is not None]
-        messages = self.piggyback.sync_messages(self.name, records, reply, want=tuple(want))
-        return [Send(addr, m) for m in messages]
+    # ── what rides on packets ────────────────────────────────────────────────
 
     def _queue_update(self, record: MemberRecord) -> None:
         self.piggyback.queue_update(record)
@@ -439,18 +285,11 @@ class Swim:
             self.stats.items_delivered += 1
             out.append(Delivered(item, sender, direct=False))
 
-    def _send(self, addr: Addr, body: Body, *, lead: MemberRecord | None = None) -> Send:
-        limit = self.config.retransmit_limit(self.n)
-        return Send(addr, self.piggyback.message(self.name, body, limit, lead))
-
     def _start(self, now: float) -> None:
         self._now = now
         if self._timers_set:
             return
         self._timers_set = True
         # Random phases keep a cluster started at once from probing in lockstep.
-        c = self.config
-        self._next_probe = now + self._rng.uniform(0, c.probe_interval)
-        self._next_gossip = now + self._rng.uniform(0, c.gossip_interval)
-        self._next_push_pull = now + self._rng.uniform(0.5, 1.0) * c.push_pull_period(self.n)
-        self._next_dead_announce = now + self._rng.uniform(0, c.dead_announce_interval)
+        self._prober.set_phase(now)
+        self._spread.set_phase(now)

@@ -11,6 +11,7 @@ from bodega.registry.membership.memberdigest import MemberDigest
 from bodega.registry.membership.members import (
     EventKind,
     MemberRecord,
+    MemberView,
     Status,
     change_kind,
     supersedes,
@@ -71,12 +72,21 @@ class MemberTable:
         # loss, statuses change every second and any O(N) rebuild per change adds up.
         self.by_status: dict[Status, Names] = {status: Names() for status in Status}
         self.digest = MemberDigest()  # what a push-pull compares first
+        self._views: tuple[int, MemberRecord, list[MemberView]] | None = None
 
     def __iter__(self) -> Iterator[MemberRecord]:
         return iter(self._records.values())
 
     def get(self, name: str) -> MemberRecord | None:
         return self._records.get(name)
+
+    def views(self, local: MemberRecord) -> list[MemberView]:
+        """Every member, ``local`` included, sorted by name (built once per change)."""
+        cached = self._views
+        if cached is None or cached[0] != self.version or cached[1] is not local:
+            views = sorted((MemberView.of(r) for r in [local, *self]), key=lambda v: v.name)
+            cached = self._views = (self.version, local, views)
+        return list(cached[2])
 
     def since(self, name: str) -> float:
         return self._since[name]
