@@ -13,7 +13,7 @@ of this surface.
 """
 
 from bodega.registry.feed import Feed, FeedLagged
-from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.config import MembershipConfig, SwimConfig
 from bodega.registry.membership.members import Addr, EventKind, MemberView, Role, Status
 from bodega.registry.membership.messages import Item
 from bodega.registry.membership.outputs import (
@@ -25,7 +25,7 @@ from bodega.registry.membership.outputs import (
     UnknownMember,
 )
 from bodega.registry.membership.swim import Swim
-from bodega.registry.membership.udp import Membership, MembershipConfig
+from bodega.registry.membership.udp import Membership
 from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.client import subscribe_http
 from bodega.registry.replication.replica import InvalidRow

@@ -35,12 +35,12 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
-from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.config import MembershipConfig, SwimConfig
 from bodega.registry.membership.members import Addr, MemberView
 from bodega.registry.membership.messages import DecodeError, Item
 from bodega.registry.membership.outputs import Delivered, Event, ItemTooLarge, UnknownMember
 from bodega.registry.membership.transport import Binder, UdpTransport
-from bodega.registry.membership.udp import Membership, MembershipConfig
+from bodega.registry.membership.udp import Membership
 from bodega.registry.replication.client import SyncClient, SyncFailed
 from bodega.registry.replication.httpapi import RegistryHttp
 from bodega.registry.replication.metrics import ReplicationMetrics

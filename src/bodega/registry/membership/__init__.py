@@ -6,7 +6,7 @@ simulated network that drives many ``Swim`` nodes (``simnet.py``) is for
 tests and benchmarks and stays out of this surface.
 """
 
-from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.config import MembershipConfig, SwimConfig, parse_seed
 from bodega.registry.membership.members import Addr, EventKind, MemberView, Role, Status
 from bodega.registry.membership.messages import Item
 from bodega.registry.membership.outputs import (
@@ -18,7 +18,7 @@ from bodega.registry.membership.outputs import (
     UnknownMember,
 )
 from bodega.registry.membership.swim import Swim
-from bodega.registry.membership.udp import Membership, MembershipConfig, parse_seed
+from bodega.registry.membership.udp import Membership
 
 __all__ = [
     "Addr",

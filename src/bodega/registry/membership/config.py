@@ -1,4 +1,8 @@
-"""SWIM tuning: memberlist's LAN defaults plus the few knobs bodega adds.
+"""Membership's configuration: SWIM tuning, and one daemon's endpoint and identity.
+
+``SwimConfig`` is memberlist's LAN defaults plus the few knobs bodega adds;
+``MembershipConfig`` is what a daemon passes in (name, role, the UDP address
+it binds and advertises, seeds, where it keeps its state).
 
 The figures and formulas are memberlist's (``config.go``, ``util.go``); the
 Lifeguard parts (local health, nacks, suspicion that shortens with
@@ -10,9 +14,11 @@ confirmations) follow Dadgar et al., DSN 2018. Setting
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from bodega.registry.membership.auth import TAG_SIZE
+from bodega.registry.membership.members import Role
 
 # memberlist stretches push/pull beyond this many members, by a log2 factor.
 PUSH_PULL_SCALE_THRESHOLD = 32
@@ -73,3 +79,33 @@ class SwimConfig:
             return self.push_pull_interval
         factor = math.ceil(math.log2(n) - math.log2(PUSH_PULL_SCALE_THRESHOLD)) + 1
         return self.push_pull_interval * factor
+
+
+@dataclass(frozen=True)
+class MembershipConfig:
+    name: str
+    role: Role | str
+    region: str
+    data_dir: Path
+    cluster_secret: str
+    bind_host: str = "127.0.0.1"
+    bind_port: int = 0
+    advertise_host: str | None = None  # required when binding a wildcard address
+    seeds: tuple[str, ...] = ()  # "host:port" of members to join through
+    meta: dict[str, str] = field(default_factory=dict)
+    swim: SwimConfig = field(default_factory=SwimConfig)
+    tick_interval: float = 0.05
+    leave_timeout: float = 1.0  # keep gossiping this long after announcing a leave
+    feed_capacity: int = 10_000
+
+    @property
+    def state_path(self) -> Path:
+        return self.data_dir / "membership.json"
+
+
+def parse_seed(seed: str) -> tuple[str, int]:
+    """``host:port`` or ``[v6]:port`` into its parts; ValueError otherwise."""
+    host, sep, port = seed.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise ValueError(f"seed {seed!r} is not host:port")
+    return host.strip("[]"), int(port)

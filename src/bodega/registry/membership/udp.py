@@ -5,7 +5,8 @@ every packet (dropping and counting bad ones), ticks the state machine every
 ``tick_interval`` while measuring how late each tick runs (the lag feeds
 Lifeguard's local health), persists the generation and peer list, contacts
 seeds until one answers, and hands membership events and received items to
-listeners and feeds.
+listeners and feeds (``fanout.py``). Its settings are ``MembershipConfig``
+(``config.py``).
 
 For a replication layer: ``broadcast(item)`` queues an item that rides on
 gossip to every member; ``send_direct(name, item)`` sends one packet to one
@@ -20,14 +21,13 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
 from bodega.registry.feed import Feed
 from bodega.registry.membership.auth import AuthError, PacketAuth
-from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.config import MembershipConfig, parse_seed
+from bodega.registry.membership.fanout import Fanout, Listener
 from bodega.registry.membership.members import Addr, MemberView, Role, Status, check_identity
 from bodega.registry.membership.messages import DecodeError, Item, decode, encode
 from bodega.registry.membership.metrics import MembershipMetrics
@@ -38,40 +38,9 @@ from bodega.registry.membership.transport import Binder, Transport, UdpTransport
 
 log = logging.getLogger("bodega.registry.membership")
 
-Listener = Callable[[Event | Delivered], None]
 SAVED_PEERS_TO_TRY = 5  # like Corrosion: a few remembered peers stand in for seeds
 SAVE_INTERVAL = 5.0  # peer list writes are batched; the generation is written at once
 METRICS_INTERVAL = 1.0
-
-
-@dataclass(frozen=True)
-class MembershipConfig:
-    name: str
-    role: Role | str
-    region: str
-    data_dir: Path
-    cluster_secret: str
-    bind_host: str = "127.0.0.1"
-    bind_port: int = 0
-    advertise_host: str | None = None  # required when binding a wildcard address
-    seeds: tuple[str, ...] = ()  # "host:port" of members to join through
-    meta: dict[str, str] = field(default_factory=dict)
-    swim: SwimConfig = field(default_factory=SwimConfig)
-    tick_interval: float = 0.05
-    leave_timeout: float = 1.0  # keep gossiping this long after announcing a leave
-    feed_capacity: int = 10_000
-
-    @property
-    def state_path(self) -> Path:
-        return self.data_dir / "membership.json"
-
-
-def parse_seed(seed: str) -> tuple[str, int]:
-    """``host:port`` or ``[v6]:port`` into its parts; ValueError otherwise."""
-    host, sep, port = seed.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-        raise ValueError(f"seed {seed!r} is not host:port")
-    return host.strip("[]"), int(port)
 
 
 class Membership:
@@ -93,9 +62,7 @@ class Membership:
         self._transport: Transport | None = None
         self._swim: Swim | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._listeners: list[Listener] = []
-        self._event_feeds: list[Feed[Event]] = []
-        self._item_feeds: list[Feed[Delivered]] = []
+        self._fanout = Fanout(config.feed_capacity)
         self._saved_generation = 0
         self._peers_dirty = False
         self._next_save = self._next_metrics = 0.0
@@ -137,10 +104,7 @@ class Membership:
             self._save()
         if self._transport is not None:
             self._transport.close()
-        for event_feed in list(self._event_feeds):
-            event_feed.close()
-        for item_feed in list(self._item_feeds):
-            item_feed.close()
+        self._fanout.close()
 
     # ── what replication and the daemons use ─────────────────────────────────
 
@@ -180,20 +144,15 @@ class Membership:
 
         Listeners run on the event loop between packets: they must not block.
         """
-        self._listeners.append(listener)
-        return lambda: self._listeners.remove(listener)
+        return self._fanout.add_listener(listener)
 
     def events(self) -> Feed[Event]:
         """A feed of membership events from now on (``async for``; ``close()`` when done)."""
-        feed: Feed[Event] = Feed(self.config.feed_capacity, self._event_feeds.remove)
-        self._event_feeds.append(feed)
-        return feed
+        return self._fanout.events()
 
     def items(self) -> Feed[Delivered]:
         """A feed of broadcast and direct items received from now on."""
-        feed: Feed[Delivered] = Feed(self.config.feed_capacity, self._item_feeds.remove)
-        self._item_feeds.append(feed)
-        return feed
+        return self._fanout.items()
 
     # ── the shell ────────────────────────────────────────────────────────────
 
@@ -279,16 +238,7 @@ class Membership:
                 continue
             if isinstance(out, Event):
                 self._peers_dirty = True
-                for event_feed in list(self._event_feeds):
-                    event_feed.put(out)
-            else:
-                for item_feed in list(self._item_feeds):
-                    item_feed.put(out)
-            for listener in list(self._listeners):
-                try:
-                    listener(out)
-                except Exception:
-                    log.exception("membership listener failed")
+            self._fanout.deliver(out)
         if self._swim is not None and self._swim.generation != self._saved_generation:
             self._save()  # we came back as a new generation: it must survive a restart
 
