@@ -1,4 +1,4 @@
-"""An in-memory lossy network and a simulated clock that drive many ``Swim`` nodes.
+"""An in-memory lossy network on simulated time (``simtime.py``) that drives many ``Swim`` nodes.
 
 Everything is deterministic for a given seed: one ``random.Random`` decides
 latencies and losses and seeds each node's own generator, and events at the
@@ -11,29 +11,19 @@ whose loop reports lag, as a CPU-starved process would.
 
 from __future__ import annotations
 
-import heapq
 import random
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from bodega.registry.membership.auth import PacketAuth
 from bodega.registry.membership.config import SwimConfig
 from bodega.registry.membership.members import Addr, MemberView, Role, Status
 from bodega.registry.membership.messages import Item, Message, decode, encode
 from bodega.registry.membership.outputs import Delivered, Event, Out, Send
+from bodega.registry.membership.simtime import Schedule, SimClock
 from bodega.registry.membership.swim import Swim
 
 SIM_PORT = 7946
-
-
-class SimClock:
-    """Simulated time: it moves only when the network runs its next event."""
-
-    def __init__(self, start: float = 0.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -60,16 +50,6 @@ class Traffic:
     largest: int = 0
 
 
-@dataclass
-class _Schedule:
-    heap: list[tuple[float, int, Callable[[], None]]] = field(default_factory=list)
-    seq: int = 0
-
-    def at(self, when: float, action: Callable[[], None]) -> None:
-        self.seq += 1
-        heapq.heappush(self.heap, (when, self.seq, action))
-
-
 class SimNet:
     def __init__(self, seed: int, *, config: SwimConfig | None = None, loss: float = 0.0,
                  latency: tuple[float, float] = (0.001, 0.010), tick_interval: float = 0.05,
@@ -89,7 +69,7 @@ class SimNet:
         self.traffic = Traffic()
         self._rng = random.Random(seed)
         self._auth = PacketAuth.from_secret("simnet") if wire else None
-        self._schedule = _Schedule()
+        self._schedule = Schedule(self.clock)
         self._by_addr: dict[Addr, str] = {}
         self._group: dict[str, int] = {}
         self._link_loss: dict[tuple[str, str], float] = {}
@@ -168,12 +148,7 @@ class SimNet:
         self.run_until_time(self.now + seconds)
 
     def run_until_time(self, until: float) -> None:
-        heap = self._schedule.heap
-        while heap and heap[0][0] <= until:
-            when, _, action = heapq.heappop(heap)
-            self.clock.now = when
-            action()
-        self.clock.now = until
+        self._schedule.run_until(until)
 
     def run_until(self, done: Callable[[], bool], *, timeout: float,
                   step: float = 0.25) -> bool:
