@@ -36,8 +36,8 @@ from bodega.registry.membership.config import SwimConfig
 from bodega.registry.membership.members import EventKind
 from bodega.registry.membership.simnet import Observation
 from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
-from bodega.registry.replication.replica import Change
 from bodega.registry.replication.replsim import ReplicaNet
+from bodega.registry.replication.rows import Change
 
 LAN = SwimConfig()
 

@@ -28,8 +28,8 @@ from bodega.registry.membership.swim import Swim
 from bodega.registry.membership.udp import Membership
 from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.client import subscribe_http
-from bodega.registry.replication.replica import InvalidRow
 from bodega.registry.replication.subscriptions import RowChange, Subscription
+from bodega.registry.replication.writes import InvalidRow
 
 __all__ = [
     "Addr",

@@ -42,11 +42,12 @@ from bodega.registry.membership.outputs import Delivered, Event, ItemTooLarge, U
 from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.registry.membership.udp import Membership
 from bodega.registry.replication.client import SyncClient, SyncFailed
+from bodega.registry.replication.exchange import SyncReply, SyncRequest
 from bodega.registry.replication.httpapi import RegistryHttp
 from bodega.registry.replication.metrics import ReplicationMetrics
 from bodega.registry.replication.peers import SyncPacer, choose_alive
-from bodega.registry.replication.replica import Change, Replica, SyncReply, SyncRequest
-from bodega.registry.replication.rows import Row
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.rows import Change, Row
 from bodega.registry.replication.rowwire import decode_item, is_row_item, item_floor, row_item
 from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.replication.view import View

@@ -11,8 +11,8 @@ import pytest
 
 from bodega.registry.buckets import BUCKETS
 from bodega.registry.membership.messages import DecodeError, Item, Message, encode, encoded_size
+from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.known import Known
-from bodega.registry.replication.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.rowwire import (
     ITEM_BUDGET,
     decode_digest_reply,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from bodega.registry.feed import FeedLagged
-from bodega.registry.replication.replica import Change
+from bodega.registry.replication.rows import Change
 from bodega.registry.replication.subscriptions import RowChange, Subscriptions, normalize_filters
 from tests.unit.registry.rowkit import machine_doc, replica, row
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from bodega.registry.replication.hlc import Stamp
-from bodega.registry.replication.replica import InvalidRow
 from bodega.registry.replication.rows import Row
 from bodega.registry.replication.validate import MAX_DOC_BYTES, problem
+from bodega.registry.replication.writes import InvalidRow
 from tests.unit.registry.rowkit import (
     app_doc,
     machine_doc,

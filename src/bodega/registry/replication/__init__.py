@@ -8,10 +8,11 @@ tests and benchmarks and stays out of this surface.
 """
 
 from bodega.registry.replication.client import subscribe_http
-from bodega.registry.replication.replica import Change, InvalidRow, Replica
-from bodega.registry.replication.rows import Row
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.rows import Change, Row
 from bodega.registry.replication.subscriptions import RowChange, Subscription
 from bodega.registry.replication.view import View
+from bodega.registry.replication.writes import InvalidRow
 
 __all__ = [
     "Change",

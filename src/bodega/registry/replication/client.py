@@ -16,8 +16,8 @@ import httpx
 
 from bodega.registry.feed import FeedLagged
 from bodega.registry.membership.messages import DecodeError
+from bodega.registry.replication.exchange import DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.httpapi import DIGEST_PATH, SUBSCRIPTIONS_PATH, SYNC_PATH
-from bodega.registry.replication.replica import DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.rowwire import (
     decode_digest_reply,
     decode_reply,

@@ -36,8 +36,8 @@ from starlette.routing import BaseRoute, Route
 from bodega.model.errors import BadRequest
 from bodega.registry.feed import FeedLagged
 from bodega.registry.membership.messages import DecodeError
+from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.metrics import ReplicationMetrics
-from bodega.registry.replication.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.rowwire import (
     decode_digest_request,
     decode_request,

@@ -1,5 +1,10 @@
 """Which versions of each origin a replica has seen, kept with a digest peers compare first.
 
+Beside the seen versions, the ledger keeps each origin's *horizon*: the
+highest version whose tombstone this replica purged (or a peer it copied
+from did), below which a requester may have missed a delete (see
+``replica.py``, reset).
+
 Anti-entropy used to send the whole version vector (one entry per origin) on
 every pull: the request, and the work to answer it, grew with the fleet.
 Instead every origin falls in one of ``BUCKETS`` buckets (``buckets.py``: a
@@ -16,9 +21,11 @@ one bucket in O(1), so no step of the replica does per-origin work, and
 ``missing`` (origins with gaps) is kept the same way. An origin without a
 seen version (``EMPTY``) is absent: it hashes to nothing.
 
-Changes made inside ``journal()`` are undone if it raises, so what a replica
-believes it holds rolls back with the view transaction that failed to store
-it, without copying the ledger on every transaction.
+Changes made inside ``journal()`` (seen versions and horizons) are undone if
+it raises, so what a replica believes it holds rolls back with the view
+transaction that failed to store it, without copying the ledger on every
+transaction: believing it anyway would make the replica vouch for rows it
+never stored and stop asking for them, and it would never converge.
 """
 
 from __future__ import annotations
@@ -40,13 +47,16 @@ def origin_hash(origin: str, known: Known) -> int:
 
 
 class Ledger:
-    def __init__(self, local: str, saved: dict[str, Known] | None = None) -> None:
+    def __init__(self, local: str, saved: dict[str, Known] | None = None,
+                 horizons: dict[str, int] | None = None) -> None:
         self.local = local
         self._known: dict[str, Known] = {}
         self._missing: dict[str, int] = {}  # origins (not local) with gaps: how many versions
         self._digest = [0] * BUCKETS
         self._origins: list[set[str]] = [set() for _ in range(BUCKETS)]
+        self._horizons = {origin: purged for origin, purged in (horizons or {}).items() if purged}
         self._undo: dict[str, Known] | None = None
+        self._undo_horizons: dict[str, int] = {}
         for origin, known in (saved or {}).items():
             self.set(origin, known)
 
@@ -100,11 +110,27 @@ class Ledger:
         else:
             self._missing.pop(origin, None)
 
+    def horizon(self, origin: str) -> int:
+        """The highest version of ``origin`` whose tombstone was purged (0: none)."""
+        return self._horizons.get(origin, 0)
+
+    def raise_horizon(self, origin: str, purged: int) -> bool:
+        """Versions up to ``purged`` are purged now; False if the horizon was already there."""
+        old = self._horizons.get(origin, 0)
+        if purged <= old:
+            return False
+        if self._undo is not None:
+            self._undo_horizons.setdefault(origin, old)
+        self._horizons[origin] = purged
+        return True
+
     @contextmanager
     def journal(self) -> Iterator[None]:
-        """Undo every ``set`` made inside if the block raises."""
+        """Undo every ``set`` and ``raise_horizon`` made inside if the block raises."""
         outer = self._undo
         self._undo = {} if outer is None else outer
+        if outer is None:
+            self._undo_horizons = {}
         try:
             yield
         except BaseException:
@@ -112,6 +138,11 @@ class Ledger:
                 undo, self._undo = self._undo, None
                 for origin, known in undo.items():
                     self.set(origin, known)
+                for origin, purged in self._undo_horizons.items():
+                    if purged:
+                        self._horizons[origin] = purged
+                    else:
+                        self._horizons.pop(origin, None)
             raise
         finally:
             if outer is None:

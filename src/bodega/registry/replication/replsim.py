@@ -31,15 +31,10 @@ from bodega.registry.membership.config import SwimConfig
 from bodega.registry.membership.messages import DecodeError
 from bodega.registry.membership.outputs import Delivered, ItemTooLarge, UnknownMember
 from bodega.registry.membership.simnet import SimNet
+from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.peers import SyncPacer, choose_alive
-from bodega.registry.replication.replica import (
-    Change,
-    DigestReply,
-    DigestRequest,
-    Replica,
-    SyncReply,
-    SyncRequest,
-)
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.rows import Change
 from bodega.registry.replication.rowwire import (
     decode_item,
     digest_reply_json,

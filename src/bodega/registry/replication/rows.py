@@ -44,6 +44,15 @@ class Row:
         return TABLES[self.table].kind is Kind.SHARED
 
 
+@dataclass(frozen=True)
+class Change:
+    """A row a replica now holds differently; ``new`` None: it was dropped (reset)."""
+
+    old: Row | None
+    new: Row | None
+    local: bool = False  # written by this node: the shell broadcasts it
+
+
 def canonical(doc: dict[str, Any] | None) -> str:
     return "" if doc is None else json.dumps(doc, sort_keys=True, separators=(",", ":"))
 

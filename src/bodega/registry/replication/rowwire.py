@@ -16,7 +16,7 @@ An item from a node that started on an empty view also carries ``"s"``,
 its *floor*: the versions below its first write, which hold nothing of this
 life. A replica hearing of a new origin marks them seen at once; without it,
 every node would pull from every new writer just to learn that its versions
-start above a wall-clock base (``replica.fresh_base``).
+start above a wall-clock base (``writes.fresh_base``).
 
 A notice makes every replica that hears it record a gap for that version,
 and a replica with gaps syncs sooner, from the origin first: large rows
@@ -37,9 +37,9 @@ from typing import Any
 
 from bodega.registry.buckets import BUCKETS
 from bodega.registry.membership.messages import DecodeError, Item, encoded_size
+from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.hlc import Stamp
 from bodega.registry.replication.known import Known, Span
-from bodega.registry.replication.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.rows import Row
 from bodega.registry.replication.validate import MAX_DOC_BYTES
 

@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bodega.registry.feed import Feed
-from bodega.registry.replication.replica import Change
-from bodega.registry.replication.rows import Row
+from bodega.registry.replication.rows import Change, Row
 from bodega.registry.replication.schema import TABLES
 
 ChangeKind = Literal["initial", "insert", "update", "delete"]
