@@ -2,7 +2,7 @@
 
 Each node is a ``Swim`` on ``SimNet`` plus a ``Replica`` on an in-memory
 SQLite view: the same core the daemons run, with the shell's three jobs
-done here instead of by ``node.py``:
+done here instead of by ``node.py`` (``rowgossip.py``, ``antientropy.py``):
 
 - a local write is broadcast on gossip and pushed to a few members at once;
 - items a node receives are decoded and applied (direct ones re-gossiped);
