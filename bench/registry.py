@@ -35,9 +35,9 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
 from bodega.registry import EventKind, RegistryConfig, RegistryNode, Status, SwimConfig
-from bodega.registry.members import Addr
-from bodega.registry.suspicion import suspicion_max, suspicion_min
-from bodega.registry.transport import Receiver, UdpTransport
+from bodega.registry.membership.members import Addr
+from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
+from bodega.registry.membership.transport import Receiver, UdpTransport
 from bodega.runtime.serve import Served, bind, serve
 
 SECRET = "bench-secret"

@@ -21,15 +21,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bodega.registry.replica import DEFAULT_MAX_ROWS, Replica
-from bodega.registry.rows import Row
-from bodega.registry.rowwire import (
+from bodega.registry.replication.replica import DEFAULT_MAX_ROWS, Replica
+from bodega.registry.replication.rows import Row
+from bodega.registry.replication.rowwire import (
     digest_reply_json,
     digest_request_json,
     reply_json,
     request_json,
 )
-from bodega.registry.view import View
+from bodega.registry.replication.view import View
 
 EPOCH = 1_700_000_000.0
 APPS_PER_WORKER = 10

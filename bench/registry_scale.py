@@ -32,12 +32,12 @@ import resource
 import time
 from dataclasses import dataclass, field
 
-from bodega.registry.config import SwimConfig
-from bodega.registry.members import EventKind
-from bodega.registry.replica import Change
-from bodega.registry.replsim import ReplicaNet
-from bodega.registry.simnet import Observation
-from bodega.registry.suspicion import suspicion_max, suspicion_min
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import EventKind
+from bodega.registry.membership.simnet import Observation
+from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
+from bodega.registry.replication.replsim import ReplicaNet
+from bodega.registry.replication.rows import Change
 
 LAN = SwimConfig()
 

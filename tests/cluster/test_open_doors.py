@@ -25,9 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
-from bodega.registry.auth import PacketAuth
-from bodega.registry.members import MemberRecord, Role, Status
-from bodega.registry.messages import Message, Sync, encode
+from bodega.registry.membership.auth import PacketAuth
+from bodega.registry.membership.members import MemberRecord, Role, Status
+from bodega.registry.membership.messages import Message, Sync, encode
 from bodega.runtime.keys import internal_token
 from tests.cluster.door_kit import (
     ARGV_ECHO,

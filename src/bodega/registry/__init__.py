@@ -4,23 +4,32 @@
 Lifeguard (``Membership``), a SQLite replica of the replicated tables read
 locally (``get``, ``rows``), writes of owned and shared rows that spread by
 gossip and anti-entropy, and subscriptions (``RowChange`` streams).
-``Swim`` and the replication core are pure state machines; ``SimNet`` and
-``ReplicaNet`` drive many of them on a simulated network.
+Two roles, a package each: ``membership/`` (``Swim``, the pure SWIM state
+machine, and ``Membership``, its UDP shell) and ``replication/`` (the
+replica over its SQLite view, sync, subscriptions). The simulators that
+drive many of them on a simulated network (``membership.simnet.SimNet``,
+``replication.replsim.ReplicaNet``) are for tests and benchmarks, not part
+of this surface.
 """
 
-from bodega.registry.client import subscribe_http
-from bodega.registry.config import SwimConfig
 from bodega.registry.feed import Feed, FeedLagged
-from bodega.registry.members import Addr, EventKind, MemberView, Role, Status
-from bodega.registry.membership import Membership, MembershipConfig
-from bodega.registry.messages import Item
+from bodega.registry.membership.config import MembershipConfig, SwimConfig
+from bodega.registry.membership.members import Addr, EventKind, MemberView, Role, Status
+from bodega.registry.membership.messages import Item
+from bodega.registry.membership.outputs import (
+    Delivered,
+    Event,
+    ItemTooLarge,
+    Out,
+    Send,
+    UnknownMember,
+)
+from bodega.registry.membership.swim import Swim
+from bodega.registry.membership.udp import Membership
 from bodega.registry.node import RegistryConfig, RegistryNode
-from bodega.registry.outputs import Delivered, Event, ItemTooLarge, Out, Send, UnknownMember
-from bodega.registry.replica import InvalidRow
-from bodega.registry.replsim import ReplicaNet
-from bodega.registry.simnet import SimClock, SimNet
-from bodega.registry.subscriptions import RowChange, Subscription
-from bodega.registry.swim import Swim
+from bodega.registry.replication.client import subscribe_http
+from bodega.registry.replication.subscriptions import RowChange, Subscription
+from bodega.registry.replication.writes import InvalidRow
 
 __all__ = [
     "Addr",
@@ -38,12 +47,9 @@ __all__ = [
     "Out",
     "RegistryConfig",
     "RegistryNode",
-    "ReplicaNet",
     "Role",
     "RowChange",
     "Send",
-    "SimClock",
-    "SimNet",
     "Status",
     "Subscription",
     "Swim",

@@ -1,4 +1,4 @@
-"""A bounded async stream of membership events or items for one consumer.
+"""A bounded async stream for one consumer: membership's events or items, a subscription's changes.
 
 A consumer that falls behind is cut off with ``FeedLagged`` rather than
 silently missing events: a listener that lost a "dead" event would keep a

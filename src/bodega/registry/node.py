@@ -1,18 +1,15 @@
 """``RegistryNode``: the registry every daemon embeds (membership, replica, sync, subscriptions).
 
-The I/O shell around the pure pieces. It owns:
+The I/O shell that wires the two roles together. It owns:
 
-- a ``Membership`` (SWIM on UDP), which also carries row changes: a local
-  write is broadcast on gossip (``rowwire.row_item``) and pushed at once to a
-  few random members, which join the epidemic; every node applies what it
-  hears in batches, one transaction per loop turn;
+- a ``Membership`` (``membership/``: SWIM on UDP), which also carries row
+  changes (``replication/rowgossip.py``): a local write is broadcast on
+  gossip and pushed at once to a few random members; every node applies
+  what it hears in batches, one transaction per loop turn;
 - the ``Replica`` on a SQLite file in the data dir, read synchronously by
   the daemon (``get``, ``rows``) and written by it (``put_owned`` ...);
-- anti-entropy: every ``sync_interval`` (jittered) a pull over HTTP from a
-  random live peer, and every quarter of it while versions are known to be
-  missing, from their origins first (``peers.py``). A pull compares digests
-  first (``ledger.py``) and exchanges versions and rows only for the buckets
-  of origins that differ;
+- anti-entropy (``replication/antientropy.py``): paced pulls over HTTP from
+  live peers, comparing digests first;
 - subscriptions, fed in the same call that applied each change, and served
   as NDJSON by ``routes()``, which the daemon mounts on its HTTP server
   together with the sync route. ``meta["url"]`` tells peers where that is.
@@ -35,21 +32,20 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
-from bodega.registry.client import SyncClient, SyncFailed
-from bodega.registry.config import SwimConfig
-from bodega.registry.httpapi import RegistryHttp
-from bodega.registry.members import Addr, MemberView
-from bodega.registry.membership import Membership, MembershipConfig
-from bodega.registry.messages import DecodeError, Item
-from bodega.registry.outputs import Delivered, Event, ItemTooLarge, UnknownMember
-from bodega.registry.peers import SyncPacer, choose_alive
-from bodega.registry.replica import Change, Replica, SyncReply, SyncRequest
-from bodega.registry.replmetrics import ReplicationMetrics
-from bodega.registry.rows import Row
-from bodega.registry.rowwire import decode_item, is_row_item, item_floor, row_item
-from bodega.registry.subscriptions import Subscription, Subscriptions, normalize_filters
-from bodega.registry.transport import Binder, UdpTransport
-from bodega.registry.view import View
+from bodega.registry.membership.config import MembershipConfig, SwimConfig
+from bodega.registry.membership.members import Addr, MemberView
+from bodega.registry.membership.transport import Binder, UdpTransport
+from bodega.registry.membership.udp import Membership
+from bodega.registry.replication.antientropy import AntiEntropy
+from bodega.registry.replication.client import SyncClient
+from bodega.registry.replication.exchange import SyncReply, SyncRequest
+from bodega.registry.replication.httpapi import RegistryHttp
+from bodega.registry.replication.metrics import ReplicationMetrics
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.rowgossip import RowGossip
+from bodega.registry.replication.rows import Change
+from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
+from bodega.registry.replication.view import View
 from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
 
@@ -108,11 +104,15 @@ class RegistryNode:
                                   compare=self.replica.compare,
                                   subscribe=lambda table, where: self.subscribe(table, **where),
                                   metrics=self.metrics)
-        self._client: SyncClient | None = None
+        self._started = self._stopped = False
+        self._gossip = RowGossip(config.name, self.replica, self.membership, self.metrics,
+                                 eager_peers=config.eager_peers, rng=self._rng,
+                                 on_changes=self._changed, stopped=self._is_stopped)
+        self._sync = AntiEntropy(self.replica, self.membership, self.metrics,
+                                 interval=config.sync_interval, peers=config.sync_peers,
+                                 rng=self._rng, on_changes=self._changed, stopped=self._is_stopped)
         self._tasks: list[asyncio.Task[None]] = []
         self._remove_listener: Callable[[], None] = lambda: None
-        self._inbox: list[tuple[Row | tuple[str, int], Item, bool]] = []
-        self._started = self._stopped = False
 
     # ── lifecycle ────────────────────────────────────────────────────────────
 
@@ -121,9 +121,9 @@ class RegistryNode:
             raise RuntimeError("registry node is already started")
         self._started = True
         await self.membership.start()
-        self._remove_listener = self.membership.add_listener(self._on_gossip)
-        self._client = SyncClient(self._token, timeout=self.config.sync_timeout)
-        self._tasks = [asyncio.create_task(self._anti_entropy(), name="registry-sync"),
+        self._remove_listener = self.membership.add_listener(self._gossip.heard)
+        self._sync.client = SyncClient(self._token, timeout=self.config.sync_timeout)
+        self._tasks = [asyncio.create_task(self._sync.run(), name="registry-sync"),
                        asyncio.create_task(self._housekeeping(), name="registry-housekeeping")]
 
     async def stop(self, *, leave: bool = True) -> None:
@@ -141,10 +141,13 @@ class RegistryNode:
             alone = not any(m.status.live for m in self.membership.members()
                             if m.name != self.config.name)
             await self.membership.stop(leave=leave and not alone)
-        if self._client is not None:
-            await self._client.aclose()
+        if self._sync.client is not None:
+            await self._sync.client.aclose()
         self.subscriptions.close_all()
         self.view.close()
+
+    def _is_stopped(self) -> bool:
+        return self._stopped
 
     @property
     def gossip_addr(self) -> Addr:
@@ -196,137 +199,20 @@ class RegistryNode:
         remote = sum(1 for c in changes if not c.local)
         if remote:
             self.metrics.applied.labels(source).inc(remote)
+        if not self._started or self._stopped:
+            return  # anti-entropy carries local changes once we run
         for change in changes:
             if change.local and change.new is not None:
-                self._broadcast(change.new)
-
-    def _broadcast(self, row: Row) -> None:
-        if not self._started or self._stopped:
-            return  # anti-entropy carries it once we run
-        item = row_item(row, self.replica.floor)
-        form = "notice" if "n" in item.data else "zrow" if "z" in item.data else "row"
-        self.metrics.items.labels(form).inc()
-        try:
-            self.membership.broadcast(item)
-        except ItemTooLarge:  # cannot happen below ITEM_BUDGET; a notice always fits
-            log.warning("row item %s did not fit a packet", item.key)
-            return
-        self._push(item)
-
-    def _push(self, item: Item) -> None:
-        """Hand ``item`` straight to a few members: they start gossiping it a round earlier."""
-        peers = [m.name for m in self.membership.alive() if m.name != self.config.name]
-        for name in self._rng.sample(peers, min(self.config.eager_peers, len(peers))):
-            with contextlib.suppress(UnknownMember, ItemTooLarge):
-                self.membership.send_direct(name, item)
-
-    def _on_gossip(self, out: Event | Delivered) -> None:
-        if isinstance(out, Event) or not is_row_item(out.item):
-            return
-        try:
-            decoded = decode_item(out.item)
-        except DecodeError:
-            self.metrics.bad_items.inc()
-            return
-        if not self._inbox:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._inbox.append((decoded, out.item, out.direct))
-
-    def _flush(self) -> None:
-        """Apply every row heard since the last loop turn, in one transaction."""
-        inbox, self._inbox = self._inbox, []
-        if self._stopped:
-            return
-        try:
-            fresh = self._apply_heard(inbox)
-        except Exception:  # a replica error must not take the gossip listener down
-            log.exception("applying %d gossiped items failed", len(inbox))
-            return
-        for item in fresh:
-            # A pushed item is not re-gossiped by membership; join its epidemic
-            # under the same key, so the cluster-wide seen-set still de-duplicates.
-            with contextlib.suppress(ItemTooLarge):
-                self.membership.broadcast(item)
-
-    def _apply_heard(self, inbox: list[tuple[Row | tuple[str, int], Item, bool]]) -> list[Item]:
-        """Apply rows and notices; the pushed items that were news here."""
-        rows: list[Row] = []
-        fresh: list[Item] = []
-        floors: dict[str, int] = {}
-        for decoded, item, direct in inbox:
-            owner = decoded.owner if isinstance(decoded, Row) else decoded[0]
-            with contextlib.suppress(DecodeError):
-                floors[owner] = max(floors.get(owner, 0), item_floor(item))
-            if isinstance(decoded, Row):
-                rows.append(decoded)
-                new = decoded.version not in self.replica.known_of(decoded.owner)
-            else:
-                self.replica.notice(*decoded)
-                new = decoded[0] != self.config.name
-            if direct and new:
-                fresh.append(item)
-        self._changed(self.replica.apply(rows, floors=floors), "gossip")
-        return fresh
+                self._gossip.broadcast(change.new)
 
     # ── anti-entropy ─────────────────────────────────────────────────────────
 
     def _serve(self, request: SyncRequest) -> SyncReply:
         return self.replica.serve(request, max_rows=self.config.max_sync_rows)
 
-    async def _anti_entropy(self) -> None:
-        loop = asyncio.get_running_loop()
-        pacer = SyncPacer(self.config.sync_interval, self.config.sync_peers, self._rng)
-        while True:
-            await asyncio.sleep(pacer.step)
-            count = pacer.due(loop.time(), self.replica.behind)
-            if count:
-                try:
-                    await self.sync_round(count=count)
-                except Exception:  # this loop is the only repair there is: it must not end
-                    log.exception("a sync round failed")
-
     async def sync_round(self, *, count: int | None = None) -> int:
         """Pull from up to ``count`` peers now; how many pulls succeeded."""
-        swim = self.membership.swim
-        peers = choose_alive(swim.alive_names(), swim.member, self.replica.missing(),
-                             count or self.config.sync_peers, self._rng)
-        results = await asyncio.gather(*(self._pull(p) for p in peers))
-        return sum(results)
-
-    async def _pull(self, peer: MemberView) -> bool:
-        assert self._client is not None
-        url = peer.meta["url"]
-        sent = received = 0
-        try:
-            buckets: tuple[int, ...] | None = None
-            if not self.replica.full_sync:
-                compared = await self._client.compare(url, self.replica.digest_request())
-                sent, received = compared.sent, compared.received
-                if not compared.differ:  # we hold the same versions: nothing to exchange
-                    self._count_pull(sent, received)
-                    return True
-                buckets = compared.differ
-            pulled = await self._client.pull(url, self.replica.sync_request(buckets))
-        except SyncFailed as e:
-            log.debug("sync from %s failed: %s", peer.name, e)
-            self.metrics.syncs.labels("error").inc()
-            return False
-        if self._stopped:
-            return False
-        try:
-            changes = self.replica.apply_reply(pulled.reply)
-        except Exception:  # a full disk: nothing was stored or believed; pull again later
-            log.exception("storing what %s sent failed", peer.name)
-            self._count_pull(sent + pulled.sent, received + pulled.received, "error")
-            return False
-        self._count_pull(sent + pulled.sent, received + pulled.received)
-        self._changed(changes, "sync")
-        return True
-
-    def _count_pull(self, sent: int, received: int, result: str = "ok") -> None:
-        self.metrics.syncs.labels(result).inc()
-        self.metrics.sync_bytes.labels("out").inc(sent)
-        self.metrics.sync_bytes.labels("in").inc(received)
+        return await self._sync.sync_round(count=count)
 
     async def _housekeeping(self) -> None:
         purge_every = max(1.0, min(60.0, self.config.tombstone_ttl / 4))

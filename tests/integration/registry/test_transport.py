@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from bodega.registry.members import Addr
-from bodega.registry.transport import MemoryNetwork, UdpTransport
+from bodega.registry.membership.members import Addr
+from bodega.registry.membership.transport import MemoryNetwork, UdpTransport
 
 
 async def test_udp_endpoint_reads_every_buffered_datagram_in_one_turn() -> None:

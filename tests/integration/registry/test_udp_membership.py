@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bodega.registry.auth import PacketAuth
-from bodega.registry.members import Addr, EventKind, Status
 from bodega.registry.membership import Membership, MembershipConfig
-from bodega.registry.messages import Item, Ping, decode
-from bodega.registry.outputs import Delivered, Event
-from bodega.registry.transport import MemoryNetwork, Receiver, Transport, UdpTransport
+from bodega.registry.membership.auth import PacketAuth
+from bodega.registry.membership.members import Addr, EventKind, Status
+from bodega.registry.membership.messages import Item, Ping, decode
+from bodega.registry.membership.outputs import Delivered, Event
+from bodega.registry.membership.transport import MemoryNetwork, Receiver, Transport, UdpTransport
 from tests.integration.registry.node_kit import FAST, SECRET, until
 
 

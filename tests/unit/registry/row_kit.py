@@ -7,11 +7,11 @@ from typing import Any
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
-from bodega.registry.hlc import Stamp
-from bodega.registry.replica import Replica
-from bodega.registry.replmetrics import ReplicationMetrics
-from bodega.registry.rows import Row
-from bodega.registry.view import View
+from bodega.registry.replication.hlc import Stamp
+from bodega.registry.replication.metrics import ReplicationMetrics
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.rows import Row
+from bodega.registry.replication.view import View
 
 EPOCH = 1_700_000_000.0
 

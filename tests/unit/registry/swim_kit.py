@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import random
 
-from bodega.registry.config import SwimConfig
-from bodega.registry.members import Addr, MemberRecord, Role, Status
-from bodega.registry.messages import Ack, Body, Message, Ping
-from bodega.registry.outputs import Delivered, Event, Out, Send
-from bodega.registry.swim import Swim
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import Addr, MemberRecord, Role, Status
+from bodega.registry.membership.messages import Ack, Body, Message, Ping
+from bodega.registry.membership.outputs import Delivered, Event, Out, Send
+from bodega.registry.membership.swim import Swim
 
 
 def addr_of(name: str) -> Addr:

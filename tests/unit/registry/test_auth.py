@@ -7,7 +7,7 @@ import hmac
 
 import pytest
 
-from bodega.registry.auth import TAG_SIZE, AuthError, PacketAuth
+from bodega.registry.membership.auth import TAG_SIZE, AuthError, PacketAuth
 from bodega.runtime.keys import derive_key
 
 

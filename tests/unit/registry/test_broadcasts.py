@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bodega.registry.broadcasts import SeenKeys, TransmitQueue
+from bodega.registry.membership.broadcasts import SeenKeys, TransmitQueue
 
 
 def test_each_value_is_taken_until_the_limit_then_dropped() -> None:

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bodega.registry.hlc import Stamp
-from bodega.registry.replica import Replica
-from bodega.registry.rows import Row, merge
+from bodega.registry.replication.hlc import Stamp
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.rows import Row, merge
 from tests.unit.registry.row_kit import app_doc, machine_doc, replica, worker_doc
 
 WRITERS = ("a", "b", "c")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bodega.registry.replica import Replica
-from bodega.registry.view import View
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.view import View
 from tests.unit.registry.row_kit import Wall, app_doc, replica
 
 

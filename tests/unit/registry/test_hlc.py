@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bodega.registry.hlc import ClockDrift, HybridClock, Stamp
+from bodega.registry.replication.hlc import ClockDrift, HybridClock, Stamp
 
 
 class Wall:

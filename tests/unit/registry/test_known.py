@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bodega.registry.known import EMPTY, MAX_GAPS, Known, need
+from bodega.registry.replication.known import EMPTY, MAX_GAPS, Known, need
 
 TOP = 60
 

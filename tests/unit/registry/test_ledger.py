@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bodega.registry.known import EMPTY, Known
-from bodega.registry.ledger import BUCKETS, Ledger, bucket_of, differing
+from bodega.registry.buckets import BUCKETS, bucket_of, differing
+from bodega.registry.replication.known import EMPTY, Known
+from bodega.registry.replication.ledger import Ledger
 
 
 def ledger(local: str, **known: Known) -> Ledger:
@@ -73,3 +74,23 @@ def test_a_failed_journal_undoes_every_change_made_in_it() -> None:
     with a.journal():
         a.set("w1", Known(7))
     assert a.get("w1") == Known(7)
+
+
+def test_a_horizon_only_rises_and_rolls_back_with_the_journal_like_the_versions() -> None:
+    a = Ledger("a", {"w1": Known(9)}, {"w1": 5, "w3": 0})
+    assert not a.raise_horizon("w1", 3)
+    assert (a.horizon("w1"), a.horizon("w2"), a.horizon("w3")) == (5, 0, 0)
+
+    def fail_midway() -> None:
+        with a.journal():
+            assert a.raise_horizon("w1", 9)
+            assert a.raise_horizon("w2", 2)
+            a.set("w2", Known(2))
+            raise RuntimeError("the disk is full")
+
+    with pytest.raises(RuntimeError):
+        fail_midway()
+    assert (a.horizon("w1"), a.horizon("w2"), a.get("w2")) == (5, 0, EMPTY)
+    with a.journal():
+        assert a.raise_horizon("w1", 9)
+    assert a.horizon("w1") == 9

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bodega.registry.members import EventKind, Status, change_kind, supersedes
+from bodega.registry.membership.members import EventKind, Status, change_kind, supersedes
 
 from .swim_kit import rec
 

@@ -11,7 +11,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bodega.registry.rows import Row, merge, newer
+from bodega.registry.replication.rows import Row, merge, newer
 from tests.unit.registry.row_kit import owned_rows, replica, row, shared_rows
 
 same_row = st.one_of(owned_rows(), shared_rows())

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bodega.registry.ledger import BUCKETS
-from bodega.registry.members import MAX_NAME, MemberRecord, Role, Status
-from bodega.registry.messages import (
+from bodega.registry.buckets import BUCKETS
+from bodega.registry.membership.members import MAX_NAME, MemberRecord, Role, Status
+from bodega.registry.membership.messages import (
     Ack,
     DecodeError,
     Direct,

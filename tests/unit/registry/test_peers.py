@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import random
 
-from bodega.registry.members import MemberView, Role, Status
-from bodega.registry.peers import SyncPacer, choose_alive, choose_peers, sync_candidates
+from bodega.registry.membership.members import MemberView, Role, Status
+from bodega.registry.replication.peers import SyncPacer, choose_alive, choose_peers, sync_candidates
 
 
 def member(name: str, status: Status = Status.ALIVE, url: bool = True) -> MemberView:

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bodega.registry.auth import TAG_SIZE, PacketAuth
-from bodega.registry.config import SwimConfig
-from bodega.registry.members import MAX_META_BYTES, MemberRecord, Role, Status
-from bodega.registry.messages import Direct, Item, Ping, encode
-from bodega.registry.outputs import ItemTooLarge, UnknownMember
+from bodega.registry.membership.auth import TAG_SIZE, PacketAuth
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import MAX_META_BYTES, MemberRecord, Role, Status
+from bodega.registry.membership.messages import Direct, Item, Ping, encode
+from bodega.registry.membership.outputs import ItemTooLarge, UnknownMember
 
 from .swim_kit import addr_of, delivered, learn, node, rec, sends, tick_until
 

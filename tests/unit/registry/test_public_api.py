@@ -9,8 +9,8 @@ def test_the_public_surface() -> None:
     assert sorted(registry.__all__) == [
         "Addr", "Delivered", "Event", "EventKind", "Feed", "FeedLagged", "InvalidRow", "Item",
         "ItemTooLarge", "MemberView", "Membership", "MembershipConfig", "Out", "RegistryConfig",
-        "RegistryNode", "ReplicaNet", "Role", "RowChange", "Send", "SimClock", "SimNet", "Status",
-        "Subscription", "Swim", "SwimConfig", "UnknownMember", "subscribe_http",
+        "RegistryNode", "Role", "RowChange", "Send", "Status", "Subscription", "Swim",
+        "SwimConfig", "UnknownMember", "subscribe_http",
     ]
     assert all(hasattr(registry, name) for name in registry.__all__)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from bodega.registry.known import Known
-from bodega.registry.ledger import bucket_of
-from bodega.registry.replica import Replica
-from bodega.registry.view import View
+from bodega.registry.buckets import bucket_of
+from bodega.registry.replication.known import Known
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.view import View
 from tests.unit.registry.row_kit import (
     EPOCH,
     Wall,

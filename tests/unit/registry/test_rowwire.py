@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from bodega.registry.known import Known
-from bodega.registry.ledger import BUCKETS
-from bodega.registry.messages import DecodeError, Item, Message, encode, encoded_size
-from bodega.registry.replica import DigestReply, DigestRequest, SyncReply, SyncRequest
-from bodega.registry.rowwire import (
+from bodega.registry.buckets import BUCKETS
+from bodega.registry.membership.messages import DecodeError, Item, Message, encode, encoded_size
+from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
+from bodega.registry.replication.known import Known
+from bodega.registry.replication.rowwire import (
     ITEM_BUDGET,
     decode_digest_reply,
     decode_digest_request,
@@ -38,7 +38,7 @@ def roundtrip(item: Item) -> Item:
     """Through the real packet codec, as gossip carries it."""
     message = encode(Message("w1", items=(item,)))
     assert len(message) <= PAYLOAD_BUDGET
-    from bodega.registry.messages import decode
+    from bodega.registry.membership.messages import decode
     return decode(message).items[0]
 
 

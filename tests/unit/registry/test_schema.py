@@ -6,8 +6,8 @@ import re
 import sqlite3
 from pathlib import Path
 
-from bodega.registry.schema import MIGRATIONS, TABLES
-from bodega.registry.view import View
+from bodega.registry.replication.schema import MIGRATIONS, TABLES
+from bodega.registry.replication.view import View
 
 BOOKKEEPING = {"_doc", "_owner", "_version", "_hlc_wall", "_hlc_logical", "_deleted",
                "_updated_at"}

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from bodega.registry.members import Status
-from bodega.registry.messages import Item
-from bodega.registry.simnet import SimClock, SimNet
+from bodega.registry.membership.members import Status
+from bodega.registry.membership.messages import Item
+from bodega.registry.membership.simnet import SimNet
+from bodega.registry.membership.simtime import SimClock
 
 
 def small(seed: int, n: int = 5, **kw: object) -> SimNet:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.registry.statefile import SavedState, StateFile
+from bodega.registry.membership.statefile import SavedState, StateFile
 
 
 def test_state_round_trips(tmp_path: Path) -> None:

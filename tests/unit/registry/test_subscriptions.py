@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from bodega.registry.feed import FeedLagged
-from bodega.registry.replica import Change
-from bodega.registry.subscriptions import RowChange, Subscriptions, normalize_filters
+from bodega.registry.replication.rows import Change
+from bodega.registry.replication.subscriptions import RowChange, Subscriptions, normalize_filters
 from tests.unit.registry.row_kit import machine_doc, replica, row
 
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from bodega.registry.config import SwimConfig
-from bodega.registry.suspicion import (
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.suspicion import (
     LocalHealth,
     Suspicion,
     suspicion_max,

@@ -6,10 +6,10 @@ import itertools
 
 import pytest
 
-from bodega.registry.config import SwimConfig
-from bodega.registry.members import EventKind, Status
-from bodega.registry.messages import Ack, Message, Nack, Ping, PingReq, Sync, encode
-from bodega.registry.outputs import Send
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.members import EventKind, Status
+from bodega.registry.membership.messages import Ack, Message, Nack, Ping, PingReq, Sync, encode
+from bodega.registry.membership.outputs import Send
 
 from .swim_kit import (
     ack,

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from bodega.registry.hlc import Stamp
-from bodega.registry.replica import InvalidRow
-from bodega.registry.rows import Row
-from bodega.registry.validate import MAX_DOC_BYTES, problem
+from bodega.registry.replication.hlc import Stamp
+from bodega.registry.replication.rows import Row
+from bodega.registry.replication.validate import MAX_DOC_BYTES, problem
+from bodega.registry.replication.writes import InvalidRow
 from tests.unit.registry.row_kit import (
     app_doc,
     machine_doc,

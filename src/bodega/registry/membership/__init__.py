@@ -1,0 +1,41 @@
+"""Membership: who is alive, by SWIM with Lifeguard (Corrosion's and memberlist's role).
+
+``Swim`` is the pure state machine (``swim.py`` and the modules it is built
+from); ``Membership`` runs it on a real UDP endpoint (``udp.py``). The
+simulated network that drives many ``Swim`` nodes (``simnet.py``) is for
+tests and benchmarks and stays out of this surface.
+"""
+
+from bodega.registry.membership.config import MembershipConfig, SwimConfig, parse_seed
+from bodega.registry.membership.members import Addr, EventKind, MemberView, Role, Status
+from bodega.registry.membership.messages import Item
+from bodega.registry.membership.outputs import (
+    Delivered,
+    Event,
+    ItemTooLarge,
+    Out,
+    Send,
+    UnknownMember,
+)
+from bodega.registry.membership.swim import Swim
+from bodega.registry.membership.udp import Membership
+
+__all__ = [
+    "Addr",
+    "Delivered",
+    "Event",
+    "EventKind",
+    "Item",
+    "ItemTooLarge",
+    "MemberView",
+    "Membership",
+    "MembershipConfig",
+    "Out",
+    "Role",
+    "Send",
+    "Status",
+    "Swim",
+    "SwimConfig",
+    "UnknownMember",
+    "parse_seed",
+]

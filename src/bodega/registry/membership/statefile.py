@@ -1,0 +1,51 @@
+"""What a node remembers about membership across restarts: its generation and peers.
+
+The generation rises by one on every process start, so the cluster can tell
+a restarted member from the one it declared dead. The peer list lets a node
+whose seeds are gone rejoin through anyone it knew. If a crash loses the
+latest write, the node starts with an older generation; hearing itself
+declared dead (or a newer generation of itself) makes it move past it, so
+the loss costs one extra rejoin, never a stuck member.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bodega.registry.membership.members import Addr
+from bodega.runtime.lifecycle import write_json_atomic
+
+log = logging.getLogger("bodega.registry.statefile")
+
+
+@dataclass(frozen=True)
+class SavedState:
+    generation: int = 0
+    peers: dict[str, Addr] = field(default_factory=dict)  # member name -> gossip address
+
+
+class StateFile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> SavedState:
+        """The saved state; an empty one if the file is missing or unreadable."""
+        try:
+            doc = json.loads(self.path.read_text())
+            peers = {str(name): (str(host), int(port))
+                     for name, (host, port) in doc.get("peers", {}).items()}
+            return SavedState(int(doc["generation"]), peers)
+        except FileNotFoundError:
+            return SavedState()
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.warning("ignoring unreadable membership state %s: %s", self.path, e)
+            return SavedState()
+
+    def save(self, state: SavedState) -> None:
+        write_json_atomic(self.path, {
+            "generation": state.generation,
+            "peers": {name: [host, port] for name, (host, port) in sorted(state.peers.items())},
+        })

@@ -1,0 +1,295 @@
+"""SWIM membership with Lifeguard, as a pure state machine.
+
+No sockets, no clock, no tasks: the driver calls ``tick(now)`` often (every
+50-100 ms), hands in every decoded packet with ``receive(now, addr, msg)``,
+and performs the ``Send``s it gets back; ``Event``s and ``Delivered`` items go
+to listeners. Every timer is a deadline checked in ``tick``; every random
+choice comes from the injected ``random.Random``. The same code runs on real
+UDP (``udp.py``) and on the simulated network (``simnet.py``).
+
+Per tick, in order: join retries, expired suspicions, relay nacks, the probe
+round, push-pull, announcements to dead members, gossip. ``Swim`` holds this
+node's own record and applies what it hears about members; the failure
+detector is ``probes.py`` (``Prober``), what is sent to whom besides probes
+``dissemination.py``, what rides on packets ``broadcasts.py``. Membership
+rules live in ``members.py`` (precedence), ``table.py`` (what this node
+knows) and ``suspicion.py`` (timeouts, local health).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from bodega.registry.membership.broadcasts import Piggyback
+from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.dissemination import Dissemination
+from bodega.registry.membership.members import (
+    Addr,
+    MemberRecord,
+    MemberView,
+    Role,
+    Status,
+    check_identity,
+)
+from bodega.registry.membership.messages import (
+    Ack,
+    Direct,
+    Item,
+    Message,
+    Nack,
+    Ping,
+    PingReq,
+    Sync,
+)
+from bodega.registry.membership.outputs import Delivered, Event, Out, SwimStats, UnknownMember
+from bodega.registry.membership.probes import Prober
+from bodega.registry.membership.suspicion import LocalHealth
+from bodega.registry.membership.table import Change, MemberTable
+
+
+class Swim:
+    def __init__(self, name: str, addr: Addr, role: Role | str, region: str,
+                 meta: dict[str, str] | None = None, *, generation: int = 1,
+                 config: SwimConfig | None = None, rng: random.Random | None = None) -> None:
+        meta = dict(meta or {})
+        check_identity(name, addr, region, meta)
+        self.config = config or SwimConfig()
+        self._rng = rng or random.Random()
+        self._self = MemberRecord(name, addr, Role(role), region, meta, 0, generation)
+        self._table = MemberTable(self.config)
+        self.piggyback = Piggyback(self.config)
+        self._health = LocalHealth(self.config.max_health_score)
+        self.stats = SwimStats()
+        self._spread = Dissemination(name, self.config, self._rng, self._table, self.piggyback)
+        self._prober = Prober(self.config, self._rng, self._table, self._health, self.stats,
+                              self._spread.send)
+        self._now = 0.0
+        self._timers_set = False
+        self.joined = False
+        self.leaving = False
+
+    # ── what the node is and sees ────────────────────────────────────────────
+
+    @property
+    def name(self) -> str:
+        return self._self.name
+
+    @property
+    def local(self) -> MemberView:
+        return MemberView.of(self._self)
+
+    @property
+    def generation(self) -> int:
+        return self._self.generation
+
+    @property
+    def incarnation(self) -> int:
+        return self._self.incarnation
+
+    @property
+    def health(self) -> int:
+        """Lifeguard's local health score: 0 is healthy, timeouts scale by score + 1."""
+        return self._health.score
+
+    @property
+    def n(self) -> int:
+        return self._table.live
+
+    def alive_names(self) -> list[str]:
+        """Names of the other members now alive; shared, do not change (O(1))."""
+        return self._table.by_status[Status.ALIVE].names
+
+    def members(self) -> list[MemberView]:
+        """Every member, ourselves included, sorted by name (built once per change)."""
+        return self._table.views(self._self)
+
+    def member(self, name: str) -> MemberView | None:
+        record = self._self if name == self.name else self._table.get(name)
+        return None if record is None else MemberView.of(record)
+
+    @property
+    def record(self) -> MemberRecord:
+        return self._self
+
+    def restore(self, now: float, records: list[MemberRecord]) -> None:
+        """Know these members already (a warm start), without gossiping them as news.
+
+        For simulations that measure a settled cluster of thousands: a real
+        join has every node hear of every other, N² records, before anything
+        can be measured.
+        """
+        self._start(now)
+        for record in records:
+            if (record.name != self.name and self._table.apply(now, record) is not None
+                    and record.status.live):
+                self._prober.add(record.name)
+        self.joined = True
+
+    def suspicion_deadline(self, name: str) -> float | None:
+        s = self._table.suspicion(name)
+        return None if s is None else s.deadline
+
+    # ── commands ─────────────────────────────────────────────────────────────
+
+    def join(self, now: float, seeds: list[Addr]) -> list[Out]:
+        """Contact seeds (retried with backoff until one answers with its table)."""
+        self._start(now)
+        others = [a for a in dict.fromkeys(seeds) if a != self._self.addr]
+        self.joined = not others  # the first member: alone is joined
+        return self._spread.join(now, self._self, others)
+
+    def leave(self, now: float) -> list[Out]:
+        """Announce a graceful leave; keep ticking a little so the news spreads."""
+        self._start(now)
+        self.leaving = True
+        self._prober.cancel()
+        self._self = self._self.with_status(Status.LEFT, by=self.name)
+        self._queue_update(self._self)
+        return self._spread.gossip(now)
+
+    def update_meta(self, meta: dict[str, str]) -> None:
+        """New metadata for ourselves: a higher incarnation makes it win everywhere."""
+        check_identity(self.name, self._self.addr, self._self.region, meta)
+        self._self = replace(self._self, meta=dict(meta), incarnation=self.incarnation + 1)
+        self._queue_update(self._self)
+
+    def note_loop_lag(self, seconds: float) -> None:
+        """Our event loop ran ``seconds`` late: Lifeguard counts that against our own health."""
+        self._prober.note_loop_lag(seconds)
+
+    def broadcast(self, item: Item) -> None:
+        """Queue ``item`` to ride on outgoing packets until sent ``retransmit_limit`` times.
+
+        Members that receive it deliver it once and pass it on the same way, so
+        it spreads epidemically. A key already queued here is replaced.
+        """
+        self.piggyback.queue_item(self._now, self.name, item)
+
+    def send_direct(self, now: float, name: str, item: Item) -> list[Out]:
+        """One packet carrying ``item`` to member ``name``; delivered there, not re-broadcast."""
+        self._start(now)
+        record = self._table.get(name)
+        if record is None:
+            raise UnknownMember(name)
+        self.piggyback.check_direct(self.name, item)
+        return [self._spread.send(record.addr, Direct(item))]
+
+    # ── driving ──────────────────────────────────────────────────────────────
+
+    def tick(self, now: float) -> list[Out]:
+        self._start(now)
+        out: list[Out] = []
+        if not self.joined:
+            out += self._spread.retry_join(now, self._self)
+        for change in self._table.expire(now, self.name):
+            self.stats.deaths += 1
+            self._accepted(change, out)
+        self._prober.run_relays(now, out)
+        if not self.leaving:
+            failed = self._prober.expire(now, out)
+            if failed is not None:
+                self._suspect(now, failed.target, failed.generation, out)
+            self._prober.start_due(now, out)
+        out += self._spread.due(now, self._self, leaving=self.leaving)
+        return out
+
+    def receive(self, now: float, sender: Addr, message: Message) -> list[Out]:
+        self._start(now)
+        out: list[Out] = []
+        for record in message.updates:
+            self._apply(now, record, out)
+        for item in message.items:
+            self._deliver(now, item, message.sender, out)
+        match message.body:
+            case Ping(seq, target) if target == self.name:
+                out.append(self._spread.send(sender, Ack(seq)))
+            case Ack(seq):
+                self._prober.on_ack(seq, out)
+            case Nack(seq):
+                self._prober.on_nack(seq)
+            case PingReq() as req:
+                self._prober.relay(now, sender, req, out)
+            case Sync(records, reply, digest, want):
+                for record in records:
+                    self._apply(now, record, out)
+                if digest is not None:  # a push-pull: send what differs, ask for theirs
+                    out += self._spread.answer_push_pull(self._self, sender, digest)
+                elif reply:
+                    out += self._spread.sync(self._self, sender)
+                else:
+                    self.joined = True
+                if want:
+                    out += self._spread.sync(self._self, sender, buckets=want)
+            case Direct(item):
+                self.stats.items_delivered += 1
+                out.append(Delivered(item, message.sender, direct=True))
+            case _:
+                pass
+        return out
+
+    # ── membership rules ─────────────────────────────────────────────────────
+
+    def _apply(self, now: float, record: MemberRecord, out: list[Out]) -> None:
+        if record.name == self.name:
+            self._about_me(record)
+            return
+        change = self._table.apply(now, record)
+        if change is not None:
+            self._accepted(change, out)
+
+    def _accepted(self, change: Change, out: list[Out]) -> None:
+        if change.new.status.live:
+            self._prober.add(change.new.name)
+        self._queue_update(change.new)
+        kind = change.kind
+        if kind is not None:
+            out.append(Event(kind, MemberView.of(change.new)))
+
+    def _about_me(self, record: MemberRecord) -> None:
+        me = self._self
+        if self.leaving or record.generation < me.generation:
+            return
+        if record.generation > me.generation:
+            self._renew(record.generation + 1)  # our generation counter was lost
+        elif not record.status.live:
+            self._renew(me.generation + 1)  # declared dead: dead is final, so come back anew
+        elif record.incarnation >= me.incarnation and (
+                record.status is Status.SUSPECT or record.incarnation > me.incarnation):
+            if record.status is Status.SUSPECT:
+                self.stats.refutations += 1
+                self._health.apply(1)  # Lifeguard: being suspected hints we are the slow one
+            self._self = replace(me, incarnation=record.incarnation + 1)
+            self._queue_update(self._self)
+
+    def _renew(self, generation: int) -> None:
+        self.stats.rejoins += 1
+        self._self = replace(self._self, generation=generation, incarnation=0,
+                             status=Status.ALIVE, by="")
+        self._queue_update(self._self)
+
+    def _suspect(self, now: float, name: str, generation: int, out: list[Out]) -> None:
+        record = self._table.get(name)
+        if record is None or record.generation != generation or not record.status.live:
+            return
+        self.stats.suspicions += 1
+        self._apply(now, record.with_status(Status.SUSPECT, by=self.name), out)
+
+    # ── what rides on packets ────────────────────────────────────────────────
+
+    def _queue_update(self, record: MemberRecord) -> None:
+        self.piggyback.queue_update(record)
+
+    def _deliver(self, now: float, item: Item, sender: str, out: list[Out]) -> None:
+        if self.piggyback.received_item(now, item):
+            self.stats.items_delivered += 1
+            out.append(Delivered(item, sender, direct=False))
+
+    def _start(self, now: float) -> None:
+        self._now = now
+        if self._timers_set:
+            return
+        self._timers_set = True
+        # Random phases keep a cluster started at once from probing in lockstep.
+        self._prober.set_phase(now)
+        self._spread.set_phase(now)

@@ -1,0 +1,277 @@
+"""Membership for one daemon: the ``Swim`` state machine on a real UDP endpoint.
+
+This is the I/O shell. It binds the endpoint, authenticates and decodes
+every packet (dropping and counting bad ones), ticks the state machine every
+``tick_interval`` while measuring how late each tick runs (the lag feeds
+Lifeguard's local health), persists the generation and peer list, contacts
+seeds until one answers, and hands membership events and received items to
+listeners and feeds (``fanout.py``). Its settings are ``MembershipConfig``
+(``config.py``).
+
+For a replication layer: ``broadcast(item)`` queues an item that rides on
+gossip to every member; ``send_direct(name, item)`` sends one packet to one
+member; ``items()`` / ``add_listener`` receive both; ``events()`` streams
+membership changes and ``members()`` lists the current view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry
+
+from bodega.registry.feed import Feed
+from bodega.registry.membership.auth import AuthError, PacketAuth
+from bodega.registry.membership.config import MembershipConfig, parse_seed
+from bodega.registry.membership.fanout import Fanout, Listener
+from bodega.registry.membership.members import Addr, MemberView, Role, Status, check_identity
+from bodega.registry.membership.messages import DecodeError, Item, decode, encode
+from bodega.registry.membership.metrics import MembershipMetrics
+from bodega.registry.membership.outputs import Delivered, Event, Out, Send
+from bodega.registry.membership.statefile import SavedState, StateFile
+from bodega.registry.membership.swim import Swim
+from bodega.registry.membership.transport import Binder, Transport, UdpTransport
+
+log = logging.getLogger("bodega.registry.membership")
+
+SAVED_PEERS_TO_TRY = 5  # like Corrosion: a few remembered peers stand in for seeds
+SAVE_INTERVAL = 5.0  # peer list writes are batched; the generation is written at once
+METRICS_INTERVAL = 1.0
+
+
+class Membership:
+    def __init__(self, config: MembershipConfig, *, registry: CollectorRegistry | None = None,
+                 bind: Binder = UdpTransport.bind, rng: random.Random | None = None) -> None:
+        for seed in config.seeds:
+            parse_seed(seed)
+        if config.advertise_host is None and config.bind_host in ("0.0.0.0", "::", ""):
+            raise ValueError("advertise_host is required when binding a wildcard address")
+        Role(config.role)
+        check_identity(config.name, (config.advertise_host or config.bind_host, config.bind_port),
+                       config.region, config.meta)
+        self.config = config
+        self.metrics = MembershipMetrics(registry or CollectorRegistry())
+        self._auth = PacketAuth.from_secret(config.cluster_secret)
+        self._bind = bind
+        self._rng = rng or random.Random()
+        self._state = StateFile(config.state_path)
+        self._transport: Transport | None = None
+        self._swim: Swim | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._fanout = Fanout(config.feed_capacity)
+        self._saved_generation = 0
+        self._peers_dirty = False
+        self._next_save = self._next_metrics = 0.0
+
+    # ── lifecycle ────────────────────────────────────────────────────────────
+
+    async def start(self) -> None:
+        if self._swim is not None:
+            raise RuntimeError("membership is already started")
+        saved = self._state.load()
+        transport = await self._bind(self.config.bind_host, self.config.bind_port, self._on_packet)
+        self._transport = transport
+        host = self.config.advertise_host or self.config.bind_host
+        generation = saved.generation + 1
+        self._swim = Swim(self.config.name, (host, transport.local_addr[1]), self.config.role,
+                          self.config.region, self.config.meta, generation=generation,
+                          config=self.config.swim, rng=self._rng)
+        self._save()  # the new generation is durable before anyone hears of it
+        known = [a for n, a in saved.peers.items() if n != self.config.name]
+        remembered = self._rng.sample(known, min(SAVED_PEERS_TO_TRY, len(known)))
+        self._tasks = [asyncio.create_task(self._run(), name=f"swim-{self.config.name}"),
+                       asyncio.create_task(self._join(remembered), name="swim-join")]
+        for task in self._tasks:
+            task.add_done_callback(_log_failure)
+
+    async def stop(self, *, leave: bool = True) -> None:
+        """Stop; with ``leave``, first tell the cluster (it shows ``left``, not ``dead``)."""
+        swim = self._swim
+        if leave and swim is not None and not swim.leaving and self._tasks:
+            self._handle(swim.leave(self._now()))
+            await asyncio.sleep(self.config.leave_timeout)  # the runner keeps gossiping
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if swim is not None:
+            self._save()
+        if self._transport is not None:
+            self._transport.close()
+        self._fanout.close()
+
+    # ── what replication and the daemons use ─────────────────────────────────
+
+    @property
+    def swim(self) -> Swim:
+        if self._swim is None:
+            raise RuntimeError("membership is not started")
+        return self._swim
+
+    @property
+    def addr(self) -> Addr:
+        """The advertised gossip address (with the bound port)."""
+        return self.swim.local.addr
+
+    def members(self) -> list[MemberView]:
+        return self.swim.members()
+
+    def member(self, name: str) -> MemberView | None:
+        return self.swim.member(name)
+
+    def alive(self) -> list[MemberView]:
+        return [m for m in self.swim.members() if m.status is Status.ALIVE]
+
+    def broadcast(self, item: Item) -> None:
+        """Queue ``item`` for epidemic delivery to every member (raises ``ItemTooLarge``)."""
+        self.swim.broadcast(item)
+
+    def send_direct(self, name: str, item: Item) -> None:
+        """One packet with ``item`` to member ``name`` (raises ``UnknownMember``)."""
+        self._handle(self.swim.send_direct(self._now(), name, item))
+
+    def update_meta(self, meta: dict[str, str]) -> None:
+        self.swim.update_meta(meta)
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` inline for every event and item; returns the remover.
+
+        Listeners run on the event loop between packets: they must not block.
+        """
+        return self._fanout.add_listener(listener)
+
+    def events(self) -> Feed[Event]:
+        """A feed of membership events from now on (``async for``; ``close()`` when done)."""
+        return self._fanout.events()
+
+    def items(self) -> Feed[Delivered]:
+        """A feed of broadcast and direct items received from now on."""
+        return self._fanout.items()
+
+    # ── the shell ────────────────────────────────────────────────────────────
+
+    def _now(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def _run(self) -> None:
+        tick = self.config.tick_interval
+        expected = self._now() + tick
+        while True:
+            await asyncio.sleep(max(0.0, expected - self._now()))
+            now = self._now()
+            lag = max(0.0, now - expected)
+            self.metrics.loop_lag.observe(lag)
+            self.swim.note_loop_lag(lag)
+            self._handle(self.swim.tick(now))
+            self._housekeeping(now)
+            expected = now + tick
+
+    async def _join(self, remembered: list[Addr]) -> None:
+        """Resolve seeds and join through them and remembered peers.
+
+        The state machine retries the addresses it was given until one answers;
+        this task only keeps resolving seed names that do not resolve yet.
+        """
+        pending = list(self.config.seeds)
+        addrs = list(remembered)
+        if not pending and not addrs:
+            self._handle(self.swim.join(self._now(), []))  # the first member: alone is joined
+            return
+        first = True
+        while not self.swim.joined or first:
+            unresolved = []
+            for seed in pending:
+                addr = await self._resolve(seed)
+                if addr is None:
+                    unresolved.append(seed)
+                else:
+                    addrs.append(addr)
+            if addrs and (first or len(unresolved) < len(pending)):
+                self._handle(self.swim.join(self._now(), addrs))
+            first, pending = False, unresolved
+            if not pending:
+                return
+            await asyncio.sleep(self.config.swim.join_retry_max)
+
+    async def _resolve(self, seed: str) -> Addr | None:
+        host, port = parse_seed(seed)
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port)
+        except OSError as e:
+            log.warning("seed %s does not resolve yet: %s", seed, e)
+            return None
+        sockaddr = infos[0][4]
+        return str(sockaddr[0]), int(sockaddr[1])
+
+    def _on_packet(self, data: bytes, addr: Addr) -> None:
+        self.metrics.packets.labels("in").inc()
+        self.metrics.bytes.labels("in").inc(len(data))
+        if len(data) > self.config.swim.packet_size:
+            self.metrics.bad_packets.labels("size").inc()
+            return
+        try:
+            message = decode(self._auth.open(data))
+        except AuthError:
+            self.metrics.bad_packets.labels("auth").inc()
+            return
+        except DecodeError:
+            self.metrics.bad_packets.labels("decode").inc()
+            return
+        if self._swim is None:
+            return
+        try:
+            self._handle(self._swim.receive(self._now(), addr, message))
+        except Exception:  # one bad packet must not take membership down with it
+            log.exception("failed to handle a gossip packet from %s:%s", *addr)
+            self.metrics.bad_packets.labels("error").inc()
+
+    def _handle(self, outs: list[Out]) -> None:
+        for out in outs:
+            if isinstance(out, Send):
+                self._send(out)
+                continue
+            if isinstance(out, Event):
+                self._peers_dirty = True
+            self._fanout.deliver(out)
+        if self._swim is not None and self._swim.generation != self._saved_generation:
+            self._save()  # we came back as a new generation: it must survive a restart
+
+    def _send(self, send: Send) -> None:
+        if self._transport is None:
+            return
+        packet = self._auth.seal(encode(send.message))
+        self.metrics.packets.labels("out").inc()
+        self.metrics.bytes.labels("out").inc(len(packet))
+        if not self._transport.send(packet, send.addr):
+            self.metrics.send_failures.inc()
+
+    def _housekeeping(self, now: float) -> None:
+        if self._peers_dirty and now >= self._next_save:
+            self._next_save = now + SAVE_INTERVAL
+            self._save()
+        if now >= self._next_metrics:
+            self._next_metrics = now + METRICS_INTERVAL
+            self.metrics.observe(self.swim)
+
+    def _save(self) -> None:
+        swim = self.swim
+        peers = {m.name: m.addr for m in swim.members()
+                 if m.status.live and m.name != swim.name}
+        try:
+            self._state.save(SavedState(swim.generation, peers))
+        except OSError as e:
+            log.error("cannot save membership state to %s: %s", self._state.path, e)
+            return
+        self._saved_generation = swim.generation
+        self._peers_dirty = False
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("membership task %s failed", task.get_name(), exc_info=task.exception())

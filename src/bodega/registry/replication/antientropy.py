@@ -1,0 +1,100 @@
+"""Anti-entropy for a running node: pulls from live peers over HTTP, paced.
+
+Every ``interval`` (jittered) a node pulls from a random live peer, and
+every quarter of it while versions are known to be missing, from their
+origins first (``peers.py``). A pull compares digests first and exchanges
+versions and rows only for the buckets that differ (``exchange.py``); the
+rows are applied by the replica and handed to the node (``on_changes``),
+which feeds subscriptions and counts them. A failed pull is retried with
+another peer next round: this loop is the only repair there is, so no error
+ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+
+from bodega.registry.membership.members import MemberView
+from bodega.registry.membership.udp import Membership
+from bodega.registry.replication.client import SyncClient, SyncFailed
+from bodega.registry.replication.metrics import ReplicationMetrics
+from bodega.registry.replication.peers import SyncPacer, choose_alive
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.rows import Change
+
+log = logging.getLogger("bodega.registry")
+
+Applied = Callable[[list[Change], str], None]  # (changes, source: "sync")
+
+
+class AntiEntropy:
+    def __init__(self, replica: Replica, membership: Membership, metrics: ReplicationMetrics, *,
+                 interval: float, peers: int, rng: random.Random, on_changes: Applied,
+                 stopped: Callable[[], bool]) -> None:
+        self.replica = replica
+        self.membership = membership
+        self.metrics = metrics
+        self.interval = interval
+        self.peers = peers
+        self._rng = rng
+        self._on_changes = on_changes
+        self._stopped = stopped  # the node is stopping: what a pull brings now is dropped
+        self.client: SyncClient | None = None  # set while the node runs
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        pacer = SyncPacer(self.interval, self.peers, self._rng)
+        while True:
+            await asyncio.sleep(pacer.step)
+            count = pacer.due(loop.time(), self.replica.behind)
+            if count:
+                try:
+                    await self.sync_round(count=count)
+                except Exception:  # this loop is the only repair there is: it must not end
+                    log.exception("a sync round failed")
+
+    async def sync_round(self, *, count: int | None = None) -> int:
+        """Pull from up to ``count`` peers now; how many pulls succeeded."""
+        swim = self.membership.swim
+        peers = choose_alive(swim.alive_names(), swim.member, self.replica.missing(),
+                             count or self.peers, self._rng)
+        results = await asyncio.gather(*(self._pull(p) for p in peers))
+        return sum(results)
+
+    async def _pull(self, peer: MemberView) -> bool:
+        assert self.client is not None
+        url = peer.meta["url"]
+        sent = received = 0
+        try:
+            buckets: tuple[int, ...] | None = None
+            if not self.replica.full_sync:
+                compared = await self.client.compare(url, self.replica.digest_request())
+                sent, received = compared.sent, compared.received
+                if not compared.differ:  # we hold the same versions: nothing to exchange
+                    self._count_pull(sent, received)
+                    return True
+                buckets = compared.differ
+            pulled = await self.client.pull(url, self.replica.sync_request(buckets))
+        except SyncFailed as e:
+            log.debug("sync from %s failed: %s", peer.name, e)
+            self.metrics.syncs.labels("error").inc()
+            return False
+        if self._stopped():
+            return False
+        try:
+            changes = self.replica.apply_reply(pulled.reply)
+        except Exception:  # a full disk: nothing was stored or believed; pull again later
+            log.exception("storing what %s sent failed", peer.name)
+            self._count_pull(sent + pulled.sent, received + pulled.received, "error")
+            return False
+        self._count_pull(sent + pulled.sent, received + pulled.received)
+        self._on_changes(changes, "sync")
+        return True
+
+    def _count_pull(self, sent: int, received: int, result: str = "ok") -> None:
+        self.metrics.syncs.labels(result).inc()
+        self.metrics.sync_bytes.labels("out").inc(sent)
+        self.metrics.sync_bytes.labels("in").inc(received)

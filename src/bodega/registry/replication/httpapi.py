@@ -1,0 +1,146 @@
+"""The registry's HTTP routes, mounted on the daemon's own server; cluster members only.
+
+``POST /v1/registry/digest``: the first step of anti-entropy. The body is
+the caller's digest (``ledger.py``: one 64-bit hash per bucket of origins);
+the reply names the buckets whose digests differ from ours.
+
+``POST /v1/registry/sync``: the second step. The body is the caller's known
+versions per origin of those buckets (every origin when it has no
+``buckets``); the reply carries the rows it is missing (bounded),
+the spans vouched for, and the resets. Sync runs over TCP rather than in
+datagrams because a catch-up can be megabytes (a node back from a long
+partition, or new): TCP gives flow control, ordering and no size limit,
+and a failed pull simply retries with another peer next round.
+
+``POST /v1/registry/subscriptions``: ``{"table": "machines", "where":
+{"app": "web"}}`` streams NDJSON: ``{"row": {...}}`` per current row, then
+``{"eoq": {"rows": n}}``, then ``{"change": {...}}`` per change, with a
+``{"heartbeat": {}}`` line when idle so clients notice a dead connection.
+A consumer that falls behind gets ``{"error": ..., "status": "lagged"}``
+and the stream ends (re-subscribe for a fresh snapshot).
+
+Both need the cluster token (``bodega.runtime.keys.internal_token``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import BaseRoute, Route
+
+from bodega.model.errors import BadRequest
+from bodega.registry.feed import FeedLagged
+from bodega.registry.membership.messages import DecodeError
+from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
+from bodega.registry.replication.metrics import ReplicationMetrics
+from bodega.registry.replication.rowwire import (
+    decode_digest_request,
+    decode_request,
+    digest_reply_json,
+    reply_json,
+)
+from bodega.registry.replication.subscriptions import Subscription
+from bodega.wire.http import check_cluster_token, handle_errors, read_json
+
+SYNC_PATH = "/v1/registry/sync"
+DIGEST_PATH = "/v1/registry/digest"
+SUBSCRIPTIONS_PATH = "/v1/registry/subscriptions"
+HEARTBEAT = 15.0
+
+Serve = Callable[[SyncRequest], SyncReply]
+Compare = Callable[[DigestRequest], DigestReply]
+Subscribe = Callable[[str, dict[str, Any]], Subscription]
+
+
+def _line(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode() + b"\n"
+
+
+class RegistryHttp:
+    def __init__(self, *, token: str, serve: Serve, compare: Compare, subscribe: Subscribe,
+                 metrics: ReplicationMetrics, heartbeat: float = HEARTBEAT) -> None:
+        self._token = token
+        self._serve = serve
+        self._compare = compare
+        self._subscribe = subscribe
+        self._metrics = metrics
+        self._heartbeat = heartbeat
+
+    def routes(self) -> list[BaseRoute]:
+        return [Route(SYNC_PATH, self._guard(self.sync), methods=["POST"]),
+                Route(DIGEST_PATH, self._guard(self.digest), methods=["POST"]),
+                Route(SUBSCRIPTIONS_PATH, self._guard(self.subscriptions), methods=["POST"])]
+
+    def _guard(self, handler: Callable[[Request], Awaitable[Response]]
+               ) -> Callable[[Request], Awaitable[Response]]:
+        async def authed(request: Request) -> Response:
+            check_cluster_token(request, self._token)
+            return await handler(request)
+
+        async def endpoint(request: Request) -> Response:
+            return await handle_errors(request, authed)
+
+        return endpoint
+
+    async def sync(self, request: Request) -> Response:
+        body = await read_json(request)
+        try:
+            sync_request = decode_request(body)
+        except DecodeError as e:
+            raise BadRequest(f"invalid_argument: {e}") from None
+        reply = json.dumps(reply_json(self._serve(sync_request)), separators=(",", ":")).encode()
+        self._metrics.served.inc()
+        return Response(reply, media_type="application/json")
+
+    async def digest(self, request: Request) -> Response:
+        body = await read_json(request)
+        try:
+            digest_request = decode_digest_request(body)
+        except DecodeError as e:
+            raise BadRequest(f"invalid_argument: {e}") from None
+        reply = digest_reply_json(self._compare(digest_request))
+        return Response(json.dumps(reply, separators=(",", ":")).encode(),
+                        media_type="application/json")
+
+    async def subscriptions(self, request: Request) -> Response:
+        body = await read_json(request)
+        if not isinstance(body, dict) or not isinstance(body.get("table"), str):
+            raise BadRequest('invalid_argument: the body is {"table": ..., "where": {...}}')
+        where = body.get("where", {})
+        if not isinstance(where, dict):
+            raise BadRequest("invalid_argument: where maps columns to values")
+        try:
+            sub = self._subscribe(body["table"], where)
+        except ValueError as e:
+            raise BadRequest(f"invalid_argument: {e}") from None
+        return StreamingResponse(self._stream(sub), media_type="application/x-ndjson")
+
+    async def _stream(self, sub: Subscription) -> AsyncIterator[bytes]:
+        with sub:
+            sent = 0
+            if sub.initial_count == 0:
+                yield _line({"eoq": {"rows": 0}})
+            while True:
+                try:
+                    change = await asyncio.wait_for(anext(sub), self._heartbeat)
+                except TimeoutError:
+                    yield _line({"heartbeat": {}})
+                    continue
+                except StopAsyncIteration:
+                    return
+                except FeedLagged as e:
+                    yield _line({"error": f"subscription lagged: {e}", "status": "lagged"})
+                    return
+                if change.kind == "initial":
+                    yield _line({"row": change.to_json()})
+                    sent += 1
+                    if sent == sub.initial_count:
+                        yield _line({"eoq": {"rows": sent}})
+                else:
+                    yield _line({"change": change.to_json()})
+

@@ -1,0 +1,113 @@
+"""Rows on gossip: a node's changes out through membership, rows heard applied in batches.
+
+A local change becomes an item (``rowwire.row_item``: the row, compressed,
+or a notice that it exists) that membership broadcasts, and is pushed at
+once to a few random members, which join the epidemic a round earlier. An
+item heard is decoded and queued; everything heard in one loop turn is
+applied in one transaction. A pushed item that was news here is gossiped on
+under its own key, so the cluster-wide seen-set still drops duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable
+
+from bodega.registry.membership.messages import DecodeError, Item
+from bodega.registry.membership.outputs import Delivered, Event, ItemTooLarge, UnknownMember
+from bodega.registry.membership.udp import Membership
+from bodega.registry.replication.metrics import ReplicationMetrics
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.rows import Change, Row
+from bodega.registry.replication.rowwire import decode_item, is_row_item, item_floor, row_item
+
+log = logging.getLogger("bodega.registry")
+
+Applied = Callable[[list[Change], str], None]  # (changes, source: "gossip")
+Heard = tuple[Row | tuple[str, int], Item, bool]  # (row or notice, the item, pushed to us)
+
+
+class RowGossip:
+    def __init__(self, name: str, replica: Replica, membership: Membership,
+                 metrics: ReplicationMetrics, *, eager_peers: int, rng: random.Random,
+                 on_changes: Applied, stopped: Callable[[], bool]) -> None:
+        self.name = name
+        self.replica = replica
+        self.membership = membership
+        self.metrics = metrics
+        self.eager_peers = eager_peers
+        self._rng = rng
+        self._on_changes = on_changes
+        self._stopped = stopped  # the node is stopping: what is heard now is dropped
+        self._inbox: list[Heard] = []
+
+    def broadcast(self, row: Row) -> None:
+        """Send a row of ours on its way: on gossip, and pushed to a few members now."""
+        item = row_item(row, self.replica.floor)
+        form = "notice" if "n" in item.data else "zrow" if "z" in item.data else "row"
+        self.metrics.items.labels(form).inc()
+        try:
+            self.membership.broadcast(item)
+        except ItemTooLarge:  # cannot happen below ITEM_BUDGET; a notice always fits
+            log.warning("row item %s did not fit a packet", item.key)
+            return
+        self._push(item)
+
+    def _push(self, item: Item) -> None:
+        """Hand ``item`` straight to a few members: they start gossiping it a round earlier."""
+        peers = [m.name for m in self.membership.alive() if m.name != self.name]
+        for name in self._rng.sample(peers, min(self.eager_peers, len(peers))):
+            with contextlib.suppress(UnknownMember, ItemTooLarge):
+                self.membership.send_direct(name, item)
+
+    def heard(self, out: Event | Delivered) -> None:
+        """Membership's listener: queue every row item for this loop turn's batch."""
+        if isinstance(out, Event) or not is_row_item(out.item):
+            return
+        try:
+            decoded = decode_item(out.item)
+        except DecodeError:
+            self.metrics.bad_items.inc()
+            return
+        if not self._inbox:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._inbox.append((decoded, out.item, out.direct))
+
+    def _flush(self) -> None:
+        """Apply every row heard since the last loop turn, in one transaction."""
+        inbox, self._inbox = self._inbox, []
+        if self._stopped():
+            return
+        try:
+            fresh = self._apply_heard(inbox)
+        except Exception:  # a replica error must not take the gossip listener down
+            log.exception("applying %d gossiped items failed", len(inbox))
+            return
+        for item in fresh:
+            # A pushed item is not re-gossiped by membership; join its epidemic
+            # under the same key, so the cluster-wide seen-set still de-duplicates.
+            with contextlib.suppress(ItemTooLarge):
+                self.membership.broadcast(item)
+
+    def _apply_heard(self, inbox: list[Heard]) -> list[Item]:
+        """Apply rows and notices; the pushed items that were news here."""
+        rows: list[Row] = []
+        fresh: list[Item] = []
+        floors: dict[str, int] = {}
+        for decoded, item, direct in inbox:
+            owner = decoded.owner if isinstance(decoded, Row) else decoded[0]
+            with contextlib.suppress(DecodeError):
+                floors[owner] = max(floors.get(owner, 0), item_floor(item))
+            if isinstance(decoded, Row):
+                rows.append(decoded)
+                new = decoded.version not in self.replica.known_of(decoded.owner)
+            else:
+                self.replica.notice(*decoded)
+                new = decoded[0] != self.name
+            if direct and new:
+                fresh.append(item)
+        self._on_changes(self.replica.apply(rows, floors=floors), "gossip")
+        return fresh

@@ -1,0 +1,168 @@
+"""The replica's storage: one SQLite file (WAL) per node, read locally and synchronously.
+
+Reads are what every daemon does most (the broker ranks workers on every
+create), so they are plain indexed queries on a local file: microseconds,
+no network. Writes come from the replica core one transaction at a time,
+rows and bookkeeping together, so a crash leaves both or neither.
+
+Commits are ``synchronous = NORMAL``: in WAL mode a process crash loses
+nothing, and a power loss can only lose the last commits, which peers send
+back on the next sync. The registry is a cache of other nodes' truth
+(DESIGN.md invariant 6), not a truth of its own.
+
+``":memory:"`` gives a private in-memory view: the simulation runs hundreds
+of replicas that way, on the same code as the daemons.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bodega.registry.replication.hlc import Stamp
+from bodega.registry.replication.known import Known
+from bodega.registry.replication.rows import Row
+from bodega.registry.replication.schema import MIGRATIONS, TABLES, TableSpec
+from bodega.runtime.sqlite import open_database
+
+_COLUMNS = "_doc, _owner, _version, _hlc_wall, _hlc_logical"
+
+
+def _spec(table: str) -> TableSpec:
+    spec = TABLES.get(table)
+    if spec is None:
+        raise ValueError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
+    return spec
+
+
+def _row(table: str, key: str, doc: str | None, owner: str, version: int, wall: int,
+         logical: int) -> Row:
+    return Row(table, key, None if doc is None else json.loads(doc), owner, version,
+               Stamp(wall, logical, owner))
+
+
+class View:
+    def __init__(self, path: Path | str) -> None:
+        self.path = path
+        # NORMAL: a replica is a cache that peers refill; losing its last commits to a power
+        # cut costs a sync, not data.
+        self.db = open_database(path, MIGRATIONS, synchronous="NORMAL")
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[None]:
+        """Rows and bookkeeping together, or neither.
+
+        A COMMIT can fail too (a full disk): the transaction is then still open, and is
+        rolled back here so that the next one can begin."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self.db.execute("COMMIT")
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+
+    # ── rows ─────────────────────────────────────────────────────────────────
+
+    def get(self, table: str, key: str) -> Row | None:
+        spec = _spec(table)
+        found = self.db.execute(
+            f"SELECT {_COLUMNS} FROM {table} WHERE {spec.key} = ?", (key,)).fetchone()
+        return None if found is None else _row(table, key, *found)
+
+    def put(self, row: Row, now: float) -> None:
+        spec = _spec(row.table)
+        values = spec.indexed(row.key, row.doc or {})
+        names = list(values)
+        doc = None if row.doc is None else json.dumps(row.doc, separators=(",", ":"))
+        self.db.execute(
+            f"INSERT OR REPLACE INTO {row.table} "
+            f"(_doc, _owner, _version, _hlc_wall, _hlc_logical, _deleted, _updated_at, "
+            f"{', '.join(names)}) VALUES (?, ?, ?, ?, ?, ?, ?{', ?' * len(names)})",
+            (doc, row.owner, row.version, row.stamp.wall_ms, row.stamp.logical,
+             int(row.deleted), now, *values.values()))
+
+    def remove(self, table: str, key: str) -> None:
+        self.db.execute(f"DELETE FROM {table} WHERE {_spec(table).key} = ?", (key,))
+
+    def select(self, table: str, filters: dict[str, Any], *,
+               tombstones: bool = False) -> list[Row]:
+        """Rows whose indexed columns equal ``filters`` (live rows unless ``tombstones``)."""
+        spec = _spec(table)
+        allowed = {spec.key, *spec.column_names}
+        clauses = [] if tombstones else ["_deleted = 0"]
+        params: list[Any] = []
+        for name, value in filters.items():
+            if name not in allowed:
+                raise ValueError(f"{table} rows can be filtered on {', '.join(sorted(allowed))},"
+                                 f" not {name!r}")
+            clauses.append(f"{name} = ?")
+            params.append(int(value) if isinstance(value, bool) else value)
+        where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+        cursor = self.db.execute(
+            f"SELECT {spec.key}, {_COLUMNS} FROM {table}{where} ORDER BY {spec.key}", params)
+        return [_row(table, *found) for found in cursor]
+
+    def count(self, table: str) -> int:
+        return int(self.db.execute(
+            f"SELECT count(*) FROM {_spec(table).name} WHERE _deleted = 0").fetchone()[0])
+
+    def by_origin(self, origin: str, lo: int, hi: int, limit: int) -> list[Row]:
+        """Rows last written by ``origin`` with a version in [lo, hi], oldest first."""
+        union = " UNION ALL ".join(
+            f"SELECT '{name}', {spec.key}, {_COLUMNS} FROM {name} "
+            f"WHERE _owner = ?1 AND _version BETWEEN ?2 AND ?3" for name, spec in TABLES.items())
+        cursor = self.db.execute(f"{union} ORDER BY 5 LIMIT ?4", (origin, lo, hi, limit))
+        return [_row(*found) for found in cursor]
+
+    def by_owner(self, origin: str) -> list[Row]:
+        """Every row, live or not, last written by ``origin``."""
+        rows: list[Row] = []
+        for name, spec in TABLES.items():
+            cursor = self.db.execute(
+                f"SELECT {spec.key}, {_COLUMNS} FROM {name} WHERE _owner = ?", (origin,))
+            rows.extend(_row(name, *found) for found in cursor)
+        return rows
+
+    def tombstones_before(self, when: float) -> list[Row]:
+        rows: list[Row] = []
+        for name, spec in TABLES.items():
+            cursor = self.db.execute(
+                f"SELECT {spec.key}, {_COLUMNS} FROM {name} WHERE _deleted = 1 AND _updated_at < ?",
+                (when,))
+            rows.extend(_row(name, *found) for found in cursor)
+        return rows
+
+    def all_rows(self) -> list[Row]:
+        """Everything, tombstones included, in a stable order (tests compare replicas)."""
+        return [row for table in TABLES for row in self.select(table, {}, tombstones=True)]
+
+    # ── bookkeeping ──────────────────────────────────────────────────────────
+
+    def origins(self) -> dict[str, tuple[Known, int]]:
+        out: dict[str, tuple[Known, int]] = {}
+        for origin, top, gaps, purged in self.db.execute(
+                "SELECT origin, top, gaps, purged FROM origins"):
+            spans = tuple((int(lo), int(hi)) for lo, hi in json.loads(gaps))
+            out[origin] = (Known(int(top), spans), int(purged))
+        return out
+
+    def save_origin(self, origin: str, known: Known, purged: int) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO origins (origin, top, gaps, purged) VALUES (?, ?, ?, ?)",
+            (origin, known.top, json.dumps([list(g) for g in known.gaps]), purged))
+
+    def clock(self) -> tuple[int, int]:
+        found = self.db.execute("SELECT wall, logical FROM clock WHERE id = 1").fetchone()
+        return (0, 0) if found is None else (int(found[0]), int(found[1]))
+
+    def save_clock(self, wall: int, logical: int) -> None:
+        self.db.execute("INSERT OR REPLACE INTO clock (id, wall, logical) VALUES (1, ?, ?)",
+                        (wall, logical))
