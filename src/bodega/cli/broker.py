@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -16,8 +15,9 @@ from bodega.cli.listeners import Listener, listening
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
+from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_ready
 from bodega.runtime.logs import configure
+from bodega.runtime.ready import Ready
 
 
 def parse_weights(text: str | None) -> Weights:
@@ -121,18 +121,18 @@ async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: 
     daemon = Broker(config)
     marking: list[asyncio.Task[None]] = []
 
-    def ready() -> dict[str, Any]:
-        info: dict[str, Any] = {"url": daemon.url, "name": config.name,
-                                "region": daemon.nearest, "ready": daemon.gate.ready.is_set()}
+    def ready() -> Ready:
+        gossip = None
         if daemon.node is not None:
             host, gport = daemon.node.gossip_addr
-            info["gossip"] = f"{host}:{gport}"
-        return info
+            gossip = f"{host}:{gport}"
+        return Ready(url=daemon.url, name=config.name, region=daemon.nearest,
+                     ready=daemon.gate.ready.is_set(), gossip=gossip)
 
     async def mark_ready() -> None:
         await daemon.until_ready()
         assert ready_file is not None
-        write_json_atomic(ready_file, {"pid": os.getpid(), **ready()})
+        write_ready(ready_file, ready())
 
     async def start() -> None:
         await daemon.start()
