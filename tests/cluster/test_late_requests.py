@@ -43,7 +43,7 @@ async def test_a_stop_abandoned_during_a_partition_is_not_applied_after_the_heal
             "--ready-file", str(ready)), ready_file=ready, log_file=tmp_path / "w.log").start()
         client = WorkerClient(worker.url, internal_token(SECRET), timeout=2)
         try:
-            machine = (await client.create_machine(MACHINE))["id"]
+            machine = (await client.create_machine(MACHINE)).id
             assert (await client.wait(machine, "started", timeout=30))  # pools a connection
             # The worker's host drops everything from the test's address: the stop goes out
             # on the pooled connection and no answer can come back.
@@ -57,7 +57,7 @@ async def test_a_stop_abandoned_during_a_partition_is_not_applied_after_the_heal
             await asyncio.sleep(8)
             fresh = WorkerClient(worker.url, internal_token(SECRET))
             try:
-                assert (await fresh.machine(machine))["state"] == "started"
+                assert (await fresh.machine(machine)).state == "started"
             finally:
                 await fresh.aclose()
         finally:

@@ -26,6 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bodega.model.answer import from_doc
+from bodega.model.machine import Machine
 from bodega.proxy.autostop import Autostop, Failover
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.observed import CombinedLoad
@@ -195,7 +197,8 @@ class Proxy:
                 with self.node.subscribe(table) as feed:
                     async for change in feed:
                         if table == "machines":
-                            self.table.put_machine(change.key, change.doc)
+                            self.table.put_machine(change.key,
+                                                   from_doc(Machine, change.doc))
                         else:
                             self.table.put_app(change.key, change.doc is not None)
             except FeedLagged:

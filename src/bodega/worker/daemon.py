@@ -28,6 +28,7 @@ from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
+from bodega.wire.worker_calls import HostTotals, WorkerInfo
 from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
@@ -109,12 +110,11 @@ class Worker:
         host, port = self.registry.gossip_addr
         return f"{host}:{port}"
 
-    def info(self) -> dict[str, Any]:
-        return {
-            "name": self.config.name, "region": self.config.region, "driver": self.driver.name,
-            "url": self.url if self.served else None, "totals": self.config.totals.to_wire(),
-            "pid": os.getpid(),
-        }
+    def info(self) -> WorkerInfo:
+        return WorkerInfo(
+            name=self.config.name, region=self.config.region, driver=self.driver.name,
+            url=self.url if self.served else None,
+            totals=HostTotals.model_validate(self.config.totals.to_wire()), pid=os.getpid())
 
     def service_host(self, row: MachineRow) -> str | None:
         return self.network.service_host(row.private_ip)

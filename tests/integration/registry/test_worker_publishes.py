@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -50,8 +49,8 @@ async def test_the_worker_row_and_machine_rows_reach_a_node_that_joined_it(
     assert member is not None
     assert member.meta == {"url": daemon.url}
 
-    created: dict[str, Any] = await client.create_machine(MACHINE)
-    machine_id = created["id"]
+    created = await client.create_machine(MACHINE)
+    machine_id = created.id
     await client.wait(machine_id, "started", timeout=10)
 
     def machine_state() -> str | None:

@@ -11,7 +11,6 @@ app, so a caller can never reach across apps by id.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from prometheus_client import generate_latest
 from starlette.applications import Starlette
@@ -21,6 +20,7 @@ from starlette.routing import Route
 
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import (
+    answer_response,
     check_cluster_token,
     handle_errors,
     json_response,
@@ -52,7 +52,7 @@ class WorkerApi:
         actions: MachineActions,
         volumes: VolumeService,
         metrics: WorkerMetrics,
-        info: Callable[[], dict[str, Any]],
+        info: Callable[[], wire.WorkerInfo],
         service_host: Callable[[MachineRow], str | None],
         before_scrape: Callable[[], None] = lambda: None,
     ) -> None:
@@ -110,10 +110,11 @@ class WorkerApi:
         return json_response(wire.Health(ok=True, name=self.name, region=self.region).model_dump())
 
     async def get_info(self, request: Request) -> Response:
-        return json_response(self.info())
+        return answer_response(self.info())
 
     async def capacity(self, request: Request) -> Response:
-        return json_response({"name": self.name, "region": self.region, **self.ledger.snapshot()})
+        return answer_response(self.ledger.snapshot().model_copy(
+            update={"name": self.name, "region": self.region}))
 
     async def reserve(self, request: Request) -> Response:
         body = await read_model(request, wire.ReserveBody)
