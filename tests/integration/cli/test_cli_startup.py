@@ -11,7 +11,8 @@ import sys
 import typer
 
 HEAVY = ("numpy", "matplotlib", "uvicorn", "starlette")
-# The bodega.toml and machine config models: a status or an app list reads none.
+# The bodega.toml and machine config models and the daemons: importing a status or an app
+# list loads none of them (the answer models load once an answer arrives to be read).
 MODELS = ("bodega.deploy.config", "bodega.model.machine_config", "bodega.worker.daemon",
           "bodega.broker", "bodega.registry")
 
