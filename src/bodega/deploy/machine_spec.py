@@ -16,6 +16,7 @@ from bodega.deploy.config import PROCESS_IMAGE, AppConfig, TomlCheck
 from bodega.deploy.config import Concurrency as TomlConcurrency
 from bodega.deploy.machine_keys import GROUP_KEY as GROUP_KEY
 from bodega.deploy.machine_keys import RELEASE_KEY as RELEASE_KEY
+from bodega.model.errors import validation_message
 from bodega.model.machine_config import (
     Autostop,
     Concurrency,
@@ -97,8 +98,16 @@ def _autostop(value: bool | Autostop) -> Autostop:
 def guest(config: AppConfig, group: str) -> Guest:
     for vm in config.vm:
         if _applies(vm.processes, group):
-            return vm.guest()
+            try:
+                return vm.guest()
+            except ValidationError as exc:
+                raise refused(group, exc, "guest") from None
     return Guest(cpu_kind="shared", cpus=1, memory_mb=256)
+
+
+def refused(group: str, exc: ValidationError, where: str = "") -> ValueError:
+    """A group's config the Machines API would refuse, said as it would say it."""
+    return ValueError(f"process group {group!r}: {validation_message(exc, where)}")
 
 
 def machine_config(config: AppConfig, group: str, release: int,
@@ -129,10 +138,7 @@ def machine_config(config: AppConfig, group: str, release: int,
                     for m in config.mounts if _applies(m.processes, group)][:1] or None,
         )
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error.get("loc", ())) or "config"
-        raise ValueError(f"process group {group!r}: the machine config is not one the "
-                         f"Machines API takes: {where}: {error.get('msg', 'invalid')}") from None
+        raise refused(group, exc) from None
 
 
 def has_checks(config: MachineConfig) -> bool:

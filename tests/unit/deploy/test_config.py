@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,14 @@ def test_processes_split_like_a_shell_but_never_through_one(tmp_path: Path) -> N
     # ";" is an argument like any other, not a command separator.
     assert words == ["python3", str(tmp_path / "app.py"), "--greeting", "hello there", ";",
                      "rm", "-rf", "/"]
+
+
+def test_a_config_the_machines_api_would_refuse_is_an_error_naming_group_and_field() -> None:
+    config, _ = parse('app = "x"\n[build]\nimage = "nginx"\n[[vm]]\nmemory = 300\n')
+    said = ("process group 'app': invalid_argument: guest.memory_mb: Value error, memory_mb "
+            "must be a multiple of 128")
+    with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
+        machine_config(config, "app", 1)
 
 
 def test_process_driver_needs_a_command_and_an_image_does_not() -> None:
