@@ -152,8 +152,8 @@ class Executor:
             await asyncio.sleep(LEASE_TTL / 3)
             for machine_id, nonce in list(self.nonces.items()):
                 with contextlib.suppress(BodegaError):
-                    await self.client.acquire_lease(self.app, machine_id, LEASE_TTL,
-                                                    LEASE_DESCRIPTION, nonce=nonce)
+                    await self.client.refresh_lease(self.app, machine_id, nonce, LEASE_TTL,
+                                                    LEASE_DESCRIPTION)
 
     async def _release(self) -> None:
         for machine_id, nonce in list(self.nonces.items()):

@@ -153,6 +153,11 @@ class MachinesClient(JsonClient):
         return await self.answer(LeaseAnswer, "POST", _machine(app, machine_id, "lease"),
                                  json={"ttl": ttl, "description": description}, nonce=nonce)
 
+    async def refresh_lease(self, app: str, machine_id: str, nonce: str, ttl: int,
+                            description: str = "") -> LeaseAnswer:
+        """Extend the lease this client holds (its ``nonce``) by ``ttl`` seconds from now."""
+        return await self.acquire_lease(app, machine_id, ttl, description, nonce=nonce)
+
     async def lease(self, app: str, machine_id: str) -> LeaseAnswer:
         return await self.answer(LeaseAnswer, "GET", _machine(app, machine_id, "lease"))
 
