@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol
 
@@ -30,6 +31,11 @@ from bodega.model.errors import Unauthorized
 log = logging.getLogger("bodega.broker.ui.stream")
 
 COALESCE = 0.1  # seconds to gather changes before rendering them
+# A page whose fragments are costly to render (a region of a thousand workers) waits this
+# many times its last render before the next, so an open page takes at most a fifth of a
+# core however busy the cluster; never more than MOST_PAUSE, so a change still shows at once.
+RENDER_SHARE = 4.0
+MOST_PAUSE = 1.0
 HEARTBEAT = 15.0
 RESUBSCRIBE = 1.0  # after the view's feed failed (a lagging subscriber is cut off)
 QUEUED = 10_000
@@ -89,8 +95,9 @@ async def sse(parts: Parts, request: Request, visitor: Visitor, updater: Updater
         yield b"retry: 2000\n: bodega dashboard stream\n\n"
         for event, data in await updater.render([EVERYTHING]):
             yield encode(event, data)
+        pause = COALESCE
         while not parts.closing.is_set():
-            batch = await _next_batch(queue, closing)
+            batch = await _next_batch(queue, closing, pause)
             if batch is None:  # quiet for a while: is the visitor still allowed?
                 if not _still_allowed(parts, visitor):
                     break
@@ -101,7 +108,11 @@ async def sse(parts: Parts, request: Request, visitor: Visitor, updater: Updater
                 if not isinstance(item, Change):
                     yield encode(*item)
             if changes:
-                for event, data in await updater.render(changes):
+                began = time.perf_counter()
+                rendered = await updater.render(changes)
+                spent = time.perf_counter() - began
+                pause = max(COALESCE, min(MOST_PAUSE, RENDER_SHARE * spent))
+                for event, data in rendered:
                     yield encode(event, data)
     finally:
         if remove is not None:
@@ -113,10 +124,10 @@ async def sse(parts: Parts, request: Request, visitor: Visitor, updater: Updater
                 await task
 
 
-async def _next_batch(queue: asyncio.Queue[Change | Event],
-                      closing: asyncio.Task[bool]) -> list[Change | Event] | None:
-    """What arrived (gathered for ``COALESCE`` after the first change), or None after a
-    quiet ``HEARTBEAT`` (or when the broker is stopping)."""
+async def _next_batch(queue: asyncio.Queue[Change | Event], closing: asyncio.Task[bool],
+                      pause: float) -> list[Change | Event] | None:
+    """What arrived (gathered for ``pause`` after the first change), or None after a quiet
+    ``HEARTBEAT`` (or when the broker is stopping)."""
     getter = asyncio.create_task(queue.get())
     try:
         await asyncio.wait({getter, closing}, timeout=HEARTBEAT,
@@ -130,7 +141,7 @@ async def _next_batch(queue: asyncio.Queue[Change | Event],
         return None
     batch = [getter.result()]
     if isinstance(batch[0], Change):
-        await asyncio.sleep(COALESCE)
+        await asyncio.sleep(pause)
     while not queue.empty():
         batch.append(queue.get_nowait())
     return batch
