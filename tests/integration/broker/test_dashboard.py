@@ -186,6 +186,10 @@ async def test_a_change_needs_the_sessions_csrf_token_and_this_origin(tmp_path: 
             waited = await api.get(f"/v1/apps/web/machines/{s.machine_id}/wait",
                                    params={"state": "stopped", "timeout": 10})
             assert waited.status_code == 200
+        unknown = await web.post(path.replace("/stop", "/%3Cscript%3Ealert(1)"),
+                                 headers={"x-bodega-csrf": csrf, "hx-request": "true"})
+        assert unknown.status_code == 404
+        assert "<script>" not in unknown.text  # what the path said is shown, never run
         refused = await web.post(path.replace("/stop", "/suspend"),
                                  headers={"x-bodega-csrf": csrf, "hx-request": "true"})
         assert "suspend refused" in refused.text, refused.text  # the API's answer, passed on

@@ -81,7 +81,7 @@ def action_routes(parts: Parts) -> list[Route]:
         action = request.path_params["action"]
         page = f"/ui/apps/{app}/machines/{machine_id}"
         if action not in ACTION_NAMES:
-            return html(f'<p class="flash error">No action {action!r}.</p>', 404)
+            return t.page("_flash.html", 404, ok=False, text=f"No action {action!r}.")
         try:
             await parts.api.action(visitor.token, app, machine_id, action)
             doc = await parts.api.machine(visitor.token, app, machine_id)

@@ -93,7 +93,7 @@ async def sse(parts: Parts, request: Request, visitor: Visitor, updater: Updater
     closing = asyncio.create_task(parts.closing.wait())
     try:
         yield b"retry: 2000\n: bodega dashboard stream\n\n"
-        for event, data in await updater.render([EVERYTHING]):
+        for event, data in await _rendered(updater, [EVERYTHING]):
             yield encode(event, data)
         pause = COALESCE
         while not parts.closing.is_set():
@@ -109,7 +109,7 @@ async def sse(parts: Parts, request: Request, visitor: Visitor, updater: Updater
                     yield encode(*item)
             if changes:
                 began = time.perf_counter()
-                rendered = await updater.render(changes)
+                rendered = await _rendered(updater, changes)
                 spent = time.perf_counter() - began
                 pause = max(COALESCE, min(MOST_PAUSE, RENDER_SHARE * spent))
                 for event, data in rendered:
@@ -122,6 +122,16 @@ async def sse(parts: Parts, request: Request, visitor: Visitor, updater: Updater
         for task in [*tasks, closing]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+async def _rendered(updater: Updater, changes: list[Change]) -> list[Event]:
+    """What the updater renders; nothing (and a line in the log) if it fails, so one bad
+    render leaves the page as it was instead of ending its stream."""
+    try:
+        return await updater.render(changes)
+    except Exception:
+        log.exception("dashboard stream: rendering %d changes failed", len(changes))
+        return []
 
 
 async def _next_batch(queue: asyncio.Queue[Change | Event], closing: asyncio.Task[bool],

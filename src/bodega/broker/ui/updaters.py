@@ -95,7 +95,10 @@ class WorkerUpdater:
     def wants(self, change: Change) -> bool:
         if change.table in ("workers", "members"):
             return change.key == self.name
-        return change.table == "machines"
+        if change.table != "machines":
+            return False
+        machine = self.parts.view.machine(change.key)
+        return machine is None or machine.worker == self.name  # gone: it may have been here
 
     async def render(self, changes: list[Change]) -> list[Event]:
         try:
