@@ -28,6 +28,7 @@ from bodega.broker.secrets import AppSecrets
 from bodega.broker.server import BrokerApi
 from bodega.broker.shadow import Shadow
 from bodega.broker.standby_watch import StandbyWatch
+from bodega.broker.ui import Dashboard
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers
 from bodega.runtime.keys import internal_token
@@ -45,6 +46,7 @@ class Broker:
         self.catalog = catalog
         self.node: Any = None
         self.served: Served | None = None
+        self.dashboard: Dashboard | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -85,7 +87,8 @@ class Broker:
         platform = Platform(catalog, self.candidates, machines, policy, self.nearest)
         # Only a broker with a registry node and seeds has a cluster to hear from first.
         self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
-        api = BrokerApi(tokens=Tokens(catalog, config.admin_tokens), apps=apps,
+        tokens = Tokens(catalog, config.admin_tokens)
+        api = BrokerApi(tokens=tokens, apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
                         secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)),
@@ -100,10 +103,24 @@ class Broker:
                 self.gate.watch(catalog, self.node.sync_round, self._reload)))
         app = api.app()
         app.router.routes.extend(extra_routes)
+        # The dashboard at /ui: it reads this broker's view and acts through its API.
+        self.dashboard = Dashboard(catalog, tokens, config.listen_host, port,
+                                   suspicion_left=self._suspicion_left,
+                                   not_ready=lambda: None if self.gate.state.ready
+                                   else self.gate.state.why)
+        self.placer.refused = self.dashboard.refusals.note
+        app.router.routes.extend(self.dashboard.routes())
         self.served = await serve(app, config.listen_host, port, sock=sock)
         log.info("broker %s (policy %s) serving on %s; %d workers in %s", config.name,
                  policy.name, self.url, len(self.candidates.all()),
                  ",".join(self.candidates.regions()) or "no region yet")
+
+    def _suspicion_left(self, name: str) -> float | None:
+        """Seconds this broker's membership still gives suspect ``name`` to refute."""
+        if self.node is None:
+            return None
+        deadline = self.node.membership.swim.suspicion_deadline(name)
+        return None if deadline is None else deadline - asyncio.get_running_loop().time()
 
     async def until_ready(self) -> None:
         """Return once the broker has heard from the cluster (at once without seeds)."""
@@ -153,6 +170,8 @@ class Broker:
                 await asyncio.sleep(1)
 
     async def stop(self) -> None:
+        if self.dashboard is not None:  # its open streams would hold the server's shutdown
+            await self.dashboard.close()
         if self.served is not None:
             await self.served.stop()
         for task in self._tasks:

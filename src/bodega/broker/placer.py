@@ -68,6 +68,8 @@ class Placer:
         self.broker = broker
         self.rng = rng or random.Random()
         self.shadow = shadow  # a second policy, ranked and logged for a sample of creates
+        # Told of every placement that found no room (the dashboard keeps the recent ones).
+        self.refused: Callable[[str, Record, str], None] | None = None
 
     def rank(self, request: PlacementRequest, region: str) -> RegionRanking:
         started = time.perf_counter()
@@ -114,6 +116,9 @@ class Placer:
         except BodegaError as exc:
             if outcome != "placed" and not isinstance(exc, InsufficientCapacity):
                 outcome = "error"
+            elif isinstance(exc, InsufficientCapacity) and self.refused is not None:
+                record.seconds = time.perf_counter() - started
+                self.refused(request.app, record, exc.message)
             raise
         finally:
             record.seconds = time.perf_counter() - started

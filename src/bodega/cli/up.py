@@ -218,6 +218,8 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
         typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'})")
     typer.echo(f"Machines API: http://{config.host}:{config.api_port}/v1   "
                f"Proxy: http://<app>.localhost:{config.proxy_port}/")
+    typer.echo(f"Dashboard: http://{config.host}:{config.api_port}/ui/  (sign in with the API "
+               "token)")
     if registered is not None:
         name = registered.context.name
         if registered.current:

@@ -103,6 +103,7 @@ class Publisher:
         }
         if self.images is not None:
             capacity["images"] = self.images()
+            capacity["image_disk_gb"] = self.ledger.image_disk_gb()  # counted in used
         if capacity != self._capacity:
             self.node.put_owned("workers", self.name,
                                 {**capacity, "updated_at": rfc3339(self.store.clock())})
