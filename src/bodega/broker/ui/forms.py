@@ -19,10 +19,10 @@ from bodega.broker.ui.gatekeeper import Refused, Visitor
 from bodega.broker.ui.machine_view import ACTION_NAMES, machine_detail, where_it_goes
 from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.render import html
-from bodega.model.errors import BodegaError
+from bodega.model.errors import BodegaError, validation_message
 from bodega.model.machine_config import Guest
 from bodega.wire.fly import PlacementsRequest
-from bodega.wire.http import read_body, validation_message
+from bodega.wire.http import read_body
 
 MOST_CPUS = 64
 MOST_COUNT = 1000

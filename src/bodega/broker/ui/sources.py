@@ -77,4 +77,4 @@ class ClusterView:
         return release_rows(self.catalog.rows("releases", app=app))
 
     def members(self) -> list[MemberRow]:
-        return member_rows(self.catalog.members(), self.suspicion_left)
+        return member_rows((m.model_dump() for m in self.catalog.members()), self.suspicion_left)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from bodega.broker.ui.apps_view import app_summary, group_machines, release_rows, rollback_version
 from bodega.broker.ui.rows import MachineSlice, machine_slice
 from bodega.cli.deploy import pick_release
+from bodega.wire.releases import Release
 
 
 def release(version: int, status: str) -> dict[str, Any]:
@@ -29,7 +30,8 @@ def test_the_roll_back_target_is_the_newest_complete_release_before_the_newest()
 def test_the_screen_marks_what_bodega_rollback_would_pick(statuses: list[str]) -> None:
     found = [release(i + 1, s) for i, s in enumerate(statuses)]
     try:
-        expected: int | None = int(pick_release(found, None)["version"])
+        expected: int | None = pick_release(
+            [Release.model_validate(r) for r in found], None).version
     except ValueError:
         expected = None
     assert rollback_version(found) == expected
