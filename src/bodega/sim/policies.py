@@ -46,7 +46,7 @@ Rows = npt.NDArray[np.int64]
 
 KEEP_A_HOLE = 1.0  # the hole weight of the ``hole`` policy: the curves' whole range
 
-DEFAULT_POLICIES = ("default", "utility", "binpack", "spread", "pow-2", "random", "omniscient")
+DEFAULT_POLICIES = ("default", "fgd", "binpack", "spread", "pow-2", "random", "omniscient")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -150,3 +151,22 @@ def test_costs_are_never_negative_and_score_one_by_one_as_all_at_once(
     together = scorer.scores(request, t, rows)
     alone = [scorer.score(request, c, t)[0] for c in hosts]
     assert together.tolist() == pytest.approx(alone)
+
+
+def test_the_broker_runs_fgd_by_name_and_takes_its_weight() -> None:
+    from bodega.broker.config import POLICIES, BrokerConfig
+    from bodega.cli.broker import parse_weights
+    from bodega.placement.named import DEFAULT_POLICY
+
+    assert "fgd" in POLICIES
+    base = BrokerConfig(name="b", data_dir=Path("."), cluster_secret="s")
+    assert base.placement_policy().name == DEFAULT_POLICY == "utility"
+    fgd = BrokerConfig(name="b", data_dir=Path("."), cluster_secret="s", policy="fgd")
+    assert fgd.placement_policy().scorer.weights.fragmentation == 1.0  # type: ignore[attr-defined]
+    assert parse_weights("fragmentation=0.5").fragmentation == 0.5
+    tuned = BrokerConfig(name="b", data_dir=Path("."), cluster_secret="s", policy="fgd",
+                         weights=parse_weights("fragmentation=0.5"))
+    assert tuned.placement_policy().scorer.weights.fragmentation == 0.5  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="use utility, fgd, binpack, spread"):
+        BrokerConfig(name="b", data_dir=Path("."), cluster_secret="s",
+                     policy="katamari").placement_policy()
