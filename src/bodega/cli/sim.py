@@ -91,7 +91,8 @@ def compare_command(
     out: Annotated[Path, typer.Option(help="Directory for the table, measures and plots")],
     policies: Annotated[str, typer.Option(
         help="Comma-separated: default (the broker's), fgd, utility, hole, binpack, spread, "
-             "pow-D, S+pD, random, omniscient; weights in brackets, e.g. fgd[fragmentation=2]")]
+             "pow-D, S+pD, random, omniscient; weights in brackets, e.g. "
+             "fgd\\[fragmentation=2;app=0.5]")]
     = ",".join(DEFAULT_POLICIES),
     hours: Annotated[float, typer.Option(help="Length of the generated trace")] = 24.0,
     load: Annotated[float, typer.Option(help="Multiple of the default workload's rate")] = 1.0,
