@@ -17,15 +17,31 @@ but standbys; the re-create stands for the app's own tooling noticing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from bodega.model.capacity import Ask
 from bodega.sim.events import DETECT, RECREATE, TAKEOVER, UP
-from bodega.sim.fleet import Placed
+from bodega.sim.fleet import Placed, SimHost
+from bodega.sim.results import RunResult, SimConfig
 from bodega.sim.trace import Outage
 
-if TYPE_CHECKING:
-    from bodega.sim.engine import Simulation
+
+class Engine(Protocol):
+    """What a death needs of the simulation it happens in (``engine.Simulation``)."""
+
+    config: SimConfig
+    hosts: list[SimHost]
+    by_name: dict[str, int]
+    machines: dict[int, Placed]
+    standbys_on: dict[int, set[int]]
+    result: RunResult
+
+    def push(self, at: float, kind: int, payload: Any) -> None: ...
+    def publish(self, now: float, index: int) -> None: ...
+    def gossip(self) -> float: ...
+    def count(self, app: str, host: SimHost, delta: int) -> None: ...
+    def create(self, now: float, app: str, region: str, ask: Ask, lifetime: float,
+               standby: bool) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -39,7 +55,7 @@ class Recreate:
 
 
 class Deaths:
-    def __init__(self, sim: Simulation) -> None:
+    def __init__(self, sim: Engine) -> None:
         self.sim = sim
         self.outages: list[Outage] = []
         self.orphans: dict[int, list[tuple[int, Placed]]] = {}  # dead host -> machines lost

@@ -107,7 +107,7 @@ async def test_fgd_in_shadow_shows_the_hole_the_live_curves_would_take(
     shows where fgd would have put each machine, and why, before anyone switches."""
     caplog.set_level(logging.INFO, logger="bodega.broker.shadow")
     eight = {"config": {"guest": {"cpu_kind": "performance", "cpus": 8, "memory_mb": 16384}}}
-    async with cluster(tmp_path) as c:
+    async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1", cpus=16, memory_mb=65536)
         await c.add_worker("ams-2", cpus=7, memory_mb=28672)
         c.follow()
