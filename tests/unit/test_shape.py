@@ -39,6 +39,7 @@ NOT_CORES = {
     "bodega.broker.config": "the broker's settings, a frozen dataclass",
     "bodega.broker.metrics": "metric definitions",
     "bodega.broker.openapi": "the API document, built from the request models",
+    "bodega.broker.openapi_schemas": "the API document's response schemas, data only",
     "bodega.proxy.metrics": "metric definitions",
     "bodega.registry.membership.metrics": "metric definitions",
     "bodega.proxy.request_ids": "request ids: a clock and random bytes, no decision",

@@ -24,6 +24,7 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placer import Placer, PlacerConfig
 from bodega.broker.platform import Platform
 from bodega.broker.readiness import Gate
+from bodega.broker.secret_keys import AppSecretKeys
 from bodega.broker.secrets import AppSecrets
 from bodega.broker.server import BrokerApi
 from bodega.broker.shadow import Shadow
@@ -88,10 +89,12 @@ class Broker:
         # Only a broker with a registry node and seeds has a cluster to hear from first.
         self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
         tokens = Tokens(catalog, config.admin_tokens)
+        box = SecretBox(config.cluster_secret)
         api = BrokerApi(tokens=tokens, apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
-                        secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)),
+                        secrets=AppSecrets(catalog, apps, box),
+                        secret_keys=AppSecretKeys(catalog, apps, box),
                         info=ClusterInfo(image_registry=config.image_registry))
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),

@@ -35,6 +35,8 @@ from bodega.broker.platform import Platform
 from bodega.broker.platform_routes import platform_routes
 from bodega.broker.readiness import RETRY_AFTER, Gate
 from bodega.broker.releases import release_routes
+from bodega.broker.secret_key_routes import secret_key_routes
+from bodega.broker.secret_keys import AppSecretKeys
 from bodega.broker.secret_routes import secret_routes
 from bodega.broker.secrets import AppSecrets
 from bodega.broker.volume_routes import volume_routes
@@ -51,7 +53,8 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
                  platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
-                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None) -> None:
+                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None,
+                 secret_keys: AppSecretKeys | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -61,6 +64,7 @@ class BrokerApi:
         self.name = name
         self.gate = gate
         self.secrets = secrets
+        self.secret_keys = secret_keys
         self.info = info
 
     def app(self) -> Starlette:
@@ -75,6 +79,7 @@ class BrokerApi:
                         tokens=self.tokens),
             *release_routes(r, self.apps.catalog, self.apps),  # a bodega extension
             *(secret_routes(r, self.secrets) if self.secrets is not None else []),
+            *(secret_key_routes(r, self.secret_keys) if self.secret_keys is not None else []),
             *log_routes(r, self.machines),
             *machine_routes(r, self.machines),
             *lease_routes(r, self.machines),

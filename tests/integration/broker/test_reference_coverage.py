@@ -78,4 +78,5 @@ def _no_route(answer: httpx.Response) -> bool:
         body = answer.json()
     except ValueError:
         return True
-    return answer.status_code == 404 and str(body.get("error", "")).startswith("not found: no route")
+    error = str(body.get("error", ""))
+    return answer.status_code == 404 and error.startswith("not found: no route")
