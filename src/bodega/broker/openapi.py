@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from bodega.broker.openapi_schemas import RESPONSES, STR
-from bodega.wire import fly
+from bodega.wire import fly, tokens
 from bodega.wire import secret_keys as keys
 
 M = "/v1/apps/{app_name}/machines/{machine_id}"
@@ -118,6 +118,16 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("delete", V, "Delete a volume", None, "Volume"),
     ("put", f"{V}/extend", "Grow a volume", fly.ExtendVolumeRequest, None),
     ("get", f"{V}/snapshots", "Snapshots (none are taken yet)", None, None),
+    ("post", "/v1/tokens/authenticate", "Verify a token (body: header) and say its caveats",
+     tokens.AuthenticateTokenRequest, "VerifiedTokens"),
+    ("post", "/v1/tokens/authorize", "Verify a token and check it against an access (403 if "
+     "it may not)", tokens.AuthorizeTokenRequest, "authorizeResponse"),
+    ("get", "/v1/tokens/current", "The caller's token: its apps, org and machine", None,
+     "CurrentTokenResponse"),
+    ("post", "/v1/tokens/kms", "A one-hour token for the caller's app's secret keys only "
+     "(text/plain)", None, None),
+    ("post", "/v1/tokens/oidc", "An OIDC identity token (JWT, ES256) for the calling machine; "
+     "verify it with /.well-known/jwks.json", tokens.CreateOIDCTokenRequest, None),
     ("post", "/v1/platform/placements", "Simulate a placement without reserving",
      fly.PlacementsRequest, None),
     ("get", "/v1/platform/regions", "Capacity per region for a size (size, or cpus/memory_mb)",

@@ -48,6 +48,19 @@ RESPONSES: dict[str, dict[str, Any]] = {
     "EncryptSecretkeyResponse": {"type": "object", "properties": {"ciphertext": _BYTES}},
     "DecryptSecretkeyResponse": {"type": "object", "properties": {"plaintext": _BYTES}},
     "SignSecretkeyResponse": {"type": "object", "properties": {"signature": _BYTES}},
+    "VerifiedToken": {"type": "object", "properties": {"header": STR, "caveats": {
+        "type": "object", "properties": {"caveats": {"type": "array", "items": {
+            "type": "object"}}}}}},
+    "VerifiedTokens": {"type": "array", "items": {"$ref": "#/components/schemas/VerifiedToken"}},
+    "authorizeResponse": {"type": "object", "properties": {
+        "access": {"type": "object"},
+        "verified_token": {"$ref": "#/components/schemas/VerifiedToken"}}},
+    "TokenInfo": {"type": "object", "properties": {
+        "token_id": STR, "apps": {"type": "array", "items": STR}, "org_slug": STR,
+        "organization": STR, "restricted_to_machine": STR, "source_machine_id": STR,
+        "user": STR}},
+    "CurrentTokenResponse": {"type": "object", "properties": {"tokens": {
+        "type": "array", "items": {"$ref": "#/components/schemas/TokenInfo"}}}},
     "MachineList": {"type": "array", "items": {"$ref": "#/components/schemas/Machine"}},
     "App": {"type": "object", "properties": {
         "id": STR, "name": STR, "status": STR, "network": STR, "machine_count": _INT,

@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 
 from bodega.model.duration import parse_duration
 from bodega.model.machine import ExitStatus
+from bodega.runtime.machine_tokens import ENV as MACHINE_TOKEN_ENV
+from bodega.runtime.machine_tokens import MachineTokens
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.fsm import Effect, Step
 from bodega.worker.core.payloads import EndsRun, Payload, StartMachine, StartsRun
@@ -111,6 +113,9 @@ class MachineEffects:
             env[f"{prefix}_INSTANCE_ID"] = machine.instance_id
             env[f"{prefix}_PRIVATE_IP"] = private_ip
         env["FLY_IMAGE_REF"] = config.image
+        # Who this machine is, provable to any broker (runtime/machine_tokens.py).
+        env[MACHINE_TOKEN_ENV] = MachineTokens(self.config.cluster_secret).mint(machine.app,
+                                                                                 machine.id)
         env["FLY_MACHINE_VERSION"] = machine.instance_id
         mounts: tuple[Mount, ...] = ()
         if machine.volume_id and config.mounts:
