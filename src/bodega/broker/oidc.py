@@ -15,17 +15,60 @@ import base64
 import hashlib
 import json
 import uuid
-from typing import Any
 
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from bodega.model.answer import Answer
 from bodega.model.machine import Machine
 
 TTL = 600
 P256_ORDER = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
+
+
+class Jwk(Answer):
+    kty: str
+    crv: str
+    x: str
+    y: str
+    use: str
+    alg: str
+    kid: str
+
+
+class Jwks(Answer):
+    keys: list[Jwk]
+
+
+class Discovery(Answer):
+    issuer: str
+    jwks_uri: str
+    response_types_supported: list[str]
+    subject_types_supported: list[str]
+    id_token_signing_alg_values_supported: list[str]
+    claims_supported: list[str]
+
+
+class IdentityClaims(Answer):
+    """What a machine's identity token says (Fly's claim names)."""
+
+    iss: str
+    sub: str
+    aud: str
+    iat: int
+    nbf: int
+    exp: int
+    jti: str
+    org_name: str
+    app_name: str
+    machine_id: str
+    machine_name: str
+    machine_version: str | None = None
+    region: str | None = None
+    image: str | None = None
+    image_digest: str | None = None
 
 
 def b64url(raw: bytes) -> str:
@@ -44,39 +87,35 @@ class OidcKey:
             serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
         self.kid = b64url(hashlib.sha256(der).digest())[:16]
 
-    def jwks(self) -> dict[str, Any]:
-        return {"keys": [{"kty": "EC", "crv": "P-256", "x": b64url(self._x),
-                          "y": b64url(self._y), "use": "sig", "alg": "ES256",
-                          "kid": self.kid}]}
+    def jwks(self) -> Jwks:
+        return Jwks(keys=[Jwk(kty="EC", crv="P-256", x=b64url(self._x), y=b64url(self._y),
+                              use="sig", alg="ES256", kid=self.kid)])
 
-    def sign(self, claims: dict[str, Any]) -> str:
-        header = {"alg": "ES256", "typ": "JWT", "kid": self.kid}
-        signing_input = ".".join(b64url(json.dumps(part, separators=(",", ":")).encode())
-                                 for part in (header, claims))
+    def sign(self, claims: IdentityClaims) -> str:
+        header = json.dumps({"alg": "ES256", "typ": "JWT", "kid": self.kid},
+                            separators=(",", ":")).encode()
+        signing_input = f"{b64url(header)}.{b64url(claims.wire())}"
         der = self._private.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256()))
         r, s = decode_dss_signature(der)
         return f"{signing_input}.{b64url(r.to_bytes(32, 'big') + s.to_bytes(32, 'big'))}"
 
 
-def discovery(issuer: str) -> dict[str, Any]:
-    return {"issuer": issuer, "jwks_uri": f"{issuer}/.well-known/jwks.json",
-            "response_types_supported": ["id_token"], "subject_types_supported": ["public"],
-            "id_token_signing_alg_values_supported": ["ES256"],
-            "claims_supported": ["sub", "aud", "iss", "iat", "nbf", "exp", "jti", "app_name",
-                                 "org_name", "machine_id", "machine_name", "machine_version",
-                                 "image", "image_digest", "region"]}
+def discovery(issuer: str) -> Discovery:
+    return Discovery(issuer=issuer, jwks_uri=f"{issuer}/.well-known/jwks.json",
+                     response_types_supported=["id_token"],
+                     subject_types_supported=["public"],
+                     id_token_signing_alg_values_supported=["ES256"],
+                     claims_supported=list(IdentityClaims.model_fields))
 
 
 def machine_claims(machine: Machine, app: str, org: str, issuer: str, audience: str | None,
-                   now: int) -> dict[str, Any]:
+                   now: int) -> IdentityClaims:
     """The claims of ``machine``'s identity token, issued at ``now`` (seconds)."""
     name = machine.name or machine.id
-    claims: dict[str, Any] = {
-        "iss": issuer, "sub": f"{org}:{app}:{name}", "aud": audience or issuer,
-        "iat": now, "nbf": now, "exp": now + TTL, "jti": str(uuid.uuid4()),
-        "org_name": org, "app_name": app, "machine_id": machine.id,
-        "machine_name": name, "machine_version": machine.instance_id, "region": machine.region,
-        "image": machine.config.image if machine.config else None,
-        "image_digest": machine.image_ref.digest or None if machine.image_ref else None,
-    }
-    return {k: v for k, v in claims.items() if v is not None}
+    return IdentityClaims(
+        iss=issuer, sub=f"{org}:{app}:{name}", aud=audience or issuer, iat=now, nbf=now,
+        exp=now + TTL, jti=str(uuid.uuid4()), org_name=org, app_name=app,
+        machine_id=machine.id, machine_name=name, machine_version=machine.instance_id or None,
+        region=machine.region or None,
+        image=machine.config.image if machine.config else None,
+        image_digest=machine.image_ref.digest or None if machine.image_ref else None)

@@ -73,6 +73,9 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("get", "/v1/orgs/{org_slug}/machines", "List every machine of an org's apps, oldest "
      "update first (include_deleted, region, state, summary, updated_after, cursor, limit)",
      None, "OrgMachinesResponse"),
+    ("get", "/v1/orgs/{org_slug}/volumes", "List every volume of an org's apps, oldest update "
+     "first (include_deleted, region, state, summary, updated_after, cursor, limit)", None,
+     "OrgVolumesResponse"),
     ("get", "/v1/apps/{app_name}/machines",
      "List machines (region, state, include_deleted, summary, metadata.KEY=VALUE)", None,
      "MachineList"),

@@ -88,6 +88,14 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "machines": {"type": "array", "items": {"$ref": "#/components/schemas/OrgMachine"}},
         "last_machine_id": STR, "last_updated_at": STR, "next_cursor": STR,
         "error_regions": {"type": "array", "items": STR}}},
+    "OrgVolume": {"type": "object", "properties": {
+        "id": STR, "name": STR, "app_name": STR, "state": STR, "size_gb": _INT, "region": STR,
+        "zone": STR, "encrypted": _BOOL, "attached_machine_id": STR, "created_at": STR,
+        "updated_at": STR, "fstype": STR, "snapshot_retention": _INT,
+        "auto_backup_enabled": _BOOL, "host_status": STR}},
+    "OrgVolumesResponse": {"type": "object", "properties": {
+        "volumes": {"type": "array", "items": {"$ref": "#/components/schemas/OrgVolume"}},
+        "last_volume_id": STR, "last_updated_at": STR, "next_cursor": STR}},
     "Ok": {"type": "object", "properties": {"ok": _BOOL}},
     "StartResponse": {"type": "object", "properties": {
         "previous_state": STR, "migrated": _BOOL, "new_host": STR}},

@@ -21,7 +21,7 @@ from bodega.broker.oidc import OidcKey, discovery, machine_claims
 from bodega.broker.token_scope import action_bits, caveats, denial
 from bodega.model.errors import BadRequest, BodegaError, Forbidden
 from bodega.wire import tokens as wire
-from bodega.wire.http import RouteMaker, answer_response, json_response, read_model
+from bodega.wire.http import RouteMaker, answer_response, read_model
 
 
 def _issuer(request: Request) -> str:
@@ -114,10 +114,10 @@ def token_routes(r: RouteMaker, tokens: Tokens, apps: Apps, catalog: Catalog,
 def well_known_routes(key: OidcKey) -> list[Route]:
     """Open to anyone: what a third party needs to verify a machine's identity token."""
     async def configuration(request: Request) -> Response:
-        return json_response(discovery(_issuer(request)))
+        return answer_response(discovery(_issuer(request)))
 
     async def jwks(request: Request) -> Response:
-        return json_response(key.jwks())
+        return answer_response(key.jwks())
 
     return [Route("/.well-known/openid-configuration", configuration, methods=["GET"]),
             Route("/.well-known/jwks.json", jwks, methods=["GET"])]

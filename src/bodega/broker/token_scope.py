@@ -8,23 +8,22 @@ volume belongs to, an app's org) are looked up by the caller and passed in.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bodega.broker.auth import Principal
 from bodega.model.errors import BadRequest
-from bodega.wire.tokens import ACTIONS, ALL, TokenAccess
+from bodega.wire.tokens import ACTIONS, ALL, Caveat, CaveatBody, TokenAccess
 
 
-def caveats(who: Principal) -> list[dict[str, Any]]:
-    if who.admin:
+def caveats(who: Principal) -> list[Caveat]:
+    if who.admin or who.app is None:
         return []  # no caveat: everything
-    found: list[dict[str, Any]] = [{"type": "apps", "body": {"apps": {who.app: ALL}}}]
+    found = [Caveat(type="apps", body=CaveatBody(apps={who.app: ALL}))]
     if who.machine:
-        found.append({"type": "from_machine", "body": {"id": who.machine}})
+        found.append(Caveat(type="from_machine", body=CaveatBody(id=who.machine)))
     if who.kms:
-        found.append({"type": "kms", "body": {"app_feature": "secretkeys"}})
+        found.append(Caveat(type="kms", body=CaveatBody(app_feature="secretkeys")))
     if who.expires_at:
-        found.append({"type": "validity_window", "body": {"not_after": int(who.expires_at)}})
+        found.append(Caveat(type="validity_window",
+                            body=CaveatBody(not_after=int(who.expires_at))))
     return found
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from bodega.model.answer import Answer
 
-INTERNAL_FIELDS = frozenset({"app", "worker"})
+# updated_at is not a field of the API's Volume (only of OrgVolume, which adds it back).
+INTERNAL_FIELDS = frozenset({"app", "worker", "updated_at"})
 
 
 class Volume(Answer):
@@ -22,6 +23,7 @@ class Volume(Answer):
     zone: str = ""
     encrypted: bool = False
     created_at: str = ""
+    updated_at: str | None = None  # internal: when its worker last changed it
     fstype: str = ""
     snapshot_retention: int | None = None
     auto_backup_enabled: bool | None = None

@@ -8,8 +8,6 @@ so a service reading the answer can reason about scope the way it would on Fly.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from bodega.model.answer import Answer
@@ -51,8 +49,20 @@ class CreateOIDCTokenRequest(_Body):
     aws_principal_tags: bool | None = None
 
 
+class CaveatBody(Answer):
+    apps: dict[str, int] | None = None  # apps: each app's resset.Action bits
+    id: str | None = None  # from_machine: the machine
+    app_feature: str | None = None  # kms
+    not_after: int | None = None  # validity_window: seconds since the epoch
+
+
+class Caveat(Answer):
+    type: str
+    body: CaveatBody
+
+
 class CaveatSet(Answer):
-    caveats: list[dict[str, Any]] = []
+    caveats: list[Caveat] = []
 
 
 class VerifiedToken(Answer):

@@ -38,6 +38,7 @@ def volume_answer(row: VolumeRow, *, worker: str) -> Volume:
     return Volume(
         id=row.id, name=row.name, state=row.state, size_gb=row.size_gb, region=row.region,
         zone=worker, encrypted=row.encrypted, created_at=rfc3339(row.created_at),
+        updated_at=rfc3339(row.updated_at),
         fstype=row.fstype, snapshot_retention=row.snapshot_retention,
         auto_backup_enabled=row.auto_backup_enabled, host_status="ok", app=row.app,
         worker=worker, attached_machine_id=row.attached_machine_id or None,
