@@ -101,6 +101,12 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("get", f"{M}/events", "Events, newest first (limit <= 50)", None, None),
     ("get", f"{M}/versions", "The machine's versions", None, None),
     ("get", f"{M}/placement", "bodega: why the machine was placed where it is", None, None),
+    ("get", f"{M}/memory", "The machine's memory limit and what is left of it", None,
+     "MemoryResponse"),
+    ("put", f"{M}/memory", "Set the machine's memory cgroup limit live (at most its "
+     "reservation, at least what it uses)", fly.SetMemoryLimitRequest, "MemoryResponse"),
+    ("post", f"{M}/memory/reclaim", "Have the kernel reclaim the machine's memory (amount_mb; "
+     "none: all it can)", fly.ReclaimMemoryRequest, "ReclaimMemoryResponse"),
     ("get", f"{M}/lease", "Show the lease", None, "LeaseEnvelope"),
     ("post", f"{M}/lease", "Acquire or refresh (fly-machine-lease-nonce) a lease",
      fly.CreateLeaseRequest, "LeaseEnvelope"),

@@ -101,6 +101,11 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "previous_state": STR, "migrated": _BOOL, "new_host": STR}},
     "ExecResponse": {"type": "object", "properties": {
         "exit_code": _INT, "exit_signal": _INT, "stdout": STR, "stderr": STR}},
+    "MemoryResponse": {"type": "object", "properties": {"limit_mb": _INT, "available_mb": _INT}},
+    "ReclaimMemoryResponse": {"type": "object", "properties": {"actual_mb": _INT}},
+    "VolumeSnapshot": {"type": "object", "properties": {
+        "id": STR, "created_at": STR, "digest": STR, "retention_days": _INT, "size": _INT,
+        "status": STR, "volume_size": _INT}},
     "WaitResponse": {"type": "object", "properties": {
         "ok": _BOOL, "state": STR, "version": STR, "event_id": STR}},
     "LeaseEnvelope": {"type": "object", "properties": {"status": STR, "data": {

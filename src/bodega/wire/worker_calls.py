@@ -158,6 +158,14 @@ class ExtendVolumeBody(WorkerRequest):
     size_gb: int
 
 
+class SetMemoryBody(WorkerRequest):
+    limit_mb: int | None = None
+
+
+class ReclaimMemoryBody(WorkerRequest):
+    amount_mb: int | None = None
+
+
 # -- answers ------------------------------------------------------------------------------
 class Health(WorkerAnswer):
     ok: bool

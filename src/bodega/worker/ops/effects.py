@@ -130,7 +130,7 @@ class MachineEffects:
             env=env,
             cpus=guest.cpus,
             cpu_kind=guest.cpu_kind,
-            memory_mb=guest.memory_mb,
+            memory_mb=machine.memory_limit,
             machine_dir=self.config.machine_dir(machine.id),
             netns=machine.netns,
             mounts=mounts,
