@@ -79,9 +79,9 @@ async def test_a_limit_is_set_live_refused_out_of_range_and_kept(tmp_path: Path)
         assert 0 < first["available_mb"] < 256 - 40  # the program holds 40 MB and more
         used_before = (await client.capacity()).used.memory_mb
 
-        with pytest.raises(BadRequest, match="above .* reservation of 256 MB"):
+        with pytest.raises(BadRequest, match=r"above .* reservation of 256 MB"):
             await client.call("PUT", mid, "memory", json={"limit_mb": 512})
-        with pytest.raises(PreconditionFailed, match="below the .* MB machine"):
+        with pytest.raises(PreconditionFailed, match=r"below the .* MB machine"):
             await client.call("PUT", mid, "memory", json={"limit_mb": 8})
         with pytest.raises(BadRequest, match="limit_mb is required"):
             await client.call("PUT", mid, "memory", json={"limit_mb": 0})
@@ -102,7 +102,8 @@ async def test_a_limit_is_set_live_refused_out_of_range_and_kept(tmp_path: Path)
 
         # A worker killed and started again: the running machine keeps it, and so does the
         # next run after a stop and a start.
-        assert worker.daemon is not None and worker.daemon.process is not None
+        assert worker.daemon is not None
+        assert worker.daemon.process is not None
         worker.daemon.process.send_signal(signal.SIGKILL)
         await worker.crashed()
         client = await worker.start()
@@ -120,7 +121,8 @@ async def test_a_limit_is_set_live_refused_out_of_range_and_kept(tmp_path: Path)
 
         # Raising it back to the reservation is allowed, live.
         raised = await client.call("PUT", mid, "memory", json={"limit_mb": 256})
-        assert raised["limit_mb"] == 256 and kernel_limit(pid) == 256 * MIB
+        assert raised["limit_mb"] == 256
+        assert kernel_limit(pid) == 256 * MIB
         log = await client.request("GET", "/v1/log", params={"resource": mid})
         assert [e["payload"] for e in log if e["step"] == "set_memory_limit"] == [
             {"limit_mb": 200}, {"limit_mb": 256}]
