@@ -126,7 +126,10 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("put", V, "Update a volume", fly.UpdateVolumeRequest, "Volume"),
     ("delete", V, "Delete a volume", None, "Volume"),
     ("put", f"{V}/extend", "Grow a volume", fly.ExtendVolumeRequest, None),
-    ("get", f"{V}/snapshots", "Snapshots (none are taken yet)", None, None),
+    ("get", f"{V}/snapshots", "The volume's snapshots, oldest first (kept retention_days)",
+     None, None),
+    ("post", f"{V}/snapshots", "Snapshot the volume: a copy taken with its machine frozen",
+     None, "VolumeSnapshot"),
     ("post", "/v1/tokens/authenticate", "Verify a token (body: header) and say its caveats",
      tokens.AuthenticateTokenRequest, "VerifiedTokens"),
     ("post", "/v1/tokens/authorize", "Verify a token and check it against an access (403 if "

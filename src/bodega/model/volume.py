@@ -48,3 +48,15 @@ class Volume(Answer):
 class ExtendVolumeAnswer(Answer):
     volume: Volume
     needs_restart: bool = False
+
+
+class VolumeSnapshot(Answer):
+    """A copy of a volume's data, kept on the volume's host for ``retention_days``."""
+
+    id: str = ""
+    created_at: str = ""
+    digest: str = ""  # sha256 over the copy's paths, modes and contents
+    retention_days: int = 0
+    size: int = 0  # bytes of data in the copy
+    status: str = ""  # created; creating while it is taken
+    volume_size: int = 0  # GB of the volume it was taken of: a restore needs at least this

@@ -38,6 +38,7 @@ from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.memory import MachineMemory
+from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.store.ledger import Ledger
 
@@ -53,6 +54,7 @@ class WorkerApi:
         machines: MachineService,
         actions: MachineActions,
         volumes: VolumeService,
+        snapshots: VolumeSnapshots,
         metrics: WorkerMetrics,
         info: Callable[[], wire.WorkerInfo],
         service_host: Callable[[MachineRow], str | None],
@@ -74,7 +76,7 @@ class WorkerApi:
                           service_host=service_host),
             LeaseRoutes(machines=machines, actions=actions),
             MemoryRoutes(MachineMemory(machines)),
-            VolumeRoutes(name=name, region=region, volumes=volumes),
+            VolumeRoutes(name=name, region=region, volumes=volumes, snapshots=snapshots),
             LogRoutes(region=region, machines=machines,
                       machine_dir=machines.effects.config.machine_dir),
         )

@@ -129,3 +129,17 @@ class LeaseRow:
     def answer(self) -> Lease:
         return Lease(nonce=self.nonce, expires_at=int(self.expires_at), owner=self.owner,
                      description=self.description, version=self.version)
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    id: str
+    volume_id: str
+    app: str
+    status: str  # creating, created, failed
+    size: int
+    digest: str
+    volume_size_gb: int
+    retention_days: int
+    created_at: float
+    expires_at: float

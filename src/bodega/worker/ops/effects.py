@@ -26,11 +26,18 @@ from bodega.runtime.machine_tokens import ENV as MACHINE_TOKEN_ENV
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.fsm import Effect, Step
-from bodega.worker.core.payloads import EndsRun, Payload, StartMachine, StartsRun
+from bodega.worker.core.payloads import (
+    CreateVolume,
+    EndsRun,
+    Payload,
+    StartMachine,
+    StartsRun,
+)
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, TaskSpec
 from bodega.worker.host.identity import machine_identity
 from bodega.worker.host.network import Network, NetworkError
+from bodega.worker.host.volume_copy import replace_tree
 from bodega.worker.ops.runner import EffectFailed, Outcome
 from bodega.worker.store import queries
 from bodega.worker.store.database import Operation, Store
@@ -202,6 +209,10 @@ class MachineEffects:
                 return Outcome(updates={"handle": None})
             case Effect.PROVISION_VOLUME:
                 path = self.config.volume_dir(op.resource_id)
+                source = payload_of(op, CreateVolume).snapshot_id
+                if source is not None:  # a copy whatever an interrupted try left
+                    await asyncio.to_thread(replace_tree, self.config.snapshot_dir(source),
+                                            path)
                 await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
                 if self.user is not None:
                     os.chown(path, *self.user)
