@@ -46,6 +46,7 @@ NOT_CORES = {
     "bodega.worker.host.survey": "reads the host's links and addresses from /sys and /proc",
     "bodega.worker.images.store": "the image store: blobs and unpacked bases on disk",
     "bodega.worker.images.unpack": "writes an image's layers to disk",
+    "bodega.worker.host.volume_copy": "copies a volume's files on disk and digests them",
 }
 
 # The cores the charter names: they stay in the contract, whatever else moves.

@@ -3,8 +3,9 @@
 ``POST /v1/tokens/oidc`` gives a machine (calling with its own token) a JWT saying who
 it is: ``sub`` is ``<org>:<app>:<machine name>``, ``aud`` what it asked for (default the
 issuer), ``iss`` the broker's URL as the caller reached it, valid for ten minutes. The
-signing key is an ES256 (P-256) key derived from the cluster secret with HKDF, so every
-broker signs with the same key and nothing is stored; its public half is served as a
+signing key is an ES256 (P-256) key made from ``identity_keys``' seed (the cluster
+secret through HKDF, ``runtime/identity_keys.py``), so every broker signs with the same
+key and nothing is stored; its public half is served as a
 JWKS at ``/.well-known/jwks.json`` (and named by ``/.well-known/openid-configuration``),
 so a third party verifies a machine's token offline with any JOSE library.
 """
@@ -19,7 +20,6 @@ import uuid
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from bodega.model.answer import Answer
 from bodega.model.machine import Machine
@@ -76,9 +76,8 @@ def b64url(raw: bytes) -> str:
 
 
 class OidcKey:
-    def __init__(self, cluster_secret: str) -> None:
-        seed = HKDF(algorithm=hashes.SHA256(), length=48, salt=b"bodega-oidc",
-                    info=b"bodega/oidc/es256/v1").derive(cluster_secret.encode())
+    def __init__(self, seed: bytes) -> None:
+        """``seed``: ``identity_keys(...).oidc_seed`` (``runtime/identity_keys.py``)."""
         scalar = int.from_bytes(seed, "big") % (P256_ORDER - 1) + 1
         self._private = ec.derive_private_key(scalar, ec.SECP256R1())
         numbers = self._private.public_key().public_numbers()

@@ -1,11 +1,11 @@
 """A machine's own token: who a machine is, provable to any broker, stored nowhere.
 
 A worker gives every machine it launches ``BODEGA_MACHINE_TOKEN`` in its environment:
-``bdm_<app>.<machine id>.<tag>``, the tag an HMAC of app and id under a key derived
-from the cluster secret for this one purpose. Any broker checks the tag without a
-lookup, then that the machine exists in its app and is not destroyed, so the token
-dies with its machine. With it a machine acts for its app as an app token does, and is
-the one caller ``POST /v1/tokens/oidc`` issues an identity token to.
+``bdm_<app>.<machine id>.<tag>``, the tag an HMAC of app and id under the key
+``identity_keys`` derives for this one purpose (``identity_keys.py``). Any broker
+checks the tag without a lookup, then that the machine exists in its app and is not
+destroyed, so the token dies with its machine. With it a machine acts for its app as
+an app token does, and is the one caller ``POST /v1/tokens/oidc`` issues an identity token to.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ import base64
 import hashlib
 import hmac
 from dataclasses import dataclass
-
-from bodega.runtime.keys import derive_key
 
 PREFIX = "bdm_"
 ENV = "BODEGA_MACHINE_TOKEN"
@@ -28,8 +26,9 @@ class MachineClaim:
 
 
 class MachineTokens:
-    def __init__(self, cluster_secret: str) -> None:
-        self._key = derive_key(cluster_secret, "machine-token")
+    def __init__(self, key: bytes) -> None:
+        """``key``: ``identity_keys(...).machine_token``."""
+        self._key = key
 
     def _tag(self, app: str, machine_id: str) -> str:
         mac = hmac.new(self._key, f"{app}/{machine_id}".encode(), hashlib.sha256).digest()

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from bodega.model.duration import parse_duration
 from bodega.model.machine import ExitStatus
+from bodega.runtime.identity_keys import identity_keys
 from bodega.runtime.machine_tokens import ENV as MACHINE_TOKEN_ENV
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.worker.config import WorkerConfig
@@ -94,6 +95,9 @@ class MachineEffects:
         self.driver = driver
         self.network = network
         self.user = user
+        # Keyed with the cluster secret today: the one call that says so (identity_keys.py).
+        self.machine_tokens = MachineTokens(
+            identity_keys(config.cluster_secret.encode()).machine_token)
         # The app's secrets for a launch (``host/secret_env.py``); none without a registry.
         self.secret_env: Callable[[str], dict[str, str]] = lambda _app: {}
         # Set once the worker stops all its machines to exit: a restart's backoff ends at once
@@ -121,8 +125,7 @@ class MachineEffects:
             env[f"{prefix}_PRIVATE_IP"] = private_ip
         env["FLY_IMAGE_REF"] = config.image
         # Who this machine is, provable to any broker (runtime/machine_tokens.py).
-        env[MACHINE_TOKEN_ENV] = MachineTokens(self.config.cluster_secret).mint(machine.app,
-                                                                                 machine.id)
+        env[MACHINE_TOKEN_ENV] = self.machine_tokens.mint(machine.app, machine.id)
         env["FLY_MACHINE_VERSION"] = machine.instance_id
         mounts: tuple[Mount, ...] = ()
         if machine.volume_id and config.mounts:
