@@ -39,12 +39,14 @@ NOT_CORES = {
     "bodega.broker.config": "the broker's settings, a frozen dataclass",
     "bodega.broker.metrics": "metric definitions",
     "bodega.broker.openapi": "the API document, built from the request models",
+    "bodega.broker.openapi_schemas": "the API document's response schemas, data only",
     "bodega.proxy.metrics": "metric definitions",
     "bodega.registry.membership.metrics": "metric definitions",
     "bodega.proxy.request_ids": "request ids: a clock and random bytes, no decision",
     "bodega.worker.host.survey": "reads the host's links and addresses from /sys and /proc",
     "bodega.worker.images.store": "the image store: blobs and unpacked bases on disk",
     "bodega.worker.images.unpack": "writes an image's layers to disk",
+    "bodega.worker.host.volume_copy": "copies a volume's files on disk and digests them",
 }
 
 # The cores the charter names: they stay in the contract, whatever else moves.

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bodega.broker import org_volumes
 from bodega.broker.app_delete import AppDelete
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
@@ -77,6 +78,12 @@ def app_routes(r: RouteMaker, *, apps: Apps, machines: Machines, volumes: Volume
         return answer_response(page([m for a in names for m in machines.app_machines(a)],
                                     query))
 
+    async def org_volume_list(request: Request, who: Principal) -> Response:
+        query = parse_query({k: request.query_params.getlist(k) for k in request.query_params})
+        names = [a for a in apps.names(request.path_params["org_slug"]) if who.can(a)]
+        return answer_response(org_volumes.page(
+            [v for a in names for v in volumes.app_volumes(a)], query))
+
     return [
         r("/v1/apps", list_apps, "GET"),
         r("/v1/apps", create_app, "POST"),
@@ -87,4 +94,5 @@ def app_routes(r: RouteMaker, *, apps: Apps, machines: Machines, volumes: Volume
         r("/v1/apps/{app}/ip_assignments", assign_ip, "POST"),
         r("/v1/apps/{app}/ip_assignments/{ip}", remove_ip, "DELETE"),
         r("/v1/orgs/{org_slug}/machines", org_machines, "GET"),
+        r("/v1/orgs/{org_slug}/volumes", org_volume_list, "GET"),
     ]

@@ -7,6 +7,11 @@ and touches only its app; anything else about other apps is "not found", so
 a token cannot even learn which other apps exist. An app token asking for
 what only an admin may do (creating apps, metrics, the cluster's members and
 workers) is known but not allowed: 403.
+
+Two more kinds act for one app: a machine's own token (``runtime/machine_tokens.py``,
+checked by its tag and by the machine still existing in its app), and a KMS token
+(``POST /v1/tokens/kms``: short-lived, stored hashed like app tokens, good for the
+app's secret keys and nothing else).
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ from dataclasses import dataclass
 
 from starlette.requests import Request
 
-from bodega.broker.catalog import Catalog
+from bodega.broker.catalog import Catalog, machine_row
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, Forbidden, NotFound, Unauthorized
 from bodega.model.ids import new_token_id
+from bodega.runtime.machine_tokens import MachineTokens
 from bodega.wire.http import bearer_token
 
 TOKEN_PREFIX = "bdg_"
+KMS_PREFIX = "bdk_"
+KMS_TTL = 3600.0
 DEFAULT_EXPIRY = 20 * 365 * 24 * 3600.0  # deploy tokens default to "practically forever"
 
 
@@ -38,6 +46,14 @@ class Principal:
     token_id: str
     admin: bool
     app: str | None = None  # the one app an app token may use
+    machine: str | None = None  # a machine's own token: the machine it is
+    kms: bool = False  # a KMS token: the app's secret keys only
+    expires_at: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return "admin" if self.admin else "kms" if self.kms else "machine" if self.machine \
+            else "app"
 
     def can(self, app: str) -> bool:
         return self.admin or self.app == app
@@ -46,15 +62,24 @@ class Principal:
         if not self.can(app):
             raise NotFound(f"app not found: {app}")
 
+    def check_path(self, path: str) -> None:
+        """A KMS token opens the secret keys of its app and nothing else."""
+        if self.kms and not (path.startswith(f"/v1/apps/{self.app}/secretkeys")
+                             or path == "/v1/tokens/current"):
+            raise Forbidden("permission_denied: a KMS token is good for its app's secret keys "
+                            "only")
+
     def check_admin(self, what: str) -> None:
         if not self.admin:
             raise Forbidden(f"permission_denied: {what} needs an admin token")
 
 
 class Tokens:
-    def __init__(self, catalog: Catalog, admin_tokens: tuple[str, ...]) -> None:
+    def __init__(self, catalog: Catalog, admin_tokens: tuple[str, ...],
+                 machine_tokens: MachineTokens | None = None) -> None:
         self.catalog = catalog
         self._admin = [token_hash(t) for t in admin_tokens if t]
+        self.machine_tokens = machine_tokens
 
     def authenticate(self, request: Request) -> Principal:
         raw = bearer_token(request)
@@ -65,6 +90,14 @@ class Tokens:
     def principal(self, raw: str) -> Principal:
         """Who ``raw`` is (the dashboard's login and cookie use it too); Unauthorized if
         nobody."""
+        claim = self.machine_tokens.claim(raw) if self.machine_tokens else None
+        if claim is not None:
+            machine = machine_row(self.catalog, claim.machine_id)
+            if machine is None or machine.app != claim.app or machine.state == "destroyed":
+                raise Unauthorized(f"unauthorized: machine {claim.machine_id} of {claim.app} "
+                                   "is not known here (destroyed, or not heard of yet)")
+            return Principal(f"machine-{claim.machine_id}", admin=False, app=claim.app,
+                             machine=claim.machine_id)
         digest = token_hash(raw)
         for i, known in enumerate(self._admin):
             if hmac.compare_digest(digest, known):
@@ -76,10 +109,10 @@ class Tokens:
             scope = str(row.get("scope", ""))
             if scope == "admin":
                 return Principal(str(row["id"]), admin=True)
-            if scope.startswith("app:"):
-                app = scope.removeprefix("app:")
-                if self.catalog.get("apps", app) is not None:
-                    return Principal(str(row["id"]), admin=False, app=app)
+            kind, _, app = scope.partition(":")
+            if kind in ("app", "kms") and self.catalog.get("apps", app) is not None:
+                return Principal(str(row["id"]), admin=False, app=app, kms=kind == "kms",
+                                 expires_at=expires or None)
         raise Unauthorized("unauthorized: the token is unknown, expired or revoked")
 
     def create_app_token(self, app: str, expiry: str | None) -> str:
@@ -88,15 +121,23 @@ class Tokens:
             ttl = parse_duration(expiry, DEFAULT_EXPIRY) if expiry else DEFAULT_EXPIRY
         except ValueError as exc:
             raise BadRequest(f"invalid_argument: expiry: {exc}") from None
-        raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        return self._issue(TOKEN_PREFIX, f"app:{app}", ttl)
+
+    def create_kms_token(self, app: str) -> str:
+        """A token for ``app``'s secret keys only, for an hour; only its hash is kept."""
+        return self._issue(KMS_PREFIX, f"kms:{app}", KMS_TTL)
+
+    def _issue(self, prefix: str, scope: str, ttl: float) -> str:
+        raw = prefix + secrets.token_urlsafe(32)
         token_id = new_token_id("tok")
         now = time.time()
         self.catalog.put_shared("tokens", token_id, {
-            "id": token_id, "token_hash": token_hash(raw), "scope": f"app:{app}",
+            "id": token_id, "token_hash": token_hash(raw), "scope": scope,
             "created_at": now, "expires_at": now + ttl,
         })
         return raw
 
     def revoke_app_tokens(self, app: str) -> None:
-        for row in self.catalog.rows("tokens", scope=f"app:{app}"):
-            self.catalog.delete_shared("tokens", str(row["id"]))
+        for scope in (f"app:{app}", f"kms:{app}"):
+            for row in self.catalog.rows("tokens", scope=scope):
+                self.catalog.delete_shared("tokens", str(row["id"]))

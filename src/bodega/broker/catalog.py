@@ -35,6 +35,7 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "ip_assignments": ("key", "app", "ip"),
     "releases": ("id", "app", "version"),
     "secrets": ("key", "app"),
+    "secretkeys": ("key", "app"),
 }
 
 

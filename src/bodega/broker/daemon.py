@@ -21,9 +21,11 @@ from bodega.broker.catalog import Catalog
 from bodega.broker.config import BrokerConfig
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.oidc import OidcKey
 from bodega.broker.placer import Placer, PlacerConfig
 from bodega.broker.platform import Platform
 from bodega.broker.readiness import Gate
+from bodega.broker.secret_keys import AppSecretKeys
 from bodega.broker.secrets import AppSecrets
 from bodega.broker.server import BrokerApi
 from bodega.broker.shadow import Shadow
@@ -31,7 +33,9 @@ from bodega.broker.standby_watch import StandbyWatch
 from bodega.broker.ui import Dashboard
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers
+from bodega.runtime.identity_keys import identity_keys
 from bodega.runtime.keys import internal_token
+from bodega.runtime.machine_tokens import MachineTokens
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 from bodega.wire.cluster_info import ClusterInfo
@@ -87,11 +91,15 @@ class Broker:
         platform = Platform(catalog, self.candidates, machines, policy, self.nearest)
         # Only a broker with a registry node and seeds has a cluster to hear from first.
         self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
-        tokens = Tokens(catalog, config.admin_tokens)
+        identity = identity_keys(config.cluster_secret.encode())  # the one place it is keyed
+        tokens = Tokens(catalog, config.admin_tokens, MachineTokens(identity.machine_token))
+        box = SecretBox(config.cluster_secret)
         api = BrokerApi(tokens=tokens, apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
-                        secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)),
+                        secrets=AppSecrets(catalog, apps, box),
+                        secret_keys=AppSecretKeys(catalog, apps, box),
+                        oidc_key=OidcKey(identity.oidc_seed),
                         info=ClusterInfo(image_registry=config.image_registry))
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),

@@ -120,6 +120,19 @@ def machine_routes(r: RouteMaker, machines: Machines) -> list[Route]:
             command=body.command, cmd=body.cmd, timeout=body.timeout, stdin=body.stdin,
             container=body.container), timeout=body.timeout + WAIT_SLACK)
 
+    async def get_memory(request: Request, who: Principal) -> Response:
+        return await forward(machines, request, "GET", "memory")
+
+    async def set_memory(request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.SetMemoryLimitRequest)
+        return await forward(machines, request, "PUT", "memory",
+                             body=wire.SetMemoryBody(limit_mb=body.limit_mb))
+
+    async def reclaim_memory(request: Request, who: Principal) -> Response:
+        body = await read_model(request, fly.ReclaimMemoryRequest, required=False)
+        return await forward(machines, request, "POST", "memory/reclaim",
+                             body=wire.ReclaimMemoryBody(amount_mb=body.amount_mb))
+
     async def wait(request: Request, who: Principal) -> Response:
         params: list[tuple[str, str]] = [
             (k, v) for k, v in request.query_params.multi_items()
@@ -142,6 +155,9 @@ def machine_routes(r: RouteMaker, machines: Machines) -> list[Route]:
         r(f"{m}/suspend", suspend, "POST"),
         r(f"{m}/exec", exec_, "POST"),
         r(f"{m}/wait", wait, "GET"),
+        r(f"{m}/memory", get_memory, "GET"),
+        r(f"{m}/memory", set_memory, "PUT"),
+        r(f"{m}/memory/reclaim", reclaim_memory, "POST"),
         *(r(f"{m}/{part}", read(part), "GET")
           for part in ("ps", "events", "versions", "placement", "metadata")),
     ]

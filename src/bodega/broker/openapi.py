@@ -14,10 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from bodega.wire import fly
+from bodega.broker.openapi_schemas import RESPONSES, STR
+from bodega.wire import fly, tokens
+from bodega.wire import secret_keys as keys
 
 M = "/v1/apps/{app_name}/machines/{machine_id}"
 V = "/v1/apps/{app_name}/volumes/{volume_id}"
+K = "/v1/apps/{app_name}/secretkeys/{secret_name}"
 
 # (method, path, summary, request model, response schema name or None)
 OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
@@ -49,11 +52,30 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("post", "/v1/apps/{app_name}/secrets/{secret_name}", "Set one secret",
      fly.SetAppSecretRequest, "AppSecret"),
     ("delete", "/v1/apps/{app_name}/secrets/{secret_name}", "Delete one secret", None, None),
+    ("get", "/v1/apps/{app_name}/secretkeys", "List the app's secret keys (types, min_version; "
+     "never their material)", None, "SecretKeys"),
+    ("get", K, "Show a secret key (type, times, public key)", None, "SecretKey"),
+    ("post", K, "Set a secret key from its material (type: hs256, hs384, hs512, nacl_auth, "
+     "nacl_sign, xaes256gcm)", keys.SetSecretkeyRequest, "SetSecretkeyResponse"),
+    ("delete", K, "Delete a secret key", None, "DeleteSecretkeyResponse"),
+    ("post", f"{K}/generate", "Generate a random secret key of a type", keys.SetSecretkeyRequest,
+     "SetSecretkeyResponse"),
+    ("post", f"{K}/encrypt", "Encrypt with an xaes256gcm key", keys.EncryptSecretkeyRequest,
+     "EncryptSecretkeyResponse"),
+    ("post", f"{K}/decrypt", "Decrypt with an xaes256gcm key", keys.DecryptSecretkeyRequest,
+     "DecryptSecretkeyResponse"),
+    ("post", f"{K}/sign", "Sign with an hs*, nacl_auth or nacl_sign key",
+     keys.SignSecretkeyRequest, "SignSecretkeyResponse"),
+    ("post", f"{K}/verify", "Verify a signature (204; 400 if it does not verify)",
+     keys.VerifySecretkeyRequest, None),
     ("get", "/v1/apps/{app_name}/logs", "bodega: the app's logs as NDJSON lines (machine, "
      "region, follow, since, limit)", None, None),
     ("get", "/v1/orgs/{org_slug}/machines", "List every machine of an org's apps, oldest "
      "update first (include_deleted, region, state, summary, updated_after, cursor, limit)",
      None, "OrgMachinesResponse"),
+    ("get", "/v1/orgs/{org_slug}/volumes", "List every volume of an org's apps, oldest update "
+     "first (include_deleted, region, state, summary, updated_after, cursor, limit)", None,
+     "OrgVolumesResponse"),
     ("get", "/v1/apps/{app_name}/machines",
      "List machines (region, state, include_deleted, summary, metadata.KEY=VALUE)", None,
      "MachineList"),
@@ -79,6 +101,12 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("get", f"{M}/events", "Events, newest first (limit <= 50)", None, None),
     ("get", f"{M}/versions", "The machine's versions", None, None),
     ("get", f"{M}/placement", "bodega: why the machine was placed where it is", None, None),
+    ("get", f"{M}/memory", "The machine's memory limit and what is left of it", None,
+     "MemoryResponse"),
+    ("put", f"{M}/memory", "Set the machine's memory cgroup limit live (at most its "
+     "reservation, at least what it uses)", fly.SetMemoryLimitRequest, "MemoryResponse"),
+    ("post", f"{M}/memory/reclaim", "Have the kernel reclaim the machine's memory (amount_mb; "
+     "none: all it can)", fly.ReclaimMemoryRequest, "ReclaimMemoryResponse"),
     ("get", f"{M}/lease", "Show the lease", None, "LeaseEnvelope"),
     ("post", f"{M}/lease", "Acquire or refresh (fly-machine-lease-nonce) a lease",
      fly.CreateLeaseRequest, "LeaseEnvelope"),
@@ -98,7 +126,20 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("put", V, "Update a volume", fly.UpdateVolumeRequest, "Volume"),
     ("delete", V, "Delete a volume", None, "Volume"),
     ("put", f"{V}/extend", "Grow a volume", fly.ExtendVolumeRequest, None),
-    ("get", f"{V}/snapshots", "Snapshots (none are taken yet)", None, None),
+    ("get", f"{V}/snapshots", "The volume's snapshots, oldest first (kept retention_days)",
+     None, None),
+    ("post", f"{V}/snapshots", "Snapshot the volume: a copy taken with its machine frozen",
+     None, "VolumeSnapshot"),
+    ("post", "/v1/tokens/authenticate", "Verify a token (body: header) and say its caveats",
+     tokens.AuthenticateTokenRequest, "VerifiedTokens"),
+    ("post", "/v1/tokens/authorize", "Verify a token and check it against an access (403 if "
+     "it may not)", tokens.AuthorizeTokenRequest, "authorizeResponse"),
+    ("get", "/v1/tokens/current", "The caller's token: its apps, org and machine", None,
+     "CurrentTokenResponse"),
+    ("post", "/v1/tokens/kms", "A one-hour token for the caller's app's secret keys only "
+     "(text/plain)", None, None),
+    ("post", "/v1/tokens/oidc", "An OIDC identity token (JWT, ES256) for the calling machine; "
+     "verify it with /.well-known/jwks.json", tokens.CreateOIDCTokenRequest, None),
     ("post", "/v1/platform/placements", "Simulate a placement without reserving",
      fly.PlacementsRequest, None),
     ("get", "/v1/platform/regions", "Capacity per region for a size (size, or cpus/memory_mb)",
@@ -114,6 +155,9 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
 SUCCESS: dict[tuple[str, str], tuple[int, bool]] = {
     ("post", "/v1/apps"): (201, True),
     ("post", "/v1/apps/{app_name}/secrets/{secret_name}"): (201, True),
+    ("post", K): (201, True),
+    ("post", f"{K}/generate"): (201, True),
+    ("post", f"{K}/verify"): (204, False),
     ("delete", "/v1/apps/{app_name}"): (202, False),
     ("post", f"{M}/lease"): (201, True),
     ("delete", f"{M}/lease"): (204, False),
@@ -123,75 +167,9 @@ SUCCESS: dict[tuple[str, str], tuple[int, bool]] = {
     ("delete", f"{M}/metadata/{{key}}"): (204, False),
 }
 
-_STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
-RESPONSES: dict[str, dict[str, Any]] = {
-    "ErrorResponse": {"type": "object", "properties": {
-        "error": _STR, "status": {"type": "string", "enum": [
-            "unknown", "insufficient_capacity", "volume_placement_capacity", "name_taken",
-            "invalid_argument", "not_found", "failed_precondition", "deadline_exceeded",
-            "unauthenticated", "permission_denied", "unavailable", "unimplemented",
-            "method_not_allowed"]},
-        "details": {"type": "object"}}},
-    "Machine": {"type": "object", "properties": {
-        "id": _STR, "name": _STR, "state": _STR, "region": _STR, "instance_id": _STR,
-        "version": _STR, "private_ip": _STR, "config": {"type": "object"},
-        "image_ref": {"type": "object"}, "created_at": _STR, "updated_at": _STR,
-        "events": {"type": "array", "items": {"type": "object"}}, "nonce": _STR,
-        "host_status": _STR, "cordoned": _BOOL,
-        "checks": {"type": "array", "items": {"$ref": "#/components/schemas/CheckStatus"}}}},
-    "CheckStatus": {"type": "object", "properties": {
-        "name": _STR, "status": {"type": "string", "enum": ["passing", "warning", "critical"]},
-        "output": _STR, "updated_at": _STR}},
-    "AppSecret": {"type": "object", "properties": {
-        "name": _STR, "digest": _STR, "created_at": _STR, "updated_at": _STR}},
-    "AppSecrets": {"type": "object", "properties": {"secrets": {
-        "type": "array", "items": {"$ref": "#/components/schemas/AppSecret"}}}},
-    "AppSecretsUpdateResp": {"type": "object", "properties": {
-        "version": _INT, "secrets": {"type": "array", "items": {
-            "$ref": "#/components/schemas/AppSecret"}}}},
-    "MachineList": {"type": "array", "items": {"$ref": "#/components/schemas/Machine"}},
-    "App": {"type": "object", "properties": {
-        "id": _STR, "name": _STR, "status": _STR, "network": _STR, "machine_count": _INT,
-        "volume_count": _INT, "organization": {"type": "object", "properties": {
-            "name": _STR, "slug": _STR}}}},
-    "ListAppsResponse": {"type": "object", "properties": {
-        "total_apps": _INT, "apps": {"type": "array", "items": {
-            "$ref": "#/components/schemas/App"}}}},
-    "Volume": {"type": "object", "properties": {
-        "id": _STR, "name": _STR, "state": _STR, "size_gb": _INT, "region": _STR,
-        "zone": _STR, "encrypted": _BOOL, "attached_machine_id": _STR, "created_at": _STR}},
-    "TokenResponse": {"type": "object", "properties": {"token": _STR}},
-    "ClusterInfo": {"type": "object", "properties": {
-        "image_registry": {"type": "string", "nullable": True}}},
-    "IPAssignment": {"type": "object", "properties": {
-        "ip": _STR, "region": _STR, "service_name": _STR, "shared": _BOOL, "created_at": _STR}},
-    "listIPAssignmentsResponse": {"type": "object", "properties": {"ips": {
-        "type": "array", "items": {"$ref": "#/components/schemas/IPAssignment"}}}},
-    "OrgMachine": {"type": "object", "properties": {
-        "id": _STR, "name": _STR, "app_name": _STR, "state": _STR, "region": _STR,
-        "instance_id": _STR, "version": _STR, "private_ip": _STR, "created_at": _STR,
-        "updated_at": _STR, "config": {"type": "object", "properties": {
-            "image": _STR, "guest": {"type": "object"}, "metadata": {"type": "object"}}}}},
-    "OrgMachinesResponse": {"type": "object", "properties": {
-        "machines": {"type": "array", "items": {"$ref": "#/components/schemas/OrgMachine"}},
-        "last_machine_id": _STR, "last_updated_at": _STR, "next_cursor": _STR,
-        "error_regions": {"type": "array", "items": _STR}}},
-    "Ok": {"type": "object", "properties": {"ok": _BOOL}},
-    "StartResponse": {"type": "object", "properties": {
-        "previous_state": _STR, "migrated": _BOOL, "new_host": _STR}},
-    "ExecResponse": {"type": "object", "properties": {
-        "exit_code": _INT, "exit_signal": _INT, "stdout": _STR, "stderr": _STR}},
-    "WaitResponse": {"type": "object", "properties": {
-        "ok": _BOOL, "state": _STR, "version": _STR, "event_id": _STR}},
-    "LeaseEnvelope": {"type": "object", "properties": {"status": _STR, "data": {
-        "type": "object", "properties": {"nonce": _STR, "expires_at": _INT, "owner": _STR,
-                                         "description": _STR, "version": _STR}}}},
-}
-
-
 def _parameters(path: str) -> list[dict[str, Any]]:
     names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
-    return [{"name": n, "in": "path", "required": True, "schema": _STR} for n in names]
+    return [{"name": n, "in": "path", "required": True, "schema": STR} for n in names]
 
 
 @cache

@@ -30,13 +30,17 @@ from bodega.broker.log_routes import log_routes
 from bodega.broker.machine_routes import machine_routes
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.oidc import OidcKey
 from bodega.broker.openapi import docs_page, openapi_document
 from bodega.broker.platform import Platform
 from bodega.broker.platform_routes import platform_routes
 from bodega.broker.readiness import RETRY_AFTER, Gate
 from bodega.broker.releases import release_routes
+from bodega.broker.secret_key_routes import secret_key_routes
+from bodega.broker.secret_keys import AppSecretKeys
 from bodega.broker.secret_routes import secret_routes
 from bodega.broker.secrets import AppSecrets
+from bodega.broker.token_routes import token_routes, well_known_routes
 from bodega.broker.volume_routes import volume_routes
 from bodega.broker.volumes import Volumes
 from bodega.model.ids import new_ulid
@@ -51,7 +55,9 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
                  platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
-                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None) -> None:
+                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None,
+                 secret_keys: AppSecretKeys | None = None,
+                 oidc_key: OidcKey | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -61,6 +67,8 @@ class BrokerApi:
         self.name = name
         self.gate = gate
         self.secrets = secrets
+        self.secret_keys = secret_keys
+        self.oidc_key = oidc_key
         self.info = info
 
     def app(self) -> Starlette:
@@ -70,11 +78,15 @@ class BrokerApi:
             Route("/openapi.json", self.openapi, methods=["GET"]),
             Route("/v1/openapi.json", self.openapi, methods=["GET"]),
             Route("/docs", self.docs, methods=["GET"]),
+            *(well_known_routes(self.oidc_key) if self.oidc_key is not None else []),
             r("/metrics", self.prometheus, "GET", gated=False),
             *app_routes(r, apps=self.apps, machines=self.machines, volumes=self.volumes,
                         tokens=self.tokens),
             *release_routes(r, self.apps.catalog, self.apps),  # a bodega extension
             *(secret_routes(r, self.secrets) if self.secrets is not None else []),
+            *(secret_key_routes(r, self.secret_keys) if self.secret_keys is not None else []),
+            *(token_routes(r, self.tokens, self.apps, self.apps.catalog, self.oidc_key)
+              if self.oidc_key is not None else []),
             *log_routes(r, self.machines),
             *machine_routes(r, self.machines),
             *lease_routes(r, self.machines),
@@ -95,6 +107,7 @@ class BrokerApi:
             app = request.path_params.get("app")
             if app is not None:
                 principal.check(app)
+            principal.check_path(request.url.path)
             return await handler(request, principal)
 
         async def endpoint(request: Request) -> Response:

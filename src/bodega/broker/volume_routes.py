@@ -2,7 +2,9 @@
 
 A volume lives on one worker, as its machine does; ``Volumes`` finds it, forwards,
 and answers the volume (``Volume``) without the worker's internal fields.
-Snapshots are not taken yet, so their list is honestly empty.
+A snapshot is taken, kept and listed by the volume's worker (``worker/ops/snapshots.py``);
+a volume created from one (``snapshot_id``, or ``source_volume_id``: a snapshot of the
+source taken then) is placed on that worker, where the data is.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from bodega.broker.auth import Principal
 from bodega.broker.volumes import Volumes
 from bodega.wire import fly
 from bodega.wire import worker_calls as wire
-from bodega.wire.http import RouteMaker, answer_response, json_response, query_bool, read_model
+from bodega.wire.http import RouteMaker, answer_response, query_bool, read_model
 
 
 def volume_routes(r: RouteMaker, volumes: Volumes) -> list[Route]:
@@ -50,8 +52,12 @@ def volume_routes(r: RouteMaker, volumes: Volumes) -> list[Route]:
             request.path_params["app"], request.path_params["vid"], body.size_gb))
 
     async def volume_snapshots(request: Request, who: Principal) -> Response:
-        volumes.locate(request.path_params["app"], request.path_params["vid"])
-        return json_response([])
+        return answer_response(await volumes.snapshots(request.path_params["app"],
+                                                       request.path_params["vid"]))
+
+    async def take_snapshot(request: Request, who: Principal) -> Response:
+        return answer_response(await volumes.take_snapshot(request.path_params["app"],
+                                                           request.path_params["vid"]))
 
     one = "/v1/apps/{app}/volumes/{vid}"
     return [
@@ -62,4 +68,5 @@ def volume_routes(r: RouteMaker, volumes: Volumes) -> list[Route]:
         r(one, delete_volume, "DELETE"),
         r(f"{one}/extend", extend_volume, "PUT"),
         r(f"{one}/snapshots", volume_snapshots, "GET"),
+        r(f"{one}/snapshots", take_snapshot, "POST"),
     ]

@@ -8,6 +8,9 @@ a host) and everything after goes to that worker.
 
 from __future__ import annotations
 
+import builtins
+import contextlib
+
 from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog, volume_rows
 from bodega.broker.host_status import with_host_status
@@ -15,8 +18,8 @@ from bodega.broker.machines import Machines
 from bodega.broker.placer import Placer
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask
-from bodega.model.errors import BadRequest, NotFound
-from bodega.model.volume import ExtendVolumeAnswer, Volume
+from bodega.model.errors import BadRequest, NotFound, Unavailable
+from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
 from bodega.placement import PlacementRequest
 from bodega.wire.fly import CreateVolumeRequest
 from bodega.wire.worker_calls import CreateVolumeBody, ExtendVolumeBody, WorkerRequest
@@ -46,32 +49,43 @@ class Volumes:
 
     async def create(self, app: str, body: CreateVolumeRequest) -> Volume:
         self.apps.require(app)
+        if body.snapshot_id and body.source_volume_id:
+            raise BadRequest("invalid_argument: give snapshot_id or source_volume_id, not both")
+        pinned: str | None = None
+        size_gb = body.size_gb
         if body.snapshot_id or body.source_volume_id:
-            raise BadRequest("unimplemented: restoring snapshots and forking volumes are not "
-                             "supported yet; create an empty volume", status="unimplemented")
+            # The data is on one host: the new volume goes there.
+            pinned, snapshot = await (self.find_snapshot(app, body.snapshot_id)
+                                      if body.snapshot_id else
+                                      self._fork_source(app, str(body.source_volume_id)))
+            if "size_gb" not in body.model_fields_set:
+                size_gb = max(size_gb, snapshot.volume_size)
+            body = body.model_copy(update={"snapshot_id": snapshot.id, "size_gb": size_gb})
         regions = self.machines.regions(body.region)
         guest = body.compute
         ask = Ask(cpu_kind=guest.cpu_kind, cpus=guest.cpus, memory_mb=guest.memory_mb,
-                  disk_gb=body.size_gb) if guest else Ask(cpus=0, memory_mb=0, disk_gb=body.size_gb)
+                  disk_gb=size_gb) if guest else Ask(cpus=0, memory_mb=0, disk_gb=size_gb)
         avoid: frozenset[str] = frozenset()
         if body.require_unique_zone:
             avoid = frozenset(v.worker for v in self.app_volumes(app)
                               if v.name == body.name and v.state != "destroyed" and v.worker)
         request = PlacementRequest(
             app=app, ask=ask, regions=regions, avoid=avoid,
-            avoid_reason=f"a volume named {body.name!r} is already on this host")
-        wire = CreateVolumeBody(app=app, name=body.name, size_gb=body.size_gb,
+            avoid_reason=f"a volume named {body.name!r} is already on this host",
+            pinned_worker=pinned, pinned_reason="the snapshot's data is on another host")
+        wire = CreateVolumeBody(app=app, name=body.name, size_gb=size_gb,
                                 encrypted=body.encrypted, fstype=body.fstype,
                                 snapshot_retention=body.snapshot_retention,
                                 auto_backup_enabled=body.auto_backup_enabled,
-                                require_unique_zone=body.require_unique_zone)
+                                require_unique_zone=body.require_unique_zone,
+                                snapshot_id=body.snapshot_id)
 
         async def ask_worker(worker: str, _reservation: str | None) -> Volume:
             return await self.workers.client(worker).create_volume(wire)
 
         record = self.placer.record(request)
         volume, _ = await self.placer.place(request, ask_worker, record,
-                                            claim=Ask(cpus=0, memory_mb=0, disk_gb=body.size_gb),
+                                            claim=Ask(cpus=0, memory_mb=0, disk_gb=size_gb),
                                             hedge=False)
         self.workers.note_volume(volume)
         return volume.public()
@@ -99,3 +113,27 @@ class Volumes:
             encoded=wire_bytes(ExtendVolumeBody(size_gb=size_gb)), params={"app": app})
         self.workers.note_volume(extended.volume)
         return extended.model_copy(update={"volume": extended.volume.public()})
+
+    # -- snapshots --------------------------------------------------------------------
+    async def snapshots(self, app: str, volume_id: str) -> builtins.list[VolumeSnapshot]:
+        worker = self.locate(app, volume_id)
+        return await self.workers.client(worker).answers(
+            VolumeSnapshot, "GET", f"/v1/volumes/{volume_id}/snapshots", params={"app": app})
+
+    async def take_snapshot(self, app: str, volume_id: str) -> VolumeSnapshot:
+        worker = self.locate(app, volume_id)
+        return await self.workers.client(worker).answer(
+            VolumeSnapshot, "POST", f"/v1/volumes/{volume_id}/snapshots", params={"app": app})
+
+    async def _fork_source(self, app: str, volume_id: str) -> tuple[str, VolumeSnapshot]:
+        """A fork is a snapshot of the source taken now (listed with its others)."""
+        return self.locate(app, volume_id), await self.take_snapshot(app, volume_id)
+
+    async def find_snapshot(self, app: str, snapshot_id: str) -> tuple[str, VolumeSnapshot]:
+        """The worker keeping snapshot ``snapshot_id`` of ``app``: one of its volumes' hosts."""
+        hosts = sorted({v.worker for v in self.app_volumes(app) if v.worker})
+        for worker in hosts:
+            with contextlib.suppress(NotFound, Unavailable):
+                return worker, await self.workers.client(worker).answer(
+                    VolumeSnapshot, "GET", f"/v1/snapshots/{snapshot_id}", params={"app": app})
+        raise NotFound(f"snapshot not found: {snapshot_id}")

@@ -53,6 +53,11 @@ def new_ulid(at_ms: int | None = None) -> str:
     return "".join(reversed(chars))
 
 
+def new_snapshot_id() -> str:
+    """``vs_`` plus 20 base36 characters, in the shape of a volume's id."""
+    return "vs_" + "".join(secrets.choice(_VOLUME_ALPHABET) for _ in range(20))
+
+
 def new_volume_id() -> str:
     return "vol_" + "".join(secrets.choice(_VOLUME_ALPHABET) for _ in range(20))
 

@@ -64,3 +64,16 @@ class WaitAnswer(Answer):
 
 class MetadataValue(Answer):
     value: str
+
+
+class MemoryAnswer(Answer):
+    """``main.memoryResponse``: the machine's memory limit and what it can still use of it."""
+
+    limit_mb: int = 0
+    available_mb: int = 0
+
+
+class ReclaimMemoryAnswer(Answer):
+    """``main.reclaimMemoryResponse``: what the kernel reclaimed, in whole MB."""
+
+    actual_mb: int = 0

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from bodega.model.answer import Answer
 
-INTERNAL_FIELDS = frozenset({"app", "worker"})
+# updated_at is not a field of the API's Volume (only of OrgVolume, which adds it back).
+INTERNAL_FIELDS = frozenset({"app", "worker", "updated_at"})
 
 
 class Volume(Answer):
@@ -22,6 +23,7 @@ class Volume(Answer):
     zone: str = ""
     encrypted: bool = False
     created_at: str = ""
+    updated_at: str | None = None  # internal: when its worker last changed it
     fstype: str = ""
     snapshot_retention: int | None = None
     auto_backup_enabled: bool | None = None
@@ -46,3 +48,15 @@ class Volume(Answer):
 class ExtendVolumeAnswer(Answer):
     volume: Volume
     needs_restart: bool = False
+
+
+class VolumeSnapshot(Answer):
+    """A copy of a volume's data, kept on the volume's host for ``retention_days``."""
+
+    id: str = ""
+    created_at: str = ""
+    digest: str = ""  # sha256 over the copy's paths, modes and contents
+    retention_days: int = 0
+    size: int = 0  # bytes of data in the copy
+    status: str = ""  # created; creating while it is taken
+    volume_size: int = 0  # GB of the volume it was taken of: a restore needs at least this

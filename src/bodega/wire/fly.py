@@ -143,6 +143,14 @@ class UpdateVolumeRequest(_Body):
     auto_backup_enabled: bool | None = None
 
 
+class SetMemoryLimitRequest(_Body):
+    limit_mb: int | None = None
+
+
+class ReclaimMemoryRequest(_Body):
+    amount_mb: int | None = None  # None or 0: all the kernel can
+
+
 class ExtendVolumeRequest(_Body):
     size_gb: int = Field(ge=1, le=MAX_VOLUME_GB)
 

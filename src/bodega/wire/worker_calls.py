@@ -147,6 +147,7 @@ class CreateVolumeBody(WorkerRequest):
     snapshot_retention: int = 5
     auto_backup_enabled: bool = True
     require_unique_zone: bool = True
+    snapshot_id: str | None = None  # start as a copy of this snapshot (on this worker)
 
 
 class UpdateVolumeBody(WorkerRequest):
@@ -156,6 +157,14 @@ class UpdateVolumeBody(WorkerRequest):
 
 class ExtendVolumeBody(WorkerRequest):
     size_gb: int
+
+
+class SetMemoryBody(WorkerRequest):
+    limit_mb: int | None = None
+
+
+class ReclaimMemoryBody(WorkerRequest):
+    amount_mb: int | None = None
 
 
 # -- answers ------------------------------------------------------------------------------

@@ -74,6 +74,13 @@ class WorkerConfig:
         return self.data_dir / "volumes"
 
     @property
+    def snapshots_dir(self) -> Path:
+        return self.data_dir / "snapshots"
+
+    def snapshot_dir(self, snapshot_id: str) -> Path:
+        return self.snapshots_dir / snapshot_id
+
+    @property
     def images_dir(self) -> Path:
         return self.data_dir / "images"
 

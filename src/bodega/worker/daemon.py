@@ -45,6 +45,7 @@ from bodega.worker.ops.health import HealthChecks
 from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.runner import Runner
+from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.ops.watch import StateWatch
 from bodega.worker.publish import Publisher
@@ -87,6 +88,8 @@ class Worker:
                                        (first, last), recorder, worker=config.name)
         self.actions = MachineActions(self.machines, self.watch)
         self.volumes = VolumeService(self.store, self.ledger, self.runner)
+        self.snapshots = VolumeSnapshots(self.volumes, self.machines, config.volume_dir,
+                                         config.snapshot_dir)
         self.token = internal_token(config.cluster_secret)
         self.served: Served | None = None
         self.registry: RegistryNode | None = None
@@ -130,10 +133,11 @@ class Worker:
         if parking is not None:
             parking.reap()  # launchers a previous run left waiting: they would never be told to run
         await self.machines.recover()
+        await self.snapshots.recover()  # after the machines: it thaws a started one
         api = WorkerApi(
             name=self.config.name, region=self.config.region, token=self.token,
             ledger=self.ledger, machines=self.machines, actions=self.actions,
-            volumes=self.volumes, metrics=self.metrics, info=self.info,
+            volumes=self.volumes, snapshots=self.snapshots, metrics=self.metrics, info=self.info,
             service_host=self.service_host, before_scrape=self._update_gauges,
         )
         sock = bind(self.config.listen_host, self.config.listen_port)

@@ -102,6 +102,8 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     _spec("secrets", Kind.SHARED, "key", None, Column("app", str)),
     # Keyed "<app>/<ip>": a shared address appears once per app that holds it.
     _spec("ip_assignments", Kind.SHARED, "key", None, Column("app", str), Column("ip", str)),
+    # Keyed "<app>/<name>"; the document holds the key's material sealed (broker/secret_keys.py).
+    _spec("secretkeys", Kind.SHARED, "key", None, Column("app", str)),
 )}
 
 
@@ -159,4 +161,6 @@ CREATE TABLE clock (
     _table_ddl("ip_assignments", "key", "app TEXT, ip TEXT"),
     # 3: app secrets (shared rows written by brokers; values sealed, never plain).
     _table_ddl("secrets", "key", "app TEXT"),
+    # 4: app secret keys (shared rows written by brokers; material sealed, never plain).
+    _table_ddl("secretkeys", "key", "app TEXT"),
 )

@@ -8,9 +8,9 @@ machine's ``service_host``), which the broker keeps for itself.
 from __future__ import annotations
 
 from bodega.model.machine import Machine, MachineEvent, image_ref, rfc3339
-from bodega.model.volume import Volume
+from bodega.model.volume import Volume, VolumeSnapshot
 from bodega.worker.core import checks
-from bodega.worker.core.records import MachineRow, VolumeRow
+from bodega.worker.core.records import MachineRow, SnapshotRow, VolumeRow
 
 
 def machine_answer(
@@ -38,7 +38,14 @@ def volume_answer(row: VolumeRow, *, worker: str) -> Volume:
     return Volume(
         id=row.id, name=row.name, state=row.state, size_gb=row.size_gb, region=row.region,
         zone=worker, encrypted=row.encrypted, created_at=rfc3339(row.created_at),
+        updated_at=rfc3339(row.updated_at),
         fstype=row.fstype, snapshot_retention=row.snapshot_retention,
         auto_backup_enabled=row.auto_backup_enabled, host_status="ok", app=row.app,
         worker=worker, attached_machine_id=row.attached_machine_id or None,
     )
+
+
+def snapshot_answer(row: SnapshotRow) -> VolumeSnapshot:
+    return VolumeSnapshot(id=row.id, created_at=rfc3339(row.created_at), digest=row.digest,
+                          retention_days=row.retention_days, size=row.size, status=row.status,
+                          volume_size=row.volume_size_gb)

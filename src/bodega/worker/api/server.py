@@ -31,11 +31,14 @@ from bodega.wire.http import (
 from bodega.worker.api.lease_routes import LeaseRoutes
 from bodega.worker.api.log_routes import LogRoutes
 from bodega.worker.api.machine_routes import MachineRoutes
+from bodega.worker.api.memory_routes import MemoryRoutes
 from bodega.worker.api.volume_routes import VolumeRoutes
 from bodega.worker.core.records import MachineRow
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.machines import MachineService
+from bodega.worker.ops.memory import MachineMemory
+from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.store.ledger import Ledger
 
@@ -51,6 +54,7 @@ class WorkerApi:
         machines: MachineService,
         actions: MachineActions,
         volumes: VolumeService,
+        snapshots: VolumeSnapshots,
         metrics: WorkerMetrics,
         info: Callable[[], wire.WorkerInfo],
         service_host: Callable[[MachineRow], str | None],
@@ -71,7 +75,8 @@ class WorkerApi:
             MachineRoutes(name=name, region=region, machines=machines, actions=actions,
                           service_host=service_host),
             LeaseRoutes(machines=machines, actions=actions),
-            VolumeRoutes(name=name, region=region, volumes=volumes),
+            MemoryRoutes(MachineMemory(machines)),
+            VolumeRoutes(name=name, region=region, volumes=volumes, snapshots=snapshots),
             LogRoutes(region=region, machines=machines,
                       machine_dir=machines.effects.config.machine_dir),
         )

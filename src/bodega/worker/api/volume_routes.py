@@ -10,7 +10,8 @@ from bodega.model.volume import ExtendVolumeAnswer
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import answer_response, query_bool, read_model
 from bodega.worker.api.machine_routes import RouteSpec
-from bodega.worker.api.render import volume_answer
+from bodega.worker.api.render import snapshot_answer, volume_answer
+from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.volumes import VolumeRequest, VolumeService
 
 
@@ -22,10 +23,12 @@ def required_app(request: Request) -> str:
 
 
 class VolumeRoutes:
-    def __init__(self, *, name: str, region: str, volumes: VolumeService) -> None:
+    def __init__(self, *, name: str, region: str, volumes: VolumeService,
+                 snapshots: VolumeSnapshots) -> None:
         self.name = name
         self.region = region
         self.volumes = volumes
+        self.snapshots = snapshots
 
     def routes(self) -> list[RouteSpec]:
         v = "/v1/volumes/{id}"
@@ -36,6 +39,9 @@ class VolumeRoutes:
             (v, "PUT", self.update_volume),
             (v, "DELETE", self.delete_volume),
             (f"{v}/extend", "PUT", self.extend_volume),
+            (f"{v}/snapshots", "GET", self.list_snapshots),
+            (f"{v}/snapshots", "POST", self.take_snapshot),
+            ("/v1/snapshots/{id}", "GET", self.get_snapshot),
         ]
 
     async def list_volumes(self, request: Request) -> Response:
@@ -45,6 +51,8 @@ class VolumeRoutes:
 
     async def create_volume(self, request: Request) -> Response:
         body = await read_model(request, wire.CreateVolumeBody)
+        if body.snapshot_id is not None:
+            self.snapshots.source_of(body.snapshot_id, body.app, body.size_gb)
         row = await self.volumes.create(VolumeRequest(**dict(body), region=self.region))
         return answer_response(volume_answer(row, worker=self.name))
 
@@ -68,3 +76,15 @@ class VolumeRoutes:
                                                  required_app(request), body.size_gb)
         return answer_response(ExtendVolumeAnswer(volume=volume_answer(row, worker=self.name),
                                                   needs_restart=needs_restart))
+
+    async def list_snapshots(self, request: Request) -> Response:
+        rows = self.snapshots.list(request.path_params["id"], required_app(request))
+        return answer_response([snapshot_answer(row) for row in rows])
+
+    async def take_snapshot(self, request: Request) -> Response:
+        row = await self.snapshots.take(request.path_params["id"], required_app(request))
+        return answer_response(snapshot_answer(row))
+
+    async def get_snapshot(self, request: Request) -> Response:
+        row = self.snapshots.get(request.path_params["id"], required_app(request))
+        return answer_response(snapshot_answer(row))

@@ -185,9 +185,10 @@ class Changes:
             value = getattr(self, name)
             if value is not None:
                 out[name] = value
-        if self.sizing is not None:
+        if self.sizing is not None:  # a new reservation starts whole: no lower limit left
             out.update(millicpus=self.sizing.millicpus, memory_mb=self.sizing.memory_mb,
-                       gpus=self.sizing.gpus, gpu_kind=self.sizing.gpu_kind)
+                       gpus=self.sizing.gpus, gpu_kind=self.sizing.gpu_kind,
+                       memory_limit_mb=None)
         if self.clear_handle:
             out["handle"] = None
         return out

@@ -102,6 +102,7 @@ class DestroyMachine(EndsRun):
 @dataclass(frozen=True, kw_only=True)
 class CreateVolume(Payload):
     fsm: ClassVar[str] = "create_volume"
+    snapshot_id: str | None = None  # start as a copy of this snapshot's data
 
 
 @dataclass(frozen=True, kw_only=True)

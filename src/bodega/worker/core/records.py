@@ -75,6 +75,14 @@ class MachineRow:
     created_at: float
     updated_at: float
     checks: CheckStates | None = None  # the current run's health checks, once one reported
+    memory_limit_mb: int | None = None  # set live below memory_mb (PUT .../memory)
+
+    @property
+    def memory_limit(self) -> int:
+        """The memory limit its runs get: one set live, else all of its reservation."""
+        if self.memory_limit_mb is None:
+            return self.memory_mb
+        return min(self.memory_limit_mb, self.memory_mb)
 
 
 @dataclass(frozen=True)
@@ -121,3 +129,17 @@ class LeaseRow:
     def answer(self) -> Lease:
         return Lease(nonce=self.nonce, expires_at=int(self.expires_at), owner=self.owner,
                      description=self.description, version=self.version)
+
+
+@dataclass(frozen=True)
+class SnapshotRow:
+    id: str
+    volume_id: str
+    app: str
+    status: str  # creating, created, failed
+    size: int
+    digest: str
+    volume_size_gb: int
+    retention_days: int
+    created_at: float
+    expires_at: float

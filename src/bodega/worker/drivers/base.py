@@ -89,6 +89,29 @@ class DriverError(Exception):
     """A driver could not do what was asked; the message says why, for the machine's events."""
 
 
+class MemoryBusy(DriverError):
+    """The kernel could not reclaim a machine's memory down to a lower limit."""
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    limit_bytes: int  # 0: no limit
+    usage_bytes: int
+
+
+class MemoryControl(Protocol):
+    """A running machine's memory limit, set live, and a reclaim (``process/memory.py``)."""
+
+    def use(self, machine_id: str) -> MemoryUse | None:
+        """Its limit and use; None when it has nothing running to measure."""
+
+    def set_limit(self, machine_id: str, limit_mb: int) -> None:
+        """Set the limit now; MemoryBusy when the kernel cannot meet a lower one."""
+
+    def reclaim(self, machine_id: str, amount_mb: int | None) -> int:
+        """Reclaim up to ``amount_mb`` (None: all the kernel can); the bytes reclaimed."""
+
+
 class TaskControl(Protocol):
     """Reaching into a running task: signals, commands, its process list."""
 
@@ -151,6 +174,7 @@ class Capabilities:
     parking: LauncherParking | None = None
     logs: LogHousekeeping | None = None
     suspend: Suspend | None = None
+    memory: MemoryControl | None = None
     # False: ``prepare`` does nothing on the host (no directories, no image), so the
     # runner joins the prepare step to the next one in a single commit.
     prepares: bool = True

@@ -72,6 +72,8 @@ class DriverPair:
             control=PairControl(self),
             parking=process.capabilities.parking, logs=process.capabilities.logs,
             suspend=PairSuspend(self) if process.capabilities.suspend else None,
+            # Both put a machine in the same cgroups, named by its id (runc's cgroupsPath).
+            memory=process.capabilities.memory,
         )
 
     def by_spec(self, spec: TaskSpec) -> ProcessDriver | OciDriver:

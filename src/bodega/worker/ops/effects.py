@@ -22,13 +22,23 @@ from typing import Any, TypeVar
 
 from bodega.model.duration import parse_duration
 from bodega.model.machine import ExitStatus
+from bodega.runtime.identity_keys import identity_keys
+from bodega.runtime.machine_tokens import ENV as MACHINE_TOKEN_ENV
+from bodega.runtime.machine_tokens import MachineTokens
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.fsm import Effect, Step
-from bodega.worker.core.payloads import EndsRun, Payload, StartMachine, StartsRun
+from bodega.worker.core.payloads import (
+    CreateVolume,
+    EndsRun,
+    Payload,
+    StartMachine,
+    StartsRun,
+)
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, TaskSpec
 from bodega.worker.host.identity import machine_identity
 from bodega.worker.host.network import Network, NetworkError
+from bodega.worker.host.volume_copy import replace_tree
 from bodega.worker.ops.runner import EffectFailed, Outcome
 from bodega.worker.store import queries
 from bodega.worker.store.database import Operation, Store
@@ -85,6 +95,9 @@ class MachineEffects:
         self.driver = driver
         self.network = network
         self.user = user
+        # Keyed with the cluster secret today: the one call that says so (identity_keys.py).
+        self.machine_tokens = MachineTokens(
+            identity_keys(config.cluster_secret.encode()).machine_token)
         # The app's secrets for a launch (``host/secret_env.py``); none without a registry.
         self.secret_env: Callable[[str], dict[str, str]] = lambda _app: {}
         # Set once the worker stops all its machines to exit: a restart's backoff ends at once
@@ -111,6 +124,8 @@ class MachineEffects:
             env[f"{prefix}_INSTANCE_ID"] = machine.instance_id
             env[f"{prefix}_PRIVATE_IP"] = private_ip
         env["FLY_IMAGE_REF"] = config.image
+        # Who this machine is, provable to any broker (runtime/machine_tokens.py).
+        env[MACHINE_TOKEN_ENV] = self.machine_tokens.mint(machine.app, machine.id)
         env["FLY_MACHINE_VERSION"] = machine.instance_id
         mounts: tuple[Mount, ...] = ()
         if machine.volume_id and config.mounts:
@@ -125,7 +140,7 @@ class MachineEffects:
             env=env,
             cpus=guest.cpus,
             cpu_kind=guest.cpu_kind,
-            memory_mb=guest.memory_mb,
+            memory_mb=machine.memory_limit,
             machine_dir=self.config.machine_dir(machine.id),
             netns=machine.netns,
             mounts=mounts,
@@ -197,6 +212,10 @@ class MachineEffects:
                 return Outcome(updates={"handle": None})
             case Effect.PROVISION_VOLUME:
                 path = self.config.volume_dir(op.resource_id)
+                source = payload_of(op, CreateVolume).snapshot_id
+                if source is not None:  # a copy whatever an interrupted try left
+                    await asyncio.to_thread(replace_tree, self.config.snapshot_dir(source),
+                                            path)
                 await asyncio.to_thread(path.mkdir, parents=True, exist_ok=True)
                 if self.user is not None:
                     os.chown(path, *self.user)

@@ -35,6 +35,7 @@ class VolumeRequest:
     snapshot_retention: int = 5
     auto_backup_enabled: bool = True
     require_unique_zone: bool = True
+    snapshot_id: str | None = None  # restore: checked by the caller (ops/snapshots.py)
 
 
 class VolumeService:
@@ -86,7 +87,7 @@ class VolumeService:
                     auto_backup_enabled=req.auto_backup_enabled, created_at=now, updated_at=now,
                 ),
             )
-            op = self.runner.begin(conn, volume_id, CreateVolume())
+            op = self.runner.begin(conn, volume_id, CreateVolume(snapshot_id=req.snapshot_id))
         await self.runner.drive(op)
         return self.get(volume_id)
 

@@ -126,4 +126,24 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE machines ADD COLUMN checks TEXT;
     """,
+    # 3: a memory limit set below the reservation (PUT .../memory); NULL: the reservation.
+    """
+    ALTER TABLE machines ADD COLUMN memory_limit_mb INTEGER;
+    """,
+    # 4: volume snapshots: a copy of a volume's data on this host, kept for retention_days.
+    """
+    CREATE TABLE snapshots (
+        id TEXT PRIMARY KEY,
+        volume_id TEXT NOT NULL,
+        app TEXT NOT NULL,
+        status TEXT NOT NULL,
+        size INTEGER NOT NULL DEFAULT 0,
+        digest TEXT NOT NULL DEFAULT '',
+        volume_size_gb INTEGER NOT NULL,
+        retention_days INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL
+    );
+    CREATE INDEX snapshots_by_volume ON snapshots (volume_id, created_at);
+    """,
 )

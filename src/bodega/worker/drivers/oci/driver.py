@@ -41,6 +41,7 @@ from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import RunFiles, wrapper_argv
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
+from bodega.worker.drivers.process.memory import CgroupMemory
 from bodega.worker.drivers.process.runs import Runs
 from bodega.worker.images.eviction import to_evict
 from bodega.worker.images.manifest import BadImage
@@ -68,7 +69,8 @@ class OciDriver:
         self.capabilities = Capabilities(needs_command=False, own_netns=True,
                                          control=self.control, logs=self.janitor,
                                          images=puller.store,
-                                         suspend=RuncFreezer(self.runc, cgroups))
+                                         suspend=RuncFreezer(self.runc, cgroups),
+                                         memory=CgroupMemory(cgroups) if cgroups else None)
 
     @staticmethod
     def bundle(machine_dir: Path) -> Path:

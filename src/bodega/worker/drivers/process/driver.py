@@ -34,6 +34,7 @@ from bodega.worker.drivers.process.launch import (
     wrapper_argv,
 )
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
+from bodega.worker.drivers.process.memory import CgroupMemory
 from bodega.worker.drivers.process.parking import Parking
 from bodega.worker.drivers.process.runs import Runs
 
@@ -54,7 +55,8 @@ class ProcessDriver:
         freezer = CgroupFreezer(cgroups) if cgroups and CgroupFreezer.available(cgroups) else None
         self.capabilities = Capabilities(needs_command=True, own_netns=True,
                                          control=self.control, parking=self.parking,
-                                         logs=self.janitor, suspend=freezer)
+                                         logs=self.janitor, suspend=freezer,
+                                         memory=CgroupMemory(cgroups) if cgroups else None)
 
     # -- prepare and start ------------------------------------------------------------
     async def prepare(self, spec: TaskSpec) -> None:
