@@ -102,6 +102,12 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     _spec("secrets", Kind.SHARED, "key", None, Column("app", str)),
     # Keyed "<app>/<ip>": a shared address appears once per app that holds it.
     _spec("ip_assignments", Kind.SHARED, "key", None, Column("app", str), Column("ip", str)),
+    # Batch jobs, each written by its home (the worker that committed it and decides its
+    # claims); external workers of assignment mode, registered through a broker.
+    _spec("jobs", Kind.OWNED, "id", "home",
+          Column("app", str), Column("name", str), Column("pool", str), Column("state", str),
+          Column("home", str)),
+    _spec("sched_workers", Kind.SHARED, "worker", None, Column("pool", str)),
 )}
 
 
@@ -159,4 +165,7 @@ CREATE TABLE clock (
     _table_ddl("ip_assignments", "key", "app TEXT, ip TEXT"),
     # 3: app secrets (shared rows written by brokers; values sealed, never plain).
     _table_ddl("secrets", "key", "app TEXT"),
+    # 4: batch jobs (owned by their home worker) and assignment mode's registered workers.
+    _table_ddl("jobs", "id", "app TEXT, name TEXT, pool TEXT, state TEXT, home TEXT")
+    + _table_ddl("sched_workers", "worker", "pool TEXT"),
 )
