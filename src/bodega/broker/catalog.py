@@ -35,6 +35,8 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "ip_assignments": ("key", "app", "ip"),
     "releases": ("id", "app", "version"),
     "secrets": ("key", "app"),
+    "jobs": ("id", "app", "name", "pool", "state", "home"),
+    "sched_workers": ("worker", "pool"),
 }
 
 

@@ -41,7 +41,7 @@ from bodega.broker.volume_routes import volume_routes
 from bodega.broker.volumes import Volumes
 from bodega.model.ids import new_ulid
 from bodega.wire.cluster_info import ClusterInfo
-from bodega.wire.http import handle_errors, json_response, not_found_app_handler
+from bodega.wire.http import RouteMaker, handle_errors, json_response, not_found_app_handler
 
 REQUEST_ID = "fly-request-id"
 
@@ -51,7 +51,8 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
                  platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
-                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None) -> None:
+                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None,
+                 more: Callable[[RouteMaker], list[Route]] | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -62,6 +63,7 @@ class BrokerApi:
         self.gate = gate
         self.secrets = secrets
         self.info = info
+        self.more = more  # another area's routes (the jobs' /sched)
 
     def app(self) -> Starlette:
         r = self._route
@@ -80,6 +82,7 @@ class BrokerApi:
             *lease_routes(r, self.machines),
             *volume_routes(r, self.volumes),
             *platform_routes(r, self.platform, self.info),
+            *(self.more(r) if self.more is not None else []),
         ]
         return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})
