@@ -43,7 +43,8 @@ def test_a_full_queue_refuses_with_a_time_to_come_back() -> None:
     with pytest.raises(TooManyRequests) as refused:
         admit(95, 10, 100)
     assert refused.value.http_status == 429
-    assert refused.value.retry_after is not None and refused.value.retry_after >= 1
+    assert refused.value.retry_after is not None
+    assert refused.value.retry_after >= 1
 
 
 def test_finished_jobs_go_after_the_ttl_and_beyond_the_newest_kept_per_app() -> None:

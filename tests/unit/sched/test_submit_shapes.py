@@ -13,7 +13,8 @@ def test_the_articles_shape_splits_its_command_as_a_shell_would() -> None:
     body = SubmitBody.model_validate({"Name": "frick", "Command": "sleep 1", "Restart": True})
     spec = body.spec("app", 1000.0)
     assert (spec.name, spec.pool, spec.command) == ("frick", "bodega", ("sleep", "1"))
-    assert spec.config.init is not None and spec.config.init.exec == ["sleep", "1"]
+    assert spec.config.init is not None
+    assert spec.config.init.exec == ["sleep", "1"]
     assert spec.max_attempts == 0  # Restart: retried until it works (or its deadline)
     frack = SubmitBody.model_validate({"Name": "frack", "Command": "sleep 5"}).spec("a", 0.0)
     assert frack.max_attempts == 3
@@ -80,6 +81,8 @@ def test_each_task_runs_as_a_machine_destroyed_at_its_end_and_never_restarted() 
                                       "Restart": True}).spec("app", 0.0)
     config = task_config(spec, "01JOB", 3, 2)
     assert config.auto_destroy is True
-    assert config.restart is not None and config.restart.policy == "no"
-    assert config.metadata is not None and config.metadata[JOB_KEY] == "01JOB"
+    assert config.restart is not None
+    assert config.restart.policy == "no"
+    assert config.metadata is not None
+    assert config.metadata[JOB_KEY] == "01JOB"
     assert spec.config.auto_destroy is None  # the job's own config is left as it was

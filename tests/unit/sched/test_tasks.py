@@ -1,4 +1,4 @@
-"""A task's rules at its home, fed stimuli: claims, leases, releases, retries, cancels, deadlines."""
+"""A task's rules at its home, fed stimuli: claims, leases, releases, retries, cancels."""
 
 from __future__ import annotations
 
