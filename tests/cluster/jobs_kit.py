@@ -57,6 +57,10 @@ class Jobs:
         found: JobStatus = await until(done, timeout)
         return found
 
+    def home_of(self, app: str, name: str) -> str:
+        """The home of a job named ``name`` while every worker is alive."""
+        return rendezvous(job_key(app, name), self.workers)[0]
+
     def name_on(self, home: str, app: str, prefix: str) -> str:
         """A job name whose home is ``home`` while every worker is alive."""
         for i in range(10_000):

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from bodega.wire.sched import SubmitBody
 from tests.cluster.deploy_kit import concurrently, readable_dir
 from tests.cluster.jobs_kit import Jobs, jobs_up, until
 
@@ -148,7 +149,12 @@ async def _running(jobs: Jobs, app: str, name: str) -> bool:
 
 async def idempotent(jobs: Jobs) -> None:
     app = await jobs.app("jb-idem")
-    body = {"name": "once", "command": "sleep 0.2", "idempotency_key": "build-42"}
+    # A key whose name-less retry is named (from the key) for the other home than "once"'s:
+    # only the broker's routing by key can bring that retry back to the job.
+    home = jobs.home_of(app, "once")
+    key = next(k for k in (f"build-{i}" for i in range(1000))
+               if jobs.home_of(app, SubmitBody(idempotency_key=k).job_name()) != home)
+    body = {"name": "once", "command": "sleep 0.2", "idempotency_key": key}
     answers = await asyncio.gather(*(jobs.submit(app, body) for _ in range(5)))
     assert {a.status_code for a in answers} == {200}
     assert len({a.json()["id"] for a in answers}) == 1
@@ -156,6 +162,12 @@ async def idempotent(jobs: Jobs) -> None:
     assert again.json()["id"] == answers[0].json()["id"]  # the key finds it, name or not
     taken = await jobs.submit(app, {"name": "once", "command": "true"})
     assert (taken.status_code, taken.json()["status"]) == (409, "name_taken")
+    # One name, many keys at once: the name's home decides, one job and 409 for the rest.
+    racers = await asyncio.gather(*(jobs.submit(app, {"name": "raced", "command": "true",
+                                                      "idempotency_key": f"run-{i}"})
+                                    for i in range(8)))
+    assert sorted(a.status_code for a in racers) == [200] + [409] * 7
+    assert len(await jobs.api.jobs(app, state="any")) == 2
 
 
 async def deadline(jobs: Jobs) -> None:

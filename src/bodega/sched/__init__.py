@@ -31,6 +31,7 @@ from bodega.sched.spec import (
     machine_config,
     split_command,
     task_config,
+    task_env,
 )
 from bodega.sched.tasks import (
     TERMINAL,
@@ -89,6 +90,7 @@ __all__ = [
     "split_command",
     "spread",
     "task_config",
+    "task_env",
     "to_drop",
     "wanted",
 ]

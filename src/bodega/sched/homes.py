@@ -3,8 +3,11 @@
 Every broker computes the same order from the same set of live workers, with
 no coordination: a job's home is the first of ``rendezvous(key, workers)``.
 When a worker leaves, only the jobs whose home it was move to their second
-choice; the others keep theirs. A retried submit (same app and name) lands on
-the home the first try went to, where its idempotency key is checked.
+choice; the others keep theirs. The key is the job's app and name (a name
+left out is made from the idempotency key), so the name's uniqueness and the
+key's check are both decided in the one transaction that commits the job,
+and a status or cancel by name finds the home without the view. A retry
+that changes the name is routed by the broker's view of the key instead.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ three words as its arguments.
 Each task of a ``bodega``-pool job runs as a machine (``task_config``): the
 job's config with ``auto_destroy`` and restart ``no`` (a failed attempt is
 retried by the job's rules, on any worker, never restarted in place), and the
-job, task and attempt in its metadata.
+job, task and attempt in its metadata and its environment (``task_env``).
 """
 
 from __future__ import annotations
@@ -106,7 +106,15 @@ def task_config(spec: JobSpec, job_id: str, task: int, attempt: int) -> MachineC
     config.services = None  # a task serves nothing: the proxy never routes to it
     config.metadata = {**(config.metadata or {}), JOB_KEY: job_id, TASK_KEY: str(task),
                        ATTEMPT_KEY: str(attempt)}
+    config.env = {**(config.env or {}), **task_env(spec, job_id, task, attempt)}
     return config
+
+
+def task_env(spec: JobSpec, job_id: str, task: int, attempt: int) -> dict[str, str]:
+    """What a task's program is told of itself: which slice of the work is its own (an array
+    job's index, as Batch and Kubernetes indexed jobs give it) and which try this is."""
+    return {"BODEGA_JOB": job_id, "BODEGA_JOB_NAME": spec.name, "BODEGA_TASK": str(task),
+            "BODEGA_TASK_COUNT": str(spec.count), "BODEGA_ATTEMPT": str(attempt)}
 
 
 def deadline_at(deadline: float | str | None, now: float) -> float | None:

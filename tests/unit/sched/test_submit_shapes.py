@@ -86,3 +86,11 @@ def test_each_task_runs_as_a_machine_destroyed_at_its_end_and_never_restarted() 
     assert config.metadata is not None
     assert config.metadata[JOB_KEY] == "01JOB"
     assert spec.config.auto_destroy is None  # the job's own config is left as it was
+
+
+def test_a_task_is_told_its_index_its_attempt_and_its_job_in_its_environment() -> None:
+    spec = SubmitBody.model_validate({"name": "frames", "command": "render", "count": 8,
+                                      "env": {"SCENE": "3"}}).spec("app", 0.0)
+    env = task_config(spec, "01JOB", 5, 2).env or {}
+    assert env == {"SCENE": "3", "BODEGA_JOB": "01JOB", "BODEGA_JOB_NAME": "frames",
+                   "BODEGA_TASK": "5", "BODEGA_TASK_COUNT": "8", "BODEGA_ATTEMPT": "2"}

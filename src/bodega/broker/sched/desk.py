@@ -1,8 +1,9 @@
 """The broker's side of the jobs: where a job lives, and handing every call to its home.
 
 The broker keeps nothing. A submit goes to the job's home: the first live
-worker in rendezvous order for ``app/name`` (``sched.homes``), which answers
-only once the job is committed there; a home that cannot be reached (the
+worker in rendezvous order for ``app/name`` (``sched.homes``; the home of a
+job the view already has under the submit's key or name), which answers only
+once the job is committed there; a home that cannot be reached (the
 connection refused: it never saw the submit) gives way to the next, unless
 the submit carries an idempotency key, whose check only that home can make
 (then 503 with ``Retry-After``). For a bodega-pool job the broker also ranks
@@ -86,9 +87,8 @@ class JobDesk:
         except ValueError as exc:
             raise BadRequest(f"invalid_argument: {exc}") from None
         probes = self.probe_targets(spec) if spec.pool == BODEGA_POOL else {}
-        known = self.index.named(app, spec.name)
-        order = [known.home] if known is not None else \
-            rendezvous(job_key(app, spec.name), self.live_workers())
+        order = self.index.submit_homes(app, spec.name, spec.idempotency_key,
+                                        self.live_workers())
         if not order:
             raise home_down("(none)", Unavailable("no live worker in the view"))
         last: BodegaError = Unavailable("no home tried")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bodega.model.machine import rfc3339
-from bodega.sched.spec import task_config
+from bodega.sched.spec import task_config, task_env
 from bodega.sched.tasks import Task, TaskState
 from bodega.wire.sched import ClaimAnswer, HeldTask, JobStatus, TaskStatus
 from bodega.worker.store.job_store import JobRow
@@ -61,7 +61,8 @@ def claimed(job: JobRow, task: Task, worker: str, bodega_pool: bool) -> ClaimAns
         attempt=task.attempts, worker=worker,
         lease_expires_at=rfc3339(task.lease_expires_at or 0.0),
         lease_seconds=spec.lease_seconds, grace_seconds=spec.grace_seconds,
-        command=list(spec.command), env=dict(spec.config.env or {}), config=config,
+        command=list(spec.command), config=config,
+        env={**(spec.config.env or {}), **task_env(spec, job.id, task.index, task.attempts)},
         stopping=task.stopping)
 
 
