@@ -16,7 +16,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ import httpx
 from bodega.runtime.keys import internal_token
 from tests.cluster.listener_kit import Listener
 from tests.leftovers_kit import sweep_data_dir
+from tests.ports_kit import free_port as free_port
 
 T = TypeVar("T")
 
@@ -78,10 +78,6 @@ class Cluster:
                 "internal token": self.internal, "app token": self.app_token}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def until(check: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:

@@ -91,6 +91,9 @@ class Placer:
         volume claims only disk though its request also filters on compute,
         and is never hedged (a reservation would count its disk twice).
         """
+        # A machine's own create (not a volume's, which claims only disk) joins the recent
+        # mix of shapes its regions are asked for, which the fragmentation term weighs against.
+        noted = claim is None
         if claim is None:
             claim = request.ask
         hedged = self.config.hedge if hedge is None else hedge
@@ -101,6 +104,8 @@ class Placer:
         shadowed: list[RegionRanking] = []
         try:
             for region in request.regions:
+                if noted:
+                    self.candidates.table(region).shapes.note(request.ask)
                 ranking = self.rank(request, region)
                 record.regions.append(ranking)
                 if shadow is not None:
@@ -110,6 +115,8 @@ class Placer:
                 if machine is not None:
                     outcome = "placed"
                     return machine, record
+                if noted:  # the region turned it away: the fragmentation term eases off
+                    self.candidates.table(region).shapes.missed()
                 if time.perf_counter() > deadline:
                     break
             raise no_room(request, record, self.candidates)

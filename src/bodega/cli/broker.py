@@ -14,6 +14,7 @@ from bodega.cli.errors import friendly
 from bodega.cli.listeners import Listener, listening
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
+from bodega.placement.named import DEFAULT_POLICY
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_ready
 from bodega.runtime.logs import configure
@@ -33,10 +34,10 @@ def parse_weights(text: str | None) -> Weights:
         except ValueError:
             raise ValueError(f"--weights: {key} is not a number: {value!r}") from None
     unknown = set(values) - {"cpu", "memory", "disk", "image", "app", "spread", "standby",
-                             "hole"}
+                             "hole", "fragmentation"}
     if unknown:
         raise ValueError(f"--weights: unknown weight {sorted(unknown)[0]!r}; use cpu, memory, "
-                         "disk, image, app (or spread), standby and hole")
+                         "disk, image, app (or spread), standby, hole and fragmentation")
     return Weights().with_overrides(values)
 
 
@@ -58,7 +59,7 @@ def broker(
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
     = None,
     policy: Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}")]
-    = "utility",
+    = DEFAULT_POLICY,
     sample: Annotated[int, typer.Option(help="Power-of-d choices (0: rank every worker)")] = 0,
     cpu_curve: Annotated[str, typer.Option(help="Desirability by cpu utilization")]
     = BALANCED.describe(),

@@ -1,7 +1,9 @@
 """Waiting for one machine: started, then a smoke check, then its health checks passing.
 
 - started: its state is ``started`` (on the instance the update made, when one is
-  named) within the wait timeout; ``failed``, ``stopped`` or ``destroyed`` fail it.
+  named) within the wait timeout; ``failed``, ``stopped`` or ``destroyed`` fail it,
+  and so does an exit while it is starting (a crash loop restarting it with backoff
+  spends nearly all its time ``starting``: its exits say why at once).
 - smoke: for ``smoke`` seconds after it started it must not exit (a program that
   crashes and is restarted fails here), and the failure carries its last log lines.
 - checks: when the machine reports check results (``checks: [{name, status}]``),
@@ -30,6 +32,7 @@ POLL = 0.25
 UNREPORTED = 5.0  # seconds to wait for a configured check's first result to appear
 SETTLE = 3.0  # seconds a machine may rest between the stop and the start of an update
 DOWN = ("failed", "stopped", "destroyed", "suspended")
+RESTARTING = ("starting", "restarting")
 
 
 class CheckChange(BaseModel):
@@ -85,6 +88,11 @@ def exit_code(event: MachineEvent) -> int | None:
     return None if exit_event is None else exit_event.exit_code
 
 
+async def _log_tail(client: MachinesClient, app: str, machine_id: str) -> str:
+    lines = await client.log_lines(app, machine_id)
+    return (" | last log lines: " + " / ".join(lines)) if lines else ""
+
+
 def exits_after(events: list[MachineEvent], since_ms: int) -> list[MachineEvent]:
     return [e for e in events if e.type == "exit" and e.timestamp > since_ms]
 
@@ -110,10 +118,9 @@ async def wait_healthy(client: MachinesClient, app: str, machine_id: str, instan
                                                client.machine(app, machine_id))
         watch.seen(machine)
         if exited := exits_after(events, since):
-            lines = await client.log_lines(app, machine_id)
-            tail = (" | last log lines: " + " / ".join(lines)) if lines else ""
             raise MachineFailed("smoke check", f"exited within {smoke:.0f}s of starting "
-                                f"({_exit_detail(exited[0])}){tail}")
+                                f"({_exit_detail(exited[0])})"
+                                + await _log_tail(client, app, machine_id))
     unreported_until = loop.time() + UNREPORTED
     while True:
         machine = await client.machine(app, machine_id)
@@ -139,11 +146,21 @@ async def _started(client: MachinesClient, app: str, machine_id: str, instance: 
                    deadline: float) -> Machine:
     loop = asyncio.get_running_loop()
     down_since: float | None = None
+    seen_until: int | None = None  # the newest event of the first look at the current run
     while True:
         machine = await client.machine(app, machine_id)
         current = not instance or machine.instance_id == instance
         if current and machine.state == "started":
             return machine
+        if current and machine.state in RESTARTING:
+            # A program that exits as it starts is restarted after a growing pause, and
+            # spends its time "starting": its exits say why long before the wait times out.
+            events = await client.events(app, machine_id, limit=50)
+            if seen_until is None:
+                seen_until = max((e.timestamp for e in events), default=0)
+            elif exited := exits_after(events, seen_until):
+                raise MachineFailed("start", f"exits as it starts ({_exit_detail(exited[0])})"
+                                    + await _log_tail(client, app, machine_id))
         # An update passes through stopped on its way to started: only staying down fails.
         down = current and machine.state in DOWN
         down_since = (down_since or loop.time()) if down else None
@@ -151,9 +168,8 @@ async def _started(client: MachinesClient, app: str, machine_id: str, instance: 
                                        or loop.time() - down_since > SETTLE):
             found = [e for e in machine.events or [] if e.type == "exit"]
             detail = f" ({_exit_detail(found[0])})" if found else ""
-            lines = await client.log_lines(app, machine_id)
-            tail = (" | last log lines: " + " / ".join(lines)) if lines else ""
-            raise MachineFailed("start", f"machine is {machine.state}{detail}{tail}")
+            raise MachineFailed("start", f"machine is {machine.state}{detail}"
+                                + await _log_tail(client, app, machine_id))
         if loop.time() > deadline:
             raise MachineFailed("start", f"not started in time (state {machine.state})")
         await asyncio.sleep(POLL)
