@@ -36,6 +36,8 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "releases": ("id", "app", "version"),
     "secrets": ("key", "app"),
     "secretkeys": ("key", "app"),
+    "jobs": ("id", "app", "name", "pool", "state", "home"),
+    "sched_workers": ("worker", "pool"),
 }
 
 

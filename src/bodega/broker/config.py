@@ -40,6 +40,8 @@ class BrokerConfig:
     shadow_sample: float = 0.1
     # host:port of the cluster's image registry, told to clients by GET /v1/cluster.
     image_registry: str | None = None
+    # Late binding's d: reservations placed per task of a bodega-pool job (docs/jobs.md).
+    probe_ratio: float = 2.0
 
     def shadow_placement_policy(self) -> Policy | None:
         """The shadow policy, with the live one's curves, weights and sampling."""

@@ -25,6 +25,7 @@ from bodega.broker.oidc import OidcKey
 from bodega.broker.placer import Placer, PlacerConfig
 from bodega.broker.platform import Platform
 from bodega.broker.readiness import Gate
+from bodega.broker.sched import Assignment, Claims, JobDesk, sched_routes
 from bodega.broker.secret_keys import AppSecretKeys
 from bodega.broker.secrets import AppSecrets
 from bodega.broker.server import BrokerApi
@@ -89,6 +90,11 @@ class Broker:
                             config.region)
         volumes = Volumes(catalog, self.workers, self.placer, apps, machines)
         platform = Platform(catalog, self.candidates, machines, policy, self.nearest)
+        self.jobs = JobDesk(catalog, self.candidates, self.workers, self.placer, apps,
+                            config.probe_ratio)
+        self.jobs.load()
+        claims = Claims(self.jobs)
+        assignment = Assignment(catalog, self.jobs, claims)
         # Only a broker with a registry node and seeds has a cluster to hear from first.
         self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
         identity = identity_keys(config.cluster_secret.encode())  # the one place it is keyed
@@ -100,7 +106,8 @@ class Broker:
                         secrets=AppSecrets(catalog, apps, box),
                         secret_keys=AppSecretKeys(catalog, apps, box),
                         oidc_key=OidcKey(identity.oidc_seed),
-                        info=ClusterInfo(image_registry=config.image_registry))
+                        info=ClusterInfo(image_registry=config.image_registry),
+                        more=lambda r: sched_routes(r, self.jobs, claims, assignment))
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))
@@ -140,6 +147,7 @@ class Broker:
         self.candidates.load()
         self.workers.load()
         self.standbys.load()
+        self.jobs.load()
 
     async def _join_registry(self, port: int) -> tuple[Catalog, list[BaseRoute]]:
         from bodega.broker.registry_catalog import RegistryCatalog
@@ -165,6 +173,8 @@ class Broker:
                     elif change.table == "machines":
                         doc = self.workers.on_machine(change.key)
                         self.standbys.on_machine(change.key, doc)
+                    elif change.table == "jobs":
+                        self.jobs.on_job(change.key)
                     elif change.table == "members":
                         self.candidates.on_member(change.key)
                         self.standbys.on_member()
@@ -175,6 +185,7 @@ class Broker:
                 self.candidates.load()
                 self.workers.load()
                 self.standbys.load()
+                self.jobs.load()
                 await asyncio.sleep(1)
 
     async def stop(self) -> None:

@@ -36,7 +36,8 @@ class RegistryCatalog:
         return [Member.model_validate(m.to_json()) for m in self.node.members()]
 
     async def changes(self) -> AsyncIterator[Change]:
-        """Worker and machine rows and membership changes, merged; raises if a feed lagged."""
+        """Worker, machine and job rows and membership changes, merged; raises if a feed
+        lagged."""
         queue: asyncio.Queue[Change | BaseException] = asyncio.Queue()
 
         async def rows(table: str) -> None:
@@ -57,7 +58,7 @@ class RegistryCatalog:
                 queue.put_nowait(exc)
 
         tasks = [asyncio.create_task(rows("workers")), asyncio.create_task(rows("machines")),
-                 asyncio.create_task(members())]
+                 asyncio.create_task(rows("jobs")), asyncio.create_task(members())]
         try:
             while True:
                 item = await queue.get()

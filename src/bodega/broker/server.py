@@ -45,7 +45,7 @@ from bodega.broker.volume_routes import volume_routes
 from bodega.broker.volumes import Volumes
 from bodega.model.ids import new_ulid
 from bodega.wire.cluster_info import ClusterInfo
-from bodega.wire.http import handle_errors, json_response, not_found_app_handler
+from bodega.wire.http import RouteMaker, handle_errors, json_response, not_found_app_handler
 
 REQUEST_ID = "fly-request-id"
 
@@ -57,7 +57,8 @@ class BrokerApi:
                  platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
                  secrets: AppSecrets | None = None, info: ClusterInfo | None = None,
                  secret_keys: AppSecretKeys | None = None,
-                 oidc_key: OidcKey | None = None) -> None:
+                 oidc_key: OidcKey | None = None,
+                 more: Callable[[RouteMaker], list[Route]] | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -70,6 +71,7 @@ class BrokerApi:
         self.secret_keys = secret_keys
         self.oidc_key = oidc_key
         self.info = info
+        self.more = more  # another area's routes (the jobs' /sched)
 
     def app(self) -> Starlette:
         r = self._route
@@ -92,6 +94,7 @@ class BrokerApi:
             *lease_routes(r, self.machines),
             *volume_routes(r, self.volumes),
             *platform_routes(r, self.platform, self.info),
+            *(self.more(r) if self.more is not None else []),
         ]
         return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})

@@ -21,6 +21,7 @@ from bodega.broker.machine_index import MachineIndex
 from bodega.model.errors import NotFound, Unavailable
 from bodega.model.machine import Machine
 from bodega.model.volume import Volume
+from bodega.wire.job_client import JobClient
 from bodega.wire.json_client import session
 from bodega.wire.worker_client import WorkerClient
 
@@ -71,6 +72,7 @@ class Workers:
         self.timeout = timeout
         self._session = session(PER_WORKER_CONNECTIONS)
         self._clients: dict[str, WorkerClient] = {}
+        self._job_clients: dict[str, JobClient] = {}
         self._locations: OrderedDict[str, str] = OrderedDict()  # machine/volume id -> worker
         self.machines: Recent[Machine] = Recent()
         self.volumes: Recent[Volume] = Recent()
@@ -108,6 +110,18 @@ class Workers:
         if client is None:
             client = WorkerClient(url, self.token, client=self._session, timeout=self.timeout)
             self._clients[url] = client
+        return client
+
+    def job_client(self, worker: str) -> JobClient:
+        """A client for a worker's job routes (its jobs as a home, its probes as a runner),
+        on the same connections and credentials as ``client``."""
+        url = self.url_of(worker)
+        if url is None:
+            raise Unavailable(f"worker {worker} is not in the cluster view")
+        client = self._job_clients.get(url)
+        if client is None:
+            client = JobClient(url, self.token, client=self._session, timeout=self.timeout)
+            self._job_clients[url] = client
         return client
 
     # -- where things live ----------------------------------------------------------------

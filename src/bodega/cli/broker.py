@@ -79,6 +79,9 @@ def broker(
     image_registry: Annotated[str | None, typer.Option(
         help="host:port of the cluster's image registry, told to clients (GET /v1/cluster) "
              "so `bodega build` and `bodega deploy` push there")] = None,
+    probe_ratio: Annotated[float, typer.Option(
+        min=1.0, help="Late binding: reservations placed per task of a bodega-pool job")]
+    = 2.0,
     ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
     = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
@@ -109,6 +112,7 @@ def broker(
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,
         shadow_policy=shadow_policy, shadow_sample=shadow_sample, image_registry=image_registry,
+        probe_ratio=probe_ratio,
     )
     config.placement_policy()  # refuse a bad policy before anything starts
     configure(log_level, f"broker[{broker_name}]")

@@ -34,6 +34,7 @@ COMMANDS = (
     Lazy("cluster", "bodega.cli.cluster:cluster", "Look at the cluster."),
     Lazy("context", "bodega.cli.context_commands:context",
          "Name clusters (API URL, token, registry) and choose the current one."),
+    Lazy("jobs", "bodega.cli.jobs:jobs", "Run batch jobs: submit, status, list, cancel, logs."),
     Lazy("secrets", "bodega.cli.secrets:secrets",
          "Manage an app's secrets (environment variables kept sealed)."),
     Lazy("sim", "bodega.cli.sim:sim", "Simulate placement: compare policies, check the model."),

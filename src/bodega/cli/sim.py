@@ -17,6 +17,8 @@ from bodega.sim.engine import SimConfig
 from bodega.sim.fleet import DEFAULT_FLEET
 from bodega.sim.google import GoogleMapping, read_task_events
 from bodega.sim.google_machines import read_machine_events
+from bodega.sim.jobs import D_SWEPT, SAMPLING, JobSimParams
+from bodega.sim.jobs import sweep as jobs_sweep
 from bodega.sim.policies import DEFAULT_POLICIES
 from bodega.sim.supermarket import SupermarketParams
 from bodega.sim.supermarket import simulate as supermarket_simulate
@@ -160,3 +162,34 @@ def compare_command(
     typer.echo(table(result.measures))
     typer.echo(f"wrote {out / 'table.md'}, {out / 'measures.json'} and "
                f"{len(written)} plots to {out}")
+
+
+@sim.command("jobs")
+@friendly
+@one_line
+def jobs_command(
+    workers: Annotated[int, typer.Option(help="Workers, one slot each")] = 1000,
+    loads: Annotated[str, typer.Option(help="Comma-separated loads (0 < load < 1)")]
+    = "0.8,0.9",
+    ds: Annotated[str, typer.Option("--d", help="Comma-separated probe ratios d")]
+    = ",".join(str(d) for d in D_SWEPT),
+    jobs: Annotated[int, typer.Option(help="Jobs measured after the warm-up")] = 1000,
+    seed: Annotated[int, typer.Option(help="Random seed")] = 1,
+) -> None:
+    """Sparrow's setup: per-task and batch sampling, late binding, claim mode and an
+    omniscient scheduler; median and p99 job response time, and their ratio to the ideal."""
+    try:
+        load_list = tuple(float(x) for x in loads.split(","))
+        d_list = tuple(float(x) for x in ds.split(","))
+    except ValueError:
+        raise ValueError("--loads and --d take comma-separated numbers") from None
+    for load in load_list:
+        JobSimParams(load=load)  # checked before anything runs
+    params = JobSimParams(workers=workers, jobs=jobs, warmup=max(1, jobs // 5), seed=seed)
+    typer.echo(f"{'load':>5} {'scheduler':<13} {'d':>4} {'median s':>9} {'p99 s':>7} "
+               f"{'median/ideal':>12} {'p99/ideal':>9}")
+    for load, result, ideal in jobs_sweep(params, load_list, d_list):
+        d = f"{result.d:.1f}" if result.scheduler in SAMPLING else "-"
+        typer.echo(f"{load:>5.2f} {result.scheduler:<13} {d:>4} "
+                   f"{result.median:>9.3f} {result.p99:>7.3f} "
+                   f"{result.median / ideal.median:>12.3f} {result.p99 / ideal.p99:>9.3f}")

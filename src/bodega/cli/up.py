@@ -93,6 +93,11 @@ def up(
         help="Machine addresses, a /24 per worker; one cluster per range on a host")]
     = "10.209.0.0/16",
     log_level: Annotated[str, typer.Option()] = "info",
+    worker_arg: Annotated[list[str] | None, typer.Option(
+        help="A flag for every worker, e.g. --worker-arg=--job-queue-limit=500 (repeatable)")]
+    = None,
+    broker_arg: Annotated[list[str] | None, typer.Option(
+        help="A flag for the broker, e.g. --broker-arg=--probe-ratio=3 (repeatable)")] = None,
 ) -> None:
     """Run a local cluster: workers in each region, a broker and a proxy, until Ctrl-C."""
     region_list = hostinfo.comma_list(regions)
@@ -104,6 +109,7 @@ def up(
         workers_per_region=workers_per_region, worker_cpus=worker_cpus,
         worker_memory_mb=worker_memory_mb, worker_disk_gb=worker_disk_gb, api_port=api_port,
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
+        extra_worker_args=tuple(worker_arg or ()), extra_broker_args=tuple(broker_arg or ()),
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
     subnets = [config.worker_subnet(i) for i in range(config.worker_count)]

@@ -17,7 +17,7 @@ from bodega.runtime.failpoints import Failpoints
 from bodega.runtime.lifecycle import event_loop_policy, run_daemon
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
-from bodega.worker.config import WorkerConfig
+from bodega.worker.config import JobSettings, WorkerConfig
 from bodega.worker.daemon import Worker
 
 
@@ -70,6 +70,15 @@ def worker(
     reservation_ttl: Annotated[float, typer.Option(help="Seconds an unclaimed hold lasts")] = 10.0,
     stop_machines_on_exit: Annotated[bool, typer.Option(help="Stop machines when exiting")]
     = False,
+    job_queue_limit: Annotated[int, typer.Option(
+        min=1, help="Job tasks queued here (as their home) at most: a submit past it is a 429")]
+    = 100_000,
+    job_ttl: Annotated[float, typer.Option(
+        min=0, help="Seconds a finished job is kept (status, logs)")] = 24 * 3600.0,
+    jobs_kept: Annotated[int, typer.Option(
+        min=1, help="Finished jobs kept per app (the oldest go first)")] = 1000,
+    probe_ratio: Annotated[float, typer.Option(
+        min=1.0, help="Late binding: reservations placed per queued task")] = 2.0,
     gossip_listen: Annotated[
         str | None, typer.Option(help="host:port for registry gossip (UDP) (default: --listen "
                                       "host, any port)")] = None,
@@ -115,6 +124,8 @@ def worker(
         gossip_host=gossip_host, gossip_port=gossip_port, join=seeds,
         image_registry=image_registry, registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
+        jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,
+                         keep_per_app=jobs_kept, probe_ratio=probe_ratio),
     )
     configure(log_level, f"worker[{worker_name}]")
     event_loop_policy()

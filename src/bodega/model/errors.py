@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 class BodegaError(Exception):
     http_status = 500
     status = "unknown"
+    # Seconds a client should wait before trying again (sent as ``Retry-After``), when the
+    # refusal is one that passes: a full queue (429), a component not answering yet (503).
+    retry_after: float | None = None
 
     def __init__(self, message: str, *, status: str | None = None, details: Any = None) -> None:
         super().__init__(message)
@@ -79,6 +82,19 @@ class Unprocessable(BodegaError):
     status = "invalid_argument"
 
 
+class TooManyRequests(BodegaError):
+    """A queue is full: nothing was recorded; ``retry_after`` says when to try again."""
+
+    http_status = 429
+    status = "resource_exhausted"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0, status: str | None = None,
+                 details: Any = None) -> None:
+        super().__init__(message, status=status,
+                         details={"retry_after": retry_after, **(details or {})})
+        self.retry_after = retry_after
+
+
 class StorageFull(BodegaError):
     """The host's disk is full: nothing was recorded, so the request may be retried later."""
 
@@ -118,7 +134,7 @@ class InsufficientCapacity(BodegaError):
 ERROR_CLASSES: dict[int, type[BodegaError]] = {
     cls.http_status: cls
     for cls in (BadRequest, Unauthorized, Forbidden, NotFound, Timeout, Conflict,
-                PreconditionFailed, PayloadTooLarge, Unprocessable, Unavailable)
+                PreconditionFailed, PayloadTooLarge, Unprocessable, Unavailable, TooManyRequests)
 }
 
 
@@ -137,6 +153,8 @@ def from_wire(http_status: int, body: Any) -> BodegaError:
         cls = InsufficientCapacity
     err = cls(message, status=status, details=details)
     err.http_status = http_status
+    if isinstance(details, dict) and isinstance(details.get("retry_after"), int | float):
+        err.retry_after = float(details["retry_after"])
     return err
 
 

@@ -59,7 +59,10 @@ def answer_response(answer: Answer | Iterable[Answer], status: int = 200) -> Res
 
 
 def error_response(err: BodegaError) -> Response:
-    return json_response(err.to_wire(), status=err.http_status)
+    headers = None
+    if err.retry_after is not None:  # a refusal that passes says when to come back
+        headers = {"Retry-After": str(max(1, round(err.retry_after)))}
+    return json_response(err.to_wire(), status=err.http_status, headers=headers)
 
 
 async def read_body(request: Request) -> bytes:

@@ -14,6 +14,16 @@ LOCK_FILE = "worker.lock"
 
 
 @dataclass(frozen=True)
+class JobSettings:
+    """The batch layer on this worker (docs/jobs.md): as a home, and as a runner of tasks."""
+
+    queue_limit: int = 100_000  # tasks queued here at most: a submit past it is a 429
+    finished_ttl: float = 24 * 3600.0  # finished jobs are kept this long...
+    keep_per_app: int = 1000  # ...and at most this many per app
+    probe_ratio: float = 2.0  # late binding's d: reservations placed per task to top up
+
+
+@dataclass(frozen=True)
 class WorkerConfig:
     name: str
     region: str
@@ -52,6 +62,7 @@ class WorkerConfig:
     registry_password: str | None = None
     oci_runtime: str = "runc"
     image_cache_gb: float = 10.0
+    jobs: JobSettings = field(default_factory=JobSettings)
 
     @property
     def registry_dir(self) -> Path:

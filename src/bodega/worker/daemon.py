@@ -6,11 +6,10 @@ no request ever sees a half-recovered worker.
 
 ``Worker.stop`` with ``stop_machines_on_exit`` (what ``bodega up`` asks) leaves
 nothing on the host: once its machines are stopped it sweeps every kernel object
-it made (namespaces, veths, bridge, cgroups, runtime state, mounts: all named
-with its cluster id), and its machines' next start wires them again. Without
-it, machines keep running for the next start to re-adopt, and only spare
+it made (all named with its cluster id); their next start wires them again.
+Without it, machines keep running for the next start to re-adopt, and only spare
 namespaces are unwired. A worker killed with SIGKILL removes nothing, so its
-machines live on and are re-adopted.
+machines live on and are re-adopted. Its batch jobs are ``job_wiring.py``'s.
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from bodega.worker.host.parts import make_driver, make_network, owner
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
 from bodega.worker.host.sweep import owned, remove
+from bodega.worker.job_wiring import WorkerJobs
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.effects import MachineEffects, machine_user
@@ -79,25 +79,23 @@ class Worker:
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
         recorder = Recorder(self.store, self.ledger)
-        self.runner = Runner(
-            self.store, self.effects, recorder, config.failpoints,
-            on_step=self.metrics.observe_step,
-        )
-        first, last = self.network.index_range
+        self.runner = Runner(self.store, self.effects, recorder, config.failpoints,
+                             on_step=self.metrics.observe_step)
         self.machines = MachineService(self.store, self.ledger, self.runner, self.effects,
-                                       (first, last), recorder, worker=config.name)
+                                       self.network.index_range, recorder, worker=config.name)
         self.actions = MachineActions(self.machines, self.watch)
         self.volumes = VolumeService(self.store, self.ledger, self.runner)
         self.snapshots = VolumeSnapshots(self.volumes, self.machines, config.volume_dir,
                                          config.snapshot_dir)
         self.token = internal_token(config.cluster_secret)
+        # Before recovery: a task's machine that ended while the worker was down is seen.
+        self.jobs = WorkerJobs(config, self.machines, self.ledger, self.token)
         self.served: Served | None = None
         self.registry: RegistryNode | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock: PidLock | None = None
         self._next_compaction = 0.0
-        self.machines.on_exit_decision = lambda decision: self.metrics.exits.labels(
-            decision).inc()
+        self.machines.on_exit_decision = lambda d: self.metrics.exits.labels(d).inc()
 
     @property
     def url(self) -> str:
@@ -139,7 +137,7 @@ class Worker:
             ledger=self.ledger, machines=self.machines, actions=self.actions,
             volumes=self.volumes, snapshots=self.snapshots, metrics=self.metrics, info=self.info,
             service_host=self.service_host, before_scrape=self._update_gauges,
-        )
+            more=(self.jobs.routes,))
         sock = bind(self.config.listen_host, self.config.listen_port)
         url = f"http://{self.config.host()}:{sock.getsockname()[1]}"
         app = api.app()
@@ -158,6 +156,8 @@ class Worker:
                 images=images.held if (images := self.driver.capabilities.images) else None)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
+            self.jobs.attach(self.registry)
+        self.jobs.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(HealthChecks(
             self.store, self.machines, self.metrics, self.service_host).run()))
@@ -236,6 +236,7 @@ class Worker:
         """Stop serving; with ``stop_machines_on_exit`` also stop every running machine."""
         if self.served is not None:
             await self.served.stop()
+        await self.jobs.stop()  # tasks stopped from here on are given back, not failed
         if self.config.stop_machines_on_exit:
             await self.stop_all_machines()
         await self.machines.settle()
@@ -256,6 +257,7 @@ class Worker:
                       if row.ip_index is not None}
             await self.network.release_spares(in_use)
         await self.machines.supervision.close()
+        await self.jobs.close()
         self.store.close()
         if self._lock is not None:
             self._lock.release()
@@ -263,9 +265,7 @@ class Worker:
     async def sweep(self) -> None:
         """Remove every kernel object this worker made: nothing of it outlives it."""
         mine = owner(self.config)
-        if mine is None:
-            return
-        leftovers = owned(survey(), mine, self.config.data_dir)
+        leftovers = owned(survey(), mine, self.config.data_dir) if mine is not None else None
         if not leftovers:
             return
         problems = await remove(leftovers)

@@ -104,6 +104,12 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     _spec("ip_assignments", Kind.SHARED, "key", None, Column("app", str), Column("ip", str)),
     # Keyed "<app>/<name>"; the document holds the key's material sealed (broker/secret_keys.py).
     _spec("secretkeys", Kind.SHARED, "key", None, Column("app", str)),
+    # Batch jobs, each written by its home (the worker that committed it and decides its
+    # claims); external workers of assignment mode, registered through a broker.
+    _spec("jobs", Kind.OWNED, "id", "home",
+          Column("app", str), Column("name", str), Column("pool", str), Column("state", str),
+          Column("home", str)),
+    _spec("sched_workers", Kind.SHARED, "worker", None, Column("pool", str)),
 )}
 
 
@@ -163,4 +169,7 @@ CREATE TABLE clock (
     _table_ddl("secrets", "key", "app TEXT"),
     # 4: app secret keys (shared rows written by brokers; material sealed, never plain).
     _table_ddl("secretkeys", "key", "app TEXT"),
+    # 5: batch jobs (owned by their home worker) and assignment mode's registered workers.
+    _table_ddl("jobs", "id", "app TEXT, name TEXT, pool TEXT, state TEXT, home TEXT")
+    + _table_ddl("sched_workers", "worker", "pool TEXT"),
 )

@@ -10,7 +10,8 @@ app, so a caller can never reach across apps by id.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from prometheus_client import generate_latest
 from starlette.applications import Starlette
@@ -30,7 +31,7 @@ from bodega.wire.http import (
 )
 from bodega.worker.api.lease_routes import LeaseRoutes
 from bodega.worker.api.log_routes import LogRoutes
-from bodega.worker.api.machine_routes import MachineRoutes
+from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec
 from bodega.worker.api.memory_routes import MemoryRoutes
 from bodega.worker.api.volume_routes import VolumeRoutes
 from bodega.worker.core.records import MachineRow
@@ -41,6 +42,12 @@ from bodega.worker.ops.memory import MachineMemory
 from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.store.ledger import Ledger
+
+
+class RoutePart(Protocol):
+    """One area's routes: (path, method, handler) each."""
+
+    def routes(self) -> list[RouteSpec]: ...
 
 
 class WorkerApi:
@@ -59,6 +66,7 @@ class WorkerApi:
         info: Callable[[], wire.WorkerInfo],
         service_host: Callable[[MachineRow], str | None],
         before_scrape: Callable[[], None] = lambda: None,
+        more: Sequence[RoutePart] = (),
     ) -> None:
         self.name = name
         self.region = region
@@ -71,7 +79,7 @@ class WorkerApi:
         self.info = info
         self.service_host = service_host
         self.before_scrape = before_scrape
-        self.parts = (
+        self.parts: tuple[RoutePart, ...] = (
             MachineRoutes(name=name, region=region, machines=machines, actions=actions,
                           service_host=service_host),
             LeaseRoutes(machines=machines, actions=actions),
@@ -79,6 +87,7 @@ class WorkerApi:
             VolumeRoutes(name=name, region=region, volumes=volumes, snapshots=snapshots),
             LogRoutes(region=region, machines=machines,
                       machine_dir=machines.effects.config.machine_dir),
+            *more,  # the jobs' routes (docs/jobs.md)
         )
 
     def app(self) -> Starlette:

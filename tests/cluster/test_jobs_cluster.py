@@ -1,0 +1,230 @@
+"""Jobs run by bodega's own workers, on a real `bodega up` (two workers, process driver).
+
+Scenarios share the cluster, each on its own app, run at once: the article's
+shape runs; a task is a machine (auto_destroy, restart no, cgroups, events,
+/wait, its output kept); the exit code decides success, a failed attempt is
+retried after its backoff until max_attempts; late binding spreads a job's
+tasks over both workers, each run once; cancel drops a queued task and stops a
+running one (SIGTERM within 2 s, SIGKILL after the grace); an idempotency key
+maps to one job; a running task past its deadline is stopped and fails; the CLI
+submits, follows (--wait), shows, lists, cancels and prints a task's output.
+Then, alone: a full queue answers 429 with Retry-After.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from bodega.wire.sched import SubmitBody
+from tests.cluster.deploy_kit import concurrently, readable_dir
+from tests.cluster.jobs_kit import Jobs, jobs_up, until
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+
+QUEUE_LIMIT = 60
+
+
+async def article_shape(jobs: Jobs) -> None:
+    app = await jobs.app("jb-article")
+    answer = await jobs.submit(app, {"Name": "frick", "Command": "sleep 1", "Restart": True})
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["home"] in jobs.workers
+    job = await jobs.finished(app, "frick")
+    assert job.state == "succeeded"
+    (task,) = job.tasks or []
+    assert (task.attempts, task.exit_codes) == (1, [0])
+    assert task.worker in jobs.workers
+    assert task.machine_id
+
+
+async def task_is_a_machine(jobs: Jobs) -> None:
+    app = await jobs.app("jb-machine")
+    answer = await jobs.submit(app, {"name": "watched",
+                                     "command": ["sh", "-c", "echo out-of-task; sleep 4"]})
+    assert answer.status_code == 200, answer.text
+
+    async def running_machine() -> str | None:
+        job = await jobs.status(app, "watched")
+        task = next(iter(job.tasks or []), None)
+        return task.machine_id if task is not None and task.state == "running" else None
+
+    machine_id: str = await until(running_machine, 60)
+    machine = (await jobs.http.get(f"/v1/apps/{app}/machines/{machine_id}")).json()
+    assert machine["config"]["auto_destroy"] is True
+    assert machine["config"]["restart"]["policy"] == "no"
+    assert machine["config"]["metadata"]["bodega_job"] == (await jobs.status(app, "watched")).id
+    cgroups = list(Path("/sys/fs/cgroup/memory/bodega").glob(f"*/{machine_id}"))
+    assert cgroups, "the task's machine has no memory cgroup"
+    waited = await jobs.http.get(f"/v1/apps/{app}/machines/{machine_id}/wait",
+                                 params={"state": "destroyed", "timeout": 30})
+    assert waited.status_code == 200, waited.text
+    job = await jobs.finished(app, "watched")
+    assert job.state == "succeeded"
+    assert b"out-of-task" in await jobs.api.logs("watched", 0, app)
+
+
+async def retries_and_exit_codes(jobs: Jobs) -> None:
+    app = await jobs.app("jb-retry")
+    with readable_dir() as shared:
+        shared.chmod(0o777)
+        marker = shared / "tried"
+        flaky = f"test -e {marker} && exit 0; touch {marker}; exit 1"
+        for body in ({"name": "always-3", "command": ["sh", "-c", "exit 3"],
+                      "max_attempts": 3, "backoff": 0.2},
+                     {"name": "flaky", "command": ["sh", "-c", flaky], "backoff": 0.2}):
+            answer = await jobs.submit(app, body)
+            assert answer.status_code == 200, answer.text
+        failed = await jobs.finished(app, "always-3")
+        flaked = await jobs.finished(app, "flaky")
+    (task,) = failed.tasks or []
+    assert (failed.state, task.attempts, task.exit_codes) == ("failed", 3, [3, 3, 3])
+    assert "3 of 3 attempts" in (task.reason or "")
+    (task,) = flaked.tasks or []
+    assert (flaked.state, task.attempts, task.exit_codes) == ("succeeded", 2, [1, 0])
+
+
+async def late_binding(jobs: Jobs, data_dir: Path) -> None:
+    app = await jobs.app("jb-many")
+    # 24 tasks, 48 probes over two workers of 16 slots: neither can bind them all.
+    answer = await jobs.submit(app, {"name": "many", "command": "sleep 1", "count": 24})
+    assert answer.status_code == 200, answer.text
+    job = await jobs.finished(app, "many", 120)
+    assert job.state == "succeeded"
+    tasks = job.tasks or []
+    assert len(tasks) == 24
+    assert {t.attempts for t in tasks} == {1}  # each task bound to one worker, run once
+    assert {t.worker for t in tasks} == set(jobs.workers)
+
+    def probes_left() -> int:  # the probes that got no task are answered "drop" and go
+        return sum(_probes(data_dir / "workers" / w / "jobs.db", job.id) for w in jobs.workers)
+
+    await until(lambda: probes_left() == 0, 30)
+
+
+def _probes(db: Path, job_id: str) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        (n,) = conn.execute("SELECT coalesce(sum(count), 0) FROM probes_in WHERE job_id = ?",
+                            (job_id,)).fetchone()
+    return int(n)
+
+
+async def cancel(jobs: Jobs) -> None:
+    app = await jobs.app("jb-cancel")
+    with readable_dir() as shared:
+        shared.chmod(0o777)
+        termed = shared / "termed"
+        trap = f"trap 'touch {termed}; exit 143' TERM; while true; do sleep 0.1; done"
+        await jobs.submit(app, {"name": "polite", "command": ["sh", "-c", trap]})
+        await jobs.submit(app, {"name": "stubborn", "grace_seconds": 1,
+                                "command": ["sh", "-c", "trap '' TERM; while true; do "
+                                            "sleep 0.1; done"]})
+        await jobs.submit(app, {"name": "waiting", "command": "true", "pool": "nobody"})
+        for name in ("polite", "stubborn"):
+            await until(lambda n=name: _running(jobs, app, n), 60)  # type: ignore[misc]
+        asked = time.monotonic()
+        for name in ("polite", "stubborn", "waiting"):
+            answer = await jobs.http.post(f"/sched/cancel/{name}", params={"app": app})
+            assert answer.status_code == 200, answer.text
+        await until(termed.exists, 2.0, 0.05)  # SIGTERM reached the program within 2 s
+        assert (await jobs.status(app, "waiting")).state == "cancelled"  # dropped at once
+        assert time.monotonic() - asked < 2.0
+        polite = await jobs.finished(app, "polite", 10)
+        stubborn = await jobs.finished(app, "stubborn", 10)
+    assert polite.state == stubborn.state == "cancelled"
+    assert (polite.tasks or [])[0].exit_codes == [143]
+    assert (stubborn.tasks or [])[0].exit_codes == [137]  # SIGKILL after its 1 s of grace
+
+
+async def _running(jobs: Jobs, app: str, name: str) -> bool:
+    job = await jobs.status(app, name)
+    return any(t.state == "running" and t.machine_id for t in job.tasks or [])
+
+
+async def idempotent(jobs: Jobs) -> None:
+    app = await jobs.app("jb-idem")
+    # A key whose name-less retry is named (from the key) for the other home than "once"'s:
+    # only the broker's routing by key can bring that retry back to the job.
+    home = jobs.home_of(app, "once")
+    key = next(k for k in (f"build-{i}" for i in range(1000))
+               if jobs.home_of(app, SubmitBody(idempotency_key=k).job_name()) != home)
+    body = {"name": "once", "command": "sleep 0.2", "idempotency_key": key}
+    answers = await asyncio.gather(*(jobs.submit(app, body) for _ in range(5)))
+    assert {a.status_code for a in answers} == {200}
+    assert len({a.json()["id"] for a in answers}) == 1
+    again = await jobs.submit(app, {**body, "name": None})
+    assert again.json()["id"] == answers[0].json()["id"]  # the key finds it, name or not
+    taken = await jobs.submit(app, {"name": "once", "command": "true"})
+    assert (taken.status_code, taken.json()["status"]) == (409, "name_taken")
+    # One name, many keys at once: the name's home decides, one job and 409 for the rest.
+    racers = await asyncio.gather(*(jobs.submit(app, {"name": "raced", "command": "true",
+                                                      "idempotency_key": f"run-{i}"})
+                                    for i in range(8)))
+    assert sorted(a.status_code for a in racers) == [200] + [409] * 7
+    assert len(await jobs.api.jobs(app, state="any")) == 2
+
+
+async def deadline(jobs: Jobs) -> None:
+    app = await jobs.app("jb-deadline")
+    await jobs.submit(app, {"name": "late", "command": "sleep 60", "deadline": 3})
+    job = await jobs.finished(app, "late", 30)
+    (task,) = job.tasks or []
+    assert job.state == "failed"
+    assert "deadline" in (task.reason or "")
+
+
+async def cli(jobs: Jobs) -> None:
+    app = await jobs.app("jb-cli")
+    code, out, err = await jobs.cli("jobs", "submit", "-a", app, "--name", "hello",
+                                    "--count", "3", "--wait", "--", "sh", "-c",
+                                    "echo hello from $BODEGA_MACHINE_ID")
+    assert code == 0, err
+    assert "hello: succeeded (3 succeeded)" in err
+    code, out, err = await jobs.cli("jobs", "status", "hello", "-a", app, "--json")
+    assert code == 0, err
+    assert json.loads(out)["counts"]["succeeded"] == 3
+    code, out, _ = await jobs.cli("jobs", "logs", "hello", "-a", app, "--task", "2")
+    assert code == 0
+    assert out.startswith("hello from ")
+    code, out, _ = await jobs.cli("jobs", "list", "-a", app)
+    assert "hello" in out
+    code, _, err = await jobs.cli("jobs", "submit", "-a", app, "--name", "sad", "--wait",
+                                  "--max-attempts", "1", "--", "false")
+    assert code == 1
+    assert "sad: failed" in err
+    code, _, err = await jobs.cli("jobs", "status", "nope", "-a", app)
+    assert code == 1
+    assert err.strip() == f"Error: job not found: nope in app {app}"
+
+
+async def full_queue(jobs: Jobs) -> None:
+    app = await jobs.app("jb-full")
+    home = jobs.workers[0]
+    filler = jobs.name_on(home, app, "filler")
+    first = await jobs.submit(app, {"name": filler, "command": "true", "pool": "nobody",
+                                    "count": QUEUE_LIMIT})
+    assert first.status_code == 200, first.text
+    refused = await jobs.submit(app, {"name": jobs.name_on(home, app, "more"),
+                                      "command": "true"})
+    assert refused.status_code == 429, refused.text
+    assert int(refused.headers["retry-after"]) >= 1
+    assert refused.json()["status"] == "resource_exhausted"
+    await jobs.http.post(f"/sched/cancel/{filler}", params={"app": app})
+    again = await jobs.submit(app, {"name": jobs.name_on(home, app, "more"), "command": "true"})
+    assert again.status_code == 200, again.text
+
+
+async def test_jobs_on_bodegas_own_workers(tmp_path: Path) -> None:
+    async with jobs_up(tmp_path, worker_args=(f"--job-queue-limit={QUEUE_LIMIT}",)) as (jobs, up):
+        await concurrently(
+            article_shape=article_shape(jobs), task_is_a_machine=task_is_a_machine(jobs),
+            retries=retries_and_exit_codes(jobs), late_binding=late_binding(jobs, up.data_dir),
+            cancel=cancel(jobs), idempotent=idempotent(jobs), deadline=deadline(jobs),
+            cli=cli(jobs))
+        await full_queue(jobs)

@@ -1,0 +1,132 @@
+"""kill -9 of any one component loses no job, on a real `bodega up` (two workers).
+
+Each job's tasks leave a file named by their index (``BODEGA_TASK``) when they start,
+so "lost" is checked from what ran, not from what the API says: after each
+kill the job ends ``succeeded`` with every index written at least once. In
+turn: the broker that answered the submit is killed right after the 200 (and
+its registry replica deleted); the job's home is killed while its tasks run;
+a worker running tasks (not their home) is killed mid-task. ``bodega up``
+restarts each; the home restarts from its ``jobs.db``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bodega.model.errors import BodegaError
+from bodega.wire.sched import JobStatus
+from tests.cluster.deploy_kit import readable_dir
+from tests.cluster.jobs_kit import FINISHED, Jobs, jobs_up, until
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+
+
+def components(data: Path) -> dict[str, dict[str, Any]]:
+    try:
+        listed = json.loads((data / "cluster.json").read_text())["components"]
+    except (OSError, ValueError):
+        return {}
+    return {c["name"]: c for c in listed}
+
+
+async def kill9(data: Path, name: str, *, then_delete: str | None = None) -> None:
+    """SIGKILL the component and wait until ``bodega up`` has started it again."""
+    victim = components(data)[name]
+    os.kill(victim["pid"], signal.SIGKILL)
+    if then_delete is not None:  # before the supervisor restarts it (it backs off first)
+        for path in (data / name).rglob(f"{then_delete}*"):
+            path.unlink()
+    await until(lambda: (c := components(data).get(name)) is not None and c["pid"]
+                and c["pid"] != victim["pid"], 60)
+
+
+def ran(log: Path) -> set[int]:
+    """The task indices that started: each attempt touches a file of its own (machines run as
+    users of their own, so they cannot append to one file)."""
+    return {int(p.name.split(".")[0]) for p in log.iterdir()} if log.exists() else set()
+
+
+def job_body(name: str, log: Path, count: int, seconds: float) -> dict[str, Any]:
+    log.mkdir()
+    log.chmod(0o777)
+    # 1.5 GB each: two fit on a worker of 4 GB, so four tasks run on both workers.
+    return {"name": name, "count": count, "lease_seconds": 6, "backoff": 0.2,
+            "memory_mb": 1536,
+            "command": ["sh", "-c", f"touch {log}/$BODEGA_TASK.$BODEGA_ATTEMPT; "
+                                   f"sleep {seconds}"]}
+
+
+async def status(jobs: Jobs, app: str, name: str) -> JobStatus | None:
+    """The job's status, or None while the broker or the home is restarting (503)."""
+    try:
+        return await jobs.status(app, name)
+    except (BodegaError, httpx.HTTPError):
+        return None
+
+
+async def until_running_on(jobs: Jobs, app: str, name: str, worker: str) -> None:
+    seen: list[JobStatus | None] = [None]
+
+    async def running() -> bool:
+        seen[0] = job = await status(jobs, app, name)
+        return job is not None and any(t.state == "running" and t.worker == worker
+                                       for t in job.tasks or [])
+    try:
+        await until(running, 60)
+    except AssertionError:
+        last = seen[0]
+        raise AssertionError(f"no task of {name} ran on {worker}: "
+                             f"{last.model_dump_json() if last else 'no status'}") from None
+
+
+async def all_ran(jobs: Jobs, app: str, name: str, log: Path, count: int) -> None:
+    async def finished() -> JobStatus | None:
+        job = await status(jobs, app, name)
+        return job if job is not None and job.state in FINISHED and job.tasks else None
+    job: JobStatus = await until(finished, 120)
+    assert job.state == "succeeded", job.model_dump_json()
+    assert ran(log) == set(range(count))
+    assert all(t.exit_codes[-1:] == [0] for t in job.tasks or [])
+
+
+async def test_kill_9_of_any_component_loses_no_job(tmp_path: Path) -> None:
+    async with jobs_up(tmp_path) as (jobs, up):
+        data = up.data_dir
+        app = await jobs.app("jb-kill")
+        with readable_dir() as shared:
+            shared.chmod(0o777)
+
+            # The broker that took the submit, killed right after its 200, replica deleted.
+            log = shared / "broker"
+            answer = await jobs.submit(app, job_body("after-broker", log, 6, 0.5))
+            assert answer.status_code == 200, answer.text
+            await kill9(data, "broker", then_delete="registry.db")
+            await all_ran(jobs, app, "after-broker", log, 6)
+
+            async def listed() -> bool:  # the refilled view lists it again
+                return "after-broker" in {j.name for j in await jobs.api.jobs(app, state="any")}
+            await until(listed, 60)
+
+            # The job's home, killed while its tasks run (some on it, some on the other).
+            home, other = jobs.workers
+            name = jobs.name_on(home, app, "homed")
+            log = shared / "home"
+            assert (await jobs.submit(app, job_body(name, log, 4, 3))).status_code == 200
+            await until_running_on(jobs, app, name, other)
+            await kill9(data, home)
+            await all_ran(jobs, app, name, log, 4)
+
+            # A worker running tasks of a job homed elsewhere, killed mid-task.
+            name = jobs.name_on(home, app, "runner")
+            log = shared / "runner"
+            assert (await jobs.submit(app, job_body(name, log, 4, 3))).status_code == 200
+            await until_running_on(jobs, app, name, other)
+            await kill9(data, other)
+            await all_ran(jobs, app, name, log, 4)
