@@ -200,10 +200,13 @@ async def test_every_screen_loads_only_the_brokers_scripts_and_logs_no_error(
     frozen, _ = await new_machine(cluster, "tour", region="syd", kind="performance", cpus=2,
                                   memory_mb=1024)
     async with cluster.api() as api:  # a suspended machine keeps its room: drawn as such
-        await api.get(f"/v1/apps/tour/machines/{frozen}/wait", params={"state": "started"})
-        suspended = await api.post(f"/v1/apps/tour/machines/{frozen}/suspend", json={})
-        assert suspended.status_code == 200, suspended.text
-        await api.get(f"/v1/apps/tour/machines/{frozen}/wait", params={"state": "suspended"})
+        for state in ("started", "suspended"):
+            if state == "suspended":
+                suspended = await api.post(f"/v1/apps/tour/machines/{frozen}/suspend", json={})
+                assert suspended.status_code == 200, suspended.text
+            waited = await api.get(f"/v1/apps/tour/machines/{frozen}/wait",
+                                   params={"state": state, "timeout": 50})
+            assert waited.status_code == 200, f"{state}: {waited.text}"
     screens = {"/ui/topology": "topology", f"/ui/workers/{worker}": "worker", "/ui/apps": "",
                "/ui/apps/tour": "", f"/ui/apps/tour/machines/{machine_id}": "",
                "/ui/placements": "", "/ui/members": ""}
