@@ -175,6 +175,8 @@ def jobs_command(
     = ",".join(str(d) for d in D_SWEPT),
     jobs: Annotated[int, typer.Option(help="Jobs measured after the warm-up")] = 1000,
     seed: Annotated[int, typer.Option(help="Random seed")] = 1,
+    plots: Annotated[Path | None, typer.Option(
+        help="Also draw the ratios against d as PNGs in this directory")] = None,
 ) -> None:
     """Sparrow's setup: per-task and batch sampling, late binding, claim mode and an
     omniscient scheduler; median and p99 job response time, and their ratio to the ideal."""
@@ -188,8 +190,14 @@ def jobs_command(
     params = JobSimParams(workers=workers, jobs=jobs, warmup=max(1, jobs // 5), seed=seed)
     typer.echo(f"{'load':>5} {'scheduler':<13} {'d':>4} {'median s':>9} {'p99 s':>7} "
                f"{'median/ideal':>12} {'p99/ideal':>9}")
-    for load, result, ideal in jobs_sweep(params, load_list, d_list):
+    rows = jobs_sweep(params, load_list, d_list)
+    for load, result, ideal in rows:
         d = f"{result.d:.1f}" if result.scheduler in SAMPLING else "-"
         typer.echo(f"{load:>5.2f} {result.scheduler:<13} {d:>4} "
                    f"{result.median:>9.3f} {result.p99:>7.3f} "
                    f"{result.median / ideal.median:>12.3f} {result.p99 / ideal.p99:>9.3f}")
+    if plots is not None:
+        from bodega.sim.plots import draw_jobs  # matplotlib only when asked to draw
+
+        written = draw_jobs(rows, plots)
+        typer.echo(f"wrote {', '.join(str(p) for p in written)}")

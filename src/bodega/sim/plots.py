@@ -13,7 +13,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from bodega.sim.compare import Comparison
+from bodega.sim.jobs import SAMPLING, JobSimResult
 from bodega.sim.measures import Measures, series, utilizations
+
+JobRows = list[tuple[float, JobSimResult, JobSimResult]]  # (load, result, its ideal)
 
 
 def draw(comparison: Comparison, directory: Path) -> list[Path]:
@@ -81,6 +84,41 @@ def _against(sweep: dict[str, list[tuple[float, Measures]]], xlabel: str, path: 
     ax.set_title(f"{what} against {xlabel.split(' (')[0]}")
     _legend(ax)
     ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def draw_jobs(rows: JobRows, directory: Path) -> list[Path]:
+    """``bodega sim jobs``'s sweep as two PNGs (median and p99 response time over the
+    ideal's, against d, a panel per load); returns the files written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return [_jobs_against_d(rows, "median", directory / "jobs-median-vs-d.png"),
+            _jobs_against_d(rows, "p99", directory / "jobs-p99-vs-d.png")]
+
+
+def _jobs_against_d(rows: JobRows, what: str, path: Path) -> Path:
+    loads = sorted({load for load, _, _ in rows})
+    fig = Figure(figsize=(5.5 * len(loads), 4.5))
+    axes = fig.subplots(1, len(loads), squeeze=False)[0]
+    for ax, load in zip(axes, loads, strict=True):
+        at = [(r, ideal) for lo, r, ideal in rows if lo == load]
+        for scheduler in SAMPLING:
+            points = sorted((r.d, getattr(r, what) / getattr(ideal, what))
+                            for r, ideal in at if r.scheduler == scheduler)
+            ax.plot([d for d, _ in points], [y for _, y in points], marker="o",
+                    label=scheduler)
+        for r, ideal in at:  # the schedulers without a d: a level line each
+            if r.scheduler not in SAMPLING:
+                ax.axhline(getattr(r, what) / getattr(ideal, what), linestyle="--",
+                           linewidth=1, color="grey" if r.scheduler == "omniscient" else "k",
+                           label=r.scheduler)
+        ax.set_xlabel("probes per task, d")
+        ax.set_ylabel(f"{what} job response time / ideal's")
+        ax.set_title(f"load {load:g}")
+        _legend(ax)
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"Batch schedulers against the omniscient one ({what})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path

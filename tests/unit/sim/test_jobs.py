@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -58,3 +60,16 @@ def test_the_cli_prints_a_row_per_scheduler_and_d_and_refuses_a_bad_load_in_one_
     bad = runner.invoke(app, ["sim", "jobs", "--loads", "1.2"])
     assert bad.exit_code == 1
     assert bad.output.strip() == "Error: load: Input should be less than 1"
+
+
+def test_the_cli_draws_the_ratios_against_d_when_asked(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["sim", "jobs", "--workers", "100", "--jobs", "100",
+                                      "--loads", "0.8,0.9", "--d", "1,2",
+                                      "--plots", str(tmp_path / "plots")])
+    assert result.exit_code == 0, result.output
+    written = sorted(p.name for p in (tmp_path / "plots").iterdir())
+    assert written == ["jobs-median-vs-d.png", "jobs-p99-vs-d.png"]
+    for name in written:  # a PNG with something in it, not an empty file
+        assert (tmp_path / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (tmp_path / "plots" / name).stat().st_size > 10_000
+    assert result.output.splitlines()[-1].startswith("wrote ")

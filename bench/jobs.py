@@ -1,0 +1,246 @@
+"""Batch jobs on bodega against Redis queues: dispatch, makespan, queueing, kill -9, claims.
+
+Three pools with the same slots (``--workers`` x ``--slots``) run the same command per
+job, a process each (bench/jobs_marks.py): bodega (a real ``bodega up``, tasks taken by
+late binding, each a machine), a plain Redis ``BLPOP`` pool and a reliable Redis
+``BLMOVE`` pool with a reaper (bench/jobs_redis.py). One pool at a time, in one run:
+
+- dispatch latency at no load: one job at a time, from just before the submit to the
+  program's first statement (``--runs``);
+- makespan of ``--jobs`` jobs of nothing submitted at once (bodega: one submit of that
+  count; Redis: pipelined RPUSHes), and the pool's CPU seconds per 1,000 jobs;
+- queueing delay, arrival to the program's start, under Poisson arrivals of one-job
+  submits at each load of ``--rhos`` (rho = arrival rate x ``--service`` / slots; each job
+  sleeps ``--service`` seconds), ``--arrivals`` jobs each;
+- kill -9 of a worker mid-run (the worker and the programs it runs, as when its host
+  dies; restarted at once): jobs that never finish, and the time from the kill until each
+  job it held runs again;
+- claim mode (bodega only): ``--claimers`` external workers race for ``--claim-jobs``
+  one-task jobs; 409s per claim won, without and with the article's random wait.
+
+    python -m bench.jobs [--workers 2 --slots 4 --jobs 2000 --runs 30 ...] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from tests.cluster.up_kit import free_port
+
+from bench.jobs_bodega import BodegaPool
+from bench.jobs_marks import done_count, marks, new_batch, quantile
+from bench.jobs_redis import TTL, RedisPool
+
+Figures = dict[str, Any]
+
+
+class Pool(Protocol):
+    name: str
+    slots: int
+
+    async def start(self) -> None: ...
+    async def stop(self) -> None: ...
+    async def submit(self, batch: str, count: int, seconds: float) -> float: ...
+    async def victim_tasks(self, batch: str) -> tuple[str, set[int]]: ...
+    async def kill(self, worker: str, batch: str = "", tasks: set[int] | None = None) -> None: ...
+
+
+async def until(check: Any, timeout: float, every: float = 0.002) -> bool:
+    """Poll ``check()`` until true (True) or ``timeout`` seconds pass (False)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(every)
+    return True
+
+
+async def dispatch(pool: Pool, root: Path, runs: int) -> Figures:
+    latencies = []
+    for run in range(runs + 2):  # two warm-ups
+        batch = new_batch(root, f"lat-{run}")
+        began = await pool.submit(batch.name, 1, 0)
+        if not await until(lambda b=batch: 0 in marks(b, "d"), 60):
+            raise SystemExit(f"{pool.name}: job {batch.name} did not run in 60 s")
+        if run >= 2:
+            latencies.append(marks(batch, "s")[0] - began)
+    return {"dispatch_p50_ms": quantile(latencies, 0.5) * 1000,
+            "dispatch_p99_ms": quantile(latencies, 0.99) * 1000}
+
+
+async def makespan(pool: Pool, root: Path, jobs: int, cpu: Any) -> Figures:
+    batch = new_batch(root, "mk")
+    before = cpu.seconds()
+    began = await pool.submit(batch.name, jobs, 0)
+    if not await until(lambda: done_count(batch) >= jobs, max(600.0, jobs * 0.5), 0.25):
+        raise SystemExit(f"{pool.name}: {done_count(batch)} of {jobs} jobs ran")
+    used = cpu.seconds() - before
+    return {"makespan_s": max(marks(batch, "d").values()) - began,
+            "cpu_s_per_1000": used / jobs * 1000}
+
+
+async def queueing(pool: Pool, root: Path, rho: float, arrivals: int,
+                   service: float) -> Figures:
+    rate = rho * pool.slots / service
+    arrived: dict[Path, float] = {}
+    submits = []
+    clock = time.monotonic()
+    for i in range(arrivals):
+        clock += random.expovariate(rate)
+        await asyncio.sleep(max(0.0, clock - time.monotonic()))
+        batch = new_batch(root, f"q{int(rho * 100)}-{i}")
+        arrived[batch] = time.time()
+        submits.append(asyncio.create_task(pool.submit(batch.name, 1, service)))
+    await asyncio.gather(*submits)
+    if not await until(lambda: all(0 in marks(b, "d") for b in arrived),
+                       arrivals * service + 300, 0.1):
+        raise SystemExit(f"{pool.name}: not every job ran at rho {rho}")
+    delays = [marks(b, "s")[0] - at for b, at in arrived.items()]
+    return {f"delay_p50_ms_rho{rho:g}": quantile(delays, 0.5) * 1000,
+            f"delay_p99_ms_rho{rho:g}": quantile(delays, 0.99) * 1000}
+
+
+async def kill9(pool: Pool, root: Path, seconds: float, lease: float) -> Figures:
+    count = 3 * pool.slots
+    batch = new_batch(root, "kill")
+    await pool.submit(batch.name, count, seconds)
+    if not await until(lambda: len(marks(batch, "s")) >= pool.slots, 120, 0.05):
+        raise SystemExit(f"{pool.name}: the slots never filled")
+    held: set[int] = set()
+    for _ in range(50):  # the status can lag the marks by a moment
+        worker, held = await pool.victim_tasks(batch.name)
+        if held:
+            break
+        await asyncio.sleep(0.1)
+    if not held:
+        raise SystemExit(f"{pool.name}: no worker ran a task of the batch")
+    killed_at = time.time()
+    await pool.kill(worker, batch.name, held)
+    # Lost means never run: the others first, then a generous while for the held ones.
+    await until(lambda: done_count(batch) >= count - len(held), 600, 0.1)
+    await until(lambda: done_count(batch) >= count, 2 * lease + 30, 0.1)
+    started = marks(batch, "s")
+    again = [started[t] - killed_at for t in held if started.get(t, 0) > killed_at]
+    return {"held_by_killed_worker": len(held), "jobs_lost": count - done_count(batch),
+            "rerun_s": max(again) if len(again) == len(held) else math.inf}
+
+
+async def claims(pool: BodegaPool, jobs: int, claimers: int) -> Figures:
+    figures: Figures = {}
+    for label, wait in (("no_wait", 0.0), ("random_wait", 0.05)):
+        won, conflicts = await pool.claims(jobs, claimers, wait)
+        figures[f"claim_conflicts_per_claim_{label}"] = conflicts / won
+    return figures
+
+
+async def measure(pool: Pool, root: Path, args: argparse.Namespace) -> Figures:
+    await pool.start()
+    try:
+        figures = await dispatch(pool, root, args.runs)
+        figures |= await makespan(pool, root, args.jobs, pool.cpu)  # type: ignore[attr-defined]
+        for rho in args.rhos:
+            figures |= await queueing(pool, root, rho, args.arrivals, args.service)
+        figures |= await kill9(pool, root, args.kill_seconds, args.lease)
+        if isinstance(pool, BodegaPool):
+            figures |= await claims(pool, args.claim_jobs, args.claimers)
+        return figures
+    finally:
+        await pool.stop()
+
+
+ROWS = [("dispatch_p50_ms", "dispatch latency p50 (ms)"),
+        ("dispatch_p99_ms", "dispatch latency p99 (ms)"),
+        ("makespan_s", "makespan of {jobs} jobs (s)"),
+        ("cpu_s_per_1000", "CPU seconds per 1,000 jobs")]
+
+
+def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
+    rows = list(ROWS)
+    for rho in args.rhos:
+        rows += [(f"delay_p50_ms_rho{rho:g}", f"queueing delay p50, rho {rho:g} (ms)"),
+                 (f"delay_p99_ms_rho{rho:g}", f"queueing delay p99, rho {rho:g} (ms)")]
+    rows += [("jobs_lost", "kill -9: jobs lost"),
+             ("rerun_s", "kill -9: until its jobs run again (s)"),
+             ("claim_conflicts_per_claim_no_wait", "claim: 409s per claim, no wait"),
+             ("claim_conflicts_per_claim_random_wait", "claim: 409s per claim, 0-50 ms wait")]
+    names = ["bodega", "blmove", "blpop"]
+    results = {n: results.get(n, {}) for n in names}
+    lines = [f"{'':<40}" + "".join(f"{n:>10}" for n in names)
+             + f"{'bodega/blmove':>15}{'blpop/blmove':>14}"]
+    for key, label in rows:
+        values = [results[n].get(key) for n in names]
+        cells = "".join(f"{'-' if v is None else f'{v:.3g}':>10}" for v in values)
+        base = values[1]
+        ratios = "".join(
+            f"{'-' if v is None or not base else f'{v / base:.2f}x':>{w}}"
+            for v, w in ((values[0], 15), (values[2], 14)))
+        lines.append(f"{label.format(jobs=args.jobs):<40}{cells}{ratios}")
+    return "\n".join(lines)
+
+
+def pool_dir(root: Path, name: str) -> Path:
+    """A directory the machines' users reach their batch directories through."""
+    path = root / name
+    path.mkdir(parents=True)
+    for where in (root, path):
+        where.chmod(0o755)
+    return path
+
+
+async def main(args: argparse.Namespace) -> Figures:
+    root = Path(tempfile.mkdtemp(prefix="bodega-bench-jobs-"))
+    results: dict[str, Figures] = {}
+    try:
+        for name in args.pools:
+            where = pool_dir(root, name)
+            pool: Pool
+            if name == "bodega":
+                pool = BodegaPool(where, args.workers, args.slots, args.lease)
+            else:
+                pool = RedisPool(name, where, free_port(), args.workers, args.slots, args.lease)
+            results[name] = await measure(pool, where, args)
+            print(f"{name}: {json.dumps(results[name])}", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"\n{args.workers} workers x {args.slots} slots each, a process per job; "
+          f"{args.runs} dispatches, {args.arrivals} Poisson arrivals per load of "
+          f"{args.service:g} s jobs, kill -9 with {args.kill_seconds:g} s jobs:")
+    print(table(results, args))
+    return {"args": {k: v for k, v in vars(args).items() if k != "json"}, **results}
+
+
+def parser() -> argparse.ArgumentParser:
+    parse = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parse.add_argument("--workers", type=int, default=2)
+    parse.add_argument("--slots", type=int, default=4, help="slots per worker")
+    parse.add_argument("--jobs", type=int, default=2000, help="jobs in the makespan run")
+    parse.add_argument("--runs", type=int, default=30, help="dispatch latency samples")
+    parse.add_argument("--rhos", type=lambda s: [float(x) for x in s.split(",")],
+                       default=[0.5, 0.8, 0.9])
+    parse.add_argument("--arrivals", type=int, default=200, help="jobs per load")
+    parse.add_argument("--service", type=float, default=1.0, help="seconds a queued job runs")
+    parse.add_argument("--kill-seconds", type=float, default=3.0)
+    parse.add_argument("--lease", type=float, default=TTL,
+                       help="bodega's lease and the BLMOVE workers' heartbeat TTL (s)")
+    parse.add_argument("--claim-jobs", type=int, default=40)
+    parse.add_argument("--claimers", type=int, default=8)
+    parse.add_argument("--pools", type=lambda s: s.split(","),
+                       default=["bodega", "blmove", "blpop"])
+    parse.add_argument("--json", type=Path, help="also write the figures here")
+    return parse
+
+
+if __name__ == "__main__":
+    arguments = parser().parse_args()
+    out = asyncio.run(main(arguments))
+    if arguments.json:
+        arguments.json.write_text(json.dumps(out, indent=1, default=str))
