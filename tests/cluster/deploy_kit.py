@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -78,8 +79,7 @@ class Cli:
 async def up_cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, UpProcess]]:
     """A real ``bodega up`` (one region, ``workers`` workers) and a CLI pointed at it."""
     api, proxy, registry = free_port(), free_port(), free_port()
-    third = 140 + os.getpid() % 60
-    cidr = f"10.{third}.0.0/16"
+    cidr = machine_cidr(140, 200)
     # A registry port of its own: the default (5050) may be another cluster's.
     up = UpProcess(tmp / "cluster", "--regions", "ams", "--workers-per-region", str(workers),
                    "--worker-cpus", "8", "--worker-memory-mb", "4096", "--api-port", str(api),

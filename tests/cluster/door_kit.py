@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import httpx
 
 from bodega.runtime.keys import internal_token
+from tests.cidr_kit import octet
 from tests.cluster.listener_kit import Listener
 from tests.leftovers_kit import sweep_data_dir
 from tests.ports_kit import free_port as free_port
@@ -102,7 +103,7 @@ def up_cluster_with_apps(tmp: Path) -> Iterator[Cluster]:
     canary.mkdir()
     canary.chmod(0o1777)  # the machine runs as an unprivileged user: it could write here
     token = "doors-admin-" + secrets.token_urlsafe(16)
-    second = 248 + os.getpid() % 7  # a /16 no other cluster test takes
+    second = octet(248, 255)  # a /16 no other cluster test takes
     api_port = free_port()
     out = (tmp / "up.out").open("wb")
     # The token comes from the environment, as `export BODEGA_API_TOKEN` gives it.

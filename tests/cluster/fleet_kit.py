@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import httpx
 from bodega.cluster import cleanup
 from bodega.runtime.cluster_id import new as new_cluster_id
 from bodega.runtime.keys import internal_token
+from tests.cidr_kit import octet
 from tests.integration.daemon_kit import SECRET, Daemon
 
 TOKEN = "fleet-admin-token"
@@ -51,7 +51,7 @@ class Fleet:
     tmp: Path
     daemons: dict[str, Daemon] = field(default_factory=dict)
     seed: str = ""
-    third: int = field(default_factory=lambda: 60 + os.getpid() % 60)
+    third: int = field(default_factory=lambda: octet(60, 100))
     indexes: list[int] = field(default_factory=list)  # the workers' machine subnets
     cluster_id: str = field(default_factory=new_cluster_id)  # carried by every kernel object
 

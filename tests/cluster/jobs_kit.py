@@ -24,6 +24,7 @@ from bodega.sched.homes import job_key, rendezvous
 from bodega.wire.jobs_client import JobsApi
 from bodega.wire.machines_client import MachinesClient
 from bodega.wire.sched import JobStatus
+from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 
 TOKEN = "jobs-token"
@@ -82,7 +83,7 @@ class Jobs:
 async def jobs_up(tmp: Path, workers: int = 2,
                   worker_args: tuple[str, ...] = ()) -> AsyncIterator[tuple[Jobs, UpProcess]]:
     api_port, proxy = free_port(), free_port()
-    cidr = f"10.{150 + os.getpid() % 50}.0.0/16"
+    cidr = machine_cidr(150, 200)
     up = UpProcess(tmp / "cluster", "--regions", "ams", "--workers-per-region", str(workers),
                    "--worker-cpus", "4", "--worker-memory-mb", "4096",
                    "--api-port", str(api_port), "--proxy-port", str(proxy),

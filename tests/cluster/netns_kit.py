@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from bodega.worker.host.network import run
+from tests.cidr_kit import octet
 
 PARTITION_TABLE = "bodega_partition"
 LOSS_TABLE = "bodega_loss"
@@ -27,7 +28,7 @@ LOSS_TABLE = "bodega_loss"
 @dataclass
 class Hosts:
     tag: str = field(default_factory=lambda: f"{os.getpid() % 1000}")
-    octet: int = field(default_factory=lambda: 200 + os.getpid() % 40)
+    octet: int = field(default_factory=lambda: octet(211, 240))  # 209, 210: the README's
     names: list[str] = field(default_factory=list)
 
     @property

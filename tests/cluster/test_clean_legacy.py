@@ -26,10 +26,11 @@ from bodega.runtime import cluster_id
 from bodega.worker.host.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import run
+from tests.cidr_kit import held_octet
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and cgroups need root")
 
-B = 20 + (os.getpid() % 12) * 3  # this process's range (see test_kernel_leftovers.py)
+B = held_octet("leftovers-0", 20, 56)  # this process's range (see test_kernel_leftovers.py)
 IDLE, BUSY = 200 + os.getpid() % 25, 225 + os.getpid() % 25
 MEMORY = Path("/sys/fs/cgroup/memory/bodega")
 MARKERS = Path("/run/bodega/netns")

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.cidr_kit import held_octet
 from tests.cluster.kernel_objects_kit import Snapshot, snapshot, unexplained
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.integration.images.image_kit import build_image, needs_image_tools
@@ -45,7 +46,7 @@ SERVE = ("import http.server, os\n"
 
 def second_octet(k: int) -> int:
     """This test process's k-th /16 (k < 3) in 10.20-55, which no other test uses."""
-    return 20 + (os.getpid() % 12) * 3 + k
+    return held_octet(f"leftovers-{k}", 20, 56)
 
 
 def args(api: int, proxy: int, b: int, *extra: str) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from bodega.worker.drivers.process.procfs import pids_with_argument
+from tests.cidr_kit import octet
 from tests.cluster.up_kit import unwire
 from tests.integration.broker.lifecycle_scenario import full_lifecycle
 from tests.integration.broker.spec_client_kit import SpecClient
@@ -71,7 +72,7 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
     data = tmp_path / "cluster"
     marker = f"bodega-up-{uuid.uuid4().hex[:10]}"
     token = "up-test-token"
-    third = 100 + os.getpid() % 100
+    third = octet(100, 200)
     up = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bodega", "up", "--data-dir", str(data), "--regions", "ams",
         "--workers-per-region", "2", "--worker-cpus", "2", "--worker-memory-mb", "2048",

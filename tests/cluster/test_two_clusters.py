@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
@@ -61,8 +62,7 @@ def registry_port(data_dir: Path) -> int:
 
 async def test_two_clusters_side_by_side_and_a_third_is_refused_in_one_line(
         tmp_path: Path) -> None:
-    third = os.getpid() % 60
-    cidr_a, cidr_b = f"10.{110 + third}.0.0/16", f"10.{180 + third}.0.0/16"
+    cidr_a, cidr_b = machine_cidr(110, 140), machine_cidr(180, 200)
     api_a, proxy_a, api_b, proxy_b = free_port(), free_port(), free_port(), free_port()
     one = UpProcess(tmp_path / "one", *small(api_a, proxy_a, cidr_a))
     two = UpProcess(tmp_path / "two", *small(api_b, proxy_b, cidr_b))

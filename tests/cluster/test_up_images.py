@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import httpx
 
+from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.integration.images.image_kit import build_image, needs_image_tools
 
@@ -16,8 +16,7 @@ pytestmark = needs_image_tools
 
 async def test_up_serves_a_registry_and_runs_images_pushed_to_it(tmp_path: Path) -> None:
     api, proxy, registry = free_port(), free_port(), free_port()
-    third = 100 + (os.getpid() + 37) % 100
-    cidr = f"10.{third}.0.0/16"
+    cidr = machine_cidr(100, 200)
     up = await UpProcess(
         tmp_path / "cluster", "--regions", "ams", "--workers-per-region", "2",
         "--api-port", str(api), "--proxy-port", str(proxy), "--registry-port", str(registry),

@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser
 
+from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.ui.browser_kit import Watched, launched, sign_in, watched
 
@@ -67,7 +68,7 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory,
     up = UpProcess(data, "--regions", "ams,syd", "--workers-per-region", "2",
                    "--worker-cpus", "4", "--worker-memory-mb", "4096", "--api-port", str(api),
                    "--proxy-port", str(free_port()), "--registry-port", "0",
-                   "--machine-cidr", f"10.{240 + os.getpid() % 8}.0.0/16", "--token", TOKEN)
+                   "--machine-cidr", machine_cidr(240, 248), "--token", TOKEN)
     await up.start()
     try:
         await up.until_line("bodega is up", timeout=180)

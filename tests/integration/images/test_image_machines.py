@@ -11,6 +11,7 @@ import httpx
 
 from bodega.model.machine import Machine
 from bodega.wire.worker_client import WorkerClient
+from tests.cidr_kit import held_octet
 
 from ..daemon_kit import running_worker_daemon
 from .image_kit import build_image, needs_image_tools, registry
@@ -19,7 +20,7 @@ pytestmark = needs_image_tools
 
 
 def subnet() -> str:
-    return f"10.{248 + os.getpid() % 4}.{os.getpid() % 250 + 2}.0/24"
+    return f"10.{held_octet('images', 248, 252)}.{os.getpid() % 250 + 2}.0/24"
 
 
 def worker_args(host: str, *more: str) -> dict[str, Any]:

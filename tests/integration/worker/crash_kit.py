@@ -18,6 +18,7 @@ from typing import Any
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 from bodega.worker.host.netns import NetnsNetwork
+from tests.cidr_kit import held_octet
 from tests.leftovers_kit import names_of, sweep_data_dir
 
 from ..daemon_kit import SECRET, Daemon, worker_argv
@@ -79,7 +80,7 @@ class CrashWorker:
 async def crash_worker(tmp: Path) -> AsyncIterator[CrashWorker]:
     n = next(_subnets)
     # Subnets differ per test process too, so runs side by side never share a namespace.
-    subnet = f"10.{232 + os.getpid() % 16}.{n % 250 + 1}.0/24"
+    subnet = f"10.{held_octet('crash', 232, 248)}.{n % 250 + 1}.0/24"
     worker = CrashWorker(tmp, f"crash{os.getpid() % 1000}-{n}", subnet)
     try:
         yield worker

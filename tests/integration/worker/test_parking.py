@@ -28,6 +28,7 @@ from bodega.worker.drivers.process.parking import PARK_NAME, Parking, park_slot
 from bodega.worker.drivers.process.procfs import pids_with_argument
 from bodega.worker.host.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
+from tests.cidr_kit import held_octet
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, cgroups)")
 
@@ -46,7 +47,7 @@ def parking(driver: ProcessDriver) -> Parking:
 
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[tuple[ProcessDriver, NetnsNetwork, Cgroups]]:
-    subnet = f"10.{232 + os.getpid() % 16}.{200 + os.getpid() % 50}.0/24"
+    subnet = f"10.{held_octet('parking', 232, 248)}.{200 + os.getpid() % 50}.0/24"
     network = NetnsNetwork(ipaddress.ip_network(subnet), HostNames(cluster_id.new()))
     await network.setup()
     cgroups = Cgroups.detect(f"park-test-{uuid.uuid4().hex[:6]}")
