@@ -90,7 +90,7 @@ class Child:
             url = f"http://127.0.0.1:{sock.getsockname()[1]}"
             node = RegistryNode(RegistryConfig(
                 name=name, role="worker", region="bench", data_dir=self.root / name,
-                cluster_secret=SECRET, seeds=tuple(seeds), meta={"url": url}),
+                gossip_secret=SECRET, seeds=tuple(seeds), meta={"url": url}),
                 registry=CollectorRegistry(), bind=binder, rng=random.Random(rng.random()))
             served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock)
             await node.start()

@@ -41,6 +41,9 @@ NOT_CORES = {
     "bodega.worker.host.survey": "reads the host's links and addresses from /sys and /proc",
     "bodega.worker.images.store": "the image store: blobs and unpacked bases on disk",
     "bodega.worker.images.unpack": "writes an image's layers to disk",
+    "bodega.runtime.tls.files": "reads and writes keys and certificates",
+    "bodega.runtime.tls.authority": "the CA at work: its files, a clock, a log",
+    "bodega.runtime.tls.contexts": "SSL contexts loaded from files, and a counter",
 }
 
 # The cores the charter names: they stay in the contract, whatever else moves.

@@ -23,8 +23,21 @@ POLICIES = ("utility", "binpack", "spread")
 class BrokerConfig:
     name: str
     data_dir: Path
-    cluster_secret: str
+    gossip_secret: str  # keys gossip's packet tags
     admin_tokens: tuple[str, ...] = ()
+    # The cluster's secrets key: seals app secrets ("" for none: no secrets routes).
+    secrets_key: str = ""
+    # Mutual TLS for the internal listener and calls to workers (bodega.runtime.tls.files);
+    # None: plain HTTP with no authentication, for measurement on loopback only.
+    tls_dir: Path | None = None
+    # The internal listener: the registry's sync routes and certificate renewals, mutual TLS
+    # (None: the public listener's host, any port).
+    internal_host: str | None = None
+    internal_port: int = 0
+    # The cluster CA (ca.pem, ca-key.pem), on the host that made it: this broker signs
+    # renewals with it (bodega.runtime.tls.files.CaDir).
+    ca_dir: Path | None = None
+    cert_lifetime: float = 365 * 86400.0  # of the certificates it signs, seconds
     region: str = "any"  # the default region expression for creates that name none
     listen_host: str = "127.0.0.1"
     listen_port: int = 4280

@@ -3,6 +3,10 @@
 The broker keeps nothing on disk that matters: its registry replica is a
 cache any peer can refill, so a broker killed at any instant and started
 again (or another broker beside it) answers exactly as before.
+
+It listens twice: the public Machines API (bearer tokens) and an internal
+listener for members (mutual TLS: ``internal.py``), which is the address its
+registry node publishes. Its calls to workers present its certificate.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from bodega.broker.auth import Tokens
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
 from bodega.broker.config import BrokerConfig
+from bodega.broker.internal import internal_app
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placer import Placer, PlacerConfig
@@ -30,10 +35,16 @@ from bodega.broker.shadow import Shadow
 from bodega.broker.standby_watch import StandbyWatch
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers
-from bodega.runtime.keys import internal_token
+from bodega.registry.member_tls import SIGNER, certificate_meta, renewal
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
+from bodega.runtime.tls.access import BROKER_INTERNAL
+from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.files import CaDir, TlsDir
+from bodega.runtime.tls.renewal import LocalSigner
 from bodega.wire.cluster_info import ClusterInfo
+from bodega.wire.peer_access import PeerAccess
 
 log = logging.getLogger("bodega.broker")
 
@@ -45,7 +56,14 @@ class Broker:
         self.catalog = catalog
         self.node: Any = None
         self.served: Served | None = None
+        self.internal: Served | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
+                    if config.tls_dir is not None else None)
+        self.authority: CertificateAuthority | None = None
+        if config.ca_dir is not None:
+            self.authority = CertificateAuthority.load(CaDir(config.ca_dir),
+                                                       lifetime=config.cert_lifetime)
 
     @property
     def url(self) -> str:
@@ -57,17 +75,27 @@ class Broker:
     def nearest(self) -> str:
         return self.config.region.split(",")[0].strip() or "any"
 
+    @property
+    def internal_url(self) -> str:
+        if self.internal is None:
+            raise RuntimeError("broker is not serving")
+        return self.internal.url
+
     async def start(self) -> None:
         config = self.config
         sock = bind(config.listen_host, config.listen_port)
+        internal_host = config.internal_host or config.listen_host
+        internal_sock = bind(internal_host, config.internal_port)
+        internal_url = (f"{'https' if self.tls else 'http'}://{internal_host}:"
+                        f"{internal_sock.getsockname()[1]}")
         port = int(sock.getsockname()[1])
-        extra_routes: list[BaseRoute] = []
+        registry_routes: list[BaseRoute] = []
         if self.catalog is None:
-            self.catalog, extra_routes = await self._join_registry(port)
+            self.catalog, registry_routes = await self._join_registry(internal_url)
         catalog = self.catalog
         self.candidates = Candidates(catalog)
         self.candidates.load()
-        self.workers = Workers(catalog, self.candidates, internal_token(config.cluster_secret))
+        self.workers = Workers(catalog, self.candidates, self.tls.client if self.tls else None)
         self.candidates.apps_on = self.workers.index.on_worker
         self.workers.index.on_count = self.candidates.count
         self.workers.load()
@@ -88,7 +116,8 @@ class Broker:
         api = BrokerApi(tokens=Tokens(catalog, config.admin_tokens), apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
-                        secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)),
+                        secrets=AppSecrets(catalog, apps, SecretBox(config.secrets_key))
+                        if config.secrets_key else None,
                         info=ClusterInfo(image_registry=config.image_registry))
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
@@ -98,9 +127,14 @@ class Broker:
         if not self.gate.ready.is_set():
             self._tasks.append(asyncio.create_task(
                 self.gate.watch(catalog, self.node.sync_round, self._reload)))
-        app = api.app()
-        app.router.routes.extend(extra_routes)
-        self.served = await serve(app, config.listen_host, port, sock=sock)
+        self.internal = await serve(
+            internal_app(PeerAccess(BROKER_INTERNAL, self.tls), config.name, self.authority,
+                         registry_routes),
+            internal_host, 0, sock=internal_sock, tls=self.tls)
+        if self.tls is not None and self.node is not None:
+            signer = LocalSigner(self.authority, self.tls) if self.authority else None
+            self._tasks.append(asyncio.create_task(renewal(self.tls, self.node, signer).run()))
+        self.served = await serve(api.app(), config.listen_host, port, sock=sock)
         log.info("broker %s (policy %s) serving on %s; %d workers in %s", config.name,
                  policy.name, self.url, len(self.candidates.all()),
                  ",".join(self.candidates.regions()) or "no region yet")
@@ -116,7 +150,7 @@ class Broker:
         self.workers.load()
         self.standbys.load()
 
-    async def _join_registry(self, port: int) -> tuple[Catalog, list[BaseRoute]]:
+    async def _join_registry(self, url: str) -> tuple[Catalog, list[BaseRoute]]:
         from bodega.broker.registry_catalog import RegistryCatalog
         from bodega.registry import RegistryConfig, RegistryNode
 
@@ -124,9 +158,11 @@ class Broker:
         host = config.gossip_host or config.listen_host
         self.node = RegistryNode(RegistryConfig(
             name=config.name, role="broker", region=self.nearest, data_dir=config.data_dir,
-            cluster_secret=config.cluster_secret, bind_host=host, bind_port=config.gossip_port,
-            seeds=config.seeds, meta={"url": f"http://{config.listen_host}:{port}"}),
-            registry=self.metrics.registry)  # gossip counters (bad packets too) in /metrics
+            gossip_secret=config.gossip_secret, bind_host=host, bind_port=config.gossip_port,
+            seeds=config.seeds, meta={"url": url, **certificate_meta(self.tls),
+                                      **({SIGNER: "yes"} if self.authority else {})}),
+            registry=self.metrics.registry,  # gossip counters (bad packets too) in /metrics
+            tls=self.tls)
         await self.node.start()
         return RegistryCatalog(self.node), list(self.node.routes())
 
@@ -155,6 +191,8 @@ class Broker:
     async def stop(self) -> None:
         if self.served is not None:
             await self.served.stop()
+        if self.internal is not None:
+            await self.internal.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -130,7 +130,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
             "unknown", "insufficient_capacity", "volume_placement_capacity", "name_taken",
             "invalid_argument", "not_found", "failed_precondition", "deadline_exceeded",
             "unauthenticated", "permission_denied", "unavailable", "unimplemented",
-            "method_not_allowed"]},
+            "method_not_allowed", "rate_limited"]},
         "details": {"type": "object"}}},
     "Machine": {"type": "object", "properties": {
         "id": _STR, "name": _STR, "state": _STR, "region": _STR, "instance_id": _STR,

@@ -12,7 +12,16 @@ import typer
 from bodega.broker.config import POLICIES, BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cli.errors import friendly
+from bodega.cli.internal_links import (
+    GossipSecretOption,
+    InternalTlsOption,
+    SecretsKeyOption,
+    TlsDirOption,
+    require_gossip_secret,
+    tls_dir_for,
+)
 from bodega.cli.listeners import Listener, listening
+from bodega.model.duration import parse_duration
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.runtime import hostinfo
@@ -51,8 +60,18 @@ def broker(
     = "any",
     token: Annotated[list[str] | None, typer.Option(
         "--token", envvar="BODEGA_API_TOKEN", help="Admin API token (repeatable)")] = None,
-    cluster_secret: Annotated[str | None, typer.Option(
-        envvar="BODEGA_CLUSTER_SECRET", help="Shared cluster secret")] = None,
+    internal_listen: Annotated[str | None, typer.Option(
+        help="host:port for members: registry sync, certificate renewals (mutual TLS) "
+             "(default: --listen host, any port)")] = None,
+    gossip_secret: GossipSecretOption = None,
+    secrets_key: SecretsKeyOption = None,
+    tls_dir: TlsDirOption = None,
+    internal_tls: InternalTlsOption = "on",
+    ca_dir: Annotated[Path | None, typer.Option(
+        help="The cluster CA (ca.pem, ca-key.pem): sign members' certificate renewals")]
+    = None,
+    cert_validity: Annotated[str, typer.Option(
+        help="How long the certificates it signs last, e.g. 8760h")] = "8760h",
     gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
     = None,
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
@@ -84,8 +103,7 @@ def broker(
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
 ) -> None:
     """Run a broker: the Machines API, placing each create on a worker synchronously."""
-    if not cluster_secret:
-        raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
+    gossip_key = require_gossip_secret(gossip_secret)
     if not token:
         raise ValueError("--token (or BODEGA_API_TOKEN) is required: the admin API token")
     if policy not in POLICIES:
@@ -99,8 +117,16 @@ def broker(
     broker_name = name or f"broker-{hostinfo.hostname()}"
     host, port = hostinfo.split_host_port(listen, 4280)
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{host}:0", 0)
+    internal_host, internal_port = hostinfo.split_host_port(internal_listen or f"{host}:0", 0)
+    tls = tls_dir_for(data_dir.resolve(), tls_dir, internal_tls, [internal_host], "broker",
+                      broker_name)
+    if ca_dir is not None and tls is None:
+        raise ValueError("--ca-dir signs certificates for mutual TLS: not with --internal-tls off")
     config = BrokerConfig(
-        name=broker_name, data_dir=data_dir.resolve(), cluster_secret=cluster_secret,
+        name=broker_name, data_dir=data_dir.resolve(), gossip_secret=gossip_key,
+        secrets_key=secrets_key or "", tls_dir=tls, internal_host=internal_host,
+        internal_port=internal_port, ca_dir=ca_dir.resolve() if ca_dir else None,
+        cert_lifetime=parse_duration(cert_validity, 0.0),
         admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,
         gossip_host=gossip_host, gossip_port=gossip_port,
         seeds=hostinfo.comma_list(join),
@@ -113,6 +139,7 @@ def broker(
     configure(log_level, f"broker[{broker_name}]")
     event_loop_policy()
     with listening(Listener("--listen", "TCP", port),
+                   Listener("--internal-listen", "TCP", internal_port),
                    Listener("--gossip-listen", "UDP", gossip_port)):
         asyncio.run(_run(config, ready_file, exit_with_parent))
 
@@ -122,7 +149,8 @@ async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: 
     marking: list[asyncio.Task[None]] = []
 
     def ready() -> dict[str, Any]:
-        info: dict[str, Any] = {"url": daemon.url, "name": config.name,
+        info: dict[str, Any] = {"url": daemon.url, "internal_url": daemon.internal_url,
+                                "name": config.name,
                                 "region": daemon.nearest, "ready": daemon.gate.ready.is_set()}
         if daemon.node is not None:
             host, gport = daemon.node.gossip_addr

@@ -16,14 +16,17 @@ cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
 @friendly
 def members(api_url: ApiUrl = None, token: Token = None,
             context: ContextName = None, json: Json = False) -> None:
-    """Members as the broker's registry sees them: alive, suspect, dead or left."""
+    """Members as the broker's registry sees them: alive, suspect, dead or left, and when
+    each one's certificate expires (it is renewed before then)."""
     found = call(api_url, token, lambda c: c.members(), context=context)
     if json:
         show_json(found)
         return
-    table(["NAME", "ROLE", "REGION", "STATUS", "INCARNATION", "GENERATION", "ADDR"],
+    table(["NAME", "ROLE", "REGION", "STATUS", "INCARNATION", "GENERATION", "ADDR",
+           "CERT EXPIRES"],
           [(m["name"], m.get("role"), m.get("region"), m.get("status"), m.get("incarnation"),
-            m.get("generation"), m.get("addr")) for m in found])
+            m.get("generation"), m.get("addr"), (m.get("meta") or {}).get("cert_expires", "-"))
+           for m in found])
 
 
 @cluster.command("workers")

@@ -9,6 +9,13 @@ from typing import Annotated, Any
 import typer
 
 from bodega.cli.errors import friendly
+from bodega.cli.internal_links import (
+    GossipSecretOption,
+    InternalTlsOption,
+    TlsDirOption,
+    require_gossip_secret,
+    tls_dir_for,
+)
 from bodega.cli.listeners import Listener, listening
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.runtime import hostinfo
@@ -23,10 +30,11 @@ def proxy(
     name: Annotated[str | None, typer.Option(help="Unique name (default: proxy-HOSTNAME)")]
     = None,
     listen: Annotated[str, typer.Option(help="host:port for client HTTP")] = "0.0.0.0:8080",
-    admin_listen: Annotated[str, typer.Option(help="host:port for health, metrics, sync")]
-    = "127.0.0.1:0",
-    cluster_secret: Annotated[str | None, typer.Option(
-        envvar="BODEGA_CLUSTER_SECRET", help="Shared cluster secret")] = None,
+    admin_listen: Annotated[str, typer.Option(
+        help="host:port for health, metrics, sync (mutual TLS)")] = "127.0.0.1:0",
+    gossip_secret: GossipSecretOption = None,
+    tls_dir: TlsDirOption = None,
+    internal_tls: InternalTlsOption = "on",
     gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
     = None,
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
@@ -46,8 +54,7 @@ def proxy(
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
 ) -> None:
     """Run a proxy: Host <app>.<base-domain> reaches the app's machines, waking them if needed."""
-    if not cluster_secret:
-        raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
+    gossip_key = require_gossip_secret(gossip_secret)
     if autostop_interval <= 0 or autostop_idle < 0:
         raise ValueError("--autostop-interval must be > 0 and --autostop-idle >= 0")
     if haproxy_threads < 1:
@@ -56,9 +63,11 @@ def proxy(
     host, port = hostinfo.split_host_port(listen, 8080)
     admin_host, admin_port = hostinfo.split_host_port(admin_listen, 0)
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{admin_host}:0", 0)
+    tls = tls_dir_for(data_dir.resolve(), tls_dir, internal_tls, [admin_host], "proxy",
+                      proxy_name)
     config = ProxyDaemonConfig(
         name=proxy_name, region=region, data_dir=data_dir.resolve(),
-        cluster_secret=cluster_secret, listen_host=host, listen_port=port,
+        gossip_secret=gossip_key, tls_dir=tls, listen_host=host, listen_port=port,
         admin_host=admin_host, admin_port=admin_port, gossip_host=gossip_host,
         gossip_port=gossip_port, seeds=hostinfo.comma_list(join),
         base_domain=base_domain, autostop_interval=autostop_interval,

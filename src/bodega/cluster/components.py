@@ -5,7 +5,9 @@ port, joining those before it), one broker and one proxy in the first region.
 Each component is ``bodega <role> ...`` with a ready file and a log file of its
 own; its flags map back to the ``bodega up`` flags that set them, so an error
 it prints can be worded in the user's terms. Secrets go in the environment,
-each only where it is needed.
+each only where it is needed. Workers, the broker and the proxy each have a
+TLS directory in their data dir (``tls_dir``), where the supervisor puts the
+key and certificate of their identity before starting them.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from bodega.cluster.config import ClusterConfig
+from bodega.model.duration import format_duration
 
-SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_CLUSTER_SECRET")
+SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_GOSSIP_SECRET", "BODEGA_SECRETS_KEY",
+                    "BODEGA_CLUSTER_SECRET")  # the last: what older versions used for all
 
 
 @dataclass
@@ -37,6 +41,7 @@ class Component:
     info: dict[str, Any] = field(default_factory=dict)
     # The component's own flag -> the ``bodega up`` flag that sets it, to word its errors.
     flags: dict[str, str] = field(default_factory=dict)
+    tls_dir: Path | None = None  # where its key and certificate go (None: no TLS identity)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,15 +57,23 @@ def component_env(inherited: Mapping[str, str], role: str, config: ClusterConfig
 
     Secrets travel in the environment, never on a command line others can
     read, and each goes only where it is needed: every component gets the
-    cluster secret, only the broker the admin token. ``bodega up`` may itself
-    have been given the token as ``BODEGA_API_TOKEN``; a worker or a proxy
-    that inherited it would hold a key it never uses.
+    gossip secret, brokers and workers the secrets key (a proxy never opens
+    an app's secrets), only the broker the admin token. ``bodega up`` may
+    itself have been given the token as ``BODEGA_API_TOKEN``; a worker or a
+    proxy that inherited it would hold a key it never uses.
     """
     env = {k: v for k, v in inherited.items() if k not in SECRET_VARIABLES}
-    env["BODEGA_CLUSTER_SECRET"] = config.cluster_secret
+    env["BODEGA_GOSSIP_SECRET"] = config.gossip_secret
+    if role in ("broker", "worker") and config.secrets_key:
+        env["BODEGA_SECRETS_KEY"] = config.secrets_key
     if role == "broker":
         env["BODEGA_API_TOKEN"] = config.token
     return env
+
+
+def tls_args(config: ClusterConfig) -> tuple[str, ...]:
+    """Every component's flags for its internal links (none: mutual TLS, the default)."""
+    return () if config.internal_tls else ("--internal-tls", "off")
 
 
 def bodega_argv(*args: str) -> list[str]:
@@ -99,13 +112,14 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--stop-machines-on-exit", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
             "--gossip-listen", config.worker_gossip(index),
-            *(("--join", ",".join(joins)) if joins else ()), *images,
+            *(("--join", ",".join(joins)) if joins else ()), *images, *tls_args(config),
             *config.extra_worker_args,
         )
         components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
                                     logs / f"{name}.log",
                                     flags={"--gossip-listen": "--gossip-port",
-                                           "--machine-subnet": "--machine-cidr"}))
+                                           "--machine-subnet": "--machine-cidr"},
+                                    tls_dir=_tls_dir(config, config.data_dir / "workers" / name)))
     seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
     # One broker and one proxy, in the first region, joined to the workers' gossip.
     for role, port, extra, flag in (
@@ -117,11 +131,26 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--listen", f"{config.host}:{port}",
             "--gossip-listen", config.gossip(role), "--join", seeds,
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
-            "--log-level", config.log_level, *extra,
+            "--log-level", config.log_level, *tls_args(config),
+            *(_broker_args(config) if role == "broker" else ()), *extra,
             # The broker tells clients where the registry is (GET /v1/cluster).
             *(images if role == "broker" else ()),
         )
         components.append(Component(role, role, nearest, argv, run_dir / f"{role}.json",
                                     logs / f"{role}.log",
-                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port"}))
+                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port"},
+                                    tls_dir=_tls_dir(config, config.data_dir / role)))
     return components
+
+
+def _tls_dir(config: ClusterConfig, component_dir: Path) -> Path | None:
+    return component_dir / "tls" if config.internal_tls else None
+
+
+def _broker_args(config: ClusterConfig) -> tuple[str, ...]:
+    """The broker's internal listener, and (with TLS) the CA it signs renewals with."""
+    listen = ("--internal-listen", f"{config.host}:0")
+    if not config.internal_tls:
+        return listen
+    return (*listen, "--ca-dir", str(config.data_dir / "tls"),
+            "--cert-validity", format_duration(config.cert_lifetime))

@@ -11,7 +11,8 @@ from pathlib import Path
 class ClusterConfig:
     data_dir: Path
     token: str
-    cluster_secret: str
+    gossip_secret: str  # every component's (cluster_keys.py)
+    secrets_key: str = ""  # brokers' and workers' only; "" for none
     # Carried by every kernel object the workers make (runtime/cluster_id.py); "" for none.
     cluster_id: str = ""
     regions: tuple[str, ...] = ("ams", "syd")
@@ -31,6 +32,14 @@ class ClusterConfig:
     extra_proxy_args: tuple[str, ...] = field(default_factory=tuple)
     log_level: str = "info"
     registry_port: int = 0  # the image registry's port on host; 0: no registry
+    # Mutual TLS on internal links; False only to measure what it costs (plain, loopback).
+    internal_tls: bool = True
+    cert_lifetime: float = 365 * 86400.0  # seconds; renewed at two thirds
+
+    @property
+    def trust_domain(self) -> str:
+        """The cluster the CA vouches for: its cluster id."""
+        return self.cluster_id or "local"
 
     @property
     def worker_count(self) -> int:

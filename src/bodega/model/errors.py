@@ -71,6 +71,18 @@ class PayloadTooLarge(BodegaError):
     status = "invalid_argument"
 
 
+class TooManyRequests(BodegaError):
+    """Refused for now: the caller has to wait (``retry_after`` seconds)."""
+
+    http_status = 429
+    status = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: float = 1.0, status: str | None = None,
+                 details: Any = None) -> None:
+        super().__init__(message, status=status, details=details)
+        self.retry_after = retry_after
+
+
 class Unprocessable(BodegaError):
     http_status = 422
     status = "invalid_argument"
@@ -115,7 +127,7 @@ class InsufficientCapacity(BodegaError):
 ERROR_CLASSES: dict[int, type[BodegaError]] = {
     cls.http_status: cls
     for cls in (BadRequest, Unauthorized, Forbidden, NotFound, Timeout, Conflict,
-                PreconditionFailed, PayloadTooLarge, Unprocessable, Unavailable)
+                PreconditionFailed, PayloadTooLarge, TooManyRequests, Unprocessable, Unavailable)
 }
 
 

@@ -11,8 +11,10 @@ The I/O shell that wires the two roles together. It owns:
 - anti-entropy (``replication/antientropy.py``): paced pulls over HTTP from
   live peers, comparing digests first;
 - subscriptions, fed in the same call that applied each change, and served
-  as NDJSON by ``routes()``, which the daemon mounts on its HTTP server
-  together with the sync route. ``meta["url"]`` tells peers where that is.
+  as NDJSON by ``routes()``, which the daemon mounts on its internal
+  listener (mutual TLS) together with the sync route. ``meta["url"]`` tells
+  peers where that is; ``set_meta`` changes what a member publishes about
+  itself (its certificate's expiry after a renewal).
 
 Reads and writes work before ``start`` (rows written then spread once the
 node starts: anti-entropy carries them) and fail after ``stop``.
@@ -46,8 +48,10 @@ from bodega.registry.replication.rowgossip import RowGossip
 from bodega.registry.replication.rows import Change
 from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.replication.view import View
-from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
+from bodega.runtime.tls.access import REGISTRY
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.wire.peer_access import PeerAccess
 
 log = logging.getLogger("bodega.registry")
 
@@ -60,7 +64,7 @@ class RegistryConfig:
     role: str
     region: str
     data_dir: Path
-    cluster_secret: str
+    gossip_secret: str  # keys gossip's packet tags (until gossip has a keyring of its own)
     bind_host: str = "127.0.0.1"
     bind_port: int = 0
     advertise_host: str | None = None
@@ -82,14 +86,19 @@ class RegistryConfig:
 
 class RegistryNode:
     def __init__(self, config: RegistryConfig, *, registry: CollectorRegistry | None = None,
-                 bind: Binder = UdpTransport.bind, rng: random.Random | None = None) -> None:
+                 bind: Binder = UdpTransport.bind, rng: random.Random | None = None,
+                 tls: InternalTls | None = None) -> None:
+        """``tls``: the daemon's; its routes check callers' roles, and pulls from peers
+        present its certificate (None: plaintext, for measurement only)."""
         self.config = config
+        self.tls = tls
+        self._meta = dict(config.meta)
         registry = registry or CollectorRegistry()
         self.metrics = ReplicationMetrics(registry)
         self._rng = rng or random.Random()
         self.membership = Membership(MembershipConfig(
             name=config.name, role=config.role, region=config.region, data_dir=config.data_dir,
-            cluster_secret=config.cluster_secret, bind_host=config.bind_host,
+            cluster_secret=config.gossip_secret, bind_host=config.bind_host,
             bind_port=config.bind_port, advertise_host=config.advertise_host,
             seeds=config.seeds, meta=dict(config.meta), swim=config.swim,
         ), registry=registry, bind=bind, rng=self._rng)
@@ -99,8 +108,7 @@ class RegistryNode:
                                on_reject=self.metrics.reject)
         self.subscriptions = Subscriptions(config.subscription_capacity,
                                            on_lagged=self.metrics.lagged.inc)
-        self._token = internal_token(config.cluster_secret)
-        self._http = RegistryHttp(token=self._token, serve=self._serve,
+        self._http = RegistryHttp(access=PeerAccess(REGISTRY, tls), serve=self._serve,
                                   compare=self.replica.compare,
                                   subscribe=lambda table, where: self.subscribe(table, **where),
                                   metrics=self.metrics)
@@ -122,7 +130,8 @@ class RegistryNode:
         self._started = True
         await self.membership.start()
         self._remove_listener = self.membership.add_listener(self._gossip.heard)
-        self._sync.client = SyncClient(self._token, timeout=self.config.sync_timeout)
+        self._sync.client = SyncClient(self.tls.client if self.tls else None,
+                                       timeout=self.config.sync_timeout)
         self._tasks = [asyncio.create_task(self._sync.run(), name="registry-sync"),
                        asyncio.create_task(self._housekeeping(), name="registry-housekeeping")]
 
@@ -155,6 +164,16 @@ class RegistryNode:
 
     def routes(self) -> list[BaseRoute]:
         return self._http.routes()
+
+    def set_meta(self, **values: str) -> None:
+        """Publish new values about ourselves (merged into what we publish already)."""
+        self._meta.update(values)
+        self.membership.update_meta(dict(self._meta))
+
+    def urls_of(self, role: str, flag: str) -> list[str]:
+        """The ``url`` of every live member of ``role`` whose metadata sets ``flag``."""
+        return [m.meta["url"] for m in self.membership.members()
+                if str(m.role) == role and m.status.live and m.meta.get(flag) and "url" in m.meta]
 
     # ── writes ───────────────────────────────────────────────────────────────
 

@@ -7,9 +7,9 @@ exceptions, so no client ever sees an HTML page or a traceback.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.model.errors import BadRequest, BodegaError, PayloadTooLarge, Unauthorized
+from bodega.model.errors import BadRequest, BodegaError, PayloadTooLarge, TooManyRequests
 
 # The broker's factory of authenticated routes: (path, handler, method, *, gated) -> Route.
 RouteMaker = Callable[..., Route]
@@ -40,7 +40,10 @@ def json_response(data: Any, status: int = 200, headers: dict[str, str] | None =
 
 
 def error_response(err: BodegaError) -> Response:
-    return json_response(err.to_wire(), status=err.http_status)
+    headers = None
+    if isinstance(err, TooManyRequests):  # whole seconds, never 0: a client told 0 hammers
+        headers = {"Retry-After": str(max(1, math.ceil(err.retry_after)))}
+    return json_response(err.to_wire(), status=err.http_status, headers=headers)
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -120,7 +123,7 @@ async def read_trusted_model(request: Request, model: type[M]) -> M:
     """A body another bodega service already validated (a broker's create): decoded and
     checked in one pass by pydantic's own JSON parser, with no dict and no depth walk in
     between. Still a 400 in the error shape for anything malformed: the parser bounds
-    nesting itself, and the worker's API is reachable by whoever holds the cluster token."""
+    nesting itself, and the worker's API is reachable by any broker of the cluster."""
     body = await read_body(request)
     if not body.strip():
         raise BadRequest("a JSON body is required")
@@ -136,12 +139,6 @@ def bearer_token(request: Request) -> str | None:
     if scheme.lower() in ("bearer", "flyv1") and value.strip():
         return value.strip()
     return None
-
-
-def check_cluster_token(request: Request, expected: str) -> None:
-    token = bearer_token(request)
-    if token is None or not hmac.compare_digest(token.encode(), expected.encode()):
-        raise Unauthorized("unauthorized: a valid cluster token is required")
 
 
 def query_bool(request: Request, *names: str) -> bool:

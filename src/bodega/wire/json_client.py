@@ -19,6 +19,7 @@ from __future__ import annotations
 import json as jsonlib
 import os
 import socket
+import ssl as ssllib
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,13 +33,19 @@ CONNECT_TIMEOUT = 3.0  # seconds to open a connection (loopback or a LAN peer)
 Params = Mapping[str, Any] | Sequence[tuple[str, Any]] | None
 
 
-def session(connections_per_host: int = 32) -> aiohttp.ClientSession:
-    """A pooled session; one per daemon serves every peer (pools are kept per host)."""
+def session(connections_per_host: int = 32,
+            ssl: ssllib.SSLContext | None = None) -> aiohttp.ClientSession:
+    """A pooled session; one per daemon serves every peer (pools are kept per host).
+
+    ``ssl``: the component's client context (``bodega.runtime.tls``) for its
+    internal links: every ``https`` peer is checked against the cluster CA and
+    shown this component's certificate."""
     # Idle connections live 60 s, under the 75 s servers keep them (runtime/serve.py), so a
     # pooled connection is never reused just as its server closes it.
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=connections_per_host,
                                      keepalive_timeout=60, ttl_dns_cache=60,
-                                     socket_factory=abortive_socket)
+                                     socket_factory=abortive_socket,
+                                     ssl=ssl if ssl is not None else True)
     return aiohttp.ClientSession(connector=connector, json_serialize=_dumps)
 
 
@@ -61,6 +68,11 @@ def why_unconnected(exc: Exception) -> str:
     library's repr (which names its SSL setting even for plain HTTP)."""
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "host name not resolved"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        why = getattr(exc.certificate_error, "verify_message", None) or exc.certificate_error
+        return f"its certificate is refused: {why}"
+    if isinstance(exc, aiohttp.ClientConnectorSSLError):
+        return f"TLS handshake failed: {getattr(exc.os_error, 'reason', None) or exc.os_error}"
     if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno:
         return os.strerror(exc.os_error.errno).lower()
     if isinstance(exc, aiohttp.ConnectionTimeoutError | TimeoutError):
@@ -89,23 +101,27 @@ class JsonClient:
     def __init__(
         self,
         base_url: str,
-        token: str,
+        token: str | None,
         *,
         client: aiohttp.ClientSession | None = None,
         timeout: float = 10.0,
         what: str = "server",
+        ssl: ssllib.SSLContext | None = None,
     ) -> None:
+        """``token``: a bearer token for the public API (None on mutual-TLS links, where the
+        certificate in ``ssl`` says who calls)."""
         self.base_url = base_url.rstrip("/")
         self._own = client is None
         self._session = client
-        self.headers = {"authorization": f"Bearer {token}"}
+        self._ssl = ssl
+        self.headers = {"authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout
         self.what = what
 
     @property
     def http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = session()
+            self._session = session(ssl=self._ssl)
         return self._session
 
     async def aclose(self) -> None:

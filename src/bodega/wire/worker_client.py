@@ -10,6 +10,7 @@ wrote: the broker hands them on to its own clients as they are.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -62,9 +63,13 @@ def machine_path(machine_id: str, action: str = "") -> str:
 
 
 class WorkerClient(JsonClient):
-    def __init__(self, base_url: str, token: str, *, client: aiohttp.ClientSession | None = None,
-                 timeout: float = 10.0) -> None:
-        super().__init__(base_url, token, client=client, timeout=timeout, what="worker")
+    """``tls``: the caller's client context (its certificate says who calls); a session
+    given as ``client`` was made with it already."""
+
+    def __init__(self, base_url: str, tls: ssl.SSLContext | None = None, *,
+                 client: aiohttp.ClientSession | None = None, timeout: float = 10.0) -> None:
+        super().__init__(base_url, None, client=client, timeout=timeout, what="worker",
+                         ssl=tls)
 
     async def __aenter__(self) -> WorkerClient:
         return self

@@ -23,7 +23,12 @@ class WorkerConfig:
     advertise_host: str | None = None  # address others use to reach this worker
     driver: str = "process"
     totals: Totals = field(default_factory=lambda: Totals(cpus=2, memory_mb=2048, disk_gb=10))
-    cluster_secret: str = ""
+    gossip_secret: str = ""  # keys gossip's packet tags
+    # The cluster's secrets key: opens the app secrets machines are given ("" for none).
+    secrets_key: str = ""
+    # Key, certificate and CA for mutual TLS on the internal API (bodega.runtime.tls.files);
+    # None: plain HTTP with no authentication, for measurement on loopback only.
+    tls_dir: Path | None = None
     # Carried by every kernel object the worker makes (namespaces, links, cgroups), so sweeps
     # take this cluster's objects only; "" for a worker that makes none (fake, null, host).
     cluster_id: str = ""

@@ -23,11 +23,15 @@ from typing import Any
 
 from bodega.model.states import MachineState
 from bodega.registry import RegistryConfig, RegistryNode
-from bodega.runtime.keys import internal_token
+from bodega.registry.member_tls import certificate_meta, renewal
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
+from bodega.runtime.tls.access import WORKER_API
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.files import TlsDir
+from bodega.wire.peer_access import PeerAccess
 from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
@@ -86,7 +90,8 @@ class Worker:
                                        (first, last), recorder, worker=config.name)
         self.actions = MachineActions(self.machines, self.watch)
         self.volumes = VolumeService(self.store, self.ledger, self.runner)
-        self.token = internal_token(config.cluster_secret)
+        self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
+                    if config.tls_dir is not None else None)
         self.served: Served | None = None
         self.registry: RegistryNode | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -99,7 +104,10 @@ class Worker:
     def url(self) -> str:
         if self.served is None:
             raise RuntimeError("worker is not serving")
-        return f"http://{self.config.host()}:{self.served.port}"
+        return self._url(self.served.port)
+
+    def _url(self, port: int) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.config.host()}:{port}"
 
     @property
     def gossip(self) -> str:
@@ -131,22 +139,28 @@ class Worker:
             parking.reap()  # launchers a previous run left waiting: they would never be told to run
         await self.machines.recover()
         api = WorkerApi(
-            name=self.config.name, region=self.config.region, token=self.token,
+            name=self.config.name, region=self.config.region,
+            access=PeerAccess(WORKER_API, self.tls),
             ledger=self.ledger, machines=self.machines, actions=self.actions,
             volumes=self.volumes, metrics=self.metrics, info=self.info,
-            service_host=self.service_host, before_scrape=self._update_gauges,
+            service_host=self.service_host, before_scrape=lambda: self.metrics.observe_usage(
+                queries.count_by_state(self.store.db), self.ledger.usage(), self.config.totals),
         )
         sock = bind(self.config.listen_host, self.config.listen_port)
-        url = f"http://{self.config.host()}:{sock.getsockname()[1]}"
+        url = self._url(sock.getsockname()[1])
         app = api.app()
         if self.config.gossip:
             self.registry = self._registry(url)
-            self.effects.secret_env = SecretEnv(self.registry,
-                                                SecretBox(self.config.cluster_secret))
+            if self.config.secrets_key:
+                self.effects.secret_env = SecretEnv(self.registry,
+                                                    SecretBox(self.config.secrets_key))
             app.router.routes.extend(self.registry.routes())  # sync and subscriptions
-        self.served = await serve(app, self.config.listen_host, self.config.listen_port, sock=sock)
+        self.served = await serve(app, self.config.listen_host, self.config.listen_port, sock=sock,
+                                  tls=self.tls)
         if self.registry is not None:
             await self.registry.start()
+            if self.tls is not None:
+                self._tasks.append(asyncio.create_task(renewal(self.tls, self.registry).run()))
             publisher = Publisher(
                 self.registry, name=self.config.name, region=self.config.region, url=url,
                 driver=self.driver.name, store=self.store, ledger=self.ledger,
@@ -168,10 +182,10 @@ class Worker:
         c = self.config
         return RegistryNode(RegistryConfig(
             name=c.name, role="worker", region=c.region, data_dir=c.registry_dir,
-            cluster_secret=c.cluster_secret, bind_host=c.gossip_host or c.listen_host,
+            gossip_secret=c.gossip_secret, bind_host=c.gossip_host or c.listen_host,
             bind_port=c.gossip_port, advertise_host=c.advertise_host, seeds=c.join,
-            meta={"url": url}, tombstone_ttl=c.tombstone_ttl,
-        ), registry=self.metrics.registry)
+            meta={"url": url, **certificate_meta(self.tls)}, tombstone_ttl=c.tombstone_ttl,
+        ), registry=self.metrics.registry, tls=self.tls)
 
     async def _wire_ahead(self) -> None:
         """Keep the next machines' networks (and launchers) ready before they are asked for.
@@ -214,19 +228,6 @@ class Worker:
                         log.info("compacted the log: %d old step records dropped", dropped)
             except Exception:
                 log.exception("housekeeping failed")
-
-    def _update_gauges(self) -> None:
-        """Machine counts and capacity, computed when scraped rather than on a timer."""
-        counts = queries.count_by_state(self.store.db)
-        for state in MachineState:
-            self.metrics.machines.labels(str(state)).set(counts.get(state, 0))
-        used = self.ledger.usage()
-        totals = self.config.totals
-        for name, value, total in (("millicpus", used.millicpus, totals.millicpus),
-                                   ("memory_mb", used.memory_mb, totals.memory_mb),
-                                   ("disk_gb", used.disk_gb, totals.disk_gb)):
-            self.metrics.used.labels(name).set(value)
-            self.metrics.total.labels(name).set(total)
 
     async def stop(self) -> None:
         """Stop serving; with ``stop_machines_on_exit`` also stop every running machine."""

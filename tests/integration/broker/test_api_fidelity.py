@@ -123,7 +123,7 @@ async def test_ip_assignments_are_recorded_listed_and_removed(tmp_path: Path) ->
 
 
 async def test_ip_assignments_live_in_a_real_registry_view(tmp_path: Path) -> None:
-    broker = Broker(BrokerConfig(name="solo", data_dir=tmp_path / "solo", cluster_secret=SECRET,
+    broker = Broker(BrokerConfig(name="solo", data_dir=tmp_path / "solo", gossip_secret=SECRET,
                                  admin_tokens=(ADMIN,), listen_port=0))
     await broker.start()
     try:

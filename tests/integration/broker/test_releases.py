@@ -18,7 +18,7 @@ BASE = "/v1/apps/web/releases"
 
 
 def broker_config(tmp: Path, name: str, port: int, seeds: tuple[str, ...] = ()) -> BrokerConfig:
-    return BrokerConfig(name=name, data_dir=tmp / name, cluster_secret=SECRET,
+    return BrokerConfig(name=name, data_dir=tmp / name, gossip_secret=SECRET,
                         admin_tokens=(ADMIN,), listen_port=0, gossip_port=port, seeds=seeds)
 
 

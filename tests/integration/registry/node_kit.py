@@ -1,4 +1,8 @@
-"""Real registry nodes for integration tests: UDP gossip and HTTP sync on loopback."""
+"""Real registry nodes for integration tests: UDP gossip and HTTP sync on loopback.
+
+Each node's HTTP server is mutual TLS with an identity from the test CA, as a
+daemon's internal listener is, so every pull between nodes is a real one.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,11 @@ from starlette.applications import Starlette
 
 from bodega.registry import RegistryConfig, RegistryNode, SwimConfig
 from bodega.runtime.serve import Served, bind, serve
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.files import TlsDir
+from tests.tls_kit import GOSSIP_SECRET, TEST_CA
 
-SECRET = "integration-secret"
+SECRET = GOSSIP_SECRET
 # memberlist's LAN figures halved, so a crash is detected in seconds of test time.
 FAST = SwimConfig(probe_interval=0.5, probe_timeout=0.25, gossip_interval=0.1,
                   push_pull_interval=5.0, dead_announce_interval=2.0, join_retry_interval=0.2)
@@ -54,12 +61,13 @@ class Nodes:
     async def start(self, name: str, *, seeds: tuple[str, ...] = (),
                     role: str = "worker", sync_interval: float = 0.5) -> Running:
         sock = bind("127.0.0.1", 0)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        url = f"https://127.0.0.1:{sock.getsockname()[1]}"
+        tls = InternalTls(TlsDir(TEST_CA.issue(self.root / name / "tls", role, name)))
         node = RegistryNode(RegistryConfig(
             name=name, role=role, region="ams", data_dir=self.root / name,
-            cluster_secret=SECRET, seeds=seeds, meta={"url": url}, swim=FAST,
-            sync_interval=sync_interval), registry=CollectorRegistry())
-        served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock)
+            gossip_secret=SECRET, seeds=seeds, meta={"url": url}, swim=FAST,
+            sync_interval=sync_interval), registry=CollectorRegistry(), tls=tls)
+        served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock, tls=tls)
         await node.start()
         running = Running(node, served)
         self.running[name] = running

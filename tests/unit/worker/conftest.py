@@ -18,7 +18,7 @@ def worker_config(tmp_path: Path, **overrides: object) -> WorkerConfig:
     values: dict[str, object] = {
         "name": "w1", "region": "ams", "data_dir": tmp_path / "w1", "driver": "fake",
         "totals": Totals(cpus=2, memory_mb=1024, disk_gb=10, shared_cpu_ratio=2.0),
-        "cluster_secret": "s3cret", "network": "host", "machine_user": None,
+        "gossip_secret": "s3cret", "network": "host", "machine_user": None,
     }
     values.update(overrides)
     return WorkerConfig(**values)  # type: ignore[arg-type]

@@ -29,7 +29,7 @@ TTL = 600.0
 def node(tmp_path: Path) -> Iterator[RegistryNode]:
     registry_node = RegistryNode(RegistryConfig(
         name="w1", role="worker", region="ams", data_dir=tmp_path / "registry",
-        cluster_secret="s3cret"), registry=CollectorRegistry())
+        gossip_secret="s3cret"), registry=CollectorRegistry())
     yield registry_node
     registry_node.view.close()
 

@@ -1,0 +1,78 @@
+"""What ``bodega up`` keeps in its data dir to secure a cluster: keys and the CA.
+
+- ``secrets-key``: seals app secrets at rest; given to brokers and workers
+  (``BODEGA_SECRETS_KEY``), never to a proxy;
+- ``gossip-secret``: tags gossip packets; given to every component;
+- ``tls/ca.pem`` and ``tls/ca-key.pem``: the cluster CA. Its key stays on this
+  host: ``bodega up`` signs each component's certificate with it before
+  starting the component, and the broker signs renewals with it;
+- ``tls/admin/``: a certificate for the operator's tools (the ``admin`` role:
+  metrics and reads on internal listeners).
+
+Each component's own key and certificate live in its own data dir
+(``<component>/tls/identity.pem``), made there and never copied.
+
+A data dir from before these files had one ``cluster-secret`` for all of it:
+it seeds both the secrets key (so every secret sealed under it still opens)
+and the gossip secret (so members still running accept the restarted ones),
+and is then removed.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.files import CaDir, TlsDir, write_private
+from bodega.runtime.tls.identity import Identity
+
+log = logging.getLogger("bodega.cluster")
+
+SECRETS_KEY = "secrets-key"
+GOSSIP_SECRET = "gossip-secret"
+LEGACY_SECRET = "cluster-secret"
+CA_DIR = "tls"
+ADMIN_TLS = "tls/admin"
+
+
+@dataclass(frozen=True)
+class ClusterKeys:
+    secrets_key: str
+    gossip_secret: str
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def ensure_keys(data_dir: Path) -> ClusterKeys:
+    """The data dir's keys, made (or carried over from a ``cluster-secret``) if missing."""
+    legacy = _read(data_dir / LEGACY_SECRET)
+    values = {}
+    for name in (SECRETS_KEY, GOSSIP_SECRET):
+        value = _read(data_dir / name)
+        if not value:
+            value = legacy or secrets.token_urlsafe(32)
+            write_private(data_dir / name, (value + "\n").encode())
+        values[name] = value
+    if legacy:
+        (data_dir / LEGACY_SECRET).unlink()
+        log.info("the data dir's cluster-secret now seeds %s and %s, and is gone",
+                 SECRETS_KEY, GOSSIP_SECRET)
+    return ClusterKeys(secrets_key=values[SECRETS_KEY], gossip_secret=values[GOSSIP_SECRET])
+
+
+def ensure_ca(data_dir: Path, cluster: str, lifetime: float) -> CertificateAuthority:
+    """The cluster CA (made now on a new data dir), and a current operator certificate."""
+    authority = CertificateAuthority.ensure(CaDir(data_dir / CA_DIR), cluster, lifetime=lifetime)
+    if authority.cluster != cluster:
+        raise ValueError(f"the CA in {data_dir / CA_DIR} is cluster {authority.cluster}'s, not "
+                         f"{cluster}'s (the data dir's cluster-id changed?)")
+    authority.issue(TlsDir(data_dir / ADMIN_TLS), Identity(cluster, "admin", "operator"), ())
+    return authority
