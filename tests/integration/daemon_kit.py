@@ -23,6 +23,7 @@ from tests.tls_kit import GOSSIP_SECRET, LOOPBACK, TEST_CA, daemon_env
 
 SECRET = GOSSIP_SECRET
 READY_TIMEOUT = 30.0
+BROKER_TOKEN = "integration-admin-token"
 
 
 @dataclass(frozen=True)
@@ -141,3 +142,15 @@ async def running_worker_daemon(tmp: Path,
     finally:
         await client.aclose()
         await daemon.stop()
+
+
+def broker_daemon(tmp: Path, name: str = "b1", *extra: str) -> Daemon:
+    """A ``bodega broker`` process (admin token ``BROKER_TOKEN``), not started yet, with an
+    identity from the test CA (set ``identity`` to None to give it one yourself)."""
+    ready = tmp / f"{name}.ready.json"
+    return Daemon(
+        argv=[sys.executable, "-m", "bodega", "broker", "--name", name, "--region", "ams",
+              "--data-dir", str(tmp / name), "--listen", "127.0.0.1:0",
+              "--ready-file", str(ready), "--log-level", "info", *extra],
+        ready_file=ready, log_file=tmp / f"{name}.log", env={"BODEGA_API_TOKEN": BROKER_TOKEN},
+        identity=Identity(tmp / name / "tls", "broker", name))

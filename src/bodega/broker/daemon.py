@@ -113,7 +113,8 @@ class Broker:
         platform = Platform(catalog, self.candidates, machines, policy, self.nearest)
         # Only a broker with a registry node and seeds has a cluster to hear from first.
         self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
-        api = BrokerApi(tokens=Tokens(catalog, config.admin_tokens), apps=apps,
+        self.tokens = Tokens(catalog, config.admin_tokens)
+        api = BrokerApi(tokens=self.tokens, apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
                         secrets=AppSecrets(catalog, apps, SecretBox(config.secrets_key))

@@ -11,7 +11,6 @@ import pytest
 
 from bodega.model.errors import BadRequest
 from bodega.wire.worker_calls import CreateMachineBody
-
 from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import running_worker_daemon
