@@ -96,8 +96,10 @@ class ClusterCa:
         context.load_cert_chain(other.identity_file(role, "stranger"))
         return context
 
-    def http(self, role: str = "broker", **kwargs: object) -> httpx.AsyncClient:
-        return httpx.AsyncClient(verify=self.context(role), **kwargs)  # type: ignore[arg-type]
+    def http(self, role: str = "broker", name: str = "test",
+             **kwargs: object) -> httpx.AsyncClient:
+        """An httpx client presenting a certificate of ``role`` (named ``name``)."""
+        return httpx.AsyncClient(verify=self.context(role, name), **kwargs)  # type: ignore[arg-type]
 
 
 def _shared() -> ClusterCa:

@@ -36,12 +36,13 @@ async def test_a_stop_abandoned_during_a_partition_is_not_applied_after_the_heal
 ) -> None:
     async with hosts(1) as h:
         ready = tmp_path / "w.json"
+        name = f"late-{os.getpid()}"
         worker = await Daemon(argv=h.exec(
-            1, sys.executable, "-m", "bodega", "worker", "--name", f"late-{os.getpid()}",
+            1, sys.executable, "-m", "bodega", "worker", "--name", name,
             "--region", "ams", "--data-dir", str(tmp_path / "w"), "--driver", "null",
             "--listen", f"{h.address(1)}:7000", "--cpus", "2", "--memory-mb", "2048",
             "--ready-file", str(ready)), ready_file=ready, log_file=tmp_path / "w.log",
-            identity=Identity(tmp_path / "w" / "tls", "worker", "late", (h.address(1),))).start()
+            identity=Identity(tmp_path / "w" / "tls", "worker", name, (h.address(1),))).start()
         client = WorkerClient(worker.url, TEST_CA.context("broker"), timeout=2)
         try:
             machine = (await client.create_machine(MACHINE))["id"]

@@ -64,6 +64,9 @@ class Broker:
         if config.ca_dir is not None:
             self.authority = CertificateAuthority.load(CaDir(config.ca_dir),
                                                        lifetime=config.cert_lifetime)
+            if self.tls is not None and self.authority.cert != self.tls.ca:
+                raise ValueError(f"the CA in {config.ca_dir} is not the one this broker's "
+                                 f"certificate chains to ({config.tls_dir}/ca.pem)")
 
     @property
     def url(self) -> str:

@@ -43,8 +43,8 @@ def internal_app(access: PeerAccess, name: str, authority: CertificateAuthority 
             raise Forbidden("permission_denied: certificates are renewed over mutual TLS only")
         try:
             issued = authority.renew(body.csr.encode(), peer.certificate)
-        except Refused as exc:
-            raise (Forbidden if exc.reason in ("role", "identity", "hosts") else BadRequest)(
+        except Refused as exc:  # a bad CSR is the caller's mistake; the rest, not its right
+            raise (BadRequest if exc.reason == "malformed" else Forbidden)(
                 f"certificate refused: {exc}") from None
         return json_response(issued.model_dump(mode="json"))
 
