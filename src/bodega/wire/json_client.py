@@ -16,6 +16,7 @@ about 4,400 against 430 requests/s from one core, same server).
 
 from __future__ import annotations
 
+import functools
 import json as jsonlib
 import os
 import socket
@@ -25,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 from bodega.model.errors import Indeterminate, Unreachable, from_wire
 
@@ -46,7 +48,24 @@ def session(connections_per_host: int = 32,
                                      keepalive_timeout=60, ttl_dns_cache=60,
                                      socket_factory=abortive_socket,
                                      ssl=ssl if ssl is not None else True)
+    # aiohttp has no public way to choose how a connection closes: its protocol factory
+    # (a private attribute, checked by tests/integration/wire/test_abortive_close.py).
+    connector._factory = functools.partial(  # type: ignore[assignment]
+        AbortingHandler, loop=connector._loop)
     return aiohttp.ClientSession(connector=connector, json_serialize=_dumps)
+
+
+class AbortingHandler(ResponseHandler):
+    """Closes a connection by aborting it, TLS or not.
+
+    With TLS, closing is a shutdown: a close_notify is sent, and the peer's awaited
+    for up to 30 s before the socket itself is closed; all that time a request given up
+    on (see ``abortive_socket``) is still retransmitted by the kernel, and a peer cut off
+    meanwhile acts on it after the heal. Aborting closes the socket at once, and its
+    ``SO_LINGER`` makes that a reset."""
+
+    def close(self) -> None:
+        self.abort()
 
 
 def abortive_socket(addr_info: tuple[Any, ...]) -> socket.socket:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from starlette.applications import Starlette
 from starlette.routing import Route
 
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
@@ -24,7 +25,9 @@ from .broker_kit import SECRET, in_process_cluster
 
 def mounted(served: Served, listener: str) -> set[Rule]:
     found = set()
-    for route in served.server.config.app.routes:
+    app = served.server.config.app
+    assert isinstance(app, Starlette)
+    for route in app.routes:
         assert isinstance(route, Route)
         method, path = route.name.split(" ", 1)  # every guarded route is named so
         found.add(Rule(REGISTRY if path.startswith("/v1/registry/") else listener, method,
