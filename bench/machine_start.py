@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from tests.keyring_kit import ENV as KEYRING_ENV
 from tests.leftovers_kit import sweep_data_dir
 
 from bench.fleet import SECRET
@@ -143,7 +144,7 @@ async def start_worker(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
         # Room for every run: the broker's static view only ever counts creates as taken.
         "--cpus", "64", "--memory-mb", "65536", "--machine-subnet", SUBNET,
         "--ready-file", str(ready), "--log-level", "warning",
-        env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET},
+        env={**os.environ, **KEYRING_ENV, "BODEGA_CLUSTER_SECRET": SECRET},
     )
     return process, (await until_file(ready, process, "worker"))["url"]
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.keyring_kit import ENV as KEYRING_ENV
 from tests.leftovers_kit import sweep_data_dir
 
 from bench.loadgen import Connection
@@ -65,7 +66,7 @@ async def daemon(tmp: Path, name: str, *args: str) -> tuple[asyncio.subprocess.P
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bodega", *args, "--name", name, "--data-dir", str(tmp / name),
         "--ready-file", str(ready), "--log-level", "warning",
-        env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET})
+        env={**os.environ, **KEYRING_ENV, "BODEGA_CLUSTER_SECRET": SECRET})
     while not ready.exists():
         if process.returncode is not None:
             raise SystemExit(f"{name} exited while starting")

@@ -33,6 +33,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
+from tests.keyring_kit import KEYRING
 
 from bodega.registry import EventKind, RegistryConfig, RegistryNode, Status, SwimConfig
 from bodega.registry.membership.members import Addr
@@ -90,7 +91,7 @@ class Child:
             url = f"http://127.0.0.1:{sock.getsockname()[1]}"
             node = RegistryNode(RegistryConfig(
                 name=name, role="worker", region="bench", data_dir=self.root / name,
-                cluster_secret=SECRET, seeds=tuple(seeds), meta={"url": url}),
+                cluster_secret=SECRET, keyring=KEYRING, seeds=tuple(seeds), meta={"url": url}),
                 registry=CollectorRegistry(), bind=binder, rng=random.Random(rng.random()))
             served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock)
             await node.start()

@@ -24,8 +24,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from bodega.registry.membership.auth import PacketAuth
+
 from bodega.registry.membership.members import MemberRecord, Role, Status
 from bodega.registry.membership.messages import Message, Sync, encode
 from bodega.runtime.keys import internal_token

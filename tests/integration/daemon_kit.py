@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
+from tests.keyring_kit import ENV as KEYRING_ENV
 
 SECRET = "integration-secret"
 READY_TIMEOUT = 30.0
@@ -35,7 +36,7 @@ class Daemon:
         with self.log_file.open("ab") as out:
             self.process = await asyncio.create_subprocess_exec(
                 *self.argv, stdout=out, stderr=out, stdin=asyncio.subprocess.DEVNULL,
-                env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET, **self.env},
+                env={**os.environ, **KEYRING_ENV, "BODEGA_CLUSTER_SECRET": SECRET, **self.env},
                 start_new_session=True,
             )
         deadline = time.monotonic() + READY_TIMEOUT

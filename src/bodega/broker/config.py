@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bodega.placement import (
     BinPackScorer,
@@ -15,6 +16,9 @@ from bodega.placement import (
     Weights,
 )
 from bodega.placement.curves import BALANCED, ROOMY
+
+if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
+    from bodega.registry.membership.keyfile import KeyringSource
 
 POLICIES = ("utility", "binpack", "spread")
 
@@ -31,6 +35,7 @@ class BrokerConfig:
     gossip_host: str | None = None  # default: the listen host
     gossip_port: int = 0
     seeds: tuple[str, ...] = ()
+    gossip_keyring: KeyringSource | None = None  # required with a registry node
     # placement
     policy: str = "utility"
     sample: int = 0  # power-of-d choices; 0 ranks every worker

@@ -89,7 +89,8 @@ class Broker:
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
                         secrets=AppSecrets(catalog, apps, SecretBox(config.cluster_secret)),
-                        info=ClusterInfo(image_registry=config.image_registry))
+                        info=ClusterInfo(image_registry=config.image_registry),
+                        keys=self.node.keys if self.node is not None else None)
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))
@@ -119,12 +120,15 @@ class Broker:
     async def _join_registry(self, port: int) -> tuple[Catalog, list[BaseRoute]]:
         from bodega.broker.registry_catalog import RegistryCatalog
         from bodega.registry import RegistryConfig, RegistryNode
+        from bodega.registry.membership.keyfile import needed
 
         config = self.config
         host = config.gossip_host or config.listen_host
+        keys = needed(config.gossip_keyring)
         self.node = RegistryNode(RegistryConfig(
             name=config.name, role="broker", region=self.nearest, data_dir=config.data_dir,
-            cluster_secret=config.cluster_secret, bind_host=host, bind_port=config.gossip_port,
+            cluster_secret=config.cluster_secret, keyring=keys.keyring, keyring_file=keys.file,
+            bind_host=host, bind_port=config.gossip_port,
             seeds=config.seeds, meta={"url": f"http://{config.listen_host}:{port}"}),
             registry=self.metrics.registry)  # gossip counters (bad packets too) in /metrics
         await self.node.start()

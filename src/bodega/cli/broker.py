@@ -12,6 +12,7 @@ import typer
 from bodega.broker.config import POLICIES, BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cli.errors import friendly
+from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
@@ -57,6 +58,7 @@ def broker(
     = None,
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
     = None,
+    keyring: GossipKeyring = None,
     policy: Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}")]
     = "utility",
     sample: Annotated[int, typer.Option(help="Power-of-d choices (0: rank every worker)")] = 0,
@@ -103,7 +105,7 @@ def broker(
         name=broker_name, data_dir=data_dir.resolve(), cluster_secret=cluster_secret,
         admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,
         gossip_host=gossip_host, gossip_port=gossip_port,
-        seeds=hostinfo.comma_list(join),
+        seeds=hostinfo.comma_list(join), gossip_keyring=gossip_keyring(keyring),
         policy=policy, sample=sample, cpu_curve=Curve.parse(cpu_curve),
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from bodega.cli.errors import friendly
+from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.runtime import hostinfo
@@ -31,6 +32,7 @@ def proxy(
     = None,
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
     = None,
+    keyring: GossipKeyring = None,
     base_domain: Annotated[str, typer.Option(help="Apps answer at <app>.<base-domain>")]
     = "localhost",
     autostop_interval: Annotated[float, typer.Option(help="Seconds between autostop passes")]
@@ -61,6 +63,7 @@ def proxy(
         cluster_secret=cluster_secret, listen_host=host, listen_port=port,
         admin_host=admin_host, admin_port=admin_port, gossip_host=gossip_host,
         gossip_port=gossip_port, seeds=hostinfo.comma_list(join),
+        gossip_keyring=gossip_keyring(keyring),
         base_domain=base_domain, autostop_interval=autostop_interval,
         autostop_idle=autostop_idle, data_plane=data_plane, haproxy_threads=haproxy_threads)
     configure(log_level, f"proxy[{proxy_name}]")

@@ -21,6 +21,7 @@ from bodega.cluster import cleanup, machine_range, ports
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
+from bodega.registry.membership import keyfile
 from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import until_stopped
@@ -135,6 +136,7 @@ def up(
                            f"{data_dir / ports.PORTS_FILE})", err=True)
             config = dataclasses.replace(config, registry_port=registry.port)
         api_token, made = _token(data_dir, token)
+        keyfile.ensure(config.keyring_file)  # a new cluster's, or a data dir's from before it
         config = dataclasses.replace(config, token=api_token, cluster_secret=_secret(data_dir),
                                      gossip_ports=plan.ports)
         configure(log_level, "up")

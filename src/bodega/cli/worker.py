@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from bodega.cli.errors import friendly
+from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.model.capacity import CPU_KINDS, Totals
 from bodega.registry.membership import parse_seed
@@ -75,6 +76,7 @@ def worker(
     join: Annotated[
         str | None, typer.Option(help="Gossip host:port[,...] of members to join through")
     ] = None,
+    keyring: GossipKeyring = None,
     ready_file: Annotated[
         Path | None, typer.Option(help="Write url, gossip and pid here when ready")] = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
@@ -97,6 +99,7 @@ def worker(
             raise ValueError(f"unknown cpu kind {kind!r}: use shared or performance")
     if shared_cpu_ratio < 1:
         raise ValueError("--shared-cpu-ratio must be at least 1")
+    keys = gossip_keyring(keyring)
     data_dir = data_dir.resolve()
     cid = cluster_id.check(cluster) if cluster else cluster_id.ensure(data_dir)
     config = WorkerConfig(
@@ -111,7 +114,7 @@ def worker(
         network=network,
         machine_user=machine_user or None, reservation_ttl=reservation_ttl,
         stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
-        gossip_host=gossip_host, gossip_port=gossip_port, join=seeds,
+        gossip_host=gossip_host, gossip_port=gossip_port, join=seeds, gossip_keyring=keys,
         image_registry=image_registry, registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
     )

@@ -5,7 +5,8 @@ port, joining those before it), one broker and one proxy in the first region.
 Each component is ``bodega <role> ...`` with a ready file and a log file of its
 own; its flags map back to the ``bodega up`` flags that set them, so an error
 it prints can be worded in the user's terms. Secrets go in the environment,
-each only where it is needed.
+each only where it is needed; the gossip keyring stays in its file (mode
+0600), whose path every component that gossips is given.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from typing import Any
 
 from bodega.cluster.config import ClusterConfig
 
-SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_CLUSTER_SECRET")
+# Never inherited from `bodega up`'s own environment: each is given here, or not at all.
+SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_CLUSTER_SECRET", "BODEGA_GOSSIP_KEYRING",
+                    "BODEGA_GOSSIP_KEYRING_FILE")
 
 
 @dataclass
@@ -99,6 +102,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--stop-machines-on-exit", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
             "--gossip-listen", config.worker_gossip(index),
+            "--gossip-keyring", str(config.keyring_file),
             *(("--join", ",".join(joins)) if joins else ()), *images,
             *config.extra_worker_args,
         )
@@ -116,6 +120,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--data-dir", str(config.data_dir / role),
             "--listen", f"{config.host}:{port}",
             "--gossip-listen", config.gossip(role), "--join", seeds,
+            "--gossip-keyring", str(config.keyring_file),
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
             "--log-level", config.log_level, *extra,
             # The broker tells clients where the registry is (GET /v1/cluster).

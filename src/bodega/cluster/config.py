@@ -33,6 +33,11 @@ class ClusterConfig:
     registry_port: int = 0  # the image registry's port on host; 0: no registry
 
     @property
+    def keyring_file(self) -> Path:
+        """The cluster's gossip keyring, made by `bodega up`, read by every component."""
+        return self.data_dir / "gossip-keyring"
+
+    @property
     def worker_count(self) -> int:
         return len(self.regions) * self.workers_per_region
 

@@ -38,6 +38,7 @@ from bodega.proxy.upstream import Upstreams
 from bodega.proxy.wake import Waker
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.feed import FeedLagged
+from bodega.registry.membership.keyfile import KeyringSource, needed
 from bodega.runtime.keys import internal_token
 from bodega.runtime.serve import Served, bind, serve
 from bodega.wire.http import (
@@ -66,6 +67,7 @@ class ProxyDaemonConfig:
     gossip_host: str | None = None
     gossip_port: int = 0
     seeds: tuple[str, ...] = ()
+    gossip_keyring: KeyringSource | None = None  # required: the proxy gossips
     base_domain: str = "localhost"
     autostop_interval: float = 60.0
     autostop_idle: float = 60.0
@@ -126,9 +128,10 @@ class Proxy:
         config = self.config
         sock = bind(config.admin_host, config.admin_port)
         admin_url = f"http://{config.admin_host}:{sock.getsockname()[1]}"
+        keys = needed(config.gossip_keyring)
         self.node = RegistryNode(RegistryConfig(
             name=config.name, role="proxy", region=config.region, data_dir=config.data_dir,
-            cluster_secret=config.cluster_secret,
+            cluster_secret=config.cluster_secret, keyring=keys.keyring, keyring_file=keys.file,
             bind_host=config.gossip_host or config.admin_host, bind_port=config.gossip_port,
             seeds=config.seeds, meta={"url": admin_url}),
             registry=self.metrics.registry)  # gossip counters (bad packets too) in /metrics

@@ -12,7 +12,9 @@ The I/O shell that wires the two roles together. It owns:
   live peers, comparing digests first;
 - subscriptions, fed in the same call that applied each change, and served
   as NDJSON by ``routes()``, which the daemon mounts on its HTTP server
-  together with the sync route. ``meta["url"]`` tells peers where that is.
+  together with the sync route. ``meta["url"]`` tells peers where that is;
+- the gossip keyring (``gossipkeys.py``): the one it was given or the later
+  one its view holds, adopted whenever a rotation changes it (``keys``).
 
 Reads and writes work before ``start`` (rows written then spread once the
 node starts: anti-entropy carries them) and fail after ``stop``.
@@ -32,7 +34,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
+from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
 from bodega.registry.membership.config import MembershipConfig, SwimConfig
+from bodega.registry.membership.envelope import Envelope
+from bodega.registry.membership.keyring import Keyring
 from bodega.registry.membership.members import Addr, MemberView
 from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.registry.membership.udp import Membership
@@ -61,6 +66,9 @@ class RegistryConfig:
     region: str
     data_dir: Path
     cluster_secret: str
+    keyring: Keyring  # the gossip keys to start with, unless the view holds later ones
+    # The host's keyring file: rewritten whenever the cluster's keyring changes.
+    keyring_file: Path | None = None
     bind_host: str = "127.0.0.1"
     bind_port: int = 0
     advertise_host: str | None = None
@@ -82,19 +90,23 @@ class RegistryConfig:
 
 class RegistryNode:
     def __init__(self, config: RegistryConfig, *, registry: CollectorRegistry | None = None,
-                 bind: Binder = UdpTransport.bind, rng: random.Random | None = None) -> None:
+                 bind: Binder = UdpTransport.bind, rng: random.Random | None = None,
+                 envelope: Envelope | None = None) -> None:
         self.config = config
         registry = registry or CollectorRegistry()
         self.metrics = ReplicationMetrics(registry)
         self._rng = rng or random.Random()
         self.membership = Membership(MembershipConfig(
             name=config.name, role=config.role, region=config.region, data_dir=config.data_dir,
-            cluster_secret=config.cluster_secret, bind_host=config.bind_host,
+            keyring=config.keyring, bind_host=config.bind_host,
             bind_port=config.bind_port, advertise_host=config.advertise_host,
             seeds=config.seeds, meta=dict(config.meta), swim=config.swim,
-        ), registry=registry, bind=bind, rng=self._rng)
+        ), registry=registry, bind=bind, rng=self._rng, envelope=envelope)
         private_dir(config.data_dir)  # the view holds every app's machines: not for machines
         self.view = View(config.view_path)
+        self.keys = GossipKeys(self.membership, view_row=lambda: self.view.get(TABLE, KEY),
+                               write_row=self.put_shared, file=config.keyring_file,
+                               grace=config.swim.probe_interval)
         self.replica = Replica(config.name, self.view, tombstone_ttl=config.tombstone_ttl,
                                on_reject=self.metrics.reject)
         self.subscriptions = Subscriptions(config.subscription_capacity,
@@ -195,6 +207,7 @@ class RegistryNode:
     # ── changes in and out ───────────────────────────────────────────────────
 
     def _changed(self, changes: list[Change], source: str) -> None:
+        self.keys.changed(changes)
         self.subscriptions.publish(changes)
         remote = sum(1 for c in changes if not c.local)
         if remote:

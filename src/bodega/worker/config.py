@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bodega.model.capacity import Totals
+from bodega.registry.membership.keyfile import KeyringSource
 from bodega.runtime.failpoints import Failpoints
 from bodega.worker.host.names import HostNames
 
@@ -44,6 +45,7 @@ class WorkerConfig:
     gossip_host: str | None = None  # the registry's UDP endpoint; None: the listen host
     gossip_port: int = 0
     join: tuple[str, ...] = ()  # gossip host:port of members to join through
+    gossip_keyring: KeyringSource | None = None  # required when gossip is on
     tombstone_ttl: float = 3600.0  # destroyed machines stay listed this long in the registry
     # Images: the registry a reference without a host is pulled from (`bodega up` runs one),
     # credentials for it (never logged), the runtime, and the cache's size budget.

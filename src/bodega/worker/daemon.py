@@ -23,6 +23,7 @@ from typing import Any
 
 from bodega.model.states import MachineState
 from bodega.registry import RegistryConfig, RegistryNode
+from bodega.registry.membership import keyfile
 from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.pid_lock import PidLock
@@ -166,9 +167,11 @@ class Worker:
 
     def _registry(self, url: str) -> RegistryNode:
         c = self.config
+        keys = keyfile.needed(c.gossip_keyring)
         return RegistryNode(RegistryConfig(
             name=c.name, role="worker", region=c.region, data_dir=c.registry_dir,
-            cluster_secret=c.cluster_secret, bind_host=c.gossip_host or c.listen_host,
+            cluster_secret=c.cluster_secret, keyring=keys.keyring, keyring_file=keys.file,
+            bind_host=c.gossip_host or c.listen_host,
             bind_port=c.gossip_port, advertise_host=c.advertise_host, seeds=c.join,
             meta={"url": url}, tombstone_ttl=c.tombstone_ttl,
         ), registry=self.metrics.registry)

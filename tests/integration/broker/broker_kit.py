@@ -25,6 +25,7 @@ from bodega.worker.api.render import machine_wire, volume_wire
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.store import queries, volume_queries
+from tests.keyring_kit import SOURCE
 
 SECRET = "broker-test-secret"
 ADMIN = "admin-token"
@@ -57,7 +58,7 @@ class Cluster:
         config = WorkerConfig(
             name=name, region=region, data_dir=self.tmp / name, driver="null",
             totals=Totals(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb),
-            cluster_secret=SECRET, network="host", machine_user=None)
+            cluster_secret=SECRET, network="host", machine_user=None, gossip_keyring=SOURCE)
         worker = Worker(config)
         await worker.start()
         self.workers.append(worker)
@@ -69,6 +70,7 @@ class Cluster:
         """A broker on the shared view, or on ``catalog`` (a view gossip has not reached)."""
         values: dict[str, Any] = {"name": f"broker-{len(self.brokers)}",
                                   "data_dir": self.tmp / "broker", "cluster_secret": SECRET,
+                                  "gossip_keyring": SOURCE,
                                   "admin_tokens": (ADMIN,), "region": "ams",
                                   "listen_port": 0}
         values.update(overrides)

@@ -9,6 +9,7 @@ import httpx
 
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
+from tests.keyring_kit import SOURCE
 
 from .broker_kit import ADMIN, SECRET, in_process_cluster, machine
 
@@ -124,7 +125,7 @@ async def test_ip_assignments_are_recorded_listed_and_removed(tmp_path: Path) ->
 
 async def test_ip_assignments_live_in_a_real_registry_view(tmp_path: Path) -> None:
     broker = Broker(BrokerConfig(name="solo", data_dir=tmp_path / "solo", cluster_secret=SECRET,
-                                 admin_tokens=(ADMIN,), listen_port=0))
+                                 admin_tokens=(ADMIN,), listen_port=0, gossip_keyring=SOURCE))
     await broker.start()
     try:
         async with httpx.AsyncClient(base_url=broker.url, timeout=30, headers={

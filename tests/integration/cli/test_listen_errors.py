@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-ENV = {**os.environ, "BODEGA_CLUSTER_SECRET": "s" * 32, "BODEGA_API_TOKEN": "listen-token"}
+from tests.keyring_kit import ENV as KEYRING_ENV
+
+ENV = {**os.environ, **KEYRING_ENV, "BODEGA_CLUSTER_SECRET": "s" * 32,
+       "BODEGA_API_TOKEN": "listen-token"}
 
 
 @pytest.fixture

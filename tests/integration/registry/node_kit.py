@@ -12,6 +12,7 @@ from starlette.applications import Starlette
 
 from bodega.registry import RegistryConfig, RegistryNode, SwimConfig
 from bodega.runtime.serve import Served, bind, serve
+from tests.keyring_kit import KEYRING
 
 SECRET = "integration-secret"
 # memberlist's LAN figures halved, so a crash is detected in seconds of test time.
@@ -57,7 +58,7 @@ class Nodes:
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         node = RegistryNode(RegistryConfig(
             name=name, role=role, region="ams", data_dir=self.root / name,
-            cluster_secret=SECRET, seeds=seeds, meta={"url": url}, swim=FAST,
+            cluster_secret=SECRET, keyring=KEYRING, seeds=seeds, meta={"url": url}, swim=FAST,
             sync_interval=sync_interval), registry=CollectorRegistry())
         served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock)
         await node.start()

@@ -13,6 +13,7 @@ from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 from tests.integration.daemon_kit import SECRET, Daemon, worker_daemon
 from tests.integration.registry.node_kit import Nodes, until
+from tests.keyring_kit import KEYRING
 
 MACHINE = {"app": "web", "config": {"image": "nginx", "guest": {
     "cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}}
@@ -48,7 +49,7 @@ async def test_the_worker_row_and_machine_rows_reach_a_node_that_joined_it(
     assert row["free"]["memory_mb"] == 4096
     member = node.membership.member("w1")
     assert member is not None
-    assert member.meta == {"url": daemon.url}
+    assert member.meta == {"url": daemon.url, "keys": KEYRING.report()}
 
     created: dict[str, Any] = await client.create_machine(MACHINE)
     machine_id = created["id"]
