@@ -11,6 +11,8 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
 from bodega.registry import RegistryConfig, RegistryNode, SwimConfig
+from bodega.registry.membership.keyring import Keyring
+from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.runtime.serve import Served, bind, serve
 from tests.keyring_kit import KEYRING
 
@@ -53,13 +55,18 @@ class Nodes:
         self.running: dict[str, Running] = {}
 
     async def start(self, name: str, *, seeds: tuple[str, ...] = (),
-                    role: str = "worker", sync_interval: float = 0.5) -> Running:
+                    role: str = "worker", sync_interval: float = 0.5,
+                    keyring: Keyring = KEYRING, keyring_file: Path | None = None,
+                    udp: Binder = UdpTransport.bind) -> Running:
+        """A node named ``name`` on its data dir under the root (the same one again after a
+        stop); ``keyring_file``: the host's keyring file it keeps up to date."""
         sock = bind("127.0.0.1", 0)
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         node = RegistryNode(RegistryConfig(
             name=name, role=role, region="ams", data_dir=self.root / name,
-            cluster_secret=SECRET, keyring=KEYRING, seeds=seeds, meta={"url": url}, swim=FAST,
-            sync_interval=sync_interval), registry=CollectorRegistry())
+            cluster_secret=SECRET, keyring=keyring, keyring_file=keyring_file, seeds=seeds,
+            meta={"url": url}, swim=FAST, sync_interval=sync_interval),
+            registry=CollectorRegistry(), bind=udp)
         served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock)
         await node.start()
         running = Running(node, served)
