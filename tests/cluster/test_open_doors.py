@@ -4,9 +4,11 @@ The sockets come from /proc (each component's fds joined with its kernel
 socket tables), not from a list of ports, and each is asked what it is: one
 nobody can account for fails the test. Then every HTTP listener gets
 requests without and with wrong credentials on its routes, every gossip
-socket a packet signed with another cluster's key (dropped, counted, and
-nothing changes), and the data dir, the logs and every process's command
-line and every machine's environment are searched for a secret.
+socket packets sealed with another cluster's key, unsealed, or with a forged
+tag, and a real packet captured from the wire and sent again (each dropped,
+counted, and nothing changes), and the data dir, the logs and every
+process's command line and every machine's environment are searched for a
+secret (the gossip keys included).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from typing import Any
 
 import httpx
 import pytest
-from bodega.registry.membership.auth import PacketAuth
 
+from bodega.registry.membership.envelope import SealedEnvelope
+from bodega.registry.membership.keyring import GossipKey, Keyring
 from bodega.registry.membership.members import MemberRecord, Role, Status
 from bodega.registry.membership.messages import Message, Sync, encode
 from bodega.runtime.keys import internal_token
@@ -34,18 +37,21 @@ from tests.cluster.door_kit import (
     Cluster,
     Door,
     classify,
-    gossip_auth_drops,
+    gossip_drops,
     hostile_arguments,
+    sniff_udp,
     until,
     up_cluster_with_apps,
 )
 from tests.cluster.listener_kit import children_of, listeners_of
+from tests.keyring_kit import other_keyring
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
 
 PUBLIC = {"/v1/health", "/openapi.json", "/v1/openapi.json", "/docs"}
 ADMIN_ONLY = [("POST", "/v1/apps"), ("GET", "/metrics"), ("GET", "/v1/cluster/members"),
-              ("GET", "/v1/cluster/workers")]
+              ("GET", "/v1/cluster/workers"), ("GET", "/v1/cluster/keys"),
+              ("POST", "/v1/cluster/keys/rotate")]
 REGISTRY = [("POST", "/v1/registry/sync"), ("POST", "/v1/registry/subscriptions")]
 WORKER = [("GET", "/v1/info"), ("GET", "/v1/capacity"), ("GET", "/v1/log"), ("GET", "/metrics"),
           ("GET", "/v1/machines"), ("POST", "/v1/machines"), ("GET", "/v1/machines/{id}"),
@@ -134,7 +140,8 @@ def api_routes(base: str, app: str, machine: str) -> list[tuple[str, str]]:
         filled = re.sub(r"\{[^}]+\}", lambda m: {"{app_name}": app, "{machine_id}": machine}.get(
             m.group(0), "x"), path)
         routes += [(method.upper(), filled) for method in operations if filled not in PUBLIC]
-    return [*routes, ("GET", "/metrics")]
+    return [*routes, ("GET", "/metrics"), ("GET", "/v1/cluster/keys"),
+            ("POST", "/v1/cluster/keys/rotate")]
 
 
 def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) -> None:
@@ -221,18 +228,29 @@ def test_the_proxy_serves_apps_and_nothing_else(doors: list[Door], cluster: Clus
                 assert "alpha" not in answer.text
 
 
-def scrape(door: Door, cluster: Cluster, doors: list[Door]) -> float | None:
-    """This component's count of gossip packets dropped for a bad tag, from its metrics."""
+def scrape(door: Door, cluster: Cluster, doors: list[Door],
+           reasons: tuple[str, ...] = ("auth", "unknown_key")) -> float | None:
+    """This component's count of gossip packets dropped for ``reasons``, from its metrics."""
     kind = {"broker": "broker-api", "worker": "worker-api", "proxy": "proxy-admin"}[door.role]
     http = next(d for d in doors if d.component == door.component and d.kind == kind)
     key = cluster.token if door.role == "broker" else cluster.internal
     answer = httpx.get(f"{http.listener.url()}/metrics", timeout=30,
                        headers={"authorization": f"Bearer {key}"})
     assert answer.status_code == 200, answer.text
-    return gossip_auth_drops(answer.text)
+    counts = [gossip_drops(answer.text, reason) for reason in reasons]
+    return None if None in counts else sum(c or 0.0 for c in counts)
 
 
-def test_gossip_signed_with_another_key_is_dropped_and_counted(
+def members_unchanged(cluster: Cluster) -> None:
+    time.sleep(1.0)  # time enough for a believed claim to spread
+    with cluster.admin() as api:
+        members = api.get("/v1/cluster/members").json()
+    assert "intruder" not in {m["name"] for m in members}
+    assert {m["name"]: m["status"] for m in members} == {
+        str(c["name"]): "alive" for c in cluster.components() if c["role"] != "registry"}
+
+
+def test_gossip_sealed_with_another_key_is_dropped_and_counted(
         doors: list[Door], cluster: Cluster) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as intruder:
         intruder.bind(("127.0.0.1", 0))
@@ -248,25 +266,47 @@ def test_gossip_signed_with_another_key_is_dropped_and_counted(
                                                        door.listener.port), Role(door.role),
                                       "ams", incarnation=99, status=Status.DEAD, by="intruder"),))
             target = (door.listener.reachable_host(), door.listener.port)
-            intruder.sendto(PacketAuth.from_secret("another cluster").seal(encode(claim)), target)
-            intruder.sendto(encode(claim), target)  # not signed at all
+            theirs = SealedEnvelope(other_keyring("another cluster"), "intruder",
+                                    first_seq=time.time_ns(), nonces=os.urandom)
+            intruder.sendto(theirs.seal(encode(claim), 1), target)  # another cluster's key
+            intruder.sendto(encode(claim), target)  # not sealed at all
+            # The cluster's key id on a packet sealed with another key: a forged tag.
+            guess = GossipKey(os.urandom(32))
+            forged = bytearray(SealedEnvelope(Keyring.of(guess), "intruder", first_seq=1,
+                                              nonces=os.urandom).seal(encode(claim), 1))
+            forged[1:5] = cluster.keyring.primary_key.raw_id
+            intruder.sendto(bytes(forged), target)
 
             def counted(d: Door = door, b: float = before) -> bool:
-                return (scrape(d, cluster, doors) or 0) >= b + 2
+                return (scrape(d, cluster, doors) or 0) >= b + 3
 
-            until(counted, f"{door.component} counting both forged packets")
+            until(counted, f"{door.component} counting the three forged packets")
             with pytest.raises(TimeoutError):
-                intruder.recvfrom(65535)  # and it answered neither
-    time.sleep(1.0)  # time enough for a believed claim to spread
-    with cluster.admin() as api:
-        members = api.get("/v1/cluster/members").json()
-    assert "intruder" not in {m["name"] for m in members}
-    assert {m["name"]: m["status"] for m in members} == {
-        str(c["name"]): "alive" for c in cluster.components() if c["role"] != "registry"}
+                intruder.recvfrom(65535)  # and it answered none
+    members_unchanged(cluster)
+
+
+def test_a_replayed_gossip_packet_is_dropped_and_counted(
+        doors: list[Door], cluster: Cluster) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as replayer:
+        for door in of_kind(doors, "gossip"):
+            before = scrape(door, cluster, doors, ("replay",))
+            assert before is not None, f"{door.component} does not count replayed packets"
+            # A real packet of the cluster, captured on its way to this member (which got
+            # it, or has it queued ahead of the copy), and sent to it again.
+            captured = sniff_udp(door.listener.port)
+            replayer.sendto(captured, (door.listener.reachable_host(), door.listener.port))
+
+            def counted(d: Door = door, b: float = before) -> bool:
+                return (scrape(d, cluster, doors, ("replay",)) or 0) >= b + 1
+
+            until(counted, f"{door.component} counting the replayed packet")
+    members_unchanged(cluster)
 
 
 def test_tokens_are_stored_hashed_and_secrets_never_logged(cluster: Cluster) -> None:
-    kept_on_purpose = {cluster.data / "api-token", cluster.data / "cluster-secret"}
+    kept_on_purpose = {cluster.data / "api-token", cluster.data / "cluster-secret",
+                       cluster.data / "gossip-keyring"}
     files = [p for p in cluster.data.rglob("*") if p.is_file() and p not in kept_on_purpose]
     assert any(p.suffix == ".log" for p in files)
     assert any(".db" in p.name for p in files)
