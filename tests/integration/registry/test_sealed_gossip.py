@@ -5,7 +5,8 @@ after its sender restarted; a packet sealed with another cluster's key is
 dropped and counted; a key rotation under a steady stream of row writes
 loses no member and no row and drops no packet; a node that was down during
 a rotation comes back with the old key alone, cannot gossip, catches up over
-HTTP and gossips again.
+HTTP and gossips again; a rotation a live member cannot take stops where
+every member still gossips.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from bodega.registry import EventKind, RegistryNode, Status
+from bodega.model.errors import Conflict, Unavailable
+from bodega.registry import EventKind, Membership, MembershipConfig, RegistryNode, Status
 from bodega.registry.membership import keyfile
 from bodega.registry.membership.envelope import SealedEnvelope
 from bodega.registry.membership.keyring import GossipKey, Keyring
@@ -25,7 +28,7 @@ from bodega.registry.membership.members import Addr
 from bodega.registry.membership.messages import Message, encode
 from bodega.registry.membership.outputs import Event
 from bodega.registry.membership.transport import Receiver, UdpTransport
-from tests.integration.registry.node_kit import Nodes, Running, until
+from tests.integration.registry.node_kit import FAST, Nodes, Running, until
 from tests.keyring_kit import KEYRING, other_keyring
 
 DROPS = ("auth", "unknown_key", "replay", "decode", "size", "error")
@@ -208,3 +211,30 @@ async def test_a_node_down_during_a_rotation_comes_back_and_catches_up_over_http
     await until(lambda: (x.get("workers", "a") or {}).get("while") == "x was away")
     assert keyfile.read(files["x"]).ids == (rotation.new,)
     assert bad(x, "auth") == bad(x, "replay") == 0
+
+
+async def test_a_rotation_a_member_cannot_take_stops_where_every_member_still_gossips(
+        nodes: Nodes, tmp_path: Path) -> None:
+    a, b = await cluster(nodes, ["a", "b"])
+    # A member that gossips but keeps no replica: it never hears of the new keyring.
+    deaf = Membership(MembershipConfig(
+        name="deaf", role="worker", region="ams", data_dir=tmp_path / "deaf", keyring=KEYRING,
+        seeds=(a.seed,), swim=FAST), registry=CollectorRegistry())
+    await deaf.start()
+    try:
+        await until(lambda: alive(a.node) == alive(b.node) == {"a", "b", "deaf"})
+        rotating = asyncio.create_task(a.node.keys.rotate(timeout=2))
+        await asyncio.sleep(0)
+        with pytest.raises(Conflict, match="already running"):
+            await a.node.keys.rotate(timeout=2)
+        with pytest.raises(Unavailable, match="stopped at 'install': deaf had not installed"):
+            await rotating
+        # The new key is installed beside the old one, which everyone still seals with.
+        installed = a.node.membership.keyring
+        assert (len(installed.ids), installed.primary) == (2, KEYRING.primary)
+        await until(lambda: b.node.membership.keyring == installed)
+        await asyncio.sleep(2 * FAST.probe_interval)
+        assert alive(a.node) == alive(b.node) == {"a", "b", "deaf"}
+        assert drops(a.node) == drops(b.node) == {}
+    finally:
+        await deaf.stop(leave=False)
