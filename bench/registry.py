@@ -51,6 +51,7 @@ from bodega.registry.membership.transport import Receiver, UdpTransport
 from bodega.runtime.serve import Served, bind, serve
 
 SECRET = "bench-secret"
+ROOT = Path(__file__).resolve().parents[1]  # children run as `python -m bench.registry` here
 LAN = SwimConfig()
 
 
@@ -303,7 +304,7 @@ async def start_cluster(args: argparse.Namespace, mode: str = "sealed") -> list[
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "bench.registry", "--child", "--seed", str(args.seed + index),
             "--envelope", mode, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            cwd=Path(__file__).resolve().parents[1])
+            cwd=ROOT)
         procs.append(Proc(process, group))
     first = await procs[0].ask(cmd="start", names=names[:1], seeds=[])
     seed_addr = first[names[0]]
