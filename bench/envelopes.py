@@ -61,7 +61,7 @@ def envelope(mode: str, keyring: Keyring, name: str) -> Envelope:
         return PlainEnvelope()
     if mode == "hmac":
         return HmacEnvelope(keyring)
-    return SealedEnvelope(keyring, name, first_seq=time.time_ns(), nonces=os.urandom)
+    return SealedEnvelope(keyring, name, first_seq=time.time_ns(), salts=os.urandom)
 
 
 def per_packet_us(mode: str, keyring: Keyring, size: int, count: int = 20_000) -> float:

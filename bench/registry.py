@@ -195,9 +195,10 @@ class Child:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for node, served in self.nodes.values():
-            await node.stop(leave=False)
+        for _, served in self.nodes.values():  # no pull is served from a closed view
             await served.stop(grace=0.5)
+        for node, _ in self.nodes.values():
+            await node.stop(leave=False)
 
 
 async def child_main(seed: int, mode: str) -> None:

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import hashlib
 
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-
 from bodega.registry.membership.keyfile import ENV_JSON, KeyringSource
 from bodega.registry.membership.keyring import GossipKey, Keyring
-from bodega.registry.membership.seal import open_sealed, read_header
+from bodega.registry.membership.seal import life_key, open_sealed, read_header
 
 KEYRING = Keyring.of(GossipKey(hashlib.sha256(b"bodega tests gossip key").digest()))
 SOURCE = KeyringSource(KEYRING)
@@ -28,4 +26,4 @@ def payload_of(packet: bytes, keyring: Keyring = KEYRING) -> bytes:
     """What a sealed packet carries, opened with ``keyring``'s key of its id (no replay check)."""
     header = read_header(packet)
     key = next(k for k in keyring.keys if k.raw_id == header.key_id)
-    return open_sealed(AESGCM(key.secret), header, packet)
+    return open_sealed(life_key(key.secret, header.life), header, packet)

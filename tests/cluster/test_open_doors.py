@@ -267,13 +267,13 @@ def test_gossip_sealed_with_another_key_is_dropped_and_counted(
                                       "ams", incarnation=99, status=Status.DEAD, by="intruder"),))
             target = (door.listener.reachable_host(), door.listener.port)
             theirs = SealedEnvelope(other_keyring("another cluster"), "intruder",
-                                    first_seq=time.time_ns(), nonces=os.urandom)
+                                    first_seq=time.time_ns(), salts=os.urandom)
             intruder.sendto(theirs.seal(encode(claim), 1), target)  # another cluster's key
             intruder.sendto(encode(claim), target)  # not sealed at all
             # The cluster's key id on a packet sealed with another key: a forged tag.
             guess = GossipKey(os.urandom(32))
             forged = bytearray(SealedEnvelope(Keyring.of(guess), "intruder", first_seq=1,
-                                              nonces=os.urandom).seal(encode(claim), 1))
+                                              salts=os.urandom).seal(encode(claim), 1))
             forged[1:5] = cluster.keyring.primary_key.raw_id
             intruder.sendto(bytes(forged), target)
 

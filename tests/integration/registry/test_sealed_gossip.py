@@ -122,7 +122,7 @@ async def test_gossip_sealed_with_another_key_is_dropped_and_counted(nodes: Node
     assert not theirs.node.membership.swim.joined
     # A key id we hold, but the packet was not sealed with its key: a forged tag.
     forged = Keyring((GossipKey(b"\0" * 32),), GossipKey(b"\0" * 32).id)
-    packet = bytearray(SealedEnvelope(forged, "mallory", first_seq=1, nonces=lambda n: b"\1" * n)
+    packet = bytearray(SealedEnvelope(forged, "mallory", first_seq=1, salts=lambda n: b"\1" * n)
                        .seal(encode(Message("mallory")), 1))
     packet[1:5] = KEYRING.primary_key.raw_id
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as raw:

@@ -125,7 +125,7 @@ async def test_packets_with_a_wrong_key_or_garbage_are_dropped_and_counted(
     assert not intruder.swim.joined
     assert bad(intruder, "unknown_key") == bad(intruder, "auth") == 0  # w1 never answered it
 
-    ours = SealedEnvelope(KEYRING, "x", first_seq=1, nonces=os.urandom)
+    ours = SealedEnvelope(KEYRING, "x", first_seq=1, salts=os.urandom)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as raw:
         raw.sendto(b"not even close", first.addr)
         raw.sendto(ours.seal(b'{"t":"ping","f":"x"}', 1), first.addr)

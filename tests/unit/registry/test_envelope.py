@@ -9,14 +9,14 @@ import pytest
 
 from bodega.registry.membership.envelope import SealedEnvelope
 from bodega.registry.membership.keyring import GossipKey, Keyring
-from bodega.registry.membership.seal import Dropped
+from bodega.registry.membership.seal import HEADER_BYTES, Dropped
 from tests.keyring_kit import KEYRING, other_keyring
 
 NEW = GossipKey(bytes(range(32)))
 
 
 def envelope(name: str, keyring: Keyring = KEYRING, first_seq: int = 1000) -> SealedEnvelope:
-    return SealedEnvelope(keyring, name, first_seq=first_seq, nonces=os.urandom)
+    return SealedEnvelope(keyring, name, first_seq=first_seq, salts=os.urandom)
 
 
 def received(by: SealedEnvelope, packet: bytes, sender: str) -> bytes:
@@ -86,11 +86,23 @@ def test_during_a_rotation_old_and_new_keys_both_open_until_the_old_is_removed()
     assert received(b, a.seal(b"still", 1), "a") == b"still"
 
 
-def test_nonces_come_from_the_source_handed_in() -> None:
+def test_salts_come_from_the_source_handed_in_and_lives_never_share_a_key() -> None:
     counter = itertools.count()
     a = SealedEnvelope(KEYRING, "a", first_seq=1,
-                       nonces=lambda n: next(counter).to_bytes(n, "big"))
+                       salts=lambda n: next(counter).to_bytes(n, "big"))
     b = envelope("b")
     packets = [a.seal(b"same", 1) for _ in range(3)]
     assert len(set(packets)) == 3
     assert [received(b, p, "a") for p in packets] == [b"same"] * 3
+    # Same name, generation and first seq, another salt: a life of its own, another key.
+    twin = SealedEnvelope(KEYRING, "a", first_seq=1,
+                          salts=lambda n: next(counter).to_bytes(n, "big"))
+    assert twin.seal(b"same", 1)[HEADER_BYTES:] != packets[0][HEADER_BYTES:]
+
+
+def test_a_forged_life_opens_nothing_and_is_not_remembered() -> None:
+    b = envelope("b")
+    packet = bytearray(envelope("a").seal(b"x", 1))
+    packet[21] ^= 1  # the salt: another life, whose key the sealer never used
+    assert reason(b, bytes(packet), "a") == "auth"
+    assert len(b._lives) == 0

@@ -91,7 +91,7 @@ def test_a_direct_item_goes_to_one_member_and_is_not_passed_on() -> None:
        members=st.integers(min_value=0, max_value=60))
 @settings(max_examples=60, deadline=None)
 def test_every_packet_stays_within_the_udp_budget(sizes: list[int], members: int) -> None:
-    envelope = SealedEnvelope(KEYRING, "a", first_seq=2**63, nonces=os.urandom)
+    envelope = SealedEnvelope(KEYRING, "a", first_seq=2**63, salts=os.urandom)
     a = node("a", config=SwimConfig(push_pull_interval=3.0))
     learn(a, 0.0, rec("peer-with-a-rather-long-name-0000000000000000000000000000000000"[:64]))
     learn(a, 0.0, *[rec(f"member-{i:03d}", meta={"api": f"http://10.2.{i}.1:4280"})

@@ -3,7 +3,7 @@
 Everything is deterministic for a given seed: one ``random.Random`` decides
 latencies and losses and seeds each node's own generator, and events at the
 same instant run in the order they were scheduled. Packets go through the
-real codec and sealing (``wire=True``: one test keyring, nonces counted), so
+real codec and sealing (``wire=True``: one test keyring, salts counted), so
 sizes, encodings and replay windows are exercised as on UDP. Faults: link
 loss, latency, partitions, crashed nodes, and *slow* nodes whose packets wait
 in a backlog and whose loop reports lag, as a CPU-starved process would.
@@ -74,7 +74,7 @@ class SimNet:
         self.traffic = Traffic()
         self._rng = random.Random(seed)
         self.wire = wire
-        self._nonces = itertools.count()
+        self._salts = itertools.count()
         self._schedule = Schedule(self.clock)
         self._by_addr: dict[Addr, str] = {}
         self._group: dict[str, int] = {}
@@ -230,7 +230,7 @@ class SimNet:
         # Sequence numbers start at the simulated clock in nanoseconds, as on a host.
         return None if not self.wire else SealedEnvelope(
             SIM_KEYRING, name, first_seq=int(self.now * 1e9),
-            nonces=lambda n: next(self._nonces).to_bytes(n, "big"))
+            salts=lambda n: next(self._salts).to_bytes(n, "big"))
 
     def _swim(self, name: str, addr: Addr, role: Role | str, region: str,
               meta: dict[str, str] | None, generation: int, config: SwimConfig | None) -> Swim:

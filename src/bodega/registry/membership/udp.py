@@ -67,7 +67,7 @@ class Membership:
         # The first sequence number is the wall clock in nanoseconds: above anything an
         # earlier life of this member sent, with nothing to persist (``replay.py``).
         self._packets = Packets(envelope or SealedEnvelope(
-            config.keyring, config.name, first_seq=time.time_ns(), nonces=os.urandom),
+            config.keyring, config.name, first_seq=time.time_ns(), salts=os.urandom),
             self.metrics, config.swim.packet_size)
         self._bind = bind
         self._rng = rng or random.Random()
