@@ -4,7 +4,7 @@
 which members hold and seal with each. ``POST /v1/cluster/keys/rotate`` runs
 a rotation on this broker's registry node (install a new key on every
 member, seal with it everywhere, remove the old ones: ``registry/gossipkeys.py``)
-and answers when it is done: 409 if one is already running here, 503 naming
+and answers when it is done: 409 if one is already running here, or naming
 the members that did not take a step in time (the keyring then stays one
 every live member gossips with). Mounted only on a broker with a registry node.
 """

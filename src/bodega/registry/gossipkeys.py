@@ -12,8 +12,9 @@ and the keyring file is rewritten so the host's next start begins there.
 ``bodega cluster key rotate``): it publishes the three keyrings of
 ``membership/rotation.py`` in turn and waits, after each, until every live
 member reports having taken it. A step that does not complete in time
-stops the rotation where it is, which is always a keyring every live member
-can gossip with; running it again finishes the job with a newer key.
+stops the rotation where it is (a ``Conflict`` naming the members that lag),
+which is always a keyring every live member can gossip with; running it
+again finishes the job with a newer key.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
-from bodega.model.errors import Conflict, Unavailable
+from bodega.model.errors import Conflict
 from bodega.registry.membership import keyfile
 from bodega.registry.membership.keyring import (
     KEY_BYTES,
@@ -119,7 +120,7 @@ class GossipKeys:
                 started = loop.time()
                 while behind := lagging(self.membership.members(), step):
                     if loop.time() - started > timeout:
-                        raise Unavailable(
+                        raise Conflict(
                             f"gossip key rotation stopped at '{step.name}': "
                             f"{', '.join(behind)} had not {step.describe()} after "
                             f"{timeout:g} s. The keyring stays {keyring.report()} (serial "
