@@ -36,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from tests.keyring_kit import KEYRING
 
-from bench.envelopes import MODES, envelope, per_packet_us
+from bench.envelopes import MODES, TimedEnvelope, envelope, per_packet_us
 from bodega.registry import EventKind, RegistryConfig, RegistryNode, Status, SwimConfig
 from bodega.registry.membership.members import Addr
 from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
@@ -85,6 +86,7 @@ class Child:
         self.mode = mode
         self.loss = [0.0]
         self.nodes: dict[str, tuple[RegistryNode, Served]] = {}
+        self.envelopes: list[TimedEnvelope] = []
         self.arrivals: dict[str, dict[str, float]] = {}  # tag -> node -> when
         self.events: list[tuple[float, str, str, str]] = []  # when, observer, kind, about
         self._tasks: list[asyncio.Task[None]] = []
@@ -100,11 +102,13 @@ class Child:
 
             sock = bind("127.0.0.1", 0)
             url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            timed = TimedEnvelope(envelope(self.mode, KEYRING, name))
+            self.envelopes.append(timed)
             node = RegistryNode(RegistryConfig(
                 name=name, role="worker", region="bench", data_dir=self.root / name,
                 cluster_secret=SECRET, keyring=KEYRING, seeds=tuple(seeds), meta={"url": url}),
                 registry=CollectorRegistry(), bind=binder, rng=random.Random(rng.random()),
-                envelope=envelope(self.mode, KEYRING, name))
+                envelope=timed)
             served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock)
             await node.start()
             self.nodes[name] = (node, served)
@@ -156,7 +160,8 @@ class Child:
                 dropped += sum(reg.get_sample_value("bodega_gossip_bad_packets_total",
                                                     {"reason": r}) or 0
                                for r in ("auth", "unknown_key", "replay", "decode"))
-            return {"cpu": time.process_time(), "packets": packets, "dropped": dropped}
+            return {"cpu": time.process_time(), "packets": packets, "dropped": dropped,
+                    "envelope": sum(e.cpu_ns for e in self.envelopes) / 1e9}
         if kind == "events":
             return [e for e in self.events if e[0] >= cmd["since"]]
         if kind == "bytes":
@@ -403,8 +408,22 @@ async def main(args: argparse.Namespace) -> None:
         await stop_cluster(procs)
 
 
-async def cpu_per_node(args: argparse.Namespace, mode: str) -> tuple[float, float, float]:
-    """(CPU ms, packets, dropped packets) per node per second with ``mode``, under writes."""
+@dataclass(frozen=True)
+class Usage:
+    """Per node per second over a measured window."""
+
+    cpu: float  # seconds of CPU of the node processes
+    envelope: float  # of which sealing and opening packets (or tagging, or nothing)
+    packets: float  # in and out
+    dropped: float
+
+    @property
+    def per_packet_us(self) -> float:
+        return self.envelope / self.packets * 1e6
+
+
+async def usage(args: argparse.Namespace, mode: str) -> Usage:
+    """What N nodes with ``mode`` use per node per second, each rewriting its row steadily."""
     procs = await start_cluster(args, mode)
     try:
         await wait_converged(procs, args.nodes)
@@ -420,36 +439,44 @@ async def cpu_per_node(args: argparse.Namespace, mode: str) -> tuple[float, floa
     def rate(key: str) -> float:
         return float(sum(a[key] - b[key] for a, b in zip(after, before, strict=True))) / per
 
-    return rate("cpu"), rate("packets"), rate("dropped")
+    return Usage(rate("cpu"), rate("envelope"), rate("packets"), rate("dropped"))
 
 
 async def seal_compare(args: argparse.Namespace) -> None:
     print(f"{args.nodes} nodes in {args.procs} processes on loopback UDP, each node rewriting "
           f"its ~450-byte row every {args.write_interval:g} s; CPU of the node processes per "
           f"node per second over {args.cpu_seconds:g} s, {args.rounds} rounds\n")
-    unit: dict[str, float] = {}
     for size in (200, 1000):
-        unit = {m: per_packet_us(m, KEYRING, size) for m in MODES}
-        costs = "   ".join(f"{m} {us:.1f} us" for m, us in unit.items())
+        costs = "   ".join(f"{m} {per_packet_us(m, KEYRING, size):.1f} us" for m in MODES)
         print(f"seal + open one {size}-byte packet:  {costs}")
-    measured: dict[str, list[tuple[float, float, float]]] = {m: [] for m in MODES}
+    runs: dict[str, list[Usage]] = {m: [] for m in MODES}
     for round_ in range(args.rounds):
         for mode in MODES if round_ % 2 == 0 else tuple(reversed(MODES)):
-            measured[mode].append(await cpu_per_node(args, mode))
-            cpu, packets, dropped = measured[mode][-1]
-            print(f"  round {round_ + 1} {mode:>6}: {cpu * 1000:.2f} ms CPU per node per s, "
-                  f"{packets:.1f} packets, {dropped:.0f} dropped", flush=True)
-    median = {m: statistics.median(c for c, _, _ in runs) for m, runs in measured.items()}
+            got = await usage(args, mode)
+            runs[mode].append(got)
+            print(f"  round {round_ + 1} {mode:>6}: {got.cpu * 1000:6.2f} ms CPU per node per s, "
+                  f"{got.envelope * 1000:.3f} ms of it in the envelope "
+                  f"({got.per_packet_us:.1f} us a packet), {got.packets:.1f} packets, "
+                  f"{got.dropped:.0f} dropped", flush=True)
     print()
-    for mode in MODES:
-        print(f"{mode:>6}: {median[mode] * 1000:.2f} ms CPU per node per second (median)")
-    print(f"sealed / none {median['sealed'] / median['none']:.3f}x   "
-          f"sealed / hmac {median['sealed'] / median['hmac']:.3f}x")
-    packets = statistics.median(p for runs in measured.values() for _, p, _ in runs)
-    extra = packets * (unit["sealed"] - unit["none"]) / 1000
-    print(f"(from the per-packet cost alone, {packets:.0f} packets per node per s sealed and "
-          f"opened add {extra:.2f} ms per node per s: "
-          f"{(median['none'] + extra / 1000) / median['none']:.3f}x)")
+    for mode, done in runs.items():
+        cpus = [u.cpu * 1000 for u in done]
+        print(f"{mode:>6}: {statistics.median(cpus):.2f} ms CPU per node per s "
+              f"({min(cpus):.2f}-{max(cpus):.2f}), envelope "
+              f"{statistics.median(u.envelope * 1000 for u in done):.3f} ms, "
+              f"{statistics.median(u.per_packet_us for u in done):.1f} us a packet")
+    cpu = {m: statistics.median(u.cpu for u in done) for m, done in runs.items()}
+    print(f"whole-process medians: sealed / none {cpu['sealed'] / cpu['none']:.3f}x, "
+          f"sealed / hmac {cpu['sealed'] / cpu['hmac']:.3f}x (run-to-run spread included)")
+    # The same sealed runs, had their packets gone through the other envelope instead: the
+    # envelope's own CPU, measured in the run, swapped for the other's per packet.
+    per_packet = {m: statistics.median(u.per_packet_us for u in done) / 1e6
+                  for m, done in runs.items()}
+    for other in ("none", "hmac"):
+        ratios = [u.cpu / (u.cpu - u.packets * (per_packet["sealed"] - per_packet[other]))
+                  for u in runs["sealed"]]
+        print(f"sealed / {other} in the same runs: {statistics.median(ratios):.4f}x "
+              f"({min(ratios):.4f}-{max(ratios):.4f})")
 
 
 if __name__ == "__main__":
