@@ -38,8 +38,6 @@ from bodega.runtime.lifecycle import write_json_atomic
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 
-SECRET = "bench-fleet-secret"
-
 
 async def until_signalled() -> None:
     stop = asyncio.Event()
@@ -60,7 +58,7 @@ async def workers(args: argparse.Namespace) -> None:
                 name=f"{args.prefix}{number:04}", region=args.region, data_dir=Path(tmp) / str(i),
                 driver="null", totals=Totals(cpus=args.cpus, memory_mb=args.memory_mb,
                                              disk_gb=100),
-                gossip_secret=SECRET, network="host", machine_user=None, fsync=args.fsync,
+                network="host", machine_user=None, fsync=args.fsync,
                 gossip=False)
             worker = Worker(config)
             await worker.start()
@@ -83,7 +81,7 @@ async def broker(args: argparse.Namespace) -> None:
             catalog.set_status(doc["name"], "alive")
     with tempfile.TemporaryDirectory(prefix="bodega-fleet-broker-") as tmp:
         daemon = Broker(BrokerConfig(
-            name="bench-broker", data_dir=Path(tmp), gossip_secret=SECRET,
+            name="bench-broker", data_dir=Path(tmp),
             tls_dir=Path(args.tls_dir) if args.tls_dir else None,
             admin_tokens=(args.token,), region=args.region, listen_port=0,
             policy=args.policy, sample=args.sample), catalog=catalog)

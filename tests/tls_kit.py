@@ -27,10 +27,10 @@ from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.contexts import client_context
 from bodega.runtime.tls.files import CaDir, TlsDir
 from bodega.runtime.tls.identity import Identity, cert_pem
+from tests.keyring_kit import ENV as KEYRING_ENV
 
 CLUSTER = "tests"
 LOOPBACK = ("127.0.0.1", "localhost")
-GOSSIP_SECRET = "integration-secret"
 SECRETS_KEY = "integration-secrets-key"
 
 
@@ -112,5 +112,6 @@ TEST_CA = _shared()
 
 
 def daemon_env() -> dict[str, str]:
-    """The secrets a daemon of a test cluster is started with (its TLS identity is a file)."""
-    return {"BODEGA_GOSSIP_SECRET": GOSSIP_SECRET, "BODEGA_SECRETS_KEY": SECRETS_KEY}
+    """The secrets a daemon of a test cluster is started with (its TLS identity is a file):
+    the test gossip keyring and the secrets key."""
+    return {**KEYRING_ENV, "BODEGA_SECRETS_KEY": SECRETS_KEY}

@@ -35,6 +35,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from bodega.registry.membership import keyfile
+from bodega.registry.membership.keyring import Keyring
 from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.contexts import client_context
 from bodega.runtime.tls.files import CaDir, TlsDir
@@ -44,6 +46,7 @@ from tests.leftovers_kit import sweep_data_dir
 from tests.tls_kit import TEST_CA
 
 T = TypeVar("T")
+ETH_P_IP, IPPROTO_UDP = 0x0800, 17
 
 # The machine's program prints the arguments it was given, literally, then idles.
 ARGV_ECHO = "import json, sys, time; print(json.dumps(sys.argv[1:]), flush=True); time.sleep(900)"
@@ -61,6 +64,7 @@ class Cluster:
     data: Path
     api: str
     token: str  # the admin token
+    keyring: Keyring  # the cluster's gossip keyring (`bodega up` made it)
     app_token: str  # a deploy token for "alpha"
     alpha_machine: str
     beta_machine: str
@@ -68,7 +72,7 @@ class Cluster:
     marker: str
 
     def key(self, name: str) -> str:
-        """A key `bodega up` keeps in the data dir: secrets-key, gossip-secret."""
+        """A key `bodega up` keeps in the data dir: secrets-key, api-token."""
         return (self.data / name).read_text().strip()
 
     @property
@@ -116,7 +120,8 @@ class Cluster:
     def secrets(self) -> dict[str, str]:
         """Every credential that must never leak, by name."""
         return {"admin token": self.token, "secrets key": self.key("secrets-key"),
-                "gossip secret": self.key("gossip-secret"), "app token": self.app_token}
+                "app token": self.app_token,
+                **{f"gossip key {k.id}": k.encoded() for k in self.keyring.keys}}
 
     def private_keys(self) -> dict[Path, bytes]:
         """Each private key `bodega up` made (the CA's, each component's), by its file: the
@@ -174,7 +179,8 @@ def up_cluster_with_apps(tmp: Path) -> Iterator[Cluster]:
         until(lambda: up.poll() is not None or b"bodega is up" in (tmp / "up.out").read_bytes(),
               "bodega up is up")
         assert up.poll() is None, (tmp / "up.out").read_text()[-3000:]
-        cluster = Cluster(data=data, api=f"http://127.0.0.1:{api_port}", token=token, app_token="",
+        cluster = Cluster(data=data, api=f"http://127.0.0.1:{api_port}", token=token,
+                          keyring=keyfile.read(data / "gossip-keyring"), app_token="",
                           alpha_machine="", beta_machine="", canary=canary,
                           marker=f"doors-{secrets.token_hex(5)}")
         _populate(cluster)
@@ -272,10 +278,23 @@ def classify(component: dict[str, Any], listener: Listener, members: list[dict[s
     return "unknown"
 
 
-def gossip_auth_drops(metrics_text: str) -> float | None:
-    """Gossip packets dropped for a bad tag, or None if the metrics do not count them at all."""
+def gossip_drops(metrics_text: str, reason: str) -> float | None:
+    """Gossip packets dropped for ``reason``, or None if the metrics do not count drops at all."""
     if "# HELP bodega_gossip_bad_packets_total" not in metrics_text:
         return None
-    match = re.search(r'^bodega_gossip_bad_packets_total\{reason="auth"\} (\S+)$', metrics_text,
-                      re.MULTILINE)
+    match = re.search(rf'^bodega_gossip_bad_packets_total\{{reason="{reason}"\}} (\S+)$',
+                      metrics_text, re.MULTILINE)
     return float(match.group(1)) if match else 0.0  # no drop yet: the labelled child is absent
+
+
+def sniff_udp(port: int, timeout: float = 30.0) -> bytes:
+    """The payload of the next UDP datagram to ``port`` on the loopback, as a sniffer on the
+    wire sees it (an AF_PACKET socket: needs root, as these tests do)."""
+    with socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP)) as raw:
+        raw.bind(("lo", ETH_P_IP))
+        raw.settimeout(timeout)
+        while True:
+            frame = raw.recv(65535)
+            header = (frame[0] & 0x0F) * 4
+            if frame[9] == IPPROTO_UDP and int.from_bytes(frame[header + 2:header + 4]) == port:
+                return frame[header + 8:]

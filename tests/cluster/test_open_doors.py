@@ -7,10 +7,12 @@ and with wrong tokens on its routes (401, then 429 once an address keeps
 failing). Every internal listener (mutual TLS) is knocked on with no
 certificate, another CA's, an expired one and plain HTTP (each refused in
 the handshake, and counted), and with each real component's certificate on
-every route its role may not call (403, counted). Every gossip socket gets a
-packet signed with another cluster's key (dropped, counted, and nothing
-changes), and the data dir, the logs and every process's command line and
-every machine's environment are searched for a secret or a private key.
+every route its role may not call (403, counted). Every gossip socket gets
+packets sealed with another cluster's key, unsealed, or with a forged tag,
+and a real packet captured from the wire and sent again (each dropped,
+counted, and nothing changes), and the data dir, the logs and every
+process's command line and every machine's environment are searched for a
+secret (the gossip keys included) or a private key.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from typing import Any
 import httpx
 import pytest
 
-from bodega.registry.membership.auth import PacketAuth
+from bodega.registry.membership.envelope import SealedEnvelope
+from bodega.registry.membership.keyring import GossipKey, Keyring
 from bodega.registry.membership.members import MemberRecord, Role, Status
 from bodega.registry.membership.messages import Message, Sync, encode
 from bodega.runtime.tls import access
@@ -39,18 +42,21 @@ from tests.cluster.door_kit import (
     Cluster,
     Door,
     classify,
-    gossip_auth_drops,
+    gossip_drops,
     hostile_arguments,
+    sniff_udp,
     until,
     up_cluster_with_apps,
 )
 from tests.cluster.listener_kit import children_of, listeners_of
+from tests.keyring_kit import other_keyring
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
 
 PUBLIC = {"/v1/health", "/openapi.json", "/v1/openapi.json", "/docs"}
 ADMIN_ONLY = [("POST", "/v1/apps"), ("GET", "/metrics"), ("GET", "/v1/cluster/members"),
-              ("GET", "/v1/cluster/workers")]
+              ("GET", "/v1/cluster/workers"), ("GET", "/v1/cluster/keys"),
+              ("POST", "/v1/cluster/keys/rotate")]
 REGISTRY = [("POST", "/v1/registry/sync"), ("POST", "/v1/registry/digest"),
             ("POST", "/v1/registry/subscriptions")]
 WORKER = [("GET", "/v1/info"), ("GET", "/v1/capacity"), ("GET", "/v1/log"), ("GET", "/metrics"),
@@ -149,7 +155,8 @@ def api_routes(base: str, app: str, machine: str) -> list[tuple[str, str]]:
         filled = re.sub(r"\{[^}]+\}", lambda m: {"{app_name}": app, "{machine_id}": machine}.get(
             m.group(0), "x"), path)
         routes += [(method.upper(), filled) for method in operations if filled not in PUBLIC]
-    return [*routes, ("GET", "/metrics")]
+    return [*routes, ("GET", "/metrics"), ("GET", "/v1/cluster/keys"),
+            ("POST", "/v1/cluster/keys/rotate")]
 
 
 def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) -> None:
@@ -310,12 +317,24 @@ def metrics_of(door: Door, cluster: Cluster, doors: list[Door]) -> str:
     return answer.text
 
 
-def scrape(door: Door, cluster: Cluster, doors: list[Door]) -> float | None:
-    """This component's count of gossip packets dropped for a bad tag, from its metrics."""
-    return gossip_auth_drops(metrics_of(door, cluster, doors))
+def scrape(door: Door, cluster: Cluster, doors: list[Door],
+           reasons: tuple[str, ...] = ("auth", "unknown_key")) -> float | None:
+    """This component's count of gossip packets dropped for ``reasons``, from its metrics."""
+    text = metrics_of(door, cluster, doors)
+    counts = [gossip_drops(text, reason) for reason in reasons]
+    return None if None in counts else sum(c or 0.0 for c in counts)
 
 
-def test_gossip_signed_with_another_key_is_dropped_and_counted(
+def members_unchanged(cluster: Cluster) -> None:
+    time.sleep(1.0)  # time enough for a believed claim to spread
+    with cluster.admin() as api:
+        members = api.get("/v1/cluster/members").json()
+    assert "intruder" not in {m["name"] for m in members}
+    assert {m["name"]: m["status"] for m in members} == {
+        str(c["name"]): "alive" for c in cluster.components() if c["role"] != "registry"}
+
+
+def test_gossip_sealed_with_another_key_is_dropped_and_counted(
         doors: list[Door], cluster: Cluster) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as intruder:
         intruder.bind(("127.0.0.1", 0))
@@ -331,21 +350,42 @@ def test_gossip_signed_with_another_key_is_dropped_and_counted(
                                                        door.listener.port), Role(door.role),
                                       "ams", incarnation=99, status=Status.DEAD, by="intruder"),))
             target = (door.listener.reachable_host(), door.listener.port)
-            intruder.sendto(PacketAuth.from_secret("another cluster").seal(encode(claim)), target)
-            intruder.sendto(encode(claim), target)  # not signed at all
+            theirs = SealedEnvelope(other_keyring("another cluster"), "intruder",
+                                    first_seq=time.time_ns(), salts=os.urandom)
+            intruder.sendto(theirs.seal(encode(claim), 1), target)  # another cluster's key
+            intruder.sendto(encode(claim), target)  # not sealed at all
+            # The cluster's key id on a packet sealed with another key: a forged tag.
+            guess = GossipKey(os.urandom(32))
+            forged = bytearray(SealedEnvelope(Keyring.of(guess), "intruder", first_seq=1,
+                                              salts=os.urandom).seal(encode(claim), 1))
+            forged[1:5] = cluster.keyring.primary_key.raw_id
+            intruder.sendto(bytes(forged), target)
 
             def counted(d: Door = door, b: float = before) -> bool:
-                return (scrape(d, cluster, doors) or 0) >= b + 2
+                return (scrape(d, cluster, doors) or 0) >= b + 3
 
-            until(counted, f"{door.component} counting both forged packets")
+            until(counted, f"{door.component} counting the three forged packets")
             with pytest.raises(TimeoutError):
-                intruder.recvfrom(65535)  # and it answered neither
-    time.sleep(1.0)  # time enough for a believed claim to spread
-    with cluster.admin() as api:
-        members = api.get("/v1/cluster/members").json()
-    assert "intruder" not in {m["name"] for m in members}
-    assert {m["name"]: m["status"] for m in members} == {
-        str(c["name"]): "alive" for c in cluster.components() if c["role"] != "registry"}
+                intruder.recvfrom(65535)  # and it answered none
+    members_unchanged(cluster)
+
+
+def test_a_replayed_gossip_packet_is_dropped_and_counted(
+        doors: list[Door], cluster: Cluster) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as replayer:
+        for door in of_kind(doors, "gossip"):
+            before = scrape(door, cluster, doors, ("replay",))
+            assert before is not None, f"{door.component} does not count replayed packets"
+            # A real packet of the cluster, captured on its way to this member (which got
+            # it, or has it queued ahead of the copy), and sent to it again.
+            captured = sniff_udp(door.listener.port)
+            replayer.sendto(captured, (door.listener.reachable_host(), door.listener.port))
+
+            def counted(d: Door = door, b: float = before) -> bool:
+                return (scrape(d, cluster, doors, ("replay",)) or 0) >= b + 1
+
+            until(counted, f"{door.component} counting the replayed packet")
+    members_unchanged(cluster)
 
 
 def test_tokens_are_stored_hashed_and_secrets_never_logged(cluster: Cluster) -> None:
@@ -353,7 +393,7 @@ def test_tokens_are_stored_hashed_and_secrets_never_logged(cluster: Cluster) -> 
     served = [c for c in cluster.components() if c["role"] != "registry"]
     assert len(keys) == 2 + len(served)  # the CA's, the operator's, and one per component
     kept_on_purpose = {cluster.data / "api-token", cluster.data / "secrets-key",
-                       cluster.data / "gossip-secret", *keys}
+                       cluster.data / "gossip-keyring", *keys}
     files = [p for p in cluster.data.rglob("*") if p.is_file() and p not in kept_on_purpose]
     assert any(p.suffix == ".log" for p in files)
     assert any(".db" in p.name for p in files)

@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bodega.wire.worker_client import WorkerClient
-from tests.tls_kit import GOSSIP_SECRET, LOOPBACK, TEST_CA, daemon_env
+from tests.tls_kit import LOOPBACK, TEST_CA, daemon_env
 
-SECRET = GOSSIP_SECRET
 READY_TIMEOUT = 30.0
 BROKER_TOKEN = "integration-admin-token"
 

@@ -37,6 +37,7 @@ NOT_CORES = {
     "bodega.broker.openapi": "the API document, built from the request models",
     "bodega.proxy.metrics": "metric definitions",
     "bodega.registry.membership.metrics": "metric definitions",
+    "bodega.registry.membership.keyfile": "reads and writes the keyring file",
     "bodega.proxy.request_ids": "request ids: a clock and random bytes, no decision",
     "bodega.worker.host.survey": "reads the host's links and addresses from /sys and /proc",
     "bodega.worker.images.store": "the image store: blobs and unpacked bases on disk",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bodega.placement import (
     BinPackScorer,
@@ -16,6 +17,9 @@ from bodega.placement import (
 )
 from bodega.placement.curves import BALANCED, ROOMY
 
+if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
+    from bodega.registry.membership.keyfile import KeyringSource
+
 POLICIES = ("utility", "binpack", "spread")
 
 
@@ -23,7 +27,6 @@ POLICIES = ("utility", "binpack", "spread")
 class BrokerConfig:
     name: str
     data_dir: Path
-    gossip_secret: str  # keys gossip's packet tags
     admin_tokens: tuple[str, ...] = ()
     # The cluster's secrets key: seals app secrets ("" for none: no secrets routes).
     secrets_key: str = ""
@@ -44,6 +47,7 @@ class BrokerConfig:
     gossip_host: str | None = None  # default: the listen host
     gossip_port: int = 0
     seeds: tuple[str, ...] = ()
+    gossip_keyring: KeyringSource | None = None  # required with a registry node
     # placement
     policy: str = "utility"
     sample: int = 0  # power-of-d choices; 0 ranks every worker

@@ -122,7 +122,8 @@ class Broker:
                         metrics=self.metrics, name=config.name, gate=self.gate,
                         secrets=AppSecrets(catalog, apps, SecretBox(config.secrets_key))
                         if config.secrets_key else None,
-                        info=ClusterInfo(image_registry=config.image_registry))
+                        info=ClusterInfo(image_registry=config.image_registry),
+                        keys=self.node.keys if self.node is not None else None)
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))
@@ -157,12 +158,15 @@ class Broker:
     async def _join_registry(self, url: str) -> tuple[Catalog, list[BaseRoute]]:
         from bodega.broker.registry_catalog import RegistryCatalog
         from bodega.registry import RegistryConfig, RegistryNode
+        from bodega.registry.membership.keyfile import needed
 
         config = self.config
         host = config.gossip_host or config.listen_host
+        keys = needed(config.gossip_keyring)
         self.node = RegistryNode(RegistryConfig(
             name=config.name, role="broker", region=self.nearest, data_dir=config.data_dir,
-            gossip_secret=config.gossip_secret, bind_host=host, bind_port=config.gossip_port,
+            keyring=keys.keyring, keyring_file=keys.file,
+            bind_host=host, bind_port=config.gossip_port,
             seeds=config.seeds, meta={"url": url, **certificate_meta(self.tls),
                                       **({SIGNER: "yes"} if self.authority else {})}),
             registry=self.metrics.registry,  # gossip counters (bad packets too) in /metrics

@@ -5,7 +5,7 @@ carries a ``fly-request-id``; every error is ``{"error", "status"}`` with the
 code the Machines API uses. This module assembles the app: the open routes,
 then one route table per area (``app_routes``, ``machine_routes``,
 ``lease_routes``, ``volume_routes``, ``secret_routes``, ``log_routes``,
-``platform_routes`` and the releases), each route wrapped by ``_route``
+``platform_routes``, ``key_routes`` and the releases), each route wrapped by ``_route``
 (authentication, readiness, metrics). Handlers are thin: they parse, check
 the caller may touch the app, and hand over to ``Machines``, ``Volumes``,
 ``Apps`` or ``Platform``.
@@ -14,7 +14,7 @@ the caller may touch the app, and hand over to ``Machines``, ``Volumes``,
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import generate_latest
 from starlette.applications import Starlette
@@ -25,6 +25,7 @@ from starlette.routing import Route
 from bodega.broker.app_routes import app_routes
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
+from bodega.broker.key_routes import key_routes
 from bodega.broker.lease_routes import lease_routes
 from bodega.broker.log_routes import log_routes
 from bodega.broker.machine_routes import machine_routes
@@ -43,6 +44,9 @@ from bodega.model.ids import new_ulid
 from bodega.wire.cluster_info import ClusterInfo
 from bodega.wire.http import handle_errors, json_response, not_found_app_handler
 
+if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
+    from bodega.registry.gossipkeys import GossipKeys
+
 REQUEST_ID = "fly-request-id"
 
 Handler = Callable[[Request, Principal], Awaitable[Response]]
@@ -51,7 +55,8 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
                  platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
-                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None) -> None:
+                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None,
+                 keys: GossipKeys | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -62,6 +67,7 @@ class BrokerApi:
         self.gate = gate
         self.secrets = secrets
         self.info = info
+        self.keys = keys
 
     def app(self) -> Starlette:
         r = self._route
@@ -80,6 +86,7 @@ class BrokerApi:
             *lease_routes(r, self.machines),
             *volume_routes(r, self.volumes),
             *platform_routes(r, self.platform, self.info),
+            *(key_routes(r, self.keys) if self.keys is not None else []),
         ]
         return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})

@@ -13,13 +13,12 @@ from bodega.broker.config import POLICIES, BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cli.errors import friendly
 from bodega.cli.internal_links import (
-    GossipSecretOption,
     InternalTlsOption,
     SecretsKeyOption,
     TlsDirOption,
-    require_gossip_secret,
     tls_dir_for,
 )
+from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.model.duration import parse_duration
 from bodega.placement import Curve, Weights
@@ -63,7 +62,6 @@ def broker(
     internal_listen: Annotated[str | None, typer.Option(
         help="host:port for members: registry sync, certificate renewals (mutual TLS) "
              "(default: --listen host, any port)")] = None,
-    gossip_secret: GossipSecretOption = None,
     secrets_key: SecretsKeyOption = None,
     tls_dir: TlsDirOption = None,
     internal_tls: InternalTlsOption = "on",
@@ -76,6 +74,7 @@ def broker(
     = None,
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
     = None,
+    keyring: GossipKeyring = None,
     policy: Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}")]
     = "utility",
     sample: Annotated[int, typer.Option(help="Power-of-d choices (0: rank every worker)")] = 0,
@@ -103,7 +102,6 @@ def broker(
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
 ) -> None:
     """Run a broker: the Machines API, placing each create on a worker synchronously."""
-    gossip_key = require_gossip_secret(gossip_secret)
     if not token:
         raise ValueError("--token (or BODEGA_API_TOKEN) is required: the admin API token")
     if policy not in POLICIES:
@@ -118,18 +116,19 @@ def broker(
     host, port = hostinfo.split_host_port(listen, 4280)
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{host}:0", 0)
     internal_host, internal_port = hostinfo.split_host_port(internal_listen or f"{host}:0", 0)
+    keys = gossip_keyring(keyring)
     tls = tls_dir_for(data_dir.resolve(), tls_dir, internal_tls, [internal_host], "broker",
                       broker_name)
     if ca_dir is not None and tls is None:
         raise ValueError("--ca-dir signs certificates for mutual TLS: not with --internal-tls off")
     config = BrokerConfig(
-        name=broker_name, data_dir=data_dir.resolve(), gossip_secret=gossip_key,
-        secrets_key=secrets_key or "", tls_dir=tls, internal_host=internal_host,
+        name=broker_name, data_dir=data_dir.resolve(), secrets_key=secrets_key or "",
+        tls_dir=tls, internal_host=internal_host,
         internal_port=internal_port, ca_dir=ca_dir.resolve() if ca_dir else None,
         cert_lifetime=parse_duration(cert_validity, 0.0),
         admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,
         gossip_host=gossip_host, gossip_port=gossip_port,
-        seeds=hostinfo.comma_list(join),
+        seeds=hostinfo.comma_list(join), gossip_keyring=keys,
         policy=policy, sample=sample, cpu_curve=Curve.parse(cpu_curve),
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,

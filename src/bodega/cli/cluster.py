@@ -1,4 +1,7 @@
-"""``bodega cluster`` and ``bodega regions``: who is in the cluster and where there is room."""
+"""``bodega cluster`` and ``bodega regions``: who is in the cluster and where there is room.
+
+``bodega cluster key ...`` (the gossip keyring) is in ``cluster_keys.py``.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +9,12 @@ from typing import Annotated, Any
 
 import typer
 
+from bodega.cli.cluster_keys import key
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 
 cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
+cluster.add_typer(key, name="key")
 
 
 @cluster.command("members")

@@ -1,4 +1,4 @@
-"""The flags every daemon shares for its internal links: TLS material, gossip's secret.
+"""The flags every daemon shares for its internal links: TLS material, the secrets key.
 
 A worker, broker or proxy serves its internal listener with mutual TLS from
 ``--tls-dir`` (default ``<data-dir>/tls``: ``ca.pem`` and ``identity.pem``,
@@ -27,18 +27,9 @@ TlsDirOption = Annotated[Path | None, typer.Option(
 InternalTlsOption = Annotated[str, typer.Option(
     hidden=True, help="off: plain HTTP, unauthenticated, on loopback only (for measuring "
                       "what TLS costs)")]
-GossipSecretOption = Annotated[str | None, typer.Option(
-    envvar="BODEGA_GOSSIP_SECRET", show_default=False,
-    help="The key gossip packets are tagged with")]
 SecretsKeyOption = Annotated[str | None, typer.Option(
     envvar="BODEGA_SECRETS_KEY", show_default=False,
     help="The cluster's secrets key: seals and opens app secrets")]
-
-
-def require_gossip_secret(value: str | None) -> str:
-    if not value:
-        raise ValueError("--gossip-secret (or BODEGA_GOSSIP_SECRET) is required")
-    return value
 
 
 def loopback(host: str) -> bool:

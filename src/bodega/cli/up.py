@@ -23,6 +23,7 @@ from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
 from bodega.model.duration import parse_duration
+from bodega.registry.membership import keyfile
 from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import until_stopped
@@ -106,7 +107,7 @@ def up(
         raise ValueError(f"--cert-validity must be at least {pki.MIN_LIFETIME:g}s")
     data_dir = data_dir.resolve()
     config = ClusterConfig(
-        data_dir=data_dir, token="", gossip_secret="", regions=region_list,
+        data_dir=data_dir, token="", regions=region_list,
         internal_tls=internal_tls == "on", cert_lifetime=lifetime,
         workers_per_region=workers_per_region, worker_cpus=worker_cpus,
         worker_memory_mb=worker_memory_mb, worker_disk_gb=worker_disk_gb, api_port=api_port,
@@ -143,8 +144,9 @@ def up(
             config = dataclasses.replace(config, registry_port=registry.port)
         api_token, made = _token(data_dir, token)
         keys = ensure_keys(data_dir)
-        config = dataclasses.replace(config, token=api_token, gossip_secret=keys.gossip_secret,
-                                     secrets_key=keys.secrets_key, gossip_ports=plan.ports)
+        keyfile.ensure(config.keyring_file)  # a new cluster's, or a data dir's from before it
+        config = dataclasses.replace(config, token=api_token, secrets_key=keys.secrets_key,
+                                     gossip_ports=plan.ports)
         configure(log_level, "up")
         authority = (ensure_ca(data_dir, config.trust_domain, lifetime)
                      if config.internal_tls else None)

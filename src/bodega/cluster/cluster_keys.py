@@ -2,7 +2,8 @@
 
 - ``secrets-key``: seals app secrets at rest; given to brokers and workers
   (``BODEGA_SECRETS_KEY``), never to a proxy;
-- ``gossip-secret``: tags gossip packets; given to every component;
+- ``gossip-keyring``: seals gossip packets (``registry/membership/keyfile.py``
+  makes it); every component is given its path;
 - ``tls/ca.pem`` and ``tls/ca-key.pem``: the cluster CA. Its key stays on this
   host: ``bodega up`` signs each component's certificate with it before
   starting the component, and the broker signs renewals with it;
@@ -13,9 +14,8 @@ Each component's own key and certificate live in its own data dir
 (``<component>/tls/identity.pem``), made there and never copied.
 
 A data dir from before these files had one ``cluster-secret`` for all of it:
-it seeds both the secrets key (so every secret sealed under it still opens)
-and the gossip secret (so members still running accept the restarted ones),
-and is then removed.
+it seeds the secrets key (so every secret sealed under it still opens) and is
+then removed; gossip gets a keyring of its own.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from bodega.runtime.tls.identity import Identity
 log = logging.getLogger("bodega.cluster")
 
 SECRETS_KEY = "secrets-key"
-GOSSIP_SECRET = "gossip-secret"
 LEGACY_SECRET = "cluster-secret"
 CA_DIR = "tls"
 ADMIN_TLS = "tls/admin"
@@ -41,7 +40,6 @@ ADMIN_TLS = "tls/admin"
 @dataclass(frozen=True)
 class ClusterKeys:
     secrets_key: str
-    gossip_secret: str
 
 
 def _read(path: Path) -> str:
@@ -54,18 +52,14 @@ def _read(path: Path) -> str:
 def ensure_keys(data_dir: Path) -> ClusterKeys:
     """The data dir's keys, made (or carried over from a ``cluster-secret``) if missing."""
     legacy = _read(data_dir / LEGACY_SECRET)
-    values = {}
-    for name in (SECRETS_KEY, GOSSIP_SECRET):
-        value = _read(data_dir / name)
-        if not value:
-            value = legacy or secrets.token_urlsafe(32)
-            write_private(data_dir / name, (value + "\n").encode())
-        values[name] = value
+    value = _read(data_dir / SECRETS_KEY)
+    if not value:
+        value = legacy or secrets.token_urlsafe(32)
+        write_private(data_dir / SECRETS_KEY, (value + "\n").encode())
     if legacy:
         (data_dir / LEGACY_SECRET).unlink()
-        log.info("the data dir's cluster-secret now seeds %s and %s, and is gone",
-                 SECRETS_KEY, GOSSIP_SECRET)
-    return ClusterKeys(secrets_key=values[SECRETS_KEY], gossip_secret=values[GOSSIP_SECRET])
+        log.info("the data dir's cluster-secret now seeds %s, and is gone", SECRETS_KEY)
+    return ClusterKeys(secrets_key=value)
 
 
 def ensure_ca(data_dir: Path, cluster: str, lifetime: float) -> CertificateAuthority:

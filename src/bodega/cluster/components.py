@@ -5,9 +5,11 @@ port, joining those before it), one broker and one proxy in the first region.
 Each component is ``bodega <role> ...`` with a ready file and a log file of its
 own; its flags map back to the ``bodega up`` flags that set them, so an error
 it prints can be worded in the user's terms. Secrets go in the environment,
-each only where it is needed. Workers, the broker and the proxy each have a
-TLS directory in their data dir (``tls_dir``), where the supervisor puts the
-key and certificate of their identity before starting them.
+each only where it is needed; the gossip keyring stays in its file (mode
+0600), whose path every component that gossips is given. Workers, the broker
+and the proxy each have a TLS directory in their data dir (``tls_dir``), where
+the supervisor puts the key and certificate of their identity before starting
+them.
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from typing import Any
 from bodega.cluster.config import ClusterConfig
 from bodega.model.duration import format_duration
 
-SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_GOSSIP_SECRET", "BODEGA_SECRETS_KEY",
-                    "BODEGA_CLUSTER_SECRET")  # the last: what older versions used for all
+# Never inherited from `bodega up`'s own environment: each is given here, or not at all.
+# BODEGA_CLUSTER_SECRET is what older versions used for everything.
+SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_SECRETS_KEY", "BODEGA_GOSSIP_KEYRING",
+                    "BODEGA_GOSSIP_KEYRING_FILE", "BODEGA_CLUSTER_SECRET")
 
 
 @dataclass
@@ -56,14 +60,14 @@ def component_env(inherited: Mapping[str, str], role: str, config: ClusterConfig
     """The environment a component starts with.
 
     Secrets travel in the environment, never on a command line others can
-    read, and each goes only where it is needed: every component gets the
-    gossip secret, brokers and workers the secrets key (a proxy never opens
-    an app's secrets), only the broker the admin token. ``bodega up`` may
+    read, and each goes only where it is needed: brokers and workers get the
+    secrets key (a proxy never opens an app's secrets), only the broker the
+    admin token. The gossip keyring is a file every component is given the
+    path of, never a variable. ``bodega up`` may
     itself have been given the token as ``BODEGA_API_TOKEN``; a worker or a
     proxy that inherited it would hold a key it never uses.
     """
     env = {k: v for k, v in inherited.items() if k not in SECRET_VARIABLES}
-    env["BODEGA_GOSSIP_SECRET"] = config.gossip_secret
     if role in ("broker", "worker") and config.secrets_key:
         env["BODEGA_SECRETS_KEY"] = config.secrets_key
     if role == "broker":
@@ -112,6 +116,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--stop-machines-on-exit", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
             "--gossip-listen", config.worker_gossip(index),
+            "--gossip-keyring", str(config.keyring_file),
             *(("--join", ",".join(joins)) if joins else ()), *images, *tls_args(config),
             *config.extra_worker_args,
         )
@@ -130,6 +135,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--data-dir", str(config.data_dir / role),
             "--listen", f"{config.host}:{port}",
             "--gossip-listen", config.gossip(role), "--join", seeds,
+            "--gossip-keyring", str(config.keyring_file),
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
             "--log-level", config.log_level, *tls_args(config),
             *(_broker_args(config) if role == "broker" else ()), *extra,

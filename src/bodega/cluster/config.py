@@ -11,7 +11,6 @@ from pathlib import Path
 class ClusterConfig:
     data_dir: Path
     token: str
-    gossip_secret: str  # every component's (cluster_keys.py)
     secrets_key: str = ""  # brokers' and workers' only; "" for none
     # Carried by every kernel object the workers make (runtime/cluster_id.py); "" for none.
     cluster_id: str = ""
@@ -40,6 +39,11 @@ class ClusterConfig:
     def trust_domain(self) -> str:
         """The cluster the CA vouches for: its cluster id."""
         return self.cluster_id or "local"
+
+    @property
+    def keyring_file(self) -> Path:
+        """The cluster's gossip keyring, made by `bodega up`, read by every component."""
+        return self.data_dir / "gossip-keyring"
 
     @property
     def worker_count(self) -> int:

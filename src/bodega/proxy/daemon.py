@@ -38,6 +38,7 @@ from bodega.proxy.wake import Waker
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.feed import FeedLagged
 from bodega.registry.member_tls import certificate_meta, renewal
+from bodega.registry.membership.keyfile import KeyringSource, needed
 from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.access import PROXY_ADMIN
 from bodega.runtime.tls.contexts import InternalTls
@@ -56,7 +57,6 @@ class ProxyDaemonConfig:
     name: str
     region: str
     data_dir: Path
-    gossip_secret: str  # keys gossip's packet tags
     tls_dir: Path | None = None  # mutual TLS material; None: plain (measurement only)
     listen_host: str = "127.0.0.1"
     listen_port: int = 8080
@@ -65,6 +65,7 @@ class ProxyDaemonConfig:
     gossip_host: str | None = None
     gossip_port: int = 0
     seeds: tuple[str, ...] = ()
+    gossip_keyring: KeyringSource | None = None  # required: the proxy gossips
     base_domain: str = "localhost"
     autostop_interval: float = 60.0
     autostop_idle: float = 60.0
@@ -127,9 +128,10 @@ class Proxy:
         sock = bind(config.admin_host, config.admin_port)
         scheme = "https" if self.tls else "http"
         admin_url = f"{scheme}://{config.admin_host}:{sock.getsockname()[1]}"
+        keys = needed(config.gossip_keyring)
         self.node = RegistryNode(RegistryConfig(
             name=config.name, role="proxy", region=config.region, data_dir=config.data_dir,
-            gossip_secret=config.gossip_secret,
+            keyring=keys.keyring, keyring_file=keys.file,
             bind_host=config.gossip_host or config.admin_host, bind_port=config.gossip_port,
             seeds=config.seeds, meta={"url": admin_url, **certificate_meta(self.tls)}),
             registry=self.metrics.registry,  # gossip counters (bad packets too) in /metrics

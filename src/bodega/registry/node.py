@@ -14,7 +14,9 @@ The I/O shell that wires the two roles together. It owns:
   as NDJSON by ``routes()``, which the daemon mounts on its internal
   listener (mutual TLS) together with the sync route. ``meta["url"]`` tells
   peers where that is; ``set_meta`` changes what a member publishes about
-  itself (its certificate's expiry after a renewal).
+  itself (its certificate's expiry after a renewal);
+- the gossip keyring (``gossipkeys.py``): the one it was given or the later
+  one its view holds, adopted whenever a rotation changes it (``keys``).
 
 Reads and writes work before ``start`` (rows written then spread once the
 node starts: anti-entropy carries them) and fail after ``stop``.
@@ -34,7 +36,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
+from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
 from bodega.registry.membership.config import MembershipConfig, SwimConfig
+from bodega.registry.membership.envelope import Envelope
+from bodega.registry.membership.keyring import Keyring
 from bodega.registry.membership.members import Addr, MemberView
 from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.registry.membership.udp import Membership
@@ -64,7 +69,9 @@ class RegistryConfig:
     role: str
     region: str
     data_dir: Path
-    gossip_secret: str  # keys gossip's packet tags (until gossip has a keyring of its own)
+    keyring: Keyring  # the gossip keys to start with, unless the view holds later ones
+    # The host's keyring file: rewritten whenever the cluster's keyring changes.
+    keyring_file: Path | None = None
     bind_host: str = "127.0.0.1"
     bind_port: int = 0
     advertise_host: str | None = None
@@ -87,7 +94,7 @@ class RegistryConfig:
 class RegistryNode:
     def __init__(self, config: RegistryConfig, *, registry: CollectorRegistry | None = None,
                  bind: Binder = UdpTransport.bind, rng: random.Random | None = None,
-                 tls: InternalTls | None = None) -> None:
+                 tls: InternalTls | None = None, envelope: Envelope | None = None) -> None:
         """``tls``: the daemon's; its routes check callers' roles, and pulls from peers
         present its certificate (None: plaintext, for measurement only)."""
         self.config = config
@@ -98,12 +105,15 @@ class RegistryNode:
         self._rng = rng or random.Random()
         self.membership = Membership(MembershipConfig(
             name=config.name, role=config.role, region=config.region, data_dir=config.data_dir,
-            cluster_secret=config.gossip_secret, bind_host=config.bind_host,
+            keyring=config.keyring, bind_host=config.bind_host,
             bind_port=config.bind_port, advertise_host=config.advertise_host,
             seeds=config.seeds, meta=dict(config.meta), swim=config.swim,
-        ), registry=registry, bind=bind, rng=self._rng)
+        ), registry=registry, bind=bind, rng=self._rng, envelope=envelope)
         private_dir(config.data_dir)  # the view holds every app's machines: not for machines
         self.view = View(config.view_path)
+        self.keys = GossipKeys(self.membership, view_row=lambda: self.view.get(TABLE, KEY),
+                               write_row=self.put_shared, file=config.keyring_file,
+                               grace=config.swim.probe_interval)
         self.replica = Replica(config.name, self.view, tombstone_ttl=config.tombstone_ttl,
                                on_reject=self.metrics.reject)
         self.subscriptions = Subscriptions(config.subscription_capacity,
@@ -214,6 +224,7 @@ class RegistryNode:
     # ── changes in and out ───────────────────────────────────────────────────
 
     def _changed(self, changes: list[Change], source: str) -> None:
+        self.keys.changed(changes)
         self.subscriptions.publish(changes)
         remote = sum(1 for c in changes if not c.local)
         if remote:

@@ -24,6 +24,7 @@ from typing import Any
 from bodega.model.states import MachineState
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.member_tls import certificate_meta, renewal
+from bodega.registry.membership import keyfile
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.secretbox import SecretBox
@@ -180,9 +181,11 @@ class Worker:
 
     def _registry(self, url: str) -> RegistryNode:
         c = self.config
+        keys = keyfile.needed(c.gossip_keyring)
         return RegistryNode(RegistryConfig(
             name=c.name, role="worker", region=c.region, data_dir=c.registry_dir,
-            gossip_secret=c.gossip_secret, bind_host=c.gossip_host or c.listen_host,
+            keyring=keys.keyring, keyring_file=keys.file,
+            bind_host=c.gossip_host or c.listen_host,
             bind_port=c.gossip_port, advertise_host=c.advertise_host, seeds=c.join,
             meta={"url": url, **certificate_meta(self.tls)}, tombstone_ttl=c.tombstone_ttl,
         ), registry=self.metrics.registry, tls=self.tls)

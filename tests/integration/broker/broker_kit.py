@@ -29,9 +29,9 @@ from bodega.worker.api.render import machine_wire, volume_wire
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.store import queries, volume_queries
+from tests.keyring_kit import SOURCE
 from tests.tls_kit import SECRETS_KEY, TEST_CA
 
-SECRET = "broker-test-secret"
 ADMIN = "admin-token"
 
 
@@ -62,7 +62,7 @@ class Cluster:
         config = WorkerConfig(
             name=name, region=region, data_dir=self.tmp / name, driver="null",
             totals=Totals(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb),
-            gossip_secret=SECRET, network="host", machine_user=None,
+            network="host", machine_user=None, gossip_keyring=SOURCE,
             tls_dir=TEST_CA.issue(self.tmp / name / "tls", "worker", name))
         worker = Worker(config)
         await worker.start()
@@ -75,7 +75,7 @@ class Cluster:
         """A broker on the shared view, or on ``catalog`` (a view gossip has not reached)."""
         name = str(overrides.get("name", f"broker-{len(self.brokers)}"))
         values: dict[str, Any] = {"name": name,
-                                  "data_dir": self.tmp / "broker", "gossip_secret": SECRET,
+                                  "data_dir": self.tmp / "broker", "gossip_keyring": SOURCE,
                                   "secrets_key": SECRETS_KEY, "admin_tokens": (ADMIN,),
                                   "region": "ams", "listen_port": 0,
                                   "tls_dir": TEST_CA.issue(self.tmp / f"{name}-tls", "broker",

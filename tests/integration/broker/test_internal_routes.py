@@ -18,9 +18,10 @@ from bodega.runtime.tls.access import (
     WORKER_API,
 )
 from bodega.runtime.tls.access import Route as Rule
+from tests.keyring_kit import SOURCE
 from tests.tls_kit import TEST_CA
 
-from .broker_kit import SECRET, in_process_cluster
+from .broker_kit import in_process_cluster
 
 
 def mounted(served: Served, listener: str) -> set[Rule]:
@@ -40,7 +41,7 @@ async def test_the_access_table_and_the_mounted_routes_are_the_same(tmp_path: Pa
         worker = await c.add_worker("ams-1")
         broker = await c.add_broker()
         proxy = Proxy(ProxyDaemonConfig(
-            name="p1", region="ams", data_dir=tmp_path / "p1", gossip_secret=SECRET,
+            name="p1", region="ams", data_dir=tmp_path / "p1", gossip_keyring=SOURCE,
             tls_dir=TEST_CA.issue(tmp_path / "p1" / "tls", "proxy", "p1"), listen_port=0,
             data_plane="python"))
         await proxy.start()

@@ -15,8 +15,9 @@ import httpx
 
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
-from tests.integration.daemon_kit import SECRET, worker_daemon
+from tests.integration.daemon_kit import worker_daemon
 from tests.integration.registry.node_kit import until
+from tests.keyring_kit import SOURCE
 from tests.tls_kit import TEST_CA, daemon_env
 
 from .broker_kit import ADMIN, machine
@@ -96,7 +97,8 @@ async def test_a_broker_is_not_ready_until_it_hears_from_its_seeds(tmp_path: Pat
 
 async def test_a_broker_without_seeds_is_ready_at_once(tmp_path: Path) -> None:
     broker = Broker(BrokerConfig(name="alone", data_dir=tmp_path / "alone",
-                                 gossip_secret=SECRET, admin_tokens=(ADMIN,), listen_port=0))
+                                 admin_tokens=(ADMIN,), listen_port=0,
+                                 gossip_keyring=SOURCE))
     await broker.start()
     try:
         await asyncio.wait_for(broker.until_ready(), 5)

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.keyring_kit import ENV as KEYRING_ENV
 from tests.tls_kit import TEST_CA
 
-ENV = {**os.environ, "BODEGA_GOSSIP_SECRET": "s" * 32, "BODEGA_API_TOKEN": "listen-token"}
+ENV = {**os.environ, **KEYRING_ENV, "BODEGA_API_TOKEN": "listen-token"}
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ import pytest
 from bodega.wire.worker_client import WorkerClient
 from tests.integration.daemon_kit import Daemon, worker_daemon
 from tests.integration.registry.node_kit import Nodes, until
+from tests.keyring_kit import KEYRING
 from tests.tls_kit import TEST_CA
 
 MACHINE = {"app": "web", "config": {"image": "nginx", "guest": {
@@ -49,8 +50,9 @@ async def test_the_worker_row_and_machine_rows_reach_a_node_that_joined_it(
     assert row["free"]["memory_mb"] == 4096
     member = node.membership.member("w1")
     assert member is not None
-    assert member.meta.keys() == {"url", "cert_expires"}
+    assert member.meta.keys() == {"url", "cert_expires", "keys"}
     assert member.meta["url"] == daemon.url
+    assert member.meta["keys"] == KEYRING.report()
     expires = datetime.datetime.fromisoformat(member.meta["cert_expires"])
     assert expires > datetime.datetime.now(datetime.UTC)  # the worker's certificate's end
 

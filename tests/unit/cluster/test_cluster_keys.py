@@ -12,24 +12,22 @@ from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.tls.identity import identity_of
 
 
-def test_a_new_data_dir_gets_two_private_keys_kept_across_starts(tmp_path: Path) -> None:
+def test_a_new_data_dir_gets_a_private_secrets_key_kept_across_starts(tmp_path: Path) -> None:
     first = ensure_keys(tmp_path)
-    assert first.secrets_key != first.gossip_secret
     assert len(first.secrets_key) >= 40
-    for name in ("secrets-key", "gossip-secret"):
-        assert (tmp_path / name).stat().st_mode & 0o077 == 0
+    assert (tmp_path / "secrets-key").stat().st_mode & 0o077 == 0
     assert ensure_keys(tmp_path) == first
     assert not (tmp_path / "cluster-secret").exists()
 
 
-def test_an_old_cluster_secret_seeds_both_and_secrets_sealed_under_it_still_open(
+def test_an_old_cluster_secret_seeds_the_secrets_key_and_secrets_sealed_under_it_still_open(
         tmp_path: Path) -> None:
     old = "the-secret-an-older-bodega-made"
     (tmp_path / "cluster-secret").write_text(old + "\n")
     sealed = SecretBox(old).seal("web", "DATABASE_URL", "postgres://db")  # a row it wrote
     keys = ensure_keys(tmp_path)
     assert SecretBox(keys.secrets_key).open("web", "DATABASE_URL", sealed) == "postgres://db"
-    assert keys.gossip_secret == old  # members still running accept the restarted ones
+    assert not (tmp_path / "gossip-secret").exists()  # gossip has a keyring of its own
     assert not (tmp_path / "cluster-secret").exists()  # no shared secret lingers
     assert ensure_keys(tmp_path) == keys
 

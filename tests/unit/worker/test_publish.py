@@ -20,6 +20,7 @@ from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.publish import Publisher
+from tests.keyring_kit import KEYRING
 
 W = tuple[Worker, FakeDriver]
 TTL = 600.0
@@ -29,7 +30,7 @@ TTL = 600.0
 def node(tmp_path: Path) -> Iterator[RegistryNode]:
     registry_node = RegistryNode(RegistryConfig(
         name="w1", role="worker", region="ams", data_dir=tmp_path / "registry",
-        gossip_secret="s3cret"), registry=CollectorRegistry())
+        keyring=KEYRING), registry=CollectorRegistry())
     yield registry_node
     registry_node.view.close()
 

@@ -7,8 +7,8 @@ Two kinds of table:
   and there is never a conflict to resolve. Which node owns a row is read
   from the row itself (``ownership``), so a row claiming to belong to one
   node but sent with another's name is refused.
-- **shared** (apps, tokens, releases, ip_assignments): any node writes; the write with the
-  greatest hybrid-clock stamp wins (``hlc.py``).
+- **shared** (apps, tokens, releases, ip_assignments, keyrings): any node writes; the write
+  with the greatest hybrid-clock stamp wins (``hlc.py``).
 
 Every table stores the document as JSON plus a few columns extracted from it,
 the ones reads filter on (``rows("machines", app=..., state=...)``); the
@@ -99,6 +99,9 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     _spec("secrets", Kind.SHARED, "key", None, Column("app", str)),
     # Keyed "<app>/<ip>": a shared address appears once per app that holds it.
     _spec("ip_assignments", Kind.SHARED, "key", None, Column("app", str), Column("ip", str)),
+    # One row, "gossip": the cluster's gossip keyring as a rotation last wrote it (keys in
+    # the clear: the view lives in each node's private data dir; see docs/security.md).
+    _spec("keyrings", Kind.SHARED, "name", None, Column("serial", int)),
 )}
 
 
@@ -156,4 +159,6 @@ CREATE TABLE clock (
     _table_ddl("ip_assignments", "key", "app TEXT, ip TEXT"),
     # 3: app secrets (shared rows written by brokers; values sealed, never plain).
     _table_ddl("secrets", "key", "app TEXT"),
+    # 4: the gossip keyring a key rotation spreads (registry/keyrotation.py).
+    _table_ddl("keyrings", "name", "serial INTEGER"),
 )
