@@ -29,6 +29,7 @@ from tests.leftovers_kit import sweep_data_dir
 
 from bodega.deploy.config import load
 from bodega.deploy.deployer import DeployOptions, deploy
+from bodega.wire.fly import CreateMachineRequest
 from bodega.wire.machines_client import MachinesClient
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hello"
@@ -123,10 +124,11 @@ async def main(args: argparse.Namespace) -> None:
             for n in [int(s) for s in args.sizes.split(",")]:
                 app = f"fleet{n}"
                 await timed_deploy(client, app_copy(root, app, "a"), ha=False)
-                first = [m["id"] for m in await client.machines(app)]
-                base = (await client.machine(app, first[0]))["config"]
-                await asyncio.gather(*(client.create_machine(app, {"config": base})
-                                       for _ in range(n - 1)))
+                first = [m.id for m in await client.machines(app)]
+                base = (await client.machine(app, first[0])).config
+                assert base is not None
+                await asyncio.gather(*(client.create_machine(app, CreateMachineRequest(
+                    config=base)) for _ in range(n - 1)))
                 await asyncio.sleep(2)
                 seconds = await timed_deploy(client, app_copy(root, app, "b"))
                 print(f"rolling deploy of {n} machines: {seconds:.1f} s")

@@ -153,8 +153,8 @@ async def start_broker(tmp: Path, worker: WorkerClient) -> tuple[asyncio.subproc
     capacity = await worker.capacity()
     catalog = tmp / "workers.json"
     catalog.write_text(json.dumps([{
-        "name": "bench", "region": "ams", "url": worker.base_url, "totals": capacity["totals"],
-        "used": capacity["used"], "cordoned": False}]))
+        "name": "bench", "region": "ams", "url": worker.base_url, "totals": capacity.totals,
+        "used": capacity.used, "cordoned": False}]))
     out = tmp / "broker.json"
     tls = TEST_CA.issue(tmp / "broker-tls", "broker", "bench-broker")
     process = await asyncio.create_subprocess_exec(

@@ -214,8 +214,8 @@ async def main(args: argparse.Namespace) -> None:
                 "services": [{"protocol": "tcp", "internal_port": 8080, "autostart": True,
                               "ports": [{"port": 80, "handlers": ["http"]}],
                               "concurrency": {"soft_limit": 1000}}]}})
-            await client.wait(machine["id"], "started")
-            upstream = f"{machine['service_host']}:8080"
+            await client.wait(machine.id, "started")
+            upstream = f"{machine.service_host}:8080"
             direct = f"http://{upstream}"
             await first_response(direct, "bench.localhost")
             nginx, nginx_url = await start_nginx(tmp, upstream)
@@ -241,8 +241,8 @@ async def main(args: argparse.Namespace) -> None:
                                             "bare": []}
             for _ in range(args.cold):
                 for name in ("bodega (haproxy)", "bodega (python)"):
-                    await client.stop(machine["id"])
-                    await client.wait(machine["id"], "stopped")
+                    await client.stop(machine.id)
+                    await client.wait(machine.id, "stopped")
                     await asyncio.sleep(1.5)  # the proxy's view (and HAProxy) have it stopped
                     cold[name].append(await first_response(paths[name], "bench.localhost"))
                 cold["bare"].append(await bare_cold(_free_port()))

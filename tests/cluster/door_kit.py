@@ -43,6 +43,7 @@ from bodega.runtime.tls.files import CaDir, TlsDir
 from bodega.runtime.tls.identity import Identity, trust_domain
 from tests.cluster.listener_kit import Listener
 from tests.leftovers_kit import sweep_data_dir
+from tests.ports_kit import free_port as free_port
 from tests.tls_kit import TEST_CA
 
 T = TypeVar("T")
@@ -135,10 +136,6 @@ class Cluster:
         return found
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def until(check: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:

@@ -45,7 +45,7 @@ async def test_a_stop_abandoned_during_a_partition_is_not_applied_after_the_heal
             identity=Identity(tmp_path / "w" / "tls", "worker", name, (h.address(1),))).start()
         client = WorkerClient(worker.url, TEST_CA.context("broker"), timeout=2)
         try:
-            machine = (await client.create_machine(MACHINE))["id"]
+            machine = (await client.create_machine(MACHINE)).id
             assert (await client.wait(machine, "started", timeout=30))  # pools a connection
             # The worker's host drops everything from the test's address: the stop goes out
             # on the pooled connection and no answer can come back.
@@ -59,7 +59,7 @@ async def test_a_stop_abandoned_during_a_partition_is_not_applied_after_the_heal
             await asyncio.sleep(8)
             fresh = WorkerClient(worker.url, TEST_CA.context("broker"))
             try:
-                assert (await fresh.machine(machine))["state"] == "started"
+                assert (await fresh.machine(machine)).state == "started"
             finally:
                 await fresh.aclose()
         finally:

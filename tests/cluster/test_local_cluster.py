@@ -13,7 +13,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -27,14 +26,11 @@ from bodega.worker.drivers.process.procfs import pids_with_argument
 from tests.cluster.up_kit import unwire
 from tests.integration.broker.lifecycle_scenario import full_lifecycle
 from tests.integration.broker.spec_client_kit import SpecClient
+from tests.ports_kit import free_port as free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def alive(pid: int) -> bool:

@@ -439,7 +439,7 @@ def test_secrets_stay_out_of_command_lines_and_machines(cluster: Cluster) -> Non
     for pid in pids:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
         assert not [n for n, v in values.items() if v.encode() in environ], pid
-        for variable in (b"BODEGA_GOSSIP_SECRET", b"BODEGA_SECRETS_KEY", b"BODEGA_API_TOKEN"):
+        for variable in (b"BODEGA_GOSSIP_KEYRING", b"BODEGA_SECRETS_KEY", b"BODEGA_API_TOKEN"):
             assert variable not in environ
     sealing = cluster.key("secrets-key").encode()
     for component in cluster.components():  # only the broker needs the admin token

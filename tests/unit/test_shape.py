@@ -23,11 +23,15 @@ TESTS = ROOT / "tests"
 
 MAX_LINES = 300
 
-# Answers and rows still passed as untyped dicts. The ceiling only goes down: typing an
-# answer lowers the count, and the ceiling with it (to the new count) in the same change.
-# It never goes up to let a new one in: a new boundary gets a model.
+# Untyped dicts. Answers are models (docs/broker.md, "Typed answers"); what is left sits
+# where arbitrary JSON is the contract: registry row documents and the registry's wire, the
+# OpenAPI document, stored JSON columns and the operation log, an event's request, the OCI
+# runtime spec, the placement record, a release's bodega.toml, a raw TOML document, the
+# store's column updates. The ceiling only goes down: typing one lowers the count, and the
+# ceiling with it (to the new count) in the same change. It never goes up to let a new one
+# in: a new boundary gets a model.
 UNTYPED_DICT = re.compile(r"dict\[\s*str\s*,\s*Any\s*\]")
-UNTYPED_DICT_CEILING = 336
+UNTYPED_DICT_CEILING = 97
 
 # Pure by their imports, in a package that holds cores, and still not a core: nothing in
 # them decides anything. Each says why; everything else pure there is named by the contract.

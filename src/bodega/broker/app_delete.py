@@ -60,17 +60,16 @@ class AppDelete:
 
     async def delete(self, app: str) -> None:
         self.apps.require(app)
-        live = [str(d["id"]) for d in self.machines.app_machines(app)
-                if d.get("state") not in INACTIVE]
+        live = [m.id for m in self.machines.app_machines(app) if m.state not in INACTIVE]
         results = await asyncio.gather(
-            *(self.machines.forward(app, machine_id, "DELETE", params=DESTROY_PARAMS)
+            *(self.machines.relay(app, machine_id, "DELETE", params=DESTROY_PARAMS)
               for machine_id in live), return_exceptions=True)
         failure = delete_failure(f"every machine of {app}", results)
         if failure is not None:
             raise failure
         for volume in self.volumes.app_volumes(app):
-            if volume.get("state") != "destroyed":
-                await self._delete_volume_when_free(app, str(volume["id"]))
+            if volume.state != "destroyed":
+                await self._delete_volume_when_free(app, volume.id)
         self.tokens.revoke_app_tokens(app)
         self.ips.remove_all(app)
         secrets.remove_all(self.apps.catalog, app)
@@ -80,7 +79,7 @@ class AppDelete:
     async def _delete_volume_when_free(self, app: str, volume_id: str) -> None:
         for _ in range(VOLUME_DETACH_TRIES):
             try:
-                await self.volumes.forward(app, volume_id, "DELETE")
+                await self.volumes.call(app, volume_id, "DELETE")
                 return
             except NotFound:
                 return

@@ -7,8 +7,6 @@ through ``AppDelete``, which asks every worker holding its machines first.
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -19,11 +17,11 @@ from bodega.broker.auth import Principal, Tokens
 from bodega.broker.ip_assignments import IpAssignments
 from bodega.broker.machines import Machines
 from bodega.broker.org_machines import page, parse_query
-from bodega.broker.releases import TABLE as RELEASES
-from bodega.broker.releases import app_status
+from bodega.broker.releases import Releases, app_status
 from bodega.broker.volumes import Volumes
 from bodega.wire import fly
-from bodega.wire.http import RouteMaker, json_response, read_model
+from bodega.wire.apps import App, AppList, DeployToken, IpAssignmentList
+from bodega.wire.http import RouteMaker, answer_response, read_model
 
 
 def app_routes(r: RouteMaker, *, apps: Apps, machines: Machines, volumes: Volumes,
@@ -31,26 +29,26 @@ def app_routes(r: RouteMaker, *, apps: Apps, machines: Machines, volumes: Volume
     ips = IpAssignments(apps.catalog, apps)
     app_delete = AppDelete(apps, machines, volumes, tokens, ips)
 
-    def app_wire(name: str) -> dict[str, Any]:
-        doc = apps.require(name)
-        held = [d for d in machines.app_machines(name) if d.get("state") != "destroyed"]
-        disks = [d for d in volumes.app_volumes(name) if d.get("state") != "destroyed"]
-        status = app_status(apps.catalog.rows(RELEASES, app=name), len(held))
-        return apps.wire(doc, len(held), len(disks), status)
+    def app_answer(name: str) -> App:
+        row = apps.require(name)
+        held = [m for m in machines.app_machines(name) if m.state != "destroyed"]
+        disks = [v for v in volumes.app_volumes(name) if v.state != "destroyed"]
+        status = app_status(Releases(apps.catalog, apps).rows(name), len(held))
+        return apps.answer(row, len(held), len(disks), status)
 
     async def list_apps(request: Request, who: Principal) -> Response:
         names = [n for n in apps.names(request.query_params.get("org_slug")) if who.can(n)]
-        found = [app_wire(n) for n in names]
-        return json_response({"total_apps": len(found), "apps": found})
+        found = [app_answer(n) for n in names]
+        return answer_response(AppList(total_apps=len(found), apps=found))
 
     async def create_app(request: Request, who: Principal) -> Response:
         who.check_admin("creating apps")
         body = await read_model(request, fly.CreateAppRequest)
-        doc = apps.create(body.chosen_name(), body.org_slug, body.network)
-        return json_response(apps.wire(doc, 0, 0, app_status([], 0)), 201)
+        row = apps.create(body.chosen_name(), body.org_slug, body.network)
+        return answer_response(apps.answer(row, 0, 0, app_status([], 0)), 201)
 
     async def get_app(request: Request, who: Principal) -> Response:
-        return json_response(app_wire(request.path_params["app"]))
+        return answer_response(app_answer(request.path_params["app"]))
 
     async def delete_app(request: Request, who: Principal) -> Response:
         await app_delete.delete(request.path_params["app"])
@@ -60,14 +58,14 @@ def app_routes(r: RouteMaker, *, apps: Apps, machines: Machines, volumes: Volume
         app = request.path_params["app"]
         apps.require(app)
         body = await read_model(request, fly.CreateAppDeployTokenRequest, required=False)
-        return json_response({"token": tokens.create_app_token(app, body.expiry)})
+        return answer_response(DeployToken(token=tokens.create_app_token(app, body.expiry)))
 
     async def list_ips(request: Request, who: Principal) -> Response:
-        return json_response({"ips": ips.list(request.path_params["app"])})
+        return answer_response(IpAssignmentList(ips=ips.list(request.path_params["app"])))
 
     async def assign_ip(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.AssignIpRequest)
-        return json_response(ips.assign(request.path_params["app"], body))
+        return answer_response(ips.assign(request.path_params["app"], body))
 
     async def remove_ip(request: Request, who: Principal) -> Response:
         ips.remove(request.path_params["app"], request.path_params["ip"])
@@ -76,7 +74,8 @@ def app_routes(r: RouteMaker, *, apps: Apps, machines: Machines, volumes: Volume
     async def org_machines(request: Request, who: Principal) -> Response:
         query = parse_query({k: request.query_params.getlist(k) for k in request.query_params})
         names = [a for a in apps.names(request.path_params["org_slug"]) if who.can(a)]
-        return json_response(page([d for a in names for d in machines.app_machines(a)], query))
+        return answer_response(page([m for a in names for m in machines.app_machines(a)],
+                                    query))
 
     return [
         r("/v1/apps", list_apps, "GET"),

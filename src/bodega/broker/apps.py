@@ -10,25 +10,35 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any
 
 from bodega.broker.catalog import Catalog
+from bodega.model.answer import Answer, from_doc
 from bodega.model.errors import BadRequest, NotFound, Unprocessable
 from bodega.model.ids import NAME_RE
+from bodega.wire.apps import App, Organization
+
+
+class AppRow(Answer):
+    """An app's row in the view: its name and org, nothing else to agree on."""
+
+    id: str = ""
+    name: str
+    org_slug: str = "personal"
+    network: str = "default"
+    created_at: float = 0.0
 
 
 class Apps:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
 
-    def require(self, name: str) -> dict[str, Any]:
-        doc = self.catalog.get("apps", name)
-        if doc is None:
+    def require(self, name: str) -> AppRow:
+        row = from_doc(AppRow, self.catalog.get("apps", name))
+        if row is None:
             raise NotFound(f"app not found: {name}")
-        return doc
+        return row
 
-    def create(self, name: str | None, org_slug: str | None,
-               network: str | None) -> dict[str, Any]:
+    def create(self, name: str | None, org_slug: str | None, network: str | None) -> AppRow:
         if not name:
             raise BadRequest("invalid_argument: app_name (or name) is required")
         if not org_slug:
@@ -42,13 +52,10 @@ class Apps:
                              "and -, starting and ending with a letter or digit, at most 63")
         if self.catalog.get("apps", name) is not None:
             raise Unprocessable(f"app name {name!r} is already taken", status="name_taken")
-        doc = {
-            "id": hashlib.sha256(name.encode()).hexdigest()[:12], "name": name,
-            "org_slug": org_slug, "network": network or "default",
-            "created_at": time.time(),
-        }
-        self.catalog.put_shared("apps", name, doc)
-        return doc
+        row = AppRow(id=hashlib.sha256(name.encode()).hexdigest()[:12], name=name,
+                     org_slug=org_slug, network=network or "default", created_at=time.time())
+        self.catalog.put_shared("apps", name, row.doc())
+        return row
 
     def delete(self, name: str) -> None:
         self.require(name)
@@ -59,12 +66,10 @@ class Apps:
             self.catalog.rows("apps")
         return sorted(str(r["name"]) for r in rows)
 
-    def wire(self, doc: dict[str, Any], machine_count: int, volume_count: int,
-             status: str) -> dict[str, Any]:
+    @staticmethod
+    def answer(row: AppRow, machine_count: int, volume_count: int, status: str) -> App:
         """The App object as the Machines API shows it (``status`` from its releases)."""
-        org = str(doc.get("org_slug", "personal"))
-        return {
-            "id": doc.get("id", doc["name"]), "name": doc["name"], "status": status,
-            "organization": {"name": org, "slug": org}, "network": doc.get("network", "default"),
-            "machine_count": machine_count, "volume_count": volume_count,
-        }
+        return App(id=row.id or row.name, name=row.name, status=status,
+                   organization=Organization(name=row.org_slug, slug=row.org_slug),
+                   network=row.network, machine_count=machine_count,
+                   volume_count=volume_count)

@@ -87,6 +87,11 @@ class Tokens:
         raw = bearer_token(request)
         if raw is None:
             raise Unauthorized("unauthorized: send Authorization: Bearer <token>")
+        return self.principal(raw)
+
+    def principal(self, raw: str) -> Principal:
+        """Who ``raw`` is (the dashboard's login and cookie use it too); Unauthorized if
+        nobody."""
         digest = token_hash(raw)
         for i, known in enumerate(self._admin):
             if hmac.compare_digest(digest, known):

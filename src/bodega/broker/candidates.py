@@ -39,11 +39,14 @@ class Candidates:
             self._tables[region].add_count(app, worker, delta)
 
     def load(self) -> None:
-        """(Re)read every worker from the view."""
+        """(Re)read every worker from the view; the shapes each region was asked for stay."""
+        mixes = {region: table.shapes for region, table in self._tables.items()}
         self._tables.clear()
         self._region_of.clear()
         for doc in self.catalog.rows("workers"):
             self._put(doc)
+        for region, table in self._tables.items():
+            table.shapes = mixes.get(region, table.shapes)
 
     def regions(self) -> list[str]:
         return sorted(r for r, t in self._tables.items() if len(t))

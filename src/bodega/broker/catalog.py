@@ -5,6 +5,11 @@ the registry view (written by the workers that own them); apps and tokens
 are shared rows any broker may write, last writer wins. ``Catalog`` is that
 seam. ``RegistryCatalog`` is the real one over the embedded registry node;
 ``MemoryCatalog`` is an in-process fake with the same behaviour for tests.
+
+A row is a JSON document (the registry keeps any); machine and volume rows
+are read as the answer models their workers wrote them from (``machine_rows``,
+``volume_rows`` and their one-row forms; a row the model cannot read is left
+out: ``model.answer.from_doc``).
 """
 
 from __future__ import annotations
@@ -14,6 +19,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from bodega.model.answer import from_doc
+from bodega.model.machine import Machine
+from bodega.model.volume import Volume
+from bodega.wire.platform import Member
 
 # Indexed fields per table that ``rows(**filters)`` may match on.
 INDEXED: dict[str, tuple[str, ...]] = {
@@ -49,7 +59,7 @@ class Catalog(Protocol):
         """alive, suspect, dead or left; None for a name membership has never seen."""
         ...
 
-    def members(self) -> list[dict[str, Any]]: ...
+    def members(self) -> list[Member]: ...
 
     def changes(self) -> AsyncIterator[Change]:
         """Every change from now on, for caches built on the view."""
@@ -62,7 +72,7 @@ class MemoryCatalog:
     def __init__(self) -> None:
         self.tables: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in INDEXED}
         self.statuses: dict[str, str] = {}
-        self.member_info: dict[str, dict[str, Any]] = {}
+        self.member_info: dict[str, Member] = {}
         self._queues: list[asyncio.Queue[Change]] = []
 
     def get(self, table: str, key: str) -> dict[str, Any] | None:
@@ -93,14 +103,15 @@ class MemoryCatalog:
 
     def set_status(self, name: str, status: str, **info: Any) -> None:
         self.statuses[name] = status
-        self.member_info[name] = {"name": name, "status": status, **info}
+        self.member_info[name] = Member.model_validate({"name": name, "status": status,
+                                                        **info})
         self._notify(Change("members", name))
 
     def member_status(self, name: str) -> str | None:
         return self.statuses.get(name)
 
-    def members(self) -> list[dict[str, Any]]:
-        return [dict(m) for m in self.member_info.values()]
+    def members(self) -> list[Member]:
+        return list(self.member_info.values())
 
     def _notify(self, change: Change) -> None:
         for queue in self._queues:
@@ -115,3 +126,21 @@ class MemoryCatalog:
         finally:
             with contextlib.suppress(ValueError):
                 self._queues.remove(queue)
+
+
+def machine_row(catalog: Catalog, machine_id: str) -> Machine | None:
+    return from_doc(Machine, catalog.get("machines", machine_id))
+
+
+def machine_rows(catalog: Catalog, **filters: str | int) -> list[Machine]:
+    return [m for doc in catalog.rows("machines", **filters)
+            if (m := from_doc(Machine, doc)) is not None]
+
+
+def volume_row(catalog: Catalog, volume_id: str) -> Volume | None:
+    return from_doc(Volume, catalog.get("volumes", volume_id))
+
+
+def volume_rows(catalog: Catalog, **filters: str | int) -> list[Volume]:
+    return [v for doc in catalog.rows("volumes", **filters)
+            if (v := from_doc(Volume, doc)) is not None]

@@ -6,21 +6,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bodega.placement import (
-    BinPackScorer,
-    Curve,
-    Policy,
-    Scorer,
-    SpreadScorer,
-    UtilityScorer,
-    Weights,
-)
+from bodega.placement import Curve, Policy, Weights
 from bodega.placement.curves import BALANCED, ROOMY
+from bodega.placement.named import DEFAULT_POLICY, POLICY_NAMES, scorer_named
 
 if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
     from bodega.registry.membership.keyfile import KeyringSource
 
-POLICIES = ("utility", "binpack", "spread")
+POLICIES = POLICY_NAMES
 
 
 @dataclass(frozen=True)
@@ -49,7 +42,7 @@ class BrokerConfig:
     seeds: tuple[str, ...] = ()
     gossip_keyring: KeyringSource | None = None  # required with a registry node
     # placement
-    policy: str = "utility"
+    policy: str = DEFAULT_POLICY
     sample: int = 0  # power-of-d choices; 0 ranks every worker
     cpu_curve: Curve = BALANCED
     memory_curve: Curve = BALANCED
@@ -58,7 +51,8 @@ class BrokerConfig:
     deadline: float = 5.0
     hedge: bool = False
     reservation_ttl: float = 10.0
-    # A second policy ranked and logged beside the live one, for a fraction of creates.
+    # A second policy ranked and logged beside the live one, for a fraction of creates: the
+    # one you might switch to beside the one you run (``fgd`` beside the default).
     shadow_policy: str | None = None
     shadow_sample: float = 0.1
     # host:port of the cluster's image registry, told to clients by GET /v1/cluster.
@@ -71,15 +65,7 @@ class BrokerConfig:
         return replace(self, policy=self.shadow_policy).placement_policy()
 
     def placement_policy(self) -> Policy:
-        scorer: Scorer
-        if self.policy == "utility":
-            scorer = UtilityScorer(self.cpu_curve, self.memory_curve, self.disk_curve,
-                                   self.weights)
-        elif self.policy == "binpack":
-            scorer = BinPackScorer(self.weights)
-        elif self.policy == "spread":
-            scorer = SpreadScorer(self.weights)
-        else:
-            raise ValueError(f"unknown placement policy {self.policy!r}: use "
-                             + ", ".join(POLICIES))
+        """ValueError naming the known policies for an unknown one."""
+        scorer = scorer_named(self.policy, self.weights, self.cpu_curve, self.memory_curve,
+                              self.disk_curve)
         return Policy(scorer, sample=self.sample)

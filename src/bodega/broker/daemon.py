@@ -33,6 +33,7 @@ from bodega.broker.secrets import AppSecrets
 from bodega.broker.server import BrokerApi
 from bodega.broker.shadow import Shadow
 from bodega.broker.standby_watch import StandbyWatch
+from bodega.broker.ui import Dashboard
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers
 from bodega.registry.member_tls import SIGNER, certificate_meta, renewal
@@ -57,6 +58,7 @@ class Broker:
         self.node: Any = None
         self.served: Served | None = None
         self.internal: Served | None = None
+        self.dashboard: Dashboard | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
                     if config.tls_dir is not None else None)
@@ -139,10 +141,25 @@ class Broker:
         if self.tls is not None and self.node is not None:
             signer = LocalSigner(self.authority, self.tls) if self.authority else None
             self._tasks.append(asyncio.create_task(renewal(self.tls, self.node, signer).run()))
-        self.served = await serve(api.app(), config.listen_host, port, sock=sock)
+        app = api.app()
+        # The dashboard at /ui: it reads this broker's view and acts through its API.
+        self.dashboard = Dashboard(catalog, self.tokens, config.listen_host, port,
+                                   suspicion_left=self._suspicion_left,
+                                   not_ready=lambda: None if self.gate.state.ready
+                                   else self.gate.state.why)
+        self.placer.refused = self.dashboard.refusals.note
+        app.router.routes.extend(self.dashboard.routes())
+        self.served = await serve(app, config.listen_host, port, sock=sock)
         log.info("broker %s (policy %s) serving on %s; %d workers in %s", config.name,
                  policy.name, self.url, len(self.candidates.all()),
                  ",".join(self.candidates.regions()) or "no region yet")
+
+    def _suspicion_left(self, name: str) -> float | None:
+        """Seconds this broker's membership still gives suspect ``name`` to refute."""
+        if self.node is None:
+            return None
+        deadline = self.node.membership.swim.suspicion_deadline(name)
+        return None if deadline is None else deadline - asyncio.get_running_loop().time()
 
     async def until_ready(self) -> None:
         """Return once the broker has heard from the cluster (at once without seeds)."""
@@ -197,6 +214,8 @@ class Broker:
                 await asyncio.sleep(1)
 
     async def stop(self) -> None:
+        if self.dashboard is not None:  # its open streams would hold the server's shutdown
+            await self.dashboard.close()
         if self.served is not None:
             await self.served.stop()
         if self.internal is not None:

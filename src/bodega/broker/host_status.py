@@ -8,18 +8,20 @@ or ``left`` is ``unreachable``; one membership has not heard of keeps what its
 rows say.
 A machine whose host cannot be reached is answered from the last row the view
 had, marked so. Every public answer leaves out the fields a worker adds for
-the cluster's own use.
+the cluster's own use (``Machine.public``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
+
+from bodega.model.machine import Machine
+from bodega.model.volume import Volume
 
 UNREACHABLE = frozenset({"suspect", "dead", "left"})
 GONE_HOSTS = frozenset({"dead", "left"})  # not merely suspected: not worth asking
-# Fields a worker adds for the cluster's own use; public responses leave them out.
-INTERNAL_FIELDS = ("app", "worker", "service_host")
+Hosted = TypeVar("Hosted", Machine, Volume)
 
 
 def host_status(member_status: str | None, reported: str = "ok") -> str:
@@ -29,21 +31,15 @@ def host_status(member_status: str | None, reported: str = "ok") -> str:
     return "unreachable" if member_status in UNREACHABLE else "ok"
 
 
-def with_host_status(doc: dict[str, Any],
-                     status_of: Callable[[str], str | None]) -> dict[str, Any]:
-    """``doc`` (a machine or volume row naming its ``worker``) with its host's status."""
-    worker = str(doc.get("worker") or "")
-    reported = str(doc.get("host_status") or "ok")
-    return {**doc, "host_status": host_status(status_of(worker) if worker else None, reported)}
+def with_host_status(found: Hosted, status_of: Callable[[str], str | None]) -> Hosted:
+    """A machine or volume (naming its ``worker``) with its host's status."""
+    status = host_status(status_of(found.worker) if found.worker else None,
+                         found.host_status or "ok")
+    return found if status == found.host_status else \
+        found.model_copy(update={"host_status": status})
 
 
-def public(doc: dict[str, Any]) -> dict[str, Any]:
-    """A machine as clients are shown it: without the fields kept for the cluster."""
-    return {k: v for k, v in doc.items() if k not in INTERNAL_FIELDS}
-
-
-def unreachable(known: dict[str, Any]) -> dict[str, Any]:
+def unreachable(known: Machine) -> Machine:
     """A machine whose host cannot be reached: the last config the view had, marked so."""
-    doc = {**known, "host_status": "unreachable"}
-    doc["incomplete_config"] = doc.pop("config", {})
-    return public(doc)
+    return known.model_copy(update={"host_status": "unreachable", "config": None,
+                                    "incomplete_config": known.config}).public()

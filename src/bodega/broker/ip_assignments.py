@@ -21,11 +21,12 @@ import ipaddress
 import random
 import time
 from collections.abc import Callable, Collection
-from typing import Any
 
 from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog
+from bodega.model.answer import Answer, from_doc
 from bodega.model.errors import BadRequest, NotFound, Unavailable
+from bodega.wire.apps import IpAssignment
 from bodega.wire.fly import AssignIpRequest
 
 TABLE = "ip_assignments"
@@ -36,7 +37,6 @@ V6_PREFIX = ipaddress.IPv6Network("fdb0:de9a::/32")  # public-style (dedicated) 
 PRIVATE_V6_PREFIX = ipaddress.IPv6Network("fdaa::/16")  # the private network's range
 KINDS = ("v4", "v6", "private_v6", "shared_v4")
 DRAWS = 64
-PUBLIC_FIELDS = ("ip", "region", "service_name", "shared", "created_at")
 
 
 def allocate(kind: str, taken: Collection[str], draw: Callable[[int], int]) -> str:
@@ -63,9 +63,22 @@ def key(app: str, ip: str) -> str:
     return f"{app}/{ip}"
 
 
-def wire(doc: dict[str, Any]) -> dict[str, Any]:
-    """The IPAssignment object as the Machines API shows it."""
-    return {k: doc[k] for k in PUBLIC_FIELDS if doc.get(k) is not None}
+class IpRow(Answer):
+    """An assignment's row in the view."""
+
+    app: str = ""
+    ip: str
+    type: str = ""
+    region: str | None = None
+    service_name: str | None = None
+    shared: bool | None = None
+    network: str | None = None
+    created_at: str | None = None
+
+    def answer(self) -> IpAssignment:
+        """The IPAssignment object as the Machines API shows it."""
+        return IpAssignment(ip=self.ip, region=self.region, service_name=self.service_name,
+                            shared=self.shared, created_at=self.created_at)
 
 
 class IpAssignments:
@@ -75,29 +88,31 @@ class IpAssignments:
         self.apps = apps
         self.rng = rng or random.SystemRandom()
 
-    def list(self, app: str) -> list[dict[str, Any]]:
-        self.apps.require(app)
-        docs = self.catalog.rows(TABLE, app=app)
-        return [wire(d) for d in sorted(docs, key=lambda d: (str(d.get("created_at")),
-                                                             str(d["ip"])))]
+    def _rows(self, **filters: str) -> list[IpRow]:
+        return [row for doc in self.catalog.rows(TABLE, **filters)
+                if (row := from_doc(IpRow, doc)) is not None]
 
-    def assign(self, app: str, body: AssignIpRequest) -> dict[str, Any]:
+    def list(self, app: str) -> list[IpAssignment]:
+        self.apps.require(app)
+        rows = self._rows(app=app)
+        return [r.answer() for r in sorted(rows, key=lambda r: (str(r.created_at), r.ip))]
+
+    def assign(self, app: str, body: AssignIpRequest) -> IpAssignment:
         self.apps.require(app)
         if body.type is None:
             raise BadRequest(f"invalid_argument: type is required: one of {', '.join(KINDS)}")
         if body.type == "shared_v4":
-            held = self.catalog.get(TABLE, key(app, SHARED_V4))
+            held = from_doc(IpRow, self.catalog.get(TABLE, key(app, SHARED_V4)))
             if held is not None:
-                return wire(held)
-        taken = {str(d["ip"]) for d in self.catalog.rows(TABLE)}
+                return held.answer()
+        taken = {row.ip for row in self._rows()}
         ip = allocate(body.type, taken, self.rng.randrange)
-        doc = {"app": app, "ip": ip, "type": body.type, "region": body.region or "global",
-               "service_name": body.service_name, "shared": body.type == "shared_v4",
-               "network": body.network,
-               "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        self.catalog.put_shared(TABLE, key(app, ip), {k: v for k, v in doc.items()
-                                                      if v is not None})
-        return wire(doc)
+        row = IpRow(app=app, ip=ip, type=body.type, region=body.region or "global",
+                    service_name=body.service_name, shared=body.type == "shared_v4",
+                    network=body.network,
+                    created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        self.catalog.put_shared(TABLE, key(app, ip), row.doc())
+        return row.answer()
 
     def remove(self, app: str, ip: str) -> None:
         self.apps.require(app)
@@ -111,5 +126,5 @@ class IpAssignments:
 
     def remove_all(self, app: str) -> None:
         """Drop every record of ``app`` (its delete)."""
-        for doc in self.catalog.rows(TABLE, app=app):
-            self.catalog.delete_shared(TABLE, key(app, str(doc["ip"])))
+        for row in self._rows(app=app):
+            self.catalog.delete_shared(TABLE, key(app, row.ip))

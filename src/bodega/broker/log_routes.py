@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 import aiohttp
 from starlette.requests import Request
@@ -24,6 +23,7 @@ from starlette.routing import Route
 from bodega.broker.auth import Principal
 from bodega.broker.machines import Machines
 from bodega.model.errors import BodegaError, NotFound
+from bodega.model.machine import Machine
 from bodega.wire import logs as wire
 from bodega.wire.http import RouteMaker, query_bool
 
@@ -40,39 +40,39 @@ def log_routes(r: RouteMaker, machines: Machines) -> list[Route]:
         follow = query_bool(request, "follow")
         wire.parse_since(q.get("since"))  # refuse a bad one here, before streaming
         limit = wire.parse_limit(q.get("limit"))
-        docs = [d for d in machines.app_machines(app) if d.get("state") != "destroyed"
-                and (not q.get("machine") or d["id"] == q["machine"])
-                and (not q.get("region") or d.get("region") == q["region"])]
-        if q.get("machine") and not docs:
+        found = [m for m in machines.app_machines(app) if m.state != "destroyed"
+                 and (not q.get("machine") or m.id == q["machine"])
+                 and (not q.get("region") or m.region == q["region"])]
+        if q.get("machine") and not found:
             raise NotFound(f"machine not found: {q['machine']}")
         params = {k: v for k, v in (("since", q.get("since")), ("limit", str(limit)),
                                     ("follow", "true" if follow else None)) if v}
-        sources = [_source(machines, d, params) for d in docs]
+        sources = [_source(machines, m, params) for m in found]
         stream = _follow(sources) if follow else _gathered(sources, limit)
         return StreamingResponse(stream, media_type=wire.MEDIA_TYPE)
 
     return [r("/v1/apps/{app}/logs", app_logs, "GET")]
 
 
-async def _source(machines: Machines, doc: dict[str, Any],
+async def _source(machines: Machines, machine: Machine,
                   params: dict[str, str]) -> AsyncIterator[bytes]:
     """One machine's NDJSON lines from its worker; nothing if the worker cannot be asked."""
-    worker = str(doc.get("worker", ""))
+    worker = machine.worker or ""
     try:
         client = machines.workers.client(worker)
         async with client.http.get(
-                f"{client.base_url}/v1/machines/{doc['id']}/logs", params=params,
+                f"{client.base_url}/v1/machines/{machine.id}/logs", params=params,
                 headers=client.headers,
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT)
         ) as answer:
             if answer.status != 200:
-                log.warning("logs of %s from %s: HTTP %s", doc["id"], worker, answer.status)
+                log.warning("logs of %s from %s: HTTP %s", machine.id, worker, answer.status)
                 return
             async for line in answer.content:
                 if line.strip():
                     yield line if line.endswith(b"\n") else line + b"\n"
     except (BodegaError, aiohttp.ClientError, TimeoutError) as exc:
-        log.warning("logs of %s from %s: %s", doc["id"], worker, exc)
+        log.warning("logs of %s from %s: %s", machine.id, worker, exc)
 
 
 async def _gathered(sources: list[AsyncIterator[bytes]], limit: int) -> AsyncIterator[bytes]:

@@ -14,12 +14,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
-from typing import Any
 
 from bodega.broker.apps import Apps
 from bodega.broker.candidates import Candidates
-from bodega.broker.catalog import Catalog
-from bodega.broker.host_status import public
+from bodega.broker.catalog import Catalog, machine_row, volume_row
 from bodega.broker.placer import Placer
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask
@@ -33,6 +31,7 @@ from bodega.model.errors import (
     Unavailable,
 )
 from bodega.model.ids import NAME_RE, new_machine_name
+from bodega.model.machine import Machine
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
 from bodega.wire.fly import CreateMachineRequest
@@ -90,12 +89,13 @@ class MachineCreate:
         pinned, why = None, ""
         if config.mounts and config.mounts[0].volume:
             volume_id = config.mounts[0].volume
-            volume = self.workers.volumes.get(volume_id) or self.catalog.get("volumes", volume_id)
-            if volume is None or volume.get("app") != app or volume.get("state") == "destroyed":
+            volume = self.workers.volumes.get(volume_id) or volume_row(self.catalog, volume_id)
+            if volume is None or volume.app != app or volume.state == "destroyed" \
+                    or not volume.worker:
                 raise NotFound(f"volume not found: {volume_id}")
-            pinned, why = str(volume["worker"]), f"volume {volume_id} is on {volume['worker']}"
+            pinned, why = volume.worker, f"volume {volume_id} is on {volume.worker}"
             if body.region is None:
-                regions = (str(volume["region"]),)
+                regions = (volume.region,)
         standbys = set()
         for machine_id in config.standbys or []:
             try:
@@ -109,7 +109,7 @@ class MachineCreate:
                                 standby_workers=frozenset(standbys))
 
     async def create(self, app: str, body: CreateMachineRequest,
-                     idempotency_key: str | None, owner: str) -> dict[str, Any]:
+                     idempotency_key: str | None, owner: str) -> Machine:
         self.apps.require(app)
         if body.name is not None and not NAME_RE.match(body.name):
             raise BadRequest(f"invalid_argument: name {body.name!r}: use lowercase letters, "
@@ -119,7 +119,7 @@ class MachineCreate:
         if machine_id is not None:  # a retry returns what the first try made, name and all
             existing = await self._find(app, machine_id, regions)
             if existing is not None:
-                return public(existing)
+                return existing.public()
         if body.name and self.workers.index.name_taken(app, body.name):
             raise Conflict(f"a machine named {body.name!r} already exists in app {app}",
                            status="name_taken")
@@ -131,7 +131,7 @@ class MachineCreate:
         # Always a key, so that a create whose answer was lost can be asked again safely.
         key = idempotency_key or f"bodega-{secrets.token_hex(12)}"
 
-        async def ask(worker: str, reservation: str | None) -> dict[str, Any]:
+        async def ask(worker: str, reservation: str | None) -> Machine:
             attempt = CreateMachineBody(
                 app=app, config=body.config, name=name, generated_name=generated,
                 machine_id=machine_id, reservation_id=reservation,
@@ -149,11 +149,11 @@ class MachineCreate:
                     "host (create a volume with source_volume_id) and mount that",
                     status="volume_placement_capacity", details=exc.details) from None
             raise
-        self.workers.note("machines", machine)
-        return public(machine)
+        self.workers.note_machine(machine)
+        return machine.public()
 
     async def _find(self, app: str, machine_id: str,
-                    regions: tuple[str, ...]) -> dict[str, Any] | None:
+                    regions: tuple[str, ...]) -> Machine | None:
         """A machine an earlier attempt of the same idempotent create already made.
 
         The view may not have it yet (the broker that made it may have died right
@@ -161,18 +161,18 @@ class MachineCreate:
         them does not answer, the create stops there: placing again could make a
         second machine with the same id.
         """
-        known = self.workers.machines.get(machine_id) or self.catalog.get("machines", machine_id)
-        workers = ([str(known["worker"])] if known and known.get("app") == app else
+        known = self.workers.machines.get(machine_id) or machine_row(self.catalog, machine_id)
+        workers = ([known.worker] if known and known.app == app and known.worker else
                    [c.name for region in regions for c in self.candidates.table(region)
                     if c.status == "alive"])
         semaphore = asyncio.Semaphore(FIND_CONCURRENCY)
 
         silent: list[str] = []
 
-        async def probe(worker: str) -> dict[str, Any] | None:
+        async def probe(worker: str) -> Machine | None:
             async with semaphore:
                 try:
-                    return dict(await self.workers.client(worker).machine(machine_id, app))
+                    return await self.workers.client(worker).machine(machine_id, app)
                 except Unavailable:
                     silent.append(worker)
                     return None
@@ -181,7 +181,7 @@ class MachineCreate:
 
         for found in await asyncio.gather(*(probe(w) for w in workers)):
             if found is not None:
-                self.workers.note("machines", found)
+                self.workers.note_machine(found)
                 return found
         if silent:
             raise Unavailable(

@@ -3,7 +3,7 @@
 A create must know how many active machines of its app each worker holds
 (to spread the app) and whether its name is taken. Recounting the app's
 machines on every create costs O(machines) per create; this index is
-updated as machine docs arrive (from the view, and from this broker's own
+updated as machines arrive (from the view, and from this broker's own
 writes) and answers both in O(workers of the app).
 """
 
@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from bodega.broker.freshness import stamp
+from bodega.model.machine import Machine
 
 INACTIVE = frozenset({"destroyed", "destroying"})
 EMPTY: Mapping[str, int] = MappingProxyType({})
@@ -42,15 +42,13 @@ class MachineIndex:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def note(self, doc: dict[str, Any]) -> None:
-        """A machine doc from a worker or the view; older news than we hold is ignored."""
-        machine_id = str(doc.get("id") or "")
-        if not machine_id or not doc.get("app"):
+    def note(self, machine: Machine) -> None:
+        """A machine from a worker or the view; older news than we hold is ignored."""
+        machine_id = machine.id
+        if not machine_id or not machine.app:
             return
-        entry = Entry(app=str(doc["app"]), worker=str(doc.get("worker") or ""),
-                      name=str(doc.get("name") or ""),
-                      active=str(doc.get("state")) not in INACTIVE,
-                      updated_at=stamp(doc))
+        entry = Entry(app=machine.app, worker=machine.worker or "", name=machine.name,
+                      active=machine.state not in INACTIVE, updated_at=stamp(machine))
         old = self._entries.get(machine_id)
         if old is not None and old.updated_at > entry.updated_at:
             return

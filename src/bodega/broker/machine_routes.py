@@ -2,14 +2,14 @@
 
 A create is placed by ``Machines`` (the reserve loop over the ranked
 workers); every other call finds the machine's worker in the view and is
-forwarded there with a typed body (``forward``), its answer handed on as the
-worker wrote it.
+forwarded there with a typed body. A machine comes back as its model
+(``Machine``, without the worker's internal fields); any other answer is
+relayed as the bytes the worker wrote (``forward``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,8 +20,15 @@ from bodega.broker.machines import Machines
 from bodega.model.errors import BadRequest
 from bodega.wire import fly
 from bodega.wire import worker_calls as wire
-from bodega.wire.http import RouteMaker, json_response, query_bool, query_int, read_model
-from bodega.wire.json_client import NONCE_HEADER
+from bodega.wire.http import (
+    RouteMaker,
+    answer_response,
+    encoded_response,
+    query_bool,
+    query_int,
+    read_model,
+)
+from bodega.wire.json_client import NONCE_HEADER, Params
 
 WAIT_SLACK = 5.0  # beyond a /wait's own timeout, for the round trip to the worker
 MACHINE = "/v1/apps/{app}/machines/{id}"
@@ -30,16 +37,17 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 
 async def forward(machines: Machines, request: Request, method: str, action: str = "", *,
-                  body: wire.WorkerRequest | None = None, params: Any = None,
+                  body: wire.WorkerRequest | None = None, params: Params = None,
                   timeout: float | None = None, status: int = 200,
                   owner: str | None = None) -> Response:
-    """Hand a call on one machine to the worker that holds it, with the caller's lease nonce."""
-    result = await machines.forward(
+    """Hand a call on one machine to the worker that holds it, with the caller's lease nonce;
+    its answer is relayed as the worker wrote it."""
+    answer = await machines.relay(
         request.path_params["app"], request.path_params["id"], method, action, body=body,
         params=params, nonce=request.headers.get(NONCE_HEADER), timeout=timeout, owner=owner)
-    if result is None:
+    if answer is None:
         return Response(status_code=204 if status == 200 else status)
-    return json_response(result, status)
+    return encoded_response(answer, status)
 
 
 def machine_routes(r: RouteMaker, machines: Machines) -> list[Route]:
@@ -49,7 +57,7 @@ def machine_routes(r: RouteMaker, machines: Machines) -> list[Route]:
                     if k.startswith("metadata.")}
         states = {s.strip() for v in q.getlist("state") for s in v.split(",") if s.strip()}
         regions = {s.strip() for v in q.getlist("region") for s in v.split(",") if s.strip()}
-        return json_response(machines.list(
+        return answer_response(machines.list(
             request.path_params["app"], include_deleted=query_bool(request, "include_deleted"),
             regions=regions, states=states, metadata=metadata,
             summary=query_bool(request, "summary")))
@@ -61,17 +69,19 @@ def machine_routes(r: RouteMaker, machines: Machines) -> list[Route]:
         if key is not None and not 1 <= len(key) <= 128:
             raise BadRequest("invalid_argument: Idempotency-Key must be 1-128 characters")
         machine = await machines.create(request.path_params["app"], body, key, who.token_id)
-        return json_response(machine)
+        return answer_response(machine)
 
     async def get_machine(request: Request, who: Principal) -> Response:
-        return json_response(await machines.get(request.path_params["app"],
-                                                request.path_params["id"]))
+        return answer_response(await machines.get(request.path_params["app"],
+                                                  request.path_params["id"]))
 
     async def update_machine(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.UpdateMachineRequest)
-        return await forward(machines, request, "POST", body=wire.UpdateMachineBody(
-            config=body.config, current_version=body.current_version,
-            skip_launch=body.skip_launch, name=body.name, region=body.region))
+        return answer_response(await machines.update(
+            request.path_params["app"], request.path_params["id"], wire.UpdateMachineBody(
+                config=body.config, current_version=body.current_version,
+                skip_launch=body.skip_launch, name=body.name, region=body.region),
+            nonce=request.headers.get(NONCE_HEADER)))
 
     async def delete_machine(request: Request, who: Principal) -> Response:
         force = query_bool(request, "force", "kill")

@@ -1,11 +1,11 @@
 """``GET /v1/orgs/{org_slug}/machines``: every machine of an org's apps, oldest change first.
 
-Pure: the handler gathers the machine docs of the org's apps (the view with
-this broker's own writes laid over) and ``page`` filters, orders and cuts
-them. The order is by ``updated_at`` then id, and the cursor names the last
-machine returned in that order, so paging never repeats or skips a machine
-that did not change meanwhile (one that did moves to the end, where the
-Machines API's "point in time" caveat applies too).
+Pure: the handler gathers the machines of the org's apps (the view with this
+broker's own writes laid over) and ``page`` filters, orders and cuts them into
+the API's ``OrgMachinesResponse``. The order is by ``updated_at`` then id, and
+the cursor names the last machine returned in that order, so paging never
+repeats or skips a machine that did not change meanwhile (one that did moves to
+the end, where the Machines API's "point in time" caveat applies too).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import binascii
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from bodega.broker.freshness import stamp
+from bodega.model.answer import Answer
 from bodega.model.errors import BadRequest
+from bodega.model.machine import Machine
+from bodega.model.machine_config import Guest
 
 MAX_LIMIT = 1000
 TRUE = ("1", "true", "yes", "on", "")
@@ -75,8 +77,38 @@ def parse_query(params: Mapping[str, Sequence[str]]) -> OrgMachinesQuery:
         limit=min(limit, MAX_LIMIT))
 
 
-def encode_cursor(doc: dict[str, Any]) -> str:
-    raw = json.dumps([stamp(doc), str(doc["id"])]).encode()
+class MachineOverviewConfig(Answer):
+    image: str | None = None
+    guest: Guest | None = None
+    metadata: dict[str, str] | None = None
+
+
+class OrgMachine(Answer):
+    """A machine of an org's list: its overview, with its app's name."""
+
+    id: str
+    name: str | None = None
+    app_name: str | None = None
+    state: str | None = None
+    region: str | None = None
+    instance_id: str | None = None
+    version: str | None = None
+    private_ip: str | None = None
+    created_at: str | None = None
+    updated_at: str | None = None
+    config: MachineOverviewConfig | None = None
+
+
+class OrgMachinesPage(Answer):
+    machines: list[OrgMachine]
+    error_regions: list[str] = []
+    last_machine_id: str | None = None
+    last_updated_at: str | None = None
+    next_cursor: str | None = None  # present while more machines remain
+
+
+def encode_cursor(machine: Machine) -> str:
+    raw = json.dumps([stamp(machine), machine.id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -89,38 +121,36 @@ def decode_cursor(cursor: str) -> tuple[float, str]:
         raise BadRequest("invalid_argument: cursor is not one this API gave out") from None
 
 
-def org_machine(doc: dict[str, Any], summary: bool) -> dict[str, Any]:
+def org_machine(machine: Machine, summary: bool) -> OrgMachine:
     """The OrgMachine object: the machine's overview, with its app's name."""
-    out = {"id": doc["id"], "name": doc.get("name"), "app_name": doc.get("app"),
-           "state": doc.get("state"), "region": doc.get("region"),
-           "instance_id": doc.get("instance_id"), "version": doc.get("version"),
-           "private_ip": doc.get("private_ip"), "created_at": doc.get("created_at"),
-           "updated_at": doc.get("updated_at")}
-    if not summary:
-        config = doc.get("config") or {}
-        out["config"] = {k: config[k] for k in ("image", "guest", "metadata") if k in config}
-    return {k: v for k, v in out.items() if v is not None}
+    config = None
+    if not summary and machine.config is not None:
+        config = MachineOverviewConfig(image=machine.config.image, guest=machine.config.guest,
+                                       metadata=machine.config.metadata)
+    return OrgMachine(id=machine.id, name=machine.name, app_name=machine.app,
+                      state=machine.state, region=machine.region,
+                      instance_id=machine.instance_id, version=machine.version,
+                      private_ip=machine.private_ip, created_at=machine.created_at,
+                      updated_at=machine.updated_at, config=config)
 
 
-def page(docs: list[dict[str, Any]], query: OrgMachinesQuery) -> dict[str, Any]:
-    """The OrgMachinesResponse for ``docs`` (every machine of the org's apps)."""
-    def wanted(doc: dict[str, Any]) -> bool:
-        state = doc.get("state")
+def page(machines: list[Machine], query: OrgMachinesQuery) -> OrgMachinesPage:
+    """The OrgMachinesResponse for ``machines`` (every machine of the org's apps)."""
+    def wanted(machine: Machine) -> bool:
+        state = machine.state
         return ((query.include_deleted or state != "destroyed")
-                and (not query.regions or doc.get("region") in query.regions)
+                and (not query.regions or machine.region in query.regions)
                 and (not query.states or state in query.states)
-                and (query.updated_after is None or stamp(doc) > query.updated_after))
+                and (query.updated_after is None or stamp(machine) > query.updated_after))
 
-    ordered = sorted((d for d in docs if wanted(d)), key=lambda d: (stamp(d), str(d["id"])))
+    ordered = sorted((m for m in machines if wanted(m)), key=lambda m: (stamp(m), m.id))
     if query.after is not None:
         after = query.after
-        ordered = [d for d in ordered if (stamp(d), str(d["id"])) > after]
+        ordered = [m for m in ordered if (stamp(m), m.id) > after]
     chosen = ordered[:query.limit]
-    body: dict[str, Any] = {"machines": [org_machine(d, query.summary) for d in chosen],
-                            "error_regions": []}
-    if chosen:
-        body["last_machine_id"] = str(chosen[-1]["id"])
-        body["last_updated_at"] = chosen[-1].get("updated_at")
-    if len(ordered) > len(chosen):
-        body["next_cursor"] = encode_cursor(chosen[-1])
-    return body
+    more = len(ordered) > len(chosen)
+    return OrgMachinesPage(
+        machines=[org_machine(m, query.summary) for m in chosen],
+        last_machine_id=chosen[-1].id if chosen else None,
+        last_updated_at=chosen[-1].updated_at if chosen else None,
+        next_cursor=encode_cursor(chosen[-1]) if more else None)

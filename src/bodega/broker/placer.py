@@ -24,7 +24,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from bodega.broker.candidates import Candidates
 from bodega.broker.metrics import BrokerMetrics
@@ -50,8 +50,10 @@ class PlacerConfig:
     reservation_ttl: float = 10.0
 
 
-# Asks one worker to create: the created machine, or raises; ``reservation`` is set when hedging.
-AskWorker = Callable[[str, str | None], Awaitable[dict[str, Any]]]
+# Asks one worker to create: what it created (a machine, a volume), or raises; ``reservation``
+# is set when hedging.
+Created = TypeVar("Created")
+AskWorker = Callable[[str, str | None], Awaitable[Created]]
 
 
 class Placer:
@@ -66,6 +68,8 @@ class Placer:
         self.broker = broker
         self.rng = rng or random.Random()
         self.shadow = shadow  # a second policy, ranked and logged for a sample of creates
+        # Told of every placement that found no room (the dashboard keeps the recent ones).
+        self.refused: Callable[[str, Record, str], None] | None = None
 
     def rank(self, request: PlacementRequest, region: str) -> RegionRanking:
         started = time.perf_counter()
@@ -78,15 +82,18 @@ class Placer:
     def record(self, request: PlacementRequest) -> Record:
         return Record(self.policy.name, request.ask.to_wire(), request.regions, self.broker)
 
-    async def place(self, request: PlacementRequest, ask: AskWorker, record: Record,
+    async def place(self, request: PlacementRequest, ask: AskWorker[Created], record: Record,
                     claim: Ask | None = None,
-                    hedge: bool | None = None) -> tuple[dict[str, Any], Record]:
+                    hedge: bool | None = None) -> tuple[Created, Record]:
         """Create on the first worker that takes it, or raise InsufficientCapacity.
 
         ``claim`` is what the winner gives up (default: the request's ask); a
         volume claims only disk though its request also filters on compute,
         and is never hedged (a reservation would count its disk twice).
         """
+        # A machine's own create (not a volume's, which claims only disk) joins the recent
+        # mix of shapes its regions are asked for, which the fragmentation term weighs against.
+        noted = claim is None
         if claim is None:
             claim = request.ask
         hedged = self.config.hedge if hedge is None else hedge
@@ -97,6 +104,8 @@ class Placer:
         shadowed: list[RegionRanking] = []
         try:
             for region in request.regions:
+                if noted:
+                    self.candidates.table(region).shapes.note(request.ask)
                 ranking = self.rank(request, region)
                 record.regions.append(ranking)
                 if shadow is not None:
@@ -106,12 +115,17 @@ class Placer:
                 if machine is not None:
                     outcome = "placed"
                     return machine, record
+                if noted:  # the region turned it away: the fragmentation term eases off
+                    self.candidates.table(region).shapes.missed()
                 if time.perf_counter() > deadline:
                     break
             raise no_room(request, record, self.candidates)
         except BodegaError as exc:
             if outcome != "placed" and not isinstance(exc, InsufficientCapacity):
                 outcome = "error"
+            elif isinstance(exc, InsufficientCapacity) and self.refused is not None:
+                record.seconds = time.perf_counter() - started
+                self.refused(request.app, record, exc.message)
             raise
         finally:
             record.seconds = time.perf_counter() - started
@@ -123,8 +137,8 @@ class Placer:
                 shadow.report(request, self.policy.name, record.regions, shadowed, placed)
 
     async def _try_region(self, request: PlacementRequest, ranking: RegionRanking,
-                          ask: AskWorker, record: Record, deadline: float, claim: Ask,
-                          hedged: bool) -> dict[str, Any] | None:
+                          ask: AskWorker[Created], record: Record, deadline: float,
+                          claim: Ask, hedged: bool) -> Created | None:
         attempts = ranking.attempts()
         while time.perf_counter() < deadline:
             batch = list(_take(attempts, 2 if hedged else 1))
@@ -141,8 +155,8 @@ class Placer:
                 return machine
         return None
 
-    async def _ask(self, app: str, scored: Scored, ask: AskWorker, reservation: str | None,
-                   record: Record, claim: Ask) -> dict[str, Any] | None:
+    async def _ask(self, app: str, scored: Scored, ask: AskWorker[Created],
+                   reservation: str | None, record: Record, claim: Ask) -> Created | None:
         worker = scored.candidate
         began = time.perf_counter()
         # The record the worker keeps is taken now: it names this attempt as the winner.
@@ -180,8 +194,8 @@ class Placer:
         attempt.ms = (time.perf_counter() - began) * 1000
         return machine
 
-    async def _ask_surely(self, ask: AskWorker, worker: str,
-                          reservation: str | None) -> dict[str, Any]:
+    async def _ask_surely(self, ask: AskWorker[Created], worker: str,
+                          reservation: str | None) -> Created:
         """Ask; if the create went out but no answer came back, ask the same worker again.
 
         The create carries an idempotency key, so the second ask returns the
@@ -209,8 +223,8 @@ class Placer:
                                        (time.perf_counter() - began) * 1000))
         log.info("%s said no to %s: %s", worker.name, record.asked, exc.message)
 
-    async def _hedged(self, request: PlacementRequest, pair: list[Scored], ask: AskWorker,
-                      record: Record, claim: Ask) -> dict[str, Any] | None:
+    async def _hedged(self, request: PlacementRequest, pair: list[Scored],
+                      ask: AskWorker[Created], record: Record, claim: Ask) -> Created | None:
         """Reserve on both; create on the first that said yes; release the other."""
         async def reserve(scored: Scored) -> None:
             began = time.perf_counter()
@@ -239,14 +253,15 @@ class Placer:
         (scored, reservation), losers = held[0], held[1:]
         for loser, loser_reservation in losers:
             await self._release(loser.candidate.name, loser_reservation, claim)
-        machine = None
+        machine: Created | None = None
+        may_exist = False
         try:
             machine = await self._ask(request.app, scored, ask, reservation, record, claim)
         except Indeterminate:
-            machine = {}  # it may exist: keep its room held and counted
+            may_exist = True  # keep its room held and counted
             raise
         finally:
-            if machine is None:  # the create failed: give the room back now
+            if machine is None and not may_exist:  # the create failed: give the room back
                 await self._release(scored.candidate.name, reservation, claim)
         return machine
 

@@ -12,17 +12,26 @@ import math
 import random
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
 from bodega.broker.machines import Machines
+from bodega.model.answer import from_doc
 from bodega.model.capacity import Ask, shortfalls
 from bodega.model.errors import BadRequest
 from bodega.model.machine_config import Guest, preset
 from bodega.placement import CandidateTable, PlacementRequest, Policy, rank_region
 from bodega.placement.regions import GEO
 from bodega.wire.fly import PlacementsRequest
+from bodega.wire.platform import (
+    Member,
+    Placements,
+    Region,
+    RegionExplanation,
+    RegionPlacement,
+    Regions,
+    WorkerStatus,
+)
 
 # Name, latitude, longitude of the regions bodega knows by code (Fly's), for /platform/regions.
 REGION_INFO: dict[str, tuple[str, float, float]] = {
@@ -56,7 +65,7 @@ class Platform:
         self.policy = policy
         self.nearest = nearest
 
-    def placements(self, body: PlacementsRequest) -> dict[str, Any]:
+    def placements(self, body: PlacementsRequest) -> Placements:
         ask = ask_for(body.compute)
         if body.volume_size_bytes:
             ask = replace(ask, disk_gb=math.ceil(body.volume_size_bytes / (1 << 30)))
@@ -74,16 +83,17 @@ class Platform:
             colocated = self.machines.workers.index.colocated(body.app)
         request = PlacementRequest(app=body.app or "", ask=ask, regions=regions,
                                    image=body.image, colocated=colocated)
-        out: list[dict[str, Any]] = []
-        explain: list[dict[str, Any]] = []
+        out: list[RegionPlacement] = []
+        explain: list[RegionExplanation] = []
         remaining = body.count
         for region in regions:
             table = self.candidates.table(region)
             if body.count == 0:
                 fit, hosts = self._capacity(table, ask)
-                out.append({"region": region, "count": fit, "concurrency": hosts})
+                out.append(RegionPlacement(region=region, count=fit, concurrency=hosts))
                 if body.explain:
-                    explain.append(rank_region(request, table, policy).explain())
+                    explain.append(RegionExplanation.model_validate(
+                        rank_region(request, table, policy).explain()))
                 continue
             if remaining <= 0:
                 break
@@ -91,26 +101,23 @@ class Platform:
             if body.explain and first is not None:
                 explain.append(first)
             if placed:
-                out.append({"region": region, "count": placed, "concurrency": hosts})
+                out.append(RegionPlacement(region=region, count=placed, concurrency=hosts))
                 remaining -= placed
-        result: dict[str, Any] = {"regions": out}
-        if body.explain:
-            result["explain"] = explain
-        return result
+        return Placements(regions=out, explain=explain if body.explain else None)
 
     def _simulate(self, request: PlacementRequest, table: CandidateTable, policy: Policy,
-                  count: int) -> tuple[int, int, dict[str, Any] | None]:
+                  count: int) -> tuple[int, int, RegionExplanation | None]:
         scratch = CandidateTable(table.region, list(table))
         rng = random.Random(0)
         hosts: set[str] = set()
-        first: dict[str, Any] | None = None
+        first: RegionExplanation | None = None
         colocated = dict(request.colocated)
         for placed in range(count):
             ranking = rank_region(replace(request, colocated=dict(colocated)), scratch, policy,
                                   rng)
             best = next(ranking.attempts(), None)
             if first is None:
-                first = ranking.explain()
+                first = RegionExplanation.model_validate(ranking.explain())
             if best is None:
                 return placed, len(hosts), first
             worker = best.candidate
@@ -140,23 +147,24 @@ class Platform:
             hosts += 1
         return total, hosts
 
-    def regions(self, ask: Ask) -> dict[str, Any]:
+    def regions(self, ask: Ask) -> Regions:
         rows = []
         for code in self.candidates.regions():
             fit, _ = self._capacity(self.candidates.table(code), ask)
             name, lat, lon = REGION_INFO.get(code, (code, 0.0, 0.0))
-            rows.append({"code": code, "name": name, "latitude": lat, "longitude": lon,
-                         "gateway_available": True, "requires_paid_plan": False,
-                         "geo_region": GEO.get(code, ""), "capacity": fit})
-        return {"Regions": rows, "Nearest": self.nearest}
+            rows.append(Region(code=code, name=name, latitude=lat, longitude=lon,
+                               gateway_available=True, requires_paid_plan=False,
+                               geo_region=GEO.get(code, ""), capacity=fit))
+        return Regions(Regions=rows, Nearest=self.nearest)
 
-    def members(self) -> list[dict[str, Any]]:
-        return sorted(self.catalog.members(), key=lambda m: (str(m.get("role", "")),
-                                                             str(m.get("name", ""))))
+    def members(self) -> list[Member]:
+        return sorted(self.catalog.members(), key=lambda m: (m.role, m.name))
 
-    def workers(self) -> list[dict[str, Any]]:
+    def workers(self) -> list[WorkerStatus]:
         out = []
         for doc in sorted(self.catalog.rows("workers"), key=lambda d: str(d.get("name"))):
             status = self.catalog.member_status(str(doc.get("name"))) or "unknown"
-            out.append({**doc, "status": status})
+            worker = from_doc(WorkerStatus, {**doc, "status": status})
+            if worker is not None:
+                out.append(worker)
         return out

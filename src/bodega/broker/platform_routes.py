@@ -18,7 +18,7 @@ from bodega.model.errors import BadRequest
 from bodega.model.machine_config import Guest, preset
 from bodega.wire import fly
 from bodega.wire.cluster_info import ClusterInfo
-from bodega.wire.http import RouteMaker, json_response, query_int, read_model
+from bodega.wire.http import RouteMaker, answer_response, json_response, query_int, read_model
 
 
 def platform_routes(r: RouteMaker, platform: Platform,
@@ -32,7 +32,7 @@ def platform_routes(r: RouteMaker, platform: Platform,
         body = await read_model(request, fly.PlacementsRequest)
         if body.app is not None:
             who.check(body.app)
-        return json_response(platform.placements(body))
+        return answer_response(platform.placements(body))
 
     async def regions(request: Request, who: Principal) -> Response:
         q = request.query_params
@@ -48,15 +48,15 @@ def platform_routes(r: RouteMaker, platform: Platform,
                 guest = None
         except ValueError as exc:
             raise BadRequest(f"invalid_argument: {exc}") from None
-        return json_response(platform.regions(ask_for(guest)))
+        return answer_response(platform.regions(ask_for(guest)))
 
     async def members(request: Request, who: Principal) -> Response:
         who.check_admin("cluster members")
-        return json_response(platform.members())
+        return answer_response(platform.members())
 
     async def workers(request: Request, who: Principal) -> Response:
         who.check_admin("cluster workers")
-        return json_response(platform.workers())
+        return answer_response(platform.workers())
 
     return [
         r("/v1/platform/placements", placements, "POST"),

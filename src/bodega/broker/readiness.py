@@ -75,8 +75,8 @@ class Gate:
                 synced = await pull() > 0 or synced
             except Exception:  # a pull that blew up must not leave the broker never ready
                 log.exception("pulling from peers failed; trying again")
-            alive = [str(m["name"]) for m in catalog.members()
-                     if m.get("role") == "worker" and m.get("status") == "alive"]
+            alive = [m.name for m in catalog.members()
+                     if m.role == "worker" and m.status == "alive"]
             state = judge(seeded=True, synced=synced, alive_workers=alive,
                           worker_rows=(str(r["name"]) for r in catalog.rows("workers")))
             if state.ready:

@@ -9,6 +9,7 @@ from typing import Any
 
 from bodega.broker.catalog import Change
 from bodega.registry import RegistryNode
+from bodega.wire.platform import Member
 
 
 class RegistryCatalog:
@@ -31,8 +32,8 @@ class RegistryCatalog:
         member = self.node.membership.member(name)
         return None if member is None else str(member.status)
 
-    def members(self) -> list[dict[str, Any]]:
-        return [m.to_json() for m in self.node.members()]
+    def members(self) -> list[Member]:
+        return [Member.model_validate(m.to_json()) for m in self.node.members()]
 
     async def changes(self) -> AsyncIterator[Change]:
         """Worker and machine rows and membership changes, merged; raises if a feed lagged."""

@@ -6,54 +6,36 @@ reads one or moves its status on (``complete``, ``failed``, ``interrupted``).
 The client that deploys writes them; they live in the registry, so they
 survive the broker that recorded them and any client reads them back. Two
 brokers recording a release of one app in the same instant may both pick the
-same next version; the view then keeps one (last writer wins, as for apps).
+same next version; the view then keeps one (last writer wins, as for apps). The
+bodies and the answer are ``wire/releases.py``'s.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog
+from bodega.model.answer import from_doc
 from bodega.model.errors import BadRequest, NotFound
-from bodega.wire.http import json_response, read_model
+from bodega.wire.http import answer_response, read_model
+from bodega.wire.releases import CreateRelease, FinishRelease, Release
 
 TABLE = "releases"
-Status = Literal["running", "complete", "failed", "interrupted"]
-MAX_CONFIG_KEYS = 64
-
-
-class CreateRelease(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    strategy: str = Field(min_length=1, max_length=32)
-    image: str = Field(min_length=1, max_length=512)
-    config: dict[str, Any] = Field(max_length=MAX_CONFIG_KEYS)
-    user: str = Field(default="unknown", max_length=128)
-    description: str | None = Field(default=None, max_length=512)
-    base_dir: str | None = Field(default=None, max_length=4096)
-
-
-class FinishRelease(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    status: Status
-    failure: str | None = Field(default=None, max_length=4096)
 
 
 def key(app: str, version: int) -> str:
     return f"{app}/v{version}"
 
 
-def public(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k != "id"}
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class Releases:
@@ -61,49 +43,53 @@ class Releases:
         self.catalog = catalog
         self.apps = apps
 
-    def list(self, app: str) -> list[dict[str, Any]]:
-        self.apps.require(app)
-        docs = self.catalog.rows(TABLE, app=app)
-        return [public(d) for d in sorted(docs, key=lambda d: -int(d["version"]))]
+    def rows(self, app: str) -> list[Release]:
+        """The app's releases as the view holds them, in no order."""
+        return [r for doc in self.catalog.rows(TABLE, app=app)
+                if (r := from_doc(Release, doc)) is not None]
 
-    def get(self, app: str, version: str) -> dict[str, Any]:
+    def list(self, app: str) -> list[Release]:
         self.apps.require(app)
-        doc = self.catalog.get(TABLE, key(app, _version(version)))
-        if doc is None:
+        return [r.public() for r in sorted(self.rows(app), key=lambda r: -r.version)]
+
+    def get(self, app: str, version: str) -> Release:
+        self.apps.require(app)
+        found = from_doc(Release, self.catalog.get(TABLE, key(app, _version(version))))
+        if found is None:
             raise NotFound(f"release not found: {app} has no version {version}")
-        return doc
+        return found
 
-    def create(self, app: str, body: CreateRelease) -> dict[str, Any]:
+    def create(self, app: str, body: CreateRelease) -> Release:
         self.apps.require(app)
-        version = 1 + max((int(d["version"]) for d in self.catalog.rows(TABLE, app=app)),
-                          default=0)
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        doc = {"id": key(app, version), "app": app, "version": version, "status": "running",
-               **body.model_dump(exclude_none=True), "created_at": now, "updated_at": now}
-        self.catalog.put_shared(TABLE, doc["id"], doc)
-        return public(doc)
+        version = 1 + max((r.version for r in self.rows(app)), default=0)
+        now = _now()
+        release = Release(id=key(app, version), app=app, version=version, status="running",
+                          **body.model_dump(exclude_none=True), created_at=now,
+                          updated_at=now)
+        self.catalog.put_shared(TABLE, key(app, version), release.doc())
+        return release.public()
 
-    def finish(self, app: str, version: str, body: FinishRelease) -> dict[str, Any]:
-        doc = {**self.get(app, version), "status": body.status,
-               "updated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        if body.failure:
-            doc["failure"] = body.failure
-        self.catalog.put_shared(TABLE, doc["id"], doc)
-        return public(doc)
+    def finish(self, app: str, version: str, body: FinishRelease) -> Release:
+        held = self.get(app, version)
+        release = held.model_copy(update={
+            "status": body.status, "updated_at": _now(),
+            **({"failure": body.failure} if body.failure else {})})
+        self.catalog.put_shared(TABLE, key(app, held.version), release.doc())
+        return release.public()
 
     def remove_all(self, app: str) -> None:
         for doc in self.catalog.rows(TABLE, app=app):
             self.catalog.delete_shared(TABLE, str(doc["id"]))
 
 
-def app_status(releases: list[dict[str, Any]], machine_count: int) -> str:
+def app_status(releases: Sequence[Release], machine_count: int) -> str:
     """An app's status as its releases tell it: ``deployed`` once a release completed;
     ``failed`` when every release that finished failed (or was interrupted); ``pending``
     while none has finished. An app nobody deployed with releases is ``deployed`` if it
     runs machines (created through the Machines API directly), else ``pending``."""
     if not releases:
         return "deployed" if machine_count else "pending"
-    statuses = {str(r.get("status")) for r in releases}
+    statuses = {r.status for r in releases}
     if "complete" in statuses:
         return "deployed"
     if statuses & {"failed", "interrupted"}:
@@ -131,20 +117,20 @@ def release_routes(route: Callable[[str, Handler, str], Route], catalog: Catalog
     path = "/v1/apps/{app}/releases"
 
     async def list_(request: Request, _who: Any) -> Response:
-        return json_response(releases.list(request.path_params["app"]))
+        return answer_response(releases.list(request.path_params["app"]))
 
     async def create(request: Request, _who: Any) -> Response:
         body = await read_model(request, CreateRelease)
-        return json_response(releases.create(request.path_params["app"], body), 201)
+        return answer_response(releases.create(request.path_params["app"], body), 201)
 
     async def get(request: Request, _who: Any) -> Response:
-        return json_response(public(releases.get(request.path_params["app"],
-                                                 request.path_params["version"])))
+        return answer_response(releases.get(request.path_params["app"],
+                                            request.path_params["version"]).public())
 
     async def finish(request: Request, _who: Any) -> Response:
         body = await read_model(request, FinishRelease)
-        return json_response(releases.finish(request.path_params["app"],
-                                             request.path_params["version"], body))
+        return answer_response(releases.finish(request.path_params["app"],
+                                               request.path_params["version"], body))
 
     return [route(path, list_, "GET"), route(path, create, "POST"),
             route(path + "/{version}", get, "GET"), route(path + "/{version}", finish, "PATCH")]

@@ -11,30 +11,30 @@ from starlette.routing import Route
 from bodega.broker.auth import Principal
 from bodega.broker.secrets import AppSecrets
 from bodega.wire import fly
-from bodega.wire.http import RouteMaker, json_response, read_model
+from bodega.wire.http import RouteMaker, answer_response, read_model
 
 Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 
 def secret_routes(r: RouteMaker, secrets: AppSecrets) -> list[Route]:
     async def list_secrets(request: Request, who: Principal) -> Response:
-        return json_response(secrets.list(request.path_params["app"]))
+        return answer_response(secrets.list(request.path_params["app"]))
 
     async def update(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.AppSecretsUpdateRequest)
-        return json_response(secrets.update(request.path_params["app"], body.values))
+        return answer_response(secrets.update(request.path_params["app"], body.values))
 
     async def get(request: Request, who: Principal) -> Response:
-        return json_response(secrets.get(request.path_params["app"],
+        return answer_response(secrets.get(request.path_params["app"],
                                          request.path_params["name"]))
 
     async def set_one(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.SetAppSecretRequest)
-        return json_response(secrets.set(request.path_params["app"],
+        return answer_response(secrets.set(request.path_params["app"],
                                          request.path_params["name"], body.value), status=201)
 
     async def delete(request: Request, who: Principal) -> Response:
-        return json_response(secrets.delete(request.path_params["app"],
+        return answer_response(secrets.delete(request.path_params["app"],
                                             request.path_params["name"]))
 
     one = "/v1/apps/{app}/secrets/{name}"

@@ -14,19 +14,36 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog
+from bodega.model.answer import Answer, from_doc
 from bodega.model.errors import BadRequest, NotFound
 from bodega.model.machine import rfc3339
 from bodega.runtime.secretbox import SecretBox
+from bodega.wire.secrets import AppSecret, SecretDeleted, SecretList, SecretSet, SecretsUpdated
 
 TABLE = "secrets"
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")  # an environment variable's name
 MAX_VALUE = 64 * 1024
 MAX_SECRETS = 256
-PUBLIC = ("name", "digest", "created_at", "updated_at")
+
+
+class SecretRow(Answer):
+    """A secret's row in the view: its value sealed, never in the clear."""
+
+    key: str  # <app>/<name>
+    app: str
+    name: str
+    sealed: str
+    digest: str
+    created_at: str
+    updated_at: str
+    version: int = 0  # the app's secrets version when it was last set
+
+    def answer(self) -> AppSecret:
+        return AppSecret(name=self.name, digest=self.digest, created_at=self.created_at,
+                         updated_at=self.updated_at)
 
 
 def check_name(name: str) -> None:
@@ -50,31 +67,33 @@ class AppSecrets:
         self.apps = apps
         self.box = box
 
-    def _rows(self, app: str) -> list[dict[str, Any]]:
-        return sorted(self.catalog.rows(TABLE, app=app), key=lambda d: str(d["name"]))
+    def _rows(self, app: str) -> list[SecretRow]:
+        rows = [r for doc in self.catalog.rows(TABLE, app=app)
+                if (r := from_doc(SecretRow, doc)) is not None]
+        return sorted(rows, key=lambda r: r.name)
 
     def version(self, app: str) -> int:
-        return max((int(d.get("version", 0)) for d in self._rows(app)), default=0)
+        return max((r.version for r in self._rows(app)), default=0)
 
-    def list(self, app: str) -> dict[str, Any]:
+    def list(self, app: str) -> SecretList:
         self.apps.require(app)
-        return {"secrets": [public(d) for d in self._rows(app)]}
+        return SecretList(secrets=[r.answer() for r in self._rows(app)])
 
-    def get(self, app: str, name: str) -> dict[str, Any]:
+    def get(self, app: str, name: str) -> AppSecret:
         self.apps.require(app)
-        doc = self.catalog.get(TABLE, f"{app}/{name}")
-        if doc is None:
+        row = from_doc(SecretRow, self.catalog.get(TABLE, f"{app}/{name}"))
+        if row is None:
             raise NotFound(f"secret not found: {name}")
-        return public(doc)
+        return row.answer()
 
-    def update(self, app: str, values: Mapping[str, str | None]) -> dict[str, Any]:
+    def update(self, app: str, values: Mapping[str, str | None]) -> SecretsUpdated:
         """Set (a value) or unset (None) several secrets; all are checked before any is written."""
         self.apps.require(app)
         for name, value in values.items():
             check_name(name)
             if value is not None:
                 check_value(name, value)
-        current = {str(d["name"]) for d in self._rows(app)}
+        current = {r.name for r in self._rows(app)}
         added = {n for n, v in values.items() if v is not None} - current
         if len(current) + len(added) > MAX_SECRETS:
             raise BadRequest(f"at most {MAX_SECRETS} secrets per app")
@@ -84,40 +103,36 @@ class AppSecrets:
                 self.catalog.delete_shared(TABLE, f"{app}/{name}")
             else:
                 self._put(app, name, value, version)
-        return {"secrets": [public(d) for d in self._rows(app)], "version": version,
-                "Version": version}
+        return SecretsUpdated(secrets=[r.answer() for r in self._rows(app)], version=version,
+                              Version=version)
 
-    def set(self, app: str, name: str, value: str) -> dict[str, Any]:
+    def set(self, app: str, name: str, value: str) -> SecretSet:
         self.apps.require(app)
         check_name(name)
         check_value(name, value)
         version = self.version(app) + 1
-        doc = self._put(app, name, value, version)
-        return {**public(doc), "version": version, "Version": version}
+        row = self._put(app, name, value, version)
+        return SecretSet(**row.answer().model_dump(exclude_none=True), version=version,
+                         Version=version)
 
-    def delete(self, app: str, name: str) -> dict[str, Any]:
+    def delete(self, app: str, name: str) -> SecretDeleted:
         self.apps.require(app)
         if self.catalog.get(TABLE, f"{app}/{name}") is None:
             raise NotFound(f"secret not found: {name}")
         version = self.version(app) + 1
         self.catalog.delete_shared(TABLE, f"{app}/{name}")
-        return {"version": version, "Version": version}
+        return SecretDeleted(version=version, Version=version)
 
-    def _put(self, app: str, name: str, value: str, version: int) -> dict[str, Any]:
+    def _put(self, app: str, name: str, value: str, version: int) -> SecretRow:
         key = f"{app}/{name}"
-        old = self.catalog.get(TABLE, key)
+        old = from_doc(SecretRow, self.catalog.get(TABLE, key))
         now = rfc3339(time.time())
-        doc = {"key": key, "app": app, "name": name,
-               "sealed": self.box.seal(app, name, value),
-               "digest": self.box.digest(app, name, value),
-               "created_at": old["created_at"] if old else now, "updated_at": now,
-               "version": version}
-        self.catalog.put_shared(TABLE, key, doc)
-        return doc
-
-
-def public(doc: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: doc[k] for k in PUBLIC if k in doc}
+        row = SecretRow(key=key, app=app, name=name, sealed=self.box.seal(app, name, value),
+                        digest=self.box.digest(app, name, value),
+                        created_at=old.created_at if old else now, updated_at=now,
+                        version=version)
+        self.catalog.put_shared(TABLE, key, row.doc())
+        return row
 
 
 def remove_all(catalog: Catalog, app: str) -> None:

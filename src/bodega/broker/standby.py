@@ -23,9 +23,11 @@ running: the standby is then the only copy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from bodega.model.machine import Machine
+from bodega.wire.platform import Member
 
 UNAVAILABLE = ("dead", "left")
 RESTING = ("created", "stopped")
@@ -74,45 +76,44 @@ class GiveBack:
         return f"its primaries {each} are running again"
 
 
-def primaries_of(machine: Mapping[str, Any]) -> tuple[str, ...]:
+def primaries_of(machine: Machine) -> tuple[str, ...]:
     """The machines ``machine`` stands by for (none for a machine that is no standby)."""
-    config = machine.get("config") or {}
-    return tuple(str(p) for p in config.get("standbys") or ())
+    return tuple(machine.config.standbys or ()) if machine.config is not None else ()
 
 
-def standbys_to_start(machines: Sequence[Mapping[str, Any]],
+def standbys_to_start(machines: Sequence[Machine],
                       status_of: Callable[[str], str | None]) -> list[Takeover]:
     """The standbys to start now, given the machine rows of the view (every standby and
     its primaries) and each member's SWIM status (``None`` for a name membership does
     not know)."""
-    by_id = {str(m.get("id")): m for m in machines}
-    standbys_of: dict[str, list[Mapping[str, Any]]] = {}
-    for machine in sorted(machines, key=lambda m: str(m.get("id"))):
+    by_id = {m.id: m for m in machines}
+    standbys_of: dict[str, list[Machine]] = {}
+    for machine in sorted(machines, key=lambda m: m.id):
         for named in primaries_of(machine):
             standbys_of.setdefault(named, []).append(machine)
     takeovers: list[Takeover] = []
     for primary_id, standbys in sorted(standbys_of.items()):
         primary = by_id.get(primary_id)
-        if primary is None or primary.get("state") in GONE:
+        if primary is None or primary.state in GONE:
             continue  # a primary destroyed on purpose needs no standby
-        primary_worker = str(primary.get("worker") or "")
+        primary_worker = primary.worker or ""
         status = status_of(primary_worker) if primary_worker else None
         if status not in UNAVAILABLE:
             continue
-        mine = [s for s in standbys if s.get("app") == primary.get("app")]
-        if any(s.get("state") in RUNNING for s in mine):
+        mine = [s for s in standbys if s.app == primary.app]
+        if any(s.state in RUNNING for s in mine):
             continue  # taken over already
         for standby in mine:
-            worker = str(standby.get("worker") or "")
-            if standby.get("state") in RESTING and worker and status_of(worker) == "alive":
+            worker = standby.worker or ""
+            if standby.state in RESTING and worker and status_of(worker) == "alive":
                 takeovers.append(Takeover(
-                    app=str(standby.get("app")), standby=str(standby.get("id")), worker=worker,
+                    app=str(standby.app), standby=standby.id, worker=worker,
                     primary=primary_id, primary_worker=primary_worker, status=str(status)))
                 break
     return takeovers
 
 
-def standbys_to_stop(machines: Sequence[Mapping[str, Any]],
+def standbys_to_stop(machines: Sequence[Machine],
                      status_of: Callable[[str], str | None],
                      settled: Callable[[str], bool]) -> list[GiveBack]:
     """The started standbys to stop now: every primary each names runs again, on a
@@ -122,26 +123,26 @@ def standbys_to_stop(machines: Sequence[Mapping[str, Any]],
     there); one on a worker that is not ``alive`` could not be asked. A primary missing
     from the view, of another app, not running, or on a worker that is not settled
     keeps the standby running."""
-    by_id = {str(m.get("id")): m for m in machines}
+    by_id = {m.id: m for m in machines}
     stops: list[GiveBack] = []
-    for standby in sorted(machines, key=lambda m: str(m.get("id"))):
+    for standby in sorted(machines, key=lambda m: m.id):
         primaries = primaries_of(standby)
-        worker = str(standby.get("worker") or "")
-        if not primaries or standby.get("state") != "started" or not worker \
+        worker = standby.worker or ""
+        if not primaries or standby.state != "started" or not worker \
                 or status_of(worker) != "alive":
             continue
         workers: list[str] = []
         for primary_id in primaries:
             primary = by_id.get(primary_id)
-            if primary is None or primary.get("app") != standby.get("app") \
-                    or primary.get("state") not in PRIMARY_RUNNING:
+            if primary is None or primary.app != standby.app \
+                    or primary.state not in PRIMARY_RUNNING:
                 break
-            host = str(primary.get("worker") or "")
+            host = primary.worker or ""
             if not host or status_of(host) != "alive" or not settled(host):
                 break
             workers.append(host)
         else:
-            stops.append(GiveBack(app=str(standby.get("app")), standby=str(standby.get("id")),
+            stops.append(GiveBack(app=str(standby.app), standby=standby.id,
                                   worker=worker, primaries=primaries,
                                   primary_workers=tuple(workers)))
     return stops
@@ -161,13 +162,13 @@ class AliveSince:
         self.settle = settle
         self._since: dict[str, tuple[tuple[int, int], float]] = {}
 
-    def observe(self, members: Iterable[Mapping[str, Any]], now: float) -> None:
+    def observe(self, members: Iterable[Member], now: float) -> None:
         seen: dict[str, tuple[tuple[int, int], float]] = {}
         for member in members:
-            if member.get("status") != "alive":
+            if member.status != "alive":
                 continue
-            name = str(member.get("name"))
-            record = (int(member.get("incarnation") or 0), int(member.get("generation") or 0))
+            name = member.name
+            record = (member.incarnation, member.generation)
             known = self._since.get(name)
             seen[name] = known if known is not None and known[0] == record else (record, now)
         self._since = seen

@@ -18,10 +18,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bodega.broker.catalog import Catalog
+from bodega.broker.catalog import Catalog, machine_row, machine_rows
 from bodega.broker.standby import (
     GONE,
     RUNNING,
@@ -33,6 +33,7 @@ from bodega.broker.standby import (
     standbys_to_stop,
 )
 from bodega.model.errors import BodegaError, Conflict, PreconditionFailed
+from bodega.model.machine import Machine
 
 log = logging.getLogger("bodega.broker.standby")
 
@@ -72,12 +73,12 @@ class StandbyWatch:
     def load(self) -> None:
         """Find every standby in the view (at start, and after losing the change feed)."""
         self._pairs = {}
-        for doc in self.catalog.rows("machines"):
-            self.on_machine(str(doc.get("id")), doc)
+        for machine in machine_rows(self.catalog):
+            self.on_machine(machine.id, machine)
 
-    def on_machine(self, machine_id: str, doc: Mapping[str, Any] | None) -> None:
+    def on_machine(self, machine_id: str, machine: Machine | None) -> None:
         """The view's row for a machine changed (``None``: it is gone)."""
-        primaries = primaries_of(doc) if doc and doc.get("state") not in GONE else ()
+        primaries = primaries_of(machine) if machine and machine.state not in GONE else ()
         if primaries:
             self._pairs[machine_id] = primaries
         else:
@@ -87,10 +88,10 @@ class StandbyWatch:
         """Membership changed: a primary's worker may just have died, or come back."""
         self._nudge.set()
 
-    def pairs(self) -> list[dict[str, Any]]:
+    def pairs(self) -> list[Machine]:
         """The view's rows of every standby and of every primary one names."""
         ids = set(self._pairs).union(*self._pairs.values())
-        rows = (self.catalog.get("machines", machine_id) for machine_id in sorted(ids))
+        rows = (machine_row(self.catalog, machine_id) for machine_id in sorted(ids))
         return [row for row in rows if row is not None]
 
     # -- the loop ----------------------------------------------------------------------
@@ -142,12 +143,12 @@ class StandbyWatch:
                 pending = True
         # A standby runs and some worker is still settling: a give-back may become due.
         if self.alive.settling(now) and any(
-                m.get("state") in RUNNING and primaries_of(m) for m in machines):
+                m.state in RUNNING and primaries_of(m) for m in machines):
             pending = True
         return pending
 
     def give_backs(self, now: float,
-                   machines: list[dict[str, Any]] | None = None) -> list[GiveBack]:
+                   machines: list[Machine] | None = None) -> list[GiveBack]:
         """The standbys to stop as of the last look at membership."""
         return standbys_to_stop(self.pairs() if machines is None else machines,
                                 self.catalog.member_status,

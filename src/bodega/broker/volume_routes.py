@@ -1,7 +1,8 @@
 """``/v1/apps/{app}/volumes``: Fly's volume routes, each handed to the volume's worker.
 
-A volume lives on one worker, as its machine does; ``Volumes`` finds it and
-forwards. Snapshots are not taken yet, so their list is honestly empty.
+A volume lives on one worker, as its machine does; ``Volumes`` finds it, forwards,
+and answers the volume (``Volume``) without the worker's internal fields.
+Snapshots are not taken yet, so their list is honestly empty.
 """
 
 from __future__ import annotations
@@ -14,22 +15,22 @@ from bodega.broker.auth import Principal
 from bodega.broker.volumes import Volumes
 from bodega.wire import fly
 from bodega.wire import worker_calls as wire
-from bodega.wire.http import RouteMaker, json_response, query_bool, read_model
+from bodega.wire.http import RouteMaker, answer_response, json_response, query_bool, read_model
 
 
 def volume_routes(r: RouteMaker, volumes: Volumes) -> list[Route]:
-    async def forward(request: Request, method: str, action: str = "",
+    async def forward(request: Request, method: str,
                       body: wire.WorkerRequest | None = None) -> Response:
-        return json_response(await volumes.forward(
-            request.path_params["app"], request.path_params["vid"], method, action, body))
+        return answer_response(await volumes.call(
+            request.path_params["app"], request.path_params["vid"], method, body))
 
     async def list_volumes(request: Request, who: Principal) -> Response:
-        return json_response(volumes.list(request.path_params["app"],
-                                          query_bool(request, "include_deleted")))
+        return answer_response(volumes.list(request.path_params["app"],
+                                            query_bool(request, "include_deleted")))
 
     async def create_volume(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.CreateVolumeRequest)
-        return json_response(await volumes.create(request.path_params["app"], body))
+        return answer_response(await volumes.create(request.path_params["app"], body))
 
     async def get_volume(request: Request, who: Principal) -> Response:
         return await forward(request, "GET")
@@ -45,8 +46,8 @@ def volume_routes(r: RouteMaker, volumes: Volumes) -> list[Route]:
 
     async def extend_volume(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.ExtendVolumeRequest)
-        return await forward(request, "PUT", "extend",
-                             body=wire.ExtendVolumeBody(size_gb=body.size_gb))
+        return answer_response(await volumes.extend(
+            request.path_params["app"], request.path_params["vid"], body.size_gb))
 
     async def volume_snapshots(request: Request, who: Principal) -> Response:
         volumes.locate(request.path_params["app"], request.path_params["vid"])

@@ -8,25 +8,19 @@ a host) and everything after goes to that worker.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bodega.broker.apps import Apps
-from bodega.broker.catalog import Catalog
+from bodega.broker.catalog import Catalog, volume_rows
 from bodega.broker.host_status import with_host_status
 from bodega.broker.machines import Machines
 from bodega.broker.placer import Placer
 from bodega.broker.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound
+from bodega.model.volume import ExtendVolumeAnswer, Volume
 from bodega.placement import PlacementRequest
 from bodega.wire.fly import CreateVolumeRequest
-from bodega.wire.worker_calls import CreateVolumeBody, WorkerRequest
-
-INTERNAL_FIELDS = ("app", "worker")
-
-
-def public(doc: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in doc.items() if k not in INTERNAL_FIELDS}
+from bodega.wire.worker_calls import CreateVolumeBody, ExtendVolumeBody, WorkerRequest
+from bodega.wire.worker_client import wire_bytes
 
 
 class Volumes:
@@ -38,19 +32,19 @@ class Volumes:
         self.apps = apps
         self.machines = machines
 
-    def app_volumes(self, app: str) -> list[dict[str, Any]]:
-        docs = {str(d["id"]): d for d in self.catalog.rows("volumes", app=app)}
-        for doc in self.workers.volumes.all():
-            if doc.get("app") == app:
-                docs[str(doc["id"])] = doc
-        return sorted(docs.values(), key=lambda d: (str(d.get("created_at", "")), str(d["id"])))
+    def app_volumes(self, app: str) -> list[Volume]:
+        found = {v.id: v for v in volume_rows(self.catalog, app=app)}
+        for volume in self.workers.volumes.all():
+            if volume.app == app:
+                found[volume.id] = volume
+        return sorted(found.values(), key=lambda v: (v.created_at, v.id))
 
-    def list(self, app: str, include_deleted: bool = False) -> list[dict[str, Any]]:
+    def list(self, app: str, include_deleted: bool = False) -> list[Volume]:
         self.apps.require(app)
-        return [public(with_host_status(d, self.catalog.member_status))
-                for d in self.app_volumes(app) if include_deleted or d.get("state") != "destroyed"]
+        return [with_host_status(v, self.catalog.member_status).public()
+                for v in self.app_volumes(app) if include_deleted or v.state != "destroyed"]
 
-    async def create(self, app: str, body: CreateVolumeRequest) -> dict[str, Any]:
+    async def create(self, app: str, body: CreateVolumeRequest) -> Volume:
         self.apps.require(app)
         if body.snapshot_id or body.source_volume_id:
             raise BadRequest("unimplemented: restoring snapshots and forking volumes are not "
@@ -61,8 +55,8 @@ class Volumes:
                   disk_gb=body.size_gb) if guest else Ask(cpus=0, memory_mb=0, disk_gb=body.size_gb)
         avoid: frozenset[str] = frozenset()
         if body.require_unique_zone:
-            avoid = frozenset(str(d["worker"]) for d in self.app_volumes(app)
-                              if d.get("name") == body.name and d.get("state") != "destroyed")
+            avoid = frozenset(v.worker for v in self.app_volumes(app)
+                              if v.name == body.name and v.state != "destroyed" and v.worker)
         request = PlacementRequest(
             app=app, ask=ask, regions=regions, avoid=avoid,
             avoid_reason=f"a volume named {body.name!r} is already on this host")
@@ -72,15 +66,15 @@ class Volumes:
                                 auto_backup_enabled=body.auto_backup_enabled,
                                 require_unique_zone=body.require_unique_zone)
 
-        async def ask_worker(worker: str, _reservation: str | None) -> dict[str, Any]:
-            return dict(await self.workers.client(worker).create_volume(wire))
+        async def ask_worker(worker: str, _reservation: str | None) -> Volume:
+            return await self.workers.client(worker).create_volume(wire)
 
         record = self.placer.record(request)
         volume, _ = await self.placer.place(request, ask_worker, record,
                                             claim=Ask(cpus=0, memory_mb=0, disk_gb=body.size_gb),
                                             hedge=False)
-        self.workers.note("volumes", volume)
-        return public(volume)
+        self.workers.note_volume(volume)
+        return volume.public()
 
     def locate(self, app: str, volume_id: str) -> str:
         self.apps.require(app)
@@ -88,13 +82,20 @@ class Volumes:
             raise NotFound(f"volume not found: {volume_id}")
         return self.workers.locate("volumes", volume_id, app)
 
-    async def forward(self, app: str, volume_id: str, method: str, action: str = "",
-                      body: WorkerRequest | None = None) -> dict[str, Any]:
+    async def call(self, app: str, volume_id: str, method: str,
+                   body: WorkerRequest | None = None) -> Volume:
+        """Read, update or delete the volume on its worker; the answer is the volume."""
         worker = self.locate(app, volume_id)
-        path = f"/v1/volumes/{volume_id}" + (f"/{action}" if action else "")
-        result = await self.workers.client(worker).send(method, path, body, params={"app": app})
-        if isinstance(result, dict) and "volume" in result:  # extend
-            self.workers.note("volumes", result["volume"])
-            return {**result, "volume": public(result["volume"])}
-        self.workers.note("volumes", dict(result))
-        return public(dict(result))
+        volume = await self.workers.client(worker).answer(
+            Volume, method, f"/v1/volumes/{volume_id}", encoded=wire_bytes(body),
+            params={"app": app})
+        self.workers.note_volume(volume)
+        return volume.public()
+
+    async def extend(self, app: str, volume_id: str, size_gb: int) -> ExtendVolumeAnswer:
+        worker = self.locate(app, volume_id)
+        extended = await self.workers.client(worker).answer(
+            ExtendVolumeAnswer, "PUT", f"/v1/volumes/{volume_id}/extend",
+            encoded=wire_bytes(ExtendVolumeBody(size_gb=size_gb)), params={"app": app})
+        self.workers.note_volume(extended.volume)
+        return extended.model_copy(update={"volume": extended.volume.public()})

@@ -12,40 +12,45 @@ from __future__ import annotations
 import ssl
 import time
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from bodega.broker.candidates import Candidates
-from bodega.broker.catalog import Catalog
+from bodega.broker.catalog import Catalog, machine_row, machine_rows, volume_row
 from bodega.broker.freshness import replaces
 from bodega.broker.machine_index import MachineIndex
 from bodega.model.errors import NotFound, Unavailable
+from bodega.model.machine import Machine
+from bodega.model.volume import Volume
 from bodega.wire.json_client import session
 from bodega.wire.worker_client import WorkerClient
 
 LOCATIONS_KEPT = 100_000
 PER_WORKER_CONNECTIONS = 32
 RECENT_SECONDS = 60.0
+T = TypeVar("T", Machine, Volume)
 
 
-class Recent:
-    """Docs this broker wrote or read from a worker, newest first, kept ``RECENT_SECONDS``."""
+class Recent(Generic[T]):
+    """Answers this broker wrote or read from a worker, newest first, kept ``RECENT_SECONDS``."""
 
-    def __init__(self, keep: float = RECENT_SECONDS, clock: Any = time.monotonic) -> None:
+    def __init__(self, keep: float = RECENT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.keep = keep
         self.clock = clock
-        self._docs: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._docs: OrderedDict[str, tuple[float, T]] = OrderedDict()
 
-    def put(self, key: str, doc: dict[str, Any]) -> None:
+    def put(self, key: str, doc: T) -> None:
         self._docs[key] = (self.clock(), doc)
         self._docs.move_to_end(key)
         self._expire()
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> T | None:
         self._expire()
         entry = self._docs.get(key)
         return None if entry is None else entry[1]
 
-    def all(self) -> list[dict[str, Any]]:
+    def all(self) -> list[T]:
         self._expire()
         return [doc for _, doc in self._docs.values()]
 
@@ -68,23 +73,23 @@ class Workers:
         self._session = session(PER_WORKER_CONNECTIONS, ssl=tls)
         self._clients: dict[str, WorkerClient] = {}
         self._locations: OrderedDict[str, str] = OrderedDict()  # machine/volume id -> worker
-        self.machines = Recent()
-        self.volumes = Recent()
+        self.machines: Recent[Machine] = Recent()
+        self.volumes: Recent[Volume] = Recent()
         self.index = MachineIndex()
 
     def load(self) -> None:
         """Index every machine the view knows (at start, and after losing the change feed)."""
-        for doc in self.catalog.rows("machines"):
-            self.index.note(doc)
+        for machine in machine_rows(self.catalog):
+            self.index.note(machine)
 
-    def on_machine(self, machine_id: str) -> dict[str, Any] | None:
+    def on_machine(self, machine_id: str) -> Machine | None:
         """The view's row for a machine changed; returns the row (None: it is gone)."""
-        doc = self.catalog.get("machines", machine_id)
-        if doc is None:
+        machine = machine_row(self.catalog, machine_id)
+        if machine is None:
             self.index.forget(machine_id)
         else:
-            self.index.note(doc)
-        return doc
+            self.index.note(machine)
+        return machine
 
     async def aclose(self) -> None:
         await self._session.close()
@@ -93,8 +98,8 @@ class Workers:
         candidate = self.candidates.get(worker)
         if candidate is not None:
             return candidate.url
-        doc = self.catalog.get("workers", worker)
-        return None if doc is None else str(doc.get("url") or "") or None
+        row = self.catalog.get("workers", worker)
+        return None if row is None else str(row.get("url") or "") or None
 
     def client(self, worker: str) -> WorkerClient:
         url = self.url_of(worker)
@@ -118,23 +123,30 @@ class Workers:
         kind = "machine" if table == "machines" else "volume"
         worker = self._locations.get(key)
         if worker is None:
-            doc = self.catalog.get(table, key)
-            if doc is None or doc.get("app") != app:
+            found = machine_row(self.catalog, key) if table == "machines" else \
+                volume_row(self.catalog, key)
+            if found is None or found.app != app or not found.worker:
                 raise NotFound(f"{kind} not found: {key}")
-            worker = str(doc["worker"])
+            worker = found.worker
             self.remember(key, worker)
         return worker
 
-    def note(self, table: str, doc: dict[str, Any]) -> None:
-        """Remember a doc a worker returned: where it lives, and for read-your-writes."""
-        key = str(doc.get("id", ""))
-        if not key:
+    def note_machine(self, machine: Machine) -> None:
+        """Remember a machine a worker returned: where it lives, and for read-your-writes."""
+        if not machine.id:
             return
-        if doc.get("worker"):
-            self.remember(key, str(doc["worker"]))
-        recent = self.machines if table == "machines" else self.volumes
-        if not replaces(doc, recent.get(key)):
+        if machine.worker:
+            self.remember(machine.id, machine.worker)
+        if not replaces(machine, self.machines.get(machine.id)):
             return  # an answer that left the worker before one we already hold
-        recent.put(key, doc)
-        if table == "machines":
-            self.index.note(doc)
+        self.machines.put(machine.id, machine)
+        self.index.note(machine)
+
+    def note_volume(self, volume: Volume) -> None:
+        """Remember a volume a worker returned (volumes carry no ``updated_at``: the last
+        answer read stands)."""
+        if not volume.id:
+            return
+        if volume.worker:
+            self.remember(volume.id, volume.worker)
+        self.volumes.put(volume.id, volume)

@@ -6,7 +6,7 @@ import getpass
 import json as jsonlib
 import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -26,9 +26,11 @@ from bodega.deploy.deployer import app_machines, current_machines
 from bodega.deploy.execute import Executor, Outcome
 from bodega.deploy.plan import Create, Destroy, Plan, Stage
 from bodega.deploy.scale import RegionChange, count_changes, vm_plan
-from bodega.model.machine_config import preset
+from bodega.model.machine_config import Guest, preset
 from bodega.model.plural import counted
+from bodega.wire.fly import PlacementsRequest, checked
 from bodega.wire.machines_client import MachinesClient
+from bodega.wire.platform import Placements
 
 scale = typer.Typer(help="Change how many machines run, or their size.", no_args_is_help=True)
 
@@ -59,13 +61,13 @@ def scale_count(
         refused, stages = [], []
         for change in changes:
             if change.create and change.template is not None:
-                guest = change.template.get("guest") or {}
-                room = await client.placements({
+                guest = change.template.effective_guest()
+                room = await client.placements(checked(PlacementsRequest, {
                     "org_slug": "personal", "region": change.region, "count": change.create,
                     "app": name, "explain": True,
-                    "compute": {k: guest[k] for k in ("cpu_kind", "cpus", "memory_mb")
-                                if k in guest}})
-                fits = sum(r["count"] for r in room["regions"] if r["region"] == change.region)
+                    "compute": {"cpu_kind": guest.cpu_kind, "cpus": guest.cpus,
+                                "memory_mb": guest.memory_mb}}))
+                fits = sum(r.count for r in room.regions if r.region == change.region)
                 if fits < change.create:
                     refused.append(f"{change.region}: room for {fits} of "
                                    f"{counted(change.create, 'new machine')} ({_why(room)}); "
@@ -98,11 +100,11 @@ def scale_count(
         fail("; ".join(problems))
 
 
-def _why(room: dict[str, Any]) -> str:
+def _why(room: Placements) -> str:
     parts = []
-    for region in room.get("explain", []):
-        parts.append(f"{counted(region['candidates'], 'worker')}, {region['feasible']} "
-                     f"feasible, refused {region.get('refused') or 'none'}")
+    for region in room.explain or []:
+        parts.append(f"{counted(region.candidates, 'worker')}, {region.feasible} "
+                     f"feasible, refused {region.refused or 'none'}")
     return "; ".join(parts) or "no worker in that region"
 
 
@@ -119,7 +121,7 @@ def scale_vm(
     """Resize every machine of the app, one at a time."""
     name = app_name(app, config)
     kind, cpus, memory = preset(size)
-    guest = {"cpu_kind": kind, "cpus": cpus, "memory_mb": memory}
+    guest = Guest(cpu_kind=kind, cpus=cpus, memory_mb=memory)
 
     async def work(client: MachinesClient) -> Outcome:
         # A machine resting after its own crash is meant to run: it is resized and started.

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
-from bodega.deploy import calls
 
 if TYPE_CHECKING:
+    from bodega.wire.apps import App
     from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.releases import Release
 
 apps = typer.Typer(help="Manage apps.", no_args_is_help=True)
 
@@ -25,7 +26,7 @@ def create(name: Annotated[str, typer.Argument(help="App name (a DNS label)")],
            context: ContextName = None, json: Json = False) -> None:
     """Create an app."""
     app = call(api_url, token, lambda c: c.create_app(name, org), context=context)
-    show_json(app) if json else typer.echo(f"New app created: {app['name']}")
+    show_json(app) if json else typer.echo(f"New app created: {app.name}")
 
 
 @apps.command("list")
@@ -34,11 +35,11 @@ def list_apps(api_url: ApiUrl = None, token: Token = None,
               context: ContextName = None, json: Json = False) -> None:
     """List the apps this token can see, each with its status and current release."""
 
-    async def work(client: MachinesClient) -> tuple[list[dict[str, Any]], list[str]]:
+    async def work(client: MachinesClient) -> tuple[list[App], list[str]]:
         found = await client.apps()
         if json:
             return found, []
-        releases = await asyncio.gather(*(calls.releases(client, a["name"]) for a in found))
+        releases = await asyncio.gather(*(client.releases(a.name) for a in found))
         return found, [current_release(r) for r in releases]
 
     found, versions = call(api_url, token, work, context=context)
@@ -46,13 +47,13 @@ def list_apps(api_url: ApiUrl = None, token: Token = None,
         show_json(found)
         return
     table(["NAME", "ORG", "STATUS", "RELEASE", "MACHINES", "VOLUMES"],
-          [(a["name"], a["organization"]["slug"], a["status"], version, a["machine_count"],
-            a["volume_count"]) for a, version in zip(found, versions, strict=True)])
+          [(a.name, a.organization.slug, a.status, version, a.machine_count,
+            a.volume_count) for a, version in zip(found, versions, strict=True)])
 
 
-def current_release(releases: list[dict[str, Any]]) -> str:
+def current_release(releases: list[Release]) -> str:
     """The newest complete release, as ``vN``; ``-`` if none completed."""
-    complete = [int(r["version"]) for r in releases if r.get("status") == "complete"]
+    complete = [r.version for r in releases if r.status == "complete"]
     return f"v{max(complete)}" if complete else "-"
 
 

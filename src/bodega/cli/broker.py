@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -23,9 +22,11 @@ from bodega.cli.listeners import Listener, listening
 from bodega.model.duration import parse_duration
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
+from bodega.placement.named import DEFAULT_POLICY
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_json_atomic
+from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_ready
 from bodega.runtime.logs import configure
+from bodega.runtime.ready import Ready
 
 
 def parse_weights(text: str | None) -> Weights:
@@ -41,10 +42,10 @@ def parse_weights(text: str | None) -> Weights:
         except ValueError:
             raise ValueError(f"--weights: {key} is not a number: {value!r}") from None
     unknown = set(values) - {"cpu", "memory", "disk", "image", "app", "spread", "standby",
-                             "hole"}
+                             "hole", "fragmentation"}
     if unknown:
         raise ValueError(f"--weights: unknown weight {sorted(unknown)[0]!r}; use cpu, memory, "
-                         "disk, image, app (or spread), standby and hole")
+                         "disk, image, app (or spread), standby, hole and fragmentation")
     return Weights().with_overrides(values)
 
 
@@ -76,7 +77,7 @@ def broker(
     = None,
     keyring: GossipKeyring = None,
     policy: Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}")]
-    = "utility",
+    = DEFAULT_POLICY,
     sample: Annotated[int, typer.Option(help="Power-of-d choices (0: rank every worker)")] = 0,
     cpu_curve: Annotated[str, typer.Option(help="Desirability by cpu utilization")]
     = BALANCED.describe(),
@@ -147,19 +148,18 @@ async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: 
     daemon = Broker(config)
     marking: list[asyncio.Task[None]] = []
 
-    def ready() -> dict[str, Any]:
-        info: dict[str, Any] = {"url": daemon.url, "internal_url": daemon.internal_url,
-                                "name": config.name,
-                                "region": daemon.nearest, "ready": daemon.gate.ready.is_set()}
+    def ready() -> Ready:
+        gossip = None
         if daemon.node is not None:
             host, gport = daemon.node.gossip_addr
-            info["gossip"] = f"{host}:{gport}"
-        return info
+            gossip = f"{host}:{gport}"
+        return Ready(url=daemon.url, internal_url=daemon.internal_url, name=config.name,
+                     region=daemon.nearest, ready=daemon.gate.ready.is_set(), gossip=gossip)
 
     async def mark_ready() -> None:
         await daemon.until_ready()
         assert ready_file is not None
-        write_json_atomic(ready_file, {"pid": os.getpid(), **ready()})
+        write_ready(ready_file, ready())
 
     async def start() -> None:
         await daemon.start()

@@ -5,13 +5,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bodega.cli.cluster_keys import key
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
+
+if TYPE_CHECKING:
+    from bodega.wire.platform import WorkerStatus
 
 cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
 cluster.add_typer(key, name="key")
@@ -29,8 +32,8 @@ def members(api_url: ApiUrl = None, token: Token = None,
         return
     table(["NAME", "ROLE", "REGION", "STATUS", "INCARNATION", "GENERATION", "ADDR",
            "CERT EXPIRES"],
-          [(m["name"], m.get("role"), m.get("region"), m.get("status"), m.get("incarnation"),
-            m.get("generation"), m.get("addr"), (m.get("meta") or {}).get("cert_expires", "-"))
+          [(m.name, m.role, m.region, m.status, m.incarnation, m.generation, m.addr,
+            m.meta.get("cert_expires", "-"))
            for m in found])
 
 
@@ -44,14 +47,13 @@ def workers(api_url: ApiUrl = None, token: Token = None,
         show_json(found)
         return
 
-    def used(w: dict[str, Any]) -> str:
-        totals, usage = w.get("totals") or {}, w.get("used") or {}
-        return (f"{usage.get('millicpus', 0) / 1000:g}/{totals.get('cpus', 0)} cpu, "
-                f"{usage.get('memory_mb', 0)}/{totals.get('memory_mb', 0)} MB")
+    def used(w: WorkerStatus) -> str:
+        millicpus, memory = (w.used.millicpus, w.used.memory_mb) if w.used else (0, 0)
+        cpus, total_memory = (w.totals.cpus, w.totals.memory_mb) if w.totals else (0, 0)
+        return f"{millicpus / 1000:g}/{cpus} cpu, {memory}/{total_memory} MB"
 
     table(["NAME", "REGION", "STATUS", "CORDONED", "USED", "URL"],
-          [(w["name"], w.get("region"), w.get("status"), w.get("cordoned"), used(w),
-            w.get("url")) for w in found])
+          [(w.name, w.region, w.status, w.cordoned, used(w), w.url) for w in found])
 
 
 @friendly
@@ -65,4 +67,4 @@ def regions(size: Annotated[str, typer.Option(help="Machine size to count room f
         show_json(found)
         return
     table(["CODE", "NAME", f"CAPACITY ({size})"],
-          [(r["code"], r["name"], r["capacity"]) for r in found["Regions"]])
+          [(r.code, r.name, r.capacity) for r in found.Regions])

@@ -37,7 +37,6 @@ from bodega.cli.session import (
     table,
     target,
 )
-from bodega.deploy import calls
 from bodega.deploy.config import AppConfig, config_file, load
 from bodega.deploy.deployer import DeployOptions, DeployResult, deploy
 from bodega.deploy.execute import Progress
@@ -46,6 +45,7 @@ from bodega.model.duration import parse_duration
 from bodega.model.errors import BodegaError
 from bodega.model.plural import counted
 from bodega.wire.machines_client import MachinesClient
+from bodega.wire.releases import Release
 
 DeployJson = Annotated[bool, typer.Option(
     "--json", help="One JSON object a line: each event as it happens, then the result")]
@@ -79,7 +79,7 @@ def _reporter(json: bool) -> Any:
 
 def _finish(result: DeployResult, json: bool) -> None:
     if json:
-        typer.echo(jsonlib.dumps(result.summary()))
+        typer.echo(result.summary().line())
     outcome = result.outcome
     if outcome.ok:
         if not json:
@@ -164,13 +164,13 @@ def releases_command(app: AppOption = None, config: ConfigPath = Path("bodega.to
                      json: Json = False) -> None:
     """List the app's releases, newest first."""
     name = app_name(app, config)
-    found = call(api_url, token, lambda c: calls.releases(c, name), context=context)
+    found = call(api_url, token, lambda c: c.releases(name), context=context)
     if json:
         show_json(found)
         return
     table(["VERSION", "STATUS", "STRATEGY", "IMAGE", "USER", "CREATED", "FAILURE"],
-          [(f"v{r['version']}", r["status"], r.get("strategy"), r.get("image"), r.get("user"),
-            r.get("created_at"), r.get("failure") or "") for r in found])
+          [(f"v{r.version}", r.status, r.strategy, r.image, r.user, r.created_at,
+            r.failure or "") for r in found])
 
 
 @friendly
@@ -190,17 +190,17 @@ def rollback_command(
     not on that config are replaced."""
 
     async def work(client: MachinesClient) -> DeployResult:
-        found = await calls.releases(client, name)
+        found = await client.releases(name)
         target = pick_release(found, version)
         if not json:
-            console.print(f"Rolling {name} back to v{target['version']}")
+            console.print(f"Rolling {name} back to v{target.version}")
         options = DeployOptions(
-            strategy=_strategy(strategy) or _strategy(target.get("strategy")),
-            image=target.get("image") if target.get("image") != "process" else None,
+            strategy=_strategy(strategy) or _strategy(target.strategy or None),
+            image=target.image if target.image != "process" else None,
             wait_timeout=wait_timeout, smoke=smoke_time, drain=drain_time,
-            who=getpass.getuser(), base_dir=target.get("base_dir"),
-            description=f"rollback to v{target['version']}")
-        return await deploy(client, AppConfig.model_validate(target["config"]), options,
+            who=getpass.getuser(), base_dir=target.base_dir,
+            description=f"rollback to v{target.version}")
+        return await deploy(client, AppConfig.model_validate(target.config), options,
                             _reporter(json))
 
     with _json_result_on_error(json):
@@ -209,15 +209,15 @@ def rollback_command(
     _finish(result, json)
 
 
-def pick_release(found: list[dict[str, Any]], version: int | None) -> dict[str, Any]:
+def pick_release(found: list[Release], version: int | None) -> Release:
     """The release asked for, or the newest complete one older than the newest release."""
     if version is not None:
         for release in found:
-            if int(release["version"]) == version:
+            if release.version == version:
                 return release
         raise ValueError(f"no release v{version} (see `bodega releases`)")
-    newest = max((int(r["version"]) for r in found), default=0)
-    earlier = [r for r in found if r["status"] == "complete" and int(r["version"]) < newest]
+    newest = max((r.version for r in found), default=0)
+    earlier = [r for r in found if r.status == "complete" and r.version < newest]
     if not earlier:
         raise ValueError("no earlier complete release to roll back to")
-    return max(earlier, key=lambda r: int(r["version"]))
+    return max(earlier, key=lambda r: r.version)

@@ -13,7 +13,6 @@ from pathlib import Path
 from bodega.cli.build import build_and_push, push_registry
 from bodega.cli.session import call_target, console
 from bodega.cli.target import Target
-from bodega.deploy import calls
 from bodega.deploy.config import AppConfig
 from bodega.deploy.image_build import image_build
 from bodega.model.errors import NotFound
@@ -22,7 +21,7 @@ from bodega.wire.machines_client import MachinesClient
 
 async def _versions(client: MachinesClient, app: str) -> list[int]:
     try:
-        return [int(r["version"]) for r in await calls.releases(client, app)]
+        return [r.version for r in await client.releases(app)]
     except NotFound:
         return []  # a first deploy: the app is created by the deploy itself
 

@@ -42,7 +42,7 @@ class LazyGroup(TyperGroup):
         # resolve_command swaps in the real command when one is run.
         for entry in self.entries:
             self.commands[entry.name] = TyperCommand(name=entry.name, help=entry.help)
-        self._loaded: dict[str, Any] = {}
+        self._loaded: dict[str, object] = {}  # a Typer app or a command, handed to click
 
     # Typed loosely: typer builds on its own copy of click, whose classes it does not export.
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:

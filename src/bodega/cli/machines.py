@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,8 +21,12 @@ from bodega.cli.session import (
     table,
 )
 from bodega.cli.standby_pairs import both_started, state_label
-from bodega.model.machine_config import preset
-from bodega.wire.machines_client import MachinesClient
+from bodega.model.machine_config import MachineConfig, preset
+from bodega.wire.fly import CreateMachineRequest, PlacementsRequest, checked
+
+if TYPE_CHECKING:
+    from bodega.model.machine import Machine, MachineEvent
+    from bodega.wire.machines_client import MachinesClient
 
 machine = typer.Typer(help="Run and manage machines.", no_args_is_help=True)
 
@@ -32,31 +36,22 @@ Id = Annotated[str, typer.Argument(help="Machine ID")]
 def machine_config(command: list[str], image: str, port: list[int], size: str | None,
                    cpus: int | None, memory: int | None, cpu_kind: str, env: list[str] | None,
                    restart: str | None, autostop: bool, standby_for: list[str] | None,
-                   metadata: list[str] | None) -> dict[str, Any]:
-    guest: dict[str, Any] = {"cpu_kind": cpu_kind, "cpus": 1, "memory_mb": 256}
-    if size:
-        kind, n, mem = preset(size)
-        guest = {"cpu_kind": kind, "cpus": n, "memory_mb": mem}
-    if cpus is not None:
-        guest["cpus"] = cpus
-    if memory is not None:
-        guest["memory_mb"] = memory
-    config: dict[str, Any] = {"image": image, "guest": guest}
-    if command:
-        config["init"] = {"exec": command}
-    if env:
-        config["env"] = env_pairs(env)
-    if metadata:
-        config["metadata"] = env_pairs(metadata)
-    if restart:
-        config["restart"] = {"policy": restart}
-    if port:
-        config["services"] = [{"protocol": "tcp", "internal_port": p, "autostart": True,
-                               "autostop": "stop" if autostop else "off",
-                               "ports": [{"port": 80, "handlers": ["http"]}]} for p in port]
-    if standby_for:
-        config["standbys"] = list(standby_for)
-    return config
+                   metadata: list[str] | None) -> MachineConfig:
+    """The config the options describe, checked as the broker checks it (``checked``)."""
+    kind, n, mem = preset(size) if size else (cpu_kind, 1, 256)
+    return checked(MachineConfig, {
+        "image": image,
+        "guest": {"cpu_kind": kind, "cpus": n if cpus is None else cpus,
+                  "memory_mb": mem if memory is None else memory},
+        "init": {"exec": command} if command else None,
+        "env": env_pairs(env) if env else None,
+        "metadata": env_pairs(metadata) if metadata else None,
+        "restart": {"policy": restart} if restart else None,
+        "services": [{"protocol": "tcp", "internal_port": p, "autostart": True,
+                      "autostop": "stop" if autostop else "off",
+                      "ports": [{"port": 80, "handlers": ["http"]}]} for p in port] or None,
+        "standbys": list(standby_for) if standby_for else None,
+    }, "config")
 
 
 @machine.command("run", context_settings={"allow_interspersed_args": False})
@@ -91,36 +86,37 @@ def run(
     """Create a machine, placed by the broker, and wait until it has started."""
     if not app:
         raise ValueError("--app is required")
-    body: dict[str, Any] = {"config": machine_config(
+    body = checked(CreateMachineRequest, {"config": machine_config(
         command or [], image, port or [], size, cpus, memory, cpu_kind, env, restart, autostop,
-        standby_for, metadata), "skip_launch": skip_start}
-    if region:
-        body["region"] = region
-    if name:
-        body["name"] = name
+        standby_for, metadata), "skip_launch": skip_start, "region": region or None,
+        "name": name or None})
 
-    async def work(client: MachinesClient) -> dict[str, Any]:
+    async def work(client: MachinesClient) -> Machine:
         created = await client.create_machine(app, body)
         if not (detach or skip_start):
             # Started, or come to rest some other way (a program that cannot run fails).
-            await client.wait(app, created["id"], "started,failed,stopped,destroyed", 60,
-                              created.get("instance_id"))
-            created = await client.machine(app, created["id"])
+            await client.wait(app, created.id, "started,failed,stopped,destroyed", 60,
+                              created.instance_id or None)
+            created = await client.machine(app, created.id)
         return created
 
     created = call(api_url, token, work, context=context)
     if json:
         show_json(created)
         return
-    if not (detach or skip_start) and created["state"] != "started":
-        reason = next((str((e.get("request") or {}).get("error") or
-                           (e.get("request") or {}).get("exit_event") or "")
-                       for e in created.get("events", []) if e.get("request")), "")
-        raise ValueError(f"machine {created['id']} is {created['state']}, not started"
+    if not (detach or skip_start) and created.state != "started":
+        reason = next((_detail(e) for e in created.events or [] if e.request), "")
+        raise ValueError(f"machine {created.id} is {created.state}, not started"
                          + (f": {reason}" if reason else "") +
-                         f" (see `bodega machine events {created['id']} --app {app}`)")
-    typer.echo(f"Machine {created['id']} ({created['name']}) is {created['state']} in "
-               f"{created['region']} at {created.get('private_ip') or '-'}")
+                         f" (see `bodega machine events {created.id} --app {app}`)")
+    typer.echo(f"Machine {created.id} ({created.name}) is {created.state} in "
+               f"{created.region} at {created.private_ip or '-'}")
+
+
+def _detail(event: MachineEvent) -> str:
+    """What an event says went wrong: its error, or how its run exited."""
+    request = event.request or {}
+    return str(request.get("error") or request.get("exit_event") or "")
 
 
 @machine.command("list")
@@ -139,11 +135,11 @@ def list_machines(app: App = "", all_: Annotated[bool, typer.Option(
         return
     if quiet:
         for m in found:
-            typer.echo(m["id"])
+            typer.echo(m.id)
         return
     table(["ID", "NAME", "STATE", "REGION", "IMAGE", "IP", "UPDATED"],
-          [(m["id"], m["name"], state_label(m), m["region"], m["config"].get("image"),
-            m.get("private_ip"), m.get("updated_at")) for m in found])
+          [(m.id, m.name, state_label(m), m.region, m.config.image if m.config else None,
+            m.private_ip, m.updated_at) for m in found])
     for warning in both_started(found):
         typer.echo(warning)
 
@@ -160,10 +156,9 @@ def status(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token =
         return
     for key in ("id", "name", "state", "host_status", "region", "instance_id", "private_ip",
                 "created_at", "updated_at"):
-        typer.echo(f"{key:<12} {m.get(key, '')}")
+        typer.echo(f"{key:<12} {getattr(m, key) or ''}")
     table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE"],
-          [(readable_time(e["timestamp"]), e["type"], e["status"], e["source"])
-           for e in m.get("events", [])],
+          [(readable_time(e.timestamp), e.type, e.status, e.source) for e in m.events or []],
           title="Events")
 
 
@@ -191,8 +186,8 @@ def stop(machine_id: Id, app: App = "",
          api_url: ApiUrl = None, token: Token = None,
          context: ContextName = None) -> None:
     """Stop a machine."""
-    body = {k: v for k, v in {"signal": signal, "timeout": timeout}.items() if v}
-    call(api_url, token, lambda c: c.action(app, machine_id, "stop", body), context=context)
+    call(api_url, token, lambda c: c.stop(app, machine_id, signal or None, timeout or None),
+         context=context)
     typer.echo(f"Machine {machine_id}: stop requested")
 
 
@@ -216,9 +211,9 @@ def exec_cmd(machine_id: Id, command: Annotated[list[str], typer.Argument(help="
     """Run a command in a machine's context and print its output."""
     result = call(api_url, token, lambda c: c.exec(app, machine_id, command, timeout),
                   context=context)
-    typer.echo(result.get("stdout", ""), nl=False)
-    typer.echo(result.get("stderr", ""), nl=False, err=True)
-    raise typer.Exit(int(result.get("exit_code", 0)))
+    typer.echo(result.stdout, nl=False)
+    typer.echo(result.stderr, nl=False, err=True)
+    raise typer.Exit(result.exit_code)
 
 
 @machine.command("events")
@@ -227,15 +222,14 @@ def events(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token =
            context: ContextName = None,
            json: Json = False) -> None:
     """A machine's events, newest first."""
-    found = call(api_url, token, lambda c: c.read(app, machine_id, "events", limit=50),
+    found = call(api_url, token, lambda c: c.events(app, machine_id, limit=50),
                  context=context)
     if json:
         show_json(found)
         return
     table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE", "DETAIL"],
-          [(readable_time(e["timestamp"]), e["type"], e["status"], e["source"],
-            (e.get("request") or {}).get("exit_event") or (e.get("request") or {}).get("error")
-            or "") for e in found])
+          [(readable_time(e.timestamp), e.type, e.status, e.source,
+            (e.request or {}).get("exit_event") or e.error() or "") for e in found])
 
 
 @machine.command("explain")
@@ -244,7 +238,7 @@ def explain(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token 
             context: ContextName = None,
             json: Json = False) -> None:
     """Why the broker placed a machine where it is."""
-    record = call(api_url, token, lambda c: c.read(app, machine_id, "placement"), context=context)
+    record = call(api_url, token, lambda c: c.placement(app, machine_id), context=context)
     if json:
         show_json(record)
         return
@@ -263,16 +257,15 @@ def place(app: Annotated[str | None, typer.Option("--app", "-a", help="App (co-l
           context: ContextName = None, json: Json = False) -> None:
     """Where machines would go, without creating anything."""
     kind, cpus, memory = preset(size)
-    body: dict[str, Any] = {"org_slug": "personal", "region": region, "count": count,
-                            "compute": {"cpu_kind": kind, "cpus": cpus, "memory_mb": memory},
-                            "explain": explain_}
-    if app:
-        body["app"] = app
+    body = checked(PlacementsRequest, {
+        "org_slug": "personal", "region": region, "count": count,
+        "compute": {"cpu_kind": kind, "cpus": cpus, "memory_mb": memory},
+        "explain": explain_, "app": app or None})
     result = call(api_url, token, lambda c: c.placements(body), context=context)
     if json:
         show_json(result)
         return
     table(["REGION", "COUNT", "HOSTS"],
-          [(r["region"], r["count"], r["concurrency"]) for r in result["regions"]])
-    for region_record in result.get("explain", []):
+          [(r.region, r.count, r.concurrency) for r in result.regions])
+    for region_record in result.explain or []:
         show_region(region_record)

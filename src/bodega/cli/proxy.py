@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -20,6 +20,7 @@ from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import event_loop_policy, run_daemon
 from bodega.runtime.logs import configure
+from bodega.runtime.ready import Ready
 
 
 @friendly
@@ -82,12 +83,12 @@ def proxy(
 async def _run(config: ProxyDaemonConfig, ready_file: Path | None, exit_with_parent: bool) -> None:
     daemon = Proxy(config)
 
-    def ready() -> dict[str, Any]:
+    def ready() -> Ready:
         assert daemon.node is not None
         assert daemon.admin is not None
         host, gport = daemon.node.gossip_addr
-        return {"url": daemon.url, "admin_url": daemon.admin.url, "name": config.name,
-                "region": config.region, "gossip": f"{host}:{gport}"}
+        return Ready(url=daemon.url, admin_url=daemon.admin.url, name=config.name,
+                     region=config.region, gossip=f"{host}:{gport}")
 
     await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
                      ready_file=ready_file, ready=ready)

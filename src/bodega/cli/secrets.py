@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, App, ContextName, Json, Token, call, show_json, table
 from bodega.model.plural import counted
+from bodega.wire.fly import UpdateMachineRequest, checked
 from bodega.wire.machines_client import MachinesClient
 
 secrets = typer.Typer(help="Manage an app's secrets (environment variables kept sealed).",
@@ -33,9 +34,10 @@ async def deploy_secrets(client: MachinesClient, app: str) -> list[str]:
     """
     updated = []
     for machine in await client.machines(app):
-        if machine.get("state") == "started":
-            await client.update_machine(app, machine["id"], {"config": machine["config"]})
-            updated.append(str(machine["id"]))
+        if machine.state == "started" and machine.config is not None:
+            await client.update_machine(app, machine.id, checked(
+                UpdateMachineRequest, {"config": machine.config}))
+            updated.append(machine.id)
     return updated
 
 
@@ -52,7 +54,7 @@ def set_secrets(values: Annotated[list[str], typer.Argument(help="NAME=VALUE ...
     wanted = pairs(values)
 
     async def work(c: MachinesClient) -> list[str]:
-        await c.request("POST", f"/v1/apps/{app}/secrets", json={"values": wanted})
+        await c.update_secrets(app, wanted)
         return [] if stage else await deploy_secrets(c, app)
 
     updated = call(api_url, token, work, context=context)
@@ -66,13 +68,12 @@ def list_secrets(app: App, api_url: ApiUrl = None, token: Token = None,
                  context: ContextName = None,
                  json: Json = False) -> None:
     """List an app's secrets (names and digests, never values)."""
-    found: dict[str, Any] = call(api_url, token, lambda c: c.request(
-        "GET", f"/v1/apps/{app}/secrets"), context=context)
+    found = call(api_url, token, lambda c: c.secrets(app), context=context)
     if json:
         show_json(found)
         return
     table(["NAME", "DIGEST", "UPDATED"],
-          [(s["name"], s.get("digest", ""), s.get("updated_at", "")) for s in found["secrets"]])
+          [(s.name, s.digest or "", s.updated_at or "") for s in found.secrets])
 
 
 @secrets.command("unset")
@@ -84,8 +85,7 @@ def unset(names: Annotated[list[str], typer.Argument(help="NAME ...")], app: App
     """Remove secrets; without --stage, also update the app's started machines."""
 
     async def work(c: MachinesClient) -> list[str]:
-        await c.request("POST", f"/v1/apps/{app}/secrets",
-                        json={"values": dict.fromkeys(names)})
+        await c.update_secrets(app, dict.fromkeys(names))
         return [] if stage else await deploy_secrets(c, app)
 
     updated = call(api_url, token, work, context=context)

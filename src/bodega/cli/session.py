@@ -132,7 +132,18 @@ def holders() -> list[Holder]:
 
 
 def show_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2))
+    """An answer as JSON for scripts: a model (or a list of them) as the API sent it."""
+    typer.echo(json.dumps(plain(data), indent=2))
+
+
+def plain(data: Any) -> Any:
+    """Answer models as JSON values (unset fields left out, as on the wire); anything else
+    as it is."""
+    if hasattr(data, "model_dump"):  # a pydantic model, told apart without importing pydantic
+        return data.model_dump(mode="json", exclude_none=True)
+    if isinstance(data, list):
+        return [plain(item) for item in data]
+    return data
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:

@@ -12,12 +12,15 @@ import typer
 from pydantic import ValidationError
 
 from bodega.cli.errors import friendly
-from bodega.sim.compare import CompareSpec, compare, sweep_table, table
+from bodega.sim.compare import CompareSpec, compare, deaths_table, sweep_table, table
 from bodega.sim.engine import SimConfig
+from bodega.sim.fleet import DEFAULT_FLEET
 from bodega.sim.google import GoogleMapping, read_task_events
+from bodega.sim.google_machines import read_machine_events
 from bodega.sim.policies import DEFAULT_POLICIES
 from bodega.sim.supermarket import SupermarketParams
 from bodega.sim.supermarket import simulate as supermarket_simulate
+from bodega.sim.trace import Trace
 from bodega.sim.workload import WorkloadParams
 
 sim = typer.Typer(help="Simulate placement: compare policies, check the model.",
@@ -50,13 +53,13 @@ def supermarket(
     choices: Annotated[int, typer.Option(help="Servers sampled per arrival (d)")] = 2,
     jobs: Annotated[int, typer.Option(help="Jobs measured after the warm-up")] = 200_000,
     warmup: Annotated[int | None, typer.Option(
-        help="Jobs run first and not measured (default: as many as --jobs; queues start "
-             "empty and take long to fill near load 1, longest with one choice)")] = None,
+        help="Jobs run first and not measured (default: none for one choice, whose queues "
+             "start stationary; else the arrivals of ten mean times in system)")] = None,
     seed: Annotated[int, typer.Option(help="Random seed")] = 1,
 ) -> None:
     """Poisson arrivals to n servers, each joining the shortest of d sampled queues."""
     params = SupermarketParams(servers=servers, load=load, choices=choices, jobs=jobs,
-                               warmup=jobs if warmup is None else warmup, seed=seed)
+                               warmup=warmup, seed=seed)
     result = supermarket_simulate(params)
     gap = 100 * (result.mean_time / result.expected_time - 1)
     typer.echo(f"mean time in system: {result.mean_time:.4f} (closed form for n -> infinity: "
@@ -67,13 +70,29 @@ def supermarket(
                f"{expected})")
 
 
+def policy_names(text: str) -> list[str]:
+    """Split ``--policies`` at the commas outside brackets: ``fgd[app=1;hole=1],spread``."""
+    names, depth, current = [], 0, ""
+    for char in text:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth <= 0:
+            names.append(current)
+            current, depth = "", 0
+        else:
+            current += char
+    names.append(current)
+    return [name.strip() for name in names if name.strip()]
+
+
 @sim.command("compare")
 @friendly
 @one_line
 def compare_command(
     out: Annotated[Path, typer.Option(help="Directory for the table, measures and plots")],
-    policies: Annotated[str, typer.Option(help="Comma-separated: utility, binpack, spread, "
-                                          "pow-D, S+pD, random, omniscient")]
+    policies: Annotated[str, typer.Option(
+        help="Comma-separated: default (the broker's), fgd, utility, hole, binpack, spread, "
+             "pow-D, S+pD, random, omniscient; weights in brackets, e.g. "
+             "fgd\\[fragmentation=2;app=0.5]")]
     = ",".join(DEFAULT_POLICIES),
     hours: Annotated[float, typer.Option(help="Length of the generated trace")] = 24.0,
     load: Annotated[float, typer.Option(help="Multiple of the default workload's rate")] = 1.0,
@@ -87,6 +106,11 @@ def compare_command(
     trace: Annotated[Path | None, typer.Option(
         help="A Google 2011 task_events CSV (or .csv.gz) instead of the generated trace")]
     = None,
+    machine_events: Annotated[Path | None, typer.Option(
+        help="With --trace: the cell's machine_events CSV (or .csv.gz), for its hosts and "
+             "when they were out of service, instead of the default fleet")] = None,
+    failure_rate: Annotated[float, typer.Option(
+        help="Generated trace: host deaths per host per day")] = 0.1,
     sweeps: Annotated[bool, typer.Option(help="Also sweep load, staleness and brokers")]
     = True,
     sweep_hours: Annotated[float, typer.Option(help="Trace length for the sweeps")] = 6.0,
@@ -94,20 +118,34 @@ def compare_command(
     """Run each policy on the same trace; write table.md, measures.json and plots to --out."""
     from bodega.sim.plots import draw  # matplotlib is slow to import: only when drawing
 
+    if machine_events is not None and trace is None:
+        raise ValueError("--machine-events goes with --trace (the same cell's task_events)")
+    fleet, loaded = DEFAULT_FLEET, None
+    if trace is not None:
+        loaded = read_task_events(trace, GoogleMapping())
+        if not loaded.arrivals:
+            raise ValueError(f"{trace}: no task was ever scheduled in it: nothing to replay")
+    if loaded is not None and machine_events is not None:
+        cell = read_machine_events(machine_events, GoogleMapping())
+        if not cell.fleet.regions:
+            raise ValueError(f"{machine_events}: no machine was added at the start of the "
+                             "trace: no fleet to replay on")
+        fleet = cell.fleet
+        loaded = Trace.of(loaded.name, loaded.arrivals, cell.outages)
     spec = CompareSpec(
-        policies=tuple(p.strip() for p in policies.split(",") if p.strip()),
-        workload=WorkloadParams(hours=hours, seed=seed).scaled(load),
+        policies=tuple(policy_names(policies)),
+        workload=WorkloadParams(hours=hours, seed=seed,
+                                failure_rate=failure_rate).scaled(load),
+        fleet=fleet,
         config=SimConfig(brokers=brokers, gossip_delay=gossip_delay,
                          max_attempts=max_attempts, warmup=warmup, seed=seed),
         sweeps=sweeps, sweep_hours=sweep_hours)
-    loaded = read_task_events(trace, GoogleMapping()) if trace is not None else None
-    if loaded is not None and not loaded.arrivals:
-        raise ValueError(f"{trace}: no task was ever scheduled in it: nothing to replay")
     result = compare(spec, loaded, progress=lambda line: typer.echo(f"  {line}", err=True))
     out.mkdir(parents=True, exist_ok=True)
     text = [f"Trace: {result.trace.name}, {len(result.trace.arrivals)} creates; "
             f"{brokers} brokers, gossip delay {gossip_delay:g} s; measured after {warmup:g} s.",
-            "", table(result.measures)]
+            "", table(result.measures), "", "Host deaths and creates:", "",
+            deaths_table(result.measures)]
     for title, sweep in (("load x", result.by_load), ("delay s", result.by_delay),
                          ("brokers", result.by_brokers)):
         if sweep:

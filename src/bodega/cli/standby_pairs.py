@@ -10,34 +10,35 @@ primary's worker is back. Each such pair is one warning line.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bodega.model.machine import Machine
 
 
-def state_label(machine: Mapping[str, Any]) -> str:
+def state_label(machine: Machine) -> str:
     """The machine's state, and its host's status when that is not ``ok``."""
-    state = str(machine.get("state") or "")
-    host = machine.get("host_status") or "ok"
-    return state if host == "ok" else f"{state} (host {host})"
+    host = machine.host_status or "ok"
+    return machine.state if host == "ok" else f"{machine.state} (host {host})"
 
 
-def both_started(machines: Sequence[Mapping[str, Any]]) -> list[str]:
+def both_started(machines: Sequence[Machine]) -> list[str]:
     """One warning per standby started at the same time as a primary it stands by for."""
-    by_id = {str(m.get("id")): m for m in machines}
+    by_id = {m.id: m for m in machines}
     warnings = []
-    for standby in sorted(machines, key=lambda m: str(m.get("id"))):
-        config = standby.get("config") or standby.get("incomplete_config") or {}
-        if standby.get("state") != "started":
+    for standby in sorted(machines, key=lambda m: m.id):
+        if standby.state != "started":
             continue
-        for primary_id in config.get("standbys") or ():
-            primary = by_id.get(str(primary_id))
-            if primary is None or primary.get("state") != "started":
+        for primary_id in standby.standbys():  # from incomplete_config on an unreachable host
+            primary = by_id.get(primary_id)
+            if primary is None or primary.state != "started":
                 continue
-            line = (f"Warning: {primary_id} and its standby {standby['id']} are both "
+            line = (f"Warning: {primary_id} and its standby {standby.id} are both "
                     "started: two copies run")
-            if (primary.get("host_status") or "ok") != "ok":
+            if (primary.host_status or "ok") != "ok":
                 line += f" ({primary_id}'s host is unreachable; it may still be running there)"
-            elif (standby.get("host_status") or "ok") != "ok":
-                line += f" ({standby['id']}'s host is unreachable)"
+            elif (standby.host_status or "ok") != "ok":
+                line += f" ({standby.id}'s host is unreachable)"
             warnings.append(line)
     return warnings

@@ -7,7 +7,7 @@ the app's name): a status is asked often, and answers quickly.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,15 +20,17 @@ from bodega.cli.session import (
     Token,
     call,
     console,
+    plain,
     show_json,
     table,
 )
 from bodega.cli.standby_pairs import both_started, state_label
-from bodega.deploy import calls
 from bodega.deploy.machine_keys import DEFAULT_GROUP, GROUP_KEY, RELEASE_KEY
 
 if TYPE_CHECKING:
+    from bodega.model.machine import Machine
     from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.releases import Release
 
 
 @friendly
@@ -39,40 +41,39 @@ def status_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml
     """The app, its current release, and its machines by process group and region."""
     name = app_name(app, config)
 
-    async def work(client: MachinesClient) -> dict[str, Any]:
+    async def work(client: MachinesClient) -> tuple[list[Machine], Release | None]:
         machines = await client.machines(name)
-        releases = await calls.releases(client, name)
-        current = next((r for r in releases if r["status"] == "complete"), None)
-        return {"app": name,
-                "release": {k: v for k, v in current.items() if k != "config"}
-                if current else None,
-                "machines": [{
-                    "id": m["id"], "name": m["name"], "state": m["state"],
-                    "host_status": m.get("host_status") or "ok", "region": m["region"],
-                    "process_group": (m["config"].get("metadata") or {}).get(
-                        GROUP_KEY, DEFAULT_GROUP),
-                    "release": (m["config"].get("metadata") or {}).get(RELEASE_KEY),
-                    "standby_for": m["config"].get("standbys") or [],
-                    "checks": m.get("checks") or [],
-                } for m in machines],
-                "warnings": both_started(machines)}
+        releases = await client.releases(name)
+        return machines, next((r for r in releases if r.status == "complete"), None)
 
-    found = call(api_url, token, work, context=context)
+    machines, release = call(api_url, token, work, context=context)
+    warnings = both_started(machines)
     if json:
-        show_json(found)
+        show_json({"app": name,
+                   "release": release.model_dump(mode="json", exclude_none=True,
+                                                 exclude={"config"}) if release else None,
+                   "machines": [{
+                       "id": m.id, "name": m.name, "state": m.state,
+                       "host_status": m.host_status or "ok", "region": m.region,
+                       "process_group": group(m), "release": m.metadata().get(RELEASE_KEY),
+                       "standby_for": list(m.standbys()), "checks": plain(m.checks or []),
+                   } for m in machines],
+                   "warnings": warnings})
         return
-    release = found["release"]
     console.print(f"[bold]{name}[/bold]: release "
-                  + (f"v{release['version']} ({release['strategy']}, {release['created_at']})"
+                  + (f"v{release.version} ({release.strategy}, {release.created_at})"
                      if release else "none yet"))
-    rows = sorted(found["machines"], key=lambda m: (m["process_group"], m["region"], m["id"]))
+    rows = sorted(machines, key=lambda m: (group(m), m.region, m.id))
     table(["GROUP", "REGION", "ID", "STATE", "RELEASE", "CHECKS", "ROLE"],
-          [(m["process_group"], m["region"], m["id"], state_label(m),
-            f"v{m['release']}" if m["release"] else "-",
-            ", ".join(f"{c.get('name')}={c.get('status')}" for c in m["checks"]) or "-",
-            f"standby for {', '.join(m['standby_for'])}" if m["standby_for"] else "")
+          [(group(m), m.region, m.id, state_label(m),
+            f"v{m.metadata()[RELEASE_KEY]}" if m.metadata().get(RELEASE_KEY) else "-",
+            ", ".join(f"{c.name}={c.status}" for c in m.checks or []) or "-",
+            f"standby for {', '.join(m.standbys())}" if m.standbys() else "")
            for m in rows])
-    for warning in found["warnings"]:
+    for warning in warnings:
         typer.echo(warning)
 
 
+def group(machine: Machine) -> str:
+    """The machine's process group, as a deploy labels it."""
+    return machine.metadata().get(GROUP_KEY, DEFAULT_GROUP)

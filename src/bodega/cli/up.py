@@ -237,6 +237,8 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
     else:
         typer.echo("Internal links: PLAIN HTTP, unauthenticated (--internal-tls off: for "
                    "measurement only)")
+    typer.echo(f"Dashboard: http://{config.host}:{config.api_port}/ui/  (sign in with the API "
+               "token)")
     if registered is not None:
         name = registered.context.name
         if registered.current:

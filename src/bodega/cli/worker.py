@@ -23,6 +23,7 @@ from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.failpoints import Failpoints
 from bodega.runtime.lifecycle import event_loop_policy, run_daemon
 from bodega.runtime.logs import configure
+from bodega.runtime.ready import Ready
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 
@@ -135,5 +136,5 @@ async def _run(config: WorkerConfig, ready_file: Path | None, exit_with_parent: 
     daemon = Worker(config)
     await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
                      ready_file=ready_file,
-                     ready=lambda: {"url": daemon.url, "gossip": daemon.gossip,
-                                    "name": config.name, "region": config.region})
+                     ready=lambda: Ready(url=daemon.url, gossip=daemon.gossip,
+                                         name=config.name, region=config.region))

@@ -42,7 +42,7 @@ class Component:
     url: str | None = None
     restarts: int = 0
     started_at: float = 0.0
-    info: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, str] = field(default_factory=dict)  # what its ready file says besides
     # The component's own flag -> the ``bodega up`` flag that sets it, to word its errors.
     flags: dict[str, str] = field(default_factory=dict)
     tls_dir: Path | None = None  # where its key and certificate go (None: no TLS identity)

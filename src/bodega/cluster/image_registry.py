@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shutil
 from pathlib import Path
 
 import aiohttp
 
-from bodega.runtime.lifecycle import until_stopped, write_json_atomic
+from bodega.runtime.lifecycle import until_stopped, write_ready
+from bodega.runtime.ready import Ready
 
 PROGRAM = "docker-registry"
 READY_TIMEOUT = 30.0
@@ -64,8 +64,7 @@ async def run_registry(data_dir: Path, host: str, port: int, ready_file: Path | 
             await asyncio.sleep(0.05)
         else:
             if ready_file is not None:
-                write_json_atomic(ready_file, {"url": url, "registry": f"{host}:{port}",
-                                               "pid": os.getpid()})
+                write_ready(ready_file, Ready(url=url, registry=f"{host}:{port}"))
         await asyncio.wait({stop, exited}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         if process.returncode is None:

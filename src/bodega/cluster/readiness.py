@@ -67,5 +67,5 @@ async def observe(broker_url: str, token: str) -> Observed:
             workers = await api.workers()
         except BodegaError as err:
             return Observed(None, health, frozenset(), err.message)
-    alive = frozenset(str(w.get("name")) for w in workers if w.get("status") == "alive")
+    alive = frozenset(w.name for w in workers if w.status == "alive")
     return Observed(status, health, alive)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -27,6 +26,7 @@ from bodega.cluster.components import Component, component_env
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.readiness import NotReady, judge, observe
 from bodega.runtime.lifecycle import private_dir, write_json_atomic
+from bodega.runtime.ready import Ready
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.tls.identity import Identity
@@ -108,10 +108,9 @@ class LocalCluster:
                 raise StartFailed(f"{component.role} {component.name} did not become ready "
                                    f"in {READY_TIMEOUT:.0f}s; see {component.log_file}")
             await asyncio.sleep(0.05)
-        ready = json.loads(component.ready_file.read_text())
-        component.url = ready.get("url")
-        component.info = {k: v for k, v in ready.items()
-                          if k not in ("url", "pid", "name", "region", "ready")}
+        ready = Ready.read(component.ready_file)
+        component.url = ready.url
+        component.info = ready.listed()
         log.info("%s %s ready at %s (pid %s)", component.role, component.name, component.url,
                  component.process.pid)
         self.write_state()

@@ -2,7 +2,7 @@
 carries a plan out through the public Machines API (with releases recorded in the cluster).
 
 Its names load on first use (PEP 562): a command that needs one small module
-(``bodega.deploy.calls``) does not pay for the bodega.toml models beside it.
+(``bodega.deploy.machine_keys``) does not pay for the bodega.toml models beside it.
 """
 
 from __future__ import annotations

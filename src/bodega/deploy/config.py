@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from bodega.deploy.machine_keys import DEFAULT_GROUP as DEFAULT_GROUP
 from bodega.deploy.toml_errors import describe, line_of
 from bodega.model.duration import parse_duration
-from bodega.model.machine_config import preset
+from bodega.model.machine_config import Check, Guest, preset
 
 PROCESS_IMAGE = "process"  # the image recorded for machines the process driver runs
 
@@ -77,13 +77,15 @@ class TomlCheck(_Strict):
 
     _durations = field_validator("interval", "timeout", "grace_period")(_duration)
 
-    def wire(self, port: int | None = None) -> dict[str, Any]:
-        out = self.model_dump(exclude_none=True, exclude={"processes"})
+    def check(self, port: int | None = None) -> Check:
+        """The check as the Machines API takes it; ``port``: the service's, when the check
+        names none."""
+        fields = self.model_dump(exclude_none=True, exclude={"processes", "headers"})
         if self.headers:  # fly.toml writes a map; the Machines API takes [{name, values}]
-            out["headers"] = [{"name": k, "values": [v]} for k, v in self.headers.items()]
-        if "port" not in out and port is not None:
-            out["port"] = port
-        return out
+            fields["headers"] = [{"name": k, "values": [v]} for k, v in self.headers.items()]
+        if self.port is None and port is not None:
+            fields["port"] = port
+        return Check.model_validate(fields)
 
 
 class Concurrency(_Strict):
@@ -135,10 +137,10 @@ class Vm(_Strict):
             preset(value)
         return value
 
-    def guest(self) -> dict[str, Any]:
+    def guest(self) -> Guest:
         kind, cpus, memory = preset(self.size) if self.size else ("shared", 1, 256)
-        return {"cpu_kind": self.cpu_kind or kind, "cpus": self.cpus or cpus,
-                "memory_mb": megabytes(self.memory) if self.memory is not None else memory}
+        return Guest(cpu_kind=self.cpu_kind or kind, cpus=self.cpus or cpus,
+                     memory_mb=megabytes(self.memory) if self.memory is not None else memory)
 
 
 class Deploy(_Strict):

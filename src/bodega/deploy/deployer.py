@@ -13,18 +13,21 @@ import contextlib
 import shlex
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.deploy import calls
 from bodega.deploy.config import DEFAULT_GROUP, AppConfig
 from bodega.deploy.execute import Executor, Failure, Outcome, Progress
-from bodega.deploy.health import exit_status
-from bodega.deploy.machine_spec import GROUP_KEY, has_checks, machine_config
-from bodega.deploy.plan import Create, Current, Desired, Plan, Strategy, plan
+from bodega.deploy.health import exit_code
+from bodega.deploy.machine_spec import GROUP_KEY, ROLE_KEY, has_checks, machine_config
+from bodega.deploy.plan import Current, Desired, Plan, Strategy, plan
+from bodega.deploy.report import DeployReport, FailureReport, MachineFate, machine_fates
 from bodega.model.errors import BodegaError, NotFound
+from bodega.model.machine import Machine, MachineEvent
+from bodega.model.machine_config import Init, Restart
+from bodega.wire.fly import CreateMachineRequest
 from bodega.wire.machines_client import MachinesClient
+from bodega.wire.releases import CreateRelease, Status
 
 
 class DeployOptions(BaseModel):
@@ -51,67 +54,34 @@ class DeployResult(BaseModel):
     plan: Plan
     outcome: Outcome
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> DeployReport:
         """What a script reads at the end: the release, how it ended, each machine's fate."""
         failure = self.outcome.failure
         fates = machine_fates(self.plan, self.outcome)
-        if failure and failure.machine and failure.machine not in {f["id"] for f in fates}:
-            fates.append({"id": failure.machine, "action": "failed", "step": failure.step})
-        return {"type": "result", "app": self.app, "release": f"v{self.version}",
-                "version": self.version, "strategy": self.strategy,
-                "status": "complete" if self.outcome.ok else "failed",
-                "machines": fates,
-                "failure": {"machine": failure.machine, "step": failure.step,
-                            "reason": failure.why} if failure else None}
+        if failure and failure.machine and failure.machine not in {f.id for f in fates}:
+            fates.append(MachineFate(id=failure.machine, action="failed", step=failure.step))
+        return DeployReport(
+            type="result", app=self.app, release=f"v{self.version}", version=self.version,
+            strategy=self.strategy, status="complete" if self.outcome.ok else "failed",
+            machines=fates,
+            failure=FailureReport(machine=failure.machine, step=failure.step,
+                                  reason=failure.why) if failure else None)
 
 
-def machine_fates(planned: Plan, outcome: Outcome) -> list[dict[str, Any]]:
-    """Each machine the deploy knew of and what happened to it: ``created``, ``updated``,
-    ``destroyed`` (a canary or a cleaned-up green too), ``skipped`` (already current,
-    ``relabelled`` when its release label was rewritten) or ``not_updated``."""
-    groups: dict[str, str] = {}
-    roles: dict[str, str] = {}
-    for stage in planned.stages:
-        for action in stage.actions:
-            if isinstance(action, Create):
-                machine_id = outcome.created.get(action.ref)
-                if machine_id:
-                    groups[machine_id], roles[machine_id] = action.group, action.role
-            else:
-                groups.setdefault(action.id, action.group)
-    fates: list[dict[str, Any]] = []
-    for skipped in planned.skipped:
-        fates.append({"id": skipped.id, "group": skipped.group, "region": skipped.region,
-                      "action": "skipped", "relabelled": skipped.id in outcome.relabelled})
-    for machine_id in outcome.created.values():
-        gone = machine_id in outcome.destroyed
-        fates.append({"id": machine_id, "group": groups.get(machine_id),
-                      "action": "destroyed" if gone else "created",
-                      "role": roles.get(machine_id)})
-    made = set(outcome.created.values())
-    fates += [{"id": i, "group": groups.get(i), "action": "updated"} for i in outcome.updated]
-    fates += [{"id": i, "group": groups.get(i), "action": "destroyed"}
-              for i in outcome.destroyed if i not in made]
-    fates += [{"id": i, "group": groups.get(i), "action": "not_updated"}
-              for i in outcome.not_updated]
-    return fates
-
-
-def current_machines(machines: list[dict[str, Any]],
+def current_machines(machines: list[Machine],
                      crashed: frozenset[str] = frozenset()) -> list[Current]:
-    return [Current(id=m["id"], state=m["state"], region=m["region"], config=m["config"],
-                    group=(m["config"].get("metadata") or {}).get(GROUP_KEY, DEFAULT_GROUP),
-                    crashed=m["id"] in crashed)
-            for m in machines if m["state"] not in ("destroyed", "destroying")]
+    return [Current(id=m.id, state=m.state, region=m.region, config=m.config,
+                    group=m.metadata().get(GROUP_KEY, DEFAULT_GROUP), crashed=m.id in crashed)
+            for m in machines
+            if m.state not in ("destroyed", "destroying") and m.config is not None]
 
 
-def stopped_by_a_crash(events: list[dict[str, Any]]) -> bool:
+def stopped_by_a_crash(events: list[MachineEvent]) -> bool:
     """Whether a stopped machine's newest event is its process failing, not a stop request."""
-    if not events or events[0].get("type") != "exit":
+    if not events or events[0].type != "exit":
         return False
-    status = exit_status(events[0])
-    return not status.get("requested_stop") and bool(
-        status.get("exit_code") or status.get("signal") or status.get("oom_killed"))
+    status = events[0].exit_event()
+    return status is not None and status.failed
 
 
 async def app_machines(client: MachinesClient, app: str) -> list[Current]:
@@ -121,8 +91,8 @@ async def app_machines(client: MachinesClient, app: str) -> list[Current]:
     too, but it was meant to run: a deploy (or a rollback) restarts it and waits.
     """
     machines = await client.machines(app)
-    stopped = [m["id"] for m in machines if m["state"] == "stopped"]
-    newest = await asyncio.gather(*(client.read(app, machine_id, "events", limit=1)
+    stopped = [m.id for m in machines if m.state == "stopped"]
+    newest = await asyncio.gather(*(client.events(app, machine_id, limit=1)
                                     for machine_id in stopped))
     crashed = frozenset(machine_id for machine_id, events in zip(stopped, newest, strict=True)
                         if stopped_by_a_crash(events))
@@ -151,11 +121,11 @@ async def deploy(client: MachinesClient, config: AppConfig, options: DeployOptio
     base_dir = Path(options.base_dir) if options.base_dir else None
     # Planned before the release is recorded: a deploy that cannot be planned records none.
     _plan(config, current, strategy, options, 0, base_dir)
-    release = await calls.create_release(client, app, {
-        "strategy": strategy, "image": config.build.image or "process",
-        "config": config.model_dump(mode="json"), "user": options.who,
-        "base_dir": options.base_dir, "description": options.description})
-    version = int(release["version"])
+    release = await client.create_release(app, CreateRelease(
+        strategy=strategy, image=config.build.image or "process",
+        config=config.model_dump(mode="json"), user=options.who,
+        base_dir=options.base_dir, description=options.description))
+    version = release.version
     planned = _plan(config, current, strategy, options, version, base_dir)
     result = DeployResult(app=app, version=version, strategy=strategy, plan=planned,
                           outcome=Outcome(ok=False))
@@ -185,7 +155,7 @@ def _plan(config: AppConfig, current: list[Current], strategy: Strategy,
     desired = []
     for group in config.groups:
         spec = machine_config(config, group, version, base_dir)
-        desired.append(Desired(group=group, config=spec, has_services=bool(spec.get("services")),
+        desired.append(Desired(group=group, config=spec, has_services=bool(spec.services),
                                has_checks=has_checks(spec)))
     return plan(desired, current, strategy=strategy, max_unavailable=config.deploy
                 .max_unavailable, ha=options.ha, region=config.primary_region)
@@ -196,11 +166,11 @@ def _no_waits(planned: Plan) -> Plan:
                                                  for s in planned.stages]})
 
 
-async def _finish(client: MachinesClient, app: str, version: int, status: str,
+async def _finish(client: MachinesClient, app: str, version: int, status: Status,
                   failure: str | None) -> None:
     # The deploy's own outcome is what the user needs; if this fails the release stays running.
     with contextlib.suppress(BodegaError):
-        await calls.finish_release(client, app, version, status, failure)
+        await client.finish_release(app, version, status, failure)
 
 
 class ReleaseCommandFailed(Exception):
@@ -219,27 +189,26 @@ async def run_release_command(client: MachinesClient, config: AppConfig, planned
     words = shlex.split(config.deploy.release_command)
     if config.process_driver and base_dir is not None:
         words = [str((base_dir / w).resolve()) if (base_dir / w).is_file() else w for w in words]
-    spec.pop("services", None)
-    spec.pop("checks", None)
-    spec.update(init={"exec": words}, restart={"policy": "no"},
-                metadata={**spec["metadata"], "bodega_deploy_role": "release_command"})
-    body = {"config": spec, "region": config.primary_region} if config.primary_region else {
-        "config": spec}
+    spec = spec.model_copy(update={
+        "services": None, "checks": None, "init": Init(exec=words),
+        "restart": Restart(policy="no"),
+        "metadata": {**(spec.metadata or {}), ROLE_KEY: "release_command"}})
     try:
-        created = await client.create_machine(config.app, body)
+        created = await client.create_machine(config.app, CreateMachineRequest(
+            config=spec, region=config.primary_region))
     except BodegaError as err:
         raise ReleaseCommandFailed(None, err.message) from None
-    machine_id = str(created["id"])
+    machine_id = created.id
     try:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
-            events = list(await client.read(config.app, machine_id, "events", limit=50))
-            exits = [e for e in events if e.get("type") == "exit"]
+            events = await client.events(config.app, machine_id, limit=50)
+            exits = [e for e in events if e.type == "exit"]
             if exits:
-                code = exit_status(exits[0]).get("exit_code")
+                code = exit_code(exits[0])
                 if code != 0:
-                    lines = await calls.last_log_lines(client, config.app, machine_id)
+                    lines = await client.log_lines(config.app, machine_id)
                     raise ReleaseCommandFailed(machine_id, f"exited with code {code}" + (
                         " | last log lines: " + " / ".join(lines) if lines else ""))
                 return

@@ -1,7 +1,7 @@
 """Whether a machine already runs what a release asks for: its config against the release's.
 
-Both sides are read through the Machines API's own model (``MachineConfig``) and
-written back as the API answers them, so what the platform fills in or rewrites
+Both sides are the Machines API's own model (``MachineConfig``), compared as the
+API answers them, so what the platform fills in or rewrites
 (default guest fields, ``autostop`` as a bool, fields left unset) compares equal
 to what the client sent. Two things are left out of the comparison:
 
@@ -16,10 +16,6 @@ Pure: no I/O.
 """
 
 from __future__ import annotations
-
-from typing import Any
-
-from pydantic import ValidationError
 
 from bodega.deploy.machine_keys import GROUP_KEY as GROUP_KEY
 from bodega.deploy.machine_keys import RELEASE_KEY as RELEASE_KEY
@@ -39,29 +35,22 @@ def image_identity(image: str) -> str:
     return f"{repository}/{last}@{digest}" if repository else f"{last}@{digest}"
 
 
-def normal(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` as the API stores and answers it, less the labels a deploy rewrites."""
-    try:
-        wire = MachineConfig.model_validate(config).to_wire()
-    except ValidationError:
-        wire = dict(config)  # not a config the API would take: compare it as it is
-    metadata = {k: v for k, v in (wire.get("metadata") or {}).items() if k not in LABELS}
-    wire.pop("metadata", None)
-    if metadata:
-        wire["metadata"] = metadata
-    if isinstance(wire.get("image"), str):
-        wire["image"] = image_identity(wire["image"])
-    return wire
+def normal(config: MachineConfig) -> MachineConfig:
+    """``config`` less the labels a deploy rewrites, its image by identity."""
+    metadata = {k: v for k, v in (config.metadata or {}).items() if k not in LABELS}
+    return config.model_copy(update={"metadata": metadata or None,
+                                     "image": image_identity(config.image)})
 
 
-def differences(have: dict[str, Any], want: dict[str, Any]) -> list[str]:
-    """The top-level fields of a machine's config (``have``) that the release changes."""
-    a, b = normal(have), normal(want)
+def differences(have: MachineConfig, want: MachineConfig) -> list[str]:
+    """The top-level fields of a machine's config (``have``) that the release changes, as
+    the API answers both."""
+    a, b = normal(have).to_wire(), normal(want).to_wire()
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
-def labels_to_set(have: dict[str, Any], want: dict[str, Any]) -> dict[str, str]:
+def labels_to_set(have: MachineConfig, want: MachineConfig) -> dict[str, str]:
     """The labels (the release number) ``want`` gives that the machine does not carry yet."""
-    mine = have.get("metadata") or {}
-    theirs = want.get("metadata") or {}
-    return {k: str(theirs[k]) for k in sorted(LABELS) if k in theirs and mine.get(k) != theirs[k]}
+    mine = have.metadata or {}
+    theirs = want.metadata or {}
+    return {k: theirs[k] for k in sorted(LABELS) if k in theirs and mine.get(k) != theirs[k]}

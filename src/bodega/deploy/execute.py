@@ -19,18 +19,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.deploy import calls
 from bodega.deploy.health import CheckChange, MachineFailed, wait_healthy
 from bodega.deploy.plan import Create, Destroy, Plan, Relabel, Stage, Update
 from bodega.model.errors import BodegaError, Conflict
 from bodega.model.plural import counted
+from bodega.wire.fly import CreateMachineRequest, UpdateMachineRequest
 from bodega.wire.machines_client import MachinesClient
+
+LEASE_TTL = 13  # seconds, as flyctl's deploy leases
+LEASE_DESCRIPTION = "bodega deploy"
+T = TypeVar("T")
 
 
 class Progress(BaseModel):
@@ -123,8 +127,9 @@ class Executor:
     async def _lease(self, machine_ids: list[str]) -> None:
         for machine_id in machine_ids:
             try:
-                self.nonces[machine_id] = await calls.acquire_lease(self.client, self.app,
-                                                                    machine_id)
+                lease = await self.client.acquire_lease(self.app, machine_id, LEASE_TTL,
+                                                        LEASE_DESCRIPTION)
+                self.nonces[machine_id] = lease.data.nonce
             except Conflict as err:
                 raise StepFailed(Failure(machine=machine_id, step="lease",
                                          why=f"leased by someone else ({err.message}); "
@@ -144,17 +149,18 @@ class Executor:
 
     async def _refresh(self) -> None:
         while True:
-            await asyncio.sleep(calls.LEASE_TTL / 3)
+            await asyncio.sleep(LEASE_TTL / 3)
             for machine_id, nonce in list(self.nonces.items()):
                 with contextlib.suppress(BodegaError):
-                    await calls.acquire_lease(self.client, self.app, machine_id, nonce)
+                    await self.client.refresh_lease(self.app, machine_id, nonce, LEASE_TTL,
+                                                    LEASE_DESCRIPTION)
 
     async def _release(self) -> None:
         for machine_id, nonce in list(self.nonces.items()):
             if machine_id in self.outcome.destroyed:
                 continue
             with contextlib.suppress(BodegaError):
-                await calls.release_lease(self.client, self.app, machine_id, nonce)
+                await self.client.release_lease(self.app, machine_id, nonce)
         self.nonces.clear()
 
     # -- stages ------------------------------------------------------------------------------
@@ -184,7 +190,7 @@ class Executor:
         else:
             await self._destroy(stage, action)
 
-    async def _step(self, machine: str | None, step: str, work: Any) -> Any:
+    async def _step(self, machine: str | None, step: str, work: Awaitable[T]) -> T:
         """Run one API call, turning an error into the failure that names it."""
         try:
             return await work
@@ -192,20 +198,19 @@ class Executor:
             raise StepFailed(Failure(machine=machine, step=step, why=err.message)) from None
 
     async def _create(self, stage: Stage, action: Create) -> None:
-        config = dict(action.config)
+        config = action.config
         if action.standby_for:
-            config["standbys"] = [self.outcome.created[action.standby_for]]
-        body: dict[str, Any] = {"config": config, "skip_launch": not action.start}
-        if action.region:
-            body["region"] = action.region
+            config = config.model_copy(
+                update={"standbys": [self.outcome.created[action.standby_for]]})
         created = await self._step(action.ref, "create", self.client.create_machine(
-            self.app, body))
-        machine_id = str(created["id"])
+            self.app, CreateMachineRequest(config=config, skip_launch=not action.start,
+                                           region=action.region)))
+        machine_id = created.id
         self.outcome.created[action.ref] = machine_id
         self.report(Progress(stage=stage.name, machine=machine_id,
-                             message=f"created ({action.role}) in {created.get('region')}"))
+                             message=f"created ({action.role}) in {created.region}"))
         if action.start and stage.wait:
-            await self._healthy(stage, machine_id, str(created.get("instance_id") or ""))
+            await self._healthy(stage, machine_id, created.instance_id)
 
     async def _update(self, stage: Stage, action: Update) -> None:
         nonce = self.nonces.get(action.id)
@@ -213,11 +218,12 @@ class Executor:
             await self._cordon(stage, action.id, nonce)
         self.touched.add(action.id)
         updated = await self._step(action.id, "update", self.client.update_machine(
-            self.app, action.id, {"config": action.config, "skip_launch": not action.started},
+            self.app, action.id, UpdateMachineRequest(config=action.config,
+                                                      skip_launch=not action.started),
             nonce=nonce))
         self.report(Progress(stage=stage.name, machine=action.id, message="updated"))
         if action.started and stage.wait:
-            await self._healthy(stage, action.id, str(updated.get("instance_id") or ""))
+            await self._healthy(stage, action.id, updated.instance_id)
             await self._step(action.id, "uncordon",
                              self.client.action(self.app, action.id, "uncordon", nonce=nonce))
         self.outcome.updated.append(action.id)
@@ -226,8 +232,8 @@ class Executor:
         """A current machine gets the release's labels in place: it keeps running as it is."""
         nonce = self.nonces.get(action.id)
         for key, value in action.metadata.items():
-            await self._step(action.id, "label", calls.set_metadata(
-                self.client, self.app, action.id, key, value, nonce))
+            await self._step(action.id, "label", self.client.set_metadata(
+                self.app, action.id, key, value, nonce))
         self.outcome.relabelled.append(action.id)
         self.report(Progress(stage=stage.name, machine=action.id, message="labelled " + ", ".join(
             f"{k}={v}" for k, v in action.metadata.items()) + " (not restarted)"))

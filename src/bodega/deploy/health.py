@@ -1,7 +1,9 @@
 """Waiting for one machine: started, then a smoke check, then its health checks passing.
 
 - started: its state is ``started`` (on the instance the update made, when one is
-  named) within the wait timeout; ``failed``, ``stopped`` or ``destroyed`` fail it.
+  named) within the wait timeout; ``failed``, ``stopped`` or ``destroyed`` fail it,
+  and so does an exit while it is starting (a crash loop restarting it with backoff
+  spends nearly all its time ``starting``: its exits say why at once).
 - smoke: for ``smoke`` seconds after it started it must not exit (a program that
   crashes and is restarted fails here), and the failure carries its last log lines.
 - checks: when the machine reports check results (``checks: [{name, status}]``),
@@ -19,18 +21,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.deploy import calls
 from bodega.deploy.machine_spec import has_checks
+from bodega.model.machine import CheckStatus, ExitEvent, Machine, MachineEvent
 from bodega.wire.machines_client import MachinesClient
 
 POLL = 0.25
 UNREPORTED = 5.0  # seconds to wait for a configured check's first result to appear
 SETTLE = 3.0  # seconds a machine may rest between the stop and the start of an update
 DOWN = ("failed", "stopped", "destroyed", "suspended")
+RESTARTING = ("starting", "restarting")
 
 
 class CheckChange(BaseModel):
@@ -56,14 +58,13 @@ class CheckWatch:
         self.on_check = on_check
         self.statuses: dict[str, str] = {}
 
-    def seen(self, machine: dict[str, Any]) -> None:
-        for check in machine.get("checks") or []:
-            name, status = str(check.get("name")), str(check.get("status"))
-            old = self.statuses.get(name, "warning")  # not yet probed in this run
-            self.statuses[name] = status
-            if status != old:
-                self.on_check(CheckChange(name=name, old=old, new=status,
-                                          output=str(check.get("output") or "")))
+    def seen(self, machine: Machine) -> None:
+        for check in machine.checks or []:
+            old = self.statuses.get(check.name, "warning")  # not yet probed in this run
+            self.statuses[check.name] = check.status
+            if check.status != old:
+                self.on_check(CheckChange(name=check.name, old=old, new=check.status,
+                                          output=check.output))
 
 
 class MachineFailed(Exception):
@@ -73,25 +74,31 @@ class MachineFailed(Exception):
         self.why = why
 
 
-def exit_status(event: dict[str, Any]) -> dict[str, Any]:
-    """An ``exit`` event's ``exit_event`` (code, signal, requested_stop...); {} if none."""
-    return dict((event.get("request") or {}).get("exit_event") or {})
+def _exit_detail(event: MachineEvent) -> str:
+    exit_event = event.exit_event()
+    if exit_event is not None:
+        return f"exit code {exit_event.exit_code}" + (
+            f", signal {exit_event.signal}" if exit_event.signal else "")
+    return event.error() or event.status or "exited"
 
 
-def _exit_detail(event: dict[str, Any]) -> str:
-    exit_event = exit_status(event)
-    if exit_event:
-        return f"exit code {exit_event.get('exit_code')}" + (
-            f", signal {exit_event['signal']}" if exit_event.get("signal") else "")
-    return str((event.get("request") or {}).get("error") or event.get("status") or "exited")
+def exit_code(event: MachineEvent) -> int | None:
+    """An ``exit`` event's code (None for an event that says none)."""
+    exit_event: ExitEvent | None = event.exit_event()
+    return None if exit_event is None else exit_event.exit_code
 
 
-def exits_after(events: list[dict[str, Any]], since_ms: int) -> list[dict[str, Any]]:
-    return [e for e in events if e.get("type") == "exit" and int(e.get("timestamp", 0)) > since_ms]
+async def _log_tail(client: MachinesClient, app: str, machine_id: str) -> str:
+    lines = await client.log_lines(app, machine_id)
+    return (" | last log lines: " + " / ".join(lines)) if lines else ""
 
 
-def failing_checks(machine: dict[str, Any]) -> list[dict[str, Any]]:
-    return [c for c in machine.get("checks") or [] if c.get("status") != "passing"]
+def exits_after(events: list[MachineEvent], since_ms: int) -> list[MachineEvent]:
+    return [e for e in events if e.type == "exit" and e.timestamp > since_ms]
+
+
+def failing_checks(machine: Machine) -> list[CheckStatus]:
+    return [c for c in machine.checks or [] if c.status != "passing"]
 
 
 async def wait_healthy(client: MachinesClient, app: str, machine_id: str, instance: str,
@@ -102,60 +109,67 @@ async def wait_healthy(client: MachinesClient, app: str, machine_id: str, instan
     watch = CheckWatch(on_check)
     machine = await _started(client, app, machine_id, instance, deadline)
     watch.seen(machine)
-    events = list(await client.read(app, machine_id, "events", limit=50))
-    since = max((int(e.get("timestamp", 0)) for e in events if e.get("type") == "start"),
-                default=0)
+    events = await client.events(app, machine_id, limit=50)
+    since = max((e.timestamp for e in events if e.type == "start"), default=0)
     smoke_end = loop.time() + smoke
     while loop.time() < smoke_end:
         await asyncio.sleep(POLL * 2)
-        events, machine = await asyncio.gather(client.read(app, machine_id, "events", limit=50),
+        events, machine = await asyncio.gather(client.events(app, machine_id, limit=50),
                                                client.machine(app, machine_id))
         watch.seen(machine)
         if exited := exits_after(events, since):
-            lines = await calls.last_log_lines(client, app, machine_id)
-            tail = (" | last log lines: " + " / ".join(lines)) if lines else ""
             raise MachineFailed("smoke check", f"exited within {smoke:.0f}s of starting "
-                                f"({_exit_detail(exited[0])}){tail}")
+                                f"({_exit_detail(exited[0])})"
+                                + await _log_tail(client, app, machine_id))
     unreported_until = loop.time() + UNREPORTED
     while True:
         machine = await client.machine(app, machine_id)
         watch.seen(machine)
-        if machine["state"] in DOWN:
-            raise MachineFailed("health checks", f"machine is {machine['state']}")
+        if machine.state in DOWN:
+            raise MachineFailed("health checks", f"machine is {machine.state}")
         failing = failing_checks(machine)
         # Checks configured but no results yet: the first may still be on its way; a
         # server that runs no checks never reports any, and its machine counts once started.
-        waiting = (has_checks(machine.get("config") or {}) and not machine.get("checks")
-                   and loop.time() < unreported_until)
+        waiting = (machine.config is not None and has_checks(machine.config)
+                   and not machine.checks and loop.time() < unreported_until)
         if not failing and not waiting:
             return
         if loop.time() > deadline:
-            why = "; ".join(f"{c.get('name')} is {c.get('status')}"
-                            + (f" ({str(c.get('output'))[:200]})" if c.get("output") else "")
+            why = "; ".join(f"{c.name} is {c.status}"
+                            + (f" ({c.output[:200]})" if c.output else "")
                             for c in failing)
             raise MachineFailed("health checks", f"not passing after {timeout:.0f}s: {why}")
         await asyncio.sleep(POLL * 2)
 
 
 async def _started(client: MachinesClient, app: str, machine_id: str, instance: str,
-                   deadline: float) -> dict[str, Any]:
+                   deadline: float) -> Machine:
     loop = asyncio.get_running_loop()
     down_since: float | None = None
+    seen_until: int | None = None  # the newest event of the first look at the current run
     while True:
         machine = await client.machine(app, machine_id)
-        current = not instance or machine.get("instance_id") == instance
-        if current and machine["state"] == "started":
+        current = not instance or machine.instance_id == instance
+        if current and machine.state == "started":
             return machine
+        if current and machine.state in RESTARTING:
+            # A program that exits as it starts is restarted after a growing pause, and
+            # spends its time "starting": its exits say why long before the wait times out.
+            events = await client.events(app, machine_id, limit=50)
+            if seen_until is None:
+                seen_until = max((e.timestamp for e in events), default=0)
+            elif exited := exits_after(events, seen_until):
+                raise MachineFailed("start", f"exits as it starts ({_exit_detail(exited[0])})"
+                                    + await _log_tail(client, app, machine_id))
         # An update passes through stopped on its way to started: only staying down fails.
-        down = current and machine["state"] in DOWN
+        down = current and machine.state in DOWN
         down_since = (down_since or loop.time()) if down else None
-        if down_since is not None and (machine["state"] in ("failed", "destroyed")
+        if down_since is not None and (machine.state in ("failed", "destroyed")
                                        or loop.time() - down_since > SETTLE):
-            found = [e for e in machine.get("events") or [] if e.get("type") == "exit"]
+            found = [e for e in machine.events or [] if e.type == "exit"]
             detail = f" ({_exit_detail(found[0])})" if found else ""
-            lines = await calls.last_log_lines(client, app, machine_id)
-            tail = (" | last log lines: " + " / ".join(lines)) if lines else ""
-            raise MachineFailed("start", f"machine is {machine['state']}{detail}{tail}")
+            raise MachineFailed("start", f"machine is {machine.state}{detail}"
+                                + await _log_tail(client, app, machine_id))
         if loop.time() > deadline:
-            raise MachineFailed("start", f"not started in time (state {machine['state']})")
+            raise MachineFailed("start", f"not started in time (state {machine.state})")
         await asyncio.sleep(POLL)

@@ -9,11 +9,25 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
+
+from pydantic import ValidationError
 
 from bodega.deploy.config import PROCESS_IMAGE, AppConfig, TomlCheck
+from bodega.deploy.config import Concurrency as TomlConcurrency
 from bodega.deploy.machine_keys import GROUP_KEY as GROUP_KEY
 from bodega.deploy.machine_keys import RELEASE_KEY as RELEASE_KEY
+from bodega.model.errors import validation_message
+from bodega.model.machine_config import (
+    Autostop,
+    Concurrency,
+    Guest,
+    Init,
+    MachineConfig,
+    Mount,
+    Port,
+    Restart,
+    Service,
+)
 
 ROLE_KEY = "bodega_deploy_role"  # "canary" on a canary, so a crashed deploy's leftover is known
 
@@ -35,35 +49,39 @@ def _applies(processes: list[str] | None, group: str) -> bool:
     return not processes or group in processes
 
 
-def services(config: AppConfig, group: str) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def services(config: AppConfig, group: str) -> list[Service]:
+    out: list[Service] = []
     http = config.http_service
     if http is not None and group == config.groups[0]:
-        out.append({
-            "protocol": "tcp", "internal_port": http.internal_port,
-            "autostart": http.auto_start_machines, "autostop": _autostop(http.auto_stop_machines),
-            "min_machines_running": http.min_machines_running,
-            "ports": [{"port": 80, "handlers": ["http"], "force_https": http.force_https},
-                      {"port": 443, "handlers": ["tls", "http"]}],
-            **({"concurrency": http.concurrency.model_dump(exclude_none=True)}
-               if http.concurrency else {}),
-            **({"checks": [_http(c).wire(http.internal_port) for c in http.checks]}
-               if http.checks else {})})
+        out.append(Service(
+            protocol="tcp", internal_port=http.internal_port,
+            autostart=http.auto_start_machines, autostop=_autostop(http.auto_stop_machines),
+            min_machines_running=http.min_machines_running,
+            ports=[Port(port=80, handlers=["http"], force_https=http.force_https),
+                   Port(port=443, handlers=["tls", "http"])],
+            concurrency=_concurrency(http.concurrency),
+            checks=[_http(c).check(http.internal_port) for c in http.checks] or None))
     for service in config.services:
         if not _applies(service.processes, group):
             continue
-        checks = [c.wire(service.internal_port) for c in service.tcp_checks] + [
-            _http(c).wire(service.internal_port) for c in service.http_checks]
-        out.append({
-            "protocol": service.protocol, "internal_port": service.internal_port,
-            "autostart": service.auto_start_machines,
-            "autostop": _autostop(service.auto_stop_machines),
-            "min_machines_running": service.min_machines_running,
-            "ports": [p.model_dump(exclude_none=True) for p in service.ports],
-            **({"concurrency": service.concurrency.model_dump(exclude_none=True)}
-               if service.concurrency else {}),
-            **({"checks": checks} if checks else {})})
+        checks = [c.check(service.internal_port) for c in service.tcp_checks] + [
+            _http(c).check(service.internal_port) for c in service.http_checks]
+        out.append(Service(
+            protocol=service.protocol, internal_port=service.internal_port,
+            autostart=service.auto_start_machines,
+            autostop=_autostop(service.auto_stop_machines),
+            min_machines_running=service.min_machines_running,
+            ports=[Port(port=p.port, handlers=p.handlers, force_https=p.force_https)
+                   for p in service.ports],
+            concurrency=_concurrency(service.concurrency), checks=checks or None))
     return out
+
+
+def _concurrency(concurrency: TomlConcurrency | None) -> Concurrency | None:
+    if concurrency is None:
+        return None
+    return Concurrency(type=concurrency.type, soft_limit=concurrency.soft_limit,
+                       hard_limit=concurrency.hard_limit)
 
 
 def _http(check: TomlCheck) -> TomlCheck:
@@ -71,50 +89,57 @@ def _http(check: TomlCheck) -> TomlCheck:
     return check.model_copy(update={"type": "http"})
 
 
-def _autostop(value: bool | str) -> str:
+def _autostop(value: bool | Autostop) -> Autostop:
     if isinstance(value, bool):
         return "stop" if value else "off"
     return value
 
 
-def guest(config: AppConfig, group: str) -> dict[str, Any]:
+def guest(config: AppConfig, group: str) -> Guest:
     for vm in config.vm:
         if _applies(vm.processes, group):
-            return vm.guest()
-    return {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}
+            try:
+                return vm.guest()
+            except ValidationError as exc:
+                raise refused(group, exc, "guest") from None
+    return Guest(cpu_kind="shared", cpus=1, memory_mb=256)
+
+
+def refused(group: str, exc: ValidationError, where: str = "") -> ValueError:
+    """A group's config the Machines API would refuse, said as it would say it."""
+    return ValueError(f"process group {group!r}: {validation_message(exc, where)}")
 
 
 def machine_config(config: AppConfig, group: str, release: int,
-                   base_dir: Path | None = None) -> dict[str, Any]:
-    """The config a machine of ``group`` gets in release ``release``."""
-    out: dict[str, Any] = {
-        "image": config.build.image or PROCESS_IMAGE,
-        "guest": guest(config, group),
-        # PRIMARY_REGION as flyctl sets it: the proxy keeps min_machines_running there.
-        "env": {**({"PRIMARY_REGION": config.primary_region} if config.primary_region else {}),
-                **config.env},
-        "metadata": {GROUP_KEY: group, RELEASE_KEY: str(release)},
-        "restart": {"policy": "on-failure", "max_retries": 10},
-    }
+                   base_dir: Path | None = None) -> MachineConfig:
+    """The config a machine of ``group`` gets in release ``release``.
+
+    A bodega.toml that makes a config the Machines API would refuse (a memory size
+    that is not a multiple of 128 MB) is a ``ValueError`` naming the group and the field.
+    """
     command = argv(config, group, base_dir)
-    if command:
-        out["init"] = {"exec": command}
-    elif config.process_driver:
+    if not command and config.process_driver:
         raise ValueError(f"process group {group!r} has no command: the process driver runs "
                          "[processes] commands (or set [build] image)")
-    if found := services(config, group):
-        out["services"] = found
-    checks = {name: c.wire() for name, c in config.checks.items()
-              if _applies(c.processes, group)}
-    if checks:
-        out["checks"] = checks
-    mounts = [{"volume": m.source, "path": m.destination, "name": m.source}
-              for m in config.mounts if _applies(m.processes, group)]
-    if mounts:
-        out["mounts"] = mounts[:1]
-    return out
+    try:
+        return MachineConfig(
+            image=config.build.image or PROCESS_IMAGE,
+            guest=guest(config, group),
+            # PRIMARY_REGION as flyctl sets it: the proxy keeps min_machines_running there.
+            env={**({"PRIMARY_REGION": config.primary_region} if config.primary_region else {}),
+                 **config.env},
+            metadata={GROUP_KEY: group, RELEASE_KEY: str(release)},
+            restart=Restart(policy="on-failure", max_retries=10),
+            init=Init(exec=command) if command else None,
+            services=services(config, group) or None,
+            checks={name: c.check() for name, c in config.checks.items()
+                    if _applies(c.processes, group)} or None,
+            mounts=[Mount(volume=m.source, path=m.destination, name=m.source)
+                    for m in config.mounts if _applies(m.processes, group)][:1] or None,
+        )
+    except ValidationError as exc:
+        raise refused(group, exc) from None
 
 
-def has_checks(machine_config_: dict[str, Any]) -> bool:
-    return bool(machine_config_.get("checks")) or any(
-        s.get("checks") for s in machine_config_.get("services") or [])
+def has_checks(config: MachineConfig) -> bool:
+    return bool(config.checks) or any(s.checks for s in config.services or [])

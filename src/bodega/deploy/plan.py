@@ -26,11 +26,12 @@ not (failed, or stopped by its own crash) is never current: an update restarts i
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from bodega.deploy.drift import differences, labels_to_set
+from bodega.model.machine_config import MachineConfig
 from bodega.model.plural import span
 
 Strategy = Literal["rolling", "immediate", "canary", "bluegreen"]
@@ -53,7 +54,7 @@ class Current(_Frozen):
     group: str
     state: str
     region: str
-    config: dict[str, Any]
+    config: MachineConfig
     crashed: bool = False  # stopped because its process failed, not because it was asked to
 
     @property
@@ -69,7 +70,7 @@ class Desired(_Frozen):
     """What one process group should run."""
 
     group: str
-    config: dict[str, Any]
+    config: MachineConfig
     has_services: bool
     has_checks: bool
 
@@ -78,7 +79,7 @@ class Create(_Frozen):
     kind: Literal["create"] = "create"
     ref: str  # a name for the machine this creates, for later steps and the report
     group: str
-    config: dict[str, Any]
+    config: MachineConfig
     region: str | None = None
     start: bool = True
     standby_for: str | None = None  # the ref of the machine this one stands by for
@@ -89,7 +90,7 @@ class Update(_Frozen):
     kind: Literal["update"] = "update"
     id: str
     group: str
-    config: dict[str, Any]
+    config: MachineConfig
     started: bool  # it runs now: cordon first, wait after; a stopped one stays stopped
 
 
@@ -219,10 +220,10 @@ def is_current(machine: Current, want: Desired) -> bool:
     return not differences(machine.config, _keep_standbys(machine, want))
 
 
-def _keep_standbys(machine: Current, want: Desired) -> dict[str, Any]:
+def _keep_standbys(machine: Current, want: Desired) -> MachineConfig:
     """The new config, keeping the machine's ``standbys`` (which machine it stands by for)."""
-    if machine.config.get("standbys"):
-        return {**want.config, "standbys": list(machine.config["standbys"])}
+    if machine.config.standbys:
+        return want.config.model_copy(update={"standbys": list(machine.config.standbys)})
     return want.config
 
 
@@ -233,7 +234,7 @@ def _green(machine: Current, want: Desired, blue: set[str], running: set[str]) -
     A standby that runs beside its running primary (the primary's host came back after a
     takeover, and the broker has not yet stopped the standby) gets a stopped twin: the
     primary's twin runs, and two running copies are what the standby watch undoes."""
-    primary = (machine.config.get("standbys") or [None])[0]
+    primary = next(iter(machine.config.standbys or ()), None)
     start = machine.runs and not (primary is not None and primary in running)
     if primary is not None and primary not in blue:
         return Create(ref=f"green-{machine.id}", group=want.group,

@@ -8,11 +8,10 @@ ones first, then the newest (highest id), so the longest-running ones stay.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict
 
 from bodega.deploy.plan import Current, Plan, Stage, Update
+from bodega.model.machine_config import Guest, MachineConfig
 
 
 class RegionChange(BaseModel):
@@ -23,7 +22,7 @@ class RegionChange(BaseModel):
     want: int
     create: int = 0
     destroy: list[str] = []
-    template: dict[str, Any] | None = None  # the config new machines get
+    template: MachineConfig | None = None  # the config new machines get
 
 
 def count_changes(machines: list[Current], group: str, count: int,
@@ -55,20 +54,20 @@ def count_changes(machines: list[Current], group: str, count: int,
     return changes
 
 
-def _template(machines: list[Current]) -> dict[str, Any]:
+def _template(machines: list[Current]) -> MachineConfig:
     """A new machine's config: a serving machine's (never a standby's ``standbys``)."""
-    source = next((m for m in machines if not m.config.get("standbys")), machines[0])
-    return {k: v for k, v in source.config.items() if k != "standbys"}
+    source = next((m for m in machines if not m.config.standbys), machines[0])
+    return source.config.model_copy(update={"standbys": None})
 
 
-def vm_plan(machines: list[Current], guest: dict[str, Any]) -> Plan:
+def vm_plan(machines: list[Current], guest: Guest) -> Plan:
     """Every machine to ``guest``, rolling: stopped ones together, started ones one by one."""
     ordered = sorted(machines, key=lambda m: m.id)
     resting = [m for m in ordered if not m.runs]
     running = [m for m in ordered if m.runs]
 
     def update(m: Current) -> Update:
-        return Update(id=m.id, group=m.group, config={**m.config, "guest": guest},
+        return Update(id=m.id, group=m.group, config=m.config.model_copy(update={"guest": guest}),
                       started=m.runs)
 
     stages = [Stage(name="resize stopped machines", wait=False,

@@ -1,4 +1,5 @@
-"""Pure shared types: ids, machine config, states, capacity, events, errors.
+"""Pure shared types: ids, machine config, the answer models (a machine, its events, a volume),
+states, capacity, errors.
 
 Its names load on first use (PEP 562): a command that needs one small module
 (``bodega.model.errors``) does not pay for the pydantic models beside it.
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     )
     from bodega.model.machine import (
         ExitStatus,
+        Machine,
         MachineEvent,
         image_ref,
         rfc3339,
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
         is_active,
         is_settled,
     )
+    from bodega.model.volume import Volume
 
 _MODULE = {
     "Ask": "capacity",
@@ -67,6 +70,7 @@ _MODULE = {
     "Guest": "machine_config",
     "Indeterminate": "errors",
     "InsufficientCapacity": "errors",
+    "Machine": "machine",
     "MachineConfig": "machine_config",
     "MachineEvent": "machine",
     "MachineState": "states",
@@ -81,6 +85,7 @@ _MODULE = {
     "Unprocessable": "errors",
     "Unreachable": "errors",
     "Usage": "capacity",
+    "Volume": "volume",
     "describe_free": "capacity",
     "fits": "capacity",
     "format_duration": "duration",
@@ -104,6 +109,7 @@ __all__ = [
     "Guest",
     "Indeterminate",
     "InsufficientCapacity",
+    "Machine",
     "MachineConfig",
     "MachineEvent",
     "MachineState",
@@ -118,6 +124,7 @@ __all__ = [
     "Unprocessable",
     "Unreachable",
     "Usage",
+    "Volume",
     "describe_free",
     "fits",
     "format_duration",

@@ -8,7 +8,10 @@ The wire shape is the Fly Machines API ``ErrorResponse``:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class BodegaError(Exception):
@@ -147,3 +150,13 @@ def from_wire(http_status: int, body: Any) -> BodegaError:
     err = cls(message, status=status, details=details)
     err.http_status = http_status
     return err
+
+
+def validation_message(exc: ValidationError, where: str = "") -> str:
+    """A body's validation errors in one line, each naming its field (under ``where``)."""
+    parts = []
+    for error in exc.errors()[:5]:
+        path = [where] if where else []
+        path += [str(p) for p in error.get("loc", ()) if p != "body"]
+        parts.append(f"{'.'.join(path) or 'body'}: {error.get('msg', 'invalid')}")
+    return "invalid_argument: " + "; ".join(parts)

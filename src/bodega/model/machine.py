@@ -1,10 +1,28 @@
-"""The Machine object and its events, in the Fly Machines API's shape."""
+"""The Machine object and its events, in the Fly Machines API's shape: fly-go's ``Machine``.
+
+``Machine`` is the one answer every side of bodega passes around: the worker's renderer
+builds it from its row (``worker/api/render.py``), the worker publishes it as its row in
+the registry, the broker reads it from the worker's answers and the view's rows and
+answers it to its clients, and ``MachinesClient`` returns it to the CLI and the deploy
+client. Its fields are the API's (``Machine``, ``MachineEvent``, ``ImageRef``,
+``CheckStatus``), in the order workers write them, then the ones a worker adds for the
+cluster's own use (``app``, ``worker``, ``service_host``: ``INTERNAL_FIELDS``), which
+the broker never shows its clients. Fields are optional as in the API and as fly-go
+reads them: a string the answer does not carry reads ``""``; an optional part
+(``checks``, ``events``, ``nonce`` ...) reads ``None`` and is left out when encoded.
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from bodega.model.answer import Answer
+from bodega.model.machine_config import MachineConfig
+
+# Fields a worker adds for the cluster's own use; public answers leave them out.
+INTERNAL_FIELDS = frozenset({"app", "worker", "service_host"})
 
 _IMAGE_RE = re.compile(
     r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::\d+)?)/)?(?P<repository>[a-z0-9._/-]+?)"
@@ -12,43 +30,115 @@ _IMAGE_RE = re.compile(
 )
 
 
-def image_ref(image: str) -> dict[str, Any]:
+class ImageRef(Answer):
+    registry: str = ""
+    repository: str = ""
+    tag: str = ""
+    digest: str = ""
+    labels: dict[str, str] = {}
+
+
+def image_ref(image: str) -> ImageRef:
     """Split ``registry/repository:tag@digest`` the way ``image_ref`` reports it."""
     match = _IMAGE_RE.match(image)
     if not match:
-        return {"registry": "", "repository": image, "tag": "", "digest": "", "labels": {}}
+        return ImageRef(repository=image)
     registry = match.group("registry") or ""
     repository = match.group("repository")
     if registry and "." not in registry and ":" not in registry and registry != "localhost":
         # "library/alpine" style: the first part was a path segment, not a host.
         repository = f"{registry}/{repository}"
         registry = ""
-    return {
-        "registry": registry or "docker-hub-mirror.fly.io",
-        "repository": repository,
-        "tag": match.group("tag") or ("" if match.group("digest") else "latest"),
-        "digest": match.group("digest") or "",
-        "labels": {},
-    }
+    return ImageRef(
+        registry=registry or "docker-hub-mirror.fly.io",
+        repository=repository,
+        tag=match.group("tag") or ("" if match.group("digest") else "latest"),
+        digest=match.group("digest") or "",
+    )
 
 
-@dataclass(frozen=True)
-class MachineEvent:
-    id: str
-    type: str
-    status: str
-    source: str
-    timestamp: int  # milliseconds since the epoch
+class ExitEvent(Answer):
+    """How a run ended, as an ``exit`` event's ``request.exit_event`` says it."""
+
+    exit_code: int = 0  # the worker writes -1 for a run that ended without one
+    oom_killed: bool = False
+    requested_stop: bool = False
+    exited_at: str = ""
+    signal: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        """The program failed: a non-zero code, a signal or the OOM killer, not a stop."""
+        return not self.requested_stop and bool(self.exit_code or self.signal
+                                                or self.oom_killed)
+
+
+class MachineEvent(Answer):
+    id: str = ""
+    type: str = ""
+    status: str = ""
+    source: str = ""
+    timestamp: int = 0  # milliseconds since the epoch
+    # What the event carries, as the API types it: any JSON object (an exit, an error).
     request: dict[str, Any] | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "id": self.id, "type": self.type, "status": self.status,
-            "source": self.source, "timestamp": self.timestamp,
-        }
-        if self.request:
-            body["request"] = self.request
-        return body
+    def exit_event(self) -> ExitEvent | None:
+        """An ``exit`` event's ``exit_event``; None for any other event."""
+        found = (self.request or {}).get("exit_event")
+        return ExitEvent.model_validate(found) if isinstance(found, dict) else None
+
+    def error(self) -> str | None:
+        """The error a failed step recorded, if any."""
+        found = (self.request or {}).get("error")
+        return None if found is None else str(found)
+
+
+class CheckStatus(Answer):
+    name: str = ""
+    status: str = ""
+    output: str = ""
+    updated_at: str = ""
+
+
+class Machine(Answer):
+    id: str = ""
+    name: str = ""
+    state: str = ""
+    region: str = ""
+    instance_id: str = ""
+    version: str | None = None  # fly-go reads it beside instance_id
+    private_ip: str = ""
+    config: MachineConfig | None = None
+    image_ref: ImageRef | None = None
+    created_at: str = ""
+    updated_at: str = ""
+    host_status: str | None = None  # ok, unknown or unreachable
+    app: str | None = None  # internal: the app it belongs to
+    worker: str | None = None  # internal: the worker that owns it
+    checks: list[CheckStatus] | None = None
+    cordoned: bool | None = None  # bodega: present (true) only while cordoned
+    events: list[MachineEvent] | None = None
+    nonce: str | None = None  # a lease's, on a create that asked for one
+    service_host: str | None = None  # internal: where the proxy reaches its services
+    # The last config the view had, on an answer for a machine whose host cannot be reached.
+    incomplete_config: MachineConfig | None = None
+
+    def public(self) -> Machine:
+        """The machine as the broker's clients are shown it: without its internal fields."""
+        return self.model_copy(update=dict.fromkeys(INTERNAL_FIELDS))
+
+    def known_config(self) -> MachineConfig | None:
+        """The config, or the last one known when its host cannot be reached."""
+        return self.config or self.incomplete_config
+
+    def metadata(self) -> dict[str, str]:
+        config = self.known_config()
+        return dict(config.metadata or {}) if config is not None else {}
+
+    def standbys(self) -> tuple[str, ...]:
+        """The machines this one stands by for (none for a machine that is no standby)."""
+        config = self.known_config()
+        return tuple(config.standbys or ()) if config is not None else ()
 
 
 @dataclass(frozen=True)
@@ -60,29 +150,19 @@ class ExitStatus:
     oom_killed: bool = False
     requested_stop: bool = False
     exited_at: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
         return self.oom_killed or self.signal is not None or (self.exit_code or 0) != 0
 
-    def to_event_request(self) -> dict[str, Any]:
-        exit_event: dict[str, Any] = {
-            "exit_code": self.exit_code if self.exit_code is not None else -1,
-            "oom_killed": self.oom_killed,
-            "requested_stop": self.requested_stop,
-            "exited_at": _rfc3339(self.exited_at),
-        }
-        if self.signal is not None:
-            exit_event["signal"] = self.signal
-        return {"exit_event": exit_event}
-
-
-def _rfc3339(ts: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+    def exit_event(self) -> ExitEvent:
+        """The ``exit_event`` an ``exit`` event's request carries."""
+        return ExitEvent(exit_code=self.exit_code if self.exit_code is not None else -1,
+                         oom_killed=self.oom_killed, requested_stop=self.requested_stop,
+                         exited_at=rfc3339(self.exited_at), signal=self.signal)
 
 
 def rfc3339(ts: float) -> str:
-    return _rfc3339(ts)
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bodega.placement.request import Candidate
+from bodega.placement.shapes import ShapeMix
 
 Floats = npt.NDArray[np.float64]
 Bools = npt.NDArray[np.bool_]
@@ -37,6 +38,8 @@ class CandidateTable:
         self._image_masks: dict[str, Bools] = {}
         self._names: list[str] | None = None
         self._app_counts: dict[str, Floats] = {}  # app -> machines of it per row
+        self.shapes = ShapeMix()  # the shapes recently asked for here, noted by the broker
+        self.version = 0  # bumped at every change of a row, for figures derived from them
         self._grow(16)
         for candidate in candidates:
             self.put(candidate)
@@ -62,6 +65,7 @@ class CandidateTable:
 
     def put(self, candidate: Candidate) -> None:
         """Add a worker, or replace what is known about it."""
+        self.version += 1
         i = self._index.get(candidate.name)
         if i is None:
             i = len(self._candidates)
@@ -86,6 +90,7 @@ class CandidateTable:
         i = self._index.pop(name, None)
         if i is None:
             return
+        self.version += 1
         last = len(self._candidates) - 1
         moved = self._candidates.pop()
         if i != last:  # move the last row into the hole

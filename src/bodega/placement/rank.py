@@ -109,7 +109,9 @@ class RegionRanking:
         """The best ``count`` by score (for sampling: the ones scored so far)."""
         if self.sampled:
             return sorted(self.asked, key=lambda s: -s.score)[:count]
-        if self._top is None or len(self._top) < count:
+        # Scored once, on the view as it was when ranked: a region with fewer feasible
+        # workers than ``count`` must not be scored again after a claim changed the table.
+        if self._top is None or len(self._top) < min(count, len(self._order)):
             self._top = [self._scored(int(row)) for row in self._order[:count]]
         return self._top[:count]
 

@@ -9,9 +9,13 @@ every scorer, so policies can be compared on the same workload:
 - ``app``:     - penalty per machine of the same app already there (spread an app)
 - ``standby``: - penalty when the worker hosts a machine this one stands by for
 
-The utility scorer can also keep a hole (``holes.py``, weight ``hole``, off
-by default): - penalty times the share of the machine's cpus that would come
-out of the region's largest free block, so big shapes keep somewhere to go.
+The utility scorer can also weigh fragmentation (``fragmentation.py``,
+weight ``fragmentation``, on in the ``fgd`` policy): - weight times the
+scarce slots of bigger shapes the machine would take, measured against the
+region's recent shape mix, so that the big shapes that arrive keep somewhere
+to go; and keep a hole (``holes.py``, weight ``hole``, off by default): -
+penalty times the share of the machine's cpus that would come out of the
+region's largest free block.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy.typing as npt
 
 from bodega.placement.candidate_table import CandidateTable, Floats
 from bodega.placement.curves import BALANCED, ROOMY, Curve
+from bodega.placement.fragmentation import holes_taken
 from bodega.placement.holes import largest_hole_taken
 from bodega.placement.request import Candidate, PlacementRequest
 
@@ -44,10 +49,13 @@ class Weights:
     # utility only: penalty for taking from the region's largest free block of cpus. Off by
     # default: it cut the default trace's refusals but added some on others (scheduling.md).
     hole: float = 0.0
+    # utility only: penalty per scarce slot of a bigger shape the machine would take, against
+    # the region's recent shape mix (fragmentation.py). Off by default; on in the fgd policy.
+    fragmentation: float = 0.0
 
     def with_overrides(self, overrides: dict[str, float]) -> Weights:
         """Apply API weights; ``spread`` (Fly's name) is bodega's ``app``."""
-        known = {"cpu", "memory", "disk", "image", "app", "standby", "hole"}
+        known = {"cpu", "memory", "disk", "image", "app", "standby", "hole", "fragmentation"}
         values: dict[str, float] = {}
         for key, value in overrides.items():
             name = "app" if key == "spread" else key
@@ -182,11 +190,15 @@ class UtilityScorer:
             total_weight += w.disk
         score = base / total_weight if total_weight else 0.0
         extra = adjustments(request, candidate, w)
-        row = table.index(candidate.name) if table is not None and w.hole else None
+        row = table.index(candidate.name) if table is not None else None
         if table is not None and row is not None:
-            taken = float(largest_hole_taken(request, table, np.array([row]))[0])
+            rows = np.array([row])
+            taken = float(largest_hole_taken(request, table, rows)[0]) if w.hole else 0.0
             if taken:
                 extra["hole"] = -w.hole * taken
+            holes = float(holes_taken(request, table, rows)[0]) if w.fragmentation else 0.0
+            if holes:
+                extra["fragmentation"] = -w.fragmentation * holes
         subs.update(extra)
         return score + sum(extra.values()), subs
 
@@ -205,6 +217,8 @@ class UtilityScorer:
         score = _ratio(base, total_weight, 0.0)
         if w.hole:
             score -= w.hole * largest_hole_taken(request, table, rows)
+        if w.fragmentation:
+            score -= w.fragmentation * holes_taken(request, table, rows)
         return score + adjustments_of(request, table, rows, w)
 
 

@@ -25,6 +25,8 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bodega.model.answer import from_doc
+from bodega.model.machine import Machine
 from bodega.proxy.autostop import Autostop, Failover
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.observed import CombinedLoad
@@ -200,7 +202,8 @@ class Proxy:
                 with self.node.subscribe(table) as feed:
                     async for change in feed:
                         if table == "machines":
-                            self.table.put_machine(change.key, change.doc)
+                            self.table.put_machine(change.key,
+                                                   from_doc(Machine, change.doc))
                         else:
                             self.table.put_app(change.key, change.doc is not None)
             except FeedLagged:

@@ -1,10 +1,11 @@
 """The routing table: every app's machines that could serve HTTP, as the view describes them.
 
-A machine is a *backend* when its config has a TCP service with an ``http``
-handler; its address is the host its worker publishes (``service_host``)
-and the service's internal port. Rows arrive from the registry view, so the
-table is as fresh as gossip (within a second); the liveness of each worker
-comes from membership, so a dead worker's machines drop out at once.
+A machine (``Machine``, as its worker wrote its row) is a *backend* when its
+config has a TCP service with an ``http`` handler; its address is the host its
+worker publishes (``service_host``) and the service's internal port. Rows arrive
+from the registry view, so the table is as fresh as gossip (within a second);
+the liveness of each worker comes from membership, so a dead worker's machines
+drop out at once.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+
+from bodega.model.machine import Machine
+from bodega.model.machine_config import Service
 
 DEFAULT_SOFT_LIMIT = 20  # fly-proxy's defaults when a service sets none
 # After the proxy starts a machine it routes to it at once, for this long trusting its own
@@ -51,37 +54,35 @@ class Backend:
         return self.host, self.port
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any]) -> Backend | None:
-        """The backend a machine doc describes, or None if it serves no HTTP."""
-        config = doc.get("config") or {}
-        service = next((s for s in config.get("services") or [] if _serves_http(s)), None)
-        host = doc.get("service_host") or doc.get("private_ip")
-        if service is None or not host or not doc.get("app"):
+    def from_machine(cls, machine: Machine) -> Backend | None:
+        """The backend a machine describes, or None if it serves no HTTP."""
+        config = machine.config
+        if config is None:
             return None
-        concurrency = service.get("concurrency") or {}
-        autostop = service.get("autostop")
-        if isinstance(autostop, bool):  # responses keep the old bool for off/stop
-            autostop = "stop" if autostop else "off"
-        env = config.get("env") or {}
+        service = next((s for s in config.services or [] if _serves_http(s)), None)
+        host = machine.service_host or machine.private_ip
+        if service is None or not host or not machine.app:
+            return None
+        concurrency = service.concurrency
+        env = config.env or {}
         return cls(
-            machine_id=str(doc["id"]), app=str(doc["app"]), region=str(doc.get("region", "")),
-            worker=str(doc.get("worker", "")), state=str(doc.get("state", "")), host=str(host),
-            port=int(service["internal_port"]), cordoned=bool(doc.get("cordoned", False)),
-            soft_limit=int(concurrency.get("soft_limit") or DEFAULT_SOFT_LIMIT),
-            hard_limit=int(concurrency["hard_limit"]) if concurrency.get("hard_limit") else None,
-            autostart=service.get("autostart") is not False,
-            autostop=str(autostop or "off"),
-            min_running=int(service.get("min_machines_running") or 0),
-            standbys=tuple(str(s) for s in config.get("standbys") or ()),
+            machine_id=machine.id, app=machine.app, region=machine.region,
+            worker=machine.worker or "", state=machine.state, host=host,
+            port=service.internal_port, cordoned=bool(machine.cordoned),
+            soft_limit=(concurrency.soft_limit if concurrency else None) or DEFAULT_SOFT_LIMIT,
+            hard_limit=(concurrency.hard_limit if concurrency else None) or None,
+            autostart=service.autostart is not False,
+            autostop=service.autostop or "off",
+            min_running=service.min_machines_running or 0,
+            standbys=tuple(config.standbys or ()),
             primary_region=env.get("PRIMARY_REGION") or None,
-            created_at=str(doc.get("created_at", "")),
-            updated_at=str(doc.get("updated_at", "")),
-            instance_id=str(doc.get("instance_id", "")),
-            checks=service_checks(doc),
+            created_at=machine.created_at, updated_at=machine.updated_at,
+            instance_id=machine.instance_id,
+            checks=service_checks(machine),
         )
 
 
-def service_checks(doc: dict[str, Any]) -> str:
+def service_checks(machine: Machine) -> str:
     """How a machine's service checks stand: the one health input both data planes route on.
 
     ``passing`` when every service check passes, or the config has none (the
@@ -89,11 +90,11 @@ def service_checks(doc: dict[str, Any]) -> str:
     ``failing`` when one is critical; ``waiting`` while one has not passed yet
     (a run's first probe is still to come, or the row predates checks).
     """
-    config = doc.get("config") or {}
-    if not any(s.get("checks") for s in config.get("services") or []):
+    services = machine.config.services or [] if machine.config is not None else []
+    if not any(s.checks for s in services):
         return PASSING
-    states = [str(c.get("status")) for c in doc.get("checks") or []
-              if str(c.get("name", "")).startswith(SERVICE_CHECK_PREFIX)]
+    states = [c.status for c in machine.checks or []
+              if c.name.startswith(SERVICE_CHECK_PREFIX)]
     if "critical" in states:
         return FAILING
     if not states or any(status != "passing" for status in states):
@@ -101,10 +102,9 @@ def service_checks(doc: dict[str, Any]) -> str:
     return PASSING
 
 
-def _serves_http(service: dict[str, Any]) -> bool:
-    if service.get("protocol", "tcp") != "tcp" or not service.get("internal_port"):
-        return False
-    return any("http" in (port.get("handlers") or []) for port in service.get("ports") or [])
+def _serves_http(service: Service) -> bool:
+    return service.protocol == "tcp" and bool(service.internal_port) \
+        and service.has_http_handler()
 
 
 class RoutingTable:
@@ -125,13 +125,13 @@ class RoutingTable:
         for listener in self._listeners:
             listener()
 
-    def put_machine(self, machine_id: str, doc: dict[str, Any] | None) -> None:
+    def put_machine(self, machine_id: str, machine: Machine | None) -> None:
         """A machine's row changed (None: it is gone)."""
         self._remove(machine_id)
         self._changed()
-        if doc is None or doc.get("state") == "destroyed":
+        if machine is None or machine.state == "destroyed":
             return
-        backend = Backend.from_doc(doc)
+        backend = Backend.from_machine(machine)
         if backend is not None:
             if self._woken_override(backend):
                 backend = replace(backend, state="started")

@@ -86,10 +86,10 @@ class Waker:
         if client is None:
             return
         try:
-            doc = await client.machine(backend.machine_id)
+            machine = await client.machine(backend.machine_id)
         except BodegaError:
             return
-        self.table.put_machine(backend.machine_id, dict(doc))
+        self.table.put_machine(backend.machine_id, machine)
 
     async def start_all(self, backends: Iterable[Backend]) -> list[Backend]:
         results = await asyncio.gather(*(self.start(b) for b in backends))

@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,7 @@ class RegistryNode:
                                            on_lagged=self.metrics.lagged.inc)
         self._http = RegistryHttp(access=PeerAccess(REGISTRY, tls), serve=self._serve,
                                   compare=self.replica.compare,
-                                  subscribe=lambda table, where: self.subscribe(table, **where),
+                                  subscribe=self.subscribe_where,
                                   metrics=self.metrics)
         self._started = self._stopped = False
         self._gossip = RowGossip(config.name, self.replica, self.membership, self.metrics,
@@ -215,8 +215,13 @@ class RegistryNode:
         return [row.doc for row in found if row.doc is not None]
 
     def subscribe(self, table: str, **filters: str | int) -> Subscription:
-        where = normalize_filters(table, filters)
-        return self.subscriptions.open(table, where, self.view.select(table, where))
+        return self.subscribe_where(table, filters)
+
+    def subscribe_where(self, table: str, where: Mapping[str, object]) -> Subscription:
+        """The rows of ``table`` whose indexed columns equal ``where``, then their changes;
+        ``where`` as a client sent it (checked: indexed columns, strings and integers)."""
+        filters = normalize_filters(table, where)
+        return self.subscriptions.open(table, filters, self.view.select(table, filters))
 
     def members(self) -> list[MemberView]:
         return self.membership.members()

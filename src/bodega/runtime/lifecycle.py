@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from bodega.runtime.ready import Ready
+
 PARENT_POLL = 0.5
 log = logging.getLogger("bodega.lifecycle")
 
@@ -65,6 +67,12 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+def write_ready(path: Path, ready: Ready) -> None:
+    """A daemon's ready file, with its pid, written at once."""
+    stamped = ready.model_copy(update={"pid": os.getpid()})
+    write_json_atomic(path, stamped.model_dump(exclude_none=True))
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -78,13 +86,13 @@ async def run_daemon(
     *,
     exit_with_parent: bool = False,
     ready_file: Path | None = None,
-    ready: Callable[[], dict[str, Any]] = dict,
+    ready: Callable[[], Ready] | None = None,
 ) -> str:
     """Start, then tell whoever waits (``ready_file``: our pid and ``ready()``, written
     atomically), then run until stopped, then stop."""
     await start()
-    if ready_file is not None:
-        write_json_atomic(ready_file, {"pid": os.getpid(), **ready()})
+    if ready_file is not None and ready is not None:
+        write_ready(ready_file, ready())
     try:
         return await until_stopped(exit_with_parent)
     finally:

@@ -58,7 +58,7 @@ def compare(spec: CompareSpec, trace: Trace | None = None,
     """Run every policy; with ``trace`` given (a loaded one) there is no load sweep."""
     say = progress or (lambda _line: None)
     policies = [named(p, spec.config.seed) for p in spec.policies]  # bad names fail first
-    main = trace or generate(spec.workload)
+    main = trace or generate(spec.workload, spec.fleet)
     out = Comparison(spec, main)
     for policy in policies:
         say(f"{policy.name}: {len(main.arrivals)} creates")
@@ -69,14 +69,15 @@ def compare(spec: CompareSpec, trace: Trace | None = None,
         return out
     short = spec.workload.model_copy(update={"hours": min(spec.sweep_hours,
                                                           spec.workload.hours)})
-    sweep_trace = generate(short) if trace is None else main
+    sweep_trace = generate(short, spec.fleet) if trace is None else main
     for policy in policies:
         name = policy.name
         if trace is None:
             for load in spec.loads:
                 say(f"{name}: load x{load:g}")
                 out.by_load.setdefault(name, []).append((load, measure(simulate(
-                    generate(short.scaled(load)), spec.fleet, policy, spec.config))))
+                    generate(short.scaled(load), spec.fleet), spec.fleet, policy,
+                    spec.config))))
         for delay in spec.delays:
             say(f"{name}: gossip delay {delay:g} s")
             config = spec.config.model_copy(update={"gossip_delay": delay})
@@ -103,6 +104,20 @@ def table(measures: list[Measures]) -> str:
             f"| {m.p99_over_time:.3f} | {m.max_utilization:.3f} | {m.hosts_above_90:.2f} "
             f"| {m.cv:.3f} "
             f"| {m.death_p99:.0f} ({m.death_max}) | {m.decision_us:.0f} |")
+    return "\n".join(rows)
+
+
+def deaths_table(measures: list[Measures]) -> str:
+    """Host deaths and the time creates take, as a Markdown table, one row per policy."""
+    head = ("| policy | host deaths | machines lost | standbys took over (could not) "
+            "| created again (rejected) | asks to a dead host | create s p50 / p99 | pulled |")
+    rows = [head, "|" + "---|" * 8]
+    for m in measures:
+        rows.append(
+            f"| {m.policy} | {m.host_deaths} | {m.machines_lost} | {m.takeovers} "
+            f"({m.takeovers_failed}) | {m.recreated} ({m.recreates_rejected}) "
+            f"| {m.unreachable} | {m.create_p50:.0f} / {m.create_p99:.0f} "
+            f"| {100 * m.pulled:.1f} % |")
     return "\n".join(rows)
 
 

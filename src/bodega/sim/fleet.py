@@ -60,6 +60,7 @@ class Placed:
     app: str
     ask: Ask
     host: int
+    end: float  # when it leaves: arrival, create time and lifetime
     standby: int | None = None  # the host of its standby, if it has one
 
 
@@ -72,14 +73,37 @@ class SimHost:
     machines: set[int] = field(default_factory=set)
     unprotected: int = 0  # machines here with no standby on another host
     version: int = 0  # bumped at every change, as a worker's republished row would be
+    alive: bool = True
+    images: frozenset[str] = frozenset()  # images pulled here (the app's, one per app)
 
     def admits(self, ask: Ask) -> bool:
-        return fits(self.totals, self.used, ask)
+        """The worker's answer to a create; a dead host gives none."""
+        return self.alive and fits(self.totals, self.used, ask)
 
     def take(self, machine: int, ask: Ask) -> None:
         self.used = self.used.plus(self.totals, ask)
         self.machines.add(machine)
         self.unprotected += 1  # until a standby elsewhere is placed for it
+        self.version += 1
+
+    def pull(self, image: str) -> bool:
+        """Cache ``image`` here; whether it had to be pulled."""
+        if image in self.images:
+            return False
+        self.images = self.images | {image}
+        return True
+
+    def die(self) -> set[int]:
+        """The host is lost with everything on it; returns the machines it took down. It
+        comes back (``revive``) empty: no machines, no images."""
+        lost = self.machines
+        self.alive, self.machines, self.used, self.unprotected = False, set(), Usage(), 0
+        self.images = frozenset()
+        self.version += 1
+        return lost
+
+    def revive(self) -> None:
+        self.alive = True
         self.version += 1
 
     def give_back(self, machine: int, ask: Ask) -> None:
@@ -92,9 +116,13 @@ class SimHost:
         return max(self.used.millicpus / self.totals.millicpus,
                    self.used.memory_mb / self.totals.memory_mb)
 
-    def candidate(self, used: Usage | None = None) -> Candidate:
+    def candidate(self, used: Usage | None = None, status: str | None = None,
+                  images: frozenset[str] | None = None) -> Candidate:
+        """The host's row: as it is now, or with what a broker believes of it."""
         return Candidate(self.name, self.region, f"sim://{self.name}", self.totals,
-                         self.used if used is None else used)
+                         self.used if used is None else used,
+                         status=status or ("alive" if self.alive else "dead"),
+                         images=self.images if images is None else images)
 
 
 def build_hosts(spec: FleetSpec) -> list[SimHost]:

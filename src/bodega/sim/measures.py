@@ -19,6 +19,17 @@ All over the samples a run took (every ``sample_every`` seconds, after
   changes. ``death_unprotected``: the mean with no standby on another host.
 - ``decision_us``: CPU time of the ranking (``rank_region`` and the attempts it
   scored) per placement, mean, in microseconds: a measurement, not a model.
+
+Over the whole run (deaths are counted whenever they fall):
+
+- ``host_deaths``, ``machines_lost``: hosts that died and the machines they took
+  down; ``takeovers``: lost machines whose standby started on its own host,
+  ``takeovers_failed``: standbys that could not (their host full or dead);
+  ``recreated``, ``recreates_rejected``: the rest, created again elsewhere (a
+  rejected re-create is also in ``rejected``).
+- ``unreachable``: times a broker asked a dead host it still believed alive.
+- ``create_p50``, ``create_p99``: seconds from the yes to running (start, plus the
+  pull on a host without the image); ``pulled``: the share of creates that pulled.
 """
 
 from __future__ import annotations
@@ -53,6 +64,16 @@ class Measures(BaseModel):
     death_max: int
     death_unprotected: float
     decision_us: float
+    host_deaths: int = 0
+    machines_lost: int = 0
+    takeovers: int = 0
+    takeovers_failed: int = 0
+    recreated: int = 0
+    recreates_rejected: int = 0
+    unreachable: int = 0
+    create_p50: float = 0.0
+    create_p99: float = 0.0
+    pulled: float = 0.0
 
     @property
     def rejection_rate(self) -> float:
@@ -68,6 +89,7 @@ def measure(result: RunResult) -> Measures:
     else:  # a run shorter than its warm-up: nothing was sampled
         utilization = np.zeros((1, len(result.hosts)))
         machines = unprotected = np.zeros((1, len(result.hosts)), dtype=np.int64)
+    created = np.array(result.create_seconds)
     return Measures(
         policy=result.policy, creates=result.creates, placed=result.placed,
         rejected=result.rejected, rejected_with_room=result.rejected_with_room,
@@ -83,6 +105,13 @@ def measure(result: RunResult) -> Measures:
         death_unprotected=float(unprotected.mean()),
         decision_us=float(np.mean(result.decision_seconds) * 1e6)
         if result.decision_seconds else 0.0,
+        host_deaths=result.host_deaths, machines_lost=result.machines_lost,
+        takeovers=result.takeovers, takeovers_failed=result.takeovers_failed,
+        recreated=result.recreated, recreates_rejected=result.recreates_rejected,
+        unreachable=result.unreachable,
+        create_p50=float(np.percentile(created, 50)) if len(created) else 0.0,
+        create_p99=float(np.percentile(created, 99)) if len(created) else 0.0,
+        pulled=result.pulls / len(created) if len(created) else 0.0,
     )
 
 

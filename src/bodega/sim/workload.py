@@ -17,6 +17,11 @@ docs/scheduling.md); the same parameters and seed always give the same trace.
   seconds, which live an exponential time of mean ``burst_lifetime``.
 - **Standbys**: a fraction ``standby_fraction`` of steady creates also ask
   for a stopped standby on another host.
+- **Host deaths**: each host of the fleet dies at rate ``failure_rate`` per
+  day (a Poisson process) and is back, empty, an exponential time of mean
+  ``repair_mean`` seconds later (at least ``min_repair``). Drawn from a
+  random stream of their own, so the arrivals of a seed are the same with
+  or without deaths, and the same at every load.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from itertools import accumulate
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bodega.sim.trace import Arrival, Trace
+from bodega.sim.fleet import DEFAULT_FLEET, FleetSpec, build_hosts
+from bodega.sim.trace import Arrival, Outage, Trace
 
 DAY = 86400.0
 
@@ -58,6 +64,10 @@ class WorkloadParams(BaseModel):
     burst_window: float = Field(default=10.0, gt=0)  # seconds a burst's creates spread over
     burst_lifetime: float = Field(default=600.0, gt=0)  # mean seconds a burst machine lives
     standby_fraction: float = Field(default=0.1, ge=0, le=1)
+    # Far above a real fleet's rate, so that one day shows a few deaths on 68 hosts.
+    failure_rate: float = Field(default=0.1, ge=0)  # deaths per host per day
+    repair_mean: float = Field(default=3600.0, gt=0)  # seconds until a dead host is back
+    min_repair: float = Field(default=60.0, gt=0)
     seed: int = 7
 
     def scaled(self, load: float) -> WorkloadParams:
@@ -66,7 +76,8 @@ class WorkloadParams(BaseModel):
                                        "burst_rate": self.burst_rate * load})
 
 
-def generate(params: WorkloadParams | None = None) -> Trace:
+def generate(params: WorkloadParams | None = None, fleet: FleetSpec = DEFAULT_FLEET) -> Trace:
+    """The trace of ``params`` on ``fleet`` (whose hosts are the ones that die)."""
     p = params or WorkloadParams()
     rng = random.Random(p.seed)
     sizes = rng.choices(SIZES, [w for *_, w in SIZES], k=p.apps)
@@ -99,4 +110,21 @@ def generate(params: WorkloadParams | None = None) -> Trace:
             arrivals.append(arrival(min(start, end), app,
                                     max(1.0, rng.expovariate(1 / p.burst_lifetime)), False))
         at += rng.expovariate(p.burst_rate)
-    return Trace.of(f"fly-like seed={p.seed}", arrivals)
+    return Trace.of(f"fly-like seed={p.seed}", arrivals, outages(p, fleet))
+
+
+def outages(p: WorkloadParams, fleet: FleetSpec) -> list[Outage]:
+    """Every host's deaths over the trace: Poisson at ``failure_rate`` a day, one at a time."""
+    rng = random.Random(p.seed * 7919 + 1)  # a stream of its own: arrivals do not move
+    end = p.hours * 3600.0
+    out: list[Outage] = []
+    if not p.failure_rate:
+        return out
+    rate = p.failure_rate / DAY
+    for host in build_hosts(fleet):
+        at = rng.expovariate(rate)
+        while at < end:
+            down = max(p.min_repair, rng.expovariate(1 / p.repair_mean))
+            out.append(Outage(time=at, host=host.name, duration=down))
+            at += down + rng.expovariate(rate)
+    return out

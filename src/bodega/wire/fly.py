@@ -1,21 +1,24 @@
 """Request bodies of the Fly Machines API v1 subset bodega serves, field for field.
 
 Unknown fields are ignored (``extra="ignore"``) the way the real API ignores
-fields it does not act on; types follow the published spec. Responses are
-built as plain dicts that omit unset optional fields.
+fields it does not act on; types follow the published spec. Clients send the
+same models (``MachinesClient``); the answers are ``model/``'s and ``wire``'s
+answer models (``model/answer.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from bodega.model.errors import BadRequest, validation_message
 from bodega.model.limits import MAX_METADATA, check_text_map
 from bodega.model.machine_config import Guest, MachineConfig
 
 # Volumes are whole gigabytes; past this a size is a typo, not a disk.
 MAX_VOLUME_GB = 16 * 1024
+M = TypeVar("M", bound=BaseModel)
 
 
 class _Body(BaseModel):
@@ -163,5 +166,11 @@ class PlacementsRequest(_Body):
         return value.strip() if value else value
 
 
-def omit_none(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if v is not None}
+def checked(model: type[M], data: object, where: str = "") -> M:
+    """``data`` read into ``model`` by a client before it sends it, checked as the broker
+    would check it: a bad body is the ``BadRequest`` the broker would have answered, whose
+    message names the field (under ``where``), with no round trip."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise BadRequest(validation_message(exc, where)) from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -19,7 +19,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.model.errors import BadRequest, BodegaError, PayloadTooLarge, TooManyRequests
+from bodega.model.answer import Answer, wire_list
+from bodega.model.errors import (
+    BadRequest,
+    BodegaError,
+    PayloadTooLarge,
+    TooManyRequests,
+    validation_message,
+)
 
 # The broker's factory of authenticated routes: (path, handler, method, *, gated) -> Route.
 RouteMaker = Callable[..., Route]
@@ -36,7 +43,19 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    return encoded_response(body, status, headers)
+
+
+def encoded_response(body: bytes, status: int = 200,
+                     headers: dict[str, str] | None = None) -> Response:
+    """A body already encoded as JSON (an answer model's, or another service's relayed)."""
     return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def answer_response(answer: Answer | Iterable[Answer], status: int = 200) -> Response:
+    """An answer model, or a list of them, as JSON (``Answer.wire``: unset fields left out)."""
+    body = answer.wire() if isinstance(answer, Answer) else wire_list(answer)
+    return encoded_response(body, status)
 
 
 def error_response(err: BodegaError) -> Response:
@@ -44,14 +63,6 @@ def error_response(err: BodegaError) -> Response:
     if isinstance(err, TooManyRequests):  # whole seconds, never 0: a client told 0 hammers
         headers = {"Retry-After": str(max(1, math.ceil(err.retry_after)))}
     return json_response(err.to_wire(), status=err.http_status, headers=headers)
-
-
-def validation_message(exc: ValidationError) -> str:
-    parts = []
-    for error in exc.errors()[:5]:
-        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{where}: {error.get('msg', 'invalid')}")
-    return "invalid_argument: " + "; ".join(parts)
 
 
 async def read_body(request: Request) -> bytes:

@@ -23,16 +23,18 @@ import socket
 import ssl as ssllib
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from bodega.model.errors import Indeterminate, Unreachable, from_wire
 
 NONCE_HEADER = "fly-machine-lease-nonce"
 CONNECT_TIMEOUT = 3.0  # seconds to open a connection (loopback or a LAN peer)
 Params = Mapping[str, Any] | Sequence[tuple[str, Any]] | None
+M = TypeVar("M", bound=BaseModel)
 
 
 def session(connections_per_host: int = 32,
@@ -165,7 +167,52 @@ class JsonClient:
         headers: dict[str, str] | None = None,
         encoded: bytes | None = None,
     ) -> Any:
-        """``json``: a value to encode; ``encoded``: a body already encoded as JSON."""
+        """The answer as JSON values (None for an empty one). ``json``: a value to encode;
+        ``encoded``: a body already encoded as JSON."""
+        data = await self.exchange(method, path, json=json, params=params, nonce=nonce,
+                                   timeout=timeout, headers=headers, encoded=encoded)
+        if not data:
+            return None
+        try:
+            return jsonlib.loads(data)
+        except ValueError:
+            return {"error": data[:200].decode(errors="replace")}
+
+    async def answer(self, model: type[M], method: str, path: str, **call: Any) -> M:
+        """The answer read into ``model`` by pydantic's own JSON parser (no dict between)."""
+        data = await self.exchange(method, path, **call)
+        try:
+            return model.model_validate_json(data or b"null")
+        except ValidationError as exc:
+            raise self._unreadable(model, exc) from None
+
+    async def answers(self, model: type[M], method: str, path: str, **call: Any) -> list[M]:
+        """An answer that is a list, each item read into ``model``."""
+        data = await self.exchange(method, path, **call)
+        try:
+            return _list_of(model).validate_json(data or b"null")
+        except ValidationError as exc:
+            raise self._unreadable(model, exc) from None
+
+    def _unreadable(self, model: type[BaseModel], exc: ValidationError) -> Indeterminate:
+        # Whatever the call did, this caller cannot tell from an answer it cannot read.
+        return Indeterminate(f"{self.what} at {self.base_url} answered what is not a "
+                             f"{model.__name__}: {exc.errors()[0].get('msg', 'invalid')}")
+
+    async def exchange(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: Params = None,
+        nonce: str | None = None,
+        timeout: float | None = None,
+        headers: dict[str, str] | None = None,
+        encoded: bytes | None = None,
+    ) -> bytes | None:
+        """One call; the answer's body as it came (None for an empty 202 or 204). An error
+        answer raises its ``BodegaError``."""
         headers = {**self.headers, **(headers or {})}
         if encoded is not None:
             headers["content-type"] = "application/json"
@@ -191,10 +238,15 @@ class JsonClient:
                                 f"{exc.__class__.__name__} {exc}".strip()) from exc
         if status in (202, 204) and not data:
             return None
-        try:
-            body = jsonlib.loads(data) if data else None
-        except ValueError:
-            body = {"error": data[:200].decode(errors="replace")}
         if status >= 400:
+            try:
+                body = jsonlib.loads(data) if data else None
+            except ValueError:
+                body = {"error": data[:200].decode(errors="replace")}
             raise from_wire(status, body)
-        return body
+        return data
+
+
+@functools.cache
+def _list_of(model: type[M]) -> TypeAdapter[list[M]]:
+    return TypeAdapter(list[model])  # type: ignore[valid-type]

@@ -1,20 +1,57 @@
-"""A typed async client for the public Machines API (what the CLI and benchmarks use).
+"""A typed async client for the public Machines API (what the CLI, the deploy and benchmarks use).
 
 It speaks to any server of the Fly Machines API v1 subset bodega serves, so
 the same calls work against a bodega broker and, for the common routes,
-against Fly's own API.
+against Fly's own API. Every call answers a model (``Machine``, ``Volume``,
+``App``, ``LeaseAnswer`` ...), read by pydantic's JSON parser straight from the
+bytes, as fly-go answers structs; bodies go out as the request models of
+``wire/fly.py``. Besides the machines, it holds the calls a deploy makes: leases
+(``acquire_lease`` takes one or refreshes it, ``release_lease``), metadata, the
+releases extension, secrets and a machine's last log lines.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import aiohttp
+from pydantic import BaseModel
 
+from bodega.model.machine import Machine, MachineEvent
+from bodega.model.machine_answers import (
+    ExecAnswer,
+    LeaseAnswer,
+    MachineVersion,
+    MetadataValue,
+    ProcessStat,
+    WaitAnswer,
+)
+from bodega.model.volume import Volume
+from bodega.wire.apps import App, AppList, DeployToken
+from bodega.wire.fly import (
+    CreateMachineRequest,
+    CreateVolumeRequest,
+    PlacementsRequest,
+    StopRequest,
+    UpdateMachineRequest,
+)
 from bodega.wire.json_client import JsonClient
+from bodega.wire.platform import Member, PlacementRecord, Placements, Regions, WorkerStatus
+from bodega.wire.releases import CreateRelease, FinishRelease, Release, Status
+from bodega.wire.secrets import SecretList, SecretsUpdated
 
 if TYPE_CHECKING:
     from bodega.wire.cluster_info import ClusterInfo
+
+LOG_LINES_TIMEOUT = 10.0
+
+
+def body_of(request: BaseModel) -> bytes:
+    """A request model as the JSON it sends: the fields it holds, unset ones left out."""
+    return request.model_dump_json(exclude_none=True).encode()
 
 
 class MachinesClient(JsonClient):
@@ -26,97 +63,208 @@ class MachinesClient(JsonClient):
         return self
 
     # -- apps ---------------------------------------------------------------------------
-    async def apps(self) -> list[dict[str, Any]]:
-        return list((await self.request("GET", "/v1/apps"))["apps"])
+    async def apps(self) -> list[App]:
+        return (await self.answer(AppList, "GET", "/v1/apps")).apps
 
-    async def create_app(self, name: str, org_slug: str = "personal") -> dict[str, Any]:
-        return dict(await self.request("POST", "/v1/apps",
-                                       json={"app_name": name, "org_slug": org_slug}))
+    async def create_app(self, name: str, org_slug: str = "personal") -> App:
+        return await self.answer(App, "POST", "/v1/apps",
+                                 json={"app_name": name, "org_slug": org_slug})
 
-    async def app(self, name: str) -> dict[str, Any]:
-        return dict(await self.request("GET", f"/v1/apps/{name}"))
+    async def app(self, name: str) -> App:
+        return await self.answer(App, "GET", f"/v1/apps/{name}")
 
     async def delete_app(self, name: str) -> None:
-        await self.request("DELETE", f"/v1/apps/{name}")
+        await self.exchange("DELETE", f"/v1/apps/{name}")
 
     async def deploy_token(self, app: str, expiry: str | None = None) -> str:
         body = {"expiry": expiry} if expiry else {}
-        return str((await self.request("POST", f"/v1/apps/{app}/deploy_token", json=body))
-                   ["token"])
+        return (await self.answer(DeployToken, "POST", f"/v1/apps/{app}/deploy_token",
+                                  json=body)).token
 
     # -- machines -------------------------------------------------------------------------
-    async def machines(self, app: str, **params: Any) -> list[dict[str, Any]]:
-        return list(await self.request("GET", f"/v1/apps/{app}/machines", params=params))
+    async def machines(self, app: str, **params: Any) -> list[Machine]:
+        return await self.answers(Machine, "GET", f"/v1/apps/{app}/machines", params=params)
 
-    async def create_machine(self, app: str, body: dict[str, Any],
-                             idempotency_key: str | None = None) -> dict[str, Any]:
+    async def create_machine(self, app: str, body: CreateMachineRequest,
+                             idempotency_key: str | None = None) -> Machine:
         headers = {"idempotency-key": idempotency_key} if idempotency_key else None
-        return dict(await self.request("POST", f"/v1/apps/{app}/machines", json=body,
-                                       headers=headers))
+        return await self.answer(Machine, "POST", f"/v1/apps/{app}/machines",
+                                 encoded=body_of(body), headers=headers)
 
-    async def machine(self, app: str, machine_id: str) -> dict[str, Any]:
-        return dict(await self.request("GET", f"/v1/apps/{app}/machines/{machine_id}"))
+    async def machine(self, app: str, machine_id: str) -> Machine:
+        return await self.answer(Machine, "GET", _machine(app, machine_id))
 
     # ``nonce``: a held lease's, sent in the lease header as flyctl sends it.
-    async def update_machine(self, app: str, machine_id: str, body: dict[str, Any],
-                             nonce: str | None = None) -> dict[str, Any]:
-        return dict(await self.request("POST", f"/v1/apps/{app}/machines/{machine_id}",
-                                       json=body, nonce=nonce))
+    async def update_machine(self, app: str, machine_id: str, body: UpdateMachineRequest,
+                             nonce: str | None = None) -> Machine:
+        return await self.answer(Machine, "POST", _machine(app, machine_id),
+                                 encoded=body_of(body), nonce=nonce)
 
-    async def action(self, app: str, machine_id: str, action: str,
-                     body: dict[str, Any] | None = None, *, nonce: str | None = None,
-                     **params: Any) -> Any:
-        return await self.request("POST", f"/v1/apps/{app}/machines/{machine_id}/{action}",
-                                  json=body, params=params or None, nonce=nonce)
+    async def action(self, app: str, machine_id: str, action: str, *,
+                     nonce: str | None = None, **params: Any) -> None:
+        """A lifecycle action without a body: start, restart, suspend, cordon, uncordon."""
+        await self.exchange("POST", _machine(app, machine_id, action), params=params or None,
+                            nonce=nonce)
+
+    async def stop(self, app: str, machine_id: str, signal: str | None = None,
+                   timeout: str | None = None, nonce: str | None = None) -> None:
+        await self.exchange("POST", _machine(app, machine_id, "stop"), nonce=nonce,
+                            encoded=body_of(StopRequest(signal=signal, timeout=timeout)))
 
     async def destroy(self, app: str, machine_id: str, force: bool = False,
                       nonce: str | None = None) -> None:
-        await self.request("DELETE", f"/v1/apps/{app}/machines/{machine_id}",
-                           params={"force": "true"} if force else None, nonce=nonce)
+        await self.exchange("DELETE", _machine(app, machine_id),
+                            params={"force": "true"} if force else None, nonce=nonce)
 
     async def wait(self, app: str, machine_id: str, state: str = "started",
-                   timeout: int = 60, version: str | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"state": state, "timeout": timeout}
-        if version:
-            params["version"] = version
-        return dict(await self.request("GET", f"/v1/apps/{app}/machines/{machine_id}/wait",
-                                       params=params, timeout=timeout + 10))
+                   timeout: int = 60, version: str | None = None) -> WaitAnswer:
+        params = {"state": state, "timeout": timeout, "version": version or None}
+        return await self.answer(WaitAnswer, "GET", _machine(app, machine_id, "wait"),
+                                 params=params, timeout=timeout + 10)
 
-    async def read(self, app: str, machine_id: str, part: str, **params: Any) -> Any:
-        """GET a machine's events, versions, ps, metadata, lease or placement."""
-        return await self.request("GET", f"/v1/apps/{app}/machines/{machine_id}/{part}",
-                                  params=params or None)
+    async def events(self, app: str, machine_id: str, limit: int | None = None
+                     ) -> list[MachineEvent]:
+        """The machine's events, newest first."""
+        return await self.answers(MachineEvent, "GET", _machine(app, machine_id, "events"),
+                                  params={"limit": limit})
+
+    async def versions(self, app: str, machine_id: str) -> list[MachineVersion]:
+        return await self.answers(MachineVersion, "GET",
+                                  _machine(app, machine_id, "versions"))
+
+    async def ps(self, app: str, machine_id: str) -> list[ProcessStat]:
+        return await self.answers(ProcessStat, "GET", _machine(app, machine_id, "ps"))
+
+    async def placement(self, app: str, machine_id: str) -> PlacementRecord:
+        """Why the broker placed the machine where it is (bodega's)."""
+        return await self.answer(PlacementRecord, "GET",
+                                 _machine(app, machine_id, "placement"))
 
     async def exec(self, app: str, machine_id: str, command: list[str],
-                   timeout: int = 30) -> dict[str, Any]:
-        return dict(await self.action(app, machine_id, "exec",
-                                      {"command": command, "timeout": timeout}))
+                   timeout: int = 30) -> ExecAnswer:
+        return await self.answer(ExecAnswer, "POST", _machine(app, machine_id, "exec"),
+                                 json={"command": command, "timeout": timeout})
+
+    # -- leases and metadata ------------------------------------------------------------
+    async def acquire_lease(self, app: str, machine_id: str, ttl: int,
+                            description: str = "", nonce: str | None = None) -> LeaseAnswer:
+        """Take the machine's lease for ``ttl`` seconds; with the ``nonce`` of the lease this
+        client holds, refresh it. Someone else's lease is a 409 (``Conflict``)."""
+        return await self.answer(LeaseAnswer, "POST", _machine(app, machine_id, "lease"),
+                                 json={"ttl": ttl, "description": description}, nonce=nonce)
+
+    async def refresh_lease(self, app: str, machine_id: str, nonce: str, ttl: int,
+                            description: str = "") -> LeaseAnswer:
+        """Extend the lease this client holds (its ``nonce``) by ``ttl`` seconds from now."""
+        return await self.acquire_lease(app, machine_id, ttl, description, nonce=nonce)
+
+    async def lease(self, app: str, machine_id: str) -> LeaseAnswer:
+        return await self.answer(LeaseAnswer, "GET", _machine(app, machine_id, "lease"))
+
+    async def release_lease(self, app: str, machine_id: str, nonce: str) -> None:
+        await self.exchange("DELETE", _machine(app, machine_id, "lease"), nonce=nonce)
+
+    async def metadata(self, app: str, machine_id: str) -> dict[str, str]:
+        found = await self.request("GET", _machine(app, machine_id, "metadata"))
+        return {str(k): str(v) for k, v in dict(found or {}).items()}
+
+    async def metadata_value(self, app: str, machine_id: str, key: str) -> str:
+        return (await self.answer(MetadataValue, "GET",
+                                  _machine(app, machine_id, _metadata_key(key)))).value
+
+    async def set_metadata(self, app: str, machine_id: str, key: str, value: str,
+                           nonce: str | None = None) -> None:
+        """One metadata key set in place: the machine is not restarted."""
+        await self.exchange("POST", _machine(app, machine_id, _metadata_key(key)),
+                            json={"value": value}, nonce=nonce)
+
+    async def delete_metadata(self, app: str, machine_id: str, key: str,
+                              nonce: str | None = None) -> None:
+        await self.exchange("DELETE", _machine(app, machine_id, _metadata_key(key)),
+                            nonce=nonce)
 
     # -- volumes ----------------------------------------------------------------------------
-    async def volumes(self, app: str) -> list[dict[str, Any]]:
-        return list(await self.request("GET", f"/v1/apps/{app}/volumes"))
+    async def volumes(self, app: str) -> list[Volume]:
+        return await self.answers(Volume, "GET", f"/v1/apps/{app}/volumes")
 
-    async def create_volume(self, app: str, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(await self.request("POST", f"/v1/apps/{app}/volumes", json=body))
+    async def create_volume(self, app: str, body: CreateVolumeRequest) -> Volume:
+        return await self.answer(Volume, "POST", f"/v1/apps/{app}/volumes",
+                                 encoded=body_of(body))
 
-    async def delete_volume(self, app: str, volume_id: str) -> dict[str, Any]:
-        return dict(await self.request("DELETE", f"/v1/apps/{app}/volumes/{volume_id}"))
+    async def delete_volume(self, app: str, volume_id: str) -> Volume:
+        return await self.answer(Volume, "DELETE", f"/v1/apps/{app}/volumes/{volume_id}")
+
+    # -- releases (a bodega extension) and secrets ----------------------------------------
+    async def releases(self, app: str) -> list[Release]:
+        """The app's releases, newest first."""
+        return await self.answers(Release, "GET", f"/v1/apps/{app}/releases")
+
+    async def create_release(self, app: str, body: CreateRelease) -> Release:
+        return await self.answer(Release, "POST", f"/v1/apps/{app}/releases",
+                                 encoded=body_of(body))
+
+    async def finish_release(self, app: str, version: int, status: Status,
+                             failure: str | None = None) -> Release:
+        return await self.answer(Release, "PATCH", f"/v1/apps/{app}/releases/{version}",
+                                 encoded=body_of(FinishRelease(status=status,
+                                                               failure=failure or None)))
+
+    async def secrets(self, app: str) -> SecretList:
+        """The app's secrets: names and digests, never values."""
+        return await self.answer(SecretList, "GET", f"/v1/apps/{app}/secrets")
+
+    async def update_secrets(self, app: str,
+                             values: Mapping[str, str | None]) -> SecretsUpdated:
+        """Set secrets (a value) and unset them (None), all in one new secrets version."""
+        return await self.answer(SecretsUpdated, "POST", f"/v1/apps/{app}/secrets",
+                                 json={"values": dict(values)})
+
+    async def log_lines(self, app: str, machine_id: str, lines: int = 10) -> list[str]:
+        """The machine's last log lines, if the cluster serves logs; none if it does not."""
+        try:
+            async with self.http.get(
+                    f"{self.base_url}/v1/apps/{app}/logs", headers=self.headers,
+                    params={"machine": machine_id, "limit": str(lines)},
+                    timeout=aiohttp.ClientTimeout(total=LOG_LINES_TIMEOUT)) as response:
+                if response.status != 200:
+                    return []
+                text = await response.text()
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return []  # logs help the reader; their absence never changes what failed
+        out = []
+        for line in text.splitlines()[-lines:]:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            out.append(str(entry.get("message", "")) if isinstance(entry, dict) else str(entry))
+        return out
 
     # -- platform and cluster -------------------------------------------------------------
-    async def placements(self, body: dict[str, Any]) -> dict[str, Any]:
-        return dict(await self.request("POST", "/v1/platform/placements", json=body))
+    async def placements(self, body: PlacementsRequest) -> Placements:
+        return await self.answer(Placements, "POST", "/v1/platform/placements",
+                                 encoded=body_of(body))
 
-    async def regions(self, **params: Any) -> dict[str, Any]:
-        return dict(await self.request("GET", "/v1/platform/regions", params=params or None))
+    async def regions(self, **params: Any) -> Regions:
+        return await self.answer(Regions, "GET", "/v1/platform/regions",
+                                 params=params or None)
 
     async def cluster_info(self) -> ClusterInfo:
         """What the cluster tells its clients: where its image registry is."""
-        from bodega.wire.cluster_info import ClusterInfo  # pydantic: only for who asks
+        from bodega.wire.cluster_info import ClusterInfo  # only for who asks
 
-        return ClusterInfo.model_validate(await self.request("GET", "/v1/cluster"))
+        return await self.answer(ClusterInfo, "GET", "/v1/cluster")
 
-    async def members(self) -> list[dict[str, Any]]:
-        return list(await self.request("GET", "/v1/cluster/members"))
+    async def members(self) -> list[Member]:
+        return await self.answers(Member, "GET", "/v1/cluster/members")
 
-    async def workers(self) -> list[dict[str, Any]]:
-        return list(await self.request("GET", "/v1/cluster/workers"))
+    async def workers(self) -> list[WorkerStatus]:
+        return await self.answers(WorkerStatus, "GET", "/v1/cluster/workers")
+
+
+def _machine(app: str, machine_id: str, part: str = "") -> str:
+    return f"/v1/apps/{app}/machines/{machine_id}" + (f"/{part}" if part else "")
+
+
+def _metadata_key(key: str) -> str:
+    return f"metadata/{quote(key, safe='')}"  # one path segment, whatever the key holds

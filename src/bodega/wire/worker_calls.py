@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from bodega.model.answer import Answer
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import MachineConfig
 
@@ -31,8 +32,9 @@ class WorkerRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class WorkerAnswer(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+class WorkerAnswer(Answer):
+    """What a worker answers besides its resources (``model/``): frozen, and ignoring the
+    fields a newer worker adds (``model/answer.py``)."""
 
 
 # -- requests -----------------------------------------------------------------------------
@@ -188,3 +190,58 @@ class Started(WorkerAnswer):
     previous_state: str
     migrated: bool = False
     new_host: str = ""
+
+
+class HostTotals(WorkerAnswer):
+    """A host's configured limits (``model.capacity.Totals`` on the wire)."""
+
+    cpus: int
+    memory_mb: int
+    disk_gb: int = 0
+    gpus: dict[str, int] = {}
+    shared_cpu_ratio: float = 4.0
+    cpu_kinds: list[str] = []
+
+
+class HostUsage(WorkerAnswer):
+    """What is committed on a host (``model.capacity.Usage`` on the wire)."""
+
+    millicpus: int = 0
+    memory_mb: int = 0
+    disk_gb: int = 0
+    gpus: dict[str, int] = {}
+
+
+class Free(WorkerAnswer):
+    """What a host has free: what a refusal names, and what its capacity shows."""
+
+    millicpus: int
+    cpus: float
+    memory_mb: int
+    disk_gb: int
+    gpus: dict[str, int] = {}
+    summary: str = ""
+
+
+class WorkerInfo(WorkerAnswer):
+    """Who a worker is (``GET /v1/info``): its name, region, driver, URL, limits, pid."""
+
+    name: str
+    region: str
+    driver: str
+    url: str | None = None  # None until it serves
+    totals: HostTotals
+    pid: int
+
+
+class Capacity(WorkerAnswer):
+    """The worker's ledger (``GET /v1/capacity``): limits, commitments, what is free."""
+
+    name: str | None = None  # the worker's, on its API's answer
+    region: str | None = None
+    totals: HostTotals
+    used: HostUsage
+    free: Free
+    cordoned: bool
+    reservations: int  # live reservations
+

@@ -4,8 +4,9 @@ Brokers, proxies and tests use it; every body it sends is a model of
 ``worker_calls`` (the worker refuses unknown fields), and errors come back as
 the same ``BodegaError`` subclasses the worker raised, so a 409 from a
 reservation is a ``Conflict`` here too and can be re-raised to a public client
-unchanged. Machine and volume documents come back as the JSON the worker
-wrote: the broker hands them on to its own clients as they are.
+unchanged. Machines and volumes come back as the answer models the worker built
+them from (``model/machine.py``, ``model/volume.py``), read by pydantic's JSON
+parser straight from the bytes; an answer of another shape is ``Indeterminate``.
 """
 
 from __future__ import annotations
@@ -15,13 +16,15 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import aiohttp
-from pydantic import ValidationError
 
 from bodega.model.capacity import Ask
-from bodega.model.errors import Indeterminate
+from bodega.model.machine import Machine
+from bodega.model.machine_answers import WaitAnswer
+from bodega.model.volume import Volume
 from bodega.wire.json_client import NONCE_HEADER, JsonClient, Params
 from bodega.wire.worker_calls import (
     OWNER_HEADER,
+    Capacity,
     Cordoned,
     CreateMachineBody,
     CreateVolumeBody,
@@ -39,23 +42,13 @@ from bodega.wire.worker_calls import (
 
 A = TypeVar("A", bound=WorkerAnswer)
 
-__all__ = ["NONCE_HEADER", "WorkerClient", "machine_path", "read_answer", "wire_bytes"]
+__all__ = ["NONCE_HEADER", "WorkerClient", "machine_path", "wire_bytes"]
 
 
 def wire_bytes(body: WorkerRequest | None) -> bytes | None:
     """A request model as JSON, encoded by pydantic's own serializer (no dict built, no
     second walk); unset optional fields are left out, as the worker's defaults."""
     return None if body is None else body.model_dump_json(exclude_none=True).encode()
-
-
-def read_answer(model: type[A], data: Any, where: str) -> A:
-    """A worker's answer as ``model``; one of another shape is a worker that did something
-    this caller cannot read, so whether the call took effect is unknown."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise Indeterminate(f"worker at {where} answered what is not a {model.__name__}: "
-                            f"{exc.errors()[0].get('msg', 'invalid')}") from None
 
 
 def machine_path(machine_id: str, action: str = "") -> str:
@@ -76,119 +69,104 @@ class WorkerClient(JsonClient):
 
     async def send(self, method: str, path: str, body: WorkerRequest | None = None, *,
                    params: Params = None, nonce: str | None = None,
-                   timeout: float | None = None, owner: str | None = None) -> Any:
-        """One call with a typed body; the answer is the worker's JSON."""
-        return await self.request(method, path, encoded=wire_bytes(body), params=params,
-                                  nonce=nonce, timeout=timeout,
-                                  headers={OWNER_HEADER: owner} if owner else None)
+                   timeout: float | None = None, owner: str | None = None) -> bytes | None:
+        """One call with a typed body; the answer is the worker's JSON as it came, for a
+        caller that hands it on (None for an empty answer)."""
+        return await self.exchange(method, path, encoded=wire_bytes(body), params=params,
+                                   nonce=nonce, timeout=timeout,
+                                   headers={OWNER_HEADER: owner} if owner else None)
 
-    def _read(self, model: type[A], data: Any) -> A:
-        return read_answer(model, data, self.base_url)
+    async def _typed(self, model: type[A], method: str, path: str,
+                     body: WorkerRequest | None = None, *, params: Params = None,
+                     nonce: str | None = None) -> A:
+        return await self.answer(model, method, path, encoded=wire_bytes(body), params=params,
+                                 nonce=nonce)
 
     # -- host ---------------------------------------------------------------------
     async def health(self) -> Health:
-        return self._read(Health, await self.request("GET", "/v1/health"))
+        return await self.answer(Health, "GET", "/v1/health")
 
-    async def capacity(self) -> dict[str, Any]:
+    async def capacity(self) -> Capacity:
         """The ledger's snapshot: totals, used, free, cordoned, live reservations."""
-        result: dict[str, Any] = await self.request("GET", "/v1/capacity")
-        return result
+        return await self.answer(Capacity, "GET", "/v1/capacity")
 
     async def reserve(self, app: str, ask: Ask, ttl: float) -> Reservation:
-        answer = await self.send("POST", "/v1/reservations", ReserveBody.of(app, ask, ttl))
-        return self._read(Reservation, answer)
+        return await self._typed(Reservation, "POST", "/v1/reservations",
+                                 ReserveBody.of(app, ask, ttl))
 
     async def release(self, reservation_id: str) -> Released:
-        answer = await self.request("DELETE", f"/v1/reservations/{reservation_id}")
-        return self._read(Released, answer)
+        return await self._typed(Released, "DELETE", f"/v1/reservations/{reservation_id}")
 
     async def cordon(self, cordoned: bool) -> Cordoned:
-        answer = await self.request("POST", "/v1/cordon" if cordoned else "/v1/uncordon")
-        return self._read(Cordoned, answer)
+        return await self._typed(Cordoned, "POST",
+                                 "/v1/cordon" if cordoned else "/v1/uncordon")
 
     # -- machines -------------------------------------------------------------------
     async def create_machine(self, body: CreateMachineBody | Mapping[str, Any], *,
-                             owner: str | None = None) -> dict[str, Any]:
+                             owner: str | None = None) -> Machine:
         """Create a machine; a mapping is checked against ``CreateMachineBody`` first."""
         typed = body if isinstance(body, CreateMachineBody) else \
             CreateMachineBody.model_validate(body)
-        result: dict[str, Any] = await self.send("POST", "/v1/machines", typed, owner=owner)
-        return result
+        return await self.answer(Machine, "POST", "/v1/machines", encoded=wire_bytes(typed),
+                                 headers={OWNER_HEADER: owner} if owner else None)
 
     async def update_machine(self, machine_id: str, body: UpdateMachineBody, *,
-                             app: str | None = None, nonce: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self.send("POST", machine_path(machine_id), body,
-                                                 params={"app": app}, nonce=nonce)
-        return result
+                             app: str | None = None, nonce: str | None = None) -> Machine:
+        return await self.answer(Machine, "POST", machine_path(machine_id),
+                                 encoded=wire_bytes(body), params={"app": app}, nonce=nonce)
 
-    async def list_machines(
-        self, app: str | None = None, include_deleted: bool = False
-    ) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {}
-        if app:
-            params["app"] = app
-        if include_deleted:
-            params["include_deleted"] = "true"
-        result: list[dict[str, Any]] = await self.request("GET", "/v1/machines", params=params)
-        return result
+    async def list_machines(self, app: str | None = None,
+                            include_deleted: bool = False) -> list[Machine]:
+        params = {"app": app, "include_deleted": "true" if include_deleted else None}
+        return await self.answers(Machine, "GET", "/v1/machines", params=params)
 
-    async def machine(self, machine_id: str, app: str | None = None) -> dict[str, Any]:
-        result: dict[str, Any] = await self.request(
-            "GET", machine_path(machine_id), params={"app": app} if app else None
-        )
-        return result
+    async def machine(self, machine_id: str, app: str | None = None) -> Machine:
+        return await self.answer(Machine, "GET", machine_path(machine_id),
+                                 params={"app": app})
 
     async def call(
         self, method: str, machine_id: str, action: str = "", *, app: str | None = None,
-        json: Any = None, params: dict[str, Any] | None = None, nonce: str | None = None,
+        json: Any = None, params: Params = None, nonce: str | None = None,
         timeout: float | None = None,
     ) -> Any:
         """Any per-machine route, raw: ``call("GET", id, "events")``. Tests use it to send
         what no typed method would."""
-        query = dict(params or {})
+        pairs = list(params.items()) if isinstance(params, Mapping) else list(params or [])
         if app:
-            query["app"] = app
+            pairs.append(("app", app))
         return await self.request(method, machine_path(machine_id, action), json=json,
-                                  params=query or None, nonce=nonce, timeout=timeout)
+                                  params=pairs or None, nonce=nonce, timeout=timeout)
 
     async def start(self, machine_id: str, nonce: str | None = None) -> Started:
-        answer = await self.send("POST", machine_path(machine_id, "start"), nonce=nonce)
-        return self._read(Started, answer)
+        return await self._typed(Started, "POST", machine_path(machine_id, "start"),
+                                 nonce=nonce)
 
     async def stop(self, machine_id: str, signal: str | None = None,
                    timeout: str | None = None, nonce: str | None = None) -> Done:
         body = StopBody(signal=signal or None, timeout=timeout or None)
-        answer = await self.send("POST", machine_path(machine_id, "stop"), body, nonce=nonce)
-        return self._read(Done, answer)
+        return await self._typed(Done, "POST", machine_path(machine_id, "stop"), body,
+                                 nonce=nonce)
 
     async def suspend(self, machine_id: str, nonce: str | None = None) -> Done:
-        answer = await self.send("POST", machine_path(machine_id, "suspend"), nonce=nonce)
-        return self._read(Done, answer)
+        return await self._typed(Done, "POST", machine_path(machine_id, "suspend"),
+                                 nonce=nonce)
 
     async def destroy(self, machine_id: str, force: bool = False,
                       nonce: str | None = None) -> Done:
-        answer = await self.send("DELETE", machine_path(machine_id),
+        return await self._typed(Done, "DELETE", machine_path(machine_id),
                                  params={"force": "true"} if force else None, nonce=nonce)
-        return self._read(Done, answer)
 
     async def wait(self, machine_id: str, state: str = "started", timeout: int = 60,
-                   version: str | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"state": state, "timeout": timeout}
-        if version:
-            params["version"] = version
-        result: dict[str, Any] = await self.call("GET", machine_id, "wait", params=params,
-                                                 timeout=timeout + 5)
-        return result
+                   version: str | None = None) -> WaitAnswer:
+        params = {"state": state, "timeout": timeout, "version": version or None}
+        return await self.answer(WaitAnswer, "GET", machine_path(machine_id, "wait"),
+                                 params=params, timeout=timeout + 5)
 
     # -- volumes --------------------------------------------------------------------
-    async def create_volume(self, body: CreateVolumeBody | Mapping[str, Any]) -> dict[str, Any]:
+    async def create_volume(self, body: CreateVolumeBody | Mapping[str, Any]) -> Volume:
         typed = body if isinstance(body, CreateVolumeBody) else \
             CreateVolumeBody.model_validate(body)
-        result: dict[str, Any] = await self.send("POST", "/v1/volumes", typed)
-        return result
+        return await self.answer(Volume, "POST", "/v1/volumes", encoded=wire_bytes(typed))
 
-    async def list_volumes(self, app: str | None = None) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = await self.request(
-            "GET", "/v1/volumes", params={"app": app} if app else None
-        )
-        return result
+    async def list_volumes(self, app: str | None = None) -> list[Volume]:
+        return await self.answers(Volume, "GET", "/v1/volumes", params={"app": app})

@@ -33,6 +33,7 @@ from bodega.runtime.tls.access import WORKER_API
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import TlsDir
 from bodega.wire.peer_access import PeerAccess
+from bodega.wire.worker_calls import HostTotals, WorkerInfo
 from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
@@ -118,12 +119,11 @@ class Worker:
         host, port = self.registry.gossip_addr
         return f"{host}:{port}"
 
-    def info(self) -> dict[str, Any]:
-        return {
-            "name": self.config.name, "region": self.config.region, "driver": self.driver.name,
-            "url": self.url if self.served else None, "totals": self.config.totals.to_wire(),
-            "pid": os.getpid(),
-        }
+    def info(self) -> WorkerInfo:
+        return WorkerInfo(
+            name=self.config.name, region=self.config.region, driver=self.driver.name,
+            url=self.url if self.served else None,
+            totals=HostTotals.model_validate(self.config.totals.to_wire()), pid=os.getpid())
 
     def service_host(self, row: MachineRow) -> str | None:
         return self.network.service_host(row.private_ip)

@@ -15,13 +15,14 @@ entry: reservations and cordons included, which no runner hook sees. A
 reservation that simply expires writes no log entry, so the capacity is
 also compared once a second.
 
-Rows are what the worker API returns for the same resource (``api/render.py``),
-without events. Destroyed machines and volumes stay as rows with state
-``destroyed`` (clients list them with ``include_deleted``) until the
-tombstone TTL has passed, then become tombstones, which the registry purges
-after another TTL. On start-up everything is republished and rows the view
-holds for this worker that the worker no longer has are deleted: the replica
-may be behind, or ahead of a store that lost its tail.
+Rows are what the worker API returns for the same resource (``api/render.py``'s
+``Machine`` and ``Volume``, as JSON documents), without events. Destroyed machines
+and volumes stay as rows with state ``destroyed`` (clients list them with
+``include_deleted``) until the tombstone TTL has passed, then become tombstones,
+which the registry purges after another TTL. On start-up everything is
+republished and rows the view holds for this worker that the worker no longer
+has are deleted: the replica may be behind, or ahead of a store that lost its
+tail.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ from typing import Any
 from bodega.model.machine import rfc3339
 from bodega.model.states import MachineState
 from bodega.registry import RegistryNode
-from bodega.worker.api.render import machine_wire, volume_wire
-from bodega.worker.core.records import MachineRow
+from bodega.worker.api.render import machine_answer, volume_answer
+from bodega.worker.core.records import MachineRow, VolumeRow
 from bodega.worker.store import queries, volume_queries
 from bodega.worker.store.database import Store
 from bodega.worker.store.ledger import Ledger
@@ -86,7 +87,7 @@ class Publisher:
         for volume in volume_queries.list_volumes(self.store.db, include_destroyed=True):
             if volume.state != DESTROYED or volume.updated_at >= horizon:
                 keep["volumes"].add(volume.id)
-                self.node.put_owned("volumes", volume.id, volume_wire(volume, worker=self.name))
+                self._put_volume(volume)
         for table, ids in keep.items():
             for doc in self.node.rows(table, worker=self.name):
                 if doc["id"] not in ids:
@@ -99,12 +100,14 @@ class Publisher:
             "SELECT count(*) FROM machines WHERE state != ?", (DESTROYED,)).fetchone()
         capacity = {
             "name": self.name, "region": self.region, "url": self.url, "driver": self.driver,
-            "totals": snapshot["totals"], "used": snapshot["used"], "free": snapshot["free"],
-            "cordoned": snapshot["cordoned"], "reservations": snapshot["reservations"],
+            "totals": snapshot.totals.doc(), "used": snapshot.used.doc(),
+            "free": snapshot.free.doc(), "cordoned": snapshot.cordoned,
+            "reservations": snapshot.reservations,
             "machines": int(machines),
         }
         if self.images is not None:
             capacity["images"] = self.images()
+            capacity["image_disk_gb"] = self.ledger.image_disk_gb()  # counted in used
         if force or capacity != self._capacity:
             self.node.put_owned("workers", self.name,
                                 {**capacity, "updated_at": rfc3339(self.store.clock())})
@@ -152,11 +155,14 @@ class Publisher:
             return
         volume = volume_queries.get_volume(self.store.db, resource_id)
         if volume is not None:
-            self.node.put_owned("volumes", volume.id, volume_wire(volume, worker=self.name))
+            self._put_volume(volume)
 
     def _put_machine(self, row: MachineRow) -> None:
-        doc = machine_wire(row, worker=self.name, events=None, service_host=self.service_host(row))
-        self.node.put_owned("machines", row.id, doc)
+        machine = machine_answer(row, worker=self.name, service_host=self.service_host(row))
+        self.node.put_owned("machines", row.id, machine.doc())
+
+    def _put_volume(self, row: VolumeRow) -> None:
+        self.node.put_owned("volumes", row.id, volume_answer(row, worker=self.name).doc())
 
     def expire_destroyed(self) -> None:
         """Machines and volumes destroyed longer than the TTL ago become tombstones."""

@@ -25,7 +25,7 @@ from bodega.broker.catalog import MemoryCatalog
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.model.capacity import Totals
-from bodega.worker.api.render import machine_wire, volume_wire
+from bodega.worker.api.render import machine_answer, volume_answer
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.store import queries, volume_queries
@@ -40,12 +40,12 @@ def publish(catalog: MemoryCatalog, worker: Worker) -> None:
     name = worker.config.name
     catalog.put("workers", name, {
         "name": name, "region": worker.config.region, "url": worker.url,
-        "totals": snapshot["totals"], "used": snapshot["used"],
-        "cordoned": snapshot["cordoned"]})
+        "totals": snapshot.totals.doc(), "used": snapshot.used.doc(),
+        "cordoned": snapshot.cordoned})
     for row in queries.list_machines(worker.store.db, include_destroyed=True):
-        catalog.put("machines", row.id, machine_wire(row, worker=name))
+        catalog.put("machines", row.id, machine_answer(row, worker=name).doc())
     for vol in volume_queries.list_volumes(worker.store.db, None, True):
-        catalog.put("volumes", vol.id, volume_wire(vol, worker=name))
+        catalog.put("volumes", vol.id, volume_answer(vol, worker=name).doc())
 
 
 @dataclass

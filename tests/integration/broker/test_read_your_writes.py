@@ -7,6 +7,8 @@ from pathlib import Path
 
 import httpx
 
+from bodega.model.machine import Machine
+
 from .broker_kit import in_process_cluster, machine
 
 AFTER = {"stop": {"stopping", "stopped"}, "start": {"starting", "started"},
@@ -68,6 +70,6 @@ async def test_a_late_answer_never_replaces_a_newer_doc(tmp_path: Path) -> None:
             # Two reads race; the older one's answer is applied last.
             older = {**created, "app": "late", "worker": "ams-1", "state": "started"}
             assert (await api.post(f"{base}/stop")).status_code == 200
-            broker.workers.note("machines", older)
+            broker.workers.note_machine(Machine.model_validate(older))
             await asyncio.sleep(0)
             assert await listed_state(api, "late", created["id"]) in AFTER["stop"]

@@ -98,3 +98,33 @@ def test_a_bad_shadow_is_refused_before_anything_starts(tmp_path: Path) -> None:
     assert (policy.name, policy.sample) == ("binpack+p2c", 2)  # the live one's sampling
     with pytest.raises(ValueError, match="between 0 and 1"):
         Shadow(policy, 1.5, BrokerMetrics())
+
+
+async def test_fgd_in_shadow_shows_the_hole_the_live_curves_would_take(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A broker running the default curves ranks fgd beside them on its own traffic: the log
+    shows where fgd would have put each machine, and why, before anyone switches."""
+    caplog.set_level(logging.INFO, logger="bodega.broker.shadow")
+    eight = {"config": {"guest": {"cpu_kind": "performance", "cpus": 8, "memory_mb": 16384}}}
+    async with in_process_cluster(tmp_path) as c:
+        await c.add_worker("ams-1", cpus=16, memory_mb=65536)
+        await c.add_worker("ams-2", cpus=7, memory_mb=28672)
+        c.follow()
+        await c.add_broker(shadow_policy="fgd", shadow_sample=1.0)
+        async with c.api() as api:
+            await api.post("/v1/apps", json={"app_name": "web", "org_slug": "personal"})
+            for body in (eight, {}):  # a performance-8x (only ams-1 fits it), then a shared cpu
+                created = await api.post("/v1/apps/web/machines", json=machine(**body))
+                assert created.status_code == 200, created.text
+    first, second = _shadow_lines(caplog)
+    assert (first["live"]["policy"], first["shadow"]["policy"]) == ("utility", "fgd")
+    assert first["agree"] is True  # ams-2 has 7 cpus: the 8x has one place to go
+    # ams-1 is left with the region's only 8 free cpus. The curves want it (half used beats
+    # nearly idle); one create in two has been an 8x, so fgd keeps that hole and would send
+    # the shared cpu to ams-2. The live policy still decides: it went to ams-1.
+    assert second["placed"] == "ams-1"
+    assert (second["live"]["choice"], second["shadow"]["choice"]) == ("ams-1", "ams-2")
+    assert second["agree"] is False
+    shadow_ranked = {r["worker"]: r for r in second["shadow"]["ranked"]}
+    assert shadow_ranked["ams-1"]["subscores"]["fragmentation"] < -0.9
+    assert "fragmentation" not in shadow_ranked["ams-2"]["subscores"]

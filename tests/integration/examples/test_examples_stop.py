@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,13 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.ports_kit import free_port as free_port
+
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def until_line(process: subprocess.Popen[str], text: str) -> None:

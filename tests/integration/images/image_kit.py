@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.ports_kit import free_port as free_port
 
 BUSYBOX = shutil.which("busybox") or "/bin/busybox"
 TOOLS = ("docker-registry", "runc", "umoci", "skopeo")
@@ -23,10 +24,6 @@ needs_image_tools = pytest.mark.skipif(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.asynccontextmanager

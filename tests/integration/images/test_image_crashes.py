@@ -58,23 +58,23 @@ async def test_a_worker_killed_mid_pull_and_mid_start_resumes_both(tmp_path: Pat
         for name in kept:
             if name != damaged:
                 assert after[name] == kept[name], "a verified blob is never fetched twice"
-        pidfiles = list((data / "machines" / created["id"] / "run").glob("*.pid"))
+        pidfiles = list((data / "machines" / created.id / "run").glob("*.pid"))
         await until(lambda: bool(pidfiles) or bool(
-            list((data / "machines" / created["id"] / "run").glob("*.pid"))))
-        pidfile = next((data / "machines" / created["id"] / "run").glob("*.pid"))
+            list((data / "machines" / created.id / "run").glob("*.pid"))))
+        pidfile = next((data / "machines" / created.id / "run").glob("*.pid"))
         pid = pidfile.read_text().strip()
 
         worker = await worker_daemon(tmp_path, **worker_args(host)).start()
         try:
             async with WorkerClient(worker.url, TEST_CA.context("broker")) as client:
-                await client.wait(created["id"], "started", timeout=60)
-                machine = await client.machine(created["id"])
-                assert await fetch(f"http://{machine['private_ip']}:8080/") == \
+                await client.wait(created.id, "started", timeout=60)
+                machine = await client.machine(created.id)
+                assert await fetch(f"http://{machine.private_ip}:8080/") == \
                     "hello from an image\n"
                 assert pidfile.read_text().strip() == pid, "the run spawned before is adopted"
                 assert len(list(pidfile.parent.glob("*.spawn"))) == 1, "never run twice"
-                await client.destroy(created["id"], force=True)
-                await client.wait(created["id"], "destroyed", timeout=30)
+                await client.destroy(created.id, force=True)
+                await client.wait(created.id, "destroyed", timeout=30)
         finally:
             await worker.stop()
 
@@ -94,21 +94,21 @@ async def test_concurrent_creates_pull_once_and_eviction_spares_used_images(
                 assert worker.log_file.read_text().count("unpacked sha256:") == 1
                 assert len(list(bases.iterdir())) == 1
                 gone = await image_machine(client, unused)
-                await client.destroy(gone["id"], force=True)
-                await client.wait(gone["id"], "destroyed", timeout=30)
+                await client.destroy(gone.id, force=True)
+                await client.wait(gone.id, "destroyed", timeout=30)
                 assert len(list(bases.iterdir())) == 2  # within budget: nothing evicted yet
                 last = await image_machine(client, third)
                 # Over budget: the unused image goes, the one two machines run stays.
                 names = {p.name for p in bases.iterdir()}
                 assert len(names) == 2
                 for machine in (*pair, last):
-                    digest = (tmp_path / "w1" / "machines" / machine["id"] / "oci" /
+                    digest = (tmp_path / "w1" / "machines" / machine.id / "oci" /
                               "image").read_text().removeprefix("sha256:")
                     assert digest in names
-                    assert await fetch(f"http://{machine['private_ip']}:8080/") in (
+                    assert await fetch(f"http://{machine.private_ip}:8080/") in (
                         "0\n", "2\n")
                 for machine in (*pair, last):
-                    await client.destroy(machine["id"], force=True)
-                    await client.wait(machine["id"], "destroyed", timeout=30)
+                    await client.destroy(machine.id, force=True)
+                    await client.wait(machine.id, "destroyed", timeout=30)
         finally:
             await worker.stop()

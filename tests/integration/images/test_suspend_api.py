@@ -38,8 +38,8 @@ async def test_suspend_and_resume_of_image_and_process_machines(tmp_path: Path) 
         image = build_image(tmp_path, host, "test/nap:v1")
         async with running_worker_daemon(tmp_path, **worker_args(host)) as (_daemon, client):
             machine = await image_machine(client, image)
-            mid = machine["id"]
-            url = f"http://{machine['private_ip']}:8080/index.html"
+            mid = machine.id
+            url = f"http://{machine.private_ip}:8080/index.html"
             assert await fetch(url) == "hello from an image\n"
             pids = await ps_pids(client, mid)
             assert pids
@@ -57,19 +57,19 @@ async def test_suspend_and_resume_of_image_and_process_machines(tmp_path: Path) 
             await client.wait(mid, "suspended", timeout=30)
             await client.stop(mid, signal="SIGTERM", timeout="5s")
             stopped = await client.wait(mid, "stopped", timeout=30)
-            assert stopped["state"] == "stopped"
+            assert stopped.state == "stopped"
             exit_event = (await client.call("GET", mid, "events"))[0]
             assert exit_event["type"] == "exit"
 
             plain = await client.create_machine({"app": "img", "config": {
                 "image": "process", "guest": {"cpus": 1, "memory_mb": 128},
                 "init": {"exec": ["sleep", "600"]}}})
-            await client.wait(plain["id"], "started", timeout=30)
-            await client.suspend(plain["id"])
-            await client.wait(plain["id"], "suspended", timeout=30)
-            await client.start(plain["id"])
-            await client.wait(plain["id"], "started", timeout=30)
-            for victim in (mid, plain["id"]):
+            await client.wait(plain.id, "started", timeout=30)
+            await client.suspend(plain.id)
+            await client.wait(plain.id, "suspended", timeout=30)
+            await client.start(plain.id)
+            await client.wait(plain.id, "started", timeout=30)
+            for victim in (mid, plain.id):
                 await client.destroy(victim, force=True)
                 await client.wait(victim, "destroyed", timeout=30)
 

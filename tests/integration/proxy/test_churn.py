@@ -20,7 +20,7 @@ from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 
 from .plane_kit import serving
-from .test_forwarding import Machine, machine_doc
+from .test_forwarding import Machine, machine_doc, routed
 
 CLIENTS = 32
 
@@ -75,7 +75,7 @@ async def test_machines_added_and_removed_under_load_cost_no_request(plane: str)
     other = Machine("other")
     other_port = await other.start()
     for i in (0, 1):
-        table.put_machine(f"m{i}", machine_doc(f"m{i}", ports[i]))
+        table.put_machine(f"m{i}", routed(machine_doc(f"m{i}", ports[i])))
     waker = Waker(table, lambda _w: None, load, metrics, "ams")
     try:
         async with serving(plane, table, waker, load, metrics) as served:
@@ -84,11 +84,12 @@ async def test_machines_added_and_removed_under_load_cost_no_request(plane: str)
             try:
                 await until(lambda: traffic.total() > 200)
 
-                table.put_machine("m2", machine_doc("m2", ports[2]))  # added
+                table.put_machine("m2", routed(machine_doc("m2", ports[2])))  # added
                 await served.synced()
                 await until(lambda: traffic.served["m2"] > 100)
 
-                table.put_machine("m0", machine_doc("m0", ports[0], state="stopped"))  # removed
+                # removed
+                table.put_machine("m0", routed(machine_doc("m0", ports[0], state="stopped")))
                 await served.synced()
                 before = traffic.served["m0"]
                 await asyncio.sleep(0.3)  # requests already at m0 finish there
@@ -100,7 +101,7 @@ async def test_machines_added_and_removed_under_load_cost_no_request(plane: str)
                 assert after_removal - before < CLIENTS  # only those already in flight
 
                 # A new app: on HAProxy, a free backend of the pool and a map entry.
-                table.put_machine("o1", {**machine_doc("o1", other_port), "app": "api"})
+                table.put_machine("o1", routed({**machine_doc("o1", other_port), "app": "api"}))
                 await served.synced()
                 async with httpx.AsyncClient(headers={"host": "api.localhost"}) as http:
                     assert (await http.get(f"{served.url}/")).text.split()[0] == "other"
@@ -127,7 +128,7 @@ async def test_running_out_of_slots_reloads_haproxy_without_refusing_anyone() ->
     table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
     machines = [Machine(f"m{i}") for i in range(6)]
     ports = [await m.start() for m in machines]
-    table.put_machine("m0", machine_doc("m0", ports[0]))
+    table.put_machine("m0", routed(machine_doc("m0", ports[0])))
     waker = Waker(table, lambda _w: None, load, metrics, "ams")
     try:
         async with serving("haproxy", table, waker, load, metrics) as served:
@@ -137,7 +138,7 @@ async def test_running_out_of_slots_reloads_haproxy_without_refusing_anyone() ->
             try:
                 await until(lambda: traffic.total() > 200)
                 for i in range(1, 6):  # four slots: the fifth machine needs more
-                    table.put_machine(f"m{i}", machine_doc(f"m{i}", ports[i]))
+                    table.put_machine(f"m{i}", routed(machine_doc(f"m{i}", ports[i])))
                 await served.synced()
                 assert served.dataplane.process.reloads == 1
                 await until(lambda: all(traffic.served[f"m{i}"] > 20 for i in range(6)))

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bodega.model.machine import Machine as Answer
 from bodega.proxy.http1 import Head, copy_body, read_head
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
@@ -115,9 +116,15 @@ class _Digest:
 def machine_doc(mid: str, port: int, *, state: str = "started", region: str = "ams",
                 worker: str = "w1") -> dict[str, Any]:
     return {"id": mid, "app": "web", "region": region, "worker": worker, "state": state,
-            "service_host": "127.0.0.1", "created_at": mid, "config": {"services": [
-                {"protocol": "tcp", "internal_port": port, "autostart": True,
-                 "ports": [{"port": 80, "handlers": ["http"]}]}]}}
+            "service_host": "127.0.0.1", "created_at": mid, "config": {
+                "image": "x", "services": [{"protocol": "tcp", "internal_port": port,
+                                            "autostart": True,
+                                            "ports": [{"port": 80, "handlers": ["http"]}]}]}}
+
+
+def routed(doc: dict[str, Any]) -> Answer:
+    """A machine row as the proxy reads it from the view."""
+    return Answer.model_validate(doc)
 
 
 @dataclass
@@ -142,7 +149,7 @@ async def rig(plane: str, count: int = 2) -> AsyncIterator[Rig]:
     machines = [Machine(f"m{i}") for i in range(count)]
     try:
         for i, m in enumerate(machines):
-            table.put_machine(f"m{i}", machine_doc(f"m{i}", await m.start()))
+            table.put_machine(f"m{i}", routed(machine_doc(f"m{i}", await m.start())))
         waker = Waker(table, lambda _w: None, load, metrics, "ams")
         async with serving(plane, table, waker, load, metrics) as served:
             yield Rig(table, served, machines, load)
@@ -220,7 +227,7 @@ async def test_unknown_apps_get_404_and_apps_with_nothing_running_503(plane: str
         assert missing.status_code == 404
         assert "no app is served" in missing.text
         assert missing.headers["content-type"].startswith("text/plain")
-        r.table.put_machine("m0", machine_doc("m0", 1, state="stopped"))
+        r.table.put_machine("m0", routed(machine_doc("m0", 1, state="stopped")))
         await r.serving.synced()
         async with client(r.url) as http:
             down = await http.get("/")
@@ -267,8 +274,8 @@ async def test_concurrent_requests_to_a_sleeping_app_share_one_start(
     worker_api = await serve(Starlette(routes=[Route("/v1/machines/{id}/start", start,
                                                      methods=["POST"])]), "127.0.0.1", 0)
     table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
-    table.put_machine("s1", machine_doc("s1", port, state="stopped"))
-    table.put_machine("s2", machine_doc("s2", port + 1, state="stopped"))
+    table.put_machine("s1", routed(machine_doc("s1", port, state="stopped")))
+    table.put_machine("s2", routed(machine_doc("s2", port + 1, state="stopped")))
     worker = WorkerClient(worker_api.url)
     waker = Waker(table, lambda _w: worker, load, metrics, "ams")
     try:

@@ -28,7 +28,7 @@ from bodega.runtime.serve import serve
 from bodega.wire.worker_client import WorkerClient
 
 from .plane_kit import serving
-from .test_forwarding import Machine, machine_doc
+from .test_forwarding import Machine, machine_doc, routed
 
 
 def limited(mid: str, port: int, state: str = "started") -> dict[str, Any]:
@@ -68,8 +68,8 @@ async def test_haproxy_counters_drive_autostop_and_the_soft_limit() -> None:
         Route("/v1/machines/{id}/stop", stop, methods=["POST"])]), "127.0.0.1", 0)
     worker = WorkerClient(worker_api.url)
     table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
-    table.put_machine("m1", limited("m1", busy_port))
-    table.put_machine("m2", limited("m2", spare_port, state="stopped"))
+    table.put_machine("m1", routed(limited("m1", busy_port)))
+    table.put_machine("m2", routed(limited("m2", spare_port, state="stopped")))
     waker = Waker(table, lambda _w: worker, load, metrics, "ams")
     try:
         async with serving("haproxy", table, waker, load, metrics) as served:

@@ -6,7 +6,6 @@ import datetime
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -56,8 +55,8 @@ async def test_the_worker_row_and_machine_rows_reach_a_node_that_joined_it(
     expires = datetime.datetime.fromisoformat(member.meta["cert_expires"])
     assert expires > datetime.datetime.now(datetime.UTC)  # the worker's certificate's end
 
-    created: dict[str, Any] = await client.create_machine(MACHINE)
-    machine_id = created["id"]
+    created = await client.create_machine(MACHINE)
+    machine_id = created.id
     await client.wait(machine_id, "started", timeout=10)
 
     def machine_state() -> str | None:

@@ -65,8 +65,8 @@ class CrashWorker:
             with contextlib.suppress(Exception):
                 for machine in await self.client.list_machines():
                     with contextlib.suppress(Exception):
-                        await self.client.destroy(machine["id"], force=True)
-                        await self.client.wait(machine["id"], "destroyed", timeout=30)
+                        await self.client.destroy(machine.id, force=True)
+                        await self.client.wait(machine.id, "destroyed", timeout=30)
         if self.client is not None:
             await self.client.aclose()  # also when the test stopped the worker itself
         if self.daemon is not None:

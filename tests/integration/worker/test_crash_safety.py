@@ -55,12 +55,12 @@ async def _setup(client: WorkerClient, fsm: str, marker: str) -> str:
             "skip_launch": fsm == "start_machine"}
     machine = await client.create_machine(body)
     if fsm != "start_machine":
-        await client.wait(machine["id"], "started", timeout=30)
+        await client.wait(machine.id, "started", timeout=30)
     if fsm == "resume_machine":
         await until(lambda: len(program_pids(marker)) == 1)
-        await client.suspend(machine["id"])
-        await client.wait(machine["id"], "suspended", timeout=30)
-    return str(machine["id"])
+        await client.suspend(machine.id)
+        await client.wait(machine.id, "suspended", timeout=30)
+    return str(machine.id)
 
 
 async def _trigger(client: WorkerClient, fsm: str, mid: str, marker: str) -> None:
@@ -85,7 +85,7 @@ async def _trigger(client: WorkerClient, fsm: str, mid: str, marker: str) -> Non
         await _ignore_drop(client.create_volume({"app": "crash", "name": "data", "size_gb": 1}))
     elif fsm == "delete_volume":
         volume = await client.create_volume({"app": "crash", "name": "data", "size_gb": 1})
-        await _ignore_drop(client.request("DELETE", f"/v1/volumes/{volume['id']}",
+        await _ignore_drop(client.request("DELETE", f"/v1/volumes/{volume.id}",
                                           params={"app": "crash"}))
 
 
@@ -123,7 +123,7 @@ async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str
     if fsm == "create_machine":
         machines = await client.list_machines("crash")
         assert len(machines) == 1, machines
-        mid = machines[0]["id"]
+        mid = machines[0].id
     expected = {"stop_machine": "stopped", "destroy_machine": "destroyed",
                 "suspend_machine": "suspended"}.get(fsm, "started")
     await client.wait(mid, expected, timeout=30)
@@ -140,12 +140,12 @@ async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str
         if fsm == "update_machine":
             assert environ_of(pid).get("VERSION") == "2"
         machine = await client.machine(mid)
-        assert machine["state"] == expected
+        assert machine.state == expected
     else:
         await until(lambda: program_pids(marker) == [])
     if expected == "destroyed":
         machine = await client.machine(mid)
-        index = int(machine["private_ip"].rsplit(".", 1)[1])
+        index = int(machine.private_ip.rsplit(".", 1)[1])
         namespace = NetnsNetwork(ipaddress.ip_network(subnet), names_of(data_dir)).netns(index)
         if Path(f"/run/netns/{namespace}").exists():
             # It may be wired afresh for the next machine, with a launcher parked in it

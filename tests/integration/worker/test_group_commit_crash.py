@@ -27,10 +27,10 @@ async def test_sigkill_right_after_a_group_is_answered_loses_no_create(tmp_path:
         assert worker.daemon is not None
         await worker.daemon.kill9()  # at once: the operations they began may not have run
         client = await worker.start()
-        machines = {m["id"]: m for m in await client.list_machines("crash")}
-        assert set(machines) == {m["id"] for m in answered}
-        assert {m["name"] for m in machines.values()} == {f"m{i}" for i in range(4)}
+        machines = {m.id: m for m in await client.list_machines("crash")}
+        assert set(machines) == {m.id for m in answered}
+        assert {m.name for m in machines.values()} == {f"m{i}" for i in range(4)}
         for machine in answered:  # each create resumed and went on to start, once
-            await client.wait(machine["id"], "started", timeout=60)
+            await client.wait(machine.id, "started", timeout=60)
         for marker in markers:
             await until(lambda m=marker: len(program_pids(m)) == 1)  # type: ignore[misc]

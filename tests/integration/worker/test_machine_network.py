@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from bodega.model.machine import Machine
 from bodega.wire.worker_client import WorkerClient
 
 from .crash_kit import crash_worker, until
@@ -49,9 +50,9 @@ async def ask(host: str, port: int, timeout: float = 20.0) -> str:
             await asyncio.sleep(0.05)
 
 
-async def started(client: WorkerClient) -> dict[str, Any]:
+async def started(client: WorkerClient) -> Machine:
     machine = await client.create_machine({"app": "echo", "config": server_config()})
-    await client.wait(machine["id"], "started", timeout=30)
+    await client.wait(machine.id, "started", timeout=30)
     return machine
 
 
@@ -59,20 +60,22 @@ async def test_two_machines_share_a_port_and_a_reused_address_answers(tmp_path: 
     async with crash_worker(tmp_path) as worker:
         client = await worker.start()
         first, second = await started(client), await started(client)
-        assert first["private_ip"] != second["private_ip"]
+        assert first.private_ip != second.private_ip
         for machine in (first, second):
             # The worker publishes where the service is reachable from other hosts.
-            assert machine["service_host"] == machine["private_ip"]
-            answer = await ask(machine["service_host"], 8080)
-            assert answer == f"{machine['id']} echo ams {machine['private_ip']}"
+            assert machine.service_host == machine.private_ip
+            assert machine.service_host is not None
+            answer = await ask(machine.service_host, 8080)
+            assert answer == f"{machine.id} echo ams {machine.private_ip}"
 
-        await client.destroy(first["id"], force=True)
-        await client.wait(first["id"], "destroyed", timeout=30)
+        await client.destroy(first.id, force=True)
+        await client.wait(first.id, "destroyed", timeout=30)
         # The freed address gets a fresh namespace, wired ahead of the next create.
         network = worker.network()
-        index = int(first["private_ip"].rsplit(".", 1)[1])
+        index = int(first.private_ip.rsplit(".", 1)[1])
         await until(lambda: network.ready(index))
         third = await started(client)
-        assert third["private_ip"] == first["private_ip"], "the lowest ready address is reused"
-        assert await ask(third["service_host"], 8080) == (
-            f"{third['id']} echo ams {third['private_ip']}")
+        assert third.private_ip == first.private_ip, "the lowest ready address is reused"
+        assert third.service_host is not None
+        assert await ask(third.service_host, 8080) == (
+            f"{third.id} echo ams {third.private_ip}")

@@ -155,8 +155,16 @@ async def _launchers(under: Path) -> list[int]:
                 continue
         return found
 
-    await _until(find)
-    return find()
+    seen: list[int] = []
+
+    def found() -> bool:
+        # Kept from the look that saw them: a launcher's command line reads empty for an
+        # instant while nsenter execs its shell, so a second look may miss it.
+        seen[:] = find()
+        return bool(seen)
+
+    await _until(found)
+    return seen
 
 
 def _reading_fifo(pid: int) -> bool:

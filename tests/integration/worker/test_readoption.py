@@ -18,21 +18,21 @@ async def test_running_machines_are_readopted_after_kill_9(tmp_path: Path) -> No
     async with crash_worker(tmp_path) as worker:
         client = await worker.start()
         machine = await client.create_machine({"app": "a", "config": machine_config(marker)})
-        await client.wait(machine["id"], "started", timeout=30)
+        await client.wait(machine.id, "started", timeout=30)
         await until(lambda: len(program_pids(marker)) == 1)
         (pid,) = program_pids(marker)
         assert worker.daemon is not None
         await worker.daemon.kill9()
         assert program_pids(marker) == [pid]  # the worker's death did not touch the machine
         client = await worker.start()
-        again = await client.machine(machine["id"])
-        assert again["state"] == "started"
+        again = await client.machine(machine.id)
+        assert again.state == "started"
         assert program_pids(marker) == [pid]
-        events = await client.call("GET", machine["id"], "events")
+        events = await client.call("GET", machine.id, "events")
         assert [e["type"] for e in events].count("start") == 2  # starting + started, once
-        await client.stop(machine["id"], signal="SIGTERM")
-        await client.wait(machine["id"], "stopped", timeout=30)
-        exit_event = (await client.call("GET", machine["id"], "events"))[0]
+        await client.stop(machine.id, signal="SIGTERM")
+        await client.wait(machine.id, "stopped", timeout=30)
+        exit_event = (await client.call("GET", machine.id, "events"))[0]
         assert exit_event["request"]["exit_event"]["exit_code"] == 143
         assert program_pids(marker) == []
 
@@ -49,7 +49,7 @@ async def test_an_exit_while_the_worker_is_down_follows_the_restart_policy(
     async with crash_worker(tmp_path) as worker:
         client = await worker.start()
         machine = await client.create_machine({"app": "a", "config": config})
-        mid = machine["id"]
+        mid = machine.id
         flag = worker.tmp / worker.name / "machines" / mid / "root" / "exit-now"
         await client.wait(mid, "started", timeout=30)
         await until(lambda: len(program_pids(marker)) == 1)

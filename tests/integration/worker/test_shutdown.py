@@ -59,12 +59,12 @@ async def test_sigterm_stops_leased_and_crash_looping_machines(tmp_path: Path) -
         looping_config = machine_config(looping_marker, restart={"policy": "always"})
         looping_config["init"] = {"exec": [PY, "-c", CRASH_LOOP, looping_marker]}
         looping = await client.create_machine({"app": "shut", "config": looping_config})
-        await client.wait(leased["id"], "started", timeout=30)
-        lease = await client.call("POST", leased["id"], "lease", json={"ttl": 600})
+        await client.wait(leased.id, "started", timeout=30)
+        lease = await client.call("POST", leased.id, "lease", json={"ttl": 600})
         assert lease["data"]["nonce"]
         await until(lambda: bool(program_pids(leased_marker)))
         # Let the other one crash and be restarted at least once: it is in its loop now.
-        await _until_it_crashed(client, looping["id"])
+        await _until_it_crashed(client, looping.id)
         data_dir = str(worker.tmp / worker.name)  # named by wrappers and parked launchers
 
         try:

@@ -59,10 +59,10 @@ def frozen(pid: int) -> bool:
 async def started_counter(worker: CrashWorker, client: WorkerClient,
                           marker: str) -> tuple[str, int]:
     machine = await client.create_machine({"app": "a", "config": counter_config(marker)})
-    await client.wait(machine["id"], "started", timeout=30)
-    await until(lambda: len(program_pids(marker)) == 1 and count(worker, machine["id"]) > 3)
+    await client.wait(machine.id, "started", timeout=30)
+    await until(lambda: len(program_pids(marker)) == 1 and count(worker, machine.id) > 3)
     (pid,) = program_pids(marker)
-    return machine["id"], pid
+    return machine.id, pid
 
 
 async def suspended(client: WorkerClient, mid: str, nonce: str | None = None) -> None:
@@ -99,7 +99,7 @@ async def test_suspend_freezes_and_start_resumes_the_same_process(tmp_path: Path
         assert program_pids(marker) == [pid]  # the same process, not a new run
         assert not frozen(pid)
         machine = await client.machine(mid)
-        assert machine["state"] == "started"
+        assert machine.state == "started"
         events = await client.call("GET", mid, "events")
         assert [(e["type"], e["status"]) for e in events[:2]] == [
             ("start", "started"), ("start", "starting")]
@@ -149,9 +149,9 @@ async def test_suspend_refusals_use_the_api_error_shape(tmp_path: Path) -> None:
 async def test_a_driver_without_suspend_answers_400(tmp_path: Path) -> None:
     async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine({"app": "a", "config": {"image": "x"}})
-        await client.wait(machine["id"], "started", timeout=30)
+        await client.wait(machine.id, "started", timeout=30)
         with pytest.raises(BadRequest) as refused:
-            await client.suspend(machine["id"])
+            await client.suspend(machine.id)
         assert refused.value.status == "unimplemented"
         assert "suspend is not supported" in refused.value.message
 

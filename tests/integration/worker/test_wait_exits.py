@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from bodega.model.errors import NotFound
+from bodega.model.machine_answers import WaitAnswer
 from bodega.wire.worker_client import WorkerClient
 
 from .crash_kit import CrashWorker, crash_worker
@@ -28,11 +29,11 @@ async def _job(worker: CrashWorker, client: WorkerClient, **extra: Any) -> str:
     config = {"image": "local/job", "init": {"exec": JOB}, "guest": {"cpus": 1, "memory_mb": 256},
               "restart": {"policy": "no"}, **extra}
     machine = await client.create_machine({"app": "jobs", "config": config})
-    await client.wait(machine["id"], "started", timeout=WAIT_TIMEOUT)
-    return str(machine["id"])
+    await client.wait(machine.id, "started", timeout=WAIT_TIMEOUT)
+    return str(machine.id)
 
 
-async def _in_flight(client: WorkerClient, mid: str, state: str) -> asyncio.Task[Any]:
+async def _in_flight(client: WorkerClient, mid: str, state: str) -> asyncio.Task[WaitAnswer]:
     task = asyncio.create_task(client.wait(mid, state, timeout=WAIT_TIMEOUT))
     await asyncio.sleep(1.0)  # let the request reach the worker and start waiting
     assert not task.done(), "the wait answered before the program ended"
@@ -50,7 +51,7 @@ async def test_a_wait_for_stopped_answers_when_the_program_exits(tmp_path: Path)
         wait = await _in_flight(client, mid, "stopped")
         _let_it_end(worker, mid)
         answer = await asyncio.wait_for(wait, PROMPTLY)
-        assert answer["state"] == "stopped"
+        assert answer.state == "stopped"
         events = await client.call("GET", mid, "events")
         exits = [e for e in events if e["type"] == "exit"]
         assert exits[0]["request"]["exit_event"]["exit_code"] == 3
@@ -67,6 +68,6 @@ async def test_waits_on_an_auto_destroyed_machine_answer_when_it_is_destroyed(
         for_stopped = await _in_flight(client, mid, "stopped")
         _let_it_end(worker, mid)
         answer = await asyncio.wait_for(for_destroyed, PROMPTLY)
-        assert answer["state"] == "destroyed"
+        assert answer.state == "destroyed"
         with pytest.raises(NotFound, match="was destroyed"):
             await asyncio.wait_for(for_stopped, PROMPTLY)

@@ -56,9 +56,9 @@ async def test_concurrent_reservations_never_exceed_capacity(tmp_path: Path) -> 
         assert all(r.status == "insufficient_capacity" for r in rejected)
         assert "free" in (rejected[0].details or {})
         capacity = await client.capacity()
-        assert capacity["used"]["memory_mb"] == 4096
+        assert capacity.used.memory_mb == 4096
         await client.release(accepted[0].id)
-        assert (await client.capacity())["used"]["memory_mb"] == 3840
+        assert (await client.capacity()).used.memory_mb == 3840
 
 
 async def test_unclaimed_reservations_expire_by_themselves(tmp_path: Path) -> None:
@@ -84,15 +84,15 @@ async def test_machine_lifecycle_over_http(tmp_path: Path) -> None:
             {"app": "web", "config": CONFIG, "reservation_id": reservation.id,
              "name": "web-1"}
         )
-        mid = machine["id"]
-        assert machine["state"] in ("created", "starting", "started")
-        assert machine["region"] == "ams"
-        assert len(machine["instance_id"]) == 26
+        mid = machine.id
+        assert machine.state in ("created", "starting", "started")
+        assert machine.region == "ams"
+        assert len(machine.instance_id) == 26
         waited = await client.wait(mid, "started", timeout=10)
-        assert waited["ok"] is True
-        assert waited["state"] == "started"
+        assert waited.ok is True
+        assert waited.state == "started"
         listed = await client.list_machines("web")
-        assert [m["id"] for m in listed] == [mid]
+        assert [m.id for m in listed] == [mid]
         assert await client.list_machines("other") == []
         with pytest.raises(NotFound):
             await client.machine(mid, app="other")
@@ -114,7 +114,7 @@ async def test_machine_lifecycle_over_http(tmp_path: Path) -> None:
 async def test_leases_over_http_use_the_success_envelope(tmp_path: Path) -> None:
     async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine({"app": "web", "config": CONFIG})
-        mid = machine["id"]
+        mid = machine.id
         lease = await client.call("POST", mid, "lease", json={"ttl": 30})
         assert lease["status"] == "success"
         nonce = lease["data"]["nonce"]
@@ -141,16 +141,16 @@ async def test_delete_with_lease_override_destroys_a_leased_machine(tmp_path: Pa
     # The broker's app delete destroys every machine of the app, whoever holds a lease.
     async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine({"app": "web", "config": CONFIG})
-        mid = machine["id"]
+        mid = machine.id
         await client.wait(mid, "started", timeout=10)
         await client.call("POST", mid, "lease", json={"ttl": 300})
         with pytest.raises(Conflict, match="lease currently held"):
             await client.destroy(mid, force=True)
         with pytest.raises(Conflict, match="lease currently held"):
             await client.call("DELETE", mid, params={"force": "true", "lease_override": "false"})
-        assert (await client.machine(mid))["state"] == "started"
+        assert (await client.machine(mid)).state == "started"
         await client.call("DELETE", mid, params={"force": "true", "lease_override": "true"})
         waited = await client.wait(mid, "destroyed", timeout=10)
-        assert waited["state"] == "destroyed"
+        assert waited.state == "destroyed"
         with pytest.raises(NotFound, match="lease not found"):
             await client.call("GET", mid, "lease")

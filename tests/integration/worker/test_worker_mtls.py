@@ -61,7 +61,7 @@ async def test_strangers_are_refused_in_the_handshake_and_wrong_roles_with_403(
         with pytest.raises(httpx.TransportError):  # plain HTTP on a TLS port
             await httpx.AsyncClient().post(url.replace("https:", "http:") + "/v1/machines")
         machine = await client.create_machine(MACHINE)  # a broker may
-        mid = machine["id"]
+        mid = machine.id
         # A worker may call no machine route of another worker; a proxy wakes, never creates.
         async with TEST_CA.http("worker", base_url=url) as worker, \
                 TEST_CA.http("proxy", base_url=url) as proxy:

@@ -45,9 +45,9 @@ async def test_misspelled_fields_on_machine_calls_are_400s(
                                                "skip_launch": True})
         misspelled = next(k for k in body if k not in ("signal", "ttl", "config", "metadata"))
         with pytest.raises(BadRequest) as raised:
-            await client.call(method, machine["id"], action, json=body)
+            await client.call(method, machine.id, action, json=body)
         assert misspelled in raised.value.message
-        assert (await client.machine(machine["id"]))["state"] == "created"  # nothing happened
+        assert (await client.machine(machine.id)).state == "created"  # nothing happened
 
 
 async def test_the_typed_client_refuses_a_misspelled_field_before_sending() -> None:
@@ -82,7 +82,7 @@ async def test_a_create_sent_as_pydantics_bytes_keeps_its_placement_record_verba
     assert json.loads(encoded) == body.model_dump(mode="json", exclude_none=True)
     async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine(body)
-        assert await client.call("GET", machine["id"], "placement") == record
+        assert await client.call("GET", machine.id, "placement") == record
 
 
 @pytest.mark.parametrize(("body", "says"), [

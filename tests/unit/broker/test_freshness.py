@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from bodega.broker.freshness import newest, replaces, stamp
 from bodega.broker.machine_index import MachineIndex
+from bodega.model.machine import Machine
 
 
-def doc(updated_at: str | None, state: str = "started") -> dict[str, object]:
+def doc(updated_at: str | None, state: str = "started") -> Machine:
     d: dict[str, object] = {"id": "m1", "app": "a", "worker": "w1", "name": "n",
                             "state": state}
     if updated_at is not None:
         d["updated_at"] = updated_at
-    return d
+    return Machine.model_validate(d)
 
 
 def test_a_zero_fraction_is_not_newer_than_a_later_microsecond() -> None:

@@ -11,13 +11,17 @@ from bodega.broker.freshness import stamp
 from bodega.broker.ip_assignments import SHARED_V4, V4_POOL, allocate
 from bodega.broker.org_machines import decode_cursor, encode_cursor, page, parse_query
 from bodega.model.errors import BadRequest, Unavailable
+from bodega.model.machine import Machine
+
+GUEST = {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}
 
 
 def doc(mid: str, updated: str, state: str = "started", region: str = "ams",
-        app: str = "a") -> dict[str, object]:
-    return {"id": mid, "app": app, "name": mid, "state": state, "region": region,
-            "updated_at": updated, "config": {"image": "i", "guest": {"cpus": 1},
-                                              "env": {"SECRET": "x"}}}
+        app: str = "a") -> Machine:
+    return Machine.model_validate({
+        "id": mid, "app": app, "name": mid, "state": state, "region": region,
+        "updated_at": updated, "config": {"image": "i", "guest": GUEST,
+                                          "env": {"SECRET": "x"}}})
 
 
 DOCS = [doc("m3", "2026-01-01T00:00:03Z"), doc("m1", "2026-01-01T00:00:01Z"),
@@ -26,9 +30,9 @@ DOCS = [doc("m3", "2026-01-01T00:00:03Z"), doc("m1", "2026-01-01T00:00:01Z"),
 
 
 def test_oldest_update_first_without_destroyed_and_with_an_overview_config() -> None:
-    body = page(DOCS, parse_query({}))
+    body = page(DOCS, parse_query({})).doc()
     assert [m["id"] for m in body["machines"]] == ["m1", "m3", "m4"]
-    assert body["machines"][0]["config"] == {"image": "i", "guest": {"cpus": 1}}
+    assert body["machines"][0]["config"] == {"image": "i", "guest": GUEST}
     assert body["machines"][2]["app_name"] == "b"
     assert (body["last_machine_id"], body["last_updated_at"]) == ("m4", "2026-01-01T00:00:04Z")
     assert "next_cursor" not in body
@@ -36,13 +40,13 @@ def test_oldest_update_first_without_destroyed_and_with_an_overview_config() -> 
 
 def test_filters() -> None:
     def ids(**params: list[str]) -> list[str]:
-        return [str(m["id"]) for m in page(DOCS, parse_query(params))["machines"]]
+        return [str(m["id"]) for m in page(DOCS, parse_query(params)).doc()["machines"]]
     assert ids(include_deleted=["true"]) == ["m1", "m2", "m3", "m4"]
     assert ids(region=["syd"]) == ["m4"]
     assert ids(state=["stopped,started"]) == ["m1", "m3", "m4"]
     assert ids(state=["destroyed"], include_deleted=["1"]) == ["m2"]
     assert ids(updated_after=["2026-01-01T00:00:01Z"]) == ["m3", "m4"]
-    summary = page(DOCS, parse_query({"summary": ["true"]}))["machines"]
+    summary = page(DOCS, parse_query({"summary": ["true"]})).doc()["machines"]
     assert all("config" not in m for m in summary)
 
 
@@ -50,7 +54,7 @@ def test_the_cursor_walks_every_machine_once() -> None:
     seen: list[str] = []
     params: dict[str, list[str]] = {"limit": ["2"], "include_deleted": ["true"]}
     while True:
-        body = page(DOCS, parse_query(params))
+        body = page(DOCS, parse_query(params)).doc()
         seen += [str(m["id"]) for m in body["machines"]]
         if "next_cursor" not in body:
             break

@@ -241,3 +241,22 @@ async def test_a_hedged_create_with_no_answer_keeps_its_room() -> None:
     assert first.held == {"r-w0"}  # the machine may hold it now
     assert second.held == set()
     assert used_mb(candidates, "w0") == 1024
+
+
+async def test_a_placement_that_finds_no_room_is_reported_with_its_record() -> None:
+    place, _ = placer(workers=2, used={"w0": {"millicpus": 8000}, "w1": {"millicpus": 8000}})
+    heard: list[tuple[str, str, str]] = []
+    place.refused = lambda app, record, message: heard.append(
+        (app, message, ",".join(f"{k}={n}" for r in record.regions
+                                for k, n in r.refused_by_kind.items())))
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        return {"id": worker}
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    with pytest.raises(InsufficientCapacity) as refused:
+        await place.place(request, ask, place.record(request))
+    assert heard == [("app", refused.value.message, "cpu=2")]
+    await place.place(PlacementRequest("app", Ask(memory_mb=128), ("ams",)), ask,
+                      place.record(request))  # placed: nothing reported
+    assert len(heard) == 1

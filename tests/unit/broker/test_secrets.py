@@ -37,20 +37,20 @@ def test_a_sealed_value_opens_only_for_its_app_name_and_cluster() -> None:
 def test_set_list_get_and_delete_never_show_a_value() -> None:
     s, catalog = secrets()
     answer = s.update("web", {"DB": VALUE, "API_KEY": "k"})
-    assert answer["version"] == 1
-    assert [x["name"] for x in answer["secrets"]] == ["API_KEY", "DB"]
+    assert answer.version == 1
+    assert [x.name for x in answer.secrets] == ["API_KEY", "DB"]
     listed = s.list("web")
     got = s.get("web", "DB")
-    assert VALUE not in json.dumps([answer, listed, got])
-    assert set(got) == {"name", "digest", "created_at", "updated_at"}
+    assert VALUE not in json.dumps([answer.doc(), listed.doc(), got.doc()])
+    assert set(got.doc()) == {"name", "digest", "created_at", "updated_at"}
     stored = catalog.rows("secrets", app="web")
     assert VALUE not in json.dumps(stored)  # only the sealed value is in the cluster
-    before = got["digest"]
-    assert s.set("web", "DB", "other")["digest"] != before
-    assert s.delete("web", "DB")["version"] == 3
+    before = got.digest
+    assert s.set("web", "DB", "other").digest != before
+    assert s.delete("web", "DB").version == 3
     with pytest.raises(NotFound):
         s.get("web", "DB")
-    assert s.update("web", {"API_KEY": None})["secrets"] == []
+    assert s.update("web", {"API_KEY": None}).secrets == []
 
 
 def test_bad_names_and_values_are_refused_before_anything_is_written() -> None:

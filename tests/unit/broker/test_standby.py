@@ -12,14 +12,17 @@ from bodega.broker.standby import (
     standbys_to_start,
     standbys_to_stop,
 )
+from bodega.model.machine import Machine
+from bodega.wire.platform import Member
 
 
 def machine(mid: str, worker: str, state: str, standbys: list[str] | None = None,
-            app: str = "ticker") -> dict[str, Any]:
+            app: str = "ticker") -> Machine:
     config: dict[str, Any] = {"image": "x"}
     if standbys is not None:
         config["standbys"] = standbys
-    return {"id": mid, "app": app, "worker": worker, "state": state, "config": config}
+    return Machine.model_validate({"id": mid, "app": app, "worker": worker, "state": state,
+                                   "config": config})
 
 
 def statuses(**by_worker: str) -> Any:
@@ -182,9 +185,8 @@ def test_start_and_stop_never_both_apply_to_one_pair() -> None:
 
 # -- hysteresis -------------------------------------------------------------------------------
 
-def member(name: str, status: str, incarnation: int = 1, generation: int = 1) -> dict[str, Any]:
-    return {"name": name, "status": status, "incarnation": incarnation,
-            "generation": generation}
+def member(name: str, status: str, incarnation: int = 1, generation: int = 1) -> Member:
+    return Member(name=name, status=status, incarnation=incarnation, generation=generation)
 
 
 def test_a_member_settles_after_staying_alive_for_the_settle_time() -> None:

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from bodega.broker.catalog import MemoryCatalog
+from bodega.broker.catalog import MemoryCatalog, machine_row
 from bodega.broker.standby_watch import StandbyWatch
 from bodega.model.errors import Conflict
+from bodega.model.machine import Machine
 
 SETTLE = 10.0
 
@@ -21,9 +22,10 @@ SETTLE = 10.0
 def view() -> MemoryCatalog:
     catalog = MemoryCatalog()
     catalog.put("machines", "p1", {"id": "p1", "app": "ticker", "worker": "ams-1",
-                                   "state": "started", "config": {}})
+                                   "state": "started", "config": {"image": "x"}})
     catalog.put("machines", "s1", {"id": "s1", "app": "ticker", "worker": "ams-2",
-                                   "state": "stopped", "config": {"standbys": ["p1"]}})
+                                   "state": "stopped",
+                                   "config": {"image": "x", "standbys": ["p1"]}})
     catalog.set_status("ams-1", "alive", incarnation=1, generation=1)
     catalog.set_status("ams-2", "alive", incarnation=1, generation=1)
     return catalog
@@ -132,7 +134,7 @@ async def test_the_primary_back_for_the_settle_time_gets_its_standby_stopped(
     catalog, clock = view(), Clock()
     workers = Workers(catalog)
     watch = workers.watch(clock)
-    watch.on_machine("s1", catalog.get("machines", "s1"))
+    watch.on_machine("s1", machine_row(catalog, "s1"))
     await take_over(catalog, workers, watch)
     caplog.set_level(logging.INFO, "bodega.broker.standby")
     # Back: declared dead, it rejoined as a new generation; the primary still runs there.
@@ -232,18 +234,19 @@ async def test_a_standby_created_or_destroyed_later_is_followed() -> None:
     workers = Workers(catalog)
     watch = workers.watch(clock)
     standby = {"id": "s2", "app": "ticker", "worker": "ams-3", "state": "stopped",
-               "config": {"standbys": ["p2"]}}
+               "config": {"image": "x", "standbys": ["p2"]}}
     catalog.put("machines", "p2", {"id": "p2", "app": "ticker", "worker": "ams-4",
-                                   "state": "started", "config": {}})
+                                   "state": "started", "config": {"image": "x"}})
     catalog.put("machines", "s2", standby)
     catalog.set_status("ams-3", "alive")
     catalog.set_status("ams-4", "dead")
     await watch.once()
     assert state(catalog, "s2") == "stopped"  # not known to the watch yet
-    watch.on_machine("s2", standby)
+    watch.on_machine("s2", Machine.model_validate(standby))
     await watch.once()
     assert state(catalog, "s2") == "started"
-    watch.on_machine("s1", {**(catalog.get("machines", "s1") or {}), "state": "destroyed"})
+    watch.on_machine("s1", Machine.model_validate(
+        {**(catalog.get("machines", "s1") or {}), "state": "destroyed"}))
     watch.on_machine("s2", None)
     assert watch.pairs() == []
 

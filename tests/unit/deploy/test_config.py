@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ def test_the_fly_toml_fly_launch_writes_loads_with_warnings_for_ignored_keys() -
     assert config.primary_region == "ams"
     assert config.http_service is not None
     assert config.http_service.internal_port == 8080
-    assert config.vm[0].guest() == {"cpu_kind": "shared", "cpus": 1, "memory_mb": 1024}
+    assert config.vm[0].guest().model_dump(exclude_none=True) == {
+        "cpu_kind": "shared", "cpus": 1, "memory_mb": 1024}
     ignored = sorted(w.split(": ")[1] for w in warnings)
     assert ignored == ["build.builder is ignored by bodega",
                        "console_command is ignored by bodega",
@@ -27,12 +29,12 @@ def test_the_fly_toml_fly_launch_writes_loads_with_warnings_for_ignored_keys() -
                        "statics is ignored by bodega"]
     assert warnings[0].startswith(str(FIXTURES / "fly-launch-python.toml") + ":")
     spec = machine_config(config, "app", 3)
-    assert spec["metadata"] == {GROUP_KEY: "app", RELEASE_KEY: "3"}
-    assert spec["init"]["exec"] == ["gunicorn", "--bind", ":8080", "--workers", "2",
-                                    "hello:app"]
-    (service,) = spec["services"]
-    assert service["internal_port"] == 8080
-    assert service["autostop"] == "stop"
+    assert spec.metadata == {GROUP_KEY: "app", RELEASE_KEY: "3"}
+    assert spec.init is not None
+    assert spec.init.exec == ["gunicorn", "--bind", ":8080", "--workers", "2", "hello:app"]
+    (service,) = spec.services or []
+    assert service.internal_port == 8080
+    assert service.autostop == "stop"
 
 
 def test_an_unknown_key_names_file_line_and_field() -> None:
@@ -131,12 +133,20 @@ def test_processes_split_like_a_shell_but_never_through_one(tmp_path: Path) -> N
                      "rm", "-rf", "/"]
 
 
+def test_a_config_the_machines_api_would_refuse_is_an_error_naming_group_and_field() -> None:
+    config, _ = parse('app = "x"\n[build]\nimage = "nginx"\n[[vm]]\nmemory = 300\n')
+    said = ("process group 'app': invalid_argument: guest.memory_mb: Value error, memory_mb "
+            "must be a multiple of 128")
+    with pytest.raises(ValueError, match=f"^{re.escape(said)}$"):
+        machine_config(config, "app", 1)
+
+
 def test_process_driver_needs_a_command_and_an_image_does_not() -> None:
     config, _ = parse('app = "x"\n')
     with pytest.raises(ValueError, match="no command"):
         machine_config(config, "app", 1)
     config, _ = parse('app = "x"\n[build]\nimage = "nginx"\n')
-    assert machine_config(config, "app", 1)["image"] == "nginx"
+    assert machine_config(config, "app", 1).image == "nginx"
 
 
 def test_checks_and_services_reach_the_group_they_name() -> None:
@@ -160,7 +170,9 @@ type = "tcp"
 port = 9000
 processes = ["worker"]
 ''')
-    web, worker = machine_config(config, "web", 1), machine_config(config, "worker", 1)
+    # As the Machines API takes them, and answers them.
+    web = machine_config(config, "web", 1).to_wire()
+    worker = machine_config(config, "worker", 1).to_wire()
     assert web["services"][0]["checks"] == [{
         "type": "http", "path": "/healthz", "interval": "2s", "port": 8080,
         "headers": [{"name": "Host", "values": ["example.com"]}]}]

@@ -19,6 +19,7 @@ from bodega.deploy.plan import (
     plan,
     pool_size,
 )
+from bodega.model.machine import Machine, MachineEvent
 
 NEW = {"image": "v2"}
 
@@ -26,6 +27,11 @@ NEW = {"image": "v2"}
 def m(mid: str, state: str = "started", group: str = "app", **config: Any) -> Current:
     return Current(id=mid, group=group, state=state, region="ams", config={"image": "v1",
                                                                            **config})
+
+
+def events(found: list[dict[str, Any]]) -> list[MachineEvent]:
+    """Events as the client reads them off the wire."""
+    return [MachineEvent.model_validate(event) for event in found]
 
 
 def want(group: str = "app", services: bool = True, checks: bool = True) -> Desired:
@@ -52,7 +58,8 @@ def test_rolling_updates_stopped_together_then_one_started_alone_then_pools() ->
     ]
     assert [s.wait for s in p.stages] == [False, True, True, True]
     assert p.leases == ["m1", "m2", "m3", "m4", "m5", "m6"]
-    assert all(isinstance(a, Update) and a.config == NEW for s in p.stages for a in s.actions)
+    assert all(isinstance(a, Update) and a.config.to_wire() == NEW
+               for s in p.stages for a in s.actions)
 
 
 def test_a_failed_machine_is_updated_as_a_running_one_and_waited_on() -> None:
@@ -78,13 +85,13 @@ def test_a_machine_stopped_by_its_own_crash_is_started_again_a_stopped_one_rests
               "request": {"exit_event": {"exit_code": 143, "requested_stop": True}}}]
     done = [{"type": "exit", "status": "stopped", "source": "flyd",
              "request": {"exit_event": {"exit_code": 0, "requested_stop": False}}}]
-    assert stopped_by_a_crash(crash)
-    assert not stopped_by_a_crash(asked)
-    assert not stopped_by_a_crash(done)  # a program that finished is at rest
-    assert not stopped_by_a_crash([{"type": "stop", "status": "stopped"}, *crash])
+    assert stopped_by_a_crash(events(crash))
+    assert not stopped_by_a_crash(events(asked))
+    assert not stopped_by_a_crash(events(done))  # a program that finished is at rest
+    assert not stopped_by_a_crash(events([{"type": "stop", "status": "stopped"}, *crash]))
     assert not stopped_by_a_crash([])
-    listed = [{"id": i, "state": "stopped", "region": "ams", "config": {"image": "v1"}}
-              for i in ("m1", "m2")]
+    listed = [Machine.model_validate({"id": i, "state": "stopped", "region": "ams",
+                                      "config": {"image": "v1"}}) for i in ("m1", "m2")]
     current = current_machines(listed, crashed=frozenset({"m1"}))
     p = plan([want()], current, strategy="rolling")
     assert steps(p) == [("app: update stopped machines", ["update m2"]),
@@ -161,7 +168,7 @@ def test_a_standby_keeps_its_standbys_through_an_update() -> None:
     p = plan([want("w", services=False)], current, strategy="rolling")
     (standby,) = p.stages[0].actions
     assert isinstance(standby, Update)
-    assert standby.config == {**NEW, "standbys": ["p1"]}
+    assert standby.config.to_wire() == {**NEW, "standbys": ["p1"]}
 
 
 def test_first_deploy_with_ha_two_machines_with_services_a_standby_without() -> None:

@@ -43,9 +43,13 @@ def desired(config: AppConfig, release: int) -> list[Desired]:
     return [Desired(group="app", config=spec, has_services=True, has_checks=has_checks(spec))]
 
 
-def served(config: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """The config as a machine's GET answers it."""
-    return {**MachineConfig.model_validate(config).to_wire(), **extra}
+def served(config: MachineConfig, **extra: Any) -> MachineConfig:
+    """The config as a machine's GET answers it (read back as the client reads it)."""
+    return conf({**config.to_wire(), **extra})
+
+
+def conf(wire: dict[str, Any]) -> MachineConfig:
+    return MachineConfig.model_validate(wire)
 
 
 def on(mid: str, config: AppConfig, release: int, state: str = "started",
@@ -98,7 +102,7 @@ def test_a_changed_env_or_size_updates_every_machine() -> None:
     assert updated(plan(desired(app(GREETING="hi"), 2), current, strategy="rolling")) == [
         "m1", "m2"]
     spec = machine_config(v1, "app", 2)
-    spec["guest"] = {**spec["guest"], "memory_mb": 512}
+    spec = conf({**spec.to_wire(), "guest": {**spec.to_wire()["guest"], "memory_mb": 512}})
     grown = [Desired(group="app", config=spec, has_services=True, has_checks=True)]
     assert updated(plan(grown, current, strategy="rolling")) == ["m1", "m2"]
 
@@ -116,7 +120,8 @@ def test_a_standby_on_the_release_config_stays_as_it_is() -> None:
     v1 = app()
     primary = on("p1", v1, 1)
     standby = on("s1", v1, 1, state="created")
-    standby = standby.model_copy(update={"config": {**standby.config, "standbys": ["p1"]}})
+    standby = standby.model_copy(update={"config": conf({**standby.config.to_wire(),
+                                                         "standbys": ["p1"]})})
     p = plan(desired(v1, 2), [primary, standby], strategy="rolling")
     assert updated(p) == []
     assert [s.id for s in p.skipped] == ["p1", "s1"]
@@ -126,10 +131,11 @@ def test_bluegreen_replaces_only_stale_machines_and_a_green_stands_by_for_a_kept
     v1, v2 = app(), app(GREETING="v2")
     primary = on("p1", v2, 2)
     standby = on("s1", v1, 1, state="created")
-    standby = standby.model_copy(update={"config": {**standby.config, "standbys": ["p1"]}})
+    standby = standby.model_copy(update={"config": conf({**standby.config.to_wire(),
+                                                         "standbys": ["p1"]})})
     p = plan(desired(v2, 3), [primary, standby], strategy="bluegreen")
     (green,) = [a for a in p.stages[0].actions if isinstance(a, Create)]
-    assert (green.ref, green.standby_for, green.config["standbys"]) == ("green-s1", None, ["p1"])
+    assert (green.ref, green.standby_for, green.config.standbys) == ("green-s1", None, ["p1"])
     assert [a.id for a in p.stages[1].actions if isinstance(a, Destroy)] == ["s1"]
     assert [s.id for s in p.skipped] == ["p1"]
 
@@ -140,12 +146,13 @@ def test_what_the_platform_fills_in_is_no_change_but_every_field_of_the_release_
     assert differences(served(spec, metadata={GROUP_KEY: "app", RELEASE_KEY: "1"}), spec) == []
     assert differences(served(spec, metadata={GROUP_KEY: "app", RELEASE_KEY: "1",
                                               "owner": "team-a"}), spec) == ["metadata"]
-    assert differences({**served(spec), "restart": {"policy": "no"}}, spec) == ["restart"]
-    assert differences({k: v for k, v in served(spec).items() if k != "checks"},
-                       {**spec, "checks": {"alive": {"type": "tcp", "port": 8080}}}) == ["checks"]
-    services = served(spec)["services"]
+    assert differences(served(spec, restart={"policy": "no"}), spec) == ["restart"]
+    assert differences(conf({k: v for k, v in served(spec).to_wire().items() if k != "checks"}),
+                       conf({**spec.to_wire(),
+                             "checks": {"alive": {"type": "tcp", "port": 8080}}})) == ["checks"]
+    services = served(spec).to_wire()["services"]
     services[0]["internal_port"] = 9090
-    assert differences({**served(spec), "services": services}, spec) == ["services"]
+    assert differences(served(spec, services=services), spec) == ["services"]
 
 
 def test_an_image_pinned_to_the_same_digest_under_another_tag_is_the_same_image() -> None:
@@ -153,6 +160,7 @@ def test_an_image_pinned_to_the_same_digest_under_another_tag_is_the_same_image(
     assert image_identity("127.0.0.1:5050/web@sha256:ab") == "127.0.0.1:5050/web@sha256:ab"
     assert image_identity("web:v3") == "web:v3"
     assert image_identity("127.0.0.1:5050/web:v3") == "127.0.0.1:5050/web:v3"
-    assert differences({"image": "r:5/web:v3@sha256:ab"}, {"image": "r:5/web:v4@sha256:ab"}) == []
-    assert differences({"image": "r:5/web:v3@sha256:ab"}, {"image": "r:5/web:v3@sha256:cd"}) == [
-        "image"]
+    assert differences(conf({"image": "r:5/web:v3@sha256:ab"}),
+                       conf({"image": "r:5/web:v4@sha256:ab"})) == []
+    assert differences(conf({"image": "r:5/web:v3@sha256:ab"}),
+                       conf({"image": "r:5/web:v3@sha256:cd"})) == ["image"]

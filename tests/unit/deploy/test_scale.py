@@ -6,6 +6,7 @@ import pytest
 
 from bodega.deploy.plan import Current, Update
 from bodega.deploy.scale import count_changes, vm_plan
+from bodega.model.machine_config import Guest
 
 
 def m(mid: str, region: str = "ams", state: str = "started", **config: object) -> Current:
@@ -18,7 +19,8 @@ def test_growing_creates_per_region_from_a_serving_machines_config() -> None:
     (ams, syd) = count_changes(machines, "app", 3, ["ams", "syd"])
     assert (ams.region, ams.create, ams.destroy) == ("ams", 1, [])
     assert (syd.region, syd.create) == ("syd", 3)
-    assert ams.template == {"image": "x"}  # never a standby's standbys
+    assert ams.template is not None
+    assert ams.template.to_wire() == {"image": "x"}  # never a standby's standbys
 
 
 def test_shrinking_removes_stopped_then_newest() -> None:
@@ -37,10 +39,10 @@ def test_several_regions_need_naming_and_an_empty_group_a_deploy() -> None:
 
 def test_resize_rolls_one_started_machine_at_a_time() -> None:
     guest = {"cpu_kind": "shared", "cpus": 2, "memory_mb": 512}
-    plan = vm_plan([m("a2"), m("a1"), m("a3", state="stopped")], guest)
+    plan = vm_plan([m("a2"), m("a1"), m("a3", state="stopped")], Guest.model_validate(guest))
     updates = [[a for a in s.actions if isinstance(a, Update)] for s in plan.stages]
     assert [[a.id for a in stage] for stage in updates] == [["a3"], ["a1"], ["a2"]]
-    assert all(a.config["guest"] == guest for stage in updates for a in stage)
+    assert all(a.config.to_wire()["guest"] == guest for stage in updates for a in stage)
     assert plan.leases == ["a1", "a2", "a3"]
 
 
@@ -48,7 +50,7 @@ def test_resize_starts_a_machine_that_rests_after_its_own_crash() -> None:
     guest = {"cpu_kind": "shared", "cpus": 2, "memory_mb": 512}
     crashed = Current(id="a2", group="app", state="stopped", region="ams",
                       config={"image": "x"}, crashed=True)
-    plan = vm_plan([m("a1"), crashed, m("a3", state="stopped")], guest)
+    plan = vm_plan([m("a1"), crashed, m("a3", state="stopped")], Guest.model_validate(guest))
     updates = [[a for a in s.actions if isinstance(a, Update)] for s in plan.stages]
     assert [[(a.id, a.started) for a in stage] for stage in updates] == [
         [("a3", False)], [("a1", True)], [("a2", True)]]

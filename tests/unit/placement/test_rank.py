@@ -20,6 +20,7 @@ from bodega.placement import (
     UtilityScorer,
     Weights,
     rank_candidates,
+    rank_region,
 )
 from bodega.placement.filters import refusal
 from bodega.placement.rank import feasible_rows, refusal_counts
@@ -153,6 +154,18 @@ def test_table_rows_follow_puts_and_removes() -> None:
     rows, refused = feasible_rows(request(), table)
     assert sorted(table.candidate(int(i)).name for i in rows) == ["c", "d"]
     assert [table.candidate(int(i)).name for i in refused] == ["b"]
+
+
+def test_an_explanation_is_scored_on_the_view_it_was_ranked_on() -> None:
+    # Two feasible workers, fewer than an explanation lists: the top is scored when first
+    # asked for and kept, so a claim that changes the table afterwards (the broker counts
+    # the machine on its winner at once) does not rewrite why the winner won.
+    table = CandidateTable("ams", [worker("a", mem=4096), worker("b")])
+    ranking = rank_region(request(), table, Policy())
+    before = [(s.candidate.name, s.score) for s in ranking.top()]
+    table.put(worker("a", mem=8000))  # the claim
+    assert [(s.candidate.name, s.score) for s in ranking.top()] == before
+    assert [e["worker"] for e in ranking.explain()["ranked"]] == [name for name, _ in before]
 
 
 # -- columns agree with the row-at-a-time definitions -----------------------------------

@@ -6,6 +6,7 @@ import random
 from collections import Counter
 from dataclasses import replace
 
+from bodega.model.machine import Machine
 from bodega.proxy.balance import autostop_victim, choose, wake_candidate
 from bodega.proxy.routes import Backend, RoutingTable
 
@@ -103,24 +104,27 @@ def test_autostop_stops_one_idle_machine_keeping_excess_and_minimum() -> None:
 def test_routes_follow_machine_docs() -> None:
     doc = {"id": "m1", "app": "web", "region": "ams", "worker": "w1", "state": "stopped",
            "service_host": "10.1.0.2", "created_at": "t",
-           "config": {"env": {"PRIMARY_REGION": "syd"}, "standbys": ["m0"], "services": [
-               {"protocol": "tcp", "internal_port": 8080, "autostop": True, "autostart": False,
-                "min_machines_running": 1, "concurrency": {"soft_limit": 5, "hard_limit": 9},
-                "ports": [{"port": 80, "handlers": ["http"]}]}]}}
+           "config": {"image": "x", "env": {"PRIMARY_REGION": "syd"}, "standbys": ["m0"],
+                      "services": [{
+                          "protocol": "tcp", "internal_port": 8080, "autostop": True,
+                          "autostart": False, "min_machines_running": 1,
+                          "concurrency": {"soft_limit": 5, "hard_limit": 9},
+                          "ports": [{"port": 80, "handlers": ["http"]}]}]}}
     table = RoutingTable()
-    table.put_machine("m1", doc)
+    table.put_machine("m1", Machine.model_validate(doc))
     (b,) = table.backends("web")
     assert (b.address, b.autostop, b.autostart, b.soft_limit, b.hard_limit) == (
         ("10.1.0.2", 8080), "stop", False, 5, 9)
     assert (b.min_running, b.standbys, b.primary_region) == (1, ("m0",), "syd")
     table.mark_started("m1")
-    table.put_machine("m1", doc)  # a late row still saying stopped does not undo the wake
+    # A late row still saying stopped does not undo the wake.
+    table.put_machine("m1", Machine.model_validate(doc))
     assert table.backends("web")[0].state == "started"
-    no_http = {**doc, "id": "m2", "config": {"services": [
+    no_http = {**doc, "id": "m2", "config": {"image": "x", "services": [
         {"protocol": "tcp", "internal_port": 5432, "ports": [{"port": 5432}]}]}}
-    table.put_machine("m2", no_http)
+    table.put_machine("m2", Machine.model_validate(no_http))
     assert [b.machine_id for b in table.backends("web")] == ["m1"]
-    table.put_machine("m1", {**doc, "state": "destroyed"})
+    table.put_machine("m1", Machine.model_validate({**doc, "state": "destroyed"}))
     assert table.backends("web") == []
     assert not table.known_app("web")
 

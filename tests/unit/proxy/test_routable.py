@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from bodega.model.machine import Machine
 from bodega.proxy.balance import usable
 from bodega.proxy.routes import Backend, RoutingTable, service_checks
 
 
 def doc(checks: list[dict[str, Any]] | None, *, with_checks: bool = True,
-        state: str = "started") -> dict[str, Any]:
+        state: str = "started") -> Machine:
     service: dict[str, Any] = {"internal_port": 8080, "protocol": "tcp",
                                "ports": [{"port": 80, "handlers": ["http"]}]}
     if with_checks:
@@ -19,15 +20,15 @@ def doc(checks: list[dict[str, Any]] | None, *, with_checks: bool = True,
                            "config": {"image": "x", "services": [service]}}
     if checks is not None:
         out["checks"] = checks
-    return out
+    return Machine.model_validate(out)
 
 
 def check(status: str, name: str = "servicecheck-00-http-8080") -> dict[str, Any]:
     return {"name": name, "status": status, "output": "", "updated_at": "t"}
 
 
-def routable(d: dict[str, Any]) -> bool:
-    backend = Backend.from_doc(d)
+def routable(d: Machine) -> bool:
+    backend = Backend.from_machine(d)
     assert backend is not None
     return usable(backend, lambda _w: True)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from bodega.cli.main import app
+from bodega.placement.named import DEFAULT_POLICY
 
 runner = CliRunner()
 
@@ -47,3 +48,43 @@ def test_compare_replays_a_google_trace(tmp_path: Path) -> None:
                                "--warmup", "86400"])
     assert late.exit_code == 0, late.output
     assert (tmp_path / "late" / "utilization-cdf.png").exists()
+
+
+def test_compare_names_the_brokers_default_and_takes_weights_in_brackets(
+        tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["sim", "compare", "--out", str(out), "--hours", "2",
+                                 "--warmup", "0", "--no-sweeps", "--failure-rate", "2",
+                                 "--policies", "default,fgd[fragmentation=2;app=0.5],spread"])
+    assert result.exit_code == 0, result.output
+    table = (out / "table.md").read_text()
+    assert f"| default ({DEFAULT_POLICY}) |" in table
+    assert "| fgd[fragmentation=2;app=0.5] |" in table
+    assert "Host deaths and creates:" in table
+    # At two deaths per host per day, two hours of 68 hosts see some; every policy the same.
+    deaths = [line.split("|")[2].strip() for line in table.splitlines()
+              if line.startswith("| ") and "host deaths" not in line and "---" not in line
+              and line.count("|") == 9]
+    assert len(set(deaths)) == 1
+    assert int(deaths[0]) > 0
+
+
+def test_compare_replays_a_google_cell_with_its_machine_events(tmp_path: Path) -> None:
+    data = Path(__file__).parent / "data"
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["sim", "compare", "--out", str(out), "--trace",
+                                 str(data / "task_events_sample.csv"), "--machine-events",
+                                 str(data / "machine_events_sample.csv"), "--policies",
+                                 "spread", "--no-sweeps", "--warmup", "0"])
+    assert result.exit_code == 0, result.output
+    assert "| spread | 2 | 1 | 0 (0) | 1 (0) |" in (out / "table.md").read_text()
+    alone = runner.invoke(app, ["sim", "compare", "--out", str(out), "--machine-events",
+                                str(data / "machine_events_sample.csv")])
+    assert alone.exit_code == 1
+    assert alone.output.strip().splitlines() == [
+        "Error: --machine-events goes with --trace (the same cell's task_events)"]
+    bad = runner.invoke(app, ["sim", "compare", "--out", str(out), "--policies",
+                              "fgd[fragmentaton=2]", "--no-sweeps"])
+    assert bad.exit_code == 1
+    assert bad.output.startswith("Error: policy 'fgd[fragmentaton=2]': unknown weight "
+                                 "'fragmentaton'")

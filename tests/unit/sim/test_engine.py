@@ -91,7 +91,8 @@ def test_a_departure_frees_its_room() -> None:
         Arrival(time=6, app="c", region="ams", cpus=1, memory_mb=8192, lifetime=5),
     ])
     result = simulate(trace, fleet(8192), named("utility"),
-                      SimConfig(brokers=1, gossip_delay=0, sample_every=1))
+                      SimConfig(brokers=1, gossip_delay=0, sample_every=1, start_seconds=0,
+                                pull_seconds=0))
     assert (result.placed, result.rejected) == (2, 1)  # b found a full host; c came after a
     by_time = {s.time: s.utilization[0] for s in result.samples}
     assert by_time[4.0] == 1.0

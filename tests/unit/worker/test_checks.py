@@ -95,14 +95,14 @@ def test_a_probe_of_a_former_run_or_of_a_machine_not_started_changes_nothing() -
 
 def test_the_wire_shows_every_check_waiting_until_this_run_reports() -> None:
     former = core.CheckStates(2, {"db": {"status": "passing", "output": "", "updated_at": "t"}})
-    shown = core.wire(WEB, former, 3, True, "t0")
-    assert [(c["name"], c["status"]) for c in shown] == [
+    shown = core.statuses(WEB, former, 3, True, "t0")
+    assert [(c.name, c.status) for c in shown] == [
         ("db", "warning"), ("servicecheck-00-http-8080", "warning"),
         ("servicecheck-01-tcp-8080", "warning")]
     now = core.CheckStates(3, {"db": {"status": "passing", "output": "ok", "updated_at": "t"}})
-    assert core.wire(WEB, now, 3, True, "t0")[0] == {
+    assert core.statuses(WEB, now, 3, True, "t0")[0].doc() == {
         "name": "db", "status": "passing", "output": "ok", "updated_at": "t"}
-    assert core.wire(WEB, now, 3, False, "t0") == []
+    assert core.statuses(WEB, now, 3, False, "t0") == []
 
 
 def test_a_stored_config_with_keys_checks_now_refuse_still_loads() -> None:

@@ -205,7 +205,7 @@ async def test_update_makes_a_new_version_and_replaces_the_old(worker: W) -> Non
     assert row.state == "started"
     assert row.config.env == {"V": "2"}
     versions = w.actions.versions(mid)
-    assert [v["version"] for v in versions] == [row.instance_id, old]
+    assert [v.version for v in versions] == [row.instance_id, old]
     assert w.ledger.usage().memory_mb == 512
     assert len(driver.running(mid)) == 1
 

@@ -165,3 +165,22 @@ async def test_a_publish_that_fails_is_retried_from_the_same_place_in_the_log(
     doc = node.get("workers", "w1")
     assert doc is not None
     assert doc["machines"] == 1  # the capacity row, refused with it, is retried too
+
+
+async def test_a_worker_with_an_image_cache_says_what_it_holds_and_the_disk_it_takes(
+        worker: W, node: RegistryNode) -> None:
+    w, _ = worker
+    w.ledger.image_disk_gb = lambda: 3
+    pub = Publisher(node, name="w1", region="ams", url="http://w1", driver="fake",
+                    store=w.store, ledger=w.ledger, service_host=w.service_host,
+                    destroyed_ttl=TTL, images=lambda: ["sha256:abc", "app:1"])
+    pub.publish_all()
+    doc = node.get("workers", "w1")
+    assert doc is not None
+    assert (doc["images"], doc["image_disk_gb"], doc["used"]["disk_gb"]) == (
+        ["sha256:abc", "app:1"], 3, 3)
+    plain = publisher(w, node)  # a driver without an image cache says nothing of one
+    plain.publish_all()
+    doc = node.get("workers", "w1")
+    assert doc is not None
+    assert "image_disk_gb" not in doc

@@ -10,6 +10,7 @@ import pytest
 
 from bodega.model.errors import NotFound
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_answers import WaitAnswer
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
@@ -31,7 +32,7 @@ async def started(w: Worker, **config: Any) -> str:
 
 
 async def waiting(w: Worker, mid: str, *states: str,
-                  from_event_id: str | None = None) -> asyncio.Task[dict[str, Any]]:
+                  from_event_id: str | None = None) -> asyncio.Task[WaitAnswer]:
     task = asyncio.create_task(w.actions.wait(mid, list(states), 30, None, from_event_id))
     for _ in range(10):
         await asyncio.sleep(0)
@@ -45,7 +46,7 @@ async def test_an_exit_with_restart_policy_no_wakes_a_wait_for_stopped(worker: W
     wait = await waiting(w, mid, "stopped")
     driver.exit(mid, ExitStatus(exit_code=3))
     answer = await asyncio.wait_for(wait, PROMPTLY)
-    assert answer["state"] == "stopped"
+    assert answer.state == "stopped"
     assert w.machines.get(mid).last_exit == ExitStatus(exit_code=3)
 
 
@@ -56,8 +57,9 @@ async def test_a_crash_and_restart_wake_a_wait_for_the_next_start(worker: W) -> 
     wait = await waiting(w, mid, "started", from_event_id=latest)
     driver.exit(mid, ExitStatus(exit_code=1))
     answer = await asyncio.wait_for(wait, PROMPTLY)
-    assert answer["state"] == "started"
-    assert answer["event_id"] > latest
+    assert answer.state == "started"
+    assert answer.event_id is not None
+    assert answer.event_id > latest
     assert w.machines.get(mid).restarts == 1
 
 
@@ -69,7 +71,7 @@ async def test_auto_destroy_answers_a_wait_for_destroyed_and_fails_one_for_stopp
     for_destroyed = await waiting(w, mid, "destroyed")
     for_stopped = await waiting(w, mid, "stopped")
     driver.exit(mid, ExitStatus(exit_code=0))
-    assert (await asyncio.wait_for(for_destroyed, PROMPTLY))["state"] == "destroyed"
+    assert (await asyncio.wait_for(for_destroyed, PROMPTLY)).state == "destroyed"
     with pytest.raises(NotFound, match="was destroyed"):
         await asyncio.wait_for(for_stopped, PROMPTLY)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
@@ -58,7 +58,8 @@ HEARTBEAT = 15.0
 
 Serve = Callable[[SyncRequest], SyncReply]
 Compare = Callable[[DigestRequest], DigestReply]
-Subscribe = Callable[[str, dict[str, Any]], Subscription]
+# (table, where): ``where`` as the client sent it, checked by the subscriber.
+Subscribe = Callable[[str, Mapping[str, object]], Subscription]
 
 
 def _line(value: dict[str, Any]) -> bytes:

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+# Rows whose indexed columns equal these values (checked: ``subscriptions.normalize_filters``).
+Filters = dict[str, str | int]
+
 
 class Kind(StrEnum):
     OWNED = "owned"

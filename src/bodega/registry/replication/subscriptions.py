@@ -15,13 +15,13 @@ a fresh snapshot. Corrosion disconnects lagging subscribers the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from bodega.registry.feed import Feed
 from bodega.registry.replication.rows import Change, Row
-from bodega.registry.replication.schema import TABLES
+from bodega.registry.replication.schema import TABLES, Filters
 
 ChangeKind = Literal["initial", "insert", "update", "delete"]
 DEFAULT_CAPACITY = 10_000
@@ -38,13 +38,14 @@ class RowChange:
         return {"kind": self.kind, "table": self.table, "key": self.key, "doc": self.doc}
 
 
-def normalize_filters(table: str, filters: dict[str, Any]) -> dict[str, Any]:
-    """Check filters name indexed columns of ``table``; booleans compare as 0/1."""
+def normalize_filters(table: str, filters: Mapping[str, object]) -> Filters:
+    """Check filters (as a client sent them: any JSON object) name indexed columns of
+    ``table`` and hold strings or integers; booleans compare as 0/1."""
     spec = TABLES.get(table)
     if spec is None:
         raise ValueError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
     allowed = {spec.key, *spec.column_names}
-    out: dict[str, Any] = {}
+    out: Filters = {}
     for name, value in filters.items():
         if name not in allowed:
             raise ValueError(f"{table} can be filtered on {', '.join(sorted(allowed))}, "
@@ -56,7 +57,7 @@ def normalize_filters(table: str, filters: dict[str, Any]) -> dict[str, Any]:
 
 
 class Subscription(Feed[RowChange]):
-    def __init__(self, table: str, filters: dict[str, Any], initial: list[Row], capacity: int,
+    def __init__(self, table: str, filters: Filters, initial: list[Row], capacity: int,
                  on_close: Callable[[Feed[RowChange]], None]) -> None:
         super().__init__(len(initial) + capacity, on_close)
         self.table = table
@@ -94,7 +95,7 @@ class Subscriptions:
     def __len__(self) -> int:
         return len(self._open)
 
-    def open(self, table: str, filters: dict[str, Any], initial: list[Row]) -> Subscription:
+    def open(self, table: str, filters: Filters, initial: list[Row]) -> Subscription:
         sub = Subscription(table, filters, initial, self.capacity, self._closed)
         self._open.append(sub)
         return sub

@@ -17,7 +17,7 @@ of replicas that way, on the same code as the daemons.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -92,7 +92,7 @@ class View:
     def remove(self, table: str, key: str) -> None:
         self.db.execute(f"DELETE FROM {table} WHERE {_spec(table).key} = ?", (key,))
 
-    def select(self, table: str, filters: dict[str, Any], *,
+    def select(self, table: str, filters: Mapping[str, str | int], *,
                tombstones: bool = False) -> list[Row]:
         """Rows whose indexed columns equal ``filters`` (live rows unless ``tombstones``)."""
         spec = _spec(table)

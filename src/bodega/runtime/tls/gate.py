@@ -56,7 +56,7 @@ class _Gate(asyncio.Protocol):
     inner_class: type[asyncio.Protocol]
 
     def __init__(self, **kwargs: Any) -> None:
-        self._state: dict[str, Any] = dict(kwargs.get("app_state") or {})
+        self._state: dict[str, object] = dict(kwargs.get("app_state") or {})
         kwargs["app_state"] = self._state  # the dict its requests' scope["state"] copies
         self._inner = self.inner_class(**kwargs)
 

@@ -6,8 +6,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bodega.model.errors import NotFound
+from bodega.model.machine_answers import LeaseAnswer, MetadataValue
 from bodega.wire import worker_calls as wire
-from bodega.wire.http import json_response, query_int, read_model
+from bodega.wire.http import answer_response, json_response, query_int, read_model
 from bodega.worker.api.machine_routes import RouteSpec, find_machine, lease_nonce, owner
 from bodega.worker.core.records import MachineRow
 from bodega.worker.ops.actions import MachineActions
@@ -38,7 +39,7 @@ class LeaseRoutes:
 
     async def get_lease(self, request: Request) -> Response:
         lease = self.actions.lease(self._machine(request).id)
-        return json_response({"status": "success", "data": lease.to_wire()})
+        return answer_response(LeaseAnswer(data=lease.answer()))
 
     async def acquire_lease(self, request: Request) -> Response:
         row = self._machine(request)
@@ -46,7 +47,7 @@ class LeaseRoutes:
         ttl = body.ttl or query_int(request, "ttl", 30)
         lease = self.actions.acquire_lease(row.id, ttl, body.description, owner(request),
                                            lease_nonce(request))
-        return json_response({"status": "success", "data": lease.to_wire()})
+        return answer_response(LeaseAnswer(data=lease.answer()))
 
     async def release_lease(self, request: Request) -> Response:
         self.actions.release_lease(self._machine(request).id, lease_nonce(request))
@@ -70,7 +71,7 @@ class LeaseRoutes:
         key = request.path_params["key"]
         if key not in metadata:
             raise NotFound(f"metadata key not found: {key}")
-        return json_response({"value": metadata[key]})
+        return answer_response(MetadataValue(value=metadata[key]))
 
     async def set_metadata_key(self, request: Request) -> Response:
         row = self._machine(request)

@@ -8,15 +8,16 @@ so a caller can never reach across apps by id.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, NotFound
+from bodega.model.machine import Machine
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import (
+    answer_response,
     json_response,
     query_bool,
     query_int,
@@ -24,7 +25,7 @@ from bodega.wire.http import (
     read_trusted_model,
 )
 from bodega.wire.json_client import NONCE_HEADER
-from bodega.worker.api.render import machine_wire
+from bodega.worker.api.render import machine_answer
 from bodega.worker.core.records import MachineRow
 from bodega.worker.ops.actions import MachineActions, parse_wait_states
 from bodega.worker.ops.machines import CreateRequest, MachineService
@@ -106,9 +107,9 @@ class MachineRoutes:
     def _machine(self, request: Request) -> MachineRow:
         return find_machine(self.machines, request)
 
-    def _wire(self, row: MachineRow, *, events: bool = True, nonce: str | None = None
-              ) -> dict[str, Any]:
-        return machine_wire(
+    def _answer(self, row: MachineRow, *, events: bool = True, nonce: str | None = None
+                ) -> Machine:
+        return machine_answer(
             row, worker=self.name,
             events=self.machines.store.events(row.id, 20) if events else None,
             nonce=nonce, service_host=self.service_host(row),
@@ -117,7 +118,7 @@ class MachineRoutes:
     async def list_machines(self, request: Request) -> Response:
         rows = queries.list_machines(self.machines.store.db, request.query_params.get("app"),
                                     query_bool(request, "include_deleted"))
-        return json_response([self._wire(row, events=False) for row in rows])
+        return answer_response([self._answer(row, events=False) for row in rows])
 
     async def create_machine(self, request: Request) -> Response:
         # The broker validated this config already: decode it in one pass, check only what
@@ -125,10 +126,10 @@ class MachineRoutes:
         body = await read_trusted_model(request, wire.CreateMachineBody)
         row, nonce = await self.machines.create(create_request(body, self.region,
                                                                owner(request)))
-        return json_response(self._wire(row, nonce=nonce))
+        return answer_response(self._answer(row, nonce=nonce))
 
     async def get_machine(self, request: Request) -> Response:
-        return json_response(self._wire(self._machine(request)))
+        return answer_response(self._answer(self._machine(request)))
 
     async def update_machine(self, request: Request) -> Response:
         row = self._machine(request)
@@ -138,7 +139,7 @@ class MachineRoutes:
             current_version=body.current_version, skip_launch=body.skip_launch,
             name=body.name, region=body.region,
         )
-        return json_response(self._wire(updated))
+        return answer_response(self._answer(updated))
 
     async def destroy_machine(self, request: Request) -> Response:
         row = self._machine(request)
@@ -149,7 +150,7 @@ class MachineRoutes:
 
     async def start(self, request: Request) -> Response:
         row = self._machine(request)
-        return json_response(await self.machines.start(row.id, lease_nonce(request)))
+        return answer_response(await self.machines.start(row.id, lease_nonce(request)))
 
     async def stop(self, request: Request) -> Response:
         row = self._machine(request)
@@ -190,11 +191,11 @@ class MachineRoutes:
         command = body.command or (body.cmd.split() if body.cmd else [])
         result = await self.actions.exec(row.id, command, float(body.timeout), body.stdin,
                                          lease_nonce(request))
-        return json_response(result.to_wire())
+        return answer_response(result.answer())
 
     async def ps(self, request: Request) -> Response:
         processes = await self.actions.ps(self._machine(request).id)
-        return json_response([p.to_wire() for p in processes])
+        return answer_response([p.answer() for p in processes])
 
     async def wait(self, request: Request) -> Response:
         row = self._machine(request)
@@ -204,14 +205,14 @@ class MachineRoutes:
             row.id, states, query_int(request, "timeout", 60), version,
             request.query_params.get("from_event_id"),
         )
-        return json_response(body)
+        return answer_response(body)
 
     async def events(self, request: Request) -> Response:
         row = self._machine(request)
-        return json_response(self.actions.events(row.id, query_int(request, "limit", 20)))
+        return answer_response(self.actions.events(row.id, query_int(request, "limit", 20)))
 
     async def versions(self, request: Request) -> Response:
-        return json_response(self.actions.versions(self._machine(request).id))
+        return answer_response(self.actions.versions(self._machine(request).id))
 
     async def placement(self, request: Request) -> Response:
         row = self._machine(request)

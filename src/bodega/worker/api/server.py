@@ -14,7 +14,6 @@ app, so a caller can never reach across apps by id.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from prometheus_client import generate_latest
 from starlette.applications import Starlette
@@ -24,7 +23,13 @@ from starlette.routing import Route
 
 from bodega.runtime.tls.access import WORKER_API
 from bodega.wire import worker_calls as wire
-from bodega.wire.http import json_response, not_found_app_handler, query_int, read_model
+from bodega.wire.http import (
+    answer_response,
+    json_response,
+    not_found_app_handler,
+    query_int,
+    read_model,
+)
 from bodega.wire.peer_access import PeerAccess
 from bodega.worker.api.lease_routes import LeaseRoutes
 from bodega.worker.api.log_routes import LogRoutes
@@ -50,7 +55,7 @@ class WorkerApi:
         actions: MachineActions,
         volumes: VolumeService,
         metrics: WorkerMetrics,
-        info: Callable[[], dict[str, Any]],
+        info: Callable[[], wire.WorkerInfo],
         service_host: Callable[[MachineRow], str | None],
         before_scrape: Callable[[], None] = lambda: None,
     ) -> None:
@@ -101,10 +106,11 @@ class WorkerApi:
         return json_response(wire.Health(ok=True, name=self.name, region=self.region).model_dump())
 
     async def get_info(self, request: Request) -> Response:
-        return json_response(self.info())
+        return answer_response(self.info())
 
     async def capacity(self, request: Request) -> Response:
-        return json_response({"name": self.name, "region": self.region, **self.ledger.snapshot()})
+        return answer_response(self.ledger.snapshot().model_copy(
+            update={"name": self.name, "region": self.region}))
 
     async def reserve(self, request: Request) -> Response:
         body = await read_model(request, wire.ReserveBody)

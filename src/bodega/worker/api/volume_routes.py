@@ -6,10 +6,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bodega.model.errors import BadRequest
+from bodega.model.volume import ExtendVolumeAnswer
 from bodega.wire import worker_calls as wire
-from bodega.wire.http import json_response, query_bool, read_model
+from bodega.wire.http import answer_response, query_bool, read_model
 from bodega.worker.api.machine_routes import RouteSpec
-from bodega.worker.api.render import volume_wire
+from bodega.worker.api.render import volume_answer
 from bodega.worker.ops.volumes import VolumeRequest, VolumeService
 
 
@@ -40,30 +41,30 @@ class VolumeRoutes:
     async def list_volumes(self, request: Request) -> Response:
         rows = self.volumes.list(request.query_params.get("app"),
                                  query_bool(request, "include_deleted"))
-        return json_response([volume_wire(row, worker=self.name) for row in rows])
+        return answer_response([volume_answer(row, worker=self.name) for row in rows])
 
     async def create_volume(self, request: Request) -> Response:
         body = await read_model(request, wire.CreateVolumeBody)
         row = await self.volumes.create(VolumeRequest(**dict(body), region=self.region))
-        return json_response(volume_wire(row, worker=self.name))
+        return answer_response(volume_answer(row, worker=self.name))
 
     async def get_volume(self, request: Request) -> Response:
         row = self.volumes.get(request.path_params["id"], request.query_params.get("app"))
-        return json_response(volume_wire(row, worker=self.name))
+        return answer_response(volume_answer(row, worker=self.name))
 
     async def update_volume(self, request: Request) -> Response:
         body = await read_model(request, wire.UpdateVolumeBody)
         row = self.volumes.update(request.path_params["id"], required_app(request),
                                   body.snapshot_retention, body.auto_backup_enabled)
-        return json_response(volume_wire(row, worker=self.name))
+        return answer_response(volume_answer(row, worker=self.name))
 
     async def delete_volume(self, request: Request) -> Response:
         row = await self.volumes.delete(request.path_params["id"], required_app(request))
-        return json_response(volume_wire(row, worker=self.name))
+        return answer_response(volume_answer(row, worker=self.name))
 
     async def extend_volume(self, request: Request) -> Response:
         body = await read_model(request, wire.ExtendVolumeBody)
         row, needs_restart = self.volumes.extend(request.path_params["id"],
                                                  required_app(request), body.size_gb)
-        return json_response({"volume": volume_wire(row, worker=self.name),
-                              "needs_restart": needs_restart})
+        return answer_response(ExtendVolumeAnswer(volume=volume_answer(row, worker=self.name),
+                                                  needs_restart=needs_restart))

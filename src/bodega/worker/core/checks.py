@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bodega.model.duration import parse_duration
+from bodega.model.machine import CheckStatus
 from bodega.model.machine_config import Check, MachineConfig
 
 DEFAULT_INTERVAL = 15.0  # fly.toml's defaults
@@ -126,8 +127,8 @@ def current(states: CheckStates | None, start_seq: int) -> CheckStates:
     return states
 
 
-def wire(config: MachineConfig, states: CheckStates | None, start_seq: int,
-         started: bool, created_at: str) -> list[dict[str, Any]]:
+def statuses(config: MachineConfig, states: CheckStates | None, start_seq: int,
+             started: bool, created_at: str) -> list[CheckStatus]:
     """The machine object's ``checks``, as Fly returns them; [] when nothing runs them."""
     if not started:
         return []
@@ -136,8 +137,8 @@ def wire(config: MachineConfig, states: CheckStates | None, start_seq: int,
     for spec in specs(config):
         result = run.results.get(spec.name)
         if result is None:
-            out.append({"name": spec.name, "status": WARNING, "output": WAITING,
-                        "updated_at": created_at})
+            out.append(CheckStatus(name=spec.name, status=WARNING, output=WAITING,
+                                   updated_at=created_at))
         else:
-            out.append({"name": spec.name, **result})
+            out.append(CheckStatus.model_validate({"name": spec.name, **result}))
     return out

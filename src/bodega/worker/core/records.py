@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from bodega.model.capacity import Ask
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_answers import Lease
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.core.checks import CheckStates
 
@@ -96,7 +98,7 @@ class VolumeRow:
 class ReservationRow:
     id: str
     app: str
-    ask: dict[str, Any]
+    ask: Ask
     millicpus: int
     memory_mb: int
     disk_gb: int
@@ -116,8 +118,6 @@ class LeaseRow:
     expires_at: float
     version: str
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "nonce": self.nonce, "expires_at": int(self.expires_at), "owner": self.owner,
-            "description": self.description, "version": self.version,
-        }
+    def answer(self) -> Lease:
+        return Lease(nonce=self.nonce, expires_at=int(self.expires_at), owner=self.owner,
+                     description=self.description, version=self.version)

@@ -259,7 +259,8 @@ def _exit_observed(record: MachineRow, stimulus: ExitObserved) -> Decision:
     status = {ExitDecision.RESTART: "restarting", ExitDecision.STOP: "stopped",
               ExitDecision.DESTROY: "destroying"}[verdict]
     note = Note("supervise", "exit", {"decision": str(verdict)},
-                EventSpec("exit", status, "flyd", stimulus.exit.to_event_request()))
+                EventSpec("exit", status, "flyd",
+                          {"exit_event": stimulus.exit.exit_event().doc()}))
     noted = Changes(last_exit=stimulus.exit)
     if verdict is ExitDecision.RESTART:
         start = _begin_start(record, "flyd", delay=restart_delay(restarts),

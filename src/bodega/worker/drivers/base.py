@@ -15,9 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_answers import ExecAnswer, ListenSocket, ProcessStat
 from bodega.model.machine_config import MachineConfig
 
 # A run's handle is kept in the machine's row, which the pure core reads: it is defined there.
@@ -61,13 +62,9 @@ class ExecResult:
     stderr: str
     exit_signal: int | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "exit_code": self.exit_code, "stdout": self.stdout, "stderr": self.stderr,
-        }
-        if self.exit_signal is not None:
-            body["exit_signal"] = self.exit_signal
-        return body
+    def answer(self) -> ExecAnswer:
+        return ExecAnswer(exit_code=self.exit_code, stdout=self.stdout, stderr=self.stderr,
+                          exit_signal=self.exit_signal)
 
 
 @dataclass(frozen=True)
@@ -81,12 +78,11 @@ class ProcessInfo:
     directory: str
     listen_sockets: list[dict[str, str]] = field(default_factory=list)
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "pid": self.pid, "command": self.command, "cpu": self.cpu, "rss": self.rss,
-            "stime": self.stime, "rtime": self.rtime, "directory": self.directory,
-            "listen_sockets": self.listen_sockets,
-        }
+    def answer(self) -> ProcessStat:
+        return ProcessStat(pid=self.pid, command=self.command, cpu=self.cpu, rss=self.rss,
+                           stime=self.stime, rtime=self.rtime, directory=self.directory,
+                           listen_sockets=[ListenSocket.model_validate(s)
+                                           for s in self.listen_sockets])
 
 
 class DriverError(Exception):

@@ -10,6 +10,8 @@ import signal as signals
 from typing import Any
 
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout
+from bodega.model.machine import MachineEvent
+from bodega.model.machine_answers import MachineVersion, WaitAnswer
 from bodega.model.states import PERSISTENT, MachineState
 from bodega.worker.core import Cordon, SetMetadata, Signal, decide
 from bodega.worker.core.records import LeaseRow, MachineRow
@@ -128,19 +130,19 @@ class MachineActions:
             leases.release(conn, machine_id, nonce, self.store.clock())
 
     # -- events, versions, wait --------------------------------------------------------------
-    def events(self, machine_id: str, limit: int = 20) -> list[dict[str, Any]]:
+    def events(self, machine_id: str, limit: int = 20) -> list[MachineEvent]:
         self.machines.get(machine_id)
         limit = max(1, min(limit, 50))
-        return [event.to_wire() for event in self.store.events(machine_id, limit)]
+        return self.store.events(machine_id, limit)
 
-    def versions(self, machine_id: str) -> list[dict[str, Any]]:
+    def versions(self, machine_id: str) -> list[MachineVersion]:
         self.machines.get(machine_id)
         return queries.list_versions(self.store.db, machine_id)
 
     async def wait(
         self, machine_id: str, states: list[str], timeout: int, version: str | None,
         from_event_id: str | None,
-    ) -> dict[str, Any]:
+    ) -> WaitAnswer:
         wanted = set(states or ["started"])
         unknown = wanted - WAIT_STATES
         if unknown:
@@ -173,10 +175,8 @@ class MachineActions:
                 f"currently {row.state}"
             )
         latest = self.store.events(machine_id, 1)
-        body: dict[str, Any] = {"ok": True, "state": row.state, "version": row.instance_id}
-        if latest:
-            body["event_id"] = latest[0].id
-        return body
+        return WaitAnswer(ok=True, state=row.state, version=row.instance_id,
+                          event_id=latest[0].id if latest else None)
 
 
 def parse_wait_states(values: list[str]) -> list[str]:

@@ -15,7 +15,7 @@ import os
 import pwd
 import shutil
 import signal as signals
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -252,9 +252,8 @@ class MachineEffects:
         return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)))
 
 
-def _exit_event(status: ExitStatus, requested: bool) -> dict[str, Any]:
-    event: dict[str, Any] = replace(status, requested_stop=requested).to_event_request()
-    return dict(event["exit_event"])
+def _exit_event(status: ExitStatus, requested: bool) -> Mapping[str, Any]:
+    return replace(status, requested_stop=requested).exit_event().doc()
 
 
 def _remove_tree(path: Path) -> None:

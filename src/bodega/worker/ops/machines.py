@@ -13,13 +13,13 @@ import logging
 import signal as signals
 import sqlite3
 from collections.abc import Callable
-from typing import Any
 
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound
 from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.worker_calls import Started
 from bodega.worker.core import (
     CheckResult,
     Decision,
@@ -139,7 +139,7 @@ class MachineService:
         return self.get(machine_id), recorded.nonce
 
     # -- start, stop, restart ------------------------------------------------------------
-    async def start(self, machine_id: str, nonce: str | None = None) -> dict[str, Any]:
+    async def start(self, machine_id: str, nonce: str | None = None) -> Started:
         previous: list[str] = []
 
         def body(conn: sqlite3.Connection) -> Decision:
@@ -148,7 +148,7 @@ class MachineService:
             return decide(row, Start())
 
         await self.lifecycle.run(machine_id, body)
-        return {"previous_state": previous[0], "migrated": False, "new_host": ""}
+        return Started(previous_state=previous[0], migrated=False, new_host="")
 
     async def stop(
         self, machine_id: str, nonce: str | None = None, signal: str | int | None = None,

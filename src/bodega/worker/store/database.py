@@ -166,7 +166,7 @@ class Store(LogReader):
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 op_id, resource_id, fsm, step, json.dumps(payload, separators=(",", ":")),
-                None if event is None else json.dumps(event.to_wire(), separators=(",", ":")),
+                None if event is None else event.model_dump_json(exclude_none=True),
                 self.clock(),
             ),
         )
@@ -178,7 +178,7 @@ class Store(LogReader):
         now_ms = int(self.clock() * 1000)
         return MachineEvent(
             id=new_ulid(now_ms), type=type_, status=status, source=source,
-            timestamp=now_ms, request=request,
+            timestamp=now_ms, request=request or None,  # an empty request is none at all
         )
 
     # -- operations -------------------------------------------------------------

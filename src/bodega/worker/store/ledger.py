@@ -21,6 +21,7 @@ from typing import Any
 from bodega.model.capacity import Ask, Totals, Usage, describe_free, shortfalls
 from bodega.model.errors import Conflict
 from bodega.model.ids import new_token_id
+from bodega.wire.worker_calls import Capacity, Free, HostTotals, HostUsage
 from bodega.worker.core.records import ReservationRow
 from bodega.worker.store import queries
 from bodega.worker.store.database import Store
@@ -103,7 +104,7 @@ class Ledger:
         if reasons:
             raise CapacityRejected(
                 "could not reserve resource for machine: " + "; ".join(reasons),
-                details={"free": self.free(used), "asked": ask.to_wire()},
+                details={"free": self.free(used).doc(), "asked": ask.to_wire()},
             )
 
     def reserve(self, ask: Ask, app: str, ttl: float) -> ReservationRow:
@@ -116,7 +117,7 @@ class Ledger:
             if reasons:
                 raise CapacityRejected(
                     "could not reserve resource for machine: " + "; ".join(reasons),
-                    details={"free": self.free(used), "asked": ask.to_wire()},
+                    details={"free": self.free(used).doc(), "asked": ask.to_wire()},
                 )
             now = self.store.clock()
             after = used.plus(self.totals, ask)
@@ -127,7 +128,7 @@ class Ledger:
                     (k for k, v in after.gpus.items() if v != used.gpus.get(k, 0)), None
                 )
             row = ReservationRow(
-                id=new_token_id("res"), app=app, ask=ask.to_wire(),
+                id=new_token_id("res"), app=app, ask=ask,
                 millicpus=self.totals.millicpus_for(ask), memory_mb=ask.memory_mb,
                 disk_gb=ask.disk_gb, gpus=ask.gpus, gpu_kind=gpu_kind,
                 expires_at=now + ttl, claimed_by=None, created_at=now,
@@ -135,7 +136,7 @@ class Ledger:
             queries.insert_reservation(conn, row)
             self.store.append(
                 conn, op_id=row.id, resource_id=row.id, fsm="reserve", step="reserved",
-                payload={"app": app, "ask": row.ask, "expires_at": row.expires_at},
+                payload={"app": app, "ask": ask.to_wire(), "expires_at": row.expires_at},
             )
             return row
 
@@ -153,24 +154,24 @@ class Ledger:
         with self.store.tx() as conn:
             return queries.purge_reservations(conn, older_than)
 
-    def free(self, used: Usage) -> dict[str, Any]:
+    def free(self, used: Usage) -> Free:
         totals = self.totals
-        return {
-            "millicpus": totals.millicpus - used.millicpus,
-            "cpus": (totals.millicpus - used.millicpus) / 1000,
-            "memory_mb": totals.memory_mb - used.memory_mb,
-            "disk_gb": totals.disk_gb - used.disk_gb,
-            "gpus": {k: v - used.gpus.get(k, 0) for k, v in totals.gpus.items()},
-            "summary": describe_free(totals, used),
-        }
+        return Free(
+            millicpus=totals.millicpus - used.millicpus,
+            cpus=(totals.millicpus - used.millicpus) / 1000,
+            memory_mb=totals.memory_mb - used.memory_mb,
+            disk_gb=totals.disk_gb - used.disk_gb,
+            gpus={k: v - used.gpus.get(k, 0) for k, v in totals.gpus.items()},
+            summary=describe_free(totals, used),
+        )
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> Capacity:
         used = self.usage()
-        return {
-            "totals": self.totals.to_wire(),
-            "used": used.to_wire(),
-            "free": self.free(used),
-            "cordoned": self.cordoned,
-            "reservations": len(queries.live_reservations(self.store.db, self.store.clock())),
-        }
+        return Capacity(
+            totals=HostTotals.model_validate(self.totals.to_wire()),
+            used=HostUsage.model_validate(used.to_wire()),
+            free=self.free(used),
+            cordoned=self.cordoned,
+            reservations=len(queries.live_reservations(self.store.db, self.store.clock())),
+        )
 

@@ -36,17 +36,7 @@ class LogReader:
             "ORDER BY seq DESC LIMIT ?",
             (resource_id, limit),
         ).fetchall()
-        out = []
-        for row in rows:
-            data = json.loads(row[0])
-            out.append(
-                MachineEvent(
-                    id=data["id"], type=data["type"], status=data["status"],
-                    source=data["source"], timestamp=data["timestamp"],
-                    request=data.get("request"),
-                )
-            )
-        return out
+        return [MachineEvent.model_validate_json(row[0]) for row in rows]
 
     def history(self, resource_id: str | None = None, limit: int = 1000) -> list[LogEntry]:
         """Log entries, oldest first: the audit trail of what this worker did."""

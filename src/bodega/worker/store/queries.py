@@ -11,10 +11,11 @@ import sqlite3
 from typing import Any
 
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_answers import MachineVersion
 from bodega.model.states import MachineState
 from bodega.worker.core.checks import CheckStates
 from bodega.worker.core.records import LeaseRow, MachineRow, ReservationRow, TaskHandle
-from bodega.worker.store.rows import lease_row, machine_row, reservation_row
+from bodega.worker.store.rows import lease_row, machine_row, parse_config, reservation_row
 
 _MACHINE_COLUMNS = frozenset(
     {
@@ -178,12 +179,12 @@ def replace_versions(conn: sqlite3.Connection, machine_id: str, keep: str) -> No
     )
 
 
-def list_versions(conn: sqlite3.Connection, machine_id: str) -> list[dict[str, Any]]:
+def list_versions(conn: sqlite3.Connection, machine_id: str) -> list[MachineVersion]:
     rows = conn.execute(
         "SELECT instance_id, config FROM versions WHERE machine_id = ? ORDER BY instance_id DESC",
         (machine_id,),
     ).fetchall()
-    return [{"version": row[0], "user_config": json.loads(row[1])} for row in rows]
+    return [MachineVersion(version=row[0], user_config=parse_config(row[1])) for row in rows]
 
 
 # -- reservations ---------------------------------------------------------------
@@ -192,7 +193,8 @@ def insert_reservation(conn: sqlite3.Connection, row: ReservationRow) -> None:
         "INSERT INTO reservations (id, app, ask, millicpus, memory_mb, disk_gb, gpus, gpu_kind, "
         "expires_at, claimed_by, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            row.id, row.app, json.dumps(row.ask), row.millicpus, row.memory_mb, row.disk_gb,
+            row.id, row.app, json.dumps(row.ask.to_wire()), row.millicpus, row.memory_mb,
+            row.disk_gb,
             row.gpus, row.gpu_kind, row.expires_at, row.claimed_by, row.created_at,
         ),
     )

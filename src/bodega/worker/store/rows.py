@@ -11,6 +11,7 @@ import json
 import sqlite3
 from functools import lru_cache
 
+from bodega.model.capacity import Ask
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.core.checks import CheckStates
@@ -60,7 +61,7 @@ def volume_row(row: sqlite3.Row) -> VolumeRow:
 
 def reservation_row(row: sqlite3.Row) -> ReservationRow:
     return ReservationRow(
-        id=row["id"], app=row["app"], ask=json.loads(row["ask"]),
+        id=row["id"], app=row["app"], ask=Ask.from_wire(json.loads(row["ask"])),
         millicpus=row["millicpus"], memory_mb=row["memory_mb"], disk_gb=row["disk_gb"],
         gpus=row["gpus"], gpu_kind=row["gpu_kind"], expires_at=row["expires_at"],
         claimed_by=row["claimed_by"], created_at=row["created_at"],

@@ -1,0 +1,48 @@
+"""The Volume object, in the Fly Machines API's shape, plus the fields a worker adds.
+
+Built by the worker's renderer, published as the volume's registry row, read by the
+broker and answered to its clients without the internal fields (``app``, ``worker``).
+Every field of the API's ``Volume`` is here; those bodega does not fill (block counts,
+``attached_alloc_id``, ``type``) read ``None`` and are left out when encoded.
+"""
+
+from __future__ import annotations
+
+from bodega.model.answer import Answer
+
+INTERNAL_FIELDS = frozenset({"app", "worker"})
+
+
+class Volume(Answer):
+    id: str = ""
+    name: str = ""
+    state: str = ""
+    size_gb: int = 0
+    region: str = ""
+    zone: str = ""
+    encrypted: bool = False
+    created_at: str = ""
+    fstype: str = ""
+    snapshot_retention: int | None = None
+    auto_backup_enabled: bool | None = None
+    host_status: str | None = None  # ok, unknown or unreachable
+    app: str | None = None  # internal: the app it belongs to
+    worker: str | None = None  # internal: the worker whose disk holds it
+    attached_machine_id: str | None = None
+    attached_alloc_id: str | None = None
+    block_size: int | None = None
+    blocks: int | None = None
+    blocks_avail: int | None = None
+    blocks_free: int | None = None
+    bytes_total: int | None = None
+    bytes_used: int | None = None
+    type: str | None = None  # local or cache
+
+    def public(self) -> Volume:
+        """The volume as the broker's clients are shown it: without its internal fields."""
+        return self.model_copy(update=dict.fromkeys(INTERNAL_FIELDS))
+
+
+class ExtendVolumeAnswer(Answer):
+    volume: Volume
+    needs_restart: bool = False

@@ -1,0 +1,36 @@
+"""Ports for the servers a test starts: free now, and out of the kernel's ephemeral range.
+
+A port the kernel hands out for ``bind(0)`` comes from the ephemeral range, the
+same range every outgoing connection on the host draws its local port from. A
+test that picks such a port and gives it to a server seconds later can find it
+taken by a connection made meanwhile (a busy host makes many). Ports picked
+here lie below that range, so only another listener can take them, and each is
+checked free for TCP and UDP (gossip ports double as both).
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+
+LOW, HIGH = 20000, 32000  # below Linux's default ephemeral range (32768-60999)
+_rng = random.Random()
+
+
+def _free(port: int) -> bool:
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+        with socket.socket(socket.AF_INET, kind) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+def free_port() -> int:
+    """A port no listener holds now, TCP and UDP, outside the ephemeral range."""
+    for _ in range(1000):
+        port = _rng.randrange(LOW, HIGH)
+        if _free(port):
+            return port
+    raise RuntimeError(f"no free port in {LOW}-{HIGH}")
