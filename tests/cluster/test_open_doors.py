@@ -114,7 +114,7 @@ def wrong_credentials(cluster: Cluster) -> dict[str, dict[str, str]]:
         "wrong token": {"authorization": "Bearer not-a-token"},
         "admin token with a suffix": {"authorization": f"Bearer {cluster.token}x"},
         "the secrets key": {"authorization": f"Bearer {cluster.key('secrets-key')}"},
-        "the gossip secret": {"authorization": f"Bearer {cluster.key('gossip-secret')}"},
+        "a gossip key": {"authorization": f"Bearer {cluster.keyring.keys[0].encoded()}"},
     }
 
 

@@ -127,11 +127,10 @@ async def test_an_older_data_dir_keeps_its_sealed_secrets_readable(tmp_path: Pat
     finally:
         await up.stop()
     # The data dir as an older bodega left it: one cluster-secret, the key the rows were
-    # sealed with (the derivation from it is unchanged), and no secrets key or gossip secret.
+    # sealed with (the derivation from it is unchanged), and no secrets key.
     old = (data / "secrets-key").read_text()
     (data / "cluster-secret").write_text(old)
     (data / "secrets-key").unlink()
-    (data / "gossip-secret").unlink()
     again = UpProcess(data, *args)
     try:
         await again.start()
