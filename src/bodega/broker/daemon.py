@@ -24,6 +24,7 @@ from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
 from bodega.broker.config import BrokerConfig
 from bodega.broker.internal import internal_app
+from bodega.broker.join_listener import serve_joins
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placer import Placer, PlacerConfig
@@ -40,9 +41,10 @@ from bodega.registry.member_tls import SIGNER, certificate_meta, renewal
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.access import BROKER_INTERNAL
-from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import CaDir, TlsDir
+from bodega.runtime.tls.join_store import BOOK, JoinStore
 from bodega.runtime.tls.renewal import LocalSigner
 from bodega.wire.cluster_info import ClusterInfo
 from bodega.wire.peer_access import PeerAccess
@@ -58,6 +60,7 @@ class Broker:
         self.node: Any = None
         self.served: Served | None = None
         self.internal: Served | None = None
+        self.joins: Served | None = None  # the join listener (join_listener.py)
         self.dashboard: Dashboard | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
@@ -69,6 +72,12 @@ class Broker:
             if self.tls is not None and self.authority.cert != self.tls.ca:
                 raise ValueError(f"the CA in {config.ca_dir} is not the one this broker's "
                                  f"certificate chains to ({config.tls_dir}/ca.pem)")
+        self.join_store = (JoinStore(config.ca_dir / BOOK, self.authority.cert, utc_now)
+                           if self.authority is not None and config.ca_dir is not None
+                           else None)
+        if config.join_host is not None and (self.join_store is None or self.tls is None):
+            raise ValueError("--join-listen lets hosts join: it needs the cluster CA "
+                             "(--ca-dir) and mutual TLS")
 
     @property
     def url(self) -> str:
@@ -125,7 +134,8 @@ class Broker:
                         secrets=AppSecrets(catalog, apps, SecretBox(config.secrets_key))
                         if config.secrets_key else None,
                         info=ClusterInfo(image_registry=config.image_registry),
-                        keys=self.node.keys if self.node is not None else None)
+                        keys=self.node.keys if self.node is not None else None,
+                        joins=self.join_store)
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))
@@ -150,6 +160,12 @@ class Broker:
         self.placer.refused = self.dashboard.refusals.note
         app.router.routes.extend(self.dashboard.routes())
         self.served = await serve(app, config.listen_host, port, sock=sock)
+        if config.join_host is not None:
+            assert self.authority is not None
+            assert self.tls is not None
+            assert self.join_store is not None
+            self.joins = await serve_joins(config, self.authority, self.tls, self.join_store,
+                                           self.node, self.served.url)
         log.info("broker %s (policy %s) serving on %s; %d workers in %s", config.name,
                  policy.name, self.url, len(self.candidates.all()),
                  ",".join(self.candidates.regions()) or "no region yet")
@@ -220,6 +236,8 @@ class Broker:
             await self.served.stop()
         if self.internal is not None:
             await self.internal.stop()
+        if self.joins is not None:
+            await self.joins.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

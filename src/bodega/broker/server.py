@@ -25,6 +25,7 @@ from starlette.routing import Route
 from bodega.broker.app_routes import app_routes
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
+from bodega.broker.join import token_routes
 from bodega.broker.key_routes import key_routes
 from bodega.broker.lease_routes import lease_routes
 from bodega.broker.log_routes import log_routes
@@ -46,6 +47,7 @@ from bodega.wire.http import handle_errors, json_response, not_found_app_handler
 
 if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
     from bodega.registry.gossipkeys import GossipKeys
+    from bodega.runtime.tls.join_store import JoinStore
 
 REQUEST_ID = "fly-request-id"
 
@@ -56,7 +58,7 @@ class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
                  platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
                  secrets: AppSecrets | None = None, info: ClusterInfo | None = None,
-                 keys: GossipKeys | None = None) -> None:
+                 keys: GossipKeys | None = None, joins: JoinStore | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -68,6 +70,7 @@ class BrokerApi:
         self.secrets = secrets
         self.info = info
         self.keys = keys
+        self.joins = joins
 
     def app(self) -> Starlette:
         r = self._route
@@ -87,6 +90,7 @@ class BrokerApi:
             *volume_routes(r, self.volumes),
             *platform_routes(r, self.platform, self.info),
             *(key_routes(r, self.keys) if self.keys is not None else []),
+            *token_routes(r, self.joins),  # 404s on a broker that lets no host join
         ]
         return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})

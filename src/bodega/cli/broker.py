@@ -71,6 +71,10 @@ def broker(
     = None,
     cert_validity: Annotated[str, typer.Option(
         help="How long the certificates it signs last, e.g. 8760h")] = "8760h",
+    join_listen: Annotated[str | None, typer.Option(
+        help="host:port where hosts join with a join token (TLS; needs --ca-dir)")] = None,
+    join_subnets: Annotated[str | None, typer.Option(
+        help="The range joined workers' machine subnets (/24s) are handed out from")] = None,
     gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
     = None,
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
@@ -122,11 +126,16 @@ def broker(
                       broker_name)
     if ca_dir is not None and tls is None:
         raise ValueError("--ca-dir signs certificates for mutual TLS: not with --internal-tls off")
+    if join_listen is not None and ca_dir is None:
+        raise ValueError("--join-listen signs joining hosts' certificates: it needs --ca-dir")
+    join_host, join_port = (hostinfo.split_host_port(join_listen, 4281) if join_listen
+                            else (None, 0))
     config = BrokerConfig(
         name=broker_name, data_dir=data_dir.resolve(), secrets_key=secrets_key or "",
         tls_dir=tls, internal_host=internal_host,
         internal_port=internal_port, ca_dir=ca_dir.resolve() if ca_dir else None,
-        cert_lifetime=parse_duration(cert_validity, 0.0),
+        cert_lifetime=parse_duration(cert_validity, 0.0), join_host=join_host,
+        join_port=join_port, join_subnets=join_subnets,
         admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,
         gossip_host=gossip_host, gossip_port=gossip_port,
         seeds=hostinfo.comma_list(join), gossip_keyring=keys,
@@ -140,6 +149,7 @@ def broker(
     event_loop_policy()
     with listening(Listener("--listen", "TCP", port),
                    Listener("--internal-listen", "TCP", internal_port),
+                   Listener("--join-listen", "TCP", join_port),
                    Listener("--gossip-listen", "UDP", gossip_port)):
         asyncio.run(_run(config, ready_file, exit_with_parent))
 

@@ -1,6 +1,7 @@
 """``bodega cluster`` and ``bodega regions``: who is in the cluster and where there is room.
 
-``bodega cluster key ...`` (the gossip keyring) is in ``cluster_keys.py``.
+``bodega cluster key ...`` (the gossip keyring) is in ``cluster_keys.py``,
+``bodega cluster token ...`` (join tokens) in ``cluster_tokens.py``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bodega.cli.cluster_keys import key
+from bodega.cli.cluster_tokens import token
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
 
 cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
 cluster.add_typer(key, name="key")
+cluster.add_typer(token, name="token")
 
 
 @cluster.command("members")

@@ -18,7 +18,7 @@ from bodega.cli import context_store
 from bodega.cli.contexts import ContextError, Contexts, Registered, register_cluster
 from bodega.cli.errors import fail, friendly
 from bodega.cluster import cleanup, machine_range, ports
-from bodega.cluster.cluster_keys import ensure_ca, ensure_keys
+from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_ca, ensure_join_token, ensure_keys
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
@@ -32,6 +32,7 @@ from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.identity import fingerprint
+from bodega.wire.join import JOIN_PORT
 
 T = TypeVar("T")
 
@@ -92,6 +93,12 @@ def up(
     cert_validity: Annotated[str, typer.Option(
         help="How long components' certificates last (renewed at two thirds, no restart)")]
     = "8760h",
+    advertise: Annotated[str | None, typer.Option(
+        help="An address of this host other hosts reach: serve the API, proxy, workers and "
+             "gossip there, and let hosts join (`bodega join`). Default: loopback only")]
+    = None,
+    join_port: Annotated[int, typer.Option(help="Where hosts join, with --advertise (TLS)")]
+    = 4281,
     internal_tls: Annotated[str, typer.Option(
         hidden=True, help="off: plain, unauthenticated internal links, to measure what TLS "
                           "costs (benchmarks only)")] = "on",
@@ -102,6 +109,8 @@ def up(
         raise ValueError("--regions needs at least one region code")
     if internal_tls not in ("on", "off"):
         raise ValueError("--internal-tls is on or off")
+    if advertise is not None and internal_tls == "off":
+        raise ValueError("--advertise serves other hosts: not with --internal-tls off")
     lifetime = parse_duration(cert_validity, 0.0)
     if lifetime < pki.MIN_LIFETIME:
         raise ValueError(f"--cert-validity must be at least {pki.MIN_LIFETIME:g}s")
@@ -112,6 +121,7 @@ def up(
         workers_per_region=workers_per_region, worker_cpus=worker_cpus,
         worker_memory_mb=worker_memory_mb, worker_disk_gb=worker_disk_gb, api_port=api_port,
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
+        advertise=advertise, join_port=join_port, host=advertise or "127.0.0.1",
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
     subnets = [config.worker_subnet(i) for i in range(config.worker_count)]
@@ -121,6 +131,7 @@ def up(
     claim = machine_range.RangeClaim()
     try:
         ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
+                                            **({"--join-port": join_port} if advertise else {}),
                                             **({"--registry-port": registry_port}
                                                if registry_wanted and registry_port else {})})
         # Made once per data dir; every namespace, link and cgroup of the cluster carries it.
@@ -150,6 +161,8 @@ def up(
         configure(log_level, "up")
         authority = (ensure_ca(data_dir, config.trust_domain, lifetime)
                      if config.internal_tls else None)
+        if advertise is not None and authority is not None:
+            ensure_join_token(data_dir, authority)
         asyncio.run(_run(config, made or token is None, authority=authority,
                          contexts_file=context_store.config_path(os.environ)))
     except StartFailed as err:
@@ -239,6 +252,12 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
                    "measurement only)")
     typer.echo(f"Dashboard: http://{config.host}:{config.api_port}/ui/  (sign in with the API "
                "token)")
+    if config.advertise is not None:
+        where = config.advertise if config.join_port == JOIN_PORT else \
+            f"{config.advertise}:{config.join_port}"
+        token = (config.data_dir / JOIN_TOKEN).read_text().strip()
+        typer.echo(f"Join another host (token valid 24h, in {config.data_dir / JOIN_TOKEN}):")
+        typer.echo(f"  bodega join {where} --token {token} --region <REGION>")
     if registered is not None:
         name = registered.context.name
         if registered.current:

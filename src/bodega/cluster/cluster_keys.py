@@ -8,7 +8,10 @@
   host: ``bodega up`` signs each component's certificate with it before
   starting the component, and the broker signs renewals with it;
 - ``tls/admin/``: a certificate for the operator's tools (the ``admin`` role:
-  metrics and reads on internal listeners).
+  metrics and reads on internal listeners);
+- ``join-token`` (with ``--advertise``): a join token for other hosts, kept
+  while it is valid and replaced by a new one (24 hours) once it is not; the
+  tokens themselves are in ``tls/join-book.json`` (``runtime/tls/join_store.py``).
 
 Each component's own key and certificate live in its own data dir
 (``<component>/tls/identity.pem``), made there and never copied.
@@ -25,9 +28,11 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.files import CaDir, TlsDir, write_private
 from bodega.runtime.tls.identity import Identity
+from bodega.runtime.tls.join_store import BOOK, JoinStore
+from bodega.runtime.tls.join_token import DEFAULT_TTL
 
 log = logging.getLogger("bodega.cluster")
 
@@ -35,6 +40,7 @@ SECRETS_KEY = "secrets-key"
 LEGACY_SECRET = "cluster-secret"
 CA_DIR = "tls"
 ADMIN_TLS = "tls/admin"
+JOIN_TOKEN = "join-token"
 
 
 @dataclass(frozen=True)
@@ -70,3 +76,15 @@ def ensure_ca(data_dir: Path, cluster: str, lifetime: float) -> CertificateAutho
                          f"{cluster}'s (the data dir's cluster-id changed?)")
     authority.issue(TlsDir(data_dir / ADMIN_TLS), Identity(cluster, "admin", "operator"), ())
     return authority
+
+
+def ensure_join_token(data_dir: Path, authority: CertificateAuthority) -> str:
+    """The data dir's join token if the signer would still take it, else a new one (kept)."""
+    store = JoinStore(data_dir / CA_DIR / BOOK, authority.cert, utc_now)
+    kept = _read(data_dir / JOIN_TOKEN)
+    if kept and store.valid(kept):
+        return kept
+    token, _ = store.create(DEFAULT_TTL, "bodega up --advertise")
+    write_private(data_dir / JOIN_TOKEN, (str(token) + "\n").encode())
+    log.info("made join token %s (valid 24h) in %s", token.id, data_dir / JOIN_TOKEN)
+    return str(token)

@@ -138,7 +138,9 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--gossip-keyring", str(config.keyring_file),
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
             "--log-level", config.log_level, *tls_args(config),
-            *(_broker_args(config) if role == "broker" else ()), *extra,
+            *(_broker_args(config) if role == "broker" else ()),
+            # The proxy's admin listener serves registry sync: members on other hosts reach it.
+            *(("--admin-listen", f"{config.host}:0") if role == "proxy" else ()), *extra,
             # The broker tells clients where the registry is (GET /v1/cluster).
             *(images if role == "broker" else ()),
         )
@@ -158,5 +160,7 @@ def _broker_args(config: ClusterConfig) -> tuple[str, ...]:
     listen = ("--internal-listen", f"{config.host}:0")
     if not config.internal_tls:
         return listen
+    joins = (("--join-listen", f"{config.host}:{config.join_port}",
+              "--join-subnets", config.join_subnets) if config.advertise else ())
     return (*listen, "--ca-dir", str(config.data_dir / "tls"),
-            "--cert-validity", format_duration(config.cert_lifetime))
+            "--cert-validity", format_duration(config.cert_lifetime), *joins)

@@ -34,6 +34,10 @@ class ClusterConfig:
     # Mutual TLS on internal links; False only to measure what it costs (plain, loopback).
     internal_tls: bool = True
     cert_lifetime: float = 365 * 86400.0  # seconds; renewed at two thirds
+    # `--advertise`: other hosts join through this address (``host`` is it too); None: a
+    # cluster of this host alone, on loopback.
+    advertise: str | None = None
+    join_port: int = 4281
 
     @property
     def trust_domain(self) -> str:
@@ -58,12 +62,21 @@ class ClusterConfig:
         ]
 
     def worker_subnet(self, index: int) -> str:
-        """The index-th /24 of ``machine_cidr``, skipping the first."""
-        network = ipaddress.ip_network(self.machine_cidr)
+        """The index-th /24 of ``machine_cidr``, skipping the first (of its lower half when
+        hosts may join: the upper half is theirs, ``join_subnets``)."""
+        whole = ipaddress.ip_network(self.machine_cidr)
+        network = whole
+        if self.advertise is not None:  # the lower half
+            network = ipaddress.ip_network(f"{whole.network_address}/{whole.prefixlen + 1}")
         subnets = list(network.subnets(new_prefix=24))
         if index + 1 >= len(subnets):
-            raise ValueError(f"{self.machine_cidr} has room for {len(subnets) - 1} workers")
+            raise ValueError(f"{network} has room for {len(subnets) - 1} workers")
         return str(subnets[index + 1])
+
+    @property
+    def join_subnets(self) -> str:
+        """The upper half of ``machine_cidr``: joined hosts' workers get their /24s there."""
+        return str(list(ipaddress.ip_network(self.machine_cidr).subnets(prefixlen_diff=1))[1])
 
     def component_names(self) -> list[str]:
         """Every component that gossips: the workers, then the broker and the proxy."""

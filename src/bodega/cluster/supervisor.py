@@ -44,8 +44,12 @@ class StartFailed(RuntimeError):
 
 class LocalCluster:
     def __init__(self, config: ClusterConfig, components: list[Component],
-                 authority: CertificateAuthority | None = None) -> None:
+                 authority: CertificateAuthority | None = None, *,
+                 sweep_kernel: bool = True) -> None:
+        """``sweep_kernel``: remove every kernel object of the cluster id as it starts and
+        stops (``bodega up``); a joined host's workers each remove what they made instead."""
         self.config = config
+        self.sweep_kernel = sweep_kernel
         self.components = components
         self.authority = authority
         self.stopping = asyncio.Event()
@@ -201,7 +205,7 @@ class LocalCluster:
 
     async def sweep(self, whose: str) -> None:
         """Remove every kernel object carrying this cluster's id (none are in use now)."""
-        if not self.config.cluster_id or not self._sweeps:
+        if not self.config.cluster_id or not self._sweeps or not self.sweep_kernel:
             return
         report = await cleanup.sweep(self.config.data_dir, self.config.cluster_id)
         if report.found:

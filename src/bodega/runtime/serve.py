@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,16 +63,19 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = None,
-                tls: InternalTls | None = None) -> Served:
-    """Start serving ``app``; returns once the socket accepts connections."""
+                tls: InternalTls | None = None,
+                open_tls: ssl.SSLContext | None = None) -> Served:
+    """Start serving ``app``; returns once the socket accepts connections. ``tls``: mutual
+    TLS (an internal listener); ``open_tls``: TLS that asks clients for no certificate."""
     sock = sock or bind(host, port)
     bound_port = int(sock.getsockname()[1])
     http = _http_protocol()
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,
         backlog=2048, http=http if tls is None else gate_protocol(http),
-        ssl_context_factory=None if tls is None else (
-            lambda _config, _default: counting_server_context(tls)),
+        ssl_context_factory=(
+            (lambda _config, _default: counting_server_context(tls)) if tls is not None
+            else (lambda _config, _default: open_tls) if open_tls is not None else None),
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(_serve_without_signal_handlers(server, sock))
@@ -80,8 +84,10 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
             task.result()
             raise RuntimeError(f"server on {host}:{bound_port} exited while starting")
         await asyncio.sleep(0.005)
-    log.info("serving on %s:%d%s", host, bound_port, " (mutual TLS)" if tls else "")
-    return Served(server=server, task=task, host=host, port=bound_port, secure=tls is not None)
+    log.info("serving on %s:%d%s", host, bound_port,
+             " (mutual TLS)" if tls else " (TLS)" if open_tls else "")
+    return Served(server=server, task=task, host=host, port=bound_port,
+                  secure=tls is not None or open_tls is not None)
 
 
 async def _serve_without_signal_handlers(server: uvicorn.Server, sock: socket.socket) -> None:

@@ -40,6 +40,7 @@ from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
 from bodega.worker.host.network import WIRE_AHEAD, Network
 from bodega.worker.host.parts import make_driver, make_network, owner
+from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
 from bodega.worker.host.sweep import owned, remove
@@ -61,8 +62,7 @@ log = logging.getLogger("bodega.worker")
 
 HOUSEKEEPING_INTERVAL = 2.0
 COMPACTION_INTERVAL = 3600.0
-# A suspended machine's frozen process runs on the host too: stopping "every machine"
-# stops it (thawed first) rather than leave it frozen with no worker.
+# A suspended machine's frozen process runs on the host too: "every machine" includes it.
 RUNNING = frozenset({MachineState.STARTED, MachineState.SUSPENDED})
 STOP_ROUNDS = 3  # stop_all_machines: a round stops what the one before let finish starting
 
@@ -162,13 +162,18 @@ class Worker:
             await self.registry.start()
             if self.tls is not None:
                 self._tasks.append(asyncio.create_task(renewal(self.tls, self.registry).run()))
+            subnet: str | None = getattr(self.network, "routed_subnet", None)  # netns only
             publisher = Publisher(
                 self.registry, name=self.config.name, region=self.config.region, url=url,
                 driver=self.driver.name, store=self.store, ledger=self.ledger,
                 service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl,
-                images=images.held if (images := self.driver.capabilities.images) else None)
+                images=images.held if (images := self.driver.capabilities.images) else None,
+                subnet=subnet)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
+            if subnet is not None:  # machines on other hosts reach this one's, and back
+                routes = PeerRoutes(self.registry, self.config.host())
+                self._tasks.append(asyncio.create_task(routes.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(HealthChecks(
             self.store, self.machines, self.metrics, self.service_host).run()))
@@ -191,12 +196,9 @@ class Worker:
         ), registry=self.metrics.registry, tls=self.tls)
 
     async def _wire_ahead(self) -> None:
-        """Keep the next machines' networks (and launchers) ready before they are asked for.
-
-        Machines at rest keep a wired namespace too, so their next start (a proxy's wake)
-        is quick; after a cluster's restart, which swept every namespace, they get theirs
-        back here, off the request path.
-        """
+        """Keep the next machines' networks (and launchers) ready before they are asked for;
+        machines at rest keep one too (their next start, a wake, is quick), off the request
+        path."""
         first, last = self.network.index_range
         changed = self.machines.spares_changed
         changed.set()
@@ -274,11 +276,9 @@ class Worker:
             log.warning("could not remove %s", problem)
 
     async def stop_all_machines(self) -> None:
-        """Stop every started (or suspended) machine, leased or not; let none start again.
-
-        Exits seen from now on are not restarted (``drain``); a start already under way (a
-        crash loop's, its backoff cut short) is let finish and its machine stopped next round.
-        """
+        """Stop every started (or suspended) machine, leased or not; let none start again:
+        exits seen from now on are not restarted (``drain``); a start under way (a crash
+        loop's, its backoff cut short) is let finish and its machine stopped next round."""
         self.machines.drain()
         for _ in range(STOP_ROUNDS):
             await self.machines.settle()

@@ -55,8 +55,10 @@ class Publisher:
                  store: Store, ledger: Ledger,
                  service_host: Callable[[MachineRow], str | None],
                  destroyed_ttl: float, interval: float = INTERVAL,
-                 images: Callable[[], list[str]] | None = None) -> None:
+                 images: Callable[[], list[str]] | None = None,
+                 subnet: str | None = None) -> None:
         self.node = node
+        self.subnet = subnet  # its machines' /24, when other hosts may route to it
         self.name = name
         self.region = region
         self.url = url
@@ -105,6 +107,8 @@ class Publisher:
             "reservations": snapshot.reservations,
             "machines": int(machines),
         }
+        if self.subnet is not None:
+            capacity["subnet"] = self.subnet
         if self.images is not None:
             capacity["images"] = self.images()
             capacity["image_disk_gb"] = self.ledger.image_disk_gb()  # counted in used

@@ -7,7 +7,11 @@ refused in the handshake; the client context checks the server's chain and
 that its certificate names the address dialled. TLS 1.3 only: every peer is
 bodega.
 
-``reload`` reads ``identity.pem`` again into the same two contexts: every
+``open_server`` serves the same certificate to clients that have none: the
+join listener's, for hosts not yet in the cluster (they check the server
+against the CA their join token pins).
+
+``reload`` reads ``identity.pem`` again into the same contexts: every
 handshake from then on uses the new certificate, while connections already
 open keep theirs. That is how a renewal takes effect without a restart.
 
@@ -56,6 +60,14 @@ def server_context(ca_pem: str) -> ssl.SSLContext:
     return context
 
 
+def open_server_context() -> ssl.SSLContext:
+    """A server context asking for no client certificate (the join listener's)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def client_context(ca_pem: str) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # checks the chain and the host name
     context.minimum_version = ssl.TLSVersion.TLSv1_3
@@ -70,6 +82,7 @@ class InternalTls:
         ca_pem = cert_pem(self.ca).decode()
         self.server = server_context(ca_pem)
         self.client = client_context(ca_pem)
+        self.open_server = open_server_context()
         self.refusals = Counter("bodega_internal_refused_total",
                                 "Calls to internal listeners refused, by reason: in the TLS "
                                 "handshake, or 403 for a role the route does not allow",
@@ -94,7 +107,7 @@ class InternalTls:
             pki.verify(cert, self.ca, utc_now())
         except Refused as exc:
             raise TlsUnusable(f"{self.dir.identity_path}: {exc}") from None
-        for context in (self.server, self.client):
+        for context in (self.server, self.client, self.open_server):
             context.load_cert_chain(self.dir.identity_path)
         self.certificate = cert
         log.info("presenting %s's certificate, valid until %s", self.identity,
