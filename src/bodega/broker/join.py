@@ -117,8 +117,9 @@ def join_app(joining: Joining, limit: FailureLimiter | None = None) -> Starlette
             limiter.failed(source, time.monotonic())
             log.warning("refused a join from %s: %s", source, exc)
             raise Forbidden(f"permission_denied: {exc}") from None
-        except Refused as exc:
-            raise BadRequest(f"invalid_argument: certificate request refused: {exc}") from None
+        except Refused as exc:  # a bad CSR is the caller's mistake; another role, not its right
+            raise (BadRequest if exc.reason == "malformed" else Forbidden)(
+                f"certificate request refused: {exc}") from None
         except ValueError as exc:  # a malformed token, or no subnet left
             limiter.failed(source, time.monotonic())
             raise BadRequest(f"invalid_argument: {exc}") from None
