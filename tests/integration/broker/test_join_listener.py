@@ -65,8 +65,8 @@ async def test_a_token_lets_workers_in_and_is_refused_once_revoked_or_guessed(
             cert = load_cert(answer["workers"][0]["certificate"].encode())
             assert identity_of(cert) == Identity(TEST_CA.cluster, "worker", "syd-t-1")
             assert hosts_of(cert) == ("127.0.0.1",)
-            assert ipaddress.ip_network(answer["workers"][0]["subnet"]).subnet_of(
-                ipaddress.ip_network(POOL))
+            assert ipaddress.IPv4Network(answer["workers"][0]["subnet"]).subnet_of(
+                ipaddress.IPv4Network(POOL))
             assert answer["keyring"] == KEYRING.to_json()
             assert answer["secrets_key"] == SECRETS_KEY
             assert answer["seeds"]
