@@ -154,3 +154,18 @@ def test_join_refuses_a_second_run_on_its_data_dir_in_one_line(cluster: MultiHos
         str(next(h for h in cluster.members if h.index == 2).data))
     assert done.returncode == 1
     assert "bodega join is already running on" in done.stderr
+
+
+def test_the_join_listener_speaks_tls_only_and_answers_errors_in_shape(
+        cluster: MultiHost) -> None:
+    where = cluster.join_argv("syd")[1]
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://{where}/v1/join/ca", timeout=10)  # plain HTTP on the TLS port
+    with httpx.Client(base_url=f"https://{where}", verify=False, timeout=10) as host:
+        unknown = host.get("/v1/machines")
+        assert unknown.status_code == 404
+        assert set(unknown.json()) >= {"error", "status"}
+        malformed = host.post("/v1/join", json={"token": "K10nope", "region": "syd",
+                                                "workers": [{"name": "syd-x-1", "csr": "x"}]})
+        assert malformed.status_code == 400
+        assert "not a join token" in malformed.json()["error"]
