@@ -28,6 +28,7 @@ from tests.ports_kit import free_port
 
 T = TypeVar("T")
 TOKEN = "multi-host-admin"
+CERT_LIFETIME = 90.0  # seconds; renewed at two thirds
 JOIN_LINE = re.compile(r"^\s*(bodega join \S+ --token (K10\S+) --region <REGION>)\s*$")
 
 
@@ -154,7 +155,10 @@ def three_hosts(root: Path) -> Iterator[MultiHost]:
                               "--worker-memory-mb", "2048", "--api-port", str(api),
                               "--proxy-port", str(proxy), "--join-port", str(joins),
                               "--machine-cidr", cluster.machine_cidr, "--token", TOKEN,
-                              "--registry-port", "0", "--driver", "process")
+                              "--registry-port", "0", "--driver", "process",
+                              # Short enough that joined hosts renew theirs while the module
+                              # runs: through host 1's broker, across the network.
+                              "--cert-validity", f"{CERT_LIFETIME:g}s")
         out = wait_for(first, "bodega is up")
         lines = [m for line in out.splitlines() if (m := JOIN_LINE.match(line))]
         assert lines, f"no join line printed:\n{out}"

@@ -13,6 +13,7 @@ pinning another CA are refused, and nothing is written for them.
 
 from __future__ import annotations
 
+import datetime
 import os
 import signal
 import subprocess
@@ -21,9 +22,19 @@ from pathlib import Path
 
 import httpx
 import pytest
+from cryptography import x509
 
+from bodega.runtime.tls.files import TlsDir
+from bodega.runtime.tls.identity import identity_of
 from tests.cluster.deploy_kit import app_dir, readable_dir
-from tests.cluster.multihost_kit import MultiHost, three_hosts, until, wait_for
+from tests.cluster.multihost_kit import (
+    CERT_LIFETIME,
+    Host,
+    MultiHost,
+    three_hosts,
+    until,
+    wait_for,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
@@ -92,14 +103,13 @@ def test_a_deploy_spreads_over_the_hosts_and_a_killed_worker_keeps_its_machine(
 
     syd = next(h for h in cluster.members if h.index == 2)
     name, pid = next(iter(syd.worker_pids().items()))
-    identity = next((syd.data / "workers").glob("*/tls/identity.pem"))
-    before = identity.read_bytes()
+    before = certificate(syd)
     os.kill(pid, signal.SIGKILL)
     until(lambda: (now := syd.worker_pids().get(name)) and now != pid, "the worker restarted")
     until(lambda: cluster.alive().get(name) == "alive", "the restarted worker alive")
     after = {m["id"]: m for m in cluster.json("machine", "list", "--app", "spread")}
     assert after[by_region["syd"]]["state"] == "started"  # re-adopted, not made again
-    assert identity.read_bytes() == before  # the same key and certificate
+    assert same_identity(certificate(syd), before)  # the one it was given at the join
     until(lambda: by_region["syd"] in proxied(cluster, "spread"), "syd's machine serving")
 
 
@@ -136,7 +146,7 @@ def test_a_joined_host_restarted_comes_back_with_its_identity_and_no_token(
         cluster: MultiHost) -> None:
     lon = next(h for h in cluster.members if h.index == 3)
     names = set(lon.worker_pids())
-    identity = next((lon.data / "workers").glob("*/tls/identity.pem")).read_bytes()
+    before = certificate(lon)
     cluster.stop(lon)
     assert lon.process is not None
     assert lon.process.returncode == 0, lon.output()[-2000:]
@@ -144,7 +154,7 @@ def test_a_joined_host_restarted_comes_back_with_its_identity_and_no_token(
     out = wait_for(again, "bodega joined")
     assert "no token needed" in out
     assert set(again.worker_pids()) == names
-    assert next((lon.data / "workers").glob("*/tls/identity.pem")).read_bytes() == identity
+    assert same_identity(certificate(lon), before)
     until(lambda: all(cluster.alive().get(n) == "alive" for n in names), "lon alive again")
 
 
@@ -169,3 +179,38 @@ def test_the_join_listener_speaks_tls_only_and_answers_errors_in_shape(
                                                 "workers": [{"name": "syd-x-1", "csr": "x"}]})
         assert malformed.status_code == 400
         assert "not a join token" in malformed.json()["error"]
+
+
+def test_joined_hosts_renew_their_certificates_through_the_signer_with_no_restart(
+        cluster: MultiHost) -> None:
+    """Last: by now every first certificate is near the two thirds of its life."""
+    syd = next(h for h in cluster.members if h.index == 2)
+    name, pid = next(iter(syd.worker_pids().items()))
+    first = certificate(syd)
+
+    def shown() -> datetime.datetime | None:
+        meta = {m["name"]: m["meta"] for m in cluster.json("cluster", "members")}[name]
+        return datetime.datetime.fromisoformat(str(meta["cert_expires"]))
+
+    def later() -> x509.Certificate | None:
+        now = certificate(syd)
+        return now if now.not_valid_after_utc > first.not_valid_after_utc else None
+
+    renewed = until(later, f"{name} renewed its certificate", timeout=CERT_LIFETIME)
+    assert same_identity(renewed, first)
+    assert renewed.public_key() != first.public_key()  # a new key, made on the host
+    until(lambda: (seen := shown()) is not None and seen >= renewed.not_valid_after_utc
+          .replace(microsecond=0), "the members list showing the new expiry")
+    assert syd.worker_pids()[name] == pid  # no restart
+    assert cluster.alive()[name] == "alive"
+
+
+def certificate(host: Host) -> x509.Certificate:
+    """The certificate the host's (first) worker holds now."""
+    tls = next((host.data / "workers").glob("*/tls"))
+    return TlsDir(tls).read_identity()[1]
+
+
+def same_identity(cert: x509.Certificate, before: x509.Certificate) -> bool:
+    """The same worker of the same cluster, from the same CA (the key may be a renewal's)."""
+    return identity_of(cert) == identity_of(before) and cert.issuer == before.issuer
