@@ -41,3 +41,23 @@ def test_the_ca_is_made_once_with_an_operator_certificate_beside_it(tmp_path: Pa
     assert ensure_ca(tmp_path, "c1abc", 3600.0).cert == authority.cert
     with pytest.raises(ValueError, match="cluster c1abc's, not zz999's"):
         ensure_ca(tmp_path, "zz999", 3600.0)
+
+
+def test_the_join_token_is_kept_while_valid_and_made_again_once_revoked(
+        tmp_path: Path) -> None:
+    from bodega.cluster.cluster_keys import ensure_join_token
+    from bodega.runtime.tls.authority import utc_now
+    from bodega.runtime.tls.join_store import BOOK, JoinStore
+    from bodega.runtime.tls.join_token import JoinToken
+
+    authority = ensure_ca(tmp_path, "c1abc", 3600.0)
+    first = ensure_join_token(tmp_path, authority)
+    assert (tmp_path / "join-token").read_text().strip() == first
+    assert (tmp_path / "join-token").stat().st_mode & 0o077 == 0
+    assert ensure_join_token(tmp_path, authority) == first  # a restart keeps it
+    store = JoinStore(tmp_path / "tls" / BOOK, authority.cert, utc_now)
+    store.revoke(JoinToken.parse(first).id)
+    second = ensure_join_token(tmp_path, authority)
+    assert second != first
+    assert store.valid(second)
+    assert not store.valid(first)
