@@ -39,27 +39,28 @@ from tests.cluster.multihost_kit import (
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
 REGIONS = {1: "ams", 2: "syd", 3: "lon"}
+WORKERS = {2: 1, 3: 2}  # workers each joined host runs
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[MultiHost]:
     with readable_dir() as root, three_hosts(root) as multi:
         joined = [multi.start(i, *multi.join_argv(REGIONS[i]), "--cpus", "4",
-                              "--memory-mb", "2048", "--driver", "process") for i in (2, 3)]
+                              "--memory-mb", "2048", "--driver", "process",
+                              "--workers", str(WORKERS[i])) for i in (2, 3)]
         for host in joined:
             wait_for(host, "bodega joined")
-        until(lambda: sum(1 for s in multi.alive().values() if s == "alive") >= 5,
-              "three workers, the broker and the proxy alive")
+        until(lambda: sum(1 for s in multi.alive().values() if s == "alive") >= 6,
+              "four workers, the broker and the proxy alive")
         yield multi
-
-
-def workers_by_region(multi: MultiHost) -> dict[str, str]:
-    return {w["region"]: w["name"] for w in multi.json("cluster", "workers")}
 
 
 def test_every_host_is_a_member_with_its_region_and_certificate_expiry(
         cluster: MultiHost) -> None:
-    assert set(workers_by_region(cluster)) == {"ams", "syd", "lon"}
+    workers = cluster.json("cluster", "workers")
+    assert sorted(w["region"] for w in workers) == ["ams", "lon", "lon", "syd"]
+    subnets = [w["subnet"] for w in workers]
+    assert len(set(subnets)) == 4  # each worker's machines have a /24 of their own
     table = cluster.ok("cluster", "members")
     assert "CERT EXPIRES" in table.splitlines()[0]
     for member in cluster.json("cluster", "members"):
@@ -68,8 +69,8 @@ def test_every_host_is_a_member_with_its_region_and_certificate_expiry(
     joined = [h for h in cluster.members if h.index in (2, 3)]
     for host in joined:  # keys were made on the host, and only a CSR left it
         keys = list((host.data / "workers").glob("*/tls/identity.pem"))
-        assert len(keys) == 1
-        assert keys[0].stat().st_mode & 0o077 == 0
+        assert len(keys) == WORKERS[host.index]
+        assert all(k.stat().st_mode & 0o077 == 0 for k in keys)
         assert (host.data / "gossip-keyring").stat().st_mode & 0o077 == 0
 
 
