@@ -10,8 +10,9 @@ this listener against the CA its token pins. It serves two routes:
 - ``POST /v1/join``: a token and one CSR per worker. The token is checked
   (``join_token.admit``: this cluster's, known, not revoked, not expired);
   each CSR is signed for exactly ``worker/<name>`` (a joining host asks for
-  no other role) and the address it names; each worker gets a machine
-  subnet. The answer carries what a member needs: the gossip keyring, the
+  no other role) and the address the host joins from, no other (so a host
+  cannot get a certificate for another member's address); each worker gets
+  a machine subnet. The answer carries what a member needs: the gossip keyring, the
   secrets key, where to gossip. A refused token is 403 with the reason, and
   failures are rate-limited per source as logins are.
 
@@ -78,14 +79,16 @@ class Joining:
     api_url: str
     image_registry: str | None = None
 
-    def join(self, body: JoinRequest) -> JoinAnswer:
+    def join(self, body: JoinRequest, source: str) -> JoinAnswer:
+        """Let in the host at ``source``: its workers' certificates name that address only,
+        so a host cannot get one for another member's address."""
         token = JoinToken.parse(body.token)
         subnets = self.store.admit(token, [w.name for w in body.workers], self.subnet_pool,
                                    self.taken_subnets())
         cluster = self.authority.cluster
         joined = []
         for worker in body.workers:
-            grant = pki.Grant.exactly(Identity(cluster, "worker", worker.name))
+            grant = pki.Grant.exactly(Identity(cluster, "worker", worker.name), [source])
             issued = self.authority.sign(worker.csr.encode(), grant)
             joined.append(JoinedWorker(name=worker.name, certificate=issued.certificate,
                                        not_after=issued.not_after,
@@ -112,7 +115,7 @@ def join_app(joining: Joining, limit: FailureLimiter | None = None) -> Starlette
                                   retry_after=wait)
         body = await read_model(request, JoinRequest)
         try:
-            answer = joining.join(body)
+            answer = joining.join(body, source)
         except JoinRefused as exc:
             limiter.failed(source, time.monotonic())
             log.warning("refused a join from %s: %s", source, exc)

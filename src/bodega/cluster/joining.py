@@ -92,6 +92,9 @@ async def post_join(base: str, ca: x509.Certificate, request: JoinRequest) -> Jo
             message = from_wire(status, json.loads(text)).message
         except ValueError:
             message = f"HTTP {status}"
+        if "addresses not granted" in message:
+            message += " (a host's workers serve on the address it joins from: give that one " \
+                       "to --advertise)"
         raise JoinFailed(f"{base} refused the join: {message}")
     return JoinAnswer.model_validate_json(text)
 

@@ -24,9 +24,9 @@ ADMIN = "join-admin"
 POOL = "10.77.128.0/17"
 
 
-def csr(role: str, name: str) -> str:
+def csr(role: str, name: str, host: str = "127.0.0.1") -> str:
     return pki.csr_pem(pki.build_csr(new_key(), Identity(TEST_CA.cluster, role, name),
-                                     ("127.0.0.1",))).decode()
+                                     (host,))).decode()
 
 
 def unchecked() -> ssl.SSLContext:
@@ -70,6 +70,12 @@ async def test_a_token_lets_workers_in_and_is_refused_once_revoked_or_guessed(
             assert answer["keyring"] == KEYRING.to_json()
             assert answer["secrets_key"] == SECRETS_KEY
             assert answer["seeds"]
+            # Its workers' certificates name the address the host joins from, no other.
+            elsewhere = await host.post("/v1/join", json={
+                "token": token, "region": "syd",
+                "workers": [{"name": "syd-t-5", "csr": csr("worker", "syd-t-5", "10.9.9.9")}]})
+            assert elsewhere.status_code == 403, elsewhere.text
+            assert "addresses not granted: 10.9.9.9" in elsewhere.json()["error"]
             # A token grants workers only: a broker's certificate is not its to ask for.
             broker_csr = await host.post("/v1/join", json={
                 "token": token, "region": "syd",
