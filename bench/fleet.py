@@ -12,7 +12,10 @@ a thousand gossiping nodes in two processes would measure gossip, which
 ``bench/registry.py`` does). The broker is the real ``Broker``, serving the
 real API; its view is filled once from the workers' list, as a registry
 would, and then kept current by the workers' own answers (what each has
-free when it says no) and the broker's own accounting of each yes.
+free when it says no) and the broker's own accounting of each yes. Internal
+links are plain (these workers serve no TLS); a broker given ``--tls-dir``
+calls its workers over mutual TLS (``bench/machine_start.py`` does, against
+a real worker process).
 """
 
 from __future__ import annotations
@@ -35,8 +38,6 @@ from bodega.runtime.lifecycle import write_json_atomic
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 
-SECRET = "bench-fleet-secret"
-
 
 async def until_signalled() -> None:
     stop = asyncio.Event()
@@ -57,7 +58,7 @@ async def workers(args: argparse.Namespace) -> None:
                 name=f"{args.prefix}{number:04}", region=args.region, data_dir=Path(tmp) / str(i),
                 driver="null", totals=Totals(cpus=args.cpus, memory_mb=args.memory_mb,
                                              disk_gb=100),
-                cluster_secret=SECRET, network="host", machine_user=None, fsync=args.fsync,
+                network="host", machine_user=None, fsync=args.fsync,
                 gossip=False)
             worker = Worker(config)
             await worker.start()
@@ -80,7 +81,8 @@ async def broker(args: argparse.Namespace) -> None:
             catalog.set_status(doc["name"], "alive")
     with tempfile.TemporaryDirectory(prefix="bodega-fleet-broker-") as tmp:
         daemon = Broker(BrokerConfig(
-            name="bench-broker", data_dir=Path(tmp), cluster_secret=SECRET,
+            name="bench-broker", data_dir=Path(tmp),
+            tls_dir=Path(args.tls_dir) if args.tls_dir else None,
             admin_tokens=(args.token,), region=args.region, listen_port=0,
             policy=args.policy, sample=args.sample), catalog=catalog)
         await daemon.start()
@@ -109,6 +111,7 @@ def main() -> None:
     b.add_argument("--policy", default="utility")
     b.add_argument("--sample", type=int, default=0)
     b.add_argument("--out", required=True)
+    b.add_argument("--tls-dir", help="the broker's TLS identity: call workers over mutual TLS")
     args = parser.parse_args()
     try:
         import uvloop

@@ -33,9 +33,8 @@ from typing import Any
 
 import aiohttp
 from tests.leftovers_kit import sweep_data_dir
+from tests.tls_kit import TEST_CA, daemon_env
 
-from bench.fleet import SECRET
-from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 
 TOKEN = "bench-token"
@@ -137,13 +136,14 @@ async def until_file(path: Path, process: asyncio.subprocess.Process, what: str)
 
 async def start_worker(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
     ready = tmp / "ready.json"
+    TEST_CA.issue(tmp / "w" / "tls", "worker", "bench")
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bodega", "worker", "--name", "bench", "--region", "ams",
         "--data-dir", str(tmp / "w"), "--listen", "127.0.0.1:0",
         # Room for every run: the broker's static view only ever counts creates as taken.
         "--cpus", "64", "--memory-mb", "65536", "--machine-subnet", SUBNET,
         "--ready-file", str(ready), "--log-level", "warning",
-        env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET},
+        env={**os.environ, **daemon_env()},
     )
     return process, (await until_file(ready, process, "worker"))["url"]
 
@@ -156,9 +156,11 @@ async def start_broker(tmp: Path, worker: WorkerClient) -> tuple[asyncio.subproc
         "name": "bench", "region": "ams", "url": worker.base_url, "totals": capacity.totals,
         "used": capacity.used, "cordoned": False}]))
     out = tmp / "broker.json"
+    tls = TEST_CA.issue(tmp / "broker-tls", "broker", "bench-broker")
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(HERE / "fleet.py"), "broker", "--workers", str(catalog),
-        "--token", TOKEN, "--out", str(out), env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+        "--token", TOKEN, "--out", str(out), "--tls-dir", str(tls),
+        env={**os.environ, "PYTHONPATH": str(HERE.parent)})
     return process, (await until_file(out, process, "broker"))["url"]
 
 
@@ -174,7 +176,7 @@ async def main(runs: int) -> None:
         tmp = Path(name)
         signals = Signals(tmp)
         worker_process, worker_url = await start_worker(tmp)
-        worker = WorkerClient(worker_url, internal_token(SECRET), timeout=30)
+        worker = WorkerClient(worker_url, TEST_CA.context("broker"), timeout=30)
         broker_process = None
         session = aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"})
         try:

@@ -34,12 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.leftovers_kit import sweep_data_dir
+from tests.tls_kit import TEST_CA, daemon_env
 
 from bench.loadgen import Connection
-from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 
-SECRET = "bench-proxy-secret"
 SUBNET = "10.254.7.0/24"
 # A keep-alive HTTP/1.1 server that answers every request with a short body.
 APP = r"""
@@ -62,10 +61,11 @@ asyncio.run(main())
 
 async def daemon(tmp: Path, name: str, *args: str) -> tuple[asyncio.subprocess.Process, Any]:
     ready = tmp / f"{name}.json"
+    TEST_CA.issue(tmp / name / "tls", args[0], name)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bodega", *args, "--name", name, "--data-dir", str(tmp / name),
         "--ready-file", str(ready), "--log-level", "warning",
-        env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET})
+        env={**os.environ, **daemon_env()})
     while not ready.exists():
         if process.returncode is not None:
             raise SystemExit(f"{name} exited while starting")
@@ -206,7 +206,7 @@ async def main(args: argparse.Namespace) -> None:
                                       "--listen", "127.0.0.1:0", "--join", winfo["gossip"],
                                       "--autostop-interval", "3600", "--data-plane", "python")
         processes = [python, haproxy, worker]
-        client = WorkerClient(winfo["url"], internal_token(SECRET), timeout=60)
+        client = WorkerClient(winfo["url"], TEST_CA.context("broker"), timeout=60)
         try:
             machine = await client.create_machine({"app": "bench", "config": {
                 "image": "bench/hello", "init": {"exec": [sys.executable, "-c", APP, "8080"]},

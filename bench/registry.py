@@ -14,7 +14,15 @@ each figure beside what theory expects:
   process drops 5% of the packets it sends (seeded, so runs repeat);
 - gossip and sync bytes per node per second, idle and while changing.
 
+With ``--seal-compare`` it prices sealed gossip instead: the same N nodes
+run with each packet protection in turn (``bench/envelopes.py``: none, the
+HMAC tag bodega used before, and the AES-GCM sealing it runs now), each
+node rewriting its row every ``--write-interval`` seconds, and the CPU the
+node processes use per node per second is measured over ``--cpu-seconds``;
+the modes alternate over ``--rounds`` rounds, and the ratios are printed.
+
     python -m bench.registry [--nodes 50] [--procs 5] [--changes 20] [--loss-seconds 60]
+    python -m bench.registry --seal-compare [--nodes 50] [--rounds 2] [--cpu-seconds 30]
 """
 
 from __future__ import annotations
@@ -28,19 +36,22 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
+from tests.keyring_kit import KEYRING
 
+from bench.envelopes import MODES, TimedEnvelope, envelope, per_packet_us
 from bodega.registry import EventKind, RegistryConfig, RegistryNode, Status, SwimConfig
 from bodega.registry.membership.members import Addr
 from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
 from bodega.registry.membership.transport import Receiver, UdpTransport
 from bodega.runtime.serve import Served, bind, serve
 
-SECRET = "bench-secret"
+ROOT = Path(__file__).resolve().parents[1]  # children run as `python -m bench.registry` here
 LAN = SwimConfig()
 
 
@@ -68,11 +79,13 @@ class LossyUdp:
 
 
 class Child:
-    def __init__(self, root: Path, seed: int) -> None:
+    def __init__(self, root: Path, seed: int, mode: str) -> None:
         self.root = root
         self.seed = seed
+        self.mode = mode
         self.loss = [0.0]
         self.nodes: dict[str, tuple[RegistryNode, Served]] = {}
+        self.envelopes: list[TimedEnvelope] = []
         self.arrivals: dict[str, dict[str, float]] = {}  # tag -> node -> when
         self.events: list[tuple[float, str, str, str]] = []  # when, observer, kind, about
         self._tasks: list[asyncio.Task[None]] = []
@@ -88,10 +101,13 @@ class Child:
 
             sock = bind("127.0.0.1", 0)
             url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+            timed = TimedEnvelope(envelope(self.mode, KEYRING, name))
+            self.envelopes.append(timed)
             node = RegistryNode(RegistryConfig(
                 name=name, role="worker", region="bench", data_dir=self.root / name,
-                cluster_secret=SECRET, seeds=tuple(seeds), meta={"url": url}),
-                registry=CollectorRegistry(), bind=binder, rng=random.Random(rng.random()))
+                keyring=KEYRING, seeds=tuple(seeds), meta={"url": url}),
+                registry=CollectorRegistry(), bind=binder, rng=random.Random(rng.random()),
+                envelope=timed)
             served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock)
             await node.start()
             self.nodes[name] = (node, served)
@@ -131,6 +147,20 @@ class Child:
         if kind == "loss":
             self.loss[0] = cmd["value"]
             return True
+        if kind == "writing":
+            self._tasks.append(asyncio.create_task(self._write_every(cmd["interval"])))
+            return True
+        if kind == "cpu":
+            packets = dropped = 0.0
+            for node, _ in self.nodes.values():
+                reg = node.metrics.registry
+                packets += sum(reg.get_sample_value("bodega_gossip_packets_total",
+                                                    {"direction": d}) or 0 for d in ("in", "out"))
+                dropped += sum(reg.get_sample_value("bodega_gossip_bad_packets_total",
+                                                    {"reason": r}) or 0
+                               for r in ("auth", "unknown_key", "replay", "decode"))
+            return {"cpu": time.process_time(), "packets": packets, "dropped": dropped,
+                    "envelope": sum(e.cpu_ns for e in self.envelopes) / 1e9}
         if kind == "events":
             return [e for e in self.events if e[0] >= cmd["since"]]
         if kind == "bytes":
@@ -147,6 +177,18 @@ class Child:
             return totals
         raise ValueError(f"unknown command {kind}")
 
+    async def _write_every(self, interval: float) -> None:
+        """Every node of this process rewrites its row every ``interval`` (jittered)."""
+        rng = random.Random(self.seed)
+        count = 0
+        while True:
+            await asyncio.sleep(interval / max(1, len(self.nodes)) * rng.uniform(0.5, 1.5))
+            name = rng.choice(list(self.nodes))
+            count += 1
+            self.nodes[name][0].put_owned("workers", name, {
+                "name": name, "region": "bench", "url": "http://x", "cordoned": False,
+                "tag": f"steady-{count}", "pad": "x" * 300})
+
     async def kill(self, name: str) -> float:
         node, served = self.nodes.pop(name)
         now = time.monotonic()
@@ -157,17 +199,18 @@ class Child:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for node, served in self.nodes.values():
-            await node.stop(leave=False)
+        for _, served in self.nodes.values():  # no pull is served from a closed view
             await served.stop(grace=0.5)
+        for node, _ in self.nodes.values():
+            await node.stop(leave=False)
 
 
-async def child_main(seed: int) -> None:
+async def child_main(seed: int, mode: str) -> None:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     with tempfile.TemporaryDirectory(prefix="bodega-bench-") as tmp:
-        child = Child(Path(tmp), seed)
+        child = Child(Path(tmp), seed, mode)
         while line := await reader.readline():
             cmd = json.loads(line)
             if cmd["cmd"] == "start":
@@ -256,24 +299,42 @@ async def traffic(procs: list[Proc], n: int, seconds: float) -> dict[str, float]
             for k in before[0]}
 
 
-async def main(args: argparse.Namespace) -> None:
+async def start_cluster(args: argparse.Namespace, mode: str = "sealed") -> list[Proc]:
+    """N nodes in ``--procs`` child processes, started and joined through the first."""
     n, per = args.nodes, math.ceil(args.nodes / args.procs)
     names = [f"n{i:03d}" for i in range(n)]
     groups = [names[i:i + per] for i in range(0, n, per)]
-    rng = random.Random(args.seed)
     procs = []
     for index, group in enumerate(groups):
         process = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--child", "--seed", str(args.seed + index),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+            sys.executable, "-m", "bench.registry", "--child", "--seed", str(args.seed + index),
+            "--envelope", mode, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            cwd=ROOT)
         procs.append(Proc(process, group))
+    first = await procs[0].ask(cmd="start", names=names[:1], seeds=[])
+    seed_addr = first[names[0]]
+    await procs[0].ask(cmd="start", names=procs[0].names[1:], seeds=[seed_addr])
+    await asyncio.gather(*(p.ask(cmd="start", names=p.names, seeds=[seed_addr])
+                           for p in procs[1:]))
+    return procs
+
+
+async def stop_cluster(procs: list[Proc]) -> None:
+    for proc in procs:
+        try:
+            await asyncio.wait_for(proc.ask(cmd="stop"), 20)
+        except (RuntimeError, TimeoutError, BrokenPipeError, ConnectionResetError):
+            proc.process.kill()
+        await proc.process.wait()
+
+
+async def main(args: argparse.Namespace) -> None:
+    n = args.nodes
+    names = [f"n{i:03d}" for i in range(n)]
+    rng = random.Random(args.seed)
+    procs = await start_cluster(args)
     owner_of = {name: p for p in procs for name in p.names}
     try:
-        first = await procs[0].ask(cmd="start", names=names[:1], seeds=[])
-        seed_addr = first[names[0]]
-        await procs[0].ask(cmd="start", names=procs[0].names[1:], seeds=[seed_addr])
-        await asyncio.gather(*(p.ask(cmd="start", names=p.names, seeds=[seed_addr])
-                               for p in procs[1:]))
         joined = await wait_converged(procs, n)
         print(f"{n} nodes in {len(procs)} processes on loopback; memberlist LAN defaults "
               f"(probe {LAN.probe_interval:g} s, gossip every {LAN.gossip_interval:g} s to "
@@ -343,12 +404,78 @@ async def main(args: argparse.Namespace) -> None:
         print(f"\n(median spread {statistics.median(took) / LAN.gossip_interval:.1f} gossip "
               f"intervals; retransmit limit {LAN.retransmit_limit(n)} per update)")
     finally:
-        for proc in procs:
-            try:
-                await asyncio.wait_for(proc.ask(cmd="stop"), 20)
-            except (RuntimeError, TimeoutError, BrokenPipeError, ConnectionResetError):
-                proc.process.kill()
-            await proc.process.wait()
+        await stop_cluster(procs)
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Per node per second over a measured window."""
+
+    cpu: float  # seconds of CPU of the node processes
+    envelope: float  # of which sealing and opening packets (or tagging, or nothing)
+    packets: float  # in and out
+    dropped: float
+
+    @property
+    def per_packet_us(self) -> float:
+        return self.envelope / self.packets * 1e6
+
+
+async def usage(args: argparse.Namespace, mode: str) -> Usage:
+    """What N nodes with ``mode`` use per node per second, each rewriting its row steadily."""
+    procs = await start_cluster(args, mode)
+    try:
+        await wait_converged(procs, args.nodes)
+        await ask_all(procs, cmd="writing", interval=args.write_interval)
+        await asyncio.sleep(5)  # past the join's push-pulls and first syncs
+        before = await ask_all(procs, cmd="cpu")
+        await asyncio.sleep(args.cpu_seconds)
+        after = await ask_all(procs, cmd="cpu")
+    finally:
+        await stop_cluster(procs)
+    per = float(args.nodes * args.cpu_seconds)
+
+    def rate(key: str) -> float:
+        return float(sum(a[key] - b[key] for a, b in zip(after, before, strict=True))) / per
+
+    return Usage(rate("cpu"), rate("envelope"), rate("packets"), rate("dropped"))
+
+
+async def seal_compare(args: argparse.Namespace) -> None:
+    print(f"{args.nodes} nodes in {args.procs} processes on loopback UDP, each node rewriting "
+          f"its ~450-byte row every {args.write_interval:g} s; CPU of the node processes per "
+          f"node per second over {args.cpu_seconds:g} s, {args.rounds} rounds\n")
+    for size in (200, 1000):
+        costs = "   ".join(f"{m} {per_packet_us(m, KEYRING, size):.1f} us" for m in MODES)
+        print(f"seal + open one {size}-byte packet:  {costs}")
+    runs: dict[str, list[Usage]] = {m: [] for m in MODES}
+    for round_ in range(args.rounds):
+        for mode in MODES if round_ % 2 == 0 else tuple(reversed(MODES)):
+            got = await usage(args, mode)
+            runs[mode].append(got)
+            print(f"  round {round_ + 1} {mode:>6}: {got.cpu * 1000:6.2f} ms CPU per node per s, "
+                  f"{got.envelope * 1000:.3f} ms of it in the envelope "
+                  f"({got.per_packet_us:.1f} us a packet), {got.packets:.1f} packets, "
+                  f"{got.dropped:.0f} dropped", flush=True)
+    print()
+    for mode, done in runs.items():
+        cpus = [u.cpu * 1000 for u in done]
+        print(f"{mode:>6}: {statistics.median(cpus):.2f} ms CPU per node per s "
+              f"({min(cpus):.2f}-{max(cpus):.2f}), envelope "
+              f"{statistics.median(u.envelope * 1000 for u in done):.3f} ms, "
+              f"{statistics.median(u.per_packet_us for u in done):.1f} us a packet")
+    cpu = {m: statistics.median(u.cpu for u in done) for m, done in runs.items()}
+    print(f"whole-process medians: sealed / none {cpu['sealed'] / cpu['none']:.3f}x, "
+          f"sealed / hmac {cpu['sealed'] / cpu['hmac']:.3f}x (run-to-run spread included)")
+    # The same sealed runs, had their packets gone through the other envelope instead: the
+    # envelope's own CPU, measured in the run, swapped for the other's per packet.
+    per_packet = {m: statistics.median(u.per_packet_us for u in done) / 1e6
+                  for m, done in runs.items()}
+    for other in ("none", "hmac"):
+        ratios = [u.cpu / (u.cpu - u.packets * (per_packet["sealed"] - per_packet[other]))
+                  for u in runs["sealed"]]
+        print(f"sealed / {other} in the same runs: {statistics.median(ratios):.4f}x "
+              f"({min(ratios):.4f}-{max(ratios):.4f})")
 
 
 if __name__ == "__main__":
@@ -359,9 +486,17 @@ if __name__ == "__main__":
     parser.add_argument("--loss", type=float, default=0.05)
     parser.add_argument("--loss-seconds", type=float, default=60.0)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seal-compare", action="store_true",
+                        help="price sealed gossip: CPU per node with none, hmac and sealed")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--cpu-seconds", type=float, default=30.0)
+    parser.add_argument("--write-interval", type=float, default=1.0)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--envelope", choices=MODES, default="sealed", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        asyncio.run(child_main(args.seed))
+        asyncio.run(child_main(args.seed, args.envelope))
+    elif args.seal_compare:
+        asyncio.run(seal_compare(args))
     else:
         asyncio.run(main(args))

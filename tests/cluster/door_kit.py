@@ -3,19 +3,26 @@
 ``up_cluster_with_apps`` starts the whole local cluster (process driver, as root)
 in a temporary data dir with free ports, gives it two apps, a deploy token
 for one of them and a machine in each, and stops everything afterwards.
-``classify`` says what a socket found in /proc is, by asking it, so every
-listener is accounted for without a list of ports in the test.
+``classify`` says what a socket found in /proc is, by asking it (in plain
+HTTP, else in TLS with the operator's certificate ``bodega up`` keeps), so
+every listener is accounted for without a list of ports in the test.
+``Cluster.knocks`` are the TLS contexts that must not get in: none, another
+CA's certificate, an expired one of this CA's; ``Cluster.as_role`` presents
+a real component's own certificate, for the roles that may not call a route.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import re
 import secrets
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -28,13 +35,20 @@ from typing import Any, TypeVar
 
 import httpx
 
-from bodega.runtime.keys import internal_token
+from bodega.registry.membership import keyfile
+from bodega.registry.membership.keyring import Keyring
+from bodega.runtime.tls.authority import CertificateAuthority, utc_now
+from bodega.runtime.tls.contexts import client_context
+from bodega.runtime.tls.files import CaDir, TlsDir
+from bodega.runtime.tls.identity import Identity, trust_domain
 from tests.cidr_kit import octet
 from tests.cluster.listener_kit import Listener
 from tests.leftovers_kit import sweep_data_dir
 from tests.ports_kit import free_port as free_port
+from tests.tls_kit import TEST_CA
 
 T = TypeVar("T")
+ETH_P_IP, IPPROTO_UDP = 0x0800, 17
 
 # The machine's program prints the arguments it was given, literally, then idles.
 ARGV_ECHO = "import json, sys, time; print(json.dumps(sys.argv[1:]), flush=True); time.sleep(900)"
@@ -52,17 +66,49 @@ class Cluster:
     data: Path
     api: str
     token: str  # the admin token
-    secret: str  # the cluster secret
+    keyring: Keyring  # the cluster's gossip keyring (`bodega up` made it)
     app_token: str  # a deploy token for "alpha"
     alpha_machine: str
     beta_machine: str
     canary: Path
     marker: str
 
+    def key(self, name: str) -> str:
+        """A key `bodega up` keeps in the data dir: secrets-key, api-token."""
+        return (self.data / name).read_text().strip()
+
     @property
-    def internal(self) -> str:
-        """The token cluster members show each other, derived from the secret."""
-        return internal_token(self.secret)
+    def ca_pem(self) -> str:
+        return (self.data / "tls" / "ca.pem").read_text()
+
+    def tls_dir(self, role: str, name: str) -> Path:
+        """Where a component's (or the operator's) identity is."""
+        if role == "admin":
+            return self.data / "tls" / "admin"
+        return self.data / ("workers/" + name if role == "worker" else role) / "tls"
+
+    def as_role(self, role: str, name: str = "") -> ssl.SSLContext:
+        """A client context presenting that component's own certificate."""
+        context = client_context(self.ca_pem)
+        context.load_cert_chain(TlsDir(self.tls_dir(role, name)).identity_path)
+        return context
+
+    def operator(self) -> ssl.SSLContext:
+        return self.as_role("admin")
+
+    def knocks(self, scratch: Path) -> dict[str, ssl.SSLContext]:
+        """Contexts that trust the cluster's CA and must still be refused by it."""
+        stranger = client_context(self.ca_pem)
+        stranger.load_cert_chain(TEST_CA.identity_file("broker", "stranger"))
+        ca_cert, ca_key = CaDir(self.data / "tls").read()
+        past = utc_now() - datetime.timedelta(days=1)
+        old = CertificateAuthority(ca_cert, ca_key, lifetime=60.0, clock=lambda: past)
+        old.issue(TlsDir(scratch / "expired"),
+                  Identity(trust_domain(ca_cert), "broker", "expired"), ())
+        expired = client_context(self.ca_pem)
+        expired.load_cert_chain(TlsDir(scratch / "expired").identity_path)
+        return {"no certificate": client_context(self.ca_pem), "another CA's": stranger,
+                "an expired one": expired}
 
     def components(self) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = json.loads((self.data / "cluster.json").read_text())[
@@ -75,8 +121,20 @@ class Cluster:
 
     def secrets(self) -> dict[str, str]:
         """Every credential that must never leak, by name."""
-        return {"admin token": self.token, "cluster secret": self.secret,
-                "internal token": self.internal, "app token": self.app_token}
+        return {"admin token": self.token, "secrets key": self.key("secrets-key"),
+                "app token": self.app_token,
+                **{f"gossip key {k.id}": k.encoded() for k in self.keyring.keys}}
+
+    def private_keys(self) -> dict[Path, bytes]:
+        """Each private key `bodega up` made (the CA's, each component's), by its file: the
+        base64 body that must appear nowhere else."""
+        files = [self.data / "tls" / "ca-key.pem", *self.data.rglob("identity.pem")]
+        found = {}
+        for path in files:
+            text = path.read_text()
+            body = text.split("-----BEGIN PRIVATE KEY-----")[1].split("-----END")[0]
+            found[path] = "".join(body.split()).encode()
+        return found
 
 
 
@@ -120,7 +178,7 @@ def up_cluster_with_apps(tmp: Path) -> Iterator[Cluster]:
               "bodega up is up")
         assert up.poll() is None, (tmp / "up.out").read_text()[-3000:]
         cluster = Cluster(data=data, api=f"http://127.0.0.1:{api_port}", token=token,
-                          secret=(data / "cluster-secret").read_text().strip(), app_token="",
+                          keyring=keyfile.read(data / "gossip-keyring"), app_token="",
                           alpha_machine="", beta_machine="", canary=canary,
                           marker=f"doors-{secrets.token_hex(5)}")
         _populate(cluster)
@@ -172,18 +230,23 @@ class Door:
     role: str
     pid: int
     listener: Listener
-    kind: str  # broker-api, worker-api, proxy-admin, proxy-public, gossip, or unknown
+    kind: str  # broker-api, broker-internal, worker-api, proxy-admin, proxy-public, gossip, ...
 
     def __str__(self) -> str:
         return f"{self.role} {self.component} (pid {self.pid}) {self.listener}: {self.kind}"
 
+    @property
+    def url(self) -> str:
+        return self.listener.url("https" if self.kind in TLS_KINDS.values() else "http")
 
-HTTP_KINDS = {"broker": "broker-api", "worker": "worker-api", "proxy": "proxy-admin"}
+
+TLS_KINDS = {"broker": "broker-internal", "worker": "worker-api", "proxy": "proxy-admin"}
 
 
-def classify(component: dict[str, Any], listener: Listener, members: list[dict[str, Any]]
-             ) -> str:
-    """What this socket is, by asking it; "unknown" fails the listener test."""
+def classify(component: dict[str, Any], listener: Listener, members: list[dict[str, Any]],
+             operator: ssl.SSLContext) -> str:
+    """What this socket is, by asking it (in TLS with ``operator`` if plain HTTP gets no
+    answer); "unknown" fails the listener test."""
     name, role = str(component["name"]), str(component["role"])
     if listener.proto == "udp":
         gossip = next((m["addr"] for m in members if m["name"] == name), None)
@@ -198,19 +261,38 @@ def classify(component: dict[str, Any], listener: Listener, members: list[dict[s
     try:
         answer = httpx.get(f"{listener.url()}/v1/health", timeout=30)
     except httpx.HTTPError:
-        return "unknown"
+        try:
+            answer = httpx.get(f"{listener.url('https')}/v1/health", timeout=30,
+                               verify=operator)
+        except httpx.HTTPError:
+            return "unknown"
+        secured = answer.status_code == 200 and answer.json().get("name") == name
+        return TLS_KINDS.get(role, "unknown") if secured else "unknown"
     if answer.status_code == 200 and answer.headers.get("content-type", "").startswith(
-            "application/json") and answer.json().get("name") == name:
-        return HTTP_KINDS.get(role, "unknown")
+            "application/json") and answer.json().get("name") == name and role == "broker":
+        return "broker-api"
     if role == "proxy" and answer.status_code == 404 and "no app is served" in answer.text:
         return "proxy-public"
     return "unknown"
 
 
-def gossip_auth_drops(metrics_text: str) -> float | None:
-    """Gossip packets dropped for a bad tag, or None if the metrics do not count them at all."""
+def gossip_drops(metrics_text: str, reason: str) -> float | None:
+    """Gossip packets dropped for ``reason``, or None if the metrics do not count drops at all."""
     if "# HELP bodega_gossip_bad_packets_total" not in metrics_text:
         return None
-    match = re.search(r'^bodega_gossip_bad_packets_total\{reason="auth"\} (\S+)$', metrics_text,
-                      re.MULTILINE)
+    match = re.search(rf'^bodega_gossip_bad_packets_total\{{reason="{reason}"\}} (\S+)$',
+                      metrics_text, re.MULTILINE)
     return float(match.group(1)) if match else 0.0  # no drop yet: the labelled child is absent
+
+
+def sniff_udp(port: int, timeout: float = 30.0) -> bytes:
+    """The payload of the next UDP datagram to ``port`` on the loopback, as a sniffer on the
+    wire sees it (an AF_PACKET socket: needs root, as these tests do)."""
+    with socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP)) as raw:
+        raw.bind(("lo", ETH_P_IP))
+        raw.settimeout(timeout)
+        while True:
+            frame = raw.recv(65535)
+            header = (frame[0] & 0x0F) * 4
+            if frame[9] == IPPROTO_UDP and int.from_bytes(frame[header + 2:header + 4]) == port:
+                return frame[header + 8:]

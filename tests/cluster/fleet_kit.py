@@ -19,9 +19,9 @@ import httpx
 
 from bodega.cluster import cleanup
 from bodega.runtime.cluster_id import new as new_cluster_id
-from bodega.runtime.keys import internal_token
 from tests.cidr_kit import octet
-from tests.integration.daemon_kit import SECRET, Daemon
+from tests.integration.daemon_kit import Daemon, Identity
+from tests.tls_kit import TEST_CA
 
 TOKEN = "fleet-admin-token"
 # A program for machines: answers every GET with its machine id and who it was asked for.
@@ -63,7 +63,8 @@ class Fleet:
         if self.seed:
             argv += ["--join", self.seed]
         return Daemon(argv=argv, ready_file=ready, log_file=self.tmp / f"{name}.log",
-                      env={"BODEGA_API_TOKEN": TOKEN})
+                      env={"BODEGA_API_TOKEN": TOKEN},
+                      identity=Identity(self.tmp / name / "tls", args[0], name))
 
     async def worker(self, name: str, index: int, region: str = "ams") -> Daemon:
         daemon = await self._daemon(
@@ -141,8 +142,7 @@ def proxy_admin(f: Fleet) -> str:
 
 
 async def proxy_metric(f: Fleet, name: str) -> float:
-    async with httpx.AsyncClient(headers={"authorization":
-                                          f"Bearer {internal_token(SECRET)}"}) as http:
+    async with TEST_CA.http("admin") as http:
         text = (await http.get(f"{proxy_admin(f)}/metrics")).text
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                if line.startswith(name) and not line.startswith("#"))

@@ -33,9 +33,10 @@ class Listener:
             return "::1"
         return self.host
 
-    def url(self) -> str:
+    def url(self, scheme: str = "http") -> str:
         host = self.reachable_host()
-        return f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+        host = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{host}:{self.port}"
 
     def __str__(self) -> str:
         return f"{self.proto} {self.host}:{self.port} (inode {self.inode})"

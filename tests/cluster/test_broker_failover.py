@@ -16,8 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bodega.runtime.keys import internal_token
-from tests.integration.daemon_kit import SECRET, Daemon
+from tests.integration.daemon_kit import Daemon
+from tests.tls_kit import TEST_CA
 
 from .fleet_kit import TOKEN, Fleet, fleet, until
 
@@ -78,8 +78,7 @@ async def test_a_broker_killed_mid_run_loses_and_doubles_nothing(tmp_path: Path)
 
         assert sorted(answered) == sorted(KEYS)
         held: list[str] = []
-        async with httpx.AsyncClient(headers={
-                "authorization": f"Bearer {internal_token(SECRET)}"}) as http:
+        async with TEST_CA.http() as http:
             for name, daemon in f.daemons.items():
                 if name.startswith("bf"):
                     machines = (await http.get(f"{daemon.url}/v1/machines",

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from bodega.model.errors import Indeterminate
-from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 from bodega.worker.host.network import run
-from tests.integration.daemon_kit import SECRET, Daemon
+from tests.integration.daemon_kit import Daemon, Identity
+from tests.tls_kit import TEST_CA
 
 from .netns_kit import hosts
 
@@ -36,12 +36,14 @@ async def test_a_stop_abandoned_during_a_partition_is_not_applied_after_the_heal
 ) -> None:
     async with hosts(1) as h:
         ready = tmp_path / "w.json"
+        name = f"late-{os.getpid()}"
         worker = await Daemon(argv=h.exec(
-            1, sys.executable, "-m", "bodega", "worker", "--name", f"late-{os.getpid()}",
+            1, sys.executable, "-m", "bodega", "worker", "--name", name,
             "--region", "ams", "--data-dir", str(tmp_path / "w"), "--driver", "null",
             "--listen", f"{h.address(1)}:7000", "--cpus", "2", "--memory-mb", "2048",
-            "--ready-file", str(ready)), ready_file=ready, log_file=tmp_path / "w.log").start()
-        client = WorkerClient(worker.url, internal_token(SECRET), timeout=2)
+            "--ready-file", str(ready)), ready_file=ready, log_file=tmp_path / "w.log",
+            identity=Identity(tmp_path / "w" / "tls", "worker", name, (h.address(1),))).start()
+        client = WorkerClient(worker.url, TEST_CA.context("broker"), timeout=2)
         try:
             machine = (await client.create_machine(MACHINE)).id
             assert (await client.wait(machine, "started", timeout=30))  # pools a connection
@@ -55,7 +57,7 @@ async def test_a_stop_abandoned_during_a_partition_is_not_applied_after_the_heal
             await run(*h.exec(1, "nft", "delete", "table", "inet", "late"))
             # TCP would retransmit an orphaned request within seconds of the heal.
             await asyncio.sleep(8)
-            fresh = WorkerClient(worker.url, internal_token(SECRET))
+            fresh = WorkerClient(worker.url, TEST_CA.context("broker"))
             try:
                 assert (await fresh.machine(machine)).state == "started"
             finally:

@@ -94,7 +94,9 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
         listed = await until(lambda: len(components()) == 4 and components())
         assert sorted(c["role"] for c in listed) == ["broker", "proxy", "worker", "worker"]
         assert {c["name"] for c in listed if c["role"] == "worker"} == {"ams-1", "ams-2"}
-        assert all(c["url"].startswith("http://127.0.0.1:") for c in listed)
+        # The broker's and the proxy's public listeners; the workers' internal API, in TLS.
+        assert all(c["url"].startswith("https://127.0.0.1:" if c["role"] == "worker"
+                                       else "http://127.0.0.1:") for c in listed)
         assert (data / "api-token").read_text().strip() == token
 
         base = f"http://127.0.0.1:{api}"

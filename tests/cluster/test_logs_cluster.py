@@ -16,8 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from bodega.runtime.keys import internal_token
-from tests.integration.daemon_kit import SECRET
+from tests.tls_kit import TEST_CA
 
 from .fleet_kit import fleet, until
 
@@ -81,8 +80,7 @@ async def test_logs_stream_and_follow_for_a_machine_and_an_app(tmp_path: Path) -
             where = {i: (await api.get(f"/v1/apps/ticks/machines/{i}/placement")).json()
                      ["winner"]["worker"] for i in ids}
             own = next(d for d in docs if where[d["id"]] == first)
-            worker = httpx.AsyncClient(base_url=f.daemons[first].url, timeout=30, headers={
-                "authorization": f"Bearer {internal_token(SECRET)}"})
+            worker = TEST_CA.http(base_url=f.daemons[first].url, timeout=30)
             async with worker:
                 past = await worker.get(f"/v1/machines/{own['id']}/logs", params={"limit": "3"})
                 lines = [json.loads(t) for t in past.text.splitlines() if t]

@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bodega.runtime.keys import internal_token
-from tests.integration.daemon_kit import SECRET, Daemon
+from tests.integration.daemon_kit import Daemon, Identity
+from tests.tls_kit import TEST_CA
 
 from .fleet_kit import until
 from .netns_kit import Hosts, hosts
@@ -28,7 +28,6 @@ from .netns_kit import Hosts, hosts
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
 TOKEN = "netns-admin"
-CLUSTER = {"authorization": f"Bearer {internal_token(SECRET)}"}
 MACHINE = {"config": {"image": "img", "guest": {"cpus": 1, "memory_mb": 256}}}
 
 
@@ -40,13 +39,14 @@ def daemon(h: Hosts, index: int, tmp: Path, name: str, *args: str) -> Daemon:
     if index != 1:
         argv += ["--join", f"{h.address(1)}:7946"]
     return Daemon(argv=argv, ready_file=ready, log_file=tmp / f"{name}.log",
-                  env={"BODEGA_API_TOKEN": TOKEN})
+                  env={"BODEGA_API_TOKEN": TOKEN},
+                  identity=Identity(tmp / name / "tls", args[0], name, (h.address(index),)))
 
 
 async def view(url: str, table: str = "machines") -> dict[str, str]:
     """One node's replica of ``table``: key -> state, read from its subscription snapshot."""
     rows: dict[str, str] = {}
-    async with httpx.AsyncClient(headers=CLUSTER, timeout=10) as http, http.stream(
+    async with TEST_CA.http(timeout=10) as http, http.stream(
             "POST", f"{url}/v1/registry/subscriptions", json={"table": table}) as stream:
         async for line in stream.aiter_lines():
             message = json.loads(line)
@@ -97,7 +97,7 @@ async def test_death_partition_and_heal_across_hosts(tmp_path: Path) -> None:
                 # A worker dies (once the rows it wrote have spread: a row its owner never
                 # got out dies with it): everyone hears, and nothing is placed on it any more.
                 made = {m for m, _ in before}
-                await until(lambda: _has(broker.url, made))
+                await until(lambda: _has(broker.internal_url, made))
                 await w3.kill9()
                 await until(lambda: _status(api, "w3", "dead"), timeout=90)
                 after_death = await create(api, 6)
@@ -108,7 +108,7 @@ async def test_death_partition_and_heal_across_hosts(tmp_path: Path) -> None:
                 await until(lambda: _status(api, "w2", "dead"), timeout=90)
                 cut_off = await create(api, 3)
                 assert {w for _, w in cut_off} == {"w1"}
-                async with httpx.AsyncClient(headers=CLUSTER, timeout=30) as direct:
+                async with TEST_CA.http(timeout=30) as direct:
                     lonely = (await direct.post(f"{w2.url}/v1/machines", json={
                         "app": "net", **MACHINE})).json()["id"]
 
@@ -119,7 +119,8 @@ async def test_death_partition_and_heal_across_hosts(tmp_path: Path) -> None:
                 last: list[dict[str, str]] = []
 
                 async def converged() -> bool:
-                    last[:] = await asyncio.gather(*(view(d.url) for d in (w1, w2, broker)))
+                    last[:] = await asyncio.gather(*(view(d.internal_url)
+                                                     for d in (w1, w2, broker)))
                     return all(set(v) == expected for v in last) and \
                         last[0] == last[1] == last[2]
 

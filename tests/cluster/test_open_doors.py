@@ -2,11 +2,17 @@
 
 The sockets come from /proc (each component's fds joined with its kernel
 socket tables), not from a list of ports, and each is asked what it is: one
-nobody can account for fails the test. Then every HTTP listener gets
-requests without and with wrong credentials on its routes, every gossip
-socket a packet signed with another cluster's key (dropped, counted, and
-nothing changes), and the data dir, the logs and every process's command
-line and every machine's environment are searched for a secret.
+nobody can account for fails the test. The public API gets requests without
+and with wrong tokens on its routes (401, then 429 once an address keeps
+failing). Every internal listener (mutual TLS) is knocked on with no
+certificate, another CA's, an expired one and plain HTTP (each refused in
+the handshake, and counted), and with each real component's certificate on
+every route its role may not call (403, counted). Every gossip socket gets
+packets sealed with another cluster's key, unsealed, or with a forged tag,
+and a real packet captured from the wire and sent again (each dropped,
+counted, and nothing changes), and the data dir, the logs and every
+process's command line and every machine's environment are searched for a
+secret (the gossip keys included) or a private key.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import os
 import re
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Iterator
@@ -25,34 +32,46 @@ from typing import Any
 import httpx
 import pytest
 
-from bodega.registry.membership.auth import PacketAuth
+from bodega.registry.membership.envelope import SealedEnvelope
+from bodega.registry.membership.keyring import GossipKey, Keyring
 from bodega.registry.membership.members import MemberRecord, Role, Status
 from bodega.registry.membership.messages import Message, Sync, encode
-from bodega.runtime.keys import internal_token
+from bodega.runtime.tls import access
 from tests.cluster.door_kit import (
     ARGV_ECHO,
     Cluster,
     Door,
     classify,
-    gossip_auth_drops,
+    gossip_drops,
     hostile_arguments,
+    sniff_udp,
     until,
     up_cluster_with_apps,
 )
 from tests.cluster.listener_kit import children_of, listeners_of
+from tests.keyring_kit import other_keyring
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
 
 PUBLIC = {"/v1/health", "/openapi.json", "/v1/openapi.json", "/docs"}
 ADMIN_ONLY = [("POST", "/v1/apps"), ("GET", "/metrics"), ("GET", "/v1/cluster/members"),
-              ("GET", "/v1/cluster/workers")]
-REGISTRY = [("POST", "/v1/registry/sync"), ("POST", "/v1/registry/subscriptions")]
+              ("GET", "/v1/cluster/workers"), ("GET", "/v1/cluster/keys"),
+              ("POST", "/v1/cluster/keys/rotate")]
+REGISTRY = [("POST", "/v1/registry/sync"), ("POST", "/v1/registry/digest"),
+            ("POST", "/v1/registry/subscriptions")]
 WORKER = [("GET", "/v1/info"), ("GET", "/v1/capacity"), ("GET", "/v1/log"), ("GET", "/metrics"),
           ("GET", "/v1/machines"), ("POST", "/v1/machines"), ("GET", "/v1/machines/{id}"),
           ("DELETE", "/v1/machines/{id}"), ("POST", "/v1/machines/{id}/stop"),
           ("POST", "/v1/machines/{id}/exec"), ("GET", "/v1/machines/{id}/events"),
           ("POST", "/v1/reservations"), ("POST", "/v1/cordon"), ("GET", "/v1/volumes")]
 PROXY_ADMIN = [("GET", "/metrics"), ("GET", "/v1/routes")]
+BROKER_INTERNAL = [("POST", "/v1/cluster/certificates")]
+# Each internal listener: its name in the access table, and the routes knocked on there.
+INTERNAL = {"worker-api": (access.WORKER_API, WORKER + REGISTRY),
+            "proxy-admin": (access.PROXY_ADMIN, PROXY_ADMIN + REGISTRY),
+            "broker-internal": (access.BROKER_INTERNAL, BROKER_INTERNAL + REGISTRY)}
+HANDSHAKE_REFUSALS = {"no certificate": "no certificate", "another CA's": "unknown authority",
+                      "an expired one": "expired"}
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +84,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def doors(cluster: Cluster) -> list[Door]:
     with cluster.admin() as api:
         members = api.get("/v1/cluster/members").json()
-    return [Door(str(c["name"]), str(c["role"]), pid, listener, classify(c, listener, members))
+    operator = cluster.operator()
+    return [Door(str(c["name"]), str(c["role"]), pid, listener,
+                 classify(c, listener, members, operator))
             for c in cluster.components() for pid in serving_pids(c)
             for listener in listeners_of(pid)]
 
@@ -92,8 +113,8 @@ def wrong_credentials(cluster: Cluster) -> dict[str, dict[str, str]]:
         "garbage": {"authorization": "Bearer a b c"},
         "wrong token": {"authorization": "Bearer not-a-token"},
         "admin token with a suffix": {"authorization": f"Bearer {cluster.token}x"},
-        "another cluster's token": {"authorization": f"Bearer {internal_token('other')}"},
-        "the raw cluster secret": {"authorization": f"Bearer {cluster.secret}"},
+        "the secrets key": {"authorization": f"Bearer {cluster.key('secrets-key')}"},
+        "a gossip key": {"authorization": f"Bearer {cluster.keyring.keys[0].encoded()}"},
     }
 
 
@@ -105,11 +126,11 @@ def knock(http: httpx.Client, base: str, method: str, path: str,
 
 
 def refusals(base: str, routes: list[tuple[str, str]], credentials: dict[str, dict[str, str]],
-             expect: int) -> list[str]:
+             expect: int | set[int], verify: ssl.SSLContext | bool = True) -> list[str]:
     """Every (route, credential) that was not refused with ``expect`` and the error shape."""
     wrong = []
     # One client for them all: a client per request costs more than the request (hundreds).
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(timeout=30, verify=verify) as http:
         for method, path in routes:
             for label, headers in credentials.items():
                 wrong += refused_with(knock(http, base, method, path, headers), expect,
@@ -117,11 +138,11 @@ def refusals(base: str, routes: list[tuple[str, str]], credentials: dict[str, di
     return wrong
 
 
-def refused_with(answer: httpx.Response, expect: int, what: str) -> list[str]:
+def refused_with(answer: httpx.Response, expect: int | set[int], what: str) -> list[str]:
     """[] when ``answer`` is ``expect`` in the API's error shape, else what was wrong."""
     shaped = answer.headers.get("content-type", "").startswith("application/json") and \
         set(answer.json()) >= {"error", "status"}
-    if answer.status_code != expect or not shaped:
+    if answer.status_code not in ({expect} if isinstance(expect, int) else expect) or not shaped:
         return [f"{what}: {answer.status_code} {answer.text[:120]}"]
     return []
 
@@ -134,7 +155,8 @@ def api_routes(base: str, app: str, machine: str) -> list[tuple[str, str]]:
         filled = re.sub(r"\{[^}]+\}", lambda m: {"{app_name}": app, "{machine_id}": machine}.get(
             m.group(0), "x"), path)
         routes += [(method.upper(), filled) for method in operations if filled not in PUBLIC]
-    return [*routes, ("GET", "/metrics")]
+    return [*routes, ("GET", "/metrics"), ("GET", "/v1/cluster/keys"),
+            ("POST", "/v1/cluster/keys/rotate")]
 
 
 def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) -> None:
@@ -142,7 +164,8 @@ def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) ->
     assert unknown == [], f"listeners nobody accounts for: {unknown}"
     for component in cluster.components():
         kinds = sorted(d.kind for d in doors if d.component == component["name"])
-        expected = {"broker": ["broker-api", "gossip"], "worker": ["gossip", "worker-api"],
+        expected = {"broker": ["broker-api", "broker-internal", "gossip"],
+                    "worker": ["gossip", "worker-api"],
                     "proxy": ["gossip", "proxy-admin", "proxy-public"],
                     "registry": ["image-registry"]}[component["role"]]
         assert kinds == expected, f"{component['name']} listens on {kinds}"
@@ -155,9 +178,15 @@ def test_public_api_refuses_missing_and_wrong_tokens(doors: list[Door], cluster:
         base = door.listener.url()
         routes = api_routes(base, "alpha", cluster.alpha_machine)
         assert len(routes) > 40, routes
-        credentials = {**wrong_credentials(cluster),
-                       "the internal token": {"authorization": f"Bearer {cluster.internal}"}}
-        assert refusals(base, routes, credentials, 401) == []
+        credentials = wrong_credentials(cluster)
+        # Hundreds of failures from one address: 401, then 429 once it has failed too often.
+        assert refusals(base, routes, credentials, {401, 429}) == []
+        limited = httpx.get(f"{base}/v1/apps", timeout=30, headers={"authorization": "Bearer x"})
+        assert limited.status_code == 429, limited.text
+        assert limited.json()["status"] == "rate_limited"
+        assert int(limited.headers["retry-after"]) >= 1
+        with cluster.admin() as api:  # a good token from the same address still gets in
+            assert api.get("/v1/apps").status_code == 200
         for path in PUBLIC:  # open by design, and say nothing about what runs
             answer = httpx.get(base + path, timeout=30)
             assert answer.status_code == 200
@@ -190,20 +219,73 @@ def test_an_app_token_stays_inside_its_app(doors: list[Door], cluster: Cluster) 
         assert beta["state"] == "started"
 
 
-def test_internal_apis_need_the_cluster_secret(doors: list[Door], cluster: Cluster) -> None:
-    credentials = {**wrong_credentials(cluster),
-                   "the admin token": {"authorization": f"Bearer {cluster.token}"},
-                   "an app token": {"authorization": f"Bearer {cluster.app_token}"}}
-    routes = {"worker-api": WORKER + REGISTRY, "proxy-admin": PROXY_ADMIN + REGISTRY,
-              "broker-api": REGISTRY}
-    for kind, kind_routes in routes.items():
+def internal_refusals(door: Door, cluster: Cluster, doors: list[Door]) -> dict[str, float]:
+    """The component's count of internal calls it refused, by reason, from its metrics."""
+    text = metrics_of(door, cluster, doors)
+    return {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^bodega_internal_refused_total\{reason="([^"]+)"\} (\S+)$', text, re.MULTILINE)}
+
+
+def grown(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before.get(k, 0.0) for k in after if after[k] != before.get(k, 0.0)}
+
+
+def test_internal_listeners_refuse_strangers_in_the_handshake_and_count_them(
+        doors: list[Door], cluster: Cluster, tmp_path: Path) -> None:
+    knocks = cluster.knocks(tmp_path)
+    tokens = {"authorization": f"Bearer {cluster.token}"}  # a key to another door: no help
+    for kind, (_listener, routes) in INTERNAL.items():
         for door in of_kind(doors, kind):
-            filled = [(m, p.replace("{id}", cluster.alpha_machine)) for m, p in kind_routes]
-            assert refusals(door.listener.url(), filled, credentials, 401) == []
-            # Health answers anyone, with nothing but who is answering.
-            health = httpx.get(f"{door.listener.url()}/v1/health", timeout=30).json()
+            before = internal_refusals(door, cluster, doors)
+            tried = [("GET", "/v1/health"), *routes[:2]]
+            for method, path in tried:
+                for context in knocks.values():
+                    with httpx.Client(verify=context, timeout=30) as http, \
+                            pytest.raises(httpx.TransportError):
+                        http.request(method, door.url + path, headers=tokens, json={})
+                with pytest.raises(httpx.TransportError):  # plain HTTP to a TLS port
+                    httpx.request(method, door.listener.url() + path, json={}, timeout=30)
+            assert grown(before, internal_refusals(door, cluster, doors)) == {
+                **{reason: len(tried) for reason in HANDSHAKE_REFUSALS.values()},
+                "not tls": len(tried)}, f"{door} counted its refusals wrong"
+            # Health answers the cluster's own, with nothing but who is answering.
+            health = httpx.get(f"{door.url}/v1/health", timeout=30,
+                               verify=cluster.operator()).json()
             assert set(health) <= {"ok", "ready", "name", "region"}, health
-    with cluster.admin() as api:
+
+
+def identities(cluster: Cluster, door: Door) -> dict[str, ssl.SSLContext]:
+    """A real certificate of each role: of another worker than the door's, of the proxy, of
+    the broker, and the operator's."""
+    workers = sorted(c["name"] for c in cluster.components() if c["role"] == "worker")
+    other = next(name for name in workers if name != door.component)
+    return {"worker": cluster.as_role("worker", other), "proxy": cluster.as_role("proxy"),
+            "broker": cluster.as_role("broker"), "admin": cluster.operator()}
+
+
+def test_each_role_gets_403_on_every_route_its_rule_does_not_allow(
+        doors: list[Door], cluster: Cluster) -> None:
+    """Every route in the access table of the listener (and the registry's there), with a
+    real certificate of each role: 403 wherever the rule leaves the role out."""
+    refused = 0
+    for kind, (listener, _knocked) in INTERNAL.items():
+        routes = [(r.method, r.path) for r in access.POLICY
+                  if r.listener in (listener, access.REGISTRY)]
+        for door in of_kind(doors, kind):
+            before = internal_refusals(door, cluster, doors)
+            forbidden = 0
+            for role, context in identities(cluster, door).items():
+                wrong = [(m, p) for m, p in routes if not access.allowed(
+                    access.REGISTRY if p.startswith("/v1/registry/") else listener, m, p, role)]
+                filled = [(m, p.replace("{id}", cluster.alpha_machine).replace("{key}", "k"))
+                          for m, p in wrong]
+                assert refusals(door.url, filled, {role: {}}, 403, verify=context) == []
+                forbidden += len(wrong)
+            assert forbidden > 0
+            assert grown(before, internal_refusals(door, cluster, doors)) == {"role": forbidden}
+            refused += forbidden
+    assert refused > 100  # every worker's machine routes, for workers, proxies, the operator
+    with cluster.admin() as api:  # and none of it changed anything
         beta = api.get(f"/v1/apps/beta/machines/{cluster.beta_machine}").json()
         alpha = api.get(f"/v1/apps/alpha/machines/{cluster.alpha_machine}").json()
         assert (alpha["state"], beta["state"]) == ("started", "started")
@@ -221,18 +303,38 @@ def test_the_proxy_serves_apps_and_nothing_else(doors: list[Door], cluster: Clus
                 assert "alpha" not in answer.text
 
 
-def scrape(door: Door, cluster: Cluster, doors: list[Door]) -> float | None:
-    """This component's count of gossip packets dropped for a bad tag, from its metrics."""
+def metrics_of(door: Door, cluster: Cluster, doors: list[Door]) -> str:
+    """The metrics of the door's component: the broker's on its public API (the admin
+    token), a worker's or a proxy's on its internal listener (the operator's certificate)."""
     kind = {"broker": "broker-api", "worker": "worker-api", "proxy": "proxy-admin"}[door.role]
     http = next(d for d in doors if d.component == door.component and d.kind == kind)
-    key = cluster.token if door.role == "broker" else cluster.internal
-    answer = httpx.get(f"{http.listener.url()}/metrics", timeout=30,
-                       headers={"authorization": f"Bearer {key}"})
+    if door.role == "broker":
+        answer = httpx.get(f"{http.url}/metrics", timeout=30,
+                           headers={"authorization": f"Bearer {cluster.token}"})
+    else:
+        answer = httpx.get(f"{http.url}/metrics", timeout=30, verify=cluster.operator())
     assert answer.status_code == 200, answer.text
-    return gossip_auth_drops(answer.text)
+    return answer.text
 
 
-def test_gossip_signed_with_another_key_is_dropped_and_counted(
+def scrape(door: Door, cluster: Cluster, doors: list[Door],
+           reasons: tuple[str, ...] = ("auth", "unknown_key")) -> float | None:
+    """This component's count of gossip packets dropped for ``reasons``, from its metrics."""
+    text = metrics_of(door, cluster, doors)
+    counts = [gossip_drops(text, reason) for reason in reasons]
+    return None if None in counts else sum(c or 0.0 for c in counts)
+
+
+def members_unchanged(cluster: Cluster) -> None:
+    time.sleep(1.0)  # time enough for a believed claim to spread
+    with cluster.admin() as api:
+        members = api.get("/v1/cluster/members").json()
+    assert "intruder" not in {m["name"] for m in members}
+    assert {m["name"]: m["status"] for m in members} == {
+        str(c["name"]): "alive" for c in cluster.components() if c["role"] != "registry"}
+
+
+def test_gossip_sealed_with_another_key_is_dropped_and_counted(
         doors: list[Door], cluster: Cluster) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as intruder:
         intruder.bind(("127.0.0.1", 0))
@@ -248,31 +350,62 @@ def test_gossip_signed_with_another_key_is_dropped_and_counted(
                                                        door.listener.port), Role(door.role),
                                       "ams", incarnation=99, status=Status.DEAD, by="intruder"),))
             target = (door.listener.reachable_host(), door.listener.port)
-            intruder.sendto(PacketAuth.from_secret("another cluster").seal(encode(claim)), target)
-            intruder.sendto(encode(claim), target)  # not signed at all
+            theirs = SealedEnvelope(other_keyring("another cluster"), "intruder",
+                                    first_seq=time.time_ns(), salts=os.urandom)
+            intruder.sendto(theirs.seal(encode(claim), 1), target)  # another cluster's key
+            intruder.sendto(encode(claim), target)  # not sealed at all
+            # The cluster's key id on a packet sealed with another key: a forged tag.
+            guess = GossipKey(os.urandom(32))
+            forged = bytearray(SealedEnvelope(Keyring.of(guess), "intruder", first_seq=1,
+                                              salts=os.urandom).seal(encode(claim), 1))
+            forged[1:5] = cluster.keyring.primary_key.raw_id
+            intruder.sendto(bytes(forged), target)
 
             def counted(d: Door = door, b: float = before) -> bool:
-                return (scrape(d, cluster, doors) or 0) >= b + 2
+                return (scrape(d, cluster, doors) or 0) >= b + 3
 
-            until(counted, f"{door.component} counting both forged packets")
+            until(counted, f"{door.component} counting the three forged packets")
             with pytest.raises(TimeoutError):
-                intruder.recvfrom(65535)  # and it answered neither
-    time.sleep(1.0)  # time enough for a believed claim to spread
-    with cluster.admin() as api:
-        members = api.get("/v1/cluster/members").json()
-    assert "intruder" not in {m["name"] for m in members}
-    assert {m["name"]: m["status"] for m in members} == {
-        str(c["name"]): "alive" for c in cluster.components() if c["role"] != "registry"}
+                intruder.recvfrom(65535)  # and it answered none
+    members_unchanged(cluster)
+
+
+def test_a_replayed_gossip_packet_is_dropped_and_counted(
+        doors: list[Door], cluster: Cluster) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as replayer:
+        for door in of_kind(doors, "gossip"):
+            before = scrape(door, cluster, doors, ("replay",))
+            assert before is not None, f"{door.component} does not count replayed packets"
+            # A real packet of the cluster, captured on its way to this member (which got
+            # it, or has it queued ahead of the copy), and sent to it again.
+            captured = sniff_udp(door.listener.port)
+            replayer.sendto(captured, (door.listener.reachable_host(), door.listener.port))
+
+            def counted(d: Door = door, b: float = before) -> bool:
+                return (scrape(d, cluster, doors, ("replay",)) or 0) >= b + 1
+
+            until(counted, f"{door.component} counting the replayed packet")
+    members_unchanged(cluster)
 
 
 def test_tokens_are_stored_hashed_and_secrets_never_logged(cluster: Cluster) -> None:
-    kept_on_purpose = {cluster.data / "api-token", cluster.data / "cluster-secret"}
+    keys = cluster.private_keys()  # the CA's, and each component's own
+    served = [c for c in cluster.components() if c["role"] != "registry"]
+    assert len(keys) == 2 + len(served)  # the CA's, the operator's, and one per component
+    kept_on_purpose = {cluster.data / "api-token", cluster.data / "secrets-key",
+                       cluster.data / "gossip-keyring", *keys}
     files = [p for p in cluster.data.rglob("*") if p.is_file() and p not in kept_on_purpose]
     assert any(p.suffix == ".log" for p in files)
     assert any(".db" in p.name for p in files)
-    leaks = [f"{name} in {path}" for path in files for name, value in cluster.secrets().items()
+    secrets = {**cluster.secrets(), **{f"the private key in {p}": k.decode()
+                                       for p, k in keys.items()}}
+    leaks = [f"{name} in {path}" for path in files for name, value in secrets.items()
              if value.encode() in path.read_bytes()]
     assert leaks == []
+    assert not (cluster.data / "cluster-secret").exists()  # no shared secret left behind
+    # The CA's key is in one place only; each component has a key of its own.
+    assert list(cluster.data.rglob("ca-key.pem")) == [cluster.data / "tls" / "ca-key.pem"]
+    assert len(set(keys.values())) == len(keys)
     digest = hashlib.sha256(cluster.app_token.encode()).hexdigest().encode()
     assert any(digest in p.read_bytes() for p in files if ".db" in p.name), "token hash not kept"
     for path in kept_on_purpose:
@@ -306,12 +439,15 @@ def test_secrets_stay_out_of_command_lines_and_machines(cluster: Cluster) -> Non
     for pid in pids:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
         assert not [n for n, v in values.items() if v.encode() in environ], pid
-        assert b"BODEGA_CLUSTER_SECRET" not in environ
-        assert b"BODEGA_API_TOKEN" not in environ
+        for variable in (b"BODEGA_GOSSIP_KEYRING", b"BODEGA_SECRETS_KEY", b"BODEGA_API_TOKEN"):
+            assert variable not in environ
+    sealing = cluster.key("secrets-key").encode()
     for component in cluster.components():  # only the broker needs the admin token
         environ = Path(f"/proc/{component['pid']}/environ").read_bytes()
         holds = cluster.token.encode() in environ
         assert holds == (component["role"] == "broker"), component["name"]
+        # ... and only brokers and workers the secrets key: a proxy never opens a secret.
+        assert (sealing in environ) == (component["role"] in ("broker", "worker"))
     with cluster.admin() as api:
         answer = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
             "command": [sys.executable, "-c", "import os; print(repr(dict(os.environ)))"]})

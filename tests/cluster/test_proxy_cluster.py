@@ -23,9 +23,8 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from bodega.runtime.keys import internal_token
-from tests.integration.daemon_kit import SECRET
 from tests.integration.proxy.plane_kit import PLANES, haproxy_binary
+from tests.tls_kit import TEST_CA
 
 from . import checks_scenario, suspend_scenario
 from .fleet_kit import (
@@ -89,8 +88,7 @@ async def _workers_seen(api: httpx.AsyncClient, count: int) -> bool:
 
 async def _proxy_knows(f: Fleet, app: str, machines: int) -> bool:
     """The proxy's routing table has this many of the app's machines (from the registry)."""
-    async with httpx.AsyncClient(headers={"authorization":
-                                          f"Bearer {internal_token(SECRET)}"}) as http:
+    async with TEST_CA.http("admin") as http:
         routes = (await http.get(f"{proxy_admin(f)}/v1/routes")).json()
     return len(routes.get(app, [])) >= machines
 

@@ -14,20 +14,29 @@ from pathlib import Path
 import pytest
 
 from bodega.cli.up import _run
-from bodega.cluster.components import components_for
+from bodega.cluster.cluster_keys import ensure_ca
+from bodega.cluster.components import Component, components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.ports import free_udp_ports
 from bodega.cluster.supervisor import LocalCluster
+from bodega.registry.membership import keyfile
 from tests.cluster.up_kit import free_port
 
 
 def cluster_config(data_dir: Path) -> ClusterConfig:
     names = ["ams-1", "broker", "proxy"]
+    keyfile.ensure(data_dir / "gossip-keyring")  # what `bodega up` makes before `_run`
     return ClusterConfig(
-        data_dir=data_dir, token="readiness-token", cluster_secret="s" * 32, regions=("ams",),
+        data_dir=data_dir, token="readiness-token", regions=("ams",),
         workers_per_region=1, worker_cpus=1, worker_memory_mb=512, api_port=free_port(),
         proxy_port=free_port(), driver="null", log_level="warning",
         gossip_ports=dict(zip(names, free_udp_ports("127.0.0.1", 3), strict=True)))
+
+
+def local_cluster(config: ClusterConfig, components: list[Component]) -> LocalCluster:
+    """The cluster as `bodega up` runs it: with its CA, to give each component its identity."""
+    return LocalCluster(config, components,
+                        ensure_ca(config.data_dir, config.trust_domain, config.cert_lifetime))
 
 
 async def test_a_broker_that_never_sees_its_worker_is_not_called_up(tmp_path: Path) -> None:
@@ -38,7 +47,7 @@ async def test_a_broker_that_never_sees_its_worker_is_not_called_up(tmp_path: Pa
     # The broker joins through a port nobody gossips on, so it never hears of the worker.
     (dead,) = free_udp_ports("127.0.0.1", 1)
     broker.argv[broker.argv.index("--join") + 1] = f"127.0.0.1:{dead}"
-    cluster = LocalCluster(config, components)
+    cluster = local_cluster(config, components)
     try:
         await cluster.start()
         verdict = await cluster.until_ready(timeout=5)
@@ -57,7 +66,7 @@ async def test_a_broker_that_never_sees_its_worker_is_not_called_up(tmp_path: Pa
 
 async def test_a_whole_cluster_is_ready(tmp_path: Path) -> None:
     config = cluster_config(tmp_path)
-    cluster = LocalCluster(config, components_for(config))
+    cluster = local_cluster(config, components_for(config))
     try:
         await cluster.start()
         assert await cluster.until_ready(timeout=120) is None
@@ -73,7 +82,7 @@ async def test_up_says_what_is_not_ready_and_never_that_it_is_up(
     (dead,) = free_udp_ports("127.0.0.1", 1)
     broker.argv[broker.argv.index("--join") + 1] = f"127.0.0.1:{dead}"
     running = asyncio.create_task(
-        _run(config, False, cluster=LocalCluster(config, components), ready_timeout=2))
+        _run(config, False, cluster=local_cluster(config, components), ready_timeout=2))
     said: list[str] = []
     try:
         for _ in range(600):  # bounded: the components start, then two rounds of waiting

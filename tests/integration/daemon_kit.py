@@ -1,4 +1,9 @@
-"""Real bodega daemons as subprocesses, for integration tests."""
+"""Real bodega daemons as subprocesses, for integration tests.
+
+Each daemon gets a TLS identity from the test CA (``tests.tls_kit``) in its
+data dir before it starts, when it has one (``identity``), and the cluster's
+gossip secret and secrets key in its environment.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +18,21 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
+from tests.tls_kit import LOOPBACK, TEST_CA, daemon_env
 
-SECRET = "integration-secret"
 READY_TIMEOUT = 30.0
+BROKER_TOKEN = "integration-admin-token"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The certificate a daemon is given: its role and name, where it serves."""
+
+    tls_dir: Path
+    role: str
+    name: str
+    hosts: tuple[str, ...] = LOOPBACK
 
 
 @dataclass
@@ -28,14 +43,18 @@ class Daemon:
     env: dict[str, str] = field(default_factory=dict)
     process: asyncio.subprocess.Process | None = None
     url: str = ""
+    identity: Identity | None = None
 
     async def start(self) -> Daemon:
         self.ready_file.unlink(missing_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        if self.identity is not None:
+            TEST_CA.issue(self.identity.tls_dir, self.identity.role, self.identity.name,
+                          self.identity.hosts)
         with self.log_file.open("ab") as out:
             self.process = await asyncio.create_subprocess_exec(
                 *self.argv, stdout=out, stderr=out, stdin=asyncio.subprocess.DEVNULL,
-                env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET, **self.env},
+                env={**os.environ, **daemon_env(), **self.env},
                 start_new_session=True,
             )
         deadline = time.monotonic() + READY_TIMEOUT
@@ -47,6 +66,12 @@ class Daemon:
             await asyncio.sleep(0.02)
         self.url = json.loads(self.ready_file.read_text())["url"]
         return self
+
+    @property
+    def internal_url(self) -> str:
+        """Where members reach it: a broker's internal listener, any other's only one."""
+        ready = json.loads(self.ready_file.read_text())
+        return str(ready.get("internal_url") or ready["url"])
 
     def log(self) -> str:
         try:
@@ -97,6 +122,7 @@ def worker_daemon(tmp: Path, name: str = "w1", **kw: object) -> Daemon:
     return Daemon(
         argv=worker_argv(tmp / name, tmp / f"{name}.ready.json", name=name, **kw),  # type: ignore[arg-type]
         ready_file=tmp / f"{name}.ready.json", log_file=tmp / f"{name}.log",
+        identity=Identity(tmp / name / "tls", "worker", name),
     )
 
 
@@ -109,9 +135,21 @@ async def running_worker_daemon(tmp: Path,
     object in the test's event loop).
     """
     daemon = await worker_daemon(tmp, **kw).start()  # type: ignore[arg-type]
-    client = WorkerClient(daemon.url, internal_token(SECRET))
+    client = WorkerClient(daemon.url, TEST_CA.context("broker"))
     try:
         yield daemon, client
     finally:
         await client.aclose()
         await daemon.stop()
+
+
+def broker_daemon(tmp: Path, name: str = "b1", *extra: str) -> Daemon:
+    """A ``bodega broker`` process (admin token ``BROKER_TOKEN``), not started yet, with an
+    identity from the test CA (set ``identity`` to None to give it one yourself)."""
+    ready = tmp / f"{name}.ready.json"
+    return Daemon(
+        argv=[sys.executable, "-m", "bodega", "broker", "--name", name, "--region", "ams",
+              "--data-dir", str(tmp / name), "--listen", "127.0.0.1:0",
+              "--ready-file", str(ready), "--log-level", "info", *extra],
+        ready_file=ready, log_file=tmp / f"{name}.log", env={"BODEGA_API_TOKEN": BROKER_TOKEN},
+        identity=Identity(tmp / name / "tls", "broker", name))

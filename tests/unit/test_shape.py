@@ -42,11 +42,16 @@ NOT_CORES = {
     "bodega.broker.openapi_schemas": "the API document's response schemas, data only",
     "bodega.proxy.metrics": "metric definitions",
     "bodega.registry.membership.metrics": "metric definitions",
+    "bodega.registry.membership.keyfile": "reads and writes the keyring file",
     "bodega.proxy.request_ids": "request ids: a clock and random bytes, no decision",
     "bodega.worker.host.survey": "reads the host's links and addresses from /sys and /proc",
     "bodega.worker.images.store": "the image store: blobs and unpacked bases on disk",
     "bodega.worker.images.unpack": "writes an image's layers to disk",
     "bodega.worker.host.volume_copy": "copies a volume's files on disk and digests them",
+    "bodega.runtime.tls.files": "reads and writes keys and certificates",
+    "bodega.runtime.tls.authority": "the CA at work: its files, a clock, a log",
+    "bodega.runtime.tls.contexts": "SSL contexts loaded from files, and a counter",
+    "bodega.runtime.tls.join_store": "reads and writes the signer's book of join tokens",
 }
 
 # The cores the charter names: they stay in the contract, whatever else moves.

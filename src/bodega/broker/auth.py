@@ -12,21 +12,29 @@ Two more kinds act for one app: a machine's own token (``runtime/machine_tokens.
 checked by its tag and by the machine still existing in its app), and a KMS token
 (``POST /v1/tokens/kms``: short-lived, stored hashed like app tokens, good for the
 app's secret keys and nothing else).
+
+App tokens expire: in 90 days unless created with another ``expiry``. A
+source address that keeps failing to authenticate gets 429 with
+``Retry-After`` instead of 401 for a while (``auth_limit.py``); a request
+with a valid token always gets through.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from bodega.broker.auth_limit import FailureLimiter
 from bodega.broker.catalog import Catalog, machine_row
 from bodega.model.duration import parse_duration
-from bodega.model.errors import BadRequest, Forbidden, NotFound, Unauthorized
+from bodega.model.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized
 from bodega.model.ids import new_token_id
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.wire.http import bearer_token
@@ -34,7 +42,7 @@ from bodega.wire.http import bearer_token
 TOKEN_PREFIX = "bdg_"
 KMS_PREFIX = "bdk_"
 KMS_TTL = 3600.0
-DEFAULT_EXPIRY = 20 * 365 * 24 * 3600.0  # deploy tokens default to "practically forever"
+DEFAULT_EXPIRY = 90 * 24 * 3600.0  # an app token lasts 90 days unless asked otherwise
 
 
 def token_hash(token: str) -> str:
@@ -76,12 +84,31 @@ class Principal:
 
 class Tokens:
     def __init__(self, catalog: Catalog, admin_tokens: tuple[str, ...],
-                 machine_tokens: MachineTokens | None = None) -> None:
+                 machine_tokens: MachineTokens | None = None,
+                 limiter: FailureLimiter | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.catalog = catalog
         self._admin = [token_hash(t) for t in admin_tokens if t]
         self.machine_tokens = machine_tokens
+        self.limiter = limiter or FailureLimiter()
+        self.clock = clock
 
     def authenticate(self, request: Request) -> Principal:
+        """Who sent ``request``; 401 if no one we know, 429 once its address has failed too
+        often (a valid token is never refused for its address's failures)."""
+        try:
+            return self._principal(request)
+        except Unauthorized:
+            address = request.client.host if request.client else "unknown"
+            now = self.clock()
+            wait = self.limiter.retry_after(address, now)
+            if wait is not None:
+                raise TooManyRequests(f"too many failed authentications from {address}; "
+                                      f"retry in {math.ceil(wait)}s", retry_after=wait) from None
+            self.limiter.failed(address, now)
+            raise
+
+    def _principal(self, request: Request) -> Principal:
         raw = bearer_token(request)
         if raw is None:
             raise Unauthorized("unauthorized: send Authorization: Bearer <token>")

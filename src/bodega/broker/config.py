@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bodega.placement import Curve, Policy, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.placement.named import DEFAULT_POLICY, POLICY_NAMES, scorer_named
+
+if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
+    from bodega.registry.membership.keyfile import KeyringSource
 
 POLICIES = POLICY_NAMES
 
@@ -16,14 +20,31 @@ POLICIES = POLICY_NAMES
 class BrokerConfig:
     name: str
     data_dir: Path
-    cluster_secret: str
     admin_tokens: tuple[str, ...] = ()
+    # The cluster's secrets key: seals app secrets ("" for none: no secrets routes).
+    secrets_key: str = ""
+    # Mutual TLS for the internal listener and calls to workers (bodega.runtime.tls.files);
+    # None: plain HTTP with no authentication, for measurement on loopback only.
+    tls_dir: Path | None = None
+    # The internal listener: the registry's sync routes and certificate renewals, mutual TLS
+    # (None: the public listener's host, any port).
+    internal_host: str | None = None
+    internal_port: int = 0
+    # The cluster CA (ca.pem, ca-key.pem), on the host that made it: this broker signs
+    # renewals with it (bodega.runtime.tls.files.CaDir).
+    ca_dir: Path | None = None
+    cert_lifetime: float = 365 * 86400.0  # of the certificates it signs, seconds
+    # The join listener (broker/join.py), with ``ca_dir`` only; None: no host may join.
+    join_host: str | None = None
+    join_port: int = 0
+    join_subnets: str | None = None  # joined workers' machine subnets come from this range
     region: str = "any"  # the default region expression for creates that name none
     listen_host: str = "127.0.0.1"
     listen_port: int = 4280
     gossip_host: str | None = None  # default: the listen host
     gossip_port: int = 0
     seeds: tuple[str, ...] = ()
+    gossip_keyring: KeyringSource | None = None  # required with a registry node
     # placement
     policy: str = DEFAULT_POLICY
     sample: int = 0  # power-of-d choices; 0 ranks every worker

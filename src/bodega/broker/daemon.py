@@ -3,6 +3,10 @@
 The broker keeps nothing on disk that matters: its registry replica is a
 cache any peer can refill, so a broker killed at any instant and started
 again (or another broker beside it) answers exactly as before.
+
+It listens twice: the public Machines API (bearer tokens) and an internal
+listener for members (mutual TLS: ``internal.py``), which is the address its
+registry node publishes. Its calls to workers present its certificate.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from bodega.broker.auth import Tokens
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
 from bodega.broker.config import BrokerConfig
+from bodega.broker.internal import internal_app
+from bodega.broker.join_listener import serve_joins
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.oidc import OidcKey
@@ -34,12 +40,19 @@ from bodega.broker.standby_watch import StandbyWatch
 from bodega.broker.ui import Dashboard
 from bodega.broker.volumes import Volumes
 from bodega.broker.workers import Workers
+from bodega.registry.member_tls import SIGNER, certificate_meta, renewal
 from bodega.runtime.identity_keys import identity_keys
-from bodega.runtime.keys import internal_token
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
+from bodega.runtime.tls.access import BROKER_INTERNAL
+from bodega.runtime.tls.authority import CertificateAuthority, utc_now
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.files import CaDir, TlsDir
+from bodega.runtime.tls.join_store import BOOK, JoinStore
+from bodega.runtime.tls.renewal import LocalSigner
 from bodega.wire.cluster_info import ClusterInfo
+from bodega.wire.peer_access import PeerAccess
 
 log = logging.getLogger("bodega.broker")
 
@@ -51,8 +64,25 @@ class Broker:
         self.catalog = catalog
         self.node: Any = None
         self.served: Served | None = None
+        self.internal: Served | None = None
+        self.joins: Served | None = None  # the join listener (join_listener.py)
         self.dashboard: Dashboard | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
+                    if config.tls_dir is not None else None)
+        self.authority: CertificateAuthority | None = None
+        if config.ca_dir is not None:
+            self.authority = CertificateAuthority.load(CaDir(config.ca_dir),
+                                                       lifetime=config.cert_lifetime)
+            if self.tls is not None and self.authority.cert != self.tls.ca:
+                raise ValueError(f"the CA in {config.ca_dir} is not the one this broker's "
+                                 f"certificate chains to ({config.tls_dir}/ca.pem)")
+        self.join_store = (JoinStore(config.ca_dir / BOOK, self.authority.cert, utc_now)
+                           if self.authority is not None and config.ca_dir is not None
+                           else None)
+        if config.join_host is not None and (self.join_store is None or self.tls is None):
+            raise ValueError("--join-listen lets hosts join: it needs the cluster CA "
+                             "(--ca-dir) and mutual TLS")
 
     @property
     def url(self) -> str:
@@ -64,17 +94,27 @@ class Broker:
     def nearest(self) -> str:
         return self.config.region.split(",")[0].strip() or "any"
 
+    @property
+    def internal_url(self) -> str:
+        if self.internal is None:
+            raise RuntimeError("broker is not serving")
+        return self.internal.url
+
     async def start(self) -> None:
         config = self.config
         sock = bind(config.listen_host, config.listen_port)
+        internal_host = config.internal_host or config.listen_host
+        internal_sock = bind(internal_host, config.internal_port)
+        internal_url = (f"{'https' if self.tls else 'http'}://{internal_host}:"
+                        f"{internal_sock.getsockname()[1]}")
         port = int(sock.getsockname()[1])
-        extra_routes: list[BaseRoute] = []
+        registry_routes: list[BaseRoute] = []
         if self.catalog is None:
-            self.catalog, extra_routes = await self._join_registry(port)
+            self.catalog, registry_routes = await self._join_registry(internal_url)
         catalog = self.catalog
         self.candidates = Candidates(catalog)
         self.candidates.load()
-        self.workers = Workers(catalog, self.candidates, internal_token(config.cluster_secret))
+        self.workers = Workers(catalog, self.candidates, self.tls.client if self.tls else None)
         self.candidates.apps_on = self.workers.index.on_worker
         self.workers.index.on_count = self.candidates.count
         self.workers.load()
@@ -97,17 +137,22 @@ class Broker:
         assignment = Assignment(catalog, self.jobs, claims)
         # Only a broker with a registry node and seeds has a cluster to hear from first.
         self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
-        identity = identity_keys(config.cluster_secret.encode())  # the one place it is keyed
-        tokens = Tokens(catalog, config.admin_tokens, MachineTokens(identity.machine_token))
-        box = SecretBox(config.cluster_secret)
-        api = BrokerApi(tokens=tokens, apps=apps,
+        # A machine's own token and the OIDC signing key come from the secrets key: a broker
+        # without one (no secrets) signs no machine identity either.
+        identity = identity_keys(config.secrets_key.encode()) if config.secrets_key else None
+        self.tokens = Tokens(catalog, config.admin_tokens,
+                             MachineTokens(identity.machine_token) if identity else None)
+        box = SecretBox(config.secrets_key) if config.secrets_key else None
+        api = BrokerApi(tokens=self.tokens, apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
-                        secrets=AppSecrets(catalog, apps, box),
-                        secret_keys=AppSecretKeys(catalog, apps, box),
-                        oidc_key=OidcKey(identity.oidc_seed),
+                        secrets=AppSecrets(catalog, apps, box) if box else None,
+                        secret_keys=AppSecretKeys(catalog, apps, box) if box else None,
+                        oidc_key=OidcKey(identity.oidc_seed) if identity else None,
                         info=ClusterInfo(image_registry=config.image_registry),
-                        more=lambda r: sched_routes(r, self.jobs, claims, assignment))
+                        more=lambda r: sched_routes(r, self.jobs, claims, assignment),
+                        keys=self.node.keys if self.node is not None else None,
+                        joins=self.join_store)
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))
@@ -116,16 +161,28 @@ class Broker:
         if not self.gate.ready.is_set():
             self._tasks.append(asyncio.create_task(
                 self.gate.watch(catalog, self.node.sync_round, self._reload)))
+        self.internal = await serve(
+            internal_app(PeerAccess(BROKER_INTERNAL, self.tls), config.name, self.authority,
+                         registry_routes),
+            internal_host, 0, sock=internal_sock, tls=self.tls)
+        if self.tls is not None and self.node is not None:
+            signer = LocalSigner(self.authority, self.tls) if self.authority else None
+            self._tasks.append(asyncio.create_task(renewal(self.tls, self.node, signer).run()))
         app = api.app()
-        app.router.routes.extend(extra_routes)
         # The dashboard at /ui: it reads this broker's view and acts through its API.
-        self.dashboard = Dashboard(catalog, tokens, config.listen_host, port,
+        self.dashboard = Dashboard(catalog, self.tokens, config.listen_host, port,
                                    suspicion_left=self._suspicion_left,
                                    not_ready=lambda: None if self.gate.state.ready
                                    else self.gate.state.why)
         self.placer.refused = self.dashboard.refusals.note
         app.router.routes.extend(self.dashboard.routes())
         self.served = await serve(app, config.listen_host, port, sock=sock)
+        if config.join_host is not None:
+            assert self.authority is not None
+            assert self.tls is not None
+            assert self.join_store is not None
+            self.joins = await serve_joins(config, self.authority, self.tls, self.join_store,
+                                           self.node, self.served.url)
         log.info("broker %s (policy %s) serving on %s; %d workers in %s", config.name,
                  policy.name, self.url, len(self.candidates.all()),
                  ",".join(self.candidates.regions()) or "no region yet")
@@ -149,17 +206,22 @@ class Broker:
         self.standbys.load()
         self.jobs.load()
 
-    async def _join_registry(self, port: int) -> tuple[Catalog, list[BaseRoute]]:
+    async def _join_registry(self, url: str) -> tuple[Catalog, list[BaseRoute]]:
         from bodega.broker.registry_catalog import RegistryCatalog
         from bodega.registry import RegistryConfig, RegistryNode
+        from bodega.registry.membership.keyfile import needed
 
         config = self.config
         host = config.gossip_host or config.listen_host
+        keys = needed(config.gossip_keyring)
         self.node = RegistryNode(RegistryConfig(
             name=config.name, role="broker", region=self.nearest, data_dir=config.data_dir,
-            cluster_secret=config.cluster_secret, bind_host=host, bind_port=config.gossip_port,
-            seeds=config.seeds, meta={"url": f"http://{config.listen_host}:{port}"}),
-            registry=self.metrics.registry)  # gossip counters (bad packets too) in /metrics
+            keyring=keys.keyring, keyring_file=keys.file,
+            bind_host=host, bind_port=config.gossip_port,
+            seeds=config.seeds, meta={"url": url, **certificate_meta(self.tls),
+                                      **({SIGNER: "yes"} if self.authority else {})}),
+            registry=self.metrics.registry,  # gossip counters (bad packets too) in /metrics
+            tls=self.tls)
         await self.node.start()
         return RegistryCatalog(self.node), list(self.node.routes())
 
@@ -193,6 +255,10 @@ class Broker:
             await self.dashboard.close()
         if self.served is not None:
             await self.served.stop()
+        if self.internal is not None:
+            await self.internal.stop()
+        if self.joins is not None:
+            await self.joins.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -16,7 +16,7 @@ RESPONSES: dict[str, dict[str, Any]] = {
             "unknown", "insufficient_capacity", "volume_placement_capacity", "name_taken",
             "invalid_argument", "not_found", "failed_precondition", "deadline_exceeded",
             "unauthenticated", "permission_denied", "unavailable", "unimplemented",
-            "method_not_allowed"]},
+            "method_not_allowed", "rate_limited", "resource_exhausted"]},
         "details": {"type": "object"}}},
     "Machine": {"type": "object", "properties": {
         "id": STR, "name": STR, "state": STR, "region": STR, "instance_id": STR,

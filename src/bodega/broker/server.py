@@ -5,7 +5,7 @@ carries a ``fly-request-id``; every error is ``{"error", "status"}`` with the
 code the Machines API uses. This module assembles the app: the open routes,
 then one route table per area (``app_routes``, ``machine_routes``,
 ``lease_routes``, ``volume_routes``, ``secret_routes``, ``log_routes``,
-``platform_routes`` and the releases), each route wrapped by ``_route``
+``platform_routes``, ``key_routes`` and the releases), each route wrapped by ``_route``
 (authentication, readiness, metrics). Handlers are thin: they parse, check
 the caller may touch the app, and hand over to ``Machines``, ``Volumes``,
 ``Apps`` or ``Platform``.
@@ -14,7 +14,7 @@ the caller may touch the app, and hand over to ``Machines``, ``Volumes``,
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import generate_latest
 from starlette.applications import Starlette
@@ -25,6 +25,8 @@ from starlette.routing import Route
 from bodega.broker.app_routes import app_routes
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
+from bodega.broker.join import join_token_routes
+from bodega.broker.key_routes import key_routes
 from bodega.broker.lease_routes import lease_routes
 from bodega.broker.log_routes import log_routes
 from bodega.broker.machine_routes import machine_routes
@@ -47,6 +49,10 @@ from bodega.model.ids import new_ulid
 from bodega.wire.cluster_info import ClusterInfo
 from bodega.wire.http import RouteMaker, handle_errors, json_response, not_found_app_handler
 
+if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
+    from bodega.registry.gossipkeys import GossipKeys
+    from bodega.runtime.tls.join_store import JoinStore
+
 REQUEST_ID = "fly-request-id"
 
 Handler = Callable[[Request, Principal], Awaitable[Response]]
@@ -58,7 +64,8 @@ class BrokerApi:
                  secrets: AppSecrets | None = None, info: ClusterInfo | None = None,
                  secret_keys: AppSecretKeys | None = None,
                  oidc_key: OidcKey | None = None,
-                 more: Callable[[RouteMaker], list[Route]] | None = None) -> None:
+                 more: Callable[[RouteMaker], list[Route]] | None = None,
+                 keys: GossipKeys | None = None, joins: JoinStore | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -72,6 +79,8 @@ class BrokerApi:
         self.oidc_key = oidc_key
         self.info = info
         self.more = more  # another area's routes (the jobs' /sched)
+        self.keys = keys
+        self.joins = joins
 
     def app(self) -> Starlette:
         r = self._route
@@ -95,6 +104,8 @@ class BrokerApi:
             *volume_routes(r, self.volumes),
             *platform_routes(r, self.platform, self.info),
             *(self.more(r) if self.more is not None else []),
+            *(key_routes(r, self.keys) if self.keys is not None else []),
+            *join_token_routes(r, self.joins),  # 404s on a broker that lets no host join
         ]
         return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})

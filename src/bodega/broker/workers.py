@@ -9,6 +9,7 @@ a client must still see it on the same broker (read your own writes).
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -64,13 +65,13 @@ class Recent(Generic[T]):
 
 
 class Workers:
-    def __init__(self, catalog: Catalog, candidates: Candidates, token: str,
+    def __init__(self, catalog: Catalog, candidates: Candidates, tls: ssl.SSLContext | None,
                  timeout: float = 10.0) -> None:
+        """``tls``: the broker's client context (None: plain, for measurement only)."""
         self.catalog = catalog
         self.candidates = candidates
-        self.token = token
         self.timeout = timeout
-        self._session = session(PER_WORKER_CONNECTIONS)
+        self._session = session(PER_WORKER_CONNECTIONS, ssl=tls)
         self._clients: dict[str, WorkerClient] = {}
         self._job_clients: dict[str, JobClient] = {}
         self._locations: OrderedDict[str, str] = OrderedDict()  # machine/volume id -> worker
@@ -108,7 +109,7 @@ class Workers:
             raise Unavailable(f"worker {worker} is not in the cluster view")
         client = self._clients.get(url)
         if client is None:
-            client = WorkerClient(url, self.token, client=self._session, timeout=self.timeout)
+            client = WorkerClient(url, client=self._session, timeout=self.timeout)
             self._clients[url] = client
         return client
 
@@ -120,7 +121,7 @@ class Workers:
             raise Unavailable(f"worker {worker} is not in the cluster view")
         client = self._job_clients.get(url)
         if client is None:
-            client = JobClient(url, self.token, client=self._session, timeout=self.timeout)
+            client = JobClient(url, client=self._session, timeout=self.timeout)
             self._job_clients[url] = client
         return client
 

@@ -11,7 +11,15 @@ import typer
 from bodega.broker.config import POLICIES, BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cli.errors import friendly
+from bodega.cli.internal_links import (
+    InternalTlsOption,
+    SecretsKeyOption,
+    TlsDirOption,
+    tls_dir_for,
+)
+from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
 from bodega.cli.listeners import Listener, listening
+from bodega.model.duration import parse_duration
 from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.placement.named import DEFAULT_POLICY
@@ -52,12 +60,26 @@ def broker(
     = "any",
     token: Annotated[list[str] | None, typer.Option(
         "--token", envvar="BODEGA_API_TOKEN", help="Admin API token (repeatable)")] = None,
-    cluster_secret: Annotated[str | None, typer.Option(
-        envvar="BODEGA_CLUSTER_SECRET", help="Shared cluster secret")] = None,
+    internal_listen: Annotated[str | None, typer.Option(
+        help="host:port for members: registry sync, certificate renewals (mutual TLS) "
+             "(default: --listen host, any port)")] = None,
+    secrets_key: SecretsKeyOption = None,
+    tls_dir: TlsDirOption = None,
+    internal_tls: InternalTlsOption = "on",
+    ca_dir: Annotated[Path | None, typer.Option(
+        help="The cluster CA (ca.pem, ca-key.pem): sign members' certificate renewals")]
+    = None,
+    cert_validity: Annotated[str, typer.Option(
+        help="How long the certificates it signs last, e.g. 8760h")] = "8760h",
+    join_listen: Annotated[str | None, typer.Option(
+        help="host:port where hosts join with a join token (TLS; needs --ca-dir)")] = None,
+    join_subnets: Annotated[str | None, typer.Option(
+        help="The range joined workers' machine subnets (/24s) are handed out from")] = None,
     gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
     = None,
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
     = None,
+    keyring: GossipKeyring = None,
     policy: Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}")]
     = DEFAULT_POLICY,
     sample: Annotated[int, typer.Option(help="Power-of-d choices (0: rank every worker)")] = 0,
@@ -88,8 +110,6 @@ def broker(
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
 ) -> None:
     """Run a broker: the Machines API, placing each create on a worker synchronously."""
-    if not cluster_secret:
-        raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
     if not token:
         raise ValueError("--token (or BODEGA_API_TOKEN) is required: the admin API token")
     if policy not in POLICIES:
@@ -103,11 +123,25 @@ def broker(
     broker_name = name or f"broker-{hostinfo.hostname()}"
     host, port = hostinfo.split_host_port(listen, 4280)
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{host}:0", 0)
+    internal_host, internal_port = hostinfo.split_host_port(internal_listen or f"{host}:0", 0)
+    keys = gossip_keyring(keyring)
+    tls = tls_dir_for(data_dir.resolve(), tls_dir, internal_tls, [internal_host], "broker",
+                      broker_name)
+    if ca_dir is not None and tls is None:
+        raise ValueError("--ca-dir signs certificates for mutual TLS: not with --internal-tls off")
+    if join_listen is not None and ca_dir is None:
+        raise ValueError("--join-listen signs joining hosts' certificates: it needs --ca-dir")
+    join_host, join_port = (hostinfo.split_host_port(join_listen, 4281) if join_listen
+                            else (None, 0))
     config = BrokerConfig(
-        name=broker_name, data_dir=data_dir.resolve(), cluster_secret=cluster_secret,
+        name=broker_name, data_dir=data_dir.resolve(), secrets_key=secrets_key or "",
+        tls_dir=tls, internal_host=internal_host,
+        internal_port=internal_port, ca_dir=ca_dir.resolve() if ca_dir else None,
+        cert_lifetime=parse_duration(cert_validity, 0.0), join_host=join_host,
+        join_port=join_port, join_subnets=join_subnets,
         admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,
         gossip_host=gossip_host, gossip_port=gossip_port,
-        seeds=hostinfo.comma_list(join),
+        seeds=hostinfo.comma_list(join), gossip_keyring=keys,
         policy=policy, sample=sample, cpu_curve=Curve.parse(cpu_curve),
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,
@@ -118,6 +152,8 @@ def broker(
     configure(log_level, f"broker[{broker_name}]")
     event_loop_policy()
     with listening(Listener("--listen", "TCP", port),
+                   Listener("--internal-listen", "TCP", internal_port),
+                   Listener("--join-listen", "TCP", join_port),
                    Listener("--gossip-listen", "UDP", gossip_port)):
         asyncio.run(_run(config, ready_file, exit_with_parent))
 
@@ -131,8 +167,8 @@ async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: 
         if daemon.node is not None:
             host, gport = daemon.node.gossip_addr
             gossip = f"{host}:{gport}"
-        return Ready(url=daemon.url, name=config.name, region=daemon.nearest,
-                     ready=daemon.gate.ready.is_set(), gossip=gossip)
+        return Ready(url=daemon.url, internal_url=daemon.internal_url, name=config.name,
+                     region=daemon.nearest, ready=daemon.gate.ready.is_set(), gossip=gossip)
 
     async def mark_ready() -> None:
         await daemon.until_ready()

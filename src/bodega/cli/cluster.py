@@ -1,4 +1,8 @@
-"""``bodega cluster`` and ``bodega regions``: who is in the cluster and where there is room."""
+"""``bodega cluster`` and ``bodega regions``: who is in the cluster and where there is room.
+
+``bodega cluster key ...`` (the gossip keyring) is in ``cluster_keys.py``,
+``bodega cluster token ...`` (join tokens) in ``cluster_tokens.py``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bodega.cli.cluster_keys import key
+from bodega.cli.cluster_tokens import token
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 
@@ -13,19 +19,24 @@ if TYPE_CHECKING:
     from bodega.wire.platform import WorkerStatus
 
 cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
+cluster.add_typer(key, name="key")
+cluster.add_typer(token, name="token")
 
 
 @cluster.command("members")
 @friendly
 def members(api_url: ApiUrl = None, token: Token = None,
             context: ContextName = None, json: Json = False) -> None:
-    """Members as the broker's registry sees them: alive, suspect, dead or left."""
+    """Members as the broker's registry sees them: alive, suspect, dead or left, and when
+    each one's certificate expires (it is renewed before then)."""
     found = call(api_url, token, lambda c: c.members(), context=context)
     if json:
         show_json(found)
         return
-    table(["NAME", "ROLE", "REGION", "STATUS", "INCARNATION", "GENERATION", "ADDR"],
-          [(m.name, m.role, m.region, m.status, m.incarnation, m.generation, m.addr)
+    table(["NAME", "ROLE", "REGION", "STATUS", "INCARNATION", "GENERATION", "ADDR",
+           "CERT EXPIRES"],
+          [(m.name, m.role, m.region, m.status, m.incarnation, m.generation, m.addr,
+            m.meta.get("cert_expires", "-"))
            for m in found])
 
 

@@ -13,6 +13,9 @@ from bodega.cli.lazy_commands import Lazy, LazyGroup
 
 COMMANDS = (
     Lazy("up", "bodega.cli.up:up", "Run a local cluster in the foreground."),
+    Lazy("join", "bodega.cli.join:join", "Join a cluster and run this host's workers."),
+    Lazy("install-service", "bodega.cli.service:install_service",
+         "Write a systemd unit that runs bodega up or bodega join."),
     Lazy("clean", "bodega.cli.clean:clean",
          "Remove what a stopped cluster left in the kernel (namespaces, cgroups...)."),
     Lazy("worker", "bodega.cli.worker:worker", "Run a worker (the per-host agent)."),

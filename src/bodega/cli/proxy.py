@@ -9,6 +9,12 @@ from typing import Annotated
 import typer
 
 from bodega.cli.errors import friendly
+from bodega.cli.internal_links import (
+    InternalTlsOption,
+    TlsDirOption,
+    tls_dir_for,
+)
+from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.runtime import hostinfo
@@ -24,14 +30,15 @@ def proxy(
     name: Annotated[str | None, typer.Option(help="Unique name (default: proxy-HOSTNAME)")]
     = None,
     listen: Annotated[str, typer.Option(help="host:port for client HTTP")] = "0.0.0.0:8080",
-    admin_listen: Annotated[str, typer.Option(help="host:port for health, metrics, sync")]
-    = "127.0.0.1:0",
-    cluster_secret: Annotated[str | None, typer.Option(
-        envvar="BODEGA_CLUSTER_SECRET", help="Shared cluster secret")] = None,
+    admin_listen: Annotated[str, typer.Option(
+        help="host:port for health, metrics, sync (mutual TLS)")] = "127.0.0.1:0",
+    tls_dir: TlsDirOption = None,
+    internal_tls: InternalTlsOption = "on",
     gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
     = None,
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
     = None,
+    keyring: GossipKeyring = None,
     base_domain: Annotated[str, typer.Option(help="Apps answer at <app>.<base-domain>")]
     = "localhost",
     autostop_interval: Annotated[float, typer.Option(help="Seconds between autostop passes")]
@@ -47,8 +54,6 @@ def proxy(
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
 ) -> None:
     """Run a proxy: Host <app>.<base-domain> reaches the app's machines, waking them if needed."""
-    if not cluster_secret:
-        raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
     if autostop_interval <= 0 or autostop_idle < 0:
         raise ValueError("--autostop-interval must be > 0 and --autostop-idle >= 0")
     if haproxy_threads < 1:
@@ -57,11 +62,15 @@ def proxy(
     host, port = hostinfo.split_host_port(listen, 8080)
     admin_host, admin_port = hostinfo.split_host_port(admin_listen, 0)
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{admin_host}:0", 0)
+    keys = gossip_keyring(keyring)
+    tls = tls_dir_for(data_dir.resolve(), tls_dir, internal_tls, [admin_host], "proxy",
+                      proxy_name)
     config = ProxyDaemonConfig(
         name=proxy_name, region=region, data_dir=data_dir.resolve(),
-        cluster_secret=cluster_secret, listen_host=host, listen_port=port,
+        tls_dir=tls, listen_host=host, listen_port=port,
         admin_host=admin_host, admin_port=admin_port, gossip_host=gossip_host,
         gossip_port=gossip_port, seeds=hostinfo.comma_list(join),
+        gossip_keyring=keys,
         base_domain=base_domain, autostop_interval=autostop_interval,
         autostop_idle=autostop_idle, data_plane=data_plane, haproxy_threads=haproxy_threads)
     configure(log_level, f"proxy[{proxy_name}]")

@@ -18,26 +18,23 @@ from bodega.cli import context_store
 from bodega.cli.contexts import ContextError, Contexts, Registered, register_cluster
 from bodega.cli.errors import fail, friendly
 from bodega.cluster import cleanup, machine_range, ports
+from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_ca, ensure_join_token, ensure_keys
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
+from bodega.model.duration import parse_duration
+from bodega.registry.membership import keyfile
 from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import until_stopped
 from bodega.runtime.logs import configure
 from bodega.runtime.pid_lock import PidLock
+from bodega.runtime.tls import pki
+from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.identity import fingerprint
+from bodega.wire.join import JOIN_PORT
 
 T = TypeVar("T")
-
-
-def _secret(data_dir: Path) -> str:
-    """The cluster secret persists in the data dir so a restarted cluster keeps its members."""
-    path = data_dir / "cluster-secret"
-    if path.exists():
-        return path.read_text().strip()
-    value = secrets.token_urlsafe(32)
-    _write_private(path, value)
-    return value
 
 
 def _token(data_dir: Path, given: str | None) -> tuple[str, bool]:
@@ -98,18 +95,39 @@ def up(
     = None,
     broker_arg: Annotated[list[str] | None, typer.Option(
         help="A flag for the broker, e.g. --broker-arg=--probe-ratio=3 (repeatable)")] = None,
+    cert_validity: Annotated[str, typer.Option(
+        help="How long components' certificates last (renewed at two thirds, no restart)")]
+    = "8760h",
+    advertise: Annotated[str | None, typer.Option(
+        help="An address of this host other hosts reach: serve the API, proxy, workers and "
+             "gossip there, and let hosts join (`bodega join`). Default: loopback only")]
+    = None,
+    join_port: Annotated[int, typer.Option(help="Where hosts join, with --advertise (TLS)")]
+    = 4281,
+    internal_tls: Annotated[str, typer.Option(
+        hidden=True, help="off: plain, unauthenticated internal links, to measure what TLS "
+                          "costs (benchmarks only)")] = "on",
 ) -> None:
     """Run a local cluster: workers in each region, a broker and a proxy, until Ctrl-C."""
     region_list = hostinfo.comma_list(regions)
     if not region_list:
         raise ValueError("--regions needs at least one region code")
+    if internal_tls not in ("on", "off"):
+        raise ValueError("--internal-tls is on or off")
+    if advertise is not None and internal_tls == "off":
+        raise ValueError("--advertise serves other hosts: not with --internal-tls off")
+    lifetime = parse_duration(cert_validity, 0.0)
+    if lifetime < pki.MIN_LIFETIME:
+        raise ValueError(f"--cert-validity must be at least {pki.MIN_LIFETIME:g}s")
     data_dir = data_dir.resolve()
     config = ClusterConfig(
-        data_dir=data_dir, token="", cluster_secret="", regions=region_list,
+        data_dir=data_dir, token="", regions=region_list,
+        internal_tls=internal_tls == "on", cert_lifetime=lifetime,
         workers_per_region=workers_per_region, worker_cpus=worker_cpus,
         worker_memory_mb=worker_memory_mb, worker_disk_gb=worker_disk_gb, api_port=api_port,
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
         extra_worker_args=tuple(worker_arg or ()), extra_broker_args=tuple(broker_arg or ()),
+        advertise=advertise, join_port=join_port, host=advertise or "127.0.0.1",
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
     subnets = [config.worker_subnet(i) for i in range(config.worker_count)]
@@ -119,6 +137,7 @@ def up(
     claim = machine_range.RangeClaim()
     try:
         ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
+                                            **({"--join-port": join_port} if advertise else {}),
                                             **({"--registry-port": registry_port}
                                                if registry_wanted and registry_port else {})})
         # Made once per data dir; every namespace, link and cgroup of the cluster carries it.
@@ -141,10 +160,16 @@ def up(
                            f"{data_dir / ports.PORTS_FILE})", err=True)
             config = dataclasses.replace(config, registry_port=registry.port)
         api_token, made = _token(data_dir, token)
-        config = dataclasses.replace(config, token=api_token, cluster_secret=_secret(data_dir),
+        keys = ensure_keys(data_dir)
+        keyfile.ensure(config.keyring_file)  # a new cluster's, or a data dir's from before it
+        config = dataclasses.replace(config, token=api_token, secrets_key=keys.secrets_key,
                                      gossip_ports=plan.ports)
         configure(log_level, "up")
-        asyncio.run(_run(config, made or token is None,
+        authority = (ensure_ca(data_dir, config.trust_domain, lifetime)
+                     if config.internal_tls else None)
+        if advertise is not None and authority is not None:
+            ensure_join_token(data_dir, authority)
+        asyncio.run(_run(config, made or token is None, authority=authority,
                          contexts_file=context_store.config_path(os.environ)))
     except StartFailed as err:
         fail(str(err))
@@ -166,12 +191,13 @@ async def _unless_stopped(work: Awaitable[T], stop: asyncio.Task[str]) -> tuple[
 
 
 async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluster | None = None,
-               ready_timeout: float = READY_TIMEOUT, contexts_file: Path | None = None) -> None:
+               ready_timeout: float = READY_TIMEOUT, contexts_file: Path | None = None,
+               authority: CertificateAuthority | None = None) -> None:
     """Start the cluster, say when it is up, and stop it on Ctrl-C.
 
     With ``contexts_file``, the cluster is kept there as a CLI context once its
     broker answers, so `--context NAME` reaches it from any directory."""
-    cluster = cluster or LocalCluster(config, components_for(config))
+    cluster = cluster or LocalCluster(config, components_for(config), authority)
     stop = asyncio.create_task(until_stopped())
     registered: Registered | None = None
     try:
@@ -224,8 +250,20 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
         typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'})")
     typer.echo(f"Machines API: http://{config.host}:{config.api_port}/v1   "
                f"Proxy: http://<app>.localhost:{config.proxy_port}/")
+    if cluster.authority is not None:
+        typer.echo(f"Internal links: mutual TLS, cluster CA "
+                   f"{fingerprint(cluster.authority.cert)} ({config.data_dir / 'tls' / 'ca.pem'})")
+    else:
+        typer.echo("Internal links: PLAIN HTTP, unauthenticated (--internal-tls off: for "
+                   "measurement only)")
     typer.echo(f"Dashboard: http://{config.host}:{config.api_port}/ui/  (sign in with the API "
                "token)")
+    if config.advertise is not None:
+        where = config.advertise if config.join_port == JOIN_PORT else \
+            f"{config.advertise}:{config.join_port}"
+        token = (config.data_dir / JOIN_TOKEN).read_text().strip()
+        typer.echo(f"Join another host (token valid 24h, in {config.data_dir / JOIN_TOKEN}):")
+        typer.echo(f"  bodega join {where} --token {token} --region <REGION>")
     if registered is not None:
         name = registered.context.name
         if registered.current:

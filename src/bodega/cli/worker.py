@@ -9,6 +9,13 @@ from typing import Annotated
 import typer
 
 from bodega.cli.errors import friendly
+from bodega.cli.internal_links import (
+    InternalTlsOption,
+    SecretsKeyOption,
+    TlsDirOption,
+    tls_dir_for,
+)
+from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.model.capacity import CPU_KINDS, Totals
 from bodega.registry.membership import parse_seed
@@ -55,9 +62,9 @@ def worker(
     shared_cpu_ratio: Annotated[float, typer.Option(help="Shared vCPUs per physical CPU")] = 4.0,
     cpu_kinds: Annotated[str, typer.Option(help="CPU kinds offered")] = ",".join(CPU_KINDS),
     gpus: Annotated[list[str] | None, typer.Option(help="GPUs as kind=count")] = None,
-    cluster_secret: Annotated[
-        str | None, typer.Option(envvar="BODEGA_CLUSTER_SECRET", help="Shared cluster secret")
-    ] = None,
+    secrets_key: SecretsKeyOption = None,
+    tls_dir: TlsDirOption = None,
+    internal_tls: InternalTlsOption = "on",
     machine_subnet: Annotated[str | None, typer.Option(help="Machine /24, e.g. 10.209.5.0/24")]
     = None,
     cluster: Annotated[str | None, typer.Option(
@@ -85,6 +92,7 @@ def worker(
     join: Annotated[
         str | None, typer.Option(help="Gossip host:port[,...] of members to join through")
     ] = None,
+    keyring: GossipKeyring = None,
     ready_file: Annotated[
         Path | None, typer.Option(help="Write url, gossip and pid here when ready")] = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
@@ -93,8 +101,6 @@ def worker(
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
 ) -> None:
     """Run a worker: the single source of truth for the machines on this host."""
-    if not cluster_secret:
-        raise ValueError("--cluster-secret (or BODEGA_CLUSTER_SECRET) is required")
     worker_name = name or hostinfo.hostname()
     host, port = hostinfo.split_host_port(listen, 0)
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{host}:0", 0)
@@ -107,7 +113,10 @@ def worker(
             raise ValueError(f"unknown cpu kind {kind!r}: use shared or performance")
     if shared_cpu_ratio < 1:
         raise ValueError("--shared-cpu-ratio must be at least 1")
+    keys = gossip_keyring(keyring)
     data_dir = data_dir.resolve()
+    tls = tls_dir_for(data_dir, tls_dir, internal_tls, [host, *([advertise] if advertise else [])],
+                      "worker", worker_name)
     cid = cluster_id.check(cluster) if cluster else cluster_id.ensure(data_dir)
     config = WorkerConfig(
         name=worker_name, region=region, data_dir=data_dir, listen_host=host, listen_port=port,
@@ -117,11 +126,11 @@ def worker(
             disk_gb=disk_gb if disk_gb is not None else hostinfo.disk_gb(data_dir),
             gpus=parse_gpus(gpus or []), shared_cpu_ratio=shared_cpu_ratio, cpu_kinds=kinds,
         ),
-        cluster_secret=cluster_secret, cluster_id=cid, machine_subnet=machine_subnet,
-        network=network,
+        secrets_key=secrets_key or "", tls_dir=tls, cluster_id=cid,
+        machine_subnet=machine_subnet, network=network,
         machine_user=machine_user or None, reservation_ttl=reservation_ttl,
         stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
-        gossip_host=gossip_host, gossip_port=gossip_port, join=seeds,
+        gossip_host=gossip_host, gossip_port=gossip_port, join=seeds, gossip_keyring=keys,
         image_registry=image_registry, registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
         jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,

@@ -5,7 +5,11 @@ port, joining those before it), one broker and one proxy in the first region.
 Each component is ``bodega <role> ...`` with a ready file and a log file of its
 own; its flags map back to the ``bodega up`` flags that set them, so an error
 it prints can be worded in the user's terms. Secrets go in the environment,
-each only where it is needed.
+each only where it is needed; the gossip keyring stays in its file (mode
+0600), whose path every component that gossips is given. Workers, the broker
+and the proxy each have a TLS directory in their data dir (``tls_dir``), where
+the supervisor puts the key and certificate of their identity before starting
+them.
 """
 
 from __future__ import annotations
@@ -18,8 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from bodega.cluster.config import ClusterConfig
+from bodega.model.duration import format_duration
 
-SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_CLUSTER_SECRET")
+# Never inherited from `bodega up`'s own environment: each is given here, or not at all.
+# BODEGA_CLUSTER_SECRET is what older versions used for everything.
+SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_SECRETS_KEY", "BODEGA_GOSSIP_KEYRING",
+                    "BODEGA_GOSSIP_KEYRING_FILE", "BODEGA_CLUSTER_SECRET")
 
 
 @dataclass
@@ -37,6 +45,7 @@ class Component:
     info: dict[str, str] = field(default_factory=dict)  # what its ready file says besides
     # The component's own flag -> the ``bodega up`` flag that sets it, to word its errors.
     flags: dict[str, str] = field(default_factory=dict)
+    tls_dir: Path | None = None  # where its key and certificate go (None: no TLS identity)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,16 +60,24 @@ def component_env(inherited: Mapping[str, str], role: str, config: ClusterConfig
     """The environment a component starts with.
 
     Secrets travel in the environment, never on a command line others can
-    read, and each goes only where it is needed: every component gets the
-    cluster secret, only the broker the admin token. ``bodega up`` may itself
-    have been given the token as ``BODEGA_API_TOKEN``; a worker or a proxy
-    that inherited it would hold a key it never uses.
+    read, and each goes only where it is needed: brokers and workers get the
+    secrets key (a proxy never opens an app's secrets), only the broker the
+    admin token. The gossip keyring is a file every component is given the
+    path of, never a variable. ``bodega up`` may
+    itself have been given the token as ``BODEGA_API_TOKEN``; a worker or a
+    proxy that inherited it would hold a key it never uses.
     """
     env = {k: v for k, v in inherited.items() if k not in SECRET_VARIABLES}
-    env["BODEGA_CLUSTER_SECRET"] = config.cluster_secret
+    if role in ("broker", "worker") and config.secrets_key:
+        env["BODEGA_SECRETS_KEY"] = config.secrets_key
     if role == "broker":
         env["BODEGA_API_TOKEN"] = config.token
     return env
+
+
+def tls_args(config: ClusterConfig) -> tuple[str, ...]:
+    """Every component's flags for its internal links (none: mutual TLS, the default)."""
+    return () if config.internal_tls else ("--internal-tls", "off")
 
 
 def bodega_argv(*args: str) -> list[str]:
@@ -99,13 +116,15 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--stop-machines-on-exit", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
             "--gossip-listen", config.worker_gossip(index),
-            *(("--join", ",".join(joins)) if joins else ()), *images,
+            "--gossip-keyring", str(config.keyring_file),
+            *(("--join", ",".join(joins)) if joins else ()), *images, *tls_args(config),
             *config.extra_worker_args,
         )
         components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
                                     logs / f"{name}.log",
                                     flags={"--gossip-listen": "--gossip-port",
-                                           "--machine-subnet": "--machine-cidr"}))
+                                           "--machine-subnet": "--machine-cidr"},
+                                    tls_dir=_tls_dir(config, config.data_dir / "workers" / name)))
     seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
     # One broker and one proxy, in the first region, joined to the workers' gossip.
     for role, port, extra, flag in (
@@ -116,12 +135,32 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--data-dir", str(config.data_dir / role),
             "--listen", f"{config.host}:{port}",
             "--gossip-listen", config.gossip(role), "--join", seeds,
+            "--gossip-keyring", str(config.keyring_file),
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
-            "--log-level", config.log_level, *extra,
+            "--log-level", config.log_level, *tls_args(config),
+            *(_broker_args(config) if role == "broker" else ()),
+            # The proxy's admin listener serves registry sync: members on other hosts reach it.
+            *(("--admin-listen", f"{config.host}:0") if role == "proxy" else ()), *extra,
             # The broker tells clients where the registry is (GET /v1/cluster).
             *(images if role == "broker" else ()),
         )
         components.append(Component(role, role, nearest, argv, run_dir / f"{role}.json",
                                     logs / f"{role}.log",
-                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port"}))
+                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port"},
+                                    tls_dir=_tls_dir(config, config.data_dir / role)))
     return components
+
+
+def _tls_dir(config: ClusterConfig, component_dir: Path) -> Path | None:
+    return component_dir / "tls" if config.internal_tls else None
+
+
+def _broker_args(config: ClusterConfig) -> tuple[str, ...]:
+    """The broker's internal listener, and (with TLS) the CA it signs renewals with."""
+    listen = ("--internal-listen", f"{config.host}:0")
+    if not config.internal_tls:
+        return listen
+    joins = (("--join-listen", f"{config.host}:{config.join_port}",
+              "--join-subnets", config.join_subnets) if config.advertise else ())
+    return (*listen, "--ca-dir", str(config.data_dir / "tls"),
+            "--cert-validity", format_duration(config.cert_lifetime), *joins)

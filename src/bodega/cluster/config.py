@@ -11,7 +11,7 @@ from pathlib import Path
 class ClusterConfig:
     data_dir: Path
     token: str
-    cluster_secret: str
+    secrets_key: str = ""  # brokers' and workers' only; "" for none
     # Carried by every kernel object the workers make (runtime/cluster_id.py); "" for none.
     cluster_id: str = ""
     regions: tuple[str, ...] = ("ams", "syd")
@@ -31,6 +31,23 @@ class ClusterConfig:
     extra_proxy_args: tuple[str, ...] = field(default_factory=tuple)
     log_level: str = "info"
     registry_port: int = 0  # the image registry's port on host; 0: no registry
+    # Mutual TLS on internal links; False only to measure what it costs (plain, loopback).
+    internal_tls: bool = True
+    cert_lifetime: float = 365 * 86400.0  # seconds; renewed at two thirds
+    # `--advertise`: other hosts join through this address (``host`` is it too); None: a
+    # cluster of this host alone, on loopback.
+    advertise: str | None = None
+    join_port: int = 4281
+
+    @property
+    def trust_domain(self) -> str:
+        """The cluster the CA vouches for: its cluster id."""
+        return self.cluster_id or "local"
+
+    @property
+    def keyring_file(self) -> Path:
+        """The cluster's gossip keyring, made by `bodega up`, read by every component."""
+        return self.data_dir / "gossip-keyring"
 
     @property
     def worker_count(self) -> int:
@@ -45,12 +62,21 @@ class ClusterConfig:
         ]
 
     def worker_subnet(self, index: int) -> str:
-        """The index-th /24 of ``machine_cidr``, skipping the first."""
-        network = ipaddress.ip_network(self.machine_cidr)
+        """The index-th /24 of ``machine_cidr``, skipping the first (of its lower half when
+        hosts may join: the upper half is theirs, ``join_subnets``)."""
+        whole = ipaddress.ip_network(self.machine_cidr)
+        network = whole
+        if self.advertise is not None:  # the lower half
+            network = ipaddress.ip_network(f"{whole.network_address}/{whole.prefixlen + 1}")
         subnets = list(network.subnets(new_prefix=24))
         if index + 1 >= len(subnets):
-            raise ValueError(f"{self.machine_cidr} has room for {len(subnets) - 1} workers")
+            raise ValueError(f"{network} has room for {len(subnets) - 1} workers")
         return str(subnets[index + 1])
+
+    @property
+    def join_subnets(self) -> str:
+        """The upper half of ``machine_cidr``: joined hosts' workers get their /24s there."""
+        return str(list(ipaddress.ip_network(self.machine_cidr).subnets(prefixlen_diff=1))[1])
 
     def component_names(self) -> list[str]:
         """Every component that gossips: the workers, then the broker and the proxy."""

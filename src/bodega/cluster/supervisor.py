@@ -6,7 +6,9 @@ its own is restarted with a backoff; ``cluster.json`` always lists what runs
 now (pid and url); SIGINT or SIGTERM stops everything, machines included, and
 then sweeps every kernel object carrying the cluster id (``cleanup.py``), as it
 does before it starts anything. What the components are, and how each is
-started, is ``components.py``.
+started, is ``components.py``. Before a component starts, the supervisor gives
+it a certificate for its identity from the cluster CA (``authority``), unless
+it holds a good one already (one it renewed itself, say).
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from bodega.cluster.config import ClusterConfig
 from bodega.cluster.readiness import NotReady, judge, observe
 from bodega.runtime.lifecycle import private_dir, write_json_atomic
 from bodega.runtime.ready import Ready
+from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.files import TlsDir
+from bodega.runtime.tls.identity import Identity
 
 log = logging.getLogger("bodega.cluster")
 
@@ -38,9 +43,15 @@ class StartFailed(RuntimeError):
 
 
 class LocalCluster:
-    def __init__(self, config: ClusterConfig, components: list[Component]) -> None:
+    def __init__(self, config: ClusterConfig, components: list[Component],
+                 authority: CertificateAuthority | None = None, *,
+                 sweep_kernel: bool = True) -> None:
+        """``sweep_kernel``: remove every kernel object of the cluster id as it starts and
+        stops (``bodega up``); a joined host's workers each remove what they made instead."""
         self.config = config
+        self.sweep_kernel = sweep_kernel
         self.components = components
+        self.authority = authority
         self.stopping = asyncio.Event()
         self._watchers: list[asyncio.Task[None]] = []
         # Set once no component of an earlier run is left: from then on, what carries the
@@ -61,7 +72,22 @@ class LocalCluster:
             },
         )
 
+    def _issue(self, component: Component) -> None:
+        if component.tls_dir is None:
+            return
+        if self.authority is None:
+            raise StartFailed(f"{component.role} {component.name} needs a certificate and "
+                              "this cluster has no CA")
+        identity = Identity(self.config.trust_domain, component.role, component.name)
+        if self.authority.issue(TlsDir(component.tls_dir), identity, self.hosts()):
+            log.info("issued %s a certificate", identity)
+
+    def hosts(self) -> tuple[str, ...]:
+        """The addresses components serve their internal listeners on, for their certificates."""
+        return tuple(sorted({self.config.host, "127.0.0.1", "localhost"}))
+
     async def _spawn(self, component: Component) -> None:
+        self._issue(component)
         component.ready_file.unlink(missing_ok=True)
         component.log_file.parent.mkdir(parents=True, exist_ok=True)
         with component.log_file.open("ab") as log_out:
@@ -179,7 +205,7 @@ class LocalCluster:
 
     async def sweep(self, whose: str) -> None:
         """Remove every kernel object carrying this cluster's id (none are in use now)."""
-        if not self.config.cluster_id or not self._sweeps:
+        if not self.config.cluster_id or not self._sweeps or not self.sweep_kernel:
             return
         report = await cleanup.sweep(self.config.data_dir, self.config.cluster_id)
         if report.found:

@@ -77,22 +77,23 @@ class PayloadTooLarge(BodegaError):
     status = "invalid_argument"
 
 
-class Unprocessable(BodegaError):
-    http_status = 422
-    status = "invalid_argument"
-
-
 class TooManyRequests(BodegaError):
-    """A queue is full: nothing was recorded; ``retry_after`` says when to try again."""
+    """Refused for now, nothing recorded: the caller has to wait ``retry_after`` seconds
+    (a caller failing too often: ``rate_limited``; a full queue: ``resource_exhausted``,
+    with ``retry_after`` in its details too)."""
 
     http_status = 429
-    status = "resource_exhausted"
+    status = "rate_limited"
 
     def __init__(self, message: str, *, retry_after: float = 1.0, status: str | None = None,
                  details: Any = None) -> None:
-        super().__init__(message, status=status,
-                         details={"retry_after": retry_after, **(details or {})})
+        super().__init__(message, status=status, details=details)
         self.retry_after = retry_after
+
+
+class Unprocessable(BodegaError):
+    http_status = 422
+    status = "invalid_argument"
 
 
 class StorageFull(BodegaError):

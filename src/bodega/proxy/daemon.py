@@ -1,12 +1,13 @@
 """A running proxy: its registry node, the routing table it keeps, and two listeners.
 
 The public listener speaks HTTP/1.1 to clients (``--listen``); the admin
-listener serves ``/v1/health`` to anyone (it says only which proxy answers)
-and ``/metrics``, ``/v1/routes`` and the registry's sync routes to cluster
-members (the cluster token): metrics and routes name apps, machines and
-their addresses. The routing table follows the registry: machine and app
-rows by subscription, worker liveness by membership events, so a machine
-that starts, stops or loses its worker changes the routes within one gossip.
+listener is mutual TLS, for the cluster only: ``/v1/health`` to any member,
+the registry's sync routes to members, ``/metrics`` and ``/v1/routes`` to the
+operator's certificate (they name apps, machines and their addresses). Its
+calls to workers (wake, autostop) present its own certificate. The routing
+table follows the registry: machine and app rows by subscription, worker
+liveness by membership events, so a machine that starts, stops or loses its
+worker changes the routes within one gossip.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import shutil
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,6 @@ from prometheus_client import generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
 from bodega.model.answer import from_doc
 from bodega.model.machine import Machine
@@ -40,15 +39,15 @@ from bodega.proxy.upstream import Upstreams
 from bodega.proxy.wake import Waker
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.feed import FeedLagged
-from bodega.runtime.keys import internal_token
+from bodega.registry.member_tls import certificate_meta, renewal
+from bodega.registry.membership.keyfile import KeyringSource, needed
 from bodega.runtime.serve import Served, bind, serve
-from bodega.wire.http import (
-    check_cluster_token,
-    handle_errors,
-    json_response,
-    not_found_app_handler,
-)
+from bodega.runtime.tls.access import PROXY_ADMIN
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.files import TlsDir
+from bodega.wire.http import json_response, not_found_app_handler
 from bodega.wire.json_client import session
+from bodega.wire.peer_access import PeerAccess
 from bodega.wire.worker_client import WorkerClient
 
 log = logging.getLogger("bodega.proxy")
@@ -60,7 +59,7 @@ class ProxyDaemonConfig:
     name: str
     region: str
     data_dir: Path
-    cluster_secret: str
+    tls_dir: Path | None = None  # mutual TLS material; None: plain (measurement only)
     listen_host: str = "127.0.0.1"
     listen_port: int = 8080
     admin_host: str = "127.0.0.1"
@@ -68,6 +67,7 @@ class ProxyDaemonConfig:
     gossip_host: str | None = None
     gossip_port: int = 0
     seeds: tuple[str, ...] = ()
+    gossip_keyring: KeyringSource | None = None  # required: the proxy gossips
     base_domain: str = "localhost"
     autostop_interval: float = 60.0
     autostop_idle: float = 60.0
@@ -83,8 +83,9 @@ class Proxy:
         self.table = RoutingTable()
         self.load = Load()
         self.upstreams = Upstreams()
-        self.token = internal_token(config.cluster_secret)
-        self._session = session()
+        self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
+                    if config.tls_dir is not None else None)
+        self._session = session(ssl=self.tls.client if self.tls else None)
         self._clients: dict[str, WorkerClient] = {}
         self.waker = Waker(self.table, self.client, self.load, self.metrics, config.region,
                            config.ready_timeout)
@@ -120,31 +121,35 @@ class Proxy:
             return None
         client = self._clients.get(url)
         if client is None:
-            client = WorkerClient(url, self.token, client=self._session, timeout=30)
+            client = WorkerClient(url, client=self._session, timeout=30)
             self._clients[url] = client
         return client
 
     async def start(self) -> None:
         config = self.config
         sock = bind(config.admin_host, config.admin_port)
-        admin_url = f"http://{config.admin_host}:{sock.getsockname()[1]}"
+        scheme = "https" if self.tls else "http"
+        admin_url = f"{scheme}://{config.admin_host}:{sock.getsockname()[1]}"
+        keys = needed(config.gossip_keyring)
         self.node = RegistryNode(RegistryConfig(
             name=config.name, role="proxy", region=config.region, data_dir=config.data_dir,
-            cluster_secret=config.cluster_secret,
+            keyring=keys.keyring, keyring_file=keys.file,
             bind_host=config.gossip_host or config.admin_host, bind_port=config.gossip_port,
-            seeds=config.seeds, meta={"url": admin_url}),
-            registry=self.metrics.registry)  # gossip counters (bad packets too) in /metrics
-        app = Starlette(routes=[Route("/v1/health", self._health, methods=["GET"]),
-                                Route("/metrics", self._members_only(self._metrics),
-                                      methods=["GET"]),
-                                Route("/v1/routes", self._members_only(self._routes),
-                                      methods=["GET"]),
+            seeds=config.seeds, meta={"url": admin_url, **certificate_meta(self.tls)}),
+            registry=self.metrics.registry,  # gossip counters (bad packets too) in /metrics
+            tls=self.tls)
+        access = PeerAccess(PROXY_ADMIN, self.tls)
+        app = Starlette(routes=[access.route("/v1/health", self._health, "GET"),
+                                access.route("/metrics", self._metrics, "GET"),
+                                access.route("/v1/routes", self._routes, "GET"),
                                 *self.node.routes()],
                         exception_handlers={404: not_found_app_handler,
                                             405: not_found_app_handler})
-        self.admin = await serve(app, config.admin_host, 0, sock=sock)
+        self.admin = await serve(app, config.admin_host, 0, sock=sock, tls=self.tls)
         await self.node.start()
-        self._tasks = [asyncio.create_task(self._follow(table)) for table in ("machines", "apps")]
+        if self.tls is not None:
+            self._tasks.append(asyncio.create_task(renewal(self.tls, self.node).run()))
+        self._tasks += [asyncio.create_task(self._follow(table)) for table in ("machines", "apps")]
         self._tasks.append(asyncio.create_task(self._follow_members()))
         load: LoadView = self.load
         if self.plane.binary is not None:
@@ -230,17 +235,6 @@ class Proxy:
                 log.warning("fell behind membership events; reading members again")
             except asyncio.CancelledError:
                 raise
-
-    def _members_only(self, handler: Callable[[Request], Awaitable[Response]]
-                      ) -> Callable[[Request], Awaitable[Response]]:
-        async def authed(request: Request) -> Response:
-            check_cluster_token(request, self.token)
-            return await handler(request)
-
-        async def endpoint(request: Request) -> Response:
-            return await handle_errors(request, authed)
-
-        return endpoint
 
     async def _health(self, request: Request) -> Response:
         return json_response({"ok": True, "name": self.config.name})

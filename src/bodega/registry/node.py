@@ -11,8 +11,12 @@ The I/O shell that wires the two roles together. It owns:
 - anti-entropy (``replication/antientropy.py``): paced pulls over HTTP from
   live peers, comparing digests first;
 - subscriptions, fed in the same call that applied each change, and served
-  as NDJSON by ``routes()``, which the daemon mounts on its HTTP server
-  together with the sync route. ``meta["url"]`` tells peers where that is.
+  as NDJSON by ``routes()``, which the daemon mounts on its internal
+  listener (mutual TLS) together with the sync route. ``meta["url"]`` tells
+  peers where that is; ``set_meta`` changes what a member publishes about
+  itself (its certificate's expiry after a renewal);
+- the gossip keyring (``gossipkeys.py``): the one it was given or the later
+  one its view holds, adopted whenever a rotation changes it (``keys``).
 
 Reads and writes work before ``start`` (rows written then spread once the
 node starts: anti-entropy carries them) and fail after ``stop``.
@@ -32,7 +36,10 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
+from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
 from bodega.registry.membership.config import MembershipConfig, SwimConfig
+from bodega.registry.membership.envelope import Envelope
+from bodega.registry.membership.keyring import Keyring
 from bodega.registry.membership.members import Addr, MemberView
 from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.registry.membership.udp import Membership
@@ -46,8 +53,10 @@ from bodega.registry.replication.rowgossip import RowGossip
 from bodega.registry.replication.rows import Change
 from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.replication.view import View
-from bodega.runtime.keys import internal_token
 from bodega.runtime.lifecycle import private_dir
+from bodega.runtime.tls.access import REGISTRY
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.wire.peer_access import PeerAccess
 
 log = logging.getLogger("bodega.registry")
 
@@ -60,7 +69,9 @@ class RegistryConfig:
     role: str
     region: str
     data_dir: Path
-    cluster_secret: str
+    keyring: Keyring  # the gossip keys to start with, unless the view holds later ones
+    # The host's keyring file: rewritten whenever the cluster's keyring changes.
+    keyring_file: Path | None = None
     bind_host: str = "127.0.0.1"
     bind_port: int = 0
     advertise_host: str | None = None
@@ -82,25 +93,32 @@ class RegistryConfig:
 
 class RegistryNode:
     def __init__(self, config: RegistryConfig, *, registry: CollectorRegistry | None = None,
-                 bind: Binder = UdpTransport.bind, rng: random.Random | None = None) -> None:
+                 bind: Binder = UdpTransport.bind, rng: random.Random | None = None,
+                 tls: InternalTls | None = None, envelope: Envelope | None = None) -> None:
+        """``tls``: the daemon's; its routes check callers' roles, and pulls from peers
+        present its certificate (None: plaintext, for measurement only)."""
         self.config = config
+        self.tls = tls
+        self._meta = dict(config.meta)
         registry = registry or CollectorRegistry()
         self.metrics = ReplicationMetrics(registry)
         self._rng = rng or random.Random()
         self.membership = Membership(MembershipConfig(
             name=config.name, role=config.role, region=config.region, data_dir=config.data_dir,
-            cluster_secret=config.cluster_secret, bind_host=config.bind_host,
+            keyring=config.keyring, bind_host=config.bind_host,
             bind_port=config.bind_port, advertise_host=config.advertise_host,
             seeds=config.seeds, meta=dict(config.meta), swim=config.swim,
-        ), registry=registry, bind=bind, rng=self._rng)
+        ), registry=registry, bind=bind, rng=self._rng, envelope=envelope)
         private_dir(config.data_dir)  # the view holds every app's machines: not for machines
         self.view = View(config.view_path)
+        self.keys = GossipKeys(self.membership, view_row=lambda: self.view.get(TABLE, KEY),
+                               write_row=self.put_shared, file=config.keyring_file,
+                               grace=config.swim.probe_interval)
         self.replica = Replica(config.name, self.view, tombstone_ttl=config.tombstone_ttl,
                                on_reject=self.metrics.reject)
         self.subscriptions = Subscriptions(config.subscription_capacity,
                                            on_lagged=self.metrics.lagged.inc)
-        self._token = internal_token(config.cluster_secret)
-        self._http = RegistryHttp(token=self._token, serve=self._serve,
+        self._http = RegistryHttp(access=PeerAccess(REGISTRY, tls), serve=self._serve,
                                   compare=self.replica.compare,
                                   subscribe=self.subscribe_where,
                                   metrics=self.metrics)
@@ -122,7 +140,8 @@ class RegistryNode:
         self._started = True
         await self.membership.start()
         self._remove_listener = self.membership.add_listener(self._gossip.heard)
-        self._sync.client = SyncClient(self._token, timeout=self.config.sync_timeout)
+        self._sync.client = SyncClient(self.tls.client if self.tls else None,
+                                       timeout=self.config.sync_timeout)
         self._tasks = [asyncio.create_task(self._sync.run(), name="registry-sync"),
                        asyncio.create_task(self._housekeeping(), name="registry-housekeeping")]
 
@@ -155,6 +174,16 @@ class RegistryNode:
 
     def routes(self) -> list[BaseRoute]:
         return self._http.routes()
+
+    def set_meta(self, **values: str) -> None:
+        """Publish new values about ourselves (merged into what we publish already)."""
+        self._meta.update(values)
+        self.membership.update_meta(dict(self._meta))
+
+    def urls_of(self, role: str, flag: str) -> list[str]:
+        """The ``url`` of every live member of ``role`` whose metadata sets ``flag``."""
+        return [m.meta["url"] for m in self.membership.members()
+                if str(m.role) == role and m.status.live and m.meta.get(flag) and "url" in m.meta]
 
     # ── writes ───────────────────────────────────────────────────────────────
 
@@ -200,6 +229,7 @@ class RegistryNode:
     # ── changes in and out ───────────────────────────────────────────────────
 
     def _changed(self, changes: list[Change], source: str) -> None:
+        self.keys.changed(changes)
         self.subscriptions.publish(changes)
         remote = sum(1 for c in changes if not c.local)
         if remote:

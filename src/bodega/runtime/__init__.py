@@ -1,9 +1,8 @@
-"""What every daemon runs on: serving, lifecycle, logging, keys, failpoints, SQLite, host facts."""
+"""What every daemon runs on: serving, lifecycle, logging, failpoints, SQLite, host facts."""
 
 from bodega.runtime import hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.failpoints import Failpoints
-from bodega.runtime.keys import derive_key, internal_token
 from bodega.runtime.lifecycle import (
     event_loop_policy,
     private_dir,
@@ -21,10 +20,8 @@ __all__ = [
     "Served",
     "bind",
     "configure",
-    "derive_key",
     "event_loop_policy",
     "hostinfo",
-    "internal_token",
     "open_database",
     "private_dir",
     "run_daemon",

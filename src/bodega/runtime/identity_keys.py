@@ -3,9 +3,9 @@
 A machine's token (``machine_tokens.py``) is an HMAC under ``machine_token``; its
 OIDC identity tokens (``broker/oidc.py``) are signed with the ES256 key
 ``oidc_seed`` seeds. ``identity_keys`` is the only derivation of both, and takes the
-key bytes as a parameter: today every caller (the broker's daemon and the worker's
-effects) passes the cluster secret's bytes, so a cluster that keys identities with
-something else changes what those callers pass, and nothing here. The derivations
+key bytes as a parameter: every caller (the broker's daemon and the worker's
+effects) passes the cluster's secrets key, which only brokers and workers hold; a
+cluster without one mints no machine identity. The derivations
 are the ones tokens were first minted with, so tokens and the JWKS stay the same.
 """
 
@@ -26,7 +26,7 @@ class IdentityKeys:
 
 
 def identity_keys(key: bytes) -> IdentityKeys:
-    """Both identity keys from ``key`` (today: the cluster secret, encoded)."""
+    """Both identity keys from ``key`` (the secrets key, encoded)."""
     return IdentityKeys(
         machine_token=hmac.new(key, b"bodega/machine-token", hashlib.sha256).digest(),
         oidc_seed=HKDF(algorithm=hashes.SHA256(), length=48, salt=b"bodega-oidc",

@@ -24,6 +24,7 @@ class Ready(BaseModel):
     pid: int | None = None
     url: str
     admin_url: str | None = None  # a proxy's admin API
+    internal_url: str | None = None  # a broker's internal listener (mutual TLS)
     name: str | None = None
     region: str | None = None
     ready: bool | None = None  # a broker's: false until it has heard from the cluster

@@ -1,10 +1,13 @@
-"""App secrets sealed at rest: AES-GCM under a key derived from the cluster secret (HKDF).
+"""App secrets sealed at rest: AES-GCM under a key derived from the cluster's secrets key (HKDF).
 
 A sealed value is ``v1.<base64(nonce | ciphertext+tag)>``; the associated
 data is ``<app>/<name>``, so a sealed value moved to another app or name
-does not open. Every cluster member holds the cluster secret, so any
-broker can seal and any worker can open; the registry, its files and its
-gossip only ever carry sealed values.
+does not open. Brokers and workers hold the secrets key (``bodega up``
+keeps it in ``<data dir>/secrets-key``; proxies never get it), so any broker
+can seal and any worker can open; the registry, its files and its gossip
+only ever carry sealed values. A data dir from before the secrets key had
+one cluster secret for everything: it becomes the secrets key, and the same
+derivation keeps every value sealed under it readable.
 """
 
 from __future__ import annotations
@@ -27,15 +30,17 @@ class SecretUnreadable(ValueError):
     """A sealed value that does not open with this cluster's key (or was tampered with)."""
 
 
-def _hkdf(cluster_secret: str, info: bytes) -> bytes:
+def _hkdf(key: str, info: bytes) -> bytes:
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=b"bodega-secrets",
-                info=info).derive(cluster_secret.encode())
+                info=info).derive(key.encode())
 
 
 class SecretBox:
-    def __init__(self, cluster_secret: str) -> None:
-        self._aead = AESGCM(_hkdf(cluster_secret, b"bodega/app-secrets/aes-gcm/v1"))
-        self._digest_key = _hkdf(cluster_secret, b"bodega/app-secrets/digest/v1")
+    def __init__(self, key: str) -> None:
+        if not key:
+            raise ValueError("an empty secrets key seals nothing")
+        self._aead = AESGCM(_hkdf(key, b"bodega/app-secrets/aes-gcm/v1"))
+        self._digest_key = _hkdf(key, b"bodega/app-secrets/digest/v1")
 
     def seal(self, app: str, name: str, value: str) -> str:
         nonce = os.urandom(NONCE_BYTES)

@@ -2,7 +2,10 @@
 
 Daemons run their HTTP server, gossip and background tasks in one loop, so
 the server is started as a task rather than owning the process. Port 0 binds
-an ephemeral port; ``Served.port`` reports the one the kernel chose.
+an ephemeral port; ``Served.port`` reports the one the kernel chose. With
+``tls`` (an internal listener), every connection is mutual TLS: refused
+handshakes are counted and each request knows its caller
+(``bodega.runtime.tls.gate``).
 """
 
 from __future__ import annotations
@@ -10,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
 
 from bodega.runtime.binding import BindError
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.gate import counting_server_context, gate_protocol
 
 log = logging.getLogger("bodega.serve")
 
@@ -26,11 +32,12 @@ class Served:
     task: asyncio.Task[None]
     host: str
     port: int
+    secure: bool = False
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.secure else 'http'}://{host}:{self.port}"
 
     async def stop(self, grace: float = 5.0) -> None:
         self.server.should_exit = True
@@ -55,13 +62,20 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = None) -> Served:
-    """Start serving ``app``; returns once the socket accepts connections."""
+async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = None,
+                tls: InternalTls | None = None,
+                open_tls: ssl.SSLContext | None = None) -> Served:
+    """Start serving ``app``; returns once the socket accepts connections. ``tls``: mutual
+    TLS (an internal listener); ``open_tls``: TLS that asks clients for no certificate."""
     sock = sock or bind(host, port)
     bound_port = int(sock.getsockname()[1])
+    http = _http_protocol()
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,
-        backlog=2048, http="httptools" if _has("httptools") else "h11",
+        backlog=2048, http=http if tls is None else gate_protocol(http),
+        ssl_context_factory=(
+            (lambda _config, _default: counting_server_context(tls)) if tls is not None
+            else (lambda _config, _default: open_tls) if open_tls is not None else None),
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(_serve_without_signal_handlers(server, sock))
@@ -70,8 +84,10 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
             task.result()
             raise RuntimeError(f"server on {host}:{bound_port} exited while starting")
         await asyncio.sleep(0.005)
-    log.info("serving on %s:%d", host, bound_port)
-    return Served(server=server, task=task, host=host, port=bound_port)
+    log.info("serving on %s:%d%s", host, bound_port,
+             " (mutual TLS)" if tls else " (TLS)" if open_tls else "")
+    return Served(server=server, task=task, host=host, port=bound_port,
+                  secure=tls is not None or open_tls is not None)
 
 
 async def _serve_without_signal_handlers(server: uvicorn.Server, sock: socket.socket) -> None:
@@ -80,9 +96,11 @@ async def _serve_without_signal_handlers(server: uvicorn.Server, sock: socket.so
     await server._serve(sockets=[sock])
 
 
-def _has(module: str) -> bool:
+def _http_protocol() -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol: httptools' parser when installed, else h11's."""
     try:
-        __import__(module)
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     except ImportError:
-        return False
-    return True
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+        return H11Protocol
+    return HttpToolsProtocol

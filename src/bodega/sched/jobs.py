@@ -57,9 +57,11 @@ def pick(tasks: Sequence[Task], now: float, count: int = 1,
 def admit(queued: int, adding: int, limit: int) -> None:
     """Refuse a submit that would take the home's queue past ``limit`` tasks (429)."""
     if limit and queued + adding > limit:
+        wait = max(1.0, min(30.0, adding / 100))
         raise TooManyRequests(
             f"the job queue is full: {queued} tasks wait here (at most {limit}), this job "
-            f"adds {adding}; try again shortly", retry_after=max(1.0, min(30.0, adding / 100)))
+            f"adds {adding}; try again shortly", retry_after=wait,
+            status="resource_exhausted", details={"retry_after": wait})
 
 
 @dataclass(frozen=True)

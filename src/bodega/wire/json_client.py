@@ -20,11 +20,13 @@ import functools
 import json as jsonlib
 import os
 import socket
+import ssl as ssllib
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from bodega.model.errors import Indeterminate, Unreachable, from_wire
@@ -35,14 +37,37 @@ Params = Mapping[str, Any] | Sequence[tuple[str, Any]] | None
 M = TypeVar("M", bound=BaseModel)
 
 
-def session(connections_per_host: int = 32) -> aiohttp.ClientSession:
-    """A pooled session; one per daemon serves every peer (pools are kept per host)."""
+def session(connections_per_host: int = 32,
+            ssl: ssllib.SSLContext | None = None) -> aiohttp.ClientSession:
+    """A pooled session; one per daemon serves every peer (pools are kept per host).
+
+    ``ssl``: the component's client context (``bodega.runtime.tls``) for its
+    internal links: every ``https`` peer is checked against the cluster CA and
+    shown this component's certificate."""
     # Idle connections live 60 s, under the 75 s servers keep them (runtime/serve.py), so a
     # pooled connection is never reused just as its server closes it.
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=connections_per_host,
                                      keepalive_timeout=60, ttl_dns_cache=60,
-                                     socket_factory=abortive_socket)
+                                     socket_factory=abortive_socket,
+                                     ssl=ssl if ssl is not None else True)
+    # aiohttp has no public way to choose how a connection closes: its protocol factory
+    # (a private attribute, checked by tests/integration/wire/test_abortive_close.py).
+    connector._factory = functools.partial(  # type: ignore[assignment]
+        AbortingHandler, loop=connector._loop)
     return aiohttp.ClientSession(connector=connector, json_serialize=_dumps)
+
+
+class AbortingHandler(ResponseHandler):
+    """Closes a connection by aborting it, TLS or not.
+
+    With TLS, closing is a shutdown: a close_notify is sent, and the peer's awaited
+    for up to 30 s before the socket itself is closed; all that time a request given up
+    on (see ``abortive_socket``) is still retransmitted by the kernel, and a peer cut off
+    meanwhile acts on it after the heal. Aborting closes the socket at once, and its
+    ``SO_LINGER`` makes that a reset."""
+
+    def close(self) -> None:
+        self.abort()
 
 
 def abortive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
@@ -64,6 +89,11 @@ def why_unconnected(exc: Exception) -> str:
     library's repr (which names its SSL setting even for plain HTTP)."""
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "host name not resolved"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        why = getattr(exc.certificate_error, "verify_message", None) or exc.certificate_error
+        return f"its certificate is refused: {why}"
+    if isinstance(exc, aiohttp.ClientConnectorSSLError):
+        return f"TLS handshake failed: {getattr(exc.os_error, 'reason', None) or exc.os_error}"
     if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno:
         return os.strerror(exc.os_error.errno).lower()
     if isinstance(exc, aiohttp.ConnectionTimeoutError | TimeoutError):
@@ -92,23 +122,27 @@ class JsonClient:
     def __init__(
         self,
         base_url: str,
-        token: str,
+        token: str | None,
         *,
         client: aiohttp.ClientSession | None = None,
         timeout: float = 10.0,
         what: str = "server",
+        ssl: ssllib.SSLContext | None = None,
     ) -> None:
+        """``token``: a bearer token for the public API (None on mutual-TLS links, where the
+        certificate in ``ssl`` says who calls)."""
         self.base_url = base_url.rstrip("/")
         self._own = client is None
         self._session = client
-        self.headers = {"authorization": f"Bearer {token}"}
+        self._ssl = ssl
+        self.headers = {"authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout
         self.what = what
 
     @property
     def http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = session()
+            self._session = session(ssl=self._ssl)
         return self._session
 
     async def aclose(self) -> None:

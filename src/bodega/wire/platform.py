@@ -128,6 +128,7 @@ class WorkerStatus(Answer):
     cordoned: bool | None = None
     reservations: int | None = None
     machines: int | None = None
+    subnet: str | None = None  # its machines' /24, when other hosts route to it
     images: list[str] | None = None
     updated_at: str | None = None
     status: str = "unknown"

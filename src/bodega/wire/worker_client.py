@@ -11,6 +11,7 @@ parser straight from the bytes; an answer of another shape is ``Indeterminate``.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
@@ -55,9 +56,13 @@ def machine_path(machine_id: str, action: str = "") -> str:
 
 
 class WorkerClient(JsonClient):
-    def __init__(self, base_url: str, token: str, *, client: aiohttp.ClientSession | None = None,
-                 timeout: float = 10.0) -> None:
-        super().__init__(base_url, token, client=client, timeout=timeout, what="worker")
+    """``tls``: the caller's client context (its certificate says who calls); a session
+    given as ``client`` was made with it already."""
+
+    def __init__(self, base_url: str, tls: ssl.SSLContext | None = None, *,
+                 client: aiohttp.ClientSession | None = None, timeout: float = 10.0) -> None:
+        super().__init__(base_url, None, client=client, timeout=timeout, what="worker",
+                         ssl=tls)
 
     async def __aenter__(self) -> WorkerClient:
         return self

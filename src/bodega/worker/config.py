@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bodega.model.capacity import Totals
+from bodega.registry.membership.keyfile import KeyringSource
 from bodega.runtime.failpoints import Failpoints
 from bodega.worker.host.names import HostNames
 
@@ -33,7 +34,11 @@ class WorkerConfig:
     advertise_host: str | None = None  # address others use to reach this worker
     driver: str = "process"
     totals: Totals = field(default_factory=lambda: Totals(cpus=2, memory_mb=2048, disk_gb=10))
-    cluster_secret: str = ""
+    # The cluster's secrets key: opens the app secrets machines are given ("" for none).
+    secrets_key: str = ""
+    # Key, certificate and CA for mutual TLS on the internal API (bodega.runtime.tls.files);
+    # None: plain HTTP with no authentication, for measurement on loopback only.
+    tls_dir: Path | None = None
     # Carried by every kernel object the worker makes (namespaces, links, cgroups), so sweeps
     # take this cluster's objects only; "" for a worker that makes none (fake, null, host).
     cluster_id: str = ""
@@ -54,6 +59,7 @@ class WorkerConfig:
     gossip_host: str | None = None  # the registry's UDP endpoint; None: the listen host
     gossip_port: int = 0
     join: tuple[str, ...] = ()  # gossip host:port of members to join through
+    gossip_keyring: KeyringSource | None = None  # required when gossip is on
     tombstone_ttl: float = 3600.0  # destroyed machines stay listed this long in the registry
     # Images: the registry a reference without a host is pulled from (`bodega up` runs one),
     # credentials for it (never logged), the runtime, and the cache's size budget.

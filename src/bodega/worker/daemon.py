@@ -22,11 +22,16 @@ from typing import Any
 
 from bodega.model.states import MachineState
 from bodega.registry import RegistryConfig, RegistryNode
-from bodega.runtime.keys import internal_token
+from bodega.registry.member_tls import certificate_meta, renewal
+from bodega.registry.membership import keyfile
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
+from bodega.runtime.tls.access import WORKER_API
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.files import TlsDir
+from bodega.wire.peer_access import PeerAccess
 from bodega.wire.worker_calls import HostTotals, WorkerInfo
 from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
@@ -34,6 +39,7 @@ from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
 from bodega.worker.host.network import WIRE_AHEAD, Network
 from bodega.worker.host.parts import make_driver, make_network, owner
+from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
 from bodega.worker.host.sweep import owned, remove
@@ -57,8 +63,7 @@ log = logging.getLogger("bodega.worker")
 
 HOUSEKEEPING_INTERVAL = 2.0
 COMPACTION_INTERVAL = 3600.0
-# A suspended machine's frozen process runs on the host too: stopping "every machine"
-# stops it (thawed first) rather than leave it frozen with no worker.
+# A suspended machine's frozen process runs on the host too: "every machine" includes it.
 RUNNING = frozenset({MachineState.STARTED, MachineState.SUSPENDED})
 STOP_ROUNDS = 3  # stop_all_machines: a round stops what the one before let finish starting
 
@@ -87,9 +92,10 @@ class Worker:
         self.volumes = VolumeService(self.store, self.ledger, self.runner)
         self.snapshots = VolumeSnapshots(self.volumes, self.machines, config.volume_dir,
                                          config.snapshot_dir)
-        self.token = internal_token(config.cluster_secret)
+        self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
+                    if config.tls_dir is not None else None)
         # Before recovery: a task's machine that ended while the worker was down is seen.
-        self.jobs = WorkerJobs(config, self.machines, self.ledger, self.token)
+        self.jobs = WorkerJobs(config, self.machines, self.ledger, self.tls)
         self.served: Served | None = None
         self.registry: RegistryNode | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -101,7 +107,10 @@ class Worker:
     def url(self) -> str:
         if self.served is None:
             raise RuntimeError("worker is not serving")
-        return f"http://{self.config.host()}:{self.served.port}"
+        return self._url(self.served.port)
+
+    def _url(self, port: int) -> str:
+        return f"{'https' if self.tls else 'http'}://{self.config.host()}:{port}"
 
     @property
     def gossip(self) -> str:
@@ -133,29 +142,40 @@ class Worker:
         await self.machines.recover()
         await self.snapshots.recover()  # after the machines: it thaws a started one
         api = WorkerApi(
-            name=self.config.name, region=self.config.region, token=self.token,
+            name=self.config.name, region=self.config.region,
+            access=PeerAccess(WORKER_API, self.tls),
             ledger=self.ledger, machines=self.machines, actions=self.actions,
             volumes=self.volumes, snapshots=self.snapshots, metrics=self.metrics, info=self.info,
-            service_host=self.service_host, before_scrape=self._update_gauges,
+            service_host=self.service_host, before_scrape=lambda: self.metrics.observe_usage(
+                queries.count_by_state(self.store.db), self.ledger.usage(), self.config.totals),
             more=(self.jobs.routes,))
         sock = bind(self.config.listen_host, self.config.listen_port)
-        url = f"http://{self.config.host()}:{sock.getsockname()[1]}"
+        url = self._url(sock.getsockname()[1])
         app = api.app()
         if self.config.gossip:
             self.registry = self._registry(url)
-            self.effects.secret_env = SecretEnv(self.registry,
-                                                SecretBox(self.config.cluster_secret))
+            if self.config.secrets_key:
+                self.effects.secret_env = SecretEnv(self.registry,
+                                                    SecretBox(self.config.secrets_key))
             app.router.routes.extend(self.registry.routes())  # sync and subscriptions
-        self.served = await serve(app, self.config.listen_host, self.config.listen_port, sock=sock)
+        self.served = await serve(app, self.config.listen_host, self.config.listen_port, sock=sock,
+                                  tls=self.tls)
         if self.registry is not None:
             await self.registry.start()
+            if self.tls is not None:
+                self._tasks.append(asyncio.create_task(renewal(self.tls, self.registry).run()))
+            subnet: str | None = getattr(self.network, "routed_subnet", None)  # netns only
             publisher = Publisher(
                 self.registry, name=self.config.name, region=self.config.region, url=url,
                 driver=self.driver.name, store=self.store, ledger=self.ledger,
                 service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl,
-                images=images.held if (images := self.driver.capabilities.images) else None)
+                images=images.held if (images := self.driver.capabilities.images) else None,
+                subnet=subnet)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
+            if subnet is not None:  # machines on other hosts reach this one's, and back
+                routes = PeerRoutes(self.registry, self.config.host())
+                self._tasks.append(asyncio.create_task(routes.run()))
             self.jobs.attach(self.registry)
         self.jobs.start()
         self._tasks.append(asyncio.create_task(self._housekeeping()))
@@ -170,20 +190,19 @@ class Worker:
 
     def _registry(self, url: str) -> RegistryNode:
         c = self.config
+        keys = keyfile.needed(c.gossip_keyring)
         return RegistryNode(RegistryConfig(
             name=c.name, role="worker", region=c.region, data_dir=c.registry_dir,
-            cluster_secret=c.cluster_secret, bind_host=c.gossip_host or c.listen_host,
+            keyring=keys.keyring, keyring_file=keys.file,
+            bind_host=c.gossip_host or c.listen_host,
             bind_port=c.gossip_port, advertise_host=c.advertise_host, seeds=c.join,
-            meta={"url": url}, tombstone_ttl=c.tombstone_ttl,
-        ), registry=self.metrics.registry)
+            meta={"url": url, **certificate_meta(self.tls)}, tombstone_ttl=c.tombstone_ttl,
+        ), registry=self.metrics.registry, tls=self.tls)
 
     async def _wire_ahead(self) -> None:
-        """Keep the next machines' networks (and launchers) ready before they are asked for.
-
-        Machines at rest keep a wired namespace too, so their next start (a proxy's wake)
-        is quick; after a cluster's restart, which swept every namespace, they get theirs
-        back here, off the request path.
-        """
+        """Keep the next machines' networks (and launchers) ready before they are asked for;
+        machines at rest keep one too (their next start, a wake, is quick), off the request
+        path."""
         first, last = self.network.index_range
         changed = self.machines.spares_changed
         changed.set()
@@ -218,19 +237,6 @@ class Worker:
                         log.info("compacted the log: %d old step records dropped", dropped)
             except Exception:
                 log.exception("housekeeping failed")
-
-    def _update_gauges(self) -> None:
-        """Machine counts and capacity, computed when scraped rather than on a timer."""
-        counts = queries.count_by_state(self.store.db)
-        for state in MachineState:
-            self.metrics.machines.labels(str(state)).set(counts.get(state, 0))
-        used = self.ledger.usage()
-        totals = self.config.totals
-        for name, value, total in (("millicpus", used.millicpus, totals.millicpus),
-                                   ("memory_mb", used.memory_mb, totals.memory_mb),
-                                   ("disk_gb", used.disk_gb, totals.disk_gb)):
-            self.metrics.used.labels(name).set(value)
-            self.metrics.total.labels(name).set(total)
 
     async def stop(self) -> None:
         """Stop serving; with ``stop_machines_on_exit`` also stop every running machine."""
@@ -274,11 +280,9 @@ class Worker:
             log.warning("could not remove %s", problem)
 
     async def stop_all_machines(self) -> None:
-        """Stop every started (or suspended) machine, leased or not; let none start again.
-
-        Exits seen from now on are not restarted (``drain``); a start already under way (a
-        crash loop's, its backoff cut short) is let finish and its machine stopped next round.
-        """
+        """Stop every started (or suspended) machine, leased or not; let none start again:
+        exits seen from now on are not restarted (``drain``); a start under way (a crash
+        loop's, its backoff cut short) is let finish and its machine stopped next round."""
         self.machines.drain()
         for _ in range(STOP_ROUNDS):
             await self.machines.settle()

@@ -15,6 +15,7 @@ import random
 from typing import Any
 
 from bodega.registry import RegistryNode
+from bodega.runtime.tls.contexts import InternalTls
 from bodega.sched.binding import WorkerRoom
 from bodega.worker.api.job_routes import JobRoutes
 from bodega.worker.config import WorkerConfig
@@ -34,11 +35,12 @@ log = logging.getLogger("bodega.worker.jobs")
 
 class WorkerJobs:
     def __init__(self, config: WorkerConfig, machines: MachineService, ledger: Ledger,
-                 token: str) -> None:
+                 tls: InternalTls | None) -> None:
         settings = config.jobs
         self.store = JobStore(config.data_dir / "jobs.db")
         self.home = JobHome(self.store, config.name, settings.queue_limit)
-        self.peers = JobPeers(config.name, token, self._url_of, self._alive, self._rooms)
+        self.peers = JobPeers(config.name, tls.client if tls is not None else None,
+                              self._url_of, self._alive, self._rooms)
         runs = RunStore(self.store)
         self.watch = RunWatch(runs, machines, self.peers, config.data_dir / "jobs" / "logs",
                               config.machine_dir)

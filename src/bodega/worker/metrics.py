@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from bodega.model.capacity import Totals, Usage
+from bodega.model.states import MachineState
 
 
 class WorkerMetrics:
@@ -56,3 +60,14 @@ class WorkerMetrics:
         if child is None:
             child = self._step_children[(fsm, step)] = self.steps.labels(fsm, step)
         child.observe(seconds)
+
+    def observe_usage(self, counts: Mapping[str, int], used: Usage,
+                      totals: Totals) -> None:
+        """Machine counts and capacity, set when scraped rather than on a timer."""
+        for state in MachineState:
+            self.machines.labels(str(state)).set(counts.get(state, 0))
+        for name, value, total in (("millicpus", used.millicpus, totals.millicpus),
+                                   ("memory_mb", used.memory_mb, totals.memory_mb),
+                                   ("disk_gb", used.disk_gb, totals.disk_gb)):
+            self.used.labels(name).set(value)
+            self.total.labels(name).set(total)

@@ -5,7 +5,10 @@ invariant 4), so the publisher follows the log rather than hooks: every
 ``interval`` (50 ms) it reads the entries appended since its last look,
 re-renders each machine and volume they touched (and the volume attached to
 a touched machine, whose attachment changes under the machine's operation),
-and republishes the ``workers`` row if the capacity it shows changed. A
+and republishes the ``workers`` row: whenever the log moved, even if the
+capacity reads as it did (a broker counts each create it placed until this
+row comes, and a machine created and destroyed within one tick changes
+nothing to see), and otherwise when the capacity it shows changed. A
 burst of changes becomes one publish per resource per tick, and nothing that
 changes the worker can be missed, since nothing changes it without a log
 entry: reservations and cordons included, which no runner hook sees. A
@@ -52,8 +55,10 @@ class Publisher:
                  store: Store, ledger: Ledger,
                  service_host: Callable[[MachineRow], str | None],
                  destroyed_ttl: float, interval: float = INTERVAL,
-                 images: Callable[[], list[str]] | None = None) -> None:
+                 images: Callable[[], list[str]] | None = None,
+                 subnet: str | None = None) -> None:
         self.node = node
+        self.subnet = subnet  # its machines' /24, when other hosts may route to it
         self.name = name
         self.region = region
         self.url = url
@@ -90,7 +95,8 @@ class Publisher:
                 if doc["id"] not in ids:
                     self.node.delete_owned(table, doc["id"])
 
-    def publish_capacity(self) -> None:
+    def publish_capacity(self, force: bool = False) -> None:
+        """The ``workers`` row, written if it changed (or ``force``: the log moved)."""
         snapshot = self.ledger.snapshot()
         (machines,) = self.store.db.execute(
             "SELECT count(*) FROM machines WHERE state != ?", (DESTROYED,)).fetchone()
@@ -101,10 +107,12 @@ class Publisher:
             "reservations": snapshot.reservations,
             "machines": int(machines),
         }
+        if self.subnet is not None:
+            capacity["subnet"] = self.subnet
         if self.images is not None:
             capacity["images"] = self.images()
             capacity["image_disk_gb"] = self.ledger.image_disk_gb()  # counted in used
-        if capacity != self._capacity:
+        if force or capacity != self._capacity:
             self.node.put_owned("workers", self.name,
                                 {**capacity, "updated_at": rfc3339(self.store.clock())})
             self._capacity = capacity  # once stored: a failed put is retried next time
@@ -122,7 +130,7 @@ class Publisher:
     def tick(self, now: float) -> None:
         last, touched = self._touched()
         if touched or now >= self._next_refresh:
-            self.publish_capacity()
+            self.publish_capacity(force=bool(touched))
             self._next_refresh = now + CAPACITY_REFRESH
         for resource_id in touched:
             self._publish_resource(resource_id)

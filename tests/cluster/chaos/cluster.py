@@ -21,9 +21,9 @@ from pathlib import Path
 
 import httpx
 
-from bodega.runtime.keys import internal_token
 from bodega.worker.host.network import run
-from tests.integration.daemon_kit import SECRET, Daemon
+from tests.integration.daemon_kit import Daemon, Identity
+from tests.tls_kit import TEST_CA
 
 from ..netns_kit import Hosts
 from .state import Totals
@@ -98,7 +98,7 @@ class Cluster:
         return f"http://{self.address(node)}:4280"
 
     def worker_url(self, node: Node) -> str:
-        return f"http://{self.address(node)}:{API_PORT}"
+        return f"https://{self.address(node)}:{API_PORT}"
 
     def proxy_url(self) -> str:
         return f"http://{self.address(self.proxy)}:8080"
@@ -108,8 +108,7 @@ class Cluster:
                                  headers={"authorization": f"Bearer {TOKEN}"})
 
     def internal(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=30, headers={
-            "authorization": f"Bearer {internal_token(SECRET)}"})
+        return TEST_CA.http("broker", timeout=30)  # acts as a broker on workers' APIs
 
     # -- daemons ------------------------------------------------------------------------------
     def argv(self, node: Node) -> list[str]:
@@ -137,7 +136,9 @@ class Cluster:
         if daemon is None:
             daemon = Daemon(argv=self.argv(node), ready_file=self.tmp / f"{node.name}.ready.json",
                             log_file=self.tmp / f"{node.name}.log",
-                            env={"BODEGA_API_TOKEN": TOKEN})
+                            env={"BODEGA_API_TOKEN": TOKEN},
+                            identity=Identity(self.data_dir(node) / "tls", node.kind, node.name,
+                                              (self.address(node), "127.0.0.1")))
             self.daemons[node.name] = daemon
         await daemon.start()
         return daemon

@@ -1,5 +1,9 @@
 """A broker over real in-process workers (null driver) on loopback, with an in-memory view.
 
+Brokers call workers over mutual TLS, each with an identity from the test CA
+(``tests.tls_kit``), as in a cluster; a test calls a worker as a broker with
+``TEST_CA.context()``.
+
 The view is a ``MemoryCatalog`` that a publisher fills from the workers
 themselves, the way their registry nodes do in a cluster. ``sync`` publishes
 once; ``follow`` keeps publishing in the background (or not, to prove the
@@ -25,8 +29,9 @@ from bodega.worker.api.render import machine_answer, volume_answer
 from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.store import queries, volume_queries
+from tests.keyring_kit import SOURCE
+from tests.tls_kit import SECRETS_KEY, TEST_CA
 
-SECRET = "broker-test-secret"
 ADMIN = "admin-token"
 
 
@@ -57,7 +62,8 @@ class Cluster:
         config = WorkerConfig(
             name=name, region=region, data_dir=self.tmp / name, driver="null",
             totals=Totals(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb),
-            cluster_secret=SECRET, network="host", machine_user=None)
+            network="host", machine_user=None, gossip_keyring=SOURCE,
+            tls_dir=TEST_CA.issue(self.tmp / name / "tls", "worker", name))
         worker = Worker(config)
         await worker.start()
         self.workers.append(worker)
@@ -67,10 +73,13 @@ class Cluster:
     async def add_broker(self, catalog: MemoryCatalog | None = None,
                          **overrides: Any) -> Broker:
         """A broker on the shared view, or on ``catalog`` (a view gossip has not reached)."""
-        values: dict[str, Any] = {"name": f"broker-{len(self.brokers)}",
-                                  "data_dir": self.tmp / "broker", "cluster_secret": SECRET,
-                                  "admin_tokens": (ADMIN,), "region": "ams",
-                                  "listen_port": 0}
+        name = str(overrides.get("name", f"broker-{len(self.brokers)}"))
+        values: dict[str, Any] = {"name": name,
+                                  "data_dir": self.tmp / "broker", "gossip_keyring": SOURCE,
+                                  "secrets_key": SECRETS_KEY, "admin_tokens": (ADMIN,),
+                                  "region": "ams", "listen_port": 0,
+                                  "tls_dir": TEST_CA.issue(self.tmp / f"{name}-tls", "broker",
+                                                           name)}
         values.update(overrides)
         broker = Broker(BrokerConfig(**values), catalog=catalog or self.catalog)
         await broker.start()

@@ -9,8 +9,9 @@ import httpx
 
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
+from tests.keyring_kit import SOURCE
 
-from .broker_kit import ADMIN, SECRET, in_process_cluster, machine
+from .broker_kit import ADMIN, in_process_cluster, machine
 
 
 async def test_an_orgs_machines_across_its_apps_filtered_and_paged(tmp_path: Path) -> None:
@@ -123,8 +124,8 @@ async def test_ip_assignments_are_recorded_listed_and_removed(tmp_path: Path) ->
 
 
 async def test_ip_assignments_live_in_a_real_registry_view(tmp_path: Path) -> None:
-    broker = Broker(BrokerConfig(name="solo", data_dir=tmp_path / "solo", cluster_secret=SECRET,
-                                 admin_tokens=(ADMIN,), listen_port=0))
+    broker = Broker(BrokerConfig(name="solo", data_dir=tmp_path / "solo",
+                                 admin_tokens=(ADMIN,), listen_port=0, gossip_keyring=SOURCE))
     await broker.start()
     try:
         async with httpx.AsyncClient(base_url=broker.url, timeout=30, headers={

@@ -282,9 +282,11 @@ async def test_hedged_placement_leaves_no_reservation_behind(tmp_path: Path) -> 
         codes = sorted(a.status_code for a in answers)
         placed = codes.count(200)
         # Four fit. A hedge holds room on two workers for a moment, so a create racing for
-        # the last slots may be refused while another's spare reservation is still held.
+        # the last slots may be refused while another's spare reservation is still held: at
+        # worst two creates hold all four slots between them (how many of the six ask while
+        # they do depends on how the calls interleave, TLS handshakes and all).
         assert set(codes) == {200, 412}
-        assert 3 <= placed <= 4
+        assert 2 <= placed <= 4
         machines = [worker.machines.store.db.execute("SELECT count(*) FROM machines")
                     .fetchone()[0] for worker in c.workers]
         assert sum(machines) == placed

@@ -15,8 +15,10 @@ import httpx
 
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
-from tests.integration.daemon_kit import SECRET, worker_daemon
+from tests.integration.daemon_kit import worker_daemon
 from tests.integration.registry.node_kit import until
+from tests.keyring_kit import SOURCE
+from tests.tls_kit import TEST_CA, daemon_env
 
 from .broker_kit import ADMIN, machine
 
@@ -45,12 +47,13 @@ async def test_a_broker_is_not_ready_until_it_hears_from_its_seeds(tmp_path: Pat
     api_port = free_port(socket.SOCK_STREAM)
     ready_file = tmp_path / "broker.ready.json"
     log = (tmp_path / "broker.log").open("ab")
+    TEST_CA.issue(tmp_path / "broker" / "tls", "broker", "b1")
     broker = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bodega", "broker", "--name", "b1", "--region", "ams",
         "--data-dir", str(tmp_path / "broker"), "--listen", f"127.0.0.1:{api_port}",
         "--join", f"127.0.0.1:{gossip}", "--ready-file", str(ready_file),
         stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL, start_new_session=True,
-        env={**os.environ, "BODEGA_CLUSTER_SECRET": SECRET, "BODEGA_API_TOKEN": ADMIN})
+        env={**os.environ, **daemon_env(), "BODEGA_API_TOKEN": ADMIN})
     worker = worker_daemon(tmp_path, "w1", extra=("--gossip-listen", f"127.0.0.1:{gossip}"))
     url = f"http://127.0.0.1:{api_port}"
     try:
@@ -94,7 +97,8 @@ async def test_a_broker_is_not_ready_until_it_hears_from_its_seeds(tmp_path: Pat
 
 async def test_a_broker_without_seeds_is_ready_at_once(tmp_path: Path) -> None:
     broker = Broker(BrokerConfig(name="alone", data_dir=tmp_path / "alone",
-                                 cluster_secret=SECRET, admin_tokens=(ADMIN,), listen_port=0))
+                                 admin_tokens=(ADMIN,), listen_port=0,
+                                 gossip_keyring=SOURCE))
     await broker.start()
     try:
         await asyncio.wait_for(broker.until_ready(), 5)

@@ -11,15 +11,17 @@ import httpx
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cluster.ports import free_udp_ports
+from tests.keyring_kit import SOURCE
 
-from .broker_kit import ADMIN, SECRET
+from .broker_kit import ADMIN
 
 BASE = "/v1/apps/web/releases"
 
 
 def broker_config(tmp: Path, name: str, port: int, seeds: tuple[str, ...] = ()) -> BrokerConfig:
-    return BrokerConfig(name=name, data_dir=tmp / name, cluster_secret=SECRET,
-                        admin_tokens=(ADMIN,), listen_port=0, gossip_port=port, seeds=seeds)
+    return BrokerConfig(name=name, data_dir=tmp / name,
+                        admin_tokens=(ADMIN,), listen_port=0, gossip_port=port, seeds=seeds,
+                        gossip_keyring=SOURCE)
 
 
 def api(broker: Broker) -> httpx.AsyncClient:

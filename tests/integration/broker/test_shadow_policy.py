@@ -87,13 +87,12 @@ def test_a_bad_shadow_is_refused_before_anything_starts(tmp_path: Path) -> None:
     from bodega.broker.metrics import BrokerMetrics
     from bodega.broker.shadow import Shadow
 
-    config = BrokerConfig(name="b", data_dir=tmp_path, cluster_secret="s",
-                          shadow_policy="katamari")
+    config = BrokerConfig(name="b", data_dir=tmp_path, shadow_policy="katamari")
     with pytest.raises(ValueError, match="unknown placement policy 'katamari'"):
         config.shadow_placement_policy()
-    assert BrokerConfig(name="b", data_dir=tmp_path, cluster_secret="s").shadow_placement_policy() \
+    assert BrokerConfig(name="b", data_dir=tmp_path).shadow_placement_policy() \
         is None
-    policy = BrokerConfig(name="b", data_dir=tmp_path, cluster_secret="s", sample=2,
+    policy = BrokerConfig(name="b", data_dir=tmp_path, sample=2,
                           shadow_policy="binpack").shadow_placement_policy()
     assert policy is not None
     assert (policy.name, policy.sample) == ("binpack+p2c", 2)  # the live one's sampling

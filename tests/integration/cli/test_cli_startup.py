@@ -90,5 +90,6 @@ def test_no_help_text_is_eaten_as_markup() -> None:
 
     for entry in group.entries:
         for where, text in texts(group.load(entry.name)):
+            # An escaped bracket (``\\[``) is how help shows a literal one: it renders as ``[``.
             shown = text.replace("\\[", "[")
             assert Text.from_markup(text).plain == shown, f"{where}: {text!r}"

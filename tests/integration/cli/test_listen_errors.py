@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
-ENV = {**os.environ, "BODEGA_CLUSTER_SECRET": "s" * 32, "BODEGA_API_TOKEN": "listen-token"}
+from tests.keyring_kit import ENV as KEYRING_ENV
+from tests.tls_kit import TEST_CA
+
+ENV = {**os.environ, **KEYRING_ENV, "BODEGA_API_TOKEN": "listen-token"}
 
 
 @pytest.fixture
@@ -49,7 +52,9 @@ def in_use(port: int, transport: str, flag: str) -> str:
 
 def test_worker_names_listen_and_gossip_listen(tmp_path: Path, tcp_taken: int,
                                                udp_taken: int) -> None:
-    base = ("worker", "--region", "ams", "--driver", "null", "--data-dir", str(tmp_path))
+    base = ("worker", "--name", "w", "--region", "ams", "--driver", "null",
+            "--data-dir", str(tmp_path))
+    TEST_CA.issue(tmp_path / "tls", "worker", "w")
     done = bodega(*base, "--listen", f"127.0.0.1:{tcp_taken}")
     assert done.stderr.splitlines() == [in_use(tcp_taken, "TCP", "--listen")]
     done = bodega(*base, "--gossip-listen", f"127.0.0.1:{udp_taken}")
@@ -59,7 +64,8 @@ def test_worker_names_listen_and_gossip_listen(tmp_path: Path, tcp_taken: int,
 
 def test_broker_names_listen_and_gossip_listen(tmp_path: Path, tcp_taken: int,
                                                udp_taken: int) -> None:
-    base = ("broker", "--data-dir", str(tmp_path))
+    base = ("broker", "--name", "b", "--data-dir", str(tmp_path))
+    TEST_CA.issue(tmp_path / "tls", "broker", "b")
     done = bodega(*base, "--listen", f"127.0.0.1:{tcp_taken}")
     assert errors(done) == done.stderr.splitlines() == [in_use(tcp_taken, "TCP", "--listen")]
     done = bodega(*base, "--listen", "127.0.0.1:0", "--gossip-listen", f"127.0.0.1:{udp_taken}")
@@ -69,7 +75,8 @@ def test_broker_names_listen_and_gossip_listen(tmp_path: Path, tcp_taken: int,
 
 def test_proxy_names_listen_admin_listen_and_gossip_listen(tmp_path: Path, tcp_taken: int,
                                                            udp_taken: int) -> None:
-    base = ("proxy", "--region", "ams", "--data-dir", str(tmp_path))
+    base = ("proxy", "--name", "p", "--region", "ams", "--data-dir", str(tmp_path))
+    TEST_CA.issue(tmp_path / "tls", "proxy", "p")
     done = bodega(*base, "--listen", f"127.0.0.1:{tcp_taken}")
     assert errors(done) == [in_use(tcp_taken, "TCP", "--listen")]
     done = bodega(*base, "--listen", "127.0.0.1:0", "--admin-listen", f"127.0.0.1:{tcp_taken}")

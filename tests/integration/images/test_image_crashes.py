@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
+from tests.tls_kit import TEST_CA
 
-from ..daemon_kit import SECRET, worker_daemon
+from ..daemon_kit import worker_daemon
 from .image_kit import build_image, needs_image_tools, registry
 from .test_image_machines import fetch, image_machine, worker_args
 
@@ -35,7 +35,7 @@ async def test_a_worker_killed_mid_pull_and_mid_start_resumes_both(tmp_path: Pat
         crashing = worker_daemon(tmp_path, **worker_args(host))
         crashing.env = {"BODEGA_FAILPOINTS": "pull:blob:after"}
         await crashing.start()
-        async with WorkerClient(crashing.url, internal_token(SECRET)) as client:
+        async with WorkerClient(crashing.url, TEST_CA.context("broker")) as client:
             created = await client.create_machine({"app": "img", "config": {"image": image}})
         assert await crashing.wait_exit() == -9
         kept = blobs(data)
@@ -66,7 +66,7 @@ async def test_a_worker_killed_mid_pull_and_mid_start_resumes_both(tmp_path: Pat
 
         worker = await worker_daemon(tmp_path, **worker_args(host)).start()
         try:
-            async with WorkerClient(worker.url, internal_token(SECRET)) as client:
+            async with WorkerClient(worker.url, TEST_CA.context("broker")) as client:
                 await client.wait(created.id, "started", timeout=60)
                 machine = await client.machine(created.id)
                 assert await fetch(f"http://{machine.private_ip}:8080/") == \
@@ -88,7 +88,7 @@ async def test_concurrent_creates_pull_once_and_eviction_spares_used_images(
             tmp_path, **worker_args(host, "--image-cache-gb", "0.004")).start()
         bases = tmp_path / "w1" / "images" / "bases"
         try:
-            async with WorkerClient(worker.url, internal_token(SECRET)) as client:
+            async with WorkerClient(worker.url, TEST_CA.context("broker")) as client:
                 pair = await asyncio.gather(image_machine(client, used),
                                             image_machine(client, used))
                 assert worker.log_file.read_text().count("unpacked sha256:") == 1

@@ -276,7 +276,7 @@ async def test_concurrent_requests_to_a_sleeping_app_share_one_start(
     table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
     table.put_machine("s1", routed(machine_doc("s1", port, state="stopped")))
     table.put_machine("s2", routed(machine_doc("s2", port + 1, state="stopped")))
-    worker = WorkerClient(worker_api.url, "t")
+    worker = WorkerClient(worker_api.url)
     waker = Waker(table, lambda _w: worker, load, metrics, "ams")
     try:
         async with serving(plane, table, waker, load, metrics) as served, \

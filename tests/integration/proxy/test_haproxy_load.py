@@ -66,7 +66,7 @@ async def test_haproxy_counters_drive_autostop_and_the_soft_limit() -> None:
     worker_api = await serve(Starlette(routes=[
         Route("/v1/machines/{id}/start", start, methods=["POST"]),
         Route("/v1/machines/{id}/stop", stop, methods=["POST"])]), "127.0.0.1", 0)
-    worker = WorkerClient(worker_api.url, "t")
+    worker = WorkerClient(worker_api.url)
     table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
     table.put_machine("m1", routed(limited("m1", busy_port)))
     table.put_machine("m2", routed(limited("m2", spare_port, state="stopped")))

@@ -1,4 +1,8 @@
-"""Real registry nodes for integration tests: UDP gossip and HTTP sync on loopback."""
+"""Real registry nodes for integration tests: UDP gossip and HTTP sync on loopback.
+
+Each node's HTTP server is mutual TLS with an identity from the test CA, as a
+daemon's internal listener is, so every pull between nodes is a real one.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +15,14 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
 from bodega.registry import RegistryConfig, RegistryNode, SwimConfig
+from bodega.registry.membership.keyring import Keyring
+from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.runtime.serve import Served, bind, serve
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.files import TlsDir
+from tests.keyring_kit import KEYRING
+from tests.tls_kit import TEST_CA
 
-SECRET = "integration-secret"
 # memberlist's LAN figures halved, so a crash is detected in seconds of test time.
 FAST = SwimConfig(probe_interval=0.5, probe_timeout=0.25, gossip_interval=0.1,
                   push_pull_interval=5.0, dead_announce_interval=2.0, join_retry_interval=0.2)
@@ -52,14 +61,20 @@ class Nodes:
         self.running: dict[str, Running] = {}
 
     async def start(self, name: str, *, seeds: tuple[str, ...] = (),
-                    role: str = "worker", sync_interval: float = 0.5) -> Running:
+                    role: str = "worker", sync_interval: float = 0.5,
+                    keyring: Keyring = KEYRING, keyring_file: Path | None = None,
+                    udp: Binder = UdpTransport.bind) -> Running:
+        """A node named ``name`` on its data dir under the root (the same one again after a
+        stop); ``keyring_file``: the host's keyring file it keeps up to date."""
         sock = bind("127.0.0.1", 0)
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        url = f"https://127.0.0.1:{sock.getsockname()[1]}"
+        tls = InternalTls(TlsDir(TEST_CA.issue(self.root / name / "tls", role, name)))
         node = RegistryNode(RegistryConfig(
             name=name, role=role, region="ams", data_dir=self.root / name,
-            cluster_secret=SECRET, seeds=seeds, meta={"url": url}, swim=FAST,
-            sync_interval=sync_interval), registry=CollectorRegistry())
-        served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock)
+            keyring=keyring, keyring_file=keyring_file, seeds=seeds,
+            meta={"url": url}, swim=FAST, sync_interval=sync_interval),
+            registry=CollectorRegistry(), bind=udp, tls=tls)
+        served = await serve(Starlette(routes=node.routes()), "127.0.0.1", 0, sock=sock, tls=tls)
         await node.start()
         running = Running(node, served)
         self.running[name] = running

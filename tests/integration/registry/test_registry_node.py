@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from bodega.registry import RegistryNode, RowChange, subscribe_http
-from bodega.runtime.keys import internal_token
-from tests.integration.registry.node_kit import SECRET, Nodes, until
+from tests.integration.registry.node_kit import Nodes, until
+from tests.tls_kit import TEST_CA
 
 
 @pytest.fixture
@@ -85,7 +85,7 @@ async def test_a_subscription_over_http_streams_rows_then_changes(nodes: Nodes) 
     first.node.put_owned("machines", "m1", machine)
     first.node.put_owned("machines", "m2", {**machine, "id": "m2", "app": "other"})
     await until(lambda: second.node.get("machines", "m2") is not None)
-    stream = subscribe_http(second.url, internal_token(SECRET), "machines", app="web")
+    stream = subscribe_http(second.url, TEST_CA.context("admin"), "machines", app="web")
     seen: list[RowChange] = []
     async for change in stream:
         seen.append(change)
@@ -102,13 +102,20 @@ async def test_a_subscription_over_http_streams_rows_then_changes(nodes: Nodes) 
     assert seen[1].doc["state"] == "stopped"
 
 
-async def test_the_registry_routes_need_the_cluster_token(nodes: Nodes) -> None:
+async def test_the_registry_routes_need_a_members_certificate(nodes: Nodes) -> None:
     first = await nodes.start("w1")
-    async with httpx.AsyncClient(base_url=first.url) as http:
-        for path in ("/v1/registry/sync", "/v1/registry/digest", "/v1/registry/subscriptions"):
+    paths = ("/v1/registry/sync", "/v1/registry/digest", "/v1/registry/subscriptions")
+    async with httpx.AsyncClient(base_url=first.url, verify=TEST_CA.anonymous()) as http:
+        for path in paths:  # no certificate: refused in the handshake, nothing answered
+            with pytest.raises(httpx.TransportError):
+                await http.post(path, json={})
+    async with TEST_CA.http("admin", base_url=first.url) as http:  # the operator: read only
+        for path in paths[:2]:
             response = await http.post(path, json={})
-            assert response.status_code == 401
-        auth = {"authorization": f"Bearer {internal_token(SECRET)}"}
+            assert response.status_code == 403, response.text
+            assert response.json()["status"] == "permission_denied"
+    async with TEST_CA.http("worker", base_url=first.url) as http:
+        auth: dict[str, str] = {}
         response = await http.post("/v1/registry/sync", json={"from": 1}, headers=auth)
         assert response.status_code == 400
         response = await http.post("/v1/registry/digest", json={"from": "x", "digest": "AAAA"},

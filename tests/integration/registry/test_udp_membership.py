@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -13,12 +14,14 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from bodega.registry.membership import Membership, MembershipConfig
-from bodega.registry.membership.auth import PacketAuth
+from bodega.registry.membership.envelope import SealedEnvelope
+from bodega.registry.membership.keyring import Keyring
 from bodega.registry.membership.members import Addr, EventKind, Status
 from bodega.registry.membership.messages import Item, Ping, decode
 from bodega.registry.membership.outputs import Delivered, Event
 from bodega.registry.membership.transport import MemoryNetwork, Receiver, Transport, UdpTransport
-from tests.integration.registry.node_kit import FAST, SECRET, until
+from tests.integration.registry.node_kit import FAST, until
+from tests.keyring_kit import KEYRING, other_keyring, payload_of
 
 
 class Nodes:
@@ -26,11 +29,11 @@ class Nodes:
         self.root = root
         self.running: list[Membership] = []
 
-    async def start(self, name: str, *, seeds: tuple[str, ...] = (), secret: str = SECRET,
+    async def start(self, name: str, *, seeds: tuple[str, ...] = (), keyring: Keyring = KEYRING,
                     **kw: object) -> Membership:
         config = MembershipConfig(
             name=name, role=kw.pop("role", "worker"), region="ams",  # type: ignore[arg-type]
-            data_dir=self.root / name, cluster_secret=secret, seeds=seeds, swim=FAST,
+            data_dir=self.root / name, keyring=keyring, seeds=seeds, swim=FAST,
             meta={"api": f"http://127.0.0.1/{name}"}, leave_timeout=0.3, **kw)  # type: ignore[arg-type]
         node = Membership(config, registry=CollectorRegistry())
         await node.start()
@@ -81,7 +84,8 @@ async def test_nodes_join_through_a_seed_and_see_each_others_metadata(nodes: Nod
     await until(lambda: all(alive_names(n) == everyone for n in [first, *others]))
     view = others[2].member("w2")
     assert view is not None
-    assert (view.role, view.region, view.meta) == ("worker", "ams", {"api": "http://127.0.0.1/w2"})
+    assert (view.role, view.region, view.meta) == (
+        "worker", "ams", {"api": "http://127.0.0.1/w2", "keys": KEYRING.report()})
     assert view.addr == others[0].addr
     assert stat(first, "bodega_gossip_packets_total", direction="in") > 0
     assert stat(first, "bodega_gossip_packets_total", direction="out") > 0
@@ -112,18 +116,22 @@ async def test_a_stopped_node_is_declared_dead_and_a_leaving_one_left(nodes: Nod
 async def test_packets_with_a_wrong_key_or_garbage_are_dropped_and_counted(
         nodes: Nodes) -> None:
     first = await nodes.start("w1")
-    intruder = await nodes.start("mallory", seeds=(seed_of(first),), secret="wrong-secret")
-    await until(lambda: bad(first, "auth") >= 3)  # the intruder keeps retrying its join
+    intruder = await nodes.start("mallory", seeds=(seed_of(first),),
+                                 keyring=other_keyring("another cluster"))
+    # The intruder keeps retrying its join, sealed with a key w1 does not hold.
+    await until(lambda: bad(first, "unknown_key") >= 3)
     assert first.member("mallory") is None
     assert alive_names(intruder) == {"mallory"}
     assert not intruder.swim.joined
-    assert bad(intruder, "auth") == 0  # w1 never answered it
+    assert bad(intruder, "unknown_key") == bad(intruder, "auth") == 0  # w1 never answered it
 
+    ours = SealedEnvelope(KEYRING, "x", first_seq=1, salts=os.urandom)
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as raw:
         raw.sendto(b"not even close", first.addr)
-        raw.sendto(PacketAuth.from_secret(SECRET).seal(b'{"t":"ping","f":"x"}'), first.addr)
-        raw.sendto(PacketAuth.from_secret(SECRET).seal(b"x" * 2000), first.addr)
-    await until(lambda: bad(first, "decode") == 1 and bad(first, "size") == 1)
+        raw.sendto(ours.seal(b'{"t":"ping","f":"x"}', 1), first.addr)
+        raw.sendto(ours.seal(b"x" * 2000, 1), first.addr)
+    await until(lambda: bad(first, "auth") == 1 and bad(first, "decode") == 1
+                and bad(first, "size") == 1)
     friend = await nodes.start("w2", seeds=(seed_of(first),))
     await until(lambda: alive_names(first) == alive_names(friend) == {"w1", "w2"})
 
@@ -172,7 +180,7 @@ async def test_membership_runs_unchanged_on_the_in_memory_transport(tmp_path: Pa
     for i in range(3):
         config = MembershipConfig(
             name=f"m{i}", role="broker", region="ams", data_dir=tmp_path / f"m{i}",
-            cluster_secret=SECRET, swim=FAST,
+            keyring=KEYRING, swim=FAST,
             seeds=(f"127.0.0.1:{members[0].addr[1]}",) if members else ())
         member = Membership(config, bind=net.bind)
         await member.start()
@@ -199,7 +207,6 @@ class StallAfterPings:
     def __init__(self, stalls: int, seconds: float) -> None:
         self.stalls = stalls
         self.seconds = seconds
-        self._auth = PacketAuth.from_secret(SECRET)
 
     async def bind(self, host: str, port: int, receiver: Receiver) -> Transport:
         inner = await UdpTransport.bind(host, port, receiver)
@@ -210,7 +217,7 @@ class StallAfterPings:
 
             def send(self, data: bytes, addr: Addr) -> bool:
                 sent = inner.send(data, addr)
-                if outer.stalls and isinstance(decode(outer._auth.open(data)).body, Ping):
+                if outer.stalls and isinstance(decode(payload_of(data)).body, Ping):
                     outer.stalls -= 1
                     asyncio.get_running_loop().call_soon(time.sleep, outer.seconds)
                 return sent
@@ -227,7 +234,7 @@ async def test_a_stalled_event_loop_is_measured_and_accuses_nobody(tmp_path: Pat
     for i in range(1, 5):
         config = MembershipConfig(
             name=f"w{i}", role="worker", region="ams", data_dir=tmp_path / f"w{i}",
-            cluster_secret=SECRET, swim=FAST,
+            keyring=KEYRING, swim=FAST,
             seeds=(seed_of(group[0]),) if group else ())
         member = Membership(config, registry=CollectorRegistry(), bind=stalling.bind)
         await member.start()

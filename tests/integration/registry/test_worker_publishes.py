@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
-from tests.integration.daemon_kit import SECRET, Daemon, worker_daemon
+from tests.integration.daemon_kit import Daemon, worker_daemon
 from tests.integration.registry.node_kit import Nodes, until
+from tests.keyring_kit import KEYRING
+from tests.tls_kit import TEST_CA
 
 MACHINE = {"app": "web", "config": {"image": "nginx", "guest": {
     "cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}}
@@ -20,7 +22,7 @@ MACHINE = {"app": "web", "config": {"image": "nginx", "guest": {
 @pytest.fixture
 async def worker(tmp_path: Path) -> AsyncIterator[tuple[Daemon, WorkerClient]]:
     daemon = await worker_daemon(tmp_path).start()
-    client = WorkerClient(daemon.url, internal_token(SECRET))
+    client = WorkerClient(daemon.url, TEST_CA.context("broker"))
     yield daemon, client
     await client.aclose()
     await daemon.stop()
@@ -47,7 +49,11 @@ async def test_the_worker_row_and_machine_rows_reach_a_node_that_joined_it(
     assert row["free"]["memory_mb"] == 4096
     member = node.membership.member("w1")
     assert member is not None
-    assert member.meta == {"url": daemon.url}
+    assert member.meta.keys() == {"url", "cert_expires", "keys"}
+    assert member.meta["url"] == daemon.url
+    assert member.meta["keys"] == KEYRING.report()
+    expires = datetime.datetime.fromisoformat(member.meta["cert_expires"])
+    assert expires > datetime.datetime.now(datetime.UTC)  # the worker's certificate's end
 
     created = await client.create_machine(MACHINE)
     machine_id = created.id

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
 from tests.leftovers_kit import names_of, sweep_data_dir
+from tests.tls_kit import TEST_CA
 
-from ..daemon_kit import SECRET, Daemon, worker_argv
+from ..daemon_kit import Daemon, Identity, worker_argv
 
 PY = sys.executable
 _subnets = itertools.count(1)
@@ -40,7 +40,8 @@ class CrashWorker:
         argv = worker_argv(self.tmp / self.name, ready, name=self.name, driver="process",
                            extra=("--machine-subnet", self.subnet, *extra))
         return Daemon(argv=argv, ready_file=ready, log_file=self.tmp / f"{self.name}.log",
-                      env={"BODEGA_FAILPOINTS": failpoints} if failpoints else {})
+                      env={"BODEGA_FAILPOINTS": failpoints} if failpoints else {},
+                      identity=Identity(self.tmp / self.name / "tls", "worker", self.name))
 
     def network(self) -> NetnsNetwork:
         """The worker's network, as it names it (with the cluster id of its data dir)."""
@@ -51,7 +52,7 @@ class CrashWorker:
         self.daemon = await self._daemon(failpoints, extra).start()
         if self.client is not None:
             await self.client.aclose()
-        self.client = WorkerClient(self.daemon.url, internal_token(SECRET), timeout=30)
+        self.client = WorkerClient(self.daemon.url, TEST_CA.context("broker"), timeout=30)
         return self.client
 
     async def crashed(self, timeout: float = 30.0) -> int:

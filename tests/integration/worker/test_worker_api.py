@@ -1,41 +1,28 @@
-"""A real worker process over HTTP: auth, errors, reservations, the machine lifecycle."""
+"""A real worker process over HTTP: errors, reservations, the machine lifecycle.
+
+Who may call it (mutual TLS, roles) is ``test_worker_mtls.py``."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
-import httpx
 import pytest
 
 from bodega.model.capacity import Ask
-from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout, Unauthorized
+from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout
 from bodega.wire.worker_calls import Reservation
-from bodega.wire.worker_client import WorkerClient
+from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import running_worker_daemon
 
 CONFIG = {"image": "app:1", "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}
 
 
-async def test_every_route_but_health_needs_the_cluster_token(tmp_path: Path) -> None:
-    async with running_worker_daemon(tmp_path) as (daemon, _client):
-        async with httpx.AsyncClient() as http:
-            assert (await http.get(daemon.url + "/v1/health")).status_code == 200
-            for path in ("/v1/capacity", "/v1/machines", "/metrics"):
-                response = await http.get(daemon.url + path)
-                assert response.status_code == 401
-                assert response.json()["status"] == "unauthenticated"
-        bad = WorkerClient(daemon.url, "wrong")
-        with pytest.raises(Unauthorized):
-            await bad.capacity()
-        await bad.aclose()
-
-
 async def test_bad_input_gets_the_error_shape_never_a_500(tmp_path: Path) -> None:
     async with running_worker_daemon(tmp_path) as (daemon, client):
         headers = client.headers
-        async with httpx.AsyncClient() as http:
+        async with TEST_CA.http() as http:
             cases = [
                 ("POST", "/v1/machines", b"{not json", 400),
                 ("POST", "/v1/machines", b"[]", 400),
@@ -145,8 +132,8 @@ async def test_leases_over_http_use_the_success_envelope(tmp_path: Path) -> None
 async def test_metrics_are_served(tmp_path: Path) -> None:
     async with running_worker_daemon(tmp_path) as (daemon, client):
         await client.reserve("app", Ask(cpus=1, memory_mb=256), ttl=30)
-        async with httpx.AsyncClient() as http:
-            text = (await http.get(daemon.url + "/metrics", headers=client.headers)).text
+        async with TEST_CA.http("admin") as http:  # metrics are the operator's
+            text = (await http.get(daemon.url + "/metrics")).text
         assert 'bodega_worker_reservations_total{result="accepted"} 1.0' in text
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from bodega.model.errors import BadRequest
 from bodega.wire.worker_calls import CreateMachineBody
+from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import running_worker_daemon
 
@@ -54,7 +55,7 @@ async def test_the_typed_client_refuses_a_misspelled_field_before_sending() -> N
 
     from bodega.wire.worker_client import WorkerClient
 
-    client = WorkerClient("http://127.0.0.1:9", "t")  # nothing listens: nothing is sent
+    client = WorkerClient("http://127.0.0.1:9")  # nothing listens: nothing is sent
     try:
         with pytest.raises(ValidationError, match="idempotency_kye"):
             await client.create_machine({"app": "web", "config": CONFIG,
@@ -102,12 +103,9 @@ async def test_a_create_sent_straight_to_the_worker_is_checked_in_one_pass(
 ) -> None:
     """The worker decodes a create with pydantic's JSON parser, not a dict walk, and still
     answers anything malformed with a 400 in the error shape, never a 500."""
-    import httpx
-
     async with running_worker_daemon(tmp_path) as (daemon, client):
-        async with httpx.AsyncClient() as http:
-            response = await http.post(daemon.url + "/v1/machines", content=body,
-                                       headers=client.headers)
+        async with TEST_CA.http() as http:  # as a broker, the one role that may create
+            response = await http.post(daemon.url + "/v1/machines", content=body)
         assert response.status_code == 400, response.text
         payload = response.json()
         assert payload["status"] == "invalid_argument"

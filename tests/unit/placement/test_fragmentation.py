@@ -159,14 +159,14 @@ def test_the_broker_runs_fgd_by_name_and_takes_its_weight() -> None:
     from bodega.placement.named import DEFAULT_POLICY
 
     assert "fgd" in POLICIES
-    base = BrokerConfig(name="b", data_dir=Path("."), cluster_secret="s")
+    base = BrokerConfig(name="b", data_dir=Path("."))
     assert base.placement_policy().name == DEFAULT_POLICY == "utility"
-    fgd = BrokerConfig(name="b", data_dir=Path("."), cluster_secret="s", policy="fgd")
+    fgd = BrokerConfig(name="b", data_dir=Path("."), policy="fgd")
     assert fgd.placement_policy().scorer.weights.fragmentation == 1.0  # type: ignore[attr-defined]
     assert parse_weights("fragmentation=0.5").fragmentation == 0.5
-    tuned = BrokerConfig(name="b", data_dir=Path("."), cluster_secret="s", policy="fgd",
+    tuned = BrokerConfig(name="b", data_dir=Path("."), policy="fgd",
                          weights=parse_weights("fragmentation=0.5"))
     assert tuned.placement_policy().scorer.weights.fragmentation == 0.5  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="use utility, fgd, binpack, spread"):
-        BrokerConfig(name="b", data_dir=Path("."), cluster_secret="s",
+        BrokerConfig(name="b", data_dir=Path("."),
                      policy="katamari").placement_policy()

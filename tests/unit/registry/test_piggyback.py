@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bodega.registry.membership.auth import TAG_SIZE, PacketAuth
 from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.envelope import SealedEnvelope
 from bodega.registry.membership.members import MAX_META_BYTES, MemberRecord, Role, Status
 from bodega.registry.membership.messages import Direct, Item, Ping, encode
 from bodega.registry.membership.outputs import ItemTooLarge, UnknownMember
+from bodega.registry.membership.seal import OVERHEAD
+from tests.keyring_kit import KEYRING
 
 from .swim_kit import addr_of, delivered, learn, node, rec, sends, tick_until
 
@@ -65,7 +69,7 @@ def test_too_large_items_are_refused_up_front() -> None:
         a.broadcast(Item("k", {"blob": "x" * 1400}))
     with pytest.raises(ItemTooLarge):
         a.send_direct(0.0, "b", Item("k", {"blob": "x" * 1400}))
-    a.broadcast(Item("k", {"blob": "x" * 1300}))  # fits, alone in a packet
+    a.broadcast(Item("k", {"blob": "x" * 1280}))  # fits, alone in a packet
 
 
 def test_a_direct_item_goes_to_one_member_and_is_not_passed_on() -> None:
@@ -83,11 +87,11 @@ def test_a_direct_item_goes_to_one_member_and_is_not_passed_on() -> None:
         a.send_direct(1.0, "nobody", item)
 
 
-@given(sizes=st.lists(st.integers(min_value=0, max_value=1300), min_size=1, max_size=40),
+@given(sizes=st.lists(st.integers(min_value=0, max_value=1250), min_size=1, max_size=40),
        members=st.integers(min_value=0, max_value=60))
 @settings(max_examples=60, deadline=None)
 def test_every_packet_stays_within_the_udp_budget(sizes: list[int], members: int) -> None:
-    auth = PacketAuth.from_secret("k")
+    envelope = SealedEnvelope(KEYRING, "a", first_seq=2**63, salts=os.urandom)
     a = node("a", config=SwimConfig(push_pull_interval=3.0))
     learn(a, 0.0, rec("peer-with-a-rather-long-name-0000000000000000000000000000000000"[:64]))
     learn(a, 0.0, *[rec(f"member-{i:03d}", meta={"api": f"http://10.2.{i}.1:4280"})
@@ -98,7 +102,7 @@ def test_every_packet_stays_within_the_udp_budget(sizes: list[int], members: int
     outs = [o for t in range(120) for o in sends(a.tick(t * 0.05))]
     assert outs
     for send in outs:
-        assert len(auth.seal(encode(send.message))) <= 1400
+        assert len(envelope.seal(encode(send.message), 2**62)) <= 1400
     assert sum(len(s.message.items) for s in outs) > 0
 
 
@@ -109,7 +113,7 @@ def test_a_maximal_record_fits_next_to_any_body() -> None:
     a = node("n" * 64)
     learn(a, 0.0, biggest)
     ping = a.piggyback.message("n" * 64, Ping(2**62 - 1, "t" * 64), limit=10, lead=biggest)
-    assert len(encode(ping)) + TAG_SIZE <= 1400
+    assert len(encode(ping)) + OVERHEAD <= 1400
     assert ping.updates[0] == biggest
 
 

@@ -20,7 +20,8 @@ def test_the_registry_node_has_the_shape_daemons_code_against() -> None:
     import inspect
 
     fields = {f.name for f in dataclasses.fields(registry.RegistryConfig)}
-    assert {"name", "role", "region", "data_dir", "cluster_secret", "bind_host", "bind_port",
+    assert {"name", "role", "region", "data_dir", "keyring", "keyring_file",
+            "bind_host", "bind_port",
             "advertise_host", "seeds", "meta", "swim", "sync_interval",
             "tombstone_ttl"} <= fields
     node = registry.RegistryNode

@@ -12,13 +12,14 @@ from bodega.worker.config import WorkerConfig
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.host.network import HostNetwork
+from tests.keyring_kit import SOURCE
 
 
 def worker_config(tmp_path: Path, **overrides: object) -> WorkerConfig:
     values: dict[str, object] = {
         "name": "w1", "region": "ams", "data_dir": tmp_path / "w1", "driver": "fake",
         "totals": Totals(cpus=2, memory_mb=1024, disk_gb=10, shared_cpu_ratio=2.0),
-        "cluster_secret": "s3cret", "network": "host", "machine_user": None,
+        "network": "host", "machine_user": None, "gossip_keyring": SOURCE,
     }
     values.update(overrides)
     return WorkerConfig(**values)  # type: ignore[arg-type]

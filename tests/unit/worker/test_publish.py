@@ -20,6 +20,7 @@ from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.publish import Publisher
+from tests.keyring_kit import KEYRING
 
 W = tuple[Worker, FakeDriver]
 TTL = 600.0
@@ -29,7 +30,7 @@ TTL = 600.0
 def node(tmp_path: Path) -> Iterator[RegistryNode]:
     registry_node = RegistryNode(RegistryConfig(
         name="w1", role="worker", region="ams", data_dir=tmp_path / "registry",
-        cluster_secret="s3cret"), registry=CollectorRegistry())
+        keyring=KEYRING), registry=CollectorRegistry())
     yield registry_node
     registry_node.view.close()
 
@@ -86,6 +87,27 @@ async def test_reservations_and_cordons_reach_the_workers_row(worker: W,
     counter = node.replica.counter
     pub.tick(0.2)  # nothing changed: nothing written
     assert node.replica.counter == counter
+
+
+async def test_a_create_and_destroy_within_one_tick_still_republish_the_workers_row(
+        worker: W, node: RegistryNode) -> None:
+    """A broker counts each create it placed until the worker's row comes: a row must come
+    even when the machine is gone by the next tick and the capacity is as last published,
+    or the broker counts the machine forever and stops placing on a worker with room."""
+    w, _ = worker
+    pub = publisher(w, node)
+    pub.publish_all()
+    published = node.get("workers", "w1")
+    mid = await create(w)
+    await w.machines.destroy(mid, force=True)
+    await w.machines.settle()
+    before = node.replica.counter
+    pub.tick(0.0)
+    doc = node.get("workers", "w1")
+    assert doc is not None
+    assert published is not None
+    assert (doc["used"], doc["machines"]) == (published["used"], 0)  # capacity as it was
+    assert node.replica.counter == before + 2  # the machine's row, and the worker's again
 
 
 async def test_destroyed_machines_stay_listed_for_the_ttl_then_become_tombstones(

@@ -144,7 +144,7 @@ class Piggyback:
     """Membership updates and broadcast items waiting to ride on packets, and the packing.
 
     A packet is its body plus as many queued records, then items, as fit in
-    the payload budget (UDP payload minus the auth tag). Sizes are counted
+    the payload budget (UDP payload minus the envelope). Sizes are counted
     from each value's own encoding, which is exactly what it adds inside the
     message, so packing never needs a trial encode.
     """

@@ -2,7 +2,8 @@
 
 ``SwimConfig`` is memberlist's LAN defaults plus the few knobs bodega adds;
 ``MembershipConfig`` is what a daemon passes in (name, role, the UDP address
-it binds and advertises, seeds, where it keeps its state).
+it binds and advertises, seeds, where it keeps its state, the gossip keyring
+it starts with).
 
 The figures and formulas are memberlist's (``config.go``, ``util.go``); the
 Lifeguard parts (local health, nacks, suspicion that shortens with
@@ -17,8 +18,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.registry.membership.auth import TAG_SIZE
+from bodega.registry.membership.keyring import Keyring
 from bodega.registry.membership.members import Role
+from bodega.registry.membership.seal import OVERHEAD
 
 # memberlist stretches push/pull beyond this many members, by a log2 factor.
 PUSH_PULL_SCALE_THRESHOLD = 32
@@ -53,7 +55,7 @@ class SwimConfig:
     join_retry_interval: float = 1.0
     join_retry_max: float = 10.0
     dead_retention: float = 48 * 3600.0  # forget dead/left members after this (Corrosion: 48 h)
-    packet_size: int = 1400  # UDP payload including the auth tag
+    packet_size: int = 1400  # UDP payload, the envelope's header and tag included
     # A tick that runs this late means our own loop is the slow party; it
     # counts against local health like a missed nack (at most once per probe).
     loop_lag_threshold: float = 0.1
@@ -64,7 +66,7 @@ class SwimConfig:
 
     @property
     def payload_budget(self) -> int:
-        return self.packet_size - TAG_SIZE
+        return self.packet_size - OVERHEAD
 
     @property
     def max_health_score(self) -> int:
@@ -87,7 +89,7 @@ class MembershipConfig:
     role: Role | str
     region: str
     data_dir: Path
-    cluster_secret: str
+    keyring: Keyring  # the gossip keys to start with (``keyring.py``)
     bind_host: str = "127.0.0.1"
     bind_port: int = 0
     advertise_host: str | None = None  # required when binding a wildcard address

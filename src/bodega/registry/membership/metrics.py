@@ -41,7 +41,9 @@ class MembershipMetrics:
         self._evicted = 0
         self.bad_packets = Counter(
             "bodega_gossip_bad_packets_total",
-            "Packets dropped: size (oversized), auth (bad HMAC), decode (malformed), error",
+            "Packets dropped: size (oversized), auth (not sealed, bad tag, wrong sender), "
+            "unknown_key (sealed with a key not installed), replay (seen before, or from an "
+            "earlier life of its sender), decode (malformed), error",
             ["reason"], registry=registry)
         self._stats = {name: Counter(f"bodega_swim_{name}_total", doc, registry=registry)
                        for name, doc in _STAT_COUNTERS.items()}

@@ -3,20 +3,23 @@
 Everything is deterministic for a given seed: one ``random.Random`` decides
 latencies and losses and seeds each node's own generator, and events at the
 same instant run in the order they were scheduled. Packets go through the
-real codec and HMAC (``wire=True``), so sizes and encodings are exercised as
-on UDP. Faults: per-link loss, a latency range, partitions into groups,
-crashed nodes, and *slow* nodes whose incoming packets wait in a backlog and
-whose loop reports lag, as a CPU-starved process would.
+real codec and sealing (``wire=True``: one test keyring, salts counted), so
+sizes, encodings and replay windows are exercised as on UDP. Faults: link
+loss, latency, partitions, crashed nodes, and *slow* nodes whose packets wait
+in a backlog and whose loop reports lag, as a CPU-starved process would.
 """
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bodega.registry.membership.auth import PacketAuth
 from bodega.registry.membership.config import SwimConfig
+from bodega.registry.membership.envelope import SealedEnvelope
+from bodega.registry.membership.keyring import GossipKey, Keyring
 from bodega.registry.membership.members import Addr, MemberView, Role, Status
 from bodega.registry.membership.messages import Item, Message, decode, encode
 from bodega.registry.membership.outputs import Delivered, Event, Out, Send
@@ -24,6 +27,7 @@ from bodega.registry.membership.simtime import Schedule, SimClock
 from bodega.registry.membership.swim import Swim
 
 SIM_PORT = 7946
+SIM_KEYRING = Keyring.of(GossipKey(hashlib.sha256(b"bodega simnet gossip key").digest()))
 
 
 @dataclass
@@ -33,6 +37,7 @@ class SimNode:
     swim: Swim
     up: bool = True
     process: int = 0  # bumped on every (re)start; stale ticks of an old process are dropped
+    envelope: SealedEnvelope | None = None  # a new one per process, as a restart makes
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,8 @@ class SimNet:
         self.on_event: Callable[[Observation], None] | None = None
         self.traffic = Traffic()
         self._rng = random.Random(seed)
-        self._auth = PacketAuth.from_secret("simnet") if wire else None
+        self.wire = wire
+        self._salts = itertools.count()
         self._schedule = Schedule(self.clock)
         self._by_addr: dict[Addr, str] = {}
         self._group: dict[str, int] = {}
@@ -87,7 +93,8 @@ class SimNet:
             meta: dict[str, str] | None = None, generation: int = 1,
             config: SwimConfig | None = None) -> SimNode:
         addr = (f"10.{len(self._by_addr) // 250}.{len(self._by_addr) % 250}.1", SIM_PORT)
-        node = SimNode(name, addr, self._swim(name, addr, role, region, meta, generation, config))
+        node = SimNode(name, addr, self._swim(name, addr, role, region, meta, generation, config),
+                       envelope=self._envelope(name))
         self.nodes[name] = node
         self._by_addr[addr] = name
         self._start_ticking(node)
@@ -111,6 +118,7 @@ class SimNet:
                                config or old.config)
         node.up = True
         node.process += 1
+        node.envelope = self._envelope(name)
         self._start_ticking(node)
         self.join(name, seeds)
         return node
@@ -218,6 +226,12 @@ class SimNet:
 
     # ── internals ────────────────────────────────────────────────────────────
 
+    def _envelope(self, name: str) -> SealedEnvelope | None:
+        # Sequence numbers start at the simulated clock in nanoseconds, as on a host.
+        return None if not self.wire else SealedEnvelope(
+            SIM_KEYRING, name, first_seq=int(self.now * 1e9),
+            salts=lambda n: next(self._salts).to_bytes(n, "big"))
+
     def _swim(self, name: str, addr: Addr, role: Role | str, region: str,
               meta: dict[str, str] | None, generation: int, config: SwimConfig | None) -> Swim:
         return Swim(name, addr, role, region, meta, generation=generation,
@@ -256,8 +270,8 @@ class SimNet:
     def _transmit(self, node: SimNode, send: Send) -> None:
         self.traffic.sent += 1
         packet: Message | bytes = send.message
-        if self._auth is not None:
-            packet = self._auth.seal(encode(send.message))
+        if node.envelope is not None:
+            packet = node.envelope.seal(encode(send.message), node.swim.generation)
             self.traffic.bytes += len(packet)
             self.traffic.largest = max(self.traffic.largest, len(packet))
             if len(packet) > self.config.packet_size:
@@ -279,6 +293,8 @@ class SimNet:
         if not node.up:
             return
         if isinstance(packet, bytes):
-            assert self._auth is not None
-            packet = decode(self._auth.open(packet))
+            assert node.envelope is not None
+            opened = node.envelope.open(packet)
+            packet = decode(opened.payload)
+            node.envelope.accept(opened, packet.sender)
         self._dispatch(node, node.swim.receive(self.now, sender, packet))

@@ -2,7 +2,9 @@
 
 The generation rises by one on every process start, so the cluster can tell
 a restarted member from the one it declared dead. The peer list lets a node
-whose seeds are gone rejoin through anyone it knew. If a crash loses the
+whose seeds are gone rejoin through anyone it knew, and the peers' metadata
+(where their HTTP APIs are) lets a node that cannot gossip yet (it missed a
+key rotation while it was away) reach them another way. If a crash loses the
 latest write, the node starts with an older generation; hearing itself
 declared dead (or a newer generation of itself) makes it move past it, so
 the loss costs one extra rejoin, never a stuck member.
@@ -25,6 +27,7 @@ log = logging.getLogger("bodega.registry.statefile")
 class SavedState:
     generation: int = 0
     peers: dict[str, Addr] = field(default_factory=dict)  # member name -> gossip address
+    meta: dict[str, dict[str, str]] = field(default_factory=dict)  # member name -> metadata
 
 
 class StateFile:
@@ -37,7 +40,9 @@ class StateFile:
             doc = json.loads(self.path.read_text())
             peers = {str(name): (str(host), int(port))
                      for name, (host, port) in doc.get("peers", {}).items()}
-            return SavedState(int(doc["generation"]), peers)
+            meta = {str(name): {str(k): str(v) for k, v in fields.items()}
+                    for name, fields in doc.get("meta", {}).items()}
+            return SavedState(int(doc["generation"]), peers, meta)
         except FileNotFoundError:
             return SavedState()
         except (ValueError, KeyError, TypeError, AttributeError) as e:
@@ -48,4 +53,5 @@ class StateFile:
         write_json_atomic(self.path, {
             "generation": state.generation,
             "peers": {name: [host, port] for name, (host, port) in sorted(state.peers.items())},
+            "meta": dict(sorted(state.meta.items())),
         })

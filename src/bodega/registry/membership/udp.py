@@ -1,17 +1,20 @@
 """Membership for one daemon: the ``Swim`` state machine on a real UDP endpoint.
 
-This is the I/O shell. It binds the endpoint, authenticates and decodes
-every packet (dropping and counting bad ones), ticks the state machine every
-``tick_interval`` while measuring how late each tick runs (the lag feeds
-Lifeguard's local health), persists the generation and peer list, contacts
-seeds until one answers, and hands membership events and received items to
-listeners and feeds (``fanout.py``). Its settings are ``MembershipConfig``
-(``config.py``).
+This is the I/O shell. It binds the endpoint, seals what it sends and opens
+what it receives (``packets.py``: AES-GCM with the gossip keyring, a replay
+window per sender; bad packets dropped and counted), ticks the state machine
+every ``tick_interval`` while measuring how late each tick runs (the lag
+feeds Lifeguard's local health), persists the generation and peers,
+contacts seeds until one answers, and hands events and received items to
+listeners and feeds (``fanout.py``). Settings: ``MembershipConfig``.
 
 For a replication layer: ``broadcast(item)`` queues an item that rides on
 gossip to every member; ``send_direct(name, item)`` sends one packet to one
 member; ``items()`` / ``add_listener`` receive both; ``events()`` streams
-membership changes and ``members()`` lists the current view.
+membership changes and ``members()`` lists the current view. ``set_keyring``
+changes the gossip keys from the next packet on, and this member reports
+the keys it holds in its metadata (``keys``), so a rotation can tell when
+every member has one.
 """
 
 from __future__ import annotations
@@ -19,19 +22,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
+import time
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
 from bodega.registry.feed import Feed
-from bodega.registry.membership.auth import AuthError, PacketAuth
 from bodega.registry.membership.config import MembershipConfig, parse_seed
+from bodega.registry.membership.envelope import Envelope, SealedEnvelope
 from bodega.registry.membership.fanout import Fanout, Listener
+from bodega.registry.membership.keyring import REPORT_META, Keyring
 from bodega.registry.membership.members import Addr, MemberView, Role, Status, check_identity
-from bodega.registry.membership.messages import DecodeError, Item, decode, encode
+from bodega.registry.membership.messages import Item
 from bodega.registry.membership.metrics import MembershipMetrics
 from bodega.registry.membership.outputs import Delivered, Event, Out, Send
+from bodega.registry.membership.packets import Packets
 from bodega.registry.membership.statefile import SavedState, StateFile
 from bodega.registry.membership.swim import Swim
 from bodega.registry.membership.transport import Binder, Transport, UdpTransport
@@ -45,17 +52,23 @@ METRICS_INTERVAL = 1.0
 
 class Membership:
     def __init__(self, config: MembershipConfig, *, registry: CollectorRegistry | None = None,
-                 bind: Binder = UdpTransport.bind, rng: random.Random | None = None) -> None:
+                 bind: Binder = UdpTransport.bind, rng: random.Random | None = None,
+                 envelope: Envelope | None = None) -> None:
         for seed in config.seeds:
             parse_seed(seed)
         if config.advertise_host is None and config.bind_host in ("0.0.0.0", "::", ""):
             raise ValueError("advertise_host is required when binding a wildcard address")
         Role(config.role)
+        self.keyring = config.keyring
         check_identity(config.name, (config.advertise_host or config.bind_host, config.bind_port),
-                       config.region, config.meta)
+                       config.region, self._meta(config.meta))
         self.config = config
         self.metrics = MembershipMetrics(registry or CollectorRegistry())
-        self._auth = PacketAuth.from_secret(config.cluster_secret)
+        # The first sequence number is the wall clock in nanoseconds: above anything an
+        # earlier life of this member sent, with nothing to persist (``replay.py``).
+        self._packets = Packets(envelope or SealedEnvelope(
+            config.keyring, config.name, first_seq=time.time_ns(), salts=os.urandom),
+            self.metrics, config.swim.packet_size)
         self._bind = bind
         self._rng = rng or random.Random()
         self._state = StateFile(config.state_path)
@@ -64,6 +77,7 @@ class Membership:
         self._tasks: list[asyncio.Task[None]] = []
         self._fanout = Fanout(config.feed_capacity)
         self._saved_generation = 0
+        self._remembered: dict[str, dict[str, str]] = {}
         self._peers_dirty = False
         self._next_save = self._next_metrics = 0.0
 
@@ -73,12 +87,14 @@ class Membership:
         if self._swim is not None:
             raise RuntimeError("membership is already started")
         saved = self._state.load()
+        self._remembered = {n: m for n, m in saved.meta.items() if n != self.config.name}
         transport = await self._bind(self.config.bind_host, self.config.bind_port, self._on_packet)
         self._transport = transport
         host = self.config.advertise_host or self.config.bind_host
         generation = saved.generation + 1
         self._swim = Swim(self.config.name, (host, transport.local_addr[1]), self.config.role,
-                          self.config.region, self.config.meta, generation=generation,
+                          self.config.region, self._meta(self.config.meta),
+                          generation=generation,
                           config=self.config.swim, rng=self._rng)
         self._save()  # the new generation is durable before anyone hears of it
         known = [a for n, a in saved.peers.items() if n != self.config.name]
@@ -137,7 +153,27 @@ class Membership:
         self._handle(self.swim.send_direct(self._now(), name, item))
 
     def update_meta(self, meta: dict[str, str]) -> None:
-        self.swim.update_meta(meta)
+        self.swim.update_meta(self._meta(meta))
+
+    def set_keyring(self, keyring: Keyring) -> None:
+        """Seal with ``keyring``'s primary and open with its keys, and say so in our metadata."""
+        self._packets.envelope.set_keyring(keyring)
+        self.keyring = keyring
+        if self._swim is not None:
+            self._swim.update_meta(self._meta(self._swim.local.meta))
+
+    def lacks_key(self) -> bool:
+        """Packets sealed with a key this member does not hold arrived lately."""
+        return self._packets.lacks_key(self._now())
+
+    def known_meta(self) -> dict[str, dict[str, str]]:
+        """Every other member heard of, whatever its status, and those remembered from an
+        earlier life: their metadata, to reach them some other way than by gossip."""
+        others = {m.name: m.meta for m in self.swim.members() if m.name != self.swim.name}
+        return {**self._remembered, **others}
+
+    def _meta(self, meta: dict[str, str]) -> dict[str, str]:
+        return {**meta, REPORT_META: self.keyring.report()}
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener`` inline for every event and item; returns the remover.
@@ -210,20 +246,8 @@ class Membership:
         return str(sockaddr[0]), int(sockaddr[1])
 
     def _on_packet(self, data: bytes, addr: Addr) -> None:
-        self.metrics.packets.labels("in").inc()
-        self.metrics.bytes.labels("in").inc(len(data))
-        if len(data) > self.config.swim.packet_size:
-            self.metrics.bad_packets.labels("size").inc()
-            return
-        try:
-            message = decode(self._auth.open(data))
-        except AuthError:
-            self.metrics.bad_packets.labels("auth").inc()
-            return
-        except DecodeError:
-            self.metrics.bad_packets.labels("decode").inc()
-            return
-        if self._swim is None:
+        message = self._packets.inbound(self._now(), data)
+        if message is None or self._swim is None:
             return
         try:
             self._handle(self._swim.receive(self._now(), addr, message))
@@ -243,11 +267,9 @@ class Membership:
             self._save()  # we came back as a new generation: it must survive a restart
 
     def _send(self, send: Send) -> None:
-        if self._transport is None:
+        if self._transport is None or self._swim is None:
             return
-        packet = self._auth.seal(encode(send.message))
-        self.metrics.packets.labels("out").inc()
-        self.metrics.bytes.labels("out").inc(len(packet))
+        packet = self._packets.outbound(send.message, self._swim.generation)
         if not self._transport.send(packet, send.addr):
             self.metrics.send_failures.inc()
 
@@ -261,10 +283,10 @@ class Membership:
 
     def _save(self) -> None:
         swim = self.swim
-        peers = {m.name: m.addr for m in swim.members()
-                 if m.status.live and m.name != swim.name}
+        live = [m for m in swim.members() if m.status.live and m.name != swim.name]
         try:
-            self._state.save(SavedState(swim.generation, peers))
+            self._state.save(SavedState(swim.generation, {m.name: m.addr for m in live},
+                                        {m.name: m.meta for m in live}))
         except OSError as e:
             log.error("cannot save membership state to %s: %s", self._state.path, e)
             return

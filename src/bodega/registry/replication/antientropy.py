@@ -8,6 +8,14 @@ rows are applied by the replica and handed to the node (``on_changes``),
 which feeds subscriptions and counts them. A failed pull is retried with
 another peer next round: this loop is the only repair there is, so no error
 ends it.
+
+A node with no live peer to pull from, that has not joined yet or keeps
+hearing gossip sealed with a key it lacks (it was away during a key
+rotation), pulls from the members it knows of some other way: those in its
+member table whatever their status, and those remembered from its last life
+(``Membership.known_meta``). Their HTTP APIs take the cluster token, not
+the gossip key, so the pull brings the keyring row like any other, and the
+node can gossip again.
 """
 
 from __future__ import annotations
@@ -17,7 +25,6 @@ import logging
 import random
 from collections.abc import Callable
 
-from bodega.registry.membership.members import MemberView
 from bodega.registry.membership.udp import Membership
 from bodega.registry.replication.client import SyncClient, SyncFailed
 from bodega.registry.replication.metrics import ReplicationMetrics
@@ -59,14 +66,18 @@ class AntiEntropy:
     async def sync_round(self, *, count: int | None = None) -> int:
         """Pull from up to ``count`` peers now; how many pulls succeeded."""
         swim = self.membership.swim
-        peers = choose_alive(swim.alive_names(), swim.member, self.replica.missing(),
-                             count or self.peers, self._rng)
-        results = await asyncio.gather(*(self._pull(p) for p in peers))
+        count = count or self.peers
+        peers = [(p.name, p.meta["url"]) for p in choose_alive(
+            swim.alive_names(), swim.member, self.replica.missing(), count, self._rng)]
+        if not peers and (not swim.joined or self.membership.lacks_key()):
+            known = sorted((name, meta["url"]) for name, meta in
+                           self.membership.known_meta().items() if meta.get("url"))
+            peers = self._rng.sample(known, min(count, len(known)))
+        results = await asyncio.gather(*(self._pull(name, url) for name, url in peers))
         return sum(results)
 
-    async def _pull(self, peer: MemberView) -> bool:
+    async def _pull(self, name: str, url: str) -> bool:
         assert self.client is not None
-        url = peer.meta["url"]
         sent = received = 0
         try:
             buckets: tuple[int, ...] | None = None
@@ -79,7 +90,7 @@ class AntiEntropy:
                 buckets = compared.differ
             pulled = await self.client.pull(url, self.replica.sync_request(buckets))
         except SyncFailed as e:
-            log.debug("sync from %s failed: %s", peer.name, e)
+            log.debug("sync from %s failed: %s", name, e)
             self.metrics.syncs.labels("error").inc()
             return False
         if self._stopped():
@@ -87,7 +98,7 @@ class AntiEntropy:
         try:
             changes = self.replica.apply_reply(pulled.reply)
         except Exception:  # a full disk: nothing was stored or believed; pull again later
-            log.exception("storing what %s sent failed", peer.name)
+            log.exception("storing what %s sent failed", name)
             self._count_pull(sent + pulled.sent, received + pulled.received, "error")
             return False
         self._count_pull(sent + pulled.sent, received + pulled.received)

@@ -8,6 +8,7 @@ query's rows and changes from one that does.
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
@@ -48,9 +49,10 @@ class Compared:
 
 
 class SyncClient:
-    def __init__(self, token: str, *, timeout: float = 5.0) -> None:
-        self._headers = {"authorization": f"Bearer {token}"}
-        self._http = httpx.AsyncClient(timeout=timeout,
+    """``tls``: the node's client context (its certificate, the cluster CA); None: plain."""
+
+    def __init__(self, tls: ssl.SSLContext | None, *, timeout: float = 5.0) -> None:
+        self._http = httpx.AsyncClient(timeout=timeout, verify=tls if tls is not None else True,
                                        limits=httpx.Limits(max_keepalive_connections=16))
 
     async def aclose(self) -> None:
@@ -79,7 +81,7 @@ class SyncClient:
         try:
             response = await self._http.post(
                 url.rstrip("/") + path, content=body,
-                headers={**self._headers, "content-type": "application/json"})
+                headers={"content-type": "application/json"})
         except httpx.HTTPError as e:
             raise SyncFailed(f"{url}: {e!r}") from e
         if response.status_code != 200:
@@ -89,15 +91,17 @@ class SyncClient:
         return response.content
 
 
-async def subscribe_http(url: str, token: str, table: str, *, timeout: float = 30.0,
+async def subscribe_http(url: str, tls: ssl.SSLContext | None, table: str, *,
+                         timeout: float = 30.0,
                          **where: str | int) -> AsyncGenerator[RowChange, None]:
-    """The rows and changes of a subscription served by the node at ``url``.
+    """The rows and changes of a subscription served by the node at ``url``, asked with
+    the client context ``tls`` (a certificate of the cluster's; None: a plain listener).
 
     Raises ``FeedLagged`` if the server cut the stream because we fell behind.
     """
-    headers = {"authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, read=None)) as http, \
-            http.stream("POST", url.rstrip("/") + SUBSCRIPTIONS_PATH, headers=headers,
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, read=None),
+                                 verify=tls if tls is not None else True) as http, \
+            http.stream("POST", url.rstrip("/") + SUBSCRIPTIONS_PATH,
                         json={"table": table, "where": where}) as response:
         if response.status_code != 200:
             await response.aread()

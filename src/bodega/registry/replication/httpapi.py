@@ -19,19 +19,21 @@ and a failed pull simply retries with another peer next round.
 A consumer that falls behind gets ``{"error": ..., "status": "lagged"}``
 and the stream ends (re-subscribe for a fresh snapshot).
 
-Both need the cluster token (``bodega.runtime.keys.internal_token``).
+Cluster members only: the daemon's listener is mutual TLS, and each route
+checks the caller's role (``bodega.runtime.tls.access``, the ``registry``
+rules).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute
 
 from bodega.model.errors import BadRequest
 from bodega.registry.feed import FeedLagged
@@ -45,7 +47,9 @@ from bodega.registry.replication.rowwire import (
     reply_json,
 )
 from bodega.registry.replication.subscriptions import Subscription
-from bodega.wire.http import check_cluster_token, handle_errors, read_json
+from bodega.runtime.tls.access import REGISTRY
+from bodega.wire.http import read_json
+from bodega.wire.peer_access import PeerAccess
 
 SYNC_PATH = "/v1/registry/sync"
 DIGEST_PATH = "/v1/registry/digest"
@@ -63,9 +67,10 @@ def _line(value: dict[str, Any]) -> bytes:
 
 
 class RegistryHttp:
-    def __init__(self, *, token: str, serve: Serve, compare: Compare, subscribe: Subscribe,
-                 metrics: ReplicationMetrics, heartbeat: float = HEARTBEAT) -> None:
-        self._token = token
+    def __init__(self, *, access: PeerAccess, serve: Serve, compare: Compare,
+                 subscribe: Subscribe, metrics: ReplicationMetrics,
+                 heartbeat: float = HEARTBEAT) -> None:
+        self._access = access
         self._serve = serve
         self._compare = compare
         self._subscribe = subscribe
@@ -73,20 +78,9 @@ class RegistryHttp:
         self._heartbeat = heartbeat
 
     def routes(self) -> list[BaseRoute]:
-        return [Route(SYNC_PATH, self._guard(self.sync), methods=["POST"]),
-                Route(DIGEST_PATH, self._guard(self.digest), methods=["POST"]),
-                Route(SUBSCRIPTIONS_PATH, self._guard(self.subscriptions), methods=["POST"])]
-
-    def _guard(self, handler: Callable[[Request], Awaitable[Response]]
-               ) -> Callable[[Request], Awaitable[Response]]:
-        async def authed(request: Request) -> Response:
-            check_cluster_token(request, self._token)
-            return await handler(request)
-
-        async def endpoint(request: Request) -> Response:
-            return await handle_errors(request, authed)
-
-        return endpoint
+        return [self._access.route(path, handler, "POST", REGISTRY)
+                for path, handler in ((SYNC_PATH, self.sync), (DIGEST_PATH, self.digest),
+                                      (SUBSCRIPTIONS_PATH, self.subscriptions))]
 
     async def sync(self, request: Request) -> Response:
         body = await read_json(request)

@@ -43,7 +43,7 @@ from bodega.registry.replication.known import Known, Span
 from bodega.registry.replication.rows import Row
 from bodega.registry.replication.validate import MAX_DOC_BYTES
 
-ITEM_BUDGET = 1000  # bytes an item may take in a ~1384-byte packet payload
+ITEM_BUDGET = 1000  # bytes an item may take in a 1347-byte packet payload
 ITEM_PREFIX = "row:"
 MAX_INT = 2**62
 

@@ -7,8 +7,8 @@ Two kinds of table:
   and there is never a conflict to resolve. Which node owns a row is read
   from the row itself (``ownership``), so a row claiming to belong to one
   node but sent with another's name is refused.
-- **shared** (apps, tokens, releases, ip_assignments): any node writes; the write with the
-  greatest hybrid-clock stamp wins (``hlc.py``).
+- **shared** (apps, tokens, releases, ip_assignments, keyrings): any node writes; the write
+  with the greatest hybrid-clock stamp wins (``hlc.py``).
 
 Every table stores the document as JSON plus a few columns extracted from it,
 the ones reads filter on (``rows("machines", app=..., state=...)``); the
@@ -110,6 +110,9 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
           Column("app", str), Column("name", str), Column("pool", str), Column("state", str),
           Column("home", str)),
     _spec("sched_workers", Kind.SHARED, "worker", None, Column("pool", str)),
+    # One row, "gossip": the cluster's gossip keyring as a rotation last wrote it (keys in
+    # the clear: the view lives in each node's private data dir; see docs/security.md).
+    _spec("keyrings", Kind.SHARED, "name", None, Column("serial", int)),
 )}
 
 
@@ -172,4 +175,6 @@ CREATE TABLE clock (
     # 5: batch jobs (owned by their home worker) and assignment mode's registered workers.
     _table_ddl("jobs", "id", "app TEXT, name TEXT, pool TEXT, state TEXT, home TEXT")
     + _table_ddl("sched_workers", "worker", "pool TEXT"),
+    # 6: the gossip keyring a key rotation spreads (registry/keyrotation.py).
+    _table_ddl("keyrings", "name", "serial INTEGER"),
 )

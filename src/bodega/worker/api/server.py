@@ -1,6 +1,9 @@
 """The worker's internal HTTP API, for brokers and proxies; cluster members only.
 
-Every route but ``/v1/health`` needs the cluster token. This module serves the
+It listens with mutual TLS: only a certificate from the cluster's CA gets
+through the handshake, and every route lets only the roles its rule in
+``bodega.runtime.tls.access`` names (machine changes: brokers; start, stop,
+suspend and reads: proxies too; metrics: the operator). This module serves the
 host's routes (health, capacity, reservations, cordon, the log, metrics) and
 mounts the machine, lease and volume routes of ``machine_routes``,
 ``lease_routes`` and ``volume_routes``. Machine routes accept an optional
@@ -19,16 +22,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from bodega.runtime.tls.access import WORKER_API
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import (
     answer_response,
-    check_cluster_token,
-    handle_errors,
     json_response,
     not_found_app_handler,
     query_int,
     read_model,
 )
+from bodega.wire.peer_access import PeerAccess
 from bodega.worker.api.lease_routes import LeaseRoutes
 from bodega.worker.api.log_routes import LogRoutes
 from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec
@@ -56,7 +59,7 @@ class WorkerApi:
         *,
         name: str,
         region: str,
-        token: str,
+        access: PeerAccess,
         ledger: Ledger,
         machines: MachineService,
         actions: MachineActions,
@@ -70,7 +73,7 @@ class WorkerApi:
     ) -> None:
         self.name = name
         self.region = region
-        self.token = token
+        self.access = access
         self.ledger = ledger
         self.machines = machines
         self.actions = actions
@@ -93,7 +96,7 @@ class WorkerApi:
     def app(self) -> Starlette:
         r = self._route
         routes = [
-            Route("/v1/health", self.health, methods=["GET"]),
+            r("/v1/health", self.health, "GET"),
             r("/v1/info", self.get_info, "GET"),
             r("/v1/capacity", self.capacity, "GET"),
             r("/v1/reservations", self.reserve, "POST"),
@@ -110,14 +113,7 @@ class WorkerApi:
 
     def _route(self, path: str, handler: Callable[[Request], Awaitable[Response]],
                method: str) -> Route:
-        async def authed(request: Request) -> Response:
-            check_cluster_token(request, self.token)
-            return await handler(request)
-
-        async def endpoint(request: Request) -> Response:
-            return await handle_errors(request, authed)
-
-        return Route(path, endpoint, methods=[method], name=f"{method} {path}")
+        return self.access.route(path, handler, method, WORKER_API)
 
     # -- host -----------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:

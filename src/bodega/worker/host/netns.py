@@ -54,6 +54,11 @@ class NetnsNetwork:
     def service_host(self, private_ip: str | None) -> str | None:
         return private_ip
 
+    @property
+    def routed_subnet(self) -> str:
+        """Machines have addresses of this /24 that other hosts route here (peer_routes.py)."""
+        return str(self.subnet)
+
     async def setup(self) -> None:
         await self._refuse_a_subnet_in_use()
         links = await run("ip", "-o", "link", "show")

@@ -95,9 +95,9 @@ class MachineEffects:
         self.driver = driver
         self.network = network
         self.user = user
-        # Keyed with the cluster secret today: the one call that says so (identity_keys.py).
-        self.machine_tokens = MachineTokens(
-            identity_keys(config.cluster_secret.encode()).machine_token)
+        # Keyed with the secrets key (identity_keys.py); a worker without one mints none.
+        self.machine_tokens = (MachineTokens(identity_keys(config.secrets_key.encode())
+                                             .machine_token) if config.secrets_key else None)
         # The app's secrets for a launch (``host/secret_env.py``); none without a registry.
         self.secret_env: Callable[[str], dict[str, str]] = lambda _app: {}
         # Set once the worker stops all its machines to exit: a restart's backoff ends at once
@@ -125,7 +125,8 @@ class MachineEffects:
             env[f"{prefix}_PRIVATE_IP"] = private_ip
         env["FLY_IMAGE_REF"] = config.image
         # Who this machine is, provable to any broker (runtime/machine_tokens.py).
-        env[MACHINE_TOKEN_ENV] = self.machine_tokens.mint(machine.app, machine.id)
+        if self.machine_tokens is not None:
+            env[MACHINE_TOKEN_ENV] = self.machine_tokens.mint(machine.app, machine.id)
         env["FLY_MACHINE_VERSION"] = machine.instance_id
         mounts: tuple[Mount, ...] = ()
         if machine.volume_id and config.mounts:

@@ -9,6 +9,7 @@ functions, so this module reads no registry itself), and call it with a
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 
 import aiohttp
@@ -22,10 +23,12 @@ TIMEOUT = 10.0
 
 
 class JobPeers:
-    def __init__(self, name: str, token: str, url_of: Callable[[str], str | None],
+    def __init__(self, name: str, tls: ssl.SSLContext | None,
+                 url_of: Callable[[str], str | None],
                  alive: Callable[[str], bool], rooms: Callable[[], list[WorkerRoom]]) -> None:
+        """``tls``: this worker's client context (its certificate says who calls)."""
         self.name = name
-        self.token = token
+        self.tls = tls
         self.url_of = url_of
         self.alive = alive
         self.rooms = rooms
@@ -40,8 +43,8 @@ class JobPeers:
         found = self._clients.get(url)
         if found is None:
             if self._session is None:
-                self._session = session()
-            found = JobClient(url, self.token, client=self._session, timeout=TIMEOUT)
+                self._session = session(ssl=self.tls)
+            found = JobClient(url, client=self._session, timeout=TIMEOUT)
             self._clients[url] = found
         return found
 

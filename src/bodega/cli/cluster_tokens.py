@@ -1,0 +1,72 @@
+"""``bodega cluster token create|list|revoke``: join tokens, through the broker's admin API.
+
+A token lets a host join (``bodega join ADDR --token T``) until it expires
+(``--ttl``, 24h by default) or is revoked; ``create`` prints it once (the
+broker keeps only its hash) with the ``bodega join`` line to run. Only the
+broker holding the cluster CA (the one `bodega up` runs) keeps tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from bodega.cli.errors import friendly
+from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
+from bodega.model.duration import parse_duration
+from bodega.wire.join import TOKENS_PATH, TokenCreate, TokenCreated, TokenInfo
+
+token = typer.Typer(help="Join tokens: create one for a new host, list them, revoke one.",
+                    no_args_is_help=True)
+
+
+@token.command("create")
+@friendly
+def create(ttl: Annotated[str, typer.Option(help="How long it lets hosts join, e.g. 24h, 30m")]
+           = "24h",
+           description: Annotated[str, typer.Option(help="What it is for")] = "",
+           api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
+           json: Json = False) -> None:
+    """Make a join token; it is shown once."""
+    seconds = parse_duration(ttl, 0.0)
+    body = TokenCreate(ttl=seconds, description=description)
+    made = TokenCreated.model_validate(call(api_url, token, lambda c: c.request(
+        "POST", TOKENS_PATH, json=body.model_dump()), context=context))
+    if json:
+        show_json(made.model_dump(mode="json"))
+        return
+    typer.echo(made.token)
+    typer.echo(f"join token {made.info.id}, valid until "
+               f"{made.info.expires:%Y-%m-%d %H:%M:%S}Z; on the new host: "
+               f"bodega join <ADDR> --token {made.token} --region <REGION>", err=True)
+
+
+@token.command("list")
+@friendly
+def list_tokens(api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
+                json: Json = False) -> None:
+    """Every join token: valid, expired or revoked (never its secret)."""
+    found = [TokenInfo.model_validate(t) for t in call(
+        api_url, token, lambda c: c.request("GET", TOKENS_PATH), context=context)]
+    if json:
+        show_json([t.model_dump(mode="json") for t in found])
+        return
+    table(["ID", "STATUS", "EXPIRES", "JOINS", "DESCRIPTION"],
+          [(t.id, t.status, f"{t.expires:%Y-%m-%d %H:%M:%S}Z", t.joins, t.description)
+           for t in found])
+
+
+@token.command("revoke")
+@friendly
+def revoke(token_id: Annotated[str, typer.Argument(help="The token's id (bodega cluster token "
+                                                        "list)")],
+           api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
+           json: Json = False) -> None:
+    """Revoke a join token: no host joins with it from now on."""
+    done = TokenInfo.model_validate(call(api_url, token, lambda c: c.request(
+        "DELETE", f"{TOKENS_PATH}/{token_id}"), context=context))
+    if json:
+        show_json(done.model_dump(mode="json"))
+        return
+    typer.echo(f"join token {done.id} is revoked")

@@ -1,0 +1,132 @@
+"""``bodega join ADDR --token T --region R``: run this host's workers in a cluster elsewhere.
+
+The first time on a data dir it joins (``cluster/joining.py``: the CA checked
+against the token's pin before anything is sent, CSRs out, certificates and
+the gossip keyring back); after that it starts the same workers again with
+the identity they keep, and needs no token. Either way it runs them in the
+foreground as ``bodega up`` runs its own: Ctrl-C stops them and their
+machines; a worker that crashes is restarted and re-adopts its machines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from bodega.cli.errors import fail, friendly
+from bodega.cli.up import _unless_stopped
+from bodega.cluster import ports
+from bodega.cluster.config import ClusterConfig
+from bodega.cluster.joined import JoinedHost, joined_components
+from bodega.cluster.joining import JoinFailed
+from bodega.cluster.joining import join as join_cluster
+from bodega.cluster.supervisor import LocalCluster, StartFailed
+from bodega.runtime import hostinfo
+from bodega.runtime.lifecycle import until_stopped
+from bodega.runtime.logs import configure
+from bodega.runtime.pid_lock import PidLock
+from bodega.wire.join import JOIN_PORT
+
+LOCK = "join.lock"
+
+
+def address_towards(host: str) -> str:
+    """The address of this host that packets to ``host`` leave from (nothing is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((host, 9))
+        except OSError as exc:
+            raise ValueError(f"no route to {host} ({exc.strerror}): pass --advertise") from None
+        return str(probe.getsockname()[0])
+
+
+@friendly
+def join(
+    address: Annotated[str, typer.Argument(
+        help="The host to join through: ADDR[:PORT], as `bodega up --advertise` printed it")],
+    token: Annotated[str | None, typer.Option(
+        envvar="BODEGA_JOIN_TOKEN", show_default=False,
+        help="A join token (K10...): `bodega up --advertise` prints one, `bodega cluster "
+             "token create` makes more. Needed the first time only")] = None,
+    region: Annotated[str | None, typer.Option(
+        help="This host's region code, e.g. syd (the first time only)")] = None,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Workers on this host")] = 1,
+    data_dir: Annotated[Path, typer.Option(help="Where this host keeps its state")]
+    = Path(".bodega"),
+    advertise: Annotated[str | None, typer.Option(
+        help="This host's address others reach (default: the one that routes to ADDR)")]
+    = None,
+    driver: Annotated[str, typer.Option(
+        help="auto (process, plus oci when root with runc), process, oci or null")] = "auto",
+    cpus: Annotated[int | None, typer.Option(min=1, help="Each worker's cpus (default: "
+                                                          "the host's)")] = None,
+    memory_mb: Annotated[int | None, typer.Option(min=256, help="Each worker's memory")]
+    = None,
+    log_level: Annotated[str, typer.Option()] = "info",
+) -> None:
+    """Join a cluster and run this host's workers until Ctrl-C."""
+    data_dir = data_dir.resolve()
+    host, port = hostinfo.split_host_port(address, JOIN_PORT)
+    lock = PidLock.take(data_dir / LOCK, f"bodega join is already running on {data_dir}")
+    try:
+        joined = JoinedHost.read(data_dir)
+        if joined is None:
+            if not token:
+                raise ValueError("--token is needed to join: `bodega up --advertise` prints "
+                                 "one, `bodega cluster token create` makes more")
+            if not region:
+                raise ValueError("--region is needed to join, e.g. --region syd")
+            mine = advertise or address_towards(host)
+            joined = asyncio.run(join_cluster(data_dir, host, port, token, region, workers,
+                                              mine))
+            typer.echo(f"joined cluster {joined.cluster_id} through {joined.join} as "
+                       f"{', '.join(w.name for w in joined.workers)} ({joined.region}); "
+                       f"identity kept in {data_dir}")
+        else:
+            typer.echo(f"{data_dir} joined cluster {joined.cluster_id} already: starting "
+                       f"{', '.join(w.name for w in joined.workers)} again (no token needed)")
+        names = [w.name for w in joined.workers]
+        plan = ports.choose_gossip(data_dir, joined.advertise, names, None)
+        sizes = (*(("--cpus", str(cpus)) if cpus else ()),
+                 *(("--memory-mb", str(memory_mb)) if memory_mb else ()))
+        components = joined_components(joined, data_dir, plan.ports, driver=driver,
+                                       log_level=log_level, extra_worker_args=sizes)
+        config = ClusterConfig(data_dir=data_dir, token="", secrets_key=_read(data_dir),
+                               cluster_id=joined.cluster_id, regions=(joined.region,),
+                               host=joined.advertise, driver=driver, log_level=log_level)
+        configure(log_level, "join")
+        asyncio.run(_run(LocalCluster(config, components, sweep_kernel=False), joined))
+    except (StartFailed, JoinFailed) as err:
+        fail(str(err))
+    finally:
+        lock.release()
+
+
+def _read(data_dir: Path) -> str:
+    try:
+        return (data_dir / "secrets-key").read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+async def _run(cluster: LocalCluster, joined: JoinedHost) -> None:
+    stop = asyncio.create_task(until_stopped())
+    try:
+        started, _ = await _unless_stopped(cluster.start(), stop)
+        if started:
+            typer.echo(f"bodega joined: {len(cluster.components)} workers in "
+                       f"{joined.region}, serving on {joined.advertise}, Machines API "
+                       f"{joined.api_url}; pid {os.getpid()}")
+            for component in cluster.components:
+                typer.echo(f"  worker  {component.name:<16} {component.url}")
+            typer.echo("Press Ctrl-C to stop.")
+            await stop
+    finally:
+        stop.cancel()
+        typer.echo("stopping...")
+        await cluster.stop()

@@ -1,0 +1,135 @@
+"""A host joining a cluster: check the CA against the token's pin, send CSRs, keep the answer.
+
+``join`` is what ``bodega join ADDR --token T`` does the first time on a data
+dir, in this order:
+
+1. fetch the cluster CA from the join listener at ``ADDR`` (TLS, not yet
+   checked: there is nothing to check it against) and compare its SHA-256
+   with the pin in the token; a different CA ends the join there, before the
+   token or anything else is sent;
+2. make each worker's private key in its own TLS directory and send only a
+   CSR for it, with the token, over TLS checked against the pinned CA;
+3. write what came back: each worker's certificate beside its key, the CA,
+   the gossip keyring (``gossip-keyring``), the secrets key (``secrets-key``),
+   and ``joined.json`` (``joined.py``), which is all a restart needs: the
+   host comes back with the same names, keys and certificates, no token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import ssl
+from pathlib import Path
+
+import aiohttp
+from cryptography import x509
+from pydantic import ValidationError
+
+from bodega.cluster.joined import JoinedHost, JoinedWorker, worker_tls
+from bodega.model.errors import from_wire
+from bodega.registry.membership import keyfile
+from bodega.registry.membership.keyring import Keyring
+from bodega.runtime.tls import pki
+from bodega.runtime.tls.contexts import client_context
+from bodega.runtime.tls.files import TlsDir, write_private
+from bodega.runtime.tls.identity import Identity, cert_pem, load_cert, new_key, trust_domain
+from bodega.runtime.tls.join_token import JoinToken, ca_hash
+from bodega.wire.join import CA_PATH, JOIN_PATH, CaAnswer, JoinAnswer, JoiningWorker, JoinRequest
+
+TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
+
+
+class JoinFailed(ValueError):
+    """The join did not happen; the message says why and what to do."""
+
+
+def unchecked_context() -> ssl.SSLContext:
+    """TLS that checks nothing, for fetching the CA the pin is then checked against."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+async def fetch_ca(base: str) -> x509.Certificate:
+    try:
+        async with aiohttp.ClientSession(timeout=TIMEOUT) as http, http.get(
+                base + CA_PATH, ssl=unchecked_context()) as answer:
+            text = await answer.text()
+            if answer.status != 200:
+                raise JoinFailed(f"{base} is not a bodega join listener (HTTP {answer.status})")
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise JoinFailed(f"cannot reach the join listener at {base}: "
+                         f"{exc.__class__.__name__} {exc}".strip()) from None
+    try:
+        return load_cert(CaAnswer.model_validate_json(text).ca.encode())
+    except (ValidationError, ValueError):
+        raise JoinFailed(f"{base} answered what is not a cluster CA") from None
+
+
+def check_pin(ca: x509.Certificate, token: JoinToken, base: str) -> None:
+    found = ca_hash(ca)
+    if not hmac.compare_digest(found, token.ca_hash):
+        raise JoinFailed(f"the cluster at {base} presents CA sha256:{found[:16]}..., not the "
+                         f"one the token pins (sha256:{token.ca_hash[:16]}...): nothing was "
+                         "sent; check the address and the token")
+
+
+async def post_join(base: str, ca: x509.Certificate, request: JoinRequest) -> JoinAnswer:
+    context = client_context(cert_pem(ca).decode())
+    try:
+        async with aiohttp.ClientSession(timeout=TIMEOUT) as http, http.post(
+                base + JOIN_PATH, json=request.model_dump(), ssl=context) as answer:
+            text = await answer.text()
+            status = answer.status
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        raise JoinFailed(f"the join at {base} failed: {exc.__class__.__name__} {exc}"
+                         .strip()) from None
+    if status != 200:
+        try:
+            message = from_wire(status, json.loads(text)).message
+        except ValueError:
+            message = f"HTTP {status}"
+        if "addresses not granted" in message:
+            message += " (a host's workers serve on the address it joins from: give that one " \
+                       "to --advertise)"
+        raise JoinFailed(f"{base} refused the join: {message}")
+    return JoinAnswer.model_validate_json(text)
+
+
+async def join(data_dir: Path, address: str, port: int, token_text: str, region: str,
+               workers: int, advertise: str) -> JoinedHost:
+    try:
+        token = JoinToken.parse(token_text)
+    except ValueError as exc:
+        raise JoinFailed(str(exc)) from None
+    base = f"https://{address}:{port}"
+    ca = await fetch_ca(base)
+    check_pin(ca, token, base)  # before anything of ours is sent
+    host_id = secrets.token_hex(3)  # worker names are unique across the cluster's hosts
+    names = [f"{region}-{host_id}-{i}" for i in range(1, workers + 1)]
+    keys = {}
+    asked = []
+    cluster = trust_domain(ca)
+    for name in names:
+        key = new_key()  # made here, kept here: only the CSR leaves
+        keys[name] = key
+        csr = pki.build_csr(key, Identity(cluster, "worker", name), [advertise])
+        asked.append(JoiningWorker(name=name, csr=pki.csr_pem(csr).decode()))
+    answer = await post_join(base, ca, JoinRequest(token=token_text.strip(), region=region,
+                                                   workers=asked))
+    for issued in answer.workers:
+        where = TlsDir(worker_tls(data_dir, issued.name))
+        where.write_ca(ca)
+        where.write_identity(keys[issued.name], load_cert(issued.certificate.encode()))
+    keyfile.write(data_dir / keyfile.FILE_NAME, Keyring.from_json(answer.keyring))
+    write_private(data_dir / "secrets-key", (answer.secrets_key + "\n").encode())
+    host = JoinedHost(cluster_id=answer.cluster_id, ca_sha256=ca_hash(ca), region=region,
+                      advertise=advertise, join=f"{address}:{port}", api_url=answer.api_url,
+                      seeds=answer.seeds, image_registry=answer.image_registry,
+                      workers=[JoinedWorker(name=w.name, subnet=w.subnet)
+                               for w in answer.workers])
+    host.write(data_dir)
+    return host

@@ -1,0 +1,165 @@
+"""Who may call what on the internal listeners: one table, route -> the roles allowed.
+
+Every internal listener is mutual TLS: a caller without a certificate from
+the cluster's CA never gets past the handshake. This table is the second
+check, made on every request: the role in the caller's certificate
+(``identity.py``) must be one the route allows, else 403. A route missing
+from the table cannot be mounted (``roles_for`` raises when the listener is
+built), so nothing is open by omission.
+
+The roles: ``broker`` places and manages machines (all of a worker's machine
+routes are its own); ``proxy`` wakes and idles them (start, stop, suspend,
+read); ``worker``, ``broker`` and ``proxy`` replicate the registry among
+themselves and renew their own certificates; ``admin`` is the operator's
+tools (``bodega up`` makes one such certificate beside the CA): metrics and
+reads, never a change to a machine. Batch jobs are the one place workers call
+each other: a task's runner claims, renews and releases at its job's home.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+WORKER, BROKER, PROXY, ADMIN = "worker", "broker", "proxy", "admin"
+
+# The listeners, by what they serve. The registry's routes are mounted on each of the others.
+WORKER_API = "worker-api"
+BROKER_INTERNAL = "broker-internal"
+PROXY_ADMIN = "proxy-admin"
+REGISTRY = "registry"
+
+ANYONE = frozenset({WORKER, BROKER, PROXY, ADMIN})  # of the cluster: health says little
+MEMBERS = frozenset({WORKER, BROKER, PROXY})
+BROKER_ONLY = frozenset({BROKER})
+WAKERS = frozenset({BROKER, PROXY})  # start, stop, suspend: the proxy wakes and idles machines
+READERS = frozenset({BROKER, PROXY, ADMIN})
+OPERATORS = frozenset({BROKER, ADMIN})
+ADMIN_ONLY = frozenset({ADMIN})
+# Batch jobs: brokers submit and cancel; workers claim, renew and probe at each other's homes.
+JOB_PEERS = frozenset({BROKER, WORKER})
+JOB_READERS = frozenset({BROKER, WORKER, ADMIN})
+
+
+@dataclass(frozen=True)
+class Route:
+    listener: str
+    method: str
+    path: str  # the route's template, as mounted: /v1/machines/{id}/start
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+class NoRule(LookupError):
+    """A route with no entry in the table: it must get one before it can be mounted."""
+
+
+def _routes(listener: str, rules: dict[tuple[str, str], frozenset[str]]
+            ) -> dict[Route, frozenset[str]]:
+    return {Route(listener, method, path): roles for (method, path), roles in rules.items()}
+
+
+M = "/v1/machines/{id}"
+V = "/v1/volumes/{id}"
+
+POLICY: Mapping[Route, frozenset[str]] = {
+    **_routes(WORKER_API, {
+        ("GET", "/v1/health"): ANYONE,
+        ("GET", "/v1/info"): OPERATORS,
+        ("GET", "/v1/capacity"): OPERATORS,
+        ("POST", "/v1/reservations"): BROKER_ONLY,
+        ("DELETE", "/v1/reservations/{id}"): BROKER_ONLY,
+        ("POST", "/v1/cordon"): BROKER_ONLY,
+        ("POST", "/v1/uncordon"): BROKER_ONLY,
+        ("GET", "/v1/log"): OPERATORS,
+        ("GET", "/metrics"): ADMIN_ONLY,
+        ("GET", "/v1/machines"): READERS,
+        ("POST", "/v1/machines"): BROKER_ONLY,
+        ("GET", M): READERS,
+        ("POST", M): BROKER_ONLY,
+        ("DELETE", M): BROKER_ONLY,
+        ("POST", f"{M}/start"): WAKERS,
+        ("POST", f"{M}/stop"): WAKERS,
+        ("POST", f"{M}/suspend"): WAKERS,
+        ("POST", f"{M}/restart"): BROKER_ONLY,
+        ("POST", f"{M}/signal"): BROKER_ONLY,
+        ("POST", f"{M}/cordon"): BROKER_ONLY,
+        ("POST", f"{M}/uncordon"): BROKER_ONLY,
+        ("POST", f"{M}/exec"): BROKER_ONLY,
+        ("GET", f"{M}/ps"): BROKER_ONLY,
+        ("GET", f"{M}/wait"): WAKERS,
+        ("GET", f"{M}/events"): OPERATORS,
+        ("GET", f"{M}/versions"): OPERATORS,
+        ("GET", f"{M}/placement"): OPERATORS,
+        ("GET", f"{M}/logs"): BROKER_ONLY,  # the app's own output
+        ("GET", f"{M}/lease"): BROKER_ONLY,
+        ("POST", f"{M}/lease"): BROKER_ONLY,
+        ("DELETE", f"{M}/lease"): BROKER_ONLY,
+        ("GET", f"{M}/metadata"): BROKER_ONLY,
+        ("PUT", f"{M}/metadata"): BROKER_ONLY,
+        ("PATCH", f"{M}/metadata"): BROKER_ONLY,
+        ("GET", f"{M}/metadata/{{key}}"): BROKER_ONLY,
+        ("POST", f"{M}/metadata/{{key}}"): BROKER_ONLY,
+        ("DELETE", f"{M}/metadata/{{key}}"): BROKER_ONLY,
+        ("GET", "/v1/volumes"): OPERATORS,
+        ("POST", "/v1/volumes"): BROKER_ONLY,
+        ("GET", V): OPERATORS,
+        ("PUT", V): BROKER_ONLY,
+        ("DELETE", V): BROKER_ONLY,
+        ("PUT", f"{V}/extend"): BROKER_ONLY,
+        ("GET", f"{M}/memory"): OPERATORS,
+        ("PUT", f"{M}/memory"): BROKER_ONLY,
+        ("POST", f"{M}/memory/reclaim"): BROKER_ONLY,
+        ("GET", f"{V}/snapshots"): OPERATORS,
+        ("POST", f"{V}/snapshots"): BROKER_ONLY,
+        ("GET", "/v1/snapshots/{id}"): OPERATORS,
+        ("POST", "/v1/jobs"): JOB_PEERS,
+        ("GET", "/v1/jobs"): JOB_READERS,
+        ("GET", "/v1/jobs/by-name"): JOB_READERS,
+        ("GET", "/v1/jobs/{id}"): JOB_READERS,
+        ("POST", "/v1/jobs/{id}/claim"): JOB_PEERS,
+        ("POST", "/v1/jobs/{id}/release"): JOB_PEERS,
+        ("POST", "/v1/jobs/{id}/cancel"): JOB_PEERS,
+        ("POST", "/v1/job-leases"): JOB_PEERS,
+        ("POST", "/v1/job-probes"): JOB_PEERS,
+        ("DELETE", "/v1/job-probes/{job}"): JOB_PEERS,
+        ("POST", "/v1/job-runs/stop"): JOB_PEERS,
+        ("GET", "/v1/job-logs/{job}/{task}"): JOB_READERS,
+    }),
+    **_routes(BROKER_INTERNAL, {
+        ("GET", "/v1/health"): ANYONE,
+        # A renewal: the signer issues only the identity the caller's certificate names.
+        ("POST", "/v1/cluster/certificates"): ANYONE,
+    }),
+    **_routes(PROXY_ADMIN, {
+        ("GET", "/v1/health"): ANYONE,
+        ("GET", "/metrics"): ADMIN_ONLY,
+        ("GET", "/v1/routes"): ADMIN_ONLY,  # names every app's machines and addresses
+    }),
+    **_routes(REGISTRY, {
+        # The whole view (token hashes, sealed secrets): members replicate it among themselves.
+        ("POST", "/v1/registry/sync"): MEMBERS,
+        ("POST", "/v1/registry/digest"): MEMBERS,
+        ("POST", "/v1/registry/subscriptions"): frozenset({*MEMBERS, ADMIN}),
+    }),
+}
+
+
+def roles_for(listener: str, method: str, path: str,
+              policy: Mapping[Route, frozenset[str]] = POLICY) -> frozenset[str]:
+    """The roles that may call ``method path`` on ``listener``; ``NoRule`` if none is set."""
+    route = Route(listener, method, path)
+    try:
+        return policy[route]
+    except KeyError:
+        raise NoRule(f"no access rule for {route} on the {listener} listener") from None
+
+
+def allowed(listener: str, method: str, path: str, role: str,
+            policy: Mapping[Route, frozenset[str]] = POLICY) -> bool:
+    """Whether a caller of ``role`` may call ``method path`` on ``listener`` (no rule: no)."""
+    try:
+        return role in roles_for(listener, method, path, policy)
+    except NoRule:
+        return False

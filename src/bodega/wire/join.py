@@ -1,0 +1,84 @@
+"""What crosses the wire when a host joins, and the join tokens' admin API.
+
+On the signer's join listener (TLS, no client certificate: the joining host
+has none yet): ``GET /v1/join/ca`` answers ``CaAnswer``; the host checks its
+hash against the token's pin, and only then ``POST /v1/join`` a
+``JoinRequest`` (the token, one CSR per worker: keys stay on the host) over
+TLS checked against that CA. The answer, ``JoinAnswer``, carries each
+worker's certificate, the gossip keyring, the secrets key and where to
+gossip. On the public Machines API (admin token): ``/v1/cluster/join-tokens``.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bodega.runtime.tls.join_token import DEFAULT_TTL, MAX_TTL
+
+CA_PATH = "/v1/join/ca"
+JOIN_PATH = "/v1/join"
+TOKENS_PATH = "/v1/cluster/join-tokens"
+JOIN_PORT = 4281  # the join listener's port unless told otherwise (the API's, plus one)
+
+
+class CaAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ca: str  # PEM
+
+
+class JoiningWorker(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")
+    csr: str  # PEM: spiffe://<cluster>/worker/<name> and the host's address
+
+
+class JoinRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: str
+    region: str = Field(pattern=r"^[a-z0-9-]{1,32}$")
+    workers: list[JoiningWorker] = Field(min_length=1, max_length=64)
+
+
+class JoinedWorker(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    certificate: str  # PEM
+    not_after: datetime.datetime
+    subnet: str | None = None  # its machine subnet; None: it picks its own
+
+
+class JoinAnswer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    cluster_id: str
+    ca: str  # PEM
+    workers: list[JoinedWorker]
+    keyring: str  # the gossip keyring's JSON (registry/membership/keyring.py)
+    secrets_key: str  # opens app secrets for machines
+    seeds: list[str]  # gossip host:port of members to join through
+    api_url: str  # the Machines API of the broker that let the host in
+    image_registry: str | None = None
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    ttl: float = Field(default=DEFAULT_TTL, gt=0, le=MAX_TTL)  # seconds
+    description: str = Field(default="", max_length=200)
+
+
+class TokenInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    status: str  # valid, expired, revoked
+    created: datetime.datetime
+    expires: datetime.datetime
+    revoked: datetime.datetime | None = None
+    description: str = ""
+    joins: int = 0
+
+
+class TokenCreated(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: str  # shown once: the signer keeps its hash only
+    info: TokenInfo

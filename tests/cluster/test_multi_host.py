@@ -1,0 +1,217 @@
+"""docs/multi-host.md, run as written: three hosts, `bodega up --advertise` and `bodega join`.
+
+Each host is a network namespace with its own address and data dir (the
+chaos suite's ``netns_kit``). Host 1 runs ``bodega up --advertise``; hosts 2
+and 3 run the join line it printed, for regions syd and lon. Everything after
+is the CLI a user types: members with their certificates' expiry; an app
+deployed and scaled to one machine per region, served through host 1's proxy
+by machines on all three hosts; a joined host's worker killed with SIGKILL
+comes back with its machine and its certificate; a joined host restarted
+needs no token and keeps its names; an expired token, a revoked one and one
+pinning another CA are refused, and nothing is written for them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from cryptography import x509
+
+from bodega.runtime.tls.files import TlsDir
+from bodega.runtime.tls.identity import identity_of
+from tests.cluster.deploy_kit import app_dir, readable_dir
+from tests.cluster.multihost_kit import (
+    CERT_LIFETIME,
+    Host,
+    MultiHost,
+    three_hosts,
+    until,
+    wait_for,
+)
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+REGIONS = {1: "ams", 2: "syd", 3: "lon"}
+WORKERS = {2: 1, 3: 2}  # workers each joined host runs
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[MultiHost]:
+    with readable_dir() as root, three_hosts(root) as multi:
+        joined = [multi.start(i, *multi.join_argv(REGIONS[i]), "--cpus", "4",
+                              "--memory-mb", "2048", "--driver", "process",
+                              "--workers", str(WORKERS[i])) for i in (2, 3)]
+        for host in joined:
+            wait_for(host, "bodega joined")
+        until(lambda: sum(1 for s in multi.alive().values() if s == "alive") >= 6,
+              "four workers, the broker and the proxy alive")
+        yield multi
+
+
+def test_every_host_is_a_member_with_its_region_and_certificate_expiry(
+        cluster: MultiHost) -> None:
+    workers = cluster.json("cluster", "workers")
+    assert sorted(w["region"] for w in workers) == ["ams", "lon", "lon", "syd"]
+    subnets = [w["subnet"] for w in workers]
+    assert len(set(subnets)) == 4  # each worker's machines have a /24 of their own
+    table = cluster.ok("cluster", "members")
+    assert "CERT EXPIRES" in table.splitlines()[0]
+    for member in cluster.json("cluster", "members"):
+        assert member["status"] == "alive", member
+        assert member["meta"].get("cert_expires"), member  # every one holds a certificate
+    joined = [h for h in cluster.members if h.index in (2, 3)]
+    for host in joined:  # keys were made on the host, and only a CSR left it
+        keys = list((host.data / "workers").glob("*/tls/identity.pem"))
+        assert len(keys) == WORKERS[host.index]
+        assert all(k.stat().st_mode & 0o077 == 0 for k in keys)
+        assert (host.data / "gossip-keyring").stat().st_mode & 0o077 == 0
+
+
+def proxied(cluster: MultiHost, app: str) -> set[str]:
+    """The machines that answered through host 1's proxy, over a few requests."""
+    seen = set()
+    with httpx.Client(timeout=10) as web:
+        for _ in range(30):
+            try:
+                answer = web.get(cluster.proxy, headers={"host": f"{app}.localhost"})
+            except httpx.HTTPError:
+                continue
+            if answer.status_code == 200 and "(" in answer.text:
+                seen.add(answer.text.rsplit("(", 1)[1].split(")")[0])
+    return seen
+
+
+def test_a_deploy_spreads_over_the_hosts_and_a_killed_worker_keeps_its_machine(
+        cluster: MultiHost) -> None:
+    toml = app_dir(cluster.root, "hello", "spread")
+    cluster.ok("deploy", "-c", str(toml))
+    cluster.ok("scale", "count", "1", "--app", "spread", "--region", "ams,syd,lon")
+    machines = until(lambda: (m := cluster.json("machine", "list", "--app", "spread"))
+                     and len([x for x in m if x["state"] == "started"]) == 3 and m,
+                     "three machines started")
+    by_region = {m["region"]: m["id"] for m in machines}
+    assert set(by_region) == {"ams", "syd", "lon"}
+    # Host 1's proxy reaches the machines on hosts 2 and 3 too (routed to their subnets).
+    until(lambda: proxied(cluster, "spread") == set(by_region.values()),
+          "every host's machine answering through the proxy")
+
+    syd = next(h for h in cluster.members if h.index == 2)
+    name, pid = next(iter(syd.worker_pids().items()))
+    before = certificate(syd)
+    os.kill(pid, signal.SIGKILL)
+    until(lambda: (now := syd.worker_pids().get(name)) and now != pid, "the worker restarted")
+    until(lambda: cluster.alive().get(name) == "alive", "the restarted worker alive")
+    after = {m["id"]: m for m in cluster.json("machine", "list", "--app", "spread")}
+    assert after[by_region["syd"]]["state"] == "started"  # re-adopted, not made again
+    assert same_identity(certificate(syd), before)  # the one it was given at the join
+    until(lambda: by_region["syd"] in proxied(cluster, "spread"), "syd's machine serving")
+
+
+def refused(cluster: MultiHost, token: str, data: Path) -> str:
+    done = cluster.run_on(3, "join", cluster.join_argv("lon")[1], "--token", token,
+                          "--region", "lon", "--data-dir", str(data))
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("Error: "), done.stderr
+    assert not (data / "joined.json").exists()
+    assert not list(data.rglob("identity.pem"))  # nothing kept for a refused join
+    return lines[0]
+
+
+def test_an_expired_a_revoked_and_a_foreign_token_cannot_join(cluster: MultiHost) -> None:
+    short = cluster.ok("cluster", "token", "create", "--ttl", "1s").strip()
+    revoked = cluster.ok("cluster", "token", "create", "--description", "to revoke").strip()
+    revoked_id = revoked.split("::")[1].split(".")[0]
+    assert "revoked" in cluster.ok("cluster", "token", "revoke", revoked_id)
+    until(lambda: {t["id"]: t["status"] for t in cluster.json("cluster", "token", "list")}
+          .get(short.split("::")[1].split(".")[0]) == "expired", "the short token expired")
+    assert "expired at" in refused(cluster, short, cluster.root / "late")
+    assert "was revoked" in refused(cluster, revoked, cluster.root / "revoked")
+    good = cluster.join_argv("lon")[3]
+    foreign = "K10" + "0" * 64 + good[67:]
+    assert "nothing was sent" in refused(cluster, foreign, cluster.root / "foreign")
+    listed = {t["id"]: t for t in cluster.json("cluster", "token", "list")}
+    assert listed[revoked_id]["status"] == "revoked"
+    assert listed[revoked_id]["joins"] == 0
+
+
+def test_a_joined_host_restarted_comes_back_with_its_identity_and_no_token(
+        cluster: MultiHost) -> None:
+    lon = next(h for h in cluster.members if h.index == 3)
+    names = set(lon.worker_pids())
+    before = certificate(lon)
+    cluster.stop(lon)
+    assert lon.process is not None
+    assert lon.process.returncode == 0, lon.output()[-2000:]
+    again = cluster.start(3, "join", cluster.join_argv("lon")[1])  # no token, no region
+    out = wait_for(again, "bodega joined")
+    assert "no token needed" in out
+    assert set(again.worker_pids()) == names
+    assert same_identity(certificate(lon), before)
+    until(lambda: all(cluster.alive().get(n) == "alive" for n in names), "lon alive again")
+
+
+def test_join_refuses_a_second_run_on_its_data_dir_in_one_line(cluster: MultiHost) -> None:
+    done: subprocess.CompletedProcess[str] = cluster.run_on(
+        2, "join", cluster.join_argv("syd")[1], "--data-dir",
+        str(next(h for h in cluster.members if h.index == 2).data))
+    assert done.returncode == 1
+    assert "bodega join is already running on" in done.stderr
+
+
+def test_the_join_listener_speaks_tls_only_and_answers_errors_in_shape(
+        cluster: MultiHost) -> None:
+    where = cluster.join_argv("syd")[1]
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://{where}/v1/join/ca", timeout=10)  # plain HTTP on the TLS port
+    with httpx.Client(base_url=f"https://{where}", verify=False, timeout=10) as host:
+        unknown = host.get("/v1/machines")
+        assert unknown.status_code == 404
+        assert set(unknown.json()) >= {"error", "status"}
+        malformed = host.post("/v1/join", json={"token": "K10nope", "region": "syd",
+                                                "workers": [{"name": "syd-x-1", "csr": "x"}]})
+        assert malformed.status_code == 400
+        assert "not a join token" in malformed.json()["error"]
+
+
+def test_joined_hosts_renew_their_certificates_through_the_signer_with_no_restart(
+        cluster: MultiHost) -> None:
+    """Last: by now every first certificate is near the two thirds of its life."""
+    syd = next(h for h in cluster.members if h.index == 2)
+    name, pid = next(iter(syd.worker_pids().items()))
+    first = certificate(syd)
+
+    def shown() -> datetime.datetime | None:
+        meta = {m["name"]: m["meta"] for m in cluster.json("cluster", "members")}[name]
+        return datetime.datetime.fromisoformat(str(meta["cert_expires"]))
+
+    def later() -> x509.Certificate | None:
+        now = certificate(syd)
+        return now if now.not_valid_after_utc > first.not_valid_after_utc else None
+
+    renewed = until(later, f"{name} renewed its certificate", timeout=CERT_LIFETIME)
+    assert same_identity(renewed, first)
+    assert renewed.public_key() != first.public_key()  # a new key, made on the host
+    until(lambda: (seen := shown()) is not None and seen >= renewed.not_valid_after_utc
+          .replace(microsecond=0), "the members list showing the new expiry")
+    assert syd.worker_pids()[name] == pid  # no restart
+    assert cluster.alive()[name] == "alive"
+
+
+def certificate(host: Host) -> x509.Certificate:
+    """The certificate the host's (first) worker holds now."""
+    tls = next((host.data / "workers").glob("*/tls"))
+    return TlsDir(tls).read_identity()[1]
+
+
+def same_identity(cert: x509.Certificate, before: x509.Certificate) -> bool:
+    """The same worker of the same cluster, from the same CA (the key may be a renewal's)."""
+    return identity_of(cert) == identity_of(before) and cert.issuer == before.issuer

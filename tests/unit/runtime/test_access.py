@@ -1,0 +1,82 @@
+"""Who may call what on the internal listeners: the one table, checked for what it promises."""
+
+from __future__ import annotations
+
+import pytest
+
+from bodega.runtime.tls.access import (
+    ADMIN,
+    BROKER,
+    BROKER_INTERNAL,
+    POLICY,
+    PROXY,
+    PROXY_ADMIN,
+    REGISTRY,
+    WORKER,
+    WORKER_API,
+    NoRule,
+    Route,
+    allowed,
+    roles_for,
+)
+
+CHANGES = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def routes(listener: str) -> list[Route]:
+    return [r for r in POLICY if r.listener == listener]
+
+
+def test_a_worker_may_call_no_other_workers_machine_routes() -> None:
+    machine_routes = [r for r in routes(WORKER_API) if r.path.startswith("/v1/machines")]
+    assert len(machine_routes) > 25
+    assert [str(r) for r in machine_routes if WORKER in POLICY[r]] == []
+    assert [str(r) for r in routes(WORKER_API) if WORKER in POLICY[r]] == ["GET /v1/health"]
+
+
+def test_a_proxy_wakes_and_idles_machines_and_nothing_more() -> None:
+    mine = {str(r) for r in routes(WORKER_API) if PROXY in POLICY[r]}
+    assert mine == {"GET /v1/health", "GET /v1/machines", "GET /v1/machines/{id}",
+                    "POST /v1/machines/{id}/start", "POST /v1/machines/{id}/stop",
+                    "POST /v1/machines/{id}/suspend", "GET /v1/machines/{id}/wait"}
+    assert not allowed(WORKER_API, "POST", "/v1/machines", PROXY)
+    assert not allowed(WORKER_API, "DELETE", "/v1/machines/{id}", PROXY)
+    assert not allowed(WORKER_API, "POST", "/v1/machines/{id}/exec", PROXY)
+
+
+def test_the_broker_may_call_every_machine_and_volume_route_of_a_worker() -> None:
+    for route in routes(WORKER_API):
+        if route.path.startswith(("/v1/machines", "/v1/volumes", "/v1/reservations")):
+            assert BROKER in POLICY[route], route
+
+
+def test_the_operator_reads_and_scrapes_and_changes_nothing() -> None:
+    changes = [str(r) for r in POLICY if ADMIN in POLICY[r] and r.method in CHANGES
+               and r.listener != REGISTRY and r.path != "/v1/cluster/certificates"]
+    assert changes == []
+    for listener in (WORKER_API, PROXY_ADMIN):
+        assert roles_for(listener, "GET", "/metrics") == {ADMIN}
+    assert roles_for(PROXY_ADMIN, "GET", "/v1/routes") == {ADMIN}
+
+
+def test_members_replicate_the_view_among_themselves() -> None:
+    for path in ("/v1/registry/sync", "/v1/registry/digest"):
+        assert roles_for(REGISTRY, "POST", path) == {WORKER, BROKER, PROXY}
+    assert ADMIN in roles_for(REGISTRY, "POST", "/v1/registry/subscriptions")
+    assert roles_for(BROKER_INTERNAL, "POST", "/v1/cluster/certificates") == {
+        WORKER, BROKER, PROXY, ADMIN}
+
+
+def test_a_route_without_a_rule_has_none_and_is_allowed_to_no_one() -> None:
+    with pytest.raises(NoRule, match="GET /v1/secrets"):
+        roles_for(WORKER_API, "GET", "/v1/secrets")
+    assert not allowed(WORKER_API, "GET", "/v1/secrets", ADMIN)
+    assert not allowed(WORKER_API, "PUT", "/v1/health", BROKER)  # the method counts too
+    assert not allowed(PROXY_ADMIN, "POST", "/v1/machines", BROKER)  # and the listener
+    assert allowed(WORKER_API, "GET", "/v1/health", PROXY)
+
+
+def test_every_rule_names_known_roles_and_at_least_one() -> None:
+    for route, roles in POLICY.items():
+        assert roles, route
+        assert roles <= {WORKER, BROKER, PROXY, ADMIN}, route
