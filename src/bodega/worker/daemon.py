@@ -37,7 +37,7 @@ from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
-from bodega.worker.host.network import WIRE_AHEAD, Network
+from bodega.worker.host.network import Network
 from bodega.worker.host.parts import make_driver, make_network, owner
 from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
@@ -58,11 +58,10 @@ from bodega.worker.publish import Publisher
 from bodega.worker.store import queries
 from bodega.worker.store.database import Store
 from bodega.worker.store.ledger import Ledger
+from bodega.worker.upkeep import housekeeping, wire_ahead
 
 log = logging.getLogger("bodega.worker")
 
-HOUSEKEEPING_INTERVAL = 2.0
-COMPACTION_INTERVAL = 3600.0
 # A suspended machine's frozen process runs on the host too: "every machine" includes it.
 RUNNING = frozenset({MachineState.STARTED, MachineState.SUSPENDED})
 STOP_ROUNDS = 3  # stop_all_machines: a round stops what the one before let finish starting
@@ -100,7 +99,6 @@ class Worker:
         self.registry: RegistryNode | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock: PidLock | None = None
-        self._next_compaction = 0.0
         self.machines.on_exit_decision = lambda d: self.metrics.exits.labels(d).inc()
 
     @property
@@ -178,10 +176,12 @@ class Worker:
                 self._tasks.append(asyncio.create_task(routes.run()))
             self.jobs.attach(self.registry)
         self.jobs.start()
-        self._tasks.append(asyncio.create_task(self._housekeeping()))
+        self._tasks.append(asyncio.create_task(housekeeping(
+            self.store, self.ledger, self.config.log_keep_seconds)))
         self._tasks.append(asyncio.create_task(HealthChecks(
             self.store, self.machines, self.metrics, self.service_host).run()))
-        self._tasks.append(asyncio.create_task(self._wire_ahead()))
+        self._tasks.append(asyncio.create_task(wire_ahead(
+            self.store, self.network, self.machines, self.driver)))
         logs = self.driver.capabilities.logs
         if logs is not None:
             self._tasks.append(asyncio.create_task(logs.run(self.config.machines_dir)))
@@ -198,45 +198,6 @@ class Worker:
             bind_port=c.gossip_port, advertise_host=c.advertise_host, seeds=c.join,
             meta={"url": url, **certificate_meta(self.tls)}, tombstone_ttl=c.tombstone_ttl,
         ), registry=self.metrics.registry, tls=self.tls)
-
-    async def _wire_ahead(self) -> None:
-        """Keep the next machines' networks (and launchers) ready before they are asked for;
-        machines at rest keep one too (their next start, a wake, is quick), off the request
-        path."""
-        first, last = self.network.index_range
-        changed = self.machines.spares_changed
-        changed.set()
-        while True:
-            await changed.wait()
-            changed.clear()
-            try:
-                indexes = queries.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
-                idle = queries.idle_ip_indexes(self.store.db)
-                await self.network.prewarm([*indexes, *idle])
-                parking = self.driver.capabilities.parking
-                if parking is not None:
-                    # A launcher waits, already in cgroups, in each spare namespace and in
-                    # each of a machine at rest.
-                    for index in [*indexes, *idle]:
-                        namespace = self.network.namespace(index)
-                        if namespace is not None and self.network.ready(index):
-                            parking.park(namespace)
-            except Exception:
-                log.exception("wiring networks ahead failed")
-
-    async def _housekeeping(self) -> None:
-        while True:
-            await asyncio.sleep(HOUSEKEEPING_INTERVAL)
-            try:
-                now = self.store.clock()
-                self.ledger.purge(now - 60)
-                if now >= self._next_compaction:
-                    self._next_compaction = now + COMPACTION_INTERVAL
-                    dropped = self.store.compact(now - self.config.log_keep_seconds)
-                    if dropped:
-                        log.info("compacted the log: %d old step records dropped", dropped)
-            except Exception:
-                log.exception("housekeeping failed")
 
     async def stop(self) -> None:
         """Stop serving; with ``stop_machines_on_exit`` also stop every running machine."""
