@@ -25,6 +25,7 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "ip_assignments": ("key", "app", "ip"),
     "releases": ("id", "app", "version"),
     "secrets": ("key", "app"),
+    "certificates": ("key", "app"),
 }
 
 

@@ -22,7 +22,9 @@ from bodega.broker.apps import Apps
 from bodega.broker.auth import Tokens
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
+from bodega.broker.certificates import AppCertificates
 from bodega.broker.config import BrokerConfig
+from bodega.broker.default_certificates import DefaultCertificates
 from bodega.broker.internal import internal_app
 from bodega.broker.machines import Machines
 from bodega.broker.metrics import BrokerMetrics
@@ -117,12 +119,18 @@ class Broker:
         # Only a broker with a registry node and seeds has a cluster to hear from first.
         self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
         self.tokens = Tokens(catalog, config.admin_tokens)
+        certificates = (AppCertificates(catalog, apps, SecretBox(config.certs_key),
+                                        self.authority) if config.certs_key else None)
+        if certificates is not None and self.authority is not None:
+            defaults = DefaultCertificates(catalog, certificates, config.edge_domain)
+            self._tasks.append(asyncio.create_task(defaults.run()))
         api = BrokerApi(tokens=self.tokens, apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
                         secrets=AppSecrets(catalog, apps, SecretBox(config.secrets_key))
                         if config.secrets_key else None,
-                        info=ClusterInfo(image_registry=config.image_registry))
+                        info=ClusterInfo(image_registry=config.image_registry),
+                        certificates=certificates)
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))

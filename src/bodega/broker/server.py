@@ -25,6 +25,8 @@ from starlette.routing import Route
 from bodega.broker.app_routes import app_routes
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
+from bodega.broker.certificate_routes import certificate_routes
+from bodega.broker.certificates import AppCertificates
 from bodega.broker.lease_routes import lease_routes
 from bodega.broker.log_routes import log_routes
 from bodega.broker.machine_routes import machine_routes
@@ -51,7 +53,8 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 class BrokerApi:
     def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
                  platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
-                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None) -> None:
+                 secrets: AppSecrets | None = None, info: ClusterInfo | None = None,
+                 certificates: AppCertificates | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -61,6 +64,7 @@ class BrokerApi:
         self.name = name
         self.gate = gate
         self.secrets = secrets
+        self.certificates = certificates
         self.info = info
 
     def app(self) -> Starlette:
@@ -75,6 +79,8 @@ class BrokerApi:
                         tokens=self.tokens),
             *release_routes(r, self.apps.catalog, self.apps),  # a bodega extension
             *(secret_routes(r, self.secrets) if self.secrets is not None else []),
+            *(certificate_routes(r, self.certificates) if self.certificates is not None
+              else []),
             *log_routes(r, self.machines),
             *machine_routes(r, self.machines),
             *lease_routes(r, self.machines),

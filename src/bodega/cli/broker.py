@@ -13,6 +13,7 @@ from bodega.broker.config import POLICIES, BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cli.errors import friendly
 from bodega.cli.internal_links import (
+    CertsKeyOption,
     GossipSecretOption,
     InternalTlsOption,
     SecretsKeyOption,
@@ -65,6 +66,10 @@ def broker(
              "(default: --listen host, any port)")] = None,
     gossip_secret: GossipSecretOption = None,
     secrets_key: SecretsKeyOption = None,
+    certs_key: CertsKeyOption = None,
+    edge_domain: Annotated[str, typer.Option(
+        help="With the CA and a certificates key, every app gets a certificate for "
+             "<app>.<edge-domain>, as the proxies' --base-domain")] = "localhost",
     tls_dir: TlsDirOption = None,
     internal_tls: InternalTlsOption = "on",
     ca_dir: Annotated[Path | None, typer.Option(
@@ -124,7 +129,9 @@ def broker(
         raise ValueError("--ca-dir signs certificates for mutual TLS: not with --internal-tls off")
     config = BrokerConfig(
         name=broker_name, data_dir=data_dir.resolve(), gossip_secret=gossip_key,
-        secrets_key=secrets_key or "", tls_dir=tls, internal_host=internal_host,
+        secrets_key=secrets_key or "", certs_key=certs_key or "", edge_domain=edge_domain,
+        tls_dir=tls,
+        internal_host=internal_host,
         internal_port=internal_port, ca_dir=ca_dir.resolve() if ca_dir else None,
         cert_lifetime=parse_duration(cert_validity, 0.0),
         admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,

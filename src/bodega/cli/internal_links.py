@@ -33,6 +33,9 @@ GossipSecretOption = Annotated[str | None, typer.Option(
 SecretsKeyOption = Annotated[str | None, typer.Option(
     envvar="BODEGA_SECRETS_KEY", show_default=False,
     help="The cluster's secrets key: seals and opens app secrets")]
+CertsKeyOption = Annotated[str | None, typer.Option(
+    envvar="BODEGA_CERTS_KEY", show_default=False,
+    help="The cluster's certificates key: seals and opens the edge's certificate keys")]
 
 
 def require_gossip_secret(value: str | None) -> str:

@@ -36,6 +36,8 @@ COMMANDS = (
          "Name clusters (API URL, token, registry) and choose the current one."),
     Lazy("secrets", "bodega.cli.secrets:secrets",
          "Manage an app's secrets (environment variables kept sealed)."),
+    Lazy("certs", "bodega.cli.certs:certs",
+         "Manage the TLS certificates the proxies serve for an app's hostnames."),
     Lazy("sim", "bodega.cli.sim:sim", "Simulate placement: compare policies, check the model."),
     Lazy("scale", "bodega.cli.app_commands:scale",
          "Change how many machines run, or their size."),

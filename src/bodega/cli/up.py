@@ -21,6 +21,7 @@ from bodega.cluster import cleanup, machine_range, ports
 from bodega.cluster.cluster_keys import ensure_ca, ensure_keys
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
+from bodega.cluster.edge_files import CA_CRT, ensure_certs_key, ensure_edge
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
 from bodega.model.duration import parse_duration
 from bodega.runtime import cluster_id, hostinfo
@@ -72,6 +73,9 @@ def up(
     worker_disk_gb: Annotated[int, typer.Option(min=0)] = 20,
     api_port: Annotated[int, typer.Option(help="Machines API port")] = 4280,
     proxy_port: Annotated[int, typer.Option(help="HTTP proxy port")] = 8080,
+    proxy_tls_port: Annotated[int, typer.Option(
+        min=0, max=65535,
+        help="HTTPS proxy port (443 when asked; 0: none); trust <data-dir>/ca.crt")] = 8443,
     gossip_port: Annotated[int | None, typer.Option(
         help="First gossip (UDP) port; the others take the next ones (default: free ports, "
              "remembered in the data dir)")] = None,
@@ -120,6 +124,9 @@ def up(
     claim = machine_range.RangeClaim()
     try:
         ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
+                                            **({"--proxy-tls-port": proxy_tls_port}
+                                               if proxy_tls_port and internal_tls == "on"
+                                               else {}),
                                             **({"--registry-port": registry_port}
                                                if registry_wanted and registry_port else {})})
         # Made once per data dir; every namespace, link and cgroup of the cluster carries it.
@@ -148,6 +155,10 @@ def up(
         configure(log_level, "up")
         authority = (ensure_ca(data_dir, config.trust_domain, lifetime)
                      if config.internal_tls else None)
+        if authority is not None:
+            config = dataclasses.replace(
+                config, certs_key=ensure_certs_key(data_dir), proxy_tls_port=proxy_tls_port,
+                proxy_tls_cert=ensure_edge(data_dir, authority, "localhost"))
         asyncio.run(_run(config, made or token is None, authority=authority,
                          contexts_file=context_store.config_path(os.environ)))
     except StartFailed as err:
@@ -229,6 +240,9 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
         typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'})")
     typer.echo(f"Machines API: http://{config.host}:{config.api_port}/v1   "
                f"Proxy: http://<app>.localhost:{config.proxy_port}/")
+    if config.proxy_tls_port and config.proxy_tls_cert is not None:
+        typer.echo(f"HTTPS: https://<app>.localhost:{config.proxy_tls_port}/ (trust the cluster "
+                   f"CA: curl --cacert {config.data_dir / CA_CRT})")
     if cluster.authority is not None:
         typer.echo(f"Internal links: mutual TLS, cluster CA "
                    f"{fingerprint(cluster.authority.cert)} ({config.data_dir / 'tls' / 'ca.pem'})")

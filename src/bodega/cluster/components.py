@@ -23,6 +23,7 @@ from bodega.cluster.config import ClusterConfig
 from bodega.model.duration import format_duration
 
 SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_GOSSIP_SECRET", "BODEGA_SECRETS_KEY",
+                    "BODEGA_CERTS_KEY",
                     "BODEGA_CLUSTER_SECRET")  # the last: what older versions used for all
 
 
@@ -66,6 +67,8 @@ def component_env(inherited: Mapping[str, str], role: str, config: ClusterConfig
     env["BODEGA_GOSSIP_SECRET"] = config.gossip_secret
     if role in ("broker", "worker") and config.secrets_key:
         env["BODEGA_SECRETS_KEY"] = config.secrets_key
+    if role in ("broker", "proxy") and config.certs_key:
+        env["BODEGA_CERTS_KEY"] = config.certs_key  # brokers seal certificate keys, proxies open
     if role == "broker":
         env["BODEGA_API_TOKEN"] = config.token
     return env
@@ -132,19 +135,28 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--gossip-listen", config.gossip(role), "--join", seeds,
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
             "--log-level", config.log_level, *tls_args(config),
-            *(_broker_args(config) if role == "broker" else ()), *extra,
+            *(_broker_args(config) if role == "broker" else _proxy_tls_args(config)), *extra,
             # The broker tells clients where the registry is (GET /v1/cluster).
             *(images if role == "broker" else ()),
         )
         components.append(Component(role, role, nearest, argv, run_dir / f"{role}.json",
                                     logs / f"{role}.log",
-                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port"},
+                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port",
+                                           "--tls-listen": "--proxy-tls-port"},
                                     tls_dir=_tls_dir(config, config.data_dir / role)))
     return components
 
 
 def _tls_dir(config: ClusterConfig, component_dir: Path) -> Path | None:
     return component_dir / "tls" if config.internal_tls else None
+
+
+def _proxy_tls_args(config: ClusterConfig) -> tuple[str, ...]:
+    """The proxy's TLS listener and its default certificate, when the cluster has a CA."""
+    if not config.proxy_tls_port or config.proxy_tls_cert is None:
+        return ()
+    return ("--tls-listen", f"{config.host}:{config.proxy_tls_port}",
+            "--tls-cert", str(config.proxy_tls_cert))
 
 
 def _broker_args(config: ClusterConfig) -> tuple[str, ...]:

@@ -33,15 +33,18 @@ from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.plane import choose_plane, haproxy_settings
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
+from bodega.proxy.sites import SiteStore
 from bodega.proxy.upstream import Upstreams
 from bodega.proxy.wake import Waker
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.feed import FeedLagged
 from bodega.registry.member_tls import certificate_meta, renewal
+from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.access import PROXY_ADMIN
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import TlsDir
+from bodega.wire.certificates import TABLE as CERTIFICATES
 from bodega.wire.http import json_response, not_found_app_handler
 from bodega.wire.json_client import session
 from bodega.wire.peer_access import PeerAccess
@@ -71,6 +74,12 @@ class ProxyDaemonConfig:
     ready_timeout: float = 30.0
     data_plane: str = "auto"  # auto, haproxy or python: see bodega.proxy.plane
     haproxy_threads: int = 1
+    # The TLS listener (HAProxy only; None: none) and its default certificate (key + chain;
+    # None: self-signed for *.<base-domain>); the key opening the certificates' rows.
+    tls_host: str = "127.0.0.1"
+    tls_port: int | None = None
+    tls_cert: Path | None = None
+    certs_key: str = ""
 
 
 class Proxy:
@@ -88,6 +97,12 @@ class Proxy:
                            config.ready_timeout)
         self.failover = Failover(self.table, self.waker, self.metrics)
         self.plane = choose_plane(config.data_plane)
+        if config.tls_port is not None and self.plane.binary is None:
+            raise ValueError(f"--tls-listen needs the haproxy data plane ({self.plane.why}); "
+                             "the python data plane serves plain HTTP only")
+        self.sites = SiteStore(SecretBox(config.certs_key) if config.certs_key else None,
+                               self.table)
+        self.tls_public: tuple[str, int] | None = None  # HAProxy's TLS address, when it serves
         self.dataplane: HaproxyDataPlane | None = None
         self.public: tuple[str, int] | None = None  # HAProxy's address, when it serves
         self._haproxy_dir: Path | None = None
@@ -145,7 +160,8 @@ class Proxy:
         await self.node.start()
         if self.tls is not None:
             self._tasks.append(asyncio.create_task(renewal(self.tls, self.node).run()))
-        self._tasks += [asyncio.create_task(self._follow(table)) for table in ("machines", "apps")]
+        self._tasks += [asyncio.create_task(self._follow(table))
+                        for table in ("machines", "apps", CERTIFICATES)]
         self._tasks.append(asyncio.create_task(self._follow_members()))
         load: LoadView = self.load
         if self.plane.binary is not None:
@@ -162,8 +178,15 @@ class Proxy:
         autostop = Autostop(self.table, load, self.client, self.metrics, config.region,
                             config.autostop_interval, config.autostop_idle)
         self._tasks.append(asyncio.create_task(autostop.run()))
-        log.info("proxy %s (%s) serving *.%s on %s, admin on %s", config.name, config.region,
-                 config.base_domain, self.url, admin_url)
+        log.info("proxy %s (%s) serving *.%s on %s%s, admin on %s", config.name,
+                 config.region, config.base_domain, self.url,
+                 f" and {self.tls_url}" if self.tls_url else "", admin_url)
+
+    @property
+    def tls_url(self) -> str | None:
+        if self.tls_public is None:
+            return None
+        return f"https://{self.tls_public[0]}:{self.tls_public[1]}"
 
     @property
     def _activator_url(self) -> str:
@@ -177,17 +200,22 @@ class Proxy:
         self.listener = await asyncio.start_server(self.server.handle, "127.0.0.1", 0,
                                                    backlog=2048)
         activator = self.listener.sockets[0].getsockname()[:2]
+        tls = (config.tls_host, config.tls_port) if config.tls_port is not None else None
         workdir, settings = haproxy_settings(config.listen_host, config.listen_port, activator,
-                                             config.base_domain, config.haproxy_threads)
+                                             config.base_domain, config.haproxy_threads,
+                                             region=config.region, tls=tls,
+                                             default_cert=config.tls_cert)
         self._haproxy_dir = workdir
         self.dataplane = HaproxyDataPlane(binary, workdir, settings, self.table, config.region,
-                                          self.waker)
+                                          self.waker, self.sites)
         try:
             await self.dataplane.start()
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)  # stop() is not called after a failed start
             raise
         self.public = (settings.bind_host, settings.bind_port)
+        if settings.tls_port:
+            self.tls_public = (settings.tls_host, settings.tls_port)
         self.metrics.registry.register(self.dataplane.collector)
         return CombinedLoad(self.load, self.dataplane.load)
 
@@ -199,6 +227,8 @@ class Proxy:
                     async for change in feed:
                         if table == "machines":
                             self.table.put_machine(change.key, change.doc)
+                        elif table == CERTIFICATES:
+                            self.sites.put(change.key, change.doc)
                         else:
                             self.table.put_app(change.key, change.doc is not None)
             except FeedLagged:

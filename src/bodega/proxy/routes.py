@@ -10,7 +10,7 @@ comes from membership, so a dead worker's machines drop out at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -45,6 +45,7 @@ class Backend:
     updated_at: str = ""
     instance_id: str = ""
     checks: str = PASSING  # its service checks: passing (or none), waiting, failing
+    force_https: bool = False  # a plain HTTP request gets a 301 to the TLS port
 
     @property
     def address(self) -> tuple[str, int]:
@@ -78,6 +79,7 @@ class Backend:
             updated_at=str(doc.get("updated_at", "")),
             instance_id=str(doc.get("instance_id", "")),
             checks=service_checks(doc),
+            force_https=any(bool(p.get("force_https")) for p in service.get("ports") or []),
         )
 
 
@@ -116,6 +118,7 @@ class RoutingTable:
         # machine -> (until when, its row's updated_at when woken): see ``_woken_override``
         self._woken: dict[str, tuple[float, str]] = {}
         self._listeners: list[Callable[[], None]] = []
+        self._hostnames: dict[str, str] = {}  # a certificate's hostname -> its app
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after every change (the HAProxy data plane follows the table)."""
@@ -232,3 +235,16 @@ class RoutingTable:
 
     def apps(self) -> list[str]:
         return sorted(self._by_app)
+
+    def set_hostnames(self, hostnames: Mapping[str, str]) -> None:
+        """The hostnames the edge has certificates for, and their apps (``www.example.com``
+        reaches ``hello`` as ``hello.<base-domain>`` does)."""
+        if dict(hostnames) != self._hostnames:
+            self._hostnames = dict(hostnames)
+            self._changed()
+
+    def app_for_hostname(self, hostname: str) -> str | None:
+        return self._hostnames.get(hostname)
+
+    def force_https(self, app: str) -> bool:
+        return any(b.force_https for b in self.backends(app))

@@ -94,6 +94,7 @@ class ProxyServer:
         if not host:
             return None
         name = host.decode("latin-1").split(":", 1)[0].lower().rstrip(".")
+        name = self.table.app_for_hostname(name) or name
         if name.endswith(self._suffix):
             name = name[: -len(self._suffix)]
         return name if name and "." not in name else None

@@ -41,6 +41,26 @@ class HaproxySettings:
     # A reload leaves the old process serving its open connections (streams, WebSockets) for
     # at most this long.
     hard_stop_after: str = "60s"
+    region: str = ""  # told to machines as Fly-Region
+    tls_host: str = ""
+    tls_port: int = 0  # 0: no TLS listener
+    default_cert: Path | None = None  # key + chain: what a client gets when no SNI matches
+
+    @property
+    def aliases_map(self) -> Path:
+        return self.hosts_map.with_name("aliases.map")
+
+    @property
+    def https_map(self) -> Path:
+        return self.hosts_map.with_name("https.map")
+
+    @property
+    def crt_list(self) -> Path:
+        return self.hosts_map.with_name("certs.list")
+
+    @property
+    def certs_dir(self) -> Path:
+        return self.hosts_map.with_name("certs")
 
 
 def render(layout: Layout, settings: HaproxySettings) -> str:
@@ -73,8 +93,14 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "",
         "frontend public",
         f"    bind {_address(s.bind_host, s.bind_port)}",
+        *_tls_bind(s),
         "    unique-id-format %{+X}o%Ts%rt%pid",
         "    option forwardfor",
+        # The site a request is for: its Host, or the app a certificate's hostname belongs to.
+        "    http-request set-var(txn.site) req.hdr(host),field(1,:),lower",
+        f"    http-request set-var(txn.site) var(txn.site),map({s.aliases_map}) "
+        f"if {{ var(txn.site),map({s.aliases_map}) -m found }}",
+        *_force_https(s),
         "    http-request set-var(txn.rid) req.hdr(x-request-id) "
         "if { req.hdr(x-request-id) -m found }",
         "    http-request set-var(txn.rid) req.hdr(fly-request-id) "
@@ -82,10 +108,14 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "    http-request set-var(txn.rid) unique-id unless { var(txn.rid) -m found }",
         "    http-request set-header fly-request-id %[var(txn.rid)]",
         "    http-request set-header x-request-id %[var(txn.rid)]",
-        "    http-request set-header x-forwarded-proto http",
+        "    http-request set-header x-forwarded-proto https if { ssl_fc }",
+        "    http-request set-header x-forwarded-proto http unless { ssl_fc }",
+        "    http-request set-header x-forwarded-port %[dst_port]",
+        "    http-request set-header fly-client-ip %[src]",
+        *([f"    http-request set-header fly-region {s.region}"] if s.region else []),
         "    http-response set-header fly-request-id %[var(txn.rid)]",
         "    http-response set-header x-request-id %[var(txn.rid)]",
-        f"    use_backend %[req.hdr(host),field(1,:),lower,map({s.hosts_map})]",
+        f"    use_backend %[var(txn.site),map({s.hosts_map})]",
         f"    default_backend {ACTIVATOR}",
         "",
         f"backend {ACTIVATOR}",
@@ -111,6 +141,24 @@ def render_hosts(layout: Layout, base_domain: str) -> str:
     """The Host -> backend map: ``<app>.<base-domain>`` for each app with a backend."""
     return "".join(f"{host_key(app, base_domain)} {backend_name(index)}\n"
                    for app, index in sorted(layout.apps.items()))
+
+
+def _tls_bind(s: HaproxySettings) -> list[str]:
+    """TLS 1.2 and 1.3, h2 or http/1.1 by ALPN, the certificate by SNI from the crt-list."""
+    if not s.tls_port:
+        return []
+    return [f"    bind {_address(s.tls_host or s.bind_host, s.tls_port)} ssl crt-list "
+            f"{s.crt_list} alpn h2,http/1.1 ssl-min-ver TLSv1.2"]
+
+
+def _force_https(s: HaproxySettings) -> list[str]:
+    """A plain request for an app with ``force_https`` gets a 301 to the same URL over TLS."""
+    if not s.tls_port:
+        return []
+    port = "" if s.tls_port == 443 else f":{s.tls_port}"
+    return [f"    http-request redirect location https://%[req.hdr(host),field(1,:)]{port}"
+            f"%[capture.req.uri] code 301 if !{{ ssl_fc }} "
+            f"{{ var(txn.site),map({s.https_map}) -m found }}"]
 
 
 def _address(host: str, port: int) -> str:

@@ -19,12 +19,23 @@ from pathlib import Path
 
 from bodega.proxy.balance import usable
 from bodega.proxy.haproxy.config import HaproxySettings, render, render_hosts
+from bodega.proxy.haproxy.edge import (
+    Site,
+    Step,
+    aliases,
+    cert_file,
+    cert_steps,
+    map_steps,
+    render_crt_list,
+    render_map,
+)
 from bodega.proxy.haproxy.layout import (
     EMPTY,
     Layout,
     Plan,
     ServerSpec,
     backend_name,
+    host_key,
     plan,
     server_name,
     wanted_servers,
@@ -33,6 +44,7 @@ from bodega.proxy.haproxy.observed import HaproxyCollector, StatsLoad
 from bodega.proxy.haproxy.runtime import RuntimeApi, RuntimeUnavailable, StatRow
 from bodega.proxy.haproxy.supervisor import HaproxyFailed, HaproxyProcess
 from bodega.proxy.routes import RoutingTable
+from bodega.proxy.sites import SiteStore
 from bodega.proxy.wake import Waker
 
 log = logging.getLogger("bodega.proxy.haproxy")
@@ -43,7 +55,8 @@ RESTART_BACKOFF = 1.0
 
 class HaproxyDataPlane:
     def __init__(self, binary: str, workdir: Path, settings: HaproxySettings,
-                 table: RoutingTable, region: str, waker: Waker | None = None) -> None:
+                 table: RoutingTable, region: str, waker: Waker | None = None,
+                 sites: SiteStore | None = None) -> None:
         self.settings = settings
         self.table = table
         self.region = region
@@ -57,11 +70,17 @@ class HaproxyDataPlane:
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         table.on_change(self._changed.set)
+        self.sites = sites
+        if sites is not None:
+            sites.on_change(self._changed.set)
+        # What HAProxy holds of the edge: certificates (hostname -> fingerprint), map entries.
+        self.certs_loaded: dict[str, str] = {}
+        self.maps_loaded: dict[str, dict[str, str]] = {}
 
     async def start(self) -> None:
         wanted = self._wanted()
         self.layout = self._plan(EMPTY, wanted).layout
-        await self.process.start(*self._rendered(), self.settings.hosts_map)
+        await self.process.start(*self._rendered())
         self._tasks = [asyncio.create_task(self._follow()),
                        asyncio.create_task(self._watch_stats())]
 
@@ -72,9 +91,67 @@ class HaproxyDataPlane:
     def _plan(self, current: Layout, wanted: dict[str, list[ServerSpec]]) -> Plan:
         return plan(current, wanted, str(self.settings.hosts_map), self.settings.base_domain)
 
-    def _rendered(self) -> tuple[str, str]:
-        return render(self.layout, self.settings), render_hosts(self.layout,
-                                                                self.settings.base_domain)
+    def _edge(self) -> tuple[dict[str, Site], dict[str, dict[str, str]]]:
+        """The certificates to serve (none without a TLS listener) and the edge's maps."""
+        s = self.settings
+        sites = dict(self.sites.sites) if self.sites is not None and s.tls_port else {}
+        apps = self.table.apps()
+        hosts = {app: host_key(app, s.base_domain) for app in apps}
+        https = {hosts[app]: "1" for app in apps if s.tls_port and self.table.force_https(app)}
+        return sites, {str(s.aliases_map): aliases(sites, hosts), str(s.https_map): https}
+
+    def _rendered(self) -> tuple[str, tuple[tuple[Path, str], ...]]:
+        """The config and the files beside it; what HAProxy then holds is all of it."""
+        s = self.settings
+        sites, maps = self._edge()
+        files = [(s.hosts_map, render_hosts(self.layout, s.base_domain)),
+                 *((Path(path), render_map(entries)) for path, entries in maps.items())]
+        if s.tls_port and s.default_cert is not None:
+            certs = str(s.certs_dir)
+            files += [(Path(cert_file(certs, h)), site.pem) for h, site in sites.items()]
+            files.append((s.crt_list, render_crt_list(str(s.default_cert), sites, certs)))
+        self.certs_loaded = {h: site.fingerprint for h, site in sites.items()}
+        self.maps_loaded = maps
+        return render(self.layout, s), tuple(files)
+
+    async def _sync_edge(self) -> list[str]:
+        """Certificates and map entries that changed, through the runtime API (no reload)."""
+        s = self.settings
+        sites, maps = self._edge()
+        steps: list[Step] = []
+        for path, entries in maps.items():
+            steps += map_steps(path, self.maps_loaded.get(path, {}), entries)
+        if s.tls_port:
+            steps += cert_steps(self.certs_loaded, sites, str(s.crt_list), str(s.certs_dir))
+        errors: list[str] = []
+        for step in steps:
+            errors += (await self.api.send([step.command]) if step.payload is None
+                       else await self.api.send_payload(step.command, step.payload))
+        if steps:
+            await asyncio.to_thread(self._keep_files, sites, maps)
+            log.info("edge: %d certificate(s), %d change(s) through the runtime API",
+                     len(sites), len(steps))
+        self.certs_loaded = {h: site.fingerprint for h, site in sites.items()}
+        self.maps_loaded = maps
+        return errors
+
+    def _keep_files(self, sites: dict[str, Site], maps: dict[str, dict[str, str]]) -> None:
+        """The files a later reload or restart reads: the same as what HAProxy holds now."""
+        s = self.settings
+        for map_path, entries in maps.items():
+            Path(map_path).write_text(render_map(entries))
+        if s.tls_port and s.default_cert is not None:
+            certs = str(s.certs_dir)
+            s.certs_dir.mkdir(mode=0o700, exist_ok=True)
+            kept = {Path(cert_file(certs, h)) for h in sites}
+            for path in s.certs_dir.glob("*.pem"):
+                if path not in kept:
+                    path.unlink()
+            for hostname, site in sites.items():
+                path = Path(cert_file(certs, hostname))
+                path.touch(mode=0o600)
+                path.write_text(site.pem)
+            s.crt_list.write_text(render_crt_list(str(s.default_cert), sites, certs))
 
     async def sync(self) -> None:
         """Bring HAProxy to the routing table now (tests await this after a change)."""
@@ -84,18 +161,20 @@ class HaproxyDataPlane:
             if step.reload or not self.process.running:
                 await self._reload(step.layout)
                 return
+            errors: list[str] = []
             if step.commands:
                 errors = await self.api.send(step.commands)
                 self.layout = step.layout
-                if errors:
-                    log.warning("haproxy refused %d command(s) (%s); rendering it all anew",
-                                len(errors), errors[0])
-                    await self._reload(step.layout)
+            errors += await self._sync_edge()
+            if errors:
+                log.warning("haproxy refused %d command(s) (%s); rendering it all anew",
+                            len(errors), errors[0])
+                await self._reload(step.layout)
 
     async def _reload(self, layout: Layout) -> None:
         self.layout = layout
         was_running = self.process.running
-        await self.process.reload(*self._rendered(), self.settings.hosts_map)
+        await self.process.reload(*self._rendered())
         if not was_running:
             self.process.restarts += 1
             log.warning("haproxy was not running: started it again")

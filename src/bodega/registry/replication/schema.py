@@ -99,6 +99,8 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     _spec("secrets", Kind.SHARED, "key", None, Column("app", str)),
     # Keyed "<app>/<ip>": a shared address appears once per app that holds it.
     _spec("ip_assignments", Kind.SHARED, "key", None, Column("app", str), Column("ip", str)),
+    # Keyed "<app>/<hostname>": the chain in clear, the key sealed (runtime/secretbox.py).
+    _spec("certificates", Kind.SHARED, "key", None, Column("app", str)),
 )}
 
 
@@ -156,4 +158,6 @@ CREATE TABLE clock (
     _table_ddl("ip_assignments", "key", "app TEXT, ip TEXT"),
     # 3: app secrets (shared rows written by brokers; values sealed, never plain).
     _table_ddl("secrets", "key", "app TEXT"),
+    # 4: the edge's certificates (shared rows written by brokers; keys sealed, never plain).
+    _table_ddl("certificates", "key", "app TEXT"),
 )
