@@ -85,6 +85,10 @@ class ProxyDaemonConfig:
 class Proxy:
     def __init__(self, config: ProxyDaemonConfig) -> None:
         self.config = config
+        plane = choose_plane(config.data_plane)
+        if config.tls_port is not None and plane.binary is None:
+            raise ValueError(f"--tls-listen needs the haproxy data plane ({plane.why}); "
+                             "the python data plane serves plain HTTP only")
         self.metrics = ProxyMetrics()
         self.table = RoutingTable()
         self.load = Load()
@@ -97,9 +101,6 @@ class Proxy:
                            config.ready_timeout)
         self.failover = Failover(self.table, self.waker, self.metrics)
         self.plane = choose_plane(config.data_plane)
-        if config.tls_port is not None and self.plane.binary is None:
-            raise ValueError(f"--tls-listen needs the haproxy data plane ({self.plane.why}); "
-                             "the python data plane serves plain HTTP only")
         self.sites = SiteStore(SecretBox(config.certs_key) if config.certs_key else None,
                                self.table)
         self.tls_public: tuple[str, int] | None = None  # HAProxy's TLS address, when it serves

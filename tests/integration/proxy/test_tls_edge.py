@@ -4,7 +4,10 @@ reload, force_https, h2 by ALPN, the headers machines get, WebSockets over TLS."
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +192,15 @@ async def test_a_websocket_over_tls_carries_traffic_both_ways_for_its_whole_life
                     sent += 1
                     await asyncio.sleep(0.02)
             assert sent > 50
+
+
+def test_the_python_data_plane_refuses_tls_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bodega", "proxy", "--data-dir", str(tmp_path), "--region", "ams",
+         "--data-plane", "python", "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0",
+         "--internal-tls", "off"], capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "BODEGA_GOSSIP_SECRET": "s"})
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "Error: --tls-listen needs the haproxy data plane (asked for with --data-plane python); "
+        "the python data plane serves plain HTTP only"]
