@@ -28,12 +28,15 @@ from starlette.responses import Response
 from bodega.proxy.autostop import Autostop, Failover
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.observed import CombinedLoad
+from bodega.proxy.haproxy.tcp_plane import TcpPlane
 from bodega.proxy.load import Load, LoadView
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.plane import choose_plane, haproxy_settings
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
 from bodega.proxy.sites import SiteStore
+from bodega.proxy.tcp_activator import TcpActivator
+from bodega.proxy.tcp_routes import TcpTable, listeners_of
 from bodega.proxy.upstream import Upstreams
 from bodega.proxy.wake import Waker
 from bodega.registry import RegistryConfig, RegistryNode
@@ -74,21 +77,16 @@ class ProxyDaemonConfig:
     ready_timeout: float = 30.0
     data_plane: str = "auto"  # auto, haproxy or python: see bodega.proxy.plane
     haproxy_threads: int = 1
-    # The TLS listener (HAProxy only; None: none) and its default certificate (key + chain;
-    # None: self-signed for *.<base-domain>); the key opening the certificates' rows.
     tls_host: str = "127.0.0.1"
-    tls_port: int | None = None
-    tls_cert: Path | None = None
-    certs_key: str = ""
+    tls_port: int | None = None  # the TLS listener (HAProxy only); None: none
+    tls_cert: Path | None = None  # its default key + chain; None: self-signed *.<base-domain>
+    certs_key: str = ""  # opens the keys of the certificates' rows
 
 
 class Proxy:
     def __init__(self, config: ProxyDaemonConfig) -> None:
         self.config = config
-        plane = choose_plane(config.data_plane)
-        if config.tls_port is not None and plane.binary is None:
-            raise ValueError(f"--tls-listen needs the haproxy data plane ({plane.why}); "
-                             "the python data plane serves plain HTTP only")
+        self.plane = choose_plane(config.data_plane, tls=config.tls_port is not None)
         self.metrics = ProxyMetrics()
         self.table = RoutingTable()
         self.load = Load()
@@ -100,10 +98,11 @@ class Proxy:
         self.waker = Waker(self.table, self.client, self.load, self.metrics, config.region,
                            config.ready_timeout)
         self.failover = Failover(self.table, self.waker, self.metrics)
-        self.plane = choose_plane(config.data_plane)
         self.sites = SiteStore(SecretBox(config.certs_key) if config.certs_key else None,
                                self.table)
         self.tls_public: tuple[str, int] | None = None  # HAProxy's TLS address, when it serves
+        self.tcp = TcpTable()  # [[services]] ports beyond HTTP's (HAProxy only), and their waker:
+        self.tcp_activator = TcpActivator(self.tcp, self.table, self.waker, config.region)
         self.dataplane: HaproxyDataPlane | None = None
         self.public: tuple[str, int] | None = None  # HAProxy's address, when it serves
         self._haproxy_dir: Path | None = None
@@ -185,9 +184,7 @@ class Proxy:
 
     @property
     def tls_url(self) -> str | None:
-        if self.tls_public is None:
-            return None
-        return f"https://{self.tls_public[0]}:{self.tls_public[1]}"
+        return f"https://{self.tls_public[0]}:{self.tls_public[1]}" if self.tls_public else None
 
     @property
     def _activator_url(self) -> str:
@@ -208,15 +205,16 @@ class Proxy:
                                              default_cert=config.tls_cert)
         self._haproxy_dir = workdir
         self.dataplane = HaproxyDataPlane(binary, workdir, settings, self.table, config.region,
-                                          self.waker, self.sites)
+                                          self.waker, self.sites,
+                                          TcpPlane(self.tcp, self.tcp_activator, self.table,
+                                                   config.region, config.listen_host))
         try:
             await self.dataplane.start()
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)  # stop() is not called after a failed start
             raise
         self.public = (settings.bind_host, settings.bind_port)
-        if settings.tls_port:
-            self.tls_public = (settings.tls_host, settings.tls_port)
+        self.tls_public = (settings.tls_host, settings.tls_port) if settings.tls_port else None
         self.metrics.registry.register(self.dataplane.collector)
         return CombinedLoad(self.load, self.dataplane.load)
 
@@ -228,6 +226,7 @@ class Proxy:
                     async for change in feed:
                         if table == "machines":
                             self.table.put_machine(change.key, change.doc)
+                            self.tcp.put(change.key, listeners_of(change.doc))
                         elif table == CERTIFICATES:
                             self.sites.put(change.key, change.doc)
                         else:
@@ -281,6 +280,7 @@ class Proxy:
     async def stop(self) -> None:
         if self.dataplane is not None:
             await self.dataplane.stop()
+            await self.tcp_activator.close()
             if self._haproxy_dir is not None:
                 shutil.rmtree(self._haproxy_dir, ignore_errors=True)
         if self.listener is not None:

@@ -27,8 +27,17 @@ class PlaneChoice:
     why: str
 
 
-def choose_plane(mode: str, which: str | None = None) -> PlaneChoice:
-    """``which``: where haproxy is (default: looked up on PATH)."""
+def choose_plane(mode: str, which: str | None = None, tls: bool = False) -> PlaneChoice:
+    """``which``: where haproxy is (default: looked up on PATH); ``tls``: a TLS listener is
+    asked for, which only HAProxy serves."""
+    choice = _choose(mode, which)
+    if tls and choice.binary is None:
+        raise ValueError(f"--tls-listen needs the haproxy data plane ({choice.why}); "
+                         "the python data plane serves plain HTTP only")
+    return choice
+
+
+def _choose(mode: str, which: str | None) -> PlaneChoice:
     if mode not in MODES:
         raise ValueError(f"--data-plane must be one of {', '.join(MODES)}, not {mode!r}")
     if mode == "python":

@@ -52,10 +52,13 @@ class Backend:
         return self.host, self.port
 
     @classmethod
-    def from_doc(cls, doc: dict[str, Any]) -> Backend | None:
-        """The backend a machine doc describes, or None if it serves no HTTP."""
+    def from_doc(cls, doc: dict[str, Any], index: int | None = None) -> Backend | None:
+        """The backend a machine doc describes for its HTTP service (or for
+        ``services[index]``); None if it has no such service or no address yet."""
         config = doc.get("config") or {}
-        service = next((s for s in config.get("services") or [] if _serves_http(s)), None)
+        services = config.get("services") or []
+        service = (next((s for s in services if _serves_http(s)), None) if index is None
+                   else services[index] if index < len(services) else None)
         host = doc.get("service_host") or doc.get("private_ip")
         if service is None or not host or not doc.get("app"):
             return None

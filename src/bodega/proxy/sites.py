@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -34,8 +33,8 @@ class SiteStore:
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)
 
-    def put(self, key: str, doc: dict[str, Any] | None) -> None:
-        """A ``certificates`` row changed (None: removed)."""
+    def put(self, key: str, doc: object) -> None:
+        """A ``certificates`` row changed (None: removed); validated here."""
         hostname = key.partition("/")[2]
         old = self.sites.pop(hostname, None)
         site = self._open(key, doc) if doc is not None else None
@@ -46,7 +45,7 @@ class SiteStore:
             for listener in self._listeners:
                 listener()
 
-    def _open(self, key: str, doc: dict[str, Any]) -> Site | None:
+    def _open(self, key: str, doc: object) -> Site | None:
         if self.box is None:
             log.warning("certificate %s: this proxy has no certificates key "
                         "(BODEGA_CERTS_KEY), so it cannot serve it", key)

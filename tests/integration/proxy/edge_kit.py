@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import datetime
 import shutil
+import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,18 +23,22 @@ from typing import Any
 from cryptography import x509
 
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
+from bodega.proxy.haproxy.tcp_plane import TcpPlane
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.plane import haproxy_settings
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
 from bodega.proxy.sites import SiteStore
+from bodega.proxy.tcp_activator import TcpActivator
+from bodega.proxy.tcp_routes import TcpTable
 from bodega.proxy.upstream import Upstreams
 from bodega.proxy.wake import Waker
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.tls import pki, sites
 from bodega.runtime.tls.identity import Key, cert_pem, new_key
 from bodega.wire.certificates import CertificateRow
+from bodega.wire.worker_client import WorkerClient
 
 from .plane_kit import haproxy_binary
 
@@ -86,14 +91,18 @@ class Edge:
 
 
 @contextlib.asynccontextmanager
-async def edge(table: RoutingTable, tmp: Path, region: str = "ams") -> AsyncIterator[Edge]:
+async def edge(table: RoutingTable, tmp: Path, region: str = "ams",
+               tcp: TcpTable | None = None,
+               worker: Callable[[str], WorkerClient | None] = lambda _w: None
+               ) -> AsyncIterator[Edge]:
     binary = haproxy_binary()
     ca = TestCa.make(tmp / "ca.pem")
     default = sites.issue(ca.cert, ca.key, ("*.localhost", "localhost"), now())
     default_path = tmp / "default.pem"
     default_path.write_bytes(default.key_pem + default.chain_pem)
     load, metrics, upstreams = Load(), ProxyMetrics(), Upstreams()
-    waker = Waker(table, lambda _w: None, load, metrics, region)
+    waker = Waker(table, worker, load, metrics, region)
+    tcp_activator = TcpActivator(tcp or TcpTable(), table, waker, region)
     server = ProxyServer(ProxyConfig(region, behind_data_plane=True), table, upstreams, waker,
                          load, metrics)
     listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
@@ -102,12 +111,15 @@ async def edge(table: RoutingTable, tmp: Path, region: str = "ams") -> AsyncIter
     workdir, settings = haproxy_settings("127.0.0.1", 0, activator, "localhost", 1,
                                          region=region, tls=("127.0.0.1", 0),
                                          default_cert=default_path)
-    dataplane = HaproxyDataPlane(binary, workdir, settings, table, region, waker, store)
+    dataplane = HaproxyDataPlane(binary, workdir, settings, table, region, waker, store,
+                                 TcpPlane(tcp_activator.tcp, tcp_activator, table, region,
+                                          "127.0.0.1"))
     try:
         await dataplane.start()
         yield Edge(settings.bind_port, settings.tls_port, dataplane, store, ca)
     finally:
         await dataplane.stop()
+        await tcp_activator.close()
         shutil.rmtree(workdir, ignore_errors=True)
         listener.close()
         upstreams.close()
@@ -139,3 +151,9 @@ async def served_certificate(port: int, server_name: str, ca: Path) -> x509.Cert
 def names(cert: x509.Certificate) -> list[str]:
     sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     return list(sans.get_values_for_type(x509.DNSName))
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -43,6 +43,7 @@ from bodega.proxy.haproxy.layout import (
 from bodega.proxy.haproxy.observed import HaproxyCollector, StatsLoad
 from bodega.proxy.haproxy.runtime import RuntimeApi, RuntimeUnavailable, StatRow
 from bodega.proxy.haproxy.supervisor import HaproxyFailed, HaproxyProcess
+from bodega.proxy.haproxy.tcp_plane import TcpPlane
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.sites import SiteStore
 from bodega.proxy.wake import Waker
@@ -56,7 +57,7 @@ RESTART_BACKOFF = 1.0
 class HaproxyDataPlane:
     def __init__(self, binary: str, workdir: Path, settings: HaproxySettings,
                  table: RoutingTable, region: str, waker: Waker | None = None,
-                 sites: SiteStore | None = None) -> None:
+                 sites: SiteStore | None = None, tcp: TcpPlane | None = None) -> None:
         self.settings = settings
         self.table = table
         self.region = region
@@ -70,6 +71,9 @@ class HaproxyDataPlane:
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         table.on_change(self._changed.set)
+        self.tcp = tcp
+        if tcp is not None:
+            tcp.tcp.on_change(self._changed.set)
         self.sites = sites
         if sites is not None:
             sites.on_change(self._changed.set)
@@ -80,6 +84,8 @@ class HaproxyDataPlane:
     async def start(self) -> None:
         wanted = self._wanted()
         self.layout = self._plan(EMPTY, wanted).layout
+        if self.tcp is not None:
+            await self.tcp.prepare(self.tcp.step())
         await self.process.start(*self._rendered())
         self._tasks = [asyncio.create_task(self._follow()),
                        asyncio.create_task(self._watch_stats())]
@@ -94,7 +100,8 @@ class HaproxyDataPlane:
     def _edge(self) -> tuple[dict[str, Site], dict[str, dict[str, str]]]:
         """The certificates to serve (none without a TLS listener) and the edge's maps."""
         s = self.settings
-        sites = dict(self.sites.sites) if self.sites is not None and s.tls_port else {}
+        sites = (dict(self.sites.sites) if self.sites is not None and s.default_cert is not None
+                 else {})
         apps = self.table.apps()
         hosts = {app: host_key(app, s.base_domain) for app in apps}
         https = {hosts[app]: "1" for app in apps if s.tls_port and self.table.force_https(app)}
@@ -104,15 +111,17 @@ class HaproxyDataPlane:
         """The config and the files beside it; what HAProxy then holds is all of it."""
         s = self.settings
         sites, maps = self._edge()
+        crt_list = str(s.crt_list) if s.default_cert is not None else None
+        tcp = self.tcp.render(crt_list) if self.tcp is not None else []
         files = [(s.hosts_map, render_hosts(self.layout, s.base_domain)),
                  *((Path(path), render_map(entries)) for path, entries in maps.items())]
-        if s.tls_port and s.default_cert is not None:
+        if s.default_cert is not None:
             certs = str(s.certs_dir)
             files += [(Path(cert_file(certs, h)), site.pem) for h, site in sites.items()]
             files.append((s.crt_list, render_crt_list(str(s.default_cert), sites, certs)))
         self.certs_loaded = {h: site.fingerprint for h, site in sites.items()}
         self.maps_loaded = maps
-        return render(self.layout, s), tuple(files)
+        return render(self.layout, s) + "".join(f"{line}\n" for line in tcp), tuple(files)
 
     async def _sync_edge(self) -> list[str]:
         """Certificates and map entries that changed, through the runtime API (no reload)."""
@@ -121,7 +130,7 @@ class HaproxyDataPlane:
         steps: list[Step] = []
         for path, entries in maps.items():
             steps += map_steps(path, self.maps_loaded.get(path, {}), entries)
-        if s.tls_port:
+        if s.default_cert is not None:
             steps += cert_steps(self.certs_loaded, sites, str(s.crt_list), str(s.certs_dir))
         errors: list[str] = []
         for step in steps:
@@ -140,7 +149,7 @@ class HaproxyDataPlane:
         s = self.settings
         for map_path, entries in maps.items():
             Path(map_path).write_text(render_map(entries))
-        if s.tls_port and s.default_cert is not None:
+        if s.default_cert is not None:
             certs = str(s.certs_dir)
             s.certs_dir.mkdir(mode=0o700, exist_ok=True)
             kept = {Path(cert_file(certs, h)) for h in sites}
@@ -158,13 +167,22 @@ class HaproxyDataPlane:
         async with self._lock:
             self._changed.clear()
             step = self._plan(self.layout, self._wanted())
-            if step.reload or not self.process.running:
+            tcp = self.tcp
+            tcp_step = tcp.step() if tcp is not None else None
+            reload = step.reload or not self.process.running or bool(tcp_step and
+                                                                     tcp_step.reload)
+            if reload:
+                if tcp is not None and tcp_step is not None:
+                    await tcp.prepare(tcp_step)
                 await self._reload(step.layout)
                 return
             errors: list[str] = []
-            if step.commands:
-                errors = await self.api.send(step.commands)
+            commands = step.commands + (tcp_step.commands if tcp_step else ())
+            if commands:
+                errors = await self.api.send(commands)
                 self.layout = step.layout
+                if tcp is not None and tcp_step is not None:
+                    tcp.layout = tcp_step.layout
             errors += await self._sync_edge()
             if errors:
                 log.warning("haproxy refused %d command(s) (%s); rendering it all anew",

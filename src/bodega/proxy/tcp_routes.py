@@ -1,0 +1,126 @@
+"""The public ports apps' ``[[services]]`` ask for beyond HTTP's, and the machines behind each.
+
+A service port other than 80 and 443 (those are the proxy's HTTP and TLS
+listeners, routed by Host) is a listener of its own on the proxy's host:
+``port`` (or ``start_port``..``end_port``) goes to the service's
+``internal_port`` on the app's machines, handled as its ``handlers`` say:
+
+    none          raw TCP, bytes passed through both ways
+    tls           TLS ended at the proxy (the certificate by SNI), bytes to the machine
+    http          HTTP, with the forwarded headers (tls + http: HTTPS on that port)
+    proxy_proto   a PROXY protocol header first (v1, or v2 by proxy_proto_options),
+                  so the machine learns the client's address
+
+A local cluster has one address, so a port is one app's: two apps asking for
+the same port, the first by name keeps it (``conflicts`` says who lost).
+UDP services are not carried. Pure: rows in, listeners and backends out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bodega.proxy.routes import Backend
+
+HTTP_PORTS = frozenset({80, 443})  # the proxy's own HTTP and TLS listeners
+
+
+@dataclass(frozen=True)
+class TcpListener:
+    port: int
+    end_port: int  # the same as ``port`` unless a range
+    app: str  # the machines' internal_port is their slot's port (``Backend.port``)
+    tls: bool = False
+    http: bool = False
+    proxy_proto: int = 0  # 0: none; 1 or 2: the PROXY protocol version sent first
+    alpn: tuple[str, ...] = ()
+    h2_backend: bool = False
+
+
+Entries = list[tuple["TcpListener", Backend]]
+
+
+def listeners_of(doc: dict[str, Any] | None) -> Entries:
+    """Every TCP listener a machine's row asks for (none: gone), each with the machine."""
+    if doc is None or doc.get("state") == "destroyed":
+        return []
+    config = doc.get("config") or {}
+    out = []
+    for index, service in enumerate(config.get("services") or []):
+        if service.get("protocol", "tcp") != "tcp" or not service.get("internal_port"):
+            continue
+        backend = Backend.from_doc(doc, index)
+        if backend is None:
+            continue
+        for port in service.get("ports") or []:
+            first = port.get("port") or port.get("start_port")
+            if not first or first in HTTP_PORTS:
+                continue
+            handlers = port.get("handlers") or []
+            version = ((port.get("proxy_proto_options") or {}).get("version") or "v1")
+            out.append((TcpListener(
+                port=int(first), end_port=int(port.get("end_port") or first),
+                app=backend.app, tls="tls" in handlers,
+                http="http" in handlers,
+                proxy_proto=(2 if version == "v2" else 1) if "proxy_proto" in handlers else 0,
+                alpn=tuple((port.get("tls_options") or {}).get("alpn") or ()),
+                h2_backend=bool((port.get("http_options") or {}).get("h2_backend"))),
+                backend))
+    return out
+
+
+class TcpTable:
+    def __init__(self) -> None:
+        self._by_machine: dict[str, Entries] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def put(self, machine_id: str, new: Entries) -> None:
+        """A machine's listeners (``listeners_of`` its row) changed."""
+        old = self._by_machine.pop(machine_id, [])
+        if new:
+            self._by_machine[machine_id] = new
+        if new != old:
+            for listener in self._listeners:
+                listener()
+
+    def listeners(self) -> dict[int, TcpListener]:
+        """Each port's listener: its app's first by name; within the app, the newest
+        machine's spec (a deploy changing a port's handlers moves with its new machines)."""
+        chosen: dict[int, tuple[str, str, TcpListener]] = {}
+        for entries in self._by_machine.values():
+            for listener, backend in entries:
+                rank = (listener.app, _newest_first(backend.created_at))
+                held = chosen.get(listener.port)
+                if held is None or rank < held[:2]:
+                    chosen[listener.port] = (*rank, listener)
+        return {port: held[2] for port, held in sorted(chosen.items())}
+
+    def conflicts(self) -> dict[int, list[str]]:
+        """Ports asked for by more than one app: the apps that did not get them."""
+        kept = self.listeners()
+        lost: dict[int, set[str]] = {}
+        for entries in self._by_machine.values():
+            for listener, _ in entries:
+                if kept[listener.port].app != listener.app:
+                    lost.setdefault(listener.port, set()).add(listener.app)
+        return {port: sorted(apps) for port, apps in lost.items()}
+
+    def backends(self, port: int) -> list[Backend]:
+        """The machines behind ``port``'s listener (of its app, with that service)."""
+        listener = self.listeners().get(port)
+        if listener is None:
+            return []
+        return sorted((backend for entries in self._by_machine.values()
+                       for spec, backend in entries
+                       if spec.port == port and spec.app == listener.app),
+                      key=lambda b: b.machine_id)
+
+
+def _newest_first(created_at: str) -> str:
+    """A key that sorts later timestamps first (ISO strings compare as times)."""
+    return "".join(chr(0x10FFFF - ord(c)) for c in created_at)
