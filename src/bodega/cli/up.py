@@ -117,6 +117,12 @@ def up(
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
+    if internal_tls == "off":
+        proxy_tls_port = 0  # no cluster CA, so no certificates to serve
+    elif proxy_tls_port and not shutil.which("haproxy"):
+        typer.echo("HTTPS is off: the proxy serves TLS with haproxy, which is not installed "
+                   "(apt-get install haproxy)", err=True)
+        proxy_tls_port = 0
     subnets = [config.worker_subnet(i) for i in range(config.worker_count)]
     # Everything that can be refused is refused before anything is started: a second
     # `bodega up` on this data dir first (it would also find the ports taken), then ports.
@@ -125,8 +131,7 @@ def up(
     try:
         ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
                                             **({"--proxy-tls-port": proxy_tls_port}
-                                               if proxy_tls_port and internal_tls == "on"
-                                               else {}),
+                                               if proxy_tls_port else {}),
                                             **({"--registry-port": registry_port}
                                                if registry_wanted and registry_port else {})})
         # Made once per data dir; every namespace, link and cgroup of the cluster carries it.
