@@ -204,3 +204,22 @@ def test_the_python_data_plane_refuses_tls_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.splitlines() == [
         "Error: --tls-listen needs the haproxy data plane (asked for with --data-plane python); "
         "the python data plane serves plain HTTP only"]
+
+
+async def test_fly_force_instance_id_reaches_that_machine_on_haproxy(tmp_path: Path) -> None:
+    machines = [Machine("m1"), Machine("m2")]
+    table = RoutingTable()
+    for machine in machines:
+        table.put_machine(machine.name, https_doc(machine.name, await machine.start()))
+    try:
+        async with edge(table, tmp_path) as e:
+            for _ in range(4):
+                code, out, err = await curl("-H", "fly-force-instance-id: m2",
+                                            f"http://web.localhost:{e.http_port}/forced")
+                assert out.startswith("m2 GET /forced"), (out, err)
+            code, out, _ = await curl("-H", "fly-force-instance-id: nope",
+                                      f"http://web.localhost:{e.http_port}/forced")
+            assert "no machine nope in web" in out
+    finally:
+        for machine in machines:
+            await machine.stop()

@@ -115,6 +115,8 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         *([f"    http-request set-header fly-region {s.region}"] if s.region else []),
         "    http-response set-header fly-request-id %[var(txn.rid)]",
         "    http-response set-header x-request-id %[var(txn.rid)]",
+        # One machine asked for by id: bodega's proxy picks it (HAProxy 2.6 cannot by header).
+        f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-force-instance-id) -m found }}",
         f"    use_backend %[var(txn.site),map({s.hosts_map})]",
         f"    default_backend {ACTIVATOR}",
         "",
