@@ -214,10 +214,10 @@ async def test_fly_force_instance_id_reaches_that_machine_on_haproxy(tmp_path: P
     try:
         async with edge(table, tmp_path) as e:
             for _ in range(4):
-                code, out, err = await curl("-H", "fly-force-instance-id: m2",
+                _, out, err = await curl("-H", "fly-force-instance-id: m2",
                                             f"http://web.localhost:{e.http_port}/forced")
                 assert out.startswith("m2 GET /forced"), (out, err)
-            code, out, _ = await curl("-H", "fly-force-instance-id: nope",
+            _code, out, _ = await curl("-H", "fly-force-instance-id: nope",
                                       f"http://web.localhost:{e.http_port}/forced")
             assert "no machine nope in web" in out
     finally:
