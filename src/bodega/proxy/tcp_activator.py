@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from bodega.proxy.balance import usable, wake_candidate
 from bodega.proxy.proxy_protocol import V2_HEADER, BadHeader, encode, parse_v2, v2_length
@@ -98,12 +99,14 @@ class TcpActivator:
                                    self.table.worker_alive)
         if candidate is None:
             return None
-        started = await self.waker.start(candidate)
-        if started is not None:
-            self._started[candidate.machine_id] = time.monotonic() + TRUSTED_FOR
-            log.info("port %d: started %s (%s) for a connection", port, candidate.machine_id,
-                     candidate.app)
-        return started
+        # What the waker answers is the machine as the HTTP table knows it (another port,
+        # when it has an HTTP service too): this service's port is the candidate's.
+        if await self.waker.start(candidate) is None:
+            return None
+        self._started[candidate.machine_id] = time.monotonic() + TRUSTED_FOR
+        log.info("port %d: started %s (%s) for a connection", port, candidate.machine_id,
+                 candidate.app)
+        return replace(candidate, state="started")
 
     async def close(self) -> None:
         for server in self.servers.values():

@@ -207,3 +207,27 @@ async def test_a_new_listener_reloads_once_and_machines_after_it_are_runtime_com
     finally:
         first.stop()
         second.stop()
+
+
+async def test_a_woken_machine_with_an_http_service_too_gets_the_connection_on_its_tcp_port(
+        tmp_path: Path) -> None:
+    """The HTTP table knows the machine by its HTTP port; the connection must not go there."""
+    echo, web = Echo(), Echo()
+    public = free_tcp_port()
+    row = tcp_doc("m1", await echo.start(), public, state="stopped")
+    row["config"]["services"].insert(0, {"protocol": "tcp", "internal_port": await web.start(),
+                                         "ports": [{"port": 80, "handlers": ["http"]}]})
+    table, tcp = RoutingTable(), TcpTable()
+    table.put_machine("m1", row)
+    tcp.put("m1", listeners_of(row))
+    starts: list[str] = []
+    try:
+        async with worker_api(starts) as worker, \
+                edge(table, tmp_path, tcp=tcp, worker=lambda _w: worker):
+            assert (await round_trip(public, b"to the echo"))[0] == b"to the echo"
+            assert starts == ["m1"]
+            assert echo.connections == 2  # the waker's probe, then the client's
+            assert web.connections == 0
+    finally:
+        echo.stop()
+        web.stop()
