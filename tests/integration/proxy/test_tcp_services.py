@@ -231,3 +231,27 @@ async def test_a_woken_machine_with_an_http_service_too_gets_the_connection_on_i
     finally:
         echo.stop()
         web.stop()
+
+
+async def test_an_open_tcp_connection_is_load_on_its_machine_so_autostop_spares_it(
+        tmp_path: Path) -> None:
+    echo, web = Echo(), Echo()
+    public = free_tcp_port()
+    row = tcp_doc("m1", await echo.start(), public)
+    row["config"]["services"].insert(0, {"protocol": "tcp", "internal_port": await web.start(),
+                                         "ports": [{"port": 80, "handlers": ["http"]}]})
+    table, tcp = RoutingTable(), TcpTable()
+    table.put_machine("m1", row)
+    tcp.put("m1", listeners_of(row))
+    try:
+        async with edge(table, tmp_path, tcp=tcp) as e:
+            reader, writer = await asyncio.open_connection("127.0.0.1", public)
+            writer.write(b"held\n")
+            assert await reader.readline() == b"held\n"
+            await e.dataplane.observe()
+            assert e.dataplane.load.outstanding.get("m1") == 1
+            assert "m1" not in e.dataplane.load.idle_since
+            writer.close()
+    finally:
+        echo.stop()
+        web.stop()

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from bodega.proxy.balance import usable
@@ -236,6 +237,10 @@ class HaproxyDataPlane:
                 if spec is not None and key in by_server:
                     servers[key] = (app, spec.machine_id)
                     machines[spec.machine_id] = by_server[key]
+        if self.tcp is not None:  # a machine's TCP connections are load too (autostop)
+            for (name, server), machine_id in self.tcp.servers().items():
+                if (row := by_server.get((name, server))) is not None:
+                    machines[machine_id] = _merged(machines.get(machine_id), row)
         self.load.observe(machines)
         apps = {backend_name(index): app for app, index in self.layout.apps.items()}
         self.collector.update(rows, servers, apps, self.process.reloads)
@@ -260,3 +265,11 @@ class HaproxyDataPlane:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.process.stop()
+
+
+def _merged(one: StatRow | None, other: StatRow) -> StatRow:
+    """A machine's counters over its HTTP and TCP servers together."""
+    if one is None:
+        return other
+    return replace(one, current=one.current + other.current, total=one.total + other.total,
+                   queued=one.queued + other.queued)

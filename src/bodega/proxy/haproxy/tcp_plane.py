@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import logging
 
-from bodega.proxy.haproxy.layout import wanted_servers
-from bodega.proxy.haproxy.tcp_layout import TCP_EMPTY, TcpLayout, TcpPlan, render_tcp, tcp_plan
+from bodega.proxy.haproxy.layout import server_name, wanted_servers
+from bodega.proxy.haproxy.tcp_layout import (
+    TCP_EMPTY,
+    TcpLayout,
+    TcpPlan,
+    render_tcp,
+    tcp_backend,
+    tcp_plan,
+)
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.tcp_activator import TcpActivator
 from bodega.proxy.tcp_routes import TcpTable
@@ -45,6 +52,12 @@ class TcpPlane:
                 f"{p} ({spec.app})" for p, spec in plan.layout.listeners.items()) or "none")
         await self.activator.ensure(set(plan.layout.listeners))
         self.layout = plan.layout
+
+    def servers(self) -> dict[tuple[str, str], str]:
+        """(backend, server) -> the machine in that slot, for HAProxy's counters."""
+        return {(tcp_backend(port), server_name(i)): spec.machine_id
+                for port, slots in self.layout.slots.items()
+                for i, spec in enumerate(slots) if spec is not None}
 
     def render(self, crt_list: str | None) -> list[str]:
         return render_tcp(self.layout, self.bind_host, crt_list, self.activator.ports())
