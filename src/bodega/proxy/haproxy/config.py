@@ -1,6 +1,8 @@
 """HAProxy's configuration, rendered from a layout. Pure functions.
 
-    frontend public ─ Host ─▶ hosts.map ─▶ backend pool_<n> (the app's: leastconn over slots)
+    frontend public (HTTP, and TLS by SNI from certs.list when it has a TLS port)
+      Host ─▶ aliases.map (a certificate's hostname ─▶ <app>.<domain>) ─▶ https.map
+      (force_https: 301) ─▶ hosts.map ─▶ backend pool_<n> (the app's: leastconn over slots)
                           │ no such host       │ every slot empty or down
                           ▼                    ▼
                      backend activator ◀── server activator (backup)
@@ -12,9 +14,10 @@ onto HAProxy's own features: ``hard_limit`` is a server's ``maxconn`` (the
 rest queue in the backend, ``timeout queue``); the nearest region is a higher
 weight; a failed connection is retried on another machine (``retry-on
 conn-failure`` with ``option redispatch``: nothing was sent, so any method
-is safe to retry); X-Forwarded-For/Proto and a request id
-(``fly-request-id``/``x-request-id``, kept when the client sent one) are set
-on every request. WebSocket upgrades and streamed bodies pass as they are.
+is safe to retry); X-Forwarded-For/Proto/Port, Fly-Client-IP, Fly-Region and
+a request id (``fly-request-id``/``x-request-id``, kept when the client sent
+one) are set on every request. WebSocket upgrades and streamed bodies pass as
+they are. TCP services have sections of their own (``tcp_layout.py``).
 """
 
 from __future__ import annotations

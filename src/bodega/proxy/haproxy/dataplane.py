@@ -4,6 +4,10 @@
                                                     └▶ render + seamless reload (new shape)
     every STATS_INTERVAL ─▶ show stat ─▶ StatsLoad (autostop), metrics, wake if over soft limit
 
+The edge rides along: certificates and the alias and force_https maps
+(``edge.py``) and TCP listeners (``tcp_plane.py``) change through the same
+runtime API, a new TCP listener by a reload.
+
 The decisions are the pure functions of ``layout`` and ``config``; this
 module only does their I/O. A command HAProxy refuses, or an HAProxy that
 died, leads to a full render: the config always carries the whole layout.
