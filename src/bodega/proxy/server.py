@@ -35,6 +35,15 @@ from bodega.proxy.http1 import (
 )
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
+from bodega.proxy.replay import (
+    INSTRUCTION,
+    SOURCE,
+    ReplayTo,
+    candidates,
+    parse_replay,
+    source_header,
+    source_of,
+)
 from bodega.proxy.request_ids import RequestIds
 from bodega.proxy.routes import Backend, RoutingTable
 from bodega.proxy.upstream import ConnectFailed, Upstreams
@@ -118,7 +127,11 @@ class ProxyServer:
             (b"x-forwarded-proto", b"http"), (b"x-request-id", request_id.encode()),
             (b"fly-request-id", request_id.encode()),
         ]
-        extra_names = {k for k, _ in extra}
+        only = None
+        if self.config.behind_data_plane and (instruction := head.get(INSTRUCTION)):
+            app, only, src = self._replay(app, parse_replay(instruction.decode("latin-1")))
+            extra.append((SOURCE, src))
+        extra_names = {k for k, _ in extra} | {INSTRUCTION}
         head.headers = [(k, v) for k, v in head.headers if k.lower() not in extra_names]
         forced = head.get(FORCE_INSTANCE)
         tried: set[str] = set()
@@ -126,7 +139,7 @@ class ProxyServer:
         reason = "no machine can serve"
         try:
             for _ in range(MAX_TRIES):
-                backend, reason = await self._pick(app, frozenset(tried), forced)
+                backend, reason = await self._pick(app, frozenset(tried), forced, only)
                 if backend is None:
                     break
                 tried.add(backend.machine_id)
@@ -158,8 +171,24 @@ class ProxyServer:
         finally:
             self.metrics.observe(app, code, time.perf_counter() - began)
 
-    async def _pick(self, app: str, tried: frozenset[str],
-                    forced: bytes | None) -> tuple[Backend | None, str]:
+    def _replay(self, app: str, replay: ReplayTo) -> tuple[str, list[Backend], bytes]:
+        """A request HAProxy hands over for fly-replay: the target app, the machines it may
+        go to, and the ``fly-replay-src`` header they get."""
+        source = source_of(replay, self.table.backends(app))
+        target = replay.app or app
+        pool = candidates(replay, self.table.backends(target), source)
+        log.info("%s: fly-replay (%s) from %s to %d candidate(s) in %s", app, replay,
+                 source.machine_id if source else "?", len(pool), target)
+        return target, pool, source_header(replay, source)
+
+    async def _pick(self, app: str, tried: frozenset[str], forced: bytes | None,
+                    only: list[Backend] | None = None) -> tuple[Backend | None, str]:
+        if only is not None:  # a replay: one of these, running, or none
+            choice = choose(only, self.load.outstanding, self.config.region,
+                            self.table.worker_alive, self.rng, tried)
+            if choice.backend is None:
+                return None, f"no machine the fly-replay names can serve ({choice.reason})"
+            return choice.backend, ""
         backends = self.table.backends(app)
         if forced is not None:
             wanted = forced.decode("latin-1")

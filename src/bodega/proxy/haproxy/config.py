@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bodega.proxy.haproxy.layout import Layout, backend_name, host_key, server_name
+from bodega.proxy.haproxy.replay_action import MAX_BODY
 
 ACTIVATOR = "activator"
 
@@ -58,6 +59,10 @@ class HaproxySettings:
         return self.hosts_map.with_name("https.map")
 
     @property
+    def replay_lua(self) -> Path:
+        return self.hosts_map.with_name("replay.lua")
+
+    @property
     def crt_list(self) -> Path:
         return self.hosts_map.with_name("certs.list")
 
@@ -76,6 +81,7 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         *([f"    maxconn {s.maxconn}"] if s.maxconn else []),
         f"    nbthread {s.threads}",
         f"    hard-stop-after {s.hard_stop_after}",
+        f"    lua-load {s.replay_lua}",
         "",
         "defaults",
         "    mode http",
@@ -99,6 +105,8 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         *_tls_bind(s),
         "    unique-id-format %{+X}o%Ts%rt%pid",
         "    option forwardfor",
+        "    option http-buffer-request",  # a body that fits is kept for a fly-replay
+        "    http-request del-header x-bodega-replay",  # only HAProxy's Lua action sends it
         # The site a request is for: its Host, or the app a certificate's hostname belongs to.
         "    http-request set-var(txn.site) req.hdr(host),field(1,:),lower",
         f"    http-request set-var(txn.site) var(txn.site),map({s.aliases_map}) "
@@ -116,6 +124,7 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "    http-request set-header x-forwarded-port %[dst_port]",
         "    http-request set-header fly-client-ip %[src]",
         *([f"    http-request set-header fly-region {s.region}"] if s.region else []),
+        *_replay(),
         "    http-response set-header fly-request-id %[var(txn.rid)]",
         "    http-response set-header x-request-id %[var(txn.rid)]",
         # One machine asked for by id: bodega's proxy picks it (HAProxy 2.6 cannot by header).
@@ -146,6 +155,18 @@ def render_hosts(layout: Layout, base_domain: str) -> str:
     """The Host -> backend map: ``<app>.<base-domain>`` for each app with a backend."""
     return "".join(f"{host_key(app, base_domain)} {backend_name(index)}\n"
                    for app, index in sorted(layout.apps.items()))
+
+
+def _replay() -> list[str]:
+    """The request kept aside (as sent on, so last) for a fly-replay, and the action that
+    replays it when a machine asks (``replay_action.py``)."""
+    return ["    http-request set-var(txn.replay_method) method",
+            "    http-request set-var(txn.replay_uri) pathq",
+            "    http-request set-var(txn.replay_hdrs) req.hdrs",
+            "    http-request set-var(txn.replay_size) req.body_size",
+            f"    http-request set-var(txn.replay_body) req.body "
+            f"if {{ req.body_size -m int le {MAX_BODY} }}",
+            "    http-response lua.fly_replay if { res.hdr(fly-replay) -m found }"]
 
 
 def _tls_bind(s: HaproxySettings) -> list[str]:

@@ -46,6 +46,7 @@ from bodega.proxy.haproxy.layout import (
     wanted_servers,
 )
 from bodega.proxy.haproxy.observed import HaproxyCollector, StatsLoad
+from bodega.proxy.haproxy.replay_action import render_lua
 from bodega.proxy.haproxy.runtime import RuntimeApi, RuntimeUnavailable, StatRow
 from bodega.proxy.haproxy.supervisor import HaproxyFailed, HaproxyProcess
 from bodega.proxy.haproxy.tcp_plane import TcpPlane
@@ -119,6 +120,7 @@ class HaproxyDataPlane:
         crt_list = str(s.crt_list) if s.default_cert is not None else None
         tcp = self.tcp.render(crt_list) if self.tcp is not None else []
         files = [(s.hosts_map, render_hosts(self.layout, s.base_domain)),
+                 (s.replay_lua, render_lua(f"{s.activator_host}:{s.activator_port}")),
                  *((Path(path), render_map(entries)) for path, entries in maps.items())]
         if s.default_cert is not None:
             certs = str(s.certs_dir)
