@@ -111,3 +111,24 @@ async def test_a_replay_to_a_region_with_no_machine_is_a_clear_503(tmp_path: Pat
             assert "no machine the fly-replay names can serve" in body
     finally:
         ams.stop()
+
+
+async def test_a_body_too_big_to_keep_is_not_replayed_and_the_machine_answers(
+        tmp_path: Path) -> None:
+    ams = Replaying("ams-1", "region=syd")
+    syd = Replaying("syd-1", "region=ams")
+    table = RoutingTable()
+    table.put_machine("ams-1", doc("ams-1", await ams.start(), "ams"))
+    table.put_machine("syd-1", doc("syd-1", await syd.start(), "syd"))
+    try:
+        async with edge(table, tmp_path) as e:
+            code, out, err = await curl("-D", "-", "-d", "x" * 40000,
+                                        f"http://web.localhost:{e.http_port}/big")
+            assert code == 0, err
+            first = ams if ams.seen else syd
+            assert out.endswith(f"{first.name} POST /big 40000")
+            assert f"fly-replay: {first.replay}" in out
+            assert len(ams.seen) + len(syd.seen) == 1
+    finally:
+        ams.stop()
+        syd.stop()

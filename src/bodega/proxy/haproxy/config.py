@@ -163,9 +163,10 @@ def _replay() -> list[str]:
     return ["    http-request set-var(txn.replay_method) method",
             "    http-request set-var(txn.replay_uri) pathq",
             "    http-request set-var(txn.replay_hdrs) req.hdrs",
-            "    http-request set-var(txn.replay_size) req.body_size",
+            "    http-request set-var(txn.replay_size) req.body_size "
+            "if { req.body_size -m int gt 0 }",
             f"    http-request set-var(txn.replay_body) req.body "
-            f"if {{ req.body_size -m int le {MAX_BODY} }}",
+            f"if {{ req.body_size -m int gt 0 }} {{ req.body_size -m int le {MAX_BODY} }}",
             "    http-response lua.fly_replay if { res.hdr(fly-replay) -m found }"]
 
 
