@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from bodega.model.ids import new_ulid
-from bodega.proxy.balance import choose
+from bodega.proxy.balance import choose, usable
 from bodega.proxy.exchange import UpstreamFailed, exchange
 from bodega.proxy.http1 import (
     BadMessage,
@@ -54,6 +54,7 @@ log = logging.getLogger("bodega.proxy")
 MAX_TRIES = 3
 CLIENT_IDLE = 60.0
 FORCE_INSTANCE = b"fly-force-instance-id"
+PREFER_REGION = b"fly-prefer-region"
 
 
 @dataclass(frozen=True)
@@ -134,12 +135,14 @@ class ProxyServer:
         extra_names = {k for k, _ in extra} | {INSTRUCTION}
         head.headers = [(k, v) for k, v in head.headers if k.lower() not in extra_names]
         forced = head.get(FORCE_INSTANCE)
+        # Fly-Prefer-Region: that region's machines first, the nearest ones when it has none.
+        region = (head.get(PREFER_REGION) or b"").decode("latin-1") or self.config.region
         tried: set[str] = set()
         code = 503
         reason = "no machine can serve"
         try:
             for _ in range(MAX_TRIES):
-                backend, reason = await self._pick(app, frozenset(tried), forced, only)
+                backend, reason = await self._pick(app, frozenset(tried), forced, only, region)
                 if backend is None:
                     break
                 tried.add(backend.machine_id)
@@ -182,9 +185,9 @@ class ProxyServer:
         return target, pool, source_header(replay, source)
 
     async def _pick(self, app: str, tried: frozenset[str], forced: bytes | None,
-                    only: list[Backend] | None = None) -> tuple[Backend | None, str]:
+                    only: list[Backend] | None, region: str) -> tuple[Backend | None, str]:
         if only is not None:  # a replay: one of these, running, or none
-            choice = choose(only, self.load.outstanding, self.config.region,
+            choice = choose(only, self.load.outstanding, region,
                             self.table.worker_alive, self.rng, tried)
             if choice.backend is None:
                 return None, f"no machine the fly-replay names can serve ({choice.reason})"
@@ -195,8 +198,11 @@ class ProxyServer:
             backends = [b for b in backends if b.machine_id == wanted]
             if not backends:
                 return None, f"no machine {wanted} in {app}"
-        choice = choose(backends, self.load.outstanding, self.config.region,
-                        self.table.worker_alive, self.rng, tried)
+        if not any(b.region == region and usable(b, self.table.worker_alive)
+                   for b in backends):
+            region = self.config.region  # none where preferred: the nearest, as always
+        choice = choose(backends, self.load.outstanding, region, self.table.worker_alive,
+                        self.rng, tried)
         if choice.backend is not None and not choice.over_soft:
             return choice.backend, ""
         if forced is None and any(b.autostart for b in backends):

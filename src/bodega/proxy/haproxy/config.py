@@ -127,8 +127,10 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         *_replay(),
         "    http-response set-header fly-request-id %[var(txn.rid)]",
         "    http-response set-header x-request-id %[var(txn.rid)]",
-        # One machine asked for by id: bodega's proxy picks it (HAProxy 2.6 cannot by header).
+        # One machine asked for by id, or a region: bodega's proxy picks (HAProxy 2.6 cannot
+        # choose a server by a header).
         f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-force-instance-id) -m found }}",
+        f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-prefer-region) -m found }}",
         f"    use_backend %[var(txn.site),map({s.hosts_map})]",
         f"    default_backend {ACTIVATOR}",
         "",
