@@ -97,3 +97,15 @@ def test_tls_and_http_handlers_render_an_https_frontend_and_tls_needs_certificat
     assert "mode http" in text
     assert "http-request set-header x-forwarded-proto https" in text
     assert render_tcp(layout, "0.0.0.0", None, {8443: 1}) == []
+
+
+def test_h2_backend_speaks_http2_to_the_machines_of_an_http_port() -> None:
+    row = doc("m1", "grpc", [{"port": 50051, "handlers": ["http"],
+                              "http_options": {"h2_backend": True}}])
+    (listener, _), = listeners_of(row)
+    assert listener.h2_backend
+    assert listener.http
+    layout = tcp_plan(TCP_EMPTY, {50051: listener}, {50051: [spec("m1")]}).layout
+    text = "\n".join(render_tcp(layout, "127.0.0.1", None, {50051: 7}))
+    assert "    server s0 10.0.0.1:5000 weight 100 proto h2" in text
+    assert "    server activator 127.0.0.1:7 backup send-proxy-v2" in text
