@@ -36,7 +36,7 @@ from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
 from bodega.proxy.sites import SiteStore
 from bodega.proxy.tcp_activator import TcpActivator
-from bodega.proxy.tcp_routes import TcpTable, listeners_of
+from bodega.proxy.tcp_routes import AllServices, TcpTable, listeners_of
 from bodega.proxy.upstream import Upstreams
 from bodega.proxy.wake import Waker
 from bodega.registry import RegistryConfig, RegistryNode
@@ -175,8 +175,8 @@ class Proxy:
                                                        reuse_address=True)
             log.info("data plane: python (%s): every request goes through this process",
                      self.plane.why)
-        autostop = Autostop(self.table, load, self.client, self.metrics, config.region,
-                            config.autostop_interval, config.autostop_idle)
+        autostop = Autostop(AllServices(self.table, self.tcp), load, self.client, self.metrics,
+                            config.region, config.autostop_interval, config.autostop_idle)
         self._tasks.append(asyncio.create_task(autostop.run()))
         log.info("proxy %s (%s) serving *.%s on %s%s, admin on %s", config.name,
                  config.region, config.base_domain, self.url,

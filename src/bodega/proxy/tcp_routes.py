@@ -19,10 +19,10 @@ UDP services are not carried. Pure: rows in, listeners and backends out.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from bodega.proxy.routes import Backend
+from bodega.proxy.routes import Backend, RoutingTable
 
 HTTP_PORTS = frozenset({80, 443})  # the proxy's own HTTP and TLS listeners
 
@@ -119,6 +119,46 @@ class TcpTable:
                        for spec, backend in entries
                        if spec.port == port and spec.app == listener.app),
                       key=lambda b: b.machine_id)
+
+
+    def apps(self) -> set[str]:
+        return {listener.app for entries in self._by_machine.values()
+                for listener, _ in entries}
+
+    def machines(self, app: str) -> list[Backend]:
+        """Each machine of ``app`` with a TCP service, once (as its first service's)."""
+        return [entries[0][1] for entries in self._by_machine.values()
+                if entries[0][0].app == app]
+
+    def mark_rested(self, machine_id: str, state: str) -> None:
+        """The proxy stopped or suspended it: out of its listeners' slots at once."""
+        entries = self._by_machine.get(machine_id)
+        if entries:
+            self.put(machine_id, [(spec, replace(b, state=state)) for spec, b in entries])
+
+
+class AllServices:
+    """An app's machines with an HTTP service or TCP ones: what autostop looks over, so a
+    machine serving only TCP sleeps when idle as an HTTP one does."""
+
+    def __init__(self, http: RoutingTable, tcp: TcpTable) -> None:
+        self.http = http
+        self.tcp = tcp
+
+    def apps(self) -> list[str]:
+        return sorted(set(self.http.apps()) | self.tcp.apps())
+
+    def backends(self, app: str) -> list[Backend]:
+        found = {b.machine_id: b for b in self.tcp.machines(app)}
+        found.update((b.machine_id, b) for b in self.http.backends(app))
+        return [found[m] for m in sorted(found)]
+
+    def worker_alive(self, name: str) -> bool:
+        return self.http.worker_alive(name)
+
+    def mark_rested(self, machine_id: str, state: str) -> None:
+        self.http.mark_rested(machine_id, state)
+        self.tcp.mark_rested(machine_id, state)
 
 
 def _newest_first(created_at: str) -> str:

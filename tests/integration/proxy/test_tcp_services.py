@@ -17,9 +17,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from bodega.proxy.autostop import Autostop
+from bodega.proxy.haproxy.observed import CombinedLoad
+from bodega.proxy.load import Load
+from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.proxy_protocol import V2_HEADER, parse_v2, v2_length
 from bodega.proxy.routes import RoutingTable
-from bodega.proxy.tcp_routes import TcpTable, listeners_of
+from bodega.proxy.tcp_routes import AllServices, TcpTable, listeners_of
 from bodega.runtime.serve import serve
 from bodega.wire.worker_client import WorkerClient
 
@@ -255,3 +259,48 @@ async def test_an_open_tcp_connection_is_load_on_its_machine_so_autostop_spares_
     finally:
         echo.stop()
         web.stop()
+
+
+async def test_an_idle_tcp_only_machine_is_stopped_and_a_connection_starts_it_again(
+        tmp_path: Path) -> None:
+    echo = Echo()
+    public = free_tcp_port()
+    row = tcp_doc("m1", await echo.start(), public)
+    row["config"]["services"][0]["autostop"] = "stop"
+    table, tcp = RoutingTable(), TcpTable()
+    tcp.put("m1", listeners_of(row))
+    calls: list[str] = []
+
+    async def record(request: Request) -> JSONResponse:
+        calls.append(f"{request.url.path.rsplit('/', 1)[1]} {request.path_params['id']}")
+        return JSONResponse({"ok": True, "previous_state": "stopped"})
+
+    served = await serve(Starlette(routes=[
+        Route("/v1/machines/{id}/start", record, methods=["POST"]),
+        Route("/v1/machines/{id}/stop", record, methods=["POST"])]), "127.0.0.1", 0)
+    worker = WorkerClient(served.url)
+    try:
+        async with edge(table, tmp_path, tcp=tcp, worker=lambda _w: worker) as e:
+            autostop = Autostop(AllServices(table, tcp),
+                                CombinedLoad(Load(), e.dataplane.load),
+                                lambda _w: worker, ProxyMetrics(), "ams", 3600, idle_for=0)
+            reader, writer = await asyncio.open_connection("127.0.0.1", public)
+            writer.write(b"busy\n")
+            assert await reader.readline() == b"busy\n"
+            await e.dataplane.observe()
+            assert await autostop.tick() == []  # a connection is open: not idle
+            writer.close()
+            for _ in range(100):  # until HAProxy has seen the connection end
+                await e.dataplane.observe()
+                if not e.dataplane.load.outstanding.get("m1"):
+                    break
+                await asyncio.sleep(0.05)
+            assert [b.machine_id for b in await autostop.tick()] == ["m1"]
+            assert calls == ["stop m1"]
+            await e.synced()
+            assert (await round_trip(public, b"wake"))[0] == b"wake"
+            assert calls == ["stop m1", "start m1"]
+    finally:
+        await worker.aclose()
+        await served.stop()
+        echo.stop()
