@@ -54,7 +54,7 @@ if [ "$mounts" != - ]; then
     if [ "$user" != - ] && [ "$(stat -c %u:%g "${m%%=*}")" != "$user" ]; then
       chown -R "$user" "${m%%=*}" || fail
     fi
-    mkdir -p "${m#*=}" && mount --bind "${m%%=*}" "${m#*=}" || fail
+    { [ -e "${m#*=}" ] || mkdir -p "${m#*=}"; } && mount --bind "${m%%=*}" "${m#*=}" || fail
   done
 fi
 if [ "$home" != - ]; then
