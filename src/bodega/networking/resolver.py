@@ -17,6 +17,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from dnslib import AAAA, QTYPE, RCODE, RR, TXT, DNSRecord
 
@@ -113,8 +114,7 @@ class _Protocol(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self.transport = transport
+        self.transport = cast(asyncio.DatagramTransport, transport)  # uvloop's is no subclass
 
     def datagram_received(self, data: bytes, addr: tuple[str | int, ...]) -> None:
         source = str(addr[0])

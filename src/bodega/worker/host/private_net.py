@@ -117,8 +117,8 @@ class PrivateNetwork:
         address = self.layout.machine(self.host, field, index)
         gateway = self.layout.gateway(self.host)
         batch = (f"addr replace {address}/128 dev eth0 nodad\n"
-                 f"-6 route replace {gateway} dev eth0\n"
-                 f"-6 route replace default via {gateway} dev eth0\n")
+                 f"route replace {gateway} dev eth0\n"
+                 f"route replace ::/0 via {gateway} dev eth0\n")
         await run("ip", "-n", netns, "-batch", "-", stdin=batch.encode())
         return str(address)
 
