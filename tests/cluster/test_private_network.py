@@ -141,8 +141,8 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
                 key2 = await public_key(tmp_path / "w2")
                 assert key2 in await p.wg_peers(3, wg[3])
                 await w2.kill9()
-                for index in (1, 3):
-                    await until(lambda i=index: _unpeered(p, i, wg[i], key2), timeout=60)
+                await until(lambda: _unpeered(p, 1, wg[1], key2), timeout=60)
+                await until(lambda: _unpeered(p, 3, wg[3], key2), timeout=60)
         finally:
             for d in reversed(daemons):
                 await d.stop()
