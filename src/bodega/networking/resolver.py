@@ -28,6 +28,7 @@ from bodega.networking.sixpn import Layout
 log = logging.getLogger("bodega.networking.resolver")
 
 FRESH = 0.2  # seconds a directory snapshot is reused
+CACHE_LIMIT = 10_000  # replies kept per snapshot (a query repeats the same bytes but its id)
 TTL = 5  # seconds: short, so a machine that stops drops out of caches quickly
 UPSTREAM_TIMEOUT = 2.0
 
@@ -47,22 +48,38 @@ class Resolver:
     snapshot: Callable[[], Directory]  # reads the registry view
     upstreams: list[str] = field(default_factory=list)
     stats: ResolverStats = field(default_factory=ResolverStats)
+    clock: Callable[[], float] = time.monotonic
     _directory: Directory | None = None
     _taken_at: float = 0.0
+    # Per snapshot: replies by (source, query without its id); kept while the view is the same.
+    _replies: dict[tuple[str, bytes], bytes] = field(default_factory=dict)
 
     def directory(self) -> Directory:
-        now = time.monotonic()
+        now = self.clock()
         if self._directory is None or now - self._taken_at > FRESH:
-            self._directory, self._taken_at = self.snapshot(), now
+            fresh = self.snapshot()
+            if fresh != self._directory or len(self._replies) > CACHE_LIMIT:
+                self._replies.clear()
+            self._directory, self._taken_at = fresh, now
         return self._directory
 
     def reply(self, data: bytes, source: str) -> bytes | None:
         """The reply to one query, or None when it must be recursed (or is not DNS)."""
+        directory = self.directory()
+        known = self._replies.get((source, data[2:]))
+        if known is not None:
+            self.stats.answered += 1
+            return data[:2] + known
+        out = self._decide(data, source, directory)
+        if out:
+            self._replies[(source, data[2:])] = out[2:]
+        return out
+
+    def _decide(self, data: bytes, source: str, directory: Directory) -> bytes | None:
         try:
             request = DNSRecord.parse(data)
         except Exception:
             return b""  # not DNS: ignored
-        directory = self.directory()
         network = asker_network(source, directory, self.layout)
         reply = request.reply()
         if network is None:

@@ -52,3 +52,23 @@ def test_other_names_are_left_to_recursion_and_garbage_is_dropped() -> None:
     assert resolver().reply(b"\x00\x01garbage", WEB_IP) == b""
     assert host_upstreams("# x\nnameserver 10.0.0.53\nnameserver ::1\nsearch a\n") == [
         "10.0.0.53", "::1"]
+
+
+def test_a_repeated_query_is_answered_from_the_cache_until_the_view_changes() -> None:
+    now, current = [0.0], [DIRECTORY]
+    cached = Resolver(LAYOUT, "ams", lambda: current[0], clock=lambda: now[0])
+    query = DNSRecord.question("web.internal", "AAAA")
+    first = cached.reply(bytes(query.pack()), WEB_IP)
+    query.header.id = (query.header.id + 1) % 65536
+    second = cached.reply(bytes(query.pack()), WEB_IP)
+    assert first is not None
+    assert second is not None
+    assert DNSRecord.parse(second).header.id == query.header.id  # the asker's id, not the first's
+    assert [str(rr.rdata) for rr in DNSRecord.parse(second).rr] == [WEB_IP]
+    moved = str(LAYOUT.machine(6, WEB, 7))
+    current[0] = Directory(machines=(Machine("m1", "web", "ams", moved),),
+                           networks={"web": "personal/default"})
+    now[0] = 1.0  # past the snapshot's freshness: the view is read again, and differs
+    third = cached.reply(bytes(query.pack()), WEB_IP)
+    assert third is not None
+    assert [str(rr.rdata) for rr in DNSRecord.parse(third).rr] == [moved]
