@@ -59,9 +59,15 @@ S(("::", 8080), H).serve_forever()
 """
 
 
-def machine_config() -> dict[str, object]:
-    return {"image": "local/probe", "init": {"exec": [sys.executable, "-c", PROBE]},
-            "guest": {"cpus": 1, "memory_mb": 128}}
+def machine_config(served: bool = False) -> dict[str, object]:
+    """The probe; ``served``: behind the proxy on port 80, started and stopped by it."""
+    config: dict[str, object] = {
+        "image": "local/probe", "init": {"exec": [sys.executable, "-c", PROBE]},
+        "guest": {"cpus": 1, "memory_mb": 128}}
+    if served:
+        config["services"] = [{"protocol": "tcp", "internal_port": 8080, "autostart": True,
+                               "ports": [{"port": 80, "handlers": ["http"]}]}]
+    return config
 
 
 def new_cluster_id() -> str:
@@ -77,7 +83,7 @@ class PrivateHosts:
     def subnet(self, index: int) -> str:
         return f"10.{self.hosts.octet}.{100 + index}.0/24"
 
-    def worker(self, index: int, name: str, region: str) -> Daemon:
+    def worker(self, index: int, name: str, region: str, *extra: str) -> Daemon:
         addr = self.hosts.address(index)
         ready = self.tmp / f"{name}.json"
         argv = self.hosts.exec(
@@ -88,10 +94,25 @@ class PrivateHosts:
             "--driver", "process", "--network", "netns", "--private-network",
             "--cluster-id", self.cluster_id, "--machine-subnet", self.subnet(index),
             "--cpus", "4", "--memory-mb", "2048", "--disk-gb", "1", "--stop-machines-on-exit",
-            "--log-level", "info")
+            "--log-level", "info", *extra)
         return Daemon(argv=argv, ready_file=ready, log_file=self.tmp / f"{name}.log",
                       env={"BODEGA_API_TOKEN": TOKEN},
                       identity=Identity(self.tmp / name / "tls", "worker", name, (addr,)))
+
+    def proxy(self, index: int, name: str = "proxy") -> Daemon:
+        """A proxy on host ``index``: public port 8080, gossip on 7947 (a broker may share
+        the host)."""
+        addr = self.hosts.address(index)
+        ready = self.tmp / f"{name}.json"
+        argv = self.hosts.exec(
+            index, sys.executable, "-m", "bodega", "proxy", "--name", name, "--region", "ams",
+            "--data-dir", str(self.tmp / name), "--ready-file", str(ready),
+            "--listen", f"{addr}:8080", "--admin-listen", f"{addr}:8081",
+            "--gossip-listen", f"{addr}:{GOSSIP + 1}",
+            "--join", f"{self.hosts.address(1)}:{GOSSIP}", "--log-level", "info")
+        return Daemon(argv=argv, ready_file=ready, log_file=self.tmp / f"{name}.log",
+                      env={"BODEGA_API_TOKEN": TOKEN},
+                      identity=Identity(self.tmp / name / "tls", "proxy", name, (addr,)))
 
     def broker(self, index: int, name: str = "b") -> Daemon:
         addr = self.hosts.address(index)

@@ -14,7 +14,7 @@ from bodega.networking.names import Directory, Machine
 from bodega.networking.sixpn import Layout, network_field, network_key
 
 STARTED = "started"
-FLYCAST_KIND = "flycast"
+FLYCAST_TYPE = "private_v6"  # an ip_assignments row in the cluster's /48: a Flycast address
 
 
 def app_network(doc: Mapping[str, Any]) -> str:
@@ -36,7 +36,7 @@ def directory(machines: Iterable[Mapping[str, Any]], apps: Iterable[Mapping[str,
                              group=str(group) if group else None))
     flycast: dict[str, list[str]] = {}
     for doc in assignments:
-        if doc.get("kind") == FLYCAST_KIND and layout.fields(str(doc.get("ip", ""))):
+        if doc.get("type") == FLYCAST_TYPE and layout.fields(str(doc.get("ip", ""))):
             flycast.setdefault(str(doc["app"]), []).append(str(doc["ip"]))
     return Directory(
         machines=tuple(found),

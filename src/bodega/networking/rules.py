@@ -57,7 +57,7 @@ def ruleset(fence: Fence, networks: Collection[int]) -> str:
         f'"{fence.bridge}", "{fence.overlay}"'
     resolver = fence.layout.resolver()
     flycast = "".join(
-        f'    iifname "{fence.bridge}" ip6 daddr {prefix} tcp dport {port} accept\n'
+        f'    iifname "{fence.bridge}" ip6 daddr {fence.layout.served()} tcp dport {port} accept\n'
         for port in fence.flycast_ports)
     return (
         f"table inet {fence.table} {{}}\ndelete table inet {fence.table}\n"

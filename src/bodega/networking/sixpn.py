@@ -14,7 +14,8 @@ Inside it, three fields::
 - the **network** field is a 16-bit hash of ``<org>/<network name>``: every host
   computes it alone, and isolation matches on it (``network_mask``). Zero is never
   a network: host 0 and network 0 hold the addresses the host itself serves
-  (the resolver at ``::3``, as ``fdaa::3`` on Fly);
+  (the resolver at ``::3``, as ``fdaa::3`` on Fly; Flycast addresses, host 0 with
+  the app's network: ``Layout.flycast``);
 - the **machine** field is the machine's address index on its host, so a machine
   keeps its address across restarts there.
 
@@ -106,6 +107,17 @@ class Layout:
             raise ValueError("host and network 0 are the hosts' own addresses")
         return ipaddress.IPv6Address(
             self._base() | host << HOST_SHIFT | network << NETWORK_SHIFT | index)
+
+    def flycast(self, network: int, app: str) -> ipaddress.IPv6Address:
+        """An app's Flycast address: host 0 (every host serves it), the app's network, and
+        32 bits of the app's name: the same wherever it is computed."""
+        _check(network, NETWORK_BITS, "network")
+        tag = int.from_bytes(hashlib.sha256(app.encode()).digest()[:4], "big") or 1
+        return ipaddress.IPv6Address(self._base() | network << NETWORK_SHIFT | tag)
+
+    def served(self) -> ipaddress.IPv6Network:
+        """The block of host 0: what every host serves itself (resolver, Flycast)."""
+        return ipaddress.IPv6Network((self._base(), 64))
 
     def network_prefix(self, network: int) -> ipaddress.IPv6Address:
         """The value ``address & network_mask()`` takes for a machine of ``network``."""

@@ -37,6 +37,7 @@ class WorkerConfig:
     # The private network (bodega.networking): 6PN addresses, isolation, resolver, overlay.
     private_network: bool = False
     wireguard_port: int = 51820  # the overlay's UDP port on this host
+    flycast_proxy: tuple[str, int] | None = None  # the proxy Flycast addresses relay to
     machine_user: str | None = "nobody"  # run machines as this user when the worker is root
     log_max_bytes: int = 1 << 20
     reservation_ttl: float = 10.0

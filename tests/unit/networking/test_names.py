@@ -80,8 +80,9 @@ def test_the_directory_keeps_started_machines_with_private_addresses_only() -> N
     ]
     apps = [{"name": "web", "org_slug": "personal"}, {"name": "x", "org_slug": "acme",
                                                        "network": "blue"}]
-    found = directory(machines, apps, [{"app": "web", "ip": address, "kind": "flycast"},
-                                       {"app": "web", "ip": "fdaa::1", "kind": "flycast"}],
+    found = directory(machines, apps, [{"app": "web", "ip": address, "type": "private_v6"},
+                                       {"app": "web", "ip": "fdaa::1", "type": "private_v6"},
+                                       {"app": "web", "ip": address, "type": "v6"}],
                       LAYOUT)
     assert [(m.id, m.group) for m in found.machines] == [("a", "app")]
     assert found.networks == {"web": NET, "x": "acme/blue"}

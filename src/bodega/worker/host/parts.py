@@ -83,4 +83,4 @@ def make_private_network(config: WorkerConfig, network: Network) -> PrivateNetwo
     return PrivateNetwork(
         network=network, cluster_id=config.cluster_id, name=config.name, region=config.region,
         data_dir=config.data_dir, endpoint_host=config.advertise_host or config.host(),
-        wireguard_port=config.wireguard_port)
+        wireguard_port=config.wireguard_port, flycast_proxy=config.flycast_proxy)

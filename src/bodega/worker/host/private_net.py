@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bodega.networking.commands import run
-from bodega.networking.directory import app_network, directory
+from bodega.networking.directory import FLYCAST_TYPE, app_network, directory
+from bodega.networking.flycast import PORT as FLYCAST_PORT
+from bodega.networking.flycast import FlycastRelay
 from bodega.networking.names import Directory
 from bodega.networking.overlay import Overlay, OverlaySpec, interface_name
 from bodega.networking.peers import wanted
@@ -62,7 +64,7 @@ class Member(Protocol):
 class PrivateNetwork:
     def __init__(self, *, network: NetnsNetwork, cluster_id: str, name: str, region: str,
                  data_dir: Path, endpoint_host: str, wireguard_port: int,
-                 flycast_ports: tuple[int, ...] = ()) -> None:
+                 flycast_proxy: tuple[str, int] | None = None) -> None:
         self.network = network
         self.name = name
         self.region = region
@@ -75,7 +77,9 @@ class PrivateNetwork:
             endpoint=f"{endpoint_host}:{wireguard_port}",
             block=str(self.layout.host_block(self.host)), cluster=str(self.layout.prefix)))
         self.fence = Fence(table_name(cluster_id, self.host), self.layout, network.bridge,
-                           network.names.veth_prefix(network.subnet) + "*", wg, flycast_ports)
+                           network.names.veth_prefix(network.subnet) + "*", wg,
+                           (FLYCAST_PORT,) if flycast_proxy else ())
+        self.flycast = FlycastRelay(self.layout, flycast_proxy) if flycast_proxy else None
         self.view: View | None = None
         self.networks: set[int] = set()
         self._fence_lock = asyncio.Lock()
@@ -166,9 +170,25 @@ class PrivateNetwork:
                 if view is not None:
                     statuses = {m.name: str(m.status) for m in view.members()}
                     await self.overlay.sync(wanted(view.rows("workers"), statuses, self.name))
+                    await self._follow_flycast(view)
             except Exception:
                 log.exception("updating the overlay's peers failed")
             await asyncio.sleep(PEER_SYNC)
+
+    async def _follow_flycast(self, view: View) -> None:
+        """Serve every Flycast address of the view on the bridge (their rows come and go)."""
+        if self.flycast is None:
+            return
+        held = set(self.flycast.servers)
+        wanted_ips = {str(doc["ip"]): str(doc["app"]) for doc in view.rows("ip_assignments")
+                      if doc.get("type") == FLYCAST_TYPE and self.layout.fields(str(doc["ip"]))}
+        for ip in sorted(set(wanted_ips) - held):
+            await run("ip", "-6", "addr", "replace", f"{ip}/128", "dev", self.network.bridge,
+                      "nodad")
+        await self.flycast.serve(wanted_ips)
+        for ip in sorted(held - set(wanted_ips)):
+            await run("ip", "-6", "addr", "del", f"{ip}/128", "dev", self.network.bridge,
+                      check=False)
 
     def advertised(self) -> dict[str, dict[str, str]]:
         return {"wireguard": self.overlay.advertised()} if self.overlay.public_key else {}
@@ -181,6 +201,8 @@ class PrivateNetwork:
                 await task
         if self._dns is not None:
             self._dns.close()
+        if self.flycast is not None:
+            self.flycast.close()
         await self.overlay.stop()
         await run("nft", "-f", "-", stdin=removal(self.fence.table).encode(), check=False)
 
