@@ -10,7 +10,10 @@ machine (its network namespace, its mount namespace's resolv.conf, its user).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
 import string
 import sys
 from dataclasses import dataclass
@@ -139,6 +142,14 @@ class PrivateHosts:
     async def fetch(self, index: int, address: str, url: str) -> str:
         """What the machine at ``address`` gets fetching ``url`` from inside."""
         return await self.ask(index, address, f"/fetch?url={quote(url, safe='')}")
+
+    async def reap(self) -> None:
+        """Kill what a host killed with SIGKILL left running in it (its wireguard-go)."""
+        for index in range(1, len(self.hosts.names) + 1):
+            pids = await run("ip", "netns", "pids", self.hosts.namespace(index), check=False)
+            for pid in pids.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
 
     async def wg_dump(self, index: int, interface: str) -> str:
         return await run(*self.hosts.exec(index, "wg", "show", interface, "dump"))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -28,7 +29,11 @@ from .fleet_kit import until
 from .netns_kit import hosts
 from .private_net_kit import TOKEN, PrivateHosts, api, machine_config, new_cluster_id
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+    pytest.mark.skipif(not (shutil.which("wg") and shutil.which("wireguard-go")),
+                       reason="needs wg and wireguard-go (make test installs them)"),
+]
 
 
 async def started(client: httpx.AsyncClient, app: str, region: str, served: bool = False
@@ -95,6 +100,7 @@ async def test_flycast_starts_a_stopped_machine_for_its_network_only(tmp_path: P
         finally:
             for d in reversed(daemons):
                 await d.stop()
+            await p.reap()
 
 
 async def _workers(client: httpx.AsyncClient, count: int) -> bool:

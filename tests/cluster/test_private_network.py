@@ -11,15 +11,16 @@ machine on host 1 (ams) and host 2 (syd). From inside the machines:
 - ``other``'s machine gets nothing from web's, by address or by name, on the
   same host or across, and no machine reaches its host's worker API;
 - a machine that stops drops out of the name on both hosts; one that starts
-  appears;
-- a host killed drops out of every peer list; a host that joins is peered and
-  reached without a restart of the others.
+  appears; one started again has the address it had;
+- a host killed drops out of every peer list, and is peered again when it comes
+  back; a host that joins is peered and reached without a restart of the others.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 from pathlib import Path
 
 import httpx
@@ -33,7 +34,11 @@ from .fleet_kit import until
 from .netns_kit import hosts
 from .private_net_kit import PrivateHosts, api, machine_config, new_cluster_id, public_key
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
+    pytest.mark.skipif(not (shutil.which("wg") and shutil.which("wireguard-go")),
+                       reason="needs wg and wireguard-go (make test installs them)"),
+]
 
 
 async def create(client: httpx.AsyncClient, app: str, region: str) -> dict[str, str]:
@@ -126,6 +131,14 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
                 ip[web3["id"]] = await private_ip(client, "web", web3["id"])
                 await until(lambda: _resolves(p, 1, ip[web1["id"]], "web.internal",
                                               {ip[web1["id"]], ip[web3["id"]]}), timeout=10)
+                await until(lambda: _resolves(p, 2, ip[web3["id"]], "web.internal",
+                                              {ip[web1["id"]], ip[web3["id"]]}), timeout=10)
+                # Started again, a machine has the address it had.
+                assert (await client.post(f"/v1/apps/web/machines/{web2['id']}/start")
+                        ).status_code == 200
+                assert await private_ip(client, "web", web2["id"]) == ip[web2["id"]]
+                await until(lambda: _resolves(p, 1, ip[web1["id"]], "syd.web.internal",
+                                              {ip[web2["id"]], ip[web3["id"]]}), timeout=10)
 
                 # A third host joins: peered by the others, its machines reached, no restart.
                 w3 = await p.worker(3, "w3", "fra").start()
@@ -143,9 +156,16 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
                 await w2.kill9()
                 await until(lambda: _unpeered(p, 1, wg[1], key2), timeout=60)
                 await until(lambda: _unpeered(p, 3, wg[3], key2), timeout=60)
+                # It comes back (re-adopting its machines): peered again, nobody restarted.
+                await w2.start()
+                await until(lambda: _peered(p, 1, wg[1], key2), timeout=60)
+                await until(lambda: _fetches(p, 1, ip[web1["id"]],
+                                             f"http://[{ip[web2['id']]}]:8080/",
+                                             f"{web2['id']} {ip[web2['id']]}"), timeout=30)
         finally:
             for d in reversed(daemons):
                 await d.stop()
+            await p.reap()
 
 
 async def _workers(client: httpx.AsyncClient, count: int) -> bool:

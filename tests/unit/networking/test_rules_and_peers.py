@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from bodega.networking.flycast import rewrite_head
 from bodega.networking.peers import (
     Peer,
     RemovePeer,
@@ -96,3 +97,15 @@ def test_changes_remove_the_gone_add_the_new_and_leave_the_same() -> None:
 def test_transfer_counters_are_read_per_peer() -> None:
     assert transfer(DUMP)["KB="].received == 1000
     assert transfer(DUMP)["KB="].sent == 2000
+
+
+def test_a_flycast_request_head_is_routed_by_the_apps_proxy_name() -> None:
+    head = b"POST /x HTTP/1.1\r\nHOST: web.flycast\r\nContent-Length: 5\r\nAccept: */*"
+    rewritten, length = rewrite_head(head, "web.localhost")
+    assert rewritten == (b"POST /x HTTP/1.1\r\nHost: web.localhost\r\nContent-Length: 5\r\n"
+                         b"Accept: */*")
+    assert length == 5
+    chunked = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked"
+    assert rewrite_head(chunked, "web.localhost") == (
+        b"POST / HTTP/1.1\r\nHost: web.localhost\r\nTransfer-Encoding: chunked", None)
+    assert rewrite_head(b"GET / HTTP/1.1", "web.localhost")[1] == 0
