@@ -21,6 +21,8 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -32,7 +34,14 @@ from tests.integration.daemon_kit import Daemon
 
 from .fleet_kit import until
 from .netns_kit import hosts
-from .private_net_kit import PrivateHosts, api, machine_config, new_cluster_id, public_key
+from .private_net_kit import (
+    TOKEN,
+    PrivateHosts,
+    api,
+    machine_config,
+    new_cluster_id,
+    public_key,
+)
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
@@ -77,9 +86,14 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
                 await until(lambda: _workers(client, 2))
                 assert (await client.post("/v1/apps", json={
                     "app_name": "web", "org_slug": "personal"})).status_code in (200, 201)
-                assert (await client.post("/v1/apps", json={
-                    "app_name": "other", "org_slug": "personal",
-                    "network": "blue"})).status_code in (200, 201)
+                made = _cli(broker, "apps", "create", "other", "--network", "blue")
+                assert (made.returncode, made.stdout.strip()) == (0, "New app created: other")
+                refused = _cli(broker, "apps", "create", "third", "--network", "Blue Net")
+                assert refused.returncode == 1
+                assert refused.stderr.strip().splitlines() == [
+                    "Error: invalid_argument: network 'Blue Net': use lowercase letters, "
+                    "digits and -, as for an app name"]
+                assert (await client.get("/v1/apps/other")).json()["network"] == "blue"
                 web1 = await create(client, "web", "ams")
                 web2 = await create(client, "web", "syd")
                 other1 = await create(client, "other", "ams")
@@ -166,6 +180,12 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
             for d in reversed(daemons):
                 await d.stop()
             await p.reap()
+
+
+def _cli(broker: Daemon, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bodega", *argv, "--api-url", broker.url,
+                           "--token", TOKEN], capture_output=True, text=True, timeout=60,
+                          check=False)
 
 
 async def _workers(client: httpx.AsyncClient, count: int) -> bool:

@@ -6,8 +6,9 @@ stays on its machine bridge), and WireGuard's cryptokey routing sends each
 packet to the peer whose ``AllowedIPs`` (its block) holds the destination.
 
 The kernel's WireGuard is used when ``ip link add ... type wireguard`` works;
-otherwise ``wireguard-go`` runs in userspace as this process's child (told it
-may, with ``WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD``). Its control socket
+otherwise ``wireguard-go`` runs in userspace, detached (told it may, with
+``WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD``): like the interface, it stays
+while the worker is away and its machines run on. Its control socket
 lives in one directory shared by every network namespace, so the interface name
 carries the cluster id and the host field: unique on the machine. ``wg``
 configures both kinds.
@@ -20,7 +21,6 @@ other hosts learn them (``peers.py`` decides, ``sync`` applies).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -55,7 +55,6 @@ class Overlay:
     def __init__(self, spec: OverlaySpec) -> None:
         self.spec = spec
         self.public_key = ""
-        self.userspace: asyncio.subprocess.Process | None = None
 
     @property
     def private_key_path(self) -> Path:
@@ -92,17 +91,24 @@ class Overlay:
         self.public_key = (await run("wg", "pubkey", stdin=path.read_bytes())).strip()
 
     async def _userspace(self) -> None:
+        """Start ``wireguard-go``, which detaches itself: it outlives this process when the
+        worker leaves its machines running, and exits when its interface is deleted."""
         name = self.spec.interface
-        (SOCKET_DIR / f"{name}.sock").unlink(missing_ok=True)
-        self.userspace = await asyncio.create_subprocess_exec(
-            "wireguard-go", "-f", name, stdin=asyncio.subprocess.DEVNULL,
+        for _ in range(READY_POLLS):  # a previous one removes its socket as it exits
+            if not _socket(name).exists():
+                break
+            await asyncio.sleep(0.05)
+        _socket(name).unlink(missing_ok=True)
+        # Its detached child must not hold pipes of ours: nothing would ever read them to EOF.
+        starter = await asyncio.create_subprocess_exec(
+            "wireguard-go", name, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
             env={**os.environ, USERSPACE_ENV: "1"})
+        if await starter.wait() != 0:
+            raise CommandFailed(f"wireguard-go {name} exited with {starter.returncode}")
         for _ in range(READY_POLLS):
             if _up(name):
                 return
-            if self.userspace.returncode is not None:
-                break
             await asyncio.sleep(0.05)
         raise CommandFailed(f"wireguard-go did not bring up {name}")
 
@@ -118,18 +124,14 @@ class Overlay:
         return len(steps)
 
     async def stop(self) -> None:
+        """Delete the interface (a userspace one's wireguard-go then exits by itself)."""
         await run("ip", "link", "del", self.spec.interface, check=False)
-        if self.userspace is not None:
-            with contextlib.suppress(ProcessLookupError):
-                self.userspace.terminate()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.userspace.wait(), 5)
-            if self.userspace.returncode is None:
-                self.userspace.kill()
-                await self.userspace.wait()
+
+def _socket(name: str) -> Path:
+    return SOCKET_DIR / f"{name}.sock"
 
 
 def _up(name: str) -> bool:
     """wireguard-go made the interface and listens on its control socket (sysfs and /run are
     in memory: no disk wait)."""
-    return (SOCKET_DIR / f"{name}.sock").exists() and Path(f"/sys/class/net/{name}").exists()
+    return _socket(name).exists() and Path(f"/sys/class/net/{name}").exists()

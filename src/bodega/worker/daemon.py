@@ -248,7 +248,7 @@ class Worker:
         if parking is not None:
             parking.close()
         if self.private is not None:
-            await self.private.stop()
+            await self.private.stop(machines_stay=not self.config.stop_machines_on_exit)
         if self.config.stop_machines_on_exit:
             await self.sweep()
         else:  # machines run on, for the next start to re-adopt

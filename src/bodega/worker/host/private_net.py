@@ -193,7 +193,10 @@ class PrivateNetwork:
     def advertised(self) -> dict[str, dict[str, str]]:
         return {"wireguard": self.overlay.advertised()} if self.overlay.public_key else {}
 
-    async def stop(self) -> None:
+    async def stop(self, *, machines_stay: bool) -> None:
+        """Stop answering and following peers. While machines stay (to be re-adopted), the
+        fence and the overlay stay too: they keep isolation and cross-host traffic going
+        until the next start takes them over."""
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -203,6 +206,10 @@ class PrivateNetwork:
             self._dns.close()
         if self.flycast is not None:
             self.flycast.close()
+        if machines_stay:
+            log.info("private network: fence and overlay %s left for the machines that stay",
+                     self.overlay.spec.interface)
+            return
         await self.overlay.stop()
         await run("nft", "-f", "-", stdin=removal(self.fence.table).encode(), check=False)
 
