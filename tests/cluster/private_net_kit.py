@@ -5,7 +5,8 @@ Workers share one cluster id, so they share the /48, and each has a machine /24
 of its own, so each has a block. Machines run ``PROBE``: an HTTP server on
 ``[::]:8080`` that answers with its machine id and private address, and, asked
 ``/resolve?name=`` or ``/fetch?url=``, resolves or fetches from inside the
-machine (its network namespace, its mount namespace's resolv.conf, its user).
+machine (its network namespace, its mount namespace's resolv.conf, its user);
+``/connect?host=&port=`` says whether a TCP connection opens.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ class H(http.server.BaseHTTPRequestHandler):
             r = subprocess.run(["getent", "ahostsv6", q["name"]], capture_output=True,
                                text=True, timeout=10)
             body = " ".join(sorted({l.split()[0] for l in r.stdout.splitlines() if l.strip()}))
+        elif url.path == "/connect":
+            try:
+                socket.create_connection((q["host"], int(q["port"])), timeout=3).close()
+                body = "connected"
+            except OSError as exc:
+                body = "error: " + type(exc).__name__
         elif url.path == "/fetch":
             try:
                 with urllib.request.urlopen(q["url"], timeout=3) as resp:
@@ -150,6 +157,10 @@ class PrivateHosts:
             for pid in pids.split():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(pid), signal.SIGKILL)
+
+    async def connect(self, index: int, address: str, host: str, port: int) -> str:
+        """``connected`` if the machine at ``address`` opens a TCP connection to host:port."""
+        return await self.ask(index, address, f"/connect?host={quote(host)}&port={port}")
 
     async def wg_dump(self, index: int, interface: str) -> str:
         return await run(*self.hosts.exec(index, "wg", "show", interface, "dump"))

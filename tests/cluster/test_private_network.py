@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,9 @@ import httpx
 import pytest
 
 from bodega.networking.overlay import interface_name
+from bodega.networking.rules import table_name
 from bodega.networking.sixpn import cluster_prefix, host_field
+from bodega.worker.host.network import run
 from tests.integration.daemon_kit import Daemon
 
 from .fleet_kit import until
@@ -132,9 +135,12 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
                 # Same network, other host, by address: through.
                 got = await p.fetch(1, ip[other1["id"]], f"http://[{ip[other2['id']]}]:8080/")
                 assert got == f"{other2['id']} {ip[other2['id']]}"
-                # No machine reaches its host's worker API.
-                got = await p.fetch(1, ip[web1["id"]], f"{w1.url}/v1/health")
-                assert got.startswith("error"), got
+                # No machine reaches its host's worker API (nor gossip, nor anything else of
+                # the host's): the fence drops it, and counts it.
+                dropped = await _host_drops(p, 1)
+                assert await p.connect(1, ip[web1["id"]], h.address(1), 7000) == \
+                    "error: TimeoutError"
+                assert await _host_drops(p, 1) > dropped
 
                 # A machine that stops drops out of the name on both hosts; a new one appears.
                 assert (await client.post(f"/v1/apps/web/machines/{web2['id']}/stop")
@@ -180,6 +186,16 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
             for d in reversed(daemons):
                 await d.stop()
             await p.reap()
+
+
+async def _host_drops(p: PrivateHosts, index: int) -> int:
+    """Packets host ``index``'s fence dropped on their way from machines to the host."""
+    table = table_name(p.cluster_id, host_field(ipaddress.IPv4Network(p.subnet(index))))
+    text = await run(*p.hosts.exec(index, "nft", "list", "chain", "inet", table,
+                                   "from_machines"))
+    found = re.search(r"counter packets (\d+) bytes \d+ drop", text)
+    assert found is not None, text
+    return int(found[1])
 
 
 def _cli(broker: Daemon, *argv: str) -> subprocess.CompletedProcess[str]:
