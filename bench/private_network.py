@@ -21,8 +21,11 @@ import argparse
 import asyncio
 import ipaddress
 import re
+import statistics
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -53,14 +56,91 @@ asyncio.run(main())
 """
 
 
-async def machine(client: httpx.AsyncClient, region: str, argv: list[str]) -> str:
-    """A started machine's private address."""
+# Asks the resolver for a name every 20 ms from inside a machine; prints when the count of
+# addresses changes: "<unix time> <count>".
+POLLER = r"""
+import socket, sys, time
+from dnslib import DNSRecord
+sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+sock.settimeout(1)
+last = None
+while True:
+    try:
+        sock.sendto(DNSRecord.question(sys.argv[2], "AAAA").pack(), (sys.argv[1], 53))
+        count = len(DNSRecord.parse(sock.recvfrom(4096)[0]).rr)
+    except OSError:
+        count = -1
+    if count != last:
+        print(time.time(), count, flush=True)
+        last = count
+    time.sleep(0.02)
+"""
+
+
+@dataclass
+class Seen:
+    """What the poller printed: (time, count) pairs."""
+
+    changes: list[tuple[float, int]] = field(default_factory=list)
+
+    async def read(self, stream: asyncio.StreamReader) -> None:
+        while line := await stream.readline():
+            at, count = line.split()
+            self.changes.append((float(at), int(count)))
+
+    async def after(self, since: float, count: int) -> float:
+        """Seconds from ``since`` until the name had ``count`` addresses (0 if it had them
+        already: it answered before the API said the machine was started)."""
+        before = [seen for at, seen in self.changes if at < since]
+        if before and before[-1] == count:
+            return 0.0
+        for _ in range(600):
+            for at, seen in self.changes:
+                if at >= since and seen == count:
+                    return at - since
+            await asyncio.sleep(0.05)
+        raise SystemExit(f"the name never had {count} addresses")
+
+
+async def names_follow(client: httpx.AsyncClient, netns: list[str], resolver: str,
+                       times: int) -> tuple[list[float], list[float]]:
+    """Seconds from a machine started on host 2 to its name answering on host 1, and from
+    its stop to its dropping out; ``times`` of each."""
+    seen = Seen()
+    poller = await asyncio.create_subprocess_exec(
+        *netns, sys.executable, "-c", POLLER, resolver, "bench.internal",
+        stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
+    assert poller.stdout is not None
+    reader = asyncio.create_task(seen.read(poller.stdout))
+    started, stopped = [], []
+    try:
+        for _ in range(times):
+            mid = await machine_id(client, "syd", ["sleep", "infinity"])
+            started.append(await seen.after(time.time(), 3))
+            (await client.post(f"/v1/apps/bench/machines/{mid}/stop")).raise_for_status()
+            stopped.append(await seen.after(time.time(), 2))
+            await client.delete(f"/v1/apps/bench/machines/{mid}", params={"force": "true"})
+    finally:
+        poller.kill()
+        await poller.wait()
+        reader.cancel()
+    return started, stopped
+
+
+async def machine_id(client: httpx.AsyncClient, region: str, argv: list[str]) -> str:
+    """A machine created and started: its id."""
     made = await client.post("/v1/apps/bench/machines", json={"region": region, "config": {
         "image": "local/bench", "init": {"exec": argv}, "guest": {"cpus": 1, "memory_mb": 256}}})
     made.raise_for_status()
-    mid = made.json()["id"]
+    mid = str(made.json()["id"])
     (await client.get(f"/v1/apps/bench/machines/{mid}/wait",
                       params={"state": "started", "timeout": 60})).raise_for_status()
+    return mid
+
+
+async def machine(client: httpx.AsyncClient, region: str, argv: list[str]) -> str:
+    """A started machine's private address."""
+    mid = await machine_id(client, region, argv)
     for _ in range(100):
         ip = (await client.get(f"/v1/apps/bench/machines/{mid}")).json().get("private_ip", "")
         if ":" in ip:
@@ -83,8 +163,8 @@ async def wrk_in(prefix: list[str], url: str, connections: int, seconds: float) 
                      errors.group(0) if errors else "")
 
 
-async def measure_overlay(seconds: float, rounds: int, connections: int
-                          ) -> dict[str, WrkResult]:
+async def measure_overlay(seconds: float, rounds: int, connections: int, follows: int
+                          ) -> tuple[dict[str, WrkResult], tuple[list[float], list[float]]]:
     tmp = Path(tempfile.mkdtemp(prefix="bodega-6pn-"))
     async with hosts(3) as h:
         p = PrivateHosts(h, tmp, new_cluster_id())
@@ -117,7 +197,9 @@ async def measure_overlay(seconds: float, rounds: int, connections: int
             for _ in range(rounds):
                 for name, url in urls.items():
                     slices[name].append(await wrk_in(netns, url, connections, seconds / rounds))
-            return {name: combined(found) for name, found in slices.items()}
+            async with api(daemons[2]) as client:
+                follow = await names_follow(client, netns, str(layout.resolver()), follows)
+            return {name: combined(found) for name, found in slices.items()}, follow
         finally:
             for d in reversed(daemons):
                 await d.stop()
@@ -128,11 +210,16 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--follows", type=int, default=5, help="starts and stops to time")
     args = parser.parse_args()
-    paths = asyncio.run(measure_overlay(args.duration, args.rounds, args.connections))
+    paths, (started, stopped) = asyncio.run(measure_overlay(
+        args.duration, args.rounds, args.connections, args.follows))
     print(f"{'path':10} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
     for name, r in paths.items():
         print(f"{name:10} {r.rate:10.0f} {r.p50:8.3f} {r.p99:8.3f} {r.errors}")
+    print(f"name follows a start on another host: median {statistics.median(started):.3f} s, "
+          f"max {max(started):.3f} s; a stop: median {statistics.median(stopped):.3f} s, "
+          f"max {max(stopped):.3f} s")
     dns = asyncio.run(measure_dns(args.duration, 20))
     for name, d in dns.items():
         print(f"dns {name:8} {d.rate:10.0f} answers/s   lost {d.lost}")
