@@ -120,7 +120,7 @@ class Overlay:
         steps = changes(parse_dump(await self.dump()), want)
         for step in steps:
             await run(*step.argv(self.spec.interface))
-            log.info("overlay %s: %s", self.spec.interface, " ".join(step.argv("")[3:6]))
+            log.info("overlay %s: %s", self.spec.interface, step.describe())
         return len(steps)
 
     async def stop(self) -> None:

@@ -35,6 +35,10 @@ class Peer:
 class SetPeer:
     peer: Peer
 
+    def describe(self) -> str:
+        return (f"peer {self.peer.name or '?'} ({self.peer.public_key}) at "
+                f"{self.peer.endpoint} for {self.peer.block}")
+
     def argv(self, interface: str) -> list[str]:
         return ["wg", "set", interface, "peer", self.peer.public_key,
                 "endpoint", self.peer.endpoint, "allowed-ips", self.peer.block,
@@ -44,6 +48,9 @@ class SetPeer:
 @dataclass(frozen=True)
 class RemovePeer:
     public_key: str
+
+    def describe(self) -> str:
+        return f"peer {self.public_key} removed"
 
     def argv(self, interface: str) -> list[str]:
         return ["wg", "set", interface, "peer", self.public_key, "remove"]

@@ -92,6 +92,8 @@ def test_changes_remove_the_gone_add_the_new_and_leave_the_same() -> None:
                                        SetPeer(want["KC="])]
     settled = {k: Peer(k, p.endpoint, p.block) for k, p in want.items()}
     assert changes(settled, want) == []
+    assert steps[0].describe() == "peer KX= removed"
+    assert steps[1].describe() == "peer c (KC=) at 10.0.0.3:51820 for fdaa:1:2:3::/64"
 
 
 def test_transfer_counters_are_read_per_peer() -> None:

@@ -85,6 +85,7 @@ class PrivateNetwork:
         self._fence_lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         self._dns: asyncio.DatagramTransport | None = None
+        self.resolver: Resolver | None = None
 
     # -- addresses ---------------------------------------------------------------------------
     def network_of(self, app: str) -> str | None:
