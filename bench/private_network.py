@@ -9,8 +9,11 @@ the same connections), in alternating slices: to host 2's machine's private
 IPv6 address (routed into the WireGuard overlay, ``wireguard-go`` here: this
 kernel has no WireGuard module) and to its IPv4 address over the plain link
 between the namespaces (a route to host 2's machine subnet through host 2).
+Then, five times, a machine is started and stopped on host 2 while a poller
+inside host 1's machine asks its resolver for the app's name every 20 ms: how
+soon the answer follows each start and stop.
 
-    python -m bench.private_network [--duration 10] [--rounds 4] [--connections 16]
+    python -m bench.private_network [--duration 10] [--rounds 4] [--connections 16] [--follows 5]
 
 Needs root, ``wrk``, ``wireguard-go``, ``wg``, ``dnsmasq`` and ``dnsperf``.
 """
