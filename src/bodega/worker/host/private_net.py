@@ -116,9 +116,8 @@ class PrivateNetwork:
             raise LookupError(f"app {app} has not reached this host's view of the registry: "
                               "its private network is unknown; try the start again")
         field = network_field(key)
-        if field not in self.networks:
-            self.networks.add(field)
-            await self.apply_fence()
+        if field not in self.networks:  # its rule first: the fence fails closed
+            await self.apply_fence(self.networks | {field})
         address = self.layout.machine(self.host, field, index)
         gateway = self.layout.gateway(self.host)
         batch = (f"addr replace {address}/128 dev eth0 nodad\n"
@@ -160,9 +159,13 @@ class PrivateNetwork:
         return directory(view.rows("machines", state="started"), view.rows("apps"),
                          view.rows("ip_assignments"), self.layout)
 
-    async def apply_fence(self) -> None:
+    async def apply_fence(self, networks: set[int] | None = None) -> None:
+        """Write the fence for ``networks`` (default: the current ones); they are the current
+        ones once it is in."""
         async with self._fence_lock:
-            await run("nft", "-f", "-", stdin=ruleset(self.fence, self.networks).encode())
+            wanted = set(self.networks if networks is None else networks) | self.networks
+            await run("nft", "-f", "-", stdin=ruleset(self.fence, wanted).encode())
+            self.networks = wanted
 
     async def _follow_peers(self) -> None:
         while True:
