@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.placement
 	$(BIN)/python -m bench.registry
 	$(BIN)/python -m bench.proxy
+	$(BIN)/python -m bench.private_network
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build src/*.egg-info

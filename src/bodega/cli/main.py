@@ -34,6 +34,8 @@ COMMANDS = (
     Lazy("cluster", "bodega.cli.cluster:cluster", "Look at the cluster."),
     Lazy("context", "bodega.cli.context_commands:context",
          "Name clusters (API URL, token, registry) and choose the current one."),
+    Lazy("ips", "bodega.cli.ips:ips",
+         "Manage an app's IP addresses (Flycast: a private one in its network)."),
     Lazy("secrets", "bodega.cli.secrets:secrets",
          "Manage an app's secrets (environment variables kept sealed)."),
     Lazy("certs", "bodega.cli.certs:certs",

@@ -29,9 +29,12 @@ class MachinesClient(JsonClient):
     async def apps(self) -> list[dict[str, Any]]:
         return list((await self.request("GET", "/v1/apps"))["apps"])
 
-    async def create_app(self, name: str, org_slug: str = "personal") -> dict[str, Any]:
-        return dict(await self.request("POST", "/v1/apps",
-                                       json={"app_name": name, "org_slug": org_slug}))
+    async def create_app(self, name: str, org_slug: str = "personal",
+                         network: str | None = None) -> dict[str, Any]:
+        body = {"app_name": name, "org_slug": org_slug}
+        if network:
+            body["network"] = network
+        return dict(await self.request("POST", "/v1/apps", json=body))
 
     async def app(self, name: str) -> dict[str, Any]:
         return dict(await self.request("GET", f"/v1/apps/{name}"))

@@ -6,11 +6,11 @@ no request ever sees a half-recovered worker.
 
 ``Worker.stop`` with ``stop_machines_on_exit`` (what ``bodega up`` asks) leaves
 nothing on the host: once its machines are stopped it sweeps every kernel object
-it made (namespaces, veths, bridge, cgroups, runtime state, mounts: all named
-with its cluster id), and its machines' next start wires them again. Without
-it, machines keep running for the next start to re-adopt, and only spare
-namespaces are unwired. A worker killed with SIGKILL removes nothing, so its
-machines live on and are re-adopted.
+it made (all named with its cluster id); their next start wires them again.
+Without it, machines keep running for the next start to re-adopt, and only spare
+namespaces are unwired; so does a worker killed with SIGKILL. With
+``private_network`` it also runs this host's part of the private network
+(``host/private_net.py``) once its registry node runs.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
 from bodega.worker.host.network import WIRE_AHEAD, Network
-from bodega.worker.host.parts import make_driver, make_network, owner
+from bodega.worker.host.parts import make_driver, make_network, make_private_network, owner
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
 from bodega.worker.host.sweep import owned, remove
@@ -80,6 +80,7 @@ class Worker:
             self.ledger.image_disk_gb = images.disk_gb
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
+        self.private = self.effects.private = make_private_network(config, self.network)
         recorder = Recorder(self.store, self.ledger)
         self.runner = Runner(
             self.store, self.effects, recorder, config.failpoints,
@@ -97,8 +98,7 @@ class Worker:
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock: PidLock | None = None
         self._next_compaction = 0.0
-        self.machines.on_exit_decision = lambda decision: self.metrics.exits.labels(
-            decision).inc()
+        self.machines.on_exit_decision = lambda d: self.metrics.exits.labels(d).inc()
 
     @property
     def url(self) -> str:
@@ -114,15 +114,12 @@ class Worker:
         """The registry's advertised gossip address, ``host:port``, for others to join through."""
         if self.registry is None:
             raise RuntimeError("worker is not started")
-        host, port = self.registry.gossip_addr
-        return f"{host}:{port}"
+        return "{}:{}".format(*self.registry.gossip_addr)
 
     def info(self) -> dict[str, Any]:
-        return {
-            "name": self.config.name, "region": self.config.region, "driver": self.driver.name,
-            "url": self.url if self.served else None, "totals": self.config.totals.to_wire(),
-            "pid": os.getpid(),
-        }
+        return {"name": self.config.name, "region": self.config.region, "driver": self.driver.name,
+                "url": self.url if self.served else None, "pid": os.getpid(),
+                "totals": self.config.totals.to_wire()}
 
     def service_host(self, row: MachineRow) -> str | None:
         return self.network.service_host(row.private_ip)
@@ -159,13 +156,17 @@ class Worker:
                                   tls=self.tls)
         if self.registry is not None:
             await self.registry.start()
+            if self.private is not None:  # (machines running since before a restart, too)
+                await self.private.start(self.registry, queries.list_machines(self.store.db))
             if self.tls is not None:
                 self._tasks.append(asyncio.create_task(renewal(self.tls, self.registry).run()))
             publisher = Publisher(
                 self.registry, name=self.config.name, region=self.config.region, url=url,
                 driver=self.driver.name, store=self.store, ledger=self.ledger,
                 service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl,
-                images=images.held if (images := self.driver.capabilities.images) else None)
+                images=images.held if (images := self.driver.capabilities.images) else None,
+                machine_extra=self.private.published if self.private else None,
+                worker_extra=self.private.advertised if self.private else None)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
         self._tasks.append(asyncio.create_task(self._housekeeping()))
@@ -246,6 +247,8 @@ class Worker:
         parking = self.driver.capabilities.parking
         if parking is not None:
             parking.close()
+        if self.private is not None:
+            await self.private.stop(machines_stay=not self.config.stop_machines_on_exit)
         if self.config.stop_machines_on_exit:
             await self.sweep()
         else:  # machines run on, for the next start to re-adopt

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bodega.model.machine import rfc3339
@@ -54,7 +54,9 @@ class Publisher:
                  store: Store, ledger: Ledger,
                  service_host: Callable[[MachineRow], str | None],
                  destroyed_ttl: float, interval: float = INTERVAL,
-                 images: Callable[[], list[str]] | None = None) -> None:
+                 images: Callable[[], list[str]] | None = None,
+                 machine_extra: Callable[[MachineRow], Mapping[str, object]] | None = None,
+                 worker_extra: Callable[[], Mapping[str, object]] | None = None) -> None:
         self.node = node
         self.name = name
         self.region = region
@@ -66,6 +68,9 @@ class Publisher:
         self.destroyed_ttl = destroyed_ttl
         self.interval = interval
         self.images = images  # the images this worker holds, for placement's image bonus
+        # What the private network adds: a machine's private address, the host's overlay.
+        self.machine_extra = machine_extra
+        self.worker_extra = worker_extra
         self._seq = 0
         self._capacity: dict[str, Any] | None = None
         self._next_refresh = self._next_expiry = 0.0
@@ -105,6 +110,8 @@ class Publisher:
         }
         if self.images is not None:
             capacity["images"] = self.images()
+        if self.worker_extra is not None:
+            capacity.update(self.worker_extra())
         if force or capacity != self._capacity:
             self.node.put_owned("workers", self.name,
                                 {**capacity, "updated_at": rfc3339(self.store.clock())})
@@ -156,6 +163,8 @@ class Publisher:
 
     def _put_machine(self, row: MachineRow) -> None:
         doc = machine_wire(row, worker=self.name, events=None, service_host=self.service_host(row))
+        if self.machine_extra is not None:
+            doc.update(self.machine_extra(row))
         self.node.put_owned("machines", row.id, doc)
 
     def expire_destroyed(self) -> None:

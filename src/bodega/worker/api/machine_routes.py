@@ -108,11 +108,15 @@ class MachineRoutes:
 
     def _wire(self, row: MachineRow, *, events: bool = True, nonce: str | None = None
               ) -> dict[str, Any]:
-        return machine_wire(
+        body = machine_wire(
             row, worker=self.name,
             events=self.machines.store.events(row.id, 20) if events else None,
             nonce=nonce, service_host=self.service_host(row),
         )
+        private = self.machines.effects.private
+        if private is not None:  # its private IPv6 address, as in its registry row
+            body.update(private.published(row))
+        return body
 
     async def list_machines(self, request: Request) -> Response:
         rows = queries.list_machines(self.machines.store.db, request.query_params.get("app"),
