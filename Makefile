@@ -60,6 +60,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.registry
 	$(BIN)/python -m bench.proxy
 	$(BIN)/python -m bench.jobs --jobs 1000
+	$(BIN)/python -m bench.private_network
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build src/*.egg-info

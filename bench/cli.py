@@ -103,6 +103,7 @@ async def main(args: argparse.Namespace) -> None:
         sys.executable, "-m", "bodega", "up", "--data-dir", str(root / "cluster"),
         "--regions", "ams", "--workers-per-region", "1", "--driver", "null",
         "--api-port", str(api), "--proxy-port", str(free_port()),
+        "--proxy-tls-port", str(free_port()),
         "--registry-port", str(free_port()), "--token", TOKEN, "--log-level", "warning",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, env=env, cwd=root)
     try:

@@ -99,6 +99,7 @@ async def main(args: argparse.Namespace) -> None:
         sys.executable, "-m", "bodega", "up", "--data-dir", str(root / "cluster"),
         "--regions", "ams", "--workers-per-region", "2", "--worker-cpus", "16",
         "--worker-memory-mb", "8192", "--api-port", str(api), "--proxy-port", str(proxy),
+        "--proxy-tls-port", str(free_port()),
         "--machine-cidr", cidr, "--token", TOKEN,
         "--log-level", "warning", stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,

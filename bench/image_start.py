@@ -159,6 +159,7 @@ async def main(runs: int) -> None:
     up = await UpProcess(work / "cluster", "--regions", "ams", "--workers-per-region", "2",
                          "--worker-cpus", "4", "--worker-memory-mb", "2048",
                          "--api-port", str(api), "--proxy-port", str(proxy),
+                         "--proxy-tls-port", str(free_port()),
                          "--registry-port", str(registry), "--machine-cidr", CIDR).start()
     try:
         await up.until_line("bodega is up")

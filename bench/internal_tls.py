@@ -53,6 +53,7 @@ class Up:
                      "--regions", "ams", "--workers-per-region", "2", "--worker-cpus", "16",
                      "--worker-memory-mb", "16384", "--driver", driver,
                      "--api-port", str(self.api_port), "--proxy-port", str(free_port()),
+                     "--proxy-tls-port", str(free_port()),
                      "--gossip-port", str(free_port(socket.SOCK_DGRAM)),
                      "--registry-port", "0", "--machine-cidr", cidr,
                      "--log-level", "warning", *extra]

@@ -108,6 +108,7 @@ async def main(runs: int) -> None:
     up = await UpProcess(work / "cluster", "--regions", "ams", "--workers-per-region", "1",
                          "--worker-cpus", "4", "--worker-memory-mb", "2048",
                          "--api-port", str(api_port), "--proxy-port", str(proxy),
+                         "--proxy-tls-port", str(free_port()),
                          "--registry-port", str(registry), "--machine-cidr", CIDR).start()
     configs: dict[str, dict[str, Any]] = {"process (python http.server)": {
         "image": "bench/server", "guest": {"cpus": 1, "memory_mb": 256},

@@ -83,7 +83,9 @@ async def up_cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, Up
     # A registry port of its own: the default (5050) may be another cluster's.
     up = UpProcess(tmp / "cluster", "--regions", "ams", "--workers-per-region", str(workers),
                    "--worker-cpus", "8", "--worker-memory-mb", "4096", "--api-port", str(api),
-                   "--proxy-port", str(proxy), "--machine-cidr", cidr, "--token", "deploy-token",
+                   "--proxy-port", str(proxy),
+                   "--proxy-tls-port", str(free_port()), "--machine-cidr", cidr,
+                   "--token", "deploy-token",
                    "--registry-port", str(registry))
     await up.start()
     try:

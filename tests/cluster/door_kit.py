@@ -170,6 +170,7 @@ def up_cluster_with_apps(tmp: Path) -> Iterator[Cluster]:
         [sys.executable, "-m", "bodega", "up", "--data-dir", str(data), "--regions", "ams",
          "--workers-per-region", "2", "--worker-cpus", "2", "--worker-memory-mb", "2048",
          "--api-port", str(api_port), "--proxy-port", str(free_port()),
+         "--proxy-tls-port", str(free_port()),
          "--gossip-port", str(free_port()), "--registry-port", str(free_port()),
          "--machine-cidr", f"10.{second}.0.0/16"],
         stdout=out, stderr=subprocess.STDOUT, env=env)

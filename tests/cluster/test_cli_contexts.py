@@ -31,7 +31,8 @@ LONG_APP = "status-of-an-app-whose-name-is-long-enough-to-pass-80-column"
 def small(api: int, proxy: int, registry: int) -> tuple[str, ...]:
     return ("--regions", "ams", "--workers-per-region", "1", "--worker-cpus", "1",
             "--worker-memory-mb", "512", "--driver", "null", "--api-port", str(api),
-            "--proxy-port", str(proxy), "--registry-port", str(registry),
+            "--proxy-port", str(proxy),
+            "--proxy-tls-port", str(free_port()), "--registry-port", str(registry),
             "--log-level", "warning")
 
 

@@ -52,6 +52,7 @@ def second_octet(k: int) -> int:
 def args(api: int, proxy: int, b: int, *extra: str) -> tuple[str, ...]:
     return ("--regions", "ams", "--workers-per-region", "2", "--worker-cpus", "4",
             "--worker-memory-mb", "4096", "--api-port", str(api), "--proxy-port", str(proxy),
+            "--proxy-tls-port", str(free_port()),
             "--machine-cidr", f"10.{b}.0.0/16", "--registry-port", "0", "--driver", "process",
             *extra)
 

@@ -76,7 +76,8 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
     up = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "bodega", "up", "--data-dir", str(data), "--regions", "ams",
         "--workers-per-region", "2", "--worker-cpus", "2", "--worker-memory-mb", "2048",
-        "--api-port", str(api), "--proxy-port", str(proxy), "--gossip-port", str(gossip),
+        "--api-port", str(api), "--proxy-port", str(proxy),
+        "--proxy-tls-port", str(free_port()), "--gossip-port", str(gossip),
         "--machine-cidr", f"10.{third}.0.0/16", "--token", token, "--registry-port", "0",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     state = data / "cluster.json"

@@ -44,6 +44,8 @@ Check = Callable[[Ran], bool]
 # A README line that changes must change here too: the test names any line it cannot place.
 PROMISES: dict[str, Check] = {
     "curl -s http://hello.localhost:8080/": lambda r: "hello from bodega" in r.output,
+    "curl -s --cacert .bodega/ca.crt https://hello.localhost:8443/":
+        lambda r: "hello from bodega" in r.output,
     "bodega status -a hello": lambda r: "started" in r.output,
     "curl -s http://image-app.localhost:8080/":
         lambda r: "hello from an image on bodega" in r.output,

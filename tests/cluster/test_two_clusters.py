@@ -30,6 +30,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespace
 def small(api: int, proxy: int, cidr: str) -> tuple[str, ...]:
     return ("--regions", "ams", "--workers-per-region", "1", "--worker-cpus", "2",
             "--worker-memory-mb", "1024", "--api-port", str(api), "--proxy-port", str(proxy),
+            "--proxy-tls-port", str(free_port()),
             "--machine-cidr", cidr, "--log-level", "warning")
 
 

@@ -27,7 +27,8 @@ def small(*extra: str) -> list[str]:
     third = 150 + os.getpid() % 50
     return ["--regions", "ams", "--workers-per-region", "1", "--worker-cpus", "2",
             "--worker-memory-mb", "2048", "--api-port", str(free_port()),
-            "--proxy-port", str(free_port()), "--gossip-port", str(free_port()),
+            "--proxy-port", str(free_port()),
+            "--proxy-tls-port", str(free_port()), "--gossip-port", str(free_port()),
             "--registry-port", "0", "--machine-cidr", f"10.{third}.0.0/16", *extra]
 
 

@@ -19,7 +19,8 @@ async def test_up_serves_a_registry_and_runs_images_pushed_to_it(tmp_path: Path)
     cidr = machine_cidr(100, 200)
     up = await UpProcess(
         tmp_path / "cluster", "--regions", "ams", "--workers-per-region", "2",
-        "--api-port", str(api), "--proxy-port", str(proxy), "--registry-port", str(registry),
+        "--api-port", str(api), "--proxy-port", str(proxy),
+        "--proxy-tls-port", str(free_port()), "--registry-port", str(registry),
         "--machine-cidr", cidr).start()
     try:
         await up.until_line("bodega is up")

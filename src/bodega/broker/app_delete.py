@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from bodega.broker import secret_keys, secrets
+from bodega.broker import certificates, secret_keys, secrets
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Tokens
 from bodega.broker.ip_assignments import IpAssignments
@@ -74,6 +74,7 @@ class AppDelete:
         self.ips.remove_all(app)
         secrets.remove_all(self.apps.catalog, app)
         secret_keys.remove_all(self.apps.catalog, app)
+        certificates.remove_all(self.apps.catalog, app)
         Releases(self.apps.catalog, self.apps).remove_all(app)
         self.apps.delete(app)
 

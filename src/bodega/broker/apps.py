@@ -15,6 +15,7 @@ from bodega.broker.catalog import Catalog
 from bodega.model.answer import Answer, from_doc
 from bodega.model.errors import BadRequest, NotFound, Unprocessable
 from bodega.model.ids import NAME_RE
+from bodega.networking.sixpn import network_field, network_key
 from bodega.wire.apps import App, Organization
 
 
@@ -52,10 +53,24 @@ class Apps:
                              "and -, starting and ending with a letter or digit, at most 63")
         if self.catalog.get("apps", name) is not None:
             raise Unprocessable(f"app name {name!r} is already taken", status="name_taken")
+        if network is not None and not NAME_RE.match(network):
+            raise BadRequest(f"invalid_argument: network {network!r}: use lowercase letters, "
+                             "digits and -, as for an app name")
+        self._refuse_a_network_clash(network_key(org_slug, network))
         row = AppRow(id=hashlib.sha256(name.encode()).hexdigest()[:12], name=name,
                      org_slug=org_slug, network=network or "default", created_at=time.time())
         self.catalog.put_shared("apps", name, row.doc())
         return row
+
+    def _refuse_a_network_clash(self, key: str) -> None:
+        """Two networks whose addresses carry the same field would share their machines'
+        packets and names: the later one is refused (one in 65,536 pairs)."""
+        for doc in self.catalog.rows("apps"):
+            other = network_key(str(doc.get("org_slug") or "personal"), doc.get("network"))
+            if other != key and network_field(other) == network_field(key):
+                raise Unprocessable(f"network {key} cannot be told apart from network {other} "
+                                    "in private addresses; choose another network name",
+                                    status="network_clash")
 
     def delete(self, name: str) -> None:
         self.require(name)

@@ -38,6 +38,7 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "secretkeys": ("key", "app"),
     "jobs": ("id", "app", "name", "pool", "state", "home"),
     "sched_workers": ("worker", "pool"),
+    "certificates": ("key", "app"),
 }
 
 

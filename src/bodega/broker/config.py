@@ -23,6 +23,10 @@ class BrokerConfig:
     admin_tokens: tuple[str, ...] = ()
     # The cluster's secrets key: seals app secrets ("" for none: no secrets routes).
     secrets_key: str = ""
+    # The cluster's certificates key: seals the edge's certificate keys, which proxies open
+    # ("" for none: no certificates routes).
+    certs_key: str = ""
+    edge_domain: str = "localhost"  # every app gets a certificate for <app>.<edge_domain>
     # Mutual TLS for the internal listener and calls to workers (bodega.runtime.tls.files);
     # None: plain HTTP with no authentication, for measurement on loopback only.
     tls_dir: Path | None = None

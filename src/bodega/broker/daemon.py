@@ -22,7 +22,9 @@ from bodega.broker.apps import Apps
 from bodega.broker.auth import Tokens
 from bodega.broker.candidates import Candidates
 from bodega.broker.catalog import Catalog
+from bodega.broker.certificates import AppCertificates
 from bodega.broker.config import BrokerConfig
+from bodega.broker.default_certificates import DefaultCertificates
 from bodega.broker.internal import internal_app
 from bodega.broker.join_listener import serve_joins
 from bodega.broker.machines import Machines
@@ -143,6 +145,11 @@ class Broker:
         self.tokens = Tokens(catalog, config.admin_tokens,
                              MachineTokens(identity.machine_token) if identity else None)
         box = SecretBox(config.secrets_key) if config.secrets_key else None
+        certificates = (AppCertificates(catalog, apps, SecretBox(config.certs_key),
+                                        self.authority) if config.certs_key else None)
+        if certificates is not None and self.authority is not None:
+            defaults = DefaultCertificates(catalog, certificates, config.edge_domain)
+            self._tasks.append(asyncio.create_task(defaults.run()))
         api = BrokerApi(tokens=self.tokens, apps=apps,
                         machines=machines, volumes=volumes, platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
@@ -152,7 +159,7 @@ class Broker:
                         info=ClusterInfo(image_registry=config.image_registry),
                         more=lambda r: sched_routes(r, self.jobs, claims, assignment),
                         keys=self.node.keys if self.node is not None else None,
-                        joins=self.join_store)
+                        joins=self.join_store, certificates=certificates)
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))

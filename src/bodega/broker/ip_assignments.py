@@ -2,17 +2,20 @@
 
 ``POST /v1/apps/{app}/ip_assignments`` picks an address of the kind asked
 for and records it; list and delete read and remove the records. In bodega
-an assignment is a record only: the proxy does not bind these addresses
-(clients reach an app through the proxy's own listener), so they are what a
-client that manages addresses can keep and see, not a route.
+an assignment is a record only (Flycast aside, below): the proxy does not bind
+these addresses (clients reach an app through the proxy's own listener), so they
+are what a client that manages addresses can keep and see, not a route.
 
 Kinds, as the Machines API names them: ``v4`` and ``v6`` (dedicated, one
 new address per call), ``private_v6`` (an address in the app's private
 network) and ``shared_v4`` (one address every app shares; asking twice
-returns the app's record). Dedicated addresses are drawn at random from
-ranges no real traffic uses (RFC 6598 for v4, unique-local for v6) and
-checked against the records this broker sees; two brokers drawing the same
-random v4 in the same instant is the only way two apps could share one.
+returns the app's record). When the cluster runs a private network
+(``bodega.networking``), ``private_v6`` is the app's Flycast address: fixed by
+its network and name, served by every host and answered as ``<app>.flycast``.
+Dedicated addresses are drawn at random from ranges no real traffic uses (RFC
+6598 for v4, unique-local for v6) and checked against the records this broker
+sees; two brokers drawing the same random v4 in the same instant is the only way
+two apps could share one.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog
 from bodega.model.answer import Answer, from_doc
 from bodega.model.errors import BadRequest, NotFound, Unavailable
+from bodega.networking.directory import app_network
+from bodega.networking.sixpn import Layout, network_field
 from bodega.wire.apps import IpAssignment
 from bodega.wire.fly import AssignIpRequest
 
@@ -106,13 +111,27 @@ class IpAssignments:
             if held is not None:
                 return held.answer()
         taken = {row.ip for row in self._rows()}
-        ip = allocate(body.type, taken, self.rng.randrange)
+        ip = self._flycast(app) if body.type == "private_v6" else None
+        if ip is not None and (found := self._rows(app=app, ip=ip)):
+            return found[0].answer()
+        ip = ip or allocate(body.type, taken, self.rng.randrange)
         row = IpRow(app=app, ip=ip, type=body.type, region=body.region or "global",
                     service_name=body.service_name, shared=body.type == "shared_v4",
                     network=body.network,
                     created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         self.catalog.put_shared(TABLE, key(app, ip), row.doc())
         return row.answer()
+
+    def _flycast(self, app: str) -> str | None:
+        """The app's Flycast address when the cluster runs a private network (a worker's row
+        names its overlay block, inside the cluster's /48); None without one."""
+        for doc in self.catalog.rows("workers"):
+            block = (doc.get("wireguard") or {}).get("block")
+            if isinstance(block, str):
+                layout = Layout(ipaddress.IPv6Network(block).supernet(new_prefix=48))
+                return str(layout.flycast(network_field(app_network(self.apps.require(app).doc())),
+                                          app))
+        return None
 
     def remove(self, app: str, ip: str) -> None:
         self.apps.require(app)

@@ -25,6 +25,8 @@ from starlette.routing import Route
 from bodega.broker.app_routes import app_routes
 from bodega.broker.apps import Apps
 from bodega.broker.auth import Principal, Tokens
+from bodega.broker.certificate_routes import certificate_routes
+from bodega.broker.certificates import AppCertificates
 from bodega.broker.join import join_token_routes
 from bodega.broker.key_routes import key_routes
 from bodega.broker.lease_routes import lease_routes
@@ -65,7 +67,8 @@ class BrokerApi:
                  secret_keys: AppSecretKeys | None = None,
                  oidc_key: OidcKey | None = None,
                  more: Callable[[RouteMaker], list[Route]] | None = None,
-                 keys: GossipKeys | None = None, joins: JoinStore | None = None) -> None:
+                 keys: GossipKeys | None = None, joins: JoinStore | None = None,
+                 certificates: AppCertificates | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -77,6 +80,7 @@ class BrokerApi:
         self.secrets = secrets
         self.secret_keys = secret_keys
         self.oidc_key = oidc_key
+        self.certificates = certificates
         self.info = info
         self.more = more  # another area's routes (the jobs' /sched)
         self.keys = keys
@@ -98,6 +102,8 @@ class BrokerApi:
             *(secret_key_routes(r, self.secret_keys) if self.secret_keys is not None else []),
             *(token_routes(r, self.tokens, self.apps, self.apps.catalog, self.oidc_key)
               if self.oidc_key is not None else []),
+            *(certificate_routes(r, self.certificates) if self.certificates is not None
+              else []),
             *log_routes(r, self.machines),
             *machine_routes(r, self.machines),
             *lease_routes(r, self.machines),

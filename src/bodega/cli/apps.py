@@ -22,10 +22,14 @@ apps = typer.Typer(help="Manage apps.", no_args_is_help=True)
 @friendly
 def create(name: Annotated[str, typer.Argument(help="App name (a DNS label)")],
            org: Annotated[str, typer.Option(help="Organization slug")] = "personal",
+           network: Annotated[str | None, typer.Option(
+               help="Private network the app's machines join, fixed for good (default: the "
+                    "organization's own); apps of different networks exchange no packet")]
+           = None,
            api_url: ApiUrl = None, token: Token = None,
            context: ContextName = None, json: Json = False) -> None:
     """Create an app."""
-    app = call(api_url, token, lambda c: c.create_app(name, org), context=context)
+    app = call(api_url, token, lambda c: c.create_app(name, org, network), context=context)
     show_json(app) if json else typer.echo(f"New app created: {app.name}")
 
 

@@ -12,6 +12,7 @@ from bodega.broker.config import POLICIES, BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cli.errors import friendly
 from bodega.cli.internal_links import (
+    CertsKeyOption,
     InternalTlsOption,
     SecretsKeyOption,
     TlsDirOption,
@@ -64,6 +65,10 @@ def broker(
         help="host:port for members: registry sync, certificate renewals (mutual TLS) "
              "(default: --listen host, any port)")] = None,
     secrets_key: SecretsKeyOption = None,
+    certs_key: CertsKeyOption = None,
+    edge_domain: Annotated[str, typer.Option(
+        help="With the CA and a certificates key, every app gets a certificate for "
+             "<app>.<edge-domain>, as the proxies' --base-domain")] = "localhost",
     tls_dir: TlsDirOption = None,
     internal_tls: InternalTlsOption = "on",
     ca_dir: Annotated[Path | None, typer.Option(
@@ -135,6 +140,7 @@ def broker(
                             else (None, 0))
     config = BrokerConfig(
         name=broker_name, data_dir=data_dir.resolve(), secrets_key=secrets_key or "",
+        certs_key=certs_key or "", edge_domain=edge_domain,
         tls_dir=tls, internal_host=internal_host,
         internal_port=internal_port, ca_dir=ca_dir.resolve() if ca_dir else None,
         cert_lifetime=parse_duration(cert_validity, 0.0), join_host=join_host,

@@ -30,6 +30,9 @@ InternalTlsOption = Annotated[str, typer.Option(
 SecretsKeyOption = Annotated[str | None, typer.Option(
     envvar="BODEGA_SECRETS_KEY", show_default=False,
     help="The cluster's secrets key: seals and opens app secrets")]
+CertsKeyOption = Annotated[str | None, typer.Option(
+    envvar="BODEGA_CERTS_KEY", show_default=False,
+    help="The cluster's certificates key: seals and opens the edge's certificate keys")]
 
 
 def loopback(host: str) -> bool:

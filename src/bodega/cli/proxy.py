@@ -10,6 +10,7 @@ import typer
 
 from bodega.cli.errors import friendly
 from bodega.cli.internal_links import (
+    CertsKeyOption,
     InternalTlsOption,
     TlsDirOption,
     tls_dir_for,
@@ -30,6 +31,13 @@ def proxy(
     name: Annotated[str | None, typer.Option(help="Unique name (default: proxy-HOSTNAME)")]
     = None,
     listen: Annotated[str, typer.Option(help="host:port for client HTTP")] = "0.0.0.0:8080",
+    tls_listen: Annotated[str | None, typer.Option(
+        help="host:port for client TLS (HTTPS, h2 by ALPN; the haproxy data plane only)")]
+    = None,
+    tls_cert: Annotated[Path | None, typer.Option(
+        help="PEM key and chain served when no certificate matches the SNI (default: "
+             "self-signed for *.<base-domain>)")] = None,
+    certs_key: CertsKeyOption = None,
     admin_listen: Annotated[str, typer.Option(
         help="host:port for health, metrics, sync (mutual TLS)")] = "127.0.0.1:0",
     tls_dir: TlsDirOption = None,
@@ -61,6 +69,10 @@ def proxy(
     proxy_name = name or f"proxy-{hostinfo.hostname()}"
     host, port = hostinfo.split_host_port(listen, 8080)
     admin_host, admin_port = hostinfo.split_host_port(admin_listen, 0)
+    tls_host, tls_port = (hostinfo.split_host_port(tls_listen, 8443) if tls_listen
+                          else (host, None))
+    if tls_cert is not None and not tls_cert.is_file():
+        raise ValueError(f"--tls-cert {tls_cert}: no such file")
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{admin_host}:0", 0)
     keys = gossip_keyring(keyring)
     tls = tls_dir_for(data_dir.resolve(), tls_dir, internal_tls, [admin_host], "proxy",
@@ -72,10 +84,13 @@ def proxy(
         gossip_port=gossip_port, seeds=hostinfo.comma_list(join),
         gossip_keyring=keys,
         base_domain=base_domain, autostop_interval=autostop_interval,
-        autostop_idle=autostop_idle, data_plane=data_plane, haproxy_threads=haproxy_threads)
+        autostop_idle=autostop_idle, data_plane=data_plane, haproxy_threads=haproxy_threads,
+        tls_host=tls_host, tls_port=tls_port,
+        tls_cert=tls_cert.resolve() if tls_cert else None, certs_key=certs_key or "")
     configure(log_level, f"proxy[{proxy_name}]")
     event_loop_policy()
     with listening(Listener("--listen", "TCP", port), Listener("--admin-listen", "TCP", admin_port),
+                   *([Listener("--tls-listen", "TCP", tls_port)] if tls_port is not None else []),
                    Listener("--gossip-listen", "UDP", gossip_port)):
         asyncio.run(_run(config, ready_file, exit_with_parent))
 
@@ -87,8 +102,8 @@ async def _run(config: ProxyDaemonConfig, ready_file: Path | None, exit_with_par
         assert daemon.node is not None
         assert daemon.admin is not None
         host, gport = daemon.node.gossip_addr
-        return Ready(url=daemon.url, admin_url=daemon.admin.url, name=config.name,
-                     region=config.region, gossip=f"{host}:{gport}")
+        return Ready(url=daemon.url, tls_url=daemon.tls_url, admin_url=daemon.admin.url,
+                     name=config.name, region=config.region, gossip=f"{host}:{gport}")
 
     await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
                      ready_file=ready_file, ready=ready)

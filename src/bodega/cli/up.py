@@ -21,6 +21,7 @@ from bodega.cluster import cleanup, machine_range, ports
 from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_ca, ensure_join_token, ensure_keys
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
+from bodega.cluster.edge_files import CA_CRT, ensure_certs_key, ensure_edge
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
 from bodega.model.duration import parse_duration
 from bodega.registry.membership import keyfile
@@ -74,6 +75,9 @@ def up(
     worker_disk_gb: Annotated[int, typer.Option(min=0)] = 20,
     api_port: Annotated[int, typer.Option(help="Machines API port")] = 4280,
     proxy_port: Annotated[int, typer.Option(help="HTTP proxy port")] = 8080,
+    proxy_tls_port: Annotated[int, typer.Option(
+        min=0, max=65535,
+        help="HTTPS proxy port (443 when asked; 0: none); trust <data-dir>/ca.crt")] = 8443,
     gossip_port: Annotated[int | None, typer.Option(
         help="First gossip (UDP) port; the others take the next ones (default: free ports, "
              "remembered in the data dir)")] = None,
@@ -130,6 +134,12 @@ def up(
         advertise=advertise, join_port=join_port, host=advertise or "127.0.0.1",
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
+    if internal_tls == "off":
+        proxy_tls_port = 0  # no cluster CA, so no certificates to serve
+    elif proxy_tls_port and not shutil.which("haproxy"):
+        typer.echo("HTTPS is off: the proxy serves TLS with haproxy, which is not installed "
+                   "(apt-get install haproxy)", err=True)
+        proxy_tls_port = 0
     subnets = [config.worker_subnet(i) for i in range(config.worker_count)]
     # Everything that can be refused is refused before anything is started: a second
     # `bodega up` on this data dir first (it would also find the ports taken), then ports.
@@ -138,6 +148,8 @@ def up(
     try:
         ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
                                             **({"--join-port": join_port} if advertise else {}),
+                                            **({"--proxy-tls-port": proxy_tls_port}
+                                               if proxy_tls_port else {}),
                                             **({"--registry-port": registry_port}
                                                if registry_wanted and registry_port else {})})
         # Made once per data dir; every namespace, link and cgroup of the cluster carries it.
@@ -169,6 +181,10 @@ def up(
                      if config.internal_tls else None)
         if advertise is not None and authority is not None:
             ensure_join_token(data_dir, authority)
+        if authority is not None:
+            config = dataclasses.replace(
+                config, certs_key=ensure_certs_key(data_dir), proxy_tls_port=proxy_tls_port,
+                proxy_tls_cert=ensure_edge(data_dir, authority, "localhost"))
         asyncio.run(_run(config, made or token is None, authority=authority,
                          contexts_file=context_store.config_path(os.environ)))
     except StartFailed as err:
@@ -250,6 +266,9 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
         typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'})")
     typer.echo(f"Machines API: http://{config.host}:{config.api_port}/v1   "
                f"Proxy: http://<app>.localhost:{config.proxy_port}/")
+    if config.proxy_tls_port and config.proxy_tls_cert is not None:
+        typer.echo(f"HTTPS: https://<app>.localhost:{config.proxy_tls_port}/ (trust the cluster "
+                   f"CA: curl --cacert {config.data_dir / CA_CRT})")
     if cluster.authority is not None:
         typer.echo(f"Internal links: mutual TLS, cluster CA "
                    f"{fingerprint(cluster.authority.cert)} ({config.data_dir / 'tls' / 'ca.pem'})")

@@ -72,6 +72,15 @@ def worker(
                              "(default: the one in the data dir's cluster-id, made once)")]
     = None,
     network: Annotated[str, typer.Option(help="auto, netns (root) or host")] = "auto",
+    private_network: Annotated[bool, typer.Option(
+        help="Give machines private IPv6 addresses (6PN), isolate networks with nftables, "
+             "serve .internal names and peer with other hosts over WireGuard")] = False,
+    wireguard_port: Annotated[int, typer.Option(help="UDP port of this host's WireGuard "
+                                                     "overlay (with --private-network)")]
+    = 51820,
+    flycast_proxy: Annotated[str | None, typer.Option(
+        help="host:port of the proxy's public listener: machines reach their network's "
+             "Flycast addresses through it (with --private-network)")] = None,
     machine_user: Annotated[str, typer.Option(help="Run machines as this user when root")]
     = "nobody",
     reservation_ttl: Annotated[float, typer.Option(help="Seconds an unclaimed hold lasts")] = 10.0,
@@ -127,7 +136,9 @@ def worker(
             gpus=parse_gpus(gpus or []), shared_cpu_ratio=shared_cpu_ratio, cpu_kinds=kinds,
         ),
         secrets_key=secrets_key or "", tls_dir=tls, cluster_id=cid,
-        machine_subnet=machine_subnet, network=network,
+        machine_subnet=machine_subnet, network=network, private_network=private_network,
+        wireguard_port=wireguard_port,
+        flycast_proxy=hostinfo.split_host_port(flycast_proxy, 80) if flycast_proxy else None,
         machine_user=machine_user or None, reservation_ttl=reservation_ttl,
         stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
         gossip_host=gossip_host, gossip_port=gossip_port, join=seeds, gossip_keyring=keys,

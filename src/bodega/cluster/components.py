@@ -27,7 +27,8 @@ from bodega.model.duration import format_duration
 # Never inherited from `bodega up`'s own environment: each is given here, or not at all.
 # BODEGA_CLUSTER_SECRET is what older versions used for everything.
 SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_SECRETS_KEY", "BODEGA_GOSSIP_KEYRING",
-                    "BODEGA_GOSSIP_KEYRING_FILE", "BODEGA_CLUSTER_SECRET")
+                    "BODEGA_GOSSIP_KEYRING_FILE", "BODEGA_CERTS_KEY",
+                    "BODEGA_CLUSTER_SECRET")
 
 
 @dataclass
@@ -70,6 +71,8 @@ def component_env(inherited: Mapping[str, str], role: str, config: ClusterConfig
     env = {k: v for k, v in inherited.items() if k not in SECRET_VARIABLES}
     if role in ("broker", "worker") and config.secrets_key:
         env["BODEGA_SECRETS_KEY"] = config.secrets_key
+    if role in ("broker", "proxy") and config.certs_key:
+        env["BODEGA_CERTS_KEY"] = config.certs_key  # brokers seal certificate keys, proxies open
     if role == "broker":
         env["BODEGA_API_TOKEN"] = config.token
     return env
@@ -138,7 +141,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--gossip-keyring", str(config.keyring_file),
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
             "--log-level", config.log_level, *tls_args(config),
-            *(_broker_args(config) if role == "broker" else ()),
+            *(_broker_args(config) if role == "broker" else _proxy_tls_args(config)),
             # The proxy's admin listener serves registry sync: members on other hosts reach it.
             *(("--admin-listen", f"{config.host}:0") if role == "proxy" else ()), *extra,
             # The broker tells clients where the registry is (GET /v1/cluster).
@@ -146,13 +149,22 @@ def components_for(config: ClusterConfig) -> list[Component]:
         )
         components.append(Component(role, role, nearest, argv, run_dir / f"{role}.json",
                                     logs / f"{role}.log",
-                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port"},
+                                    flags={"--listen": flag, "--gossip-listen": "--gossip-port",
+                                           "--tls-listen": "--proxy-tls-port"},
                                     tls_dir=_tls_dir(config, config.data_dir / role)))
     return components
 
 
 def _tls_dir(config: ClusterConfig, component_dir: Path) -> Path | None:
     return component_dir / "tls" if config.internal_tls else None
+
+
+def _proxy_tls_args(config: ClusterConfig) -> tuple[str, ...]:
+    """The proxy's TLS listener and its default certificate, when the cluster has a CA."""
+    if not config.proxy_tls_port or config.proxy_tls_cert is None:
+        return ()
+    return ("--tls-listen", f"{config.host}:{config.proxy_tls_port}",
+            "--tls-cert", str(config.proxy_tls_cert))
 
 
 def _broker_args(config: ClusterConfig) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ class ClusterConfig:
     data_dir: Path
     token: str
     secrets_key: str = ""  # brokers' and workers' only; "" for none
+    certs_key: str = ""  # brokers' and proxies' only (cluster/edge_files.py); "" for none
     # Carried by every kernel object the workers make (runtime/cluster_id.py); "" for none.
     cluster_id: str = ""
     regions: tuple[str, ...] = ("ams", "syd")
@@ -21,6 +22,8 @@ class ClusterConfig:
     worker_disk_gb: int = 20
     api_port: int = 4280
     proxy_port: int = 8080
+    proxy_tls_port: int = 0  # the proxy's TLS listener; 0: none
+    proxy_tls_cert: Path | None = None  # its default certificate (cluster/edge_files.py)
     # Component name -> its UDP gossip port, chosen once (cluster/ports.py) so restarts keep it.
     gossip_ports: dict[str, int] = field(default_factory=dict)
     host: str = "127.0.0.1"

@@ -68,6 +68,8 @@ class LocalCluster:
             {
                 "api_url": f"http://{self.config.host}:{self.config.api_port}",
                 "proxy_url": f"http://{self.config.host}:{self.config.proxy_port}",
+                **({"proxy_tls_url": f"https://{self.config.host}:{self.config.proxy_tls_port}"}
+                   if self.config.proxy_tls_port and self.config.proxy_tls_cert else {}),
                 "components": [c.to_json() for c in self.components],
             },
         )

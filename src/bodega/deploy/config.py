@@ -16,7 +16,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bodega.deploy.machine_keys import DEFAULT_GROUP as DEFAULT_GROUP
 from bodega.deploy.toml_errors import describe, line_of
@@ -104,10 +111,47 @@ class HttpService(_Strict):
     checks: list[TomlCheck] = []
 
 
+Handler = Literal["http", "tls", "proxy_proto"]  # none at all: raw TCP passed through
+
+
+class ProxyProtoOptions(_Strict):
+    version: Literal["v1", "v2"] = "v1"
+
+
+class TlsOptions(_Strict):
+    alpn: list[str] | None = None
+    versions: list[Literal["TLSv1.2", "TLSv1.3"]] | None = None
+    default_self_signed: bool | None = None
+
+
+class HttpOptions(_Strict):
+    h2_backend: bool | None = None  # gRPC: HTTP/2 to the machine
+
+
 class ServicePort(_Strict):
-    port: int = Field(ge=1, le=65535)
-    handlers: list[str] = []
+    """One public port (or a range, ``start_port``..``end_port``) and how the edge handles it."""
+
+    port: int | None = Field(default=None, ge=1, le=65535)
+    start_port: int | None = Field(default=None, ge=1, le=65535)
+    end_port: int | None = Field(default=None, ge=1, le=65535)
+    handlers: list[Handler] = []
     force_https: bool | None = None
+    proxy_proto_options: ProxyProtoOptions | None = None
+    tls_options: TlsOptions | None = None
+    http_options: HttpOptions | None = None
+
+    @model_validator(mode="after")
+    def _one_port_or_a_range(self) -> ServicePort:
+        if (self.port is None) == (self.start_port is None):
+            raise ValueError("give port, or start_port and end_port (not both)")
+        if self.start_port is not None and (self.end_port is None
+                                            or self.end_port < self.start_port):
+            raise ValueError("end_port must be given, and at least start_port")
+        if self.port is not None and self.end_port is not None:
+            raise ValueError("end_port goes with start_port, not port")
+        if self.proxy_proto_options is not None and "proxy_proto" not in self.handlers:
+            raise ValueError("proxy_proto_options needs the proxy_proto handler")
+        return self
 
 
 class Service(_Strict):

@@ -6,7 +6,7 @@ the registry, the broker reads it from the worker's answers and the view's rows 
 answers it to its clients, and ``MachinesClient`` returns it to the CLI and the deploy
 client. Its fields are the API's (``Machine``, ``MachineEvent``, ``ImageRef``,
 ``CheckStatus``), in the order workers write them, then the ones a worker adds for the
-cluster's own use (``app``, ``worker``, ``service_host``: ``INTERNAL_FIELDS``), which
+cluster's own use (``app``, ``worker``, ``service_host``, ``network``: ``INTERNAL_FIELDS``), which
 the broker never shows its clients. Fields are optional as in the API and as fly-go
 reads them: a string the answer does not carry reads ``""``; an optional part
 (``checks``, ``events``, ``nonce`` ...) reads ``None`` and is left out when encoded.
@@ -22,7 +22,7 @@ from bodega.model.answer import Answer
 from bodega.model.machine_config import MachineConfig
 
 # Fields a worker adds for the cluster's own use; public answers leave them out.
-INTERNAL_FIELDS = frozenset({"app", "worker", "service_host"})
+INTERNAL_FIELDS = frozenset({"app", "worker", "service_host", "network"})
 
 _IMAGE_RE = re.compile(
     r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::\d+)?)/)?(?P<repository>[a-z0-9._/-]+?)"
@@ -120,6 +120,7 @@ class Machine(Answer):
     events: list[MachineEvent] | None = None
     nonce: str | None = None  # a lease's, on a create that asked for one
     service_host: str | None = None  # internal: where the proxy reaches its services
+    network: str | None = None  # internal: its private network's key (<org>/<network>)
     # The last config the view had, on an answer for a machine whose host cannot be reached.
     incomplete_config: MachineConfig | None = None
 

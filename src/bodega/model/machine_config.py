@@ -116,12 +116,29 @@ class Concurrency(_Open):
     hard_limit: int | None = Field(default=None, ge=1)
 
 
+class ProxyProtoOptions(_Open):
+    version: Literal["v1", "v2"] | None = None
+
+
+class TlsOptions(_Open):
+    alpn: list[str] | None = None
+    versions: list[str] | None = None
+    default_self_signed: bool | None = None
+
+
+class HttpOptions(_Open):
+    h2_backend: bool | None = None
+
+
 class Port(_Open):
     port: int | None = Field(default=None, ge=1, le=65535)
     start_port: int | None = Field(default=None, ge=1, le=65535)
     end_port: int | None = Field(default=None, ge=1, le=65535)
     handlers: list[str] | None = None
     force_https: bool | None = None
+    proxy_proto_options: ProxyProtoOptions | None = None
+    tls_options: TlsOptions | None = None
+    http_options: HttpOptions | None = None
 
 
 class CheckHeader(BaseModel):

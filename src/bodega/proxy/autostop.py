@@ -23,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from bodega.model.errors import BadRequest, BodegaError, PreconditionFailed
 from bodega.proxy.balance import autostop_victim, usable, wake_candidate
@@ -35,8 +36,20 @@ from bodega.wire.worker_client import WorkerClient
 log = logging.getLogger("bodega.proxy.autostop")
 
 
+class Machines(Protocol):
+    """What autostop reads of the routes: ``RoutingTable``, or ``tcp_routes.AllServices``."""
+
+    def apps(self) -> list[str]: ...
+
+    def backends(self, app: str) -> list[Backend]: ...
+
+    def worker_alive(self, name: str) -> bool: ...
+
+    def mark_rested(self, machine_id: str, state: str) -> None: ...
+
+
 class Autostop:
-    def __init__(self, table: RoutingTable, load: LoadView, clients: Callable[[str], WorkerClient |
+    def __init__(self, table: Machines, load: LoadView, clients: Callable[[str], WorkerClient |
                  None], metrics: ProxyMetrics, region: str, interval: float,
                  idle_for: float) -> None:
         self.table = table

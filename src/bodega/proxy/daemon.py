@@ -25,22 +25,26 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bodega.model.answer import from_doc
-from bodega.model.machine import Machine
 from bodega.proxy.autostop import Autostop, Failover
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.observed import CombinedLoad
+from bodega.proxy.haproxy.tcp_plane import TcpPlane
 from bodega.proxy.load import Load, LoadView
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.plane import choose_plane, haproxy_settings
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
+from bodega.proxy.sites import SiteStore
+from bodega.proxy.tcp_activator import TcpActivator
+from bodega.proxy.tcp_routes import AllServices, TcpTable
 from bodega.proxy.upstream import Upstreams
+from bodega.proxy.view_feed import TABLES, follow
 from bodega.proxy.wake import Waker
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.feed import FeedLagged
 from bodega.registry.member_tls import certificate_meta, renewal
 from bodega.registry.membership.keyfile import KeyringSource, needed
+from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.access import PROXY_ADMIN
 from bodega.runtime.tls.contexts import InternalTls
@@ -74,11 +78,16 @@ class ProxyDaemonConfig:
     ready_timeout: float = 30.0
     data_plane: str = "auto"  # auto, haproxy or python: see bodega.proxy.plane
     haproxy_threads: int = 1
+    tls_host: str = "127.0.0.1"
+    tls_port: int | None = None  # the TLS listener (HAProxy only); None: none
+    tls_cert: Path | None = None  # its default key + chain; None: self-signed *.<base-domain>
+    certs_key: str = ""  # opens the keys of the certificates' rows
 
 
 class Proxy:
     def __init__(self, config: ProxyDaemonConfig) -> None:
         self.config = config
+        self.plane = choose_plane(config.data_plane, tls=config.tls_port is not None)
         self.metrics = ProxyMetrics()
         self.table = RoutingTable()
         self.load = Load()
@@ -90,7 +99,11 @@ class Proxy:
         self.waker = Waker(self.table, self.client, self.load, self.metrics, config.region,
                            config.ready_timeout)
         self.failover = Failover(self.table, self.waker, self.metrics)
-        self.plane = choose_plane(config.data_plane)
+        self.sites = SiteStore(SecretBox(config.certs_key) if config.certs_key else None,
+                               self.table)
+        self.tls_public: tuple[str, int] | None = None  # HAProxy's TLS address, when it serves
+        self.tcp = TcpTable()  # [[services]] ports beyond HTTP's (HAProxy only), and their waker:
+        self.tcp_activator = TcpActivator(self.tcp, self.table, self.waker, config.region)
         self.dataplane: HaproxyDataPlane | None = None
         self.public: tuple[str, int] | None = None  # HAProxy's address, when it serves
         self._haproxy_dir: Path | None = None
@@ -149,7 +162,8 @@ class Proxy:
         await self.node.start()
         if self.tls is not None:
             self._tasks.append(asyncio.create_task(renewal(self.tls, self.node).run()))
-        self._tasks += [asyncio.create_task(self._follow(table)) for table in ("machines", "apps")]
+        self._tasks += [asyncio.create_task(follow(self.node, table, self.table, self.tcp,
+                                                   self.sites)) for table in TABLES]
         self._tasks.append(asyncio.create_task(self._follow_members()))
         load: LoadView = self.load
         if self.plane.binary is not None:
@@ -163,11 +177,16 @@ class Proxy:
                                                        reuse_address=True)
             log.info("data plane: python (%s): every request goes through this process",
                      self.plane.why)
-        autostop = Autostop(self.table, load, self.client, self.metrics, config.region,
-                            config.autostop_interval, config.autostop_idle)
+        autostop = Autostop(AllServices(self.table, self.tcp), load, self.client, self.metrics,
+                            config.region, config.autostop_interval, config.autostop_idle)
         self._tasks.append(asyncio.create_task(autostop.run()))
-        log.info("proxy %s (%s) serving *.%s on %s, admin on %s", config.name, config.region,
-                 config.base_domain, self.url, admin_url)
+        log.info("proxy %s (%s) serving *.%s on %s%s, admin on %s", config.name,
+                 config.region, config.base_domain, self.url,
+                 f" and {self.tls_url}" if self.tls_url else "", admin_url)
+
+    @property
+    def tls_url(self) -> str | None:
+        return f"https://{self.tls_public[0]}:{self.tls_public[1]}" if self.tls_public else None
 
     @property
     def _activator_url(self) -> str:
@@ -181,38 +200,25 @@ class Proxy:
         self.listener = await asyncio.start_server(self.server.handle, "127.0.0.1", 0,
                                                    backlog=2048)
         activator = self.listener.sockets[0].getsockname()[:2]
+        tls = (config.tls_host, config.tls_port) if config.tls_port is not None else None
         workdir, settings = haproxy_settings(config.listen_host, config.listen_port, activator,
-                                             config.base_domain, config.haproxy_threads)
+                                             config.base_domain, config.haproxy_threads,
+                                             region=config.region, tls=tls,
+                                             default_cert=config.tls_cert)
         self._haproxy_dir = workdir
         self.dataplane = HaproxyDataPlane(binary, workdir, settings, self.table, config.region,
-                                          self.waker)
+                                          self.waker, self.sites,
+                                          TcpPlane(self.tcp, self.tcp_activator, self.table,
+                                                   config.region, config.listen_host))
         try:
             await self.dataplane.start()
         except BaseException:
             shutil.rmtree(workdir, ignore_errors=True)  # stop() is not called after a failed start
             raise
         self.public = (settings.bind_host, settings.bind_port)
+        self.tls_public = (settings.tls_host, settings.tls_port) if settings.tls_port else None
         self.metrics.registry.register(self.dataplane.collector)
         return CombinedLoad(self.load, self.dataplane.load)
-
-    async def _follow(self, table: str) -> None:
-        assert self.node is not None
-        while True:
-            try:
-                with self.node.subscribe(table) as feed:
-                    async for change in feed:
-                        if table == "machines":
-                            self.table.put_machine(change.key,
-                                                   from_doc(Machine, change.doc))
-                        else:
-                            self.table.put_app(change.key, change.doc is not None)
-            except FeedLagged:
-                log.warning("fell behind the %s feed; reading it again", table)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("following %s failed", table)
-                await asyncio.sleep(1)
 
     async def _follow_members(self) -> None:
         assert self.node is not None
@@ -255,6 +261,7 @@ class Proxy:
     async def stop(self) -> None:
         if self.dataplane is not None:
             await self.dataplane.stop()
+            await self.tcp_activator.close()
             if self._haproxy_dir is not None:
                 shutil.rmtree(self._haproxy_dir, ignore_errors=True)
         if self.listener is not None:

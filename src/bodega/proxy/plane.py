@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import datetime
 import shutil
 import socket
 import tempfile
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from bodega.proxy.haproxy.config import HaproxySettings
 from bodega.runtime.binding import BindError
+from bodega.runtime.tls import sites
+from bodega.runtime.tls.files import write_private
 
 MODES = ("auto", "haproxy", "python")
 
@@ -24,8 +27,17 @@ class PlaneChoice:
     why: str
 
 
-def choose_plane(mode: str, which: str | None = None) -> PlaneChoice:
-    """``which``: where haproxy is (default: looked up on PATH)."""
+def choose_plane(mode: str, which: str | None = None, tls: bool = False) -> PlaneChoice:
+    """``which``: where haproxy is (default: looked up on PATH); ``tls``: a TLS listener is
+    asked for, which only HAProxy serves."""
+    choice = _choose(mode, which)
+    if tls and choice.binary is None:
+        raise ValueError(f"--tls-listen needs the haproxy data plane ({choice.why}); "
+                         "the python data plane serves plain HTTP only")
+    return choice
+
+
+def _choose(mode: str, which: str | None) -> PlaneChoice:
     if mode not in MODES:
         raise ValueError(f"--data-plane must be one of {', '.join(MODES)}, not {mode!r}")
     if mode == "python":
@@ -40,14 +52,28 @@ def choose_plane(mode: str, which: str | None = None) -> PlaneChoice:
 
 
 def haproxy_settings(listen_host: str, listen_port: int, activator: tuple[str, int],
-                     base_domain: str, threads: int) -> tuple[Path, HaproxySettings]:
-    """A short private directory for HAProxy's files (a socket path must stay short)."""
+                     base_domain: str, threads: int, *, region: str = "",
+                     tls: tuple[str, int] | None = None, default_cert: Path | None = None
+                     ) -> tuple[Path, HaproxySettings]:
+    """A short private directory for HAProxy's files (a socket path must stay short).
+
+    ``tls``: where to serve TLS (port 0: any free one); ``default_cert``: the key and chain a
+    client gets when no SNI matches (None: a self-signed one for ``*.<base-domain>``, made
+    here: fly.toml's ``default_self_signed``)."""
     port = _free_port(listen_host, listen_port)
+    tls_port = _free_port(*tls) if tls is not None else 0
     workdir = Path(tempfile.mkdtemp(prefix="bodega-haproxy-"))
+    if tls is not None and default_cert is None:
+        made = sites.self_signed((f"*.{base_domain}", base_domain),
+                                 datetime.datetime.now(datetime.UTC))
+        default_cert = workdir / "default.pem"
+        write_private(default_cert, made.key_pem + made.chain_pem)
     return workdir, HaproxySettings(
         bind_host=listen_host, bind_port=port, activator_host=activator[0],
         activator_port=activator[1], socket_path=workdir / "admin.sock",
-        hosts_map=workdir / "hosts.map", base_domain=base_domain, threads=threads)
+        hosts_map=workdir / "hosts.map", base_domain=base_domain, threads=threads,
+        region=region, tls_host=tls[0] if tls else "", tls_port=tls_port,
+        default_cert=default_cert)
 
 
 def _free_port(host: str, port: int) -> int:

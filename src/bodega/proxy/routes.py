@@ -11,7 +11,7 @@ drop out at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from bodega.model.machine import Machine
@@ -48,18 +48,22 @@ class Backend:
     updated_at: str = ""
     instance_id: str = ""
     checks: str = PASSING  # its service checks: passing (or none), waiting, failing
+    force_https: bool = False  # a plain HTTP request gets a 301 to the TLS port
 
     @property
     def address(self) -> tuple[str, int]:
         return self.host, self.port
 
     @classmethod
-    def from_machine(cls, machine: Machine) -> Backend | None:
-        """The backend a machine describes, or None if it serves no HTTP."""
+    def from_machine(cls, machine: Machine, index: int | None = None) -> Backend | None:
+        """The backend a machine describes for its HTTP service (or for
+        ``services[index]``); None if it has no such service or no address yet."""
         config = machine.config
         if config is None:
             return None
-        service = next((s for s in config.services or [] if _serves_http(s)), None)
+        services = config.services or []
+        service = (next((s for s in services if _serves_http(s)), None) if index is None
+                   else services[index] if index < len(services) else None)
         host = machine.service_host or machine.private_ip
         if service is None or not host or not machine.app:
             return None
@@ -79,6 +83,7 @@ class Backend:
             created_at=machine.created_at, updated_at=machine.updated_at,
             instance_id=machine.instance_id,
             checks=service_checks(machine),
+            force_https=any(bool(p.force_https) for p in service.ports or []),
         )
 
 
@@ -116,6 +121,7 @@ class RoutingTable:
         # machine -> (until when, its row's updated_at when woken): see ``_woken_override``
         self._woken: dict[str, tuple[float, str]] = {}
         self._listeners: list[Callable[[], None]] = []
+        self._hostnames: dict[str, str] = {}  # a certificate's hostname -> its app
 
     def on_change(self, listener: Callable[[], None]) -> None:
         """Call ``listener`` after every change (the HAProxy data plane follows the table)."""
@@ -232,3 +238,16 @@ class RoutingTable:
 
     def apps(self) -> list[str]:
         return sorted(self._by_app)
+
+    def set_hostnames(self, hostnames: Mapping[str, str]) -> None:
+        """The hostnames the edge has certificates for, and their apps (``www.example.com``
+        reaches ``hello`` as ``hello.<base-domain>`` does)."""
+        if dict(hostnames) != self._hostnames:
+            self._hostnames = dict(hostnames)
+            self._changed()
+
+    def app_for_hostname(self, hostname: str) -> str | None:
+        return self._hostnames.get(hostname)
+
+    def force_https(self, app: str) -> bool:
+        return any(b.force_https for b in self.backends(app))

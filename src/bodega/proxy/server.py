@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from bodega.model.ids import new_ulid
-from bodega.proxy.balance import choose
+from bodega.proxy.balance import choose, usable
 from bodega.proxy.exchange import UpstreamFailed, exchange
 from bodega.proxy.http1 import (
     BadMessage,
@@ -35,6 +35,15 @@ from bodega.proxy.http1 import (
 )
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
+from bodega.proxy.replay import (
+    INSTRUCTION,
+    SOURCE,
+    ReplayTo,
+    candidates,
+    parse_replay,
+    source_header,
+    source_of,
+)
 from bodega.proxy.request_ids import RequestIds
 from bodega.proxy.routes import Backend, RoutingTable
 from bodega.proxy.upstream import ConnectFailed, Upstreams
@@ -45,6 +54,7 @@ log = logging.getLogger("bodega.proxy")
 MAX_TRIES = 3
 CLIENT_IDLE = 60.0
 FORCE_INSTANCE = b"fly-force-instance-id"
+PREFER_REGION = b"fly-prefer-region"
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,7 @@ class ProxyServer:
         if not host:
             return None
         name = host.decode("latin-1").split(":", 1)[0].lower().rstrip(".")
+        name = self.table.app_for_hostname(name) or name
         if name.endswith(self._suffix):
             name = name[: -len(self._suffix)]
         return name if name and "." not in name else None
@@ -117,15 +128,21 @@ class ProxyServer:
             (b"x-forwarded-proto", b"http"), (b"x-request-id", request_id.encode()),
             (b"fly-request-id", request_id.encode()),
         ]
-        extra_names = {k for k, _ in extra}
+        only = None
+        if self.config.behind_data_plane and (instruction := head.get(INSTRUCTION)):
+            app, only, src = self._replay(app, parse_replay(instruction.decode("latin-1")))
+            extra.append((SOURCE, src))
+        extra_names = {k for k, _ in extra} | {INSTRUCTION}
         head.headers = [(k, v) for k, v in head.headers if k.lower() not in extra_names]
         forced = head.get(FORCE_INSTANCE)
+        # Fly-Prefer-Region: that region's machines first, the nearest ones when it has none.
+        region = (head.get(PREFER_REGION) or b"").decode("latin-1") or self.config.region
         tried: set[str] = set()
         code = 503
         reason = "no machine can serve"
         try:
             for _ in range(MAX_TRIES):
-                backend, reason = await self._pick(app, frozenset(tried), forced)
+                backend, reason = await self._pick(app, frozenset(tried), forced, only, region)
                 if backend is None:
                     break
                 tried.add(backend.machine_id)
@@ -157,16 +174,35 @@ class ProxyServer:
         finally:
             self.metrics.observe(app, code, time.perf_counter() - began)
 
-    async def _pick(self, app: str, tried: frozenset[str],
-                    forced: bytes | None) -> tuple[Backend | None, str]:
+    def _replay(self, app: str, replay: ReplayTo) -> tuple[str, list[Backend], bytes]:
+        """A request HAProxy hands over for fly-replay: the target app, the machines it may
+        go to, and the ``fly-replay-src`` header they get."""
+        source = source_of(replay, self.table.backends(app))
+        target = replay.app or app
+        pool = candidates(replay, self.table.backends(target), source)
+        log.info("%s: fly-replay (%s) from %s to %d candidate(s) in %s", app, replay,
+                 source.machine_id if source else "?", len(pool), target)
+        return target, pool, source_header(replay, source)
+
+    async def _pick(self, app: str, tried: frozenset[str], forced: bytes | None,
+                    only: list[Backend] | None, region: str) -> tuple[Backend | None, str]:
+        if only is not None:  # a replay: one of these, running, or none
+            choice = choose(only, self.load.outstanding, region,
+                            self.table.worker_alive, self.rng, tried)
+            if choice.backend is None:
+                return None, f"no machine the fly-replay names can serve ({choice.reason})"
+            return choice.backend, ""
         backends = self.table.backends(app)
         if forced is not None:
             wanted = forced.decode("latin-1")
             backends = [b for b in backends if b.machine_id == wanted]
             if not backends:
                 return None, f"no machine {wanted} in {app}"
-        choice = choose(backends, self.load.outstanding, self.config.region,
-                        self.table.worker_alive, self.rng, tried)
+        if not any(b.region == region and usable(b, self.table.worker_alive)
+                   for b in backends):
+            region = self.config.region  # none where preferred: the nearest, as always
+        choice = choose(backends, self.load.outstanding, region, self.table.worker_alive,
+                        self.rng, tried)
         if choice.backend is not None and not choice.over_soft:
             return choice.backend, ""
         if forced is None and any(b.autostart for b in backends):

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from bodega.model.errors import BodegaError
 from bodega.proxy.balance import wake_candidate
@@ -78,7 +79,8 @@ class Waker:
         log.info("%s (%s): started for a request in %.0f ms", backend.machine_id, backend.app,
                  seconds * 1000)
         self.load.woke(backend.machine_id)
-        return self.table.mark_started(backend.machine_id)
+        # A machine serving only TCP services is not in the HTTP table: it is still started.
+        return self.table.mark_started(backend.machine_id) or replace(backend, state="started")
 
     async def refresh(self, backend: Backend) -> None:
         """Ask the machine's worker how it is (the view may lag a stop by a gossip round)."""

@@ -15,6 +15,8 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 
+from bodega.runtime.identity_keys import identity_keys
+
 PREFIX = "bdm_"
 ENV = "BODEGA_MACHINE_TOKEN"
 
@@ -48,3 +50,10 @@ class MachineTokens:
         if not hmac.compare_digest(tag.encode(), self._tag(app, machine_id).encode()):
             return None
         return MachineClaim(app, machine_id)
+
+
+def keyed(secrets_key: str) -> MachineTokens | None:
+    """The machine tokens a component holding ``secrets_key`` mints and checks (the key's
+    one derivation: ``identity_keys.py``); None without a key: no machine identity."""
+    return MachineTokens(identity_keys(secrets_key.encode()).machine_token) if secrets_key \
+        else None

@@ -66,9 +66,12 @@ class MachinesClient(JsonClient):
     async def apps(self) -> list[App]:
         return (await self.answer(AppList, "GET", "/v1/apps")).apps
 
-    async def create_app(self, name: str, org_slug: str = "personal") -> App:
-        return await self.answer(App, "POST", "/v1/apps",
-                                 json={"app_name": name, "org_slug": org_slug})
+    async def create_app(self, name: str, org_slug: str = "personal",
+                         network: str | None = None) -> App:
+        body = {"app_name": name, "org_slug": org_slug}
+        if network:
+            body["network"] = network
+        return await self.answer(App, "POST", "/v1/apps", json=body)
 
     async def app(self, name: str) -> App:
         return await self.answer(App, "GET", f"/v1/apps/{name}")

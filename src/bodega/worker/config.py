@@ -44,6 +44,10 @@ class WorkerConfig:
     cluster_id: str = ""
     machine_subnet: str | None = None  # e.g. 10.209.5.0/24; None: derived from the name
     network: str = "auto"  # auto | netns | host
+    # The private network (bodega.networking): 6PN addresses, isolation, resolver, overlay.
+    private_network: bool = False
+    wireguard_port: int = 51820  # the overlay's UDP port on this host
+    flycast_proxy: tuple[str, int] | None = None  # the proxy Flycast addresses relay to
     machine_user: str | None = "nobody"  # run machines as this user when the worker is root
     log_max_bytes: int = 1 << 20
     reservation_ttl: float = 10.0

@@ -9,7 +9,9 @@ nothing on the host: once its machines are stopped it sweeps every kernel object
 it made (all named with its cluster id); their next start wires them again.
 Without it, machines keep running for the next start to re-adopt, and only spare
 namespaces are unwired. A worker killed with SIGKILL removes nothing, so its
-machines live on and are re-adopted. Its batch jobs are ``job_wiring.py``'s.
+machines live on and are re-adopted. Its batch jobs are ``job_wiring.py``'s. With
+``private_network`` it also runs this host's part of the private network
+(``host/private_net.py``) once its registry node runs.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
 from bodega.worker.host.network import Network
-from bodega.worker.host.parts import make_driver, make_network, owner
+from bodega.worker.host.parts import make_driver, make_network, make_private_network, owner
 from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
@@ -82,6 +84,7 @@ class Worker:
             self.ledger.image_disk_gb = images.disk_gb
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
+        self.private = self.effects.private = make_private_network(config, self.network)
         recorder = Recorder(self.store, self.ledger)
         self.runner = Runner(self.store, self.effects, recorder, config.failpoints,
                              on_step=self.metrics.observe_step)
@@ -115,8 +118,7 @@ class Worker:
         """The registry's advertised gossip address, ``host:port``, for others to join through."""
         if self.registry is None:
             raise RuntimeError("worker is not started")
-        host, port = self.registry.gossip_addr
-        return f"{host}:{port}"
+        return "{}:{}".format(*self.registry.gossip_addr)
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(
@@ -160,6 +162,8 @@ class Worker:
                                   tls=self.tls)
         if self.registry is not None:
             await self.registry.start()
+            if self.private is not None:  # (machines running since before a restart, too)
+                await self.private.start(self.registry, queries.list_machines(self.store.db))
             if self.tls is not None:
                 self._tasks.append(asyncio.create_task(renewal(self.tls, self.registry).run()))
             subnet: str | None = getattr(self.network, "routed_subnet", None)  # netns only
@@ -168,7 +172,9 @@ class Worker:
                 driver=self.driver.name, store=self.store, ledger=self.ledger,
                 service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl,
                 images=images.held if (images := self.driver.capabilities.images) else None,
-                subnet=subnet)
+                subnet=subnet,
+                machine_extra=self.private.published if self.private else None,
+                worker_extra=self.private.advertised if self.private else None)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
             if subnet is not None:  # machines on other hosts reach this one's, and back
@@ -217,6 +223,8 @@ class Worker:
         parking = self.driver.capabilities.parking
         if parking is not None:
             parking.close()
+        if self.private is not None:
+            await self.private.stop(machines_stay=not self.config.stop_machines_on_exit)
         if self.config.stop_machines_on_exit:
             await self.sweep()
         else:  # machines run on, for the next start to re-adopt

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bodega.model.machine import rfc3339
@@ -56,7 +56,9 @@ class Publisher:
                  service_host: Callable[[MachineRow], str | None],
                  destroyed_ttl: float, interval: float = INTERVAL,
                  images: Callable[[], list[str]] | None = None,
-                 subnet: str | None = None) -> None:
+                 subnet: str | None = None,
+                 machine_extra: Callable[[MachineRow], Mapping[str, object]] | None = None,
+                 worker_extra: Callable[[], Mapping[str, object]] | None = None) -> None:
         self.node = node
         self.subnet = subnet  # its machines' /24, when other hosts may route to it
         self.name = name
@@ -69,6 +71,9 @@ class Publisher:
         self.destroyed_ttl = destroyed_ttl
         self.interval = interval
         self.images = images  # the images this worker holds, for placement's image bonus
+        # What the private network adds: a machine's private address, the host's overlay.
+        self.machine_extra = machine_extra
+        self.worker_extra = worker_extra
         self._seq = 0
         self._capacity: dict[str, Any] | None = None
         self._next_refresh = self._next_expiry = 0.0
@@ -112,6 +117,8 @@ class Publisher:
         if self.images is not None:
             capacity["images"] = self.images()
             capacity["image_disk_gb"] = self.ledger.image_disk_gb()  # counted in used
+        if self.worker_extra is not None:
+            capacity.update(self.worker_extra())
         if force or capacity != self._capacity:
             self.node.put_owned("workers", self.name,
                                 {**capacity, "updated_at": rfc3339(self.store.clock())})
@@ -163,6 +170,8 @@ class Publisher:
 
     def _put_machine(self, row: MachineRow) -> None:
         machine = machine_answer(row, worker=self.name, service_host=self.service_host(row))
+        if self.machine_extra is not None:  # its private address and network
+            machine = machine.model_copy(update=dict(self.machine_extra(row)))
         self.node.put_owned("machines", row.id, machine.doc())
 
     def _put_volume(self, row: VolumeRow) -> None:

@@ -92,10 +92,12 @@ def test_up_names_api_port_proxy_port_and_gossip_port(tmp_path: Path, tcp_taken:
     done = bodega(*base, "--api-port", str(tcp_taken))
     assert done.stdout == ""
     assert errors(done) == done.stderr.splitlines() == [in_use(tcp_taken, "TCP", "--api-port")]
-    done = bodega(*base, "--api-port", "0", "--proxy-port", str(tcp_taken))
+    done = bodega(*base, "--api-port", "0", "--proxy-port", str(tcp_taken),
+                  "--proxy-tls-port", "0")
     assert errors(done) == done.stderr.splitlines() == [
         in_use(tcp_taken, "TCP", "--proxy-port")]
-    done = bodega(*base, "--api-port", "0", "--proxy-port", "0", "--gossip-port", str(udp_taken))
+    done = bodega(*base, "--api-port", "0", "--proxy-port", "0", "--proxy-tls-port", "0",
+                  "--gossip-port", str(udp_taken))
     assert errors(done) == done.stderr.splitlines() == [
         in_use(udp_taken, "UDP", "--gossip-port")]
     assert not (tmp_path / "cluster.json").exists()

@@ -31,7 +31,8 @@ def until_line(process: subprocess.Popen[str], text: str) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 @pytest.mark.parametrize(("script", "ready"), [("hello/app.py", "listening on"),
-                                               ("worker/worker.py", "tick 1")])
+                                               ("worker/worker.py", "tick 1"),
+                                               ("echo/app.py", "listening on")])
 def test_an_example_stopped_by_bodega_says_one_line_and_no_traceback(
         script: str, ready: str, sig: signal.Signals) -> None:
     env = {**os.environ, "PORT": str(free_port()), "EVERY": "0.05"}

@@ -180,3 +180,47 @@ processes = ["worker"]
     assert "checks" not in web
     assert "services" not in worker
     assert worker["checks"] == {"alive": {"type": "tcp", "port": 9000}}
+
+
+SERVICE = """app = "echo"
+
+[[services]]
+  internal_port = 7000
+
+  [[services.ports]]
+{port}
+"""
+
+
+@pytest.mark.parametrize(("port", "error"), [
+    ('    port = 7001\n    handlers = ["tcp"]',
+     "bodega.toml:8: services.0.ports.0.handlers.0: Input should be 'http', 'tls' or "
+     "'proxy_proto'"),
+    ('    port = 7001\n    proxy_proto_options = { version = "v2" }',
+     "bodega.toml:6: services.0.ports.0: proxy_proto_options needs the proxy_proto handler"),
+    ('    port = 7001\n    handlers = ["proxy_proto"]\n'
+     '    proxy_proto_options = { version = "v3" }',
+     "bodega.toml:9: services.0.ports.0.proxy_proto_options.version: Input should be 'v1' or "
+     "'v2'"),
+    ("    start_port = 7001",
+     "bodega.toml:6: services.0.ports.0: end_port must be given, and at least start_port"),
+    ("    handler = []", "bodega.toml:7: services.0.ports.0.handler: unknown key (did you mean "
+                         "`handlers`?)"),
+])
+def test_a_bad_services_block_is_one_line_naming_the_key(port: str, error: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse(SERVICE.format(port=port))
+    assert str(caught.value) == error
+
+
+def test_tcp_services_with_every_handler_reach_the_machine_config() -> None:
+    config, _ = parse(SERVICE.format(port='    port = 7001\n    handlers = ["tls"]\n'
+                                          '  [[services.ports]]\n    port = 7002\n'
+                                          '    handlers = ["proxy_proto"]\n'
+                                          '    proxy_proto_options = { version = "v2" }\n'
+                                          '  [[services.ports]]\n    start_port = 7010\n'
+                                          '    end_port = 7012'))
+    assert [p.model_dump(exclude_none=True) for p in config.services[0].ports] == [
+        {"port": 7001, "handlers": ["tls"]},
+        {"port": 7002, "handlers": ["proxy_proto"], "proxy_proto_options": {"version": "v2"}},
+        {"start_port": 7010, "end_port": 7012, "handlers": []}]

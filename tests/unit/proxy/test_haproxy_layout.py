@@ -136,7 +136,8 @@ def test_the_config_routes_hosts_to_backends_with_the_activator_behind() -> None
     text = render(layout, settings)
     assert "bind 0.0.0.0:8080" in text
     assert "stats socket /run/admin.sock mode 600 level admin expose-fd listeners" in text
-    assert f"use_backend %[req.hdr(host),field(1,:),lower,map({MAP})]" in text
+    assert "http-request set-var(txn.site) req.hdr(host),field(1,:),lower" in text
+    assert f"use_backend %[var(txn.site),map({MAP})]" in text
     assert "default_backend activator" in text  # unknown hosts: bodega answers 404
     assert text.count("balance leastconn") == MIN_BACKENDS
     assert text.count("server activator 127.0.0.1:4321 backup") == MIN_BACKENDS

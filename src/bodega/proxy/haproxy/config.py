@@ -1,6 +1,8 @@
 """HAProxy's configuration, rendered from a layout. Pure functions.
 
-    frontend public ─ Host ─▶ hosts.map ─▶ backend pool_<n> (the app's: leastconn over slots)
+    frontend public (HTTP, and TLS by SNI from certs.list when it has a TLS port)
+      Host ─▶ aliases.map (a certificate's hostname ─▶ <app>.<domain>) ─▶ https.map
+      (force_https: 301) ─▶ hosts.map ─▶ backend pool_<n> (the app's: leastconn over slots)
                           │ no such host       │ every slot empty or down
                           ▼                    ▼
                      backend activator ◀── server activator (backup)
@@ -12,9 +14,10 @@ onto HAProxy's own features: ``hard_limit`` is a server's ``maxconn`` (the
 rest queue in the backend, ``timeout queue``); the nearest region is a higher
 weight; a failed connection is retried on another machine (``retry-on
 conn-failure`` with ``option redispatch``: nothing was sent, so any method
-is safe to retry); X-Forwarded-For/Proto and a request id
-(``fly-request-id``/``x-request-id``, kept when the client sent one) are set
-on every request. WebSocket upgrades and streamed bodies pass as they are.
+is safe to retry); X-Forwarded-For/Proto/Port, Fly-Client-IP, Fly-Region and
+a request id (``fly-request-id``/``x-request-id``, kept when the client sent
+one) are set on every request. WebSocket upgrades and streamed bodies pass as
+they are. TCP services have sections of their own (``tcp_layout.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bodega.proxy.haproxy.layout import Layout, backend_name, host_key, server_name
+from bodega.proxy.haproxy.replay_action import MAX_BODY
 
 ACTIVATOR = "activator"
 
@@ -41,6 +45,30 @@ class HaproxySettings:
     # A reload leaves the old process serving its open connections (streams, WebSockets) for
     # at most this long.
     hard_stop_after: str = "60s"
+    region: str = ""  # told to machines as Fly-Region
+    tls_host: str = ""
+    tls_port: int = 0  # 0: no TLS listener
+    default_cert: Path | None = None  # key + chain: what a client gets when no SNI matches
+
+    @property
+    def aliases_map(self) -> Path:
+        return self.hosts_map.with_name("aliases.map")
+
+    @property
+    def https_map(self) -> Path:
+        return self.hosts_map.with_name("https.map")
+
+    @property
+    def replay_lua(self) -> Path:
+        return self.hosts_map.with_name("replay.lua")
+
+    @property
+    def crt_list(self) -> Path:
+        return self.hosts_map.with_name("certs.list")
+
+    @property
+    def certs_dir(self) -> Path:
+        return self.hosts_map.with_name("certs")
 
 
 def render(layout: Layout, settings: HaproxySettings) -> str:
@@ -53,6 +81,7 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         *([f"    maxconn {s.maxconn}"] if s.maxconn else []),
         f"    nbthread {s.threads}",
         f"    hard-stop-after {s.hard_stop_after}",
+        f"    lua-load {s.replay_lua}",
         "",
         "defaults",
         "    mode http",
@@ -73,8 +102,16 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "",
         "frontend public",
         f"    bind {_address(s.bind_host, s.bind_port)}",
+        *_tls_bind(s),
         "    unique-id-format %{+X}o%Ts%rt%pid",
         "    option forwardfor",
+        "    option http-buffer-request",  # a body that fits is kept for a fly-replay
+        "    http-request del-header x-bodega-replay",  # only HAProxy's Lua action sends it
+        # The site a request is for: its Host, or the app a certificate's hostname belongs to.
+        "    http-request set-var(txn.site) req.hdr(host),field(1,:),lower",
+        f"    http-request set-var(txn.site) var(txn.site),map({s.aliases_map}) "
+        f"if {{ var(txn.site),map({s.aliases_map}) -m found }}",
+        *_force_https(s),
         "    http-request set-var(txn.rid) req.hdr(x-request-id) "
         "if { req.hdr(x-request-id) -m found }",
         "    http-request set-var(txn.rid) req.hdr(fly-request-id) "
@@ -82,10 +119,19 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "    http-request set-var(txn.rid) unique-id unless { var(txn.rid) -m found }",
         "    http-request set-header fly-request-id %[var(txn.rid)]",
         "    http-request set-header x-request-id %[var(txn.rid)]",
-        "    http-request set-header x-forwarded-proto http",
+        "    http-request set-header x-forwarded-proto https if { ssl_fc }",
+        "    http-request set-header x-forwarded-proto http unless { ssl_fc }",
+        "    http-request set-header x-forwarded-port %[dst_port]",
+        "    http-request set-header fly-client-ip %[src]",
+        *([f"    http-request set-header fly-region {s.region}"] if s.region else []),
+        *_replay(),
         "    http-response set-header fly-request-id %[var(txn.rid)]",
         "    http-response set-header x-request-id %[var(txn.rid)]",
-        f"    use_backend %[req.hdr(host),field(1,:),lower,map({s.hosts_map})]",
+        # One machine asked for by id, or a region: bodega's proxy picks (HAProxy 2.6 cannot
+        # choose a server by a header).
+        f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-force-instance-id) -m found }}",
+        f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-prefer-region) -m found }}",
+        f"    use_backend %[var(txn.site),map({s.hosts_map})]",
         f"    default_backend {ACTIVATOR}",
         "",
         f"backend {ACTIVATOR}",
@@ -111,6 +157,37 @@ def render_hosts(layout: Layout, base_domain: str) -> str:
     """The Host -> backend map: ``<app>.<base-domain>`` for each app with a backend."""
     return "".join(f"{host_key(app, base_domain)} {backend_name(index)}\n"
                    for app, index in sorted(layout.apps.items()))
+
+
+def _replay() -> list[str]:
+    """The request kept aside (as sent on, so last) for a fly-replay, and the action that
+    replays it when a machine asks (``replay_action.py``)."""
+    return ["    http-request set-var(txn.replay_method) method",
+            "    http-request set-var(txn.replay_uri) pathq",
+            "    http-request set-var(txn.replay_hdrs) req.hdrs",
+            "    http-request set-var(txn.replay_size) req.body_size "
+            "if { req.body_size -m int gt 0 }",
+            f"    http-request set-var(txn.replay_body) req.body "
+            f"if {{ req.body_size -m int gt 0 }} {{ req.body_size -m int le {MAX_BODY} }}",
+            "    http-response lua.fly_replay if { res.hdr(fly-replay) -m found }"]
+
+
+def _tls_bind(s: HaproxySettings) -> list[str]:
+    """TLS 1.2 and 1.3, h2 or http/1.1 by ALPN, the certificate by SNI from the crt-list."""
+    if not s.tls_port:
+        return []
+    return [f"    bind {_address(s.tls_host or s.bind_host, s.tls_port)} ssl crt-list "
+            f"{s.crt_list} alpn h2,http/1.1 ssl-min-ver TLSv1.2"]
+
+
+def _force_https(s: HaproxySettings) -> list[str]:
+    """A plain request for an app with ``force_https`` gets a 301 to the same URL over TLS."""
+    if not s.tls_port:
+        return []
+    port = "" if s.tls_port == 443 else f":{s.tls_port}"
+    return [f"    http-request redirect location https://%[req.hdr(host),field(1,:)]{port}"
+            f"%[capture.req.uri] code 301 if !{{ ssl_fc }} "
+            f"{{ var(txn.site),map({s.https_map}) -m found }}"]
 
 
 def _address(host: str, port: int) -> str:

@@ -4,6 +4,10 @@
                                                     └▶ render + seamless reload (new shape)
     every STATS_INTERVAL ─▶ show stat ─▶ StatsLoad (autostop), metrics, wake if over soft limit
 
+The edge rides along: certificates and the alias and force_https maps
+(``edge.py``) and TCP listeners (``tcp_plane.py``) change through the same
+runtime API, a new TCP listener by a reload.
+
 The decisions are the pure functions of ``layout`` and ``config``; this
 module only does their I/O. A command HAProxy refuses, or an HAProxy that
 died, leads to a full render: the config always carries the whole layout.
@@ -15,24 +19,39 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from bodega.proxy.balance import usable
 from bodega.proxy.haproxy.config import HaproxySettings, render, render_hosts
+from bodega.proxy.haproxy.edge import (
+    Site,
+    Step,
+    aliases,
+    cert_file,
+    cert_steps,
+    map_steps,
+    render_crt_list,
+    render_map,
+)
 from bodega.proxy.haproxy.layout import (
     EMPTY,
     Layout,
     Plan,
     ServerSpec,
     backend_name,
+    host_key,
     plan,
     server_name,
     wanted_servers,
 )
 from bodega.proxy.haproxy.observed import HaproxyCollector, StatsLoad
+from bodega.proxy.haproxy.replay_action import render_lua
 from bodega.proxy.haproxy.runtime import RuntimeApi, RuntimeUnavailable, StatRow
 from bodega.proxy.haproxy.supervisor import HaproxyFailed, HaproxyProcess
+from bodega.proxy.haproxy.tcp_plane import TcpPlane
 from bodega.proxy.routes import RoutingTable
+from bodega.proxy.sites import SiteStore
 from bodega.proxy.wake import Waker
 
 log = logging.getLogger("bodega.proxy.haproxy")
@@ -43,7 +62,8 @@ RESTART_BACKOFF = 1.0
 
 class HaproxyDataPlane:
     def __init__(self, binary: str, workdir: Path, settings: HaproxySettings,
-                 table: RoutingTable, region: str, waker: Waker | None = None) -> None:
+                 table: RoutingTable, region: str, waker: Waker | None = None,
+                 sites: SiteStore | None = None, tcp: TcpPlane | None = None) -> None:
         self.settings = settings
         self.table = table
         self.region = region
@@ -57,11 +77,22 @@ class HaproxyDataPlane:
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
         table.on_change(self._changed.set)
+        self.tcp = tcp
+        if tcp is not None:
+            tcp.tcp.on_change(self._changed.set)
+        self.sites = sites
+        if sites is not None:
+            sites.on_change(self._changed.set)
+        # What HAProxy holds of the edge: certificates (hostname -> fingerprint), map entries.
+        self.certs_loaded: dict[str, str] = {}
+        self.maps_loaded: dict[str, dict[str, str]] = {}
 
     async def start(self) -> None:
         wanted = self._wanted()
         self.layout = self._plan(EMPTY, wanted).layout
-        await self.process.start(*self._rendered(), self.settings.hosts_map)
+        if self.tcp is not None:
+            await self.tcp.prepare(self.tcp.step())
+        await self.process.start(*self._rendered())
         self._tasks = [asyncio.create_task(self._follow()),
                        asyncio.create_task(self._watch_stats())]
 
@@ -72,30 +103,103 @@ class HaproxyDataPlane:
     def _plan(self, current: Layout, wanted: dict[str, list[ServerSpec]]) -> Plan:
         return plan(current, wanted, str(self.settings.hosts_map), self.settings.base_domain)
 
-    def _rendered(self) -> tuple[str, str]:
-        return render(self.layout, self.settings), render_hosts(self.layout,
-                                                                self.settings.base_domain)
+    def _edge(self) -> tuple[dict[str, Site], dict[str, dict[str, str]]]:
+        """The certificates to serve (none without a TLS listener) and the edge's maps."""
+        s = self.settings
+        sites = (dict(self.sites.sites) if self.sites is not None and s.default_cert is not None
+                 else {})
+        apps = self.table.apps()
+        hosts = {app: host_key(app, s.base_domain) for app in apps}
+        https = {hosts[app]: "1" for app in apps if s.tls_port and self.table.force_https(app)}
+        return sites, {str(s.aliases_map): aliases(sites, hosts), str(s.https_map): https}
+
+    def _rendered(self) -> tuple[str, tuple[tuple[Path, str], ...]]:
+        """The config and the files beside it; what HAProxy then holds is all of it."""
+        s = self.settings
+        sites, maps = self._edge()
+        crt_list = str(s.crt_list) if s.default_cert is not None else None
+        tcp = self.tcp.render(crt_list) if self.tcp is not None else []
+        files = [(s.hosts_map, render_hosts(self.layout, s.base_domain)),
+                 (s.replay_lua, render_lua(f"{s.activator_host}:{s.activator_port}")),
+                 *((Path(path), render_map(entries)) for path, entries in maps.items())]
+        if s.default_cert is not None:
+            certs = str(s.certs_dir)
+            files += [(Path(cert_file(certs, h)), site.pem) for h, site in sites.items()]
+            files.append((s.crt_list, render_crt_list(str(s.default_cert), sites, certs)))
+        self.certs_loaded = {h: site.fingerprint for h, site in sites.items()}
+        self.maps_loaded = maps
+        return render(self.layout, s) + "".join(f"{line}\n" for line in tcp), tuple(files)
+
+    async def _sync_edge(self) -> list[str]:
+        """Certificates and map entries that changed, through the runtime API (no reload)."""
+        s = self.settings
+        sites, maps = self._edge()
+        steps: list[Step] = []
+        for path, entries in maps.items():
+            steps += map_steps(path, self.maps_loaded.get(path, {}), entries)
+        if s.default_cert is not None:
+            steps += cert_steps(self.certs_loaded, sites, str(s.crt_list), str(s.certs_dir))
+        errors: list[str] = []
+        for step in steps:
+            errors += (await self.api.send([step.command]) if step.payload is None
+                       else await self.api.send_payload(step.command, step.payload))
+        if steps:
+            await asyncio.to_thread(self._keep_files, sites, maps)
+            log.info("edge: %d certificate(s), %d change(s) through the runtime API",
+                     len(sites), len(steps))
+        self.certs_loaded = {h: site.fingerprint for h, site in sites.items()}
+        self.maps_loaded = maps
+        return errors
+
+    def _keep_files(self, sites: dict[str, Site], maps: dict[str, dict[str, str]]) -> None:
+        """The files a later reload or restart reads: the same as what HAProxy holds now."""
+        s = self.settings
+        for map_path, entries in maps.items():
+            Path(map_path).write_text(render_map(entries))
+        if s.default_cert is not None:
+            certs = str(s.certs_dir)
+            s.certs_dir.mkdir(mode=0o700, exist_ok=True)
+            kept = {Path(cert_file(certs, h)) for h in sites}
+            for path in s.certs_dir.glob("*.pem"):
+                if path not in kept:
+                    path.unlink()
+            for hostname, site in sites.items():
+                path = Path(cert_file(certs, hostname))
+                path.touch(mode=0o600)
+                path.write_text(site.pem)
+            s.crt_list.write_text(render_crt_list(str(s.default_cert), sites, certs))
 
     async def sync(self) -> None:
         """Bring HAProxy to the routing table now (tests await this after a change)."""
         async with self._lock:
             self._changed.clear()
             step = self._plan(self.layout, self._wanted())
-            if step.reload or not self.process.running:
+            tcp = self.tcp
+            tcp_step = tcp.step() if tcp is not None else None
+            reload = step.reload or not self.process.running or bool(tcp_step and
+                                                                     tcp_step.reload)
+            if reload:
+                if tcp is not None and tcp_step is not None:
+                    await tcp.prepare(tcp_step)
                 await self._reload(step.layout)
                 return
-            if step.commands:
-                errors = await self.api.send(step.commands)
+            errors: list[str] = []
+            commands = step.commands + (tcp_step.commands if tcp_step else ())
+            if commands:
+                errors = await self.api.send(commands)
                 self.layout = step.layout
-                if errors:
-                    log.warning("haproxy refused %d command(s) (%s); rendering it all anew",
-                                len(errors), errors[0])
-                    await self._reload(step.layout)
+                if tcp is not None and tcp_step is not None:
+                    tcp.layout = tcp_step.layout
+            errors += await self._sync_edge()
+            if errors:
+                log.warning("haproxy refused %d command(s) (%s); rendering it all anew",
+                            len(errors), errors[0])
+                await self._reload(step.layout)
 
     async def _reload(self, layout: Layout) -> None:
         self.layout = layout
         was_running = self.process.running
-        await self.process.reload(*self._rendered(), self.settings.hosts_map)
+        await self.process.reload(*self._rendered())
         if not was_running:
             self.process.restarts += 1
             log.warning("haproxy was not running: started it again")
@@ -139,6 +243,10 @@ class HaproxyDataPlane:
                 if spec is not None and key in by_server:
                     servers[key] = (app, spec.machine_id)
                     machines[spec.machine_id] = by_server[key]
+        if self.tcp is not None:  # a machine's TCP connections are load too (autostop)
+            for (name, server), machine_id in self.tcp.servers().items():
+                if (row := by_server.get((name, server))) is not None:
+                    machines[machine_id] = _merged(machines.get(machine_id), row)
         self.load.observe(machines)
         apps = {backend_name(index): app for app, index in self.layout.apps.items()}
         self.collector.update(rows, servers, apps, self.process.reloads)
@@ -163,3 +271,11 @@ class HaproxyDataPlane:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.process.stop()
+
+
+def _merged(one: StatRow | None, other: StatRow) -> StatRow:
+    """A machine's counters over its HTTP and TCP servers together."""
+    if one is None:
+        return other
+    return replace(one, current=one.current + other.current, total=one.total + other.total,
+                   queued=one.queued + other.queued)

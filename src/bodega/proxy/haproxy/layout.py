@@ -112,7 +112,7 @@ def plan(current: Layout, wanted: Mapping[str, Sequence[ServerSpec]], hosts_map:
         index = apps.pop(app)
         commands.append(f"del map {hosts_map} {host_key(app, base_domain)}")
         backends[index] = tuple(None for _ in backends[index])
-        commands += _commands(index, current.backends[index], backends[index])
+        commands += slot_commands(backend_name(index), current.backends[index], backends[index])
     for app in sorted(wanted):
         index_or_none = apps.get(app)
         if index_or_none is None:
@@ -124,18 +124,19 @@ def plan(current: Layout, wanted: Mapping[str, Sequence[ServerSpec]], hosts_map:
         else:
             index = index_or_none
             new_app = False
-        fitted = _fit(current.backends[index], wanted[app])
+        fitted = fit_slots(current.backends[index], wanted[app])
         if fitted is None:
             return _fresh(current, wanted)
         backends[index] = fitted
-        commands += _commands(index, current.backends[index], fitted)
+        commands += slot_commands(backend_name(index), current.backends[index], fitted)
         if new_app:  # route the host only once its servers are set
             commands.append(f"add map {hosts_map} {host_key(app, base_domain)} "
                             f"{backend_name(index)}")
     return Plan(Layout(tuple(backends), apps), tuple(commands), reload=False)
 
 
-def _fit(old: Slots, specs: Sequence[ServerSpec]) -> Slots | None:
+def fit_slots(old: Slots, specs: Sequence[ServerSpec]) -> Slots | None:
+    """``specs`` in ``old``'s slots, each machine kept where it was; None if they do not fit."""
     by_id = {s.machine_id: s for s in specs}
     new: list[ServerSpec | None] = [
         by_id.get(spec.machine_id) if spec is not None else None for spec in old]
@@ -177,10 +178,11 @@ def _fresh(current: Layout, wanted: Mapping[str, Sequence[ServerSpec]]) -> Plan:
     return Plan(Layout(tuple(backends), apps), (), reload=True)
 
 
-def _commands(index: int, old: Slots, new: Slots) -> list[str]:
+def slot_commands(backend: str, old: Slots, new: Slots) -> list[str]:
+    """The runtime commands that turn ``backend``'s slots from ``old`` into ``new``."""
     out: list[str] = []
     for i, (before, after) in enumerate(zip(old, new, strict=True)):
-        server = f"{backend_name(index)}/{server_name(i)}"
+        server = f"{backend}/{server_name(i)}"
         if before == after:
             continue
         if after is None:

@@ -51,6 +51,13 @@ class RuntimeApi:
                        if any(marker in line for marker in ERROR_MARKERS)]
         return errors
 
+    async def send_payload(self, command: str, payload: str) -> list[str]:
+        """One command with a multi-line payload (``<<``, ended by an empty line): a
+        certificate, a crt-list line. The error lines HAProxy answered."""
+        answer = await self.ask(f"{command} <<\n{payload.strip()}\n")
+        return [line for line in answer.splitlines()
+                if any(marker in line for marker in ERROR_MARKERS)]
+
     async def ask(self, command: str) -> str:
         try:
             async with asyncio.timeout(self.timeout):

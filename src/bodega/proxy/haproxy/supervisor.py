@@ -37,9 +37,15 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _write_files(files: tuple[tuple[Path, str], ...]) -> None:
+Files = tuple[tuple[Path, str], ...]  # what the config reads beside it: maps, crt-list, certs
+
+
+def _write_files(files: Files) -> None:
     for path, text in files:
-        path.write_text(text)
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # keys among them
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
 
 
 class HaproxyProcess:
@@ -56,8 +62,8 @@ class HaproxyProcess:
     def running(self) -> bool:
         return self.process is not None and self.process.returncode is None
 
-    async def start(self, config: str, hosts_map: str, hosts_path: Path) -> None:
-        await self._write(config, hosts_map, hosts_path)
+    async def start(self, config: str, files: Files) -> None:
+        await self._write(config, files)
         self.process = await asyncio.create_subprocess_exec(
             self.binary, "-W", "-db", "-f", str(self.config_path),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -66,21 +72,21 @@ class HaproxyProcess:
         self._relay = asyncio.create_task(_relay_log(self.process.stdout))
         await self._until_worker(None)
 
-    async def reload(self, config: str, hosts_map: str, hosts_path: Path) -> None:
+    async def reload(self, config: str, files: Files) -> None:
         if not self.running:
-            await self.start(config, hosts_map, hosts_path)
+            await self.start(config, files)
             return
         assert self.process is not None
-        await self._write(config, hosts_map, hosts_path)
+        await self._write(config, files)
         old = await self.api.worker_pid()
         self.process.send_signal(signal.SIGUSR2)
         await self._until_worker(old)
         self.reloads += 1
 
-    async def _write(self, config: str, hosts_map: str, hosts_path: Path) -> None:
-        """Write both files, then have HAProxy check them before anyone loads them."""
+    async def _write(self, config: str, files: Files) -> None:
+        """Write the files, then have HAProxy check them before anyone loads them."""
         staged = self.config_path.with_suffix(".new")
-        await asyncio.to_thread(_write_files, ((hosts_path, hosts_map), (staged, config)))
+        await asyncio.to_thread(_write_files, (*files, (staged, config)))
         check = await asyncio.create_subprocess_exec(
             self.binary, "-c", "-f", str(staged), stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT)

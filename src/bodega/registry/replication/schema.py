@@ -113,6 +113,8 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     # One row, "gossip": the cluster's gossip keyring as a rotation last wrote it (keys in
     # the clear: the view lives in each node's private data dir; see docs/security.md).
     _spec("keyrings", Kind.SHARED, "name", None, Column("serial", int)),
+    # Keyed "<app>/<hostname>": the chain in clear, the key sealed (runtime/secretbox.py).
+    _spec("certificates", Kind.SHARED, "key", None, Column("app", str)),
 )}
 
 
@@ -177,4 +179,6 @@ CREATE TABLE clock (
     + _table_ddl("sched_workers", "worker", "pool TEXT"),
     # 6: the gossip keyring a key rotation spreads (registry/keyrotation.py).
     _table_ddl("keyrings", "name", "serial INTEGER"),
+    # 7: the edge's certificates (shared rows written by brokers; keys sealed, never plain).
+    _table_ddl("certificates", "key", "app TEXT"),
 )

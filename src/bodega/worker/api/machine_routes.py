@@ -109,11 +109,15 @@ class MachineRoutes:
 
     def _answer(self, row: MachineRow, *, events: bool = True, nonce: str | None = None
                 ) -> Machine:
-        return machine_answer(
+        machine = machine_answer(
             row, worker=self.name,
             events=self.machines.store.events(row.id, 20) if events else None,
             nonce=nonce, service_host=self.service_host(row),
         )
+        private = self.machines.effects.private
+        if private is not None:  # its private IPv6 address, as in its registry row
+            machine = machine.model_copy(update=private.published(row))
+        return machine
 
     async def list_machines(self, request: Request) -> Response:
         rows = queries.list_machines(self.machines.store.db, request.query_params.get("app"),

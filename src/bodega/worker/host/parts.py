@@ -18,6 +18,7 @@ from bodega.worker.host.image_drivers import make_image_driver, runtime_availabl
 from bodega.worker.host.names import Owner, Subnet
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import HostNetwork, Network
+from bodega.worker.host.private_net import PrivateNetwork
 
 
 def default_subnet(name: str) -> str:
@@ -70,3 +71,16 @@ def make_network(config: WorkerConfig, driver: Driver) -> Network:
     if mode == "host":
         return HostNetwork(config.host(), machine_subnet(config))
     raise ValueError(f"unknown network mode {config.network!r}: use auto, netns or host")
+
+
+def make_private_network(config: WorkerConfig, network: Network) -> PrivateNetwork | None:
+    """The private network the config asks for: it needs a namespace per machine."""
+    if not config.private_network:
+        return None
+    if not isinstance(network, NetnsNetwork) or not config.cluster_id:
+        raise ValueError("--private-network needs a network namespace per machine: run the "
+                         "worker as root with --network netns (or auto) and a cluster id")
+    return PrivateNetwork(
+        network=network, cluster_id=config.cluster_id, name=config.name, region=config.region,
+        data_dir=config.data_dir, endpoint_host=config.advertise_host or config.host(),
+        wireguard_port=config.wireguard_port, flycast_proxy=config.flycast_proxy)

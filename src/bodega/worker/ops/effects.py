@@ -22,9 +22,8 @@ from typing import Any, TypeVar
 
 from bodega.model.duration import parse_duration
 from bodega.model.machine import ExitStatus
-from bodega.runtime.identity_keys import identity_keys
-from bodega.runtime.machine_tokens import ENV as MACHINE_TOKEN_ENV
-from bodega.runtime.machine_tokens import MachineTokens
+from bodega.networking.commands import CommandFailed
+from bodega.runtime import machine_tokens
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.fsm import Effect, Step
 from bodega.worker.core.payloads import (
@@ -38,6 +37,7 @@ from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, TaskSpec
 from bodega.worker.host.identity import machine_identity
 from bodega.worker.host.network import Network, NetworkError
+from bodega.worker.host.private_net import PrivateNetwork
 from bodega.worker.host.volume_copy import replace_tree
 from bodega.worker.ops.runner import EffectFailed, Outcome
 from bodega.worker.store import queries
@@ -95,11 +95,11 @@ class MachineEffects:
         self.driver = driver
         self.network = network
         self.user = user
-        # Keyed with the secrets key (identity_keys.py); a worker without one mints none.
-        self.machine_tokens = (MachineTokens(identity_keys(config.secrets_key.encode())
-                                             .machine_token) if config.secrets_key else None)
+        self.machine_tokens = machine_tokens.keyed(config.secrets_key)  # None: no key
         # The app's secrets for a launch (``host/secret_env.py``); none without a registry.
         self.secret_env: Callable[[str], dict[str, str]] = lambda _app: {}
+        # The private network (6PN addresses, resolver), when the worker runs one.
+        self.private: PrivateNetwork | None = None
         # Set once the worker stops all its machines to exit: a restart's backoff ends at once
         # (its machine is stopped next), so a crash loop does not hold up the exit.
         self.draining = asyncio.Event()
@@ -117,6 +117,10 @@ class MachineEffects:
         env = {"PATH": DEFAULT_PATH, "HOME": "/", **(config.env or {}),
                **self.secret_env(machine.app)}
         private_ip = machine.private_ip or ""
+        mounts: tuple[Mount, ...] = ()
+        if self.private is not None:
+            private_ip = self.private.address(machine.app, machine.ip_index) or private_ip
+            mounts = (self._resolv_conf(machine),)
         for prefix in ("BODEGA", "FLY"):
             env[f"{prefix}_MACHINE_ID"] = machine.id
             env[f"{prefix}_APP_NAME"] = machine.app
@@ -126,11 +130,10 @@ class MachineEffects:
         env["FLY_IMAGE_REF"] = config.image
         # Who this machine is, provable to any broker (runtime/machine_tokens.py).
         if self.machine_tokens is not None:
-            env[MACHINE_TOKEN_ENV] = self.machine_tokens.mint(machine.app, machine.id)
+            env[machine_tokens.ENV] = self.machine_tokens.mint(machine.app, machine.id)
         env["FLY_MACHINE_VERSION"] = machine.instance_id
-        mounts: tuple[Mount, ...] = ()
         if machine.volume_id and config.mounts:
-            mounts = (Mount(self.config.volume_dir(machine.volume_id), config.mounts[0].path),)
+            mounts += (Mount(self.config.volume_dir(machine.volume_id), config.mounts[0].path),)
         return TaskSpec(
             machine_id=machine.id,
             instance_id=machine.instance_id,
@@ -150,6 +153,15 @@ class MachineEffects:
             cmd=config.init.cmd if config.init else None,
         )
 
+    def _resolv_conf(self, machine: MachineRow) -> Mount:
+        """The machine's own copy of the private resolver's resolv.conf (its own: the wrapper
+        hands a mount's source to the machine's user), bound over /etc/resolv.conf."""
+        assert self.private is not None
+        path = self.config.machine_dir(machine.id) / "resolv.conf"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(self.private.resolv_conf.read_bytes())
+        return Mount(path, "/etc/resolv.conf")
+
     def inert(self, op: Operation, step: Step) -> Outcome | None:
         """What ``step``'s effect would report, when it does nothing on this host (the null
         driver's prepare, attaching under host networking); None when it must be performed.
@@ -167,7 +179,7 @@ class MachineEffects:
     async def perform(self, op: Operation, step: Step) -> Outcome:
         try:
             return await self._perform(op, step)
-        except (DriverError, NetworkError) as exc:
+        except (DriverError, NetworkError, CommandFailed) as exc:
             raise EffectFailed(str(exc)) from exc
 
     async def _perform(self, op: Operation, step: Step) -> Outcome:
@@ -184,6 +196,12 @@ class MachineEffects:
                 if machine.ip_index is None:
                     raise EffectFailed("machine has no address allocated")
                 attachment = await self.network.attach(machine.id, machine.ip_index)
+                if self.private is not None and attachment.netns is not None:
+                    try:
+                        await self.private.attach(machine.app, machine.ip_index,
+                                                  attachment.netns)
+                    except LookupError as exc:
+                        raise EffectFailed(str(exc)) from exc
                 return Outcome(updates={"private_ip": attachment.private_ip,
                                         "netns": attachment.netns})
             case Effect.PREPARE:

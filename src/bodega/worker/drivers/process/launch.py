@@ -10,7 +10,9 @@ happens while the worker is down is still known exactly when it comes back.
 The client's argv is only ever passed as positional parameters and run as
 ``"$@"``: nothing a client sends is parsed by a shell. The mount list is
 split on spaces (paths with spaces or ``=`` are refused before) with
-globbing off (``set -f``), so a ``*`` in a path stays a ``*``. A volume
+globbing off (``set -f``), so a ``*`` in a path stays a ``*``. A guest path
+that exists (a file: the private network's ``/etc/resolv.conf``) is bound
+over as it is; a missing one is made as a directory. A volume
 is handed to the machine's own user before it is mounted (each machine runs
 as its own uid: ``bodega.worker.host.identity``), once: only when it is owned by
 someone else, e.g. fresh or last used by another machine. A Python shim would do
@@ -54,7 +56,7 @@ if [ "$mounts" != - ]; then
     if [ "$user" != - ] && [ "$(stat -c %u:%g "${m%%=*}")" != "$user" ]; then
       chown -R "$user" "${m%%=*}" || fail
     fi
-    mkdir -p "${m#*=}" && mount --bind "${m%%=*}" "${m#*=}" || fail
+    { [ -e "${m#*=}" ] || mkdir -p "${m#*=}"; } && mount --bind "${m%%=*}" "${m#*=}" || fail
   done
 fi
 if [ "$home" != - ]; then

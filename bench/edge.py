@@ -1,0 +1,239 @@
+"""The TLS edge against nginx ending TLS with the same certificate, and TCP pass-through.
+
+A worker (process driver) and bodega's proxy on HAProxy with a TLS listener,
+its default certificate a cluster-CA ``*.localhost``; one machine runs the
+keep-alive HTTP server of ``bench.proxy`` and another a TCP echo behind a
+``[[services]]`` port with no handlers. nginx (one worker process) ends TLS
+with the same key and certificate and proxies to the same machine (keep-alive
+upstream). In one run, interleaved in rounds:
+
+- ``wrk`` over HTTPS with keep-alive (requests/s, latency), both ways;
+- ``wrk`` with ``Connection: close``: every request a new TCP connection and
+  a full TLS handshake (ECDHE, P-256 certificate): new handshakes/s;
+- a TCP echo: one connection streaming ``--megabytes`` both ways, through
+  the proxy's TCP port and directly to the machine (MB/s).
+
+    python -m bench.edge [--duration 10] [--rounds 5] [--connections 32] [--megabytes 256]
+
+Needs ``wrk``, ``nginx`` and ``haproxy``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import shutil
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.leftovers_kit import sweep_data_dir
+from tests.tls_kit import TEST_CA
+
+from bench.proxy import APP, SUBNET, WrkResult, combined, daemon, wrk
+from bodega.runtime.tls import pki, sites
+from bodega.runtime.tls.identity import new_key
+from bodega.wire.worker_client import WorkerClient
+
+ECHO = r"""
+import asyncio, sys
+async def echo(reader, writer):
+    while data := await reader.read(262144):
+        writer.write(data)
+        await writer.drain()
+    writer.close()
+async def main():
+    server = await asyncio.start_server(echo, "0.0.0.0", int(sys.argv[1]))
+    await server.serve_forever()
+asyncio.run(main())
+"""
+
+NGINX_TLS = """
+worker_processes 1;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    upstream machine {{ server {upstream}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port} ssl http2;
+        ssl_certificate {cert};
+        ssl_certificate_key {cert};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location / {{
+            proxy_pass http://machine;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+        }}
+    }}
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def new_connections(url: str, seconds: float) -> WrkResult:
+    """wrk with every request on a new connection: new TLS handshakes per second."""
+    process = await asyncio.create_subprocess_exec(
+        "wrk", "-t1", "-c16", f"-d{max(1, round(seconds))}s", "-H", "Connection: close",
+        "-H", "Host: bench.localhost", url + "/", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT)
+    out = (await process.communicate())[0].decode()
+    rate = [line for line in out.splitlines() if line.startswith("Requests/sec:")]
+    if process.returncode != 0 or not rate:
+        raise SystemExit(f"wrk (new connections) against {url} failed:\n{out}")
+    return WrkResult(float(rate[0].split()[1]), float("nan"), float("nan"), "")
+
+
+async def echo_rate(port: int, megabytes: int, host: str = "127.0.0.1") -> float:
+    """MB/s of one connection streaming ``megabytes`` out and the same back."""
+    reader, writer = await asyncio.open_connection(host, port)
+    block, total = b"x" * 262144, megabytes * 1024 * 1024
+    began = time.perf_counter()
+
+    async def send() -> None:
+        for _ in range(total // len(block)):
+            writer.write(block)
+            await writer.drain()
+        writer.write_eof()
+
+    async def receive() -> None:
+        got = 0
+        while got < total:
+            data = await reader.read(1 << 20)
+            if not data:
+                raise SystemExit(f"the echo on {port} ended after {got} bytes")
+            got += len(data)
+
+    await asyncio.gather(send(), receive())
+    writer.close()
+    return megabytes / (time.perf_counter() - began)
+
+
+async def until_answers(url: str) -> None:
+    """curl (-k: the bench's own CA) until ``url`` answers 200 for the bench app."""
+    for _ in range(200):
+        process = await asyncio.create_subprocess_exec(
+            "curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "-H",
+            "Host: bench.localhost", url + "/", stdout=asyncio.subprocess.PIPE)
+        if (await process.communicate())[0] == b"200":
+            return
+        await asyncio.sleep(0.1)
+    raise SystemExit(f"{url} never answered")
+
+
+async def main(args: argparse.Namespace) -> None:
+    for tool in ("wrk", "nginx", "haproxy"):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"bench.edge needs {tool}: apt-get install -y wrk nginx-light haproxy")
+    with tempfile.TemporaryDirectory(prefix="bodega-bench-edge-") as tmp_name:
+        tmp = Path(tmp_name)
+        key = new_key()
+        now = datetime.datetime.now(datetime.UTC)
+        ca = pki.make_ca("bench", key, now)
+        made = sites.issue(ca, key, ("*.localhost", "localhost"), now)
+        cert = tmp / "default.pem"
+        cert.write_bytes(made.key_pem + made.chain_pem)
+        cert.chmod(0o644)  # nginx's worker reads it
+        tcp_port = free_port()
+        worker, winfo = await daemon(tmp, "edge-w", "worker", "--region", "ams",
+                                     "--listen", "127.0.0.1:0", "--cpus", "2",
+                                     "--memory-mb", "4096", "--machine-subnet", SUBNET,
+                                     "--stop-machines-on-exit")
+        proxy, pinfo = await daemon(tmp, "edge-p", "proxy", "--region", "ams",
+                                    "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0",
+                                    "--tls-cert", str(cert), "--join", winfo["gossip"],
+                                    "--autostop-interval", "3600", "--data-plane", "haproxy")
+        processes = [proxy, worker]
+        client = WorkerClient(winfo["url"], TEST_CA.context("broker"), timeout=60)
+        try:
+            web = await client.create_machine({"app": "bench", "config": {
+                "image": "bench/hello", "init": {"exec": [sys.executable, "-c", APP, "8080"]},
+                "guest": {"cpus": 1, "memory_mb": 256}, "restart": {"policy": "no"},
+                "services": [{"protocol": "tcp", "internal_port": 8080,
+                              "ports": [{"port": 80, "handlers": ["http"]},
+                                        {"port": 443, "handlers": ["tls", "http"]}],
+                              "concurrency": {"soft_limit": 1000}}]}})
+            echo = await client.create_machine({"app": "echo", "config": {
+                "image": "bench/echo", "init": {"exec": [sys.executable, "-c", ECHO, "9000"]},
+                "guest": {"cpus": 1, "memory_mb": 256}, "restart": {"policy": "no"},
+                "services": [{"protocol": "tcp", "internal_port": 9000,
+                              "ports": [{"port": tcp_port}]}]}})
+            for machine in (web, echo):
+                await client.wait(machine.id, "started")
+            upstream = f"{web.service_host or web.private_ip}:8080"
+            nginx_port = free_port()
+            conf = tmp / "nginx.conf"
+            conf.write_text(NGINX_TLS.format(tmp=tmp, upstream=upstream, port=nginx_port,
+                                             cert=cert))
+            nginx = await asyncio.create_subprocess_exec(
+                "nginx", "-p", str(tmp), "-c", str(conf), "-g", "daemon off;")
+            processes.insert(0, nginx)
+            paths = {"nginx": f"https://127.0.0.1:{nginx_port}", "bodega": pinfo["tls_url"]}
+            for url in paths.values():
+                await until_answers(url)
+                await wrk(url, args.connections, 1)  # warm up
+            for _ in range(200):  # the TCP listener follows the registry
+                try:
+                    await echo_rate(tcp_port, 1)
+                    break
+                except (OSError, SystemExit):
+                    await asyncio.sleep(0.1)
+            kept: dict[str, list[WrkResult]] = {name: [] for name in paths}
+            fresh: dict[str, list[WrkResult]] = {name: [] for name in paths}
+            tcp: dict[str, list[float]] = {"direct": [], "bodega": []}
+            for _ in range(args.rounds):
+                for name, url in paths.items():
+                    kept[name].append(await wrk(url, args.connections,
+                                                args.duration / args.rounds))
+                for name, url in paths.items():
+                    fresh[name].append(await new_connections(url, args.duration / args.rounds))
+                tcp["direct"].append(await echo_rate(9000, args.megabytes,
+                                                     echo.service_host or echo.private_ip))
+                tcp["bodega"].append(await echo_rate(tcp_port, args.megabytes))
+        finally:
+            await client.aclose()
+            for process in processes:
+                if process.returncode is None:
+                    process.terminate()
+                    await process.wait()
+            await sweep_data_dir(tmp / "edge-w")
+    report(args, {n: combined(r) for n, r in kept.items()},
+           {n: combined(r) for n, r in fresh.items()}, tcp)
+
+
+def report(args: argparse.Namespace, kept: dict[str, WrkResult], fresh: dict[str, WrkResult],
+           tcp: dict[str, list[float]]) -> None:
+    print(f"edge: wrk, one thread, {args.connections} keep-alive connections over HTTPS, "
+          f"{args.duration:g} s each in {args.rounds} interleaved rounds")
+    for name, r in kept.items():
+        print(f"  {name:<7} {r.rate:9.0f} req/s   p50 {r.p50:7.3f} ms   p99 {r.p99:7.3f} ms"
+              f"   {r.errors}")
+    print(f"  bodega/nginx {kept['bodega'].rate / kept['nginx'].rate:.2f}x")
+    print("  new TLS connections (Connection: close, 16 at a time): " + ", ".join(
+        f"{name} {r.rate:.0f}/s" for name, r in fresh.items())
+        + f"; bodega/nginx {fresh['bodega'].rate / fresh['nginx'].rate:.2f}x")
+    median = {name: statistics.median(rates) for name, rates in tcp.items()}
+    print(f"  TCP echo, one connection, {args.megabytes} MB each way (median of "
+          f"{len(tcp['direct'])}): direct {median['direct']:.0f} MB/s, through bodega's proxy "
+          f"{median['bodega']:.0f} MB/s ({median['bodega'] / median['direct']:.2f}x)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=10.0)
+    parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--megabytes", type=int, default=256)
+    asyncio.run(main(parser.parse_args()))

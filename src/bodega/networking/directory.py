@@ -1,0 +1,55 @@
+"""The resolver's snapshot of the registry view, and whose network an asker is in; pure.
+
+The view's rows are untyped documents: machines (written by their workers, with
+the private address the worker gave them), apps (with their organization and
+network) and Flycast assignments. ``directory`` keeps what names need, typed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from bodega.networking.names import Directory, Machine
+from bodega.networking.sixpn import Layout, network_field, network_key
+
+STARTED = "started"
+FLYCAST_TYPE = "private_v6"  # an ip_assignments row in the cluster's /48: a Flycast address
+
+
+def app_network(doc: Mapping[str, Any]) -> str:
+    """An app row's network key (``<org>/<network>``)."""
+    return network_key(str(doc.get("org_slug") or "personal"), doc.get("network"))
+
+
+def directory(machines: Iterable[Mapping[str, Any]], apps: Iterable[Mapping[str, Any]],
+              assignments: Iterable[Mapping[str, Any]], layout: Layout) -> Directory:
+    found = []
+    for doc in machines:
+        address = str(doc.get("private_ip") or "")
+        if doc.get("state") != STARTED or layout.fields(address) is None:
+            continue
+        metadata = (doc.get("config") or {}).get("metadata") or {}
+        group = metadata.get("fly_process_group")
+        found.append(Machine(id=str(doc["id"]), app=str(doc.get("app", "")),
+                             region=str(doc.get("region", "")), address=address,
+                             group=str(group) if group else None))
+    flycast: dict[str, list[str]] = {}
+    for doc in assignments:
+        if doc.get("type") == FLYCAST_TYPE and layout.fields(str(doc.get("ip", ""))):
+            flycast.setdefault(str(doc["app"]), []).append(str(doc["ip"]))
+    return Directory(
+        machines=tuple(found),
+        networks={str(doc["name"]): app_network(doc) for doc in apps if doc.get("name")},
+        flycast={app: tuple(sorted(ips)) for app, ips in flycast.items()})
+
+
+def asker_network(address: str, directory: Directory, layout: Layout) -> str | None:
+    """The network key of the machine at ``address``: the one whose field its address carries;
+    None for an address outside the cluster's private network or of no known network."""
+    fields = layout.fields(address)
+    if fields is None or fields.host == 0:
+        return None
+    keys = sorted({key for key in directory.networks.values()
+                   if network_field(key) == fields.network})
+    return keys[0] if keys else None

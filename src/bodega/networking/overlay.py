@@ -1,0 +1,137 @@
+"""The WireGuard overlay between hosts: one interface per host, a peer per other host.
+
+A host's interface carries every packet for another host's block: the route
+for the whole cluster /48 points at it (the host's own /64 is more specific and
+stays on its machine bridge), and WireGuard's cryptokey routing sends each
+packet to the peer whose ``AllowedIPs`` (its block) holds the destination.
+
+The kernel's WireGuard is used when ``ip link add ... type wireguard`` works;
+otherwise ``wireguard-go`` runs in userspace, detached (told it may, with
+``WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD``): like the interface, it stays
+while the worker is away and its machines run on. Its control socket
+lives in one directory shared by every network namespace, so the interface name
+carries the cluster id and the host field: unique on the machine. ``wg``
+configures both kinds.
+
+The private key is made once (``wg genkey``) and kept in the data dir; the
+public key, endpoint and block go into the worker's ``workers`` row, where the
+other hosts learn them (``peers.py`` decides, ``sync`` applies).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from bodega.networking.commands import CommandFailed, run
+from bodega.networking.peers import Peer, changes, parse_dump
+
+log = logging.getLogger("bodega.networking.overlay")
+
+SOCKET_DIR = Path("/var/run/wireguard")
+USERSPACE_ENV = "WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD"
+READY_POLLS = 100  # 5 s for wireguard-go's socket to appear
+
+
+def interface_name(cluster_id: str, host: int) -> str:
+    """``bwg<cluster id><host field>``: 12 characters, unique on the machine."""
+    return f"bwg{cluster_id}{host:04x}"
+
+
+@dataclass(frozen=True)
+class OverlaySpec:
+    interface: str
+    key_dir: Path
+    listen_port: int
+    endpoint: str  # host:port others reach this host's overlay at
+    block: str  # this host's /64
+    cluster: str  # the cluster's /48, routed into the overlay
+
+
+class Overlay:
+    def __init__(self, spec: OverlaySpec) -> None:
+        self.spec = spec
+        self.public_key = ""
+
+    @property
+    def private_key_path(self) -> Path:
+        return self.spec.key_dir / "private.key"
+
+    def advertised(self) -> dict[str, str]:
+        """What goes into the ``workers`` row for other hosts to peer with this one."""
+        return {"public_key": self.public_key, "endpoint": self.spec.endpoint,
+                "block": self.spec.block, "interface": self.spec.interface}
+
+    async def start(self) -> None:
+        await self._key()
+        name = self.spec.interface
+        await run("ip", "link", "del", name, check=False)  # a crashed run's
+        try:
+            await run("ip", "link", "add", name, "type", "wireguard")
+            log.info("overlay %s: kernel WireGuard", name)
+        except CommandFailed:
+            await self._userspace()
+            log.info("overlay %s: wireguard-go (no WireGuard in this kernel)", name)
+        await run("wg", "set", name, "private-key", str(self.private_key_path),
+                  "listen-port", str(self.spec.listen_port))
+        await run("ip", "link", "set", name, "up")
+        await run("ip", "-6", "route", "replace", self.spec.cluster, "dev", name)
+
+    async def _key(self) -> None:
+        path = self.private_key_path
+        if not path.exists():
+            self.spec.key_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            key = (await run("wg", "genkey")).strip()
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(key + "\n")
+        self.public_key = (await run("wg", "pubkey", stdin=path.read_bytes())).strip()
+
+    async def _userspace(self) -> None:
+        """Start ``wireguard-go``, which detaches itself: it outlives this process when the
+        worker leaves its machines running, and exits when its interface is deleted."""
+        name = self.spec.interface
+        for _ in range(READY_POLLS):  # a previous one removes its socket as it exits
+            if not _socket(name).exists():
+                break
+            await asyncio.sleep(0.05)
+        _socket(name).unlink(missing_ok=True)
+        # Its detached child must not hold pipes of ours: nothing would ever read them to EOF.
+        starter = await asyncio.create_subprocess_exec(
+            "wireguard-go", name, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            env={**os.environ, USERSPACE_ENV: "1"})
+        if await starter.wait() != 0:
+            raise CommandFailed(f"wireguard-go {name} exited with {starter.returncode}")
+        for _ in range(READY_POLLS):
+            if _up(name):
+                return
+            await asyncio.sleep(0.05)
+        raise CommandFailed(f"wireguard-go did not bring up {name}")
+
+    async def dump(self) -> str:
+        return await run("wg", "show", self.spec.interface, "dump")
+
+    async def sync(self, want: dict[str, Peer]) -> int:
+        """Make the interface's peers ``want``; how many changes that took."""
+        steps = changes(parse_dump(await self.dump()), want)
+        for step in steps:
+            await run(*step.argv(self.spec.interface))
+            log.info("overlay %s: %s", self.spec.interface, step.describe())
+        return len(steps)
+
+    async def stop(self) -> None:
+        """Delete the interface (a userspace one's wireguard-go then exits by itself)."""
+        await run("ip", "link", "del", self.spec.interface, check=False)
+
+def _socket(name: str) -> Path:
+    return SOCKET_DIR / f"{name}.sock"
+
+
+def _up(name: str) -> bool:
+    """wireguard-go made the interface and listens on its control socket (sysfs and /run are
+    in memory: no disk wait)."""
+    return _socket(name).exists() and Path(f"/sys/class/net/{name}").exists()

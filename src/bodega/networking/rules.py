@@ -1,0 +1,102 @@
+"""The nftables rules that keep networks apart on one host; pure.
+
+One ``inet`` table and one ``bridge`` table per host (named with the cluster id
+and the host field, so two clusters, or two workers on one kernel, never touch
+each other's). What they say:
+
+- **between machines** (forward hook): a packet from one private address to
+  another passes only if both carry the same network field, for each network
+  with a machine on this host (``ip6 saddr & mask == N ip6 daddr & mask == N``);
+  anything else between private addresses is dropped and counted. A packet
+  crossing this host always has a machine of this host at one end, so its
+  networks are the only ones to let through: default deny, fail closed while
+  a new network's rule is being written.
+- **machines to the host** (input hook, from the machine bridge or the overlay):
+  replies to what the host opened, ICMP (neighbour discovery needs it), and DNS
+  to the resolver's address; nothing else: a machine never reaches the worker's
+  API, the registry's gossip or any other internal listener.
+- **on the bridge** (bridge family): no frame from one machine's port to
+  another's, so machines of one host meet only at layer 3, where the rules
+  above apply (their IPv4 addresses share a /24 and would otherwise talk
+  directly).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from bodega.networking.sixpn import Layout, network_mask
+
+DNS_PORT = 53
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Where this host's rules apply."""
+
+    table: str  # both tables' name
+    layout: Layout
+    bridge: str  # the machine bridge
+    machine_ports: str  # an interface-name pattern matching every machine's host-side veth
+    overlay: str | None  # the WireGuard interface, None before it exists
+    flycast_ports: tuple[int, ...] = ()  # the proxy's Flycast listeners machines may reach
+
+
+def ruleset(fence: Fence, networks: Collection[int]) -> str:
+    """The whole ruleset for ``networks`` (the fields of the networks with a machine here),
+    as ``nft -f`` input that replaces the previous version in one transaction."""
+    prefix = fence.layout.prefix
+    mask = network_mask()
+    same = "\n".join(
+        f"    ip6 saddr & {mask} == {fence.layout.network_prefix(n)} "
+        f"ip6 daddr & {mask} == {fence.layout.network_prefix(n)} accept"
+        for n in sorted(set(networks)))
+    ingress = f'"{fence.bridge}"' if fence.overlay is None else \
+        f'"{fence.bridge}", "{fence.overlay}"'
+    resolver = fence.layout.resolver()
+    flycast = "".join(
+        f'    iifname "{fence.bridge}" ip6 daddr {fence.layout.served()} tcp dport {port} accept\n'
+        for port in fence.flycast_ports)
+    return (
+        f"table inet {fence.table} {{}}\ndelete table inet {fence.table}\n"
+        f"table bridge {fence.table} {{}}\ndelete table bridge {fence.table}\n"
+        f"table inet {fence.table} {{\n"
+        f"  chain forward {{\n    type filter hook forward priority -10; policy accept;\n"
+        f"    ip6 saddr {prefix} ip6 daddr {prefix} jump between\n  }}\n"
+        f"  chain between {{\n{same}\n    counter drop\n  }}\n"
+        f"  chain input {{\n    type filter hook input priority -10; policy accept;\n"
+        f"    iifname {{ {ingress} }} jump from_machines\n  }}\n"
+        f"  chain from_machines {{\n"
+        f"    ct state established,related accept\n"
+        f"    meta l4proto {{ icmp, ipv6-icmp }} accept\n"
+        f'    iifname "{fence.bridge}" ip6 daddr {resolver} udp dport {DNS_PORT} accept\n'
+        f'    iifname "{fence.bridge}" ip6 daddr {resolver} tcp dport {DNS_PORT} accept\n'
+        f"{flycast}"
+        f"    counter drop\n  }}\n}}\n"
+        f"table bridge {fence.table} {{\n"
+        f"  chain forward {{\n    type filter hook forward priority -10; policy accept;\n"
+        f'    iifname "{fence.machine_ports}" oifname "{fence.machine_ports}" counter drop\n'
+        f"  }}\n}}\n")
+
+
+def removal(table: str) -> str:
+    """``nft -f`` input that removes both tables (present or not)."""
+    return (f"table inet {table} {{}}\ndelete table inet {table}\n"
+            f"table bridge {table} {{}}\ndelete table bridge {table}\n")
+
+
+def table_name(cluster_id: str, host: int) -> str:
+    return f"bodega6pn_{cluster_id}_{host:04x}"
+
+
+def addresses_of(text: str) -> list[ipaddress.IPv6Address]:
+    """Every IPv6 address mentioned in a ruleset (tests read what a rule lets through)."""
+    found = []
+    for word in text.replace("{", " ").replace("}", " ").replace(",", " ").split():
+        try:
+            found.append(ipaddress.IPv6Address(word))
+        except ValueError:
+            continue
+    return found

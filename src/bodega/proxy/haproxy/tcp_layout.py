@@ -1,0 +1,117 @@
+"""TCP services in HAProxy: a frontend and a backend per listener, machines in slots. Pure.
+
+    client ─▶ frontend tcp_<port> (mode tcp, or http; ssl by SNI for tls) ─▶ backend tcp_<port>
+                 leastconn over the app's machines (send-proxy[-v2] for proxy_proto)
+                 └▶ server activator (backup, PROXY v2): bodega's TCP activator for that
+                    port wakes a stopped machine and pipes the connection to it
+
+Machines that come and go are runtime commands on their slots, as for HTTP
+(``layout.slot_commands``); a listener that appears, goes, or changes how it
+is handled is a new shape: its port must be bound, so HAProxy reloads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from bodega.proxy.haproxy.layout import (
+    MIN_SLOTS,
+    ServerSpec,
+    Slots,
+    fit_slots,
+    room,
+    server_name,
+    slot_commands,
+)
+from bodega.proxy.tcp_routes import TcpListener
+
+TCP_TIMEOUT = "1h"  # idle time before a raw TCP connection is cut (data flowing resets it)
+
+
+@dataclass(frozen=True)
+class TcpLayout:
+    listeners: Mapping[int, TcpListener]
+    slots: Mapping[int, Slots]
+
+
+TCP_EMPTY = TcpLayout({}, {})
+
+
+@dataclass(frozen=True)
+class TcpPlan:
+    layout: TcpLayout
+    commands: tuple[str, ...]
+    reload: bool
+
+
+def tcp_backend(port: int) -> str:
+    return f"tcp_{port}"
+
+
+def tcp_plan(current: TcpLayout, listeners: Mapping[int, TcpListener],
+             wanted: Mapping[int, Sequence[ServerSpec]]) -> TcpPlan:
+    """The layout serving ``listeners`` with ``wanted`` machines, and the commands to get there
+    (or ``reload``, with the layout to render)."""
+    if dict(current.listeners) != dict(listeners):
+        return _fresh(current, listeners, wanted)
+    slots: dict[int, Slots] = {}
+    commands: list[str] = []
+    for port in listeners:
+        old = current.slots.get(port, ())
+        fitted = fit_slots(old, wanted.get(port, ()))
+        if fitted is None:
+            return _fresh(current, listeners, wanted)
+        slots[port] = fitted
+        commands += slot_commands(tcp_backend(port), old, fitted)
+    return TcpPlan(TcpLayout(dict(listeners), slots), tuple(commands), reload=False)
+
+
+def _fresh(current: TcpLayout, listeners: Mapping[int, TcpListener],
+           wanted: Mapping[int, Sequence[ServerSpec]]) -> TcpPlan:
+    slots: dict[int, Slots] = {}
+    for port in listeners:
+        old = current.slots.get(port, ()) if current.listeners.get(port) == listeners[port] else ()
+        specs = wanted.get(port, ())
+        grown: Slots = old + (None,) * (room(len(specs), len(old), MIN_SLOTS) - len(old))
+        slots[port] = fit_slots(grown, specs) or tuple(specs)
+    return TcpPlan(TcpLayout(dict(listeners), slots), (), reload=True)
+
+
+def render_tcp(layout: TcpLayout, bind_host: str, crt_list: str | None,
+               activators: Mapping[int, int]) -> list[str]:
+    """The config's TCP sections; ``activators``: each port's activator on loopback. A
+    ``tls`` listener without a ``crt_list`` (the proxy has no certificates) is left out."""
+    lines: list[str] = []
+    for port, spec in sorted(layout.listeners.items()):
+        if (spec.tls and crt_list is None) or port not in activators:
+            continue
+        mode = "http" if spec.http else "tcp"
+        ports = f"{port}-{spec.end_port}" if spec.end_port != port else str(port)
+        host = f"[{bind_host}]" if ":" in bind_host else bind_host
+        alpn = spec.alpn or (("h2", "http/1.1") if spec.http else ())
+        tls = (f" ssl crt-list {crt_list}" + (f" alpn {','.join(alpn)}" if alpn else "")
+               if spec.tls else "")
+        lines += ["", f"frontend {tcp_backend(port)}", f"    # {spec.app}: port {ports}",
+                  f"    mode {mode}", f"    bind {host}:{ports}{tls}",
+                  f"    timeout client {TCP_TIMEOUT}"]
+        if spec.http:
+            proto = "https" if spec.tls else "http"
+            lines += ["    option forwardfor",
+                      f"    http-request set-header x-forwarded-proto {proto}",
+                      "    http-request set-header x-forwarded-port %[dst_port]",
+                      "    http-request set-header fly-client-ip %[src]"]
+        lines += [f"    default_backend {tcp_backend(port)}", "",
+                  f"backend {tcp_backend(port)}", f"    mode {mode}", "    balance leastconn",
+                  f"    timeout server {TCP_TIMEOUT}"]
+        send = {0: "", 1: " send-proxy", 2: " send-proxy-v2"}[spec.proxy_proto]
+        h2 = " proto h2" if spec.h2_backend else ""
+        for i, slot in enumerate(layout.slots.get(port, ())):
+            if slot is None:
+                lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled{send}{h2}")
+            else:
+                limit = f" maxconn {slot.maxconn}" if slot.maxconn else ""
+                lines.append(f"    server {server_name(i)} {slot.host}:{slot.port} "
+                             f"weight {slot.weight}{limit}{send}{h2}")
+        lines.append(f"    server activator 127.0.0.1:{activators[port]} backup send-proxy-v2")
+    return lines

@@ -1,0 +1,126 @@
+"""Waking a TCP service's machine for a connection, then piping the connection to it.
+
+HAProxy sends a TCP listener's connection here (its backup server) when none
+of the app's machines can take it. One loopback listener per public port:
+it reads the PROXY v2 header HAProxy sends first (the client's address),
+starts one stopped machine of the service (connections arriving meanwhile
+share that start), sends the service its own PROXY header if it asks for
+one, and copies bytes both ways until either side closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from bodega.proxy.balance import usable, wake_candidate
+from bodega.proxy.proxy_protocol import V2_HEADER, BadHeader, encode, parse_v2, v2_length
+from bodega.proxy.routes import Backend, RoutingTable
+from bodega.proxy.tcp_routes import TcpTable
+from bodega.proxy.wake import Waker
+
+log = logging.getLogger("bodega.proxy.tcp")
+
+TRUSTED_FOR = 10.0  # seconds a machine it started counts as running before its row says so
+BUFFER = 65536
+
+
+class TcpActivator:
+    def __init__(self, tcp: TcpTable, table: RoutingTable, waker: Waker, region: str) -> None:
+        self.tcp = tcp
+        self.table = table
+        self.waker = waker
+        self.region = region
+        self.servers: dict[int, asyncio.Server] = {}
+        self._starting: dict[int, asyncio.Task[Backend | None]] = {}
+        self._started: dict[str, float] = {}  # machine -> until when it is trusted running
+
+    def ports(self) -> dict[int, int]:
+        """Public port -> the loopback port of its activator."""
+        return {port: int(server.sockets[0].getsockname()[1])
+                for port, server in self.servers.items()}
+
+    async def ensure(self, ports: set[int]) -> dict[int, int]:
+        """An activator for each of ``ports`` and none for others."""
+        for port in set(self.servers) - ports:
+            self.servers.pop(port).close()
+        for port in sorted(ports - set(self.servers)):
+            self.servers[port] = await asyncio.start_server(self._handler(port), "127.0.0.1", 0)
+        return self.ports()
+
+    def _handler(self, port: int) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter],
+                                              Awaitable[None]]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self._handle(port, reader, writer)
+        return handle
+
+    async def _handle(self, port: int, reader: asyncio.StreamReader,
+                      writer: asyncio.StreamWriter) -> None:
+        upstream: asyncio.StreamWriter | None = None
+        try:
+            head = await reader.readexactly(V2_HEADER)
+            addresses = parse_v2(head, await reader.readexactly(v2_length(head)))
+            backend = await self._machine(port)
+            listener = self.tcp.listeners().get(port)
+            if backend is None or listener is None:
+                log.warning("port %d: no machine could be started for a connection", port)
+                return
+            up_reader, upstream = await asyncio.open_connection(*backend.address)
+            if listener.proxy_proto:
+                upstream.write(encode(addresses, listener.proxy_proto))
+            await asyncio.gather(_copy(reader, upstream), _copy(up_reader, writer))
+        except (OSError, asyncio.IncompleteReadError, BadHeader) as exc:
+            log.info("port %d: connection ended: %s", port, exc)
+        finally:
+            for side in (upstream, writer):
+                if side is not None:
+                    side.close()
+
+    async def _machine(self, port: int) -> Backend | None:
+        """A machine that can take ``port``'s connection: running, or started now."""
+        now = time.monotonic()
+        backends = self.tcp.backends(port)
+        running = [b for b in backends if usable(b, self.table.worker_alive)
+                   or self._started.get(b.machine_id, 0.0) > now]
+        if running:
+            return running[0]
+        task = self._starting.get(port)
+        if task is None or task.done():
+            task = asyncio.create_task(self._start(port, backends))
+            self._starting[port] = task
+        return await asyncio.shield(task)
+
+    async def _start(self, port: int, backends: list[Backend]) -> Backend | None:
+        candidate = wake_candidate([b for b in backends if b.autostart], self.region,
+                                   self.table.worker_alive)
+        if candidate is None:
+            return None
+        # What the waker answers is the machine as the HTTP table knows it (another port,
+        # when it has an HTTP service too): this service's port is the candidate's.
+        if await self.waker.start(candidate) is None:
+            return None
+        self._started[candidate.machine_id] = time.monotonic() + TRUSTED_FOR
+        log.info("port %d: started %s (%s) for a connection", port, candidate.machine_id,
+                 candidate.app)
+        return replace(candidate, state="started")
+
+    async def close(self) -> None:
+        for server in self.servers.values():
+            server.close()
+        for task in self._starting.values():
+            task.cancel()
+        self.servers.clear()
+
+
+async def _copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(OSError):
+        while data := await reader.read(BUFFER):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+

@@ -1,0 +1,82 @@
+"""The broker's certificates: issued by the CA or imported, keys sealed, one app per hostname,
+and every app given its own certificate (renewed when a third of its life is left)."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+
+from bodega.broker.apps import Apps
+from bodega.broker.catalog import MemoryCatalog
+from bodega.broker.certificates import AppCertificates
+from bodega.broker.default_certificates import DefaultCertificates
+from bodega.model.errors import BadRequest, Conflict, NotFound
+from bodega.runtime.secretbox import SecretBox
+from bodega.runtime.tls import sites
+from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.files import CaDir
+from bodega.wire.certificates import TABLE, CertificateRequest, CertificateRow
+
+
+def rig(tmp_path: Path, with_ca: bool = True) -> tuple[AppCertificates, MemoryCatalog]:
+    catalog = MemoryCatalog()
+    catalog.tables[TABLE] = {}
+    apps = Apps(catalog)
+    apps.create("web", "personal", None)
+    apps.create("shop", "personal", None)
+    authority = (CertificateAuthority.ensure(CaDir(tmp_path / "ca"), "c1")
+                 if with_ca else None)
+    return AppCertificates(catalog, apps, SecretBox("k"), authority), catalog
+
+
+def test_an_issued_certificate_keeps_its_key_sealed_and_never_shows_it(tmp_path: Path) -> None:
+    certs, catalog = rig(tmp_path)
+    view = certs.add("web", CertificateRequest(hostname="WWW.Example.com"))
+    assert (view.hostname, view.source, view.hostnames) == (
+        "www.example.com", "cluster-ca", ["www.example.com"])
+    row = CertificateRow.model_validate(catalog.get(TABLE, "web/www.example.com"))
+    assert "PRIVATE KEY" not in row.sealed_key
+    assert "PRIVATE KEY" not in row.chain
+    key = SecretBox("k").open("web", "www.example.com", row.sealed_key)
+    assert "PRIVATE KEY" in key
+    assert "sealed_key" not in view.model_dump()
+    assert [v.hostname for v in certs.list("web").certificates] == ["www.example.com"]
+    assert certs.remove("web", "www.example.com").hostname == "www.example.com"
+    with pytest.raises(NotFound):
+        certs.get("web", "www.example.com")
+
+
+def test_a_hostname_belongs_to_one_app(tmp_path: Path) -> None:
+    certs, _ = rig(tmp_path)
+    certs.add("web", CertificateRequest(hostname="www.example.com"))
+    with pytest.raises(Conflict, match="already has a certificate in app web"):
+        certs.add("shop", CertificateRequest(hostname="www.example.com"))
+
+
+def test_bad_requests_are_one_clear_line(tmp_path: Path) -> None:
+    certs, _ = rig(tmp_path, with_ca=False)
+    with pytest.raises(BadRequest, match="no CA to issue certificates with"):
+        certs.add("web", CertificateRequest(hostname="www.example.com"))
+    with pytest.raises(BadRequest, match="needs both certificate and private_key"):
+        certs.add("web", CertificateRequest(hostname="a.test", certificate="x"))
+    with pytest.raises(BadRequest, match="is not a hostname"):
+        certs.add("web", CertificateRequest(hostname="not a host"))
+    with pytest.raises(BadRequest, match="not PEM"):
+        certs.add("web", CertificateRequest(hostname="a.test", certificate="x",
+                                            private_key="y"))
+    with pytest.raises(NotFound, match="app not found"):
+        certs.add("nope", CertificateRequest(hostname="a.test"))
+
+
+def test_every_app_gets_its_own_certificate_and_a_new_one_near_its_end(tmp_path: Path) -> None:
+    certs, catalog = rig(tmp_path)
+    defaults = DefaultCertificates(catalog, certs, "localhost")
+    assert defaults.ensure() == 2
+    row = CertificateRow.model_validate(catalog.get(TABLE, "web/web.localhost"))
+    assert row.hostnames == ["web.localhost", "*.web.localhost"]
+    assert defaults.ensure() == 0
+    late = row.not_after - datetime.timedelta(days=29)
+    assert defaults.due(late) == ["shop", "web"]
+    assert defaults.due(row.not_after - datetime.timedelta(seconds=sites.SITE_LIFETIME / 2)) == []

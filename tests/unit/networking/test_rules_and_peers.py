@@ -1,0 +1,113 @@
+"""The isolation rules say what they should; overlay peers follow rows and membership."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from bodega.networking.flycast import rewrite_head
+from bodega.networking.peers import (
+    Peer,
+    RemovePeer,
+    SetPeer,
+    changes,
+    overlay_of,
+    parse_dump,
+    transfer,
+    wanted,
+)
+from bodega.networking.rules import Fence, removal, ruleset, table_name
+from bodega.networking.sixpn import Layout
+
+LAYOUT = Layout(ipaddress.IPv6Network("fdaa:1:2::/48"))
+FENCE = Fence(table_name("abcde", 0x0d05), LAYOUT, "bdgabcde0d05", "bvabcde0d05*", "bwgabcde0d05",
+              flycast_ports=(8089,))
+
+
+def test_only_the_local_networks_are_let_through_and_the_rest_dropped() -> None:
+    text = ruleset(FENCE, {5, 0x00a7})
+    assert "ip6 saddr & ::ffff:0:0:0 == ::5:0:0:0 ip6 daddr & ::ffff:0:0:0 == ::5:0:0:0 accept" \
+        in text
+    assert "== ::a7:0:0:0 accept" in text
+    between = text.split("chain between")[1].split("}")[0]
+    assert between.strip().endswith("counter drop")  # default deny after the accepts
+    assert "ip6 saddr fdaa:1:2::/48 ip6 daddr fdaa:1:2::/48 jump between" in text
+
+
+def test_machines_reach_the_resolver_and_flycast_on_the_host_and_nothing_else() -> None:
+    text = ruleset(FENCE, {5})
+    host = text.split("chain from_machines")[1].split("}\n}")[0]
+    assert 'iifname { "bdgabcde0d05", "bwgabcde0d05" } jump from_machines' in text
+    assert "ip6 daddr fdaa:1:2::3 udp dport 53 accept" in host
+    assert "tcp dport 8089 accept" in host
+    assert host.strip().endswith("counter drop")
+    assert 'iifname "bvabcde0d05*" oifname "bvabcde0d05*" counter drop' in text
+
+
+def test_a_ruleset_replaces_its_previous_version_in_one_go() -> None:
+    text = ruleset(FENCE, set())
+    first = text.index("delete table inet")
+    assert text.index("table inet bodega6pn_abcde_0d05 {}") < first
+    assert "delete table bridge bodega6pn_abcde_0d05" in removal(FENCE.table)
+
+
+ROWS: list[dict[str, Any]] = [
+    {"name": "a", "wireguard": {"public_key": "KA=", "endpoint": "10.0.0.1:51820",
+                                "block": "fdaa:1:2:1::/64"}},
+    {"name": "b", "wireguard": {"public_key": "KB=", "endpoint": "10.0.0.2:51820",
+                                "block": "fdaa:1:2:2::/64"}},
+    {"name": "c", "wireguard": {"public_key": "KC=", "endpoint": "10.0.0.3:51820",
+                                "block": "fdaa:1:2:3::/64"}},
+    {"name": "d"},  # no overlay (a worker without a private network)
+    {"name": "e", "wireguard": {"public_key": "KE=", "endpoint": "x", "block": "nonsense"}},
+]
+
+
+def test_a_host_wants_every_other_live_host_with_an_overlay() -> None:
+    statuses = {"a": "alive", "b": "suspect", "c": "dead", "d": "alive", "e": "alive"}
+    assert sorted(wanted(ROWS, statuses, me="a")) == ["KB="]
+    statuses["c"] = "alive"
+    assert sorted(wanted(ROWS, statuses, me="a")) == ["KB=", "KC="]
+    statuses["b"] = "left"
+    assert sorted(wanted(ROWS, statuses, me="a")) == ["KC="]
+    assert overlay_of(ROWS[4]) is None
+    assert overlay_of(ROWS[3]) is None
+
+
+DUMP = ("PRIV\tKA=\t51820\toff\n"
+        "KB=\t(none)\t10.0.0.2:51820\tfdaa:1:2:2::/64\t1700000000\t1000\t2000\t25\n"
+        "KX=\t(none)\t10.0.0.9:51820\tfdaa:1:2:9::/64\t0\t0\t0\t25\n")
+
+
+def test_changes_remove_the_gone_add_the_new_and_leave_the_same() -> None:
+    current = parse_dump(DUMP)
+    want = wanted(ROWS, {"b": "alive", "c": "alive"}, me="a")
+    steps = changes(current, want)
+    assert steps == [RemovePeer("KX="), SetPeer(want["KC="])]
+    assert steps[1].argv("wg0") == ["wg", "set", "wg0", "peer", "KC=", "endpoint",
+                                    "10.0.0.3:51820", "allowed-ips", "fdaa:1:2:3::/64",
+                                    "persistent-keepalive", "25"]
+    moved = {**want, "KB=": Peer("KB=", "10.0.0.22:51820", "fdaa:1:2:2::/64")}
+    assert changes(current, moved) == [RemovePeer("KX="), SetPeer(moved["KB="]),
+                                       SetPeer(want["KC="])]
+    settled = {k: Peer(k, p.endpoint, p.block) for k, p in want.items()}
+    assert changes(settled, want) == []
+    assert steps[0].describe() == "peer KX= removed"
+    assert steps[1].describe() == "peer c (KC=) at 10.0.0.3:51820 for fdaa:1:2:3::/64"
+
+
+def test_transfer_counters_are_read_per_peer() -> None:
+    assert transfer(DUMP)["KB="].received == 1000
+    assert transfer(DUMP)["KB="].sent == 2000
+
+
+def test_a_flycast_request_head_is_routed_by_the_apps_proxy_name() -> None:
+    head = b"POST /x HTTP/1.1\r\nHOST: web.flycast\r\nContent-Length: 5\r\nAccept: */*"
+    rewritten, length = rewrite_head(head, "web.localhost")
+    assert rewritten == (b"POST /x HTTP/1.1\r\nHost: web.localhost\r\nContent-Length: 5\r\n"
+                         b"Accept: */*")
+    assert length == 5
+    chunked = b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked"
+    assert rewrite_head(chunked, "web.localhost") == (
+        b"POST / HTTP/1.1\r\nHost: web.localhost\r\nTransfer-Encoding: chunked", None)
+    assert rewrite_head(b"GET / HTTP/1.1", "web.localhost")[1] == 0
