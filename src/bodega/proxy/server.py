@@ -210,7 +210,7 @@ class ProxyServer:
             if choice.backend is not None:
                 return choice.backend, ""  # over its soft limit: serve now, a new one is coming
             woken = await asyncio.shield(wake)
-            if woken is not None and woken.machine_id not in tried:
+            if woken is not None:  # accepting now, even one tried before it was stopped
                 return woken, ""
         return choice.backend, choice.reason or "no stopped machine to start"
 

@@ -26,6 +26,10 @@ log = logging.getLogger("bodega.proxy.wake")
 
 READY_TIMEOUT = 30.0
 PROBE_INTERVAL = 0.001  # a refused connect on loopback costs microseconds
+# A request for an app with nothing asleep in the view asks the workers this long, every
+# REFRESH_INTERVAL, for a machine to start (one stopping, or stopped but not yet heard of).
+STOPPING_WAIT = 10.0
+REFRESH_INTERVAL = 0.1
 
 
 class Waker:
@@ -50,6 +54,16 @@ class Waker:
 
     async def _wake(self, app: str) -> Backend | None:
         backend = wake_candidate(self.table.backends(app), self.region, self.table.worker_alive)
+        deadline = time.monotonic() + STOPPING_WAIT
+        while backend is None and time.monotonic() < deadline and self.table.backends(app):
+            # None asleep in the view, and none serving (or the request would not be here):
+            # the view may lag a stop by a gossip round, or a machine is still stopping.
+            # Ask their workers, until one can be started.
+            await asyncio.gather(*(self.refresh(b) for b in self.table.backends(app)))
+            backend = wake_candidate(self.table.backends(app), self.region,
+                                     self.table.worker_alive)
+            if backend is None:
+                await asyncio.sleep(REFRESH_INTERVAL)
         if backend is None:
             return None
         return await self.start(backend)

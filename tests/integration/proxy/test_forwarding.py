@@ -300,3 +300,54 @@ async def _free_port() -> int:
     server.close()
     await server.wait_closed()
     return port
+
+
+@pytest.mark.parametrize("plane", ["python"])
+async def test_a_request_right_after_a_stop_waits_for_it_and_starts_the_machine_again(
+        plane: str) -> None:
+    """The view still says started (a stop is heard a gossip round later) and the worker
+    says stopping: the request is neither refused nor sent to a dead port; once the worker
+    says stopped, the machine is started for it. (On the HAProxy plane the same request gets
+    HAProxy's 503 until the view hears of the stop: docs/proxy.md, Limits.)"""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from bodega.runtime.serve import serve
+    from bodega.wire.worker_client import WorkerClient
+
+    machine = Machine("restarted")
+    port = await _free_port()
+    looks: list[str] = []
+    starts: list[str] = []
+
+    async def show(request: Any) -> JSONResponse:
+        state = "stopping" if len(looks) < 3 else "stopped"
+        looks.append(state)
+        return JSONResponse(machine_doc("m1", port, state=state))
+
+    async def start(request: Any) -> JSONResponse:
+        starts.append(request.path_params["id"])
+        machine.server = await asyncio.start_server(machine.handle, "127.0.0.1", port)
+        return JSONResponse({"previous_state": "stopped", "migrated": False, "new_host": ""})
+
+    worker_api = await serve(Starlette(routes=[
+        Route("/v1/machines/{id}", show, methods=["GET"]),
+        Route("/v1/machines/{id}/start", start, methods=["POST"])]), "127.0.0.1", 0)
+    table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
+    table.put_machine("m1", routed(machine_doc("m1", port)))  # started, as the view last heard
+    worker = WorkerClient(worker_api.url)
+    waker = Waker(table, lambda _w: worker, load, metrics, "ams")
+    try:
+        async with serving(plane, table, waker, load, metrics) as served, \
+                client(served.url) as http:
+            answer = await http.get("/")
+            assert answer.status_code == 200, answer.text
+            assert answer.text.split()[0] == "restarted"
+            assert starts == ["m1"]
+            assert looks[:3] == ["stopping"] * 3
+    finally:
+        await worker.aclose()
+        await machine.stop()
+        await worker_api.stop()
+        await asyncio.sleep(0.05)
