@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import free_port, unwire
 
 from bench.jobs_marks import CpuAccount, command, programs_of
@@ -45,14 +46,15 @@ class BodegaPool:
 
     async def start(self) -> None:
         api, proxy = free_port(), free_port()
-        cidr = f"10.{200 + os.getpid() % 40}.0.0/16"
+        cidr = machine_cidr(60, 100)  # held while this process lives (tests/cidr_kit.py)
         self.process = await asyncio.create_subprocess_exec(
             *self.cpu.wrap([
                 sys.executable, "-m", "bodega", "up", "--data-dir", str(self.data),
                 "--regions", "ams", "--workers-per-region", str(self.workers),
                 "--worker-cpus", str(self.slots_each),
                 "--worker-memory-mb", str(self.slots_each * MACHINE_MB),
-                "--api-port", str(api), "--proxy-port", str(proxy), "--machine-cidr", cidr,
+                "--api-port", str(api), "--proxy-port", str(proxy), "--proxy-tls-port", "0",
+                "--machine-cidr", cidr,
                 "--token", TOKEN, "--registry-port", "0", "--log-level", "warning"]),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             stdin=asyncio.subprocess.DEVNULL,

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Page(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (the name http.server calls)
+    def do_GET(self) -> None:
         proto = self.headers.get("X-Forwarded-Proto", "http")
         body = f"echo's page, reached over {proto}\n".encode()
         self.send_response(200)
@@ -26,7 +26,7 @@ class Page(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -51,9 +51,9 @@ def main() -> None:
     web = ThreadingHTTPServer(("0.0.0.0", int(os.environ.get("PORT", "8080"))), Page)
     echo = EchoServer(("0.0.0.0", int(os.environ.get("ECHO_PORT", "7000"))), Echo)
     threading.Thread(target=echo.serve_forever, daemon=True).start()
-    print(f"listening on {web.server_address[1]} (http) and {echo.server_address[1]} (echo)",
-          flush=True)
-    try:
+    try:  # a stop may come as soon as it says it listens
+        print(f"listening on {web.server_address[1]} (http) and {echo.server_address[1]} "
+              "(echo)", flush=True)
         web.serve_forever()
     except KeyboardInterrupt:
         print("stopping", flush=True)

@@ -18,6 +18,7 @@ from bodega.cli.internal_links import (
 from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
+from bodega.proxy.plane import choose_plane
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import event_loop_policy, run_daemon
 from bodega.runtime.logs import configure
@@ -74,6 +75,7 @@ def proxy(
     if tls_cert is not None and not tls_cert.is_file():
         raise ValueError(f"--tls-cert {tls_cert}: no such file")
     gossip_host, gossip_port = hostinfo.split_host_port(gossip_listen or f"{admin_host}:0", 0)
+    choose_plane(data_plane, tls=tls_port is not None)  # a plane that cannot serve: say so first
     keys = gossip_keyring(keyring)
     tls = tls_dir_for(data_dir.resolve(), tls_dir, internal_tls, [admin_host], "proxy",
                       proxy_name)

@@ -85,7 +85,8 @@ def test_root_updates_once_then_installs_what_is_missing(tmp_path: Path) -> None
     fake.chmod(0o755)
     done = run(path)
     assert done.returncode == 0, done.stderr
-    assert calls.read_text().splitlines() == ["update -qq", "install -y -qq nftables"]
+    assert calls.read_text().splitlines() == [
+        "update -qq", "install -y -qq --no-install-recommends nftables"]
     assert done.stderr.splitlines() == ["installing host package(s): nftables"]
 
 
