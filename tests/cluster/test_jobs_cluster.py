@@ -81,8 +81,18 @@ async def retries_and_exit_codes(jobs: Jobs) -> None:
                      {"name": "flaky", "command": ["sh", "-c", flaky], "backoff": 0.2}):
             answer = await jobs.submit(app, body)
             assert answer.status_code == 200, answer.text
+        # A program that is not there: each attempt's machine fails to start, and that is
+        # recorded as the attempt's end, not waited out as a lapsed lease.
+        answer = await jobs.submit(app, {"name": "cannot-start", "command": ["/no/such/program"],
+                                         "max_attempts": 2, "backoff": 0.2,
+                                         "lease_seconds": 600})
+        assert answer.status_code == 200, answer.text
         failed = await jobs.finished(app, "always-3")
         flaked = await jobs.finished(app, "flaky")
+        unstarted = await jobs.finished(app, "cannot-start")
+    (task,) = unstarted.tasks or []
+    assert (unstarted.state, task.attempts) == ("failed", 2)
+    assert None not in task.exit_codes and len(task.exit_codes) == 2, task
     (task,) = failed.tasks or []
     assert (failed.state, task.attempts, task.exit_codes) == ("failed", 3, [3, 3, 3])
     assert "3 of 3 attempts" in (task.reason or "")
