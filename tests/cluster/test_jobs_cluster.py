@@ -60,8 +60,14 @@ async def task_is_a_machine(jobs: Jobs) -> None:
     assert machine["config"]["auto_destroy"] is True
     assert machine["config"]["restart"]["policy"] == "no"
     assert machine["config"]["metadata"]["bodega_job"] == (await jobs.status(app, "watched")).id
-    cgroups = list(Path("/sys/fs/cgroup/memory/bodega").glob(f"*/{machine_id}"))
-    assert cgroups, "the task's machine has no memory cgroup"
+    # The home learns the machine once it is created; its cgroup comes with its start.
+    def cgroups() -> list[Path]:
+        return list(Path("/sys/fs/cgroup/memory/bodega").glob(f"*/{machine_id}"))
+
+    try:
+        await until(cgroups, 30)
+    except AssertionError:
+        raise AssertionError("the task's machine has no memory cgroup") from None
     waited = await jobs.http.get(f"/v1/apps/{app}/machines/{machine_id}/wait",
                                  params={"state": "destroyed", "timeout": 30})
     assert waited.status_code == 200, waited.text
@@ -81,8 +87,17 @@ async def retries_and_exit_codes(jobs: Jobs) -> None:
                      {"name": "flaky", "command": ["sh", "-c", flaky], "backoff": 0.2}):
             answer = await jobs.submit(app, body)
             assert answer.status_code == 200, answer.text
+        # A program that is not there: each attempt's machine fails to start, and that is
+        # recorded as the attempt's end, not waited out as a lapsed lease.
+        answer = await jobs.submit(app, {"name": "cannot-start", "command": ["/no/such/program"],
+                                         "max_attempts": 2, "backoff": 0.2,
+                                         "lease_seconds": 600})
+        assert answer.status_code == 200, answer.text
         failed = await jobs.finished(app, "always-3")
         flaked = await jobs.finished(app, "flaky")
+        unstarted = await jobs.finished(app, "cannot-start")
+    (task,) = unstarted.tasks or []
+    assert (unstarted.state, task.attempts, task.exit_codes) == ("failed", 2, [127, 127])
     (task,) = failed.tasks or []
     assert (failed.state, task.attempts, task.exit_codes) == ("failed", 3, [3, 3, 3])
     assert "3 of 3 attempts" in (task.reason or "")

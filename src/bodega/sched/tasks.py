@@ -115,9 +115,11 @@ def holds(task: Task, worker: str) -> bool:
 
 
 def renew(task: Task, policy: Policy, worker: str, now: float,
-          machine_id: str | None = None) -> tuple[Task, Verdict]:
-    """The claimant's renewal: its lease extended, or told to stop, or that it lost the task."""
-    if not holds(task, worker):
+          machine_id: str | None = None, attempt: int | None = None) -> tuple[Task, Verdict]:
+    """The claimant's renewal: its lease extended, or told to stop, or that it lost the task.
+    ``attempt`` (bodega's workers name it): a renewal of an attempt that is over is LOST,
+    even when the same worker holds the next attempt."""
+    if not holds(task, worker) or (attempt is not None and attempt != task.attempts):
         return task, Verdict.LOST
     renewed = replace(task, lease_expires_at=now + policy.lease_seconds,
                       machine_id=machine_id or task.machine_id)
@@ -125,13 +127,18 @@ def renew(task: Task, policy: Policy, worker: str, now: float,
 
 
 def release(task: Task, policy: Policy, worker: str, exit_code: int | None, now: float,
-            u: float, reason: str = "") -> Task:
-    """The claimant says the attempt ended with ``exit_code`` (None: it gives the task back)."""
+            u: float, reason: str = "", attempt: int | None = None) -> Task:
+    """The claimant says the attempt ended with ``exit_code`` (None: it gives the task back).
+    ``attempt`` (bodega's workers name it): the end of an attempt that is over already (a
+    report sent twice) is refused, never taken for the next attempt the same worker holds."""
     if not holds(task, worker):
         raise Conflict(f"task {task.index} is not held by {worker}"
                        + (f" (it is {task.state}"
                           + (f", held by {task.claimant})" if task.claimant else ")")),
                        status="not_claimant")
+    if attempt is not None and attempt != task.attempts:
+        raise Conflict(f"attempt {attempt} of task {task.index} is over: {worker} holds "
+                       f"attempt {task.attempts}", status="not_claimant")
     if exit_code == 0:
         return _ended(task, TaskState.SUCCEEDED, 0, now, reason or "exit code 0")
     if exit_code is None and not task.stopping:

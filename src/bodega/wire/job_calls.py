@@ -48,6 +48,7 @@ class RenewItem(WorkerRequest):
     job: str
     task: int = Field(ge=0)
     machine_id: str | None = None
+    attempt: int | None = Field(default=None, ge=1)  # bodega's workers: which attempt runs
 
 
 class HomeRenew(WorkerRequest):
@@ -71,6 +72,7 @@ class HomeRelease(WorkerRequest):
     task: int | None = Field(default=None, ge=0)
     exit_code: int | None = Field(default=None, ge=-255, le=255)
     reason: str | None = Field(default=None, max_length=500)
+    attempt: int | None = Field(default=None, ge=1)  # bodega's workers: which attempt ended
 
 
 class ProbeBody(WorkerRequest):

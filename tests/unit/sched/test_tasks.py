@@ -166,3 +166,29 @@ def test_backoff_is_capped_and_never_under_half_its_delay(failures: int, base: f
 
 def test_backoff_doubles_per_failure() -> None:
     assert [delay(n, 1.0, 60.0, 1.0) for n in range(1, 9)] == [1, 2, 4, 8, 16, 32, 60, 60]
+
+
+def test_the_end_of_an_earlier_attempt_does_not_end_the_next_one() -> None:
+    # Attempt 1 failed and was retried on the same worker: a late copy of attempt 1's
+    # release (its report sent twice) must not end attempt 2 with attempt 1's exit code.
+    first = running()
+    queued = release(first, POLICY, "w1", 1, 101.0, 0.0)
+    second = claim(queued, POLICY, "w1", 110.0)
+    assert second.attempts == 2
+    with pytest.raises(Conflict) as refused:
+        release(second, POLICY, "w1", 1, 111.0, 0.0, attempt=1)
+    assert refused.value.status == "not_claimant"
+    assert "attempt 1" in refused.value.message
+    ended = release(second, POLICY, "w1", 0, 112.0, 0.0, attempt=2)
+    assert (ended.state, ended.exit_codes) == (TaskState.SUCCEEDED, (1, 0))
+
+
+def test_a_renewal_of_an_earlier_attempt_is_told_it_lost_the_task() -> None:
+    # The worker stops what it is told it lost: that must be the earlier attempt's machine,
+    # never the next attempt's, which the same worker runs and renews as its own.
+    second = claim(release(running(), POLICY, "w1", 1, 101.0, 0.0), POLICY, "w1", 110.0)
+    after, verdict = renew(second, POLICY, "w1", 111.0, attempt=1)
+    assert (after, verdict) == (second, Verdict.LOST)
+    after, verdict = renew(second, POLICY, "w1", 111.0, attempt=2)
+    assert verdict is Verdict.OK
+    assert after.lease_expires_at == 141.0

@@ -171,7 +171,8 @@ class JobHome:
                     results.append(RenewResult(job=item.job, answer=RenewAnswer(
                         name=job.name if job else item.job, task=item.task, verdict="lost")))
                     continue
-                after, verdict = renew(task, job.policy, body.worker, now, item.machine_id)
+                after, verdict = renew(task, job.policy, body.worker, now, item.machine_id,
+                                      item.attempt)
                 if after != task:
                     self.store.put_task(conn, job.id, after)
                     if after.machine_id != task.machine_id:
@@ -190,7 +191,7 @@ class JobHome:
         with self.store.tx() as conn:
             task = self._held_task(conn, job, body.worker, body.task)
             after = release(task, job.policy, body.worker, body.exit_code, now,
-                            self.rng.random(), body.reason or "")
+                            self.rng.random(), body.reason or "", body.attempt)
             state = self.apply(conn, job, [after], now)
         self.changed(job_id)
         return ReleaseAnswer(name=job.name, task=after.index, state=str(after.state),

@@ -120,12 +120,12 @@ class JobRunner:
                 self.store.drop_probe(probe.job_id)
                 return
             now = self.store.jobs.clock()
-            runs = [RunRow(job_id=t.job, index=t.task, attempt=t.attempt, home=probe.home,
-                           app=t.app, config=t.config, lease_seconds=t.lease_seconds,
-                           grace_seconds=t.grace_seconds, machine_id=None, state="starting",
-                           stop=None, exit_code=None, reason=None, updated_at=now)
-                    for t in answer.tasks if t.config is not None]
-            self.store.took(probe, runs, answer.drop, now)
+            given = [RunRow(job_id=t.job, index=t.task, attempt=t.attempt, home=probe.home,
+                            app=t.app, config=t.config, lease_seconds=t.lease_seconds,
+                            grace_seconds=t.grace_seconds, machine_id=None, state="starting",
+                            stop=None, exit_code=None, reason=None, updated_at=now)
+                     for t in answer.tasks if t.config is not None]
+            runs = self.store.took(probe, given, answer.drop, now)
             self._retry_at.pop(probe.job_id, None)
             for run, reservation in zip(runs, reservations, strict=False):
                 used += 1
@@ -139,9 +139,11 @@ class JobRunner:
             self.wake.set()
 
     async def launch(self, run: RunRow, reservation: str | None) -> None:
-        """Create the run's machine (once: under its idempotency key) and watch it."""
-        current = self.store.run(run.job_id, run.index)
-        if current is None or current.attempt != run.attempt or current.state != "starting":
+        """Create the run's machine (once: under its idempotency key) and watch it. A create
+        that fails, however it fails, ends the attempt here and now, so that the home hears
+        of it at once instead of when its lease lapses."""
+        current = self.store.run(run.seq)
+        if current is None or current.state != "starting":
             return
         if current.stop:  # stopped before it started: given back
             self.watch.ended(current, None, f"stopped before it started ({current.stop})")
@@ -153,6 +155,11 @@ class JobRunner:
             return
         except BodegaError as exc:
             self.watch.ended(current, 127, f"could not create its machine: {exc.message}")
+            return
+        except Exception as exc:
+            log.exception("job %s task %d attempt %d: creating its machine failed",
+                          current.job_id, current.index, current.attempt)
+            self.watch.ended(current, 127, f"could not create its machine: {exc}")
             return
         self.watch.started(current, machine_id)
 

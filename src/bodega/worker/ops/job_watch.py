@@ -13,6 +13,13 @@ signal (SIGTERM by default here), then SIGKILL after the job's grace period.
 
 A machine stopped by anyone else (the worker's own shutdown) gives the task
 back: not a failure, it runs again elsewhere at once.
+
+Everything here acts on one run (one attempt, ``RunRow.seq``), and names its
+attempt to the home: a task retried on this worker is taken while its failed
+attempt's end may still be on its way, and the answer to that attempt's
+renewal or a second copy of its report must never stop or end the next one.
+Reports run beside the renewals, never before them, so that a slow report (its
+machine's teardown) does not hold back the renewal of every other lease.
 """
 
 from __future__ import annotations
@@ -74,9 +81,10 @@ class RunWatch:
         self.peers = peers
         self.logs_dir = logs_dir
         self.machine_dir = machine_dir  # machine id -> its directory
-        self.by_machine = {run.machine_id: run.key for run in store.runs()
+        self.by_machine = {run.machine_id: run.seq for run in store.runs()
                            if run.machine_id and run.state == "running"}
-        self._renewed: dict[tuple[str, int], float] = {}
+        self._renewed: dict[int, float] = {}  # run -> when its lease was last renewed
+        self._reporting: set[int] = set()  # runs whose end is being reported
         self._tasks: set[asyncio.Task[Any]] = set()
         self._live = False
         self.renew_soon = asyncio.Event()
@@ -84,18 +92,22 @@ class RunWatch:
 
     def started(self, run: RunRow, machine_id: str) -> None:
         self.store.update(run, self.store.jobs.clock(), machine_id=machine_id, state="running")
-        self.by_machine[machine_id] = run.key
+        self.by_machine[machine_id] = run.seq
         self.renew_soon.set()  # the home learns where it runs
         self.on_machine(machine_id)  # it may have ended already
+        current = self.store.run(run.seq)
+        if current is not None and current.state == "running" and current.stop:
+            # Told to stop while its machine was being created: stop the machine now.
+            self._spawn(self.stop_run(current, current.stop))
 
     def on_machine(self, machine_id: str) -> None:
         """A machine's commit: if it is a task's and it ended, record the end."""
-        key = self.by_machine.get(machine_id)
-        if key is None:
+        seq = self.by_machine.get(machine_id)
+        if seq is None:
             return
         row = queries.get_machine(self.machines.store.db, machine_id)
-        run = self.store.run(*key)
-        if row is None or run is None:
+        run = self.store.run(seq)
+        if row is None or run is None or run.state == "ended":
             return
         ended, code, why = end_of(row, run.stop is not None, self._stop_exit(machine_id))
         if ended:
@@ -116,7 +128,7 @@ class RunWatch:
         if run.machine_id:
             self.by_machine.pop(run.machine_id, None)
         log.info("job %s task %d attempt %d ended: %s", run.job_id, run.index, run.attempt, why)
-        ended = self.store.run(run.job_id, run.index)
+        ended = self.store.run(run.seq)
         if ended is not None and self._live:
             self._spawn(self.report(ended))
 
@@ -135,7 +147,7 @@ class RunWatch:
                         run.index, exc)
 
     def logs(self, job_id: str, task: int) -> bytes:
-        run = self.store.run(job_id, task)
+        run = self.store.latest(job_id, task)
         if run is not None and run.machine_id and run.state == "running":
             live = Path(self.machine_dir(run.machine_id)) / "logs" / "machine.log"
             with contextlib.suppress(OSError):
@@ -148,21 +160,32 @@ class RunWatch:
 
     # -- reporting, renewing --------------------------------------------------------------------
     async def report(self, run: RunRow) -> bool:
-        """Tell the home how the attempt ended; True once it has heard (or need not)."""
+        """Tell the home how the attempt ended; True once it has heard (or need not).
+        One report of a run at a time: a second copy could reach the home after it gave the
+        task back to this worker as its next attempt."""
+        if run.seq in self._reporting:
+            return False
+        self._reporting.add(run.seq)
+        try:
+            return await self._report(run)
+        finally:
+            self._reporting.discard(run.seq)
+
+    async def _report(self, run: RunRow) -> bool:
         if run.stop != "lost":
             body = HomeRelease(worker=self.peers.name, task=run.index, exit_code=run.exit_code,
-                               reason=run.reason)
+                               reason=run.reason, attempt=run.attempt)
             try:
                 await self.peers.client(run.home).release_task(run.job_id, body)
             except (Conflict, NotFound) as exc:  # no longer ours, or the job is gone
-                log.info("job %s task %d: the home did not take the end: %s", run.job_id,
-                         run.index, exc.message)
+                log.info("job %s task %d attempt %d: the home did not take the end: %s",
+                         run.job_id, run.index, run.attempt, exc.message)
             except BodegaError as exc:
-                log.info("job %s task %d: end not reported yet: %s", run.job_id, run.index,
-                         exc.message)
+                log.info("job %s task %d attempt %d: end not reported yet: %s", run.job_id,
+                         run.index, run.attempt, exc.message)
                 return False
         self.store.forget(run)
-        self._renewed.pop(run.key, None)
+        self._renewed.pop(run.seq, None)
         if run.machine_id:  # one that did not destroy itself (stopped, failed) goes now
             with contextlib.suppress(BodegaError):
                 await self.machines.destroy(run.machine_id, force=True, lease_override=True)
@@ -185,35 +208,49 @@ class RunWatch:
         due: dict[str, list[RunRow]] = {}
         for run in self.store.runs():
             if run.state == "ended":
-                await self.report(run)
-            elif soon or now - self._renewed.get(run.key, 0.0) >= \
+                if run.seq not in self._reporting:
+                    self._spawn(self.report(run))
+            elif soon or now - self._renewed.get(run.seq, 0.0) >= \
                     min(run.lease_seconds / 3, MAX_RENEW_EVERY):
                 due.setdefault(run.home, []).append(run)
         await asyncio.gather(*(self._renew(home, runs) for home, runs in due.items()))
 
     async def _renew(self, home: str, runs: list[RunRow]) -> None:
         body = HomeRenew(worker=self.peers.name, tasks=[
-            RenewItem(job=r.job_id, task=r.index, machine_id=r.machine_id) for r in runs])
+            RenewItem(job=r.job_id, task=r.index, machine_id=r.machine_id, attempt=r.attempt)
+            for r in runs])
         try:
             answer = await self.peers.client(home).renew_leases(body)
         except BodegaError as exc:  # keep running: the lease was given for this
             log.info("renewing %d leases at %s failed: %s", len(runs), home, exc.message)
             return
         now = self.store.jobs.clock()
-        for run, result in zip(runs, answer.results, strict=False):
-            self._renewed[run.key] = now
+        for asked, result in zip(runs, answer.results, strict=False):
+            run = self.store.run(asked.seq)  # as it is now: it may have ended meanwhile
+            if run is None or run.state == "ended":
+                continue
+            self._renewed[run.seq] = now
             if result.answer.verdict == "stop" and run.stop is None:
-                self._spawn(self.stop(run.job_id, run.index, run.grace_seconds, "cancelled"))
+                self._spawn(self.stop_run(run, "cancelled"))
             elif result.answer.verdict == "lost" and run.stop != "lost":
-                log.info("job %s task %d: the lease was lost; stopping it", run.job_id,
-                         run.index)
-                self._spawn(self.stop(run.job_id, run.index, run.grace_seconds, "lost"))
+                log.info("job %s task %d attempt %d: the lease was lost; stopping it",
+                         run.job_id, run.index, run.attempt)
+                self._spawn(self.stop_run(run, "lost"))
 
     async def stop(self, job_id: str, task: int, grace: float, why: str) -> bool:
         """Stop a task's machine: SIGTERM, SIGKILL after ``grace``; False if not running here."""
-        run = self.store.run(job_id, task)
-        if run is None or run.state == "ended":
+        run = self.store.latest(job_id, task, live=True)
+        if run is None:
             return False
+        return await self.stop_run(run, why, grace)
+
+    async def stop_run(self, run: RunRow, why: str, grace: float | None = None) -> bool:
+        """Stop one run's machine (SIGTERM, then SIGKILL after the grace period)."""
+        grace = run.grace_seconds if grace is None else grace
+        current = self.store.run(run.seq)
+        if current is None or current.state == "ended":
+            return False
+        run = current
         self.store.update(run, self.store.jobs.clock(), stop=why)
         if run.machine_id is None:
             return True  # not created yet: the launch sees the stop
@@ -226,7 +263,7 @@ class RunWatch:
                 return True
             except BodegaError:
                 await asyncio.sleep(0.2)
-        log.warning("job %s task %d: its machine %s would not stop", job_id, task,
+        log.warning("job %s task %d: its machine %s would not stop", run.job_id, run.index,
                     run.machine_id)
         return True
 

@@ -5,13 +5,18 @@ instant finds on restart the probes it held (in their order) and every task it
 had taken: a run still ``starting`` is created again under the same
 idempotency key (one machine, never two), a ``running`` one is watched again,
 an ``ended`` one is reported to its home again until the home has heard.
+
+A run is one attempt of a task, named by its ``seq``: a task retried here is
+taken while its failed attempt's run may still be waiting for the home to hear
+its end, and every step (its machine's end, the report, a stop) acts on its
+own run, never on whichever attempt of the task is newest.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import MachineConfig
@@ -51,14 +56,13 @@ class RunRow:
     exit_code: int | None
     reason: str | None
     updated_at: float
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.job_id, self.index
+    seq: int = 0  # which run: given when it is stored (0: a take's answer, not stored yet)
 
     @property
     def idempotency_key(self) -> str:
-        return f"job-{self.job_id}-{self.index}-{self.attempt}"
+        """Its machine's create: once per run (a task given back and taken again is another
+        run of the same attempt number, with a machine of its own)."""
+        return f"job-{self.job_id}-{self.index}-{self.attempt}-r{self.seq}"
 
 
 class RunStore:
@@ -93,43 +97,61 @@ class RunStore:
             return conn.execute("DELETE FROM probes_in WHERE job_id = ?",
                                 (job_id,)).rowcount > 0
 
-    def took(self, probe: ProbeRow, runs: list[RunRow], drop: bool, now: float) -> None:
-        """A take's answer, in one commit: the runs it gave, the probes it used."""
+    def took(self, probe: ProbeRow, runs: list[RunRow], drop: bool,
+             now: float) -> list[RunRow]:
+        """A take's answer, in one commit: the runs it gave, the probes it used. Returns the
+        runs recorded; a task whose attempt already runs here (the same take answered again)
+        is not recorded twice."""
+        recorded: list[RunRow] = []
         with self.jobs.tx() as conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO runs (job_id, idx, attempt, home, app, config, "
-                "lease_seconds, grace_seconds, state, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
-                ((r.job_id, r.index, r.attempt, r.home, r.app,
-                  r.config.model_dump_json(exclude_none=True), r.lease_seconds,
-                  r.grace_seconds, now, now) for r in runs))
+            for r in runs:
+                if conn.execute("SELECT 1 FROM runs WHERE job_id = ? AND idx = ? AND "
+                                "attempt = ? AND state != 'ended'",
+                                (r.job_id, r.index, r.attempt)).fetchone():
+                    continue
+                cursor = conn.execute(
+                    "INSERT INTO runs (job_id, idx, attempt, home, app, config, "
+                    "lease_seconds, grace_seconds, state, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
+                    (r.job_id, r.index, r.attempt, r.home, r.app,
+                     r.config.model_dump_json(exclude_none=True), r.lease_seconds,
+                     r.grace_seconds, now, now))
+                assert cursor.lastrowid is not None
+                recorded.append(replace(r, seq=cursor.lastrowid, state="starting",
+                                        updated_at=now))
             left = probe.count - len(runs)
             if drop or left <= 0:
                 conn.execute("DELETE FROM probes_in WHERE seq = ?", (probe.seq,))
             else:
                 conn.execute("UPDATE probes_in SET count = ?, takes = takes + 1 WHERE seq = ?",
                              (left, probe.seq))
+        return recorded
 
     # -- runs ---------------------------------------------------------------------------------
     def runs(self) -> list[RunRow]:
-        return [_run(r) for r in self.db.execute("SELECT * FROM runs ORDER BY created_at")]
+        return [_run(r) for r in self.db.execute("SELECT * FROM runs ORDER BY seq")]
 
-    def run(self, job_id: str, index: int) -> RunRow | None:
-        row = self.db.execute("SELECT * FROM runs WHERE job_id = ? AND idx = ?",
-                              (job_id, index)).fetchone()
+    def run(self, seq: int) -> RunRow | None:
+        row = self.db.execute("SELECT * FROM runs WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else _run(row)
+
+    def latest(self, job_id: str, index: int, *, live: bool = False) -> RunRow | None:
+        """The newest run of a task here (``live``: of those not ended yet)."""
+        row = self.db.execute(
+            "SELECT * FROM runs WHERE job_id = ? AND idx = ?"
+            + (" AND state != 'ended'" if live else "") + " ORDER BY seq DESC LIMIT 1",
+            (job_id, index)).fetchone()
         return None if row is None else _run(row)
 
     def update(self, run: RunRow, now: float, **changes: object) -> None:
         columns = ", ".join(f"{name} = ?" for name in changes)
         with self.jobs.tx() as conn:
-            conn.execute(f"UPDATE runs SET {columns}, updated_at = ? "
-                         "WHERE job_id = ? AND idx = ? AND attempt = ?",
-                         (*changes.values(), now, run.job_id, run.index, run.attempt))
+            conn.execute(f"UPDATE runs SET {columns}, updated_at = ? WHERE seq = ?",
+                         (*changes.values(), now, run.seq))
 
     def forget(self, run: RunRow) -> None:
         with self.jobs.tx() as conn:
-            conn.execute("DELETE FROM runs WHERE job_id = ? AND idx = ? AND attempt = ?",
-                         (run.job_id, run.index, run.attempt))
+            conn.execute("DELETE FROM runs WHERE seq = ?", (run.seq,))
 
 
 def _run(row: sqlite3.Row) -> RunRow:
@@ -139,4 +161,4 @@ def _run(row: sqlite3.Row) -> RunRow:
                   lease_seconds=row["lease_seconds"], grace_seconds=row["grace_seconds"],
                   machine_id=row["machine_id"], state=row["state"], stop=row["stop"],
                   exit_code=row["exit_code"], reason=row["reason"],
-                  updated_at=row["updated_at"])
+                  updated_at=row["updated_at"], seq=row["seq"])

@@ -7,8 +7,8 @@ A worker plays two parts in bodega's batch layer, and keeps both here:
   ``sched/tasks.py`` move it through) and ``probes_out`` (the late-binding
   reservations it placed on workers, not yet answered);
 - **runner** of bodega-pool tasks: ``probes_in`` (reservations other homes
-  placed here, in arrival order) and ``runs`` (the tasks it took and runs as
-  machines, until their end is reported to their home).
+  placed here, in arrival order) and ``runs`` (each attempt of a task it took
+  and runs as a machine, until its end is reported to its home).
 
 A file of its own, so that jobs never wait on a machine's transaction nor the
 other way round; like ``worker.db`` it is WAL with ``synchronous = FULL``: a
@@ -98,5 +98,36 @@ MIGRATIONS: tuple[str, ...] = (
         updated_at REAL NOT NULL,
         PRIMARY KEY (job_id, idx)
     );
+    """,
+    # A run per attempt, not per task: a task retried on the worker that ran its failed
+    # attempt is taken while that attempt's row may still wait for its end to be heard, and
+    # a task given back and taken again has the same attempt number. ``seq`` names one run.
+    """
+    CREATE TABLE runs_by_attempt (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        home TEXT NOT NULL,
+        app TEXT NOT NULL,
+        config TEXT NOT NULL,
+        lease_seconds REAL NOT NULL,
+        grace_seconds REAL NOT NULL,
+        machine_id TEXT,
+        state TEXT NOT NULL CHECK (state IN ('starting', 'running', 'ended')),
+        stop TEXT,
+        exit_code INTEGER,
+        reason TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    INSERT INTO runs_by_attempt (job_id, idx, attempt, home, app, config, lease_seconds,
+        grace_seconds, machine_id, state, stop, exit_code, reason, created_at, updated_at)
+        SELECT job_id, idx, attempt, home, app, config, lease_seconds, grace_seconds,
+               machine_id, state, stop, exit_code, reason, created_at, updated_at
+        FROM runs ORDER BY created_at;
+    DROP TABLE runs;
+    ALTER TABLE runs_by_attempt RENAME TO runs;
+    CREATE INDEX runs_by_task ON runs (job_id, idx, attempt);
     """,
 )
