@@ -48,7 +48,7 @@ def joined(**private: object) -> JoinedHost:
                       join="192.0.2.1:4281", api_url="http://192.0.2.1:4280", seeds=["x:1"],
                       workers=[JoinedWorker(name="syd-a-1", subnet="10.209.128.0/24"),
                                JoinedWorker(name="syd-a-2", subnet="10.209.129.0/24")],
-                      proxy="192.0.2.1:8080", **private)  # type: ignore[arg-type]
+                      proxy="192.0.2.1:8080", **private)
 
 
 def test_a_joined_host_gives_its_workers_the_network_with_the_proxy_it_was_told() -> None:
