@@ -29,7 +29,8 @@ from tests.ports_kit import free_port
 T = TypeVar("T")
 TOKEN = "multi-host-admin"
 CERT_LIFETIME = 90.0  # seconds; renewed at two thirds
-JOIN_LINE = re.compile(r"^\s*(bodega join \S+ --token (K10\S+) --region <REGION>)\s*$")
+JOIN_LINE = re.compile(
+    r"^\s*(bodega join \S+ --token (K10\S+) --region <REGION>(?: --[a-z-]+)*)\s*$")
 
 
 def until(check: Callable[[], T | None], what: str, timeout: float = 120.0) -> T:
@@ -142,7 +143,8 @@ def wait_for(host: Host, text: str, timeout: float = 180.0) -> str:
 
 
 @contextlib.contextmanager
-def three_hosts(root: Path) -> Iterator[MultiHost]:
+def three_hosts(root: Path, *up_args: str) -> Iterator[MultiHost]:
+    """``up_args``: more flags for host 1's ``bodega up --advertise``."""
     hosts = Hosts()
     asyncio.run(hosts.setup(3))
     api, proxy, joins = free_port(), free_port(), free_port()
@@ -158,7 +160,7 @@ def three_hosts(root: Path) -> Iterator[MultiHost]:
                               "--registry-port", "0", "--driver", "process",
                               # Short enough that joined hosts renew theirs while the module
                               # runs: through host 1's broker, across the network.
-                              "--cert-validity", f"{CERT_LIFETIME:g}s")
+                              "--cert-validity", f"{CERT_LIFETIME:g}s", *up_args)
         out = wait_for(first, "bodega is up")
         lines = [m for line in out.splitlines() if (m := JOIN_LINE.match(line))]
         assert lines, f"no join line printed:\n{out}"
@@ -169,4 +171,10 @@ def three_hosts(root: Path) -> Iterator[MultiHost]:
             cluster.stop(host)
         for host in cluster.members:
             asyncio.run(sweep_data_dir(host.data))
+        for index in (1, 2, 3):  # what outlived its host (a wireguard-go of a killed worker)
+            pids = subprocess.run(["ip", "netns", "pids", hosts.namespace(index)],
+                                  capture_output=True, text=True, check=False).stdout
+            for pid in pids.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
         asyncio.run(hosts.teardown())

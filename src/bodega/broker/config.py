@@ -42,6 +42,7 @@ class BrokerConfig:
     join_host: str | None = None
     join_port: int = 0
     join_subnets: str | None = None  # joined workers' machine subnets come from this range
+    join_proxy: str | None = None  # the proxy's public host:port, told to joining hosts
     region: str = "any"  # the default region expression for creates that name none
     listen_host: str = "127.0.0.1"
     listen_port: int = 4280

@@ -78,6 +78,7 @@ class Joining:
     secrets_key: str
     api_url: str
     image_registry: str | None = None
+    proxy: str | None = None  # the proxy's public host:port (Flycast relays to it)
 
     def join(self, body: JoinRequest, source: str) -> JoinAnswer:
         """Let in the host at ``source``: its workers' certificates name that address only,
@@ -98,7 +99,8 @@ class Joining:
         return JoinAnswer(cluster_id=cluster, ca=cert_pem(self.authority.cert).decode(),
                           workers=joined, keyring=self.keyring(),
                           secrets_key=self.secrets_key, seeds=self.seeds(),
-                          api_url=self.api_url, image_registry=self.image_registry)
+                          api_url=self.api_url, image_registry=self.image_registry,
+                          proxy=self.proxy)
 
 
 def join_app(joining: Joining, limit: FailureLimiter | None = None) -> Starlette:

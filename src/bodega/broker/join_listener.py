@@ -43,6 +43,6 @@ async def serve_joins(config: BrokerConfig, authority: CertificateAuthority, tls
                       seeds=lambda: gossip_seeds(node),
                       taken_subnets=lambda: subnets_in_use(node),
                       secrets_key=config.secrets_key, api_url=api_url,
-                      image_registry=config.image_registry)
+                      image_registry=config.image_registry, proxy=config.join_proxy)
     return await serve(join_app(joining), config.join_host, config.join_port,
                        open_tls=tls.open_server)

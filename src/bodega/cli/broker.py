@@ -80,6 +80,9 @@ def broker(
         help="host:port where hosts join with a join token (TLS; needs --ca-dir)")] = None,
     join_subnets: Annotated[str | None, typer.Option(
         help="The range joined workers' machine subnets (/24s) are handed out from")] = None,
+    join_proxy: Annotated[str | None, typer.Option(
+        help="host:port of the proxy's public listener, told to joining hosts (their "
+             "workers relay Flycast addresses to it)")] = None,
     gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
     = None,
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
@@ -144,7 +147,7 @@ def broker(
         tls_dir=tls, internal_host=internal_host,
         internal_port=internal_port, ca_dir=ca_dir.resolve() if ca_dir else None,
         cert_lifetime=parse_duration(cert_validity, 0.0), join_host=join_host,
-        join_port=join_port, join_subnets=join_subnets,
+        join_port=join_port, join_subnets=join_subnets, join_proxy=join_proxy,
         admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,
         gossip_host=gossip_host, gossip_port=gossip_port,
         seeds=hostinfo.comma_list(join), gossip_keyring=keys,

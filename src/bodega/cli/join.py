@@ -67,10 +67,22 @@ def join(
                                                           "the host's)")] = None,
     memory_mb: Annotated[int | None, typer.Option(min=256, help="Each worker's memory")]
     = None,
+    private_network: Annotated[bool | None, typer.Option(
+        "--private-network/--no-private-network", show_default=False,
+        help="Run the private network (docs/networking.md): machines get 6PN addresses and "
+             "<app>.internal names, and reach other hosts' machines over WireGuard. Turns on "
+             "IP forwarding on this host. Kept in the data dir once given")] = None,
+    wireguard_port: Annotated[int | None, typer.Option(
+        min=1, max=65535, show_default=False,
+        help="UDP port of the first worker's WireGuard overlay (the next workers take the "
+             "next ports; default 51820, then kept)")] = None,
     log_level: Annotated[str, typer.Option()] = "info",
 ) -> None:
     """Join a cluster and run this host's workers until Ctrl-C."""
     data_dir = data_dir.resolve()
+    if private_network and os.geteuid() != 0:
+        raise ValueError("--private-network needs root (machines' network namespaces, "
+                         "nftables, WireGuard)")
     host, port = hostinfo.split_host_port(address, JOIN_PORT)
     lock = PidLock.take(data_dir / LOCK, f"bodega join is already running on {data_dir}")
     try:
@@ -90,6 +102,7 @@ def join(
         else:
             typer.echo(f"{data_dir} joined cluster {joined.cluster_id} already: starting "
                        f"{', '.join(w.name for w in joined.workers)} again (no token needed)")
+        joined = _remember(joined, data_dir, private_network, wireguard_port)
         names = [w.name for w in joined.workers]
         plan = ports.choose_gossip(data_dir, joined.advertise, names, None)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
@@ -107,11 +120,29 @@ def join(
         lock.release()
 
 
+def _remember(joined: JoinedHost, data_dir: Path, private_network: bool | None,
+              wireguard_port: int | None) -> JoinedHost:
+    """``joined`` with the private network settings given now, kept for the next runs."""
+    changed = {k: v for k, v in (("private_network", private_network),
+                                 ("wireguard_port", wireguard_port)) if v is not None}
+    if not changed or all(getattr(joined, k) == v for k, v in changed.items()):
+        return joined
+    joined = joined.model_copy(update=changed)
+    joined.write(data_dir)
+    return joined
+
+
 def _read(data_dir: Path) -> str:
     try:
         return (data_dir / "secrets-key").read_text().strip()
     except FileNotFoundError:
         return ""
+
+
+def _ports(joined: JoinedHost) -> str:
+    last = joined.wireguard_port + len(joined.workers) - 1
+    return str(joined.wireguard_port) if last == joined.wireguard_port else \
+        f"{joined.wireguard_port}-{last}"
 
 
 async def _run(cluster: LocalCluster, joined: JoinedHost) -> None:
@@ -122,6 +153,10 @@ async def _run(cluster: LocalCluster, joined: JoinedHost) -> None:
             typer.echo(f"bodega joined: {len(cluster.components)} workers in "
                        f"{joined.region}, serving on {joined.advertise}, Machines API "
                        f"{joined.api_url}; pid {os.getpid()}")
+            if joined.private_network:
+                typer.echo(f"Private network: cluster {joined.cluster_id}, WireGuard on UDP "
+                           f"{_ports(joined)} of {joined.advertise}, Flycast through "
+                           f"{joined.proxy or 'no proxy (none was told at the join)'}")
             for component in cluster.components:
                 typer.echo(f"  worker  {component.name:<16} {component.url}")
             typer.echo("Press Ctrl-C to stop.")

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import secrets
 import shutil
 from collections.abc import Awaitable
 from pathlib import Path
@@ -18,6 +17,7 @@ from bodega.cli import context_store
 from bodega.cli.contexts import ContextError, Contexts, Registered, register_cluster
 from bodega.cli.errors import fail, friendly
 from bodega.cluster import cleanup, machine_range, ports
+from bodega.cluster.admin_token import admin_token
 from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_ca, ensure_join_token, ensure_keys
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
@@ -36,32 +36,6 @@ from bodega.runtime.tls.identity import fingerprint
 from bodega.wire.join import JOIN_PORT
 
 T = TypeVar("T")
-
-
-def _token(data_dir: Path, given: str | None) -> tuple[str, bool]:
-    """The admin token: as given, else the one this data dir already has, else a new one.
-
-    It is kept in ``api-token`` (mode 0600) so `bodega apps ...` run beside the
-    cluster finds it without being told. Returns (token, whether it was made here).
-    """
-    path = data_dir / "api-token"
-    if given:
-        _write_private(path, given)
-        return given, False
-    if path.exists() and path.read_text().strip():
-        return path.read_text().strip(), False
-    token = secrets.token_urlsafe(24)
-    _write_private(path, token)
-    return token, True
-
-
-def _write_private(path: Path, value: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(value + "\n")
-    os.replace(tmp, path)
 
 
 @friendly
@@ -108,6 +82,14 @@ def up(
     = None,
     join_port: Annotated[int, typer.Option(help="Where hosts join, with --advertise (TLS)")]
     = 4281,
+    private_network: Annotated[bool, typer.Option(
+        help="Run the private network (docs/networking.md): machines get 6PN addresses and "
+             "<app>.internal names, and reach other hosts' machines over WireGuard. Needs "
+             "root; turns on IP forwarding on this host")] = False,
+    wireguard_port: Annotated[int, typer.Option(
+        min=1, max=65535, help="UDP port of the first worker's WireGuard overlay (with "
+                               "--private-network); the next workers take the next ports")]
+    = 51820,
     internal_tls: Annotated[str, typer.Option(
         hidden=True, help="off: plain, unauthenticated internal links, to measure what TLS "
                           "costs (benchmarks only)")] = "on",
@@ -118,6 +100,9 @@ def up(
         raise ValueError("--regions needs at least one region code")
     if internal_tls not in ("on", "off"):
         raise ValueError("--internal-tls is on or off")
+    if private_network and os.geteuid() != 0:
+        raise ValueError("--private-network needs root (machines' network namespaces, "
+                         "nftables, WireGuard)")
     if advertise is not None and internal_tls == "off":
         raise ValueError("--advertise serves other hosts: not with --internal-tls off")
     lifetime = parse_duration(cert_validity, 0.0)
@@ -132,6 +117,7 @@ def up(
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
         extra_worker_args=tuple(worker_arg or ()), extra_broker_args=tuple(broker_arg or ()),
         advertise=advertise, join_port=join_port, host=advertise or "127.0.0.1",
+        private_network=private_network, wireguard_port=wireguard_port,
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
     if internal_tls == "off":
@@ -171,7 +157,7 @@ def up(
                            f"{registry.port} instead (remembered in "
                            f"{data_dir / ports.PORTS_FILE})", err=True)
             config = dataclasses.replace(config, registry_port=registry.port)
-        api_token, made = _token(data_dir, token)
+        api_token, made = admin_token(data_dir, token)
         keys = ensure_keys(data_dir)
         keyfile.ensure(config.keyring_file)  # a new cluster's, or a data dir's from before it
         config = dataclasses.replace(config, token=api_token, secrets_key=keys.secrets_key,
@@ -277,12 +263,18 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
                    "measurement only)")
     typer.echo(f"Dashboard: http://{config.host}:{config.api_port}/ui/  (sign in with the API "
                "token)")
+    if config.private_network:
+        last = config.wireguard_port + config.worker_count - 1
+        typer.echo(f"Private network: cluster {config.cluster_id}, WireGuard on UDP "
+                   f"{config.wireguard_port}-{last} of {config.host}; <app>.internal inside "
+                   "machines")
     if config.advertise is not None:
         where = config.advertise if config.join_port == JOIN_PORT else \
             f"{config.advertise}:{config.join_port}"
         token = (config.data_dir / JOIN_TOKEN).read_text().strip()
         typer.echo(f"Join another host (token valid 24h, in {config.data_dir / JOIN_TOKEN}):")
-        typer.echo(f"  bodega join {where} --token {token} --region <REGION>")
+        network = " --private-network" if config.private_network else ""
+        typer.echo(f"  bodega join {where} --token {token} --region <REGION>{network}")
     if registered is not None:
         name = registered.context.name
         if registered.current:

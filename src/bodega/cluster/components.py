@@ -121,6 +121,8 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--gossip-listen", config.worker_gossip(index),
             "--gossip-keyring", str(config.keyring_file),
             *(("--join", ",".join(joins)) if joins else ()), *images, *tls_args(config),
+            *private_network_args(config.private_network, config.wireguard_port + index,
+                                  f"{config.host}:{config.proxy_port}"),
             *config.extra_worker_args,
         )
         components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
@@ -155,6 +157,17 @@ def components_for(config: ClusterConfig) -> list[Component]:
     return components
 
 
+def private_network_args(on: bool, wireguard_port: int, proxy: str | None
+                         ) -> tuple[str, ...]:
+    """A worker's private network flags: its own WireGuard port (workers sharing a host each
+    have one) and the proxy Flycast addresses are relayed to. The cluster id it shares with
+    every other worker is passed already."""
+    if not on:
+        return ()
+    return ("--private-network", "--network", "netns", "--wireguard-port", str(wireguard_port),
+            *(("--flycast-proxy", proxy) if proxy else ()))
+
+
 def _tls_dir(config: ClusterConfig, component_dir: Path) -> Path | None:
     return component_dir / "tls" if config.internal_tls else None
 
@@ -173,6 +186,8 @@ def _broker_args(config: ClusterConfig) -> tuple[str, ...]:
     if not config.internal_tls:
         return listen
     joins = (("--join-listen", f"{config.host}:{config.join_port}",
-              "--join-subnets", config.join_subnets) if config.advertise else ())
+              "--join-subnets", config.join_subnets,
+              # Joined hosts relay Flycast to this proxy (with --private-network).
+              "--join-proxy", f"{config.host}:{config.proxy_port}") if config.advertise else ())
     return (*listen, "--ca-dir", str(config.data_dir / "tls"),
             "--cert-validity", format_duration(config.cert_lifetime), *joins)

@@ -41,6 +41,10 @@ class ClusterConfig:
     # cluster of this host alone, on loopback.
     advertise: str | None = None
     join_port: int = 4281
+    # `--private-network`: workers give machines 6PN addresses and peer over WireGuard, the
+    # index-th worker on UDP port ``wireguard_port + index`` (docs/networking.md).
+    private_network: bool = False
+    wireguard_port: int = 51820
 
     @property
     def trust_domain(self) -> str:

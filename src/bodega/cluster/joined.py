@@ -2,9 +2,11 @@
 
 ``joined.json`` (in the host's data dir) names the cluster, the region, the
 address the host serves on, the workers it was given names and machine
-subnets for, and where to gossip. With it, ``bodega join`` starts the same
-workers again after a restart, with the keys and certificates they keep in
-``workers/<name>/tls`` and renew themselves: no token is needed again.
+subnets for, where to gossip, and whether its workers run the private network
+(kept once given: its machines then have private addresses). With it,
+``bodega join`` starts the same workers again after a restart, with the keys
+and certificates they keep in ``workers/<name>/tls`` and renew themselves: no
+token is needed again.
 
 Each worker runs as ``bodega up`` runs its own (``components.py``): a ready
 file and a log file of its own, machines stopped when it stops, restarted
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.cluster.components import Component, bodega_argv
+from bodega.cluster.components import Component, bodega_argv, private_network_args
 from bodega.registry.membership import keyfile
 from bodega.runtime.lifecycle import write_json_atomic
 
@@ -41,6 +43,10 @@ class JoinedHost(BaseModel):
     seeds: list[str]
     workers: list[JoinedWorker]
     image_registry: str | None = None
+    proxy: str | None = None  # the proxy's public host:port, for Flycast
+    # Once given (`bodega join --private-network`), kept: its machines have 6PN addresses.
+    private_network: bool = False
+    wireguard_port: int = 51820  # the first worker's; the next ones take the next ports
 
     @classmethod
     def read(cls, data_dir: Path) -> JoinedHost | None:
@@ -67,7 +73,7 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
     run_dir, logs = data_dir / "run", data_dir / "logs"
     images = ("--image-registry", host.image_registry) if host.image_registry else ()
     components = []
-    for worker in host.workers:
+    for index, worker in enumerate(host.workers):
         ready = run_dir / f"{worker.name}.json"
         argv = bodega_argv(
             "worker", "--name", worker.name, "--region", host.region,
@@ -79,7 +85,10 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
             "--ready-file", str(ready), "--log-level", log_level,
             "--gossip-listen", f"{host.advertise}:{gossip_ports.get(worker.name, 0)}",
             "--gossip-keyring", str(data_dir / keyfile.FILE_NAME),
-            "--join", ",".join(host.seeds), *images, *extra_worker_args)
+            "--join", ",".join(host.seeds), *images,
+            *private_network_args(host.private_network, host.wireguard_port + index,
+                                  host.proxy),
+            *extra_worker_args)
         components.append(Component("worker", worker.name, host.region, argv, ready,
                                     logs / f"{worker.name}.log"))
     return components

@@ -46,6 +46,8 @@ class FlycastRelay:
                 continue
             sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Workers sharing one kernel all serve every Flycast address (as the resolver).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND: the address comes with the row
             sock.bind((address, self.port))
             self.servers[address] = await asyncio.start_server(

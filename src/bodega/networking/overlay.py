@@ -13,6 +13,15 @@ lives in one directory shared by every network namespace, so the interface name
 carries the cluster id and the host field: unique on the machine. ``wg``
 configures both kinds.
 
+Several workers may share one kernel (``bodega up`` runs all of its workers on
+its host, ``bodega join --workers N`` too), each a host of the overlay with a
+block, an interface and a port of its own. So the cluster's /48 is routed by
+source as well (``routing``): a rule sends what leaves this worker's block to a
+table of its own, in which the block itself stays on its bridge and the rest
+of the /48 goes into its own interface, the one whose key the other hosts
+accept that block from. Without it, the last worker's route for the /48 would
+carry every worker's packets out under a key the peers do not accept them from.
+
 The private key is made once (``wg genkey``) and kept in the data dir; the
 public key, endpoint and block go into the worker's ``workers`` row, where the
 other hosts learn them (``peers.py`` decides, ``sync`` applies).
@@ -49,6 +58,35 @@ class OverlaySpec:
     endpoint: str  # host:port others reach this host's overlay at
     block: str  # this host's /64
     cluster: str  # the cluster's /48, routed into the overlay
+    bridge: str = ""  # this host's machine bridge: its block stays there ("": no rule)
+    table: int = 0  # this host's routing table for what leaves its block (0: none)
+
+
+RULE_PRIORITY = 20000  # before the main table (32766), after the local one (0)
+TABLE_BASE = 0x6B0000  # + the host field: one table per host on the kernel
+
+
+def table_of(host: int) -> int:
+    return TABLE_BASE | host
+
+
+def routing(spec: OverlaySpec) -> list[list[str]]:
+    """The ``ip`` commands that route what leaves ``spec``'s block: its own block on its
+    bridge, the rest of the cluster into its interface; pure (``start`` runs them)."""
+    if not spec.table or not spec.bridge:
+        return []
+    table = str(spec.table)
+    return [["ip", "-6", "route", "replace", spec.block, "dev", spec.bridge, "table", table],
+            ["ip", "-6", "route", "replace", spec.cluster, "dev", spec.interface,
+             "table", table],
+            ["ip", "-6", "rule", "add", "from", spec.block, "lookup", table,
+             "priority", str(RULE_PRIORITY)]]
+
+
+def unrouting(spec: OverlaySpec) -> list[str]:
+    """The ``ip`` command that removes the rule ``routing`` adds (run until it fails)."""
+    return ["ip", "-6", "rule", "del", "from", spec.block, "lookup", str(spec.table),
+            "priority", str(RULE_PRIORITY)]
 
 
 class Overlay:
@@ -79,6 +117,19 @@ class Overlay:
                   "listen-port", str(self.spec.listen_port))
         await run("ip", "link", "set", name, "up")
         await run("ip", "-6", "route", "replace", self.spec.cluster, "dev", name)
+        await self._unroute()  # a previous run's rule, exactly once
+        for argv in routing(self.spec):
+            await run(*argv)
+
+    async def _unroute(self) -> None:
+        if not self.spec.table:
+            return
+        for _ in range(16):  # a rule added twice must be deleted twice
+            try:
+                await run(*unrouting(self.spec))
+            except CommandFailed:
+                break
+        await run("ip", "-6", "route", "flush", "table", str(self.spec.table), check=False)
 
     async def _key(self) -> None:
         path = self.private_key_path
@@ -124,8 +175,10 @@ class Overlay:
         return len(steps)
 
     async def stop(self) -> None:
-        """Delete the interface (a userspace one's wireguard-go then exits by itself)."""
+        """Delete the interface (a userspace one's wireguard-go then exits by itself) and the
+        routing of the block."""
         await run("ip", "link", "del", self.spec.interface, check=False)
+        await self._unroute()
 
 def _socket(name: str) -> Path:
     return SOCKET_DIR / f"{name}.sock"

@@ -157,6 +157,9 @@ async def serve(resolver: Resolver, host: str, port: int = 53) -> asyncio.Datagr
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_IP, 15, 1)  # IP_FREEBIND: the address may come a moment later
+    # Every worker on one kernel serves the same address (each on its bridge); they answer
+    # alike, from the same registry view, so the kernel may hand a query to any of them.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     transport, _ = await loop.create_datagram_endpoint(lambda: _Protocol(resolver), sock=sock)
     return transport

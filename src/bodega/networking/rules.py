@@ -10,7 +10,10 @@ each other's). What they say:
   anything else between private addresses is dropped and counted. A packet
   crossing this host always has a machine of this host at one end, so its
   networks are the only ones to let through: default deny, fail closed while
-  a new network's rule is being written.
+  a new network's rule is being written. Only packets in or out of this
+  host's bridge or overlay are judged: workers sharing one kernel each fence
+  their own machines, and one with no machine of a network must not drop the
+  packets of another worker's machines in it.
 - **machines to the host** (input hook, from the machine bridge or the overlay):
   replies to what the host opened, ICMP (neighbour discovery needs it), and DNS
   to the resolver's address; nothing else: a machine never reaches the worker's
@@ -64,7 +67,9 @@ def ruleset(fence: Fence, networks: Collection[int]) -> str:
         f"table bridge {fence.table} {{}}\ndelete table bridge {fence.table}\n"
         f"table inet {fence.table} {{\n"
         f"  chain forward {{\n    type filter hook forward priority -10; policy accept;\n"
-        f"    ip6 saddr {prefix} ip6 daddr {prefix} jump between\n  }}\n"
+        f"    iifname {{ {ingress} }} ip6 saddr {prefix} ip6 daddr {prefix} jump between\n"
+        f"    oifname {{ {ingress} }} ip6 saddr {prefix} ip6 daddr {prefix} jump between\n"
+        f"  }}\n"
         f"  chain between {{\n{same}\n    counter drop\n  }}\n"
         f"  chain input {{\n    type filter hook input priority -10; policy accept;\n"
         f"    iifname {{ {ingress} }} jump from_machines\n  }}\n"

@@ -59,6 +59,7 @@ class JoinAnswer(BaseModel):
     seeds: list[str]  # gossip host:port of members to join through
     api_url: str  # the Machines API of the broker that let the host in
     image_registry: str | None = None
+    proxy: str | None = None  # the proxy's public host:port: Flycast is relayed to it
 
 
 class TokenCreate(BaseModel):

@@ -42,7 +42,7 @@ async def test_a_token_lets_workers_in_and_is_refused_once_revoked_or_guessed(
         name="signer", data_dir=tmp_path / "signer", admin_tokens=(ADMIN,), listen_port=0,
         gossip_keyring=SOURCE, secrets_key=SECRETS_KEY, ca_dir=TEST_CA.root / "ca",
         tls_dir=TEST_CA.issue(tmp_path / "signer" / "tls", "broker", "signer"),
-        join_host="127.0.0.1", join_port=0, join_subnets=POOL))
+        join_host="127.0.0.1", join_port=0, join_subnets=POOL, join_proxy="192.0.2.1:8080"))
     await broker.start()
     try:
         assert broker.joins is not None
@@ -70,6 +70,7 @@ async def test_a_token_lets_workers_in_and_is_refused_once_revoked_or_guessed(
             assert answer["keyring"] == KEYRING.to_json()
             assert answer["secrets_key"] == SECRETS_KEY
             assert answer["seeds"]
+            assert answer["proxy"] == "192.0.2.1:8080"  # where its workers relay Flycast
             # Its workers' certificates name the address the host joins from, no other.
             elsewhere = await host.post("/v1/join", json={
                 "token": token, "region": "syd",

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Any
 
 from bodega.networking.flycast import rewrite_head
+from bodega.networking.overlay import OverlaySpec, routing, table_of, unrouting
 from bodega.networking.peers import (
     Peer,
     RemovePeer,
@@ -111,3 +113,31 @@ def test_a_flycast_request_head_is_routed_by_the_apps_proxy_name() -> None:
     assert rewrite_head(chunked, "web.localhost") == (
         b"POST / HTTP/1.1\r\nHost: web.localhost\r\nTransfer-Encoding: chunked", None)
     assert rewrite_head(b"GET / HTTP/1.1", "web.localhost")[1] == 0
+
+
+def test_the_fence_judges_only_packets_in_or_out_of_its_own_bridge_or_overlay() -> None:
+    """Workers sharing a kernel each fence their own machines: one with no machine of a
+    network must not drop another worker's packets in it."""
+    forward = ruleset(FENCE, {5}).split("chain forward")[1].split("chain between")[0]
+    judged = [line.strip() for line in forward.splitlines() if "jump between" in line]
+    assert judged == [
+        'iifname { "bdgabcde0d05", "bwgabcde0d05" } ip6 saddr fdaa:1:2::/48 '
+        "ip6 daddr fdaa:1:2::/48 jump between",
+        'oifname { "bdgabcde0d05", "bwgabcde0d05" } ip6 saddr fdaa:1:2::/48 '
+        "ip6 daddr fdaa:1:2::/48 jump between"]
+
+
+def test_what_leaves_a_block_goes_into_its_own_overlay_and_its_own_block_stays_local() -> None:
+    spec = OverlaySpec(interface="bwgabcde0d05", key_dir=Path("/nowhere"), listen_port=51820,
+                       endpoint="192.0.2.1:51820", block="fdaa:1:2:d05::/64",
+                       cluster="fdaa:1:2::/48", bridge="bdgabcde0d05", table=table_of(0x0d05))
+    table = str(0x6B0D05)
+    assert routing(spec) == [
+        ["ip", "-6", "route", "replace", "fdaa:1:2:d05::/64", "dev", "bdgabcde0d05",
+         "table", table],
+        ["ip", "-6", "route", "replace", "fdaa:1:2::/48", "dev", "bwgabcde0d05", "table", table],
+        ["ip", "-6", "rule", "add", "from", "fdaa:1:2:d05::/64", "lookup", table,
+         "priority", "20000"]]
+    assert unrouting(spec)[:7] == ["ip", "-6", "rule", "del", "from", "fdaa:1:2:d05::/64",
+                                   "lookup"]
+    assert table_of(0x0d05) != table_of(0x0d06)  # two workers on one kernel: two tables

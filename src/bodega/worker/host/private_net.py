@@ -29,7 +29,7 @@ from bodega.networking.directory import FLYCAST_TYPE, app_network, directory
 from bodega.networking.flycast import PORT as FLYCAST_PORT
 from bodega.networking.flycast import FlycastRelay
 from bodega.networking.names import Directory
-from bodega.networking.overlay import Overlay, OverlaySpec, interface_name
+from bodega.networking.overlay import Overlay, OverlaySpec, interface_name, table_of
 from bodega.networking.peers import wanted
 from bodega.networking.resolver import Resolver, host_upstreams, serve
 from bodega.networking.rules import Fence, removal, ruleset, table_name
@@ -75,7 +75,8 @@ class PrivateNetwork:
         self.overlay = Overlay(OverlaySpec(
             interface=wg, key_dir=data_dir / "wireguard", listen_port=wireguard_port,
             endpoint=f"{endpoint_host}:{wireguard_port}",
-            block=str(self.layout.host_block(self.host)), cluster=str(self.layout.prefix)))
+            block=str(self.layout.host_block(self.host)), cluster=str(self.layout.prefix),
+            bridge=network.bridge, table=table_of(self.host)))
         self.fence = Fence(table_name(cluster_id, self.host), self.layout, network.bridge,
                            network.names.veth_prefix(network.subnet) + "*", wg,
                            (FLYCAST_PORT,) if flycast_proxy else ())
