@@ -8,27 +8,37 @@ a sealed key moved to another row does not open). The cluster CA issues one
 (``add`` with a chain and key: checked to be a pair that covers the hostname
 and has not expired). Adding again renews: the row is replaced and every
 proxy swaps the certificate in place. A hostname belongs to one app.
+
+The Machines API's operations map onto these: ``custom`` imports, ``acme`` is
+refused (no ACME client here: 422 naming ``custom`` and the cluster CA),
+``check`` opens the sealed key and checks the pair again now, and the
+``acme``/``custom`` deletes remove a certificate only if it is of that kind
+(``fly`` is the cluster CA's). Answers are rendered by ``certificate_answers``.
 """
 
 from __future__ import annotations
 
+import datetime
 import time
 from collections.abc import Callable
 
+from bodega.broker import certificate_answers as answers
 from bodega.broker.apps import Apps
 from bodega.broker.catalog import Catalog
-from bodega.model.errors import BadRequest, Conflict, NotFound
+from bodega.model.errors import BadRequest, Conflict, NotFound, Unprocessable
 from bodega.model.machine import rfc3339
-from bodega.runtime.secretbox import SecretBox
+from bodega.runtime.secretbox import SecretBox, SecretUnreadable
 from bodega.runtime.tls import sites
 from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.identity import Refused
-from bodega.wire.certificates import (
-    TABLE,
-    CertificateList,
-    CertificateRequest,
-    CertificateRow,
-    CertificateView,
+from bodega.wire.certificates import TABLE, CertificateRequest, CertificateRow
+from bodega.wire.fly_certificates import (
+    AcmeCertificateRequest,
+    CertificateCheck,
+    CertificateDetail,
+    CertificateListing,
+    CustomCertificateRequest,
+    Source,
 )
 
 MAX_PER_APP = 100
@@ -48,13 +58,18 @@ class AppCertificates:
         rows = [CertificateRow.model_validate(d) for d in self.catalog.rows(TABLE, app=app)]
         return sorted(rows, key=lambda r: r.hostname)
 
-    def list(self, app: str) -> CertificateList:
-        self.apps.require(app)
-        return CertificateList(certificates=[r.view() for r in self._rows(app)])
+    def now(self) -> datetime.datetime:
+        return datetime.datetime.fromtimestamp(self.clock(), datetime.UTC)
 
-    def get(self, app: str, hostname: str) -> CertificateView:
+    def list(self, app: str, *, filter: str = "", cursor: str = "",
+             limit: int = answers.DEFAULT_LIMIT) -> CertificateListing:
         self.apps.require(app)
-        return self._row(app, hostname).view()
+        return answers.page(self._rows(app), self.now(), filter=filter, cursor=cursor,
+                            limit=limit)
+
+    def get(self, app: str, hostname: str) -> CertificateDetail:
+        self.apps.require(app)
+        return answers.detail(self._row(app, hostname), self.now())
 
     def _row(self, app: str, hostname: str) -> CertificateRow:
         doc = self.catalog.get(TABLE, f"{app}/{_hostname(hostname)}")
@@ -63,7 +78,7 @@ class AppCertificates:
         return CertificateRow.model_validate(doc)
 
     def add(self, app: str, body: CertificateRequest, also: tuple[str, ...] = ()
-            ) -> CertificateView:
+            ) -> CertificateRow:
         """Issue (hostname alone) or import (with a chain and key) ``body.hostname``'s;
         an issued one covers the names in ``also`` too."""
         self.apps.require(app)
@@ -84,7 +99,7 @@ class AppCertificates:
                                    (hostname, *also), utc_now())
                 source = "cluster-ca"
         except Refused as exc:
-            raise BadRequest(f"certificate for {hostname}: {exc}") from None
+            raise Unprocessable(f"certificate for {hostname}: {exc}") from None
         key = f"{app}/{hostname}"
         old = self.catalog.get(TABLE, key)
         if old is None and len(self._rows(app)) >= MAX_PER_APP:
@@ -98,7 +113,42 @@ class AppCertificates:
             chain=made.chain_pem.decode(),
             sealed_key=self.box.seal(app, hostname, made.key_pem.decode()))
         self.catalog.put_shared(TABLE, key, row.model_dump(mode="json"))
-        return row.view()
+        return row
+
+    def issue(self, app: str, hostname: str) -> CertificateDetail:
+        return answers.detail(self.add(app, CertificateRequest(hostname=hostname)), self.now())
+
+    def custom(self, app: str, body: CustomCertificateRequest) -> CertificateDetail:
+        row = self.add(app, CertificateRequest(hostname=body.hostname,
+                                               certificate=body.fullchain,
+                                               private_key=body.private_key))
+        return answers.detail(row, self.now())
+
+    def acme(self, app: str, body: AcmeCertificateRequest) -> CertificateDetail:
+        """Refused, once the app and hostname are known good: no ACME client here."""
+        self.apps.require(app)
+        hostname = _hostname(body.hostname)
+        self._check_owner(app, hostname)
+        raise Unprocessable(
+            f"this cluster has no ACME client: it cannot obtain a certificate for {hostname} "
+            "from an ACME CA; upload one with POST /v1/apps/{app}/certificates/custom "
+            "(bodega certs import), or have the cluster CA issue one (bodega certs add)"
+            .replace("{app}", app), status="unimplemented")
+
+    def check(self, app: str, hostname: str) -> CertificateCheck:
+        """The stored chain and key checked again now: a pair, covering, not expired."""
+        self.apps.require(app)
+        row = self._row(app, hostname)
+        problem: tuple[str, str] | None = None
+        try:
+            key = self.box.open(app, row.hostname, row.sealed_key)
+            sites.check_pair(row.chain.encode(), key.encode(), row.hostname, self.now())
+        except Refused as exc:
+            problem = (exc.reason, str(exc))
+        except SecretUnreadable:
+            problem = ("sealed_key", "the key does not open with this cluster's certificates "
+                                     "key (sealed with another)")
+        return answers.checked(row, self.now(), problem)
 
     def _check_owner(self, app: str, hostname: str) -> None:
         for doc in self.catalog.rows(TABLE):
@@ -106,11 +156,18 @@ class AppCertificates:
                 raise Conflict(f"{hostname} already has a certificate in app {doc.get('app')}; "
                                "remove it there first")
 
-    def remove(self, app: str, hostname: str) -> CertificateView:
+    def remove(self, app: str, hostname: str, source: Source | None = None) -> CertificateRow:
+        """Forget ``hostname``'s certificate; with ``source``, only one of that kind."""
         self.apps.require(app)
         row = self._row(app, hostname)
+        if source is not None and answers.source_of(row) != source:
+            kind, other = (("ACME (cluster CA)", "custom") if source == "fly"
+                           else ("custom", "acme"))
+            raise NotFound(f"{row.hostname} in app {app} has no {kind} certificate (its "
+                           f"certificate is {answers.source_of(row)}: DELETE "
+                           f"/v1/apps/{app}/certificates/{row.hostname}/{other})")
         self.catalog.delete_shared(TABLE, row.key)
-        return row.view()
+        return row
 
 
 def _hostname(hostname: str) -> str:

@@ -16,11 +16,13 @@ from pydantic import BaseModel
 
 from bodega.broker.openapi_schemas import RESPONSES, STR
 from bodega.wire import fly, tokens
+from bodega.wire import fly_certificates as certs
 from bodega.wire import secret_keys as keys
 
 M = "/v1/apps/{app_name}/machines/{machine_id}"
 V = "/v1/apps/{app_name}/volumes/{volume_id}"
 K = "/v1/apps/{app_name}/secretkeys/{secret_name}"
+C = "/v1/apps/{app_name}/certificates"
 
 # (method, path, summary, request model, response schema name or None)
 OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
@@ -68,6 +70,24 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
      keys.SignSecretkeyRequest, "SignSecretkeyResponse"),
     ("post", f"{K}/verify", "Verify a signature (204; 400 if it does not verify)",
      keys.VerifySecretkeyRequest, None),
+    ("get", C, "List the app's certificates (filter: hostname substring, cursor, limit <= "
+     "500)", None, "listCertificatesResponse"),
+    ("post", C, "bodega: have the cluster CA issue (or renew) a certificate for a hostname",
+     certs.IssueCertificateRequest, "CertificateDetail"),
+    ("post", f"{C}/custom", "Import a certificate: a PEM fullchain (leaf first) and its key, "
+     "checked to be a pair covering the hostname", certs.CustomCertificateRequest,
+     "CertificateDetail"),
+    ("post", f"{C}/acme", "Refused with a 422: this cluster has no ACME client (use custom, or "
+     "the cluster CA)", certs.AcmeCertificateRequest, "CertificateDetail"),
+    ("get", f"{C}/{{hostname}}", "Show a certificate", None, "CertificateDetail"),
+    ("delete", f"{C}/{{hostname}}", "Remove a certificate (the proxies stop serving it)",
+     None, None),
+    ("post", f"{C}/{{hostname}}/check", "Check the stored certificate and key again: a pair, "
+     "covering the hostname, not expired", None, "CertificateCheckResponse"),
+    ("delete", f"{C}/{{hostname}}/acme", "Remove the hostname's cluster CA certificate", None,
+     "CertificateDetail"),
+    ("delete", f"{C}/{{hostname}}/custom", "Remove the hostname's imported certificate", None,
+     "destroyCustomCertificateResponse"),
     ("get", "/v1/apps/{app_name}/logs", "bodega: the app's logs as NDJSON lines (machine, "
      "region, follow, since, limit)", None, None),
     ("get", "/v1/orgs/{org_slug}/machines", "List every machine of an org's apps, oldest "
@@ -155,6 +175,9 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
 SUCCESS: dict[tuple[str, str], tuple[int, bool]] = {
     ("post", "/v1/apps"): (201, True),
     ("post", "/v1/apps/{app_name}/secrets/{secret_name}"): (201, True),
+    ("post", C): (201, True),
+    ("post", f"{C}/custom"): (201, True),
+    ("delete", f"{C}/{{hostname}}"): (204, False),
     ("post", K): (201, True),
     ("post", f"{K}/generate"): (201, True),
     ("post", f"{K}/verify"): (204, False),
@@ -166,6 +189,14 @@ SUCCESS: dict[tuple[str, str], tuple[int, bool]] = {
     ("post", f"{M}/metadata/{{key}}"): (204, False),
     ("delete", f"{M}/metadata/{{key}}"): (204, False),
 }
+# Answers described by the models the handlers answer with, by the Machines API's names.
+RESPONSE_MODELS: dict[str, type[BaseModel]] = {
+    "listCertificatesResponse": certs.CertificateListing,
+    "CertificateDetail": certs.CertificateDetail,
+    "CertificateCheckResponse": certs.CertificateCheck,
+    "destroyCustomCertificateResponse": certs.CustomCertificateRemoved,
+}
+
 
 def _parameters(path: str) -> list[dict[str, Any]]:
     names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
@@ -175,6 +206,11 @@ def _parameters(path: str) -> list[dict[str, Any]]:
 @cache
 def openapi_document() -> dict[str, Any]:
     schemas: dict[str, Any] = dict(RESPONSES)
+    bodies = {m.__name__: m for *_, m, _ in OPERATIONS if m is not None}
+    for name, described in {**RESPONSE_MODELS, **bodies}.items():
+        schema = described.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[name] = schema
     paths: dict[str, dict[str, Any]] = {}
     for method, path, summary, model, response in OPERATIONS:
         code, has_body = SUCCESS.get((method, path), (200, True))
@@ -191,9 +227,6 @@ def openapi_document() -> dict[str, Any]:
             },
         }
         if model is not None:
-            schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-            schemas.update(schema.pop("$defs", {}))
-            schemas[model.__name__] = schema
             operation["requestBody"] = {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
         paths.setdefault(path, {})[method] = operation

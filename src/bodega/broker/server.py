@@ -102,8 +102,7 @@ class BrokerApi:
             *(secret_key_routes(r, self.secret_keys) if self.secret_keys is not None else []),
             *(token_routes(r, self.tokens, self.apps, self.apps.catalog, self.oidc_key)
               if self.oidc_key is not None else []),
-            *(certificate_routes(r, self.certificates) if self.certificates is not None
-              else []),
+            *certificate_routes(r, self.certificates),  # 409s on a broker with no certs key
             *log_routes(r, self.machines),
             *machine_routes(r, self.machines),
             *lease_routes(r, self.machines),

@@ -8,38 +8,53 @@ the certificate within a gossip round, swapped in with no reload.
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, App, ContextName, Json, Token, call, show_json, table
-from bodega.wire.certificates import CertificateList, CertificateView
+from bodega.wire.fly_certificates import (
+    SOURCE_LABELS,
+    CertificateDetail,
+    CertificateEntry,
+    CertificateListing,
+)
+
+if TYPE_CHECKING:
+    from bodega.wire.machines_client import MachinesClient
 
 certs = typer.Typer(help="Manage the TLS certificates the proxies serve for an app's hostnames.",
                     no_args_is_help=True)
 
 Hostname = Annotated[str, typer.Argument(help="e.g. www.example.com or '*.hello.localhost'")]
+PAGE = 500
 
 
 def _path(hostname: str) -> str:
     return f"/v1/apps/{{app}}/certificates/{hostname}"
 
 
-def _show(view: CertificateView, verb: str) -> None:
-    typer.echo(f"{verb} {view.hostname} for {view.app}: {view.source}, issued by "
-               f"{view.issuer}, valid until {view.not_after:%Y-%m-%d %H:%M}Z "
-               f"({view.fingerprint[:23]}...)")
+def _expires(entry: CertificateEntry) -> str:
+    return f"{datetime.datetime.fromisoformat(entry.expires_at):%Y-%m-%d %H:%M}Z"
 
 
-def _add(app: str, body: dict[str, str], api_url: str | None, token: str | None,
-         context: str | None, json: bool) -> CertificateView:
-    view: CertificateView = call(api_url, token, lambda c: c.answer(
-        CertificateView, "POST", f"/v1/apps/{app}/certificates", json=body), context=context)
+def _show(detail: CertificateDetail, app: str, verb: str) -> None:
+    entry = detail.certificates[0]
+    typer.echo(f"{verb} {detail.hostname} for {app}: {SOURCE_LABELS[entry.source]}, issued by "
+               f"{entry.issuer}, valid until {_expires(entry)} ({entry.fingerprint[:23]}...)")
+
+
+def _add(app: str, path: str, body: dict[str, str], api_url: str | None, token: str | None,
+         context: str | None, json: bool) -> CertificateDetail:
+    detail: CertificateDetail = call(api_url, token, lambda c: c.answer(
+        CertificateDetail, "POST", f"/v1/apps/{app}/certificates{path}", json=body),
+        context=context)
     if json:
-        show_json(view)
-    return view
+        show_json(detail)
+    return detail
 
 
 @certs.command("add")
@@ -47,11 +62,11 @@ def _add(app: str, body: dict[str, str], api_url: str | None, token: str | None,
 def add(hostname: Hostname, app: App, api_url: ApiUrl = None, token: Token = None,
         context: ContextName = None, json: Json = False) -> None:
     """Have the cluster CA issue a certificate for HOSTNAME (again: renew it)."""
-    view = _add(app, {"hostname": hostname}, api_url, token, context, json)
+    detail = _add(app, "", {"hostname": hostname}, api_url, token, context, json)
     if not json:
-        _show(view, "Issued")
+        _show(detail, app, "Issued")
         typer.echo("Clients trust it through the cluster CA: curl --cacert <data-dir>/ca.crt "
-                   f"https://{view.hostname.replace('*', 'any')}:<proxy TLS port>/")
+                   f"https://{detail.hostname.replace('*', 'any')}:<proxy TLS port>/")
 
 
 @certs.command("import")
@@ -62,11 +77,11 @@ def import_cert(hostname: Hostname, app: App,
                 api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
                 json: Json = False) -> None:
     """Import a certificate and key for HOSTNAME (checked to be a pair covering it)."""
-    body = {"hostname": hostname, "certificate": _read(cert, "--cert"),
+    body = {"hostname": hostname, "fullchain": _read(cert, "--cert"),
             "private_key": _read(key, "--key")}
-    view = _add(app, body, api_url, token, context, json)
+    detail = _add(app, "/custom", body, api_url, token, context, json)
     if not json:
-        _show(view, "Imported")
+        _show(detail, app, "Imported")
 
 
 def _read(path: Path, flag: str) -> str:
@@ -82,14 +97,25 @@ def _read(path: Path, flag: str) -> str:
 def list_certs(app: App, api_url: ApiUrl = None, token: Token = None,
                context: ContextName = None, json: Json = False) -> None:
     """List an app's certificates."""
-    listed: CertificateList = call(api_url, token, lambda c: c.answer(
-        CertificateList, "GET", f"/v1/apps/{app}/certificates"), context=context)
+    async def every_page(client: MachinesClient) -> CertificateListing:
+        listed = CertificateListing(certificates=[], total_count=0)
+        cursor: str | None = ""
+        while cursor is not None:  # each page after the last hostname of the one before
+            page = await client.answer(
+                CertificateListing, "GET", f"/v1/apps/{app}/certificates",
+                params={"limit": str(PAGE), **({"cursor": cursor} if cursor else {})})
+            listed.certificates.extend(page.certificates)
+            listed.total_count = page.total_count
+            cursor = page.next_cursor
+        return listed
+
+    listed = call(api_url, token, every_page, context=context)
     if json:
         show_json(listed)
         return
-    table(["HOSTNAME", "SOURCE", "EXPIRES", "ISSUER"],
-          [(v.hostname, v.source, f"{v.not_after:%Y-%m-%d}", v.issuer)
-           for v in listed.certificates])
+    table(["HOSTNAME", "SOURCE", "STATUS", "UPDATED"],
+          [(v.hostname, SOURCE_LABELS["fly" if v.has_fly_certificate else "custom"], v.status,
+            v.updated_at) for v in listed.certificates])
 
 
 @certs.command("show")
@@ -97,15 +123,17 @@ def list_certs(app: App, api_url: ApiUrl = None, token: Token = None,
 def show(hostname: Hostname, app: App, api_url: ApiUrl = None, token: Token = None,
          context: ContextName = None, json: Json = False) -> None:
     """Show one certificate: what it covers, who issued it, when it expires."""
-    view: CertificateView = call(api_url, token, lambda c: c.answer(
-        CertificateView, "GET", _path(hostname).format(app=app)), context=context)
+    detail: CertificateDetail = call(api_url, token, lambda c: c.answer(
+        CertificateDetail, "GET", _path(hostname).format(app=app)), context=context)
     if json:
-        show_json(view)
+        show_json(detail)
         return
-    for label, value in (("Hostname", view.hostname), ("App", view.app),
-                         ("Source", view.source), ("Covers", ", ".join(view.hostnames)),
-                         ("Issuer", view.issuer), ("Expires", f"{view.not_after:%Y-%m-%d %H:%M}Z"),
-                         ("Fingerprint", view.fingerprint), ("Updated", view.updated_at)):
+    entry = detail.certificates[0]
+    for label, value in (("Hostname", detail.hostname), ("App", app),
+                         ("Status", detail.status), ("Source", SOURCE_LABELS[entry.source]),
+                         ("Covers", ", ".join(entry.hostnames)), ("Issuer", entry.issuer),
+                         ("Expires", _expires(entry)), ("Fingerprint", entry.fingerprint),
+                         ("Updated", entry.created_at)):
         typer.echo(f"{label + ':':<13}{value}")
 
 

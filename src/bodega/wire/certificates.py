@@ -1,11 +1,12 @@
-"""The edge's certificates on the wire: the API's bodies and answers, and the registry's rows.
+"""The edge's certificates on the wire: the broker's request, and the registry's rows.
 
-``POST /v1/apps/{app}/certificates`` takes a ``CertificateRequest``: a
-hostname alone (the cluster CA issues one) or with a PEM chain and key (an
-import). Answers are ``CertificateView``: never the key. The registry's
-``certificates`` rows (``CertificateRow``, keyed ``<app>/<hostname>``) carry
-the chain in clear and the key sealed with the cluster's certificates key,
-which brokers and proxies hold and workers never do.
+``CertificateRequest`` is what the broker's certificates take: a hostname
+alone (the cluster CA issues one) or with a PEM chain and key (an import);
+the API's bodies and answers are the Machines API's (``fly_certificates.py``)
+and never carry the key. The registry's ``certificates`` rows
+(``CertificateRow``, keyed ``<app>/<hostname>``) carry the chain in clear
+and the key sealed with the cluster's certificates key, which brokers and
+proxies hold and workers never do.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ class CertificateRequest(BaseModel):
     private_key: str | None = None
 
 
-class CertificateView(BaseModel):
-    """What the API shows of a certificate (the key never leaves the registry sealed)."""
+class CertificateRow(BaseModel):
+    """A row of the registry's ``certificates`` table."""
 
     model_config = ConfigDict(extra="forbid")
     app: str
@@ -38,20 +39,6 @@ class CertificateView(BaseModel):
     fingerprint: str
     created_at: str
     updated_at: str
-
-
-class CertificateList(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    certificates: list[CertificateView]
-
-
-class CertificateRow(CertificateView):
-    """A row of the registry's ``certificates`` table."""
-
     key: str  # <app>/<hostname>
     chain: str  # PEM
     sealed_key: str  # runtime/secretbox.py, associated data <app>/<hostname>
-
-    def view(self) -> CertificateView:
-        return CertificateView.model_validate(self.model_dump(
-            exclude={"key", "chain", "sealed_key"}))

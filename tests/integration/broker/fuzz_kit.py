@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from tests.tls_kit import TEST_CA
+
 from .broker_kit import ADMIN, Cluster, machine
 
 # Per request: no bodega route should take longer than this (a /wait is aimed at with a
@@ -44,7 +46,8 @@ def served_cluster(tmp: Path) -> Iterator[tuple[Target, Cluster, asyncio.Abstrac
 
     async def setup() -> Target:
         await c.add_worker("ams-1", cpus=64, memory_mb=262144, disk_gb=100000)
-        broker = await c.add_broker()
+        # With the certificates key and the CA: the certificate routes do their work.
+        broker = await c.add_broker(certs_key="fuzz-certs-key", ca_dir=TEST_CA.root / "ca")
         c.follow()
         async with c.api() as api:
             for app in ("fuzz", "other"):

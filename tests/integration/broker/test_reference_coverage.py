@@ -4,12 +4,8 @@ Reads the reference document (``fly-machines-openapi.json`` beside this file, a 
 the published Machines API spec) and a real broker's ``/openapi.json``, compares them
 operation by operation (method and path, path parameters by position), and then asks
 the broker each operation the document names, so one listed but not routed fails too.
-On a gap it prints the operations the reference has and bodega lacks, by operationId.
-
-One gap is known and kept visible rather than failing every run: the certificate
-operations, which come with the edge (``bodega certs``), built apart from this API.
-They are named here, each by operationId, with the reason; any other missing
-operation fails, and so does one of these once it is served (strike it from the list).
+On a gap it prints the operations the reference has and bodega lacks, by operationId:
+all 76 are required, with no gap kept aside.
 """
 
 from __future__ import annotations
@@ -25,12 +21,6 @@ from .broker_kit import in_process_cluster
 REFERENCE = Path(__file__).with_name("fly-machines-openapi.json")
 METHODS = ("get", "post", "put", "patch", "delete")
 PARAM = re.compile(r"\{[^}]+\}")
-EDGE_REASON = "certificates come with the edge (bodega certs), built apart from this API"
-EDGE_OPERATIONS: dict[str, str] = dict.fromkeys((
-    "App_Certificates_list", "App_Certificates_show", "App_Certificates_delete",
-    "App_Certificates_acme_create", "App_Certificates_acme_delete",
-    "App_Certificates_custom_create", "App_Certificates_custom_delete",
-    "App_Certificates_check"), EDGE_REASON)
 
 
 def operations(document: dict[str, object], prefix: str = "") -> dict[tuple[str, str], str]:
@@ -59,7 +49,6 @@ def work_list(missing: dict[tuple[str, str], str]) -> str:
 def test_the_reference_document_has_76_operations() -> None:
     # The count the issue was filed with: a changed copy is noticed, not silently followed.
     assert len(reference_operations()) == 76
-    assert set(EDGE_OPERATIONS) <= set(reference_operations().values())
 
 
 async def test_bodega_serves_every_operation_of_the_reference(tmp_path: Path) -> None:
@@ -82,11 +71,7 @@ async def test_bodega_serves_every_operation_of_the_reference(tmp_path: Path) ->
                 if answer.status_code == 405 or _no_route(answer):
                     unrouted[(method, path)] = op
     gaps = {**missing, **unrouted}
-    known = {key: op for key, op in gaps.items() if op in EDGE_OPERATIONS}
-    served = sorted(set(EDGE_OPERATIONS) - set(known.values()))
-    assert not served, f"served now, strike them from EDGE_OPERATIONS: {served}"
-    others = {key: op for key, op in gaps.items() if op not in EDGE_OPERATIONS}
-    assert not others, work_list(others)
+    assert not gaps, work_list(gaps)
 
 
 def _no_route(answer: httpx.Response) -> bool:

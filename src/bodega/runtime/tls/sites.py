@@ -158,3 +158,9 @@ def self_signed(hostnames: tuple[str, ...], now: datetime.datetime,
                            critical=False)
             .sign(key, hashes.SHA256()))
     return SiteCertificate(key_pem(key), cert_pem(cert), describe(cert))
+
+
+def key_type(chain_pem: bytes) -> str:
+    """``rsa`` or ``ecdsa``: the kind of key the chain's leaf certifies."""
+    leaf = x509.load_pem_x509_certificates(chain_pem)[0]
+    return "rsa" if isinstance(leaf.public_key(), rsa.RSAPublicKey) else "ecdsa"
