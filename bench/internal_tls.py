@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from tests.cidr_kit import machine_cidr
 from tests.leftovers_kit import sweep_data_dir
 
 PROGRAM = "import time; time.sleep(600)"
@@ -103,9 +104,9 @@ def summary(times: list[float]) -> tuple[float, float]:
 async def main(runs: int, driver: str) -> None:
     root = Path(tempfile.mkdtemp(prefix="bodega-bench-tls-"))
     root.chmod(0o755)  # noqa: ASYNC240 (machines run as unprivileged users)
-    third = 230 + os.getpid() % 20
-    clusters = {"mutual TLS": Up(root / "tls", driver, f"10.{third}.0.0/16"),
-                "plain": Up(root / "plain", driver, f"10.{third + 1}.0.0/16",
+    # Ranges no test or other bench on this host holds (tests/cidr_kit.py's locks).
+    clusters = {"mutual TLS": Up(root / "tls", driver, machine_cidr(100, 200)),
+                "plain": Up(root / "plain", driver, machine_cidr(100, 200),
                             "--internal-tls", "off")}
     config = {"image": "bench/sleep", "guest": {"cpus": 1, "memory_mb": 256},
               "init": {"exec": [sys.executable, "-c", PROGRAM]}}
