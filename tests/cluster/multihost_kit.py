@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tests.cidr_kit import machine_cidr as held_cidr
 from tests.cluster.netns_kit import Hosts
 from tests.leftovers_kit import sweep_data_dir
 from tests.ports_kit import free_port
@@ -150,7 +151,7 @@ def three_hosts(root: Path, *up_args: str) -> Iterator[MultiHost]:
     api, proxy, joins = free_port(), free_port(), free_port()
     cluster = MultiHost(hosts, root, f"http://{hosts.address(1)}:{api}",
                         f"http://{hosts.address(1)}:{proxy}",
-                        machine_cidr=f"10.{150 + os.getpid() % 50}.0.0/16")
+                        machine_cidr=held_cidr(150, 200))
     try:
         first = cluster.start(1, "up", "--advertise", hosts.address(1), "--regions", "ams",
                               "--workers-per-region", "1", "--worker-cpus", "4",

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
@@ -53,12 +54,12 @@ async def test_apps_answer_over_tls_with_the_cluster_ca_and_certs_come_and_go_by
         tmp_path: Path) -> None:
     data = tmp_path / "cluster"
     tls_port = free_port()
-    third = 150 + os.getpid() % 50
+    cidr = machine_cidr(150, 200)
     up = UpProcess(data, "--regions", "ams", "--workers-per-region", "1", "--worker-cpus", "2",
                    "--worker-memory-mb", "2048", "--api-port", str(free_port()),
                    "--proxy-port", str(free_port()), "--proxy-tls-port", str(tls_port),
                    "--gossip-port", str(free_port()), "--registry-port", "0",
-                   "--machine-cidr", f"10.{third}.0.0/16", "--driver", "process")
+                   "--machine-cidr", cidr, "--driver", "process")
     ca = data / "ca.crt"
     try:
         await up.start()
