@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Coroutine, Iterator
@@ -97,14 +96,7 @@ async def up_cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, Up
                "BODEGA_API_TOKEN": "deploy-token", "BODEGA_SMOKE_TIME": "1"}
         yield Cli(env=env, proxy=f"http://127.0.0.1:{proxy}"), up
     finally:
-        assert up.process is not None
-        if up.process.returncode is None:
-            up.process.send_signal(signal.SIGINT)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(up.process.wait(), 60)
-            if up.process.returncode is None:
-                up.process.kill()
-                await up.process.wait()
+        await up.end()
         await unwire(tmp / "cluster")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -100,14 +99,7 @@ async def jobs_up(tmp: Path, workers: int = 2,
             names = [f"ams-{i}" for i in range(1, workers + 1)]
             yield Jobs(url, http, JobsApi(machines), names, env), up
     finally:
-        assert up.process is not None
-        if up.process.returncode is None:
-            up.process.send_signal(signal.SIGINT)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(up.process.wait(), 60)
-            if up.process.returncode is None:
-                up.process.kill()
-                await up.process.wait()
+        await up.end()
         await unwire(tmp / "cluster")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
@@ -85,3 +86,14 @@ class UpProcess:
         if self.process.returncode is None:
             self.process.send_signal(signal.SIGINT)
         return await self.wait()
+
+    async def end(self, grace: float = 60.0) -> None:
+        """A kit's teardown: Ctrl-C, and SIGKILL if it has not stopped within ``grace``."""
+        assert self.process is not None
+        if self.process.returncode is None:
+            self.process.send_signal(signal.SIGINT)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.process.wait(), grace)
+            if self.process.returncode is None:
+                self.process.kill()
+                await self.process.wait()
