@@ -32,7 +32,7 @@ from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
-from bodega.worker.host.network import WIRE_AHEAD, Network
+from bodega.worker.host.network import Network
 from bodega.worker.host.parts import make_driver, make_network, owner
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
@@ -46,6 +46,7 @@ from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.runner import Runner
 from bodega.worker.ops.snapshots import VolumeSnapshots
+from bodega.worker.ops.spares import wire_ahead
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.ops.watch import StateWatch
 from bodega.worker.publish import Publisher
@@ -153,7 +154,8 @@ class Worker:
                 self.registry, name=self.config.name, region=self.config.region, url=url,
                 driver=self.driver.name, store=self.store, ledger=self.ledger,
                 service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl,
-                images=images.held if (images := self.driver.capabilities.images) else None)
+                images=images.held if (images := self.driver.capabilities.images) else None,
+                after_drives=self.machines.lifecycle.after_drives)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
             self.jobs.attach(self.registry)
@@ -161,7 +163,8 @@ class Worker:
         self._tasks.append(asyncio.create_task(self._housekeeping()))
         self._tasks.append(asyncio.create_task(HealthChecks(
             self.store, self.machines, self.metrics, self.service_host).run()))
-        self._tasks.append(asyncio.create_task(self._wire_ahead()))
+        self._tasks.append(asyncio.create_task(wire_ahead(
+            self.network, self.store, self.machines.lifecycle, self.driver)))
         logs = self.driver.capabilities.logs
         if logs is not None:
             self._tasks.append(asyncio.create_task(logs.run(self.config.machines_dir)))
@@ -176,34 +179,6 @@ class Worker:
             bind_port=c.gossip_port, advertise_host=c.advertise_host, seeds=c.join,
             meta={"url": url}, tombstone_ttl=c.tombstone_ttl,
         ), registry=self.metrics.registry)
-
-    async def _wire_ahead(self) -> None:
-        """Keep the next machines' networks (and launchers) ready before they are asked for.
-
-        Machines at rest keep a wired namespace too, so their next start (a proxy's wake)
-        is quick; after a cluster's restart, which swept every namespace, they get theirs
-        back here, off the request path.
-        """
-        first, last = self.network.index_range
-        changed = self.machines.spares_changed
-        changed.set()
-        while True:
-            await changed.wait()
-            changed.clear()
-            try:
-                indexes = queries.free_ip_indexes(self.store.db, first, last, WIRE_AHEAD)
-                idle = queries.idle_ip_indexes(self.store.db)
-                await self.network.prewarm([*indexes, *idle])
-                parking = self.driver.capabilities.parking
-                if parking is not None:
-                    # A launcher waits, already in cgroups, in each spare namespace and in
-                    # each of a machine at rest.
-                    for index in [*indexes, *idle]:
-                        namespace = self.network.namespace(index)
-                        if namespace is not None and self.network.ready(index):
-                            parking.park(namespace)
-            except Exception:
-                log.exception("wiring networks ahead failed")
 
     async def _housekeeping(self) -> None:
         while True:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bodega.model.machine import rfc3339
@@ -52,7 +52,8 @@ class Publisher:
                  store: Store, ledger: Ledger,
                  service_host: Callable[[MachineRow], str | None],
                  destroyed_ttl: float, interval: float = INTERVAL,
-                 images: Callable[[], list[str]] | None = None) -> None:
+                 images: Callable[[], list[str]] | None = None,
+                 after_drives: Callable[[float], Awaitable[None]] | None = None) -> None:
         self.node = node
         self.name = name
         self.region = region
@@ -64,6 +65,9 @@ class Publisher:
         self.destroyed_ttl = destroyed_ttl
         self.interval = interval
         self.images = images  # the images this worker holds, for placement's image bonus
+        # Waits (at most the given seconds) for the operations under way to end: a tick
+        # then publishes a start once, started, not in the middle of it.
+        self.after_drives = after_drives
         self._seq = 0
         self._capacity: dict[str, Any] | None = None
         self._next_refresh = self._next_expiry = 0.0
@@ -114,6 +118,8 @@ class Publisher:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
+            if self.after_drives is not None:
+                await self.after_drives(self.interval)
             try:
                 self.tick(time.monotonic())
             except Exception:  # the next tick retries from the same log position
