@@ -46,7 +46,7 @@ from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.runner import Runner
 from bodega.worker.ops.snapshots import VolumeSnapshots
-from bodega.worker.ops.spares import wire_ahead
+from bodega.worker.ops.spares import wanted, wire_ahead
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.ops.watch import StateWatch
 from bodega.worker.publish import Publisher
@@ -164,7 +164,8 @@ class Worker:
         self._tasks.append(asyncio.create_task(HealthChecks(
             self.store, self.machines, self.metrics, self.service_host).run()))
         self._tasks.append(asyncio.create_task(wire_ahead(
-            self.network, self.store, self.machines.lifecycle, self.driver)))
+            self.network, wanted(self.network, self.store), self.machines.lifecycle,
+            self.driver)))
         logs = self.driver.capabilities.logs
         if logs is not None:
             self._tasks.append(asyncio.create_task(logs.run(self.config.machines_dir)))

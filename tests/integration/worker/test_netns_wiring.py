@@ -13,8 +13,8 @@ import pytest
 from bodega.runtime import cluster_id
 from bodega.worker.host import netns as netns_module
 from bodega.worker.host.names import HostNames
-from bodega.worker.host.network import run as run_ip
 from bodega.worker.host.netns import NetnsNetwork
+from bodega.worker.host.network import run as run_ip
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 

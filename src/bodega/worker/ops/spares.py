@@ -14,11 +14,13 @@ delays that start's spawn.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
+from typing import Protocol
 
 from bodega.worker.drivers.base import Driver
 from bodega.worker.host.network import WIRE_AHEAD, Network
-from bodega.worker.ops.lifecycle import Lifecycle
 from bodega.worker.store import queries
 from bodega.worker.store.database import Store
 
@@ -27,24 +29,41 @@ log = logging.getLogger("bodega.worker")
 AFTER_DRIVES = 0.5  # the longest the spares wait for the operations under way
 
 
-async def wire_ahead(network: Network, store: Store, lifecycle: Lifecycle,
+class Drives(Protocol):
+    """What the spares follow of the lifecycle (``ops/lifecycle.py``)."""
+
+    spares_changed: asyncio.Event
+
+    async def after_drives(self, timeout: float) -> None: ...
+
+
+def wanted(network: Network, store: Store) -> Callable[[], list[int]]:
+    """The addresses to keep wired: the next free ones, and those of machines at rest."""
+    first, last = network.index_range
+
+    def indexes() -> list[int]:
+        return [*queries.free_ip_indexes(store.db, first, last, WIRE_AHEAD),
+                *queries.idle_ip_indexes(store.db)]
+
+    return indexes
+
+
+async def wire_ahead(network: Network, spares: Callable[[], list[int]], drives: Drives,
                      driver: Driver) -> None:
     """Whenever an address is taken or given back, or a machine comes to rest: wire the
-    spares, and park a launcher in each spare and each resting machine's namespace."""
-    first, last = network.index_range
-    changed = lifecycle.spares_changed
+    ``spares``, and park a launcher in each one's namespace."""
+    changed = drives.spares_changed
     changed.set()
     while True:
         await changed.wait()
-        await lifecycle.after_drives(AFTER_DRIVES)
+        await drives.after_drives(AFTER_DRIVES)
         changed.clear()
         try:
-            indexes = queries.free_ip_indexes(store.db, first, last, WIRE_AHEAD)
-            idle = queries.idle_ip_indexes(store.db)
-            await network.prewarm([*indexes, *idle])
+            indexes = spares()
+            await network.prewarm(indexes)
             parking = driver.capabilities.parking
             if parking is not None:
-                for index in [*indexes, *idle]:
+                for index in indexes:
                     namespace = network.namespace(index)
                     if namespace is not None and network.ready(index):
                         parking.park(namespace)
