@@ -158,6 +158,17 @@ async def via_worker(signals: Signals, worker: WorkerClient) -> float:
     return elapsed
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU the process and its reaped children (its ip processes, ...) have used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def component_pids(cluster: Path) -> dict[str, int]:
+    parts = json.loads((cluster / "cluster.json").read_text())["components"]
+    return {p["role"]: p["pid"] for p in parts if p["role"] in ("broker", "worker")}
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -197,6 +208,7 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
         times: dict[str, list[float]] = {"bare": [], "up": [], "broker": [], "worker": []}
         marks: list[Marks] = []
         loads = [load()]
+        cpu: dict[str, float] = {}
         try:
             if only != "rig":
                 up = await UpProcess(
@@ -215,8 +227,10 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
             for api in apis.values():
                 await api.make_app()
             for run in range(3 + runs):  # interleaved, so drift affects all alike
-                if run == 3 and profile is not None and up is not None:
-                    spies = await profiled(up.data_dir, profile)
+                if run == 3 and up is not None:
+                    cpu = {k: -cpu_seconds(p) for k, p in component_pids(up.data_dir).items()}
+                    if profile is not None:
+                        spies = await profiled(up.data_dir, profile)
                 measured = {"bare": await bare_spawn(signals)}
                 for key, api in apis.items():
                     measured[key], stamped = await api.start(signals)
@@ -228,6 +242,9 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
                     for key, elapsed in measured.items():
                         times[key].append(elapsed)
             loads.append(load())
+            if up is not None:
+                cpu = {k: (cpu[k] + cpu_seconds(p)) / runs
+                       for k, p in component_pids(up.data_dir).items()}
         finally:
             for spy in spies:
                 spy.send_signal(signal.SIGINT)
@@ -245,11 +262,11 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
                 await sweep_data_dir(tmp / "cluster")
             if rig:
                 await sweep_data_dir(tmp / "w")  # the worker keeps its machines' networks
-    report(times, marks, runs, loads)
+    report(times, marks, runs, loads, cpu)
 
 
 def report(times: dict[str, list[float]], marks: list[Marks], runs: int,
-           loads: list[str]) -> None:
+           loads: list[str], cpu: dict[str, float]) -> None:
     bare = statistics.median(times["bare"])
     mode = "netns + cgroups + unprivileged user" if os.geteuid() == 0 else "host network"
     print(f"machine start ({mode}), shared-cpu-1x, {runs} runs each, median until the "
@@ -265,6 +282,9 @@ def report(times: dict[str, list[float]], marks: list[Marks], runs: int,
         print("  bodega up, where the time goes (medians; broker's and worker's timestamps):")
         for label, seconds in breakdown(marks):
             print(f"    {label:<48} {seconds * 1000:6.1f} ms")
+    if cpu:
+        print("  bodega up, CPU per create+start+destroy (with the bench's reads): " + ", ".join(
+            f"{role} {seconds * 1000:.1f} ms" for role, seconds in sorted(cpu.items())))
 
 
 if __name__ == "__main__":

@@ -8,12 +8,12 @@ worker never blocks the next.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 from pathlib import Path
 
+from bodega.runtime.commands import run_command
 from bodega.worker.drivers.base import DriverError
 
 log = logging.getLogger("bodega.worker.oci")
@@ -41,19 +41,15 @@ class Runc:
         """Run the runtime; with ``check`` a failure is a ``DriverError`` with its message."""
         argv = self.argv(*args)
         started = time.monotonic()
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        _, err = await process.communicate()
-        if check and process.returncode != 0:
-            raise DriverError(f"{argv[0]} {argv[1]}: {err.decode(errors='replace').strip()}")
+        done = await run_command(*argv, stdout=False)  # the loop not held while it forks
+        if check and done.returncode != 0:
+            raise DriverError(f"{argv[0]} {argv[1]}: "
+                              f"{done.stderr.decode(errors='replace').strip()}")
         log.debug("%s took %.3fs", " ".join(argv[:3]), time.monotonic() - started)
 
     async def status(self, container: str) -> str:
         """The container's status as the runtime reports it (running, paused, stopped, ...)."""
-        process = await asyncio.create_subprocess_exec(
-            *self.argv("state", container),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await process.communicate()
-        if process.returncode != 0:
-            raise DriverError(f"runc state: {err.decode(errors='replace').strip()}")
-        return str(json.loads(out).get("status", ""))
+        done = await run_command(*self.argv("state", container))
+        if done.returncode != 0:
+            raise DriverError(f"runc state: {done.stderr.decode(errors='replace').strip()}")
+        return str(json.loads(done.stdout).get("status", ""))
