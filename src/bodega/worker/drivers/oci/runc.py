@@ -20,12 +20,16 @@ log = logging.getLogger("bodega.worker.oci")
 
 
 class Runc:
-    def __init__(self, runtime: str, state_root: Path) -> None:
+    """runc, or crun (``runtimes.py``): ``command`` is the argv that runs it."""
+
+    def __init__(self, runtime: str, state_root: Path,
+                 command: tuple[str, ...] | None = None) -> None:
         self.runtime = runtime
         self.state_root = state_root
+        self.command = command or (runtime,)
 
     def argv(self, *args: str) -> list[str]:
-        return [self.runtime, "--root", str(self.state_root), *args]
+        return [*self.command, "--root", str(self.state_root), *args]
 
     @staticmethod
     def container_id(machine_id: str, start_seq: int) -> str:
@@ -43,7 +47,7 @@ class Runc:
         started = time.monotonic()
         done = await run_command(*argv, stdout=False)  # the loop not held while it forks
         if check and done.returncode != 0:
-            raise DriverError(f"{argv[0]} {argv[1]}: "
+            raise DriverError(f"{self.runtime} {args[0] if args else ''}: "
                               f"{done.stderr.decode(errors='replace').strip()}")
         log.debug("%s took %.3fs", " ".join(argv[:3]), time.monotonic() - started)
 
@@ -51,5 +55,6 @@ class Runc:
         """The container's status as the runtime reports it (running, paused, stopped, ...)."""
         done = await run_command(*self.argv("state", container))
         if done.returncode != 0:
-            raise DriverError(f"runc state: {done.stderr.decode(errors='replace').strip()}")
+            error = done.stderr.decode(errors="replace").strip()
+            raise DriverError(f"{self.runtime} state: {error}")
         return str(json.loads(done.stdout).get("status", ""))
