@@ -209,6 +209,7 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
         marks: list[Marks] = []
         loads = [load()]
         cpu: dict[str, float] = {}
+        parked = ""
         try:
             if only != "rig":
                 up = await UpProcess(
@@ -245,9 +246,8 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
             if up is not None:
                 cpu = {k: (cpu[k] + cpu_seconds(p)) / runs
                        for k, p in component_pids(up.data_dir).items()}
-                parked = sum("from a parked launcher" in text for text in
-                             (up.data_dir / "logs").joinpath("ams-1.log").open())
-                loads.append(f"{parked} of {3 + runs} starts from a parked launcher")
+                log = (up.data_dir / "logs" / "ams-1.log").read_text()
+                parked = f"{log.count('from a parked launcher')} of {3 + runs}"
         finally:
             for spy in spies:
                 spy.send_signal(signal.SIGINT)
@@ -265,16 +265,16 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
                 await sweep_data_dir(tmp / "cluster")
             if rig:
                 await sweep_data_dir(tmp / "w")  # the worker keeps its machines' networks
-    report(times, marks, runs, loads, cpu)
+    report(times, marks, runs, loads, cpu, parked)
 
 
 def report(times: dict[str, list[float]], marks: list[Marks], runs: int,
-           loads: list[str], cpu: dict[str, float]) -> None:
+           loads: list[str], cpu: dict[str, float], parked: str) -> None:
     bare = statistics.median(times["bare"])
     mode = "netns + cgroups + unprivileged user" if os.geteuid() == 0 else "host network"
     print(f"machine start ({mode}), shared-cpu-1x, {runs} runs each, median until the "
           f"program's first statement runs; load average {loads[0]} before, "
-          f"{loads[1]} after:")
+          f"{loads[-1]} after:")
     print(f"  {'bare asyncio spawn':<30} {bare * 1000:7.1f} ms  "
           f"p90 {statistics.quantiles(times['bare'], n=10)[-1] * 1000:6.1f} ms")
     for key, label in (("up", "bodega up, public API"), ("broker", "rig: broker, static view"),
@@ -285,8 +285,8 @@ def report(times: dict[str, list[float]], marks: list[Marks], runs: int,
         print("  bodega up, where the time goes (medians; broker's and worker's timestamps):")
         for label, seconds in breakdown(marks):
             print(f"    {label:<48} {seconds * 1000:6.1f} ms")
-    if len(loads) > 2:
-        print(f"  bodega up: {loads[2]}")
+    if parked:
+        print(f"  bodega up: {parked} starts from a parked launcher")
     if cpu:
         print("  bodega up, CPU per create+start+destroy (with the bench's reads): " + ", ".join(
             f"{role} {seconds * 1000:.1f} ms" for role, seconds in sorted(cpu.items())))
