@@ -37,29 +37,38 @@ class Drives(Protocol):
     async def after_drives(self, timeout: float) -> None: ...
 
 
-def wanted(network: Network, store: Store) -> Callable[[], list[int]]:
+Spares = tuple[list[int], list[int]]  # the next free addresses; those of machines at rest
+
+
+def wanted(network: Network, store: Store) -> Callable[[], Spares]:
     """The addresses to keep wired: the next free ones, and those of machines at rest."""
     first, last = network.index_range
 
-    def indexes() -> list[int]:
-        return [*queries.free_ip_indexes(store.db, first, last, WIRE_AHEAD),
-                *queries.idle_ip_indexes(store.db)]
+    def indexes() -> Spares:
+        return (queries.free_ip_indexes(store.db, first, last, WIRE_AHEAD),
+                queries.idle_ip_indexes(store.db))
 
     return indexes
 
 
-async def wire_ahead(network: Network, spares: Callable[[], list[int]], drives: Drives,
+async def wire_ahead(network: Network, spares: Callable[[], Spares], drives: Drives,
                      driver: Driver) -> None:
     """Whenever an address is taken or given back, or a machine comes to rest: wire the
-    ``spares``, and park a launcher in each one's namespace."""
+    ``spares``, and park a launcher in each one's namespace.
+
+    While a free address is still wired for the next create, this waits for the starts
+    under way; once none is (a burst of creates took them all), it wires at once: the
+    next create would otherwise wire its own on its way to the spawn."""
     changed = drives.spares_changed
     changed.set()
     while True:
         await changed.wait()
-        await drives.after_drives(AFTER_DRIVES)
-        changed.clear()
         try:
-            indexes = spares()
+            if any(network.ready(index) for index in spares()[0]):
+                await drives.after_drives(AFTER_DRIVES)
+            changed.clear()
+            free, idle = spares()
+            indexes = [*free, *idle]
             await network.prewarm(indexes)
             parking = driver.capabilities.parking
             if parking is not None:
@@ -68,4 +77,5 @@ async def wire_ahead(network: Network, spares: Callable[[], list[int]], drives: 
                     if namespace is not None and network.ready(index):
                         parking.park(namespace)
         except Exception:
+            changed.clear()
             log.exception("wiring networks ahead failed")
