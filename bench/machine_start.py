@@ -24,9 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
-import shutil
 import signal
 import statistics
 import sys
@@ -42,7 +40,7 @@ from tests.leftovers_kit import sweep_data_dir
 
 from bench.fleet import SECRET
 from bench.start_rig import start_broker, start_worker
-from bench.start_stages import Marks, breakdown
+from bench.start_stages import Marks, breakdown, component_pids, cpu_seconds, profiled
 from bodega.runtime.keys import internal_token
 from bodega.wire.worker_client import WorkerClient
 
@@ -158,17 +156,6 @@ async def via_worker(signals: Signals, worker: WorkerClient) -> float:
     return elapsed
 
 
-def cpu_seconds(pid: int) -> float:
-    """CPU the process and its reaped children (its ip processes, ...) have used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def component_pids(cluster: Path) -> dict[str, int]:
-    parts = json.loads((cluster / "cluster.json").read_text())["components"]
-    return {p["role"]: p["pid"] for p in parts if p["role"] in ("broker", "worker")}
-
-
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -178,21 +165,6 @@ def line(name: str, times: list[float], bare: float) -> str:
     p90 = statistics.quantiles(times, n=10)[-1]
     return (f"  {name:<30} {median * 1000:7.1f} ms  p90 {p90 * 1000:6.1f} ms   "
             f"+{(median - bare) * 1000:5.1f} ms  {median / bare:5.2f}x")
-
-
-async def profiled(cluster: Path, out: Path) -> list[asyncio.subprocess.Process]:
-    """py-spy on the cluster's broker and worker until stopped (SIGINT writes the profile)."""
-    out.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, before the runs)
-    spies = []
-    for part in json.loads((cluster / "cluster.json").read_text())["components"]:
-        if part["role"] in ("broker", "worker"):
-            spies.append(await asyncio.create_subprocess_exec(
-                shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy",
-                "record", "--pid", str(part["pid"]), "--rate", "500",
-                "--format", "raw", "--output", str(out / f"{part['role']}.txt"),
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL))
-    await asyncio.sleep(1)  # attached before the first timed run
-    return spies
 
 
 async def main(runs: int, only: str | None, profile: Path | None) -> None:
@@ -227,21 +199,28 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
                 apis["broker"] = Api(url, TOKEN)
             for api in apis.values():
                 await api.make_app()
-            for run in range(3 + runs):  # interleaved, so drift affects all alike
-                if run == 3 and up is not None:
-                    cpu = {k: -cpu_seconds(p) for k, p in component_pids(up.data_dir).items()}
-                    if profile is not None:
-                        spies = await profiled(up.data_dir, profile)
-                measured = {"bare": await bare_spawn(signals)}
-                for key, api in apis.items():
-                    measured[key], stamped = await api.start(signals)
-                    if key == "up" and run >= 3:
-                        marks.append(stamped)
-                if worker is not None:
-                    measured["worker"] = await via_worker(signals, worker)
-                if run >= 3:  # the first three warm the page cache and the code paths
-                    for key, elapsed in measured.items():
-                        times[key].append(elapsed)
+            try:
+                for run in range(3 + runs):  # interleaved, so drift affects all alike
+                    if run == 3 and up is not None:
+                        cpu = {k: -cpu_seconds(p) for k, p in component_pids(up.data_dir).items()}
+                        if profile is not None:
+                            spies = await profiled(up.data_dir, profile)
+                    measured = {"bare": await bare_spawn(signals)}
+                    for key, api in apis.items():
+                        measured[key], stamped = await api.start(signals)
+                        if key == "up" and run >= 3:
+                            marks.append(stamped)
+                    if worker is not None:
+                        measured["worker"] = await via_worker(signals, worker)
+                    if run >= 3:  # the first three warm the page cache and the code paths
+                        for key, elapsed in measured.items():
+                            times[key].append(elapsed)
+            except SystemExit:
+                if up is not None:  # what the cluster said, before its data dir goes
+                    for name in ("ams-1", "broker"):
+                        text = (up.data_dir / "logs" / f"{name}.log").read_text()
+                        print(f"-- the end of {name}.log:", *text.splitlines()[-15:], sep="\n")
+                raise
             loads.append(load())
             if up is not None:
                 cpu = {k: (cpu[k] + cpu_seconds(p)) / runs
