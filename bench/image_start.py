@@ -8,13 +8,15 @@ port answers:
   worker (each run pushes a fresh image);
 - **warm**: the same, image cached (a worker already holds it);
 - **runc**: ``runc run --detach`` of a bundle made of the same unpacked image,
-  the runtime's own start with no orchestration;
+  the runtime's own start with no orchestration; **crun** the same, where crun is
+  installed, run as the worker runs it (the workers use crun there unless
+  ``--oci-runtime runc``);
 - **podman**: ``podman run --runtime runc -d`` of the same image (pulled first).
 
 Then a placement run: creates of a cached image land on the worker holding it
 (its ``image`` subscore), until that worker is full, when the other one wins.
 
-    python bench/image_start.py [--runs 10]
+    python bench/image_start.py [--runs 10] [--oci-runtime auto|runc|crun]
 """
 
 # The runtimes are timed as a shell would run them, one blocking call at a time.
@@ -41,6 +43,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.integration.images.image_kit import build_image
+
+from bodega.worker.drivers.oci import runtimes
+from bodega.worker.host.image_drivers import unified_controllers
 
 CIDR = "10.253.0.0/16"
 STAGES: dict[str, list[float]] = {}  # where a start's time goes, for the warm runs
@@ -95,8 +100,16 @@ async def destroy(http: httpx.AsyncClient, machine_id: str) -> None:
                    params={"state": "destroyed", "timeout": 60})
 
 
+def runtime_argv(runtime: str, work: Path) -> list[str]:
+    """The peer's runtime: runc as a shell runs it; crun as the worker runs it (without
+    the v2 hierarchy on a hybrid host, ``drivers/oci/runtimes.py``), state of its own."""
+    if runtime == "runc":
+        return ["runc"]
+    return [*runtimes.command(runtime, unified_controllers()), "--root", str(work / runtime)]
+
+
 async def runc_start(base_rootfs: Path, work: Path, index: int,
-                     machine_config: dict[str, Any]) -> float:
+                     machine_config: dict[str, Any], runtime: str = "runc") -> float:
     """The runtime alone: the machine's own bundle config (its namespaces, mounts, limits and
     a cgroups path of its own), on an overlay of the same base; host network, a free port."""
     port = free_port()
@@ -114,12 +127,13 @@ async def runc_start(base_rootfs: Path, work: Path, index: int,
     config["linux"]["namespaces"] = [ns for ns in config["linux"]["namespaces"]
                                      if ns["type"] != "network"]  # the host's: to reach it
     (bundle / "config.json").write_text(json.dumps(config))
+    command = runtime_argv(runtime, work)
     start = time.perf_counter()
-    subprocess.run(["runc", "run", "--detach", "--bundle", str(bundle), name], check=True,
+    subprocess.run([*command, "run", "--detach", "--bundle", str(bundle), name], check=True,
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     await until_http(f"http://127.0.0.1:{port}/")
     elapsed = time.perf_counter() - start
-    subprocess.run(["runc", "delete", "--force", name], check=False)
+    subprocess.run([*command, "delete", "--force", name], check=False)
     subprocess.run(["umount", "-l", str(bundle / "rootfs")], check=False)
     return elapsed
 
@@ -150,7 +164,7 @@ def ms(values: list[float]) -> str:
     return f"{statistics.median(values) * 1000:7.1f} ms (min {min(values) * 1000:.1f})"
 
 
-async def main(runs: int) -> None:
+async def main(runs: int, oci_runtime: str) -> None:
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     work = Path(tempfile.mkdtemp(prefix="bodega-image-bench-"))
     api, proxy, registry = free_port(), free_port(), free_port()
@@ -160,7 +174,8 @@ async def main(runs: int) -> None:
                          "--worker-cpus", "4", "--worker-memory-mb", "2048",
                          "--api-port", str(api), "--proxy-port", str(proxy),
                          "--proxy-tls-port", str(free_port()),
-                         "--registry-port", str(registry), "--machine-cidr", CIDR).start()
+                         "--registry-port", str(registry), "--machine-cidr", CIDR,
+                         f"--worker-arg=--oci-runtime={oci_runtime}").start()
     try:
         await up.until_line("bodega is up")
         headers = {"authorization": f"Bearer {up.token()}"}
@@ -168,7 +183,8 @@ async def main(runs: int) -> None:
                                      timeout=60) as http:
             (await http.post("/v1/apps", json={"app_name": "bench",
                                                "org_slug": "personal"})).raise_for_status()
-            cold, warm, runc, podman = [], [], [], []
+            cold, warm, runc, crun, podman = [], [], [], [], []
+            with_crun = shutil.which("crun") is not None
             images = [await asyncio.to_thread(build_image, work, host, f"bench/cold{i}:v1",
                                               page=f"cold {i}\n") for i in range(runs)]
             for image in images:
@@ -200,11 +216,15 @@ async def main(runs: int) -> None:
             for i in range(WARMUPS):
                 await warm_start()
                 await runc_start(base[0], work, -1 - i, machine_config)
+                if with_crun:
+                    await runc_start(base[0], work, -11 - i, machine_config, "crun")
                 await podman_start(warm_image, -1 - i)
             STAGES.clear()
             for i in range(runs):
                 warm.append(await warm_start())
                 runc.append(await runc_start(base[0], work, i, machine_config))
+                if with_crun:
+                    crun.append(await runc_start(base[0], work, 100 + i, machine_config, "crun"))
                 podman.append(await podman_start(warm_image, i))
             stages = {name: statistics.median(values) for name, values in STAGES.items()}
 
@@ -233,10 +253,14 @@ async def main(runs: int) -> None:
         print(f"  cold (pull + unpack), public API  {ms(cold)}")
         print(f"  warm (cached), public API         {ms(warm)}")
         print(f"  runc run --detach, same bundle    {ms(runc)}")
+        if crun:
+            print(f"  crun run --detach, same bundle    {ms(crun)}")
         print(f"  podman run --runtime runc         {ms(podman)}")
         print("  warm, median time until: " + ", ".join(
             f"{name} {value * 1000:.1f} ms" for name, value in stages.items()))
         print(f"  warm / runc   {statistics.median(warm) / statistics.median(runc):.2f}x")
+        if crun:
+            print(f"  warm / crun   {statistics.median(warm) / statistics.median(crun):.2f}x")
         print(f"  warm / podman {statistics.median(warm) / statistics.median(podman):.2f}x")
         print(f"  warm starts landed on {sorted(holders)} (the image's holder)")
         print("  768 MB creates of the cached image on 2048 MB workers: "
@@ -253,4 +277,7 @@ async def main(runs: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
-    asyncio.run(main(parser.parse_args().runs))
+    parser.add_argument("--oci-runtime", default="auto", choices=runtimes.RUNTIMES,
+                        help="the workers' runtime (auto: crun if installed, else runc)")
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.oci_runtime))

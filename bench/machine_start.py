@@ -1,18 +1,22 @@
-"""Create+start of a process machine until its program runs, against a bare spawn.
+"""Create+start of a process machine until its program runs, on ``bodega up``, against a bare spawn.
 
-Three ways to run the same program (a Python interpreter whose first
-statement writes one byte to a FIFO), each timed until that byte arrives:
+The program is a Python interpreter whose first statement writes one byte to a FIFO;
+each clock stops when that byte arrives. Timed in turn, run after run:
 
 - a bare ``asyncio`` spawn of the program (the baseline);
-- through the broker's public API, as users call it: ``POST
-  /v1/apps/bench/machines`` to a real broker process, which places the machine
-  on a real worker process (network namespace, cgroups, the unprivileged user);
-- the worker alone: the same create sent straight to the worker's internal API.
+- ``bodega up`` as a user runs it (one region, one worker, its image registry, the
+  proxy and the gossip registry all running; its own data dir, free ports): ``POST
+  /v1/apps/bench/machines`` through the public API, the machine in a network namespace
+  and cgroups, as the unprivileged user;
+- the rig (``start_rig.py``, the second line): the same create through a broker that
+  knows one worker from a static catalog, no registry, no proxy; and the same create
+  sent straight to that worker.
 
-Runs interleave (bare, broker, worker), after three warm-ups each. Prints
-each median, p90, and the overhead over the bare spawn.
+Prints each median and p90, the overhead over the bare spawn, the host's load average
+beside them, and where the time goes on ``bodega up`` (``start_stages.py``). ``--profile
+DIR`` records the broker and the worker of ``bodega up`` with py-spy meanwhile.
 
-    python -m bench.machine_start [--runs 30]
+    python -m bench.machine_start [--runs 20] [--only up|rig] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import statistics
@@ -32,14 +35,16 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from tests.cidr_kit import machine_cidr
+from tests.cluster.up_kit import UpProcess, free_port
 from tests.leftovers_kit import sweep_data_dir
-from tests.tls_kit import TEST_CA, daemon_env
+from tests.tls_kit import TEST_CA
 
+from bench.start_rig import start_broker, start_worker
+from bench.start_stages import Marks, breakdown, component_pids, cpu_seconds, profiled
 from bodega.wire.worker_client import WorkerClient
 
 TOKEN = "bench-token"
-SUBNET = "10.254.9.0/24"
-HERE = Path(__file__).resolve().parent
 # The program's first statement reports that it runs; then it idles like a server would.
 PROGRAM = "import os, sys; os.write(os.open(sys.argv[1], os.O_WRONLY), b'!'); " \
           "import time; time.sleep(600)"
@@ -101,118 +106,177 @@ async def bare_spawn(signals: Signals) -> float:
     return elapsed
 
 
-async def via_worker(signals: Signals, worker: WorkerClient) -> float:
-    elapsed, machine = await signals.timed(
-        lambda fifo: worker.create_machine({"app": "bench", "config": config(fifo)}))
-    await worker.destroy(machine["id"], force=True)
-    await worker.wait(machine["id"], "destroyed", timeout=30)
-    return elapsed
+class Api:
+    """The public Machines API of one broker, as a user's client calls it."""
 
+    def __init__(self, url: str, token: str) -> None:
+        self.url = f"{url}/v1/apps/bench/machines"
+        self.session = aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"})
 
-async def via_broker(signals: Signals, session: aiohttp.ClientSession, url: str,
-                     worker: WorkerClient) -> float:
-    async def create(fifo: str) -> dict[str, Any]:
-        async with session.post(f"{url}/v1/apps/bench/machines",
-                                json={"config": config(fifo)}) as response:
+    async def make_app(self) -> None:
+        async with self.session.post(self.url.removesuffix("/bench/machines"),
+                                     json={"app_name": "bench", "org_slug": "personal"}) as r:
+            r.raise_for_status()
+
+    async def create(self, fifo: str) -> tuple[dict[str, Any], float]:
+        async with self.session.post(self.url, json={"config": config(fifo)}) as response:
             doc: dict[str, Any] = await response.json()
             if response.status != 200:
                 raise SystemExit(f"the broker refused the create: {doc}")
+            return doc, time.time()
+
+    async def get(self, path: str, **params: str) -> dict[str, Any]:
+        async with self.session.get(f"{self.url}/{path}", params=params) as response:
+            doc: dict[str, Any] = await response.json()
             return doc
 
-    elapsed, machine = await signals.timed(create)
-    await worker.destroy(machine["id"], force=True)
-    await worker.wait(machine["id"], "destroyed", timeout=30)
+    async def destroy(self, machine_id: str) -> None:
+        async with self.session.delete(f"{self.url}/{machine_id}", params={"force": "true"}):
+            pass
+        await self.get(f"{machine_id}/wait", state="destroyed", timeout="30")
+
+    async def start(self, signals: Signals) -> tuple[float, Marks]:
+        """One create+start, timed; then the broker's and the worker's marks of it."""
+        call = time.time()
+        elapsed, (machine, answered) = await signals.timed(self.create)
+        runs = call + elapsed
+        await self.get(f"{machine['id']}/wait", state="started", timeout="30")
+        marks = Marks.of(call, answered, runs, await self.get(machine["id"]),
+                         await self.get(f"{machine['id']}/placement"))
+        await self.destroy(machine["id"])
+        return elapsed, marks
+
+
+async def via_worker(signals: Signals, worker: WorkerClient) -> float:
+    elapsed, machine = await signals.timed(
+        lambda fifo: worker.create_machine({"app": "bench", "config": config(fifo)}))
+    await worker.destroy(machine.id, force=True)
+    await worker.wait(machine.id, "destroyed", timeout=30)
     return elapsed
 
 
-async def until_file(path: Path, process: asyncio.subprocess.Process, what: str) -> Any:
-    deadline = time.monotonic() + 120
-    while not path.exists():  # noqa: ASYNC240 (a small local file, polled)
-        if process.returncode is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the {what} did not start")
-        await asyncio.sleep(0.02)
-    return json.loads(path.read_text())  # noqa: ASYNC240
-
-
-async def start_worker(tmp: Path) -> tuple[asyncio.subprocess.Process, str]:
-    ready = tmp / "ready.json"
-    TEST_CA.issue(tmp / "w" / "tls", "worker", "bench")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bodega", "worker", "--name", "bench", "--region", "ams",
-        "--data-dir", str(tmp / "w"), "--listen", "127.0.0.1:0",
-        # Room for every run: the broker's static view only ever counts creates as taken.
-        "--cpus", "64", "--memory-mb", "65536", "--machine-subnet", SUBNET,
-        "--ready-file", str(ready), "--log-level", "warning",
-        env={**os.environ, **daemon_env()},
-    )
-    return process, (await until_file(ready, process, "worker"))["url"]
-
-
-async def start_broker(tmp: Path, worker: WorkerClient) -> tuple[asyncio.subprocess.Process, str]:
-    """A real broker process that knows the worker from a static catalog (no registry)."""
-    capacity = await worker.capacity()
-    catalog = tmp / "workers.json"
-    catalog.write_text(json.dumps([{
-        "name": "bench", "region": "ams", "url": worker.base_url, "totals": capacity.totals,
-        "used": capacity.used, "cordoned": False}]))
-    out = tmp / "broker.json"
-    tls = TEST_CA.issue(tmp / "broker-tls", "broker", "bench-broker")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, str(HERE / "fleet.py"), "broker", "--workers", str(catalog),
-        "--token", TOKEN, "--out", str(out), "--tls-dir", str(tls),
-        env={**os.environ, "PYTHONPATH": str(HERE.parent)})
-    return process, (await until_file(out, process, "broker"))["url"]
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def line(name: str, times: list[float], bare: float) -> str:
     median = statistics.median(times)
     p90 = statistics.quantiles(times, n=10)[-1]
-    return (f"  {name:<26} {median * 1000:7.1f} ms  p90 {p90 * 1000:6.1f} ms   "
+    return (f"  {name:<30} {median * 1000:7.1f} ms  p90 {p90 * 1000:6.1f} ms   "
             f"+{(median - bare) * 1000:5.1f} ms  {median / bare:5.2f}x")
 
 
-async def main(runs: int) -> None:
+async def main(runs: int, only: str | None, profile: Path | None) -> None:
     with tempfile.TemporaryDirectory(prefix="bodega-start-") as name:
         tmp = Path(name)
         signals = Signals(tmp)
-        worker_process, worker_url = await start_worker(tmp)
-        worker = WorkerClient(worker_url, TEST_CA.context("broker"), timeout=30)
-        broker_process = None
-        session = aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"})
+        up: UpProcess | None = None
+        rig: list[asyncio.subprocess.Process] = []
+        apis: dict[str, Api] = {}
+        worker: WorkerClient | None = None
+        spies: list[asyncio.subprocess.Process] = []
+        os.environ["BODEGA_CONFIG"] = str(tmp / "contexts.toml")  # not the user's contexts
+        times: dict[str, list[float]] = {"bare": [], "up": [], "broker": [], "worker": []}
+        marks: list[Marks] = []
+        loads = [load()]
+        cpu: dict[str, float] = {}
+        parked = ""
         try:
-            broker_process, url = await start_broker(tmp, worker)
-            async with session.post(f"{url}/v1/apps",
-                                    json={"app_name": "bench", "org_slug": "personal"}) as r:
-                r.raise_for_status()
-            times: dict[str, list[float]] = {"bare": [], "broker": [], "worker": []}
-            for run in range(3 + runs):  # interleaved, so drift affects all alike
-                measured = {"bare": await bare_spawn(signals),
-                            "broker": await via_broker(signals, session, url, worker),
-                            "worker": await via_worker(signals, worker)}
-                if run >= 3:  # the first three warm the page cache and the code paths
-                    for key, elapsed in measured.items():
-                        times[key].append(elapsed)
+            if only != "rig":
+                up = await UpProcess(
+                    tmp / "cluster", "--regions", "ams", "--workers-per-region", "1",
+                    "--api-port", str(free_port()), "--proxy-port", str(free_port()),
+                    "--proxy-tls-port", str(free_port()),
+                    # Machines on a range no test or other bench holds (tests/cidr_kit.py).
+                    "--machine-cidr", machine_cidr(200, 232), "--log-level", "info").start()
+                await up.until_line("bodega is up")
+                apis["up"] = Api(up.state()["api_url"], up.token())
+            if only != "up":
+                worker_process, worker_url = await start_worker(tmp)
+                rig.append(worker_process)
+                worker = WorkerClient(worker_url, TEST_CA.context("broker"), timeout=30)
+                broker_process, url = await start_broker(tmp, worker, TOKEN)
+                rig.append(broker_process)
+                apis["broker"] = Api(url, TOKEN)
+            for api in apis.values():
+                await api.make_app()
+            try:
+                for run in range(3 + runs):  # interleaved, so drift affects all alike
+                    if run == 3 and up is not None:
+                        cpu = {k: -cpu_seconds(p) for k, p in component_pids(up.data_dir).items()}
+                        if profile is not None:
+                            spies = await profiled(up.data_dir, profile)
+                    measured = {"bare": await bare_spawn(signals)}
+                    for key, api in apis.items():
+                        measured[key], stamped = await api.start(signals)
+                        if key == "up" and run >= 3:
+                            marks.append(stamped)
+                    if worker is not None:
+                        measured["worker"] = await via_worker(signals, worker)
+                    if run >= 3:  # the first three warm the page cache and the code paths
+                        for key, elapsed in measured.items():
+                            times[key].append(elapsed)
+            except SystemExit:
+                if up is not None:  # what the cluster said, before its data dir goes
+                    for name in ("ams-1", "broker"):
+                        text = (up.data_dir / "logs" / f"{name}.log").read_text()
+                        print(f"-- the end of {name}.log:", *text.splitlines()[-15:], sep="\n")
+                raise
+            loads.append(load())
+            if up is not None:
+                cpu = {k: (cpu[k] + cpu_seconds(p)) / runs
+                       for k, p in component_pids(up.data_dir).items()}
+                log = (up.data_dir / "logs" / "ams-1.log").read_text()
+                parked = f"{log.count('from a parked launcher')} of {3 + runs}"
         finally:
-            await session.close()
-            await worker.aclose()
-            if broker_process is not None:
-                broker_process.send_signal(signal.SIGTERM)
+            for spy in spies:
+                spy.send_signal(signal.SIGINT)
+                await spy.wait()
+            for api in apis.values():
+                await api.session.close()
+            if worker is not None:
+                await worker.aclose()
+            for process in reversed(rig):
+                process.send_signal(signal.SIGTERM)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(broker_process.wait(), 30)
-            worker_process.terminate()
-            await worker_process.wait()
-            await sweep_data_dir(tmp / "w")  # the worker keeps its machines' networks
+                    await asyncio.wait_for(process.wait(), 30)
+            if up is not None:
+                await up.stop()
+                await sweep_data_dir(tmp / "cluster")
+            if rig:
+                await sweep_data_dir(tmp / "w")  # the worker keeps its machines' networks
+    report(times, marks, runs, loads, cpu, parked)
+
+
+def report(times: dict[str, list[float]], marks: list[Marks], runs: int,
+           loads: list[str], cpu: dict[str, float], parked: str) -> None:
     bare = statistics.median(times["bare"])
     mode = "netns + cgroups + unprivileged user" if os.geteuid() == 0 else "host network"
-    print(f"machine start ({mode}), shared-cpu-1x, {runs} runs each, "
-          "median until the program's first statement runs:")
-    print(f"  {'bare asyncio spawn':<26} {bare * 1000:7.1f} ms  "
+    print(f"machine start ({mode}), shared-cpu-1x, {runs} runs each, median until the "
+          f"program's first statement runs; load average {loads[0]} before, "
+          f"{loads[-1]} after:")
+    print(f"  {'bare asyncio spawn':<30} {bare * 1000:7.1f} ms  "
           f"p90 {statistics.quantiles(times['bare'], n=10)[-1] * 1000:6.1f} ms")
-    print(line("through the broker (API)", times["broker"], bare))
-    print(line("worker alone", times["worker"], bare))
+    for key, label in (("up", "bodega up, public API"), ("broker", "rig: broker, static view"),
+                       ("worker", "rig: worker alone")):
+        if times[key]:
+            print(line(label, times[key], bare))
+    if marks:
+        print("  bodega up, where the time goes (medians; broker's and worker's timestamps):")
+        for label, seconds in breakdown(marks):
+            print(f"    {label:<48} {seconds * 1000:6.1f} ms")
+    if parked:
+        print(f"  bodega up: {parked} starts from a parked launcher")
+    if cpu:
+        print("  bodega up, CPU per create+start+destroy (with the bench's reads): " + ", ".join(
+            f"{role} {seconds * 1000:.1f} ms" for role, seconds in sorted(cpu.items())))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30)
-    asyncio.run(main(parser.parse_args().runs))
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--only", choices=("up", "rig"), help="one side only (and the baseline)")
+    parser.add_argument("--profile", type=Path, help="py-spy the up cluster's broker and worker "
+                        "into DIR (raw collapsed stacks)")
+    args = parser.parse_args()
+    asyncio.run(main(args.runs, args.only, args.profile))

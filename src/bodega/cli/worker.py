@@ -46,7 +46,7 @@ def worker(
     listen: Annotated[str, typer.Option(help="host:port of the internal API")] = "127.0.0.1:0",
     advertise: Annotated[str | None, typer.Option(help="Address others use to reach it")] = None,
     driver: Annotated[str, typer.Option(
-        help="auto (process, plus oci when root with runc), process, oci, null or fake")]
+        help="auto (process, plus oci when root with runc or crun), process, oci, null or fake")]
     = "auto",
     image_registry: Annotated[str | None, typer.Option(
         help="Registry host:port for image references that name none")] = None,
@@ -56,6 +56,9 @@ def worker(
         envvar="BODEGA_REGISTRY_PASSWORD", help="Registry password", show_default=False)]
     = None,
     image_cache_gb: Annotated[float, typer.Option(help="Image cache budget, GB")] = 10.0,
+    oci_runtime: Annotated[str, typer.Option(
+        help="OCI runtime for image machines: auto (crun if installed, else runc), runc or crun")]
+    = "auto",
     cpus: Annotated[int | None, typer.Option(help="CPUs to offer (default: all)")] = None,
     memory_mb: Annotated[int | None, typer.Option(help="Memory to offer (default: all)")] = None,
     disk_gb: Annotated[int | None, typer.Option(help="Disk for volumes (default: free)")] = None,
@@ -144,6 +147,7 @@ def worker(
         gossip_host=gossip_host, gossip_port=gossip_port, join=seeds, gossip_keyring=keys,
         image_registry=image_registry, registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
+        oci_runtime=oci_runtime,
         jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,
                          keep_per_app=jobs_kept, probe_ratio=probe_ratio),
     )

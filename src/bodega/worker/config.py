@@ -70,7 +70,7 @@ class WorkerConfig:
     image_registry: str | None = None
     registry_username: str | None = None
     registry_password: str | None = None
-    oci_runtime: str = "runc"
+    oci_runtime: str = "auto"  # crun if installed, else runc (drivers/oci/runtimes.py)
     image_cache_gb: float = 10.0
     jobs: JobSettings = field(default_factory=JobSettings)
 

@@ -60,7 +60,7 @@ from bodega.worker.publish import Publisher
 from bodega.worker.store import queries
 from bodega.worker.store.database import Store
 from bodega.worker.store.ledger import Ledger
-from bodega.worker.upkeep import housekeeping, wire_ahead
+from bodega.worker.upkeep import housekeeping, wanted, wire_ahead
 
 log = logging.getLogger("bodega.worker")
 
@@ -174,7 +174,8 @@ class Worker:
                 images=images.held if (images := self.driver.capabilities.images) else None,
                 subnet=subnet,
                 machine_extra=self.private.published if self.private else None,
-                worker_extra=self.private.advertised if self.private else None)
+                worker_extra=self.private.advertised if self.private else None,
+                after_drives=self.machines.lifecycle.after_drives)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
             if subnet is not None:  # machines on other hosts reach this one's, and back
@@ -187,7 +188,8 @@ class Worker:
         self._tasks.append(asyncio.create_task(HealthChecks(
             self.store, self.machines, self.metrics, self.service_host).run()))
         self._tasks.append(asyncio.create_task(wire_ahead(
-            self.store, self.network, self.machines, self.driver)))
+            self.network, wanted(self.network, self.store), self.machines.lifecycle,
+            self.driver)))
         logs = self.driver.capabilities.logs
         if logs is not None:
             self._tasks.append(asyncio.create_task(logs.run(self.config.machines_dir)))

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from bodega.model.machine import rfc3339
@@ -58,7 +58,8 @@ class Publisher:
                  images: Callable[[], list[str]] | None = None,
                  subnet: str | None = None,
                  machine_extra: Callable[[MachineRow], Mapping[str, object]] | None = None,
-                 worker_extra: Callable[[], Mapping[str, object]] | None = None) -> None:
+                 worker_extra: Callable[[], Mapping[str, object]] | None = None,
+                 after_drives: Callable[[float], Awaitable[None]] | None = None) -> None:
         self.node = node
         self.subnet = subnet  # its machines' /24, when other hosts may route to it
         self.name = name
@@ -74,6 +75,9 @@ class Publisher:
         # What the private network adds: a machine's private address, the host's overlay.
         self.machine_extra = machine_extra
         self.worker_extra = worker_extra
+        # Waits (at most the given seconds) for the operations under way to end: a tick
+        # then publishes a start once, started, not in the middle of it.
+        self.after_drives = after_drives
         self._seq = 0
         self._capacity: dict[str, Any] | None = None
         self._next_refresh = self._next_expiry = 0.0
@@ -129,6 +133,8 @@ class Publisher:
     async def run(self) -> None:
         while True:
             await asyncio.sleep(self.interval)
+            if self.after_drives is not None:
+                await self.after_drives(self.interval)
             try:
                 self.tick(time.monotonic())
             except Exception:  # the next tick retries from the same log position

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -11,8 +12,9 @@ import httpx
 import pytest
 
 from bodega.worker.drivers.base import TaskSpec
-from bodega.worker.drivers.oci import OciDriver
+from bodega.worker.drivers.oci import OciDriver, runtimes
 from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.host.image_drivers import unified_controllers
 from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient
 from bodega.worker.images.store import ImageStore
@@ -23,13 +25,18 @@ from .test_image_machines import fetch
 pytestmark = needs_image_tools
 
 
-async def test_suspend_freezes_and_resume_thaws_keeping_the_process(tmp_path: Path) -> None:
+@pytest.mark.parametrize("runtime", ["runc", "crun"])
+async def test_suspend_freezes_and_resume_thaws_keeping_the_process(tmp_path: Path,
+                                                                    runtime: str) -> None:
+    if shutil.which(runtime) is None:
+        pytest.skip(f"{runtime} is not installed on this host")
     async with registry(tmp_path) as host:
         image = build_image(tmp_path, host, "test/frozen:v1")
         scope = f"test-{uuid.uuid4().hex[:8]}"
         cgroups = Cgroups.detect(scope)
         driver = OciDriver(cgroups, Puller(ImageStore(tmp_path / "images"), RegistryClient()),
-                           tmp_path / "machines", tmp_path / "runc")
+                           tmp_path / "machines", tmp_path / "runc", runtime=runtime,
+                           runtime_command=runtimes.command(runtime, unified_controllers()))
         assert driver.capabilities.suspend is not None
         port = free_port()
         mid = uuid.uuid4().hex[:14]

@@ -27,6 +27,7 @@ from bodega.worker.core.fsm import FSMS
 from bodega.worker.drivers.process.parking import PARK_NAME
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import run
+from bodega.worker.host.survey import MARKER_DIR
 from tests.leftovers_kit import names_of
 
 from .crash_kit import crash_worker, environ_of, machine_config, program_pids, until
@@ -150,7 +151,11 @@ async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str
         if Path(f"/run/netns/{namespace}").exists():
             # It may be wired afresh for the next machine, with a launcher parked in it
             # (the worker does that as soon as the address is free); nothing else may be.
-            pids = (await run("ip", "netns", "pids", namespace)).split()
+            # While it is being wired, the ip that sets up its inside runs in it: the
+            # namespace is looked at once wired whole (its marker), or gone.
+            await until(lambda: (MARKER_DIR / namespace).exists()
+                        or not Path(f"/run/netns/{namespace}").exists())
+            pids = (await run("ip", "netns", "pids", namespace, check=False)).split()
             assert [p for p in pids if (line := _cmdline(int(p))) and PARK_NAME not in line] == []
         assert not (data_dir / "machines" / mid).exists()
     log = await client.request("GET", "/v1/log", params={"resource": mid, "limit": 500})

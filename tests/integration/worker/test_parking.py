@@ -94,10 +94,13 @@ async def test_a_start_from_a_parked_launcher_is_a_plain_start(
     launcher = await _launchers(tmp_path / "park" / netns)
     assert len(launcher) == 1
     await _until(lambda: _reading_fifo(launcher[0]))
+    await _until(lambda: parking(driver).waiting(netns))  # in its cgroups: creates prefer it
+    assert not parking(driver).waiting(network.netns(6))  # none parked there
 
     mid = uuid.uuid4().hex[:14]
     s = spec(tmp_path, netns, mid)
     handle = await driver.start(s)
+    assert not parking(driver).waiting(netns)  # taken
     assert handle.pid == launcher[0]  # the launcher itself became the machine's wrapper
     log = s.machine_dir / "logs" / "machine.log"
     await _until(lambda: log.exists() and "argv" in log.read_text())
@@ -106,6 +109,9 @@ async def test_a_start_from_a_parked_launcher_is_a_plain_start(
     assert report == {"argv": NASTY, "env": "a'b\"c $d", "uid": 65534, "cwd": str(HOME_MOUNT)}
     (program,) = [p for p in cgroups.pids(mid) if p != handle.pid]
     assert os.stat(f"/proc/{program}/ns/net").st_ino == os.stat(f"/run/netns/{netns}").st_ino
+    # Its directory is bound at HOME_MOUNT in a mount namespace of its own, never the host's.
+    assert os.stat(f"/proc/{program}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino
+    assert f" {HOME_MOUNT} " not in Path("/proc/self/mountinfo").read_text()
     assert not any(d.exists() for d in cgroups.dirs(park_slot(netns)))  # renamed to mid's
     files = RunFiles.for_run(s.machine_dir, s.instance_id, s.start_seq)
     assert str(files.pidfile) in Path(f"/proc/{handle.pid}/cmdline").read_text()

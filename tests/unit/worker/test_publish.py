@@ -6,6 +6,8 @@ needed to see what the worker publishes.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -184,3 +186,30 @@ async def test_a_worker_with_an_image_cache_says_what_it_holds_and_the_disk_it_t
     doc = node.get("workers", "w1")
     assert doc is not None
     assert "image_disk_gb" not in doc
+
+
+async def test_a_tick_waits_for_the_operations_being_driven(worker: W,
+                                                            node: RegistryNode) -> None:
+    w, _ = worker
+    ended = asyncio.Event()
+
+    async def after_drives(_timeout: float) -> None:
+        await ended.wait()  # a start being driven, until it ends
+
+    pub = Publisher(node, name="w1", region="ams", url="http://w1", driver="fake",
+                    store=w.store, ledger=w.ledger, service_host=w.service_host,
+                    destroyed_ttl=TTL, interval=0.001, after_drives=after_drives)
+    mid = await create(w)
+    running = asyncio.create_task(pub.run())
+    try:
+        for _ in range(20):
+            await asyncio.sleep(0.002)
+        assert node.get("machines", mid) is None  # not in the middle of the start
+        ended.set()
+        async with asyncio.timeout(5):
+            while node.get("machines", mid) is None:
+                await asyncio.sleep(0.001)
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running

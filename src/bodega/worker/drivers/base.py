@@ -136,6 +136,9 @@ class LauncherParking(Protocol):
     def release(self, netns: str) -> None:
         """End the launcher waiting in ``netns``, if any (its namespace is going)."""
 
+    def waiting(self, netns: str) -> bool:
+        """A launcher in ``netns`` is ready for a start (it has joined its cgroups)."""
+
     def close(self) -> None:
         """End every parked launcher (the worker is exiting)."""
 

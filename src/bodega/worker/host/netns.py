@@ -170,13 +170,16 @@ class NetnsNetwork:
         name, veth, ip = self.netns(index), self.veth(index), self.address(index)
         if self._namespace_exists(index) or self._veth_exists(index):
             await self._unwire(index)  # half wired by an earlier attempt
-        await run("ip", "netns", "add", name)
-        host_side = (f"link add {veth} type veth peer name eth0 address {self.mac(index)} "
+        # Two ip processes, not one per command: each spawn of a process costs the worker
+        # milliseconds of its event loop. The host side's batch makes the namespace too
+        # (ip returns to its own namespace after ``netns add``); the machine side's runs
+        # inside it (a batch line cannot name a namespace of its own).
+        host_side = (f"netns add {name}\n"
+                     f"link add {veth} type veth peer name eth0 address {self.mac(index)} "
                      f"netns {name}\n"
                      f"link set {veth} master {self.bridge} up\n")
         machine_side = (f"addr add {ip}/24 dev eth0\nlink set eth0 up\nlink set lo up\n"
                         f"route add default via {self.gateway}\n")
-        # One ip process per side keeps wiring to a few milliseconds.
         await run("ip", "-batch", "-", stdin=host_side.encode())
         await run("ip", "-n", name, "-batch", "-", stdin=machine_side.encode())
         self._mark(index, True)
@@ -190,8 +193,14 @@ class NetnsNetwork:
 
     async def _unwire(self, index: int) -> None:
         self._mark(index, False)
+        # Deleting the namespace destroys its veth end, and with it the host end; the host
+        # end is deleted first all the same, so it is gone the moment this returns. One ip
+        # process for both (``-force``: the second runs even if the first finds nothing).
+        commands = []
         if self._veth_exists(index):
-            await run("ip", "link", "del", self.veth(index), check=False)
+            commands.append(f"link del {self.veth(index)}\n")
         if self._namespace_exists(index):
-            # Deleting the namespace destroys its veth end, and with it the host end.
-            await run("ip", "netns", "del", self.netns(index), check=False)
+            commands.append(f"netns del {self.netns(index)}\n")
+        if commands:
+            await run("ip", "-force", "-batch", "-", stdin="".join(commands).encode(),
+                      check=False)

@@ -26,10 +26,10 @@ the middle) deletes its pieces and builds them again.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Protocol
 
+from bodega.runtime.commands import run_command
 from bodega.worker.host.names import Subnet
 
 # Namespaces kept wired for the next creates, so a create rarely waits for `ip`.
@@ -87,14 +87,11 @@ class Network(Protocol):
 
 
 async def run(*argv: str, stdin: bytes | None = None, check: bool = True) -> str:
-    process = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await process.communicate(stdin)
-    if check and process.returncode != 0:
-        raise NetworkError(f"{' '.join(argv[:4])} failed: {err.decode().strip()}")
-    return out.decode()
+    """Run an ``ip`` command (without holding the event loop while it forks)."""
+    done = await run_command(*argv, stdin=stdin)
+    if check and done.returncode != 0:
+        raise NetworkError(f"{' '.join(argv[:4])} failed: {done.stderr.decode().strip()}")
+    return done.stdout.decode()
 
 
 class HostNetwork:

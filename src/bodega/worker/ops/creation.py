@@ -47,17 +47,19 @@ class Recorded:
     nonce: str | None = None
 
 
-def free_address(conn: sqlite3.Connection, network: Network,
-                 ip_range: tuple[int, int]) -> int | None:
-    """The lowest free address whose namespace is already wired, else the lowest free."""
+def free_address(conn: sqlite3.Connection, network: Network, ip_range: tuple[int, int],
+                 launcher_waiting: Callable[[int], bool] = lambda _index: False) -> int | None:
+    """Of the lowest free addresses: the first with a launcher waiting in its namespace (a
+    start there only execs), else the first whose namespace is wired, else the lowest."""
     free = queries.free_ip_indexes(conn, *ip_range, WIRE_AHEAD + 1)
-    return next((i for i in free if network.ready(i)), free[0] if free else None)
+    return next((i for i in free if launcher_waiting(i)),
+                next((i for i in free if network.ready(i)), free[0] if free else None))
 
 
 def record_machine(
     conn: sqlite3.Connection, req: CreateRequest, machine_id: str, name: str, *,
     ledger: Ledger, network: Network, ip_range: tuple[int, int], clock: Callable[[], float],
-    outcome: Recorded,
+    outcome: Recorded, launcher_waiting: Callable[[int], bool] = lambda _index: False,
 ) -> Decision:
     """Record the machine (or find the one an earlier try made); the core's create decision."""
     rename = req.name is None or req.generated_name
@@ -80,7 +82,7 @@ def record_machine(
         name = new_machine_name()  # a made-up name collided: make up another
     claim_room(conn, ledger, req.reservation_id, ask, machine_id)
     volume_id = attach_volume(conn, req.app, req.config, machine_id, now)
-    ip_index = free_address(conn, network, ip_range)
+    ip_index = free_address(conn, network, ip_range, launcher_waiting)
     if ip_index is None:
         raise CapacityRejected("could not reserve resource for machine: no free addresses",
                                details={"full": True})  # room by the figures, yet full

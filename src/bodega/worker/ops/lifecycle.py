@@ -194,6 +194,17 @@ class Lifecycle:
         if row is not None:
             self.follow(machine_id, decide(row, OperationEnded(fsm)))
 
+    async def after_drives(self, timeout: float) -> None:
+        """Until the operations being driven now have ended, at most ``timeout`` seconds.
+
+        Housekeeping that can wait (wiring spare namespaces, publishing to the registry)
+        waits here, so that it does not spend the worker's event loop and the host's cores
+        in the milliseconds in which a machine is being started: a start reaches its spawn
+        first. Operations begun meanwhile are not waited for, and a long one (a stop's
+        timeout, a restart's backoff) holds nothing up for longer than ``timeout``."""
+        if self.background:
+            await asyncio.wait(set(self.background), timeout=timeout)
+
     def _drive_pending(self, machine_id: str, lock: asyncio.Lock) -> None:
         """Drive the operations a finished one began (in order), then release the lock."""
 

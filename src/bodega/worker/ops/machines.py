@@ -133,10 +133,16 @@ class MachineService:
         # Creates that come together share that commit and its fsync (``GroupCommit``).
         await self.lifecycle.run_grouped(machine_id, lambda conn: record_machine(
             conn, req, machine_id, name, ledger=self.ledger, network=self.effects.network,
-            ip_range=self.ip_range, clock=self.store.clock, outcome=recorded))
+            ip_range=self.ip_range, clock=self.store.clock, outcome=recorded,
+            launcher_waiting=self._launcher_waiting))
         if recorded.earlier is not None:
             return recorded.earlier, None
         return self.get(machine_id), recorded.nonce
+
+    def _launcher_waiting(self, index: int) -> bool:
+        parking = self.driver.capabilities.parking
+        namespace = self.effects.network.namespace(index)
+        return parking is not None and namespace is not None and parking.waiting(namespace)
 
     # -- start, stop, restart ------------------------------------------------------------
     async def start(self, machine_id: str, nonce: str | None = None) -> Started:

@@ -1,4 +1,4 @@
-"""The oci driver: a machine runs an OCI image with runc, in the process driver's frame."""
+"""The oci driver: a machine runs an OCI image with crun or runc, in the process driver's frame."""
 
 from bodega.worker.drivers.oci.driver import OciDriver
 

@@ -1,6 +1,8 @@
-"""Reaching into a running oci machine: signals and ps as for a process, exec with runc."""
+"""Reaching into a running oci machine: signals and ps as for a process, exec with the runtime."""
 
 from __future__ import annotations
+
+import json
 
 from bodega.worker.drivers.base import ExecResult, TaskSpec
 from bodega.worker.drivers.oci.runc import Runc
@@ -20,5 +22,18 @@ class OciControl(ProcessControl):
         self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
     ) -> ExecResult:
         container = self.runc.container_id(spec.machine_id, spec.start_seq)
-        command = self.runc.argv("exec", container, *argv)
+        # In the program's working directory, as on Fly: runc takes it from the bundle,
+        # crun starts an exec in / unless told.
+        cwd = _working_directory(spec)
+        command = self.runc.argv("exec", *(["--cwd", cwd] if cwd else []), container, *argv)
         return await run_bounded(command, stdin, timeout, codes_over_128_are_signals=True)
+
+
+def _working_directory(spec: TaskSpec) -> str | None:
+    """The machine's program's working directory, as its bundle's ``config.json`` says."""
+    try:
+        config = json.loads((spec.machine_dir / "oci" / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    cwd = config.get("process", {}).get("cwd")
+    return cwd if isinstance(cwd, str) and cwd else None

@@ -57,11 +57,12 @@ class OciDriver:
 
     def __init__(self, cgroups: Cgroups | None, puller: Puller, machines_dir: Path,
                  state_root: Path, runtime: str = "runc", cache_budget_bytes: int = 10 << 30,
-                 log_max_bytes: int = 1 << 20) -> None:
+                 log_max_bytes: int = 1 << 20,
+                 runtime_command: tuple[str, ...] | None = None) -> None:
         self.cgroups = cgroups
         self.puller = puller
         self.machines_dir = machines_dir
-        self.runc = Runc(runtime, state_root)
+        self.runc = Runc(runtime, state_root, runtime_command)
         self.runs = Runs(self.name, cgroups)
         self.cache_budget_bytes = cache_budget_bytes
         self.janitor = LogJanitor(log_max_bytes)
@@ -200,7 +201,8 @@ class OciDriver:
             raise DriverError(f"could not start the machine: {exc}") from exc
         finally:
             os.close(fd)
-        log.info("%s: started pid %d (runc, image %s)", spec.machine_id, popen.pid, spec.image)
+        log.info("%s: started pid %d (%s, image %s)", spec.machine_id, popen.pid,
+                 self.runc.runtime, spec.image)
         return self.runs.spawned(spec, files, popen, oom_base)
 
     # -- runs -------------------------------------------------------------------------

@@ -8,24 +8,28 @@ worker never blocks the next.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
 from pathlib import Path
 
+from bodega.runtime.commands import run_command
 from bodega.worker.drivers.base import DriverError
 
 log = logging.getLogger("bodega.worker.oci")
 
 
 class Runc:
-    def __init__(self, runtime: str, state_root: Path) -> None:
+    """runc, or crun (``runtimes.py``): ``command`` is the argv that runs it."""
+
+    def __init__(self, runtime: str, state_root: Path,
+                 command: tuple[str, ...] | None = None) -> None:
         self.runtime = runtime
         self.state_root = state_root
+        self.command = command or (runtime,)
 
     def argv(self, *args: str) -> list[str]:
-        return [self.runtime, "--root", str(self.state_root), *args]
+        return [*self.command, "--root", str(self.state_root), *args]
 
     @staticmethod
     def container_id(machine_id: str, start_seq: int) -> str:
@@ -41,19 +45,16 @@ class Runc:
         """Run the runtime; with ``check`` a failure is a ``DriverError`` with its message."""
         argv = self.argv(*args)
         started = time.monotonic()
-        process = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-        _, err = await process.communicate()
-        if check and process.returncode != 0:
-            raise DriverError(f"{argv[0]} {argv[1]}: {err.decode(errors='replace').strip()}")
+        done = await run_command(*argv, stdout=False)  # the loop not held while it forks
+        if check and done.returncode != 0:
+            raise DriverError(f"{self.runtime} {args[0] if args else ''}: "
+                              f"{done.stderr.decode(errors='replace').strip()}")
         log.debug("%s took %.3fs", " ".join(argv[:3]), time.monotonic() - started)
 
     async def status(self, container: str) -> str:
         """The container's status as the runtime reports it (running, paused, stopped, ...)."""
-        process = await asyncio.create_subprocess_exec(
-            *self.argv("state", container),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await process.communicate()
-        if process.returncode != 0:
-            raise DriverError(f"runc state: {err.decode(errors='replace').strip()}")
-        return str(json.loads(out).get("status", ""))
+        done = await run_command(*self.argv("state", container))
+        if done.returncode != 0:
+            error = done.stderr.decode(errors="replace").strip()
+            raise DriverError(f"{self.runtime} state: {error}")
+        return str(json.loads(done.stdout).get("status", ""))

@@ -46,10 +46,18 @@ from bodega.worker.drivers.process.procfs import pids_with_argument
 log = logging.getLogger("bodega.worker.parking")
 
 PARK_NAME = "bodega-park"
+# The launcher waits in a mount namespace of its own, so the start does not make one (a
+# new mount namespace costs milliseconds). A slave of the host's: mounts and unmounts
+# made on the host meanwhile (a network namespace's removal among them) still reach it,
+# and the machine's own (its directory at HOME_MOUNT, its volumes) never reach the host.
+PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "slave", "--")
 # $1: the launcher's directory (its FIFO lives there), $2: cgroup.procs files to join.
+# Once in its cgroups it says so (``ready``, made by the shell itself, no process spawned):
+# creates prefer an address whose launcher is that far (``waiting``).
 PARK = r"""set -f
 dir=$1 cgs=$2
 for cg in $cgs; do echo $$ > "$cg" || exit 1; done
+: > "$dir/ready"
 read run < "$dir/go" || exit 1
 exec /bin/sh "$run"
 """
@@ -83,6 +91,7 @@ class Parking:
             self._discard(current)  # dead, or left in a namespace that was rebuilt
         directory = self.root / netns
         directory.mkdir(parents=True, exist_ok=True)
+        (directory / "ready").unlink(missing_ok=True)
         fifo = directory / "go"
         if not fifo.exists():
             os.mkfifo(fifo, 0o600)
@@ -91,14 +100,22 @@ class Parking:
         procs = " ".join(str(p) for p in self.cgroups.procs_files(slot))
         try:
             popen = subprocess.Popen(
-                ["nsenter", f"--net=/run/netns/{netns}", "--", SHELL, "-c", PARK, PARK_NAME,
-                 str(directory), procs],
+                ["nsenter", f"--net=/run/netns/{netns}", "--", *PRIVATE_MOUNTS, SHELL, "-c",
+                 PARK, PARK_NAME, str(directory), procs],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 cwd="/", start_new_session=True, close_fds=True, env={"PATH": os.defpath})
         except OSError as exc:
             log.warning("could not park a launcher in %s: %s", netns, exc)
             return
         self._parked[netns] = Parked(netns, directory, popen, _inode(Path("/run/netns") / netns))
+
+    def waiting(self, netns: str) -> bool:
+        """A launcher is parked in ``netns`` and already in its cgroups: a start there now
+        only has to exec (it may still be a moment from reading its FIFO: ``take`` then
+        starts plainly)."""
+        parked = self._parked.get(netns)
+        return (parked is not None and (parked.directory / "ready").exists()
+                and parked.popen.poll() is None)
 
     def take(self, spec: TaskSpec, files: RunFiles,
              user_memory_kib: int | None) -> subprocess.Popen[bytes] | None:
@@ -108,6 +125,7 @@ class Parking:
         parked = self._parked.pop(spec.netns, None)
         if parked is None:
             return None
+        (parked.directory / "ready").unlink(missing_ok=True)
         if parked.popen.poll() is not None or not self._fresh(parked):
             self._discard(parked)  # it died, or its namespace was rebuilt under it
             return None
@@ -148,6 +166,7 @@ class Parking:
         return here == parked.netns_inode == wired
 
     def _discard(self, parked: Parked) -> None:
+        (parked.directory / "ready").unlink(missing_ok=True)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(parked.pid, signal.SIGKILL)
         parked.popen.wait()
@@ -188,8 +207,6 @@ def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None) -> str:
     mounts = " ".join(f"{m.host_path}={m.guest_path}" for m in spec.mounts) or "-"
     user = f"{spec.user[0]}:{spec.user[1]}" if spec.user else "-"
     home = home_of(spec)
-    unshare = ("unshare --mount --propagation private -- "
-               if spec.mounts or home is not None else "")
     env = " ".join(q(f"{k}={v}") for k, v in spec.env.items())
     argv = " ".join(q(a) for a in spec.argv)
     script = files.pidfile.with_suffix(".run")
@@ -198,7 +215,7 @@ def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None) -> str:
         f"exec >>{q(str(log_path(spec.machine_dir)))} 2>&1\n"
         f"cd {q(str(spec.machine_dir / 'root'))} || {{ echo 125 > {q(str(files.exitfile))}; "
         "exit 125; }\n"
-        f"exec {unshare}env -i {env} {SHELL} -c {q(WRAPPER)} {PROGRAM_NAME} - "
+        f"exec env -i {env} {SHELL} -c {q(WRAPPER)} {PROGRAM_NAME} - "
         f"{q(str(files.pidfile))} {q(str(files.exitfile))} {user} {memory_kib or '-'} "
         f"{q(mounts)} {q(str(home)) if home is not None else '-'} {argv}\n"
     )

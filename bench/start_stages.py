@@ -1,0 +1,92 @@
+"""Where a create+start's time goes, from the broker's and the worker's own timestamps.
+
+Every clock here is the host's wall clock (one host): the client's own at the call, at
+the answer and when the program's byte arrives; the broker's placement record (when it
+began placing, ``at``); the worker's record of the machine (``created_at``, the instant
+its create transaction read the clock) and its events (``launch created``: the create
+operation ended, its steps done; ``start started``: the spawn's step committed), each
+stamped by the worker as it committed them (milliseconds). Also the CPU the broker and
+the worker spend, and py-spy on both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+# Each stage: its label, and the two marks it lies between.
+STAGES = (
+    ("broker: request, auth, decode", "call", "placing"),
+    ("broker ranks, calls the worker; worker decodes", "placing", "recorded"),
+    ("worker commits the create, both answer", "recorded", "answered"),
+    ("create's steps (attach_network, prepare)", "recorded", "created"),
+    ("start's steps (starting, spawn)", "created", "started"),
+    ("program's first statement, after started", "started", "runs"),
+)
+
+
+def instant(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+@dataclass(frozen=True)
+class Marks:
+    """One run's instants (epoch seconds)."""
+
+    call: float
+    placing: float
+    recorded: float
+    answered: float
+    created: float
+    started: float
+    runs: float
+
+    @classmethod
+    def of(cls, call: float, answered: float, runs: float, machine: dict[str, Any],
+           placement: dict[str, Any]) -> Marks:
+        events = {(e["type"], e["status"]): e["timestamp"] / 1000
+                  for e in machine.get("events", [])}
+        return cls(call=call, placing=instant(placement["at"]),
+                   recorded=instant(machine["created_at"]), answered=answered,
+                   created=events.get(("launch", "created"), float("nan")),
+                   started=events.get(("start", "started"), float("nan")), runs=runs)
+
+
+def breakdown(marks: list[Marks]) -> list[tuple[str, float]]:
+    """Each stage's median (seconds) over the runs, in order."""
+    return [(label, statistics.median(getattr(m, end) - getattr(m, begin) for m in marks))
+            for label, begin, end in STAGES]
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU the process and its reaped children (its ip processes, ...) have used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def component_pids(cluster: Path) -> dict[str, int]:
+    parts = json.loads((cluster / "cluster.json").read_text())["components"]
+    return {p["role"]: p["pid"] for p in parts if p["role"] in ("broker", "worker")}
+
+
+async def profiled(cluster: Path, out: Path) -> list[asyncio.subprocess.Process]:
+    """py-spy on the cluster's broker and worker until stopped (SIGINT writes the profile)."""
+    out.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, before the runs)
+    spies = []
+    for part in json.loads((cluster / "cluster.json").read_text())["components"]:
+        if part["role"] in ("broker", "worker"):
+            spies.append(await asyncio.create_subprocess_exec(
+                shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy",
+                "record", "--pid", str(part["pid"]), "--rate", "500",
+                "--format", "raw", "--output", str(out / f"{part['role']}.txt"),
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL))
+    await asyncio.sleep(1)  # attached before the first timed run
+    return spies

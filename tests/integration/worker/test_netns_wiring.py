@@ -1,0 +1,76 @@
+"""Wiring a machine's namespace: complete, from few processes, and undone in one."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bodega.runtime import cluster_id
+from bodega.worker.host import netns as netns_module
+from bodega.worker.host.names import HostNames
+from bodega.worker.host.netns import NetnsNetwork
+from bodega.worker.host.network import run as run_ip
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+
+@pytest.fixture
+async def network() -> AsyncIterator[NetnsNetwork]:
+    subnet = f"10.{232 + os.getpid() % 16}.{100 + os.getpid() % 50}.0/24"
+    wired = NetnsNetwork(ipaddress.ip_network(subnet), HostNames(cluster_id.new()))
+    await wired.setup()
+    try:
+        yield wired
+    finally:
+        await wired.teardown()
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """Every ip command the network runs from now on, as it runs them."""
+    calls: list[tuple[str, ...]] = []
+
+    async def counted(*argv: str, stdin: bytes | None = None, check: bool = True) -> str:
+        calls.append(argv)
+        return await run_ip(*argv, stdin=stdin, check=check)
+
+    monkeypatch.setattr(netns_module, "run", counted)
+    return calls
+
+
+def inside(network: NetnsNetwork, index: int, *argv: str) -> str:
+    return subprocess.run(["ip", "-n", network.netns(index), *argv], check=True,
+                          capture_output=True, text=True).stdout
+
+
+async def test_a_namespace_is_wired_by_two_processes_and_unwired_by_one(
+        network: NetnsNetwork, spawned: list[tuple[str, ...]]) -> None:
+    await network.prewarm([7])
+    assert len(spawned) == 2, spawned
+    assert network.ready(7)
+    assert f"inet {network.address(7)}/24" in inside(network, 7, "-4", "addr", "show", "eth0")
+    assert f"default via {network.gateway}" in inside(network, 7, "route")
+    assert "UP" in inside(network, 7, "link", "show", "lo")
+    master = Path(f"/sys/class/net/{network.veth(7)}/master").resolve().name
+    assert master == network.bridge
+
+    spawned.clear()
+    await network.detach("m", 7)
+    assert len(spawned) == 1, spawned
+    assert not network.ready(7)
+    assert not Path(f"/run/netns/{network.netns(7)}").exists()
+    assert not Path(f"/sys/class/net/{network.veth(7)}").exists()
+
+
+async def test_a_half_wired_namespace_is_rebuilt_whole(network: NetnsNetwork) -> None:
+    # A crash between the namespace and its veth: the namespace alone is left.
+    subprocess.run(["ip", "netns", "add", network.netns(9)], check=True)
+    assert not network.ready(9)
+    await network.attach("m", 9)
+    assert network.ready(9)
+    assert f"inet {network.address(9)}/24" in inside(network, 9, "-4", "addr", "show", "eth0")
