@@ -70,10 +70,14 @@ async def test_two_machines_share_a_port_and_a_reused_address_answers(tmp_path: 
 
         await client.destroy(first.id, force=True)
         await client.wait(first.id, "destroyed", timeout=30)
-        # The freed address gets a fresh namespace, wired ahead of the next create.
+        # The freed address gets a fresh namespace, wired ahead of the next create, with a
+        # launcher parked in it. A create prefers an address whose launcher is already in
+        # its cgroups (``ready`` beside its FIFO), as the spares' are: wait until this one's
+        # is too, or a loaded host hands the next create a spare instead.
         network = worker.network()
         index = int(first.private_ip.rsplit(".", 1)[1])
-        await until(lambda: network.ready(index))
+        launcher = worker.tmp / worker.name / "park" / network.netns(index) / "ready"
+        await until(lambda: network.ready(index) and launcher.exists())
         third = await started(client)
         assert third.private_ip == first.private_ip, "the lowest ready address is reused"
         assert third.service_host is not None
