@@ -15,13 +15,14 @@ from bodega.worker.host import netns as netns_module
 from bodega.worker.host.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import run as run_ip
+from tests.cidr_kit import held_octet
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
 
 @pytest.fixture
 async def network() -> AsyncIterator[NetnsNetwork]:
-    subnet = f"10.{232 + os.getpid() % 16}.{100 + os.getpid() % 50}.0/24"
+    subnet = f"10.{held_octet('netns-wiring', 232, 248)}.{100 + os.getpid() % 50}.0/24"
     wired = NetnsNetwork(ipaddress.ip_network(subnet), HostNames(cluster_id.new()))
     await wired.setup()
     try:
