@@ -1,8 +1,13 @@
-"""Running the host commands the private network needs (``ip``, ``nft``, ``wg``)."""
+"""Running the host commands the private network needs (``ip``, ``nft``, ``wg``).
+
+Through ``runtime/commands.py``, as the worker's own ``ip`` and runtime commands: a
+machine's start runs one of these (its private address, in its namespace), and the
+loop's own ``fork`` would hold every request the worker serves meanwhile.
+"""
 
 from __future__ import annotations
 
-import asyncio
+from bodega.runtime.commands import run_command
 
 
 class CommandFailed(Exception):
@@ -10,10 +15,7 @@ class CommandFailed(Exception):
 
 
 async def run(*argv: str, stdin: bytes | None = None, check: bool = True) -> str:
-    process = await asyncio.create_subprocess_exec(
-        *argv, stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await process.communicate(stdin)
-    if check and process.returncode != 0:
-        raise CommandFailed(f"{' '.join(argv[:5])} failed: {err.decode().strip()}")
-    return out.decode()
+    done = await run_command(*argv, stdin=stdin)
+    if check and done.returncode != 0:
+        raise CommandFailed(f"{' '.join(argv[:5])} failed: {done.stderr.decode().strip()}")
+    return done.stdout.decode()
