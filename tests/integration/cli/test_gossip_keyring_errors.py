@@ -62,7 +62,7 @@ def test_bodega_up_names_a_damaged_keyring_file(tmp_path: Path) -> None:
     (data / "gossip-keyring").write_text("not json")
     done = bodega("up", "--data-dir", str(data), "--regions", "ams", "--driver", "null",
                   "--api-port", str(free_port()), "--proxy-port", str(free_port()),
-                  "--registry-port", "0")
+                  "--proxy-tls-port", "0", "--registry-port", "0")
     line = one_error(done)
     assert str(data / "gossip-keyring") in line
     assert (data / "gossip-keyring").read_text() == "not json"  # nothing overwritten
