@@ -5,10 +5,13 @@ time, and a property must not fail because a busy host ran one example slowly.
 
 Every `bodega up` keeps its cluster as a CLI context, and the CLI reads the current
 one: each test gets a contexts file of its own (``BODEGA_CONFIG``, inherited by the
-processes it starts), never the user's ``~/.config/bodega/config.toml``.
+processes it starts), never the user's ``~/.config/bodega/config.toml``. Clusters a
+module shares start before any one test's file is set: they write to one file per test
+process (``session_contexts``), which is set first.
 """
 
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,14 @@ from hypothesis import settings
 
 settings.register_profile("bodega", deadline=None)
 settings.load_profile("bodega")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_contexts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.getbasetemp() / "contexts" / "session" / "config.toml"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BODEGA_CONFIG", str(path))
+        yield path
 
 
 @pytest.fixture(autouse=True)

@@ -85,7 +85,7 @@ async def jobs_up(tmp: Path, workers: int = 2,
     cidr = machine_cidr(150, 200)
     up = UpProcess(tmp / "cluster", "--regions", "ams", "--workers-per-region", str(workers),
                    "--worker-cpus", "4", "--worker-memory-mb", "4096",
-                   "--api-port", str(api_port), "--proxy-port", str(proxy),
+                   "--api-port", str(api_port), "--proxy-port", str(proxy), "--proxy-tls-port", "0",
                    "--machine-cidr", cidr, "--token", TOKEN, "--registry-port", "0",
                    *(f"--worker-arg={arg}" for arg in worker_args))
     await up.start()

@@ -52,8 +52,8 @@ async def test_a_user_rotates_the_gossip_key_and_the_cluster_keeps_it(tmp_path: 
     api_port = free_port()
     args = ("--regions", "ams", "--workers-per-region", "2", "--worker-cpus", "1",
             "--worker-memory-mb", "512", "--driver", "null", "--api-port", str(api_port),
-            "--proxy-port", str(free_port()), "--gossip-port", str(free_port()),
-            "--registry-port", "0", "--log-level", "warning")
+            "--proxy-port", str(free_port()), "--proxy-tls-port", "0",
+            "--gossip-port", str(free_port()), "--registry-port", "0", "--log-level", "warning")
     up = await UpProcess(data, *args).start()
     try:
         await up.until_line("bodega is up")

@@ -67,7 +67,8 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory,
     api = free_port()
     up = UpProcess(data, "--regions", "ams,syd", "--workers-per-region", "2",
                    "--worker-cpus", "4", "--worker-memory-mb", "4096", "--api-port", str(api),
-                   "--proxy-port", str(free_port()), "--registry-port", "0",
+                   "--proxy-port", str(free_port()), "--proxy-tls-port", "0",
+                   "--registry-port", "0",
                    "--machine-cidr", machine_cidr(240, 248), "--token", TOKEN)
     await up.start()
     try:

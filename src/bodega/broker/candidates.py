@@ -6,7 +6,9 @@ a worker says yes, the broker adds the machine to that worker's row at once
 (``claimed``, from the moment the create is sent until the worker answers):
 the worker's own republished capacity arrives a little later, and without
 this, concurrent creates would all pile onto the same "best" worker and be
-turned away one after another.
+turned away one after another. A destroy through the broker gives the room
+back the same way (``released``), or a create right after it would be
+turned away from a host the view still shows full.
 """
 
 from __future__ import annotations
@@ -88,6 +90,13 @@ class Candidates:
             used = (candidate.used.minus(candidate.totals, ask) if undo
                     else candidate.used.plus(candidate.totals, ask))
             self._tables[candidate.region].put(replace(candidate, used=used))
+
+    def released(self, name: str, ask: Ask) -> None:
+        """A machine of ``ask`` was destroyed on worker ``name``: its room counts as free
+        until the worker's own figures arrive. Counting too little is safe (a full worker
+        says no, with what it has free, and is believed); counting too much would turn
+        creates away from a host with room."""
+        self.claimed(name, ask, undo=True)
 
     def refused(self, name: str, free: dict[str, Any] | None, full: bool = False) -> None:
         """A worker said no; if it said what it has free, believe it over the view.

@@ -21,6 +21,7 @@ from bodega.broker.host_status import GONE_HOSTS, unreachable, with_host_status
 from bodega.broker.machine_create import MachineCreate
 from bodega.broker.placer import Placer
 from bodega.broker.workers import Workers
+from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound, Unavailable
 from bodega.model.ids import MACHINE_ID_RE, MARK_DIGITS, worker_mark
 from bodega.model.machine import Machine
@@ -157,13 +158,19 @@ class Machines:
             # The client is about to learn of a change (or that a state was reached): this
             # broker's lists must show it from the moment the answer leaves, so the machine
             # is read back before answering, not after.
-            await self._refresh(app, machine_id, worker)
+            machine = await self._refresh(app, machine_id, worker)
+            if method == "DELETE" and not action and machine is not None \
+                    and machine.state == "destroyed" and machine.config is not None:
+                # Its room is free now: placements through this broker may use it before
+                # the worker's next row says so (as a create counts its machine at once).
+                self.candidates.released(worker, Ask.for_config(machine.config))
         return answer
 
-    async def _refresh(self, app: str, machine_id: str, worker: str) -> None:
+    async def _refresh(self, app: str, machine_id: str, worker: str) -> Machine | None:
         """Read the machine back after a change, so this broker's lists show it at once."""
         try:
             machine = await self.workers.client(worker).machine(machine_id, app)
         except BodegaError:
-            return  # the change was made; the view's row will show it
+            return None  # the change was made; the view's row will show it
         self.workers.note_machine(machine)
+        return machine

@@ -25,6 +25,7 @@ from bodega.cluster.config import ClusterConfig
 from bodega.cluster.joined import JoinedHost, joined_components
 from bodega.cluster.joining import JoinFailed
 from bodega.cluster.joining import join as join_cluster
+from bodega.cluster.port_claims import PortClaims
 from bodega.cluster.supervisor import LocalCluster, StartFailed
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import until_stopped
@@ -85,6 +86,7 @@ def join(
                          "nftables, WireGuard)")
     host, port = hostinfo.split_host_port(address, JOIN_PORT)
     lock = PidLock.take(data_dir / LOCK, f"bodega join is already running on {data_dir}")
+    claims = PortClaims.here()
     try:
         joined = JoinedHost.read(data_dir)
         if joined is None:
@@ -104,7 +106,7 @@ def join(
                        f"{', '.join(w.name for w in joined.workers)} again (no token needed)")
         joined = _remember(joined, data_dir, private_network, wireguard_port)
         names = [w.name for w in joined.workers]
-        plan = ports.choose_gossip(data_dir, joined.advertise, names, None)
+        plan = ports.choose_gossip(data_dir, joined.advertise, names, None, claims)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
                  *(("--memory-mb", str(memory_mb)) if memory_mb else ()))
         components = joined_components(joined, data_dir, plan.ports, driver=driver,
@@ -117,6 +119,7 @@ def join(
     except (StartFailed, JoinFailed) as err:
         fail(str(err))
     finally:
+        claims.release()
         lock.release()
 
 

@@ -22,6 +22,7 @@ from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_ca, ensure_join_token
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.edge_files import CA_CRT, ensure_certs_key, ensure_edge
+from bodega.cluster.port_claims import PortClaims
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
 from bodega.model.duration import parse_duration
 from bodega.registry.membership import keyfile
@@ -131,6 +132,7 @@ def up(
     # `bodega up` on this data dir first (it would also find the ports taken), then ports.
     lock = PidLock.take(data_dir / cleanup.UP_LOCK, f"bodega up is already running on {data_dir}")
     claim = machine_range.RangeClaim()
+    claims = PortClaims.here()  # the internal ports it picks, which another cluster skips
     try:
         ports.check_listeners(config.host, {"--api-port": api_port, "--proxy-port": proxy_port,
                                             **({"--join-port": join_port} if advertise else {}),
@@ -144,14 +146,14 @@ def up(
             claim = machine_range.claim(machine_cidr, subnets, data_dir, config.cluster_id)
         try:
             plan = ports.choose_gossip(data_dir, config.host, config.component_names(),
-                                       gossip_port)
+                                       gossip_port, claims)
         except BindError as err:
             raise ValueError(f"{err}; move it with --gossip-port") from None
         for name, (old, new) in plan.moved.items():
             typer.echo(f"{name}: gossip port {old} is taken now; it gossips on {new} instead "
                        f"(remembered in {data_dir / ports.PORTS_FILE})", err=True)
         if registry_wanted:
-            registry = ports.choose_registry(data_dir, config.host, registry_port)
+            registry = ports.choose_registry(data_dir, config.host, registry_port, claims)
             if registry.moved_from is not None:
                 typer.echo(f"registry: port {registry.moved_from} is taken now; it serves on "
                            f"{registry.port} instead (remembered in "
@@ -176,6 +178,7 @@ def up(
     except StartFailed as err:
         fail(str(err))
     finally:
+        claims.release()
         claim.release()
         lock.release()
 

@@ -20,7 +20,6 @@ range that changed under them would surprise more than a refusal does.
 
 from __future__ import annotations
 
-import fcntl
 import ipaddress
 import json
 import os
@@ -28,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.runtime.pid_lock import flock_holder
+from bodega.runtime.pid_lock import flock_holder, try_flock
 
 LOCK_DIR = Path("/run/bodega/subnets")
 SUGGESTIONS_TRIED = 64
@@ -52,31 +51,6 @@ class RangeClaim:
 
 def lock_path(lock_dir: Path, subnet: str) -> Path:
     return lock_dir / (subnet.replace("/", "-") + ".lock")
-
-
-def _try_lock(path: Path, create: bool = True) -> int | None:
-    """An fd holding ``path``'s exclusive lock, or None if another process holds it (or,
-    with ``create`` false, if there is no such file)."""
-    if create:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    while True:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
-        except FileNotFoundError:
-            return None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return None
-        try:
-            if os.fstat(fd).st_ino == os.stat(path).st_ino:
-                return fd
-        except FileNotFoundError:
-            pass
-        os.close(fd)  # its holder removed it after we opened it: lock the file there now
-        if not create:
-            return None
 
 
 def _holder(path: Path) -> str:
@@ -105,7 +79,7 @@ def claim(cidr: str, subnets: list[str], data_dir: Path, cluster_id: str,
     held = RangeClaim()
     for subnet in subnets:
         path = lock_path(lock_dir, subnet)
-        fd = _try_lock(path)
+        fd = try_flock(path)
         if fd is None:
             held.release()
             instead = suggestion(cidr, len(subnets), lock_dir)
@@ -165,7 +139,7 @@ def remove_stale(paths: list[Path]) -> list[Path]:
     """Remove these lock files, each only while nobody holds it; returns those removed."""
     removed = []
     for path in paths:
-        fd = _try_lock(path, create=False)
+        fd = try_flock(path, create=False)
         if fd is not None:
             path.unlink(missing_ok=True)
             os.close(fd)

@@ -5,7 +5,10 @@ registry's) are picked free, since two clusters on one host must not collide,
 and written to ``ports.json``, so a restarted component, and a restarted
 ``bodega up`` on the same data dir, comes back on the address its peers (and
 the images it pushed) remember. A remembered port that is now taken is
-replaced by a free one, and the caller says so. The API and proxy ports are
+replaced by a free one, and the caller says so. Fresh ones come from outside the
+kernel's ephemeral range and are claimed host-wide while ``bodega up`` runs
+(``port_claims``), so neither an outgoing socket nor a second cluster starting at the
+same moment takes one before its component binds it. The API and proxy ports are
 the documented ones users type (4280, 8080): they are never moved silently; a
 taken one is refused in one line that names the address and the flag that
 moves it.
@@ -13,19 +16,22 @@ moves it.
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bodega.cluster.port_claims import PortClaims, candidates
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import write_json_atomic
 from bodega.runtime.serve import bind
 
 PORTS_FILE = "ports.json"
+KERNEL_TRIES = 64  # ports asked of the kernel when the quiet range has none left
 
 
 class RememberedPorts(BaseModel):
@@ -116,26 +122,80 @@ def free_udp_ports(host: str, count: int) -> list[int]:
             sock.close()
 
 
-def choose_gossip(data_dir: Path, host: str, names: list[str],
-                  first: int | None) -> GossipPlan:
+def claimed_ports(transport: str, host: str, count: int, claims: PortClaims,
+                  avoid: Collection[int] = ()) -> list[int]:
+    """``count`` distinct ports free now for ``transport`` ("UDP", "TCP"), each claimed for
+    this process: from the quiet range next to the kernel's ephemeral one (``port_claims``),
+    else from the kernel. All are held bound until all are found."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    held: list[socket.socket] = []
+    chosen: list[int] = []
+
+    def attempt(port: int) -> None:
+        try:
+            sock = bind(host, port) if transport == "TCP" else _udp(family, host, port)
+        except OSError:
+            return
+        got = int(sock.getsockname()[1])
+        if got in avoid or got in chosen or not claims.take(transport.lower(), got):
+            sock.close()
+            return
+        held.append(sock)
+        chosen.append(got)
+
+    try:
+        for port in candidates():
+            if len(chosen) == count:
+                break
+            if port not in avoid:
+                attempt(port)
+        for _ in range(KERNEL_TRIES):
+            if len(chosen) == count:
+                break
+            attempt(0)
+        if len(chosen) < count:
+            raise OSError(f"found only {len(chosen)} of {count} free {transport} ports")
+        return chosen
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def _udp(family: int, host: str, port: int) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def choose_gossip(data_dir: Path, host: str, names: list[str], first: int | None,
+                  claims: PortClaims | None = None) -> GossipPlan:
     """The gossip port of every component, remembered for the next start.
 
     ``first`` (``--gossip-port``) asks for consecutive ports from it; a taken one
     raises a ``BindError``. Otherwise remembered ports are kept while free. Fresh
     ports are asked for beyond the remembered ones, since a free remembered port
-    may be handed out again and must not go to two components.
+    may be handed out again and must not go to two components. Every port is claimed
+    in ``claims`` (none: claimed by no one), and one another process claims counts as taken.
     """
+    claims = claims or PortClaims(lock_dir=None)
     if first is not None:
         ports = consecutive(names, first)
         for port in ports.values():
             if (err := udp_taken(host, port)) is not None:
                 raise err
+            if not claims.take("udp", port):
+                raise BindError(OSError(errno.EADDRINUSE, "in use"), host, port, "UDP")
         plan = GossipPlan(ports=ports, moved={})
     else:
         before = remembered(data_dir).gossip
-        taken = {port for port in before.values() if udp_taken(host, port) is not None}
-        plan = plan_gossip(names, before, taken,
-                           free_udp_ports(host, len(names) + len(before)))
+        taken = {port for port in before.values()
+                 if udp_taken(host, port) is not None or not claims.take("udp", port)}
+        plan = plan_gossip(names, before, taken, claimed_ports(
+            "UDP", host, len(names), claims, avoid=set(before.values())))
     remember(data_dir, remembered(data_dir).model_copy(update={"gossip": plan.ports}))
     return plan
 
@@ -146,28 +206,28 @@ class RegistryPort:
     moved_from: int | None  # the remembered port it replaces, when that one was taken
 
 
-def choose_registry(data_dir: Path, host: str, asked: int | None) -> RegistryPort:
+def choose_registry(data_dir: Path, host: str, asked: int | None,
+                    claims: PortClaims | None = None) -> RegistryPort:
     """The image registry's TCP port, remembered for the next start.
 
     ``asked`` (``--registry-port``) is used as given (the caller checked it is free).
     Otherwise the remembered port is kept while it is free, else a free one is
-    picked: the registry is internal to the cluster, no user types its port.
+    picked: the registry is internal to the cluster, no user types its port. Claimed as
+    ``choose_gossip`` claims.
     """
+    claims = claims or PortClaims(lock_dir=None)
     before = remembered(data_dir)
     if asked is not None:
+        claims.take("tcp", asked)
         chosen = RegistryPort(asked, None)
-    elif before.registry is not None and tcp_taken(host, before.registry) is None:
+    elif before.registry is not None and tcp_taken(host, before.registry) is None \
+            and claims.take("tcp", before.registry):
         chosen = RegistryPort(before.registry, None)
     else:
-        chosen = RegistryPort(free_tcp_port(host), before.registry)
+        (port,) = claimed_ports("TCP", host, 1, claims)
+        chosen = RegistryPort(port, before.registry)
     remember(data_dir, before.model_copy(update={"registry": chosen.port}))
     return chosen
-
-
-def free_tcp_port(host: str) -> int:
-    """A TCP port the kernel says is free now."""
-    with bind(host, 0) as sock:
-        return int(sock.getsockname()[1])
 
 
 def check_listeners(host: str, wanted: dict[str, int]) -> None:

@@ -47,6 +47,31 @@ class PidLock:
             self.fd = None
 
 
+def try_flock(path: Path, create: bool = True) -> int | None:
+    """An fd holding ``path``'s exclusive lock, or None if another process holds it (or,
+    with ``create`` false, if there is no such file)."""
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0), 0o644)
+        except FileNotFoundError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)  # its holder removed it after we opened it: lock the file there now
+        if not create:
+            return None
+
+
 def holder(path: Path) -> int | None:
     """The pid holding ``path`` now (0 if unknown); None if nobody does."""
     return flock_holder(path)

@@ -294,3 +294,25 @@ async def test_hedged_placement_leaves_no_reservation_behind(tmp_path: Path) -> 
         for worker in c.workers:
             assert worker.machines.store.db.execute(
                 "SELECT count(*) FROM reservations WHERE claimed_by IS NULL").fetchone()[0] == 0
+
+
+async def test_room_a_destroy_gave_back_is_placed_at_once_with_the_view_behind(
+        tmp_path: Path) -> None:
+    # Room for one machine, and a view that never hears the worker again (no follow): a
+    # user who destroys a machine and creates another must not be told the host is full.
+    async with in_process_cluster(tmp_path) as c:
+        await c.add_worker("ams-1", cpus=1, memory_mb=256)
+        await c.add_broker()
+        async with c.api() as api:
+            await api.post("/v1/apps", json={"app_name": "churn", "org_slug": "personal"})
+            for _ in range(3):
+                made = await api.post("/v1/apps/churn/machines", json=machine())
+                assert made.status_code == 200, made.text
+                gone = await api.delete(f"/v1/apps/churn/machines/{made.json()['id']}",
+                                        params={"force": "true"})
+                assert gone.status_code == 200, gone.text
+            # Still one machine's room and no more: the credit is what was destroyed.
+            first = await api.post("/v1/apps/churn/machines", json=machine())
+            assert first.status_code == 200, first.text
+            second = await api.post("/v1/apps/churn/machines", json=machine())
+            assert second.status_code == 412, second.text

@@ -1,10 +1,16 @@
-"""The image registry's port: internal to the cluster, so picked free and remembered."""
+"""The cluster's internal ports (the image registry's, gossip): picked free, claimed host-wide
+while its `bodega up` runs, and remembered."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pytest
+
+from bodega.cluster.port_claims import PortClaims, ephemeral_range, quiet_range
 from bodega.cluster.ports import RegistryPort, choose_gossip, choose_registry, remembered
+from bodega.runtime.binding import BindError
 from bodega.runtime.serve import bind
 
 NAMES = ["ams-1", "ams-2", "broker", "proxy"]
@@ -28,3 +34,38 @@ def test_an_asked_registry_port_is_used_and_gossip_ports_keep_it(tmp_path: Path)
     choose_gossip(tmp_path, "127.0.0.1", NAMES, None)
     assert remembered(tmp_path).registry == 5999
     assert set(remembered(tmp_path).gossip) == set(NAMES)
+
+
+def test_fresh_ports_are_outside_the_ephemeral_range_and_claimed(tmp_path: Path) -> None:
+    claims = PortClaims(lock_dir=tmp_path / "locks")
+    plan = choose_gossip(tmp_path / "one", "127.0.0.1", NAMES, None, claims)
+    registry = choose_registry(tmp_path / "one", "127.0.0.1", None, claims)
+    quiet = quiet_range(ephemeral_range())
+    assert quiet is not None
+    assert all(port in quiet for port in [*plan.ports.values(), registry.port])
+    assert {f"udp-{p}.lock" for p in plan.ports.values()} | {f"tcp-{registry.port}.lock"} \
+        <= {path.name for path in (tmp_path / "locks").iterdir()}
+    claims.release()
+    assert list((tmp_path / "locks").iterdir()) == []
+
+
+def test_a_second_cluster_never_takes_a_port_the_first_claimed_but_has_not_bound(
+        tmp_path: Path) -> None:
+    # The first cluster chose its ports (free now: its components have not bound them yet).
+    # A second data dir that remembers the same ports, say a copy, must move off every one.
+    first = PortClaims(lock_dir=tmp_path / "locks")
+    mine = choose_gossip(tmp_path / "one", "127.0.0.1", NAMES, None, first)
+    registry = choose_registry(tmp_path / "one", "127.0.0.1", None, first)
+    shutil.copytree(tmp_path / "one", tmp_path / "two")
+    second = PortClaims(lock_dir=tmp_path / "locks")
+    theirs = choose_gossip(tmp_path / "two", "127.0.0.1", NAMES, None, second)
+    assert set(theirs.moved) == set(NAMES)
+    assert not set(theirs.ports.values()) & set(mine.ports.values())
+    moved = choose_registry(tmp_path / "two", "127.0.0.1", None, second)
+    assert moved.moved_from == registry.port
+    assert moved.port != registry.port
+    with pytest.raises(BindError, match="address already in use"):  # asked for by number
+        choose_gossip(tmp_path / "three", "127.0.0.1", NAMES, mine.ports[NAMES[0]],
+                      PortClaims(lock_dir=tmp_path / "locks"))
+    first.release()
+    second.release()

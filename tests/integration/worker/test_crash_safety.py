@@ -28,6 +28,7 @@ from bodega.worker.drivers.process.parking import PARK_NAME
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import run
 from bodega.worker.host.survey import MARKER_DIR
+from tests.freezer_kit import frozen
 from tests.leftovers_kit import names_of
 
 from .crash_kit import crash_worker, environ_of, machine_config, program_pids, until
@@ -132,7 +133,7 @@ async def _verify(client: WorkerClient, fsm: str, step: str, when: str, mid: str
         # Frozen or thawed, it is the one process that ran before the crash.
         assert program_pids(marker) == before
         assert len(before) == 1
-        assert _frozen(before[0]) == (expected == "suspended")
+        assert frozen(before[0]) == (expected == "suspended")
     if expected in ("started", "suspended"):
         await until(lambda: len(program_pids(marker)) == 1)
         (pid,) = program_pids(marker)
@@ -169,7 +170,3 @@ def _cmdline(pid: int) -> str:
     except OSError:
         return ""  # it has exited since it was listed
 
-
-def _frozen(pid: int) -> bool:
-    """The v1 freezer holds a task in uninterruptible sleep."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "D"

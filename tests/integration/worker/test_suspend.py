@@ -20,6 +20,7 @@ import pytest
 
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
 from bodega.wire.worker_client import WorkerClient
+from tests.freezer_kit import frozen
 from tests.leftovers_kit import names_of
 
 from ..daemon_kit import running_worker_daemon
@@ -49,11 +50,6 @@ def count(worker: CrashWorker, machine_id: str) -> int:
     except (FileNotFoundError, ValueError):
         return 0
 
-
-def frozen(pid: int) -> bool:
-    """A v1 freezer parks a task in the refrigerator: uninterruptible sleep, never running."""
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    return state == "D"
 
 
 async def started_counter(worker: CrashWorker, client: WorkerClient,

@@ -1,0 +1,95 @@
+"""Ports ``bodega up`` picks for itself: outside the kernel's ephemeral range, claimed host-wide.
+
+A port found free is free only until someone binds it, and a cluster's
+components bind theirs seconds after ``bodega up`` chose them. Two things
+could take a port in between (or, for a remembered one, between runs): any
+process's outgoing socket, which the kernel gives a port from its ephemeral
+range (``ip_local_port_range``), and a second ``bodega up`` choosing at the
+same moment. So fresh ports come from just below the ephemeral range, where
+the kernel never hands one out unasked, and each chosen port is claimed with
+an exclusive lock (flock) under ``/run/bodega/ports``, held while ``bodega
+up`` runs and dropped by the kernel when it dies, however it dies; another
+``bodega up`` skips a claimed port. Without a writable ``/run/bodega`` (not
+root), ports are still chosen outside the ephemeral range, unclaimed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bodega.runtime.pid_lock import try_flock
+
+LOCK_DIR = Path("/run/bodega/ports")
+EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LINUX_EPHEMERAL = (32768, 60999)  # the kernel's default, when the file cannot be read
+QUIET_SPAN = 8000  # how many ports below (or above) the ephemeral range to choose from
+LOWEST = 1024  # never a privileged port
+
+
+def quiet_range(ephemeral: tuple[int, int], span: int = QUIET_SPAN) -> range | None:
+    """Ports next to the ephemeral range, below it if there is room, else above it; None
+    when it leaves no ``span`` ports either side."""
+    low, high = ephemeral
+    if low - LOWEST >= span:
+        return range(low - span, low)
+    if 65535 - high >= span:
+        return range(high + 1, high + 1 + span)
+    return None
+
+
+def ephemeral_range(path: Path = EPHEMERAL) -> tuple[int, int]:
+    try:
+        low, high = (int(part) for part in path.read_text().split())
+    except (OSError, ValueError):
+        return LINUX_EPHEMERAL
+    return low, high
+
+
+def candidates(rng: random.Random | None = None) -> list[int]:
+    """Every port of this host's quiet range, shuffled (none: the kernel picks, see
+    ``ports``): two clusters choosing at once rarely try the same port first."""
+    found = quiet_range(ephemeral_range())
+    if found is None:
+        return []
+    ports = list(found)
+    (rng or random.Random()).shuffle(ports)
+    return ports
+
+
+@dataclass
+class PortClaims:
+    """The ports this process claimed; ``lock_dir`` None claims nothing (and refuses none)."""
+
+    lock_dir: Path | None = LOCK_DIR
+    held: dict[str, tuple[Path, int]] = field(default_factory=dict)
+
+    @classmethod
+    def here(cls) -> PortClaims:
+        """Claims under ``/run/bodega/ports`` when it can be written, else none."""
+        try:
+            LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return cls(lock_dir=None)
+        return cls() if os.access(LOCK_DIR, os.W_OK) else cls(lock_dir=None)
+
+    def take(self, protocol: str, port: int) -> bool:
+        """Claim ``protocol``/``port`` for this process; False if another process holds it."""
+        key = f"{protocol}-{port}"
+        if self.lock_dir is None or key in self.held:
+            return True
+        path = self.lock_dir / f"{key}.lock"
+        fd = try_flock(path)
+        if fd is None:
+            return False
+        self.held[key] = (path, fd)
+        return True
+
+    def release(self) -> None:
+        """Remove the lock files (still holding them), then drop the locks."""
+        for path, fd in self.held.values():
+            path.unlink(missing_ok=True)
+            os.close(fd)  # closing drops the flock
+        self.held.clear()
