@@ -26,7 +26,7 @@ from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 
-from .plane_kit import Serving, serving
+from .plane_kit import PLANES, Serving, serving
 
 
 @dataclass
@@ -302,13 +302,13 @@ async def _free_port() -> int:
     return port
 
 
-@pytest.mark.parametrize("plane", ["python"])
+@pytest.mark.parametrize("plane", PLANES)
 async def test_a_request_right_after_a_stop_waits_for_it_and_starts_the_machine_again(
         plane: str) -> None:
     """The view still says started (a stop is heard a gossip round later) and the worker
     says stopping: the request is neither refused nor sent to a dead port; once the worker
-    says stopped, the machine is started for it. (On the HAProxy plane the same request gets
-    HAProxy's 503 until the view hears of the stop: docs/proxy.md, Limits.)"""
+    says stopped, the machine is started for it. On the HAProxy plane, the refused connect
+    marks the server down and the retry goes to the activator, which does the same."""
     from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route

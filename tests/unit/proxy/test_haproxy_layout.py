@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.proxy.haproxy.config import HaproxySettings, render, render_hosts
+from bodega.proxy.haproxy.config import WATCH, HaproxySettings, render, render_hosts
 from bodega.proxy.haproxy.layout import (
     EMPTY,
     LOCAL_WEIGHT,
@@ -141,7 +141,13 @@ def test_the_config_routes_hosts_to_backends_with_the_activator_behind() -> None
     assert "default_backend activator" in text  # unknown hosts: bodega answers 404
     assert text.count("balance leastconn") == MIN_BACKENDS
     assert text.count("server activator 127.0.0.1:4321 backup") == MIN_BACKENDS
-    assert "server s0 10.0.0.1:8080 weight 100 maxconn 9\n" in text
+    assert f"server s0 10.0.0.1:8080 weight 100 maxconn 9 {WATCH}\n" in text
+    # Every slot, empty ones too (the runtime API readies them later), is marked down by a
+    # refused connect, so its request's retry can reach the activator.
+    slots = [line for line in text.splitlines() if line.startswith("    server s")]
+    assert len(slots) > 1
+    assert all(line.endswith(WATCH) for line in slots)
+    assert "on-error mark-down" in WATCH
     assert "retry-on conn-failure\n" in text
     assert "option redispatch 1" in text
     hosts = render_hosts(layout, "localhost")

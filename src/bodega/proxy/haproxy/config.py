@@ -16,8 +16,11 @@ weight; a failed connection is retried on another machine (``retry-on
 conn-failure`` with ``option redispatch``: nothing was sent, so any method
 is safe to retry); X-Forwarded-For/Proto/Port, Fly-Client-IP, Fly-Region and
 a request id (``fly-request-id``/``x-request-id``, kept when the client sent
-one) are set on every request. WebSocket upgrades and streamed bodies pass as
-they are. TCP services have sections of their own (``tcp_layout.py``).
+one) are set on every request. A machine that refuses a connect is marked down
+at once (``WATCH``), so a request sent the moment after a stop, before the view
+has heard of it, is retried on the activator, which starts the machine again.
+WebSocket upgrades and streamed bodies pass as they are. TCP services have
+sections of their own (``tcp_layout.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,14 @@ from bodega.proxy.haproxy.layout import Layout, backend_name, host_key, server_n
 from bodega.proxy.haproxy.replay_action import MAX_BODY
 
 ACTIVATOR = "activator"
+# Every machine's slot: a connect it refuses marks it down at once, so the retry of that
+# request (``retry-on conn-failure``, ``option redispatch``) goes to another machine, or to
+# the activator once none is up, instead of to the same dead address (a machine stopped a
+# gossip round before the view says so). Active checks only bring a slot marked down back
+# (every second); one that is up is checked once a minute. A slot the layout (re)readies
+# is up at once.
+WATCH = ("check inter 60s downinter 1s rise 1 fall 1 "
+         "observe layer4 error-limit 1 on-error mark-down")
 
 
 @dataclass(frozen=True)
@@ -143,11 +154,11 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
                   f"    # {owners.get(index, 'free: for the next app')}", "    balance leastconn"]
         for i, spec in enumerate(slots):
             if spec is None:
-                lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled")
+                lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled {WATCH}")
             else:
                 limit = f" maxconn {spec.maxconn}" if spec.maxconn else ""
                 lines.append(f"    server {server_name(i)} {_address(spec.host, spec.port)} "
-                             f"weight {spec.weight}{limit}")
+                             f"weight {spec.weight}{limit} {WATCH}")
         lines.append(f"    server {ACTIVATOR} "
                      f"{_address(s.activator_host, s.activator_port)} backup")
     return "\n".join(lines) + "\n"
