@@ -77,6 +77,7 @@ class Waker:
             return None
         try:
             await client.start(backend.machine_id)
+            answered = time.perf_counter() - began
         except BodegaError as exc:
             log.warning("%s (%s): could not start it: %s", backend.machine_id, backend.app,
                         exc.message)
@@ -90,8 +91,8 @@ class Waker:
         seconds = time.perf_counter() - began
         self.metrics.autostarts.labels(backend.app, "started").inc()
         self.metrics.autostart_seconds.observe(seconds)
-        log.info("%s (%s): started for a request in %.0f ms", backend.machine_id, backend.app,
-                 seconds * 1000)
+        log.info("%s (%s): started for a request in %.1f ms (its worker's start answered in "
+                 "%.1f ms)", backend.machine_id, backend.app, seconds * 1000, answered * 1000)
         self.load.woke(backend.machine_id)
         # A machine serving only TCP services is not in the HTTP table: it is still started.
         return self.table.mark_started(backend.machine_id) or replace(backend, state="started")
