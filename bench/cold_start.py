@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,7 +106,7 @@ class Bare:
     answered: float
 
 
-STAGES = (
+STAGES: tuple[tuple[str, Callable[[Wake], float]], ...] = (
     ("proxy receives -> worker commits 'starting'", lambda w: w.starting - w.call),
     ("worker: network check, spawn, commits 'started'", lambda w: w.started - w.starting),
     ("spawn committed -> program's first statement", lambda w: w.runs - w.started),
@@ -114,7 +115,7 @@ STAGES = (
     ("(the worker's start call, as the proxy timed it)", lambda w: w.start_call),
     ("(the wake, as the proxy timed it)", lambda w: w.wake),
 )
-BARE_STAGES = (
+BARE_STAGES: tuple[tuple[str, Callable[[Bare], float]], ...] = (
     ("spawn -> program's first statement", lambda b: b.runs - b.call),
     ("first statement -> port listens", lambda b: b.listens - b.runs),
     ("listens -> the answer", lambda b: b.answered - b.listens),
