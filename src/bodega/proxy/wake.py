@@ -2,9 +2,11 @@
 
 A request for an app with nothing running waits here while the proxy asks
 the machine's worker to start it and then connects to its service port
-until it accepts. Concurrent requests for the same sleeping app share that
-one start: fifty requests to a sleeping app start exactly one machine, and
-all fifty are answered by it.
+until it accepts. The connection that was accepted is kept in the request
+path's pool, so the first request goes out on it rather than on a second
+handshake. Concurrent requests for the same sleeping app share that one
+start: fifty requests to a sleeping app start exactly one machine, and all
+fifty are answered by it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from bodega.proxy.balance import wake_candidate
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import Backend, RoutingTable
+from bodega.proxy.upstream import UPSTREAM_BUFFER, Conn, Upstreams
 from bodega.wire.worker_client import WorkerClient
 
 log = logging.getLogger("bodega.proxy.wake")
@@ -44,15 +47,16 @@ class Waker:
         self.ready_timeout = ready_timeout
         self._waking: dict[str, asyncio.Task[Backend | None]] = {}
 
-    def wake(self, app: str) -> asyncio.Task[Backend | None]:
-        """Start one stopped machine of ``app`` (or join the start under way)."""
+    def wake(self, app: str, pool: Upstreams | None = None) -> asyncio.Task[Backend | None]:
+        """Start one stopped machine of ``app`` (or join the start under way); ``pool``:
+        where the connection that found its port accepting is kept for a request."""
         task = self._waking.get(app)
         if task is None or task.done():
-            task = asyncio.create_task(self._wake(app))
+            task = asyncio.create_task(self._wake(app, pool))
             self._waking[app] = task
         return task
 
-    async def _wake(self, app: str) -> Backend | None:
+    async def _wake(self, app: str, pool: Upstreams | None) -> Backend | None:
         backend = wake_candidate(self.table.backends(app), self.region, self.table.worker_alive)
         deadline = time.monotonic() + STOPPING_WAIT
         while backend is None and time.monotonic() < deadline and self.table.backends(app):
@@ -66,10 +70,11 @@ class Waker:
                 await asyncio.sleep(REFRESH_INTERVAL)
         if backend is None:
             return None
-        return await self.start(backend)
+        return await self.start(backend, pool)
 
-    async def start(self, backend: Backend) -> Backend | None:
-        """Ask the worker to start ``backend``, then wait until its port accepts."""
+    async def start(self, backend: Backend, pool: Upstreams | None = None) -> Backend | None:
+        """Ask the worker to start ``backend``, then wait until its port accepts (the
+        accepted connection kept in ``pool``, or closed)."""
         began = time.perf_counter()
         client = self.clients(backend.worker)
         if client is None:
@@ -83,7 +88,7 @@ class Waker:
                         exc.message)
             self.metrics.autostarts.labels(backend.app, "failed").inc()
             return None
-        if not await until_accepts(backend.address, self.ready_timeout):
+        if not await until_accepts(backend.address, self.ready_timeout, pool):
             log.warning("%s (%s): started, but %s:%d did not accept in %.0fs",
                         backend.machine_id, backend.app, *backend.address, self.ready_timeout)
             self.metrics.autostarts.labels(backend.app, "not_ready").inc()
@@ -113,15 +118,22 @@ class Waker:
         return [b for b in results if b is not None]
 
 
-async def until_accepts(address: tuple[str, int], timeout: float) -> bool:
-    """Connect until the service accepts (a started process may still be binding)."""
+async def until_accepts(address: tuple[str, int], timeout: float,
+                        pool: Upstreams | None = None) -> bool:
+    """Connect until the service accepts (a started process may still be binding); the
+    connection it accepted goes to ``pool`` (None: closed)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            _reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), 1.0)
+            # A timeout scope, not wait_for: no task made per attempt, every millisecond.
+            async with asyncio.timeout(1.0):
+                reader, writer = await asyncio.open_connection(*address, limit=UPSTREAM_BUFFER)
         except (OSError, TimeoutError):
             await asyncio.sleep(PROBE_INTERVAL)
             continue
-        writer.close()
+        if pool is None:
+            writer.close()
+        else:
+            pool.release(Conn(address, reader, writer))
         return True
     return False
