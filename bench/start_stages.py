@@ -77,12 +77,13 @@ def component_pids(cluster: Path) -> dict[str, int]:
     return {p["role"]: p["pid"] for p in parts if p["role"] in ("broker", "worker")}
 
 
-async def profiled(cluster: Path, out: Path) -> list[asyncio.subprocess.Process]:
-    """py-spy on the cluster's broker and worker until stopped (SIGINT writes the profile)."""
+async def profiled(cluster: Path, out: Path, roles: tuple[str, ...] = ("broker", "worker")
+                   ) -> list[asyncio.subprocess.Process]:
+    """py-spy on the cluster's ``roles`` until stopped (SIGINT writes the profile)."""
     out.mkdir(parents=True, exist_ok=True)  # noqa: ASYNC240 (once, before the runs)
     spies = []
     for part in json.loads((cluster / "cluster.json").read_text())["components"]:
-        if part["role"] in ("broker", "worker"):
+        if part["role"] in roles:
             spies.append(await asyncio.create_subprocess_exec(
                 shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy",
                 "record", "--pid", str(part["pid"]), "--rate", "500",

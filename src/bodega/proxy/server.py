@@ -206,7 +206,7 @@ class ProxyServer:
         if choice.backend is not None and not choice.over_soft:
             return choice.backend, ""
         if forced is None and any(b.autostart for b in backends):
-            wake = self.waker.wake(app)
+            wake = self.waker.wake(app, self.upstreams)
             if choice.backend is not None:
                 return choice.backend, ""  # over its soft limit: serve now, a new one is coming
             woken = await asyncio.shield(wake)

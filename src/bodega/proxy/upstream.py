@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 IDLE_SECONDS = 3.0
 CONNECT_TIMEOUT = 3.0
 MAX_IDLE_PER_ADDRESS = 64
+UPSTREAM_BUFFER = 2**16  # a StreamReader's limit on a connection to a machine
 
 Address = tuple[str, int]
 
@@ -60,7 +61,7 @@ class Upstreams:
                 conn.close()
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(*address, limit=2**16), self.connect_timeout)
+                asyncio.open_connection(*address, limit=UPSTREAM_BUFFER), self.connect_timeout)
         except (OSError, TimeoutError) as exc:
             raise ConnectFailed(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}") \
                 from exc

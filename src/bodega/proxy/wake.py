@@ -2,15 +2,18 @@
 
 A request for an app with nothing running waits here while the proxy asks
 the machine's worker to start it and then connects to its service port
-until it accepts. Concurrent requests for the same sleeping app share that
-one start: fifty requests to a sleeping app start exactly one machine, and
-all fifty are answered by it.
+until it accepts. The connection that was accepted is kept in the request
+path's pool, so the first request goes out on it rather than on a second
+handshake. Concurrent requests for the same sleeping app share that one
+start: fifty requests to a sleeping app start exactly one machine, and all
+fifty are answered by it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -20,12 +23,14 @@ from bodega.proxy.balance import wake_candidate
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import Backend, RoutingTable
+from bodega.proxy.upstream import UPSTREAM_BUFFER, Conn, Upstreams
 from bodega.wire.worker_client import WorkerClient
 
 log = logging.getLogger("bodega.proxy.wake")
 
 READY_TIMEOUT = 30.0
 PROBE_INTERVAL = 0.001  # a refused connect on loopback costs microseconds
+PROBE_CAP = 0.005
 # A request for an app with nothing asleep in the view asks the workers this long, every
 # REFRESH_INTERVAL, for a machine to start (one stopping, or stopped but not yet heard of).
 STOPPING_WAIT = 10.0
@@ -44,15 +49,16 @@ class Waker:
         self.ready_timeout = ready_timeout
         self._waking: dict[str, asyncio.Task[Backend | None]] = {}
 
-    def wake(self, app: str) -> asyncio.Task[Backend | None]:
-        """Start one stopped machine of ``app`` (or join the start under way)."""
+    def wake(self, app: str, pool: Upstreams | None = None) -> asyncio.Task[Backend | None]:
+        """Start one stopped machine of ``app`` (or join the start under way); ``pool``:
+        where the connection that found its port accepting is kept for a request."""
         task = self._waking.get(app)
         if task is None or task.done():
-            task = asyncio.create_task(self._wake(app))
+            task = asyncio.create_task(self._wake(app, pool))
             self._waking[app] = task
         return task
 
-    async def _wake(self, app: str) -> Backend | None:
+    async def _wake(self, app: str, pool: Upstreams | None) -> Backend | None:
         backend = wake_candidate(self.table.backends(app), self.region, self.table.worker_alive)
         deadline = time.monotonic() + STOPPING_WAIT
         while backend is None and time.monotonic() < deadline and self.table.backends(app):
@@ -66,10 +72,11 @@ class Waker:
                 await asyncio.sleep(REFRESH_INTERVAL)
         if backend is None:
             return None
-        return await self.start(backend)
+        return await self.start(backend, pool)
 
-    async def start(self, backend: Backend) -> Backend | None:
-        """Ask the worker to start ``backend``, then wait until its port accepts."""
+    async def start(self, backend: Backend, pool: Upstreams | None = None) -> Backend | None:
+        """Ask the worker to start ``backend``, then wait until its port accepts (the
+        accepted connection kept in ``pool``, or closed)."""
         began = time.perf_counter()
         client = self.clients(backend.worker)
         if client is None:
@@ -77,12 +84,13 @@ class Waker:
             return None
         try:
             await client.start(backend.machine_id)
+            answered = time.perf_counter() - began
         except BodegaError as exc:
             log.warning("%s (%s): could not start it: %s", backend.machine_id, backend.app,
                         exc.message)
             self.metrics.autostarts.labels(backend.app, "failed").inc()
             return None
-        if not await until_accepts(backend.address, self.ready_timeout):
+        if not await until_accepts(backend.address, self.ready_timeout, pool):
             log.warning("%s (%s): started, but %s:%d did not accept in %.0fs",
                         backend.machine_id, backend.app, *backend.address, self.ready_timeout)
             self.metrics.autostarts.labels(backend.app, "not_ready").inc()
@@ -90,8 +98,8 @@ class Waker:
         seconds = time.perf_counter() - began
         self.metrics.autostarts.labels(backend.app, "started").inc()
         self.metrics.autostart_seconds.observe(seconds)
-        log.info("%s (%s): started for a request in %.0f ms", backend.machine_id, backend.app,
-                 seconds * 1000)
+        log.info("%s (%s): started for a request in %.1f ms (its worker's start answered in "
+                 "%.1f ms)", backend.machine_id, backend.app, seconds * 1000, answered * 1000)
         self.load.woke(backend.machine_id)
         # A machine serving only TCP services is not in the HTTP table: it is still started.
         return self.table.mark_started(backend.machine_id) or replace(backend, state="started")
@@ -112,15 +120,43 @@ class Waker:
         return [b for b in results if b is not None]
 
 
-async def until_accepts(address: tuple[str, int], timeout: float) -> bool:
-    """Connect until the service accepts (a started process may still be binding)."""
-    deadline = time.monotonic() + timeout
+def probe_delay(waited: float) -> float:
+    """How long to wait before the next connect to a starting machine, ``waited`` seconds
+    into its start: every millisecond at first, then a fiftieth of the wait so far (at
+    most PROBE_CAP). A slow start on a loaded host is noticed at most 2 % late, and its
+    probe takes far fewer of the cores the program is starting on."""
+    return min(max(PROBE_INTERVAL, waited / 50), PROBE_CAP)
+
+
+async def until_accepts(address: tuple[str, int], timeout: float,
+                        pool: Upstreams | None = None) -> bool:
+    """Connect until the service accepts (a started process may still be binding); the
+    connection it accepted goes to ``pool`` (None: closed)."""
+    began = time.monotonic()
+    deadline = began + timeout
     while time.monotonic() < deadline:
-        try:
-            _reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), 1.0)
-        except (OSError, TimeoutError):
-            await asyncio.sleep(PROBE_INTERVAL)
+        sock = await _connected(address)
+        if sock is None:
+            await asyncio.sleep(probe_delay(time.monotonic() - began))
             continue
-        writer.close()
+        reader, writer = await asyncio.open_connection(sock=sock, limit=UPSTREAM_BUFFER)
+        if pool is None:
+            writer.close()
+        else:
+            pool.release(Conn(address, reader, writer))
         return True
     return False
+
+
+async def _connected(address: tuple[str, int]) -> socket.socket | None:
+    """One connect attempt on a bare socket (a refused one costs no transport, no task)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in address[0] else socket.AF_INET,
+                         socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        async with asyncio.timeout(1.0):
+            await asyncio.get_running_loop().sock_connect(sock, address)
+    except (OSError, TimeoutError):
+        sock.close()
+        return None
+    return sock

@@ -294,6 +294,49 @@ async def test_concurrent_requests_to_a_sleeping_app_share_one_start(
         await asyncio.sleep(0.05)
 
 
+async def test_a_woken_machine_gets_the_first_request_on_the_connection_that_found_it_up(
+        plane: str) -> None:
+    """The proxy connects until the started machine's port accepts; that connection carries
+    the request (the machine accepts one connection, not a probe and then the request's)."""
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from bodega.runtime.serve import serve
+    from bodega.wire.worker_client import WorkerClient
+
+    sleeping = Machine("sleeper")
+    port = await _free_port()
+    accepted: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(1)
+        await sleeping.handle(reader, writer)
+
+    async def start(request: Any) -> JSONResponse:
+        sleeping.server = await asyncio.start_server(handle, "127.0.0.1", port)
+        return JSONResponse({"previous_state": "stopped", "migrated": False, "new_host": ""})
+
+    worker_api = await serve(Starlette(routes=[Route("/v1/machines/{id}/start", start,
+                                                     methods=["POST"])]), "127.0.0.1", 0)
+    table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
+    table.put_machine("s1", routed(machine_doc("s1", port, state="stopped")))
+    worker = WorkerClient(worker_api.url)
+    waker = Waker(table, lambda _w: worker, load, metrics, "ams")
+    try:
+        async with serving(plane, table, waker, load, metrics) as served, \
+                client(served.url) as http:
+            answer = await http.get("/first")
+            assert answer.status_code == 200
+            assert answer.text.split()[0] == "sleeper"
+            assert len(accepted) == 1
+    finally:
+        await worker.aclose()
+        await sleeping.stop()
+        await worker_api.stop()
+        await asyncio.sleep(0.05)
+
+
 async def _free_port() -> int:
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = int(server.sockets[0].getsockname()[1])

@@ -12,6 +12,7 @@ import asyncio
 import ipaddress
 import json
 import os
+import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
@@ -24,7 +25,7 @@ from bodega.worker.drivers.base import TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
-from bodega.worker.drivers.process.parking import PARK_NAME, Parking, park_slot
+from bodega.worker.drivers.process.parking import PARK_NAME, Parking, park_slot, run_script
 from bodega.worker.drivers.process.procfs import pids_with_argument
 from bodega.worker.host.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
@@ -119,6 +120,48 @@ async def test_a_start_from_a_parked_launcher_is_a_plain_start(
     restarted = ProcessDriver(cgroups, park_dir=tmp_path / "park")  # a worker restart
     assert (await restarted.start(s)).pid == handle.pid  # found, never started twice
     await driver.destroy(mid, s.machine_dir)
+
+
+async def test_the_run_reaches_a_parked_launcher_through_its_fifo_never_a_file(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    """The run script holds the machine's environment (app secrets among it): it goes to
+    the launcher through the FIFO, and no file holds it, not even for the moment before
+    the launcher has read it (looked for as soon as the start returns)."""
+    driver, network, _cgroups = rig
+    await network.prewarm([8])
+    netns = network.netns(8)
+    parking(driver).park(netns)
+    (launcher,) = await _launchers(tmp_path / "park" / netns)
+    await _until(lambda: _reading_fifo(launcher))
+    await _until(lambda: parking(driver).waiting(netns))
+    mid = uuid.uuid4().hex[:14]
+    s = spec(tmp_path, netns, mid)
+    handle = await driver.start(s)
+    files = RunFiles.for_run(s.machine_dir, s.instance_id, s.start_seq)
+    assert not files.pidfile.with_suffix(".run").exists()
+    written = [p for p in s.machine_dir.rglob("*")
+               if p.is_file() and "a'b\"c $d" in p.read_text(errors="replace")]
+    assert written == []
+    assert handle.pid == launcher
+    log = s.machine_dir / "logs" / "machine.log"
+    await _until(lambda: log.exists() and "argv" in log.read_text())
+    assert json.loads(log.read_text().splitlines()[0])["env"] == "a'b\"c $d"
+    await driver.destroy(mid, s.machine_dir)
+
+
+def test_a_run_script_cut_short_runs_nothing(tmp_path: Path) -> None:
+    """The worker killed while writing the run: whatever part the launcher read runs
+    nothing (its first command would make the machine's log file)."""
+    s = spec(tmp_path, "none", "cut")
+    script = run_script(s, RunFiles.for_run(s.machine_dir, s.instance_id, 1), None).encode()
+    log = s.machine_dir / "logs" / "machine.log"
+    log.parent.mkdir(parents=True)
+    for cut in range(1, len(script), max(1, len(script) // 60)):
+        part = tmp_path / "part"
+        part.write_bytes(script[:cut])
+        subprocess.run(["/bin/sh", "-c", f". {part}"], capture_output=True, check=False)
+        assert not log.exists(), f"cut at {cut} of {len(script)} ran: {script[:cut]!r}"
 
 
 async def test_launchers_left_by_a_previous_worker_are_reaped(

@@ -115,21 +115,26 @@ class Lifecycle:
         self.group = GroupCommit(store)
 
     async def run(self, machine_id: str, body: Body, *, lock_timeout: float = BUSY_WAIT,
-                  drive: bool = False) -> Decision:
+                  drive: bool = False, drive_before_sync: bool = False) -> Decision:
         """Under the machine's lock and in one transaction, apply what ``body`` decides.
 
         ``drive``: drive the machine's unfinished operations even if this began none
-        (recovery after a restart).
+        (recovery after a restart). ``drive_before_sync``: the operation's effects start
+        while its commit is being fsynced, and this returns once it is on disk. Only for
+        decisions whose effects live on this host alone (a start: a process), which a crash
+        before the fsync loses together with the record (``Store.tx``'s ``host_local``).
         """
         lock = await self.locks.acquire(machine_id, timeout=lock_timeout)
         try:
-            with self.store.tx() as conn:
+            with self.store.tx(host_local=drive_before_sync) as conn:
                 decision = body(conn)
                 applied = self._record(conn, machine_id, decision)
         except BaseException:
             lock.release()
             raise
         self._committed(machine_id, lock, decision, applied, drive=drive)
+        if drive_before_sync:
+            await self.store.synced()  # answered only once on disk
         return decision
 
     async def run_grouped(self, machine_id: str, body: Body) -> Decision:

@@ -153,7 +153,8 @@ class MachineService:
             previous.append(row.state)
             return decide(row, Start())
 
-        await self.lifecycle.run(machine_id, body)
+        # The spawn does not wait for the start's fsync; the answer does.
+        await self.lifecycle.run(machine_id, body, drive_before_sync=True)
         return Started(previous_state=previous[0], migrated=False, new_host="")
 
     async def stop(

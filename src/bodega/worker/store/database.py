@@ -10,7 +10,9 @@ to every other request on this worker.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
@@ -95,6 +97,16 @@ class Store(LogReader):
         finally:
             if host_local and synced:
                 self.db.execute("PRAGMA synchronous = FULL")
+
+    async def synced(self) -> None:
+        """Every commit so far on disk: the WAL fsynced, in a thread, so the event loop goes
+        on meanwhile (a commit made with ``tx(host_local=True)`` is durable once this
+        returns, and an effect it began need not wait for the disk)."""
+        if self.synchronous != "FULL":
+            return
+        wal = self.path.with_name(self.path.name + "-wal")
+        await asyncio.to_thread(_fsync, wal)
+        self.syncs += 1
 
     @contextmanager
     def _transaction(self, *, fsynced: bool) -> Iterator[sqlite3.Connection]:
@@ -266,6 +278,14 @@ class Store(LogReader):
                 (keep_after,),
             )
             return cursor.rowcount
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def storage_error(exc: BaseException) -> BaseException:

@@ -9,15 +9,18 @@ such a namespace, already in cgroups of its own (``park-<namespace>``)::
 
     wire ahead ─▶ park: nsenter ─▶ sh joins park cgroups ─▶ blocks reading its FIFO
     start      ─▶ rename park cgroups to the machine's ─▶ set limits ─▶ write the run
-                  script's path to the FIFO ─▶ sh execs it ─▶ the usual wrapper ─▶ program
+                  script into the FIFO ─▶ sh runs it (``.``) ─▶ the usual wrapper ─▶ program
 
 Renaming a cgroup moves nothing, so the start costs a FIFO write and an
-exec. The run script only ever holds literals (``shlex.quote``) and re-enters
-the same wrapper as a plain start, with the same pidfile and exit file, so
-crash safety is unchanged: once the launcher has exec'd, its command line
-names the run's pidfile; a launcher that never got its run is found and
-killed when the worker starts again (``reap``). A launcher whose namespace
-was rewired under it (checked by inode) is discarded, never used.
+exec. The launcher's own shell reads the run script from the FIFO and runs it:
+no file holds it (it holds the machine's environment, app secrets among it),
+and no process is spawned to remove one. The run script only ever holds
+literals (``shlex.quote``) and re-enters the same wrapper as a plain start,
+with the same pidfile and exit file, so crash safety is unchanged: once the
+launcher has exec'd, its command line names the run's pidfile; a launcher
+that never got its run is found and killed when the worker starts again
+(``reap``). A launcher whose namespace was rewired under it (checked by
+inode) is discarded, never used.
 """
 
 from __future__ import annotations
@@ -53,13 +56,17 @@ PARK_NAME = "bodega-park"
 PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "slave", "--")
 # $1: the launcher's directory (its FIFO lives there), $2: cgroup.procs files to join.
 # Once in its cgroups it says so (``ready``, made by the shell itself, no process spawned):
-# creates prefer an address whose launcher is that far (``waiting``).
+# creates prefer an address whose launcher is that far (``waiting``). Then it runs the
+# script the start writes into its FIFO, in this same shell (``.`` blocks until a writer
+# comes, and reads to the end); the script ends by exec'ing the wrapper. It is one ``{ }``
+# group, parsed whole before any of it runs: a script cut short (the worker killed while
+# writing it) is a syntax error and runs nothing, never a command missing its last words.
 PARK = r"""set -f
 dir=$1 cgs=$2
 for cg in $cgs; do echo $$ > "$cg" || exit 1; done
 : > "$dir/ready"
-read run < "$dir/go" || exit 1
-exec /bin/sh "$run"
+. "$dir/go"
+exit 1
 """
 
 
@@ -136,13 +143,12 @@ class Parking:
             return None
         try:
             self.cgroups.adopt(park_slot(spec.netns), spec.machine_id, spec.memory_mb, spec.cpus)
-            script = files.pidfile.with_suffix(".run")
-            # Owner-only, and the script removes itself once sh has it open: it holds the
-            # machine's environment, app secrets included, which must not stay on disk.
-            with os.fdopen(os.open(script, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-                           "w") as handle:
-                handle.write(run_script(spec, files, user_memory_kib))
-            os.write(fd, f"{script}\n".encode())
+            # Whole, through the FIFO: the launcher reads as it comes (a script larger than
+            # the pipe holds waits for it), and runs it once the FIFO is closed.
+            os.set_blocking(fd, True)
+            script = memoryview(run_script(spec, files, user_memory_kib).encode())
+            while script:
+                script = script[os.write(fd, script):]
         except OSError as exc:
             log.warning("%s: could not hand over to the parked launcher: %s", spec.machine_id,
                         exc)
@@ -202,22 +208,22 @@ def park_slot(netns: str) -> str:
 
 
 def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None) -> str:
-    """What a parked launcher execs: the plain start's wrapper, as literals only."""
+    """What a parked launcher runs: the plain start's wrapper, as literals only."""
     q = shlex.quote
     mounts = " ".join(f"{m.host_path}={m.guest_path}" for m in spec.mounts) or "-"
     user = f"{spec.user[0]}:{spec.user[1]}" if spec.user else "-"
     home = home_of(spec)
     env = " ".join(q(f"{k}={v}") for k, v in spec.env.items())
     argv = " ".join(q(a) for a in spec.argv)
-    script = files.pidfile.with_suffix(".run")
     return (
-        f"rm -f -- {q(str(script))}\n"
+        "{\n"
         f"exec >>{q(str(log_path(spec.machine_dir)))} 2>&1\n"
         f"cd {q(str(spec.machine_dir / 'root'))} || {{ echo 125 > {q(str(files.exitfile))}; "
         "exit 125; }\n"
         f"exec env -i {env} {SHELL} -c {q(WRAPPER)} {PROGRAM_NAME} - "
         f"{q(str(files.pidfile))} {q(str(files.exitfile))} {user} {memory_kib or '-'} "
         f"{q(mounts)} {q(str(home)) if home is not None else '-'} {argv}\n"
+        "}\n"
     )
 
 

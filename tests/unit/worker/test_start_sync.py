@@ -1,0 +1,57 @@
+"""A start's spawn does not wait for the fsync of its record; its answer does.
+
+A real worker (fake driver) on a real SQLite file; the fsync of the WAL is held back
+by the test, to see what happens while the disk has not yet answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+
+import pytest
+
+from bodega.model.machine_config import MachineConfig
+from bodega.worker.daemon import Worker
+from bodega.worker.drivers.fake import FakeDriver
+from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.store import database
+
+W = tuple[Worker, FakeDriver]
+
+
+async def until(check: object, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():  # type: ignore[operator]
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.005)
+
+
+async def test_a_start_spawns_while_its_record_is_fsynced_and_answers_once_on_disk(
+        worker: W, monkeypatch: pytest.MonkeyPatch) -> None:
+    w, driver = worker
+    config = MachineConfig.model_validate({"image": "app:1",
+                                           "guest": {"cpus": 1, "memory_mb": 256}})
+    machine, _ = await w.machines.create(CreateRequest(app="web", config=config,
+                                                       region="ams", skip_launch=True))
+    disk = threading.Event()
+    synced: list[Path] = []
+    real = database._fsync
+
+    def held(path: Path) -> None:
+        disk.wait(10)
+        real(path)
+        synced.append(path)
+
+    monkeypatch.setattr(database, "_fsync", held)
+    start = asyncio.create_task(w.machines.start(machine.id))
+    try:
+        await until(lambda: ("start", machine.id) in driver.calls)  # spawned meanwhile
+        assert not start.done()  # not answered: its record is not yet on disk
+        assert synced == []
+    finally:
+        disk.set()
+    await asyncio.wait_for(start, 10)
+    assert [p.name for p in synced] == [f"{w.store.path.name}-wal"]
