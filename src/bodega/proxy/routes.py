@@ -120,6 +120,8 @@ class RoutingTable:
         self._workers: dict[str, str] = {}  # worker -> membership status
         # machine -> (until when, its row's updated_at when woken): see ``_woken_override``
         self._woken: dict[str, tuple[float, str]] = {}
+        # machine -> (its row's updated_at, the state) when the proxy put it to rest
+        self._rested: dict[str, tuple[str, str]] = {}
         self._listeners: list[Callable[[], None]] = []
         self._hostnames: dict[str, str] = {}  # a certificate's hostname -> its app
 
@@ -136,11 +138,14 @@ class RoutingTable:
         self._remove(machine_id)
         self._changed()
         if machine is None or machine.state == "destroyed":
+            self._rested.pop(machine_id, None)
             return
         backend = Backend.from_machine(machine)
         if backend is not None:
             if self._woken_override(backend):
                 backend = replace(backend, state="started")
+            elif (rest := self._rested_override(backend)) is not None:
+                backend = replace(backend, state=rest)
             if backend.checks == WAITING and self._woken_recently(machine_id):
                 # The proxy started it and saw its port accept: trusted until a check fails.
                 backend = replace(backend, checks=PASSING)
@@ -174,6 +179,22 @@ class RoutingTable:
             return True
         return backend.state in ("stopped", "created") and backend.updated_at <= updated_at
 
+    def _rested_override(self, backend: Backend) -> str | None:
+        """The state the proxy put this machine in, while its rows are older news.
+
+        A row written before the proxy stopped or suspended it (``started``, say, from a
+        check's change) can arrive after: believed, the machine would be routed to and
+        stopped again. A row written since (a newer ``updated_at``) is believed.
+        """
+        rested = self._rested.get(backend.machine_id)
+        if rested is None:
+            return None
+        updated_at, state = rested
+        if backend.updated_at > updated_at:
+            del self._rested[backend.machine_id]
+            return None
+        return state
+
     def _woken_recently(self, machine_id: str) -> bool:
         until, _ = self._woken.get(machine_id, (0.0, ""))
         return until >= time.monotonic()
@@ -187,6 +208,7 @@ class RoutingTable:
         for stale in [m for m, (until, _) in self._woken.items() if until < now]:
             del self._woken[stale]
         self._woken[machine_id] = (now + seconds, backend.updated_at)
+        self._rested.pop(machine_id, None)
         checks = PASSING if backend.checks == WAITING else backend.checks
         backend = replace(backend, state="started", checks=checks)
         self._put(backend)
@@ -203,6 +225,7 @@ class RoutingTable:
         if backend is None:
             return
         self._woken.pop(machine_id, None)
+        self._rested[machine_id] = (backend.updated_at, state)
         self._put(replace(backend, state=state))
         self._changed()
 

@@ -10,13 +10,13 @@ from bodega.proxy.routes import Backend, RoutingTable, service_checks
 
 
 def doc(checks: list[dict[str, Any]] | None, *, with_checks: bool = True,
-        state: str = "started") -> Machine:
+        state: str = "started", updated_at: str = "2026-11-24T10:00:00Z") -> Machine:
     service: dict[str, Any] = {"internal_port": 8080, "protocol": "tcp",
                                "ports": [{"port": 80, "handlers": ["http"]}]}
     if with_checks:
         service["checks"] = [{"type": "http", "path": "/healthz"}]
     out: dict[str, Any] = {"id": "m1", "app": "web", "region": "ams", "worker": "w1",
-                           "state": state, "private_ip": "10.0.0.2",
+                           "state": state, "private_ip": "10.0.0.2", "updated_at": updated_at,
                            "config": {"image": "x", "services": [service]}}
     if checks is not None:
         out["checks"] = checks
@@ -73,7 +73,29 @@ def test_a_machine_the_proxy_put_to_rest_is_not_routed_before_its_row_says_so() 
     assert rested is not None
     assert rested.state == "suspended"
     assert not usable(rested, lambda _w: True)
-    table.put_machine("m1", doc([check("passing")]))  # a newer row: it runs again
-    again = table.get("m1")
+    table.put_machine("m1", doc([check("passing")], updated_at="2026-11-24T10:00:01Z"))
+    again = table.get("m1")  # a row written since: it runs again
     assert again is not None
     assert usable(again, lambda _w: True)
+
+
+def test_a_row_from_before_the_proxy_stopped_a_machine_does_not_bring_it_back() -> None:
+    # The row a check's change published just before autostop stopped the machine arrives
+    # after: believed, the machine would be routed to, and stopped (and counted) again.
+    table = RoutingTable()
+    table.put_machine("m1", doc([check("warning")]))
+    table.mark_rested("m1", "stopped")
+    table.put_machine("m1", doc([check("passing")]))  # same updated_at: older news
+    rested = table.get("m1")
+    assert rested is not None
+    assert rested.state == "stopped"
+    assert not usable(rested, lambda _w: True)
+    table.put_machine("m1", doc([check("passing")], state="stopping",
+                                updated_at="2026-11-24T10:00:02Z"))
+    newer = table.get("m1")
+    assert newer is not None
+    assert newer.state == "stopping"
+    table.put_machine("m1", doc([check("passing")], updated_at="2026-11-24T10:00:09Z"))
+    started = table.get("m1")  # started again since (by a deploy, say): believed
+    assert started is not None
+    assert usable(started, lambda _w: True)
