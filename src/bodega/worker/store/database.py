@@ -99,13 +99,11 @@ class Store(LogReader):
                 self.db.execute("PRAGMA synchronous = FULL")
 
     async def synced(self) -> None:
-        """Every commit so far on disk: the WAL fsynced, in a thread, so the event loop goes
-        on meanwhile (a commit made with ``tx(host_local=True)`` is durable once this
-        returns, and an effect it began need not wait for the disk)."""
+        """Every commit so far on disk (a ``tx(host_local=True)`` one too): the WAL fsynced
+        in a thread, so the loop goes on and an effect begun need not wait for the disk."""
         if self.synchronous != "FULL":
             return
-        wal = self.path.with_name(self.path.name + "-wal")
-        await asyncio.to_thread(_fsync, wal)
+        await asyncio.to_thread(_fsync, self.path.with_name(self.path.name + "-wal"))
         self.syncs += 1
 
     @contextmanager
@@ -281,11 +279,8 @@ class Store(LogReader):
 
 
 def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with path.open("rb") as handle:
+        os.fsync(handle.fileno())
 
 
 def storage_error(exc: BaseException) -> BaseException:
