@@ -12,7 +12,7 @@ ratio to the ceiling, the CPU each side spent per create, the ``uptime`` load
 beside each run, and the time to rank 1,000 workers (in this process, same code).
 
     python -m bench.placement [--workers-per-region 20] [--creates 4000] [--concurrency 32]
-                              [--profile DIR] [--rig [--workers 1000] [--hosts 2]
+                              [--profile DIR] [--idle SECONDS] [--rig [--workers 1000] [--hosts 2]
                               [--fsync] [--policy utility] [--sample 0]] [--no-up]
 """
 
@@ -162,6 +162,9 @@ def print_measured(title: str, measured: Measured) -> None:
                       for role, seconds in sorted(measured.cpu.items(), key=order))
     print(f"  CPU per create: {sides}, load generator {measured.generator * per:.2f} ms "
           f"(on {os.cpu_count()} cores)")
+    if measured.idle is not None:
+        print("  idle before the creates, cores used: " + ", ".join(
+            f"{role} {cores:.3f}" for role, cores in sorted(measured.idle.items(), key=order)))
 
 
 def order(item: tuple[str, float]) -> tuple[int, str]:
@@ -172,7 +175,7 @@ def order(item: tuple[str, float]) -> tuple[int, str]:
 async def main(args: argparse.Namespace) -> None:
     if not args.no_up:
         measured = await on_up(args.workers_per_region, args.creates, args.concurrency,
-                               args.cpus, args.memory_mb, args.profile)
+                               args.cpus, args.memory_mb, args.profile, args.idle)
         print_measured(f"placement on bodega up: {args.workers_per_region} null-driver "
                        f"workers (each a process), {args.concurrency} concurrent clients, "
                        f"{args.creates} requests each", measured)
@@ -198,6 +201,8 @@ if __name__ == "__main__":
     parser.add_argument("--profile", type=Path,
                         help="py-spy bodega up's broker and one worker for 12 s of the creates "
                         "into DIR (raw collapsed stacks)")
+    parser.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
+                        help="first measure the CPU bodega up uses doing nothing for SECONDS")
     parser.add_argument("--no-up", action="store_true", help="skip the bodega up line")
     parser.add_argument("--rig", action="store_true",
                         help="also run the rig (--workers null workers in --hosts processes)")

@@ -11,6 +11,7 @@ CPU each component spent during the creates is read from ``/proc`` by its pid in
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -42,6 +43,7 @@ class Measured:
     cpu: dict[str, float]
     generator: float
     loads: tuple[str, str]
+    idle: dict[str, float] | None = None  # cores each role used while nothing was asked
 
 
 def load() -> str:
@@ -79,9 +81,21 @@ def start_spies(cluster: Path, out: Path, seconds: int) -> list[subprocess.Popen
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for role, pid in chosen.items()]
 
 
+async def idle_cores(cluster: Path, seconds: float) -> dict[str, float]:
+    """Cores each role uses over ``seconds`` with nothing asked of the cluster, after 10 s
+    of rest (the workers' first publications and syncs settle)."""
+    await asyncio.sleep(10)
+    before, began = cpu_by_role(cluster), time.monotonic()
+    await asyncio.sleep(seconds)
+    after, spent = cpu_by_role(cluster), time.monotonic() - began
+    return {role: (after[role] - before.get(role, 0.0)) / spent for role in after}
+
+
 async def on_up(workers: int, creates: int, concurrency: int, cpus: int, memory_mb: int,
-                profile: Path | None = None) -> Measured:
-    """Start ``bodega up``, create ``creates`` machines through its API, stop it."""
+                profile: Path | None = None, idle: float = 0.0) -> Measured:
+    """Start ``bodega up``, create ``creates`` machines through its API, stop it.
+
+    ``idle``: first measure, for that many seconds, what the cluster uses doing nothing."""
     with tempfile.TemporaryDirectory(prefix="bodega-placement-") as name:
         tmp = Path(name)
         os.environ["BODEGA_CONFIG"] = str(tmp / "contexts.toml")  # not the user's contexts
@@ -97,6 +111,7 @@ async def on_up(workers: int, creates: int, concurrency: int, cpus: int, memory_
         spies: list[subprocess.Popen[bytes]] = []
         try:
             await up.until_line("bodega is up", timeout=600)
+            resting = await idle_cores(cluster, idle) if idle > 0 else None
             url = up.state()["api_url"]
             auth = {"Authorization": f"Bearer {up.token()}"}
             await run(url, lambda n: ("POST", "/v1/apps", body(
@@ -122,7 +137,7 @@ async def on_up(workers: int, creates: int, concurrency: int, cpus: int, memory_
             generator = time.process_time() - own
             after = cpu_by_role(cluster)
             used = {role: after[role] - before.get(role, 0.0) for role in after}
-            return Measured(ceiling, made, used, generator, (first, load()))
+            return Measured(ceiling, made, used, generator, (first, load()), resting)
         finally:
             for spy in spies:
                 if spy.poll() is None:
