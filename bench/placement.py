@@ -1,15 +1,19 @@
-"""Placement throughput through the broker's HTTP API, against a trivial endpoint as the ceiling.
+"""Placement throughput through the broker's public API, against a trivial endpoint as the ceiling.
 
-Starts ``--hosts`` processes holding ``--workers`` null-driver workers in one
-region between them, and a broker process; then, with the same load
-generator and concurrency, measures ``GET /v1/health`` on the broker (the
-ceiling of this server stack on this machine) and ``POST .../machines``
-(each one ranked over every worker, reserved and created on the winner).
-Prints creates/s, p50 and p99 create latency, the ratio to the ceiling, and
-the time to rank 1,000 workers (measured in this process, with the same code).
+First line (the default): a real ``bodega up`` (``placement_up.py``): one region of
+``--workers-per-region`` null-driver workers, each its own process, with the registry,
+the proxy and the image registry running beside them. Second line (``--rig``): the
+rig, ``--hosts`` processes holding ``--workers`` null-driver workers (no gossip, no
+proxy) and a broker that knows them from a static catalog. On each, the same load
+generator and concurrency measure ``GET /v1/health`` on the broker (the ceiling of
+this server stack on this machine) and ``POST .../machines`` (each ranked over every
+worker, reserved and created on the winner). Prints creates/s, p50 and p99, the
+ratio to the ceiling, the CPU each side spent per create, the ``uptime`` load
+beside each run, and the time to rank 1,000 workers (in this process, same code).
 
-    python -m bench.placement [--workers 1000] [--hosts 2] [--creates 5000] [--concurrency 64]
-                              [--fsync] [--cpus 64] [--memory-mb 65536]
+    python -m bench.placement [--workers-per-region 20] [--creates 4000] [--concurrency 32]
+                              [--profile DIR] [--idle SECONDS] [--rig [--workers 1000] [--hosts 2]
+                              [--fsync] [--policy utility] [--sample 0]] [--no-up]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import time
 from pathlib import Path
 
 from bench.loadgen import Result, body, run
+from bench.placement_up import Measured, load, on_up
 from bodega.model.capacity import Ask, Totals, Usage
 from bodega.placement import Candidate, CandidateTable, PlacementRequest, Policy, rank_region
 
@@ -84,7 +89,8 @@ def report(name: str, result: Result) -> None:
         print(f"    e.g. {error.decode(errors='replace')}")
 
 
-async def main(args: argparse.Namespace) -> None:
+async def on_rig(args: argparse.Namespace) -> Measured:
+    """The rig: null workers in ``--hosts`` processes and a broker with a static catalog."""
     with tempfile.TemporaryDirectory(prefix="bodega-bench-") as tmp:
         base = Path(tmp)
         per_host = -(-args.workers // args.hosts)
@@ -124,6 +130,7 @@ async def main(args: argparse.Namespace) -> None:
             await run(url, make_create, total=200, concurrency=args.concurrency, headers=auth)
             ceiling = await run(url, lambda n: ("GET", "/v1/health", b""), total=args.creates,
                                 concurrency=args.concurrency, headers=auth)
+            first = load()
             before = [cpu_seconds(p.pid) for p in (broker, *hosts)]
             own = time.process_time()
             creates = await run(url, make_create, total=args.creates,
@@ -138,32 +145,74 @@ async def main(args: argparse.Namespace) -> None:
                     process.wait(60)
                 except subprocess.TimeoutExpired:
                     process.kill()
-    full, p2c = rank_time()
-    print(f"placement: {args.workers} null workers in {args.hosts} processes"
-          f"{' (commits fsynced)' if args.fsync else ''}, one broker "
-          f"({args.policy}{f', p{args.sample}c' if args.sample else ''}), "
-          f"{args.concurrency} concurrent clients, {args.creates} requests each")
-    report("trivial endpoint (ceiling)", ceiling)
-    report("create machine", creates)
+    return Measured(ceiling, creates, {"broker": used[0], "worker": sum(used[1:])},
+                    generator, (first, load()))
+
+
+def print_measured(title: str, measured: Measured) -> None:
+    print(f"{title}; load average {measured.loads[0]} at the creates' start, "
+          f"{measured.loads[1]} at their end")
+    report("trivial endpoint (ceiling)", measured.ceiling)
+    report("create machine", measured.creates)
+    creates = measured.creates
     print(f"  placed {creates.ok()} machines; creates/s is "
-          f"{creates.rate / ceiling.rate:.2f}x the ceiling's requests/s")
+          f"{creates.rate / measured.ceiling.rate:.2f}x the ceiling's requests/s")
     per = 1000 / max(1, creates.count)
-    print(f"  CPU per create: broker {used[0] * per:.2f} ms, workers {sum(used[1:]) * per:.2f} ms, "
-          f"load generator {generator * per:.2f} ms (on {os.cpu_count()} cores)")
-    print(f"  rank 1,000 workers: {full * 1e3:.3f} ms full ranking, "
+    sides = ", ".join(f"{role} {seconds * per:.2f} ms"
+                      for role, seconds in sorted(measured.cpu.items(), key=order))
+    print(f"  CPU per create: {sides}, load generator {measured.generator * per:.2f} ms "
+          f"(on {os.cpu_count()} cores)")
+    if measured.idle is not None:
+        print("  idle before the creates, cores used: " + ", ".join(
+            f"{role} {cores:.3f}" for role, cores in sorted(measured.idle.items(), key=order)))
+
+
+def order(item: tuple[str, float]) -> tuple[int, str]:
+    """Broker first, then workers, then the rest of the cluster by name."""
+    return ({"broker": 0, "worker": 1}.get(item[0], 2), item[0])
+
+
+async def main(args: argparse.Namespace) -> None:
+    if not args.no_up:
+        measured = await on_up(args.workers_per_region, args.creates, args.concurrency,
+                               args.cpus, args.memory_mb, args.profile, args.idle)
+        print_measured(f"placement on bodega up: {args.workers_per_region} null-driver "
+                       f"workers (each a process), {args.concurrency} concurrent clients, "
+                       f"{args.creates} requests each", measured)
+    if args.rig:
+        measured = await on_rig(args)
+        print_measured(f"placement on the rig: {args.workers} null workers in {args.hosts} "
+                       f"processes{' (commits fsynced)' if args.fsync else ''}, one broker "
+                       f"({args.policy}{f', p{args.sample}c' if args.sample else ''}), "
+                       f"{args.concurrency} concurrent clients, {args.creates} requests each",
+                       measured)
+    full, p2c = rank_time()
+    print(f"rank 1,000 workers: {full * 1e3:.3f} ms full ranking, "
           f"{p2c * 1e3:.3f} ms power of two choices (median of 500)")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=1000)
-    parser.add_argument("--hosts", type=int, default=2)
-    parser.add_argument("--creates", type=int, default=5000)
-    parser.add_argument("--concurrency", type=int, default=64)
-    parser.add_argument("--policy", default="utility")
-    parser.add_argument("--sample", type=int, default=0)
+    parser.add_argument("--workers-per-region", type=int, default=20,
+                        help="bodega up's workers, each its own process (a /24 of addresses, "
+                        "so at most about 250 machines each)")
+    parser.add_argument("--creates", type=int, default=4000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--profile", type=Path,
+                        help="py-spy bodega up's broker and one worker for 12 s of the creates "
+                        "into DIR (raw collapsed stacks)")
+    parser.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
+                        help="first measure the CPU bodega up uses doing nothing for SECONDS")
+    parser.add_argument("--no-up", action="store_true", help="skip the bodega up line")
+    parser.add_argument("--rig", action="store_true",
+                        help="also run the rig (--workers null workers in --hosts processes)")
+    parser.add_argument("--workers", type=int, default=1000, help="the rig's workers")
+    parser.add_argument("--hosts", type=int, default=2, help="the rig's worker processes")
+    parser.add_argument("--policy", default="utility", help="the rig broker's policy")
+    parser.add_argument("--sample", type=int, default=0, help="the rig broker's sample")
     parser.add_argument("--cpus", type=int, default=64, help="each worker's cpus")
     parser.add_argument("--memory-mb", type=int, default=65536, help="each worker's memory")
     parser.add_argument("--fsync", action="store_true",
-                        help="the null workers commit durably (full fsync), as real workers do")
+                        help="the rig's null workers commit durably (full fsync), as real "
+                        "workers (and bodega up's) do")
     asyncio.run(main(parser.parse_args()))
