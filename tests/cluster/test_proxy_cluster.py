@@ -166,7 +166,12 @@ async def test_idle_machines_are_stopped_down_to_the_minimum(shared: Fleet) -> N
             return states == {"started": 1, "stopped": 2}
 
         await until(one_left)
-        assert await proxy_metric(shared, 'bodega_proxy_autostops_total{app="idle"}') == 2
+        # Net of wakes: a request that raced a stop on a busy host may have woken a machine
+        # (which was stopped again); what is left running is the minimum either way.
+        stops = await proxy_metric(shared, 'bodega_proxy_autostops_total{app="idle"}')
+        starts = await proxy_metric(shared, 'bodega_proxy_autostarts_total{app="idle",'
+                                            'outcome="started"}')
+        assert stops - starts == 2
         await asyncio.sleep(2)  # min_machines_running holds: the last one stays
         assert Counter(m["state"] for m in await machines_of(api, "idle"))["started"] == 1
         assert (await web.get("/")).status_code == 200

@@ -85,12 +85,17 @@ def autostop_victim(backends: Iterable[Backend], load: Mapping[str, int],
 
     ``keep`` is how many must stay running here (``min_machines_running`` in
     the primary region, else 0); ``idle_since`` is when each machine last had
-    no outstanding request (absent: busy).
+    no outstanding request (absent: busy). The only machine that can serve is never
+    the one stopped while others still wait for their first passing check.
     """
     running = [b for b in backends if b.state in ROUTABLE_STATES and b.autostop != "off"]
     if len(running) <= keep:
         return None
-    idle = [b for b in running if load.get(b.machine_id, 0) == 0
+    serving = [b for b in running if b.checks == PASSING and not b.cordoned]
+    # The one machine that can serve is kept while the others are still warming up (their
+    # first service check not passed yet): stopped, the next request would have to wake it.
+    last = serving[0].machine_id if len(serving) == 1 and len(running) > 1 else None
+    idle = [b for b in running if load.get(b.machine_id, 0) == 0 and b.machine_id != last
             and now - idle_since.get(b.machine_id, now) >= idle_for]
     if not idle:
         return None

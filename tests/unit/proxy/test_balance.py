@@ -101,6 +101,18 @@ def test_autostop_stops_one_idle_machine_keeping_excess_and_minimum() -> None:
     assert autostop_victim([backend("x", autostop="off")], {}, {"x": 0.0}, 100, 1, 0) is None
 
 
+def test_autostop_keeps_the_only_serving_machine_while_the_others_warm_up() -> None:
+    # Two new machines are started but wait for their first check; the old one is idle.
+    old = backend("a", autostop="stop")
+    warming = [backend(m, autostop="stop", checks="waiting") for m in ("b", "c")]
+    idle = {"a": 0.0, "b": 95.0, "c": 95.0}
+    assert autostop_victim([old, *warming], {}, idle, 100.0, 30.0, keep=1) is None
+    passed = replace(warming[0], checks="passing")  # one of them can serve now
+    victim = autostop_victim([old, passed, warming[1]], {}, idle, 100.0, 30.0, keep=1)
+    assert victim is not None
+    assert victim.machine_id == "a"
+
+
 def test_routes_follow_machine_docs() -> None:
     doc = {"id": "m1", "app": "web", "region": "ams", "worker": "w1", "state": "stopped",
            "service_host": "10.1.0.2", "created_at": "t",
