@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import os
 import re
-import signal
 import statistics
 import sys
 import tempfile
@@ -43,32 +42,11 @@ from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port
 from tests.leftovers_kit import sweep_data_dir
 
-from bench.proxy import first_response
+from bench.proxy import APP, first_response
 from bench.start_stages import profiled as spied
+from bench.start_stages import stop_profiles
 
 HOST = "bench.localhost"
-# bench/proxy.py's server, which also notes when its first statement ran and when its port
-# listened (epoch seconds, appended to argv[2]).
-APP = r"""
-import time
-began = time.time()
-import asyncio, sys
-RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello"
-class Echo(asyncio.Protocol):
-    def connection_made(self, transport):
-        self.transport, self.buffer = transport, b""
-    def data_received(self, data):
-        self.buffer += data
-        while b"\r\n\r\n" in self.buffer:
-            _, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
-            self.transport.write(RESPONSE)
-async def main():
-    server = await asyncio.get_running_loop().create_server(Echo, "0.0.0.0", int(sys.argv[1]))
-    with open(sys.argv[2], "a") as marks:
-        marks.write(f"{began} {time.time()}\n")
-    await server.serve_forever()
-asyncio.run(main())
-"""
 WAKE = re.compile(r"started for a request in ([\d.]+) ms \(its worker's start answered in "
                   r"([\d.]+) ms\)")
 
@@ -245,9 +223,7 @@ async def main(runs: int, profile: Path | None) -> None:
             log = (up.data_dir / "logs" / "ams-1.log").read_text()
             parked = f"{log.count('from a parked launcher')} of {3 + runs + 1}"
         finally:
-            for spy in spies:
-                spy.send_signal(signal.SIGINT)
-                await spy.wait()
+            await stop_profiles(spies)
             if api is not None:
                 await api.session.close()
             await up.stop()

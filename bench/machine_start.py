@@ -41,7 +41,14 @@ from tests.leftovers_kit import sweep_data_dir
 from tests.tls_kit import TEST_CA
 
 from bench.start_rig import start_broker, start_worker
-from bench.start_stages import Marks, breakdown, component_pids, cpu_seconds, profiled
+from bench.start_stages import (
+    Marks,
+    breakdown,
+    component_pids,
+    cpu_seconds,
+    profiled,
+    stop_profiles,
+)
 from bodega.wire.worker_client import WorkerClient
 
 TOKEN = "bench-token"
@@ -229,9 +236,7 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
                 log = (up.data_dir / "logs" / "ams-1.log").read_text()
                 parked = f"{log.count('from a parked launcher')} of {3 + runs}"
         finally:
-            for spy in spies:
-                spy.send_signal(signal.SIGINT)
-                await spy.wait()
+            await stop_profiles(spies)
             for api in apis.values():
                 await api.session.close()
             if worker is not None:

@@ -29,6 +29,7 @@ from tests.cluster.up_kit import UpProcess, free_port
 from tests.leftovers_kit import sweep_data_dir
 
 from bench.loadgen import Result, body, run
+from bench.start_stages import cpu_seconds
 
 # Machine ranges no test or other bench holds (tests/cidr_kit.py): 10.232-239.0.0/16.
 OCTETS = (232, 240)
@@ -48,12 +49,6 @@ class Measured:
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU a process and its reaped children have used (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def roles(cluster: Path) -> dict[str, list[int]]:

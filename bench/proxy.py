@@ -40,8 +40,12 @@ from bench.loadgen import Connection
 from bodega.wire.worker_client import WorkerClient
 
 SUBNET = "10.254.7.0/24"
-# A keep-alive HTTP/1.1 server that answers every request with a short body.
+# A keep-alive HTTP/1.1 server that answers every request with a short body. Given a second
+# argument, it appends to that file when its first statement ran and when its port listened
+# (epoch seconds): bench/cold_start.py's marks.
 APP = r"""
+import time
+began = time.time()
 import asyncio, sys
 RESPONSE = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello"
 class Echo(asyncio.Protocol):
@@ -54,6 +58,9 @@ class Echo(asyncio.Protocol):
             self.transport.write(RESPONSE)
 async def main():
     server = await asyncio.get_running_loop().create_server(Echo, "0.0.0.0", int(sys.argv[1]))
+    if len(sys.argv) > 2:
+        with open(sys.argv[2], "a") as marks:
+            marks.write(f"{began} {time.time()}\n")
     await server.serve_forever()
 asyncio.run(main())
 """

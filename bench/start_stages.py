@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 from dataclasses import dataclass
@@ -91,3 +92,10 @@ async def profiled(cluster: Path, out: Path, roles: tuple[str, ...] = ("broker",
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL))
     await asyncio.sleep(1)  # attached before the first timed run
     return spies
+
+
+async def stop_profiles(spies: list[asyncio.subprocess.Process]) -> None:
+    """Stop ``profiled``'s py-spy processes; each writes its profile as it ends."""
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)
+        await spy.wait()
