@@ -249,12 +249,8 @@ async def test_malformed_requests_get_400(plane: str) -> None:
 async def test_concurrent_requests_to_a_sleeping_app_share_one_start(
         concurrency: int, plane: str) -> None:
     """A stand-in worker API starts the machine's server when asked, and counts the asks."""
-    from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
-
-    from bodega.runtime.serve import serve
-    from bodega.wire.worker_client import WorkerClient
 
     sleeping = Machine("sleeper")
     starts: list[str] = []
@@ -271,15 +267,12 @@ async def test_concurrent_requests_to_a_sleeping_app_share_one_start(
         sleeping.server = await asyncio.start_server(sleeping.handle, "127.0.0.1", p)
 
     sleeping.server_on = server_on  # type: ignore[attr-defined]
-    worker_api = await serve(Starlette(routes=[Route("/v1/machines/{id}/start", start,
-                                                     methods=["POST"])]), "127.0.0.1", 0)
-    table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
-    table.put_machine("s1", routed(machine_doc("s1", port, state="stopped")))
-    table.put_machine("s2", routed(machine_doc("s2", port + 1, state="stopped")))
-    worker = WorkerClient(worker_api.url)
-    waker = Waker(table, lambda _w: worker, load, metrics, "ams")
     try:
-        async with serving(plane, table, waker, load, metrics) as served, \
+        async with stand_in_worker(
+                [Route("/v1/machines/{id}/start", start, methods=["POST"])],
+                routed(machine_doc("s1", port, state="stopped")),
+                routed(machine_doc("s2", port + 1, state="stopped"))) as w, \
+                serving(plane, w.table, w.waker, w.load, w.metrics) as served, \
                 client(served.url) as http:
             answers = await asyncio.gather(*(http.get(f"/{i}") for i in range(concurrency)))
             assert [a.status_code for a in answers] == [200] * concurrency
@@ -288,9 +281,7 @@ async def test_concurrent_requests_to_a_sleeping_app_share_one_start(
             await served.synced()  # the started machine is now served directly
             assert (await http.get("/after")).text.split()[0] == "sleeper"
     finally:
-        await worker.aclose()
         await sleeping.stop()
-        await worker_api.stop()
         await asyncio.sleep(0.05)
 
 
@@ -298,12 +289,8 @@ async def test_a_woken_machine_gets_the_first_request_on_the_connection_that_fou
         plane: str) -> None:
     """The proxy connects until the started machine's port accepts; that connection carries
     the request (the machine accepts one connection, not a probe and then the request's)."""
-    from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
-
-    from bodega.runtime.serve import serve
-    from bodega.wire.worker_client import WorkerClient
 
     sleeping = Machine("sleeper")
     port = await _free_port()
@@ -317,24 +304,51 @@ async def test_a_woken_machine_gets_the_first_request_on_the_connection_that_fou
         sleeping.server = await asyncio.start_server(handle, "127.0.0.1", port)
         return JSONResponse({"previous_state": "stopped", "migrated": False, "new_host": ""})
 
-    worker_api = await serve(Starlette(routes=[Route("/v1/machines/{id}/start", start,
-                                                     methods=["POST"])]), "127.0.0.1", 0)
-    table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
-    table.put_machine("s1", routed(machine_doc("s1", port, state="stopped")))
-    worker = WorkerClient(worker_api.url)
-    waker = Waker(table, lambda _w: worker, load, metrics, "ams")
     try:
-        async with serving(plane, table, waker, load, metrics) as served, \
+        async with stand_in_worker(
+                [Route("/v1/machines/{id}/start", start, methods=["POST"])],
+                routed(machine_doc("s1", port, state="stopped"))) as w, \
+                serving(plane, w.table, w.waker, w.load, w.metrics) as served, \
                 client(served.url) as http:
             answer = await http.get("/first")
             assert answer.status_code == 200
             assert answer.text.split()[0] == "sleeper"
             assert len(accepted) == 1
     finally:
-        await worker.aclose()
         await sleeping.stop()
-        await worker_api.stop()
         await asyncio.sleep(0.05)
+
+
+@dataclass
+class StandIn:
+    """The proxy's side of a stand-in worker API: its table, waker, load and metrics."""
+
+    table: RoutingTable
+    waker: Waker
+    load: Load
+    metrics: ProxyMetrics
+
+
+@contextlib.asynccontextmanager
+async def stand_in_worker(routes: list[Any], *machines: Answer) -> AsyncIterator[StandIn]:
+    """A worker API of ``routes`` (Starlette), and a routing table holding ``machines``
+    whose waker calls it."""
+    from starlette.applications import Starlette
+
+    from bodega.runtime.serve import serve
+    from bodega.wire.worker_client import WorkerClient
+
+    worker_api = await serve(Starlette(routes=routes), "127.0.0.1", 0)
+    table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
+    for machine in machines:
+        table.put_machine(machine.id, machine)
+    worker = WorkerClient(worker_api.url)
+    try:
+        yield StandIn(table, Waker(table, lambda _w: worker, load, metrics, "ams"), load,
+                      metrics)
+    finally:
+        await worker.aclose()
+        await worker_api.stop()
 
 
 async def _free_port() -> int:
@@ -352,12 +366,8 @@ async def test_a_request_right_after_a_stop_waits_for_it_and_starts_the_machine_
     says stopping: the request is neither refused nor sent to a dead port; once the worker
     says stopped, the machine is started for it. On the HAProxy plane, the refused connect
     marks the server down and the retry goes to the activator, which does the same."""
-    from starlette.applications import Starlette
     from starlette.responses import JSONResponse
     from starlette.routing import Route
-
-    from bodega.runtime.serve import serve
-    from bodega.wire.worker_client import WorkerClient
 
     machine = Machine("restarted")
     port = await _free_port()
@@ -374,23 +384,18 @@ async def test_a_request_right_after_a_stop_waits_for_it_and_starts_the_machine_
         machine.server = await asyncio.start_server(machine.handle, "127.0.0.1", port)
         return JSONResponse({"previous_state": "stopped", "migrated": False, "new_host": ""})
 
-    worker_api = await serve(Starlette(routes=[
-        Route("/v1/machines/{id}", show, methods=["GET"]),
-        Route("/v1/machines/{id}/start", start, methods=["POST"])]), "127.0.0.1", 0)
-    table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
-    table.put_machine("m1", routed(machine_doc("m1", port)))  # started, as the view last heard
-    worker = WorkerClient(worker_api.url)
-    waker = Waker(table, lambda _w: worker, load, metrics, "ams")
     try:
-        async with serving(plane, table, waker, load, metrics) as served, \
-                client(served.url) as http:
+        async with stand_in_worker(
+                [Route("/v1/machines/{id}", show, methods=["GET"]),
+                 Route("/v1/machines/{id}/start", start, methods=["POST"])],
+                routed(machine_doc("m1", port))) as w, \
+                serving(plane, w.table, w.waker, w.load, w.metrics) as served, \
+                client(served.url) as http:  # m1 started, as the view last heard
             answer = await http.get("/")
             assert answer.status_code == 200, answer.text
             assert answer.text.split()[0] == "restarted"
             assert starts == ["m1"]
             assert looks[:3] == ["stopping"] * 3
     finally:
-        await worker.aclose()
         await machine.stop()
-        await worker_api.stop()
         await asyncio.sleep(0.05)

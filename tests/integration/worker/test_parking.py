@@ -8,7 +8,6 @@ for, in the machine's own cgroups and namespace, as the unprivileged user.
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import json
 import os
@@ -30,6 +29,7 @@ from bodega.worker.drivers.process.procfs import pids_with_argument
 from bodega.worker.host.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
+from tests.poll_kit import until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, cgroups)")
 
@@ -63,18 +63,11 @@ async def rig(tmp_path: Path) -> AsyncIterator[tuple[ProcessDriver, NetnsNetwork
                       cgroups.root / "cpu" / "bodega" / cgroups.scope):
             for child in [c for c in scope.iterdir() if c.is_dir()] if scope.exists() else []:
                 cgroups.kill_all(child.name)
-                await _until(lambda c=child: not cgroups.pids(c.name))
+                await until(lambda c=child: not cgroups.pids(c.name))
                 child.rmdir()
             if scope.exists():
                 scope.rmdir()
 
-
-async def _until(check: object, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():  # type: ignore[operator]
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 def spec(tmp: Path, netns: str, mid: str) -> TaskSpec:
@@ -89,22 +82,17 @@ async def test_a_start_from_a_parked_launcher_is_a_plain_start(
     tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
 ) -> None:
     driver, network, cgroups = rig
-    await network.prewarm([5])
-    netns = network.netns(5)
-    parking(driver).park(netns)
-    launcher = await _launchers(tmp_path / "park" / netns)
-    assert len(launcher) == 1
-    await _until(lambda: _reading_fifo(launcher[0]))
-    await _until(lambda: parking(driver).waiting(netns))  # in its cgroups: creates prefer it
+    netns, launcher = await _parked(driver, network, 5, tmp_path / "park")
+    await until(lambda: parking(driver).waiting(netns))  # in its cgroups: creates prefer it
     assert not parking(driver).waiting(network.netns(6))  # none parked there
 
     mid = uuid.uuid4().hex[:14]
     s = spec(tmp_path, netns, mid)
     handle = await driver.start(s)
     assert not parking(driver).waiting(netns)  # taken
-    assert handle.pid == launcher[0]  # the launcher itself became the machine's wrapper
+    assert handle.pid == launcher  # the launcher itself became the machine's wrapper
     log = s.machine_dir / "logs" / "machine.log"
-    await _until(lambda: log.exists() and "argv" in log.read_text())
+    await until(lambda: log.exists() and "argv" in log.read_text())
     report = json.loads(log.read_text().splitlines()[0])
     # Its own directory, where it runs as its own user (see test_process_driver).
     assert report == {"argv": NASTY, "env": "a'b\"c $d", "uid": 65534, "cwd": str(HOME_MOUNT)}
@@ -129,12 +117,8 @@ async def test_the_run_reaches_a_parked_launcher_through_its_fifo_never_a_file(
     the launcher through the FIFO, and no file holds it, not even for the moment before
     the launcher has read it (looked for as soon as the start returns)."""
     driver, network, _cgroups = rig
-    await network.prewarm([8])
-    netns = network.netns(8)
-    parking(driver).park(netns)
-    (launcher,) = await _launchers(tmp_path / "park" / netns)
-    await _until(lambda: _reading_fifo(launcher))
-    await _until(lambda: parking(driver).waiting(netns))
+    netns, launcher = await _parked(driver, network, 8, tmp_path / "park")
+    await until(lambda: parking(driver).waiting(netns))
     mid = uuid.uuid4().hex[:14]
     s = spec(tmp_path, netns, mid)
     handle = await driver.start(s)
@@ -145,7 +129,7 @@ async def test_the_run_reaches_a_parked_launcher_through_its_fifo_never_a_file(
     assert written == []
     assert handle.pid == launcher
     log = s.machine_dir / "logs" / "machine.log"
-    await _until(lambda: log.exists() and "argv" in log.read_text())
+    await until(lambda: log.exists() and "argv" in log.read_text())
     assert json.loads(log.read_text().splitlines()[0])["env"] == "a'b\"c $d"
     await driver.destroy(mid, s.machine_dir)
 
@@ -173,24 +157,33 @@ async def test_launchers_left_by_a_previous_worker_are_reaped(
     left = await _launchers(tmp_path / "park")
     assert len(left) == 1
     parking(ProcessDriver(cgroups, park_dir=tmp_path / "park")).reap()
-    await _until(lambda: not Path(f"/proc/{left[0]}").exists() or _zombie(left[0]))
+    await until(lambda: not Path(f"/proc/{left[0]}").exists() or _zombie(left[0]))
 
 
 async def test_a_launcher_in_a_rebuilt_namespace_is_never_used(
     tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
 ) -> None:
     driver, network, _cgroups = rig
-    await network.prewarm([7])
-    netns = network.netns(7)
-    parking(driver).park(netns)
-    (launcher,) = await _launchers(tmp_path / "park" / netns)
-    await _until(lambda: _reading_fifo(launcher))
+    netns, launcher = await _parked(driver, network, 7, tmp_path / "park")
     await network.detach("gone", 7)  # the address is freed and wired afresh
     await network.prewarm([7])
     mid = uuid.uuid4().hex[:14]
     handle = await driver.start(spec(tmp_path, netns, mid))
     assert handle.pid != launcher  # a plain start, in the namespace that exists now
     await driver.destroy(mid, tmp_path / mid)
+
+
+async def _parked(driver: ProcessDriver, network: NetnsNetwork, index: int,
+                  park: Path) -> tuple[str, int]:
+    """Wire address ``index``'s namespace and park a launcher there: its namespace and
+    pid, once it waits at its FIFO."""
+    await network.prewarm([index])
+    netns = network.netns(index)
+    parking(driver).park(netns)
+    found = await _launchers(park / netns)
+    assert len(found) == 1
+    await until(lambda: _reading_fifo(found[0]))
+    return netns, found[0]
 
 
 async def _launchers(under: Path) -> list[int]:
@@ -213,7 +206,7 @@ async def _launchers(under: Path) -> list[int]:
         seen[:] = find()
         return bool(seen)
 
-    await _until(found)
+    await until(found)
     return seen
 
 

@@ -8,7 +8,6 @@ import os
 import signal
 import socket
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.host.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import run
+from tests.poll_kit import until
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups, netns, setpriv)")
 PY = sys.executable
@@ -55,13 +55,6 @@ async def driver() -> AsyncIterator[ProcessDriver]:
                     child.rmdir()
                 path.rmdir()
 
-
-async def until(condition: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
 
 
 async def test_runs_in_its_own_session_with_env_cwd_and_log(tmp_path: Path,

@@ -17,16 +17,10 @@ from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store import database
+from tests.poll_kit import until
 
 W = tuple[Worker, FakeDriver]
 
-
-async def until(check: object, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check():  # type: ignore[operator]
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.005)
 
 
 async def test_a_start_spawns_while_its_record_is_fsynced_and_answers_once_on_disk(
@@ -48,7 +42,7 @@ async def test_a_start_spawns_while_its_record_is_fsynced_and_answers_once_on_di
     monkeypatch.setattr(database, "_fsync", held)
     start = asyncio.create_task(w.machines.start(machine.id))
     try:
-        await until(lambda: ("start", machine.id) in driver.calls)  # spawned meanwhile
+        await until(lambda: ("start", machine.id) in driver.calls, every=0.005)  # spawned meanwhile
         assert not start.done()  # not answered: its record is not yet on disk
         assert synced == []
     finally:
