@@ -33,8 +33,8 @@ def path_without(tmp_path: Path, *stripped: str) -> str:
     return str(bin_dir)
 
 
-def run(path: str, *prefix: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*prefix, str(SCRIPT)], capture_output=True, text=True, timeout=60,
+def run(path: str, *prefix: str, script: Path = SCRIPT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*prefix, str(script)], capture_output=True, text=True, timeout=60,
                           env={"PATH": path, "LANG": "C"}, check=False)
 
 
@@ -64,8 +64,10 @@ def test_not_root_stops_in_one_line_even_with_apt_get() -> None:
     assert setpriv is not None
     with tempfile.TemporaryDirectory() as where:  # pytest's tmp_path is closed to nobody
         os.chmod(where, 0o755)
+        # A copy beside it: the checkout itself may sit where nobody cannot reach.
+        script = Path(shutil.copy2(SCRIPT, Path(where) / SCRIPT.name))
         done = run(path_without(Path(where), "nft"), setpriv, "--reuid=nobody",
-                   "--regid=nogroup", "--clear-groups")
+                   "--regid=nogroup", "--clear-groups", script=script)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
         "Error: missing host package(s) nftables; install with: sudo apt-get install -y nftables"]
