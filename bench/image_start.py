@@ -44,11 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.integration.images.image_kit import build_image
 
+from bench.start_stages import Marks, breakdown
 from bodega.worker.drivers.oci import runtimes
 from bodega.worker.host.image_drivers import unified_controllers
 
 CIDR = "10.253.0.0/16"
-STAGES: dict[str, list[float]] = {}  # where a start's time goes, for the warm runs
+MARKS: list[Marks] = []  # where a warm start's time goes (the broker's and worker's marks)
 WARMUPS = 2
 PODMAN_LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
 
@@ -79,18 +80,22 @@ async def until_http(url: str, deadline: float = 60.0) -> None:
 
 
 async def api_start(http: httpx.AsyncClient, image: str, memory_mb: int = 256) -> tuple[
-        float, dict[str, Any]]:
-    """Seconds from the create call until the machine's port answers; the machine."""
-    start = time.perf_counter()
+        float, dict[str, Any], Marks]:
+    """Seconds from the create call until the machine's port answers; the machine; the
+    broker's and the worker's marks of it (read after the clock stopped)."""
+    call, start = time.time(), time.perf_counter()
     created = await http.post("/v1/apps/bench/machines", json={"config": {
         "image": image, "guest": {"cpus": 1, "memory_mb": memory_mb}}})
     created.raise_for_status()
-    machine = created.json()
-    STAGES.setdefault("create call", []).append(time.perf_counter() - start)
+    machine, answered = created.json(), time.time()
     while not machine.get("private_ip"):
         machine = (await http.get(f"/v1/apps/bench/machines/{machine['id']}")).json()
     await until_http(f"http://{machine['private_ip']}:8080/")
-    return time.perf_counter() - start, machine
+    elapsed = time.perf_counter() - start
+    path = f"/v1/apps/bench/machines/{machine['id']}"
+    marks = Marks.of(call, answered, call + elapsed, (await http.get(path)).json(),
+                     (await http.get(f"{path}/placement")).json())
+    return elapsed, machine, marks
 
 
 async def destroy(http: httpx.AsyncClient, machine_id: str) -> None:
@@ -188,7 +193,7 @@ async def main(runs: int, oci_runtime: str) -> None:
             images = [await asyncio.to_thread(build_image, work, host, f"bench/cold{i}:v1",
                                               page=f"cold {i}\n") for i in range(runs)]
             for image in images:
-                elapsed, machine = await api_start(http, image)
+                elapsed, machine, _ = await api_start(http, image)
                 cold.append(elapsed)
                 await destroy(http, machine["id"])
             warm_image = images[0]
@@ -199,7 +204,8 @@ async def main(runs: int, oci_runtime: str) -> None:
             base: list[Path] = []
 
             async def warm_start() -> float:
-                elapsed, machine = await api_start(http, warm_image)
+                elapsed, machine, marks = await api_start(http, warm_image)
+                MARKS.append(marks)
                 for path in (work / "cluster" / "workers").glob(
                         f"*/machines/{machine['id']}/oci/config.json"):
                     machine_config.update(json.loads(path.read_text()))
@@ -219,14 +225,13 @@ async def main(runs: int, oci_runtime: str) -> None:
                 if with_crun:
                     await runc_start(base[0], work, -11 - i, machine_config, "crun")
                 await podman_start(warm_image, -1 - i)
-            STAGES.clear()
+            MARKS.clear()
             for i in range(runs):
                 warm.append(await warm_start())
                 runc.append(await runc_start(base[0], work, i, machine_config))
                 if with_crun:
                     crun.append(await runc_start(base[0], work, 100 + i, machine_config, "crun"))
                 podman.append(await podman_start(warm_image, i))
-            stages = {name: statistics.median(values) for name, values in STAGES.items()}
 
             # Placement: the holder wins while it has room, then the other worker does.
             # One app each, so spreading an app's machines does not enter into it.
@@ -256,8 +261,10 @@ async def main(runs: int, oci_runtime: str) -> None:
         if crun:
             print(f"  crun run --detach, same bundle    {ms(crun)}")
         print(f"  podman run --runtime runc         {ms(podman)}")
-        print("  warm, median time until: " + ", ".join(
-            f"{name} {value * 1000:.1f} ms" for name, value in stages.items()))
+        print("  warm, where the time goes (medians; broker's and worker's timestamps; "
+              "'runs' is the port answering):")
+        for label, seconds in breakdown(MARKS):
+            print(f"    {label:<48} {seconds * 1000:6.1f} ms")
         print(f"  warm / runc   {statistics.median(warm) / statistics.median(runc):.2f}x")
         if crun:
             print(f"  warm / crun   {statistics.median(warm) / statistics.median(crun):.2f}x")

@@ -8,17 +8,33 @@ one: each test gets a contexts file of its own (``BODEGA_CONFIG``, inherited by 
 processes it starts), never the user's ``~/.config/bodega/config.toml``. Clusters a
 module shares start before any one test's file is set: they write to one file per test
 process (``session_contexts``), which is set first.
+
+On a hybrid cgroup host, the first worker that runs crun gives the v2 hierarchy's
+controllers v1 hierarchies of their own (``docs/images.md``), a change to the host that
+outlives it. The session makes that change before any test, as that worker would, so
+tests that compare the host's mounts before and after a cluster never see it happen.
 """
 
 import hashlib
+import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from bodega.worker.drivers.oci import runtimes
+from bodega.worker.host.image_drivers import give_controllers_to_v1, unified_controllers
+
 settings.register_profile("bodega", deadline=None)
 settings.load_profile("bodega")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    wanted = runtimes.to_mount("crun", unified_controllers())
+    if wanted and os.geteuid() == 0 and shutil.which("crun") is not None:
+        give_controllers_to_v1(wanted)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -8,6 +8,7 @@ for, in the machine's own cgroups and namespace, as the unprivileged user.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 import os
@@ -35,8 +36,12 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, cg
 
 # Tricky on purpose: quotes, $, backticks, globs, newlines, spaces, non-ASCII.
 NASTY = ["it's", '"quoted"', "$HOME `id` $(id)", "*", "two\nlines", " spaced ", "ünï"]
+# The whole environment but PWD, which the wrapper's shell sets on any start, and
+# LC_CTYPE, which Python sets for itself in the C locale (PEP 538).
 REPORT = ("import json, os, sys; print(json.dumps({'argv': sys.argv[1:], 'env': "
-          "os.environ.get('TRICKY'), 'uid': os.getuid(), 'cwd': os.getcwd()}), flush=True); "
+          "{k: v for k, v in os.environ.items() if k not in ('PWD', 'LC_CTYPE')}, "
+          "'uid': os.getuid(), "
+          "'cwd': os.getcwd()}), flush=True); "
           "import time; time.sleep(60)")
 
 
@@ -70,10 +75,13 @@ async def rig(tmp_path: Path) -> AsyncIterator[tuple[ProcessDriver, NetnsNetwork
 
 
 
-def spec(tmp: Path, netns: str, mid: str) -> TaskSpec:
+ENV = {"PATH": "/usr/bin:/bin", "TRICKY": "a'b\"c $d"}
+
+
+def spec(tmp: Path, netns: str, mid: str, env: dict[str, str] = ENV) -> TaskSpec:
     return TaskSpec(machine_id=mid, instance_id="01PARKTEST0000000000000000", start_seq=1,
                     app="app", image="img", argv=[sys.executable, "-c", REPORT, *NASTY],
-                    env={"PATH": "/usr/bin:/bin", "TRICKY": "a'b\"c $d"}, cpus=1,
+                    env=env, cpus=1,
                     cpu_kind="shared", memory_mb=256, machine_dir=tmp / mid, netns=netns,
                     user=(65534, 65534))
 
@@ -95,7 +103,8 @@ async def test_a_start_from_a_parked_launcher_is_a_plain_start(
     await until(lambda: log.exists() and "argv" in log.read_text())
     report = json.loads(log.read_text().splitlines()[0])
     # Its own directory, where it runs as its own user (see test_process_driver).
-    assert report == {"argv": NASTY, "env": "a'b\"c $d", "uid": 65534, "cwd": str(HOME_MOUNT)}
+    # Exactly the environment asked for: nothing of the launcher's (its PATH, OLDPWD) left.
+    assert report == {"argv": NASTY, "env": ENV, "uid": 65534, "cwd": str(HOME_MOUNT)}
     (program,) = [p for p in cgroups.pids(mid) if p != handle.pid]
     assert os.stat(f"/proc/{program}/ns/net").st_ino == os.stat(f"/run/netns/{netns}").st_ino
     # Its directory is bound at HOME_MOUNT in a mount namespace of its own, never the host's.
@@ -130,7 +139,30 @@ async def test_the_run_reaches_a_parked_launcher_through_its_fifo_never_a_file(
     assert handle.pid == launcher
     log = s.machine_dir / "logs" / "machine.log"
     await until(lambda: log.exists() and "argv" in log.read_text())
-    assert json.loads(log.read_text().splitlines()[0])["env"] == "a'b\"c $d"
+    assert json.loads(log.read_text().splitlines()[0])["env"] == ENV
+    await driver.destroy(mid, s.machine_dir)
+
+
+@pytest.mark.parametrize("env", [{"my.setting": "on", "PATH": "/usr/bin:/bin"},
+                                 {"HOME": "/x y"}, {}], ids=["not-a-shell-name", "home", "none"])
+async def test_the_program_gets_exactly_its_environment_whatever_the_names(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups], env: dict[str, str]
+) -> None:
+    """A name the shell cannot export (``my.setting``) does not stop the start (the
+    wrapper's shell passes on only names it can hold, as on a plain start); with no
+    environment asked for, the program gets none (not the launcher's PATH)."""
+    driver, network, _cgroups = rig
+    netns, launcher = await _parked(driver, network, 9, tmp_path / "park")
+    await until(lambda: parking(driver).waiting(netns))
+    mid = uuid.uuid4().hex[:14]
+    s = spec(tmp_path, netns, mid, env)
+    if "PATH" not in env:  # the program by its full path, as a machine without PATH needs
+        s = dataclasses.replace(s, argv=[sys.executable, *s.argv[1:]])
+    assert (await driver.start(s)).pid == launcher
+    log = s.machine_dir / "logs" / "machine.log"
+    await until(lambda: log.exists() and "argv" in log.read_text())
+    held = {k: v for k, v in env.items() if k != "my.setting"}
+    assert json.loads(log.read_text().splitlines()[0])["env"] == held
     await driver.destroy(mid, s.machine_dir)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bodega.worker.drivers.oci.runtimes import UNIFIED, command, pick
+from bodega.worker.drivers.oci.runtimes import UNIFIED, command, pick, to_mount
 
 
 def test_auto_is_crun_where_installed_and_runc_elsewhere() -> None:
@@ -24,3 +24,11 @@ def test_crun_runs_without_the_v2_hierarchy_only_where_it_has_controllers() -> N
     assert command("crun", "\n") == ("crun",)  # an empty v2 hierarchy: crun takes the host
     assert command("crun", None) == ("crun",)  # no v2 hierarchy beside v1 (or v2 alone)
     assert command("runc", "hugetlb\n") == ("runc",)  # runc takes a hybrid host as it is
+
+
+def test_only_crun_asks_for_the_v2_hierarchys_controllers_to_be_mounted_as_v1() -> None:
+    assert to_mount("crun", "hugetlb\n") == ["hugetlb"]
+    assert to_mount("/usr/bin/crun", "hugetlb misc\n") == ["hugetlb", "misc"]
+    assert to_mount("crun", "\n") == []  # v2 holds none: nothing to do
+    assert to_mount("crun", None) == []  # no v2 hierarchy beside v1
+    assert to_mount("runc", "hugetlb\n") == []  # the host is not changed for runc

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 from bodega.worker.config import WorkerConfig
@@ -16,6 +19,10 @@ from bodega.worker.host.survey import RUNC_STATE
 from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient
 from bodega.worker.images.store import ImageStore
+
+log = logging.getLogger("bodega.worker.images")
+CGROUP_ROOT = Path(runtimes.UNIFIED).parent
+LOCK = Path("/run/bodega/cgroup-v1.lock")  # two workers starting at once mount each once
 
 
 def installed(program: str) -> bool:
@@ -35,6 +42,33 @@ def unified_controllers() -> str | None:
         return None
 
 
+def give_controllers_to_v1(controllers: list[str], root: Path = CGROUP_ROOT) -> str | None:
+    """Mount each of ``controllers`` as a v1 hierarchy of its own under ``root`` (taking it
+    from the v2 hierarchy beside them); what the v2 hierarchy holds afterwards.
+
+    The kernel moves a controller only while no v2 cgroup uses it; one it refuses stays
+    where it was, and is logged, and crun then runs in a mount namespace of its own.
+    """
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for name in controllers:
+            target = root / name
+            if os.path.ismount(target):
+                continue
+            target.mkdir(exist_ok=True)
+            done = subprocess.run(["mount", "-t", "cgroup", "-o", name, "cgroup", str(target)],
+                                  capture_output=True, text=True, check=False)
+            if done.returncode == 0:
+                log.info("mounted the %s controller as a cgroup v1 hierarchy at %s, so crun "
+                         "runs without a mount namespace of its own", name, target)
+            else:
+                log.warning("could not mount the %s controller at %s (%s): crun will run in "
+                            "a mount namespace without %s", name, target,
+                            done.stderr.strip(), runtimes.UNIFIED)
+        return unified_controllers()
+
+
 def make_image_driver(config: WorkerConfig) -> Driver:
     """``oci``: image machines only; ``auto``: both drivers, the config picks."""
     if not runtime_available(config.oci_runtime):
@@ -46,9 +80,12 @@ def make_image_driver(config: WorkerConfig) -> Driver:
     puller = Puller(ImageStore(config.images_dir), client, config.image_registry,
                     config.failpoints)
     runtime = runtimes.pick(config.oci_runtime, installed)
+    controllers = unified_controllers()
+    if runtimes.to_mount(runtime, controllers):
+        controllers = give_controllers_to_v1(runtimes.to_mount(runtime, controllers))
     oci = OciDriver(cgroups, puller, config.machines_dir,
                     RUNC_STATE / scope, runtime=runtime,
-                    runtime_command=runtimes.command(runtime, unified_controllers()),
+                    runtime_command=runtimes.command(runtime, controllers),
                     cache_budget_bytes=int(config.image_cache_gb * (1 << 30)),
                     log_max_bytes=config.log_max_bytes)
     if config.driver == "oci":

@@ -6,10 +6,14 @@ here (C, no Go runtime to start, no re-exec of itself), and the two take the sam
 commands and the same bundle.
 
 crun refuses a *hybrid* host: cgroup v1 hierarchies mounted, and a cgroup v2 hierarchy
-beside them (``/sys/fs/cgroup/unified``) that still has controllers of its own. There it
-runs in a mount namespace of its own without that v2 hierarchy (a slave of the host's:
-the host's mounts still reach it, its unmount never reaches the host), which is the v1
-host it supports; the container's cgroups are the v1 ones runc uses.
+beside them (``/sys/fs/cgroup/unified``) that still has controllers of its own. The
+worker first gives those controllers v1 hierarchies of their own (``to_mount``), the
+layout of a usual hybrid host, where v2 keeps none; crun then runs as it is. Where the
+kernel refuses that (a controller in use under v2), crun runs in a mount namespace of its
+own without that v2 hierarchy (a slave of the host's: the host's mounts still reach it,
+its unmount never reaches the host), which is the v1 host it supports, at the cost of an
+``unshare``, a ``sh`` and an ``umount`` on every command. Either way the container's
+cgroups are the v1 ones runc uses.
 
 Pure: the caller reads the host (``host/image_drivers.py``).
 """
@@ -31,6 +35,15 @@ def pick(setting: str, installed: Callable[[str], bool]) -> str:
     if setting != "auto":
         return setting
     return "crun" if installed("crun") else "runc"
+
+
+def to_mount(runtime: str, unified_controllers: str | None) -> list[str]:
+    """The controllers to mount as v1 hierarchies of their own before ``runtime`` runs:
+    those the v2 hierarchy beside the v1 ones still holds, for crun only (runc takes a
+    hybrid host as it is, and nothing on the host is changed for it)."""
+    if PurePath(runtime).name != "crun" or not unified_controllers:
+        return []
+    return unified_controllers.split()
 
 
 def command(runtime: str, unified_controllers: str | None) -> tuple[str, ...]:

@@ -61,6 +61,7 @@ if [ "$mounts" != - ]; then
 fi
 if [ "$home" != - ]; then
   mount --bind "$home" HOME_MOUNT && cd HOME_MOUNT || fail
+  unset OLDPWD  # the host's path of the directory: not the machine's to see
 fi
 echo $$ > "$pidf"
 trap : HUP INT QUIT TERM USR1 USR2
@@ -79,6 +80,7 @@ PROGRAM_NAME = "bodega-machine"
 EXEC_WRAPPER = r"""home=$1 user=$2
 shift 2
 mount --bind "$home" HOME_MOUNT && cd HOME_MOUNT || exit 126
+unset OLDPWD
 exec setpriv --reuid="${user%%:*}" --regid="${user#*:}" --clear-groups -- "$@"
 """.replace("HOME_MOUNT", shlex.quote(str(HOME_MOUNT)))
 
