@@ -124,6 +124,19 @@ async def test_start_is_idempotent_for_one_run(tmp_path: Path, driver: ProcessDr
     await driver.stop(first, signal.SIGKILL, 1)
 
 
+async def test_a_restarted_worker_finds_a_wrapper_spawned_an_instant_before(
+    tmp_path: Path, driver: ProcessDriver
+) -> None:
+    """The other driver looks at once, while the wrapper's exec may still be finishing (its
+    command line then reads empty for a moment): it adopts that wrapper, never a second."""
+    for seq in range(1, 31):
+        s = spec(tmp_path, "import time; time.sleep(60)", seq=seq)
+        first = await driver.start(s)
+        found = await ProcessDriver(driver.cgroups).start(s)
+        assert found.pid == first.pid, f"start {seq}: a second wrapper was spawned"
+        await driver.stop(first, signal.SIGKILL, 1)
+
+
 async def test_a_start_cut_off_before_the_wrapper_wrote_its_pid_is_found(
     tmp_path: Path, driver: ProcessDriver
 ) -> None:

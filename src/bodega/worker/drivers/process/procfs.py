@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,40 @@ def start_time(pid: int) -> int | None:
     return int(fields[19]) if fields else None
 
 
+PF_KTHREAD = 0x00200000  # stat's flags: a kernel thread, whose command line is always empty
+EXEC_SETTLE = 0.02  # how long a command line may read empty at the end of an exec
+
+
+def command_line(pid: int, read: Callable[[int], bytes] | None = None,
+                 stat: Callable[[int], list[str] | None] | None = None,
+                 pause: Callable[[float], None] = time.sleep) -> list[bytes] | None:
+    """``pid``'s arguments; None if it is gone.
+
+    A process finishing an exec reads for a moment as an empty command line (the
+    kernel is putting the new image's arguments in place): seen here right after a
+    spawn, in state D. That moment is waited out (``EXEC_SETTLE`` at most), so a
+    wrapper just spawned is never taken for a stranger. A zombie's and a kernel
+    thread's command lines are empty for good, and are answered at once.
+    """
+    read = read or (lambda p: Path(f"/proc/{p}/cmdline").read_bytes())
+    stat = stat or _stat_fields
+    waited = 0.0
+    while True:
+        try:
+            text = read(pid)
+        except OSError:
+            return None
+        if text:
+            return text.split(b"\0")
+        fields = stat(pid)
+        if fields is None:
+            return None
+        if fields[0] == "Z" or int(fields[6]) & PF_KTHREAD or waited >= EXEC_SETTLE:
+            return []
+        pause(0.0005)
+        waited += 0.0005
+
+
 def pids_with_argument(argument: str) -> list[int]:
     """Live processes that carry ``argument`` as one of their command-line arguments."""
     wanted = argument.encode()
@@ -35,11 +70,8 @@ def pids_with_argument(argument: str) -> list[int]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if wanted in argv:
+        argv = command_line(int(entry.name))
+        if argv is not None and wanted in argv:
             found.append(int(entry.name))
     return sorted(found)
 
@@ -185,11 +217,8 @@ def read_pid(pidfile: Path) -> int | None:
 
 def is_ours(pid: int, pidfile: Path, expected_start: object) -> bool:
     """True if ``pid`` is the wrapper of this run and not a stranger that reused the pid."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if str(pidfile).encode() not in cmdline:
+    cmdline = command_line(pid)
+    if cmdline is None or str(pidfile).encode() not in cmdline:
         return False
     if expected_start is not None and start_time(pid) != expected_start:
         return False
