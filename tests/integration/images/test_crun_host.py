@@ -3,6 +3,7 @@ of their own, so crun runs as itself, with no mount namespace per command."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -32,3 +33,12 @@ def test_the_v2_hierarchy_keeps_no_controller_and_crun_runs_without_a_namespace(
         assert Path("/proc/self/cgroup").read_text().count(f":{name}:") == 1
     assert runtimes.command("crun", left) == ("crun",)
     assert give_controllers_to_v1([]) == left  # a second worker finds it done
+
+
+def test_a_controller_the_kernel_will_not_mount_is_logged_and_left_as_it_was(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    before = unified_controllers()
+    with caplog.at_level(logging.WARNING, logger="bodega.worker.images"):
+        assert give_controllers_to_v1(["no-such-controller"], root=tmp_path) == before
+    assert not (tmp_path / "no-such-controller").exists()  # nothing left behind
+    assert "crun will run in a mount namespace" in caplog.text

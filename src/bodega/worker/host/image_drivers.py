@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -56,7 +57,12 @@ def give_controllers_to_v1(controllers: list[str], root: Path = CGROUP_ROOT) -> 
             target = root / name
             if os.path.ismount(target):
                 continue
-            target.mkdir(exist_ok=True)
+            try:
+                target.mkdir(exist_ok=True)
+            except OSError as exc:  # a read-only /sys/fs/cgroup: nothing to do but fall back
+                log.warning("could not make %s (%s): crun will run in a mount namespace "
+                            "without %s", target, exc.strerror, runtimes.UNIFIED)
+                continue
             done = subprocess.run(["mount", "-t", "cgroup", "-o", name, "cgroup", str(target)],
                                   capture_output=True, text=True, check=False)
             if done.returncode == 0:
@@ -66,6 +72,8 @@ def give_controllers_to_v1(controllers: list[str], root: Path = CGROUP_ROOT) -> 
                 log.warning("could not mount the %s controller at %s (%s): crun will run in "
                             "a mount namespace without %s", name, target,
                             done.stderr.strip(), runtimes.UNIFIED)
+                with contextlib.suppress(OSError):
+                    target.rmdir()
         return unified_controllers()
 
 
