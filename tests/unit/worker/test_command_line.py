@@ -24,8 +24,11 @@ def test_a_command_line_read_empty_while_its_exec_finishes_is_read_again() -> No
 def test_a_zombie_or_a_kernel_thread_is_answered_at_once() -> None:
     for fields in (stat("Z"), stat("S", PF_KTHREAD | 0x40)):
         pauses: list[float] = []
-        assert command_line(7, read=lambda _pid: b"", stat=lambda _pid, f=fields: f,
-                            pause=pauses.append) == []
+
+        def fixed(_pid: int, fields: list[str] = fields) -> list[str]:
+            return fields
+
+        assert command_line(7, read=lambda _pid: b"", stat=fixed, pause=pauses.append) == []
         assert pauses == []
 
 
