@@ -85,6 +85,17 @@ def shrink_wal(data_dir: Path) -> None:
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def largest(directory: Path, count: int = 8) -> str:
+    """The ``count`` largest files under ``directory``, with their sizes."""
+    sizes = []
+    for path in directory.rglob("*"):
+        with contextlib.suppress(OSError):  # a file removed meanwhile
+            if path.is_file():
+                sizes.append((path.stat().st_size, path))
+    return ", ".join(f"{p.relative_to(directory)} {n >> 10} KiB"
+                     for n, p in sorted(sizes, reverse=True)[:count])
+
+
 def fill(path: Any) -> int:
     """Write until the filesystem says ENOSPC; the bytes written."""
     written = 0
@@ -130,7 +141,11 @@ async def disk_full(c: Cluster, seed: int) -> Result:
         accepted = 0
         await asyncio.to_thread(shrink_wal, c.data_dir(worker))
         filler = c.data_dir(worker) / "filler"
-        size = await asyncio.to_thread(fill, filler)
+        try:
+            size = await asyncio.to_thread(fill, filler)
+        except OSError as exc:  # full before the filler: say what filled it
+            raise AssertionError(f"{worker.name}'s data dir was full before the test filled "
+                                 f"it; it holds: {largest(c.data_dir(worker))}") from exc
         result.faults.append(f"{worker.name} data dir full ({size >> 20} MiB filler)")
         # SQLite can commit into WAL pages it already has, so the first creates may fit:
         # keep asking until the worker refuses, and check how it refuses.
