@@ -172,6 +172,7 @@ def ms(values: list[float]) -> str:
 async def main(runs: int, oci_runtime: str) -> None:
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     work = Path(tempfile.mkdtemp(prefix="bodega-image-bench-"))
+    os.environ["BODEGA_CONFIG"] = str(work / "contexts.toml")  # not the user's contexts
     api, proxy, registry = free_port(), free_port(), free_port()
     host = f"127.0.0.1:{registry}"
     images: list[str] = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
 import statistics
 import sys
@@ -103,6 +104,7 @@ def ms(values: list[float]) -> str:
 
 async def main(runs: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="bodega-suspend-bench-"))
+    os.environ["BODEGA_CONFIG"] = str(work / "contexts.toml")  # not the user's contexts
     api_port, proxy, registry = free_port(), free_port(), free_port()
     images = shutil.which("umoci") is not None and shutil.which("runc") is not None
     up = await UpProcess(work / "cluster", "--regions", "ams", "--workers-per-region", "1",
