@@ -24,17 +24,15 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from bodega.worker.drivers.oci import runtimes
-from bodega.worker.host.image_drivers import give_controllers_to_v1, unified_controllers
+from bodega.worker.host.image_drivers import controllers_for
 
 settings.register_profile("bodega", deadline=None)
 settings.load_profile("bodega")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    wanted = runtimes.to_mount("crun", unified_controllers())
-    if wanted and os.geteuid() == 0 and shutil.which("crun") is not None:
-        give_controllers_to_v1(wanted)
+    if os.geteuid() == 0 and shutil.which("crun") is not None:
+        controllers_for("crun")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -17,6 +17,7 @@ import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,9 +100,7 @@ async def test_a_start_from_a_parked_launcher_is_a_plain_start(
     handle = await driver.start(s)
     assert not parking(driver).waiting(netns)  # taken
     assert handle.pid == launcher  # the launcher itself became the machine's wrapper
-    log = s.machine_dir / "logs" / "machine.log"
-    await until(lambda: log.exists() and "argv" in log.read_text())
-    report = json.loads(log.read_text().splitlines()[0])
+    report = await _report(s)
     # Its own directory, where it runs as its own user (see test_process_driver).
     # Exactly the environment asked for: nothing of the launcher's (its PATH, OLDPWD) left.
     assert report == {"argv": NASTY, "env": ENV, "uid": 65534, "cwd": str(HOME_MOUNT)}
@@ -137,9 +136,7 @@ async def test_the_run_reaches_a_parked_launcher_through_its_fifo_never_a_file(
                if p.is_file() and "a'b\"c $d" in p.read_text(errors="replace")]
     assert written == []
     assert handle.pid == launcher
-    log = s.machine_dir / "logs" / "machine.log"
-    await until(lambda: log.exists() and "argv" in log.read_text())
-    assert json.loads(log.read_text().splitlines()[0])["env"] == ENV
+    assert (await _report(s))["env"] == ENV
     await driver.destroy(mid, s.machine_dir)
 
 
@@ -159,10 +156,8 @@ async def test_the_program_gets_exactly_its_environment_whatever_the_names(
     if "PATH" not in env:  # the program by its full path, as a machine without PATH needs
         s = dataclasses.replace(s, argv=[sys.executable, *s.argv[1:]])
     assert (await driver.start(s)).pid == launcher
-    log = s.machine_dir / "logs" / "machine.log"
-    await until(lambda: log.exists() and "argv" in log.read_text())
     held = {k: v for k, v in env.items() if k != "my.setting"}
-    assert json.loads(log.read_text().splitlines()[0])["env"] == held
+    assert (await _report(s))["env"] == held
     await driver.destroy(mid, s.machine_dir)
 
 
@@ -203,6 +198,14 @@ async def test_a_launcher_in_a_rebuilt_namespace_is_never_used(
     handle = await driver.start(spec(tmp_path, netns, mid))
     assert handle.pid != launcher  # a plain start, in the namespace that exists now
     await driver.destroy(mid, tmp_path / mid)
+
+
+async def _report(s: TaskSpec) -> dict[str, Any]:
+    """What REPORT printed in the machine's log, once it has."""
+    log = s.machine_dir / "logs" / "machine.log"
+    await until(lambda: log.exists() and "argv" in log.read_text())
+    report: dict[str, Any] = json.loads(log.read_text().splitlines()[0])
+    return report
 
 
 async def _parked(driver: ProcessDriver, network: NetnsNetwork, index: int,

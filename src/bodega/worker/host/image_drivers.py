@@ -77,6 +77,15 @@ def give_controllers_to_v1(controllers: list[str], root: Path = CGROUP_ROOT) -> 
         return unified_controllers()
 
 
+def controllers_for(runtime: str) -> str | None:
+    """What the v2 hierarchy beside the v1 ones holds once the host is ready for ``runtime``:
+    for crun, after its controllers were given v1 hierarchies of their own (if the kernel
+    let them go)."""
+    controllers = unified_controllers()
+    wanted = runtimes.to_mount(runtime, controllers)
+    return give_controllers_to_v1(wanted) if wanted else controllers
+
+
 def make_image_driver(config: WorkerConfig) -> Driver:
     """``oci``: image machines only; ``auto``: both drivers, the config picks."""
     if not runtime_available(config.oci_runtime):
@@ -88,12 +97,9 @@ def make_image_driver(config: WorkerConfig) -> Driver:
     puller = Puller(ImageStore(config.images_dir), client, config.image_registry,
                     config.failpoints)
     runtime = runtimes.pick(config.oci_runtime, installed)
-    controllers = unified_controllers()
-    if runtimes.to_mount(runtime, controllers):
-        controllers = give_controllers_to_v1(runtimes.to_mount(runtime, controllers))
     oci = OciDriver(cgroups, puller, config.machines_dir,
                     RUNC_STATE / scope, runtime=runtime,
-                    runtime_command=runtimes.command(runtime, controllers),
+                    runtime_command=runtimes.command(runtime, controllers_for(runtime)),
                     cache_budget_bytes=int(config.image_cache_gb * (1 << 30)),
                     log_max_bytes=config.log_max_bytes)
     if config.driver == "oci":
