@@ -52,6 +52,11 @@ CIDR = "10.253.0.0/16"
 MARKS: list[Marks] = []  # where a warm start's time goes (the broker's and worker's marks)
 WARMUPS = 2
 PODMAN_LIMITS = ["--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096"]
+# Every timed start begins after this long with nothing started or moved between cgroups.
+# The kernel keeps its cgroup lock ready for a few milliseconds after a process changes
+# cgroups (docs/images.md), and whatever ran just before a side (a destroy's cleanup, a
+# launcher parked in a freed namespace) would otherwise speed that side up by chance.
+QUIET_SECONDS = 0.3
 
 
 async def until_http(url: str, deadline: float = 60.0) -> None:
@@ -83,6 +88,7 @@ async def api_start(http: httpx.AsyncClient, image: str, memory_mb: int = 256) -
         float, dict[str, Any], Marks]:
     """Seconds from the create call until the machine's port answers; the machine; the
     broker's and the worker's marks of it (read after the clock stopped)."""
+    await asyncio.sleep(QUIET_SECONDS)
     call, start = time.time(), time.perf_counter()
     created = await http.post("/v1/apps/bench/machines", json={"config": {
         "image": image, "guest": {"cpus": 1, "memory_mb": memory_mb}}})
@@ -133,6 +139,7 @@ async def runc_start(base_rootfs: Path, work: Path, index: int,
                                      if ns["type"] != "network"]  # the host's: to reach it
     (bundle / "config.json").write_text(json.dumps(config))
     command = runtime_argv(runtime, work)
+    await asyncio.sleep(QUIET_SECONDS)
     start = time.perf_counter()
     subprocess.run([*command, "run", "--detach", "--bundle", str(bundle), name], check=True,
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -146,6 +153,7 @@ async def runc_start(base_rootfs: Path, work: Path, index: int,
 async def podman_start(image: str, index: int) -> float:
     port = free_port()
     name = f"bench-{os.getpid()}-{index}"
+    await asyncio.sleep(QUIET_SECONDS)
     start = time.perf_counter()
     subprocess.run(["podman", "run", "--runtime", "runc", *PODMAN_LIMITS, "-d", "--name", name,
                     "--network", "host", "--tls-verify=false", image, "-f", "-p",

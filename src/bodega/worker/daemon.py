@@ -146,8 +146,7 @@ class Worker:
             access=PeerAccess(WORKER_API, self.tls),
             ledger=self.ledger, machines=self.machines, actions=self.actions,
             volumes=self.volumes, snapshots=self.snapshots, metrics=self.metrics, info=self.info,
-            service_host=self.service_host, before_scrape=lambda: self.metrics.observe_usage(
-                queries.count_by_state(self.store.db), self.ledger.usage(), self.config.totals),
+            service_host=self.service_host, before_scrape=self._before_scrape,
             more=(self.jobs.routes,))
         sock = bind(self.config.listen_host, self.config.listen_port)
         url = self._url(sock.getsockname()[1])
@@ -238,6 +237,12 @@ class Worker:
         self.store.close()
         if self._lock is not None:
             self._lock.release()
+
+    def _before_scrape(self) -> None:
+        self.metrics.observe_usage(queries.count_by_state(self.store.db), self.ledger.usage(),
+                                   self.config.totals)
+        warmup = self.driver.capabilities.warmup
+        self.metrics.warmup_moves.set(warmup.warmup_moves if warmup is not None else 0)
 
     async def sweep(self) -> None:
         """Remove every kernel object this worker made: nothing of it outlives it."""

@@ -52,6 +52,11 @@ class WorkerMetrics:
             "Health checks whose status changed, by new status",
             ["status"], registry=self.registry,
         )
+        self.warmup_moves = Gauge(
+            "bodega_worker_cgroup_warmup_moves",
+            "Moves the worker made to ready the kernel's cgroup lock for coming starts",
+            registry=self.registry,
+        )
         self._step_children: dict[tuple[str, str], Any] = {}
 
     def observe_step(self, fsm: str, step: str, seconds: float) -> None:

@@ -165,6 +165,17 @@ class Suspend(Protocol):
     async def resume(self, handle: TaskHandle) -> None: ...
 
 
+class StartWarmup(Protocol):
+    """Readies the host for a start that is on its way (``process/warmup.py``)."""
+
+    def start_coming(self, config: MachineConfig) -> None:
+        """A machine of ``config`` starts in a few milliseconds; never blocks."""
+
+    @property
+    def warmup_moves(self) -> int:
+        """The moves made so far to ready the host (the worker's metrics)."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a driver can do beyond the core protocol; None: it cannot."""
@@ -178,6 +189,7 @@ class Capabilities:
     logs: LogHousekeeping | None = None
     suspend: Suspend | None = None
     memory: MemoryControl | None = None
+    warmup: StartWarmup | None = None
     # False: ``prepare`` does nothing on the host (no directories, no image), so the
     # runner joins the prepare step to the next one in a single commit.
     prepares: bool = True

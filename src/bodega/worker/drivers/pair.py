@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.worker.drivers.base import (
     Capabilities,
     DriverError,
@@ -74,7 +75,18 @@ class DriverPair:
             suspend=PairSuspend(self) if process.capabilities.suspend else None,
             # Both put a machine in the same cgroups, named by its id (runc's cgroupsPath).
             memory=process.capabilities.memory,
+            warmup=self if oci.capabilities.warmup else None,
         )
+
+    def start_coming(self, config: MachineConfig) -> None:
+        """Only an image machine's start waits on the kernel's cgroup lock: a process
+        machine's mostly takes a launcher parked in its cgroups ahead (``parking.py``)."""
+        if names_registry(config.image) and self.oci.capabilities.warmup is not None:
+            self.oci.capabilities.warmup.start_coming(config)
+
+    @property
+    def warmup_moves(self) -> int:
+        return self.oci.warmup_moves
 
     def by_spec(self, spec: TaskSpec) -> ProcessDriver | OciDriver:
         return self.oci if names_registry(spec.image) else self.process

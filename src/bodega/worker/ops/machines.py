@@ -9,6 +9,7 @@ operation is then driven to its end in the background while the lock is held.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal as signals
 import sqlite3
@@ -122,6 +123,8 @@ class MachineService:
                 f"the {self.driver.name} driver runs config.init.exec (or init.entrypoint + "
                 "init.cmd, or processes[0].exec); none was given"
             )
+        if not req.skip_launch:
+            self._start_coming(req.config)
         if req.idempotency_key:  # a retry: answer at once, not after the first try's start
             earlier = queries.machine_by_idempotency_key(self.store.db, req.app,
                                                         req.idempotency_key)
@@ -144,9 +147,18 @@ class MachineService:
         namespace = self.effects.network.namespace(index)
         return parking is not None and namespace is not None and parking.waiting(namespace)
 
+    def _start_coming(self, config: MachineConfig) -> None:
+        """A machine of ``config`` starts in a few milliseconds: let the driver ready the host
+        for it while this call commits (``drivers/process/warmup.py``)."""
+        warmup = self.driver.capabilities.warmup
+        if warmup is not None:
+            warmup.start_coming(config)
+
     # -- start, stop, restart ------------------------------------------------------------
     async def start(self, machine_id: str, nonce: str | None = None) -> Started:
         previous: list[str] = []
+        with contextlib.suppress(NotFound):  # the call itself says so, under the lock
+            self._start_coming(self.get(machine_id).config)
 
         def body(conn: sqlite3.Connection) -> Decision:
             row = self._leased(conn, machine_id, nonce)

@@ -32,6 +32,7 @@ import subprocess
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
+from bodega.model.machine_config import MachineConfig
 from bodega.worker.drivers.base import Capabilities, DriverError, TaskHandle, TaskSpec
 from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, parse_user, runtime_spec
 from bodega.worker.drivers.oci.control import OciControl
@@ -43,6 +44,7 @@ from bodega.worker.drivers.process.launch import RunFiles, wrapper_argv
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
 from bodega.worker.drivers.process.memory import CgroupMemory
 from bodega.worker.drivers.process.runs import Runs
+from bodega.worker.drivers.process.warmup import Warmup
 from bodega.worker.images.eviction import to_evict
 from bodega.worker.images.manifest import BadImage
 from bodega.worker.images.puller import Puller
@@ -66,12 +68,24 @@ class OciDriver:
         self.runs = Runs(self.name, cgroups)
         self.cache_budget_bytes = cache_budget_bytes
         self.janitor = LogJanitor(log_max_bytes)
+        self.warmup = Warmup.of(cgroups)
         self.control = OciControl(self.runc, self.runs, cgroups)
         self.capabilities = Capabilities(needs_command=False, own_netns=True,
                                          control=self.control, logs=self.janitor,
                                          images=puller.store,
                                          suspend=RuncFreezer(self.runc, cgroups),
-                                         memory=CgroupMemory(cgroups) if cgroups else None)
+                                         memory=CgroupMemory(cgroups) if cgroups else None,
+                                         warmup=self if self.warmup else None)
+
+    def start_coming(self, config: MachineConfig) -> None:
+        """A start joins the machine's cgroups in a few milliseconds (the runtime's move):
+        pay the kernel's wait for it now (``process/warmup.py``)."""
+        if self.warmup is not None:
+            self.warmup.warm()
+
+    @property
+    def warmup_moves(self) -> int:
+        return self.warmup.moves if self.warmup is not None else 0
 
     @staticmethod
     def bundle(machine_dir: Path) -> Path:
@@ -180,7 +194,13 @@ class OciDriver:
         files.exitfile.unlink(missing_ok=True)
         oom_base = 0
         if self.cgroups is not None:
-            self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
+            if self.warmup is not None and self.warmup.moving:
+                # The warm-up's move holds the kernel's cgroup lock until its wait ends, and
+                # making a cgroup takes that lock: wait for it in a thread, not in the loop.
+                await asyncio.to_thread(self.cgroups.create, spec.machine_id, spec.memory_mb,
+                                        spec.cpus)
+            else:
+                self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
             oom_base = self.cgroups.oom_kills(spec.machine_id)
         program = self.runc.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
                                  self.runc.container_id(spec.machine_id, spec.start_seq))

@@ -1,0 +1,49 @@
+"""A worker readies the kernel's cgroup lock as an image machine's create or start arrives
+(``drivers/process/warmup.py``); a process machine's, which takes a parked launcher, does not."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.tls_kit import TEST_CA
+
+from ..daemon_kit import Daemon, running_worker_daemon
+from .image_kit import build_image, needs_image_tools, registry
+from .test_image_machines import fetch, image_machine, worker_args
+
+pytestmark = needs_image_tools
+
+
+async def moves(daemon: Daemon) -> float:
+    async with TEST_CA.http("admin") as http:
+        text = (await http.get(daemon.url + "/metrics")).text
+    found = re.search(r"^bodega_worker_cgroup_warmup_moves ([0-9.e+]+)$", text, re.M)
+    assert found is not None, "the worker's metrics have no warm-up gauge"
+    return float(found.group(1))
+
+
+async def test_an_image_machine_s_create_and_start_warm_the_cgroup_lock(
+        tmp_path: Path) -> None:
+    async with registry(tmp_path) as host:
+        image = build_image(tmp_path, host, "test/warm:v1")
+        async with running_worker_daemon(tmp_path, **worker_args(host)) as (daemon, client):
+            process = await client.create_machine({"app": "img", "config": {
+                "image": "process", "init": {"exec": ["sleep", "60"]},
+                "guest": {"cpus": 1, "memory_mb": 128}}})
+            await client.wait(process.id, "started", timeout=30)
+            assert await moves(daemon) == 0
+
+            machine = await image_machine(client, image)
+            await fetch(f"http://{machine.private_ip}:8080/")
+            created = await moves(daemon)
+            assert created >= 1
+
+            await client.stop(machine.id, signal="SIGTERM", timeout="5s")
+            await client.wait(machine.id, "stopped", timeout=30)
+            await client.start(machine.id)
+            await client.wait(machine.id, "started", timeout=30)
+            await fetch(f"http://{machine.private_ip}:8080/")
+            assert await moves(daemon) > created
+            for mid in (machine.id, process.id):
+                await client.destroy(mid, force=True)

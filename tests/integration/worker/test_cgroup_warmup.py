@@ -1,0 +1,72 @@
+"""A worker's cgroup warm-up on a real v1 hierarchy: its thread moves into the cgroup it is
+already in, for a while after each call, and turns itself off where the kernel refuses."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from bodega.worker.drivers.process.warmup import Warmup
+
+ROOT = Path("/sys/fs/cgroup")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not (ROOT / "memory" / "tasks").exists(),
+                                reason="needs root and a v1 memory hierarchy")
+
+
+def until(condition: object, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def settled(warmup: Warmup) -> int:
+    """The warm-up's moves once it has stopped making them (its hold long over)."""
+    while True:
+        seen = warmup.moves
+        time.sleep(warmup.hold * 4)
+        if warmup.moves == seen:
+            return seen
+
+
+def thread_cgroups(thread: threading.Thread) -> str:
+    return Path(f"/proc/self/task/{thread.native_id}/cgroup").read_text()
+
+
+def test_a_warm_up_moves_for_a_while_after_each_call_and_its_thread_stays_where_it_was(
+) -> None:
+    warmup = Warmup(ROOT, hold=0.05, every=0.003)
+    here = Path("/proc/thread-self/cgroup").read_text()
+    warmup.warm()
+    until(lambda: warmup.moves >= 1, "the warm-up never moved")
+    first = settled(warmup)
+    assert first >= 1
+    assert not warmup.off
+    assert warmup._thread is not None
+    assert warmup._thread.is_alive()
+    assert thread_cgroups(warmup._thread) == here  # moved into its own cgroup: no change
+
+    warmup.warm()
+    until(lambda: warmup.moves > first, "a second call made no move")
+    assert settled(warmup) > first
+
+
+def test_a_move_the_kernel_refuses_turns_the_warm_up_off_once(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    warmup = Warmup(tmp_path)  # no hierarchy there: the move cannot be made
+    with caplog.at_level(logging.INFO, logger="bodega.worker.cgroups"):
+        warmup.warm()
+        assert warmup._thread is not None
+        warmup._thread.join(10)
+        warmup.warm()  # off: nothing more
+    assert warmup.off
+    assert warmup.moves == 0
+    assert not warmup._thread.is_alive()
+    offs = [r.getMessage() for r in caplog.records if "warm-up off" in r.getMessage()]
+    assert len(offs) == 1, offs
+    assert "No such file" in offs[0]
