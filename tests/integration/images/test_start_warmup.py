@@ -6,13 +6,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import Daemon, running_worker_daemon
+from ..worker.test_cgroup_warmup import warmable
 from .image_kit import build_image, needs_image_tools, registry
 from .test_image_machines import fetch, image_machine, worker_args
 
-pytestmark = needs_image_tools
+pytestmark = [needs_image_tools, pytest.mark.skipif(
+    not warmable(), reason="needs its own cgroup in a v1 memory hierarchy")]
 
 
 async def moves(daemon: Daemon) -> float:

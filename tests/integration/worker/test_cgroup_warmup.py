@@ -11,11 +11,19 @@ from pathlib import Path
 
 import pytest
 
-from bodega.worker.drivers.process.warmup import Warmup
+from bodega.worker.drivers.process.warmup import Warmup, own_cgroup_file
 
 ROOT = Path("/sys/fs/cgroup")
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not (ROOT / "memory" / "tasks").exists(),
-                                reason="needs root and a v1 memory hierarchy")
+
+
+def warmable() -> bool:
+    """Root, and this process's own v1 memory cgroup reachable under ``ROOT``."""
+    mine = own_cgroup_file(ROOT, Path("/proc/self/cgroup").read_text())
+    return os.geteuid() == 0 and mine is not None and mine.exists()
+
+
+pytestmark = pytest.mark.skipif(not warmable(), reason="needs root and its own cgroup in a "
+                                "v1 memory hierarchy under /sys/fs/cgroup")
 
 
 def until(condition: object, what: str, timeout: float = 10.0) -> None:
