@@ -242,7 +242,8 @@ class Worker:
         self.metrics.observe_usage(queries.count_by_state(self.store.db), self.ledger.usage(),
                                    self.config.totals)
         warmup = self.driver.capabilities.warmup
-        self.metrics.warmup_moves.set(warmup.warmup_moves if warmup is not None else 0)
+        if warmup is not None:
+            self.metrics.observe_warmup(warmup.warmup_moves)
 
     async def sweep(self) -> None:
         """Remove every kernel object this worker made: nothing of it outlives it."""

@@ -52,11 +52,12 @@ class WorkerMetrics:
             "Health checks whose status changed, by new status",
             ["status"], registry=self.registry,
         )
-        self.warmup_moves = Gauge(
+        self.warmup_moves = Counter(
             "bodega_worker_cgroup_warmup_moves",
             "Moves the worker made to ready the kernel's cgroup lock for coming starts",
             registry=self.registry,
         )
+        self._warmup_counted = 0
         self._step_children: dict[tuple[str, str], Any] = {}
 
     def observe_step(self, fsm: str, step: str, seconds: float) -> None:
@@ -65,6 +66,11 @@ class WorkerMetrics:
         if child is None:
             child = self._step_children[(fsm, step)] = self.steps.labels(fsm, step)
         child.observe(seconds)
+
+    def observe_warmup(self, moves: int) -> None:
+        """The warm-up's moves so far (its thread counts them; added here when scraped)."""
+        self.warmup_moves.inc(moves - self._warmup_counted)
+        self._warmup_counted = moves
 
     def observe_usage(self, counts: Mapping[str, int], used: Usage,
                       totals: Totals) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from pathlib import Path
 
@@ -10,8 +11,8 @@ import pytest
 
 from tests.tls_kit import TEST_CA
 
+from ..cgroup_kit import warmable
 from ..daemon_kit import Daemon, running_worker_daemon
-from ..worker.test_cgroup_warmup import warmable
 from .image_kit import build_image, needs_image_tools, registry
 from .test_image_machines import fetch, image_machine, worker_args
 
@@ -20,11 +21,18 @@ pytestmark = [needs_image_tools, pytest.mark.skipif(
 
 
 async def moves(daemon: Daemon) -> float:
+    """The worker's warm-up moves so far, once its last burst is over (50 ms hold)."""
     async with TEST_CA.http("admin") as http:
-        text = (await http.get(daemon.url + "/metrics")).text
-    found = re.search(r"^bodega_worker_cgroup_warmup_moves ([0-9.e+]+)$", text, re.M)
-    assert found is not None, "the worker's metrics have no warm-up gauge"
-    return float(found.group(1))
+        last = -1.0
+        while True:
+            text = (await http.get(daemon.url + "/metrics")).text
+            found = re.search(r"^bodega_worker_cgroup_warmup_moves_total ([0-9.e+]+)$",
+                              text, re.M)
+            assert found is not None, "the worker's metrics count no warm-up moves"
+            if float(found.group(1)) == last:
+                return last
+            last = float(found.group(1))
+            await asyncio.sleep(0.2)
 
 
 async def test_an_image_machine_s_create_and_start_warm_the_cgroup_lock(
@@ -48,6 +56,15 @@ async def test_an_image_machine_s_create_and_start_warm_the_cgroup_lock(
             await client.start(machine.id)
             await client.wait(machine.id, "started", timeout=30)
             await fetch(f"http://{machine.private_ip}:8080/")
-            assert await moves(daemon) > created
-            for mid in (machine.id, process.id):
+            started = await moves(daemon)
+            assert started > created
+
+            # Created without a launch: nothing to warm for until it is started.
+            later = await client.create_machine({"app": "img", "skip_launch": True, "config": {
+                "image": image, "guest": {"cpus": 1, "memory_mb": 256}}})
+            assert await moves(daemon) == started
+            await client.start(later.id)
+            await client.wait(later.id, "started", timeout=30)
+            assert await moves(daemon) > started
+            for mid in (machine.id, process.id, later.id):
                 await client.destroy(mid, force=True)

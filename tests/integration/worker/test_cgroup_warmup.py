@@ -4,42 +4,37 @@ already in, for a while after each call, and turns itself off where the kernel r
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from bodega.worker.drivers.process.warmup import Warmup, own_cgroup_file
+from bodega.worker.drivers.process.warmup import Warmup
 
-ROOT = Path("/sys/fs/cgroup")
-
-
-def warmable() -> bool:
-    """Root, and this process's own v1 memory cgroup reachable under ``ROOT``."""
-    mine = own_cgroup_file(ROOT, Path("/proc/self/cgroup").read_text())
-    return os.geteuid() == 0 and mine is not None and mine.exists()
-
+from ..cgroup_kit import ROOT, warmable
 
 pytestmark = pytest.mark.skipif(not warmable(), reason="needs root and its own cgroup in a "
                                 "v1 memory hierarchy under /sys/fs/cgroup")
 
 
-def until(condition: object, what: str, timeout: float = 10.0) -> None:
+def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
+    while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.01)
 
 
-def settled(warmup: Warmup) -> int:
+def settled(warmup: Warmup, timeout: float = 10.0) -> int:
     """The warm-up's moves once it has stopped making them (its hold long over)."""
+    deadline = time.monotonic() + timeout
     while True:
         seen = warmup.moves
         time.sleep(warmup.hold * 4)
         if warmup.moves == seen:
             return seen
+        assert time.monotonic() < deadline, "the warm-up never stopped moving"
 
 
 def thread_cgroups(thread: threading.Thread) -> str:
@@ -53,8 +48,9 @@ def test_a_warm_up_moves_for_a_while_after_each_call_and_its_thread_stays_where_
     warmup.warm()
     until(lambda: warmup.moves >= 1, "the warm-up never moved")
     first = settled(warmup)
-    assert first >= 1
+    assert first >= 2  # a burst: it moves again every 3 ms through its 50 ms hold
     assert not warmup.off
+    assert not warmup.moving
     assert warmup._thread is not None
     assert warmup._thread.is_alive()
     assert thread_cgroups(warmup._thread) == here  # moved into its own cgroup: no change

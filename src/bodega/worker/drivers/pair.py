@@ -75,7 +75,7 @@ class DriverPair:
             suspend=PairSuspend(self) if process.capabilities.suspend else None,
             # Both put a machine in the same cgroups, named by its id (runc's cgroupsPath).
             memory=process.capabilities.memory,
-            warmup=self if oci.capabilities.warmup else None,
+            warmup=self if oci.capabilities.warmup is not None else None,
         )
 
     def start_coming(self, config: MachineConfig) -> None:

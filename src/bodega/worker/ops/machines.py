@@ -20,6 +20,7 @@ from bodega.model.errors import BadRequest, NotFound
 from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
+from bodega.model.states import MachineState
 from bodega.wire.worker_calls import Started
 from bodega.worker.core import (
     CheckResult,
@@ -34,6 +35,7 @@ from bodega.worker.core import (
     Update,
     decide,
 )
+from bodega.worker.core.policy import may_begin
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import TaskHandle, needs_command
 from bodega.worker.ops.claims import check_update
@@ -123,13 +125,13 @@ class MachineService:
                 f"the {self.driver.name} driver runs config.init.exec (or init.entrypoint + "
                 "init.cmd, or processes[0].exec); none was given"
             )
-        if not req.skip_launch:
-            self._start_coming(req.config)
         if req.idempotency_key:  # a retry: answer at once, not after the first try's start
             earlier = queries.machine_by_idempotency_key(self.store.db, req.app,
                                                         req.idempotency_key)
             if earlier is not None:
                 return earlier, None
+        if not req.skip_launch:
+            self._start_coming(req.config)
         recorded = Recorded()
         # The machine is durably created (its first step is committed): like the Machines
         # API, answer now, in state "created", and let the operation run on; clients /wait.
@@ -158,7 +160,9 @@ class MachineService:
     async def start(self, machine_id: str, nonce: str | None = None) -> Started:
         previous: list[str] = []
         with contextlib.suppress(NotFound):  # the call itself says so, under the lock
-            self._start_coming(self.get(machine_id).config)
+            row = self.get(machine_id)
+            if row.state != MachineState.SUSPENDED and may_begin("start_machine", row):
+                self._start_coming(row.config)  # a launch, not a resume or nothing at all
 
         def body(conn: sqlite3.Connection) -> Decision:
             row = self._leased(conn, machine_id, nonce)

@@ -75,7 +75,7 @@ class OciDriver:
                                          images=puller.store,
                                          suspend=RuncFreezer(self.runc, cgroups),
                                          memory=CgroupMemory(cgroups) if cgroups else None,
-                                         warmup=self if self.warmup else None)
+                                         warmup=self if self.warmup is not None else None)
 
     def start_coming(self, config: MachineConfig) -> None:
         """A start joins the machine's cgroups in a few milliseconds (the runtime's move):

@@ -71,9 +71,12 @@ class Warmup:
         self.hold = hold
         self.every = every
         self.moves = 0  # the moves made so far (tests, metrics)
-        self.moving = False  # a move is under way: it may hold the kernel's cgroup lock
+        # From a burst's call until its first move is done: that move may be waiting for a
+        # grace period, holding the kernel's cgroup mutex (making a cgroup would wait too).
+        self.moving = False
         self.off = False
         self._until = 0.0
+        self._burst = False  # the thread is in a burst (not asleep)
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -82,7 +85,7 @@ class Warmup:
     def of(cls, cgroups: Cgroups | None) -> Warmup | None:
         """The warm-up for a driver's machines' cgroups: v1 only (a v2 runtime can start its
         container right in its cgroup, with no move); None where they have none."""
-        return cls(cgroups.root) if cgroups and cgroups.version == 1 else None
+        return cls(cgroups.root) if cgroups is not None and cgroups.version == 1 else None
 
     def warm(self) -> None:
         """A process joins a cgroup soon: keep the lock ready for the next ``hold`` seconds."""
@@ -90,6 +93,9 @@ class Warmup:
             return
         with self._lock:
             self._until = time.monotonic() + self.hold
+            if self._burst:
+                return  # the burst under way runs on until the new end
+            self._burst = self.moving = True
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="cgroup-warmup",
                                                 daemon=True)
@@ -97,30 +103,38 @@ class Warmup:
         self._wake.set()
 
     def _run(self) -> None:
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                self._one_burst()
+        except (OSError, ValueError) as exc:
+            self._turn_off(str(exc))
+
+    def _one_burst(self) -> None:
+        # Read again each burst: the worker may have been moved to another cgroup since,
+        # and a move into the old one would be a real move.
         path = own_cgroup_file(self.root, Path("/proc/thread-self/cgroup").read_text())
         if path is None:
-            self._turn_off("this thread's cgroup was not found")
-            return
+            raise ValueError("this thread's memory cgroup was not found")
+        # The thread's own id, never "0": the kernel skips the lock for a thread that
+        # names itself as 0, and the warm-up would then ready nothing.
         me = str(threading.get_native_id()).encode()
         while True:
-            self._wake.wait()
-            self._wake.clear()
-            while time.monotonic() < self._until:
-                self.moving = True
-                try:
-                    fd = os.open(path, os.O_WRONLY)
-                    try:
-                        os.write(fd, me)
-                    finally:
-                        os.close(fd)
-                except OSError as exc:
-                    self._turn_off(f"{path}: {exc.strerror}")
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, me)
+            finally:
+                os.close(fd)
+            self.moves += 1
+            self.moving = False
+            with self._lock:
+                if time.monotonic() >= self._until:
+                    self._burst = False
                     return
-                finally:
-                    self.moving = False
-                self.moves += 1
-                time.sleep(self.every)
+            time.sleep(self.every)
 
     def _turn_off(self, why: str) -> None:
         self.off = True
+        self.moving = False
         log.info("cgroup warm-up off (%s): starts wait for the kernel's cgroup lock", why)
