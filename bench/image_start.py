@@ -13,6 +13,10 @@ port answers:
   ``--oci-runtime runc``);
 - **podman**: ``podman run --runtime runc -d`` of the same image (pulled first).
 
+Every timed start, of every side, begins after 0.3 s with nothing started
+(``QUIET_SECONDS``): a create on an idle host pays the kernel's cgroup-lock wait
+(docs/images.md), and a side that ran right after another's cgroup work would not.
+
 Then a placement run: creates of a cached image land on the worker holding it
 (its ``image`` subscore), until that worker is full, when the other one wins.
 
