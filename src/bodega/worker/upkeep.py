@@ -81,6 +81,7 @@ async def wire_ahead(network: Network, spares: Callable[[], Spares], drives: Dri
                 for index in indexes:
                     namespace = network.namespace(index)
                     if namespace is not None and network.ready(index):
+                        await parking.clear()
                         parking.park(namespace)
         except Exception:
             changed.clear()

@@ -139,6 +139,9 @@ class LauncherParking(Protocol):
     def waiting(self, netns: str) -> bool:
         """A launcher in ``netns`` is ready for a start (it has joined its cgroups)."""
 
+    async def clear(self) -> None:
+        """Until parking can make a cgroup without waiting on the kernel (``warmup.py``)."""
+
     def close(self) -> None:
         """End every parked launcher (the worker is exiting)."""
 

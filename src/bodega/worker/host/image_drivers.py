@@ -105,5 +105,5 @@ def make_image_driver(config: WorkerConfig) -> Driver:
     if config.driver == "oci":
         return oci
     process = ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
-                            park_dir=config.data_dir / "park")
+                            park_dir=config.data_dir / "park", warmup=oci.warmup)
     return DriverPair(process, oci)

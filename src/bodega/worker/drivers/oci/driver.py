@@ -65,10 +65,10 @@ class OciDriver:
         self.puller = puller
         self.machines_dir = machines_dir
         self.runc = Runc(runtime, state_root, runtime_command)
-        self.runs = Runs(self.name, cgroups)
+        self.warmup = Warmup.of(cgroups)
+        self.runs = Runs(self.name, cgroups, self.warmup)
         self.cache_budget_bytes = cache_budget_bytes
         self.janitor = LogJanitor(log_max_bytes)
-        self.warmup = Warmup.of(cgroups)
         self.control = OciControl(self.runc, self.runs, cgroups)
         self.capabilities = Capabilities(needs_command=False, own_netns=True,
                                          control=self.control, logs=self.janitor,

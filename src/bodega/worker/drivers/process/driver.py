@@ -37,6 +37,7 @@ from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
 from bodega.worker.drivers.process.memory import CgroupMemory
 from bodega.worker.drivers.process.parking import Parking
 from bodega.worker.drivers.process.runs import Runs
+from bodega.worker.drivers.process.warmup import Warmup
 
 log = logging.getLogger("bodega.worker.process")
 
@@ -45,11 +46,15 @@ class ProcessDriver:
     name = "process"
 
     def __init__(self, cgroups: Cgroups | None, log_max_bytes: int = 1 << 20,
-                 park_dir: Path | None = None) -> None:
+                 park_dir: Path | None = None, warmup: Warmup | None = None) -> None:
         self.cgroups = cgroups
-        self.runs = Runs(self.name, cgroups)
+        # The image driver's warm-up beside this one (``pair.py``), if any: this driver's
+        # own cgroup work waits until that warm-up's move lets go of the kernel's mutex.
+        self.warmup = warmup
+        self.runs = Runs(self.name, cgroups, warmup)
         # Launchers wait in wired namespaces only where there are cgroups to save time on.
-        self.parking = Parking(park_dir, cgroups) if cgroups and park_dir else None
+        self.parking = (Parking(park_dir, cgroups, warmup)
+                        if cgroups and park_dir else None)
         self.janitor = LogJanitor(log_max_bytes)
         self.control = ProcessControl(self.runs, cgroups)
         freezer = CgroupFreezer(cgroups) if cgroups and CgroupFreezer.available(cgroups) else None
@@ -94,6 +99,8 @@ class ProcessDriver:
         self.runs.forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)
         memory_kib = None if self.cgroups else spec.memory_mb * 1024
+        if self.warmup is not None:
+            await self.warmup.clear()  # a parked launcher's cgroups are renamed, or new made
         if self.parking is not None:
             files.spawnfile.touch()
             parked = self.parking.take(spec, files, memory_kib)

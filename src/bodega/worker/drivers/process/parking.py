@@ -46,6 +46,7 @@ from bodega.worker.drivers.process.launch import (
 )
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.drivers.process.procfs import pids_with_argument
+from bodega.worker.drivers.process.warmup import Warmup
 
 log = logging.getLogger("bodega.worker.parking")
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -85,9 +86,10 @@ class Parked:
 
 
 class Parking:
-    def __init__(self, root: Path, cgroups: Cgroups) -> None:
+    def __init__(self, root: Path, cgroups: Cgroups, warmup: Warmup | None = None) -> None:
         self.root = root
         self.cgroups = cgroups
+        self.warmup = warmup
         self._parked: dict[str, Parked] = {}
 
     def park(self, netns: str) -> None:
@@ -117,6 +119,11 @@ class Parking:
             log.warning("could not park a launcher in %s: %s", netns, exc)
             return
         self._parked[netns] = Parked(netns, directory, popen, _inode(Path("/run/netns") / netns))
+
+    async def clear(self) -> None:
+        """Until parking may make a cgroup without waiting on an image start's warm-up."""
+        if self.warmup is not None:
+            await self.warmup.clear()
 
     def waiting(self, netns: str) -> bool:
         """A launcher is parked in ``netns`` and already in its cgroups: a start there now

@@ -34,6 +34,7 @@ from bodega.worker.drivers.process.procfs import (
     until_gone,
     until_program_runs,
 )
+from bodega.worker.drivers.process.warmup import Warmup
 
 log = logging.getLogger("bodega.worker.process")
 
@@ -47,9 +48,11 @@ def run_key(handle: TaskHandle) -> RunKey:
 
 
 class Runs:
-    def __init__(self, driver: str, cgroups: Cgroups | None) -> None:
+    def __init__(self, driver: str, cgroups: Cgroups | None,
+                 warmup: Warmup | None = None) -> None:
         self.driver = driver  # the name the handles carry: which driver re-adopts them
         self.cgroups = cgroups
+        self.warmup = warmup  # removing cgroups waits until its move lets go of the kernel's
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._handles: dict[RunKey, TaskHandle] = {}
         self._exits: dict[RunKey, asyncio.Future[ExitStatus]] = {}
@@ -209,6 +212,8 @@ class Runs:
                     os.killpg(pid, signals.SIGKILL)
                 await until_gone(pid)
         if self.cgroups is not None:
+            if self.warmup is not None:
+                await self.warmup.clear()
             await self.cgroups.empty(machine_id, CGROUP_EMPTY_TIMEOUT)
         for popen in [p for p in self._children.values() if p.poll() is not None]:
             self._children.pop(popen.pid, None)

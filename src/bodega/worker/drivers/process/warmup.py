@@ -28,6 +28,7 @@ What to write and where is pure (``own_cgroup_file``); ``Warmup`` is the thread.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -41,6 +42,8 @@ log = logging.getLogger("bodega.worker.cgroups")
 # How long a warm-up keeps the lock ready after the last call, and how often it moves.
 HOLD_SECONDS = 0.05
 EVERY_SECONDS = 0.003
+# The longest ``clear`` waits: a grace period is 7-13 ms here; past this, go on regardless.
+CLEAR_LIMIT_SECONDS = 0.1
 
 
 def own_cgroup_file(root: Path, proc_cgroup: str) -> Path | None:
@@ -101,6 +104,14 @@ class Warmup:
                                                 daemon=True)
                 self._thread.start()
         self._wake.set()
+
+    async def clear(self, limit: float = CLEAR_LIMIT_SECONDS) -> None:
+        """Until no move of the warm-up's holds the kernel's cgroup mutex (at most ``limit``
+        seconds): the worker's own cgroup work (making, renaming, removing a cgroup) waits
+        here, in the event loop's turn, rather than in a system call that would hold it."""
+        deadline = time.monotonic() + limit
+        while self.moving and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
 
     def _run(self) -> None:
         try:
