@@ -81,8 +81,8 @@ class DriverPair:
     def start_coming(self, config: MachineConfig) -> None:
         """Only an image machine's start waits on the kernel's cgroup lock: a process
         machine's mostly takes a launcher parked in its cgroups ahead (``parking.py``)."""
-        if names_registry(config.image) and self.oci.capabilities.warmup is not None:
-            self.oci.capabilities.warmup.start_coming(config)
+        if names_registry(config.image):
+            self.oci.start_coming(config)
 
     @property
     def warmup_moves(self) -> int:

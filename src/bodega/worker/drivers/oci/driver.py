@@ -194,13 +194,9 @@ class OciDriver:
         files.exitfile.unlink(missing_ok=True)
         oom_base = 0
         if self.cgroups is not None:
-            if self.warmup is not None and self.warmup.moving:
-                # The warm-up's move holds the kernel's cgroup lock until its wait ends, and
-                # making a cgroup takes that lock: wait for it in a thread, not in the loop.
-                await asyncio.to_thread(self.cgroups.create, spec.machine_id, spec.memory_mb,
-                                        spec.cpus)
-            else:
-                self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
+            if self.warmup is not None:
+                await self.warmup.clear()  # making a cgroup takes the mutex its move holds
+            self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
             oom_base = self.cgroups.oom_kills(spec.machine_id)
         program = self.runc.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
                                  self.runc.container_id(spec.machine_id, spec.start_seq))

@@ -17,9 +17,10 @@ process joins its cgroups. ``crun run`` of a busybox bundle here: 21 ms after an
 moment, 6-9 ms with a warm-up begun up to 12 ms before it.
 
 While its move waits, the warm-up holds the kernel's cgroup mutex, which making,
-renaming or removing a cgroup takes too: ``moving`` says so, for the oci driver to make
-a start's cgroups in a thread then, and ``clear`` waits it out in the event loop's turn
-for the process driver, parking and run cleanup of a worker with both drivers. Only
+renaming or removing a cgroup takes too: ``moving`` says so, and ``clear`` waits it
+out in the event loop's turn before the worker's own cgroup work (a start's cgroups made,
+a parked launcher's renamed, a launcher parked, a run's removed), rather than in a
+system call that would stop the whole worker. Only
 image starts warm (a process machine's start mostly takes a launcher already waiting in
 its cgroups, and its own cgroup work would only wait on the warm-up).
 A host whose cgroup root is mounted with ``favordynmods`` has no such wait; a warm-up
