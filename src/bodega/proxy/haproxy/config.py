@@ -104,6 +104,10 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "    timeout queue 30s",
         "    timeout tunnel 1h",
         "    option http-keep-alive",
+        # At a reload the old process would close idle keep-alive connections at once, and
+        # a request a client sent on one at that instant would get no answer at all. This
+        # keeps them until their next request, answered with "Connection: close".
+        "    option idle-close-on-response",
         "    http-reuse safe",
         "    retries 2",
         "    option redispatch 1",
