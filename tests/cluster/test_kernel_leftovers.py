@@ -106,7 +106,10 @@ class Api:
     async def wait(self, app: str, mid: str, state: str) -> None:
         waited = await self.http.get(f"/v1/apps/{app}/machines/{mid}/wait",
                                      params={"state": state, "timeout": 60})
-        assert waited.status_code == 200, waited.text
+        if waited.status_code != 200:  # what the machine went through says why
+            events = (await self.http.get(f"/v1/apps/{app}/machines/{mid}")).json().get(
+                "events", [])
+            raise AssertionError(f"{waited.text}; events: {events[:6]}")
 
     async def post(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         answer = await self.http.post(path, json=body or {})

@@ -101,6 +101,21 @@ async def test_suspend_freezes_and_start_resumes_the_same_process(tmp_path: Path
             ("start", "started"), ("start", "starting")]
 
 
+async def test_a_machine_suspended_the_moment_it_is_started_is_suspended_and_resumes(
+        tmp_path: Path) -> None:
+    """Started is recorded once the wrapper is spawned, before it joins the machine's
+    cgroups: a suspend sent at once still freezes the machine, and a start resumes it."""
+    marker = f"bodega-suspend-{uuid.uuid4().hex[:12]}"
+    async with crash_worker(tmp_path) as worker:
+        client = await worker.start()
+        machine = await client.create_machine({"app": "a", "config": counter_config(marker)})
+        await client.wait(machine.id, "started", timeout=30)
+        await suspended(client, machine.id)
+        await client.start(machine.id)
+        await client.wait(machine.id, "started", timeout=30)
+        await until(lambda: count(worker, machine.id) > 3)  # its program runs once thawed
+
+
 async def test_stop_and_destroy_of_a_suspended_machine_thaw_it_first(tmp_path: Path) -> None:
     marker = f"bodega-suspend-{uuid.uuid4().hex[:12]}"
     async with crash_worker(tmp_path) as worker:

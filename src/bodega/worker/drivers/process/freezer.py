@@ -8,6 +8,11 @@ every process of its memory cgroup is moved in, the cgroup is frozen, and any
 process forked meanwhile is moved in after it (a process joining a frozen
 cgroup freezes). On v2 the machine's one cgroup has ``cgroup.freeze``.
 
+A machine is recorded started once its wrapper is spawned, and the wrapper joins the
+machine's cgroups as its first act: a suspend sent at once may find them still empty.
+It waits for that join (``JOIN_TIMEOUT``), as it waits for the freeze, rather than
+refuse a machine that is started.
+
 Both halves are idempotent: the worker may die between freezing and recording
 it, and repeats the step when it comes back.
 """
@@ -23,6 +28,7 @@ from bodega.worker.drivers.base import DriverError, TaskHandle
 from bodega.worker.drivers.process.cgroups import Cgroups
 
 FREEZE_TIMEOUT = 10.0  # a process in an uninterruptible sleep delays its freeze; not forever
+JOIN_TIMEOUT = 10.0  # a wrapper just spawned on a loaded host joins its cgroups within this
 POLL = 0.002
 
 
@@ -39,9 +45,9 @@ class CgroupFreezer:
         path = self.cgroups.freezer_dir(machine_id)
         if path is None:
             raise DriverError("this host's cgroups have no freezer")
-        if not self.cgroups.pids(machine_id):
-            raise DriverError(f"machine {machine_id} has no process to suspend")
         try:
+            await self._until(lambda: bool(self.cgroups.pids(machine_id)), machine_id,
+                              JOIN_TIMEOUT, "has no process to suspend")
             if self.cgroups.version == 2:
                 (path / "cgroup.freeze").write_text("1\n")
                 await self._until(lambda: _v2_frozen(path), machine_id)
@@ -91,13 +97,13 @@ class CgroupFreezer:
             moved_any = True
         raise DriverError(f"machine {machine_id} forks faster than it can be frozen")
 
-    async def _until(self, done: Callable[[], bool], machine_id: str) -> None:
+    async def _until(self, done: Callable[[], bool], machine_id: str,
+                     timeout: float = FREEZE_TIMEOUT, what: str = "did not freeze") -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + FREEZE_TIMEOUT
+        deadline = loop.time() + timeout
         while not done():
             if loop.time() > deadline:
-                raise DriverError(f"machine {machine_id} did not freeze within "
-                                  f"{FREEZE_TIMEOUT:.0f}s")
+                raise DriverError(f"machine {machine_id} {what} within {timeout:.0f}s")
             await asyncio.sleep(POLL)
 
 
