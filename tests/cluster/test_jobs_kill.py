@@ -86,6 +86,16 @@ async def until_running_on(jobs: Jobs, app: str, name: str, worker: str) -> None
                              f"{last.model_dump_json() if last else 'no status'}") from None
 
 
+async def until_room_on(jobs: Jobs, worker: str, memory_mb: int) -> None:
+    """Until the view shows ``worker`` alive with ``memory_mb`` free: the last job's task
+    machines there are gone, so the next job's tasks can run on it too."""
+    async def room() -> bool:
+        listed = (await jobs.http.get("/v1/cluster/workers")).json()
+        return any(w["name"] == worker and w["status"] == "alive"
+                   and (w.get("free") or {}).get("memory_mb", 0) >= memory_mb for w in listed)
+    await until(room, 60)
+
+
 async def all_ran(jobs: Jobs, app: str, name: str, log: Path, count: int) -> None:
     async def finished() -> JobStatus | None:
         job = await status(jobs, app, name)
@@ -123,7 +133,9 @@ async def test_kill_9_of_any_component_loses_no_job(tmp_path: Path) -> None:
             await kill9(data, home)
             await all_ran(jobs, app, name, log, 4)
 
-            # A worker running tasks of a job homed elsewhere, killed mid-task.
+            # A worker running tasks of a job homed elsewhere, killed mid-task (once it has
+            # room for two of them again: the last job's machines there may still be going).
+            await until_room_on(jobs, other, 2 * 1536)
             name = jobs.name_on(home, app, "runner")
             log = shared / "runner"
             assert (await jobs.submit(app, job_body(name, log, 4, 3))).status_code == 200
