@@ -10,12 +10,13 @@ import socket
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from bodega.runtime import cluster_id
-from bodega.worker.drivers.base import DriverError, TaskHandle, TaskSpec
+from bodega.worker.drivers.base import DriverError, Mount, TaskHandle, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
@@ -255,6 +256,34 @@ async def test_a_machine_of_its_own_user_works_in_its_own_directory_by_path(
         s, [PY, "-c", "import os; print(open(os.path.join(os.getcwd(), 'note')).read())"], 5,
         None)
     assert (result.exit_code, result.stdout.strip()) == (0, "mine"), result.stderr
+
+
+@root_only
+async def test_a_volume_is_handed_to_the_machines_user_and_a_link_in_it_is_not_followed(
+        tmp_path: Path, driver: ProcessDriver) -> None:
+    """The volume (root's: fresh) becomes the machine's user's, all of it, before its program
+    runs; a link in it to a file outside is changed itself, and the file stays root's."""
+    volume, outside = tmp_path / "volume", tmp_path / "outside"
+    (volume / "deep").mkdir(parents=True)
+    (volume / "deep" / "old").write_text("kept")
+    outside.write_text("root's")
+    (volume / "link").symlink_to(outside)
+    guest = Path(f"/tmp/bodega-volume-{uuid.uuid4().hex[:8]}")  # a path its user can reach
+    code = (f"open('{guest}/deep/new', 'w').write('mine'); "
+            f"print(open('{guest}/deep/old').read(), flush=True)")
+    s = replace(spec(tmp_path, code, user=(65534, 65534)),
+                mounts=(Mount(volume, str(guest)),))
+    try:
+        handle = await driver.start(s)
+        status = await asyncio.wait_for(driver.wait(handle), 10)
+    finally:
+        guest.rmdir()  # made by the wrapper on the host, bound only in the machine's namespace
+    assert status.exit_code == 0, log_path(s.machine_dir).read_text()
+    assert (volume / "deep" / "new").read_text() == "mine"
+    for path in (volume, volume / "deep", volume / "deep" / "old", volume / "deep" / "new"):
+        assert (path.stat().st_uid, path.stat().st_gid) == (65534, 65534), path
+    assert (volume / "link").lstat().st_uid == 65534
+    assert outside.stat().st_uid == 0
 
 
 @root_only

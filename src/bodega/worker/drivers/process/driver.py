@@ -30,6 +30,8 @@ from bodega.worker.drivers.process.freezer import CgroupFreezer
 from bodega.worker.drivers.process.launch import (
     HOME_MOUNT,
     RunFiles,
+    hand_over,
+    handed_over,
     home_of,
     wrapper_argv,
 )
@@ -71,6 +73,13 @@ class ProcessDriver:
         if spec.user is not None:
             os.chown(root, *spec.user)
             HOME_MOUNT.mkdir(parents=True, exist_ok=True)
+            for mount in spec.mounts:  # a volume fresh or last another machine's
+                try:
+                    if not handed_over(mount.host_path, spec.user):
+                        await asyncio.to_thread(hand_over, mount.host_path, spec.user)
+                except OSError as exc:
+                    raise DriverError(f"could not hand {mount.host_path} to the machine's "
+                                      f"user: {exc}") from exc
         self._check_executable(spec)
 
     def _check_executable(self, spec: TaskSpec) -> None:
