@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 from bodega.model.states import MachineState
@@ -39,6 +40,7 @@ from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
+from bodega.worker.host.identity import machine_home
 from bodega.worker.host.network import Network
 from bodega.worker.host.parts import make_driver, make_network, make_private_network, owner
 from bodega.worker.host.peer_routes import PeerRoutes
@@ -126,6 +128,9 @@ class Worker:
             url=self.url if self.served else None,
             totals=HostTotals.model_validate(self.config.totals.to_wire()), pid=os.getpid())
 
+    def _home(self, machine_id: str, private_ip: str | None) -> Path | None:
+        return machine_home(self.user, self.config.machine_dir(machine_id), private_ip)
+
     def service_host(self, row: MachineRow) -> str | None:
         return self.network.service_host(row.private_ip)
 
@@ -187,8 +192,8 @@ class Worker:
         self._tasks.append(asyncio.create_task(HealthChecks(
             self.store, self.machines, self.metrics, self.service_host).run()))
         self._tasks.append(asyncio.create_task(wire_ahead(
-            self.network, wanted(self.network, self.store), self.machines.lifecycle,
-            self.driver)))
+            self.network, wanted(self.network, self.store, self._home),
+            self.machines.lifecycle, self.driver)))
         logs = self.driver.capabilities.logs
         if logs is not None:
             self._tasks.append(asyncio.create_task(logs.run(self.config.machines_dir)))

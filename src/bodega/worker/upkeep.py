@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
 
 from bodega.worker.drivers.base import Driver
@@ -41,16 +42,19 @@ class Drives(Protocol):
     async def after_drives(self, timeout: float) -> None: ...
 
 
-Spares = tuple[list[int], list[int]]  # the next free addresses; those of machines at rest
+# The next free addresses; those of machines at rest, each with the directory its machine
+# starts in when it runs as its own user (its next launcher binds it ahead: ``parking.py``).
+Spares = tuple[list[int], dict[int, Path | None]]
+Home = Callable[[str, str | None], Path | None]  # (machine id, private address) -> its home
 
 
-def wanted(network: Network, store: Store) -> Callable[[], Spares]:
+def wanted(network: Network, store: Store, home: Home) -> Callable[[], Spares]:
     """The addresses to keep wired: the next free ones, and those of machines at rest."""
     first, last = network.index_range
 
     def indexes() -> Spares:
         return (queries.free_ip_indexes(store.db, first, last, WIRE_AHEAD),
-                queries.idle_ip_indexes(store.db))
+                {index: home(mid, ip) for index, mid, ip in queries.idle_addresses(store.db)})
 
     return indexes
 
@@ -82,7 +86,7 @@ async def wire_ahead(network: Network, spares: Callable[[], Spares], drives: Dri
                     namespace = network.namespace(index)
                     if namespace is not None and network.ready(index):
                         await parking.clear()
-                        parking.park(namespace)
+                        parking.park(namespace, idle.get(index))
         except Exception:
             changed.clear()
             log.exception("wiring networks ahead failed")

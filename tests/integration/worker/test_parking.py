@@ -161,6 +161,60 @@ async def test_the_program_gets_exactly_its_environment_whatever_the_names(
     await driver.destroy(mid, s.machine_dir)
 
 
+@pytest.mark.parametrize("remade", [False, True], ids=["as-parked", "remade-since"])
+async def test_a_launcher_parked_for_a_machine_at_rest_binds_its_directory_ahead(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups], remade: bool
+) -> None:
+    """Parked for a machine at rest, the launcher binds the machine's directory while it
+    waits, and the start does not bind it again; when the directory was made anew since
+    (the bound one is gone), the launcher is discarded and the start is a plain one."""
+    driver, network, _cgroups = rig
+    mid = uuid.uuid4().hex[:14]
+    s = spec(tmp_path, network.netns(10), mid)
+    home = s.machine_dir / "root"
+    home.mkdir(parents=True)
+    (home / "note").write_text("parked")
+    netns, launcher = await _parked(driver, network, 10, tmp_path / "park", home)
+    await until(lambda: parking(driver).waiting(netns))
+    if remade:
+        (home / "note").unlink()
+        home.rmdir()
+        home.mkdir()
+        (home / "note").write_text("remade")
+    s = dataclasses.replace(s, argv=[sys.executable, "-c",
+                                     "print(open('note').read(), flush=True); "
+                                     "import time; time.sleep(60)"])
+    handle = await driver.start(s)
+    assert (handle.pid == launcher) != remade
+    log = s.machine_dir / "logs" / "machine.log"
+    await until(lambda: log.exists() and log.read_text().strip() != "")
+    assert log.read_text().strip() == ("remade" if remade else "parked")
+    wrapper_args = Path(f"/proc/{handle.pid}/cmdline").read_text().split("\0")
+    assert (str(home) in wrapper_args) == remade  # bound by the start
+    assert ("@" in wrapper_args) != remade  # bound by the launcher
+    if remade:
+        assert not Path(f"/proc/{launcher}").exists() or _zombie(launcher)
+    assert f" {HOME_MOUNT} " not in Path("/proc/self/mountinfo").read_text()
+    await driver.destroy(mid, s.machine_dir)
+
+
+async def test_a_launcher_parked_for_another_directory_is_parked_again(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    """An address's launcher parked as a spare (no directory) is replaced by one for the
+    machine that came to rest there; parked again for the same, it stays."""
+    driver, network, _cgroups = rig
+    netns, spare = await _parked(driver, network, 11, tmp_path / "park")
+    home = tmp_path / "resting" / "root"
+    home.mkdir(parents=True)
+    parking(driver).park(netns, home)
+    await until(lambda: not Path(f"/proc/{spare}").exists() or _zombie(spare))
+    (launcher,) = await _launchers(tmp_path / "park" / netns)
+    assert launcher != spare
+    parking(driver).park(netns, home)
+    assert await _launchers(tmp_path / "park" / netns) == [launcher]
+
+
 def test_a_run_script_cut_short_runs_nothing(tmp_path: Path) -> None:
     """The worker killed while writing the run: whatever part the launcher read runs
     nothing (its first command would make the machine's log file)."""
@@ -209,12 +263,12 @@ async def _report(s: TaskSpec) -> dict[str, Any]:
 
 
 async def _parked(driver: ProcessDriver, network: NetnsNetwork, index: int,
-                  park: Path) -> tuple[str, int]:
-    """Wire address ``index``'s namespace and park a launcher there: its namespace and
-    pid, once it waits at its FIFO."""
+                  park: Path, home: Path | None = None) -> tuple[str, int]:
+    """Wire address ``index``'s namespace and park a launcher there (for a machine at rest
+    whose directory is ``home``): its namespace and pid, once it waits at its FIFO."""
     await network.prewarm([index])
     netns = network.netns(index)
-    parking(driver).park(netns)
+    parking(driver).park(netns, home)
     found = await _launchers(park / netns)
     assert len(found) == 1
     await until(lambda: _reading_fifo(found[0]))

@@ -42,7 +42,7 @@ class Drives:
 
 async def test_spares_are_wired_once_the_start_under_way_has_ended() -> None:
     network, drives = Recording({3}), Drives()  # 3 is ready for the next create
-    task = asyncio.create_task(wire_ahead(network, lambda: ([3, 4], [9]), drives,
+    task = asyncio.create_task(wire_ahead(network, lambda: ([3, 4], {9: None}), drives,
                                           NullDriver()))
     try:
         for _ in range(20):
@@ -62,7 +62,7 @@ async def test_spares_are_wired_once_the_start_under_way_has_ended() -> None:
 
 async def test_with_no_spare_left_the_spares_are_wired_at_once() -> None:
     network, drives = Recording({9}), Drives()  # only a resting machine's is wired
-    task = asyncio.create_task(wire_ahead(network, lambda: ([3, 4], [9]), drives,
+    task = asyncio.create_task(wire_ahead(network, lambda: ([3, 4], {9: None}), drives,
                                           NullDriver()))
     try:
         async with asyncio.timeout(5):

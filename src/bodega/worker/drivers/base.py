@@ -130,8 +130,9 @@ class TaskControl(Protocol):
 class LauncherParking(Protocol):
     """Launchers kept waiting in network namespaces, so a start there only has to exec."""
 
-    def park(self, netns: str) -> None:
-        """Keep a launcher waiting in ``netns`` (idempotent)."""
+    def park(self, netns: str, home: Path | None = None) -> None:
+        """Keep a launcher waiting in ``netns`` (idempotent); ``home``: the directory of the
+        machine at rest there, bound ahead where its program will start."""
 
     def release(self, netns: str) -> None:
         """End the launcher waiting in ``netns``, if any (its namespace is going)."""

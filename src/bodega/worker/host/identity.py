@@ -14,6 +14,7 @@ configured user: there every machine shares the host anyway.
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 
 MACHINE_UID_BASE = 1 << 30
 ADDRESS_BITS = 24  # the cluster's machines live in one /8 at most (a /24 per worker)
@@ -32,3 +33,12 @@ def machine_identity(configured: tuple[int, int] | None, private_ip: str | None
         return configured
     uid = MACHINE_UID_BASE + (int(address) & ((1 << ADDRESS_BITS) - 1))
     return uid, uid
+
+
+def machine_home(configured: tuple[int, int] | None, machine_dir: Path,
+                 private_ip: str | None) -> Path | None:
+    """The directory a machine's program starts in, bound for it (``launch.home_of``), when
+    it runs as its own user; None when it runs as the worker's."""
+    if machine_identity(configured, private_ip) is None:
+        return None
+    return machine_dir / "root"

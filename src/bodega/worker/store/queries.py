@@ -136,10 +136,12 @@ def count_by_state(conn: sqlite3.Connection) -> dict[str, int]:
             conn.execute("SELECT state, count(*) FROM machines GROUP BY state")}
 
 
-def idle_ip_indexes(conn: sqlite3.Connection) -> list[int]:
-    """Addresses of machines at rest (created, stopped or failed) that have been attached."""
-    return [int(row[0]) for row in conn.execute(
-        "SELECT ip_index FROM machines WHERE state IN ('created', 'stopped', 'failed') "
+def idle_addresses(conn: sqlite3.Connection) -> list[tuple[int, str, str | None]]:
+    """Machines at rest (created, stopped or failed) that have been attached: each one's
+    address index, id and private address."""
+    return [(int(index), str(mid), ip) for index, mid, ip in conn.execute(
+        "SELECT ip_index, id, private_ip FROM machines "
+        "WHERE state IN ('created', 'stopped', 'failed') "
         "AND netns IS NOT NULL AND ip_index IS NOT NULL ORDER BY ip_index")]
 
 

@@ -46,7 +46,8 @@ HOME_MOUNT = Path("/run/bodega/home")
 # $2 pidfile, $3 exit file, $4 uid:gid ("-" to keep the worker's), $5 memory
 # limit in KiB for ulimit -v ("-" for none), $6 bind mounts "host=guest ..."
 # ("-" for none), $7 the machine's directory to bind at HOME_MOUNT and start in ("-": start
-# where the wrapper was started), then the program's argv.
+# where the wrapper was started; "@": a parked launcher bound it already), then the
+# program's argv.
 WRAPPER = r"""set -f
 cgs=$1 pidf=$2 exitf=$3 user=$4 memkb=$5 mounts=$6 home=$7
 shift 7
@@ -58,7 +59,8 @@ if [ "$mounts" != - ]; then
   done
 fi
 if [ "$home" != - ]; then
-  mount --bind "$home" HOME_MOUNT && cd HOME_MOUNT || fail
+  if [ "$home" != @ ]; then mount --bind "$home" HOME_MOUNT || fail; fi
+  cd HOME_MOUNT || fail
   unset OLDPWD  # the host's path of the directory: not the machine's to see
 fi
 echo $$ > "$pidf"

@@ -38,6 +38,7 @@ from pathlib import Path
 from bodega.worker.drivers.base import TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import (
+    HOME_MOUNT,
     PROGRAM_NAME,
     SHELL,
     WRAPPER,
@@ -57,7 +58,9 @@ PARK_NAME = "bodega-park"
 # made on the host meanwhile (a network namespace's removal among them) still reach it,
 # and the machine's own (its directory at HOME_MOUNT, its volumes) never reach the host.
 PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "slave", "--")
-# $1: the launcher's directory (its FIFO lives there), $2: cgroup.procs files to join.
+# $1: the launcher's directory (its FIFO lives there), $2: cgroup.procs files to join, $3:
+# the directory of the machine at rest in this namespace, bound at HOME_MOUNT now rather
+# than by its start ("-": none, or its machine runs as the worker's user).
 # Once in its cgroups it says so (``ready``, made by the shell itself, no process spawned):
 # creates prefer an address whose launcher is that far (``waiting``). Then it runs the
 # script the start writes into its FIFO, in this same shell (``.`` blocks until a writer
@@ -65,12 +68,13 @@ PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "slave", "--")
 # group, parsed whole before any of it runs: a script cut short (the worker killed while
 # writing it) is a syntax error and runs nothing, never a command missing its last words.
 PARK = r"""set -f
-dir=$1 cgs=$2
+dir=$1 cgs=$2 home=$3
 for cg in $cgs; do echo $$ > "$cg" || exit 1; done
+if [ "$home" != - ]; then mount --bind "$home" HOME_MOUNT || exit 1; fi
 : > "$dir/ready"
 . "$dir/go"
 exit 1
-"""
+""".replace("HOME_MOUNT", shlex.quote(str(HOME_MOUNT)))
 
 
 @dataclass
@@ -79,6 +83,8 @@ class Parked:
     directory: Path
     popen: subprocess.Popen[bytes]
     netns_inode: int
+    home: Path | None = None  # bound at HOME_MOUNT while parked
+    home_inode: tuple[int, int] | None = None  # (device, inode) of ``home`` then
 
     @property
     def pid(self) -> int:
@@ -92,14 +98,18 @@ class Parking:
         self.warmup = warmup
         self._parked: dict[str, Parked] = {}
 
-    def park(self, netns: str) -> None:
-        """Leave a launcher waiting in ``netns`` (once; a no-op if one is there)."""
+    def park(self, netns: str, home: Path | None = None) -> None:
+        """Leave a launcher waiting in ``netns`` (once; a no-op if one is there), with
+        ``home`` (a machine at rest's directory) already bound at HOME_MOUNT."""
         current = self._parked.get(netns)
         if current is not None:
-            if current.popen.poll() is None and self._fresh(current):
+            if current.popen.poll() is None and self._fresh(current) and current.home == home:
                 return
             del self._parked[netns]
-            self._discard(current)  # dead, or left in a namespace that was rebuilt
+            self._discard(current)  # dead, left in a namespace rebuilt, or for another home
+        home_inode = _identity(home) if home is not None else None
+        if home is not None and home_inode is None:
+            home = None  # not made yet: its start binds it
         directory = self.root / netns
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "ready").unlink(missing_ok=True)
@@ -109,16 +119,19 @@ class Parking:
         slot = park_slot(netns)
         self.cgroups.create(slot, memory_mb=None, cpus=None)
         procs = " ".join(str(p) for p in self.cgroups.procs_files(slot))
+        if home is not None:
+            HOME_MOUNT.mkdir(parents=True, exist_ok=True)
         try:
             popen = subprocess.Popen(
                 ["nsenter", f"--net=/run/netns/{netns}", "--", *PRIVATE_MOUNTS, SHELL, "-c",
-                 PARK, PARK_NAME, str(directory), procs],
+                 PARK, PARK_NAME, str(directory), procs, str(home) if home else "-"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 cwd="/", start_new_session=True, close_fds=True, env={"PATH": os.defpath})
         except OSError as exc:
             log.warning("could not park a launcher in %s: %s", netns, exc)
             return
-        self._parked[netns] = Parked(netns, directory, popen, _inode(Path("/run/netns") / netns))
+        self._parked[netns] = Parked(netns, directory, popen, _inode(Path("/run/netns") / netns),
+                                     home, home_inode)
 
     async def clear(self) -> None:
         """Until parking may make a cgroup without waiting on an image start's warm-up."""
@@ -145,6 +158,12 @@ class Parking:
         if parked.popen.poll() is not None or not self._fresh(parked):
             self._discard(parked)  # it died, or its namespace was rebuilt under it
             return None
+        if parked.home is not None and (parked.home != home_of(spec)
+                                        or parked.home_inode != _identity(parked.home)):
+            # It bound another machine's directory, or one removed since: a bind over that
+            # would fail (a removed directory has no path to bind onto).
+            self._discard(parked)
+            return None
         try:
             fd = os.open(parked.directory / "go", os.O_WRONLY | os.O_NONBLOCK)
         except OSError:  # ENXIO: still joining its cgroups, not yet reading; keep it for later
@@ -155,7 +174,8 @@ class Parking:
             # Whole, through the FIFO: the launcher reads as it comes (a script larger than
             # the pipe holds waits for it), and runs it once the FIFO is closed.
             os.set_blocking(fd, True)
-            script = memoryview(run_script(spec, files, user_memory_kib).encode())
+            script = memoryview(run_script(spec, files, user_memory_kib,
+                                           parked.home is not None).encode())
             while script:
                 script = script[os.write(fd, script):]
         except OSError as exc:
@@ -216,12 +236,16 @@ def park_slot(netns: str) -> str:
     return f"park-{netns}"
 
 
-def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None) -> str:
-    """What a parked launcher runs: the plain start's wrapper, as literals only."""
+def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None,
+               home_bound: bool = False) -> str:
+    """What a parked launcher runs: the plain start's wrapper, as literals only;
+    ``home_bound``: the launcher bound the machine's directory when it parked (``@``)."""
     q = shlex.quote
     mounts = " ".join(f"{m.host_path}={m.guest_path}" for m in spec.mounts) or "-"
     user = f"{spec.user[0]}:{spec.user[1]}" if spec.user else "-"
     home = home_of(spec)
+    home_arg = "@" if home_bound and home is not None else (
+        q(str(home)) if home is not None else "-")
     env = " ".join(q(f"{k}={v}") for k, v in spec.env.items())
     argv = " ".join(q(a) for a in spec.argv)
     if all(SHELL_NAME.fullmatch(k) for k in spec.env):
@@ -237,9 +261,17 @@ def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None) -> str:
         "exit 125; }\n"
         f"{environment}{SHELL} -c {q(WRAPPER)} {PROGRAM_NAME} - "
         f"{q(str(files.pidfile))} {q(str(files.exitfile))} {user} {memory_kib or '-'} "
-        f"{q(mounts)} {q(str(home)) if home is not None else '-'} {argv}\n"
+        f"{q(mounts)} {home_arg} {argv}\n"
         "}\n"
     )
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _inode(path: Path) -> int:
