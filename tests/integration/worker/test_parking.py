@@ -202,17 +202,33 @@ async def test_a_launcher_parked_for_another_directory_is_parked_again(
     tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
 ) -> None:
     """An address's launcher parked as a spare (no directory) is replaced by one for the
-    machine that came to rest there; parked again for the same, it stays."""
+    machine that came to rest there; parked again for the same, it stays; for the same
+    path made anew, it is replaced; for a directory not made yet, it binds none and stays."""
     driver, network, _cgroups = rig
-    netns, spare = await _parked(driver, network, 11, tmp_path / "park")
+    park = tmp_path / "park"
+
+    async def replaced(old: int) -> int:
+        await until(lambda: not Path(f"/proc/{old}").exists() or _zombie(old))
+        (new,) = await _launchers(park / netns)
+        assert new != old
+        return new
+
+    netns, spare = await _parked(driver, network, 11, park)
     home = tmp_path / "resting" / "root"
     home.mkdir(parents=True)
     parking(driver).park(netns, home)
-    await until(lambda: not Path(f"/proc/{spare}").exists() or _zombie(spare))
-    (launcher,) = await _launchers(tmp_path / "park" / netns)
-    assert launcher != spare
+    launcher = await replaced(spare)
     parking(driver).park(netns, home)
-    assert await _launchers(tmp_path / "park" / netns) == [launcher]
+    assert await _launchers(park / netns) == [launcher]
+    home.rmdir()
+    home.mkdir()
+    parking(driver).park(netns, home)
+    launcher = await replaced(launcher)
+    missing = tmp_path / "not-yet" / "root"
+    parking(driver).park(netns, missing)
+    launcher = await replaced(launcher)
+    parking(driver).park(netns, missing)
+    assert await _launchers(park / netns) == [launcher]
 
 
 def test_a_run_script_cut_short_runs_nothing(tmp_path: Path) -> None:

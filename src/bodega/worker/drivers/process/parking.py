@@ -101,15 +101,16 @@ class Parking:
     def park(self, netns: str, home: Path | None = None) -> None:
         """Leave a launcher waiting in ``netns`` (once; a no-op if one is there), with
         ``home`` (a machine at rest's directory) already bound at HOME_MOUNT."""
+        home_inode = _identity(home) if home is not None else None
+        if home_inode is None:
+            home = None  # none, or not made yet: its start binds it
         current = self._parked.get(netns)
         if current is not None:
-            if current.popen.poll() is None and self._fresh(current) and current.home == home:
+            if (current.popen.poll() is None and self._fresh(current)
+                    and (current.home, current.home_inode) == (home, home_inode)):
                 return
             del self._parked[netns]
-            self._discard(current)  # dead, left in a namespace rebuilt, or for another home
-        home_inode = _identity(home) if home is not None else None
-        if home is not None and home_inode is None:
-            home = None  # not made yet: its start binds it
+            self._discard(current)  # dead, in a namespace rebuilt, or for another directory
         directory = self.root / netns
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "ready").unlink(missing_ok=True)
