@@ -209,6 +209,7 @@ async def test_a_launcher_parked_for_another_directory_is_parked_again(
 
     async def replaced(old: int) -> int:
         await until(lambda: not Path(f"/proc/{old}").exists() or _zombie(old))
+        await until(lambda: parking(driver).waiting(netns))  # forks nothing more (_parked)
         (new,) = await _launchers(park / netns)
         assert new != old
         return new
@@ -285,6 +286,9 @@ async def _parked(driver: ProcessDriver, network: NetnsNetwork, index: int,
     await network.prewarm([index])
     netns = network.netns(index)
     parking(driver).park(netns, home)
+    # Once ready it forks nothing more (its `mount` child, before its exec, carries the
+    # launcher's own command line).
+    await until(lambda: parking(driver).waiting(netns))
     found = await _launchers(park / netns)
     assert len(found) == 1
     await until(lambda: _reading_fifo(found[0]))
