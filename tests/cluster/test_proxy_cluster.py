@@ -220,7 +220,11 @@ async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path, plane:
                 return answer.status_code == 200 and answer.text.split()[0] == standby["id"]
 
             await until(standby_serves, timeout=90)
-            assert await proxy_metric(f, 'bodega_proxy_failovers_total{app="ha"}') == 1
+
+            async def counted() -> bool:  # once the start's answer is in: the standby may
+                return await proxy_metric(  # serve a moment before that
+                    f, 'bodega_proxy_failovers_total{app="ha"}') == 1
+            await until(counted, timeout=30)
             # The dead worker's machine still runs: nobody rescheduled or killed it.
             orphans = machine_pids(primary["id"])
             assert orphans

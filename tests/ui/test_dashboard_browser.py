@@ -8,6 +8,8 @@ and says the page loaded nothing from outside the broker and logged no error.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -63,10 +65,15 @@ def clean(seen: Watched) -> None:
 
 async def share(segment: Locator) -> float:
     """How much of its bar a segment covers, as drawn on the screen (measured in one go: the
-    stream may swap the card in between two separate measurements)."""
-    drawn: float = await segment.evaluate(
-        "seg => seg.getBoundingClientRect().width / "
-        "seg.ownerSVGElement.querySelector('rect.track').getBoundingClientRect().width")
+    stream may swap the card in between two separate measurements). A card swapped in and
+    not laid out yet measures 0 / 0: measured again a moment later."""
+    for _ in range(50):
+        drawn: float = await segment.evaluate(
+            "seg => seg.getBoundingClientRect().width / "
+            "seg.ownerSVGElement.querySelector('rect.track').getBoundingClientRect().width")
+        if math.isfinite(drawn):
+            break
+        await asyncio.sleep(0.1)
     return drawn
 
 
