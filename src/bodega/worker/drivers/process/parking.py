@@ -82,7 +82,7 @@ class Parked:
     netns: str
     directory: Path
     popen: subprocess.Popen[bytes]
-    netns_inode: int
+    netns_inode: tuple[int, int] | None  # (device, inode) of its namespace when parked
     home: Path | None = None  # bound at HOME_MOUNT while parked
     home_inode: tuple[int, int] | None = None  # (device, inode) of ``home`` then
 
@@ -131,7 +131,7 @@ class Parking:
         except OSError as exc:
             log.warning("could not park a launcher in %s: %s", netns, exc)
             return
-        self._parked[netns] = Parked(netns, directory, popen, _inode(Path("/run/netns") / netns),
+        self._parked[netns] = Parked(netns, directory, popen, _identity(Path("/run/netns") / netns),
                                      home, home_inode)
 
     async def clear(self) -> None:
@@ -195,9 +195,9 @@ class Parking:
         A launcher still in our own namespace has not reached ``nsenter``'s switch yet:
         it is on its way, not stale.
         """
-        here = _inode(Path(f"/proc/{parked.pid}/ns/net"))
-        wired = _inode(Path("/run/netns") / parked.netns)
-        if here == _inode(Path("/proc/self/ns/net")):
+        here = _identity(Path(f"/proc/{parked.pid}/ns/net"))
+        wired = _identity(Path("/run/netns") / parked.netns)
+        if here == _identity(Path("/proc/self/ns/net")):
             return wired == parked.netns_inode
         return here == parked.netns_inode == wired
 
@@ -268,15 +268,9 @@ def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None,
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of what ``path`` names (a namespace, a directory); None if gone."""
     try:
         found = os.stat(path)
     except OSError:
         return None
     return found.st_dev, found.st_ino
-
-
-def _inode(path: Path) -> int:
-    try:
-        return os.stat(path).st_ino
-    except OSError:
-        return -1
