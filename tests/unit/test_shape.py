@@ -75,6 +75,13 @@ def test_no_module_is_over_300_lines() -> None:
                                                  for p, n in sorted(over.items())))
 
 
+def test_timed_waits_go_through_within_not_wait_for() -> None:
+    """``asyncio.wait_for`` on Python 3.11 can lose a cancellation (``runtime/waits.py``)."""
+    users = [path.relative_to(ROOT).as_posix() for path in modules(PACKAGE)
+             if path.name != "waits.py" and "wait_for(" in path.read_text()]
+    assert not users, "use bodega.runtime.waits.within instead in: " + ", ".join(users)
+
+
 # -- import circles ----------------------------------------------------------------------------
 def strongly_connected(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
     """The components of more than one module (Tarjan's algorithm, iterative)."""

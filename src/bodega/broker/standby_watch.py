@@ -34,6 +34,7 @@ from bodega.broker.standby import (
 )
 from bodega.model.errors import BodegaError, Conflict, PreconditionFailed
 from bodega.model.machine import Machine
+from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.broker.standby")
 
@@ -112,7 +113,7 @@ class StandbyWatch:
             if pending and settles is not None:
                 wait = min(wait, settles)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._nudge.wait(), wait)
+                await within(self._nudge.wait(), wait)
 
     async def once(self) -> bool:
         """Start and stop every standby the view calls for; True if some change is still

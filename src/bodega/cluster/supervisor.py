@@ -30,6 +30,7 @@ from bodega.runtime.ready import Ready
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.tls.identity import Identity
+from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.cluster")
 
@@ -183,7 +184,7 @@ class LocalCluster:
             for component in group:
                 assert component.process is not None
                 try:
-                    await asyncio.wait_for(component.process.wait(), STOP_GRACE)
+                    await within(component.process.wait(), STOP_GRACE)
                 except TimeoutError:
                     log.warning("%s %s did not stop in %.0fs; killing it", component.role,
                                 component.name, STOP_GRACE)

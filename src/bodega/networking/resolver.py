@@ -24,6 +24,7 @@ from dnslib import AAAA, QTYPE, RCODE, RR, TXT, DNSRecord
 from bodega.networking.directory import asker_network
 from bodega.networking.names import Directory, Outcome, answer
 from bodega.networking.sixpn import Layout
+from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.networking.resolver")
 
@@ -103,7 +104,7 @@ class Resolver:
         self.stats.recursed += 1
         for upstream in self.upstreams:
             try:
-                return await asyncio.wait_for(_ask(upstream, data), UPSTREAM_TIMEOUT)
+                return await within(_ask(upstream, data), UPSTREAM_TIMEOUT)
             except (OSError, TimeoutError):
                 continue
         self.stats.failed += 1

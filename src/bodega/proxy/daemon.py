@@ -49,6 +49,7 @@ from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.access import PROXY_ADMIN
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import TlsDir
+from bodega.runtime.waits import within
 from bodega.wire.http import json_response, not_found_app_handler
 from bodega.wire.json_client import session
 from bodega.wire.peer_access import PeerAccess
@@ -267,7 +268,7 @@ class Proxy:
         if self.listener is not None:
             self.listener.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.listener.wait_closed(), 5)
+                await within(self.listener.wait_closed(), 5)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

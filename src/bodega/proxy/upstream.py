@@ -14,6 +14,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from bodega.runtime.waits import within
+
 IDLE_SECONDS = 3.0
 CONNECT_TIMEOUT = 3.0
 MAX_IDLE_PER_ADDRESS = 64
@@ -60,7 +62,7 @@ class Upstreams:
                     return conn
                 conn.close()
         try:
-            reader, writer = await asyncio.wait_for(
+            reader, writer = await within(
                 asyncio.open_connection(*address, limit=UPSTREAM_BUFFER), self.connect_timeout)
         except (OSError, TimeoutError) as exc:
             raise ConnectFailed(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}") \

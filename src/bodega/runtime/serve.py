@@ -22,6 +22,7 @@ import uvicorn
 from bodega.runtime.binding import BindError
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.gate import counting_server_context, gate_protocol
+from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.serve")
 
@@ -42,7 +43,7 @@ class Served:
     async def stop(self, grace: float = 5.0) -> None:
         self.server.should_exit = True
         try:
-            await asyncio.wait_for(asyncio.shield(self.task), grace)
+            await within(asyncio.shield(self.task), grace)
         except TimeoutError:
             self.server.force_exit = True
             await self.task

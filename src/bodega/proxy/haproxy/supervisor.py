@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from bodega.proxy.haproxy.runtime import RuntimeApi, RuntimeUnavailable
+from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.proxy.haproxy")
 
@@ -116,13 +117,13 @@ class HaproxyProcess:
         assert self.process is not None
         self.process.terminate()
         try:
-            await asyncio.wait_for(self.process.wait(), 10)
+            await within(self.process.wait(), 10)
         except TimeoutError:
             self.process.kill()
             await self.process.wait()
         if self._relay is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._relay, 5)
+                await within(self._relay, 5)
 
 
 async def _relay_log(stream: asyncio.StreamReader) -> None:

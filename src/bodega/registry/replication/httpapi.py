@@ -26,7 +26,6 @@ rules).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -48,6 +47,7 @@ from bodega.registry.replication.rowwire import (
 )
 from bodega.registry.replication.subscriptions import Subscription
 from bodega.runtime.tls.access import REGISTRY
+from bodega.runtime.waits import within
 from bodega.wire.http import read_json
 from bodega.wire.peer_access import PeerAccess
 
@@ -122,7 +122,7 @@ class RegistryHttp:
                 yield _line({"eoq": {"rows": 0}})
             while True:
                 try:
-                    change = await asyncio.wait_for(anext(sub), self._heartbeat)
+                    change = await within(anext(sub), self._heartbeat)
                 except TimeoutError:
                     yield _line({"heartbeat": {}})
                     continue

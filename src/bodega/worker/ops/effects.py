@@ -24,6 +24,7 @@ from bodega.model.duration import parse_duration
 from bodega.model.machine import ExitStatus
 from bodega.networking.commands import CommandFailed
 from bodega.runtime import machine_tokens
+from bodega.runtime.waits import within
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.fsm import Effect, Step
 from bodega.worker.core.payloads import (
@@ -189,7 +190,7 @@ class MachineEffects:
             case Effect.BACKOFF:
                 delay = payload_of(op, StartMachine).delay
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.draining.wait(), delay)
+                    await within(self.draining.wait(), delay)
                 return Outcome()
             case Effect.ATTACH_NETWORK:
                 machine = self.machine(op.resource_id)

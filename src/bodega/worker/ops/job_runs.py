@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from bodega.model.errors import BodegaError, Conflict, NotFound, Unavailable
+from bodega.runtime.waits import within
 from bodega.wire.job_calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
 from bodega.worker.ops.job_peers import JobPeers
 from bodega.worker.ops.job_watch import RunWatch
@@ -78,7 +79,7 @@ class JobRunner:
                 self._spawn(self.launch(run, None))
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), 1.0)
+                await within(self.wake.wait(), 1.0)
             self.wake.clear()
             try:
                 self.serve_queue()

@@ -23,6 +23,7 @@ import random
 from dataclasses import dataclass
 
 from bodega.model.errors import BodegaError, Unavailable
+from bodega.runtime.waits import within
 from bodega.sched.binding import by_room, spread, wanted
 from bodega.sched.jobs import Finished, to_drop
 from bodega.sched.spec import BODEGA_POOL
@@ -73,7 +74,7 @@ class JobUpkeep:
     async def run(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), self.config.interval)
+                await within(self.wake.wait(), self.config.interval)
             self.wake.clear()
             try:
                 self.tick()

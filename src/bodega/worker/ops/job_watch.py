@@ -34,6 +34,7 @@ from typing import Any
 
 from bodega.model.errors import BodegaError, Conflict, NotFound
 from bodega.model.states import MachineState as S
+from bodega.runtime.waits import within
 from bodega.wire.job_calls import HomeRelease, HomeRenew, RenewItem
 from bodega.worker.core.payloads import EndsRun
 from bodega.worker.core.records import MachineRow
@@ -195,7 +196,7 @@ class RunWatch:
         self._live = True
         while True:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.renew_soon.wait(), TICK)
+                await within(self.renew_soon.wait(), TICK)
             soon = self.renew_soon.is_set()
             self.renew_soon.clear()
             try:

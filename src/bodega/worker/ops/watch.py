@@ -6,6 +6,8 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Callable
 
+from bodega.runtime.waits import within
+
 
 class StateWatch:
     def __init__(self) -> None:
@@ -29,7 +31,7 @@ class StateWatch:
             future: asyncio.Future[None] = loop.create_future()
             self._waiters[machine_id].add(future)
             try:
-                await asyncio.wait_for(future, remaining)
+                await within(future, remaining)
             except TimeoutError:
                 pass
             finally:

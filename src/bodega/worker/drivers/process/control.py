@@ -12,6 +12,7 @@ import os
 import signal as signals
 from pathlib import Path
 
+from bodega.runtime.waits import within
 from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskHandle, TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import exec_argv
@@ -81,7 +82,7 @@ async def run_bounded(argv: list[str], stdin: bytes | None, timeout: float, *,
         return ExecResult(exit_code=127, stdout="", stderr=f"exec: {exc}\n")
     talk = asyncio.ensure_future(_talk(process, stdin))
     try:
-        out, err = await asyncio.wait_for(asyncio.shield(talk), timeout)
+        out, err = await within(asyncio.shield(talk), timeout)
     except asyncio.CancelledError:  # the caller went away: so does its command
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signals.SIGKILL)

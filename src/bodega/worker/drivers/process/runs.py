@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
+from bodega.runtime.waits import within
 from bodega.worker.drivers.base import TaskHandle, TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import RunFiles, parse_exit_file
@@ -185,7 +186,7 @@ class Runs:
             return
         await self.signal(handle, signal)
         try:
-            await asyncio.wait_for(asyncio.shield(future), timeout)
+            await within(asyncio.shield(future), timeout)
             return
         except TimeoutError:
             log.info("%s: still running %.1fs after signal %d; killing it",
