@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from bodega.runtime.lifecycle import heed_stop_signals
 from bodega.worker.host.image_drivers import controllers_for
 
 settings.register_profile("bodega", deadline=None)
@@ -31,6 +32,7 @@ settings.load_profile("bodega")
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
+    heed_stop_signals()  # a suite started in the background still stops what it starts
     if os.geteuid() == 0 and shutil.which("crun") is not None:
         controllers_for("crun")
 

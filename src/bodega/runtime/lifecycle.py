@@ -14,6 +14,7 @@ from typing import Any
 from bodega.runtime.ready import Ready
 
 PARENT_POLL = 0.5
+SLOW_STOP = 8.0  # seconds a stop may take before the daemon says what it still waits on
 log = logging.getLogger("bodega.lifecycle")
 
 
@@ -40,6 +41,24 @@ async def until_stopped(exit_with_parent: bool = False) -> str:
             loop.add_signal_handler(sig, _already_stopping, sig.name)
         if watcher is not None:
             watcher.cancel()
+
+
+def heed_stop_signals() -> None:
+    """Undo an inherited "ignore" of the signals that stop a program.
+
+    A shell running a command in the background without job control (``cmd &``
+    in a script, a CI step) starts it with SIGINT and SIGQUIT ignored, and an
+    ignored signal stays ignored across fork and exec. What a daemon starts
+    before ``until_stopped`` sets its handlers (a parked launcher, a machine it
+    restarts at start-up) would then shrug off SIGINT, the default stop signal,
+    and be killed only at the end of its grace. A handled signal is reset to
+    its default at exec, so SIGINT gets Python's handler here, first thing.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    for sig in (signal.SIGQUIT, signal.SIGTERM):
+        if signal.getsignal(sig) is signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def _already_stopping(name: str) -> None:
@@ -90,13 +109,55 @@ async def run_daemon(
 ) -> str:
     """Start, then tell whoever waits (``ready_file``: our pid and ``ready()``, written
     atomically), then run until stopped, then stop."""
+    heed_stop_signals()
     await start()
     if ready_file is not None and ready is not None:
         write_ready(ready_file, ready())
     try:
         return await until_stopped(exit_with_parent)
     finally:
+        await stop_watched(stop)
+        log.info("stopped")
+
+
+async def stop_watched(stop: Callable[[], Awaitable[None]], *,
+                       after: float = SLOW_STOP) -> None:
+    """``stop()``, saying every ``after`` seconds what the daemon still waits on.
+
+    Whoever started the daemon kills it if it does not stop in time (``bodega up``
+    after 20 s): without this a slow stop would leave no trace of its cause.
+    """
+    stopping = asyncio.current_task()
+    report = asyncio.create_task(_report_slow_stop(after, stopping))
+    try:
         await stop()
+    finally:
+        report.cancel()
+
+
+async def _report_slow_stop(after: float, stopping: asyncio.Task[Any] | None) -> None:
+    waited = 0.0
+    while True:
+        await asyncio.sleep(after)
+        waited += after
+        others = asyncio.all_tasks() - {asyncio.current_task(), stopping}
+        chains = ([awaiting(stopping)] if stopping is not None else []) + sorted(
+            awaiting(task) for task in others)
+        log.warning("still stopping after %.1f s; what each task waits on, the stop "
+                    "first:\n  %s", waited, "\n  ".join(chains))
+
+
+def awaiting(task: asyncio.Task[Any]) -> str:
+    """Where ``task`` is suspended: its chain of awaited coroutines, outermost first."""
+    steps: list[str] = []
+    step: Any = task.get_coro()
+    while step is not None:
+        frame = getattr(step, "cr_frame", None) or getattr(step, "gi_frame", None)
+        if frame is not None:
+            steps.append(f"{frame.f_code.co_qualname} ({Path(frame.f_code.co_filename).name}"
+                         f":{frame.f_lineno})")
+        step = getattr(step, "cr_await", None) or getattr(step, "gi_yieldfrom", None)
+    return f"{task.get_name()}: " + " > ".join(steps or ["(running)"])
 
 
 def event_loop_policy() -> None:
