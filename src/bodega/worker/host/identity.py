@@ -16,6 +16,8 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
+from bodega.worker.drivers.process.launch import home
+
 MACHINE_UID_BASE = 1 << 30
 ADDRESS_BITS = 24  # the cluster's machines live in one /8 at most (a /24 per worker)
 
@@ -37,8 +39,5 @@ def machine_identity(configured: tuple[int, int] | None, private_ip: str | None
 
 def machine_home(configured: tuple[int, int] | None, machine_dir: Path,
                  private_ip: str | None) -> Path | None:
-    """The directory a machine's program starts in, bound for it (``launch.home_of``), when
-    it runs as its own user; None when it runs as the worker's."""
-    if machine_identity(configured, private_ip) is None:
-        return None
-    return machine_dir / "root"
+    """``launch.home`` as the upkeep knows a machine at rest: by its address, not a spec."""
+    return home(machine_dir, machine_identity(configured, private_ip) is not None)

@@ -173,10 +173,15 @@ def hand_over(source: Path, user: tuple[int, int]) -> None:
     os.chown(source, *user, follow_symlinks=False)  # last: a walk cut short is redone
 
 
+def home(machine_dir: Path, own_user: bool) -> Path | None:
+    """The directory a machine's program starts in, bound for it at ``HOME_MOUNT`` when it
+    runs as its own user; None when it runs as the worker's, which reaches it by path."""
+    return machine_dir / "root" if own_user else None
+
+
 def home_of(spec: TaskSpec) -> Path | None:
-    """The directory bound at ``HOME_MOUNT`` for ``spec``'s program: its machine's own, when
-    it runs as its own user; None when it runs as the worker's, which reaches it by path."""
-    return spec.machine_dir / "root" if spec.user is not None else None
+    """``home`` for ``spec``'s program."""
+    return home(spec.machine_dir, spec.user is not None)
 
 
 def parse_exit_file(text: str) -> int | None:
