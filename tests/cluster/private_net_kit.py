@@ -52,10 +52,10 @@ class H(http.server.BaseHTTPRequestHandler):
                 body = "error: " + type(exc).__name__
         elif url.path == "/fetch":
             try:
-                with urllib.request.urlopen(q["url"], timeout=3) as resp:
+                with urllib.request.urlopen(q["url"], timeout=float(q.get("timeout", 3))) as resp:
                     body = resp.read().decode()
             except Exception as exc:
-                body = "error: " + type(exc).__name__
+                body = "error: " + type(exc).__name__ + " " + str(getattr(exc, "reason", exc))
         else:
             body = os.environ["FLY_MACHINE_ID"] + " " + os.environ["FLY_PRIVATE_IP"]
         data = body.encode()
@@ -136,9 +136,9 @@ class PrivateHosts:
                       env={"BODEGA_API_TOKEN": TOKEN},
                       identity=Identity(self.tmp / name / "tls", "broker", name, (addr,)))
 
-    async def ask(self, index: int, address: str, path: str) -> str:
+    async def ask(self, index: int, address: str, path: str, wait: float = 20) -> str:
         """GET ``path`` of the probe at private ``address``, from its host ``index``."""
-        out = await run(*self.hosts.exec(index, "curl", "-s", "--max-time", "20",
+        out = await run(*self.hosts.exec(index, "curl", "-s", "--max-time", str(wait),
                                          f"http://[{address}]:8080{path}"), check=False)
         return out.strip()
 
@@ -146,9 +146,12 @@ class PrivateHosts:
         """The addresses ``name`` resolves to inside the machine at ``address``."""
         return set((await self.ask(index, address, f"/resolve?name={quote(name)}")).split())
 
-    async def fetch(self, index: int, address: str, url: str) -> str:
-        """What the machine at ``address`` gets fetching ``url`` from inside."""
-        return await self.ask(index, address, f"/fetch?url={quote(url, safe='')}")
+    async def fetch(self, index: int, address: str, url: str, timeout: float = 3) -> str:
+        """What the machine at ``address`` gets fetching ``url`` from inside (``timeout``:
+        the fetch's own; short where it is expected to fail, long where it wakes a machine)."""
+        return await self.ask(index, address,
+                              f"/fetch?url={quote(url, safe='')}&timeout={timeout}",
+                              wait=timeout + 17)
 
     async def reap(self) -> None:
         """Kill what a host killed with SIGKILL left running in it (its wireguard-go)."""

@@ -88,7 +88,9 @@ async def test_flycast_starts_a_stopped_machine_for_its_network_only(tmp_path: P
 
                 # From a machine of web's network, on another host than web's machine.
                 await until(lambda: _resolves(p, client_ip, "web.flycast", {flycast}))
-                got = await p.fetch(1, client_ip, "http://web.flycast/")
+                # It starts web's stopped machine on another host: a cold start under
+                # whatever load the suite puts on two cores, so the fetch may wait long.
+                got = await p.fetch(1, client_ip, "http://web.flycast/", timeout=60)
                 assert got.startswith(web), got  # the probe answers "<machine id> <address>"
                 state = (await client.get(f"/v1/apps/web/machines/{web}")).json()["state"]
                 assert state == "started"

@@ -7,7 +7,7 @@ network) and Flycast assignments. ``directory`` keeps what names need, typed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 from bodega.networking.names import Directory, Machine
@@ -23,7 +23,11 @@ def app_network(doc: Mapping[str, Any]) -> str:
 
 
 def directory(machines: Iterable[Mapping[str, Any]], apps: Iterable[Mapping[str, Any]],
-              assignments: Iterable[Mapping[str, Any]], layout: Layout) -> Directory:
+              assignments: Iterable[Mapping[str, Any]], layout: Layout,
+              served: Container[str] = ()) -> Directory:
+    """What names need of the view. A Flycast address is kept only once it is in ``served``
+    (those this host answers on): a name resolving before its address answers would send
+    a machine that asks at once into a refused connection."""
     found = []
     for doc in machines:
         address = str(doc.get("private_ip") or "")
@@ -36,8 +40,9 @@ def directory(machines: Iterable[Mapping[str, Any]], apps: Iterable[Mapping[str,
                              group=str(group) if group else None))
     flycast: dict[str, list[str]] = {}
     for doc in assignments:
-        if doc.get("type") == FLYCAST_TYPE and layout.fields(str(doc.get("ip", ""))):
-            flycast.setdefault(str(doc["app"]), []).append(str(doc["ip"]))
+        ip = str(doc.get("ip", ""))
+        if doc.get("type") == FLYCAST_TYPE and layout.fields(ip) and ip in served:
+            flycast.setdefault(str(doc["app"]), []).append(ip)
     return Directory(
         machines=tuple(found),
         networks={str(doc["name"]): app_network(doc) for doc in apps if doc.get("name")},

@@ -83,7 +83,7 @@ def test_the_directory_keeps_started_machines_with_private_addresses_only() -> N
     found = directory(machines, apps, [{"app": "web", "ip": address, "type": "private_v6"},
                                        {"app": "web", "ip": "fdaa::1", "type": "private_v6"},
                                        {"app": "web", "ip": address, "type": "v6"}],
-                      LAYOUT)
+                      LAYOUT, served={address, "fdaa::1"})
     assert [(m.id, m.group) for m in found.machines] == [("a", "app")]
     assert found.networks == {"web": NET, "x": "acme/blue"}
     assert found.flycast == {"web": (address,)}
@@ -93,3 +93,12 @@ def test_the_directory_keeps_started_machines_with_private_addresses_only() -> N
     assert asker_network(str(LAYOUT.machine(3, network_field("zz/none"), 9)), found,
                          LAYOUT) is None
     assert asker_network("10.0.0.2", found, LAYOUT) is None
+
+
+def test_a_flycast_address_resolves_only_once_this_host_serves_it() -> None:
+    address = str(LAYOUT.flycast(network_field(NET), "web"))
+    rows = [{"app": "web", "ip": address, "type": "private_v6"}]
+    apps = [{"name": "web", "org_slug": "personal"}]
+    assert directory([], apps, rows, LAYOUT).flycast == {}
+    assert directory([], apps, rows, LAYOUT, served={"fdaa::9"}).flycast == {}
+    assert directory([], apps, rows, LAYOUT, served={address}).flycast == {"web": (address,)}

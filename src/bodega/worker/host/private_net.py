@@ -158,7 +158,8 @@ class PrivateNetwork:
         view = self.view
         assert view is not None
         return directory(view.rows("machines", state="started"), view.rows("apps"),
-                         view.rows("ip_assignments"), self.layout)
+                         view.rows("ip_assignments"), self.layout,
+                         self.flycast.servers if self.flycast is not None else ())
 
     async def apply_fence(self, networks: set[int] | None = None) -> None:
         """Write the fence for ``networks`` (default: the current ones); they are the current
