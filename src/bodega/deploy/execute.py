@@ -8,7 +8,9 @@ together. A started machine is cordoned (out of the proxy's rotation) and given
 destroyed, and uncordoned once healthy again; each waited stage ends ``drain``
 seconds later, once the proxy has heard the machines are back. The first failure stops the
 deploy and says which machine, which step and why; in a bluegreen or canary
-deploy a failure before the switch destroys the machines it created.
+deploy a failure before the switch destroys the machines it created. A destroy
+is done when the machine is ``destroyed``, not when the worker took the call, so
+a list right after the deploy no longer shows it.
 
 Machines the plan skipped (already on the release's config) are said to be skipped,
 per group and region, before anything starts; a health check that changes status
@@ -34,6 +36,7 @@ from bodega.wire.machines_client import MachinesClient
 
 LEASE_TTL = 13  # seconds, as flyctl's deploy leases
 LEASE_DESCRIPTION = "bodega deploy"
+DESTROY_WAIT = 60  # seconds a destroyed machine is given to reach ``destroyed``
 T = TypeVar("T")
 
 
@@ -242,8 +245,7 @@ class Executor:
         machine_id = self.outcome.created.get(action.id, action.id)
         nonce = self.nonces.get(machine_id)
         await self._cordon(stage, machine_id, nonce)
-        await self._step(machine_id, "destroy",
-                         self.client.destroy(self.app, machine_id, force=True, nonce=nonce))
+        await self._step(machine_id, "destroy", self._gone(machine_id, nonce))
         self.outcome.destroyed.append(machine_id)
         self.report(Progress(stage=stage.name, machine=machine_id, message="destroyed"))
 
@@ -273,7 +275,13 @@ class Executor:
             if machine_id in self.outcome.destroyed:
                 continue
             with contextlib.suppress(BodegaError):
-                await self.client.destroy(self.app, machine_id, force=True)
+                await self._gone(machine_id)
                 self.outcome.destroyed.append(machine_id)
                 self.report(Progress(stage="clean up", machine=machine_id,
                                      message=f"destroyed {ref}"))
+
+    async def _gone(self, machine_id: str, nonce: str | None = None) -> None:
+        """Destroy the machine and wait until it is ``destroyed``: the worker answers a
+        destroy once it is recorded, and the machine is listed, ``destroying``, until then."""
+        await self.client.destroy(self.app, machine_id, force=True, nonce=nonce)
+        await self.client.wait(self.app, machine_id, state="destroyed", timeout=DESTROY_WAIT)
