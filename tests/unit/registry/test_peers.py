@@ -5,8 +5,19 @@ from __future__ import annotations
 import itertools
 import random
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from bodega.registry.membership.members import MemberView, Role, Status
-from bodega.registry.replication.peers import SyncPacer, choose_alive, choose_peers, sync_candidates
+from bodega.registry.replication.known import Known
+from bodega.registry.replication.peers import (
+    GapWatch,
+    SyncPacer,
+    choose_alive,
+    choose_peers,
+    overlap,
+    sync_candidates,
+)
 
 
 def member(name: str, status: Status = Status.ALIVE, url: bool = True) -> MemberView:
@@ -61,3 +72,39 @@ def test_choosing_among_alive_names_takes_origins_first_and_only_live_servers() 
     seen = {choose_alive(alive, views.get, {}, 1, rng)[0].name for _ in range(200)}
     assert seen == {"a", "b", "e"}
     assert choose_alive([], views.get, {}, 2, rng) == []
+
+
+def test_a_gap_gossip_closes_within_a_look_does_not_hurry_a_pull() -> None:
+    watch = GapWatch()
+    assert not watch.lasting({"w1": ((3, 4),)})  # just seen: gossip may still bring it
+    assert not watch.lasting({"w1": ((9, 9),)})  # 3-4 came; 9 is another, new gap
+    assert not watch.lasting({})
+    assert not watch.lasting({"w2": ((9, 9),)})  # the same versions of another origin
+
+
+def test_a_gap_still_open_at_the_next_look_hurries_a_pull_until_it_closes() -> None:
+    watch = GapWatch()
+    assert not watch.lasting({"w1": ((3, 6),)})
+    assert watch.lasting({"w1": ((5, 6), (9, 9))})  # 5-6 outlived the look
+    assert watch.lasting({"w1": ((6, 6), (9, 10))})
+    assert not watch.lasting({"w2": ((1, 1),)})  # w1 is whole again
+
+
+def _runs(versions: set[int]) -> tuple[tuple[int, int], ...]:
+    """``versions`` as the sorted, disjoint spans a ``Known`` keeps its gaps in."""
+    return Known(top=41, gaps=tuple(
+        (group[0], group[-1]) for group in (
+            [v for _, v in run] for _, run in itertools.groupby(
+                enumerate(sorted(versions)), key=lambda iv: iv[1] - iv[0])))).gaps
+
+
+spans = st.sets(st.integers(1, 40), max_size=20).map(_runs)
+
+
+@given(spans, spans)
+def test_spans_overlap_exactly_when_they_share_a_version(a: tuple[tuple[int, int], ...],
+                                                         b: tuple[tuple[int, int], ...]) -> None:
+    def versions(spans: tuple[tuple[int, int], ...]) -> set[int]:
+        return {v for lo, hi in spans for v in range(lo, hi + 1)}
+
+    assert overlap(a, b) == bool(versions(a) & versions(b))

@@ -26,6 +26,12 @@ def behind(r: Replica) -> bool:
     return r.lost_tail
 
 
+def urgent(r: Replica) -> bool:
+    """Whether ``r`` pulls at the pacer's next look whatever its gaps (through a call, as
+    ``behind``)."""
+    return r.urgent
+
+
 def pull(client: Replica, server: Replica, max_rows: int = 2000) -> None:
     client.apply_reply(server.serve(client.sync_request(), max_rows=max_rows))
 
@@ -92,12 +98,17 @@ def test_gossip_out_of_order_leaves_a_gap_that_sync_fills() -> None:
     assert b.known()["a"].gaps == ((1, base + 3),)
     b.apply([rows[1]])
     assert b.known()["a"].gaps == ((1, base + 1), (base + 3, base + 3))
+    assert b.gaps() == {"a": ((1, base + 1), (base + 3, base + 3))}
+    assert not urgent(b)  # gossip may fill those gaps: the pacer's GapWatch decides
     b.notice("a", base + 6)  # a row too large for gossip: only its version travelled
     assert b.known()["a"].gaps == ((1, base + 1), (base + 3, base + 3), (base + 5, base + 6))
+    assert urgent(b)  # only a pull brings a noticed row
     for i in range(4, 6):
         a.write("apps", f"app{i}", app_doc(f"app{i}"), shared=True)
     pull(b, a)
     assert b.missing() == {}
+    assert b.gaps() == {}
+    assert not urgent(b)
     assert b.view.all_rows() == a.view.all_rows()
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from bodega.registry.membership.udp import Membership
 from bodega.registry.replication.client import SyncClient, SyncFailed
 from bodega.registry.replication.metrics import ReplicationMetrics
-from bodega.registry.replication.peers import SyncPacer, choose_alive
+from bodega.registry.replication.peers import GapWatch, SyncPacer, choose_alive
 from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.rows import Change
 
@@ -53,10 +53,11 @@ class AntiEntropy:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        pacer = SyncPacer(self.interval, self.peers, self._rng)
+        pacer, watch = SyncPacer(self.interval, self.peers, self._rng), GapWatch()
         while True:
             await asyncio.sleep(pacer.step)
-            count = pacer.due(loop.time(), self.replica.behind)
+            behind = watch.lasting(self.replica.gaps()) or self.replica.urgent
+            count = pacer.due(loop.time(), behind)
             if count:
                 try:
                     await self.sync_round(count=count)

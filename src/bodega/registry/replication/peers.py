@@ -11,9 +11,10 @@ epidemically (Corrosion samples its sync peers the same way).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from bodega.registry.membership.members import MemberView, Status
+from bodega.registry.replication.known import Span
 
 
 def sync_candidates(members: list[MemberView], local: str) -> list[MemberView]:
@@ -69,10 +70,10 @@ def choose_alive(alive: Sequence[str], member: Callable[[str], MemberView | None
 class SyncPacer:
     """When to pull: every ``interval`` (jittered ±30%), every quarter of it while behind.
 
-    "Behind" means versions are known to be missing (a gap or a notice) or our
-    own lost writes were seen: gossip usually fills a gap within a round, and
-    if it did not, waiting a whole interval would only prolong the staleness.
-    The caller asks every ``step`` seconds.
+    "Behind" means versions have been missing for a look (``GapWatch``), or our
+    own lost writes were seen, or the last reply was cut: waiting a whole
+    interval would only prolong the staleness. The caller asks every ``step``
+    seconds.
     """
 
     def __init__(self, interval: float, peers: int, rng: random.Random) -> None:
@@ -90,3 +91,39 @@ class SyncPacer:
             return 0
         self._next = now + self.interval * self._rng.uniform(0.7, 1.3)
         return self.peers + int(behind)
+
+
+class GapWatch:
+    """Which gaps outlive a look of the pacer.
+
+    Gossip delivers an origin's rows a little out of order, so while a node
+    writes steadily some gap of its versions is open at nearly every look, and
+    gossip closes each within a round. Hurrying for those made every node pull
+    four times a second, from the busiest origin first, which then spent most of
+    its CPU answering pulls. A gap still open, any version of it still unseen,
+    at the next look is one gossip dropped: only that one hurries a pull (a
+    look later than at once, ``SyncPacer.step``).
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[Span, ...]] = {}
+
+    def lasting(self, gaps: Mapping[str, tuple[Span, ...]]) -> bool:
+        """Whether a version unseen at the last look is unseen still; ``gaps``: the unseen
+        versions of each origin now (``Replica.gaps``), remembered for the next look."""
+        found = any(overlap(self._last.get(origin, ()), spans) for origin, spans in gaps.items())
+        self._last = dict(gaps)
+        return found
+
+
+def overlap(a: Sequence[Span], b: Sequence[Span]) -> bool:
+    """Whether two sorted lists of disjoint inclusive spans share a version."""
+    i = j = 0
+    while i < len(a) and j < len(b):
+        if a[i][1] < b[j][0]:
+            i += 1
+        elif b[j][1] < a[i][0]:
+            j += 1
+        else:
+            return True
+    return False

@@ -81,6 +81,7 @@ class Replica:
                                  logical=logical)
         self._writer = Writer(name, view, self._known, self.clock, base=self._past, wall=wall)
         self.lost_tail = False  # a row of our own past was heard of: sync soon
+        self.noticed = False  # a notice opened a gap, which only a pull fills: sync soon
 
     # ── state ────────────────────────────────────────────────────────────────
 
@@ -98,11 +99,21 @@ class Replica:
         """Origins with versions known to exist but not seen here, and how many."""
         return self._known.missing()
 
+    def gaps(self) -> dict[str, tuple[Span, ...]]:
+        """The unseen versions of each origin that has any."""
+        return {origin: self._known.get(origin).gaps for origin in self._known.missing()}
+
+    @property
+    def urgent(self) -> bool:
+        """Our own lost writes were heard of, a notice opened a gap (gossip will not fill
+        it) or the last reply was cut at its row budget: the next look pulls."""
+        return self.lost_tail or self.noticed or self._more
+
     @property
     def behind(self) -> bool:
         """Versions are known to be missing, our own lost ones were heard of, or the
         last reply was cut at its row budget."""
-        return self._known.behind or self.lost_tail or self._more
+        return self._known.behind or self.urgent
 
     @property
     def floor(self) -> int:
@@ -211,6 +222,7 @@ class Replica:
             with self._known.journal(), self.view.tx():
                 self._known.set(origin, after)
                 self.view.save_origin(origin, after, self.horizon(origin))
+            self.noticed = True
 
     def _reset(self, origin: str) -> list[Change]:
         changes = []
@@ -243,6 +255,7 @@ class Replica:
                              horizons=reply.horizons)
         self._past = 0  # a peer sent whatever it held of our past: the audit is done
         self._more = reply.more  # a catch-up in pages: pull the next one soon
+        self.noticed = False  # what a notice announced came, or its gap outlives the look
         return changes
 
     # ── housekeeping ─────────────────────────────────────────────────────────

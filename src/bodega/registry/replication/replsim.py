@@ -32,7 +32,7 @@ from bodega.registry.membership.messages import DecodeError
 from bodega.registry.membership.outputs import Delivered, ItemTooLarge, UnknownMember
 from bodega.registry.membership.simnet import SimNet
 from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
-from bodega.registry.replication.peers import SyncPacer, choose_alive
+from bodega.registry.replication.peers import GapWatch, SyncPacer, choose_alive
 from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.rows import Change
 from bodega.registry.replication.rowwire import (
@@ -49,6 +49,7 @@ from bodega.registry.replication.schema import TABLES, Kind
 from bodega.registry.replication.view import View
 
 EPOCH = 1_700_000_000.0  # simulated wall clock = EPOCH + simulated seconds
+PRIME = 2_147_483_647  # the fingerprint's sums are taken modulo this
 
 
 @dataclass
@@ -170,13 +171,14 @@ class ReplicaNet:
 
     def _start_syncing(self, name: str) -> None:
         pacer = SyncPacer(self.sync_interval, self.sync_peers, random.Random(self._rng.random()))
+        watch = GapWatch()
         process = self._process[name]
 
         def tick() -> None:
             if self._process[name] != process or not self.net.nodes[name].up:
                 return
             replica = self.replicas[name]
-            count = pacer.due(self.now, replica.behind)
+            count = pacer.due(self.now, watch.lasting(replica.gaps()) or replica.urgent)
             if count:
                 self._sync_round(name, count)
             self.net.at(self.now + pacer.step, tick)
@@ -256,12 +258,15 @@ class ReplicaNet:
         return hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()
 
     def fingerprint(self, name: str) -> tuple[int, ...]:
-        """Cheap aggregates of what ``name`` holds: different rows almost always differ here."""
+        """Cheap aggregates of what ``name`` holds: different rows almost always differ here.
+        Integer sums modulo a prime: a float total of microsecond versions rounds
+        differently with the order rows were stored in, so equal views could differ."""
         out: list[int] = []
         for table in TABLES:
             out += self.replicas[name].view.db.execute(
-                f"SELECT count(*), total(_version), total(_hlc_wall + _hlc_logical), "
-                f"total(length(_doc)) FROM {table}").fetchone()
+                f"SELECT count(*), coalesce(sum(_version % {PRIME}), 0), "
+                f"coalesce(sum((_hlc_wall + _hlc_logical) % {PRIME}), 0), "
+                f"coalesce(sum(length(_doc)), 0) FROM {table}").fetchone()
         return tuple(out)
 
     def converged(self, names: Iterable[str] | None = None) -> bool:
