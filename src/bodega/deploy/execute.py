@@ -245,8 +245,10 @@ class Executor:
         machine_id = self.outcome.created.get(action.id, action.id)
         nonce = self.nonces.get(machine_id)
         await self._cordon(stage, machine_id, nonce)
-        await self._step(machine_id, "destroy", self._gone(machine_id, nonce))
+        await self._step(machine_id, "destroy", self.client.destroy(
+            self.app, machine_id, force=True, nonce=nonce))
         self.outcome.destroyed.append(machine_id)
+        await self._step(machine_id, "wait for destroyed", self._destroyed(machine_id))
         self.report(Progress(stage=stage.name, machine=machine_id, message="destroyed"))
 
     async def _cordon(self, stage: Stage, machine_id: str, nonce: str | None) -> None:
@@ -271,17 +273,22 @@ class Executor:
 
     async def _clean_up(self) -> None:
         """Destroy what this deploy created (green or canary machines): blue keeps serving."""
+        gone: dict[str, str] = {}
         for ref, machine_id in self.outcome.created.items():
             if machine_id in self.outcome.destroyed:
                 continue
             with contextlib.suppress(BodegaError):
-                await self._gone(machine_id)
+                await self.client.destroy(self.app, machine_id, force=True)
                 self.outcome.destroyed.append(machine_id)
-                self.report(Progress(stage="clean up", machine=machine_id,
-                                     message=f"destroyed {ref}"))
+                gone[machine_id] = ref
+        done = await asyncio.gather(*(self._destroyed(m) for m in gone), return_exceptions=True)
+        for (machine_id, ref), error in zip(gone.items(), done, strict=True):
+            if isinstance(error, BaseException) and not isinstance(error, BodegaError):
+                raise error
+            self.report(Progress(stage="clean up", machine=machine_id, message=(
+                f"destroyed {ref}" if error is None else f"destroying {ref}: {error.message}")))
 
-    async def _gone(self, machine_id: str, nonce: str | None = None) -> None:
-        """Destroy the machine and wait until it is ``destroyed``: the worker answers a
-        destroy once it is recorded, and the machine is listed, ``destroying``, until then."""
-        await self.client.destroy(self.app, machine_id, force=True, nonce=nonce)
+    async def _destroyed(self, machine_id: str) -> None:
+        """Wait until a machine being destroyed is ``destroyed``: the worker answers a destroy
+        once it is recorded, and the machine is listed, ``destroying``, until then."""
         await self.client.wait(self.app, machine_id, state="destroyed", timeout=DESTROY_WAIT)

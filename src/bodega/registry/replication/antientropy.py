@@ -1,13 +1,14 @@
 """Anti-entropy for a running node: pulls from live peers over HTTP, paced.
 
 Every ``interval`` (jittered) a node pulls from a random live peer, and
-every quarter of it while versions are known to be missing, from their
-origins first (``peers.py``). A pull compares digests first and exchanges
-versions and rows only for the buckets that differ (``exchange.py``); the
-rows are applied by the replica and handed to the node (``on_changes``),
-which feeds subscriptions and counts them. A failed pull is retried with
-another peer next round: this loop is the only repair there is, so no error
-ends it.
+every quarter of it while behind: versions missing since the last look
+(``GapWatch``), a noticed row, lost rows of its own or a cut reply; from
+the origins of the missing versions first (``peers.py``). A pull compares
+digests first and exchanges versions and rows only for the buckets that
+differ (``exchange.py``); the rows are applied by the replica and handed
+to the node (``on_changes``), which feeds subscriptions and counts them. A
+failed pull is retried with another peer next round: this loop is the only
+repair there is, so no error ends it.
 
 A node with no live peer to pull from, that has not joined yet or keeps
 hearing gossip sealed with a key it lacks (it was away during a key

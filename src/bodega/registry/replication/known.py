@@ -10,7 +10,8 @@ vouched for by a peer during a sync. It is kept as Corrosion keeps it: a
 
 A broadcast of version 12 to that replica makes ``top`` 12 and opens the
 gap (10, 11); a notice that version 12 exists without its row opens
-(10, 12). Gaps are what sync fetches, and a replica with gaps syncs sooner.
+(10, 12). Gaps are what sync fetches, and a replica whose gaps outlive a look of its
+pacer syncs sooner (``peers.GapWatch``).
 
 ``need(theirs, mine)`` is the whole anti-entropy decision: the versions one
 side has seen and the other has not. It is pure, so it is property-tested
