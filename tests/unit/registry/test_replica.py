@@ -109,6 +109,17 @@ def test_gossip_out_of_order_leaves_a_gap_that_sync_fills() -> None:
     assert b.missing() == {}
     assert b.gaps() == {}
     assert not urgent(b)
+
+
+def test_a_reply_to_a_request_made_before_a_notice_leaves_the_notice_urgent() -> None:
+    a, b = replica("a"), replica("b")
+    a.write("apps", "app0", app_doc("app0"), shared=True)
+    request = b.sync_request()
+    b.notice("a", a.counter + 5)  # a notice lands while the pull is on its way
+    b.apply_reply(a.serve(request))
+    assert urgent(b)  # that reply could not have brought the noticed row
+    pull(b, a)
+    assert not urgent(b)
     assert b.view.all_rows() == a.view.all_rows()
 
 

@@ -82,6 +82,8 @@ class Replica:
         self._writer = Writer(name, view, self._known, self.clock, base=self._past, wall=wall)
         self.lost_tail = False  # a row of our own past was heard of: sync soon
         self.noticed = False  # a notice opened a gap, which only a pull fills: sync soon
+        self._notices = 0  # notices that opened a gap, ever
+        self._asked = 0  # ``_notices`` when the last sync request was made
 
     # ── state ────────────────────────────────────────────────────────────────
 
@@ -222,6 +224,7 @@ class Replica:
             with self._known.journal(), self.view.tx():
                 self._known.set(origin, after)
                 self.view.save_origin(origin, after, self.horizon(origin))
+            self._notices += 1
             self.noticed = True
 
     def _reset(self, origin: str) -> list[Change]:
@@ -243,6 +246,7 @@ class Replica:
 
     def sync_request(self, buckets: tuple[int, ...] | None = None) -> SyncRequest:
         """Our versions of every origin, or of the origins in ``buckets`` only."""
+        self._asked = self._notices
         return exchange.sync_request(self.name, self._known, buckets, past=self._past,
                                      counter=self.counter)
 
@@ -255,7 +259,8 @@ class Replica:
                              horizons=reply.horizons)
         self._past = 0  # a peer sent whatever it held of our past: the audit is done
         self._more = reply.more  # a catch-up in pages: pull the next one soon
-        self.noticed = False  # what a notice announced came, or its gap outlives the look
+        if self._asked == self._notices:  # asked after the last notice: its row came, or
+            self.noticed = False  # the peer lacked it too, and GapWatch sees the gap last
         return changes
 
     # ── housekeeping ─────────────────────────────────────────────────────────
