@@ -108,3 +108,22 @@ def test_spans_overlap_exactly_when_they_share_a_version(a: tuple[tuple[int, int
         return {v for lo, hi in spans for v in range(lo, hi + 1)}
 
     assert overlap(a, b) == bool(versions(a) & versions(b))
+
+
+class Replica:
+    """What the pacer reads of a replica, set by hand."""
+
+    def __init__(self, gaps: dict[str, tuple[tuple[int, int], ...]], urgent: bool) -> None:
+        self._gaps, self.urgent = gaps, urgent
+
+    def gaps(self) -> dict[str, tuple[tuple[int, int], ...]]:
+        return self._gaps
+
+
+def test_the_pacer_is_behind_for_a_lasting_gap_or_an_urgent_replica_and_still_looks() -> None:
+    watch = GapWatch()
+    assert watch.behind(Replica({}, urgent=True))
+    assert not watch.behind(Replica({"w1": ((3, 4),)}, urgent=False))
+    assert watch.behind(Replica({"w1": ((4, 4),)}, urgent=False))  # 4 outlived a look
+    assert watch.behind(Replica({"w2": ((7, 7),)}, urgent=True))  # seen while urgent:
+    assert watch.behind(Replica({"w2": ((7, 7),)}, urgent=False))  # still remembered

@@ -57,8 +57,7 @@ class AntiEntropy:
         pacer, watch = SyncPacer(self.interval, self.peers, self._rng), GapWatch()
         while True:
             await asyncio.sleep(pacer.step)
-            behind = watch.lasting(self.replica.gaps()) or self.replica.urgent
-            count = pacer.due(loop.time(), behind)
+            count = pacer.due(loop.time(), watch.behind(self.replica))
             if count:
                 try:
                     await self.sync_round(count=count)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from bodega.registry.membership.members import MemberView, Status
 from bodega.registry.replication.known import Span
@@ -93,6 +94,15 @@ class SyncPacer:
         return self.peers + int(behind)
 
 
+class Paced(Protocol):
+    """What the pacer reads of a replica (``Replica``)."""
+
+    def gaps(self) -> dict[str, tuple[Span, ...]]: ...
+
+    @property
+    def urgent(self) -> bool: ...
+
+
 class GapWatch:
     """Which gaps outlive a look of the pacer.
 
@@ -114,6 +124,10 @@ class GapWatch:
         found = any(overlap(self._last.get(origin, ()), spans) for origin, spans in gaps.items())
         self._last = dict(gaps)
         return found
+
+    def behind(self, replica: Paced) -> bool:
+        """What ``SyncPacer.due`` is told at this look: a lasting gap, or an urgent replica."""
+        return self.lasting(replica.gaps()) or replica.urgent
 
 
 def overlap(a: Sequence[Span], b: Sequence[Span]) -> bool:

@@ -81,9 +81,9 @@ class Replica:
                                  logical=logical)
         self._writer = Writer(name, view, self._known, self.clock, base=self._past, wall=wall)
         self.lost_tail = False  # a row of our own past was heard of: sync soon
-        self.noticed = False  # a notice opened a gap, which only a pull fills: sync soon
-        self._notices = 0  # notices that opened a gap, ever
-        self._asked = 0  # ``_notices`` when the last sync request was made
+        # Notices that opened a gap (only a pull fills one: sync soon), ever; how many of
+        # them the last sync request was made after; how many a reply has answered.
+        self._notices = self._asked = self._answered = 0
 
     # ── state ────────────────────────────────────────────────────────────────
 
@@ -109,7 +109,7 @@ class Replica:
     def urgent(self) -> bool:
         """Our own lost writes were heard of, a notice opened a gap (gossip will not fill
         it) or the last reply was cut at its row budget: the next look pulls."""
-        return self.lost_tail or self.noticed or self._more
+        return self.lost_tail or self._notices > self._answered or self._more
 
     @property
     def behind(self) -> bool:
@@ -225,7 +225,6 @@ class Replica:
                 self._known.set(origin, after)
                 self.view.save_origin(origin, after, self.horizon(origin))
             self._notices += 1
-            self.noticed = True
 
     def _reset(self, origin: str) -> list[Change]:
         changes = []
@@ -259,8 +258,9 @@ class Replica:
                              horizons=reply.horizons)
         self._past = 0  # a peer sent whatever it held of our past: the audit is done
         self._more = reply.more  # a catch-up in pages: pull the next one soon
-        if self._asked == self._notices:  # asked after the last notice: its row came, or
-            self.noticed = False  # the peer lacked it too, and GapWatch sees the gap last
+        # Notices before the request are answered: their rows came, or the peer lacked
+        # them too and GapWatch sees the gaps last; a later one still hurries.
+        self._answered = max(self._answered, self._asked)
         return changes
 
     # ── housekeeping ─────────────────────────────────────────────────────────

@@ -178,7 +178,7 @@ class ReplicaNet:
             if self._process[name] != process or not self.net.nodes[name].up:
                 return
             replica = self.replicas[name]
-            count = pacer.due(self.now, watch.lasting(replica.gaps()) or replica.urgent)
+            count = pacer.due(self.now, watch.behind(replica))
             if count:
                 self._sync_round(name, count)
             self.net.at(self.now + pacer.step, tick)
