@@ -15,8 +15,10 @@ each clock stops when that byte arrives. Timed in turn, run after run:
 Prints each median and p90, the overhead over the bare spawn, the host's load average
 beside them, and where the time goes on ``bodega up`` (``start_stages.py``). ``--profile
 DIR`` records the broker and the worker of ``bodega up`` with py-spy meanwhile.
+``--at-rest N`` first leaves N machines at rest on the worker (created, never started),
+as a worker holding an app scaled to zero does.
 
-    python -m bench.machine_start [--runs 20] [--only up|rig] [--profile DIR]
+    python -m bench.machine_start [--runs 20] [--only up|rig] [--profile DIR] [--at-rest N]
 """
 
 from __future__ import annotations
@@ -137,6 +139,16 @@ class Api:
             doc: dict[str, Any] = await response.json()
             return doc
 
+    async def rest(self, count: int) -> None:
+        """Leave ``count`` machines at rest (created, not started) on the cluster."""
+        body = {"config": {**config("-"), "init": {"exec": ["sleep", "600"]}},
+                "skip_launch": True}
+        for _ in range(count):
+            async with self.session.post(self.url, json=body) as response:
+                if response.status != 200:
+                    raise SystemExit(f"the broker refused a machine at rest: "
+                                     f"{await response.text()}")
+
     async def destroy(self, machine_id: str) -> None:
         async with self.session.delete(f"{self.url}/{machine_id}", params={"force": "true"}):
             pass
@@ -173,7 +185,7 @@ def line(name: str, times: list[float], bare: float) -> str:
             f"+{(median - bare) * 1000:5.1f} ms  {median / bare:5.2f}x")
 
 
-async def main(runs: int, only: str | None, profile: Path | None) -> None:
+async def main(runs: int, only: str | None, profile: Path | None, at_rest: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bodega-start-") as name:
         tmp = Path(name)
         signals = Signals(tmp)
@@ -195,7 +207,10 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
                     "--api-port", str(free_port()), "--proxy-port", str(free_port()),
                     "--proxy-tls-port", str(free_port()),
                     # Machines on a range no test or other bench holds (tests/cidr_kit.py).
-                    "--machine-cidr", machine_cidr(200, 232), "--log-level", "info").start()
+                    "--machine-cidr", machine_cidr(200, 232), "--log-level", "info",
+                    # Room for the machines at rest beside the timed ones.
+                    "--worker-cpus", str(4 + at_rest), "--worker-memory-mb",
+                    str(4096 + 256 * at_rest)).start()
                 await up.until_line("bodega is up")
                 apis["up"] = Api(up.state()["api_url"], up.token())
             if only != "up":
@@ -207,6 +222,8 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
                 apis["broker"] = Api(url, TOKEN)
             for api in apis.values():
                 await api.make_app()
+            if at_rest and "up" in apis:
+                await apis["up"].rest(at_rest)
             try:
                 for run in range(3 + runs):  # interleaved, so drift affects all alike
                     if run == 3 and up is not None:
@@ -250,16 +267,17 @@ async def main(runs: int, only: str | None, profile: Path | None) -> None:
                 await sweep_data_dir(tmp / "cluster")
             if rig:
                 await sweep_data_dir(tmp / "w")  # the worker keeps its machines' networks
-    report(times, marks, runs, loads, cpu, parked)
+    report(times, marks, runs, loads, cpu, parked, at_rest)
 
 
 def report(times: dict[str, list[float]], marks: list[Marks], runs: int,
-           loads: list[str], cpu: dict[str, float], parked: str) -> None:
+           loads: list[str], cpu: dict[str, float], parked: str, at_rest: int = 0) -> None:
     bare = statistics.median(times["bare"])
     mode = "netns + cgroups + unprivileged user" if os.geteuid() == 0 else "host network"
     print(f"machine start ({mode}), shared-cpu-1x, {runs} runs each, median until the "
           f"program's first statement runs; load average {loads[0]} before, "
-          f"{loads[-1]} after:")
+          f"{loads[-1]} after" + (f"; {at_rest} machines at rest on the worker:"
+                                  if at_rest else ":"))
     print(f"  {'bare asyncio spawn':<30} {bare * 1000:7.1f} ms  "
           f"p90 {statistics.quantiles(times['bare'], n=10)[-1] * 1000:6.1f} ms")
     for key, label in (("up", "bodega up, public API"), ("broker", "rig: broker, static view"),
@@ -283,5 +301,10 @@ if __name__ == "__main__":
     parser.add_argument("--only", choices=("up", "rig"), help="one side only (and the baseline)")
     parser.add_argument("--profile", type=Path, help="py-spy the up cluster's broker and worker "
                         "into DIR (raw collapsed stacks)")
+    parser.add_argument("--at-rest", type=int, default=0, metavar="N",
+                        help="first leave N machines at rest on the bodega up worker (at most "
+                        "200: a worker has a /24 of addresses)")
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.only, args.profile))
+    if not 0 <= args.at_rest <= 200:
+        parser.error("--at-rest takes 0 to 200 machines")
+    asyncio.run(main(args.runs, args.only, args.profile, args.at_rest))

@@ -62,7 +62,7 @@ from bodega.worker.publish import Publisher
 from bodega.worker.store import queries
 from bodega.worker.store.database import Store
 from bodega.worker.store.ledger import Ledger
-from bodega.worker.upkeep import housekeeping, wanted, wire_ahead
+from bodega.worker.upkeep import StoredSpares, housekeeping, wire_ahead
 
 log = logging.getLogger("bodega.worker")
 
@@ -192,7 +192,7 @@ class Worker:
         self._tasks.append(asyncio.create_task(HealthChecks(
             self.store, self.machines, self.metrics, self.service_host).run()))
         self._tasks.append(asyncio.create_task(wire_ahead(
-            self.network, wanted(self.network, self.store, self._home),
+            self.network, StoredSpares(self.network, self.store, self._home),
             self.machines.lifecycle, self.driver)))
         logs = self.driver.capabilities.logs
         if logs is not None:

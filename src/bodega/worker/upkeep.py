@@ -11,13 +11,24 @@ The wiring waits for the starts under way to end first (``Lifecycle.after_drives
 each ``ip`` and each launcher is a process the worker spawns, and spawning one from the
 worker's event loop holds the loop for milliseconds; done in the middle of a start, it
 delays that start's spawn.
+
+A pass looks only at the addresses whose want changed since a pass left them wired and
+parked, or whose launcher a start has since taken (``unsettled``): checking a namespace
+and its launcher costs a handful of system calls, and a worker holding hundreds of
+machines at rest would otherwise spend milliseconds of its event loop per machine on
+every create, start and stop. Every ``FULL_CHECK`` seconds a pass looks at them all
+again, so one broken from outside (a namespace deleted by hand, a launcher killed) is
+wired and parked again ahead of its start; a start never relies on it (``attach``
+rewires, ``Parking.take`` refuses a stale launcher).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import math
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -32,6 +43,7 @@ log = logging.getLogger("bodega.worker")
 HOUSEKEEPING_INTERVAL = 2.0
 COMPACTION_INTERVAL = 3600.0
 AFTER_DRIVES = 0.5  # the longest the spares wait for the operations under way
+FULL_CHECK = 30.0  # how often a pass looks again at addresses it left settled
 
 
 class Drives(Protocol):
@@ -42,25 +54,64 @@ class Drives(Protocol):
     async def after_drives(self, timeout: float) -> None: ...
 
 
-# The next free addresses; those of machines at rest, each with the directory its machine
-# starts in when it runs as its own user (its next launcher binds it ahead: ``parking.py``).
-Spares = tuple[list[int], dict[int, Path | None]]
+# What the upkeep wants at an address: the machine at rest there (None: a free address,
+# wired for the next create) and the directory its launcher binds ahead (``parking.py``),
+# None when its machine runs as the worker's user.
+Want = tuple[str | None, Path | None]
 Home = Callable[[str, str | None], Path | None]  # (machine id, private address) -> its home
 
 
-def wanted(network: Network, store: Store, home: Home) -> Callable[[], Spares]:
-    """The addresses to keep wired: the next free ones, and those of machines at rest."""
-    first, last = network.index_range
+class Spares(Protocol):
+    """The addresses to keep wired."""
 
-    def indexes() -> Spares:
-        return (queries.free_ip_indexes(store.db, first, last, WIRE_AHEAD),
-                {index: home(mid, ip) for index, mid, ip in queries.idle_addresses(store.db)})
+    def free(self) -> list[int]:
+        """The next free addresses, in the order creates take them."""
+        ...
 
-    return indexes
+    def at_rest(self) -> dict[int, Want]:
+        """The machines at rest, by address."""
+        ...
 
 
-async def wire_ahead(network: Network, spares: Callable[[], Spares], drives: Drives,
-                     driver: Driver) -> None:
+class StoredSpares:
+    """``Spares`` as the worker's store says: the next ``WIRE_AHEAD`` free addresses, and
+    the machines at rest. Each machine's home is worked out once (it follows from its id
+    and address alone), not on every pass."""
+
+    def __init__(self, network: Network, store: Store, home: Home) -> None:
+        self.first, self.last = network.index_range
+        self.store = store
+        self.home = home
+        self._homes: dict[tuple[str, str | None], Path | None] = {}
+
+    def free(self) -> list[int]:
+        return queries.free_ip_indexes(self.store.db, self.first, self.last, WIRE_AHEAD)
+
+    def at_rest(self) -> dict[int, Want]:
+        rows = queries.idle_addresses(self.store.db)
+        known, self._homes = self._homes, {}
+        for _index, mid, ip in rows:
+            key = (mid, ip)
+            self._homes[key] = known[key] if key in known else self.home(mid, ip)
+        return {index: (mid, self._homes[mid, ip]) for index, mid, ip in rows}
+
+
+def wants_of(spares: Spares) -> dict[int, Want]:
+    """Every address to keep wired, free ones first (the order creates take them)."""
+    return {**{index: (None, None) for index in spares.free()}, **spares.at_rest()}
+
+
+def unsettled(wants: Mapping[int, Want], settled: Mapping[int, Want],
+              holds: Callable[[int], bool]) -> list[int]:
+    """The addresses a pass must look at: each one no pass has left wired and parked for
+    what is wanted there now (a new machine at rest, a free address a destroy gave back),
+    or whose launcher is gone since (a start took it). In the order of ``wants``."""
+    return [index for index, want in wants.items()
+            if settled.get(index) != want or not holds(index)]
+
+
+async def wire_ahead(network: Network, spares: Spares, drives: Drives,
+                     driver: Driver, clock: Callable[[], float] = time.monotonic) -> None:
     """Whenever an address is taken or given back, or a machine comes to rest: wire the
     ``spares``, and park a launcher in each one's namespace.
 
@@ -69,24 +120,39 @@ async def wire_ahead(network: Network, spares: Callable[[], Spares], drives: Dri
     next create would otherwise wire its own on its way to the spawn."""
     changed = drives.spares_changed
     changed.set()
+    parking = driver.capabilities.parking
+
+    def holds(index: int) -> bool:
+        """Nothing to hold here, or a launcher is parked in the namespace (in memory)."""
+        namespace = network.namespace(index)
+        return parking is None or namespace is None or parking.holds(namespace)
+
+    settled: dict[int, Want] = {}
+    checked_all = -math.inf
     while True:
         await changed.wait()
         try:
-            if any(network.ready(index) for index in spares()[0]):
+            if any(network.ready(index) for index in spares.free()):
                 await drives.after_drives(AFTER_DRIVES)
             changed.clear()
-            free, idle = spares()
-            indexes = [*free, *idle]
-            await network.prewarm(indexes)
-            parking = driver.capabilities.parking
-            if parking is not None:
-                # A launcher waits, already in cgroups, in each spare namespace and in each
-                # of a machine at rest.
-                for index in indexes:
-                    namespace = network.namespace(index)
-                    if namespace is not None and network.ready(index):
-                        await parking.clear()
-                        parking.park(namespace, idle.get(index))
+            wants = wants_of(spares)
+            if clock() - checked_all >= FULL_CHECK:
+                settled, checked_all = {}, clock()
+            todo = unsettled(wants, settled, holds)
+            settled = {index: want for index, want in wants.items()
+                       if index in settled and index not in todo}
+            await network.prewarm(todo)
+            for index in todo:
+                namespace = network.namespace(index)
+                if not network.ready(index):
+                    continue  # not wired: the next pass tries again
+                if namespace is not None and parking is not None:
+                    # A launcher waits, already in cgroups, in each spare namespace and in
+                    # each of a machine at rest.
+                    await parking.clear()
+                    parking.park(namespace, wants[index][1])
+                if holds(index):
+                    settled[index] = wants[index]
         except Exception:
             changed.clear()
             log.exception("wiring networks ahead failed")

@@ -5,10 +5,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+from pathlib import Path
 
 from bodega.worker.drivers.null import NullDriver
 from bodega.worker.host.network import HostNetwork
-from bodega.worker.upkeep import wire_ahead
+from bodega.worker.store.database import Store
+from bodega.worker.upkeep import (
+    FULL_CHECK,
+    StoredSpares,
+    Want,
+    unsettled,
+    wants_of,
+    wire_ahead,
+)
 
 
 class Recording(HostNetwork):
@@ -24,6 +33,19 @@ class Recording(HostNetwork):
 
     async def prewarm(self, indexes: list[int]) -> None:
         self.prewarmed.append(indexes)
+
+
+class Listed:
+    """Spares from two lists, as a test sets them."""
+
+    def __init__(self, free: list[int], at_rest: dict[int, Want]) -> None:
+        self.free_list, self.rest = free, at_rest
+
+    def free(self) -> list[int]:
+        return self.free_list
+
+    def at_rest(self) -> dict[int, Want]:
+        return self.rest
 
 
 class Drives:
@@ -42,7 +64,7 @@ class Drives:
 
 async def test_spares_are_wired_once_the_start_under_way_has_ended() -> None:
     network, drives = Recording({3}), Drives()  # 3 is ready for the next create
-    task = asyncio.create_task(wire_ahead(network, lambda: ([3, 4], {9: None}), drives,
+    task = asyncio.create_task(wire_ahead(network, Listed([3, 4], {9: ("m9", None)}), drives,
                                           NullDriver()))
     try:
         for _ in range(20):
@@ -62,7 +84,7 @@ async def test_spares_are_wired_once_the_start_under_way_has_ended() -> None:
 
 async def test_with_no_spare_left_the_spares_are_wired_at_once() -> None:
     network, drives = Recording({9}), Drives()  # only a resting machine's is wired
-    task = asyncio.create_task(wire_ahead(network, lambda: ([3, 4], {9: None}), drives,
+    task = asyncio.create_task(wire_ahead(network, Listed([3, 4], {9: ("m9", None)}), drives,
                                           NullDriver()))
     try:
         async with asyncio.timeout(5):
@@ -75,3 +97,99 @@ async def test_with_no_spare_left_the_spares_are_wired_at_once() -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def test_an_address_left_settled_is_not_looked_at_again() -> None:
+    wants = {3: (None, None), 9: ("m9", Path("/m9"))}
+    assert unsettled(wants, {}, lambda index: True) == [3, 9]
+    assert unsettled(wants, dict(wants), lambda index: True) == []
+
+
+def test_a_changed_want_or_a_launcher_taken_is_looked_at_again() -> None:
+    settled = {3: (None, None), 9: ("m9", Path("/m9")), 10: ("m10", None)}
+    wants = {3: ("m3", None),           # a create took the free address
+             9: ("m9", Path("/m9")),    # unchanged, but a start took its launcher
+             10: ("m10", None),         # unchanged
+             11: ("m11", None)}         # a machine newly at rest
+    assert unsettled(wants, settled, lambda index: index != 9) == [3, 9, 11]
+    # A machine destroyed and another created at its address between two passes:
+    assert unsettled({10: ("m12", None)}, settled, lambda index: True) == [10]
+
+
+def test_wants_list_free_addresses_first() -> None:
+    assert list(wants_of(Listed([5, 6], {2: ("m2", None)}))) == [5, 6, 2]
+    assert wants_of(Listed([5], {})) == {5: (None, None)}
+
+
+class Counting(Recording):
+    """Records which addresses each pass checks; everything asked is wired at once."""
+
+    def __init__(self) -> None:
+        super().__init__(set())
+        self.checked: list[int] = []
+
+    def ready(self, index: int) -> bool:
+        self.checked.append(index)
+        return super().ready(index)
+
+    async def prewarm(self, indexes: list[int]) -> None:
+        await super().prewarm(indexes)
+        self.wired |= set(indexes)
+
+
+async def test_a_pass_looks_only_at_what_changed_until_the_full_check() -> None:
+    network, drives, now = Counting(), Drives(), [0.0]
+    drives.done.set()
+    spares = Listed([3, 4], {i: (f"m{i}", None) for i in range(10, 200)})
+    task = asyncio.create_task(wire_ahead(network, spares, drives, NullDriver(),
+                                          clock=lambda: now[0]))
+
+    async def one_pass() -> list[int]:
+        network.prewarmed.clear()
+        drives.spares_changed.set()
+        async with asyncio.timeout(5):
+            while drives.spares_changed.is_set() or not network.prewarmed:
+                await asyncio.sleep(0.001)
+        return network.prewarmed[-1]
+
+    try:
+        assert await one_pass() == [3, 4, *range(10, 200)]
+        spares.free_list, spares.rest = [4, 5], {3: ("m3", None), **spares.rest}  # a create took 3
+        network.checked.clear()
+        assert await one_pass() == [5, 3]
+        assert len(network.checked) < 10  # not one check per machine at rest
+        now[0] = FULL_CHECK
+        assert await one_pass() == [4, 5, 3, *range(10, 200)]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def test_stored_spares_work_out_each_machines_home_once(tmp_path: Path) -> None:
+    store = Store(tmp_path / "worker.db")
+    asked: list[str] = []
+
+    def home(mid: str, ip: str | None) -> Path:
+        asked.append(mid)
+        return tmp_path / mid
+
+    def rest(mid: str, index: int, state: str = "stopped") -> None:
+        with store.tx() as conn:
+            conn.execute(
+                "INSERT INTO machines (id, app, name, region, state, instance_id, config, "
+                "millicpus, memory_mb, ip_index, private_ip, netns, created_at, updated_at) "
+                "VALUES (?, 'a', ?, 'ams', ?, 'i', '{}', 0, 0, ?, ?, ?, 0, 0)",
+                (mid, mid, state, index, f"10.0.0.{index}", f"ns{index}"))
+
+    try:
+        spares = StoredSpares(Recording(set()), store, home)
+        rest("m2", 2)
+        rest("m5", 5, state="started")  # not at rest: its launcher ran
+        assert spares.free() == [3, 4]
+        assert spares.at_rest() == {2: ("m2", tmp_path / "m2")}
+        rest("m3", 3, state="created")
+        assert spares.at_rest() == {2: ("m2", tmp_path / "m2"), 3: ("m3", tmp_path / "m3")}
+        assert asked == ["m2", "m3"]  # m2's home was not worked out again
+    finally:
+        store.close()

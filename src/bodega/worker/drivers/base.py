@@ -140,6 +140,10 @@ class LauncherParking(Protocol):
     def waiting(self, netns: str) -> bool:
         """A launcher in ``netns`` is ready for a start (it has joined its cgroups)."""
 
+    def holds(self, netns: str) -> bool:
+        """A launcher was parked in ``netns`` and no start has taken it since (what this
+        process remembers, no system call: whether it still lives is ``park``'s check)."""
+
     async def clear(self) -> None:
         """Until parking can make a cgroup without waiting on the kernel (``warmup.py``)."""
 

@@ -147,6 +147,9 @@ class Parking:
         return (parked is not None and (parked.directory / "ready").exists()
                 and parked.popen.poll() is None)
 
+    def holds(self, netns: str) -> bool:
+        return netns in self._parked
+
     def take(self, spec: TaskSpec, files: RunFiles,
              user_memory_kib: int | None) -> subprocess.Popen[bytes] | None:
         """Run ``spec`` with the launcher parked in its namespace; None to start it plainly."""
