@@ -17,9 +17,11 @@ average beside them, and where a wake's time goes, from the components' own reco
 the worker's events (``start starting``, committed on its start call; ``start
 started``, the spawn's step committed) and the proxy's log of the wake (how long the
 worker's start call took, then how long its port took to accept). ``--profile DIR``
-records the worker and the proxy with py-spy meanwhile.
+records the worker and the proxy with py-spy meanwhile. ``--at-rest N`` first leaves N
+machines of another app at rest on the worker, as a worker holding apps scaled to zero
+has them.
 
-    python -m bench.cold_start [--runs 20] [--profile DIR]
+    python -m bench.cold_start [--runs 20] [--profile DIR] [--at-rest N]
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ from tests.cluster.up_kit import UpProcess, free_port
 from tests.leftovers_kit import sweep_data_dir
 
 from bench.proxy import APP, first_response
+from bench.start_stages import MOST_AT_REST, leave_at_rest, room_for, stop_profiles
 from bench.start_stages import profiled as spied
-from bench.start_stages import stop_profiles
 
 HOST = "bench.localhost"
 WAKE = re.compile(r"started for a request in ([\d.]+) ms \(its worker's start answered in "
@@ -143,7 +145,7 @@ def wakes_logged(log: Path) -> list[tuple[float, float]]:
             for m in WAKE.finditer(log.read_text())]
 
 
-async def main(runs: int, profile: Path | None) -> None:
+async def main(runs: int, profile: Path | None, at_rest: int) -> None:
     with tempfile.TemporaryDirectory(prefix="bodega-cold-") as name:
         tmp = Path(name)
         os.environ["BODEGA_CONFIG"] = str(tmp / "contexts.toml")  # not the user's contexts
@@ -153,7 +155,8 @@ async def main(runs: int, profile: Path | None) -> None:
             "--driver", "process", "--api-port", str(free_port()),
             "--proxy-port", str(proxy_port), "--proxy-tls-port", str(free_port()),
             # Machines on a range no test or other bench holds (tests/cidr_kit.py).
-            "--machine-cidr", machine_cidr(200, 232), "--log-level", "info").start()
+            "--machine-cidr", machine_cidr(200, 232), "--log-level", "info",
+            *room_for(at_rest)).start()
         proxy = f"http://127.0.0.1:{proxy_port}"
         times: dict[str, list[float]] = {"bare": [], "up": []}
         wakes: list[Wake] = []
@@ -175,6 +178,7 @@ async def main(runs: int, profile: Path | None) -> None:
             async with api.session.post(api.url.removesuffix("/bench/machines"),
                                         json={"app_name": "bench", "org_slug": "personal"}):
                 pass
+            await leave_at_rest(api.session, up.state()["api_url"], at_rest)
             machine = await api.call("POST", json={"config": machine_config(machine_marks)})
             mid = machine["id"]
             await api.call("GET", f"/{mid}/wait", params={"state": "started", "timeout": "60"})
@@ -228,7 +232,7 @@ async def main(runs: int, profile: Path | None) -> None:
                 await api.session.close()
             await up.stop()
             await sweep_data_dir(tmp / "cluster")
-    report(times, wakes, bares, loads, plane, parked)
+    report(times, wakes, bares, loads, plane, parked, at_rest)
 
 
 async def spied_proxy(cluster: Path, out: Path) -> list[asyncio.subprocess.Process]:
@@ -242,11 +246,12 @@ def load() -> str:
 
 
 def report(times: dict[str, list[float]], wakes: list[Wake], bares: list[Bare],
-           loads: list[str], plane: str, parked: str) -> None:
+           loads: list[str], plane: str, parked: str, at_rest: int = 0) -> None:
     bare, up = times["bare"], times["up"]
     mb, mu = statistics.median(bare), statistics.median(up)
     print(f"scale from zero on bodega up (--driver process), {len(up)} interleaved runs; "
-          f"load average {loads[0]} before, {loads[-1]} after")
+          f"load average {loads[0]} before, {loads[-1]} after"
+          + (f"; {at_rest} machines of another app at rest on the worker" if at_rest else ""))
     if plane:
         print(f"  proxy: {plane.split(': ', 1)[-1]}")
     print(f"  bare spawn-and-respond          {mb * 1000:7.1f} ms  "
@@ -271,5 +276,10 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--profile", type=Path, help="py-spy the worker and the proxy into DIR "
                         "(raw collapsed stacks)")
+    parser.add_argument("--at-rest", type=int, default=0, metavar="N",
+                        help="first leave N machines of another app at rest on the worker (at "
+                        f"most {MOST_AT_REST}: a worker has a /24 of addresses)")
     args = parser.parse_args()
-    asyncio.run(main(args.runs, args.profile))
+    if not 0 <= args.at_rest <= MOST_AT_REST:
+        parser.error(f"--at-rest takes 0 to {MOST_AT_REST} machines")
+    asyncio.run(main(args.runs, args.profile, args.at_rest))

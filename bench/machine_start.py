@@ -44,11 +44,14 @@ from tests.tls_kit import TEST_CA
 
 from bench.start_rig import start_broker, start_worker
 from bench.start_stages import (
+    MOST_AT_REST,
     Marks,
     breakdown,
     component_pids,
     cpu_seconds,
+    leave_at_rest,
     profiled,
+    room_for,
     stop_profiles,
 )
 from bodega.wire.worker_client import WorkerClient
@@ -139,16 +142,6 @@ class Api:
             doc: dict[str, Any] = await response.json()
             return doc
 
-    async def rest(self, count: int) -> None:
-        """Leave ``count`` machines at rest (created, not started) on the cluster."""
-        body = {"config": {**config("-"), "init": {"exec": ["sleep", "600"]}},
-                "skip_launch": True}
-        for _ in range(count):
-            async with self.session.post(self.url, json=body) as response:
-                if response.status != 200:
-                    raise SystemExit(f"the broker refused a machine at rest: "
-                                     f"{await response.text()}")
-
     async def destroy(self, machine_id: str) -> None:
         async with self.session.delete(f"{self.url}/{machine_id}", params={"force": "true"}):
             pass
@@ -208,9 +201,7 @@ async def main(runs: int, only: str | None, profile: Path | None, at_rest: int) 
                     "--proxy-tls-port", str(free_port()),
                     # Machines on a range no test or other bench holds (tests/cidr_kit.py).
                     "--machine-cidr", machine_cidr(200, 232), "--log-level", "info",
-                    # Room for the machines at rest beside the timed ones.
-                    "--worker-cpus", str(4 + at_rest), "--worker-memory-mb",
-                    str(4096 + 256 * at_rest)).start()
+                    *room_for(at_rest)).start()
                 await up.until_line("bodega is up")
                 apis["up"] = Api(up.state()["api_url"], up.token())
             if only != "up":
@@ -222,8 +213,8 @@ async def main(runs: int, only: str | None, profile: Path | None, at_rest: int) 
                 apis["broker"] = Api(url, TOKEN)
             for api in apis.values():
                 await api.make_app()
-            if at_rest and "up" in apis:
-                await apis["up"].rest(at_rest)
+            if up is not None:
+                await leave_at_rest(apis["up"].session, up.state()["api_url"], at_rest)
             try:
                 for run in range(3 + runs):  # interleaved, so drift affects all alike
                     if run == 3 and up is not None:
@@ -303,8 +294,8 @@ if __name__ == "__main__":
                         "into DIR (raw collapsed stacks)")
     parser.add_argument("--at-rest", type=int, default=0, metavar="N",
                         help="first leave N machines at rest on the bodega up worker (at most "
-                        "200: a worker has a /24 of addresses)")
+                        f"{MOST_AT_REST}: a worker has a /24 of addresses)")
     args = parser.parse_args()
-    if not 0 <= args.at_rest <= 200:
-        parser.error("--at-rest takes 0 to 200 machines")
+    if not 0 <= args.at_rest <= MOST_AT_REST:
+        parser.error(f"--at-rest takes 0 to {MOST_AT_REST} machines")
     asyncio.run(main(args.runs, args.only, args.profile, args.at_rest))

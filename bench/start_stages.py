@@ -23,6 +23,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 # Each stage: its label, and the two marks it lies between.
 STAGES = (
     ("broker: request, auth, decode", "call", "placing"),
@@ -99,3 +101,31 @@ async def stop_profiles(spies: list[asyncio.subprocess.Process]) -> None:
     for spy in spies:
         spy.send_signal(signal.SIGINT)
         await spy.wait()
+
+
+# Machines left at rest on the worker before a bench's runs: created, never started, as a
+# worker holding apps scaled to zero has them. Each takes an address of the worker's /24.
+MOST_AT_REST = 200
+REST_CONFIG = {"image": "bench/rest", "init": {"exec": ["sleep", "600"]},
+               "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}
+
+
+def room_for(at_rest: int) -> list[str]:
+    """``bodega up`` flags giving its worker room for ``at_rest`` machines beside the
+    timed ones."""
+    return ["--worker-cpus", str(4 + at_rest), "--worker-memory-mb", str(4096 + 256 * at_rest)]
+
+
+async def leave_at_rest(session: aiohttp.ClientSession, api_url: str, count: int) -> None:
+    """Create ``count`` machines at rest in an app of their own (``rest``)."""
+    if not count:
+        return
+    async with session.post(f"{api_url}/v1/apps",
+                            json={"app_name": "rest", "org_slug": "personal"}) as response:
+        response.raise_for_status()
+    for _ in range(count):
+        async with session.post(f"{api_url}/v1/apps/rest/machines",
+                                json={"config": REST_CONFIG, "skip_launch": True}) as response:
+            if response.status != 200:
+                raise SystemExit(f"the broker refused a machine at rest: "
+                                 f"{await response.text()}")
