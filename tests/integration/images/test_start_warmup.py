@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bodega.model.errors import BodegaError
 from tests.tls_kit import TEST_CA
 
 from ..cgroup_kit import warmable
@@ -68,3 +69,25 @@ async def test_an_image_machine_s_create_and_start_warm_the_cgroup_lock(
             assert await moves(daemon) > started
             for mid in (machine.id, process.id, later.id):
                 await client.destroy(mid, force=True)
+
+
+def cgroups_of(machine_id: str) -> list[Path]:
+    """The machine's cgroups in every v1 hierarchy (any worker scope)."""
+    return sorted(Path("/sys/fs/cgroup").glob(f"*/bodega/*/{machine_id}"))
+
+
+async def test_a_refused_image_create_leaves_no_cgroup_made_ahead(tmp_path: Path) -> None:
+    async with registry(tmp_path) as host:
+        image = build_image(tmp_path, host, "test/ahead:v1")
+        async with running_worker_daemon(tmp_path, **worker_args(host)) as (daemon, client):
+            machine = await image_machine(client, image)
+            made = cgroups_of(machine.id)
+            assert made, "an image machine's create made no cgroup"
+            refused = "0123456789abcd"
+            with pytest.raises(BodegaError, match="memory"):  # more than the worker has
+                await client.create_machine({"app": "img", "machine_id": refused, "config": {
+                    "image": image, "guest": {"cpus": 1, "memory_mb": 8192}}})
+            await moves(daemon)  # its warm-up burst is over: what it readied is undone
+            assert cgroups_of(refused) == []
+            assert cgroups_of(machine.id) == made  # another machine's are left alone
+            await client.destroy(machine.id, force=True)

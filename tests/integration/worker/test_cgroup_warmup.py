@@ -74,3 +74,29 @@ def test_a_move_the_kernel_refuses_turns_the_warm_up_off_once(
     offs = [r.getMessage() for r in caplog.records if "warm-up off" in r.getMessage()]
     assert len(offs) == 1, offs
     assert "No such file" in offs[0]
+
+
+def test_work_ahead_runs_in_the_thread_before_its_next_move(tmp_path: Path) -> None:
+    warmup = Warmup(ROOT, hold=0.05, every=0.003)
+    ran: list[tuple[str, int]] = []
+    warmup.warm(lambda: ran.append((threading.current_thread().name, warmup.moves)))
+    until(lambda: warmup.moves >= 1, "the warm-up never moved")
+    first = settled(warmup)
+    assert ran == [("cgroup-warmup", 0)]  # before the burst's first move, not in the caller
+    warmup.warm(lambda: ran.append(("again", warmup.moves)))
+    settled(warmup)
+    assert ran[1] == ("again", first)  # a later burst's, before that burst's first move
+
+
+def test_work_ahead_that_fails_is_logged_and_the_warm_up_goes_on(
+        caplog: pytest.LogCaptureFixture) -> None:
+    warmup = Warmup(ROOT, hold=0.02, every=0.003)
+
+    def fails() -> None:
+        raise OSError("no room for a cgroup")
+
+    with caplog.at_level(logging.WARNING, logger="bodega.worker.cgroups"):
+        warmup.warm(fails)
+        until(lambda: warmup.moves >= 1, "the warm-up never moved")
+    assert not warmup.off
+    assert any("no room for a cgroup" in r.getMessage() for r in caplog.records)

@@ -176,8 +176,12 @@ class Suspend(Protocol):
 class StartWarmup(Protocol):
     """Readies the host for a start that is on its way (``process/warmup.py``)."""
 
-    def start_coming(self, config: MachineConfig) -> None:
-        """A machine of ``config`` starts in a few milliseconds; never blocks."""
+    def start_coming(self, machine_id: str, config: MachineConfig) -> None:
+        """Machine ``machine_id`` of ``config`` starts in a few milliseconds; never blocks."""
+
+    def start_called_off(self, machine_id: str) -> None:
+        """The start announced for ``machine_id`` will not come (its create was refused):
+        undo what was readied for it; never blocks."""
 
     @property
     def warmup_moves(self) -> int:

@@ -78,11 +78,14 @@ class DriverPair:
             warmup=self if oci.capabilities.warmup is not None else None,
         )
 
-    def start_coming(self, config: MachineConfig) -> None:
+    def start_coming(self, machine_id: str, config: MachineConfig) -> None:
         """Only an image machine's start waits on the kernel's cgroup lock: a process
         machine's mostly takes a launcher parked in its cgroups ahead (``parking.py``)."""
         if names_registry(config.image):
-            self.oci.start_coming(config)
+            self.oci.start_coming(machine_id, config)
+
+    def start_called_off(self, machine_id: str) -> None:
+        self.oci.start_called_off(machine_id)
 
     @property
     def warmup_moves(self) -> int:

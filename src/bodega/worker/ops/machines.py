@@ -130,17 +130,23 @@ class MachineService:
                                                         req.idempotency_key)
             if earlier is not None:
                 return earlier, None
-        if not req.skip_launch:
-            self._start_coming(req.config)
+        coming = not req.skip_launch and self._start_coming(machine_id, req.config)
         recorded = Recorded()
         # The machine is durably created (its first step is committed): like the Machines
         # API, answer now, in state "created", and let the operation run on; clients /wait.
         # Creates that come together share that commit and its fsync (``GroupCommit``).
-        await self.lifecycle.run_grouped(machine_id, lambda conn: record_machine(
-            conn, req, machine_id, name, ledger=self.ledger, network=self.effects.network,
-            ip_range=self.ip_range, clock=self.store.clock, outcome=recorded,
-            launcher_waiting=self._launcher_waiting))
+        try:
+            await self.lifecycle.run_grouped(machine_id, lambda conn: record_machine(
+                conn, req, machine_id, name, ledger=self.ledger, network=self.effects.network,
+                ip_range=self.ip_range, clock=self.store.clock, outcome=recorded,
+                launcher_waiting=self._launcher_waiting))
+        except BaseException:
+            if coming:
+                self._start_called_off(machine_id)
+            raise
         if recorded.earlier is not None:
+            if coming:
+                self._start_called_off(machine_id)
             return recorded.earlier, None
         return self.get(machine_id), recorded.nonce
 
@@ -149,12 +155,20 @@ class MachineService:
         namespace = self.effects.network.namespace(index)
         return parking is not None and namespace is not None and parking.waiting(namespace)
 
-    def _start_coming(self, config: MachineConfig) -> None:
+    def _start_coming(self, machine_id: str, config: MachineConfig) -> bool:
         """A machine of ``config`` starts in a few milliseconds: let the driver ready the host
-        for it while this call commits (``drivers/process/warmup.py``)."""
+        for it while this call commits (``drivers/process/warmup.py``). True if it may."""
         warmup = self.driver.capabilities.warmup
         if warmup is not None:
-            warmup.start_coming(config)
+            warmup.start_coming(machine_id, config)
+        return warmup is not None
+
+    def _start_called_off(self, machine_id: str) -> None:
+        """The create that announced a start was refused: the driver undoes what it readied,
+        unless a machine of that id exists after all (its cgroups are its own)."""
+        warmup = self.driver.capabilities.warmup
+        if warmup is not None and queries.get_machine(self.store.db, machine_id) is None:
+            warmup.start_called_off(machine_id)
 
     # -- start, stop, restart ------------------------------------------------------------
     async def start(self, machine_id: str, nonce: str | None = None) -> Started:
@@ -162,7 +176,8 @@ class MachineService:
         with contextlib.suppress(NotFound):  # the call itself says so, under the lock
             row = self.get(machine_id)
             if row.state != MachineState.SUSPENDED and may_begin("start_machine", row):
-                self._start_coming(row.config)  # a launch, not a resume or nothing at all
+                # A launch, not a resume or nothing at all.
+                self._start_coming(machine_id, row.config)
 
         def body(conn: sqlite3.Connection) -> Decision:
             row = self._leased(conn, machine_id, nonce)

@@ -77,11 +77,24 @@ class OciDriver:
                                          memory=CgroupMemory(cgroups) if cgroups else None,
                                          warmup=self if self.warmup is not None else None)
 
-    def start_coming(self, config: MachineConfig) -> None:
+    def start_coming(self, machine_id: str, config: MachineConfig) -> None:
         """A start joins the machine's cgroups in a few milliseconds (the runtime's move):
-        pay the kernel's wait for it now (``process/warmup.py``)."""
+        make them and pay the kernel's wait for the move now (``process/warmup.py``)."""
         if self.warmup is not None:
-            self.warmup.warm()
+            cgroups = self.cgroups
+            self.warmup.warm(None if cgroups is None else
+                             lambda: cgroups.create(machine_id, memory_mb=None, cpus=None))
+
+    def start_called_off(self, machine_id: str) -> None:
+        """The start ``start_coming`` announced will not come (its create was refused):
+        remove the cgroups made for it, after them (in the same thread)."""
+        if self.warmup is not None and self.cgroups is not None:
+            cgroups = self.cgroups
+
+            def remove() -> None:
+                cgroups.remove(machine_id)  # empty: nothing ever joined them
+
+            self.warmup.warm(remove)
 
     @property
     def warmup_moves(self) -> int:
@@ -194,9 +207,9 @@ class OciDriver:
         files.exitfile.unlink(missing_ok=True)
         oom_base = 0
         if self.cgroups is not None:
-            if self.warmup is not None:
+            if self.warmup is not None and not self.cgroups.made(spec.machine_id):
                 await self.warmup.clear()  # making a cgroup takes the mutex its move holds
-            self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
+            self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)  # the limits
             oom_base = self.cgroups.oom_kills(spec.machine_id)
         program = self.runc.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
                                  self.runc.container_id(spec.machine_id, spec.start_seq))

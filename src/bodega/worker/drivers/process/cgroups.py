@@ -87,6 +87,11 @@ class Cgroups:
         return [d / "cgroup.procs" for d in self.dirs(machine_id)]
 
     # -- lifecycle --------------------------------------------------------------------
+    def made(self, machine_id: str) -> bool:
+        """The machine's cgroups all exist (``create`` then only sets limits: it makes no
+        cgroup, so it takes none of the kernel's cgroup locks)."""
+        return all(path.is_dir() for path in self.dirs(machine_id))
+
     def create(self, machine_id: str, memory_mb: int | None, cpus: int | None) -> None:
         """Make (or refit) the machine's cgroups; idempotent. None leaves a limit unset."""
         if self.version == 2:

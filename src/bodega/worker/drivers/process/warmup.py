@@ -36,6 +36,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bodega.worker.drivers.process.cgroups import Cgroups
@@ -86,6 +87,7 @@ class Warmup:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._ahead: list[Callable[[], None]] = []  # run by the thread before its next move
 
     @classmethod
     def of(cls, cgroups: Cgroups | None) -> Warmup | None:
@@ -93,11 +95,18 @@ class Warmup:
         container right in its cgroup, with no move); None where they have none."""
         return cls(cgroups.root) if cgroups is not None and cgroups.version == 1 else None
 
-    def warm(self) -> None:
-        """A process joins a cgroup soon: keep the lock ready for the next ``hold`` seconds."""
+    def warm(self, ahead: Callable[[], None] | None = None) -> None:
+        """A process joins a cgroup soon: keep the lock ready for the next ``hold`` seconds.
+
+        ``ahead``: cgroup work of the coming start (making its cgroups), run by the thread
+        before its next move, when nothing of the warm-up holds the kernel's cgroup mutex:
+        the start then has none left to do after the move's wait, and its own move waits
+        out what is left of that grace period instead of waiting for all of it first."""
         if self.off:
             return
         with self._lock:
+            if ahead is not None:
+                self._ahead.append(ahead)
             self._until = time.monotonic() + self.hold
             if self._burst:
                 return  # the burst under way runs on until the new end
@@ -135,6 +144,7 @@ class Warmup:
         # names itself as 0, and the warm-up would then ready nothing.
         me = str(threading.get_native_id()).encode()
         while True:
+            self._run_ahead()
             fd = os.open(path, os.O_WRONLY)
             try:
                 os.write(fd, me)
@@ -147,6 +157,15 @@ class Warmup:
                     self._burst = False
                     return
             time.sleep(self.every)
+
+    def _run_ahead(self) -> None:
+        with self._lock:
+            ahead, self._ahead = self._ahead, []
+        for step in ahead:
+            try:
+                step()
+            except OSError as exc:  # the start does it again, after waiting on the warm-up
+                log.warning("cgroup work ahead of a start failed: %s", exc)
 
     def _turn_off(self, why: str) -> None:
         self.off = True
