@@ -141,12 +141,10 @@ class MachineService:
                 ip_range=self.ip_range, clock=self.store.clock, outcome=recorded,
                 launcher_waiting=self._launcher_waiting))
         except BaseException:
-            if coming:
-                self._start_called_off(machine_id)
+            self._start_called_off(machine_id, coming)
             raise
         if recorded.earlier is not None:
-            if coming:
-                self._start_called_off(machine_id)
+            self._start_called_off(machine_id, coming)
             return recorded.earlier, None
         return self.get(machine_id), recorded.nonce
 
@@ -163,11 +161,12 @@ class MachineService:
             warmup.start_coming(machine_id, config)
         return warmup is not None
 
-    def _start_called_off(self, machine_id: str) -> None:
-        """The create that announced a start was refused: the driver undoes what it readied,
-        unless a machine of that id exists after all (its cgroups are its own)."""
+    def _start_called_off(self, machine_id: str, coming: bool) -> None:
+        """The create that announced a start (``coming``) was refused: the driver undoes what
+        it readied, unless a machine of that id exists after all (its cgroups are its own)."""
         warmup = self.driver.capabilities.warmup
-        if warmup is not None and queries.get_machine(self.store.db, machine_id) is None:
+        if coming and warmup is not None \
+                and queries.get_machine(self.store.db, machine_id) is None:
             warmup.start_called_off(machine_id)
 
     # -- start, stop, restart ------------------------------------------------------------
