@@ -12,11 +12,12 @@ each ``ip`` and each launcher is a process the worker spawns, and spawning one f
 worker's event loop holds the loop for milliseconds; done in the middle of a start, it
 delays that start's spawn.
 
-A pass looks only at the addresses whose want changed since a pass left them wired and
-parked, or whose launcher a start has since taken (``unsettled``): checking a namespace
-and its launcher costs a handful of system calls, and a worker holding hundreds of
-machines at rest would otherwise spend milliseconds of its event loop per machine on
-every create, start and stop. Every ``FULL_CHECK`` seconds a pass looks at them all
+A pass looks at the few free addresses every time, and at a machine at rest's only when
+its want changed since a pass left it wired and parked, or its launcher is gone or waits
+for another directory (a start took it; ``unsettled``): checking a namespace and its
+launcher costs a handful of system calls, and a worker holding hundreds of machines at
+rest would otherwise spend milliseconds of its event loop per machine on every create,
+start and stop. Every ``FULL_CHECK`` seconds, changed or not, a pass looks at them all
 again, so one broken from outside (a namespace deleted by hand, a launcher killed) is
 wired and parked again ahead of its start; a start never relies on it (``attach``
 rewires, ``Parking.take`` refuses a stale launcher).
@@ -25,6 +26,7 @@ rewires, ``Parking.take`` refuses a stale launcher).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -32,6 +34,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
+from bodega.runtime.waits import within
 from bodega.worker.drivers.base import Driver
 from bodega.worker.host.network import WIRE_AHEAD, Network
 from bodega.worker.store import queries
@@ -102,16 +105,19 @@ def wants_of(spares: Spares) -> dict[int, Want]:
 
 
 def unsettled(wants: Mapping[int, Want], settled: Mapping[int, Want],
-              holds: Callable[[int], bool]) -> list[int]:
-    """The addresses a pass must look at: each one no pass has left wired and parked for
-    what is wanted there now (a new machine at rest, a free address a destroy gave back),
-    or whose launcher is gone since (a start took it). In the order of ``wants``."""
+              holds: Callable[[int, Path | None], bool]) -> list[int]:
+    """The addresses a pass must look at: every free one (a few; a destroy may have
+    unwired one a pass left wired, between two passes), and each machine at rest's that no
+    pass has left wired and parked for it (newly at rest, another machine at a destroyed
+    one's address) or whose launcher is gone or bound no directory, or another (a start
+    took it; its home was not made yet). In the order of ``wants``."""
     return [index for index, want in wants.items()
-            if settled.get(index) != want or not holds(index)]
+            if want[0] is None or settled.get(index) != want or not holds(index, want[1])]
 
 
 async def wire_ahead(network: Network, spares: Spares, drives: Drives,
-                     driver: Driver, clock: Callable[[], float] = time.monotonic) -> None:
+                     driver: Driver, clock: Callable[[], float] = time.monotonic,
+                     full_check: float = FULL_CHECK) -> None:
     """Whenever an address is taken or given back, or a machine comes to rest: wire the
     ``spares``, and park a launcher in each one's namespace.
 
@@ -122,21 +128,23 @@ async def wire_ahead(network: Network, spares: Spares, drives: Drives,
     changed.set()
     parking = driver.capabilities.parking
 
-    def holds(index: int) -> bool:
-        """Nothing to hold here, or a launcher is parked in the namespace (in memory)."""
+    def holds(index: int, home: Path | None) -> bool:
+        """Nothing to hold here, or a launcher is parked in the namespace, with ``home``
+        bound (what this process remembers)."""
         namespace = network.namespace(index)
-        return parking is None or namespace is None or parking.holds(namespace)
+        return parking is None or namespace is None or parking.holds(namespace, home)
 
     settled: dict[int, Want] = {}
     checked_all = -math.inf
     while True:
-        await changed.wait()
+        with contextlib.suppress(TimeoutError):  # a full look, changed or not
+            await within(changed.wait(), max(0.0, checked_all + full_check - clock()))
         try:
             if any(network.ready(index) for index in spares.free()):
                 await drives.after_drives(AFTER_DRIVES)
             changed.clear()
             wants = wants_of(spares)
-            if clock() - checked_all >= FULL_CHECK:
+            if clock() - checked_all >= full_check:
                 settled, checked_all = {}, clock()
             todo = unsettled(wants, settled, holds)
             settled = {index: want for index, want in wants.items()
@@ -151,7 +159,7 @@ async def wire_ahead(network: Network, spares: Spares, drives: Drives,
                     # each of a machine at rest.
                     await parking.clear()
                     parking.park(namespace, wants[index][1])
-                if holds(index):
+                if holds(index, wants[index][1]):
                     settled[index] = wants[index]
         except Exception:
             changed.clear()

@@ -76,7 +76,7 @@ def test_a_move_the_kernel_refuses_turns_the_warm_up_off_once(
     assert "No such file" in offs[0]
 
 
-def test_work_ahead_runs_in_the_thread_before_its_next_move(tmp_path: Path) -> None:
+def test_work_ahead_runs_in_the_thread_before_its_next_move() -> None:
     warmup = Warmup(ROOT, hold=0.05, every=0.003)
     ran: list[tuple[str, int]] = []
     warmup.warm(lambda: ran.append((threading.current_thread().name, warmup.moves)))

@@ -97,8 +97,10 @@ async def test_a_start_from_a_parked_launcher_is_a_plain_start(
 
     mid = uuid.uuid4().hex[:14]
     s = spec(tmp_path, netns, mid)
+    assert parking(driver).holds(netns)
     handle = await driver.start(s)
     assert not parking(driver).waiting(netns)  # taken
+    assert not parking(driver).holds(netns)  # the upkeep parks another once it is at rest
     assert handle.pid == launcher  # the launcher itself became the machine's wrapper
     report = await _report(s)
     # Its own directory, where it runs as its own user (see test_process_driver).
@@ -217,8 +219,12 @@ async def test_a_launcher_parked_for_another_directory_is_parked_again(
     netns, spare = await _parked(driver, network, 11, park)
     home = tmp_path / "resting" / "root"
     home.mkdir(parents=True)
+    assert parking(driver).holds(netns)
+    assert not parking(driver).holds(netns, home)
     parking(driver).park(netns, home)
     launcher = await replaced(spare)
+    assert parking(driver).holds(netns, home)
+    assert not parking(driver).holds(netns)
     parking(driver).park(netns, home)
     assert await _launchers(park / netns) == [launcher]
     home.rmdir()
@@ -228,8 +234,11 @@ async def test_a_launcher_parked_for_another_directory_is_parked_again(
     missing = tmp_path / "not-yet" / "root"
     parking(driver).park(netns, missing)
     launcher = await replaced(launcher)
+    assert not parking(driver).holds(netns, missing)  # it bound none: the upkeep looks again
     parking(driver).park(netns, missing)
     assert await _launchers(park / netns) == [launcher]
+    parking(driver).release(netns)
+    assert not parking(driver).holds(netns)
 
 
 def test_a_run_script_cut_short_runs_nothing(tmp_path: Path) -> None:

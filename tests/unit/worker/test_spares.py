@@ -99,21 +99,25 @@ async def test_with_no_spare_left_the_spares_are_wired_at_once() -> None:
             await task
 
 
-def test_an_address_left_settled_is_not_looked_at_again() -> None:
+def test_a_machine_at_rest_left_settled_is_not_looked_at_again() -> None:
     wants = {3: (None, None), 9: ("m9", Path("/m9"))}
-    assert unsettled(wants, {}, lambda index: True) == [3, 9]
-    assert unsettled(wants, dict(wants), lambda index: True) == []
+    assert unsettled(wants, {}, lambda index, home: True) == [3, 9]
+    # Free addresses are few and a destroy may have unwired one: looked at every time.
+    assert unsettled(wants, dict(wants), lambda index, home: True) == [3]
 
 
 def test_a_changed_want_or_a_launcher_taken_is_looked_at_again() -> None:
-    settled = {3: (None, None), 9: ("m9", Path("/m9")), 10: ("m10", None)}
+    settled = {9: ("m9", Path("/m9")), 10: ("m10", None), 12: ("m12", Path("/m12"))}
     wants = {3: ("m3", None),           # a create took the free address
              9: ("m9", Path("/m9")),    # unchanged, but a start took its launcher
              10: ("m10", None),         # unchanged
-             11: ("m11", None)}         # a machine newly at rest
-    assert unsettled(wants, settled, lambda index: index != 9) == [3, 9, 11]
+             11: ("m11", None),         # a machine newly at rest
+             12: ("m12", Path("/m12"))}  # its launcher bound no directory (not made then)
+    held = {10: None, 12: None}
+    assert unsettled(wants, settled, lambda i, home: i in held and held[i] == home) \
+        == [3, 9, 11, 12]
     # A machine destroyed and another created at its address between two passes:
-    assert unsettled({10: ("m12", None)}, settled, lambda index: True) == [10]
+    assert unsettled({10: ("m13", None)}, settled, lambda index, home: True) == [10]
 
 
 def test_wants_list_free_addresses_first() -> None:
@@ -156,7 +160,7 @@ async def test_a_pass_looks_only_at_what_changed_until_the_full_check() -> None:
         assert await one_pass() == [3, 4, *range(10, 200)]
         spares.free_list, spares.rest = [4, 5], {3: ("m3", None), **spares.rest}  # a create took 3
         network.checked.clear()
-        assert await one_pass() == [5, 3]
+        assert await one_pass() == [4, 5, 3]
         assert len(network.checked) < 10  # not one check per machine at rest
         now[0] = FULL_CHECK
         assert await one_pass() == [4, 5, 3, *range(10, 200)]
@@ -193,3 +197,20 @@ def test_stored_spares_work_out_each_machines_home_once(tmp_path: Path) -> None:
         assert asked == ["m2", "m3"]  # m2's home was not worked out again
     finally:
         store.close()
+
+
+async def test_a_full_look_comes_on_time_with_nothing_changed() -> None:
+    network, drives = Counting(), Drives()
+    drives.done.set()
+    spares = Listed([3], {i: (f"m{i}", None) for i in range(10, 13)})
+    task = asyncio.create_task(wire_ahead(network, spares, drives, NullDriver(),
+                                          full_check=0.05))
+    try:
+        async with asyncio.timeout(5):
+            while len(network.prewarmed) < 2:  # the first pass, then one nobody asked for
+                await asyncio.sleep(0.005)
+        assert network.prewarmed[:2] == [[3, 10, 11, 12]] * 2
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

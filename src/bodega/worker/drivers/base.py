@@ -140,9 +140,10 @@ class LauncherParking(Protocol):
     def waiting(self, netns: str) -> bool:
         """A launcher in ``netns`` is ready for a start (it has joined its cgroups)."""
 
-    def holds(self, netns: str) -> bool:
-        """A launcher was parked in ``netns`` and no start has taken it since (what this
-        process remembers, no system call: whether it still lives is ``park``'s check)."""
+    def holds(self, netns: str, home: Path | None = None) -> bool:
+        """A launcher was parked in ``netns`` with ``home`` bound (None: none), and no start
+        has taken it since (what this process remembers, no system call: whether it still
+        lives is ``park``'s check)."""
 
     async def clear(self) -> None:
         """Until parking can make a cgroup without waiting on the kernel (``warmup.py``)."""
@@ -176,8 +177,9 @@ class Suspend(Protocol):
 class StartWarmup(Protocol):
     """Readies the host for a start that is on its way (``process/warmup.py``)."""
 
-    def start_coming(self, machine_id: str, config: MachineConfig) -> None:
-        """Machine ``machine_id`` of ``config`` starts in a few milliseconds; never blocks."""
+    def start_coming(self, machine_id: str, config: MachineConfig) -> bool:
+        """Machine ``machine_id`` of ``config`` starts in a few milliseconds; never blocks.
+        True if it readied something for it that ``start_called_off`` undoes."""
 
     def start_called_off(self, machine_id: str) -> None:
         """The start announced for ``machine_id`` will not come (its create was refused):

@@ -78,11 +78,10 @@ class DriverPair:
             warmup=self if oci.capabilities.warmup is not None else None,
         )
 
-    def start_coming(self, machine_id: str, config: MachineConfig) -> None:
+    def start_coming(self, machine_id: str, config: MachineConfig) -> bool:
         """Only an image machine's start waits on the kernel's cgroup lock: a process
         machine's mostly takes a launcher parked in its cgroups ahead (``parking.py``)."""
-        if names_registry(config.image):
-            self.oci.start_coming(machine_id, config)
+        return names_registry(config.image) and self.oci.start_coming(machine_id, config)
 
     def start_called_off(self, machine_id: str) -> None:
         self.oci.start_called_off(machine_id)

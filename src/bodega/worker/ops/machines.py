@@ -140,7 +140,7 @@ class MachineService:
                 conn, req, machine_id, name, ledger=self.ledger, network=self.effects.network,
                 ip_range=self.ip_range, clock=self.store.clock, outcome=recorded,
                 launcher_waiting=self._launcher_waiting))
-        except BaseException:
+        except Exception:  # refused (a cancelled call's commit may still land: kept)
             self._start_called_off(machine_id, coming)
             raise
         if recorded.earlier is not None:
@@ -155,18 +155,16 @@ class MachineService:
 
     def _start_coming(self, machine_id: str, config: MachineConfig) -> bool:
         """A machine of ``config`` starts in a few milliseconds: let the driver ready the host
-        for it while this call commits (``drivers/process/warmup.py``). True if it may."""
+        for it while this call commits (``drivers/process/warmup.py``). True if it did."""
         warmup = self.driver.capabilities.warmup
-        if warmup is not None:
-            warmup.start_coming(machine_id, config)
-        return warmup is not None
+        return warmup is not None and warmup.start_coming(machine_id, config)
 
     def _start_called_off(self, machine_id: str, coming: bool) -> None:
         """The create that announced a start (``coming``) was refused: the driver undoes what
         it readied, unless a machine of that id exists after all (its cgroups are its own)."""
-        warmup = self.driver.capabilities.warmup
-        if coming and warmup is not None \
-                and queries.get_machine(self.store.db, machine_id) is None:
+        warmup, row = self.driver.capabilities.warmup, queries.get_machine(self.store.db,
+                                                                          machine_id)
+        if coming and warmup is not None and (row is None or row.state == MachineState.DESTROYED):
             warmup.start_called_off(machine_id)
 
     # -- start, stop, restart ------------------------------------------------------------

@@ -77,13 +77,16 @@ class OciDriver:
                                          memory=CgroupMemory(cgroups) if cgroups else None,
                                          warmup=self if self.warmup is not None else None)
 
-    def start_coming(self, machine_id: str, config: MachineConfig) -> None:
+    def start_coming(self, machine_id: str, config: MachineConfig) -> bool:
         """A start joins the machine's cgroups in a few milliseconds (the runtime's move):
-        make them and pay the kernel's wait for the move now (``process/warmup.py``)."""
-        if self.warmup is not None:
-            cgroups = self.cgroups
-            self.warmup.warm(None if cgroups is None else
-                             lambda: cgroups.create(machine_id, memory_mb=None, cpus=None))
+        make them and pay the kernel's wait for the move now (``process/warmup.py``).
+        True if it readied something a refused create should undo."""
+        if self.warmup is None or self.warmup.off:
+            return False
+        cgroups = self.cgroups
+        self.warmup.warm(None if cgroups is None else
+                         lambda: cgroups.create(machine_id, memory_mb=None, cpus=None))
+        return cgroups is not None
 
     def start_called_off(self, machine_id: str) -> None:
         """The start ``start_coming`` announced will not come (its create was refused):
@@ -207,9 +210,12 @@ class OciDriver:
         files.exitfile.unlink(missing_ok=True)
         oom_base = 0
         if self.cgroups is not None:
-            if self.warmup is not None and not self.cgroups.made(spec.machine_id):
-                await self.warmup.clear()  # making a cgroup takes the mutex its move holds
-            self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)  # the limits
+            if self.warmup is not None and self.cgroups.made(spec.machine_id):
+                self.cgroups.fit(spec.machine_id, spec.memory_mb, spec.cpus)  # made ahead
+            else:
+                if self.warmup is not None:
+                    await self.warmup.clear()  # making a cgroup takes the mutex a move holds
+                self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
             oom_base = self.cgroups.oom_kills(spec.machine_id)
         program = self.runc.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
                                  self.runc.container_id(spec.machine_id, spec.start_seq))

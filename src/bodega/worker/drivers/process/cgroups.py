@@ -88,8 +88,8 @@ class Cgroups:
 
     # -- lifecycle --------------------------------------------------------------------
     def made(self, machine_id: str) -> bool:
-        """The machine's cgroups all exist (``create`` then only sets limits: it makes no
-        cgroup, so it takes none of the kernel's cgroup locks)."""
+        """The machine's cgroups all exist (``fit`` then sets their limits: no ``mkdir``,
+        which would take its parent directory's lock, and may wait on the cgroup mutex)."""
         return all(path.is_dir() for path in self.dirs(machine_id))
 
     def create(self, machine_id: str, memory_mb: int | None, cpus: int | None) -> None:
@@ -108,6 +108,14 @@ class Cgroups:
             return
         for path in self.dirs(machine_id):
             path.mkdir(parents=True, exist_ok=True)
+        self.fit(machine_id, memory_mb, cpus)
+
+    def fit(self, machine_id: str, memory_mb: int | None, cpus: int | None) -> None:
+        """Set the limits of the machine's cgroups, already made (v1; ``create`` on v2)."""
+        if self.version == 2:
+            self.create(machine_id, memory_mb, cpus)
+            return
+        for path in self.dirs(machine_id):
             if path.is_relative_to(self.root / "memory"):
                 if memory_mb is not None:
                     limit = memory_mb * 1024 * 1024
@@ -130,7 +138,7 @@ class Cgroups:
             with contextlib.suppress(FileNotFoundError):
                 new.rmdir()
             old.rename(new)
-        self.create(machine_id, memory_mb, cpus)
+        self.fit(machine_id, memory_mb, cpus)
 
     def _enable_v2_controllers(self) -> None:
         parent = self.root

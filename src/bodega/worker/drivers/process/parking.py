@@ -147,8 +147,9 @@ class Parking:
         return (parked is not None and (parked.directory / "ready").exists()
                 and parked.popen.poll() is None)
 
-    def holds(self, netns: str) -> bool:
-        return netns in self._parked
+    def holds(self, netns: str, home: Path | None = None) -> bool:
+        parked = self._parked.get(netns)
+        return parked is not None and parked.home == home
 
     def take(self, spec: TaskSpec, files: RunFiles,
              user_memory_kib: int | None) -> subprocess.Popen[bytes] | None:

@@ -170,4 +170,5 @@ class Warmup:
     def _turn_off(self, why: str) -> None:
         self.off = True
         self.moving = False
+        self._run_ahead()  # what was queued still runs (a refused create's removal)
         log.info("cgroup warm-up off (%s): starts wait for the kernel's cgroup lock", why)
