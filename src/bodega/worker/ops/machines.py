@@ -162,9 +162,11 @@ class MachineService:
     def _start_called_off(self, machine_id: str, coming: bool) -> None:
         """The create that announced a start (``coming``) was refused: the driver undoes what
         it readied, unless a machine of that id exists after all (its cgroups are its own)."""
-        warmup, row = self.driver.capabilities.warmup, queries.get_machine(self.store.db,
-                                                                          machine_id)
-        if coming and warmup is not None and (row is None or row.state == MachineState.DESTROYED):
+        warmup = self.driver.capabilities.warmup
+        if not coming or warmup is None:
+            return
+        row = queries.get_machine(self.store.db, machine_id)
+        if row is None or row.state == MachineState.DESTROYED:
             warmup.start_called_off(machine_id)
 
     # -- start, stop, restart ------------------------------------------------------------

@@ -96,8 +96,14 @@ class Cgroups:
         """Make (or refit) the machine's cgroups; idempotent. None leaves a limit unset."""
         if self.version == 2:
             self._enable_v2_controllers()
-            path = self.dirs(machine_id)[0]
+        for path in self.dirs(machine_id):
             path.mkdir(parents=True, exist_ok=True)
+        self.fit(machine_id, memory_mb, cpus)
+
+    def fit(self, machine_id: str, memory_mb: int | None, cpus: int | None) -> None:
+        """Set the limits of the machine's cgroups, already made. None leaves one unset."""
+        if self.version == 2:
+            path = self.dirs(machine_id)[0]
             if memory_mb is not None:
                 (path / "memory.max").write_text(f"{memory_mb * 1024 * 1024}\n")
                 with contextlib.suppress(OSError):
@@ -105,15 +111,6 @@ class Cgroups:
             if cpus is not None:
                 with contextlib.suppress(OSError):
                     (path / "cpu.max").write_text(f"{cpus * CPU_PERIOD_US} {CPU_PERIOD_US}\n")
-            return
-        for path in self.dirs(machine_id):
-            path.mkdir(parents=True, exist_ok=True)
-        self.fit(machine_id, memory_mb, cpus)
-
-    def fit(self, machine_id: str, memory_mb: int | None, cpus: int | None) -> None:
-        """Set the limits of the machine's cgroups, already made (v1; ``create`` on v2)."""
-        if self.version == 2:
-            self.create(machine_id, memory_mb, cpus)
             return
         for path in self.dirs(machine_id):
             if path.is_relative_to(self.root / "memory"):
