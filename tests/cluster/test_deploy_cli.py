@@ -83,7 +83,8 @@ async def rolling_failure_rollback(cli: Cli, tmp_path: Path, app: str) -> None:
     assert releases_of(machines) == ["1", "1"]
     placements = [await cli.json("machine", "explain", m["id"], "--app", app)
                   for m in machines]
-    assert len({p["winner"]["worker"] for p in placements}) == 2, "HA: different workers"
+    assert len({p["winner"]["worker"] for p in placements}) == 2, \
+        f"HA: different workers; placements: {placements}"
     assert (await cli.get(app)).text.startswith("hello from bodega")
 
     # Rolling, under load: no failed request.

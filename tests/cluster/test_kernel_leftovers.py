@@ -202,6 +202,9 @@ async def test_ctrl_c_leaves_no_kernel_object_and_a_restart_wires_machines_again
         assert {"links", "cgroups", "run_files"} <= set(held), held
         assert any(c.startswith("freezer/") and c.endswith(frozen["id"])
                    for c in held["cgroups"]), held
+        # ``started`` is the spawn committed; each program's own exec follows it (the
+        # wrapper's shell, setpriv), later on a loaded host.
+        await until(lambda: len(program_pids(marker)) >= 4)
         assert len(program_pids(marker)) == 4
     finally:
         assert await up.stop() == 0, up.output[-3000:]
