@@ -60,7 +60,8 @@ class AppDelete:
 
     async def delete(self, app: str) -> None:
         self.apps.require(app)
-        live = [m.id for m in self.machines.app_machines(app) if m.state not in INACTIVE]
+        live = [m.id for m in self.machines.app_machines(app, destroyed=False)
+                if m.state not in INACTIVE]
         results = await asyncio.gather(
             *(self.machines.relay(app, machine_id, "DELETE", params=DESTROY_PARAMS)
               for machine_id in live), return_exceptions=True)

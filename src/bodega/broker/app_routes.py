@@ -32,7 +32,7 @@ def app_routes(r: RouteMaker, *, apps: Apps, machines: Machines, volumes: Volume
 
     def app_answer(name: str) -> App:
         row = apps.require(name)
-        held = [m for m in machines.app_machines(name) if m.state != "destroyed"]
+        held = machines.app_machines(name, destroyed=False)
         disks = [v for v in volumes.app_volumes(name) if v.state != "destroyed"]
         status = app_status(Releases(apps.catalog, apps).rows(name), len(held))
         return apps.answer(row, len(held), len(disks), status)

@@ -40,8 +40,8 @@ def log_routes(r: RouteMaker, machines: Machines) -> list[Route]:
         follow = query_bool(request, "follow")
         wire.parse_since(q.get("since"))  # refuse a bad one here, before streaming
         limit = wire.parse_limit(q.get("limit"))
-        found = [m for m in machines.app_machines(app) if m.state != "destroyed"
-                 and (not q.get("machine") or m.id == q["machine"])
+        found = [m for m in machines.app_machines(app, destroyed=False)
+                 if (not q.get("machine") or m.id == q["machine"])
                  and (not q.get("region") or m.region == q["region"])]
         if q.get("machine") and not found:
             raise NotFound(f"machine not found: {q['machine']}")

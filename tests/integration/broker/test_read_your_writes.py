@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 
 import httpx
+import pytest
 
 from bodega.model.machine import Machine
 
@@ -73,3 +74,40 @@ async def test_a_late_answer_never_replaces_a_newer_doc(tmp_path: Path) -> None:
             broker.workers.note_machine(Machine.model_validate(older))
             await asyncio.sleep(0)
             assert await listed_state(api, "late", created["id"]) in AFTER["stop"]
+
+
+async def test_a_machine_another_broker_destroyed_is_not_listed_from_an_older_copy(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A list without ``include_deleted`` skips destroyed rows unread, yet the older copy
+    this broker holds of such a machine must stay hidden behind the row's own time."""
+    async with in_process_cluster(tmp_path) as c:
+        await c.add_worker("ams-1")
+        await c.add_broker()
+        await c.add_broker()
+        async with c.api(0) as first, c.api(1) as second:
+            await first.post("/v1/apps", json={"app_name": "gone", "org_slug": "personal"})
+            created = (await first.post("/v1/apps/gone/machines", json=machine())).json()
+            base = f"/v1/apps/gone/machines/{created['id']}"
+            waited = await first.get(f"{base}/wait", params={"state": "started", "timeout": 30})
+            assert waited.status_code == 200, waited.text
+            assert (await first.get(base)).json()["state"] == "started"  # held by broker 0
+            destroyed = await second.delete(base, params={"force": "true"})
+            assert destroyed.status_code == 200, destroyed.text
+            c.sync()
+            assert c.catalog.tables["machines"][created["id"]]["state"] == "destroyed"
+
+            assert (await first.get("/v1/apps/gone/machines")).json() == []
+            assert (await first.get("/v1/apps/gone")).json()["machine_count"] == 0
+            assert await listed_state(first, "gone", created["id"]) == "destroyed"
+
+            # A destroyed row no model of this version can read is not even looked at.
+            c.catalog.put("machines", "f" * 14, {
+                **c.catalog.tables["machines"][created["id"]], "id": "f" * 14,
+                "config": "not a config"})
+            with caplog.at_level("WARNING", logger="bodega.model.answer"):
+                await asyncio.sleep(0.2)  # the brokers' own followers of the view read it
+                caplog.clear()
+                assert (await first.get("/v1/apps/gone/machines")).json() == []
+                assert "cannot be read" not in caplog.text
+                await first.get("/v1/apps/gone/machines", params={"include_deleted": "true"})
+                assert "cannot be read" in caplog.text
