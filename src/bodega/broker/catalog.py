@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -53,7 +53,10 @@ class Change:
 class Catalog(Protocol):
     def get(self, table: str, key: str) -> dict[str, Any] | None: ...
 
-    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]: ...
+    def rows(self, table: str, *, unless: Mapping[str, str | int] | None = None,
+             **filters: str | int) -> list[dict[str, Any]]:
+        """Rows whose indexed columns equal ``filters`` and differ from ``unless``."""
+        ...
 
     def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None: ...
 
@@ -83,12 +86,15 @@ class MemoryCatalog:
         doc = self.tables[table].get(key)
         return None if doc is None else dict(doc)
 
-    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]:
-        for name in filters:
+    def rows(self, table: str, *, unless: Mapping[str, str | int] | None = None,
+             **filters: str | int) -> list[dict[str, Any]]:
+        unless = unless or {}
+        for name in (*filters, *unless):
             if name not in INDEXED[table]:
                 raise ValueError(f"{table}.{name} is not an indexed column")
         return [dict(doc) for doc in self.tables[table].values()
-                if all(doc.get(k) == v for k, v in filters.items())]
+                if all(doc.get(k) == v for k, v in filters.items())
+                and all(doc.get(k) != v for k, v in unless.items())]
 
     def put(self, table: str, key: str, doc: dict[str, Any]) -> None:
         """Write any row (in the real view, owned rows come from their workers)."""
@@ -136,8 +142,9 @@ def machine_row(catalog: Catalog, machine_id: str) -> Machine | None:
     return from_doc(Machine, catalog.get("machines", machine_id))
 
 
-def machine_rows(catalog: Catalog, **filters: str | int) -> list[Machine]:
-    return [m for doc in catalog.rows("machines", **filters)
+def machine_rows(catalog: Catalog, *, unless: Mapping[str, str | int] | None = None,
+                 **filters: str | int) -> list[Machine]:
+    return [m for doc in catalog.rows("machines", unless=unless, **filters)
             if (m := from_doc(Machine, doc)) is not None]
 
 

@@ -19,20 +19,15 @@ UNKNOWN = float("-inf")
 
 
 def stamp(machine: Machine | None) -> float:
-    """``updated_at`` as seconds; a machine without one (or with a bad one) is the oldest."""
-    return stamp_of(None if machine is None else machine.updated_at)
-
-
-def stamp_of(updated_at: object) -> float:
-    """An ``updated_at`` (a machine's, or a row's not read as a machine) as seconds.
+    """``updated_at`` as seconds; a machine without one (or with a bad one) is the oldest.
 
     Parsed rather than compared as text: RFC 3339 text drops a zero fraction
     (``...:05Z`` and ``...:05.000001Z``), which sorts the wrong way as a string.
     """
-    if not isinstance(updated_at, str) or not updated_at:
+    if machine is None or not machine.updated_at:
         return UNKNOWN
     try:
-        return datetime.fromisoformat(updated_at.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(machine.updated_at.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return UNKNOWN
 

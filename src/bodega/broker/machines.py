@@ -15,13 +15,12 @@ import logging
 
 from bodega.broker.apps import Apps
 from bodega.broker.candidates import Candidates
-from bodega.broker.catalog import Catalog, machine_row
-from bodega.broker.freshness import UNKNOWN, newest, replaces, stamp, stamp_of
+from bodega.broker.catalog import Catalog, machine_row, machine_rows
+from bodega.broker.freshness import newest, replaces
 from bodega.broker.host_status import GONE_HOSTS, unreachable, with_host_status
 from bodega.broker.machine_create import MachineCreate
 from bodega.broker.placer import Placer
 from bodega.broker.workers import Workers
-from bodega.model.answer import from_doc
 from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound, Unavailable
 from bodega.model.ids import MACHINE_ID_RE, MARK_DIGITS, worker_mark
@@ -59,19 +58,19 @@ class Machines:
         """The view's machines of ``app``, with this broker's newer knowledge laid over.
 
         Without ``destroyed``, the destroyed ones are left out, and their rows (kept
-        for the tombstone TTL, an hour by default) are never read as machines: only
-        their ``updated_at``, so that an older copy this broker holds stays hidden."""
-        found: dict[str, Machine] = {}
-        gone: dict[str, float] = {}  # destroyed rows left unread: id -> updated_at
-        for doc in self.catalog.rows("machines", app=app):
-            if not destroyed and doc.get("state") == "destroyed":
-                gone[str(doc.get("id"))] = stamp_of(doc.get("updated_at"))
-            elif (machine := from_doc(Machine, doc)) is not None:
-                found[machine.id] = machine
+        for the tombstone TTL, an hour by default) are not even read: only a copy this
+        broker holds of a machine the view lacks is checked against its row, one by one,
+        so that a copy older than the row's destroy stays hidden."""
+        unless = None if destroyed else {"state": "destroyed"}
+        found = {m.id: m for m in machine_rows(self.catalog, app=app, unless=unless)}
         for machine in self.workers.machines.all():
-            if machine.app == app and replaces(machine, found.get(machine.id)) \
-                    and stamp(machine) >= gone.get(machine.id, UNKNOWN):
-                found[machine.id] = machine
+            if machine.app != app or not replaces(machine, found.get(machine.id)):
+                continue
+            if not destroyed and machine.id not in found:
+                if machine.state == "destroyed" or not replaces(
+                        machine, machine_row(self.catalog, machine.id)):
+                    continue
+            found[machine.id] = machine
         return sorted((m for m in found.values() if destroyed or m.state != "destroyed"),
                       key=lambda m: (m.created_at, m.id))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from bodega.broker.catalog import Change
@@ -19,8 +19,9 @@ class RegistryCatalog:
     def get(self, table: str, key: str) -> dict[str, Any] | None:
         return self.node.get(table, key)
 
-    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]:
-        return self.node.rows(table, **filters)
+    def rows(self, table: str, *, unless: Mapping[str, str | int] | None = None,
+             **filters: str | int) -> list[dict[str, Any]]:
+        return self.node.rows(table, unless=unless, **filters)
 
     def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
         self.node.put_shared(table, key, doc)

@@ -210,8 +210,11 @@ class RegistryNode:
         row = self.view.get(table, key)
         return None if row is None else row.doc
 
-    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]:
-        found = self.view.select(table, normalize_filters(table, filters))
+    def rows(self, table: str, *, unless: Mapping[str, str | int] | None = None,
+             **filters: str | int) -> list[dict[str, Any]]:
+        """Live rows whose indexed columns equal ``filters`` and differ from ``unless``."""
+        found = self.view.select(table, normalize_filters(table, filters),
+                                 unless=normalize_filters(table, unless or {}))
         return [row.doc for row in found if row.doc is not None]
 
     def subscribe(self, table: str, **filters: str | int) -> Subscription:

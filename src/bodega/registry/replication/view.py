@@ -93,17 +93,21 @@ class View:
         self.db.execute(f"DELETE FROM {table} WHERE {_spec(table).key} = ?", (key,))
 
     def select(self, table: str, filters: Mapping[str, str | int], *,
-               tombstones: bool = False) -> list[Row]:
-        """Rows whose indexed columns equal ``filters`` (live rows unless ``tombstones``)."""
+               tombstones: bool = False,
+               unless: Mapping[str, str | int] | None = None) -> list[Row]:
+        """Rows whose indexed columns equal ``filters`` and differ from ``unless`` (live
+        rows unless ``tombstones``); a row left out is never decoded."""
         spec = _spec(table)
         allowed = {spec.key, *spec.column_names}
         clauses = [] if tombstones else ["_deleted = 0"]
         params: list[Any] = []
-        for name, value in filters.items():
+        tests = [(name, value, "=") for name, value in filters.items()]
+        tests += [(name, value, "IS NOT") for name, value in (unless or {}).items()]
+        for name, value, test in tests:
             if name not in allowed:
                 raise ValueError(f"{table} rows can be filtered on {', '.join(sorted(allowed))},"
                                  f" not {name!r}")
-            clauses.append(f"{name} = ?")
+            clauses.append(f"{name} {test} ?")
             params.append(int(value) if isinstance(value, bool) else value)
         where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
         cursor = self.db.execute(
