@@ -53,9 +53,11 @@ class Change:
 class Catalog(Protocol):
     def get(self, table: str, key: str) -> dict[str, Any] | None: ...
 
-    def rows(self, table: str, *, unless: Mapping[str, str | int] | None = None,
-             **filters: str | int) -> list[dict[str, Any]]:
-        """Rows whose indexed columns equal ``filters`` and differ from ``unless``."""
+    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]: ...
+
+    def rows_without(self, table: str, without: Mapping[str, str | int], /,
+                     **filters: str | int) -> list[dict[str, Any]]:
+        """Rows whose indexed columns equal ``filters`` and differ from ``without``."""
         ...
 
     def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None: ...
@@ -86,15 +88,17 @@ class MemoryCatalog:
         doc = self.tables[table].get(key)
         return None if doc is None else dict(doc)
 
-    def rows(self, table: str, *, unless: Mapping[str, str | int] | None = None,
-             **filters: str | int) -> list[dict[str, Any]]:
-        unless = unless or {}
-        for name in (*filters, *unless):
+    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]:
+        return self.rows_without(table, {}, **filters)
+
+    def rows_without(self, table: str, without: Mapping[str, str | int], /,
+                     **filters: str | int) -> list[dict[str, Any]]:
+        for name in (*filters, *without):
             if name not in INDEXED[table]:
                 raise ValueError(f"{table}.{name} is not an indexed column")
         return [dict(doc) for doc in self.tables[table].values()
                 if all(doc.get(k) == v for k, v in filters.items())
-                and all(doc.get(k) != v for k, v in unless.items())]
+                and all(doc.get(k) != v for k, v in without.items())]
 
     def put(self, table: str, key: str, doc: dict[str, Any]) -> None:
         """Write any row (in the real view, owned rows come from their workers)."""
@@ -142,9 +146,9 @@ def machine_row(catalog: Catalog, machine_id: str) -> Machine | None:
     return from_doc(Machine, catalog.get("machines", machine_id))
 
 
-def machine_rows(catalog: Catalog, *, unless: Mapping[str, str | int] | None = None,
+def machine_rows(catalog: Catalog, without: Mapping[str, str | int] | None = None, /,
                  **filters: str | int) -> list[Machine]:
-    return [m for doc in catalog.rows("machines", unless=unless, **filters)
+    return [m for doc in catalog.rows_without("machines", without or {}, **filters)
             if (m := from_doc(Machine, doc)) is not None]
 
 

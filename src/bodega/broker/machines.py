@@ -61,16 +61,15 @@ class Machines:
         for the tombstone TTL, an hour by default) are not even read: only a copy this
         broker holds of a machine the view lacks is checked against its row, one by one,
         so that a copy older than the row's destroy stays hidden."""
-        unless = None if destroyed else {"state": "destroyed"}
-        found = {m.id: m for m in machine_rows(self.catalog, app=app, unless=unless)}
+        without = None if destroyed else {"state": "destroyed"}
+        found = {m.id: m for m in machine_rows(self.catalog, without, app=app)}
         for machine in self.workers.machines.all():
             if machine.app != app or not replaces(machine, found.get(machine.id)):
                 continue
-            if not destroyed and machine.id not in found:
-                if machine.state == "destroyed" or not replaces(
-                        machine, machine_row(self.catalog, machine.id)):
-                    continue
-            found[machine.id] = machine
+            if destroyed or machine.id in found or (
+                    machine.state != "destroyed"
+                    and replaces(machine, machine_row(self.catalog, machine.id))):
+                found[machine.id] = machine
         return sorted((m for m in found.values() if destroyed or m.state != "destroyed"),
                       key=lambda m: (m.created_at, m.id))
 
