@@ -53,10 +53,8 @@ class Change:
 class Catalog(Protocol):
     def get(self, table: str, key: str) -> dict[str, Any] | None: ...
 
-    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]: ...
-
-    def rows_without(self, table: str, without: Mapping[str, str | int], /,
-                     **filters: str | int) -> list[dict[str, Any]]:
+    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
+             **filters: str | int) -> list[dict[str, Any]]:
         """Rows whose indexed columns equal ``filters`` and differ from ``without``."""
         ...
 
@@ -88,11 +86,9 @@ class MemoryCatalog:
         doc = self.tables[table].get(key)
         return None if doc is None else dict(doc)
 
-    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]:
-        return self.rows_without(table, {}, **filters)
-
-    def rows_without(self, table: str, without: Mapping[str, str | int], /,
-                     **filters: str | int) -> list[dict[str, Any]]:
+    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
+             **filters: str | int) -> list[dict[str, Any]]:
+        without = without or {}
         for name in (*filters, *without):
             if name not in INDEXED[table]:
                 raise ValueError(f"{table}.{name} is not an indexed column")
@@ -148,7 +144,7 @@ def machine_row(catalog: Catalog, machine_id: str) -> Machine | None:
 
 def machine_rows(catalog: Catalog, without: Mapping[str, str | int] | None = None, /,
                  **filters: str | int) -> list[Machine]:
-    return [m for doc in catalog.rows_without("machines", without or {}, **filters)
+    return [m for doc in catalog.rows("machines", without, **filters)
             if (m := from_doc(Machine, doc)) is not None]
 
 

@@ -19,12 +19,9 @@ class RegistryCatalog:
     def get(self, table: str, key: str) -> dict[str, Any] | None:
         return self.node.get(table, key)
 
-    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]:
-        return self.node.rows(table, **filters)
-
-    def rows_without(self, table: str, without: Mapping[str, str | int], /,
-                     **filters: str | int) -> list[dict[str, Any]]:
-        return self.node.rows_without(table, without, **filters)
+    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
+             **filters: str | int) -> list[dict[str, Any]]:
+        return self.node.rows(table, without, **filters)
 
     def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
         self.node.put_shared(table, key, doc)

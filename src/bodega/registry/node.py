@@ -210,15 +210,12 @@ class RegistryNode:
         row = self.view.get(table, key)
         return None if row is None else row.doc
 
-    def rows(self, table: str, **filters: str | int) -> list[dict[str, Any]]:
-        return self.rows_without(table, {}, **filters)
-
-    def rows_without(self, table: str, without: Mapping[str, str | int], /,
-                     **filters: str | int) -> list[dict[str, Any]]:
+    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
+             **filters: str | int) -> list[dict[str, Any]]:
         """Live rows whose indexed columns equal ``filters`` and differ from ``without``
         (a row left out is never decoded)."""
         found = self.view.select(table, normalize_filters(table, filters),
-                                 unless=normalize_filters(table, without))
+                                 unless=normalize_filters(table, without or {}))
         return [row.doc for row in found if row.doc is not None]
 
     def subscribe(self, table: str, **filters: str | int) -> Subscription:
