@@ -112,9 +112,12 @@ async def test_fgd_in_shadow_shows_the_hole_the_live_curves_would_take(
         c.follow()
         await c.add_broker(shadow_policy="fgd", shadow_sample=1.0)
         async with c.api() as api:
-            await api.post("/v1/apps", json={"app_name": "web", "org_slug": "personal"})
-            for body in (eight, {}):  # a performance-8x (only ams-1 fits it), then a shared cpu
-                created = await api.post("/v1/apps/web/machines", json=machine(**body))
+            for app in ("web", "api"):
+                await api.post("/v1/apps", json={"app_name": app, "org_slug": "personal"})
+            # A performance-8x (only ams-1 fits it), then another app's shared cpu (of the
+            # same app, it would go to ams-2 anyway: an app spreads first).
+            for app, body in (("web", eight), ("api", {})):
+                created = await api.post(f"/v1/apps/{app}/machines", json=machine(**body))
                 assert created.status_code == 200, created.text
     first, second = _shadow_lines(caplog)
     assert (first["live"]["policy"], first["shadow"]["policy"]) == ("utility", "fgd")

@@ -23,6 +23,7 @@ from bodega.placement import (
     rank_region,
 )
 from bodega.placement.filters import refusal
+from bodega.placement.named import scorer_named
 from bodega.placement.rank import feasible_rows, refusal_counts
 
 
@@ -100,11 +101,28 @@ def test_nomad_binpack_formula() -> None:
 def test_an_app_spreads_and_a_standby_avoids_its_primary() -> None:
     workers = [worker("a"), worker("b"), worker("c")]
     spread = rank_candidates(request(colocated={"a": 3, "b": 1}), "ams", workers, Policy())
+    assert order(spread)[0] == "c"
+    assert [s.subscores["app"] for s in spread.top()[1:]] == [-1.0, -1.0]  # up to 1
+    graded = Policy(scorer_named("utility", Weights(app=0.25)))
+    spread = rank_candidates(request(colocated={"a": 3, "b": 1}), "ams", workers, graded)
     assert order(spread) == ["c", "b", "a"]
     assert spread.top()[2].subscores["app"] == pytest.approx(-0.75)
     standby = rank_candidates(request(standby_workers=frozenset({"c"}), colocated={"a": 1}),
                               "ams", workers, Policy())
     assert order(standby)[-1] == "c"
+
+
+@pytest.mark.parametrize("fill", [0.0, 0.1, 0.3, 0.5, 0.7, 0.85])
+@pytest.mark.parametrize("policy", ["utility", "fgd", "binpack", "spread"])
+def test_an_apps_second_machine_goes_to_another_host_however_full_the_first(
+        fill: float, policy: str) -> None:
+    """Two machines of an app (a deploy's HA pair) share a host only when no other has
+    room: the first one there outweighs any preference of a curve for its fill."""
+    first = worker("first", mcpu=int(8000 * fill), mem=int(8192 * fill))
+    for other in (worker("empty"), worker("full-ish", mcpu=7000, mem=7168)):
+        ranking = rank_candidates(request(colocated={"first": 1}), "ams", [first, other],
+                                  Policy(scorer_named(policy)))
+        assert order(ranking)[0] == other.name, (policy, fill, other.name)
 
 
 def test_a_cached_image_earns_a_bonus() -> None:
