@@ -75,8 +75,9 @@ def app_routes(r: RouteMaker, *, apps: Apps, machines: Machines, volumes: Volume
     async def org_machines(request: Request, who: Principal) -> Response:
         query = parse_query({k: request.query_params.getlist(k) for k in request.query_params})
         names = [a for a in apps.names(request.path_params["org_slug"]) if who.can(a)]
-        return answer_response(page([m for a in names for m in machines.app_machines(a)],
-                                    query))
+        listed = [m for a in names
+                  for m in machines.app_machines(a, destroyed=query.include_deleted)]
+        return answer_response(page(listed, query))
 
     async def org_volume_list(request: Request, who: Principal) -> Response:
         query = parse_query({k: request.query_params.getlist(k) for k in request.query_params})

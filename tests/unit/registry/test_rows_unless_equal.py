@@ -1,14 +1,19 @@
-"""Rows that differ from a value (``rows(table, without, ...)``): the view in SQL and the
-broker's in-memory fake leave out the same rows."""
+"""Rows that differ from a value (``rows(table, without, ...)``): the broker's catalog over a
+registry node (the view in SQL) and its in-memory fake leave out the same rows."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 
-from bodega.broker.catalog import MemoryCatalog
-from tests.unit.registry.row_kit import machine_doc, replica
+from bodega.broker.catalog import Catalog, MemoryCatalog
+from bodega.broker.registry_catalog import RegistryCatalog
+from bodega.registry import RegistryConfig, RegistryNode
+from tests.keyring_kit import KEYRING
+from tests.unit.registry.row_kit import machine_doc
 
 DOCS: dict[str, dict[str, Any]] = {
     "m1": machine_doc("m1", "w1", "started"),
@@ -19,25 +24,31 @@ DOCS: dict[str, dict[str, Any]] = {
 }
 
 
-def test_unless_leaves_out_the_rows_equal_to_it_in_the_view_and_in_the_fake() -> None:
-    r = replica("w1")
+def keys(catalog: Catalog, without: dict[str, str] | None, **filters: str) -> list[str]:
+    return sorted(doc["id"] for doc in catalog.rows("machines", without, **filters))
+
+
+def test_without_leaves_out_the_rows_equal_to_it_in_the_view_and_in_the_fake(
+        tmp_path: Path) -> None:
+    node = RegistryNode(RegistryConfig(name="w1", role="worker", region="ams",
+                                       data_dir=tmp_path / "registry", keyring=KEYRING),
+                        registry=CollectorRegistry())
     fake = MemoryCatalog()
-    for key, doc in DOCS.items():
-        r.write("machines", key, doc, shared=False)
-        fake.put("machines", key, doc)
-    r.write("machines", "m1", None, shared=False)  # a tombstone is never selected
-    fake.delete("machines", "m1")
-
-    def keys(filters: dict[str, str], unless: dict[str, str] | None) -> dict[str, list[str]]:
-        view = [row.key for row in r.view.select("machines", filters, unless=unless)]
-        memory = sorted(doc["id"] for doc in fake.rows("machines", unless, **filters))
-        return {"view": view, "fake": memory}
-
-    unless = {"state": "destroyed"}
-    assert keys({"app": "web"}, unless) == {"view": ["m3"], "fake": ["m3"]}
-    assert keys({}, unless) == {"view": ["m3", "m4"], "fake": ["m3", "m4"]}
-    assert keys({"app": "web"}, None) == {"view": ["m2", "m3"], "fake": ["m2", "m3"]}
-    with pytest.raises(ValueError, match="filtered on"):
-        r.view.select("machines", {}, unless={"config": "x"})
-    with pytest.raises(ValueError, match="not an indexed column"):
-        fake.rows("machines", {"config": "x"})
+    try:
+        for key, doc in DOCS.items():
+            node.put_owned("machines", key, doc)  # a node reads and writes before start
+            fake.put("machines", key, doc)
+        node.delete_owned("machines", "m1")  # a tombstone is never listed
+        fake.delete("machines", "m1")
+        destroyed = {"state": "destroyed"}
+        for catalog in (RegistryCatalog(node), fake):
+            assert keys(catalog, destroyed, app="web") == ["m3"]
+            assert keys(catalog, destroyed) == ["m3", "m4"]
+            assert keys(catalog, None, app="web") == ["m2", "m3"]
+            assert keys(catalog, {"state": "stopped"}, app="api") == ["m5"]
+        with pytest.raises(ValueError, match="filtered on"):
+            node.rows("machines", {"config": "x"})
+        with pytest.raises(ValueError, match="not an indexed column"):
+            fake.rows("machines", {"config": "x"})
+    finally:
+        node.view.close()
