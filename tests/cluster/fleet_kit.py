@@ -133,6 +133,16 @@ async def until(check: Callable[[], Any], timeout: float = 60.0) -> Any:
         await asyncio.sleep(0.1)
 
 
+async def serving(api: httpx.AsyncClient, workers: int = 1) -> bool:
+    """The broker answers from its view (``/v1/health`` ready) and that view holds at least
+    ``workers`` alive workers. The workers' list is not gated: it can show rows before the
+    broker is ready, when an app create still answers 503 with ``Retry-After``."""
+    if not (await api.get("/v1/health")).json().get("ready"):
+        return False
+    listed = (await api.get("/v1/cluster/workers")).json()
+    return sum(1 for w in listed if w["status"] == "alive") >= workers
+
+
 async def machines_of(api: httpx.AsyncClient, app: str) -> list[dict[str, Any]]:
     return list((await api.get(f"/v1/apps/{app}/machines")).json())
 

@@ -19,7 +19,7 @@ import pytest
 from tests.integration.daemon_kit import Daemon
 from tests.tls_kit import TEST_CA
 
-from .fleet_kit import TOKEN, Fleet, fleet, until
+from .fleet_kit import TOKEN, Fleet, fleet, serving, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="workers need root for namespaces")
 
@@ -46,8 +46,8 @@ async def test_a_broker_killed_mid_run_loses_and_doubles_nothing(tmp_path: Path)
         auth = {"authorization": f"Bearer {TOKEN}"}
         async with httpx.AsyncClient(base_url=first.url, headers=auth, timeout=30) as a, \
                 httpx.AsyncClient(base_url=second.url, headers=auth, timeout=30) as b:
-            await until(lambda: _sees_workers(a, 2))
-            await until(lambda: _sees_workers(b, 2))
+            await until(lambda: serving(a, 2))
+            await until(lambda: serving(b, 2))
             await a.post("/v1/apps", json={"app_name": "fo", "org_slug": "personal"})
             await until(lambda: _has_app(b, "fo"))
 
@@ -86,10 +86,6 @@ async def test_a_broker_killed_mid_run_loses_and_doubles_nothing(tmp_path: Path)
                     held += [m["id"] for m in machines]
         assert sorted(held) == sorted(answered.values())  # one machine per key, no extras
 
-
-async def _sees_workers(api: httpx.AsyncClient, count: int) -> bool:
-    workers = (await api.get("/v1/cluster/workers")).json()
-    return len([w for w in workers if w["status"] == "alive"]) >= count
 
 
 async def _has_app(api: httpx.AsyncClient, app: str) -> bool:

@@ -25,7 +25,7 @@ from bodega.networking.sixpn import Layout, cluster_prefix, network_field, netwo
 from bodega.worker.host.network import run
 from tests.integration.daemon_kit import Daemon
 
-from .fleet_kit import until
+from .fleet_kit import serving, until
 from .netns_kit import hosts
 from .private_net_kit import TOKEN, PrivateHosts, api, machine_config, new_cluster_id
 
@@ -62,7 +62,7 @@ async def test_flycast_starts_a_stopped_machine_for_its_network_only(tmp_path: P
             # The proxy reaches host 2's machines at their IPv4 service address.
             await run(*h.exec(3, "ip", "route", "replace", p.subnet(2), "via", h.address(2)))
             async with api(daemons[2]) as client:
-                await until(lambda: _workers(client, 2))
+                await until(lambda: serving(client, 2))
                 for app, network in (("web", None), ("client", None), ("other", "blue")):
                     made = await client.post("/v1/apps", json={
                         "app_name": app, "org_slug": "personal",
@@ -104,9 +104,6 @@ async def test_flycast_starts_a_stopped_machine_for_its_network_only(tmp_path: P
                 await d.stop()
             await p.reap()
 
-
-async def _workers(client: httpx.AsyncClient, count: int) -> bool:
-    return len((await client.get("/v1/cluster/workers")).json()) >= count
 
 
 async def _resolves(p: PrivateHosts, address: str, name: str, want: set[str]) -> bool:

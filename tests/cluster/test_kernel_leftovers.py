@@ -182,6 +182,10 @@ async def test_ctrl_c_leaves_no_kernel_object_and_a_restart_wires_machines_again
             served = await api.machine("left", [sys.executable, "-c", SERVE, marker])
             sleeping = await api.machine("left", [sys.executable, "-c", SLEEP, marker])
             frozen = await api.machine("left", [sys.executable, "-c", SLEEP, marker])
+            # ``started`` is the spawn committed; each program's own exec follows it (the
+            # wrapper's shell, setpriv), later on a loaded host. Frozen before its exec, this
+            # one would stay the wrapper, and never be counted as a program below.
+            await until(lambda: len(program_pids(marker)) >= 3)
             await api.post(f"/v1/apps/left/machines/{frozen['id']}/suspend")
             await api.wait("left", frozen["id"], "suspended")
             resting = await api.machine("left", [sys.executable, "-c", SLEEP, marker])
@@ -202,9 +206,7 @@ async def test_ctrl_c_leaves_no_kernel_object_and_a_restart_wires_machines_again
         assert {"links", "cgroups", "run_files"} <= set(held), held
         assert any(c.startswith("freezer/") and c.endswith(frozen["id"])
                    for c in held["cgroups"]), held
-        # ``started`` is the spawn committed; each program's own exec follows it (the
-        # wrapper's shell, setpriv), later on a loaded host.
-        await until(lambda: len(program_pids(marker)) >= 4)
+        await until(lambda: len(program_pids(marker)) >= 4)  # each exec'd (see above)
         assert len(program_pids(marker)) == 4
     finally:
         assert await up.stop() == 0, up.output[-3000:]

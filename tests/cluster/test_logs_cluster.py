@@ -18,7 +18,7 @@ import pytest
 
 from tests.tls_kit import TEST_CA
 
-from .fleet_kit import fleet, until
+from .fleet_kit import fleet, serving, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -61,7 +61,7 @@ async def test_logs_stream_and_follow_for_a_machine_and_an_app(tmp_path: Path) -
         await f.worker(f"lw2-{suffix}", 2)
         await f.broker()
         async with f.api() as api:
-            await until(lambda: _ready(api, 2))
+            await until(lambda: serving(api, 2))
             await api.post("/v1/apps", json={"app_name": "ticks", "org_slug": "personal"})
             ids = []
             for _ in range(2):
@@ -128,10 +128,3 @@ async def test_logs_stream_and_follow_for_a_machine_and_an_app(tmp_path: Path) -
             missing = await api.get("/v1/apps/ticks/logs", params={"machine": "nope"})
             assert missing.status_code == 404
             assert (await api.get("/v1/apps/nope/logs")).status_code == 404
-
-
-async def _ready(api: httpx.AsyncClient, workers: int) -> bool:
-    if not (await api.get("/v1/health")).json().get("ready"):
-        return False
-    seen = (await api.get("/v1/cluster/workers")).json()
-    return sum(1 for w in seen if w["status"] == "alive") >= workers

@@ -22,7 +22,7 @@ import pytest
 from tests.integration.daemon_kit import Daemon, Identity
 from tests.tls_kit import TEST_CA
 
-from .fleet_kit import until
+from .fleet_kit import serving, until
 from .netns_kit import Hosts, hosts
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
@@ -89,7 +89,7 @@ async def test_death_partition_and_heal_across_hosts(tmp_path: Path) -> None:
             async with httpx.AsyncClient(base_url=broker.url, timeout=30, headers={
                     "authorization": f"Bearer {TOKEN}"}) as api:
                 await until(lambda: _all(api, {"w1", "w2", "w3", "b"}, "alive"))
-                await until(lambda: _workers_known(api, 3))  # their rows reached its view
+                await until(lambda: serving(api, 3))  # their rows reached its view
                 await api.post("/v1/apps", json={"app_name": "net", "org_slug": "personal"})
                 before = await create(api, 6)
                 assert {w for _, w in before} == {"w1", "w2", "w3"}  # the app is spread
@@ -149,10 +149,6 @@ async def _has(url: str, machines: set[str]) -> bool:
     return machines <= set(await view(url))
 
 
-async def _workers_known(api: httpx.AsyncClient, count: int) -> bool:
-    return len((await api.get("/v1/cluster/workers")).json()) >= count
-
 
 async def _status(api: httpx.AsyncClient, name: str, status: str) -> bool:
     return (await statuses(api)).get(name) == status
-

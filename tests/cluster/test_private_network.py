@@ -35,7 +35,7 @@ from bodega.networking.sixpn import cluster_prefix, host_field
 from bodega.worker.host.network import run
 from tests.integration.daemon_kit import Daemon
 
-from .fleet_kit import until
+from .fleet_kit import serving, until
 from .netns_kit import hosts
 from .private_net_kit import (
     TOKEN,
@@ -86,7 +86,7 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
             broker = await p.broker(4).start()
             daemons += [w1, w2, broker]
             async with api(broker) as client:
-                await until(lambda: _workers(client, 2))
+                await until(lambda: serving(client, 2))
                 assert (await client.post("/v1/apps", json={
                     "app_name": "web", "org_slug": "personal"})).status_code in (200, 201)
                 made = _cli(broker, "apps", "create", "other", "--network", "blue")
@@ -203,9 +203,6 @@ def _cli(broker: Daemon, *argv: str) -> subprocess.CompletedProcess[str]:
                            "--token", TOKEN], capture_output=True, text=True, timeout=60,
                           check=False)
 
-
-async def _workers(client: httpx.AsyncClient, count: int) -> bool:
-    return len((await client.get("/v1/cluster/workers")).json()) >= count
 
 
 async def _resolves(p: PrivateHosts, index: int, v4: str, name: str, want: set[str]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .fleet_kit import fleet, until
+from .fleet_kit import fleet, serving, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -61,7 +61,7 @@ async def test_a_secret_reaches_a_new_machines_env_and_nothing_else(tmp_path: Pa
         await f.worker(f"sw-{os.getpid() % 10000}", 1)
         await f.broker()
         async with f.api() as api, httpx.AsyncClient(timeout=10) as direct:
-            await until(lambda: _alive_workers(api))
+            await until(lambda: serving(api))
             await api.post("/v1/apps", json={"app_name": "vault", "org_slug": "personal"})
             answer = await api.post("/v1/apps/vault/secrets",
                                     json={"values": {"DB_PASSWORD": value, "OTHER": "x"}})
@@ -108,10 +108,3 @@ async def test_a_secret_reaches_a_new_machines_env_and_nothing_else(tmp_path: Pa
             assert (await api.get("/v1/apps/vault/secrets")).json() == {"secrets": []}
     for secret in (value, newer):
         assert files_holding(tmp_path, secret.encode()) == []
-
-
-async def _alive_workers(api: httpx.AsyncClient) -> bool:
-    if not (await api.get("/v1/health")).json().get("ready"):
-        return False
-    workers = (await api.get("/v1/cluster/workers")).json()
-    return any(w["status"] == "alive" for w in workers)

@@ -10,10 +10,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from .fleet_kit import TOKEN, fleet, until
+from .fleet_kit import TOKEN, fleet, serving, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -39,7 +38,7 @@ async def test_secrets_and_logs_commands(tmp_path: Path) -> None:
         await f.broker()
         url = f.daemons["broker"].url
         async with f.api() as api:
-            await until(lambda: _ready(api))
+            await until(lambda: serving(api))
             await api.post("/v1/apps", json={"app_name": "cli", "org_slug": "personal"})
             config: dict[str, Any] = {
                 "image": "local/ticker", "guest": {"cpus": 1, "memory_mb": 128},
@@ -91,9 +90,3 @@ async def test_secrets_and_logs_commands(tmp_path: Path) -> None:
             code, _, err = await bodega(url, "logs", "-a", "nope")
             assert code != 0
             assert "app not found" in err
-
-
-async def _ready(api: httpx.AsyncClient) -> bool:
-    if not (await api.get("/v1/health")).json().get("ready"):
-        return False
-    return any(w["status"] == "alive" for w in (await api.get("/v1/cluster/workers")).json())

@@ -110,7 +110,10 @@ def program_pids(marker: str) -> list[int]:
         except OSError:
             continue
         if argv and argv[0] == PY.encode() and marker.encode() in argv[1:]:
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            try:
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:  # gone between the two reads
+                continue
             if state != "Z":
                 pids.append(int(entry.name))
     return pids
