@@ -22,12 +22,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from bodega.runtime.lifecycle import heed_stop_signals
 from bodega.worker.host.image_drivers import controllers_for
 
-settings.register_profile("bodega", deadline=None)
+# Tests assert behaviour, never wall-clock times: no deadline, and no failure because
+# generating examples was slow on a loaded host (the ``too_slow`` health check).
+settings.register_profile("bodega", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("bodega")
 
 
