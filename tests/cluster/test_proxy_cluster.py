@@ -82,7 +82,6 @@ async def shared(plane: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncI
         yield f
 
 
-
 async def _proxy_knows(f: Fleet, app: str, machines: int) -> bool:
     """The proxy's routing table has this many of the app's machines (from the registry)."""
     async with TEST_CA.http("admin") as http:
