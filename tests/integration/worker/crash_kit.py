@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bodega.model.errors import Timeout
 from bodega.wire.worker_client import WorkerClient
 from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
@@ -54,6 +55,19 @@ class CrashWorker:
             await self.client.aclose()
         self.client = WorkerClient(self.daemon.url, TEST_CA.context("broker"), timeout=30)
         return self.client
+
+    async def reached(self, machine_id: str, state: str, timeout: int = 30) -> None:
+        """Wait for the machine to reach ``state``. A wait that fails says why: the
+        machine's last events, and the lines the worker logged about it."""
+        assert self.client is not None
+        try:
+            await self.client.wait(machine_id, state, timeout=timeout)
+        except Timeout as exc:
+            events = await self.client.call("GET", machine_id, "events")
+            log = (self.tmp / f"{self.name}.log").read_text(errors="replace").splitlines()
+            about = [line for line in log if machine_id in line]
+            raise AssertionError(f"{exc}\nevents: {events[:6]}\nworker log:\n"
+                                 + "\n".join(about[-20:])) from exc
 
     async def crashed(self, timeout: float = 30.0) -> int:
         assert self.daemon is not None

@@ -61,10 +61,11 @@ async def started_counter(worker: CrashWorker, client: WorkerClient,
     return machine.id, pid
 
 
-async def suspended(client: WorkerClient, mid: str, nonce: str | None = None) -> None:
-    """Suspend ``mid`` and wait until it is."""
-    await client.suspend(mid, nonce=nonce)
-    await client.wait(mid, "suspended", timeout=30)
+async def suspended(worker: CrashWorker, mid: str, nonce: str | None = None) -> None:
+    """Suspend ``mid`` and wait until it is (a failed wait shows its events and log)."""
+    assert worker.client is not None
+    await worker.client.suspend(mid, nonce=nonce)
+    await worker.reached(mid, "suspended")
 
 
 async def assert_still_frozen(worker: CrashWorker, mid: str, pid: int) -> int:
@@ -81,7 +82,7 @@ async def test_suspend_freezes_and_start_resumes_the_same_process(tmp_path: Path
     async with crash_worker(tmp_path) as worker:
         client = await worker.start()
         mid, pid = await started_counter(worker, client, marker)
-        await suspended(client, mid)
+        await suspended(worker, mid)
         stood = await assert_still_frozen(worker, mid, pid)
         events = await client.call("GET", mid, "events")
         assert [(e["type"], e["status"]) for e in events[:2]] == [
@@ -110,7 +111,7 @@ async def test_a_machine_suspended_the_moment_it_is_started_is_suspended_and_res
         client = await worker.start()
         machine = await client.create_machine({"app": "a", "config": counter_config(marker)})
         await client.wait(machine.id, "started", timeout=30)
-        await suspended(client, machine.id)
+        await suspended(worker, machine.id)
         await client.start(machine.id)
         await client.wait(machine.id, "started", timeout=30)
         await until(lambda: count(worker, machine.id) > 3)  # its program runs once thawed
@@ -121,7 +122,7 @@ async def test_stop_and_destroy_of_a_suspended_machine_thaw_it_first(tmp_path: P
     async with crash_worker(tmp_path) as worker:
         client = await worker.start()
         mid, _pid = await started_counter(worker, client, marker)
-        await suspended(client, mid)
+        await suspended(worker, mid)
         await client.stop(mid, signal="SIGTERM", timeout="20s")
         await client.wait(mid, "stopped", timeout=30)
         exit_event = (await client.call("GET", mid, "events"))[0]
@@ -130,7 +131,7 @@ async def test_stop_and_destroy_of_a_suspended_machine_thaw_it_first(tmp_path: P
         await client.start(mid)
         await client.wait(mid, "started", timeout=30)
         await until(lambda: len(program_pids(marker)) == 1)
-        await suspended(client, mid)
+        await suspended(worker, mid)
         await client.destroy(mid)  # not forced: a suspended machine may be destroyed
         await client.wait(mid, "destroyed", timeout=30)
         assert program_pids(marker) == []
@@ -148,7 +149,7 @@ async def test_suspend_refusals_use_the_api_error_shape(tmp_path: Path) -> None:
         nonce = lease["data"]["nonce"]
         with pytest.raises(Conflict):
             await client.suspend(mid)  # leased: only the holder may suspend it
-        await suspended(client, mid, nonce)
+        await suspended(worker, mid, nonce)
         await client.stop(mid, nonce=nonce)
         await client.wait(mid, "stopped", timeout=30)
         with pytest.raises(PreconditionFailed) as refused:
@@ -178,7 +179,7 @@ async def test_a_worker_killed_with_a_machine_suspended_or_suspending_re_adopts_
         mid, pid = await started_counter(worker, client, marker)
         assert worker.daemon is not None
         if failpoint is None:
-            await suspended(client, mid)
+            await suspended(worker, mid)
             await worker.daemon.kill9()
         else:
             await client.suspend(mid)  # recorded; the worker dies at the failpoint
@@ -203,7 +204,7 @@ async def test_a_worker_stopping_its_machines_on_exit_stops_suspended_ones(
     async with crash_worker(tmp_path) as worker:
         client = await worker.start(extra=("--stop-machines-on-exit",))
         mid, _pid = await started_counter(worker, client, marker)
-        await suspended(client, mid)
+        await suspended(worker, mid)
         assert worker.daemon is not None
         await worker.daemon.stop(timeout=60)
         assert worker.daemon.process is not None
