@@ -82,7 +82,11 @@ def _someone_elses(kind: str, obj: str, before: Snapshot, after: Snapshot) -> bo
         parts = obj.split("/")
         if len(parts) > 2:
             return True  # under another cluster's scope (ours carry our id)
-        # bodega/ itself: shared; another cluster's scopes keep it (or made it) meanwhile.
+        # bodega/ itself: shared. Gone, it was removed once empty, by whichever cluster or
+        # test emptied it last (another's worker may exit while ours runs). Appeared, it is
+        # explained only by another cluster's scopes under it.
+        if obj in before.cgroups and obj not in after.cgroups:
+            return True
         others = {c for c in before.cgroups | after.cgroups if c.startswith(obj + "/")}
         return bool(others)
     if kind == "mounts":
