@@ -87,6 +87,5 @@ async def test_a_broker_killed_mid_run_loses_and_doubles_nothing(tmp_path: Path)
         assert sorted(held) == sorted(answered.values())  # one machine per key, no extras
 
 
-
 async def _has_app(api: httpx.AsyncClient, app: str) -> bool:
     return (await api.get(f"/v1/apps/{app}")).status_code == 200

@@ -105,6 +105,5 @@ async def test_flycast_starts_a_stopped_machine_for_its_network_only(tmp_path: P
             await p.reap()
 
 
-
 async def _resolves(p: PrivateHosts, address: str, name: str, want: set[str]) -> bool:
     return await p.resolve(1, address, name) == want

@@ -149,6 +149,5 @@ async def _has(url: str, machines: set[str]) -> bool:
     return machines <= set(await view(url))
 
 
-
 async def _status(api: httpx.AsyncClient, name: str, status: str) -> bool:
     return (await statuses(api)).get(name) == status

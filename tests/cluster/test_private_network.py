@@ -204,7 +204,6 @@ def _cli(broker: Daemon, *argv: str) -> subprocess.CompletedProcess[str]:
                           check=False)
 
 
-
 async def _resolves(p: PrivateHosts, index: int, v4: str, name: str, want: set[str]) -> bool:
     return await p.resolve(index, v4, name) == want
 

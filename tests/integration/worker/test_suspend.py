@@ -51,7 +51,6 @@ def count(worker: CrashWorker, machine_id: str) -> int:
         return 0
 
 
-
 async def started_counter(worker: CrashWorker, client: WorkerClient,
                           marker: str) -> tuple[str, int]:
     machine = await client.create_machine({"app": "a", "config": counter_config(marker)})
