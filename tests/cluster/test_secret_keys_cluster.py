@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from .fleet_kit import fleet, until
+from .fleet_kit import fleet, serving, until
 from .test_secrets_cluster import files_holding
 
 
@@ -27,7 +27,7 @@ async def test_secret_keys_are_used_in_the_cluster_and_never_leave_it(tmp_path: 
         await f.worker(f"kw-{os.getpid() % 10000}", 1)
         await f.broker()
         async with f.api() as api:
-            await until(lambda: _ready(api))
+            await until(lambda: serving(api))
             for app in ("vault", "other"):
                 await api.post("/v1/apps", json={"app_name": app, "org_slug": "personal"})
             keys = "/v1/apps/vault/secretkeys"
@@ -115,7 +115,3 @@ async def test_secret_keys_are_used_in_the_cluster_and_never_leave_it(tmp_path: 
             assert (await api.get(keys)).json() == {"secret_keys": []}
     assert files_holding(tmp_path, material) == []
     assert files_holding(tmp_path, base64.b64encode(material)) == []
-
-
-async def _ready(api: httpx.AsyncClient) -> bool:
-    return bool((await api.get("/v1/health")).json().get("ready"))

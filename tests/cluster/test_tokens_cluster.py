@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 
-from .fleet_kit import TOKEN, echo_config, fleet, machine_pids, until
+from .fleet_kit import TOKEN, echo_config, fleet, machine_pids, serving, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -57,7 +57,7 @@ async def test_tokens_are_introspected_and_a_machine_proves_who_it_is(tmp_path: 
         await f.worker(f"tw-{os.getpid() % 10000}", 1)
         await f.broker()
         async with f.api() as api, httpx.AsyncClient(timeout=30) as anyone:
-            await until(lambda: _ready(api))
+            await until(lambda: serving(api))
             await api.post("/v1/apps", json={"app_name": "ident", "org_slug": "acme"})
             await api.post("/v1/apps", json={"app_name": "other", "org_slug": "acme"})
             await api.post("/v1/apps/ident/secretkeys/mac/generate", json={"type": "hs256"})
@@ -165,7 +165,3 @@ async def test_tokens_are_introspected_and_a_machine_proves_who_it_is(tmp_path: 
                     return (await gone.get("/v1/tokens/current")).status_code == 401
 
             await until(refused)
-
-
-async def _ready(api: httpx.AsyncClient) -> bool:
-    return bool((await api.get("/v1/health")).json().get("ready"))
