@@ -4,7 +4,9 @@
                                           │ nothing / all over soft limit
                                           ▼
                                         wake (one start per app, wait for the port)
-              ◀─ response streamed ─── forward to machine ── connect failed? next machine
+              ◀─ response streamed ─── forward to machine ── connect failed? next machine,
+                                                              or, if none and its worker
+                                                              says started, wait for its port
 
 Bodies are streamed both ways, never buffered; ``Upgrade`` (WebSocket)
 becomes a two-way pipe. Every request gets ``X-Forwarded-For``,
@@ -205,6 +207,14 @@ class ProxyServer:
                         self.rng, tried)
         if choice.backend is not None and not choice.over_soft:
             return choice.backend, ""
+        if choice.backend is None:
+            # One refused this request, yet its worker still says started: its program is
+            # still binding its port (just started, or restarted). Waiting for it beats
+            # waking another machine or a 503.
+            binding = next((b for b in backends if b.machine_id in tried
+                            and usable(b, self.table.worker_alive)), None)
+            if binding is not None and await self.waker.bound(binding, self.upstreams):
+                return binding, ""
         if forced is None and any(b.autostart for b in backends):
             wake = self.waker.wake(app, self.upstreams)
             if choice.backend is not None:

@@ -35,6 +35,9 @@ PROBE_CAP = 0.005
 # REFRESH_INTERVAL, for a machine to start (one stopping, or stopped but not yet heard of).
 STOPPING_WAIT = 10.0
 REFRESH_INTERVAL = 0.1
+# A started machine that refused a request's connect is waited for this long to accept: its
+# program may still be binding its port.
+BINDING_WAIT = 5.0
 
 
 class Waker:
@@ -114,6 +117,16 @@ class Waker:
         except BodegaError:
             return
         self.table.put_machine(backend.machine_id, machine)
+
+    async def bound(self, backend: Backend, pool: Upstreams) -> bool:
+        """Whether ``backend``, started but refusing connections, accepts within BINDING_WAIT
+        (its program was still binding its port); the accepted connection goes to ``pool``.
+        A request waits on it meanwhile, so it counts as busy: autostop leaves it be."""
+        self.load.begin(backend.machine_id)
+        try:
+            return await until_accepts(backend.address, BINDING_WAIT, pool)
+        finally:
+            self.load.end(backend.machine_id)
 
     async def start_all(self, backends: Iterable[Backend]) -> list[Backend]:
         results = await asyncio.gather(*(self.start(b) for b in backends))

@@ -399,3 +399,53 @@ async def test_a_request_right_after_a_stop_waits_for_it_and_starts_the_machine_
     finally:
         await machine.stop()
         await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("plane", PLANES)
+async def test_a_request_to_a_machine_still_binding_its_port_waits_for_it(plane: str) -> None:
+    """The view and the worker both say started, but the program has not bound its port
+    yet (a machine just started): the request waits for that machine and is answered by it,
+    nothing is started, and while it waits the machine counts as busy (autostop spares it)."""
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    machine = Machine("late")
+    port = await _free_port()
+    looks: list[str] = []
+    starts: list[str] = []
+    busy: list[int] = []
+
+    async def show(request: Any) -> JSONResponse:
+        looks.append("started")
+        return JSONResponse(machine_doc("m1", port))
+
+    async def start(request: Any) -> JSONResponse:
+        starts.append(request.path_params["id"])
+        return JSONResponse({"previous_state": "started", "migrated": False, "new_host": ""})
+
+    async def bind_once_waited_on(load: Load) -> None:
+        """Binds the port only once the proxy, refused and told started, waits on it."""
+        for _ in range(400):
+            if looks and load.outstanding.get("m1"):
+                busy.append(load.outstanding["m1"])
+                machine.server = await asyncio.start_server(machine.handle, "127.0.0.1", port)
+                return
+            await asyncio.sleep(0.05)
+
+    try:
+        async with stand_in_worker(
+                [Route("/v1/machines/{id}", show, methods=["GET"]),
+                 Route("/v1/machines/{id}/start", start, methods=["POST"])],
+                routed(machine_doc("m1", port))) as w, \
+                serving(plane, w.table, w.waker, w.load, w.metrics) as served, \
+                client(served.url) as http:
+            binder = asyncio.create_task(bind_once_waited_on(w.load))
+            answer = await http.get("/")
+            await binder
+            assert answer.status_code == 200, answer.text
+            assert answer.text.split()[0] == "late"
+            assert busy == [1]
+            assert starts == []
+    finally:
+        await machine.stop()
+        await asyncio.sleep(0.05)
