@@ -351,6 +351,22 @@ async def stand_in_worker(routes: list[Any], *machines: Answer) -> AsyncIterator
         await worker_api.stop()
 
 
+@contextlib.asynccontextmanager
+async def proxied_m1(plane: str, port: int, show: Any,
+                     start: Any) -> AsyncIterator[tuple[StandIn, httpx.AsyncClient]]:
+    """m1 started on ``port``, as the view last heard, behind the proxy on ``plane``; its
+    worker answers a look at it with ``show`` and a start with ``start``."""
+    from starlette.routing import Route
+
+    async with stand_in_worker(
+            [Route("/v1/machines/{id}", show, methods=["GET"]),
+             Route("/v1/machines/{id}/start", start, methods=["POST"])],
+            routed(machine_doc("m1", port))) as w, \
+            serving(plane, w.table, w.waker, w.load, w.metrics) as served, \
+            client(served.url) as http:
+        yield w, http
+
+
 async def _free_port() -> int:
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = int(server.sockets[0].getsockname()[1])
@@ -367,7 +383,6 @@ async def test_a_request_right_after_a_stop_waits_for_it_and_starts_the_machine_
     says stopped, the machine is started for it. On the HAProxy plane, the refused connect
     marks the server down and the retry goes to the activator, which does the same."""
     from starlette.responses import JSONResponse
-    from starlette.routing import Route
 
     machine = Machine("restarted")
     port = await _free_port()
@@ -385,12 +400,7 @@ async def test_a_request_right_after_a_stop_waits_for_it_and_starts_the_machine_
         return JSONResponse({"previous_state": "stopped", "migrated": False, "new_host": ""})
 
     try:
-        async with stand_in_worker(
-                [Route("/v1/machines/{id}", show, methods=["GET"]),
-                 Route("/v1/machines/{id}/start", start, methods=["POST"])],
-                routed(machine_doc("m1", port))) as w, \
-                serving(plane, w.table, w.waker, w.load, w.metrics) as served, \
-                client(served.url) as http:  # m1 started, as the view last heard
+        async with proxied_m1(plane, port, show, start) as (_, http):
             answer = await http.get("/")
             assert answer.status_code == 200, answer.text
             assert answer.text.split()[0] == "restarted"
@@ -407,7 +417,6 @@ async def test_a_request_to_a_machine_still_binding_its_port_waits_for_it(plane:
     yet (a machine just started): the request waits for that machine and is answered by it,
     nothing is started, and while it waits the machine counts as busy (autostop spares it)."""
     from starlette.responses import JSONResponse
-    from starlette.routing import Route
 
     machine = Machine("late")
     port = await _free_port()
@@ -433,12 +442,7 @@ async def test_a_request_to_a_machine_still_binding_its_port_waits_for_it(plane:
             await asyncio.sleep(0.05)
 
     try:
-        async with stand_in_worker(
-                [Route("/v1/machines/{id}", show, methods=["GET"]),
-                 Route("/v1/machines/{id}/start", start, methods=["POST"])],
-                routed(machine_doc("m1", port))) as w, \
-                serving(plane, w.table, w.waker, w.load, w.metrics) as served, \
-                client(served.url) as http:
+        async with proxied_m1(plane, port, show, start) as (w, http):
             binder = asyncio.create_task(bind_once_waited_on(w.load))
             answer = await http.get("/")
             await binder
