@@ -9,10 +9,12 @@ brings the old config back;
 bluegreen succeeds, and a failing bluegreen leaves blue serving; a rollback replaces
 only the machines not on the target release's config, and an unchanged redeploy
 restarts nothing (``--json`` prints one event a line and a final result); a failing
-check is printed as it turns critical, before the deploy ends; a region the cluster
-does not have is named, with the regions it has. Apps deployed alongside each other (a
+check is printed as it turns critical, before the deploy ends; a deploy to a region the
+cluster does not have, or of machines no worker has room for, is refused before it makes
+anything; a program not found is named on the deploy's error line, in ``machine status``
+and in the app's logs. Apps deployed alongside each other (a
 deploy mostly waits): the rolling deploy and the release that cannot start; the release
-whose checks fail; bluegreen; the unchanged redeploy; the unknown region.
+whose checks fail; bluegreen; the unchanged redeploy; the refused deploys.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ async def test_deploy_rolling_failure_rollback_and_bluegreen(tmp_path: Path) -> 
                 unhealthy_and_rollback=unhealthy_and_rollback(cli, apps, f"sick-{suffix}"),
                 bluegreen=bluegreen(cli, apps, f"green-{suffix}"),
                 unchanged=unchanged_redeploy(cli, apps, f"same-{suffix}"),
-                unknown_region=unknown_region(cli, apps, f"where-{suffix}"))
+                refused=refused_deploys(cli, apps, f"where-{suffix}"))
 
 
 def broken_app(tmp_path: Path, app: str) -> Path:
@@ -248,25 +250,56 @@ async def unchanged_redeploy(cli: Cli, tmp_path: Path, app: str) -> None:
     assert "exit code 3" in result["failure"]["reason"]
 
 
-async def unknown_region(cli: Cli, tmp_path: Path, app: str) -> None:
+async def refused_deploys(cli: Cli, tmp_path: Path, app: str) -> None:
+    """A deploy that cannot place its machines says why in one line and makes nothing: no
+    app, no release. One whose program is not found says so on its error line, in
+    ``machine status`` and in ``bodega logs``."""
     named = ("invalid_argument: region xyz has no workers in this cluster; its region is ams")
     code, _out, err = await cli.run("machine", "run", "--app", app, "--region", "xyz",
                                     "--", "sleep", "60")
     assert code == 1
     assert "app not found" in err  # no app yet: that is said first
+
+    # An unknown region, a size no worker has room for, a size no machine may have.
+    nowhere = app_dir(tmp_path, "hello", app, **{'primary_region = "ams"':
+                                                 'primary_region = "xyz"'})
+    too_big = app_dir(tmp_path, "hello", app)
+    too_big.write_text(too_big.read_text() + '\n[[vm]]\n  memory = "8gb"\n')
+    absurd = app_dir(tmp_path, "hello", app)
+    absurd.write_text(absurd.read_text() + '\n[[vm]]\n  memory = "1024gb"\n')
+    for toml, said in ((nowhere, f"Error: {named}"),
+                       (too_big, "Error: insufficient capacity in ams: the deploy creates 2 "
+                                 "machines of 1 shared cpu, 8192 MB and none fits; nothing "
+                                 "was created"),
+                       (absurd, "Error: process group 'app': invalid_argument: guest.memory_mb")):
+        code, _out, err = await cli.run("deploy", "-c", str(toml))
+        (line,) = err.strip().splitlines()
+        assert (code, line.startswith(said)) == (1, True), err
+        assert app not in {a["name"] for a in await cli.json("apps", "list")}
+
     await cli.ok("apps", "create", app)
     code, _out, err = await cli.run("machine", "run", "--app", app, "--region", "xyz",
                                     "--", "sleep", "60")
     assert (code, err.strip()) == (1, f"Error: {named}")
+    code, _out, err = await cli.run("deploy", "-c", str(nowhere))
+    assert (code, err.strip()) == (1, f"Error: {named}")
+    assert await cli.json("releases", "-a", app) == []  # refused before it was recorded
 
-    toml = app_dir(tmp_path, "hello", app, **{'primary_region = "ams"':
-                                              'primary_region = "xyz"'})
-    code, _out, err = await cli.run("deploy", "-c", str(toml))
-    assert code == 1
+    # A program that is not found: the machine fails at its first step, and says why.
+    missing = app_dir(tmp_path, "hello", app, **{'app = "python3 app.py"':
+                                                 'app = "nosuchprogram --port 8080"'})
+    code, _out, err = await cli.run("deploy", "-c", str(missing))
+    cause = "exec: nosuchprogram: not found in PATH"
     (line,) = err.strip().splitlines()
+    assert code == 1
     assert line.startswith("Error: release v1 failed: machine ")
-    assert line.endswith(f"failed at create: {named}")
-    assert await cli.machines(app) == []
+    assert f"failed at start: {cause}" in line
+    failed = line.split()[5]  # "Error: release v1 failed: machine <id> failed at start"
+    assert failed in {m["id"] for m in await cli.machines(app)}
+    status = await cli.ok("machine", "status", failed, "--app", app)
+    (reason,) = [row for row in status.splitlines() if row.startswith("reason")]
+    assert cause in reason
+    assert cause in await cli.ok("logs", "-a", app)
 
     # Its only release failed: the app says so, and has no current release.
     (listed,) = [a for a in await cli.json("apps", "list") if a["name"] == app]

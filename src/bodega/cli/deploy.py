@@ -90,6 +90,8 @@ def _finish(result: DeployResult, json: bool) -> None:
     line = f"release v{result.version} failed: {failure.describe() if failure else 'unknown'}"
     if outcome.not_updated:
         line += f"; not updated: {', '.join(outcome.not_updated)}"
+    if result.app_removed:
+        line += f"; app {result.app} removed, since nothing of it was made"
     fail(line)
 
 

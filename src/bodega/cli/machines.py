@@ -105,7 +105,7 @@ def run(
         show_json(created)
         return
     if not (detach or skip_start) and created.state != "started":
-        reason = next((_detail(e) for e in created.events or [] if e.request), "")
+        reason = created.trouble()
         raise ValueError(f"machine {created.id} is {created.state}, not started"
                          + (f": {reason}" if reason else "") +
                          f" (see `bodega machine events {created.id} --app {app}`)")
@@ -114,9 +114,9 @@ def run(
 
 
 def _detail(event: MachineEvent) -> str:
-    """What an event says went wrong: its error, or how its run exited."""
-    request = event.request or {}
-    return str(request.get("error") or request.get("exit_event") or "")
+    """What an event says went wrong (its error, a failed run), or how its run ended."""
+    exit_event = event.exit_event()
+    return event.trouble() or (exit_event.describe() if exit_event is not None else "")
 
 
 @machine.command("list")
@@ -157,8 +157,11 @@ def status(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token =
     for key in ("id", "name", "state", "host_status", "region", "instance_id", "private_ip",
                 "created_at", "updated_at"):
         typer.echo(f"{key:<12} {getattr(m, key) or ''}")
-    table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE"],
-          [(readable_time(e.timestamp), e.type, e.status, e.source) for e in m.events or []],
+    if (trouble := m.trouble()) is not None:
+        typer.echo(f"{'reason':<12} {trouble}")
+    table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE", "DETAIL"],
+          [(readable_time(e.timestamp), e.type, e.status, e.source, _detail(e))
+           for e in m.events or []],
           title="Events")
 
 
@@ -228,8 +231,8 @@ def events(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token =
         show_json(found)
         return
     table(["TIMESTAMP", "TYPE", "STATUS", "SOURCE", "DETAIL"],
-          [(readable_time(e.timestamp), e.type, e.status, e.source,
-            (e.request or {}).get("exit_event") or e.error() or "") for e in found])
+          [(readable_time(e.timestamp), e.type, e.status, e.source, _detail(e))
+           for e in found])
 
 
 @machine.command("explain")

@@ -22,6 +22,7 @@ from bodega.deploy.health import exit_code
 from bodega.deploy.machine_spec import GROUP_KEY, ROLE_KEY, has_checks, machine_config
 from bodega.deploy.plan import Current, Desired, Plan, Strategy, plan
 from bodega.deploy.report import DeployReport, FailureReport, MachineFate, machine_fates
+from bodega.deploy.room import check_room, room_asks
 from bodega.model.errors import BodegaError, NotFound
 from bodega.model.machine import Machine, MachineEvent
 from bodega.model.machine_config import Init, Restart
@@ -53,6 +54,7 @@ class DeployResult(BaseModel):
     strategy: Strategy
     plan: Plan
     outcome: Outcome
+    app_removed: bool = False  # the app was made by this deploy, which then made nothing
 
     def summary(self) -> DeployReport:
         """What a script reads at the end: the release, how it ended, each machine's fate."""
@@ -99,11 +101,12 @@ async def app_machines(client: MachinesClient, app: str) -> list[Current]:
     return current_machines(machines, crashed)
 
 
-async def ensure_app(client: MachinesClient, app: str) -> None:
+async def app_exists(client: MachinesClient, app: str) -> bool:
     try:
         await client.app(app)
     except NotFound:
-        await client.create_app(app)
+        return False
+    return True
 
 
 async def deploy(client: MachinesClient, config: AppConfig, options: DeployOptions,
@@ -116,11 +119,42 @@ async def deploy(client: MachinesClient, config: AppConfig, options: DeployOptio
                          "(or pass an image)")
     strategy: Strategy = options.strategy or config.deploy.strategy
     app = config.app
-    await ensure_app(client, app)
-    current = await app_machines(client, app)
+    existed = await app_exists(client, app)
+    current = await app_machines(client, app) if existed else []
     base_dir = Path(options.base_dir) if options.base_dir else None
-    # Planned before the release is recorded: a deploy that cannot be planned records none.
-    _plan(config, current, strategy, options, 0, base_dir)
+    # Planned, and its new machines' room checked, before anything is made: a deploy that
+    # cannot be planned or placed creates no app and records no release.
+    await check_room(client, room_asks(
+        _plan(config, current, strategy, options, 0, base_dir), config.primary_region),
+        app if existed else None)
+    if not existed:
+        await client.create_app(app)
+    try:
+        result = await _deploy(client, config, options, report, strategy, current, base_dir)
+    except Exception:
+        if not existed:
+            await _remove_if_empty(client, app)
+        raise
+    if not (existed or result.outcome.ok or result.outcome.created):
+        # The cluster filled between the check and the creates: the app this deploy made
+        # holds nothing, and goes with it.
+        result.app_removed = await _remove_if_empty(client, app)
+    return result
+
+
+async def _remove_if_empty(client: MachinesClient, app: str) -> bool:
+    """Delete an app this deploy created if no machine of it was made; True if it went."""
+    with contextlib.suppress(BodegaError):
+        if not await client.machines(app, include_deleted="true"):
+            await client.delete_app(app)
+            return True
+    return False
+
+
+async def _deploy(client: MachinesClient, config: AppConfig, options: DeployOptions,
+                  report: Callable[[Progress], None], strategy: Strategy,
+                  current: list[Current], base_dir: Path | None) -> DeployResult:
+    app = config.app
     release = await client.create_release(app, CreateRelease(
         strategy=strategy, image=config.build.image or "process",
         config=config.model_dump(mode="json"), user=options.who,

@@ -205,7 +205,10 @@ class Executor:
         if action.standby_for:
             config = config.model_copy(
                 update={"standbys": [self.outcome.created[action.standby_for]]})
-        created = await self._step(action.ref, "create", self.client.create_machine(
+        # No machine exists yet to name: the failure names what was being created.
+        where = f" in {action.region}" if action.region else ""
+        step = f"create of a {action.role} machine of group {action.group}{where}"
+        created = await self._step(None, step, self.client.create_machine(
             self.app, CreateMachineRequest(config=config, skip_launch=not action.start,
                                            region=action.region)))
         machine_id = created.id

@@ -77,8 +77,7 @@ class MachineFailed(Exception):
 def _exit_detail(event: MachineEvent) -> str:
     exit_event = event.exit_event()
     if exit_event is not None:
-        return f"exit code {exit_event.exit_code}" + (
-            f", signal {exit_event.signal}" if exit_event.signal else "")
+        return exit_event.describe()
     return event.error() or event.status or "exited"
 
 
@@ -166,9 +165,13 @@ async def _started(client: MachinesClient, app: str, machine_id: str, instance: 
         down_since = (down_since or loop.time()) if down else None
         if down_since is not None and (machine.state in ("failed", "destroyed")
                                        or loop.time() - down_since > SETTLE):
-            found = [e for e in machine.events or [] if e.type == "exit"]
-            detail = f" ({_exit_detail(found[0])})" if found else ""
-            raise MachineFailed("start", f"machine is {machine.state}{detail}"
+            # The newest event says why (a program not found, a failed run); the state
+            # alone ("machine is failed") sends the user digging through events.
+            trouble = machine.trouble()
+            if machine.state == "failed" and trouble:
+                raise MachineFailed("start", trouble)  # a step failed: its program never ran
+            raise MachineFailed("start", f"machine is {machine.state}"
+                                + (f" ({trouble})" if trouble else "")
                                 + await _log_tail(client, app, machine_id))
         if loop.time() > deadline:
             raise MachineFailed("start", f"not started in time (state {machine.state})")

@@ -72,6 +72,11 @@ class ExitEvent(Answer):
         return not self.requested_stop and bool(self.exit_code or self.signal
                                                 or self.oom_killed)
 
+    def describe(self) -> str:
+        """How the run ended, in words: ``exit code 1``, ``exit code 137, signal 9, OOM``."""
+        return (f"exit code {self.exit_code}" + (f", signal {self.signal}" if self.signal else "")
+                + (", killed for lack of memory (OOM)" if self.oom_killed else ""))
+
 
 class MachineEvent(Answer):
     id: str = ""
@@ -91,6 +96,14 @@ class MachineEvent(Answer):
         """The error a failed step recorded, if any."""
         found = (self.request or {}).get("error")
         return None if found is None else str(found)
+
+    def trouble(self) -> str | None:
+        """What this event says went wrong: a failed step's error, or a run that failed
+        (its exit code, signal, OOM); None for an event that reports nothing wrong."""
+        if (error := self.error()) is not None:
+            return error
+        exit_event = self.exit_event()
+        return exit_event.describe() if exit_event is not None and exit_event.failed else None
 
 
 class CheckStatus(Answer):
@@ -140,6 +153,13 @@ class Machine(Answer):
         """The machines this one stands by for (none for a machine that is no standby)."""
         config = self.known_config()
         return tuple(config.standbys or ()) if config is not None else ()
+
+    def trouble(self) -> str | None:
+        """Why the machine is down, when its newest event says something went wrong (a
+        step's error, such as a program not found, or a failed run); None otherwise, and
+        for an answer that carries no events (a list's)."""
+        newest = max(self.events or [], key=lambda e: e.timestamp, default=None)
+        return newest.trouble() if newest is not None else None
 
 
 @dataclass(frozen=True)

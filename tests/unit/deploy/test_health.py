@@ -60,3 +60,21 @@ async def test_exits_from_before_the_first_look_are_not_this_runs() -> None:
         await wait_healthy(Quiet(), "app", "m1", "i2", timeout=0.6,  # type: ignore[arg-type]
                            smoke=1)
     assert failed.value.why == "not started in time (state starting)"
+
+
+async def test_a_machine_whose_program_is_not_found_fails_the_wait_naming_the_cause() -> None:
+    """A step that failed (the program not found) leaves the machine ``failed`` with the
+    step's error as its newest event: the wait says that error, not "machine is failed"."""
+    error = "exec: nosuchprogram: not found in PATH /usr/bin:/bin"
+
+    class NotFound(CrashLoop):
+        async def machine(self, app: str, machine_id: str) -> Machine:
+            return Machine(id=machine_id, state="failed", instance_id="i2", events=[
+                MachineEvent(type="launch", status="failed", timestamp=2000,
+                             request={"error": error, "step": "prepare"}),
+                MachineEvent(type="launch", status="created", timestamp=1000)])
+
+    with pytest.raises(MachineFailed) as failed:
+        await wait_healthy(NotFound(), "app", "m1", "i2", timeout=5,  # type: ignore[arg-type]
+                           smoke=0)
+    assert (failed.value.step, failed.value.why) == ("start", error)

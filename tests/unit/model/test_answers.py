@@ -100,3 +100,33 @@ def test_a_body_checked_by_a_client_fails_as_the_broker_would_answer() -> None:
         checked(MachineConfig, {"image": "x", "guest": {"memory_mb": 300}}, "config")
     assert refused.value.message == ("invalid_argument: config.guest.memory_mb: Value error, "
                                      "memory_mb must be a multiple of 128")
+
+
+def _exit(code: int, *, at: int, requested: bool = False, signal: int | None = None,
+          oom: bool = False) -> MachineEvent:
+    return MachineEvent(type="exit", status="stopped", timestamp=at, request={"exit_event": {
+        "exit_code": code, "requested_stop": requested, "signal": signal, "oom_killed": oom}})
+
+
+@pytest.mark.parametrize(("events", "trouble"), [
+    # A step that failed: its error, whatever came before.
+    ([MachineEvent(type="launch", status="failed", timestamp=2,
+                   request={"error": "exec: nope: not found in PATH /bin", "step": "prepare"}),
+      MachineEvent(type="launch", status="created", timestamp=1)],
+     "exec: nope: not found in PATH /bin"),
+    # A run that failed on its own, by code, signal or the OOM killer.
+    ([_exit(3, at=5)], "exit code 3"),
+    ([_exit(137, at=5, signal=9, oom=True)],
+     "exit code 137, signal 9, killed for lack of memory (OOM)"),
+    # Stopped because asked, or a clean exit: nothing went wrong.
+    ([_exit(143, at=5, requested=True)], None),
+    ([_exit(0, at=5)], None),
+    # Only the newest event counts: a failure before a later clean start is over.
+    ([MachineEvent(type="start", status="started", timestamp=9), _exit(3, at=5)], None),
+    # Events in any order: the newest by time is the one read.
+    ([_exit(3, at=5), MachineEvent(type="start", status="started", timestamp=9)], None),
+    ([], None),
+])
+def test_a_machine_says_what_went_wrong_from_its_newest_event(
+        events: list[MachineEvent], trouble: str | None) -> None:
+    assert Machine(id="m1", state="failed", events=events).trouble() == trouble

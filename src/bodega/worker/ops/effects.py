@@ -36,6 +36,7 @@ from bodega.worker.core.payloads import (
 )
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, TaskSpec
+from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.host.identity import machine_identity
 from bodega.worker.host.network import Network, NetworkError
 from bodega.worker.host.private_net import PrivateNetwork
@@ -181,7 +182,18 @@ class MachineEffects:
         try:
             return await self._perform(op, step)
         except (DriverError, NetworkError, CommandFailed) as exc:
+            if step.effect in (Effect.PREPARE, Effect.SPAWN):
+                self._log_failure(op.resource_id, step.name, str(exc))
             raise EffectFailed(str(exc)) from exc
+
+    def _log_failure(self, machine_id: str, step: str, error: str) -> None:
+        """Say in the machine's own log why its program never ran (a command not found, an
+        image that cannot be prepared): ``bodega logs`` is where a user looks first."""
+        path = log_path(self.config.machine_dir(machine_id))
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as log_file:
+                log_file.write(f"[bodega] the machine could not start ({step}): {error}\n")
 
     async def _perform(self, op: Operation, step: Step) -> Outcome:
         match step.effect:
