@@ -20,7 +20,12 @@ from bodega.sim.google_machines import read_machine_events
 from bodega.sim.jobs import D_SWEPT, SAMPLING, JobSimParams
 from bodega.sim.jobs import sweep as jobs_sweep
 from bodega.sim.policies import DEFAULT_POLICIES
-from bodega.sim.supermarket import SupermarketParams
+from bodega.sim.supermarket import (
+    SupermarketParams,
+    busy_fraction_off,
+    busy_tolerance,
+    mean_time_error,
+)
 from bodega.sim.supermarket import simulate as supermarket_simulate
 from bodega.sim.trace import Trace
 from bodega.sim.workload import WorkloadParams
@@ -53,15 +58,23 @@ def supermarket(
     load: Annotated[float, typer.Option(help="Arrivals per server per unit time (0 < λ < 1)")]
     = 0.9,
     choices: Annotated[int, typer.Option(help="Servers sampled per arrival (d)")] = 2,
-    jobs: Annotated[int, typer.Option(help="Jobs measured after the warm-up")] = 200_000,
+    jobs: Annotated[int | None, typer.Option(
+        help="Jobs measured after the warm-up (default: enough for ±1 % on the mean, "
+             "growing like 1/(1-λ)², from 200,000 up to 4,000,000)")] = None,
     warmup: Annotated[int | None, typer.Option(
         help="Jobs run first and not measured (default: none for one choice, whose queues "
-             "start stationary; else the arrivals of ten mean times in system)")] = None,
+             "start stationary; else the arrivals of three relaxation times or ten mean "
+             "times in system, whichever is longer)")] = None,
     seed: Annotated[int, typer.Option(help="Random seed")] = 1,
 ) -> None:
     """Poisson arrivals to n servers, each joining the shortest of d sampled queues."""
     params = SupermarketParams(servers=servers, load=load, choices=choices, jobs=jobs,
                                warmup=warmup, seed=seed)
+    run = params.run
+    error = mean_time_error(load, choices, servers, run.jobs)
+    typer.echo(f"run: {run.warmup:,} warm-up jobs ({'given' if warmup is not None else 'default'}"
+               f"), then {run.jobs:,} measured ({'given' if jobs is not None else 'default'}): "
+               f"about ±{100 * error:.1f} % on the mean")
     result = supermarket_simulate(params)
     gap = 100 * (result.mean_time / result.expected_time - 1)
     typer.echo(f"mean time in system: {result.mean_time:.4f} (closed form for n -> infinity: "
@@ -70,6 +83,14 @@ def supermarket(
     expected = ", ".join(f"{s:.3f}" for s in result.expected_at_least)
     typer.echo(f"servers with >= 1..{len(result.at_least)} jobs: {seen} (closed form "
                f"{expected})")
+    busy, tolerance = result.at_least[0], busy_tolerance(params)
+    typer.echo(f"busy fraction: {busy:.4f} (the load {load:.4f}, ±{tolerance:.4f} for a run "
+               "long enough)")
+    if busy_fraction_off(busy, params):
+        typer.secho(f"Warning: the busy fraction is {busy - load:+.4f} off the load, more than "
+                    f"±{tolerance:.4f}: the run is too short for the queues to average out, so "
+                    "the mean time in system is off too; raise --jobs and --warmup",
+                    fg=typer.colors.YELLOW, err=True)
 
 
 def policy_names(text: str) -> list[str]:

@@ -21,9 +21,29 @@ length drawn from the stationary law, ``P(length >= i) = s_i``, the jobs in
 it holding fresh exponential services (memoryless, so this is exact for the
 job in service too). For one choice every server is an independent M/M/1
 fed by a Poisson stream, so that start *is* the stationary state and no
-warm-up is needed; for d >= 2 it is the n -> infinity law, and the default
-warm-up (``default_warmup``) gives the finite system ten mean times in
-system to settle.
+warm-up is needed; for d >= 2 it is the n -> infinity law, and the finite
+system gets a warm-up to settle.
+
+How long to run (``default_run``). The mean time in system follows the
+number of jobs per server, m = load * T_d, and that number wanders. Jobs
+leave at the busy fraction, and an excess of jobs per server raises it by
+about 1/tau, tau = dm/dload (along the stationary states, whose busy
+fraction is their load): an excess drains in tau time units. tau is
+1/(1-load)^2 for one choice and about 1.3/(1-load) for two (12 at load 0.9,
+26 at 0.95, 139 at 0.99). A run of J jobs then has a relative standard
+error of about (tau / T_d) sqrt(2 / J) on the mean: the jobs needed for a
+given precision grow like 1/(1-load)^2. The default measures enough jobs
+for 1 % (floor 200,000, cap 4,000,000 so that load 0.99 takes seconds, not
+minutes), after a warm-up of three tau or ten mean times in system,
+whichever is longer.
+
+How to tell a run was too short (``busy_fraction_off``). Each job brings one
+unit of work on average, so the busy fraction over a run is the load up to
+the noise of the work and the arrival times, sqrt(load (1 + load) / J) with
+the one-server probe that measures it. A run whose number of jobs per server
+sits high has its busy fraction high too, and its mean time in system: off
+by (tau / (load T_d)) times as much in relative terms (8 at load 0.95, 26 at
+0.99). So a busy fraction off the load says the mean is off.
 """
 
 from __future__ import annotations
@@ -42,13 +62,22 @@ class SupermarketParams(BaseModel):
     servers: int = Field(default=1000, ge=1)
     load: float = Field(default=0.9, gt=0, lt=1)  # lambda: arrivals per server per unit time
     choices: int = Field(default=2, ge=1)
-    jobs: int = Field(default=200_000, ge=1)  # measured jobs, after the warm-up ones
-    warmup: int | None = Field(default=None, ge=0)  # None: ``default_warmup``
+    jobs: int | None = Field(default=None, ge=1)  # measured, after the warm-up; None: default
+    warmup: int | None = Field(default=None, ge=0)  # None: ``default_run``'s
     seed: int = 1
 
     @property
-    def warmup_jobs(self) -> int:
-        return default_warmup(self) if self.warmup is None else self.warmup
+    def run(self) -> RunLength:
+        """The warm-up and measured jobs: those given, else ``default_run``'s."""
+        chosen = default_run(self.load, self.choices, self.servers)
+        return RunLength(warmup=chosen.warmup if self.warmup is None else self.warmup,
+                         jobs=chosen.jobs if self.jobs is None else self.jobs)
+
+
+@dataclass(frozen=True)
+class RunLength:
+    warmup: int  # jobs run first and not measured
+    jobs: int  # jobs measured
 
 
 @dataclass(frozen=True)
@@ -83,13 +112,83 @@ def expected_time(load: float, choices: int) -> float:
         i += 1
 
 
-def default_warmup(params: SupermarketParams) -> int:
-    """Jobs to run before measuring: none for one choice (the start is stationary), else the
-    arrivals of ten mean times in system (the start is the n -> infinity law)."""
-    if params.choices == 1:
-        return 0
-    spell = 10.0 * expected_time(params.load, params.choices)
-    return math.ceil(spell * params.load * params.servers)
+TARGET_ERROR = 0.01  # the default run's relative standard error of the mean time in system
+MIN_JOBS = 200_000  # below this the s_i estimates are noisy even where the mean is not
+MAX_JOBS = 4_000_000  # about 10 s at 400,000 jobs/s: load 0.99 takes seconds, not minutes
+
+
+def relaxation_time(load: float, choices: int) -> float:
+    """tau = dm/dload, m = load * T_d(load) the jobs per server: the time an excess of them
+    takes to drain (1/(1-load)^2 for one choice, about 1.3/(1-load) for two)."""
+    if choices == 1:
+        return 1.0 / (1.0 - load) ** 2
+    # d/dload of sum_i s_i = sum_i e_i load^(e_i - 1), e_i = (d^i - 1)/(d - 1).
+    total, i = 0.0, 1
+    while True:
+        power = (choices**i - 1) / (choices - 1)
+        term = float(power * load ** (power - 1))
+        total += term
+        if term < 1e-15:
+            return total
+        i += 1
+
+
+def mean_time_error(load: float, choices: int, servers: int, jobs: int) -> float:
+    """The expected relative standard error of the mean time in system over ``jobs`` jobs."""
+    if choices == 1:
+        # Each server is its own M/M/1 queue, started stationary: a mean over a run is never
+        # further off than the start itself, 1/sqrt(load n) of it.
+        return min(long_run_error(load, choices, jobs), 1 / math.sqrt(load * servers))
+    return long_run_error(load, choices, jobs)
+
+
+def long_run_error(load: float, choices: int, jobs: int) -> float:
+    """The relative standard error of the mean over a run much longer than tau."""
+    if choices == 1:
+        # Whitt: the time average of an M/M/1 queue's length over L time units has variance
+        # 2 load (1 + load) / ((1 - load)^4 L); over n servers, with J = load n L.
+        return math.sqrt(2 * (1 + load) / jobs) / (1 - load)
+    # The jobs per server relax like an Ornstein-Uhlenbeck process with time constant tau,
+    # pushed by arrivals and departures (2 load n per unit time): its time average over L
+    # has variance 2 load tau^2 / (n L) = 2 (load tau)^2 / J, against a mean of load T_d.
+    return relaxation_time(load, choices) / expected_time(load, choices) * math.sqrt(2 / jobs)
+
+
+def default_run(load: float, choices: int, servers: int) -> RunLength:
+    """Enough measured jobs for ``TARGET_ERROR`` on the mean, within ``MIN_JOBS`` and
+    ``MAX_JOBS``; no warm-up for one choice (the start is stationary), else the arrivals of
+    three relaxation times or ten mean times in system, whichever is longer (the start is
+    the n -> infinity law, and the finite system's jobs per server settle in tau)."""
+    needed = (long_run_error(load, choices, 1) / TARGET_ERROR) ** 2  # the error goes as 1/sqrt(J)
+    if mean_time_error(load, choices, servers, MIN_JOBS) <= TARGET_ERROR:
+        needed = MIN_JOBS  # one choice over many servers: the stationary start is enough
+    jobs = min(max(1000 * math.ceil(needed / 1000), MIN_JOBS), MAX_JOBS)
+    if choices == 1:
+        return RunLength(warmup=0, jobs=jobs)
+    spell = max(3 * relaxation_time(load, choices), 10 * expected_time(load, choices))
+    return RunLength(warmup=math.ceil(spell * load * servers), jobs=jobs)
+
+
+def busy_error(load: float, jobs: int) -> float:
+    """The standard error of the busy fraction measured over ``jobs`` jobs. The work done is
+    the work brought, 2 / J in relative variance from the J services and the arrival times;
+    the one server probed per arrival adds (1 - load) / (load J). In all,
+    load^2 (2 + (1 - load) / load) / J = load (1 + load) / J."""
+    return math.sqrt(load * (1 + load) / jobs)
+
+
+def busy_tolerance(params: SupermarketParams) -> float:
+    """How far a run's busy fraction may stray from its load: three standard errors of a run
+    of the default length, or of its own if longer. A shorter run is held to the default's
+    (its own, wider, would excuse the very error it is too short to avoid); beyond three
+    standard errors a default run warns about once in 370."""
+    chosen = default_run(params.load, params.choices, params.servers)
+    return 3 * busy_error(params.load, max(params.run.jobs, chosen.jobs))
+
+
+def busy_fraction_off(busy: float, params: SupermarketParams) -> bool:
+    """Whether a run's busy fraction says its mean time in system is off too."""
+    return abs(busy - params.load) > busy_tolerance(params)
 
 
 def stationary_length(rng: random.Random, load: float, choices: int) -> int:
@@ -123,10 +222,11 @@ def simulate(params: SupermarketParams, levels: int = 4) -> SupermarketResult:
     # Each server's queue, as the departure times of the jobs in it (FIFO: increasing).
     queues = stationary_queues(rng, p)
     rate = p.load * p.servers
-    warmup = p.warmup_jobs
+    run = p.run
+    warmup = run.warmup
     now, total, measured = 0.0, 0.0, 0
     seen = [0] * (levels + 1)
-    for job in range(warmup + p.jobs):
+    for job in range(warmup + run.jobs):
         now += rng.expovariate(rate)
         best, best_len = -1, -1
         for _ in range(p.choices):

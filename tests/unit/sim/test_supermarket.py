@@ -10,14 +10,24 @@ seed, and is far tighter than the gap the model is about (T_1(0.9) = 10, T_2(0.9
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
 from bodega.sim.supermarket import (
+    MAX_JOBS,
+    MIN_JOBS,
+    RunLength,
     SupermarketParams,
+    busy_error,
+    busy_fraction_off,
+    busy_tolerance,
+    default_run,
     expected_fraction,
     expected_time,
+    mean_time_error,
+    relaxation_time,
     simulate,
     stationary_queues,
 )
@@ -70,13 +80,62 @@ def test_queues_start_from_the_stationary_law() -> None:
             assert seen == pytest.approx(expected_fraction(load, choices, i), abs=0.01)
 
 
-def test_the_default_warmup_is_sized_from_the_load() -> None:
-    # One choice starts stationary: no warm-up. More choices: ten mean times in system.
-    assert SupermarketParams(load=0.99, choices=1).warmup_jobs == 0
-    two = SupermarketParams(servers=1000, load=0.9, choices=2)
-    assert two.warmup_jobs == pytest.approx(10 * expected_time(0.9, 2) * 0.9 * 1000, abs=1)
-    assert SupermarketParams(load=0.5, choices=2).warmup_jobs < two.warmup_jobs
-    assert SupermarketParams(choices=1, warmup=7).warmup_jobs == 7
+def test_the_relaxation_time_is_the_slope_of_the_jobs_per_server() -> None:
+    # One choice: m = load / (1 - load), so tau = 1 / (1 - load)^2, the M/M/1's scale.
+    assert relaxation_time(0.9, 1) == pytest.approx(100.0)
+    # Two choices: d/dload of load + load^3 + load^7 + ... = 1 + 3 load^2 + 7 load^6 + ...
+    assert relaxation_time(0.5, 2) == pytest.approx(
+        sum((2**i - 1) * 0.5 ** (2**i - 2) for i in range(1, 8)))
+    for load in (0.9, 0.95, 0.99):  # about 1.3 / (1 - load): far shorter than one choice's
+        assert 1.1 < relaxation_time(load, 2) * (1 - load) < 1.5
+
+
+def test_the_default_run_grows_with_the_load_within_its_floor_and_cap() -> None:
+    runs = {load: default_run(load, 2, 1000) for load in (0.5, 0.9, 0.95, 0.98, 0.99)}
+    assert runs[0.5].jobs == MIN_JOBS  # far from saturation the floor is plenty
+    # Enough jobs for 1 % on the mean: (tau / T_d)^2 2 / 0.01^2, about 1/(1 - load)^2.
+    assert runs[0.95].jobs == pytest.approx(
+        2 * (relaxation_time(0.95, 2) / expected_time(0.95, 2) / 0.01) ** 2, abs=1000)
+    assert runs[0.9].jobs < runs[0.95].jobs < runs[0.98].jobs
+    assert runs[0.98].jobs == runs[0.99].jobs == MAX_JOBS  # near 1: capped, and said so
+    assert mean_time_error(0.95, 2, 1000, runs[0.95].jobs) == pytest.approx(0.01, rel=0.01)
+    assert mean_time_error(0.99, 2, 1000, MAX_JOBS) == pytest.approx(0.018, abs=0.001)
+    # The warm-up: three relaxation times of arrivals (ten mean times at low load).
+    assert runs[0.95].warmup == pytest.approx(3 * relaxation_time(0.95, 2) * 0.95 * 1000, abs=1)
+    assert runs[0.5].warmup == pytest.approx(10 * expected_time(0.5, 2) * 0.5 * 1000, abs=1)
+    assert default_run(0.95, 2, 100).warmup < runs[0.95].warmup  # arrivals scale with n
+
+
+def test_one_choice_starts_stationary_and_needs_jobs_only_for_few_servers() -> None:
+    assert default_run(0.99, 1, 1000).warmup == 0
+    assert default_run(0.9, 1, 1000).jobs > 10 * MIN_JOBS
+    # 20,000 stationary queues already average within 1 % at time 0.
+    assert default_run(0.9, 1, 20_000).jobs == MIN_JOBS
+    assert mean_time_error(0.99, 1, 1000, MAX_JOBS) == pytest.approx(1 / math.sqrt(990))
+
+
+def test_given_jobs_and_warmup_win_over_the_defaults() -> None:
+    assert SupermarketParams(load=0.95, jobs=5, warmup=7).run == RunLength(warmup=7, jobs=5)
+    only_jobs = SupermarketParams(load=0.95, jobs=5).run
+    assert only_jobs == RunLength(warmup=default_run(0.95, 2, 1000).warmup, jobs=5)
+
+
+def test_a_busy_fraction_off_the_load_by_more_than_a_long_runs_noise_is_flagged() -> None:
+    # The default run at 0.95 (1,149,000 jobs): sqrt(0.95 * 1.95 / J) = 0.00127, times 3.
+    params = SupermarketParams(load=0.95, choices=2)
+    assert busy_error(0.95, params.run.jobs) == pytest.approx(0.00127, abs=1e-5)
+    assert busy_tolerance(params) == pytest.approx(0.0038, abs=1e-4)
+    assert not busy_fraction_off(0.9535, params)
+    assert busy_fraction_off(0.957, params)  # 200,000 jobs gave this: the mean 6.6 % high
+    assert busy_fraction_off(0.9455, params)  # low as well as high
+    # A short run is held to the default's tolerance, not excused by its own wider noise...
+    short = SupermarketParams(load=0.95, choices=2, jobs=20_000)
+    assert busy_tolerance(short) == busy_tolerance(params)
+    assert busy_fraction_off(0.957, short)
+    # ... and a longer run to its own.
+    long = SupermarketParams(load=0.95, choices=2, jobs=10 * params.run.jobs)
+    assert busy_tolerance(long) < busy_tolerance(params)
+    assert busy_fraction_off(0.9535, long)
 
 
 @pytest.mark.parametrize("load", [0.95, 0.98])
