@@ -1,4 +1,9 @@
-"""Which app a command is about: ``--app``, else the ``app`` of the bodega.toml here."""
+"""Which app a command is about: ``--app``, else the ``app`` of the bodega.toml here.
+
+Every command that works on one app takes ``-a/--app`` and ``-c/--config`` and asks
+``app_name``, as flyctl reads fly.toml: run where an app's bodega.toml is, and the
+app need not be named. With neither, the command stops with one line saying so.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+
+DEFAULT_CONFIG = Path("bodega.toml")
 
 ConfigPath = Annotated[Path, typer.Option(
     "--config", "-c", help="The app's bodega.toml, or a directory holding one")]
@@ -21,4 +28,5 @@ def app_name(app: str | None, config: Path) -> str:
         from bodega.deploy.config import config_file, load
 
         return load(config_file(config))[0].app
-    raise ValueError("no app: pass --app or run where bodega.toml is (or -c PATH)")
+    raise ValueError(f"no app: pass -a APP, or run where a bodega.toml names one, or give its "
+                     f"path with -c (there is no {config})")

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from bodega.cli.app_choice import AppOption, ConfigPath, app_name
+from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.deploy import _reporter
 from bodega.cli.errors import fail, friendly
 from bodega.cli.session import (
@@ -43,7 +43,7 @@ def _outcome_line(outcome: Outcome) -> str | None:
 @friendly
 def scale_count(
     count: Annotated[int, typer.Argument(help="Machines per region")],
-    app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+    app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
     process_group: Annotated[str, typer.Option(help="Process group")] = "app",
     region: Annotated[str | None, typer.Option(help="Regions, e.g. ams,syd")] = None,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per new machine")] = 120.0,
@@ -112,7 +112,7 @@ def _why(room: Placements) -> str:
 @friendly
 def scale_vm(
     size: Annotated[str, typer.Argument(help="A preset: shared-cpu-1x ... performance-8x")],
-    app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+    app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 120.0,
     smoke_time: SmokeTime = 10.0, drain_time: DrainTime = 2.0,
     api_url: ApiUrl = None, token: Token = None,
@@ -174,7 +174,7 @@ def launch_command(
                                                    "the command on the host)")] = None,
     port: Annotated[int, typer.Option(help="Port the app listens on")] = 8080,
     region: Annotated[str, typer.Option(help="Primary region")] = "ams",
-    config: ConfigPath = Path("bodega.toml"),
+    config: ConfigPath = DEFAULT_CONFIG,
 ) -> None:
     """Write a starter bodega.toml for a command or an image."""
     if config.exists():

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
-from bodega.cli.session import ApiUrl, App, ContextName, Json, Token, call, show_json, table
+from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 from bodega.wire.fly_certificates import (
     SOURCE_LABELS,
     CertificateDetail,
@@ -59,9 +60,11 @@ def _add(app: str, path: str, body: dict[str, str], api_url: str | None, token: 
 
 @certs.command("add")
 @friendly
-def add(hostname: Hostname, app: App, api_url: ApiUrl = None, token: Token = None,
+def add(hostname: Hostname, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+        api_url: ApiUrl = None, token: Token = None,
         context: ContextName = None, json: Json = False) -> None:
     """Have the cluster CA issue a certificate for HOSTNAME (again: renew it)."""
+    app = app_name(app, config)
     detail = _add(app, "", {"hostname": hostname}, api_url, token, context, json)
     if not json:
         _show(detail, app, "Issued")
@@ -71,12 +74,14 @@ def add(hostname: Hostname, app: App, api_url: ApiUrl = None, token: Token = Non
 
 @certs.command("import")
 @friendly
-def import_cert(hostname: Hostname, app: App,
+def import_cert(hostname: Hostname,
                 cert: Annotated[Path, typer.Option(help="PEM chain, the leaf first")],
                 key: Annotated[Path, typer.Option(help="PEM private key (unencrypted)")],
+                app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
                 api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
                 json: Json = False) -> None:
     """Import a certificate and key for HOSTNAME (checked to be a pair covering it)."""
+    app = app_name(app, config)
     body = {"hostname": hostname, "fullchain": _read(cert, "--cert"),
             "private_key": _read(key, "--key")}
     detail = _add(app, "/custom", body, api_url, token, context, json)
@@ -94,9 +99,12 @@ def _read(path: Path, flag: str) -> str:
 
 @certs.command("list")
 @friendly
-def list_certs(app: App, api_url: ApiUrl = None, token: Token = None,
+def list_certs(app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+               api_url: ApiUrl = None, token: Token = None,
                context: ContextName = None, json: Json = False) -> None:
     """List an app's certificates."""
+    app = app_name(app, config)
+
     async def every_page(client: MachinesClient) -> CertificateListing:
         listed = CertificateListing(certificates=[], total_count=0)
         cursor: str | None = ""
@@ -120,9 +128,11 @@ def list_certs(app: App, api_url: ApiUrl = None, token: Token = None,
 
 @certs.command("show")
 @friendly
-def show(hostname: Hostname, app: App, api_url: ApiUrl = None, token: Token = None,
+def show(hostname: Hostname, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+         api_url: ApiUrl = None, token: Token = None,
          context: ContextName = None, json: Json = False) -> None:
     """Show one certificate: what it covers, who issued it, when it expires."""
+    app = app_name(app, config)
     detail: CertificateDetail = call(api_url, token, lambda c: c.answer(
         CertificateDetail, "GET", _path(hostname).format(app=app)), context=context)
     if json:
@@ -139,9 +149,11 @@ def show(hostname: Hostname, app: App, api_url: ApiUrl = None, token: Token = No
 
 @certs.command("remove")
 @friendly
-def remove(hostname: Hostname, app: App, api_url: ApiUrl = None, token: Token = None,
+def remove(hostname: Hostname, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+           api_url: ApiUrl = None, token: Token = None,
            context: ContextName = None) -> None:
     """Remove a certificate: the proxies stop serving it (no reload)."""
+    app = app_name(app, config)
     call(api_url, token, lambda c: c.request("DELETE", _path(hostname).format(app=app)),
          context=context)
     typer.echo(f"Removed the certificate for {hostname} from {app}")

@@ -13,13 +13,12 @@ import getpass
 import json as jsonlib
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from bodega.cli.app_choice import AppOption, ConfigPath, app_name
+from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.build import DataDir, Registry
 from bodega.cli.deploy_build import built_image
 from bodega.cli.errors import fail, friendly
@@ -118,7 +117,7 @@ def _json_result_on_error(json: bool) -> Iterator[None]:
 
 @friendly
 def deploy_command(
-    config: ConfigPath = Path("bodega.toml"),
+    config: ConfigPath = DEFAULT_CONFIG,
     strategy: Annotated[str | None, typer.Option(
         help="rolling, immediate, canary or bluegreen (default: bodega.toml's)")] = None,
     image: Annotated[str | None, typer.Option(
@@ -160,7 +159,7 @@ def _seconds(text: str) -> float:
 
 
 @friendly
-def releases_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+def releases_command(app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
                      api_url: ApiUrl = None, token: Token = None,
                      context: ContextName = None,
                      json: Json = False) -> None:
@@ -180,7 +179,7 @@ def rollback_command(
     version: Annotated[int | None, typer.Argument(
         help="Release to go back to (default: the last complete one before the current)")]
     = None,
-    app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+    app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
     strategy: Annotated[str | None, typer.Option(help="Strategy (default: the release's)")]
     = None,
     wait_timeout: Annotated[float, typer.Option(help="Seconds per machine")] = 300.0,

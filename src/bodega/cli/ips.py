@@ -6,8 +6,9 @@ from typing import Annotated
 
 import typer
 
+from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
-from bodega.cli.session import ApiUrl, App, ContextName, Json, Token, call, show_json, table
+from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 from bodega.wire.apps import IpAssignment, IpAssignmentList
 
 ips = typer.Typer(help="Manage an app's IP addresses (Flycast: a private one in its network).",
@@ -16,7 +17,7 @@ ips = typer.Typer(help="Manage an app's IP addresses (Flycast: a private one in 
 
 @ips.command("allocate-v6")
 @friendly
-def allocate_v6(app: App,
+def allocate_v6(app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
                 private: Annotated[bool, typer.Option(
                     "--private", help="A Flycast address: reachable only from the app's "
                                       "private network, served by the proxy, named "
@@ -24,6 +25,7 @@ def allocate_v6(app: App,
                 api_url: ApiUrl = None, token: Token = None,
                 context: ContextName = None, json: Json = False) -> None:
     """Allocate an IPv6 address for the app (with --private: its Flycast address)."""
+    app = app_name(app, config)
     kind = "private_v6" if private else "v6"
     found: IpAssignment = call(api_url, token, lambda c: c.answer(
         IpAssignment, "POST", f"/v1/apps/{app}/ip_assignments", json={"type": kind}),
@@ -37,9 +39,11 @@ def allocate_v6(app: App,
 
 @ips.command("list")
 @friendly
-def list_ips(app: App, api_url: ApiUrl = None, token: Token = None,
+def list_ips(app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+             api_url: ApiUrl = None, token: Token = None,
              context: ContextName = None, json: Json = False) -> None:
     """List the app's IP addresses."""
+    app = app_name(app, config)
     found: IpAssignmentList = call(api_url, token, lambda c: c.answer(
         IpAssignmentList, "GET", f"/v1/apps/{app}/ip_assignments"), context=context)
     if json:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
 from bodega.cli.session import (
     ApiUrl,
@@ -73,7 +74,7 @@ async def follow(client: MachinesClient, job: JobStatus, app: str, quiet: bool) 
 @friendly
 def submit(
     command: Annotated[list[str], typer.Argument(help="Program and arguments (after --)")],
-    app: App = "",
+    app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
     name: Annotated[str | None, typer.Option(help="The job's name (default: made up)")]
     = None,
     count: Annotated[int, typer.Option(min=1, max=10_000, help="Tasks: runs of the command")]
@@ -95,8 +96,7 @@ def submit(
     context: ContextName = None, json: Json = False,
 ) -> None:
     """Submit a job: COMMAND runs --count times, each a machine (never through a shell)."""
-    if not app:
-        raise ValueError("--app is required")
+    app = app_name(app, config)
     body = SubmitBody.model_validate({
         "name": name, "command": command, "count": count, "cpus": cpus,
         "memory_mb": memory, "pool": pool, "max_attempts": max_attempts,

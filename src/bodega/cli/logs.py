@@ -9,8 +9,9 @@ from typing import Annotated
 import aiohttp
 import typer
 
+from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
-from bodega.cli.session import ApiUrl, App, ContextName, Json, Token, call
+from bodega.cli.session import ApiUrl, ContextName, Json, Token, call
 from bodega.model.errors import Unavailable, Unreachable, from_wire
 from bodega.wire.json_client import why_unconnected
 from bodega.wire.logs import LogLine
@@ -54,7 +55,7 @@ async def _stream(client: MachinesClient, app: str, params: dict[str, str], json
 
 
 @friendly
-def logs(app: App,
+def logs(app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
          machine: Annotated[str | None, typer.Option("--machine", help="Only this machine")
                             ] = None,
          region: Annotated[str | None, typer.Option("--region", "-r", help="Only this region")
@@ -66,6 +67,7 @@ def logs(app: App,
          api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
          json: Json = False) -> None:
     """Show an app's logs (NDJSON lines with --json)."""
+    app = app_name(app, config)
     params = {k: v for k, v in (("machine", machine), ("region", region), ("since", since),
                                 ("limit", str(limit)), ("follow", "true" if follow else None))
               if v}

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
 from bodega.cli.placement_report import show_record, show_region
 from bodega.cli.session import (
     ApiUrl,
-    App,
     ContextName,
     Json,
     Token,
@@ -59,7 +59,7 @@ def machine_config(command: list[str], image: str, port: list[int], size: str | 
 def run(
     command: Annotated[list[str] | None, typer.Argument(help="Program and arguments to run")]
     = None,
-    app: App = "",
+    app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
     image: Annotated[str, typer.Option(help="An OCI image naming its registry "
                                             "(host:port/app:tag) runs as an image; anything "
                                             "else labels the command")] = "process",
@@ -84,8 +84,7 @@ def run(
     context: ContextName = None, json: Json = False,
 ) -> None:
     """Create a machine, placed by the broker, and wait until it has started."""
-    if not app:
-        raise ValueError("--app is required")
+    app = app_name(app, config)
     body = checked(CreateMachineRequest, {"config": machine_config(
         command or [], image, port or [], size, cpus, memory, cpu_kind, env, restart, autostop,
         standby_for, metadata), "skip_launch": skip_start, "region": region or None,
@@ -121,13 +120,15 @@ def _detail(event: MachineEvent) -> str:
 
 @machine.command("list")
 @friendly
-def list_machines(app: App = "", all_: Annotated[bool, typer.Option(
-    "--all", help="Include destroyed machines")] = False,
+def list_machines(app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+                  all_: Annotated[bool, typer.Option(
+                      "--all", help="Include destroyed machines")] = False,
                   quiet: Annotated[bool, typer.Option(
                       "--quiet", "-q", help="Only the machines' IDs, one a line")] = False,
                   api_url: ApiUrl = None, token: Token = None,
                   context: ContextName = None, json: Json = False) -> None:
     """List an app's machines."""
+    app = app_name(app, config)
     params = {"include_deleted": "true"} if all_ else {}
     found = call(api_url, token, lambda c: c.machines(app, **params), context=context)
     if json:
@@ -146,10 +147,11 @@ def list_machines(app: App = "", all_: Annotated[bool, typer.Option(
 
 @machine.command("status")
 @friendly
-def status(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token = None,
-           context: ContextName = None,
+def status(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+           api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
            json: Json = False) -> None:
     """Show a machine and its latest events."""
+    app = app_name(app, config)
     m = call(api_url, token, lambda c: c.machine(app, machine_id), context=context)
     if json:
         show_json(m)
@@ -168,8 +170,10 @@ def status(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token =
 def _simple(action: str, verb: str) -> None:
     @machine.command(action, help=f"{verb.capitalize()} a machine.")
     @friendly
-    def command(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token = None,
+    def command(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+                api_url: ApiUrl = None, token: Token = None,
                 context: ContextName = None) -> None:
+        app = app_name(app, config)
         call(api_url, token, lambda c: c.action(app, machine_id, action), context=context)
         typer.echo(f"Machine {machine_id}: {verb} requested")
 
@@ -183,12 +187,13 @@ _simple("uncordon", "uncordon")
 
 @machine.command("stop")
 @friendly
-def stop(machine_id: Id, app: App = "",
+def stop(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
          signal: Annotated[str | None, typer.Option(help="Signal first, e.g. SIGTERM")] = None,
          timeout: Annotated[str | None, typer.Option(help="Then SIGKILL after, e.g. 10s")] = None,
          api_url: ApiUrl = None, token: Token = None,
          context: ContextName = None) -> None:
     """Stop a machine."""
+    app = app_name(app, config)
     call(api_url, token, lambda c: c.stop(app, machine_id, signal or None, timeout or None),
          context=context)
     typer.echo(f"Machine {machine_id}: stop requested")
@@ -196,11 +201,12 @@ def stop(machine_id: Id, app: App = "",
 
 @machine.command("destroy")
 @friendly
-def destroy(machine_id: Id, app: App = "",
+def destroy(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
             force: Annotated[bool, typer.Option(help="Kill it if it is running")] = False,
             api_url: ApiUrl = None, token: Token = None,
             context: ContextName = None) -> None:
     """Destroy a machine."""
+    app = app_name(app, config)
     call(api_url, token, lambda c: c.destroy(app, machine_id, force), context=context)
     typer.echo(f"Machine {machine_id}: destroy requested")
 
@@ -208,10 +214,12 @@ def destroy(machine_id: Id, app: App = "",
 @machine.command("exec", context_settings={"allow_interspersed_args": False})
 @friendly
 def exec_cmd(machine_id: Id, command: Annotated[list[str], typer.Argument(help="Command")],
-             app: App = "", timeout: Annotated[int, typer.Option(help="Seconds")] = 30,
+             app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+             timeout: Annotated[int, typer.Option(help="Seconds")] = 30,
              api_url: ApiUrl = None, token: Token = None,
              context: ContextName = None) -> None:
     """Run a command in a machine's context and print its output."""
+    app = app_name(app, config)
     result = call(api_url, token, lambda c: c.exec(app, machine_id, command, timeout),
                   context=context)
     typer.echo(result.stdout, nl=False)
@@ -221,10 +229,11 @@ def exec_cmd(machine_id: Id, command: Annotated[list[str], typer.Argument(help="
 
 @machine.command("events")
 @friendly
-def events(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token = None,
-           context: ContextName = None,
+def events(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+           api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
            json: Json = False) -> None:
     """A machine's events, newest first."""
+    app = app_name(app, config)
     found = call(api_url, token, lambda c: c.events(app, machine_id, limit=50),
                  context=context)
     if json:
@@ -237,10 +246,11 @@ def events(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token =
 
 @machine.command("explain")
 @friendly
-def explain(machine_id: Id, app: App = "", api_url: ApiUrl = None, token: Token = None,
-            context: ContextName = None,
+def explain(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+            api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
             json: Json = False) -> None:
     """Why the broker placed a machine where it is."""
+    app = app_name(app, config)
     record = call(api_url, token, lambda c: c.placement(app, machine_id), context=context)
     if json:
         show_json(record)

@@ -6,8 +6,9 @@ from typing import Annotated
 
 import typer
 
+from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
-from bodega.cli.session import ApiUrl, App, ContextName, Json, Token, call, show_json, table
+from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 from bodega.model.plural import counted
 from bodega.wire.fly import UpdateMachineRequest, checked
 from bodega.wire.machines_client import MachinesClient
@@ -44,13 +45,14 @@ async def deploy_secrets(client: MachinesClient, app: str) -> list[str]:
 @secrets.command("set")
 @friendly
 def set_secrets(values: Annotated[list[str], typer.Argument(help="NAME=VALUE ...")],
-                app: App,
+                app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
                 stage: Annotated[bool, typer.Option(
                     "--stage", help="Only record them; machines get them at their next deploy")
                 ] = False,
                 api_url: ApiUrl = None, token: Token = None,
                 context: ContextName = None) -> None:
     """Set secrets; without --stage, also update the app's started machines to apply them."""
+    app = app_name(app, config)
     wanted = pairs(values)
 
     async def work(c: MachinesClient) -> list[str]:
@@ -64,10 +66,11 @@ def set_secrets(values: Annotated[list[str], typer.Argument(help="NAME=VALUE ...
 
 @secrets.command("list")
 @friendly
-def list_secrets(app: App, api_url: ApiUrl = None, token: Token = None,
-                 context: ContextName = None,
+def list_secrets(app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+                 api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
                  json: Json = False) -> None:
     """List an app's secrets (names and digests, never values)."""
+    app = app_name(app, config)
     found = call(api_url, token, lambda c: c.secrets(app), context=context)
     if json:
         show_json(found)
@@ -78,11 +81,13 @@ def list_secrets(app: App, api_url: ApiUrl = None, token: Token = None,
 
 @secrets.command("unset")
 @friendly
-def unset(names: Annotated[list[str], typer.Argument(help="NAME ...")], app: App,
+def unset(names: Annotated[list[str], typer.Argument(help="NAME ...")],
+          app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
           stage: Annotated[bool, typer.Option("--stage", help="Do not update machines")] = False,
           api_url: ApiUrl = None, token: Token = None,
           context: ContextName = None) -> None:
     """Remove secrets; without --stage, also update the app's started machines."""
+    app = app_name(app, config)
 
     async def work(c: MachinesClient) -> list[str]:
         await c.update_secrets(app, dict.fromkeys(names))
@@ -95,9 +100,11 @@ def unset(names: Annotated[list[str], typer.Argument(help="NAME ...")], app: App
 
 @secrets.command("deploy")
 @friendly
-def deploy(app: App, api_url: ApiUrl = None, token: Token = None,
+def deploy(app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+           api_url: ApiUrl = None, token: Token = None,
            context: ContextName = None) -> None:
     """Update every started machine of the app so it runs with the current secrets."""
+    app = app_name(app, config)
     updated = call(api_url, token, lambda c: deploy_secrets(c, app), context=context)
     typer.echo(f"Updated {counted(len(updated), 'machine')}: {' '.join(updated)}" if updated
                else "No started machine to update")

@@ -6,12 +6,11 @@ the app's name): a status is asked often, and answers quickly.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from bodega.cli.app_choice import AppOption, ConfigPath, app_name
+from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
 from bodega.cli.session import (
     ApiUrl,
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 
 
 @friendly
-def status_command(app: AppOption = None, config: ConfigPath = Path("bodega.toml"),
+def status_command(app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
                    api_url: ApiUrl = None, token: Token = None,
                    context: ContextName = None,
                    json: Json = False) -> None:

@@ -1,0 +1,67 @@
+"""Every command's options: where a command on one app finds it, and the one line it says
+when it cannot tell which app. The real commands, run in-process (no cluster)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from bodega.cli.main import BodegaCommands, app
+
+runner = CliRunner()
+# Commands whose --app is optional: co-location for a placement, a filter for jobs
+# (a job is found by its name alone).
+APP_OPTIONAL = {("machine", "place"), ("jobs", "status"), ("jobs", "list"),
+                ("jobs", "cancel"), ("jobs", "logs")}
+
+
+def commands() -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every command and group under ``bodega``, the root too, by its path of names."""
+    root = BodegaCommands(name="bodega")
+    yield (), root
+
+    def under(path: tuple[str, ...], command: Any) -> Iterator[tuple[tuple[str, ...], Any]]:
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from under((*path, name), sub)
+
+    for entry in root.entries:
+        yield from under((entry.name,), root.load(entry.name))
+
+
+def dummy_args(command: Any) -> list[str]:
+    """Values for a command's required options, then its required arguments: enough for
+    it to get as far as choosing its app ("1" passes for a number and for a string)."""
+    options = [word for p in command.params
+               if p.param_type_name == "option" and p.required for word in (p.opts[0], "1")]
+    arguments = ["1" for p in command.params if p.param_type_name == "argument" and p.required]
+    return options + arguments
+
+
+def app_commands() -> list[tuple[tuple[str, ...], Any]]:
+    return [(path, command) for path, command in commands()
+            if any("--app" in p.opts for p in command.params) and path not in APP_OPTIONAL]
+
+
+def test_every_app_command_reads_the_app_from_config() -> None:
+    found = app_commands()
+    assert len(found) > 30
+    for path, command in found:
+        options = {o for p in command.params for o in p.opts}
+        assert {"-a", "--app", "-c", "--config"} <= options, path
+
+
+def test_without_an_app_anywhere_every_app_command_says_so_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no bodega.toml here
+    monkeypatch.delenv("BODEGA_APP", raising=False)
+    for path, command in app_commands():
+        done = runner.invoke(app, [*path, *dummy_args(command)])
+        assert (done.exit_code, done.output.splitlines()) == (1, [
+            "Error: no app: pass -a APP, or run where a bodega.toml names one, or give its "
+            "path with -c (there is no bodega.toml)"]), path
+
