@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
-from bodega.cli.errors import friendly
+from bodega.cli.errors import friendly, worded_in_flags
 from bodega.cli.session import (
     ApiUrl,
     App,
@@ -40,6 +40,8 @@ Name = Annotated[str, typer.Argument(help="The job's name")]
 Wait = Annotated[bool, typer.Option("--wait", help="Follow it to its end (exit 1 unless it "
                                                    "succeeded)")]
 FINISHED = ("succeeded", "failed", "cancelled")
+# The API asks for a job's app as ?app= when its name is ambiguous or unknown; here, -a.
+APP_FLAG = {"?app=": "-a APP"}
 POLL = 0.5
 
 
@@ -136,7 +138,8 @@ def status(name: Name, app: App = "", wait: Wait = False, api_url: ApiUrl = None
         job = await JobsApi(client).status(name, app or None)
         return await follow(client, job, app, quiet=json) if wait else job
 
-    job = call(api_url, token, work, context=context)
+    with worded_in_flags(APP_FLAG):
+        job = call(api_url, token, work, context=context)
     if json:
         show_json(job)
     else:
@@ -192,7 +195,8 @@ def cancel(name: Name, app: App = "", api_url: ApiUrl = None, token: Token = Non
 
         return await JobsApi(client).cancel(name, app or None)
 
-    job = call(api_url, token, work, context=context)
+    with worded_in_flags(APP_FLAG):
+        job = call(api_url, token, work, context=context)
     if json:
         show_json(job)
     else:
@@ -211,5 +215,7 @@ def logs(name: Name, app: App = "", task: Annotated[int, typer.Option(
 
         return await JobsApi(client).logs(name, task, app or None)
 
-    sys.stdout.write(call(api_url, token, work, context=context).decode(errors="replace"))
+    with worded_in_flags(APP_FLAG):
+        output = call(api_url, token, work, context=context)
+    sys.stdout.write(output.decode(errors="replace"))
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
-from bodega.cli.errors import friendly
+from bodega.cli.errors import friendly, worded_in_flags
 from bodega.cli.placement_report import show_record, show_region
 from bodega.cli.session import (
     ApiUrl,
@@ -207,7 +207,8 @@ def destroy(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_
             context: ContextName = None) -> None:
     """Destroy a machine."""
     app = app_name(app, config)
-    call(api_url, token, lambda c: c.destroy(app, machine_id, force), context=context)
+    with worded_in_flags({"force=true": "--force"}):
+        call(api_url, token, lambda c: c.destroy(app, machine_id, force), context=context)
     typer.echo(f"Machine {machine_id}: destroy requested")
 
 

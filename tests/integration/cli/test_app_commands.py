@@ -1,5 +1,6 @@
 """Commands on one app against a real broker (in-process workers, null driver): the app
-comes from the bodega.toml where they run (or ``-c``)."""
+comes from the bodega.toml where they run (or ``-c``), and the API's refusals reach the
+user naming the command's flags, not the API's query parameters."""
 
 from __future__ import annotations
 
@@ -59,3 +60,33 @@ async def test_logs_and_machine_commands_read_the_app_from_bodega_toml(
         code, out, err = await bodega(url, "logs", "-a", "other", cwd=here)
         assert (code, err.splitlines()) == (1, ["Error: app not found: other"])
 
+
+async def test_a_refused_destroy_names_force_as_the_cli_spells_it(tmp_path: Path) -> None:
+    async with in_process_cluster(tmp_path) as c:
+        await c.add_worker("ams-1")
+        await c.add_broker()
+        async with c.api() as api:
+            machine_id = await with_app(c, api, "web")
+            # The API's own answer names its query parameter: right for API clients.
+            refused = await api.delete(f"/v1/apps/web/machines/{machine_id}")
+            assert refused.status_code == 412, refused.text
+            assert refused.json()["error"].endswith("stop it first or use force=true")
+        url = c.brokers[0].url
+        code, out, err = await bodega(url, "machine", "destroy", machine_id, "-a", "web")
+        assert (code, err.splitlines()) == (1, [
+            f"Error: failed_precondition: unable to destroy machine {machine_id}, not "
+            "currently stopped, suspended or failed; stop it first or use --force"])
+        code, out, err = await bodega(url, "machine", "destroy", machine_id, "-a", "web",
+                                      "--force")
+        assert (code, out) == (0, f"Machine {machine_id}: destroy requested\n"), err
+
+
+async def test_a_job_the_cluster_cannot_find_asks_for_its_app_with_a(tmp_path: Path) -> None:
+    async with in_process_cluster(tmp_path) as c:
+        await c.add_worker("ams-1")
+        await c.add_broker()
+        url = c.brokers[0].url
+        for command in ("status", "cancel", "logs"):
+            code, _, err = await bodega(url, "jobs", command, "nosuch")
+            assert (code, err.splitlines()) == (1, [
+                "Error: job not found: nosuch (name its app with -a APP)"]), command

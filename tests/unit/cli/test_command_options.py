@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from bodega.cli.errors import in_flags
 from bodega.cli.main import BodegaCommands, app
 
 runner = CliRunner()
@@ -65,3 +66,14 @@ def test_without_an_app_anywhere_every_app_command_says_so_in_one_line(
             "Error: no app: pass -a APP, or run where a bodega.toml names one, or give its "
             "path with -c (there is no bodega.toml)"]), path
 
+
+def test_api_words_are_passed_on_as_the_command_s_flags() -> None:
+    assert in_flags("unable to destroy machine m1, not currently stopped, suspended or "
+                    "failed; stop it first or use force=true", {"force=true": "--force"}) == (
+        "unable to destroy machine m1, not currently stopped, suspended or failed; stop it "
+        "first or use --force")
+    assert in_flags("invalid_argument: jobs named j exist in apps a, b: name the app with "
+                    "?app=", {"?app=": "-a APP"}) == (
+        "invalid_argument: jobs named j exist in apps a, b: name the app with -a APP")
+    assert in_flags("machine not found: m1", {"force=true": "--force"}) == (
+        "machine not found: m1")
