@@ -45,10 +45,15 @@ class LazyGroup(TyperGroup):
         self._loaded: dict[str, object] = {}  # a Typer app or a command, handed to click
 
     # Typed loosely: typer builds on its own copy of click, whose classes it does not export.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        bare_flags(self, ctx)  # before `bodega --help` is answered
+        return list(super().parse_args(ctx, args))
+
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
         if name is not None:
             command = self.load(name)
+            bare_flags(command, ctx)
         return name, command, rest
 
     def load(self, name: str) -> Any:
@@ -68,3 +73,20 @@ class LazyGroup(TyperGroup):
         return get_command_from_info(
             CommandInfo(name=entry.name, callback=target, help=entry.help),
             pretty_exceptions_short=True, rich_markup_mode=self.rich_markup_mode)
+
+
+def bare_flags(command: Any, ctx: Any) -> None:
+    """Show flags without a value in ``--help``, in ``command`` and every command under it.
+
+    typer's help shows each option's type after its name (``--app <str>``), a flag's too
+    (``--json <bool>``, ``--help <bool>``), as if it took a value. A flag (and a counter)
+    gets an empty metavar, which typer shows instead of the type; an option that takes a
+    value keeps its type. ``--help`` is made on first asking and kept (``ctx`` says its
+    names), so it is asked for here and changed once.
+    """
+    for param in [*command.params, command.get_help_option(ctx)]:
+        if param is not None and param.metavar is None and (
+                getattr(param, "is_flag", False) or getattr(param, "count", False)):
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        bare_flags(sub, ctx)

@@ -1,5 +1,5 @@
-"""Every command's options: where a command on one app finds it, and the one line it says
-when it cannot tell which app. The real commands, run in-process (no cluster)."""
+"""Every command's options as ``--help`` shows them, and the one line a command on one app
+says when it cannot tell which app: the real commands, run in-process (no cluster)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from bodega.cli.errors import in_flags
 from bodega.cli.main import BodegaCommands, app
 
 runner = CliRunner()
+WIDE = {"COLUMNS": "250"}  # one row per option: nothing of a row wraps onto the next line
 # Commands whose --app is optional: co-location for a placement, a filter for jobs
 # (a job is found by its name alone).
 APP_OPTIONAL = {("machine", "place"), ("jobs", "status"), ("jobs", "list"),
@@ -32,6 +33,45 @@ def commands() -> Iterator[tuple[tuple[str, ...], Any]]:
 
     for entry in root.entries:
         yield from under((entry.name,), root.load(entry.name))
+
+
+def row(help_text: str, option: str) -> list[str]:
+    """The words of the options table's row that starts with ``option``."""
+    for line in help_text.splitlines():
+        words = line.strip("│ ").split()
+        if words[:1] == ["*"]:  # a required option's mark
+            words = words[1:]
+        if words[:1] == [option]:
+            return words
+    raise AssertionError(f"no row for {option} in:\n{help_text}")
+
+
+def shown_type(words: list[str]) -> str | None:
+    """What a row shows after the option's names: its type (``<str>``), or None."""
+    rest = [w for w in words if not w.startswith("-")]
+    return rest[0] if rest and rest[0].startswith("<") else None
+
+
+def test_a_flag_shows_no_value_in_any_help_and_an_option_shows_its_type() -> None:
+    checked_flags = checked_values = 0
+    for path, command in commands():
+        done = runner.invoke(app, [*path, "--help"], env=WIDE)
+        assert done.exit_code == 0, (path, done.output)
+        assert shown_type(row(done.output, "--help")) is None, (path, done.output)
+        for param in command.params:
+            long = [o for o in param.opts if o.startswith("--")]
+            if param.param_type_name != "option" or param.hidden or not long:
+                continue
+            shown = shown_type(row(done.output, long[0]))
+            if param.is_flag:
+                assert shown is None, (path, long[0], shown)
+                checked_flags += 1
+            else:
+                assert shown is not None, (path, long[0])
+                checked_values += 1
+    # The walk reached every command: bodega has dozens of each.
+    assert checked_flags > 50
+    assert checked_values > 100
 
 
 def dummy_args(command: Any) -> list[str]:
