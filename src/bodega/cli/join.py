@@ -22,6 +22,7 @@ from bodega.cli.errors import fail, friendly
 from bodega.cli.up import _unless_stopped
 from bodega.cluster import ports
 from bodega.cluster.config import ClusterConfig
+from bodega.cluster.data_dir_lock import DataDirLock
 from bodega.cluster.joined import JoinedHost, joined_components
 from bodega.cluster.joining import JoinFailed
 from bodega.cluster.joining import join as join_cluster
@@ -30,7 +31,6 @@ from bodega.cluster.supervisor import LocalCluster, StartFailed
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import until_stopped
 from bodega.runtime.logs import configure
-from bodega.runtime.pid_lock import PidLock
 from bodega.wire.join import JOIN_PORT
 
 LOCK = "join.lock"
@@ -85,7 +85,10 @@ def join(
         raise ValueError("--private-network needs root (machines' network namespaces, "
                          "nftables, WireGuard)")
     host, port = hostinfo.split_host_port(address, JOIN_PORT)
-    lock = PidLock.take(data_dir / LOCK, f"bodega join is already running on {data_dir}")
+    # A join refused (no token, a bad one, a cluster that does not answer or says no)
+    # takes back what it wrote in the data dir (data_dir_lock.py); a joined host's
+    # identity, once written, stays.
+    lock = DataDirLock.take(data_dir, LOCK, f"bodega join is already running on {data_dir}")
     claims = PortClaims.here()
     try:
         joined = JoinedHost.read(data_dir)
@@ -98,6 +101,7 @@ def join(
             mine = advertise or address_towards(host)
             joined = asyncio.run(join_cluster(data_dir, host, port, token, region, workers,
                                               mine))
+            lock.started()
             typer.echo(f"joined cluster {joined.cluster_id} through {joined.join} as "
                        f"{', '.join(w.name for w in joined.workers)} ({joined.region}); "
                        f"identity kept in {data_dir}")
@@ -115,6 +119,7 @@ def join(
                                cluster_id=joined.cluster_id, regions=(joined.region,),
                                host=joined.advertise, driver=driver, log_level=log_level)
         configure(log_level, "join")
+        lock.started()
         asyncio.run(_run(LocalCluster(config, components, sweep_kernel=False), joined))
     except (StartFailed, JoinFailed) as err:
         fail(str(err))

@@ -21,6 +21,7 @@ from bodega.cluster.admin_token import admin_token
 from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_ca, ensure_join_token, ensure_keys
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
+from bodega.cluster.data_dir_lock import DataDirLock
 from bodega.cluster.edge_files import CA_CRT, ensure_certs_key, ensure_edge
 from bodega.cluster.port_claims import PortClaims
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
@@ -30,7 +31,6 @@ from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import until_stopped
 from bodega.runtime.logs import configure
-from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.identity import fingerprint
@@ -130,7 +130,9 @@ def up(
     subnets = [config.worker_subnet(i) for i in range(config.worker_count)]
     # Everything that can be refused is refused before anything is started: a second
     # `bodega up` on this data dir first (it would also find the ports taken), then ports.
-    lock = PidLock.take(data_dir / cleanup.UP_LOCK, f"bodega up is already running on {data_dir}")
+    # A refused run takes back what it wrote in the data dir (data_dir_lock.py).
+    lock = DataDirLock.take(data_dir, cleanup.UP_LOCK,
+                            f"bodega up is already running on {data_dir}")
     claim = machine_range.RangeClaim()
     claims = PortClaims.here()  # the internal ports it picks, which another cluster skips
     try:
@@ -173,6 +175,7 @@ def up(
             config = dataclasses.replace(
                 config, certs_key=ensure_certs_key(data_dir), proxy_tls_port=proxy_tls_port,
                 proxy_tls_cert=ensure_edge(data_dir, authority, "localhost"))
+        lock.started()
         asyncio.run(_run(config, made or token is None, authority=authority,
                          contexts_file=context_store.config_path(os.environ)))
     except StartFailed as err:

@@ -27,15 +27,23 @@ class PidLock:
 
     @classmethod
     def take(cls, path: Path, what: str) -> PidLock:
-        """Hold ``path`` for this process, or raise ``Held``: "<what> (pid N)"."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        """Hold ``path`` for this process, or raise ``Held``: "<what> (pid N)".
+
+        A holder may remove the file while it holds it (a refused ``bodega up`` takes
+        back its lock file): a file locked just then is no longer at ``path``, so the
+        lock is taken again on the file there now."""
+        while True:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                pid = _pid_in(path)
+                raise Held(f"{what}{f' (pid {pid})' if pid else ''}") from None
+            if _names(path, fd):
+                break
             os.close(fd)
-            pid = _pid_in(path)
-            raise Held(f"{what}{f' (pid {pid})' if pid else ''}") from None
         said = f"{os.getpid()}\n".encode()
         os.pwrite(fd, said, 0)  # over the last holder's pid, then cut: no fresh page needed
         os.ftruncate(fd, len(said))  # on a full disk
@@ -45,6 +53,16 @@ class PidLock:
         if self.fd is not None:
             os.close(self.fd)  # closing drops the flock
             self.fd = None
+
+
+def _names(path: Path, fd: int) -> bool:
+    """``path`` still names the file open as ``fd``."""
+    try:
+        now = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def try_flock(path: Path, create: bool = True) -> int | None:
@@ -62,11 +80,8 @@ def try_flock(path: Path, create: bool = True) -> int | None:
         except BlockingIOError:
             os.close(fd)
             return None
-        try:
-            if os.fstat(fd).st_ino == os.stat(path).st_ino:
-                return fd
-        except FileNotFoundError:
-            pass
+        if _names(path, fd):
+            return fd
         os.close(fd)  # its holder removed it after we opened it: lock the file there now
         if not create:
             return None

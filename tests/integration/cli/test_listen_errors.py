@@ -100,4 +100,4 @@ def test_up_names_api_port_proxy_port_and_gossip_port(tmp_path: Path, tcp_taken:
                   "--gossip-port", str(udp_taken))
     assert errors(done) == done.stderr.splitlines() == [
         in_use(udp_taken, "UDP", "--gossip-port")]
-    assert not (tmp_path / "cluster.json").exists()
+    assert list(tmp_path.iterdir()) == []  # refused: not even its lock file is left
