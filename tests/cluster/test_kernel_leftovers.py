@@ -28,20 +28,23 @@ import pytest
 
 from tests.cidr_kit import held_octet
 from tests.cluster.kernel_objects_kit import Snapshot, snapshot, unexplained
-from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.cluster.up_kit import UpProcess, free_port, in_cluster, unwire, url_host
 from tests.integration.images.image_kit import build_image, needs_image_tools
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and cgroups need root")
 
 SLEEP = "import time; time.sleep(900)"
-SERVE = ("import http.server, os\n"
+# Dual-stack: its address is its 6PN one with the private network (on by default).
+SERVE = ("import http.server, os, socket\n"
          "class H(http.server.BaseHTTPRequestHandler):\n"
          "    def do_GET(self):\n"
          "        body = os.environ['BODEGA_MACHINE_ID'].encode()\n"
          "        self.send_response(200); self.send_header('Content-Length', str(len(body)))\n"
          "        self.end_headers(); self.wfile.write(body)\n"
          "    def log_message(self, *args): pass\n"
-         "http.server.HTTPServer(('0.0.0.0', 8080), H).serve_forever()\n")
+         "class S(http.server.HTTPServer):\n"
+         "    address_family = socket.AF_INET6\n"
+         "S(('::', 8080), H).serve_forever()\n")
 
 
 def second_octet(k: int) -> int:
@@ -128,7 +131,7 @@ async def answers(ip: str) -> str:
     async with httpx.AsyncClient(timeout=5) as web:
         for _ in range(100):
             try:
-                return (await web.get(f"http://{ip}:8080/")).text
+                return (await web.get(f"http://{url_host(ip)}:8080/")).text
             except httpx.HTTPError:
                 await asyncio.sleep(0.1)
     raise AssertionError(f"nothing answers on {ip}:8080")
@@ -301,7 +304,7 @@ async def test_a_second_cluster_neither_adopts_nor_removes_the_firsts_objects(
             async with api_of(second, api_two) as api:
                 await api.post("/v1/apps", {"app_name": "second", "org_slug": "personal"})
                 made = await api.machine("second", [sys.executable, "-c", SLEEP, marker])
-            assert made["private_ip"].startswith(f"10.{other}.")
+            assert in_cluster(made["private_ip"], two, f"10.{other}.0.0/16")
             assert marks(two, other)[0] != marks(one, b)[0]  # two cluster ids
             seconds = kernel_only(snapshot().carrying(marks(two, other, made)))
             assert len(seconds["namespaces"]) >= 2, seconds

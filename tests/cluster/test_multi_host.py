@@ -14,6 +14,7 @@ pinning another CA are refused, and nothing is written for them.
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import signal
 import subprocess
@@ -214,3 +215,25 @@ def certificate(host: Host) -> x509.Certificate:
 def same_identity(cert: x509.Certificate, before: x509.Certificate) -> bool:
     """The same worker of the same cluster, from the same CA (the key may be a renewal's)."""
     return identity_of(cert) == identity_of(before) and cert.issuer == before.issuer
+
+
+def test_hosts_without_cgroups_say_so_and_image_machines_are_told_why_nothing_fits(
+        cluster: MultiHost) -> None:
+    """``ip netns exec`` hides the cgroup hierarchies: each host's supervisor prints the one
+    line its workers said of it, and an image machine asked of a region whose workers run
+    the process driver only is refused naming why, not failed at start."""
+    for host in cluster.members[:3]:
+        said = wait_for(host, "no cgroup hierarchy is mounted at /sys/fs/cgroup")
+        lines = [line for line in said.splitlines() if "no cgroup hierarchy" in line]
+        # One line a worker (host 3 runs two; a restarted host says it again).
+        assert len(lines) >= 1
+        assert all("WARNING" in line and "machines get no cpu limit" in line for line in lines)
+    cluster.ok("apps", "create", "pictures")
+    ran = cluster.bodega("machine", "run", "-a", "pictures", "--region", "syd",
+                         "--image", "127.0.0.1:5000/pictures:1", "--", "true")
+    assert ran.returncode == 1, ran.stdout
+    assert "1 no image driver" in ran.stderr, ran.stderr
+    assert "an image machine needs a worker that runs images" in ran.stderr
+    placed = cluster.json("machine", "place", "--app", "pictures", "--region", "syd",
+                          "--image", "127.0.0.1:5000/pictures:1", "--explain")
+    assert "runs no images: the worker runs the process driver only" in json.dumps(placed)

@@ -1,13 +1,13 @@
-"""docs/multi-host.md with the private network: `bodega up --private-network`, then join.
+"""docs/multi-host.md with the private network, on by default: `bodega up`, then join.
 
 Three hosts as network namespaces (``multihost_kit``): host 1 runs ``bodega up
---advertise ... --private-network`` and prints a join line that carries the
-flag; hosts 2 (syd, one worker) and 3 (lon, two workers on one kernel) run that
-line. Then, with the CLI a user types, an app of probe machines, one in syd
-and two in lon. From inside the syd machine (``getent`` through its own
-resolv.conf, as ``test_private_network.py`` does): ``probe.internal`` names all
-three, and a TCP connection by name reaches each lon machine, over WireGuard
-(host 2's overlay counters move).
+--advertise ...`` with no network flag and prints a join line without one;
+hosts 2 (syd, one worker) and 3 (lon, two workers on one kernel) run that line
+and run the private network as the cluster does. Then, with the CLI a user
+types, an app of probe machines, one in syd and two in lon. From inside the syd
+machine (``getent`` through its own resolv.conf, as ``test_private_network.py``
+does): ``probe.internal`` names all three, and a TCP connection by name reaches
+each lon machine, over WireGuard (host 2's overlay counters move).
 """
 
 from __future__ import annotations
@@ -43,14 +43,16 @@ WORKERS = {2: 1, 3: 2}
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[MultiHost]:
-    with readable_dir() as root, three_hosts(root, "--private-network") as multi:
-        assert multi.join_line.endswith("--private-network"), multi.join_line
+    # No flag anywhere: the private network is on by default, and joined hosts run it as
+    # the cluster does.
+    with readable_dir() as root, three_hosts(root) as multi:
+        assert "--private-network" not in multi.join_line, multi.join_line
         joined = [multi.start(i, *multi.join_argv(REGIONS[i]), "--cpus", "4",
                               "--memory-mb", "2048", "--driver", "process",
                               "--workers", str(WORKERS[i])) for i in (2, 3)]
         for host in joined:
             out = wait_for(host, "bodega joined")
-            assert "Private network: cluster" in out, out
+            assert "Private network: on, cluster" in out, out
         until(lambda: sum(1 for s in multi.alive().values() if s == "alive") >= 6,
               "four workers, the broker and the proxy alive")
         yield multi

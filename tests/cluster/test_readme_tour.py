@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from bodega.cluster import host_network
 from tests.cluster.readme_kit import Command, Ran, Shell, commands, inline_commands
 from tests.cluster.up_kit import unwire
 
@@ -149,6 +150,12 @@ async def test_the_readme_tour_as_written(checkout: Path) -> None:
     second: Up | None = None
     try:
         await up.until_up()
+        # Secure by default: where it can run, the private network is on with no flag, and
+        # the banner names what it changed on the host.
+        if host_network.unable("auto") is None:
+            (said,) = [line for line in up.lines if line.startswith("Private network:")]
+            assert said.startswith("Private network: on"), "\n".join(up.lines)
+            assert any(line.startswith("  on this host: WireGuard bwg") for line in up.lines)
         async with Shell(checkout, env) as shell:
             for command in commands(TOUR) + commands(BY_HAND):
                 await act_on_comment(command, checkout, shell)

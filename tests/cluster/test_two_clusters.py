@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.cidr_kit import machine_cidr
-from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.cluster.up_kit import UpProcess, free_port, in_cluster, unwire
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -87,8 +87,9 @@ async def test_two_clusters_side_by_side_and_a_third_is_refused_in_one_line(
         # Each cluster knows only its own three members, though both name them alike.
         for seen in (seen_a, seen_b):
             assert sorted(m["name"] for m in seen["members"]) == ["ams-1", "broker", "proxy"]
-        assert seen_a["machine"]["private_ip"].startswith(cidr_a.split(".0.0/")[0] + ".")
-        assert seen_b["machine"]["private_ip"].startswith(cidr_b.split(".0.0/")[0] + ".")
+        assert in_cluster(seen_a["machine"]["private_ip"], one.data_dir, cidr_a)
+        assert in_cluster(seen_b["machine"]["private_ip"], two.data_dir, cidr_b)
+        assert not in_cluster(seen_a["machine"]["private_ip"], two.data_dir, cidr_b)
 
         # A third cluster on the first one's machine range: one line, naming --machine-cidr.
         clash = UpProcess(tmp_path / "three", *small(free_port(), free_port(), cidr_a))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import signal
 import sys
@@ -11,6 +12,22 @@ from pathlib import Path
 from typing import Any
 
 from tests.ports_kit import free_port as free_port
+
+
+def url_host(address: str) -> str:
+    """A machine's address as a URL's host: a 6PN (IPv6) address in brackets."""
+    return f"[{address}]" if ":" in address else address
+
+
+def in_cluster(address: str, data_dir: Path, cidr: str) -> bool:
+    """Whether a machine's address is its cluster's: of the machine range it was given
+    (IPv4), or of the /48 its cluster id makes (a 6PN address: the private network)."""
+    from bodega.networking.sixpn import cluster_prefix
+
+    ip = ipaddress.ip_address(address)
+    if ip.version == 4:
+        return ip in ipaddress.ip_network(cidr)
+    return ip in cluster_prefix((data_dir / "cluster-id").read_text().strip())
 
 
 async def unwire(data_dir: Path) -> None:

@@ -79,6 +79,8 @@ class Joining:
     api_url: str
     image_registry: str | None = None
     proxy: str | None = None  # the proxy's public host:port (Flycast relays to it)
+    # Whether the cluster's workers run the private network (their rows say it now).
+    private_network: Callable[[], bool] = lambda: False
 
     def join(self, body: JoinRequest, source: str) -> JoinAnswer:
         """Let in the host at ``source``: its workers' certificates name that address only,
@@ -100,7 +102,7 @@ class Joining:
                           workers=joined, keyring=self.keyring(),
                           secrets_key=self.secrets_key, seeds=self.seeds(),
                           api_url=self.api_url, image_registry=self.image_registry,
-                          proxy=self.proxy)
+                          proxy=self.proxy, private_network=self.private_network())
 
 
 def join_app(joining: Joining, limit: FailureLimiter | None = None) -> Starlette:

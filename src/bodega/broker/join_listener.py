@@ -35,6 +35,11 @@ def subnets_in_use(node: Any) -> list[str]:
     return [str(doc["subnet"]) for doc in node.rows("workers") if doc.get("subnet")]
 
 
+def runs_private_network(node: Any) -> bool:
+    """Whether the cluster's workers run the private network: theirs advertise an overlay."""
+    return any(doc.get("wireguard") for doc in node.rows("workers"))
+
+
 async def serve_joins(config: BrokerConfig, authority: CertificateAuthority, tls: InternalTls,
                       store: JoinStore, node: Any, api_url: str) -> Served:
     assert config.join_host is not None
@@ -43,6 +48,7 @@ async def serve_joins(config: BrokerConfig, authority: CertificateAuthority, tls
                       seeds=lambda: gossip_seeds(node),
                       taken_subnets=lambda: subnets_in_use(node),
                       secrets_key=config.secrets_key, api_url=api_url,
-                      image_registry=config.image_registry, proxy=config.join_proxy)
+                      image_registry=config.image_registry, proxy=config.join_proxy,
+                      private_network=lambda: runs_private_network(node))
     return await serve(join_app(joining), config.join_host, config.join_port,
                        open_tls=tls.open_server)

@@ -31,7 +31,7 @@ from bodega.model.errors import (
     Unavailable,
 )
 from bodega.model.ids import NAME_RE, new_machine_name
-from bodega.model.machine import Machine
+from bodega.model.machine import Machine, names_registry
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
 from bodega.wire.fly import CreateMachineRequest
@@ -104,7 +104,8 @@ class MachineCreate:
                 raise BadRequest(f"invalid_argument: standbys: no machine {machine_id} in "
                                  f"app {app}") from None
         return PlacementRequest(app=app, ask=Ask.for_config(config), regions=regions,
-                                image=config.image, pinned_worker=pinned, pinned_reason=why,
+                                image=config.image, needs_images=names_registry(config.image),
+                                pinned_worker=pinned, pinned_reason=why,
                                 colocated=self.workers.index.colocated(app),
                                 standby_workers=frozenset(standbys))
 

@@ -30,6 +30,15 @@ def no_room(request: PlacementRequest, record: Record,
         detail.append(f"{rejected} said no when asked")
     if detail:
         parts[-1] += f" ({', '.join(detail)})"
+    # An image machine that only workers running no images could have taken: say why they
+    # run none (no OCI runtime, no cgroups), which no amount of room changes.
+    imageless = next(((worker, reason.removeprefix("runs no images: "))
+                      for ranking in record.regions for worker, reason in ranking.refusals
+                      if reason.startswith("runs no images")), None)
+    if imageless is not None:
+        worker, why = imageless
+        parts.append(f"an image machine needs a worker that runs images ({worker} runs none: "
+                     f"{why})")
     best = best_free([c for c in candidates.all() if c.region in request.regions])
     if best is not None:
         parts.append(f"the best ({best.name}) had {describe_free(best.totals, best.used)}")

@@ -19,6 +19,7 @@ from bodega.broker.machines import Machines
 from bodega.model.answer import from_doc
 from bodega.model.capacity import Ask, shortfalls
 from bodega.model.errors import BadRequest
+from bodega.model.machine import names_registry
 from bodega.model.machine_config import Guest, preset
 from bodega.placement import CandidateTable, PlacementRequest, Policy, rank_region
 from bodega.placement.regions import GEO
@@ -82,7 +83,9 @@ class Platform:
             self.machines.apps.require(body.app)
             colocated = self.machines.workers.index.colocated(body.app)
         request = PlacementRequest(app=body.app or "", ask=ask, regions=regions,
-                                   image=body.image, colocated=colocated)
+                                   image=body.image,
+                                   needs_images=bool(body.image and names_registry(body.image)),
+                                   colocated=colocated)
         out: list[RegionPlacement] = []
         explain: list[RegionExplanation] = []
         remaining = body.count

@@ -23,7 +23,8 @@ from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Token, call_target, target
 from bodega.cli.target import Target
 from bodega.model.errors import NotFound
-from bodega.worker.images.reference import names_registry, parse_reference
+from bodega.model.machine import names_registry
+from bodega.worker.images.reference import parse_reference
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 

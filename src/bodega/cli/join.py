@@ -20,7 +20,7 @@ import typer
 
 from bodega.cli.errors import fail, friendly
 from bodega.cli.up import _unless_stopped
-from bodega.cluster import ports
+from bodega.cluster import host_network, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
 from bodega.cluster.joined import JoinedHost, joined_components
@@ -70,9 +70,10 @@ def join(
     = None,
     private_network: Annotated[bool | None, typer.Option(
         "--private-network/--no-private-network", show_default=False,
-        help="Run the private network (docs/networking.md): machines get 6PN addresses and "
-             "<app>.internal names, and reach other hosts' machines over WireGuard. Turns on "
-             "IP forwarding on this host. Kept in the data dir once given")] = None,
+        help="The private network (docs/networking.md): machines get 6PN addresses and "
+             "<app>.internal names, and reach other hosts' machines over WireGuard. Default: "
+             "as the cluster runs it. Turns on IP forwarding on this host. Kept in the data "
+             "dir once given")] = None,
     wireguard_port: Annotated[int | None, typer.Option(
         min=1, max=65535, show_default=False,
         help="UDP port of the first worker's WireGuard overlay (the next workers take the "
@@ -81,9 +82,9 @@ def join(
 ) -> None:
     """Join a cluster and run this host's workers until Ctrl-C."""
     data_dir = data_dir.resolve()
-    if private_network and os.geteuid() != 0:
-        raise ValueError("--private-network needs root (machines' network namespaces, "
-                         "nftables, WireGuard)")
+    unable_why = host_network.unable(driver)
+    if private_network and unable_why is not None:
+        raise ValueError(f"--private-network: {unable_why}")
     host, port = hostinfo.split_host_port(address, JOIN_PORT)
     # A join refused (no token, a bad one, a cluster that does not answer or says no)
     # takes back what it wrote in the data dir (data_dir_lock.py); a joined host's
@@ -109,6 +110,13 @@ def join(
             typer.echo(f"{data_dir} joined cluster {joined.cluster_id} already: starting "
                        f"{', '.join(w.name for w in joined.workers)} again (no token needed)")
         joined = _remember(joined, data_dir, private_network, wireguard_port)
+        if joined.private_network and unable_why is not None:
+            raise ValueError(
+                f"cluster {joined.cluster_id} runs the private network and this host cannot: "
+                f"{unable_why}; or pass --no-private-network (this host's machines then have "
+                "no private address, and other hosts' machines do not reach them)")
+        changes = (host_network.turn_on_forwarding() if joined.private_network
+                   else host_network.HostChanges())
         names = [w.name for w in joined.workers]
         plan = ports.choose_gossip(data_dir, joined.advertise, names, None, claims)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
@@ -120,7 +128,13 @@ def join(
                                host=joined.advertise, driver=driver, log_level=log_level)
         configure(log_level, "join")
         lock.started()
-        asyncio.run(_run(LocalCluster(config, components, sweep_kernel=False), joined))
+        network_lines = host_network.banner(
+            on=joined.private_network, cluster_id=joined.cluster_id,
+            subnets=[w.subnet for w in joined.workers if w.subnet],
+            wireguard_ports=[joined.wireguard_port + i for i in range(len(joined.workers))],
+            changes=changes, unable_why=None)
+        asyncio.run(_run(LocalCluster(config, components, sweep_kernel=False), joined,
+                         network_lines))
     except (StartFailed, JoinFailed) as err:
         fail(str(err))
     finally:
@@ -147,13 +161,7 @@ def _read(data_dir: Path) -> str:
         return ""
 
 
-def _ports(joined: JoinedHost) -> str:
-    last = joined.wireguard_port + len(joined.workers) - 1
-    return str(joined.wireguard_port) if last == joined.wireguard_port else \
-        f"{joined.wireguard_port}-{last}"
-
-
-async def _run(cluster: LocalCluster, joined: JoinedHost) -> None:
+async def _run(cluster: LocalCluster, joined: JoinedHost, network_lines: list[str]) -> None:
     stop = asyncio.create_task(until_stopped())
     try:
         started, _ = await _unless_stopped(cluster.start(), stop)
@@ -161,9 +169,10 @@ async def _run(cluster: LocalCluster, joined: JoinedHost) -> None:
             typer.echo(f"bodega joined: {len(cluster.components)} workers in "
                        f"{joined.region}, serving on {joined.advertise}, Machines API "
                        f"{joined.api_url}; pid {os.getpid()}")
+            for line in network_lines:
+                typer.echo(line)
             if joined.private_network:
-                typer.echo(f"Private network: cluster {joined.cluster_id}, WireGuard on UDP "
-                           f"{_ports(joined)} of {joined.advertise}, Flycast through "
+                typer.echo(f"  Flycast through "
                            f"{joined.proxy or 'no proxy (none was told at the join)'}")
             for component in cluster.components:
                 typer.echo(f"  worker  {component.name:<16} {component.url}")

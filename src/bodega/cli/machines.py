@@ -266,6 +266,9 @@ def place(app: Annotated[str | None, typer.Option("--app", "-a", help="App (co-l
           region: Annotated[str, typer.Option(help="Region expression")] = "any",
           size: Annotated[str, typer.Option(help="Preset size")] = "shared-cpu-1x",
           count: Annotated[int, typer.Option(help="Machines to place")] = 1,
+          image: Annotated[str | None, typer.Option(
+              help="The machines' image: one naming a registry goes only where images run, "
+                   "and one a worker holds counts in its favour")] = None,
           explain_: Annotated[bool, typer.Option("--explain", help="Show the ranking")] = False,
           api_url: ApiUrl = None, token: Token = None,
           context: ContextName = None, json: Json = False) -> None:
@@ -274,7 +277,7 @@ def place(app: Annotated[str | None, typer.Option("--app", "-a", help="App (co-l
     body = checked(PlacementsRequest, {
         "org_slug": "personal", "region": region, "count": count,
         "compute": {"cpu_kind": kind, "cpus": cpus, "memory_mb": memory},
-        "explain": explain_, "app": app or None})
+        "explain": explain_, "app": app or None, "image": image})
     result = call(api_url, token, lambda c: c.placements(body), context=context)
     if json:
         show_json(result)

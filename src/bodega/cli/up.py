@@ -16,7 +16,7 @@ import typer
 from bodega.cli import context_store
 from bodega.cli.contexts import ContextError, Contexts, Registered, register_cluster
 from bodega.cli.errors import fail, friendly
-from bodega.cluster import cleanup, machine_range, ports
+from bodega.cluster import cleanup, host_network, machine_range, ports
 from bodega.cluster.admin_token import admin_token
 from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_ca, ensure_join_token, ensure_keys
 from bodega.cluster.components import components_for
@@ -35,6 +35,8 @@ from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.identity import fingerprint
 from bodega.wire.join import JOIN_PORT
+
+WIREGUARD_PORT = 51820  # the first worker's, with --advertise
 
 T = TypeVar("T")
 
@@ -83,14 +85,17 @@ def up(
     = None,
     join_port: Annotated[int, typer.Option(help="Where hosts join, with --advertise (TLS)")]
     = 4281,
-    private_network: Annotated[bool, typer.Option(
-        help="Run the private network (docs/networking.md): machines get 6PN addresses and "
-             "<app>.internal names, and reach other hosts' machines over WireGuard. Needs "
-             "root; turns on IP forwarding on this host")] = False,
-    wireguard_port: Annotated[int, typer.Option(
-        min=1, max=65535, help="UDP port of the first worker's WireGuard overlay (with "
-                               "--private-network); the next workers take the next ports")]
-    = 51820,
+    private_network: Annotated[bool | None, typer.Option(
+        "--private-network/--no-private-network", show_default=False,
+        help="The private network (docs/networking.md): machines get 6PN addresses and "
+             "<app>.internal names, and reach other hosts' machines over WireGuard. On by "
+             "default where it can run (root, IPv6, nftables, WireGuard); turns on IP "
+             "forwarding on this host")] = None,
+    wireguard_port: Annotated[int | None, typer.Option(
+        min=1, max=65535, show_default=False,
+        help="UDP port of the first worker's WireGuard overlay; the next workers take the "
+             "next ports (default: 51820 with --advertise, else free ports, remembered)")]
+    = None,
     internal_tls: Annotated[str, typer.Option(
         hidden=True, help="off: plain, unauthenticated internal links, to measure what TLS "
                           "costs (benchmarks only)")] = "on",
@@ -101,9 +106,11 @@ def up(
         raise ValueError("--regions needs at least one region code")
     if internal_tls not in ("on", "off"):
         raise ValueError("--internal-tls is on or off")
-    if private_network and os.geteuid() != 0:
-        raise ValueError("--private-network needs root (machines' network namespaces, "
-                         "nftables, WireGuard)")
+    # On by default where it can run; asked for where it cannot, refused in one line.
+    unable_why = host_network.unable(driver)
+    if private_network and unable_why is not None:
+        raise ValueError(f"--private-network: {unable_why}")
+    private = unable_why is None if private_network is None else private_network
     if advertise is not None and internal_tls == "off":
         raise ValueError("--advertise serves other hosts: not with --internal-tls off")
     lifetime = parse_duration(cert_validity, 0.0)
@@ -118,7 +125,7 @@ def up(
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
         extra_worker_args=tuple(worker_arg or ()), extra_broker_args=tuple(broker_arg or ()),
         advertise=advertise, join_port=join_port, host=advertise or "127.0.0.1",
-        private_network=private_network, wireguard_port=wireguard_port,
+        private_network=private,
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
     if internal_tls == "off":
@@ -154,6 +161,8 @@ def up(
         for name, (old, new) in plan.moved.items():
             typer.echo(f"{name}: gossip port {old} is taken now; it gossips on {new} instead "
                        f"(remembered in {data_dir / ports.PORTS_FILE})", err=True)
+        if config.private_network:
+            config = _wireguard_ports(config, wireguard_port, claims)
         if registry_wanted:
             registry = ports.choose_registry(data_dir, config.host, registry_port, claims)
             if registry.moved_from is not None:
@@ -176,14 +185,36 @@ def up(
                 config, certs_key=ensure_certs_key(data_dir), proxy_tls_port=proxy_tls_port,
                 proxy_tls_cert=ensure_edge(data_dir, authority, "localhost"))
         lock.started()
+        changes = (host_network.turn_on_forwarding() if config.private_network
+                   else host_network.HostChanges())
+        network_lines = host_network.banner(
+            on=config.private_network, cluster_id=config.cluster_id, subnets=subnets,
+            wireguard_ports=[config.worker_wireguard(i) for i in range(config.worker_count)],
+            changes=changes, unable_why=unable_why if private_network is None else None)
         asyncio.run(_run(config, made or token is None, authority=authority,
-                         contexts_file=context_store.config_path(os.environ)))
+                         contexts_file=context_store.config_path(os.environ),
+                         network_lines=network_lines))
     except StartFailed as err:
         fail(str(err))
     finally:
         claims.release()
         claim.release()
         lock.release()
+
+
+def _wireguard_ports(config: ClusterConfig, first: int | None,
+                     claims: PortClaims) -> ClusterConfig:
+    """The workers' WireGuard ports: from ``first`` (--wireguard-port; 51820 with
+    --advertise, the port other hosts' firewalls let through), else free ones."""
+    if first is None and config.advertise is not None:
+        first = WIREGUARD_PORT
+    names = [name for name, _ in config.worker_names()]
+    try:
+        chosen = ports.choose_wireguard(config.data_dir, names, first, claims)
+    except BindError as err:
+        raise ValueError(f"{err}; move it with --wireguard-port") from None
+    return dataclasses.replace(config, wireguard_ports=chosen.ports,
+                               wireguard_port=chosen.ports[names[0]])
 
 
 async def _unless_stopped(work: Awaitable[T], stop: asyncio.Task[str]) -> tuple[bool, T | None]:
@@ -200,7 +231,8 @@ async def _unless_stopped(work: Awaitable[T], stop: asyncio.Task[str]) -> tuple[
 
 async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluster | None = None,
                ready_timeout: float = READY_TIMEOUT, contexts_file: Path | None = None,
-               authority: CertificateAuthority | None = None) -> None:
+               authority: CertificateAuthority | None = None,
+               network_lines: list[str] | None = None) -> None:
     """Start the cluster, say when it is up, and stop it on Ctrl-C.
 
     With ``contexts_file``, the cluster is kept there as a CLI context once its
@@ -218,7 +250,8 @@ async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluste
             if not finished:
                 return
             if waiting is None:
-                _banner(cluster, config, print_token, registered, contexts_file)
+                _banner(cluster, config, print_token, registered, contexts_file,
+                        network_lines or [])
                 await stop
                 return
             typer.echo(f"not up yet: {waiting.line()}; still waiting (Ctrl-C stops)", err=True)
@@ -248,7 +281,8 @@ def _register(path: Path, config: ClusterConfig, cluster: LocalCluster) -> Regis
 
 
 def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
-            registered: Registered | None = None, contexts_file: Path | None = None) -> None:
+            registered: Registered | None = None, contexts_file: Path | None = None,
+            network_lines: list[str] | tuple[str, ...] = ()) -> None:
     typer.echo(f"bodega is up: {len(cluster.components)} components, "
                f"state in {cluster.state_file}")
     for component in cluster.components:
@@ -269,18 +303,14 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
                    "measurement only)")
     typer.echo(f"Dashboard: http://{config.host}:{config.api_port}/ui/  (sign in with the API "
                "token)")
-    if config.private_network:
-        last = config.wireguard_port + config.worker_count - 1
-        typer.echo(f"Private network: cluster {config.cluster_id}, WireGuard on UDP "
-                   f"{config.wireguard_port}-{last} of {config.host}; <app>.internal inside "
-                   "machines")
+    for line in network_lines:
+        typer.echo(line)
     if config.advertise is not None:
         where = config.advertise if config.join_port == JOIN_PORT else \
             f"{config.advertise}:{config.join_port}"
         token = (config.data_dir / JOIN_TOKEN).read_text().strip()
         typer.echo(f"Join another host (token valid 24h, in {config.data_dir / JOIN_TOKEN}):")
-        network = " --private-network" if config.private_network else ""
-        typer.echo(f"  bodega join {where} --token {token} --region <REGION>{network}")
+        typer.echo(f"  bodega join {where} --token {token} --region <REGION>")
     if registered is not None:
         name = registered.context.name
         if registered.current:

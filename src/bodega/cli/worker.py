@@ -163,4 +163,5 @@ async def _run(config: WorkerConfig, ready_file: Path | None, exit_with_parent: 
     await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
                      ready_file=ready_file,
                      ready=lambda: Ready(url=daemon.url, gossip=daemon.gossip,
-                                         name=config.name, region=config.region))
+                                         name=config.name, region=config.region,
+                                         warnings=daemon.notices))

@@ -121,7 +121,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--gossip-listen", config.worker_gossip(index),
             "--gossip-keyring", str(config.keyring_file),
             *(("--join", ",".join(joins)) if joins else ()), *images, *tls_args(config),
-            *private_network_args(config.private_network, config.wireguard_port + index,
+            *private_network_args(config.private_network, config.worker_wireguard(index),
                                   f"{config.host}:{config.proxy_port}"),
             *config.extra_worker_args,
         )

@@ -41,10 +41,12 @@ class ClusterConfig:
     # cluster of this host alone, on loopback.
     advertise: str | None = None
     join_port: int = 4281
-    # `--private-network`: workers give machines 6PN addresses and peer over WireGuard, the
-    # index-th worker on UDP port ``wireguard_port + index`` (docs/networking.md).
+    # The private network: workers give machines 6PN addresses and peer over WireGuard,
+    # each on its own UDP port (``wireguard_ports``, chosen once by cluster/ports.py; the
+    # index-th worker on ``wireguard_port + index`` where none was chosen).
     private_network: bool = False
     wireguard_port: int = 51820
+    wireguard_ports: dict[str, int] = field(default_factory=dict)
 
     @property
     def trust_domain(self) -> str:
@@ -88,6 +90,11 @@ class ClusterConfig:
     def component_names(self) -> list[str]:
         """Every component that gossips: the workers, then the broker and the proxy."""
         return [name for name, _ in self.worker_names()] + ["broker", "proxy"]
+
+    def worker_wireguard(self, index: int) -> int:
+        """The UDP port of the index-th worker's WireGuard overlay."""
+        name = self.worker_names()[index][0]
+        return self.wireguard_ports.get(name, self.wireguard_port + index)
 
     def worker_gossip(self, index: int) -> str:
         """The gossip address of the index-th worker."""

@@ -44,7 +44,8 @@ class JoinedHost(BaseModel):
     workers: list[JoinedWorker]
     image_registry: str | None = None
     proxy: str | None = None  # the proxy's public host:port, for Flycast
-    # Once given (`bodega join --private-network`), kept: its machines have 6PN addresses.
+    # As the cluster ran it at the join, or as `--[no-]private-network` said since; kept:
+    # its machines have 6PN addresses.
     private_network: bool = False
     wireguard_port: int = 51820  # the first worker's; the next ones take the next ports
 

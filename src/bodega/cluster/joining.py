@@ -129,6 +129,7 @@ async def join(data_dir: Path, address: str, port: int, token_text: str, region:
     host = JoinedHost(cluster_id=answer.cluster_id, ca_sha256=ca_hash(ca), region=region,
                       advertise=advertise, join=f"{address}:{port}", api_url=answer.api_url,
                       seeds=answer.seeds, image_registry=answer.image_registry, proxy=answer.proxy,
+                      private_network=answer.private_network,
                       workers=[JoinedWorker(name=w.name, subnet=w.subnet)
                                for w in answer.workers])
     host.write(data_dir)

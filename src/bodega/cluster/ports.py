@@ -35,11 +35,13 @@ KERNEL_TRIES = 64  # ports asked of the kernel when the quiet range has none lef
 
 
 class RememberedPorts(BaseModel):
-    """What ``ports.json`` holds: component name -> UDP gossip port, and the image
-    registry's TCP port (None: none chosen yet)."""
+    """What ``ports.json`` holds: component name -> UDP gossip port, worker name -> UDP
+    WireGuard port (a cluster of this host alone; with --advertise they are fixed), and
+    the image registry's TCP port (None: none chosen yet)."""
 
     model_config = ConfigDict(extra="forbid")
     gossip: dict[str, int] = {}
+    wireguard: dict[str, int] = {}
     registry: int | None = None
 
 
@@ -181,6 +183,20 @@ def choose_gossip(data_dir: Path, host: str, names: list[str], first: int | None
     may be handed out again and must not go to two components. Every port is claimed
     in ``claims`` (none: claimed by no one), and one another process claims counts as taken.
     """
+    return _choose_udp(data_dir, "gossip", host, names, first, claims)
+
+
+def choose_wireguard(data_dir: Path, names: list[str], first: int | None,
+                     claims: PortClaims | None = None) -> GossipPlan:
+    """Each worker's WireGuard port, as ``choose_gossip`` chooses gossip ports: ``first``
+    (``--wireguard-port``, and always with ``--advertise``, since other hosts' firewalls
+    must let them through) consecutive from it, else free ones remembered. WireGuard
+    listens on every address of the host, so every address is checked."""
+    return _choose_udp(data_dir, "wireguard", "0.0.0.0", names, first, claims)
+
+
+def _choose_udp(data_dir: Path, kind: str, host: str, names: list[str], first: int | None,
+                claims: PortClaims | None) -> GossipPlan:
     claims = claims or PortClaims(lock_dir=None)
     if first is not None:
         ports = consecutive(names, first)
@@ -191,12 +207,12 @@ def choose_gossip(data_dir: Path, host: str, names: list[str], first: int | None
                 raise BindError(OSError(errno.EADDRINUSE, "in use"), host, port, "UDP")
         plan = GossipPlan(ports=ports, moved={})
     else:
-        before = remembered(data_dir).gossip
+        before: dict[str, int] = getattr(remembered(data_dir), kind)
         taken = {port for port in before.values()
                  if udp_taken(host, port) is not None or not claims.take("udp", port)}
         plan = plan_gossip(names, before, taken, claimed_ports(
             "UDP", host, len(names), claims, avoid=set(before.values())))
-    remember(data_dir, remembered(data_dir).model_copy(update={"gossip": plan.ports}))
+    remember(data_dir, remembered(data_dir).model_copy(update={kind: plan.ports}))
     return plan
 
 

@@ -118,6 +118,8 @@ class LocalCluster:
         ready = Ready.read(component.ready_file)
         component.url = ready.url
         component.info = ready.listed()
+        for warning in ready.warnings:
+            log.warning("%s %s: %s", component.role, component.name, warning)
         log.info("%s %s ready at %s (pid %s)", component.role, component.name, component.url,
                  component.process.pid)
         self.write_state()

@@ -57,6 +57,13 @@ def image_ref(image: str) -> ImageRef:
     )
 
 
+def names_registry(image: str) -> bool:
+    """True when ``image`` starts with a registry host, so it is an OCI image to pull (and
+    only a worker that runs images can run it); anything else is a label."""
+    first, slash, _ = image.partition("/")
+    return bool(slash) and ("." in first or ":" in first or first == "localhost")
+
+
 class ExitEvent(Answer):
     """How a run ended, as an ``exit`` event's ``request.exit_event`` says it."""
 

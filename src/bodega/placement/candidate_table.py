@@ -23,7 +23,7 @@ Bools = npt.NDArray[np.bool_]
 
 _COLUMNS = ("total_mcpu", "used_mcpu", "shared_mcpu", "total_mem", "used_mem", "total_disk",
             "used_disk")
-_FLAGS = ("alive", "cordoned", "shared_ok", "performance_ok", "has_gpus")
+_FLAGS = ("alive", "cordoned", "shared_ok", "performance_ok", "has_gpus", "runs_images")
 
 
 class CandidateTable:
@@ -137,6 +137,7 @@ class CandidateTable:
         flag["shared_ok"][i] = "shared" in totals.cpu_kinds
         flag["performance_ok"][i] = "performance" in totals.cpu_kinds
         flag["has_gpus"][i] = bool(totals.gpus)
+        flag["runs_images"][i] = not c.images_off
 
     # -- columns ----------------------------------------------------------------------
     def column(self, name: str) -> Floats:

@@ -7,7 +7,9 @@ that refuses names the reason recorded for that worker:
 2. cordon     - the operator asked for no new machines there
 3. pinning    - a machine that mounts a volume must run on the volume's host
 4. avoidance  - hosts the request rules out (a volume name already on the host)
-5. capacity   - cpu kind, cpus, memory, gpus, disk, as the worker's ledger counts them
+5. images     - an image machine needs a worker that runs images (one with the process
+                driver only says why it does not: no OCI runtime, no cgroups)
+6. capacity   - cpu kind, cpus, memory, gpus, disk, as the worker's ledger counts them
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ def refusal(request: PlacementRequest, candidate: Candidate) -> str | None:
         return request.pinned_reason or f"pinned to {request.pinned_worker}"
     if candidate.name in request.avoid:
         return request.avoid_reason
+    if request.needs_images and candidate.images_off:
+        return f"runs no images: {candidate.images_off}"
     reasons = shortfalls(candidate.totals, candidate.used, request.ask)
     if reasons:
         return "; ".join(reasons)

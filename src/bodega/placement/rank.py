@@ -169,6 +169,8 @@ def _checks(request: PlacementRequest, table: CandidateTable) -> list[tuple[str,
             if i is not None:
                 avoided[i] = True
         checks.append(("avoided", avoided))
+    if request.needs_images:
+        checks.append(("no_image_driver", ~table.flag("runs_images")))
     kind_ok = table.flag("performance_ok" if ask.cpu_kind == "performance" else "shared_ok")
     checks += [
         ("cpu_kind", ~kind_ok & (ask.cpus > 0)),

@@ -26,6 +26,9 @@ class Candidate:
     cordoned: bool = False
     status: str = "alive"  # membership: alive, suspect, dead, left
     images: frozenset[str] = frozenset()
+    # Why it runs no image machine (a worker with the process driver only: no OCI runtime,
+    # or no cgroups for one); "" when it runs them.
+    images_off: str = ""
 
     @classmethod
     def from_view(cls, doc: Mapping[str, Any], status: str) -> Candidate:
@@ -36,6 +39,7 @@ class Candidate:
             used=Usage.from_wire(dict(doc.get("used") or {})),
             cordoned=bool(doc.get("cordoned", False)), status=status,
             images=frozenset(str(i) for i in doc.get("images") or ()),
+            images_off=str(doc.get("images_off") or ""),
         )
 
 
@@ -45,6 +49,7 @@ class PlacementRequest:
     ask: Ask
     regions: tuple[str, ...]  # in order of preference; the first that fits wins
     image: str | None = None
+    needs_images: bool = False  # the image names a registry: only a worker running images
     pinned_worker: str | None = None  # the host of the volume the machine mounts
     pinned_reason: str = ""
     avoid: frozenset[str] = frozenset()  # workers that must not be chosen

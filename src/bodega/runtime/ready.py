@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 # Keys ``cluster.json`` lists apart (the component's own fields); the rest it lists as is.
-OWN_FIELDS = frozenset({"url", "pid", "name", "region", "ready"})
+OWN_FIELDS = frozenset({"url", "pid", "name", "region", "ready", "warnings"})
 
 
 class Ready(BaseModel):
@@ -30,6 +30,8 @@ class Ready(BaseModel):
     ready: bool | None = None  # a broker's: false until it has heard from the cluster
     gossip: str | None = None  # host:port to join its registry through
     registry: str | None = None  # an image registry's host:port
+    # What the component cannot do here (a worker without cgroups), for its supervisor to say.
+    warnings: list[str] = []
 
     @classmethod
     def read(cls, path: Path) -> Ready:

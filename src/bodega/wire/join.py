@@ -60,6 +60,8 @@ class JoinAnswer(BaseModel):
     api_url: str  # the Machines API of the broker that let the host in
     image_registry: str | None = None
     proxy: str | None = None  # the proxy's public host:port: Flycast is relayed to it
+    # The cluster's workers run the private network: a joining host runs it too, by default.
+    private_network: bool = False
 
 
 class TokenCreate(BaseModel):

@@ -42,7 +42,15 @@ from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
 from bodega.worker.host.identity import machine_home
 from bodega.worker.host.network import Network
-from bodega.worker.host.parts import make_driver, make_network, make_private_network, owner
+from bodega.worker.host.parts import (
+    images_off,
+    limits_notice,
+    make_driver,
+    make_fence,
+    make_network,
+    make_private_network,
+    owner,
+)
 from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
@@ -77,6 +85,13 @@ class Worker:
         self.config = config
         self.driver = driver or make_driver(config)
         self.network = network or make_network(config, self.driver)
+        # What this host cannot do, said once at start and in the ready file (so `bodega up`
+        # and `bodega join` print it), and published for placement.
+        self.notices = [notice] if (notice := limits_notice(config)) is not None else []
+        runs_images = (self.driver.capabilities.images is not None
+                       or self.driver.name in ("null", "fake"))
+        self.images_off = None if runs_images else (
+            images_off(config) or f"the worker runs the {self.driver.name} driver only")
         self.metrics = WorkerMetrics()
         self.watch = StateWatch()
         self.store = Store(config.store_path, fsync=config.fsync)
@@ -87,6 +102,7 @@ class Worker:
         self.user = machine_user(config.machine_user)
         self.effects = MachineEffects(config, self.store, self.driver, self.network, self.user)
         self.private = self.effects.private = make_private_network(config, self.network)
+        self.fence = self.effects.fence = make_fence(config, self.network)
         recorder = Recorder(self.store, self.ledger)
         self.runner = Runner(self.store, self.effects, recorder, config.failpoints,
                              on_step=self.metrics.observe_step)
@@ -168,12 +184,16 @@ class Worker:
             await self.registry.start()
             if self.private is not None:  # (machines running since before a restart, too)
                 await self.private.start(self.registry, queries.list_machines(self.store.db))
+        if self.fence is not None:
+            await self.fence.start(self.registry, queries.list_machines(self.store.db))
+        if self.registry is not None:
             if self.tls is not None:
                 self._tasks.append(asyncio.create_task(renewal(self.tls, self.registry).run()))
             subnet: str | None = getattr(self.network, "routed_subnet", None)  # netns only
             publisher = Publisher(
                 self.registry, name=self.config.name, region=self.config.region, url=url,
-                driver=self.driver.name, store=self.store, ledger=self.ledger,
+                driver=self.driver.name, images_off=self.images_off,
+                store=self.store, ledger=self.ledger,
                 service_host=self.service_host, destroyed_ttl=self.config.tombstone_ttl,
                 images=images.held if (images := self.driver.capabilities.images) else None,
                 subnet=subnet,
@@ -199,6 +219,8 @@ class Worker:
             self._tasks.append(asyncio.create_task(logs.run(self.config.machines_dir)))
         log.info("worker %s (%s, %s driver) serving on %s", self.config.name,
                  self.config.region, self.driver.name, self.url)
+        for notice in self.notices:
+            log.warning("%s", notice)
 
     def _registry(self, url: str) -> RegistryNode:
         c = self.config
@@ -231,6 +253,8 @@ class Worker:
             parking.close()
         if self.private is not None:
             await self.private.stop(machines_stay=not self.config.stop_machines_on_exit)
+        if self.fence is not None:
+            await self.fence.stop(machines_stay=not self.config.stop_machines_on_exit)
         if self.config.stop_machines_on_exit:
             await self.sweep()
         else:  # machines run on, for the next start to re-adopt

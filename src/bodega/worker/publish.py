@@ -59,8 +59,10 @@ class Publisher:
                  subnet: str | None = None,
                  machine_extra: Callable[[MachineRow], Mapping[str, object]] | None = None,
                  worker_extra: Callable[[], Mapping[str, object]] | None = None,
-                 after_drives: Callable[[float], Awaitable[None]] | None = None) -> None:
+                 after_drives: Callable[[float], Awaitable[None]] | None = None,
+                 images_off: str | None = None) -> None:
         self.node = node
+        self.images_off = images_off  # why it runs no image machine; None when it does
         self.subnet = subnet  # its machines' /24, when other hosts may route to it
         self.name = name
         self.region = region
@@ -118,6 +120,8 @@ class Publisher:
         }
         if self.subnet is not None:
             capacity["subnet"] = self.subnet
+        if self.images_off is not None:
+            capacity["images_off"] = self.images_off
         if self.images is not None:
             capacity["images"] = self.images()
             capacity["image_disk_gb"] = self.ledger.image_disk_gb()  # counted in used

@@ -69,3 +69,11 @@ def test_a_joined_host_keeps_it_off_unless_asked_and_reads_a_file_from_before_it
            '"join": "b:1", "api_url": "http://c", "seeds": [], "workers": []}')
     before = JoinedHost.model_validate_json(old)
     assert (before.private_network, before.proxy) == (False, None)
+
+
+def test_up_gives_each_worker_the_wireguard_port_chosen_for_it() -> None:
+    config = ClusterConfig(data_dir=Path("/nowhere"), token="t", cluster_id="abcde",
+                           regions=("ams",), workers_per_region=2, private_network=True,
+                           wireguard_ports={"ams-1": 27001, "ams-2": 24017})
+    workers = [c.argv for c in components_for(config) if c.role == "worker"]
+    assert [flag(argv, "--wireguard-port") for argv in workers] == ["27001", "24017"]

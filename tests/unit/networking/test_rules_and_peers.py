@@ -18,7 +18,7 @@ from bodega.networking.peers import (
     transfer,
     wanted,
 )
-from bodega.networking.rules import Fence, removal, ruleset, table_name
+from bodega.networking.rules import Fence, Fence4, fence4_ruleset, removal, ruleset, table_name
 from bodega.networking.sixpn import Layout
 
 LAYOUT = Layout(ipaddress.IPv6Network("fdaa:1:2::/48"))
@@ -141,3 +141,64 @@ def test_what_leaves_a_block_goes_into_its_own_overlay_and_its_own_block_stays_l
     assert unrouting(spec)[:7] == ["ip", "-6", "rule", "del", "from", "fdaa:1:2:d05::/64",
                                    "lookup"]
     assert table_of(0x0d05) != table_of(0x0d06)  # two workers on one kernel: two tables
+
+
+FENCE4 = Fence4("bodegafence_abcde_0d05", "bdgabcde0d05", "bvabcde0d05*", private=False)
+
+
+def _between(text: str, family: str) -> list[str]:
+    """The ``between`` chain's rules of the table of ``family``."""
+    table = text.split(f"table {family} {FENCE4.table} {{\n", 2)[-1]
+    chain = table.split("chain between {\n", 1)[1].split("}", 1)[0]
+    return [line.strip() for line in chain.splitlines() if line.strip()]
+
+
+def _set(text: str, family: str, name: str) -> set[str]:
+    table = text.split(f"table {family} {FENCE4.table} {{\n", 2)[-1]
+    body = table.split(f"set {name} {{\n", 1)[1].split("}\n", 1)[0]
+    if "elements" not in body:
+        return set()
+    listed = body.split("elements = {", 1)[1].split("}", 1)[0]
+    return {item.strip().strip('"') for item in listed.split(",") if item.strip()}
+
+
+def test_the_ipv4_fence_lets_machines_meet_only_within_their_network() -> None:
+    text = fence4_ruleset(
+        FENCE4, {"bvabcde0d0502": "personal/default", "bvabcde0d0503": "personal/blue",
+                 "bvabcde0d0504": "personal/default"},
+        {"10.13.5.2": "personal/default", "10.13.5.3": "personal/blue",
+         "10.13.6.7": "personal/default", "10.13.6.8": "personal/blue"},
+        ["10.13.5.0/24", "10.13.6.0/24", "10.13.5.0/24"])
+    # Routed into this worker's bridge from any machine subnet: same network or dropped.
+    assert f'oifname "{FENCE4.bridge}" ip saddr @subnets jump between' in text
+    assert _set(text, "inet", "subnets") == {"10.13.5.0/24", "10.13.6.0/24"}
+    assert _between(text, "inet") == ["ip saddr @net0 ip daddr @net0 accept",
+                                      "ip saddr @net1 ip daddr @net1 accept", "counter drop"]
+    assert [_set(text, "inet", f"net{i}") for i in range(2)] == [
+        {"10.13.5.3", "10.13.6.8"}, {"10.13.5.2", "10.13.6.7"}]
+    # On the bridge, between machine ports: the same, by port.
+    assert f'iifname "{FENCE4.machine_ports}" oifname "{FENCE4.machine_ports}" jump between' \
+        in text
+    assert [_set(text, "bridge", f"net{i}") for i in range(2)] == [
+        {"bvabcde0d0503"}, {"bvabcde0d0502", "bvabcde0d0504"}]
+    assert _between(text, "bridge")[-1] == "counter drop"
+
+
+def test_with_the_private_network_no_machine_meets_another_over_ipv4() -> None:
+    private = Fence4(FENCE4.table, FENCE4.bridge, FENCE4.machine_ports, private=True)
+    text = fence4_ruleset(private, {"bvabcde0d0502": "personal/default"},
+                          {"10.13.5.2": "personal/default", "10.13.6.7": "personal/default"},
+                          ["10.13.5.0/24"])
+    assert _between(text, "inet") == ["counter drop"]
+    # Its bridge table goes: the private network's own drops every frame between ports.
+    assert f"delete table bridge {FENCE4.table}" in text
+    assert f"table bridge {FENCE4.table} {{\n" not in text
+
+
+def test_an_empty_fence_drops_between_every_machine_and_replaces_its_last_version() -> None:
+    text = fence4_ruleset(FENCE4, {}, {}, [])
+    assert _between(text, "inet") == _between(text, "bridge") == ["counter drop"]
+    assert _set(text, "inet", "subnets") == set()
+    for family in ("inet", "bridge"):
+        first = text.index(f"delete table {family} {FENCE4.table}")
+        assert text.index(f"table {family} {FENCE4.table} {{}}") < first

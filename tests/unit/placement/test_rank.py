@@ -30,11 +30,12 @@ from bodega.placement.rank import feasible_rows, refusal_counts
 def worker(name: str, *, mcpu: int = 0, mem: int = 0, disk: int = 0, cpus: int = 8,
            memory: int = 8192, status: str = "alive", cordoned: bool = False,
            kinds: tuple[str, ...] = ("shared", "performance"),
-           images: frozenset[str] = frozenset(), region: str = "ams") -> Candidate:
+           images: frozenset[str] = frozenset(), region: str = "ams",
+           images_off: str = "") -> Candidate:
     return Candidate(name, region, f"http://{name}",
                      Totals(cpus=cpus, memory_mb=memory, disk_gb=100, cpu_kinds=kinds),
                      Usage(millicpus=mcpu, memory_mb=mem, disk_gb=disk),
-                     cordoned=cordoned, status=status, images=images)
+                     cordoned=cordoned, status=status, images=images, images_off=images_off)
 
 
 def request(**kw: object) -> PlacementRequest:
@@ -65,6 +66,19 @@ def test_every_refusal_has_its_reason_and_is_counted_once() -> None:
     assert ranking.refused_by_kind == {"not_alive": 1, "cordoned": 1, "memory": 1, "cpu": 1,
                                        "cpu_kind": 1}
     assert order(ranking) == ["ok"]
+
+
+def test_an_image_machine_goes_only_where_images_run_and_the_rest_say_why() -> None:
+    no_cgroups = "no cgroup hierarchy is mounted at /sys/fs/cgroup (runc and crun need one)"
+    workers = [worker("plain", images_off=no_cgroups), worker("oci")]
+    ranking = rank_candidates(request(image="127.0.0.1:5000/web:1", needs_images=True),
+                              "ams", workers, Policy())
+    assert order(ranking) == ["oci"]
+    assert dict(ranking.refusals) == {"plain": f"runs no images: {no_cgroups}"}
+    assert ranking.refused_by_kind == {"no_image_driver": 1}
+    # A process machine (its image a label) may go to either.
+    assert sorted(order(rank_candidates(request(image="process"), "ams", workers,
+                                        Policy()))) == ["oci", "plain"]
 
 
 def test_a_volume_pins_the_machine_to_its_host() -> None:
@@ -188,15 +202,16 @@ def test_an_explanation_is_scored_on_the_view_it_was_ranked_on() -> None:
 
 # -- columns agree with the row-at-a-time definitions -----------------------------------
 candidates = st.builds(
-    lambda i, cpus, mcpu, memory, mem, disk, status, cordoned, kinds, ratio, image: Candidate(
+    lambda i, cpus, mcpu, memory, mem, disk, status, cordoned, kinds, ratio, image, off:
+    Candidate(
         f"w{i}", "ams", "http://w",
         Totals(cpus=cpus, memory_mb=memory, disk_gb=50, cpu_kinds=kinds, shared_cpu_ratio=ratio),
         Usage(millicpus=mcpu, memory_mb=mem, disk_gb=disk), cordoned=cordoned, status=status,
-        images=frozenset({"img"}) if image else frozenset()),
+        images=frozenset({"img"}) if image else frozenset(), images_off=off),
     st.integers(0, 10_000), st.integers(1, 16), st.integers(0, 17_000), st.integers(256, 32768),
     st.integers(0, 33000), st.integers(0, 60), st.sampled_from(["alive", "alive", "suspect"]),
     st.booleans(), st.sampled_from([("shared",), ("performance",), ("shared", "performance")]),
-    st.sampled_from([1.0, 2.0, 3.0, 4.0]), st.booleans(),
+    st.sampled_from([1.0, 2.0, 3.0, 4.0]), st.booleans(), st.sampled_from(["", "", "no runc"]),
 )
 asks = st.builds(Ask, cpu_kind=st.sampled_from(["shared", "performance"]),
                  cpus=st.integers(0, 8), memory_mb=st.integers(0, 16384),
@@ -206,11 +221,11 @@ asks = st.builds(Ask, cpu_kind=st.sampled_from(["shared", "performance"]),
 @settings(max_examples=200, deadline=None)
 @given(st.lists(candidates, min_size=1, max_size=25, unique_by=lambda c: c.name), asks,
        st.sampled_from([UtilityScorer(), UtilityScorer(weights=Weights(hole=1.0)),
-                        BinPackScorer(), SpreadScorer()]), st.booleans())
+                        BinPackScorer(), SpreadScorer()]), st.booleans(), st.booleans())
 def test_columns_filter_and_score_exactly_like_rows(
-    workers: list[Candidate], ask: Ask, scorer: UtilityScorer, pin: bool
+    workers: list[Candidate], ask: Ask, scorer: UtilityScorer, pin: bool, image: bool
 ) -> None:
-    req = request(ask=ask, image="img", colocated={workers[0].name: 2},
+    req = request(ask=ask, image="img", needs_images=image, colocated={workers[0].name: 2},
                   standby_workers=frozenset({workers[-1].name}),
                   pinned_worker=workers[0].name if pin else None)
     table = CandidateTable("ams", workers)

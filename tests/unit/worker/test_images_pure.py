@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bodega.model.machine import names_registry
 from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, command, parse_user
 from bodega.worker.images.eviction import CachedImage, to_evict
 from bodega.worker.images.manifest import BadImage, ImageConfig, Manifest, pick_platform
@@ -20,7 +21,7 @@ from bodega.worker.images.plan import (
     Unpack,
     next_step,
 )
-from bodega.worker.images.reference import BadReference, names_registry, parse_reference
+from bodega.worker.images.reference import BadReference, parse_reference
 from bodega.worker.images.unpack import apply_layer
 
 D = "sha256:" + "a" * 64

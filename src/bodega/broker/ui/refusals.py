@@ -29,6 +29,7 @@ LABELS = {
     "cordoned": "worker cordoned",
     "pinned": "pinned to another worker (its volume)",
     "avoided": "avoided (a same-named volume is there)",
+    "no_image_driver": "runs no images (process driver only)",
     "cpu_kind": "cpu kind not offered",
     "cpu": "not enough cpu",
     "memory": "not enough memory",
@@ -66,6 +67,8 @@ def kind_of(reason: str, counted: Iterable[str] = ()) -> str:
         return "not_alive"
     if reason == "cordoned":
         return "cordoned"
+    if reason.startswith("runs no images"):
+        return "no_image_driver"
     for prefix, kind in (("cpu kind ", "cpu_kind"), ("cpu:", "cpu"), ("memory:", "memory"),
                          ("gpu:", "gpus"), ("disk:", "disk")):
         if reason.startswith(prefix):

@@ -17,13 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from bodega.model.machine import ExitStatus
+from bodega.model.machine import ExitStatus, names_registry
 from bodega.model.machine_answers import ExecAnswer, ListenSocket, ProcessStat
 from bodega.model.machine_config import MachineConfig
 
 # A run's handle is kept in the machine's row, which the pure core reads: it is defined there.
 from bodega.worker.core.records import TaskHandle as TaskHandle
-from bodega.worker.images.reference import names_registry
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bodega.model.machine import ExitStatus
+from bodega.model.machine import ExitStatus, names_registry
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.drivers.base import (
     Capabilities,
@@ -24,7 +24,6 @@ from bodega.worker.drivers.base import (
 )
 from bodega.worker.drivers.oci import OciDriver
 from bodega.worker.drivers.process import ProcessDriver
-from bodega.worker.images.reference import names_registry
 
 
 class PairControl:

@@ -12,12 +12,16 @@ import ipaddress
 import os
 from dataclasses import replace
 
+from bodega.networking.rules import fence4_table_name, table_name
+from bodega.networking.sixpn import host_field
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
+from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.host.image_drivers import make_image_driver, runtime_available
 from bodega.worker.host.names import Owner, Subnet
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import HostNetwork, Network
+from bodega.worker.host.network_fence import NetworkFence
 from bodega.worker.host.private_net import PrivateNetwork
 
 
@@ -38,6 +42,40 @@ def machine_subnet(config: WorkerConfig) -> Subnet:
     return ipaddress.ip_network(config.machine_subnet or default_subnet(config.name))
 
 
+def cgroups_mounted(config: WorkerConfig) -> bool:
+    """A cgroup hierarchy with the memory controller is mounted (not under ``ip netns
+    exec``, which hides them)."""
+    return os.geteuid() == 0 and Cgroups.detect(config.cgroup_scope()) is not None
+
+
+def images_off(config: WorkerConfig) -> str | None:
+    """Why this worker cannot run image machines (its workers row says it, and placement
+    sends them elsewhere, naming it); None when it can."""
+    if config.driver in ("null", "fake"):
+        return None  # simulations: whatever is asked is run
+    if config.driver == "process":
+        return "the worker runs the process driver only (--driver process)"
+    if os.geteuid() != 0:
+        return "the worker is not root"
+    if not runtime_available(config.oci_runtime):
+        return "neither runc nor crun is installed"
+    if not cgroups_mounted(config):
+        return "no cgroup hierarchy is mounted at /sys/fs/cgroup (runc and crun need one)"
+    return None
+
+
+def limits_notice(config: WorkerConfig) -> str | None:
+    """The one line a worker says at start when it cannot enforce machines' limits."""
+    if config.driver in ("null", "fake") or os.geteuid() != 0 or cgroups_mounted(config):
+        return None
+    images = "" if config.driver == "process" else (
+        "; image machines cannot run here (runc and crun need cgroups), so this worker "
+        "offers the process driver only")
+    return ("no cgroup hierarchy is mounted at /sys/fs/cgroup (as under `ip netns exec`): "
+            "machines get no cpu limit, only `ulimit -v` bounds their memory, and they cannot "
+            "be suspended" + images)
+
+
 def make_driver(config: WorkerConfig) -> Driver:
     if config.driver == "null":
         from bodega.worker.drivers.null import NullDriver
@@ -47,11 +85,12 @@ def make_driver(config: WorkerConfig) -> Driver:
         from bodega.worker.drivers.fake import FakeDriver
 
         return FakeDriver()
-    if config.driver == "auto" and not runtime_available(config.oci_runtime):
+    if config.driver == "oci" and (why := images_off(config)) is not None:
+        raise ValueError(f"the oci driver cannot run here: {why}")
+    if config.driver == "auto" and images_off(config) is not None:
         config = replace(config, driver="process")
     if config.driver == "process":
         from bodega.worker.drivers.process import ProcessDriver
-        from bodega.worker.drivers.process.cgroups import Cgroups
 
         cgroups = (Cgroups.detect(config.cgroup_scope())
                    if config.cgroups and os.geteuid() == 0 else None)
@@ -71,6 +110,18 @@ def make_network(config: WorkerConfig, driver: Driver) -> Network:
     if mode == "host":
         return HostNetwork(config.host(), machine_subnet(config))
     raise ValueError(f"unknown network mode {config.network!r}: use auto, netns or host")
+
+
+def make_fence(config: WorkerConfig, network: Network) -> NetworkFence | None:
+    """The fence that keeps networks apart over IPv4, for a worker whose machines have
+    namespaces of their own (machines sharing the host's network have none to fence)."""
+    if not isinstance(network, NetnsNetwork):
+        return None
+    host = host_field(ipaddress.IPv4Network(network.subnet))
+    return NetworkFence(network, fence4_table_name(config.cluster_id, host),
+                        private=config.private_network,
+                        other_table=None if config.private_network
+                        else table_name(config.cluster_id, host))
 
 
 def make_private_network(config: WorkerConfig, network: Network) -> PrivateNetwork | None:

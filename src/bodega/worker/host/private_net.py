@@ -24,7 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from bodega.networking.commands import run
+from bodega.networking import nftables
+from bodega.networking.commands import CommandFailed, run
 from bodega.networking.directory import FLYCAST_TYPE, app_network, directory
 from bodega.networking.flycast import PORT as FLYCAST_PORT
 from bodega.networking.flycast import FlycastRelay
@@ -166,7 +167,7 @@ class PrivateNetwork:
         ones once it is in."""
         async with self._fence_lock:
             wanted = set(self.networks if networks is None else networks) | self.networks
-            await run("nft", "-f", "-", stdin=ruleset(self.fence, wanted).encode())
+            await nftables.apply(ruleset(self.fence, wanted))
             self.networks = wanted
 
     async def _follow_peers(self) -> None:
@@ -217,7 +218,8 @@ class PrivateNetwork:
                      self.overlay.spec.interface)
             return
         await self.overlay.stop()
-        await run("nft", "-f", "-", stdin=removal(self.fence.table).encode(), check=False)
+        with contextlib.suppress(CommandFailed):
+            await nftables.apply(removal(self.fence.table))
 
 
 def _forwarding() -> None:

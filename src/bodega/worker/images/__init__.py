@@ -6,7 +6,6 @@ from bodega.worker.images.puller import Puller
 from bodega.worker.images.reference import (
     BadReference,
     ImageReference,
-    names_registry,
     parse_reference,
 )
 from bodega.worker.images.registry_client import RegistryClient, RegistryError
@@ -21,6 +20,5 @@ __all__ = [
     "Puller",
     "RegistryClient",
     "RegistryError",
-    "names_registry",
     "parse_reference",
 ]

@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bodega.model.machine import names_registry
+
 _DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 _REPO_RE = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
 _TAG_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -41,12 +43,6 @@ class ImageReference:
         if self.digest:
             text += f"@{self.digest}"
         return text
-
-
-def names_registry(image: str) -> bool:
-    """True when ``image`` starts with a registry host, so it is an OCI image to pull."""
-    first, slash, _ = image.partition("/")
-    return bool(slash) and ("." in first or ":" in first or first == "localhost")
 
 
 def parse_reference(image: str, default_registry: str | None = None) -> ImageReference:

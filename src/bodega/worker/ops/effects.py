@@ -39,6 +39,7 @@ from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, Task
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.host.identity import machine_identity
 from bodega.worker.host.network import Network, NetworkError
+from bodega.worker.host.network_fence import NetworkFence
 from bodega.worker.host.private_net import PrivateNetwork
 from bodega.worker.host.volume_copy import replace_tree
 from bodega.worker.ops.runner import EffectFailed, Outcome
@@ -100,8 +101,10 @@ class MachineEffects:
         self.machine_tokens = machine_tokens.keyed(config.secrets_key)  # None: no key
         # The app's secrets for a launch (``host/secret_env.py``); none without a registry.
         self.secret_env: Callable[[str], dict[str, str]] = lambda _app: {}
-        # The private network (6PN addresses, resolver), when the worker runs one.
+        # The private network (6PN addresses, resolver), when the worker runs one; the fence
+        # that keeps networks apart over IPv4, when machines have namespaces of their own.
         self.private: PrivateNetwork | None = None
+        self.fence: NetworkFence | None = None
         # Set once the worker stops all its machines to exit: a restart's backoff ends at once
         # (its machine is stopped next), so a crash loop does not hold up the exit.
         self.draining = asyncio.Event()
@@ -215,6 +218,8 @@ class MachineEffects:
                                                   attachment.netns)
                     except LookupError as exc:
                         raise EffectFailed(str(exc)) from exc
+                if self.fence is not None and attachment.netns is not None:
+                    await self.fence.attach(machine.app, machine.ip_index)
                 return Outcome(updates={"private_ip": attachment.private_ip,
                                         "netns": attachment.netns})
             case Effect.PREPARE:
@@ -241,6 +246,8 @@ class MachineEffects:
                     parking.release(machine.netns)  # its namespace goes: so does its launcher
                 await self.driver.destroy(machine.id, self.config.machine_dir(machine.id))
                 await self.network.detach(machine.id, machine.ip_index)
+                if self.fence is not None:
+                    await self.fence.detach(machine.ip_index)
                 return Outcome(updates={"handle": None})
             case Effect.PROVISION_VOLUME:
                 path = self.config.volume_dir(op.resource_id)
