@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shlex
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -102,6 +103,13 @@ def test_a_deploy_spreads_over_the_hosts_and_a_killed_worker_keeps_its_machine(
     # Host 1's proxy reaches the machines on hosts 2 and 3 too (routed to their subnets).
     until(lambda: proxied(cluster, "spread") == set(by_region.values()),
           "every host's machine answering through the proxy")
+    # What host 1's banner says answers, does: its curl line, the app named.
+    first = next(h for h in cluster.members if h.index == 1)
+    (said,) = [line for line in first.output().splitlines() if "Proxy: http://" in line]
+    curl = said.split("(curl ", 1)[1].rstrip(")").replace("<app>", "spread")
+    answered = subprocess.run(["curl", "-s", "--max-time", "10", *shlex.split(curl)],
+                              capture_output=True, text=True, check=False)
+    assert "hello from bodega" in answered.stdout, (said, answered.stderr)
 
     syd = next(h for h in cluster.members if h.index == 2)
     name, pid = next(iter(syd.worker_pids().items()))

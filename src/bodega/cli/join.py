@@ -31,9 +31,11 @@ from bodega.cluster.supervisor import LocalCluster, StartFailed
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import until_stopped
 from bodega.runtime.logs import configure
+from bodega.runtime.waits import within
 from bodega.wire.join import JOIN_PORT
 
 LOCK = "join.lock"
+ANSWER_WAIT = 3.0  # seconds a restarted join gives the host it joined through to answer
 
 
 def address_towards(host: str) -> str:
@@ -109,6 +111,13 @@ def join(
         else:
             typer.echo(f"{data_dir} joined cluster {joined.cluster_id} already: starting "
                        f"{', '.join(w.name for w in joined.workers)} again (no token needed)")
+            silent = asyncio.run(_unanswered(joined.join))
+            if silent is not None:
+                typer.secho(
+                    f"warning: {joined.join}, the host this one joined through, does not "
+                    f"answer ({silent}): the workers start, run the machines kept here, and "
+                    "join the cluster through any member that answers (they say so in their "
+                    "logs until one does)", fg=typer.colors.YELLOW, err=True)
         joined = _remember(joined, data_dir, private_network, wireguard_port)
         if joined.private_network and unable_why is not None:
             raise ValueError(
@@ -152,6 +161,19 @@ def _remember(joined: JoinedHost, data_dir: Path, private_network: bool | None,
     joined = joined.model_copy(update=changed)
     joined.write(data_dir)
     return joined
+
+
+async def _unanswered(address: str) -> str | None:
+    """Why nothing answers at ``address`` (host:port), or None if something does."""
+    host, port = hostinfo.split_host_port(address, JOIN_PORT)
+    try:
+        _reader, writer = await within(asyncio.open_connection(host, port), ANSWER_WAIT)
+    except TimeoutError:
+        return f"no answer in {ANSWER_WAIT:g}s"
+    except OSError as exc:
+        return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+    writer.close()
+    return None
 
 
 def _read(data_dir: Path) -> str:

@@ -280,6 +280,30 @@ def _register(path: Path, config: ClusterConfig, cluster: LocalCluster) -> Regis
     return done[-1]
 
 
+def _entry_lines(config: ClusterConfig) -> list[str]:
+    """Where the API and the proxy answer. ``<app>.localhost`` names 127.0.0.1, so with
+    --advertise (where they listen on that address only) a request must go to the address
+    and name the app otherwise: a Host header, or curl's --resolve for TLS (SNI)."""
+    api = f"Machines API: http://{config.host}:{config.api_port}/v1"
+    ca = config.data_dir / CA_CRT
+    tls = config.proxy_tls_port and config.proxy_tls_cert is not None
+    if config.advertise is None:
+        lines = [f"{api}   Proxy: http://<app>.localhost:{config.proxy_port}/"]
+        if tls:
+            lines.append(f"HTTPS: https://<app>.localhost:{config.proxy_tls_port}/ (trust the "
+                         f"cluster CA: curl --cacert {ca})")
+        return lines
+    where = config.advertise
+    lines = [f"{api}   Proxy: http://{where}:{config.proxy_port}/ with Host: <app>.localhost "
+             f"(curl -H 'Host: <app>.localhost' http://{where}:{config.proxy_port}/)"]
+    if tls:
+        port = config.proxy_tls_port
+        lines.append(f"HTTPS: https://<app>.localhost:{port}/ at {where} (curl --resolve "
+                     f"<app>.localhost:{port}:{where} --cacert {ca} "
+                     f"https://<app>.localhost:{port}/)")
+    return lines
+
+
 def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
             registered: Registered | None = None, contexts_file: Path | None = None,
             network_lines: list[str] | tuple[str, ...] = ()) -> None:
@@ -290,11 +314,8 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
                    f"{component.url}")
     if print_token:
         typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'})")
-    typer.echo(f"Machines API: http://{config.host}:{config.api_port}/v1   "
-               f"Proxy: http://<app>.localhost:{config.proxy_port}/")
-    if config.proxy_tls_port and config.proxy_tls_cert is not None:
-        typer.echo(f"HTTPS: https://<app>.localhost:{config.proxy_tls_port}/ (trust the cluster "
-                   f"CA: curl --cacert {config.data_dir / CA_CRT})")
+    for line in _entry_lines(config):
+        typer.echo(line)
     if cluster.authority is not None:
         typer.echo(f"Internal links: mutual TLS, cluster CA "
                    f"{fingerprint(cluster.authority.cert)} ({config.data_dir / 'tls' / 'ca.pem'})")

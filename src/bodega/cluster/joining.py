@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import secrets
 import ssl
 from pathlib import Path
@@ -37,6 +38,7 @@ from bodega.runtime.tls.files import TlsDir, write_private
 from bodega.runtime.tls.identity import Identity, cert_pem, load_cert, new_key, trust_domain
 from bodega.runtime.tls.join_token import JoinToken, ca_hash
 from bodega.wire.join import CA_PATH, JOIN_PATH, CaAnswer, JoinAnswer, JoiningWorker, JoinRequest
+from bodega.wire.json_client import why_unconnected
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
 
@@ -61,12 +63,22 @@ async def fetch_ca(base: str) -> x509.Certificate:
             if answer.status != 200:
                 raise JoinFailed(f"{base} is not a bodega join listener (HTTP {answer.status})")
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        raise JoinFailed(f"cannot reach the join listener at {base}: "
-                         f"{exc.__class__.__name__} {exc}".strip()) from None
+        raise JoinFailed(f"cannot reach the join listener at {base}: {_why(exc)} (is `bodega "
+                         "up --advertise` running there, and is its join port open?)") from None
     try:
         return load_cert(CaAnswer.model_validate_json(text).ca.encode())
     except (ValidationError, ValueError):
         raise JoinFailed(f"{base} answered what is not a cluster CA") from None
+
+
+def _why(exc: BaseException) -> str:
+    """A few words on a failed exchange, never the library's repr (which names its TLS
+    context object)."""
+    if isinstance(exc, aiohttp.ClientConnectionError | TimeoutError):
+        return why_unconnected(exc)
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno).lower()
+    return str(exc) or exc.__class__.__name__
 
 
 def check_pin(ca: x509.Certificate, token: JoinToken, base: str) -> None:
@@ -85,8 +97,7 @@ async def post_join(base: str, ca: x509.Certificate, request: JoinRequest) -> Jo
             text = await answer.text()
             status = answer.status
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-        raise JoinFailed(f"the join at {base} failed: {exc.__class__.__name__} {exc}"
-                         .strip()) from None
+        raise JoinFailed(f"the join at {base} failed: {_why(exc)}") from None
     if status != 200:
         try:
             message = from_wire(status, json.loads(text)).message

@@ -110,10 +110,34 @@ def test_a_join_refused_leaves_nothing_behind(tmp_path: Path) -> None:
     assert refused(done).startswith("Error: --token is needed to join")
     token = "K10" + "0" * 64 + "::0123abcd." + "s" * 24  # well formed, for no cluster
     done = bodega(*JOIN, nowhere, "--token", token, "--data-dir", str(new))
-    assert refused(done).startswith(f"Error: cannot reach the join listener at https://{nowhere}")
+    said = refused(done)
+    # In words, not the HTTP library's repr of its TLS context.
+    assert said == (f"Error: cannot reach the join listener at https://{nowhere}: connection "
+                    "refused (is `bodega up --advertise` running there, and is its join port "
+                    "open?)")
     assert list(tmp_path.iterdir()) == []
     old = tmp_path / "old"
     before = an_old_data_dir(old)
     done = bodega(*JOIN, nowhere, "--token", token, "--data-dir", str(old))
     assert refused(done).startswith("Error: cannot reach the join listener")
     assert contents(old) == before
+
+
+def test_a_joined_host_restarted_while_its_cluster_is_silent_is_warned(tmp_path: Path) -> None:
+    """A restart needs no token and starts the workers whether or not the cluster answers;
+    when the host it joined through does not, it says so before anything else."""
+    from bodega.cluster.joined import JoinedHost, JoinedWorker
+
+    nowhere = f"127.0.0.1:{free_port()}"
+    data = tmp_path / "joined"
+    data.mkdir()
+    JoinedHost(cluster_id="quiet", ca_sha256="0" * 64, region="syd", advertise="127.0.0.1",
+               join=nowhere, api_url="http://127.0.0.1:1", seeds=[nowhere],
+               workers=[JoinedWorker(name="syd-abc-1")]).write(data)
+    done = bodega("join", nowhere, "--data-dir", str(data), "--driver", "null",
+                  "--no-private-network", "--log-level", "warning")
+    warned = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
+    assert warned == [f"warning: {nowhere}, the host this one joined through, does not answer "
+                      "(connection refused): the workers start, run the machines kept here, and "
+                      "join the cluster through any member that answers (they say so in their "
+                      "logs until one does)"], done.stdout + done.stderr

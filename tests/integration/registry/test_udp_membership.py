@@ -256,3 +256,29 @@ async def test_a_stalled_event_loop_is_measured_and_accuses_nobody(tmp_path: Pat
         for member in group:
             await member.stop(leave=False)
 
+
+
+async def test_a_member_no_seed_answers_says_so_and_one_that_joins_says_nothing(
+        nodes: Nodes, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A joined host restarted while the host it joined through is gone must not wait in
+    silence: its members warn, now and then, that nobody answers, naming whom they tried."""
+    from bodega.registry.membership import udp
+
+    monkeypatch.setattr(udp, "ALONE_FIRST_WARNING", 0.3)
+    monkeypatch.setattr(udp, "ALONE_CHECK", 0.05)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as held:
+        held.bind(("127.0.0.1", 0))
+        seed = f"127.0.0.1:{held.getsockname()[1]}"  # bound, never answering
+        caplog.set_level("INFO", logger="bodega.registry")
+        lonely = await nodes.start("lonely", seeds=(seed,))
+        await until(lambda: any("no member of the cluster has answered" in r.getMessage()
+                                for r in caplog.records), timeout=10)
+        warned = [r for r in caplog.records if "has answered" in r.getMessage()]
+        assert warned[0].levelname == "WARNING"
+        assert seed in warned[0].getMessage()
+    first = await nodes.start("first")
+    await nodes.stop(lonely, leave=False)
+    caplog.clear()
+    again = await nodes.start("lonely", seeds=(seed, seed_of(first)))
+    await until(lambda: alive_names(again) >= {"first"}, timeout=10)
+    assert not any("has answered" in r.getMessage() for r in caplog.records)

@@ -48,6 +48,11 @@ log = logging.getLogger("bodega.registry.membership")
 SAVED_PEERS_TO_TRY = 5  # like Corrosion: a few remembered peers stand in for seeds
 SAVE_INTERVAL = 5.0  # peer list writes are batched; the generation is written at once
 METRICS_INTERVAL = 1.0
+# A member no seed answers says so after this many seconds, then at doubling gaps up to
+# ALONE_MOST, looking every ALONE_CHECK seconds.
+ALONE_FIRST_WARNING = 10.0
+ALONE_MOST = 300.0
+ALONE_CHECK = 1.0
 
 
 class Membership:
@@ -100,7 +105,9 @@ class Membership:
         known = [a for n, a in saved.peers.items() if n != self.config.name]
         remembered = self._rng.sample(known, min(SAVED_PEERS_TO_TRY, len(known)))
         self._tasks = [asyncio.create_task(self._run(), name=f"swim-{self.config.name}"),
-                       asyncio.create_task(self._join(remembered), name="swim-join")]
+                       asyncio.create_task(self._join(remembered), name="swim-join"),
+                       asyncio.create_task(self._say_while_alone(remembered),
+                                           name="swim-alone")]
         for task in self._tasks:
             task.add_done_callback(_log_failure)
 
@@ -234,6 +241,28 @@ class Membership:
             if not pending:
                 return
             await asyncio.sleep(self.config.swim.join_retry_max)
+
+    async def _say_while_alone(self, remembered: list[Addr]) -> None:
+        """Say so, now and then, while no member has answered: a member whose seeds are all
+        down keeps trying in silence otherwise (a joined host restarted while the host it
+        joined through is gone). Then say when one does."""
+        if not self.config.seeds and not remembered:
+            return  # the first member: alone is joined
+        began = self._now()
+        gap = next_warning = ALONE_FIRST_WARNING  # seconds alone, then doubling gaps
+        while not self.swim.joined:
+            await asyncio.sleep(ALONE_CHECK)
+            alone = self._now() - began
+            if self.swim.joined or alone < next_warning:
+                continue
+            tried = [*self.config.seeds, *(f"{h}:{p}" for h, p in remembered)]
+            log.warning("no member of the cluster has answered in %.0fs (tried %s): this "
+                        "member runs alone meanwhile and keeps trying", alone,
+                        ", ".join(dict.fromkeys(tried)))
+            gap = min(gap * 2, ALONE_MOST)
+            next_warning = alone + gap
+        if self._now() - began >= ALONE_FIRST_WARNING:
+            log.info("joined the cluster after %.0fs alone", self._now() - began)
 
     async def _resolve(self, seed: str) -> Addr | None:
         host, port = parse_seed(seed)
