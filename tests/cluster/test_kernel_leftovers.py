@@ -362,7 +362,8 @@ async def test_clean_removes_what_a_cluster_killed_with_sigkill_left(tmp_path: P
     assert done.stdout.splitlines()[-1].endswith(f"leftovers of cluster {mine[0]}")
     assert_left_nothing(before, snapshot(), mine)
     assert program_pids(marker) == []
-    assert clean(data).stdout.splitlines() == [f"nothing to clean for cluster {mine[0]}"]
+    # (Port claims another cluster killed meanwhile left may be listed before it.)
+    assert clean(data).stdout.splitlines()[-1] == f"nothing to clean for cluster {mine[0]}"
 
     # Started again, the cluster finds its machine's process gone (and its namespace): the
     # restart policy starts it in a namespace wired afresh; the stopped one stays stopped.

@@ -10,14 +10,14 @@ from typing import Annotated
 import typer
 
 from bodega.cli.errors import friendly
-from bodega.cluster import cleanup
-from bodega.runtime import cluster_id
+from bodega.cluster import cleanup, stored_cluster
 
 
 @friendly
 def clean(
     data_dir: Annotated[Path, typer.Option(
-        help="The data dir of the cluster (`bodega up`) or lone worker to clean up after")]
+        help="The data dir of the cluster (`bodega up`), joined host (`bodega join`) or "
+             "lone worker to clean up after")]
     = Path(".bodega"),
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="List what would be removed; remove nothing")] = False,
@@ -25,25 +25,23 @@ def clean(
         "--legacy", help="Instead: remove what versions before cluster ids left (bodega-N-N-N "
                          "namespaces, bdg-N-N bridges, ...) that nothing uses now")] = False,
 ) -> None:
-    """Remove a stopped cluster's leftovers: namespaces, veths, bridges, cgroups, mounts, locks.
+    """Remove a stopped cluster's leftovers: namespaces, veths, bridges, cgroups, mounts, locks
+    and port claims.
 
-    Only objects carrying the cluster id stored in the data dir are touched, and
-    processes still in them (machines of a cluster killed with SIGKILL) are killed.
-    Refused while the cluster runs: `bodega up` cleans up after itself when it stops.
+    Only objects carrying the cluster id stored in the data dir are touched (for a
+    joined host, only its own workers'), and processes still in them (machines of a
+    cluster killed with SIGKILL) are killed. Refused while the cluster runs: `bodega
+    up` and `bodega join` clean up after themselves when they stop.
     """
     if legacy:
         report = asyncio.run(_clean_legacy(dry_run))
     else:
         data_dir = data_dir.resolve()
-        cid = cluster_id.read(data_dir)
-        if cid is None:
-            raise ValueError(f"{data_dir} has no cluster id (no cluster of this version ran "
-                             "there); for what older versions left, use --legacy")
         why = cleanup.running(data_dir)
         if why is not None:
             raise ValueError(f"the cluster in {data_dir} is running: {why}; stop it first "
                              "(it cleans up after itself when it stops)")
-        report = asyncio.run(_clean(data_dir, cid, dry_run))
+        report = asyncio.run(_clean(data_dir, stored_cluster.read(data_dir), dry_run))
     for line in report.lines(dry_run):
         typer.echo(line)
     for problem in report.problems:
@@ -57,12 +55,14 @@ def clean(
         raise typer.Exit(1)
 
 
-async def _clean(data_dir: Path, cid: str, dry_run: bool) -> cleanup.SweepReport:
-    listed = await cleanup.sweep(data_dir, cid, dry_run=True)
-    if dry_run or not listed.found:
+async def _clean(data_dir: Path, stored: stored_cluster.StoredCluster,
+                 dry_run: bool) -> cleanup.SweepReport:
+    listed = await cleanup.sweep(data_dir, stored.cluster_id, workers=stored.workers,
+                                 dry_run=True)
+    if dry_run or not listed.anything:
         return listed
     _need_root(listed)
-    return await cleanup.sweep(data_dir, cid)
+    return await cleanup.sweep(data_dir, stored.cluster_id, workers=stored.workers)
 
 
 async def _clean_legacy(dry_run: bool) -> cleanup.SweepReport:
@@ -75,5 +75,5 @@ async def _clean_legacy(dry_run: bool) -> cleanup.SweepReport:
 
 def _need_root(listed: cleanup.SweepReport) -> None:
     if os.geteuid() != 0:
-        raise ValueError(f"removing {listed.found} leftovers of {listed.whose} needs root; "
+        raise ValueError(f"removing {listed.anything} leftovers of {listed.whose} needs root; "
                          "run it as root (--dry-run lists them)")

@@ -23,7 +23,7 @@ from bodega.cli.up import _unless_stopped
 from bodega.cluster import host_network, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
-from bodega.cluster.joined import JoinedHost, joined_components
+from bodega.cluster.joined import JOIN_LOCK, JoinedHost, joined_components
 from bodega.cluster.joining import JoinFailed
 from bodega.cluster.joining import join as join_cluster
 from bodega.cluster.port_claims import PortClaims
@@ -34,7 +34,6 @@ from bodega.runtime.logs import configure
 from bodega.runtime.waits import within
 from bodega.wire.join import JOIN_PORT
 
-LOCK = "join.lock"
 ANSWER_WAIT = 3.0  # seconds a restarted join gives the host it joined through to answer
 
 
@@ -91,7 +90,8 @@ def join(
     # A join refused (no token, a bad one, a cluster that does not answer or says no)
     # takes back what it wrote in the data dir (data_dir_lock.py); a joined host's
     # identity, once written, stays.
-    lock = DataDirLock.take(data_dir, LOCK, f"bodega join is already running on {data_dir}")
+    lock = DataDirLock.take(data_dir, JOIN_LOCK,
+                            f"bodega join is already running on {data_dir}")
     claims = PortClaims.here()
     try:
         joined = JoinedHost.read(data_dir)

@@ -13,9 +13,15 @@ Cleanup lives in two places:
 
 A worker killed with SIGKILL while its cluster runs removes nothing: its
 machines keep running and its restart re-adopts them. ``bodega clean`` runs the
-same sweep for a cluster that is not running (say its ``bodega up`` was killed
-with SIGKILL), and ``--legacy`` removes what versions before cluster ids left
-and nothing uses.
+same sweep for a cluster that is not running (say its ``bodega up`` or ``bodega
+join`` was killed with SIGKILL), finding the id wherever the data dir keeps it
+(``stored_cluster.py``): for a joined host, only its own workers' objects, since
+the cluster's other hosts may share the kernel. ``--legacy`` removes what
+versions before cluster ids left and nothing uses.
+
+A sweep takes, besides the namespaces, links, cgroups, runtime state and mounts
+``worker/host/sweep.py`` knows, the subnet locks of the cluster and the port
+claims no process holds any more (``port_claims.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.cluster import machine_range
+from bodega.cluster import machine_range, port_claims
+from bodega.cluster.joined import JOIN_LOCK
+from bodega.cluster.stored_cluster import HostWorker
 from bodega.runtime.hostinfo import hostname
 from bodega.runtime.pid_lock import holder
 from bodega.worker.config import LOCK_FILE
@@ -41,7 +49,7 @@ from bodega.worker.host.survey import (
     pids_in_namespaces,
     survey,
 )
-from bodega.worker.host.sweep import Leftovers, legacy, owned, processes, remove
+from bodega.worker.host.sweep import Leftovers, legacy, owned, processes, remove, union
 
 UP_LOCK = "up.lock"
 
@@ -52,11 +60,17 @@ class SweepReport:
     objects: tuple[str, ...] = ()
     processes: dict[int, str] = field(default_factory=dict)
     locks: tuple[Path, ...] = ()
+    claims: tuple[Path, ...] = ()  # port claims nobody holds: a killed cluster's, whichever
     problems: tuple[str, ...] = ()
 
     @property
     def found(self) -> int:
+        """How many of the leftovers are this cluster's (claims do not say whose they are)."""
         return len(self.objects) + len(self.processes) + len(self.locks)
+
+    @property
+    def anything(self) -> int:
+        return self.found + len(self.claims)
 
     def lines(self, dry_run: bool) -> list[str]:
         verb = "would remove" if dry_run else "removed"
@@ -64,14 +78,16 @@ class SweepReport:
         return ([f"{kill} process {pid} ({_command(pid)}) in {where}"
                  for pid, where in sorted(self.processes.items())]
                 + [f"{verb} {line}" for line in self.objects]
-                + [f"{verb} subnet lock {path}" for path in self.locks])
+                + [f"{verb} subnet lock {path}" for path in self.locks]
+                + [f"{verb} port claim {path}" for path in self.claims])
 
 
 def running(data_dir: Path) -> str | None:
     """Why the cluster in ``data_dir`` counts as running now, or None if it does not."""
-    pid = holder(data_dir / UP_LOCK)
-    if pid is not None:
-        return f"bodega up is running on it (pid {pid})"
+    for name, who in ((UP_LOCK, "bodega up"), (JOIN_LOCK, "bodega join")):
+        pid = holder(data_dir / name)
+        if pid is not None:
+            return f"{who} is running on it (pid {pid})"
     for lock in [data_dir / LOCK_FILE, *sorted(data_dir.glob(f"workers/*/{LOCK_FILE}"))]:
         pid = holder(lock)
         if pid is not None:
@@ -105,12 +121,19 @@ async def until_components_gone(data_dir: Path, timeout: float) -> list[int]:
     return pids
 
 
-async def sweep(data_dir: Path, cluster_id: str, *, dry_run: bool = False) -> SweepReport:
-    """Remove (or, dry, list) every kernel object carrying ``cluster_id``, the processes
-    still in them, and the subnet locks the cluster left."""
-    leftovers = owned(survey(), Owner(HostNames(cluster_id)), data_dir)
-    return await _carry_out(f"cluster {cluster_id}", leftovers,
-                            machine_range.stale(cluster_id), dry_run)
+async def sweep(data_dir: Path, cluster_id: str, *,
+                workers: tuple[HostWorker, ...] | None = None,
+                dry_run: bool = False) -> SweepReport:
+    """Remove (or, dry, list) every kernel object carrying ``cluster_id`` (``workers``: of
+    those workers only), the processes still in them, the subnet locks the cluster left and
+    the port claims nobody holds."""
+    names = HostNames(cluster_id)
+    owners = [Owner(names)] if workers is None else [
+        Owner(names, subnet=w.subnet, scope=names.cgroup_scope(w.name)) for w in workers]
+    found = survey()
+    leftovers = union(owned(found, owner, data_dir) for owner in owners)
+    return await _carry_out(f"cluster {cluster_id}", leftovers, machine_range.stale(cluster_id),
+                            dry_run, claims=port_claims.stale())
 
 
 async def sweep_legacy(*, dry_run: bool = False,
@@ -133,14 +156,16 @@ async def sweep_legacy(*, dry_run: bool = False,
     return await _carry_out("older versions", leftovers, machine_range.stale(None), dry_run)
 
 
-async def _carry_out(whose: str, leftovers: Leftovers, locks: list[Path],
-                     dry_run: bool) -> SweepReport:
+async def _carry_out(whose: str, leftovers: Leftovers, locks: list[Path], dry_run: bool, *,
+                     claims: list[Path] | None = None) -> SweepReport:
     procs = processes(leftovers)
+    objects = tuple(leftovers.lines())
     if dry_run:
-        return SweepReport(whose, tuple(leftovers.lines()), procs, tuple(locks))
+        return SweepReport(whose, objects, procs, tuple(locks), tuple(claims or ()))
     problems = await remove(leftovers) if leftovers else []
     removed = machine_range.remove_stale(locks)
-    return SweepReport(whose, tuple(leftovers.lines()), procs, tuple(removed), tuple(problems))
+    unclaimed = port_claims.remove_stale(claims or [])
+    return SweepReport(whose, objects, procs, tuple(removed), tuple(unclaimed), tuple(problems))
 
 
 def live_workers() -> tuple[set[tuple[int, int]], set[str]]:

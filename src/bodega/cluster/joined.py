@@ -24,6 +24,7 @@ from bodega.registry.membership import keyfile
 from bodega.runtime.lifecycle import write_json_atomic
 
 JOINED = "joined.json"
+JOIN_LOCK = "join.lock"  # held by `bodega join` while it runs
 
 
 class JoinedWorker(BaseModel):

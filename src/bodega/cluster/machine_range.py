@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.runtime.pid_lock import flock_holder, try_flock
+from bodega.runtime.pid_lock import flock_holder, remove_unheld, try_flock
 
 LOCK_DIR = Path("/run/bodega/subnets")
 SUGGESTIONS_TRIED = 64
@@ -137,11 +137,4 @@ def held_subnets(lock_dir: Path = LOCK_DIR) -> list[str]:
 
 def remove_stale(paths: list[Path]) -> list[Path]:
     """Remove these lock files, each only while nobody holds it; returns those removed."""
-    removed = []
-    for path in paths:
-        fd = try_flock(path, create=False)
-        if fd is not None:
-            path.unlink(missing_ok=True)
-            os.close(fd)
-            removed.append(path)
-    return removed
+    return remove_unheld(paths)

@@ -11,22 +11,28 @@ an exclusive lock (flock) under ``/run/bodega/ports``, held while ``bodega
 up`` runs and dropped by the kernel when it dies, however it dies; another
 ``bodega up`` skips a claimed port. Without a writable ``/run/bodega`` (not
 root), ports are still chosen outside the ephemeral range, unclaimed.
+
+The lock is the claim's owner: a ``bodega up`` or ``bodega join`` that stops
+removes its files; one killed with SIGKILL leaves them, held by nobody (``stale``),
+and ``bodega clean`` removes those, never one a live process holds.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.runtime.pid_lock import try_flock
+from bodega.runtime.pid_lock import flock_holder, remove_unheld, try_flock
 
 LOCK_DIR = Path("/run/bodega/ports")
 EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LINUX_EPHEMERAL = (32768, 60999)  # the kernel's default, when the file cannot be read
 QUIET_SPAN = 8000  # how many ports below (or above) the ephemeral range to choose from
 LOWEST = 1024  # never a privileged port
+CLAIM = re.compile(r"(?:tcp|udp)-[0-9]+\.lock")  # what ``PortClaims.take`` names its files
 
 
 def quiet_range(ephemeral: tuple[int, int], span: int = QUIET_SPAN) -> range | None:
@@ -93,3 +99,17 @@ class PortClaims:
             path.unlink(missing_ok=True)
             os.close(fd)  # closing drops the flock
         self.held.clear()
+
+
+def stale(lock_dir: Path = LOCK_DIR) -> list[Path]:
+    """The claims no process holds: what a claimer killed with SIGKILL left."""
+    try:
+        listed = sorted(lock_dir.iterdir())
+    except OSError:
+        return []
+    return [path for path in listed if CLAIM.fullmatch(path.name) and flock_holder(path) is None]
+
+
+def remove_stale(paths: list[Path]) -> list[Path]:
+    """Remove these claims, each only while nobody holds it; returns those removed."""
+    return remove_unheld(paths)

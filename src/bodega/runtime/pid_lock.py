@@ -87,6 +87,20 @@ def try_flock(path: Path, create: bool = True) -> int | None:
             return None
 
 
+def remove_unheld(paths: list[Path]) -> list[Path]:
+    """Remove these lock files, each only while holding it (so nobody else does); returns
+    those removed. A claimer that locked one meanwhile finds its path gone and starts over
+    (``try_flock``)."""
+    removed = []
+    for path in paths:
+        fd = try_flock(path, create=False)
+        if fd is not None:
+            path.unlink(missing_ok=True)
+            os.close(fd)
+            removed.append(path)
+    return removed
+
+
 def holder(path: Path) -> int | None:
     """The pid holding ``path`` now (0 if unknown); None if nobody does."""
     return flock_holder(path)

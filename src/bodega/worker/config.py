@@ -12,6 +12,7 @@ from bodega.worker.host.names import HostNames
 
 # Held (flock) by the worker running on a data dir, for as long as it runs.
 LOCK_FILE = "worker.lock"
+STORE_FILE = "worker.db"  # its machines' records: a worker ran on the data dir
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class WorkerConfig:
 
     @property
     def store_path(self) -> Path:
-        return self.data_dir / "worker.db"
+        return self.data_dir / STORE_FILE
 
     @property
     def machines_dir(self) -> Path:

@@ -1,8 +1,9 @@
-"""`bodega clean` refuses, in one line, while the cluster of a data dir runs.
+"""`bodega clean` refuses, in one line, while the cluster of a data dir runs, and says what a
+data dir naming no cluster is.
 
-Running means: its `bodega up` or one of its workers holds its lock file, or a
-component `cluster.json` lists still runs (named by its command line, so a pid
-reused by a stranger does not count). Real lock holders and processes; nothing
+Running means: its `bodega up`, its `bodega join` or one of its workers holds its lock
+file, or a component `cluster.json` lists still runs (named by its command line, so a
+pid reused by a stranger does not count). Real lock holders and processes; nothing
 here touches the kernel objects of any cluster.
 """
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bodega.cluster import cleanup
+from bodega.cluster.joined import JoinedHost, JoinedWorker
 from bodega.runtime import cluster_id
 from bodega.runtime.lifecycle import write_json_atomic
 from bodega.runtime.pid_lock import Held, PidLock, holder
@@ -49,7 +51,8 @@ def test_a_lock_names_its_holder_and_is_free_once_released(tmp_path: Path) -> No
     assert holder(tmp_path / "absent.lock") is None
 
 
-@pytest.mark.parametrize("lock", ["up.lock", "workers/ams-1/worker.lock", "worker.lock"])
+@pytest.mark.parametrize("lock", ["up.lock", "join.lock", "workers/ams-1/worker.lock",
+                                  "worker.lock"])
 def test_clean_refuses_while_a_lock_of_the_data_dir_is_held(tmp_path: Path, lock: str) -> None:
     cid = cluster_id.ensure(tmp_path)
     process = holding(tmp_path / lock)
@@ -63,7 +66,9 @@ def test_clean_refuses_while_a_lock_of_the_data_dir_is_held(tmp_path: Path, lock
     finally:
         process.kill()
         process.communicate()  # reaps it and closes its pipe
-    assert clean(tmp_path, "--dry-run").stdout == f"nothing to clean for cluster {cid}\n"
+    # (Port claims a killed cluster elsewhere left may be listed before it.)
+    assert clean(tmp_path, "--dry-run").stdout.splitlines()[-1] == \
+        f"nothing to clean for cluster {cid}"
 
 
 def test_clean_refuses_while_a_listed_component_runs_and_not_for_a_reused_pid(
@@ -91,8 +96,26 @@ def test_clean_refuses_while_a_listed_component_runs_and_not_for_a_reused_pid(
             process.wait()
 
 
-def test_clean_of_a_data_dir_with_no_cluster_id_points_to_legacy(tmp_path: Path) -> None:
+def test_clean_of_a_data_dir_bodega_wrote_nothing_in_points_to_legacy(tmp_path: Path) -> None:
     refused = clean(tmp_path)
     assert refused.returncode == 1
-    assert refused.stderr == (f"Error: {tmp_path} has no cluster id (no cluster of this "
-                              "version ran there); for what older versions left, use --legacy\n")
+    assert refused.stderr == (f"Error: {tmp_path} holds nothing bodega wrote (no cluster-id, "
+                              "no joined.json); for what versions before cluster ids left, use "
+                              "--legacy\n")
+    assert refused.stdout == ""
+
+
+def test_clean_of_a_joined_host_reads_its_cluster_id_and_of_a_worker_names_its_cluster(
+        tmp_path: Path) -> None:
+    JoinedHost(cluster_id="kq3x9", ca_sha256="00", region="syd", advertise="10.0.0.2",
+               join="10.0.0.1:4281", api_url="https://10.0.0.1:4280", seeds=[],
+               workers=[JoinedWorker(name="syd-1", subnet="10.251.7.0/24")]).write(tmp_path)
+    listed = clean(tmp_path, "--dry-run")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[-1] == "nothing to clean for cluster kq3x9"
+    (tmp_path / "workers" / "syd-1").mkdir(parents=True)
+    refused = clean(tmp_path / "workers" / "syd-1")
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines() == [
+        f"Error: {tmp_path}/workers/syd-1 is worker syd-1's data dir in the cluster of "
+        f"{tmp_path}, which keeps its id: bodega clean --data-dir {tmp_path}"]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from bodega.runtime import cluster_id
 from bodega.worker.host.names import HostNames, Owner, Subnet
 from bodega.worker.host.survey import Link, Survey
-from bodega.worker.host.sweep import legacy, owned
+from bodega.worker.host.sweep import legacy, owned, union
 
 A, B = HostNames("kq3x9"), HostNames("m0zz1")
 NET = ipaddress.ip_network("10.209.1.0/24")
@@ -90,6 +90,27 @@ def test_a_worker_sweep_takes_only_its_subnet_and_scope() -> None:
     assert taken.namespaces == first.namespaces
     assert set(taken.links) == {link.name for link in first.links}
     assert taken.scopes == first.scopes
+
+
+def test_a_joined_hosts_workers_take_theirs_together_and_not_another_hosts() -> None:
+    """A joined host's workers, on a kernel it shares with another host of the cluster."""
+    here = [(NET, "syd-1"), (OTHER_NET, "syd-2")]
+    elsewhere = objects_of(A, ipaddress.ip_network("10.209.3.0/24"), "ams-1")
+    found = merged(*(objects_of(A, net, name) for net, name in here), elsewhere)
+    data = Path("/srv/host2")
+    mount = data / "workers" / "syd-1" / "machines" / "m1" / "root"
+    found = merged(found, Survey(mounts=(mount,)))
+    taken = union(owned(found, Owner(A, subnet=net, scope=A.cgroup_scope(name)), data)
+                  for net, name in here)
+    mine = merged(*(objects_of(A, net, name) for net, name in here))
+    assert taken.namespaces == tuple(sorted(mine.namespaces))
+    assert set(taken.links) == {link.name for link in mine.links}
+    assert taken.links[-2:] == tuple(sorted([A.bridge(NET), A.bridge(OTHER_NET)]))  # last
+    assert set(taken.scopes) == set(mine.scopes)
+    assert set(taken.runc_states) == set(mine.runc_states)
+    assert taken.mounts == (mount,)  # once, though both workers' sweeps found it
+    assert taken.kill
+    assert not union([])
 
 
 def test_mounts_swept_are_machines_under_the_data_dir_never_the_dir_itself() -> None:

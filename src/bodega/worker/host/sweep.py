@@ -97,6 +97,23 @@ def owned(survey: Survey, owner: Owner, data_dir: Path | None = None) -> Leftove
     )
 
 
+def union(parts: Iterable[Leftovers]) -> Leftovers:
+    """Every object of ``parts``, once: what several owners (a joined host's workers) left."""
+    listed = list(parts)
+
+    def every(name: str) -> list[object]:
+        return list(dict.fromkeys(x for part in listed for x in getattr(part, name)))
+
+    return Leftovers(
+        namespaces=tuple(sorted(map(str, every("namespaces")))),
+        links=_bridges_last(map(str, every("links"))),
+        markers=tuple(sorted(map(str, every("markers")))),
+        scopes=tuple(Path(str(s)) for s in every("scopes")),
+        runc_states=tuple(Path(str(s)) for s in every("runc_states")),
+        mounts=tuple(Path(str(m)) for m in every("mounts")),
+        kill=all(part.kill for part in listed))
+
+
 def legacy(survey: Survey, *, busy_namespaces: set[str], busy_scopes: set[str],
            live_octets: set[tuple[int, int]], live_scopes: set[str]) -> Leftovers:
     """What older versions left, named without a cluster id, that nothing uses any more.
