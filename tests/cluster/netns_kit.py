@@ -6,6 +6,12 @@ Daemons run inside with ``ip netns exec``. ``partition`` drops traffic
 between two groups with nftables inside the namespaces; ``heal`` removes it.
 ``lose`` drops a random share of the packets a host receives on one UDP port
 (gossip), and ``stop_losing`` lifts it.
+
+``ip netns exec`` gives each command a mount namespace of its own, which mounts
+made inside never leave: a worker's machine namespaces (``ip netns add``
+mounts them) are then seen by that worker alone. ``keep_mounts`` gives a host
+one mount namespace that every command run on it after shares, as a real
+host's commands share the host's: what one command mounts, the next sees.
 Everything is created under names unique to the test process and removed
 at the end.
 """
@@ -15,8 +21,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bodega.worker.host.network import run
 from tests.cidr_kit import octet
@@ -30,6 +39,7 @@ class Hosts:
     tag: str = field(default_factory=lambda: f"{os.getpid() % 1000}")
     octet: int = field(default_factory=lambda: octet(211, 240))  # 209, 210: the README's
     names: list[str] = field(default_factory=list)
+    mounts: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     @property
     def bridge(self) -> str:
@@ -59,7 +69,24 @@ class Hosts:
 
     def exec(self, index: int, *argv: str) -> list[str]:
         """The argv that runs ``argv`` on host ``index``."""
+        holder = self.mounts.get(index)
+        if holder is not None:
+            return ["nsenter", f"--target={holder.pid}", "--mount", "--net", *argv]
         return ["ip", "netns", "exec", self.namespace(index), *argv]
+
+    def keep_mounts(self, index: int) -> None:
+        """From now on, every command on host ``index`` shares one mount namespace: the one
+        ``ip netns exec`` makes (its ``/sys`` the host's), held by a process that sleeps."""
+        holder = subprocess.Popen(self.exec(index, "sleep", "infinity"))
+        for _ in range(500):  # until ip netns exec has made it and exec'd the sleep
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{holder.pid}/comm").read_text().strip() == "sleep":
+                    break
+            time.sleep(0.01)
+        else:
+            holder.kill()
+            raise AssertionError(f"host {index}'s mount namespace never came up")
+        self.mounts[index] = holder
 
     async def partition(self, group: list[int], others: list[int]) -> None:
         """No packet between ``group`` and ``others``, either way (both sides drop)."""
@@ -96,6 +123,10 @@ class Hosts:
                       PARTITION_TABLE, check=False)
 
     async def teardown(self) -> None:
+        for holder in self.mounts.values():
+            holder.kill()
+            holder.wait()
+        self.mounts.clear()
         for index in range(1, 16):
             await run("ip", "netns", "del", self.namespace(index), check=False)
         await run("ip", "link", "del", self.bridge, check=False)

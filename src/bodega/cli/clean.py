@@ -25,8 +25,8 @@ def clean(
         "--legacy", help="Instead: remove what versions before cluster ids left (bodega-N-N-N "
                          "namespaces, bdg-N-N bridges, ...) that nothing uses now")] = False,
 ) -> None:
-    """Remove a stopped cluster's leftovers: namespaces, veths, bridges, cgroups, mounts, locks
-    and port claims.
+    """Remove a stopped cluster's leftovers: namespaces, veths, bridges, cgroups, mounts, the
+    private network's tables, interfaces and rules, locks and port claims.
 
     Only objects carrying the cluster id stored in the data dir are touched (for a
     joined host, only its own workers'), and processes still in them (machines of a

@@ -20,8 +20,9 @@ the cluster's other hosts may share the kernel. ``--legacy`` removes what
 versions before cluster ids left and nothing uses.
 
 A sweep takes, besides the namespaces, links, cgroups, runtime state and mounts
-``worker/host/sweep.py`` knows, the subnet locks of the cluster and the port
-claims no process holds any more (``port_claims.py``).
+``worker/host/sweep.py`` knows, what the private network leaves
+(``network_sweep.py``), the subnet locks of the cluster and the port claims no
+process holds any more (``port_claims.py``).
 """
 
 from __future__ import annotations
@@ -35,9 +36,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.cluster import machine_range, port_claims
+from bodega.cluster import machine_range, network_sweep, port_claims
 from bodega.cluster.joined import JOIN_LOCK
 from bodega.cluster.stored_cluster import HostWorker
+from bodega.networking.kernel_objects import NetworkLeftovers, Scope
+from bodega.networking.sixpn import host_field
 from bodega.runtime.hostinfo import hostname
 from bodega.runtime.pid_lock import holder
 from bodega.worker.config import LOCK_FILE
@@ -132,8 +135,21 @@ async def sweep(data_dir: Path, cluster_id: str, *,
         Owner(names, subnet=w.subnet, scope=names.cgroup_scope(w.name)) for w in workers]
     found = survey()
     leftovers = union(owned(found, owner, data_dir) for owner in owners)
+    network = await network_sweep.survey(Scope(cluster_id, _host_fields(workers)))
     return await _carry_out(f"cluster {cluster_id}", leftovers, machine_range.stale(cluster_id),
-                            dry_run, claims=port_claims.stale())
+                            dry_run, network=network, claims=port_claims.stale())
+
+
+def _host_fields(workers: tuple[HostWorker, ...] | None) -> frozenset[int] | None:
+    """The private network's host fields of ``workers`` (None: every one); a subnet that
+    gives none has no private network."""
+    if workers is None:
+        return None
+    fields = set()
+    for worker in workers:
+        with contextlib.suppress(ValueError):
+            fields.add(host_field(ipaddress.IPv4Network(worker.subnet)))
+    return frozenset(fields)
 
 
 async def sweep_legacy(*, dry_run: bool = False,
@@ -157,12 +173,16 @@ async def sweep_legacy(*, dry_run: bool = False,
 
 
 async def _carry_out(whose: str, leftovers: Leftovers, locks: list[Path], dry_run: bool, *,
+                     network: NetworkLeftovers | None = None,
                      claims: list[Path] | None = None) -> SweepReport:
-    procs = processes(leftovers)
-    objects = tuple(leftovers.lines())
+    network = network or NetworkLeftovers()
+    procs = {**{pid: f"overlay {interface}" for pid, interface in network.daemons},
+             **processes(leftovers)}
+    objects = (*leftovers.lines(), *network.lines())
     if dry_run:
         return SweepReport(whose, objects, procs, tuple(locks), tuple(claims or ()))
     problems = await remove(leftovers) if leftovers else []
+    problems += await network_sweep.remove(network) if network else []
     removed = machine_range.remove_stale(locks)
     unclaimed = port_claims.remove_stale(claims or [])
     return SweepReport(whose, objects, procs, tuple(removed), tuple(unclaimed), tuple(problems))

@@ -36,6 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bodega.networking.commands import CommandFailed, run
+from bodega.networking.kernel_objects import RULE_PRIORITY
+from bodega.networking.kernel_objects import interface_name as interface_name
+from bodega.networking.kernel_objects import table_of as table_of
 from bodega.networking.peers import Peer, changes, parse_dump
 
 log = logging.getLogger("bodega.networking.overlay")
@@ -43,11 +46,6 @@ log = logging.getLogger("bodega.networking.overlay")
 SOCKET_DIR = Path("/var/run/wireguard")
 USERSPACE_ENV = "WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD"
 READY_POLLS = 100  # 5 s for wireguard-go's socket to appear
-
-
-def interface_name(cluster_id: str, host: int) -> str:
-    """``bwg<cluster id><host field>``: 12 characters, unique on the machine."""
-    return f"bwg{cluster_id}{host:04x}"
 
 
 @dataclass(frozen=True)
@@ -60,14 +58,6 @@ class OverlaySpec:
     cluster: str  # the cluster's /48, routed into the overlay
     bridge: str = ""  # this host's machine bridge: its block stays there ("": no rule)
     table: int = 0  # this host's routing table for what leaves its block (0: none)
-
-
-RULE_PRIORITY = 20000  # before the main table (32766), after the local one (0)
-TABLE_BASE = 0x6B0000  # + the host field: one table per host on the kernel
-
-
-def table_of(host: int) -> int:
-    return TABLE_BASE | host
 
 
 def routing(spec: OverlaySpec) -> list[list[str]]:
