@@ -17,7 +17,8 @@ LOW, HIGH = 20000, 32000  # below Linux's default ephemeral range (32768-60999)
 _rng = random.Random()
 
 
-def _free(port: int) -> bool:
+def is_free(port: int) -> bool:
+    """No listener holds ``port`` now, TCP or UDP."""
     for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
         with socket.socket(socket.AF_INET, kind) as sock:
             try:
@@ -31,6 +32,6 @@ def free_port() -> int:
     """A port no listener holds now, TCP and UDP, outside the ephemeral range."""
     for _ in range(1000):
         port = _rng.randrange(LOW, HIGH)
-        if _free(port):
+        if is_free(port):
             return port
     raise RuntimeError(f"no free port in {LOW}-{HIGH}")

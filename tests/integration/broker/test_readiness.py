@@ -18,6 +18,7 @@ from bodega.broker.daemon import Broker
 from tests.integration.daemon_kit import worker_daemon
 from tests.integration.registry.node_kit import until
 from tests.keyring_kit import SOURCE
+from tests.ports_kit import free_port as any_free_port
 from tests.tls_kit import TEST_CA, daemon_env
 
 from .broker_kit import ADMIN, machine
@@ -26,9 +27,8 @@ DEADLINE = 90.0
 
 
 def free_port(kind: socket.SocketKind) -> int:
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """Free for TCP and UDP alike, out of the ephemeral range (``tests/ports_kit.py``)."""
+    return any_free_port()
 
 
 async def until_status(http: httpx.AsyncClient, url: str, status: int) -> httpx.Response:

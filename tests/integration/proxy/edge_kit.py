@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import datetime
 import shutil
-import socket
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from bodega.runtime.tls import pki, sites
 from bodega.runtime.tls.identity import Key, cert_pem, new_key
 from bodega.wire.certificates import CertificateRow
 from bodega.wire.worker_client import WorkerClient
+from tests.ports_kit import free_port
 
 from .plane_kit import haproxy_binary
 
@@ -154,6 +154,5 @@ def names(cert: x509.Certificate) -> list[str]:
 
 
 def free_tcp_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """Out of the ephemeral range: no outgoing connection takes it before a test binds it."""
+    return free_port()

@@ -25,6 +25,7 @@ from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
+from tests.ports_kit import free_port, is_free
 
 from .plane_kit import PLANES, Serving, serving
 
@@ -368,11 +369,13 @@ async def proxied_m1(plane: str, port: int, show: Any,
 
 
 async def _free_port() -> int:
-    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-    port = int(server.sockets[0].getsockname()[1])
-    server.close()
-    await server.wait_closed()
-    return port
+    """A port free now and outside the kernel's ephemeral range, so no outgoing connection
+    of the busy host takes it before the stand-in binds it (``tests/ports_kit.py``); the one
+    after it too, which the sleeping-app test gives its second machine."""
+    while True:
+        port = free_port()
+        if is_free(port + 1):
+            return port
 
 
 @pytest.mark.parametrize("plane", PLANES)
