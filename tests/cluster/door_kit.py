@@ -54,6 +54,17 @@ ETH_P_IP, IPPROTO_UDP = 0x0800, 17
 ARGV_ECHO = "import json, sys, time; print(json.dumps(sys.argv[1:]), flush=True); time.sleep(900)"
 
 
+def exec_python() -> str:
+    """An interpreter an exec can run as a machine's own user: this one, unless a directory
+    above it is closed to other users (a pyenv under /root), then the host's python3. A
+    machine's program may be that one all the same (its wrapper's ``setpriv`` execs it with
+    root's capabilities still in effect); an exec's command starts with none."""
+    for path in (Path(sys.executable), Path(sys.executable).resolve()):
+        if any(not parent.stat().st_mode & 0o001 for parent in path.parents):
+            return shutil.which("python3", path="/usr/bin:/bin") or "python3"
+    return sys.executable
+
+
 def hostile_arguments(canary: Path) -> list[str]:
     """Arguments that would each create a file in ``canary`` if a shell ever parsed them."""
     return [f"; touch {canary}/semicolon", f"$(touch {canary}/dollar)",

@@ -42,6 +42,7 @@ from tests.cluster.door_kit import (
     Cluster,
     Door,
     classify,
+    exec_python,
     gossip_drops,
     hostile_arguments,
     sniff_udp,
@@ -450,7 +451,7 @@ def test_secrets_stay_out_of_command_lines_and_machines(cluster: Cluster) -> Non
         assert (sealing in environ) == (component["role"] in ("broker", "worker"))
     with cluster.admin() as api:
         answer = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
-            "command": [sys.executable, "-c", "import os; print(repr(dict(os.environ)))"]})
+            "command": [exec_python(), "-c", "import os; print(repr(dict(os.environ)))"]})
     assert answer.status_code == 200, answer.text
     assert not [n for n, v in values.items() if v in answer.json()["stdout"]]
 
@@ -463,7 +464,7 @@ def test_machine_commands_never_pass_through_a_shell(cluster: Cluster) -> None:
     assert printed == [cluster.marker, *hostile]  # each argument arrived as written
     with cluster.admin() as api:
         run = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
-            "command": [sys.executable, "-c", ARGV_ECHO.split("; time")[0], *hostile]})
+            "command": [exec_python(), "-c", ARGV_ECHO.split("; time")[0], *hostile]})
         assert run.status_code == 200, run.text
         assert json.loads(run.json()["stdout"]) == hostile
         split = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec",
@@ -509,7 +510,7 @@ def test_a_machine_touches_neither_the_clusters_files_nor_another_apps_machines(
     assert beta_pids, "beta's machine processes"
     with cluster.admin() as api:
         answer = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
-            "command": [sys.executable, "-c", PRYING, ",".join(map(str, files)),
+            "command": [exec_python(), "-c", PRYING, ",".join(map(str, files)),
                         ",".join(map(str, beta_pids))]})
     assert answer.status_code == 200, answer.text
     assert answer.json()["exit_code"] == 0, answer.json()["stderr"]

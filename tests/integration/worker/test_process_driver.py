@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bodega.runtime import cluster_id
-from bodega.worker.drivers.base import DriverError, Mount, TaskHandle, TaskSpec
+from bodega.worker.drivers.base import DriverError, Mount, TaskGone, TaskHandle, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
@@ -227,13 +227,16 @@ async def test_memory_limit_oom_kills_and_says_so(tmp_path: Path, driver: Proces
 
 @root_only
 async def test_runs_as_the_unprivileged_user(tmp_path: Path, driver: ProcessDriver) -> None:
-    s = spec(tmp_path, "import os; print('uid', os.getuid(), flush=True)", user=(65534, 65534))
+    s = spec(tmp_path, "import os, time; print('uid', os.getuid(), flush=True); time.sleep(60)",
+             user=(65534, 65534))
     await driver.prepare(s)
     handle = await driver.start(s)
-    await driver.wait(handle)
-    assert "uid 65534" in log_path(s.machine_dir).read_text()
-    result = await driver.control.exec(s, ["id", "-u"], 5, None)
+    await until(lambda: "uid 65534" in log_path(s.machine_dir).read_text())
+    result = await driver.control.exec(handle, s, ["id", "-u"], 5, None)
     assert result.stdout.strip() == "65534"
+    await driver.stop(handle, signal.SIGKILL, 5)
+    with pytest.raises(TaskGone):
+        await driver.control.exec(handle, s, ["id", "-u"], 5, None)
 
 
 @root_only
@@ -242,20 +245,19 @@ async def test_a_machine_of_its_own_user_works_in_its_own_directory_by_path(
     """The data dir above a machine's directory is private (pytest's tmp_path is 0700 too), so
     a program that resolves its working directory, as `python3 -m http.server` does, must find
     a path it can use: its own directory, bound where every part of the path is open."""
-    code = ("import os; here = os.getcwd(); open(os.path.join(here, 'note'), 'w').write('mine');"
-            " print('read', open(os.path.join(here, 'note')).read(), 'in', here, flush=True)")
+    code = ("import os, time; here = os.getcwd(); "
+            "open(os.path.join(here, 'note'), 'w').write('mine'); "
+            "print('read', open(os.path.join(here, 'note')).read(), 'in', here, flush=True); "
+            "time.sleep(60)")
     s = spec(tmp_path, code, user=(65534, 65534))
     handle = await driver.start(s)
-    status = await asyncio.wait_for(driver.wait(handle), 10)
-    text = log_path(s.machine_dir).read_text()
-    assert status.exit_code == 0, text
-    assert f"read mine in {HOME_MOUNT}" in text
+    await until(lambda: "\n" in log_path(s.machine_dir).read_text())
+    assert f"read mine in {HOME_MOUNT}" in log_path(s.machine_dir).read_text()
     assert (s.machine_dir / "root" / "note").read_text() == "mine"
     assert not any(HOME_MOUNT.iterdir()), "the host's own view of the mount point stays empty"
-    result = await driver.control.exec(
-        s, [PY, "-c", "import os; print(open(os.path.join(os.getcwd(), 'note')).read())"], 5,
-        None)
-    assert (result.exit_code, result.stdout.strip()) == (0, "mine"), result.stderr
+    result = await driver.control.exec(handle, s, ["cat", "note"], 5, None)
+    assert (result.exit_code, result.stdout) == (0, "mine"), result.stderr
+    await driver.stop(handle, signal.SIGKILL, 5)
 
 
 @root_only
@@ -287,6 +289,56 @@ async def test_a_volume_is_handed_to_the_machines_user_and_a_link_in_it_is_not_f
 
 
 @root_only
+async def test_only_an_execs_command_is_given_the_machines_environment(
+        tmp_path: Path, driver: ProcessDriver) -> None:
+    """The steps that enter the machine run as root: a machine's LD_PRELOAD reaching them
+    would load its library into root. The dynamic loader says so for every program it
+    loads with a library it cannot find: the command's own complaint is the only one."""
+    base = spec(tmp_path, "import time; print('up', flush=True); time.sleep(60)",
+                user=(65534, 65534))
+    s = replace(base, env={**base.env, "LD_PRELOAD": "/nonexistent/bodega-preload.so"})
+    handle = await driver.start(s)
+    await until(lambda: "up" in log_path(s.machine_dir).read_text())
+    result = await driver.control.exec(handle, s, ["printenv", "LD_PRELOAD"], 5, None)
+    assert result.stdout == "/nonexistent/bodega-preload.so\n"
+    assert result.stderr.count("bodega-preload.so") == 1, result.stderr
+    await driver.stop(handle, signal.SIGKILL, 5)
+
+
+@root_only
+async def test_an_exec_the_instant_a_run_starts_is_where_its_program_runs(
+        tmp_path: Path, driver: ProcessDriver) -> None:
+    """Just spawned, the wrapper is not yet in the machine's mount namespace (``unshare`` is
+    still making it): an exec waits until its program runs, and enters where it runs."""
+    for seq in range(1, 11):
+        s = spec(tmp_path, "import time; time.sleep(60)", seq=seq, user=(65534, 65534))
+        handle = await driver.start(s)
+        result = await driver.control.exec(handle, s, ["readlink", "/proc/self/ns/mnt"], 5,
+                                           None)
+        assert handle.pid is not None
+        assert result.stdout.strip() == os.readlink(f"/proc/{handle.pid}/ns/mnt"), seq
+        assert result.stdout.strip() != os.readlink("/proc/self/ns/mnt")
+        await driver.stop(handle, signal.SIGKILL, 5)
+
+
+@root_only
+async def test_an_exec_never_enters_a_stranger_that_took_the_runs_pid(
+        tmp_path: Path, driver: ProcessDriver) -> None:
+    s = spec(tmp_path, "pass")
+    handle = await driver.start(s)
+    await driver.wait(handle)
+    stranger = await asyncio.create_subprocess_exec(PY, "-c", "import time; time.sleep(30)")
+    try:
+        taken = TaskHandle(driver="process", machine_id=s.machine_id, instance_id=s.instance_id,
+                           start_seq=s.start_seq, pid=stranger.pid, data=dict(handle.data))
+        with pytest.raises(TaskGone):
+            await ProcessDriver(driver.cgroups).control.exec(taken, s, ["true"], 5, None)
+    finally:
+        stranger.kill()
+        await stranger.wait()
+
+
+@root_only
 async def test_ps_exec_and_destroy_leave_nothing(tmp_path: Path, driver: ProcessDriver) -> None:
     code = ("import socket, subprocess, time; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
             "s.listen(); subprocess.Popen(['sleep', '60']); print('up', flush=True); "
@@ -298,9 +350,10 @@ async def test_ps_exec_and_destroy_leave_nothing(tmp_path: Path, driver: Process
     commands = " ".join(p.command for p in processes)
     assert "sleep 60" in commands
     assert any(p.listen_sockets for p in processes)
-    result = await driver.control.exec(s, ["sh", "-c", "echo out; echo err >&2; exit 4"], 5, None)
+    result = await driver.control.exec(handle, s, ["sh", "-c", "echo out; echo err >&2; exit 4"],
+                                       5, None)
     assert (result.exit_code, result.stdout, result.stderr) == (4, "out\n", "err\n")
-    slow = await driver.control.exec(s, ["sleep", "30"], 0.2, None)
+    slow = await driver.control.exec(handle, s, ["sleep", "30"], 0.2, None)
     assert slow.exit_code == 124
     pids = [p.pid for p in processes]
     await driver.destroy(s.machine_id, s.machine_dir)

@@ -300,6 +300,17 @@ async def test_signal_and_exec_need_a_started_machine(worker: W) -> None:
     assert result.exit_code == 0
 
 
+async def test_an_exec_racing_its_programs_exit_is_refused_as_not_running(worker: W) -> None:
+    """The program ended, and its worker has not yet recorded it: the machine still reads
+    started, but there is nothing to run the command in."""
+    w, driver = worker
+    mid = await create(w)
+    await w.machines.settle()
+    driver.exit(mid, ExitStatus(exit_code=0))
+    with pytest.raises(PreconditionFailed, match="program is not running"):
+        await w.actions.exec(mid, ["echo", "hi"], 5, None, None)
+
+
 async def test_a_driver_that_runs_a_command_refuses_configs_without_one(worker: W) -> None:
     w, driver = worker
     driver.capabilities = Capabilities(needs_command=True, control=driver)

@@ -88,6 +88,10 @@ class DriverError(Exception):
     """A driver could not do what was asked; the message says why, for the machine's events."""
 
 
+class TaskGone(DriverError):
+    """The task has no running program to reach into (it has ended, or not yet begun)."""
+
+
 class MemoryBusy(DriverError):
     """The kernel could not reclaim a machine's memory down to a lower limit."""
 
@@ -118,9 +122,11 @@ class TaskControl(Protocol):
         """Deliver a signal to the task's processes; no-op if it has exited."""
 
     async def exec(
-        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+        self, handle: TaskHandle, spec: TaskSpec, argv: list[str], timeout: float,
+        stdin: bytes | None,
     ) -> ExecResult:
-        """Run a command in the machine's context (namespace, user, directory, env)."""
+        """Run a command where the running task's program runs (its namespaces, cgroups,
+        user, directory, env); TaskGone when it is not running."""
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         """The task's processes."""

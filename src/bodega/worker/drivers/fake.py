@@ -18,6 +18,7 @@ from bodega.worker.drivers.base import (
     DriverError,
     ExecResult,
     ProcessInfo,
+    TaskGone,
     TaskHandle,
     TaskSpec,
 )
@@ -117,9 +118,13 @@ class FakeDriver:
         return task is not None and not task.exited.done()
 
     async def exec(
-        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+        self, handle: TaskHandle, spec: TaskSpec, argv: list[str], timeout: float,
+        stdin: bytes | None,
     ) -> ExecResult:
         self.calls.append(("exec", spec.machine_id))
+        task = self._task(handle)
+        if task is None or task.exited.done():
+            raise TaskGone(f"machine {handle.machine_id}'s program is not running")
         if self.exec_results:
             return self.exec_results.pop(0)
         return ExecResult(exit_code=0, stdout=" ".join(argv), stderr="")

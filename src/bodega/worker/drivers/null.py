@@ -68,7 +68,8 @@ class NullDriver:
         return not self._future(handle).done()
 
     async def exec(
-        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+        self, handle: TaskHandle, spec: TaskSpec, argv: list[str], timeout: float,
+        stdin: bytes | None,
     ) -> ExecResult:
         return ExecResult(exit_code=0, stdout="", stderr="")
 

@@ -34,9 +34,11 @@ class PairControl:
         await self.pair.by_handle(handle).signal(handle, signal)
 
     async def exec(
-        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+        self, handle: TaskHandle, spec: TaskSpec, argv: list[str], timeout: float,
+        stdin: bytes | None,
     ) -> ExecResult:
-        return await self.pair.by_spec(spec).control.exec(spec, argv, timeout, stdin)
+        return await self.pair.by_handle(handle).control.exec(handle, spec, argv, timeout,
+                                                              stdin)
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         return await self.pair.by_handle(handle).control.ps(handle)

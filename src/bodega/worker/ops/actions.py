@@ -15,7 +15,7 @@ from bodega.model.machine_answers import MachineVersion, WaitAnswer
 from bodega.model.states import PERSISTENT, MachineState
 from bodega.worker.core import Cordon, SetMetadata, Signal, decide
 from bodega.worker.core.records import LeaseRow, MachineRow
-from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl
+from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl, TaskGone
 from bodega.worker.ops.effects import signal_number
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.watch import StateWatch
@@ -79,11 +79,16 @@ class MachineActions:
         with self.store.tx() as conn:
             leases.check(conn, machine_id, nonce, self.store.clock())
         row = self._running(machine_id)
+        assert row.handle is not None
         self._log(machine_id, "exec", {"command": command[:16]})
+        # The environment the worker built for the program's start, built again the same way.
         spec = self.machines.effects.task_spec(row)
-        return await self._control().exec(
-            spec, command, timeout, stdin.encode() if stdin is not None else None
-        )
+        try:
+            return await self._control().exec(
+                row.handle, spec, command, timeout, stdin.encode() if stdin is not None else None
+            )
+        except TaskGone as exc:
+            raise PreconditionFailed(f"failed_precondition: {exc}") from None
 
     async def ps(self, machine_id: str) -> list[ProcessInfo]:
         row = self.machines.get(machine_id)

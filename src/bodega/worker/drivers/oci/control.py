@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bodega.worker.drivers.base import ExecResult, TaskSpec
+from bodega.worker.drivers.base import ExecResult, TaskGone, TaskHandle, TaskSpec
 from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.control import ProcessControl, run_bounded
@@ -19,9 +19,12 @@ class OciControl(ProcessControl):
         self.runc = runc
 
     async def exec(
-        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+        self, handle: TaskHandle, spec: TaskSpec, argv: list[str], timeout: float,
+        stdin: bytes | None,
     ) -> ExecResult:
-        container = self.runc.container_id(spec.machine_id, spec.start_seq)
+        if not self.runs.alive(handle):
+            raise TaskGone(f"machine {handle.machine_id}'s program is not running")
+        container = self.runc.container_id(handle.machine_id, handle.start_seq)
         # In the program's working directory, as on Fly: runc takes it from the bundle,
         # crun starts an exec in / unless told.
         cwd = _working_directory(spec)

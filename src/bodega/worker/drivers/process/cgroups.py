@@ -86,6 +86,21 @@ class Cgroups:
         """Where a process writes its pid to join the machine's cgroups."""
         return [d / "cgroup.procs" for d in self.dirs(machine_id)]
 
+    def holding(self, machine_id: str, pid: int) -> list[Path]:
+        """The ``cgroup.procs`` files of the machine's cgroups ``pid`` is in: where another
+        process goes to be counted, limited and frozen with it (on v1 its memory and cpu
+        cgroups, and its freezer cgroup once a suspend has moved it there)."""
+        dirs = self.dirs(machine_id)
+        freezer = self.freezer_dir(machine_id)
+        if freezer is not None and freezer not in dirs:
+            dirs.append(freezer)
+        holding = []
+        for path in dirs:
+            with contextlib.suppress(OSError):
+                if str(pid) in (path / "cgroup.procs").read_text().split():
+                    holding.append(path / "cgroup.procs")
+        return holding
+
     # -- lifecycle --------------------------------------------------------------------
     def made(self, machine_id: str) -> bool:
         """The machine's cgroups all exist (``fit`` then sets their limits: no ``mkdir``,

@@ -1,7 +1,8 @@
-"""Reaching into a running process machine: signals, commands in its context, ps.
+"""Reaching into a running process machine: signals, commands where its program runs, ps.
 
 ``ProcessControl`` is given what it uses, not its driver: the runs (to signal one and
-to know it is alive) and the cgroups (to list a machine's processes).
+to know it is alive) and the cgroups (to list a machine's processes, and to put an
+exec in them). How an exec enters the machine is ``entry.py``'s.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import signal as signals
 from pathlib import Path
 
 from bodega.runtime.waits import within
-from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskHandle, TaskSpec
+from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskGone, TaskHandle, TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
-from bodega.worker.drivers.process.launch import exec_argv
+from bodega.worker.drivers.process.entry import ROOT_ENV, Entry, entry_argv, held_files
 from bodega.worker.drivers.process.procfs import listen_sockets, proc_info, session_pids
 from bodega.worker.drivers.process.runs import Runs
 
@@ -33,10 +34,27 @@ class ProcessControl:
         await self.runs.signal(handle, signal)
 
     async def exec(
-        self, spec: TaskSpec, argv: list[str], timeout: float, stdin: bytes | None
+        self, handle: TaskHandle, spec: TaskSpec, argv: list[str], timeout: float,
+        stdin: bytes | None,
     ) -> ExecResult:
-        return await run_bounded(exec_argv(spec, argv), stdin, timeout, env=spec.env,
-                                 cwd=spec.machine_dir / "root")
+        """Run ``argv`` where the machine's program runs: entered from its wrapper, which
+        is in all the program is in (namespaces, cgroups, directory) once set up, and
+        started it as ``spec.user`` with ``spec.env``."""
+        pid = handle.pid
+        gone = TaskGone(f"machine {handle.machine_id}'s program is not running")
+        if pid is None or not await self.runs.set_up(handle):
+            raise gone
+        with held_files(pid, spec.env) as files:
+            if not self.runs.alive(handle):
+                raise gone  # what was opened may be a stranger's that took the pid since
+            entry = Entry(
+                files,
+                cgroup_procs=(tuple(self.cgroups.holding(handle.machine_id, pid))
+                              if self.cgroups is not None else ()),
+                user=spec.user, memory_kib=None if self.cgroups else spec.memory_mb * 1024,
+            )
+            return await run_bounded(entry_argv(entry, argv), stdin, timeout,
+                                     env=dict(ROOT_ENV), cwd=Path(files.cwd))
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         if handle.pid is None or not self.runs.alive(handle):

@@ -31,6 +31,7 @@ machine sees its own directory at that one path, and none sees another's.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,28 +75,8 @@ fi
 echo $? > "$exitf"
 """.replace("HOME_MOUNT", shlex.quote(str(HOME_MOUNT)))
 PROGRAM_NAME = "bodega-machine"
-
-# An exec in a machine that runs as its own user starts where its program did:
-# $1 the machine's directory, $2 uid:gid, then the command's argv.
-EXEC_WRAPPER = r"""home=$1 user=$2
-shift 2
-mount --bind "$home" HOME_MOUNT && cd HOME_MOUNT || exit 126
-unset OLDPWD
-exec setpriv --reuid="${user%%:*}" --regid="${user#*:}" --clear-groups -- "$@"
-""".replace("HOME_MOUNT", shlex.quote(str(HOME_MOUNT)))
-
-
-def exec_argv(spec: TaskSpec, argv: list[str]) -> list[str]:
-    """An exec's full command: in the machine's network namespace, as its user, in its
-    directory; nothing of ``argv`` is parsed by a shell."""
-    prefix: list[str] = []
-    if spec.netns is not None:
-        prefix += ["nsenter", f"--net=/run/netns/{spec.netns}", "--"]
-    home = home_of(spec)
-    if spec.user is None or home is None:
-        return [*prefix, *argv]
-    return [*prefix, "unshare", "--mount", "--propagation", "private", "--", SHELL, "-c",
-            EXEC_WRAPPER, "bodega-exec", str(home), f"{spec.user[0]}:{spec.user[1]}", *argv]
+# A name a shell can export: the only ones the wrapper passes on to its program.
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)

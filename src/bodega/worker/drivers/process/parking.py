@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -41,6 +40,7 @@ from bodega.worker.drivers.process.launch import (
     HOME_MOUNT,
     PROGRAM_NAME,
     SHELL,
+    SHELL_NAME,
     WRAPPER,
     RunFiles,
     home_of,
@@ -50,7 +50,6 @@ from bodega.worker.drivers.process.procfs import pids_with_argument
 from bodega.worker.drivers.process.warmup import Warmup
 
 log = logging.getLogger("bodega.worker.parking")
-SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 PARK_NAME = "bodega-park"
 # The launcher waits in a mount namespace of its own, so the start does not make one (a

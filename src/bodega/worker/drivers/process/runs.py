@@ -40,6 +40,7 @@ from bodega.worker.drivers.process.warmup import Warmup
 log = logging.getLogger("bodega.worker.process")
 
 CGROUP_EMPTY_TIMEOUT = 10.0  # seconds ending a machine's runs waits for its cgroups to empty
+SET_UP_TIMEOUT = 5.0  # seconds an exec waits for a wrapper just spawned to be set up
 
 RunKey = tuple[str, str, int]  # (machine, instance, start_seq)
 
@@ -171,6 +172,20 @@ class Runs:
 
     async def wait(self, handle: TaskHandle) -> ExitStatus:
         return await asyncio.shield(self._watch(handle))
+
+    async def set_up(self, handle: TaskHandle, limit: float = SET_UP_TIMEOUT) -> bool:
+        """The run's wrapper is in all its program will be in (its namespaces, cgroups,
+        mounts and directory): it writes its pidfile only then (``launch.py``). Waits up
+        to ``limit`` seconds for that; False if it has not, or the run is over."""
+        pidfile = Path(handle.data.get("pidfile", ""))
+        deadline = time.monotonic() + limit
+        while self.alive(handle):
+            if read_pid(pidfile) == handle.pid:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.002)
+        return False
 
     # -- signals and ends ---------------------------------------------------------------
     async def signal(self, handle: TaskHandle, signal: int) -> None:
