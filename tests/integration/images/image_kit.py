@@ -54,8 +54,9 @@ async def registry(tmp: Path) -> AsyncIterator[str]:
 
 
 def build_image(tmp: Path, host: str, name: str, *, page: str = "hello from an image\n",
-                extra_mb: int = 0) -> str:
-    """Build a busybox image that serves ``page`` with httpd on :8080 and push it."""
+                extra_mb: int = 0, user: str | None = None) -> str:
+    """Build a busybox image that serves ``page`` with httpd on :8080 and push it; ``user``
+    is the image's ``User`` (none: root)."""
     work = tmp / f"build-{name.replace('/', '-').replace(':', '-')}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -71,7 +72,8 @@ def build_image(tmp: Path, host: str, name: str, *, page: str = "hello from an i
     for sub in ("bin", "www", "etc", "tmp"):
         (rootfs / sub).mkdir(parents=True, exist_ok=True)
     shutil.copy(BUSYBOX, rootfs / "bin" / "busybox")
-    for tool in ("sh", "cat", "ls", "echo", "sleep", "httpd", "id", "hostname", "touch"):
+    for tool in ("sh", "cat", "ls", "echo", "sleep", "httpd", "id", "hostname", "touch",
+                 "readlink", "grep"):
         (rootfs / "bin" / tool).symlink_to("busybox")
     (rootfs / "www" / "index.html").write_text(page)
     (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/:/bin/sh\n")
@@ -81,7 +83,7 @@ def build_image(tmp: Path, host: str, name: str, *, page: str = "hello from an i
     run("umoci", "config", "--image", f"{layout}:t", "--config.entrypoint", "/bin/httpd",
         "--config.cmd", "-f", "--config.cmd", "-p", "--config.cmd", "8080",
         "--config.cmd", "-h", "--config.cmd", "/www", "--config.env", "FROM_IMAGE=yes",
-        "--config.workingdir", "/www")
+        "--config.workingdir", "/www", *(["--config.user", user] if user else []))
     reference = f"{host}/{name}"
     run("skopeo", "copy", "--dest-tls-verify=false", f"oci:{layout}:t", f"docker://{reference}")
     return reference

@@ -1,12 +1,16 @@
-"""How an exec enters a process machine: its command line and environment (pure), and the
-cgroups it joins (read from a cgroup tree made of plain files)."""
+"""How an exec enters a machine: a process machine's command line and environment (pure),
+and the cgroups it joins (read from a cgroup tree made of plain files); an image machine's
+runtime process (pure)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import replace
 from pathlib import Path
 
+from bodega.worker.drivers.oci.bundle import MachineCommand, runtime_spec
+from bodega.worker.drivers.oci.control import exec_process
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.entry import (
     ENTER,
@@ -16,6 +20,7 @@ from bodega.worker.drivers.process.entry import (
     entry_argv,
     environment_script,
 )
+from bodega.worker.images.manifest import ImageConfig
 
 HELD = "/proc/100/fd"  # the worker's open files
 FILES = HeldFiles(namespaces=(("--net", f"{HELD}/7"), ("--mount", f"{HELD}/8")),
@@ -110,3 +115,16 @@ def test_on_v2_the_machines_one_cgroup(tmp_path: Path) -> None:
     (path / "cgroup.procs").write_text("42\n")
     assert cgroups.holding("m", 42) == [path / "cgroup.procs"]
 
+
+def test_an_image_machines_exec_is_its_programs_process_running_the_command() -> None:
+    image = ImageConfig.model_validate({"config": {"Cmd": ["/bin/httpd"], "User": "65534",
+                                                   "WorkingDir": "/www"}})
+    config = runtime_spec(image, MachineCommand([], None, None), env={"SECRET": "s"},
+                          rootfs="/r", hostname="m", cgroups_path=None, user=(65534, 65534),
+                          binds=[])
+    process = json.loads(exec_process(json.dumps(config), ["sh", "-c", "id; $HOME"]))
+    program = config["process"]
+    assert process == {**program, "args": ["sh", "-c", "id; $HOME"], "terminal": False}
+    assert (process["user"], process["cwd"]) == ({"uid": 65534, "gid": 65534}, "/www")
+    assert "SECRET=s" in process["env"]
+    assert program["args"] == ["/bin/httpd"], "the bundle's own process is left as it was"

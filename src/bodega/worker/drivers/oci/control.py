@@ -1,18 +1,26 @@
-"""Reaching into a running oci machine: signals and ps as for a process, exec with the runtime."""
+"""Reaching into a running oci machine: signals and ps as for a process, exec with the runtime.
+
+An exec is the runtime's ``exec`` given the program's own process (``--process``):
+the bundle's ``config.json`` process with the command's argv for its args, so
+the command has what the program has (its user, environment, working directory,
+capabilities, limits), where the runtime puts it: in the container's namespaces
+and cgroups. Told nothing more, crun would run it as root in ``/``.
+"""
 
 from __future__ import annotations
 
 import json
 
-from bodega.worker.drivers.base import ExecResult, TaskGone, TaskHandle, TaskSpec
+from bodega.worker.drivers.base import DriverError, ExecResult, TaskGone, TaskHandle, TaskSpec
 from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.control import ProcessControl, run_bounded
+from bodega.worker.drivers.process.entry import memory_file
 from bodega.worker.drivers.process.runs import Runs
 
 
 class OciControl(ProcessControl):
-    """``exec`` runs in the container (its root, env, user and namespaces) via ``runc exec``."""
+    """``exec`` runs in the container as its program does, via ``runc exec --process``."""
 
     def __init__(self, runc: Runc, runs: Runs, cgroups: Cgroups | None) -> None:
         super().__init__(runs, cgroups)
@@ -25,18 +33,18 @@ class OciControl(ProcessControl):
         if not self.runs.alive(handle):
             raise TaskGone(f"machine {handle.machine_id}'s program is not running")
         container = self.runc.container_id(handle.machine_id, handle.start_seq)
-        # In the program's working directory, as on Fly: runc takes it from the bundle,
-        # crun starts an exec in / unless told.
-        cwd = _working_directory(spec)
-        command = self.runc.argv("exec", *(["--cwd", cwd] if cwd else []), container, *argv)
-        return await run_bounded(command, stdin, timeout, codes_over_128_are_signals=True)
+        try:
+            config = (spec.machine_dir / "oci" / "config.json").read_text()
+        except OSError as exc:
+            raise DriverError(f"machine {handle.machine_id}'s bundle: {exc}") from exc
+        # The file holds the environment, the app's secrets among it: in memory only.
+        with memory_file(exec_process(config, argv)) as process:
+            command = self.runc.argv("exec", "--process", process, container)
+            return await run_bounded(command, stdin, timeout, codes_over_128_are_signals=True)
 
 
-def _working_directory(spec: TaskSpec) -> str | None:
-    """The machine's program's working directory, as its bundle's ``config.json`` says."""
-    try:
-        config = json.loads((spec.machine_dir / "oci" / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    cwd = config.get("process", {}).get("cwd")
-    return cwd if isinstance(cwd, str) and cwd else None
+def exec_process(bundle_config: str, argv: list[str]) -> str:
+    """The runtime's process file for an exec of ``argv``: the program's process, from the
+    bundle's ``config.json``, with ``argv`` for its args and no terminal."""
+    process = json.loads(bundle_config).get("process") or {}
+    return json.dumps({**process, "args": list(argv), "terminal": False})
