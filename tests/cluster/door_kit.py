@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from dnslib import RCODE, DNSError, DNSRecord
 
 from bodega.registry.membership import keyfile
 from bodega.registry.membership.keyring import Keyring
@@ -252,6 +253,7 @@ class Door:
         return self.listener.url("https" if self.kind in TLS_KINDS.values() else "http")
 
 
+DNS_PORT = 53
 TLS_KINDS = {"broker": "broker-internal", "worker": "worker-api", "proxy": "proxy-admin"}
 
 
@@ -260,6 +262,8 @@ def classify(component: dict[str, Any], listener: Listener, members: list[dict[s
     """What this socket is, by asking it (in TLS with ``operator`` if plain HTTP gets no
     answer); "unknown" fails the listener test."""
     name, role = str(component["name"]), str(component["role"])
+    if listener.proto == "udp" and role == "worker" and listener.port == DNS_PORT:
+        return "resolver" if resolver_refuses(listener) else "unknown"
     if listener.proto == "udp":
         gossip = next((m["addr"] for m in members if m["name"] == name), None)
         return "gossip" if gossip and gossip.rsplit(":", 1)[1] == str(listener.port) else "unknown"
@@ -286,6 +290,22 @@ def classify(component: dict[str, Any], listener: Listener, members: list[dict[s
     if role == "proxy" and answer.status_code == 404 and "no app is served" in answer.text:
         return "proxy-public"
     return "unknown"
+
+
+def resolver_refuses(listener: Listener) -> bool:
+    """Whether ``listener`` is the private network's resolver, refusing a stranger: asked from
+    this host (no machine of any network), it answers REFUSED, naming no app."""
+    query = DNSRecord.question("_apps.internal", "TXT")
+    family = socket.AF_INET6 if ":" in listener.host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(5)
+        try:
+            sock.sendto(query.pack(), (listener.reachable_host(), listener.port))
+            answer = DNSRecord.parse(sock.recv(4096))
+        except (OSError, DNSError):
+            return False
+    return answer.header.id == query.header.id and answer.header.rcode == RCODE.REFUSED \
+        and not answer.rr
 
 
 def gossip_drops(metrics_text: str, reason: str) -> float | None:

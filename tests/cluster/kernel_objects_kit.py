@@ -23,7 +23,10 @@ CGROUP = Path("/sys/fs/cgroup")
 RUN = Path("/run/bodega")
 # Names other bodega clusters (any version) and the test kits (tests/cluster/netns_kit.py) give
 # their objects: a change in one of these, not carrying our marks, is someone else's doing.
-FOREIGN_NAME = re.compile(r"^(bodega-|bdg|bv|btb|btv|bdgt-)")
+FOREIGN_NAME = re.compile(r"^(bodega-|bdg|bv|bwg|btb|btv|bdgt-)")
+# The nftables tables bodega's workers keep in the host's namespace (their fences), each
+# named with its cluster id: one of another cluster is that cluster's doing.
+FOREIGN_TABLE = re.compile(r"^table (inet|bridge) (bodega6pn_|bodegafence_)")
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,10 @@ def _someone_elses(kind: str, obj: str, before: Snapshot, after: Snapshot) -> bo
             return FOREIGN_NAME.match(point.removeprefix("/run/netns/")) is not None
         # Other tests' machines and disks live in their own directories under /tmp.
         return point.startswith("/tmp/")
-    return False  # nft tables: bodega makes none, and the test kits make theirs in namespaces
+    if kind == "nft_tables":
+        # Workers' fences; the test kits make theirs in namespaces.
+        return FOREIGN_TABLE.match(obj) is not None
+    return False
 
 
 def _cgroups() -> list[str]:

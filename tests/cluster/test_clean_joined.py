@@ -89,7 +89,7 @@ def test_clean_removes_what_a_joined_host_killed_with_sigkill_left(cluster: Mult
     cluster.hosts.keep_mounts(2)  # its machines' namespaces seen by the clean, as on a host
     syd = cluster.start(2, *cluster.join_argv("syd"), "--cpus", "2", "--memory-mb", "1024",
                         "--driver", "process", data=data)
-    assert "Private network: cluster" in wait_for(syd, "bodega joined")
+    assert "Private network: on, cluster" in wait_for(syd, "bodega joined")
     cid = json.loads((data / "joined.json").read_text())["cluster_id"]
     def listed() -> dict[str, dict[str, Any]] | None:
         found = {w["region"]: w for w in cluster.json("cluster", "workers")}

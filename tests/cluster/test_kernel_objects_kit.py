@@ -32,3 +32,20 @@ def test_our_own_scope_is_never_explained_away() -> None:
     before = cgroups("memory/bodega", "memory/bodega/theirs")
     after = cgroups("memory/bodega", "memory/bodega/theirs", "memory/bodega/ours-1")
     assert unexplained(before, after, ["ours-1"]) == {"cgroups": ["memory/bodega/ours-1"]}
+
+
+def objects(links: tuple[str, ...] = (), tables: tuple[str, ...] = ()) -> Snapshot:
+    none: frozenset[str] = frozenset()
+    return Snapshot(namespaces=none, links=frozenset(links), nft_tables=frozenset(tables),
+                    mounts=none, cgroups=none, run_files=none)
+
+
+def test_another_clusters_overlay_and_fences_are_explained_and_ours_are_not() -> None:
+    theirs = ("table inet bodega6pn_other_b601", "table bridge bodegafence_other_b601")
+    ours = ("table inet bodegafence_ours1_0101",)
+    after = objects(("bwgotherb601", "bwgours10101"), theirs + ours)
+    assert unexplained(objects(), after, ["ours1"]) == {
+        "links": ["bwgours10101"], "nft_tables": list(ours)}
+    # A table no bodega cluster names is never someone else's.
+    assert unexplained(objects(), objects(tables=("table inet filter",)), ["ours1"]) == {
+        "nft_tables": ["table inet filter"]}
