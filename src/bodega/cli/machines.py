@@ -212,14 +212,20 @@ def destroy(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_
     typer.echo(f"Machine {machine_id}: destroy requested")
 
 
-@machine.command("exec", context_settings={"allow_interspersed_args": False})
+# Options anywhere before ``--``; everything after it is the command, its own options
+# included (``bodega machine exec ID -a web -- ls -la``), as kubectl exec reads it.
+@machine.command("exec")
 @friendly
-def exec_cmd(machine_id: Id, command: Annotated[list[str], typer.Argument(help="Command")],
+def exec_cmd(machine_id: Id, command: Annotated[list[str], typer.Argument(
+                 help="The command and its arguments, after --")],
              app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
              timeout: Annotated[int, typer.Option(help="Seconds")] = 30,
              api_url: ApiUrl = None, token: Token = None,
              context: ContextName = None) -> None:
-    """Run a command in a machine's context and print its output."""
+    """Run a command where a machine's program runs, and print its output.
+
+    bodega machine exec ID [-a APP] -- COMMAND [ARGS...]
+    """
     app = app_name(app, config)
     result = call(api_url, token, lambda c: c.exec(app, machine_id, command, timeout),
                   context=context)
