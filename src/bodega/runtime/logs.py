@@ -17,5 +17,5 @@ def configure(level: str = "INFO", component: str = "bodega") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("uvicorn", "uvicorn.error", "uvicorn.access", "aiohttp", "httpx"):
+    for noisy in ("uvicorn", "uvicorn.error", "uvicorn.access", "aiohttp"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

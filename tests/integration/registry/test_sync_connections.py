@@ -12,7 +12,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 
-import httpcore._async.http11 as http11
+import aiohttp.connector
 import pytest
 
 from bodega.registry.replication.client import SyncClient
@@ -63,7 +63,8 @@ async def peers() -> AsyncIterator[list[Peer]]:
 
 
 class Later:
-    """httpcore's clock, moved forward: a peer revisited ``offset`` seconds later."""
+    """The connection pool's clock, moved forward: a peer revisited ``offset`` seconds
+    later."""
 
     def __init__(self) -> None:
         self.offset = 0.0
@@ -86,7 +87,7 @@ async def test_a_node_reuses_its_connection_to_each_of_24_peers(peers: list[Peer
 async def test_a_peer_pulled_from_again_30_s_later_answers_on_the_same_connection(
         peers: list[Peer], monkeypatch: pytest.MonkeyPatch) -> None:
     later = Later()
-    monkeypatch.setattr(http11, "time", later)
+    monkeypatch.setattr(aiohttp.connector, "monotonic", later.monotonic)
     client = SyncClient(None)
     try:
         await client.compare(peers[0].url, DigestRequest("me", ()))

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 
 from bodega.registry.feed import FeedLagged
 from bodega.registry.membership.messages import DecodeError
@@ -26,6 +26,7 @@ from bodega.registry.replication.rowwire import (
     request_json,
 )
 from bodega.registry.replication.subscriptions import RowChange
+from bodega.wire.json_client import session
 
 MAX_REPLY = 64 << 20  # a reset of a large origin is big, but never this big
 
@@ -48,26 +49,23 @@ class Compared:
     received: int
 
 
-KEPT_PEERS = 256  # idle connections kept, one per peer pulled from
-KEEPALIVE_SECONDS = 60.0
-
-
 class SyncClient:
-    """``tls``: the node's client context (its certificate, the cluster CA); None: plain."""
+    """``tls``: the node's client context (its certificate, the cluster CA); None: plain.
+
+    ``timeout`` bounds making a connection and each wait for the peer's next bytes, not
+    the whole pull: a large reply that keeps coming is not cut off."""
 
     def __init__(self, tls: ssl.SSLContext | None, *, timeout: float = 5.0) -> None:
         # A node pulls from a random peer about once a second, so it comes back to the same
-        # peer only every N seconds or so in a cluster of N nodes. A pool that keeps 16
-        # connections, idle for at most 5 s (httpx's default), opened a new TCP and TLS
-        # connection on almost every pull of a 20-worker `bodega up`, on both sides. Idle
-        # connections now live 60 s, under the 75 s servers keep them (runtime/serve.py).
-        self._http = httpx.AsyncClient(
-            timeout=timeout, verify=tls if tls is not None else True,
-            limits=httpx.Limits(max_keepalive_connections=KEPT_PEERS,
-                                keepalive_expiry=KEEPALIVE_SECONDS))
+        # peer only every N seconds or so in a cluster of N nodes. A pool whose idle
+        # connections lived 5 s opened a new TCP and TLS connection on almost every pull of
+        # a 20-worker `bodega up`, on both sides; the shared session keeps them 60 s, under
+        # the 75 s servers keep them (runtime/serve.py), for every peer.
+        self._http = session(ssl=tls)
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._http.close()
 
     async def compare(self, url: str, request: DigestRequest) -> Compared:
         """The buckets whose versions differ between the peer at ``url`` and us."""
@@ -90,16 +88,20 @@ class SyncClient:
 
     async def _post(self, url: str, path: str, body: bytes) -> bytes:
         try:
-            response = await self._http.post(
-                url.rstrip("/") + path, content=body,
-                headers={"content-type": "application/json"})
-        except httpx.HTTPError as e:
+            async with self._http.post(
+                    url.rstrip("/") + path, data=body, timeout=self._timeout,
+                    headers={"content-type": "application/json"}) as response:
+                if response.status != 200:
+                    text = (await response.read())[:200].decode(errors="replace")
+                    raise SyncFailed(f"{url}: HTTP {response.status}: {text}")
+                if (response.content_length or 0) > MAX_REPLY:  # refused before it is read
+                    raise SyncFailed(f"{url}: reply over {MAX_REPLY} bytes")
+                content = await response.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
             raise SyncFailed(f"{url}: {e!r}") from e
-        if response.status_code != 200:
-            raise SyncFailed(f"{url}: HTTP {response.status_code}: {response.text[:200]}")
-        if len(response.content) > MAX_REPLY:
+        if len(content) > MAX_REPLY:
             raise SyncFailed(f"{url}: reply over {MAX_REPLY} bytes")
-        return response.content
+        return content
 
 
 async def subscribe_http(url: str, tls: ssl.SSLContext | None, table: str, *,
@@ -107,17 +109,18 @@ async def subscribe_http(url: str, tls: ssl.SSLContext | None, table: str, *,
                          **where: str | int) -> AsyncGenerator[RowChange, None]:
     """The rows and changes of a subscription served by the node at ``url``, asked with
     the client context ``tls`` (a certificate of the cluster's; None: a plain listener).
+    ``timeout`` bounds making the connection; the stream itself may be quiet for as long
+    as nothing changes.
 
     Raises ``FeedLagged`` if the server cut the stream because we fell behind.
     """
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, read=None),
-                                 verify=tls if tls is not None else True) as http, \
-            http.stream("POST", url.rstrip("/") + SUBSCRIPTIONS_PATH,
-                        json={"table": table, "where": where}) as response:
-        if response.status_code != 200:
-            await response.aread()
-            raise SyncFailed(f"{url}: HTTP {response.status_code}: {response.text[:200]}")
-        async for line in response.aiter_lines():
+    async with session(1, ssl=tls) as http, http.post(
+            url.rstrip("/") + SUBSCRIPTIONS_PATH, json={"table": table, "where": where},
+            timeout=aiohttp.ClientTimeout(total=None, connect=timeout)) as response:
+        if response.status != 200:
+            text = (await response.read())[:200].decode(errors="replace")
+            raise SyncFailed(f"{url}: HTTP {response.status}: {text}")
+        async for line in lines(response.content.iter_any()):
             if not line:
                 continue
             message: dict[str, Any] = json.loads(line)
@@ -127,6 +130,22 @@ async def subscribe_http(url: str, tls: ssl.SSLContext | None, table: str, *,
                 yield _change(message["change"])
             elif message.get("status") == "lagged":
                 raise FeedLagged(str(message.get("error")))
+
+
+async def lines(chunks: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:
+    """The lines of a stream, without their ends, however long: a row of a subscription
+    is one line, and may be longer than a reader's line buffer."""
+    pending = bytearray()
+    async for chunk in chunks:
+        scanned = len(pending)  # the bytes before hold no line end: look only at the new
+        pending += chunk
+        begin = 0
+        while (end := pending.find(b"\n", scanned)) != -1:
+            yield bytes(pending[begin:end]).rstrip(b"\r")
+            begin = scanned = end + 1
+        del pending[:begin]
+    if pending:
+        yield bytes(pending).rstrip(b"\r")
 
 
 def _change(doc: dict[str, Any]) -> RowChange:
