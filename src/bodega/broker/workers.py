@@ -22,8 +22,8 @@ from bodega.broker.machine_index import MachineIndex
 from bodega.model.errors import NotFound, Unavailable
 from bodega.model.machine import Machine
 from bodega.model.volume import Volume
+from bodega.wire.aiohttp_transport import session
 from bodega.wire.job_client import JobClient
-from bodega.wire.json_client import session
 from bodega.wire.worker_client import WorkerClient
 
 LOCATIONS_KEPT = 100_000

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import contextlib
 import json as jsonlib
+from dataclasses import replace
 from typing import Annotated
 
-import aiohttp
 import typer
 
 from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call
 from bodega.model.errors import Unavailable, Unreachable, from_wire
-from bodega.wire.json_client import why_unconnected
 from bodega.wire.logs import LogLine
 from bodega.wire.machines_client import MachinesClient
+from bodega.wire.transport import NoAnswer, NotConnected, lines
+
+CONNECT_TIMEOUT = 10.0  # a follow has no bound on the whole call, only on connecting
 
 
 def render(line: LogLine) -> str:
@@ -25,31 +27,29 @@ def render(line: LogLine) -> str:
 async def stream(client: MachinesClient, app: str, params: dict[str, str], json: bool) -> None:
     try:
         await _stream(client, app, params, json)
-    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-        reason = why_unconnected(exc)
-        raise Unreachable(f"the API at {client.base_url} unreachable ({reason})",
-                          url=client.base_url, reason=reason) from exc
-    except aiohttp.ClientError as exc:
-        raise Unavailable(f"the API at {client.base_url}: {exc.__class__.__name__} {exc}"
-                          ) from exc
+    except NotConnected as exc:
+        raise Unreachable(f"the API at {client.base_url} unreachable ({exc.reason})",
+                          url=client.base_url, reason=exc.reason) from exc
+    except NoAnswer as exc:
+        raise Unavailable(f"the API at {client.base_url}: {exc}") from exc
 
 
 async def _stream(client: MachinesClient, app: str, params: dict[str, str], json: bool) -> None:
-    async with client.http.get(
-            f"{client.base_url}/v1/apps/{app}/logs", params=params, headers=client.headers,
-            timeout=aiohttp.ClientTimeout(total=None, sock_connect=10)) as answer:
+    call = replace(client.outgoing("GET", f"/v1/apps/{app}/logs", params=params, timeout=None),
+                   connect_timeout=CONNECT_TIMEOUT)
+    async with client.transport.stream(call) as answer:
         if answer.status != 200:
-            data = await answer.read()
+            data = b"".join([chunk async for chunk in answer.chunks])
             try:
                 body = jsonlib.loads(data)
             except ValueError:
                 body = {"error": data[:200].decode(errors="replace")}
             raise from_wire(answer.status, body)
-        async for raw in answer.content:
+        async for raw in lines(answer.chunks):
             if not raw.strip():
                 continue
             if json:
-                typer.echo(raw.decode().rstrip("\n"))
+                typer.echo(raw.decode())
             else:
                 typer.echo(render(LogLine.model_validate_json(raw)))
 

@@ -85,13 +85,15 @@ def call(api_url: str | None, token: str | None,
 
 
 def call_target(chosen: Target, work: Callable[[MachinesClient], Awaitable[T]]) -> T:
-    # aiohttp is most of a command's start-up: only commands that call the API load it.
+    # Loaded only by commands that call the API. Their calls travel on asyncio's own
+    # streams (StreamHttp), not aiohttp: importing aiohttp took longer than a command's work.
     from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.stream_http import StreamHttp
 
     secret = token_of(chosen)
 
     async def run() -> T:
-        async with MachinesClient(chosen.api_url, secret) as client:
+        async with MachinesClient(chosen.api_url, secret, transport=StreamHttp()) as client:
             return await work(client)
 
     try:

@@ -37,8 +37,8 @@ from bodega.runtime.tls.contexts import client_context
 from bodega.runtime.tls.files import TlsDir, write_private
 from bodega.runtime.tls.identity import Identity, cert_pem, load_cert, new_key, trust_domain
 from bodega.runtime.tls.join_token import JoinToken, ca_hash
+from bodega.wire.aiohttp_transport import why_unconnected
 from bodega.wire.join import CA_PATH, JOIN_PATH, CaAnswer, JoinAnswer, JoiningWorker, JoinRequest
-from bodega.wire.json_client import why_unconnected
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
 

@@ -50,8 +50,8 @@ from bodega.runtime.tls.access import PROXY_ADMIN
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.waits import within
+from bodega.wire.aiohttp_transport import session
 from bodega.wire.http import json_response, not_found_app_handler
-from bodega.wire.json_client import session
 from bodega.wire.peer_access import PeerAccess
 from bodega.wire.worker_client import WorkerClient
 

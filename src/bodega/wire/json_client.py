@@ -9,105 +9,39 @@ never saw the request. A request sent without an answer coming back (a
 timeout, a dropped connection) is ``Indeterminate``: it may have taken
 effect, and only an idempotent retry can tell.
 
-It runs on aiohttp: services call each other on every placement, and its
-client costs a tenth of the CPU per request that httpx's does (measured:
-about 4,400 against 430 requests/s from one core, same server).
+Calls travel through a ``Transport`` (``wire/transport.py``): aiohttp's pooled
+sessions unless the client is given another (the command line's
+``StreamHttp``). This module imports no HTTP library itself.
 """
 
 from __future__ import annotations
 
 import functools
 import json as jsonlib
-import os
-import socket
 import ssl as ssllib
-import struct
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import aiohttp
-from aiohttp.client_proto import ResponseHandler
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from bodega.model.errors import Indeterminate, Unreachable, from_wire
+from bodega.wire.transport import CONNECT_TIMEOUT, Call, NoAnswer, NotConnected, Transport
+
+if TYPE_CHECKING:
+    import aiohttp
 
 NONCE_HEADER = "fly-machine-lease-nonce"
-CONNECT_TIMEOUT = 3.0  # seconds to open a connection (loopback or a LAN peer)
 Params = Mapping[str, Any] | Sequence[tuple[str, Any]] | None
 M = TypeVar("M", bound=BaseModel)
 
 
-def session(connections_per_host: int = 32,
-            ssl: ssllib.SSLContext | None = None) -> aiohttp.ClientSession:
-    """A pooled session; one per daemon serves every peer (pools are kept per host).
-
-    ``ssl``: the component's client context (``bodega.runtime.tls``) for its
-    internal links: every ``https`` peer is checked against the cluster CA and
-    shown this component's certificate."""
-    # Idle connections live 60 s, under the 75 s servers keep them (runtime/serve.py), so a
-    # pooled connection is never reused just as its server closes it.
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=connections_per_host,
-                                     keepalive_timeout=60, ttl_dns_cache=60,
-                                     socket_factory=abortive_socket,
-                                     ssl=ssl if ssl is not None else True)
-    # aiohttp has no public way to choose how a connection closes: its protocol factory
-    # (a private attribute, checked by tests/integration/wire/test_abortive_close.py).
-    connector._factory = functools.partial(  # type: ignore[assignment]
-        AbortingHandler, loop=connector._loop)
-    return aiohttp.ClientSession(connector=connector, json_serialize=_dumps)
+def _dumps(data: Any) -> bytes:
+    return jsonlib.dumps(data, separators=(",", ":")).encode()
 
 
-class AbortingHandler(ResponseHandler):
-    """Closes a connection by aborting it, TLS or not.
-
-    With TLS, closing is a shutdown: a close_notify is sent, and the peer's awaited
-    for up to 30 s before the socket itself is closed; all that time a request given up
-    on (see ``abortive_socket``) is still retransmitted by the kernel, and a peer cut off
-    meanwhile acts on it after the heal. Aborting closes the socket at once, and its
-    ``SO_LINGER`` makes that a reset."""
-
-    def close(self) -> None:
-        self.abort()
-
-
-def abortive_socket(addr_info: tuple[Any, ...]) -> socket.socket:
-    """A socket whose close is a reset: the kernel drops what it has not yet delivered.
-
-    A request given up on (a timeout while the peer is cut off) is otherwise still in
-    the kernel's send queue after the close and retransmitted until it gets through, so
-    the peer would act on it after the heal, after requests answered since (found by
-    the chaos suite's partition scenario). This client only closes a connection once it
-    has its answer or has given up, so nothing it still wants is ever dropped."""
-    family, kind, proto = addr_info[0], addr_info[1], addr_info[2]
-    sock = socket.socket(family=family, type=kind, proto=proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    return sock
-
-
-def why_unconnected(exc: Exception) -> str:
-    """A few words on why a connection was not made ("connection refused"), not the
-    library's repr (which names its SSL setting even for plain HTTP)."""
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return "host name not resolved"
-    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        why = getattr(exc.certificate_error, "verify_message", None) or exc.certificate_error
-        return f"its certificate is refused: {why}"
-    if isinstance(exc, aiohttp.ClientConnectorSSLError):
-        return f"TLS handshake failed: {getattr(exc.os_error, 'reason', None) or exc.os_error}"
-    if isinstance(exc, aiohttp.ClientConnectorError) and exc.os_error.errno:
-        return os.strerror(exc.os_error.errno).lower()
-    if isinstance(exc, aiohttp.ConnectionTimeoutError | TimeoutError):
-        return f"no connection in {CONNECT_TIMEOUT:g}s"
-    return exc.__class__.__name__
-
-
-def _dumps(data: Any) -> str:
-    return jsonlib.dumps(data, separators=(",", ":"))
-
-
-def _query(params: Params) -> list[tuple[str, str]] | None:
+def _query(params: Params) -> list[tuple[str, str]]:
     if params is None:
-        return None
+        return []
     pairs = params.items() if isinstance(params, Mapping) else params
     return [(str(k), _text(v)) for k, v in pairs if v is not None]
 
@@ -128,26 +62,50 @@ class JsonClient:
         timeout: float = 10.0,
         what: str = "server",
         ssl: ssllib.SSLContext | None = None,
+        transport: Transport | None = None,
     ) -> None:
         """``token``: a bearer token for the public API (None on mutual-TLS links, where the
-        certificate in ``ssl`` says who calls)."""
+        certificate in ``ssl`` says who calls). ``client``: an aiohttp session to share;
+        ``transport``: another way for calls to travel (``client`` and ``ssl`` then unused).
+        """
         self.base_url = base_url.rstrip("/")
-        self._own = client is None
         self._session = client
         self._ssl = ssl
+        self._transport = transport
         self.headers = {"authorization": f"Bearer {token}"} if token else {}
         self.timeout = timeout
         self.what = what
 
     @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            from bodega.wire.aiohttp_transport import AiohttpTransport
+
+            self._transport = AiohttpTransport(self._session, self._ssl)
+        return self._transport
+
+    @property
     def http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            self._session = session(ssl=self._ssl)
-        return self._session
+        """The aiohttp session calls travel on (a daemon's streams use it directly)."""
+        from bodega.wire.aiohttp_transport import AiohttpTransport
+
+        transport = self.transport
+        if not isinstance(transport, AiohttpTransport):
+            raise TypeError(f"{self.what} client travels on {type(transport).__name__}")
+        return transport.http
+
+    def outgoing(self, method: str, path: str, *, params: Params = None,
+             headers: Mapping[str, str] | None = None, body: bytes | None = None,
+             timeout: float | None = None) -> Call:
+        """A call to ``path`` with this client's headers; ``timeout``: the client's unless
+        given (None: no bound on the whole call, as a followed stream needs)."""
+        return Call(method, self.base_url + path, _query(params),
+                    {**self.headers, **(headers or {})}, body, timeout,
+                    min(timeout or CONNECT_TIMEOUT, CONNECT_TIMEOUT))
 
     async def aclose(self) -> None:
-        if self._own and self._session is not None:
-            await self._session.close()
+        if self._transport is not None:
+            await self._transport.aclose()
 
     async def __aenter__(self) -> JsonClient:
         return self
@@ -213,29 +171,25 @@ class JsonClient:
     ) -> bytes | None:
         """One call; the answer's body as it came (None for an empty 202 or 204). An error
         answer raises its ``BodegaError``."""
-        headers = {**self.headers, **(headers or {})}
+        headers = dict(headers or {})
+        if json is not None:
+            encoded = _dumps(json)
         if encoded is not None:
             headers["content-type"] = "application/json"
-        total = timeout or self.timeout
         if nonce:
             headers[NONCE_HEADER] = nonce
         try:
-            async with self.http.request(
-                method, self.base_url + path, json=json, data=encoded, params=_query(params),
-                headers=headers,
-                timeout=aiohttp.ClientTimeout(total=total,
-                                              sock_connect=min(total, CONNECT_TIMEOUT)),
-            ) as response:
-                status = response.status
-                data = await response.read()
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            answer = await self.transport.send(self.outgoing(
+                method, path, params=params, headers=headers, body=encoded,
+                timeout=timeout or self.timeout))
+        except NotConnected as exc:
             # The connection was never made: the server cannot have seen the request.
-            reason = why_unconnected(exc)
-            raise Unreachable(f"{self.what} at {self.base_url} unreachable ({reason})",
-                              url=self.base_url, reason=reason) from exc
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            raise Indeterminate(f"{self.what} at {self.base_url} did not answer: "
-                                f"{exc.__class__.__name__} {exc}".strip()) from exc
+            raise Unreachable(f"{self.what} at {self.base_url} unreachable ({exc.reason})",
+                              url=self.base_url, reason=exc.reason) from exc
+        except NoAnswer as exc:
+            raise Indeterminate(f"{self.what} at {self.base_url} did not answer: {exc}"
+                                ) from exc
+        status, data = answer.status, answer.body
         if status in (202, 204) and not data:
             return None
         if status >= 400:

@@ -6,100 +6,103 @@ against Fly's own API. Every call answers a model (``Machine``, ``Volume``,
 ``App``, ``LeaseAnswer`` ...), read by pydantic's JSON parser straight from the
 bytes, as fly-go answers structs; bodies go out as the request models of
 ``wire/fly.py``. Besides the machines, it holds the calls a deploy makes: leases
-(``acquire_lease`` takes one or refreshes it, ``release_lease``), metadata, the
-releases extension, secrets and a machine's last log lines.
+(``acquire_lease`` takes one or refreshes it, ``release_lease``) and metadata, and
+bodega's own routes (``wire/bodega_calls.py``): releases, secrets, a machine's last
+log lines, the platform and the cluster.
+
+A call imports the models it reads and sends when it is first made, not when
+this module is: a command pays for its own few (``bodega apps list`` builds
+``App`` and ``Release``, never ``Machine`` and its config).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import aiohttp
-from pydantic import BaseModel
-
-from bodega.model.machine import Machine, MachineEvent
-from bodega.model.machine_answers import (
-    ExecAnswer,
-    LeaseAnswer,
-    MachineVersion,
-    MetadataValue,
-    ProcessStat,
-    WaitAnswer,
-)
-from bodega.model.volume import Volume
-from bodega.wire.apps import App, AppList, DeployToken
-from bodega.wire.fly import (
-    CreateMachineRequest,
-    CreateVolumeRequest,
-    PlacementsRequest,
-    StopRequest,
-    UpdateMachineRequest,
-)
-from bodega.wire.json_client import JsonClient
-from bodega.wire.platform import Member, PlacementRecord, Placements, Regions, WorkerStatus
-from bodega.wire.releases import CreateRelease, FinishRelease, Release, Status
-from bodega.wire.secrets import SecretList, SecretsUpdated
+from bodega.wire.bodega_calls import BodegaCalls, body_of
+from bodega.wire.transport import Transport
 
 if TYPE_CHECKING:
-    from bodega.wire.cluster_info import ClusterInfo
+    import aiohttp
 
-LOG_LINES_TIMEOUT = 10.0
+    from bodega.model.machine import Machine, MachineEvent
+    from bodega.model.machine_answers import (
+        ExecAnswer,
+        LeaseAnswer,
+        MachineVersion,
+        ProcessStat,
+        WaitAnswer,
+    )
+    from bodega.model.volume import Volume
+    from bodega.wire.apps import App
+    from bodega.wire.fly import CreateMachineRequest, CreateVolumeRequest, UpdateMachineRequest
+    from bodega.wire.platform import PlacementRecord
 
 
-def body_of(request: BaseModel) -> bytes:
-    """A request model as the JSON it sends: the fields it holds, unset ones left out."""
-    return request.model_dump_json(exclude_none=True).encode()
-
-
-class MachinesClient(JsonClient):
+class MachinesClient(BodegaCalls):
     def __init__(self, base_url: str, token: str, *, client: aiohttp.ClientSession | None = None,
-                 timeout: float = 70.0) -> None:
-        super().__init__(base_url, token, client=client, timeout=timeout, what="bodega API")
+                 timeout: float = 70.0, transport: Transport | None = None) -> None:
+        super().__init__(base_url, token, client=client, timeout=timeout, what="bodega API",
+                         transport=transport)
 
     async def __aenter__(self) -> MachinesClient:
         return self
 
     # -- apps ---------------------------------------------------------------------------
     async def apps(self) -> list[App]:
+        from bodega.wire.apps import AppList
+
         return (await self.answer(AppList, "GET", "/v1/apps")).apps
 
     async def create_app(self, name: str, org_slug: str = "personal",
                          network: str | None = None) -> App:
+        from bodega.wire.apps import App
+
         body = {"app_name": name, "org_slug": org_slug}
         if network:
             body["network"] = network
         return await self.answer(App, "POST", "/v1/apps", json=body)
 
     async def app(self, name: str) -> App:
+        from bodega.wire.apps import App
+
         return await self.answer(App, "GET", f"/v1/apps/{name}")
 
     async def delete_app(self, name: str) -> None:
         await self.exchange("DELETE", f"/v1/apps/{name}")
 
     async def deploy_token(self, app: str, expiry: str | None = None) -> str:
+        from bodega.wire.apps import DeployToken
+
         body = {"expiry": expiry} if expiry else {}
         return (await self.answer(DeployToken, "POST", f"/v1/apps/{app}/deploy_token",
                                   json=body)).token
 
     # -- machines -------------------------------------------------------------------------
     async def machines(self, app: str, **params: Any) -> list[Machine]:
+        from bodega.model.machine import Machine
+
         return await self.answers(Machine, "GET", f"/v1/apps/{app}/machines", params=params)
 
     async def create_machine(self, app: str, body: CreateMachineRequest,
                              idempotency_key: str | None = None) -> Machine:
+        from bodega.model.machine import Machine
+
         headers = {"idempotency-key": idempotency_key} if idempotency_key else None
         return await self.answer(Machine, "POST", f"/v1/apps/{app}/machines",
                                  encoded=body_of(body), headers=headers)
 
     async def machine(self, app: str, machine_id: str) -> Machine:
+        from bodega.model.machine import Machine
+
         return await self.answer(Machine, "GET", _machine(app, machine_id))
 
     # ``nonce``: a held lease's, sent in the lease header as flyctl sends it.
     async def update_machine(self, app: str, machine_id: str, body: UpdateMachineRequest,
                              nonce: str | None = None) -> Machine:
+        from bodega.model.machine import Machine
+
         return await self.answer(Machine, "POST", _machine(app, machine_id),
                                  encoded=body_of(body), nonce=nonce)
 
@@ -111,6 +114,8 @@ class MachinesClient(JsonClient):
 
     async def stop(self, app: str, machine_id: str, signal: str | None = None,
                    timeout: str | None = None, nonce: str | None = None) -> None:
+        from bodega.wire.fly import StopRequest
+
         await self.exchange("POST", _machine(app, machine_id, "stop"), nonce=nonce,
                             encoded=body_of(StopRequest(signal=signal, timeout=timeout)))
 
@@ -121,6 +126,8 @@ class MachinesClient(JsonClient):
 
     async def wait(self, app: str, machine_id: str, state: str = "started",
                    timeout: int = 60, version: str | None = None) -> WaitAnswer:
+        from bodega.model.machine_answers import WaitAnswer
+
         params = {"state": state, "timeout": timeout, "version": version or None}
         return await self.answer(WaitAnswer, "GET", _machine(app, machine_id, "wait"),
                                  params=params, timeout=timeout + 10)
@@ -128,23 +135,33 @@ class MachinesClient(JsonClient):
     async def events(self, app: str, machine_id: str, limit: int | None = None
                      ) -> list[MachineEvent]:
         """The machine's events, newest first."""
+        from bodega.model.machine import MachineEvent
+
         return await self.answers(MachineEvent, "GET", _machine(app, machine_id, "events"),
                                   params={"limit": limit})
 
     async def versions(self, app: str, machine_id: str) -> list[MachineVersion]:
+        from bodega.model.machine_answers import MachineVersion
+
         return await self.answers(MachineVersion, "GET",
                                   _machine(app, machine_id, "versions"))
 
     async def ps(self, app: str, machine_id: str) -> list[ProcessStat]:
+        from bodega.model.machine_answers import ProcessStat
+
         return await self.answers(ProcessStat, "GET", _machine(app, machine_id, "ps"))
 
     async def placement(self, app: str, machine_id: str) -> PlacementRecord:
         """Why the broker placed the machine where it is (bodega's)."""
+        from bodega.wire.platform import PlacementRecord
+
         return await self.answer(PlacementRecord, "GET",
                                  _machine(app, machine_id, "placement"))
 
     async def exec(self, app: str, machine_id: str, command: list[str],
                    timeout: int = 30) -> ExecAnswer:
+        from bodega.model.machine_answers import ExecAnswer
+
         return await self.answer(ExecAnswer, "POST", _machine(app, machine_id, "exec"),
                                  json={"command": command, "timeout": timeout})
 
@@ -153,6 +170,8 @@ class MachinesClient(JsonClient):
                             description: str = "", nonce: str | None = None) -> LeaseAnswer:
         """Take the machine's lease for ``ttl`` seconds; with the ``nonce`` of the lease this
         client holds, refresh it. Someone else's lease is a 409 (``Conflict``)."""
+        from bodega.model.machine_answers import LeaseAnswer
+
         return await self.answer(LeaseAnswer, "POST", _machine(app, machine_id, "lease"),
                                  json={"ttl": ttl, "description": description}, nonce=nonce)
 
@@ -162,6 +181,8 @@ class MachinesClient(JsonClient):
         return await self.acquire_lease(app, machine_id, ttl, description, nonce=nonce)
 
     async def lease(self, app: str, machine_id: str) -> LeaseAnswer:
+        from bodega.model.machine_answers import LeaseAnswer
+
         return await self.answer(LeaseAnswer, "GET", _machine(app, machine_id, "lease"))
 
     async def release_lease(self, app: str, machine_id: str, nonce: str) -> None:
@@ -172,6 +193,8 @@ class MachinesClient(JsonClient):
         return {str(k): str(v) for k, v in dict(found or {}).items()}
 
     async def metadata_value(self, app: str, machine_id: str, key: str) -> str:
+        from bodega.model.machine_answers import MetadataValue
+
         return (await self.answer(MetadataValue, "GET",
                                   _machine(app, machine_id, _metadata_key(key)))).value
 
@@ -188,81 +211,20 @@ class MachinesClient(JsonClient):
 
     # -- volumes ----------------------------------------------------------------------------
     async def volumes(self, app: str) -> list[Volume]:
+        from bodega.model.volume import Volume
+
         return await self.answers(Volume, "GET", f"/v1/apps/{app}/volumes")
 
     async def create_volume(self, app: str, body: CreateVolumeRequest) -> Volume:
+        from bodega.model.volume import Volume
+
         return await self.answer(Volume, "POST", f"/v1/apps/{app}/volumes",
                                  encoded=body_of(body))
 
     async def delete_volume(self, app: str, volume_id: str) -> Volume:
+        from bodega.model.volume import Volume
+
         return await self.answer(Volume, "DELETE", f"/v1/apps/{app}/volumes/{volume_id}")
-
-    # -- releases (a bodega extension) and secrets ----------------------------------------
-    async def releases(self, app: str) -> list[Release]:
-        """The app's releases, newest first."""
-        return await self.answers(Release, "GET", f"/v1/apps/{app}/releases")
-
-    async def create_release(self, app: str, body: CreateRelease) -> Release:
-        return await self.answer(Release, "POST", f"/v1/apps/{app}/releases",
-                                 encoded=body_of(body))
-
-    async def finish_release(self, app: str, version: int, status: Status,
-                             failure: str | None = None) -> Release:
-        return await self.answer(Release, "PATCH", f"/v1/apps/{app}/releases/{version}",
-                                 encoded=body_of(FinishRelease(status=status,
-                                                               failure=failure or None)))
-
-    async def secrets(self, app: str) -> SecretList:
-        """The app's secrets: names and digests, never values."""
-        return await self.answer(SecretList, "GET", f"/v1/apps/{app}/secrets")
-
-    async def update_secrets(self, app: str,
-                             values: Mapping[str, str | None]) -> SecretsUpdated:
-        """Set secrets (a value) and unset them (None), all in one new secrets version."""
-        return await self.answer(SecretsUpdated, "POST", f"/v1/apps/{app}/secrets",
-                                 json={"values": dict(values)})
-
-    async def log_lines(self, app: str, machine_id: str, lines: int = 10) -> list[str]:
-        """The machine's last log lines, if the cluster serves logs; none if it does not."""
-        try:
-            async with self.http.get(
-                    f"{self.base_url}/v1/apps/{app}/logs", headers=self.headers,
-                    params={"machine": machine_id, "limit": str(lines)},
-                    timeout=aiohttp.ClientTimeout(total=LOG_LINES_TIMEOUT)) as response:
-                if response.status != 200:
-                    return []
-                text = await response.text()
-        except (aiohttp.ClientError, TimeoutError, OSError):
-            return []  # logs help the reader; their absence never changes what failed
-        out = []
-        for line in text.splitlines()[-lines:]:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            out.append(str(entry.get("message", "")) if isinstance(entry, dict) else str(entry))
-        return out
-
-    # -- platform and cluster -------------------------------------------------------------
-    async def placements(self, body: PlacementsRequest) -> Placements:
-        return await self.answer(Placements, "POST", "/v1/platform/placements",
-                                 encoded=body_of(body))
-
-    async def regions(self, **params: Any) -> Regions:
-        return await self.answer(Regions, "GET", "/v1/platform/regions",
-                                 params=params or None)
-
-    async def cluster_info(self) -> ClusterInfo:
-        """What the cluster tells its clients: where its image registry is."""
-        from bodega.wire.cluster_info import ClusterInfo  # only for who asks
-
-        return await self.answer(ClusterInfo, "GET", "/v1/cluster")
-
-    async def members(self) -> list[Member]:
-        return await self.answers(Member, "GET", "/v1/cluster/members")
-
-    async def workers(self) -> list[WorkerStatus]:
-        return await self.answers(WorkerStatus, "GET", "/v1/cluster/workers")
 
 
 def _machine(app: str, machine_id: str, part: str = "") -> str:

@@ -1,15 +1,30 @@
-"""The service client tells "never reached the server" from "sent, but no answer came back"."""
+"""The service client tells "never reached the server" from "sent, but no answer came back",
+on either transport: the daemons' aiohttp sessions and the command line's StreamHttp."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 
 import pytest
 
 from bodega.model.errors import Indeterminate, Unavailable, Unreachable
 from bodega.wire import json_client
 from bodega.wire.json_client import JsonClient
+from bodega.wire.stream_http import StreamHttp
+from bodega.wire.transport import Transport
+
+Client = Callable[..., JsonClient]
+
+
+@pytest.fixture(params=["aiohttp", "stream"])
+def client(request: pytest.FixtureRequest) -> Client:
+    def made(url: str, token: str, *, timeout: float) -> JsonClient:
+        transport: Transport | None = StreamHttp() if request.param == "stream" else None
+        return JsonClient(url, token, timeout=timeout, transport=transport)
+
+    return made
 
 
 def closed_port() -> int:
@@ -18,11 +33,11 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def test_a_refused_connection_is_unavailable_and_not_indeterminate() -> None:
+async def test_a_refused_connection_is_unavailable_and_not_indeterminate(client: Client) -> None:
     url = f"http://127.0.0.1:{closed_port()}"
-    async with JsonClient(url, "t", timeout=2) as client:
+    async with client(url, "t", timeout=2) as api:
         with pytest.raises(Unreachable) as caught:
-            await client.request("GET", "/v1/health")
+            await api.request("GET", "/v1/health")
     assert not isinstance(caught.value, Indeterminate)
     # In words a person reads: no library repr (it named an SSL setting for plain HTTP).
     assert caught.value.message == f"server at {url} unreachable (connection refused)"
@@ -30,7 +45,7 @@ async def test_a_refused_connection_is_unavailable_and_not_indeterminate() -> No
 
 
 async def test_a_connection_that_never_opens_is_unavailable(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     # A listener that never accepts, its queue already full: the kernel drops further SYNs,
     # as a host that is down does; the server cannot have seen a request.
     monkeypatch.setattr(json_client, "CONNECT_TIMEOUT", 0.3)
@@ -46,9 +61,9 @@ async def test_a_connection_that_never_opens_is_unavailable(
             fillers.append(filler)
         await asyncio.sleep(0.1)
         try:
-            async with JsonClient(f"http://127.0.0.1:{port}", "t", timeout=5) as client:
+            async with client(f"http://127.0.0.1:{port}", "t", timeout=5) as api:
                 with pytest.raises(Unavailable, match="unreachable") as caught:
-                    await client.request("POST", "/v1/machines", json={"app": "a"})
+                    await api.request("POST", "/v1/machines", json={"app": "a"})
             assert not isinstance(caught.value, Indeterminate)
         finally:
             for filler in fillers:
@@ -56,7 +71,7 @@ async def test_a_connection_that_never_opens_is_unavailable(
 
 
 @pytest.mark.parametrize("answer", ["never", "hang up"])
-async def test_a_request_without_an_answer_is_indeterminate(answer: str) -> None:
+async def test_a_request_without_an_answer_is_indeterminate(client: Client, answer: str) -> None:
     received, done = asyncio.Event(), asyncio.Event()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -70,9 +85,9 @@ async def test_a_request_without_an_answer_is_indeterminate(answer: str) -> None
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        async with JsonClient(f"http://127.0.0.1:{port}", "t", timeout=0.5) as client:
+        async with client(f"http://127.0.0.1:{port}", "t", timeout=0.5) as api:
             with pytest.raises(Indeterminate, match="did not answer"):
-                await client.request("POST", "/v1/machines", json={"app": "a"})
+                await api.request("POST", "/v1/machines", json={"app": "a"})
         assert received.is_set()  # the server had the request: it may have acted on it
     finally:
         done.set()

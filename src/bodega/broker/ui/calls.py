@@ -17,8 +17,9 @@ import aiohttp
 from pydantic import ValidationError
 
 from bodega.model.errors import NotFound
+from bodega.wire.aiohttp_transport import session
 from bodega.wire.fly import PlacementsRequest
-from bodega.wire.json_client import JsonClient, session
+from bodega.wire.json_client import JsonClient
 from bodega.wire.logs import LogLine
 
 LOG_CONNECT_TIMEOUT = 10.0

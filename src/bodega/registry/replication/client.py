@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,8 @@ from bodega.registry.replication.rowwire import (
     request_json,
 )
 from bodega.registry.replication.subscriptions import RowChange
-from bodega.wire.json_client import session
+from bodega.wire.aiohttp_transport import session
+from bodega.wire.transport import lines
 
 MAX_REPLY = 64 << 20  # a reset of a large origin is big, but never this big
 
@@ -130,22 +131,6 @@ async def subscribe_http(url: str, tls: ssl.SSLContext | None, table: str, *,
                 yield _change(message["change"])
             elif message.get("status") == "lagged":
                 raise FeedLagged(str(message.get("error")))
-
-
-async def lines(chunks: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:
-    """The lines of a stream, without their ends, however long: a row of a subscription
-    is one line, and may be longer than a reader's line buffer."""
-    pending = bytearray()
-    async for chunk in chunks:
-        scanned = len(pending)  # the bytes before hold no line end: look only at the new
-        pending += chunk
-        begin = 0
-        while (end := pending.find(b"\n", scanned)) != -1:
-            yield bytes(pending[begin:end]).rstrip(b"\r")
-            begin = scanned = end + 1
-        del pending[:begin]
-    if pending:
-        yield bytes(pending).rstrip(b"\r")
 
 
 def _change(doc: dict[str, Any]) -> RowChange:

@@ -16,8 +16,8 @@ import aiohttp
 
 from bodega.model.errors import Unavailable
 from bodega.sched.binding import WorkerRoom
+from bodega.wire.aiohttp_transport import session
 from bodega.wire.job_client import JobClient
-from bodega.wire.json_client import session
 
 TIMEOUT = 10.0
 

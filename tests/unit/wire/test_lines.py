@@ -1,10 +1,11 @@
-"""A subscription's stream read as lines: each line whole, however the bytes were cut."""
+"""A streamed body read as lines (a subscription's rows, a log): each line whole, however
+the bytes were cut."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from bodega.registry.replication.client import lines
+from bodega.wire.transport import lines
 
 
 async def chunks(*parts: bytes) -> AsyncIterator[bytes]:
