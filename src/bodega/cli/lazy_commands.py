@@ -1,17 +1,14 @@
 """A command group that imports a command's module only when that command runs.
 
-Each command is named with its help line and where it lives (``module:attribute``,
-a function or a ``typer.Typer`` of subcommands). ``bodega --help`` lists the help
-lines without importing anything; ``bodega apps list`` imports ``bodega.cli.apps``
-and what it needs, never numpy (``sim``), starlette and uvicorn (the daemons) or
-the deploy models. A test holds every help line to its command's own.
+Its commands are ``Lazy`` entries (``cli/commands.py``): a name, a help line and
+where the command lives. ``bodega apps list`` imports ``bodega.cli.apps`` and what
+it needs, never numpy (``sim``), starlette and uvicorn (the daemons) or the
+deploy models. A test holds every help line to its command's own.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import typer
@@ -19,16 +16,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 from typer.models import CommandInfo, TyperInfo
 
-
-@dataclass(frozen=True)
-class Lazy:
-    name: str
-    target: str  # "bodega.cli.apps:apps": a command function or a typer.Typer
-    help: str
-
-    def load(self) -> Any:
-        module, _, attribute = self.target.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+from bodega.cli.commands import Lazy
 
 
 class LazyGroup(TyperGroup):

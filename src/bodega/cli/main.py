@@ -1,74 +1,51 @@
 """``bodega``: one command for the daemons, the local cluster and the API.
 
-Commands are listed here by name, help line and module; a command's module is
-imported only when that command runs (``lazy_commands``), so a quick command
-does not pay for the imports of every other one.
+Commands are listed in ``cli/commands.py`` by name, help line and module; a
+command's module is imported only when that command runs (``lazy_commands``),
+so a quick command does not pay for the imports of every other one. The list
+itself (``bodega --help``, or ``bodega`` alone) is drawn from that table without
+loading typer at all (``root_help``); anything else runs typer's group
+(``cli/root.py``), whose names load here on first use (PEP 562).
 """
 
 from __future__ import annotations
 
-import typer
+import os
+import sys
+from typing import TYPE_CHECKING, Any
 
-from bodega.cli.lazy_commands import Lazy, LazyGroup
+from bodega.cli.commands import COMMANDS, SUMMARY
 
-COMMANDS = (
-    Lazy("up", "bodega.cli.up:up", "Run a local cluster in the foreground."),
-    Lazy("join", "bodega.cli.join:join", "Join a cluster and run this host's workers."),
-    Lazy("install-service", "bodega.cli.service:install_service",
-         "Write a systemd unit that runs bodega up or bodega join."),
-    Lazy("clean", "bodega.cli.clean:clean",
-         "Remove what a stopped cluster left in the kernel (namespaces, cgroups...)."),
-    Lazy("worker", "bodega.cli.worker:worker", "Run a worker (the per-host agent)."),
-    Lazy("build", "bodega.cli.build:build",
-         "Build an image (Dockerfile, buildah) and push it to the cluster's registry."),
-    Lazy("image-registry", "bodega.cli.image_registry:image_registry",
-         "Run the cluster's image registry (docker-registry)."),
-    Lazy("broker", "bodega.cli.broker:broker", "Run a broker (the Machines API and placement)."),
-    Lazy("proxy", "bodega.cli.proxy:proxy", "Run a proxy (HTTP routing, autostart, autostop)."),
-    Lazy("logs", "bodega.cli.logs:logs", "Show an app's logs; -f follows them."),
-    Lazy("regions", "bodega.cli.cluster:regions", "Regions and their room for a machine size."),
-    Lazy("deploy", "bodega.cli.deploy:deploy_command", "Deploy an app from its bodega.toml."),
-    Lazy("releases", "bodega.cli.deploy:releases_command", "An app's releases, newest first."),
-    Lazy("rollback", "bodega.cli.deploy:rollback_command", "Redeploy an earlier release."),
-    Lazy("status", "bodega.cli.status:status_command", "An app, its release and its machines."),
-    Lazy("launch", "bodega.cli.app_commands:launch_command", "Write a starter bodega.toml."),
-    Lazy("apps", "bodega.cli.apps:apps", "Manage apps."),
-    Lazy("machine", "bodega.cli.machines:machine", "Run and manage machines."),
-    Lazy("cluster", "bodega.cli.cluster:cluster", "Look at the cluster."),
-    Lazy("context", "bodega.cli.context_commands:context",
-         "Name clusters (API URL, token, registry) and choose the current one."),
-    Lazy("jobs", "bodega.cli.jobs:jobs", "Run batch jobs: submit, status, list, cancel, logs."),
-    Lazy("ips", "bodega.cli.ips:ips",
-         "Manage an app's IP addresses (Flycast: a private one in its network)."),
-    Lazy("secrets", "bodega.cli.secrets:secrets",
-         "Manage an app's secrets (environment variables kept sealed)."),
-    Lazy("certs", "bodega.cli.certs:certs",
-         "Manage the TLS certificates the proxies serve for an app's hostnames."),
-    Lazy("sim", "bodega.cli.sim:sim", "Simulate placement: compare policies, check the model."),
-    Lazy("scale", "bodega.cli.app_commands:scale",
-         "Change how many machines run, or their size."),
-)
+if TYPE_CHECKING:
+    from bodega.cli.root import BodegaCommands, app
 
-
-class BodegaCommands(LazyGroup):
-    entries = COMMANDS
-
-
-app = typer.Typer(
-    name="bodega",
-    help="bodega: run machines on a fleet of workers, placed like a market.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    cls=BodegaCommands,
-)
-
-
-@app.callback()
-def _root() -> None:
-    # A group of its own (no command is registered with typer itself, see BodegaCommands).
-    pass
+__all__ = ["COMMANDS", "BodegaCommands", "app", "run"]
 
 
 def run() -> None:
+    asked = sys.argv[1:]
+    if asked in ([], ["--help"]):
+        from bodega.cli import root_help
+
+        program = root_help.program_name()
+        if not root_help.completing(program):
+            try:
+                root_help.show(SUMMARY, COMMANDS, program)
+                if asked:
+                    print()  # typer's page ends with click's help text, empty, echoed
+                    sys.stdout.flush()
+            except BrokenPipeError:  # `bodega --help | head`: quiet, as typer is
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                sys.exit(1)
+            sys.exit(0 if asked else 2)  # as typer: no command at all is a usage error
+    from bodega.cli.root import app
+
     app()
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("app", "BodegaCommands"):
+        from bodega.cli import root
+
+        return getattr(root, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
