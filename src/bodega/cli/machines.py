@@ -8,7 +8,6 @@ import typer
 
 from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly, worded_in_flags
-from bodega.cli.placement_report import show_record, show_region
 from bodega.cli.session import (
     ApiUrl,
     ContextName,
@@ -21,11 +20,12 @@ from bodega.cli.session import (
     table,
 )
 from bodega.cli.standby_pairs import both_started, state_label
-from bodega.model.machine_config import MachineConfig, preset
-from bodega.wire.fly import CreateMachineRequest, PlacementsRequest, checked
 
+# The request, config and placement models load in the commands that send them: listing
+# machines builds none of them.
 if TYPE_CHECKING:
     from bodega.model.machine import Machine, MachineEvent
+    from bodega.model.machine_config import MachineConfig
     from bodega.wire.machines_client import MachinesClient
 
 machine = typer.Typer(help="Run and manage machines.", no_args_is_help=True)
@@ -38,6 +38,9 @@ def machine_config(command: list[str], image: str, port: list[int], size: str | 
                    restart: str | None, autostop: bool, standby_for: list[str] | None,
                    metadata: list[str] | None) -> MachineConfig:
     """The config the options describe, checked as the broker checks it (``checked``)."""
+    from bodega.model.machine_config import MachineConfig, preset
+    from bodega.wire.fly import checked
+
     kind, n, mem = preset(size) if size else (cpu_kind, 1, 256)
     return checked(MachineConfig, {
         "image": image,
@@ -84,6 +87,8 @@ def run(
     context: ContextName = None, json: Json = False,
 ) -> None:
     """Create a machine, placed by the broker, and wait until it has started."""
+    from bodega.wire.fly import CreateMachineRequest, checked
+
     app = app_name(app, config)
     body = checked(CreateMachineRequest, {"config": machine_config(
         command or [], image, port or [], size, cpus, memory, cpu_kind, env, restart, autostop,
@@ -262,6 +267,8 @@ def explain(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_
     if json:
         show_json(record)
         return
+    from bodega.cli.placement_report import show_record
+
     show_record(record)
 
 
@@ -279,6 +286,10 @@ def place(app: Annotated[str | None, typer.Option("--app", "-a", help="App (co-l
           api_url: ApiUrl = None, token: Token = None,
           context: ContextName = None, json: Json = False) -> None:
     """Where machines would go, without creating anything."""
+    from bodega.cli.placement_report import show_region
+    from bodega.model.machine_config import preset
+    from bodega.wire.fly import PlacementsRequest, checked
+
     kind, cpus, memory = preset(size)
     body = checked(PlacementsRequest, {
         "org_slug": "personal", "region": region, "count": count,

@@ -19,9 +19,6 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.measure import Measurement
-from rich.table import Table
 
 from bodega.cli import context_store
 from bodega.cli.contexts import ContextError, normal_url
@@ -30,7 +27,11 @@ from bodega.cli.target import Given, Holder, Target, refused_line, resolve
 from bodega.model.errors import Unauthorized, Unreachable
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from bodega.wire.machines_client import MachinesClient
+
+    console: Console  # made on first use (__getattr__): a command that prints a line needs no rich
 
 T = TypeVar("T")
 
@@ -54,9 +55,22 @@ DrainTime = Annotated[float, typer.Option(
 App = Annotated[str, typer.Option("--app", "-a", envvar="BODEGA_APP", help="App name")]
 
 
-# Lines are never wrapped: piped to a file or a program, a line stays one line (rich
-# would cut it at 80 columns there); a terminal folds long lines itself.
-console = Console(soft_wrap=True)
+def shared_console() -> Console:
+    """The console commands print to, made on first use (``session.console``)."""
+    made: Console | None = globals().get("console")
+    if made is None:
+        from rich.console import Console
+
+        # Lines are never wrapped: piped to a file or a program, a line stays one line (rich
+        # would cut it at 80 columns there); a terminal folds long lines itself.
+        made = globals()["console"] = Console(soft_wrap=True)
+    return made
+
+
+def __getattr__(name: str) -> Any:
+    if name == "console":
+        return shared_console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _source(value: str | None, flag: str, envvars: Sequence[str]) -> str:
@@ -151,6 +165,10 @@ def plain(data: Any) -> Any:
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
     """A table as wide as its cells: an id or a name is never cut to fit a narrow terminal
     or a pipe (a user copies them, a script reads them), the lines are simply longer."""
+    from rich.console import Console
+    from rich.measure import Measurement
+    from rich.table import Table
+
     out = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column in columns:
         out.add_column(column, no_wrap=True, overflow="ignore")
@@ -158,7 +176,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | No
         out.add_row(*("" if v is None else str(v) for v in row))
     wide = Console(width=10_000)
     needed = Measurement.get(wide, wide.options, out).maximum
-    Console(width=max(console.width, needed)).print(out)
+    Console(width=max(shared_console().width, needed)).print(out)
 
 
 def readable_time(value: Any) -> str:

@@ -31,7 +31,9 @@ A = TypeVar("A", bound="Answer")
 
 
 class Answer(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # Each answer's validator and serializer are built when it is first used, not when its
+    # module is imported: a command reads one or two of the dozens its modules define.
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     def wire(self, exclude: IncEx | None = None) -> bytes:
         """The answer as JSON, by pydantic's own encoder; ``exclude`` names fields to leave out."""

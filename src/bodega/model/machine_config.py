@@ -38,7 +38,8 @@ _PRESET_KIND = {"shared-cpu": ("shared", 256), "performance": ("performance", 20
 
 
 class _Open(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # Built on first use, not at import (as the answers: model/answer.py).
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 def preset(size: str) -> tuple[CpuKind, int, int]:

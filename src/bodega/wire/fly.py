@@ -22,7 +22,8 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    # Built on first use, not at import: a client sends one or two of these bodies.
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, defer_build=True)
 
 
 class CreateAppRequest(_Body):

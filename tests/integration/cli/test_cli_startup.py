@@ -3,8 +3,8 @@ lists every command with its help line.
 
 `bodega --help` loads neither typer nor pydantic nor aiohttp, only rich's console to
 draw the list; a command that calls the API travels on asyncio's streams (never
-aiohttp) and builds the models of its own answers only. Checked in ``sys.modules`` of
-a real process, never with a clock.
+aiohttp) and builds the models of its own answers only; one that prints a line loads
+no rich. Checked in ``sys.modules`` of a real process, never with a clock.
 """
 
 from __future__ import annotations
@@ -126,6 +126,20 @@ def test_listing_apps_travels_without_aiohttp_and_builds_only_its_answers(
     assert "bodega.wire.apps" in loaded
     assert not {m for m in loaded if m.startswith((*MODELS, "bodega.model.machine",
                                                     "bodega.wire.fly", "bodega.wire.platform"))}
+
+
+def test_a_command_that_prints_one_line_loads_no_rich(tmp_path: Path, api: str) -> None:
+    done, loaded = ran(tmp_path, "apps", "create", "web", "--api-url", api, "--token", "t")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "New app created: web\n"
+    assert not packages(loaded) & {"rich", "aiohttp"}
+
+
+def test_the_machine_commands_load_placement_reports_only_to_show_one() -> None:
+    loaded = imported_by("import bodega.cli.root, bodega.cli.machines")
+    assert not {m for m in loaded if m.startswith(("bodega.cli.placement_report",
+                                                    "bodega.wire.platform",
+                                                    "bodega.model.machine_config"))}
 
 
 def test_help_lists_every_command_with_its_help_line() -> None:
