@@ -14,13 +14,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from bodega.cli import context_store
+from bodega.cli import context_store, plain_table
 from bodega.cli.contexts import ContextError, normal_url
 from bodega.cli.target import DEFAULT_API as DEFAULT_API  # where nothing else says to go
 from bodega.cli.target import Given, Holder, Target, refused_line, resolve
@@ -165,6 +166,17 @@ def plain(data: Any) -> Any:
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
     """A table as wide as its cells: an id or a name is never cut to fit a narrow terminal
     or a pipe (a user copies them, a script reads them), the lines are simply longer."""
+    cells = [["" if v is None else str(v) for v in row] for row in rows]
+    text = plain_table.drawn(columns, cells) if title is None else None
+    if text is None:
+        rich_table(columns, cells, title)
+    else:
+        sys.stdout.write(text)
+
+
+def rich_table(columns: Sequence[str], rows: Sequence[Sequence[str]],
+               title: str | None = None) -> None:
+    """``table`` drawn by rich, as any table whose cells are not plain text is."""
     from rich.console import Console
     from rich.measure import Measurement
     from rich.table import Table
@@ -173,7 +185,7 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | No
     for column in columns:
         out.add_column(column, no_wrap=True, overflow="ignore")
     for row in rows:
-        out.add_row(*("" if v is None else str(v) for v in row))
+        out.add_row(*row)
     wide = Console(width=10_000)
     needed = Measurement.get(wide, wide.options, out).maximum
     Console(width=max(shared_console().width, needed)).print(out)

@@ -3,8 +3,9 @@ lists every command with its help line.
 
 `bodega --help` loads neither typer nor pydantic nor aiohttp, only rich's console to
 draw the list; a command that calls the API travels on asyncio's streams (never
-aiohttp) and builds the models of its own answers only; one that prints a line loads
-no rich. Checked in ``sys.modules`` of a real process, never with a clock.
+aiohttp) and builds the models of its own answers only; one that prints a line, or a
+table of plain text to a pipe, loads no rich. Checked in ``sys.modules`` of a real
+process, never with a clock.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ def test_listing_apps_travels_without_aiohttp_and_builds_only_its_answers(
     assert done.stdout.split("\n")[1].split() == ["web", "personal", "pending", "-", "0", "0"]
     assert "bodega.wire.stream_http" in loaded
     assert not packages(loaded) & {*HEAVY, "aiohttp"}
+    assert "rich" not in packages(loaded)  # a table of plain cells, to a pipe, is written by hand
     assert "bodega.wire.apps" in loaded
     assert not {m for m in loaded if m.startswith((*MODELS, "bodega.model.machine",
                                                     "bodega.wire.fly", "bodega.wire.platform"))}
