@@ -30,9 +30,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bodega.broker.catalog import MemoryCatalog
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
+from bodega.broker.view.catalog import MemoryCatalog
 from bodega.model.capacity import Totals
 from bodega.runtime.lifecycle import write_json_atomic
 from bodega.worker.config import WorkerConfig

@@ -1,4 +1,4 @@
-"""What the jobs tests share: a real ``bodega up`` (or a fleet of daemons), the /sched API.
+"""What the jobs tests share: a real ``bodega up`` (or a fleet of daemons), the /jobs API.
 
 ``jobs_up`` starts one ``bodega up`` for a test module's scenarios (one region,
 ``workers`` workers, extra flags for the workers); ``Jobs`` speaks the API both
@@ -19,10 +19,10 @@ from typing import Any
 
 import httpx
 
-from bodega.sched.homes import job_key, rendezvous
-from bodega.wire.jobs_client import JobsApi
+from bodega.jobs.homes import job_key, rendezvous
+from bodega.wire.jobs.api import JobStatus
+from bodega.wire.jobs.client import JobsApi
 from bodega.wire.machines_client import MachinesClient
-from bodega.wire.sched import JobStatus
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 
@@ -45,7 +45,7 @@ class Jobs:
         return name
 
     async def submit(self, app: str, body: dict[str, Any]) -> httpx.Response:
-        return await self.http.post("/sched/submit", params={"app": app}, json=body)
+        return await self.http.post("/jobs/submit", params={"app": app}, json=body)
 
     async def status(self, app: str, name: str) -> JobStatus:
         return await self.api.status(name, app)

@@ -38,7 +38,7 @@ class BrokerConfig:
     # renewals with it (bodega.runtime.tls.files.CaDir).
     ca_dir: Path | None = None
     cert_lifetime: float = 365 * 86400.0  # of the certificates it signs, seconds
-    # The join listener (broker/join.py), with ``ca_dir`` only; None: no host may join.
+    # The join listener (broker/trust/joining.py), with ``ca_dir`` only; None: no host may join.
     join_host: str | None = None
     join_port: int = 0
     join_subnets: str | None = None  # joined workers' machine subnets come from this range

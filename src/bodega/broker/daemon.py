@@ -18,30 +18,30 @@ from typing import Any
 
 from starlette.routing import BaseRoute
 
-from bodega.broker.apps import Apps
-from bodega.broker.auth import Tokens
-from bodega.broker.candidates import Candidates
-from bodega.broker.catalog import Catalog
-from bodega.broker.certificates import AppCertificates
+from bodega.broker.auth.oidc import OidcKey
+from bodega.broker.auth.tokens import Tokens
+from bodega.broker.certificates.defaults import DefaultCertificates
+from bodega.broker.certificates.store import AppCertificates
 from bodega.broker.config import BrokerConfig
-from bodega.broker.default_certificates import DefaultCertificates
 from bodega.broker.internal import internal_app
-from bodega.broker.join_listener import serve_joins
-from bodega.broker.machines import Machines
+from bodega.broker.jobs import Assignment, Claims, JobDesk, jobs_routes
+from bodega.broker.machines.service import Machines
+from bodega.broker.machines.standby_watch import StandbyWatch
 from bodega.broker.metrics import BrokerMetrics
-from bodega.broker.oidc import OidcKey
-from bodega.broker.placer import Placer, PlacerConfig
-from bodega.broker.platform import Platform
-from bodega.broker.readiness import Gate
-from bodega.broker.sched import Assignment, Claims, JobDesk, sched_routes
-from bodega.broker.secret_keys import AppSecretKeys
-from bodega.broker.secrets import AppSecrets
+from bodega.broker.placing.placer import Placer, PlacerConfig
+from bodega.broker.placing.shadow import Shadow
+from bodega.broker.platform.service import Platform
+from bodega.broker.secrets.keys import AppSecretKeys
+from bodega.broker.secrets.store import AppSecrets
 from bodega.broker.server import BrokerApi
-from bodega.broker.shadow import Shadow
-from bodega.broker.standby_watch import StandbyWatch
+from bodega.broker.trust.listener import serve_joins
 from bodega.broker.ui import Dashboard
-from bodega.broker.volumes import Volumes
-from bodega.broker.workers import Workers
+from bodega.broker.view.apps import Apps
+from bodega.broker.view.candidates import Candidates
+from bodega.broker.view.catalog import Catalog
+from bodega.broker.view.readiness import Gate
+from bodega.broker.view.workers import Workers
+from bodega.broker.volumes.service import Volumes
 from bodega.registry.member_tls import SIGNER, certificate_meta, renewal
 from bodega.runtime.identity_keys import identity_keys
 from bodega.runtime.machine_tokens import MachineTokens
@@ -157,7 +157,7 @@ class Broker:
                         secret_keys=AppSecretKeys(catalog, apps, box) if box else None,
                         oidc_key=OidcKey(identity.oidc_seed) if identity else None,
                         info=ClusterInfo(image_registry=config.image_registry),
-                        more=lambda r: sched_routes(r, self.jobs, claims, assignment),
+                        more=lambda r: jobs_routes(r, self.jobs, claims, assignment),
                         keys=self.node.keys if self.node is not None else None,
                         joins=self.join_store, certificates=certificates)
         self.standbys = StandbyWatch(
@@ -214,7 +214,7 @@ class Broker:
         self.jobs.load()
 
     async def _join_registry(self, url: str) -> tuple[Catalog, list[BaseRoute]]:
-        from bodega.broker.registry_catalog import RegistryCatalog
+        from bodega.broker.view.registry_catalog import RegistryCatalog
         from bodega.registry import RegistryConfig, RegistryNode
         from bodega.registry.membership.keyfile import needed
 

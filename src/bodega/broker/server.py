@@ -22,31 +22,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.broker.app_routes import app_routes
-from bodega.broker.apps import Apps
-from bodega.broker.auth import Principal, Tokens
-from bodega.broker.certificate_routes import certificate_routes
-from bodega.broker.certificates import AppCertificates
-from bodega.broker.join import join_token_routes
-from bodega.broker.key_routes import key_routes
-from bodega.broker.lease_routes import lease_routes
-from bodega.broker.log_routes import log_routes
-from bodega.broker.machine_routes import machine_routes
-from bodega.broker.machines import Machines
+from bodega.broker.apps.releases import release_routes
+from bodega.broker.apps.routes import app_routes
+from bodega.broker.auth.oidc import OidcKey
+from bodega.broker.auth.routes import token_routes, well_known_routes
+from bodega.broker.auth.tokens import Principal, Tokens
+from bodega.broker.certificates.routes import certificate_routes
+from bodega.broker.certificates.store import AppCertificates
+from bodega.broker.machines.leases import lease_routes
+from bodega.broker.machines.logs import log_routes
+from bodega.broker.machines.routes import machine_routes
+from bodega.broker.machines.service import Machines
 from bodega.broker.metrics import BrokerMetrics
-from bodega.broker.oidc import OidcKey
 from bodega.broker.openapi import docs_page, openapi_document
-from bodega.broker.platform import Platform
-from bodega.broker.platform_routes import platform_routes
-from bodega.broker.readiness import RETRY_AFTER, Gate
-from bodega.broker.releases import release_routes
-from bodega.broker.secret_key_routes import secret_key_routes
-from bodega.broker.secret_keys import AppSecretKeys
-from bodega.broker.secret_routes import secret_routes
-from bodega.broker.secrets import AppSecrets
-from bodega.broker.token_routes import token_routes, well_known_routes
-from bodega.broker.volume_routes import volume_routes
-from bodega.broker.volumes import Volumes
+from bodega.broker.platform.routes import platform_routes
+from bodega.broker.platform.service import Platform
+from bodega.broker.secrets.key_routes import secret_key_routes
+from bodega.broker.secrets.keys import AppSecretKeys
+from bodega.broker.secrets.routes import secret_routes
+from bodega.broker.secrets.store import AppSecrets
+from bodega.broker.trust.joining import join_token_routes
+from bodega.broker.trust.key_routes import key_routes
+from bodega.broker.view.apps import Apps
+from bodega.broker.view.readiness import RETRY_AFTER, Gate
+from bodega.broker.volumes.routes import volume_routes
+from bodega.broker.volumes.service import Volumes
 from bodega.model.ids import new_ulid
 from bodega.wire.cluster_info import ClusterInfo
 from bodega.wire.http import RouteMaker, handle_errors, json_response, not_found_app_handler
@@ -82,7 +82,7 @@ class BrokerApi:
         self.oidc_key = oidc_key
         self.certificates = certificates
         self.info = info
-        self.more = more  # another area's routes (the jobs' /sched)
+        self.more = more  # another area's routes (the jobs' /jobs)
         self.keys = keys
         self.joins = joins
 

@@ -62,7 +62,7 @@ class Winner(Ranked):
 
 class PlacementRecord(Answer):
     """Why a machine is where it is (``GET .../placement``): the record its placement left
-    (``broker/placement_record.py``), kept by the worker with the machine."""
+    (``broker/placing/record.py``), kept by the worker with the machine."""
 
     policy: str = ""
     asked: Asked = Asked()

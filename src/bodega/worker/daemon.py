@@ -9,7 +9,7 @@ nothing on the host: once its machines are stopped it sweeps every kernel object
 it made (all named with its cluster id); their next start wires them again.
 Without it, machines keep running for the next start to re-adopt, and only spare
 namespaces are unwired. A worker killed with SIGKILL removes nothing, so its
-machines live on and are re-adopted. Its batch jobs are ``job_wiring.py``'s. With
+machines live on and are re-adopted. Its batch jobs are ``jobs/wiring.py``'s. With
 ``private_network`` it also runs this host's part of the private network
 (``host/private_net.py``) once its registry node runs.
 """
@@ -55,7 +55,7 @@ from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
 from bodega.worker.host.sweep import owned, remove
-from bodega.worker.job_wiring import WorkerJobs
+from bodega.worker.jobs.wiring import WorkerJobs
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.effects import MachineEffects, machine_user

@@ -21,9 +21,9 @@ from typing import Any
 
 import httpx
 
-from bodega.broker.catalog import MemoryCatalog
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
+from bodega.broker.view.catalog import MemoryCatalog
 from bodega.model.capacity import Totals
 from bodega.worker.api.render import machine_answer, volume_answer
 from bodega.worker.config import WorkerConfig

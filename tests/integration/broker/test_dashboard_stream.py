@@ -9,14 +9,14 @@ from typing import cast
 
 from starlette.requests import Request
 
-from bodega.broker.auth import Principal, Tokens
-from bodega.broker.catalog import Change, MemoryCatalog
+from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.ui.calls import OwnApi
 from bodega.broker.ui.gatekeeper import Gatekeeper, Visitor
 from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.refusals import RecentRefusals
 from bodega.broker.ui.sources import ClusterView
 from bodega.broker.ui.stream import EVERYTHING, Event, sse
+from bodega.broker.view.catalog import Change, MemoryCatalog
 
 
 class Flaky:

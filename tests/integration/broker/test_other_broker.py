@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bodega.broker.catalog import MemoryCatalog
+from bodega.broker.view.catalog import MemoryCatalog
 from bodega.model.ids import MARK_DIGITS, worker_mark
 
 from .broker_kit import in_process_cluster, machine

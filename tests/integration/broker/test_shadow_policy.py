@@ -42,12 +42,12 @@ async def _place(tmp: Path, creates: int, **broker: Any) -> list[str]:
 def _shadow_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
     prefix = "placement shadow "
     return [json.loads(r.getMessage()[len(prefix):]) for r in caplog.records
-            if r.name == "bodega.broker.shadow" and r.getMessage().startswith(prefix)]
+            if r.name == "bodega.broker.placing.shadow" and r.getMessage().startswith(prefix)]
 
 
 async def test_both_decisions_are_logged_with_their_subscores(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="bodega.broker.shadow")
+    caplog.set_level(logging.INFO, logger="bodega.broker.placing.shadow")
     landed = await _place(tmp_path, 1, shadow_policy="binpack", shadow_sample=1.0)
     # Spread (live) sends 4 GB to the big, empty worker; bin-pack (shadow) would have filled
     # the small one first. The machine is where the live policy put it.
@@ -70,7 +70,7 @@ async def test_both_decisions_are_logged_with_their_subscores(
 
 async def test_the_shadow_changes_nothing_and_only_samples(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="bodega.broker.shadow")
+    caplog.set_level(logging.INFO, logger="bodega.broker.placing.shadow")
     without = await _place(tmp_path / "plain", 5)
     assert _shadow_lines(caplog) == []
     shadowed = await _place(tmp_path / "shadowed", 5, shadow_policy="binpack",
@@ -85,7 +85,7 @@ async def test_the_shadow_changes_nothing_and_only_samples(
 def test_a_bad_shadow_is_refused_before_anything_starts(tmp_path: Path) -> None:
     from bodega.broker.config import BrokerConfig
     from bodega.broker.metrics import BrokerMetrics
-    from bodega.broker.shadow import Shadow
+    from bodega.broker.placing.shadow import Shadow
 
     config = BrokerConfig(name="b", data_dir=tmp_path, shadow_policy="katamari")
     with pytest.raises(ValueError, match="unknown placement policy 'katamari'"):
@@ -104,7 +104,7 @@ async def test_fgd_in_shadow_shows_the_hole_the_live_curves_would_take(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A broker running the default curves ranks fgd beside them on its own traffic: the log
     shows where fgd would have put each machine, and why, before anyone switches."""
-    caplog.set_level(logging.INFO, logger="bodega.broker.shadow")
+    caplog.set_level(logging.INFO, logger="bodega.broker.placing.shadow")
     eight = {"config": {"guest": {"cpu_kind": "performance", "cpus": 8, "memory_mb": 16384}}}
     async with in_process_cluster(tmp_path) as c:
         await c.add_worker("ams-1", cpus=16, memory_mb=65536)

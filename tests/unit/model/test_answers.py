@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bodega.broker.catalog import MemoryCatalog, machine_rows
+from bodega.broker.view.catalog import MemoryCatalog, machine_rows
 from bodega.model.errors import BadRequest
 from bodega.model.machine import Machine, MachineEvent, image_ref
 from bodega.model.machine_answers import LeaseAnswer

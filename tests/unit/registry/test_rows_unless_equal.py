@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from bodega.broker.catalog import Catalog, MemoryCatalog
-from bodega.broker.registry_catalog import RegistryCatalog
+from bodega.broker.view.catalog import Catalog, MemoryCatalog
+from bodega.broker.view.registry_catalog import RegistryCatalog
 from bodega.registry import RegistryConfig, RegistryNode
 from tests.keyring_kit import KEYRING
 from tests.unit.registry.row_kit import machine_doc

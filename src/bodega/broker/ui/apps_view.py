@@ -1,6 +1,6 @@
 """The apps screens' content: each app's machines by process group and region, its releases.
 
-Releases are the view's shared rows a deploy writes (``broker/releases.py``);
+Releases are the view's shared rows a deploy writes (``broker/apps/releases.py``);
 the one ``bodega rollback`` would go back to is the newest complete release
 older than the newest one (``cli/deploy.py``'s ``pick_release`` without a
 version: the same rule, here for the screen). Pure.

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
-from bodega.broker.auth import Tokens
-from bodega.broker.catalog import Catalog
+from bodega.broker.auth.tokens import Tokens
 from bodega.broker.ui.calls import OwnApi, own_url
 from bodega.broker.ui.forms import action_routes, login_routes
 from bodega.broker.ui.gatekeeper import Gatekeeper
@@ -24,6 +23,7 @@ from bodega.broker.ui.refusals import RecentRefusals
 from bodega.broker.ui.render import STATIC
 from bodega.broker.ui.sources import ClusterView, no_suspicion
 from bodega.broker.ui.stream_routes import stream_routes
+from bodega.broker.view.catalog import Catalog
 
 PATH = "/ui/"
 

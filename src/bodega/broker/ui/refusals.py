@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from bodega.broker.placement_record import Record
+from bodega.broker.placing.record import Record
 from bodega.broker.ui.rows import natural
 from bodega.model.capacity import Ask
 

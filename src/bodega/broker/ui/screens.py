@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bodega.broker.auth import Principal
+from bodega.broker.auth.tokens import Principal
 from bodega.broker.ui.apps_view import AppSummary, IpRow, MachineGroup, ReleaseRow
 from bodega.broker.ui.apps_view import group_machines as by_group
 from bodega.broker.ui.gatekeeper import Visitor

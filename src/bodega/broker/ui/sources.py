@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bodega.broker.auth import Principal
-from bodega.broker.catalog import Catalog
+from bodega.broker.auth.tokens import Principal
 from bodega.broker.ui.apps_view import (
     AppSummary,
     IpRow,
@@ -24,6 +23,7 @@ from bodega.broker.ui.apps_view import (
 )
 from bodega.broker.ui.members_view import MemberRow, member_rows
 from bodega.broker.ui.rows import MachineSlice, WorkerView, machine_slice, natural, worker_view
+from bodega.broker.view.catalog import Catalog
 
 
 def no_suspicion(_name: str) -> float | None:

@@ -23,9 +23,9 @@ from typing import Protocol
 
 from starlette.requests import Request
 
-from bodega.broker.catalog import Change
 from bodega.broker.ui.gatekeeper import Visitor
 from bodega.broker.ui.parts import Parts
+from bodega.broker.view.catalog import Change
 from bodega.model.errors import Unauthorized
 
 log = logging.getLogger("bodega.broker.ui.stream")

@@ -8,7 +8,6 @@ are small: they re-render their one fragment.
 
 from __future__ import annotations
 
-from bodega.broker.catalog import Change
 from bodega.broker.ui.gatekeeper import Visitor
 from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.screens import (
@@ -21,6 +20,7 @@ from bodega.broker.ui.screens import (
 )
 from bodega.broker.ui.stream import EVERYTHING, Event
 from bodega.broker.ui.topology import region_view
+from bodega.broker.view.catalog import Change
 from bodega.model.errors import BodegaError
 
 TABLES = ("workers", "machines", "members")

@@ -1,6 +1,6 @@
 """An app's secrets as environment variables, read from this worker's registry replica.
 
-Brokers write secrets as sealed shared rows (``broker/secrets.py``); every
+Brokers write secrets as sealed shared rows (``broker/secrets/store.py``); every
 worker holds a replica of them and the secrets key, so it opens them when
 it launches a machine, never storing a value in the machine's config, its
 versions, the ops log or the machine object. A row that does not open (a

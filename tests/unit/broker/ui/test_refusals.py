@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bodega.broker.placement_record import Attempt, Record
+from bodega.broker.placing.record import Attempt, Record
 from bodega.broker.ui.refusals import (
     RecentRefusals,
     Refusal,

@@ -1,0 +1,126 @@
+"""``/jobs``: the article's job API on the broker, behind the same tokens as the rest.
+
+Users submit, look and cancel; external workers poll and claim (claim mode) or
+register and are assigned (assignment mode). A job belongs to an app: ``?app=``
+(or ``App`` in a submit) names it, an app token implies its own, and an admin
+token naming none finds the job by name across the apps (400 if two apps have
+one). Errors are the usual ``{"error", "status"}``; a full queue is 429 and a
+job's home that does not answer 503, both with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from bodega.broker.auth.tokens import Principal
+from bodega.broker.jobs.assignment import Assignment
+from bodega.broker.jobs.claims import Claims
+from bodega.broker.jobs.desk import JobDesk
+from bodega.model.errors import BadRequest
+from bodega.wire.http import RouteMaker, answer_response, query_int, read_model
+from bodega.wire.jobs.api import (
+    ClaimBody,
+    RegisterBody,
+    ReleaseBody,
+    RenewBody,
+    SubmitBody,
+)
+
+
+def given_app(request: Request, who: Principal, named: str | None = None) -> str | None:
+    app = named or request.query_params.get("app") or None
+    if app is not None:
+        who.check(app)
+        return app
+    return who.app
+
+
+def worker_param(request: Request) -> str:
+    worker = request.query_params.get("worker")
+    if not worker:
+        raise BadRequest("invalid_argument: ?worker= is required (the worker's id)")
+    return worker
+
+
+def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
+                 assignment: Assignment) -> list[Route]:
+    def job_app(request: Request, who: Principal) -> tuple[str, str]:
+        name = request.path_params["name"]
+        app = given_app(request, who)
+        return (app if app is not None else desk.app_of(name, None)), name
+
+    async def submit(request: Request, who: Principal) -> Response:
+        body = await read_model(request, SubmitBody)
+        app = given_app(request, who, body.app)
+        if app is None:
+            raise BadRequest("invalid_argument: the job's app is required: App in the body, "
+                             "or ?app=")
+        return answer_response(await desk.submit(app, body))
+
+    async def status(request: Request, who: Principal) -> Response:
+        return answer_response(await desk.status(*job_app(request, who)))
+
+    async def cancel(request: Request, who: Principal) -> Response:
+        return answer_response(await desk.cancel(*job_app(request, who)))
+
+    async def jobs(request: Request, who: Principal) -> Response:
+        q = request.query_params
+        state = q.get("state") or "unclaimed"
+        listed = desk.index.listing(app=given_app(request, who), pool=q.get("pool") or None,
+                                    queued_only=state == "unclaimed",
+                                    state=None if state in ("unclaimed", "any") else state)
+        limit = query_int(request, "limit", 1000)
+        if state == "unclaimed":
+            return answer_response(desk.shuffled(listed)[:limit])
+        return answer_response(sorted(listed, key=lambda j: j.id, reverse=True)[:limit])
+
+    async def claim(request: Request, who: Principal) -> Response:
+        body = await read_model(request, ClaimBody)
+        return answer_response(await claims.claim(*job_app(request, who), body))
+
+    async def renew(request: Request, who: Principal) -> Response:
+        body = await read_model(request, RenewBody)
+        return answer_response(await claims.renew(*job_app(request, who), body))
+
+    async def release(request: Request, who: Principal) -> Response:
+        body = await read_model(request, ReleaseBody)
+        return answer_response(await claims.release(*job_app(request, who), body))
+
+    async def cancellations(request: Request, who: Principal) -> Response:
+        return answer_response(claims.cancellations(worker_param(request),
+                                                    given_app(request, who)))
+
+    async def register(request: Request, who: Principal) -> Response:
+        body = await read_model(request, RegisterBody)
+        return answer_response(assignment.register(body, given_app(request, who)))
+
+    async def assigned(request: Request, who: Principal) -> Response:
+        return answer_response(await assignment.assigned(worker_param(request),
+                                                         given_app(request, who)))
+
+    async def started(request: Request, who: Principal) -> Response:
+        body = await read_model(request, RenewBody)
+        return answer_response(await claims.renew(*job_app(request, who), body))
+
+    async def logs(request: Request, who: Principal) -> Response:
+        task = query_int(request, "task", 0)
+        data = await claims.logs(*job_app(request, who), task)
+        return Response(data, media_type="text/plain; charset=utf-8")
+
+    return [
+        r("/jobs/submit", submit, "POST"),
+        r("/jobs/status/{name}", status, "GET"),
+        r("/jobs/cancel/{name}", cancel, "POST"),
+        r("/jobs/jobs", jobs, "GET"),
+        r("/jobs/claim/{name}", claim, "POST"),
+        r("/jobs/renew/{name}", renew, "POST"),
+        r("/jobs/release/{name}", release, "POST"),
+        r("/jobs/cancellations", cancellations, "GET"),
+        r("/jobs/register", register, "POST"),
+        r("/jobs/assigned", assigned, "GET"),
+        r("/jobs/started/{name}", started, "POST"),
+        r("/jobs/stopped/{name}", release, "POST"),
+        r("/jobs/logs/{name}", logs, "GET"),
+    ]

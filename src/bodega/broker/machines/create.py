@@ -1,0 +1,191 @@
+"""Creating a machine: its regions, its placement request, and a retry that lands once.
+
+A create names regions (an expression, or the broker's default), perhaps a
+volume (which pins it to the volume's host) and standbys (whose hosts it
+avoids); the placer then asks the ranked workers in turn. Every attempt
+carries an idempotency key, so a create whose answer was lost is asked again
+safely; a client's own ``Idempotency-Key`` makes its machine id, and a retry
+finds the machine the first try made, even on a worker the view has not
+heard from yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+
+from bodega.broker.placing.placer import Placer
+from bodega.broker.view.apps import Apps
+from bodega.broker.view.candidates import Candidates
+from bodega.broker.view.catalog import Catalog, machine_row, volume_row
+from bodega.broker.view.workers import Workers
+from bodega.model.capacity import Ask
+from bodega.model.errors import (
+    BadRequest,
+    BodegaError,
+    Conflict,
+    InsufficientCapacity,
+    NotFound,
+    PreconditionFailed,
+    Unavailable,
+)
+from bodega.model.ids import NAME_RE, new_machine_name
+from bodega.model.machine import Machine, names_registry
+from bodega.placement import PlacementRequest
+from bodega.placement.regions import parse as parse_regions
+from bodega.wire.fly import CreateMachineRequest
+from bodega.wire.worker_calls import CreateMachineBody
+
+FIND_CONCURRENCY = 32
+
+
+def unknown_regions(unknown: list[str], known: list[str]) -> str:
+    """The message for regions no worker serves, with the ones that exist."""
+    named = ", ".join(unknown)
+    return (f"invalid_argument: {'region' if len(unknown) == 1 else 'regions'} {named} "
+            f"{'has' if len(unknown) == 1 else 'have'} no workers in this cluster; "
+            f"its {'region is' if len(known) == 1 else 'regions are'} {', '.join(known)}")
+
+
+def idempotent_id(app: str, key: str) -> str:
+    """The machine id a create with ``Idempotency-Key: key`` gets: retries land on it."""
+    return hashlib.sha256(f"{app}\0{key}".encode()).hexdigest()[:14]
+
+
+class MachineCreate:
+    def __init__(self, catalog: Catalog, candidates: Candidates, workers: Workers,
+                 placer: Placer, apps: Apps, default_region: str) -> None:
+        self.catalog = catalog
+        self.candidates = candidates
+        self.workers = workers
+        self.placer = placer
+        self.apps = apps
+        self.default_region = default_region
+
+    def regions(self, expression: str | None) -> tuple[str, ...]:
+        """The regions a create (or a simulated placement) may use, in order.
+
+        A region the client names that has no worker at all, alive or not, is an
+        error (400) naming it and the regions the cluster has: "insufficient
+        capacity" would send them waiting for room that will never come. The
+        broker's own default is not checked, nor is anything while the cluster
+        has no workers yet (placement then says no worker serves it).
+        """
+        known = self.candidates.regions()
+        try:
+            regions = parse_regions(expression or self.default_region, known,
+                                    nearest=self.default_region.split(",")[0])
+        except ValueError as exc:
+            raise BadRequest(f"invalid_argument: {exc}") from None
+        unknown = [r for r in regions if r not in known]
+        if expression and known and unknown:
+            raise BadRequest(unknown_regions(unknown, known))
+        return regions
+
+    def placement_request(self, app: str, body: CreateMachineRequest,
+                          regions: tuple[str, ...]) -> PlacementRequest:
+        config = body.config
+        pinned, why = None, ""
+        if config.mounts and config.mounts[0].volume:
+            volume_id = config.mounts[0].volume
+            volume = self.workers.volumes.get(volume_id) or volume_row(self.catalog, volume_id)
+            if volume is None or volume.app != app or volume.state == "destroyed" \
+                    or not volume.worker:
+                raise NotFound(f"volume not found: {volume_id}")
+            pinned, why = volume.worker, f"volume {volume_id} is on {volume.worker}"
+            if body.region is None:
+                regions = (volume.region,)
+        standbys = set()
+        for machine_id in config.standbys or []:
+            try:
+                standbys.add(self.workers.locate("machines", machine_id, app))
+            except NotFound:
+                raise BadRequest(f"invalid_argument: standbys: no machine {machine_id} in "
+                                 f"app {app}") from None
+        return PlacementRequest(app=app, ask=Ask.for_config(config), regions=regions,
+                                image=config.image, needs_images=names_registry(config.image),
+                                pinned_worker=pinned, pinned_reason=why,
+                                colocated=self.workers.index.colocated(app),
+                                standby_workers=frozenset(standbys))
+
+    async def create(self, app: str, body: CreateMachineRequest,
+                     idempotency_key: str | None, owner: str) -> Machine:
+        self.apps.require(app)
+        if body.name is not None and not NAME_RE.match(body.name):
+            raise BadRequest(f"invalid_argument: name {body.name!r}: use lowercase letters, "
+                             "digits and -, at most 63")
+        regions = self.regions(body.region)
+        machine_id = idempotent_id(app, idempotency_key) if idempotency_key else None
+        if machine_id is not None:  # a retry returns what the first try made, name and all
+            existing = await self._find(app, machine_id, regions)
+            if existing is not None:
+                return existing.public()
+        if body.name and self.workers.index.name_taken(app, body.name):
+            raise Conflict(f"a machine named {body.name!r} already exists in app {app}",
+                           status="name_taken")
+        request = self.placement_request(app, body, regions)
+        record = self.placer.record(request)
+        name, generated = body.name, body.name is None
+        while name is None or (generated and self.workers.index.name_taken(app, name)):
+            name = new_machine_name()  # unique in the app as far as this broker knows
+        # Always a key, so that a create whose answer was lost can be asked again safely.
+        key = idempotency_key or f"bodega-{secrets.token_hex(12)}"
+
+        async def ask(worker: str, reservation: str | None) -> Machine:
+            attempt = CreateMachineBody(
+                app=app, config=body.config, name=name, generated_name=generated,
+                machine_id=machine_id, reservation_id=reservation,
+                skip_launch=body.skip_launch,
+                skip_service_registration=body.skip_service_registration,
+                lease_ttl=body.lease_ttl, idempotency_key=key, placement=record.to_json())
+            return await self.workers.client(worker).create_machine(attempt, owner=owner)
+
+        try:
+            machine, _ = await self.placer.place(request, ask, record)
+        except InsufficientCapacity as exc:
+            if request.pinned_worker is not None:
+                raise PreconditionFailed(
+                    f"{exc.message}; the volume's host is full: fork the volume to another "
+                    "host (create a volume with source_volume_id) and mount that",
+                    status="volume_placement_capacity", details=exc.details) from None
+            raise
+        self.workers.note_machine(machine)
+        return machine.public()
+
+    async def _find(self, app: str, machine_id: str,
+                    regions: tuple[str, ...]) -> Machine | None:
+        """A machine an earlier attempt of the same idempotent create already made.
+
+        The view may not have it yet (the broker that made it may have died right
+        after), so the workers of the regions asked are asked directly. If one of
+        them does not answer, the create stops there: placing again could make a
+        second machine with the same id.
+        """
+        known = self.workers.machines.get(machine_id) or machine_row(self.catalog, machine_id)
+        workers = ([known.worker] if known and known.app == app and known.worker else
+                   [c.name for region in regions for c in self.candidates.table(region)
+                    if c.status == "alive"])
+        semaphore = asyncio.Semaphore(FIND_CONCURRENCY)
+
+        silent: list[str] = []
+
+        async def probe(worker: str) -> Machine | None:
+            async with semaphore:
+                try:
+                    return await self.workers.client(worker).machine(machine_id, app)
+                except Unavailable:
+                    silent.append(worker)
+                    return None
+                except BodegaError:
+                    return None
+
+        for found in await asyncio.gather(*(probe(w) for w in workers)):
+            if found is not None:
+                self.workers.note_machine(found)
+                return found
+        if silent:
+            raise Unavailable(
+                f"cannot tell whether this Idempotency-Key already made machine {machine_id}: "
+                f"{', '.join(sorted(silent))} did not answer; retry shortly")
+        return None

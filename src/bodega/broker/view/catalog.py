@@ -1,0 +1,157 @@
+"""What the broker reads and writes of the cluster view, as one narrow seam.
+
+The broker holds nothing durable: workers, machines and volumes come from
+the registry view (written by the workers that own them); apps and tokens
+are shared rows any broker may write, last writer wins. ``Catalog`` is that
+seam. ``RegistryCatalog`` is the real one over the embedded registry node;
+``MemoryCatalog`` is an in-process fake with the same behaviour for tests.
+
+A row is a JSON document (the registry keeps any); machine and volume rows
+are read as the answer models their workers wrote them from (``machine_rows``,
+``volume_rows`` and their one-row forms; a row the model cannot read is left
+out: ``model.answer.from_doc``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from bodega.model.answer import from_doc
+from bodega.model.machine import Machine
+from bodega.model.volume import Volume
+from bodega.wire.platform import Member
+
+# Indexed fields per table that ``rows(**filters)`` may match on.
+INDEXED: dict[str, tuple[str, ...]] = {
+    "workers": ("name", "region"),
+    "machines": ("id", "app", "name", "region", "worker", "state"),
+    "volumes": ("id", "app", "name", "region", "worker", "state"),
+    "apps": ("name", "org_slug"),
+    "tokens": ("id", "token_hash", "scope"),
+    "ip_assignments": ("key", "app", "ip"),
+    "releases": ("id", "app", "version"),
+    "secrets": ("key", "app"),
+    "secretkeys": ("key", "app"),
+    "jobs": ("id", "app", "name", "pool", "state", "home"),
+    "jobs_workers": ("worker", "pool"),
+    "certificates": ("key", "app"),
+}
+
+
+@dataclass(frozen=True)
+class Change:
+    """Something in the view changed: a row (``table``/``key``) or a member's status."""
+
+    table: str  # a table name, or "members"
+    key: str
+
+
+class Catalog(Protocol):
+    def get(self, table: str, key: str) -> dict[str, Any] | None: ...
+
+    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
+             **filters: str | int) -> list[dict[str, Any]]:
+        """Rows whose indexed columns equal ``filters`` and differ from ``without``."""
+        ...
+
+    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None: ...
+
+    def delete_shared(self, table: str, key: str) -> None: ...
+
+    def member_status(self, name: str) -> str | None:
+        """alive, suspect, dead or left; None for a name membership has never seen."""
+        ...
+
+    def members(self) -> list[Member]: ...
+
+    def changes(self) -> AsyncIterator[Change]:
+        """Every change from now on, for caches built on the view."""
+        ...
+
+
+class MemoryCatalog:
+    """A catalog held in dicts: what tests and single-process simulations use."""
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in INDEXED}
+        self.statuses: dict[str, str] = {}
+        self.member_info: dict[str, Member] = {}
+        self._queues: list[asyncio.Queue[Change]] = []
+
+    def get(self, table: str, key: str) -> dict[str, Any] | None:
+        doc = self.tables[table].get(key)
+        return None if doc is None else dict(doc)
+
+    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
+             **filters: str | int) -> list[dict[str, Any]]:
+        without = without or {}
+        for name in (*filters, *without):
+            if name not in INDEXED[table]:
+                raise ValueError(f"{table}.{name} is not an indexed column")
+        return [dict(doc) for doc in self.tables[table].values()
+                if all(doc.get(k) == v for k, v in filters.items())
+                and all(doc.get(k) != v for k, v in without.items())]
+
+    def put(self, table: str, key: str, doc: dict[str, Any]) -> None:
+        """Write any row (in the real view, owned rows come from their workers)."""
+        self.tables[table][key] = dict(doc)
+        self._notify(Change(table, key))
+
+    def delete(self, table: str, key: str) -> None:
+        self.tables[table].pop(key, None)
+        self._notify(Change(table, key))
+
+    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
+        self.put(table, key, doc)
+
+    def delete_shared(self, table: str, key: str) -> None:
+        self.delete(table, key)
+
+    def set_status(self, name: str, status: str, **info: Any) -> None:
+        self.statuses[name] = status
+        self.member_info[name] = Member.model_validate({"name": name, "status": status,
+                                                        **info})
+        self._notify(Change("members", name))
+
+    def member_status(self, name: str) -> str | None:
+        return self.statuses.get(name)
+
+    def members(self) -> list[Member]:
+        return list(self.member_info.values())
+
+    def _notify(self, change: Change) -> None:
+        for queue in self._queues:
+            queue.put_nowait(change)
+
+    async def changes(self) -> AsyncIterator[Change]:
+        queue: asyncio.Queue[Change] = asyncio.Queue()
+        self._queues.append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            with contextlib.suppress(ValueError):
+                self._queues.remove(queue)
+
+
+def machine_row(catalog: Catalog, machine_id: str) -> Machine | None:
+    return from_doc(Machine, catalog.get("machines", machine_id))
+
+
+def machine_rows(catalog: Catalog, without: Mapping[str, str | int] | None = None, /,
+                 **filters: str | int) -> list[Machine]:
+    return [m for doc in catalog.rows("machines", without, **filters)
+            if (m := from_doc(Machine, doc)) is not None]
+
+
+def volume_row(catalog: Catalog, volume_id: str) -> Volume | None:
+    return from_doc(Volume, catalog.get("volumes", volume_id))
+
+
+def volume_rows(catalog: Catalog, **filters: str | int) -> list[Volume]:
+    return [v for doc in catalog.rows("volumes", **filters)
+            if (v := from_doc(Volume, doc)) is not None]

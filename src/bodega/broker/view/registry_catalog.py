@@ -1,0 +1,74 @@
+"""The broker's catalog over its embedded registry node (the real view)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from bodega.broker.view.catalog import Change
+from bodega.registry import RegistryNode
+from bodega.wire.platform import Member
+
+
+class RegistryCatalog:
+    def __init__(self, node: RegistryNode) -> None:
+        self.node = node
+
+    def get(self, table: str, key: str) -> dict[str, Any] | None:
+        return self.node.get(table, key)
+
+    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
+             **filters: str | int) -> list[dict[str, Any]]:
+        return self.node.rows(table, without, **filters)
+
+    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
+        self.node.put_shared(table, key, doc)
+
+    def delete_shared(self, table: str, key: str) -> None:
+        self.node.delete_shared(table, key)
+
+    def member_status(self, name: str) -> str | None:
+        member = self.node.membership.member(name)
+        return None if member is None else str(member.status)
+
+    def members(self) -> list[Member]:
+        return [Member.model_validate(m.to_json()) for m in self.node.members()]
+
+    async def changes(self) -> AsyncIterator[Change]:
+        """Worker, machine and job rows and membership changes, merged; raises if a feed
+        lagged."""
+        queue: asyncio.Queue[Change | BaseException] = asyncio.Queue()
+
+        async def rows(table: str) -> None:
+            try:
+                with self.node.subscribe(table) as sub:
+                    async for change in sub:
+                        if change.kind != "initial":
+                            queue.put_nowait(Change(table, change.key))
+            except Exception as exc:
+                queue.put_nowait(exc)
+
+        async def members() -> None:
+            try:
+                with self.node.membership.events() as feed:
+                    async for event in feed:
+                        queue.put_nowait(Change("members", event.member.name))
+            except Exception as exc:
+                queue.put_nowait(exc)
+
+        tasks = [asyncio.create_task(rows("workers")), asyncio.create_task(rows("machines")),
+                 asyncio.create_task(rows("jobs")), asyncio.create_task(members())]
+        try:
+            while True:
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

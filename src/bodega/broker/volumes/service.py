@@ -1,0 +1,139 @@
+"""Volumes through the broker: placed like machines (by disk), then owned by their host.
+
+A volume is a slice of one worker's disk, so creating one is a placement
+(filtered also on the ``compute`` hint, so the host can run the machine that
+will mount it, and on ``require_unique_zone``: no two volumes of one name on
+a host) and everything after goes to that worker.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+
+from bodega.broker.machines.service import Machines
+from bodega.broker.placing.placer import Placer
+from bodega.broker.view.apps import Apps
+from bodega.broker.view.catalog import Catalog, volume_rows
+from bodega.broker.view.host_status import with_host_status
+from bodega.broker.view.workers import Workers
+from bodega.model.capacity import Ask
+from bodega.model.errors import BadRequest, NotFound, Unavailable
+from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
+from bodega.placement import PlacementRequest
+from bodega.wire.fly import CreateVolumeRequest
+from bodega.wire.worker_calls import CreateVolumeBody, ExtendVolumeBody, WorkerRequest
+from bodega.wire.worker_client import wire_bytes
+
+
+class Volumes:
+    def __init__(self, catalog: Catalog, workers: Workers, placer: Placer, apps: Apps,
+                 machines: Machines) -> None:
+        self.catalog = catalog
+        self.workers = workers
+        self.placer = placer
+        self.apps = apps
+        self.machines = machines
+
+    def app_volumes(self, app: str) -> list[Volume]:
+        found = {v.id: v for v in volume_rows(self.catalog, app=app)}
+        for volume in self.workers.volumes.all():
+            if volume.app == app:
+                found[volume.id] = volume
+        return sorted(found.values(), key=lambda v: (v.created_at, v.id))
+
+    def list(self, app: str, include_deleted: bool = False) -> list[Volume]:
+        self.apps.require(app)
+        return [with_host_status(v, self.catalog.member_status).public()
+                for v in self.app_volumes(app) if include_deleted or v.state != "destroyed"]
+
+    async def create(self, app: str, body: CreateVolumeRequest) -> Volume:
+        self.apps.require(app)
+        if body.snapshot_id and body.source_volume_id:
+            raise BadRequest("invalid_argument: give snapshot_id or source_volume_id, not both")
+        pinned: str | None = None
+        size_gb = body.size_gb
+        if body.snapshot_id or body.source_volume_id:
+            # The data is on one host: the new volume goes there.
+            pinned, snapshot = await (self.find_snapshot(app, body.snapshot_id)
+                                      if body.snapshot_id else
+                                      self._fork_source(app, str(body.source_volume_id)))
+            if "size_gb" not in body.model_fields_set:
+                size_gb = max(size_gb, snapshot.volume_size)
+            body = body.model_copy(update={"snapshot_id": snapshot.id, "size_gb": size_gb})
+        regions = self.machines.regions(body.region)
+        guest = body.compute
+        ask = Ask(cpu_kind=guest.cpu_kind, cpus=guest.cpus, memory_mb=guest.memory_mb,
+                  disk_gb=size_gb) if guest else Ask(cpus=0, memory_mb=0, disk_gb=size_gb)
+        avoid: frozenset[str] = frozenset()
+        if body.require_unique_zone:
+            avoid = frozenset(v.worker for v in self.app_volumes(app)
+                              if v.name == body.name and v.state != "destroyed" and v.worker)
+        request = PlacementRequest(
+            app=app, ask=ask, regions=regions, avoid=avoid,
+            avoid_reason=f"a volume named {body.name!r} is already on this host",
+            pinned_worker=pinned, pinned_reason="the snapshot's data is on another host")
+        wire = CreateVolumeBody(app=app, name=body.name, size_gb=size_gb,
+                                encrypted=body.encrypted, fstype=body.fstype,
+                                snapshot_retention=body.snapshot_retention,
+                                auto_backup_enabled=body.auto_backup_enabled,
+                                require_unique_zone=body.require_unique_zone,
+                                snapshot_id=body.snapshot_id)
+
+        async def ask_worker(worker: str, _reservation: str | None) -> Volume:
+            return await self.workers.client(worker).create_volume(wire)
+
+        record = self.placer.record(request)
+        volume, _ = await self.placer.place(request, ask_worker, record,
+                                            claim=Ask(cpus=0, memory_mb=0, disk_gb=size_gb),
+                                            hedge=False)
+        self.workers.note_volume(volume)
+        return volume.public()
+
+    def locate(self, app: str, volume_id: str) -> str:
+        self.apps.require(app)
+        if not volume_id.startswith("vol_"):
+            raise NotFound(f"volume not found: {volume_id}")
+        return self.workers.locate("volumes", volume_id, app)
+
+    async def call(self, app: str, volume_id: str, method: str,
+                   body: WorkerRequest | None = None) -> Volume:
+        """Read, update or delete the volume on its worker; the answer is the volume."""
+        worker = self.locate(app, volume_id)
+        volume = await self.workers.client(worker).answer(
+            Volume, method, f"/v1/volumes/{volume_id}", encoded=wire_bytes(body),
+            params={"app": app})
+        self.workers.note_volume(volume)
+        return volume.public()
+
+    async def extend(self, app: str, volume_id: str, size_gb: int) -> ExtendVolumeAnswer:
+        worker = self.locate(app, volume_id)
+        extended = await self.workers.client(worker).answer(
+            ExtendVolumeAnswer, "PUT", f"/v1/volumes/{volume_id}/extend",
+            encoded=wire_bytes(ExtendVolumeBody(size_gb=size_gb)), params={"app": app})
+        self.workers.note_volume(extended.volume)
+        return extended.model_copy(update={"volume": extended.volume.public()})
+
+    # -- snapshots --------------------------------------------------------------------
+    async def snapshots(self, app: str, volume_id: str) -> builtins.list[VolumeSnapshot]:
+        worker = self.locate(app, volume_id)
+        return await self.workers.client(worker).answers(
+            VolumeSnapshot, "GET", f"/v1/volumes/{volume_id}/snapshots", params={"app": app})
+
+    async def take_snapshot(self, app: str, volume_id: str) -> VolumeSnapshot:
+        worker = self.locate(app, volume_id)
+        return await self.workers.client(worker).answer(
+            VolumeSnapshot, "POST", f"/v1/volumes/{volume_id}/snapshots", params={"app": app})
+
+    async def _fork_source(self, app: str, volume_id: str) -> tuple[str, VolumeSnapshot]:
+        """A fork is a snapshot of the source taken now (listed with its others)."""
+        return self.locate(app, volume_id), await self.take_snapshot(app, volume_id)
+
+    async def find_snapshot(self, app: str, snapshot_id: str) -> tuple[str, VolumeSnapshot]:
+        """The worker keeping snapshot ``snapshot_id`` of ``app``: one of its volumes' hosts."""
+        hosts = sorted({v.worker for v in self.app_volumes(app) if v.worker})
+        for worker in hosts:
+            with contextlib.suppress(NotFound, Unavailable):
+                return worker, await self.workers.client(worker).answer(
+                    VolumeSnapshot, "GET", f"/v1/snapshots/{snapshot_id}", params={"app": app})
+        raise NotFound(f"snapshot not found: {snapshot_id}")

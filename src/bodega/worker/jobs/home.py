@@ -1,0 +1,261 @@
+"""A job's home: the one place its claims are decided, each in one SQLite transaction.
+
+The broker that took a submit chose this worker (rendezvous hashing over the
+live workers) and the submit is answered only once it is committed here, with
+its idempotency key checked in the same transaction. From then on every claim,
+take (late binding), renewal, release and cancel of the job is decided here:
+the rule is pure (``jobs/tasks.py``), applied inside ``JobStore.tx()`` with
+no ``await`` in between, so two claimants racing for one task get one 200 and
+one 409. No consensus protocol: one writer per job.
+
+After each commit the home tells its listeners (``changed``: the publisher and
+the upkeep loop) and, for a cancel, asks the workers running bodega-pool tasks
+to stop them (``stops``) and those holding its probes to drop them (``drops``).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from bodega.jobs.jobs import FINISHED, admit, job_state, pick
+from bodega.jobs.spec import BODEGA_POOL
+from bodega.jobs.tasks import Task, TaskState, cancel, claim, holds, release, renew
+from bodega.model.errors import BadRequest, Conflict, NotFound
+from bodega.model.ids import new_ulid
+from bodega.model.machine import rfc3339
+from bodega.wire.jobs.api import JobStatus, ReleaseAnswer, RenewAnswer
+from bodega.wire.jobs.calls import (
+    HomeClaim,
+    HomeClaimAnswer,
+    HomeRelease,
+    HomeRenew,
+    HomeRenewAnswer,
+    HomeSubmit,
+    RenewResult,
+)
+from bodega.worker.jobs.render import claimed, job_status
+from bodega.worker.jobs.store import JobRow, JobStore
+
+log = logging.getLogger("bodega.worker.jobs")
+
+
+@dataclass(frozen=True)
+class StopOrder:
+    """Tell ``worker`` to stop task ``task`` of ``job`` (SIGTERM, SIGKILL after ``grace``)."""
+
+    worker: str
+    job: str
+    task: int
+    grace: float
+
+
+class JobHome:
+    def __init__(self, store: JobStore, name: str, queue_limit: int,
+                 rng: random.Random | None = None) -> None:
+        self.store = store
+        self.name = name
+        self.queue_limit = queue_limit
+        self.rng = rng or random.Random()
+        self.changed: Callable[[str], None] = lambda _job: None
+        self.stops: Callable[[list[StopOrder]], None] = lambda _orders: None
+        self.drops: Callable[[str, list[str]], None] = lambda _job, _workers: None
+        self.queued = store.queued_total()  # tasks waiting here: what admission counts
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self.store.clock
+
+    # -- reading ------------------------------------------------------------------------------
+    def get(self, job_id: str) -> JobRow:
+        job = self.store.job(job_id)
+        if job is None:
+            raise NotFound(f"job not found: {job_id}")
+        return job
+
+    def find(self, app: str, name: str) -> JobRow:
+        job = self.store.job_named(app, name)
+        if job is None:
+            raise NotFound(f"job not found: {name} in app {app}")
+        return job
+
+    def status(self, job: JobRow, *, tasks: bool = True) -> JobStatus:
+        conn = self.store.db
+        states = self.store.counts(conn, job.id)
+        return job_status(job, self.name, states, self.store.running(conn, job.id),
+                          self.store.tasks(conn, job.id) if tasks else None, self.clock())
+
+    # -- submit -------------------------------------------------------------------------------
+    def submit(self, body: HomeSubmit) -> JobRow:
+        """Commit the job (or find the one its idempotency key already made)."""
+        spec = body.spec
+        now = self.clock()
+        with self.store.tx() as conn:
+            if spec.idempotency_key:
+                earlier = self.store.job_keyed(spec.app, spec.idempotency_key)
+                if earlier is not None:
+                    return earlier
+            if self.store.job_named(spec.app, spec.name) is not None:
+                raise Conflict(f"a job named {spec.name!r} already exists in app {spec.app}",
+                               status="name_taken")
+            admit(self.queued, spec.count, self.queue_limit)
+            job_id = new_ulid(int(now * 1000))
+            self.store.insert_job(conn, job_id, spec, now)
+            if spec.pool == BODEGA_POOL and body.probes:
+                self.store.add_probes(conn, job_id, body.probes, now)
+        self.queued += spec.count
+        log.info("job %s (%s/%s): %d task(s) of %s committed here", job_id, spec.app,
+                 spec.name, spec.count, " ".join(spec.command)[:80])
+        self.changed(job_id)
+        return self.get(job_id)
+
+    # -- claims -------------------------------------------------------------------------------
+    def claim(self, job_id: str, body: HomeClaim) -> HomeClaimAnswer:
+        job = self.get(job_id)
+        bodega = job.spec.pool == BODEGA_POOL
+        if bodega != (body.mode == "take"):
+            raise Conflict(
+                f"job {job.name} is in pool {job.spec.pool}: " + (
+                    "bodega's own workers run it; external workers claim jobs of other pools"
+                    if bodega else "external workers claim it, not bodega's workers"),
+                status="wrong_pool")
+        now = self.clock()
+        with self.store.tx() as conn:
+            if body.ref is not None:
+                again = self.store.held(conn, job_id, body.worker, body.ref)
+                if again:  # the same take asked again: its answer was lost
+                    return HomeClaimAnswer(tasks=[claimed(job, t, body.worker, bodega)
+                                                  for t in again])
+            if body.task is not None:
+                found = self.store.task(conn, job_id, body.task)
+                if found is None:
+                    raise NotFound(f"job {job.name} has no task {body.task} "
+                                   f"(tasks 0-{job.spec.count - 1})")
+                candidates = [found]
+            else:
+                candidates = pick(self.store.claimable(conn, job_id, now, body.count), now,
+                                  body.count)
+            if not candidates and body.mode == "take":
+                self.store.probes_answered(conn, job_id, body.worker, 0, drop=True)
+                return HomeClaimAnswer(drop=True)
+            if not candidates:
+                raise self._none_left(conn, job, now)
+            won = [claim(t, job.policy, body.worker, now, body.ref) for t in candidates]
+            self.apply(conn, job, won, now)
+            if body.mode == "take":
+                self.store.probes_answered(conn, job_id, body.worker, len(won), drop=False)
+        self.changed(job_id)
+        return HomeClaimAnswer(tasks=[claimed(job, t, body.worker, bodega) for t in won])
+
+    def _none_left(self, conn: sqlite3.Connection, job: JobRow, now: float) -> Conflict:
+        states = self.store.counts(conn, job.id)
+        if states["queued"]:
+            return Conflict(f"job {job.name}: its queued tasks wait out their backoff",
+                            status="backoff")
+        if job.state in FINISHED:
+            return Conflict(f"job {job.name} is {job.state}", status="finished")
+        return Conflict(f"job {job.name}: every task is claimed", status="already_claimed")
+
+    def renew(self, body: HomeRenew) -> HomeRenewAnswer:
+        now = self.clock()
+        results: list[RenewResult] = []
+        touched: set[str] = set()
+        with self.store.tx() as conn:
+            for item in body.tasks:
+                job = self.store.job(item.job)
+                task = None if job is None else self.store.task(conn, item.job, item.task)
+                if job is None or task is None:
+                    results.append(RenewResult(job=item.job, answer=RenewAnswer(
+                        name=job.name if job else item.job, task=item.task, verdict="lost")))
+                    continue
+                after, verdict = renew(task, job.policy, body.worker, now, item.machine_id,
+                                      item.attempt)
+                if after != task:
+                    self.store.put_task(conn, job.id, after)
+                    if after.machine_id != task.machine_id:
+                        touched.add(job.id)
+                results.append(RenewResult(job=job.id, answer=RenewAnswer(
+                    name=job.name, task=task.index, verdict=verdict.value,
+                    lease_expires_at=None if after.lease_expires_at is None else
+                    rfc3339(after.lease_expires_at))))
+        for job_id in touched:
+            self.changed(job_id)
+        return HomeRenewAnswer(results=results)
+
+    def release(self, job_id: str, body: HomeRelease) -> ReleaseAnswer:
+        job = self.get(job_id)
+        now = self.clock()
+        with self.store.tx() as conn:
+            task = self._held_task(conn, job, body.worker, body.task)
+            after = release(task, job.policy, body.worker, body.exit_code, now,
+                            self.rng.random(), body.reason or "", body.attempt)
+            state = self.apply(conn, job, [after], now)
+        self.changed(job_id)
+        return ReleaseAnswer(name=job.name, task=after.index, state=str(after.state),
+                             job_state=str(state))
+
+    def _held_task(self, conn: sqlite3.Connection, job: JobRow, worker: str,
+                   index: int | None) -> Task:
+        if index is not None:
+            task = self.store.task(conn, job.id, index)
+            if task is None:
+                raise NotFound(f"job {job.name} has no task {index}")
+            if not holds(task, worker):
+                # Let the pure rule word the refusal (who holds it, or that it ended).
+                release(task, job.policy, worker, None, 0.0, 0.0)
+            return task
+        mine = self.store.held(conn, job.id, worker)
+        if len(mine) == 1:
+            return mine[0]
+        if not mine:
+            raise Conflict(f"{worker} holds no task of job {job.name}", status="not_claimant")
+        raise BadRequest(f"invalid_argument: {worker} holds tasks "
+                         f"{', '.join(str(t.index) for t in mine)} of job {job.name}: "
+                         "name the task")
+
+    # -- cancel -------------------------------------------------------------------------------
+    def cancel(self, job_id: str) -> JobRow:
+        """Drop the queued tasks; tell the claimants of running ones to stop them."""
+        job = self.get(job_id)
+        now = self.clock()
+        with self.store.tx() as conn:
+            tasks = [t for t in self.store.tasks(conn, job_id) if not t.finished]
+            after = [cancel(t, now) for t in tasks]
+            self.apply(conn, job, after, now)
+            probed = [worker for _, worker, _, _ in self.store.probes_out(job_id)]
+            self.store.forget_probes(conn, job_id)
+        self.changed(job_id)
+        self.order_stops(job, after)
+        if probed:
+            self.drops(job_id, probed)
+        return self.get(job_id)
+
+    def order_stops(self, job: JobRow, tasks: Sequence[Task]) -> None:
+        """Running bodega-pool tasks that are to stop: their workers are told at once (an
+        external claimant hears it from ``/jobs/cancellations`` or its renewal)."""
+        if job.spec.pool != BODEGA_POOL:
+            return
+        orders = [StopOrder(t.claimant, job.id, t.index, job.spec.grace_seconds)
+                  for t in tasks if t.state is TaskState.RUNNING and t.stopping and t.claimant]
+        if orders:
+            self.stops(orders)
+
+    # -- applying ------------------------------------------------------------------------------
+    def apply(self, conn: sqlite3.Connection, job: JobRow, after: Sequence[Task],
+               now: float) -> str:
+        """Write the tasks a rule changed and the job's state they make; keep the queued
+        count admission reads."""
+        for task in after:
+            before = self.store.task(conn, job.id, task.index)
+            if before is not None and before.state is not task.state:
+                self.queued += (task.state is TaskState.QUEUED) - \
+                    (before.state is TaskState.QUEUED)
+            self.store.put_task(conn, job.id, task)
+        states = self.store.counts(conn, job.id)
+        state = job_state(states)
+        if state != job.state or state not in FINISHED:
+            self.store.set_job_state(conn, job.id, state, now, state in FINISHED)
+        return str(state)

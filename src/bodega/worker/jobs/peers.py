@@ -1,0 +1,53 @@
+"""Other workers, as the jobs part of a worker reaches them: by name, through the view.
+
+A home places probes on runners and tells them to stop tasks; a runner asks
+homes for tasks, renews leases and reports ends. Both find a worker's URL and
+whether it is alive in the registry view the worker embeds (given here as
+functions, so this module reads no registry itself), and call it with a
+``JobClient``: the same transport and credentials as every internal call.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+
+import aiohttp
+
+from bodega.jobs.binding import WorkerRoom
+from bodega.model.errors import Unavailable
+from bodega.wire.aiohttp_transport import session
+from bodega.wire.jobs.worker_client import JobClient
+
+TIMEOUT = 10.0
+
+
+class JobPeers:
+    def __init__(self, name: str, tls: ssl.SSLContext | None,
+                 url_of: Callable[[str], str | None],
+                 alive: Callable[[str], bool], rooms: Callable[[], list[WorkerRoom]]) -> None:
+        """``tls``: this worker's client context (its certificate says who calls)."""
+        self.name = name
+        self.tls = tls
+        self.url_of = url_of
+        self.alive = alive
+        self.rooms = rooms
+        self._session: aiohttp.ClientSession | None = None
+        self._clients: dict[str, JobClient] = {}
+
+    def client(self, worker: str) -> JobClient:
+        url = self.url_of(worker)
+        if url is None:
+            raise Unavailable(f"worker {worker} is not in this worker's view",
+                              status="unreachable")
+        found = self._clients.get(url)
+        if found is None:
+            if self._session is None:
+                self._session = session(ssl=self.tls)
+            found = JobClient(url, client=self._session, timeout=TIMEOUT)
+            self._clients[url] = found
+        return found
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()

@@ -1,0 +1,71 @@
+"""What a home tells the cluster of its jobs: one row per job in the registry's ``jobs`` table.
+
+The row is the job's ``JobStatus`` (its state, counts, the running tasks and
+who holds them; the task list itself only for jobs of at most ``VIEW_TASKS``
+tasks), owned by this worker: brokers list jobs, find a job's home and answer
+``/jobs/jobs`` and ``/jobs/cancellations`` from it. The home marks a job
+when it changes; every ``interval`` the marked ones are published once each, so
+a job that is claimed and released within one interval is written once. On
+start every job is published and rows this worker no longer has are deleted.
+The view is a cache: the home's store is the truth (a status asks the home).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from bodega.registry import RegistryNode
+from bodega.wire.jobs.api import VIEW_TASKS
+from bodega.worker.jobs.home import JobHome
+
+log = logging.getLogger("bodega.worker.jobs")
+
+INTERVAL = 0.05
+
+
+class JobPublisher:
+    def __init__(self, node: RegistryNode, home: JobHome, interval: float = INTERVAL) -> None:
+        self.node = node
+        self.home = home
+        self.interval = interval
+        self.dirty: set[str] = set()
+
+    def mark(self, job_id: str) -> None:
+        self.dirty.add(job_id)
+
+    def publish_all(self) -> None:
+        held = {job.id for job in self.home.store.jobs()}
+        for doc in self.node.rows("jobs", home=self.home.name):
+            if doc.get("id") not in held:
+                self.node.delete_owned("jobs", str(doc["id"]))
+        self.dirty |= held
+        self.flush()
+
+    def flush(self) -> None:
+        while self.dirty:
+            job_id = self.dirty.pop()
+            try:
+                self._publish(job_id)
+            except Exception:
+                self.dirty.add(job_id)  # the next round tries again
+                raise
+
+    def _publish(self, job_id: str) -> None:
+        job = self.home.store.job(job_id)
+        if job is None:
+            if self.node.get("jobs", job_id) is not None:
+                self.node.delete_owned("jobs", job_id)
+            return
+        status = self.home.status(job, tasks=job.spec.count <= VIEW_TASKS)
+        self.node.put_owned("jobs", job_id, status.doc())
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            if not self.dirty:
+                continue
+            try:
+                self.flush()
+            except Exception:
+                log.exception("publishing jobs failed")

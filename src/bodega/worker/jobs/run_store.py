@@ -1,0 +1,164 @@
+"""What a worker that runs bodega-pool tasks keeps: its queue of probes and the runs it took.
+
+Both live in the jobs database (``schema.py``), so a worker killed at any
+instant finds on restart the probes it held (in their order) and every task it
+had taken: a run still ``starting`` is created again under the same
+idempotency key (one machine, never two), a ``running`` one is watched again,
+an ``ended`` one is reported to its home again until the home has heard.
+
+A run is one attempt of a task, named by its ``seq``: a task retried here is
+taken while its failed attempt's run may still be waiting for the home to hear
+its end, and every step (its machine's end, the report, a stop) acts on its
+own run, never on whichever attempt of the task is newest.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, replace
+
+from bodega.model.capacity import Ask
+from bodega.model.machine_config import MachineConfig
+from bodega.worker.jobs.store import JobStore
+
+
+@dataclass(frozen=True)
+class ProbeRow:
+    seq: int
+    job_id: str
+    home: str
+    app: str
+    ask: Ask
+    count: int
+    takes: int
+    arrived_at: float
+
+    @property
+    def ref(self) -> str:
+        """The next take's reference: a take asked again after a crash finds its tasks."""
+        return f"p{self.seq}.{self.takes}"
+
+
+@dataclass(frozen=True)
+class RunRow:
+    job_id: str
+    index: int
+    attempt: int
+    home: str
+    app: str
+    config: MachineConfig
+    lease_seconds: float
+    grace_seconds: float
+    machine_id: str | None
+    state: str  # starting | running | ended
+    stop: str | None
+    exit_code: int | None
+    reason: str | None
+    updated_at: float
+    seq: int = 0  # which run: given when it is stored (0: a take's answer, not stored yet)
+
+    @property
+    def idempotency_key(self) -> str:
+        """Its machine's create: once per run (a task given back and taken again is another
+        run of the same attempt number, with a machine of its own)."""
+        return f"job-{self.job_id}-{self.index}-{self.attempt}-r{self.seq}"
+
+
+class RunStore:
+    def __init__(self, jobs: JobStore) -> None:
+        self.jobs = jobs
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        return self.jobs.db
+
+    # -- probes held here -------------------------------------------------------------------
+    def add_probe(self, job_id: str, home: str, app: str, ask: Ask, count: int,
+                  now: float) -> int:
+        with self.jobs.tx() as conn:
+            conn.execute(
+                "INSERT INTO probes_in (job_id, home, app, ask, count, arrived_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
+                "count = count + excluded.count",
+                (job_id, home, app, json.dumps(ask.to_wire()), count, now))
+            (held,) = conn.execute("SELECT count FROM probes_in WHERE job_id = ?",
+                                   (job_id,)).fetchone()
+        return int(held)
+
+    def probes(self) -> list[ProbeRow]:
+        return [ProbeRow(seq=r["seq"], job_id=r["job_id"], home=r["home"], app=r["app"],
+                         ask=Ask.from_wire(json.loads(r["ask"])), count=r["count"],
+                         takes=r["takes"], arrived_at=r["arrived_at"])
+                for r in self.db.execute("SELECT * FROM probes_in ORDER BY seq")]
+
+    def drop_probe(self, job_id: str) -> bool:
+        with self.jobs.tx() as conn:
+            return conn.execute("DELETE FROM probes_in WHERE job_id = ?",
+                                (job_id,)).rowcount > 0
+
+    def took(self, probe: ProbeRow, runs: list[RunRow], drop: bool,
+             now: float) -> list[RunRow]:
+        """A take's answer, in one commit: the runs it gave, the probes it used. Returns the
+        runs recorded; a task whose attempt already runs here (the same take answered again)
+        is not recorded twice."""
+        recorded: list[RunRow] = []
+        with self.jobs.tx() as conn:
+            for r in runs:
+                if conn.execute("SELECT 1 FROM runs WHERE job_id = ? AND idx = ? AND "
+                                "attempt = ? AND state != 'ended'",
+                                (r.job_id, r.index, r.attempt)).fetchone():
+                    continue
+                cursor = conn.execute(
+                    "INSERT INTO runs (job_id, idx, attempt, home, app, config, "
+                    "lease_seconds, grace_seconds, state, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
+                    (r.job_id, r.index, r.attempt, r.home, r.app,
+                     r.config.model_dump_json(exclude_none=True), r.lease_seconds,
+                     r.grace_seconds, now, now))
+                assert cursor.lastrowid is not None
+                recorded.append(replace(r, seq=cursor.lastrowid, state="starting",
+                                        updated_at=now))
+            left = probe.count - len(runs)
+            if drop or left <= 0:
+                conn.execute("DELETE FROM probes_in WHERE seq = ?", (probe.seq,))
+            else:
+                conn.execute("UPDATE probes_in SET count = ?, takes = takes + 1 WHERE seq = ?",
+                             (left, probe.seq))
+        return recorded
+
+    # -- runs ---------------------------------------------------------------------------------
+    def runs(self) -> list[RunRow]:
+        return [_run(r) for r in self.db.execute("SELECT * FROM runs ORDER BY seq")]
+
+    def run(self, seq: int) -> RunRow | None:
+        row = self.db.execute("SELECT * FROM runs WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else _run(row)
+
+    def latest(self, job_id: str, index: int, *, live: bool = False) -> RunRow | None:
+        """The newest run of a task here (``live``: of those not ended yet)."""
+        row = self.db.execute(
+            "SELECT * FROM runs WHERE job_id = ? AND idx = ?"
+            + (" AND state != 'ended'" if live else "") + " ORDER BY seq DESC LIMIT 1",
+            (job_id, index)).fetchone()
+        return None if row is None else _run(row)
+
+    def update(self, run: RunRow, now: float, **changes: object) -> None:
+        columns = ", ".join(f"{name} = ?" for name in changes)
+        with self.jobs.tx() as conn:
+            conn.execute(f"UPDATE runs SET {columns}, updated_at = ? WHERE seq = ?",
+                         (*changes.values(), now, run.seq))
+
+    def forget(self, run: RunRow) -> None:
+        with self.jobs.tx() as conn:
+            conn.execute("DELETE FROM runs WHERE seq = ?", (run.seq,))
+
+
+def _run(row: sqlite3.Row) -> RunRow:
+    return RunRow(job_id=row["job_id"], index=row["idx"], attempt=row["attempt"],
+                  home=row["home"], app=row["app"],
+                  config=MachineConfig.model_validate_json(row["config"]),
+                  lease_seconds=row["lease_seconds"], grace_seconds=row["grace_seconds"],
+                  machine_id=row["machine_id"], state=row["state"], stop=row["stop"],
+                  exit_code=row["exit_code"], reason=row["reason"],
+                  updated_at=row["updated_at"], seq=row["seq"])

@@ -1,0 +1,191 @@
+"""A worker running bodega-pool tasks: its queue of probes, and taking tasks when it has room.
+
+Late binding, the worker's half (Sparrow): homes place probes here
+(``accept``); they wait in arrival order (``probes_in``). Whenever room may
+have changed (a machine's commit, a new probe, every second), the head probe
+is served: room for up to ``count`` of its tasks is reserved in the ledger
+(the same check-and-record any create goes through), the job's home is asked
+for that many (``take``), and each task it gives is created as a machine on
+this worker, under the reservation, with ``auto_destroy`` and restart ``no``:
+cgroups, logs, events and ``/wait`` like any machine. A home that has nothing
+left answers ``drop`` and the probe goes. The head waits for room (strict
+arrival order); a probe whose home cannot be reached waits a little, the
+others go on.
+
+Every step is durable (``run_store.py``): a take carries the probe's
+reference, so one asked again after a crash gets the same tasks; a machine is
+created under the run's idempotency key, so never twice. Watching runs to
+their end, reporting, renewals and stops are ``watch.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from dataclasses import replace
+from typing import Any
+
+from bodega.model.errors import BodegaError, Conflict, NotFound, Unavailable
+from bodega.runtime.waits import within
+from bodega.wire.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
+from bodega.worker.jobs.peers import JobPeers
+from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
+from bodega.worker.jobs.watch import RunWatch
+from bodega.worker.ops.machines import CreateRequest, MachineService
+from bodega.worker.store.ledger import CapacityRejected, Ledger
+
+log = logging.getLogger("bodega.worker.jobs")
+
+RESERVATION_TTL = 30.0  # room held between the reservation and the machine's create
+HOME_RETRY = 1.0  # a probe whose home did not answer waits this long before asking again
+OWNER = "bodega-jobs"  # the owner recorded on task machines
+
+
+class JobRunner:
+    def __init__(self, store: RunStore, machines: MachineService, ledger: Ledger,
+                 peers: JobPeers, watch: RunWatch, region: str) -> None:
+        self.store = store
+        self.machines = machines
+        self.ledger = ledger
+        self.peers = peers
+        self.watch = watch
+        self.region = region
+        self.wake = asyncio.Event()
+        self._taking: set[str] = set()  # jobs whose probe has a take under way
+        self._retry_at: dict[str, float] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        machines.store.on_commit(lambda _resource: self.wake.set())  # room may have changed
+
+    @property
+    def name(self) -> str:
+        return self.peers.name
+
+    # -- what homes send ------------------------------------------------------------------------
+    def accept(self, body: ProbeBody) -> Probed:
+        held = self.store.add_probe(body.job, body.home, body.app, body.ask(), body.count,
+                                    self.store.jobs.clock())
+        self.wake.set()
+        return Probed(job=body.job, queued=held)
+
+    def drop(self, job_id: str) -> bool:
+        return self.store.drop_probe(job_id)
+
+    # -- serving the queue ----------------------------------------------------------------------
+    async def run(self) -> None:
+        for run in self.store.runs():  # taken before a restart, not yet created
+            if run.state == "starting":
+                self._spawn(self.launch(run, None))
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await within(self.wake.wait(), 1.0)
+            self.wake.clear()
+            try:
+                self.serve_queue()
+            except Exception:
+                log.exception("serving the job probe queue failed")
+
+    def serve_queue(self) -> None:
+        now = self.store.jobs.clock()
+        for probe in self.store.probes():
+            if probe.job_id in self._taking or self._retry_at.get(probe.job_id, 0.0) > now:
+                continue
+            reservations: list[str] = []
+            for _ in range(min(probe.count, MAX_TAKE)):
+                try:
+                    reservations.append(self.ledger.reserve(probe.ask, probe.app,
+                                                            RESERVATION_TTL).id)
+                except CapacityRejected:
+                    break
+            if not reservations:
+                return  # the head waits for room: arrival order is kept
+            self._taking.add(probe.job_id)
+            self._spawn(self._take(probe, reservations))
+            if len(reservations) < probe.count:
+                return  # room ran out on this one
+
+    async def _take(self, probe: ProbeRow, reservations: list[str]) -> None:
+        body = HomeClaim(worker=self.name, mode="take", count=len(reservations), ref=probe.ref)
+        used = 0
+        try:
+            try:
+                answer = await self.peers.client(probe.home).claim_task(probe.job_id, body)
+            except Unavailable as exc:
+                log.info("job %s: home %s did not answer a take (%s)", probe.job_id,
+                         probe.home, exc.message)
+                self._retry_at[probe.job_id] = self.store.jobs.clock() + HOME_RETRY
+                return
+            except (NotFound, Conflict) as exc:  # gone, or not a job for this worker
+                log.info("job %s: dropping its probes: %s", probe.job_id, exc.message)
+                self.store.drop_probe(probe.job_id)
+                return
+            now = self.store.jobs.clock()
+            given = [RunRow(job_id=t.job, index=t.task, attempt=t.attempt, home=probe.home,
+                            app=t.app, config=t.config, lease_seconds=t.lease_seconds,
+                            grace_seconds=t.grace_seconds, machine_id=None, state="starting",
+                            stop=None, exit_code=None, reason=None, updated_at=now)
+                     for t in answer.tasks if t.config is not None]
+            runs = self.store.took(probe, given, answer.drop, now)
+            self._retry_at.pop(probe.job_id, None)
+            for run, reservation in zip(runs, reservations, strict=False):
+                used += 1
+                self._spawn(self.launch(run, reservation))
+        except BodegaError as exc:
+            log.warning("job %s: take failed: %s", probe.job_id, exc.message)
+        finally:
+            self._taking.discard(probe.job_id)
+            for reservation in reservations[used:]:
+                self.ledger.release(reservation)
+            self.wake.set()
+
+    async def launch(self, run: RunRow, reservation: str | None) -> None:
+        """Create the run's machine (once: under its idempotency key) and watch it. A create
+        that fails, however it fails, ends the attempt here and now, so that the home hears
+        of it at once instead of when its lease lapses."""
+        current = self.store.run(run.seq)
+        if current is None or current.state != "starting":
+            return
+        if current.stop:  # stopped before it started: given back
+            self.watch.ended(current, None, f"stopped before it started ({current.stop})")
+            return
+        try:
+            machine_id = await self._create(current, reservation)
+        except CapacityRejected as exc:
+            self.watch.ended(current, None, f"no room after all: {exc.message}")
+            return
+        except BodegaError as exc:
+            self.watch.ended(current, 127, f"could not create its machine: {exc.message}")
+            return
+        except Exception as exc:
+            log.exception("job %s task %d attempt %d: creating its machine failed",
+                          current.job_id, current.index, current.attempt)
+            self.watch.ended(current, 127, f"could not create its machine: {exc}")
+            return
+        self.watch.started(current, machine_id)
+
+    async def _create(self, run: RunRow, reservation: str | None) -> str:
+        request = CreateRequest(app=run.app, config=run.config, region=self.region,
+                                reservation_id=reservation,
+                                idempotency_key=run.idempotency_key, owner=OWNER)
+        try:
+            row, _ = await self.machines.create(request)
+        except CapacityRejected:
+            raise
+        except Conflict:
+            if reservation is None:
+                raise
+            # The reservation expired or went (a restart between take and create): the
+            # create checks room itself.
+            row, _ = await self.machines.create(replace(request, reservation_id=None))
+        return row.id
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,133 @@
+"""The jobs database of a worker (``jobs.db`` beside ``worker.db``), as numbered migrations.
+
+A worker plays two parts in bodega's batch layer, and keeps both here:
+
+- **home** of the jobs brokers committed to it: ``jobs`` (the spec, as JSON,
+  never changed), ``tasks`` (one row per task: the state the pure rules of
+  ``jobs/tasks.py`` move it through) and ``probes_out`` (the late-binding
+  reservations it placed on workers, not yet answered);
+- **runner** of bodega-pool tasks: ``probes_in`` (reservations other homes
+  placed here, in arrival order) and ``runs`` (each attempt of a task it took
+  and runs as a machine, until its end is reported to its home).
+
+A file of its own, so that jobs never wait on a machine's transaction nor the
+other way round; like ``worker.db`` it is WAL with ``synchronous = FULL``: a
+submit, claim or release is on disk before it is answered.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    """
+    CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,               -- a ULID: ordered by submission
+        app TEXT NOT NULL,
+        name TEXT NOT NULL,
+        pool TEXT NOT NULL,
+        spec TEXT NOT NULL,                -- the JobSpec, as JSON
+        idempotency_key TEXT,
+        deadline_at REAL,
+        state TEXT NOT NULL,               -- derived from its tasks, kept for queries
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        finished_at REAL
+    );
+    CREATE UNIQUE INDEX jobs_by_name ON jobs (app, name);
+    CREATE UNIQUE INDEX jobs_by_key ON jobs (app, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+    CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+    CREATE INDEX jobs_deadline ON jobs (deadline_at)
+        WHERE deadline_at IS NOT NULL AND finished_at IS NULL;
+
+    CREATE TABLE tasks (
+        job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL,
+        exit_codes TEXT NOT NULL,          -- JSON list, null for a lapsed lease
+        claimant TEXT,
+        ref TEXT,
+        lease_expires_at REAL,
+        eligible_at REAL NOT NULL,
+        started_at REAL,
+        ended_at REAL,
+        machine_id TEXT,
+        stopping TEXT,
+        reason TEXT NOT NULL,
+        PRIMARY KEY (job_id, idx)
+    );
+    CREATE INDEX tasks_queued ON tasks (job_id, eligible_at) WHERE state = 'queued';
+    CREATE INDEX tasks_leases ON tasks (lease_expires_at) WHERE state = 'running';
+    CREATE INDEX tasks_held ON tasks (claimant) WHERE state = 'running';
+
+    CREATE TABLE probes_out (
+        job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        worker TEXT NOT NULL,
+        count INTEGER NOT NULL,            -- placed there and not answered yet
+        delivered INTEGER NOT NULL,        -- of which the worker has acknowledged
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (job_id, worker)
+    );
+
+    CREATE TABLE probes_in (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- arrival order: the queue
+        job_id TEXT NOT NULL UNIQUE,
+        home TEXT NOT NULL,
+        app TEXT NOT NULL,
+        ask TEXT NOT NULL,                 -- JSON: what one task needs
+        count INTEGER NOT NULL,
+        takes INTEGER NOT NULL DEFAULT 0,  -- takes answered: names the next take's ref
+        arrived_at REAL NOT NULL
+    );
+
+    CREATE TABLE runs (
+        job_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        home TEXT NOT NULL,
+        app TEXT NOT NULL,
+        config TEXT NOT NULL,              -- the machine config the task runs as
+        lease_seconds REAL NOT NULL,
+        grace_seconds REAL NOT NULL,
+        machine_id TEXT,
+        state TEXT NOT NULL CHECK (state IN ('starting', 'running', 'ended')),
+        stop TEXT,                         -- why it is to be stopped (cancelled, lost, ...)
+        exit_code INTEGER,                 -- ended: the code; NULL: given back
+        reason TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (job_id, idx)
+    );
+    """,
+    # A run per attempt, not per task: a task retried on the worker that ran its failed
+    # attempt is taken while that attempt's row may still wait for its end to be heard, and
+    # a task given back and taken again has the same attempt number. ``seq`` names one run.
+    """
+    CREATE TABLE runs_by_attempt (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,
+        home TEXT NOT NULL,
+        app TEXT NOT NULL,
+        config TEXT NOT NULL,
+        lease_seconds REAL NOT NULL,
+        grace_seconds REAL NOT NULL,
+        machine_id TEXT,
+        state TEXT NOT NULL CHECK (state IN ('starting', 'running', 'ended')),
+        stop TEXT,
+        exit_code INTEGER,
+        reason TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    INSERT INTO runs_by_attempt (job_id, idx, attempt, home, app, config, lease_seconds,
+        grace_seconds, machine_id, state, stop, exit_code, reason, created_at, updated_at)
+        SELECT job_id, idx, attempt, home, app, config, lease_seconds, grace_seconds,
+               machine_id, state, stop, exit_code, reason, created_at, updated_at
+        FROM runs ORDER BY created_at;
+    DROP TABLE runs;
+    ALTER TABLE runs_by_attempt RENAME TO runs;
+    CREATE INDEX runs_by_task ON runs (job_id, idx, attempt);
+    """,
+)

@@ -1,0 +1,239 @@
+"""The jobs database: its transactions, and what a job's home reads and writes in it.
+
+Every change a home makes is one ``tx()`` (``BEGIN IMMEDIATE`` ... ``COMMIT``,
+fsynced) with no ``await`` inside, so of two claims of one task only the first
+to commit finds it queued: exactly one winner, with no lock beyond SQLite's.
+Rows are read into the pure ``Task`` and ``JobSpec`` (``jobs/``) here, and
+only here. The runner's tables are read in ``run_store.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bodega.jobs.jobs import JobState
+from bodega.jobs.spec import JobSpec
+from bodega.jobs.tasks import Policy, Task, TaskState
+from bodega.runtime.sqlite import open_database
+from bodega.worker.jobs.schema import MIGRATIONS
+from bodega.worker.store.database import storage_error
+
+
+@dataclass(frozen=True)
+class JobRow:
+    id: str
+    spec: JobSpec
+    state: JobState
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+
+    @property
+    def app(self) -> str:
+        return self.spec.app
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def policy(self) -> Policy:
+        s = self.spec
+        return Policy(s.max_attempts, s.backoff, s.backoff_cap, s.lease_seconds, s.deadline_at)
+
+
+class JobStore:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self.clock = clock
+        self.db = open_database(path, MIGRATIONS)
+        self.db.row_factory = sqlite3.Row
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One atomic, durable unit (a full disk becomes ``StorageFull``, nothing kept)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+            self.db.execute("COMMIT")
+        except BaseException as exc:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            full = storage_error(exc)
+            if full is exc:
+                raise
+            raise full from exc
+
+    # -- jobs -------------------------------------------------------------------------------
+    def insert_job(self, conn: sqlite3.Connection, job_id: str, spec: JobSpec, now: float) -> None:
+        conn.execute(
+            "INSERT INTO jobs (id, app, name, pool, spec, idempotency_key, deadline_at, state, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (job_id, spec.app, spec.name, spec.pool, spec.model_dump_json(exclude_none=True),
+             spec.idempotency_key, spec.deadline_at, str(JobState.QUEUED), now, now))
+        conn.executemany(
+            "INSERT INTO tasks (job_id, idx, state, attempts, exit_codes, eligible_at, reason) "
+            "VALUES (?, ?, 'queued', 0, '[]', ?, '')",
+            ((job_id, i, now) for i in range(spec.count)))
+
+    def job(self, job_id: str) -> JobRow | None:
+        row = self.db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if row is None else _job(row)
+
+    def job_named(self, app: str, name: str) -> JobRow | None:
+        row = self.db.execute("SELECT * FROM jobs WHERE app = ? AND name = ?",
+                              (app, name)).fetchone()
+        return None if row is None else _job(row)
+
+    def job_keyed(self, app: str, key: str) -> JobRow | None:
+        row = self.db.execute("SELECT * FROM jobs WHERE app = ? AND idempotency_key = ?",
+                              (app, key)).fetchone()
+        return None if row is None else _job(row)
+
+    def jobs(self, app: str | None = None) -> list[JobRow]:
+        rows = self.db.execute("SELECT * FROM jobs ORDER BY id") if app is None else \
+            self.db.execute("SELECT * FROM jobs WHERE app = ? ORDER BY id", (app,))
+        return [_job(row) for row in rows]
+
+    def set_job_state(self, conn: sqlite3.Connection, job_id: str, state: JobState,
+                      now: float, finished: bool) -> None:
+        conn.execute("UPDATE jobs SET state = ?, updated_at = ?, finished_at = ? WHERE id = ?",
+                     (str(state), now, now if finished else None, job_id))
+
+    def delete_job(self, conn: sqlite3.Connection, job_id: str) -> None:
+        conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
+    def finished(self) -> list[tuple[str, str, float]]:
+        return [(r[0], r[1], float(r[2])) for r in self.db.execute(
+            "SELECT id, app, finished_at FROM jobs WHERE finished_at IS NOT NULL")]
+
+    def past_deadline(self, now: float) -> list[str]:
+        return [str(r[0]) for r in self.db.execute(
+            "SELECT id FROM jobs WHERE deadline_at IS NOT NULL AND finished_at IS NULL "
+            "AND deadline_at <= ?", (now,))]
+
+    # -- tasks ------------------------------------------------------------------------------
+    def tasks(self, conn: sqlite3.Connection, job_id: str) -> list[Task]:
+        return [_task(r) for r in conn.execute(
+            "SELECT * FROM tasks WHERE job_id = ? ORDER BY idx", (job_id,))]
+
+    def task(self, conn: sqlite3.Connection, job_id: str, index: int) -> Task | None:
+        row = conn.execute("SELECT * FROM tasks WHERE job_id = ? AND idx = ?",
+                           (job_id, index)).fetchone()
+        return None if row is None else _task(row)
+
+    def claimable(self, conn: sqlite3.Connection, job_id: str, now: float,
+                  limit: int) -> list[Task]:
+        return [_task(r) for r in conn.execute(
+            "SELECT * FROM tasks WHERE job_id = ? AND state = 'queued' AND eligible_at <= ? "
+            "ORDER BY idx LIMIT ?", (job_id, now, limit))]
+
+    def held(self, conn: sqlite3.Connection, job_id: str, worker: str,
+             ref: str | None = None) -> list[Task]:
+        """Running tasks of the job that ``worker`` holds (under claim ``ref``, if given)."""
+        sql = "SELECT * FROM tasks WHERE job_id = ? AND state = 'running' AND claimant = ?"
+        args: tuple[str, ...] = (job_id, worker)
+        if ref is not None:
+            sql, args = sql + " AND ref = ?", (*args, ref)
+        return [_task(r) for r in conn.execute(sql + " ORDER BY idx", args)]
+
+    def running(self, conn: sqlite3.Connection, job_id: str) -> list[Task]:
+        return [_task(r) for r in conn.execute(
+            "SELECT * FROM tasks WHERE job_id = ? AND state = 'running' ORDER BY idx",
+            (job_id,))]
+
+    def put_task(self, conn: sqlite3.Connection, job_id: str, task: Task) -> None:
+        conn.execute(
+            "UPDATE tasks SET state = ?, attempts = ?, exit_codes = ?, claimant = ?, ref = ?, "
+            "lease_expires_at = ?, eligible_at = ?, started_at = ?, ended_at = ?, "
+            "machine_id = ?, stopping = ?, reason = ? WHERE job_id = ? AND idx = ?",
+            (str(task.state), task.attempts, json.dumps(list(task.exit_codes)), task.claimant,
+             task.ref, task.lease_expires_at, task.eligible_at, task.started_at, task.ended_at,
+             task.machine_id, task.stopping, task.reason, job_id, task.index))
+
+    def counts(self, conn: sqlite3.Connection, job_id: str) -> dict[str, int]:
+        found = dict.fromkeys((str(s) for s in TaskState), 0)
+        for state, n in conn.execute(
+                "SELECT state, count(*) FROM tasks WHERE job_id = ? GROUP BY state", (job_id,)):
+            found[str(state)] = int(n)
+        return found
+
+    def queued_total(self) -> int:
+        (n,) = self.db.execute("SELECT count(*) FROM tasks WHERE state = 'queued'").fetchone()
+        return int(n)
+
+    def lapsed(self, now: float) -> list[tuple[str, int]]:
+        return [(str(r[0]), int(r[1])) for r in self.db.execute(
+            "SELECT job_id, idx FROM tasks WHERE state = 'running' AND lease_expires_at < ?",
+            (now,))]
+
+    def claimable_by_job(self, now: float, pool: str) -> dict[str, int]:
+        """Jobs of ``pool`` with tasks that may run now, and how many."""
+        return {str(r[0]): int(r[1]) for r in self.db.execute(
+            "SELECT t.job_id, count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id "
+            "WHERE t.state = 'queued' AND t.eligible_at <= ? AND j.pool = ? "
+            "GROUP BY t.job_id", (now, pool))}
+
+    # -- probes placed by this home -----------------------------------------------------------
+    def add_probes(self, conn: sqlite3.Connection, job_id: str, placed: dict[str, int],
+                   now: float) -> None:
+        conn.executemany(
+            "INSERT INTO probes_out (job_id, worker, count, delivered, updated_at) "
+            "VALUES (?, ?, ?, 0, ?) ON CONFLICT (job_id, worker) DO UPDATE SET "
+            "count = count + excluded.count, updated_at = excluded.updated_at",
+            ((job_id, worker, n, now) for worker, n in placed.items() if n > 0))
+
+    def probes_answered(self, conn: sqlite3.Connection, job_id: str, worker: str, used: int,
+                        drop: bool) -> None:
+        if drop:
+            conn.execute("DELETE FROM probes_out WHERE job_id = ? AND worker = ?",
+                         (job_id, worker))
+        else:
+            conn.execute("UPDATE probes_out SET count = max(0, count - ?), "
+                         "delivered = max(0, delivered - ?) WHERE job_id = ? AND worker = ?",
+                         (used, used, job_id, worker))
+
+    def probes_out(self, job_id: str | None = None) -> list[tuple[str, str, int, int]]:
+        """(job, worker, count, delivered) of the probes out there."""
+        rows = self.db.execute("SELECT job_id, worker, count, delivered FROM probes_out") \
+            if job_id is None else self.db.execute(
+                "SELECT job_id, worker, count, delivered FROM probes_out WHERE job_id = ?",
+                (job_id,))
+        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
+
+    def probes_delivered(self, job_id: str, worker: str, sent: int) -> None:
+        with self.tx() as conn:
+            conn.execute("UPDATE probes_out SET delivered = min(count, delivered + ?) "
+                         "WHERE job_id = ? AND worker = ?", (sent, job_id, worker))
+
+    def forget_probes(self, conn: sqlite3.Connection, job_id: str,
+                      worker: str | None = None) -> None:
+        if worker is None:
+            conn.execute("DELETE FROM probes_out WHERE job_id = ?", (job_id,))
+        else:
+            conn.execute("DELETE FROM probes_out WHERE job_id = ? AND worker = ?",
+                         (job_id, worker))
+
+
+def _job(row: sqlite3.Row) -> JobRow:
+    return JobRow(id=row["id"], spec=JobSpec.model_validate_json(row["spec"]),
+                  state=JobState(row["state"]), created_at=row["created_at"],
+                  updated_at=row["updated_at"], finished_at=row["finished_at"])
+
+
+def _task(row: sqlite3.Row) -> Task:
+    return Task(index=row["idx"], state=TaskState(row["state"]), attempts=row["attempts"],
+                exit_codes=tuple(json.loads(row["exit_codes"])), claimant=row["claimant"],
+                ref=row["ref"], lease_expires_at=row["lease_expires_at"],
+                eligible_at=row["eligible_at"], started_at=row["started_at"],
+                ended_at=row["ended_at"], machine_id=row["machine_id"],
+                stopping=row["stopping"], reason=row["reason"])

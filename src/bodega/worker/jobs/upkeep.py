@@ -1,0 +1,224 @@
+"""What a home does on its own, a few times a second: lapses, deadlines, probes, retention.
+
+- A running task whose lease lapsed is a failed attempt (``jobs.tasks.lapse``):
+  requeued after its backoff, or failed once its attempts are used up.
+- A job past its deadline: queued tasks fail, running ones are told to stop.
+- Late binding: a bodega-pool job with tasks that may run now keeps ``ratio``
+  probes per such task on live workers (``jobs.binding.wanted``), placed on the
+  workers with most room in this worker's view; probes are delivered, and a
+  worker that cannot be reached loses them (they are placed elsewhere).
+- Finished jobs past the TTL, or beyond the newest ``keep`` of their app, go.
+- Stop orders and probe drops are sent as they come.
+
+On start, leases get a full term from now (``after_restart``): while the home
+was down no claimant could renew.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass
+
+from bodega.jobs.binding import by_room, spread, wanted
+from bodega.jobs.jobs import Finished, to_drop
+from bodega.jobs.spec import BODEGA_POOL
+from bodega.jobs.tasks import after_restart, expire, lapse
+from bodega.model.errors import BodegaError, Unavailable
+from bodega.runtime.waits import within
+from bodega.wire.jobs.calls import ProbeBody, RunStop
+from bodega.worker.jobs.home import JobHome, StopOrder
+from bodega.worker.jobs.peers import JobPeers
+
+log = logging.getLogger("bodega.worker.jobs")
+
+
+@dataclass(frozen=True)
+class UpkeepConfig:
+    interval: float = 0.2
+    probe_ratio: float = 2.0
+    finished_ttl: float = 24 * 3600.0
+    keep_per_app: int = 1000
+    retention_every: float = 30.0
+
+
+class JobUpkeep:
+    def __init__(self, home: JobHome, peers: JobPeers, config: UpkeepConfig,
+                 rng: random.Random | None = None) -> None:
+        self.home = home
+        self.store = home.store
+        self.peers = peers
+        self.config = config
+        self.rng = rng or random.Random()
+        self.wake = asyncio.Event()
+        self._sending: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._next_retention = 0.0
+        home.stops = self.send_stops
+        home.drops = self.send_drops
+
+    def resumed(self) -> None:
+        """After a restart: no lease lapses before a full term from now."""
+        now = self.store.clock()
+        for job in self.store.jobs():
+            if job.finished_at is not None:
+                continue
+            with self.store.tx() as conn:
+                for task in self.store.running(conn, job.id):
+                    after = after_restart(task, job.policy, now)
+                    if after != task:
+                        self.store.put_task(conn, job.id, after)
+
+    async def run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await within(self.wake.wait(), self.config.interval)
+            self.wake.clear()
+            try:
+                self.tick()
+            except Exception:
+                log.exception("job upkeep failed")
+
+    def tick(self) -> None:
+        now = self.store.clock()
+        self.lapse_leases(now)
+        self.enforce_deadlines(now)
+        self.top_up_probes(now)
+        self.deliver_probes()
+        if now >= self._next_retention:
+            self._next_retention = now + self.config.retention_every
+            self.retain(now)
+            self.home.queued = self.store.queued_total()  # the running count, checked
+
+    # -- leases and deadlines ---------------------------------------------------------------
+    def lapse_leases(self, now: float) -> None:
+        for job_id, index in self.store.lapsed(now):
+            job = self.store.job(job_id)
+            if job is None:
+                continue
+            with self.store.tx() as conn:
+                task = self.store.task(conn, job_id, index)
+                after = None if task is None else lapse(task, job.policy, now, self.rng.random())
+                if after is None:
+                    continue
+                self.home.apply(conn, job, [after], now)
+            log.info("job %s task %d: %s", job.name, index, after.reason)
+            self.home.changed(job_id)
+
+    def enforce_deadlines(self, now: float) -> None:
+        for job_id in self.store.past_deadline(now):
+            job = self.store.job(job_id)
+            if job is None:
+                continue
+            with self.store.tx() as conn:
+                changed = [a for t in self.store.tasks(conn, job_id)
+                           if (a := expire(t, job.policy, now)) is not None]
+                if not changed:
+                    continue
+                self.home.apply(conn, job, changed, now)
+            self.home.changed(job_id)
+            self.home.order_stops(job, changed)
+
+    # -- late binding's probes -----------------------------------------------------------------
+    def top_up_probes(self, now: float) -> None:
+        claimable = self.store.claimable_by_job(now, BODEGA_POOL)
+        if not claimable:
+            return
+        out: dict[str, list[tuple[str, int]]] = {}
+        for job_id, worker, count, _ in self.store.probes_out():
+            out.setdefault(job_id, []).append((worker, count))
+        rooms = None
+        for job_id, n in claimable.items():
+            live = 0
+            for worker, count in out.get(job_id, []):
+                if self.peers.alive(worker):
+                    live += count
+                else:  # lost with their worker: placed elsewhere below
+                    with self.store.tx() as conn:
+                        self.store.forget_probes(conn, job_id, worker)
+            more = wanted(n, live, self.config.probe_ratio)
+            if not more:
+                continue
+            job = self.store.job(job_id)
+            if job is None:
+                continue
+            rooms = rooms if rooms is not None else self.peers.rooms()
+            ask = job.spec.ask()
+            regions = tuple(r.strip() for r in (job.spec.region or "").split(",") if r.strip())
+            ranked = by_room(rooms, ask.cpus * 250, ask.memory_mb, self.rng, regions)
+            placed = spread(ranked, more)
+            if placed:
+                with self.store.tx() as conn:
+                    self.store.add_probes(conn, job_id, placed, now)
+
+    def deliver_probes(self) -> None:
+        for job_id, worker, count, delivered in self.store.probes_out():
+            if count > delivered and (job_id, worker) not in self._sending:
+                self._sending.add((job_id, worker))
+                self._spawn(self._deliver(job_id, worker, count - delivered))
+
+    async def _deliver(self, job_id: str, worker: str, count: int) -> None:
+        try:
+            job = self.store.job(job_id)
+            if job is None:
+                return
+            body = ProbeBody.of(job_id, self.home.name, job.app, job.spec.ask(), count)
+            try:
+                await self.peers.client(worker).probe(body)
+            except Unavailable as exc:
+                log.info("job %s: probes for %s lost (%s); placing them elsewhere",
+                         job.name, worker, exc.message)
+                with self.store.tx() as conn:
+                    self.store.forget_probes(conn, job_id, worker)
+                return
+            except BodegaError as exc:
+                log.warning("job %s: %s refused probes: %s", job.name, worker, exc.message)
+                return
+            self.store.probes_delivered(job_id, worker, count)
+        finally:
+            self._sending.discard((job_id, worker))
+
+    # -- retention ------------------------------------------------------------------------------
+    def retain(self, now: float) -> None:
+        finished = [Finished(job_id, app, at) for job_id, app, at in self.store.finished()]
+        dropped = to_drop(finished, now, self.config.finished_ttl, self.config.keep_per_app)
+        for job_id in dropped:
+            with self.store.tx() as conn:
+                self.store.delete_job(conn, job_id)
+            self.home.changed(job_id)
+        if dropped:
+            log.info("dropped %d finished jobs (TTL %.0fs, %d kept per app)", len(dropped),
+                     self.config.finished_ttl, self.config.keep_per_app)
+
+    # -- orders to other workers -----------------------------------------------------------------
+    def send_stops(self, orders: list[StopOrder]) -> None:
+        for order in orders:
+            self._spawn(self._stop(order))
+
+    async def _stop(self, order: StopOrder) -> None:
+        try:
+            await self.peers.client(order.worker).stop_run(
+                RunStop(job=order.job, task=order.task, grace=order.grace))
+        except BodegaError as exc:  # its next renewal says stop
+            log.info("stop of job %s task %d not delivered to %s: %s", order.job, order.task,
+                     order.worker, exc.message)
+
+    def send_drops(self, job_id: str, workers: list[str]) -> None:
+        for worker in workers:
+            self._spawn(self._drop(job_id, worker))
+
+    async def _drop(self, job_id: str, worker: str) -> None:
+        with contextlib.suppress(BodegaError):  # a probe left there is answered "drop"
+            await self.peers.client(worker).drop_probes(job_id)
+
+    def _spawn(self, coro: object) -> None:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

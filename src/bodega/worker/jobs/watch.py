@@ -1,0 +1,280 @@
+"""The tasks a worker runs, from their machine's start to their end reported at the home.
+
+A task's machine is watched through the machine store's commits (the same
+wake-ups as ``/wait``): the commit that records its exit says it ended, with
+its exit code, before its ``auto_destroy`` tears it down, so its output is
+kept here first (``bodega jobs logs``). The end is recorded (durably), then
+reported to the job's home (``release``), again and again until the home has
+heard. While it runs, its lease is renewed at the home (every third of the
+lease, two seconds at most); the home answers keep running, stop (cancelled,
+or past its deadline) or lost (the lease lapsed and the task went back to the
+queue: it is stopped and not reported). A stop sends the config's stop
+signal (SIGTERM by default here), then SIGKILL after the job's grace period.
+
+A machine stopped by anyone else (the worker's own shutdown) gives the task
+back: not a failure, it runs again elsewhere at once.
+
+Everything here acts on one run (one attempt, ``RunRow.seq``), and names its
+attempt to the home: a task retried on this worker is taken while its failed
+attempt's end may still be on its way, and the answer to that attempt's
+renewal or a second copy of its report must never stop or end the next one.
+Reports run beside the renewals, never before them, so that a slow report (its
+machine's teardown) does not hold back the renewal of every other lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from bodega.model.errors import BodegaError, Conflict, NotFound
+from bodega.model.states import MachineState as S
+from bodega.runtime.waits import within
+from bodega.wire.jobs.calls import HomeRelease, HomeRenew, RenewItem
+from bodega.worker.core.payloads import EndsRun
+from bodega.worker.core.records import MachineRow
+from bodega.worker.jobs.peers import JobPeers
+from bodega.worker.jobs.run_store import RunRow, RunStore
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.store import queries
+
+log = logging.getLogger("bodega.worker.jobs")
+
+ENDED = frozenset({S.STOPPED, S.FAILED, S.DESTROYING, S.DESTROYED, S.LAUNCH_FAILED})
+TICK = 0.5
+MAX_RENEW_EVERY = 2.0
+STOP_TRIES = 25  # a machine still starting refuses a stop: try again, 0.2 s apart
+
+
+def end_of(row: MachineRow, stopped_by_us: bool,
+           stop_exit: int | None = None) -> tuple[bool, int | None, str]:
+    """(ended, exit code, why) of a task's machine; a code of None gives the task back.
+    ``stop_exit``: the code its stop operation saw, for a machine stopped as asked."""
+    exit_status = row.last_exit
+    if exit_status is not None:
+        if exit_status.oom_killed:
+            why = "out of memory"
+        elif exit_status.signal is not None:
+            why = f"killed by signal {exit_status.signal}"
+        else:
+            why = f"exit code {exit_status.exit_code}"
+        return True, exit_status.exit_code, why
+    if row.state not in ENDED:
+        return False, None, ""
+    if row.state in (S.FAILED, S.LAUNCH_FAILED):
+        return True, 127, "its machine failed to start (see the machine's events)"
+    if stopped_by_us:  # the home counts the end as the stop asked for; the code says how
+        return True, stop_exit, "stopped as asked" + (
+            f" (exit code {stop_exit})" if stop_exit is not None else "")
+    return True, None, "its machine was stopped"
+
+
+class RunWatch:
+    def __init__(self, store: RunStore, machines: MachineService, peers: JobPeers,
+                 logs_dir: Path, machine_dir: Any) -> None:
+        self.store = store
+        self.machines = machines
+        self.peers = peers
+        self.logs_dir = logs_dir
+        self.machine_dir = machine_dir  # machine id -> its directory
+        self.by_machine = {run.machine_id: run.seq for run in store.runs()
+                           if run.machine_id and run.state == "running"}
+        self._renewed: dict[int, float] = {}  # run -> when its lease was last renewed
+        self._reporting: set[int] = set()  # runs whose end is being reported
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._live = False
+        self.renew_soon = asyncio.Event()
+        machines.store.on_commit(self.on_machine)
+
+    def started(self, run: RunRow, machine_id: str) -> None:
+        self.store.update(run, self.store.jobs.clock(), machine_id=machine_id, state="running")
+        self.by_machine[machine_id] = run.seq
+        self.renew_soon.set()  # the home learns where it runs
+        self.on_machine(machine_id)  # it may have ended already
+        current = self.store.run(run.seq)
+        if current is not None and current.state == "running" and current.stop:
+            # Told to stop while its machine was being created: stop the machine now.
+            self._spawn(self.stop_run(current, current.stop))
+
+    def on_machine(self, machine_id: str) -> None:
+        """A machine's commit: if it is a task's and it ended, record the end."""
+        seq = self.by_machine.get(machine_id)
+        if seq is None:
+            return
+        row = queries.get_machine(self.machines.store.db, machine_id)
+        run = self.store.run(seq)
+        if row is None or run is None or run.state == "ended":
+            return
+        ended, code, why = end_of(row, run.stop is not None, self._stop_exit(machine_id))
+        if ended:
+            self.keep_logs(run, machine_id)
+            self.ended(run, code, why)
+
+    def _stop_exit(self, machine_id: str) -> int | None:
+        """The exit code the machine's last stop saw (SIGTERM: 143), if it had one."""
+        op = self.machines.store.last_operation(machine_id)
+        exit_event = op.payload.exit if op is not None and isinstance(op.payload, EndsRun) \
+            else None
+        code = exit_event.get("exit_code") if exit_event else None
+        return code if isinstance(code, int) and code >= 0 else None
+
+    def ended(self, run: RunRow, code: int | None, why: str) -> None:
+        self.store.update(run, self.store.jobs.clock(), state="ended", exit_code=code,
+                          reason=why)
+        if run.machine_id:
+            self.by_machine.pop(run.machine_id, None)
+        log.info("job %s task %d attempt %d ended: %s", run.job_id, run.index, run.attempt, why)
+        ended = self.store.run(run.seq)
+        if ended is not None and self._live:
+            self._spawn(self.report(ended))
+
+    def keep_logs(self, run: RunRow, machine_id: str) -> None:
+        """The machine's output, copied before its teardown removes it."""
+        logs = Path(self.machine_dir(machine_id)) / "logs"
+        target = self.logs_dir / run.job_id / f"{run.index}.log"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with target.open("wb") as out:
+                for part in ("machine.log.1", "machine.log"):
+                    with contextlib.suppress(FileNotFoundError), (logs / part).open("rb") as f:
+                        shutil.copyfileobj(f, out)
+        except OSError as exc:
+            log.warning("job %s task %d: its output was not kept: %s", run.job_id,
+                        run.index, exc)
+
+    def logs(self, job_id: str, task: int) -> bytes:
+        run = self.store.latest(job_id, task)
+        if run is not None and run.machine_id and run.state == "running":
+            live = Path(self.machine_dir(run.machine_id)) / "logs" / "machine.log"
+            with contextlib.suppress(OSError):
+                return live.read_bytes()
+        kept = self.logs_dir / job_id / f"{task}.log"
+        try:
+            return kept.read_bytes()
+        except FileNotFoundError:
+            raise NotFound(f"no output of job {job_id} task {task} on this worker") from None
+
+    # -- reporting, renewing --------------------------------------------------------------------
+    async def report(self, run: RunRow) -> bool:
+        """Tell the home how the attempt ended; True once it has heard (or need not).
+        One report of a run at a time: a second copy could reach the home after it gave the
+        task back to this worker as its next attempt."""
+        if run.seq in self._reporting:
+            return False
+        self._reporting.add(run.seq)
+        try:
+            return await self._report(run)
+        finally:
+            self._reporting.discard(run.seq)
+
+    async def _report(self, run: RunRow) -> bool:
+        if run.stop != "lost":
+            body = HomeRelease(worker=self.peers.name, task=run.index, exit_code=run.exit_code,
+                               reason=run.reason, attempt=run.attempt)
+            try:
+                await self.peers.client(run.home).release_task(run.job_id, body)
+            except (Conflict, NotFound) as exc:  # no longer ours, or the job is gone
+                log.info("job %s task %d attempt %d: the home did not take the end: %s",
+                         run.job_id, run.index, run.attempt, exc.message)
+            except BodegaError as exc:
+                log.info("job %s task %d attempt %d: end not reported yet: %s", run.job_id,
+                         run.index, run.attempt, exc.message)
+                return False
+        self.store.forget(run)
+        self._renewed.pop(run.seq, None)
+        if run.machine_id:  # one that did not destroy itself (stopped, failed) goes now
+            with contextlib.suppress(BodegaError):
+                await self.machines.destroy(run.machine_id, force=True, lease_override=True)
+        return True
+
+    async def run(self) -> None:
+        self._live = True
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await within(self.renew_soon.wait(), TICK)
+            soon = self.renew_soon.is_set()
+            self.renew_soon.clear()
+            try:
+                await self.tick(soon)
+            except Exception:
+                log.exception("job run upkeep failed")
+
+    async def tick(self, soon: bool = False) -> None:
+        now = self.store.jobs.clock()
+        due: dict[str, list[RunRow]] = {}
+        for run in self.store.runs():
+            if run.state == "ended":
+                if run.seq not in self._reporting:
+                    self._spawn(self.report(run))
+            elif soon or now - self._renewed.get(run.seq, 0.0) >= \
+                    min(run.lease_seconds / 3, MAX_RENEW_EVERY):
+                due.setdefault(run.home, []).append(run)
+        await asyncio.gather(*(self._renew(home, runs) for home, runs in due.items()))
+
+    async def _renew(self, home: str, runs: list[RunRow]) -> None:
+        body = HomeRenew(worker=self.peers.name, tasks=[
+            RenewItem(job=r.job_id, task=r.index, machine_id=r.machine_id, attempt=r.attempt)
+            for r in runs])
+        try:
+            answer = await self.peers.client(home).renew_leases(body)
+        except BodegaError as exc:  # keep running: the lease was given for this
+            log.info("renewing %d leases at %s failed: %s", len(runs), home, exc.message)
+            return
+        now = self.store.jobs.clock()
+        for asked, result in zip(runs, answer.results, strict=False):
+            run = self.store.run(asked.seq)  # as it is now: it may have ended meanwhile
+            if run is None or run.state == "ended":
+                continue
+            self._renewed[run.seq] = now
+            if result.answer.verdict == "stop" and run.stop is None:
+                self._spawn(self.stop_run(run, "cancelled"))
+            elif result.answer.verdict == "lost" and run.stop != "lost":
+                log.info("job %s task %d attempt %d: the lease was lost; stopping it",
+                         run.job_id, run.index, run.attempt)
+                self._spawn(self.stop_run(run, "lost"))
+
+    async def stop(self, job_id: str, task: int, grace: float, why: str) -> bool:
+        """Stop a task's machine: SIGTERM, SIGKILL after ``grace``; False if not running here."""
+        run = self.store.latest(job_id, task, live=True)
+        if run is None:
+            return False
+        return await self.stop_run(run, why, grace)
+
+    async def stop_run(self, run: RunRow, why: str, grace: float | None = None) -> bool:
+        """Stop one run's machine (SIGTERM, then SIGKILL after the grace period)."""
+        grace = run.grace_seconds if grace is None else grace
+        current = self.store.run(run.seq)
+        if current is None or current.state == "ended":
+            return False
+        run = current
+        self.store.update(run, self.store.jobs.clock(), stop=why)
+        if run.machine_id is None:
+            return True  # not created yet: the launch sees the stop
+        for _ in range(STOP_TRIES):
+            try:
+                await self.machines.stop(run.machine_id, signal="SIGTERM", timeout=grace,
+                                         lease_override=True)
+                return True
+            except NotFound:
+                return True
+            except BodegaError:
+                await asyncio.sleep(0.2)
+        log.warning("job %s task %d: its machine %s would not stop", run.job_id, run.index,
+                    run.machine_id)
+        return True
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        self._live = False
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

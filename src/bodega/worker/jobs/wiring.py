@@ -1,0 +1,119 @@
+"""The batch layer of a worker, wired: its jobs database, home, runner, routes and publisher.
+
+Built with the worker (before its recovery, so that the exit of a task's
+machine found at start-up is seen), attached to the registry once it runs
+(other workers' URLs, who is alive, their room; the ``jobs`` rows it
+publishes), started after it. ``docs/jobs.md`` says what each part does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from typing import Any
+
+from bodega.jobs.binding import WorkerRoom
+from bodega.registry import RegistryNode
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.worker.config import WorkerConfig
+from bodega.worker.jobs.home import JobHome
+from bodega.worker.jobs.peers import JobPeers
+from bodega.worker.jobs.publish import JobPublisher
+from bodega.worker.jobs.routes import JobRoutes
+from bodega.worker.jobs.run_store import RunStore
+from bodega.worker.jobs.runs import JobRunner
+from bodega.worker.jobs.store import JobStore
+from bodega.worker.jobs.upkeep import JobUpkeep, UpkeepConfig
+from bodega.worker.jobs.watch import RunWatch
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.store.ledger import Ledger
+
+log = logging.getLogger("bodega.worker.jobs")
+
+
+class WorkerJobs:
+    def __init__(self, config: WorkerConfig, machines: MachineService, ledger: Ledger,
+                 tls: InternalTls | None) -> None:
+        settings = config.jobs
+        self.store = JobStore(config.data_dir / "jobs.db")
+        self.home = JobHome(self.store, config.name, settings.queue_limit)
+        self.peers = JobPeers(config.name, tls.client if tls is not None else None,
+                              self._url_of, self._alive, self._rooms)
+        runs = RunStore(self.store)
+        self.watch = RunWatch(runs, machines, self.peers, config.data_dir / "jobs" / "logs",
+                              config.machine_dir)
+        self.runner = JobRunner(runs, machines, ledger, self.peers, self.watch, config.region)
+        self.upkeep = JobUpkeep(self.home, self.peers, UpkeepConfig(
+            probe_ratio=settings.probe_ratio, finished_ttl=settings.finished_ttl,
+            keep_per_app=settings.keep_per_app), rng=random.Random())
+        self.routes = JobRoutes(home=self.home, runner=self.runner)
+        self.registry: RegistryNode | None = None
+        self.publisher: JobPublisher | None = None
+        self._tasks: list[asyncio.Task[Any]] = []
+        self.home.changed = self._changed
+
+    def _changed(self, job_id: str) -> None:
+        if self.publisher is not None:
+            self.publisher.mark(job_id)
+        self.upkeep.wake.set()
+
+    # -- the view ---------------------------------------------------------------------------
+    def _url_of(self, worker: str) -> str | None:
+        doc = self.registry.get("workers", worker) if self.registry is not None else None
+        url = doc.get("url") if doc else None
+        return str(url) if url else None
+
+    def _statuses(self) -> dict[str, bool]:
+        if self.registry is None:
+            return {}
+        return {m.name: m.status.live for m in self.registry.members()}
+
+    def _alive(self, worker: str) -> bool:
+        return self._statuses().get(worker, False)
+
+    def _rooms(self) -> list[WorkerRoom]:
+        if self.registry is None:
+            return []
+        live = self._statuses()
+        rooms = []
+        for doc in self.registry.rows("workers"):
+            free = doc.get("free") or {}
+            rooms.append(WorkerRoom(
+                name=str(doc.get("name")), alive=live.get(str(doc.get("name")), False),
+                cordoned=bool(doc.get("cordoned")),
+                free_millicpus=int(free.get("millicpus", 0)),
+                free_memory_mb=int(free.get("memory_mb", 0)), region=str(doc.get("region"))))
+        return rooms
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def attach(self, registry: RegistryNode) -> None:
+        self.registry = registry
+        self.publisher = JobPublisher(registry, self.home)
+
+    def start(self) -> None:
+        self.upkeep.resumed()
+        if self.publisher is not None:
+            self.publisher.publish_all()
+            self._tasks.append(asyncio.create_task(self.publisher.run()))
+        self._tasks += [asyncio.create_task(self.upkeep.run()),
+                        asyncio.create_task(self.runner.run()),
+                        asyncio.create_task(self.watch.run())]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.runner.close()
+        await self.watch.close()
+        await self.upkeep.close()
+        if self.publisher is not None:
+            with contextlib.suppress(Exception):
+                self.publisher.flush()
+
+    async def close(self) -> None:
+        await self.peers.aclose()
+        self.store.close()

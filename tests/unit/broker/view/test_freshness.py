@@ -1,0 +1,48 @@
+"""Which of two docs of one machine is newer, and the machine index keeping the newer one."""
+
+from __future__ import annotations
+
+from bodega.broker.view.freshness import newest, replaces, stamp
+from bodega.broker.view.machine_index import MachineIndex
+from bodega.model.machine import Machine
+
+
+def doc(updated_at: str | None, state: str = "started") -> Machine:
+    d: dict[str, object] = {"id": "m1", "app": "a", "worker": "w1", "name": "n",
+                            "state": state}
+    if updated_at is not None:
+        d["updated_at"] = updated_at
+    return Machine.model_validate(d)
+
+
+def test_a_zero_fraction_is_not_newer_than_a_later_microsecond() -> None:
+    # As text "…:05Z" sorts after "…:05.000001Z"; as time it is a microsecond earlier.
+    earlier, later = doc("2026-01-01T00:00:05Z"), doc("2026-01-01T00:00:05.000001Z")
+    assert stamp(later) > stamp(earlier)
+    assert replaces(later, earlier)
+    assert not replaces(earlier, later)
+
+
+def test_missing_or_bad_stamps_are_the_oldest() -> None:
+    good = doc("2026-01-01T00:00:05Z")
+    assert not replaces(doc(None), good)
+    assert not replaces(doc("yesterday"), good)
+    assert replaces(good, doc(None))
+    assert replaces(doc("2026-01-01T00:00:05Z"), good)  # the same change, seen again
+    assert replaces(good, None)
+
+
+def test_newest_prefers_the_first_of_equals() -> None:
+    a, b = doc("2026-01-01T00:00:05Z", "stopped"), doc("2026-01-01T00:00:05Z", "started")
+    assert newest(a, b) is a
+    assert newest(None, b) is b
+    assert newest(None, None) is None
+    assert newest(doc("2026-01-01T00:00:04Z"), b) is b
+
+
+def test_the_index_ignores_an_older_doc_across_the_text_ordering_trap() -> None:
+    index = MachineIndex()
+    index.note(doc("2026-01-01T00:00:05.000001Z", "destroyed"))
+    index.note(doc("2026-01-01T00:00:05Z", "started"))
+    assert index.colocated("a") == {}
+    assert not index.name_taken("a", "n")

@@ -1,0 +1,62 @@
+"""The runs a worker took, in its jobs database: one row per attempt, never one per task.
+
+A task retried on the worker that ran its failed attempt is taken while that
+attempt's row may still be there (its end on its way to the home): the new
+attempt must be recorded and launched, and forgetting the old one must leave it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bodega.model.capacity import Ask
+from bodega.model.machine_config import MachineConfig
+from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
+from bodega.worker.jobs.store import JobStore
+
+
+def taken(attempt: int, index: int = 0) -> RunRow:
+    return RunRow(job_id="j1", index=index, attempt=attempt, home="w1", app="app",
+                  config=MachineConfig(image="bodega/process"), lease_seconds=30.0,
+                  grace_seconds=5.0, machine_id=None, state="starting", stop=None,
+                  exit_code=None, reason=None, updated_at=0.0)
+
+
+def probe(store: RunStore) -> ProbeRow:
+    store.add_probe("j1", "w1", "app", Ask(cpus=1, memory_mb=256), 1, 0.0)
+    (found,) = store.probes()
+    return found
+
+
+def attempts(store: RunStore) -> list[tuple[int, str]]:
+    return [(run.attempt, run.state) for run in store.runs()]
+
+
+def test_a_retry_taken_while_its_last_attempt_is_reported_is_recorded(tmp_path: Path) -> None:
+    store = RunStore(JobStore(tmp_path / "jobs.db"))
+    store.took(probe(store), [taken(1)], False, 1.0)
+    (first,) = store.runs()
+    store.update(first, 2.0, state="ended", exit_code=1, reason="exit code 1")
+    store.took(probe(store), [taken(2)], False, 3.0)  # before attempt 1's end was forgotten
+    assert attempts(store) == [(1, "ended"), (2, "starting")]
+    store.forget(first)
+    assert attempts(store) == [(2, "starting")]
+
+
+def test_a_task_given_back_and_taken_again_is_a_new_run(tmp_path: Path) -> None:
+    # A task given back undoes its attempt: taken again, it has the same attempt number.
+    store = RunStore(JobStore(tmp_path / "jobs.db"))
+    store.took(probe(store), [taken(1)], False, 1.0)
+    (first,) = store.runs()
+    store.update(first, 2.0, state="ended", exit_code=None, reason="given back")
+    store.took(probe(store), [taken(1)], False, 3.0)
+    assert attempts(store) == [(1, "ended"), (1, "starting")]
+    store.forget(first)
+    assert attempts(store) == [(1, "starting")]
+
+
+def test_a_take_answered_again_records_its_run_once(tmp_path: Path) -> None:
+    store = RunStore(JobStore(tmp_path / "jobs.db"))
+    store.took(probe(store), [taken(1)], False, 1.0)
+    store.took(probe(store), [taken(1)], False, 2.0)
+    assert attempts(store) == [(1, "starting")]
