@@ -25,6 +25,7 @@ from bodega.broker.certificates.store import AppCertificates
 from bodega.broker.config import BrokerConfig
 from bodega.broker.internal import internal_app
 from bodega.broker.jobs import Assignment, Claims, JobDesk, jobs_routes
+from bodega.broker.machines.create import MachineCreate
 from bodega.broker.machines.service import Machines
 from bodega.broker.machines.standby_watch import StandbyWatch
 from bodega.broker.metrics import BrokerMetrics
@@ -128,9 +129,10 @@ class Broker:
                              PlacerConfig(config.deadline, config.hedge, config.reservation_ttl),
                              self.metrics, config.name, shadow=shadow)
         apps = Apps(catalog)
-        machines = Machines(catalog, self.candidates, self.workers, self.placer, apps,
-                            config.region)
-        volumes = Volumes(catalog, self.workers, self.placer, apps, machines)
+        machines = Machines(catalog, self.candidates, self.workers, apps)
+        creation = MachineCreate(catalog, self.candidates, self.workers, self.placer, apps,
+                                 config.region)
+        volumes = Volumes(catalog, self.workers, self.placer, apps, machines, config.region)
         platform = Platform(catalog, self.candidates, machines, policy, self.nearest)
         self.jobs = JobDesk(catalog, self.candidates, self.workers, self.placer, apps,
                             config.probe_ratio)
@@ -151,7 +153,8 @@ class Broker:
             defaults = DefaultCertificates(catalog, certificates, config.edge_domain)
             self._tasks.append(asyncio.create_task(defaults.run()))
         api = BrokerApi(tokens=self.tokens, apps=apps,
-                        machines=machines, volumes=volumes, platform=platform,
+                        machines=machines, creation=creation, volumes=volumes,
+                        platform=platform,
                         metrics=self.metrics, name=config.name, gate=self.gate,
                         secrets=AppSecrets(catalog, apps, box) if box else None,
                         secret_keys=AppSecretKeys(catalog, apps, box) if box else None,

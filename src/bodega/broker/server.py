@@ -29,6 +29,7 @@ from bodega.broker.auth.routes import token_routes, well_known_routes
 from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.certificates.routes import certificate_routes
 from bodega.broker.certificates.store import AppCertificates
+from bodega.broker.machines.create import MachineCreate
 from bodega.broker.machines.leases import lease_routes
 from bodega.broker.machines.logs import log_routes
 from bodega.broker.machines.routes import machine_routes
@@ -61,7 +62,8 @@ Handler = Callable[[Request, Principal], Awaitable[Response]]
 
 
 class BrokerApi:
-    def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines, volumes: Volumes,
+    def __init__(self, *, tokens: Tokens, apps: Apps, machines: Machines,
+                 creation: MachineCreate, volumes: Volumes,
                  platform: Platform, metrics: BrokerMetrics, name: str, gate: Gate,
                  secrets: AppSecrets | None = None, info: ClusterInfo | None = None,
                  secret_keys: AppSecretKeys | None = None,
@@ -72,6 +74,7 @@ class BrokerApi:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
+        self.creation = creation
         self.volumes = volumes
         self.platform = platform
         self.metrics = metrics
@@ -104,7 +107,7 @@ class BrokerApi:
               if self.oidc_key is not None else []),
             *certificate_routes(r, self.certificates),  # 409s on a broker with no certs key
             *log_routes(r, self.machines),
-            *machine_routes(r, self.machines),
+            *machine_routes(r, self.machines, self.creation),
             *lease_routes(r, self.machines),
             *volume_routes(r, self.volumes),
             *platform_routes(r, self.platform, self.info),

@@ -14,6 +14,9 @@ import os
 import re
 import secrets
 import time
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 _VOLUME_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -24,6 +27,24 @@ VOLUME_ID_RE = re.compile(r"^vol_[0-9a-z]{20}\Z")
 ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}\Z")
 # App and machine names: DNS labels, as Fly requires (they become hostnames).
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
+
+
+def _machine_name(value: str) -> str:
+    if not NAME_RE.match(value):
+        raise ValueError(f"{value!r}: use lowercase letters, digits and -, at most 63")
+    return value
+
+
+def _machine_id(value: str) -> str:
+    if not MACHINE_ID_RE.match(value):
+        raise ValueError(f"{value!r} is not a machine id (14 lowercase hex digits)")
+    return value
+
+
+# Checked where a name or an id crosses the wire (the public create, the worker's create),
+# once, by the body's model: what the code behind it receives is known good.
+MachineName = Annotated[str, AfterValidator(_machine_name)]
+MachineId = Annotated[str, AfterValidator(_machine_id)]
 
 
 MARK_DIGITS = 3  # 4,096 marks: a fleet of N workers shares each among about N/4096

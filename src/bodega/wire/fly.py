@@ -13,6 +13,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from bodega.model.errors import BadRequest, validation_message
+from bodega.model.ids import MachineName
 from bodega.model.limits import MAX_METADATA, check_text_map
 from bodega.model.machine_config import Guest, MachineConfig
 
@@ -59,7 +60,7 @@ class CreateAppDeployTokenRequest(_Body):
 
 class CreateMachineRequest(_Body):
     config: MachineConfig
-    name: str | None = None
+    name: MachineName | None = None
     region: str | None = None
     skip_launch: bool = False
     skip_service_registration: bool = False

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from bodega.model.volume import Volume
     from bodega.wire.apps import App
     from bodega.wire.fly import CreateMachineRequest, CreateVolumeRequest, UpdateMachineRequest
-    from bodega.wire.platform import PlacementRecord
+    from bodega.wire.placement import PlacementRecord
 
 
 class MachinesClient(BodegaCalls):
@@ -153,7 +153,7 @@ class MachinesClient(BodegaCalls):
 
     async def placement(self, app: str, machine_id: str) -> PlacementRecord:
         """Why the broker placed the machine where it is (bodega's)."""
-        from bodega.wire.platform import PlacementRecord
+        from bodega.wire.placement import PlacementRecord
 
         return await self.answer(PlacementRecord, "GET",
                                  _machine(app, machine_id, "placement"))

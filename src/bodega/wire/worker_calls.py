@@ -8,22 +8,17 @@ caller keeps reading a newer worker's answers while a cluster is upgraded.
 
 from __future__ import annotations
 
-import json
-from typing import Self
-
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    JsonValue,
-    PrivateAttr,
-    ValidationInfo,
-    model_validator,
 )
 
 from bodega.model.answer import Answer
 from bodega.model.capacity import Ask
+from bodega.model.ids import MachineId, MachineName
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.placement import PlacementRecord
 
 OWNER_HEADER = "x-bodega-owner"  # the token that asked, kept as a machine's or a lease's owner
 
@@ -64,39 +59,16 @@ class CreateMachineBody(WorkerRequest):
 
     app: str = Field(min_length=1, max_length=63)
     config: MachineConfig
-    name: str | None = None
+    name: MachineName | None = None
     generated_name: bool = False  # the caller made the name up: pick another if it is taken
-    machine_id: str | None = None
+    machine_id: MachineId | None = None
     reservation_id: str | None = None
     skip_launch: bool = False
     skip_service_registration: bool = False
     lease_ttl: int | None = Field(default=None, ge=1, le=3600)
     idempotency_key: str | None = Field(default=None, max_length=128)
-    # The broker's placement record, kept and shown as it was sent (GET .../placement).
-    placement: dict[str, JsonValue] | None = None
-
-    # The placement as the compact JSON text the worker stores, encoded once when read off
-    # the wire (see ``placement_text``).
-    _placement_json: str | None = PrivateAttr(default=None)
-
-    @model_validator(mode="after")
-    def _placement_as_json(self, info: ValidationInfo) -> Self:
-        # pydantic's JSON parser reads NaN and Infinity; the record is served back as JSON,
-        # which has neither: the encoding that refuses them (ValueError: a clear 400) is the
-        # text the worker keeps. (A broker's typed record is encoded by pydantic: NaN as null.)
-        if self.placement is not None and info.mode == "json":
-            try:
-                self._placement_json = json.dumps(self.placement, allow_nan=False,
-                                                  separators=(",", ":"))
-            except ValueError as exc:
-                raise ValueError(f"placement: {exc}") from None
-        return self
-
-    def placement_text(self) -> str | None:
-        """The placement record as compact JSON text (encoded once, off the wire)."""
-        if self._placement_json is None and self.placement is not None:
-            self._placement_json = json.dumps(self.placement, separators=(",", ":"))
-        return self._placement_json
+    # The broker's placement record, kept with the machine and shown (GET .../placement).
+    placement: PlacementRecord | None = None
 
 
 class UpdateMachineBody(WorkerRequest):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from bodega.model.errors import BadRequest
+from bodega.wire.placement import PlacementRecord
 from bodega.wire.worker_calls import CreateMachineBody
 from tests.tls_kit import TEST_CA
 
@@ -65,16 +66,17 @@ async def test_the_typed_client_refuses_a_misspelled_field_before_sending() -> N
     assert "idempotency_key" in CreateMachineBody.model_fields
 
 
-async def test_a_create_sent_as_pydantics_bytes_keeps_its_placement_record_verbatim(
+async def test_a_create_sent_as_pydantics_bytes_keeps_its_placement_record(
     tmp_path: Path,
 ) -> None:
-    """The typed client sends the body pydantic encodes; the worker stores the broker's
-    placement record as it came and answers ``GET .../placement`` with the same document."""
+    """The typed client sends the body pydantic encodes; the worker keeps the broker's
+    placement record (``wire/placement.py``, one model end to end) and answers
+    ``GET .../placement`` with the same document."""
     from bodega.wire.worker_client import wire_bytes
 
-    record = {"policy": "utility", "asked": {"cpus": 1, "gpu_kind": None},
-              "regions": [{"region": "ams", "ranked": [{"worker": "w1", "score": 0.5}]}],
-              "note": "naïve ☃"}
+    record = {"policy": "utility", "asked": {"cpus": 1, "memory_mb": 256},
+              "regions": [{"region": "ams", "ranked": [{"worker": "w1", "score": 0.5}],
+                           "refusals": [{"worker": "w2", "reason": "naïve ☃"}]}]}
     body = CreateMachineBody.model_validate({"app": "web", "config": CONFIG,
                                              "skip_launch": True, "placement": record})
     encoded = wire_bytes(body)
@@ -82,7 +84,10 @@ async def test_a_create_sent_as_pydantics_bytes_keeps_its_placement_record_verba
     assert json.loads(encoded) == body.model_dump(mode="json", exclude_none=True)
     async with running_worker_daemon(tmp_path) as (_daemon, client):
         machine = await client.create_machine(body)
-        assert await client.call("GET", machine.id, "placement") == record
+        kept = PlacementRecord.model_validate(await client.call("GET", machine.id,
+                                                                  "placement"))
+        assert kept == PlacementRecord.model_validate(record)
+        assert kept.regions[0].refusals[0].reason == "naïve ☃"
 
 
 @pytest.mark.parametrize(("body", "says"), [
@@ -92,7 +97,8 @@ async def test_a_create_sent_as_pydantics_bytes_keeps_its_placement_record_verba
     (b"\xff\xfe", "json"),
     (b'"a string"', "object"),
     (b'{"app": "web", "config": {"image": "app:1", "guest": {"cpus": NaN}}}', "cpus"),
-    (b'{"app": "web", "config": {"image": "app:1"}, "placement": {"s": [NaN]}}', "placement"),
+    (b'{"app": "web", "config": {"image": "app:1"}, "placement": {"duration_ms": NaN}}',
+     "placement"),
     (b'{"app": "web", "config": {"image": "app:1"}, "placement": '
      + b'{"a": ' * 5000 + b"1" + b"}" * 5000 + b"}", "recursion"),
     (b'{"app": "web", "config": {"image": "app:1", "env": {"A": 1}}}', "env"),

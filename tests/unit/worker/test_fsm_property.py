@@ -219,8 +219,8 @@ class World:
             await self.reopen()
             return
         if kind == "create":
-            row, _ = await m.create(CreateRequest(app="app", config=config(action[2]),
-                                                  region="ams", skip_launch=action[1]))
+            row, _ = await m.creation.create(CreateRequest(
+                app="app", config=config(action[2]), region="ams", skip_launch=action[1]))
             self.ids.append(row.id)
             return
         if not self.ids:

@@ -44,7 +44,7 @@ def request(**kw: Any) -> CreateRequest:
 
 async def together(w: Worker, *requests: CreateRequest) -> list[Any]:
     """Send every create in the same loop turn; each one's machine id, or its error."""
-    results = await asyncio.gather(*(w.machines.create(r) for r in requests),
+    results = await asyncio.gather(*(w.machines.creation.create(r) for r in requests),
                                    return_exceptions=True)
     return [r if isinstance(r, BaseException) else r[0].id for r in results]
 

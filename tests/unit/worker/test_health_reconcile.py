@@ -33,7 +33,7 @@ async def big(tmp_path: Path) -> AsyncIterator[W]:
 async def create(w: Worker, skip_launch: bool = False, **config: object) -> str:
     cfg = MachineConfig.model_validate(
         {"image": "app:1", "guest": {"cpus": 1, "memory_mb": 128}, **config})
-    row, _nonce = await w.machines.create(
+    row, _nonce = await w.machines.creation.create(
         CreateRequest(app="web", config=cfg, region="ams", skip_launch=skip_launch))
     await w.machines.settle()
     return row.id

@@ -81,7 +81,7 @@ class World:
                 mem = int(step[2])  # type: ignore[call-overload]
             else:
                 mem = int(step[1])  # type: ignore[call-overload]
-            row, _ = await w.machines.create(
+            row, _ = await w.machines.creation.create(
                 CreateRequest(app="app", config=config(mem), region="ams", reservation_id=rid,
                               skip_launch=kind == "create" and bool(step[2]))
             )

@@ -29,7 +29,7 @@ def config(memory_mb: int = 256, **extra: object) -> MachineConfig:
 async def create(w: Worker, **kw: object) -> str:
     values: dict[str, object] = {"app": "web", "config": config(), "region": "ams"}
     values.update(kw)
-    row, _nonce = await w.machines.create(CreateRequest(**values))  # type: ignore[arg-type]
+    row, _nonce = await w.machines.creation.create(CreateRequest(**values))  # type: ignore[arg-type]
     await w.machines.settle()
     return row.id
 
@@ -264,7 +264,7 @@ async def test_leases_guard_mutations_and_refresh_keeps_the_nonce(worker: W) -> 
 
 async def test_create_with_lease_ttl_returns_a_nonce(worker: W) -> None:
     w, _ = worker
-    row, nonce = await w.machines.create(
+    row, nonce = await w.machines.creation.create(
         CreateRequest(app="web", config=config(), region="ams", lease_ttl=30)
     )
     await w.machines.settle()

@@ -141,7 +141,7 @@ async def test_operations_an_older_worker_left_running_resume(tmp_path: Path) ->
         made = {}
         for key, skip in (("start", True), ("stop", False), ("destroy", False),
                           ("update", True)):
-            row, _ = await w.machines.create(CreateRequest(
+            row, _ = await w.machines.creation.create(CreateRequest(
                 app="app", config=config(), region="ams", skip_launch=skip))
             made[key] = row.id
         await w.machines.settle()

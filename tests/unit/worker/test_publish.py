@@ -46,7 +46,7 @@ def publisher(w: Worker, node: RegistryNode) -> Publisher:
 async def create(w: Worker) -> str:
     config = MachineConfig.model_validate({"image": "app:1", "guest": {"cpus": 1,
                                                                         "memory_mb": 256}})
-    row, _ = await w.machines.create(CreateRequest(app="web", config=config, region="ams"))
+    row, _ = await w.machines.creation.create(CreateRequest(app="web", config=config, region="ams"))
     await w.machines.settle()
     return row.id
 

@@ -28,7 +28,7 @@ async def test_a_start_spawns_while_its_record_is_fsynced_and_answers_once_on_di
     w, driver = worker
     config = MachineConfig.model_validate({"image": "app:1",
                                            "guest": {"cpus": 1, "memory_mb": 256}})
-    machine, _ = await w.machines.create(CreateRequest(app="web", config=config,
+    machine, _ = await w.machines.creation.create(CreateRequest(app="web", config=config,
                                                        region="ams", skip_launch=True))
     disk = threading.Event()
     synced: list[Path] = []

@@ -19,7 +19,7 @@ RESTARTS = 16  # a crash loop this long waits BACKOFF_CAP (10 s) before its next
 async def started(w: Worker, name: str, **config: object) -> str:
     cfg = MachineConfig.model_validate(
         {"image": "app:1", "guest": {"cpus": 1, "memory_mb": 256}, **config})
-    row, _nonce = await w.machines.create(
+    row, _nonce = await w.machines.creation.create(
         CreateRequest(app="web", config=cfg, region="ams", name=name))
     await w.machines.settle()
     assert w.machines.get(row.id).state == "started"

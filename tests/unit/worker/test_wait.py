@@ -25,7 +25,8 @@ PROMPTLY = 5.0
 async def started(w: Worker, **config: Any) -> str:
     cfg = MachineConfig.model_validate(
         {"image": "app:1", "guest": {"cpus": 1, "memory_mb": 256}, **config})
-    row, _nonce = await w.machines.create(CreateRequest(app="web", config=cfg, region="ams"))
+    row, _nonce = await w.machines.creation.create(
+        CreateRequest(app="web", config=cfg, region="ams"))
     await w.machines.settle()
     assert w.machines.get(row.id).state == "started"
     return row.id

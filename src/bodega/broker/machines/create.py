@@ -30,22 +30,13 @@ from bodega.model.errors import (
     PreconditionFailed,
     Unavailable,
 )
-from bodega.model.ids import NAME_RE, new_machine_name
+from bodega.model.ids import new_machine_name
 from bodega.model.machine import Machine, names_registry
 from bodega.placement import PlacementRequest
-from bodega.placement.regions import parse as parse_regions
 from bodega.wire.fly import CreateMachineRequest
 from bodega.wire.worker_calls import CreateMachineBody
 
 FIND_CONCURRENCY = 32
-
-
-def unknown_regions(unknown: list[str], known: list[str]) -> str:
-    """The message for regions no worker serves, with the ones that exist."""
-    named = ", ".join(unknown)
-    return (f"invalid_argument: {'region' if len(unknown) == 1 else 'regions'} {named} "
-            f"{'has' if len(unknown) == 1 else 'have'} no workers in this cluster; "
-            f"its {'region is' if len(known) == 1 else 'regions are'} {', '.join(known)}")
 
 
 def idempotent_id(app: str, key: str) -> str:
@@ -62,26 +53,6 @@ class MachineCreate:
         self.placer = placer
         self.apps = apps
         self.default_region = default_region
-
-    def regions(self, expression: str | None) -> tuple[str, ...]:
-        """The regions a create (or a simulated placement) may use, in order.
-
-        A region the client names that has no worker at all, alive or not, is an
-        error (400) naming it and the regions the cluster has: "insufficient
-        capacity" would send them waiting for room that will never come. The
-        broker's own default is not checked, nor is anything while the cluster
-        has no workers yet (placement then says no worker serves it).
-        """
-        known = self.candidates.regions()
-        try:
-            regions = parse_regions(expression or self.default_region, known,
-                                    nearest=self.default_region.split(",")[0])
-        except ValueError as exc:
-            raise BadRequest(f"invalid_argument: {exc}") from None
-        unknown = [r for r in regions if r not in known]
-        if expression and known and unknown:
-            raise BadRequest(unknown_regions(unknown, known))
-        return regions
 
     def placement_request(self, app: str, body: CreateMachineRequest,
                           regions: tuple[str, ...]) -> PlacementRequest:
@@ -112,10 +83,7 @@ class MachineCreate:
     async def create(self, app: str, body: CreateMachineRequest,
                      idempotency_key: str | None, owner: str) -> Machine:
         self.apps.require(app)
-        if body.name is not None and not NAME_RE.match(body.name):
-            raise BadRequest(f"invalid_argument: name {body.name!r}: use lowercase letters, "
-                             "digits and -, at most 63")
-        regions = self.regions(body.region)
+        regions = self.candidates.asked(body.region, self.default_region)
         machine_id = idempotent_id(app, idempotency_key) if idempotency_key else None
         if machine_id is not None:  # a retry returns what the first try made, name and all
             existing = await self._find(app, machine_id, regions)
@@ -138,7 +106,7 @@ class MachineCreate:
                 machine_id=machine_id, reservation_id=reservation,
                 skip_launch=body.skip_launch,
                 skip_service_registration=body.skip_service_registration,
-                lease_ttl=body.lease_ttl, idempotency_key=key, placement=record.to_json())
+                lease_ttl=body.lease_ttl, idempotency_key=key, placement=record.answer())
             return await self.workers.client(worker).create_machine(attempt, owner=owner)
 
         try:

@@ -16,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bodega.broker.auth.tokens import Principal
+from bodega.broker.machines.create import MachineCreate
 from bodega.broker.machines.service import Machines
 from bodega.model.errors import BadRequest
 from bodega.wire import fly
@@ -50,7 +51,7 @@ async def forward(machines: Machines, request: Request, method: str, action: str
     return encoded_response(answer, status)
 
 
-def machine_routes(r: RouteMaker, machines: Machines) -> list[Route]:
+def machine_routes(r: RouteMaker, machines: Machines, creation: MachineCreate) -> list[Route]:
     async def list_machines(request: Request, who: Principal) -> Response:
         q = request.query_params
         metadata = {k.removeprefix("metadata."): v for k, v in q.items()
@@ -68,7 +69,7 @@ def machine_routes(r: RouteMaker, machines: Machines) -> list[Route]:
             "fly-idempotency-key")
         if key is not None and not 1 <= len(key) <= 128:
             raise BadRequest("invalid_argument: Idempotency-Key must be 1-128 characters")
-        machine = await machines.create(request.path_params["app"], body, key, who.token_id)
+        machine = await creation.create(request.path_params["app"], body, key, who.token_id)
         return answer_response(machine)
 
     async def get_machine(request: Request, who: Principal) -> Response:

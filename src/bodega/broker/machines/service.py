@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import logging
 
-from bodega.broker.machines.create import MachineCreate
-from bodega.broker.placing.placer import Placer
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.catalog import Catalog, machine_row, machine_rows
@@ -25,7 +23,6 @@ from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound, Unavailable
 from bodega.model.ids import MACHINE_ID_RE, MARK_DIGITS, worker_mark
 from bodega.model.machine import Machine
-from bodega.wire.fly import CreateMachineRequest
 from bodega.wire.json_client import Params
 from bodega.wire.worker_calls import UpdateMachineBody, WorkerRequest
 
@@ -36,22 +33,11 @@ MARKED_ASKED = 4  # workers sharing a mark asked about an unknown id (about N/40
 
 class Machines:
     def __init__(self, catalog: Catalog, candidates: Candidates, workers: Workers,
-                 placer: Placer, apps: Apps, default_region: str) -> None:
+                 apps: Apps) -> None:
         self.catalog = catalog
         self.candidates = candidates
         self.workers = workers
         self.apps = apps
-        self.creates = MachineCreate(catalog, candidates, workers, placer, apps,
-                                     default_region)
-
-    # -- create: placed by ``MachineCreate`` ------------------------------------------------
-    def regions(self, expression: str | None) -> tuple[str, ...]:
-        """The regions a create (or a simulated placement) may use, in order."""
-        return self.creates.regions(expression)
-
-    async def create(self, app: str, body: CreateMachineRequest,
-                     idempotency_key: str | None, owner: str) -> Machine:
-        return await self.creates.create(app, body, idempotency_key, owner)
 
     # -- read ------------------------------------------------------------------------------
     def app_machines(self, app: str, *, destroyed: bool = True) -> list[Machine]:

@@ -46,7 +46,8 @@ def no_room(request: PlacementRequest, record: Record,
         parts.append("no worker serves " + where)
     parts += [down for region in request.regions
               if (down := none_usable(candidates, region)) is not None]
-    return InsufficientCapacity("; ".join(parts), details={"placement": record.to_json()})
+    return InsufficientCapacity("; ".join(parts), details={"placement": record.answer().model_dump(
+        mode="json", exclude_none=True)})
 
 
 def none_usable(candidates: Candidates, region: str) -> str | None:

@@ -80,7 +80,7 @@ class Placer:
         return ranking
 
     def record(self, request: PlacementRequest) -> Record:
-        return Record(self.policy.name, request.ask.to_wire(), request.regions, self.broker)
+        return Record(self.policy.name, request.ask, request.regions, self.broker)
 
     async def place(self, request: PlacementRequest, ask: AskWorker[Created], record: Record,
                     claim: Ask | None = None,

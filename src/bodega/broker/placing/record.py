@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
+from bodega.model.capacity import Ask
 from bodega.model.machine import rfc3339
 from bodega.placement import RegionRanking, Scored
+from bodega.wire.placement import (
+    Asked,
+    PlacementAttempt,
+    PlacementRecord,
+    RegionExplanation,
+    Winner,
+)
 
 
 @dataclass
@@ -24,22 +31,13 @@ class Attempt:
     reason: str = ""
     ms: float = 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"worker": self.worker, "region": self.region,
-                               "outcome": self.outcome}
-        if self.ms:  # an attempt still in flight (the record a worker keeps) has no time yet
-            out["ms"] = round(self.ms, 2)
-        if self.reason:
-            out["reason"] = self.reason
-        return out
-
 
 @dataclass
 class Record:
     """Everything a placement decided, for ``GET .../placement`` and ``--explain``."""
 
     policy: str
-    asked: dict[str, Any]
+    asked: Ask
     regions_asked: tuple[str, ...]
     broker: str
     regions: list[RegionRanking] = field(default_factory=list)
@@ -48,15 +46,24 @@ class Record:
     started: float = field(default_factory=time.time)
     seconds: float = 0.0
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "policy": self.policy, "asked": self.asked, "regions_asked": list(self.regions_asked),
-            "broker": self.broker, "at": rfc3339(self.started),
-            # Until the placement ends (the record sent with the create), the time so far.
-            "duration_ms": round((self.seconds or time.time() - self.started) * 1000, 3),
-            "regions": [r.explain() for r in self.regions],
-            "attempts": [a.to_json() for a in self.attempts],
-        }
+    def answer(self) -> PlacementRecord:
+        """The record as it travels and is kept (``wire/placement.py``): one model from here
+        to the worker's store and ``bodega machine explain``."""
+        winner = None
         if self.winner is not None:
-            out["winner"] = {**self.winner.to_json(), "region": self.winner.candidate.region}
-        return out
+            scored = self.winner
+            winner = Winner(worker=scored.candidate.name, score=round(scored.score, 4),
+                            subscores={k: round(v, 4) for k, v in scored.subscores.items()},
+                            region=scored.candidate.region)
+        return PlacementRecord(
+            policy=self.policy, asked=Asked.model_validate(self.asked.to_wire()),
+            regions_asked=list(self.regions_asked), broker=self.broker,
+            at=rfc3339(self.started),
+            # Until the placement ends (the record sent with the create), the time so far.
+            duration_ms=round((self.seconds or time.time() - self.started) * 1000, 3),
+            regions=[RegionExplanation.model_validate(r.explain()) for r in self.regions],
+            attempts=[PlacementAttempt(worker=a.worker, region=a.region, outcome=a.outcome,
+                                       ms=round(a.ms, 2) if a.ms else None,
+                                       reason=a.reason or None)
+                      for a in self.attempts],
+            winner=winner)

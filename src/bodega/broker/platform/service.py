@@ -24,11 +24,11 @@ from bodega.model.machine_config import Guest, preset
 from bodega.placement import CandidateTable, PlacementRequest, Policy, rank_region
 from bodega.placement.regions import GEO
 from bodega.wire.fly import PlacementsRequest
+from bodega.wire.placement import RegionExplanation
 from bodega.wire.platform import (
     Member,
     Placements,
     Region,
-    RegionExplanation,
     RegionPlacement,
     Regions,
     WorkerStatus,
@@ -70,7 +70,7 @@ class Platform:
         ask = ask_for(body.compute)
         if body.volume_size_bytes:
             ask = replace(ask, disk_gb=math.ceil(body.volume_size_bytes / (1 << 30)))
-        regions = self.machines.regions(body.region or f"{self.nearest},any")
+        regions = self.candidates.asked(body.region, f"{self.nearest},any")
         policy = self.policy
         if body.weights:
             try:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from bodega.broker.placing.record import Record
 from bodega.broker.ui.rows import natural
-from bodega.model.capacity import Ask
 
 KEPT = 200
 
@@ -92,10 +91,7 @@ def refusal_of(app: str, record: Record, message: str, at: float | None = None) 
         kind = "unreachable" if attempt.outcome == "unreachable" else "said_no"
         kinds[kind] = kinds.get(kind, 0) + 1
         named.append(WorkerRefusal(attempt.worker, attempt.region, kind, attempt.reason))
-    try:
-        asked = Ask.from_wire(record.asked).describe()
-    except (TypeError, ValueError):
-        asked = str(record.asked)
+    asked = record.asked.describe()
     return Refusal(at=record.started if at is None else at, app=app, asked=asked,
                    regions=tuple(record.regions_asked), message=message,
                    kinds=tuple(sorted(kinds.items())), workers=tuple(named))

@@ -20,9 +20,19 @@ from typing import Any
 
 from bodega.broker.view.catalog import Catalog
 from bodega.model.capacity import Ask
+from bodega.model.errors import BadRequest
 from bodega.placement import Candidate, CandidateTable
+from bodega.placement.regions import parse as parse_regions
 
 log = logging.getLogger("bodega.broker.view.candidates")
+
+
+def unknown_regions(unknown: list[str], known: list[str]) -> str:
+    """The message for regions no worker serves, with the ones that exist."""
+    named = ", ".join(unknown)
+    return (f"invalid_argument: {'region' if len(unknown) == 1 else 'regions'} {named} "
+            f"{'has' if len(unknown) == 1 else 'have'} no workers in this cluster; "
+            f"its {'region is' if len(known) == 1 else 'regions are'} {', '.join(known)}")
 
 
 class Candidates:
@@ -52,6 +62,27 @@ class Candidates:
 
     def regions(self) -> list[str]:
         return sorted(r for r, t in self._tables.items() if len(t))
+
+    def asked(self, expression: str | None, default: str) -> tuple[str, ...]:
+        """The regions a create (a machine's, a volume's, or a simulated one) may use, in
+        order: ``expression``, else the broker's ``default``.
+
+        A region the client names that has no worker at all, alive or not, is an
+        error (400) naming it and the regions the cluster has: "insufficient
+        capacity" would send them waiting for room that will never come. The
+        broker's own default is not checked, nor is anything while the cluster
+        has no workers yet (placement then says no worker serves it).
+        """
+        known = self.regions()
+        try:
+            regions = parse_regions(expression or default, known,
+                                    nearest=default.split(",")[0])
+        except ValueError as exc:
+            raise BadRequest(f"invalid_argument: {exc}") from None
+        unknown = [r for r in regions if r not in known]
+        if expression and known and unknown:
+            raise BadRequest(unknown_regions(unknown, known))
+        return regions
 
     def table(self, region: str) -> CandidateTable:
         return self._tables.get(region) or CandidateTable(region)

@@ -28,12 +28,13 @@ from bodega.wire.worker_client import wire_bytes
 
 class Volumes:
     def __init__(self, catalog: Catalog, workers: Workers, placer: Placer, apps: Apps,
-                 machines: Machines) -> None:
+                 machines: Machines, default_region: str) -> None:
         self.catalog = catalog
         self.workers = workers
         self.placer = placer
         self.apps = apps
         self.machines = machines
+        self.default_region = default_region
 
     def app_volumes(self, app: str) -> list[Volume]:
         found = {v.id: v for v in volume_rows(self.catalog, app=app)}
@@ -61,7 +62,7 @@ class Volumes:
             if "size_gb" not in body.model_fields_set:
                 size_gb = max(size_gb, snapshot.volume_size)
             body = body.model_copy(update={"snapshot_id": snapshot.id, "size_gb": size_gb})
-        regions = self.machines.regions(body.region)
+        regions = self.machines.candidates.asked(body.region, self.default_region)
         guest = body.compute
         ask = Ask(cpu_kind=guest.cpu_kind, cpus=guest.cpus, memory_mb=guest.memory_mb,
                   disk_gb=size_gb) if guest else Ask(cpus=0, memory_mb=0, disk_gb=size_gb)

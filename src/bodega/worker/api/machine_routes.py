@@ -39,8 +39,7 @@ RouteSpec = tuple[str, str, Callable[[Request], Awaitable[Response]]]
 def create_request(body: wire.CreateMachineBody, region: str, owner: str) -> CreateRequest:
     """The worker's create from the wire's: every wire field is a ``CreateRequest`` field of
     the same name, so a field added to the wire reaches the service with no copying here."""
-    return CreateRequest(**dict(body), placement_json=body.placement_text(), region=region,
-                         owner=owner)
+    return CreateRequest(**dict(body), region=region, owner=owner)
 
 
 def lease_nonce(request: Request) -> str | None:
@@ -126,9 +125,9 @@ class MachineRoutes:
 
     async def create_machine(self, request: Request) -> Response:
         # The broker validated this config already: decode it in one pass, check only what
-        # only this worker can (room, names, ids, its driver's needs) in ``machines.create``.
+        # only this worker can (room, names, ids, its driver's needs) in ``ops/creation.py``.
         body = await read_trusted_model(request, wire.CreateMachineBody)
-        row, nonce = await self.machines.create(create_request(body, self.region,
+        row, nonce = await self.machines.creation.create(create_request(body, self.region,
                                                                owner(request)))
         return answer_response(self._answer(row, nonce=nonce))
 

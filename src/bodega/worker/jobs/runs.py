@@ -169,7 +169,7 @@ class JobRunner:
                                 reservation_id=reservation,
                                 idempotency_key=run.idempotency_key, owner=OWNER)
         try:
-            row, _ = await self.machines.create(request)
+            row, _ = await self.machines.creation.create(request)
         except CapacityRejected:
             raise
         except Conflict:
@@ -177,7 +177,7 @@ class JobRunner:
                 raise
             # The reservation expired or went (a restart between take and create): the
             # create checks room itself.
-            row, _ = await self.machines.create(replace(request, reservation_id=None))
+            row, _ = await self.machines.creation.create(replace(request, reservation_id=None))
         return row.id
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

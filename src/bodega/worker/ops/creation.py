@@ -1,22 +1,38 @@
-"""What a create asks for, and recording a new machine in the create's transaction."""
+"""A machine's create on its worker, from the call to the commit: one module.
+
+    MachineCreation.create ─▶ what only this worker can refuse (its driver's needs)
+        └▶ Lifecycle.run_grouped ─▶ record_machine, in the group's transaction:
+               an earlier try (idempotency key, or the id), a free name, room claimed
+               (or a reservation), the volume, an address, the core's decision, the rows
+        └▶ answered once the group is on disk (state ``created``; the start runs on)
+
+An earlier try is found by one rule (``earlier_try``: the idempotency key, or the id),
+applied in the transaction that commits the create, so two tries that race both see the
+one that committed first; a retry is also answered from it before the create waits for
+the machine's lock, which its first try's start may hold for a while. A machine's name
+and id are checked where they cross the wire (``wire/worker_calls.py``), not again here.
+"""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from bodega.model.capacity import Ask
-from bodega.model.errors import Conflict
-from bodega.model.ids import new_machine_name, new_ulid
+from bodega.model.errors import BadRequest, Conflict
+from bodega.model.ids import new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine_config import MachineConfig
+from bodega.model.states import MachineState
+from bodega.wire.placement import PlacementRecord
 from bodega.worker.core import Create, Decision, decide
 from bodega.worker.core.records import MachineRow
+from bodega.worker.drivers.base import Driver, needs_command
 from bodega.worker.host.network import WIRE_AHEAD, Network
 from bodega.worker.ops.claims import attach_volume, claim_room
+from bodega.worker.ops.lifecycle import Lifecycle
 from bodega.worker.store import leases, queries
+from bodega.worker.store.database import Store
 from bodega.worker.store.ledger import CapacityRejected, Ledger
 
 
@@ -33,9 +49,7 @@ class CreateRequest:
     skip_service_registration: bool = False
     lease_ttl: int | None = None
     idempotency_key: str | None = None
-    placement: dict[str, Any] | None = None
-    # ``placement`` as the JSON text it is stored as, when the wire encoded it already.
-    placement_json: str | None = None
+    placement: PlacementRecord | None = None  # kept with the machine (GET .../placement)
     owner: str = "bodega"
 
 
@@ -56,6 +70,21 @@ def free_address(conn: sqlite3.Connection, network: Network, ip_range: tuple[int
                 next((i for i in free if network.ready(i)), free[0] if free else None))
 
 
+def earlier_try(conn: sqlite3.Connection, req: CreateRequest,
+                machine_id: str) -> MachineRow | None:
+    """The machine an earlier try of this create made: the same idempotency key in the app,
+    or the same id (a broker derives it from the client's key); 409 for an id another app
+    holds. None when this is the first try."""
+    if req.idempotency_key:
+        found = queries.machine_by_idempotency_key(conn, req.app, req.idempotency_key)
+        if found is not None:
+            return found
+    found = queries.get_machine(conn, machine_id)
+    if found is not None and found.app != req.app:
+        raise Conflict(f"machine id {machine_id} is taken")
+    return found
+
+
 def record_machine(
     conn: sqlite3.Connection, req: CreateRequest, machine_id: str, name: str, *,
     ledger: Ledger, network: Network, ip_range: tuple[int, int], clock: Callable[[], float],
@@ -65,15 +94,8 @@ def record_machine(
     rename = req.name is None or req.generated_name
     now = clock()
     ask = Ask.for_config(req.config)
-    if req.idempotency_key:
-        outcome.earlier = queries.machine_by_idempotency_key(conn, req.app, req.idempotency_key)
-        if outcome.earlier is not None:
-            return Decision()
-    earlier = queries.get_machine(conn, machine_id)
-    if earlier is not None:
-        if earlier.app != req.app:
-            raise Conflict(f"machine id {machine_id} is taken")
-        outcome.earlier = earlier
+    outcome.earlier = earlier_try(conn, req, machine_id)
+    if outcome.earlier is not None:
         return Decision()
     while queries.machine_name_taken(conn, req.app, name):
         if not rename:
@@ -97,8 +119,8 @@ def record_machine(
         netns=None, cordoned=req.skip_service_registration,
         holds_compute=bool(decision.changes.holds_compute),
         handle=None, start_seq=0, restarts=0, volume_id=volume_id,
-        placement_json=req.placement_json if req.placement_json is not None else
-        None if req.placement is None else json.dumps(req.placement, separators=(",", ":")),
+        placement_json=(None if req.placement is None
+                        else req.placement.model_dump_json(exclude_none=True)),
         idempotency_key=req.idempotency_key, last_exit=None,
         created_at=now, updated_at=now,
     )
@@ -112,3 +134,75 @@ def record_machine(
         )
         outcome.nonce = lease.nonce
     return decision
+
+
+class MachineCreation:
+    """The worker's create: ``create`` returns once the machine is durably recorded."""
+
+    def __init__(self, store: Store, ledger: Ledger, lifecycle: Lifecycle, driver: Driver,
+                 network: Network, ip_range: tuple[int, int],
+                 worker: str | None = None) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.lifecycle = lifecycle
+        self.driver = driver
+        self.network = network
+        self.ip_range = ip_range
+        self.worker = worker  # its name marks the ids it makes up (model/ids.py)
+
+    async def create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
+        """Create (and unless ``skip_launch``, start) a machine; returns once it is recorded,
+        with its lease's nonce if it asked for one: an earlier try's machine, if there was
+        one (the same idempotency key or id), and no nonce."""
+        if needs_command(self.driver.capabilities, req.config) and not req.config.command():
+            raise BadRequest(
+                f"the {self.driver.name} driver runs config.init.exec (or init.entrypoint + "
+                "init.cmd, or processes[0].exec); none was given")
+        machine_id = req.machine_id or new_machine_id(self.worker)
+        name = req.name or new_machine_name()
+        if req.machine_id or req.idempotency_key:
+            # A retry is answered at once: its first try's start may hold the machine (and
+            # its lock) for as long as an image pull; the commit below asks the same again.
+            earlier = earlier_try(self.store.db, req, machine_id)
+            if earlier is not None:
+                return earlier, None
+        coming = not req.skip_launch and self.start_coming(machine_id, req.config)
+        recorded = Recorded()
+        # The machine is durably created (its first step is committed): like the Machines
+        # API, answer now, in state "created", and let the operation run on; clients /wait.
+        # Creates that come together share that commit and its fsync (``GroupCommit``).
+        try:
+            await self.lifecycle.run_grouped(machine_id, lambda conn: record_machine(
+                conn, req, machine_id, name, ledger=self.ledger, network=self.network,
+                ip_range=self.ip_range, clock=self.store.clock, outcome=recorded,
+                launcher_waiting=self._launcher_waiting))
+        except Exception:  # refused (a cancelled call's commit may still land: kept)
+            self._start_called_off(machine_id, coming)
+            raise
+        if recorded.earlier is not None:
+            self._start_called_off(machine_id, coming)
+            return recorded.earlier, None
+        row = queries.get_machine(self.store.db, machine_id)
+        assert row is not None  # just committed, and only a destroy removes a row
+        return row, recorded.nonce
+
+    def _launcher_waiting(self, index: int) -> bool:
+        parking = self.driver.capabilities.parking
+        namespace = self.network.namespace(index)
+        return parking is not None and namespace is not None and parking.waiting(namespace)
+
+    def start_coming(self, machine_id: str, config: MachineConfig) -> bool:
+        """A machine of ``config`` starts in a few milliseconds: let the driver ready the host
+        for it while this call commits (``drivers/process/warmup.py``). True if it did."""
+        warmup = self.driver.capabilities.warmup
+        return warmup is not None and warmup.start_coming(machine_id, config)
+
+    def _start_called_off(self, machine_id: str, coming: bool) -> None:
+        """The create that announced a start (``coming``) was refused: the driver undoes what
+        it readied, unless a machine of that id exists after all (its cgroups are its own)."""
+        warmup = self.driver.capabilities.warmup
+        if not coming or warmup is None:
+            return
+        row = queries.get_machine(self.store.db, machine_id)
+        if row is None or row.state == MachineState.DESTROYED:
+            warmup.start_called_off(machine_id)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound
-from bodega.model.ids import MACHINE_ID_RE, NAME_RE, new_machine_id, new_machine_name, new_ulid
+from bodega.model.ids import MACHINE_ID_RE, new_ulid
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState
@@ -39,7 +39,7 @@ from bodega.worker.core.policy import may_begin
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import TaskHandle, needs_command
 from bodega.worker.ops.claims import check_update
-from bodega.worker.ops.creation import CreateRequest, Recorded, record_machine
+from bodega.worker.ops.creation import CreateRequest, MachineCreation
 from bodega.worker.ops.effects import MachineEffects, signal_number
 from bodega.worker.ops.lifecycle import Lifecycle, Recorder
 from bodega.worker.ops.locks import MachineLocks
@@ -74,6 +74,8 @@ class MachineService:
         self.ip_range = ip_range
         self.supervision = Supervision(self.driver, self.on_exit)
         self.lifecycle = Lifecycle(store, recorder, runner, self.supervision)
+        self.creation = MachineCreation(store, ledger, self.lifecycle, self.driver,
+                                        effects.network, ip_range, worker)
         # Told what the restart policy decided for each exit (the daemon counts them).
         self.on_exit_decision: Callable[[str], None] = lambda _decision: None
 
@@ -111,72 +113,14 @@ class MachineService:
                 return
             await asyncio.gather(*pending, return_exceptions=True)
 
-    # -- create ---------------------------------------------------------------------
-    async def create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
-        """Create (and unless ``skip_launch``, start) a machine; returns once it is recorded."""
-        machine_id = req.machine_id or new_machine_id(self.worker)
-        if not MACHINE_ID_RE.match(machine_id):
-            raise BadRequest(f"invalid machine id {machine_id!r}")
-        name = req.name or new_machine_name()
-        if not NAME_RE.match(name):
-            raise BadRequest(f"invalid machine name {name!r}: use lowercase letters, digits, -")
-        if needs_command(self.driver.capabilities, req.config) and not req.config.command():
-            raise BadRequest(
-                f"the {self.driver.name} driver runs config.init.exec (or init.entrypoint + "
-                "init.cmd, or processes[0].exec); none was given"
-            )
-        if req.idempotency_key:  # a retry: answer at once, not after the first try's start
-            earlier = queries.machine_by_idempotency_key(self.store.db, req.app,
-                                                        req.idempotency_key)
-            if earlier is not None:
-                return earlier, None
-        coming = not req.skip_launch and self._start_coming(machine_id, req.config)
-        recorded = Recorded()
-        # The machine is durably created (its first step is committed): like the Machines
-        # API, answer now, in state "created", and let the operation run on; clients /wait.
-        # Creates that come together share that commit and its fsync (``GroupCommit``).
-        try:
-            await self.lifecycle.run_grouped(machine_id, lambda conn: record_machine(
-                conn, req, machine_id, name, ledger=self.ledger, network=self.effects.network,
-                ip_range=self.ip_range, clock=self.store.clock, outcome=recorded,
-                launcher_waiting=self._launcher_waiting))
-        except Exception:  # refused (a cancelled call's commit may still land: kept)
-            self._start_called_off(machine_id, coming)
-            raise
-        if recorded.earlier is not None:
-            self._start_called_off(machine_id, coming)
-            return recorded.earlier, None
-        return self.get(machine_id), recorded.nonce
-
-    def _launcher_waiting(self, index: int) -> bool:
-        parking = self.driver.capabilities.parking
-        namespace = self.effects.network.namespace(index)
-        return parking is not None and namespace is not None and parking.waiting(namespace)
-
-    def _start_coming(self, machine_id: str, config: MachineConfig) -> bool:
-        """A machine of ``config`` starts in a few milliseconds: let the driver ready the host
-        for it while this call commits (``drivers/process/warmup.py``). True if it did."""
-        warmup = self.driver.capabilities.warmup
-        return warmup is not None and warmup.start_coming(machine_id, config)
-
-    def _start_called_off(self, machine_id: str, coming: bool) -> None:
-        """The create that announced a start (``coming``) was refused: the driver undoes what
-        it readied, unless a machine of that id exists after all (its cgroups are its own)."""
-        warmup = self.driver.capabilities.warmup
-        if not coming or warmup is None:
-            return
-        row = queries.get_machine(self.store.db, machine_id)
-        if row is None or row.state == MachineState.DESTROYED:
-            warmup.start_called_off(machine_id)
-
     # -- start, stop, restart ------------------------------------------------------------
     async def start(self, machine_id: str, nonce: str | None = None) -> Started:
         previous: list[str] = []
         with contextlib.suppress(NotFound):  # the call itself says so, under the lock
             row = self.get(machine_id)
             if row.state != MachineState.SUSPENDED and may_begin("start_machine", row):
-                # A launch, not a resume or nothing at all.
-                self._start_coming(machine_id, row.config)
+                # A launch, not a resume or nothing at all: the driver readies the host.
+                self.creation.start_coming(machine_id, row.config)
 
         def body(conn: sqlite3.Connection) -> Decision:
             row = self._leased(conn, machine_id, nonce)

@@ -24,7 +24,7 @@ def candidate(name: str, used_mcpu: int = 0, status: str = "alive",
 def refused_record(ask: Ask, candidates: list[Candidate],
                    attempts: tuple[Attempt, ...] = ()) -> Record:
     request = PlacementRequest("web", ask, ("ams",))
-    record = Record("utility", ask.to_wire(), ("ams",), "broker")
+    record = Record("utility", ask, ("ams",), "broker")
     record.regions.append(rank_candidates(request, "ams", candidates, Policy()))
     record.attempts.extend(attempts)
     return record
