@@ -6,7 +6,9 @@ modules (``bodega.cli.context_store``) do not load typer's group.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from bodega.runtime.lazy_names import lazy
 
 if TYPE_CHECKING:
     from bodega.cli.main import run
@@ -18,13 +20,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "run":
-        from bodega.cli.main import run
-
-        return run
-    if name == "app":
-        from bodega.cli.root import app
-
-        return app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy(__name__, globals(), {"app": "root", "run": "main"})

@@ -7,8 +7,9 @@ Its names load on first use (PEP 562): a command that needs one small module
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from bodega.runtime.lazy_names import lazy
 
 if TYPE_CHECKING:
     from bodega.model.capacity import (
@@ -139,10 +140,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy(__name__, globals(), _MODULE)

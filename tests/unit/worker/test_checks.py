@@ -10,9 +10,10 @@ from pydantic import ValidationError
 
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState as S
-from bodega.worker.core import CheckResult, decide
 from bodega.worker.core import checks as core
+from bodega.worker.core.decisions import CheckResult
 from bodega.worker.core.records import MachineRow
+from bodega.worker.core.rules import decide
 from bodega.worker.drivers.base import TaskHandle
 
 

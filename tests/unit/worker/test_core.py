@@ -14,9 +14,7 @@ from bodega.model.errors import BadRequest, BodegaError, NotFound, PreconditionF
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import RELEASES_COMPUTE, MachineState
-from bodega.worker.core import (
-    BEGINS,
-    RESTART_WINDOW,
+from bodega.worker.core.decisions import (
     Changes,
     CheckResult,
     Cordon,
@@ -36,8 +34,6 @@ from bodega.worker.core import (
     Stop,
     Then,
     Update,
-    decide,
-    restart_delay,
 )
 from bodega.worker.core.fsm import FSMS
 from bodega.worker.core.payloads import (
@@ -48,7 +44,9 @@ from bodega.worker.core.payloads import (
     StartMachine,
     UpdateMachine,
 )
+from bodega.worker.core.policy import BEGINS, RESTART_WINDOW, restart_delay
 from bodega.worker.core.records import MachineRow
+from bodega.worker.core.rules import decide
 from bodega.worker.drivers.base import TaskHandle
 
 S = MachineState

@@ -7,7 +7,7 @@ import pytest
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, PreconditionFailed
 from bodega.model.states import RELEASES_COMPUTE, MachineState
-from bodega.worker.core import (
+from bodega.worker.core.decisions import (
     Changes,
     Destroy,
     OperationFailed,
@@ -18,10 +18,10 @@ from bodega.worker.core import (
     Suspend,
     Then,
     Update,
-    decide,
 )
 from bodega.worker.core.fsm import FSMS
 from bodega.worker.core.payloads import EndsRun, ResumeMachine, SuspendMachine
+from bodega.worker.core.rules import decide
 
 from .test_core import config, record
 

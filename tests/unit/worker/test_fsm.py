@@ -2,9 +2,10 @@ import pytest
 
 from bodega.model.machine import ExitStatus
 from bodega.model.states import RELEASES_COMPUTE, MachineState
-from bodega.worker.core import BEGINS, ExitDecision, after_exit, restart_delay
+from bodega.worker.core.decisions import ExitDecision
 from bodega.worker.core.fsm import FSMS, Effect
 from bodega.worker.core.payloads import Payload, payload_from_json
+from bodega.worker.core.policy import BEGINS, after_exit, restart_delay
 
 
 def typed(fsm_name: str, payload: dict[str, object]) -> Payload:

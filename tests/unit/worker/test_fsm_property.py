@@ -27,9 +27,9 @@ from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import PERSISTENT, RELEASES_COMPUTE, MachineState
-from bodega.worker.core import BEGINS
 from bodega.worker.core.fsm import FSMS, Step
 from bodega.worker.core.payloads import Payload, payload_from_json
+from bodega.worker.core.policy import BEGINS
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.host.network import HostNetwork

@@ -13,8 +13,9 @@ from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeou
 from bodega.model.machine import MachineEvent
 from bodega.model.machine_answers import MachineVersion, WaitAnswer
 from bodega.model.states import PERSISTENT, MachineState
-from bodega.worker.core import Cordon, SetMetadata, Signal, decide
+from bodega.worker.core.decisions import Cordon, SetMetadata, Signal
 from bodega.worker.core.records import LeaseRow, MachineRow
+from bodega.worker.core.rules import decide
 from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl, TaskGone
 from bodega.worker.ops.effects import signal_number
 from bodega.worker.ops.machines import MachineService

@@ -25,8 +25,9 @@ from bodega.model.ids import new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState
 from bodega.wire.placement import PlacementRecord
-from bodega.worker.core import Create, Decision, decide
+from bodega.worker.core.decisions import Create, Decision
 from bodega.worker.core.records import MachineRow
+from bodega.worker.core.rules import decide
 from bodega.worker.drivers.base import Driver, needs_command
 from bodega.worker.host.network import WIRE_AHEAD, Network
 from bodega.worker.ops.claims import attach_volume, claim_room

@@ -23,8 +23,8 @@ from typing import Any
 
 from bodega.model.errors import BodegaError
 from bodega.model.machine import rfc3339
-from bodega.worker.core import CheckResult
 from bodega.worker.core import checks as core
+from bodega.worker.core.decisions import CheckResult
 from bodega.worker.core.records import MachineRow
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.machines import MachineService

@@ -18,8 +18,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from bodega.model.errors import Conflict
-from bodega.worker.core import Decision, OperationEnded, OperationFailed, StepEntered, Then, decide
+from bodega.worker.core.decisions import (
+    Decision,
+    OperationEnded,
+    OperationFailed,
+    StepEntered,
+    Then,
+)
 from bodega.worker.core.fsm import Step
+from bodega.worker.core.rules import decide
 from bodega.worker.ops.locks import BUSY_WAIT, MachineLocks
 from bodega.worker.ops.runner import Runner, record_begin
 from bodega.worker.ops.supervision import Supervision

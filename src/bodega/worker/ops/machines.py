@@ -22,7 +22,7 @@ from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState
 from bodega.wire.worker_calls import Started
-from bodega.worker.core import (
+from bodega.worker.core.decisions import (
     CheckResult,
     Decision,
     Destroy,
@@ -33,10 +33,10 @@ from bodega.worker.core import (
     Stop,
     Suspend,
     Update,
-    decide,
 )
 from bodega.worker.core.policy import may_begin
 from bodega.worker.core.records import MachineRow
+from bodega.worker.core.rules import decide
 from bodega.worker.drivers.base import TaskHandle, needs_command
 from bodega.worker.ops.claims import check_update
 from bodega.worker.ops.creation import CreateRequest, MachineCreation
