@@ -11,6 +11,7 @@ import sys
 import tempfile
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import httpx
 
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.poll_kit import until as poll_until
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Long enough that a program that exits at once, as the failing releases here do, is
@@ -144,12 +146,4 @@ async def concurrently(**scenarios: Coroutine[Any, Any, None]) -> None:
         raise AssertionError(f"scenario {name} failed: {error!r}{also}") from error
 
 
-async def until(check: Any, timeout: float = 90.0, every: float = 0.3) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = await check()
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(every)
+until = partial(poll_until, timeout=90.0, every=0.3)

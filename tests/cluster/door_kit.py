@@ -26,10 +26,10 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,6 +45,7 @@ from bodega.runtime.tls.identity import Identity, trust_domain
 from tests.cidr_kit import octet
 from tests.cluster.listener_kit import Listener
 from tests.leftovers_kit import sweep_data_dir
+from tests.poll_kit import until_sync
 from tests.ports_kit import free_port as free_port
 from tests.tls_kit import TEST_CA
 
@@ -151,15 +152,7 @@ class Cluster:
 
 
 
-def until(check: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached in {timeout:.0f}s")
-        time.sleep(0.1)
+until = partial(until_sync, timeout=90.0)
 
 
 @contextmanager

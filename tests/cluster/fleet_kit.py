@@ -6,12 +6,12 @@ kill a worker and watch the rest of the cluster notice.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from bodega.cluster import cleanup
 from bodega.runtime.cluster_id import new as new_cluster_id
 from tests.cidr_kit import octet
 from tests.integration.daemon_kit import Daemon, Identity
+from tests.poll_kit import until as poll_until
 from tests.tls_kit import TEST_CA
 
 TOKEN = "fleet-admin-token"
@@ -120,17 +121,7 @@ async def fleet(tmp: Path) -> AsyncIterator[Fleet]:
         await f.stop()
 
 
-async def until(check: Callable[[], Any], timeout: float = 60.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.1)
+until = partial(poll_until, timeout=60.0, every=0.1)
 
 
 async def serving(api: httpx.AsyncClient, workers: int = 1) -> bool:

@@ -12,8 +12,9 @@ import asyncio
 import contextlib
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from bodega.wire.jobs.client import JobsApi
 from bodega.wire.machines_client import MachinesClient
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.poll_kit import until as poll_until
 
 TOKEN = "jobs-token"
 FINISHED = ("succeeded", "failed", "cancelled")
@@ -54,7 +56,7 @@ class Jobs:
         async def done() -> JobStatus | None:
             job = await self.status(app, name)
             return job if job.state in FINISHED else None
-        found: JobStatus = await until(done, timeout)
+        found: JobStatus = await until(done, timeout=timeout)
         return found
 
     def home_of(self, app: str, name: str) -> str:
@@ -103,15 +105,4 @@ async def jobs_up(tmp: Path, workers: int = 2,
         await unwire(tmp / "cluster")
 
 
-async def until(check: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:
-    """Poll ``check`` (a function or a coroutine function) until it answers something true."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(every)
+until = partial(poll_until, timeout=60.0, every=0.1)

@@ -16,15 +16,16 @@ import re
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from tests.cidr_kit import machine_cidr as held_cidr
 from tests.cluster.netns_kit import Hosts
 from tests.leftovers_kit import sweep_data_dir
+from tests.poll_kit import until_sync
 from tests.ports_kit import free_port
 
 T = TypeVar("T")
@@ -34,15 +35,7 @@ JOIN_LINE = re.compile(
     r"^\s*(bodega join \S+ --token (K10\S+) --region <REGION>(?: --[a-z-]+)*)\s*$")
 
 
-def until(check: Callable[[], T | None], what: str, timeout: float = 120.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = check()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not in {timeout:.0f}s: {what}")
-        time.sleep(0.3)
+until = partial(until_sync, timeout=120.0, every=0.3)
 
 
 @dataclass
@@ -140,7 +133,7 @@ def wait_for(host: Host, text: str, timeout: float = 180.0) -> str:
             return out
         assert host.process.poll() is None, f"host {host.index} exited:\n{out[-4000:]}"
         return None
-    return until(seen, f"{text!r} on host {host.index}", timeout)
+    return until(seen, f"{text!r} on host {host.index}", timeout=timeout)
 
 
 @contextlib.contextmanager

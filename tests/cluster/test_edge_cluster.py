@@ -8,7 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -16,6 +16,7 @@ import pytest
 
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.poll_kit import until as poll_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -43,11 +44,7 @@ async def curl(*args: str) -> tuple[int, str, str]:
     return process.returncode or 0, out.decode(), err.decode()
 
 
-async def until(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, "not reached in time"
-        await asyncio.sleep(0.2)
+until = partial(poll_until, timeout=60.0, every=0.2)
 
 
 async def test_apps_answer_over_tls_with_the_cluster_ca_and_certs_come_and_go_by_the_cli(

@@ -55,7 +55,7 @@ async def task_is_a_machine(jobs: Jobs) -> None:
         task = next(iter(job.tasks or []), None)
         return task.machine_id if task is not None and task.state == "running" else None
 
-    machine_id: str = await until(running_machine, 60)
+    machine_id: str = await until(running_machine, timeout=60)
     machine = (await jobs.http.get(f"/v1/apps/{app}/machines/{machine_id}")).json()
     assert machine["config"]["auto_destroy"] is True
     assert machine["config"]["restart"]["policy"] == "no"
@@ -65,7 +65,7 @@ async def task_is_a_machine(jobs: Jobs) -> None:
         return list(Path("/sys/fs/cgroup/memory/bodega").glob(f"*/{machine_id}"))
 
     try:
-        await until(cgroups, 30)
+        await until(cgroups, timeout=30)
     except AssertionError:
         raise AssertionError("the task's machine has no memory cgroup") from None
     waited = await jobs.http.get(f"/v1/apps/{app}/machines/{machine_id}/wait",
@@ -120,7 +120,7 @@ async def late_binding(jobs: Jobs, data_dir: Path) -> None:
     def probes_left() -> int:  # the probes that got no task are answered "drop" and go
         return sum(_probes(data_dir / "workers" / w / "jobs.db", job.id) for w in jobs.workers)
 
-    await until(lambda: probes_left() == 0, 30)
+    await until(lambda: probes_left() == 0, timeout=30)
 
 
 def _probes(db: Path, job_id: str) -> int:
@@ -142,12 +142,12 @@ async def cancel(jobs: Jobs) -> None:
                                             "sleep 0.1; done"]})
         await jobs.submit(app, {"name": "waiting", "command": "true", "pool": "nobody"})
         for name in ("polite", "stubborn"):
-            await until(lambda n=name: _running(jobs, app, n), 60)  # type: ignore[misc]
+            await until(lambda n=name: _running(jobs, app, n), timeout=60)
         asked = time.monotonic()
         for name in ("polite", "stubborn", "waiting"):
             answer = await jobs.http.post(f"/jobs/cancel/{name}", params={"app": app})
             assert answer.status_code == 200, answer.text
-        await until(termed.exists, 2.0, 0.05)  # SIGTERM reached the program within 2 s
+        await until(termed.exists, timeout=2.0, every=0.05)  # SIGTERM reached it within 2 s
         assert (await jobs.status(app, "waiting")).state == "cancelled"  # dropped at once
         assert time.monotonic() - asked < 2.0
         polite = await jobs.finished(app, "polite", 10)

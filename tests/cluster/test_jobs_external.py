@@ -41,7 +41,7 @@ async def claim_race(jobs: Jobs) -> None:
     answer = await jobs.submit(app, {"name": "prize", "command": "true", "pool": "gpu",
                                      "lease_seconds": 2, "backoff": 0})
     assert answer.status_code == 200, answer.text
-    await until(lambda: _listed(jobs, app, "gpu", "prize"), 30)
+    await until(lambda: _listed(jobs, app, "gpu", "prize"), timeout=30)
     tries = await asyncio.gather(*(jobs.http.post("/jobs/claim/prize", params={"app": app},
                                                   json={"worker": f"racer-{i}"})
                                    for i in range(8)))
@@ -61,7 +61,7 @@ async def claim_race(jobs: Jobs) -> None:
         task = (job.tasks or [])[0]
         return task if task.state == "queued" and task.attempts == 1 else None
 
-    task = await until(requeued, 30)
+    task = await until(requeued, timeout=30)
     assert task.exit_codes == [None]
     assert "lapsed" in (task.reason or "")
     assert (await jobs.api.renew("prize", holder, 0, app)).verdict == "lost"
@@ -82,7 +82,7 @@ async def pools(jobs: Jobs) -> None:
     refused = await jobs.http.post("/jobs/claim/ours", params={"app": app},
                                    json={"worker": "outsider"})
     assert (refused.status_code, refused.json()["status"]) == (409, "wrong_pool")
-    await until(lambda: _task_state(jobs, app, "ours", "running"), 60)
+    await until(lambda: _task_state(jobs, app, "ours", "running"), timeout=60)
     job = await jobs.status(app, "theirs")  # bodega's workers never touched it
     assert (job.state, (job.tasks or [])[0].attempts) == ("queued", 0)
     await jobs.api.cancel("ours", app)
@@ -95,11 +95,12 @@ async def _task_state(jobs: Jobs, app: str, name: str, state: str) -> bool:
 async def cancellations(jobs: Jobs) -> None:
     app = await jobs.app("jx-cancel")
     await jobs.submit(app, {"name": "long", "command": "sleep 100", "pool": "batch"})
-    await until(lambda: _listed(jobs, app, "batch", "long"), 30)
+    await until(lambda: _listed(jobs, app, "batch", "long"), timeout=30)
     await jobs.api.claim("long", "crunch-1", None, app)
     assert await jobs.api.cancellations("crunch-1", app) == []
     await jobs.api.cancel("long", app)
-    found = await until(lambda: jobs.api.cancellations("crunch-1", app), 2.0, 0.05)
+    found = await until(lambda: jobs.api.cancellations("crunch-1", app), timeout=2.0,
+                        every=0.05)
     assert [(c.name, c.task, c.reason) for c in found] == [("long", 0, "cancelled")]
     assert (await jobs.api.renew("long", "crunch-1", 0, app)).verdict == "stop"
     ended = await jobs.api.release("long", "crunch-1", 143, 0, app)
@@ -123,7 +124,7 @@ async def assignment(jobs: Jobs) -> None:
     assert (reg.json()["memory_mb"], reg.json()["disk_gb"]) == (1024, 4096)
     for name in ("a1", "a2", "a3"):
         await jobs.submit(app, {"name": name, "command": f"echo {name}", "pool": "assign"})
-    await until(lambda: _queued_in_view(jobs, app, "assign", 3), 30)
+    await until(lambda: _queued_in_view(jobs, app, "assign", 3), timeout=30)
     first = await jobs.api.assigned("big-1", app)
     assert sorted(a.name for a in first) == ["a1", "a2"]  # room for two, oldest first
     for task in first:
@@ -134,7 +135,7 @@ async def assignment(jobs: Jobs) -> None:
     async def third() -> bool:
         return "a3" in {a.name for a in await jobs.api.assigned("big-1", app)}
 
-    await until(third, 30, 0.3)
+    await until(third, timeout=30, every=0.3)
     unknown = await jobs.http.get("/jobs/assigned", params={"worker": "nobody", "app": app})
     assert unknown.status_code == 404
 

@@ -44,7 +44,7 @@ async def kill9(data: Path, name: str, *, then_delete: str | None = None) -> Non
         for path in (data / name).rglob(f"{then_delete}*"):
             path.unlink()
     await until(lambda: (c := components(data).get(name)) is not None and c["pid"]
-                and c["pid"] != victim["pid"], 60)
+                and c["pid"] != victim["pid"], timeout=60)
 
 
 def ran(log: Path) -> set[int]:
@@ -79,7 +79,7 @@ async def until_running_on(jobs: Jobs, app: str, name: str, worker: str) -> None
         return job is not None and any(t.state == "running" and t.worker == worker
                                        for t in job.tasks or [])
     try:
-        await until(running, 60)
+        await until(running, timeout=60)
     except AssertionError:
         last = seen[0]
         raise AssertionError(f"no task of {name} ran on {worker}: "
@@ -93,14 +93,14 @@ async def until_room_on(jobs: Jobs, worker: str, memory_mb: int) -> None:
         listed = (await jobs.http.get("/v1/cluster/workers")).json()
         return any(w["name"] == worker and w["status"] == "alive"
                    and (w.get("free") or {}).get("memory_mb", 0) >= memory_mb for w in listed)
-    await until(room, 60)
+    await until(room, timeout=60)
 
 
 async def all_ran(jobs: Jobs, app: str, name: str, log: Path, count: int) -> None:
     async def finished() -> JobStatus | None:
         job = await status(jobs, app, name)
         return job if job is not None and job.state in FINISHED and job.tasks else None
-    job: JobStatus = await until(finished, 120)
+    job: JobStatus = await until(finished, timeout=120)
     assert job.state == "succeeded", job.model_dump_json()
     assert ran(log) == set(range(count))
     assert all(t.exit_codes[-1:] == [0] for t in job.tasks or [])
@@ -122,7 +122,7 @@ async def test_kill_9_of_any_component_loses_no_job(tmp_path: Path) -> None:
 
             async def listed() -> bool:  # the refilled view lists it again
                 return "after-broker" in {j.name for j in await jobs.api.jobs(app, state="any")}
-            await until(listed, 60)
+            await until(listed, timeout=60)
 
             # The job's home, killed while its tasks run (some on it, some on the other).
             home, other = jobs.workers

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from tests.cidr_kit import held_octet
 from tests.cluster.kernel_objects_kit import Snapshot, snapshot, unexplained
 from tests.cluster.up_kit import UpProcess, free_port, in_cluster, unwire, url_host
 from tests.integration.images.image_kit import build_image, needs_image_tools
+from tests.poll_kit import until as poll_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and cgroups need root")
 
@@ -84,13 +86,7 @@ def program_pids(marker: str) -> list[int]:
     return found
 
 
-async def until(check: Any, timeout: float = 60.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (result := check()):
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.1)
-    return result
+until = partial(poll_until, timeout=60.0, every=0.1)
 
 
 class Api:

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.cidr_kit import octet
 from tests.cluster.up_kit import unwire
 from tests.integration.broker.lifecycle_scenario import full_lifecycle
 from tests.integration.broker.spec_client_kit import SpecClient
+from tests.poll_kit import until as poll_until
 from tests.ports_kit import free_port as free_port
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
@@ -56,15 +58,7 @@ def pids_with(marker: str) -> list[int]:
     return [p for p in found if alive(p)]
 
 
-async def until(check: Any, timeout: float = 60.0) -> Any:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.1)
+until = partial(poll_until, timeout=60.0, every=0.1)
 
 
 async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:

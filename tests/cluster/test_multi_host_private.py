@@ -70,7 +70,7 @@ def probe(cluster: MultiHost, region: str) -> dict[str, Any]:
         rows = {m["id"]: m for m in cluster.json("machine", "list", "--app", "probe")}
         row = rows.get(machine_id)
         return row if row and row["state"] == "started" and ":" in row["private_ip"] else None
-    return until(addressed, f"probe in {region} started with a private address", 60)
+    return until(addressed, f"probe in {region} started with a private address", timeout=60)
 
 
 def inside(cluster: MultiHost, index: int, address: str, path: str) -> str:
@@ -102,7 +102,7 @@ def test_a_machine_reaches_another_hosts_machine_by_app_internal_over_wireguard(
     here = syd["private_ip"]
     until(lambda: set(inside(cluster, 2, here, f"/resolve?name={quote('probe.internal')}")
                       .split()) == set(ip.values()) or None,
-          "probe.internal naming every probe machine, from host 2", 30)
+          "probe.internal naming every probe machine, from host 2", timeout=30)
 
     syd_worker = next(w for w in cluster.json("cluster", "workers") if w["region"] == "syd")
     overlay = interface_name(cluster_id, host_field(ipaddress.IPv4Network(syd_worker["subnet"])))

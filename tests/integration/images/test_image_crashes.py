@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 
 from bodega.wire.worker_client import WorkerClient
+from tests.poll_kit import until as poll_until
 from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import worker_daemon
@@ -15,11 +17,7 @@ from .test_image_machines import fetch, image_machine, worker_args
 pytestmark = needs_image_tools
 
 
-async def until(condition: object, timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():  # type: ignore[operator]
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
+until = partial(poll_until, timeout=60.0, every=0.05)
 
 
 def blobs(data: Path) -> dict[str, float]:

@@ -8,9 +8,8 @@ too); on bodega's own data plane it is a routing-table change.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
-from collections.abc import Callable
+from functools import partial
 
 import httpx
 
@@ -18,6 +17,7 @@ from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
+from tests.poll_kit import until as poll_until
 
 from .plane_kit import serving
 from .test_forwarding import Machine, machine_doc, routed
@@ -25,11 +25,7 @@ from .test_forwarding import Machine, machine_doc, routed
 CLIENTS = 32
 
 
-async def until(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.02)
+until = partial(poll_until, timeout=30.0)
 
 
 class Traffic:

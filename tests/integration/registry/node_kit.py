@@ -6,9 +6,8 @@ daemon's internal listener is, so every pull between nodes is a real one.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -21,6 +20,7 @@ from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import TlsDir
 from tests.keyring_kit import KEYRING
+from tests.poll_kit import until as poll_until
 from tests.tls_kit import TEST_CA
 
 # memberlist's LAN figures halved, so a crash is detected in seconds of test time.
@@ -29,14 +29,7 @@ FAST = SwimConfig(probe_interval=0.5, probe_timeout=0.25, gossip_interval=0.1,
 WAIT = 30.0
 
 
-async def until(predicate: Callable[[], bool], *, timeout: float = WAIT) -> None:
-    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        if loop.time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.02)
+until = partial(poll_until, timeout=WAIT)
 
 
 @dataclass

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import itertools
 import os
 import shutil
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from bodega.wire.worker_client import WorkerClient
 from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
 from tests.leftovers_kit import names_of, sweep_data_dir
+from tests.poll_kit import until as poll_until
 from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import Daemon, Identity, worker_argv
@@ -133,12 +133,7 @@ def program_pids(marker: str) -> list[int]:
     return pids
 
 
-async def until(check: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.05)
+until = partial(poll_until, timeout=20.0, every=0.05)
 
 
 def environ_of(pid: int) -> dict[str, str]:

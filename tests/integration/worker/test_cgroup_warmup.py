@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from bodega.worker.drivers.process.warmup import Warmup
+from tests.poll_kit import until_sync
 
 from ..cgroup_kit import ROOT, warmable
 
@@ -19,11 +20,7 @@ pytestmark = pytest.mark.skipif(not warmable(), reason="needs root and its own c
                                 "v1 memory hierarchy under /sys/fs/cgroup")
 
 
-def until(condition: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
+until = partial(until_sync, timeout=10.0, every=0.01)
 
 
 def settled(warmup: Warmup, timeout: float = 10.0) -> int:

@@ -33,4 +33,4 @@ async def test_sigkill_right_after_a_group_is_answered_loses_no_create(tmp_path:
         for machine in answered:  # each create resumed and went on to start, once
             await client.wait(machine.id, "started", timeout=60)
         for marker in markers:
-            await until(lambda m=marker: len(program_pids(m)) == 1)  # type: ignore[misc]
+            await until(lambda m=marker: len(program_pids(m)) == 1)

@@ -12,7 +12,7 @@ import datetime
 import json
 import re
 import ssl
-from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -30,6 +30,7 @@ from tests.integration.daemon_kit import (
     running_worker_daemon,
     worker_daemon,
 )
+from tests.poll_kit import until as poll_until
 from tests.tls_kit import TEST_CA, ClusterCa
 
 CONFIG = {"image": "app:1", "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256}}
@@ -125,11 +126,7 @@ async def workers_alive(api: httpx.AsyncClient, count: int) -> bool:
     return len([w for w in found if w.get("status") == "alive"]) >= count
 
 
-async def until_true(check: Callable[[], Awaitable[bool]], timeout: float = 60.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await check():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
+until_true = partial(poll_until, timeout=60.0, every=0.1)
 
 
 async def served_serial(url: str, context: ssl.SSLContext) -> int:

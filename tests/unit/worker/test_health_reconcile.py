@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.ops.health import HealthChecks
 from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store import queries
+from tests.poll_kit import until as poll_until
 from tests.unit.worker.conftest import in_process_worker, worker_config
 
 W = tuple[Worker, FakeDriver]
@@ -64,11 +66,7 @@ async def test_only_started_machines_with_checks_are_read_and_probed(big: W) -> 
         await checks.close()
 
 
-async def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition never held"
-        await asyncio.sleep(0.05)
+until = partial(poll_until, timeout=30.0, every=0.05)
 
 
 async def test_a_commit_wakes_the_reconcile_loop_both_ways(big: W) -> None:

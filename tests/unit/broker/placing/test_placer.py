@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from functools import partial
 from typing import Any, cast
 
 import pytest
@@ -25,6 +25,7 @@ from bodega.model.errors import (
 )
 from bodega.placement import PlacementRequest, Policy
 from bodega.wire.worker_calls import Reservation
+from tests.poll_kit import until as poll_until
 
 ASK = Ask(cpus=1, memory_mb=1024)
 
@@ -44,12 +45,7 @@ def placer(workers: int = 2, used: dict[str, Any] | None = None) -> tuple[Placer
                   BrokerMetrics(CollectorRegistry()), "b"), candidates
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    for _ in range(100):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("condition never held")
+until = partial(poll_until, timeout=5.0, every=0)
 
 
 def used_mb(candidates: Candidates, name: str) -> int:

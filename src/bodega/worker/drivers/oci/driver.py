@@ -31,7 +31,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.drivers.base import Capabilities, DriverError, TaskHandle, TaskSpec
 from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, parse_user, runtime_spec
@@ -43,7 +42,7 @@ from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import RunFiles, wrapper_argv
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
 from bodega.worker.drivers.process.memory import CgroupMemory
-from bodega.worker.drivers.process.runs import Runs
+from bodega.worker.drivers.process.runs import Runs, RunsDriver
 from bodega.worker.drivers.process.warmup import Warmup
 from bodega.worker.images.eviction import to_evict
 from bodega.worker.images.manifest import BadImage
@@ -54,7 +53,7 @@ from bodega.worker.images.registry_client import RegistryError
 log = logging.getLogger("bodega.worker.oci")
 
 
-class OciDriver:
+class OciDriver(RunsDriver):
     name = "oci"
 
     def __init__(self, cgroups: Cgroups | None, puller: Puller, machines_dir: Path,
@@ -239,19 +238,6 @@ class OciDriver:
         log.info("%s: started pid %d (%s, image %s)", spec.machine_id, popen.pid,
                  self.runc.runtime, spec.image)
         return self.runs.spawned(spec, files, popen, oom_base)
-
-    # -- runs -------------------------------------------------------------------------
-    async def recover(self, handle: TaskHandle) -> bool:
-        return await self.runs.recover(handle)
-
-    async def wait(self, handle: TaskHandle) -> ExitStatus:
-        return await self.runs.wait(handle)
-
-    async def inspect(self, handle: TaskHandle) -> bool:
-        return self.runs.alive(handle)
-
-    async def signal(self, handle: TaskHandle, signal: int) -> None:
-        await self.runs.signal(handle, signal)
 
     # -- stop and destroy -------------------------------------------------------------
     async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:

@@ -17,7 +17,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from bodega.model.machine import ExitStatus
 from bodega.worker.drivers.base import (
     Capabilities,
     DriverError,
@@ -38,13 +37,13 @@ from bodega.worker.drivers.process.launch import (
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
 from bodega.worker.drivers.process.memory import CgroupMemory
 from bodega.worker.drivers.process.parking import Parking
-from bodega.worker.drivers.process.runs import Runs
+from bodega.worker.drivers.process.runs import Runs, RunsDriver
 from bodega.worker.drivers.process.warmup import Warmup
 
 log = logging.getLogger("bodega.worker.process")
 
 
-class ProcessDriver:
+class ProcessDriver(RunsDriver):
     name = "process"
 
     def __init__(self, cgroups: Cgroups | None, log_max_bytes: int = 1 << 20,
@@ -149,19 +148,6 @@ class ProcessDriver:
         handle = self.runs.spawned(spec, files, popen, oom_base)
         log.info("%s: started pid %d (%s)", spec.machine_id, popen.pid, spec.argv[0])
         return handle
-
-    # -- runs -------------------------------------------------------------------------
-    async def recover(self, handle: TaskHandle) -> bool:
-        return await self.runs.recover(handle)
-
-    async def wait(self, handle: TaskHandle) -> ExitStatus:
-        return await self.runs.wait(handle)
-
-    async def inspect(self, handle: TaskHandle) -> bool:
-        return self.runs.alive(handle)
-
-    async def signal(self, handle: TaskHandle, signal: int) -> None:
-        await self.runs.signal(handle, signal)
 
     async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:
         await self.runs.stop(handle, signal, timeout)

@@ -234,3 +234,23 @@ class Runs:
         for popen in [p for p in self._children.values() if p.poll() is not None]:
             self._children.pop(popen.pid, None)
         self.forget_ended(machine_id)
+
+
+class RunsDriver:
+    """What a driver whose runs are ``Runs`` answers about them, the same for the process
+    and the oci driver: each keeps its ``runs`` and differs only in how a run starts and
+    what a stop or destroy leaves behind."""
+
+    runs: Runs
+
+    async def recover(self, handle: TaskHandle) -> bool:
+        return await self.runs.recover(handle)
+
+    async def wait(self, handle: TaskHandle) -> ExitStatus:
+        return await self.runs.wait(handle)
+
+    async def inspect(self, handle: TaskHandle) -> bool:
+        return self.runs.alive(handle)
+
+    async def signal(self, handle: TaskHandle, signal: int) -> None:
+        await self.runs.signal(handle, signal)
