@@ -19,7 +19,6 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,9 +52,6 @@ class Scored:
     score: float
     subscores: Subscores
 
-    def to_json(self) -> dict[str, Any]:
-        return {"worker": self.candidate.name, "score": round(self.score, 4),
-                "subscores": {k: round(v, 4) for k, v in self.subscores.items()}}
 
 
 class RegionRanking:
@@ -114,17 +110,6 @@ class RegionRanking:
         if self._top is None or len(self._top) < min(count, len(self._order)):
             self._top = [self._scored(int(row)) for row in self._order[:count]]
         return self._top[:count]
-
-    def explain(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "region": self.region, "candidates": self.considered, "feasible": self.feasible,
-            "refused": self.refused_by_kind,
-            "refusals": [{"worker": w, "reason": r} for w, r in self.refusals],
-            "ranked": [s.to_json() for s in self.top()],
-        }
-        if self.sampled:
-            out["sampled"] = self.sampled
-        return out
 
 
 def rank_region(

@@ -122,9 +122,9 @@ def test_the_subscore_is_explained_and_matches_the_ranking() -> None:
     t = table([host("big", 64, 8.0), host("small", 16, 2.0)], {SMALL: 90, EIGHT: 10})
     request = PlacementRequest(app="web", ask=SMALL, regions=("ams",))
     ranking = rank_region(request, t, Policy(scorer_named("fgd")))
-    explained = {s["worker"]: s for s in ranking.explain()["ranked"]}
-    assert explained["big"]["subscores"]["fragmentation"] < 0
-    assert "fragmentation" not in explained["small"]["subscores"]
+    explained = {s.candidate.name: s for s in ranking.top()}
+    assert explained["big"].subscores["fragmentation"] < 0
+    assert "fragmentation" not in explained["small"].subscores
 
 
 free = st.floats(0, 64).map(lambda f: round(f * 4) / 4)  # shared cpus come in quarters

@@ -73,9 +73,9 @@ def test_the_hole_weight_sends_a_small_machine_away_from_the_largest_block() -> 
     keeping = rank_candidates(ask(), "ams", hosts,
                               Policy(UtilityScorer(weights=Weights(hole=1.0))))
     assert [s.candidate.name for s in keeping.attempts()] == ["mid", "big"]
-    ranked = {r["worker"]: r for r in keeping.explain()["ranked"]}
-    assert ranked["big"]["subscores"]["hole"] == -1.0  # named in the explanation
-    assert "hole" not in ranked["mid"]["subscores"]
+    ranked = {s.candidate.name: s for s in keeping.top()}
+    assert ranked["big"].subscores["hole"] == -1.0  # named in the explanation
+    assert "hole" not in ranked["mid"].subscores
 
 
 def test_the_hole_weight_is_off_by_default_and_set_by_name() -> None:

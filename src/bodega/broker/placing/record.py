@@ -18,9 +18,28 @@ from bodega.wire.placement import (
     Asked,
     PlacementAttempt,
     PlacementRecord,
+    Refusal,
     RegionExplanation,
     Winner,
 )
+
+
+def ranked(scored: Scored) -> Winner:
+    """One ranked worker as an explanation lists it, with its region."""
+    return Winner(worker=scored.candidate.name, score=round(scored.score, 4),
+                  subscores={k: round(v, 4) for k, v in scored.subscores.items()},
+                  region=scored.candidate.region)
+
+
+def explained(ranking: RegionRanking) -> RegionExplanation:
+    """A region's verdict on a request (``placement/rank.py``), as the record keeps it: who
+    was considered and refused (by kind, the first few by name), and the top few ranked."""
+    return RegionExplanation(
+        region=ranking.region, candidates=ranking.considered, feasible=ranking.feasible,
+        refused=dict(ranking.refused_by_kind),
+        refusals=[Refusal(worker=worker, reason=reason) for worker, reason in ranking.refusals],
+        ranked=[ranked(scored) for scored in ranking.top()],
+        sampled=ranking.sampled or None)
 
 
 @dataclass
@@ -49,21 +68,15 @@ class Record:
     def answer(self) -> PlacementRecord:
         """The record as it travels and is kept (``wire/placement.py``): one model from here
         to the worker's store and ``bodega machine explain``."""
-        winner = None
-        if self.winner is not None:
-            scored = self.winner
-            winner = Winner(worker=scored.candidate.name, score=round(scored.score, 4),
-                            subscores={k: round(v, 4) for k, v in scored.subscores.items()},
-                            region=scored.candidate.region)
         return PlacementRecord(
             policy=self.policy, asked=Asked.model_validate(self.asked.to_wire()),
             regions_asked=list(self.regions_asked), broker=self.broker,
             at=rfc3339(self.started),
             # Until the placement ends (the record sent with the create), the time so far.
             duration_ms=round((self.seconds or time.time() - self.started) * 1000, 3),
-            regions=[RegionExplanation.model_validate(r.explain()) for r in self.regions],
+            regions=[explained(r) for r in self.regions],
             attempts=[PlacementAttempt(worker=a.worker, region=a.region, outcome=a.outcome,
                                        ms=round(a.ms, 2) if a.ms else None,
                                        reason=a.reason or None)
                       for a in self.attempts],
-            winner=winner)
+            winner=ranked(self.winner) if self.winner is not None else None)

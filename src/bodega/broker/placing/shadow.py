@@ -24,6 +24,7 @@ import random
 from typing import Any
 
 from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.placing.record import ranked
 from bodega.placement import (
     CandidateTable,
     PlacementRequest,
@@ -31,6 +32,7 @@ from bodega.placement import (
     RegionRanking,
     rank_region,
 )
+from bodega.wire.placement import Winner
 
 log = logging.getLogger("bodega.broker.placing.shadow")
 
@@ -69,7 +71,7 @@ class Shadow:
             "agree": live_choice == shadow_choice,
         }
         self.metrics.shadow_decisions.labels("agree" if entry["agree"] else "differ").inc()
-        log.info("placement shadow %s", json.dumps(entry, sort_keys=True))
+        log.info("placement shadow %s", json.dumps(entry, sort_keys=True, default=_plain))
         return entry
 
 
@@ -82,6 +84,10 @@ def _choice(rankings: list[RegionRanking]) -> str | None:
     return None
 
 
-def _ranked(rankings: list[RegionRanking]) -> list[dict[str, Any]]:
-    return [{**scored.to_json(), "region": ranking.region}
-            for ranking in rankings for scored in ranking.top()]
+def _ranked(rankings: list[RegionRanking]) -> list[Winner]:
+    return [ranked(scored) for ranking in rankings for scored in ranking.top()]
+
+
+def _plain(model: Winner) -> object:
+    """What ``json.dumps`` writes of a ranked worker in the log."""
+    return model.model_dump(mode="json", exclude_none=True)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from bodega.broker.machines.service import Machines
+from bodega.broker.placing.record import explained
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.catalog import Catalog
 from bodega.model.answer import from_doc
@@ -95,8 +96,7 @@ class Platform:
                 fit, hosts = self._capacity(table, ask)
                 out.append(RegionPlacement(region=region, count=fit, concurrency=hosts))
                 if body.explain:
-                    explain.append(RegionExplanation.model_validate(
-                        rank_region(request, table, policy).explain()))
+                    explain.append(explained(rank_region(request, table, policy)))
                 continue
             if remaining <= 0:
                 break
@@ -120,7 +120,7 @@ class Platform:
                                   rng)
             best = next(ranking.attempts(), None)
             if first is None:
-                first = RegionExplanation.model_validate(ranking.explain())
+                first = explained(ranking)
             if best is None:
                 return placed, len(hosts), first
             worker = best.candidate
