@@ -94,7 +94,7 @@ class BodegaPool:
 
     async def submit(self, batch: str, count: int, seconds: float, pool: str = "bodega") -> float:
         began = time.time()
-        answer = await self.call("POST", "/jobs/submit", {
+        answer = await self.call("POST", "/sched/submit", {
             "name": batch, "count": count, "pool": pool, "max_attempts": 5, "backoff": 0.2,
             "lease_seconds": self.lease, "command": command(self.root / batch, seconds)})
         if answer.status_code != 200:
@@ -102,7 +102,7 @@ class BodegaPool:
         return began
 
     async def status(self, batch: str) -> dict[str, Any]:
-        answer = await self.call("GET", f"/jobs/status/{batch}")
+        answer = await self.call("GET", f"/sched/status/{batch}")
         answer.raise_for_status()
         found: dict[str, Any] = answer.json()
         return found
@@ -143,7 +143,7 @@ class BodegaPool:
 
         async def claimer(me: str) -> None:
             while won[0] < jobs:
-                listed = (await self.call("GET", "/jobs/jobs", pool="bench")).json()
+                listed = (await self.call("GET", "/sched/jobs", pool="bench")).json()
                 mine = [j["name"] for j in listed if j["name"].startswith(tag)]
                 if not mine:
                     await asyncio.sleep(0.05)
@@ -151,13 +151,13 @@ class BodegaPool:
                 for name in mine:
                     if wait:
                         await asyncio.sleep(random.uniform(0, wait))
-                    answer = await self.call("POST", f"/jobs/claim/{name}", {"worker": me})
+                    answer = await self.call("POST", f"/sched/claim/{name}", {"worker": me})
                     if answer.status_code == 409:
                         conflicts[0] += 1
                         continue
                     answer.raise_for_status()
                     won[0] += 1
-                    release = await self.call("POST", f"/jobs/release/{name}", {
+                    release = await self.call("POST", f"/sched/release/{name}", {
                         "worker": me, "task": answer.json()["task"], "exit_code": 0})
                     release.raise_for_status()
                     break

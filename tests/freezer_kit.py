@@ -1,6 +1,6 @@
 """Whether a process is held by the cgroup v1 freezer, as the kernel says it.
 
-The freezer's own state file answers, not the process's jobsuler state: a frozen task
+The freezer's own state file answers, not the process's scheduler state: a frozen task
 sleeps uninterruptibly ("D"), but so does a running one waiting on a busy disk for a
 moment, which made a thawed machine look frozen on a loaded host.
 """

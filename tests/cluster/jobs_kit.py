@@ -1,4 +1,4 @@
-"""What the jobs tests share: a real ``bodega up`` (or a fleet of daemons), the /jobs API.
+"""What the jobs tests share: a real ``bodega up`` (or a fleet of daemons), the /sched API.
 
 ``jobs_up`` starts one ``bodega up`` for a test module's scenarios (one region,
 ``workers`` workers, extra flags for the workers); ``Jobs`` speaks the API both
@@ -47,7 +47,7 @@ class Jobs:
         return name
 
     async def submit(self, app: str, body: dict[str, Any]) -> httpx.Response:
-        return await self.http.post("/jobs/submit", params={"app": app}, json=body)
+        return await self.http.post("/sched/submit", params={"app": app}, json=body)
 
     async def status(self, app: str, name: str) -> JobStatus:
         return await self.api.status(name, app)

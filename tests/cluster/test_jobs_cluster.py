@@ -145,7 +145,7 @@ async def cancel(jobs: Jobs) -> None:
             await until(lambda n=name: _running(jobs, app, n), timeout=60)
         asked = time.monotonic()
         for name in ("polite", "stubborn", "waiting"):
-            answer = await jobs.http.post(f"/jobs/cancel/{name}", params={"app": app})
+            answer = await jobs.http.post(f"/sched/cancel/{name}", params={"app": app})
             assert answer.status_code == 200, answer.text
         await until(termed.exists, timeout=2.0, every=0.05)  # SIGTERM reached it within 2 s
         assert (await jobs.status(app, "waiting")).state == "cancelled"  # dropped at once
@@ -230,7 +230,7 @@ async def full_queue(jobs: Jobs) -> None:
     assert refused.status_code == 429, refused.text
     assert int(refused.headers["retry-after"]) >= 1
     assert refused.json()["status"] == "resource_exhausted"
-    await jobs.http.post(f"/jobs/cancel/{filler}", params={"app": app})
+    await jobs.http.post(f"/sched/cancel/{filler}", params={"app": app})
     again = await jobs.submit(app, {"name": jobs.name_on(home, app, "more"), "command": "true"})
     assert again.status_code == 200, again.text
 

@@ -5,7 +5,7 @@ exactly one gets it (200, a lease), the others 409; a lease renewed holds, a
 lease left to lapse puts the task back in the queue with its attempt counted
 (exit code unknown: null), and only the claimant may release; a job of another
 pool is never run by bodega's workers and a bodega-pool job cannot be claimed;
-a cancelled task shows in its claimant's /jobs/cancellations; a queued task
+a cancelled task shows in its claimant's /sched/cancellations; a queued task
 past its deadline fails; assignment mode fills a registered worker's room
 oldest job first and gives the rest as room comes back; the claim-mode worker
 in docs/jobs.md, run as it is printed there, runs a pool's jobs to success.
@@ -42,7 +42,7 @@ async def claim_race(jobs: Jobs) -> None:
                                      "lease_seconds": 2, "backoff": 0})
     assert answer.status_code == 200, answer.text
     await until(lambda: _listed(jobs, app, "gpu", "prize"), timeout=30)
-    tries = await asyncio.gather(*(jobs.http.post("/jobs/claim/prize", params={"app": app},
+    tries = await asyncio.gather(*(jobs.http.post("/sched/claim/prize", params={"app": app},
                                                   json={"worker": f"racer-{i}"})
                                    for i in range(8)))
     codes = sorted(t.status_code for t in tries)
@@ -52,7 +52,7 @@ async def claim_race(jobs: Jobs) -> None:
     holder = winner["worker"]
     renewed = await jobs.api.renew("prize", holder, 0, app)
     assert renewed.verdict == "ok"
-    not_mine = await jobs.http.post("/jobs/release/prize", params={"app": app},
+    not_mine = await jobs.http.post("/sched/release/prize", params={"app": app},
                                     json={"worker": "racer-x", "exit_code": 0})
     assert (not_mine.status_code, not_mine.json()["status"]) == (409, "not_claimant")
 
@@ -79,7 +79,7 @@ async def pools(jobs: Jobs) -> None:
     app = await jobs.app("jx-pools")
     await jobs.submit(app, {"name": "theirs", "command": "true", "pool": "elsewhere"})
     await jobs.submit(app, {"name": "ours", "command": "sleep 30"})
-    refused = await jobs.http.post("/jobs/claim/ours", params={"app": app},
+    refused = await jobs.http.post("/sched/claim/ours", params={"app": app},
                                    json={"worker": "outsider"})
     assert (refused.status_code, refused.json()["status"]) == (409, "wrong_pool")
     await until(lambda: _task_state(jobs, app, "ours", "running"), timeout=60)
@@ -118,7 +118,7 @@ async def deadline(jobs: Jobs) -> None:
 
 async def assignment(jobs: Jobs) -> None:
     app = await jobs.app("jx-assign")
-    reg = await jobs.http.post("/jobs/register", params={"app": app}, json={
+    reg = await jobs.http.post("/sched/register", params={"app": app}, json={
         "worker": "big-1", "pool": "assign", "cpu": 2, "mem": 1, "diskfree": "4t"})
     assert reg.status_code == 200, reg.text
     assert (reg.json()["memory_mb"], reg.json()["disk_gb"]) == (1024, 4096)
@@ -136,7 +136,7 @@ async def assignment(jobs: Jobs) -> None:
         return "a3" in {a.name for a in await jobs.api.assigned("big-1", app)}
 
     await until(third, timeout=30, every=0.3)
-    unknown = await jobs.http.get("/jobs/assigned", params={"worker": "nobody", "app": app})
+    unknown = await jobs.http.get("/sched/assigned", params={"worker": "nobody", "app": app})
     assert unknown.status_code == 404
 
 

@@ -68,7 +68,7 @@ class Broker:
         self.node: Any = None
         self.served: Served | None = None
         self.internal: Served | None = None
-        self.joins: Served | None = None  # the join listener (join_listener.py)
+        self.joins: Served | None = None  # the join listener (trust/listener.py)
         self.dashboard: Dashboard | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)

@@ -3,12 +3,12 @@
 Every route but health and the OpenAPI document needs a token; every answer
 carries a ``fly-request-id``; every error is ``{"error", "status"}`` with the
 code the Machines API uses. This module assembles the app: the open routes,
-then one route table per area (``app_routes``, ``machine_routes``,
-``lease_routes``, ``volume_routes``, ``secret_routes``, ``log_routes``,
-``platform_routes``, ``key_routes`` and the releases), each route wrapped by ``_route``
-(authentication, readiness, metrics). Handlers are thin: they parse, check
-the caller may touch the app, and hand over to ``Machines``, ``Volumes``,
-``Apps`` or ``Platform``.
+then the route tables of each room (``apps/routes.py``, ``machines/routes.py``,
+``machines/leases.py``, ``machines/logs.py``, ``volumes/routes.py``,
+``secrets/routes.py``, ``platform/routes.py``, ``trust/key_routes.py``, the releases...),
+each route wrapped by ``_route`` (authentication, readiness, metrics). Handlers are thin:
+they parse, check the caller may touch the app, and hand over to the room's service
+(``Machines``, ``MachineCreate``, ``Volumes``, ``Apps``, ``Platform``).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ class BrokerApi:
         self.oidc_key = oidc_key
         self.certificates = certificates
         self.info = info
-        self.more = more  # another area's routes (the jobs' /jobs)
+        self.more = more  # another area's routes (the jobs' /sched)
         self.keys = keys
         self.joins = joins
 

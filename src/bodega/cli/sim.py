@@ -147,7 +147,7 @@ def compare_command(
     if trace is not None:
         loaded = read_task_events(trace, GoogleMapping())
         if not loaded.arrivals:
-            raise ValueError(f"{trace}: no task was ever jobsuled in it: nothing to replay")
+            raise ValueError(f"{trace}: no task was ever scheduled in it: nothing to replay")
     if loaded is not None and machine_events is not None:
         cell = read_machine_events(machine_events, GoogleMapping())
         if not cell.fleet.regions:
@@ -200,7 +200,7 @@ def jobs_command(
         help="Also draw the ratios against d as PNGs in this directory")] = None,
 ) -> None:
     """Sparrow's setup: per-task and batch sampling, late binding, claim mode and an
-    omniscient jobsuler; median and p99 job response time, and their ratio to the ideal."""
+    omniscient scheduler; median and p99 job response time, and their ratio to the ideal."""
     try:
         load_list = tuple(float(x) for x in loads.split(","))
         d_list = tuple(float(x) for x in ds.split(","))
@@ -209,12 +209,12 @@ def jobs_command(
     for load in load_list:
         JobSimParams(load=load)  # checked before anything runs
     params = JobSimParams(workers=workers, jobs=jobs, warmup=max(1, jobs // 5), seed=seed)
-    typer.echo(f"{'load':>5} {'jobsuler':<13} {'d':>4} {'median s':>9} {'p99 s':>7} "
+    typer.echo(f"{'load':>5} {'scheduler':<13} {'d':>4} {'median s':>9} {'p99 s':>7} "
                f"{'median/ideal':>12} {'p99/ideal':>9}")
     rows = jobs_sweep(params, load_list, d_list)
     for load, result, ideal in rows:
-        d = f"{result.d:.1f}" if result.jobsuler in SAMPLING else "-"
-        typer.echo(f"{load:>5.2f} {result.jobsuler:<13} {d:>4} "
+        d = f"{result.d:.1f}" if result.scheduler in SAMPLING else "-"
+        typer.echo(f"{load:>5.2f} {result.scheduler:<13} {d:>4} "
                    f"{result.median:>9.3f} {result.p99:>7.3f} "
                    f"{result.median / ideal.median:>12.3f} {result.p99 / ideal.p99:>9.3f}")
     if plots is not None:

@@ -1,4 +1,4 @@
-"""bodega.jobs: the pure rules of bodega's batch jobs (the article's ``/jobs`` API).
+"""bodega.jobs: the pure rules of bodega's batch jobs (the article's ``/sched`` API).
 
 What a job is (``spec``), a task's life at its home (``tasks``: claims, leases,
 releases, retries with backoff (``backoff``), cancels, deadlines), a job over

@@ -1,7 +1,7 @@
 """Assignment mode: which queued tasks a registered external worker is given (pure).
 
 The article's centralized variant: workers register what they have
-(``{"cpu": 64, "mem": 256, "diskfree": "4t"}``) and poll ``/jobs/assigned``;
+(``{"cpu": 64, "mem": 256, "diskfree": "4t"}``) and poll ``/sched/assigned``;
 the server filters the queued tasks to those that fit the worker's free room
 (registered minus what it holds), ranks them (oldest job first: first come,
 first served), and assigns. The job's home still decides each assignment in one

@@ -16,7 +16,7 @@ transaction, so of claimants racing for a task exactly one wins.
         │      release(≠0) or lapsed, no attempts left ─────────┴──▶ failed
         │
       cancel: queued ──▶ cancelled at once; running ──▶ stopping ("cancelled"): the claimant
-      is told (push, renewal answer, /jobs/cancellations), and its release ends it cancelled
+      is told (push, renewal answer, /sched/cancellations), and its release ends it cancelled
       deadline: queued ──▶ failed; running ──▶ stopping ("deadline"), ending failed
 
 A lease is renewed by its claimant; a running task whose lease has lapsed is

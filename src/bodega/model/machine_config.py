@@ -237,7 +237,7 @@ class MachineConfig(_Open):
     mounts: list[Mount] | None = Field(default=None, max_length=1)
     stop_config: StopConfig | None = None
     standbys: list[str] | None = None
-    jobsule: str | None = None
+    schedule: str | None = None
 
     @model_validator(mode="after")
     def _size_fills_guest(self) -> MachineConfig:

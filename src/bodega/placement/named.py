@@ -14,7 +14,7 @@ Curves and weights are the operator's; ``fgd`` sets the ``fragmentation``
 weight to ``FGD_WEIGHT`` unless the weights already give it a positive one.
 ``fgd`` is not the default: on the simulator's traces it cuts the
 rejections that fragmentation causes but not rejections overall
-(docs/jobsuling.md); a broker can rank it in shadow to compare on real
+(docs/scheduling.md); a broker can rank it in shadow to compare on real
 traffic (``--shadow-policy fgd``).
 """
 

@@ -47,11 +47,11 @@ class Weights:
     # penalty per co-located machine of the same app, up to 1. The curves', bin-pack's and
     # spread's scores all lie within 0 and 1, so at 1 the first machine there outweighs how
     # two workers' fills compare: an app's machines share a host only when no host without
-    # one has room (a deploy's HA pair lands on two hosts); docs/jobsuling.md
+    # one has room (a deploy's HA pair lands on two hosts); docs/scheduling.md
     app: float = 1.0
     standby: float = 1.0  # penalty for sharing a host with a machine we stand by for
     # utility only: penalty for taking from the region's largest free block of cpus. Off by
-    # default: it cut the default trace's refusals but added some on others (jobsuling.md).
+    # default: it cut the default trace's refusals but added some on others (scheduling.md).
     hole: float = 0.0
     # utility only: penalty per scarce slot of a bigger shape the machine would take, against
     # the region's recent shape mix (fragmentation.py). Off by default; on in the fgd policy.

@@ -8,7 +8,7 @@ as flyctl sets it; else this proxy's region). A stop uses the machine's
 ``stop_config``: the worker applies it. With ``autostop = "suspend"`` the
 machine is suspended instead (frozen, memory kept; the next request's start
 resumes it); one its worker cannot suspend (400) or that Fly's rules refuse
-(412: too big, jobsuled) is stopped, as Fly does.
+(412: too big, scheduled) is stopped, as Fly does.
 
 Failover: when membership declares a worker dead, its machines leave the
 routing table at once (they fail ``worker_alive``). If an app is left with

@@ -5,7 +5,7 @@ order (the schema in the trace's documentation)::
 
     0 timestamp (microseconds; 0 = before the trace, 2^63-1 = after it)
     1 missing info   2 job ID   3 task index   4 machine ID   5 event type
-    6 user   7 jobsuling class   8 priority   9 CPU request   10 memory request
+    6 user   7 scheduling class   8 priority   9 CPU request   10 memory request
     11 disk request   12 different-machine constraint
 
 Event types: 0 SUBMIT, 1 SCHEDULE, 2 EVICT, 3 FAIL, 4 FINISH, 5 KILL,
@@ -16,7 +16,7 @@ file runs to the end. Requests are normalized to the largest machine of the
 Google cell (1.0), so ``cpus_per_unit`` and ``memory_mb_per_unit`` say what
 that machine is here; a task becomes a machine of its job's app (``job-ID``)
 with ``cpus`` rounded up to a whole cpu of ``cpu_kind``. A rescheduled task
-(evicted, then jobsuled again) arrives again.
+(evicted, then scheduled again) arrives again.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""Batch jobsulers on Sparrow's setup: how long a job of many short tasks takes.
+"""Batch schedulers on Sparrow's setup: how long a job of many short tasks takes.
 
 Workers of one slot each; jobs of ``tasks_min``..``tasks_max`` tasks (uniform)
 arrive as a Poisson process at the rate that keeps ``load`` of the slots busy;
 tasks last an exponential ``task_mean`` (100 ms); a message takes ``delay``
 (0.5 ms) each way. A job's response time is from its arrival to its last
-task's end. The jobsulers (Ousterhout et al., "Sparrow", SOSP 2013):
+task's end. The schedulers (Ousterhout et al., "Sparrow", SOSP 2013):
 
 - ``per-task``: each task samples d workers and queues on the shortest;
 - ``batch``: a job samples d·m workers, its m tasks queue on the m shortest;
@@ -20,7 +20,7 @@ task's end. The jobsulers (Ousterhout et al., "Sparrow", SOSP 2013):
 
 A fractional d is rounded per job (or per task) at random, so d = 1.1 means a
 tenth of them get a second choice. Queue lengths are read when the probe's
-answer arrives (the state a jobsuler would see). Pure: no clock, no I/O.
+answer arrives (the state a scheduler would see). Pure: no clock, no I/O.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEDULERS = ("per-task", "batch", "late-binding", "claim", "omniscient")
-SAMPLING = ("per-task", "batch", "late-binding")  # the jobsulers that take a probe ratio d
+SAMPLING = ("per-task", "batch", "late-binding")  # the schedulers that take a probe ratio d
 D_SWEPT = (1.0, 1.1, 1.5, 2.0, 3.0)  # Sparrow's probe ratios
 
 
@@ -56,7 +56,7 @@ class JobSimParams(BaseModel):
 
 @dataclass(frozen=True)
 class JobSimResult:
-    jobsuler: str
+    scheduler: str
     d: float
     median: float  # job response time, seconds
     p99: float
@@ -124,8 +124,8 @@ Event = Arrive | End | Place | Enqueue | Bound | Ask | Claimed
 
 
 class _Run:
-    def __init__(self, params: JobSimParams, jobsuler: str) -> None:
-        self.p, self.jobsuler = params, jobsuler
+    def __init__(self, params: JobSimParams, scheduler: str) -> None:
+        self.p, self.scheduler = params, scheduler
         self.rng = random.Random(params.seed)
         self.now = 0.0
         self.events: list[tuple[float, int, Event]] = []
@@ -165,28 +165,28 @@ class _Run:
             self.done.append(self.now - job.arrived)
             self.to_finish -= 1
         self.workers[w].busy = False
-        if self.jobsuler == "claim":
+        if self.scheduler == "claim":
             self.at(self.now, Ask(w))
-        elif self.jobsuler == "omniscient":
+        elif self.scheduler == "omniscient":
             self.idle.append(w)
             self.dispatch()
         else:
             self.next_on(w)
 
-    # -- jobsulers ---------------------------------------------------------------------------
+    # -- schedulers ---------------------------------------------------------------------------
     def arrive(self, job: _Job) -> None:
         m, n = len(job.durations), self.p.workers
-        if self.jobsuler in ("claim", "omniscient"):
+        if self.scheduler in ("claim", "omniscient"):
             self.central.extend((job, d) for d in job.durations)
             job.durations = []
-            if self.jobsuler == "omniscient":
+            if self.scheduler == "omniscient":
                 self.dispatch()
-        elif self.jobsuler == "per-task":
+        elif self.scheduler == "per-task":
             for duration in job.durations:
                 sampled = self.rng.sample(range(n), min(n, self.rounded(self.p.d)))
                 self.at(self.now + 2 * self.p.delay, Place(sampled, [(job, duration)]))
             job.durations = []
-        elif self.jobsuler == "batch":
+        elif self.scheduler == "batch":
             sampled = self.rng.sample(range(n), min(n, max(m, self.rounded(self.p.d * m))))
             self.at(self.now + 2 * self.p.delay,
                     Place(sampled, [(job, d) for d in job.durations]))
@@ -217,15 +217,15 @@ class _Run:
             m = self.rng.randint(p.tasks_min, p.tasks_max)
             durations = [self.rng.expovariate(1 / p.task_mean) for _ in range(m)]
             self.at(t, Arrive(_Job(t, durations, m, i >= p.warmup)))
-        if self.jobsuler == "claim":
+        if self.scheduler == "claim":
             for w in range(p.workers):
                 self.at(self.rng.uniform(0, p.poll), Ask(w))
-        self.idle = list(range(p.workers)) if self.jobsuler == "omniscient" else []
+        self.idle = list(range(p.workers)) if self.scheduler == "omniscient" else []
         while self.to_finish > 0:
             self.now, _, event = heapq.heappop(self.events)
             self.handle(event)
         self.done.sort()
-        return JobSimResult(self.jobsuler, p.d, _quantile(self.done, 0.5),
+        return JobSimResult(self.scheduler, p.d, _quantile(self.done, 0.5),
                             _quantile(self.done, 0.99))
 
     def handle(self, event: Event) -> None:
@@ -263,24 +263,24 @@ def _quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def simulate(params: JobSimParams, jobsuler: str) -> JobSimResult:
-    if jobsuler not in SCHEDULERS:
-        raise ValueError(f"unknown jobsuler {jobsuler!r}: one of {', '.join(SCHEDULERS)}")
-    return _Run(params, jobsuler).run()
+def simulate(params: JobSimParams, scheduler: str) -> JobSimResult:
+    if scheduler not in SCHEDULERS:
+        raise ValueError(f"unknown scheduler {scheduler!r}: one of {', '.join(SCHEDULERS)}")
+    return _Run(params, scheduler).run()
 
 
 def sweep(params: JobSimParams, loads: tuple[float, ...] = (0.8, 0.9),
           ds: tuple[float, ...] = D_SWEPT) -> list[tuple[float, JobSimResult, JobSimResult]]:
-    """Every jobsuler at every load (the sampling ones at every d), each with the omniscient
+    """Every scheduler at every load (the sampling ones at every d), each with the omniscient
     one of the same load and seed: (load, result, ideal)."""
     rows: list[tuple[float, JobSimResult, JobSimResult]] = []
     for load in loads:
         ideal = simulate(params.model_copy(update={"load": load}), "omniscient")
-        for jobsuler in SCHEDULERS:
-            for d in ds if jobsuler in SAMPLING else (params.d,):
-                if jobsuler == "omniscient":
+        for scheduler in SCHEDULERS:
+            for d in ds if scheduler in SAMPLING else (params.d,):
+                if scheduler == "omniscient":
                     rows.append((load, ideal, ideal))
                     continue
                 one = params.model_copy(update={"load": load, "d": d})
-                rows.append((load, simulate(one, jobsuler), ideal))
+                rows.append((load, simulate(one, scheduler), ideal))
     return rows

@@ -103,22 +103,22 @@ def _jobs_against_d(rows: JobRows, what: str, path: Path) -> Path:
     axes = fig.subplots(1, len(loads), squeeze=False)[0]
     for ax, load in zip(axes, loads, strict=True):
         at = [(r, ideal) for lo, r, ideal in rows if lo == load]
-        for jobsuler in SAMPLING:
+        for scheduler in SAMPLING:
             points = sorted((r.d, getattr(r, what) / getattr(ideal, what))
-                            for r, ideal in at if r.jobsuler == jobsuler)
+                            for r, ideal in at if r.scheduler == scheduler)
             ax.plot([d for d, _ in points], [y for _, y in points], marker="o",
-                    label=jobsuler)
-        for r, ideal in at:  # the jobsulers without a d: a level line each
-            if r.jobsuler not in SAMPLING:
+                    label=scheduler)
+        for r, ideal in at:  # the schedulers without a d: a level line each
+            if r.scheduler not in SAMPLING:
                 ax.axhline(getattr(r, what) / getattr(ideal, what), linestyle="--",
-                           linewidth=1, color="grey" if r.jobsuler == "omniscient" else "k",
-                           label=r.jobsuler)
+                           linewidth=1, color="grey" if r.scheduler == "omniscient" else "k",
+                           label=r.scheduler)
         ax.set_xlabel("probes per task, d")
         ax.set_ylabel(f"{what} job response time / ideal's")
         ax.set_title(f"load {load:g}")
         _legend(ax)
         ax.grid(alpha=0.3)
-    fig.suptitle(f"Batch jobsulers against the omniscient one ({what})")
+    fig.suptitle(f"Batch schedulers against the omniscient one ({what})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path

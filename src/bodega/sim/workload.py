@@ -1,7 +1,7 @@
 """A Fly-like workload: many small apps, a heavy tail of sizes, a daily cycle, bursts.
 
 Every parameter is a field of ``WorkloadParams`` (documented in
-docs/jobsuling.md); the same parameters and seed always give the same trace.
+docs/scheduling.md); the same parameters and seed always give the same trace.
 
 - **Apps**: ``apps`` apps, each with one machine size and one home region.
   Sizes are Fly's presets, drawn with ``SIZES``' weights: most apps are

@@ -34,12 +34,12 @@ async def restart(c: Cluster, node: Node, result: Result) -> None:
 
 async def _workload(c: Cluster, result: Result, app: str, regions: list[str], operations: int,
                     seed: int, fault: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
-                    *, jobsuled: bool = False) -> None:
-    """Clients under ``fault``. A ``jobsuled`` fault runs its own course, and the clients
+                    *, scheduled: bool = False) -> None:
+    """Clients under ``fault``. A ``scheduled`` fault runs its own course, and the clients
     keep sending until it is over; otherwise the fault lasts until the clients are done."""
     await create_app(c, app, result)
     apis = [c.api(b) for b in c.brokers]
-    over = asyncio.Event() if jobsuled else None
+    over = asyncio.Event() if scheduled else None
 
     async def faulting(done: asyncio.Event) -> None:
         try:
@@ -78,7 +78,7 @@ async def kill9(c: Cluster, operations: int, seed: int) -> Result:
             await restart(c, node, result)
 
     await _workload(c, result, f"kill-{seed}", REGIONS, operations, seed, killing,
-                    jobsuled=True)
+                    scheduled=True)
     return result
 
 
@@ -102,7 +102,7 @@ async def partition(c: Cluster, operations: int, seed: int) -> Result:
         await c.hosts.heal()
 
     await _workload(c, result, f"part-{seed}", REGIONS, operations, seed, cutting,
-                    jobsuled=True)
+                    scheduled=True)
     return result
 
 

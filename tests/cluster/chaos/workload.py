@@ -118,7 +118,7 @@ class Client:
 async def actor(client: Client, regions: list[str], operations: int,
                 until: asyncio.Event | None) -> None:
     """``operations`` requests, and more while ``until`` is not set (at most ``MORE`` times as
-    many), so a fault on a fixed jobsule always has traffic to hit."""
+    many), so a fault on a fixed schedule always has traffic to hit."""
     mine: list[str] = []
     generation = 0
     while generation < operations or (

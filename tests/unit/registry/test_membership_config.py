@@ -11,7 +11,7 @@ from tests.keyring_kit import KEYRING
 
 
 @pytest.mark.parametrize(("field", "value"), [
-    ("name", "wörker"), ("role", "jobsuler"), ("seeds", ("no-port",)),
+    ("name", "wörker"), ("role", "scheduler"), ("seeds", ("no-port",)),
     ("seeds", ("host:99999",)), ("bind_host", "0.0.0.0"), ("meta", {"k": "v" * 600}),
 ])
 def test_bad_configuration_is_refused(tmp_path: Path, field: str, value: object) -> None:

@@ -111,7 +111,7 @@ GOOD_RECORD = ["b", "10.0.0.2", 7946, "worker", "ams", {}, 0, 1, "a", ""]
     json.dumps({"t": "direct", "f": "a", "d": ["", {}]}).encode(),
     json.dumps({"t": "gossip", "f": "a", "u": {}}).encode(),
     _with_record(GOOD_RECORD[:9]),
-    _with_record([*GOOD_RECORD[:3], "jobsuler", *GOOD_RECORD[4:]]),
+    _with_record([*GOOD_RECORD[:3], "scheduler", *GOOD_RECORD[4:]]),
     _with_record([*GOOD_RECORD[:8], "x", ""]),
     _with_record([*GOOD_RECORD[:5], {"k": 1}, *GOOD_RECORD[6:]]),
     _with_record([*GOOD_RECORD[:2], 99999, *GOOD_RECORD[3:]]),

@@ -19,12 +19,12 @@ SAMPLE = Path(__file__).parent / "data" / "task_events_sample.csv"
 def test_the_sample_becomes_one_arrival_per_scheduled_run() -> None:
     trace = read_task_events(SAMPLE)
     runs = [(a.app, a.time, a.lifetime, a.cpus, a.memory_mb) for a in trace.arrivals]
-    # Job ...52 task 0: jobsuled at 0 s, finished at 900 s. 0.0125 of 64 cpus -> 1 cpu;
+    # Job ...52 task 0: scheduled at 0 s, finished at 900 s. 0.0125 of 64 cpus -> 1 cpu;
     # 0.0159 of 256 GB -> 4169 MB (rounded up).
-    # Job ...52 task 1: jobsuled at 0 s, failed at 3000 s.
-    # Job ...53 task 0: jobsuled at 600 s, evicted at 1200 s; rescheduled at 1260 s and
+    # Job ...52 task 1: scheduled at 0 s, failed at 3000 s.
+    # Job ...53 task 0: scheduled at 600 s, evicted at 1200 s; rescheduled at 1260 s and
     # killed at 1800 s: two arrivals. 0.0625 of 64 -> 4 cpus; 0.0318 of 256 GB -> 8337 MB.
-    # Job ...55 task 0: jobsuled at 2400 s, never ends: runs to the last event (3600 s).
+    # Job ...55 task 0: scheduled at 2400 s, never ends: runs to the last event (3600 s).
     # Job ...54 is only submitted, ...56 only updated, ...57 lies after the trace window.
     assert runs == [
         ("job-6251812952", 0.0, 900.0, 1, 4169),

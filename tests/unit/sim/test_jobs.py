@@ -1,4 +1,4 @@
-"""The batch-jobsuler simulator: Sparrow's ordering of its jobsulers, and its arithmetic."""
+"""The batch-scheduler simulator: Sparrow's ordering of its schedulers, and its arithmetic."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_the_same_seed_gives_the_same_answer_and_the_sweep_pairs_each_with_its_i
     assert simulate(SMALL, "claim") == simulate(SMALL, "claim")
     rows = sweep(SMALL, loads=(0.5,), ds=(1.0, 2.0))
     assert len(rows) == 3 * 2 + 2
-    assert {ideal.jobsuler for _, _, ideal in rows} == {"omniscient"}
+    assert {ideal.scheduler for _, _, ideal in rows} == {"omniscient"}
 
 
 def test_the_cli_prints_a_row_per_scheduler_and_d_and_refuses_a_bad_load_in_one_line() -> None:

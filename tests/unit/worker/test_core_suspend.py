@@ -62,9 +62,9 @@ def test_fly_limits_refuse_big_and_scheduled_machines() -> None:
     big = record(S.STARTED, config=config(guest={"cpus": 1, "memory_mb": 4096}))
     with pytest.raises(PreconditionFailed, match="at most 2048 MB"):
         decide(big, Suspend(can_suspend=True))
-    jobsuled = record(S.STARTED, config=config(jobsule="hourly"))
-    with pytest.raises(PreconditionFailed, match="jobsule"):
-        decide(jobsuled, Suspend(can_suspend=True))
+    scheduled = record(S.STARTED, config=config(schedule="hourly"))
+    with pytest.raises(PreconditionFailed, match="schedule"):
+        decide(scheduled, Suspend(can_suspend=True))
 
 
 def test_entering_the_suspend_steps_moves_the_state_and_keeps_compute() -> None:

@@ -15,7 +15,7 @@ app's secret keys and nothing else).
 
 App tokens expire: in 90 days unless created with another ``expiry``. A
 source address that keeps failing to authenticate gets 429 with
-``Retry-After`` instead of 401 for a while (``auth_limit.py``); a request
+``Retry-After`` instead of 401 for a while (``limit.py``); a request
 with a valid token always gets through.
 """
 

@@ -13,7 +13,7 @@ The Machines API's operations map onto these: ``custom`` imports, ``acme`` is
 refused (no ACME client here: 422 naming ``custom`` and the cluster CA),
 ``check`` opens the sealed key and checks the pair again now, and the
 ``acme``/``custom`` deletes remove a certificate only if it is of that kind
-(``fly`` is the cluster CA's). Answers are rendered by ``certificate_answers``.
+(``fly`` is the cluster CA's). Answers are rendered by ``answers.py``.
 """
 
 from __future__ import annotations

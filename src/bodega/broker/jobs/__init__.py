@@ -1,4 +1,4 @@
-"""The broker's ``/jobs`` API (docs/jobs.md): it finds each job's home and hands it the call.
+"""The broker's ``/sched`` API (docs/jobs.md): it finds each job's home and hands it the call.
 
 ``desk`` (submit, where a job lives, status, cancel), ``claims`` (claim mode),
 ``assignment`` (assignment mode), ``index`` (the view's jobs, pure), ``routes``.

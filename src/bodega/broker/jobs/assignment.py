@@ -1,12 +1,12 @@
 """Assignment mode, the article's centralized variant: registered workers are given tasks.
 
-``POST /jobs/register`` records what an external worker has (a shared row of
-the view, like an app: any broker reads it). Each ``GET /jobs/assigned`` of
+``POST /sched/register`` records what an external worker has (a shared row of
+the view, like an app: any broker reads it). Each ``GET /sched/assigned`` of
 that worker renews the leases of the tasks it holds, then fills its free room
 (registered minus held) with queued tasks of its pool, oldest job first, each
 assignment decided by the job's home (one winner, as for a claim), and answers
-every task it holds. ``POST /jobs/started/{name}`` confirms a start (and
-renews), ``POST /jobs/stopped/{name}`` reports the end; cancellations are
+every task it holds. ``POST /sched/started/{name}`` confirms a start (and
+renews), ``POST /sched/stopped/{name}`` reports the end; cancellations are
 polled as in claim mode. A worker that stops polling loses its tasks when
 their leases lapse: they go back to the queue, their attempt counted.
 """
@@ -49,13 +49,13 @@ class Assignment:
                              "register with a pool of your own")
         reg = Registration(worker=body.worker, pool=pool, app=app, cpus=body.cpus,
                            memory_mb=memory_mb, disk_gb=disk, registered_at=rfc3339(time.time()))
-        self.catalog.put_shared("jobs_workers", body.worker, reg.doc())
+        self.catalog.put_shared("sched_workers", body.worker, reg.doc())
         return reg
 
     def registration(self, worker: str, app: str | None) -> Registration:
-        reg = from_doc(Registration, self.catalog.get("jobs_workers", worker))
+        reg = from_doc(Registration, self.catalog.get("sched_workers", worker))
         if reg is None or (app is not None and reg.app not in (None, app)):
-            raise NotFound(f"worker {worker} is not registered: POST /jobs/register first")
+            raise NotFound(f"worker {worker} is not registered: POST /sched/register first")
         return reg
 
     async def assigned(self, worker: str, app: str | None) -> list[ClaimAnswer]:

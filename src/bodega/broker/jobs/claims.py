@@ -1,11 +1,11 @@
-"""Claim mode, the article's first jobsuler: external workers poll, claim, renew, release.
+"""Claim mode, the article's first scheduler: external workers poll, claim, renew, release.
 
-``GET /jobs/jobs?pool=P`` lists the jobs of pool P with queued tasks, from the
-view, in a random order per call; ``POST /jobs/claim/{name}`` asks the job's
+``GET /sched/jobs?pool=P`` lists the jobs of pool P with queued tasks, from the
+view, in a random order per call; ``POST /sched/claim/{name}`` asks the job's
 home, which gives the task to exactly one claimant (200 with a lease) and
 answers 409 to the others; the claimant renews its lease
-(``/jobs/renew/{name}``) and reports the end (``/jobs/release/{name}``: an
-exit code, or none to give the task back). ``GET /jobs/cancellations`` tells
+(``/sched/renew/{name}``) and reports the end (``/sched/release/{name}``: an
+exit code, or none to give the task back). ``GET /sched/cancellations`` tells
 a worker which of its tasks are to stop, from the view. Jobs of the
 ``bodega`` pool are run by bodega's own workers and cannot be claimed.
 """

@@ -1,4 +1,4 @@
-"""The jobs a broker's view holds, indexed for the ``/jobs`` reads (pure).
+"""The jobs a broker's view holds, indexed for the ``/sched`` reads (pure).
 
 Fed with each job's row as its home publishes it (``JobStatus``), it answers
 what external workers poll (queued jobs of a pool, the tasks a worker holds

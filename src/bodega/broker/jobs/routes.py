@@ -1,4 +1,4 @@
-"""``/jobs``: the article's job API on the broker, behind the same tokens as the rest.
+"""``/sched``: the article's job API on the broker, behind the same tokens as the rest.
 
 Users submit, look and cancel; external workers poll and claim (claim mode) or
 register and are assigned (assignment mode). A job belongs to an app: ``?app=``
@@ -110,17 +110,17 @@ def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
         return Response(data, media_type="text/plain; charset=utf-8")
 
     return [
-        r("/jobs/submit", submit, "POST"),
-        r("/jobs/status/{name}", status, "GET"),
-        r("/jobs/cancel/{name}", cancel, "POST"),
-        r("/jobs/jobs", jobs, "GET"),
-        r("/jobs/claim/{name}", claim, "POST"),
-        r("/jobs/renew/{name}", renew, "POST"),
-        r("/jobs/release/{name}", release, "POST"),
-        r("/jobs/cancellations", cancellations, "GET"),
-        r("/jobs/register", register, "POST"),
-        r("/jobs/assigned", assigned, "GET"),
-        r("/jobs/started/{name}", started, "POST"),
-        r("/jobs/stopped/{name}", release, "POST"),
-        r("/jobs/logs/{name}", logs, "GET"),
+        r("/sched/submit", submit, "POST"),
+        r("/sched/status/{name}", status, "GET"),
+        r("/sched/cancel/{name}", cancel, "POST"),
+        r("/sched/jobs", jobs, "GET"),
+        r("/sched/claim/{name}", claim, "POST"),
+        r("/sched/renew/{name}", renew, "POST"),
+        r("/sched/release/{name}", release, "POST"),
+        r("/sched/cancellations", cancellations, "GET"),
+        r("/sched/register", register, "POST"),
+        r("/sched/assigned", assigned, "GET"),
+        r("/sched/started/{name}", started, "POST"),
+        r("/sched/stopped/{name}", release, "POST"),
+        r("/sched/logs/{name}", logs, "GET"),
     ]

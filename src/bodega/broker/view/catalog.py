@@ -37,7 +37,7 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "secrets": ("key", "app"),
     "secretkeys": ("key", "app"),
     "jobs": ("id", "app", "name", "pool", "state", "home"),
-    "jobs_workers": ("worker", "pool"),
+    "sched_workers": ("worker", "pool"),
     "certificates": ("key", "app"),
 }
 

@@ -2,7 +2,7 @@
 
 Everything is deterministic for a given seed: one ``random.Random`` decides
 latencies and losses and seeds each node's own generator, and events at the
-same instant run in the order they were jobsuled. Packets go through the
+same instant run in the order they were scheduled. Packets go through the
 real codec and sealing (``wire=True``: one test keyring, salts counted), so
 sizes, encodings and replay windows are exercised as on UDP. Faults: link
 loss, latency, partitions, crashed nodes, and *slow* nodes whose packets wait

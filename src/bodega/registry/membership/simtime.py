@@ -1,8 +1,8 @@
 """Simulated time for the simulators: a clock, and the queue of what happens when.
 
 The clock moves only when the queue runs its next event; events at the same
-instant run in the order they were jobsuled, so a seeded simulation replays
-exactly. ``simnet.py`` jobsules packets and ticks on it, ``replsim.py`` the
+instant run in the order they were scheduled, so a seeded simulation replays
+exactly. ``simnet.py`` schedules packets and ticks on it, ``replsim.py`` the
 sync exchanges of replication.
 """
 
@@ -23,7 +23,7 @@ class SimClock:
 
 
 class Schedule:
-    """Actions by simulated time, ties in the order they were jobsuled."""
+    """Actions by simulated time, ties in the order they were scheduled."""
 
     def __init__(self, clock: SimClock) -> None:
         self.clock = clock

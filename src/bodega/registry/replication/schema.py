@@ -109,7 +109,7 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     _spec("jobs", Kind.OWNED, "id", "home",
           Column("app", str), Column("name", str), Column("pool", str), Column("state", str),
           Column("home", str)),
-    _spec("jobs_workers", Kind.SHARED, "worker", None, Column("pool", str)),
+    _spec("sched_workers", Kind.SHARED, "worker", None, Column("pool", str)),
     # One row, "gossip": the cluster's gossip keyring as a rotation last wrote it (keys in
     # the clear: the view lives in each node's private data dir; see docs/security.md).
     _spec("keyrings", Kind.SHARED, "name", None, Column("serial", int)),
@@ -176,7 +176,7 @@ CREATE TABLE clock (
     _table_ddl("secretkeys", "key", "app TEXT"),
     # 5: batch jobs (owned by their home worker) and assignment mode's registered workers.
     _table_ddl("jobs", "id", "app TEXT, name TEXT, pool TEXT, state TEXT, home TEXT")
-    + _table_ddl("jobs_workers", "worker", "pool TEXT"),
+    + _table_ddl("sched_workers", "worker", "pool TEXT"),
     # 6: the gossip keyring a key rotation spreads (registry/keyrotation.py).
     _table_ddl("keyrings", "name", "serial INTEGER"),
     # 7: the edge's certificates (shared rows written by brokers; keys sealed, never plain).

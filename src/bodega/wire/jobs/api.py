@@ -1,4 +1,4 @@
-"""The ``/jobs`` API on the wire: what users and external workers send, and what comes back.
+"""The ``/sched`` API on the wire: what users and external workers send, and what comes back.
 
 Requests forbid unknown fields (a misspelled one is a 400 naming it); answers
 ignore them (``model/answer.py``). A submit takes the article's shape

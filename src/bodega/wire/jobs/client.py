@@ -1,4 +1,4 @@
-"""A typed client of the broker's ``/jobs`` API (the CLI, benchmarks and tests use it).
+"""A typed client of the broker's ``/sched`` API (the CLI, benchmarks and tests use it).
 
 It rides on any ``JsonClient`` of the public API (a ``MachinesClient``): the
 same token, connections and error mapping (a 429 is ``TooManyRequests``, a 409
@@ -36,7 +36,7 @@ class JobsApi:
         self.client = client
 
     def _named(self, action: str, name: str) -> str:
-        return f"/jobs/{action}/{quote(name, safe='')}"
+        return f"/sched/{action}/{quote(name, safe='')}"
 
     @staticmethod
     def _app(app: str | None, **more: object) -> Params:
@@ -44,7 +44,7 @@ class JobsApi:
 
     # -- users --------------------------------------------------------------------------------
     async def submit(self, body: SubmitBody, app: str | None = None) -> JobStatus:
-        return await self.client.answer(JobStatus, "POST", "/jobs/submit", encoded=_body(body),
+        return await self.client.answer(JobStatus, "POST", "/sched/submit", encoded=_body(body),
                                         params=self._app(app))
 
     async def status(self, name: str, app: str | None = None) -> JobStatus:
@@ -58,7 +58,7 @@ class JobsApi:
     async def jobs(self, app: str | None = None, pool: str | None = None,
                    state: str = "unclaimed", limit: int | None = None) -> list[JobStatus]:
         """Jobs with tasks waiting (``unclaimed``, a random order), ``any``, or in a state."""
-        return await self.client.answers(JobStatus, "GET", "/jobs/jobs", params=self._app(
+        return await self.client.answers(JobStatus, "GET", "/sched/jobs", params=self._app(
             app, pool=pool, state=state, limit=limit))
 
     async def logs(self, name: str, task: int = 0, app: str | None = None) -> bytes:
@@ -85,16 +85,16 @@ class JobsApi:
                                         encoded=_body(body), params=self._app(app))
 
     async def cancellations(self, worker: str, app: str | None = None) -> list[Cancellation]:
-        return await self.client.answers(Cancellation, "GET", "/jobs/cancellations",
+        return await self.client.answers(Cancellation, "GET", "/sched/cancellations",
                                          params=self._app(app, worker=worker))
 
     # -- assignment mode ----------------------------------------------------------------------
     async def register(self, body: RegisterBody, app: str | None = None) -> Registration:
-        return await self.client.answer(Registration, "POST", "/jobs/register",
+        return await self.client.answer(Registration, "POST", "/sched/register",
                                         encoded=_body(body), params=self._app(app))
 
     async def assigned(self, worker: str, app: str | None = None) -> list[ClaimAnswer]:
-        return await self.client.answers(ClaimAnswer, "GET", "/jobs/assigned",
+        return await self.client.answers(ClaimAnswer, "GET", "/sched/assigned",
                                          params=self._app(app, worker=worker))
 
     async def started(self, name: str, worker: str, task: int | None = None,

@@ -27,7 +27,7 @@ from bodega.worker.core.payloads import ResumeMachine, SuspendMachine
 from bodega.worker.core.policy import may_begin
 from bodega.worker.core.records import MachineRow
 
-# Fly suspends only machines of at most 2 GB and without a jobsule; bodega keeps the
+# Fly suspends only machines of at most 2 GB and without a schedule; bodega keeps the
 # same rules so a client sees the same answers here as there.
 MAX_SUSPEND_MEMORY_MB = 2048
 
@@ -41,9 +41,9 @@ def suspend(record: MachineRow, stimulus: Suspend) -> Decision:
     if record.handle is None:
         raise PreconditionFailed(
             f"failed_precondition: machine {record.id} has no process to suspend")
-    if record.config.jobsule:
+    if record.config.schedule:
         raise PreconditionFailed(
-            f"failed_precondition: machine {record.id} has a jobsule; jobsuled machines "
+            f"failed_precondition: machine {record.id} has a schedule; scheduled machines "
             "cannot be suspended")
     memory_mb = record.config.effective_guest().memory_mb
     if memory_mb > MAX_SUSPEND_MEMORY_MB:

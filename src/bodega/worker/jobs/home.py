@@ -235,7 +235,7 @@ class JobHome:
 
     def order_stops(self, job: JobRow, tasks: Sequence[Task]) -> None:
         """Running bodega-pool tasks that are to stop: their workers are told at once (an
-        external claimant hears it from ``/jobs/cancellations`` or its renewal)."""
+        external claimant hears it from ``/sched/cancellations`` or its renewal)."""
         if job.spec.pool != BODEGA_POOL:
             return
         orders = [StopOrder(t.claimant, job.id, t.index, job.spec.grace_seconds)

@@ -3,7 +3,7 @@
 The row is the job's ``JobStatus`` (its state, counts, the running tasks and
 who holds them; the task list itself only for jobs of at most ``VIEW_TASKS``
 tasks), owned by this worker: brokers list jobs, find a job's home and answer
-``/jobs/jobs`` and ``/jobs/cancellations`` from it. The home marks a job
+``/sched/jobs`` and ``/sched/cancellations`` from it. The home marks a job
 when it changes; every ``interval`` the marked ones are published once each, so
 a job that is claimed and released within one interval is written once. On
 start every job is published and rows this worker no longer has are deleted.

@@ -1,4 +1,4 @@
-"""A job and its tasks as the ``/jobs`` API shows them (``wire/jobs/api.py``).
+"""A job and its tasks as the ``/sched`` API shows them (``wire/jobs/api.py``).
 
 The home answers with these, and its publisher writes the same ``JobStatus``
 as the job's row in the registry view (with its task list only for jobs of at

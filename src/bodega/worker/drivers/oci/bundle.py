@@ -25,7 +25,7 @@ CAPABILITIES = [  # Docker's default set
     "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 ]
 MASKED = ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
-          "/proc/timer_stats", "/proc/jobs_debug", "/proc/scsi", "/sys/firmware"]
+          "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"]
 READONLY = ["/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
             "/proc/sysrq-trigger"]
 HOST_DEFAULTS = ("PATH", "HOME")
