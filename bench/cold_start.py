@@ -31,7 +31,6 @@ import asyncio
 import os
 import re
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -43,6 +42,7 @@ import aiohttp
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port
 from tests.leftovers_kit import sweep_data_dir
+from tests.python_kit import machine_python
 
 from bench.proxy import APP, first_response
 from bench.start_stages import MOST_AT_REST, leave_at_rest, room_for, stop_profiles
@@ -55,7 +55,7 @@ WAKE = re.compile(r"started for a request in ([\d.]+) ms \(its worker's start an
 
 def machine_config(marks: Path) -> dict[str, Any]:
     return {"image": "bench/hello",
-            "init": {"exec": [sys.executable, "-c", APP, "8080", str(marks)]},
+            "init": {"exec": [machine_python(), "-c", APP, "8080", str(marks)]},
             "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256},
             "restart": {"policy": "no"},
             "services": [{"protocol": "tcp", "internal_port": 8080, "autostart": True,
@@ -110,7 +110,7 @@ def last_marks(path: Path) -> tuple[float, float]:
 async def bare_cold(port: int, marks: Path) -> Bare:
     """From spawning the program to its first answer."""
     call, began = time.time(), time.perf_counter()
-    process = await asyncio.create_subprocess_exec(sys.executable, "-c", APP, str(port),
+    process = await asyncio.create_subprocess_exec(machine_python(), "-c", APP, str(port),
                                                    str(marks))
     await first_response(f"http://127.0.0.1:{port}", "localhost")
     elapsed = time.perf_counter() - began

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import aiohttp
 from tests.leftovers_kit import sweep_data_dir
+from tests.python_kit import machine_python
 
 from bodega.deploy.config import load
 from bodega.deploy.deployer import DeployOptions, deploy
@@ -54,7 +55,7 @@ def app_copy(root: Path, app: str, greeting: str) -> Path:
     toml = target / "bodega.toml"
     toml.write_text(toml.read_text().replace('app = "hello"', f'app = "{app}"', 1)
                     .replace("hello from bodega", greeting)
-                    .replace('"python3 ', f'"{sys.executable} '))
+                    .replace('"python3 ', f'"{machine_python()} '))
     return toml
 
 

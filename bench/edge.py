@@ -26,12 +26,12 @@ import datetime
 import shutil
 import socket
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from tests.leftovers_kit import sweep_data_dir
+from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 
 from bench.proxy import APP, SUBNET, WrkResult, combined, daemon, wrk
@@ -159,14 +159,14 @@ async def main(args: argparse.Namespace) -> None:
         client = WorkerClient(winfo["url"], TEST_CA.context("broker"), timeout=60)
         try:
             web = await client.create_machine({"app": "bench", "config": {
-                "image": "bench/hello", "init": {"exec": [sys.executable, "-c", APP, "8080"]},
+                "image": "bench/hello", "init": {"exec": [machine_python(), "-c", APP, "8080"]},
                 "guest": {"cpus": 1, "memory_mb": 256}, "restart": {"policy": "no"},
                 "services": [{"protocol": "tcp", "internal_port": 8080,
                               "ports": [{"port": 80, "handlers": ["http"]},
                                         {"port": 443, "handlers": ["tls", "http"]}],
                               "concurrency": {"soft_limit": 1000}}]}})
             echo = await client.create_machine({"app": "echo", "config": {
-                "image": "bench/echo", "init": {"exec": [sys.executable, "-c", ECHO, "9000"]},
+                "image": "bench/echo", "init": {"exec": [machine_python(), "-c", ECHO, "9000"]},
                 "guest": {"cpus": 1, "memory_mb": 256}, "restart": {"policy": "no"},
                 "services": [{"protocol": "tcp", "internal_port": 9000,
                               "ports": [{"port": tcp_port}]}]}})

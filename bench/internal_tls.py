@@ -34,6 +34,7 @@ from typing import Any
 import aiohttp
 from tests.cidr_kit import machine_cidr
 from tests.leftovers_kit import sweep_data_dir
+from tests.python_kit import machine_python
 
 PROGRAM = "import time; time.sleep(600)"
 
@@ -109,7 +110,7 @@ async def main(runs: int, driver: str) -> None:
                 "plain": Up(root / "plain", driver, machine_cidr(100, 200),
                             "--internal-tls", "off")}
     config = {"image": "bench/sleep", "guest": {"cpus": 1, "memory_mb": 256},
-              "init": {"exec": [sys.executable, "-c", PROGRAM]}}
+              "init": {"exec": [machine_python(), "-c", PROGRAM]}}
     times: dict[str, list[float]] = {name: [] for name in clusters}
     sessions: dict[str, aiohttp.ClientSession] = {}
     try:

@@ -29,7 +29,6 @@ import contextlib
 import os
 import signal
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -40,6 +39,7 @@ import aiohttp
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port
 from tests.leftovers_kit import sweep_data_dir
+from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 
 from bench.start_rig import start_broker, start_worker
@@ -101,7 +101,7 @@ class Signals:
 
 
 def command(fifo: str) -> list[str]:
-    return [sys.executable, "-c", PROGRAM, fifo]
+    return [machine_python(), "-c", PROGRAM, fifo]
 
 
 def config(fifo: str) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 from tests.cluster.netns_kit import hosts
 from tests.cluster.private_net_kit import PrivateHosts, api, new_cluster_id
+from tests.python_kit import machine_python
 
 from bench.private_dns import measure as measure_dns
 from bench.proxy import WrkResult, _percentile, combined
@@ -181,7 +182,7 @@ async def measure_overlay(seconds: float, rounds: int, connections: int, follows
                         break
                     await asyncio.sleep(0.1)
                 await client.post("/v1/apps", json={"app_name": "bench", "org_slug": "personal"})
-                target = await machine(client, "syd", [sys.executable, "-c", SERVER])
+                target = await machine(client, "syd", [machine_python(), "-c", SERVER])
                 source = await machine(client, "ams", ["sleep", "infinity"])
             index = {a: layout.fields(a).machine for a in (target, source)}  # type: ignore[union-attr]
             subnet1, subnet2 = (ipaddress.IPv4Network(p.subnet(i)) for i in (1, 2))

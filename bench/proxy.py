@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.leftovers_kit import sweep_data_dir
+from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA, daemon_env
 
 from bench.loadgen import Connection
@@ -106,7 +107,7 @@ async def first_response(url: str, host: str, timeout: float = 30) -> float:
 async def bare_cold(port: int) -> float:
     """From spawning the program to its first answer."""
     began = time.perf_counter()
-    process = await asyncio.create_subprocess_exec(sys.executable, "-c", APP, str(port))
+    process = await asyncio.create_subprocess_exec(machine_python(), "-c", APP, str(port))
     await first_response(f"http://127.0.0.1:{port}", "localhost")
     elapsed = time.perf_counter() - began
     process.kill()
@@ -216,7 +217,7 @@ async def main(args: argparse.Namespace) -> None:
         client = WorkerClient(winfo["url"], TEST_CA.context("broker"), timeout=60)
         try:
             machine = await client.create_machine({"app": "bench", "config": {
-                "image": "bench/hello", "init": {"exec": [sys.executable, "-c", APP, "8080"]},
+                "image": "bench/hello", "init": {"exec": [machine_python(), "-c", APP, "8080"]},
                 "guest": {"cpus": 1, "memory_mb": 256}, "restart": {"policy": "no"},
                 "services": [{"protocol": "tcp", "internal_port": 8080, "autostart": True,
                               "ports": [{"port": 80, "handlers": ["http"]}],

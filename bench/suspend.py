@@ -34,6 +34,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.python_kit import machine_python
 
 CIDR = "10.252.0.0/16"
 SERVER = ("import http.server, socketserver\n"
@@ -114,7 +115,7 @@ async def main(runs: int) -> None:
                          "--registry-port", str(registry), "--machine-cidr", CIDR).start()
     configs: dict[str, dict[str, Any]] = {"process (python http.server)": {
         "image": "bench/server", "guest": {"cpus": 1, "memory_mb": 256},
-        "init": {"exec": [sys.executable, "-c", SERVER]}}}
+        "init": {"exec": [machine_python(), "-c", SERVER]}}}
     results: dict[str, tuple[list[float], list[float]]] = {}
     try:
         await up.until_line("bodega is up")

@@ -10,11 +10,12 @@ where the proxy sends requests, on both data planes. The test is in
 from __future__ import annotations
 
 import asyncio
-import sys
 import uuid
 from typing import Any
 
 import httpx
+
+from tests.python_kit import machine_python
 
 from .fleet_kit import Fleet, until
 
@@ -36,7 +37,7 @@ INTERVAL = 1.0
 
 
 def checked_config(marker: str) -> dict[str, Any]:
-    return {"image": "local/health", "init": {"exec": [sys.executable, "-c", APP, marker]},
+    return {"image": "local/health", "init": {"exec": [machine_python(), "-c", APP, marker]},
             "guest": {"cpus": 1, "memory_mb": 256},
             "checks": {"alive": {"type": "tcp", "port": 8080, "interval": "2s"}},
             "services": [{"protocol": "tcp", "internal_port": 8080,

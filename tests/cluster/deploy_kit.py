@@ -20,6 +20,7 @@ import httpx
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.poll_kit import until as poll_until
+from tests.python_kit import machine_python
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # Long enough that a program that exits at once, as the failing releases here do, is
@@ -125,7 +126,7 @@ def app_dir(tmp: Path, example: str, app: str, **replace: str) -> Path:
     for old, new in replace.items():
         assert old in text, old
         text = text.replace(old, new)
-    text = text.replace('"python3 ', f'"{sys.executable} ')
+    text = text.replace('"python3 ', f'"{machine_python()} ')
     toml.write_text(text)
     return toml
 

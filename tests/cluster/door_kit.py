@@ -47,6 +47,7 @@ from tests.cluster.listener_kit import Listener
 from tests.leftovers_kit import sweep_data_dir
 from tests.poll_kit import until_sync
 from tests.ports_kit import free_port as free_port
+from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 
 T = TypeVar("T")
@@ -54,17 +55,6 @@ ETH_P_IP, IPPROTO_UDP = 0x0800, 17
 
 # The machine's program prints the arguments it was given, literally, then idles.
 ARGV_ECHO = "import json, sys, time; print(json.dumps(sys.argv[1:]), flush=True); time.sleep(900)"
-
-
-def exec_python() -> str:
-    """An interpreter an exec can run as a machine's own user: this one, unless a directory
-    above it is closed to other users (a pyenv under /root), then the host's python3. A
-    machine's program may be that one all the same (its wrapper's ``setpriv`` execs it with
-    root's capabilities still in effect); an exec's command starts with none."""
-    for path in (Path(sys.executable), Path(sys.executable).resolve()):
-        if any(not parent.stat().st_mode & 0o001 for parent in path.parents):
-            return shutil.which("python3", path="/usr/bin:/bin") or "python3"
-    return sys.executable
 
 
 def hostile_arguments(canary: Path) -> list[str]:
@@ -210,9 +200,10 @@ def _populate(cluster: Cluster) -> None:
         answer = api.post("/v1/apps/alpha/deploy_token", json={})
         assert answer.status_code == 200, answer.text
         cluster.app_token = answer.json()["token"]
-        argv = [sys.executable, "-c", ARGV_ECHO, cluster.marker,
+        argv = [machine_python(), "-c", ARGV_ECHO, cluster.marker,
                 *hostile_arguments(cluster.canary)]
-        idle = [sys.executable, "-c", "import time; time.sleep(900)", f"{cluster.marker}-beta"]
+        idle = [machine_python(), "-c", "import time; time.sleep(900)",
+                f"{cluster.marker}-beta"]
         for app, exec_argv in (("alpha", argv), ("beta", idle)):
             answer = api.post(f"/v1/apps/{app}/machines", json={"config": {
                 "image": "local/doors", "init": {"exec": exec_argv},

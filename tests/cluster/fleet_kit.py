@@ -22,6 +22,7 @@ from bodega.runtime.cluster_id import new as new_cluster_id
 from tests.cidr_kit import octet
 from tests.integration.daemon_kit import Daemon, Identity
 from tests.poll_kit import until as poll_until
+from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 
 TOKEN = "fleet-admin-token"
@@ -41,7 +42,7 @@ ECHO = (
 
 
 def echo_config(marker: str, **service: Any) -> dict[str, Any]:
-    return {"image": "local/echo", "init": {"exec": [sys.executable, "-c", ECHO, marker]},
+    return {"image": "local/echo", "init": {"exec": [machine_python(), "-c", ECHO, marker]},
             "guest": {"cpus": 1, "memory_mb": 256},
             "services": [{"protocol": "tcp", "internal_port": 8080,
                           "ports": [{"port": 80, "handlers": ["http"]}], **service}]}

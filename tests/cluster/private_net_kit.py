@@ -25,6 +25,7 @@ import httpx
 
 from bodega.worker.host.network import run
 from tests.integration.daemon_kit import Daemon, Identity
+from tests.python_kit import machine_python
 
 from .netns_kit import Hosts
 
@@ -72,7 +73,7 @@ S(("::", 8080), H).serve_forever()
 def machine_config(served: bool = False) -> dict[str, object]:
     """The probe; ``served``: behind the proxy on port 80, started and stopped by it."""
     config: dict[str, object] = {
-        "image": "local/probe", "init": {"exec": [sys.executable, "-c", PROBE]},
+        "image": "local/probe", "init": {"exec": [machine_python(), "-c", PROBE]},
         "guest": {"cpus": 1, "memory_mb": 128}}
     if served:
         config["services"] = [{"protocol": "tcp", "internal_port": 8080, "autostart": True,

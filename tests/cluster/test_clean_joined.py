@@ -20,7 +20,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +34,7 @@ from bodega.runtime.pid_lock import flock_holder
 from bodega.worker.host.names import HostNames
 from tests.cluster.deploy_kit import readable_dir
 from tests.cluster.multihost_kit import MultiHost, three_hosts, until, wait_for
+from tests.python_kit import machine_python
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
@@ -102,7 +102,7 @@ def test_clean_removes_what_a_joined_host_killed_with_sigkill_left(cluster: Mult
     wg, fence = interface_name(cid, host), table_name(cid, host)
     cluster.ok("apps", "create", "kept")
     made = cluster.bodega("machine", "run", "-a", "kept", "--region", "syd", "--json", "--",
-                          sys.executable, "-c", SLEEP, MARKER)
+                          machine_python(), "-c", SLEEP, MARKER)
     assert made.returncode == 0, made.stdout + made.stderr
     machine = json.loads(made.stdout)["id"]
     until(lambda: {m["id"]: m["state"] for m in cluster.json("machine", "list", "--app",

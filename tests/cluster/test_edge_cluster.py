@@ -17,6 +17,7 @@ import pytest
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.poll_kit import until as poll_until
+from tests.python_kit import machine_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -68,7 +69,7 @@ async def test_apps_answer_over_tls_with_the_cluster_ca_and_certs_come_and_go_by
                 "authorization": f"Bearer {up.token()}"}) as api:
             await api.post("/v1/apps", json={"app_name": "shop", "org_slug": "personal"})
             made = await api.post("/v1/apps/shop/machines", json={"config": {
-                "image": "local/edge", "init": {"exec": [sys.executable, "-c", SERVER]},
+                "image": "local/edge", "init": {"exec": [machine_python(), "-c", SERVER]},
                 "guest": {"cpus": 1, "memory_mb": 256},
                 "services": [{"protocol": "tcp", "internal_port": 8080, "ports": [
                     {"port": 80, "handlers": ["http"]},

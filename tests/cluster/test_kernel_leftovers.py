@@ -32,6 +32,7 @@ from tests.cluster.kernel_objects_kit import Snapshot, snapshot, unexplained
 from tests.cluster.up_kit import UpProcess, free_port, in_cluster, unwire, url_host
 from tests.integration.images.image_kit import build_image, needs_image_tools
 from tests.poll_kit import until as poll_until
+from tests.python_kit import machine_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and cgroups need root")
 
@@ -81,7 +82,7 @@ def program_pids(marker: str) -> list[int]:
                 state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
             except (OSError, IndexError):
                 continue
-            if argv[0] == sys.executable.encode() and marker.encode() in argv and state != "Z":
+            if argv[0] == machine_python().encode() and marker.encode() in argv and state != "Z":
                 found.append(int(entry.name))
     return found
 
@@ -178,21 +179,21 @@ async def test_ctrl_c_leaves_no_kernel_object_and_a_restart_wires_machines_again
         await up.until_line("bodega is up")
         async with api_of(up, api_port) as api:
             await api.post("/v1/apps", {"app_name": "left", "org_slug": "personal"})
-            served = await api.machine("left", [sys.executable, "-c", SERVE, marker])
-            sleeping = await api.machine("left", [sys.executable, "-c", SLEEP, marker])
-            frozen = await api.machine("left", [sys.executable, "-c", SLEEP, marker])
+            served = await api.machine("left", [machine_python(), "-c", SERVE, marker])
+            sleeping = await api.machine("left", [machine_python(), "-c", SLEEP, marker])
+            frozen = await api.machine("left", [machine_python(), "-c", SLEEP, marker])
             # ``started`` is the spawn committed; each program's own exec follows it (the
             # wrapper's shell, setpriv), later on a loaded host. Frozen before its exec, this
             # one would stay the wrapper, and never be counted as a program below.
             await until(lambda: len(program_pids(marker)) >= 3)
             await api.post(f"/v1/apps/left/machines/{frozen['id']}/suspend")
             await api.wait("left", frozen["id"], "suspended")
-            resting = await api.machine("left", [sys.executable, "-c", SLEEP, marker])
+            resting = await api.machine("left", [machine_python(), "-c", SLEEP, marker])
             await api.post(f"/v1/apps/left/machines/{resting['id']}/stop")
             await api.wait("left", resting["id"], "stopped")
             volume = await api.post("/v1/apps/left/volumes",
                                     {"name": "data", "region": "ams", "size_gb": 1})
-            mounting = await api.machine("left", [sys.executable, "-c", SLEEP, marker], mounts=[
+            mounting = await api.machine("left", [machine_python(), "-c", SLEEP, marker], mounts=[
                 {"volume": volume["id"], "path": str(tmp_path / "mnt")}])
             assert await answers(served["private_ip"]) == served["id"]
         during = snapshot()
@@ -271,7 +272,7 @@ async def test_a_second_cluster_neither_adopts_nor_removes_the_firsts_objects(
         await up.until_line("bodega is up")
         async with api_of(up, api_one) as api:
             await api.post("/v1/apps", {"app_name": "first", "org_slug": "personal"})
-            first = await api.machine("first", [sys.executable, "-c", SLEEP, marker])
+            first = await api.machine("first", [machine_python(), "-c", SLEEP, marker])
         await kill9(up)  # its namespaces, bridges, cgroups and machine stay behind
 
         def firsts() -> dict[str, list[str]]:
@@ -299,7 +300,7 @@ async def test_a_second_cluster_neither_adopts_nor_removes_the_firsts_objects(
             await second.until_line("bodega is up")
             async with api_of(second, api_two) as api:
                 await api.post("/v1/apps", {"app_name": "second", "org_slug": "personal"})
-                made = await api.machine("second", [sys.executable, "-c", SLEEP, marker])
+                made = await api.machine("second", [machine_python(), "-c", SLEEP, marker])
             assert in_cluster(made["private_ip"], two, f"10.{other}.0.0/16")
             assert marks(two, other)[0] != marks(one, b)[0]  # two cluster ids
             seconds = kernel_only(snapshot().carrying(marks(two, other, made)))
@@ -326,8 +327,8 @@ async def test_clean_removes_what_a_cluster_killed_with_sigkill_left(tmp_path: P
         await up.until_line("bodega is up")
         async with api_of(up, api_port) as api:
             await api.post("/v1/apps", {"app_name": "kept", "org_slug": "personal"})
-            served = await api.machine("kept", [sys.executable, "-c", SERVE, marker])
-            resting = await api.machine("kept", [sys.executable, "-c", SLEEP, marker])
+            served = await api.machine("kept", [machine_python(), "-c", SERVE, marker])
+            resting = await api.machine("kept", [machine_python(), "-c", SLEEP, marker])
             await api.post(f"/v1/apps/kept/machines/{resting['id']}/stop")
             await api.wait("kept", resting["id"], "stopped")
         refused = clean(data)

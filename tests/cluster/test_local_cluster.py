@@ -30,6 +30,7 @@ from tests.integration.broker.lifecycle_scenario import full_lifecycle
 from tests.integration.broker.spec_client_kit import SpecClient
 from tests.poll_kit import until as poll_until
 from tests.ports_kit import free_port as free_port
+from tests.python_kit import machine_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -53,7 +54,7 @@ def pids_with(marker: str) -> list[int]:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if argv[0] == sys.executable.encode() and marker.encode() in argv[1:]:
+            if argv[0] == machine_python().encode() and marker.encode() in argv[1:]:
                 found.append(int(entry.name))
     return [p for p in found if alive(p)]
 
@@ -107,7 +108,7 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
                       "str(len(body))); self.end_headers(); self.wfile.write(body)\n"
                       "http.server.HTTPServer(('0.0.0.0', 8080), H).serve_forever()\n")
             created = await http.post("/v1/apps/hello/machines", json={"config": {
-                "image": "local/hello", "init": {"exec": [sys.executable, "-c", server, marker]},
+                "image": "local/hello", "init": {"exec": [machine_python(), "-c", server, marker]},
                 "services": [{"protocol": "tcp", "internal_port": 8080,
                               "ports": [{"port": 80, "handlers": ["http"]}]}]}})
             assert created.status_code == 200, created.text

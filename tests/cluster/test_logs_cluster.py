@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 
 from .fleet_kit import fleet, serving, until
@@ -30,7 +30,7 @@ FIELDS = {"timestamp", "app", "machine_id", "region", "instance_id", "stream", "
 
 
 def ticker() -> dict[str, Any]:
-    return {"image": "local/ticker", "init": {"exec": [sys.executable, "-u", "-c", TICKER]},
+    return {"image": "local/ticker", "init": {"exec": [machine_python(), "-u", "-c", TICKER]},
             "guest": {"cpus": 1, "memory_mb": 128}}
 
 

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -30,6 +29,7 @@ from bodega.networking.sixpn import cluster_prefix, host_field
 from tests.cluster.deploy_kit import readable_dir
 from tests.cluster.multihost_kit import MultiHost, three_hosts, until, wait_for
 from tests.cluster.private_net_kit import PROBE
+from tests.python_kit import machine_python
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
@@ -62,7 +62,7 @@ def probe(cluster: MultiHost, region: str) -> dict[str, Any]:
     """``bodega machine run`` of the probe in ``region``; its row once it has its 6PN
     address."""
     made = cluster.bodega("machine", "run", "-a", "probe", "--region", region, "--json",
-                          "--", sys.executable, "-c", PROBE)
+                          "--", machine_python(), "-c", PROBE)
     assert made.returncode == 0, made.stdout + made.stderr
     machine_id = json.loads(made.stdout)["id"]
 

@@ -23,7 +23,6 @@ import os
 import re
 import socket
 import ssl
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +42,6 @@ from tests.cluster.door_kit import (
     Cluster,
     Door,
     classify,
-    exec_python,
     gossip_drops,
     hostile_arguments,
     sniff_udp,
@@ -52,6 +50,7 @@ from tests.cluster.door_kit import (
 )
 from tests.cluster.listener_kit import children_of, listeners_of
 from tests.keyring_kit import other_keyring
+from tests.python_kit import machine_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
 
@@ -455,7 +454,7 @@ def test_secrets_stay_out_of_command_lines_and_machines(cluster: Cluster) -> Non
         assert (sealing in environ) == (component["role"] in ("broker", "worker"))
     with cluster.admin() as api:
         answer = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
-            "command": [exec_python(), "-c", "import os; print(repr(dict(os.environ)))"]})
+            "command": [machine_python(), "-c", "import os; print(repr(dict(os.environ)))"]})
     assert answer.status_code == 200, answer.text
     assert not [n for n, v in values.items() if v in answer.json()["stdout"]]
 
@@ -468,7 +467,7 @@ def test_machine_commands_never_pass_through_a_shell(cluster: Cluster) -> None:
     assert printed == [cluster.marker, *hostile]  # each argument arrived as written
     with cluster.admin() as api:
         run = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
-            "command": [exec_python(), "-c", ARGV_ECHO.split("; time")[0], *hostile]})
+            "command": [machine_python(), "-c", ARGV_ECHO.split("; time")[0], *hostile]})
         assert run.status_code == 200, run.text
         assert json.loads(run.json()["stdout"]) == hostile
         split = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec",
@@ -514,7 +513,7 @@ def test_a_machine_touches_neither_the_clusters_files_nor_another_apps_machines(
     assert beta_pids, "beta's machine processes"
     with cluster.admin() as api:
         answer = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
-            "command": [exec_python(), "-c", PRYING, ",".join(map(str, files)),
+            "command": [machine_python(), "-c", PRYING, ",".join(map(str, files)),
                         ",".join(map(str, beta_pids))]})
     assert answer.status_code == 200, answer.text
     assert answer.json()["exit_code"] == 0, answer.json()["stderr"]
@@ -538,7 +537,7 @@ def test_a_machine_writes_its_own_volume_as_its_own_user(cluster: Cluster) -> No
                                                           "size_gb": 1})
         assert volume.status_code == 200, volume.text
         created = api.post("/v1/apps/alpha/machines", json={"config": {
-            "image": "local/doors", "init": {"exec": [sys.executable, "-c", write]},
+            "image": "local/doors", "init": {"exec": [machine_python(), "-c", write]},
             "mounts": [{"volume": volume.json()["id"], "path": str(guest)}],
             "restart": {"policy": "no"}}})
         assert created.status_code == 200, created.text

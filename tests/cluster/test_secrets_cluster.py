@@ -9,13 +9,14 @@ the test reads what its process got; afterwards every file the cluster wrote
 from __future__ import annotations
 
 import os
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+
+from tests.python_kit import machine_python
 
 from .fleet_kit import fleet, serving, until
 
@@ -34,7 +35,7 @@ APP = (
 
 
 def config(marker: str) -> dict[str, Any]:
-    return {"image": "local/env", "init": {"exec": [sys.executable, "-c", APP, marker]},
+    return {"image": "local/env", "init": {"exec": [machine_python(), "-c", APP, marker]},
             "guest": {"cpus": 1, "memory_mb": 256}, "env": {"DB_PASSWORD": "from-config"},
             "services": [{"protocol": "tcp", "internal_port": 8080,
                           "ports": [{"port": 80, "handlers": ["http"]}]}]}

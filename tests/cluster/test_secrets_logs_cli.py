@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.python_kit import machine_python
+
 from .fleet_kit import TOKEN, fleet, serving, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
@@ -42,7 +44,7 @@ async def test_secrets_and_logs_commands(tmp_path: Path) -> None:
             await api.post("/v1/apps", json={"app_name": "cli", "org_slug": "personal"})
             config: dict[str, Any] = {
                 "image": "local/ticker", "guest": {"cpus": 1, "memory_mb": 128},
-                "init": {"exec": [sys.executable, "-u", "-c", TICKER]}}
+                "init": {"exec": [machine_python(), "-u", "-c", TICKER]}}
             m = (await api.post("/v1/apps/cli/machines", json={"config": config})).json()
             await api.get(f"/v1/apps/cli/machines/{m['id']}/wait", params={"state": "started"})
 

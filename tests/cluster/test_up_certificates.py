@@ -19,6 +19,7 @@ import pytest
 
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.python_kit import machine_python
 
 CONFIG = {"image": "local/app", "guest": {"cpus": 1, "memory_mb": 256}}
 LIFETIME = 30.0  # seconds: every certificate is renewed at about twenty
@@ -142,7 +143,7 @@ async def test_an_older_data_dir_keeps_its_sealed_secrets_readable(tmp_path: Pat
         assert (data / "secrets-key").read_text().strip() == old.strip()
         assert not (data / "cluster-secret").exists()
         async with api_of(again) as client:
-            config = {**CONFIG, "init": {"exec": [sys.executable, "-c", APP, marker]}}
+            config = {**CONFIG, "init": {"exec": [machine_python(), "-c", APP, marker]}}
             made = await client.post("/v1/apps/vault/machines", json={"config": config})
             assert made.status_code == 200, made.text
             deadline = asyncio.get_running_loop().time() + 60

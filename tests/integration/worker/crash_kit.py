@@ -7,7 +7,6 @@ import ipaddress
 import itertools
 import os
 import shutil
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
@@ -20,11 +19,11 @@ from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
 from tests.leftovers_kit import names_of, sweep_data_dir
 from tests.poll_kit import until as poll_until
+from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import Daemon, Identity, worker_argv
 
-PY = sys.executable
 _subnets = itertools.count(1)
 
 
@@ -106,7 +105,7 @@ async def crash_worker(tmp: Path) -> AsyncIterator[CrashWorker]:
 def machine_config(marker: str, env: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
     return {
         "image": "local/sleeper",
-        "init": {"exec": [PY, "-c", "import time; time.sleep(600)", marker]},
+        "init": {"exec": [machine_python(), "-c", "import time; time.sleep(600)", marker]},
         "guest": {"cpus": 1, "memory_mb": 256},
         "env": env or {},
         **extra,
@@ -123,7 +122,7 @@ def program_pids(marker: str) -> list[int]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv and argv[0] == PY.encode() and marker.encode() in argv[1:]:
+        if argv and argv[0] == machine_python().encode() and marker.encode() in argv[1:]:
             try:
                 state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
             except OSError:  # gone between the two reads

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import uuid
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from bodega.worker.drivers.base import Mount, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.logfiles import log_path
+from tests.python_kit import machine_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (mount namespaces)")
 
@@ -26,7 +26,7 @@ async def test_a_file_is_bound_over_a_file_in_the_machines_namespace_only(
     mid = uuid.uuid4().hex[:14]
     spec = TaskSpec(
         machine_id=mid, instance_id="01TESTINSTANCE000000000000", start_seq=1, app="app",
-        image="img", argv=[sys.executable, "-c", "print(open('/etc/resolv.conf').read())"],
+        image="img", argv=[machine_python(), "-c", "print(open('/etc/resolv.conf').read())"],
         env={"PATH": "/usr/bin:/bin"}, cpus=1, cpu_kind="shared", memory_mb=256,
         machine_dir=tmp_path / mid, netns=None, user=(65534, 65534),
         mounts=(Mount(mine, "/etc/resolv.conf"),))

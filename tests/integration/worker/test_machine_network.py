@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 
 from bodega.model.machine import Machine
 from bodega.wire.worker_client import WorkerClient
+from tests.python_kit import machine_python
 
 from .crash_kit import crash_worker, until
 
@@ -30,7 +30,7 @@ SERVER = (
 
 
 def server_config() -> dict[str, Any]:
-    return {"image": "local/echo", "init": {"exec": [sys.executable, "-c", SERVER]},
+    return {"image": "local/echo", "init": {"exec": [machine_python(), "-c", SERVER]},
             "guest": {"cpus": 1, "memory_mb": 256},
             "services": [{"protocol": "tcp", "internal_port": 8080}]}
 

@@ -19,8 +19,9 @@ import pytest
 
 from bodega.model.errors import BadRequest, PreconditionFailed
 from bodega.wire.worker_client import WorkerClient
+from tests.python_kit import machine_python
 
-from .crash_kit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
+from .crash_kit import CrashWorker, crash_worker, machine_config, program_pids, until
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not Path("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists(),
@@ -37,7 +38,7 @@ HOLDER = ("import os, time\nheld = bytearray(os.urandom(40 << 20))\n"
 
 def holder_config(marker: str) -> dict[str, Any]:
     config = machine_config(marker)
-    config["init"] = {"exec": [PY, "-c", HOLDER, marker]}
+    config["init"] = {"exec": [machine_python(), "-c", HOLDER, marker]}
     return config
 
 

@@ -13,7 +13,6 @@ import ipaddress
 import json
 import os
 import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -32,6 +31,7 @@ from bodega.worker.host.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
 from tests.poll_kit import until
+from tests.python_kit import machine_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, cgroups)")
 
@@ -81,7 +81,7 @@ ENV = {"PATH": "/usr/bin:/bin", "TRICKY": "a'b\"c $d"}
 
 def spec(tmp: Path, netns: str, mid: str, env: dict[str, str] = ENV) -> TaskSpec:
     return TaskSpec(machine_id=mid, instance_id="01PARKTEST0000000000000000", start_seq=1,
-                    app="app", image="img", argv=[sys.executable, "-c", REPORT, *NASTY],
+                    app="app", image="img", argv=[machine_python(), "-c", REPORT, *NASTY],
                     env=env, cpus=1,
                     cpu_kind="shared", memory_mb=256, machine_dir=tmp / mid, netns=netns,
                     user=(65534, 65534))
@@ -156,7 +156,7 @@ async def test_the_program_gets_exactly_its_environment_whatever_the_names(
     mid = uuid.uuid4().hex[:14]
     s = spec(tmp_path, netns, mid, env)
     if "PATH" not in env:  # the program by its full path, as a machine without PATH needs
-        s = dataclasses.replace(s, argv=[sys.executable, *s.argv[1:]])
+        s = dataclasses.replace(s, argv=[machine_python(), *s.argv[1:]])
     assert (await driver.start(s)).pid == launcher
     held = {k: v for k, v in env.items() if k != "my.setting"}
     assert (await _report(s))["env"] == held
@@ -183,7 +183,7 @@ async def test_a_launcher_parked_for_a_machine_at_rest_binds_its_directory_ahead
         home.rmdir()
         home.mkdir()
         (home / "note").write_text("remade")
-    s = dataclasses.replace(s, argv=[sys.executable, "-c",
+    s = dataclasses.replace(s, argv=[machine_python(), "-c",
                                      "print(open('note').read(), flush=True); "
                                      "import time; time.sleep(60)"])
     handle = await driver.start(s)

@@ -25,9 +25,9 @@ from bodega.worker.host.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import run
 from tests.poll_kit import until
+from tests.python_kit import machine_python
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups, netns, setpriv)")
-PY = sys.executable
 
 
 def spec(tmp: Path, code: str, *, memory_mb: int = 256, seq: int = 1, netns: str | None = None,
@@ -35,7 +35,7 @@ def spec(tmp: Path, code: str, *, memory_mb: int = 256, seq: int = 1, netns: str
     mid = machine_id or uuid.uuid4().hex[:14]
     return TaskSpec(
         machine_id=mid, instance_id="01TESTINSTANCE000000000000", start_seq=seq, app="app",
-        image="img", argv=[PY, "-c", code],
+        image="img", argv=[machine_python(), "-c", code],
         env={"PATH": "/usr/bin:/bin", "GREETING": "hello"}, cpus=1, cpu_kind="shared",
         memory_mb=memory_mb, machine_dir=tmp / mid, netns=netns, user=user,
     )
@@ -148,7 +148,7 @@ async def test_a_start_cut_off_before_the_wrapper_wrote_its_pid_is_found(
     files.spawnfile.touch()
     # Stands in for a wrapper that is running but has not written its pid yet.
     wrapper = await asyncio.create_subprocess_exec(
-        PY, "-c", "import time; time.sleep(60)", str(files.pidfile))
+        sys.executable, "-c", "import time; time.sleep(60)", str(files.pidfile))
     try:
         handle = await ProcessDriver(driver.cgroups).start(s)
         assert handle.pid == wrapper.pid
@@ -203,7 +203,8 @@ async def test_a_reused_pid_is_not_adopted(tmp_path: Path, driver: ProcessDriver
     s = spec(tmp_path, "pass")
     handle = await driver.start(s)
     await driver.wait(handle)
-    stranger = await asyncio.create_subprocess_exec(PY, "-c", "import time; time.sleep(30)")
+    stranger = await asyncio.create_subprocess_exec(sys.executable, "-c",
+                                                    "import time; time.sleep(30)")
     try:
         fake = TaskHandle(driver="process", machine_id=s.machine_id, instance_id=s.instance_id,
                           start_seq=s.start_seq, pid=stranger.pid,
@@ -327,7 +328,8 @@ async def test_an_exec_never_enters_a_stranger_that_took_the_runs_pid(
     s = spec(tmp_path, "pass")
     handle = await driver.start(s)
     await driver.wait(handle)
-    stranger = await asyncio.create_subprocess_exec(PY, "-c", "import time; time.sleep(30)")
+    stranger = await asyncio.create_subprocess_exec(sys.executable, "-c",
+                                                    "import time; time.sleep(30)")
     try:
         taken = TaskHandle(driver="process", machine_id=s.machine_id, instance_id=s.instance_id,
                            start_seq=s.start_seq, pid=stranger.pid, data=dict(handle.data))

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from bodega.wire.worker_client import WorkerClient
+from tests.python_kit import machine_python
 
-from .crash_kit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
+from .crash_kit import CrashWorker, crash_worker, machine_config, program_pids, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the process driver's netns needs root")
 
@@ -57,7 +58,7 @@ async def test_sigterm_stops_leased_and_crash_looping_machines(tmp_path: Path) -
         leased = await client.create_machine({"app": "shut", "config": machine_config(
             leased_marker, restart={"policy": "always"})})
         looping_config = machine_config(looping_marker, restart={"policy": "always"})
-        looping_config["init"] = {"exec": [PY, "-c", CRASH_LOOP, looping_marker]}
+        looping_config["init"] = {"exec": [machine_python(), "-c", CRASH_LOOP, looping_marker]}
         looping = await client.create_machine({"app": "shut", "config": looping_config})
         await client.wait(leased.id, "started", timeout=30)
         lease = await client.call("POST", leased.id, "lease", json={"ttl": 600})

@@ -18,8 +18,9 @@ import pytest
 
 from bodega.model.errors import BadRequest, NotFound
 from bodega.worker.host.volume_copy import tree_digest
+from tests.python_kit import machine_python
 
-from .crash_kit import PY, crash_worker, machine_config, program_pids, until
+from .crash_kit import crash_worker, machine_config, program_pids, until
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not Path("/sys/fs/cgroup/freezer").is_dir(),
@@ -51,7 +52,7 @@ async def test_a_snapshot_is_consistent_listed_and_restored(tmp_path: Path) -> N
         volume = await client.create_volume({"app": "a", "name": "data", "size_gb": 1,
                                              "snapshot_retention": 7})
         config = machine_config(marker, mounts=[{"volume": volume.id, "path": "/data"}])
-        config["init"] = {"exec": [PY, "-c", WRITER, marker]}
+        config["init"] = {"exec": [machine_python(), "-c", WRITER, marker]}
         machine = await client.create_machine({"app": "a", "config": config})
         await client.wait(machine.id, "started", timeout=30)
         live = data / "volumes" / volume.id

@@ -22,9 +22,10 @@ from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
 from bodega.wire.worker_client import WorkerClient
 from tests.freezer_kit import frozen
 from tests.leftovers_kit import names_of
+from tests.python_kit import machine_python
 
 from ..daemon_kit import running_worker_daemon
-from .crash_kit import PY, CrashWorker, crash_worker, machine_config, program_pids, until
+from .crash_kit import CrashWorker, crash_worker, machine_config, program_pids, until
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not Path("/sys/fs/cgroup/freezer").is_dir(),
@@ -39,7 +40,7 @@ COUNTER = ("import time\ni = 0\nwhile True:\n    i += 1\n"
 
 def counter_config(marker: str) -> dict[str, Any]:
     config = machine_config(marker)
-    config["init"] = {"exec": [PY, "-c", COUNTER, marker]}
+    config["init"] = {"exec": [machine_python(), "-c", COUNTER, marker]}
     return config
 
 
