@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bodega.runtime import cluster_id
-from bodega.worker.drivers.base import TaskSpec
+from bodega.worker.drivers.base import Mount, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
@@ -32,6 +32,8 @@ from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
 from tests.poll_kit import until
 from tests.python_kit import machine_python
+
+from .preload_kit import marking_library
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, cgroups)")
 
@@ -161,6 +163,31 @@ async def test_the_program_gets_exactly_its_environment_whatever_the_names(
     held = {k: v for k, v in env.items() if k != "my.setting"}
     assert (await _report(s))["env"] == held
     await driver.destroy(mid, s.machine_dir)
+
+
+async def test_a_parked_start_gives_the_machines_environment_to_its_program_alone(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    """The launcher runs the run as root: the machine's LD_PRELOAD reaches none of it (not
+    its shell, the wrapper's, the volume's mkdir and mount, setpriv), only the program."""
+    driver, network, _cgroups = rig
+    netns, launcher = await _parked(driver, network, 12, tmp_path / "park")
+    await until(lambda: parking(driver).waiting(netns))
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    guest = Path(f"/tmp/bodega-volume-{uuid.uuid4().hex[:8]}")
+    with marking_library() as library:
+        s = dataclasses.replace(
+            spec(tmp_path, netns, uuid.uuid4().hex[:14],
+                 {**ENV, "LD_PRELOAD": str(library.path)}),
+            mounts=(Mount(volume, str(guest)),))
+        try:
+            assert (await driver.start(s)).pid == launcher
+            await _report(s)
+        finally:
+            await driver.destroy(s.machine_id, s.machine_dir)
+            guest.rmdir()  # made on the host as the mount point
+        assert library.loaded_by() == [(65534, os.path.realpath(machine_python()))]
 
 
 @pytest.mark.parametrize("remade", [False, True], ids=["as-parked", "remade-since"])

@@ -18,8 +18,8 @@ from bodega.worker.drivers.process.entry import (
     Entry,
     HeldFiles,
     entry_argv,
-    environment_script,
 )
+from bodega.worker.drivers.process.launch import environment_script
 from bodega.worker.images.manifest import ImageConfig
 
 HELD = "/proc/100/fd"  # the worker's open files

@@ -221,7 +221,7 @@ class OciDriver(RunsDriver):
         # runc joins the machine's network namespace itself (config.json names it), so no
         # nsenter runs before it: one fork and exec fewer on every start.
         argv = wrapper_argv(program, files, cgroup_procs=[], user=None, memory_kib=None,
-                            mounts=[], netns=None)
+                            mounts=[], netns=None, environment=False)
         fd = os.open(log_path(spec.machine_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         files.spawnfile.touch()
         try:

@@ -16,7 +16,8 @@ from pathlib import Path
 from bodega.runtime.waits import within
 from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskGone, TaskHandle, TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
-from bodega.worker.drivers.process.entry import ROOT_ENV, Entry, entry_argv, held_files
+from bodega.worker.drivers.process.entry import Entry, entry_argv, held_files
+from bodega.worker.drivers.process.launch import ROOT_ENV
 from bodega.worker.drivers.process.procfs import listen_sockets, proc_info, session_pids
 from bodega.worker.drivers.process.runs import Runs
 

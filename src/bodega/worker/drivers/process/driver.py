@@ -28,10 +28,15 @@ from bodega.worker.drivers.process.control import ProcessControl
 from bodega.worker.drivers.process.freezer import CgroupFreezer
 from bodega.worker.drivers.process.launch import (
     HOME_MOUNT,
+    ROOT_ENV,
     RunFiles,
+    bind_order,
     hand_over,
     handed_over,
     home_of,
+    make_gate,
+    memory_fd,
+    program_step,
     wrapper_argv,
 )
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
@@ -106,6 +111,9 @@ class ProcessDriver(RunsDriver):
         await self.prepare(spec)
         self.runs.forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)
+        mounts = bind_order(spec.mounts)
+        if mounts:
+            make_gate(files)
         memory_kib = None if self.cgroups else spec.memory_mb * 1024
         if self.warmup is not None:
             await self.warmup.clear()  # a parked launcher's cgroups are renamed, or new made
@@ -126,24 +134,27 @@ class ProcessDriver(RunsDriver):
             oom_base = self.cgroups.oom_kills(spec.machine_id)
         argv = wrapper_argv(
             spec.argv, files, cgroup_procs=procs, user=spec.user, memory_kib=memory_kib,
-            mounts=[(m.host_path, m.guest_path) for m in spec.mounts], netns=spec.netns,
-            home=home_of(spec),
+            mounts=mounts, netns=spec.netns, home=home_of(spec),
         )
         logfile = log_path(spec.machine_dir)
         files.spawnfile.touch()
         fd = os.open(logfile, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        step = memory_fd(program_step(spec.env))
         try:
             # A plain fork-exec (well under a millisecond), not an asyncio subprocess: the
             # driver watches the child itself with a pidfd, the same way it watches runs it
-            # re-adopts after a restart, so asyncio's child watcher must not reap it.
+            # re-adopts after a restart, so asyncio's child watcher must not reap it. Root
+            # runs it: it gets none of the machine's variables, which its stdin, the program's
+            # step, exports as the machine's user.
             popen = subprocess.Popen(  # noqa: ASYNC220
-                argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=spec.env,
+                argv, stdin=step, stdout=fd, stderr=fd, env=dict(ROOT_ENV),
                 cwd=spec.machine_dir / "root", start_new_session=True, close_fds=True,
             )
         except OSError as exc:
             files.spawnfile.unlink(missing_ok=True)
             raise DriverError(f"could not start the machine: {exc}") from exc
         finally:
+            os.close(step)
             os.close(fd)
         handle = self.runs.spawned(spec, files, popen, oom_base)
         log.info("%s: started pid %d (%s)", spec.machine_id, popen.pid, spec.argv[0])

@@ -35,13 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from bodega.worker.drivers.base import TaskGone
-from bodega.worker.drivers.process.launch import SHELL, SHELL_NAME
+from bodega.worker.drivers.process.launch import SHELL, environment_script, memory_fd
 
 EXEC_NAME = "bodega-exec"
 # /proc/<pid>/ns entries, with the nsenter option that enters each.
@@ -49,8 +48,6 @@ NAMESPACE_OPTIONS = (
     ("user", "--user"), ("cgroup", "--cgroup"), ("ipc", "--ipc"), ("uts", "--uts"),
     ("net", "--net"), ("pid", "--pid"), ("mnt", "--mount"), ("time", "--time"),
 )
-# The whole environment of the steps that run as root: nsenter is found on it.
-ROOT_ENV = {"PATH": os.defpath}
 
 # $1 cgroup.procs files (space-separated, "-" for none), $2 the file of the machine's
 # variables, then the rest of the command (nsenter's, or LOAD's when nothing is entered).
@@ -118,13 +115,6 @@ def entry_argv(entry: Entry, argv: list[str]) -> list[str]:
     ]
 
 
-def environment_script(env: Mapping[str, str]) -> str:
-    """What LOAD sources: an ``export`` of one quoted literal per variable a shell can
-    export, in ``env``'s order."""
-    return "".join(f"export {shlex.quote(f'{name}={value}')}\n"
-                   for name, value in env.items() if SHELL_NAME.fullmatch(name))
-
-
 @contextlib.contextmanager
 def held_files(pid: int, env: Mapping[str, str]) -> Iterator[HeldFiles]:
     """Open the namespaces (those not the worker's own), root and working directory of
@@ -144,7 +134,7 @@ def held_files(pid: int, env: Mapping[str, str]) -> Iterator[HeldFiles]:
             files = HeldFiles(_namespaces(pid, hold),
                               hold(os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY)),
                               hold(os.open(f"/proc/{pid}/cwd", os.O_RDONLY | os.O_DIRECTORY)),
-                              hold(_memfd(environment_script(env))))
+                              hold(memory_fd(environment_script(env))))
         except OSError as exc:
             raise TaskGone(f"process {pid} has ended ({exc.strerror})") from exc
         yield files
@@ -170,20 +160,11 @@ def _namespaces(pid: int, hold: Callable[[int], str]) -> tuple[tuple[str, str], 
     return tuple(namespaces)
 
 
-def _memfd(text: str) -> int:
-    """A file in memory holding ``text``; the worker's only (close-on-exec)."""
-    fd = os.memfd_create("bodega-exec")
-    data = memoryview(text.encode())
-    while data:
-        data = data[os.write(fd, data):]
-    return fd
-
-
 @contextlib.contextmanager
 def memory_file(text: str) -> Iterator[str]:
     """A path only root can open, of a file in memory holding ``text`` (never on disk: it
     may hold an app's secrets), until the way out."""
-    fd = _memfd(text)
+    fd = memory_fd(text)
     try:
         yield f"/proc/{os.getpid()}/fd/{fd}"
     finally:

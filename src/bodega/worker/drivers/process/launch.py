@@ -26,6 +26,38 @@ so the machine's directory inside it is unreachable by path for that user
 does, would find nothing). The wrapper bind-mounts the directory at
 ``HOME_MOUNT`` in the machine's own mount namespace and starts there: every
 machine sees its own directory at that one path, and none sees another's.
+
+What runs as root never runs the machine's choices. The machine's variables
+(its config's, chosen by whoever holds an app token: an ``LD_PRELOAD`` among
+them would be loaded by every root process given it) reach only the last
+step, which already runs as the machine's user; the steps before run with
+``ROOT_ENV`` alone. They come inside that step, a script the wrapper is given
+as its stdin (a memfd, or a parked launcher's here-document: memory, never a
+file, nor a command line, which any user may read)::
+
+    sh WRAPPER  root, PATH only: cgroups, the machine's directory, pid and exit files
+      ├─ BIND   root: waits at the gate, then binds the mounts (the volume last)
+      └─ setpriv --reuid --regid --clear-groups
+           sh -s  the program's step, as the machine's user with no capabilities: opens
+                  the gate, waits for the binds, exports the variables, execs ``"$@"``
+
+The order is the other half. The mounts bind what the machine owns (its volume may be
+bound over ``/usr/bin``, or ``/etc`` with an ``ld.so.preload`` in it), and a root process
+exec'd in that namespace afterwards would load the machine's files: an absolute path
+resolved beforehand would not help (the bind shadows it, and the libraries the loader
+looks for), so nothing is exec'd as root after them. ``setpriv`` and the shell it runs are
+loaded first; that shell, the machine's user's, opens the gate (a FIFO of the run); only
+then does ``BIND``, the wrapper's other child, run ``mount``. Its ``mount`` of the volume
+is the last root exec in the namespace, which is why the one directory goes after the
+files (``bind_order``). The step reads ``bound`` from ``BIND`` before it runs the program,
+so the program starts with every mount in place, and ``BIND`` writes the pidfile once they
+are (an exec waits for it). The pid and exit files are opened before any of it: the
+wrapper writes them through those descriptors, never by a path the volume could shadow.
+
+The program is exec'd by that step, a process of the machine's user with no capabilities
+left (``setpriv`` keeps root's until its own execve, and would exec any file root can
+reach): the kernel checks its path as it does for that user, so a program in a directory
+closed to the user cannot run.
 """
 
 from __future__ import annotations
@@ -33,50 +65,76 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bodega.worker.drivers.base import TaskSpec
+from bodega.worker.drivers.base import DriverError, Mount, TaskSpec
 
 SHELL = "/bin/sh"
 # Where a machine that runs as its own user finds its directory (its working directory).
 # An empty directory on the host; each machine's mount namespace binds its own over it.
 HOME_MOUNT = Path("/run/bodega/home")
+# The whole environment of what runs as root before a machine's program (and of an exec's
+# steps that do): the host's commands are found on it, nothing of the machine's is in it.
+ROOT_ENV = {"PATH": os.defpath}
+PROGRAM_NAME = "bodega-machine"
+# A name a shell can export: the only ones the wrapper passes on to its program.
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
+# The machine's user's step (``program_step``), read by ``sh -s`` from its stdin: $1 the
+# gate ("-" for none: nothing to bind), then the program's argv. With a gate, fd 4 is the
+# gate's writing end and fd 7 what BIND says once the mounts are bound. Its stdin is the
+# script itself, so the program gets /dev/null.
+STEP_HEAD = r"""gate=$1
+shift
+if [ "$gate" != - ]; then
+  echo go >&4 && exec 4>&- && read -r bound <&7 && [ "$bound" = bound ] || exit 125
+  exec 7<&-
+fi
+unset PATH OLDPWD gate bound
+"""
+STEP_TAIL = 'exec "$@" </dev/null\n'
 # Positional parameters: $1 cgroup.procs files (space-separated, "-" for none),
 # $2 pidfile, $3 exit file, $4 uid:gid ("-" to keep the worker's), $5 memory
 # limit in KiB for ulimit -v ("-" for none), $6 bind mounts "host=guest ..."
 # ("-" for none), $7 the machine's directory to bind at HOME_MOUNT and start in ("-": start
-# where the wrapper was started; "@": a parked launcher bound it already), then the
-# program's argv.
+# where the wrapper was started; "@": a parked launcher bound it already), $8 the gate, a
+# FIFO ("-" with no mounts), $9 "0": stdin is the program's step, which runs the program
+# ("-": run it as it is, in the wrapper's environment: an image machine's runtime, which
+# gives its container its own), then the program's argv.
 WRAPPER = r"""set -f
-cgs=$1 pidf=$2 exitf=$3 user=$4 memkb=$5 mounts=$6 home=$7
-shift 7
-fail() { echo 125 > "$exitf"; exit 125; }
+cgs=$1 pidf=$2 exitf=$3 user=$4 memkb=$5 mounts=$6 home=$7 gate=$8 step=$9
+shift 9
+exec 3<&0 </dev/null 5>>"$exitf" 6>"$pidf"
+fail() { echo 125 >&5; exit 125; }
 if [ "$cgs" != - ]; then for cg in $cgs; do echo $$ > "$cg" || fail; done; fi
-if [ "$mounts" != - ]; then
-  for m in $mounts; do
-    { [ -e "${m#*=}" ] || mkdir -p "${m#*=}"; } && mount --bind "${m%%=*}" "${m#*=}" || fail
-  done
-fi
 if [ "$home" != - ]; then
-  if [ "$home" != @ ]; then mount --bind "$home" HOME_MOUNT || fail; fi
-  cd HOME_MOUNT || fail
+  if [ "$home" != @ ]; then mount --bind "$home" @HOME_MOUNT@ || fail; fi
+  cd @HOME_MOUNT@ || fail
   unset OLDPWD  # the host's path of the directory: not the machine's to see
 fi
-echo $$ > "$pidf"
-trap : HUP INT QUIT TERM USR1 USR2
 if [ "$memkb" != - ]; then ulimit -v "$memkb" || fail; fi
-if [ "$user" = - ]; then
-  "$@"
-else
-  setpriv --reuid="${user%%:*}" --regid="${user#*:}" --clear-groups -- "$@"
+if [ "$step" != - ]; then set -- @SHELL@ -s -- "$gate" "$@"; fi
+if [ "$user" != - ]; then
+  set -- setpriv --reuid="${user%%:*}" --regid="${user#*:}" --clear-groups -- "$@"
 fi
-echo $? > "$exitf"
-""".replace("HOME_MOUNT", shlex.quote(str(HOME_MOUNT)))
-PROGRAM_NAME = "bodega-machine"
-# A name a shell can export: the only ones the wrapper passes on to its program.
-SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+if [ "$gate" = - ]; then
+  echo $$ >&6
+  trap : HUP INT QUIT TERM USR1 USR2
+  "$@" <&3 3<&- 5>&- 6>&-
+else
+  trap : HUP INT QUIT TERM USR1 USR2
+  {
+    read -r go <&4 && [ "$go" = go ] || exit 125
+    for m in $mounts; do
+      { [ -e "${m#*=}" ] || mkdir -p "${m#*=}"; } && mount --bind "${m%%=*}" "${m#*=}" || exit 125
+    done >&2
+    echo $$ >&6 && echo bound
+  } 3<&- 4<"$gate" 5>&- | "$@" 4>"$gate" 7<&0 <&3 3<&- 5>&- 6>&-
+fi
+echo $? >&5
+""".replace("@HOME_MOUNT@", shlex.quote(str(HOME_MOUNT))).replace("@SHELL@", SHELL)
 
 
 @dataclass(frozen=True)
@@ -87,18 +145,21 @@ class RunFiles:
     proves the run never started, so the common first start spawns at once;
     its presence means an earlier attempt may have spawned the wrapper (a
     worker killed between the two), and the driver looks for that run before
-    starting another.
+    starting another. ``gate`` is the FIFO through which the program's step
+    lets the mounts be bound (``make_gate``), for a run that has any.
     """
 
     pidfile: Path
     exitfile: Path
     spawnfile: Path
+    gate: Path
 
     @classmethod
     def for_run(cls, machine_dir: Path, instance_id: str, start_seq: int) -> RunFiles:
         run = machine_dir / "run"
         stem = f"{instance_id}-{start_seq}"
-        return cls(run / f"{stem}.pid", run / f"{stem}.exit", run / f"{stem}.spawn")
+        return cls(run / f"{stem}.pid", run / f"{stem}.exit", run / f"{stem}.spawn",
+                   run / f"{stem}.gate")
 
 
 def wrapper_argv(
@@ -111,16 +172,22 @@ def wrapper_argv(
     mounts: list[tuple[Path, str]],
     netns: str | None,
     home: Path | None = None,
+    environment: bool = True,
 ) -> list[str]:
     """The full command: [nsenter] [unshare] sh -c WRAPPER bodega-machine ... -- argv.
 
     ``home``: the machine's directory, bound at ``HOME_MOUNT`` for it to start in (a
     machine running as its own user); None starts it in the wrapper's working directory.
+    ``mounts`` are bound in their order (``bind_order``). ``environment``: the wrapper's
+    stdin is the program's step (``program_step``), which runs the program; without,
+    ``argv`` runs as it is, and there may be no mounts (nothing would open their gate).
     """
     for host, guest in mounts:
         for part in (str(host), guest):
             if any(c.isspace() for c in part) or "=" in part:
                 raise ValueError(f"mount paths may not contain spaces or '=': {part!r}")
+    if mounts and not environment:
+        raise ValueError("mounts are bound once the program's step opens their gate")
     prefix: list[str] = []
     if netns is not None:
         prefix += ["nsenter", f"--net=/run/netns/{netns}", "--"]
@@ -128,14 +195,73 @@ def wrapper_argv(
         prefix += ["unshare", "--mount", "--propagation", "private", "--"]
     return [
         *prefix, SHELL, "-c", WRAPPER, PROGRAM_NAME,
+        *wrapper_arguments(files, cgroup_procs=cgroup_procs, user=user, memory_kib=memory_kib,
+                           mounts=mounts, home=str(home) if home is not None else "-",
+                           environment=environment),
+        *argv,
+    ]
+
+
+def wrapper_arguments(files: RunFiles, *, cgroup_procs: list[Path],
+                      user: tuple[int, int] | None, memory_kib: int | None,
+                      mounts: list[tuple[Path, str]], home: str,
+                      environment: bool = True) -> list[str]:
+    """WRAPPER's positional parameters before the program's argv (``home`` as given: a
+    path, "-" or "@")."""
+    return [
         " ".join(str(p) for p in cgroup_procs) or "-",
         str(files.pidfile), str(files.exitfile),
         f"{user[0]}:{user[1]}" if user else "-",
         str(memory_kib) if memory_kib else "-",
         " ".join(f"{host}={guest}" for host, guest in mounts) or "-",
-        str(home) if home is not None else "-",
-        *argv,
+        home,
+        str(files.gate) if mounts else "-",
+        "0" if environment else "-",
     ]
+
+
+def program_step(env: Mapping[str, str]) -> str:
+    """The machine's user's step, as the wrapper's stdin: ``env`` exported (only there),
+    then the program exec'd."""
+    return STEP_HEAD + environment_script(env) + STEP_TAIL
+
+
+def environment_script(env: Mapping[str, str]) -> str:
+    """An ``export`` of one quoted literal per variable of ``env`` a shell can export, in
+    its order (what the program's step, and an exec's LOAD, run)."""
+    return "".join(f"export {shlex.quote(f'{name}={value}')}\n"
+                   for name, value in env.items() if SHELL_NAME.fullmatch(name))
+
+
+def memory_fd(text: str) -> int:
+    """A file in memory holding ``text``, read from its start (never on disk: it may hold an
+    app's secrets); the worker's only (close-on-exec) unless handed on."""
+    fd = os.memfd_create("bodega-env")
+    data = memoryview(text.encode())
+    while data:
+        data = data[os.write(fd, data):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def bind_order(mounts: Iterable[Mount]) -> list[tuple[Path, str]]:
+    """``mounts`` as the wrapper binds them: the files first, then one directory at most.
+
+    A file bound (the private network's ``/etc/resolv.conf``) shadows that one path; a
+    directory (a volume) shadows everything below its guest path, where the next bind's
+    ``mount`` would be looked for, as root: it comes last, and alone.
+    """
+    pairs = [(m.host_path, m.guest_path) for m in mounts]
+    directories = [guest for host, guest in pairs if host.is_dir()]
+    if len(directories) > 1:
+        raise DriverError(f"a machine binds one directory at most, not {directories}")
+    return sorted(pairs, key=lambda pair: pair[0].is_dir())
+
+
+def make_gate(files: RunFiles) -> None:
+    """The run's gate, made afresh (one an earlier attempt left may hold a word)."""
+    files.gate.unlink(missing_ok=True)
+    os.mkfifo(files.gate, 0o600)
 
 
 def handed_over(source: Path, user: tuple[int, int]) -> bool:

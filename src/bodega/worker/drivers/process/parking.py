@@ -40,10 +40,12 @@ from bodega.worker.drivers.process.launch import (
     HOME_MOUNT,
     PROGRAM_NAME,
     SHELL,
-    SHELL_NAME,
     WRAPPER,
     RunFiles,
+    bind_order,
     home_of,
+    program_step,
+    wrapper_arguments,
 )
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.drivers.process.procfs import pids_with_argument
@@ -243,29 +245,31 @@ def park_slot(netns: str) -> str:
 def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None,
                home_bound: bool = False) -> str:
     """What a parked launcher runs: the plain start's wrapper, as literals only;
-    ``home_bound``: the launcher bound the machine's directory when it parked (``@``)."""
+    ``home_bound``: the launcher bound the machine's directory when it parked (``@``).
+
+    The program's step, the machine's variables in it, is the wrapper's stdin as on a plain
+    start: here a here-document, which dash keeps in a pipe (never a file). The launcher's
+    own environment, the wrapper's, is PATH (given at park) and the shell's PWD and OLDPWD.
+    """
     q = shlex.quote
-    mounts = " ".join(f"{m.host_path}={m.guest_path}" for m in spec.mounts) or "-"
-    user = f"{spec.user[0]}:{spec.user[1]}" if spec.user else "-"
     home = home_of(spec)
     home_arg = "@" if home_bound and home is not None else (
-        q(str(home)) if home is not None else "-")
-    env = " ".join(q(f"{k}={v}") for k, v in spec.env.items())
-    argv = " ".join(q(a) for a in spec.argv)
-    if all(SHELL_NAME.fullmatch(k) for k in spec.env):
-        # The launcher's own environment is PATH (given at park) and the shell's PWD and
-        # OLDPWD: drop the first and last, export the machine's. No ``env -i``: one exec fewer.
-        environment = f"unset PATH OLDPWD\n{f'export {env}' if env else ':'}\nexec "
-    else:  # a name the shell cannot export: env(1) sets it
-        environment = f"exec env -i {env} "
+        str(home) if home is not None else "-")
+    arguments = wrapper_arguments(files, cgroup_procs=[], user=spec.user,
+                                  memory_kib=memory_kib, mounts=bind_order(spec.mounts),
+                                  home=home_arg)
+    step = program_step(spec.env)
+    end = "BODEGA_STEP"
+    while end in step.splitlines():
+        end += "_"
     return (
         "{\n"
         f"exec >>{q(str(log_path(spec.machine_dir)))} 2>&1\n"
         f"cd {q(str(spec.machine_dir / 'root'))} || {{ echo 125 > {q(str(files.exitfile))}; "
         "exit 125; }\n"
-        f"{environment}{SHELL} -c {q(WRAPPER)} {PROGRAM_NAME} - "
-        f"{q(str(files.pidfile))} {q(str(files.exitfile))} {user} {memory_kib or '-'} "
-        f"{q(mounts)} {home_arg} {argv}\n"
+        f"exec {SHELL} -c {q(WRAPPER)} {PROGRAM_NAME} "
+        f"{' '.join(q(a) for a in [*arguments, *spec.argv])} <<'{end}'\n"
+        f"{step}{end}\n"
         "}\n"
     )
 
