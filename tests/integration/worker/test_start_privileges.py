@@ -1,7 +1,8 @@
 """What a start runs as root runs nothing of the machine's: not its environment, not its
 volume's files; and its program runs as its user alone, with no capabilities.
 
-Real starts as root, through the process driver's wrapper.
+Real starts as root: the process driver's wrapper, and a worker for the events a
+failed start leaves.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from pathlib import Path
 
 import pytest
 
-from bodega.worker.drivers.base import Mount, TaskSpec
+from bodega.worker.drivers.base import DriverError, Mount, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.drivers.process.procfs import child_pids
 from tests.poll_kit import until
 from tests.python_kit import machine_python
 
+from .crash_kit import crash_worker
 from .preload_kit import marking_library
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines of their own need root")
@@ -107,6 +109,27 @@ async def test_nothing_of_a_volume_bound_over_the_hosts_commands_runs_as_root(
     assert (status.exit_code, log_path(s.machine_dir).read_text()) == (0, f"ran as {USER[0]}\n")
 
 
+async def test_a_program_its_user_cannot_reach_is_refused_with_the_reason(
+        tmp_path: Path) -> None:
+    """root may exec a file in a directory closed to others (/root's, 0700); the machine's
+    user may not. The start says so, where it would have run it with root's capabilities."""
+    closed = Path(tempfile.mkdtemp(prefix="bodega-closed-"))  # 0700, root's
+    try:
+        program = Path(shutil.copy2("/bin/true", closed / "true"))
+        driver = ProcessDriver(None)
+        with pytest.raises(DriverError, match=(
+                f"exec: {program}: not executable by the machine's user \\(uid {USER[0]}\\)")):
+            await driver.start(spec(tmp_path, [str(program)]))
+        # By PATH too: the user's exec would go on to a file it may run; here there is none.
+        with pytest.raises(DriverError, match="exec: true: not executable by the machine's"):
+            await driver.start(spec(tmp_path, ["true"], env={"PATH": str(closed)}))
+        # The worker's own user (no user of its own) runs it as before.
+        mine = await driver.start(spec(tmp_path, [str(program)], user=None))
+        assert (await asyncio.wait_for(driver.wait(mine), 20)).exit_code == 0
+    finally:
+        shutil.rmtree(closed)
+
+
 async def test_a_program_its_user_cannot_reach_is_not_run_by_the_wrapper_either(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Past the check (a directory closed between the check and the exec), the program's
@@ -156,3 +179,28 @@ async def test_the_program_runs_with_no_capabilities(tmp_path: Path) -> None:
                         "CapAmb": "0000000000000000"}
     finally:
         await driver.stop(handle, signal.SIGKILL, 5)
+
+
+async def test_the_refusal_is_the_machines_failed_start(tmp_path: Path) -> None:
+    """What `bodega deploy` and `machine status` say: the launch's failure, with the reason."""
+    closed = Path(tempfile.mkdtemp(prefix="bodega-closed-"))
+    try:
+        program = Path(shutil.copy2("/bin/true", closed / "true"))
+        async with crash_worker(tmp_path) as worker:
+            client = await worker.start()
+            machine = await client.create_machine({"app": "a", "config": {
+                "image": "local/closed", "init": {"exec": [str(program)]},
+                "guest": {"cpus": 1, "memory_mb": 256}}})
+
+            failed: list[dict[str, object]] = []
+            for _ in range(600):
+                events = await client.call("GET", machine.id, "events")
+                failed = [e for e in events if e.get("status") == "failed"]
+                if failed:
+                    break
+                await asyncio.sleep(0.05)
+            assert failed, "the start did not fail"
+            error = str(failed[0]["request"])
+            assert f"exec: {program}: not executable by the machine's user" in error, failed
+    finally:
+        shutil.rmtree(closed)

@@ -42,6 +42,7 @@ from bodega.worker.drivers.process.launch import (
 from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
 from bodega.worker.drivers.process.memory import CgroupMemory
 from bodega.worker.drivers.process.parking import Parking
+from bodega.worker.drivers.process.program import check_program
 from bodega.worker.drivers.process.runs import Runs, RunsDriver
 from bodega.worker.drivers.process.warmup import Warmup
 
@@ -84,20 +85,7 @@ class ProcessDriver(RunsDriver):
                 except OSError as exc:
                     raise DriverError(f"could not hand {mount.host_path} to the machine's "
                                       f"user: {exc}") from exc
-        self._check_executable(spec)
-
-    def _check_executable(self, spec: TaskSpec) -> None:
-        if not spec.argv:
-            raise DriverError("no command to run: set config.init.exec")
-        program = spec.argv[0]
-        if "/" in program:
-            path = Path(program)
-            if not path.is_absolute():
-                path = spec.machine_dir / "root" / path
-            if not (path.is_file() and os.access(path, os.X_OK)):
-                raise DriverError(f"exec: {program}: no such executable file")
-        elif shutil.which(program, path=spec.env.get("PATH")) is None:
-            raise DriverError(f"exec: {program}: not found in PATH {spec.env.get('PATH', '')}")
+        check_program(spec)
 
     async def start(self, spec: TaskSpec) -> TaskHandle:
         started = self.runs.held(spec)

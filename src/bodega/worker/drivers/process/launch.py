@@ -57,7 +57,7 @@ wrapper writes them through those descriptors, never by a path the volume could 
 The program is exec'd by that step, a process of the machine's user with no capabilities
 left (``setpriv`` keeps root's until its own execve, and would exec any file root can
 reach): the kernel checks its path as it does for that user, so a program in a directory
-closed to the user cannot run.
+closed to the user cannot run (``program.py`` says so before the start).
 """
 
 from __future__ import annotations
