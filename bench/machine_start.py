@@ -19,6 +19,7 @@ DIR`` records the broker and the worker of ``bodega up`` with py-spy meanwhile.
 as a worker holding an app scaled to zero does.
 
     python -m bench.machine_start [--runs 20] [--only up|rig] [--profile DIR] [--at-rest N]
+        [--up-arg=--no-private-network]
 """
 
 from __future__ import annotations
@@ -178,7 +179,8 @@ def line(name: str, times: list[float], bare: float) -> str:
             f"+{(median - bare) * 1000:5.1f} ms  {median / bare:5.2f}x")
 
 
-async def main(runs: int, only: str | None, profile: Path | None, at_rest: int) -> None:
+async def main(runs: int, only: str | None, profile: Path | None, at_rest: int,
+               up_args: tuple[str, ...] = ()) -> None:
     with tempfile.TemporaryDirectory(prefix="bodega-start-") as name:
         tmp = Path(name)
         signals = Signals(tmp)
@@ -201,7 +203,7 @@ async def main(runs: int, only: str | None, profile: Path | None, at_rest: int) 
                     "--proxy-tls-port", str(free_port()),
                     # Machines on a range no test or other bench holds (tests/cidr_kit.py).
                     "--machine-cidr", machine_cidr(200, 232), "--log-level", "info",
-                    *room_for(at_rest)).start()
+                    *room_for(at_rest), *up_args).start()
                 await up.until_line("bodega is up")
                 apis["up"] = Api(up.state()["api_url"], up.token())
             if only != "up":
@@ -295,7 +297,10 @@ if __name__ == "__main__":
     parser.add_argument("--at-rest", type=int, default=0, metavar="N",
                         help="first leave N machines at rest on the bodega up worker (at most "
                         f"{MOST_AT_REST}: a worker has a /24 of addresses)")
+    parser.add_argument("--up-arg", action="append", default=[], metavar="FLAG",
+                        help="a flag for bodega up, e.g. --up-arg=--no-private-network "
+                             "(repeatable)")
     args = parser.parse_args()
     if not 0 <= args.at_rest <= MOST_AT_REST:
         parser.error(f"--at-rest takes 0 to {MOST_AT_REST} machines")
-    asyncio.run(main(args.runs, args.only, args.profile, args.at_rest))
+    asyncio.run(main(args.runs, args.only, args.profile, args.at_rest, tuple(args.up_arg)))
