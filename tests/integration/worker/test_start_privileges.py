@@ -159,12 +159,17 @@ async def test_the_program_runs_with_no_capabilities(tmp_path: Path) -> None:
     wrapper = handle.pid
 
     def program() -> int | None:
+        """The program once exec'd: the root steps before it (setpriv) carry the same argv
+        after their own, so the marker alone would find them first."""
         for pid in child_pids(wrapper):
             try:
-                if marker in Path(f"/proc/{pid}/cmdline").read_text():
-                    return pid
+                argv = Path(f"/proc/{pid}/cmdline").read_text().split("\0")
+                uid = next(line.split()[1] for line in Path(f"/proc/{pid}/status")
+                           .read_text().splitlines() if line.startswith("Uid:"))
             except OSError:
                 continue
+            if argv[0] == machine_python() and marker in argv and int(uid) == USER[0]:
+                return pid
         return None
 
     await until(lambda: program() is not None)
