@@ -149,8 +149,9 @@ def test_clean_removes_what_a_joined_host_killed_with_sigkill_left(cluster: Mult
         return {kind: objects for kind, objects in found.items() if objects}
 
     before = left()
-    assert {"namespaces", "links", "nft tables", "rules", "processes", "port claims"} \
-        <= set(before), before
+    # Not the port claims: their locks died with the join, and any bodega on the host that
+    # claims a port meanwhile may sweep them; the clean must remove whatever is left.
+    assert {"namespaces", "links", "nft tables", "rules", "processes"} <= set(before), before
     assert len(before["nft tables"]) == 2  # inet and bridge
     assert wg in before["links"]
     home_namespaces = [n for n in os.listdir("/run/netns")

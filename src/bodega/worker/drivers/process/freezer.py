@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from bodega.worker.drivers.process.cgroups import Cgroups
 FREEZE_TIMEOUT = 10.0  # a process in an uninterruptible sleep delays its freeze; not forever
 JOIN_TIMEOUT = 10.0  # a wrapper just spawned on a loaded host joins its cgroups within this
 POLL = 0.002
+REFREEZE_EVERY = 25  # looks at a v1 freeze still FREEZING before a thaw and a new ask (50 ms)
 
 
 class CgroupFreezer:
@@ -54,10 +56,8 @@ class CgroupFreezer:
                 return
             path.mkdir(parents=True, exist_ok=True)
             self._join(path, machine_id)
-            (path / "freezer.state").write_text("FROZEN\n")
-            await self._until(lambda: _v1_state(path) == "FROZEN", machine_id)
-            if self._join(path, machine_id):  # forked before the freeze took: now frozen too
-                await self._until(lambda: _v1_state(path) == "FROZEN", machine_id)
+            looks = itertools.count(1)
+            await self._until(lambda: self._v1_freeze(path, machine_id, next(looks)), machine_id)
         except OSError as exc:
             raise DriverError(f"could not freeze machine {machine_id}: {exc}") from exc
 
@@ -78,6 +78,22 @@ class CgroupFreezer:
             except FileNotFoundError:
                 return False
         return _v1_state(path) != "THAWED"
+
+    def _v1_freeze(self, path: Path, machine_id: str, look: int) -> bool:
+        """One look at a v1 freeze: asks it (again), True once frozen with every process in.
+
+        A v1 freezer can stay FREEZING for good when it catches a process mid-fork or
+        mid-exec (a start's steps exec one another); a brief thaw and a new ask gets it
+        past, as runc's freezer does. A process forked before the freeze took, and so
+        born outside, is moved in (a process joining a frozen cgroup freezes)."""
+        state = _v1_state(path)
+        if state == "FROZEN":
+            return not self._join(path, machine_id)
+        if state == "FREEZING" and look % REFREEZE_EVERY == 0:
+            (path / "freezer.state").write_text("THAWED\n")
+            self._join(path, machine_id)
+        (path / "freezer.state").write_text("FROZEN\n")
+        return False
 
     def _join(self, path: Path, machine_id: str) -> bool:
         """Move every process of the machine into its freezer cgroup; True if any moved.
