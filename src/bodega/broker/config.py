@@ -50,6 +50,7 @@ class BrokerConfig:
     gossip_port: int = 0
     seeds: tuple[str, ...] = ()
     gossip_keyring: KeyringSource | None = None  # required with a registry node
+    registry_agent: Path | None = None  # the host's registry agent's data dir (None: our own)
     # placement
     policy: str = DEFAULT_POLICY
     sample: int = 0  # power-of-d choices; 0 ranks every worker

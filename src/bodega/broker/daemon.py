@@ -218,18 +218,19 @@ class Broker:
 
     async def _join_registry(self, url: str) -> tuple[Catalog, list[BaseRoute]]:
         from bodega.broker.view.registry_catalog import RegistryCatalog
-        from bodega.registry import RegistryConfig, RegistryNode
+        from bodega.registry import RegistryConfig, open_registry
         from bodega.registry.membership.keyfile import needed
 
         config = self.config
         host = config.gossip_host or config.listen_host
         keys = needed(config.gossip_keyring)
-        self.node = RegistryNode(RegistryConfig(
+        self.node = await open_registry(RegistryConfig(
             name=config.name, role="broker", region=self.nearest, data_dir=config.data_dir,
             keyring=keys.keyring, keyring_file=keys.file,
             bind_host=host, bind_port=config.gossip_port,
             seeds=config.seeds, meta={"url": url, **certificate_meta(self.tls),
                                       **({SIGNER: "yes"} if self.authority else {})}),
+            config.registry_agent,
             registry=self.metrics.registry,  # gossip counters (bad packets too) in /metrics
             tls=self.tls)
         await self.node.start()

@@ -18,7 +18,7 @@ from bodega.cli.internal_links import (
     TlsDirOption,
     tls_dir_for,
 )
-from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
+from bodega.cli.keyring_option import GossipKeyring, RegistryAgentOption, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.model.duration import parse_duration
 from bodega.placement import Curve, Weights
@@ -88,6 +88,7 @@ def broker(
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
     = None,
     keyring: GossipKeyring = None,
+    registry_agent: RegistryAgentOption = None,
     policy: Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}")]
     = DEFAULT_POLICY,
     sample: Annotated[int, typer.Option(help="Power-of-d choices (0: rank every worker)")] = 0,
@@ -151,6 +152,7 @@ def broker(
         admin_tokens=tuple(token), region=region, listen_host=host, listen_port=port,
         gossip_host=gossip_host, gossip_port=gossip_port,
         seeds=hostinfo.comma_list(join), gossip_keyring=keys,
+        registry_agent=registry_agent.resolve() if registry_agent else None,
         policy=policy, sample=sample, cpu_curve=Curve.parse(cpu_curve),
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,

@@ -22,5 +22,11 @@ GossipKeyring = Annotated[Path | None, typer.Option(
          f"rotates its key. Without it, the keyring's JSON in {ENV_JSON}")]
 
 
+RegistryAgentOption = Annotated[Path | None, typer.Option(
+    "--registry-agent", metavar="DIR",
+    help="The data dir of this host's registry agent (bodega agent): read its replica and "
+         "hand it this process's rows, instead of replicating on its own")]
+
+
 def gossip_keyring(path: Path | None) -> KeyringSource:
     return load(path, os.environ.get(ENV_JSON))

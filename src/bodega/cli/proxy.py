@@ -15,7 +15,7 @@ from bodega.cli.internal_links import (
     TlsDirOption,
     tls_dir_for,
 )
-from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
+from bodega.cli.keyring_option import GossipKeyring, RegistryAgentOption, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.proxy.plane import choose_plane
@@ -48,6 +48,7 @@ def proxy(
     join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
     = None,
     keyring: GossipKeyring = None,
+    registry_agent: RegistryAgentOption = None,
     base_domain: Annotated[str, typer.Option(help="Apps answer at <app>.<base-domain>")]
     = "localhost",
     autostop_interval: Annotated[float, typer.Option(help="Seconds between autostop passes")]
@@ -85,6 +86,7 @@ def proxy(
         admin_host=admin_host, admin_port=admin_port, gossip_host=gossip_host,
         gossip_port=gossip_port, seeds=hostinfo.comma_list(join),
         gossip_keyring=keys,
+        registry_agent=registry_agent.resolve() if registry_agent else None,
         base_domain=base_domain, autostop_interval=autostop_interval,
         autostop_idle=autostop_idle, data_plane=data_plane, haproxy_threads=haproxy_threads,
         tls_host=tls_host, tls_port=tls_port,

@@ -96,6 +96,11 @@ def up(
         help="UDP port of the first worker's WireGuard overlay; the next workers take the "
              "next ports (default: 51820 with --advertise, else free ports, remembered)")]
     = None,
+    registry_agent: Annotated[bool, typer.Option(
+        "--registry-agent/--no-registry-agent",
+        help="One registry agent for the host (bodega agent): the workers, the broker and "
+             "the proxy read its replica and hand it their rows, instead of each replicating "
+             "the cluster on its own (docs/registry.md)")] = False,
     internal_tls: Annotated[str, typer.Option(
         hidden=True, help="off: plain, unauthenticated internal links, to measure what TLS "
                           "costs (benchmarks only)")] = "on",
@@ -125,7 +130,7 @@ def up(
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
         extra_worker_args=tuple(worker_arg or ()), extra_broker_args=tuple(broker_arg or ()),
         advertise=advertise, join_port=join_port, host=advertise or "127.0.0.1",
-        private_network=private,
+        private_network=private, registry_agent=registry_agent,
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
     if internal_tls == "off":

@@ -15,7 +15,7 @@ from bodega.cli.internal_links import (
     TlsDirOption,
     tls_dir_for,
 )
-from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
+from bodega.cli.keyring_option import GossipKeyring, RegistryAgentOption, gossip_keyring
 from bodega.cli.listeners import Listener, listening
 from bodega.model.capacity import CPU_KINDS, Totals
 from bodega.registry.membership import parse_seed
@@ -105,6 +105,7 @@ def worker(
         str | None, typer.Option(help="Gossip host:port[,...] of members to join through")
     ] = None,
     keyring: GossipKeyring = None,
+    registry_agent: RegistryAgentOption = None,
     ready_file: Annotated[
         Path | None, typer.Option(help="Write url, gossip and pid here when ready")] = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
@@ -145,6 +146,7 @@ def worker(
         machine_user=machine_user or None, reservation_ttl=reservation_ttl,
         stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
         gossip_host=gossip_host, gossip_port=gossip_port, join=seeds, gossip_keyring=keys,
+        registry_agent=registry_agent.resolve() if registry_agent else None,
         image_registry=image_registry, registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
         oci_runtime=oci_runtime,

@@ -1,7 +1,9 @@
 """What a local cluster runs: each component's command line, environment and files.
 
-An image registry (when it has a port), the workers (each gossiping on a fixed
-port, joining those before it), one broker and one proxy in the first region.
+An image registry (when it has a port), the host's registry agent (with
+``--registry-agent``: every other component reads its replica), the workers
+(each gossiping on a fixed port, joining those before it), one broker and one
+proxy in the first region.
 Each component is ``bodega <role> ...`` with a ready file and a log file of its
 own; its flags map back to the ``bodega up`` flags that set them, so an error
 it prints can be worded in the user's terms. Secrets go in the environment,
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bodega.cluster.config import ClusterConfig
+from bodega.cluster.config import AGENT_NAME, ClusterConfig
 from bodega.model.duration import format_duration
 
 # Never inherited from `bodega up`'s own environment: each is given here, or not at all.
@@ -103,11 +105,26 @@ def components_for(config: ClusterConfig) -> list[Component]:
                         "--exit-with-parent"),
             run_dir / "registry.json", logs / "registry.log",
             flags={"--listen": "--registry-port"}))
+    agent = config.agent_dir
+    hosted: tuple[str, ...] = ("--registry-agent", str(agent)) if agent else ()
+    first: list[str] = []
+    if agent is not None:  # before every other component: they read its replica
+        first = [config.gossip(AGENT_NAME)]
+        components.append(Component(
+            "agent", AGENT_NAME, nearest,
+            bodega_argv("agent", "--name", AGENT_NAME, "--region", nearest,
+                        "--data-dir", str(agent), "--listen", f"{config.host}:0",
+                        "--gossip-listen", first[0],
+                        "--gossip-keyring", str(config.keyring_file),
+                        "--exit-with-parent", "--ready-file", str(run_dir / "agent.json"),
+                        "--log-level", config.log_level, *tls_args(config)),
+            run_dir / "agent.json", logs / "agent.log",
+            flags={"--gossip-listen": "--gossip-port"}, tls_dir=_tls_dir(config, agent)))
     for index, (name, region) in enumerate(config.worker_names()):
-        # Every worker gossips on a fixed port; the first joins nobody, each other one
-        # joins through those before it, so any of them still up lets a restarted
-        # worker back in (the first rejoins through the peers it remembers).
-        joins = [config.worker_gossip(i) for i in range(index)]
+        # Every worker gossips on a fixed port; the first joins nobody (or the host's agent),
+        # each other one joins through those before it, so any of them still up lets a
+        # restarted worker back in (the first rejoins through the peers it remembers).
+        joins = first + [config.worker_gossip(i) for i in range(index)]
         argv = bodega_argv(
             "worker", "--name", name, "--region", region,
             "--data-dir", str(config.data_dir / "workers" / name),
@@ -123,14 +140,14 @@ def components_for(config: ClusterConfig) -> list[Component]:
             *(("--join", ",".join(joins)) if joins else ()), *images, *tls_args(config),
             *private_network_args(config.private_network, config.worker_wireguard(index),
                                   f"{config.host}:{config.proxy_port}"),
-            *config.extra_worker_args,
+            *hosted, *config.extra_worker_args,
         )
         components.append(Component("worker", name, region, argv, run_dir / f"{name}.json",
                                     logs / f"{name}.log",
                                     flags={"--gossip-listen": "--gossip-port",
                                            "--machine-subnet": "--machine-cidr"},
                                     tls_dir=_tls_dir(config, config.data_dir / "workers" / name)))
-    seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
+    seeds = ",".join(first + [config.worker_gossip(i) for i in range(config.worker_count)])
     # One broker and one proxy, in the first region, joined to the workers' gossip.
     for role, port, extra, flag in (
             ("broker", config.api_port, config.extra_broker_args, "--api-port"),
@@ -142,7 +159,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--gossip-listen", config.gossip(role), "--join", seeds,
             "--gossip-keyring", str(config.keyring_file),
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
-            "--log-level", config.log_level, *tls_args(config),
+            "--log-level", config.log_level, *tls_args(config), *hosted,
             *(_broker_args(config) if role == "broker" else _proxy_tls_args(config)),
             # The proxy's admin listener serves registry sync: members on other hosts reach it.
             *(("--admin-listen", f"{config.host}:0") if role == "proxy" else ()), *extra,

@@ -6,6 +6,8 @@ import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+AGENT_NAME = "agent"
+
 
 @dataclass(frozen=True)
 class ClusterConfig:
@@ -45,6 +47,7 @@ class ClusterConfig:
     # each on its own UDP port (``wireguard_ports``, chosen once by cluster/ports.py; the
     # index-th worker on ``wireguard_port + index`` where none was chosen).
     private_network: bool = False
+    registry_agent: bool = False  # one registry agent for the host (components read its view)
     wireguard_port: int = 51820
     wireguard_ports: dict[str, int] = field(default_factory=dict)
 
@@ -88,8 +91,15 @@ class ClusterConfig:
         return str(list(ipaddress.ip_network(self.machine_cidr).subnets(prefixlen_diff=1))[1])
 
     def component_names(self) -> list[str]:
-        """Every component that gossips: the workers, then the broker and the proxy."""
-        return [name for name, _ in self.worker_names()] + ["broker", "proxy"]
+        """Every component that gossips: the registry agent (if any), the workers, then the
+        broker and the proxy."""
+        agent = [AGENT_NAME] if self.registry_agent else []
+        return agent + [name for name, _ in self.worker_names()] + ["broker", "proxy"]
+
+    @property
+    def agent_dir(self) -> Path | None:
+        """The registry agent's data dir, which the other components are given."""
+        return self.data_dir / AGENT_NAME if self.registry_agent else None
 
     def worker_wireguard(self, index: int) -> int:
         """The UDP port of the index-th worker's WireGuard overlay."""

@@ -129,7 +129,7 @@ class LocalCluster:
         await self._until_earlier_run_gone()
         self._sweeps = True
         await self.sweep("an earlier run")
-        for role in ("registry", "worker", "broker", "proxy"):
+        for role in ("registry", "agent", "worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))
         self._watchers = [asyncio.create_task(self._watch(c)) for c in self.components]
@@ -176,7 +176,7 @@ class LocalCluster:
         self.stopping.set()
         for task in self._watchers:
             task.cancel()
-        for role in ("proxy", "broker", "worker", "registry"):
+        for role in ("proxy", "broker", "worker", "agent", "registry"):
             group = [c for c in self.components if c.role == role and c.process]
             for component in group:
                 assert component.process is not None

@@ -40,7 +40,7 @@ from bodega.proxy.tcp_routes import AllServices, TcpTable
 from bodega.proxy.upstream import Upstreams
 from bodega.proxy.view_feed import TABLES, follow
 from bodega.proxy.wake import Waker
-from bodega.registry import RegistryConfig, RegistryNode
+from bodega.registry import Registry, RegistryConfig, open_registry
 from bodega.registry.feed import FeedLagged
 from bodega.registry.member_tls import certificate_meta, renewal
 from bodega.registry.membership.keyfile import KeyringSource, needed
@@ -73,6 +73,7 @@ class ProxyDaemonConfig:
     gossip_port: int = 0
     seeds: tuple[str, ...] = ()
     gossip_keyring: KeyringSource | None = None  # required: the proxy gossips
+    registry_agent: Path | None = None  # the host's registry agent's data dir (None: our own)
     base_domain: str = "localhost"
     autostop_interval: float = 60.0
     autostop_idle: float = 60.0
@@ -112,7 +113,7 @@ class Proxy:
                                               behind_data_plane=self.plane.binary is not None),
                                   self.table,
                                   self.upstreams, self.waker, self.load, self.metrics)
-        self.node: RegistryNode | None = None
+        self.node: Registry | None = None
         self.admin: Served | None = None
         self.listener: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[Any]] = []
@@ -145,11 +146,12 @@ class Proxy:
         scheme = "https" if self.tls else "http"
         admin_url = f"{scheme}://{config.admin_host}:{sock.getsockname()[1]}"
         keys = needed(config.gossip_keyring)
-        self.node = RegistryNode(RegistryConfig(
+        self.node = await open_registry(RegistryConfig(
             name=config.name, role="proxy", region=config.region, data_dir=config.data_dir,
             keyring=keys.keyring, keyring_file=keys.file,
             bind_host=config.gossip_host or config.admin_host, bind_port=config.gossip_port,
             seeds=config.seeds, meta={"url": admin_url, **certificate_meta(self.tls)}),
+            config.registry_agent,
             registry=self.metrics.registry,  # gossip counters (bad packets too) in /metrics
             tls=self.tls)
         access = PeerAccess(PROXY_ADMIN, self.tls)

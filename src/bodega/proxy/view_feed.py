@@ -12,7 +12,7 @@ from bodega.model.machine import Machine
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.sites import SiteStore
 from bodega.proxy.tcp_routes import TcpTable, listeners_of
-from bodega.registry import RegistryNode
+from bodega.registry import Registry
 from bodega.registry.feed import FeedLagged
 from bodega.wire.certificates import TABLE as CERTIFICATES
 
@@ -21,7 +21,7 @@ log = logging.getLogger("bodega.proxy")
 TABLES = ("machines", "apps", CERTIFICATES)
 
 
-async def follow(node: RegistryNode, table: str, routes: RoutingTable, tcp: TcpTable,
+async def follow(node: Registry, table: str, routes: RoutingTable, tcp: TcpTable,
                  sites: SiteStore) -> None:
     """Apply every change of ``table`` as it comes, for good; a feed fallen behind is read
     again from the start."""

@@ -1,6 +1,7 @@
 """bodega.registry: the cluster view every daemon embeds (Corrosion's role).
 
-``RegistryNode`` is the one object a daemon uses: SWIM membership with
+A daemon holds a ``Registry``: the ``HostedNode`` of its host's registry agent
+(``agent.py``, one replica per host), or a ``RegistryNode`` of its own: SWIM membership with
 Lifeguard (``Membership``), a SQLite replica of the replicated tables read
 locally (``get``, ``rows``), writes of owned and shared rows that spread by
 gossip and anti-entropy, and subscriptions (``RowChange`` streams).
@@ -13,6 +14,7 @@ of this surface.
 """
 
 from bodega.registry.feed import Feed, FeedLagged
+from bodega.registry.hosted import HostedNode, Registry, open_registry
 from bodega.registry.membership.config import MembershipConfig, SwimConfig
 from bodega.registry.membership.members import Addr, EventKind, MemberView, Role, Status
 from bodega.registry.membership.messages import Item
@@ -38,6 +40,7 @@ __all__ = [
     "EventKind",
     "Feed",
     "FeedLagged",
+    "HostedNode",
     "InvalidRow",
     "Item",
     "ItemTooLarge",
@@ -45,6 +48,7 @@ __all__ = [
     "Membership",
     "MembershipConfig",
     "Out",
+    "Registry",
     "RegistryConfig",
     "RegistryNode",
     "Role",
@@ -55,5 +59,6 @@ __all__ = [
     "Swim",
     "SwimConfig",
     "UnknownMember",
+    "open_registry",
     "subscribe_http",
 ]

@@ -11,10 +11,14 @@ mutual TLS with the certificate this member still holds.
 
 from __future__ import annotations
 
-from bodega.registry.node import RegistryNode
+from typing import TYPE_CHECKING
+
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.renewal import Renewal, Signer
 from bodega.wire.cert_client import RemoteSigner
+
+if TYPE_CHECKING:
+    from bodega.registry.hosted import Registry
 
 EXPIRES = "cert_expires"  # member metadata: the certificate's notAfter, ISO 8601 UTC
 SIGNER = "signer"  # member metadata: "yes" on a broker that signs certificates
@@ -27,7 +31,7 @@ def certificate_meta(tls: InternalTls | None) -> dict[str, str]:
     return {EXPIRES: tls.not_after.isoformat(timespec="seconds").replace("+00:00", "Z")}
 
 
-def renewal(tls: InternalTls, node: RegistryNode, signer: Signer | None = None) -> Renewal:
+def renewal(tls: InternalTls, node: Registry, signer: Signer | None = None) -> Renewal:
     """The renewal loop of a member, publishing each new expiry; run it as a task."""
     return Renewal(tls, signer or RemoteSigner(tls, lambda: node.urls_of("broker", SIGNER)),
                    on_renewed=lambda renewed: node.set_meta(**certificate_meta(renewed)))

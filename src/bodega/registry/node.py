@@ -47,6 +47,7 @@ from bodega.registry.replication.antientropy import AntiEntropy
 from bodega.registry.replication.client import SyncClient
 from bodega.registry.replication.exchange import SyncReply, SyncRequest
 from bodega.registry.replication.httpapi import RegistryHttp
+from bodega.registry.replication.known import Known
 from bodega.registry.replication.metrics import ReplicationMetrics
 from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.rowgossip import RowGossip
@@ -99,7 +100,9 @@ class RegistryNode:
         present its certificate (None: plaintext, for measurement only)."""
         self.config = config
         self.tls = tls
-        self._meta = dict(config.meta)
+        # Where peers pull from: the daemon's listener, which mounts ``routes()``.
+        self._meta = {**config.meta, **({"sync": config.meta["url"]}
+                                        if "url" in config.meta else {})}
         registry = registry or CollectorRegistry()
         self.metrics = ReplicationMetrics(registry)
         self._rng = rng or random.Random()
@@ -107,7 +110,7 @@ class RegistryNode:
             name=config.name, role=config.role, region=config.region, data_dir=config.data_dir,
             keyring=config.keyring, bind_host=config.bind_host,
             bind_port=config.bind_port, advertise_host=config.advertise_host,
-            seeds=config.seeds, meta=dict(config.meta), swim=config.swim,
+            seeds=config.seeds, meta=dict(self._meta), swim=config.swim,
         ), registry=registry, bind=bind, rng=self._rng, envelope=envelope)
         private_dir(config.data_dir)  # the view holds every app's machines: not for machines
         self.view = View(config.view_path)
@@ -203,6 +206,31 @@ class RegistryNode:
         change = self.replica.write(table, key, doc, shared=shared)
         if change is not None:
             self._changed([change], "local")
+
+    def accept(self, origin: str, reply: SyncReply, floor: int) -> Known:
+        """Rows a process on this host wrote, handed to its agent (``hosted.py``): applied
+        as a peer's, then gossiped on as if written here; what we have seen of ``origin``.
+
+        ``reply`` is a sync reply the writer served from its own store: fresh rows alone
+        (as gossip brings them, vouching for nothing) or a catch-up, with its spans."""
+        strays = [row for row in reply.rows if row.owner != origin]
+        if strays:
+            raise ValueError(f"{origin} handed rows written by {strays[0].owner}")
+        changes = self.replica.apply(reply.rows, vouched=reply.vouched or None,
+                                     reset=reply.reset, horizons=reply.horizons,
+                                     floors={origin: floor} if floor else None)
+        self._changed(changes, "host")
+        if self._started and not self._stopped:
+            for change in changes:
+                if change.new is not None:
+                    self._gossip.broadcast(change.new, floor)
+        return self.replica.known_of(origin)
+
+    def rows_of(self, origin: str) -> SyncReply:
+        """Every row ``origin`` wrote that this replica holds, vouching for every version of
+        it seen here: what a process on this host that lost its own store is sent back."""
+        known = self.replica.known_of(origin)
+        return SyncReply(rows=self.view.by_owner(origin), vouched={origin: known.spans()})
 
     # ── reads ────────────────────────────────────────────────────────────────
 

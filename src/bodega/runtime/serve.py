@@ -69,7 +69,7 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
     """Start serving ``app``; returns once the socket accepts connections. ``tls``: mutual
     TLS (an internal listener); ``open_tls``: TLS that asks clients for no certificate."""
     sock = sock or bind(host, port)
-    bound_port = int(sock.getsockname()[1])
+    bound_port = 0 if sock.family == socket.AF_UNIX else int(sock.getsockname()[1])
     http = _http_protocol()
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,

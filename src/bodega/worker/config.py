@@ -65,6 +65,7 @@ class WorkerConfig:
     gossip_port: int = 0
     join: tuple[str, ...] = ()  # gossip host:port of members to join through
     gossip_keyring: KeyringSource | None = None  # required when gossip is on
+    registry_agent: Path | None = None  # the host's registry agent's data dir (None: our own)
     tombstone_ttl: float = 3600.0  # destroyed machines stay listed this long in the registry
     # Images: the registry a reference without a host is pulled from (`bodega up` runs one),
     # credentials for it (never logged), the runtime, and the cache's size budget.

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bodega.model.states import MachineState
-from bodega.registry import RegistryConfig, RegistryNode
+from bodega.registry import Registry, RegistryConfig, open_registry
 from bodega.registry.member_tls import certificate_meta, renewal
 from bodega.registry.membership import keyfile
 from bodega.runtime.lifecycle import private_dir
@@ -117,7 +117,7 @@ class Worker:
         # Before recovery: a task's machine that ended while the worker was down is seen.
         self.jobs = WorkerJobs(config, self.machines, self.ledger, self.tls)
         self.served: Served | None = None
-        self.registry: RegistryNode | None = None
+        self.registry: Registry | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock: PidLock | None = None
         self.machines.on_exit_decision = lambda d: self.metrics.exits.labels(d).inc()
@@ -173,7 +173,7 @@ class Worker:
         url = self._url(sock.getsockname()[1])
         app = api.app()
         if self.config.gossip:
-            self.registry = self._registry(url)
+            self.registry = await self._registry(url)
             if self.config.secrets_key:
                 self.effects.secret_env = SecretEnv(self.registry,
                                                     SecretBox(self.config.secrets_key))
@@ -222,16 +222,16 @@ class Worker:
         for notice in self.notices:
             log.warning("%s", notice)
 
-    def _registry(self, url: str) -> RegistryNode:
+    async def _registry(self, url: str) -> Registry:
         c = self.config
         keys = keyfile.needed(c.gossip_keyring)
-        return RegistryNode(RegistryConfig(
+        return await open_registry(RegistryConfig(
             name=c.name, role="worker", region=c.region, data_dir=c.registry_dir,
             keyring=keys.keyring, keyring_file=keys.file,
             bind_host=c.gossip_host or c.listen_host,
             bind_port=c.gossip_port, advertise_host=c.advertise_host, seeds=c.join,
             meta={"url": url, **certificate_meta(self.tls)}, tombstone_ttl=c.tombstone_ttl,
-        ), registry=self.metrics.registry, tls=self.tls)
+        ), c.registry_agent, registry=self.metrics.registry, tls=self.tls)
 
     async def stop(self) -> None:
         """Stop serving; with ``stop_machines_on_exit`` also stop every running machine."""

@@ -35,7 +35,7 @@ from typing import Any
 
 from bodega.model.machine import rfc3339
 from bodega.model.states import MachineState
-from bodega.registry import RegistryNode
+from bodega.registry import Registry
 from bodega.worker.api.render import machine_answer, volume_answer
 from bodega.worker.core.records import MachineRow, VolumeRow
 from bodega.worker.store import queries, volume_queries
@@ -51,7 +51,7 @@ DESTROYED = str(MachineState.DESTROYED)
 
 
 class Publisher:
-    def __init__(self, node: RegistryNode, *, name: str, region: str, url: str, driver: str,
+    def __init__(self, node: Registry, *, name: str, region: str, url: str, driver: str,
                  store: Store, ledger: Ledger,
                  service_host: Callable[[MachineRow], str | None],
                  destroyed_ttl: float, interval: float = INTERVAL,

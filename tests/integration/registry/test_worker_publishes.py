@@ -49,7 +49,7 @@ async def test_the_worker_row_and_machine_rows_reach_a_node_that_joined_it(
     assert row["free"]["memory_mb"] == 4096
     member = node.membership.member("w1")
     assert member is not None
-    assert member.meta.keys() == {"url", "cert_expires", "keys"}
+    assert member.meta.keys() == {"url", "sync", "cert_expires", "keys"}
     assert member.meta["url"] == daemon.url
     assert member.meta["keys"] == KEYRING.report()
     expires = datetime.datetime.fromisoformat(member.meta["cert_expires"])

@@ -22,10 +22,10 @@ from bodega.registry.replication.peers import (
 
 def member(name: str, status: Status = Status.ALIVE, url: bool = True) -> MemberView:
     return MemberView(name, ("127.0.0.1", 1), Role.WORKER, "ams",
-                      {"url": f"http://{name}"} if url else {}, status, 0, 1)
+                      {"sync": f"http://{name}"} if url else {}, status, 0, 1)
 
 
-def test_only_other_live_members_with_an_http_api_are_candidates() -> None:
+def test_only_other_live_members_that_serve_sync_are_candidates() -> None:
     members = [member("me"), member("a"), member("b", Status.SUSPECT), member("c", Status.DEAD),
                member("d", url=False), member("e")]
     assert [m.name for m in sync_candidates(members, "me")] == ["a", "e"]

@@ -6,6 +6,7 @@ import pytest
 
 from bodega.runtime.tls.access import (
     ADMIN,
+    AGENT,
     BROKER,
     BROKER_INTERNAL,
     POLICY,
@@ -65,10 +66,10 @@ def test_the_operator_reads_and_scrapes_and_changes_nothing() -> None:
 
 def test_members_replicate_the_view_among_themselves() -> None:
     for path in ("/v1/registry/sync", "/v1/registry/digest"):
-        assert roles_for(REGISTRY, "POST", path) == {WORKER, BROKER, PROXY}
+        assert roles_for(REGISTRY, "POST", path) == {WORKER, BROKER, PROXY, AGENT}
     assert ADMIN in roles_for(REGISTRY, "POST", "/v1/registry/subscriptions")
     assert roles_for(BROKER_INTERNAL, "POST", "/v1/cluster/certificates") == {
-        WORKER, BROKER, PROXY, ADMIN}
+        WORKER, BROKER, PROXY, AGENT, ADMIN}
 
 
 def test_a_route_without_a_rule_has_none_and_is_allowed_to_no_one() -> None:
@@ -83,4 +84,4 @@ def test_a_route_without_a_rule_has_none_and_is_allowed_to_no_one() -> None:
 def test_every_rule_names_known_roles_and_at_least_one() -> None:
     for route, roles in POLICY.items():
         assert roles, route
-        assert roles <= {WORKER, BROKER, PROXY, ADMIN}, route
+        assert roles <= {WORKER, BROKER, PROXY, AGENT, ADMIN}, route

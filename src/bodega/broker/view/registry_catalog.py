@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from bodega.broker.view.catalog import Change
-from bodega.registry import RegistryNode
+from bodega.registry import Registry
 from bodega.wire.platform import Member
 
 
 class RegistryCatalog:
-    def __init__(self, node: RegistryNode) -> None:
+    def __init__(self, node: Registry) -> None:
         self.node = node
 
     def get(self, table: str, key: str) -> dict[str, Any] | None:

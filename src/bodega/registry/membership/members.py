@@ -41,6 +41,7 @@ class Role(StrEnum):
     WORKER = "worker"
     BROKER = "broker"
     PROXY = "proxy"
+    AGENT = "agent"  # a host's registry agent
 
 
 class Status(StrEnum):

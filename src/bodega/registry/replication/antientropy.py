@@ -68,11 +68,11 @@ class AntiEntropy:
         """Pull from up to ``count`` peers now; how many pulls succeeded."""
         swim = self.membership.swim
         count = count or self.peers
-        peers = [(p.name, p.meta["url"]) for p in choose_alive(
+        peers = [(p.name, p.meta["sync"]) for p in choose_alive(
             swim.alive_names(), swim.member, self.replica.missing(), count, self._rng)]
         if not peers and (not swim.joined or self.membership.lacks_key()):
-            known = sorted((name, meta["url"]) for name, meta in
-                           self.membership.known_meta().items() if meta.get("url"))
+            known = sorted((name, meta["sync"]) for name, meta in
+                           self.membership.known_meta().items() if meta.get("sync"))
             peers = self._rng.sample(known, min(count, len(known)))
         results = await asyncio.gather(*(self._pull(name, url) for name, url in peers))
         return sum(results)

@@ -1,6 +1,7 @@
 """Whom a node pulls from in an anti-entropy round: a pure choice, tested without sockets.
 
-Only live members that serve the registry's HTTP routes (``meta["url"]``)
+Only live members that hold a replica and serve its HTTP routes
+(``meta["sync"]``: a host's registry agent, or a daemon with a registry of its own)
 can answer a pull. When versions are known to be missing, the origins of
 those versions come first, most missing first: an origin always has all of
 its own rows, while a random peer may lack the same ones. The rest of the
@@ -20,7 +21,7 @@ from bodega.registry.replication.known import Span
 
 def sync_candidates(members: list[MemberView], local: str) -> list[MemberView]:
     return [m for m in members
-            if m.name != local and m.status is Status.ALIVE and m.meta.get("url")]
+            if m.name != local and m.status is Status.ALIVE and m.meta.get("sync")]
 
 
 def choose_peers(candidates: list[MemberView], missing: dict[str, int], count: int,
@@ -51,7 +52,7 @@ def choose_alive(alive: Sequence[str], member: Callable[[str], MemberView | None
     def take(name: str) -> None:
         view = member(name)
         if (view is not None and name not in picked and view.status is Status.ALIVE
-                and view.meta.get("url")):
+                and view.meta.get("sync")):
             chosen.append(view)
             picked.add(name)
 

@@ -91,7 +91,7 @@ class ReplicaNet:
     # ── nodes ────────────────────────────────────────────────────────────────
 
     def add(self, name: str, seeds: Iterable[str] = ()) -> Replica:
-        self.net.add(name, meta={"url": f"sim://{name}"})
+        self.net.add(name, meta={"url": f"sim://{name}", "sync": f"sim://{name}"})
         self.replicas[name] = self._replica(name, View(":memory:"))
         self._process[name] = 0
         self._start_syncing(name)

@@ -44,9 +44,10 @@ class RowGossip:
         self._stopped = stopped  # the node is stopping: what is heard now is dropped
         self._inbox: list[Heard] = []
 
-    def broadcast(self, row: Row) -> None:
-        """Send a row of ours on its way: on gossip, and pushed to a few members now."""
-        item = row_item(row, self.replica.floor)
+    def broadcast(self, row: Row, floor: int | None = None) -> None:
+        """Send a row on its way: on gossip, and pushed to a few members now. A row of
+        ours carries our floor; one a process on this host handed us, ``floor``, its own."""
+        item = row_item(row, self.replica.floor if floor is None else floor)
         form = "notice" if "n" in item.data else "zrow" if "z" in item.data else "row"
         self.metrics.items.labels(form).inc()
         try:
@@ -58,7 +59,9 @@ class RowGossip:
 
     def _push(self, item: Item) -> None:
         """Hand ``item`` straight to a few members: they start gossiping it a round earlier."""
-        peers = [m.name for m in self.membership.alive() if m.name != self.name]
+        # Members holding a replica only: a host's other processes read their agent's.
+        peers = [m.name for m in self.membership.alive()
+                 if m.name != self.name and m.meta.get("sync")]
         for name in self._rng.sample(peers, min(self.eager_peers, len(peers))):
             with contextlib.suppress(UnknownMember, ItemTooLarge):
                 self.membership.send_direct(name, item)

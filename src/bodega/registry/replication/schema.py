@@ -181,4 +181,11 @@ CREATE TABLE clock (
     _table_ddl("keyrings", "name", "serial INTEGER"),
     # 7: the edge's certificates (shared rows written by brokers; keys sealed, never plain).
     _table_ddl("certificates", "key", "app TEXT"),
+    # 8: the order rows were applied here in, for the host's readers of an agent's view
+    # (registry/hosted.py follows it instead of being told of each change).
+    "".join(f"ALTER TABLE {t} ADD COLUMN _seq INTEGER NOT NULL DEFAULT 0;\n"
+            f"CREATE INDEX {t}_by_seq ON {t} (_seq);\n"
+            for t in ("workers", "machines", "volumes", "images", "apps", "tokens", "releases",
+                      "ip_assignments", "secrets", "secretkeys", "jobs", "sched_workers",
+                      "keyrings", "certificates")),
 )

@@ -17,6 +17,7 @@ of replicas that way, on the same code as the daemons.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,11 +46,20 @@ def _row(table: str, key: str, doc: str | None, owner: str, version: int, wall: 
 
 
 class View:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, *, reader: bool = False) -> None:
+        """``reader``: another process writes this file (the host's registry agent); this
+        one only reads it, on a connection that refuses writes, and never migrates it."""
         self.path = path
-        # NORMAL: a replica is a cache that peers refill; losing its last commits to a power
-        # cut costs a sync, not data.
-        self.db = open_database(path, MIGRATIONS, synchronous="NORMAL")
+        self.reader = reader
+        if reader:
+            self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            self.db.execute("PRAGMA busy_timeout = 5000")
+            self.db.execute("PRAGMA query_only = 1")
+        else:
+            # NORMAL: a replica is a cache that peers refill; losing its last commits to a
+            # power cut costs a sync, not data.
+            self.db = open_database(path, MIGRATIONS, synchronous="NORMAL")
+        self._seq = self.last_seq()
 
     def close(self) -> None:
         self.db.close()
@@ -84,10 +94,33 @@ class View:
         doc = None if row.doc is None else json.dumps(row.doc, separators=(",", ":"))
         self.db.execute(
             f"INSERT OR REPLACE INTO {row.table} "
-            f"(_doc, _owner, _version, _hlc_wall, _hlc_logical, _deleted, _updated_at, "
-            f"{', '.join(names)}) VALUES (?, ?, ?, ?, ?, ?, ?{', ?' * len(names)})",
+            f"(_doc, _owner, _version, _hlc_wall, _hlc_logical, _deleted, _updated_at, _seq, "
+            f"{', '.join(names)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?{', ?' * len(names)})",
             (doc, row.owner, row.version, row.stamp.wall_ms, row.stamp.logical,
-             int(row.deleted), now, *values.values()))
+             int(row.deleted), now, self._next_seq(), *values.values()))
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def last_seq(self) -> int:
+        """The order number of the last row put here (one writer numbers them)."""
+        union = " UNION ALL ".join(f"SELECT max(_seq) AS top FROM {name}" for name in TABLES)
+        found = self.db.execute(f"SELECT max(top) FROM ({union})").fetchone()
+        return int(found[0] or 0)
+
+    def put_since(self, table: str, seq: int) -> list[tuple[int, Row]]:
+        """Rows of ``table`` put here after order number ``seq``, tombstones included,
+        with their numbers, in order."""
+        spec = _spec(table)
+        cursor = self.db.execute(
+            f"SELECT _seq, {spec.key}, {_COLUMNS} FROM {table} WHERE _seq > ? ORDER BY _seq",
+            (seq,))
+        return [(int(found[0]), _row(table, *found[1:])) for found in cursor]
+
+    def data_version(self) -> int:
+        """Changes when another connection commits to the file (SQLite's data_version)."""
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
     def remove(self, table: str, key: str) -> None:
         self.db.execute(f"DELETE FROM {table} WHERE {_spec(table).key} = ?", (key,))

@@ -9,8 +9,9 @@ built), so nothing is open by omission.
 
 The roles: ``broker`` places and manages machines (all of a worker's machine
 routes are its own); ``proxy`` wakes and idles them (start, stop, suspend,
-read); ``worker``, ``broker`` and ``proxy`` replicate the registry among
-themselves and renew their own certificates; ``admin`` is the operator's
+read); ``agent`` (a host's registry agent), and ``worker``, ``broker`` and
+``proxy`` when they run a replica of their own, replicate the registry among
+themselves; all of them renew their own certificates; ``admin`` is the operator's
 tools (``bodega up`` makes one such certificate beside the CA): metrics and
 reads, never a change to a machine. Batch jobs are the one place workers call
 each other: a task's runner claims, renews and releases at its job's home.
@@ -21,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-WORKER, BROKER, PROXY, ADMIN = "worker", "broker", "proxy", "admin"
+WORKER, BROKER, PROXY, AGENT, ADMIN = "worker", "broker", "proxy", "agent", "admin"
 
 # The listeners, by what they serve. The registry's routes are mounted on each of the others.
 WORKER_API = "worker-api"
@@ -29,8 +30,9 @@ BROKER_INTERNAL = "broker-internal"
 PROXY_ADMIN = "proxy-admin"
 REGISTRY = "registry"
 
-ANYONE = frozenset({WORKER, BROKER, PROXY, ADMIN})  # of the cluster: health says little
-MEMBERS = frozenset({WORKER, BROKER, PROXY})
+ANYONE = frozenset({WORKER, BROKER, PROXY, AGENT, ADMIN})  # of the cluster: health says little
+# Who replicates the registry: a host's agent, and a daemon running a replica of its own.
+MEMBERS = frozenset({WORKER, BROKER, PROXY, AGENT})
 BROKER_ONLY = frozenset({BROKER})
 WAKERS = frozenset({BROKER, PROXY})  # start, stop, suspend: the proxy wakes and idles machines
 READERS = frozenset({BROKER, PROXY, ADMIN})
@@ -138,6 +140,7 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("GET", "/v1/routes"): ADMIN_ONLY,  # names every app's machines and addresses
     }),
     **_routes(REGISTRY, {
+        ("GET", "/v1/health"): ANYONE,
         # The whole view (token hashes, sealed secrets): members replicate it among themselves.
         ("POST", "/v1/registry/sync"): MEMBERS,
         ("POST", "/v1/registry/digest"): MEMBERS,

@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-ROLES = frozenset({"worker", "broker", "proxy", "admin"})
+ROLES = frozenset({"worker", "broker", "proxy", "agent", "admin"})
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 Key = ec.EllipticCurvePrivateKey

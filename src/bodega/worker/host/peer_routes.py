@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from bodega.registry import RegistryNode
+from bodega.registry import Registry
 from bodega.worker.core.peer_routes import wanted_routes
 from bodega.worker.host.network import NetworkError, run
 
@@ -24,7 +24,7 @@ INTERVAL = 2.0
 
 
 class PeerRoutes:
-    def __init__(self, node: RegistryNode, own_host: str, interval: float = INTERVAL) -> None:
+    def __init__(self, node: Registry, own_host: str, interval: float = INTERVAL) -> None:
         self.node = node
         self.own_host = own_host
         self.interval = interval

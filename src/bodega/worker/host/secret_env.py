@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 
-from bodega.registry import RegistryNode
+from bodega.registry import Registry
 from bodega.runtime.secretbox import SecretBox, SecretUnreadable
 
 log = logging.getLogger("bodega.worker.secrets")
 
 
 class SecretEnv:
-    def __init__(self, node: RegistryNode, box: SecretBox) -> None:
+    def __init__(self, node: Registry, box: SecretBox) -> None:
         self.node = node
         self.box = box
 

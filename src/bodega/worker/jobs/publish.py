@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from bodega.registry import RegistryNode
+from bodega.registry import Registry
 from bodega.wire.jobs.api import VIEW_TASKS
 from bodega.worker.jobs.home import JobHome
 
@@ -25,7 +25,7 @@ INTERVAL = 0.05
 
 
 class JobPublisher:
-    def __init__(self, node: RegistryNode, home: JobHome, interval: float = INTERVAL) -> None:
+    def __init__(self, node: Registry, home: JobHome, interval: float = INTERVAL) -> None:
         self.node = node
         self.home = home
         self.interval = interval

@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from bodega.jobs.binding import WorkerRoom
-from bodega.registry import RegistryNode
+from bodega.registry import Registry
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.worker.config import WorkerConfig
 from bodega.worker.jobs.home import JobHome
@@ -49,7 +49,7 @@ class WorkerJobs:
             probe_ratio=settings.probe_ratio, finished_ttl=settings.finished_ttl,
             keep_per_app=settings.keep_per_app), rng=random.Random())
         self.routes = JobRoutes(home=self.home, runner=self.runner)
-        self.registry: RegistryNode | None = None
+        self.registry: Registry | None = None
         self.publisher: JobPublisher | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.home.changed = self._changed
@@ -88,7 +88,7 @@ class WorkerJobs:
         return rooms
 
     # -- lifecycle --------------------------------------------------------------------------
-    def attach(self, registry: RegistryNode) -> None:
+    def attach(self, registry: Registry) -> None:
         self.registry = registry
         self.publisher = JobPublisher(registry, self.home)
 

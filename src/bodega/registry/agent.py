@@ -1,0 +1,174 @@
+"""``RegistryAgent``: the one registry replica of a host (Corrosion's agent).
+
+``bodega up`` and ``bodega join`` start one per host, before the host's
+workers, broker and proxy, and supervise it like them. It is the only process
+on the host that replicates: it gossips rows, pulls and serves anti-entropy and
+applies every row of the cluster, once for the whole host. The host's other
+processes (``hosted.py``) read its view (``registry.db`` in its data dir) and
+hand it the rows they write, on its Unix socket (``local.sock``, in the same
+private directory). It is a SWIM member too, of role ``agent``: the member
+peers pull from (``meta["sync"]``).
+
+Listeners:
+
+- the Unix socket: the local API (``/v1/local/hand``, ``/v1/local/rows-of``,
+  ``/v1/local/sync``), for the host's own processes only (the directory is
+  0700);
+- its internal listener (mutual TLS): registry sync and subscriptions for the
+  cluster's members, and ``/v1/health``.
+
+Its state is its view: a kill -9 loses at most the rows it had not committed,
+which their writers still hold and hand again (``hosted.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from bodega.model.errors import BadRequest
+from bodega.registry.agent_link import HAND_PATH, ROWS_OF_PATH, SOCKET_NAME, SYNC_PATH
+from bodega.registry.member_tls import renewal
+from bodega.registry.membership.messages import DecodeError
+from bodega.registry.node import RegistryConfig, RegistryNode
+from bodega.registry.replication.rowwire import decode_reply, reply_json
+from bodega.runtime.serve import Served, bind, serve
+from bodega.runtime.tls.access import REGISTRY
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.wire.http import handle_errors, json_response, not_found_app_handler, read_model
+from bodega.wire.peer_access import PeerAccess
+
+log = logging.getLogger("bodega.registry.agent")
+
+
+class Hand(BaseModel):
+    """Rows a process of this host wrote: a sync reply served from its own store."""
+    model_config = ConfigDict(extra="forbid")
+    origin: str = Field(min_length=1, max_length=200)
+    floor: int = Field(ge=0, lt=2**62)
+    reply: dict[str, object]
+
+
+class RowsOf(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    origin: str = Field(min_length=1, max_length=200)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    registry: RegistryConfig  # its data_dir holds the view and the socket
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 0
+
+    @property
+    def socket_path(self) -> Path:
+        return self.registry.data_dir / SOCKET_NAME
+
+
+class RegistryAgent:
+    def __init__(self, config: AgentConfig, tls: InternalTls | None) -> None:
+        self.config = config
+        self.tls = tls
+        self.node: RegistryNode | None = None
+        self.internal: Served | None = None
+        self.local: Served | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def url(self) -> str:
+        assert self.internal is not None
+        return self.internal.url
+
+    async def start(self) -> None:
+        c = self.config
+        sock = bind(c.listen_host, c.listen_port)
+        scheme = "https" if self.tls else "http"
+        url = f"{scheme}://{c.listen_host}:{sock.getsockname()[1]}"
+        self.node = RegistryNode(RegistryConfig(**{**c.registry.__dict__, "meta": {
+            **c.registry.meta, "url": url}}), tls=self.tls)
+        access = PeerAccess(REGISTRY, self.tls)
+        internal = Starlette(routes=[access.route("/v1/health", self._health, "GET"),
+                                     *self.node.routes()],
+                             exception_handlers={404: not_found_app_handler,
+                                                 405: not_found_app_handler})
+        self.internal = await serve(internal, c.listen_host, 0, sock=sock, tls=self.tls)
+        self.local = await serve(Starlette(routes=self.local_routes(),
+                                           exception_handlers={404: not_found_app_handler,
+                                                               405: not_found_app_handler}),
+                                 "unix", 0, sock=_unix_socket(c.socket_path))
+        await self.node.start()
+        if self.tls is not None:
+            self._tasks.append(asyncio.create_task(renewal(self.tls, self.node).run()))
+        log.info("registry agent %s: replica %s, peers sync from %s, this host's processes "
+                 "on %s", c.registry.name, c.registry.view_path, url, c.socket_path)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for served in (self.local, self.internal):
+            if served is not None:
+                await served.stop()
+        if self.node is not None:
+            await self.node.stop(leave=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.config.socket_path.unlink()
+
+    def local_routes(self) -> list[BaseRoute]:
+        def route(path: str, call: object) -> Route:
+            async def endpoint(request: Request) -> Response:
+                return await handle_errors(request, call)  # type: ignore[arg-type]
+            return Route(path, endpoint, methods=["POST"])
+        return [route(HAND_PATH, self._hand), route(ROWS_OF_PATH, self._rows_of),
+                route(SYNC_PATH, self._sync)]
+
+    async def _hand(self, request: Request) -> Response:
+        assert self.node is not None
+        hand = await read_model(request, Hand)
+        try:
+            reply = decode_reply(hand.reply)
+            known = self.node.accept(hand.origin, reply, hand.floor)
+        except (DecodeError, ValueError) as exc:
+            raise BadRequest(f"invalid_argument: {exc}") from None
+        return json_response({"known": known.to_json()})
+
+    async def _rows_of(self, request: Request) -> Response:
+        assert self.node is not None
+        asked = await read_model(request, RowsOf)
+        body = json.dumps({"reply": reply_json(self.node.rows_of(asked.origin))},
+                          separators=(",", ":"))
+        return Response(body, media_type="application/json")
+
+    async def _sync(self, request: Request) -> Response:
+        assert self.node is not None
+        return json_response({"pulled": await self.node.sync_round()})
+
+    async def _health(self, request: Request) -> Response:
+        assert self.node is not None
+        return json_response({"status": "ok", "name": self.config.registry.name,
+                              "members": len(self.node.members())})
+
+
+def _unix_socket(path: Path) -> socket.socket:
+    """The local API's socket, replacing one a killed agent left."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(path))
+    os.chmod(path, 0o600)
+    sock.listen(512)
+    sock.setblocking(False)
+    return sock
+

@@ -1,0 +1,82 @@
+"""How a process reaches its host's registry agent: HTTP on the agent's Unix socket.
+
+The socket lives in the agent's data dir (mode 0700): only the host's own
+bodega processes (the user that runs them) can connect, so the local API needs
+no token and no TLS. Three calls (``agent_routes.py`` serves them):
+
+- ``hand``: rows this process wrote (a sync reply served from its own store),
+  answered with what the agent has now seen of this process's versions;
+- ``rows_of``: every row of this process the agent holds (a process whose own
+  store is new audits its past with them);
+- ``sync_round``: pull from peers now.
+
+Any failure to reach the agent is ``AgentUnavailable``: the caller keeps its rows
+and hands them again once the agent answers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bodega.registry.membership.messages import DecodeError
+from bodega.registry.replication.exchange import SyncReply
+from bodega.registry.replication.known import Known
+from bodega.registry.replication.rowwire import decode_reply, reply_json
+
+SOCKET_NAME = "local.sock"
+HAND_PATH = "/v1/local/hand"
+ROWS_OF_PATH = "/v1/local/rows-of"
+SYNC_PATH = "/v1/local/sync"
+
+
+class AgentUnavailable(Exception):
+    """The host's registry agent did not answer (down, restarting, or refusing)."""
+
+
+class AgentLink:
+    def __init__(self, agent_dir: Path, timeout: float = 5.0) -> None:
+        self.socket = agent_dir / SOCKET_NAME
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._session: aiohttp.ClientSession | None = None
+
+    async def hand(self, origin: str, reply: SyncReply, floor: int) -> Known:
+        answer = await self._post(HAND_PATH, {"origin": origin, "floor": floor,
+                                              "reply": reply_json(reply)})
+        try:
+            return Known.from_json(answer.get("known"))
+        except (ValueError, TypeError) as exc:
+            raise AgentUnavailable(f"the agent's answer is malformed: {exc}") from exc
+
+    async def rows_of(self, origin: str) -> SyncReply:
+        answer = await self._post(ROWS_OF_PATH, {"origin": origin})
+        try:
+            return decode_reply(answer.get("reply"))
+        except DecodeError as exc:
+            raise AgentUnavailable(f"the agent's answer is malformed: {exc}") from exc
+
+    async def sync_round(self) -> int:
+        answer = await self._post(SYNC_PATH, {})
+        pulled = answer.get("pulled", 0)
+        return pulled if isinstance(pulled, int) else 0
+
+    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.UnixConnector(path=str(self.socket)), timeout=self._timeout)
+        try:
+            async with self._session.post(f"http://agent{path}", json=body) as response:
+                answer = await response.json(content_type=None)
+                if response.status != 200 or not isinstance(answer, dict):
+                    error = answer.get("error") if isinstance(answer, dict) else answer
+                    raise AgentUnavailable(f"the agent answered {response.status}: {error}")
+                return answer
+        except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as exc:
+            raise AgentUnavailable(f"the registry agent at {self.socket} did not answer: "
+                                   f"{exc or type(exc).__name__}") from exc
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()

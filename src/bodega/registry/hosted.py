@@ -1,0 +1,382 @@
+"""``HostedNode``: a daemon's registry when its host runs a registry agent.
+
+The host's agent (``bodega agent``, ``agent.py``) holds the host's one replica
+and does the replicating: gossip of rows, anti-entropy, applying every row of
+the cluster, once per host. A worker, broker or proxy on that host uses this
+node instead of a ``RegistryNode`` of its own, with the same calls:
+
+- **reads** (``get``, ``rows``, ``subscribe``) go to the agent's view, its
+  SQLite file, on a connection that cannot write: microseconds, no call;
+- **writes** go first to a store of this process's own (``own.db``, a replica
+  that holds only its rows, numbered by its own counter and committed before
+  the write returns), then are handed to the agent at once. The rows keep this
+  process as their owner and origin: the agent applies them as a peer's and
+  gossips them on; it relays, never rewrites (a worker stays the only writer
+  of its machines' rows);
+- **until the agent has them** (it is down, or restarting), reads see this
+  process's rows over the agent's view, and a catch-up hands the agent what it
+  lacks once it answers again (its answer is what it has seen of us, so a
+  catch-up is a sync reply served from our store). A kill -9 of the agent
+  loses nothing: what it had not committed, we hold and hand again;
+- **subscriptions** follow the agent's view in the order it applied rows (its
+  ``_seq`` column), looked at every ``FOLLOW_INTERVAL`` when SQLite says the file
+  changed; this process's own writes are published at once;
+- **membership**: the process is still a SWIM member (its liveness is how
+  brokers and proxies know it runs), without rows and without a sync route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from starlette.routing import BaseRoute
+
+from bodega.registry.agent_link import AgentLink, AgentUnavailable
+from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
+from bodega.registry.membership.config import MembershipConfig
+from bodega.registry.membership.envelope import Envelope
+from bodega.registry.membership.members import Addr, MemberView
+from bodega.registry.membership.transport import Binder, UdpTransport
+from bodega.registry.membership.udp import Membership
+from bodega.registry.node import RegistryConfig, RegistryNode
+from bodega.registry.replication.exchange import SyncReply, SyncRequest
+from bodega.registry.replication.known import Known
+from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.rows import Change, Row, newer
+from bodega.registry.replication.schema import TABLES, Filters
+from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
+from bodega.registry.replication.view import View
+from bodega.runtime.lifecycle import private_dir
+from bodega.runtime.tls.contexts import InternalTls
+
+log = logging.getLogger("bodega.registry")
+
+VIEW_NAME = "registry.db"  # the agent's view, in its data dir
+OWN_NAME = "own.db"
+FOLLOW_INTERVAL = 0.02  # how often subscriptions look at the agent's view
+RETRY = 0.5  # after the agent did not answer
+AUDIT_INTERVAL = 10.0  # a catch-up now and then, even when every hand was answered
+HAND_ROWS = 2000  # rows per hand during a catch-up
+AGENT = "agent"  # the name our sync requests give the agent: it serves nothing to us
+
+
+class AgentMissing(RuntimeError):
+    """No registry agent has made its view in the directory given."""
+
+
+class HostedNode:
+    def __init__(self, config: RegistryConfig, agent_dir: Path, *,
+                 registry: CollectorRegistry | None = None, bind: Binder = UdpTransport.bind,
+                 rng: random.Random | None = None, envelope: Envelope | None = None) -> None:
+        view_path = agent_dir / VIEW_NAME
+        if not view_path.exists():
+            raise AgentMissing(f"no registry agent runs for {agent_dir} (it has no view yet):"
+                               f" start `bodega agent --data-dir {agent_dir}` first")
+        self.config = config
+        self.agent_dir = agent_dir
+        self._meta = dict(config.meta)
+        self.membership = Membership(MembershipConfig(
+            name=config.name, role=config.role, region=config.region, data_dir=config.data_dir,
+            keyring=config.keyring, bind_host=config.bind_host, bind_port=config.bind_port,
+            advertise_host=config.advertise_host, seeds=config.seeds, meta=dict(self._meta),
+            swim=config.swim,
+        ), registry=registry or CollectorRegistry(), bind=bind, rng=rng or random.Random(),
+            envelope=envelope)
+        private_dir(config.data_dir)
+        self.own = Replica(config.name, View(config.data_dir / OWN_NAME),
+                           tombstone_ttl=config.tombstone_ttl)
+        self.view = View(view_path, reader=True)
+        self._link = AgentLink(agent_dir, timeout=config.sync_timeout)
+        self._pending: dict[tuple[str, str], Row] = {}  # ours, not yet seen by the agent
+        self._unsent: list[Row] = []
+        self._wake = asyncio.Event()
+        self._behind = True  # a catch-up first: the agent may lack what we wrote while away
+        self._followed: dict[str, dict[str, Row]] = {}
+        self._seq: dict[str, int] = {}
+        self._data_version = -1
+        self.subscriptions = Subscriptions(config.subscription_capacity)
+        self.keys = GossipKeys(self.membership, view_row=lambda: self._current(TABLE, KEY),
+                               write_row=self.put_shared, file=config.keyring_file,
+                               grace=config.swim.probe_interval)
+        self._follow_table(TABLE)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = self._stopped = False
+
+    # ── lifecycle ────────────────────────────────────────────────────────────
+
+    async def start(self) -> None:
+        if self._started:
+            raise RuntimeError("registry node is already started")
+        self._started = True
+        await self.membership.start()
+        self._tasks = [asyncio.create_task(self._handing(), name="registry-hand"),
+                       asyncio.create_task(self._following(), name="registry-follow"),
+                       asyncio.create_task(self._housekeeping(), name="registry-housekeeping")]
+
+    async def stop(self, *, leave: bool = True) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._unsent:  # a last hand; what misses it is in our store for next time
+            with contextlib.suppress(AgentUnavailable):
+                await self._hand(SyncReply(rows=self._unsent))
+        if self._started:
+            alone = not any(m.status.live for m in self.membership.members()
+                            if m.name != self.config.name)
+            await self.membership.stop(leave=leave and not alone)
+        await self._link.aclose()
+        self.subscriptions.close_all()
+        self.view.close()
+        self.own.view.close()
+
+    @property
+    def gossip_addr(self) -> Addr:
+        return self.membership.addr
+
+    def routes(self) -> list[BaseRoute]:
+        return []  # peers pull from the host's agent
+
+    def set_meta(self, **values: str) -> None:
+        self._meta.update(values)
+        self.membership.update_meta(dict(self._meta))
+
+    def urls_of(self, role: str, flag: str) -> list[str]:
+        return [m.meta["url"] for m in self.membership.members()
+                if str(m.role) == role and m.status.live and m.meta.get(flag) and "url" in m.meta]
+
+    def members(self) -> list[MemberView]:
+        return self.membership.members()
+
+    async def sync_round(self, *, count: int | None = None) -> int:
+        """Have the agent pull from its peers now; how many views were brought up to date:
+        the agent's pulls, and the host's own (the agent answered: every writer on this host
+        hands it rows directly, so its view is current for them)."""
+        try:
+            return 1 + await self._link.sync_round()
+        except AgentUnavailable:
+            return 0
+
+    # ── writes ───────────────────────────────────────────────────────────────
+
+    def put_owned(self, table: str, key: str, doc: dict[str, Any]) -> None:
+        self._write(table, key, dict(doc), shared=False)
+
+    def delete_owned(self, table: str, key: str) -> None:
+        self._write(table, key, None, shared=False)
+
+    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
+        self._write(table, key, dict(doc), shared=True)
+
+    def delete_shared(self, table: str, key: str) -> None:
+        self._write(table, key, None, shared=True)
+
+    def _write(self, table: str, key: str, doc: dict[str, Any] | None, *, shared: bool) -> None:
+        before = self._current(table, key)
+        if shared and before is not None:
+            self.own.clock.observe(before.stamp)  # a write made after reading a row wins
+        change = self.own.write(table, key, doc, shared=shared)
+        if change is None or change.new is None:
+            return
+        row = change.new
+        self._pending[(table, key)] = row
+        self._unsent.append(row)
+        self._wake.set()
+        self._publish([Change(self._followed.get(table, {}).get(key, before), row)])
+
+    # ── reads ────────────────────────────────────────────────────────────────
+
+    def _current(self, table: str, key: str) -> Row | None:
+        row = self.view.get(table, key)
+        mine = self._pending.get((table, key))
+        return mine if mine is not None and (row is None or newer(mine, row)) else row
+
+    def get(self, table: str, key: str) -> dict[str, Any] | None:
+        row = self._current(table, key)
+        return None if row is None else row.doc
+
+    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
+             **filters: str | int) -> list[dict[str, Any]]:
+        wanted = normalize_filters(table, filters)
+        unless = normalize_filters(table, without or {})
+        found = self.view.select(table, wanted, unless=unless)
+        mine = {key: row for (t, key), row in self._pending.items() if t == table}
+        if not mine:
+            return [row.doc for row in found if row.doc is not None]
+        rows: dict[str, Row] = {}
+        for row in found:
+            held = mine.pop(row.key, None)
+            rows[row.key] = held if held is not None and newer(held, row) else row
+        for key, held in mine.items():
+            theirs = self.view.get(table, key)
+            if theirs is None or newer(held, theirs):
+                rows[key] = held
+        return [doc for key in sorted(rows)
+                if (doc := rows[key].doc) is not None and matches(rows[key], wanted, unless)]
+
+    def subscribe(self, table: str, **filters: str | int) -> Subscription:
+        return self.subscribe_where(table, filters)
+
+    def subscribe_where(self, table: str, where: Mapping[str, object]) -> Subscription:
+        filters = normalize_filters(table, where)
+        held = self._follow_table(table)
+        initial = [held[key] for key in sorted(held) if matches(held[key], filters, {})]
+        return self.subscriptions.open(table, filters, initial)
+
+    # ── changes in ───────────────────────────────────────────────────────────
+
+    def _follow_table(self, table: str) -> dict[str, Row]:
+        """The rows of ``table`` (tombstones too), kept current from now on."""
+        held = self._followed.get(table)
+        if held is None:
+            held, top = {}, 0
+            for seq, row in self.view.put_since(table, 0):  # one statement: one snapshot
+                held[row.key], top = row, seq
+            for (t, key), row in self._pending.items():
+                if t == table and (key not in held or newer(row, held[key])):
+                    held[key] = row
+            self._followed[table], self._seq[table] = held, top
+        return held
+
+    def follow(self) -> None:
+        """Publish what the agent applied since the last look (nothing if the file did not
+        change: SQLite's data_version is one cheap read)."""
+        version = self.view.data_version()
+        if version == self._data_version:
+            return
+        self._data_version = version
+        changes: list[Change] = []
+        for table, held in self._followed.items():
+            for seq, row in self.view.put_since(table, self._seq[table]):
+                self._seq[table] = seq
+                old = held.get(row.key)
+                if old is not None and not newer(row, old):
+                    continue  # ours, published when written
+                held[row.key] = row
+                changes.append(Change(old, row))
+        if changes:
+            self._publish(changes)
+
+    def _publish(self, changes: list[Change]) -> None:
+        for change in changes:
+            new = change.new
+            if new is not None and new.table in self._followed:
+                self._followed[new.table][new.key] = new
+        self.keys.changed(changes)
+        self.subscriptions.publish(changes)
+
+    async def _following(self) -> None:
+        while True:
+            await asyncio.sleep(FOLLOW_INTERVAL)
+            try:
+                self.follow()
+            except sqlite3.Error:
+                log.exception("reading the registry agent's view failed")
+
+    # ── changes out ──────────────────────────────────────────────────────────
+
+    async def _hand(self, reply: SyncReply) -> Known:
+        known = await self._link.hand(self.config.name, reply, self.own.floor)
+        for where, row in list(self._pending.items()):
+            if row.version in known:
+                del self._pending[where]
+        return known
+
+    async def _handing(self) -> None:
+        loop = asyncio.get_running_loop()
+        audit = loop.time() + AUDIT_INTERVAL
+        while True:
+            if not self._behind and not self._unsent:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), max(0.0, audit - loop.time()))
+            self._wake.clear()
+            try:
+                if self._behind or loop.time() >= audit:
+                    await self.catch_up()
+                    audit = loop.time() + AUDIT_INTERVAL
+                elif self._unsent:
+                    rows, self._unsent = self._unsent, []
+                    try:
+                        known = await self._hand(SyncReply(rows=rows))
+                    except AgentUnavailable:
+                        self._behind = True
+                        raise
+                    self._behind = known.missing > 0 and self._missed(known)
+            except AgentUnavailable as exc:
+                log.debug("%s", exc)
+                await asyncio.sleep(RETRY)
+            except Exception:
+                log.exception("handing rows to the registry agent failed")
+                await asyncio.sleep(RETRY)
+
+    def _missed(self, known: Known) -> bool:
+        """The agent lacks versions of ours below its top (a hand it never got)."""
+        mine = self.own.known_of(self.config.name)
+        return any(not known.covers(lo, hi) for lo, hi in mine.spans() if hi <= known.top)
+
+    async def catch_up(self) -> None:
+        """Hand the agent every version of ours it has not seen (first, if our store is
+        new, take back what it holds of an earlier life of ours)."""
+        self._unsent = []
+        if self.own.full_sync:
+            changes = self.own.apply_reply(await self._link.rows_of(self.config.name))
+            self._publish([c for c in changes if c.new is not None and c.local])
+            for change in changes:
+                if change.local and change.new is not None:
+                    self._pending[(change.new.table, change.new.key)] = change.new
+        known = await self._hand(SyncReply())
+        while True:
+            reply = self.own.serve(SyncRequest(AGENT, {self.config.name: known}),
+                                   max_rows=HAND_ROWS)
+            if not (reply.rows or reply.vouched or reply.reset):
+                break
+            known = await self._hand(reply)
+        self._behind = False
+
+    async def _housekeeping(self) -> None:
+        purge_every = max(1.0, min(60.0, self.config.tombstone_ttl / 4))
+        while True:
+            await asyncio.sleep(purge_every)
+            try:
+                self.own.purge()
+            except sqlite3.Error:
+                log.exception("purging this process's own registry rows failed")
+
+
+def matches(row: Row, filters: Filters, unless: Filters) -> bool:
+    """A live row whose indexed columns equal ``filters`` and differ from ``unless``."""
+    if row.doc is None:
+        return False
+    values = TABLES[row.table].indexed(row.key, row.doc)
+    return (all(values.get(name) == value for name, value in filters.items())
+            and all(values.get(name) != value for name, value in unless.items()))
+
+
+
+Registry = RegistryNode | HostedNode  # what a daemon holds: a replica of its own, or its host's
+
+
+async def open_registry(config: RegistryConfig, agent_dir: Path | None, *,
+                        registry: CollectorRegistry | None = None,
+                        tls: InternalTls | None = None, wait: float = 30.0) -> Registry:
+    """The daemon's registry: its host agent's (``agent_dir``), once the agent has made its
+    view (it starts beside us), else a replica of its own."""
+    if agent_dir is None:
+        return RegistryNode(config, registry=registry, tls=tls)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while not (agent_dir / VIEW_NAME).exists() and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+    return HostedNode(config, agent_dir, registry=registry)
