@@ -60,6 +60,14 @@ class Timeout(BodegaError):
     status = "deadline_exceeded"
 
 
+class Gone(BodegaError):
+    """What was asked for existed and is no longer kept (a change log's start moved past
+    it): asking again the same way never works, starting afresh does."""
+
+    http_status = 410
+    status = "gone"
+
+
 class Conflict(BodegaError):
     http_status = 409
     status = "failed_precondition"
@@ -134,7 +142,7 @@ class InsufficientCapacity(BodegaError):
 
 ERROR_CLASSES: dict[int, type[BodegaError]] = {
     cls.http_status: cls
-    for cls in (BadRequest, Unauthorized, Forbidden, NotFound, Timeout, Conflict,
+    for cls in (BadRequest, Unauthorized, Forbidden, NotFound, Timeout, Conflict, Gone,
                 PreconditionFailed, PayloadTooLarge, Unprocessable, Unavailable, TooManyRequests)
 }
 

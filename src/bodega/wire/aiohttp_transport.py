@@ -145,7 +145,8 @@ class AiohttpTransport:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise NoAnswer(cause(exc)) from exc
         try:
-            yield Streamed(response.status, _chunks(response))
+            yield Streamed(response.status, _chunks(response),
+                           {name.lower(): value for name, value in response.headers.items()})
         finally:
             response.release()  # back to the pool if the body was read whole, else closed
 

@@ -116,7 +116,7 @@ class StreamHttp:
             connection, head = await self._exchange(origin, target, call, deadline)
             body = Body(connection.reader, head, call.method, deadline)
             try:
-                yield Streamed(head.status, body.chunks())
+                yield Streamed(head.status, body.chunks(), head.headers)
             finally:
                 if body.reusable:
                     connection.used = time.monotonic()

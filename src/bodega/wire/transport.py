@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 CONNECT_TIMEOUT = 3.0  # seconds to open a connection (loopback or a LAN peer)
@@ -43,6 +43,7 @@ class Answer:
 class Streamed:
     status: int
     chunks: AsyncIterator[bytes]  # the body, as it arrives
+    headers: Mapping[str, str] = field(default_factory=dict)  # names in lower case
 
 
 class NotConnected(Exception):

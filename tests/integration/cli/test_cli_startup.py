@@ -111,8 +111,9 @@ def test_the_command_list_is_drawn_without_typer_pydantic_or_aiohttp(
     assert {m for m in loaded if m.startswith("bodega.cli")} <= LISTING
 
 
-def test_status_and_apps_list_import_neither_daemons_nor_models() -> None:
-    loaded = imported_by("import bodega.cli.main, bodega.cli.apps, bodega.cli.status")
+def test_status_apps_list_and_query_import_neither_daemons_nor_models() -> None:
+    loaded = imported_by("import bodega.cli.main, bodega.cli.apps, bodega.cli.status, "
+                         "bodega.cli.queries")
     assert not {m for m in loaded if m.split(".")[0] in HEAVY}
     assert not {m for m in loaded if m.startswith(MODELS)}
 
