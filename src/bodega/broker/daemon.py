@@ -16,6 +16,7 @@ import contextlib
 import logging
 from typing import Any
 
+from starlette.requests import Request
 from starlette.routing import BaseRoute
 
 from bodega.broker.auth.oidc import OidcKey
@@ -43,7 +44,9 @@ from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.readiness import Gate
 from bodega.broker.view.workers import Workers
 from bodega.broker.volumes.service import Volumes
+from bodega.model.errors import BodegaError
 from bodega.registry.member_tls import SIGNER, certificate_meta, renewal
+from bodega.registry.queries import RegistryQueries
 from bodega.runtime.identity_keys import identity_keys
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.runtime.secretbox import SecretBox
@@ -70,6 +73,7 @@ class Broker:
         self.internal: Served | None = None
         self.joins: Served | None = None  # the join listener (trust/listener.py)
         self.dashboard: Dashboard | None = None
+        self.queries: RegistryQueries | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
                     if config.tls_dir is not None else None)
@@ -179,6 +183,12 @@ class Broker:
             signer = LocalSigner(self.authority, self.tls) if self.authority else None
             self._tasks.append(asyncio.create_task(renewal(self.tls, self.node, signer).run()))
         app = api.app()
+        if self.node is not None:  # read-only SQL on the registry (the host agent's replica)
+            self.queries = RegistryQueries(self.node.view.path, config.data_dir / "queries",
+                                           authorize=self._admin)
+            await self.queries.start()
+            self.node.table_listeners.append(self.queries.changed)
+            app.router.routes.extend(self.queries.routes())
         # The dashboard at /ui: it reads this broker's view and acts through its API.
         self.dashboard = Dashboard(catalog, self.tokens, config.listen_host, port,
                                    suspicion_left=self._suspicion_left,
@@ -261,7 +271,15 @@ class Broker:
                 self.jobs.load()
                 await asyncio.sleep(1)
 
+    def _admin(self, request: Request) -> bool:
+        try:
+            return self.tokens.authenticate(request).admin
+        except BodegaError:
+            return False
+
     async def stop(self) -> None:
+        if self.queries is not None:
+            await self.queries.stop()
         if self.dashboard is not None:  # its open streams would hold the server's shutdown
             await self.dashboard.close()
         if self.served is not None:

@@ -32,7 +32,7 @@ import contextlib
 import logging
 import random
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,7 @@ class HostedNode:
         self._follow_table(TABLE)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = self._stopped = False
+        self.table_listeners: list[Callable[[set[str]], None]] = []
 
     # ── lifecycle ────────────────────────────────────────────────────────────
 
@@ -276,6 +277,10 @@ class HostedNode:
                 self._followed[new.table][new.key] = new
         self.keys.changed(changes)
         self.subscriptions.publish(changes)
+        if changes and self.table_listeners:
+            tables = {c.new.table for c in changes if c.new is not None}
+            for listener in self.table_listeners:
+                listener(tables)
 
     async def _following(self) -> None:
         while True:

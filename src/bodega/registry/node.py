@@ -134,6 +134,8 @@ class RegistryNode:
                                  rng=self._rng, on_changes=self._changed, stopped=self._is_stopped)
         self._tasks: list[asyncio.Task[None]] = []
         self._remove_listener: Callable[[], None] = lambda: None
+        # Told the tables each batch of changes touched (the query API's subscriptions).
+        self.table_listeners: list[Callable[[set[str]], None]] = []
 
     # ── lifecycle ────────────────────────────────────────────────────────────
 
@@ -263,6 +265,10 @@ class RegistryNode:
     def _changed(self, changes: list[Change], source: str) -> None:
         self.keys.changed(changes)
         self.subscriptions.publish(changes)
+        if changes and self.table_listeners:
+            tables = {row.table for c in changes if (row := c.new or c.old) is not None}
+            for listener in self.table_listeners:
+                listener(tables)
         remote = sum(1 for c in changes if not c.local)
         if remote:
             self.metrics.applied.labels(source).inc(remote)
