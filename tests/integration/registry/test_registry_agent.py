@@ -1,0 +1,194 @@
+"""One registry agent per host: its processes read its replica and hand it their rows.
+
+A real ``bodega agent`` process (plaintext internal links, loopback) and, in this
+test's process, the ``HostedNode`` of a worker and of a broker, each a SWIM member
+with a store of its own rows. The agent is killed with SIGKILL and started again on
+the same data dir: what its processes wrote meanwhile, and what it had not
+committed, reaches it once it answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bodega.registry import HostedNode, RegistryConfig
+from bodega.registry.replication.view import View
+from tests.keyring_kit import ENV, KEYRING
+from tests.poll_kit import until
+
+from .node_kit import FAST
+
+WAIT = 30.0
+
+
+def machine(mid: str, state: str, worker: str = "w1") -> dict[str, object]:
+    return {"id": mid, "app": "web", "name": mid, "region": "ams", "worker": worker,
+            "state": state}
+
+
+class Agent:
+    """``bodega agent`` on ``data_dir``, as `bodega up --registry-agent` starts it."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root / "agent"
+        self.ready = root / "agent.json"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.gossip = ""
+
+    async def start(self) -> None:
+        self.ready.unlink(missing_ok=True)
+        port = self.gossip.rsplit(":", 1)[1] if self.gossip else "0"
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "bodega", "agent", "--name", "agent", "--region", "ams",
+             "--data-dir", str(self.dir), "--listen", "127.0.0.1:0",
+             "--gossip-listen", f"127.0.0.1:{port}", "--internal-tls", "off",
+             "--ready-file", str(self.ready), "--log-level", "warning"],
+            env={**os.environ, **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await until(lambda: self.ready.exists(), timeout=WAIT)
+        self.gossip = json.loads(self.ready.read_text())["gossip"]
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+
+    def view(self) -> View:
+        return View(self.dir / "registry.db", reader=True)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(30)
+
+
+@pytest.fixture
+async def agent(tmp_path: Path) -> AsyncIterator[Agent]:
+    running = Agent(tmp_path)
+    await running.start()
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+def hosted(agent: Agent, root: Path, name: str, role: str) -> HostedNode:
+    return HostedNode(RegistryConfig(
+        name=name, role=role, region="ams", data_dir=root / name, keyring=KEYRING,
+        seeds=(agent.gossip,), meta={"url": f"http://{name}"}, swim=FAST), agent.dir)
+
+
+def held(view: View, table: str, key: str) -> dict[str, object] | None:
+    row = view.get(table, key)
+    return None if row is None else row.doc
+
+
+async def test_rows_written_on_the_host_reach_its_agent_keep_their_writer_and_are_read_back(
+        agent: Agent, tmp_path: Path) -> None:
+    worker = hosted(agent, tmp_path, "w1", "worker")
+    broker = hosted(agent, tmp_path, "broker", "broker")
+    await worker.start()
+    await broker.start()
+    try:
+        watched = broker.subscribe("machines", app="web")
+        worker.put_owned("machines", "m1", machine("m1", "started"))
+        assert worker.get("machines", "m1") == machine("m1", "started")  # at once: its own
+        change = await asyncio.wait_for(anext(watched), WAIT)
+        assert (change.kind, change.key) == ("insert", "m1")
+        assert broker.rows("machines", app="web") == [machine("m1", "started")]
+        view = agent.view()
+        row = view.get("machines", "m1")
+        assert row is not None
+        assert row.owner == "w1"  # relayed, never rewritten
+        broker.put_shared("apps", "web", {"name": "web", "org_slug": "personal"})
+        assert broker.get("apps", "web") == {"name": "web", "org_slug": "personal"}
+        await until(lambda: worker.get("apps", "web") is not None, timeout=WAIT)
+        assert {m.name for m in broker.members()} >= {"agent", "w1", "broker"}
+        view.close()
+    finally:
+        await worker.stop()
+        await broker.stop()
+
+
+async def test_a_killed_agent_loses_no_row_its_host_wrote_and_subscriptions_go_on(
+        agent: Agent, tmp_path: Path) -> None:
+    worker = hosted(agent, tmp_path, "w1", "worker")
+    broker = hosted(agent, tmp_path, "broker", "broker")
+    await worker.start()
+    await broker.start()
+    try:
+        watched = broker.subscribe("machines")
+        for i in range(20):
+            worker.put_owned("machines", f"m{i}", machine(f"m{i}", "started"))
+        agent.kill()  # at once: some of these may not have reached it, or not committed
+        for i in range(10):  # written while it is down: kept, read back by their writer
+            worker.put_owned("machines", f"m{i}", machine(f"m{i}", "stopped"))
+        worker.delete_owned("machines", "m19")
+        assert worker.get("machines", "m3") == machine("m3", "stopped")
+        assert worker.get("machines", "m19") is None
+        assert len(worker.rows("machines", state="stopped")) == 10
+
+        await agent.start()
+        view = agent.view()
+
+        def agent_holds_it_all() -> bool:
+            return all(held(view, "machines", f"m{i}") == machine(
+                f"m{i}", "stopped" if i < 10 else "started") for i in range(19)) \
+                and held(view, "machines", "m19") is None
+        await until(agent_holds_it_all, timeout=WAIT)
+        await until(lambda: broker.get("machines", "m5") == machine("m5", "stopped"),
+                    timeout=WAIT)
+        # What the broker's subscription saw, last state by key: m19 was deleted before
+        # the agent heard of it, or after (then its insert and delete were both seen).
+        seen: dict[str, str | None] = {}
+        wanted = {f"m{i}": "stopped" if i < 10 else "started" for i in range(19)}
+        while {k: v for k, v in seen.items() if v is not None} != wanted \
+                or seen.get("m19") is not None:
+            try:
+                change = await asyncio.wait_for(anext(watched), WAIT)
+            except TimeoutError:
+                raise AssertionError(f"the subscription saw {seen}") from None
+            seen[change.key] = None if change.doc is None else str(change.doc["state"])
+        view.close()
+    finally:
+        await worker.stop()
+        await broker.stop()
+
+
+async def test_a_process_whose_own_store_is_new_supersedes_what_an_earlier_life_left(
+        agent: Agent, tmp_path: Path) -> None:
+    """Its data dir wiped, a worker starts again: rows of its earlier life the agent still
+    holds are superseded (a tombstone for one it no longer has), never left standing."""
+    first = hosted(agent, tmp_path, "w1", "worker")
+    await first.start()
+    first.put_owned("machines", "gone", machine("gone", "started"))
+    view = agent.view()
+    await until(lambda: held(view, "machines", "gone") is not None, timeout=WAIT)
+    await first.stop()
+    os.remove(tmp_path / "w1" / "own.db")
+
+    again = hosted(agent, tmp_path, "w1", "worker")
+    await again.start()
+    try:
+        again.put_owned("machines", "new", machine("new", "started"))
+        await until(lambda: held(view, "machines", "gone") is None
+                    and held(view, "machines", "new") is not None, timeout=WAIT)
+    finally:
+        await again.stop()
+        view.close()
+
+
+async def test_without_an_agent_a_process_says_how_to_start_one(tmp_path: Path) -> None:
+    from bodega.registry.hosted import AgentMissing
+
+    with pytest.raises(AgentMissing, match="start `bodega agent --data-dir"):
+        HostedNode(RegistryConfig(name="w1", role="worker", region="ams",
+                                  data_dir=tmp_path / "w1", keyring=KEYRING), tmp_path / "none")
