@@ -73,7 +73,8 @@ async def up(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[UpProces
 
 def agent_pid(up: UpProcess) -> int | None:
     (agent,) = [c for c in up.state()["components"] if c["role"] == "agent"]
-    return agent.get("pid")
+    pid = agent.get("pid")
+    return int(pid) if pid else None
 
 
 async def machines(cli: Cli) -> dict[str, str]:
