@@ -127,6 +127,8 @@ def join(
         changes = (host_network.turn_on_forwarding() if joined.private_network
                    else host_network.HostChanges())
         names = [w.name for w in joined.workers]
+        if joined.registry_agent and joined.agent:
+            names = [joined.agent, *names]
         plan = ports.choose_gossip(data_dir, joined.advertise, names, None, claims)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
                  *(("--memory-mb", str(memory_mb)) if memory_mb else ()))

@@ -23,7 +23,7 @@ GossipKeyring = Annotated[Path | None, typer.Option(
 
 
 RegistryAgentOption = Annotated[Path | None, typer.Option(
-    "--registry-agent", metavar="DIR",
+    "--registry-agent",
     help="The data dir of this host's registry agent (bodega agent): read its replica and "
          "hand it this process's rows, instead of replicating on its own")]
 

@@ -49,6 +49,8 @@ class JoinedHost(BaseModel):
     # its machines have 6PN addresses.
     private_network: bool = False
     wireguard_port: int = 51820  # the first worker's; the next ones take the next ports
+    agent: str | None = None  # its registry agent's name (its certificate is in agent/tls)
+    registry_agent: bool = False  # the cluster runs one per host: this host runs its agent
 
     @classmethod
     def read(cls, data_dir: Path) -> JoinedHost | None:
@@ -69,12 +71,33 @@ def worker_tls(data_dir: Path, name: str) -> Path:
     return worker_dir(data_dir, name) / "tls"
 
 
+def agent_dir(data_dir: Path) -> Path:
+    return data_dir / "agent"
+
+
+def agent_tls(data_dir: Path) -> Path:
+    return agent_dir(data_dir) / "tls"
+
+
 def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, int], *,
                       driver: str, log_level: str,
                       extra_worker_args: tuple[str, ...] = ()) -> list[Component]:
     run_dir, logs = data_dir / "run", data_dir / "logs"
     images = ("--image-registry", host.image_registry) if host.image_registry else ()
     components = []
+    hosted: tuple[str, ...] = ()
+    seeds = list(host.seeds)
+    if host.registry_agent and host.agent:  # first: the workers read its replica
+        gossip = f"{host.advertise}:{gossip_ports.get(host.agent, 0)}"
+        ready = run_dir / "agent.json"
+        components.append(Component("agent", host.agent, host.region, bodega_argv(
+            "agent", "--name", host.agent, "--region", host.region,
+            "--data-dir", str(agent_dir(data_dir)), "--listen", f"{host.advertise}:0",
+            "--gossip-listen", gossip, "--gossip-keyring", str(data_dir / keyfile.FILE_NAME),
+            "--join", ",".join(host.seeds), "--exit-with-parent", "--ready-file", str(ready),
+            "--log-level", log_level), ready, logs / "agent.log"))
+        hosted = ("--registry-agent", str(agent_dir(data_dir)))
+        seeds = [gossip, *seeds]
     for index, worker in enumerate(host.workers):
         ready = run_dir / f"{worker.name}.json"
         argv = bodega_argv(
@@ -87,7 +110,7 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
             "--ready-file", str(ready), "--log-level", log_level,
             "--gossip-listen", f"{host.advertise}:{gossip_ports.get(worker.name, 0)}",
             "--gossip-keyring", str(data_dir / keyfile.FILE_NAME),
-            "--join", ",".join(host.seeds), *images,
+            "--join", ",".join(seeds), *images, *hosted,
             *private_network_args(host.private_network, host.wireguard_port + index,
                                   host.proxy),
             *extra_worker_args)

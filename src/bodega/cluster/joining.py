@@ -28,7 +28,7 @@ import aiohttp
 from cryptography import x509
 from pydantic import ValidationError
 
-from bodega.cluster.joined import JoinedHost, JoinedWorker, worker_tls
+from bodega.cluster.joined import JoinedHost, JoinedWorker, agent_tls, worker_tls
 from bodega.model.errors import from_wire
 from bodega.registry.membership import keyfile
 from bodega.registry.membership.keyring import Keyring
@@ -129,8 +129,16 @@ async def join(data_dir: Path, address: str, port: int, token_text: str, region:
         keys[name] = key
         csr = pki.build_csr(key, Identity(cluster, "worker", name), [advertise])
         asked.append(JoiningWorker(name=name, csr=pki.csr_pem(csr).decode()))
-    answer = await post_join(base, ca, JoinRequest(token=token_text.strip(), region=region,
-                                                   workers=asked))
+    agent_name = f"agent-{region}-{host_id}"
+    agent_key = new_key()
+    agent_csr = pki.build_csr(agent_key, Identity(cluster, "agent", agent_name), [advertise])
+    answer = await post_join(base, ca, JoinRequest(
+        token=token_text.strip(), region=region, workers=asked,
+        agent=JoiningWorker(name=agent_name, csr=pki.csr_pem(agent_csr).decode())))
+    if answer.agent is not None:  # a broker that knows of agents signed it
+        where = TlsDir(agent_tls(data_dir))
+        where.write_ca(ca)
+        where.write_identity(agent_key, load_cert(answer.agent.certificate.encode()))
     for issued in answer.workers:
         where = TlsDir(worker_tls(data_dir, issued.name))
         where.write_ca(ca)
@@ -141,6 +149,8 @@ async def join(data_dir: Path, address: str, port: int, token_text: str, region:
                       advertise=advertise, join=f"{address}:{port}", api_url=answer.api_url,
                       seeds=answer.seeds, image_registry=answer.image_registry, proxy=answer.proxy,
                       private_network=answer.private_network,
+                      agent=answer.agent.name if answer.agent else None,
+                      registry_agent=answer.registry_agent and answer.agent is not None,
                       workers=[JoinedWorker(name=w.name, subnet=w.subnet)
                                for w in answer.workers])
     host.write(data_dir)

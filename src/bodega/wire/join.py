@@ -39,6 +39,8 @@ class JoinRequest(BaseModel):
     token: str
     region: str = Field(pattern=r"^[a-z0-9-]{1,32}$")
     workers: list[JoiningWorker] = Field(min_length=1, max_length=64)
+    # The host's registry agent (its name and CSR), for the certificate it syncs with.
+    agent: JoiningWorker | None = None
 
 
 class JoinedWorker(BaseModel):
@@ -62,6 +64,9 @@ class JoinAnswer(BaseModel):
     proxy: str | None = None  # the proxy's public host:port: Flycast is relayed to it
     # The cluster's workers run the private network: a joining host runs it too, by default.
     private_network: bool = False
+    agent: JoinedWorker | None = None  # the host's registry agent's certificate
+    # The broker's host runs a registry agent: a joining host runs one too.
+    registry_agent: bool = False
 
 
 class TokenCreate(BaseModel):

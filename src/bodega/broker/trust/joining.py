@@ -81,6 +81,7 @@ class Joining:
     proxy: str | None = None  # the proxy's public host:port (Flycast relays to it)
     # Whether the cluster's workers run the private network (their rows say it now).
     private_network: Callable[[], bool] = lambda: False
+    registry_agent: bool = False  # this broker's host runs a registry agent
 
     def join(self, body: JoinRequest, source: str) -> JoinAnswer:
         """Let in the host at ``source``: its workers' certificates name that address only,
@@ -96,13 +97,22 @@ class Joining:
             joined.append(JoinedWorker(name=worker.name, certificate=issued.certificate,
                                        not_after=issued.not_after,
                                        subnet=subnets.get(worker.name)))
+        agent = None
+        if body.agent is not None:
+            if not body.agent.name.startswith("agent-"):
+                raise ValueError("a host's registry agent is named agent-...")
+            grant = pki.Grant.exactly(Identity(cluster, "agent", body.agent.name), [source])
+            issued = self.authority.sign(body.agent.csr.encode(), grant)
+            agent = JoinedWorker(name=body.agent.name, certificate=issued.certificate,
+                                 not_after=issued.not_after)
         log.info("host joined with token %s: workers %s in %s", token.id,
                  ", ".join(w.name for w in body.workers), body.region)
         return JoinAnswer(cluster_id=cluster, ca=cert_pem(self.authority.cert).decode(),
                           workers=joined, keyring=self.keyring(),
                           secrets_key=self.secrets_key, seeds=self.seeds(),
                           api_url=self.api_url, image_registry=self.image_registry,
-                          proxy=self.proxy, private_network=self.private_network())
+                          proxy=self.proxy, private_network=self.private_network(),
+                          agent=agent, registry_agent=self.registry_agent)
 
 
 def join_app(joining: Joining, limit: FailureLimiter | None = None) -> Starlette:

@@ -49,6 +49,7 @@ async def serve_joins(config: BrokerConfig, authority: CertificateAuthority, tls
                       taken_subnets=lambda: subnets_in_use(node),
                       secrets_key=config.secrets_key, api_url=api_url,
                       image_registry=config.image_registry, proxy=config.join_proxy,
-                      private_network=lambda: runs_private_network(node))
+                      private_network=lambda: runs_private_network(node),
+                      registry_agent=config.registry_agent is not None)
     return await serve(join_app(joining), config.join_host, config.join_port,
                        open_tls=tls.open_server)
