@@ -41,9 +41,9 @@ from starlette.routing import BaseRoute
 
 from bodega.registry.agent_link import AgentLink, AgentUnavailable
 from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
+from bodega.registry.member_surface import MemberSurface
 from bodega.registry.membership.config import MembershipConfig
 from bodega.registry.membership.envelope import Envelope
-from bodega.registry.membership.members import Addr, MemberView
 from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.registry.membership.udp import Membership
 from bodega.registry.node import RegistryConfig, RegistryNode
@@ -72,7 +72,7 @@ class AgentMissing(RuntimeError):
     """No registry agent has made its view in the directory given."""
 
 
-class HostedNode:
+class HostedNode(MemberSurface):
     def __init__(self, config: RegistryConfig, agent_dir: Path, *,
                  registry: CollectorRegistry | None = None, bind: Binder = UdpTransport.bind,
                  rng: random.Random | None = None, envelope: Envelope | None = None) -> None:
@@ -143,23 +143,8 @@ class HostedNode:
         self.view.close()
         self.own.view.close()
 
-    @property
-    def gossip_addr(self) -> Addr:
-        return self.membership.addr
-
     def routes(self) -> list[BaseRoute]:
         return []  # peers pull from the host's agent
-
-    def set_meta(self, **values: str) -> None:
-        self._meta.update(values)
-        self.membership.update_meta(dict(self._meta))
-
-    def urls_of(self, role: str, flag: str) -> list[str]:
-        return [m.meta["url"] for m in self.membership.members()
-                if str(m.role) == role and m.status.live and m.meta.get(flag) and "url" in m.meta]
-
-    def members(self) -> list[MemberView]:
-        return self.membership.members()
 
     async def sync_round(self, *, count: int | None = None) -> int:
         """Have the agent pull from its peers now; how many views were brought up to date:
@@ -171,18 +156,6 @@ class HostedNode:
             return 0
 
     # ── writes ───────────────────────────────────────────────────────────────
-
-    def put_owned(self, table: str, key: str, doc: dict[str, Any]) -> None:
-        self._write(table, key, dict(doc), shared=False)
-
-    def delete_owned(self, table: str, key: str) -> None:
-        self._write(table, key, None, shared=False)
-
-    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
-        self._write(table, key, dict(doc), shared=True)
-
-    def delete_shared(self, table: str, key: str) -> None:
-        self._write(table, key, None, shared=True)
 
     def _write(self, table: str, key: str, doc: dict[str, Any] | None, *, shared: bool) -> None:
         before = self._current(table, key)

@@ -37,10 +37,10 @@ from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
 from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
+from bodega.registry.member_surface import MemberSurface
 from bodega.registry.membership.config import MembershipConfig, SwimConfig
 from bodega.registry.membership.envelope import Envelope
 from bodega.registry.membership.keyring import Keyring
-from bodega.registry.membership.members import Addr, MemberView
 from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.registry.membership.udp import Membership
 from bodega.registry.replication.antientropy import AntiEntropy
@@ -92,7 +92,7 @@ class RegistryConfig:
         return self.data_dir / "registry.db"
 
 
-class RegistryNode:
+class RegistryNode(MemberSurface):
     def __init__(self, config: RegistryConfig, *, registry: CollectorRegistry | None = None,
                  bind: Binder = UdpTransport.bind, rng: random.Random | None = None,
                  tls: InternalTls | None = None, envelope: Envelope | None = None) -> None:
@@ -173,36 +173,10 @@ class RegistryNode:
     def _is_stopped(self) -> bool:
         return self._stopped
 
-    @property
-    def gossip_addr(self) -> Addr:
-        return self.membership.addr
-
     def routes(self) -> list[BaseRoute]:
         return self._http.routes()
 
-    def set_meta(self, **values: str) -> None:
-        """Publish new values about ourselves (merged into what we publish already)."""
-        self._meta.update(values)
-        self.membership.update_meta(dict(self._meta))
-
-    def urls_of(self, role: str, flag: str) -> list[str]:
-        """The ``url`` of every live member of ``role`` whose metadata sets ``flag``."""
-        return [m.meta["url"] for m in self.membership.members()
-                if str(m.role) == role and m.status.live and m.meta.get(flag) and "url" in m.meta]
-
     # ── writes ───────────────────────────────────────────────────────────────
-
-    def put_owned(self, table: str, key: str, doc: dict[str, Any]) -> None:
-        self._write(table, key, dict(doc), shared=False)
-
-    def delete_owned(self, table: str, key: str) -> None:
-        self._write(table, key, None, shared=False)
-
-    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
-        self._write(table, key, dict(doc), shared=True)
-
-    def delete_shared(self, table: str, key: str) -> None:
-        self._write(table, key, None, shared=True)
 
     def _write(self, table: str, key: str, doc: dict[str, Any] | None, *, shared: bool) -> None:
         change = self.replica.write(table, key, doc, shared=shared)
@@ -256,9 +230,6 @@ class RegistryNode:
         ``where`` as a client sent it (checked: indexed columns, strings and integers)."""
         filters = normalize_filters(table, where)
         return self.subscriptions.open(table, filters, self.view.select(table, filters))
-
-    def members(self) -> list[MemberView]:
-        return self.membership.members()
 
     # ── changes in and out ───────────────────────────────────────────────────
 

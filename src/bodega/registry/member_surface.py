@@ -1,0 +1,52 @@
+"""What every registry a daemon holds offers besides its reads: the member and the writes.
+
+A ``RegistryNode`` (a replica of its own) and a ``HostedNode`` (its host agent's)
+differ in where rows go and come from; as a SWIM member publishing its metadata,
+and in the four ways a daemon writes a row, they are the same, here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bodega.registry.membership.members import Addr, MemberView
+from bodega.registry.membership.udp import Membership
+
+
+class MemberSurface:
+    membership: Membership
+    _meta: dict[str, str]
+
+    @property
+    def gossip_addr(self) -> Addr:
+        return self.membership.addr
+
+    def members(self) -> list[MemberView]:
+        return self.membership.members()
+
+    def set_meta(self, **values: str) -> None:
+        """Publish new values about ourselves (merged into what we publish already)."""
+        self._meta.update(values)
+        self.membership.update_meta(dict(self._meta))
+
+    def urls_of(self, role: str, flag: str) -> list[str]:
+        """The ``url`` of every live member of ``role`` whose metadata sets ``flag``."""
+        return [m.meta["url"] for m in self.membership.members()
+                if str(m.role) == role and m.status.live and m.meta.get(flag) and "url" in m.meta]
+
+    # ── writes ───────────────────────────────────────────────────────────────
+
+    def put_owned(self, table: str, key: str, doc: dict[str, Any]) -> None:
+        self._write(table, key, dict(doc), shared=False)
+
+    def delete_owned(self, table: str, key: str) -> None:
+        self._write(table, key, None, shared=False)
+
+    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
+        self._write(table, key, dict(doc), shared=True)
+
+    def delete_shared(self, table: str, key: str) -> None:
+        self._write(table, key, None, shared=True)
+
+    def _write(self, table: str, key: str, doc: dict[str, Any] | None, *, shared: bool) -> None:
+        raise NotImplementedError
