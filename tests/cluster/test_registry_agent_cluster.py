@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from tests.cluster.deploy_kit import Cli
 from tests.cluster.up_kit import UpProcess, free_port
 from tests.poll_kit import until
 
@@ -26,29 +27,17 @@ BILLION = ("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c "
            "WHERE x < 1000000000) SELECT count(*) FROM c")
 
 
-class Cli:
-    def __init__(self, up: UpProcess) -> None:
-        self.env = {**os.environ, "BODEGA_API_URL": up.state()["api_url"],
-                    "BODEGA_API_TOKEN": up.token()}
+def cli_of(up: UpProcess) -> Cli:
+    return Cli({**os.environ, "BODEGA_API_URL": up.state()["api_url"],
+                "BODEGA_API_TOKEN": up.token()}, up.state()["proxy_url"])
 
-    async def run(self, *args: str, timeout: float = 120) -> tuple[int, str, str]:
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bodega", *args, env=self.env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(process.communicate(), timeout)
-        assert process.returncode is not None
-        return process.returncode, out.decode(), err.decode()
 
-    async def ok(self, *args: str) -> str:
-        code, out, err = await self.run(*args)
-        assert code == 0, f"bodega {' '.join(args)}: {code}\n{out}\n{err}"
-        return out
-
-    async def error(self, *args: str) -> str:
-        code, out, err = await self.run(*args)
-        assert code == 1, f"bodega {' '.join(args)}: {code}\n{out}\n{err}"
-        (line,) = err.strip().splitlines()
-        return line
+async def error(cli: Cli, *args: str) -> str:
+    """The one line a refused command prints."""
+    code, out, err = await cli.run(*args)
+    assert code == 1, f"bodega {' '.join(args)}: {code}\n{out}\n{err}"
+    (line,) = err.strip().splitlines()
+    return line
 
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -90,22 +79,22 @@ async def test_one_agent_replicates_for_the_host_and_answers_sql(up: UpProcess) 
     for worker in (data / "workers").iterdir():
         assert (worker / "registry" / "own.db").exists()
         assert not (worker / "registry" / "registry.db").exists()
-    cli = Cli(up)
+    cli = cli_of(up)
     await cli.ok("apps", "create", "q")
     made = json.loads(await cli.ok("machine", "run", "-a", "q", "--json", "--", "sleep", "1"))
     assert (await machines(cli))[made["id"]] == "started"
     members = json.loads(await cli.ok("cluster", "members", "--json"))
     assert {m["name"]: m["role"] for m in members}["agent"] == "agent"
 
-    assert "read-only" in await cli.error("query", "DELETE FROM machines")
-    assert "syntax error" in await cli.error("query", "SELEC 1")
-    assert "no such table: nope" in await cli.error("query", "SELECT * FROM nope")
-    assert "time limit" in await cli.error("query", BILLION)
+    assert "read-only" in await error(cli, "query", "DELETE FROM machines")
+    assert "syntax error" in await error(cli, "query", "SELEC 1")
+    assert "no such table: nope" in await error(cli, "query", "SELECT * FROM nope")
+    assert "time limit" in await error(cli, "query", BILLION)
 
 
 async def test_a_killed_agent_comes_back_with_every_row_and_a_watch_resumes(
         up: UpProcess) -> None:
-    cli = Cli(up)
+    cli = cli_of(up)
     code, _, _ = await cli.run("apps", "create", "q")
     assert code in (0, 1)  # made by the test before, or now
     first = json.loads(await cli.ok("machine", "run", "-a", "q", "--json", "--", "sleep", "1"))
