@@ -15,7 +15,7 @@ Listeners:
   ``/v1/local/sync``), for the host's own processes only (the directory is
   0700);
 - its internal listener (mutual TLS): registry sync and subscriptions for the
-  cluster's members, and ``/v1/health``.
+  cluster's members.
 
 Its state is its view: a kill -9 loses at most the rows it had not committed,
 which their writers still hold and hand again (``hosted.py``).
@@ -45,10 +45,8 @@ from bodega.registry.membership.messages import DecodeError
 from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.rowwire import decode_reply, reply_json
 from bodega.runtime.serve import Served, bind, serve
-from bodega.runtime.tls.access import REGISTRY
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.wire.http import handle_errors, json_response, not_found_app_handler, read_model
-from bodega.wire.peer_access import PeerAccess
 
 log = logging.getLogger("bodega.registry.agent")
 
@@ -98,9 +96,7 @@ class RegistryAgent:
         url = f"{scheme}://{c.listen_host}:{sock.getsockname()[1]}"
         self.node = RegistryNode(RegistryConfig(**{**c.registry.__dict__, "meta": {
             **c.registry.meta, "url": url}}), tls=self.tls)
-        access = PeerAccess(REGISTRY, self.tls)
-        internal = Starlette(routes=[access.route("/v1/health", self._health, "GET"),
-                                     *self.node.routes()],
+        internal = Starlette(routes=self.node.routes(),
                              exception_handlers={404: not_found_app_handler,
                                                  405: not_found_app_handler})
         self.internal = await serve(internal, c.listen_host, 0, sock=sock, tls=self.tls)
@@ -153,11 +149,6 @@ class RegistryAgent:
     async def _sync(self, request: Request) -> Response:
         assert self.node is not None
         return json_response({"pulled": await self.node.sync_round()})
-
-    async def _health(self, request: Request) -> Response:
-        assert self.node is not None
-        return json_response({"status": "ok", "name": self.config.registry.name,
-                              "members": len(self.node.members())})
 
 
 def _unix_socket(path: Path) -> socket.socket:

@@ -17,7 +17,6 @@ and hands them again once the agent answers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 
@@ -62,7 +61,7 @@ class AgentLink:
         pulled = answer.get("pulled", 0)
         return pulled if isinstance(pulled, int) else 0
 
-    async def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.UnixConnector(path=str(self.socket)), timeout=self._timeout)

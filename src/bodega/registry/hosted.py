@@ -34,7 +34,6 @@ import random
 import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
@@ -50,12 +49,13 @@ from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.exchange import SyncReply, SyncRequest
 from bodega.registry.replication.known import Known
 from bodega.registry.replication.replica import Replica
-from bodega.registry.replication.rows import Change, Row, newer
+from bodega.registry.replication.rows import Change, Document, Row, newer
 from bodega.registry.replication.schema import TABLES, Filters
 from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.replication.view import View
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.registry")
 
@@ -157,7 +157,7 @@ class HostedNode(MemberSurface):
 
     # ── writes ───────────────────────────────────────────────────────────────
 
-    def _write(self, table: str, key: str, doc: dict[str, Any] | None, *, shared: bool) -> None:
+    def _write(self, table: str, key: str, doc: Document | None, *, shared: bool) -> None:
         before = self._current(table, key)
         if shared and before is not None:
             self.own.clock.observe(before.stamp)  # a write made after reading a row wins
@@ -177,12 +177,12 @@ class HostedNode(MemberSurface):
         mine = self._pending.get((table, key))
         return mine if mine is not None and (row is None or newer(mine, row)) else row
 
-    def get(self, table: str, key: str) -> dict[str, Any] | None:
+    def get(self, table: str, key: str) -> Document | None:
         row = self._current(table, key)
         return None if row is None else row.doc
 
     def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
-             **filters: str | int) -> list[dict[str, Any]]:
+             **filters: str | int) -> list[Document]:
         wanted = normalize_filters(table, filters)
         unless = normalize_filters(table, without or {})
         found = self.view.select(table, wanted, unless=unless)
@@ -278,7 +278,7 @@ class HostedNode(MemberSurface):
         while True:
             if not self._behind and not self._unsent:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), max(0.0, audit - loop.time()))
+                    await within(self._wake.wait(), max(0.0, audit - loop.time()))
             self._wake.clear()
             try:
                 if self._behind or loop.time() >= audit:

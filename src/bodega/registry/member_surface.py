@@ -7,10 +7,9 @@ and in the four ways a daemon writes a row, they are the same, here.
 
 from __future__ import annotations
 
-from typing import Any
-
 from bodega.registry.membership.members import Addr, MemberView
 from bodega.registry.membership.udp import Membership
+from bodega.registry.replication.rows import Document
 
 
 class MemberSurface:
@@ -36,17 +35,17 @@ class MemberSurface:
 
     # ── writes ───────────────────────────────────────────────────────────────
 
-    def put_owned(self, table: str, key: str, doc: dict[str, Any]) -> None:
+    def put_owned(self, table: str, key: str, doc: Document) -> None:
         self._write(table, key, dict(doc), shared=False)
 
     def delete_owned(self, table: str, key: str) -> None:
         self._write(table, key, None, shared=False)
 
-    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
+    def put_shared(self, table: str, key: str, doc: Document) -> None:
         self._write(table, key, dict(doc), shared=True)
 
     def delete_shared(self, table: str, key: str) -> None:
         self._write(table, key, None, shared=True)
 
-    def _write(self, table: str, key: str, doc: dict[str, Any] | None, *, shared: bool) -> None:
+    def _write(self, table: str, key: str, doc: Document | None, *, shared: bool) -> None:
         raise NotImplementedError

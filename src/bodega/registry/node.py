@@ -31,7 +31,6 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
@@ -51,7 +50,7 @@ from bodega.registry.replication.known import Known
 from bodega.registry.replication.metrics import ReplicationMetrics
 from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.rowgossip import RowGossip
-from bodega.registry.replication.rows import Change
+from bodega.registry.replication.rows import Change, Document
 from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.replication.view import View
 from bodega.runtime.lifecycle import private_dir
@@ -178,7 +177,7 @@ class RegistryNode(MemberSurface):
 
     # ── writes ───────────────────────────────────────────────────────────────
 
-    def _write(self, table: str, key: str, doc: dict[str, Any] | None, *, shared: bool) -> None:
+    def _write(self, table: str, key: str, doc: Document | None, *, shared: bool) -> None:
         change = self.replica.write(table, key, doc, shared=shared)
         if change is not None:
             self._changed([change], "local")
@@ -210,12 +209,12 @@ class RegistryNode(MemberSurface):
 
     # ── reads ────────────────────────────────────────────────────────────────
 
-    def get(self, table: str, key: str) -> dict[str, Any] | None:
+    def get(self, table: str, key: str) -> Document | None:
         row = self.view.get(table, key)
         return None if row is None else row.doc
 
     def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
-             **filters: str | int) -> list[dict[str, Any]]:
+             **filters: str | int) -> list[Document]:
         """Live rows whose indexed columns equal ``filters`` and differ from ``without``
         (a row left out is never decoded)."""
         found = self.view.select(table, normalize_filters(table, filters),

@@ -25,12 +25,16 @@ from typing import Any
 from bodega.registry.replication.hlc import Stamp
 from bodega.registry.replication.schema import TABLES, Kind
 
+# A row's document: whatever its writer publishes (a machine as its API renders it), JSON
+# with no schema of the registry's own; the indexed columns are read out of it (schema.py).
+Document = dict[str, Any]
+
 
 @dataclass(frozen=True)
 class Row:
     table: str
     key: str
-    doc: dict[str, Any] | None  # None: a tombstone
+    doc: Document | None  # None: a tombstone
     owner: str  # owned tables: the owner; shared tables: the writer
     version: int  # the owner's (writer's) counter at this write: what anti-entropy tracks
     stamp: Stamp  # when it was written; the order of shared rows

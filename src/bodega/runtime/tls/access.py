@@ -140,7 +140,6 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("GET", "/v1/routes"): ADMIN_ONLY,  # names every app's machines and addresses
     }),
     **_routes(REGISTRY, {
-        ("GET", "/v1/health"): ANYONE,
         # The whole view (token hashes, sealed secrets): members replicate it among themselves.
         ("POST", "/v1/registry/sync"): MEMBERS,
         ("POST", "/v1/registry/digest"): MEMBERS,
