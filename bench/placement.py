@@ -8,11 +8,14 @@ proxy) and a broker that knows them from a static catalog. On each, the same loa
 generator and concurrency measure ``GET /v1/health`` on the broker (the ceiling of
 this server stack on this machine) and ``POST .../machines`` (each ranked over every
 worker, reserved and created on the winner). Prints creates/s, p50 and p99, the
-ratio to the ceiling, the CPU each side spent per create, the ``uptime`` load
-beside each run, and the time to rank 1,000 workers (in this process, same code).
+ratio to the ceiling, the CPU each side spent per create (and all of them
+together), the ``uptime`` load beside each run, and the time to rank 1,000
+workers (in this process, same code). With ``--idle``, the cores each role of
+``bodega up`` used and its memory (PSS) at the end of that idle window.
 
     python -m bench.placement [--workers-per-region 20] [--creates 4000] [--concurrency 32]
-                              [--profile DIR] [--idle SECONDS] [--rig [--workers 1000] [--hosts 2]
+                              [--profile DIR] [--idle SECONDS] [--up-arg=FLAG ...]
+                              [--keep DIR] [--rig [--workers 1000] [--hosts 2]
                               [--fsync] [--policy utility] [--sample 0]] [--no-up]
 """
 
@@ -32,7 +35,7 @@ import time
 from pathlib import Path
 
 from bench.loadgen import Result, body, run
-from bench.placement_up import Measured, load, on_up
+from bench.placement_up import Measured, load, on_up, print_problems
 from bodega.model.capacity import Ask, Totals, Usage
 from bodega.placement import Candidate, CandidateTable, PlacementRequest, Policy, rank_region
 
@@ -149,7 +152,7 @@ async def on_rig(args: argparse.Namespace) -> Measured:
                     generator, (first, load()))
 
 
-def print_measured(title: str, measured: Measured) -> None:
+def print_measured(title: str, measured: Measured, keep: Path | None = None) -> None:
     print(f"{title}; load average {measured.loads[0]} at the creates' start, "
           f"{measured.loads[1]} at their end")
     report("trivial endpoint (ceiling)", measured.ceiling)
@@ -158,13 +161,20 @@ def print_measured(title: str, measured: Measured) -> None:
     print(f"  placed {creates.ok()} machines; creates/s is "
           f"{creates.rate / measured.ceiling.rate:.2f}x the ceiling's requests/s")
     per = 1000 / max(1, creates.count)
-    sides = ", ".join(f"{role} {seconds * per:.2f} ms"
-                      for role, seconds in sorted(measured.cpu.items(), key=order))
-    print(f"  CPU per create: {sides}, load generator {measured.generator * per:.2f} ms "
-          f"(on {os.cpu_count()} cores)")
-    if measured.idle is not None:
-        print("  idle before the creates, cores used: " + ", ".join(
-            f"{role} {cores:.3f}" for role, cores in sorted(measured.idle.items(), key=order)))
+    print(f"  CPU per create: {by_role(measured.cpu, per, '{:.2f} ms')}, load generator "
+          f"{measured.generator * per:.2f} ms (on {os.cpu_count()} cores)")
+    if measured.rest is not None:
+        print(f"  idle before the creates (load average {measured.idle_load} at its end): "
+              f"cores used: {by_role(measured.rest.cores, 1, '{:.3f}')}")
+        print(f"  memory at the idle's end, PSS: {by_role(measured.rest.pss_mib, 1, '{:.0f} MiB')}")
+    print_problems(measured.problems, keep)
+
+
+def by_role(figures: dict[str, float], scale: float, form: str) -> str:
+    """Each role's figure, then their sum over the whole cluster."""
+    parts = [f"{role} {form.format(value * scale)}"
+             for role, value in sorted(figures.items(), key=order)]
+    return ", ".join(parts) + f"; all {form.format(sum(figures.values()) * scale)}"
 
 
 def order(item: tuple[str, float]) -> tuple[int, str]:
@@ -174,11 +184,14 @@ def order(item: tuple[str, float]) -> tuple[int, str]:
 
 async def main(args: argparse.Namespace) -> None:
     if not args.no_up:
+        up_args = tuple(args.up_arg)
         measured = await on_up(args.workers_per_region, args.creates, args.concurrency,
-                               args.cpus, args.memory_mb, args.profile, args.idle)
-        print_measured(f"placement on bodega up: {args.workers_per_region} null-driver "
-                       f"workers (each a process), {args.concurrency} concurrent clients, "
-                       f"{args.creates} requests each", measured)
+                               args.cpus, args.memory_mb, args.profile, args.idle, up_args,
+                               args.keep)
+        print_measured(f"placement on bodega up{' ' + ' '.join(up_args) if up_args else ''}: "
+                       f"{args.workers_per_region} null-driver workers (each a process), "
+                       f"{args.concurrency} concurrent clients, {args.creates} requests each",
+                       measured, args.keep)
     if args.rig:
         measured = await on_rig(args)
         print_measured(f"placement on the rig: {args.workers} null workers in {args.hosts} "
@@ -203,6 +216,10 @@ if __name__ == "__main__":
                         "into DIR (raw collapsed stacks)")
     parser.add_argument("--idle", type=float, default=0.0, metavar="SECONDS",
                         help="first measure the CPU bodega up uses doing nothing for SECONDS")
+    parser.add_argument("--up-arg", action="append", default=[], metavar="FLAG",
+                        help="a flag for bodega up, e.g. --up-arg=--registry-agent (repeatable)")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="copy bodega up's logs into DIR before its data dir is removed")
     parser.add_argument("--no-up", action="store_true", help="skip the bodega up line")
     parser.add_argument("--rig", action="store_true",
                         help="also run the rig (--workers null workers in --hosts processes)")

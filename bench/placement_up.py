@@ -2,17 +2,18 @@
 
 One region of ``--workers-per-region`` null-driver workers, each its own process as
 ``bodega up`` runs it (their SQLite commits fsynced, the registry gossiping every
-create, the proxy subscribed to it, the image registry beside them), in its own data
-dir, on free ports and a machine range no test holds. The same generator as the rig
-measures ``GET /v1/health`` (the ceiling) and ``POST /v1/apps/bench/machines``; the
-CPU each component spent during the creates is read from ``/proc`` by its pid in
-``cluster.json``, summed per role.
+create, the proxy subscribed to it, the image registry beside them; with
+``--up-arg=--registry-agent``, one registry agent that all of them read), in its own
+data dir, on free ports and a machine range no test holds. The same generator as the
+rig measures ``GET /v1/health`` (the ceiling) and ``POST /v1/apps/bench/machines``;
+the CPU each component spent during the creates, and its PSS at the end of the idle
+window, are read from ``/proc`` by its pid in ``cluster.json``, summed per role
+(``up_usage.py``). The ERROR and Traceback lines of the cluster's logs are counted
+before its data dir is removed (``--keep DIR`` copies the logs there).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
 import shutil
 import signal
@@ -21,15 +22,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TextIO
 
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port
 from tests.leftovers_kit import sweep_data_dir
 
 from bench.loadgen import Result, body, run
-from bench.start_stages import cpu_seconds
+from bench.up_usage import Rest, at_rest, cpu_by_role, log_problems, roles
 
 # Machine ranges no test or other bench holds (tests/cidr_kit.py): 10.232-239.0.0/16.
 OCTETS = (232, 240)
@@ -44,24 +46,13 @@ class Measured:
     cpu: dict[str, float]
     generator: float
     loads: tuple[str, str]
-    idle: dict[str, float] | None = None  # cores each role used while nothing was asked
+    rest: Rest | None = None  # what the cluster used while nothing was asked
+    idle_load: str = ""  # the load average at the idle window's end
+    problems: tuple[int, list[str]] = (0, [])  # ERROR/Traceback lines in the cluster's logs
 
 
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def roles(cluster: Path) -> dict[str, list[int]]:
-    """Each role's pids in ``cluster.json`` (broker, worker, registry, proxy, ...)."""
-    found: dict[str, list[int]] = {}
-    for part in json.loads((cluster / "cluster.json").read_text())["components"]:
-        if part.get("pid"):
-            found.setdefault(str(part["role"]), []).append(int(part["pid"]))
-    return found
-
-
-def cpu_by_role(cluster: Path) -> dict[str, float]:
-    return {role: sum(cpu_seconds(pid) for pid in pids) for role, pids in roles(cluster).items()}
 
 
 def start_spies(cluster: Path, out: Path, seconds: int) -> list[subprocess.Popen[bytes]]:
@@ -76,21 +67,14 @@ def start_spies(cluster: Path, out: Path, seconds: int) -> list[subprocess.Popen
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for role, pid in chosen.items()]
 
 
-async def idle_cores(cluster: Path, seconds: float) -> dict[str, float]:
-    """Cores each role uses over ``seconds`` with nothing asked of the cluster, after 10 s
-    of rest (the workers' first publications and syncs settle)."""
-    await asyncio.sleep(10)
-    before, began = cpu_by_role(cluster), time.monotonic()
-    await asyncio.sleep(seconds)
-    after, spent = cpu_by_role(cluster), time.monotonic() - began
-    return {role: (after[role] - before.get(role, 0.0)) / spent for role in after}
-
-
 async def on_up(workers: int, creates: int, concurrency: int, cpus: int, memory_mb: int,
-                profile: Path | None = None, idle: float = 0.0) -> Measured:
-    """Start ``bodega up``, create ``creates`` machines through its API, stop it.
+                profile: Path | None = None, idle: float = 0.0, up_args: tuple[str, ...] = (),
+                keep: Path | None = None) -> Measured:
+    """Start ``bodega up`` (with ``up_args`` besides the bench's own flags), create
+    ``creates`` machines through its API, stop it.
 
-    ``idle``: first measure, for that many seconds, what the cluster uses doing nothing."""
+    ``idle``: first measure, for that many seconds, what the cluster uses doing nothing.
+    ``keep``: copy the cluster's logs there before its data dir is removed."""
     with tempfile.TemporaryDirectory(prefix="bodega-placement-") as name:
         tmp = Path(name)
         os.environ["BODEGA_CONFIG"] = str(tmp / "contexts.toml")  # not the user's contexts
@@ -101,12 +85,14 @@ async def on_up(workers: int, creates: int, concurrency: int, cpus: int, memory_
             "--worker-memory-mb", str(memory_mb),
             "--api-port", str(free_port()), "--proxy-port", str(free_port()),
             "--proxy-tls-port", str(free_port()),
-            "--machine-cidr", machine_cidr(*OCTETS), "--log-level", "warning")
+            "--machine-cidr", machine_cidr(*OCTETS), "--log-level", "warning", *up_args)
         await up.start()
         spies: list[subprocess.Popen[bytes]] = []
+        measured: Measured | None = None
         try:
             await up.until_line("bodega is up", timeout=600)
-            resting = await idle_cores(cluster, idle) if idle > 0 else None
+            resting = await at_rest(cluster, idle) if idle > 0 else None
+            idle_load = load()
             url = up.state()["api_url"]
             auth = {"Authorization": f"Bearer {up.token()}"}
             await run(url, lambda n: ("POST", "/v1/apps", body(
@@ -132,11 +118,30 @@ async def on_up(workers: int, creates: int, concurrency: int, cpus: int, memory_
             generator = time.process_time() - own
             after = cpu_by_role(cluster)
             used = {role: after[role] - before.get(role, 0.0) for role in after}
-            return Measured(ceiling, made, used, generator, (first, load()), resting)
+            measured = Measured(ceiling, made, used, generator, (first, load()), resting,
+                                idle_load)
         finally:
             for spy in spies:
                 if spy.poll() is None:
                     spy.send_signal(signal.SIGINT)
                 spy.wait(60)
             await up.end()
+            problems = log_problems(cluster / "logs")
+            if keep is not None and (cluster / "logs").is_dir():
+                shutil.copytree(cluster / "logs", keep, dirs_exist_ok=True)
+            if measured is None:  # the run failed: what the cluster said is the finding
+                print_problems(problems, keep, file=sys.stderr)
             await sweep_data_dir(cluster)
+        return replace(measured, problems=problems)
+
+
+def print_problems(problems: tuple[int, list[str]], keep: Path | None = None,
+                   file: TextIO = sys.stdout) -> None:
+    count, shown = problems
+    if not count:
+        return
+    where = f" (the logs are in {keep})" if keep else " (--keep DIR keeps the logs)"
+    print(f"  the cluster's logs hold {count} ERROR/Traceback lines{where}, "
+          f"the first {len(shown)}:", file=file)
+    for line in shown:
+        print(f"    {line}", file=file)
