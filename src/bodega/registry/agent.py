@@ -12,8 +12,8 @@ peers pull from (``meta["sync"]``).
 Listeners:
 
 - the Unix socket: the local API (``/v1/local/hand``, ``/v1/local/rows-of``,
-  ``/v1/local/sync``), for the host's own processes only (the directory is
-  0700);
+  ``/v1/local/sync``, ``/v1/local/changes``), for the host's own processes only
+  (the directory is 0700);
 - its internal listener (mutual TLS): registry sync and subscriptions for the
   cluster's members.
 
@@ -28,6 +28,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,17 +39,29 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from bodega.model.errors import BadRequest
-from bodega.registry.agent_link import HAND_PATH, ROWS_OF_PATH, SOCKET_NAME, SYNC_PATH
+from bodega.model.errors import BadRequest, Unavailable
+from bodega.registry.agent_link import (
+    CHANGES_PATH,
+    HAND_PATH,
+    ROWS_OF_PATH,
+    SOCKET_NAME,
+    SYNC_PATH,
+    ChangeMark,
+)
 from bodega.registry.member_tls import renewal
 from bodega.registry.membership.messages import DecodeError
 from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.rowwire import decode_reply, reply_json
 from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.waits import within
 from bodega.wire.http import handle_errors, json_response, not_found_app_handler, read_model
 
 log = logging.getLogger("bodega.registry.agent")
+
+# A ``changes`` call held this long with nothing applied is answered anyway: the asker asks
+# again (a connection held open forever would outlive a half-dead asker unnoticed).
+WAIT_LIMIT = 20.0
 
 
 class Hand(BaseModel):
@@ -83,6 +96,13 @@ class RegistryAgent:
         self.internal: Served | None = None
         self.local: Served | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        # What ``changes`` answers: this life of the agent, and how many batches of rows it
+        # has applied in it. A new life is a new epoch, so no asker mistakes one count for
+        # the other's.
+        self._epoch = secrets.token_hex(8)
+        self._generation = 0
+        self._applied = asyncio.Event()
+        self._stopping = False
 
     @property
     def url(self) -> str:
@@ -104,6 +124,7 @@ class RegistryAgent:
                                            exception_handlers={404: not_found_app_handler,
                                                                405: not_found_app_handler}),
                                  "unix", 0, sock=_unix_socket(c.socket_path))
+        self.node.table_listeners.append(self._bump)
         await self.node.start()
         if self.tls is not None:
             self._tasks.append(asyncio.create_task(renewal(self.tls, self.node).run()))
@@ -113,6 +134,8 @@ class RegistryAgent:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        self._stopping = True  # the held ``changes`` calls are answered now, new ones refused
+        self._bump(set())
         for served in (self.local, self.internal):
             if served is not None:
                 await served.stop()
@@ -127,7 +150,27 @@ class RegistryAgent:
                 return await handle_errors(request, call)  # type: ignore[arg-type]
             return Route(path, endpoint, methods=["POST"])
         return [route(HAND_PATH, self._hand), route(ROWS_OF_PATH, self._rows_of),
-                route(SYNC_PATH, self._sync)]
+                route(SYNC_PATH, self._sync), route(CHANGES_PATH, self._changes)]
+
+    def _bump(self, _tables: set[str]) -> None:
+        """Rows were applied (and committed): wake every ``changes`` call held."""
+        self._generation += 1
+        applied, self._applied = self._applied, asyncio.Event()
+        applied.set()
+
+    async def _changes(self, request: Request) -> Response:
+        """A long poll: answered once the view changed since the asker's mark (at once if
+        it already has, or the mark is of another life), else after ``WAIT_LIMIT``. The host's
+        processes follow the view with it instead of each looking at the file many times a
+        second."""
+        asked = await read_model(request, ChangeMark)
+        if self._stopping:  # the asker waits a moment and asks the agent's next life
+            raise Unavailable("the registry agent is stopping")
+        if asked.epoch == self._epoch and asked.generation == self._generation:
+            with contextlib.suppress(TimeoutError):
+                await within(self._applied.wait(), WAIT_LIMIT)
+        mark = ChangeMark(epoch=self._epoch, generation=self._generation)
+        return json_response(mark.model_dump())
 
     async def _hand(self, request: Request) -> Response:
         assert self.node is not None

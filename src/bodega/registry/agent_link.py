@@ -2,13 +2,16 @@
 
 The socket lives in the agent's data dir (mode 0700): only the host's own
 bodega processes (the user that runs them) can connect, so the local API needs
-no token and no TLS. Three calls (``agent_routes.py`` serves them):
+no token and no TLS. Four calls (``agent.py`` serves them):
 
 - ``hand``: rows this process wrote (a sync reply served from its own store),
   answered with what the agent has now seen of this process's versions;
 - ``rows_of``: every row of this process the agent holds (a process whose own
   store is new audits its past with them);
-- ``sync_round``: pull from peers now.
+- ``sync_round``: pull from peers now;
+- ``changes``: a long poll, answered when the agent's view changed since the
+  caller's mark (how a process follows the view without reading it many times
+  a second).
 
 Any failure to reach the agent is ``AgentUnavailable``: the caller keeps its rows
 and hands them again once the agent answers.
@@ -19,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bodega.registry.membership.messages import DecodeError
 from bodega.registry.replication.exchange import SyncReply
@@ -29,6 +33,16 @@ SOCKET_NAME = "local.sock"
 HAND_PATH = "/v1/local/hand"
 ROWS_OF_PATH = "/v1/local/rows-of"
 SYNC_PATH = "/v1/local/sync"
+CHANGES_PATH = "/v1/local/changes"
+CHANGES_TIMEOUT = 60.0  # beyond the agent's own limit on holding a call (agent.WAIT_LIMIT)
+
+
+class ChangeMark(BaseModel):
+    """Where a follower is in the agent's view: the agent's life, and how many batches of
+    rows it had applied in it. An empty epoch is no mark at all (answered at once)."""
+    model_config = ConfigDict(extra="forbid")
+    epoch: str = Field(default="", max_length=64)
+    generation: int = Field(default=0, ge=0)
 
 
 class AgentUnavailable(Exception):
@@ -61,12 +75,24 @@ class AgentLink:
         pulled = answer.get("pulled", 0)
         return pulled if isinstance(pulled, int) else 0
 
-    async def _post(self, path: str, body: dict[str, object]) -> dict[str, object]:
+    async def changes(self, mark: ChangeMark) -> ChangeMark:
+        """The agent's mark once its view has changed since ``mark`` (or it held the call
+        for as long as it holds one)."""
+        answer = await self._post(CHANGES_PATH, mark.model_dump(),
+                                  timeout=aiohttp.ClientTimeout(total=CHANGES_TIMEOUT))
+        try:
+            return ChangeMark.model_validate(answer)
+        except ValidationError as exc:
+            raise AgentUnavailable(f"the agent's answer is malformed: {exc}") from exc
+
+    async def _post(self, path: str, body: dict[str, object],
+                    timeout: aiohttp.ClientTimeout | None = None) -> dict[str, object]:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.UnixConnector(path=str(self.socket)), timeout=self._timeout)
         try:
-            async with self._session.post(f"http://agent{path}", json=body) as response:
+            async with self._session.post(f"http://agent{path}", json=body,
+                                          timeout=timeout or self._timeout) as response:
                 answer = await response.json(content_type=None)
                 if response.status != 200 or not isinstance(answer, dict):
                     error = answer.get("error") if isinstance(answer, dict) else answer

@@ -19,7 +19,8 @@ node instead of a ``RegistryNode`` of its own, with the same calls:
   catch-up is a sync reply served from our store). A kill -9 of the agent
   loses nothing: what it had not committed, we hold and hand again;
 - **subscriptions** follow the agent's view in the order it applied rows (its
-  ``_seq`` column), looked at every ``FOLLOW_INTERVAL`` when SQLite says the file
+  ``_seq`` column), looked at when the agent says it applied some (a long poll
+  on its socket: nothing runs while nothing changes) and SQLite says the file
   changed; this process's own writes are published at once;
 - **membership**: the process is still a SWIM member (its liveness is how
   brokers and proxies know it runs), without rows and without a sync route.
@@ -38,7 +39,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
-from bodega.registry.agent_link import AgentLink, AgentUnavailable
+from bodega.registry.agent_link import AgentLink, AgentUnavailable, ChangeMark
 from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
 from bodega.registry.member_surface import MemberSurface
 from bodega.registry.membership.config import MembershipConfig
@@ -61,8 +62,7 @@ log = logging.getLogger("bodega.registry")
 
 VIEW_NAME = "registry.db"  # the agent's view, in its data dir
 OWN_NAME = "own.db"
-FOLLOW_INTERVAL = 0.02  # how often subscriptions look at the agent's view
-RETRY = 0.5  # after the agent did not answer
+RETRY = 0.5  # after the agent did not answer (subscriptions look at its view that often)
 AUDIT_INTERVAL = 10.0  # a catch-up now and then, even when every hand was answered
 HAND_ROWS = 2000  # rows per hand during a catch-up
 AGENT = "agent"  # the name our sync requests give the agent: it serves nothing to us
@@ -256,8 +256,13 @@ class HostedNode(MemberSurface):
                 listener(tables)
 
     async def _following(self) -> None:
+        mark = ChangeMark()
         while True:
-            await asyncio.sleep(FOLLOW_INTERVAL)
+            try:
+                mark = await self._link.changes(mark)
+            except AgentUnavailable as exc:
+                log.debug("%s", exc)
+                await asyncio.sleep(RETRY)
             try:
                 self.follow()
             except sqlite3.Error:

@@ -1,8 +1,9 @@
 """What this worker tells the cluster: its capacity, machines and volumes, in the registry.
 
 The worker's ops log is the history of everything it does (ARCHITECTURE.md,
-invariant 4), so the publisher follows the log rather than hooks: every
-``interval`` (50 ms) it reads the entries appended since its last look,
+invariant 4), so the publisher follows the log rather than hooks (a commit
+only wakes it): ``interval`` (50 ms) after a commit that logged something,
+to gather the burst, it reads the entries appended since its last look,
 re-renders each machine and volume they touched (and the volume attached to
 a touched machine, whose attachment changes under the machine's operation),
 and republishes the ``workers`` row: whenever the log moved, even if the
@@ -13,7 +14,7 @@ burst of changes becomes one publish per resource per tick, and nothing that
 changes the worker can be missed, since nothing changes it without a log
 entry: reservations and cordons included, which no runner hook sees. A
 reservation that simply expires writes no log entry, so the capacity is
-also compared once a second.
+also compared once a second. A worker with nothing to do wakes only for that.
 
 Rows are what the worker API returns for the same resource (``api/render.py``'s
 ``Machine`` and ``Volume``, as JSON documents), without events. Destroyed machines
@@ -28,6 +29,7 @@ tail.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -36,6 +38,7 @@ from typing import Any
 from bodega.model.machine import rfc3339
 from bodega.model.states import MachineState
 from bodega.registry import Registry
+from bodega.runtime.waits import within
 from bodega.worker.api.render import machine_answer, volume_answer
 from bodega.worker.core.records import MachineRow, VolumeRow
 from bodega.worker.store import queries, volume_queries
@@ -81,6 +84,8 @@ class Publisher:
         # then publishes a start once, started, not in the middle of it.
         self.after_drives = after_drives
         self._seq = 0
+        self._logged = asyncio.Event()  # a commit logged something since the last tick
+        store.on_commit(lambda _resource: self._logged.set())
         self._capacity: dict[str, Any] | None = None
         self._next_refresh = self._next_expiry = 0.0
 
@@ -136,7 +141,10 @@ class Publisher:
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval)
+            with contextlib.suppress(TimeoutError):
+                await within(self._logged.wait(), CAPACITY_REFRESH)
+            await asyncio.sleep(self.interval)  # what the burst logs meanwhile goes too
+            self._logged.clear()
             if self.after_drives is not None:
                 await self.after_drives(self.interval)
             try:

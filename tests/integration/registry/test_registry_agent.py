@@ -192,3 +192,38 @@ async def test_without_an_agent_a_process_says_how_to_start_one(tmp_path: Path) 
     with pytest.raises(AgentMissing, match="start `bodega agent --data-dir"):
         HostedNode(RegistryConfig(name="w1", role="worker", region="ams",
                                   data_dir=tmp_path / "w1", keyring=KEYRING), tmp_path / "none")
+
+
+async def test_changes_holds_a_follower_until_rows_are_applied_and_a_new_life_answers_at_once(
+        agent: Agent, tmp_path: Path) -> None:
+    """How the host's processes follow the view: asked with the current mark, the agent holds
+    the call until it applies rows; a mark of the agent's earlier life is answered at once."""
+    from bodega.registry.agent_link import AgentLink, ChangeMark
+
+    link = AgentLink(agent.dir)
+    worker = hosted(agent, tmp_path, "w1", "worker")
+    await worker.start()
+    try:
+        first = await asyncio.wait_for(link.changes(ChangeMark()), WAIT)  # no mark: at once
+        assert first.epoch
+        # The worker's start may still be handing rows: a call held half a second is one
+        # made once they were applied.
+        held_call = asyncio.create_task(link.changes(first))
+        for _ in range(60):
+            await asyncio.sleep(0.5)
+            if not held_call.done():
+                break
+            first = held_call.result()
+            held_call = asyncio.create_task(link.changes(first))
+        assert not held_call.done(), "the agent answers at once with nothing applied"
+        worker.put_owned("machines", "m1", machine("m1", "started"))
+        woken = await asyncio.wait_for(held_call, WAIT)
+        assert (woken.epoch, woken.generation > first.generation) == (first.epoch, True)
+
+        agent.kill()
+        await agent.start()
+        again = await asyncio.wait_for(link.changes(woken), WAIT)  # its earlier life's mark
+        assert again.epoch != woken.epoch
+    finally:
+        await link.aclose()
+        await worker.stop()
