@@ -4,8 +4,9 @@ The row is the job's ``JobStatus`` (its state, counts, the running tasks and
 who holds them; the task list itself only for jobs of at most ``VIEW_TASKS``
 tasks), owned by this worker: brokers list jobs, find a job's home and answer
 ``/sched/jobs`` and ``/sched/cancellations`` from it. The home marks a job
-when it changes; every ``interval`` the marked ones are published once each, so
-a job that is claimed and released within one interval is written once. On
+when it changes; ``interval`` after the first mark the marked ones are
+published once each, so a job that is claimed and released within one interval
+is written once (and a home with no job changing does nothing). On
 start every job is published and rows this worker no longer has are deleted.
 The view is a cache: the home's store is the truth (a status asks the home).
 """
@@ -30,9 +31,11 @@ class JobPublisher:
         self.home = home
         self.interval = interval
         self.dirty: set[str] = set()
+        self._marked = asyncio.Event()
 
     def mark(self, job_id: str) -> None:
         self.dirty.add(job_id)
+        self._marked.set()
 
     def publish_all(self) -> None:
         held = {job.id for job in self.home.store.jobs()}
@@ -62,10 +65,13 @@ class JobPublisher:
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(self.interval)
+            await self._marked.wait()
+            await asyncio.sleep(self.interval)  # what else changes meanwhile goes too
+            self._marked.clear()
             if not self.dirty:
                 continue
             try:
                 self.flush()
             except Exception:
                 log.exception("publishing jobs failed")
+                self._marked.set()  # what failed is still marked: the next round tries again
