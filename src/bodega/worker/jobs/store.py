@@ -116,6 +116,10 @@ class JobStore:
         return [(r[0], r[1], float(r[2])) for r in self.db.execute(
             "SELECT id, app, finished_at FROM jobs WHERE finished_at IS NOT NULL")]
 
+    def any_unfinished(self) -> bool:
+        return self.db.execute("SELECT 1 FROM jobs WHERE finished_at IS NULL LIMIT 1"
+                               ).fetchone() is not None
+
     def past_deadline(self, now: float) -> list[str]:
         return [str(r[0]) for r in self.db.execute(
             "SELECT id FROM jobs WHERE deadline_at IS NOT NULL AND finished_at IS NULL "

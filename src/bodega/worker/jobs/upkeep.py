@@ -73,8 +73,12 @@ class JobUpkeep:
 
     async def run(self) -> None:
         while True:
+            # With no job under way there is no lease to lapse nor probe to send: a new job
+            # wakes us (``JobWiring._changed``); retention still runs in its time.
+            busy = self.store.any_unfinished()
             with contextlib.suppress(TimeoutError):
-                await within(self.wake.wait(), self.config.interval)
+                await within(self.wake.wait(), self.config.interval if busy
+                             else self.config.retention_every)
             self.wake.clear()
             try:
                 self.tick()
