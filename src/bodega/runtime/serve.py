@@ -11,6 +11,7 @@ handshakes are counted and each request knows its caller
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import ssl
@@ -27,9 +28,24 @@ from bodega.runtime.waits import within
 log = logging.getLogger("bodega.serve")
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, minus its wake-up every 0.1 s to look whether it should exit: told
+    to by ``Served.stop``, it wakes then (and each second for its Date header)."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.exit_asked = asyncio.Event()
+
+    async def main_loop(self) -> None:
+        counter = 0  # on_tick refreshes the Date header when counter % 10 == 0: every time
+        while not await self.on_tick(counter):
+            with contextlib.suppress(TimeoutError):
+                await within(self.exit_asked.wait(), 1.0)
+
+
 @dataclass
 class Served:
-    server: uvicorn.Server
+    server: _Server
     task: asyncio.Task[None]
     host: str
     port: int
@@ -42,6 +58,7 @@ class Served:
 
     async def stop(self, grace: float = 5.0) -> None:
         self.server.should_exit = True
+        self.server.exit_asked.set()
         try:
             await within(asyncio.shield(self.task), grace)
         except TimeoutError:
@@ -78,7 +95,7 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
             (lambda _config, _default: counting_server_context(tls)) if tls is not None
             else (lambda _config, _default: open_tls) if open_tls is not None else None),
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
     task = asyncio.create_task(_serve_without_signal_handlers(server, sock))
     while not server.started:
         if task.done():
