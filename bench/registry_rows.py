@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bodega.registry.replication.agentsim import machine_doc
 from bodega.registry.replication.replica import DEFAULT_MAX_ROWS, Replica
 from bodega.registry.replication.rows import Row
 from bodega.registry.replication.rowwire import (
@@ -43,22 +44,6 @@ def worker_doc(name: str, machines: int) -> dict[str, Any]:
             "used": {"cpus": 16, "memory_mb": 65536, "disk_mb": 200_000},
             "free": {"cpus": 48, "memory_mb": 196608, "disk_mb": 1_800_000},
             "reservations": 0, "machines": machines, "updated_at": "2026-11-23T12:00:00Z"}
-
-
-def machine_doc(machine_id: str, worker: str, app: str, rng: random.Random) -> dict[str, Any]:
-    """A machine as a worker's API renders it (without events)."""
-    return {"id": machine_id, "name": f"m-{machine_id[:8]}", "app": app, "worker": worker,
-            "region": "ams", "state": rng.choice(["started"] * 8 + ["stopped", "created"]),
-            "instance_id": f"01J{machine_id.upper()}",
-            "private_ip": f"fdaa:0:1::{rng.randrange(65536):x}",
-            "created_at": "2026-11-20T10:00:00Z", "updated_at": "2026-11-23T11:00:00Z",
-            "config": {"image": f"registry.internal/{app}:v{rng.randrange(100)}",
-                       "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256},
-                       "env": {"PORT": "8080", "PRIMARY_REGION": "ams"},
-                       "services": [{"protocol": "tcp", "internal_port": 8080,
-                                     "ports": [{"port": 443, "handlers": ["tls", "http"]}]}],
-                       "restart": {"policy": "on-failure", "max_retries": 3},
-                       "metadata": {"fly_platform_version": "v2", "fly_process_group": "app"}}}
 
 
 def timed(fn: Callable[[], object], repeat: int) -> float:

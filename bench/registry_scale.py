@@ -20,6 +20,7 @@ each (a worker's ``workers`` row), which every node already holds. Deterministic
 
     python -m bench.registry_scale [--sizes 50,200,1000,5000] [--seed 1]
     python -m bench.registry_scale --rows [--workers 1000] [--machines 100000]
+    python -m bench.registry_scale --agents [--hosts 1000] [--creates 1000] [--writers-per-host 1]
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ import math
 import random
 import resource
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bodega.registry.membership.config import SwimConfig
 from bodega.registry.membership.members import EventKind
 from bodega.registry.membership.simnet import Observation
 from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
+from bodega.registry.replication.agentsim import AgentLoad
 from bodega.registry.replication.replsim import ReplicaNet
 from bodega.registry.replication.rows import Change
 
@@ -232,10 +234,35 @@ def main() -> None:
                         help="the rows section: a view of many workers and machines")
     parser.add_argument("--workers", type=int, default=1000)
     parser.add_argument("--machines", type=int, default=100_000)
+    parser.add_argument("--agents", action="store_true",
+                        help="one registry agent per host under a stream of creates")
+    parser.add_argument("--hosts", type=int, default=1000)
+    parser.add_argument("--creates", type=float, default=1000.0,
+                        help="creates per second across the fleet")
+    parser.add_argument("--writers-per-host", type=int, default=1,
+                        help="processes per host writing rows through its agent (origins)")
+    parser.add_argument("--warmup", type=float, default=2.0,
+                        help="seconds of creates before the measured window")
+    parser.add_argument("--measure", type=float, default=3.0,
+                        help="seconds of creates measured")
+    defaults = AgentLoad()
+    parser.add_argument("--eager-peers", type=int, default=defaults.eager_peers)
+    parser.add_argument("--sync-interval", type=float, default=defaults.sync_interval)
+    parser.add_argument("--gossip-nodes", type=int, default=LAN.gossip_nodes)
+    parser.add_argument("--gossip-interval", type=float, default=LAN.gossip_interval)
     args = parser.parse_args()
     if args.rows:
         from bench.registry_rows import rows_main  # only this section needs it
         rows_main(args.workers, args.machines, args.seed)
+        return
+    if args.agents:
+        from bench.registry_agents import agents_main
+        agents_main(AgentLoad(
+            hosts=args.hosts, creates_per_second=args.creates,
+            writers_per_host=args.writers_per_host, warmup=args.warmup, measure=args.measure,
+            seed=args.seed, eager_peers=args.eager_peers, sync_interval=args.sync_interval,
+            swim=replace(LAN, gossip_nodes=args.gossip_nodes,
+                         gossip_interval=args.gossip_interval)))
         return
     print(f"memberlist LAN defaults: probe {LAN.probe_interval:g} s, gossip every "
           f"{LAN.gossip_interval:g} s to {LAN.gossip_nodes}; sync every 1 s")

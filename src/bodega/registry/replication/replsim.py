@@ -6,6 +6,8 @@ done here instead of by ``node.py`` (``rowgossip.py``, ``antientropy.py``):
 
 - a local write is broadcast on gossip and pushed to a few members at once;
 - items a node receives are decoded and applied (direct ones re-gossiped);
+- a host's agent (``relay``) applies a row a process on its host wrote, whose
+  origin is that process, and gossips it as news of its own;
 - every ``SyncPacer.step`` a node may pull: digests first, then versions
   and rows for the buckets that differ (as ``node.py`` does over HTTP). Each
   request and reply takes one network latency, and the pull fails if the two
@@ -28,13 +30,13 @@ from functools import partial
 from typing import Any
 
 from bodega.registry.membership.config import SwimConfig
-from bodega.registry.membership.messages import DecodeError
+from bodega.registry.membership.messages import DecodeError, Item
 from bodega.registry.membership.outputs import Delivered, ItemTooLarge, UnknownMember
 from bodega.registry.membership.simnet import SimNet
 from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
 from bodega.registry.replication.peers import GapWatch, SyncPacer, choose_alive
 from bodega.registry.replication.replica import Replica
-from bodega.registry.replication.rows import Change
+from bodega.registry.replication.rows import Change, Row
 from bodega.registry.replication.rowwire import (
     decode_item,
     digest_reply_json,
@@ -56,7 +58,13 @@ PRIME = 2_147_483_647  # the fingerprint's sums are taken modulo this
 class ReplStats:
     pulls: int = 0
     failed_pulls: int = 0
-    rows_pulled: int = 0
+    rows_pulled: int = 0  # rows in sync replies, held already or not
+    replies: int = 0  # sync replies applied
+    rows_heard: int = 0  # rows in gossip items delivered, held already or not
+    # Rows that changed a view, by how they came: gossip, sync, or a process on the host.
+    applied_gossip: int = 0
+    applied_sync: int = 0
+    applied_local: int = 0
     rejected: int = 0
     sync_messages: int = 0  # requests and replies, digest ones included
     sync_bytes: int = 0  # their JSON bodies, as node.py would send them
@@ -126,18 +134,35 @@ class ReplicaNet:
         if change is not None:
             self._spread(name, [change])
 
+    def relay(self, name: str, row: Row, floor: int) -> list[Change]:
+        """What host ``name``'s agent does with a row a process on its host wrote.
+
+        The process (a worker) is the row's origin: it numbers and stamps its rows,
+        with ``floor`` below its first. The agent applies the row as it applies a
+        peer's, then sends it on as news of its own: gossip and eager pushes, under
+        the origin's key and floor, so every replica tracks the process, not the agent.
+        """
+        changes = self.replicas[name].apply([row], floors={row.owner: floor})
+        self.stats.applied_local += len(changes)
+        if changes:
+            if self.on_applied is not None:
+                self.on_applied(name, changes)
+            self._news(name, row_item(row, floor))
+        return changes
+
     def _spread(self, name: str, changes: list[Change]) -> None:
-        node = self.net.nodes[name]
         for change in changes:
-            if not change.local or change.new is None:
-                continue
-            item = row_item(change.new, self.replicas[name].floor)
-            node.swim.broadcast(item)
-            peers = [m.name for m in node.swim.members()
-                     if m.name != name and m.status.live]
-            for peer in self._rng.sample(peers, min(self.eager_peers, len(peers))):
-                with contextlib.suppress(UnknownMember, ItemTooLarge):
-                    self.net.send_direct(name, peer, item)
+            if change.local and change.new is not None:
+                self._news(name, row_item(change.new, self.replicas[name].floor))
+
+    def _news(self, name: str, item: Item) -> None:
+        """On gossip, and pushed at once to a few members (``rowgossip.py``)."""
+        node = self.net.nodes[name]
+        node.swim.broadcast(item)
+        peers = [m.name for m in node.swim.members() if m.name != name and m.status.live]
+        for peer in self._rng.sample(peers, min(self.eager_peers, len(peers))):
+            with contextlib.suppress(UnknownMember, ItemTooLarge):
+                self.net.send_direct(name, peer, item)
 
     def _delivered(self, name: str, delivered: Delivered) -> None:
         if not is_row_item(delivered.item):
@@ -155,6 +180,8 @@ class ReplicaNet:
             return
         fresh = decoded.version not in replica.known_of(decoded.owner)
         changes = replica.apply([decoded], floors={decoded.owner: floor})
+        self.stats.rows_heard += 1
+        self.stats.applied_gossip += len(changes)
         if self.on_applied is not None and changes:
             self.on_applied(name, changes)
         self._spread(name, changes)
@@ -241,7 +268,9 @@ class ReplicaNet:
             self.stats.failed_pulls += 1
             return
         self.stats.rows_pulled += len(reply.rows)
+        self.stats.replies += 1
         changes = self.replicas[name].apply_reply(reply)
+        self.stats.applied_sync += len(changes)
         if self.on_applied is not None and changes:
             self.on_applied(name, changes)
         self._spread(name, changes)
