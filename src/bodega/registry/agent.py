@@ -15,7 +15,8 @@ Listeners:
   ``/v1/local/sync``), for the host's own processes only (the directory is
   0700);
 - its internal listener (mutual TLS): registry sync and subscriptions for the
-  cluster's members.
+  cluster's members, health and metrics as every component has
+  (``agent_listener.py``).
 
 Its state is its view: a kill -9 loses at most the rows it had not committed,
 which their writers still hold and hand again (``hosted.py``).
@@ -32,6 +33,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -40,6 +42,7 @@ from starlette.routing import BaseRoute, Route
 
 from bodega.model.errors import BadRequest
 from bodega.registry.agent_link import HAND_PATH, ROWS_OF_PATH, SOCKET_NAME, SYNC_PATH
+from bodega.registry.agent_listener import agent_routes
 from bodega.registry.member_tls import renewal
 from bodega.registry.membership.messages import DecodeError
 from bodega.registry.node import RegistryConfig, RegistryNode
@@ -76,9 +79,11 @@ class AgentConfig:
 
 
 class RegistryAgent:
-    def __init__(self, config: AgentConfig, tls: InternalTls | None) -> None:
+    def __init__(self, config: AgentConfig, tls: InternalTls | None,
+                 metrics: CollectorRegistry | None = None) -> None:
         self.config = config
         self.tls = tls
+        self.metrics = metrics or CollectorRegistry()  # tls's refusals belong in it too
         self.node: RegistryNode | None = None
         self.internal: Served | None = None
         self.local: Served | None = None
@@ -95,8 +100,10 @@ class RegistryAgent:
         scheme = "https" if self.tls else "http"
         url = f"{scheme}://{c.listen_host}:{sock.getsockname()[1]}"
         self.node = RegistryNode(RegistryConfig(**{**c.registry.__dict__, "meta": {
-            **c.registry.meta, "url": url}}), tls=self.tls)
-        internal = Starlette(routes=self.node.routes(),
+            **c.registry.meta, "url": url}}), registry=self.metrics, tls=self.tls)
+        internal = Starlette(routes=[*agent_routes(c.registry.name, c.registry.region,
+                                                   self.metrics, self.tls),
+                                     *self.node.routes()],
                              exception_handlers={404: not_found_app_handler,
                                                  405: not_found_app_handler})
         self.internal = await serve(internal, c.listen_host, 0, sock=sock, tls=self.tls)

@@ -28,6 +28,7 @@ WORKER, BROKER, PROXY, AGENT, ADMIN = "worker", "broker", "proxy", "agent", "adm
 WORKER_API = "worker-api"
 BROKER_INTERNAL = "broker-internal"
 PROXY_ADMIN = "proxy-admin"
+AGENT_INTERNAL = "agent-internal"  # a host's registry agent: health and metrics beside sync
 REGISTRY = "registry"
 
 ANYONE = frozenset({WORKER, BROKER, PROXY, AGENT, ADMIN})  # of the cluster: health says little
@@ -138,6 +139,10 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("GET", "/v1/health"): ANYONE,
         ("GET", "/metrics"): ADMIN_ONLY,
         ("GET", "/v1/routes"): ADMIN_ONLY,  # names every app's machines and addresses
+    }),
+    **_routes(AGENT_INTERNAL, {
+        ("GET", "/v1/health"): ANYONE,
+        ("GET", "/metrics"): ADMIN_ONLY,
     }),
     **_routes(REGISTRY, {
         # The whole view (token hashes, sealed secrets): members replicate it among themselves.
