@@ -43,7 +43,7 @@ from starlette.routing import BaseRoute, Route
 from bodega.model.errors import BadRequest
 from bodega.registry.agent_link import HAND_PATH, ROWS_OF_PATH, SOCKET_NAME, SYNC_PATH
 from bodega.registry.agent_listener import agent_routes
-from bodega.registry.member_tls import renewal
+from bodega.registry.member_tls import certificate_meta, renewal
 from bodega.registry.membership.messages import DecodeError
 from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.rowwire import decode_reply, reply_json
@@ -100,7 +100,8 @@ class RegistryAgent:
         scheme = "https" if self.tls else "http"
         url = f"{scheme}://{c.listen_host}:{sock.getsockname()[1]}"
         self.node = RegistryNode(RegistryConfig(**{**c.registry.__dict__, "meta": {
-            **c.registry.meta, "url": url}}), registry=self.metrics, tls=self.tls)
+            **c.registry.meta, "url": url, **certificate_meta(self.tls)}}),
+            registry=self.metrics, tls=self.tls)
         internal = Starlette(routes=[*agent_routes(c.registry.name, c.registry.region,
                                                    self.metrics, self.tls),
                                      *self.node.routes()],
