@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 WORKER, BROKER, PROXY, AGENT, ADMIN = "worker", "broker", "proxy", "agent", "admin"
 
-# The listeners, by what they serve. The registry's routes are mounted on each of the others.
+# The listeners, by what they serve. The registry's routes are mounted on the one of
+# whoever holds a replica: the host's agent's, or each daemon's with no agent.
 WORKER_API = "worker-api"
 BROKER_INTERNAL = "broker-internal"
 PROXY_ADMIN = "proxy-admin"
