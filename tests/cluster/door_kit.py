@@ -238,7 +238,8 @@ class Door:
 
 
 DNS_PORT = 53
-TLS_KINDS = {"broker": "broker-internal", "worker": "worker-api", "proxy": "proxy-admin"}
+TLS_KINDS = {"broker": "broker-internal", "worker": "worker-api", "proxy": "proxy-admin",
+             "agent": "agent-internal"}
 
 
 def classify(component: dict[str, Any], listener: Listener, members: list[dict[str, Any]],

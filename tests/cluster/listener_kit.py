@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TCP_LISTEN = "0A"
+UNIX_ACCEPTING = 0x10000  # __SO_ACCEPTCON: a listening Unix socket
 TABLES = {"tcp": "tcp", "tcp6": "tcp", "udp": "udp", "udp6": "udp"}
 
 
@@ -89,6 +90,19 @@ def listeners_of(pid: int) -> list[Listener]:
         text = Path(f"/proc/{pid}/net/{table}").read_text()
         found += [s for s in parse_table(text, proto) if s.inode in inodes]
     return sorted(found, key=lambda s: (s.proto, s.port))
+
+
+def unix_listeners_of(pid: int) -> list[Path]:
+    """The paths of the Unix sockets process ``pid`` listens on (abstract ones have none)."""
+    inodes = socket_inodes(pid)
+    found = []
+    for line in Path(f"/proc/{pid}/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        # Num RefCount Protocol Flags Type St Inode [Path]; the flags say it accepts.
+        if len(fields) >= 8 and int(fields[6]) in inodes and \
+                int(fields[3], 16) & UNIX_ACCEPTING and fields[7].startswith("/"):
+            found.append(Path(fields[7]))
+    return sorted(found)
 
 
 def children_of(pid: int) -> list[int]:

@@ -3,12 +3,13 @@
 Hosts as network namespaces (``multihost_kit``): host 1 runs ``bodega up --advertise
 --private-network``, host 2 the join line it printed, one worker, and a machine runs
 there. While the join runs, `bodega clean --data-dir D` on host 2 is refused in one
-line. Then the join and its worker are killed with SIGKILL, as a power cut or an OOM
-kill would, and nothing stops anything: the worker's bridge, veths and machine
-namespaces, the private network's fence tables, WireGuard interface (and its
-wireguard-go), routing rule, the machine's process, and the join's port claims
-stay. `bodega clean --data-dir D`, typed on host 2, removes all of it, and nothing
-of host 1, which carries the same cluster id on the same kernel and runs on.
+line. Then the join and its components (its worker, the host's registry agent) are
+killed with SIGKILL, as a power cut or an OOM kill would, and nothing stops
+anything: the worker's bridge, veths and machine namespaces, the private network's
+fence tables, WireGuard interface (and its wireguard-go), routing rule, the
+machine's process, and the join's port claims stay. `bodega clean --data-dir D`,
+typed on host 2, removes all of it, and nothing of host 1, which carries the same
+cluster id on the same kernel and runs on.
 """
 
 from __future__ import annotations
@@ -122,12 +123,15 @@ def test_clean_removes_what_a_joined_host_killed_with_sigkill_left(cluster: Mult
         f"Error: the cluster in {data} is running: bodega join is running on it (pid "
         f"{syd.process.pid}); stop it first (it cleans up after itself when it stops)"]
 
-    # SIGKILL to the join and its worker at once: nobody stops anything.
-    pids = [syd.process.pid, *syd.worker_pids().values()]
+    # SIGKILL to the join and its components at once: nobody stops anything (an agent
+    # left alone would stop on its own once its parent is gone).
+    components = {c["role"]: int(c["pid"]) for c in syd.components() if c.get("pid")}
+    assert set(components) == {"agent", "worker"}, components
+    pids = [syd.process.pid, *components.values()]
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     syd.process.wait()
-    until(lambda: not set(pids) & set(processes()), "the join and its worker gone")
+    until(lambda: not set(pids) & set(processes()), "the join and its components gone")
 
     def left() -> dict[str, list[str]]:
         links = [line.split(":")[1].strip().split("@")[0]

@@ -13,7 +13,7 @@ from pathlib import Path
 from bodega.registry.membership import keyfile
 from tests.cluster.up_kit import UpProcess, free_port
 
-COMPONENTS = {"ams-1", "ams-2", "broker", "proxy"}
+COMPONENTS = {"agent", "ams-1", "ams-2", "broker", "proxy"}  # the host's registry agent too
 
 
 async def bodega(*args: str) -> tuple[int, str, str]:

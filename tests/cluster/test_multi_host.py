@@ -26,6 +26,7 @@ import httpx
 import pytest
 from cryptography import x509
 
+from bodega.cluster.joined import agent_tls
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.tls.identity import identity_of
 from tests.cluster.deploy_kit import app_dir, readable_dir
@@ -192,31 +193,40 @@ def test_the_join_listener_speaks_tls_only_and_answers_errors_in_shape(
 
 def test_joined_hosts_renew_their_certificates_through_the_signer_with_no_restart(
         cluster: MultiHost) -> None:
-    """Last: by now every first certificate is near the two thirds of its life."""
+    """Last: by now every first certificate is near the two thirds of its life. The host's
+    worker and its registry agent each renew their own."""
     syd = next(h for h in cluster.members if h.index == 2)
-    name, pid = next(iter(syd.worker_pids().items()))
-    first = certificate(syd)
+    pids = {c["name"]: (c["role"], int(c["pid"])) for c in syd.components()}
+    assert sorted(role for role, _ in pids.values()) == ["agent", "worker"]
+    firsts = {name: certificate(syd, role) for name, (role, _) in pids.items()}
 
-    def shown() -> datetime.datetime | None:
+    def shown(name: str) -> datetime.datetime | None:
         meta = {m["name"]: m["meta"] for m in cluster.json("cluster", "members")}[name]
         return datetime.datetime.fromisoformat(str(meta["cert_expires"]))
 
-    def later() -> x509.Certificate | None:
-        now = certificate(syd)
-        return now if now.not_valid_after_utc > first.not_valid_after_utc else None
+    for name, (role, pid) in pids.items():
+        first = firsts[name]
 
-    renewed = until(later, f"{name} renewed its certificate", timeout=CERT_LIFETIME)
-    assert same_identity(renewed, first)
-    assert renewed.public_key() != first.public_key()  # a new key, made on the host
-    until(lambda: (seen := shown()) is not None and seen >= renewed.not_valid_after_utc
-          .replace(microsecond=0), "the members list showing the new expiry")
-    assert syd.worker_pids()[name] == pid  # no restart
-    assert cluster.alive()[name] == "alive"
+        def later(r: str = role, f: x509.Certificate = first) -> x509.Certificate | None:
+            now = certificate(syd, r)
+            return now if now.not_valid_after_utc > f.not_valid_after_utc else None
+
+        renewed = until(later, f"{name} renewed its certificate", timeout=CERT_LIFETIME)
+        assert same_identity(renewed, first)
+        assert renewed.public_key() != first.public_key()  # a new key, made on the host
+        def published(n: str = name, r: x509.Certificate = renewed) -> bool:
+            seen = shown(n)
+            return seen is not None and seen >= r.not_valid_after_utc.replace(microsecond=0)
+
+        until(published, f"the members list showing {name}'s new expiry")
+        assert {c["name"]: int(c["pid"]) for c in syd.components()}[name] == pid  # no restart
+        assert cluster.alive()[name] == "alive"
 
 
-def certificate(host: Host) -> x509.Certificate:
-    """The certificate the host's (first) worker holds now."""
-    tls = next((host.data / "workers").glob("*/tls"))
+def certificate(host: Host, role: str = "worker") -> x509.Certificate:
+    """The certificate the host's (first) worker, or its registry agent, holds now."""
+    tls = agent_tls(host.data) if role == "agent" else next((host.data / "workers").glob(
+        "*/tls"))
     return TlsDir(tls).read_identity()[1]
 
 

@@ -10,7 +10,8 @@ the handshake, and counted), and with each real component's certificate on
 every route its role may not call (403, counted). Every gossip socket gets
 packets sealed with another cluster's key, unsealed, or with a forged tag,
 and a real packet captured from the wire and sent again (each dropped,
-counted, and nothing changes), and the data dir, the logs and every
+counted, and nothing changes). The registry agent's Unix socket, for the
+host's own processes, is root's alone. The data dir, the logs and every
 process's command line and every machine's environment are searched for a
 secret (the gossip keys included) or a private key.
 """
@@ -23,6 +24,8 @@ import os
 import re
 import socket
 import ssl
+import stat
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,7 +51,7 @@ from tests.cluster.door_kit import (
     until,
     up_cluster_with_apps,
 )
-from tests.cluster.listener_kit import children_of, listeners_of
+from tests.cluster.listener_kit import children_of, listeners_of, unix_listeners_of
 from tests.keyring_kit import other_keyring
 from tests.python_kit import machine_python
 
@@ -66,11 +69,15 @@ WORKER = [("GET", "/v1/info"), ("GET", "/v1/capacity"), ("GET", "/v1/log"), ("GE
           ("POST", "/v1/machines/{id}/exec"), ("GET", "/v1/machines/{id}/events"),
           ("POST", "/v1/reservations"), ("POST", "/v1/cordon"), ("GET", "/v1/volumes")]
 PROXY_ADMIN = [("GET", "/metrics"), ("GET", "/v1/routes")]
+AGENT_INTERNAL = [("GET", "/metrics")]
 BROKER_INTERNAL = [("POST", "/v1/cluster/certificates")]
 # Each internal listener: its name in the access table, and the routes knocked on there.
-INTERNAL = {"worker-api": (access.WORKER_API, WORKER + REGISTRY),
-            "proxy-admin": (access.PROXY_ADMIN, PROXY_ADMIN + REGISTRY),
-            "broker-internal": (access.BROKER_INTERNAL, BROKER_INTERNAL + REGISTRY)}
+# The registry's routes are the host's agent's alone: the other components read its view.
+INTERNAL = {"worker-api": (access.WORKER_API, WORKER),
+            "proxy-admin": (access.PROXY_ADMIN, PROXY_ADMIN),
+            "broker-internal": (access.BROKER_INTERNAL, BROKER_INTERNAL),
+            "agent-internal": (access.AGENT_INTERNAL, AGENT_INTERNAL + REGISTRY)}
+SERVES_REGISTRY = {"agent-internal"}
 HANDSHAKE_REFUSALS = {"no certificate": "no certificate", "another CA's": "unknown authority",
                       "an expired one": "expired"}
 
@@ -171,6 +178,7 @@ def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) ->
         expected = {"broker": ["broker-api", "broker-internal", "gossip"],
                     "worker": sorted(["gossip", "worker-api", *resolver]),
                     "proxy": ["gossip", "proxy-admin", "proxy-public"],
+                    "agent": ["agent-internal", "gossip"],
                     "registry": ["image-registry"]}[component["role"]]
         assert kinds == expected, f"{component['name']} listens on {kinds}"
     # The image registry takes pushes without a token, so it must not be reachable off-host.
@@ -260,21 +268,23 @@ def test_internal_listeners_refuse_strangers_in_the_handshake_and_count_them(
 
 def identities(cluster: Cluster, door: Door) -> dict[str, ssl.SSLContext]:
     """A real certificate of each role: of another worker than the door's, of the proxy, of
-    the broker, and the operator's."""
+    the broker, of the host's registry agent, and the operator's."""
     workers = sorted(c["name"] for c in cluster.components() if c["role"] == "worker")
     other = next(name for name in workers if name != door.component)
     return {"worker": cluster.as_role("worker", other), "proxy": cluster.as_role("proxy"),
-            "broker": cluster.as_role("broker"), "admin": cluster.operator()}
+            "broker": cluster.as_role("broker"), "agent": cluster.as_role("agent"),
+            "admin": cluster.operator()}
 
 
 def test_each_role_gets_403_on_every_route_its_rule_does_not_allow(
         doors: list[Door], cluster: Cluster) -> None:
-    """Every route in the access table of the listener (and the registry's there), with a
-    real certificate of each role: 403 wherever the rule leaves the role out."""
+    """Every route in the access table of the listener (and the registry's, where it is
+    served), with a real certificate of each role: 403 wherever the rule leaves the role
+    out."""
     refused = 0
     for kind, (listener, _knocked) in INTERNAL.items():
-        routes = [(r.method, r.path) for r in access.POLICY
-                  if r.listener in (listener, access.REGISTRY)]
+        served = (listener, access.REGISTRY) if kind in SERVES_REGISTRY else (listener,)
+        routes = [(r.method, r.path) for r in access.POLICY if r.listener in served]
         for door in of_kind(doors, kind):
             before = internal_refusals(door, cluster, doors)
             forbidden = 0
@@ -285,15 +295,39 @@ def test_each_role_gets_403_on_every_route_its_rule_does_not_allow(
                           for m, p in wrong]
                 assert refusals(door.url, filled, {role: {}}, 403, verify=context) == []
                 forbidden += len(wrong)
-            assert forbidden > 0
-            assert grown(before, internal_refusals(door, cluster, doors)) == {"role": forbidden}
+            # The broker's internal listener holds health and renewal, open to every role.
+            assert forbidden > 0 or kind == "broker-internal"
+            assert grown(before, internal_refusals(door, cluster, doors)) == (
+                {"role": forbidden} if forbidden else {})
             refused += forbidden
+            if kind not in SERVES_REGISTRY:  # no replica here: not even a member gets rows
+                assert refusals(door.url, REGISTRY, {"broker": {}}, 404,
+                                verify=cluster.as_role("broker")) == []
     assert refused > 100  # every worker's machine routes, for workers, proxies, the operator
     with cluster.admin() as api:  # and none of it changed anything
         beta = api.get(f"/v1/apps/beta/machines/{cluster.beta_machine}").json()
         alpha = api.get(f"/v1/apps/alpha/machines/{cluster.alpha_machine}").json()
         assert (alpha["state"], beta["state"]) == ("started", "started")
         assert all(not w.get("cordoned") for w in api.get("/v1/cluster/workers").json())
+
+
+def test_the_agents_unix_socket_is_roots_alone(doors: list[Door], cluster: Cluster) -> None:
+    """The host's processes hand the agent their rows on a Unix socket that takes no
+    credentials: only root may reach it (a 0700 directory, a 0600 socket, both root's)."""
+    agent = next(c for c in cluster.components() if c["role"] == "agent")
+    sockets = unix_listeners_of(int(agent["pid"]))
+    assert [p.name for p in sockets] == ["local.sock"], sockets
+    path = sockets[0]
+    assert path.parent == cluster.data / "agent"
+    for what, mode in ((path.parent, 0o700), (path, 0o600)):
+        found = what.stat()
+        assert (stat.S_IMODE(found.st_mode), found.st_uid) == (mode, 0), f"{what}: {found}"
+    # And an unprivileged user is refused, as a machine's user would be.
+    connect = ("import socket, sys\ns = socket.socket(socket.AF_UNIX)\n"
+               "try:\n    s.connect(sys.argv[1])\nexcept PermissionError:\n    print('refused')")
+    tried = subprocess.run([machine_python(), "-c", connect, str(path)], user="nobody",
+                           capture_output=True, text=True, timeout=60, cwd="/")
+    assert tried.stdout.strip() == "refused", tried
 
 
 def test_the_proxy_serves_apps_and_nothing_else(doors: list[Door], cluster: Cluster) -> None:
@@ -309,8 +343,10 @@ def test_the_proxy_serves_apps_and_nothing_else(doors: list[Door], cluster: Clus
 
 def metrics_of(door: Door, cluster: Cluster, doors: list[Door]) -> str:
     """The metrics of the door's component: the broker's on its public API (the admin
-    token), a worker's or a proxy's on its internal listener (the operator's certificate)."""
-    kind = {"broker": "broker-api", "worker": "worker-api", "proxy": "proxy-admin"}[door.role]
+    token), a worker's, a proxy's or the agent's on its internal listener (the operator's
+    certificate)."""
+    kind = {"broker": "broker-api", "worker": "worker-api", "proxy": "proxy-admin",
+            "agent": "agent-internal"}[door.role]
     http = next(d for d in doors if d.component == door.component and d.kind == kind)
     if door.role == "broker":
         answer = httpx.get(f"{http.url}/metrics", timeout=30,

@@ -1,10 +1,11 @@
-"""`bodega up --registry-agent`: one registry agent for the host, the query API on it.
+"""`bodega up`: one registry agent for the host (the default), the query API on it.
 
 A real local cluster (null driver, two workers) whose workers, broker and proxy
 read the agent's replica; the real `bodega` command for queries and watches. The
 agent is killed with SIGKILL: `bodega up` starts it again, nothing the workers
 wrote is lost, and a watch resumed with ``--id --from`` gets the change made
-while it was away.
+while it was away. With `--no-registry-agent`, every process keeps a replica of
+its own, as before.
 """
 
 from __future__ import annotations
@@ -41,16 +42,16 @@ async def error(cli: Cli, *args: str) -> str:
 
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
+SMALL = ("--regions", "ams", "--workers-per-region", "2", "--driver", "null",
+         "--worker-cpus", "2", "--worker-memory-mb", "2048", "--proxy-tls-port", "0",
+         "--registry-port", "0", "--no-private-network")
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def up(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[UpProcess]:
     data = tmp_path_factory.mktemp("agent") / "cluster"
     cluster = UpProcess(
-        data, "--registry-agent", "--regions", "ams", "--workers-per-region", "2",
-        "--driver", "null", "--worker-cpus", "2", "--worker-memory-mb", "2048",
-        "--api-port", str(free_port()), "--proxy-port", str(free_port()),
-        "--proxy-tls-port", "0", "--registry-port", "0", "--no-private-network",
+        data, *SMALL, "--api-port", str(free_port()), "--proxy-port", str(free_port()),
         "--log-level", "info")
     await cluster.start()
     try:
@@ -139,3 +140,27 @@ async def test_a_killed_agent_comes_back_with_every_row_and_a_watch_resumes(
     resumed.send_signal(signal.SIGINT)
     await asyncio.wait_for(resumed.wait(), 30)
 
+
+async def test_without_an_agent_every_process_keeps_a_replica_of_its_own(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    data = tmp_path_factory.mktemp("replicas") / "cluster"
+    up = UpProcess(data, "--no-registry-agent", *SMALL, "--api-port", str(free_port()),
+                   "--proxy-port", str(free_port()), "--log-level", "warning")
+    await up.start()
+    try:
+        await up.until_line("bodega is up", timeout=300)
+        roles = sorted(c["role"] for c in up.state()["components"])
+        assert roles == ["broker", "proxy", "worker", "worker"]
+        assert not (data / "agent").exists()
+        for worker in (data / "workers").iterdir():
+            assert (worker / "registry" / "registry.db").exists()
+        cli = cli_of(up)
+        await cli.ok("apps", "create", "own")
+        members = json.loads(await cli.ok("cluster", "members", "--json"))
+        # Each one serves sync to its peers: each holds the whole view.
+        assert sorted((m["role"], bool(m["meta"].get("sync"))) for m in members) == [
+            ("broker", True), ("proxy", True), ("worker", True), ("worker", True)]
+        listed = json.loads(await cli.ok("apps", "list", "--json"))
+        assert "own" in json.dumps(listed)
+    finally:
+        await up.stop()

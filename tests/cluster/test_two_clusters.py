@@ -72,7 +72,7 @@ async def test_two_clusters_side_by_side_and_a_third_is_refused_in_one_line(
     try:
         await asyncio.gather(one.until_line("bodega is up"), two.until_line("bodega is up"))
         ports_a, ports_b = gossip_ports(one.data_dir), gossip_ports(two.data_dir)
-        assert set(ports_a) == set(ports_b) == {"ams-1", "broker", "proxy"}
+        assert set(ports_a) == set(ports_b) == {"agent", "ams-1", "broker", "proxy"}
         assert not set(ports_a.values()) & set(ports_b.values())
         # Each its own image registry, on a port picked free, named in its cluster.json.
         registries = [registry_port(one.data_dir), registry_port(two.data_dir)]
@@ -84,9 +84,10 @@ async def test_two_clusters_side_by_side_and_a_third_is_refused_in_one_line(
         seen_a, seen_b = await asyncio.gather(
             create_and_start(api_a, one.token(), "first"),
             create_and_start(api_b, two.token(), "second"))
-        # Each cluster knows only its own three members, though both name them alike.
+        # Each cluster knows only its own four members, though both name them alike.
         for seen in (seen_a, seen_b):
-            assert sorted(m["name"] for m in seen["members"]) == ["ams-1", "broker", "proxy"]
+            assert sorted(m["name"] for m in seen["members"]) == ["agent", "ams-1", "broker",
+                                                                  "proxy"]
         assert in_cluster(seen_a["machine"]["private_ip"], one.data_dir, cidr_a)
         assert in_cluster(seen_b["machine"]["private_ip"], two.data_dir, cidr_b)
         assert not in_cluster(seen_a["machine"]["private_ip"], two.data_dir, cidr_b)
@@ -132,6 +133,7 @@ async def test_restarted_up_keeps_its_gossip_ports_and_moves_a_taken_one(
         try:
             await again.until_line("bodega is up")
             after = gossip_ports(data)
+            assert after["agent"] == before["agent"]
             assert after["broker"] == before["broker"]
             assert after["proxy"] == before["proxy"]
             assert after["ams-1"] != before["ams-1"]

@@ -65,7 +65,7 @@ async def test_certificates_are_renewed_under_load_and_members_show_their_expiry
             "Internal links: mutual TLS, cluster CA sha256:")
         pids = {c["name"]: c["pid"] for c in up.state()["components"]}
         first = await expiries(up)
-        assert set(first) == {"ams-1", "broker", "proxy"}
+        assert set(first) == {"agent", "ams-1", "broker", "proxy"}  # the host's agent too
         table = await asyncio.to_thread(members, up)
         assert "CERT EXPIRES" in table.stdout.splitlines()[0]
         assert all(f"{v:%Y-%m-%dT%H:%M:%S}" in table.stdout for v in first.values())

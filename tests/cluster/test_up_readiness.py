@@ -16,7 +16,7 @@ import pytest
 from bodega.cli.up import _run
 from bodega.cluster.cluster_keys import ensure_ca
 from bodega.cluster.components import Component, components_for
-from bodega.cluster.config import ClusterConfig
+from bodega.cluster.config import AGENT_NAME, ClusterConfig
 from bodega.cluster.ports import free_udp_ports
 from bodega.cluster.supervisor import LocalCluster
 from bodega.registry.membership import keyfile
@@ -24,13 +24,13 @@ from tests.cluster.up_kit import free_port
 
 
 def cluster_config(data_dir: Path) -> ClusterConfig:
-    names = ["ams-1", "broker", "proxy"]
+    names = [AGENT_NAME, "ams-1", "broker", "proxy"]  # every component that gossips
     keyfile.ensure(data_dir / "gossip-keyring")  # what `bodega up` makes before `_run`
     return ClusterConfig(
         data_dir=data_dir, token="readiness-token", regions=("ams",),
         workers_per_region=1, worker_cpus=1, worker_memory_mb=512, api_port=free_port(),
         proxy_port=free_port(), driver="null", log_level="warning",
-        gossip_ports=dict(zip(names, free_udp_ports("127.0.0.1", 3), strict=True)))
+        gossip_ports=dict(zip(names, free_udp_ports("127.0.0.1", len(names)), strict=True)))
 
 
 def local_cluster(config: ClusterConfig, components: list[Component]) -> LocalCluster:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from prometheus_client import CollectorRegistry
 
 from bodega.cli.errors import friendly
 from bodega.cli.internal_links import InternalTlsOption, TlsDirOption, tls_dir_for
@@ -65,7 +66,9 @@ def agent(
 
 async def _run(config: AgentConfig, tls_path: Path | None, ready_file: Path | None,
                exit_with_parent: bool) -> None:
-    daemon = RegistryAgent(config, InternalTls(TlsDir(tls_path)) if tls_path else None)
+    metrics = CollectorRegistry()  # the gossip's counters and the listener's refusals
+    daemon = RegistryAgent(config, InternalTls(TlsDir(tls_path), metrics) if tls_path else None,
+                           metrics)
 
     def ready() -> Ready:
         assert daemon.node is not None

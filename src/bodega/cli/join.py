@@ -136,7 +136,8 @@ def join(
                                        log_level=log_level, extra_worker_args=sizes)
         config = ClusterConfig(data_dir=data_dir, token="", secrets_key=_read(data_dir),
                                cluster_id=joined.cluster_id, regions=(joined.region,),
-                               host=joined.advertise, driver=driver, log_level=log_level)
+                               host=joined.advertise, driver=driver, log_level=log_level,
+                               registry_agent=bool(joined.registry_agent and joined.agent))
         configure(log_level, "join")
         lock.started()
         network_lines = host_network.banner(

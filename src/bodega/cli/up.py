@@ -100,7 +100,7 @@ def up(
         "--registry-agent/--no-registry-agent",
         help="One registry agent for the host (bodega agent): the workers, the broker and "
              "the proxy read its replica and hand it their rows, instead of each replicating "
-             "the cluster on its own (docs/registry.md)")] = False,
+             "the cluster on its own (docs/registry.md)")] = True,
     internal_tls: Annotated[str, typer.Option(
         hidden=True, help="off: plain, unauthenticated internal links, to measure what TLS "
                           "costs (benchmarks only)")] = "on",

@@ -47,7 +47,7 @@ class ClusterConfig:
     # each on its own UDP port (``wireguard_ports``, chosen once by cluster/ports.py; the
     # index-th worker on ``wireguard_port + index`` where none was chosen).
     private_network: bool = False
-    registry_agent: bool = False  # one registry agent for the host (components read its view)
+    registry_agent: bool = True  # one registry agent for the host (components read its view)
     wireguard_port: int = 51820
     wireguard_ports: dict[str, int] = field(default_factory=dict)
 

@@ -15,7 +15,8 @@ Listeners:
   ``/v1/local/sync``, ``/v1/local/changes``), for the host's own processes only
   (the directory is 0700);
 - its internal listener (mutual TLS): registry sync and subscriptions for the
-  cluster's members.
+  cluster's members, health and metrics as every component has
+  (``agent_listener.py``).
 
 Its state is its view: a kill -9 loses at most the rows it had not committed,
 which their writers still hold and hand again (``hosted.py``).
@@ -33,6 +34,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -48,7 +50,8 @@ from bodega.registry.agent_link import (
     SYNC_PATH,
     ChangeMark,
 )
-from bodega.registry.member_tls import renewal
+from bodega.registry.agent_listener import agent_routes
+from bodega.registry.member_tls import certificate_meta, renewal
 from bodega.registry.membership.messages import DecodeError
 from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.rowwire import decode_reply, reply_json
@@ -89,9 +92,11 @@ class AgentConfig:
 
 
 class RegistryAgent:
-    def __init__(self, config: AgentConfig, tls: InternalTls | None) -> None:
+    def __init__(self, config: AgentConfig, tls: InternalTls | None,
+                 metrics: CollectorRegistry | None = None) -> None:
         self.config = config
         self.tls = tls
+        self.metrics = metrics or CollectorRegistry()  # tls's refusals belong in it too
         self.node: RegistryNode | None = None
         self.internal: Served | None = None
         self.local: Served | None = None
@@ -115,8 +120,11 @@ class RegistryAgent:
         scheme = "https" if self.tls else "http"
         url = f"{scheme}://{c.listen_host}:{sock.getsockname()[1]}"
         self.node = RegistryNode(RegistryConfig(**{**c.registry.__dict__, "meta": {
-            **c.registry.meta, "url": url}}), tls=self.tls)
-        internal = Starlette(routes=self.node.routes(),
+            **c.registry.meta, "url": url, **certificate_meta(self.tls)}}),
+            registry=self.metrics, tls=self.tls)
+        internal = Starlette(routes=[*agent_routes(c.registry.name, c.registry.region,
+                                                   self.metrics, self.tls),
+                                     *self.node.routes()],
                              exception_handlers={404: not_found_app_handler,
                                                  405: not_found_app_handler})
         self.internal = await serve(internal, c.listen_host, 0, sock=sock, tls=self.tls)

@@ -7,6 +7,7 @@ import pytest
 from bodega.runtime.tls.access import (
     ADMIN,
     AGENT,
+    AGENT_INTERNAL,
     BROKER,
     BROKER_INTERNAL,
     POLICY,
@@ -59,8 +60,9 @@ def test_the_operator_reads_and_scrapes_and_changes_nothing() -> None:
     changes = [str(r) for r in POLICY if ADMIN in POLICY[r] and r.method in CHANGES
                and r.listener != REGISTRY and r.path != "/v1/cluster/certificates"]
     assert changes == []
-    for listener in (WORKER_API, PROXY_ADMIN):
+    for listener in (WORKER_API, PROXY_ADMIN, AGENT_INTERNAL):
         assert roles_for(listener, "GET", "/metrics") == {ADMIN}
+        assert roles_for(listener, "GET", "/v1/health") == {WORKER, BROKER, PROXY, AGENT, ADMIN}
     assert roles_for(PROXY_ADMIN, "GET", "/v1/routes") == {ADMIN}
 
 

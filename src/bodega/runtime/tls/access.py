@@ -24,10 +24,12 @@ from dataclasses import dataclass
 
 WORKER, BROKER, PROXY, AGENT, ADMIN = "worker", "broker", "proxy", "agent", "admin"
 
-# The listeners, by what they serve. The registry's routes are mounted on each of the others.
+# The listeners, by what they serve. The registry's routes are mounted on the one of
+# whoever holds a replica: the host's agent's, or each daemon's with no agent.
 WORKER_API = "worker-api"
 BROKER_INTERNAL = "broker-internal"
 PROXY_ADMIN = "proxy-admin"
+AGENT_INTERNAL = "agent-internal"  # a host's registry agent: health and metrics beside sync
 REGISTRY = "registry"
 
 ANYONE = frozenset({WORKER, BROKER, PROXY, AGENT, ADMIN})  # of the cluster: health says little
@@ -138,6 +140,10 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("GET", "/v1/health"): ANYONE,
         ("GET", "/metrics"): ADMIN_ONLY,
         ("GET", "/v1/routes"): ADMIN_ONLY,  # names every app's machines and addresses
+    }),
+    **_routes(AGENT_INTERNAL, {
+        ("GET", "/v1/health"): ANYONE,
+        ("GET", "/metrics"): ADMIN_ONLY,
     }),
     **_routes(REGISTRY, {
         # The whole view (token hashes, sealed secrets): members replicate it among themselves.
