@@ -106,6 +106,7 @@ class HostedNode(MemberSurface):
         self._followed: dict[str, dict[str, Row]] = {}
         self._seq: dict[str, int] = {}
         self._data_version = -1
+        self._tops = self.view.tops()  # each table's last _seq, for ``table_listeners``
         self.subscriptions = Subscriptions(config.subscription_capacity)
         self.keys = GossipKeys(self.membership, view_row=lambda: self._current(TABLE, KEY),
                                write_row=self.put_shared, file=config.keyring_file,
@@ -245,16 +246,23 @@ class HostedNode(MemberSurface):
                 held[row.key] = row
                 changes.append(Change(old, row))
         if changes:
-            self._publish(changes)
+            self._publish(changes, tell_listeners=False)
+        if self.table_listeners:  # of every table the agent put rows in, followed or not
+            tops = self.view.tops()
+            moved = {table for table, top in tops.items() if top > self._tops.get(table, 0)}
+            self._tops = tops
+            if moved:
+                for listener in self.table_listeners:
+                    listener(moved)
 
-    def _publish(self, changes: list[Change]) -> None:
+    def _publish(self, changes: list[Change], *, tell_listeners: bool = True) -> None:
         for change in changes:
             new = change.new
             if new is not None and new.table in self._followed:
                 self._followed[new.table][new.key] = new
         self.keys.changed(changes)
         self.subscriptions.publish(changes)
-        if changes and self.table_listeners:
+        if changes and tell_listeners and self.table_listeners:
             tables = {c.new.table for c in changes if c.new is not None}
             for listener in self.table_listeners:
                 listener(tables)

@@ -227,3 +227,23 @@ async def test_changes_holds_a_follower_until_rows_are_applied_and_a_new_life_an
     finally:
         await link.aclose()
         await worker.stop()
+
+
+async def test_table_listeners_hear_of_every_table_the_agent_changed_not_only_followed_ones(
+        agent: Agent, tmp_path: Path) -> None:
+    """What the query API's subscriptions re-run on: a row another process wrote in a table
+    this process follows no feed of (here ``volumes``) is heard of too."""
+    worker = hosted(agent, tmp_path, "w1", "worker")
+    broker = hosted(agent, tmp_path, "broker", "broker")
+    heard: set[str] = set()
+    broker.table_listeners.append(heard.update)
+    await worker.start()
+    await broker.start()
+    try:
+        worker.put_owned("volumes", "vol_1", {"id": "vol_1", "app": "web", "name": "data",
+                                              "region": "ams", "worker": "w1",
+                                              "state": "created"})
+        await until(lambda: "volumes" in heard, timeout=WAIT)
+    finally:
+        await worker.stop()
+        await broker.stop()

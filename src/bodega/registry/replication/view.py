@@ -105,9 +105,12 @@ class View:
 
     def last_seq(self) -> int:
         """The order number of the last row put here (one writer numbers them)."""
-        union = " UNION ALL ".join(f"SELECT max(_seq) AS top FROM {name}" for name in TABLES)
-        found = self.db.execute(f"SELECT max(top) FROM ({union})").fetchone()
-        return int(found[0] or 0)
+        return max(self.tops().values(), default=0)
+
+    def tops(self) -> dict[str, int]:
+        """Each table's last order number (0: nothing put in it yet)."""
+        union = " UNION ALL ".join(f"SELECT '{name}', max(_seq) FROM {name}" for name in TABLES)
+        return {str(table): int(top or 0) for table, top in self.db.execute(union)}
 
     def put_since(self, table: str, seq: int) -> list[tuple[int, Row]]:
         """Rows of ``table`` put here after order number ``seq``, tombstones included,
