@@ -49,6 +49,7 @@ from bodega.registry.agent_link import (
     SOCKET_NAME,
     SYNC_PATH,
     ChangeMark,
+    ChangesAsked,
 )
 from bodega.registry.agent_listener import agent_routes
 from bodega.registry.member_tls import certificate_meta, renewal
@@ -106,6 +107,7 @@ class RegistryAgent:
         # the other's.
         self._epoch = secrets.token_hex(8)
         self._generation = 0
+        self._generations: dict[str, int] = {}  # the same count, by table
         self._applied = asyncio.Event()
         self._stopping = False
 
@@ -160,24 +162,37 @@ class RegistryAgent:
         return [route(HAND_PATH, self._hand), route(ROWS_OF_PATH, self._rows_of),
                 route(SYNC_PATH, self._sync), route(CHANGES_PATH, self._changes)]
 
-    def _bump(self, _tables: set[str]) -> None:
-        """Rows were applied (and committed): wake every ``changes`` call held."""
+    def _bump(self, tables: set[str]) -> None:
+        """Rows were applied to ``tables`` (and committed): wake every ``changes`` call held
+        to look whether it is about them."""
         self._generation += 1
+        for table in tables:
+            self._generations[table] = self._generations.get(table, 0) + 1
         applied, self._applied = self._applied, asyncio.Event()
         applied.set()
 
+    def _generation_of(self, tables: list[str] | None) -> int:
+        if tables is None:
+            return self._generation
+        return sum(self._generations.get(table, 0) for table in tables)
+
     async def _changes(self, request: Request) -> Response:
-        """A long poll: answered once the view changed since the asker's mark (at once if
-        it already has, or the mark is of another life), else after ``WAIT_LIMIT``. The host's
-        processes follow the view with it instead of each looking at the file many times a
-        second."""
-        asked = await read_model(request, ChangeMark)
+        """A long poll: answered once the tables asked about changed since the asker's mark
+        (at once if they already have, or the mark is of another life), else after
+        ``WAIT_LIMIT``. The host's processes follow the view with it instead of each looking
+        at the file many times a second; a worker that follows only the gossip keys is not
+        woken by every machine row another worker writes."""
+        asked = await read_model(request, ChangesAsked)
         if self._stopping:  # the asker waits a moment and asks the agent's next life
             raise Unavailable("the registry agent is stopping")
-        if asked.epoch == self._epoch and asked.generation == self._generation:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + WAIT_LIMIT
+        while (asked.mark.epoch == self._epoch and not self._stopping
+               and asked.mark.generation == self._generation_of(asked.tables)
+               and loop.time() < deadline):
             with contextlib.suppress(TimeoutError):
-                await within(self._applied.wait(), WAIT_LIMIT)
-        mark = ChangeMark(epoch=self._epoch, generation=self._generation)
+                await within(self._applied.wait(), deadline - loop.time())
+        mark = ChangeMark(epoch=self._epoch, generation=self._generation_of(asked.tables))
         return json_response(mark.model_dump())
 
     async def _hand(self, request: Request) -> Response:

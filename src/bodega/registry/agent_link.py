@@ -9,9 +9,9 @@ no token and no TLS. Four calls (``agent.py`` serves them):
 - ``rows_of``: every row of this process the agent holds (a process whose own
   store is new audits its past with them);
 - ``sync_round``: pull from peers now;
-- ``changes``: a long poll, answered when the agent's view changed since the
-  caller's mark (how a process follows the view without reading it many times
-  a second).
+- ``changes``: a long poll, answered when the tables the caller follows
+  changed in the agent's view since its mark (how a process follows the view
+  without reading it many times a second, nor at every row the agent applies).
 
 Any failure to reach the agent is ``AgentUnavailable``: the caller keeps its rows
 and hands them again once the agent answers.
@@ -38,11 +38,19 @@ CHANGES_TIMEOUT = 60.0  # beyond the agent's own limit on holding a call (agent.
 
 
 class ChangeMark(BaseModel):
-    """Where a follower is in the agent's view: the agent's life, and how many batches of
-    rows it had applied in it. An empty epoch is no mark at all (answered at once)."""
+    """Where a follower is in the agent's view: the agent's life, and how many times it had
+    applied rows to the tables asked about in it. An empty epoch is no mark at all."""
     model_config = ConfigDict(extra="forbid")
     epoch: str = Field(default="", max_length=64)
     generation: int = Field(default=0, ge=0)
+
+
+class ChangesAsked(BaseModel):
+    """A ``changes`` call: answer once any of ``tables`` (None: any table) changed since
+    ``mark``."""
+    model_config = ConfigDict(extra="forbid")
+    mark: ChangeMark
+    tables: list[str] | None = Field(default=None, max_length=64)
 
 
 class AgentUnavailable(Exception):
@@ -75,10 +83,11 @@ class AgentLink:
         pulled = answer.get("pulled", 0)
         return pulled if isinstance(pulled, int) else 0
 
-    async def changes(self, mark: ChangeMark) -> ChangeMark:
-        """The agent's mark once its view has changed since ``mark`` (or it held the call
-        for as long as it holds one)."""
-        answer = await self._post(CHANGES_PATH, mark.model_dump(),
+    async def changes(self, mark: ChangeMark, tables: list[str] | None = None) -> ChangeMark:
+        """The agent's mark once any of ``tables`` (None: any table) of its view changed
+        since ``mark`` (or it held the call for as long as it holds one)."""
+        asked = ChangesAsked(mark=mark, tables=tables)
+        answer = await self._post(CHANGES_PATH, asked.model_dump(),
                                   timeout=aiohttp.ClientTimeout(total=CHANGES_TIMEOUT))
         try:
             return ChangeMark.model_validate(answer)

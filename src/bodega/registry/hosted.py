@@ -104,6 +104,7 @@ class HostedNode(MemberSurface):
         self._wake = asyncio.Event()
         self._behind = True  # a catch-up first: the agent may lack what we wrote while away
         self._followed: dict[str, dict[str, Row]] = {}
+        self._interest_grew = asyncio.Event()  # a table was followed while a poll was held
         self._seq: dict[str, int] = {}
         self._data_version = -1
         self._tops = self.view.tops()  # each table's last _seq, for ``table_listeners``
@@ -227,6 +228,7 @@ class HostedNode(MemberSurface):
                 if t == table and (key not in held or newer(row, held[key])):
                     held[key] = row
             self._followed[table], self._seq[table] = held, top
+            self._interest_grew.set()
         return held
 
     def follow(self) -> None:
@@ -267,14 +269,29 @@ class HostedNode(MemberSurface):
             for listener in self.table_listeners:
                 listener(tables)
 
+    def _interest(self) -> list[str] | None:
+        """The tables whose changes we must hear of: every one when something listens to
+        tables (the query API's subscriptions; listeners are added before ``start``), else
+        the ones we follow a feed of."""
+        return None if self.table_listeners else sorted(self._followed)
+
     async def _following(self) -> None:
         mark = ChangeMark()
         while True:
-            try:
-                mark = await self._link.changes(mark)
-            except AgentUnavailable as exc:
-                log.debug("%s", exc)
-                await asyncio.sleep(RETRY)
+            self._interest_grew.clear()
+            poll = asyncio.create_task(self._link.changes(mark, self._interest()))
+            grew = asyncio.create_task(self._interest_grew.wait())
+            try:  # a table followed from now on is asked about at once, not after this poll
+                await asyncio.wait({poll, grew}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (poll, grew):
+                    task.cancel()
+            if poll.done() and not poll.cancelled():
+                try:
+                    mark = poll.result()
+                except AgentUnavailable as exc:
+                    log.debug("%s", exc)
+                    await asyncio.sleep(RETRY)
             try:
                 self.follow()
             except sqlite3.Error:

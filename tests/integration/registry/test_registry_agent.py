@@ -220,6 +220,18 @@ async def test_changes_holds_a_follower_until_rows_are_applied_and_a_new_life_an
         woken = await asyncio.wait_for(held_call, WAIT)
         assert (woken.epoch, woken.generation > first.generation) == (first.epoch, True)
 
+        # Asked about one table, a call is not woken by rows of another.
+        apps = await asyncio.wait_for(link.changes(ChangeMark(), ["apps"]), WAIT)
+        apps_call = asyncio.create_task(link.changes(apps, ["apps"]))
+        worker.put_owned("machines", "m2", machine("m2", "started"))
+        view = agent.view()
+        await until(lambda: held(view, "machines", "m2") is not None, timeout=WAIT)
+        view.close()
+        await asyncio.sleep(0.2)  # time for a wrongly woken call's answer to come back
+        assert not apps_call.done(), "a machines row woke a call about apps"
+        worker.put_shared("apps", "web", {"name": "web", "org_slug": "personal"})
+        assert (await asyncio.wait_for(apps_call, WAIT)).generation > apps.generation
+
         agent.kill()
         await agent.start()
         again = await asyncio.wait_for(link.changes(woken), WAIT)  # its earlier life's mark
