@@ -151,8 +151,11 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
             finally:
                 await fly.aclose()
 
-            members = (await http.get("/v1/cluster/members")).json()
-            assert {m["name"] for m in members} >= {"ams-1", "ams-2", "broker", "proxy"}
+            async def every_member_known() -> bool:  # a join spreads by gossip: give it time
+                members = (await http.get("/v1/cluster/members")).json()
+                return {m["name"] for m in members} >= {"agent", "ams-1", "ams-2", "broker",
+                                                         "proxy"}
+            await until(every_member_known, what="the broker knowing every member")
 
             # kill -9 the worker holding the machine: supervised back, machine re-adopted.
             machine = (await http.get(f"/v1/apps/hello/machines/{mid}/placement")).json()

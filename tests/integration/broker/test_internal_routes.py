@@ -9,8 +9,11 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
+from bodega.registry import RegistryConfig
+from bodega.registry.agent import AgentConfig, RegistryAgent
 from bodega.runtime.serve import Served
 from bodega.runtime.tls.access import (
+    AGENT_INTERNAL,
     BROKER_INTERNAL,
     POLICY,
     PROXY_ADMIN,
@@ -18,7 +21,9 @@ from bodega.runtime.tls.access import (
     WORKER_API,
 )
 from bodega.runtime.tls.access import Route as Rule
-from tests.keyring_kit import SOURCE
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.files import TlsDir
+from tests.keyring_kit import KEYRING, SOURCE
 from tests.tls_kit import TEST_CA
 
 from .broker_kit import in_process_cluster
@@ -44,15 +49,23 @@ async def test_the_access_table_and_the_mounted_routes_are_the_same(tmp_path: Pa
             name="p1", region="ams", data_dir=tmp_path / "p1", gossip_keyring=SOURCE,
             tls_dir=TEST_CA.issue(tmp_path / "p1" / "tls", "proxy", "p1"), listen_port=0,
             data_plane="python"))
+        agent = RegistryAgent(AgentConfig(RegistryConfig(
+            name="agent", role="agent", region="ams", data_dir=tmp_path / "agent",
+            keyring=KEYRING)), InternalTls(TlsDir(TEST_CA.issue(
+                tmp_path / "agent" / "tls", "agent", "agent"))))
         await proxy.start()
+        await agent.start()
         try:
             assert worker.served is not None
             assert broker.internal is not None
             assert proxy.admin is not None
+            assert agent.internal is not None
             routes = (mounted(worker.served, WORKER_API) | mounted(broker.internal,
                                                                    BROKER_INTERNAL)
-                      | mounted(proxy.admin, PROXY_ADMIN))
+                      | mounted(proxy.admin, PROXY_ADMIN)
+                      | mounted(agent.internal, AGENT_INTERNAL))
         finally:
+            await agent.stop()
             await proxy.stop()
     assert sorted(map(str, routes - set(POLICY))) == []  # guarded without a rule: impossible
     assert sorted(map(str, set(POLICY) - routes)) == []  # a rule for nothing
