@@ -25,6 +25,11 @@ node instead of a ``RegistryNode`` of its own, with the same calls:
   are published at once;
 - **membership**: the process is still a SWIM member (its liveness is how
   brokers and proxies know it runs), without rows and without a sync route.
+
+Long because it is one idea with two directions that share its state (the
+rows this process wrote and the agent has not seen yet are both what its reads
+overlay and what it hands): changes in (following the view) and out (handing
+and catching up).
 """
 
 from __future__ import annotations
@@ -257,6 +262,25 @@ class HostedNode(MemberSurface):
                 for listener in self.table_listeners:
                     listener(moved)
 
+    def _reread(self) -> None:
+        """The agent started a new life. It numbers the rows it puts on from the highest
+        number in its view at start, which is below ours if the newest row was purged
+        meanwhile: read every followed table whole, publish what differs from what we hold,
+        and follow on from the new numbers."""
+        changes: list[Change] = []
+        for table, held in self._followed.items():
+            top = 0
+            for seq, row in self.view.put_since(table, 0):
+                top = seq
+                old = held.get(row.key)
+                if old is None or newer(row, old):
+                    held[row.key] = row
+                    changes.append(Change(old, row))
+            self._seq[table] = top
+        self._tops = {}  # every table with rows is told of once
+        if changes:
+            self._publish(changes, tell_listeners=False)
+
     def _publish(self, changes: list[Change], *, tell_listeners: bool = True) -> None:
         for change in changes:
             new = change.new
@@ -288,10 +312,14 @@ class HostedNode(MemberSurface):
                     task.cancel()
             if poll.done() and not poll.cancelled():
                 try:
-                    mark = poll.result()
+                    answer = poll.result()
                 except AgentUnavailable as exc:
                     log.debug("%s", exc)
                     await asyncio.sleep(RETRY)
+                else:
+                    if mark.epoch and answer.epoch != mark.epoch:
+                        self._reread()
+                    mark = answer
             try:
                 self.follow()
             except sqlite3.Error:

@@ -259,3 +259,36 @@ async def test_table_listeners_hear_of_every_table_the_agent_changed_not_only_fo
     finally:
         await worker.stop()
         await broker.stop()
+
+
+async def test_a_subscription_goes_on_when_the_agent_restarts_below_the_numbers_it_saw(
+        agent: Agent, tmp_path: Path) -> None:
+    """The agent numbers the rows it puts from the highest number in its view at start. A
+    purged tombstone that was the newest row leaves that start below what a follower saw:
+    the follower reads its tables whole on the agent's new life, and misses no row."""
+    import sqlite3
+
+    worker = hosted(agent, tmp_path, "w1", "worker")
+    broker = hosted(agent, tmp_path, "broker", "broker")
+    await worker.start()
+    await broker.start()
+    try:
+        watched = broker.subscribe("machines")
+        worker.put_owned("machines", "m1", machine("m1", "started"))
+        assert (await asyncio.wait_for(anext(watched), WAIT)).key == "m1"
+        worker.delete_owned("machines", "m1")  # the newest row: a tombstone
+        gone = await asyncio.wait_for(anext(watched), WAIT)  # followed up to it
+        assert (gone.key, gone.doc) == ("m1", None)
+        agent.kill()
+        with sqlite3.connect(agent.dir / "registry.db") as db:  # as a purge would, on a stop
+            db.execute("DELETE FROM machines WHERE id = 'm1'")
+        await agent.start()
+        worker.put_owned("machines", "m2", machine("m2", "started"))
+        while True:
+            change = await asyncio.wait_for(anext(watched), WAIT)
+            if change.key == "m2":
+                break
+        assert broker.get("machines", "m2") == machine("m2", "started")
+    finally:
+        await worker.stop()
+        await broker.stop()
