@@ -8,7 +8,8 @@ pool is never run by bodega's workers and a bodega-pool job cannot be claimed;
 a cancelled task shows in its claimant's /sched/cancellations; a queued task
 past its deadline fails; assignment mode fills a registered worker's room
 oldest job first and gives the rest as room comes back; the claim-mode worker
-in docs/jobs.md, run as it is printed there, runs a pool's jobs to success.
+in docs/jobs.md, run as it is printed there, runs a pool's jobs to success;
+the article's own task shape, naming no app, runs in all three ways.
 """
 
 from __future__ import annotations
@@ -140,6 +141,45 @@ async def assignment(jobs: Jobs) -> None:
     assert unknown.status_code == 404
 
 
+async def article_shape(jobs: Jobs) -> None:
+    """The article's task shape as written, with the admin token and no app: it goes to the
+    app ``jobs`` (made on first use) and runs on bodega's workers; with a pool of its own
+    it is claimed (claim mode) and assigned (assignment mode), every call naming no app."""
+    http = jobs.http
+    frick = await http.post("/sched/submit", json={"Name": "frick", "Command": "sleep 1",
+                                                    "Restart": True})
+    assert frick.status_code == 200, frick.text
+    assert frick.json()["app"] == "jobs"
+    assert (await jobs.finished("jobs", "frick")).state == "succeeded"
+    looked = await http.get("/sched/status/frick")
+    assert (looked.status_code, looked.json()["state"]) == (200, "succeeded"), looked.text
+
+    claimed = await http.post("/sched/submit", json={"Name": "frack", "Command": "true",
+                                                      "Restart": True, "Pool": "article"})
+    assert claimed.status_code == 200, claimed.text
+    await until(lambda: _listed(jobs, "jobs", "article", "frack"), timeout=30)
+    claim = await http.post("/sched/claim/frack", json={"worker": "article-1"})
+    assert claim.status_code == 200, claim.text
+    done = await http.post("/sched/release/frack", json={"worker": "article-1",
+                                                          "exit_code": 0})
+    assert done.status_code == 200, done.text
+    assert (await jobs.finished("jobs", "frack")).state == "succeeded"
+
+    reg = await http.post("/sched/register", json={"worker": "article-2", "pool": "assigned",
+                                                   "cpu": 1, "mem": 1})
+    assert reg.status_code == 200, reg.text
+    given = await http.post("/sched/submit", json={"Name": "frock", "Command": "true",
+                                                    "Restart": True, "Pool": "assigned"})
+    assert given.status_code == 200, given.text
+
+    async def assigned() -> bool:
+        answer = await http.get("/sched/assigned", params={"worker": "article-2"})
+        assert answer.status_code == 200, answer.text
+        return "frock" in {a["name"] for a in answer.json()}
+
+    await until(assigned, timeout=30, every=0.3)
+
+
 async def _queued_in_view(jobs: Jobs, app: str, pool: str, n: int) -> bool:
     return len(await jobs.api.jobs(app, pool)) == n
 
@@ -169,5 +209,5 @@ async def test_jobs_for_external_workers(tmp_path: Path) -> None:
     async with jobs_up(tmp_path) as (jobs, _):
         await concurrently(
             claim_race=claim_race(jobs), pools=pools(jobs), cancellations=cancellations(jobs),
-            deadline=deadline(jobs), assignment=assignment(jobs),
+            deadline=deadline(jobs), assignment=assignment(jobs), article=article_shape(jobs),
             docs_worker=docs_worker_runs_a_pool(jobs, tmp_path))

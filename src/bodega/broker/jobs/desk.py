@@ -38,6 +38,10 @@ from bodega.wire.jobs.calls import HomeSubmit
 from bodega.wire.jobs.worker_client import JobClient
 
 HOMES_TRIED = 3  # homes a lookup asks directly when the view does not know the job yet
+# Where a job that names no app goes (the article's task shape has no app): an app of the
+# default org, made on first use.
+JOBS_APP = "jobs"
+JOBS_ORG = "personal"
 
 
 def home_down(home: str, exc: BodegaError) -> Unavailable:
@@ -80,6 +84,12 @@ class JobDesk:
         return self.workers.job_client(worker)
 
     # -- submit -------------------------------------------------------------------------------
+    def jobs_app(self) -> str:
+        """The app of jobs that name none, made if it is not there yet."""
+        if self.catalog.get("apps", JOBS_APP) is None:
+            self.apps.create(JOBS_APP, JOBS_ORG, None)
+        return JOBS_APP
+
     async def submit(self, app: str, body: SubmitBody) -> JobStatus:
         self.apps.require(app)
         try:

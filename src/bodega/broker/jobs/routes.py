@@ -4,8 +4,10 @@ Users submit, look and cancel; external workers poll and claim (claim mode) or
 register and are assigned (assignment mode). A job belongs to an app: ``?app=``
 (or ``App`` in a submit) names it, an app token implies its own, and an admin
 token naming none finds the job by name across the apps (400 if two apps have
-one). Errors are the usual ``{"error", "status"}``; a full queue is 429 and a
-job's home that does not answer 503, both with ``Retry-After``.
+one). A submit that names no app (the article's shape, with an admin token)
+goes to the app ``jobs``, made on first use. Errors are the usual
+``{"error", "status"}``; a full queue is 429 and a job's home that does not
+answer 503, both with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -53,10 +55,7 @@ def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
 
     async def submit(request: Request, who: Principal) -> Response:
         body = await read_model(request, SubmitBody)
-        app = given_app(request, who, body.app)
-        if app is None:
-            raise BadRequest("invalid_argument: the job's app is required: App in the body, "
-                             "or ?app=")
+        app = given_app(request, who, body.app) or desk.jobs_app()
         return answer_response(await desk.submit(app, body))
 
     async def status(request: Request, who: Principal) -> Response:
