@@ -12,6 +12,7 @@ backoff, until one answers with the whole table.
 
 from __future__ import annotations
 
+import math
 import random
 
 from bodega.registry.buckets import Digest, bucket_of, differing
@@ -47,6 +48,16 @@ class Dissemination:
         """One packet to ``addr``: ``body`` with as much pending news as fits (``lead`` first)."""
         limit = self.config.retransmit_limit(self._table.live)
         return Send(addr, self._piggyback.message(self.name, body, limit, lead))
+
+    def next_due(self, *, leaving: bool, joined: bool) -> float:
+        """When ``due`` or ``retry_join`` next has something to do (gossip only while news
+        is pending)."""
+        due = self._next_gossip if self._piggyback.pending else math.inf
+        if not leaving:
+            due = min(due, self._next_push_pull, self._next_dead_announce)
+        if not joined and self._join_retry_at is not None:
+            due = min(due, self._join_retry_at)
+        return due
 
     def due(self, now: float, me: MemberRecord, *, leaving: bool) -> list[Out]:
         """The push-pull, announcements to the dead and gossip whose time has come."""

@@ -21,6 +21,7 @@ ping-reqs actually left, so a tick delayed by a busy loop shortens nothing.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -152,6 +153,18 @@ class Prober:
         self._stats.probe_failures += 1
         self._health.apply(probe.health_penalty)
         return probe
+
+    def next_due(self, *, leaving: bool) -> float:
+        """When ``expire``, ``start_due`` or ``run_relays`` next has something to do."""
+        due = math.inf
+        probe = self._probe
+        if probe is not None:
+            due = min(due, probe.deadline if probe.indirect else probe.direct_until)
+        elif not leaving:
+            due = self._next_probe
+        for relay in self._relays.values():
+            due = min(due, relay.expires if relay.nack_at is None else relay.nack_at)
+        return due
 
     def start_due(self, now: float, out: list[Out]) -> None:
         if self._probe is None and now >= self._next_probe:

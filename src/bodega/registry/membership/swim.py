@@ -18,6 +18,7 @@ knows) and ``suspicion.py`` (timeouts, local health).
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import replace
 
@@ -193,6 +194,15 @@ class Swim:
             self._prober.start_due(now, out)
         out += self._spread.due(now, self._self, leaving=self.leaving)
         return out
+
+    def next_due(self) -> float:
+        """The earliest time ``tick`` has something to do; a receive, a broadcast or a join
+        may bring it forward (the driver asks again after each)."""
+        if not self._timers_set:
+            return -math.inf  # the first tick sets the timers
+        return min(self._table.next_expiry(),
+                   self._prober.next_due(leaving=self.leaving),
+                   self._spread.next_due(leaving=self.leaving, joined=self.joined))
 
     def receive(self, now: float, sender: Addr, message: Message) -> list[Out]:
         self._start(now)

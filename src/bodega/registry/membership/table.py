@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -106,6 +107,10 @@ class MemberTable:
             if suspicion is not None and suspicion.confirm(record.by):
                 return Change(old, record)  # memberlist passes new confirmations on too
         return None
+
+    def next_expiry(self) -> float:
+        """When the first suspicion runs out (inf: none held)."""
+        return min((s.deadline for s in self._suspicions.values()), default=math.inf)
 
     def expire(self, now: float, local: str) -> list[Change]:
         """Suspects whose timers ran out, declared dead by ``local``."""

@@ -42,12 +42,14 @@ from bodega.registry.membership.packets import Packets
 from bodega.registry.membership.statefile import SavedState, StateFile
 from bodega.registry.membership.swim import Swim
 from bodega.registry.membership.transport import Binder, Transport, UdpTransport
+from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.registry.membership")
 
 SAVED_PEERS_TO_TRY = 5  # like Corrosion: a few remembered peers stand in for seeds
 SAVE_INTERVAL = 5.0  # peer list writes are batched; the generation is written at once
 METRICS_INTERVAL = 1.0
+IDLE_TICK = 0.5  # the longest the state machine goes unticked, whatever it says it awaits
 # A member no seed answers says so after this many seconds, then at doubling gaps up to
 # ALONE_MOST, looking every ALONE_CHECK seconds.
 ALONE_FIRST_WARNING = 10.0
@@ -85,6 +87,7 @@ class Membership:
         self._remembered: dict[str, dict[str, str]] = {}
         self._peers_dirty = False
         self._next_save = self._next_metrics = 0.0
+        self._poke = asyncio.Event()  # something may have brought the next tick forward
 
     # ── lifecycle ────────────────────────────────────────────────────────────
 
@@ -116,6 +119,7 @@ class Membership:
         swim = self._swim
         if leave and swim is not None and not swim.leaving and self._tasks:
             self._handle(swim.leave(self._now()))
+            self._poke.set()
             await asyncio.sleep(self.config.leave_timeout)  # the runner keeps gossiping
         for task in self._tasks:
             task.cancel()
@@ -154,13 +158,16 @@ class Membership:
     def broadcast(self, item: Item) -> None:
         """Queue ``item`` for epidemic delivery to every member (raises ``ItemTooLarge``)."""
         self.swim.broadcast(item)
+        self._poke.set()
 
     def send_direct(self, name: str, item: Item) -> None:
         """One packet with ``item`` to member ``name`` (raises ``UnknownMember``)."""
         self._handle(self.swim.send_direct(self._now(), name, item))
+        self._poke.set()
 
     def update_meta(self, meta: dict[str, str]) -> None:
         self.swim.update_meta(self._meta(meta))
+        self._poke.set()
 
     def set_keyring(self, keyring: Keyring) -> None:
         """Seal with ``keyring``'s primary and open with its keys, and say so in our metadata."""
@@ -168,6 +175,7 @@ class Membership:
         self.keyring = keyring
         if self._swim is not None:
             self._swim.update_meta(self._meta(self._swim.local.meta))
+            self._poke.set()
 
     def lacks_key(self) -> bool:
         """Packets sealed with a key this member does not hold arrived lately."""
@@ -203,17 +211,22 @@ class Membership:
         return asyncio.get_running_loop().time()
 
     async def _run(self) -> None:
+        """Tick the state machine when it has something to do (``Swim.next_due``, at most
+        ``tick_interval`` early or ``IDLE_TICK`` apart), and at once after anything that may
+        bring that forward (``_poke``): an idle member wakes a few times a second, not 20."""
         tick = self.config.tick_interval
         expected = self._now() + tick
         while True:
-            await asyncio.sleep(max(0.0, expected - self._now()))
+            with contextlib.suppress(TimeoutError):
+                await within(self._poke.wait(), max(0.0, expected - self._now()))
+            self._poke.clear()
             now = self._now()
-            lag = max(0.0, now - expected)
+            lag = max(0.0, now - expected)  # 0 when poked: the wake was not late
             self.metrics.loop_lag.observe(lag)
             self.swim.note_loop_lag(lag)
             self._handle(self.swim.tick(now))
             self._housekeeping(now)
-            expected = now + tick
+            expected = max(now + tick, min(self.swim.next_due(), now + IDLE_TICK))
 
     async def _join(self, remembered: list[Addr]) -> None:
         """Resolve seeds and join through them and remembered peers.
@@ -225,6 +238,7 @@ class Membership:
         addrs = list(remembered)
         if not pending and not addrs:
             self._handle(self.swim.join(self._now(), []))  # the first member: alone is joined
+            self._poke.set()
             return
         first = True
         while not self.swim.joined or first:
@@ -237,6 +251,7 @@ class Membership:
                     addrs.append(addr)
             if addrs and (first or len(unresolved) < len(pending)):
                 self._handle(self.swim.join(self._now(), addrs))
+                self._poke.set()
             first, pending = False, unresolved
             if not pending:
                 return
@@ -280,6 +295,7 @@ class Membership:
             return
         try:
             self._handle(self._swim.receive(self._now(), addr, message))
+            self._poke.set()
         except Exception:  # one bad packet must not take membership down with it
             log.exception("failed to handle a gossip packet from %s:%s", *addr)
             self.metrics.bad_packets.labels("error").inc()
