@@ -26,10 +26,10 @@ node instead of a ``RegistryNode`` of its own, with the same calls:
 - **membership**: the process is still a SWIM member (its liveness is how
   brokers and proxies know it runs), without rows and without a sync route.
 
-Long because it is one idea with two directions that share its state (the
-rows this process wrote and the agent has not seen yet are both what its reads
-overlay and what it hands): changes in (following the view) and out (handing
-and catching up).
+The module is long because it is one idea with two directions that share its
+state (the rows this process wrote and the agent has not seen yet are both what
+its reads overlay and what it hands): changes in (following the view) and out
+(handing and catching up).
 """
 
 from __future__ import annotations
