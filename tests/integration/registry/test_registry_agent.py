@@ -10,6 +10,7 @@ committed, reaches it once it answers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -80,6 +81,21 @@ async def agent(tmp_path: Path) -> AsyncIterator[Agent]:
         running.stop()
 
 
+@contextlib.asynccontextmanager
+async def worker_and_broker(agent: Agent, root: Path) -> AsyncIterator[tuple[HostedNode,
+                                                                              HostedNode]]:
+    """A worker's and a broker's node on the agent's host, started, stopped after."""
+    worker = hosted(agent, root, "w1", "worker")
+    broker = hosted(agent, root, "broker", "broker")
+    await worker.start()
+    await broker.start()
+    try:
+        yield worker, broker
+    finally:
+        await worker.stop()
+        await broker.stop()
+
+
 def hosted(agent: Agent, root: Path, name: str, role: str) -> HostedNode:
     return HostedNode(RegistryConfig(
         name=name, role=role, region="ams", data_dir=root / name, keyring=KEYRING,
@@ -93,11 +109,7 @@ def held(view: View, table: str, key: str) -> dict[str, object] | None:
 
 async def test_rows_written_on_the_host_reach_its_agent_keep_their_writer_and_are_read_back(
         agent: Agent, tmp_path: Path) -> None:
-    worker = hosted(agent, tmp_path, "w1", "worker")
-    broker = hosted(agent, tmp_path, "broker", "broker")
-    await worker.start()
-    await broker.start()
-    try:
+    async with worker_and_broker(agent, tmp_path) as (worker, broker):
         watched = broker.subscribe("machines", app="web")
         worker.put_owned("machines", "m1", machine("m1", "started"))
         assert worker.get("machines", "m1") == machine("m1", "started")  # at once: its own
@@ -113,18 +125,11 @@ async def test_rows_written_on_the_host_reach_its_agent_keep_their_writer_and_ar
         await until(lambda: worker.get("apps", "web") is not None, timeout=WAIT)
         assert {m.name for m in broker.members()} >= {"agent", "w1", "broker"}
         view.close()
-    finally:
-        await worker.stop()
-        await broker.stop()
 
 
 async def test_a_killed_agent_loses_no_row_its_host_wrote_and_subscriptions_go_on(
         agent: Agent, tmp_path: Path) -> None:
-    worker = hosted(agent, tmp_path, "w1", "worker")
-    broker = hosted(agent, tmp_path, "broker", "broker")
-    await worker.start()
-    await broker.start()
-    try:
+    async with worker_and_broker(agent, tmp_path) as (worker, broker):
         watched = broker.subscribe("machines")
         for i in range(20):
             worker.put_owned("machines", f"m{i}", machine(f"m{i}", "started"))
@@ -158,9 +163,6 @@ async def test_a_killed_agent_loses_no_row_its_host_wrote_and_subscriptions_go_o
                 raise AssertionError(f"the subscription saw {seen}") from None
             seen[change.key] = None if change.doc is None else str(change.doc["state"])
         view.close()
-    finally:
-        await worker.stop()
-        await broker.stop()
 
 
 async def test_a_process_whose_own_store_is_new_supersedes_what_an_earlier_life_left(
@@ -268,11 +270,7 @@ async def test_a_subscription_goes_on_when_the_agent_restarts_below_the_numbers_
     the follower reads its tables whole on the agent's new life, and misses no row."""
     import sqlite3
 
-    worker = hosted(agent, tmp_path, "w1", "worker")
-    broker = hosted(agent, tmp_path, "broker", "broker")
-    await worker.start()
-    await broker.start()
-    try:
+    async with worker_and_broker(agent, tmp_path) as (worker, broker):
         watched = broker.subscribe("machines")
         worker.put_owned("machines", "m1", machine("m1", "started"))
         assert (await asyncio.wait_for(anext(watched), WAIT)).key == "m1"
@@ -289,6 +287,3 @@ async def test_a_subscription_goes_on_when_the_agent_restarts_below_the_numbers_
             if change.key == "m2":
                 break
         assert broker.get("machines", "m2") == machine("m2", "started")
-    finally:
-        await worker.stop()
-        await broker.stop()
