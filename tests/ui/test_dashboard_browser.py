@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Browser, Locator
 
+from tests.poll_kit import until
 from tests.ui.browser_kit import WHY_NO_BROWSER, Watched, chromium, sign_in, watched
 from tests.ui.conftest import UpCluster
 
@@ -188,11 +189,19 @@ async def test_the_app_screen_shows_machines_by_group_and_the_release_to_roll_ba
 
 async def test_the_members_screen_lists_every_component(cluster: UpCluster,
                                                         page: Watched) -> None:
+    components = [str(c["name"]) for c in cluster.up.state()["components"]
+                  if c["role"] != "registry"]
+
+    async def every_member_known() -> bool:  # the last one's join spreads by gossip
+        async with cluster.api() as api:
+            members = (await api.get("/v1/cluster/members")).json()
+        return sorted(str(m["name"]) for m in members) == sorted(components)
+
+    await until(every_member_known, timeout=60, every=0.2,
+                what="the broker knowing every component")
     await page.goto("/ui/members")
     names = await page.page.locator("tr[data-member]").evaluate_all(
         "rows => rows.map(r => r.dataset.member)")
-    components = [str(c["name"]) for c in cluster.up.state()["components"]
-                  if c["role"] != "registry"]
     assert sorted(names) == sorted(components)
     await kept(page, "members")
     await page.goto("/ui/apps")
