@@ -244,14 +244,8 @@ class HostedNode(MemberSurface):
             return
         self._data_version = version
         changes: list[Change] = []
-        for table, held in self._followed.items():
-            for seq, row in self.view.put_since(table, self._seq[table]):
-                self._seq[table] = seq
-                old = held.get(row.key)
-                if old is not None and not newer(row, old):
-                    continue  # ours, published when written
-                held[row.key] = row
-                changes.append(Change(old, row))
+        for table in self._followed:
+            changes += self._read_on(table, self._seq[table])
         if changes:
             self._publish(changes, tell_listeners=False)
         if self.table_listeners:  # of every table the agent put rows in, followed or not
@@ -268,18 +262,26 @@ class HostedNode(MemberSurface):
         meanwhile: read every followed table whole, publish what differs from what we hold,
         and follow on from the new numbers."""
         changes: list[Change] = []
-        for table, held in self._followed.items():
-            top = 0
-            for seq, row in self.view.put_since(table, 0):
-                top = seq
-                old = held.get(row.key)
-                if old is None or newer(row, old):
-                    held[row.key] = row
-                    changes.append(Change(old, row))
-            self._seq[table] = top
+        for table in self._followed:
+            self._seq[table] = 0
+            changes += self._read_on(table, 0)
         self._tops = {}  # every table with rows is told of once
         if changes:
             self._publish(changes, tell_listeners=False)
+
+    def _read_on(self, table: str, since: int) -> list[Change]:
+        """The followed ``table``'s rows the agent put after number ``since``, taken into
+        what we hold (one newer than ours only: ours were published when written); our
+        number for the table moves to the last one read."""
+        held = self._followed[table]
+        changes: list[Change] = []
+        for seq, row in self.view.put_since(table, since):
+            self._seq[table] = seq
+            old = held.get(row.key)
+            if old is None or newer(row, old):
+                held[row.key] = row
+                changes.append(Change(old, row))
+        return changes
 
     def _publish(self, changes: list[Change], *, tell_listeners: bool = True) -> None:
         for change in changes:
