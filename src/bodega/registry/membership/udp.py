@@ -211,9 +211,10 @@ class Membership:
         return asyncio.get_running_loop().time()
 
     async def _run(self) -> None:
-        """Tick the state machine when it has something to do (``Swim.next_due``, at most
-        ``tick_interval`` early or ``IDLE_TICK`` apart), and at once after anything that may
-        bring that forward (``_poke``): an idle member wakes a few times a second, not 20."""
+        """Tick the state machine when it has something to do (``Swim.next_due``, but no
+        sooner than ``tick_interval`` after the last tick and no later than ``IDLE_TICK``),
+        and at once after anything that may bring that forward (``_poke``): an idle member
+        wakes a few times a second, not 20."""
         tick = self.config.tick_interval
         expected = self._now() + tick
         while True:
