@@ -9,7 +9,10 @@ upstream). In one run, interleaved in rounds:
 
 - ``wrk`` over HTTPS with keep-alive (requests/s, latency), both ways;
 - ``wrk`` with ``Connection: close``: every request a new TCP connection and
-  a full TLS handshake (ECDHE, P-256 certificate): new handshakes/s;
+  a TLS 1.3 handshake (wrk resumes its session by ticket, as browsers do):
+  new connections/s;
+- ``openssl s_time -new``: full handshakes (ECDHE, the P-256 certificate
+  signed for each), one at a time with no request: handshakes/s;
 - a TCP echo: one connection streaming ``--megabytes`` both ways, through
   the proxy's TCP port and directly to the machine (MB/s).
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import re
 import shutil
 import socket
 import statistics
@@ -84,7 +88,7 @@ def free_port() -> int:
 
 
 async def new_connections(url: str, seconds: float) -> WrkResult:
-    """wrk with every request on a new connection: new TLS handshakes per second."""
+    """wrk with every request on a new connection (its session resumed): connections/s."""
     process = await asyncio.create_subprocess_exec(
         "wrk", "-t1", "-c16", f"-d{max(1, round(seconds))}s", "-H", "Connection: close",
         "-H", "Host: bench.localhost", url + "/", stdout=asyncio.subprocess.PIPE,
@@ -94,6 +98,19 @@ async def new_connections(url: str, seconds: float) -> WrkResult:
     if process.returncode != 0 or not rate:
         raise SystemExit(f"wrk (new connections) against {url} failed:\n{out}")
     return WrkResult(float(rate[0].split()[1]), float("nan"), float("nan"), "")
+
+
+async def full_handshakes(url: str, seconds: float) -> float:
+    """Full TLS handshakes per second, one after another, none resumed (``openssl s_time``)."""
+    where = url.removeprefix("https://")
+    process = await asyncio.create_subprocess_exec(
+        "openssl", "s_time", "-connect", where, "-new", "-time", str(max(1, round(seconds))),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out = (await process.communicate())[0].decode()
+    found = re.search(r"(\d+) connections in (\d+) real seconds", out)
+    if process.returncode != 0 or found is None:
+        raise SystemExit(f"openssl s_time against {url} failed:\n{out}")
+    return int(found.group(1)) / int(found.group(2))
 
 
 async def echo_rate(port: int, megabytes: int, host: str = "127.0.0.1") -> float:
@@ -192,6 +209,7 @@ async def main(args: argparse.Namespace) -> None:
                     await asyncio.sleep(0.1)
             kept: dict[str, list[WrkResult]] = {name: [] for name in paths}
             fresh: dict[str, list[WrkResult]] = {name: [] for name in paths}
+            full: dict[str, list[float]] = {name: [] for name in paths}
             tcp: dict[str, list[float]] = {"direct": [], "bodega": []}
             for _ in range(args.rounds):
                 for name, url in paths.items():
@@ -199,6 +217,8 @@ async def main(args: argparse.Namespace) -> None:
                                                 args.duration / args.rounds))
                 for name, url in paths.items():
                     fresh[name].append(await new_connections(url, args.duration / args.rounds))
+                for name, url in paths.items():
+                    full[name].append(await full_handshakes(url, args.duration / args.rounds))
                 tcp["direct"].append(await echo_rate(9000, args.megabytes,
                                                      echo.service_host or echo.private_ip))
                 tcp["bodega"].append(await echo_rate(tcp_port, args.megabytes))
@@ -210,20 +230,24 @@ async def main(args: argparse.Namespace) -> None:
                     await process.wait()
             await sweep_data_dir(tmp / "edge-w")
     report(args, {n: combined(r) for n, r in kept.items()},
-           {n: combined(r) for n, r in fresh.items()}, tcp)
+           {n: combined(r) for n, r in fresh.items()},
+           {n: statistics.fmean(r) for n, r in full.items()}, tcp)
 
 
 def report(args: argparse.Namespace, kept: dict[str, WrkResult], fresh: dict[str, WrkResult],
-           tcp: dict[str, list[float]]) -> None:
+           full: dict[str, float], tcp: dict[str, list[float]]) -> None:
     print(f"edge: wrk, one thread, {args.connections} keep-alive connections over HTTPS, "
           f"{args.duration:g} s each in {args.rounds} interleaved rounds")
     for name, r in kept.items():
         print(f"  {name:<7} {r.rate:9.0f} req/s   p50 {r.p50:7.3f} ms   p99 {r.p99:7.3f} ms"
               f"   {r.errors}")
     print(f"  bodega/nginx {kept['bodega'].rate / kept['nginx'].rate:.2f}x")
-    print("  new TLS connections (Connection: close, 16 at a time): " + ", ".join(
+    print("  new TLS connections, resumed (Connection: close, 16 at a time): " + ", ".join(
         f"{name} {r.rate:.0f}/s" for name, r in fresh.items())
         + f"; bodega/nginx {fresh['bodega'].rate / fresh['nginx'].rate:.2f}x")
+    print("  full TLS handshakes (openssl s_time -new, one at a time): " + ", ".join(
+        f"{name} {rate:.0f}/s" for name, rate in full.items())
+        + f"; bodega/nginx {full['bodega'] / full['nginx']:.2f}x")
     median = {name: statistics.median(rates) for name, rates in tcp.items()}
     print(f"  TCP echo, one connection, {args.megabytes} MB each way (median of "
           f"{len(tcp['direct'])}): direct {median['direct']:.0f} MB/s, through bodega's proxy "

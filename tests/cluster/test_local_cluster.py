@@ -63,7 +63,7 @@ until = partial(poll_until, timeout=60.0, every=0.1)
 
 
 async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
-    api, proxy, gossip = free_port(), free_port(), free_port()
+    api, proxy, gossip, tls = free_port(), free_port(), free_port(), free_port()
     data = tmp_path / "cluster"
     marker = f"bodega-up-{uuid.uuid4().hex[:10]}"
     token = "up-test-token"
@@ -72,7 +72,7 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
         sys.executable, "-m", "bodega", "up", "--data-dir", str(data), "--regions", "ams",
         "--workers-per-region", "2", "--worker-cpus", "2", "--worker-memory-mb", "2048",
         "--api-port", str(api), "--proxy-port", str(proxy),
-        "--proxy-tls-port", str(free_port()), "--gossip-port", str(gossip),
+        "--proxy-tls-port", str(tls), "--gossip-port", str(gossip),
         "--machine-cidr", f"10.{third}.0.0/16", "--token", token, "--registry-port", "0",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     state = data / "cluster.json"
@@ -95,6 +95,8 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
         # registry agent's sync listener, in TLS.
         assert all(c["url"].startswith("https://127.0.0.1:" if c["role"] in ("worker", "agent")
                                        else "http://127.0.0.1:") for c in listed)
+        (proxy_entry,) = (c for c in listed if c["role"] == "proxy")
+        assert proxy_entry["tls_url"] == f"https://127.0.0.1:{tls}"
         assert (data / "api-token").read_text().strip() == token
 
         base = f"http://127.0.0.1:{api}"

@@ -24,6 +24,7 @@ class Ready(BaseModel):
     pid: int | None = None
     url: str
     admin_url: str | None = None  # a proxy's admin API
+    tls_url: str | None = None  # a proxy's TLS listener, when it has one
     internal_url: str | None = None  # a broker's internal listener (mutual TLS)
     name: str | None = None
     region: str | None = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import ssl
 import subprocess
 import sys
@@ -223,3 +224,36 @@ async def test_fly_force_instance_id_reaches_that_machine_on_haproxy(tmp_path: P
     finally:
         for machine in machines:
             await machine.stop()
+
+
+def _resumed(port: int, ca: Path, version: ssl.TLSVersion) -> bool:
+    """Whether a second connection resumed the first's TLS session (a request on each)."""
+    context = ssl.create_default_context(cafile=str(ca))
+    context.check_hostname = False
+    context.minimum_version = context.maximum_version = version
+    session = None
+    reused = []
+    for _ in range(2):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                context.wrap_socket(raw, server_hostname="web.localhost",
+                                    session=session) as tls:
+            tls.sendall(b"GET / HTTP/1.1\r\nHost: web.localhost\r\nConnection: close\r\n\r\n")
+            while tls.recv(65536):  # TLS 1.3 sends its tickets after the handshake
+                pass
+            reused.append(tls.session_reused)
+            session = tls.session
+    return reused == [False, True]
+
+
+@pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2],
+                         ids=["tls1.3", "tls1.2"])
+async def test_a_client_resumes_its_tls_session_by_ticket(tmp_path: Path,
+                                                          version: ssl.TLSVersion) -> None:
+    machine = Machine("m1")
+    table = RoutingTable()
+    table.put_machine("m1", routed(https_doc("m1", await machine.start())))
+    try:
+        async with edge(table, tmp_path) as e:
+            assert await asyncio.to_thread(_resumed, e.tls_port, e.ca.path, version)
+    finally:
+        await machine.stop()

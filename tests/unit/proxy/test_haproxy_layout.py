@@ -148,7 +148,7 @@ def test_the_config_routes_hosts_to_backends_with_the_activator_behind() -> None
     assert len(slots) > 1
     assert all(line.endswith(WATCH) for line in slots)
     assert "on-error mark-down" in WATCH
-    assert "retry-on conn-failure\n" in text
+    assert "retry-on conn-failure empty-response\n" in text
     assert "option redispatch 1" in text
     hosts = render_hosts(layout, "localhost")
     assert hosts == (f"idle.localhost pool_{layout.apps['idle']}\n"

@@ -14,7 +14,10 @@ onto HAProxy's own features: ``hard_limit`` is a server's ``maxconn`` (the
 rest queue in the backend, ``timeout queue``); the nearest region is a higher
 weight; a failed connection is retried on another machine (``retry-on
 conn-failure`` with ``option redispatch``: nothing was sent, so any method
-is safe to retry); X-Forwarded-For/Proto/Port, Fly-Client-IP, Fly-Region and
+is safe to retry); a machine's idle connections take any client's requests
+(``http-reuse always``), and a request an idle connection was closed under
+is sent again only when its method allows (``IDEMPOTENT``);
+X-Forwarded-For/Proto/Port, Fly-Client-IP, Fly-Region and
 a request id (``fly-request-id``/``x-request-id``, kept when the client sent
 one) are set on every request. A machine that refuses a connect is marked down
 at once (``WATCH``), so a request sent the moment after a stop, before the view
@@ -32,6 +35,9 @@ from bodega.proxy.haproxy.layout import Layout, backend_name, host_key, server_n
 from bodega.proxy.haproxy.replay_action import MAX_BODY
 
 ACTIVATOR = "activator"
+# Methods a request may be sent again with after a machine closed a reused connection under it
+# with no answer (RFC 9110's idempotent ones; HAProxy's METH_GET is GET and HEAD).
+IDEMPOTENT = "METH_GET or METH_OPTIONS or METH_PUT or METH_DELETE or METH_TRACE"
 # Every machine's slot: a connect it refuses marks it down at once, so the retry of that
 # request (``retry-on conn-failure``, ``option redispatch``) goes to another machine, or to
 # the activator once none is up, instead of to the same dead address (a machine stopped a
@@ -93,6 +99,9 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         f"    nbthread {s.threads}",
         f"    hard-stop-after {s.hard_stop_after}",
         f"    lua-load {s.replay_lua}",
+        # TLS sessions resume by ticket (in TLS 1.3 the only way), as nginx's default does;
+        # a session cache would cost every handshake a copy into it (and a reload empties it).
+        "    tune.ssl.cachesize 0",
         "",
         "defaults",
         "    mode http",
@@ -108,12 +117,17 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         # a request a client sent on one at that instant would get no answer at all. This
         # keeps them until their next request, answered with "Connection: close".
         "    option idle-close-on-response",
-        "    http-reuse safe",
+        # A new client's first request may go on a machine's idle connection, as nginx's
+        # upstream keep-alive does: with clients that open a connection per request (TLS
+        # ones most of all) the machine is not made to accept one per request too.
+        "    http-reuse always",
         "    retries 2",
         "    option redispatch 1",
-        # Only a connect that failed is retried (nothing was sent: safe for any method, as
-        # on the Python data plane); no L7 retry, so no request is copied aside for one.
-        "    retry-on conn-failure",
+        # A connect that failed is retried (nothing was sent: safe for any method, as on the
+        # Python data plane). So is a request a machine closed an idle connection under with
+        # no answer (its keep-alive ended as the request came), but only for a method that
+        # may be sent twice: anything else gets a 502, as nginx does (``IDEMPOTENT``).
+        "    retry-on conn-failure empty-response",
         "",
         "frontend public",
         f"    bind {_address(s.bind_host, s.bind_port)}",
@@ -122,6 +136,7 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "    option forwardfor",
         "    option http-buffer-request",  # a body that fits is kept for a fly-replay
         "    http-request del-header x-bodega-replay",  # only HAProxy's Lua action sends it
+        f"    http-request disable-l7-retry unless {IDEMPOTENT}",
         # The site a request is for: its Host, or the app a certificate's hostname belongs to.
         "    http-request set-var(txn.site) req.hdr(host),field(1,:),lower",
         f"    http-request set-var(txn.site) var(txn.site),map({s.aliases_map}) "
