@@ -135,9 +135,13 @@ async def test_fifty_requests_to_a_sleeping_app_start_exactly_one_machine(
     marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
     async with shared.api() as api, shared.web("sleepy") as web:
         await api.post("/v1/apps", json={"app_name": "sleepy", "org_slug": "personal"})
+        # A soft limit above the 50: one machine holding them all is not past it, so the
+        # proxy has no cause to start the second beside it (that is the soft limit's test).
         for _ in range(2):
             await api.post("/v1/apps/sleepy/machines", json={
-                "config": echo_config(marker, autostart=True), "skip_launch": True})
+                "config": echo_config(marker, autostart=True,
+                                      concurrency={"soft_limit": 100}),
+                "skip_launch": True})
 
         await until(lambda: _proxy_knows(shared, "sleepy", 2))
         answers = await asyncio.gather(*(web.get(f"/{i}") for i in range(50)))
