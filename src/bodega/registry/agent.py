@@ -106,8 +106,7 @@ class RegistryAgent:
         # has applied in it. A new life is a new epoch, so no asker mistakes one count for
         # the other's.
         self._epoch = secrets.token_hex(8)
-        self._generation = 0
-        self._generations: dict[str, int] = {}  # the same count, by table
+        self._generations: dict[str, int] = {}  # times rows were applied, by table
         self._applied = asyncio.Event()
         self._stopping = False
 
@@ -165,16 +164,15 @@ class RegistryAgent:
     def _bump(self, tables: set[str]) -> None:
         """Rows were applied to ``tables`` (and committed): wake every ``changes`` call held
         to look whether it is about them."""
-        self._generation += 1
         for table in tables:
             self._generations[table] = self._generations.get(table, 0) + 1
         applied, self._applied = self._applied, asyncio.Event()
         applied.set()
 
     def _generation_of(self, tables: list[str] | None) -> int:
-        if tables is None:
-            return self._generation
-        return sum(self._generations.get(table, 0) for table in tables)
+        """How many times rows were applied to ``tables`` (None: to any) in this life."""
+        asked = self._generations if tables is None else tables
+        return sum(self._generations.get(table, 0) for table in asked)
 
     async def _changes(self, request: Request) -> Response:
         """A long poll: answered once the tables asked about changed since the asker's mark

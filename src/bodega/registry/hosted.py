@@ -259,15 +259,12 @@ class HostedNode(MemberSurface):
     def _reread(self) -> None:
         """The agent started a new life. It numbers the rows it puts on from the highest
         number in its view at start, which is below ours if the newest row was purged
-        meanwhile: read every followed table whole, publish what differs from what we hold,
-        and follow on from the new numbers."""
-        changes: list[Change] = []
-        for table in self._followed:
-            self._seq[table] = 0
-            changes += self._read_on(table, 0)
-        self._tops = {}  # every table with rows is told of once
-        if changes:
-            self._publish(changes, tell_listeners=False)
+        meanwhile: the next ``follow`` reads every followed table whole, publishes what
+        differs from what we hold, tells table listeners of every table with rows, and
+        follows on from the new numbers."""
+        self._seq = dict.fromkeys(self._seq, 0)
+        self._tops = {}
+        self._data_version = -1
 
     def _read_on(self, table: str, since: int) -> list[Change]:
         """The followed ``table``'s rows the agent put after number ``since``, taken into
