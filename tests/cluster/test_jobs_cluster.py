@@ -200,7 +200,7 @@ async def cli(jobs: Jobs) -> None:
                                     "--count", "3", "--wait", "--", "sh", "-c",
                                     "echo hello from $BODEGA_MACHINE_ID")
     assert code == 0, err
-    assert "hello: succeeded (3 succeeded)" in err
+    assert "hello: succeeded (0 queued, 0 running, 3 done, 0 failed; 3/3)" in err
     code, out, err = await jobs.cli("jobs", "status", "hello", "-a", app, "--json")
     assert code == 0, err
     assert json.loads(out)["counts"]["succeeded"] == 3

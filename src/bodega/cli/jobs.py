@@ -27,6 +27,7 @@ from bodega.cli.session import (
     show_json,
     table,
 )
+from bodega.jobs.periodic import Overlap
 from bodega.wire.jobs.api import SubmitBody
 
 if TYPE_CHECKING:
@@ -46,9 +47,18 @@ POLL = 0.5
 
 
 def progress(job: JobStatus) -> str:
-    """One line: the state and the tasks by state."""
-    counts = ", ".join(f"{n} {state}" for state, n in job.counts.items() if n)
-    return f"{job.name}: {job.state} ({counts or 'no tasks'})"
+    """One line: the state, what it waits for, and its tasks queued, running, done (succeeded)
+    and failed (cancelled ones too, when there are)."""
+    if job.periodic is not None:
+        last = f", last run {job.periodic.last_run} {job.periodic.last_run_state}" \
+            if job.periodic.last_run else ""
+        return f"{job.name}: {job.state} (next run {job.periodic.next_run_at}{last})"
+    n = job.counts
+    done, total = n.get("succeeded", 0), job.count
+    state = f"waiting for {', '.join(job.waiting_for)}" if job.waiting_for else job.state
+    cancelled = f", {n['cancelled']} cancelled" if n.get("cancelled") else ""
+    return (f"{job.name}: {state} ({n.get('queued', 0)} queued, {n.get('running', 0)} running, "
+            f"{done} done, {n.get('failed', 0)} failed{cancelled}; {done}/{total})")
 
 
 async def follow(client: MachinesClient, job: JobStatus, app: str, quiet: bool) -> JobStatus:
@@ -94,16 +104,32 @@ def submit(
         help="Submitting again with the same key gives the same job")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE")] = None,
     region: Annotated[str | None, typer.Option(help="Regions its tasks may run in")] = None,
+    after: Annotated[list[str] | None, typer.Option(
+        "--after", help="Run once this job (of the app) succeeded; fail if it fails "
+                        "(repeat for several)")] = None,
+    cron: Annotated[str | None, typer.Option(
+        help="Periodic: launch a run at each fire of this cron expression ('0 3 * * *', "
+             "'@hourly')")] = None,
+    time_zone: Annotated[str, typer.Option(
+        help="Periodic: the IANA time zone --cron is read in")] = "UTC",
+    overlap: Annotated[Overlap, typer.Option(
+        help="Periodic: a fire while the last run goes skips, queues, or cancels it")]
+    = Overlap.SKIP,
     wait: Wait = False, api_url: ApiUrl = None, token: Token = None,
     context: ContextName = None, json: Json = False,
 ) -> None:
     """Submit a job: COMMAND runs --count times, each a machine (never through a shell)."""
     app = app_name(app, config)
+    if cron is not None and wait:
+        raise typer.BadParameter("a periodic job never ends: follow its runs with "
+                                 "`bodega jobs list` instead", param_hint="--wait")
     body = SubmitBody.model_validate({
         "name": name, "command": command, "count": count, "cpus": cpus,
         "memory_mb": memory, "pool": pool, "max_attempts": max_attempts,
         "deadline": deadline, "idempotency_key": idempotency_key,
-        "env": env_pairs(env) if env else None, "region": region})
+        "env": env_pairs(env) if env else None, "region": region, "after": after or None,
+        "periodic": None if cron is None else {"cron": cron, "time_zone": time_zone,
+                                               "overlap": overlap.value}})
 
     async def work(client: MachinesClient) -> JobStatus:
         from bodega.wire.jobs.client import JobsApi
@@ -119,8 +145,13 @@ def submit(
     job = call(api_url, token, work, context=context)
     if json:
         show_json(job)
+    elif job.periodic is not None:
+        typer.echo(f"Job {job.name}: scheduled ({job.periodic.cron} in "
+                   f"{job.periodic.time_zone}), first run at {job.periodic.next_run_at} "
+                   f"(home {job.home}); `bodega jobs status {job.name} -a {app}`")
     elif not wait:
-        typer.echo(f"Job {job.name}: {job.count} task(s) queued in pool {job.pool} "
+        waits = f", after {', '.join(job.waiting_for)}" if job.waiting_for else ""
+        typer.echo(f"Job {job.name}: {job.count} task(s) queued in pool {job.pool}{waits} "
                    f"(home {job.home}); `bodega jobs status {job.name} -a {app}`")
     if wait and job.state != "succeeded":
         raise typer.Exit(1)
@@ -152,12 +183,33 @@ def show_status(job: JobStatus) -> None:
     for label, value in (("name", job.name), ("app", job.app), ("state", job.state),
                          ("pool", job.pool), ("home", job.home),
                          ("command", " ".join(job.command)), ("created", job.created_at),
-                         ("finished", job.finished_at or "")):
+                         ("finished", job.finished_at or ""), *details(job)):
         typer.echo(f"{label:<9} {value}")
+    if job.periodic is not None:
+        return
     table(["TASK", "STATE", "ATTEMPTS", "EXIT CODES", "WORKER", "MACHINE", "REASON"],
           [(t.index, t.state, t.attempts,
             ",".join("-" if c is None else str(c) for c in t.exit_codes), t.worker,
             t.machine_id, t.reason) for t in job.tasks or []])
+
+
+def details(job: JobStatus) -> list[tuple[str, str]]:
+    """The lines a job shows only when it has them: what it runs after, its schedule."""
+    lines = []
+    if job.after:
+        lines.append(("after", ", ".join(job.after)
+                      + (f" (waiting for {', '.join(job.waiting_for)})" if job.waiting_for
+                         else "")))
+    if job.parent:
+        lines.append(("run of", f"{job.parent}, for {job.fire_at}"))
+    if (every := job.periodic) is not None:
+        lines += [("schedule", f"{every.cron} in {every.time_zone}, overlap {every.overlap}"),
+                  ("next run", every.next_run_at),
+                  ("runs", f"{every.launched} launched, {every.skipped} skipped"
+                           + (f", {every.pending} queued" if every.pending else "")),
+                  ("last run", f"{every.last_run} {every.last_run_state}" if every.last_run
+                   else "none yet")]
+    return lines
 
 
 @jobs.command("list")

@@ -109,6 +109,9 @@ def worker(
     ready_file: Annotated[
         Path | None, typer.Option(help="Write url, gossip and pid here when ready")] = None,
     exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
+    # Periodic jobs fire by the epoch seconds written in this file, not the wall clock: how
+    # the tests take a schedule across a daylight-saving change.
+    job_clock_file: Annotated[Path | None, typer.Option(hidden=True)] = None,
     failpoints: Annotated[str | None, typer.Option(envvar="BODEGA_FAILPOINTS", hidden=True)]
     = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
@@ -151,7 +154,8 @@ def worker(
         registry_password=registry_password, image_cache_gb=image_cache_gb,
         oci_runtime=oci_runtime,
         jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,
-                         keep_per_app=jobs_kept, probe_ratio=probe_ratio),
+                         keep_per_app=jobs_kept, probe_ratio=probe_ratio,
+                         clock_file=job_clock_file),
     )
     configure(log_level, f"worker[{worker_name}]")
     event_loop_policy()

@@ -19,6 +19,8 @@ from bodega.model.errors import TooManyRequests
 
 
 class JobState(StrEnum):
+    WAITING = "waiting"  # for the jobs it runs after to succeed
+    SCHEDULED = "scheduled"  # a periodic job: its runs are jobs of their own
     QUEUED = "queued"
     RUNNING = "running"
     SUCCEEDED = "succeeded"

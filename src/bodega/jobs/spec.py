@@ -22,12 +22,15 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bodega.jobs.periodic import NAME_ROOM, Periodic
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import Guest, Init, MachineConfig, Restart
 
 BODEGA_POOL = "bodega"  # run by bodega's own workers; every other pool by external ones
 PROCESS_IMAGE = "process"  # the image recorded for a command the process driver runs
 MAX_COUNT = 10_000
+MAX_AFTER = 20
+JOB_NAME_MAX = 100
 JOB_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
 POOL_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}\Z")
 # Task metadata: a machine says which job, task and attempt it runs.
@@ -53,6 +56,10 @@ class JobSpec(BaseModel):
     deadline_at: float | None = None  # epoch seconds; queued then fails, running is stopped
     idempotency_key: str | None = Field(default=None, max_length=256)
     region: str | None = None  # where bodega-pool tasks may run (a region expression)
+    after: tuple[str, ...] = ()  # jobs of its app that must succeed before it runs
+    periodic: Periodic | None = None  # a template: its home launches a run each fire
+    parent: str | None = None  # a run of a periodic job: that job's name
+    fire_at: float | None = None  # ... and the fire it runs for (epoch seconds)
 
     def ask(self) -> Ask:
         """What one task needs of a worker."""
@@ -140,6 +147,35 @@ def check_name(name: str) -> str:
         raise ValueError(f"job name {name!r}: use letters, digits, '_', '.' and '-', "
                          "starting with a letter or digit, at most 100")
     return name
+
+
+def check_after(name: str, after: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """The jobs a job runs after: names of its app, each once, never itself."""
+    if len(after) > MAX_AFTER:
+        raise ValueError(f"after: at most {MAX_AFTER} jobs")
+    for other in after:
+        check_name(other)
+    if name in after:
+        raise ValueError(f"after: job {name} cannot run after itself")
+    return tuple(dict.fromkeys(after))
+
+
+def check_periodic(name: str, periodic: Periodic) -> Periodic:
+    if len(name) > JOB_NAME_MAX - NAME_ROOM:
+        raise ValueError(f"job name {name!r}: a periodic job's name is at most "
+                         f"{JOB_NAME_MAX - NAME_ROOM} characters (each run adds the time "
+                         "it fired for)")
+    return periodic
+
+
+def run_spec(spec: JobSpec, name: str, fire: float, now: float) -> JobSpec:
+    """One run of a periodic job: the job as a plain one, named for its fire."""
+    every = spec.periodic
+    return spec.model_copy(update={
+        "name": name, "periodic": None, "parent": spec.name, "fire_at": fire,
+        "idempotency_key": None,
+        "deadline_at": None if every is None or every.run_seconds is None
+        else now + every.run_seconds})
 
 
 def check_pool(pool: str) -> str:

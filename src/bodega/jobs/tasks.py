@@ -170,6 +170,14 @@ def cancel(task: Task, now: float) -> Task:
     return task
 
 
+def unmet(task: Task, now: float, why: str) -> Task:
+    """A job it runs after failed: a queued task fails without running; others unchanged
+    (a waiting job's tasks are all queued)."""
+    if task.state is TaskState.QUEUED:
+        return _ended(task, TaskState.FAILED, None, now, why, record=False)
+    return task
+
+
 def expire(task: Task, policy: Policy, now: float) -> Task | None:
     """Past the job's deadline: queued fails at once, running is to be stopped; None if not."""
     if not past_deadline(policy, now):

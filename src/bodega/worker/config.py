@@ -23,6 +23,7 @@ class JobSettings:
     finished_ttl: float = 24 * 3600.0  # finished jobs are kept this long...
     keep_per_app: int = 1000  # ...and at most this many per app
     probe_ratio: float = 2.0  # late binding's d: reservations placed per task to top up
+    clock_file: Path | None = None  # periodic jobs fire by the time written here (tests)
 
 
 @dataclass(frozen=True)

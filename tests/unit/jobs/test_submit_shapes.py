@@ -94,3 +94,31 @@ def test_a_task_is_told_its_index_its_attempt_and_its_job_in_its_environment() -
     env = task_config(spec, "01JOB", 5, 2).env or {}
     assert env == {"SCENE": "3", "BODEGA_JOB": "01JOB", "BODEGA_JOB_NAME": "frames",
                    "BODEGA_TASK": "5", "BODEGA_TASK_COUNT": "8", "BODEGA_ATTEMPT": "2"}
+
+
+def test_a_job_names_the_jobs_it_runs_after_once_each_never_itself() -> None:
+    spec = SubmitBody.model_validate({"name": "load", "command": "true",
+                                      "after": ["extract", "clean", "extract"]}).spec("a", 0.0)
+    assert spec.after == ("extract", "clean")
+    with pytest.raises(ValueError, match="cannot run after itself"):
+        SubmitBody.model_validate({"name": "x", "command": "true", "after": ["x"]}).spec("a", 0)
+    with pytest.raises(ValueError, match="job name 'no way'"):
+        SubmitBody.model_validate({"name": "x", "command": "true",
+                                   "after": ["no way"]}).spec("a", 0)
+
+
+def test_a_periodic_jobs_deadline_is_per_run_and_its_name_leaves_room_for_the_fire() -> None:
+    spec = SubmitBody.model_validate({
+        "name": "nightly", "command": "true", "deadline": 900,
+        "periodic": {"cron": "0 3 * * *", "time_zone": "Europe/Paris"}}).spec("a", 100.0)
+    assert spec.periodic is not None
+    assert (spec.periodic.run_seconds, spec.deadline_at) == (900, None)
+    wrong: list[tuple[dict[str, object], str]] = [
+        ({"deadline": "2030-01-01T00:00:00Z"}, "seconds from each run's launch"),
+        ({"after": ["other"]}, "cannot wait for other jobs"),
+        ({"name": "n" * 90}, "at most 85 characters"),
+    ]
+    for body, words in wrong:
+        with pytest.raises(ValueError, match=words):
+            SubmitBody.model_validate({"name": "p", "command": "true",
+                                       "periodic": {"cron": "@daily"}, **body}).spec("a", 0.0)

@@ -96,7 +96,14 @@ class JobDesk:
             spec = body.spec(app, time.time())
         except ValueError as exc:
             raise BadRequest(f"invalid_argument: {exc}") from None
-        probes = self.probe_targets(spec) if spec.pool == BODEGA_POOL else {}
+        for before in spec.after:
+            try:
+                await self.locate(app, before)
+            except NotFound:
+                raise BadRequest(f"invalid_argument: after: no job named {before} in app "
+                                 f"{app}") from None
+        probes = self.probe_targets(spec) if spec.pool == BODEGA_POOL \
+            and not spec.after and not spec.periodic else {}
         order = self.index.submit_homes(app, spec.name, spec.idempotency_key,
                                         self.live_workers())
         if not order:
@@ -141,7 +148,11 @@ class JobDesk:
         if known is not None:
             return known
         silent: list[str] = []
-        for home in rendezvous(job_key(app, name), self.live_workers())[:HOMES_TRIED]:
+        # A periodic job's run lives on that job's home, whatever its own name hashes to.
+        parent = self.index.named(app, name.rpartition("-")[0])
+        homes = [parent.home] if parent is not None and parent.periodic is not None else []
+        homes += rendezvous(job_key(app, name), self.live_workers())[:HOMES_TRIED]
+        for home in dict.fromkeys(homes):
             try:
                 found = await self.home(home).find_job(app, name)
             except NotFound:

@@ -70,7 +70,8 @@ class JobIndex:
                 queued_only: bool = False, state: str | None = None) -> list[JobStatus]:
         return [job for job in self.jobs.values()
                 if (app is None or job.app == app) and (pool is None or job.pool == pool)
-                and (not queued_only or job.counts.get("queued", 0) > 0)
+                and (not queued_only or (job.counts.get("queued", 0) > 0
+                                         and not job.waiting_for))
                 and (state is None or job.state == state)]
 
     def held_by(self, worker: str, app: str | None = None) -> list[tuple[JobStatus, HeldTask]]:

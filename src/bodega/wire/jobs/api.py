@@ -14,12 +14,15 @@ import hashlib
 import secrets
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from bodega.jobs.periodic import Periodic, check_cron, zone
 from bodega.jobs.spec import (
     BODEGA_POOL,
     JobSpec,
+    check_after,
     check_name,
+    check_periodic,
     check_pool,
     deadline_at,
     machine_config,
@@ -38,6 +41,26 @@ def _either(article: str, plain: str) -> AliasChoices:
 
 class SchedRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Schedule(SchedRequest):
+    """When a periodic job fires: ``cron`` (five fields, or ``@hourly``, ``@daily``...) in
+    ``time_zone``, and what a fire does while the last run still goes (``overlap``)."""
+
+    cron: str = Field(min_length=1, max_length=200)
+    time_zone: str = "UTC"
+    overlap: Literal["skip", "queue", "cancel"] = "skip"
+
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, cron: str) -> str:
+        return check_cron(cron)
+
+    @field_validator("time_zone")
+    @classmethod
+    def _zone(cls, name: str) -> str:
+        zone(name)
+        return name
 
 
 class SubmitBody(SchedRequest):
@@ -62,6 +85,8 @@ class SubmitBody(SchedRequest):
     deadline: float | str | None = None
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=256)
     region: str | None = None
+    after: list[str] | None = None  # jobs of the app that must succeed first
+    periodic: Schedule | None = None
 
     def job_name(self) -> str:
         """The name given, else one made from the idempotency key (a retry gets the same),
@@ -81,15 +106,27 @@ class SubmitBody(SchedRequest):
         attempts = self.max_attempts
         if attempts is None:  # the article's Restart: retry until it works (or the deadline)
             attempts = 3 if self.restart is None else (0 if self.restart else 1)
+        name = self.job_name()
+        periodic, deadline = None, deadline_at(self.deadline, now)
+        if self.periodic is not None:
+            if self.after:
+                raise ValueError("a periodic job cannot wait for other jobs (after)")
+            if isinstance(self.deadline, str):
+                raise ValueError("a periodic job's deadline is seconds from each run's launch, "
+                                 "not a time")
+            periodic = check_periodic(name, Periodic(
+                **self.periodic.model_dump(), run_seconds=self.deadline))
+            deadline = None
         extra = {k: v for k, v in (("backoff", self.backoff),
                                    ("lease_seconds", self.lease_seconds),
                                    ("grace_seconds", self.grace_seconds)) if v is not None}
-        return JobSpec(app=app, name=self.job_name(),
+        return JobSpec(app=app, name=name,
                        pool=check_pool(self.pool or BODEGA_POOL),
                        command=command or tuple(config.command() or ()), config=config,
                        count=self.count, max_attempts=attempts,
-                       deadline_at=deadline_at(self.deadline, now),
-                       idempotency_key=self.idempotency_key, region=self.region, **extra)
+                       deadline_at=deadline, idempotency_key=self.idempotency_key,
+                       region=self.region, after=check_after(name, self.after or ()),
+                       periodic=periodic, **extra)
 
 
 class ClaimBody(SchedRequest):
@@ -146,6 +183,21 @@ class HeldTask(Answer):
     machine_id: str | None = None
 
 
+class PeriodicStatus(Answer):
+    """Where a periodic job's schedule stands."""
+
+    cron: str
+    time_zone: str
+    overlap: str
+    next_run_at: str
+    checked_at: str | None = None  # the scheduler's clock when it last read the schedule
+    launched: int = 0
+    skipped: int = 0  # fires that launched nothing (overlap skip, missed while down)
+    pending: int = 0  # fires queued behind an unfinished run (overlap queue)
+    last_run: str | None = None  # the latest run's name
+    last_run_state: str | None = None
+
+
 class JobStatus(Answer):
     id: str
     name: str
@@ -166,6 +218,11 @@ class JobStatus(Answer):
     idempotency_key: str | None = None
     held: list[HeldTask] = []
     tasks: list[TaskStatus] | None = None
+    after: list[str] = []  # the jobs it runs after
+    waiting_for: list[str] = []  # those it still waits for
+    periodic: PeriodicStatus | None = None
+    parent: str | None = None  # a run of a periodic job: that job's name
+    fire_at: str | None = None  # ... and the fire it runs for
 
 
 class ClaimAnswer(Answer):

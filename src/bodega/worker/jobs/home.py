@@ -19,10 +19,11 @@ import logging
 import random
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from bodega.jobs.jobs import FINISHED, admit, job_state, pick
-from bodega.jobs.spec import BODEGA_POOL
+from bodega.jobs.jobs import FINISHED, JobState, admit, job_state, pick
+from bodega.jobs.periodic import next_fire, run_name
+from bodega.jobs.spec import BODEGA_POOL, run_spec
 from bodega.jobs.tasks import Task, TaskState, cancel, claim, holds, release, renew
 from bodega.model.errors import BadRequest, Conflict, NotFound
 from bodega.model.ids import new_ulid
@@ -37,8 +38,8 @@ from bodega.wire.jobs.calls import (
     HomeSubmit,
     RenewResult,
 )
-from bodega.worker.jobs.render import claimed, job_status
-from bodega.worker.jobs.store import JobRow, JobStore
+from bodega.worker.jobs.render import claimed, job_status, periodic_status
+from bodega.worker.jobs.store import JobRow, JobStore, PeriodicRow
 
 log = logging.getLogger("bodega.worker.jobs")
 
@@ -55,8 +56,13 @@ class StopOrder:
 
 class JobHome:
     def __init__(self, store: JobStore, name: str, queue_limit: int,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 calendar: Callable[[], float] | None = None) -> None:
         self.store = store
+        # The clock periodic jobs fire by: the wall clock, or one a test sets
+        # (``--job-clock-file``) to cross a daylight-saving change at will.
+        self.calendar = calendar or store.clock
+        self.checked: dict[str, float] = {}  # periodic job: the calendar when last read
         self.name = name
         self.queue_limit = queue_limit
         self.rng = rng or random.Random()
@@ -85,8 +91,14 @@ class JobHome:
     def status(self, job: JobRow, *, tasks: bool = True) -> JobStatus:
         conn = self.store.db
         states = self.store.counts(conn, job.id)
+        schedule = self.store.periodic(job.id) if job.spec.periodic else None
+        last = self.store.job(schedule.last_run) if schedule and schedule.last_run else None
+        parent = self.store.job(job.parent) if job.parent else None
         return job_status(job, self.name, states, self.store.running(conn, job.id),
-                          self.store.tasks(conn, job.id) if tasks else None, self.clock())
+                          self.store.tasks(conn, job.id) if tasks else None, self.clock(),
+                          periodic=None if schedule is None else
+                          periodic_status(job.spec, schedule, last, self.checked.get(job.id)),
+                          parent=None if parent is None else parent.name)
 
     # -- submit -------------------------------------------------------------------------------
     def submit(self, body: HomeSubmit) -> JobRow:
@@ -104,13 +116,48 @@ class JobHome:
             admit(self.queued, spec.count, self.queue_limit)
             job_id = new_ulid(int(now * 1000))
             self.store.insert_job(conn, job_id, spec, now)
-            if spec.pool == BODEGA_POOL and body.probes:
+            if spec.periodic is not None:
+                at = self.calendar()
+                self.store.insert_periodic(conn, PeriodicRow(job_id, next_fire(spec.periodic, at)))
+                self.checked[job_id] = at
+            elif spec.pool == BODEGA_POOL and body.probes and not spec.after:
+                # A job that waits gets its probes once free (the upkeep's top-up).
                 self.store.add_probes(conn, job_id, body.probes, now)
-        self.queued += spec.count
+        self.queued += 0 if spec.periodic else spec.count
         log.info("job %s (%s/%s): %d task(s) of %s committed here", job_id, spec.app,
                  spec.name, spec.count, " ".join(spec.command)[:80])
         self.changed(job_id)
         return self.get(job_id)
+
+    # -- periodic jobs' runs -------------------------------------------------------------------
+    def launch(self, parent: JobRow, fire: float, after: PeriodicRow) -> JobRow:
+        """Commit the run of periodic job ``parent`` for ``fire`` with where its schedule
+        stands ``after``, in one transaction: a crash never launches a run without recording
+        it, and a launch tried again finds the run its fire already made."""
+        now = self.clock()
+        name = run_name(parent.name, fire)
+        with self.store.tx() as conn:
+            run = self.store.job_named(parent.app, name)
+            if run is None:
+                spec = run_spec(parent.spec, name, fire, now)
+                admit(self.queued, spec.count, self.queue_limit)
+                run_id = new_ulid(int(now * 1000))
+                self.store.insert_job(conn, run_id, spec, now, parent=parent.id)
+                self.queued += spec.count
+            else:
+                run_id = run.id
+            self.store.put_periodic(conn, replace(after, last_run=run_id,
+                                                  launched=after.launched + (run is None)))
+        log.info("job %s: run %s launched for %s", parent.name, name, rfc3339(fire))
+        self.changed(run_id)
+        self.changed(parent.id)
+        return self.get(run_id)
+
+    def record(self, after: PeriodicRow) -> None:
+        """Where a schedule stands, when a fire launched nothing."""
+        with self.store.tx() as conn:
+            self.store.put_periodic(conn, after)
+        self.changed(after.job_id)
 
     # -- claims -------------------------------------------------------------------------------
     def claim(self, job_id: str, body: HomeClaim) -> HomeClaimAnswer:
@@ -122,6 +169,16 @@ class JobHome:
                     "bodega's own workers run it; external workers claim jobs of other pools"
                     if bodega else "external workers claim it, not bodega's workers"),
                 status="wrong_pool")
+        if job.spec.periodic is not None:
+            raise Conflict(f"job {job.name} is periodic: each run is a job of its own, named "
+                           f"{job.name}-<the UTC minute it fired for>", status="periodic")
+        if job.waiting:
+            if body.mode == "take":
+                with self.store.tx() as conn:
+                    self.store.probes_answered(conn, job_id, body.worker, 0, drop=True)
+                return HomeClaimAnswer(drop=True)
+            raise Conflict(f"job {job.name} waits for {', '.join(job.waiting)} to succeed",
+                           status="waiting")
         now = self.clock()
         with self.store.tx() as conn:
             if body.ref is not None:
@@ -218,10 +275,20 @@ class JobHome:
 
     # -- cancel -------------------------------------------------------------------------------
     def cancel(self, job_id: str) -> JobRow:
-        """Drop the queued tasks; tell the claimants of running ones to stop them."""
+        """Drop the queued tasks; tell the claimants of running ones to stop them. A periodic
+        job stops firing (its runs already launched go on: each is cancelled by its name)."""
         job = self.get(job_id)
         now = self.clock()
+        if job.spec.periodic is not None:
+            if job.finished_at is None:
+                with self.store.tx() as conn:
+                    self.store.set_job_state(conn, job_id, JobState.CANCELLED, now, True)
+                self.changed(job_id)
+            return self.get(job_id)
         with self.store.tx() as conn:
+            if job.waiting:
+                self.store.set_waiting(conn, job_id, None)
+                job = replace(job, waiting=None)
             tasks = [t for t in self.store.tasks(conn, job_id) if not t.finished]
             after = [cancel(t, now) for t in tasks]
             self.apply(conn, job, after, now)
@@ -256,6 +323,8 @@ class JobHome:
             self.store.put_task(conn, job.id, task)
         states = self.store.counts(conn, job.id)
         state = job_state(states)
+        if state is JobState.QUEUED and job.waiting:
+            state = JobState.WAITING
         if state != job.state or state not in FINISHED:
             self.store.set_job_state(conn, job.id, state, now, state in FINISHED)
         return str(state)

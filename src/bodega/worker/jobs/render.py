@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bodega.jobs.spec import task_config, task_env
+from bodega.jobs.spec import JobSpec, task_config, task_env
 from bodega.jobs.tasks import Task, TaskState
 from bodega.model.machine import rfc3339
-from bodega.wire.jobs.api import ClaimAnswer, HeldTask, JobStatus, TaskStatus
-from bodega.worker.jobs.store import JobRow
+from bodega.wire.jobs.api import ClaimAnswer, HeldTask, JobStatus, PeriodicStatus, TaskStatus
+from bodega.worker.jobs.store import JobRow, PeriodicRow
 
 
 def _time(at: float | None) -> str | None:
@@ -36,8 +36,21 @@ def held_task(task: Task) -> HeldTask:
                     stopping=task.stopping, machine_id=task.machine_id)
 
 
+def periodic_status(spec: JobSpec, row: PeriodicRow, last: JobRow | None,
+                    checked_at: float | None) -> PeriodicStatus | None:
+    if spec.periodic is None:
+        return None
+    return PeriodicStatus(
+        cron=spec.periodic.cron, time_zone=spec.periodic.time_zone,
+        overlap=spec.periodic.overlap, next_run_at=rfc3339(row.next_at),
+        checked_at=_time(checked_at), launched=row.launched, skipped=row.skipped,
+        pending=len(row.pending), last_run=None if last is None else last.name,
+        last_run_state=None if last is None else str(last.state))
+
+
 def job_status(job: JobRow, home: str, states: dict[str, int], running: Sequence[Task],
-               tasks: Sequence[Task] | None, now: float) -> JobStatus:
+               tasks: Sequence[Task] | None, now: float, *,
+               periodic: PeriodicStatus | None = None, parent: str | None = None) -> JobStatus:
     spec = job.spec
     guest = spec.config.effective_guest()
     return JobStatus(
@@ -48,7 +61,9 @@ def job_status(job: JobRow, home: str, states: dict[str, int], running: Sequence
         finished_at=_time(job.finished_at), deadline_at=_time(spec.deadline_at),
         idempotency_key=spec.idempotency_key,
         held=[held_task(t) for t in running],
-        tasks=None if tasks is None else [task_status(t, now) for t in tasks])
+        tasks=None if tasks is None else [task_status(t, now) for t in tasks],
+        after=list(spec.after), waiting_for=list(job.waiting or ()), periodic=periodic,
+        parent=parent or spec.parent, fire_at=_time(spec.fire_at))
 
 
 def claimed(job: JobRow, task: Task, worker: str, bodega_pool: bool) -> ClaimAnswer:
@@ -66,4 +81,4 @@ def claimed(job: JobRow, task: Task, worker: str, bodega_pool: bool) -> ClaimAns
         stopping=task.stopping)
 
 
-__all__ = ["claimed", "held_task", "job_status", "task_status"]
+__all__ = ["claimed", "held_task", "job_status", "periodic_status", "task_status"]

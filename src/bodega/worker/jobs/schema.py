@@ -130,4 +130,21 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE runs_by_attempt RENAME TO runs;
     CREATE INDEX runs_by_task ON runs (job_id, idx, attempt);
     """,
+    # Jobs that wait for others (``after``): the ones still waited for, NULL once free.
+    # Periodic jobs: when each fires next and what its runs did; a run names its job.
+    """
+    ALTER TABLE jobs ADD COLUMN waiting TEXT;
+    ALTER TABLE jobs ADD COLUMN parent TEXT;
+    CREATE INDEX jobs_waiting ON jobs (id) WHERE waiting IS NOT NULL;
+    CREATE INDEX jobs_by_parent ON jobs (parent, id) WHERE parent IS NOT NULL;
+
+    CREATE TABLE periodic (
+        job_id TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+        next_at REAL NOT NULL,             -- the next fire, by the scheduler's clock
+        launched INTEGER NOT NULL DEFAULT 0,
+        skipped INTEGER NOT NULL DEFAULT 0,
+        pending TEXT NOT NULL DEFAULT '[]',  -- fires queued behind an unfinished run (JSON)
+        last_run TEXT                      -- the id of the latest run
+    );
+    """,
 )

@@ -33,6 +33,8 @@ class JobRow:
     created_at: float
     updated_at: float
     finished_at: float | None
+    waiting: tuple[str, ...] | None = None  # the jobs it still waits for (None: free)
+    parent: str | None = None  # a run of a periodic job: that job's id
 
     @property
     def app(self) -> str:
@@ -46,6 +48,18 @@ class JobRow:
     def policy(self) -> Policy:
         s = self.spec
         return Policy(s.max_attempts, s.backoff, s.backoff_cap, s.lease_seconds, s.deadline_at)
+
+
+@dataclass(frozen=True)
+class PeriodicRow:
+    """Where a periodic job's schedule stands (``jobs/periodic.py`` decides from it)."""
+
+    job_id: str
+    next_at: float
+    launched: int = 0
+    skipped: int = 0
+    pending: tuple[float, ...] = ()  # fires queued behind an unfinished run
+    last_run: str | None = None
 
 
 class JobStore:
@@ -74,12 +88,20 @@ class JobStore:
             raise full from exc
 
     # -- jobs -------------------------------------------------------------------------------
-    def insert_job(self, conn: sqlite3.Connection, job_id: str, spec: JobSpec, now: float) -> None:
+    def insert_job(self, conn: sqlite3.Connection, job_id: str, spec: JobSpec, now: float,
+                   parent: str | None = None) -> None:
+        """The job and its queued tasks; a periodic job has none (its runs have), a job that
+        runs after others waits for them."""
+        state = JobState.SCHEDULED if spec.periodic else \
+            JobState.WAITING if spec.after else JobState.QUEUED
         conn.execute(
             "INSERT INTO jobs (id, app, name, pool, spec, idempotency_key, deadline_at, state, "
-            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at, updated_at, waiting, parent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (job_id, spec.app, spec.name, spec.pool, spec.model_dump_json(exclude_none=True),
-             spec.idempotency_key, spec.deadline_at, str(JobState.QUEUED), now, now))
+             spec.idempotency_key, spec.deadline_at, str(state), now, now,
+             json.dumps(list(spec.after)) if spec.after else None, parent))
+        if spec.periodic:
+            return
         conn.executemany(
             "INSERT INTO tasks (job_id, idx, state, attempts, exit_codes, eligible_at, reason) "
             "VALUES (?, ?, 'queued', 0, '[]', ?, '')",
@@ -108,6 +130,42 @@ class JobStore:
                       now: float, finished: bool) -> None:
         conn.execute("UPDATE jobs SET state = ?, updated_at = ?, finished_at = ? WHERE id = ?",
                      (str(state), now, now if finished else None, job_id))
+
+    def set_waiting(self, conn: sqlite3.Connection, job_id: str,
+                    waiting: tuple[str, ...] | None) -> None:
+        conn.execute("UPDATE jobs SET waiting = ? WHERE id = ?",
+                     (None if waiting is None else json.dumps(list(waiting)), job_id))
+
+    def waiting_jobs(self) -> list[JobRow]:
+        return [_job(row) for row in self.db.execute(
+            "SELECT * FROM jobs WHERE waiting IS NOT NULL AND finished_at IS NULL ORDER BY id")]
+
+    def state_named(self, app: str, name: str) -> str | None:
+        row = self.db.execute("SELECT state FROM jobs WHERE app = ? AND name = ?",
+                              (app, name)).fetchone()
+        return None if row is None else str(row[0])
+
+    # -- periodic jobs ------------------------------------------------------------------------
+    def insert_periodic(self, conn: sqlite3.Connection, row: PeriodicRow) -> None:
+        conn.execute("INSERT INTO periodic (job_id, next_at) VALUES (?, ?)",
+                     (row.job_id, row.next_at))
+
+    def put_periodic(self, conn: sqlite3.Connection, row: PeriodicRow) -> None:
+        conn.execute("UPDATE periodic SET next_at = ?, launched = ?, "
+                     "skipped = ?, pending = ?, last_run = ? WHERE job_id = ?",
+                     (row.next_at, row.launched, row.skipped,
+                      json.dumps(list(row.pending)),
+                      row.last_run, row.job_id))
+
+    def periodic(self, job_id: str) -> PeriodicRow | None:
+        row = self.db.execute("SELECT * FROM periodic WHERE job_id = ?", (job_id,)).fetchone()
+        return None if row is None else _periodic(row)
+
+    def schedules(self) -> list[PeriodicRow]:
+        """The schedules of periodic jobs not cancelled."""
+        return [_periodic(r) for r in self.db.execute(
+            "SELECT p.* FROM periodic p JOIN jobs j ON j.id = p.job_id "
+            "WHERE j.finished_at IS NULL ORDER BY p.job_id")]
 
     def delete_job(self, conn: sqlite3.Connection, job_id: str) -> None:
         conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
@@ -185,6 +243,7 @@ class JobStore:
         return {str(r[0]): int(r[1]) for r in self.db.execute(
             "SELECT t.job_id, count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id "
             "WHERE t.state = 'queued' AND t.eligible_at <= ? AND j.pool = ? "
+            "AND j.waiting IS NULL "
             "GROUP BY t.job_id", (now, pool))}
 
     # -- probes placed by this home -----------------------------------------------------------
@@ -231,7 +290,15 @@ class JobStore:
 def _job(row: sqlite3.Row) -> JobRow:
     return JobRow(id=row["id"], spec=JobSpec.model_validate_json(row["spec"]),
                   state=JobState(row["state"]), created_at=row["created_at"],
-                  updated_at=row["updated_at"], finished_at=row["finished_at"])
+                  updated_at=row["updated_at"], finished_at=row["finished_at"],
+                  waiting=None if row["waiting"] is None else tuple(json.loads(row["waiting"])),
+                  parent=row["parent"])
+
+
+def _periodic(row: sqlite3.Row) -> PeriodicRow:
+    return PeriodicRow(job_id=row["job_id"], next_at=row["next_at"], launched=row["launched"],
+                       skipped=row["skipped"], pending=tuple(json.loads(row["pending"])),
+                       last_run=row["last_run"])
 
 
 def _task(row: sqlite3.Row) -> Task:

@@ -7,6 +7,8 @@
   probes per such task on live workers (``jobs.binding.wanted``), placed on the
   workers with most room in this worker's view; probes are delivered, and a
   worker that cannot be reached loses them (they are placed elsewhere).
+- Jobs that run after others are freed or failed (``waits.py``), about once a second.
+- Periodic jobs launch their runs when their schedule fires (``schedules.py``).
 - Finished jobs past the TTL, or beyond the newest ``keep`` of their app, go.
 - Stop orders and probe drops are sent as they come.
 
@@ -31,6 +33,8 @@ from bodega.runtime.waits import within
 from bodega.wire.jobs.calls import ProbeBody, RunStop
 from bodega.worker.jobs.home import JobHome, StopOrder
 from bodega.worker.jobs.peers import JobPeers
+from bodega.worker.jobs.schedules import JobSchedules
+from bodega.worker.jobs.waits import JobWaits
 
 log = logging.getLogger("bodega.worker.jobs")
 
@@ -46,8 +50,10 @@ class UpkeepConfig:
 
 class JobUpkeep:
     def __init__(self, home: JobHome, peers: JobPeers, config: UpkeepConfig,
-                 rng: random.Random | None = None) -> None:
+                 waits: JobWaits, rng: random.Random | None = None) -> None:
         self.home = home
+        self.waits = waits
+        self.schedules = JobSchedules(home)
         self.store = home.store
         self.peers = peers
         self.config = config
@@ -89,6 +95,8 @@ class JobUpkeep:
         now = self.store.clock()
         self.lapse_leases(now)
         self.enforce_deadlines(now)
+        self.waits.tick(now)
+        self.schedules.tick()
         self.top_up_probes(now)
         self.deliver_probes()
         if now >= self._next_retention:

@@ -11,6 +11,10 @@ or past its deadline) or lost (the lease lapsed and the task went back to the
 queue: it is stopped and not reported). A stop sends the config's stop
 signal (SIGTERM by default here), then SIGKILL after the job's grace period.
 
+The output kept outlives the task's machine (auto-destroyed when it ends) for the job
+TTL (``--job-ttl``), as long as its home keeps the job: a job's kept output older than
+that goes, checked every ``PRUNE_EVERY``.
+
 A machine stopped by anyone else (the worker's own shutdown) gives the task
 back: not a failure, it runs again elsewhere at once.
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
 from collections.abc import Coroutine
 from pathlib import Path
@@ -47,6 +52,7 @@ log = logging.getLogger("bodega.worker.jobs")
 
 ENDED = frozenset({S.STOPPED, S.FAILED, S.DESTROYING, S.DESTROYED, S.LAUNCH_FAILED})
 TICK = 0.5
+PRUNE_EVERY = 60.0
 MAX_RENEW_EVERY = 2.0
 STOP_TRIES = 25  # a machine still starting refuses a stop: try again, 0.2 s apart
 
@@ -74,10 +80,25 @@ def end_of(row: MachineRow, stopped_by_us: bool,
     return True, None, "its machine was stopped"
 
 
+def prune(logs_dir: Path, now: float, ttl: float) -> list[str]:
+    """Drop the kept output of jobs whose last output was kept here over ``ttl`` ago (a
+    job's directory is touched each time); the jobs dropped."""
+    dropped = []
+    with contextlib.suppress(FileNotFoundError):
+        for kept in logs_dir.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if now - kept.stat().st_mtime > ttl:
+                    shutil.rmtree(kept, ignore_errors=True)
+                    dropped.append(kept.name)
+    return sorted(dropped)
+
+
 class RunWatch:
     def __init__(self, store: RunStore, machines: MachineService, peers: JobPeers,
-                 logs_dir: Path, machine_dir: Any) -> None:
+                 logs_dir: Path, machine_dir: Any, logs_ttl: float = 24 * 3600.0) -> None:
         self.store = store
+        self.logs_ttl = logs_ttl
+        self._next_prune = 0.0
         self.machines = machines
         self.peers = peers
         self.logs_dir = logs_dir
@@ -143,6 +164,7 @@ class RunWatch:
                 for part in ("machine.log.1", "machine.log"):
                     with contextlib.suppress(FileNotFoundError), (logs / part).open("rb") as f:
                         shutil.copyfileobj(f, out)
+            os.utime(target.parent)  # the job's output was kept now: its TTL starts again
         except OSError as exc:
             log.warning("job %s task %d: its output was not kept: %s", run.job_id,
                         run.index, exc)
@@ -158,6 +180,13 @@ class RunWatch:
             return kept.read_bytes()
         except FileNotFoundError:
             raise NotFound(f"no output of job {job_id} task {task} on this worker") from None
+
+    def prune_logs(self, now: float) -> list[str]:
+        dropped = prune(self.logs_dir, now, self.logs_ttl)
+        if dropped:
+            log.info("dropped the kept output of %d job(s) past the job TTL (%.0fs)",
+                     len(dropped), self.logs_ttl)
+        return dropped
 
     # -- reporting, renewing --------------------------------------------------------------------
     async def report(self, run: RunRow) -> bool:
@@ -206,6 +235,9 @@ class RunWatch:
 
     async def tick(self, soon: bool = False) -> None:
         now = self.store.jobs.clock()
+        if now >= self._next_prune:
+            self._next_prune = now + PRUNE_EVERY
+            self.prune_logs(now)
         due: dict[str, list[RunRow]] = {}
         for run in self.store.runs():
             if run.state == "ended":

@@ -24,8 +24,10 @@ from bodega.worker.jobs.publish import JobPublisher
 from bodega.worker.jobs.routes import JobRoutes
 from bodega.worker.jobs.run_store import RunStore
 from bodega.worker.jobs.runs import JobRunner
+from bodega.worker.jobs.schedules import calendar
 from bodega.worker.jobs.store import JobStore
 from bodega.worker.jobs.upkeep import JobUpkeep, UpkeepConfig
+from bodega.worker.jobs.waits import JobWaits
 from bodega.worker.jobs.watch import RunWatch
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.store.ledger import Ledger
@@ -38,16 +40,18 @@ class WorkerJobs:
                  tls: InternalTls | None) -> None:
         settings = config.jobs
         self.store = JobStore(config.data_dir / "jobs.db")
-        self.home = JobHome(self.store, config.name, settings.queue_limit)
+        self.home = JobHome(self.store, config.name, settings.queue_limit,
+                            calendar=calendar(settings.clock_file))
         self.peers = JobPeers(config.name, tls.client if tls is not None else None,
                               self._url_of, self._alive, self._rooms)
         runs = RunStore(self.store)
         self.watch = RunWatch(runs, machines, self.peers, config.data_dir / "jobs" / "logs",
-                              config.machine_dir)
+                              config.machine_dir, logs_ttl=settings.finished_ttl)
         self.runner = JobRunner(runs, machines, ledger, self.peers, self.watch, config.region)
         self.upkeep = JobUpkeep(self.home, self.peers, UpkeepConfig(
             probe_ratio=settings.probe_ratio, finished_ttl=settings.finished_ttl,
-            keep_per_app=settings.keep_per_app), rng=random.Random())
+            keep_per_app=settings.keep_per_app), JobWaits(self.home, self._viewed_state),
+            rng=random.Random())
         self.routes = JobRoutes(home=self.home, runner=self.runner)
         self.registry: Registry | None = None
         self.publisher: JobPublisher | None = None
@@ -60,6 +64,14 @@ class WorkerJobs:
         self.upkeep.wake.set()
 
     # -- the view ---------------------------------------------------------------------------
+    def _viewed_state(self, app: str, name: str) -> str | None:
+        """The state of job ``name`` of ``app`` in the view (its newest, if several)."""
+        if self.registry is None:
+            return None
+        rows = sorted(self.registry.rows("jobs", app=app, name=name),
+                      key=lambda doc: str(doc.get("id")))
+        return str(rows[-1].get("state")) if rows else None
+
     def _url_of(self, worker: str) -> str | None:
         doc = self.registry.get("workers", worker) if self.registry is not None else None
         url = doc.get("url") if doc else None
