@@ -87,8 +87,10 @@ async def dependencies(jobs: Jobs) -> None:
     assert done.state == "succeeded", done
     # Its output outlives its machine (destroyed when the task ended).
     (task,) = done.tasks or []
-    gone = await jobs.http.get(f"/v1/apps/{app}/machines/{task.machine_id}")
-    assert gone.json()["state"] == "destroyed", gone.text
+    async def destroyed() -> bool:
+        found = await jobs.http.get(f"/v1/apps/{app}/machines/{task.machine_id}")
+        return bool(found.json()["state"] == "destroyed")
+    await until(destroyed)
     code, out, _ = await jobs.cli("jobs", "logs", "load", "-a", app)
     assert (code, out) == (0, "loaded\n")
     before, after = await jobs.status(app, extract), await jobs.status(app, transform)
@@ -138,6 +140,10 @@ async def autumn_and_spring(jobs: Jobs, clock: Clock) -> None:
     assert code == 0
     assert f"schedule  30 2 * * * in {PARIS}, overlap skip" in out
     assert "last run  nightly-20261026T0130Z succeeded" in out
+    waits = await jobs.submit(app, {"name": "after-nightly", "command": "true",
+                                    "after": ["nightly"]})
+    assert waits.status_code == 400
+    assert "job nightly is periodic: name one of its runs" in waits.json()["error"]
     assert (await jobs.api.cancel("nightly", app)).state == "cancelled"
 
     clock.set("2026-03-29T00:59:00")  # 01:59 CET; clocks jump to 03:00 at 01:00Z

@@ -41,16 +41,16 @@ class Overlap(StrEnum):
     CANCEL = "cancel"
 
 
-class Periodic(BaseModel):
-    """A job's schedule: a five-field cron expression (or ``@hourly``, ``@daily``...) read
-    in ``time_zone`` (an IANA name), and what a fire does when the last run still goes."""
+class Schedule(BaseModel):
+    """When a job fires: a five-field cron expression (or ``@hourly``, ``@daily``...) read in
+    ``time_zone`` (an IANA name), and what a fire does when the last run still goes. A
+    submit's ``periodic``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     cron: str = Field(min_length=1, max_length=200)
     time_zone: str = "UTC"
     overlap: Literal["skip", "queue", "cancel"] = "skip"
-    run_seconds: float | None = Field(default=None, gt=0)  # each run's deadline, from launch
 
     @field_validator("cron")
     @classmethod
@@ -62,6 +62,12 @@ class Periodic(BaseModel):
     def _zone(cls, name: str) -> str:
         zone(name)
         return name
+
+
+class Periodic(Schedule):
+    """A job's schedule as its home keeps it, with each run's deadline."""
+
+    run_seconds: float | None = Field(default=None, gt=0)  # each run's deadline, from launch
 
 
 # The nicknames cron takes for the usual schedules.

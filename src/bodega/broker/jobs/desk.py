@@ -98,10 +98,13 @@ class JobDesk:
             raise BadRequest(f"invalid_argument: {exc}") from None
         for before in spec.after:
             try:
-                await self.locate(app, before)
+                found = await self.locate(app, before)
             except NotFound:
                 raise BadRequest(f"invalid_argument: after: no job named {before} in app "
                                  f"{app}") from None
+            if found.periodic is not None:  # it never succeeds: its runs do
+                raise BadRequest(f"invalid_argument: after: job {before} is periodic: name "
+                                 f"one of its runs ({before}-<the UTC minute it fired for>)")
         probes = self.probe_targets(spec) if spec.pool == BODEGA_POOL \
             and not spec.after and not spec.periodic else {}
         order = self.index.submit_homes(app, spec.name, spec.idempotency_key,

@@ -14,9 +14,9 @@ import hashlib
 import secrets
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from bodega.jobs.periodic import Periodic, check_cron, zone
+from bodega.jobs.periodic import Periodic, Schedule
 from bodega.jobs.spec import (
     BODEGA_POOL,
     JobSpec,
@@ -41,26 +41,6 @@ def _either(article: str, plain: str) -> AliasChoices:
 
 class SchedRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class Schedule(SchedRequest):
-    """When a periodic job fires: ``cron`` (five fields, or ``@hourly``, ``@daily``...) in
-    ``time_zone``, and what a fire does while the last run still goes (``overlap``)."""
-
-    cron: str = Field(min_length=1, max_length=200)
-    time_zone: str = "UTC"
-    overlap: Literal["skip", "queue", "cancel"] = "skip"
-
-    @field_validator("cron")
-    @classmethod
-    def _cron(cls, cron: str) -> str:
-        return check_cron(cron)
-
-    @field_validator("time_zone")
-    @classmethod
-    def _zone(cls, name: str) -> str:
-        zone(name)
-        return name
 
 
 class SubmitBody(SchedRequest):
