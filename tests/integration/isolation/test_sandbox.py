@@ -8,13 +8,16 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from bodega.model.machine import Machine
 from bodega.wire.worker_client import WorkerClient
-from tests.integration.daemon_kit import running_worker_daemon
+from tests.integration.daemon_kit import running_worker_daemon, worker_daemon
 from tests.integration.images.image_kit import build_image, needs_image_tools, registry
 from tests.integration.images.test_image_machines import fetch, worker_args
+from tests.poll_kit import until
+from tests.tls_kit import TEST_CA
 
 pytestmark = [needs_image_tools,
               pytest.mark.skipif(shutil.which("runsc") is None, reason="needs runsc")]
@@ -52,6 +55,7 @@ async def test_a_sandbox_machine_serves_from_its_own_kernel_and_sees_nothing_of_
             machine = await sandbox_machine(client, image, env={"FROM_CONFIG": "1"})
             await client.wait(machine.id, "started", timeout=60)
             machine = await client.machine(machine.id)
+            assert machine.config is not None
             assert machine.config.guest is not None
             assert machine.config.guest.isolation == "sandbox"
             page = await fetch(f"http://{machine.private_ip}:8080/index.html")
@@ -90,3 +94,80 @@ async def test_a_sandbox_machine_serves_from_its_own_kernel_and_sees_nothing_of_
             assert await fetch(f"http://{machine.private_ip}:8080/") == "hello from an image\n"
             await client.destroy(machine.id, force=True)
             await client.wait(machine.id, "destroyed", timeout=30)
+
+
+def sandbox_pids(machine_id: str) -> list[int]:
+    """The host's runsc processes of the machine's sandbox (its sandbox, gofer and run)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                if argv[0].startswith(b"runsc") and any(
+                        a.startswith(machine_id.encode()) for a in argv):
+                    found.append(int(proc.name))
+    return sorted(found)
+
+
+async def exits(client: WorkerClient, machine_id: str) -> list[dict[str, object]]:
+    events = await client.call("GET", machine_id, "events")
+    return [e["request"]["exit_event"] for e in events if e["type"] == "exit"]
+
+
+async def test_a_sandbox_keeps_its_exit_codes_restarts_and_outlives_its_worker(
+        tmp_path: Path) -> None:
+    async with registry(tmp_path) as host:
+        image = build_image(tmp_path, host, "test/sandboxed:v2")
+        args = worker_args(host)
+        daemon = worker_daemon(tmp_path, **args)
+        await daemon.start()
+        try:
+            async with WorkerClient(daemon.url, TEST_CA.context("broker")) as client:
+                # An exit code is the program's; on-failure restarts it once, then it stops.
+                failing = await sandbox_machine(
+                    client, image, init={"exec": ["/bin/sh", "-c", "sleep 0.5; exit 3"]},
+                    restart={"policy": "on-failure", "max_retries": 1})
+                await until(lambda: exits(client, failing.id), timeout=60)
+                await client.wait(failing.id, "stopped", timeout=60)
+                codes = [e["exit_code"] for e in await exits(client, failing.id)]
+                assert codes == [3, 3], codes
+
+                serving = await sandbox_machine(client, image)
+                await client.wait(serving.id, "started", timeout=60)
+                serving = await client.machine(serving.id)
+                await fetch(f"http://{serving.private_ip}:8080/")
+                running = sandbox_pids(serving.id)
+                assert running, "runsc runs the machine's sandbox"
+
+                # Suspended: runsc pauses the sandbox; it answers nothing until resumed.
+                await client.suspend(serving.id)
+                await client.wait(serving.id, "suspended", timeout=30)
+                with pytest.raises(httpx.TimeoutException):
+                    async with httpx.AsyncClient() as http:
+                        await http.get(f"http://{serving.private_ip}:8080/", timeout=1.0)
+                await client.start(serving.id)
+                await client.wait(serving.id, "started", timeout=30)
+                assert await fetch(f"http://{serving.private_ip}:8080/") == \
+                    "hello from an image\n"
+
+            await daemon.kill9()
+            assert sandbox_pids(serving.id) == running, "the worker's death spares the sandbox"
+            await daemon.start()
+            async with WorkerClient(daemon.url, TEST_CA.context("broker")) as client:
+                again = await client.machine(serving.id)
+                assert again.state == "started"
+                assert sandbox_pids(serving.id) == running, "re-adopted, not started again"
+                done = await run(client, again, "/bin/cat", "/www/index.html")
+                assert done["stdout"] == "hello from an image\n"
+                # A stop's SIGTERM reaches the program through runsc: httpd ends on it.
+                await client.stop(serving.id, signal="SIGTERM", timeout="10s")
+                await client.wait(serving.id, "stopped", timeout=30)
+                last = (await exits(client, serving.id))[0]
+                assert last["exit_code"] == 143, last
+                assert last["requested_stop"] is True
+                await until(lambda: sandbox_pids(serving.id) == [], what="the sandbox gone")
+                for machine_id in (failing.id, serving.id):
+                    await client.destroy(machine_id, force=True)
+                    await client.wait(machine_id, "destroyed", timeout=30)
+        finally:
+            await daemon.stop()
