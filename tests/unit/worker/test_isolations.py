@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from bodega.model.machine_config import MachineConfig
@@ -31,7 +33,7 @@ def test_a_sandbox_counts_only_if_it_printed_a_kernel_not_the_hosts() -> None:
 
 
 def test_the_probe_bundle_runs_the_host_root_read_only_with_no_network_namespace() -> None:
-    bundle = probe_bundle()
+    bundle = json.loads(probe_bundle())
     assert bundle["root"] == {"path": "/", "readonly": True}
     assert "network" not in {n["type"] for n in bundle["linux"]["namespaces"]}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import shutil
@@ -99,7 +98,7 @@ def probe_sandbox(sandbox: Runc, work: Path) -> Probe:
         return Probe("sandbox", False, f"{sandbox.runtime} is not installed")
     bundle = work / "bundle"
     bundle.mkdir(parents=True)
-    (bundle / "config.json").write_text(json.dumps(probe_bundle()))
+    (bundle / "config.json").write_text(probe_bundle())
     argv = ["unshare", "--net", "--", *sandbox.argv("run", "--bundle", str(bundle),
                                                      f"probe-{os.getpid()}")]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -10,9 +10,9 @@ driver offers yet. Pure: the run itself is the worker's (``host/image_drivers.py
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from bodega.model.machine_config import ISOLATIONS
 
@@ -48,10 +48,10 @@ def offered(probes: Iterable[Probe]) -> tuple[str, ...]:
     return tuple(isolation for isolation in ISOLATIONS if isolation in ran)
 
 
-def probe_bundle() -> dict[str, Any]:
+def probe_bundle() -> str:
     """The probe sandbox's ``config.json``: the host's root, read-only, and no network
     namespace in the spec (runsc runs in a fresh one, as in a machine's)."""
-    return {
+    return json.dumps({
         "ociVersion": "1.0.2",
         "process": {"terminal": False, "user": {"uid": 0, "gid": 0}, "args": PROBE_PROGRAM,
                     "env": ["PATH=/usr/bin:/bin"], "cwd": "/"},
@@ -60,4 +60,4 @@ def probe_bundle() -> dict[str, Any]:
         "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"}],
         "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "ipc"},
                                  {"type": "uts"}]},
-    }
+    })
