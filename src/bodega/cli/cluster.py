@@ -55,8 +55,12 @@ def workers(api_url: ApiUrl = None, token: Token = None,
         cpus, total_memory = (w.totals.cpus, w.totals.memory_mb) if w.totals else (0, 0)
         return f"{millicpus / 1000:g}/{cpus} cpu, {memory}/{total_memory} MB"
 
-    table(["NAME", "REGION", "STATUS", "CORDONED", "USED", "URL"],
-          [(w.name, w.region, w.status, w.cordoned, used(w), w.url) for w in found])
+    def isolations(w: WorkerStatus) -> str:
+        return ",".join(w.totals.isolations) if w.totals and w.totals.isolations else "-"
+
+    table(["NAME", "REGION", "STATUS", "CORDONED", "USED", "ISOLATION", "URL"],
+          [(w.name, w.region, w.status, w.cordoned, used(w), isolations(w), w.url)
+           for w in found])
 
 
 @friendly

@@ -36,7 +36,7 @@ Id = Annotated[str, typer.Argument(help="Machine ID")]
 def machine_config(command: list[str], image: str, port: list[int], size: str | None,
                    cpus: int | None, memory: int | None, cpu_kind: str, env: list[str] | None,
                    restart: str | None, autostop: bool, standby_for: list[str] | None,
-                   metadata: list[str] | None) -> MachineConfig:
+                   metadata: list[str] | None, isolation: str | None = None) -> MachineConfig:
     """The config the options describe, checked as the broker checks it (``checked``)."""
     from bodega.model.machine_config import MachineConfig, preset
     from bodega.wire.fly import checked
@@ -45,7 +45,8 @@ def machine_config(command: list[str], image: str, port: list[int], size: str | 
     return checked(MachineConfig, {
         "image": image,
         "guest": {"cpu_kind": kind, "cpus": n if cpus is None else cpus,
-                  "memory_mb": mem if memory is None else memory},
+                  "memory_mb": mem if memory is None else memory,
+                  **({"isolation": isolation} if isolation else {})},
         "init": {"exec": command} if command else None,
         "env": env_pairs(env) if env else None,
         "metadata": env_pairs(metadata) if metadata else None,
@@ -75,6 +76,8 @@ def run(
     cpus: Annotated[int | None, typer.Option(help="vCPUs")] = None,
     memory: Annotated[int | None, typer.Option(help="Memory in MB (multiple of 128)")] = None,
     cpu_kind: Annotated[str, typer.Option(help="shared or performance")] = "shared",
+    isolation: Annotated[str | None, typer.Option(
+        help="container (the default), sandbox (gVisor) or vm, for an image")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="NAME=VALUE")] = None,
     metadata: Annotated[list[str] | None, typer.Option(help="KEY=VALUE")] = None,
     restart: Annotated[str | None, typer.Option(help="no, always or on-failure")] = None,
@@ -92,7 +95,7 @@ def run(
     app = app_name(app, config)
     body = checked(CreateMachineRequest, {"config": machine_config(
         command or [], image, port or [], size, cpus, memory, cpu_kind, env, restart, autostop,
-        standby_for, metadata), "skip_launch": skip_start, "region": region or None,
+        standby_for, metadata, isolation), "skip_launch": skip_start, "region": region or None,
         "name": name or None})
 
     async def work(client: MachinesClient) -> Machine:

@@ -59,6 +59,8 @@ def worker(
     oci_runtime: Annotated[str, typer.Option(
         help="OCI runtime for image machines: auto (crun if installed, else runc), runc or crun")]
     = "auto",
+    sandbox: Annotated[bool, typer.Option(
+        help="Try runsc at start and offer the sandbox isolation if it runs")] = True,
     cpus: Annotated[int | None, typer.Option(help="CPUs to offer (default: all)")] = None,
     memory_mb: Annotated[int | None, typer.Option(help="Memory to offer (default: all)")] = None,
     disk_gb: Annotated[int | None, typer.Option(help="Disk for volumes (default: free)")] = None,
@@ -152,7 +154,7 @@ def worker(
         registry_agent=registry_agent.resolve() if registry_agent else None,
         image_registry=image_registry, registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
-        oci_runtime=oci_runtime,
+        oci_runtime=oci_runtime, sandbox=sandbox,
         jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,
                          keep_per_app=jobs_kept, probe_ratio=probe_ratio,
                          clock_file=job_clock_file),

@@ -28,7 +28,7 @@ from pydantic import (
 from bodega.deploy.machine_keys import DEFAULT_GROUP as DEFAULT_GROUP
 from bodega.deploy.toml_errors import describe, line_of
 from bodega.model.duration import parse_duration
-from bodega.model.machine_config import Check, Guest, preset
+from bodega.model.machine_config import Check, Guest, Isolation, preset
 
 PROCESS_IMAGE = "process"  # the image recorded for machines the process driver runs
 
@@ -173,6 +173,7 @@ class Vm(_Strict):
     cpu_kind: Literal["shared", "performance"] | None = None
     memory: int | str | None = None  # MB, or "512mb" / "1gb" as fly.toml writes it
     processes: list[str] | None = None
+    isolation: Isolation | None = None  # container (unset), sandbox or vm: docs/isolation.md
 
     @field_validator("size")
     @classmethod
@@ -184,7 +185,8 @@ class Vm(_Strict):
     def guest(self) -> Guest:
         kind, cpus, memory = preset(self.size) if self.size else ("shared", 1, 256)
         return Guest(cpu_kind=self.cpu_kind or kind, cpus=self.cpus or cpus,
-                     memory_mb=megabytes(self.memory) if self.memory is not None else memory)
+                     memory_mb=megabytes(self.memory) if self.memory is not None else memory,
+                     isolation=self.isolation)
 
 
 class Deploy(_Strict):

@@ -17,6 +17,9 @@ from typing import Any
 from bodega.model.machine_config import MachineConfig
 
 CPU_KINDS = ("shared", "performance")
+# A host that says nothing of its isolations (one from before they were chosen) offers what
+# every host did then: containers.
+DEFAULT_ISOLATIONS = ("container",)
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Ask:
     disk_gb: int = 0
     gpus: int = 0
     gpu_kind: str | None = None
+    isolation: str = "container"
 
     @classmethod
     def for_config(cls, config: MachineConfig) -> Ask:
@@ -39,6 +43,7 @@ class Ask:
             memory_mb=guest.memory_mb,
             gpus=guest.gpus or 0,
             gpu_kind=guest.gpu_kind,
+            isolation=guest.isolation or "container",
         )
 
     def pinned(self, totals: Totals, used: Usage) -> Ask:
@@ -54,12 +59,15 @@ class Ask:
             text += f", {self.disk_gb} GB disk"
         if self.gpus:
             text += f", {self.gpus} {self.gpu_kind or 'any'} gpu"
+        if self.isolation != "container":
+            text += f", {self.isolation} isolation"
         return text
 
     def to_wire(self) -> dict[str, Any]:
         return {
             "cpu_kind": self.cpu_kind, "cpus": self.cpus, "memory_mb": self.memory_mb,
             "disk_gb": self.disk_gb, "gpus": self.gpus, "gpu_kind": self.gpu_kind,
+            "isolation": self.isolation,
         }
 
     @classmethod
@@ -71,6 +79,7 @@ class Ask:
             disk_gb=int(data.get("disk_gb", 0)),
             gpus=int(data.get("gpus", 0)),
             gpu_kind=data.get("gpu_kind"),
+            isolation=str(data.get("isolation") or "container"),
         )
 
 
@@ -84,6 +93,7 @@ class Totals:
     gpus: dict[str, int] = field(default_factory=dict)
     shared_cpu_ratio: float = 4.0
     cpu_kinds: tuple[str, ...] = CPU_KINDS
+    isolations: tuple[str, ...] = DEFAULT_ISOLATIONS  # those the worker ran at its start
 
     @property
     def millicpus(self) -> int:
@@ -98,7 +108,7 @@ class Totals:
         return {
             "cpus": self.cpus, "memory_mb": self.memory_mb, "disk_gb": self.disk_gb,
             "gpus": dict(self.gpus), "shared_cpu_ratio": self.shared_cpu_ratio,
-            "cpu_kinds": list(self.cpu_kinds),
+            "cpu_kinds": list(self.cpu_kinds), "isolations": list(self.isolations),
         }
 
     @classmethod
@@ -110,6 +120,7 @@ class Totals:
             gpus={str(k): int(v) for k, v in dict(data.get("gpus") or {}).items()},
             shared_cpu_ratio=float(data.get("shared_cpu_ratio", 4.0)),
             cpu_kinds=tuple(data.get("cpu_kinds") or CPU_KINDS),
+            isolations=tuple(data.get("isolations") or DEFAULT_ISOLATIONS),
         )
 
 
@@ -176,6 +187,8 @@ def shortfalls(totals: Totals, used: Usage, ask: Ask, compute: bool = True) -> l
     """Why ``ask`` does not fit on a host with ``used`` committed; empty when it fits."""
     reasons: list[str] = []
     if compute:
+        if ask.isolation not in totals.isolations:
+            reasons.append(f"isolation {ask.isolation} not offered")
         if ask.cpus and ask.cpu_kind not in totals.cpu_kinds:
             reasons.append(f"cpu kind {ask.cpu_kind} not offered")
         free_mcpu = totals.millicpus - used.millicpus

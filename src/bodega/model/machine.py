@@ -21,6 +21,9 @@ from typing import Any
 from bodega.model.answer import Answer
 from bodega.model.machine_config import MachineConfig
 
+# Defined beside the config that checks it; named here, where callers have long found it.
+from bodega.model.machine_config import names_registry as names_registry
+
 # Fields a worker adds for the cluster's own use; public answers leave them out.
 INTERNAL_FIELDS = frozenset({"app", "worker", "service_host", "network"})
 
@@ -55,13 +58,6 @@ def image_ref(image: str) -> ImageRef:
         tag=match.group("tag") or ("" if match.group("digest") else "latest"),
         digest=match.group("digest") or "",
     )
-
-
-def names_registry(image: str) -> bool:
-    """True when ``image`` starts with a registry host, so it is an OCI image to pull (and
-    only a worker that runs images can run it); anything else is a label."""
-    first, slash, _ = image.partition("/")
-    return bool(slash) and ("." in first or ":" in first or first == "localhost")
 
 
 class ExitEvent(Answer):

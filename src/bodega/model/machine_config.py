@@ -30,6 +30,10 @@ from bodega.model.limits import (
 )
 
 CpuKind = Literal["shared", "performance"]
+# What stands between a machine and the host's kernel (docs/isolation.md): namespaces and
+# cgroups on the host's kernel; gVisor's kernel in user space (runsc); a kernel of its own.
+Isolation = Literal["container", "sandbox", "vm"]
+ISOLATIONS: tuple[Isolation, ...] = ("container", "sandbox", "vm")
 SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGKILL", "SIGUSR1", "SIGUSR2", "SIGTERM",
            "SIGABRT", "SIGALRM", "SIGFPE", "SIGILL", "SIGPIPE", "SIGSEGV", "SIGTRAP")
 
@@ -40,6 +44,13 @@ _PRESET_KIND = {"shared-cpu": ("shared", 256), "performance": ("performance", 20
 class _Open(BaseModel):
     # Built on first use, not at import (as the answers: model/answer.py).
     model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
+
+
+def names_registry(image: str) -> bool:
+    """True when ``image`` starts with a registry host, so it is an OCI image to pull (and
+    only a worker that runs images can run it); anything else is a label."""
+    first, slash, _ = image.partition("/")
+    return bool(slash) and ("." in first or ":" in first or first == "localhost")
 
 
 def preset(size: str) -> tuple[CpuKind, int, int]:
@@ -61,6 +72,8 @@ class Guest(_Open):
     gpu_kind: str | None = None
     host_dedication_id: str | None = None
     kernel_args: list[str] | None = None
+    # None: a container, today's default; kept unset so a config reads back as it was sent.
+    isolation: Isolation | None = None
 
     @field_validator("memory_mb")
     @classmethod
@@ -246,6 +259,11 @@ class MachineConfig(_Open):
             self.guest = Guest(cpu_kind=kind, cpus=cpus, memory_mb=memory)
         if self.env and len(self.env) > MAX_ENV:
             raise ValueError(f"at most {MAX_ENV} environment variables")
+        isolation = self.effective_guest().isolation
+        if isolation not in (None, "container") and not names_registry(self.image):
+            # Its own kernel runs an image's root filesystem: a host process has none.
+            raise ValueError(f"guest.isolation {isolation} runs an image (a reference with a "
+                             f"registry host), not the host process {self.image!r}")
         return self
 
     def check_limits(self) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
+from bodega.model.machine_config import ISOLATIONS
 from bodega.placement.request import Candidate
 from bodega.placement.shapes import ShapeMix
 
@@ -23,7 +24,8 @@ Bools = npt.NDArray[np.bool_]
 
 _COLUMNS = ("total_mcpu", "used_mcpu", "shared_mcpu", "total_mem", "used_mem", "total_disk",
             "used_disk")
-_FLAGS = ("alive", "cordoned", "shared_ok", "performance_ok", "has_gpus", "runs_images")
+_FLAGS = ("alive", "cordoned", "shared_ok", "performance_ok", "has_gpus", "runs_images",
+          *(f"{isolation}_ok" for isolation in ISOLATIONS))
 
 
 class CandidateTable:
@@ -138,6 +140,8 @@ class CandidateTable:
         flag["performance_ok"][i] = "performance" in totals.cpu_kinds
         flag["has_gpus"][i] = bool(totals.gpus)
         flag["runs_images"][i] = not c.images_off
+        for isolation in ISOLATIONS:
+            flag[f"{isolation}_ok"][i] = isolation in totals.isolations
 
     # -- columns ----------------------------------------------------------------------
     def column(self, name: str) -> Floats:

@@ -9,7 +9,8 @@ that refuses names the reason recorded for that worker:
 4. avoidance  - hosts the request rules out (a volume name already on the host)
 5. images     - an image machine needs a worker that runs images (one with the process
                 driver only says why it does not: no OCI runtime, no cgroups)
-6. capacity   - cpu kind, cpus, memory, gpus, disk, as the worker's ledger counts them
+6. capacity   - isolation (those the worker ran at its start), cpu kind, cpus, memory,
+                gpus, disk, as the worker's ledger counts them
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from bodega.model.machine_config import ISOLATIONS
 from bodega.placement.candidate_table import CandidateTable
 from bodega.placement.filters import refusal
 from bodega.placement.request import Candidate, PlacementRequest
@@ -137,6 +138,13 @@ def _cpu_need(request: PlacementRequest, table: CandidateTable) -> npt.NDArray[n
     return need
 
 
+def _offers(table: CandidateTable, isolation: str) -> Mask:
+    """The workers that ran ``isolation`` at their start (none, for a name none knows)."""
+    if isolation not in ISOLATIONS:
+        return np.zeros(len(table), dtype=np.bool_)
+    return table.flag(f"{isolation}_ok")
+
+
 def _checks(request: PlacementRequest, table: CandidateTable) -> list[tuple[str, Mask]]:
     """Each filter as (kind, refused mask), in ``filters.refusal``'s order."""
     ask = request.ask
@@ -158,6 +166,7 @@ def _checks(request: PlacementRequest, table: CandidateTable) -> list[tuple[str,
         checks.append(("no_image_driver", ~table.flag("runs_images")))
     kind_ok = table.flag("performance_ok" if ask.cpu_kind == "performance" else "shared_ok")
     checks += [
+        ("isolation", ~_offers(table, ask.isolation)),
         ("cpu_kind", ~kind_ok & (ask.cpus > 0)),
         ("cpu", _cpu_need(request, table) > table.column("total_mcpu") - table.column("used_mcpu")),
         ("memory", ask.memory_mb > table.column("total_mem") - table.column("used_mem")),

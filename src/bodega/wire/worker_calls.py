@@ -182,6 +182,7 @@ class HostTotals(WorkerAnswer):
     gpus: dict[str, int] = {}
     shared_cpu_ratio: float = 4.0
     cpu_kinds: list[str] = []
+    isolations: list[str] = []  # those the worker ran at its start (docs/isolation.md)
 
 
 class HostUsage(WorkerAnswer):

@@ -74,6 +74,8 @@ class WorkerConfig:
     registry_username: str | None = None
     registry_password: str | None = None
     oci_runtime: str = "auto"  # crun if installed, else runc (drivers/oci/runtimes.py)
+    # Try runsc at start, and offer the sandbox isolation if it runs (docs/isolation.md).
+    sandbox: bool = True
     image_cache_gb: float = 10.0
     jobs: JobSettings = field(default_factory=JobSettings)
 

@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,12 @@ class Worker:
                        or self.driver.name in ("null", "fake"))
         self.images_off = None if runs_images else (
             images_off(config) or f"the worker runs the {self.driver.name} driver only")
+        # A sandbox runs in the machine's own network namespace (runsc takes it for the
+        # host's): where machines have none, the worker offers none.
+        isolations = tuple(i for i in self.driver.capabilities.isolations
+                           if i == "container" or self.network.fixed_attachment() is None)
+        config = self.config = replace(config, totals=replace(config.totals,
+                                                              isolations=isolations))
         self.metrics = WorkerMetrics()
         self.watch = StateWatch()
         self.store = Store(config.store_path, fsync=config.fsync)

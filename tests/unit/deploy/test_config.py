@@ -224,3 +224,15 @@ def test_tcp_services_with_every_handler_reach_the_machine_config() -> None:
         {"port": 7001, "handlers": ["tls"]},
         {"port": 7002, "handlers": ["proxy_proto"], "proxy_proto_options": {"version": "v2"}},
         {"start_port": 7010, "end_port": 7012, "handlers": []}]
+
+
+def test_a_vm_section_chooses_the_isolation_and_refuses_an_unknown_one() -> None:
+    text = ('app = "x"\n[build]\n  image = "127.0.0.1:5000/x:1"\n'
+            '[[vm]]\n  size = "shared-cpu-1x"\n  isolation = "sandbox"\n')
+    config, _ = parse(text, "iso.toml")
+    assert config.vm[0].guest().isolation == "sandbox"
+    assert machine_config(config, "app", 1).model_dump(exclude_none=True)["guest"][
+        "isolation"] == "sandbox"
+    with pytest.raises(ConfigError, match=r"^bad.toml:6: vm.0.isolation: Input should be "
+                                          r"'container', 'sandbox' or 'vm'"):
+        parse(text.replace('"sandbox"', '"kata"'), "bad.toml")

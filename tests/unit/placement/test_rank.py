@@ -202,18 +202,21 @@ def test_an_explanation_is_scored_on_the_view_it_was_ranked_on() -> None:
 
 # -- columns agree with the row-at-a-time definitions -----------------------------------
 candidates = st.builds(
-    lambda i, cpus, mcpu, memory, mem, disk, status, cordoned, kinds, ratio, image, off:
+    lambda i, cpus, mcpu, memory, mem, disk, status, cordoned, kinds, ratio, image, off, iso:
     Candidate(
         f"w{i}", "ams", "http://w",
-        Totals(cpus=cpus, memory_mb=memory, disk_gb=50, cpu_kinds=kinds, shared_cpu_ratio=ratio),
+        Totals(cpus=cpus, memory_mb=memory, disk_gb=50, cpu_kinds=kinds, shared_cpu_ratio=ratio,
+               isolations=iso),
         Usage(millicpus=mcpu, memory_mb=mem, disk_gb=disk), cordoned=cordoned, status=status,
         images=frozenset({"img"}) if image else frozenset(), images_off=off),
     st.integers(0, 10_000), st.integers(1, 16), st.integers(0, 17_000), st.integers(256, 32768),
     st.integers(0, 33000), st.integers(0, 60), st.sampled_from(["alive", "alive", "suspect"]),
     st.booleans(), st.sampled_from([("shared",), ("performance",), ("shared", "performance")]),
     st.sampled_from([1.0, 2.0, 3.0, 4.0]), st.booleans(), st.sampled_from(["", "", "no runc"]),
+    st.sampled_from([("container",), ("container", "sandbox"), ("sandbox",)]),
 )
 asks = st.builds(Ask, cpu_kind=st.sampled_from(["shared", "performance"]),
+                 isolation=st.sampled_from(["container", "container", "sandbox", "vm"]),
                  cpus=st.integers(0, 8), memory_mb=st.integers(0, 16384),
                  disk_gb=st.integers(0, 20))
 

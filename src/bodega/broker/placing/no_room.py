@@ -39,6 +39,12 @@ def no_room(request: PlacementRequest, record: Record,
         worker, why = imageless
         parts.append(f"an image machine needs a worker that runs images ({worker} runs none: "
                      f"{why})")
+    # An isolation no worker there offers: no amount of room changes that either.
+    isolation = request.ask.isolation
+    offering = [c for c in candidates.all() if c.region in request.regions
+                and isolation in c.totals.isolations]
+    if not offering:
+        parts.append(f"no worker in {where} offers isolation {isolation}")
     best = best_free([c for c in candidates.all() if c.region in request.regions])
     if best is not None:
         parts.append(f"the best ({best.name}) had {describe_free(best.totals, best.used)}")

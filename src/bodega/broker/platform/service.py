@@ -55,7 +55,8 @@ def ask_for(guest: Guest | None) -> Ask:
         kind, cpus, memory = preset(DEFAULT_SIZE)
         return Ask(cpu_kind=kind, cpus=cpus, memory_mb=memory)
     return Ask(cpu_kind=guest.cpu_kind, cpus=guest.cpus, memory_mb=guest.memory_mb,
-               gpus=guest.gpus or 0, gpu_kind=guest.gpu_kind)
+               gpus=guest.gpus or 0, gpu_kind=guest.gpu_kind,
+               isolation=guest.isolation or "container")
 
 
 class Platform:

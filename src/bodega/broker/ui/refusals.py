@@ -29,6 +29,7 @@ LABELS = {
     "pinned": "pinned to another worker (its volume)",
     "avoided": "avoided (a same-named volume is there)",
     "no_image_driver": "runs no images (process driver only)",
+    "isolation": "isolation not offered",
     "cpu_kind": "cpu kind not offered",
     "cpu": "not enough cpu",
     "memory": "not enough memory",
@@ -68,8 +69,8 @@ def kind_of(reason: str, counted: Iterable[str] = ()) -> str:
         return "cordoned"
     if reason.startswith("runs no images"):
         return "no_image_driver"
-    for prefix, kind in (("cpu kind ", "cpu_kind"), ("cpu:", "cpu"), ("memory:", "memory"),
-                         ("gpu:", "gpus"), ("disk:", "disk")):
+    for prefix, kind in (("isolation ", "isolation"), ("cpu kind ", "cpu_kind"), ("cpu:", "cpu"),
+                         ("memory:", "memory"), ("gpu:", "gpus"), ("disk:", "disk")):
         if reason.startswith(prefix):
             return kind
     counted = set(counted)

@@ -52,6 +52,7 @@ class TaskSpec:
     # init.entrypoint and init.cmd as given (None: not given), for an image to fill in
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
+    isolation: str = "container"  # guest.isolation: the oci driver runs a sandbox with runsc
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,9 @@ class Capabilities:
     # False: ``prepare`` does nothing on the host (no directories, no image), so the
     # runner joins the prepare step to the next one in a single commit.
     prepares: bool = True
+    # What may stand between a machine and the host's kernel here (``guest.isolation``):
+    # those the driver ran at its start (``oci/isolations.py``).
+    isolations: tuple[str, ...] = ("container",)
 
 
 class Driver(Protocol):

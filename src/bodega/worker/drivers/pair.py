@@ -77,6 +77,7 @@ class DriverPair:
             # Both put a machine in the same cgroups, named by its id (runc's cgroupsPath).
             memory=process.capabilities.memory,
             warmup=self if oci.capabilities.warmup is not None else None,
+            isolations=oci.capabilities.isolations,  # a sandbox runs an image: oci's
         )
 
     def start_coming(self, machine_id: str, config: MachineConfig) -> bool:

@@ -7,12 +7,16 @@ import fcntl
 import logging
 import os
 import shutil
+import signal
 import subprocess
+import tempfile
 from pathlib import Path
 
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.drivers.oci import OciDriver, runtimes
+from bodega.worker.drivers.oci.isolations import Probe, probe_bundle, sandbox_probe
+from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.pair import DriverPair
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
@@ -24,6 +28,7 @@ from bodega.worker.images.store import ImageStore
 log = logging.getLogger("bodega.worker.images")
 CGROUP_ROOT = Path(runtimes.UNIFIED).parent
 LOCK = Path("/run/bodega/cgroup-v1.lock")  # two workers starting at once mount each once
+PROBE_TIMEOUT = 30.0  # seconds the probe sandbox may take (a hung platform never ends)
 
 
 def installed(program: str) -> bool:
@@ -86,6 +91,47 @@ def controllers_for(runtime: str) -> str | None:
     return give_controllers_to_v1(wanted) if wanted else controllers
 
 
+def probe_sandbox(sandbox: Runc, work: Path) -> Probe:
+    """Run the probe sandbox (``oci/isolations.py``) with ``sandbox`` in a fresh network
+    namespace, its output through a pipe, and say whether it ran in a kernel of its own."""
+    if not installed(sandbox.runtime):
+        return Probe("sandbox", False, f"{sandbox.runtime} is not installed")
+    bundle = work / "bundle"
+    bundle.mkdir(parents=True)
+    (bundle / "config.json").write_text(probe_bundle())
+    argv = ["unshare", "--net", "--", *sandbox.argv("run", "--bundle", str(bundle),
+                                                     f"probe-{os.getpid()}")]
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = process.communicate(timeout=PROBE_TIMEOUT)
+        returncode: int | None = process.returncode
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        returncode = None
+    host = Path("/proc/version").read_text()
+    return sandbox_probe(returncode, output.decode(errors="replace"), host)
+
+
+def sandbox_runtime(config: WorkerConfig, state_root: Path) -> Runc | None:
+    """runsc, if a probe sandbox ran here (said in the log either way); else None."""
+    if not config.sandbox:
+        return None
+    sandbox = Runc(runtimes.SANDBOX, state_root, flags=runtimes.SANDBOX_FLAGS,
+                   freezes_cgroup=False)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sandbox-probe-", dir=config.data_dir) as work:
+        probe = probe_sandbox(Runc(sandbox.runtime, Path(work) / "state", flags=sandbox.flags),
+                              Path(work))
+    if not probe.ran:
+        log.info("no sandbox isolation on this worker: %s", probe.why)
+        return None
+    log.info("sandbox isolation: a probe sandbox ran with %s", sandbox.runtime)
+    return sandbox
+
+
 def make_image_driver(config: WorkerConfig) -> Driver:
     """``oci``: image machines only; ``auto``: both drivers, the config picks."""
     if not runtime_available(config.oci_runtime):
@@ -101,7 +147,8 @@ def make_image_driver(config: WorkerConfig) -> Driver:
                     RUNC_STATE / scope, runtime=runtime,
                     runtime_command=runtimes.command(runtime, controllers_for(runtime)),
                     cache_budget_bytes=int(config.image_cache_gb * (1 << 30)),
-                    log_max_bytes=config.log_max_bytes)
+                    log_max_bytes=config.log_max_bytes,
+                    sandbox=sandbox_runtime(config, RUNC_STATE / scope / runtimes.SANDBOX))
     if config.driver == "oci":
         return oci
     process = ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,

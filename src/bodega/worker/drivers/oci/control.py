@@ -10,6 +10,7 @@ and cgroups. Told nothing more, crun would run it as root in ``/``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from bodega.worker.drivers.base import DriverError, ExecResult, TaskGone, TaskHandle, TaskSpec
 from bodega.worker.drivers.oci.runc import Runc
@@ -22,9 +23,10 @@ from bodega.worker.drivers.process.runs import Runs
 class OciControl(ProcessControl):
     """``exec`` runs in the container as its program does, via ``runc exec --process``."""
 
-    def __init__(self, runc: Runc, runs: Runs, cgroups: Cgroups | None) -> None:
+    def __init__(self, runtime_of: Callable[[str], Runc], runs: Runs,
+                 cgroups: Cgroups | None) -> None:
         super().__init__(runs, cgroups)
-        self.runc = runc
+        self.runtime_of = runtime_of  # the runtime of a machine's bundle (runc or runsc)
 
     async def exec(
         self, handle: TaskHandle, spec: TaskSpec, argv: list[str], timeout: float,
@@ -32,14 +34,15 @@ class OciControl(ProcessControl):
     ) -> ExecResult:
         if not self.runs.alive(handle):
             raise TaskGone(f"machine {handle.machine_id}'s program is not running")
-        container = self.runc.container_id(handle.machine_id, handle.start_seq)
+        runtime = self.runtime_of(handle.machine_id)
+        container = runtime.container_id(handle.machine_id, handle.start_seq)
         try:
             config = (spec.machine_dir / "oci" / "config.json").read_text()
         except OSError as exc:
             raise DriverError(f"machine {handle.machine_id}'s bundle: {exc}") from exc
         # The file holds the environment, the app's secrets among it: in memory only.
         with memory_file(exec_process(config, argv)) as process:
-            command = self.runc.argv("exec", "--process", process, container)
+            command = runtime.argv("exec", "--process", process, container)
             return await run_bounded(command, stdin, timeout, codes_over_128_are_signals=True)
 
 

@@ -18,6 +18,16 @@ Each machine's root is an overlay: the image's shared, read-only base as the
 lower layer, ``oci/upper`` of its own as the upper one; two machines of one
 image share one base. Container ids are ``<machine>-<start_seq>``, one per
 run, so a run killed with the worker never blocks the next.
+
+A machine whose ``guest.isolation`` is ``sandbox`` runs the same bundle with runsc
+(gVisor: a kernel in user space between the program and the host's). Three things
+differ, each for a reason of runsc's: the wrapper enters the machine's network
+namespace itself and the spec names none (runsc's own network stack cannot run here,
+so the sandbox takes the namespace's as its host network); every runsc command runs in
+that namespace (``runc.py``); and signals go through ``runsc kill``, since ``runsc run``
+forwards none and dies of a SIGTERM sent to its process group (its sandbox with it).
+The bundle's ``sandbox`` file names the namespace: a re-adopted run and an exec find
+their runtime in it.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ from bodega.worker.images.reference import BadReference
 from bodega.worker.images.registry_client import RegistryError
 
 log = logging.getLogger("bodega.worker.oci")
+SANDBOX_MARKER = "sandbox"  # in the bundle: the run is runsc's, in the namespace it names
 
 
 class OciDriver(RunsDriver):
@@ -59,22 +70,49 @@ class OciDriver(RunsDriver):
     def __init__(self, cgroups: Cgroups | None, puller: Puller, machines_dir: Path,
                  state_root: Path, runtime: str = "runc", cache_budget_bytes: int = 10 << 30,
                  log_max_bytes: int = 1 << 20,
-                 runtime_command: tuple[str, ...] | None = None) -> None:
+                 runtime_command: tuple[str, ...] | None = None,
+                 sandbox: Runc | None = None) -> None:
         self.cgroups = cgroups
         self.puller = puller
         self.machines_dir = machines_dir
         self.runc = Runc(runtime, state_root, runtime_command)
+        self.sandbox = sandbox  # runsc, where it ran at the worker's start; else None
         self.warmup = Warmup.of(cgroups)
         self.runs = Runs(self.name, cgroups, self.warmup)
+        self.runs.signaller = self._signal_sandbox
         self.cache_budget_bytes = cache_budget_bytes
         self.janitor = LogJanitor(log_max_bytes)
-        self.control = OciControl(self.runc, self.runs, cgroups)
+        self.control = OciControl(self.runtime_of, self.runs, cgroups)
         self.capabilities = Capabilities(needs_command=False, own_netns=True,
                                          control=self.control, logs=self.janitor,
                                          images=puller.store,
-                                         suspend=RuncFreezer(self.runc, cgroups),
+                                         suspend=RuncFreezer(self.runtime_of, cgroups),
                                          memory=CgroupMemory(cgroups) if cgroups else None,
-                                         warmup=self if self.warmup is not None else None)
+                                         warmup=self if self.warmup is not None else None,
+                                         isolations=("container", "sandbox") if sandbox
+                                         else ("container",))
+
+    def runtime_of(self, machine_id: str) -> Runc:
+        """The runtime of the machine's bundle: runsc in its namespace for a sandbox."""
+        marker = self.bundle(self.machines_dir / machine_id) / SANDBOX_MARKER
+        if self.sandbox is None or not marker.exists():
+            return self.runc
+        return self.sandbox.within(marker.read_text().strip() or None)
+
+    async def _signal_sandbox(self, handle: TaskHandle, signal: int) -> bool:
+        """Send ``signal`` to a sandbox's program with ``runsc kill``; False for a container
+        (its process group is signalled), or a sandbox not made yet (nor is its program:
+        the group's signal ends its ``runsc run`` before it starts anything)."""
+        runtime = self.runtime_of(handle.machine_id)
+        if runtime is self.runc:
+            return False
+        container = runtime.container_id(handle.machine_id, handle.start_seq)
+        try:
+            await runtime.run("kill", container, str(signal))
+        except DriverError as exc:
+            log.info("%s: runsc kill %d: %s", handle.machine_id, signal, exc)
+            return False
+        return True
 
     def start_coming(self, machine_id: str, config: MachineConfig) -> bool:
         """A start joins the machine's cgroups in a few milliseconds (the runtime's move):
@@ -166,6 +204,12 @@ class OciDriver(RunsDriver):
 
     def _write_config(self, spec: TaskSpec) -> None:
         bundle = self.bundle(spec.machine_dir)
+        sandboxed = spec.isolation == "sandbox"
+        if sandboxed and (self.sandbox is None or spec.netns is None):
+            raise DriverError("this worker runs no sandbox (runsc did not run at its start, "
+                              "or its machines have no network namespace of their own)")
+        if spec.isolation not in ("container", "sandbox"):
+            raise DriverError(f"this worker offers no {spec.isolation} isolation")
         digest = (bundle / "image").read_text().strip()
         store = self.puller.store
         image = store.image_config(digest)
@@ -182,7 +226,8 @@ class OciDriver(RunsDriver):
                 rootfs=str(bundle / "rootfs"), hostname=spec.machine_id,
                 cgroups_path=(f"/bodega/{self.cgroups.scope}/{spec.machine_id}"
                               if self.cgroups else None),
-                netns=f"/run/netns/{spec.netns}" if spec.netns else None,
+                # A sandbox's runsc runs in the namespace: the sandbox's spec names none.
+                netns=f"/run/netns/{spec.netns}" if spec.netns and not sandboxed else None,
                 user=parse_user(image.config.user, read("passwd"), read("group")),
                 binds=[(str(m.host_path), m.guest_path) for m in spec.mounts],
             )
@@ -191,6 +236,11 @@ class OciDriver(RunsDriver):
         tmp = bundle / "config.json.tmp"
         tmp.write_text(json.dumps(config))
         tmp.rename(bundle / "config.json")
+        marker = bundle / SANDBOX_MARKER
+        if sandboxed:
+            marker.write_text(spec.netns or "")
+        else:
+            marker.unlink(missing_ok=True)  # an update may change the machine's isolation
 
     # -- start ------------------------------------------------------------------------
     async def start(self, spec: TaskSpec) -> TaskHandle:
@@ -216,12 +266,17 @@ class OciDriver(RunsDriver):
                     await self.warmup.clear()  # making a cgroup takes the mutex a move holds
                 self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
             oom_base = self.cgroups.oom_kills(spec.machine_id)
-        program = self.runc.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
-                                 self.runc.container_id(spec.machine_id, spec.start_seq))
+        runtime = self.runtime_of(spec.machine_id)
+        sandboxed = runtime is not self.runc
+        if sandboxed:
+            runtime = runtime.within(None)  # the wrapper is in the namespace already
+        program = runtime.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
+                               runtime.container_id(spec.machine_id, spec.start_seq))
         # runc joins the machine's network namespace itself (config.json names it), so no
-        # nsenter runs before it: one fork and exec fewer on every start.
+        # nsenter runs before it: one fork and exec fewer on every start. runsc cannot.
         argv = wrapper_argv(program, files, cgroup_procs=[], user=None, memory_kib=None,
-                            mounts=[], netns=None, environment=False)
+                            mounts=[], netns=spec.netns if sandboxed else None,
+                            environment=False)
         fd = os.open(log_path(spec.machine_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         files.spawnfile.touch()
         try:
@@ -236,7 +291,7 @@ class OciDriver(RunsDriver):
         finally:
             os.close(fd)
         log.info("%s: started pid %d (%s, image %s)", spec.machine_id, popen.pid,
-                 self.runc.runtime, spec.image)
+                 runtime.runtime, spec.image)
         return self.runs.spawned(spec, files, popen, oom_base)
 
     # -- stop and destroy -------------------------------------------------------------
@@ -254,9 +309,15 @@ class OciDriver(RunsDriver):
             unmount(rootfs)
 
     async def _delete_containers(self, machine_id: str) -> None:
-        """Forget runtime state of this machine's earlier runs (killed with a worker)."""
-        for container in self.runc.containers(machine_id):
-            await self.runc.run("delete", "--force", container, check=False)
+        """Forget runtime state of this machine's earlier runs (killed with a worker), under
+        either runtime: an update may have changed the machine's isolation."""
+        runtimes = [self.runc]
+        if self.sandbox is not None:
+            runtime = self.runtime_of(machine_id)
+            runtimes.append(runtime if runtime is not self.runc else self.sandbox)
+        for runtime in runtimes:
+            for container in runtime.containers(machine_id):
+                await runtime.run("delete", "--force", container, check=False)
 
     async def destroy(self, machine_id: str, machine_dir: Path) -> None:
         await self._delete_containers(machine_id)

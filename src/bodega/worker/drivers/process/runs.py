@@ -20,6 +20,7 @@ import os
 import signal as signals
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
@@ -58,6 +59,9 @@ class Runs:
         self._children: dict[int, subprocess.Popen[bytes]] = {}
         self._handles: dict[RunKey, TaskHandle] = {}
         self._exits: dict[RunKey, asyncio.Future[ExitStatus]] = {}
+        # Delivers a signal some other way than to the run's process group (a sandbox's,
+        # through its runtime); False when it did not, and the group is signalled.
+        self.signaller: Callable[[TaskHandle, int], Awaitable[bool]] | None = None
 
     # -- recording runs ---------------------------------------------------------------
     def held(self, spec: TaskSpec) -> TaskHandle | None:
@@ -192,6 +196,8 @@ class Runs:
         if handle.pid is None or not self.alive(handle):
             return
         await until_program_runs(handle.pid)  # a wrapper about to fork would swallow it
+        if self.signaller is not None and await self.signaller(handle, signal):
+            return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(handle.pid, signal)
 
