@@ -93,12 +93,10 @@ class JobHome:
         states = self.store.counts(conn, job.id)
         schedule = self.store.periodic(job.id) if job.spec.periodic else None
         last = self.store.job(schedule.last_run) if schedule and schedule.last_run else None
-        parent = self.store.job(job.parent) if job.parent else None
         return job_status(job, self.name, states, self.store.running(conn, job.id),
                           self.store.tasks(conn, job.id) if tasks else None, self.clock(),
                           periodic=None if schedule is None else
-                          periodic_status(job.spec, schedule, last, self.checked.get(job.id)),
-                          parent=None if parent is None else parent.name)
+                          periodic_status(job.spec, schedule, last, self.checked.get(job.id)))
 
     # -- submit -------------------------------------------------------------------------------
     def submit(self, body: HomeSubmit) -> JobRow:
@@ -142,7 +140,7 @@ class JobHome:
                 spec = run_spec(parent.spec, name, fire, now)
                 admit(self.queued, spec.count, self.queue_limit)
                 run_id = new_ulid(int(now * 1000))
-                self.store.insert_job(conn, run_id, spec, now, parent=parent.id)
+                self.store.insert_job(conn, run_id, spec, now)
                 self.queued += spec.count
             else:
                 run_id = run.id

@@ -50,7 +50,7 @@ def periodic_status(spec: JobSpec, row: PeriodicRow, last: JobRow | None,
 
 def job_status(job: JobRow, home: str, states: dict[str, int], running: Sequence[Task],
                tasks: Sequence[Task] | None, now: float, *,
-               periodic: PeriodicStatus | None = None, parent: str | None = None) -> JobStatus:
+               periodic: PeriodicStatus | None = None) -> JobStatus:
     spec = job.spec
     guest = spec.config.effective_guest()
     return JobStatus(
@@ -63,7 +63,7 @@ def job_status(job: JobRow, home: str, states: dict[str, int], running: Sequence
         held=[held_task(t) for t in running],
         tasks=None if tasks is None else [task_status(t, now) for t in tasks],
         after=list(spec.after), waiting_for=list(job.waiting or ()), periodic=periodic,
-        parent=parent or spec.parent, fire_at=_time(spec.fire_at))
+        parent=spec.parent, fire_at=_time(spec.fire_at))
 
 
 def claimed(job: JobRow, task: Task, worker: str, bodega_pool: bool) -> ClaimAnswer:

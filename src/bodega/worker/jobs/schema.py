@@ -131,12 +131,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX runs_by_task ON runs (job_id, idx, attempt);
     """,
     # Jobs that wait for others (``after``): the ones still waited for, NULL once free.
-    # Periodic jobs: when each fires next and what its runs did; a run names its job.
+    # Periodic jobs: when each fires next and what its runs did (a run's spec names its job).
     """
     ALTER TABLE jobs ADD COLUMN waiting TEXT;
-    ALTER TABLE jobs ADD COLUMN parent TEXT;
     CREATE INDEX jobs_waiting ON jobs (id) WHERE waiting IS NOT NULL;
-    CREATE INDEX jobs_by_parent ON jobs (parent, id) WHERE parent IS NOT NULL;
 
     CREATE TABLE periodic (
         job_id TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,

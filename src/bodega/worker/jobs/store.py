@@ -34,7 +34,6 @@ class JobRow:
     updated_at: float
     finished_at: float | None
     waiting: tuple[str, ...] | None = None  # the jobs it still waits for (None: free)
-    parent: str | None = None  # a run of a periodic job: that job's id
 
     @property
     def app(self) -> str:
@@ -88,18 +87,18 @@ class JobStore:
             raise full from exc
 
     # -- jobs -------------------------------------------------------------------------------
-    def insert_job(self, conn: sqlite3.Connection, job_id: str, spec: JobSpec, now: float,
-                   parent: str | None = None) -> None:
+    def insert_job(self, conn: sqlite3.Connection, job_id: str, spec: JobSpec,
+                   now: float) -> None:
         """The job and its queued tasks; a periodic job has none (its runs have), a job that
         runs after others waits for them."""
         state = JobState.SCHEDULED if spec.periodic else \
             JobState.WAITING if spec.after else JobState.QUEUED
         conn.execute(
             "INSERT INTO jobs (id, app, name, pool, spec, idempotency_key, deadline_at, state, "
-            "created_at, updated_at, waiting, parent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "created_at, updated_at, waiting) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (job_id, spec.app, spec.name, spec.pool, spec.model_dump_json(exclude_none=True),
              spec.idempotency_key, spec.deadline_at, str(state), now, now,
-             json.dumps(list(spec.after)) if spec.after else None, parent))
+             json.dumps(list(spec.after)) if spec.after else None))
         if spec.periodic:
             return
         conn.executemany(
@@ -291,8 +290,7 @@ def _job(row: sqlite3.Row) -> JobRow:
     return JobRow(id=row["id"], spec=JobSpec.model_validate_json(row["spec"]),
                   state=JobState(row["state"]), created_at=row["created_at"],
                   updated_at=row["updated_at"], finished_at=row["finished_at"],
-                  waiting=None if row["waiting"] is None else tuple(json.loads(row["waiting"])),
-                  parent=row["parent"])
+                  waiting=None if row["waiting"] is None else tuple(json.loads(row["waiting"])))
 
 
 def _periodic(row: sqlite3.Row) -> PeriodicRow:

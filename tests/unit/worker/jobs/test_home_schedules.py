@@ -57,8 +57,7 @@ class Home:
         self.waits.tick(at, force=True)
 
     def runs(self, parent: str) -> list[str]:
-        job = self.home.find("app", parent)
-        return sorted(j.name for j in self.store.jobs("app") if j.parent == job.id)
+        return sorted(j.name for j in self.store.jobs("app") if j.spec.parent == parent)
 
     def finish(self, name: str, exit_code: int = 0) -> None:
         job = self.home.find("app", name)
