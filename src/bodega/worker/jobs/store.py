@@ -174,8 +174,15 @@ class JobStore:
             "SELECT id, app, finished_at FROM jobs WHERE finished_at IS NOT NULL")]
 
     def any_unfinished(self) -> bool:
-        return self.db.execute("SELECT 1 FROM jobs WHERE finished_at IS NULL LIMIT 1"
-                               ).fetchone() is not None
+        """A job under way: tasks to lease, probe, stop (a periodic job has none itself)."""
+        return self.db.execute(
+            "SELECT 1 FROM jobs WHERE finished_at IS NULL AND state != ? LIMIT 1",
+            (str(JobState.SCHEDULED),)).fetchone() is not None
+
+    def any_scheduled(self) -> bool:
+        return self.db.execute(
+            "SELECT 1 FROM jobs WHERE finished_at IS NULL AND state = ? LIMIT 1",
+            (str(JobState.SCHEDULED),)).fetchone() is not None
 
     def past_deadline(self, now: float) -> list[str]:
         return [str(r[0]) for r in self.db.execute(

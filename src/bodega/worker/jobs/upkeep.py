@@ -46,6 +46,7 @@ class UpkeepConfig:
     finished_ttl: float = 24 * 3600.0
     keep_per_app: int = 1000
     retention_every: float = 30.0
+    schedule_every: float = 1.0
 
 
 class JobUpkeep:
@@ -80,11 +81,13 @@ class JobUpkeep:
     async def run(self) -> None:
         while True:
             # With no job under way there is no lease to lapse nor probe to send: a new job
-            # wakes us (``JobWiring._changed``); retention still runs in its time.
-            busy = self.store.any_unfinished()
+            # wakes us (``JobWiring._changed``); retention still runs in its time. A
+            # periodic job alone asks for a look each second: its fires are whole minutes.
+            idle = self.config.schedule_every if self.store.any_scheduled() \
+                else self.config.retention_every
             with contextlib.suppress(TimeoutError):
-                await within(self.wake.wait(), self.config.interval if busy
-                             else self.config.retention_every)
+                await within(self.wake.wait(), self.config.interval
+                             if self.store.any_unfinished() else idle)
             self.wake.clear()
             try:
                 self.tick()
