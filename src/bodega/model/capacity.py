@@ -43,7 +43,7 @@ class Ask:
             memory_mb=guest.memory_mb,
             gpus=guest.gpus or 0,
             gpu_kind=guest.gpu_kind,
-            isolation=guest.isolation or "container",
+            isolation=guest.runs_in,
         )
 
     def pinned(self, totals: Totals, used: Usage) -> Ask:

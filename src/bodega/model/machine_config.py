@@ -75,6 +75,11 @@ class Guest(_Open):
     # None: a container, today's default; kept unset so a config reads back as it was sent.
     isolation: Isolation | None = None
 
+    @property
+    def runs_in(self) -> Isolation:
+        """The isolation the machine runs in: the one asked, else a container."""
+        return self.isolation or "container"
+
     @field_validator("memory_mb")
     @classmethod
     def _multiple_of_128(cls, value: int) -> int:
@@ -259,8 +264,8 @@ class MachineConfig(_Open):
             self.guest = Guest(cpu_kind=kind, cpus=cpus, memory_mb=memory)
         if self.env and len(self.env) > MAX_ENV:
             raise ValueError(f"at most {MAX_ENV} environment variables")
-        isolation = self.effective_guest().isolation
-        if isolation not in (None, "container") and not names_registry(self.image):
+        isolation = self.effective_guest().runs_in
+        if isolation != "container" and not names_registry(self.image):
             # Its own kernel runs an image's root filesystem: a host process has none.
             raise ValueError(f"guest.isolation {isolation} runs an image (a reference with a "
                              f"registry host), not the host process {self.image!r}")

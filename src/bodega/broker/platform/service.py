@@ -56,7 +56,7 @@ def ask_for(guest: Guest | None) -> Ask:
         return Ask(cpu_kind=kind, cpus=cpus, memory_mb=memory)
     return Ask(cpu_kind=guest.cpu_kind, cpus=guest.cpus, memory_mb=guest.memory_mb,
                gpus=guest.gpus or 0, gpu_kind=guest.gpu_kind,
-               isolation=guest.isolation or "container")
+               isolation=guest.runs_in)
 
 
 class Platform:

@@ -156,7 +156,7 @@ class MachineEffects:
             user=machine_identity(self.user, machine.private_ip),
             entrypoint=config.init.entrypoint if config.init else None,
             cmd=config.init.cmd if config.init else None,
-            isolation=guest.isolation or "container",
+            isolation=guest.runs_in,
         )
 
     def _resolv_conf(self, machine: MachineRow) -> Mount:
