@@ -59,7 +59,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.placement
 	$(BIN)/python -m bench.registry
 	$(BIN)/python -m bench.proxy
-	$(BIN)/python -m bench.jobs --jobs 1000
+	$(BIN)/python -m bench.jobs
 	$(BIN)/python -m bench.private_network
 
 clean:

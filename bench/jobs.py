@@ -84,8 +84,8 @@ async def makespan(pool: Pool, root: Path, jobs: int, cpu: Any) -> Figures:
     if not await until(lambda: done_count(batch) >= jobs, max(600.0, jobs * 0.5), 0.25):
         raise SystemExit(f"{pool.name}: {done_count(batch)} of {jobs} jobs ran")
     used = cpu.seconds() - before
-    return {"makespan_s": max(marks(batch, "d").values()) - began,
-            "cpu_s_per_1000": used / jobs * 1000}
+    return {f"makespan_s_{jobs}": max(marks(batch, "d").values()) - began,
+            f"cpu_s_per_1000_{jobs}": used / jobs * 1000}
 
 
 async def queueing(pool: Pool, root: Path, rho: float, arrivals: int,
@@ -145,26 +145,33 @@ async def claims(pool: BodegaPool, jobs: int, claimers: int) -> Figures:
 async def measure(pool: Pool, root: Path, args: argparse.Namespace) -> Figures:
     await pool.start()
     try:
-        figures = await dispatch(pool, root, args.runs)
-        figures |= await makespan(pool, root, args.jobs, pool.cpu)  # type: ignore[attr-defined]
-        for rho in args.rhos:
-            figures |= await queueing(pool, root, rho, args.arrivals, args.service)
-        figures |= await kill9(pool, root, args.kill_seconds, args.lease)
-        if isinstance(pool, BodegaPool):
+        figures: Figures = {}
+        if "dispatch" in args.phases:
+            figures |= await dispatch(pool, root, args.runs)
+        if "makespan" in args.phases:
+            for jobs in args.jobs:
+                figures |= await makespan(pool, root, jobs, pool.cpu)  # type: ignore[attr-defined]
+        if "queueing" in args.phases:
+            for rho in args.rhos:
+                figures |= await queueing(pool, root, rho, args.arrivals, args.service)
+        if "kill" in args.phases:
+            figures |= await kill9(pool, root, args.kill_seconds, args.lease)
+        if "claims" in args.phases and isinstance(pool, BodegaPool):
             figures |= await claims(pool, args.claim_jobs, args.claimers)
         return figures
     finally:
         await pool.stop()
 
 
-ROWS = [("dispatch_p50_ms", "dispatch latency p50 (ms)"),
-        ("dispatch_p99_ms", "dispatch latency p99 (ms)"),
-        ("makespan_s", "makespan of {jobs} jobs (s)"),
-        ("cpu_s_per_1000", "CPU seconds per 1,000 jobs")]
+PHASES = ("dispatch", "makespan", "queueing", "kill", "claims")
 
 
 def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
-    rows = list(ROWS)
+    rows = [("dispatch_p50_ms", "dispatch latency p50 (ms)"),
+            ("dispatch_p99_ms", "dispatch latency p99 (ms)")]
+    for jobs in args.jobs:
+        rows += [(f"makespan_s_{jobs}", f"makespan of {jobs:,} jobs (s)"),
+                 (f"cpu_s_per_1000_{jobs}", f"CPU s per 1,000 jobs (of {jobs:,})")]
     for rho in args.rhos:
         rows += [(f"delay_p50_ms_rho{rho:g}", f"queueing delay p50, rho {rho:g} (ms)"),
                  (f"delay_p99_ms_rho{rho:g}", f"queueing delay p99, rho {rho:g} (ms)")]
@@ -183,7 +190,7 @@ def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
         ratios = "".join(
             f"{'-' if v is None or not base else f'{v / base:.2f}x':>{w}}"
             for v, w in ((values[0], 15), (values[2], 14)))
-        lines.append(f"{label.format(jobs=args.jobs):<40}{cells}{ratios}")
+        lines.append(f"{label:<40}{cells}{ratios}")
     return "\n".join(lines)
 
 
@@ -222,7 +229,8 @@ def parser() -> argparse.ArgumentParser:
     parse = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parse.add_argument("--workers", type=int, default=2)
     parse.add_argument("--slots", type=int, default=4, help="slots per worker")
-    parse.add_argument("--jobs", type=int, default=2000, help="jobs in the makespan run")
+    parse.add_argument("--jobs", type=lambda s: [int(x) for x in s.split(",")],
+                       default=[1000, 10000], help="jobs in each makespan run (a list)")
     parse.add_argument("--runs", type=int, default=30, help="dispatch latency samples")
     parse.add_argument("--rhos", type=lambda s: [float(x) for x in s.split(",")],
                        default=[0.5, 0.8, 0.9])
@@ -235,6 +243,8 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--claimers", type=int, default=8)
     parse.add_argument("--pools", type=lambda s: s.split(","),
                        default=["bodega", "blmove", "blpop"])
+    parse.add_argument("--phases", type=lambda s: s.split(","), default=list(PHASES),
+                       help=f"what to measure, of {','.join(PHASES)}")
     parse.add_argument("--json", type=Path, help="also write the figures here")
     return parse
 

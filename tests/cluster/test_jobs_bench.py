@@ -31,7 +31,7 @@ def test_the_jobs_bench_runs_and_bodega_loses_no_job(tmp_path: Path) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     figures = json.loads(out.read_text())
-    common = ["dispatch_p50_ms", "dispatch_p99_ms", "makespan_s", "cpu_s_per_1000",
+    common = ["dispatch_p50_ms", "dispatch_p99_ms", "makespan_s_6", "cpu_s_per_1000_6",
               "delay_p50_ms_rho0.5", "delay_p99_ms_rho0.5", "jobs_lost", "rerun_s"]
     for pool in ("bodega", "blmove", "blpop"):
         assert all(key in figures[pool] for key in common), figures[pool]

@@ -100,6 +100,9 @@ def worker(
         min=1, help="Finished jobs kept per app (the oldest go first)")] = 1000,
     probe_ratio: Annotated[float, typer.Option(
         min=1.0, help="Late binding: reservations placed per queued task")] = 2.0,
+    warm_slots: Annotated[bool, typer.Option(
+        help="Run host-program job tasks one after another in kept slot machines "
+             "(--no-warm-slots: a machine per task)")] = True,
     gossip_listen: Annotated[
         str | None, typer.Option(help="host:port for registry gossip (UDP) (default: --listen "
                                       "host, any port)")] = None,
@@ -157,7 +160,7 @@ def worker(
         oci_runtime=oci_runtime, sandbox=sandbox,
         jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,
                          keep_per_app=jobs_kept, probe_ratio=probe_ratio,
-                         clock_file=job_clock_file),
+                         clock_file=job_clock_file, warm_slots=warm_slots),
     )
     configure(log_level, f"worker[{worker_name}]")
     event_loop_policy()

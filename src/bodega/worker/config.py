@@ -24,6 +24,7 @@ class JobSettings:
     keep_per_app: int = 1000  # ...and at most this many per app
     probe_ratio: float = 2.0  # late binding's d: reservations placed per task to top up
     clock_file: Path | None = None  # periodic jobs fire by the time written here (tests)
+    warm_slots: bool = True  # host-program tasks run one after another in kept machines
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ class Worker:
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
                     if config.tls_dir is not None else None)
         # Before recovery: a task's machine that ended while the worker was down is seen.
-        self.jobs = WorkerJobs(config, self.machines, self.ledger, self.tls)
+        self.jobs = WorkerJobs(config, self.machines, self.ledger, self.tls, self._home)
         self.served: Served | None = None
         self.registry: Registry | None = None
         self._tasks: list[asyncio.Task[Any]] = []

@@ -27,11 +27,13 @@ from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any
 
+from bodega.jobs.slots import eligible, slot_key
 from bodega.model.errors import BodegaError, Conflict, NotFound, Unavailable
 from bodega.runtime.waits import within
 from bodega.wire.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
+from bodega.worker.jobs.slots import DEPTH, SlotPool
 from bodega.worker.jobs.watch import RunWatch
 from bodega.worker.ops.machines import CreateRequest, MachineService
 from bodega.worker.store.ledger import CapacityRejected, Ledger
@@ -41,12 +43,16 @@ log = logging.getLogger("bodega.worker.jobs")
 RESERVATION_TTL = 30.0  # room held between the reservation and the machine's create
 HOME_RETRY = 1.0  # a probe whose home did not answer waits this long before asking again
 OWNER = "bodega-jobs"  # the owner recorded on task machines
+NO_SLOT = ""  # the slot shape of a job whose tasks each run as a machine of their own
 
 
 class JobRunner:
     def __init__(self, store: RunStore, machines: MachineService, ledger: Ledger,
-                 peers: JobPeers, watch: RunWatch, region: str) -> None:
+                 peers: JobPeers, watch: RunWatch, region: str,
+                 slots: SlotPool | None = None) -> None:
         self.store = store
+        self.slots = slots  # None: a machine per task, always
+        self._keys: dict[str, str] = {}  # job -> the slot shape of its tasks, once seen
         self.machines = machines
         self.ledger = ledger
         self.peers = peers
@@ -74,9 +80,11 @@ class JobRunner:
 
     # -- serving the queue ----------------------------------------------------------------------
     async def run(self) -> None:
+        if self.slots is not None:
+            self.slots.recover()
         for run in self.store.runs():  # taken before a restart, not yet created
             if run.state == "starting":
-                self._spawn(self.launch(run, None))
+                self._start(run, [])
         while True:
             with contextlib.suppress(TimeoutError):
                 await within(self.wake.wait(), 1.0)
@@ -88,26 +96,40 @@ class JobRunner:
 
     def serve_queue(self) -> None:
         now = self.store.jobs.clock()
+        if self.slots is not None:
+            self.slots.retire_idle(now)
         for probe in self.store.probes():
             if probe.job_id in self._taking or self._retry_at.get(probe.job_id, 0.0) > now:
                 continue
+            want = min(probe.count, MAX_TAKE)
+            key = self._keys.get(probe.job_id)
+            placed = min(want, self.slots.room(key, probe.job_id)) if self.slots else 0
+            # A new slot takes a second task of a job whose tasks are short, written ahead.
+            each = DEPTH if self.slots is not None and key != NO_SLOT and \
+                probe.job_id in self.slots.short else 1
             reservations: list[str] = []
-            for _ in range(min(probe.count, MAX_TAKE)):
+            while placed + each * len(reservations) < want:
                 try:
                     reservations.append(self.ledger.reserve(probe.ask, probe.app,
                                                             RESERVATION_TTL).id)
                 except CapacityRejected:
                     break
-            if not reservations:
-                return  # the head waits for room: arrival order is kept
+            count = min(want, placed + each * len(reservations))
+            if count == 0:
+                if self.slots is not None and self.slots.idle() and key != NO_SLOT:
+                    # The room is held by idle slots: of this job's shape (a task of a job
+                    # not seen yet may fit one), else one of them makes way at its create.
+                    count = 1
+                else:
+                    return  # the head waits for room: arrival order is kept
             self._taking.add(probe.job_id)
-            self._spawn(self._take(probe, reservations))
-            if len(reservations) < probe.count:
+            self._spawn(self._take(probe, reservations, count))
+            if count < probe.count:
                 return  # room ran out on this one
 
-    async def _take(self, probe: ProbeRow, reservations: list[str]) -> None:
-        body = HomeClaim(worker=self.name, mode="take", count=len(reservations), ref=probe.ref)
-        used = 0
+    async def _take(self, probe: ProbeRow, reservations: list[str], count: int) -> None:
+        body = HomeClaim(worker=self.name, mode="take", count=count, ref=probe.ref)
+        free = list(reservations)
         try:
             try:
                 answer = await self.peers.client(probe.home).claim_task(probe.job_id, body)
@@ -128,16 +150,27 @@ class JobRunner:
                      for t in answer.tasks if t.config is not None]
             runs = self.store.took(probe, given, answer.drop, now)
             self._retry_at.pop(probe.job_id, None)
-            for run, reservation in zip(runs, reservations, strict=False):
-                used += 1
-                self._spawn(self.launch(run, reservation))
+            for run in runs:
+                self._start(run, free)
         except BodegaError as exc:
             log.warning("job %s: take failed: %s", probe.job_id, exc.message)
         finally:
             self._taking.discard(probe.job_id)
-            for reservation in reservations[used:]:
+            for reservation in free:
                 self.ledger.release(reservation)
             self.wake.set()
+
+    def _start(self, run: RunRow, free: list[str]) -> None:
+        """Start a run taken: in a slot of its shape (one with a place, else a new one under
+        a reservation of ``free``), or as a machine of its own."""
+        if self.slots is None or not eligible(run.config):
+            self._keys[run.job_id] = NO_SLOT
+            self._spawn(self.launch(run, free.pop(0) if free else None))
+            return
+        key = self._keys[run.job_id] = slot_key(run.app, run.config)
+        slot = self.slots.place(run, key) or self.slots.open(
+            run, key, free.pop(0) if free else None)
+        self._spawn(self.slots.run(slot, run))
 
     async def launch(self, run: RunRow, reservation: str | None) -> None:
         """Create the run's machine (once: under its idempotency key) and watch it. A create

@@ -37,14 +37,15 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from bodega.jobs.slots import SLOT_KEY
 from bodega.model.errors import BodegaError, Conflict, NotFound
 from bodega.model.states import MachineState as S
 from bodega.runtime.waits import within
 from bodega.wire.jobs.calls import HomeRelease, HomeRenew, RenewItem
-from bodega.worker.core.payloads import EndsRun
 from bodega.worker.core.records import MachineRow
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.run_store import RunRow, RunStore
+from bodega.worker.jobs.slots import SlotPool, stop_exit
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.store import queries
 
@@ -110,7 +111,13 @@ class RunWatch:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._live = False
         self.renew_soon = asyncio.Event()
+        self.slots: SlotPool | None = None  # runs in warm slots: their machine is the slot's
         machines.store.on_commit(self.on_machine)
+
+    def attach(self, slots: SlotPool) -> None:
+        self.slots = slots
+        slots.ended = self.ended_in_slot
+        slots.renew_soon = self.renew_soon.set
 
     def started(self, run: RunRow, machine_id: str) -> None:
         self.store.update(run, self.store.jobs.clock(), machine_id=machine_id, state="running")
@@ -131,18 +138,15 @@ class RunWatch:
         run = self.store.run(seq)
         if row is None or run is None or run.state == "ended":
             return
+        if SLOT_KEY in (row.config.metadata or {}):
+            return  # a slot's: its runs end as the slot reads them
         ended, code, why = end_of(row, run.stop is not None, self._stop_exit(machine_id))
         if ended:
             self.keep_logs(run, machine_id)
             self.ended(run, code, why)
 
     def _stop_exit(self, machine_id: str) -> int | None:
-        """The exit code the machine's last stop saw (SIGTERM: 143), if it had one."""
-        op = self.machines.store.last_operation(machine_id)
-        exit_event = op.payload.exit if op is not None and isinstance(op.payload, EndsRun) \
-            else None
-        code = exit_event.get("exit_code") if exit_event else None
-        return code if isinstance(code, int) and code >= 0 else None
+        return stop_exit(self.machines, machine_id)
 
     def ended(self, run: RunRow, code: int | None, why: str) -> None:
         self.store.update(run, self.store.jobs.clock(), state="ended", exit_code=code,
@@ -153,6 +157,23 @@ class RunWatch:
         ended = self.store.run(run.seq)
         if ended is not None and self._live:
             self._spawn(self.report(ended))
+
+    def ended_in_slot(self, run: RunRow, code: int | None, why: str,
+                      output: Path | None) -> None:
+        """A run in a slot ended: its output (a file of its own there) is kept, then the
+        end recorded."""
+        if output is not None:
+            target = self.logs_dir / run.job_id / f"{run.index}.log"
+            try:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(output, target)
+                os.utime(target.parent)
+            except FileNotFoundError:
+                pass  # it never ran
+            except OSError as exc:
+                log.warning("job %s task %d: its output was not kept: %s", run.job_id,
+                            run.index, exc)
+        self.ended(run, code, why)
 
     def keep_logs(self, run: RunRow, machine_id: str) -> None:
         """The machine's output, copied before its teardown removes it."""
@@ -171,7 +192,12 @@ class RunWatch:
 
     def logs(self, job_id: str, task: int) -> bytes:
         run = self.store.latest(job_id, task)
-        if run is not None and run.machine_id and run.state == "running":
+        in_slot = self.slots.output(run) if self.slots and run and run.state == "running" \
+            else None
+        if in_slot is not None:
+            with contextlib.suppress(OSError):
+                return in_slot.read_bytes()
+        elif run is not None and run.machine_id and run.state == "running":
             live = Path(self.machine_dir(run.machine_id)) / "logs" / "machine.log"
             with contextlib.suppress(OSError):
                 return live.read_bytes()
@@ -216,6 +242,8 @@ class RunWatch:
                 return False
         self.store.forget(run)
         self._renewed.pop(run.seq, None)
+        if self.slots is not None and self.slots.holds(run.machine_id):
+            return True  # its slot runs the next task
         if run.machine_id:  # one that did not destroy itself (stopped, failed) goes now
             with contextlib.suppress(BodegaError):
                 await self.machines.destroy(run.machine_id, force=True, lease_override=True)
@@ -287,6 +315,10 @@ class RunWatch:
         self.store.update(run, self.store.jobs.clock(), stop=why)
         if run.machine_id is None:
             return True  # not created yet: the launch sees the stop
+        if self.slots is not None and self.slots.holds(run.machine_id):
+            with contextlib.suppress(BodegaError):
+                await self.slots.stop(run, grace)
+            return True
         for _ in range(STOP_TRIES):
             try:
                 await self.machines.stop(run.machine_id, signal="SIGTERM", timeout=grace,

@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import logging
 import random
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from bodega.jobs.binding import WorkerRoom
@@ -23,8 +25,9 @@ from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.publish import JobPublisher
 from bodega.worker.jobs.routes import JobRoutes
 from bodega.worker.jobs.run_store import RunStore
-from bodega.worker.jobs.runs import JobRunner
+from bodega.worker.jobs.runs import OWNER, JobRunner
 from bodega.worker.jobs.schedules import calendar
+from bodega.worker.jobs.slots import SlotPool
 from bodega.worker.jobs.store import JobStore
 from bodega.worker.jobs.upkeep import JobUpkeep, UpkeepConfig
 from bodega.worker.jobs.waits import JobWaits
@@ -37,7 +40,8 @@ log = logging.getLogger("bodega.worker.jobs")
 
 class WorkerJobs:
     def __init__(self, config: WorkerConfig, machines: MachineService, ledger: Ledger,
-                 tls: InternalTls | None) -> None:
+                 tls: InternalTls | None,
+                 home_of: Callable[[str, str | None], Path | None] | None = None) -> None:
         settings = config.jobs
         self.store = JobStore(config.data_dir / "jobs.db")
         self.home = JobHome(self.store, config.name, settings.queue_limit,
@@ -47,7 +51,13 @@ class WorkerJobs:
         runs = RunStore(self.store)
         self.watch = RunWatch(runs, machines, self.peers, config.data_dir / "jobs" / "logs",
                               config.machine_dir, logs_ttl=settings.finished_ttl)
-        self.runner = JobRunner(runs, machines, ledger, self.peers, self.watch, config.region)
+        slots = SlotPool(runs, machines, config.region, OWNER, home_of) \
+            if home_of is not None and settings.warm_slots else None
+        self.runner = JobRunner(runs, machines, ledger, self.peers, self.watch, config.region,
+                                slots)
+        if slots is not None:
+            self.watch.attach(slots)
+            slots.freed = self.runner.wake.set
         self.upkeep = JobUpkeep(self.home, self.peers, UpkeepConfig(
             probe_ratio=settings.probe_ratio, finished_ttl=settings.finished_ttl,
             keep_per_app=settings.keep_per_app), JobWaits(self.home, self._viewed_state),
@@ -120,6 +130,8 @@ class WorkerJobs:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.runner.close()
+        if self.runner.slots is not None:
+            await self.runner.slots.close()
         await self.watch.close()
         await self.upkeep.close()
         if self.publisher is not None:

@@ -1,0 +1,122 @@
+"""Warm slots: a machine that runs bodega-pool tasks one after another, the rules of it.
+
+A task of nothing costs far less than the machine it used to get (a namespace,
+cgroups, a durable create and teardown, rows in the registry), so a worker keeps
+a *slot*: a machine of a task's size whose program is the small POSIX shell loop
+below, ``RUNNER``. It reads one task per line from a FIFO in its directory and
+runs it as a child of its own (the machine's cgroups, namespaces and user), its
+output in ``out/<run>.log``, then appends ``<run> <exit code>`` to ``results`` and
+wakes the worker through a second FIFO (``done``). The worker writes the next
+task's line while the last one runs, so a slot never waits on a round trip.
+
+Slots are shared by every job whose tasks would run as the same machine (same
+app, image, size, mounts, files: ``slot_key``), so a stream of one-task jobs reuses
+warm slots as a stream of tasks of one job does. A task's own environment, the
+job's ``env`` and ``BODEGA_TASK`` among it, travels in its line, never in the slot's
+config.
+
+A line holds only literals (``shlex.quote``) and is run by ``eval`` as
+``VAR=value ... exec argv``: the shell execs the program with exactly the argv
+given, as a machine's ``init.exec`` is run, never by a shell's reading of it. A
+command or variable holding a newline cannot be one line, so such a job runs a
+machine per task, as does a job of an image (its root may have no shell).
+
+Signals: the slot's stop signal reaches the task (the loop forwards SIGTERM and
+SIGINT to its child and ends once that child is gone), so stopping a slot stops
+its task; its exit code is ``128 + N`` for a signal, as for any machine. A run
+number never repeats and only grows, so the loop skips a line it already saw: a
+worker restarted between recording where a task goes and writing its line writes
+it again without running it twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+
+from bodega.jobs.spec import PROCESS_IMAGE
+from bodega.model.machine_config import Init, MachineConfig
+
+SLOT_KEY = "bodega_slot"  # metadata of a slot machine: the kind of task it runs
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# The slot's program (``sh -c RUNNER``), in its own directory. Builtins only per task:
+# a fork for the task's program and nothing else.
+RUNNER = r"""
+cd "${BODEGA_SLOT_DIR:-.}" || exit 111
+rm -f tasks done results
+mkfifo -m 600 tasks done || exit 111
+mkdir -p out || exit 111
+exec 3<>tasks
+child= stopping= last=0
+trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
+: > ready
+while [ -z "$stopping" ] && IFS= read -r line <&3; do
+  run=${line%% *}
+  [ "$run" -gt "$last" ] || continue
+  last=$run
+  eval "${line#* }" 3<&- </dev/null >"out/$run.log" 2>&1 &
+  child=$!
+  wait "$child"; code=$?
+  while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
+  child=
+  printf '%s %s\n' "$run" "$code" >> results
+  printf '%s\n' "$run" > done
+done
+"""
+
+
+def eligible(config: MachineConfig) -> bool:
+    """Whether a task of this config can run in a slot: a host program (the process
+    driver's image) whose argv and environment each fit on one line."""
+    argv = config.command()
+    if config.image != PROCESS_IMAGE or not argv:
+        return False
+    env = config.env or {}
+    if not all(SHELL_NAME.fullmatch(name) for name in env):
+        return False
+    return not any("\n" in word or "\r" in word for word in (*argv, *env.values()))
+
+
+def slot_key(app: str, config: MachineConfig) -> str:
+    """What a slot is for: tasks of ``app`` that would run as this machine but for their
+    command, environment and metadata."""
+    shape = config.model_copy(update={"env": None, "metadata": None,
+                                      "init": _without_exec(config.init)})
+    digest = hashlib.sha256(f"{app}\0{shape.model_dump_json(exclude_none=True)}".encode())
+    return digest.hexdigest()[:20]
+
+
+def slot_config(app: str, config: MachineConfig) -> MachineConfig:
+    """The slot machine for tasks of this config: the same machine, running ``RUNNER``."""
+    slot = config.model_copy(deep=True)
+    slot.env = None
+    slot.metadata = {SLOT_KEY: slot_key(app, config)}
+    slot.init = (_without_exec(config.init) or Init()).model_copy(
+        update={"exec": ["/bin/sh", "-c", RUNNER, "bodega-slot"]})
+    return slot
+
+
+def dispatch_line(run: int, config: MachineConfig) -> bytes:
+    """The line that runs one task in a slot: its run number, then its environment and
+    argv as literals for ``eval``."""
+    argv = config.command() or []
+    env = " ".join(f"{name}={shlex.quote(value)}" for name, value in (config.env or {}).items())
+    return f"{run} {env} exec {shlex.join(argv)}\n".encode()
+
+
+def results(text: str) -> list[tuple[int, int]]:
+    """``results`` lines as (run, exit code); a torn last line (no newline yet) is left."""
+    found = []
+    for line in text.splitlines(keepends=True):
+        if not line.endswith("\n"):
+            break
+        run, _, code = line.strip().partition(" ")
+        if run.isdigit() and code.isdigit():
+            found.append((int(run), int(code)))
+    return found
+
+
+def _without_exec(init: Init | None) -> Init | None:
+    return None if init is None else init.model_copy(update={"exec": None})

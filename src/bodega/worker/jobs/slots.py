@@ -1,0 +1,409 @@
+"""A worker's warm slots: machines kept up to run bodega-pool tasks one after another.
+
+The rules (what a slot runs, its program, which tasks share one) are
+``bodega.jobs.slots``; this is the I/O. A slot is created like a task's machine
+(under the take's reservation, so the ledger counts it as one task's room) and
+kept while tasks come: each task placed in it is recorded (its run's machine is
+the slot's, in one commit) before its line is written to the slot's ``tasks``
+FIFO, and its end is read back from ``results`` when the slot writes to ``done``.
+A slot holds at most ``DEPTH`` runs (one running, the next already written, of the
+same job: stopping a slot stops both, and the second is given back, not failed).
+An idle slot goes after ``LINGER`` seconds, or at once when a task of another
+shape waits for its room.
+
+A worker killed at any instant: its slots (machines) keep running their tasks and
+append their ends to ``results``; the worker started again finds each slot by its
+metadata, reads ``results`` from the start (ends it already reported are of runs it
+has forgotten), and writes again the lines of runs it had recorded in a slot but
+not seen end (the slot skips a run number it already saw). A slot that ended
+meanwhile gives its unfinished runs back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bodega.jobs.slots import SLOT_KEY, dispatch_line, results, slot_config
+from bodega.model.errors import BodegaError, NotFound
+from bodega.model.machine_config import MachineConfig
+from bodega.model.states import MachineState as S
+from bodega.worker.core.payloads import EndsRun
+from bodega.worker.core.records import MachineRow
+from bodega.worker.jobs.run_store import RunRow, RunStore
+from bodega.worker.ops.machines import CreateRequest, MachineService
+from bodega.worker.store import queries
+from bodega.worker.store.ledger import CapacityRejected
+
+log = logging.getLogger("bodega.worker.jobs")
+
+DEPTH = 2  # runs a slot holds: the one running and the next, already written
+SHORT = 0.5  # seconds: a job whose task ran shorter gets its next task written ahead
+LINGER = 1.0  # seconds an idle slot waits for a task before it goes
+READY_WAIT = 10.0  # seconds a new slot has to make its FIFOs
+ROOM_TRIES = 3  # idle slots stopped to make room for a slot created without a reservation
+LIVE = frozenset({S.CREATED, S.STARTING, S.STARTED})
+GONE = frozenset({S.STOPPED, S.FAILED, S.DESTROYING, S.DESTROYED, S.LAUNCH_FAILED,
+                  S.REPLACED})  # a slot's program has ended: what it finished is in results
+
+Ended = Callable[[RunRow, int | None, str, Path | None], None]  # run, code, why, its output
+
+
+def stop_exit(machines: MachineService, machine_id: str) -> int | None:
+    """The exit code a machine's last stop saw (SIGTERM: 143), if it had one."""
+    op = machines.store.last_operation(machine_id)
+    exit_event = op.payload.exit if op is not None and isinstance(op.payload, EndsRun) \
+        else None
+    code = exit_event.get("exit_code") if exit_event else None
+    return code if isinstance(code, int) and code >= 0 else None
+
+
+@dataclass
+class Slot:
+    key: str
+    app: str
+    machine_id: str | None = None  # None while its machine is being created
+    directory: Path | None = None
+    runs: list[int] = field(default_factory=list)  # its runs' seqs, in the order written
+    began: float = 0.0  # when its running task was written, or the one before it ended
+    job: str | None = None  # the job of its runs, while it has some
+    idle_since: float = 0.0
+    retiring: bool = False
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    failed: str | None = None  # why its machine could not be had
+    failed_code: int | None = 127  # its runs' exit code then (None: no room, given back)
+    offset: int = 0  # how far ``results`` was read
+    tasks_fd: int | None = None
+    done_fd: int | None = None
+
+    def room_for(self, job: str, ahead: bool) -> int:
+        """Places for ``job``'s tasks: one in an idle slot; a second, written ahead, only
+        for a job whose tasks are short (``ahead``): a long task must not hold back the
+        next while another worker has room for it."""
+        if self.retiring or self.failed or (self.runs and self.job != job):
+            return 0
+        return max(0, (DEPTH if ahead else 1) - len(self.runs))
+
+
+class SlotPool:
+    def __init__(self, store: RunStore, machines: MachineService, region: str, owner: str,
+                 home_of: Callable[[str, str | None], Path | None]) -> None:
+        self.store = store
+        self.machines = machines
+        self.region = region
+        self.owner = owner
+        self.home_of = home_of  # a machine's directory as its program sees it at its start
+        self.slots: list[Slot] = []
+        self.short: set[str] = set()  # jobs with a task that ran under SHORT here
+        self.ended: Ended = lambda *_: None
+        self.freed: Callable[[], None] = lambda: None  # room or a place may have come free
+        self.renew_soon: Callable[[], None] = lambda: None
+        self._tasks: set[asyncio.Task[None]] = set()
+        machines.store.on_commit(self.on_machine)
+
+    # -- where a run goes ---------------------------------------------------------------------
+    def room(self, key: str | None, job: str) -> int:
+        """Places for ``job``'s tasks of shape ``key`` in slots that exist."""
+        if key is None:
+            return 0
+        return sum(slot.room_for(job, job in self.short)
+                   for slot in self.slots if slot.key == key)
+
+    def idle(self) -> list[Slot]:
+        return [s for s in self.slots if not s.runs and not s.retiring and s.machine_id]
+
+    def holds(self, machine_id: str | None) -> bool:
+        return machine_id is not None and any(s.machine_id == machine_id for s in self.slots)
+
+    def place(self, run: RunRow, key: str) -> Slot | None:
+        """A slot of ``key`` with a place for ``run``: the emptiest."""
+        fits = [s for s in self.slots
+                if s.key == key and s.room_for(run.job_id, run.job_id in self.short) > 0]
+        if not fits:
+            return None
+        slot = min(fits, key=lambda s: len(s.runs))
+        self._hold(slot, run)
+        return slot
+
+    def open(self, run: RunRow, key: str, reservation: str | None) -> Slot:
+        """A new slot for ``run``: its machine is created in the background."""
+        slot = Slot(key=key, app=run.app)
+        self.slots.append(slot)
+        self._hold(slot, run)
+        self._spawn(self._create(slot, run.config, reservation))
+        return slot
+
+    def _hold(self, slot: Slot, run: RunRow) -> None:
+        if not slot.runs:
+            slot.began = self.store.jobs.clock()
+        slot.runs.append(run.seq)
+        slot.job = run.job_id
+
+    # -- a slot's machine ---------------------------------------------------------------------
+    async def _create(self, slot: Slot, config: MachineConfig, reservation: str | None) -> None:
+        request = CreateRequest(app=slot.app, config=slot_config(slot.app, config),
+                                region=self.region, reservation_id=reservation,
+                                owner=self.owner)
+        try:
+            row = await self._created(request)
+            slot.machine_id = row.id
+            directory = self.home_of(row.id, row.private_ip)
+            if directory is None:
+                raise BodegaError("its machine runs as the worker's user, with no "
+                                  "directory of its own")
+            slot.directory = directory
+            await self._await_ready(slot)
+            self._attach(slot)
+            log.info("slot %s for app %s is up", row.id, slot.app)
+        except Exception as exc:
+            slot.failed = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+            slot.failed_code = None if isinstance(exc, CapacityRejected) else 127
+            log.warning("a slot for app %s could not be had: %s", slot.app, slot.failed)
+            self.slots.remove(slot)
+            if slot.machine_id:
+                self._spawn(self._destroy(slot.machine_id))
+        finally:
+            slot.ready.set()
+
+    async def _created(self, request: CreateRequest) -> MachineRow:
+        """The slot's machine. Without a reservation, room held by idle slots of other
+        shapes is made: one is stopped, and the create tried again once it has gone."""
+        for _ in range(ROOM_TRIES):
+            try:
+                row, _ = await self.machines.creation.create(request)
+                return row
+            except CapacityRejected:
+                idle = self.idle()
+                if request.reservation_id is not None or not idle:
+                    raise
+                idle[0].retiring = True
+                await self._stop(idle[0])
+                await asyncio.sleep(0.05)
+        row, _ = await self.machines.creation.create(request)
+        return row
+
+    async def _await_ready(self, slot: Slot) -> None:
+        assert slot.directory is not None
+        assert slot.machine_id is not None
+        ready = slot.directory / "ready"
+        deadline = asyncio.get_running_loop().time() + READY_WAIT
+        while not ready.exists():
+            row = queries.get_machine(self.machines.store.db, slot.machine_id)
+            if row is None or row.state not in LIVE:
+                raise BodegaError("its machine ended before it was ready")
+            if asyncio.get_running_loop().time() > deadline:
+                raise BodegaError(f"its machine made no FIFOs in {READY_WAIT:.0f}s")
+            await asyncio.sleep(0.002)
+
+    def _attach(self, slot: Slot) -> None:
+        """Open the slot's FIFOs; its ``done`` is held open both ways, so its writes never
+        block while this worker lives and it never reads an end of file."""
+        assert slot.directory is not None
+        slot.done_fd = os.open(slot.directory / "done", os.O_RDWR | os.O_NONBLOCK)
+        slot.tasks_fd = os.open(slot.directory / "tasks", os.O_WRONLY | os.O_NONBLOCK)
+        asyncio.get_running_loop().add_reader(slot.done_fd, self._on_done, slot)
+
+    def _detach(self, slot: Slot) -> None:
+        if slot.done_fd is not None:
+            asyncio.get_running_loop().remove_reader(slot.done_fd)
+        for fd in (slot.done_fd, slot.tasks_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        slot.done_fd = slot.tasks_fd = None
+
+    # -- running a task -----------------------------------------------------------------------
+    async def run(self, slot: Slot, run: RunRow) -> None:
+        """Record ``run`` in ``slot`` (committed before its line is written) and write it."""
+        await slot.ready.wait()
+        current = self.store.run(run.seq)
+        if current is None or current.state == "ended":
+            self._let_go(slot, run.seq)
+            return
+        if slot.failed is not None or slot.machine_id is None:
+            self._let_go(slot, run.seq)
+            self.ended(current, slot.failed_code,
+                       f"could not create its slot machine: {slot.failed}", None)
+            return
+        if current.stop:
+            self._let_go(slot, run.seq)
+            self.ended(current, None, f"stopped before it started ({current.stop})", None)
+            return
+        self.store.update(current, self.store.jobs.clock(), machine_id=slot.machine_id,
+                          state="running")
+        self.renew_soon()
+        self._write(slot, current)
+
+    def _write(self, slot: Slot, run: RunRow) -> None:
+        try:
+            assert slot.tasks_fd is not None
+            os.write(slot.tasks_fd, dispatch_line(run.seq, run.config))
+        except (OSError, AssertionError) as exc:
+            self._let_go(slot, run.seq)
+            self.ended(run, None, f"its slot could not be given the task: {exc}", None)
+
+    def _on_done(self, slot: Slot) -> None:
+        with contextlib.suppress(OSError):
+            while os.read(slot.done_fd or -1, 4096):
+                pass
+        self.read_results(slot)
+
+    def read_results(self, slot: Slot) -> None:
+        """The ends the slot appended since the last look."""
+        assert slot.directory is not None
+        try:
+            with (slot.directory / "results").open("rb") as f:
+                f.seek(slot.offset)
+                text = f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return
+        now = self.store.jobs.clock()
+        for seq, code in results(text):
+            slot.offset += len(f"{seq} {code}\n")
+            if slot.job is not None and now - slot.began < SHORT:
+                if len(self.short) >= 10_000:  # jobs long gone: they are learnt again
+                    self.short.clear()
+                self.short.add(slot.job)
+            slot.began = now
+            self._let_go(slot, seq)
+            run = self.store.run(seq)
+            if run is None or run.state == "ended":
+                continue
+            why = f"exit code {code}" if code < 128 else f"killed by signal {code - 128}"
+            self.ended(run, code, why, slot.directory / "out" / f"{seq}.log")
+        self.freed()
+
+    def _let_go(self, slot: Slot, seq: int) -> None:
+        with contextlib.suppress(ValueError):
+            slot.runs.remove(seq)
+        if not slot.runs:
+            slot.job = None
+            slot.idle_since = self.store.jobs.clock()
+
+    def output(self, run: RunRow) -> Path | None:
+        """Where a run in a slot writes its output while it runs."""
+        for slot in self.slots:
+            if slot.machine_id == run.machine_id and slot.directory is not None:
+                return slot.directory / "out" / f"{run.seq}.log"
+        return None
+
+    # -- a slot's end ---------------------------------------------------------------------------
+    def on_machine(self, machine_id: str) -> None:
+        slot = next((s for s in self.slots if s.machine_id == machine_id), None)
+        if slot is None or slot.tasks_fd is None:
+            return
+        row = queries.get_machine(self.machines.store.db, machine_id)
+        if row is not None and row.state not in GONE:
+            return
+        self.read_results(slot)  # what it finished before it went
+        self._detach(slot)
+        self.slots.remove(slot)
+        killed = stop_exit(self.machines, machine_id)
+        for position, seq in enumerate(list(slot.runs)):
+            run = self.store.run(seq)
+            self._let_go(slot, seq)
+            if run is None or run.state == "ended":
+                continue
+            output = slot.directory / "out" / f"{seq}.log" if slot.directory else None
+            if run.stop and position == 0:  # the one running, killed with its slot
+                self.ended(run, killed, "stopped as asked" + (
+                    f" (exit code {killed})" if killed is not None else ""), output)
+            else:  # never started, or its slot went under it: given back
+                self.ended(run, None, "its slot machine stopped", output)
+        if row is not None and row.state not in (S.DESTROYING, S.DESTROYED):
+            self._spawn(self._destroy(machine_id))
+        self.freed()
+
+    def retire_idle(self, now: float, *, all_idle: bool = False) -> int:
+        """Stop the slots idle past ``LINGER`` (every idle one with ``all_idle``)."""
+        gone = 0
+        for slot in self.idle():
+            if all_idle or now - slot.idle_since >= LINGER:
+                slot.retiring = True
+                gone += 1
+                self._spawn(self._stop(slot))
+        return gone
+
+    async def _stop(self, slot: Slot) -> None:
+        assert slot.machine_id is not None
+        try:
+            await self.machines.stop(slot.machine_id, signal="SIGTERM", timeout=5,
+                                     lease_override=True)
+        except NotFound:
+            pass
+        except BodegaError as exc:
+            log.info("slot %s would not stop: %s", slot.machine_id, exc.message)
+
+    async def stop(self, run: RunRow, grace: float) -> None:
+        """Stop the slot ``run`` is in, with its task (and the next, given back)."""
+        slot = next((s for s in self.slots if s.machine_id == run.machine_id), None)
+        if slot is None:
+            return
+        slot.retiring = True
+        assert slot.machine_id is not None
+        await self.machines.stop(slot.machine_id, signal="SIGTERM", timeout=grace,
+                                 lease_override=True)
+
+    async def _destroy(self, machine_id: str) -> None:
+        with contextlib.suppress(BodegaError):
+            await self.machines.destroy(machine_id, force=True, lease_override=True)
+
+    # -- after a restart ------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Find this worker's slots again: read what each finished while the worker was
+        down, write again what it may not have been given, end the runs of one that went;
+        idle ones go (a task brings a slot back)."""
+        held: dict[str, list[RunRow]] = {}
+        for run in self.store.runs():
+            if run.state == "running" and run.machine_id:
+                held.setdefault(run.machine_id, []).append(run)
+        for listed in queries.list_machines(self.machines.store.db):
+            if SLOT_KEY in (listed.config.metadata or {}):
+                held.setdefault(listed.id, [])
+        for machine_id, mine in held.items():
+            row = queries.get_machine(self.machines.store.db, machine_id)
+            key = (row.config.metadata or {}).get(SLOT_KEY) if row is not None else None
+            if row is None or key is None:
+                continue  # a task's own machine: the watch's
+            mine.sort(key=lambda r: r.seq)
+            slot = Slot(key=key, app=row.app, machine_id=row.id,
+                        directory=self.home_of(row.id, row.private_ip),
+                        runs=[r.seq for r in mine], job=mine[0].job_id if mine else None,
+                        idle_since=self.store.jobs.clock())
+            slot.ready.set()
+            self.slots.append(slot)
+            if row.state == S.STARTED and slot.directory is not None and \
+                    (slot.directory / "ready").exists():
+                self._attach(slot)
+                self.read_results(slot)
+                for seq in list(slot.runs):
+                    again = self.store.run(seq)
+                    if again is not None:
+                        self._write(slot, again)
+                continue
+            slot.tasks_fd = -1  # never attached: its end is read as a slot's that went
+            if row.state in LIVE:  # it never made its FIFOs, so it ran nothing of theirs
+                slot.retiring = True
+                self._spawn(self._stop(slot))
+            else:
+                self.on_machine(row.id)
+        self.retire_idle(self.store.jobs.clock(), all_idle=True)
+
+    # -- tasks of its own -----------------------------------------------------------------------
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def close(self) -> None:
+        for slot in self.slots:
+            self._detach(slot)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -1,0 +1,87 @@
+"""A warm slot's program, run for real (``sh -c RUNNER`` in a directory, as a slot machine
+runs it): a line's argv reaches the program as given (no shell reading of it), exit codes and
+signals come back as a machine's would, a run number seen twice runs once, and a stop
+reaches the task that runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bodega.jobs.slots import RUNNER, dispatch_line, results
+from bodega.model.machine_config import Guest, Init, MachineConfig
+
+
+def task(argv: list[str], env: dict[str, str] | None = None) -> MachineConfig:
+    return MachineConfig(image="process", init=Init(exec=argv), env=env,
+                         guest=Guest(cpus=1, memory_mb=256))
+
+
+@pytest.fixture
+def slot(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes], int]]:
+    runner = subprocess.Popen(["/bin/sh", "-c", RUNNER, "bodega-slot"], cwd=tmp_path)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ready").exists():
+        assert runner.poll() is None
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    done = os.open(tmp_path / "done", os.O_RDWR | os.O_NONBLOCK)
+    tasks = os.open(tmp_path / "tasks", os.O_WRONLY | os.O_NONBLOCK)
+    yield tmp_path, runner, tasks
+    runner.kill()
+    runner.wait()
+    os.close(tasks)
+    os.close(done)
+
+
+def ended(where: Path, count: int) -> list[tuple[int, int]]:
+    deadline = time.monotonic() + 10
+    while len(found := results((where / "results").read_text()
+                               if (where / "results").exists() else "")) < count:
+        assert time.monotonic() < deadline, found
+        time.sleep(0.01)
+    return found
+
+
+def test_the_runner_runs_argv_as_given_with_the_task_s_env_and_reports_codes(
+        slot: tuple[Path, subprocess.Popen[bytes], int]) -> None:
+    where, _, tasks = slot
+    hostile = "$HOME; touch pwned `id` \"'"
+    os.write(tasks, dispatch_line(1, task(["/bin/sh", "-c", 'printf "%s|%s" "$1" "$T"; exit 3',
+                                           "sh", hostile], {"T": "a b'c"})))
+    os.write(tasks, dispatch_line(2, task(["/no/such/program"])))
+    assert ended(where, 2) == [(1, 3), (2, 127)]
+    assert (where / "out" / "1.log").read_text() == f"{hostile}|a b'c"
+    assert not (where / "pwned").exists()
+
+
+def test_a_run_number_seen_before_runs_once(
+        slot: tuple[Path, subprocess.Popen[bytes], int]) -> None:
+    where, _, tasks = slot
+    line = dispatch_line(5, task(["/bin/sh", "-c", "echo x >> count"]))
+    os.write(tasks, line + line)
+    os.write(tasks, dispatch_line(4, task(["/bin/sh", "-c", "echo y >> count"])))
+    os.write(tasks, dispatch_line(6, task(["/bin/true"])))
+    assert ended(where, 2) == [(5, 0), (6, 0)]
+    assert (where / "count").read_text() == "x\n"
+
+
+def test_a_stop_reaches_the_task_and_ends_the_slot(
+        slot: tuple[Path, subprocess.Popen[bytes], int]) -> None:
+    where, runner, tasks = slot
+    os.write(tasks, dispatch_line(1, task(["/bin/sleep", "30"])))
+    os.write(tasks, dispatch_line(2, task(["/bin/true"])))
+    deadline = time.monotonic() + 10
+    while not (where / "out" / "1.log").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(0.1)  # the sleep is exec'd
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(10) == 0
+    assert ended(where, 1) == [(1, 128 + signal.SIGTERM)]  # the second never ran
