@@ -178,7 +178,7 @@ class JobHome:
             raise Conflict(f"job {job.name} waits for {', '.join(job.waiting)} to succeed",
                            status="waiting")
         now = self.clock()
-        with self.store.tx() as conn:
+        with self.store.tx(synced=False) as conn:
             if body.ref is not None:
                 again = self.store.held(conn, job_id, body.worker, body.ref)
                 if again:  # the same take asked again: its answer was lost
@@ -218,7 +218,7 @@ class JobHome:
         now = self.clock()
         results: list[RenewResult] = []
         touched: set[str] = set()
-        with self.store.tx() as conn:
+        with self.store.tx(synced=False) as conn:
             for item in body.tasks:
                 job = self.store.job(item.job)
                 task = None if job is None else self.store.task(conn, item.job, item.task)
@@ -243,7 +243,7 @@ class JobHome:
     def release(self, job_id: str, body: HomeRelease) -> ReleaseAnswer:
         job = self.get(job_id)
         now = self.clock()
-        with self.store.tx() as conn:
+        with self.store.tx(synced=False) as conn:
             task = self._held_task(conn, job, body.worker, body.task)
             after = release(task, job.policy, body.worker, body.exit_code, now,
                             self.rng.random(), body.reason or "", body.attempt)

@@ -76,7 +76,7 @@ class RunStore:
     # -- probes held here -------------------------------------------------------------------
     def add_probe(self, job_id: str, home: str, app: str, ask: Ask, count: int,
                   now: float) -> int:
-        with self.jobs.tx() as conn:
+        with self.jobs.tx(synced=False) as conn:
             conn.execute(
                 "INSERT INTO probes_in (job_id, home, app, ask, count, arrived_at) "
                 "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (job_id) DO UPDATE SET "
@@ -93,7 +93,7 @@ class RunStore:
                 for r in self.db.execute("SELECT * FROM probes_in ORDER BY seq")]
 
     def drop_probe(self, job_id: str) -> bool:
-        with self.jobs.tx() as conn:
+        with self.jobs.tx(synced=False) as conn:
             return conn.execute("DELETE FROM probes_in WHERE job_id = ?",
                                 (job_id,)).rowcount > 0
 
@@ -103,7 +103,7 @@ class RunStore:
         runs recorded; a task whose attempt already runs here (the same take answered again)
         is not recorded twice."""
         recorded: list[RunRow] = []
-        with self.jobs.tx() as conn:
+        with self.jobs.tx(synced=False) as conn:
             for r in runs:
                 if conn.execute("SELECT 1 FROM runs WHERE job_id = ? AND idx = ? AND "
                                 "attempt = ? AND state != 'ended'",
@@ -145,12 +145,12 @@ class RunStore:
 
     def update(self, run: RunRow, now: float, **changes: object) -> None:
         columns = ", ".join(f"{name} = ?" for name in changes)
-        with self.jobs.tx() as conn:
+        with self.jobs.tx(synced=False) as conn:
             conn.execute(f"UPDATE runs SET {columns}, updated_at = ? WHERE seq = ?",
                          (*changes.values(), now, run.seq))
 
     def forget(self, run: RunRow) -> None:
-        with self.jobs.tx() as conn:
+        with self.jobs.tx(synced=False) as conn:
             conn.execute("DELETE FROM runs WHERE seq = ?", (run.seq,))
 
 

@@ -97,7 +97,7 @@ class JobRunner:
     def serve_queue(self) -> None:
         now = self.store.jobs.clock()
         if self.slots is not None:
-            self.slots.retire_idle(now)
+            self.slots.sweep(now)
         for probe in self.store.probes():
             if probe.job_id in self._taking or self._retry_at.get(probe.job_id, 0.0) > now:
                 continue

@@ -47,6 +47,7 @@ DEPTH = 2  # runs a slot holds: the one running and the next, already written
 SHORT = 0.5  # seconds: a job whose task ran shorter gets its next task written ahead
 LINGER = 1.0  # seconds an idle slot waits for a task before it goes
 READY_WAIT = 10.0  # seconds a new slot has to make its FIFOs
+SWEEP_EVERY = 1.0  # seconds between looks at busy slots that did not wake the worker
 ROOM_TRIES = 3  # idle slots stopped to make room for a slot created without a reservation
 LIVE = frozenset({S.CREATED, S.STARTING, S.STARTED})
 GONE = frozenset({S.STOPPED, S.FAILED, S.DESTROYING, S.DESTROYED, S.LAUNCH_FAILED,
@@ -101,6 +102,7 @@ class SlotPool:
         self.home_of = home_of  # a machine's directory as its program sees it at its start
         self.slots: list[Slot] = []
         self.short: set[str] = set()  # jobs with a task that ran under SHORT here
+        self._swept_at = 0.0
         self.ended: Ended = lambda *_: None
         self.freed: Callable[[], None] = lambda: None  # room or a place may have come free
         self.renew_soon: Callable[[], None] = lambda: None
@@ -256,7 +258,8 @@ class SlotPool:
 
     def read_results(self, slot: Slot) -> None:
         """The ends the slot appended since the last look."""
-        assert slot.directory is not None
+        if slot.directory is None:
+            return
         try:
             with (slot.directory / "results").open("rb") as f:
                 f.seek(slot.offset)
@@ -265,7 +268,6 @@ class SlotPool:
             return
         now = self.store.jobs.clock()
         for seq, code in results(text):
-            slot.offset += len(f"{seq} {code}\n")
             if slot.job is not None and now - slot.began < SHORT:
                 if len(self.short) >= 10_000:  # jobs long gone: they are learnt again
                     self.short.clear()
@@ -273,11 +275,26 @@ class SlotPool:
             slot.began = now
             self._let_go(slot, seq)
             run = self.store.run(seq)
-            if run is None or run.state == "ended":
-                continue
-            why = f"exit code {code}" if code < 128 else f"killed by signal {code - 128}"
-            self.ended(run, code, why, slot.directory / "out" / f"{seq}.log")
+            if run is not None and run.state != "ended":
+                why = f"exit code {code}" if code < 128 else f"killed by signal {code - 128}"
+                self.ended(run, code, why, slot.directory / "out" / f"{seq}.log")
+            slot.offset += len(f"{seq} {code}\n")  # once its end is recorded
         self.freed()
+
+    def sweep(self, now: float) -> None:
+        """Idle slots past ``LINGER`` go; once a second each busy slot is looked at as if it
+        had woken the worker (an end or a machine's end never waits on a wake-up)."""
+        self.retire_idle(now)
+        if now - self._swept_at < SWEEP_EVERY:
+            return
+        self._swept_at = now
+        for slot in list(self.slots):
+            if slot.runs and slot.tasks_fd is not None and slot.machine_id is not None:
+                try:
+                    self.read_results(slot)
+                    self.on_machine(slot.machine_id)
+                except Exception:
+                    log.exception("looking at slot %s failed", slot.machine_id)
 
     def _let_go(self, slot: Slot, seq: int) -> None:
         with contextlib.suppress(ValueError):

@@ -72,8 +72,17 @@ class JobStore:
         self.db.close()
 
     @contextmanager
-    def tx(self) -> Iterator[sqlite3.Connection]:
-        """One atomic, durable unit (a full disk becomes ``StorageFull``, nothing kept)."""
+    def tx(self, *, synced: bool = True) -> Iterator[sqlite3.Connection]:
+        """One atomic, durable unit (a full disk becomes ``StorageFull``, nothing kept).
+
+        ``synced=False``: committed to the WAL but not fsync'd, for a task's steps (claims,
+        takes, renewals, ends, a runner's records): a process killed at any instant loses
+        none of it (the WAL is in the file, the page cache writes it); only the host losing
+        power can lose the last ones before the next synced commit or checkpoint, and each
+        is then done again (a lease lapses, a task runs again: at least once, as ever).
+        Submits and cancels, which are answered as kept, are synced."""
+        if not synced:
+            self.db.execute("PRAGMA synchronous = NORMAL")
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield self.db
@@ -85,6 +94,9 @@ class JobStore:
             if full is exc:
                 raise
             raise full from exc
+        finally:
+            if not synced:
+                self.db.execute("PRAGMA synchronous = FULL")
 
     # -- jobs -------------------------------------------------------------------------------
     def insert_job(self, conn: sqlite3.Connection, job_id: str, spec: JobSpec,
