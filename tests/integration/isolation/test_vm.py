@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bodega.model.errors import BodegaError
 from bodega.model.machine import Machine
 from bodega.wire.worker_client import WorkerClient
 from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR
@@ -136,6 +137,10 @@ async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
                 assert page == "hello from an image\n"
                 running = qemu_pids(serving.id)
                 assert len(running) == 1
+                with pytest.raises(BodegaError, match="exec into a vm machine") as refused:
+                    await client.call("POST", serving.id, "exec",
+                                      json={"command": ["/bin/true"]})
+                assert "\n" not in str(refused.value)
 
                 # Suspended: its vCPUs stop (a snapshot written); it answers nothing until
                 # resumed, then the same qemu goes on.
