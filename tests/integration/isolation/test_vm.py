@@ -137,6 +137,8 @@ async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
                 assert page == "hello from an image\n"
                 running = qemu_pids(serving.id)
                 assert len(running) == 1
+                # qemu, the guest's memory with it, is in the machine's cgroups and limits.
+                assert f"/{serving.id}\n" in Path(f"/proc/{running[0]}/cgroup").read_text()
                 with pytest.raises(BodegaError, match="exec into a vm machine") as refused:
                     await client.call("POST", serving.id, "exec",
                                       json={"command": ["/bin/true"]})

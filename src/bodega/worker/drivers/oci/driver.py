@@ -313,13 +313,16 @@ class OciDriver(RunsDriver):
                                             store.rootfs(digest), incoming)
             sandboxed = True  # the wrapper enters the namespace, where qemu.RUN wires it
             runtime_name = "qemu"
+            # No runtime puts qemu in the machine's cgroups: the wrapper joins them first.
+            procs = self.cgroups.procs_files(spec.machine_id) if self.cgroups else []
         else:
             program = runtime.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
                                    runtime.container_id(spec.machine_id, spec.start_seq))
             runtime_name = runtime.runtime
+            procs = []  # the runtime moves the container into them (cgroupsPath)
         # runc joins the machine's network namespace itself (config.json names it), so no
         # nsenter runs before it: one fork and exec fewer on every start. runsc cannot.
-        argv = wrapper_argv(program, files, cgroup_procs=[], user=None, memory_kib=None,
+        argv = wrapper_argv(program, files, cgroup_procs=procs, user=None, memory_kib=None,
                             mounts=[], netns=spec.netns if sandboxed else None,
                             environment=False)
         fd = os.open(log_path(spec.machine_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
