@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from bodega.runtime.waits import within
 from bodega.worker.drivers.base import DriverError, Suspend, TaskHandle
 from bodega.worker.drivers.vm.qemu import qmp_socket
 
@@ -29,7 +33,23 @@ class VmRuns(Protocol):
     def vm_of(self, machine_dir: Path) -> str | None: ...
 
 
-async def qmp(socket: Path, *commands: dict[str, Any]) -> list[dict[str, Any]]:
+class QmpError(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    desc: str = ""
+
+
+class QmpAnswer(BaseModel):
+    """QMP's answer to one command (events, which have neither field, are skipped)."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    returned: dict[str, object] = Field(default_factory=dict, alias="return")
+    error: QmpError | None = None
+
+
+Command = tuple[str, Mapping[str, str]]  # execute, arguments
+
+
+async def qmp(socket: Path, *commands: Command) -> list[QmpAnswer]:
     """Run ``commands`` on a QMP socket in order; their answers. A ``DriverError`` names
     a refused one."""
     try:
@@ -37,24 +57,25 @@ async def qmp(socket: Path, *commands: dict[str, Any]) -> list[dict[str, Any]]:
     except OSError as exc:
         raise DriverError(f"the VM's QMP socket: {exc}") from exc
 
-    async def answer() -> dict[str, Any]:
+    async def answer() -> QmpAnswer:
         while True:
             line = await reader.readline()
             if not line:
                 raise DriverError("qemu closed its QMP socket")
-            message: dict[str, Any] = json.loads(line)
+            message = json.loads(line)
             if "return" in message or "error" in message:
-                return message
+                return QmpAnswer.model_validate(message)
 
     try:
         await reader.readline()  # the greeting
         answers = []
-        for command in ({"execute": "qmp_capabilities"}, *commands):
+        for execute, arguments in (("qmp_capabilities", {}), *commands):
+            command = {"execute": execute, **({"arguments": dict(arguments)} if arguments else {})}
             writer.write(json.dumps(command).encode() + b"\n")
             await writer.drain()
-            reply = await asyncio.wait_for(answer(), QMP_TIMEOUT)
-            if "error" in reply:
-                raise DriverError(f"qemu {command['execute']}: {reply['error'].get('desc')}")
+            reply = await within(answer(), QMP_TIMEOUT)
+            if reply.error is not None:
+                raise DriverError(f"qemu {execute}: {reply.error.desc}")
             answers.append(reply)
         return answers[1:]
     finally:
@@ -64,12 +85,13 @@ async def qmp(socket: Path, *commands: dict[str, Any]) -> list[dict[str, Any]]:
 async def migrated(socket: Path) -> None:
     """Until the migration under way has completed; a ``DriverError`` if it failed."""
     while True:
-        [status] = await qmp(socket, {"execute": "query-migrate"})
-        state = status["return"].get("status")
+        [status] = await qmp(socket, ("query-migrate", {}))
+        state = status.returned.get("status")
         if state == "completed":
             return
         if state in ("failed", "cancelled"):
-            raise DriverError(f"the VM's snapshot {state}: {status['return'].get('error-desc')}")
+            raise DriverError(f"the VM's snapshot {state}: "
+                              f"{status.returned.get('error-desc')}")
         await asyncio.sleep(0.05)
 
 
@@ -82,8 +104,8 @@ class VmSuspend:
         return self.runs.vm_of(self.runs.machines_dir / handle.machine_id) is not None
 
     async def paused(self, handle: TaskHandle) -> bool:
-        [status] = await qmp(qmp_socket(handle.machine_id), {"execute": "query-status"})
-        return not status["return"].get("running", True)
+        [status] = await qmp(qmp_socket(handle.machine_id), ("query-status", {}))
+        return status.returned.get("running", True) is False
 
     async def suspend(self, handle: TaskHandle) -> None:
         if not self._vm(handle):
@@ -93,8 +115,7 @@ class VmSuspend:
             return
         snapshot = self.runs.machines_dir / handle.machine_id / "vm" / SNAPSHOT
         socket = qmp_socket(handle.machine_id)
-        await qmp(socket, {"execute": "stop"},
-                  {"execute": "migrate", "arguments": {"uri": f"exec:cat > {snapshot}"}})
+        await qmp(socket, ("stop", {}), ("migrate", {"uri": f"exec:cat > {snapshot}"}))
         await migrated(socket)
 
     async def resume(self, handle: TaskHandle) -> None:
@@ -102,4 +123,4 @@ class VmSuspend:
             await self.other.resume(handle)
             return
         if await self.paused(handle):
-            await qmp(qmp_socket(handle.machine_id), {"execute": "cont"})
+            await qmp(qmp_socket(handle.machine_id), ("cont", {}))
