@@ -56,7 +56,11 @@ def workers(api_url: ApiUrl = None, token: Token = None,
         return f"{millicpus / 1000:g}/{cpus} cpu, {memory}/{total_memory} MB"
 
     def isolations(w: WorkerStatus) -> str:
-        return ",".join(w.totals.isolations) if w.totals and w.totals.isolations else "-"
+        if not w.totals or not w.totals.isolations:
+            return "-"
+        accel = w.totals.vm_accel
+        return ",".join(f"vm({accel})" if name == "vm" and accel else name
+                        for name in w.totals.isolations)
 
     table(["NAME", "REGION", "STATUS", "CORDONED", "USED", "ISOLATION", "URL"],
           [(w.name, w.region, w.status, w.cordoned, used(w), isolations(w), w.url)

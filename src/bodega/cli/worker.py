@@ -61,6 +61,12 @@ def worker(
     = "auto",
     sandbox: Annotated[bool, typer.Option(
         help="Try runsc at start and offer the sandbox isolation if it runs")] = True,
+    vm: Annotated[bool, typer.Option(
+        help="Boot a probe VM at start (once per host) and offer the vm isolation if it "
+             "boots")] = True,
+    vm_kernel: Annotated[Path, typer.Option(
+        help="Directory of the kernel vm machines boot (boot/vmlinuz-*, lib/modules/*)")]
+    = Path("/var/lib/bodega/vm-kernel"),
     cpus: Annotated[int | None, typer.Option(help="CPUs to offer (default: all)")] = None,
     memory_mb: Annotated[int | None, typer.Option(help="Memory to offer (default: all)")] = None,
     disk_gb: Annotated[int | None, typer.Option(help="Disk for volumes (default: free)")] = None,
@@ -157,7 +163,7 @@ def worker(
         registry_agent=registry_agent.resolve() if registry_agent else None,
         image_registry=image_registry, registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
-        oci_runtime=oci_runtime, sandbox=sandbox,
+        oci_runtime=oci_runtime, sandbox=sandbox, vm=vm, vm_kernel=vm_kernel,
         jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,
                          keep_per_app=jobs_kept, probe_ratio=probe_ratio,
                          clock_file=job_clock_file, warm_slots=warm_slots),

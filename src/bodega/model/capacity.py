@@ -94,6 +94,7 @@ class Totals:
     shared_cpu_ratio: float = 4.0
     cpu_kinds: tuple[str, ...] = CPU_KINDS
     isolations: tuple[str, ...] = DEFAULT_ISOLATIONS  # those the worker ran at its start
+    vm_accel: str = ""  # how its vm isolation runs: kvm, or tcg (qemu's emulation)
 
     @property
     def millicpus(self) -> int:
@@ -109,6 +110,7 @@ class Totals:
             "cpus": self.cpus, "memory_mb": self.memory_mb, "disk_gb": self.disk_gb,
             "gpus": dict(self.gpus), "shared_cpu_ratio": self.shared_cpu_ratio,
             "cpu_kinds": list(self.cpu_kinds), "isolations": list(self.isolations),
+            "vm_accel": self.vm_accel,
         }
 
     @classmethod
@@ -121,6 +123,7 @@ class Totals:
             shared_cpu_ratio=float(data.get("shared_cpu_ratio", 4.0)),
             cpu_kinds=tuple(data.get("cpu_kinds") or CPU_KINDS),
             isolations=tuple(data.get("isolations") or DEFAULT_ISOLATIONS),
+            vm_accel=str(data.get("vm_accel") or ""),
         )
 
 

@@ -183,6 +183,7 @@ class HostTotals(WorkerAnswer):
     shared_cpu_ratio: float = 4.0
     cpu_kinds: list[str] = []
     isolations: list[str] = []  # those the worker ran at its start (docs/isolation.md)
+    vm_accel: str = ""  # how its vm isolation runs: kvm, or tcg (qemu's emulation)
 
 
 class HostUsage(WorkerAnswer):

@@ -77,6 +77,10 @@ class WorkerConfig:
     oci_runtime: str = "auto"  # crun if installed, else runc (drivers/oci/runtimes.py)
     # Try runsc at start, and offer the sandbox isolation if it runs (docs/isolation.md).
     sandbox: bool = True
+    # Boot a probe VM at start (once per host: the verdict is kept by qemu and kernel), and
+    # offer the vm isolation if it boots; the kernel bodega boots is unpacked here.
+    vm: bool = True
+    vm_kernel: Path = Path("/var/lib/bodega/vm-kernel")
     image_cache_gb: float = 10.0
     jobs: JobSettings = field(default_factory=JobSettings)
 

@@ -97,8 +97,9 @@ class Worker:
         # host's): where machines have none, the worker offers none.
         isolations = tuple(i for i in self.driver.capabilities.isolations
                            if i == "container" or self.network.fixed_attachment() is None)
-        config = self.config = replace(config, totals=replace(config.totals,
-                                                              isolations=isolations))
+        vm_accel = self.driver.capabilities.vm_accel if "vm" in isolations else ""
+        config = self.config = replace(config, totals=replace(
+            config.totals, isolations=isolations, vm_accel=vm_accel))
         self.metrics = WorkerMetrics()
         self.watch = StateWatch()
         self.store = Store(config.store_path, fsync=config.fsync)

@@ -28,6 +28,13 @@ async def test_isolation_is_checked_then_placed_only_where_offered(tmp_path: Pat
             assert "isolation" in error
             assert "'container', 'sandbox' or 'vm'" in error
 
+            small = machine(config={"image": IMAGE, "guest": {
+                "cpus": 1, "memory_mb": 64, "isolation": "vm"}})
+            too_small = await api.post("/v1/apps/iso/machines", json=small)
+            assert too_small.status_code == 400, too_small.text
+            assert "\n" not in too_small.json()["error"]
+            assert "memory_mb" in too_small.json()["error"]
+
             process = await api.post("/v1/apps/iso/machines",
                                      json=asking("sandbox", image="process"))
             assert process.status_code == 400, process.text

@@ -51,7 +51,7 @@ async def test_a_sandbox_machine_serves_from_its_own_kernel_and_sees_nothing_of_
         image = build_image(tmp_path, host, "test/sandboxed:v1")
         async with running_worker_daemon(tmp_path, **worker_args(host)) as (_daemon, client):
             capacity = await client.capacity()
-            assert capacity.totals.isolations == ["container", "sandbox"]
+            assert capacity.totals.isolations[:2] == ["container", "sandbox"]
             machine = await sandbox_machine(client, image, env={"FROM_CONFIG": "1"})
             await client.wait(machine.id, "started", timeout=60)
             machine = await client.machine(machine.id)

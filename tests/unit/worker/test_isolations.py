@@ -7,7 +7,13 @@ import json
 import pytest
 
 from bodega.model.machine_config import MachineConfig
-from bodega.worker.drivers.oci.isolations import Probe, offered, probe_bundle, sandbox_probe
+from bodega.worker.drivers.oci.isolations import (
+    Probe,
+    offered,
+    probe_bundle,
+    sandbox_probe,
+    vm_probe,
+)
 
 HOST = "Linux version 6.18.44 (builder@host) #1 SMP\n"
 GVISOR = "Linux version 4.4.0 #1 SMP Sun Jan 10 15:06:54 PST 2016\n"
@@ -48,3 +54,15 @@ def test_a_process_machine_cannot_ask_for_a_kernel_of_its_own(isolation: str) ->
     # Unset, a config reads back as it was sent, and is a container.
     plain = MachineConfig.model_validate({"image": "process", "guest": {"cpus": 1}})
     assert "isolation" not in plain.to_wire()["guest"]
+
+
+def test_a_vm_is_offered_once_its_probe_booted_another_kernel() -> None:
+    host = "Linux version 6.18.44 (host)\n"
+    console = "[ 0.27] PCI: Fatal\nLinux version 6.1.0-56-cloud-amd64 (debian)\n[ 1.7] Power down\n"
+    ran = vm_probe(0, console, host, "tcg")
+    assert ran == Probe("vm", True, accel="tcg")
+    assert offered([ran, Probe("container", True)]) == ("container", "vm")
+    assert "did not power off" in vm_probe(None, "", host, "kvm").why
+    assert "failed (1)" in vm_probe(1, "qemu: could not open kernel\n", host, "tcg").why
+    assert "failed (0)" in vm_probe(0, "no version here\n", host, "tcg").why
+    assert "host's own kernel" in vm_probe(0, host, host, "tcg").why

@@ -216,6 +216,7 @@ class Capabilities:
     # What may stand between a machine and the host's kernel here (``guest.isolation``):
     # those the driver ran at its start (``oci/isolations.py``).
     isolations: tuple[str, ...] = ("container",)
+    vm_accel: str = ""  # how a vm runs here: kvm, or tcg (qemu's emulation); "": no vm
 
 
 class Driver(Protocol):

@@ -78,6 +78,7 @@ class DriverPair:
             memory=process.capabilities.memory,
             warmup=self if oci.capabilities.warmup is not None else None,
             isolations=oci.capabilities.isolations,  # a sandbox runs an image: oci's
+            vm_accel=oci.capabilities.vm_accel,
         )
 
     def start_coming(self, machine_id: str, config: MachineConfig) -> bool:

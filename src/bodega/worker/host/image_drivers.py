@@ -21,6 +21,7 @@ from bodega.worker.drivers.pair import DriverPair
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.host.survey import RUNC_STATE
+from bodega.worker.host.vm_probe import vm_machines
 from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient
 from bodega.worker.images.store import ImageStore
@@ -148,7 +149,8 @@ def make_image_driver(config: WorkerConfig) -> Driver:
                     runtime_command=runtimes.command(runtime, controllers_for(runtime)),
                     cache_budget_bytes=int(config.image_cache_gb * (1 << 30)),
                     log_max_bytes=config.log_max_bytes,
-                    sandbox=sandbox_runtime(config, RUNC_STATE / scope / runtimes.SANDBOX))
+                    sandbox=sandbox_runtime(config, RUNC_STATE / scope / runtimes.SANDBOX),
+                    vm=vm_machines(config.vm, config.vm_kernel))
     if config.driver == "oci":
         return oci
     process = ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,

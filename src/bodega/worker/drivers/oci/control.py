@@ -34,6 +34,9 @@ class OciControl(ProcessControl):
     ) -> ExecResult:
         if not self.runs.alive(handle):
             raise TaskGone(f"machine {handle.machine_id}'s program is not running")
+        if (spec.machine_dir / "oci" / "vm").exists():
+            raise DriverError(f"machine {handle.machine_id} runs in a vm: exec into one is "
+                              "not offered yet")
         runtime = self.runtime_of(handle.machine_id)
         container = runtime.container_id(handle.machine_id, handle.start_seq)
         try:

@@ -28,6 +28,12 @@ that namespace (``runc.py``); and signals go through ``runsc kill``, since ``run
 forwards none and dies of a SIGTERM sent to its process group (its sandbox with it).
 The bundle's ``sandbox`` file names the namespace: a re-adopted run and an exec find
 their runtime in it.
+
+A machine whose ``guest.isolation`` is ``vm`` runs no runtime: the wrapper's program is
+qemu booting the image's root with bodega's kernel and init (``vm/machines.py``), in the
+machine's namespace, and its root is a disk, not an overlay. The bundle's ``vm`` file
+names the namespace, as ``sandbox`` does, and tells a re-adopted run's signals and
+suspends where to go.
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
 from bodega.worker.drivers.process.memory import CgroupMemory
 from bodega.worker.drivers.process.runs import Runs, RunsDriver
 from bodega.worker.drivers.process.warmup import Warmup
+from bodega.worker.drivers.vm.machines import VmMachines
+from bodega.worker.drivers.vm.snapshots import VmSuspend
 from bodega.worker.images.eviction import to_evict
 from bodega.worker.images.manifest import BadImage
 from bodega.worker.images.puller import Puller
@@ -62,6 +70,7 @@ from bodega.worker.images.registry_client import RegistryError
 
 log = logging.getLogger("bodega.worker.oci")
 SANDBOX_MARKER = "sandbox"  # in the bundle: the run is runsc's, in the namespace it names
+VM_MARKER = "vm"  # in the bundle: the run is a VM's, in the namespace it names
 
 
 class OciDriver(RunsDriver):
@@ -71,26 +80,30 @@ class OciDriver(RunsDriver):
                  state_root: Path, runtime: str = "runc", cache_budget_bytes: int = 10 << 30,
                  log_max_bytes: int = 1 << 20,
                  runtime_command: tuple[str, ...] | None = None,
-                 sandbox: Runc | None = None) -> None:
+                 sandbox: Runc | None = None, vm: VmMachines | None = None) -> None:
         self.cgroups = cgroups
         self.puller = puller
         self.machines_dir = machines_dir
         self.runc = Runc(runtime, state_root, runtime_command)
         self.sandbox = sandbox  # runsc, where it ran at the worker's start; else None
+        self.vm = vm  # qemu and bodega's kernel, where a probe VM booted at its start
         self.warmup = Warmup.of(cgroups)
         self.runs = Runs(self.name, cgroups, self.warmup)
-        self.runs.signaller = self._signal_sandbox
+        self.runs.signaller = self._signal_guest
         self.cache_budget_bytes = cache_budget_bytes
         self.janitor = LogJanitor(log_max_bytes)
         self.control = OciControl(self.runtime_of, self.runs, cgroups)
         self.capabilities = Capabilities(needs_command=False, own_netns=True,
                                          control=self.control, logs=self.janitor,
                                          images=puller.store,
-                                         suspend=RuncFreezer(self.runtime_of, cgroups),
+                                         suspend=VmSuspend(self, RuncFreezer(
+                                             self.runtime_of, cgroups)),
                                          memory=CgroupMemory(cgroups) if cgroups else None,
                                          warmup=self if self.warmup is not None else None,
-                                         isolations=("container", "sandbox") if sandbox
-                                         else ("container",))
+                                         isolations=("container",
+                                                     *(("sandbox",) if sandbox else ()),
+                                                     *(("vm",) if vm else ())),
+                                         vm_accel=vm.accel if vm else "")
 
     def runtime_of(self, machine_id: str) -> Runc:
         """The runtime of the machine's bundle: runsc in its namespace for a sandbox."""
@@ -99,10 +112,19 @@ class OciDriver(RunsDriver):
             return self.runc
         return self.sandbox.within(marker.read_text().strip() or None)
 
-    async def _signal_sandbox(self, handle: TaskHandle, signal: int) -> bool:
-        """Send ``signal`` to a sandbox's program with ``runsc kill``; False for a container
-        (its process group is signalled), or a sandbox not made yet (nor is its program:
-        the group's signal ends its ``runsc run`` before it starts anything)."""
+    def vm_of(self, machine_dir: Path) -> str | None:
+        """The namespace of the machine's VM, if its bundle says it runs one; else None."""
+        with contextlib.suppress(OSError):
+            return (self.bundle(machine_dir) / VM_MARKER).read_text().strip()
+        return None
+
+    async def _signal_guest(self, handle: TaskHandle, signal: int) -> bool:
+        """Send ``signal`` to a VM's program through its init, or a sandbox's with ``runsc
+        kill``; False for a container (its process group is signalled), or a sandbox not
+        made yet (nor is its program: the group's signal ends its ``runsc run`` before it
+        starts anything)."""
+        if self.vm is not None and self.vm_of(self.machines_dir / handle.machine_id) is not None:
+            return await self.vm.signal(handle.machine_id, signal)
         runtime = self.runtime_of(handle.machine_id)
         if runtime is self.runc:
             return False
@@ -161,7 +183,11 @@ class OciDriver(RunsDriver):
         if not marker.exists() or marker.read_text() != digest:
             marker.write_text(digest)
         store = self.puller.store
-        if not mounted(bundle / "rootfs"):
+        if spec.isolation == "vm":
+            if self.vm is None:
+                raise DriverError("this worker offers no vm isolation")
+            await self.vm.prepare(spec, store.rootfs(digest))
+        elif not mounted(bundle / "rootfs"):
             mount_overlay(store.rootfs(digest), bundle / "upper", bundle / "work",
                           bundle / "rootfs")
         if self.puller.stats.unpacks != unpacks:  # the cache grew: trim it to its budget
@@ -204,12 +230,19 @@ class OciDriver(RunsDriver):
 
     def _write_config(self, spec: TaskSpec) -> None:
         bundle = self.bundle(spec.machine_dir)
+        vm_marker = bundle / VM_MARKER
+        if spec.isolation == "vm":
+            if self.vm is None or spec.netns is None:
+                raise DriverError("this worker runs no VM (none booted at its start, or its "
+                                  "machines have no network namespace of their own)")
+            vm_marker.write_text(spec.netns)
+            (bundle / SANDBOX_MARKER).unlink(missing_ok=True)
+            return
+        vm_marker.unlink(missing_ok=True)  # an update may change the machine's isolation
         sandboxed = spec.isolation == "sandbox"
         if sandboxed and (self.sandbox is None or spec.netns is None):
             raise DriverError("this worker runs no sandbox (runsc did not run at its start, "
                               "or its machines have no network namespace of their own)")
-        if spec.isolation not in ("container", "sandbox"):
-            raise DriverError(f"this worker offers no {spec.isolation} isolation")
         digest = (bundle / "image").read_text().strip()
         store = self.puller.store
         image = store.image_config(digest)
@@ -243,7 +276,8 @@ class OciDriver(RunsDriver):
             marker.unlink(missing_ok=True)  # an update may change the machine's isolation
 
     # -- start ------------------------------------------------------------------------
-    async def start(self, spec: TaskSpec) -> TaskHandle:
+    async def start(self, spec: TaskSpec, incoming: Path | None = None) -> TaskHandle:
+        """Start the run; ``incoming``: a VM's snapshot to resume from instead of a boot."""
         started = self.runs.held(spec)
         if started is not None:
             return started
@@ -259,22 +293,36 @@ class OciDriver(RunsDriver):
         files.exitfile.unlink(missing_ok=True)
         oom_base = 0
         if self.cgroups is not None:
+            memory_mb = VmMachines.memory_mb(spec) if spec.isolation == "vm" \
+                else spec.memory_mb
             if self.warmup is not None and self.cgroups.made(spec.machine_id):
-                self.cgroups.fit(spec.machine_id, spec.memory_mb, spec.cpus)  # made ahead
+                self.cgroups.fit(spec.machine_id, memory_mb, spec.cpus)  # made ahead
             else:
                 if self.warmup is not None:
                     await self.warmup.clear()  # making a cgroup takes the mutex a move holds
-                self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
+                self.cgroups.create(spec.machine_id, memory_mb, spec.cpus)
             oom_base = self.cgroups.oom_kills(spec.machine_id)
         runtime = self.runtime_of(spec.machine_id)
         sandboxed = runtime is not self.runc
         if sandboxed:
             runtime = runtime.within(None)  # the wrapper is in the namespace already
-        program = runtime.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
-                               runtime.container_id(spec.machine_id, spec.start_seq))
+        if self.vm is not None and spec.isolation == "vm":
+            store = self.puller.store
+            digest = (self.bundle(spec.machine_dir) / "image").read_text().strip()
+            program = await self.vm.program(spec, store.image_config(digest),
+                                            store.rootfs(digest), incoming)
+            sandboxed = True  # the wrapper enters the namespace, where qemu.RUN wires it
+            runtime_name = "qemu"
+            # No runtime puts qemu in the machine's cgroups: the wrapper joins them first.
+            procs = self.cgroups.procs_files(spec.machine_id) if self.cgroups else []
+        else:
+            program = runtime.argv("run", "--bundle", str(self.bundle(spec.machine_dir)),
+                                   runtime.container_id(spec.machine_id, spec.start_seq))
+            runtime_name = runtime.runtime
+            procs = []  # the runtime moves the container into them (cgroupsPath)
         # runc joins the machine's network namespace itself (config.json names it), so no
         # nsenter runs before it: one fork and exec fewer on every start. runsc cannot.
-        argv = wrapper_argv(program, files, cgroup_procs=[], user=None, memory_kib=None,
+        argv = wrapper_argv(program, files, cgroup_procs=procs, user=None, memory_kib=None,
                             mounts=[], netns=spec.netns if sandboxed else None,
                             environment=False)
         fd = os.open(log_path(spec.machine_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
@@ -291,7 +339,7 @@ class OciDriver(RunsDriver):
         finally:
             os.close(fd)
         log.info("%s: started pid %d (%s, image %s)", spec.machine_id, popen.pid,
-                 runtime.runtime, spec.image)
+                 runtime_name, spec.image)
         return self.runs.spawned(spec, files, popen, oom_base)
 
     # -- stop and destroy -------------------------------------------------------------
@@ -301,7 +349,11 @@ class OciDriver(RunsDriver):
         await self.runs.stop(handle, signal, timeout)
         pidfile = handle.data.get("pidfile")
         if pidfile:
-            await self._unmount(Path(pidfile).parent.parent)
+            machine_dir = Path(pidfile).parent.parent
+            netns = self.vm_of(machine_dir)
+            if self.vm is not None and netns:
+                await self.vm.unwire(netns)
+            await self._unmount(machine_dir)
 
     async def _unmount(self, machine_dir: Path) -> None:
         rootfs = self.bundle(machine_dir) / "rootfs"
@@ -320,8 +372,12 @@ class OciDriver(RunsDriver):
                 await runtime.run("delete", "--force", container, check=False)
 
     async def destroy(self, machine_id: str, machine_dir: Path) -> None:
+        netns = self.vm_of(machine_dir)
         await self._delete_containers(machine_id)
         await self._unmount(machine_dir)
         await self.runs.end_all(machine_id, machine_dir)
+        if self.vm is not None and netns:
+            await self.vm.unwire(netns)  # after its qemu is gone: a kill skips qemu.RUN's
+        VmMachines.forget(machine_id)
         await asyncio.to_thread(shutil.rmtree, machine_dir, True)
 

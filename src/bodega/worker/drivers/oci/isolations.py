@@ -4,8 +4,11 @@ A container is offered wherever the process or oci driver runs (namespaces and c
 on the host's kernel, as ever). A sandbox is offered once runsc has run a tiny one here:
 the host's root, read-only, as its root, ``cat /proc/version`` as its program, in a
 network namespace of its own as a machine's would be; it counts only if the kernel it
-printed is not the host's (gVisor's answers as Linux 4.4.0). ``vm`` is a known value no
-driver offers yet. Pure: the run itself is the worker's (``host/image_drivers.py``).
+printed is not the host's (gVisor's answers as Linux 4.4.0). A vm is offered once a probe
+VM booted bodega's kernel and init here (``bodega.probe`` on its command line: the init
+prints ``/proc/version`` and powers off), with KVM if that boots, else under qemu's
+emulation. Pure: the runs themselves are the worker's (``host/image_drivers.py``,
+``host/vm_probe.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class Probe:
     isolation: str
     ran: bool
     why: str = ""
+    accel: str = ""  # a VM's: kvm (the hardware's) or tcg (qemu's emulation)
 
 
 def sandbox_probe(returncode: int | None, output: str, host_version: str) -> Probe:
@@ -61,3 +65,18 @@ def probe_bundle() -> str:
         "linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}, {"type": "ipc"},
                                  {"type": "uts"}]},
     })
+
+
+def vm_probe(returncode: int | None, output: str, host_version: str, accel: str) -> Probe:
+    """What the probe VM's boot says (bodega's init prints ``/proc/version`` and powers
+    off): ``returncode`` is qemu's, None when it never ended; ``accel`` kvm or tcg."""
+    if returncode is None:
+        return Probe("vm", False, f"the probe VM ({accel}) did not power off in time")
+    version = next((line.strip() for line in output.splitlines()
+                    if line.startswith("Linux version")), "")
+    if returncode != 0 or not version:
+        last = output.strip().splitlines()[-1:] or ["no output"]
+        return Probe("vm", False, f"the probe VM ({accel}) failed ({returncode}): {last[0]}")
+    if version == host_version.strip():
+        return Probe("vm", False, "the probe VM printed the host's own kernel")
+    return Probe("vm", True, accel=accel)

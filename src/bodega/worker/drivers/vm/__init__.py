@@ -1,0 +1,2 @@
+"""The vm isolation: an image machine booted by qemu's microvm with bodega's kernel and
+init, run by the oci driver (``machines.py``; docs/isolation.md)."""

@@ -1,0 +1,112 @@
+#!/bin/busybox sh
+# bodega's guest init: PID 1 of a vm machine, from the initramfs bodega builds
+# (initramfs.py). It loads the modules the kernel needs for its disks and network,
+# finds its disks by their serials, reads the machine's config (config.py renders it),
+# mounts the image's root, brings eth0 up with the machine's addresses, and runs the
+# image's program in that root as the image's user. It stays PID 1: it forwards the
+# signals the worker writes on the second serial port to the program, reaps what is
+# orphaned to it, and writes the program's exit code to the status disk before it
+# powers the machine off. With bodega.probe on the kernel's command line it prints the
+# kernel's version and powers off (the worker's probe at its start).
+/bin/busybox --install -s /bin
+export PATH=/bin
+mkdir -p /proc /sys /dev /run /newroot
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+say() { echo "bodega-init: $*"; }
+halt() { sync; poweroff -f; sleep 5; }
+
+if grep -q bodega.probe /proc/cmdline; then
+  cat /proc/version
+  halt
+fi
+
+for module in $(cat /modules); do
+  insmod "/modules.d/$module.ko" || say "could not load $module"
+done
+
+# disk SERIAL: the device of the virtio disk qemu gave that serial (devtmpfs may make
+# the node a moment after the module's probe)
+disk() {
+  tries=0
+  while [ $tries -lt 100 ]; do
+    for block in /sys/block/vd*; do
+      if [ "$(cat "$block/serial" 2>/dev/null)" = "$1" ] && [ -b "/dev/${block##*/}" ]; then
+        echo "/dev/${block##*/}"
+        return 0
+      fi
+    done
+    tries=$((tries + 1))
+    usleep 50000
+  done
+  return 1
+}
+
+status=$(disk bodega-status)
+# finish CODE: the program's exit code to the status disk, the rest ended, power off
+finish() {
+  say "exit code $1"
+  kill -9 -1 2>/dev/null
+  if [ -n "$status" ]; then
+    printf 'exit=%s\n' "$1" | dd of="$status" conv=notrunc,fsync 2>/dev/null
+  fi
+  sync
+  for target in /newroot/dev/shm /newroot/dev/pts /newroot/dev /newroot/sys /newroot/proc; do
+    umount "$target" 2>/dev/null
+  done
+  umount /newroot 2>/dev/null || mount -o remount,ro /newroot 2>/dev/null
+  halt
+}
+fail() { say "$*"; finish 125; }
+
+config=$(disk bodega-config) || fail "no config disk"
+tr -d '\000' < "$config" > /run/config
+. /run/config || fail "could not read the config"
+
+root=$(disk bodega-root) || fail "no root disk"
+mount -t ext4 "$root" /newroot || fail "could not mount the root disk"
+for dir in proc sys dev etc; do mkdir -p "/newroot/$dir"; done
+mount -t proc proc /newroot/proc
+mount -t sysfs -o ro,nosuid,noexec,nodev sysfs /newroot/sys
+mount -t devtmpfs devtmpfs /newroot/dev
+mkdir -p /newroot/dev/pts /newroot/dev/shm
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /newroot/dev/pts
+mount -t tmpfs -o nosuid,nodev,mode=1777 shm /newroot/dev/shm
+[ -n "$resolv" ] && printf '%s' "$resolv" > /newroot/etc/resolv.conf
+
+hostname "$hostname"
+ip link set lo up
+[ -w /proc/sys/net/ipv6/conf/eth0/accept_dad ] && echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_dad
+ip link set eth0 up || say "no eth0"
+for address in $addresses; do
+  ip addr add "$address" dev eth0 || say "could not add $address"
+done
+[ -n "$gateway4" ] && { ip route add default via "$gateway4" || say "no route via $gateway4"; }
+[ -n "$gateway6" ] && { ip -6 route add default via "$gateway6" dev eth0 || say "no route via $gateway6"; }
+
+# The program, in the image's root as the image's user; its environment is the kernel's
+# (HOME, TERM) and the machine's variables: the init's own are never exported.
+(
+  program_env
+  exec nsenter -r/newroot -w"/newroot$workdir" -S "$uid" -G "$gid" -F -- "$@"
+) </dev/null &
+child=$!
+
+# Signals from the worker: one number a line on the second serial port.
+stty -F /dev/ttyS1 raw -echo 2>/dev/null
+(
+  while read -r signal; do
+    case $signal in
+      ''|*[!0-9]*) continue ;;
+    esac
+    kill -"$signal" "$child" 2>/dev/null
+  done </dev/ttyS1
+) &
+reader=$!
+
+# ash's wait reaps every child that ends meanwhile, the orphans given to PID 1 too.
+wait "$child"
+code=$?
+kill "$reader" 2>/dev/null
+finish "$code"

@@ -1,0 +1,159 @@
+"""The oci driver's vm machines: what a boot needs on the host, and reaching the guest.
+
+A vm machine is an image machine like the others to the oci driver (pulled, run by
+the process driver's wrapper in its cgroups, watched and re-adopted by its pid and
+exit files); only its program differs: ``qemu.RUN`` booting the image's root on the
+machine's disks (``disks.py``) with bodega's kernel and init (``initramfs.py``), in
+the machine's network namespace. Signals go to the init over the VM's second serial
+port (``signal``), except SIGKILL, which ends qemu itself, as a stop past its timeout
+does. The run's sockets live in ``qemu.CONTROL_DIR`` under the machine's id: the
+machine's own directory may be too deep for a Unix socket's path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal as signals
+from pathlib import Path
+
+from bodega.runtime.commands import run_command
+from bodega.worker.drivers.base import DriverError, TaskSpec
+from bodega.worker.drivers.oci.bundle import (
+    BundleError,
+    MachineCommand,
+    command,
+    environment,
+    parse_user,
+)
+from bodega.worker.drivers.process.launch import SHELL
+from bodega.worker.drivers.vm.config import (
+    STATUS_BYTES,
+    GuestConfig,
+    GuestNetwork,
+    config_disk,
+    guest_network,
+)
+from bodega.worker.drivers.vm.disks import RootDisks, machine_disk
+from bodega.worker.drivers.vm.initramfs import Kernel
+from bodega.worker.drivers.vm.qemu import (
+    CONTROL_DIR,
+    MIN_MEMORY_MB,
+    OVERHEAD_MB,
+    RUN,
+    TAP,
+    VmLaunch,
+    argv,
+    control_socket,
+    qmp_socket,
+)
+from bodega.worker.images.manifest import ImageConfig
+
+log = logging.getLogger("bodega.worker.vm")
+RESOLV_CONF = "/etc/resolv.conf"
+
+
+class VmMachines:
+    def __init__(self, kernel: Kernel, initramfs: Path, accel: str, tsc_khz: int) -> None:
+        self.kernel = kernel
+        self.initramfs = initramfs
+        self.accel = accel  # kvm or tcg: what the worker's probe VM booted with
+        self.tsc_khz = tsc_khz
+        self.disks = RootDisks()
+
+    @staticmethod
+    def directory(machine_dir: Path) -> Path:
+        return machine_dir / "vm"
+
+    @staticmethod
+    def memory_mb(spec: TaskSpec) -> int:
+        """The machine's cgroup limit: the guest's memory and qemu's own beside it."""
+        return spec.memory_mb + OVERHEAD_MB
+
+    async def prepare(self, spec: TaskSpec, rootfs: Path) -> None:
+        directory = self.directory(spec.machine_dir)
+        directory.mkdir(parents=True, exist_ok=True)
+        base = await self.disks.base(rootfs)
+        await machine_disk(base, directory / "root.qcow2")
+
+    async def program(self, spec: TaskSpec, image: ImageConfig, rootfs: Path,
+                      incoming: Path | None = None) -> list[str]:
+        """The wrapper's program for this start: ``qemu.RUN`` and qemu's argv, with the
+        machine's config disk written and its status disk cleared."""
+        if spec.memory_mb < MIN_MEMORY_MB:
+            raise DriverError(f"a vm machine needs {MIN_MEMORY_MB} MB at least for its "
+                              f"kernel, not {spec.memory_mb}")
+        if spec.netns is None:
+            raise DriverError("a vm machine needs a network namespace of its own")
+        resolv = [m for m in spec.mounts if m.guest_path == RESOLV_CONF]
+        if len(resolv) != len(spec.mounts):
+            raise DriverError("a vm machine cannot mount a volume yet")
+
+        def read(name: str) -> str:
+            with contextlib.suppress(OSError):
+                return (rootfs / "etc" / name).read_text()
+            return ""
+
+        try:
+            config = GuestConfig(
+                hostname=spec.machine_id,
+                argv=command(image, MachineCommand(spec.argv, spec.entrypoint, spec.cmd)),
+                env=dict(item.partition("=")[::2] for item in environment(image, spec.env)),
+                network=await namespace_network(spec.netns),
+                user=parse_user(image.config.user, read("passwd"), read("group")),
+                workdir=image.config.working_dir or "/",
+                resolv_conf=resolv[0].host_path.read_text() if resolv else "")
+            disk = config_disk(config)
+        except (BundleError, OSError, ValueError) as exc:
+            raise DriverError(str(exc)) from exc
+        directory = self.directory(spec.machine_dir)
+        (directory / "config.img").write_bytes(disk)
+        (directory / "status.img").write_bytes(b"\0" * STATUS_BYTES)
+        CONTROL_DIR.mkdir(parents=True, exist_ok=True)
+        launch = VmLaunch(
+            vmlinuz=self.kernel.vmlinuz, initramfs=self.initramfs, cpus=spec.cpus,
+            memory_mb=spec.memory_mb, accel=self.accel, root=directory / "root.qcow2",
+            config=directory / "config.img", status=directory / "status.img",
+            mac=config.network.mac, control=control_socket(spec.machine_id),
+            qmp=qmp_socket(spec.machine_id), incoming=incoming, tsc_khz=self.tsc_khz)
+        return [SHELL, "-c", RUN, "bodega-vm", str(directory / "status.img"), *argv(launch)]
+
+    async def signal(self, machine_id: str, signal: int) -> bool:
+        """Write ``signal`` on the init's signal line; False if it was not (SIGKILL, which
+        ends qemu; or no VM listening), and the run's process group is signalled."""
+        if signal == signals.SIGKILL:
+            return False
+        try:
+            _, writer = await asyncio.open_unix_connection(str(control_socket(machine_id)))
+        except OSError as exc:
+            log.info("%s: no signal line (%s)", machine_id, exc)
+            return False
+        writer.write(f"{signal}\n".encode())
+        await writer.drain()
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True
+
+    async def unwire(self, netns: str) -> None:
+        """Undo ``qemu.RUN``'s tap and redirect, where a killed run left them: the namespace
+        may run a container next."""
+        await run_command("ip", "-n", netns, "link", "del", TAP, stdout=False)
+        await run_command("tc", "-n", netns, "qdisc", "del", "dev", "eth0", "ingress",
+                          stdout=False)
+
+    @staticmethod
+    def forget(machine_id: str) -> None:
+        for socket in (control_socket(machine_id), qmp_socket(machine_id)):
+            socket.unlink(missing_ok=True)
+
+
+async def namespace_network(netns: str) -> GuestNetwork:
+    """The addresses, MAC and gateways of ``netns``'s ``eth0`` (``config.guest_network``)."""
+    outputs = []
+    for args in (("addr", "show", "dev", "eth0"), ("route", "show", "default"),
+                 ("-6", "route", "show", "default")):
+        done = await run_command("ip", "-n", netns, "-j", *args)
+        outputs.append(done.stdout.decode())
+    return guest_network(*outputs)

@@ -1,0 +1,128 @@
+"""qemu's command line for a vm machine, and the script that runs it in the machine's
+network namespace; pure.
+
+The machine is qemu's ``microvm``: no PCI, no firmware, the kernel loaded directly,
+virtio devices on mmio, the legacy PIT, PIC and RTC the cloud kernel still wants for
+its clocks. ``tsc_early_khz`` gives the kernel the TSC's rate: without it microvm
+hangs calibrating it. The first serial port is the console, written to the run's
+stdout (the machine's log); the second is the init's signal line, a Unix socket the
+worker connects to (``signals.py``); QMP answers on a third, for suspend.
+
+``RUN`` is the program the worker's wrapper runs (``process/launch.py``), in the
+machine's namespace: it makes the VM's tap and redirects everything between the
+namespace's ``eth0`` and the tap both ways with tc (as Kata Containers does), so the
+VM, given ``eth0``'s MAC and addresses, is the machine on its network and nothing of
+the namespace's wiring changes; then it runs qemu, undoes the redirect, and exits
+with the program's code from the status disk (qemu's own if the init wrote none).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+QEMU = "qemu-system-x86_64"
+TAP = "tap0"
+MACHINE = "microvm,pit=on,pic=on,rtc=on,isa-serial=on"
+DEFAULT_TSC_KHZ = 2_600_000
+MIN_MEMORY_MB = 128  # below this the cloud kernel and the init do not come up
+# What qemu itself takes beside the guest's memory, in the machine's cgroup: its own
+# heap and, under emulation, the translated code (bounded by ``tb-size``).
+OVERHEAD_MB = 128
+TB_SIZE_MB = 32
+CONTROL_DIR = Path("/run/bodega/vm")  # Unix sockets: a machine's dir may be too deep
+
+# $1 the status disk, then qemu's argv.
+RUN = r"""status=$1
+shift
+undo() { tc qdisc del dev eth0 ingress 2>/dev/null; ip link del @TAP@ 2>/dev/null; }
+undo
+ip tuntap add @TAP@ mode tap &&
+  ip link set @TAP@ mtu "$(cat /sys/class/net/eth0/mtu)" up &&
+  tc qdisc add dev eth0 ingress &&
+  tc filter add dev eth0 parent ffff: protocol all u32 match u8 0 0 \
+    action mirred egress redirect dev @TAP@ &&
+  tc qdisc add dev @TAP@ ingress &&
+  tc filter add dev @TAP@ parent ffff: protocol all u32 match u8 0 0 \
+    action mirred egress redirect dev eth0 ||
+  { echo "bodega: could not wire the VM's tap" >&2; undo; exit 125; }
+"$@"
+qemu=$?
+undo
+code=$(head -c 16 "$status" | tr -d '\0' | sed -n 's/^exit=\([0-9][0-9]*\)$/\1/p')
+exit "${code:-$qemu}"
+""".replace("@TAP@", TAP)
+
+
+@dataclass(frozen=True)
+class VmLaunch:
+    """One boot of one machine's VM: what qemu is given."""
+
+    vmlinuz: Path
+    initramfs: Path
+    cpus: int
+    memory_mb: int
+    accel: str  # kvm or tcg
+    root: Path | None = None  # the machine's qcow2 (None: a probe, no disks)
+    config: Path | None = None
+    status: Path | None = None
+    mac: str = ""
+    control: Path | None = None  # the signal line's socket
+    qmp: Path | None = None
+    incoming: Path | None = None  # resume from this snapshot instead of booting
+    tsc_khz: int = DEFAULT_TSC_KHZ
+    probe: bool = False
+
+
+def kernel_command_line(launch: VmLaunch) -> str:
+    line = ["console=ttyS0", "quiet", f"tsc_early_khz={launch.tsc_khz}", "pci=off",
+            "panic=-1", "8250.nr_uarts=2"]
+    if launch.probe:
+        line.append("bodega.probe")
+    return " ".join(line)
+
+
+def argv(launch: VmLaunch) -> list[str]:
+    """qemu's argv for ``launch``; its console on stdout."""
+    accel = "kvm" if launch.accel == "kvm" else f"tcg,tb-size={TB_SIZE_MB}"
+    args = [QEMU, "-M", MACHINE, "-accel", accel,
+            "-cpu", "host" if launch.accel == "kvm" else "max",
+            "-smp", str(max(1, launch.cpus)), "-m", str(launch.memory_mb),
+            "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+            "-kernel", str(launch.vmlinuz), "-initrd", str(launch.initramfs),
+            "-append", kernel_command_line(launch),
+            "-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console"]
+    if launch.control is not None:
+        args += ["-chardev", f"socket,id=control,path={launch.control},server=on,wait=off",
+                 "-device", "isa-serial,chardev=control,iobase=0x2f8,irq=3"]
+    disks = [("root", launch.root, "qcow2", ""), ("config", launch.config, "raw", ",readonly=on"),
+             ("status", launch.status, "raw", "")]
+    for name, path, fmt, extra in disks:
+        if path is not None:
+            args += ["-drive", f"if=none,id={name},file={path},format={fmt}{extra}",
+                     "-device", f"virtio-blk-device,drive={name},serial=bodega-{name}"]
+    if launch.mac:
+        args += ["-netdev", f"tap,id=net,ifname={TAP},script=no,downscript=no",
+                 "-device", f"virtio-net-device,netdev=net,mac={launch.mac}"]
+    if launch.qmp is not None:
+        args += ["-qmp", f"unix:{launch.qmp},server=on,wait=off"]
+    if launch.incoming is not None:
+        args += ["-incoming", f"exec:cat {launch.incoming}"]
+    return args
+
+
+def tsc_khz(cpuinfo: str) -> int:
+    """The host's TSC rate in kHz, as the guest's kernel is told it (``cpu MHz``)."""
+    found = re.search(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, re.MULTILINE)
+    if found is None:
+        return DEFAULT_TSC_KHZ
+    return int(float(found.group(1)) * 1000)
+
+
+def control_socket(machine_id: str) -> Path:
+    return CONTROL_DIR / f"{machine_id}.ctl"
+
+
+def qmp_socket(machine_id: str) -> Path:
+    return CONTROL_DIR / f"{machine_id}.qmp"

@@ -1,0 +1,178 @@
+"""vm machines on a real worker: qemu microvm, Debian's cloud kernel, bodega's init, a real
+registry, the machine's network namespace. Each boot under emulation costs a couple of
+seconds of a shared CPU, so each test boots few VMs and asks many things of each."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bodega.model.errors import BodegaError
+from bodega.model.machine import Machine
+from bodega.wire.worker_client import WorkerClient
+from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR
+from tests.integration.daemon_kit import worker_daemon
+from tests.integration.images.image_kit import build_image, needs_image_tools, registry
+from tests.integration.images.test_image_machines import fetch, worker_args
+from tests.poll_kit import until
+from tests.tls_kit import TEST_CA
+
+pytestmark = [
+    needs_image_tools, pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu"),
+    pytest.mark.skipif(not any(DEFAULT_KERNEL_DIR.glob("boot/vmlinuz-*")),
+                       reason="needs the vm kernel (scripts/host-packages)"),
+]
+
+
+async def vm_machine(client: WorkerClient, image: str, **config: object) -> Machine:
+    return await client.create_machine({"app": "img", "config": {
+        "image": image, "guest": {"cpus": 1, "memory_mb": 256, "isolation": "vm"}, **config}})
+
+
+@contextlib.contextmanager
+def host_listener() -> Iterator[socket.socket]:
+    """A TCP listener on the host's loopback, as a host service would have."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield listener
+
+
+def console(data_dir: Path, machine_id: str) -> str:
+    """The machine's log: its VM's console."""
+    return "".join(path.read_text(errors="replace")
+                   for path in sorted((data_dir / "machines" / machine_id / "logs").glob("*")))
+
+
+def qemu_pids(machine_id: str) -> list[int]:
+    """The host's qemu processes of the machine's VM."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                if argv[0].endswith(b"qemu-system-x86_64") and any(
+                        machine_id.encode() in a for a in argv):
+                    found.append(int(proc.name))
+    return sorted(found)
+
+
+async def exits(client: WorkerClient, machine_id: str) -> list[dict[str, object]]:
+    events = await client.call("GET", machine_id, "events")
+    return [e["request"]["exit_event"] for e in events if e["type"] == "exit"]
+
+
+async def test_a_vm_runs_its_own_kernel_keeps_exit_codes_and_restarts(tmp_path: Path) -> None:
+    async with registry(tmp_path) as host:
+        image = build_image(tmp_path, host, "test/vm:v1")
+        daemon = await worker_daemon(tmp_path, **worker_args(host)).start()
+        data_dir = tmp_path / "w1"
+        try:
+            async with WorkerClient(daemon.url, TEST_CA.context("broker")) as client:
+                capacity = await client.capacity()
+                assert "vm" in capacity.totals.isolations
+                assert capacity.totals.vm_accel in ("kvm", "tcg")
+                with host_listener() as listener:
+                    port = listener.getsockname()[1]
+                    # The test's own pid, far above a fresh kernel's few: not the VM's to see.
+                    script = ("cat /proc/version; "
+                              f"[ -e /proc/{os.getpid()} ] && echo sees-host || echo own-pids; "
+                              "echo env $FROM_IMAGE $FROM_CONFIG $(id -u) $(hostname); "
+                              f"busybox nc -w 1 127.0.0.1 {port} </dev/null "
+                              "&& echo reached || echo unreached; exit 7")
+                    failing = await vm_machine(
+                        client, image, env={"FROM_CONFIG": "1"},
+                        init={"exec": ["/bin/sh", "-c", script]},
+                        restart={"policy": "on-failure", "max_retries": 1})
+
+                    async def two_exits() -> bool:
+                        return len(await exits(client, failing.id)) == 2
+
+                    await until(two_exits, timeout=120, every=0.5, what="two exits")
+                    await client.wait(failing.id, "stopped", timeout=60)
+                    listener.settimeout(0.1)
+                    with pytest.raises(TimeoutError):
+                        listener.accept()
+                codes = [e["exit_code"] for e in await exits(client, failing.id)]
+                assert codes == [7, 7], codes
+                log = console(data_dir, failing.id)
+                versions = [line.strip() for line in log.splitlines()
+                            if line.startswith("Linux version")]
+                assert len(versions) == 2, log
+                assert versions[0] != Path("/proc/version").read_text().strip(), "its own"
+                assert log.count("own-pids") == 2, log
+                assert "sees-host" not in log
+                assert f"env yes 1 0 {failing.id}" in log
+                assert "unreached" in log
+                assert "\nreached" not in log
+                assert qemu_pids(failing.id) == []
+                await client.destroy(failing.id, force=True)
+        finally:
+            await daemon.stop()
+
+
+async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
+        tmp_path: Path) -> None:
+    async with registry(tmp_path) as host:
+        image = build_image(tmp_path, host, "test/vm:v2")
+        daemon = await worker_daemon(tmp_path, **worker_args(host)).start()
+        data_dir = tmp_path / "w1"
+        try:
+            async with WorkerClient(daemon.url, TEST_CA.context("broker")) as client:
+                serving = await vm_machine(client, image)
+                await client.wait(serving.id, "started", timeout=60)
+                serving = await client.machine(serving.id)
+                assert serving.config is not None
+                assert serving.config.guest is not None
+                assert serving.config.guest.isolation == "vm"
+                page = await fetch(f"http://{serving.private_ip}:8080/index.html", 60)
+                assert page == "hello from an image\n"
+                running = qemu_pids(serving.id)
+                assert len(running) == 1
+                # qemu, the guest's memory with it, is in the machine's cgroups and limits.
+                assert f"/{serving.id}\n" in Path(f"/proc/{running[0]}/cgroup").read_text()
+                with pytest.raises(BodegaError, match="exec into a vm machine") as refused:
+                    await client.call("POST", serving.id, "exec",
+                                      json={"command": ["/bin/true"]})
+                assert "\n" not in str(refused.value)
+
+                # Suspended: its vCPUs stop (a snapshot written); it answers nothing until
+                # resumed, then the same qemu goes on.
+                await client.suspend(serving.id)
+                await client.wait(serving.id, "suspended", timeout=60)
+                with pytest.raises(httpx.TimeoutException):
+                    async with httpx.AsyncClient() as http:
+                        await http.get(f"http://{serving.private_ip}:8080/", timeout=1.0)
+                snapshot = data_dir / "machines" / serving.id / "vm" / "snapshot"
+                assert snapshot.stat().st_size > 0
+                await client.start(serving.id)
+                await client.wait(serving.id, "started", timeout=30)
+                assert await fetch(f"http://{serving.private_ip}:8080/") == \
+                    "hello from an image\n"
+
+            await daemon.kill9()
+            assert qemu_pids(serving.id) == running, "the worker's death spares the VM"
+            await daemon.start()
+            async with WorkerClient(daemon.url, TEST_CA.context("broker")) as client:
+                again = await client.machine(serving.id)
+                assert again.state == "started"
+                assert qemu_pids(serving.id) == running, "re-adopted, not booted again"
+                # A stop's SIGTERM reaches the program through the init: httpd ends on it.
+                await client.stop(serving.id, signal="SIGTERM", timeout="20s")
+                await client.wait(serving.id, "stopped", timeout=60)
+                last = (await exits(client, serving.id))[0]
+                assert last["exit_code"] == 143, last
+                assert last["requested_stop"] is True
+                await until(lambda: qemu_pids(serving.id) == [], what="the VM gone")
+                await client.destroy(serving.id, force=True)
+                await client.wait(serving.id, "destroyed", timeout=30)
+        finally:
+            await daemon.stop()

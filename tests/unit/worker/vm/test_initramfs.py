@@ -1,0 +1,77 @@
+"""bodega's initramfs: the modules' load order from their own depends, the cpio archive."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bodega.worker.drivers.vm.initramfs import (
+    Kernel,
+    KernelError,
+    archive,
+    depends,
+    init_script,
+    load_order,
+)
+
+DEPENDS = {"virtio_ring": [], "virtio": ["virtio_ring"], "virtio_mmio": ["virtio", "virtio_ring"],
+           "virtio_blk": ["virtio", "virtio_ring"], "failover": [], "net_failover": ["failover"],
+           "virtio_net": ["virtio_ring", "virtio", "net_failover"]}
+
+
+def test_modules_load_after_what_they_depend_on_and_builtins_are_left_out() -> None:
+    order = load_order(["virtio_mmio", "virtio_blk", "virtio_net", "ext4"], DEPENDS.__getitem__,
+                       DEPENDS, builtin=["ext4", "crc32c"])
+    assert order == ["virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "failover",
+                     "net_failover", "virtio_net"]
+    for position, name in enumerate(order):
+        assert set(DEPENDS[name]) <= set(order[:position])
+
+
+def test_a_missing_module_or_a_ring_is_a_kernel_error() -> None:
+    with pytest.raises(KernelError, match="no module ext4"):
+        load_order(["ext4"], DEPENDS.__getitem__, DEPENDS, builtin=[])
+    ring = {"a": ["b"], "b": ["a"]}
+    with pytest.raises(KernelError, match="ring"):
+        load_order(["a"], ring.__getitem__, ring, builtin=[])
+
+
+def test_depends_is_read_from_a_modules_modinfo_strings() -> None:
+    module = b"\x7fELF...\0license=GPL\0depends=virtio_ring,virtio,net-failover\0intree=Y\0"
+    assert depends(module) == ["virtio_ring", "virtio", "net_failover"]
+    assert depends(b"\0license=GPL\0depends=\0name=x\0") == []
+    assert depends(b"no modinfo") == []
+
+
+def test_the_archive_unpacks_with_cpio_to_the_init_busybox_and_modules(tmp_path: Path) -> None:
+    data = archive(b"#!/bin/busybox sh\n", b"BUSYBOX", {"virtio_ring": b"R", "virtio": b"V"})
+    assert archive(b"#!/bin/busybox sh\n", b"BUSYBOX",
+                   {"virtio_ring": b"R", "virtio": b"V"}) == data, "the same bytes each time"
+    subprocess.run(["busybox", "cpio", "-i", "-d"], input=data, cwd=tmp_path, check=True,
+                   capture_output=True)
+    assert (tmp_path / "init").read_bytes() == b"#!/bin/busybox sh\n"
+    assert (tmp_path / "init").stat().st_mode & 0o111
+    assert (tmp_path / "bin" / "busybox").read_bytes() == b"BUSYBOX"
+    assert (tmp_path / "modules").read_text() == "virtio_ring\nvirtio\n"
+    assert (tmp_path / "modules.d" / "virtio.ko").read_bytes() == b"V"
+
+
+def test_the_init_ships_with_bodega_and_parses_as_shell() -> None:
+    script = init_script()
+    assert script.startswith(b"#!/bin/busybox sh\n")
+    subprocess.run(["/bin/sh", "-n"], input=script, check=True)
+
+
+def test_a_kernel_is_found_with_its_modules_or_said_missing(tmp_path: Path) -> None:
+    with pytest.raises(KernelError, match="no kernel"):
+        Kernel.find(tmp_path)
+    (tmp_path / "boot").mkdir()
+    (tmp_path / "boot" / "vmlinuz-6.1.0-9-cloud-amd64").write_bytes(b"k")
+    with pytest.raises(KernelError, match="no modules for kernel"):
+        Kernel.find(tmp_path)
+    (tmp_path / "lib" / "modules" / "6.1.0-9-cloud-amd64").mkdir(parents=True)
+    kernel = Kernel.find(tmp_path)
+    assert kernel.version == "6.1.0-9-cloud-amd64"
+    assert kernel.modules == tmp_path / "lib" / "modules" / "6.1.0-9-cloud-amd64"
