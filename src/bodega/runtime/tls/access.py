@@ -126,6 +126,7 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", "/v1/jobs/{id}/release"): JOB_PEERS,
         ("POST", "/v1/jobs/{id}/cancel"): JOB_PEERS,
         ("POST", "/v1/job-leases"): JOB_PEERS,
+        ("POST", "/v1/job-releases"): JOB_PEERS,
         ("POST", "/v1/job-probes"): JOB_PEERS,
         ("DELETE", "/v1/job-probes/{job}"): JOB_PEERS,
         ("POST", "/v1/job-runs/stop"): JOB_PEERS,

@@ -20,6 +20,7 @@ from bodega.wire.jobs.api import ClaimAnswer, RenewAnswer
 from bodega.wire.worker_calls import WorkerAnswer, WorkerRequest
 
 MAX_TAKE = 64  # tasks one call may take at once
+MAX_RELEASES = 256  # ends one call may report at once
 
 
 class HomeSubmit(WorkerRequest):
@@ -73,6 +74,34 @@ class HomeRelease(WorkerRequest):
     exit_code: int | None = Field(default=None, ge=-255, le=255)
     reason: str | None = Field(default=None, max_length=500)
     attempt: int | None = Field(default=None, ge=1)  # bodega's workers: which attempt ended
+
+
+class ReleaseItem(WorkerRequest):
+    """One attempt's end in a batch of them (a worker's runs that ended together)."""
+
+    job: str
+    task: int = Field(ge=0)
+    exit_code: int | None = Field(default=None, ge=-255, le=255)
+    reason: str | None = Field(default=None, max_length=500)
+    attempt: int | None = Field(default=None, ge=1)
+
+
+class HomeReleases(WorkerRequest):
+    """A worker's ends at one home, heard in one call and one commit."""
+
+    worker: str = Field(min_length=1, max_length=128)
+    items: list[ReleaseItem] = Field(min_length=1, max_length=MAX_RELEASES)
+
+
+class ReleaseResult(WorkerAnswer):
+    job: str
+    task: int
+    status: Literal["ok", "refused", "gone"]  # heard; not this attempt's to end; no such job
+    detail: str = ""
+
+
+class HomeReleasesAnswer(WorkerAnswer):
+    results: list[ReleaseResult] = []
 
 
 class ProbeBody(WorkerRequest):

@@ -15,6 +15,8 @@ from bodega.wire.jobs.calls import (
     HomeClaim,
     HomeClaimAnswer,
     HomeRelease,
+    HomeReleases,
+    HomeReleasesAnswer,
     HomeRenew,
     HomeRenewAnswer,
     HomeSubmit,
@@ -59,6 +61,10 @@ class JobClient(WorkerClient):
 
     async def release_task(self, job_id: str, body: HomeRelease) -> ReleaseAnswer:
         return await self.answer(ReleaseAnswer, "POST", job_path(job_id, "release"),
+                                 encoded=wire_bytes(body))
+
+    async def release_tasks(self, body: HomeReleases) -> HomeReleasesAnswer:
+        return await self.answer(HomeReleasesAnswer, "POST", "/v1/job-releases",
                                  encoded=wire_bytes(body))
 
     async def cancel_job(self, job_id: str) -> JobStatus:

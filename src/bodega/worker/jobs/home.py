@@ -33,9 +33,12 @@ from bodega.wire.jobs.calls import (
     HomeClaim,
     HomeClaimAnswer,
     HomeRelease,
+    HomeReleases,
+    HomeReleasesAnswer,
     HomeRenew,
     HomeRenewAnswer,
     HomeSubmit,
+    ReleaseResult,
     RenewResult,
 )
 from bodega.worker.jobs.render import claimed, job_status, periodic_status
@@ -251,6 +254,34 @@ class JobHome:
         self.changed(job_id)
         return ReleaseAnswer(name=job.name, task=after.index, state=str(after.state),
                              job_state=str(state))
+
+    def release_many(self, body: HomeReleases) -> HomeReleasesAnswer:
+        """Ends a worker reports together, in one commit: each heard or refused on its own
+        (a refusal, as for one release, leaves that task as it was)."""
+        now = self.clock()
+        results: list[ReleaseResult] = []
+        changed: set[str] = set()
+        with self.store.tx(synced=False) as conn:
+            for item in body.items:
+                job = self.store.job(item.job)
+                if job is None:
+                    results.append(ReleaseResult(job=item.job, task=item.task, status="gone",
+                                                 detail=f"job not found: {item.job}"))
+                    continue
+                try:
+                    task = self._held_task(conn, job, body.worker, item.task)
+                    after = release(task, job.policy, body.worker, item.exit_code, now,
+                                    self.rng.random(), item.reason or "", item.attempt)
+                except (Conflict, NotFound, BadRequest) as exc:
+                    results.append(ReleaseResult(job=item.job, task=item.task,
+                                                 status="refused", detail=exc.message))
+                    continue
+                self.apply(conn, job, [after], now)
+                changed.add(job.id)
+                results.append(ReleaseResult(job=item.job, task=item.task, status="ok"))
+        for job_id in changed:
+            self.changed(job_id)
+        return HomeReleasesAnswer(results=results)
 
     def _held_task(self, conn: sqlite3.Connection, job: JobRow, worker: str,
                    index: int | None) -> Task:

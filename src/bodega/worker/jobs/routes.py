@@ -14,7 +14,15 @@ from starlette.responses import Response
 from bodega.model.errors import BadRequest
 from bodega.wire.http import answer_response, query_bool, read_model
 from bodega.wire.jobs.api import VIEW_TASKS, Ok
-from bodega.wire.jobs.calls import HomeClaim, HomeRelease, HomeRenew, HomeSubmit, ProbeBody, RunStop
+from bodega.wire.jobs.calls import (
+    HomeClaim,
+    HomeRelease,
+    HomeReleases,
+    HomeRenew,
+    HomeSubmit,
+    ProbeBody,
+    RunStop,
+)
 from bodega.worker.api.machine_routes import RouteSpec
 from bodega.worker.jobs.home import JobHome
 from bodega.worker.jobs.runs import JobRunner
@@ -35,6 +43,7 @@ class JobRoutes:
             ("/v1/jobs/{id}/release", "POST", self.release),
             ("/v1/jobs/{id}/cancel", "POST", self.cancel),
             ("/v1/job-leases", "POST", self.renew),
+            ("/v1/job-releases", "POST", self.release_many),
             ("/v1/job-probes", "POST", self.probe),
             ("/v1/job-probes/{job}", "DELETE", self.drop_probes),
             ("/v1/job-runs/stop", "POST", self.stop_run),
@@ -69,6 +78,9 @@ class JobRoutes:
     async def release(self, request: Request) -> Response:
         body = await read_model(request, HomeRelease)
         return answer_response(self.home.release(request.path_params["id"], body))
+
+    async def release_many(self, request: Request) -> Response:
+        return answer_response(self.home.release_many(await read_model(request, HomeReleases)))
 
     async def cancel(self, request: Request) -> Response:
         job = self.home.cancel(request.path_params["id"])

@@ -149,9 +149,9 @@ class RunStore:
             conn.execute(f"UPDATE runs SET {columns}, updated_at = ? WHERE seq = ?",
                          (*changes.values(), now, run.seq))
 
-    def forget(self, run: RunRow) -> None:
+    def forget_all(self, runs: list[RunRow]) -> None:
         with self.jobs.tx(synced=False) as conn:
-            conn.execute("DELETE FROM runs WHERE seq = ?", (run.seq,))
+            conn.executemany("DELETE FROM runs WHERE seq = ?", [(run.seq,) for run in runs])
 
 
 def _run(row: sqlite3.Row) -> RunRow:

@@ -17,6 +17,10 @@ metadata, reads ``results`` from the start (ends it already reported are of runs
 has forgotten), and writes again the lines of runs it had recorded in a slot but
 not seen end (the slot skips a run number it already saw). A slot that ended
 meanwhile gives its unfinished runs back.
+
+The module is long because a slot's life is one idea with one state: placing runs in it,
+its machine's creation, writing its lines, reading its ends, its end and finding it again
+after a restart all read and change the same ``Slot``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,9 @@ attempt to the home: a task retried on this worker is taken while its failed
 attempt's end may still be on its way, and the answer to that attempt's
 renewal or a second copy of its report must never stop or end the next one.
 Reports run beside the renewals, never before them, so that a slow report (its
-machine's teardown) does not hold back the renewal of every other lease.
+machine's teardown) does not hold back the renewal of every other lease. Ends that
+come together are reported together: one call and one commit at the home for all the
+ends a worker has for it at that moment.
 """
 
 from __future__ import annotations
@@ -38,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from bodega.jobs.slots import SLOT_KEY
-from bodega.model.errors import BodegaError, Conflict, NotFound
+from bodega.model.errors import BodegaError, NotFound
 from bodega.model.states import MachineState as S
 from bodega.runtime.waits import within
-from bodega.wire.jobs.calls import HomeRelease, HomeRenew, RenewItem
+from bodega.wire.jobs.calls import MAX_RELEASES, HomeReleases, HomeRenew, ReleaseItem, RenewItem
 from bodega.worker.core.records import MachineRow
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.run_store import RunRow, RunStore
@@ -108,6 +110,8 @@ class RunWatch:
                            if run.machine_id and run.state == "running"}
         self._renewed: dict[int, float] = {}  # run -> when its lease was last renewed
         self._reporting: set[int] = set()  # runs whose end is being reported
+        self._to_report: dict[str, list[RunRow]] = {}  # home -> ends to report, in order
+        self._flushing: set[str] = set()  # homes a report is on its way to
         self._tasks: set[asyncio.Task[Any]] = set()
         self._live = False
         self.renew_soon = asyncio.Event()
@@ -156,7 +160,7 @@ class RunWatch:
         log.info("job %s task %d attempt %d ended: %s", run.job_id, run.index, run.attempt, why)
         ended = self.store.run(run.seq)
         if ended is not None and self._live:
-            self._spawn(self.report(ended))
+            self.report(ended)
 
     def ended_in_slot(self, run: RunRow, code: int | None, why: str,
                       output: Path | None) -> None:
@@ -215,39 +219,61 @@ class RunWatch:
         return dropped
 
     # -- reporting, renewing --------------------------------------------------------------------
-    async def report(self, run: RunRow) -> bool:
-        """Tell the home how the attempt ended; True once it has heard (or need not).
-        One report of a run at a time: a second copy could reach the home after it gave the
-        task back to this worker as its next attempt."""
+    def report(self, run: RunRow) -> None:
+        """Tell the home how the attempt ended, with the other ends ready for it then (one
+        call, one commit there). One report of a run at a time: a second copy could reach
+        the home after it gave the task back to this worker as its next attempt."""
         if run.seq in self._reporting:
-            return False
+            return
         self._reporting.add(run.seq)
-        try:
-            return await self._report(run)
-        finally:
-            self._reporting.discard(run.seq)
+        self._to_report.setdefault(run.home, []).append(run)
+        if run.home not in self._flushing:
+            self._flushing.add(run.home)
+            self._spawn(self._flush(run.home))
 
-    async def _report(self, run: RunRow) -> bool:
-        if run.stop != "lost":
-            body = HomeRelease(worker=self.peers.name, task=run.index, exit_code=run.exit_code,
-                               reason=run.reason, attempt=run.attempt)
+    async def _flush(self, home: str) -> None:
+        try:
+            await asyncio.sleep(0)  # the ends read together go together
+            while self._to_report.get(home):
+                waiting = self._to_report.pop(home)
+                batch, rest = waiting[:MAX_RELEASES], waiting[MAX_RELEASES:]
+                if rest:
+                    self._to_report[home] = rest
+                await self._report(home, batch)
+        finally:
+            self._flushing.discard(home)
+
+    async def _report(self, home: str, runs: list[RunRow]) -> None:
+        heard = [r for r in runs if r.stop == "lost"]  # the home gave it away: nothing to say
+        told = [r for r in runs if r.stop != "lost"]
+        if told:
+            body = HomeReleases(worker=self.peers.name, items=[
+                ReleaseItem(job=r.job_id, task=r.index, exit_code=r.exit_code,
+                            reason=r.reason, attempt=r.attempt) for r in told])
             try:
-                await self.peers.client(run.home).release_task(run.job_id, body)
-            except (Conflict, NotFound) as exc:  # no longer ours, or the job is gone
-                log.info("job %s task %d attempt %d: the home did not take the end: %s",
-                         run.job_id, run.index, run.attempt, exc.message)
-            except BodegaError as exc:
-                log.info("job %s task %d attempt %d: end not reported yet: %s", run.job_id,
-                         run.index, run.attempt, exc.message)
-                return False
-        self.store.forget(run)
-        self._renewed.pop(run.seq, None)
-        if self.slots is not None and self.slots.holds(run.machine_id):
-            return True  # its slot runs the next task
-        if run.machine_id:  # one that did not destroy itself (stopped, failed) goes now
-            with contextlib.suppress(BodegaError):
-                await self.machines.destroy(run.machine_id, force=True, lease_override=True)
-        return True
+                answer = await self.peers.client(home).release_tasks(body)
+            except BodegaError as exc:  # the tick reports them again
+                log.info("%d end(s) not reported to %s yet: %s", len(told), home, exc.message)
+                for r in told:
+                    self._reporting.discard(r.seq)
+            else:
+                for r, result in zip(told, answer.results, strict=False):
+                    if result.status != "ok":  # no longer ours, or the job is gone
+                        log.info("job %s task %d attempt %d: the home did not take the end: "
+                                 "%s", r.job_id, r.index, r.attempt, result.detail)
+                    heard.append(r)
+        if not heard:
+            return
+        self.store.forget_all(heard)
+        for r in heard:
+            self._renewed.pop(r.seq, None)
+            self._reporting.discard(r.seq)
+            if r.machine_id and not (self.slots is not None and self.slots.holds(r.machine_id)):
+                self._spawn(self._destroy(r.machine_id))  # one that did not destroy itself
+
+    async def _destroy(self, machine_id: str) -> None:
+        with contextlib.suppress(BodegaError):
+            await self.machines.destroy(machine_id, force=True, lease_override=True)
 
     async def run(self) -> None:
         self._live = True
@@ -269,8 +295,7 @@ class RunWatch:
         due: dict[str, list[RunRow]] = {}
         for run in self.store.runs():
             if run.state == "ended":
-                if run.seq not in self._reporting:
-                    self._spawn(self.report(run))
+                self.report(run)
             elif soon or now - self._renewed.get(run.seq, 0.0) >= \
                     min(run.lease_seconds / 3, MAX_RENEW_EVERY):
                 due.setdefault(run.home, []).append(run)

@@ -39,7 +39,7 @@ def test_a_retry_taken_while_its_last_attempt_is_reported_is_recorded(tmp_path: 
     store.update(first, 2.0, state="ended", exit_code=1, reason="exit code 1")
     store.took(probe(store), [taken(2)], False, 3.0)  # before attempt 1's end was forgotten
     assert attempts(store) == [(1, "ended"), (2, "starting")]
-    store.forget(first)
+    store.forget_all([first])
     assert attempts(store) == [(2, "starting")]
 
 
@@ -51,7 +51,7 @@ def test_a_task_given_back_and_taken_again_is_a_new_run(tmp_path: Path) -> None:
     store.update(first, 2.0, state="ended", exit_code=None, reason="given back")
     store.took(probe(store), [taken(1)], False, 3.0)
     assert attempts(store) == [(1, "ended"), (1, "starting")]
-    store.forget(first)
+    store.forget_all([first])
     assert attempts(store) == [(1, "starting")]
 
 
