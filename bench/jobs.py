@@ -78,7 +78,7 @@ async def dispatch(pool: Pool, root: Path, runs: int) -> Figures:
 
 
 async def makespan(pool: Pool, root: Path, jobs: int, cpu: Any) -> Figures:
-    batch = new_batch(root, "mk")
+    batch = new_batch(root, f"mk{jobs}")
     before = cpu.seconds()
     began = await pool.submit(batch.name, jobs, 0)
     if not await until(lambda: done_count(batch) >= jobs, max(600.0, jobs * 0.5), 0.25):

@@ -24,9 +24,10 @@ machine per task, as does a job of an image (its root may have no shell).
 Signals: the slot's stop signal reaches the task (the loop forwards SIGTERM and
 SIGINT to its child and ends once that child is gone), so stopping a slot stops
 its task; its exit code is ``128 + N`` for a signal, as for any machine. A run
-number never repeats and only grows, so the loop skips a line it already saw: a
-worker restarted between recording where a task goes and writing its line writes
-it again without running it twice.
+number never repeats, and the loop marks each it starts (an empty file in ``seen/``,
+made by the shell itself), so it skips a line it already saw: a worker restarted
+between recording where a task goes and writing its line writes it again without
+running it twice. Lines need not come in run order.
 """
 
 from __future__ import annotations
@@ -49,13 +50,14 @@ rm -f tasks done results
 mkfifo -m 600 tasks done || exit 111
 mkdir -p out || exit 111
 exec 3<>tasks
-child= stopping= last=0
+mkdir -p seen || exit 111
+child= stopping=
 trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
 : > ready
 while [ -z "$stopping" ] && IFS= read -r line <&3; do
   run=${line%% *}
-  [ "$run" -gt "$last" ] || continue
-  last=$run
+  [ -e "seen/$run" ] && continue
+  : > "seen/$run"
   eval "${line#* }" 3<&- </dev/null >"out/$run.log" 2>&1 &
   child=$!
   wait "$child"; code=$?

@@ -61,15 +61,16 @@ def test_the_runner_runs_argv_as_given_with_the_task_s_env_and_reports_codes(
     assert not (where / "pwned").exists()
 
 
-def test_a_run_number_seen_before_runs_once(
+def test_a_run_seen_before_runs_once_and_lines_need_not_come_in_order(
         slot: tuple[Path, subprocess.Popen[bytes], int]) -> None:
     where, _, tasks = slot
     line = dispatch_line(5, task(["/bin/sh", "-c", "echo x >> count"]))
     os.write(tasks, line + line)
     os.write(tasks, dispatch_line(4, task(["/bin/sh", "-c", "echo y >> count"])))
+    os.write(tasks, line)
     os.write(tasks, dispatch_line(6, task(["/bin/true"])))
-    assert ended(where, 2) == [(5, 0), (6, 0)]
-    assert (where / "count").read_text() == "x\n"
+    assert ended(where, 3) == [(5, 0), (4, 0), (6, 0)]
+    assert (where / "count").read_text() == "x\ny\n"
 
 
 def test_a_stop_reaches_the_task_and_ends_the_slot(

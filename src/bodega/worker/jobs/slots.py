@@ -15,7 +15,7 @@ A worker killed at any instant: its slots (machines) keep running their tasks an
 append their ends to ``results``; the worker started again finds each slot by its
 metadata, reads ``results`` from the start (ends it already reported are of runs it
 has forgotten), and writes again the lines of runs it had recorded in a slot but
-not seen end (the slot skips a run number it already saw). A slot that ended
+not seen end (the slot skips a run it already started). A slot that ended
 meanwhile gives its unfinished runs back.
 
 The module is long because a slot's life is one idea with one state: placing runs in it,
