@@ -257,10 +257,11 @@ class JobHome:
 
     def release_many(self, body: HomeReleases) -> HomeReleasesAnswer:
         """Ends a worker reports together, in one commit: each heard or refused on its own
-        (a refusal, as for one release, leaves that task as it was)."""
+        (a refusal, as for one release, leaves that task as it was), a job's state worked
+        out once for all of its ends."""
         now = self.clock()
         results: list[ReleaseResult] = []
-        changed: set[str] = set()
+        pending: dict[str, tuple[JobRow, dict[int, Task]]] = {}  # job -> its ends heard
         with self.store.tx(synced=False) as conn:
             for item in body.items:
                 job = self.store.job(item.job)
@@ -268,6 +269,9 @@ class JobHome:
                     results.append(ReleaseResult(job=item.job, task=item.task, status="gone",
                                                  detail=f"job not found: {item.job}"))
                     continue
+                if item.task in pending.get(job.id, (job, {}))[1]:  # a later attempt's end:
+                    held_job, ends = pending.pop(job.id)  # the earlier one's is applied first
+                    self.apply(conn, held_job, list(ends.values()), now)
                 try:
                     task = self._held_task(conn, job, body.worker, item.task)
                     after = release(task, job.policy, body.worker, item.exit_code, now,
@@ -276,10 +280,11 @@ class JobHome:
                     results.append(ReleaseResult(job=item.job, task=item.task,
                                                  status="refused", detail=exc.message))
                     continue
-                self.apply(conn, job, [after], now)
-                changed.add(job.id)
+                pending.setdefault(job.id, (job, {}))[1][item.task] = after
                 results.append(ReleaseResult(job=item.job, task=item.task, status="ok"))
-        for job_id in changed:
+            for job, ends in pending.values():
+                self.apply(conn, job, list(ends.values()), now)
+        for job_id in {r.job for r in results if r.status == "ok"}:
             self.changed(job_id)
         return HomeReleasesAnswer(results=results)
 
