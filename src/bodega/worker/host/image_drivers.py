@@ -7,7 +7,6 @@ import fcntl
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -20,6 +19,7 @@ from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.pair import DriverPair
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.host.probe_run import probe_run
 from bodega.worker.host.survey import RUNC_STATE
 from bodega.worker.host.vm_probe import vm_machines
 from bodega.worker.images.puller import Puller
@@ -102,18 +102,8 @@ def probe_sandbox(sandbox: Runc, work: Path) -> Probe:
     (bundle / "config.json").write_text(probe_bundle())
     argv = ["unshare", "--net", "--", *sandbox.argv("run", "--bundle", str(bundle),
                                                      f"probe-{os.getpid()}")]
-    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=PROBE_TIMEOUT)
-        returncode: int | None = process.returncode
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        returncode = None
-    host = Path("/proc/version").read_text()
-    return sandbox_probe(returncode, output.decode(errors="replace"), host)
+    returncode, output = probe_run(argv, PROBE_TIMEOUT)
+    return sandbox_probe(returncode, output, Path("/proc/version").read_text())
 
 
 def sandbox_runtime(config: WorkerConfig, state_root: Path) -> Runc | None:

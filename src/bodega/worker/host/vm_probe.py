@@ -15,10 +15,7 @@ import fcntl
 import hashlib
 import json
 import logging
-import os
 import shutil
-import signal
-import subprocess
 from dataclasses import asdict
 from pathlib import Path
 
@@ -26,6 +23,7 @@ from bodega.worker.drivers.oci.isolations import Probe, vm_probe
 from bodega.worker.drivers.vm.initramfs import Kernel, KernelError, initramfs
 from bodega.worker.drivers.vm.machines import VmMachines
 from bodega.worker.drivers.vm.qemu import MIN_MEMORY_MB, QEMU, VmLaunch, argv, tsc_khz
+from bodega.worker.host.probe_run import probe_run
 
 log = logging.getLogger("bodega.worker.vm")
 CACHE_DIR = Path("/run/bodega/vm-probe")
@@ -38,18 +36,8 @@ def boot(kernel: Kernel, initrd: Path, accel: str, khz: int) -> Probe:
     """Boot the probe VM once with ``accel``; what it printed says whether it ran."""
     launch = VmLaunch(vmlinuz=kernel.vmlinuz, initramfs=initrd, cpus=1,
                       memory_mb=MIN_MEMORY_MB, accel=accel, tsc_khz=khz, probe=True)
-    process = subprocess.Popen(argv(launch), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=TIMEOUTS[accel])
-        returncode: int | None = process.returncode
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        returncode = None
-    return vm_probe(returncode, output.decode(errors="replace"),
-                    Path("/proc/version").read_text(), accel)
+    returncode, output = probe_run(argv(launch), TIMEOUTS[accel])
+    return vm_probe(returncode, output, Path("/proc/version").read_text(), accel)
 
 
 def cache_key(qemu: Path, kernel: Kernel, initrd: Path) -> str:
