@@ -95,9 +95,19 @@ async def retries_and_exit_codes(jobs: Jobs) -> None:
                                          "max_attempts": 2, "backoff": 0.2,
                                          "lease_seconds": 600})
         assert answer.status_code == 200, answer.text
+        # A task that kills the slot it runs in (its parent, the slot's loop): the attempt
+        # fails with the slot's end, as a machine of its own would, never given back forever.
+        answer = await jobs.submit(app, {"name": "kills-its-slot", "max_attempts": 2,
+                                         "backoff": 0.2,
+                                         "command": ["sh", "-c", "kill -9 $PPID; sleep 5"]})
+        assert answer.status_code == 200, answer.text
         failed = await jobs.finished(app, "always-3")
         flaked = await jobs.finished(app, "flaky")
         unstarted = await jobs.finished(app, "cannot-start")
+        killer = await jobs.finished(app, "kills-its-slot")
+    (task,) = killer.tasks or []
+    assert (killer.state, task.attempts) == ("failed", 2), killer.model_dump_json()
+    assert all(code is not None and code != 0 for code in task.exit_codes), task.exit_codes
     (task,) = unstarted.tasks or []
     assert (unstarted.state, task.attempts, task.exit_codes) == ("failed", 2, [127, 127])
     (task,) = failed.tasks or []

@@ -19,7 +19,8 @@ A line holds only literals (``shlex.quote``) and is run by ``eval`` as
 ``VAR=value ... exec argv``: the shell execs the program with exactly the argv
 given, as a machine's ``init.exec`` is run, never by a shell's reading of it. A
 command or variable holding a newline cannot be one line, so such a job runs a
-machine per task, as does a job of an image (its root may have no shell).
+machine per task, as does a job of an image (its root may have no shell) and one whose
+line would be longer than ``PIPE_BUF`` (4 KiB: a longer write to a FIFO may land in part).
 
 Signals: the slot's stop signal reaches the task (the loop forwards SIGTERM and
 SIGINT to its child and ends once that child is gone), so stopping a slot stops
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import select
 import shlex
 
 from bodega.jobs.spec import PROCESS_IMAGE
@@ -41,6 +43,7 @@ from bodega.model.machine_config import Init, MachineConfig
 
 SLOT_KEY = "bodega_slot"  # metadata of a slot machine: the kind of task it runs
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+LARGEST_RUN = 2**63 - 1  # a run number as long as one can be
 
 # The slot's program (``sh -c RUNNER``), in its own directory. Builtins only per task:
 # a fork for the task's program and nothing else.
@@ -78,7 +81,10 @@ def eligible(config: MachineConfig) -> bool:
     env = config.env or {}
     if not all(SHELL_NAME.fullmatch(name) for name in env):
         return False
-    return not any("\n" in word or "\r" in word for word in (*argv, *env.values()))
+    if any("\n" in word or "\r" in word for word in (*argv, *env.values())):
+        return False
+    # A line longer than PIPE_BUF may be written in part: the slot would wait for its end.
+    return len(dispatch_line(LARGEST_RUN, config)) <= select.PIPE_BUF
 
 
 def slot_key(app: str, config: MachineConfig) -> str:

@@ -41,3 +41,9 @@ def test_only_host_programs_on_one_line_are_eligible() -> None:
 def test_results_are_read_whole_lines_only() -> None:
     assert results("3 0\n4 143\n5 1") == [(3, 0), (4, 143)]
     assert results("") == []
+
+
+def test_a_task_whose_line_may_not_be_written_whole_is_not_eligible() -> None:
+    # A FIFO write over PIPE_BUF may land in part: the slot would wait for the rest.
+    assert eligible(task(["echo", "x" * 3000]))
+    assert not eligible(task(["echo", *(f"file-{n}.txt" for n in range(400))]))

@@ -51,7 +51,7 @@ class JobRunner:
                  peers: JobPeers, watch: RunWatch, region: str,
                  slots: SlotPool | None = None) -> None:
         self.store = store
-        self.slots = slots  # None: a machine per task, always
+        self.slots = slots  # its ``enabled`` off (or None): a machine per task
         self._keys: dict[str, str] = {}  # job -> the slot shape of its tasks, once seen
         self.machines = machines
         self.ledger = ledger
@@ -81,7 +81,10 @@ class JobRunner:
     # -- serving the queue ----------------------------------------------------------------------
     async def run(self) -> None:
         if self.slots is not None:
-            self.slots.recover()
+            try:
+                self.slots.recover()
+            except Exception:  # the queue is served all the same; a slot left is swept
+                log.exception("finding this worker's slots again failed")
         for run in self.store.runs():  # taken before a restart, not yet created
             if run.state == "starting":
                 self._start(run, [])
@@ -104,8 +107,9 @@ class JobRunner:
             want = min(probe.count, MAX_TAKE)
             key = self._keys.get(probe.job_id)
             placed = min(want, self.slots.room(key, probe.job_id)) if self.slots else 0
+            slotted = self.slots is not None and self.slots.enabled and key != NO_SLOT
             # A new slot takes a second task of a job whose tasks are short, written ahead.
-            each = DEPTH if self.slots is not None and key != NO_SLOT and \
+            each = DEPTH if slotted and self.slots is not None and \
                 probe.job_id in self.slots.short else 1
             reservations: list[str] = []
             while placed + each * len(reservations) < want:
@@ -116,7 +120,7 @@ class JobRunner:
                     break
             count = min(want, placed + each * len(reservations))
             if count == 0:
-                if self.slots is not None and self.slots.idle() and key != NO_SLOT:
+                if slotted and self.slots is not None and self.slots.idle():
                     # The room is held by idle slots: of this job's shape (a task of a job
                     # not seen yet may fit one), else one of them makes way at its create.
                     count = 1
@@ -163,7 +167,7 @@ class JobRunner:
     def _start(self, run: RunRow, free: list[str]) -> None:
         """Start a run taken: in a slot of its shape (one with a place, else a new one under
         a reservation of ``free``), or as a machine of its own."""
-        if self.slots is None or not eligible(run.config):
+        if self.slots is None or not self.slots.enabled or not eligible(run.config):
             self._keys[run.job_id] = NO_SLOT
             self._spawn(self.launch(run, free.pop(0) if free else None))
             return

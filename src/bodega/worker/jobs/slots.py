@@ -98,8 +98,12 @@ class Slot:
 
 class SlotPool:
     def __init__(self, store: RunStore, machines: MachineService, region: str, owner: str,
-                 home_of: Callable[[str, str | None], Path | None]) -> None:
+                 home_of: Callable[[str, str | None], Path | None], *,
+                 enabled: bool = True) -> None:
         self.store = store
+        # Whether tasks are placed in slots: off by the setting, or once a slot showed that
+        # machines here have no directory of their own (a worker that is not root).
+        self.enabled = enabled
         self.machines = machines
         self.region = region
         self.owner = owner
@@ -161,8 +165,9 @@ class SlotPool:
             slot.machine_id = row.id
             directory = self.home_of(row.id, row.private_ip)
             if directory is None:
-                raise BodegaError("its machine runs as the worker's user, with no "
-                                  "directory of its own")
+                self.enabled = False  # the next tasks run as machines of their own
+                raise CapacityRejected("machines here run as the worker's user, with no "
+                                       "directory of their own: no slots on this worker")
             slot.directory = directory
             await self._await_ready(slot)
             self._attach(slot)
@@ -209,10 +214,16 @@ class SlotPool:
 
     def _attach(self, slot: Slot) -> None:
         """Open the slot's FIFOs; its ``done`` is held open both ways, so its writes never
-        block while this worker lives and it never reads an end of file."""
+        block while this worker lives and it never reads an end of file. A slot whose shell
+        is gone (nobody reads ``tasks``) raises OSError, nothing left open."""
         assert slot.directory is not None
         slot.done_fd = os.open(slot.directory / "done", os.O_RDWR | os.O_NONBLOCK)
-        slot.tasks_fd = os.open(slot.directory / "tasks", os.O_WRONLY | os.O_NONBLOCK)
+        try:
+            slot.tasks_fd = os.open(slot.directory / "tasks", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            os.close(slot.done_fd)
+            slot.done_fd = None
+            raise
         asyncio.get_running_loop().add_reader(slot.done_fd, self._on_done, slot)
 
     def _detach(self, slot: Slot) -> None:
@@ -247,9 +258,11 @@ class SlotPool:
         self._write(slot, current)
 
     def _write(self, slot: Slot, run: RunRow) -> None:
+        line = dispatch_line(run.seq, run.config)
         try:
             assert slot.tasks_fd is not None
-            os.write(slot.tasks_fd, dispatch_line(run.seq, run.config))
+            if os.write(slot.tasks_fd, line) != len(line):  # never: a line fits PIPE_BUF
+                raise OSError("the line was written in part")
         except (OSError, AssertionError) as exc:
             self._let_go(slot, run.seq)
             self.ended(run, None, f"its slot could not be given the task: {exc}", None)
@@ -326,6 +339,7 @@ class SlotPool:
         self._detach(slot)
         self.slots.remove(slot)
         killed = stop_exit(self.machines, machine_id)
+        own_end = row.last_exit.exit_code if row is not None and row.last_exit else None
         for position, seq in enumerate(list(slot.runs)):
             run = self.store.run(seq)
             self._let_go(slot, seq)
@@ -335,7 +349,12 @@ class SlotPool:
             if run.stop and position == 0:  # the one running, killed with its slot
                 self.ended(run, killed, "stopped as asked" + (
                     f" (exit code {killed})" if killed is not None else ""), output)
-            else:  # never started, or its slot went under it: given back
+            elif position == 0 and not slot.retiring and own_end is not None:
+                # The slot ended under its task, unasked (the task killed it, or memory ran
+                # out): the task's attempt, as a machine of its own would have failed.
+                self.ended(run, own_end, f"its slot machine ended (exit code {own_end})",
+                           output)
+            else:  # never started, or its slot was stopped under it: given back
                 self.ended(run, None, "its slot machine stopped", output)
         if row is not None and row.state not in (S.DESTROYING, S.DESTROYED):
             self._spawn(self._destroy(machine_id))
@@ -360,6 +379,7 @@ class SlotPool:
             pass
         except BodegaError as exc:
             log.info("slot %s would not stop: %s", slot.machine_id, exc.message)
+            slot.retiring = False  # idle again: the next sweep tries again
 
     async def stop(self, run: RunRow, grace: float) -> None:
         """Stop the slot ``run`` is in, with its task (and the next, given back)."""
@@ -399,9 +419,15 @@ class SlotPool:
                         idle_since=self.store.jobs.clock())
             slot.ready.set()
             self.slots.append(slot)
+            attached = False
             if row.state == S.STARTED and slot.directory is not None and \
                     (slot.directory / "ready").exists():
-                self._attach(slot)
+                try:
+                    self._attach(slot)
+                    attached = True
+                except OSError as exc:  # its shell is gone: its end is on its way
+                    log.info("slot %s cannot be reached: %s", row.id, exc)
+            if attached:
                 self.read_results(slot)
                 for seq in list(slot.runs):
                     again = self.store.run(seq)
@@ -409,7 +435,7 @@ class SlotPool:
                         self._write(slot, again)
                 continue
             slot.tasks_fd = -1  # never attached: its end is read as a slot's that went
-            if row.state in LIVE:  # it never made its FIFOs, so it ran nothing of theirs
+            if row.state in LIVE:  # not reachable: stopped, its ends read once it has gone
                 slot.retiring = True
                 self._spawn(self._stop(slot))
             else:

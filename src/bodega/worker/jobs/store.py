@@ -83,8 +83,8 @@ class JobStore:
         Submits and cancels, which are answered as kept, are synced."""
         if not synced:
             self.db.execute("PRAGMA synchronous = NORMAL")
-        self.db.execute("BEGIN IMMEDIATE")
         try:
+            self.db.execute("BEGIN IMMEDIATE")
             yield self.db
             self.db.execute("COMMIT")
         except BaseException as exc:

@@ -57,6 +57,7 @@ ENDED = frozenset({S.STOPPED, S.FAILED, S.DESTROYING, S.DESTROYED, S.LAUNCH_FAIL
 TICK = 0.5
 PRUNE_EVERY = 60.0
 MAX_RENEW_EVERY = 2.0
+REASON_ROOM = 500  # characters of an end's reason the home keeps
 STOP_TRIES = 25  # a machine still starting refuses a stop: try again, 0.2 s apart
 
 
@@ -244,32 +245,41 @@ class RunWatch:
             self._flushing.discard(home)
 
     async def _report(self, home: str, runs: list[RunRow]) -> None:
-        heard = [r for r in runs if r.stop == "lost"]  # the home gave it away: nothing to say
-        told = [r for r in runs if r.stop != "lost"]
-        if told:
-            body = HomeReleases(worker=self.peers.name, items=[
-                ReleaseItem(job=r.job_id, task=r.index, exit_code=r.exit_code,
-                            reason=r.reason, attempt=r.attempt) for r in told])
-            try:
-                answer = await self.peers.client(home).release_tasks(body)
-            except BodegaError as exc:  # the tick reports them again
-                log.info("%d end(s) not reported to %s yet: %s", len(told), home, exc.message)
-                for r in told:
-                    self._reporting.discard(r.seq)
-            else:
-                for r, result in zip(told, answer.results, strict=False):
-                    if result.status != "ok":  # no longer ours, or the job is gone
-                        log.info("job %s task %d attempt %d: the home did not take the end: "
-                                 "%s", r.job_id, r.index, r.attempt, result.detail)
-                    heard.append(r)
-        if not heard:
-            return
-        self.store.forget_all(heard)
+        heard: list[RunRow] = []
+        try:
+            heard = [r for r in runs if r.stop == "lost"]  # given away: nothing to say
+            told = [r for r in runs if r.stop != "lost"]
+            if told:
+                heard += await self._release(home, told)
+            if heard:
+                self.store.forget_all(heard)
+        except Exception:
+            log.exception("reporting %d end(s) to %s failed", len(runs), home)
+            heard = []
+        finally:
+            for r in runs:  # what was not heard is reported again by the tick
+                self._reporting.discard(r.seq)
         for r in heard:
             self._renewed.pop(r.seq, None)
-            self._reporting.discard(r.seq)
             if r.machine_id and not (self.slots is not None and self.slots.holds(r.machine_id)):
                 self._spawn(self._destroy(r.machine_id))  # one that did not destroy itself
+
+    async def _release(self, home: str, told: list[RunRow]) -> list[RunRow]:
+        """The runs whose end the home took (or need not: no longer ours, or gone)."""
+        body = HomeReleases(worker=self.peers.name, items=[
+            ReleaseItem(job=r.job_id, task=r.index, exit_code=r.exit_code,
+                        reason=(r.reason or "")[:REASON_ROOM] or None, attempt=r.attempt)
+            for r in told])
+        try:
+            answer = await self.peers.client(home).release_tasks(body)
+        except BodegaError as exc:
+            log.info("%d end(s) not reported to %s yet: %s", len(told), home, exc.message)
+            return []
+        for r, result in zip(told, answer.results, strict=False):
+            if result.status != "ok":
+                log.info("job %s task %d attempt %d: the home did not take the end: %s",
+                         r.job_id, r.index, r.attempt, result.detail)
+        return told[:len(answer.results)]
 
     async def _destroy(self, machine_id: str) -> None:
         with contextlib.suppress(BodegaError):

@@ -51,8 +51,10 @@ class WorkerJobs:
         runs = RunStore(self.store)
         self.watch = RunWatch(runs, machines, self.peers, config.data_dir / "jobs" / "logs",
                               config.machine_dir, logs_ttl=settings.finished_ttl)
-        slots = SlotPool(runs, machines, config.region, OWNER, home_of) \
-            if home_of is not None and settings.warm_slots else None
+        # Built even with slots off: a worker started again with --no-warm-slots still
+        # finds the slots it ran and ends their tasks.
+        slots = SlotPool(runs, machines, config.region, OWNER, home_of,
+                         enabled=settings.warm_slots) if home_of is not None else None
         self.runner = JobRunner(runs, machines, ledger, self.peers, self.watch, config.region,
                                 slots)
         if slots is not None:

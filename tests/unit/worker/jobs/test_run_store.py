@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
@@ -60,3 +62,14 @@ def test_a_take_answered_again_records_its_run_once(tmp_path: Path) -> None:
     store.took(probe(store), [taken(1)], False, 1.0)
     store.took(probe(store), [taken(1)], False, 2.0)
     assert attempts(store) == [(1, "starting")]
+
+
+def test_a_step_is_kept_without_an_fsync_and_the_next_commit_is_synced_again(
+        tmp_path: Path) -> None:
+    store = JobStore(tmp_path / "jobs.db")
+    with store.tx(synced=False) as conn:
+        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
+    with pytest.raises(RuntimeError), store.tx(synced=False):
+        raise RuntimeError("a step that fails")
+    assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 2
