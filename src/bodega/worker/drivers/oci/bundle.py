@@ -1,4 +1,5 @@
-"""An OCI runtime spec (``config.json``) from the image config and the machine's; pure.
+"""An OCI runtime spec (``config.json``) from the image config and the machine's; pure but for
+``image_user``, which reads the user's ids from the image's own files.
 
 What the machine's config says wins over the image: ``init.exec`` replaces
 the whole command; ``init.entrypoint`` replaces the image's entrypoint (and
@@ -14,7 +15,9 @@ where a plain SIGTERM would be ignored.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from bodega.worker.images.manifest import ImageConfig
@@ -67,6 +70,17 @@ def environment(image: ImageConfig, env: dict[str, str]) -> list[str]:
             continue
         merged[key] = value
     return [f"{key}={value}" for key, value in merged.items()]
+
+
+def image_user(user: str | None, rootfs: Path) -> tuple[int, int]:
+    """``parse_user`` with the image's own ``/etc/passwd`` and ``/etc/group`` (either may be
+    missing: a numeric user needs neither)."""
+    def read(name: str) -> str:
+        with contextlib.suppress(OSError):
+            return (rootfs / "etc" / name).read_text()
+        return ""
+
+    return parse_user(user, read("passwd"), read("group"))
 
 
 def parse_user(user: str | None, passwd: str, group: str) -> tuple[int, int]:

@@ -49,7 +49,7 @@ from pathlib import Path
 
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.drivers.base import Capabilities, DriverError, TaskHandle, TaskSpec
-from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, parse_user, runtime_spec
+from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, image_user, runtime_spec
 from bodega.worker.drivers.oci.control import OciControl
 from bodega.worker.drivers.oci.freezer import RuncFreezer
 from bodega.worker.drivers.oci.mounts import mount_overlay, mounted, unmount
@@ -248,11 +248,6 @@ class OciDriver(RunsDriver):
         image = store.image_config(digest)
         rootfs = store.rootfs(digest)
 
-        def read(name: str) -> str:
-            with contextlib.suppress(OSError):
-                return (rootfs / "etc" / name).read_text()
-            return ""
-
         try:
             config = runtime_spec(
                 image, MachineCommand(spec.argv, spec.entrypoint, spec.cmd), env=spec.env,
@@ -261,7 +256,7 @@ class OciDriver(RunsDriver):
                               if self.cgroups else None),
                 # A sandbox's runsc runs in the namespace: the sandbox's spec names none.
                 netns=f"/run/netns/{spec.netns}" if spec.netns and not sandboxed else None,
-                user=parse_user(image.config.user, read("passwd"), read("group")),
+                user=image_user(image.config.user, rootfs),
                 binds=[(str(m.host_path), m.guest_path) for m in spec.mounts],
             )
         except BundleError as exc:

@@ -25,7 +25,7 @@ from bodega.worker.drivers.oci.bundle import (
     MachineCommand,
     command,
     environment,
-    parse_user,
+    image_user,
 )
 from bodega.worker.drivers.process.launch import SHELL
 from bodega.worker.drivers.vm.config import (
@@ -90,18 +90,13 @@ class VmMachines:
         if len(resolv) != len(spec.mounts):
             raise DriverError("a vm machine cannot mount a volume yet")
 
-        def read(name: str) -> str:
-            with contextlib.suppress(OSError):
-                return (rootfs / "etc" / name).read_text()
-            return ""
-
         try:
             config = GuestConfig(
                 hostname=spec.machine_id,
                 argv=command(image, MachineCommand(spec.argv, spec.entrypoint, spec.cmd)),
                 env=dict(item.partition("=")[::2] for item in environment(image, spec.env)),
                 network=await namespace_network(spec.netns),
-                user=parse_user(image.config.user, read("passwd"), read("group")),
+                user=image_user(image.config.user, rootfs),
                 workdir=image.config.working_dir or "/",
                 resolv_conf=resolv[0].host_path.read_text() if resolv else "")
             disk = config_disk(config)
