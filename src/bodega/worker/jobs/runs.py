@@ -106,11 +106,11 @@ class JobRunner:
                 continue
             want = min(probe.count, MAX_TAKE)
             key = self._keys.get(probe.job_id)
-            placed = min(want, self.slots.room(key, probe.job_id)) if self.slots else 0
-            slotted = self.slots is not None and self.slots.enabled and key != NO_SLOT
+            slots = self.slots if self.slots is not None and self.slots.enabled and \
+                key != NO_SLOT else None  # where this job's tasks would go, if anywhere
+            placed = min(want, slots.room(key, probe.job_id)) if slots else 0
             # A new slot takes a second task of a job whose tasks are short, written ahead.
-            each = DEPTH if slotted and self.slots is not None and \
-                probe.job_id in self.slots.short else 1
+            each = DEPTH if slots and probe.job_id in slots.short else 1
             reservations: list[str] = []
             while placed + each * len(reservations) < want:
                 try:
@@ -120,7 +120,7 @@ class JobRunner:
                     break
             count = min(want, placed + each * len(reservations))
             if count == 0:
-                if slotted and self.slots is not None and self.slots.idle():
+                if slots and slots.idle():
                     # The room is held by idle slots: of this job's shape (a task of a job
                     # not seen yet may fit one), else one of them makes way at its create.
                     count = 1

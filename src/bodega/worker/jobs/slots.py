@@ -52,6 +52,7 @@ SHORT = 0.5  # seconds: a job whose task ran shorter gets its next task written 
 LINGER = 1.0  # seconds an idle slot waits for a task before it goes
 READY_WAIT = 10.0  # seconds a new slot has to make its FIFOs
 SWEEP_EVERY = 1.0  # seconds between looks at busy slots that did not wake the worker
+RETIRE_GRACE = 5.0  # seconds an idle slot's loop has to end before SIGKILL
 ROOM_TRIES = 3  # idle slots stopped to make room for a slot created without a reservation
 LIVE = frozenset({S.CREATED, S.STARTING, S.STARTED})
 GONE = frozenset({S.STOPPED, S.FAILED, S.DESTROYING, S.DESTROYED, S.LAUNCH_FAILED,
@@ -193,7 +194,6 @@ class SlotPool:
                 idle = self.idle()
                 if request.reservation_id is not None or not idle:
                     raise
-                idle[0].retiring = True
                 await self._stop(idle[0])
                 await asyncio.sleep(0.05)
         row, _ = await self.machines.creation.create(request)
@@ -365,15 +365,16 @@ class SlotPool:
         gone = 0
         for slot in self.idle():
             if all_idle or now - slot.idle_since >= LINGER:
-                slot.retiring = True
+                slot.retiring = True  # at once: a sweep before its stop runs skips it
                 gone += 1
                 self._spawn(self._stop(slot))
         return gone
 
-    async def _stop(self, slot: Slot) -> None:
+    async def _stop(self, slot: Slot, grace: float = RETIRE_GRACE) -> None:
         assert slot.machine_id is not None
+        slot.retiring = True
         try:
-            await self.machines.stop(slot.machine_id, signal="SIGTERM", timeout=5,
+            await self.machines.stop(slot.machine_id, signal="SIGTERM", timeout=grace,
                                      lease_override=True)
         except NotFound:
             pass
@@ -384,12 +385,8 @@ class SlotPool:
     async def stop(self, run: RunRow, grace: float) -> None:
         """Stop the slot ``run`` is in, with its task (and the next, given back)."""
         slot = next((s for s in self.slots if s.machine_id == run.machine_id), None)
-        if slot is None:
-            return
-        slot.retiring = True
-        assert slot.machine_id is not None
-        await self.machines.stop(slot.machine_id, signal="SIGTERM", timeout=grace,
-                                 lease_override=True)
+        if slot is not None:
+            await self._stop(slot, grace)
 
     async def _destroy(self, machine_id: str) -> None:
         with contextlib.suppress(BodegaError):

@@ -145,13 +145,10 @@ class RunWatch:
             return
         if SLOT_KEY in (row.config.metadata or {}):
             return  # a slot's: its runs end as the slot reads them
-        ended, code, why = end_of(row, run.stop is not None, self._stop_exit(machine_id))
+        ended, code, why = end_of(row, run.stop is not None, stop_exit(self.machines, machine_id))
         if ended:
             self.keep_logs(run, machine_id)
             self.ended(run, code, why)
-
-    def _stop_exit(self, machine_id: str) -> int | None:
-        return stop_exit(self.machines, machine_id)
 
     def ended(self, run: RunRow, code: int | None, why: str) -> None:
         self.store.update(run, self.store.jobs.clock(), state="ended", exit_code=code,
@@ -163,12 +160,16 @@ class RunWatch:
         if ended is not None and self._live:
             self.report(ended)
 
+    def kept_log(self, job_id: str, task: int) -> Path:
+        """Where a task's output is kept once it ended (its last attempt's on this worker)."""
+        return self.logs_dir / job_id / f"{task}.log"
+
     def ended_in_slot(self, run: RunRow, code: int | None, why: str,
                       output: Path | None) -> None:
         """A run in a slot ended: its output (a file of its own there) is kept, then the
         end recorded."""
         if output is not None:
-            target = self.logs_dir / run.job_id / f"{run.index}.log"
+            target = self.kept_log(run.job_id, run.index)
             try:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 os.replace(output, target)
@@ -183,7 +184,7 @@ class RunWatch:
     def keep_logs(self, run: RunRow, machine_id: str) -> None:
         """The machine's output, copied before its teardown removes it."""
         logs = Path(self.machine_dir(machine_id)) / "logs"
-        target = self.logs_dir / run.job_id / f"{run.index}.log"
+        target = self.kept_log(run.job_id, run.index)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             with target.open("wb") as out:
@@ -206,7 +207,7 @@ class RunWatch:
             live = Path(self.machine_dir(run.machine_id)) / "logs" / "machine.log"
             with contextlib.suppress(OSError):
                 return live.read_bytes()
-        kept = self.logs_dir / job_id / f"{task}.log"
+        kept = self.kept_log(job_id, task)
         try:
             return kept.read_bytes()
         except FileNotFoundError:
