@@ -39,6 +39,19 @@ def probes_for(tasks: int, ratio: float) -> int:
     return max(tasks, math.ceil(tasks * ratio)) if tasks > 0 else 0
 
 
+def probe_order(ranked: Sequence[str], live: Iterable[tuple[str, bool]]) -> list[str]:
+    """Where a job's probes go, best first: the workers ``ranked`` with room for a task now,
+    then the other ``live`` ones (name, whether the task fits it when empty) that could hold
+    one once their room comes back: a probe waits in its worker's queue, and room held for a
+    second (idle warm slots of another job, machines being destroyed) must not leave every
+    probe on the one worker that had room at the submit. When no worker could ever hold a
+    task, every live one: room may be added, and the home tops probes up."""
+    order = list(ranked)
+    listed = [(name, could) for name, could in live if name not in order]
+    later = [name for name, could in listed if could]
+    return order + (later if later or order else [name for name, _ in listed])
+
+
 def wanted(claimable: int, outstanding: int, ratio: float) -> int:
     """Probes to add so that ``claimable`` tasks have ``ratio`` probes each out on live
     workers, counting the ``outstanding`` ones still there."""

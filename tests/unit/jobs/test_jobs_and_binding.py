@@ -7,7 +7,15 @@ import random
 import pytest
 
 from bodega.jobs.assign import Offer, Room, choose, free_room, gigabytes
-from bodega.jobs.binding import WorkerRoom, by_room, interleave, probes_for, spread, wanted
+from bodega.jobs.binding import (
+    WorkerRoom,
+    by_room,
+    interleave,
+    probe_order,
+    probes_for,
+    spread,
+    wanted,
+)
 from bodega.jobs.homes import rendezvous
 from bodega.jobs.jobs import Finished, JobState, admit, counts, job_state, pick, to_drop
 from bodega.jobs.tasks import Task, TaskState
@@ -71,6 +79,17 @@ def test_probes_walk_the_ranking_again_when_there_are_more_than_workers() -> Non
     assert probes_for(10, 2.0) == 20
     assert probes_for(3, 1.1) == 4
     assert probes_for(0, 2.0) == 0
+
+
+def test_probes_also_wait_on_workers_whose_room_is_held_now() -> None:
+    # ams-2's room is held by another job's idle slots at the submit: it still gets probes,
+    # after the ranked ones, so a job of 4 tasks does not run 2 by 2 on ams-1 alone.
+    order = probe_order(["ams-1"], [("ams-1", True), ("ams-2", True), ("tiny", False)])
+    assert order == ["ams-1", "ams-2"]
+    assert spread(order, probes_for(4, 2.0)) == {"ams-1": 4, "ams-2": 4}
+    # Nobody with room now: those that could hold a task; none could: every live one.
+    assert probe_order([], [("a", False), ("b", True)]) == ["b"]
+    assert probe_order([], [("a", False), ("b", False)]) == ["a", "b"]
 
 
 def test_the_home_tops_probes_up_to_ratio_per_task_counting_those_out() -> None:

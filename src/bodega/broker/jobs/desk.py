@@ -26,10 +26,11 @@ from bodega.broker.view.apps import Apps
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.workers import Workers
-from bodega.jobs.binding import interleave, probes_for, spread
+from bodega.jobs.binding import interleave, probe_order, probes_for, spread
 from bodega.jobs.homes import job_key, rendezvous
 from bodega.jobs.spec import BODEGA_POOL, JobSpec
 from bodega.model.answer import from_doc
+from bodega.model.capacity import Usage, fits
 from bodega.model.errors import BadRequest, BodegaError, Indeterminate, NotFound, Unavailable
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
@@ -130,7 +131,8 @@ class JobDesk:
 
     def probe_targets(self, spec: JobSpec) -> dict[str, int]:
         """Where the job's probes go: the workers in this broker's ranking for one task, region
-        by region interleaved, walked again while probes are left."""
+        by region interleaved, then the live ones whose room is held now (``probe_order``),
+        walked again while probes are left."""
         known = self.candidates.regions()
         try:
             regions = parse_regions(spec.region, known) if spec.region else tuple(known)
@@ -139,10 +141,9 @@ class JobDesk:
         request = PlacementRequest(app=spec.app, ask=spec.ask(), regions=regions)
         ranked = interleave([s.candidate.name for s in self.placer.rank(request, r).attempts()]
                             for r in regions)
-        if not ranked:  # nobody has room now: queue on the live ones, room comes back
-            ranked = [c.name for c in self.candidates.all()
-                      if c.status == "alive" and c.region in regions and not c.cordoned]
-        return spread(ranked, probes_for(spec.count, self.probe_ratio))
+        live = [(c.name, fits(c.totals, Usage(), request.ask)) for c in self.candidates.all()
+                if c.status == "alive" and c.region in regions and not c.cordoned]
+        return spread(probe_order(ranked, live), probes_for(spec.count, self.probe_ratio))
 
     # -- finding a job ------------------------------------------------------------------------
     async def locate(self, app: str, name: str) -> JobStatus:
