@@ -54,6 +54,16 @@ def test_a_config_with_nothing_to_run_or_too_big_is_refused() -> None:
     assert disk.rstrip(b"\0").endswith(b"}\n")
 
 
+def test_a_volume_is_a_tag_and_a_path_and_a_path_the_init_cannot_split_is_refused() -> None:
+    config = GuestConfig(hostname="m", argv=["x"], env={}, network=NETWORK,
+                         volumes=[("vol0", "/data")])
+    assert sourced(config.render(), 'printf "[%s]" "$volumes"') == "[vol0:/data]"
+    for path in ("data", "/my data", "/a:b"):
+        with pytest.raises(BundleError, match="absolute path"):
+            GuestConfig(hostname="m", argv=["x"], env={}, network=NETWORK,
+                        volumes=[("vol0", path)]).render()
+
+
 @pytest.mark.parametrize(("status", "code"), [
     (b"exit=0\n" + b"\0" * 100, 0), (b"exit=143\n", 143), (b"exit=7\n\0", 7),
     (b"\0" * 4096, None), (b"exit=\n", None), (b"exit=12", None), (b"exit=1234\n", None),

@@ -5,7 +5,15 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from bodega.worker.drivers.vm.qemu import DEFAULT_TSC_KHZ, RUN, VmLaunch, argv, tsc_khz
+from bodega.worker.drivers.vm.qemu import (
+    DEFAULT_TSC_KHZ,
+    RUN,
+    Share,
+    VmLaunch,
+    argv,
+    run_args,
+    tsc_khz,
+)
 
 
 def test_a_machines_boot_has_its_disks_network_signal_line_and_qmp() -> None:
@@ -49,3 +57,19 @@ def test_the_tsc_rate_is_the_hosts_cpu_mhz() -> None:
 
 def test_the_run_script_parses_as_shell() -> None:
     subprocess.run(["/bin/sh", "-n"], input=RUN.encode(), check=True)
+
+
+def test_a_volume_is_a_virtiofs_share_on_shared_memory_served_before_qemu() -> None:
+    share = Share("vol0", Path("/run/m.vol0"), Path("/v/vol_1"))
+    launch = VmLaunch(vmlinuz=Path("/k"), initramfs=Path("/i"), cpus=1, memory_mb=256,
+                      accel="tcg", shares=(share,))
+    args = argv(launch)
+    assert args[2].endswith(",memory-backend=mem")
+    joined = " ".join(args)
+    assert "memory-backend-memfd,id=mem,size=256M,share=on" in joined
+    assert "socket,id=fs-vol0,path=/run/m.vol0" in joined
+    assert "vhost-user-fs-device,chardev=fs-vol0,tag=vol0" in joined
+    assert run_args((share,)) == ["--share", "/run/m.vol0", "/v/vol_1"]
+    plain = argv(VmLaunch(vmlinuz=Path("/k"), initramfs=Path("/i"), cpus=1, memory_mb=256,
+                          accel="tcg"))
+    assert "memory-backend" not in " ".join(plain), "no shared memory without a volume"

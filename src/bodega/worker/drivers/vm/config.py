@@ -28,6 +28,7 @@ CONFIG_BYTES = 1 << 20  # the config disk: the rendered config, padded with NULs
 STATUS_BYTES = 4096  # the status disk: "exit=<code>" once the program has ended
 EXIT_LINE = re.compile(rb"exit=(\d{1,3})\n")
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+SHARE_TAG = re.compile(r"[a-z0-9]{1,32}")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class GuestConfig:
     user: tuple[int, int] = (0, 0)
     workdir: str = "/"
     resolv_conf: str = ""  # the private network's resolver, written over /etc/resolv.conf
+    # Directories shared by virtiofs, (tag, path in the guest): the machine's volume.
+    volumes: Sequence[tuple[str, str]] = ()
 
     def render(self) -> str:
         """The shell the init sources: assignments, the program's argv as ``set --``, and
@@ -60,7 +63,13 @@ class GuestConfig:
             "gateway4": self.network.gateway4, "gateway6": self.network.gateway6,
             "uid": str(self.user[0]), "gid": str(self.user[1]),
             "workdir": self.workdir or "/", "resolv": self.resolv_conf,
+            "volumes": " ".join(f"{tag}:{path}" for tag, path in self.volumes),
         }
+        for tag, path in self.volumes:
+            if not SHARE_TAG.fullmatch(tag) or not path.startswith("/") or \
+                    any(c.isspace() for c in path) or ":" in path:
+                raise BundleError(f"a vm machine mounts a volume at an absolute path with no "
+                                  f"space or ':' in it, not {path!r}")
         lines = [f"{name}={shlex.quote(value)}" for name, value in assignments.items()]
         lines.append("set -- " + " ".join(shlex.quote(arg) for arg in self.argv))
         lines.append("program_env() {")

@@ -74,6 +74,11 @@ mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /newroot/dev/pts
 mount -t tmpfs -o nosuid,nodev,mode=1777 shm /newroot/dev/shm
 [ -n "$resolv" ] && printf '%s' "$resolv" > /newroot/etc/resolv.conf
+# The machine's volume: a directory of the host, shared by virtiofs under its tag.
+for volume in $volumes; do
+  mkdir -p "/newroot${volume#*:}"
+  mount -t virtiofs "${volume%%:*}" "/newroot${volume#*:}" || fail "could not mount the volume at ${volume#*:}"
+done
 
 hostname "$hostname"
 ip link set lo up

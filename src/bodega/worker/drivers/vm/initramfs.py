@@ -26,7 +26,8 @@ DEFAULT_KERNEL_DIR = Path("/var/lib/bodega/vm-kernel")
 BUSYBOX = Path("/bin/busybox")
 # What the init needs of the kernel: its disks and network are virtio devices on the
 # microvm's mmio transport, its root disk ext4, signals come on the second serial port.
-WANTED_MODULES = ("virtio_mmio", "virtio_blk", "virtio_net", "ext4")
+# virtiofs (and fuse, which it needs): a volume is a directory of the host shared with the VM.
+WANTED_MODULES = ("virtio_mmio", "virtio_blk", "virtio_net", "ext4", "virtiofs")
 DEPENDS = re.compile(rb"(?:^|\0)depends=([^\0]*)\0")
 
 
@@ -145,7 +146,8 @@ def initramfs(kernel: Kernel, cache_dir: Path, busybox: Path = BUSYBOX) -> Path:
     if not busybox.exists():
         raise KernelError(f"no {busybox} for the guest's init (busybox-static)")
     init, box = init_script(), busybox.read_bytes()
-    key = hashlib.sha256(init + box + kernel.version.encode()).hexdigest()[:16]
+    key = hashlib.sha256(init + box + kernel.version.encode()
+                         + " ".join(WANTED_MODULES).encode()).hexdigest()[:16]
     path = cache_dir / f"initramfs-{kernel.version}-{key}.cpio"
     if path.exists():
         return path

@@ -43,10 +43,13 @@ from bodega.worker.drivers.vm.qemu import (
     OVERHEAD_MB,
     RUN,
     TAP,
+    Share,
     VmLaunch,
     argv,
     control_socket,
     qmp_socket,
+    run_args,
+    share_socket,
 )
 from bodega.worker.images.manifest import ImageConfig
 
@@ -87,8 +90,12 @@ class VmMachines:
         if spec.netns is None:
             raise DriverError("a vm machine needs a network namespace of its own")
         resolv = [m for m in spec.mounts if m.guest_path == RESOLV_CONF]
-        if len(resolv) != len(spec.mounts):
-            raise DriverError("a vm machine cannot mount a volume yet")
+        shares = tuple(Share(f"vol{i}", share_socket(spec.machine_id, f"vol{i}"), m.host_path)
+                       for i, m in enumerate(m for m in spec.mounts if m not in resolv))
+        guests = [m.guest_path for m in spec.mounts if m not in resolv]
+        for share in shares:
+            if not share.source.is_dir():
+                raise DriverError(f"a vm machine's volume is a directory: {share.source} is not")
 
         try:
             config = GuestConfig(
@@ -98,7 +105,8 @@ class VmMachines:
                 network=await namespace_network(spec.netns),
                 user=image_user(image.config.user, rootfs),
                 workdir=image.config.working_dir or "/",
-                resolv_conf=resolv[0].host_path.read_text() if resolv else "")
+                resolv_conf=resolv[0].host_path.read_text() if resolv else "",
+                volumes=[(share.tag, path) for share, path in zip(shares, guests, strict=True)])
             disk = config_disk(config)
         except (BundleError, OSError, ValueError) as exc:
             raise DriverError(str(exc)) from exc
@@ -111,8 +119,10 @@ class VmMachines:
             memory_mb=spec.memory_mb, accel=self.accel, root=directory / "root.qcow2",
             config=directory / "config.img", status=directory / "status.img",
             mac=config.network.mac, control=control_socket(spec.machine_id),
-            qmp=qmp_socket(spec.machine_id), incoming=incoming, tsc_khz=self.tsc_khz)
-        return [SHELL, "-c", RUN, "bodega-vm", str(directory / "status.img"), *argv(launch)]
+            qmp=qmp_socket(spec.machine_id), incoming=incoming, tsc_khz=self.tsc_khz,
+            shares=shares)
+        return [SHELL, "-c", RUN, "bodega-vm", str(directory / "status.img"),
+                *run_args(shares), *argv(launch)]
 
     async def signal(self, machine_id: str, signal: int) -> bool:
         """Write ``signal`` on the init's signal line; False if it was not (SIGKILL, which
@@ -140,7 +150,8 @@ class VmMachines:
 
     @staticmethod
     def forget(machine_id: str) -> None:
-        for socket in (control_socket(machine_id), qmp_socket(machine_id)):
+        for socket in (control_socket(machine_id), qmp_socket(machine_id),
+                       *CONTROL_DIR.glob(f"{machine_id}.vol*")):
             socket.unlink(missing_ok=True)
 
 

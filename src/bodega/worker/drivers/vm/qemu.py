@@ -9,11 +9,13 @@ stdout (the machine's log); the second is the init's signal line, a Unix socket 
 worker connects to (``signals.py``); QMP answers on a third, for suspend.
 
 ``RUN`` is the program the worker's wrapper runs (``process/launch.py``), in the
-machine's namespace: it makes the VM's tap and redirects everything between the
-namespace's ``eth0`` and the tap both ways with tc (as Kata Containers does), so the
-VM, given ``eth0``'s MAC and addresses, is the machine on its network and nothing of
-the namespace's wiring changes; then it runs qemu, undoes the redirect, and exits
-with the program's code from the status disk (qemu's own if the init wrote none).
+machine's namespace: it starts a virtiofsd for each directory shared with the VM (the
+machine's volume: ``--share SOCKET DIR``, before qemu's argv), makes the VM's tap and
+redirects everything between the namespace's ``eth0`` and the tap both ways with tc (as
+Kata Containers does), so the VM, given ``eth0``'s MAC and addresses, is the machine on
+its network and nothing of the namespace's wiring changes; then it runs qemu, undoes the
+redirect, and exits with the program's code from the status disk (qemu's own if the init
+wrote none).
 """
 
 from __future__ import annotations
@@ -32,10 +34,23 @@ MIN_MEMORY_MB = 128  # below this the cloud kernel and the init do not come up
 OVERHEAD_MB = 128
 TB_SIZE_MB = 32
 CONTROL_DIR = Path("/run/bodega/vm")  # Unix sockets: a machine's dir may be too deep
+VIRTIOFSD = Path("/usr/lib/qemu/virtiofsd")  # Debian's, beside qemu (qemu-system-common)
 
-# $1 the status disk, then qemu's argv.
+# $1 the status disk, then --share SOCKET DIR for each shared directory, then qemu's argv.
+# A virtiofsd ends when its qemu does (its one connection closes); qemu waits for its socket.
 RUN = r"""status=$1
 shift
+while [ "$1" = --share ]; do
+  rm -f "$2"
+  @VIRTIOFSD@ --socket-path="$2" -o source="$3" -o cache=auto -o log_level=warn &
+  tries=0
+  until [ -S "$2" ]; do
+    tries=$((tries + 1))
+    [ $tries -gt 200 ] && { echo "bodega: virtiofsd for $3 did not start" >&2; exit 125; }
+    sleep 0.05
+  done
+  shift 3
+done
 undo() { tc qdisc del dev eth0 ingress 2>/dev/null; ip link del @TAP@ 2>/dev/null; }
 undo
 ip tuntap add @TAP@ mode tap &&
@@ -52,7 +67,16 @@ qemu=$?
 undo
 code=$(head -c 16 "$status" | tr -d '\0' | sed -n 's/^exit=\([0-9][0-9]*\)$/\1/p')
 exit "${code:-$qemu}"
-""".replace("@TAP@", TAP)
+""".replace("@TAP@", TAP).replace("@VIRTIOFSD@", str(VIRTIOFSD))
+
+
+@dataclass(frozen=True)
+class Share:
+    """A directory of the host the VM mounts by virtiofs (``tag``), served on ``socket``."""
+
+    tag: str
+    socket: Path
+    source: Path
 
 
 @dataclass(frozen=True)
@@ -71,6 +95,7 @@ class VmLaunch:
     control: Path | None = None  # the signal line's socket
     qmp: Path | None = None
     incoming: Path | None = None  # resume from this snapshot instead of booting
+    shares: tuple[Share, ...] = ()
     tsc_khz: int = DEFAULT_TSC_KHZ
     probe: bool = False
 
@@ -86,7 +111,9 @@ def kernel_command_line(launch: VmLaunch) -> str:
 def argv(launch: VmLaunch) -> list[str]:
     """qemu's argv for ``launch``; its console on stdout."""
     accel = "kvm" if launch.accel == "kvm" else f"tcg,tb-size={TB_SIZE_MB}"
-    args = [QEMU, "-M", MACHINE, "-accel", accel,
+    # virtiofsd maps the guest's memory: it must be a shared memfd, and the devices modern.
+    machine = f"{MACHINE},memory-backend=mem" if launch.shares else MACHINE
+    args = [QEMU, "-M", machine, "-accel", accel,
             "-cpu", "host" if launch.accel == "kvm" else "max",
             "-smp", str(max(1, launch.cpus)), "-m", str(launch.memory_mb),
             "-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
@@ -105,6 +132,12 @@ def argv(launch: VmLaunch) -> list[str]:
     if launch.mac:
         args += ["-netdev", f"tap,id=net,ifname={TAP},script=no,downscript=no",
                  "-device", f"virtio-net-device,netdev=net,mac={launch.mac}"]
+    if launch.shares:
+        args += ["-object", f"memory-backend-memfd,id=mem,size={launch.memory_mb}M,share=on",
+                 "-global", "virtio-mmio.force-legacy=false"]
+    for share in launch.shares:
+        args += ["-chardev", f"socket,id=fs-{share.tag},path={share.socket}",
+                 "-device", f"vhost-user-fs-device,chardev=fs-{share.tag},tag={share.tag}"]
     if launch.qmp is not None:
         args += ["-qmp", f"unix:{launch.qmp},server=on,wait=off"]
     if launch.incoming is not None:
@@ -126,3 +159,12 @@ def control_socket(machine_id: str) -> Path:
 
 def qmp_socket(machine_id: str) -> Path:
     return CONTROL_DIR / f"{machine_id}.qmp"
+
+
+def share_socket(machine_id: str, tag: str) -> Path:
+    return CONTROL_DIR / f"{machine_id}.{tag}"
+
+
+def run_args(shares: tuple[Share, ...]) -> list[str]:
+    """``RUN``'s arguments before qemu's argv that start a virtiofsd for each share."""
+    return [arg for share in shares for arg in ("--share", str(share.socket), str(share.source))]
