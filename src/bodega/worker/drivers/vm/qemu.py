@@ -6,7 +6,8 @@ virtio devices on mmio, the legacy PIT, PIC and RTC the cloud kernel still wants
 its clocks. ``tsc_early_khz`` gives the kernel the TSC's rate: without it microvm
 hangs calibrating it. The first serial port is the console, written to the run's
 stdout (the machine's log); the second is the init's signal line, a Unix socket the
-worker connects to (``signals.py``); QMP answers on a third, for suspend.
+worker connects to (``signals.py``); QMP answers on a third, for suspend; the init's
+exec line is a virtio-serial port named ``EXEC_PORT``, a fourth (``guest_exec.py``).
 
 ``RUN`` is the program the worker's wrapper runs (``process/launch.py``), in the
 machine's namespace: it makes the VM's tap and redirects everything between the
@@ -32,6 +33,7 @@ MIN_MEMORY_MB = 128  # below this the cloud kernel and the init do not come up
 OVERHEAD_MB = 128
 TB_SIZE_MB = 32
 CONTROL_DIR = Path("/run/bodega/vm")  # Unix sockets: a machine's dir may be too deep
+EXEC_PORT = "bodega.exec"  # the init finds its exec line by this name
 
 # $1 the status disk, then qemu's argv.
 RUN = r"""status=$1
@@ -70,6 +72,7 @@ class VmLaunch:
     mac: str = ""
     control: Path | None = None  # the signal line's socket
     qmp: Path | None = None
+    exec_line: Path | None = None  # the exec line's socket
     incoming: Path | None = None  # resume from this snapshot instead of booting
     tsc_khz: int = DEFAULT_TSC_KHZ
     probe: bool = False
@@ -105,6 +108,10 @@ def argv(launch: VmLaunch) -> list[str]:
     if launch.mac:
         args += ["-netdev", f"tap,id=net,ifname={TAP},script=no,downscript=no",
                  "-device", f"virtio-net-device,netdev=net,mac={launch.mac}"]
+    if launch.exec_line is not None:
+        args += ["-device", "virtio-serial-device,max_ports=2",
+                 "-chardev", f"socket,id=exec,path={launch.exec_line},server=on,wait=off",
+                 "-device", f"virtserialport,chardev=exec,name={EXEC_PORT}"]
     if launch.qmp is not None:
         args += ["-qmp", f"unix:{launch.qmp},server=on,wait=off"]
     if launch.incoming is not None:
@@ -126,3 +133,7 @@ def control_socket(machine_id: str) -> Path:
 
 def qmp_socket(machine_id: str) -> Path:
     return CONTROL_DIR / f"{machine_id}.qmp"
+
+
+def exec_socket(machine_id: str) -> Path:
+    return CONTROL_DIR / f"{machine_id}.exec"
