@@ -88,6 +88,11 @@ class SignalBody(WorkerRequest):
     signal: str | int | None = None
 
 
+# What a worker may take beyond an exec's timeout to answer it: a vm machine's init may
+# still be booting, and the answer has to come through the VM's port.
+EXEC_SLACK = 30.0
+
+
 class ExecBody(WorkerRequest):
     command: list[str] | None = None
     cmd: str | None = None

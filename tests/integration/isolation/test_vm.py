@@ -10,6 +10,7 @@ import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -70,6 +71,54 @@ async def exits(client: WorkerClient, machine_id: str) -> list[dict[str, object]
     return [e["request"]["exit_event"] for e in events if e["type"] == "exit"]
 
 
+async def exec_in(client: WorkerClient, machine_id: str, *command: str,
+                  **body: object) -> dict[str, Any]:
+    done: dict[str, Any] = await client.call("POST", machine_id, "exec",
+                                             json={"command": list(command), **body})
+    return done
+
+
+async def exec_runs_as_its_program_in_the_guest(client: WorkerClient, machine_id: str) -> None:
+    """What an exec into the VM sees and answers, as a container's would."""
+    version = await exec_in(client, machine_id, "cat", "/proc/version")
+    assert version["exit_code"] == 0, version
+    assert version["stdout"].startswith("Linux version"), version
+    assert version["stdout"] != Path("/proc/version").read_text(), "the guest's own kernel"
+
+    # The image's root (not the initramfs's), its user and directory, the machine's env.
+    where = await exec_in(client, machine_id, "/bin/sh", "-c",
+                          "id -u; id -g; pwd; echo $FROM_IMAGE $FROM_CONFIG; "
+                          "cat /www/index.html; [ -e /modules ] && echo initramfs || echo image")
+    assert where["stdout"].splitlines() == ["1000", "1000", "/www", "yes 1",
+                                            "hello from an image", "image"], where
+
+    failed = await exec_in(client, machine_id, "/bin/sh", "-c", "echo out; echo err >&2; exit 3")
+    assert (failed["exit_code"], failed["stdout"], failed["stderr"]) == (3, "out\n", "err\n")
+    assert failed.get("exit_signal") is None
+
+    # Quotes, newlines and control bytes in the argv and stdin come back as given.
+    odd = ["a b", "it's", "x\ny", "$(id)", "\t\x01\x7f é ✓"]
+    echoed = await exec_in(client, machine_id, "/bin/busybox", "printf", "%s|", *odd)
+    assert echoed["stdout"] == "|".join(odd) + "|", echoed
+    fed = "line1\nline2\r\n\x02\x03 é\n\n"
+    assert (await exec_in(client, machine_id, "cat", stdin=fed))["stdout"] == fed
+    with pytest.raises(BodegaError, match="takes 65536 bytes of stdin at most"):
+        await exec_in(client, machine_id, "cat", stdin="x" * 65537)
+
+    # Past its timeout the command and its children are killed, answered as a container's.
+    late = await exec_in(client, machine_id, "/bin/sh", "-c",
+                         "echo before; sleep 77 & sleep 78; echo after", timeout=1)
+    assert (late["exit_code"], late["exit_signal"]) == (124, 9), late
+    assert late["stdout"] == "before\n"
+    assert late["stderr"].endswith("exec: timed out\n")
+    # The next exec has its own answer, and sees none of the last one's processes left.
+    procs = await exec_in(client, machine_id, "/bin/sh", "-c",
+                          "cat /proc/[0-9]*/cmdline; echo; echo second")
+    assert procs["stdout"].endswith("\nsecond\n"), procs
+    assert "sleep\x0077" not in procs["stdout"]
+    assert "sleep\x0078" not in procs["stdout"]
+
+
 async def test_a_vm_runs_its_own_kernel_keeps_exit_codes_and_restarts(tmp_path: Path) -> None:
     async with registry(tmp_path) as host:
         image = build_image(tmp_path, host, "test/vm:v1")
@@ -122,12 +171,12 @@ async def test_a_vm_runs_its_own_kernel_keeps_exit_codes_and_restarts(tmp_path: 
 async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
         tmp_path: Path) -> None:
     async with registry(tmp_path) as host:
-        image = build_image(tmp_path, host, "test/vm:v2")
+        image = build_image(tmp_path, host, "test/vm:v2", user="1000:1000")
         daemon = await worker_daemon(tmp_path, **worker_args(host)).start()
         data_dir = tmp_path / "w1"
         try:
             async with WorkerClient(daemon.url, TEST_CA.context("broker")) as client:
-                serving = await vm_machine(client, image)
+                serving = await vm_machine(client, image, env={"FROM_CONFIG": "1"})
                 await client.wait(serving.id, "started", timeout=60)
                 serving = await client.machine(serving.id)
                 assert serving.config is not None
@@ -139,10 +188,7 @@ async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
                 assert len(running) == 1
                 # qemu, the guest's memory with it, is in the machine's cgroups and limits.
                 assert f"/{serving.id}\n" in Path(f"/proc/{running[0]}/cgroup").read_text()
-                with pytest.raises(BodegaError, match="exec into a vm machine") as refused:
-                    await client.call("POST", serving.id, "exec",
-                                      json={"command": ["/bin/true"]})
-                assert "\n" not in str(refused.value)
+                await exec_runs_as_its_program_in_the_guest(client, serving.id)
 
                 # Suspended: its vCPUs stop (a snapshot written); it answers nothing until
                 # resumed, then the same qemu goes on.
@@ -168,6 +214,8 @@ async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
                 # A stop's SIGTERM reaches the program through the init: httpd ends on it.
                 await client.stop(serving.id, signal="SIGTERM", timeout="20s")
                 await client.wait(serving.id, "stopped", timeout=60)
+                with pytest.raises(BodegaError, match="is stopped, not started"):
+                    await exec_in(client, serving.id, "/bin/true")
                 last = (await exits(client, serving.id))[0]
                 assert last["exit_code"] == 143, last
                 assert last["requested_stop"] is True

@@ -119,7 +119,7 @@ def machine_routes(r: RouteMaker, machines: Machines, creation: MachineCreate) -
         body = await read_model(request, fly.ExecRequest)
         return await forward(machines, request, "POST", "exec", body=wire.ExecBody(
             command=body.command, cmd=body.cmd, timeout=body.timeout, stdin=body.stdin,
-            container=body.container), timeout=body.timeout + WAIT_SLACK)
+            container=body.container), timeout=body.timeout + wire.EXEC_SLACK)
 
     async def get_memory(request: Request, who: Principal) -> Response:
         return await forward(machines, request, "GET", "memory")

@@ -93,6 +93,11 @@ class TaskGone(DriverError):
     """The task has no running program to reach into (it has ended, or not yet begun)."""
 
 
+class NoAnswer(DriverError):
+    """The task's guest did not answer in time (a VM still booting, or its init busy with
+    an earlier exec); asking again later may work."""
+
+
 class MemoryBusy(DriverError):
     """The kernel could not reclaim a machine's memory down to a lower limit."""
 

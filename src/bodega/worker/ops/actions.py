@@ -9,14 +9,15 @@ from __future__ import annotations
 import signal as signals
 from typing import Any
 
-from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout
+from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout, Unavailable
 from bodega.model.machine import MachineEvent
 from bodega.model.machine_answers import MachineVersion, WaitAnswer
 from bodega.model.states import PERSISTENT, MachineState
 from bodega.worker.core.decisions import Cordon, SetMetadata, Signal
 from bodega.worker.core.records import LeaseRow, MachineRow
 from bodega.worker.core.rules import decide
-from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskControl, TaskGone
+from bodega.worker.drivers.base import ExecResult, NoAnswer, ProcessInfo, TaskControl, TaskGone
+from bodega.worker.drivers.vm.guest_exec import EXEC_STDIN_LIMIT
 from bodega.worker.ops.effects import signal_number
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.watch import StateWatch
@@ -84,15 +85,18 @@ class MachineActions:
         self._log(machine_id, "exec", {"command": command[:16]})
         # The environment the worker built for the program's start, built again the same way.
         spec = self.machines.effects.task_spec(row)
-        if spec.isolation == "vm":  # its program is behind the VM's kernel: no runtime reaches it
-            raise BadRequest("unimplemented: exec into a vm machine is not offered yet",
-                             status="unimplemented")
+        data = stdin.encode() if stdin is not None else None
+        if spec.isolation == "vm" and data is not None and len(data) > EXEC_STDIN_LIMIT:
+            raise BadRequest(f"an exec into a vm machine takes {EXEC_STDIN_LIMIT} bytes of "
+                             f"stdin at most, not {len(data)}")
         try:
-            return await self._control().exec(
-                row.handle, spec, command, timeout, stdin.encode() if stdin is not None else None
-            )
+            return await self._control().exec(row.handle, spec, command, timeout, data)
         except TaskGone as exc:
             raise PreconditionFailed(f"failed_precondition: {exc}") from None
+        except NoAnswer as exc:
+            unavailable = Unavailable(str(exc))
+            unavailable.retry_after = 1.0
+            raise unavailable from None
 
     async def ps(self, machine_id: str) -> list[ProcessInfo]:
         row = self.machines.get(machine_id)

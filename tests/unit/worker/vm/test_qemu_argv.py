@@ -7,6 +7,7 @@ from pathlib import Path
 
 from bodega.worker.drivers.vm.qemu import (
     DEFAULT_TSC_KHZ,
+    EXEC_PORT,
     RUN,
     Share,
     VmLaunch,
@@ -16,12 +17,12 @@ from bodega.worker.drivers.vm.qemu import (
 )
 
 
-def test_a_machines_boot_has_its_disks_network_signal_line_and_qmp() -> None:
+def test_a_machines_boot_has_its_disks_network_signal_and_exec_lines_and_qmp() -> None:
     launch = VmLaunch(vmlinuz=Path("/k/vmlinuz"), initramfs=Path("/k/init.cpio"), cpus=2,
                       memory_mb=512, accel="tcg", root=Path("/m/root.qcow2"),
                       config=Path("/m/config.img"), status=Path("/m/status.img"),
                       mac="02:bd:00:01:02:05", control=Path("/run/m.ctl"),
-                      qmp=Path("/run/m.qmp"), tsc_khz=2596136)
+                      qmp=Path("/run/m.qmp"), exec_line=Path("/run/m.exec"), tsc_khz=2596136)
     args = argv(launch)
     assert args[:5] == ["qemu-system-x86_64", "-M", args[2], "-accel", "tcg,tb-size=32"]
     assert args[2].startswith("microvm,")
@@ -35,6 +36,9 @@ def test_a_machines_boot_has_its_disks_network_signal_line_and_qmp() -> None:
     assert "mac=02:bd:00:01:02:05" in joined
     assert "path=/run/m.ctl,server=on,wait=off" in joined
     assert "-qmp unix:/run/m.qmp,server=on,wait=off" in joined
+    # The exec line: a virtio-serial port the init finds by its name.
+    assert "socket,id=exec,path=/run/m.exec,server=on,wait=off" in joined
+    assert f"virtserialport,chardev=exec,name={EXEC_PORT}" in joined
     assert "-incoming" not in args
 
 

@@ -4,7 +4,9 @@ An exec is the runtime's ``exec`` given the program's own process (``--process``
 the bundle's ``config.json`` process with the command's argv for its args, so
 the command has what the program has (its user, environment, working directory,
 capabilities, limits), where the runtime puts it: in the container's namespaces
-and cgroups. Told nothing more, crun would run it as root in ``/``.
+and cgroups. Told nothing more, crun would run it as root in ``/``. A vm machine's
+exec goes to its guest's init instead (``vm/guest_exec.py``): no runtime reaches past
+the VM's kernel.
 """
 
 from __future__ import annotations
@@ -18,15 +20,17 @@ from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.control import ProcessControl, run_bounded
 from bodega.worker.drivers.process.entry import memory_file
 from bodega.worker.drivers.process.runs import Runs
+from bodega.worker.drivers.vm.machines import VmMachines
 
 
 class OciControl(ProcessControl):
     """``exec`` runs in the container as its program does, via ``runc exec --process``."""
 
     def __init__(self, runtime_of: Callable[[str], Runc], runs: Runs,
-                 cgroups: Cgroups | None) -> None:
+                 cgroups: Cgroups | None, vm: VmMachines | None = None) -> None:
         super().__init__(runs, cgroups)
         self.runtime_of = runtime_of  # the runtime of a machine's bundle (runc or runsc)
+        self.vm = vm
 
     async def exec(
         self, handle: TaskHandle, spec: TaskSpec, argv: list[str], timeout: float,
@@ -35,8 +39,10 @@ class OciControl(ProcessControl):
         if not self.runs.alive(handle):
             raise TaskGone(f"machine {handle.machine_id}'s program is not running")
         if (spec.machine_dir / "oci" / "vm").exists():
-            raise DriverError(f"machine {handle.machine_id} runs in a vm: exec into one is "
-                              "not offered yet")
+            if self.vm is None:
+                raise DriverError(f"machine {handle.machine_id} runs in a vm, which this "
+                                  "worker no longer offers")
+            return await self.vm.exec(handle.machine_id, argv, timeout, stdin)
         runtime = self.runtime_of(handle.machine_id)
         container = runtime.container_id(handle.machine_id, handle.start_seq)
         try:

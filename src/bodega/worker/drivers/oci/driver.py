@@ -92,7 +92,7 @@ class OciDriver(RunsDriver):
         self.runs.signaller = self._signal_guest
         self.cache_budget_bytes = cache_budget_bytes
         self.janitor = LogJanitor(log_max_bytes)
-        self.control = OciControl(self.runtime_of, self.runs, cgroups)
+        self.control = OciControl(self.runtime_of, self.runs, cgroups, vm)
         self.capabilities = Capabilities(needs_command=False, own_netns=True,
                                          control=self.control, logs=self.janitor,
                                          images=puller.store,

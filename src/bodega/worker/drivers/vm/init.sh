@@ -4,9 +4,9 @@
 # finds its disks by their serials, reads the machine's config (config.py renders it),
 # mounts the image's root, brings eth0 up with the machine's addresses, and runs the
 # image's program in that root as the image's user. It stays PID 1: it forwards the
-# signals the worker writes on the second serial port to the program, reaps what is
-# orphaned to it, and writes the program's exit code to the status disk before it
-# powers the machine off. With bodega.probe on the kernel's command line it prints the
+# signals the worker writes on the second serial port to the program, runs the worker's
+# execs beside it (the virtio-serial port bodega.exec), reaps what is orphaned to it,
+# and writes the program's exit code to the status disk before it powers the machine off. With bodega.probe on the kernel's command line it prints the
 # kernel's version and powers off (the worker's probe at its start).
 /bin/busybox --install -s /bin
 export PATH=/bin
@@ -98,11 +98,15 @@ done
 ) </dev/null &
 child=$!
 
-# Signals from the worker: one number a line on the second serial port.
+# Signals from the worker: one number a line on the second serial port; "exec" there
+# wakes the exec loop below.
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
+mkfifo /run/exec-wake
 (
+  exec 4<>/run/exec-wake
   while read -r signal; do
     case $signal in
+      exec) echo >&4; continue ;;
       ''|*[!0-9]*) continue ;;
     esac
     kill -"$signal" "$child" 2>/dev/null
@@ -110,8 +114,103 @@ stty -F /dev/ttyS1 raw -echo 2>/dev/null
 ) &
 reader=$!
 
+# port NAME: the device of the virtio-serial port qemu gave that name
+port() {
+  tries=0
+  while [ $tries -lt 100 ]; do
+    for named in /sys/class/virtio-ports/*/name; do
+      if [ "$(cat "$named" 2>/dev/null)" = "$1" ]; then
+        named=${named%/name}
+        [ -c "/dev/${named##*/}" ] && { echo "/dev/${named##*/}"; return 0; }
+      fi
+    done
+    tries=$((tries + 1))
+    usleep 50000
+  done
+  return 1
+}
+
+# exec_command ID TIMEOUT CAP REQUEST STDIN: one exec, run as the program runs (its
+# root, directory, user and variables) in a session of its own, its answer on stdout
+# as frames (guest_exec.py). REQUEST is base64 of "set -- <quoted literals>", STDIN
+# base64 or -. Each output's first CAP bytes are kept, the rest read and dropped, so a
+# command is never blocked for writing more; past TIMEOUT seconds its session is killed,
+# then what still holds its outputs (a child that left it).
+exec_command() {
+  id=$1 timeout=$2 cap=$3 stdin=$5 dir=/run/exec
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "$4" | base64 -d > "$dir/request" && . "$dir/request" || {
+    echo "$id end 125 0"
+    return
+  }
+  : > "$dir/in"
+  [ "$stdin" = - ] || echo "$stdin" | base64 -d > "$dir/in"
+  mkfifo "$dir/out.fifo" "$dir/err.fifo"
+  setsid sh -c 'head -c "$1" > "$2"; exec cat > /dev/null' drain "$cap" "$dir/out" \
+    < "$dir/out.fifo" > /dev/null 2>&1 &
+  out=$!
+  setsid sh -c 'head -c "$1" > "$2"; exec cat > /dev/null' drain "$cap" "$dir/err" \
+    < "$dir/err.fifo" > /dev/null 2>&1 &
+  err=$!
+  (
+    program_env
+    exec setsid nsenter -r/newroot -w"/newroot$workdir" -S "$uid" -G "$gid" -F -- "$@"
+  ) < "$dir/in" > "$dir/out.fifo" 2> "$dir/err.fifo" &
+  command=$!
+  setsid sh -c 'sleep "$1"; : > "$2"; kill -9 -"$3"; sleep 1; kill -9 -"$4" -"$5"' \
+    watch "$timeout" "$dir/timed-out" "$command" "$out" "$err" < /dev/null > /dev/null 2>&1 &
+  watch=$!
+  wait "$command"
+  code=$?
+  wait "$out" "$err"
+  kill -9 -"$watch" 2>/dev/null
+  late=0
+  [ -e "$dir/timed-out" ] && late=1
+  base64 "$dir/out" | sed "s/^/$id out /"
+  base64 "$dir/err" | sed "s/^/$id err /"
+  echo "$id end $code $late"
+  rm -rf "$dir"
+}
+
+# Execs from the worker, one at a time, a request a line: "ID hello" (answered "ID
+# ready": a command is only sent to an init that listens) or "ID run TIMEOUT CAP REQUEST
+# STDIN". While no one is connected on the host's side the port reads as at its end at
+# once: rather than poll it, the loop sleeps until the worker wakes it (on the signal
+# line), then reads the port until it has been at its end for 2 s. The port is fd 3,
+# closed for the commands.
+(
+  exec_port=$(port bodega.exec) || { say "no exec port"; exit 0; }
+  exec 3<>"$exec_port" 4<>/run/exec-wake
+  while read -r _ <&4; do
+    quiet=0
+    while [ $quiet -lt 20 ]; do
+      if ! read -r id verb timeout cap request stdin <&3; then
+        quiet=$((quiet + 1))
+        usleep 100000
+        continue
+      fi
+      quiet=0
+      case $id in
+        ''|*[!0-9a-f]*) continue ;;
+      esac
+      case $verb in
+        hello) echo "$id ready" >&3 ;;
+        run)
+          case $timeout$cap in
+            ''|*[!0-9.]*) echo "$id end 125 0" >&3; continue ;;
+          esac
+          ( exec_command "$id" "$timeout" "$cap" "$request" "$stdin" ) \
+            < /dev/null >&3 2> /dev/null 3>&- 4>&-
+          ;;
+      esac
+    done
+  done
+) < /dev/null &
+execs=$!
+
 # ash's wait reaps every child that ends meanwhile, the orphans given to PID 1 too.
 wait "$child"
 code=$?
-kill "$reader" 2>/dev/null
+kill "$reader" "$execs" 2>/dev/null
 finish "$code"

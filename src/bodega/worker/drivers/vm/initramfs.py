@@ -1,6 +1,6 @@
 """The kernel a vm machine boots and bodega's initramfs for it: busybox, the modules the
-kernel builds as modules (virtio's mmio transport, its disk and network, ext4 where it is
-one), and bodega's own init (``init.sh``).
+kernel builds as modules (virtio's mmio transport, its disk, network and serial ports, ext4
+where it is one), and bodega's own init (``init.sh``).
 
 The kernel is Debian's cloud kernel unpacked in a directory (``scripts/host-packages``
 puts it in ``DEFAULT_KERNEL_DIR``; ``bodega worker --vm-kernel`` names another): its
@@ -25,9 +25,11 @@ from pathlib import Path
 DEFAULT_KERNEL_DIR = Path("/var/lib/bodega/vm-kernel")
 BUSYBOX = Path("/bin/busybox")
 # What the init needs of the kernel: its disks and network are virtio devices on the
-# microvm's mmio transport, its root disk ext4, signals come on the second serial port.
-# virtiofs (and fuse, which it needs): a volume is a directory of the host shared with the VM.
-WANTED_MODULES = ("virtio_mmio", "virtio_blk", "virtio_net", "ext4", "virtiofs")
+# microvm's mmio transport, its root disk ext4, signals come on the second serial port,
+# execs on a virtio-serial port (virtio_console); virtiofs (and fuse, which it needs): a
+# volume is a directory of the host shared with the VM.
+WANTED_MODULES = ("virtio_mmio", "virtio_blk", "virtio_net", "virtio_console", "ext4",
+                  "virtiofs")
 DEPENDS = re.compile(rb"(?:^|\0)depends=([^\0]*)\0")
 
 

@@ -6,8 +6,10 @@ exit files); only its program differs: ``qemu.RUN`` booting the image's root on 
 machine's disks (``disks.py``) with bodega's kernel and init (``initramfs.py``), in
 the machine's network namespace. Signals go to the init over the VM's second serial
 port (``signal``), except SIGKILL, which ends qemu itself, as a stop past its timeout
-does. The run's sockets live in ``qemu.CONTROL_DIR`` under the machine's id: the
-machine's own directory may be too deep for a Unix socket's path.
+does. An exec goes to the init over its exec line (``guest_exec.py``), woken by a line
+on the signal line. The run's sockets
+live in ``qemu.CONTROL_DIR`` under the machine's id: the machine's own directory may be
+too deep for a Unix socket's path.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import signal as signals
 from pathlib import Path
 
 from bodega.runtime.commands import run_command
-from bodega.worker.drivers.base import DriverError, TaskSpec
+from bodega.worker.drivers.base import DriverError, ExecResult, TaskSpec
 from bodega.worker.drivers.oci.bundle import (
     BundleError,
     MachineCommand,
@@ -36,6 +38,7 @@ from bodega.worker.drivers.vm.config import (
     guest_network,
 )
 from bodega.worker.drivers.vm.disks import RootDisks, machine_disk
+from bodega.worker.drivers.vm.guest_exec import ExecRequest, GuestExec
 from bodega.worker.drivers.vm.initramfs import Kernel
 from bodega.worker.drivers.vm.qemu import (
     CONTROL_DIR,
@@ -47,6 +50,7 @@ from bodega.worker.drivers.vm.qemu import (
     VmLaunch,
     argv,
     control_socket,
+    exec_socket,
     qmp_socket,
     run_args,
     share_socket,
@@ -64,6 +68,7 @@ class VmMachines:
         self.accel = accel  # kvm or tcg: what the worker's probe VM booted with
         self.tsc_khz = tsc_khz
         self.disks = RootDisks()
+        self.execs = GuestExec()
 
     @staticmethod
     def directory(machine_dir: Path) -> Path:
@@ -119,8 +124,8 @@ class VmMachines:
             memory_mb=spec.memory_mb, accel=self.accel, root=directory / "root.qcow2",
             config=directory / "config.img", status=directory / "status.img",
             mac=config.network.mac, control=control_socket(spec.machine_id),
-            qmp=qmp_socket(spec.machine_id), incoming=incoming, tsc_khz=self.tsc_khz,
-            shares=shares)
+            qmp=qmp_socket(spec.machine_id), exec_line=exec_socket(spec.machine_id),
+            incoming=incoming, tsc_khz=self.tsc_khz, shares=shares)
         return [SHELL, "-c", RUN, "bodega-vm", str(directory / "status.img"),
                 *run_args(shares), *argv(launch)]
 
@@ -129,12 +134,22 @@ class VmMachines:
         ends qemu; or no VM listening), and the run's process group is signalled."""
         if signal == signals.SIGKILL:
             return False
+        return await self._tell(machine_id, str(signal))
+
+    async def exec(self, machine_id: str, argv: list[str], timeout: float,
+                   stdin: bytes | None) -> ExecResult:
+        return await self.execs.run(machine_id, exec_socket(machine_id),
+                                    ExecRequest(argv, timeout, stdin),
+                                    wake=lambda: self._tell(machine_id, "exec"))
+
+    async def _tell(self, machine_id: str, line: str) -> bool:
+        """Write ``line`` on the init's signal line; False if no VM listens."""
         try:
             _, writer = await asyncio.open_unix_connection(str(control_socket(machine_id)))
         except OSError as exc:
             log.info("%s: no signal line (%s)", machine_id, exc)
             return False
-        writer.write(f"{signal}\n".encode())
+        writer.write(f"{line}\n".encode())
         await writer.drain()
         writer.close()
         with contextlib.suppress(OSError):
@@ -151,7 +166,7 @@ class VmMachines:
     @staticmethod
     def forget(machine_id: str) -> None:
         for socket in (control_socket(machine_id), qmp_socket(machine_id),
-                       *CONTROL_DIR.glob(f"{machine_id}.vol*")):
+                       exec_socket(machine_id), *CONTROL_DIR.glob(f"{machine_id}.vol*")):
             socket.unlink(missing_ok=True)
 
 

@@ -6,7 +6,8 @@ virtio devices on mmio, the legacy PIT, PIC and RTC the cloud kernel still wants
 its clocks. ``tsc_early_khz`` gives the kernel the TSC's rate: without it microvm
 hangs calibrating it. The first serial port is the console, written to the run's
 stdout (the machine's log); the second is the init's signal line, a Unix socket the
-worker connects to (``signals.py``); QMP answers on a third, for suspend.
+worker connects to (``signals.py``); QMP answers on a third, for suspend; the init's
+exec line is a virtio-serial port named ``EXEC_PORT``, a fourth (``guest_exec.py``).
 
 ``RUN`` is the program the worker's wrapper runs (``process/launch.py``), in the
 machine's namespace: it starts a virtiofsd for each directory shared with the VM (the
@@ -35,6 +36,7 @@ OVERHEAD_MB = 128
 TB_SIZE_MB = 32
 CONTROL_DIR = Path("/run/bodega/vm")  # Unix sockets: a machine's dir may be too deep
 VIRTIOFSD = Path("/usr/lib/qemu/virtiofsd")  # Debian's, beside qemu (qemu-system-common)
+EXEC_PORT = "bodega.exec"  # the init finds its exec line by this name
 
 # $1 the status disk, then --share SOCKET DIR for each shared directory, then qemu's argv.
 # A virtiofsd ends when its qemu does (its one connection closes); qemu waits for its socket.
@@ -94,6 +96,7 @@ class VmLaunch:
     mac: str = ""
     control: Path | None = None  # the signal line's socket
     qmp: Path | None = None
+    exec_line: Path | None = None  # the exec line's socket
     incoming: Path | None = None  # resume from this snapshot instead of booting
     shares: tuple[Share, ...] = ()
     tsc_khz: int = DEFAULT_TSC_KHZ
@@ -138,6 +141,10 @@ def argv(launch: VmLaunch) -> list[str]:
     for share in launch.shares:
         args += ["-chardev", f"socket,id=fs-{share.tag},path={share.socket}",
                  "-device", f"vhost-user-fs-device,chardev=fs-{share.tag},tag={share.tag}"]
+    if launch.exec_line is not None:
+        args += ["-device", "virtio-serial-device,max_ports=2",
+                 "-chardev", f"socket,id=exec,path={launch.exec_line},server=on,wait=off",
+                 "-device", f"virtserialport,chardev=exec,name={EXEC_PORT}"]
     if launch.qmp is not None:
         args += ["-qmp", f"unix:{launch.qmp},server=on,wait=off"]
     if launch.incoming is not None:
@@ -168,3 +175,7 @@ def share_socket(machine_id: str, tag: str) -> Path:
 def run_args(shares: tuple[Share, ...]) -> list[str]:
     """``RUN``'s arguments before qemu's argv that start a virtiofsd for each share."""
     return [arg for share in shares for arg in ("--share", str(share.socket), str(share.source))]
+
+
+def exec_socket(machine_id: str) -> Path:
+    return CONTROL_DIR / f"{machine_id}.exec"
