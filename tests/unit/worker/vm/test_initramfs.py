@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from bodega.worker.drivers.vm.initramfs import (
+    OTHER_BUILDS_KEPT,
+    WANTED_MODULES,
     Kernel,
     KernelError,
     archive,
     depends,
     init_script,
+    initramfs,
     load_order,
 )
 
@@ -75,3 +80,27 @@ def test_a_kernel_is_found_with_its_modules_or_said_missing(tmp_path: Path) -> N
     kernel = Kernel.find(tmp_path)
     assert kernel.version == "6.1.0-9-cloud-amd64"
     assert kernel.modules == tmp_path / "lib" / "modules" / "6.1.0-9-cloud-amd64"
+
+
+def test_a_build_is_cached_and_another_builds_is_left_until_it_is_a_day_old(
+        tmp_path: Path) -> None:
+    version = "6.1.0-9-cloud-amd64"
+    modules = tmp_path / "k" / "lib" / "modules" / version
+    modules.mkdir(parents=True)
+    (tmp_path / "k" / "boot").mkdir()
+    (tmp_path / "k" / "boot" / f"vmlinuz-{version}").write_bytes(b"k")
+    for name in WANTED_MODULES:
+        (modules / f"{name}.ko").write_bytes(b"\0depends=\0")
+    busybox = tmp_path / "busybox"
+    busybox.write_bytes(b"box")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    fresh, stale = (cache / f"initramfs-{version}-{n}.cpio" for n in ("fresh", "stale"))
+    fresh.write_bytes(b"another bodega's")
+    stale.write_bytes(b"an old one")
+    os.utime(stale, (time.time() - 2 * OTHER_BUILDS_KEPT,) * 2)
+    built = initramfs(Kernel.find(tmp_path / "k"), cache, busybox)
+    assert built.exists()
+    assert initramfs(Kernel.find(tmp_path / "k"), cache, busybox) == built
+    assert fresh.exists(), "a worker of another build may be about to boot from it"
+    assert not stale.exists()

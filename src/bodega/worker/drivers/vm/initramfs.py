@@ -13,10 +13,12 @@ version and init (its name carries a hash of both and of busybox), then reused.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -24,6 +26,7 @@ from pathlib import Path
 
 DEFAULT_KERNEL_DIR = Path("/var/lib/bodega/vm-kernel")
 BUSYBOX = Path("/bin/busybox")
+OTHER_BUILDS_KEPT = 24 * 3600.0  # seconds another build's initramfs is left in the cache
 # What the init needs of the kernel: its disks and network are virtio devices on the
 # microvm's mmio transport, its root disk ext4, signals come on the second serial port,
 # execs on a virtio-serial port (virtio_console); virtiofs (and fuse, which it needs): a
@@ -161,9 +164,12 @@ def initramfs(kernel: Kernel, cache_dir: Path, busybox: Path = BUSYBOX) -> Path:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(data)
     tmp.rename(path)
+    # Another build's is left a day: a worker of another bodega on this host (an upgrade
+    # rolling through, two checkouts' tests) may be about to boot from it.
     for old in cache_dir.glob(f"initramfs-{kernel.version}-*.cpio"):
-        if old != path:
-            old.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            if old != path and time.time() - old.stat().st_mtime > OTHER_BUILDS_KEPT:
+                old.unlink()
     return path
 
 
