@@ -88,7 +88,7 @@ class Api:
 
     async def address(self, machine_id: str) -> str:
         """The machine's private address: IPv4 of the machine range, the cluster run
-        without the private network (a sandbox does not answer on its 6PN address)."""
+        without the private network (with it, a warm-up timed out on a 6PN address)."""
         while True:
             machine = (await self.http.get(f"/v1/apps/bench/machines/{machine_id}")).json()
             if machine.get("private_ip"):
@@ -254,14 +254,13 @@ def report(sides: dict[str, Side], runs: int, load: str) -> None:
             continue
         cgroup, rss = statistics.median(fit.cgroup_mb), statistics.median(fit.rss_mb)
         by_ledger = int(fit.free_mb // fit.ledger_mb) if fit.ledger_mb else 0
-        real = max(cgroup, fit.available_drop_mb)
+        by_cgroup = int(fit.free_mb // cgroup) if cgroup else 0
         print(f"  {isolation:9} {fit.answered} created and answering ({fit.refused})")
-        print(f"  {'':9} ledger {fit.ledger_mb:.0f} MB each: {by_ledger} fit by it; "
-              f"held idle: cgroup {cgroup:.1f} MB, RSS {rss:.1f} MB, host MemAvailable "
-              f"drop {fit.available_drop_mb:.1f} MB each; by the larger, "
-              f"{int(fit.free_mb // real) if real > 0 else 0} would fit "
-              f"(ledger / real {by_ledger / max(1, int(fit.free_mb // real) if real else 1):.2f}x)")
-
+        print(f"  {'':9} ledger {fit.ledger_mb:.0f} MB each, {by_ledger} fit by it; idle, "
+              f"each holds (medians) cgroup {cgroup:.1f} MB, RSS {rss:.1f} MB; host "
+              f"MemAvailable drop {fit.available_drop_mb:.1f} MB each (noisy)")
+        print(f"  {'':9} by its cgroup {by_cgroup} would fit: ledger / cgroup "
+              f"{by_ledger / max(1, by_cgroup):.2f}x")
 
 async def main(runs: int, vm_cap: int) -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
