@@ -22,6 +22,12 @@ CPU_KINDS = ("shared", "performance")
 DEFAULT_ISOLATIONS = ("container",)
 
 
+# What a vm machine's VMM holds beside its guest's memory (qemu's own heap and, under
+# emulation, its translated code): the host is charged it with the guest's, as the machine's
+# memory cgroup allows it, so a host full of VMs is not over-committed.
+VM_OVERHEAD_MB = 128
+
+
 @dataclass(frozen=True)
 class Ask:
     """What one machine (or one volume) needs from a host."""
@@ -40,7 +46,7 @@ class Ask:
         return cls(
             cpu_kind=guest.cpu_kind,
             cpus=guest.cpus,
-            memory_mb=guest.memory_mb,
+            memory_mb=guest.memory_mb + (VM_OVERHEAD_MB if guest.runs_in == "vm" else 0),
             gpus=guest.gpus or 0,
             gpu_kind=guest.gpu_kind,
             isolation=guest.runs_in,
@@ -54,7 +60,10 @@ class Ask:
         return replace(self, gpu_kind=_any_gpu_kind(totals, used, self.gpus))
 
     def describe(self) -> str:
-        text = f"{self.cpus} {self.cpu_kind} cpu, {self.memory_mb} MB"
+        memory = (f"{self.memory_mb - VM_OVERHEAD_MB} MB + {VM_OVERHEAD_MB} MB for its VM"
+                  if self.isolation == "vm" and self.memory_mb > VM_OVERHEAD_MB
+                  else f"{self.memory_mb} MB")
+        text = f"{self.cpus} {self.cpu_kind} cpu, {memory}"
         if self.disk_gb:
             text += f", {self.disk_gb} GB disk"
         if self.gpus:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bodega.model.capacity import Ask, Totals, Usage, shortfalls
+from bodega.model.capacity import VM_OVERHEAD_MB, Ask, Totals, Usage, fits, shortfalls
+from bodega.model.machine_config import MachineConfig
 from bodega.placement import Candidate, PlacementRequest, Policy, rank_candidates
 
 
@@ -54,3 +55,19 @@ def test_isolations_and_the_ask_survive_the_wire() -> None:
     sandboxed = Ask(cpus=1, memory_mb=256, isolation="sandbox")
     assert Ask.from_wire(sandboxed.to_wire()) == sandboxed
     assert sandboxed.describe() == "1 shared cpu, 256 MB, sandbox isolation"
+
+
+def test_a_vm_is_charged_its_guests_memory_and_its_vmms_beside_it() -> None:
+    def config(isolation: str) -> MachineConfig:
+        return MachineConfig.model_validate({"image": "127.0.0.1:5000/web:1", "guest": {
+            "cpus": 1, "memory_mb": 128, "isolation": isolation}})
+
+    vm, container = Ask.for_config(config("vm")), Ask.for_config(config("container"))
+    assert (vm.memory_mb, container.memory_mb) == (128 + VM_OVERHEAD_MB, 128)
+    assert "128 MB + 128 MB for its VM, vm isolation" in vm.describe()
+    # A 4 GB host takes 16 idle 128 MB VMs (each holds ~190 MB), not 32.
+    totals = Totals(cpus=64, memory_mb=4096, isolations=("container", "vm"))
+    used, placed = Usage(), 0
+    while fits(totals, used, vm):
+        used, placed = used.plus(totals, vm), placed + 1
+    assert placed == 16
