@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 from pathlib import Path
 
 import httpx
+import pytest
 
+from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.integration.images.image_kit import build_image, needs_image_tools
@@ -69,6 +73,68 @@ async def test_up_serves_a_registry_and_runs_images_pushed_to_it(tmp_path: Path)
                 assert placed["winner"]["subscores"]["image"] > 0, placed
                 assert (await http.delete(f"/v1/apps/web/machines/{other}",
                                           params={"force": "true"})).status_code == 200
+    finally:
+        assert await up.stop() == 0, up.output[-2000:]
+        await unwire(tmp_path / "cluster")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu")
+@pytest.mark.skipif(not any(DEFAULT_KERNEL_DIR.glob("boot/vmlinuz-*")),
+                    reason="needs the vm kernel (scripts/host-packages)")
+async def test_a_vm_on_up_is_reached_as_any_machine_and_mounts_its_volume(
+        tmp_path: Path) -> None:
+    """On the private network (its address a /128, its gateway off every prefix), through
+    the proxy, by exec, with a volume created through the API."""
+    api, proxy, registry = free_port(), free_port(), free_port()
+    up = await UpProcess(
+        tmp_path / "cluster", "--regions", "ams", "--workers-per-region", "1",
+        "--api-port", str(api), "--proxy-port", str(proxy), "--proxy-tls-port", "0",
+        "--registry-port", str(registry), "--machine-cidr", machine_cidr(100, 200)).start()
+    try:
+        await up.until_line("bodega is up")
+        image = await asyncio.to_thread(build_image, tmp_path, f"127.0.0.1:{registry}",
+                                        "demo/vm:v1")
+        headers = {"authorization": f"Bearer {up.token()}"}
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api}", headers=headers,
+                                     timeout=60) as http:
+            app = {"app_name": "vmweb", "org_slug": "personal"}
+            assert (await http.post("/v1/apps", json=app)).status_code == 201
+            volume = await http.post("/v1/apps/vmweb/volumes",
+                                     json={"name": "data", "size_gb": 1, "region": "ams"})
+            assert volume.status_code == 200, volume.text
+            created = await http.post("/v1/apps/vmweb/machines", json={"config": {
+                "image": image, "guest": {"cpus": 1, "memory_mb": 256, "isolation": "vm"},
+                "mounts": [{"volume": volume.json()["id"], "path": "/data"}],
+                "services": [{"protocol": "tcp", "internal_port": 8080,
+                              "ports": [{"port": 80, "handlers": ["http"]}]}]}})
+            assert created.status_code == 200, created.text
+            machine = created.json()
+            assert ":" in machine["private_ip"], "its 6PN address"
+            waited = await http.get(f"/v1/apps/vmweb/machines/{machine['id']}/wait",
+                                    params={"state": "started", "timeout": 60})
+            assert waited.status_code == 200, waited.text
+            async with httpx.AsyncClient(timeout=1) as web:  # ~1 min each at most
+                for url, host in ((f"http://[{machine['private_ip']}]:8080/", None),
+                                  (f"http://127.0.0.1:{proxy}/", "vmweb.localhost")):
+                    answer = None
+                    for _ in range(50):
+                        with contextlib.suppress(httpx.HTTPError):
+                            answer = await web.get(url, headers={"host": host} if host else {})
+                            if answer.status_code == 200:
+                                break
+                        await asyncio.sleep(0.2)
+                    assert answer is not None, url
+                    assert answer.text == "hello from an image\n", url
+            done = await http.post(f"/v1/apps/vmweb/machines/{machine['id']}/exec", json={
+                "command": ["sh", "-c", "cat /proc/version; echo kept > /data/note"]})
+            assert done.status_code == 200, done.text
+            assert done.json()["stdout"].startswith("Linux version")
+            assert done.json()["stdout"] != Path("/proc/version").read_text()
+            notes = list((tmp_path / "cluster").rglob(f"{volume.json()['id']}/note"))
+            assert [n.read_text() for n in notes] == ["kept\n"], notes
+            assert (await http.delete(f"/v1/apps/vmweb/machines/{machine['id']}",
+                                      params={"force": "true"})).status_code == 200
     finally:
         assert await up.stop() == 0, up.output[-2000:]
         await unwire(tmp_path / "cluster")

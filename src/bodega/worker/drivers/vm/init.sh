@@ -87,8 +87,12 @@ ip link set eth0 up || say "no eth0"
 for address in $addresses; do
   ip addr add "$address" dev eth0 || say "could not add $address"
 done
-[ -n "$gateway4" ] && { ip route add default via "$gateway4" || say "no route via $gateway4"; }
-[ -n "$gateway6" ] && { ip -6 route add default via "$gateway6" dev eth0 || say "no route via $gateway6"; }
+# A gateway may be outside every address's prefix (a private address is a /128): it is
+# on eth0's link all the same, as the namespace's own routes say.
+[ -n "$gateway4" ] && { ip route add "$gateway4" dev eth0 2>/dev/null
+  ip route add default via "$gateway4" || say "no route via $gateway4"; }
+[ -n "$gateway6" ] && { ip -6 route add "$gateway6" dev eth0 2>/dev/null
+  ip -6 route add default via "$gateway6" dev eth0 || say "no route via $gateway6"; }
 
 # The program, in the image's root as the image's user; its environment is the kernel's
 # (HOME, TERM) and the machine's variables: the init's own are never exported.
