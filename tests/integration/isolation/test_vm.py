@@ -5,6 +5,7 @@ seconds of a shared CPU, so each test boots few VMs and asks many things of each
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -199,12 +200,18 @@ async def test_a_vm_serves_suspends_to_its_snapshot_and_outlives_its_worker(
 
             await daemon.kill9()
             assert qemu_pids(serving.id) == []
+            # Its boot's initramfs has gone meanwhile, as a newer init's replaces it on the
+            # host: the resume starts qemu with the worker's own, the guest keeps its own.
+            launch = json.loads((vm_dir / "launch.json").read_text())
+            launch["initramfs"] = str(tmp_path / "gone.cpio")
+            (vm_dir / "launch.json").write_text(json.dumps(launch))
             await daemon.start()
             async with WorkerClient(daemon.url, TEST_CA.context("broker")) as client:
                 assert (await client.machine(serving.id)).state == "suspended"
                 await client.start(serving.id)
                 await client.wait(serving.id, "started", timeout=60)
                 assert (await guest_state(serving))[1] == boot
+                assert "could not resume" not in console(data_dir, serving.id)
                 running = qemu_pids(serving.id)
                 assert len(running) == 1
 
@@ -240,6 +247,16 @@ async def test_a_vm_serves_suspends_to_its_snapshot_and_outlives_its_worker(
                 assert "the VM could not resume (its snapshot did not load" in \
                     console(data_dir, serving.id)
                 assert not snapshot.exists()
+
+                # A stop of a suspended vm resumes it first, as it thaws a container: its
+                # program hears the signal and its code is the stop's.
+                await client.suspend(serving.id)
+                await client.wait(serving.id, "suspended", timeout=60)
+                await client.stop(serving.id, signal="SIGTERM", timeout="20s")
+                await client.wait(serving.id, "stopped", timeout=60)
+                last = (await exits(client, serving.id))[0]
+                assert last["exit_code"] == 143, last
+                await until(lambda: qemu_pids(serving.id) == [], what="the VM gone")
                 await client.destroy(serving.id, force=True)
                 await client.wait(serving.id, "destroyed", timeout=30)
         finally:

@@ -114,9 +114,7 @@ class VmMachines:
             config=directory / "config.img", status=directory / "status.img",
             mac=config.network.mac, control=control_socket(spec.machine_id),
             qmp=qmp_socket(spec.machine_id), tsc_khz=self.tsc_khz)
-        kept = directory / LAUNCH
-        kept.with_suffix(".tmp").write_bytes(launch_record(launch))
-        kept.with_suffix(".tmp").rename(kept)
+        keep_launch(directory, launch)
         return wrapper_program(launch)
 
     async def signal(self, machine_id: str, signal: int) -> bool:
@@ -147,6 +145,13 @@ class VmMachines:
     def forget(machine_id: str) -> None:
         for socket in (control_socket(machine_id), qmp_socket(machine_id)):
             socket.unlink(missing_ok=True)
+
+
+def keep_launch(directory: Path, launch: VmLaunch) -> None:
+    """``launch`` as the boot the machine's resumes run again (``LAUNCH``)."""
+    kept = directory / LAUNCH
+    kept.with_suffix(".tmp").write_bytes(launch_record(launch))
+    kept.with_suffix(".tmp").rename(kept)
 
 
 def wrapper_program(launch: VmLaunch) -> list[str]:

@@ -15,10 +15,12 @@ defer``; it gives qemu the snapshot (``migrate-incoming``), lets it run once loa
 (``cont``) and deletes the snapshot. The run goes on in the same run files and start
 number, in a new process (``Runs.respawned``): the handle that is returned is the one
 to record. A snapshot that is missing or does not load (torn, or of another qemu) boots
-the machine cold instead, and its log says why. ``migration.py`` decides each step
-from what qemu and the files say, so a worker killed anywhere repeats only the step it
-was in; a qemu started by a resume the worker did not live to record is found by the
-run's pidfile (``Runs.successor``).
+the machine cold instead, with this worker's kernel and init, and its log says why. A
+kept kernel or initramfs file that has gone (a newer init's replaces the older) is
+the worker's current one for a resume too: the guest's memory holds its own.
+``migration.py`` decides each step from what qemu and the files say, so a worker killed
+anywhere repeats only the step it was in; a qemu started by a resume the worker did not
+live to record is found by the run's pidfile (``Runs.successor``).
 
 Another machine's suspend goes to the driver's own (``other``).
 """
@@ -45,7 +47,7 @@ from bodega.worker.drivers.base import DriverError, Suspend, TaskHandle
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.drivers.process.runs import Runs
 from bodega.worker.drivers.vm.config import STATUS_BYTES
-from bodega.worker.drivers.vm.machines import LAUNCH, wrapper_program
+from bodega.worker.drivers.vm.machines import LAUNCH, VmMachines, keep_launch, wrapper_program
 from bodega.worker.drivers.vm.migration import (
     Migration,
     ResumeStep,
@@ -66,6 +68,7 @@ PARTIAL = "snapshot.partial"
 class VmRuns(Protocol):
     machines_dir: Path
     runs: Runs
+    vm: VmMachines | None  # the kernel and initramfs this worker boots
 
     def vm_of(self, machine_dir: Path) -> str | None: ...
 
@@ -254,10 +257,17 @@ class VmSuspend:
     async def _resumed(self, handle: TaskHandle, directory: Path) -> TaskHandle:
         """A new qemu for ``handle``'s ended run: from its snapshot, else booted cold."""
         try:
-            launch = launch_of((directory / LAUNCH).read_bytes())
+            kept = launch_of((directory / LAUNCH).read_bytes())
         except (OSError, ValueError) as exc:
             raise DriverError(f"the VM's launch is not kept ({exc}): it cannot go on; "
                               "stop it and start it again") from exc
+        # A cold boot boots this worker's kernel and init. A resume runs the kept argv, but
+        # the guest's memory holds its kernel and init: qemu reads their files only to
+        # start, so one that went (a newer init's initramfs replaces the older) is this
+        # worker's too.
+        current = kept if self.runs.vm is None else replace(
+            kept, vmlinuz=self.runs.vm.kernel.vmlinuz, initramfs=self.runs.vm.initramfs)
+        launch = kept if kept.vmlinuz.exists() and kept.initramfs.exists() else current
         snapshot = directory / SNAPSHOT
         memory_mb = launch.memory_mb + OVERHEAD_MB
         why = "it has no snapshot"
@@ -275,9 +285,10 @@ class VmSuspend:
         log.warning("%s: %s; booting it afresh", handle.machine_id, why)
         say(directory.parent, f"the VM could not resume ({why}); booting it afresh")
         snapshot.unlink(missing_ok=True)
-        if launch.status is not None:  # the init's code, once it writes one, is the new boot's
-            launch.status.write_bytes(b"\0" * STATUS_BYTES)
-        return await self.runs.respawn(handle, wrapper_program(launch), memory_mb, launch.cpus)
+        if current.status is not None:  # the init's code, once it writes one, is the new boot's
+            current.status.write_bytes(b"\0" * STATUS_BYTES)
+        keep_launch(directory, current)
+        return await self.runs.respawn(handle, wrapper_program(current), memory_mb, current.cpus)
 
     async def _load(self, resumed: TaskHandle, snapshot: Path) -> None:
         """Give the new qemu the snapshot, and let it run once loaded."""
