@@ -70,8 +70,9 @@ TRANSIENT = frozenset(
 # A machine holds its cpu and memory on its host unless it is at rest without
 # a process. Stopped machines give their room back and must win it again to
 # start, as on Fly (start can answer 409 "could not reserve resource"). A suspended
-# machine keeps holding them: its frozen process keeps its memory resident, and a resume
-# must never be refused for room.
+# machine keeps holding them: its frozen process keeps its memory resident (a vm's is in
+# its snapshot file until its resume loads it back), and a resume must never be refused
+# for room.
 RELEASES_COMPUTE = frozenset(
     {MachineState.STOPPED, MachineState.FAILED, MachineState.DESTROYED}
 )

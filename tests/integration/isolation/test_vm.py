@@ -5,6 +5,7 @@ seconds of a shared CPU, so each test boots few VMs and asks many things of each
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -168,7 +169,28 @@ async def test_a_vm_runs_its_own_kernel_keeps_exit_codes_and_restarts(tmp_path: 
             await daemon.stop()
 
 
-async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
+# The program: httpd serving a copy of the image's page from the guest's tmpfs, and beside
+# it a shell loop whose count lives only in its memory, writing it there with the boot's
+# id. A resume from the snapshot goes on with both; a cold boot starts the count again
+# under a new id, and nothing of the tmpfs is left from before it.
+STATEFUL = ("busybox mkdir -p /dev/shm/www; cat /www/index.html > /dev/shm/www/index.html; "
+            "boot=$(cat /proc/sys/kernel/random/boot_id); i=0; "
+            "while :; do i=$((i+1)); echo \"$i $boot\" > /dev/shm/www/state.tmp; "
+            "busybox mv /dev/shm/www/state.tmp /dev/shm/www/state; sleep 1; done & "
+            "exec httpd -f -p 8080 -h /dev/shm/www")
+
+
+async def guest_state(machine: Machine) -> tuple[int, str]:
+    """The loop's count and the boot's id, as httpd serves them."""
+    async def served() -> bool:
+        return len((await fetch(f"http://{machine.private_ip}:8080/state", 60)).split()) == 2
+
+    await until(served, timeout=60, every=0.2, what="the guest's state served")
+    count, boot = (await fetch(f"http://{machine.private_ip}:8080/state")).split()
+    return int(count), boot
+
+
+async def test_a_vm_serves_suspends_to_its_snapshot_and_outlives_its_worker(
         tmp_path: Path) -> None:
     async with registry(tmp_path) as host:
         image = build_image(tmp_path, host, "test/vm:v2", user="1000:1000")
@@ -176,7 +198,8 @@ async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
         data_dir = tmp_path / "w1"
         try:
             async with WorkerClient(daemon.url, TEST_CA.context("broker")) as client:
-                serving = await vm_machine(client, image, env={"FROM_CONFIG": "1"})
+                serving = await vm_machine(client, image, env={"FROM_CONFIG": "1"},
+                                           init={"exec": ["/bin/sh", "-c", STATEFUL]})
                 await client.wait(serving.id, "started", timeout=60)
                 serving = await client.machine(serving.id)
                 assert serving.config is not None
@@ -184,25 +207,59 @@ async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
                 assert serving.config.guest.isolation == "vm"
                 page = await fetch(f"http://{serving.private_ip}:8080/index.html", 60)
                 assert page == "hello from an image\n"
-                running = qemu_pids(serving.id)
-                assert len(running) == 1
+                booted = qemu_pids(serving.id)
+                assert len(booted) == 1
                 # qemu, the guest's memory with it, is in the machine's cgroups and limits.
-                assert f"/{serving.id}\n" in Path(f"/proc/{running[0]}/cgroup").read_text()
+                assert f"/{serving.id}\n" in Path(f"/proc/{booted[0]}/cgroup").read_text()
                 await exec_runs_as_its_program_in_the_guest(client, serving.id)
+                held = (await client.capacity()).used.memory_mb
+                count, boot = await guest_state(serving)
 
-                # Suspended: its vCPUs stop (a snapshot written); it answers nothing until
-                # resumed, then the same qemu goes on.
+                # Suspended: the VM's state is in its snapshot and its qemu is gone; the
+                # machine holds its room as any suspended machine does.
+                vm_dir = data_dir / "machines" / serving.id / "vm"
                 await client.suspend(serving.id)
                 await client.wait(serving.id, "suspended", timeout=60)
-                with pytest.raises(httpx.TimeoutException):
+                assert qemu_pids(serving.id) == []
+                assert (vm_dir / "snapshot").stat().st_size > 0
+                assert not (vm_dir / "snapshot.partial").exists()
+                assert (await client.capacity()).used.memory_mb == held
+                with pytest.raises(httpx.HTTPError):
                     async with httpx.AsyncClient() as http:
                         await http.get(f"http://{serving.private_ip}:8080/", timeout=1.0)
-                snapshot = data_dir / "machines" / serving.id / "vm" / "snapshot"
-                assert snapshot.stat().st_size > 0
+
+                # A start resumes it from the file: the same boot, its loop's count going on.
                 await client.start(serving.id)
-                await client.wait(serving.id, "started", timeout=30)
+                await client.wait(serving.id, "started", timeout=60)
                 assert await fetch(f"http://{serving.private_ip}:8080/") == \
                     "hello from an image\n"
+                resumed_count, resumed_boot = await guest_state(serving)
+                assert resumed_boot == boot, "resumed, not booted again"
+                assert resumed_count >= count
+                assert not (vm_dir / "snapshot").exists()
+                assert len(qemu_pids(serving.id)) == 1
+                assert qemu_pids(serving.id) != booted
+
+                # Suspended again, then the worker is killed: its next process resumes it.
+                await client.suspend(serving.id)
+                await client.wait(serving.id, "suspended", timeout=60)
+
+            await daemon.kill9()
+            assert qemu_pids(serving.id) == []
+            # Its boot's initramfs has gone meanwhile, as a newer init's replaces it on the
+            # host: the resume starts qemu with the worker's own, the guest keeps its own.
+            launch = json.loads((vm_dir / "launch.json").read_text())
+            launch["initramfs"] = str(tmp_path / "gone.cpio")
+            (vm_dir / "launch.json").write_text(json.dumps(launch))
+            await daemon.start()
+            async with WorkerClient(daemon.url, TEST_CA.context("broker")) as client:
+                assert (await client.machine(serving.id)).state == "suspended"
+                await client.start(serving.id)
+                await client.wait(serving.id, "started", timeout=60)
+                assert (await guest_state(serving))[1] == boot
+                assert "could not resume" not in console(data_dir, serving.id)
+                running = qemu_pids(serving.id)
+                assert len(running) == 1
 
             await daemon.kill9()
             assert qemu_pids(serving.id) == running, "the worker's death spares the VM"
@@ -211,7 +268,8 @@ async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
                 again = await client.machine(serving.id)
                 assert again.state == "started"
                 assert qemu_pids(serving.id) == running, "re-adopted, not booted again"
-                # A stop's SIGTERM reaches the program through the init: httpd ends on it.
+                # A stop's SIGTERM reaches the program through the init's signal line, a new
+                # socket since the resume: httpd ends on it.
                 await client.stop(serving.id, signal="SIGTERM", timeout="20s")
                 await client.wait(serving.id, "stopped", timeout=60)
                 with pytest.raises(BodegaError, match="is stopped, not started"):
@@ -219,6 +277,33 @@ async def test_a_vm_serves_on_its_address_suspends_and_outlives_its_worker(
                 last = (await exits(client, serving.id))[0]
                 assert last["exit_code"] == 143, last
                 assert last["requested_stop"] is True
+                await until(lambda: qemu_pids(serving.id) == [], what="the VM gone")
+
+                # A torn snapshot: the start boots the machine afresh, and its log says why.
+                await client.start(serving.id)
+                await client.wait(serving.id, "started", timeout=60)
+                _, cold_boot = await guest_state(serving)
+                assert cold_boot != boot
+                await client.suspend(serving.id)
+                await client.wait(serving.id, "suspended", timeout=60)
+                snapshot = vm_dir / "snapshot"
+                snapshot.write_bytes(snapshot.read_bytes()[:snapshot.stat().st_size // 2])
+                await client.start(serving.id)
+                await client.wait(serving.id, "started", timeout=60)
+                _, reboot = await guest_state(serving)
+                assert reboot not in (boot, cold_boot), "booted cold"
+                assert "the VM could not resume (its snapshot did not load" in \
+                    console(data_dir, serving.id)
+                assert not snapshot.exists()
+
+                # A stop of a suspended vm resumes it first, as it thaws a container: its
+                # program hears the signal and its code is the stop's.
+                await client.suspend(serving.id)
+                await client.wait(serving.id, "suspended", timeout=60)
+                await client.stop(serving.id, signal="SIGTERM", timeout="20s")
+                await client.wait(serving.id, "stopped", timeout=60)
+                last = (await exits(client, serving.id))[0]
+                assert last["exit_code"] == 143, last
                 await until(lambda: qemu_pids(serving.id) == [], what="the VM gone")
                 await client.destroy(serving.id, force=True)
                 await client.wait(serving.id, "destroyed", timeout=30)

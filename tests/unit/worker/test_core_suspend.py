@@ -67,6 +67,17 @@ def test_fly_limits_refuse_big_and_scheduled_machines() -> None:
         decide(scheduled, Suspend(can_suspend=True))
 
 
+def test_a_vm_with_a_volume_is_not_suspended_a_container_with_one_is() -> None:
+    mounts = [{"volume": "vol_1", "path": "/data"}]
+    vm = record(S.STARTED, config=config(image="r.example/web:1", mounts=mounts,
+                                         guest={"cpus": 1, "memory_mb": 256,
+                                                "isolation": "vm"}))
+    with pytest.raises(PreconditionFailed, match="a vm with a volume cannot be suspended"):
+        decide(vm, Suspend(can_suspend=True))
+    container = record(S.STARTED, config=config(image="r.example/web:1", mounts=mounts))
+    assert decide(container, Suspend(can_suspend=True)).begin == SuspendMachine()
+
+
 def test_entering_the_suspend_steps_moves_the_state_and_keeps_compute() -> None:
     row = record(S.STARTED)
     suspending = decide(row, StepEntered("suspending", SuspendMachine(source="user")))

@@ -2,11 +2,14 @@
 
 A suspend freezes the machine's process where it stands (the driver's cgroup
 freezer) and keeps its memory; a start of a suspended machine thaws the same
-process (same run, same ``start_seq``) instead of spawning a new one. Its
-compute stays held while it is suspended: the memory is still resident, so a
-resume never waits for room. An operation that ends the run of a suspended
-machine (stop, update, destroy) thaws it first (``thaw`` in its payload): on
-a cgroup v1 freezer a frozen process does not die of SIGKILL until it is thawed.
+process (same run, same ``start_seq``) instead of spawning a new one. A vm's
+suspend writes its VM to a snapshot file and ends its qemu instead; its resume is
+the same run in a new qemu loaded from the file, whose handle the resume records.
+Its compute stays held while it is suspended: the memory is still resident (for a
+vm, it will be again at the resume), so a resume never waits for room. An
+operation that ends the run of a suspended machine (stop, update, destroy) thaws
+it first (``thaw`` in its payload): on a cgroup v1 freezer a frozen process does
+not die of SIGKILL until it is thawed; a vm's program hears the stop's signal.
 
     stimulus            from (state)                          decision
     Suspend             started                                begin suspend_machine
@@ -45,6 +48,11 @@ def suspend(record: MachineRow, stimulus: Suspend) -> Decision:
         raise PreconditionFailed(
             f"failed_precondition: machine {record.id} has a schedule; scheduled machines "
             "cannot be suspended")
+    if record.config.effective_guest().runs_in == "vm" and record.config.mounts:
+        # Its volume is shared by virtiofs, whose state in qemu does not go to a snapshot.
+        raise PreconditionFailed(
+            f"failed_precondition: machine {record.id} is a vm with a volume; a vm with a "
+            "volume cannot be suspended (stop it instead)")
     memory_mb = record.config.effective_guest().memory_mb
     if memory_mb > MAX_SUSPEND_MEMORY_MB:
         raise PreconditionFailed(

@@ -182,7 +182,9 @@ class ImageCache(Protocol):
 class Suspend(Protocol):
     async def suspend(self, handle: TaskHandle) -> None: ...
 
-    async def resume(self, handle: TaskHandle) -> None: ...
+    async def resume(self, handle: TaskHandle) -> TaskHandle:
+        """Let the suspended run go on; its handle from now on: ``handle`` where the
+        suspend kept its process (frozen), a new one where it ended it (a VM's)."""
 
 
 class StartWarmup(Protocol):

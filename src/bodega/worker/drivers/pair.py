@@ -59,8 +59,8 @@ class PairSuspend:
     async def suspend(self, handle: TaskHandle) -> None:
         await self._of(handle).suspend(handle)
 
-    async def resume(self, handle: TaskHandle) -> None:
-        await self._of(handle).resume(handle)
+    async def resume(self, handle: TaskHandle) -> TaskHandle:
+        return await self._of(handle).resume(handle)
 
 
 class DriverPair:

@@ -35,7 +35,14 @@ from bodega.worker.core.payloads import (
     StartsRun,
 )
 from bodega.worker.core.records import MachineRow
-from bodega.worker.drivers.base import Driver, DriverError, Mount, Suspend, TaskSpec
+from bodega.worker.drivers.base import (
+    Driver,
+    DriverError,
+    Mount,
+    Suspend,
+    TaskHandle,
+    TaskSpec,
+)
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.host.identity import machine_identity
 from bodega.worker.host.network import Network, NetworkError
@@ -238,8 +245,8 @@ class MachineEffects:
                 await self._freeze(self.machine(op.resource_id))
                 return Outcome()
             case Effect.THAW:
-                await self._thaw(self.machine(op.resource_id))
-                return Outcome()
+                machine = self.machine(op.resource_id)
+                return Outcome(updates=_handle_change(machine, await self._thaw(machine)))
             case Effect.TEARDOWN:
                 machine = self.machine(op.resource_id)
                 parking = self.driver.capabilities.parking
@@ -283,9 +290,12 @@ class MachineEffects:
                 await suspend.resume(machine.handle)
             raise
 
-    async def _thaw(self, machine: MachineRow) -> None:
-        if machine.handle is not None:
-            await self._suspend().resume(machine.handle)
+    async def _thaw(self, machine: MachineRow) -> TaskHandle | None:
+        """The machine's run going on; its handle (a new one where the suspend ended its
+        process: a VM's, resumed from its snapshot)."""
+        if machine.handle is None:
+            return None
+        return await self._suspend().resume(machine.handle)
 
     async def _stop_task(self, op: Operation) -> Outcome:
         ends = payload_of(op, EndsRun)
@@ -293,12 +303,14 @@ class MachineEffects:
         handle = machine.handle
         if ends.thaw:
             # A frozen process cannot act on a signal (nor die of SIGKILL on a v1 freezer).
-            await self._thaw(machine)
+            handle = await self._thaw(machine)
+        updates = _handle_change(machine, handle)
         if handle is None or not await self.driver.inspect(handle):
             if handle is None:
                 return Outcome()
             exit_status = await self.driver.wait(handle)
-            return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)))
+            return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)),
+                           updates=updates)
         stop_config = machine.config.stop_config
         default_signal = signal_number(stop_config.signal if stop_config else None,
                                        signals.SIGINT)
@@ -308,7 +320,13 @@ class MachineEffects:
             timeout = parse_duration(stop_config.timeout if stop_config else None, 10.0)
         await self.driver.stop(handle, sig, timeout)
         exit_status = await self.driver.wait(handle)
-        return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)))
+        return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)),
+                       updates=updates)
+
+
+def _handle_change(machine: MachineRow, handle: TaskHandle | None) -> dict[str, Any]:
+    """The record's update when its run goes on in another process (a VM resumed)."""
+    return {"handle": handle} if handle is not None and handle != machine.handle else {}
 
 
 def _exit_event(status: ExitStatus, requested: bool) -> Mapping[str, Any]:

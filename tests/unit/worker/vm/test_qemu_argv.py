@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 from bodega.worker.drivers.vm.qemu import (
@@ -12,6 +13,8 @@ from bodega.worker.drivers.vm.qemu import (
     Share,
     VmLaunch,
     argv,
+    launch_of,
+    launch_record,
     run_args,
     tsc_khz,
 )
@@ -49,9 +52,21 @@ def test_a_probe_boot_has_no_disks_and_kvm_uses_the_hosts_cpu() -> None:
     assert args[args.index("-cpu") + 1] == "host"
     assert "bodega.probe" in args[args.index("-append") + 1]
     assert not any(a.startswith("virtio-") for a in args)
-    resume = argv(VmLaunch(vmlinuz=Path("/k"), initramfs=Path("/i"), cpus=1, memory_mb=128,
-                           accel="tcg", incoming=Path("/m/snapshot")))
-    assert resume[-2:] == ["-incoming", "exec:cat /m/snapshot"]
+
+
+def test_a_resume_is_its_boots_argv_waiting_stopped_for_its_snapshot() -> None:
+    boot = VmLaunch(vmlinuz=Path("/k/vmlinuz"), initramfs=Path("/k/init.cpio"), cpus=2,
+                    memory_mb=256, accel="tcg", root=Path("/m/root.qcow2"),
+                    config=Path("/m/config.img"), status=Path("/m/status.img"),
+                    mac="02:bd:00:01:02:05", control=Path("/run/m.ctl"),
+                    qmp=Path("/run/m.qmp"), tsc_khz=2596136)
+    kept = launch_of(launch_record(boot))
+    assert kept == boot
+    resume = argv(replace(kept, incoming=True))
+    # The same machine, device for device, and qemu waits for the snapshot over QMP with
+    # its vCPUs stopped until told to go on.
+    assert resume[:len(argv(boot))] == argv(boot)
+    assert resume[len(argv(boot)):] == ["-S", "-incoming", "defer"]
 
 
 def test_the_tsc_rate_is_the_hosts_cpu_mhz() -> None:

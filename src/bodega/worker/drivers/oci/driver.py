@@ -33,7 +33,8 @@ A machine whose ``guest.isolation`` is ``vm`` runs no runtime: the wrapper's pro
 qemu booting the image's root with bodega's kernel and init (``vm/machines.py``), in the
 machine's namespace, and its root is a disk, not an overlay. The bundle's ``vm`` file
 names the namespace, as ``sandbox`` does, and tells a re-adopted run's signals and
-suspends where to go.
+suspends where to go. A vm's suspend ends its qemu (its state in a snapshot file), and
+its resume goes on with the run in a new one (``respawn``, ``vm/snapshots.py``).
 """
 
 from __future__ import annotations
@@ -271,8 +272,7 @@ class OciDriver(RunsDriver):
             marker.unlink(missing_ok=True)  # an update may change the machine's isolation
 
     # -- start ------------------------------------------------------------------------
-    async def start(self, spec: TaskSpec, incoming: Path | None = None) -> TaskHandle:
-        """Start the run; ``incoming``: a VM's snapshot to resume from instead of a boot."""
+    async def start(self, spec: TaskSpec) -> TaskHandle:
         started = self.runs.held(spec)
         if started is not None:
             return started
@@ -305,7 +305,7 @@ class OciDriver(RunsDriver):
             store = self.puller.store
             digest = (self.bundle(spec.machine_dir) / "image").read_text().strip()
             program = await self.vm.program(spec, store.image_config(digest),
-                                            store.rootfs(digest), incoming)
+                                            store.rootfs(digest))
             sandboxed = True  # the wrapper enters the namespace, where qemu.RUN wires it
             runtime_name = "qemu"
             # No runtime puts qemu in the machine's cgroups: the wrapper joins them first.
@@ -317,25 +317,54 @@ class OciDriver(RunsDriver):
             procs = []  # the runtime moves the container into them (cgroupsPath)
         # runc joins the machine's network namespace itself (config.json names it), so no
         # nsenter runs before it: one fork and exec fewer on every start. runsc cannot.
+        popen = self._spawn(spec.machine_dir, files, program, procs,
+                            spec.netns if sandboxed else None)
+        log.info("%s: started pid %d (%s, image %s)", spec.machine_id, popen.pid,
+                 runtime_name, spec.image)
+        return self.runs.spawned(spec, files, popen, oom_base)
+
+    async def respawn(self, handle: TaskHandle, program: list[str], memory_mb: int,
+                      cpus: int) -> TaskHandle:
+        """``handle``'s run, ended, going on as ``program`` in the same run's files, cgroups
+        (made again at ``memory_mb`` and ``cpus`` if they went) and VM's namespace: a VM
+        resumed from its snapshot (``vm/snapshots.py``)."""
+        machine_dir = self.machines_dir / handle.machine_id
+        files = RunFiles.for_run(machine_dir, handle.instance_id, handle.start_seq)
+        self.runs.forget_ended(handle.machine_id)
+        files.exitfile.unlink(missing_ok=True)  # the ended process's
+        oom_base, procs = 0, []
+        if self.cgroups is not None:
+            if not self.cgroups.made(handle.machine_id):
+                if self.warmup is not None:
+                    await self.warmup.clear()
+                self.cgroups.create(handle.machine_id, memory_mb, cpus)
+            oom_base = self.cgroups.oom_kills(handle.machine_id)
+            procs = self.cgroups.procs_files(handle.machine_id)
+        popen = self._spawn(machine_dir, files, program, procs, self.vm_of(machine_dir))
+        log.info("%s: run %d goes on as pid %d", handle.machine_id, handle.start_seq, popen.pid)
+        return self.runs.respawned(handle, popen, oom_base)
+
+    @staticmethod
+    def _spawn(machine_dir: Path, files: RunFiles, program: list[str], procs: list[Path],
+               netns: str | None) -> subprocess.Popen[bytes]:
+        """The wrapper running ``program`` (in ``netns`` if given: else the runtime joins
+        the machine's namespace itself), its output to the machine's log."""
         argv = wrapper_argv(program, files, cgroup_procs=procs, user=None, memory_kib=None,
-                            mounts=[], netns=spec.netns if sandboxed else None,
-                            environment=False)
-        fd = os.open(log_path(spec.machine_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+                            mounts=[], netns=netns, environment=False)
+        fd = os.open(log_path(machine_dir), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         files.spawnfile.touch()
         try:
-            popen = subprocess.Popen(  # noqa: ASYNC220 (watched with a pidfd, as in process)
+            # Watched with a pidfd, as in the process driver.
+            return subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
                 env={"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")},
-                cwd=spec.machine_dir, start_new_session=True, close_fds=True,
+                cwd=machine_dir, start_new_session=True, close_fds=True,
             )
         except OSError as exc:
             files.spawnfile.unlink(missing_ok=True)
             raise DriverError(f"could not start the machine: {exc}") from exc
         finally:
             os.close(fd)
-        log.info("%s: started pid %d (%s, image %s)", spec.machine_id, popen.pid,
-                 runtime_name, spec.image)
-        return self.runs.spawned(spec, files, popen, oom_base)
 
     # -- stop and destroy -------------------------------------------------------------
     async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:

@@ -50,6 +50,7 @@ class RuncFreezer:
         if not await self.paused(handle):
             await self.runtime_of(handle.machine_id).run("pause", self._id(handle))
 
-    async def resume(self, handle: TaskHandle) -> None:
+    async def resume(self, handle: TaskHandle) -> TaskHandle:
         if await self.paused(handle):
             await self.runtime_of(handle.machine_id).run("resume", self._id(handle))
+        return handle

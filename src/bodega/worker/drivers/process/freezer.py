@@ -61,11 +61,12 @@ class CgroupFreezer:
         except OSError as exc:
             raise DriverError(f"could not freeze machine {machine_id}: {exc}") from exc
 
-    async def resume(self, handle: TaskHandle) -> None:
+    async def resume(self, handle: TaskHandle) -> TaskHandle:
         try:
             self.cgroups.thaw(handle.machine_id)
         except OSError as exc:
             raise DriverError(f"could not thaw machine {handle.machine_id}: {exc}") from exc
+        return handle
 
     def freezing(self, machine_id: str) -> bool:
         """Frozen, or on the way (asked to freeze): what a thaw has to undo."""

@@ -21,6 +21,7 @@ import signal as signals
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
@@ -102,6 +103,34 @@ class Runs:
         log.info("%s: run %d was already started%s; adopting it", spec.machine_id,
                  spec.start_seq, f" as pid {pid}" if pid else " and has ended")
         return self.adopt(spec, files, pid, 0)
+
+    def respawned(self, handle: TaskHandle, child: subprocess.Popen[bytes],
+                  oom_base: int) -> TaskHandle:
+        """``handle``'s run, ended, going on in ``child``: a new process in the same run's
+        files (a VM resumed from the snapshot its suspend wrote, its qemu ended)."""
+        self._children[child.pid] = child
+        return self._renewed(handle, child.pid, oom_base)
+
+    def successor(self, handle: TaskHandle) -> TaskHandle | None:
+        """The live run in ``handle``'s files that is not ``handle``'s own process (one
+        ``respawned`` by a worker killed before it recorded it), adopted; None if none."""
+        pidfile = Path(handle.data.get("pidfile", ""))
+        found = [p for p in pids_with_argument(str(pidfile))
+                 if p != handle.pid and is_ours(p, pidfile, None)]
+        if not found:
+            return None
+        log.info("%s: run %d goes on as pid %d; adopting it", handle.machine_id,
+                 handle.start_seq, found[0])
+        return self._renewed(handle, found[0], int(handle.data.get("oom_base", 0)))
+
+    def _renewed(self, handle: TaskHandle, pid: int, oom_base: int) -> TaskHandle:
+        key = run_key(handle)
+        self._exits.pop(key, None)  # the ended process's: the run's exit is the new one's
+        renewed = replace(handle, pid=pid, data={**handle.data, "start_time": start_time(pid),
+                                                 "oom_base": oom_base})
+        self._handles[key] = renewed
+        self._watch(renewed)
+        return renewed
 
     def forget_ended(self, machine_id: str) -> None:
         """Drop what is kept about a machine's runs that have ended (their files remain)."""

@@ -51,6 +51,7 @@ from bodega.worker.drivers.vm.qemu import (
     argv,
     control_socket,
     exec_socket,
+    launch_record,
     qmp_socket,
     run_args,
     share_socket,
@@ -59,6 +60,7 @@ from bodega.worker.images.manifest import ImageConfig
 
 log = logging.getLogger("bodega.worker.vm")
 RESOLV_CONF = "/etc/resolv.conf"
+LAUNCH = "launch.json"  # in the machine's vm directory: its last boot's ``VmLaunch``
 
 
 class VmMachines:
@@ -85,10 +87,10 @@ class VmMachines:
         base = await self.disks.base(rootfs)
         await machine_disk(base, directory / "root.qcow2")
 
-    async def program(self, spec: TaskSpec, image: ImageConfig, rootfs: Path,
-                      incoming: Path | None = None) -> list[str]:
+    async def program(self, spec: TaskSpec, image: ImageConfig, rootfs: Path) -> list[str]:
         """The wrapper's program for this start: ``qemu.RUN`` and qemu's argv, with the
-        machine's config disk written and its status disk cleared."""
+        machine's config disk written, its status disk cleared and the launch kept for
+        its resumes (``snapshots.py``)."""
         if spec.memory_mb < MIN_MEMORY_MB:
             raise DriverError(f"a vm machine needs {MIN_MEMORY_MB} MB at least for its "
                               f"kernel, not {spec.memory_mb}")
@@ -125,9 +127,9 @@ class VmMachines:
             config=directory / "config.img", status=directory / "status.img",
             mac=config.network.mac, control=control_socket(spec.machine_id),
             qmp=qmp_socket(spec.machine_id), exec_line=exec_socket(spec.machine_id),
-            incoming=incoming, tsc_khz=self.tsc_khz, shares=shares)
-        return [SHELL, "-c", RUN, "bodega-vm", str(directory / "status.img"),
-                *run_args(shares), *argv(launch)]
+            tsc_khz=self.tsc_khz, shares=shares)
+        keep_launch(directory, launch)
+        return wrapper_program(launch)
 
     async def signal(self, machine_id: str, signal: int) -> bool:
         """Write ``signal`` on the init's signal line; False if it was not (SIGKILL, which
@@ -168,6 +170,19 @@ class VmMachines:
         for socket in (control_socket(machine_id), qmp_socket(machine_id),
                        exec_socket(machine_id), *CONTROL_DIR.glob(f"{machine_id}.vol*")):
             socket.unlink(missing_ok=True)
+
+
+def keep_launch(directory: Path, launch: VmLaunch) -> None:
+    """``launch`` as the boot the machine's resumes run again (``LAUNCH``)."""
+    kept = directory / LAUNCH
+    kept.with_suffix(".tmp").write_bytes(launch_record(launch))
+    kept.with_suffix(".tmp").rename(kept)
+
+
+def wrapper_program(launch: VmLaunch) -> list[str]:
+    """``qemu.RUN`` with the launch's status disk and qemu's argv: what the wrapper runs."""
+    return [SHELL, "-c", RUN, "bodega-vm", str(launch.status), *run_args(launch.shares),
+            *argv(launch)]
 
 
 async def namespace_network(netns: str) -> GuestNetwork:

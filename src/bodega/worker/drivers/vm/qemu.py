@@ -7,7 +7,10 @@ its clocks. ``tsc_early_khz`` gives the kernel the TSC's rate: without it microv
 hangs calibrating it. The first serial port is the console, written to the run's
 stdout (the machine's log); the second is the init's signal line, a Unix socket the
 worker connects to (``signals.py``); QMP answers on a third, for suspend; the init's
-exec line is a virtio-serial port named ``EXEC_PORT``, a fourth (``guest_exec.py``).
+exec line is a virtio-serial port named ``EXEC_PORT``, a fourth (``guest_exec.py``). A
+resume is the same argv (``VmLaunch`` is kept beside the machine's disks:
+``launch_record``) with ``-incoming defer``: qemu waits, its vCPUs stopped (``-S``), for
+the snapshot it is given by QMP (``snapshots.py``).
 
 ``RUN`` is the program the worker's wrapper runs (``process/launch.py``), in the
 machine's namespace: it starts a virtiofsd for each directory shared with the VM (the
@@ -24,6 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from pydantic import TypeAdapter
 
 from bodega.model.capacity import VM_OVERHEAD_MB
 
@@ -99,7 +104,7 @@ class VmLaunch:
     control: Path | None = None  # the signal line's socket
     qmp: Path | None = None
     exec_line: Path | None = None  # the exec line's socket
-    incoming: Path | None = None  # resume from this snapshot instead of booting
+    incoming: bool = False  # wait for a snapshot to resume from (QMP), instead of booting
     shares: tuple[Share, ...] = ()
     tsc_khz: int = DEFAULT_TSC_KHZ
     probe: bool = False
@@ -149,9 +154,22 @@ def argv(launch: VmLaunch) -> list[str]:
                  "-device", f"virtserialport,chardev=exec,name={EXEC_PORT}"]
     if launch.qmp is not None:
         args += ["-qmp", f"unix:{launch.qmp},server=on,wait=off"]
-    if launch.incoming is not None:
-        args += ["-incoming", f"exec:cat {launch.incoming}"]
+    if launch.incoming:
+        args += ["-S", "-incoming", "defer"]
     return args
+
+
+LAUNCHES = TypeAdapter(VmLaunch)
+
+
+def launch_record(launch: VmLaunch) -> bytes:
+    """What is kept of a boot for its resumes: a resume runs the same qemu, device for
+    device, as the boot whose state its snapshot holds."""
+    return LAUNCHES.dump_json(launch)
+
+
+def launch_of(record: bytes) -> VmLaunch:
+    return LAUNCHES.validate_json(record)
 
 
 def tsc_khz(cpuinfo: str) -> int:
