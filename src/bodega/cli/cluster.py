@@ -16,7 +16,7 @@ from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 
 if TYPE_CHECKING:
-    from bodega.wire.platform import WorkerStatus
+    from bodega.wire.platform import Member, WorkerStatus
 
 cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
 cluster.add_typer(key, name="key")
@@ -27,17 +27,27 @@ cluster.add_typer(token, name="token")
 @friendly
 def members(api_url: ApiUrl = None, token: Token = None,
             context: ContextName = None, json: Json = False) -> None:
-    """Members as the broker's registry sees them: alive, suspect, dead or left, and when
-    each one's certificate expires (it is renewed before then)."""
+    """Members as the broker's registry sees them: alive, or unreachable (suspect, dead or
+    left) since when, and when each one's certificate expires (it is renewed before then).
+    A host that went away stays listed as long as the view holds its rows."""
     found = call(api_url, token, lambda c: c.members(), context=context)
     if json:
         show_json(found)
         return
-    table(["NAME", "ROLE", "REGION", "STATUS", "INCARNATION", "GENERATION", "ADDR",
+    table(["NAME", "ROLE", "REGION", "STATUS", "SINCE", "INCARNATION", "GENERATION", "ADDR",
            "CERT EXPIRES"],
-          [(m.name, m.role, m.region, m.status, m.incarnation, m.generation, m.addr,
-            m.meta.get("cert_expires", "-"))
+          [(m.name, m.role, m.region, member_label(m), m.since or "-", m.incarnation,
+            m.generation, m.addr, m.meta.get("cert_expires", "-"))
            for m in found])
+
+
+def member_label(member: Member) -> str:
+    """``alive``, or its host's status with membership's word for it: ``unreachable
+    (dead)``."""
+    host = member.host_status or "ok"
+    if host == "ok" or host == member.status:
+        return member.status
+    return f"{host} ({member.status})"
 
 
 @cluster.command("workers")

@@ -49,9 +49,12 @@ class Member(Answer):
     role: str = ""
     region: str = ""
     meta: dict[str, str] = {}
-    status: str = ""  # alive, suspect, dead or left
+    status: str = ""  # alive, suspect, dead or left; unknown: a worker it has no record of
     incarnation: int = 0
     generation: int = 0
+    # ok, unreachable or unknown, by the rule every answer uses (broker/view/host_status.py)
+    host_status: str | None = None
+    since: str | None = None  # when its status last changed (RFC 3339), as the broker saw it
 
 
 class WorkerStatus(Answer):

@@ -251,6 +251,28 @@ async def test_a_refused_placement_shows_its_reason_and_the_workers(tmp_path: Pa
         assert "Bad form: cpus must be a whole number" in bad.text
 
 
+async def test_a_machine_on_a_host_nobody_hears_is_marked_on_its_app_and_worker_screens(
+        tmp_path: Path) -> None:
+    async with dashboard_cluster(tmp_path) as s, signed_in(s.url) as web:
+        catalog = s.cluster.catalog
+        for name in ("ams-1", "ams-2"):
+            catalog.set_status(name, "alive")
+        pages = ("/ui/apps/web", f"/ui/workers/{s.worker}",
+                 f"/ui/apps/web/machines/{s.machine_id}")
+
+        async def marks() -> list[str]:
+            return [m for page in pages
+                    for m in re.findall(r'data-host-status="(\w+)"', (await web.get(page)).text)]
+
+        assert await marks() == []
+        catalog.set_status(s.worker, "dead")
+        assert await marks() == ["unreachable"] * 3
+        members = (await web.get("/ui/members")).text
+        assert f'data-member="{s.worker}"' in members
+        catalog.set_status(s.worker, "alive")
+        assert await marks() == []
+
+
 async def test_closing_the_dashboard_ends_its_open_streams(tmp_path: Path) -> None:
     async with dashboard_cluster(tmp_path) as s, signed_in(s.url) as web, \
             web.stream("GET", "/ui/streams/members") as stream:

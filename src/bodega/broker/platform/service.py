@@ -17,6 +17,7 @@ from bodega.broker.machines.service import Machines
 from bodega.broker.placing.record import explained
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.catalog import Catalog
+from bodega.broker.view.host_status import listed_members
 from bodega.model.answer import from_doc
 from bodega.model.capacity import Ask, shortfalls
 from bodega.model.errors import BadRequest
@@ -162,7 +163,8 @@ class Platform:
         return Regions(Regions=rows, Nearest=self.nearest)
 
     def members(self) -> list[Member]:
-        return sorted(self.catalog.members(), key=lambda m: (m.role, m.name))
+        """Membership's members, and the workers it has no record of whose rows remain."""
+        return listed_members(self.catalog.members(), self.catalog.rows("workers"))
 
     def workers(self) -> list[WorkerStatus]:
         out = []

@@ -1,7 +1,9 @@
 """The members screen's content: gossip members as this broker's membership sees them.
 
-Each member's status (alive, suspect, dead, left), its incarnation (how often
-it has refuted a suspicion of itself) and, while it is suspect, how long
+Each member's status (alive, suspect, dead, left; ``unknown`` for a worker whose
+row is in the view but of which membership has no record) and since when, its
+incarnation (how often it has refuted a suspicion of itself) and, while it is
+suspect, how long
 this broker gives it to refute before declaring it dead (Lifeguard's
 suspicion timeout, which shrinks as others confirm). Pure.
 """
@@ -28,6 +30,7 @@ class MemberRow:
     generation: int
     url: str
     suspect_for: float | None  # seconds left to refute a suspicion; None: not suspect
+    since: str = ""  # when its status last changed, as this broker saw it
 
     @property
     def key(self) -> str:
@@ -47,7 +50,8 @@ def member_rows(members: Iterable[Mapping[str, Any]],
                               status=status, incarnation=int(m.get("incarnation") or 0),
                               generation=int(m.get("generation") or 0),
                               url=str(meta.get("url", "")) if isinstance(meta, Mapping) else "",
-                              suspect_for=None if left is None else max(0.0, left)))
+                              suspect_for=None if left is None else max(0.0, left),
+                              since=str(m.get("since") or "")))
     return sorted(rows, key=lambda r: (ROLE_ORDER.get(r.role, 9), r.role, natural(r.name)))
 
 

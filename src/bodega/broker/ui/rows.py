@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bodega.broker.view.host_status import OK, check_status
 from bodega.model.capacity import Ask, Totals, Usage
 from bodega.model.states import RELEASES_COMPUTE
 
@@ -58,6 +59,7 @@ class MachineSlice:
     release: str | None
     checks: tuple[CheckView, ...]
     updated_at: str
+    host_status: str = OK  # its worker's, by membership: ok, unreachable or unknown
 
     @property
     def holds(self) -> bool:
@@ -102,17 +104,19 @@ class WorkerView:
         return "cordoned" if self.cordoned else "alive"
 
 
-def _checks(raw: Any) -> tuple[CheckView, ...]:
+def _checks(raw: Any, host: str) -> tuple[CheckView, ...]:
     if not isinstance(raw, list):
         return ()
-    return tuple(CheckView(str(c.get("name", "")), str(c.get("status", "")),
+    return tuple(CheckView(str(c.get("name", "")), check_status(str(c.get("status", "")), host),
                            str(c.get("output", ""))[:500])
                  for c in raw if isinstance(c, Mapping))
 
 
-def machine_slice(doc: Mapping[str, Any]) -> MachineSlice | None:
-    """A ``machines`` row (or a machine the API returned); None if it cannot be read."""
+def machine_slice(doc: Mapping[str, Any], host: str | None = None) -> MachineSlice | None:
+    """A ``machines`` row (or a machine the API returned); None if it cannot be read.
+    ``host``: its worker's status (``view.host_status``); None takes the doc's."""
     try:
+        host = host or str(doc.get("host_status") or OK)
         config = doc.get("config") or doc.get("incomplete_config") or {}
         guest = config.get("guest") or {}
         metadata = config.get("metadata") or {}
@@ -126,7 +130,8 @@ def machine_slice(doc: Mapping[str, Any]) -> MachineSlice | None:
             memory_mb=int(guest.get("memory_mb") or DEFAULT_MEMORY_MB),
             process_group=str(metadata.get("fly_process_group") or "app"),
             release=None if release is None else str(release),
-            checks=_checks(doc.get("checks")), updated_at=str(doc.get("updated_at", "")))
+            checks=_checks(doc.get("checks"), host), updated_at=str(doc.get("updated_at", "")),
+            host_status=host)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
 

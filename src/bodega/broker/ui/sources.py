@@ -10,7 +10,8 @@ API instead (``calls.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from bodega.broker.auth.tokens import Principal
 from bodega.broker.ui.apps_view import (
@@ -24,6 +25,7 @@ from bodega.broker.ui.apps_view import (
 from bodega.broker.ui.members_view import MemberRow, member_rows
 from bodega.broker.ui.rows import MachineSlice, WorkerView, machine_slice, natural, worker_view
 from bodega.broker.view.catalog import Catalog
+from bodega.broker.view.host_status import host_status, listed_members
 
 
 def no_suspicion(_name: str) -> float | None:
@@ -50,13 +52,18 @@ class ClusterView:
         return sorted({w.region for w in self.workers()})
 
     def machines(self, **filters: str) -> list[MachineSlice]:
-        """Machines of the view (destroyed ones too: callers choose), by ``filters``."""
-        found = (machine_slice(d) for d in self.catalog.rows("machines", **filters))
+        """Machines of the view (destroyed ones too: callers choose), by ``filters``, each
+        with its host's status as the API answers it."""
+        found = (self._slice(d) for d in self.catalog.rows("machines", **filters))
         return [m for m in found if m is not None]
 
     def machine(self, machine_id: str) -> MachineSlice | None:
         doc = self.catalog.get("machines", machine_id)
-        return None if doc is None else machine_slice(doc)
+        return None if doc is None else self._slice(doc)
+
+    def _slice(self, doc: Mapping[str, Any]) -> MachineSlice | None:
+        return machine_slice(doc, host_status(self.catalog.member_status(
+            str(doc.get("worker") or ""))))
 
     def app(self, name: str) -> AppSummary | None:
         doc = self.catalog.get("apps", name)
@@ -77,4 +84,6 @@ class ClusterView:
         return release_rows(self.catalog.rows("releases", app=app))
 
     def members(self) -> list[MemberRow]:
-        return member_rows((m.model_dump() for m in self.catalog.members()), self.suspicion_left)
+        """Membership's members, and the workers it has no record of whose rows remain."""
+        listed = listed_members(self.catalog.members(), self.catalog.rows("workers"))
+        return member_rows((m.model_dump() for m in listed), self.suspicion_left)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bodega.model.answer import from_doc
-from bodega.model.machine import Machine
+from bodega.model.machine import Machine, rfc3339
 from bodega.model.volume import Volume
 from bodega.wire.platform import Member
 
@@ -114,6 +115,7 @@ class MemoryCatalog:
     def set_status(self, name: str, status: str, **info: Any) -> None:
         self.statuses[name] = status
         self.member_info[name] = Member.model_validate({"name": name, "status": status,
+                                                        "since": rfc3339(time.time()),
                                                         **info})
         self._notify(Change("members", name))
 

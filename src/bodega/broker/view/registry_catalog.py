@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from bodega.broker.view.catalog import Change
+from bodega.model.machine import rfc3339
 from bodega.registry import Registry
 from bodega.wire.platform import Member
 
@@ -34,7 +35,11 @@ class RegistryCatalog:
         return None if member is None else str(member.status)
 
     def members(self) -> list[Member]:
-        return [Member.model_validate(m.to_json()) for m in self.node.members()]
+        membership = self.node.membership
+        return [Member.model_validate({**m.to_json(), "since": None if since is None
+                                       else rfc3339(since)})
+                for m in self.node.members()
+                for since in [membership.status_since(m.name)]]
 
     async def changes(self) -> AsyncIterator[Change]:
         """Worker, machine and job rows and membership changes, merged; raises if a feed

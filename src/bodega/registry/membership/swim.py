@@ -127,6 +127,12 @@ class Swim:
                 self._prober.add(record.name)
         self.joined = True
 
+    def status_since(self, name: str) -> float | None:
+        """When another member's status last changed, or it came back as a new generation
+        (this node's clock); None for ourselves or a member not in the table."""
+        return None if name == self.name or self._table.get(name) is None \
+            else self._table.since(name)
+
     def suspicion_deadline(self, name: str) -> float | None:
         s = self._table.suspicion(name)
         return None if s is None else s.deadline

@@ -152,6 +152,12 @@ class Membership:
     def member(self, name: str) -> MemberView | None:
         return self.swim.member(name)
 
+    def status_since(self, name: str) -> float | None:
+        """When ``name``'s status last changed as this node saw it, in seconds since the
+        epoch (the table counts on the loop's clock, which has no date)."""
+        since = self.swim.status_since(name)
+        return None if since is None else time.time() - (self._now() - since)
+
     def alive(self) -> list[MemberView]:
         return [m for m in self.swim.members() if m.status is Status.ALIVE]
 
