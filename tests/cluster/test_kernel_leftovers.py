@@ -214,16 +214,16 @@ async def test_ctrl_c_leaves_no_kernel_object_and_a_restart_wires_machines_again
     assert_left_nothing(before, after, marks(data, b, *machines))
     assert program_pids(marker) == []
 
-    # The same data dir again: machines keep their addresses; a start wires them anew.
+    # The same data dir again: machines keep their addresses; the start that brings back
+    # what was started (docs/up.md) wires them anew, and what rested stays at rest.
     again = await UpProcess(data, *args(api_port, free_port(), b)).start()
     try:
         await again.until_line("bodega is up")
         async with api_of(again, api_port) as api:
-            machine = (await api.http.get(f"/v1/apps/left/machines/{served['id']}")).json()
-            assert machine["state"] == "stopped"  # `bodega up` stopped it on the way out
-            await api.post(f"/v1/apps/left/machines/{served['id']}/start")
             await api.wait("left", served["id"], "started")
             assert await answers(served["private_ip"]) == served["id"]
+            rested = (await api.http.get(f"/v1/apps/left/machines/{resting['id']}")).json()
+            assert rested["state"] == "stopped"
             # A machine at rest gets its namespace back ahead of its next start.
             namespace = f"bodega-{mine[0]}-{b}-"
             await until(lambda: len([n for n in snapshot().namespaces

@@ -121,9 +121,11 @@ def run(
 
 
 def _detail(event: MachineEvent) -> str:
-    """What an event says went wrong (its error, a failed run), or how its run ended."""
+    """Why the worker did it on its own (``host restarted``), and what the event says went
+    wrong (its error, a failed run) or how its run ended."""
     exit_event = event.exit_event()
-    return event.trouble() or (exit_event.describe() if exit_event is not None else "")
+    said = event.trouble() or (exit_event.describe() if exit_event is not None else "")
+    return "; ".join(part for part in (event.reason(), said) if part)
 
 
 @machine.command("list")

@@ -100,6 +100,11 @@ class MachineEvent(Answer):
         found = (self.request or {}).get("error")
         return None if found is None else str(found)
 
+    def reason(self) -> str | None:
+        """Why the worker began what the event records on its own (``host restarted``)."""
+        found = (self.request or {}).get("reason")
+        return None if found is None else str(found)
+
     def trouble(self) -> str | None:
         """What this event says went wrong: a failed step's error, or a run that failed
         (its exit code, signal, OOM); None for an event that reports nothing wrong."""
@@ -174,6 +179,10 @@ class ExitStatus:
     oom_killed: bool = False
     requested_stop: bool = False
     exited_at: float = 0.0
+    # The worker found the run already over when it started, with no word of how it ended:
+    # its wrapper was killed with it, as a host that goes down (or a cluster killed whole)
+    # kills every process. Not stored: it only decides what the worker does at that start.
+    lost: bool = False
 
     @property
     def failed(self) -> bool:

@@ -6,7 +6,10 @@ no request ever sees a half-recovered worker.
 
 ``Worker.stop`` with ``stop_machines_on_exit`` (what ``bodega up`` asks) leaves
 nothing on the host: once its machines are stopped it sweeps every kernel object
-it made (all named with its cluster id); their next start wires them again.
+it made (all named with its cluster id); their next start wires them again. Those
+it stopped while started are marked so, and start again when the worker does
+(``core/policy.py``, ``comes_back``), as do those whose runs it finds killed with
+the host.
 Without it, machines keep running for the next start to re-adopt, and only spare
 namespaces are unwired. A worker killed with SIGKILL removes nothing, so its
 machines live on and are re-adopted. Its batch jobs are ``jobs/wiring.py``'s. With
@@ -305,7 +308,7 @@ class Worker:
                 return
             log.info("stopping %d machines before exit", len(rows))
             results = await asyncio.gather(
-                *(self.machines.stop(row.id, timeout=5.0, lease_override=True) for row in rows),
+                *(self.machines.host_stop(row.id, timeout=5.0) for row in rows),
                 return_exceptions=True,
             )
             for row, result in zip(rows, results, strict=True):

@@ -78,6 +78,10 @@ def test_an_events_exit_and_error_are_read_from_its_request() -> None:
     assert (exit_event.exit_code, exit_event.signal, exit_event.failed) == (3, None, True)
     failed = MachineEvent(type="launch", status="failed", request={"error": "no such file"})
     assert (failed.exit_event(), failed.error()) == (None, "no such file")
+    assert (event.reason(), failed.reason()) == (None, None)
+    again = MachineEvent(type="start", status="starting", source="flyd",
+                         request={"reason": "host restarted"})
+    assert (again.reason(), again.trouble()) == ("host restarted", None)
 
 
 def test_an_image_reference_is_split_as_the_api_reports_it() -> None:

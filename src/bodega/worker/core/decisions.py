@@ -37,6 +37,14 @@ class Stop:
 
 
 @dataclass(frozen=True)
+class HostStop:
+    """The worker stops its machines because its host's bodega stops (``bodega up`` or
+    ``bodega join`` ending): what was started starts again when it comes back."""
+
+    timeout: float  # seconds until SIGKILL
+
+
+@dataclass(frozen=True)
 class Restart:
     signal: str | int | None = None
     timeout: float | None = None
@@ -109,7 +117,8 @@ class OperationEnded:
 
 @dataclass(frozen=True)
 class Recovered:
-    """The worker restarted and found this machine with no operation under way."""
+    """The worker restarted and found this machine with no operation under way (or the
+    one it found under way has ended)."""
 
 
 @dataclass(frozen=True)
@@ -123,8 +132,8 @@ class CheckResult:
     start_seq: int
 
 
-Stimulus = (Create | Start | Stop | Restart | Update | Destroy | Signal | Suspend | Cordon
-            | SetMetadata | ExitObserved | StepEntered | OperationFailed | OperationEnded
+Stimulus = (Create | Start | Stop | HostStop | Restart | Update | Destroy | Signal | Suspend
+            | Cordon | SetMetadata | ExitObserved | StepEntered | OperationFailed | OperationEnded
             | Recovered | CheckResult)
 
 # -- decisions -------------------------------------------------------------------------------
@@ -165,6 +174,7 @@ class Changes:
     instance_id: str | None = None
     sizing: Sizing | None = None
     checks: CheckStates | None = None
+    host_stopped: bool | None = None
     clear_handle: bool = False
 
     def merge(self, later: Changes) -> Changes:
@@ -181,7 +191,7 @@ class Changes:
         """The changes as the store's column updates."""
         out: dict[str, Any] = {}
         for name in ("state", "holds_compute", "start_seq", "restarts", "cordoned",
-                     "last_exit", "config", "instance_id", "checks"):
+                     "last_exit", "config", "instance_id", "checks", "host_stopped"):
             value = getattr(self, name)
             if value is not None:
                 out[name] = value

@@ -28,6 +28,7 @@ class Payload:
 
     fsm: ClassVar[str]  # the state machine it belongs to (``core/fsm.py``)
     source: str = "user"  # who began it: "user" (a call) or "flyd" (the worker itself)
+    reason: str | None = None  # why the worker began it, when not for a call: its events say
     error: str | None = None  # once a step failed: why
     failed_step: str | None = None  # and which step
 

@@ -1,4 +1,23 @@
-"""Where each operation may begin, and the restart policy: pure tables and arithmetic."""
+"""Where each operation may begin, and the restart policy: pure tables and arithmetic.
+
+The restart policy also says which machines come back with their host. A machine
+that was ``started`` when its host's bodega stopped (a graceful stop, which
+records it, or a host that went down, whose runs the worker finds over with no
+word of how they ended) starts again when the worker comes back, as flyd does
+after a host restart, unless:
+
+- its policy is ``no``: Fly never starts such a machine on its own, whatever ended
+  its run;
+- it is a standby (``config.standbys``): a standby runs only in its primary's
+  place, and whether it must is the broker's call, made again once the cluster
+  is back (``broker/machines/standby.py``).
+
+``on-failure`` comes back like ``always``: the run did not exit on its own, its
+host ended it, and the start is not counted against ``max_retries``. A machine
+the user stopped, one that had exited on its own, and one suspended (a graceful
+stop stops it, as its frozen memory cannot outlive the host's processes) are at
+rest already and stay so; a suspended one starts cold on its next start or wake.
+"""
 
 from __future__ import annotations
 
@@ -41,6 +60,10 @@ BACKOFF_CAP = 10.0
 # on-failure forgives past crashes once a run has lasted this long.
 RESTART_WINDOW = 300.0
 
+# What the events of the stops and starts the host's own stop and return began say.
+HOST_STOPPING = "host stopping"
+HOST_RESTARTED = "host restarted"
+
 
 def may_begin(fsm: str, record: MachineRow) -> bool:
     """True if ``fsm`` may begin; False if the machine is already where it would lead."""
@@ -64,6 +87,13 @@ def after_exit(
     if auto_destroy:
         return ExitDecision.DESTROY
     return ExitDecision.STOP
+
+
+def comes_back(record: MachineRow) -> bool:
+    """Whether a machine its host's bodega stopped while ``started`` starts again when the
+    worker comes back (see the module's docstring)."""
+    policy, _max_retries = record.config.restart_policy()
+    return policy != "no" and not record.config.standbys
 
 
 def restart_delay(restarts: int) -> float:

@@ -76,6 +76,9 @@ class MachineRow:
     updated_at: float
     checks: CheckStates | None = None  # the current run's health checks, once one reported
     memory_limit_mb: int | None = None  # set live below memory_mb (PUT .../memory)
+    # Started when its host's bodega stopped it (``HostStop``): it starts again when the
+    # worker comes back, as its restart policy says (``core/policy.py``, ``comes_back``).
+    host_stopped: bool = False
 
     @property
     def memory_limit(self) -> int:

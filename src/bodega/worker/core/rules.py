@@ -21,6 +21,8 @@ the end of an operation, and what a process's own exit leads to.
                         started                                nothing (already there)
     Stop                started created failed suspended       begin stop
                         stopped                                nothing (already there)
+    HostStop            as Stop (the host's bodega stops)      begin stop; a started machine is
+                                                               marked host_stopped
     Restart             started                                begin restart
     Update              created started stopped failed         check room if it will hold compute;
                         suspended                              new version; begin update
@@ -32,8 +34,14 @@ the end of an operation, and what a process's own exit leads to.
                                                                (core/annotations.py)
     ExitObserved        started, same run                      restart policy: begin start after
                                                                a backoff, destroy, or exit_machine
+                          while draining                       rest (marked host_stopped if the
+                                                               policy would have restarted it)
+                          lost with its host                   comes_back: begin start at once,
+                                                               else as policy no
                         anything else                          nothing (an operation stopped it)
     Recovered           started or suspended, with a process   watch it
+                        stopped and host_stopped               comes_back: begin start; unmarked
+                        elsewhere host_stopped                 unmarked
     CheckResult         started, same run, status changed      the check's new state, an event
                         anything else                          nothing (a former run's probe)
 
@@ -59,6 +67,7 @@ from bodega.worker.core.decisions import (
     EventSpec,
     ExitDecision,
     ExitObserved,
+    HostStop,
     Note,
     OperationEnded,
     OperationFailed,
@@ -86,8 +95,11 @@ from bodega.worker.core.payloads import (
     UpdateMachine,
 )
 from bodega.worker.core.policy import (
+    HOST_RESTARTED,
+    HOST_STOPPING,
     RESTART_WINDOW,
     after_exit,
+    comes_back,
     may_begin,
     restart_delay,
 )
@@ -115,6 +127,8 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
             return _start(record)
         case Stop() | Restart():
             return _stop_or_restart(record, stimulus)
+        case HostStop():
+            return _host_stop(record, stimulus)
         case Update():
             return _update(record, stimulus)
         case Destroy():
@@ -133,9 +147,7 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
         case ExitObserved():
             return _exit_observed(record, stimulus)
         case Recovered():
-            # A suspended machine's frozen process is re-adopted like a running one.
-            running = record.state in (S.STARTED, S.SUSPENDED) and record.handle is not None
-            return Decision(then=frozenset({Then.WATCH})) if running else NOTHING
+            return _recovered(record)
         case CheckResult():
             return check_result(record, stimulus)
     raise TypeError(f"unknown stimulus {stimulus!r}")
@@ -176,13 +188,38 @@ def _operation_ended(record: MachineRow, stimulus: OperationEnded) -> Decision:
 
 
 def _begin_start(record: MachineRow, source: str, delay: float,
-                 changes: Changes = Changes()) -> Decision:
+                 changes: Changes = Changes(), reason: str | None = None) -> Decision:
     start_seq = record.start_seq + 1
+    # Any start settles what the host's stop left to do: the machine runs again.
+    unmark = Changes(host_stopped=False) if record.host_stopped else Changes()
     return Decision(
         room=None if record.holds_compute else Ask.for_config(record.config),
-        changes=changes.merge(Changes(holds_compute=True, start_seq=start_seq)),
-        begin=StartMachine(source=source, start_seq=start_seq, delay=delay),
+        changes=changes.merge(unmark).merge(Changes(holds_compute=True, start_seq=start_seq)),
+        begin=StartMachine(source=source, reason=reason, start_seq=start_seq, delay=delay),
     )
+
+
+def _host_stop(record: MachineRow, stimulus: HostStop) -> Decision:
+    """A stop like a call's, by the worker, that marks a started machine to come back."""
+    if not may_begin("stop_machine", record):
+        return Decision(already=True)
+    # Marked in the commit that begins the stop: a crash in its middle finishes the stop
+    # at the next start, and the mark is there for the return that follows.
+    mark = Changes(host_stopped=True) if record.state == S.STARTED else Changes()
+    return Decision(changes=mark, begin=StopMachine(
+        source="flyd", reason=HOST_STOPPING, thaw=thawing(record), timeout=stimulus.timeout))
+
+
+def _recovered(record: MachineRow) -> Decision:
+    # A suspended machine's frozen process is re-adopted like a running one.
+    if record.state in (S.STARTED, S.SUSPENDED) and record.handle is not None:
+        return Decision(then=frozenset({Then.WATCH}))
+    if not record.host_stopped:
+        return NOTHING
+    if record.state == S.STOPPED and comes_back(record):
+        return _begin_start(record, "flyd", delay=0.0, changes=Changes(restarts=0),
+                            reason=HOST_RESTARTED)
+    return Decision(changes=Changes(host_stopped=False))  # it stays where it rests
 
 
 def _start(record: MachineRow) -> Decision:
@@ -221,6 +258,7 @@ def _update(record: MachineRow, stimulus: Update) -> Decision:
             config=stimulus.config, instance_id=stimulus.instance_id,
             sizing=Sizing(stimulus.millicpus, ask.memory_mb, ask.gpus, ask.gpu_kind),
             holds_compute=holds, start_seq=start_seq, restarts=0,
+            host_stopped=False if record.host_stopped else None,
         ),
         new_version=True,
         begin=UpdateMachine(launch=launch, rest_state=str(rest_state), start_seq=start_seq,
@@ -250,18 +288,27 @@ def _exit_observed(record: MachineRow, stimulus: ExitObserved) -> Decision:
             or handle.instance_id != stimulus.instance_id):
         return NOTHING  # an operation stopped it on purpose and recorded the exit itself
     policy, max_retries = record.config.restart_policy()
-    if stimulus.draining:
-        policy = "no"  # a restart now would outlive the worker that is stopping it
     ran_for = stimulus.now - handle.started_at
     restarts = 0 if ran_for > RESTART_WINDOW else record.restarts
-    verdict = after_exit(policy, max_retries, restarts, stimulus.exit,
-                         bool(record.config.auto_destroy))
+    auto_destroy = bool(record.config.auto_destroy)
+    noted = Changes(last_exit=stimulus.exit)
+    if stimulus.draining:
+        # A restart now would outlive the worker that is stopping it: it rests, marked to
+        # come back with the host if its policy would have restarted it.
+        if after_exit(policy, max_retries, restarts, stimulus.exit,
+                      auto_destroy) is ExitDecision.RESTART:
+            noted = noted.merge(Changes(host_stopped=True))
+        policy = "no"
+    elif stimulus.exit.lost:
+        if comes_back(record):
+            return _lost_with_host(record, stimulus)
+        policy = "no"  # a machine that does not come back rests (or is destroyed) here
+    verdict = after_exit(policy, max_retries, restarts, stimulus.exit, auto_destroy)
     status = {ExitDecision.RESTART: "restarting", ExitDecision.STOP: "stopped",
               ExitDecision.DESTROY: "destroying"}[verdict]
     note = Note("supervise", "exit", {"decision": str(verdict)},
                 EventSpec("exit", status, "flyd",
                           {"exit_event": stimulus.exit.exit_event().doc()}))
-    noted = Changes(last_exit=stimulus.exit)
     if verdict is ExitDecision.RESTART:
         start = _begin_start(record, "flyd", delay=restart_delay(restarts),
                              changes=noted.merge(Changes(restarts=restarts + 1)))
@@ -272,3 +319,15 @@ def _exit_observed(record: MachineRow, stimulus: ExitObserved) -> Decision:
     else:  # it comes to rest through its own operation, like every other state change
         begin = ExitMachine(source="flyd")
     return Decision(changes=noted, begin=begin, notes=(note,), exit_decision=verdict)
+
+
+def _lost_with_host(record: MachineRow, stimulus: ExitObserved) -> Decision:
+    """The worker came back to find the run over, killed with its host: the machine comes
+    back as one its host stopped would, at once and not counted as a crash of its own."""
+    verdict = ExitDecision.RESTART
+    note = Note("supervise", "exit", {"decision": str(verdict), "lost": True},
+                EventSpec("exit", "restarting", "flyd",
+                          {"exit_event": stimulus.exit.exit_event().doc()}))
+    start = _begin_start(record, "flyd", delay=0.0, reason=HOST_RESTARTED,
+                         changes=Changes(last_exit=stimulus.exit, restarts=0))
+    return replace(start, notes=(note,), exit_decision=verdict)

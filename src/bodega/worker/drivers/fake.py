@@ -89,8 +89,8 @@ class FakeDriver:
 
     async def wait(self, handle: TaskHandle) -> ExitStatus:
         task = self._task(handle)
-        if task is None:
-            return ExitStatus(exit_code=None, signal=9, exited_at=time.time())
+        if task is None:  # a run of another driver, before a restart: killed with its host
+            return ExitStatus(exit_code=None, signal=9, exited_at=time.time(), lost=True)
         return await asyncio.shield(task.exited)
 
     async def stop(self, handle: TaskHandle, signal: int, timeout: float) -> None:

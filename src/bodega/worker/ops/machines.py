@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Callable
 
 from bodega.model.capacity import Ask
-from bodega.model.errors import BadRequest, NotFound
+from bodega.model.errors import BadRequest, BodegaError, NotFound
 from bodega.model.ids import MACHINE_ID_RE, new_ulid
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
@@ -27,6 +27,7 @@ from bodega.worker.core.decisions import (
     Decision,
     Destroy,
     ExitObserved,
+    HostStop,
     Recovered,
     Restart,
     Start,
@@ -42,7 +43,7 @@ from bodega.worker.ops.claims import check_update
 from bodega.worker.ops.creation import CreateRequest, MachineCreation
 from bodega.worker.ops.effects import MachineEffects, signal_number
 from bodega.worker.ops.lifecycle import Lifecycle, Recorder
-from bodega.worker.ops.locks import MachineLocks
+from bodega.worker.ops.locks import BUSY_WAIT, MachineLocks
 from bodega.worker.ops.runner import Runner
 from bodega.worker.ops.supervision import Supervision
 from bodega.worker.store import leases, queries
@@ -140,6 +141,12 @@ class MachineService:
         await self.lifecycle.run(machine_id, lambda conn: decide(
             self._leased(conn, machine_id, nonce, lease_override), Stop(signal, timeout)))
 
+    async def host_stop(self, machine_id: str, timeout: float) -> None:
+        """The worker's own stop as its host's bodega stops: no lease refuses it, and a
+        machine it stops while started comes back when the worker starts again."""
+        await self.lifecycle.run(machine_id, lambda _conn: decide(
+            self.get(machine_id), HostStop(timeout)))
+
     async def restart(
         self, machine_id: str, nonce: str | None = None, signal: str | int | None = None,
         timeout: float | None = None,
@@ -226,14 +233,42 @@ class MachineService:
                 # Re-attach to the run the interrupted operation was dealing with.
                 await self.driver.recover(row.handle)
             await self.lifecycle.run(resource_id, lambda _conn: Decision(), drive=True)
+            # Once driven (the lock is free): a host's stop a crash cut short has ended, and
+            # its machine comes back.
+            task = asyncio.create_task(self._returned(resource_id, lock_timeout=float("inf")))
+            self.lifecycle.background.add(task)
+            task.add_done_callback(self.lifecycle.background.discard)
         for row in queries.list_machines(self.store.db):
-            if row.id in unfinished or row.handle is None:
+            if row.id in unfinished:
+                continue
+            if row.host_stopped:
+                await self._returned(row.id)
+                continue
+            if row.handle is None:
                 continue
             decision = decide(row, Recovered())
             if decision.then:
                 alive = await self.driver.recover(row.handle)
                 log.info("%s: %s after restart", row.id, "re-adopted" if alive else "found exited")
                 self.lifecycle.follow(row.id, decision)
+
+    async def _returned(self, machine_id: str, lock_timeout: float = BUSY_WAIT) -> None:
+        """A machine its host's stop left resting: start it again if it comes back."""
+        row = queries.get_machine(self.store.db, machine_id)
+        if row is None or not row.host_stopped:
+            return
+
+        def body(conn: sqlite3.Connection) -> Decision:
+            found = queries.get_machine(conn, machine_id)
+            return decide(found, Recovered()) if found is not None else Decision()
+
+        try:
+            decision = await self.lifecycle.run(machine_id, body, lock_timeout=lock_timeout)
+        except BodegaError as exc:  # no room now, say: its mark stays for the next return
+            log.warning("%s: not started again with its host: %s", machine_id, exc)
+            return
+        if decision.begin is not None:
+            log.info("%s: started again with its host", machine_id)
 
 
 def _check_signal(signal: str | int | None) -> None:

@@ -78,6 +78,8 @@ def step_event(store: Store, step: Step, payload: Payload) -> MachineEvent | Non
         request = {"exit_event": dict(payload.exit)}
     elif payload.error and status == "failed":
         request = {"error": payload.error}
+    if payload.reason is not None:  # the worker's own operation says why it began
+        request = {**(request or {}), "reason": payload.reason}
     return store.new_event(type_, status, payload.source, request)
 
 

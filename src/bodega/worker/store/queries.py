@@ -22,6 +22,7 @@ _MACHINE_COLUMNS = frozenset(
         "state", "instance_id", "config", "millicpus", "memory_mb", "gpus", "gpu_kind",
         "ip_index", "private_ip", "netns", "cordoned", "holds_compute", "handle", "start_seq",
         "restarts", "volume_id", "placement", "last_exit", "checks", "memory_limit_mb",
+        "host_stopped",
     }
 )
 

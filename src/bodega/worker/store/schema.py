@@ -146,4 +146,9 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX snapshots_by_volume ON snapshots (volume_id, created_at);
     """,
+    # 5: the machine was started when its host's bodega stopped it: it starts again when
+    # the worker comes back (``core/policy.py``, ``comes_back``).
+    """
+    ALTER TABLE machines ADD COLUMN host_stopped INTEGER NOT NULL DEFAULT 0;
+    """,
 )

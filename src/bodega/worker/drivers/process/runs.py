@@ -157,12 +157,12 @@ class Runs:
         future = loop.create_future()
         self._exits[key] = future
         if handle.pid is None or not self.alive(handle):
-            future.set_result(self._exit_status(handle))
+            future.set_result(self._exit_status(handle, found_ended=True))
             return future
         try:
             pidfd = os.pidfd_open(handle.pid)
         except ProcessLookupError:
-            future.set_result(self._exit_status(handle))
+            future.set_result(self._exit_status(handle, found_ended=True))
             return future
 
         def on_exit() -> None:
@@ -174,8 +174,11 @@ class Runs:
         loop.add_reader(pidfd, on_exit)
         return future
 
-    def _exit_status(self, handle: TaskHandle) -> ExitStatus:
-        """How the run ended: the wrapper's exit file, else the wrapper's own status."""
+    def _exit_status(self, handle: TaskHandle, found_ended: bool = False) -> ExitStatus:
+        """How the run ended: the wrapper's exit file, else the wrapper's own status.
+
+        ``found_ended``: the run was over when first looked at. One of another worker
+        process that left no exit file had its wrapper killed with it: ``lost``."""
         signal_number: int | None = None
         code: int | None = None
         popen = self._children.pop(handle.pid, None) if handle.pid else None
@@ -186,6 +189,7 @@ class Runs:
         exitfile = Path(handle.data.get("exitfile", ""))
         with contextlib.suppress(OSError):
             code = parse_exit_file(exitfile.read_text())
+        lost = found_ended and popen is None and code is None
         if code is None and signal_number is None:
             signal_number = signals.SIGKILL  # the wrapper died with no record: killed
         if code is None:
@@ -196,7 +200,7 @@ class Runs:
         if self.cgroups is not None:
             oom = self.cgroups.oom_kills(handle.machine_id) > int(handle.data.get("oom_base", 0))
         return ExitStatus(exit_code=code, signal=signal_number, oom_killed=oom,
-                          exited_at=time.time())
+                          exited_at=time.time(), lost=lost)
 
     async def recover(self, handle: TaskHandle) -> bool:
         alive = self.alive(handle)
