@@ -57,6 +57,7 @@ NOT_CORES = {
     "bodega.runtime.tls.authority": "the CA at work: its files, a clock, a log",
     "bodega.runtime.tls.contexts": "SSL contexts loaded from files, and a counter",
     "bodega.runtime.tls.join_store": "reads and writes the signer's book of join tokens",
+    "bodega.worker.drivers.vm.initramfs": "finds the vm kernel and builds the initramfs on disk",
 }
 
 # The cores the charter names: they stay in the contract, whatever else moves.

@@ -246,7 +246,7 @@ class MachineEffects:
                 return Outcome()
             case Effect.THAW:
                 machine = self.machine(op.resource_id)
-                return Outcome(updates=_handle_change(machine, await self._thaw(machine)))
+                return _handle_kept(machine, await self._thaw(machine))
             case Effect.TEARDOWN:
                 machine = self.machine(op.resource_id)
                 parking = self.driver.capabilities.parking
@@ -304,7 +304,7 @@ class MachineEffects:
         if ends.thaw:
             # A frozen process cannot act on a signal (nor die of SIGKILL on a v1 freezer).
             handle = await self._thaw(machine)
-        updates = _handle_change(machine, handle)
+        updates = _handle_kept(machine, handle).updates
         if handle is None or not await self.driver.inspect(handle):
             if handle is None:
                 return Outcome()
@@ -324,9 +324,10 @@ class MachineEffects:
                        updates=updates)
 
 
-def _handle_change(machine: MachineRow, handle: TaskHandle | None) -> dict[str, Any]:
+def _handle_kept(machine: MachineRow, handle: TaskHandle | None) -> Outcome:
     """The record's update when its run goes on in another process (a VM resumed)."""
-    return {"handle": handle} if handle is not None and handle != machine.handle else {}
+    return Outcome(updates={"handle": handle}) if handle is not None and \
+        handle != machine.handle else Outcome()
 
 
 def _exit_event(status: ExitStatus, requested: bool) -> Mapping[str, Any]:

@@ -35,6 +35,11 @@ machine's namespace, and its root is a disk, not an overlay. The bundle's ``vm``
 names the namespace, as ``sandbox`` does, and tells a re-adopted run's signals and
 suspends where to go. A vm's suspend ends its qemu (its state in a snapshot file), and
 its resume goes on with the run in a new one (``respawn``, ``vm/snapshots.py``).
+
+The module is long because it is one run's whole life on the host (its bundle or disks,
+its spawn and a VM's respawn, its stop, its destroy) over the same run files, cgroups and
+namespace: what could go elsewhere already has (``control.py``, ``isolations.py``,
+``freezer.py``, the vm package).
 """
 
 from __future__ import annotations
