@@ -28,8 +28,10 @@ from pathlib import Path
 from bodega.worker.drivers.base import DriverError, TaskHandle
 from bodega.worker.drivers.process.cgroups import Cgroups
 
-FREEZE_TIMEOUT = 10.0  # a process in an uninterruptible sleep delays its freeze; not forever
-JOIN_TIMEOUT = 10.0  # a wrapper just spawned on a loaded host joins its cgroups within this
+# A process in an uninterruptible sleep (a page of its program read from a disk other
+# machines keep busy: VM images made, snapshots written) delays its freeze; not forever.
+FREEZE_TIMEOUT = 30.0
+JOIN_TIMEOUT = 30.0  # a wrapper just spawned on a loaded host joins its cgroups within this
 POLL = 0.002
 REFREEZE_EVERY = 25  # looks at a v1 freeze still FREEZING before a thaw and a new ask (50 ms)
 
