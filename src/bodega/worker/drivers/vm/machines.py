@@ -97,9 +97,9 @@ class VmMachines:
         if spec.netns is None:
             raise DriverError("a vm machine needs a network namespace of its own")
         resolv = [m for m in spec.mounts if m.guest_path == RESOLV_CONF]
+        volumes = [m for m in spec.mounts if m.guest_path != RESOLV_CONF]
         shares = tuple(Share(f"vol{i}", share_socket(spec.machine_id, f"vol{i}"), m.host_path)
-                       for i, m in enumerate(m for m in spec.mounts if m not in resolv))
-        guests = [m.guest_path for m in spec.mounts if m not in resolv]
+                       for i, m in enumerate(volumes))
         for share in shares:
             if not share.source.is_dir():
                 raise DriverError(f"a vm machine's volume is a directory: {share.source} is not")
@@ -113,7 +113,8 @@ class VmMachines:
                 user=image_user(image.config.user, rootfs),
                 workdir=image.config.working_dir or "/",
                 resolv_conf=resolv[0].host_path.read_text() if resolv else "",
-                volumes=[(share.tag, path) for share, path in zip(shares, guests, strict=True)])
+                volumes=[(share.tag, m.guest_path)
+                         for share, m in zip(shares, volumes, strict=True)])
             disk = config_disk(config)
         except (BundleError, OSError, ValueError) as exc:
             raise DriverError(str(exc)) from exc
