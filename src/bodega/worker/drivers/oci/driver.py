@@ -293,7 +293,7 @@ class OciDriver(RunsDriver):
         files.exitfile.unlink(missing_ok=True)
         oom_base = 0
         if self.cgroups is not None:
-            memory_mb = VmMachines.memory_mb(spec) if spec.isolation == "vm" \
+            memory_mb = VmMachines.memory_mb(spec.memory_mb) if spec.isolation == "vm" \
                 else spec.memory_mb
             if self.warmup is not None and self.cgroups.made(spec.machine_id):
                 self.cgroups.fit(spec.machine_id, memory_mb, spec.cpus)  # made ahead

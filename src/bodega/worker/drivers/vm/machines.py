@@ -20,6 +20,7 @@ import logging
 import signal as signals
 from pathlib import Path
 
+from bodega.model.capacity import VM_OVERHEAD_MB
 from bodega.runtime.commands import run_command
 from bodega.worker.drivers.base import DriverError, ExecResult, TaskSpec
 from bodega.worker.drivers.oci.bundle import (
@@ -43,7 +44,6 @@ from bodega.worker.drivers.vm.initramfs import Kernel
 from bodega.worker.drivers.vm.qemu import (
     CONTROL_DIR,
     MIN_MEMORY_MB,
-    OVERHEAD_MB,
     RUN,
     TAP,
     Share,
@@ -77,9 +77,9 @@ class VmMachines:
         return machine_dir / "vm"
 
     @staticmethod
-    def memory_mb(spec: TaskSpec) -> int:
+    def memory_mb(guest_mb: int) -> int:
         """The machine's cgroup limit: the guest's memory and qemu's own beside it."""
-        return spec.memory_mb + OVERHEAD_MB
+        return guest_mb + VM_OVERHEAD_MB
 
     async def prepare(self, spec: TaskSpec, rootfs: Path) -> None:
         directory = self.directory(spec.machine_dir)

@@ -30,16 +30,13 @@ from pathlib import Path
 
 from pydantic import TypeAdapter
 
-from bodega.model.capacity import VM_OVERHEAD_MB
-
 QEMU = "qemu-system-x86_64"
 TAP = "tap0"
 MACHINE = "microvm,pit=on,pic=on,rtc=on,isa-serial=on"
 DEFAULT_TSC_KHZ = 2_600_000
 MIN_MEMORY_MB = 128  # below this the cloud kernel and the init do not come up
-# What qemu itself takes beside the guest's memory, in the machine's cgroup (its own heap
-# and, under emulation, the translated code, bounded by ``tb-size``): the ledger charges it.
-OVERHEAD_MB = VM_OVERHEAD_MB
+# Bounds the code tcg translates, part of what qemu holds beside the guest's memory
+# (``capacity.VM_OVERHEAD_MB``, which the machine's cgroup and the ledger allow it).
 TB_SIZE_MB = 32
 CONTROL_DIR = Path("/run/bodega/vm")  # Unix sockets: a machine's dir may be too deep
 VIRTIOFSD = Path("/usr/lib/qemu/virtiofsd")  # Debian's, beside qemu (qemu-system-common)

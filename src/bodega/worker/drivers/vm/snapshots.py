@@ -56,7 +56,7 @@ from bodega.worker.drivers.vm.migration import (
     resume_step,
     suspend_step,
 )
-from bodega.worker.drivers.vm.qemu import OVERHEAD_MB, launch_of, qmp_socket
+from bodega.worker.drivers.vm.qemu import launch_of, qmp_socket
 
 log = logging.getLogger("bodega.worker.vm")
 QMP_TIMEOUT = 60.0  # seconds a QMP command may take, or a new qemu to answer on QMP
@@ -269,7 +269,7 @@ class VmSuspend:
             kept, vmlinuz=self.runs.vm.kernel.vmlinuz, initramfs=self.runs.vm.initramfs)
         launch = kept if kept.vmlinuz.exists() and kept.initramfs.exists() else current
         snapshot = directory / SNAPSHOT
-        memory_mb = launch.memory_mb + OVERHEAD_MB
+        memory_mb = VmMachines.memory_mb(launch.memory_mb)
         why = "it has no snapshot"
         if snapshot.exists():
             resumed = await self.runs.respawn(
