@@ -3,10 +3,13 @@
 On the signer's join listener (TLS, no client certificate: the joining host
 has none yet): ``GET /v1/join/ca`` answers ``CaAnswer``; the host checks its
 hash against the token's pin, and only then ``POST /v1/join`` a
-``JoinRequest`` (the token, one CSR per worker: keys stay on the host) over
-TLS checked against that CA. The answer, ``JoinAnswer``, carries each
-worker's certificate, the gossip keyring, the secrets key and where to
-gossip. On the public Machines API (admin token): ``/v1/cluster/join-tokens``.
+``JoinRequest`` (the token, one CSR per worker and one for the host's
+broker, proxy and registry agent: keys stay on the host) over TLS checked
+against that CA. The answer, ``JoinAnswer``, carries each certificate, the
+gossip keyring, the secrets key and where to gossip; a host that runs a
+broker also gets the admin token and the certificates key, one that runs a
+proxy the certificates key and the edge's default certificate. On the public
+Machines API (admin token): ``/v1/cluster/join-tokens``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ class JoinRequest(BaseModel):
     workers: list[JoiningWorker] = Field(min_length=1, max_length=64)
     # The host's registry agent (its name and CSR), for the certificate it syncs with.
     agent: JoiningWorker | None = None
+    # The host's broker and proxy (``bodega join`` runs both unless told not to).
+    broker: JoiningWorker | None = None
+    proxy: JoiningWorker | None = None
 
 
 class JoinedWorker(BaseModel):
@@ -67,6 +73,14 @@ class JoinAnswer(BaseModel):
     agent: JoinedWorker | None = None  # the host's registry agent's certificate
     # The broker's host runs a registry agent: a joining host runs one too.
     registry_agent: bool = False
+    broker_cert: JoinedWorker | None = None  # the host's broker's certificate, if it asked
+    proxy_cert: JoinedWorker | None = None  # the host's proxy's certificate, if it asked
+    admin_token: str | None = None  # to a host that runs a broker: it serves the API
+    certs_key: str | None = None  # to a host with a broker (seals) or a proxy (opens)
+    # To a host with a proxy: the edge's default certificate (key and chain, PEM) for
+    # *.<edge_domain>, served when no app's certificate matches.
+    edge_cert: str | None = None
+    edge_domain: str = "localhost"
 
 
 class TokenCreate(BaseModel):

@@ -7,14 +7,19 @@ this listener against the CA its token pins. It serves two routes:
 
 - ``GET /v1/join/ca``: the CA certificate, for the host to hash and compare
   with the pin before it sends anything;
-- ``POST /v1/join``: a token and one CSR per worker. The token is checked
+- ``POST /v1/join``: a token and one CSR per worker, and one each for the
+  host's broker, proxy and registry agent. The token is checked
   (``join_token.admit``: this cluster's, known, not revoked, not expired);
-  each CSR is signed for exactly ``worker/<name>`` (a joining host asks for
-  no other role) and the address the host joins from, no other (so a host
-  cannot get a certificate for another member's address); each worker gets
-  a machine subnet. The answer carries what a member needs: the gossip keyring, the
-  secrets key, where to gossip. A refused token is 403 with the reason, and
-  failures are rate-limited per source as logins are.
+  each CSR is signed for exactly its role and name (``worker/<name>``,
+  ``broker/broker-...``, ``proxy/proxy-...``, ``agent/agent-...``) and the
+  address the host joins from, no other (so a host cannot get a certificate
+  for another member's address); each worker gets a machine subnet. The
+  answer carries what a member needs: the gossip keyring, the secrets key,
+  where to gossip; to a host that runs a broker (it serves the Machines API)
+  the admin token and the certificates key; to one that runs a proxy the
+  certificates key and the edge's default certificate. A refused token is
+  403 with the reason, and failures are rate-limited per source as logins
+  are.
 
 On the public listener, admin tokens only: ``POST /v1/cluster/join-tokens``
 (``{"ttl": seconds, "description"}``; the token is shown once), ``GET`` (the
@@ -37,7 +42,7 @@ from starlette.routing import Route
 from bodega.broker.auth.limit import FailureLimiter
 from bodega.broker.auth.tokens import Principal
 from bodega.model.errors import BadRequest, Forbidden, NotFound, TooManyRequests
-from bodega.runtime.tls import pki
+from bodega.runtime.tls import pki, sites
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.identity import Identity, Refused, cert_pem
 from bodega.runtime.tls.join_store import JoinStore
@@ -56,6 +61,7 @@ from bodega.wire.join import (
     CaAnswer,
     JoinAnswer,
     JoinedWorker,
+    JoiningWorker,
     JoinRequest,
     TokenCreate,
     TokenCreated,
@@ -78,10 +84,13 @@ class Joining:
     secrets_key: str
     api_url: str
     image_registry: str | None = None
-    proxy: str | None = None  # the proxy's public host:port (Flycast relays to it)
+    flycast: str | None = None  # the proxy's public host:port (Flycast relays to it)
     # Whether the cluster's workers run the private network (their rows say it now).
     private_network: Callable[[], bool] = lambda: False
     registry_agent: bool = False  # this broker's host runs a registry agent
+    admin_token: str = ""  # the cluster's admin token, to hosts that run a broker
+    certs_key: str = ""  # seals the edge's certificate keys ("" for none)
+    edge_domain: str = "localhost"
 
     def join(self, body: JoinRequest, source: str) -> JoinAnswer:
         """Let in the host at ``source``: its workers' certificates name that address only,
@@ -97,22 +106,39 @@ class Joining:
             joined.append(JoinedWorker(name=worker.name, certificate=issued.certificate,
                                        not_after=issued.not_after,
                                        subnet=subnets.get(worker.name)))
-        agent = None
-        if body.agent is not None:
-            if not body.agent.name.startswith("agent-"):
-                raise ValueError("a host's registry agent is named agent-...")
-            grant = pki.Grant.exactly(Identity(cluster, "agent", body.agent.name), [source])
-            issued = self.authority.sign(body.agent.csr.encode(), grant)
-            agent = JoinedWorker(name=body.agent.name, certificate=issued.certificate,
-                                 not_after=issued.not_after)
-        log.info("host joined with token %s: workers %s in %s", token.id,
-                 ", ".join(w.name for w in body.workers), body.region)
+        agent, broker, proxy = (self._sign(role, asked, source) for role, asked in (
+            ("agent", body.agent), ("broker", body.broker), ("proxy", body.proxy)))
+        edge = None
+        if proxy is not None and self.certs_key:
+            made = sites.issue(self.authority.cert, self.authority.key,
+                               (f"*.{self.edge_domain}", self.edge_domain),
+                               self.authority.clock())
+            edge = (made.key_pem + made.chain_pem).decode()
+        log.info("host joined with token %s: workers %s in %s%s", token.id,
+                 ", ".join(w.name for w in body.workers), body.region,
+                 "".join(f", {c.name}" for c in (broker, proxy) if c is not None))
         return JoinAnswer(cluster_id=cluster, ca=cert_pem(self.authority.cert).decode(),
                           workers=joined, keyring=self.keyring(),
                           secrets_key=self.secrets_key, seeds=self.seeds(),
                           api_url=self.api_url, image_registry=self.image_registry,
-                          proxy=self.proxy, private_network=self.private_network(),
-                          agent=agent, registry_agent=self.registry_agent)
+                          proxy=self.flycast, private_network=self.private_network(),
+                          agent=agent, registry_agent=self.registry_agent,
+                          broker_cert=broker, proxy_cert=proxy,
+                          admin_token=(self.admin_token or None) if broker else None,
+                          certs_key=(self.certs_key or None) if broker or proxy else None,
+                          edge_cert=edge, edge_domain=self.edge_domain)
+
+    def _sign(self, role: str, asked: JoiningWorker | None, source: str
+              ) -> JoinedWorker | None:
+        """The certificate of the host's ``role`` (named ``<role>-...``), if it asked."""
+        if asked is None:
+            return None
+        if not asked.name.startswith(f"{role}-"):
+            raise ValueError(f"a host's {role} is named {role}-...")
+        grant = pki.Grant.exactly(Identity(self.authority.cluster, role, asked.name), [source])
+        issued = self.authority.sign(asked.csr.encode(), grant)
+        return JoinedWorker(name=asked.name, certificate=issued.certificate,
+                            not_after=issued.not_after)
 
 
 def join_app(joining: Joining, limit: FailureLimiter | None = None) -> Starlette:

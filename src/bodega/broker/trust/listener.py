@@ -48,8 +48,10 @@ async def serve_joins(config: BrokerConfig, authority: CertificateAuthority, tls
                       seeds=lambda: gossip_seeds(node),
                       taken_subnets=lambda: subnets_in_use(node),
                       secrets_key=config.secrets_key, api_url=api_url,
-                      image_registry=config.image_registry, proxy=config.join_proxy,
+                      image_registry=config.image_registry, flycast=config.join_proxy,
                       private_network=lambda: runs_private_network(node),
-                      registry_agent=config.registry_agent is not None)
+                      registry_agent=config.registry_agent is not None,
+                      admin_token=config.admin_tokens[0] if config.admin_tokens else "",
+                      certs_key=config.certs_key, edge_domain=config.edge_domain)
     return await serve(join_app(joining), config.join_host, config.join_port,
                        open_tls=tls.open_server)
