@@ -47,6 +47,9 @@ class JoinRequest(BaseModel):
     # The host's broker and proxy (``bodega join`` runs both unless told not to).
     broker: JoiningWorker | None = None
     proxy: JoiningWorker | None = None
+    # A server holds the CA's key and lets hosts join (``bodega join --server``): it needs
+    # a server token (``bodega cluster token create --server``) and a broker.
+    server: bool = False
 
 
 class JoinedWorker(BaseModel):
@@ -81,12 +84,17 @@ class JoinAnswer(BaseModel):
     # *.<edge_domain>, served when no app's certificate matches.
     edge_cert: str | None = None
     edge_domain: str = "localhost"
+    # To a server only: the CA's private key (PEM), and the range joined workers' machine
+    # subnets come from.
+    ca_key: str | None = None
+    join_subnets: str | None = None
 
 
 class TokenCreate(BaseModel):
     model_config = ConfigDict(extra="forbid")
     ttl: float = Field(default=DEFAULT_TTL, gt=0, le=MAX_TTL)  # seconds
     description: str = Field(default="", max_length=200)
+    server: bool = False  # a server token: it may join a host as a server (it gets the CA)
 
 
 class TokenInfo(BaseModel):
@@ -98,6 +106,7 @@ class TokenInfo(BaseModel):
     revoked: datetime.datetime | None = None
     description: str = ""
     joins: int = 0
+    server: bool = False
 
 
 class TokenCreated(BaseModel):
