@@ -26,7 +26,7 @@ import httpx
 import pytest
 from cryptography import x509
 
-from bodega.cluster.joined import agent_tls
+from bodega.cluster.joined import member_tls
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.tls.identity import identity_of
 from tests.cluster.deploy_kit import app_dir, readable_dir
@@ -53,8 +53,8 @@ def cluster() -> Iterator[MultiHost]:
                               "--workers", str(WORKERS[i])) for i in (2, 3)]
         for host in joined:
             wait_for(host, "bodega joined")
-        until(lambda: sum(1 for s in multi.alive().values() if s == "alive") >= 6,
-              "four workers, the broker and the proxy alive")
+        until(lambda: sum(1 for s in multi.alive().values() if s == "alive") >= 10,
+              "four workers, three brokers and three proxies alive")
         yield multi
 
 
@@ -125,8 +125,10 @@ def test_a_deploy_spreads_over_the_hosts_and_a_killed_worker_keeps_its_machine(
 
 
 def refused(cluster: MultiHost, token: str, data: Path) -> str:
+    # A worker-only host: host 3's broker and proxy hold its ports already.
     done = cluster.run_on(3, "join", cluster.join_argv("lon")[1], "--token", token,
-                          "--region", "lon", "--data-dir", str(data))
+                          "--region", "lon", "--data-dir", str(data), "--no-broker",
+                          "--no-proxy")
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -194,10 +196,10 @@ def test_the_join_listener_speaks_tls_only_and_answers_errors_in_shape(
 def test_joined_hosts_renew_their_certificates_through_the_signer_with_no_restart(
         cluster: MultiHost) -> None:
     """Last: by now every first certificate is near the two thirds of its life. The host's
-    worker and its registry agent each renew their own."""
+    worker, registry agent, broker and proxy each renew their own."""
     syd = next(h for h in cluster.members if h.index == 2)
     pids = {c["name"]: (c["role"], int(c["pid"])) for c in syd.components()}
-    assert sorted(role for role, _ in pids.values()) == ["agent", "worker"]
+    assert sorted(role for role, _ in pids.values()) == ["agent", "broker", "proxy", "worker"]
     firsts = {name: certificate(syd, role) for name, (role, _) in pids.items()}
 
     def shown(name: str) -> datetime.datetime | None:
@@ -224,8 +226,8 @@ def test_joined_hosts_renew_their_certificates_through_the_signer_with_no_restar
 
 
 def certificate(host: Host, role: str = "worker") -> x509.Certificate:
-    """The certificate the host's (first) worker, or its registry agent, holds now."""
-    tls = agent_tls(host.data) if role == "agent" else next((host.data / "workers").glob(
+    """The certificate the host's (first) worker, or its agent, broker or proxy, holds now."""
+    tls = member_tls(host.data, role) if role != "worker" else next((host.data / "workers").glob(
         "*/tls"))
     return TlsDir(tls).read_identity()[1]
 

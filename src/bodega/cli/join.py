@@ -1,29 +1,46 @@
-"""``bodega join ADDR --token T --region R``: run this host's workers in a cluster elsewhere.
+"""``bodega join ADDR --token T --region R``: make this host a peer of a cluster elsewhere.
 
 The first time on a data dir it joins (``cluster/joining.py``: the CA checked
 against the token's pin before anything is sent, CSRs out, certificates and
-the gossip keyring back); after that it starts the same workers again with
-the identity they keep, and needs no token. Either way it runs them in the
-foreground as ``bodega up`` runs its own: Ctrl-C stops them and their
-machines; a worker that crashes is restarted and re-adopts its machines.
+the gossip keyring back); after that it starts the same members again with
+the identity they keep, and needs no token. A joined host runs its workers,
+a broker (the whole Machines API, on 4280) and a proxy (every app, on 8080
+and 8443), as host 1 does, unless told ``--no-broker``/``--no-proxy``; with
+``--server`` its broker also holds the CA's key and lets hosts join. Either
+way it runs them in the foreground as ``bodega up`` runs its own: Ctrl-C
+stops them and the workers' machines; a member that crashes is restarted (a
+worker re-adopting its machines). Its API is kept as a CLI context, so
+``bodega`` commands on the host talk to it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from bodega.cli import context_store
+from bodega.cli.contexts import ContextError, Contexts, register_cluster
 from bodega.cli.errors import fail, friendly
 from bodega.cli.up import _unless_stopped
 from bodega.cluster import host_network, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
-from bodega.cluster.joined import JOIN_LOCK, JoinedHost, joined_components
+from bodega.cluster.edge_files import CERTS_KEY, DEFAULT_CERT
+from bodega.cluster.joined import (
+    API_PORT,
+    JOIN_LOCK,
+    PROXY_PORT,
+    PROXY_TLS_PORT,
+    HostRoles,
+    JoinedHost,
+    joined_components,
+)
 from bodega.cluster.joining import JoinFailed
 from bodega.cluster.joining import join as join_cluster
 from bodega.cluster.port_claims import PortClaims
@@ -79,10 +96,36 @@ def join(
         min=1, max=65535, show_default=False,
         help="UDP port of the first worker's WireGuard overlay (the next workers take the "
              "next ports; default 51820, then kept)")] = None,
+    broker: Annotated[bool, typer.Option(
+        "--broker/--no-broker",
+        help="Serve the Machines API here (the first time only; kept)")] = True,
+    proxy: Annotated[bool, typer.Option(
+        "--proxy/--no-proxy", help="Route apps' traffic here (the first time only; kept)")]
+    = True,
+    server: Annotated[bool, typer.Option(
+        help="Hold the cluster CA's key and let hosts join through this one too: needs a "
+             "server token (`bodega cluster token create --server`) and a broker (the first "
+             "time only; kept)")] = False,
+    api_port: Annotated[int, typer.Option(min=1, max=65535, help="The Machines API's port")]
+    = API_PORT,
+    proxy_port: Annotated[int, typer.Option(min=1, max=65535, help="The proxy's HTTP port")]
+    = PROXY_PORT,
+    proxy_tls_port: Annotated[int, typer.Option(
+        min=0, max=65535, help="The proxy's HTTPS port (0: none; needs haproxy)")]
+    = PROXY_TLS_PORT,
+    join_port: Annotated[int, typer.Option(
+        min=1, max=65535, help="A server's join listener (hosts join through it)")]
+    = JOIN_PORT,
     log_level: Annotated[str, typer.Option()] = "info",
 ) -> None:
-    """Join a cluster and run this host's workers until Ctrl-C."""
+    """Join a cluster and run this host's workers, broker and proxy until Ctrl-C."""
     data_dir = data_dir.resolve()
+    if server and not broker:
+        raise ValueError("--server lets hosts join through this host's broker: drop "
+                         "--no-broker")
+    roles = HostRoles(broker=broker, proxy=proxy, server=server, api_port=api_port,
+                      proxy_port=proxy_port, proxy_tls_port=proxy_tls_port,
+                      join_port=join_port)
     unable_why = host_network.unable(driver)
     if private_network and unable_why is not None:
         raise ValueError(f"--private-network: {unable_why}")
@@ -102,8 +145,9 @@ def join(
             if not region:
                 raise ValueError("--region is needed to join, e.g. --region syd")
             mine = advertise or address_towards(host)
+            _check_ports(mine, roles)
             joined = asyncio.run(join_cluster(data_dir, host, port, token, region, workers,
-                                              mine))
+                                              mine, roles))
             lock.started()
             typer.echo(f"joined cluster {joined.cluster_id} through {joined.join} as "
                        f"{', '.join(w.name for w in joined.workers)} ({joined.region}); "
@@ -126,17 +170,23 @@ def join(
                 "no private address, and other hosts' machines do not reach them)")
         changes = (host_network.turn_on_forwarding() if joined.private_network
                    else host_network.HostChanges())
-        names = [w.name for w in joined.workers]
-        if joined.registry_agent and joined.agent:
-            names = [joined.agent, *names]
-        plan = ports.choose_gossip(data_dir, joined.advertise, names, None, claims)
+        plan = ports.choose_gossip(data_dir, joined.advertise, joined.member_names(), None,
+                                   claims)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
                  *(("--memory-mb", str(memory_mb)) if memory_mb else ()))
+        tls = bool(shutil.which("haproxy"))
         components = joined_components(joined, data_dir, plan.ports, driver=driver,
-                                       log_level=log_level, extra_worker_args=sizes)
-        config = ClusterConfig(data_dir=data_dir, token="", secrets_key=_read(data_dir),
+                                       log_level=log_level, extra_worker_args=sizes,
+                                       proxy_tls=tls)
+        config = ClusterConfig(data_dir=data_dir, token=_read(data_dir, "api-token"),
+                               secrets_key=_read(data_dir, "secrets-key"),
+                               certs_key=_read(data_dir, CERTS_KEY),
                                cluster_id=joined.cluster_id, regions=(joined.region,),
                                host=joined.advertise, driver=driver, log_level=log_level,
+                               api_port=joined.api_port, proxy_port=joined.proxy_port,
+                               proxy_tls_port=joined.proxy_tls_port if tls else 0,
+                               proxy_tls_cert=(data_dir / DEFAULT_CERT
+                                               if joined.proxy_name else None),
                                registry_agent=bool(joined.registry_agent and joined.agent))
         configure(log_level, "join")
         lock.started()
@@ -146,7 +196,7 @@ def join(
             wireguard_ports=[joined.wireguard_port + i for i in range(len(joined.workers))],
             changes=changes, unable_why=None)
         asyncio.run(_run(LocalCluster(config, components, sweep_kernel=False), joined,
-                         network_lines))
+                         network_lines, context_store.config_path(os.environ)))
     except (StartFailed, JoinFailed) as err:
         fail(str(err))
     finally:
@@ -179,31 +229,82 @@ async def _unanswered(address: str) -> str | None:
     return None
 
 
-def _read(data_dir: Path) -> str:
+def _check_ports(address: str, roles: HostRoles) -> None:
+    """Refuse, before the join, ports this host cannot serve on (one line naming the flag)."""
+    ports.check_listeners(address, {
+        **({"--api-port": roles.api_port} if roles.broker else {}),
+        **({"--join-port": roles.join_port} if roles.server else {}),
+        **({"--proxy-port": roles.proxy_port} if roles.proxy else {}),
+        **({"--proxy-tls-port": roles.proxy_tls_port}
+           if roles.proxy and roles.proxy_tls_port else {})})
+
+
+def _read(data_dir: Path, name: str) -> str:
     try:
-        return (data_dir / "secrets-key").read_text().strip()
+        return (data_dir / name).read_text().strip()
     except FileNotFoundError:
         return ""
 
 
-async def _run(cluster: LocalCluster, joined: JoinedHost, network_lines: list[str]) -> None:
+async def _run(cluster: LocalCluster, joined: JoinedHost, network_lines: list[str],
+               contexts_file: Path) -> None:
     stop = asyncio.create_task(until_stopped())
     try:
         started, _ = await _unless_stopped(cluster.start(), stop)
         if started:
-            typer.echo(f"bodega joined: {len(cluster.components)} workers in "
-                       f"{joined.region}, serving on {joined.advertise}, Machines API "
-                       f"{joined.api_url}; pid {os.getpid()}")
+            workers = sum(1 for c in cluster.components if c.role == "worker")
+            typer.echo(f"bodega joined: {workers} workers in {joined.region}, serving on "
+                       f"{joined.advertise}, Machines API {joined.own_api or joined.api_url}; "
+                       f"pid {os.getpid()}")
             for line in network_lines:
                 typer.echo(line)
             if joined.private_network:
                 typer.echo(f"  Flycast through "
-                           f"{joined.proxy or 'no proxy (none was told at the join)'}")
+                           f"{joined.flycast or 'no proxy (none was told at the join)'}")
             for component in cluster.components:
-                typer.echo(f"  worker  {component.name:<16} {component.url}")
+                typer.echo(f"  {component.role:<7} {component.name:<16} {component.url}")
+            for line in _peer_lines(joined, cluster):
+                typer.echo(line)
+            if joined.own_api is not None:
+                _register(contexts_file, joined, cluster.config.data_dir)
             typer.echo("Press Ctrl-C to stop.")
             await stop
     finally:
         stop.cancel()
         typer.echo("stopping...")
         await cluster.stop()
+
+
+def _peer_lines(joined: JoinedHost, cluster: LocalCluster) -> list[str]:
+    """What this host serves besides its workers, in the words of `bodega up`'s banner."""
+    lines = []
+    if joined.own_api is not None:
+        lines.append(f"Machines API: {joined.own_api}/v1 (any host's answers alike; token in "
+                     f"{cluster.config.data_dir / 'api-token'})")
+    if joined.proxy_name is not None:
+        where = f"{joined.advertise}:{joined.proxy_port}"
+        lines.append(f"Proxy: http://{where}/ with Host: <app>.{joined.edge_domain} (curl -H "
+                     f"'Host: <app>.{joined.edge_domain}' http://{where}/)")
+        if cluster.config.proxy_tls_port:
+            lines.append(f"HTTPS: https://<app>.{joined.edge_domain}:"
+                         f"{cluster.config.proxy_tls_port}/ at {joined.advertise}")
+    if joined.server:
+        where = joined.advertise if joined.join_port == JOIN_PORT else \
+            f"{joined.advertise}:{joined.join_port}"
+        lines.append(f"Server: this host lets hosts join (bodega join {where} --token ... "
+                     "--region <REGION>) and renews certificates")
+    return lines
+
+
+def _register(path: Path, joined: JoinedHost, data_dir: Path) -> None:
+    """Keep this host's API as a CLI context, as `bodega up` keeps its cluster's."""
+    assert joined.own_api is not None
+    api = joined.own_api
+
+    def edit(contexts: Contexts) -> Contexts:
+        return register_cluster(contexts, data_dir, api, data_dir / "api-token").contexts
+
+    try:
+        context_store.update(path, edit)
+    except (OSError, ContextError) as exc:
+        typer.echo(f"warning: this host's API is not kept as a CLI context: {exc}", err=True)

@@ -2,29 +2,51 @@
 
 ``joined.json`` (in the host's data dir) names the cluster, the region, the
 address the host serves on, the workers it was given names and machine
-subnets for, where to gossip, and whether its workers run the private network
-(kept once given: its machines then have private addresses). With it,
-``bodega join`` starts the same workers again after a restart, with the keys
-and certificates they keep in ``workers/<name>/tls`` and renew themselves: no
-token is needed again.
+subnets for, its broker and proxy (unless it opted out), whether it is a
+server (its broker holds the CA's key and lets hosts join), where to gossip,
+and whether its workers run the private network (kept once given: its
+machines then have private addresses). With it, ``bodega join`` starts the
+same members again after a restart, with the keys and certificates they keep
+in ``workers/<name>/tls``, ``broker/tls``, ``proxy/tls`` and ``agent/tls``
+and renew themselves: no token is needed again.
 
-Each worker runs as ``bodega up`` runs its own (``components.py``): a ready
-file and a log file of its own, machines stopped when it stops, restarted
-with a backoff if it crashes (and re-adopting its machines).
+Each member runs as ``bodega up`` runs its own (``components.py``): a ready
+file and a log file of its own, a worker's machines stopped when it stops,
+restarted with a backoff if it crashes (a worker re-adopting its machines).
+A joined host's broker serves the whole Machines API and its proxy every
+app, as host 1's do: no host is special but for who holds the CA's key.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 from bodega.cluster.components import Component, bodega_argv, private_network_args
+from bodega.cluster.edge_files import DEFAULT_CERT
 from bodega.registry.membership import keyfile
 from bodega.runtime.lifecycle import write_json_atomic
+from bodega.wire.join import JOIN_PORT
+
+API_PORT, PROXY_PORT, PROXY_TLS_PORT = 4280, 8080, 8443  # as `bodega up --advertise` serves
 
 JOINED = "joined.json"
 JOIN_LOCK = "join.lock"  # held by `bodega join` while it runs
+
+
+@dataclass(frozen=True)
+class HostRoles:
+    """What a joining host runs beside its workers, and where it serves it."""
+
+    broker: bool = True  # the Machines API (--no-broker: a worker-only host)
+    proxy: bool = True  # apps' traffic (--no-proxy)
+    server: bool = False  # holds the CA's key and lets hosts join (--server; needs a broker)
+    api_port: int = API_PORT
+    proxy_port: int = PROXY_PORT
+    proxy_tls_port: int = PROXY_TLS_PORT  # 0: no TLS listener
+    join_port: int = JOIN_PORT
 
 
 class JoinedWorker(BaseModel):
@@ -51,6 +73,31 @@ class JoinedHost(BaseModel):
     wireguard_port: int = 51820  # the first worker's; the next ones take the next ports
     agent: str | None = None  # its registry agent's name (its certificate is in agent/tls)
     registry_agent: bool = False  # the cluster runs one per host: this host runs its agent
+    broker: str | None = None  # its broker's name (None: it serves no Machines API)
+    proxy_name: str | None = None  # its proxy's name (None: it routes no app's traffic)
+    server: bool = False  # its broker holds the CA's key (tls/ca-key.pem) and lets hosts join
+    join_subnets: str | None = None  # a server's: joined workers' machine subnets come from it
+    edge_domain: str = "localhost"
+    api_port: int = API_PORT
+    proxy_port: int = PROXY_PORT
+    proxy_tls_port: int = PROXY_TLS_PORT
+    join_port: int = JOIN_PORT
+
+    @property
+    def own_api(self) -> str | None:
+        """This host's own Machines API, if it runs a broker."""
+        return f"http://{self.advertise}:{self.api_port}" if self.broker else None
+
+    @property
+    def flycast(self) -> str | None:
+        """The proxy this host's workers relay Flycast to: its own, else the one it was told."""
+        return f"{self.advertise}:{self.proxy_port}" if self.proxy_name else self.proxy
+
+    def member_names(self) -> list[str]:
+        """Every member this host runs, each gossiping on a port of its own."""
+        return [*([self.agent] if self.registry_agent and self.agent else []),
+                *(w.name for w in self.workers),
+                *(n for n in (self.broker, self.proxy_name) if n)]
 
     @classmethod
     def read(cls, data_dir: Path) -> JoinedHost | None:
@@ -79,9 +126,15 @@ def agent_tls(data_dir: Path) -> Path:
     return agent_dir(data_dir) / "tls"
 
 
+def member_tls(data_dir: Path, role: str) -> Path:
+    """The TLS directory of the host's ``role``: agent, broker or proxy."""
+    return data_dir / role / "tls"
+
+
 def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, int], *,
-                      driver: str, log_level: str,
-                      extra_worker_args: tuple[str, ...] = ()) -> list[Component]:
+                      driver: str, log_level: str, extra_worker_args: tuple[str, ...] = (),
+                      proxy_tls: bool = True) -> list[Component]:
+    """``proxy_tls``: whether the proxy may serve TLS here (it needs haproxy)."""
     run_dir, logs = data_dir / "run", data_dir / "logs"
     images = ("--image-registry", host.image_registry) if host.image_registry else ()
     components = []
@@ -112,8 +165,56 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
             "--gossip-keyring", str(data_dir / keyfile.FILE_NAME),
             "--join", ",".join(seeds), *images, *hosted,
             *private_network_args(host.private_network, host.wireguard_port + index,
-                                  host.proxy),
+                                  host.flycast),
             *extra_worker_args)
         components.append(Component("worker", worker.name, host.region, argv, ready,
                                     logs / f"{worker.name}.log"))
+    every = ",".join([*seeds, *(f"{host.advertise}:{gossip_ports.get(w.name, 0)}"
+                                for w in host.workers)])
+    for role, name in (("broker", host.broker), ("proxy", host.proxy_name)):
+        if name is None:
+            continue
+        ready = run_dir / f"{role}.json"
+        port = host.api_port if role == "broker" else host.proxy_port
+        argv = bodega_argv(
+            role, "--name", name, "--region", host.region,
+            "--data-dir", str(data_dir / role), "--listen", f"{host.advertise}:{port}",
+            "--gossip-listen", f"{host.advertise}:{gossip_ports.get(name, 0)}",
+            "--join", every, "--gossip-keyring", str(data_dir / keyfile.FILE_NAME),
+            "--exit-with-parent", "--ready-file", str(ready), "--log-level", log_level,
+            *hosted, *(_broker_args(host, data_dir) if role == "broker"
+                       else _proxy_args(host, data_dir, proxy_tls)))
+        components.append(Component(role, name, host.region, argv, ready, logs / f"{role}.log",
+                                    flags={"--listen": "--api-port" if role == "broker"
+                                           else "--proxy-port",
+                                           "--tls-listen": "--proxy-tls-port",
+                                           "--join-listen": "--join-port"}))
     return components
+
+
+def _broker_args(host: JoinedHost, data_dir: Path) -> tuple[str, ...]:
+    """A joined broker's internal listener and, on a server, the CA and the join listener."""
+    args: tuple[str, ...] = ("--internal-listen", f"{host.advertise}:0",
+                             *(("--image-registry", host.image_registry)
+                               if host.image_registry else ()),
+                             *(("--edge-domain", host.edge_domain)
+                               if host.edge_domain != "localhost" else ()))
+    if not host.server:
+        return args
+    return (*args, "--ca-dir", str(data_dir / "tls"),
+            "--join-listen", f"{host.advertise}:{host.join_port}",
+            *(("--join-subnets", host.join_subnets) if host.join_subnets else ()),
+            *(("--join-proxy", host.flycast) if host.flycast else ()))
+
+
+def _proxy_args(host: JoinedHost, data_dir: Path, tls: bool) -> tuple[str, ...]:
+    """A joined proxy's admin listener (registry sync and metrics) and, with the edge's default
+    certificate it was given, its TLS listener."""
+    args: tuple[str, ...] = ("--admin-listen", f"{host.advertise}:0",
+                             *(("--base-domain", host.edge_domain)
+                               if host.edge_domain != "localhost" else ()))
+    edge = data_dir / DEFAULT_CERT
+    if tls and host.proxy_tls_port and edge.exists():
+        args = (*args, "--tls-listen", f"{host.advertise}:{host.proxy_tls_port}",
+                "--tls-cert", str(edge))
+    return args
