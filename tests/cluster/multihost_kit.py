@@ -137,10 +137,11 @@ def wait_for(host: Host, text: str, timeout: float = 180.0) -> str:
 
 
 @contextlib.contextmanager
-def three_hosts(root: Path, *up_args: str) -> Iterator[MultiHost]:
-    """``up_args``: more flags for host 1's ``bodega up --advertise``."""
+def three_hosts(root: Path, *up_args: str, count: int = 3) -> Iterator[MultiHost]:
+    """``up_args``: more flags for host 1's ``bodega up --advertise``; ``count``: namespaces
+    made, host 1 started (the others are the test's to start)."""
     hosts = Hosts()
-    asyncio.run(hosts.setup(3))
+    asyncio.run(hosts.setup(count))
     api, proxy, joins = free_port(), free_port(), free_port()
     cluster = MultiHost(hosts, root, f"http://{hosts.address(1)}:{api}",
                         f"http://{hosts.address(1)}:{proxy}",
@@ -165,7 +166,8 @@ def three_hosts(root: Path, *up_args: str) -> Iterator[MultiHost]:
             cluster.stop(host)
         for host in cluster.members:
             asyncio.run(sweep_data_dir(host.data))
-        for index in (1, 2, 3):  # what outlived its host (a wireguard-go of a killed worker)
+        # What outlived its host (a wireguard-go of a killed worker).
+        for index in range(1, count + 1):
             pids = subprocess.run(["ip", "netns", "pids", hosts.namespace(index)],
                                   capture_output=True, text=True, check=False).stdout
             for pid in pids.split():

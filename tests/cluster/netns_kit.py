@@ -101,6 +101,11 @@ class Hosts:
                 await run("ip", "netns", "exec", self.namespace(index), "nft", "-f", "-",
                           stdin=rules.encode())
 
+    async def link(self, index: int, up: bool) -> None:
+        """Host ``index``'s cable plugged out (``up=False``) or back in: its veth on the
+        bridge goes down, so nothing reaches it and it reaches nothing, the test included."""
+        await run("ip", "link", "set", f"btv{self.tag}-{index}", "up" if up else "down")
+
     async def lose(self, indices: list[int], percent: int, udp_port: int) -> None:
         """Each of these hosts drops ``percent``% of the UDP packets it gets on ``udp_port``."""
         if not 0 <= percent <= 100:
