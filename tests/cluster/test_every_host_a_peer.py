@@ -66,7 +66,10 @@ def peers() -> Iterator[MultiHost]:
 
 
 def api_of(multi: MultiHost, index: int) -> MultiHost:
-    """The CLI pointed at host ``index``'s own Machines API (the same admin token)."""
+    """The CLI pointed at host ``index``'s own Machines API (the same admin token): host 1's
+    is on a free port, a joined host's on the default one."""
+    if index == 1:
+        return multi
     return dataclasses.replace(multi, api=f"http://{multi.hosts.address(index)}:4280")
 
 
@@ -78,11 +81,11 @@ def started(multi: MultiHost) -> list[dict[str, Any]]:
 def answers(multi: MultiHost, index: int, tries: int = 10) -> set[str]:
     """The machines that answered through host ``index``'s proxy; empty unless all did."""
     seen = set()
+    where = multi.proxy if index == 1 else f"http://{multi.hosts.address(index)}:8080"
     with httpx.Client(timeout=5) as web:
         for _ in range(tries):
             try:
-                answer = web.get(f"http://{multi.hosts.address(index)}:8080/",
-                                 headers={"host": "peer.localhost"})
+                answer = web.get(f"{where}/", headers={"host": "peer.localhost"})
             except httpx.HTTPError:
                 return set()
             if answer.status_code != 200:
