@@ -84,7 +84,7 @@ class Broker:
             if self.tls is not None and self.authority.cert != self.tls.ca:
                 raise ValueError(f"the CA in {config.ca_dir} is not the one this broker's "
                                  f"certificate chains to ({config.tls_dir}/ca.pem)")
-        self.join_store: JoinStore | None = None  # a server's: the join book in the view
+        self.join_store: JoinStore | None = None  # the join book, in the view
         if config.join_host is not None and (self.authority is None or self.tls is None):
             raise ValueError("--join-listen lets hosts join: it needs the cluster CA "
                              "(--ca-dir) and mutual TLS")
@@ -117,9 +117,15 @@ class Broker:
         if self.catalog is None:
             self.catalog, registry_routes = await self._join_registry(internal_url)
         catalog = self.catalog
-        if self.authority is not None and config.ca_dir is not None:
-            self.join_store = JoinStore(catalog, self.authority.cert, utc_now)
-            self.join_store.import_file(config.ca_dir)
+        # The join book is in the view: any broker of a cluster with a CA makes, lists and
+        # revokes its tokens (a token pins the CA's certificate, which every member has);
+        # servers alone let hosts in.
+        ca = (self.authority.cert if self.authority is not None
+              else self.tls.ca if self.tls is not None else None)
+        if ca is not None:
+            self.join_store = JoinStore(catalog, ca, utc_now)
+            if config.ca_dir is not None:
+                self.join_store.import_file(config.ca_dir)
         self.candidates = Candidates(catalog)
         self.candidates.load()
         self.workers = Workers(catalog, self.candidates, self.tls.client if self.tls else None)

@@ -2,10 +2,10 @@
 
 A token lets a host join (``bodega join ADDR --token T``) until it expires
 (``--ttl``, 24h by default) or is revoked; ``create`` prints it once (the
-broker keeps only its hash) with the ``bodega join`` line to run. The tokens
-live in the cluster view: a server (a broker holding the cluster CA, as
-`bodega up` and `bodega join --server` run) makes, lists and revokes them, and
-any server takes them. A server token (``--server``) also lets a host join as
+cluster keeps only its hash) with the ``bodega join`` line to run. The
+tokens live in the cluster view: any broker makes, lists and revokes them,
+and any server (a broker holding the cluster CA's key, as `bodega up` and
+`bodega join --server` run) takes them. A server token (``--server``) also lets a host join as
 a server: it gets the CA's key.
 """
 

@@ -4,7 +4,8 @@ Real brokers with registry nodes gossiping on loopback, each with a join
 listener. A token made through one lets a host in through the other; a
 revocation through the second is refused by the first; a server join needs a
 server token, and gets the CA's key; ``bodega up``'s kept token is checked
-against the book through its broker's API.
+against the book through its broker's API. A broker that is no server keeps
+tokens too: the book is the view's.
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ def server(tmp: Path, name: str, port: int, seeds: tuple[str, ...] = ()) -> Brok
         gossip_port=port, seeds=seeds, gossip_keyring=SOURCE, secrets_key=SECRETS_KEY,
         ca_dir=ca_dir, tls_dir=TEST_CA.issue(tmp / name / "tls", "broker", name),
         join_host="127.0.0.1", join_port=0, join_subnets=POOL))
+
+
+def plain_broker(tmp: Path, name: str, port: int, seeds: tuple[str, ...]) -> Broker:
+    """A broker on a joined host that is not a server: no CA key, no join listener."""
+    return Broker(BrokerConfig(
+        name=name, data_dir=tmp / name, admin_tokens=(ADMIN,), listen_port=0,
+        gossip_port=port, seeds=seeds, gossip_keyring=SOURCE, secrets_key=SECRETS_KEY,
+        tls_dir=TEST_CA.issue(tmp / name / "tls", "broker", name)))
 
 
 @contextlib.asynccontextmanager
@@ -145,6 +154,29 @@ async def test_a_server_join_takes_a_server_token_and_gets_the_ca_key(tmp_path: 
         plain_host = await join_b.post("/v1/join", json=plain_join(token, "lon-s-2"))
         assert plain_host.status_code == 200, plain_host.text
         assert plain_host.json().get("ca_key") is None
+
+
+async def test_a_broker_that_is_no_server_keeps_the_tokens_a_server_takes(
+        tmp_path: Path) -> None:
+    port_a, port_c = free_udp_ports("127.0.0.1", 2)
+    a = server(tmp_path, "broker-a", port_a)
+    await a.start()
+    c = plain_broker(tmp_path, "broker-c", port_c, (f"127.0.0.1:{port_a}",))
+    try:
+        await c.start()
+        assert c.joins is None
+        async with admin(a) as api_a, admin(c) as api_c, joining(a) as join_a:
+            made = await api_c.post("/v1/cluster/join-tokens", json={"ttl": 600})
+            assert made.status_code == 201, made.text
+            token_id = made.json()["info"]["id"]
+            await until(lambda: status_of(api_a, token_id), 30, 0.1, "the token at broker-a")
+            joined = await join_a.post("/v1/join", json=plain_join(made.json()["token"],
+                                                                   "syd-c-1"))
+            assert joined.status_code == 200, joined.text
+            await until(lambda: _joins(api_c, token_id, 1), 30, 0.1, "the join at broker-c")
+    finally:
+        await c.stop()
+        await a.stop()
 
 
 async def test_up_keeps_its_join_token_while_the_book_takes_it(tmp_path: Path) -> None:

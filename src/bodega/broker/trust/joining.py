@@ -26,7 +26,8 @@ this listener against the CA its token pins. It serves two routes:
   refused token is 403 with the reason, and failures are rate-limited per
   source as logins are.
 
-On the public listener, admin tokens only: ``POST /v1/cluster/join-tokens``
+On the public listener of any broker (the book is the view's), admin tokens
+only: ``POST /v1/cluster/join-tokens``
 (``{"ttl": seconds, "description", "server"}``; the token is shown once), ``GET`` (the
 tokens, never their secrets) and ``DELETE .../{id}`` (revoked at once).
 """
@@ -204,8 +205,8 @@ def info(record: TokenRecord, store: JoinStore) -> TokenInfo:
 def join_token_routes(r: RouteMaker, store: JoinStore | None) -> list[Route]:
     def book() -> JoinStore:
         if store is None:
-            raise NotFound("not found: this broker lets no host join (it holds no cluster CA: "
-                           "not a server)")
+            raise NotFound("not found: this broker keeps no join tokens (its cluster has no "
+                           "CA: --internal-tls off)")
         return store
 
     async def create(request: Request, who: Principal) -> Response:
