@@ -56,7 +56,7 @@ NOT_CORES = {
     "bodega.runtime.tls.files": "reads and writes keys and certificates",
     "bodega.runtime.tls.authority": "the CA at work: its files, a clock, a log",
     "bodega.runtime.tls.contexts": "SSL contexts loaded from files, and a counter",
-    "bodega.runtime.tls.join_store": "reads and writes the signer's book of join tokens",
+    "bodega.runtime.tls.join_store": "reads the join book file of a bodega from before the view",
     "bodega.worker.drivers.vm.initramfs": "finds the vm kernel and builds the initramfs on disk",
 }
 

@@ -36,6 +36,7 @@ from bodega.broker.platform.service import Platform
 from bodega.broker.secrets.keys import AppSecretKeys
 from bodega.broker.secrets.store import AppSecrets
 from bodega.broker.server import BrokerApi
+from bodega.broker.trust.join_book import JoinStore
 from bodega.broker.trust.listener import serve_joins
 from bodega.broker.ui import Dashboard
 from bodega.broker.view.apps import Apps
@@ -55,7 +56,6 @@ from bodega.runtime.tls.access import BROKER_INTERNAL
 from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import CaDir, TlsDir
-from bodega.runtime.tls.join_store import BOOK, JoinStore
 from bodega.runtime.tls.renewal import LocalSigner
 from bodega.wire.cluster_info import ClusterInfo
 from bodega.wire.peer_access import PeerAccess
@@ -84,10 +84,8 @@ class Broker:
             if self.tls is not None and self.authority.cert != self.tls.ca:
                 raise ValueError(f"the CA in {config.ca_dir} is not the one this broker's "
                                  f"certificate chains to ({config.tls_dir}/ca.pem)")
-        self.join_store = (JoinStore(config.ca_dir / BOOK, self.authority.cert, utc_now)
-                           if self.authority is not None and config.ca_dir is not None
-                           else None)
-        if config.join_host is not None and (self.join_store is None or self.tls is None):
+        self.join_store: JoinStore | None = None  # the join book, in the view
+        if config.join_host is not None and (self.authority is None or self.tls is None):
             raise ValueError("--join-listen lets hosts join: it needs the cluster CA "
                              "(--ca-dir) and mutual TLS")
 
@@ -119,6 +117,15 @@ class Broker:
         if self.catalog is None:
             self.catalog, registry_routes = await self._join_registry(internal_url)
         catalog = self.catalog
+        # The join book is in the view: any broker of a cluster with a CA makes, lists and
+        # revokes its tokens (a token pins the CA's certificate, which every member has);
+        # servers alone let hosts in.
+        ca = (self.authority.cert if self.authority is not None
+              else self.tls.ca if self.tls is not None else None)
+        if ca is not None:
+            self.join_store = JoinStore(catalog, ca, utc_now)
+            if config.ca_dir is not None:
+                self.join_store.import_file(config.ca_dir)
         self.candidates = Candidates(catalog)
         self.candidates.load()
         self.workers = Workers(catalog, self.candidates, self.tls.client if self.tls else None)

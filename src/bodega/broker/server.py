@@ -53,8 +53,8 @@ from bodega.wire.cluster_info import ClusterInfo
 from bodega.wire.http import RouteMaker, handle_errors, json_response, not_found_app_handler
 
 if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
+    from bodega.broker.trust.join_book import JoinStore
     from bodega.registry.gossipkeys import GossipKeys
-    from bodega.runtime.tls.join_store import JoinStore
 
 REQUEST_ID = "fly-request-id"
 

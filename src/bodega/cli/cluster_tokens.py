@@ -2,8 +2,11 @@
 
 A token lets a host join (``bodega join ADDR --token T``) until it expires
 (``--ttl``, 24h by default) or is revoked; ``create`` prints it once (the
-broker keeps only its hash) with the ``bodega join`` line to run. Only the
-broker holding the cluster CA (the one `bodega up` runs) keeps tokens.
+cluster keeps only its hash) with the ``bodega join`` line to run. The
+tokens live in the cluster view: any broker makes, lists and revokes them,
+and any server (a broker holding the cluster CA's key, as `bodega up` and
+`bodega join --server` run) takes them. A server token (``--server``) also lets a host join as
+a server: it gets the CA's key.
 """
 
 from __future__ import annotations
@@ -26,20 +29,25 @@ token = typer.Typer(help="Join tokens: create one for a new host, list them, rev
 def create(ttl: Annotated[str, typer.Option(help="How long it lets hosts join, e.g. 24h, 30m")]
            = "24h",
            description: Annotated[str, typer.Option(help="What it is for")] = "",
+           server: Annotated[bool, typer.Option(
+               "--server", help="A server token: it lets a host join as a server (bodega join "
+                                "--server), which gets the cluster CA's key")] = False,
            api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
            json: Json = False) -> None:
     """Make a join token; it is shown once."""
     seconds = parse_duration(ttl, 0.0)
-    body = TokenCreate(ttl=seconds, description=description)
+    body = TokenCreate(ttl=seconds, description=description, server=server)
     made = TokenCreated.model_validate(call(api_url, token, lambda c: c.request(
         "POST", TOKENS_PATH, json=body.model_dump()), context=context))
     if json:
         show_json(made.model_dump(mode="json"))
         return
     typer.echo(made.token)
-    typer.echo(f"join token {made.info.id}, valid until "
+    kind = "server token" if made.info.server else "join token"
+    flag = " --server" if made.info.server else ""
+    typer.echo(f"{kind} {made.info.id}, valid until "
                f"{made.info.expires:%Y-%m-%d %H:%M:%S}Z; on the new host: "
-               f"bodega join <ADDR> --token {made.token} --region <REGION>", err=True)
+               f"bodega join <ADDR> --token {made.token} --region <REGION>{flag}", err=True)
 
 
 @token.command("list")
@@ -52,9 +60,9 @@ def list_tokens(api_url: ApiUrl = None, token: Token = None, context: ContextNam
     if json:
         show_json([t.model_dump(mode="json") for t in found])
         return
-    table(["ID", "STATUS", "EXPIRES", "JOINS", "DESCRIPTION"],
-          [(t.id, t.status, f"{t.expires:%Y-%m-%d %H:%M:%S}Z", t.joins, t.description)
-           for t in found])
+    table(["ID", "KIND", "STATUS", "EXPIRES", "JOINS", "DESCRIPTION"],
+          [(t.id, "server" if t.server else "host", t.status,
+            f"{t.expires:%Y-%m-%d %H:%M:%S}Z", t.joins, t.description) for t in found])
 
 
 @token.command("revoke")

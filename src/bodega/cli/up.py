@@ -35,6 +35,7 @@ from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.identity import fingerprint
 from bodega.wire.join import JOIN_PORT
+from bodega.wire.json_client import JsonClient
 
 WIREGUARD_PORT = 51820  # the first worker's, with --advertise
 
@@ -183,8 +184,6 @@ def up(
         configure(log_level, "up")
         authority = (ensure_ca(data_dir, config.trust_domain, lifetime)
                      if config.internal_tls else None)
-        if advertise is not None and authority is not None:
-            ensure_join_token(data_dir, authority)
         if authority is not None:
             config = dataclasses.replace(
                 config, certs_key=ensure_certs_key(data_dir), proxy_tls_port=proxy_tls_port,
@@ -255,6 +254,8 @@ async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluste
             if not finished:
                 return
             if waiting is None:
+                if config.advertise is not None and cluster.authority is not None:
+                    await _join_token(config, cluster, cluster.authority)
                 _banner(cluster, config, print_token, registered, contexts_file,
                         network_lines or [])
                 await stop
@@ -264,6 +265,16 @@ async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluste
         stop.cancel()
         typer.echo("stopping...")
         await cluster.stop()
+
+
+async def _join_token(config: ClusterConfig, cluster: LocalCluster,
+                      authority: CertificateAuthority) -> None:
+    """The join token the banner prints: kept while the join book (in the view, asked
+    through the broker) takes it, else a new one."""
+    broker = next(c for c in cluster.components if c.role == "broker")
+    url = broker.url or f"http://{config.host}:{config.api_port}"
+    async with JsonClient(url, config.token, what="broker") as api:
+        await ensure_join_token(config.data_dir, authority, api)
 
 
 def _register(path: Path, config: ClusterConfig, cluster: LocalCluster) -> Registered | None:

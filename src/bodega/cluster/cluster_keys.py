@@ -10,8 +10,10 @@
 - ``tls/admin/``: a certificate for the operator's tools (the ``admin`` role:
   metrics and reads on internal listeners);
 - ``join-token`` (with ``--advertise``): a join token for other hosts, kept
-  while it is valid and replaced by a new one (24 hours) once it is not; the
-  tokens themselves are in ``tls/join-book.json`` (``runtime/tls/join_store.py``).
+  while it is valid and replaced by a new one (24 hours) once it is not. The
+  tokens themselves are in the cluster view, where every server reads them
+  (``broker/trust/join_book.py``): ``bodega up`` asks its own broker, once it
+  is up, whether the kept one is still valid, and for a new one if not.
 
 Each component's own key and certificate live in its own data dir
 (``<component>/tls/identity.pem``), made there and never copied.
@@ -25,14 +27,16 @@ from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bodega.runtime.tls.authority import CertificateAuthority, utc_now
+from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.files import CaDir, TlsDir, write_private
 from bodega.runtime.tls.identity import Identity
-from bodega.runtime.tls.join_store import BOOK, JoinStore
-from bodega.runtime.tls.join_token import DEFAULT_TTL
+from bodega.runtime.tls.join_token import JoinToken, ca_hash
+from bodega.wire.join import TOKENS_PATH, TokenCreate, TokenCreated, TokenInfo
+from bodega.wire.json_client import JsonClient
 
 log = logging.getLogger("bodega.cluster")
 
@@ -78,13 +82,27 @@ def ensure_ca(data_dir: Path, cluster: str, lifetime: float) -> CertificateAutho
     return authority
 
 
-def ensure_join_token(data_dir: Path, authority: CertificateAuthority) -> str:
-    """The data dir's join token if the signer would still take it, else a new one (kept)."""
-    store = JoinStore(data_dir / CA_DIR / BOOK, authority.cert, utc_now)
+def still_valid(kept: str, pinned: str, listed: Iterable[TokenInfo]) -> bool:
+    """Whether the kept token ``kept`` pins this cluster's CA (``pinned``) and the join
+    book lists it as valid."""
+    try:
+        token = JoinToken.parse(kept)
+    except ValueError:
+        return False
+    return token.ca_hash == pinned and any(t.id == token.id and t.status == "valid"
+                                           for t in listed)
+
+
+async def ensure_join_token(data_dir: Path, authority: CertificateAuthority,
+                            api: JsonClient) -> str:
+    """The data dir's join token if the join book (asked through the broker's API, ``api``)
+    would still take it, else a new one made there (kept)."""
     kept = _read(data_dir / JOIN_TOKEN)
-    if kept and store.valid(kept):
+    if kept and still_valid(kept, ca_hash(authority.cert),
+                            await api.answers(TokenInfo, "GET", TOKENS_PATH)):
         return kept
-    token, _ = store.create(DEFAULT_TTL, "bodega up --advertise")
-    write_private(data_dir / JOIN_TOKEN, (str(token) + "\n").encode())
-    log.info("made join token %s (valid 24h) in %s", token.id, data_dir / JOIN_TOKEN)
-    return str(token)
+    body = TokenCreate(description="bodega up --advertise")
+    made = await api.answer(TokenCreated, "POST", TOKENS_PATH, json=body.model_dump())
+    write_private(data_dir / JOIN_TOKEN, (made.token + "\n").encode())
+    log.info("made join token %s (valid 24h) in %s", made.info.id, data_dir / JOIN_TOKEN)
+    return made.token

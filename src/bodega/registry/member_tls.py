@@ -3,10 +3,11 @@
 Every member publishes when its certificate expires (``cert_expires`` in its
 member metadata, so ``bodega cluster members`` shows it) and renews it at two
 thirds of its life (``bodega.runtime.tls.renewal``) without a restart. The
-signer is the CA itself when this process holds the CA's key (a broker
-started with ``--ca-key``, which then says ``signer`` in its metadata), else
-any live broker that says ``signer``, found in the membership, asked over
-mutual TLS with the certificate this member still holds.
+signer is the CA itself when this process holds the CA's key (a server's
+broker, started with ``--ca-dir``, which then says ``signer`` in its
+metadata), else any live broker that says ``signer``, found in the
+membership, asked over mutual TLS with the certificate this member still
+holds: one that does not answer is passed over for the next.
 """
 
 from __future__ import annotations

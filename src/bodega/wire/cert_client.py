@@ -20,16 +20,19 @@ from bodega.model.errors import BodegaError, Indeterminate, Unavailable
 from bodega.runtime.tls.authority import CertificateRequest, Issued
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.wire.json_client import JsonClient
+from bodega.wire.transport import Transport
 
 CERTIFICATES_PATH = "/v1/cluster/certificates"
 log = logging.getLogger("bodega.tls")
 
 
 async def request_certificate(url: str, tls: InternalTls, csr: bytes,
-                              timeout: float = 10.0) -> Issued:
-    """Ask the signer at ``url`` (its internal listener) to sign ``csr`` (PEM)."""
+                              timeout: float = 10.0, transport: Transport | None = None
+                              ) -> Issued:
+    """Ask the signer at ``url`` (its internal listener) to sign ``csr`` (PEM).
+    ``transport``: how the call travels (aiohttp with ``tls``'s client context unless given)."""
     async with JsonClient(url, None, ssl=tls.client, timeout=timeout,
-                          what="certificate signer") as signer:
+                          what="certificate signer", transport=transport) as signer:
         answer = await signer.request("POST", CERTIFICATES_PATH,
                                       json=CertificateRequest(csr=csr.decode()).model_dump())
     try:
@@ -40,13 +43,16 @@ async def request_certificate(url: str, tls: InternalTls, csr: bytes,
 
 
 class RemoteSigner:
-    """Signs through whichever signer ``find`` names first that answers."""
+    """Signs through whichever signer ``find`` names first that answers: one that cannot be
+    reached, does not answer in ``timeout`` or answers an error is passed over for the next,
+    so a renewal goes through any live server."""
 
     def __init__(self, tls: InternalTls, find: Callable[[], list[str]],
-                 timeout: float = 10.0) -> None:
+                 timeout: float = 10.0, transport: Transport | None = None) -> None:
         self.tls = tls
         self.find = find
         self.timeout = timeout
+        self.transport = transport
 
     async def sign(self, csr: bytes) -> Issued:
         urls = self.find()
@@ -56,7 +62,8 @@ class RemoteSigner:
         failures = []
         for url in urls:
             try:
-                return await request_certificate(url, self.tls, csr, self.timeout)
+                return await request_certificate(url, self.tls, csr, self.timeout,
+                                                 self.transport)
             except BodegaError as err:
                 log.info("signer at %s: %s", url, err.message)
                 failures.append(f"{url}: {err.message}")

@@ -43,21 +43,25 @@ def test_the_ca_is_made_once_with_an_operator_certificate_beside_it(tmp_path: Pa
         ensure_ca(tmp_path, "zz999", 3600.0)
 
 
-def test_the_join_token_is_kept_while_valid_and_made_again_once_revoked(
+def test_the_kept_join_token_is_still_valid_only_if_the_book_lists_it_valid_for_this_ca(
         tmp_path: Path) -> None:
-    from bodega.cluster.cluster_keys import ensure_join_token
-    from bodega.runtime.tls.authority import utc_now
-    from bodega.runtime.tls.join_store import BOOK, JoinStore
-    from bodega.runtime.tls.join_token import JoinToken
+    import datetime
+
+    from bodega.cluster.cluster_keys import still_valid
+    from bodega.runtime.tls.join_token import JoinToken, ca_hash
+    from bodega.wire.join import TokenInfo
 
     authority = ensure_ca(tmp_path, "c1abc", 3600.0)
-    first = ensure_join_token(tmp_path, authority)
-    assert (tmp_path / "join-token").read_text().strip() == first
-    assert (tmp_path / "join-token").stat().st_mode & 0o077 == 0
-    assert ensure_join_token(tmp_path, authority) == first  # a restart keeps it
-    store = JoinStore(tmp_path / "tls" / BOOK, authority.cert, utc_now)
-    store.revoke(JoinToken.parse(first).id)
-    second = ensure_join_token(tmp_path, authority)
-    assert second != first
-    assert store.valid(second)
-    assert not store.valid(first)
+    token = JoinToken.new(authority.cert)
+    now = datetime.datetime(2026, 11, 24, tzinfo=datetime.UTC)
+
+    def listed(status: str, token_id: str = token.id) -> list[TokenInfo]:
+        return [TokenInfo(id=token_id, status=status, created=now, expires=now)]
+
+    pinned = ca_hash(authority.cert)
+    assert still_valid(str(token), pinned, listed("valid"))
+    assert not still_valid(str(token), pinned, listed("revoked"))
+    assert not still_valid(str(token), pinned, listed("expired"))
+    assert not still_valid(str(token), pinned, listed("valid", "00000000"))
+    assert not still_valid(str(token), "0" * 64, listed("valid"))  # another CA's
+    assert not still_valid("not a token", pinned, listed("valid"))

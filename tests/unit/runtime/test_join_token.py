@@ -1,20 +1,20 @@
-"""Join tokens: the CA pin, expiry, revocation, and the subnets joined workers get."""
+"""Join tokens: the CA pin, expiry, revocation, server tokens, and the subnets joined workers
+get."""
 
 from __future__ import annotations
 
 import datetime
-from pathlib import Path
 
 import pytest
 
 from bodega.runtime.tls import pki
 from bodega.runtime.tls.identity import new_key
-from bodega.runtime.tls.join_store import JoinStore
 from bodega.runtime.tls.join_token import (
     JoinRefused,
     JoinToken,
     TokenRecord,
     admit,
+    assign_subnets,
     ca_hash,
     free_subnets,
 )
@@ -65,23 +65,30 @@ def test_free_subnets_skip_what_is_taken_and_say_when_the_pool_runs_out() -> Non
         free_subnets("10.9.128.0/23", ["10.9.128.0/24"], 2)
 
 
-def test_the_store_keeps_hashes_assigns_stable_subnets_and_revokes(tmp_path: Path) -> None:
-    clock = [NOW]
-    store = JoinStore(tmp_path / "join-book.json", CA, lambda: clock[0])
-    token, _ = store.create(60.0, "test")
-    assert token.secret not in (tmp_path / "join-book.json").read_text()
-    assert (tmp_path / "join-book.json").stat().st_mode & 0o077 == 0
-    assert store.valid(str(token))
-    first = store.admit(token, ["syd-a-1", "syd-a-2"], "10.9.128.0/17", ["10.9.128.0/24"])
-    assert first == {"syd-a-1": "10.9.129.0/24", "syd-a-2": "10.9.130.0/24"}
-    assert store.admit(token, ["syd-a-1"], "10.9.128.0/17", []) == {"syd-a-1": "10.9.129.0/24"}
-    assert store.read().tokens[token.id].joins == 2
-    clock[0] = NOW + datetime.timedelta(seconds=61)
-    assert not store.valid(str(token))
-    with pytest.raises(JoinRefused, match="expired"):
-        store.admit(token, ["syd-b-1"], "10.9.128.0/17", [])
-    clock[0] = NOW
-    assert store.revoke(token.id) is not None
-    with pytest.raises(JoinRefused, match="revoked"):
-        store.admit(token, ["syd-b-1"], "10.9.128.0/17", [])
-    assert store.revoke("00000000") is None
+def test_only_a_server_token_lets_a_host_in_as_a_server_and_says_how_to_make_one() -> None:
+    token = JoinToken.new(CA)
+    plain = {token.id: TokenRecord.of(token, NOW, 3600.0)}
+    assert admit(plain, token, ca_hash(CA), NOW) == plain[token.id]
+    with pytest.raises(JoinRefused, match=f"join token {token.id} is not a server token: .*"
+                                          "bodega cluster token create --server"):
+        admit(plain, token, ca_hash(CA), NOW, server=True)
+    server = {token.id: TokenRecord.of(token, NOW, 3600.0, "a server", server=True)}
+    assert admit(server, token, ca_hash(CA), NOW, server=True).server
+    assert admit(server, token, ca_hash(CA), NOW).server  # it lets a plain host in too
+    revoked = {token.id: server[token.id].model_copy(update={"revoked": NOW})}
+    with pytest.raises(JoinRefused, match="revoked"):  # revoked first: no hint to a thief
+        admit(revoked, token, ca_hash(CA), NOW, server=True)
+
+
+def test_a_worker_keeps_the_subnet_it_was_given_and_a_new_one_gets_one_no_one_holds() -> None:
+    held = {"syd-a-1": "10.9.129.0/24"}
+    assert assign_subnets(["syd-a-1", "syd-a-2"], "10.9.128.0/17", held,
+                          ["10.9.128.0/24"]) == {"syd-a-1": "10.9.129.0/24",
+                                                 "syd-a-2": "10.9.130.0/24"}
+    assert assign_subnets(["syd-a-1"], "10.9.128.0/17", held, []) == held
+    # Without a range a new worker picks its own; a held subnet is still its.
+    assert assign_subnets(["syd-a-1", "syd-b-1"], None, held, []) == held
+    assert assign_subnets(["syd-b-1", "syd-b-1"], "10.9.128.0/23", {}, []) == {
+        "syd-b-1": "10.9.128.0/24"}
+    with pytest.raises(ValueError, match="0 free /24s left, 1 asked for"):
+        assign_subnets(["syd-c-1"], "10.9.128.0/23", held, ["10.9.128.0/24"])

@@ -1,6 +1,8 @@
 """Hosts joining the cluster: the join listener, and join tokens on the Machines API.
 
-Only a broker holding the cluster CA's key (``--ca-dir``) lets hosts in. Its
+Only a server, a broker holding the cluster CA's key (``--ca-dir``), lets hosts
+in; every server reads and writes the same join book, in the cluster view
+(``join_book.py``), so a token made through one is taken by any. Its
 join listener (``--join-listen``) is TLS with the broker's own certificate
 and asks for no client certificate: a joining host has none yet, and checks
 this listener against the CA its token pins. It serves two routes:
@@ -17,12 +19,16 @@ this listener against the CA its token pins. It serves two routes:
   answer carries what a member needs: the gossip keyring, the secrets key,
   where to gossip; to a host that runs a broker (it serves the Machines API)
   the admin token and the certificates key; to one that runs a proxy the
-  certificates key and the edge's default certificate. A refused token is
-  403 with the reason, and failures are rate-limited per source as logins
-  are.
+  certificates key and the edge's default certificate. A host joining as a
+  server (``server: true``: ``bodega join --server``) needs a server token
+  and a broker, and gets besides the CA's key and the range joined workers'
+  subnets come from: it then lets hosts in and signs renewals itself. A
+  refused token is 403 with the reason, and failures are rate-limited per
+  source as logins are.
 
-On the public listener, admin tokens only: ``POST /v1/cluster/join-tokens``
-(``{"ttl": seconds, "description"}``; the token is shown once), ``GET`` (the
+On the public listener of any broker (the book is the view's), admin tokens
+only: ``POST /v1/cluster/join-tokens``
+(``{"ttl": seconds, "description", "server"}``; the token is shown once), ``GET`` (the
 tokens, never their secrets) and ``DELETE .../{id}`` (revoked at once).
 """
 
@@ -41,11 +47,11 @@ from starlette.routing import Route
 
 from bodega.broker.auth.limit import FailureLimiter
 from bodega.broker.auth.tokens import Principal
+from bodega.broker.trust.join_book import JoinStore
 from bodega.model.errors import BadRequest, Forbidden, NotFound, TooManyRequests
 from bodega.runtime.tls import pki, sites
 from bodega.runtime.tls.authority import CertificateAuthority
-from bodega.runtime.tls.identity import Identity, Refused, cert_pem
-from bodega.runtime.tls.join_store import JoinStore
+from bodega.runtime.tls.identity import Identity, Refused, cert_pem, key_pem
 from bodega.runtime.tls.join_token import JoinRefused, JoinToken, TokenRecord
 from bodega.wire.http import (
     RouteMaker,
@@ -96,8 +102,12 @@ class Joining:
         """Let in the host at ``source``: its workers' certificates name that address only,
         so a host cannot get one for another member's address."""
         token = JoinToken.parse(body.token)
-        subnets = self.store.admit(token, [w.name for w in body.workers], self.subnet_pool,
-                                   self.taken_subnets())
+        if body.server and body.broker is None:
+            raise ValueError("a host joins as a server with its broker: ask for the broker's "
+                             "certificate too")
+        admission = self.store.decide(token, [w.name for w in body.workers],
+                                      self.subnet_pool, self.taken_subnets(), body.server)
+        subnets = admission.subnets
         cluster = self.authority.cluster
         joined = []
         for worker in body.workers:
@@ -114,9 +124,12 @@ class Joining:
                                (f"*.{self.edge_domain}", self.edge_domain),
                                self.authority.clock())
             edge = (made.key_pem + made.chain_pem).decode()
-        log.info("host joined with token %s: workers %s in %s%s", token.id,
+        self.store.record(admission)  # signed: the join counts, its subnets are held
+        log.info("%s joined from %s with token %s: workers %s in %s%s%s",
+                 "server" if body.server else "host", source, token.id,
                  ", ".join(w.name for w in body.workers), body.region,
-                 "".join(f", {c.name}" for c in (broker, proxy) if c is not None))
+                 "".join(f", {c.name}" for c in (broker, proxy) if c is not None),
+                 "; it holds the cluster CA's key from now on" if body.server else "")
         return JoinAnswer(cluster_id=cluster, ca=cert_pem(self.authority.cert).decode(),
                           workers=joined, keyring=self.keyring(),
                           secrets_key=self.secrets_key, seeds=self.seeds(),
@@ -126,7 +139,9 @@ class Joining:
                           broker_cert=broker, proxy_cert=proxy,
                           admin_token=(self.admin_token or None) if broker else None,
                           certs_key=(self.certs_key or None) if broker or proxy else None,
-                          edge_cert=edge, edge_domain=self.edge_domain)
+                          edge_cert=edge, edge_domain=self.edge_domain,
+                          ca_key=key_pem(self.authority.key).decode() if body.server else None,
+                          join_subnets=self.subnet_pool if body.server else None)
 
     def _sign(self, role: str, asked: JoiningWorker | None, source: str
               ) -> JoinedWorker | None:
@@ -183,19 +198,21 @@ def join_app(joining: Joining, limit: FailureLimiter | None = None) -> Starlette
 def info(record: TokenRecord, store: JoinStore) -> TokenInfo:
     return TokenInfo(id=record.id, status=record.status(store.clock()), created=record.created,
                      expires=record.expires, revoked=record.revoked,
-                     description=record.description, joins=record.joins)
+                     description=record.description, joins=record.joins,
+                     server=record.server)
 
 
 def join_token_routes(r: RouteMaker, store: JoinStore | None) -> list[Route]:
     def book() -> JoinStore:
         if store is None:
-            raise NotFound("not found: this broker lets no host join (it holds no cluster CA)")
+            raise NotFound("not found: this broker keeps no join tokens (its cluster has no "
+                           "CA: --internal-tls off)")
         return store
 
     async def create(request: Request, who: Principal) -> Response:
         who.check_admin("join tokens")
         body = await read_model(request, TokenCreate, required=False)
-        token, record = book().create(body.ttl, body.description)
+        token, record = book().create(body.ttl, body.description, body.server)
         created = TokenCreated(token=str(token), info=info(record, book()))
         return json_response(created.model_dump(mode="json"), status=201)
 

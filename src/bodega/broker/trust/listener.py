@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from bodega.broker.config import BrokerConfig
+from bodega.broker.trust.join_book import JoinStore
 from bodega.broker.trust.joining import Joining, join_app
 from bodega.registry.membership.members import Status
 from bodega.runtime.serve import Served, serve
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.contexts import InternalTls
-from bodega.runtime.tls.join_store import JoinStore
 
 
 def gossip_seeds(node: Any) -> list[str]:

@@ -40,6 +40,8 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "jobs": ("id", "app", "name", "pool", "state", "home"),
     "sched_workers": ("worker", "pool"),
     "certificates": ("key", "app"),
+    "join_tokens": ("id", "server"),
+    "join_uses": ("key", "token"),
 }
 
 

@@ -31,6 +31,7 @@ HIDDEN: Mapping[str, str] = {
     "secrets": "apps' secrets (sealed)",
     "secretkeys": "apps' secret keys (sealed)",
     "certificates": "the edge's private keys (sealed)",
+    "join_tokens": "join tokens' hashes",
 }
 
 

@@ -7,8 +7,8 @@ Two kinds of table:
   and there is never a conflict to resolve. Which node owns a row is read
   from the row itself (``ownership``), so a row claiming to belong to one
   node but sent with another's name is refused.
-- **shared** (apps, tokens, releases, ip_assignments, keyrings): any node writes; the write
-  with the greatest hybrid-clock stamp wins (``hlc.py``).
+- **shared** (apps, tokens, releases, ip_assignments, keyrings, join tokens and joins):
+  any node writes; the write with the greatest hybrid-clock stamp wins (``hlc.py``).
 
 Every table stores the document as JSON plus a few columns extracted from it,
 the ones reads filter on (``rows("machines", app=..., state=...)``); the
@@ -115,6 +115,12 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     _spec("keyrings", Kind.SHARED, "name", None, Column("serial", int)),
     # Keyed "<app>/<hostname>": the chain in clear, the key sealed (runtime/secretbox.py).
     _spec("certificates", Kind.SHARED, "key", None, Column("app", str)),
+    # The join book, written by the servers (brokers holding the CA's key): a token's row
+    # at its create and at its revoke only, and a row of its own per join, keyed
+    # "<token id>/<the host's first worker>", with the subnets it handed out
+    # (broker/trust/join_book.py), so last-writer-wins loses no revocation and no join.
+    _spec("join_tokens", Kind.SHARED, "id", None, Column("server", bool)),
+    _spec("join_uses", Kind.SHARED, "key", None, Column("token", str)),
 )}
 
 
@@ -188,4 +194,10 @@ CREATE TABLE clock (
             for t in ("workers", "machines", "volumes", "images", "apps", "tokens", "releases",
                       "ip_assignments", "secrets", "secretkeys", "jobs", "sched_workers",
                       "keyrings", "certificates")),
+    # 9: the join book (join tokens by the hash of their secret, and the joins each let in).
+    _table_ddl("join_tokens", "id", "server INTEGER")
+    + _table_ddl("join_uses", "key", "token TEXT")
+    + "".join(f"ALTER TABLE {t} ADD COLUMN _seq INTEGER NOT NULL DEFAULT 0;\n"
+              f"CREATE INDEX {t}_by_seq ON {t} (_seq);\n"
+              for t in ("join_tokens", "join_uses")),
 )

@@ -8,9 +8,14 @@ the token (``bodega cluster token list|revoke``); the secret proves its holder
 may join and is kept only as its SHA-256. A token expires (24 hours by
 default) and can be revoked; either refuses it from then on.
 
-``admit`` decides whether a token lets a host in; ``free_subnets`` which
-machine subnets a joining host's workers get. Nothing here reads a file, a
-clock or a socket: callers pass ``now``.
+A server token (``bodega cluster token create --server``) may also let a
+host in as a server, one that gets the CA's key and lets hosts in itself;
+any other token refuses a server join.
+
+``admit`` decides whether a token lets a host in; ``assign_subnets`` which
+machine subnets a joining host's workers get (``free_subnets``: the free
+/24s of the range). Nothing here reads a file, a clock or a socket: callers
+pass ``now`` and what the cluster view holds.
 """
 
 from __future__ import annotations
@@ -83,14 +88,16 @@ class TokenRecord(BaseModel):
     revoked: datetime.datetime | None = None
     description: str = ""
     joins: int = 0  # hosts let in with it
+    server: bool = False  # it may let a host in as a server
 
     @classmethod
     def of(cls, token: JoinToken, now: datetime.datetime, ttl: float,
-           description: str = "") -> TokenRecord:
+           description: str = "", server: bool = False) -> TokenRecord:
         if not 0 < ttl <= MAX_TTL:
             raise ValueError(f"a join token lasts more than 0s and at most {MAX_TTL:g}s")
         return cls(id=token.id, secret_sha256=secret_hash(token.secret), created=now,
-                   expires=now + datetime.timedelta(seconds=ttl), description=description)
+                   expires=now + datetime.timedelta(seconds=ttl), description=description,
+                   server=server)
 
     def status(self, now: datetime.datetime) -> str:
         if self.revoked is not None:
@@ -99,9 +106,10 @@ class TokenRecord(BaseModel):
 
 
 def admit(records: Mapping[str, TokenRecord], token: JoinToken, pinned: str,
-          now: datetime.datetime) -> TokenRecord:
+          now: datetime.datetime, server: bool = False) -> TokenRecord:
     """The record of ``token`` if it lets a host join this cluster (whose CA hashes to
-    ``pinned``) at ``now``; ``JoinRefused`` saying why not otherwise."""
+    ``pinned``) at ``now``, as a server if ``server``; ``JoinRefused`` saying why not
+    otherwise."""
     if not hmac.compare_digest(token.ca_hash, pinned):
         raise JoinRefused("the join token pins another cluster CA than this cluster's")
     record = records.get(token.id)
@@ -115,7 +123,25 @@ def admit(records: Mapping[str, TokenRecord], token: JoinToken, pinned: str,
     if now >= record.expires:
         raise JoinRefused(f"join token {token.id} expired at "
                           f"{record.expires:%Y-%m-%d %H:%M:%S}Z")
+    if server and not record.server:
+        raise JoinRefused(f"join token {token.id} is not a server token: a host joins as a "
+                          "server with one made by `bodega cluster token create --server`")
     return record
+
+
+def assign_subnets(names: Iterable[str], pool: str | None, held: Mapping[str, str],
+                   taken: Iterable[str]) -> dict[str, str]:
+    """The machine subnet of each of a joining host's workers ``names``: the one it was
+    given before (``held``: joined worker name -> subnet), else a free /24 of ``pool``
+    that no held one nor any of ``taken`` (subnets the view shows in use) overlaps. With
+    no pool, only the held ones (the others pick their own)."""
+    wanted = list(dict.fromkeys(names))
+    kept = {n: held[n] for n in wanted if n in held}
+    fresh = [n for n in wanted if n not in held]
+    if pool is None or not fresh:
+        return kept
+    given = free_subnets(pool, [*held.values(), *taken], len(fresh))
+    return {**kept, **dict(zip(fresh, given, strict=True))}
 
 
 def free_subnets(pool: str, taken: Iterable[str], count: int) -> list[str]:

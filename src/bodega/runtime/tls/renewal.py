@@ -2,7 +2,7 @@
 
 At two thirds of its certificate's life (``pki.renewal_wait``) a component
 makes a new key and a CSR for the same identity and addresses, and asks its
-signer: the CA itself where the CA's key is (the first host's broker), or a
+signer: the CA itself where the CA's key is (a server's broker), or a
 broker that holds it, over mutual TLS with the certificate it still has
 (``POST /v1/cluster/certificates``). The answer is checked (this CA's, the
 same identity, for our new key), written in one atomic replace of
