@@ -31,7 +31,7 @@ from bodega.cli.up import _unless_stopped
 from bodega.cluster import host_network, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
-from bodega.cluster.edge_files import CERTS_KEY, DEFAULT_CERT
+from bodega.cluster.edge_files import CERTS_KEY, DEFAULT_CERT, ensure_edge
 from bodega.cluster.joined import (
     API_PORT,
     JOIN_LOCK,
@@ -48,6 +48,8 @@ from bodega.cluster.supervisor import LocalCluster, StartFailed
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import until_stopped
 from bodega.runtime.logs import configure
+from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.files import CaDir
 from bodega.runtime.waits import within
 from bodega.wire.join import JOIN_PORT
 
@@ -174,6 +176,9 @@ def join(
                                    claims)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
                  *(("--memory-mb", str(memory_mb)) if memory_mb else ()))
+        if joined.server and joined.proxy_name:  # a server issues its own default again
+            ensure_edge(data_dir, CertificateAuthority.load(CaDir(data_dir / "tls")),
+                        joined.edge_domain)
         tls = bool(shutil.which("haproxy"))
         components = joined_components(joined, data_dir, plan.ports, driver=driver,
                                        log_level=log_level, extra_worker_args=sizes,
