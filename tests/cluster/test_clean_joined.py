@@ -126,7 +126,7 @@ def test_clean_removes_what_a_joined_host_killed_with_sigkill_left(cluster: Mult
     # SIGKILL to the join and its components at once: nobody stops anything (an agent
     # left alone would stop on its own once its parent is gone).
     components = {c["role"]: int(c["pid"]) for c in syd.components() if c.get("pid")}
-    assert set(components) == {"agent", "worker"}, components
+    assert set(components) == {"agent", "worker", "broker", "proxy"}, components
     pids = [syd.process.pid, *components.values()]
     for pid in pids:
         os.kill(pid, signal.SIGKILL)

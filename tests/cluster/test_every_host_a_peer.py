@@ -11,7 +11,9 @@ one machine on each. Then, as docs/multi-host.md says:
   1's link is back, its own API shows the machine made meanwhile as started;
 - the same with host 2 lost, a fifth host joining through host 1;
 - every process of host 3 is killed with SIGKILL: hosts 1 and 2 serve without
-  it, and ``bodega join`` again on host 3 (no token) brings its machine back.
+  it (a machine is created and started through host 2's API and served by
+  host 1's proxy), and ``bodega join`` again on host 3 (no token) brings its
+  machines back.
 
 Each loss prints how long the peers took to serve without the host (the API
 listing and 10 answers in a row through a surviving proxy); the test asserts
@@ -174,6 +176,8 @@ def test_a_host_killed_with_sigkill_leaves_its_peers_serving_and_comes_back(
     until(lambda: all(m.get("host_status") == "unreachable"
                       for m in api_of(peers, 1).json("machine", "list", "--app", "peer")
                       if m["id"] in mine), "host 3's machines shown unreachable")
+    made = made_and_started(api_of(peers, 2), "ams", {m["id"] for m in started(peers)})
+    until(lambda: made in answers(peers, 1, tries=20), "the new machine served by host 1")
     again = peers.start(3, "join", peers.join_argv("lon")[1], *SIZES, data=lon.data)
     wait_for(again, "bodega joined")
     until(lambda: mine <= {m["id"] for m in started(peers)

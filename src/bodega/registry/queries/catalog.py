@@ -32,6 +32,7 @@ HIDDEN: Mapping[str, str] = {
     "secretkeys": "apps' secret keys (sealed)",
     "certificates": "the edge's private keys (sealed)",
     "join_tokens": "join tokens' hashes",
+    "join_uses": "which join token let which host in (the servers' book, not the view's)",
 }
 
 

@@ -11,7 +11,7 @@ from bodega.registry.replication.schema import MIGRATIONS, TABLES
 
 def test_secrets_bearing_tables_are_hidden_and_every_other_shown() -> None:
     assert set(HIDDEN) == {"tokens", "keyrings", "secrets", "secretkeys", "certificates",
-                           "join_tokens"}
+                           "join_tokens", "join_uses"}
     assert set(PUBLIC) | set(HIDDEN) == set(TABLES)
     assert not set(PUBLIC) & set(HIDDEN)
     assert PUBLIC["machines"].columns == ("id", "app", "name", "region", "worker", "state", DOC)
