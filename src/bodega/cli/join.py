@@ -25,9 +25,8 @@ from typing import Annotated
 import typer
 
 from bodega.cli import context_store
-from bodega.cli.contexts import ContextError, Contexts, register_cluster
 from bodega.cli.errors import fail, friendly
-from bodega.cli.up import _unless_stopped
+from bodega.cli.up import _unless_stopped, keep_context
 from bodega.cluster import host_network, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
@@ -271,7 +270,7 @@ async def _run(cluster: LocalCluster, joined: JoinedHost, network_lines: list[st
             for line in _peer_lines(joined, cluster):
                 typer.echo(line)
             if joined.own_api is not None:
-                _register(contexts_file, joined, cluster.config.data_dir)
+                keep_context(contexts_file, cluster.config.data_dir, joined.own_api)
             typer.echo("Press Ctrl-C to stop.")
             await stop
     finally:
@@ -299,17 +298,3 @@ def _peer_lines(joined: JoinedHost, cluster: LocalCluster) -> list[str]:
         lines.append(f"Server: this host lets hosts join (bodega join {where} --token ... "
                      "--region <REGION>) and renews certificates")
     return lines
-
-
-def _register(path: Path, joined: JoinedHost, data_dir: Path) -> None:
-    """Keep this host's API as a CLI context, as `bodega up` keeps its cluster's."""
-    assert joined.own_api is not None
-    api = joined.own_api
-
-    def edit(contexts: Contexts) -> Contexts:
-        return register_cluster(contexts, data_dir, api, data_dir / "api-token").contexts
-
-    try:
-        context_store.update(path, edit)
-    except (OSError, ContextError) as exc:
-        typer.echo(f"warning: this host's API is not kept as a CLI context: {exc}", err=True)

@@ -280,12 +280,17 @@ async def _join_token(config: ClusterConfig, cluster: LocalCluster,
 def _register(path: Path, config: ClusterConfig, cluster: LocalCluster) -> Registered | None:
     """Keep (or update) this cluster's context: its broker's URL and its token file."""
     broker = next(c for c in cluster.components if c.role == "broker")
-    url = broker.url or f"http://{config.host}:{config.api_port}"
+    return keep_context(path, config.data_dir,
+                        broker.url or f"http://{config.host}:{config.api_port}")
+
+
+def keep_context(path: Path, data_dir: Path, url: str) -> Registered | None:
+    """Keep the API at ``url`` as the CLI context of ``data_dir`` (its ``api-token``); a
+    warning, not a failure, when the contexts file cannot be written."""
     done: list[Registered] = []
 
     def edit(contexts: Contexts) -> Contexts:
-        done.append(register_cluster(contexts, config.data_dir, url,
-                                     config.data_dir / "api-token"))
+        done.append(register_cluster(contexts, data_dir, url, data_dir / "api-token"))
         return done[-1].contexts
 
     try:
