@@ -45,6 +45,7 @@ class Host:
     data: Path
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    argv: tuple[str, ...] = ()  # what started it (without --data-dir): what starts it again
 
     def output(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -89,7 +90,7 @@ class MultiHost:
     def start(self, index: int, *argv: str, data: Path | None = None) -> Host:
         """``bodega ARGV`` on host ``index``, in the foreground as a user runs it."""
         host = Host(index, self.hosts.address(index), data or self.root / f"host{index}",
-                    self.root / f"host{index}-{len(self.members)}.out")
+                    self.root / f"host{index}-{len(self.members)}.out", argv=argv)
         with host.log.open("wb") as out:
             host.process = subprocess.Popen(
                 self.hosts.exec(index, sys.executable, "-m", "bodega", *argv,

@@ -1,8 +1,13 @@
-"""``python -m tests.cluster.chaos``: every scenario on one cluster, then a table.
+"""``python -m tests.cluster.chaos`` (``make chaos``): a campaign, then its table.
+
+A campaign (``campaign.py``) is the cluster a user runs, five hosts joined
+with the CLI, under ``--faults`` overlapping faults planned from ``--seed``
+while clients send at least ``--operations`` requests. ``--scenarios`` runs
+the older one-fault-at-a-time scenarios on a cluster of separately started
+daemons instead (``--ops N`` requests per client and scenario, ``--only
+NAME`` to pick some).
 
 Exit status 1 if any invariant was violated (or a scenario could not run).
-``--ops N`` sets the requests per client and scenario; ``--only NAME`` runs
-some scenarios (repeatable).
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import traceback
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from . import host_faults, scenarios
+from . import campaign, history, host_faults, scenarios
 from .cluster import Cluster, netns_cluster
+from .observe import kernel_inventory
+from .peers import peers_cluster
 from .scenario import Result, clear, members_alive
 from .state import Violation
 
@@ -93,10 +100,42 @@ async def heal_all(c: Cluster) -> None:
     await members_alive(c)
 
 
+def run_campaign(seed: int, operations: int, faults: int, tmp: Path,
+                 report_file: Path | None) -> bool:
+    before = kernel_inventory(tmp)
+    t0 = time.monotonic()
+    with peers_cluster(tmp) as peers:
+        print(f"five hosts joined, the web app on each, in {time.monotonic() - t0:.0f}s",
+              flush=True)
+        report = asyncio.run(campaign.campaign(peers, seed, operations, faults))
+        for v in report.violations:  # before the teardown, which may take a while or fail
+            print(f"  [{v.invariant}] {v.detail}", flush=True)
+    # A namespace's links and tables go some moments after the namespace is deleted.
+    deadline = time.monotonic() + 30
+    while history.kernel_clean(before, after := kernel_inventory(tmp)) \
+            and time.monotonic() < deadline:
+        time.sleep(1)
+    left = history.kernel_clean(before, after)
+    for v in left:
+        print(f"  [{v.invariant}] {v.detail}", flush=True)
+    report.violations += left
+    text = campaign.table(report)
+    print(f"\n{text}\n", flush=True)
+    if report_file is not None:
+        report_file.write_text(text + "\n")
+    return not report.violations
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.cluster.chaos")
+    parser.add_argument("--seed", type=int, default=4242)
+    parser.add_argument("--operations", type=int, default=10_000,
+                        help="API requests the clients send at least (a campaign)")
+    parser.add_argument("--faults", type=int, default=100, help="faults (a campaign)")
+    parser.add_argument("--report", type=Path, help="write the campaign's table here too")
+    parser.add_argument("--scenarios", action="store_true",
+                        help="the one-fault scenarios on separately started daemons instead")
     parser.add_argument("--ops", type=int, default=25, help="requests per client per scenario")
-    parser.add_argument("--seed", type=int, default=int(time.time()) % 10_000)
     parser.add_argument("--only", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--keep", action="store_true",
                         help="keep the logs directory even when nothing was violated")
@@ -105,6 +144,15 @@ def main() -> int:
         print("the chaos suite needs root (network namespaces, nftables, tmpfs)")
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="bodega-chaos-"))
+    if not args.scenarios:
+        tmp.chmod(0o755)  # the web app's machines run as an unprivileged user and read it
+        print(f"seed {args.seed}; logs in {tmp}", flush=True)
+        ok = run_campaign(args.seed, args.operations, args.faults, tmp, args.report)
+        if ok and not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"logs kept in {tmp}")
+        return 0 if ok else 1
     print(f"seed {args.seed}; logs in {tmp}", flush=True)
     t0 = time.monotonic()
     results = asyncio.run(run(args.only or list(SCENARIOS), args.ops, args.seed, tmp))

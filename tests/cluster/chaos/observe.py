@@ -10,10 +10,12 @@ import contextlib
 import os
 import signal
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
 
 from .cluster import Cluster, Node
+from .history import Inventory
 from .state import (
     CreateOutcome,
     Expectation,
@@ -74,10 +76,11 @@ def _netns_inode(path: str) -> int | None:
         return None
 
 
-def machine_processes(hosts: dict[int, str], known: set[str]) -> list[MachineProcess]:
+def machine_processes(hosts: dict[int, str], known: set[str], *,
+                      everything: bool = False) -> list[MachineProcess]:
     """Processes carrying ``BODEGA_MACHINE_ID`` that are ours: in one of ``hosts`` (netns
-    inode -> worker) or naming a machine in ``known``. Wrappers and programs of one machine
-    all count; the checks group them by machine."""
+    inode -> worker) or naming a machine in ``known`` (or all, with ``everything``).
+    Wrappers and programs of one machine all count; the checks group them by machine."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -94,7 +97,7 @@ def machine_processes(hosts: dict[int, str], known: set[str]) -> list[MachinePro
         if machine is None:
             continue
         host = hosts.get(_netns_inode(str(entry / "ns" / "net")) or -1)
-        if host is not None or machine in known:
+        if host is not None or machine in known or everything:
             found.append(MachineProcess(pid=int(entry.name), machine_id=machine, host=host))
     return found
 
@@ -131,3 +134,22 @@ def sweep_machines(c: Cluster) -> int:
             os.kill(p.pid, signal.SIGKILL)
             killed += 1
     return killed
+
+
+def kernel_inventory(root: Path) -> Inventory:
+    """What a run could leave in the kernel: namespaces, links, nftables tables, mounts under
+    ``root``, and processes of machines."""
+    def lines(*argv: str) -> list[str]:
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return done.stdout.splitlines()
+
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+              if line.split()[1].startswith(str(root))]
+    return Inventory(
+        namespaces=sorted(line.split()[0] for line in lines("ip", "netns", "list") if line),
+        links=sorted(line.split(":")[1].strip().split("@")[0]
+                     for line in lines("ip", "-o", "link", "show") if ":" in line),
+        nft_tables=sorted(lines("nft", "list", "tables")),
+        mounts=sorted(mounts),
+        machine_processes=sorted(f"{p.pid} {p.machine_id}"
+                                 for p in machine_processes({}, set(), everything=True)))
