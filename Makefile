@@ -36,7 +36,8 @@ integration: $(STAMP) host-packages
 cluster: $(STAMP) host-packages
 	BODEGA_REQUIRE_HAPROXY=1 $(BIN)/pytest -q tests/cluster
 
-# Every chaos scenario on a nine-host cluster (root: namespaces, nftables, tmpfs); a table.
+# A chaos campaign on five hosts joined with the CLI, then its table (root: namespaces,
+# nftables, tmpfs). ARGS="--scenarios" runs the one-fault scenarios instead.
 chaos: $(STAMP) host-packages
 	$(BIN)/python -m tests.cluster.chaos $(ARGS)
 

@@ -138,11 +138,17 @@ def wait_for(host: Host, text: str, timeout: float = 180.0) -> str:
 
 
 @contextlib.contextmanager
-def three_hosts(root: Path, *up_args: str, count: int = 3) -> Iterator[MultiHost]:
+def three_hosts(root: Path, *up_args: str, count: int = 3,
+                keep_mounts: bool = False) -> Iterator[MultiHost]:
     """``up_args``: more flags for host 1's ``bodega up --advertise``; ``count``: namespaces
-    made, host 1 started (the others are the test's to start)."""
+    made, host 1 started (the others are the test's to start); ``keep_mounts``: each host
+    keeps one mount namespace, as a real host does, so a host whose every bodega process
+    died still has the namespaces its machines were given (``Hosts.keep_mounts``)."""
     hosts = Hosts()
     asyncio.run(hosts.setup(count))
+    if keep_mounts:
+        for index in range(1, count + 1):
+            hosts.keep_mounts(index)
     api, proxy, joins = free_port(), free_port(), free_port()
     cluster = MultiHost(hosts, root, f"http://{hosts.address(1)}:{api}",
                         f"http://{hosts.address(1)}:{proxy}",

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from tests.cluster.chaos import history, plan
-from tests.cluster.chaos.state import Violation
+from tests.cluster.chaos import history, peers, plan
+from tests.cluster.chaos.state import MachineProcess, Violation
 
 # Floats: a plan's times are sums of one-decimal numbers (109.6 + 0.0 may come out as
 # 109.60000000000001), so "no earlier than" allows that much.
@@ -455,3 +455,20 @@ def test_a_hundred_faults_use_every_kind() -> None:
 def test_a_plan_needs_two_hosts(hosts: list[plan.HostShape]) -> None:
     with pytest.raises(ValueError, match="two hosts or more"):
         plan.plan(0, hosts, 10)
+
+
+# -- which worker runs a machine process --------------------------------------------------------
+def test_a_machine_process_belongs_to_the_worker_whose_store_records_it_or_its_ancestor() -> None:
+    found = [MachineProcess(pid=pid, machine_id="m1", host=None) for pid in (100, 101, 102)]
+    # 100 is the recorded process, 101 its child, 102 a child of 101: all on w1
+    parents = {100: 50, 101: 100, 102: 101, 50: 1}
+    hosts = {p.pid: p.host for p in peers.attribute(found, {100: "w1"}, parents)}
+    assert hosts == {100: "w1", 101: "w1", 102: "w1"}
+
+
+def test_a_machine_process_no_worker_records_belongs_to_none() -> None:
+    """A second copy of a machine, outside what its worker records, shows as running on no
+    worker: ``invariants.processes`` then reports it."""
+    found = [MachineProcess(pid=200, machine_id="m1", host=None)]
+    parents = {200: 60, 60: 1, 100: 50}
+    assert [p.host for p in peers.attribute(found, {100: "w1"}, parents)] == [None]

@@ -89,9 +89,12 @@ class Peers:
 
     # -- breaking and mending -----------------------------------------------------------------
     def netns_pids(self, host: PeerHost) -> list[int]:
+        """Every process on the host but the one holding its mounts (the host's kernel state,
+        which outlives its processes; a power cut would lose that too)."""
         out = subprocess.run(["ip", "netns", "pids", self.multi.hosts.namespace(host.index)],
                              capture_output=True, text=True, check=False).stdout
-        return [int(p) for p in out.split()]
+        holder = self.multi.hosts.mounts.get(host.index)
+        return [int(p) for p in out.split() if holder is None or int(p) != holder.pid]
 
     async def apply(self, fault: PlannedFault, rng: random.Random) -> str:
         """Break what ``fault`` says; a line saying what was done."""
@@ -100,7 +103,7 @@ class Peers:
         kind = fault.kind
         if kind == "host-kill":
             pids = self.netns_pids(host)
-            for pid in pids:  # every process of the host at once, as a power cut would
+            for pid in pids:  # every bodega process of the host at once, as a crash would
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             return f"{len(pids)} processes"
@@ -277,7 +280,7 @@ def peers_cluster(root: Path) -> Iterator[Peers]:
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_MB}m", "tmpfs", str(small)],
                    check=True)
     try:
-        with three_hosts(root, count=5) as multi:
+        with three_hosts(root, count=5, keep_mounts=True) as multi:
             peers = Peers(multi)
             first = multi.members[0]
             server_token = multi.ok("cluster", "token", "create", "--server",
