@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from bodega.jobs.slots import eligible, slot_key
-from bodega.model.errors import BodegaError, Conflict, NotFound, Unavailable
+from bodega.model.errors import BodegaError, Conflict, NotFound, StorageFull, Unavailable
 from bodega.runtime.waits import within
 from bodega.wire.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
 from bodega.worker.jobs.peers import JobPeers
@@ -160,9 +160,23 @@ class JobRunner:
             log.warning("job %s: take failed: %s", probe.job_id, exc.message)
         finally:
             self._taking.discard(probe.job_id)
-            for reservation in free:
-                self.ledger.release(reservation)
+            self._release(probe.job_id, free)
             self.wake.set()
+
+    def _release(self, job_id: str, reservations: list[str]) -> None:
+        """Give back the reservations a take did not use. One a full disk keeps (its release
+        cannot be recorded) holds room only until its TTL passes: the ledger counts none
+        after that, so the room comes back on its own."""
+        kept = 0
+        for reservation in reservations:
+            try:
+                self.ledger.release(reservation)
+            except StorageFull:
+                kept += 1
+        if kept:
+            log.warning("job %s: %d unused reservation(s) not released, the disk being full: "
+                        "each stops holding room when its %.0fs TTL passes", job_id, kept,
+                        RESERVATION_TTL)
 
     def _start(self, run: RunRow, free: list[str]) -> None:
         """Start a run taken: in a slot of its shape (one with a place, else a new one under
