@@ -83,6 +83,16 @@ async def test_exit_codes_and_signals_are_reported(tmp_path: Path,
     assert (status.exit_code, status.signal) == (143, 15)
 
 
+@root_only
+async def test_a_run_whose_namespace_is_gone_reports_its_failure_not_a_kill(
+        tmp_path: Path, driver: ProcessDriver) -> None:
+    # nsenter finds no namespace and exits 1 before the wrapper opens its exit file: no
+    # signal was sent to anything, and the machine's exit must not say one was.
+    run = await driver.start(spec(tmp_path, "pass", netns=f"bdgt-gone-{uuid.uuid4().hex[:6]}"))
+    status = await asyncio.wait_for(driver.wait(run), 10)
+    assert (status.exit_code, status.signal) == (1, None)
+
+
 async def test_a_stop_sent_the_instant_a_run_starts_reaches_its_program(
         tmp_path: Path, driver: ProcessDriver) -> None:
     # The wrapper traps the group's signals before it forks the program; a signal

@@ -181,14 +181,22 @@ class Runs:
         process that left no exit file had its wrapper killed with it: ``lost``."""
         signal_number: int | None = None
         code: int | None = None
+        own_code: int | None = None  # the wrapper's own exit code, when it exited
         popen = self._children.pop(handle.pid, None) if handle.pid else None
         if popen is not None:
             returncode = popen.wait()
             if returncode < 0:
                 signal_number = -returncode
+            else:
+                own_code = returncode
         exitfile = Path(handle.data.get("exitfile", ""))
         with contextlib.suppress(OSError):
             code = parse_exit_file(exitfile.read_text())
+        if code is None and signal_number is None:
+            # No record, yet not killed: what runs before the wrapper's shell (``nsenter``
+            # finding no namespace, ``unshare``) failed, and its code says so; reporting a
+            # SIGKILL instead would blame a kill nobody sent.
+            code = own_code
         lost = found_ended and popen is None and code is None
         if code is None and signal_number is None:
             signal_number = signals.SIGKILL  # the wrapper died with no record: killed
