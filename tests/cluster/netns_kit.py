@@ -74,9 +74,15 @@ class Hosts:
             return ["nsenter", f"--target={holder.pid}", "--mount", "--net", *argv]
         return ["ip", "netns", "exec", self.namespace(index), *argv]
 
-    def keep_mounts(self, index: int) -> None:
+    def keep_mounts(self, index: int, *, own_run_dirs: bool = False) -> None:
         """From now on, every command on host ``index`` shares one mount namespace: the one
-        ``ip netns exec`` makes (its ``/sys`` the host's), held by a process that sleeps."""
+        ``ip netns exec`` makes (its ``/sys`` the host's), held by a process that sleeps.
+
+        ``own_run_dirs``: the host also gets a ``/run/netns`` and a ``/run/wireguard`` of
+        its own, as a real host has, where it would otherwise share the test's (and every
+        other host's): what a host lists or sweeps there is its own machines' namespaces,
+        and ``wg show interfaces`` on it lists its own WireGuard interfaces (wireguard-go's
+        control sockets), not every host's."""
         holder = subprocess.Popen(self.exec(index, "sleep", "infinity"))
         for _ in range(500):  # until ip netns exec has made it and exec'd the sleep
             with contextlib.suppress(OSError):
@@ -87,6 +93,12 @@ class Hosts:
             holder.kill()
             raise AssertionError(f"host {index}'s mount namespace never came up")
         self.mounts[index] = holder
+        if own_run_dirs:
+            # Private first, so that what the host mounts from now on stays its own.
+            subprocess.run(["nsenter", f"--target={holder.pid}", "--mount", "sh", "-ec",
+                            "mount --make-rprivate /\n"
+                            "for d in /run/netns /run/wireguard; do mkdir -p $d;"
+                            " mount -t tmpfs -o size=1m,mode=755 run $d; done"], check=True)
 
     async def partition(self, group: list[int], others: list[int]) -> None:
         """No packet between ``group`` and ``others``, either way (both sides drop)."""

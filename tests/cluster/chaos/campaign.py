@@ -33,9 +33,9 @@ from tests.cluster.multihost_kit import TOKEN
 
 from . import history, invariants
 from .history import Fault, JobOutcome, Request, TaskOutcome
-from .peers import REGIONS, WEB_APP, Peers
+from .peers import REGIONS, WEB_APP, NotHealed, Peers
 from .plan import PlannedFault, plan
-from .scenario import QUIET, poll
+from .scenario import QUIET, poll, sample_capacity
 from .state import Violation
 from .workload import READS, Client, Ledger, actor
 
@@ -78,7 +78,7 @@ async def campaign(peers: Peers, seed: int, operations: int, faults: int) -> Rep
         await create_app(clients[0])
         sampled: list[Violation] = []
         background = [asyncio.create_task(coro) for coro in (
-            sample_capacity(peers, sampled, stop),
+            sample_capacity(lambda: peers.snapshot(views=False), sampled, stop, every=2.0),
             *(read_proxies(peers, ledger, stop, i) for i in range(READERS)),
             submit_jobs(clients, ledger, report.jobs, stop, random.Random(seed)))]
         rng = random.Random(seed)
@@ -123,6 +123,10 @@ async def run_plan(peers: Peers, report: Report, t0: float, rng: random.Random) 
                 done = await peers.apply(f, rng)
                 await asyncio.sleep(f.lasts)
                 detail = f"{done}; {await peers.heal(f, done)}".strip("; ")
+        except NotHealed as exc:
+            report.violations.append(Violation(invariant="healed", detail=(
+                f"{f.kind} on {f.host} at {start:.1f}s: {exc}")))
+            detail = f"not healed: {exc}"
         except Exception as exc:  # a fault that could not be applied or healed is a finding
             report.violations.append(Violation(invariant="fault-ran", detail=(
                 f"{f.kind} on {f.host} at {start:.1f}s: {exc!r}"[:400])))
@@ -144,7 +148,8 @@ async def rotate_key(peers: Peers, rng: random.Random) -> str:
     for host in order:
         done = await asyncio.to_thread(peers.cli(host).bodega, "cluster", "key", "rotate",
                                        timeout=180)
-        said = ((done.stdout + done.stderr).strip().splitlines() or [""])[-1]
+        said = ((done.stdout if done.returncode == 0 else done.stderr).strip().splitlines()
+                or [""])[0]
         if done.returncode == 0:
             return f"through {host.name}: {said[:120]}"
     return f"refused everywhere: {said[:160]}"
@@ -213,19 +218,6 @@ async def job_outcomes(clients: list[httpx.AsyncClient], ledger: Ledger,
 
 
 # -- checks ---------------------------------------------------------------------------------
-async def sample_capacity(peers: Peers, into: list[Violation], stop: asyncio.Event) -> None:
-    """While the campaign runs: a worker over its totals at any sample is a violation."""
-    seen: set[str] = set()
-    while not stop.is_set():
-        snap = await asyncio.to_thread(peers.snapshot, views=False)
-        for v in invariants.capacity(snap):
-            if v.detail not in seen:
-                seen.add(v.detail)
-                into.append(v)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 2.0)
-
-
 async def settle(peers: Peers, report: Report, ledger: Ledger, healed: float,
                  clients: list[httpx.AsyncClient]) -> None:
     creates, expectations = ledger.creates, ledger.expectations()

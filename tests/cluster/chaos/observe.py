@@ -41,6 +41,9 @@ def read_worker(name: str, data_dir: Path, totals: Totals) -> WorkerState:
         return WorkerState(name=name, totals=totals)
     now = time.time()
     with contextlib.closing(_connect(path)) as db:
+        # One read transaction: the tables as of one commit. Read apart, a destroy and the
+        # reservation that took its room, committed between the two reads, would count twice.
+        db.execute("BEGIN")
         machines = [StoredMachine(id=r["id"], app=r["app"], state=r["state"],
                                   millicpus=r["millicpus"], memory_mb=r["memory_mb"],
                                   holds_compute=bool(r["holds_compute"]),

@@ -43,6 +43,11 @@ TOTALS = Totals(millicpus=4000, memory_mb=2048)
 TMPFS_MB = 160
 WEB_APP = "web"  # a small HTTP server with one machine on every host, read through the proxies
 LOSS_TABLE = "bodega_chaos_loss"
+PEER_BACK = 30.0  # seconds for the private network to put a removed WireGuard peer back
+
+
+class NotHealed(Exception):
+    """What a fault found broken, or left broken: bodega did not mend it."""
 
 
 @dataclass
@@ -158,6 +163,9 @@ class Peers:
                 os.kill(int(before.rsplit(" ", 1)[-1]), signal.SIGCONT)
         elif fault.kind == "disk-full":
             (host.data / "chaos-fill").unlink(missing_ok=True)
+        elif fault.kind == "wg-peer-remove":
+            interface, _, peer = before.split()[:3]
+            return await self.peer_back(host, interface, peer)
         elif fault.kind.endswith("-kill"):
             role = fault.kind.removesuffix("-kill")
             old = before.rsplit(" ", 1)[-1]
@@ -174,21 +182,33 @@ class Peers:
         wait_for(host.host, "bodega is up" if host.index == 1 else "bodega joined",
                  timeout=240)
 
+    def wg(self, host: PeerHost, *argv: str) -> str:
+        return subprocess.run(self.multi.hosts.exec(host.index, "wg", *argv),
+                              capture_output=True, text=True, check=False).stdout
+
     async def remove_wg_peer(self, host: PeerHost, rng: random.Random) -> str:
         """One WireGuard peer of the host's private network removed under traffic."""
-        def wg(*argv: str) -> str:
-            return subprocess.run(self.multi.hosts.exec(host.index, "wg", *argv),
-                                  capture_output=True, text=True, check=False).stdout
-
-        interfaces = (await asyncio.to_thread(wg, "show", "interfaces")).split()
+        interfaces = (await asyncio.to_thread(self.wg, host, "show", "interfaces")).split()
         if not interfaces:
-            return "no WireGuard interface"
-        peers = (await asyncio.to_thread(wg, "show", interfaces[0], "peers")).split()
+            raise NotHealed(f"{host.name} has no WireGuard interface: its private network "
+                            "is down")
+        peers = (await asyncio.to_thread(self.wg, host, "show", interfaces[0], "peers")).split()
         if not peers:
-            return f"{interfaces[0]} has no peer"
+            raise NotHealed(f"{host.name}'s {interfaces[0]} has no peer")
         peer = rng.choice(peers)
-        await asyncio.to_thread(wg, "set", interfaces[0], "peer", peer, "remove")
-        return f"{interfaces[0]} peer {peer[:8]} removed of {len(peers)}"
+        await asyncio.to_thread(self.wg, host, "set", interfaces[0], "peer", peer, "remove")
+        return f"{interfaces[0]} peer {peer} removed of {len(peers)}"
+
+    async def peer_back(self, host: PeerHost, interface: str, peer: str) -> str:
+        """Wait (bounded) for bodega to put a removed WireGuard peer back."""
+        start = time.monotonic()
+        while time.monotonic() - start < PEER_BACK:
+            listed = await asyncio.to_thread(self.wg, host, "show", interface, "peers")
+            if peer in listed.split():
+                return f"back after {time.monotonic() - start:.1f}s"
+            await asyncio.sleep(0.5)
+        raise NotHealed(f"{host.name}'s WireGuard peer {peer[:8]} not back on {interface} "
+                        f"within {PEER_BACK:.0f}s")
 
     async def heal_all(self) -> None:
         """Whatever a campaign stopped early left broken: every link up, no loss, every

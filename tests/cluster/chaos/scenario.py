@@ -22,7 +22,7 @@ import httpx
 from . import invariants
 from .cluster import Cluster
 from .observe import snapshot
-from .state import CreateOutcome, Expectation, Violation
+from .state import CreateOutcome, Expectation, Snapshot, Violation
 from .workload import Ledger
 
 SETTLE = 120.0
@@ -89,17 +89,19 @@ async def create_app(c: Cluster, app: str, result: Result) -> None:
         raise AssertionError(f"app {app} did not reach every broker")
 
 
-async def sample_capacity(c: Cluster, into: list[Violation], stop: asyncio.Event) -> None:
-    """While faults are on: a worker over its totals at any sample is a violation."""
+async def sample_capacity(read: Callable[[], Snapshot], into: list[Violation],
+                          stop: asyncio.Event, every: float = 1.0) -> None:
+    """While faults are on: a worker over its totals at any sample (``read`` takes one) is a
+    violation."""
     seen: set[str] = set()
     while not stop.is_set():
-        snap = await asyncio.to_thread(snapshot, c, views=False)
+        snap = await asyncio.to_thread(read)
         for v in invariants.capacity(snap):
             if v.detail not in seen:
                 seen.add(v.detail)
                 into.append(v)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 1.0)
+            await asyncio.wait_for(stop.wait(), every)
 
 
 async def settle(c: Cluster, result: Result, creates: list[CreateOutcome],
@@ -141,7 +143,8 @@ async def under_fault(c: Cluster, result: Result, workload: Awaitable[Ledger],
     capacity sampler; the fault must heal what it broke before it returns."""
     done = asyncio.Event()
     sampled: list[Violation] = []
-    sampler = asyncio.create_task(sample_capacity(c, sampled, done))
+    sampler = asyncio.create_task(sample_capacity(lambda: snapshot(c, views=False), sampled,
+                                                  done))
     faulting = asyncio.create_task(fault(done))
     try:
         ledger = await workload
