@@ -7,6 +7,8 @@ loop's own ``fork`` would hold every request the worker serves meanwhile.
 
 from __future__ import annotations
 
+import subprocess
+
 from bodega.runtime.commands import run_command
 
 
@@ -14,8 +16,15 @@ class CommandFailed(Exception):
     """A host command exited non-zero; the message carries its error output."""
 
 
-async def run(*argv: str, stdin: bytes | None = None, check: bool = True) -> str:
-    done = await run_command(*argv, stdin=stdin)
+async def run(*argv: str, stdin: bytes | None = None, check: bool = True,
+              timeout: float | None = None) -> str:
+    """``argv``'s output; ``CommandFailed`` if it fails (with ``check``) or runs longer
+    than ``timeout`` seconds (it is killed)."""
+    try:
+        done = await run_command(*argv, stdin=stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CommandFailed(f"{' '.join(argv[:5])} did not answer within {timeout:g} s") \
+            from None
     if check and done.returncode != 0:
         raise CommandFailed(f"{' '.join(argv[:5])} failed: {done.stderr.decode().strip()}")
     return done.stdout.decode()

@@ -25,6 +25,15 @@ carry every worker's packets out under a key the peers do not accept them from.
 The private key is made once (``wg genkey``) and kept in the data dir; the
 public key, endpoint and block go into the worker's ``workers`` row, where the
 other hosts learn them (``peers.py`` decides, ``sync`` applies).
+
+The interface can go from under a running worker: a ``wireguard-go`` killed (by
+the OOM killer, an operator) takes its interface and the routes through it with
+it, and the next ``wg`` that finds its socket refused removes the socket. ``sync``
+then looks at what is left and, when ``gone`` says the overlay is, brings it up
+again as ``start`` does (same key, port and routes; the fence names the interface,
+not its index, and stays) before it sets the peers. A ``wireguard-go`` that is
+alive but does not answer is not replaced: its dump times out and the error is
+logged each round (replacing it would race the stopped one for its socket).
 """
 
 from __future__ import annotations
@@ -46,6 +55,8 @@ log = logging.getLogger("bodega.networking.overlay")
 SOCKET_DIR = Path("/var/run/wireguard")
 USERSPACE_ENV = "WG_I_PREFER_BUGGY_USERSPACE_TO_POLISHED_KMOD"
 READY_POLLS = 100  # 5 s for wireguard-go's socket to appear
+DUMP_TIMEOUT = 10.0  # seconds: a stopped wireguard-go accepts wg's connection, never answers
+UNREACHABLE = "Unable to access interface"  # wg, when no kernel or userspace device answers
 
 
 @dataclass(frozen=True)
@@ -79,10 +90,33 @@ def unrouting(spec: OverlaySpec) -> list[str]:
             "priority", str(RULE_PRIORITY)]
 
 
+@dataclass(frozen=True)
+class Sight:
+    """What was seen of the overlay after ``wg`` failed on it."""
+
+    interface: bool  # the interface exists in this network namespace
+    socket: bool  # a wireguard-go control socket exists for it
+    userspace: bool  # it was brought up with wireguard-go
+    error: str  # what wg said
+
+
+def gone(sight: Sight) -> str | None:
+    """Why the overlay must be brought up again, or None when it stands (``wg`` failed for
+    another reason, or a wireguard-go that is alive did not answer); pure."""
+    if not sight.interface:
+        return "its interface is gone"
+    if sight.userspace and not sight.socket:
+        return "its wireguard-go is gone (no control socket)"
+    if UNREACHABLE in sight.error:
+        return f"wg cannot reach it ({sight.error.rsplit(': ', 1)[-1]})"
+    return None
+
+
 class Overlay:
     def __init__(self, spec: OverlaySpec) -> None:
         self.spec = spec
         self.public_key = ""
+        self.userspace = False
 
     @property
     def private_key_path(self) -> Path:
@@ -99,9 +133,11 @@ class Overlay:
         await run("ip", "link", "del", name, check=False)  # a crashed run's
         try:
             await run("ip", "link", "add", name, "type", "wireguard")
+            self.userspace = False
             log.info("overlay %s: kernel WireGuard", name)
         except CommandFailed:
             await self._userspace()
+            self.userspace = True
             log.info("overlay %s: wireguard-go (no WireGuard in this kernel)", name)
         await run("wg", "set", name, "private-key", str(self.private_key_path),
                   "listen-port", str(self.spec.listen_port))
@@ -154,11 +190,22 @@ class Overlay:
         raise CommandFailed(f"wireguard-go did not bring up {name}")
 
     async def dump(self) -> str:
-        return await run("wg", "show", self.spec.interface, "dump")
+        return await run("wg", "show", self.spec.interface, "dump", timeout=DUMP_TIMEOUT)
 
     async def sync(self, want: dict[str, Peer]) -> int:
-        """Make the interface's peers ``want``; how many changes that took."""
-        steps = changes(parse_dump(await self.dump()), want)
+        """Make the interface's peers ``want``, bringing the overlay up again first if it is
+        gone; how many peer changes that took."""
+        try:
+            dump = await self.dump()
+        except CommandFailed as failed:
+            reason = gone(_sight(self.spec.interface, self.userspace, str(failed)))
+            if reason is None:
+                raise
+            await self.start()
+            log.warning("overlay %s was gone (%s): brought up again with its key, port and "
+                        "routes", self.spec.interface, reason)
+            dump = await self.dump()
+        steps = changes(parse_dump(dump), want)
         for step in steps:
             await run(*step.argv(self.spec.interface))
             log.info("overlay %s: %s", self.spec.interface, step.describe())
@@ -172,6 +219,12 @@ class Overlay:
 
 def _socket(name: str) -> Path:
     return SOCKET_DIR / f"{name}.sock"
+
+
+def _sight(name: str, userspace: bool, error: str) -> Sight:
+    """What is left of the overlay ``name`` (sysfs and /run are in memory: no disk wait)."""
+    return Sight(interface=Path(f"/sys/class/net/{name}").exists(),
+                 socket=_socket(name).exists(), userspace=userspace, error=error)
 
 
 def _up(name: str) -> bool:

@@ -25,15 +25,18 @@ class Completed:
     stderr: bytes
 
 
-def _run(argv: tuple[str, ...], stdin: bytes | None, stdout: bool) -> Completed:
+def _run(argv: tuple[str, ...], stdin: bytes | None, stdout: bool,
+         timeout: float | None) -> Completed:
     done = subprocess.run(
         argv, input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
         stdout=subprocess.PIPE if stdout else subprocess.DEVNULL, stderr=subprocess.PIPE,
-        check=False)
+        check=False, timeout=timeout)
     return Completed(done.returncode, done.stdout or b"", done.stderr)
 
 
-async def run_command(*argv: str, stdin: bytes | None = None, stdout: bool = True) -> Completed:
+async def run_command(*argv: str, stdin: bytes | None = None, stdout: bool = True,
+                      timeout: float | None = None) -> Completed:
     """Run ``argv`` to its end: its exit code, its output (none kept unless ``stdout``)
-    and its error output. ``OSError`` if it cannot be started."""
-    return await asyncio.to_thread(_run, argv, stdin, stdout)
+    and its error output. ``OSError`` if it cannot be started; ``subprocess.TimeoutExpired``
+    (the command killed) if it runs longer than ``timeout`` seconds."""
+    return await asyncio.to_thread(_run, argv, stdin, stdout, timeout)

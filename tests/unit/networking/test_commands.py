@@ -30,3 +30,9 @@ async def test_a_failed_command_names_itself_and_its_error(no_loop_spawns: None)
     with pytest.raises(CommandFailed, match="sh -c echo nope >&2; exit 2 failed: nope"):
         await run("sh", "-c", "echo nope >&2; exit 2")
     assert await run("sh", "-c", "exit 2", check=False) == ""
+
+
+async def test_a_command_that_does_not_answer_in_time_is_killed_and_named(
+        no_loop_spawns: None) -> None:
+    with pytest.raises(CommandFailed, match=r"sleep 30 did not answer within 0\.2 s"):
+        await run("sleep", "30", timeout=0.2)

@@ -171,6 +171,8 @@ class PrivateNetwork:
             self.networks = wanted
 
     async def _follow_peers(self) -> None:
+        """Every ``PEER_SYNC``: the peers the view wants, on an overlay brought up again
+        first if it is gone (``Overlay.sync``), and the Flycast addresses."""
         while True:
             try:
                 view = self.view
