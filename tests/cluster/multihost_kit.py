@@ -68,6 +68,7 @@ class MultiHost:
     join_line: str = ""
     machine_cidr: str = ""
     members: list[Host] = field(default_factory=list)
+    host_env: dict[int, dict[str, str]] = field(default_factory=dict)  # more, for a host
 
     @property
     def env(self) -> dict[str, str]:
@@ -96,7 +97,8 @@ class MultiHost:
                 self.hosts.exec(index, sys.executable, "-m", "bodega", *argv,
                                 "--data-dir", str(host.data)),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, "BODEGA_CONFIG": str(self.root / f"cli{index}.toml")})
+                env={**os.environ, "BODEGA_CONFIG": str(self.root / f"cli{index}.toml"),
+                     **self.host_env.get(index, {})})
         self.members.append(host)
         return host
 

@@ -5,7 +5,8 @@ joins as a server (a server token); hosts 3 and 4 join with the line host 1
 printed; host 5 joins with ``--no-broker --no-proxy`` (workers only). Every
 host has one worker (4 CPUs, 2048 MB) in its own region, the private network
 is on, and certificates live 90 s (so every part renews its own several times
-in a run). Host 4 keeps its data on a small tmpfs: a disk that can fill.
+in a run). Host 4 keeps its data on a small tmpfs: a disk that can fill. Host 3's
+wall clock runs 30 s ahead of the others' (``skewed_clock``).
 
 ``Peers`` also knows how to break each host (``apply``) and how to mend it
 (``heal``), and how to read every worker's store and every host's view from
@@ -44,6 +45,19 @@ TMPFS_MB = 160
 WEB_APP = "web"  # a small HTTP server with one machine on every host, read through the proxies
 LOSS_TABLE = "bodega_chaos_loss"
 PEER_BACK = 30.0  # seconds for the private network to put a removed WireGuard peer back
+SKEWED = 3  # the host whose wall clock runs ahead, all run long
+SKEW = "+30s"
+
+
+def skewed_clock() -> dict[str, str]:
+    """The environment that sets a host's wall clock ``SKEW`` ahead (libfaketime, from
+    Debian's faketime): time() and the like; its monotonic clock, which bodega's timers
+    read, stays true, as it would on a host whose NTP is off."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+    if not found:
+        raise RuntimeError("libfaketime is missing: apt-get install faketime "
+                           "(scripts/host-packages does, as root)")
+    return {"LD_PRELOAD": str(found[0]), "FAKETIME": SKEW, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
 
 
 class NotHealed(Exception):
@@ -302,6 +316,7 @@ def peers_cluster(root: Path) -> Iterator[Peers]:
     try:
         with three_hosts(root, count=5, keep_mounts=True) as multi:
             peers = Peers(multi)
+            multi.host_env[SKEWED] = skewed_clock()
             first = multi.members[0]
             server_token = multi.ok("cluster", "token", "create", "--server",
                                     "--description", "chaos host 2").strip()
