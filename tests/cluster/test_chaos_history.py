@@ -337,11 +337,3 @@ def test_leftovers_are_counted_in_full_and_the_first_five_named() -> None:
     assert kinds(found) == ["kernel-clean", "kernel-clean"]
     assert found[0].detail == "7 links left: ['veth1', 'veth2', 'veth3', 'veth4', 'veth5']"
     assert found[1].detail == "1 mounts left: ['/run/bodega tmpfs']"
-
-
-# --- counted --------------------------------------------------------------------------
-
-
-def test_counted_lists_kinds_most_first() -> None:
-    assert history.counted(["b", "a", "b", "c", "b", "a"]) == "b 3, a 2, c 1"
-    assert history.counted([]) == ""

@@ -59,7 +59,6 @@ class Report:
     convergence: float | None = None
     operations: int = 0
     seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
 
 
 def auth() -> dict[str, str]:

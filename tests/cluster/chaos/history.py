@@ -88,10 +88,14 @@ def api_answered(requests: list[Request], faults: list[Fault]) -> list[Violation
             and not _disturbed(faults, API_DOWN, r.host, r.start, r.end)]
 
 
+def _through_live_proxies(requests: list[Request], faults: list[Fault]) -> list[Request]:
+    return [r for r in requests if r.kind == "proxy"
+            and not _disturbed(faults, PROXY_DOWN, r.host, r.start, r.end)]
+
+
 def proxy_failures(requests: list[Request], faults: list[Fault]) -> tuple[int, int]:
     """Requests through the proxies of hosts that were up, and how many of them failed."""
-    live = [r for r in requests if r.kind == "proxy"
-            and not _disturbed(faults, PROXY_DOWN, r.host, r.start, r.end)]
+    live = _through_live_proxies(requests, faults)
     return len(live), sum(1 for r in live if r.outcome != "200")
 
 
@@ -99,15 +103,15 @@ def proxy_budget(requests: list[Request], faults: list[Fault],
                  budget: float) -> list[Violation]:
     """At most ``budget`` (a fraction) of the requests sent through a live host's proxy
     failed, and some were sent at all."""
-    sent, failed = proxy_failures(requests, faults)
+    live = _through_live_proxies(requests, faults)
+    failures = Counter(r.outcome for r in live if r.outcome != "200")
+    sent, failed = len(live), failures.total()
     if sent == 0:
         return [Violation(invariant="proxy-budget", detail="no request reached a live proxy")]
     if failed > budget * sent + 1e-9:  # at the budget exactly is within it
-        outcomes = Counter(r.outcome for r in requests if r.kind == "proxy" and r.outcome != "200"
-                           and not _disturbed(faults, PROXY_DOWN, r.host, r.start, r.end))
         return [Violation(invariant="proxy-budget", detail=(
             f"{failed} of {sent} requests through live proxies failed, budget "
-            f"{budget:.1%} ({int(budget * sent)}): {dict(outcomes.most_common(5))}"))]
+            f"{budget:.1%} ({int(budget * sent)}): {dict(failures.most_common(5))}"))]
     return []
 
 
@@ -157,7 +161,3 @@ def kernel_clean(before: Inventory, after: Inventory) -> list[Violation]:
                 f"{len(left)} {kind.replace('_', ' ')} left: {left[:5]}")))
     return out
 
-
-def counted(items: Iterable[str]) -> str:
-    """``a 3, b 1``: items by kind, most first."""
-    return ", ".join(f"{k} {n}" for k, n in Counter(items).most_common())

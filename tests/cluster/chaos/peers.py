@@ -77,10 +77,6 @@ class PeerHost:
         return self.shape.name
 
     @property
-    def region(self) -> str:
-        return REGIONS[self.index - 1]
-
-    @property
     def data(self) -> Path:
         return self.host.data
 
