@@ -43,6 +43,7 @@ from bodega.model.answer import Answer, from_doc
 from bodega.runtime.tls.join_store import BOOK, JoinBook, read_book
 from bodega.runtime.tls.join_token import (
     JoinToken,
+    TokenFields,
     TokenRecord,
     admit,
     assign_subnets,
@@ -57,29 +58,17 @@ IMPORTED = "imported"  # the token id of the join rows a file brought: it did no
 Clock = Callable[[], datetime.datetime]
 
 
-class TokenRow(Answer):
+class TokenRow(Answer, TokenFields):
     """A join token's row: what ``TokenRecord`` keeps, but for its count of joins."""
 
-    id: str
-    secret_sha256: str
-    created: datetime.datetime
-    expires: datetime.datetime
-    revoked: datetime.datetime | None = None
-    description: str = ""
-    server: bool = False
     joins_before: int = 0  # joins a file counted before the book moved into the view
 
     @classmethod
     def of(cls, record: TokenRecord) -> TokenRow:
-        return cls(id=record.id, secret_sha256=record.secret_sha256, created=record.created,
-                   expires=record.expires, revoked=record.revoked,
-                   description=record.description, server=record.server,
-                   joins_before=record.joins)
+        return cls(**record.model_dump(exclude={"joins"}), joins_before=record.joins)
 
     def record(self, joins: int) -> TokenRecord:
-        return TokenRecord(id=self.id, secret_sha256=self.secret_sha256, created=self.created,
-                           expires=self.expires, revoked=self.revoked,
-                           description=self.description, server=self.server,
+        return TokenRecord(**self.model_dump(exclude={"joins_before"}),
                            joins=self.joins_before + joins)
 
 

@@ -77,18 +77,24 @@ class JoinToken:
         return cls(found["ca"], found["id"], found["secret"])
 
 
-class TokenRecord(BaseModel):
-    """A token as the signer keeps it: never its secret, only the secret's hash."""
+class TokenFields(BaseModel):
+    """What is known of a token but for its count of joins: its record's fields, and its
+    row's in the join book (``broker/trust/join_book.py``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     id: str
     secret_sha256: str
     created: datetime.datetime
     expires: datetime.datetime
     revoked: datetime.datetime | None = None
     description: str = ""
-    joins: int = 0  # hosts let in with it
     server: bool = False  # it may let a host in as a server
+
+
+class TokenRecord(TokenFields):
+    """A token as the signer keeps it: never its secret, only the secret's hash."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    joins: int = 0  # hosts let in with it
 
     @classmethod
     def of(cls, token: JoinToken, now: datetime.datetime, ttl: float,
