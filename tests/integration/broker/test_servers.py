@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,11 +54,13 @@ def plain_broker(tmp: Path, name: str, port: int, seeds: tuple[str, ...]) -> Bro
 
 
 @contextlib.asynccontextmanager
-async def two_servers(tmp: Path) -> AsyncIterator[tuple[Broker, Broker]]:
+async def two_brokers(tmp: Path, second_is: Callable[[Path, str, int, tuple[str, ...]], Broker]
+                      = server, name: str = "broker-b") -> AsyncIterator[tuple[Broker, Broker]]:
+    """A server, and a second broker (``second_is``: a server, or not) gossiping with it."""
     port_a, port_b = free_udp_ports("127.0.0.1", 2)
     first = server(tmp, "broker-a", port_a)
     await first.start()
-    second = server(tmp, "broker-b", port_b, (f"127.0.0.1:{port_a}",))
+    second = second_is(tmp, name, port_b, (f"127.0.0.1:{port_a}",))
     try:
         await second.start()
         yield first, second
@@ -95,7 +97,7 @@ async def status_of(api: httpx.AsyncClient, token_id: str) -> dict[str, Any] | N
 
 async def test_a_token_made_at_one_server_is_taken_at_another_and_revoked_at_either(
         tmp_path: Path) -> None:
-    async with two_servers(tmp_path) as (a, b), admin(a) as api_a, admin(b) as api_b, \
+    async with two_brokers(tmp_path) as (a, b), admin(a) as api_a, admin(b) as api_b, \
             joining(a) as join_a, joining(b) as join_b:
         made = (await api_a.post("/v1/cluster/join-tokens", json={"ttl": 600})).json()
         token, token_id = made["token"], made["info"]["id"]
@@ -127,7 +129,7 @@ async def _revoked(api: httpx.AsyncClient, token_id: str) -> bool:
 
 
 async def test_a_server_join_takes_a_server_token_and_gets_the_ca_key(tmp_path: Path) -> None:
-    async with two_servers(tmp_path) as (a, b), admin(a) as api_a, admin(b) as api_b, \
+    async with two_brokers(tmp_path) as (a, b), admin(a) as api_a, admin(b) as api_b, \
             joining(b) as join_b:
         plain = (await api_a.post("/v1/cluster/join-tokens", json={})).json()
         made = await api_a.post("/v1/cluster/join-tokens",
@@ -158,12 +160,7 @@ async def test_a_server_join_takes_a_server_token_and_gets_the_ca_key(tmp_path: 
 
 async def test_a_broker_that_is_no_server_keeps_the_tokens_a_server_takes(
         tmp_path: Path) -> None:
-    port_a, port_c = free_udp_ports("127.0.0.1", 2)
-    a = server(tmp_path, "broker-a", port_a)
-    await a.start()
-    c = plain_broker(tmp_path, "broker-c", port_c, (f"127.0.0.1:{port_a}",))
-    try:
-        await c.start()
+    async with two_brokers(tmp_path, plain_broker, "broker-c") as (a, c):
         assert c.joins is None
         async with admin(a) as api_a, admin(c) as api_c, joining(a) as join_a:
             made = await api_c.post("/v1/cluster/join-tokens", json={"ttl": 600})
@@ -174,13 +171,10 @@ async def test_a_broker_that_is_no_server_keeps_the_tokens_a_server_takes(
                                                                    "syd-c-1"))
             assert joined.status_code == 200, joined.text
             await until(lambda: _joins(api_c, token_id, 1), 30, 0.1, "the join at broker-c")
-    finally:
-        await c.stop()
-        await a.stop()
 
 
 async def test_up_keeps_its_join_token_while_the_book_takes_it(tmp_path: Path) -> None:
-    async with two_servers(tmp_path) as (a, b), admin(a) as api_a, admin(b) as api_b, \
+    async with two_brokers(tmp_path) as (a, b), admin(a) as api_a, admin(b) as api_b, \
             JsonClient(a.url, ADMIN) as api:
         first = await ensure_join_token(tmp_path, TEST_CA.authority, api)
         assert (tmp_path / JOIN_TOKEN).read_text().strip() == first
