@@ -29,13 +29,14 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from bodega.worker.jobs.runs import RESERVATION_TTL
 from tests.cluster.multihost_kit import TOKEN
 
 from . import history, invariants
 from .history import Fault, JobOutcome, Request, TaskOutcome
 from .peers import REGIONS, WEB_APP, NotHealed, Peers
 from .plan import PlannedFault, plan
-from .scenario import QUIET, poll, sample_capacity
+from .scenario import QUIET, no_live_reservations, poll, sample_capacity
 from .state import Violation
 from .workload import READS, Client, Ledger, actor
 
@@ -121,7 +122,7 @@ async def run_plan(peers: Peers, report: Report, t0: float, rng: random.Random) 
             else:
                 done = await peers.apply(f, rng)
                 await asyncio.sleep(f.lasts)
-                detail = f"{done}; {await peers.heal(f, done)}".strip("; ")
+                detail = f"{done.detail}; {await peers.heal(f, done)}".strip("; ")
         except NotHealed as exc:
             report.violations.append(Violation(invariant="healed", detail=(
                 f"{f.kind} on {f.host} at {start:.1f}s: {exc}")))
@@ -234,6 +235,9 @@ async def settle(peers: Peers, report: Report, ledger: Ledger, healed: float,
             report.convergence = time.monotonic() - healed
 
     await asyncio.gather(poll(quiet, SETTLE), timed())
+    # A reservation is a leak only once its time is up: a job's take holds room longer than
+    # a create's (RESERVATION_TTL against the ledger's 10 s).
+    await poll(no_live_reservations(lambda: peers.snapshot(views=False)), RESERVATION_TTL + 5)
     final = await asyncio.to_thread(peers.snapshot, creates, expectations)
     report.violations += invariants.check(final, ("capacity", "creates", "desired", "processes",
                                                   "operations"))

@@ -64,6 +64,17 @@ class NotHealed(Exception):
     """What a fault found broken, or left broken: bodega did not mend it."""
 
 
+@dataclass(frozen=True)
+class Applied:
+    """What ``Peers.apply`` did, as its ``heal`` needs it: a line for people, the process it
+    signalled, the WireGuard peer it removed."""
+
+    detail: str
+    pid: int | None = None
+    interface: str = ""
+    peer: str = ""
+
+
 @dataclass
 class PeerHost:
     index: int
@@ -111,8 +122,8 @@ class Peers:
         holder = self.multi.hosts.mounts.get(host.index)
         return [int(p) for p in out.split() if holder is None or int(p) != holder.pid]
 
-    async def apply(self, fault: PlannedFault, rng: random.Random) -> str:
-        """Break what ``fault`` says; a line saying what was done."""
+    async def apply(self, fault: PlannedFault, rng: random.Random) -> Applied:
+        """Break what ``fault`` says; what was done."""
         assert fault.host is not None
         host = self.named(fault.host)
         kind = fault.kind
@@ -121,10 +132,10 @@ class Peers:
             for pid in pids:  # every bodega process of the host at once, as a crash would
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-            return f"{len(pids)} processes"
+            return Applied(f"{len(pids)} processes")
         if kind == "link-down":
             await self.multi.hosts.link(host.index, up=False)
-            return "veth down"
+            return Applied("veth down")
         if kind == "loss-one-way":
             peer = self.named(fault.peer or "")
             rules = (f"table inet {LOSS_TABLE} {{\n chain input {{\n"
@@ -133,29 +144,29 @@ class Peers:
                      "drop\n }\n}\n")
             await run(*self.multi.hosts.exec(host.index, "nft", "-f", "-"),
                       stdin=rules.encode())
-            return f"{fault.percent}% of what {peer.name} sends it"
+            return Applied(f"{fault.percent}% of what {peer.name} sends it")
         if kind == "worker-stop":
             worker = host.pid_of("worker")
             if worker is None:
-                return "no worker running"
+                return Applied("no worker running")
             os.kill(worker, signal.SIGSTOP)
-            return f"SIGSTOP pid {worker}"
+            return Applied(f"SIGSTOP pid {worker}", pid=worker)
         if kind == "disk-full":
             written = await asyncio.to_thread(fill, host.data / "chaos-fill")
-            return f"{written >> 20} MiB written to ENOSPC"
+            return Applied(f"{written >> 20} MiB written to ENOSPC")
         if kind in ("agent-kill", "broker-kill", "proxy-kill", "worker-kill"):
             role = kind.removesuffix("-kill")
             part = host.pid_of(role)
             if part is None:
-                return f"no {role} running"
+                return Applied(f"no {role} running")
             with contextlib.suppress(ProcessLookupError):
                 os.kill(part, signal.SIGKILL)
-            return f"SIGKILL {role} pid {part}"
+            return Applied(f"SIGKILL {role} pid {part}", pid=part)
         if kind == "wg-peer-remove":
             return await self.remove_wg_peer(host, rng)
         raise ValueError(f"no such fault: {kind}")
 
-    async def heal(self, fault: PlannedFault, before: str) -> str:
+    async def heal(self, fault: PlannedFault, applied: Applied) -> str:
         """Undo ``fault``; waits until the host is back where that is up to the operator."""
         if fault.kind == "key-rotate" or fault.host is None:
             return ""
@@ -168,19 +179,17 @@ class Peers:
         elif fault.kind == "loss-one-way":
             await run(*self.multi.hosts.exec(host.index, "nft", "delete", "table", "inet",
                                              LOSS_TABLE), check=False)
-        elif fault.kind == "worker-stop":
-            with contextlib.suppress(ProcessLookupError, ValueError):
-                os.kill(int(before.rsplit(" ", 1)[-1]), signal.SIGCONT)
+        elif fault.kind == "worker-stop" and applied.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(applied.pid, signal.SIGCONT)
         elif fault.kind == "disk-full":
             (host.data / "chaos-fill").unlink(missing_ok=True)
         elif fault.kind == "wg-peer-remove":
-            interface, _, peer = before.split()[:3]
-            return await self.peer_back(host, interface, peer)
+            return await self.peer_back(host, applied.interface, applied.peer)
         elif fault.kind.endswith("-kill"):
             role = fault.kind.removesuffix("-kill")
-            old = before.rsplit(" ", 1)[-1]
             await asyncio.to_thread(until, lambda: (p := host.pid_of(role)) is not None
-                                    and str(p) != old, f"{host.name}'s {role} restarted",
+                                    and p != applied.pid, f"{host.name}'s {role} restarted",
                                     timeout=90)
             return f"{role} restarted as pid {host.pid_of(role)}"
         return ""
@@ -196,7 +205,7 @@ class Peers:
         return subprocess.run(self.multi.hosts.exec(host.index, "wg", *argv),
                               capture_output=True, text=True, check=False).stdout
 
-    async def remove_wg_peer(self, host: PeerHost, rng: random.Random) -> str:
+    async def remove_wg_peer(self, host: PeerHost, rng: random.Random) -> Applied:
         """One WireGuard peer of the host's private network removed under traffic."""
         interfaces = (await asyncio.to_thread(self.wg, host, "show", "interfaces")).split()
         if not interfaces:
@@ -207,7 +216,8 @@ class Peers:
             raise NotHealed(f"{host.name}'s {interfaces[0]} has no peer")
         peer = rng.choice(peers)
         await asyncio.to_thread(self.wg, host, "set", interfaces[0], "peer", peer, "remove")
-        return f"{interfaces[0]} peer {peer} removed of {len(peers)}"
+        return Applied(f"{interfaces[0]} peer {peer} removed of {len(peers)}",
+                       interface=interfaces[0], peer=peer)
 
     async def peer_back(self, host: PeerHost, interface: str, peer: str) -> str:
         """Wait (bounded) for bodega to put a removed WireGuard peer back."""

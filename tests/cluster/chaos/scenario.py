@@ -125,14 +125,15 @@ async def settle(c: Cluster, result: Result, creates: list[CreateOutcome],
         result.violations.append(Violation(invariant="views-converged", detail=(
             f"views agreed only {result.convergence:.1f}s after the heal (bound {CONVERGE}s)")))
     # Reservations expire on their own (10 s): a leftover one is a leak only after that.
-    await poll(_no_live_reservations(c), 15)
+    await poll(no_live_reservations(lambda: snapshot(c, views=False)), 15)
     final = await asyncio.to_thread(snapshot, c, creates, expectations)
     result.violations += invariants.check(final)
 
 
-def _no_live_reservations(c: Cluster) -> Callable[[], Awaitable[bool]]:
+def no_live_reservations(read: Callable[[], Snapshot]) -> Callable[[], Awaitable[bool]]:
+    """A check for ``poll``: no worker holds a live reservation (``read`` takes a snapshot)."""
     async def check() -> bool:
-        snap = await asyncio.to_thread(snapshot, c, views=False)
+        snap = await asyncio.to_thread(read)
         return not any(r.live for w in snap.workers for r in w.reservations)
     return check
 
