@@ -32,6 +32,8 @@ from tests.cidr_kit import octet
 
 PARTITION_TABLE = "bodega_partition"
 LOSS_TABLE = "bodega_loss"
+SLOW_RATE = "1mbit"  # a congested link (Hosts.slow)
+SLOW_QUEUE = "250ms"
 
 
 @dataclass
@@ -117,6 +119,19 @@ class Hosts:
         """Host ``index``'s cable plugged out (``up=False``) or back in: its veth on the
         bridge goes down, so nothing reaches it and it reaches nothing, the test included."""
         await run("ip", "link", "set", f"btv{self.tag}-{index}", "up" if up else "down")
+
+    async def slow(self, index: int, on: bool) -> None:
+        """Host ``index``'s link congested (``on``) or clear again: each way, at most
+        ``SLOW_RATE``, with up to ``SLOW_QUEUE`` of packets queued behind and the rest
+        dropped (a token bucket: this kernel has no netem for a fixed delay)."""
+        ends = [(["tc", "qdisc"], f"btv{self.tag}-{index}"),  # into the host
+                (self.exec(index, "tc", "qdisc"), "eth0")]  # out of it
+        for argv, device in ends:
+            if on:
+                await run(*argv, "replace", "dev", device, "root", "tbf", "rate", SLOW_RATE,
+                          "burst", "16kb", "latency", SLOW_QUEUE)
+            else:
+                await run(*argv, "del", "dev", device, "root", check=False)
 
     async def lose(self, indices: list[int], percent: int, udp_port: int) -> None:
         """Each of these hosts drops ``percent``% of the UDP packets it gets on ``udp_port``."""

@@ -289,6 +289,37 @@ def test_a_job_that_succeeded_with_a_task_not_succeeded_is_a_violation() -> None
     assert found[0].detail == "job j1 succeeded with task 1 running"
 
 
+PAIR = history.Pair(primary="p1", standby="s1")
+
+
+@pytest.mark.parametrize(("primary", "standby"), [("started", "stopped"),
+                                                  ("stopped", "started"),
+                                                  ("destroyed", "started"),
+                                                  ("started", "created")])
+def test_a_pair_with_one_copy_running_passes(primary: str, standby: str) -> None:
+    assert history.one_copy([PAIR], {"p1": primary, "s1": standby}) == []
+
+
+def test_a_pair_with_both_copies_running_is_a_violation() -> None:
+    found = history.one_copy([PAIR], {"p1": "started", "s1": "started"})
+    assert kinds(found) == ["one-copy"]
+    assert found[0].detail == "primary p1 is started, its standby s1 is started: both run"
+
+
+@pytest.mark.parametrize("states", [{"p1": "stopped", "s1": "stopped"}, {"s1": "created"}, {}])
+def test_a_pair_with_no_copy_running_is_a_violation(states: dict[str, str]) -> None:
+    found = history.one_copy([PAIR], states)
+    assert kinds(found) == ["one-copy"]
+    assert found[0].detail.endswith("neither runs")
+
+
+def test_each_pair_is_judged_on_its_own() -> None:
+    other = history.Pair(primary="p2", standby="s2")
+    found = history.one_copy([PAIR, other], {"p1": "started", "s1": "stopped",
+                                             "p2": "started", "s2": "started"})
+    assert [v.detail.split()[1] for v in found] == ["p2"]
+
+
 def test_a_failed_job_with_a_task_that_succeeded_twice_reports_both() -> None:
     found = history.jobs_once([job("failed", tasks=[task(0, "succeeded", [0, 0])])])
     assert kinds(found) == ["job-succeeded", "task-once"]

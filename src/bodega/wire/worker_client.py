@@ -120,9 +120,10 @@ class WorkerClient(JsonClient):
         params = {"app": app, "include_deleted": "true" if include_deleted else None}
         return await self.answers(Machine, "GET", "/v1/machines", params=params)
 
-    async def machine(self, machine_id: str, app: str | None = None) -> Machine:
+    async def machine(self, machine_id: str, app: str | None = None, *,
+                      timeout: float | None = None) -> Machine:
         return await self.answer(Machine, "GET", machine_path(machine_id),
-                                 params={"app": app})
+                                 params={"app": app}, timeout=timeout)
 
     async def call(
         self, method: str, machine_id: str, action: str = "", *, app: str | None = None,

@@ -10,6 +10,9 @@ API and every proxy at once, the way a client with several addresses would:
 - a submitter sends jobs (``/sched/submit``, the article's shape, with an
   idempotency key) to any host's API.
 
+Beside them rest standby pairs: a primary on every host and its standby on the
+next, which the hosts' losses start and their returns stop again.
+
 Meanwhile the faults ``plan.py`` laid out from the seed are applied on time
 and healed, several at once. Every try and every fault is recorded
 (``history.py``); once the last fault is healed and the cluster is quiet, the
@@ -33,12 +36,12 @@ from bodega.worker.jobs.runs import RESERVATION_TTL
 from tests.cluster.multihost_kit import TOKEN
 
 from . import history, invariants
-from .history import Fault, JobOutcome, Request, TaskOutcome
+from .history import Fault, JobOutcome, Pair, Request, TaskOutcome
 from .peers import REGIONS, WEB_APP, NotHealed, Peers
 from .plan import PlannedFault, plan
 from .scenario import QUIET, no_live_reservations, poll, sample_capacity
-from .state import Violation
-from .workload import READS, Client, Ledger, actor
+from .state import Snapshot, Violation
+from .workload import READS, Client, Ledger, actor, config
 
 TIMEOUT = 20.0  # a client's timeout on one API request
 ACTORS = 16
@@ -47,6 +50,8 @@ PROXY_BUDGET = 0.02  # of the requests through live proxies, what may fail (mid-
 CONVERGE = 60.0  # seconds from the last heal for every view to agree with the stores
 SETTLE = 180.0
 APP = "chaos"
+PAIRS_APP = "pairs"  # a primary on every host, its standby on the next
+GIVE_BACK = 60.0  # seconds for every standby to stop once its primary's host is back
 
 
 @dataclass
@@ -56,6 +61,8 @@ class Report:
     faults: list[Fault] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
     jobs: list[JobOutcome] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
+    takeovers: int = 0  # standby starts recorded in the standbys' events
     violations: list[Violation] = field(default_factory=list)
     convergence: float | None = None
     operations: int = 0
@@ -75,7 +82,9 @@ async def campaign(peers: Peers, seed: int, operations: int, faults: int) -> Rep
     over = asyncio.Event()  # the plan has run its course
     stop = asyncio.Event()  # the clients are done too
     try:
-        await create_app(clients[0])
+        await create_app(clients[0], APP)
+        await create_app(clients[0], PAIRS_APP)
+        report.pairs = await create_pairs(clients[0])
         sampled: list[Violation] = []
         background = [asyncio.create_task(coro) for coro in (
             sample_capacity(lambda: peers.snapshot(views=False), sampled, stop, every=2.0),
@@ -105,10 +114,26 @@ async def campaign(peers: Peers, seed: int, operations: int, faults: int) -> Rep
     return report
 
 
-async def create_app(api: httpx.AsyncClient) -> None:
-    response = await api.post("/v1/apps", json={"app_name": APP, "org_slug": "personal"})
+async def create_app(api: httpx.AsyncClient, name: str) -> None:
+    response = await api.post("/v1/apps", json={"app_name": name, "org_slug": "personal"})
     if response.status_code not in (200, 201):
-        raise RuntimeError(f"creating app {APP}: {response.status_code} {response.text}")
+        raise RuntimeError(f"creating app {name}: {response.status_code} {response.text}")
+
+
+async def create_pairs(api: httpx.AsyncClient) -> list[Pair]:
+    """A started primary in every region (one host each), and its standby, created and
+    never started, in the next region, as ``bodega deploy --ha`` lays them out."""
+    path = f"/v1/apps/{PAIRS_APP}/machines"
+    pairs = []
+    for i, region in enumerate(REGIONS):
+        primary = await api.post(path, json={"region": region, "config": config(PAIRS_APP)})
+        primary.raise_for_status()
+        standby = await api.post(path, json={
+            "region": REGIONS[(i + 1) % len(REGIONS)], "skip_launch": True,
+            "config": {**config(PAIRS_APP), "standbys": [primary.json()["id"]]}})
+        standby.raise_for_status()
+        pairs.append(Pair(primary=primary.json()["id"], standby=standby.json()["id"]))
+    return pairs
 
 
 # -- faults ---------------------------------------------------------------------------------
@@ -230,6 +255,10 @@ async def settle(peers: Peers, report: Report, ledger: Ledger, healed: float,
         snap = await asyncio.to_thread(peers.snapshot, creates, expectations)
         return not invariants.views(snap)
 
+    async def pairs_settled() -> bool:
+        snap = await asyncio.to_thread(peers.snapshot, views=False)
+        return not history.one_copy(report.pairs, states(snap))
+
     async def timed() -> None:
         if await poll(agreed, SETTLE, interval=1.0):
             report.convergence = time.monotonic() - healed
@@ -238,7 +267,10 @@ async def settle(peers: Peers, report: Report, ledger: Ledger, healed: float,
     # A reservation is a leak only once its time is up: a job's take holds room longer than
     # a create's (RESERVATION_TTL against the ledger's 10 s).
     await poll(no_live_reservations(lambda: peers.snapshot(views=False)), RESERVATION_TTL + 5)
+    await poll(pairs_settled, GIVE_BACK, interval=1.0)
     final = await asyncio.to_thread(peers.snapshot, creates, expectations)
+    report.violations += history.one_copy(report.pairs, states(final))
+    report.takeovers = await takeovers(clients, ledger, report.pairs)
     report.violations += invariants.check(final, ("capacity", "creates", "desired", "processes",
                                                   "operations"))
     if report.convergence is None:
@@ -251,6 +283,26 @@ async def settle(peers: Peers, report: Report, ledger: Ledger, healed: float,
     await destroy_all(clients[0])
     report.jobs[:] = await job_outcomes(clients, ledger, report.jobs)
     report.violations += history.jobs_once(report.jobs)
+
+
+async def takeovers(clients: list[httpx.AsyncClient], ledger: Ledger,
+                    pairs: list[Pair]) -> int:
+    """How many times the standbys were started (each was created never started): the
+    takeovers the run's host losses caused, as the standbys' events record them."""
+    client = Client(clients, ledger, PAIRS_APP, random.Random(0))
+    count = 0
+    for pair in pairs:
+        response, _ = await client.send(
+            "GET", f"/v1/apps/{PAIRS_APP}/machines/{pair.standby}", "get")
+        if response is not None and response.status_code == 200:
+            count += sum(1 for e in response.json().get("events") or []
+                         if (e.get("type"), e.get("status")) == ("start", "started"))
+    return count
+
+
+def states(snap: Snapshot) -> dict[str, str]:
+    """Each machine's state in its worker's store."""
+    return {m.id: m.state for w in snap.workers for m in w.machines}
 
 
 async def destroy_all(api: httpx.AsyncClient) -> None:
@@ -287,6 +339,11 @@ def table(report: Report) -> str:
         f"jobs: {sum(1 for j in report.jobs if j.acknowledged)} acknowledged of "
         f"{len(report.jobs)} submitted, "
         f"{sum(1 for j in report.jobs if j.state == 'succeeded')} succeeded",
+        f"standby pairs: {len(report.pairs)}, their standbys started {report.takeovers} "
+        "times in all; "
+        + ("some pair had not one copy running at the end"
+           if any(v.invariant == "one-copy" for v in report.violations)
+           else "one copy of each running at the end"),
         "views converged " + (f"{report.convergence:.1f} s after the last heal"
                               if report.convergence is not None else "never")
         + f" (bound {CONVERGE:.0f} s)",

@@ -3,7 +3,8 @@
 While a campaign runs (``campaign.py``), every request a client sends is a
 ``Request`` (which host's API or proxy, when, and what came back) and every
 fault is a ``Fault`` (which host, from when until it was healed). Jobs end as
-``JobOutcome`` and the kernel is listed before and after as ``Inventory``.
+``JobOutcome``, standby ``Pair``s are judged by their final states, and the
+kernel is listed before and after as ``Inventory``.
 The checks below judge those records alone, with no I/O, so each is tested by
 feeding it a history that breaks its rule (``tests/cluster/test_chaos_history.py``).
 The machine-level rules (nothing lost, nothing twice, never over capacity)
@@ -57,6 +58,13 @@ class JobOutcome(Model):
     acknowledged: bool  # a submit answered 200 (possibly after retries with the same key)
     state: str | None = None  # None: no host knew the job
     tasks: list[TaskOutcome] = Field(default_factory=list)
+
+
+class Pair(Model):
+    """A machine and the standby (``config.standbys``) that stands by for it."""
+
+    primary: str
+    standby: str
 
 
 class Inventory(Model):
@@ -148,6 +156,21 @@ def jobs_once(jobs: list[JobOutcome]) -> list[Violation]:
             elif task.state != "succeeded" and job.state == "succeeded":
                 out.append(Violation(invariant="task-once", detail=(
                     f"job {job.name} succeeded with task {task.index} {task.state}")))
+    return out
+
+
+def one_copy(pairs: list[Pair], states: dict[str, str]) -> list[Violation]:
+    """Once every host is back and has settled, of each primary and its standby exactly one
+    runs: the primary wins when its host returns, and a standby runs only in its place
+    (``docs/deploy.md``, Standbys). ``states``: each machine's state in its worker's store."""
+    out = []
+    for pair in pairs:
+        running = [m for m in (pair.primary, pair.standby) if states.get(m) == "started"]
+        if len(running) != 1:
+            out.append(Violation(invariant="one-copy", detail=(
+                f"primary {pair.primary} is {states.get(pair.primary, 'gone')}, its standby "
+                f"{pair.standby} is {states.get(pair.standby, 'gone')}: "
+                + ("both run" if running else "neither runs"))))
     return out
 
 

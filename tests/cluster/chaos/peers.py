@@ -32,6 +32,7 @@ from pathlib import Path
 from bodega.worker.host.network import run
 from tests.cluster.deploy_kit import app_dir
 from tests.cluster.multihost_kit import Host, MultiHost, three_hosts, until, wait_for
+from tests.cluster.netns_kit import SLOW_RATE
 
 from .host_faults import fill
 from .observe import machine_processes, read_view, read_worker
@@ -46,18 +47,35 @@ WEB_APP = "web"  # a small HTTP server with one machine on every host, read thro
 LOSS_TABLE = "bodega_chaos_loss"
 PEER_BACK = 30.0  # seconds for the private network to put a removed WireGuard peer back
 SKEWED = 3  # the host whose wall clock runs ahead, all run long
-SKEW = "+30s"
+SKEW = 30  # seconds ahead
+STEPS = (120, -90)  # what a clock-step fault adds to it: ahead, or behind true time
 
 
-def skewed_clock() -> dict[str, str]:
-    """The environment that sets a host's wall clock ``SKEW`` ahead (libfaketime, from
-    Debian's faketime): time() and the like; its monotonic clock, which bodega's timers
-    read, stays true, as it would on a host whose NTP is off."""
+def skewed_clock(rc: Path) -> dict[str, str]:
+    """The environment that sets a host's wall clock ``SKEW`` seconds ahead (libfaketime,
+    from Debian's faketime), read from the file ``rc`` about once a second, so that a
+    ``clock-step`` fault can move it while the host runs. time() and the like are skewed,
+    in Python and in C (SQLite, OpenSSL) alike; the monotonic clock, which bodega's timers
+    read, stays true, as it does on a host whose NTP is off or steps it. ``clock_shim``
+    keeps Python's sleeps off a libfaketime bug that would fail them."""
     found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
     if not found:
         raise RuntimeError("libfaketime is missing: apt-get install faketime "
                            "(scripts/host-packages does, as root)")
-    return {"LD_PRELOAD": str(found[0]), "FAKETIME": SKEW, "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
+    set_skew(rc, SKEW)
+    shim = str(Path(__file__).parent / "clock_shim")
+    path = os.pathsep.join(p for p in (shim, os.environ.get("PYTHONPATH")) if p)
+    return {"LD_PRELOAD": str(found[0]), "FAKETIME_TIMESTAMP_FILE": str(rc),
+            "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "PYTHONPATH": path}
+
+
+def set_skew(rc: Path, seconds: int) -> None:
+    """The skewed host's wall clock ``seconds`` ahead of true time from now on (behind if
+    negative), written whole so a reader never sees half of it."""
+    part = rc.with_suffix(".part")
+    part.write_text(f"{seconds:+d}s\n")
+    part.replace(rc)
 
 
 class NotHealed(Exception):
@@ -105,6 +123,7 @@ class PeerHost:
 class Peers:
     multi: MultiHost
     hosts: list[PeerHost] = field(default_factory=list)
+    clock: Path | None = None  # the skewed host's libfaketime file (skewed_clock)
 
     def named(self, name: str) -> PeerHost:
         return next(h for h in self.hosts if h.name == name)
@@ -145,6 +164,15 @@ class Peers:
             await run(*self.multi.hosts.exec(host.index, "nft", "-f", "-"),
                       stdin=rules.encode())
             return Applied(f"{fault.percent}% of what {peer.name} sends it")
+        if kind == "slow-link":
+            await self.multi.hosts.slow(host.index, on=True)
+            return Applied(f"{SLOW_RATE} each way")
+        if kind == "clock-step":
+            if self.clock is None:
+                raise ValueError(f"{host.name}'s clock is not faked")
+            step = rng.choice(STEPS)
+            set_skew(self.clock, SKEW + step)
+            return Applied(f"wall clock {step:+d} s, now {SKEW + step:+d} s off")
         if kind == "worker-stop":
             worker = host.pid_of("worker")
             if worker is None:
@@ -179,6 +207,10 @@ class Peers:
         elif fault.kind == "loss-one-way":
             await run(*self.multi.hosts.exec(host.index, "nft", "delete", "table", "inet",
                                              LOSS_TABLE), check=False)
+        elif fault.kind == "slow-link":
+            await self.multi.hosts.slow(host.index, on=False)
+        elif fault.kind == "clock-step" and self.clock is not None:
+            set_skew(self.clock, SKEW)
         elif fault.kind == "worker-stop" and applied.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(applied.pid, signal.SIGCONT)
@@ -231,10 +263,14 @@ class Peers:
                         f"within {PEER_BACK:.0f}s")
 
     async def heal_all(self) -> None:
-        """Whatever a campaign stopped early left broken: every link up, no loss, every
-        stopped worker continued, every host running."""
+        """Whatever a campaign stopped early left broken: every link up and clear, no loss,
+        the skewed clock back at its skew, every stopped worker continued, every host
+        running."""
+        if self.clock is not None:
+            set_skew(self.clock, SKEW)
         for host in self.hosts:
             await self.multi.hosts.link(host.index, up=True)
+            await self.multi.hosts.slow(host.index, on=False)
             await run(*self.multi.hosts.exec(host.index, "nft", "delete", "table", "inet",
                                              LOSS_TABLE), check=False)
             (host.data / "chaos-fill").unlink(missing_ok=True)
@@ -322,7 +358,8 @@ def peers_cluster(root: Path) -> Iterator[Peers]:
     try:
         with three_hosts(root, count=5, keep_mounts=True) as multi:
             peers = Peers(multi)
-            multi.host_env[SKEWED] = skewed_clock()
+            peers.clock = root / "skewed-clock.rc"
+            multi.host_env[SKEWED] = skewed_clock(peers.clock)
             first = multi.members[0]
             server_token = multi.ok("cluster", "token", "create", "--server",
                                     "--description", "chaos host 2").strip()
@@ -338,7 +375,8 @@ def peers_cluster(root: Path) -> Iterator[Peers]:
             peers.hosts.append(PeerHost(1, first, HostShape("host1"), multi.api, multi.proxy))
             for host in started:
                 shape = HostShape(f"host{host.index}", broker=host.index != 5,
-                                  proxy=host.index != 5, small_disk=host.index == 4)
+                                  proxy=host.index != 5, small_disk=host.index == 4,
+                                  skewed=host.index == SKEWED)
                 peers.hosts.append(PeerHost(
                     host.index, host, shape,
                     f"http://{host.address}:4280" if shape.broker else None,

@@ -9,7 +9,7 @@ rules keep the run meaningful rather than gentle:
   machine of the app is never gone together and some API always answers;
 - a fault that needs a part a host lacks is not planned there (no broker,
   no proxy: no broker-kill, no proxy-kill; a disk fills only where the data
-  dir is a small tmpfs).
+  dir is a small tmpfs, a clock steps only where it is faked).
 
 The same seed and hosts give the same plan, so a failed run is run again by
 its seed.
@@ -30,6 +30,7 @@ class HostShape:
     broker: bool = True
     proxy: bool = True
     small_disk: bool = False
+    skewed: bool = False  # its wall clock is faked, so a fault can step it
 
 
 @dataclass(frozen=True)
@@ -47,8 +48,10 @@ KINDS: dict[str, tuple[int, float, float]] = {
     "host-kill": (3, 4.0, 12.0),
     "link-down": (3, 4.0, 12.0),
     "loss-one-way": (3, 8.0, 20.0),
+    "slow-link": (2, 8.0, 20.0),  # 1 Mbit/s each way, up to 250 ms queued
     "worker-stop": (2, 16.0, 24.0),  # past the failure detector's suspicion timeout
     "disk-full": (1, 6.0, 12.0),
+    "clock-step": (2, 10.0, 25.0),  # the wall clock jumps, then jumps back
     "agent-kill": (2, 0.0, 0.0),
     "broker-kill": (2, 0.0, 0.0),
     "proxy-kill": (2, 0.0, 0.0),
@@ -59,7 +62,8 @@ KINDS: dict[str, tuple[int, float, float]] = {
 # What a fault that is over still holds its host for: a killed part is restarted by the
 # host's supervisor, a killed host by its operator; the plan leaves room for that.
 SETTLING = {"host-kill": 20.0, "agent-kill": 6.0, "broker-kill": 6.0, "proxy-kill": 6.0,
-            "worker-kill": 6.0, "worker-stop": 4.0, "link-down": 2.0, "disk-full": 2.0}
+            "worker-kill": 6.0, "worker-stop": 4.0, "link-down": 2.0, "disk-full": 2.0,
+            "slow-link": 2.0, "clock-step": 2.0}
 
 
 def fits(kind: str, host: HostShape) -> bool:
@@ -69,6 +73,8 @@ def fits(kind: str, host: HostShape) -> bool:
         return host.proxy
     if kind == "disk-full":
         return host.small_disk
+    if kind == "clock-step":
+        return host.skewed
     return True
 
 

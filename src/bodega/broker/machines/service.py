@@ -29,6 +29,7 @@ from bodega.wire.worker_calls import UpdateMachineBody, WorkerRequest
 log = logging.getLogger("bodega.broker.machines.service")
 
 MARKED_ASKED = 4  # workers sharing a mark asked about an unknown id (about N/4096 do)
+REFRESH_TIMEOUT = 2.0  # seconds to read a machine back after a change (see _refresh)
 
 
 class Machines:
@@ -162,9 +163,14 @@ class Machines:
         return answer
 
     async def _refresh(self, app: str, machine_id: str, worker: str) -> Machine | None:
-        """Read the machine back after a change, so this broker's lists show it at once."""
+        """Read the machine back after a change, so this broker's lists show it at once.
+
+        Bounded by ``REFRESH_TIMEOUT``, not the worker call's own 10 s: the change is made
+        and its answer waits on this, so over a lossy link a slow read-back must not take
+        the caller past its own timeout (the view's row shows the change a moment later)."""
         try:
-            machine = await self.workers.client(worker).machine(machine_id, app)
+            machine = await self.workers.client(worker).machine(machine_id, app,
+                                                                timeout=REFRESH_TIMEOUT)
         except BodegaError:
             return None  # the change was made; the view's row will show it
         self.workers.note_machine(machine)

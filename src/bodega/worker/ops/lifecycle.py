@@ -41,6 +41,20 @@ Body = Callable[[sqlite3.Connection], Decision]
 
 
 @dataclass(frozen=True)
+class Redrive:
+    """How an operation whose drive failed unexpectedly is tried again: ``tries`` drives
+    in all, the pause before the n-th retry ``first * 2**(n-1)`` seconds, at most ``most``
+    (also between attempts to record it failed, while its store refuses that too)."""
+
+    tries: int = 4
+    first: float = 0.5
+    most: float = 10.0
+
+    def delay(self, failures: int) -> float:
+        return min(self.first * 2.0 ** (failures - 1), self.most)
+
+
+@dataclass(frozen=True)
 class Applied:
     """What a committed decision leaves: an operation to drive, and the operation that
     ended in the same commit (its steps all folded), whose end is followed once it commits."""
@@ -120,6 +134,7 @@ class Lifecycle:
         self.background: set[asyncio.Task[Any]] = set()
         # Creates commit in groups: one transaction and one fsync for those that come together.
         self.group = GroupCommit(store)
+        self.redrive = Redrive()
 
     async def run(self, machine_id: str, body: Body, *, lock_timeout: float = BUSY_WAIT,
                   drive: bool = False, drive_before_sync: bool = False) -> Decision:
@@ -218,20 +233,39 @@ class Lifecycle:
             await asyncio.wait(set(self.background), timeout=timeout)
 
     def _drive_pending(self, machine_id: str, lock: asyncio.Lock) -> None:
-        """Drive the operations a finished one began (in order), then release the lock."""
+        """Drive the operations a finished one began (in order), then release the lock.
+
+        An error the runner does not expect (its store refusing a write, a bug in an
+        effect) is treated as a crash at that instant: the operation is driven again from
+        the step it recorded, as a restarted worker would, after a pause that doubles
+        (``Redrive``). When that keeps failing, the operation is recorded failed, so that
+        the machine rests in its failed state, which a start or a destroy leaves, rather
+        than in a transient one nothing leaves until the worker restarts."""
 
         async def drive() -> None:
+            failures = 0
+            error = ""
             try:
-                while True:
-                    pending = [op for op in self.store.running_operations()
-                               if op.resource_id == machine_id]
-                    if not pending:
-                        return
-                    op = await self.runner.drive(pending[0])
+                while (op := self._next_operation(machine_id)) is not None:
+                    try:
+                        if failures < self.redrive.tries:
+                            op = await self.runner.drive(op)
+                        else:
+                            op = self.runner.abandon(op, f"the worker could not go on: {error}")
+                    except Exception as exc:
+                        failures += 1
+                        error = str(exc) or type(exc).__name__
+                        delay = self.redrive.delay(failures)
+                        then = ("trying again" if failures < self.redrive.tries
+                                else "recording it failed")
+                        log.warning("%s %s: driving failed at %s (%s); %s in %.1f s",
+                                    machine_id, op.fsm, op.step, error, then, delay,
+                                    exc_info=True)
+                        await asyncio.sleep(delay)
+                        continue
+                    failures = 0
                     if not op.fsm.endswith("_volume"):
                         self._follow_end(machine_id, op.fsm)
-            except Exception:
-                log.exception("%s: driving failed", machine_id)
             finally:
                 lock.release()
 
@@ -239,3 +273,7 @@ class Lifecycle:
         self.background.add(task)
         task.add_done_callback(self.background.discard)
 
+    def _next_operation(self, machine_id: str) -> Operation | None:
+        """The oldest unfinished operation on ``machine_id`` (or on the volume of that id)."""
+        return next((op for op in self.store.running_operations()
+                     if op.resource_id == machine_id), None)

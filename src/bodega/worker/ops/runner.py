@@ -209,6 +209,11 @@ class Runner:
             op, _began = self.fold(conn, op)
         return op
 
+    def abandon(self, op: Operation, error: str) -> Operation:
+        """Record ``op`` failed at the step it stands at, as an effect failing there would."""
+        fsm = FSMS[op.fsm]
+        return self._fail(fsm, op, fsm.step(op.step), error)
+
     def _fail(self, fsm: Fsm, op: Operation, step: Step, error: str) -> Operation:
         log.warning("%s %s: %s failed: %s", op.resource_id, op.fsm, step.name, error)
         state, event_spec = fsm.on_error
