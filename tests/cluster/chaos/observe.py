@@ -39,11 +39,17 @@ def read_worker(name: str, data_dir: Path, totals: Totals) -> WorkerState:
     path = data_dir / "worker.db"
     if not path.exists():
         return WorkerState(name=name, totals=totals)
-    now = time.time()
     with contextlib.closing(_connect(path)) as db:
         # One read transaction: the tables as of one commit. Read apart, a destroy and the
         # reservation that took its room, committed between the two reads, would count twice.
         db.execute("BEGIN")
+        # A reservation is live by the worker's own clock, which may not be this one (a
+        # host's skewed or stepped clock): judged as of the newest time the worker stamped.
+        # Whatever took a lapsed reservation's room was stamped after it lapsed.
+        (stamped,) = db.execute(
+            "SELECT max(coalesce((SELECT max(at) FROM ops), 0), "
+            "coalesce((SELECT max(updated_at) FROM machines), 0))").fetchone()
+        now = float(stamped) or time.time()
         machines = [StoredMachine(id=r["id"], app=r["app"], state=r["state"],
                                   millicpus=r["millicpus"], memory_mb=r["memory_mb"],
                                   holds_compute=bool(r["holds_compute"]),

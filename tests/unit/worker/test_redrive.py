@@ -6,6 +6,7 @@ stop or even a forced destroy refuses until the worker restarts."""
 
 from __future__ import annotations
 
+from bodega.model.errors import StorageFull
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.base import TaskHandle, TaskSpec
 from bodega.worker.drivers.fake import FakeDriver
@@ -16,15 +17,17 @@ W = tuple[Worker, FakeDriver]
 QUICK = Redrive(tries=3, first=0.01, most=0.02)
 
 
-def starts_failing(driver: FakeDriver, times: int) -> list[int]:
-    """Make the driver's next ``times`` starts raise an error it never raises."""
+def starts_failing(driver: FakeDriver, times: int,
+                   error: Exception | None = None) -> list[int]:
+    """Make the driver's next ``times`` starts raise ``error``, by default one it never
+    raises."""
     start = driver.start
     calls: list[int] = []
 
     async def failing(spec: TaskSpec) -> TaskHandle:
         calls.append(spec.start_seq)
         if len(calls) <= times:
-            raise RuntimeError("the disk is full")
+            raise error or RuntimeError("the disk is full")
         return await start(spec)
 
     driver.start = failing  # type: ignore[method-assign]
@@ -60,6 +63,16 @@ async def test_a_drive_that_keeps_failing_leaves_the_machine_failed_not_starting
     await w.machines.destroy(mid)
     await w.machines.settle()
     assert w.machines.get(mid).state == "destroyed"
+
+
+async def test_a_full_disk_is_waited_out_however_many_tries_it_takes(worker: W) -> None:
+    w, driver = worker
+    w.machines.lifecycle.redrive = QUICK
+    calls = starts_failing(driver, times=QUICK.tries * 2,
+                           error=StorageFull("the worker's disk is full"))
+    mid = await create(w)
+    assert w.machines.get(mid).state == "started"
+    assert len(calls) == QUICK.tries * 2 + 1
 
 
 def test_the_pause_doubles_up_to_its_most() -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bodega.model.errors import Conflict
+from bodega.model.errors import Conflict, StorageFull
 from bodega.worker.core.decisions import (
     Decision,
     OperationEnded,
@@ -238,32 +238,36 @@ class Lifecycle:
         An error the runner does not expect (its store refusing a write, a bug in an
         effect) is treated as a crash at that instant: the operation is driven again from
         the step it recorded, as a restarted worker would, after a pause that doubles
-        (``Redrive``). When that keeps failing, the operation is recorded failed, so that
+        (``Redrive``). A full disk (``StorageFull``: nothing was recorded) is waited out
+        so. Anything else that keeps failing has the operation recorded failed, so that
         the machine rests in its failed state, which a start or a destroy leaves, rather
         than in a transient one nothing leaves until the worker restarts."""
 
         async def drive() -> None:
             failures = 0
+            give_up = False
             error = ""
             try:
                 while (op := self._next_operation(machine_id)) is not None:
                     try:
-                        if failures < self.redrive.tries:
-                            op = await self.runner.drive(op)
-                        else:
+                        if give_up:
                             op = self.runner.abandon(op, f"the worker could not go on: {error}")
+                        else:
+                            op = await self.runner.drive(op)
                     except Exception as exc:
                         failures += 1
                         error = str(exc) or type(exc).__name__
+                        # A full disk recorded nothing and frees up: that is waited out.
+                        give_up = (not isinstance(exc, StorageFull)
+                                   and failures >= self.redrive.tries)
                         delay = self.redrive.delay(failures)
-                        then = ("trying again" if failures < self.redrive.tries
-                                else "recording it failed")
                         log.warning("%s %s: driving failed at %s (%s); %s in %.1f s",
-                                    machine_id, op.fsm, op.step, error, then, delay,
-                                    exc_info=True)
+                                    machine_id, op.fsm, op.step, error,
+                                    "recording it failed" if give_up else "trying again",
+                                    delay, exc_info=not isinstance(exc, StorageFull))
                         await asyncio.sleep(delay)
                         continue
-                    failures = 0
+                    failures, give_up = 0, False
                     if not op.fsm.endswith("_volume"):
                         self._follow_end(machine_id, op.fsm)
             finally:

@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from bodega.model.errors import StorageFull
 from bodega.model.ids import new_ulid
 from bodega.model.machine import MachineEvent
 from bodega.runtime.sqlite import open_database
+from bodega.runtime.steady_clock import SteadyClock
 from bodega.worker.core.payloads import Payload, payload_from_json, payload_json
 from bodega.worker.store.log_reader import LogReader
 from bodega.worker.store.schema import MIGRATIONS
@@ -48,14 +48,17 @@ class Operation:
 class Store(LogReader):
     """The store: its transactions, its log and its operations (reads of the log: ``LogReader``)."""
 
-    def __init__(self, path: Path, clock: Clock = time.time, *, fsync: bool = True) -> None:
+    def __init__(self, path: Path, clock: Clock | None = None, *, fsync: bool = True) -> None:
+        """``clock``: the wall clock its records are stamped with and their deadlines
+        measured against; by default one that never runs backwards, from the newest time
+        already recorded (``SteadyClock``)."""
         self.path = path
-        self.clock = clock
         # FULL: a commit is on disk before it returns. NORMAL (fsync=False) survives a crash
         # of the worker but not of the host; only simulations of many hosts on one disk use it.
         self.synchronous = "FULL" if fsync else "NORMAL"
         self.db = open_database(path, MIGRATIONS, synchronous=self.synchronous)
         self.db.row_factory = sqlite3.Row
+        self.clock: Clock = clock or SteadyClock(floor=self.newest_stamp())
         # Every change to a machine or volume is logged in the transaction that makes it, so
         # the resources ``append`` saw are exactly those a commit changed: listeners (the
         # ``/wait`` wake-ups) hear of each, whatever code path made the change.
@@ -65,6 +68,13 @@ class Store(LogReader):
 
     def close(self) -> None:
         self.db.close()
+
+    def newest_stamp(self) -> float:
+        """The latest time recorded here: what the log and the machines were last stamped."""
+        row = self.db.execute(
+            "SELECT max(coalesce((SELECT max(at) FROM ops), 0), "
+            "coalesce((SELECT max(updated_at) FROM machines), 0))").fetchone()
+        return float(row[0])
 
     @property
     def schema_version(self) -> int:
