@@ -44,7 +44,7 @@ chaos: $(STAMP) host-packages
 # Test files run in TEST_PROCESSES processes at once (most of a cluster test is waiting);
 # each cluster takes a machine range of its own (tests/cidr_kit.py). TEST_PROCESSES=0: one.
 # The slowest tests are listed at the end, to keep the whole run well under 20 minutes.
-TEST_PROCESSES ?= 2
+TEST_PROCESSES ?= 3
 test: host-packages lint typecheck
 	BODEGA_REQUIRE_HAPROXY=1 $(BIN)/pytest -q -n $(TEST_PROCESSES) --dist loadfile \
 		--durations=30 --durations-min=10 tests
