@@ -14,14 +14,23 @@ either). After a backward step it goes on at half the monotonic clock's rate unt
 clock has caught up, as NTP slews a clock: a deadline measured meanwhile takes up to twice its
 time, so it holds room longer, never less. A forward step is taken as it comes: deadlines then
 pass early, which gives room back early, never twice.
+
+It is never more than ``MOST_AHEAD`` ahead of the wall clock, though. A host that booted with
+its clock years off and was then set right is followed (after a warning) rather than run at
+half speed for years: a step back that large is a host's misconfiguration, not NTP's
+correction, and whatever lapsed in the last minutes before it may count again.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 
 SLEW = 0.5  # the rate at which it runs ahead of a wall clock stepped back
+MOST_AHEAD = 600.0  # seconds it may run ahead of the wall clock
+
+log = logging.getLogger("bodega.clock")
 
 
 class SteadyClock:
@@ -29,11 +38,20 @@ class SteadyClock:
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self._wall = wall
         self._monotonic = monotonic
-        self._last = max(floor, wall())
+        now = wall()
+        self._last = max(now, self._bounded(floor, now))
         self._at = monotonic()
 
     def __call__(self) -> float:
         wall, at = self._wall(), self._monotonic()
-        self._last = max(wall, self._last + SLEW * (at - self._at))
+        self._last = max(wall, self._bounded(self._last + SLEW * (at - self._at), wall))
         self._at = at
         return self._last
+
+    @staticmethod
+    def _bounded(value: float, wall: float) -> float:
+        if value > wall + MOST_AHEAD:
+            log.warning("the wall clock is %.0f s behind the time already recorded; "
+                        "following it from %.0f s ahead", value - wall, MOST_AHEAD)
+            return wall + MOST_AHEAD
+        return value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bodega.runtime.steady_clock import SLEW, SteadyClock
+from bodega.runtime.steady_clock import MOST_AHEAD, SLEW, SteadyClock
 
 
 @dataclass
@@ -63,3 +63,15 @@ def test_it_starts_no_earlier_than_its_floor() -> None:
     host.run(4)
     assert clock() == 1_300.0 + SLEW * 4
     assert host.clock(floor=900.0)() == host.wall  # a floor behind the wall clock is no matter
+
+
+def test_a_step_back_of_years_is_followed_to_within_its_most_ahead() -> None:
+    host = Host(wall=2_000_000_000.0)  # booted with its clock years ahead
+    clock = host.clock()
+    clock()
+    host.wall = 1_000.0  # then set right
+    assert clock() == 1_000.0 + MOST_AHEAD
+    host.run(2 * MOST_AHEAD)
+    assert clock() == host.wall  # caught up at last
+    # A store stamped with those years does not hold a restarted clock there either.
+    assert host.clock(floor=2_000_000_000.0)() == host.wall + MOST_AHEAD
