@@ -2,10 +2,10 @@
 
 A campaign (``campaign.py``) is the cluster a user runs, five hosts joined
 with the CLI, under ``--faults`` overlapping faults planned from ``--seed``
-(one per 100 operations unless given) while clients send at least
-``--operations`` requests. ``--scenarios`` runs
-the older one-fault-at-a-time scenarios on a cluster of separately started
-daemons instead (``--ops N`` requests per client and scenario, ``--only
+(one per 150 operations, at least 100, unless given) while clients send at
+least ``--operations`` requests. ``--scenarios`` runs the older
+one-fault-at-a-time scenarios on a cluster of separately started daemons
+instead (``--ops N`` requests per client and scenario, ``--only
 NAME`` to pick some).
 
 Exit status 1 if any invariant was violated (or a scenario could not run).
@@ -133,8 +133,8 @@ def main() -> int:
     parser.add_argument("--operations", type=int, default=10_000,
                         help="API requests the clients send at least (a campaign)")
     parser.add_argument("--faults", type=int,
-                        help="faults (a campaign); by default one per 100 operations, so "
-                             "a longer run is as hard as a short one")
+                        help="faults (a campaign); by default one per 150 operations, at "
+                             "least 100, so a longer run is about as hard as a short one")
     parser.add_argument("--report", type=Path, help="write the campaign's table here too")
     parser.add_argument("--scenarios", action="store_true",
                         help="the one-fault scenarios on separately started daemons instead")
@@ -150,7 +150,7 @@ def main() -> int:
     if not args.scenarios:
         tmp.chmod(0o755)  # the web app's machines run as an unprivileged user and read it
         print(f"seed {args.seed}; logs in {tmp}", flush=True)
-        faults = args.faults if args.faults is not None else max(1, args.operations // 100)
+        faults = args.faults if args.faults is not None else max(100, args.operations // 150)
         ok = run_campaign(args.seed, args.operations, faults, tmp, args.report)
         if ok and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
