@@ -138,8 +138,16 @@ async def create_pairs(api: httpx.AsyncClient) -> list[Pair]:
 
 # -- faults ---------------------------------------------------------------------------------
 async def run_plan(peers: Peers, report: Report, t0: float, rng: random.Random) -> None:
+    # One fault at a time per host, as planned, also when a heal takes longer than the plan
+    # allowed for (a host slow to come back): the next fault there waits for it.
+    held = {h.name: asyncio.Lock() for h in peers.hosts}
+
     async def one(f: PlannedFault) -> None:
         await asyncio.sleep(max(0.0, t0 + f.at - time.monotonic()))
+        async with held[f.host] if f.host is not None else contextlib.nullcontext():
+            await run_one(f)
+
+    async def run_one(f: PlannedFault) -> None:
         start = time.monotonic() - t0
         try:
             if f.kind == "key-rotate":

@@ -177,7 +177,10 @@ class Peers:
             worker = host.pid_of("worker")
             if worker is None:
                 return Applied("no worker running")
-            os.kill(worker, signal.SIGSTOP)
+            try:
+                os.kill(worker, signal.SIGSTOP)
+            except ProcessLookupError:  # it was being restarted: its components file lagged
+                return Applied(f"worker pid {worker} gone before SIGSTOP")
             return Applied(f"SIGSTOP pid {worker}", pid=worker)
         if kind == "disk-full":
             written = await asyncio.to_thread(fill, host.data / "chaos-fill")
