@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from bodega.worker.store.queries import newest_stamp
+
 from .cluster import Cluster, Node
 from .history import Inventory
 from .state import (
@@ -46,10 +48,7 @@ def read_worker(name: str, data_dir: Path, totals: Totals) -> WorkerState:
         # A reservation is live by the worker's own clock, which may not be this one (a
         # host's skewed or stepped clock): judged as of the newest time the worker stamped.
         # Whatever took a lapsed reservation's room was stamped after it lapsed.
-        (stamped,) = db.execute(
-            "SELECT max(coalesce((SELECT max(at) FROM ops), 0), "
-            "coalesce((SELECT max(updated_at) FROM machines), 0))").fetchone()
-        now = float(stamped) or time.time()
+        now = newest_stamp(db) or time.time()
         machines = [StoredMachine(id=r["id"], app=r["app"], state=r["state"],
                                   millicpus=r["millicpus"], memory_mb=r["memory_mb"],
                                   holds_compute=bool(r["holds_compute"]),

@@ -13,6 +13,7 @@ from bodega.model.capacity import Ask, Totals
 from bodega.model.errors import Conflict
 from bodega.runtime.steady_clock import SteadyClock
 from bodega.worker.ops.claims import claim_room
+from bodega.worker.store import queries
 from bodega.worker.store.database import Store
 from bodega.worker.store.ledger import Ledger
 from tests.unit.runtime.test_steady_clock import Host
@@ -40,7 +41,7 @@ def test_a_store_opened_again_never_stamps_earlier_than_it_did(tmp_path: Path) -
     store = Store(tmp_path / "worker.db", host.clock())
     ledger = Ledger(store, TOTALS)
     ledger.reserve(ASK, "web", ttl=10.0)
-    stamped = store.newest_stamp()
+    stamped = queries.newest_stamp(store.db)
     store.close()
     # Restarted on a host whose clock was stepped back two minutes meanwhile.
     host.wall -= 120

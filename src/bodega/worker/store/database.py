@@ -26,6 +26,7 @@ from bodega.model.machine import MachineEvent
 from bodega.runtime.sqlite import open_database
 from bodega.runtime.steady_clock import SteadyClock
 from bodega.worker.core.payloads import Payload, payload_from_json, payload_json
+from bodega.worker.store import queries
 from bodega.worker.store.log_reader import LogReader
 from bodega.worker.store.schema import MIGRATIONS
 
@@ -58,7 +59,7 @@ class Store(LogReader):
         self.synchronous = "FULL" if fsync else "NORMAL"
         self.db = open_database(path, MIGRATIONS, synchronous=self.synchronous)
         self.db.row_factory = sqlite3.Row
-        self.clock: Clock = clock or SteadyClock(floor=self.newest_stamp())
+        self.clock: Clock = clock or SteadyClock(floor=queries.newest_stamp(self.db))
         # Every change to a machine or volume is logged in the transaction that makes it, so
         # the resources ``append`` saw are exactly those a commit changed: listeners (the
         # ``/wait`` wake-ups) hear of each, whatever code path made the change.
@@ -68,13 +69,6 @@ class Store(LogReader):
 
     def close(self) -> None:
         self.db.close()
-
-    def newest_stamp(self) -> float:
-        """The latest time recorded here: what the log and the machines were last stamped."""
-        row = self.db.execute(
-            "SELECT max(coalesce((SELECT max(at) FROM ops), 0), "
-            "coalesce((SELECT max(updated_at) FROM machines), 0))").fetchone()
-        return float(row[0])
 
     @property
     def schema_version(self) -> int:

@@ -221,6 +221,15 @@ def delete_reservation(conn: sqlite3.Connection, reservation_id: str) -> bool:
     return cursor.rowcount > 0
 
 
+def newest_stamp(conn: sqlite3.Connection) -> float:
+    """The latest time this store recorded (0 when empty): what its log and its machines
+    were last stamped with, by the worker's own clock."""
+    (stamped,) = conn.execute(
+        "SELECT max(coalesce((SELECT max(at) FROM ops), 0), "
+        "coalesce((SELECT max(updated_at) FROM machines), 0))").fetchone()
+    return float(stamped)
+
+
 def live_reservations(conn: sqlite3.Connection, now: float) -> list[ReservationRow]:
     rows = conn.execute(
         "SELECT * FROM reservations WHERE claimed_by IS NULL AND expires_at > ?", (now,)
