@@ -6,7 +6,7 @@ printed; host 5 joins with ``--no-broker --no-proxy`` (workers only). Every
 host has one worker (4 CPUs, 2048 MB) in its own region, the private network
 is on, and certificates live 90 s (so every part renews its own several times
 in a run). Host 4 keeps its data on a small tmpfs: a disk that can fill. Host 3's
-wall clock runs 30 s ahead of the others' (``skewed_clock``).
+wall clock runs 30 s ahead of the others' (``clock.py``).
 
 ``Peers`` also knows how to break each host (``apply``) and how to mend it
 (``heal``), and how to read every worker's store and every host's view from
@@ -34,6 +34,7 @@ from tests.cluster.deploy_kit import app_dir
 from tests.cluster.multihost_kit import Host, MultiHost, three_hosts, until, wait_for
 from tests.cluster.netns_kit import SLOW_RATE
 
+from .clock import SKEW, SKEWED, STEPS, set_skew, skewed_clock
 from .host_faults import fill
 from .observe import machine_processes, read_view, read_worker
 from .plan import HostShape, PlannedFault
@@ -46,36 +47,6 @@ TMPFS_MB = 160
 WEB_APP = "web"  # a small HTTP server with one machine on every host, read through the proxies
 LOSS_TABLE = "bodega_chaos_loss"
 PEER_BACK = 30.0  # seconds for the private network to put a removed WireGuard peer back
-SKEWED = 3  # the host whose wall clock runs ahead, all run long
-SKEW = 30  # seconds ahead
-STEPS = (120, -90)  # what a clock-step fault adds to it: ahead, or behind true time
-
-
-def skewed_clock(rc: Path) -> dict[str, str]:
-    """The environment that sets a host's wall clock ``SKEW`` seconds ahead (libfaketime,
-    from Debian's faketime), read from the file ``rc`` about once a second, so that a
-    ``clock-step`` fault can move it while the host runs. time() and the like are skewed,
-    in Python and in C (SQLite, OpenSSL) alike; the monotonic clock, which bodega's timers
-    read, stays true, as it does on a host whose NTP is off or steps it. ``clock_shim``
-    keeps Python's sleeps off a libfaketime bug that would fail them."""
-    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
-    if not found:
-        raise RuntimeError("libfaketime is missing: apt-get install faketime "
-                           "(scripts/host-packages does, as root)")
-    set_skew(rc, SKEW)
-    shim = str(Path(__file__).parent / "clock_shim")
-    path = os.pathsep.join(p for p in (shim, os.environ.get("PYTHONPATH")) if p)
-    return {"LD_PRELOAD": str(found[0]), "FAKETIME_TIMESTAMP_FILE": str(rc),
-            "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            "PYTHONPATH": path}
-
-
-def set_skew(rc: Path, seconds: int) -> None:
-    """The skewed host's wall clock ``seconds`` ahead of true time from now on (behind if
-    negative), written whole so a reader never sees half of it."""
-    part = rc.with_suffix(".part")
-    part.write_text(f"{seconds:+d}s\n")
-    part.replace(rc)
 
 
 class NotHealed(Exception):
