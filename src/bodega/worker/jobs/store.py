@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from bodega.jobs.jobs import JobState
 from bodega.jobs.spec import JobSpec
 from bodega.jobs.tasks import Policy, Task, TaskState
 from bodega.runtime.sqlite import open_database
+from bodega.runtime.steady_clock import SteadyClock
 from bodega.worker.jobs.schema import MIGRATIONS
 from bodega.worker.store.database import storage_error
 
@@ -62,11 +62,25 @@ class PeriodicRow:
 
 
 class JobStore:
-    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] | None = None) -> None:
+        """``clock``: what leases, backoffs and deadlines are stamped with and measured
+        against; by default one that never runs backwards from the newest time this file
+        recorded (``SteadyClock``), so a host's clock stepped back neither holds an ended
+        lease again nor lets a lapsed one be renewed."""
         self.path = path
-        self.clock = clock
         self.db = open_database(path, MIGRATIONS)
         self.db.row_factory = sqlite3.Row
+        self.clock = clock or SteadyClock(floor=self.newest_stamp())
+
+    def newest_stamp(self) -> float:
+        """The latest time this file recorded (0 when empty): a job's or a run's last
+        change, a reservation's arrival or placing."""
+        (stamped,) = self.db.execute(
+            "SELECT max(coalesce((SELECT max(updated_at) FROM jobs), 0), "
+            "coalesce((SELECT max(updated_at) FROM runs), 0), "
+            "coalesce((SELECT max(updated_at) FROM probes_out), 0), "
+            "coalesce((SELECT max(arrived_at) FROM probes_in), 0))").fetchone()
+        return float(stamped)
 
     def close(self) -> None:
         self.db.close()
