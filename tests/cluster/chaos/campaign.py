@@ -38,7 +38,7 @@ from tests.cluster.multihost_kit import TOKEN
 from . import history, invariants
 from .history import Fault, JobOutcome, Pair, Request, TaskOutcome
 from .peers import REGIONS, WEB_APP, NotHealed, Peers
-from .plan import PlannedFault, plan
+from .plan import DOWN, MAX_DOWN, PlannedFault, plan
 from .scenario import QUIET, no_live_reservations, poll, sample_capacity
 from .state import Snapshot, Violation
 from .workload import READS, Client, Ledger, actor, config
@@ -138,13 +138,19 @@ async def create_pairs(api: httpx.AsyncClient) -> list[Pair]:
 
 # -- faults ---------------------------------------------------------------------------------
 async def run_plan(peers: Peers, report: Report, t0: float, rng: random.Random) -> None:
-    # One fault at a time per host, as planned, also when a heal takes longer than the plan
-    # allowed for (a host slow to come back): the next fault there waits for it.
+    # One fault at a time per host, and at most MAX_DOWN hosts gone at once, as planned,
+    # also when a heal takes longer than the plan allowed for (a host slow to come back):
+    # the next fault there, or the next host to go, waits for it.
     held = {h.name: asyncio.Lock() for h in peers.hosts}
+    gone = asyncio.Semaphore(MAX_DOWN)
 
     async def one(f: PlannedFault) -> None:
         await asyncio.sleep(max(0.0, t0 + f.at - time.monotonic()))
-        async with held[f.host] if f.host is not None else contextlib.nullcontext():
+        async with contextlib.AsyncExitStack() as holds:
+            if f.host is not None:
+                await holds.enter_async_context(held[f.host])
+            if f.kind in DOWN:
+                await holds.enter_async_context(gone)
             await run_one(f)
 
     async def run_one(f: PlannedFault) -> None:
