@@ -1,7 +1,7 @@
-"""The TLS edge against nginx ending TLS with the same certificate, and TCP pass-through.
+"""`bodega up`'s TLS edge against nginx ending TLS with the same certificate, and TCP pass-through.
 
-A worker (process driver) and bodega's proxy on HAProxy with a TLS listener,
-its default certificate a cluster-CA ``*.localhost``; one machine runs the
+`bodega up` as a user runs it (``bench/up_cluster.py``), its proxy's TLS port serving
+its default certificate (the cluster CA's ``*.localhost``); one machine runs the
 keep-alive HTTP server of ``bench.proxy`` and another a TCP echo behind a
 ``[[services]]`` port with no handlers. nginx (one worker process) ends TLS
 with the same key and certificate and proxies to the same machine (keep-alive
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import re
 import shutil
 import socket
@@ -33,15 +32,12 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from tests.leftovers_kit import sweep_data_dir
 from tests.python_kit import machine_python
-from tests.tls_kit import TEST_CA
 
-from bench.proxy import APP, SUBNET, WrkResult, combined, daemon, wrk
-from bodega.runtime.tls import pki, sites
-from bodega.runtime.tls.identity import new_key
-from bodega.wire.worker_client import WorkerClient
+from bench.proxy import APP, HOST, WrkResult, combined, wrk
+from bench.up_cluster import UpCluster
 
 ECHO = r"""
 import asyncio, sys
@@ -91,7 +87,7 @@ async def new_connections(url: str, seconds: float) -> WrkResult:
     """wrk with every request on a new connection (its session resumed): connections/s."""
     process = await asyncio.create_subprocess_exec(
         "wrk", "-t1", "-c16", f"-d{max(1, round(seconds))}s", "-H", "Connection: close",
-        "-H", "Host: bench.localhost", url + "/", stdout=asyncio.subprocess.PIPE,
+        "-H", f"Host: {HOST}", url + "/", stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT)
     out = (await process.communicate())[0].decode()
     rate = [line for line in out.splitlines() if line.startswith("Requests/sec:")]
@@ -143,101 +139,96 @@ async def until_answers(url: str) -> None:
     for _ in range(200):
         process = await asyncio.create_subprocess_exec(
             "curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", "-H",
-            "Host: bench.localhost", url + "/", stdout=asyncio.subprocess.PIPE)
+            f"Host: {HOST}", url + "/", stdout=asyncio.subprocess.PIPE)
         if (await process.communicate())[0] == b"200":
             return
         await asyncio.sleep(0.1)
     raise SystemExit(f"{url} never answered")
 
 
+def web_config() -> dict[str, Any]:
+    return {"image": "bench/hello", "init": {"exec": [machine_python(), "-c", APP, "8080"]},
+            "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256},
+            "restart": {"policy": "no"},
+            "services": [{"protocol": "tcp", "internal_port": 8080, "autostop": "off",
+                          "ports": [{"port": 80, "handlers": ["http"]},
+                                    {"port": 443, "handlers": ["tls", "http"]}],
+                          "concurrency": {"soft_limit": 1000}}]}
+
+
+def echo_config(port: int) -> dict[str, Any]:
+    return {"image": "bench/echo", "init": {"exec": [machine_python(), "-c", ECHO, "9000"]},
+            "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256},
+            "restart": {"policy": "no"},
+            "services": [{"protocol": "tcp", "internal_port": 9000, "autostop": "off",
+                          "ports": [{"port": port}]}]}
+
+
 async def main(args: argparse.Namespace) -> None:
-    for tool in ("wrk", "nginx", "haproxy"):
+    for tool in ("wrk", "nginx", "haproxy", "openssl", "curl"):
         if shutil.which(tool) is None:
-            raise SystemExit(f"bench.edge needs {tool}: apt-get install -y wrk nginx-light haproxy")
+            raise SystemExit(f"bench.edge needs {tool}: apt-get install -y wrk nginx-light "
+                             "haproxy openssl curl")
     with tempfile.TemporaryDirectory(prefix="bodega-bench-edge-") as tmp_name:
         tmp = Path(tmp_name)
-        key = new_key()
-        now = datetime.datetime.now(datetime.UTC)
-        ca = pki.make_ca("bench", key, now)
-        made = sites.issue(ca, key, ("*.localhost", "localhost"), now)
-        cert = tmp / "default.pem"
-        cert.write_bytes(made.key_pem + made.chain_pem)
-        cert.chmod(0o644)  # nginx's worker reads it
         tcp_port = free_port()
-        worker, winfo = await daemon(tmp, "edge-w", "worker", "--region", "ams",
-                                     "--listen", "127.0.0.1:0", "--cpus", "2",
-                                     "--memory-mb", "4096", "--machine-subnet", SUBNET,
-                                     "--stop-machines-on-exit")
-        proxy, pinfo = await daemon(tmp, "edge-p", "proxy", "--region", "ams",
-                                    "--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0",
-                                    "--tls-cert", str(cert), "--join", winfo["gossip"],
-                                    "--autostop-interval", "3600", "--data-plane", "haproxy")
-        processes = [proxy, worker]
-        client = WorkerClient(winfo["url"], TEST_CA.context("broker"), timeout=60)
-        try:
-            web = await client.create_machine({"app": "bench", "config": {
-                "image": "bench/hello", "init": {"exec": [machine_python(), "-c", APP, "8080"]},
-                "guest": {"cpus": 1, "memory_mb": 256}, "restart": {"policy": "no"},
-                "services": [{"protocol": "tcp", "internal_port": 8080,
-                              "ports": [{"port": 80, "handlers": ["http"]},
-                                        {"port": 443, "handlers": ["tls", "http"]}],
-                              "concurrency": {"soft_limit": 1000}}]}})
-            echo = await client.create_machine({"app": "echo", "config": {
-                "image": "bench/echo", "init": {"exec": [machine_python(), "-c", ECHO, "9000"]},
-                "guest": {"cpus": 1, "memory_mb": 256}, "restart": {"policy": "no"},
-                "services": [{"protocol": "tcp", "internal_port": 9000,
-                              "ports": [{"port": tcp_port}]}]}})
-            for machine in (web, echo):
-                await client.wait(machine.id, "started")
-            upstream = f"{web.service_host or web.private_ip}:8080"
-            nginx_port = free_port()
-            conf = tmp / "nginx.conf"
-            conf.write_text(NGINX_TLS.format(tmp=tmp, upstream=upstream, port=nginx_port,
-                                             cert=cert))
-            nginx = await asyncio.create_subprocess_exec(
-                "nginx", "-p", str(tmp), "-c", str(conf), "-g", "daemon off;")
-            processes.insert(0, nginx)
-            paths = {"nginx": f"https://127.0.0.1:{nginx_port}", "bodega": pinfo["tls_url"]}
-            for url in paths.values():
-                await until_answers(url)
-                await wrk(url, args.connections, 1)  # warm up
-            for _ in range(200):  # the TCP listener follows the registry
-                try:
-                    await echo_rate(tcp_port, 1)
-                    break
-                except (OSError, SystemExit):
-                    await asyncio.sleep(0.1)
-            kept: dict[str, list[WrkResult]] = {name: [] for name in paths}
-            fresh: dict[str, list[WrkResult]] = {name: [] for name in paths}
-            full: dict[str, list[float]] = {name: [] for name in paths}
-            tcp: dict[str, list[float]] = {"direct": [], "bodega": []}
-            for _ in range(args.rounds):
-                for name, url in paths.items():
-                    kept[name].append(await wrk(url, args.connections,
-                                                args.duration / args.rounds))
-                for name, url in paths.items():
-                    fresh[name].append(await new_connections(url, args.duration / args.rounds))
-                for name, url in paths.items():
-                    full[name].append(await full_handshakes(url, args.duration / args.rounds))
-                tcp["direct"].append(await echo_rate(9000, args.megabytes,
-                                                     echo.service_host or echo.private_ip))
-                tcp["bodega"].append(await echo_rate(tcp_port, args.megabytes))
-        finally:
-            await client.aclose()
-            for process in processes:
-                if process.returncode is None:
-                    process.terminate()
-                    await process.wait()
-            await sweep_data_dir(tmp / "edge-w")
+        nginx: asyncio.subprocess.Process | None = None
+        async with UpCluster(tmp) as cluster:
+            try:
+                await cluster.app("bench")
+                await cluster.app("echo")
+                web = await cluster.machine("bench", web_config())
+                echo = await cluster.machine("echo", echo_config(tcp_port))
+                cert = tmp / "default.pem"  # the edge's, readable by nginx
+                cert.write_bytes(cluster.default_certificate.read_bytes())
+                cert.chmod(0o644)
+                nginx_port = free_port()
+                conf = tmp / "nginx.conf"
+                conf.write_text(NGINX_TLS.format(tmp=tmp, upstream=f"{web.address}:8080",
+                                                 port=nginx_port, cert=cert))
+                nginx = await asyncio.create_subprocess_exec(
+                    "nginx", "-p", str(tmp), "-c", str(conf), "-g", "daemon off;")
+                paths = {"nginx": f"https://127.0.0.1:{nginx_port}", "bodega": cluster.tls_url}
+                for url in paths.values():
+                    await until_answers(url)
+                    await wrk(url, args.connections, 1)  # warm up
+                for _ in range(200):  # the TCP listener follows the registry
+                    try:
+                        await echo_rate(tcp_port, 1)
+                        break
+                    except (OSError, SystemExit):
+                        await asyncio.sleep(0.1)
+                kept: dict[str, list[WrkResult]] = {name: [] for name in paths}
+                fresh: dict[str, list[WrkResult]] = {name: [] for name in paths}
+                full: dict[str, list[float]] = {name: [] for name in paths}
+                tcp: dict[str, list[float]] = {"direct": [], "bodega": []}
+                for _ in range(args.rounds):
+                    for name, url in paths.items():
+                        kept[name].append(await wrk(url, args.connections,
+                                                    args.duration / args.rounds))
+                    for name, url in paths.items():
+                        fresh[name].append(await new_connections(url,
+                                                                 args.duration / args.rounds))
+                    for name, url in paths.items():
+                        full[name].append(await full_handshakes(url,
+                                                                args.duration / args.rounds))
+                    tcp["direct"].append(await echo_rate(9000, args.megabytes, echo.address))
+                    tcp["bodega"].append(await echo_rate(tcp_port, args.megabytes))
+                plane = cluster.plane
+            finally:
+                if nginx is not None and nginx.returncode is None:
+                    nginx.terminate()
+                    await nginx.wait()
     report(args, {n: combined(r) for n, r in kept.items()},
            {n: combined(r) for n, r in fresh.items()},
-           {n: statistics.fmean(r) for n, r in full.items()}, tcp)
+           {n: statistics.fmean(r) for n, r in full.items()}, tcp, plane)
 
 
 def report(args: argparse.Namespace, kept: dict[str, WrkResult], fresh: dict[str, WrkResult],
-           full: dict[str, float], tcp: dict[str, list[float]]) -> None:
-    print(f"edge: wrk, one thread, {args.connections} keep-alive connections over HTTPS, "
-          f"{args.duration:g} s each in {args.rounds} interleaved rounds")
+           full: dict[str, float], tcp: dict[str, list[float]], plane: str) -> None:
+    print(f"edge: bodega up; wrk, one thread, {args.connections} keep-alive connections over "
+          f"HTTPS, {args.duration:g} s each in {args.rounds} interleaved rounds")
+    print(f"  {plane.strip()}")
     for name, r in kept.items():
         print(f"  {name:<7} {r.rate:9.0f} req/s   p50 {r.p50:7.3f} ms   p99 {r.p99:7.3f} ms"
               f"   {r.errors}")

@@ -1,18 +1,16 @@
-"""The proxy against going direct and against nginx, and a cold start against a bare spawn.
+"""Plain HTTP through `bodega up`'s proxy, against nginx and against going direct.
 
-A worker (process driver: its own namespace and cgroup per machine, when
-root) and bodega's proxy, each its own process, joined by gossip; one
-machine runs a small keep-alive HTTP server. ``wrk`` (one thread, the same
-keep-alive connections) then drives, in one run: the machine's address
-directly; nginx as a reverse proxy to it (one worker process, a keep-alive
-upstream); bodega's proxy with HAProxy as its data plane; and bodega's proxy
-on its pure-Python data plane. Ratios within the run are what count on a
-shared machine. One client at a time gives the latency a proxy adds. Cold
-start: the machine is stopped and one request goes through bodega's proxy
-(which starts it, waits for its port, forwards); the baseline spawns the
-same program directly and sends it the same request once its port accepts.
+`bodega up` as a user runs it (``bench/up_cluster.py``: one region, one worker, the
+process driver; the proxy's data plane HAProxy when it is installed, as `bodega up`
+chooses). One process machine runs a small keep-alive HTTP server behind an ``http``
+service. nginx (one worker process, a keep-alive upstream) proxies to the same machine at
+the address the registry has for it. ``wrk`` (one thread, the same keep-alive connections)
+drives, in one run, in interleaved rounds: the machine directly, nginx, and the proxy's
+public port (``Host: bench.localhost``). Ratios within the run are what count on a shared
+machine. One client at a time gives the latency each adds. A stopped machine started by a
+request (scale from zero) is ``bench/cold_start.py``'s.
 
-    python -m bench.proxy [--duration 10] [--rounds 5] [--connections 32] [--cold 10]
+    python -m bench.proxy [--duration 10] [--rounds 5] [--connections 32]
 
 Needs ``wrk``, ``nginx`` and ``haproxy`` (Debian: wrk, nginx-light, haproxy).
 """
@@ -21,26 +19,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
-import os
 import re
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.leftovers_kit import sweep_data_dir
 from tests.python_kit import machine_python
-from tests.tls_kit import TEST_CA, daemon_env
 
 from bench.loadgen import Connection
-from bodega.wire.worker_client import WorkerClient
+from bench.up_cluster import UpCluster
 
-SUBNET = "10.254.7.0/24"
+HOST = "bench.localhost"
 # A keep-alive HTTP/1.1 server that answers every request with a short body. Given a second
 # argument, it appends to that file when its first statement ran and when its port listened
 # (epoch seconds): bench/cold_start.py's marks.
@@ -67,20 +60,6 @@ asyncio.run(main())
 """
 
 
-async def daemon(tmp: Path, name: str, *args: str) -> tuple[asyncio.subprocess.Process, Any]:
-    ready = tmp / f"{name}.json"
-    TEST_CA.issue(tmp / name / "tls", args[0], name)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bodega", *args, "--name", name, "--data-dir", str(tmp / name),
-        "--ready-file", str(ready), "--log-level", "warning",
-        env={**os.environ, **daemon_env()})
-    while not ready.exists():
-        if process.returncode is not None:
-            raise SystemExit(f"{name} exited while starting")
-        await asyncio.sleep(0.05)
-    return process, json.loads(ready.read_text())
-
-
 class NotOk(Exception):
     pass
 
@@ -102,17 +81,6 @@ async def first_response(url: str, host: str, timeout: float = 30) -> float:
     if status != 200:
         raise NotOk(f"{url} answered {status}: {body.decode(errors='replace')}")
     return time.perf_counter() - began
-
-
-async def bare_cold(port: int) -> float:
-    """From spawning the program to its first answer."""
-    began = time.perf_counter()
-    process = await asyncio.create_subprocess_exec(machine_python(), "-c", APP, str(port))
-    await first_response(f"http://127.0.0.1:{port}", "localhost")
-    elapsed = time.perf_counter() - began
-    process.kill()
-    await process.wait()
-    return elapsed
 
 
 NGINX = """
@@ -148,7 +116,7 @@ class WrkResult:
 async def wrk(url: str, connections: int, seconds: float) -> WrkResult:
     process = await asyncio.create_subprocess_exec(
         "wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s", "--latency",
-        "-H", "Host: bench.localhost", url + "/", stdout=asyncio.subprocess.PIPE,
+        "-H", f"Host: {HOST}", url + "/", stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT)
     out = (await process.communicate())[0].decode()
     rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
@@ -182,14 +150,23 @@ async def start_nginx(tmp: Path, upstream: str) -> tuple[asyncio.subprocess.Proc
     process = await asyncio.create_subprocess_exec(
         "nginx", "-p", str(tmp), "-c", str(conf), "-g", "daemon off;")
     url = f"http://127.0.0.1:{port}"
-    await first_response(url, "bench.localhost")
+    await first_response(url, HOST)
     return process, url
+
+
+def machine_config() -> dict[str, Any]:
+    return {"image": "bench/hello", "init": {"exec": [machine_python(), "-c", APP, "8080"]},
+            "guest": {"cpu_kind": "shared", "cpus": 1, "memory_mb": 256},
+            "restart": {"policy": "no"},
+            "services": [{"protocol": "tcp", "internal_port": 8080, "autostop": "off",
+                          "ports": [{"port": 80, "handlers": ["http"]}],
+                          "concurrency": {"soft_limit": 1000}}]}
 
 
 async def until_routed(url: str) -> None:
     for _ in range(200):  # the proxy hears of the machine through the registry
         try:
-            await first_response(url, "bench.localhost", timeout=1)
+            await first_response(url, HOST, timeout=1)
             return
         except (NotOk, OSError):
             await asyncio.sleep(0.1)
@@ -203,87 +180,53 @@ async def main(args: argparse.Namespace) -> None:
                              "haproxy")
     with tempfile.TemporaryDirectory(prefix="bodega-bench-proxy-") as tmp_name:
         tmp = Path(tmp_name)
-        worker, winfo = await daemon(tmp, "bench-w", "worker", "--region", "ams",
-                                     "--listen", "127.0.0.1:0", "--cpus", "2",
-                                     "--memory-mb", "4096", "--machine-subnet", SUBNET,
-                                     "--stop-machines-on-exit")
-        haproxy, hinfo = await daemon(tmp, "bench-p", "proxy", "--region", "ams",
-                                      "--listen", "127.0.0.1:0", "--join", winfo["gossip"],
-                                      "--autostop-interval", "3600", "--data-plane", "haproxy")
-        python, pyinfo = await daemon(tmp, "bench-py", "proxy", "--region", "ams",
-                                      "--listen", "127.0.0.1:0", "--join", winfo["gossip"],
-                                      "--autostop-interval", "3600", "--data-plane", "python")
-        processes = [python, haproxy, worker]
-        client = WorkerClient(winfo["url"], TEST_CA.context("broker"), timeout=60)
-        try:
-            machine = await client.create_machine({"app": "bench", "config": {
-                "image": "bench/hello", "init": {"exec": [machine_python(), "-c", APP, "8080"]},
-                "guest": {"cpus": 1, "memory_mb": 256}, "restart": {"policy": "no"},
-                "services": [{"protocol": "tcp", "internal_port": 8080, "autostart": True,
-                              "ports": [{"port": 80, "handlers": ["http"]}],
-                              "concurrency": {"soft_limit": 1000}}]}})
-            await client.wait(machine.id, "started")
-            upstream = f"{machine.service_host}:8080"
-            direct = f"http://{upstream}"
-            await first_response(direct, "bench.localhost")
-            nginx, nginx_url = await start_nginx(tmp, upstream)
-            processes.insert(0, nginx)
-            paths = {"direct": direct, "nginx": nginx_url, "bodega (haproxy)": hinfo["url"],
-                     "bodega (python)": pyinfo["url"]}
-            for url in paths.values():
-                await until_routed(url)
-                await wrk(url, args.connections, 1)  # warm up
-            # In rounds, each path a slice per round: load from elsewhere on a shared
-            # machine then falls on every path alike instead of on whichever ran at the time.
-            slices: dict[str, list[WrkResult]] = {name: [] for name in paths}
-            ones: dict[str, list[WrkResult]] = {name: [] for name in paths}
-            for _ in range(args.rounds):
-                for name, url in paths.items():
-                    slices[name].append(await wrk(url, args.connections,
-                                                  args.duration / args.rounds))
-                for name, url in paths.items():
-                    ones[name].append(await wrk(url, 1, args.duration / args.rounds / 2))
-            loaded = {name: combined(results) for name, results in slices.items()}
-            single = {name: combined(results) for name, results in ones.items()}
-            cold: dict[str, list[float]] = {"bodega (haproxy)": [], "bodega (python)": [],
-                                            "bare": []}
-            for _ in range(args.cold):
-                for name in ("bodega (haproxy)", "bodega (python)"):
-                    await client.stop(machine.id)
-                    await client.wait(machine.id, "stopped")
-                    await asyncio.sleep(1.5)  # the proxy's view (and HAProxy) have it stopped
-                    cold[name].append(await first_response(paths[name], "bench.localhost"))
-                cold["bare"].append(await bare_cold(_free_port()))
-        finally:
-            await client.aclose()
-            for process in processes:
-                if process.returncode is None:
-                    process.terminate()
-                    await process.wait()
-            await sweep_data_dir(tmp / "bench-w")  # what a stop cut short left
-    report(args, loaded, single, cold)
+        nginx: asyncio.subprocess.Process | None = None
+        async with UpCluster(tmp) as cluster:
+            try:
+                await cluster.app("bench")
+                machine = await cluster.machine("bench", machine_config())
+                upstream = f"{machine.address}:8080"
+                nginx, nginx_url = await start_nginx(tmp, upstream)
+                paths = {"direct": f"http://{upstream}", "nginx": nginx_url,
+                         "bodega": cluster.proxy_url}
+                for url in paths.values():
+                    await until_routed(url)
+                    await wrk(url, args.connections, 1)  # warm up
+                # In rounds, each path a slice per round: load from elsewhere on a shared
+                # machine then falls on every path alike instead of on whichever ran then.
+                slices: dict[str, list[WrkResult]] = {name: [] for name in paths}
+                ones: dict[str, list[WrkResult]] = {name: [] for name in paths}
+                for _ in range(args.rounds):
+                    for name, url in paths.items():
+                        slices[name].append(await wrk(url, args.connections,
+                                                      args.duration / args.rounds))
+                    for name, url in paths.items():
+                        ones[name].append(await wrk(url, 1, args.duration / args.rounds / 2))
+                plane = cluster.plane
+            finally:
+                if nginx is not None and nginx.returncode is None:
+                    nginx.terminate()
+                    await nginx.wait()
+    report(args, {name: combined(results) for name, results in slices.items()},
+           {name: combined(results) for name, results in ones.items()}, plane)
 
 
 def report(args: argparse.Namespace, loaded: dict[str, WrkResult],
-           single: dict[str, WrkResult], cold: dict[str, list[float]]) -> None:
-    print(f"proxy: one machine; wrk, one thread, {args.connections} keep-alive connections, "
-          f"{args.duration:g} s each in {args.rounds} interleaved rounds")
+           single: dict[str, WrkResult], plane: str) -> None:
+    print(f"proxy: bodega up, one machine; wrk, one thread, {args.connections} keep-alive "
+          f"connections, {args.duration:g} s each in {args.rounds} interleaved rounds")
+    print(f"  {plane.strip()}")
     for name, r in loaded.items():
-        print(f"  {name:<17} {r.rate:9.0f} req/s   p50 {r.p50:7.3f} ms   p99 {r.p99:7.3f} ms"
+        print(f"  {name:<7} {r.rate:9.0f} req/s   p50 {r.p50:7.3f} ms   p99 {r.p99:7.3f} ms"
               f"   {r.errors}")
-    d, n, b = loaded["direct"], loaded["nginx"], loaded["bodega (haproxy)"]
+    d, n, b = loaded["direct"], loaded["nginx"], loaded["bodega"]
     print(f"  bodega/nginx {b.rate / n.rate:.2f}x; nginx/direct {n.rate / d.rate:.2f}x; "
-          f"bodega/direct {b.rate / d.rate:.2f}x; bodega python/nginx "
-          f"{loaded['bodega (python)'].rate / n.rate:.2f}x")
+          f"bodega/direct {b.rate / d.rate:.2f}x")
     base = single["direct"].p50
     print("  one client: p50 (p99) " + ", ".join(
         f"{name} {r.p50:.3f} ({r.p99:.3f}) ms" for name, r in single.items()))
     print("  added p50 for one client: " + ", ".join(
         f"{name} +{r.p50 - base:.3f} ms" for name, r in single.items() if name != "direct"))
-    median = {name: statistics.median(times) for name, times in cold.items()}
-    print(f"  cold start, first response (median of {len(cold['bare'])}): " + ", ".join(
-        f"{name} {m * 1000:.1f} ms ({m / median['bare']:.2f}x)" for name, m in median.items()
-        if name != "bare") + f"; bare spawn-and-request {median['bare'] * 1000:.1f} ms")
 
 
 def _free_port() -> int:
@@ -299,5 +242,4 @@ if __name__ == "__main__":
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--cold", type=int, default=10)
     asyncio.run(main(parser.parse_args()))

@@ -1,0 +1,117 @@
+"""A `bodega up` for the edge benches, as a user runs it, and what they make on it.
+
+One region, one worker, the process driver, every port free; the proxy's data plane is
+HAProxy when it is installed, as `bodega up` chooses. Apps, machines and certificates are
+made through the public API with the cluster's token. A peer (nginx) needs the machine's
+own address: it is read from the registry through the query API (``/v1/queries``), as an
+operator's automation would read it; and for TLS the certificate the edge serves by default
+(``*.localhost``, from the cluster CA), to serve the very same.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from tests.cidr_kit import machine_cidr
+from tests.cluster.up_kit import UpProcess, free_port
+from tests.leftovers_kit import sweep_data_dir
+
+from bodega.cluster.edge_files import DEFAULT_CERT
+from bodega.wire.queries import Row, Statement, read_event
+
+OCTETS = (200, 232)  # the machine ranges the start benches take too (tests/cidr_kit.py)
+
+
+@dataclass(frozen=True)
+class Machine:
+    id: str
+    address: str  # where the machine's services listen, reachable from the host
+
+
+class UpCluster:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.proxy_port, self.tls_port = free_port(), free_port()
+        self.up = UpProcess(root / "cluster", "--regions", "ams", "--workers-per-region", "1",
+                            "--driver", "process", "--api-port", str(free_port()),
+                            "--proxy-port", str(self.proxy_port),
+                            "--proxy-tls-port", str(self.tls_port),
+                            "--machine-cidr", machine_cidr(*OCTETS), "--log-level", "info")
+        self.session: aiohttp.ClientSession | None = None
+
+    @property
+    def proxy_url(self) -> str:
+        return f"http://127.0.0.1:{self.proxy_port}"
+
+    @property
+    def tls_url(self) -> str:
+        return f"https://127.0.0.1:{self.tls_port}"
+
+    @property
+    def default_certificate(self) -> Path:
+        """The key and chain the TLS edge serves when no app's certificate matches."""
+        return self.up.data_dir / DEFAULT_CERT
+
+    @property
+    def plane(self) -> str:
+        """The proxy's own line naming its data plane."""
+        log = self.up.data_dir / "logs" / "proxy.log"
+        return next((line for line in log.read_text().splitlines() if "data plane" in line),
+                    "")
+
+    async def __aenter__(self) -> UpCluster:
+        os.environ["BODEGA_CONFIG"] = str(self.root / "contexts.toml")  # not the user's
+        await self.up.start()
+        try:
+            await self.up.until_line("bodega is up")
+        except BaseException:
+            await self.up.end()
+            raise
+        self.session = aiohttp.ClientSession(
+            base_url=self.up.state()["api_url"],
+            headers={"Authorization": f"Bearer {self.up.token()}"})
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        if self.session is not None:
+            await self.session.close()
+        await self.up.end()
+        await sweep_data_dir(self.up.data_dir)  # what a stop cut short left
+
+    async def call(self, method: str, path: str, **kw: Any) -> Any:
+        assert self.session is not None
+        async with self.session.request(method, path, **kw) as answer:
+            doc = await answer.json(content_type=None)
+            if answer.status >= 400:
+                raise SystemExit(f"{method} {path}: {answer.status} {doc}")
+            return doc
+
+    async def app(self, name: str) -> None:
+        await self.call("POST", "/v1/apps", json={"app_name": name, "org_slug": "personal"})
+
+    async def machine(self, app: str, config: dict[str, Any]) -> Machine:
+        """A machine of ``app``, created and started."""
+        made = await self.call("POST", f"/v1/apps/{app}/machines", json={"config": config})
+        await self.call("GET", f"/v1/apps/{app}/machines/{made['id']}/wait",
+                        params={"state": "started", "timeout": "60"})
+        return Machine(made["id"], await self.address(made["id"]))
+
+    async def address(self, machine_id: str) -> str:
+        """The machine's service address, as the registry has it."""
+        assert self.session is not None
+        statement = Statement(sql="SELECT json_extract(doc, '$.service_host') FROM machines "
+                                  "WHERE id = ?", params=[machine_id])
+        async with self.session.post("/v1/queries", json=statement.to_json()) as answer:
+            if answer.status != 200:
+                raise SystemExit(f"query: {answer.status} {await answer.text()}")
+            events = [read_event(line) for line in (await answer.text()).splitlines() if line]
+        found = [e.values[0] for e in events if isinstance(e, Row)]
+        if not found or not isinstance(found[0], str):
+            raise SystemExit(f"the registry has no address for machine {machine_id}: {events}")
+        return found[0]
