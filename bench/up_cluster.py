@@ -10,6 +10,7 @@ operator's automation would read it; and for TLS the certificate the edge serves
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,15 +104,19 @@ class UpCluster:
         return Machine(made["id"], await self.address(made["id"]))
 
     async def address(self, machine_id: str) -> str:
-        """The machine's service address, as the registry has it."""
+        """The machine's service address, as the registry has it (once its row has come)."""
         assert self.session is not None
         statement = Statement(sql="SELECT json_extract(doc, '$.service_host') FROM machines "
                                   "WHERE id = ?", params=[machine_id])
-        async with self.session.post("/v1/queries", json=statement.to_json()) as answer:
-            if answer.status != 200:
-                raise SystemExit(f"query: {answer.status} {await answer.text()}")
-            events = [read_event(line) for line in (await answer.text()).splitlines() if line]
-        found = [e.values[0] for e in events if isinstance(e, Row)]
-        if not found or not isinstance(found[0], str):
-            raise SystemExit(f"the registry has no address for machine {machine_id}: {events}")
-        return found[0]
+        for _ in range(100):
+            async with self.session.post("/v1/queries", json=statement.to_json()) as answer:
+                if answer.status != 200:
+                    raise SystemExit(f"query: {answer.status} {await answer.text()}")
+                text = await answer.text()
+            found = [e.values[0] for e in map(read_event, text.splitlines()) if isinstance(e, Row)]
+            if found and isinstance(found[0], str):
+                return found[0]
+            if found:
+                raise SystemExit(f"the registry has no address for machine {machine_id}")
+            await asyncio.sleep(0.1)
+        raise SystemExit(f"machine {machine_id} never reached the registry")
