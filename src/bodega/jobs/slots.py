@@ -29,6 +29,11 @@ number never repeats, and the loop marks each it starts (an empty file in ``seen
 made by the shell itself), so it skips a line it already saw: a worker restarted
 between recording where a task goes and writing its line writes it again without
 running it twice. Lines need not come in run order.
+
+A task's end is written to ``results`` before the worker is woken, and kept trying
+(every second) while the slot's disk is full: an end the worker never reads would hold
+its task's lease for good. A retry begins with a newline, so a line torn by the full
+disk ends there and is skipped (``results``).
 """
 
 from __future__ import annotations
@@ -66,7 +71,11 @@ while [ -z "$stopping" ] && IFS= read -r line <&3; do
   wait "$child"; code=$?
   while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
   child=
-  printf '%s %s\n' "$run" "$code" >> results
+  fmt='%s %s\n'
+  until printf "$fmt" "$run" "$code" >> results 2>/dev/null; do
+    fmt='\n%s %s\n'
+    sleep 1
+  done
   printf '%s\n' "$run" > done
 done
 """

@@ -1,10 +1,11 @@
 """A warm slot's program, run for real (``sh -c RUNNER`` in a directory, as a slot machine
 runs it): a line's argv reaches the program as given (no shell reading of it), exit codes and
-signals come back as a machine's would, a run number seen twice runs once, and a stop
-reaches the task that runs."""
+signals come back as a machine's would, a run number seen twice runs once, a stop
+reaches the task that runs, and an end is kept until a full disk lets it be written."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -23,21 +24,29 @@ def task(argv: list[str], env: dict[str, str] | None = None) -> MachineConfig:
                          guest=Guest(cpus=1, memory_mb=256))
 
 
-@pytest.fixture
-def slot(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes], int]]:
-    runner = subprocess.Popen(["/bin/sh", "-c", RUNNER, "bodega-slot"], cwd=tmp_path)
+@contextlib.contextmanager
+def running_slot(where: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes], int]]:
+    runner = subprocess.Popen(["/bin/sh", "-c", RUNNER, "bodega-slot"], cwd=where)
     deadline = time.monotonic() + 10
-    while not (tmp_path / "ready").exists():
+    while not (where / "ready").exists():
         assert runner.poll() is None
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    done = os.open(tmp_path / "done", os.O_RDWR | os.O_NONBLOCK)
-    tasks = os.open(tmp_path / "tasks", os.O_WRONLY | os.O_NONBLOCK)
-    yield tmp_path, runner, tasks
-    runner.kill()
-    runner.wait()
-    os.close(tasks)
-    os.close(done)
+    done = os.open(where / "done", os.O_RDWR | os.O_NONBLOCK)
+    tasks = os.open(where / "tasks", os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        yield where, runner, tasks
+    finally:
+        runner.kill()
+        runner.wait()
+        os.close(tasks)
+        os.close(done)
+
+
+@pytest.fixture
+def slot(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes], int]]:
+    with running_slot(tmp_path) as running:
+        yield running
 
 
 def ended(where: Path, count: int) -> list[tuple[int, int]]:
@@ -86,3 +95,30 @@ def test_a_stop_reaches_the_task_and_ends_the_slot(
     runner.send_signal(signal.SIGTERM)
     assert runner.wait(10) == 0
     assert ended(where, 1) == [(1, 128 + signal.SIGTERM)]  # the second never ran
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_an_end_is_written_once_a_full_disk_has_room_again(tmp_path: Path) -> None:
+    """A task that ends while the slot's disk is full is not lost: its end waits for room
+    (the worker, woken only after it is written, holds the task's lease meanwhile)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(disk)], check=True)
+    try:
+        with running_slot(disk) as (where, _, tasks):
+            filler = where / "filler"
+            with filler.open("wb", buffering=0) as out, contextlib.suppress(OSError):
+                while True:
+                    out.write(b"x" * 4096)
+            os.write(tasks, dispatch_line(1, task(["/bin/true"])))
+            deadline = time.monotonic() + 10
+            while not (where / "seen" / "1").exists():
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            time.sleep(1.5)  # the task has ended; its end cannot be written
+            assert results((where / "results").read_text()
+                           if (where / "results").exists() else "") == []
+            filler.unlink()
+            assert ended(where, 1) == [(1, 0)]
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

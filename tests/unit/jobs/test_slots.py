@@ -41,6 +41,8 @@ def test_only_host_programs_on_one_line_are_eligible() -> None:
 def test_results_are_read_whole_lines_only() -> None:
     assert results("3 0\n4 143\n5 1") == [(3, 0), (4, 143)]
     assert results("") == []
+    # A line a full disk tore, ended by the retry's leading newline, is skipped.
+    assert results("3 0\n5 \n5 1\n") == [(3, 0), (5, 1)]
 
 
 def test_a_task_whose_line_may_not_be_written_whole_is_not_eligible() -> None:
