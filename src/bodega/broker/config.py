@@ -59,6 +59,10 @@ class BrokerConfig:
     disk_curve: Curve = ROOMY
     weights: Weights = field(default_factory=Weights)
     deadline: float = 5.0
+    # Seconds a create is answered within, whatever its workers do: a worker that took
+    # the create and fell silent gets what is left of it, then the client hears
+    # "indeterminate" (retry with the same Idempotency-Key) before its own timeout.
+    create_timeout: float = 15.0
     hedge: bool = False
     reservation_ttl: float = 10.0
     # A second policy ranked and logged beside the live one, for a fraction of creates: the

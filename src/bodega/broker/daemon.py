@@ -142,7 +142,7 @@ class Broker:
         apps = Apps(catalog)
         machines = Machines(catalog, self.candidates, self.workers, apps)
         creation = MachineCreate(catalog, self.candidates, self.workers, self.placer, apps,
-                                 config.region)
+                                 config.region, answer_within=config.create_timeout)
         volumes = Volumes(catalog, self.workers, self.placer, apps, machines, config.region)
         platform = Platform(catalog, self.candidates, machines, policy, self.nearest)
         self.jobs = JobDesk(catalog, self.candidates, self.workers, self.placer, apps,

@@ -103,12 +103,14 @@ class WorkerClient(JsonClient):
 
     # -- machines -------------------------------------------------------------------
     async def create_machine(self, body: CreateMachineBody | Mapping[str, Any], *,
-                             owner: str | None = None) -> Machine:
+                             owner: str | None = None,
+                             timeout: float | None = None) -> Machine:
         """Create a machine; a mapping is checked against ``CreateMachineBody`` first."""
         typed = body if isinstance(body, CreateMachineBody) else \
             CreateMachineBody.model_validate(body)
         return await self.answer(Machine, "POST", "/v1/machines", encoded=wire_bytes(typed),
-                                 headers={OWNER_HEADER: owner} if owner else None)
+                                 headers={OWNER_HEADER: owner} if owner else None,
+                                 timeout=timeout)
 
     async def update_machine(self, machine_id: str, body: UpdateMachineBody, *,
                              app: str | None = None, nonce: str | None = None) -> Machine:

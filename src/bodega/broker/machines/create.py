@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import secrets
+import time
 
 from bodega.broker.placing.placer import Placer
 from bodega.broker.view.apps import Apps
@@ -37,6 +38,10 @@ from bodega.wire.fly import CreateMachineRequest
 from bodega.wire.worker_calls import CreateMachineBody
 
 FIND_CONCURRENCY = 32
+# Seconds a worker has to say whether an idempotent create's machine is there: a live worker
+# answers that read in milliseconds, and one that does not leaves the create undecided.
+FIND_PATIENCE = 3.0
+LEAST_CALL = 1.0  # seconds: the shortest call to a worker a create still makes
 
 
 def idempotent_id(app: str, key: str) -> str:
@@ -46,13 +51,22 @@ def idempotent_id(app: str, key: str) -> str:
 
 class MachineCreate:
     def __init__(self, catalog: Catalog, candidates: Candidates, workers: Workers,
-                 placer: Placer, apps: Apps, default_region: str) -> None:
+                 placer: Placer, apps: Apps, default_region: str, *,
+                 answer_within: float = 15.0) -> None:
+        """``answer_within``: seconds a create is answered within, whatever its workers
+        do (``BrokerConfig.create_timeout``)."""
         self.catalog = catalog
         self.candidates = candidates
         self.workers = workers
         self.placer = placer
         self.apps = apps
         self.default_region = default_region
+        self.answer_within = answer_within
+
+    def _patience(self, answer_by: float, most: float) -> float:
+        """How long the next call to a worker may take: what is left of the create's
+        time, at most ``most`` (and at least ``LEAST_CALL``, so a call can be made)."""
+        return max(LEAST_CALL, min(most, answer_by - time.monotonic()))
 
     def placement_request(self, app: str, body: CreateMachineRequest,
                           regions: tuple[str, ...]) -> PlacementRequest:
@@ -83,10 +97,12 @@ class MachineCreate:
     async def create(self, app: str, body: CreateMachineRequest,
                      idempotency_key: str | None, owner: str) -> Machine:
         self.apps.require(app)
+        answer_by = time.monotonic() + self.answer_within
         regions = self.candidates.asked(body.region, self.default_region)
         machine_id = idempotent_id(app, idempotency_key) if idempotency_key else None
         if machine_id is not None:  # a retry returns what the first try made, name and all
-            existing = await self._find(app, machine_id, regions)
+            existing = await self._find(app, machine_id, regions,
+                                        self._patience(answer_by, FIND_PATIENCE))
             if existing is not None:
                 return existing.public()
         if body.name and self.workers.index.name_taken(app, body.name):
@@ -107,7 +123,11 @@ class MachineCreate:
                 skip_launch=body.skip_launch,
                 skip_service_registration=body.skip_service_registration,
                 lease_ttl=body.lease_ttl, idempotency_key=key, placement=record.answer())
-            return await self.workers.client(worker).create_machine(attempt, owner=owner)
+            # A worker that took the create and fell silent (frozen, cut off) is asked
+            # again once (``Placer``); both asks fit in the create's time, so the client
+            # hears "indeterminate" before it gives up.
+            return await self.workers.client(worker).create_machine(
+                attempt, owner=owner, timeout=self._patience(answer_by, self.workers.timeout))
 
         try:
             machine, _ = await self.placer.place(request, ask, record)
@@ -121,8 +141,8 @@ class MachineCreate:
         self.workers.note_machine(machine)
         return machine.public()
 
-    async def _find(self, app: str, machine_id: str,
-                    regions: tuple[str, ...]) -> Machine | None:
+    async def _find(self, app: str, machine_id: str, regions: tuple[str, ...],
+                    patience: float) -> Machine | None:
         """A machine an earlier attempt of the same idempotent create already made.
 
         The view may not have it yet (the broker that made it may have died right
@@ -141,7 +161,8 @@ class MachineCreate:
         async def probe(worker: str) -> Machine | None:
             async with semaphore:
                 try:
-                    return await self.workers.client(worker).machine(machine_id, app)
+                    return await self.workers.client(worker).machine(machine_id, app,
+                                                                     timeout=patience)
                 except Unavailable:
                     silent.append(worker)
                     return None
