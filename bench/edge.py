@@ -36,7 +36,7 @@ from typing import Any
 
 from tests.python_kit import machine_python
 
-from bench.proxy import APP, HOST, WrkResult, combined, wrk
+from bench.proxy import APP, HOST, WrkResult, combined, nginx, wrk
 from bench.up_cluster import UpCluster
 
 ECHO = r"""
@@ -172,22 +172,18 @@ async def main(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bodega-bench-edge-") as tmp_name:
         tmp = Path(tmp_name)
         tcp_port = free_port()
-        nginx: asyncio.subprocess.Process | None = None
         async with UpCluster(tmp) as cluster:
-            try:
-                await cluster.app("bench")
-                await cluster.app("echo")
-                web = await cluster.machine("bench", web_config())
-                echo = await cluster.machine("echo", echo_config(tcp_port))
-                cert = tmp / "default.pem"  # the edge's, readable by nginx
-                cert.write_bytes(cluster.default_certificate.read_bytes())
-                cert.chmod(0o644)
-                nginx_port = free_port()
-                conf = tmp / "nginx.conf"
-                conf.write_text(NGINX_TLS.format(tmp=tmp, upstream=f"{web.address}:8080",
-                                                 port=nginx_port, cert=cert))
-                nginx = await asyncio.create_subprocess_exec(
-                    "nginx", "-p", str(tmp), "-c", str(conf), "-g", "daemon off;")
+            await cluster.app("bench")
+            await cluster.app("echo")
+            web = await cluster.machine("bench", web_config())
+            echo = await cluster.machine("echo", echo_config(tcp_port))
+            cert = tmp / "default.pem"  # the edge's, readable by nginx
+            cert.write_bytes(cluster.default_certificate.read_bytes())
+            cert.chmod(0o644)
+            nginx_port = free_port()
+            conf = NGINX_TLS.format(tmp=tmp, upstream=f"{web.address}:8080", port=nginx_port,
+                                    cert=cert)
+            async with nginx(tmp, conf):
                 paths = {"nginx": f"https://127.0.0.1:{nginx_port}", "bodega": cluster.tls_url}
                 for url in paths.values():
                     await until_answers(url)
@@ -214,11 +210,7 @@ async def main(args: argparse.Namespace) -> None:
                                                                 args.duration / args.rounds))
                     tcp["direct"].append(await echo_rate(9000, args.megabytes, echo.address))
                     tcp["bodega"].append(await echo_rate(tcp_port, args.megabytes))
-                plane = cluster.plane
-            finally:
-                if nginx is not None and nginx.returncode is None:
-                    nginx.terminate()
-                    await nginx.wait()
+            plane = cluster.plane
     report(args, {n: combined(r) for n, r in kept.items()},
            {n: combined(r) for n, r in fresh.items()},
            {n: statistics.fmean(r) for n, r in full.items()}, tcp, plane)

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import re
 import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -143,15 +145,19 @@ def _percentile(out: str, which: str) -> float:
     return float(found.group(1)) * scale
 
 
-async def start_nginx(tmp: Path, upstream: str) -> tuple[asyncio.subprocess.Process, str]:
-    port = _free_port()
-    conf = tmp / "nginx.conf"
-    conf.write_text(NGINX.format(tmp=tmp, upstream=upstream, port=port))
+@contextlib.asynccontextmanager
+async def nginx(tmp: Path, conf: str) -> AsyncIterator[None]:
+    """nginx running on ``conf`` (its text, written to ``tmp``) while the block runs."""
+    path = tmp / "nginx.conf"
+    path.write_text(conf)
     process = await asyncio.create_subprocess_exec(
-        "nginx", "-p", str(tmp), "-c", str(conf), "-g", "daemon off;")
-    url = f"http://127.0.0.1:{port}"
-    await first_response(url, HOST)
-    return process, url
+        "nginx", "-p", str(tmp), "-c", str(path), "-g", "daemon off;")
+    try:
+        yield
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            await process.wait()
 
 
 def machine_config() -> dict[str, Any]:
@@ -180,14 +186,13 @@ async def main(args: argparse.Namespace) -> None:
                              "haproxy")
     with tempfile.TemporaryDirectory(prefix="bodega-bench-proxy-") as tmp_name:
         tmp = Path(tmp_name)
-        nginx: asyncio.subprocess.Process | None = None
+        port = _free_port()
         async with UpCluster(tmp) as cluster:
-            try:
-                await cluster.app("bench")
-                machine = await cluster.machine("bench", machine_config())
-                upstream = f"{machine.address}:8080"
-                nginx, nginx_url = await start_nginx(tmp, upstream)
-                paths = {"direct": f"http://{upstream}", "nginx": nginx_url,
+            await cluster.app("bench")
+            machine = await cluster.machine("bench", machine_config())
+            upstream = f"{machine.address}:8080"
+            async with nginx(tmp, NGINX.format(tmp=tmp, upstream=upstream, port=port)):
+                paths = {"direct": f"http://{upstream}", "nginx": f"http://127.0.0.1:{port}",
                          "bodega": cluster.proxy_url}
                 for url in paths.values():
                     await until_routed(url)
@@ -202,11 +207,7 @@ async def main(args: argparse.Namespace) -> None:
                                                       args.duration / args.rounds))
                     for name, url in paths.items():
                         ones[name].append(await wrk(url, 1, args.duration / args.rounds / 2))
-                plane = cluster.plane
-            finally:
-                if nginx is not None and nginx.returncode is None:
-                    nginx.terminate()
-                    await nginx.wait()
+            plane = cluster.plane
     report(args, {name: combined(results) for name, results in slices.items()},
            {name: combined(results) for name, results in ones.items()}, plane)
 
