@@ -25,6 +25,7 @@ from tests.leftovers_kit import sweep_data_dir
 from bodega.cluster.edge_files import DEFAULT_CERT
 from bodega.wire.queries import Row, Statement, read_event
 
+PORT_TRIES = 3  # starts of `bodega up` when a port it was given was taken meanwhile
 OCTETS = (200, 232)  # the machine ranges the start benches take too (tests/cidr_kit.py)
 
 
@@ -37,13 +38,19 @@ class Machine:
 class UpCluster:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.proxy_port, self.tls_port = free_port(), free_port()
-        self.up = UpProcess(root / "cluster", "--regions", "ams", "--workers-per-region", "1",
-                            "--driver", "process", "--api-port", str(free_port()),
-                            "--proxy-port", str(self.proxy_port),
-                            "--proxy-tls-port", str(self.tls_port),
-                            "--machine-cidr", machine_cidr(*OCTETS), "--log-level", "info")
+        self.cidr = machine_cidr(*OCTETS)
         self.session: aiohttp.ClientSession | None = None
+        self.up = self._up(0)
+
+    def _up(self, attempt: int) -> UpProcess:
+        """`bodega up` on ports free now (another process may take one before it binds:
+        then it is started again, on others)."""
+        self.proxy_port, self.tls_port = free_port(), free_port()
+        return UpProcess(self.root / f"cluster-{attempt}", "--regions", "ams",
+                         "--workers-per-region", "1", "--driver", "process",
+                         "--api-port", str(free_port()), "--proxy-port", str(self.proxy_port),
+                         "--proxy-tls-port", str(self.tls_port), "--machine-cidr", self.cidr,
+                         "--log-level", "info")
 
     @property
     def proxy_url(self) -> str:
@@ -67,12 +74,20 @@ class UpCluster:
 
     async def __aenter__(self) -> UpCluster:
         os.environ["BODEGA_CONFIG"] = str(self.root / "contexts.toml")  # not the user's
-        await self.up.start()
-        try:
-            await self.up.until_line("bodega is up")
-        except BaseException:
-            await self.up.end()
-            raise
+        for attempt in range(1, PORT_TRIES + 1):
+            await self.up.start()
+            try:
+                await self.up.until_line("bodega is up")
+                break
+            except AssertionError:
+                await self.up.end()
+                await sweep_data_dir(self.up.data_dir)
+                if "address already in use" not in self.up.output or attempt == PORT_TRIES:
+                    raise
+                self.up = self._up(attempt)
+            except BaseException:
+                await self.up.end()
+                raise
         self.session = aiohttp.ClientSession(
             base_url=self.up.state()["api_url"],
             headers={"Authorization": f"Bearer {self.up.token()}"})
