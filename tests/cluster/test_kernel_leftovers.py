@@ -252,12 +252,13 @@ async def test_an_image_machines_mounts_runtime_state_and_cgroups_go_with_the_cl
             assert created.status_code == 200, created.text
             await api.wait("img", created.json()["id"], "started")
         made = created.json()
-        # Started once the worker spawned it; the runtime makes its state as it creates the
-        # container, a moment later on a busy host.
+        # Started once the worker spawned it; the runtime makes its state and its cgroups as
+        # it creates the container, a moment later on a busy host.
         held: dict[str, list[str]] = {}
         for _ in range(200):
             held = snapshot().carrying(marks(data, b, made))
-            if any(f.startswith("runc/") for f in held.get("run_files", [])):
+            if any(f.startswith("runc/") for f in held.get("run_files", [])) and \
+                    any(c.startswith("pids/") for c in held.get("cgroups", [])):
                 break
             await asyncio.sleep(0.05)
         assert any(" overlay" in m for m in held.get("mounts", [])), held
