@@ -27,13 +27,13 @@ import argparse
 import asyncio
 import re
 import shutil
-import socket
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from tests.ports_kit import free_port
 from tests.python_kit import machine_python
 
 from bench.proxy import APP, HOST, WrkResult, combined, nginx, wrk
@@ -75,12 +75,6 @@ http {{
     }}
 }}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def new_connections(url: str, seconds: float) -> WrkResult:

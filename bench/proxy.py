@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.ports_kit import free_port
 from tests.python_kit import machine_python
 
 from bench.loadgen import Connection
@@ -186,7 +187,7 @@ async def main(args: argparse.Namespace) -> None:
                              "haproxy")
     with tempfile.TemporaryDirectory(prefix="bodega-bench-proxy-") as tmp_name:
         tmp = Path(tmp_name)
-        port = _free_port()
+        port = free_port()
         async with UpCluster(tmp) as cluster:
             await cluster.app("bench")
             machine = await cluster.machine("bench", machine_config())
@@ -228,14 +229,6 @@ def report(args: argparse.Namespace, loaded: dict[str, WrkResult],
         f"{name} {r.p50:.3f} ({r.p99:.3f}) ms" for name, r in single.items()))
     print("  added p50 for one client: " + ", ".join(
         f"{name} +{r.p50 - base:.3f} ms" for name, r in single.items() if name != "direct"))
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def idempotent_id(app: str, key: str) -> str:
 class MachineCreate:
     def __init__(self, catalog: Catalog, candidates: Candidates, workers: Workers,
                  placer: Placer, apps: Apps, default_region: str, *,
-                 answer_within: float = 15.0) -> None:
+                 answer_within: float) -> None:
         """``answer_within``: seconds a create is answered within, whatever its workers
         do (``BrokerConfig.create_timeout``)."""
         self.catalog = catalog
