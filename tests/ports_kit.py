@@ -6,6 +6,12 @@ test that picks such a port and gives it to a server seconds later can find it
 taken by a connection made meanwhile (a busy host makes many). Ports picked
 here lie below that range, so only another listener can take them, and each is
 checked free for TCP and UDP (gossip ports double as both).
+
+They lie below ``bodega up``'s own quiet range too (``port_claims``), where a
+cluster picks its gossip and WireGuard ports and claims them until its
+components bind them seconds later. A test process knows nothing of those
+claims: a port picked from the same range could go to a test's server in that
+gap, and a worker's WireGuard then finds its port taken.
 """
 
 from __future__ import annotations
@@ -13,7 +19,23 @@ from __future__ import annotations
 import random
 import socket
 
-LOW, HIGH = 20000, 32000  # below Linux's default ephemeral range (32768-60999)
+from bodega.cluster.port_claims import ephemeral_range, quiet_range
+
+LOW = 10000
+
+
+def _high() -> int:
+    """Where bodega up's quiet range (or, without one, the ephemeral range) begins."""
+    ephemeral = ephemeral_range()
+    quiet = quiet_range(ephemeral)
+    high = min(ephemeral[0], quiet.start if quiet is not None else ephemeral[0])
+    if high - LOW < 2000:
+        raise RuntimeError(f"no room for test ports below {high} (ip_local_port_range is "
+                           f"{ephemeral[0]}-{ephemeral[1]})")
+    return high
+
+
+HIGH = _high()  # with Linux's default ephemeral range (32768-60999): 24768
 _rng = random.Random()
 
 

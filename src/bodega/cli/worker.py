@@ -171,7 +171,8 @@ def worker(
     configure(log_level, f"worker[{worker_name}]")
     event_loop_policy()
     with listening(Listener("--listen", "TCP", port),
-                   Listener("--gossip-listen", "UDP", gossip_port)):
+                   Listener("--gossip-listen", "UDP", gossip_port),
+                   Listener("--wireguard-port", "UDP", wireguard_port)):
         asyncio.run(_run(config, ready_file, exit_with_parent))
 
 

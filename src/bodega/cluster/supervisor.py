@@ -221,12 +221,24 @@ class LocalCluster:
 
 
 def last_error(log_file: Path) -> str:
-    """The one-line ``Error: ...`` a component's command printed last, if any."""
+    """The one-line ``Error: ...`` a component's command printed last, else the exception
+    line of the last traceback (an error no one worded), if any."""
     try:
         with log_file.open("rb") as handle:
-            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 4096))
+            handle.seek(max(0, handle.seek(0, os.SEEK_END) - 16384))
             tail = handle.read().decode(errors="replace")
     except OSError:
         return ""
-    errors = [line for line in tail.splitlines() if line.startswith("Error: ")]
-    return errors[-1].removeprefix("Error: ") if errors else ""
+    return said_last(tail.splitlines())
+
+
+def said_last(lines: list[str]) -> str:
+    errors = [line for line in lines if line.startswith("Error: ")]
+    if errors:
+        return errors[-1].removeprefix("Error: ")
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    if not starts:
+        return ""
+    after = lines[starts[-1] + 1:]
+    # The frames are indented; the first line that is not names the exception.
+    return next((line for line in after if line and not line[0].isspace()), "")

@@ -39,6 +39,7 @@ logged each round (replacing it would race the stopped one for its socket).
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ from bodega.networking.kernel_objects import RULE_PRIORITY
 from bodega.networking.kernel_objects import interface_name as interface_name
 from bodega.networking.kernel_objects import table_of as table_of
 from bodega.networking.peers import Peer, changes, parse_dump
+from bodega.runtime.binding import BindError
 
 log = logging.getLogger("bodega.networking.overlay")
 
@@ -139,8 +141,15 @@ class Overlay:
             await self._userspace()
             self.userspace = True
             log.info("overlay %s: wireguard-go (no WireGuard in this kernel)", name)
-        await run("wg", "set", name, "private-key", str(self.private_key_path),
-                  "listen-port", str(self.spec.listen_port))
+        try:
+            await run("wg", "set", name, "private-key", str(self.private_key_path),
+                      "listen-port", str(self.spec.listen_port))
+        except CommandFailed as err:
+            if "Address already in use" not in str(err):
+                raise
+            # One line naming the port (the command maps it to its flag), not a traceback.
+            raise BindError(OSError(errno.EADDRINUSE, "in use"), "0.0.0.0",
+                            self.spec.listen_port, "UDP") from None
         await run("ip", "link", "set", name, "up")
         await run("ip", "-6", "route", "replace", self.spec.cluster, "dev", name)
         await self._unroute()  # a previous run's rule, exactly once
