@@ -143,7 +143,8 @@ class Broker:
         machines = Machines(catalog, self.candidates, self.workers, apps)
         creation = MachineCreate(catalog, self.candidates, self.workers, self.placer, apps,
                                  config.region, answer_within=config.create_timeout)
-        volumes = Volumes(catalog, self.workers, self.placer, apps, machines, config.region)
+        volumes = Volumes(catalog, self.workers, self.placer, apps, machines, config.region,
+                          answer_within=config.create_timeout)
         platform = Platform(catalog, self.candidates, machines, policy, self.nearest)
         self.jobs = JobDesk(catalog, self.candidates, self.workers, self.placer, apps,
                             config.probe_ratio)

@@ -41,10 +41,17 @@ def _machine_id(value: str) -> str:
     return value
 
 
+def _volume_id(value: str) -> str:
+    if not VOLUME_ID_RE.match(value):
+        raise ValueError(f"{value!r} is not a volume id (vol_ and 20 lowercase letters or digits)")
+    return value
+
+
 # Checked where a name or an id crosses the wire (the public create, the worker's create),
 # once, by the body's model: what the code behind it receives is known good.
 MachineName = Annotated[str, AfterValidator(_machine_name)]
 MachineId = Annotated[str, AfterValidator(_machine_id)]
+VolumeId = Annotated[str, AfterValidator(_volume_id)]
 
 
 MARK_DIGITS = 3  # 4,096 marks: a fleet of N workers shares each among about N/4096

@@ -16,7 +16,7 @@ from pydantic import (
 
 from bodega.model.answer import Answer
 from bodega.model.capacity import Ask
-from bodega.model.ids import MachineId, MachineName
+from bodega.model.ids import MachineId, MachineName, VolumeId
 from bodega.model.machine_config import MachineConfig
 from bodega.wire.placement import PlacementRecord
 
@@ -125,6 +125,9 @@ class CreateVolumeBody(WorkerRequest):
     auto_backup_enabled: bool = True
     require_unique_zone: bool = True
     snapshot_id: str | None = None  # start as a copy of this snapshot (on this worker)
+    # The id to make it under (the broker picks one per create): a create asked again, its
+    # answer lost, returns the volume the first ask made instead of making a second one.
+    volume_id: VolumeId | None = None
 
 
 class UpdateVolumeBody(WorkerRequest):

@@ -166,10 +166,12 @@ class WorkerClient(JsonClient):
                                  params=params, timeout=timeout + 5)
 
     # -- volumes --------------------------------------------------------------------
-    async def create_volume(self, body: CreateVolumeBody | Mapping[str, Any]) -> Volume:
+    async def create_volume(self, body: CreateVolumeBody | Mapping[str, Any], *,
+                            timeout: float | None = None) -> Volume:
         typed = body if isinstance(body, CreateVolumeBody) else \
             CreateVolumeBody.model_validate(body)
-        return await self.answer(Volume, "POST", "/v1/volumes", encoded=wire_bytes(typed))
+        return await self.answer(Volume, "POST", "/v1/volumes", encoded=wire_bytes(typed),
+                                 timeout=timeout)
 
     async def list_volumes(self, app: str | None = None) -> list[Volume]:
         return await self.answers(Volume, "GET", "/v1/volumes", params={"app": app})

@@ -1,6 +1,8 @@
 """A worker that takes a create and falls silent (frozen, cut off): the broker asks it again,
 and the client hears "indeterminate" within the broker's create timeout, not after its own
-timeout has run out; the same Idempotency-Key, once the worker answers, returns the machine."""
+timeout has run out; the same Idempotency-Key, once the worker answers, returns the machine.
+A volume's create, whose first answer is lost, is asked again of the same worker under the
+same volume id and makes one volume."""
 
 from __future__ import annotations
 
@@ -10,9 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bodega.worker.core.records import MachineRow
+from bodega.worker.core.records import MachineRow, VolumeRow
 from bodega.worker.daemon import Worker
 from bodega.worker.ops.machines import CreateRequest
+from bodega.worker.ops.volumes import VolumeRequest
 
 from .broker_kit import in_process_cluster, machine
 
@@ -56,3 +59,41 @@ async def test_a_create_to_a_silent_worker_is_answered_indeterminate_in_time(
             assert again.status_code == 200, again.text
             listed = (await api.get("/v1/apps/quiet/machines")).json()
             assert [m["id"] for m in listed] == [again.json()["id"]]
+
+
+async def test_a_volume_create_whose_answer_was_lost_makes_one_volume_in_time(
+        tmp_path: Path) -> None:
+    # Its worker makes the volume but the first answer never comes back (frozen, cut off):
+    # the broker asks it again within its create timeout and gets that volume, where a
+    # second ask once met "a volume named data already exists" and made one elsewhere.
+    async with in_process_cluster(tmp_path) as c:
+        first = await c.add_worker("ams-1", disk_gb=10)  # the best fit: asked first
+        await c.add_worker("ams-2", disk_gb=100)  # room for a second one
+        await c.add_broker(create_timeout=CREATE_TIMEOUT)
+        create = first.volumes.create
+        asked: list[str | None] = []
+        speak = asyncio.Event()
+
+        async def first_answer_lost(req: VolumeRequest) -> VolumeRow:
+            asked.append(req.volume_id)
+            made = await create(req)
+            if len(asked) == 1:
+                await speak.wait()
+            return made
+
+        first.volumes.create = first_answer_lost  # type: ignore[method-assign]
+        async with c.api() as api:
+            await api.post("/v1/apps", json={"app_name": "disks", "org_slug": "personal"})
+            try:
+                answer = await api.post("/v1/apps/disks/volumes",
+                                        json={"name": "data", "size_gb": 1, "region": "ams"},
+                                        timeout=CLIENT_TIMEOUT)
+            except httpx.TimeoutException:
+                pytest.fail(f"no answer within the client's {CLIENT_TIMEOUT} s")
+            finally:
+                speak.set()
+            assert answer.status_code == 200, answer.text
+            assert len(asked) == 2 and asked[0] == asked[1] == answer.json()["id"], asked
+            listed = (await api.get("/v1/apps/disks/volumes")).json()
+            assert [v["id"] for v in listed] == [answer.json()["id"]]
+            assert first.volumes.list("disks")[0].state == "created"

@@ -44,6 +44,13 @@ FIND_PATIENCE = 3.0
 LEAST_CALL = 1.0  # seconds: the shortest call to a worker a create still makes
 
 
+def patience(answer_by: float, most: float) -> float:
+    """How long the next call to a worker may take: what is left of a create's time
+    (until ``answer_by``, monotonic), at most ``most`` (and at least ``LEAST_CALL``, so a
+    call can be made)."""
+    return max(LEAST_CALL, min(most, answer_by - time.monotonic()))
+
+
 def idempotent_id(app: str, key: str) -> str:
     """The machine id a create with ``Idempotency-Key: key`` gets: retries land on it."""
     return hashlib.sha256(f"{app}\0{key}".encode()).hexdigest()[:14]
@@ -62,11 +69,6 @@ class MachineCreate:
         self.apps = apps
         self.default_region = default_region
         self.answer_within = answer_within
-
-    def _patience(self, answer_by: float, most: float) -> float:
-        """How long the next call to a worker may take: what is left of the create's
-        time, at most ``most`` (and at least ``LEAST_CALL``, so a call can be made)."""
-        return max(LEAST_CALL, min(most, answer_by - time.monotonic()))
 
     def placement_request(self, app: str, body: CreateMachineRequest,
                           regions: tuple[str, ...]) -> PlacementRequest:
@@ -102,7 +104,7 @@ class MachineCreate:
         machine_id = idempotent_id(app, idempotency_key) if idempotency_key else None
         if machine_id is not None:  # a retry returns what the first try made, name and all
             existing = await self._find(app, machine_id, regions,
-                                        self._patience(answer_by, FIND_PATIENCE))
+                                        patience(answer_by, FIND_PATIENCE))
             if existing is not None:
                 return existing.public()
         if body.name and self.workers.index.name_taken(app, body.name):
@@ -127,7 +129,7 @@ class MachineCreate:
             # again once (``Placer``); both asks fit in the create's time, so the client
             # hears "indeterminate" before it gives up.
             return await self.workers.client(worker).create_machine(
-                attempt, owner=owner, timeout=self._patience(answer_by, self.workers.timeout))
+                attempt, owner=owner, timeout=patience(answer_by, self.workers.timeout))
 
         try:
             machine, _ = await self.placer.place(request, ask, record)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import time
 
+from bodega.broker.machines.create import patience
 from bodega.broker.machines.service import Machines
 from bodega.broker.placing.placer import Placer
 from bodega.broker.view.apps import Apps
@@ -19,6 +21,7 @@ from bodega.broker.view.host_status import with_host_status
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound, Unavailable
+from bodega.model.ids import new_volume_id
 from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
 from bodega.placement import PlacementRequest
 from bodega.wire.fly import CreateVolumeRequest
@@ -28,13 +31,16 @@ from bodega.wire.worker_client import wire_bytes
 
 class Volumes:
     def __init__(self, catalog: Catalog, workers: Workers, placer: Placer, apps: Apps,
-                 machines: Machines, default_region: str) -> None:
+                 machines: Machines, default_region: str, *, answer_within: float) -> None:
+        """``answer_within``: seconds a create is answered within, whatever its workers
+        do (``BrokerConfig.create_timeout``), as for machines."""
         self.catalog = catalog
         self.workers = workers
         self.placer = placer
         self.apps = apps
         self.machines = machines
         self.default_region = default_region
+        self.answer_within = answer_within
 
     def app_volumes(self, app: str) -> list[Volume]:
         found = {v.id: v for v in volume_rows(self.catalog, app=app)}
@@ -50,6 +56,7 @@ class Volumes:
 
     async def create(self, app: str, body: CreateVolumeRequest) -> Volume:
         self.apps.require(app)
+        answer_by = time.monotonic() + self.answer_within
         if body.snapshot_id and body.source_volume_id:
             raise BadRequest("invalid_argument: give snapshot_id or source_volume_id, not both")
         pinned: str | None = None
@@ -79,10 +86,14 @@ class Volumes:
                                 snapshot_retention=body.snapshot_retention,
                                 auto_backup_enabled=body.auto_backup_enabled,
                                 require_unique_zone=body.require_unique_zone,
-                                snapshot_id=body.snapshot_id)
+                                snapshot_id=body.snapshot_id,
+                                # One id for every ask: a worker asked again returns the
+                                # volume its first answer (lost) made, never a second one.
+                                volume_id=new_volume_id())
 
         async def ask_worker(worker: str, _reservation: str | None) -> Volume:
-            return await self.workers.client(worker).create_volume(wire)
+            return await self.workers.client(worker).create_volume(
+                wire, timeout=patience(answer_by, self.workers.timeout))
 
         record = self.placer.record(request)
         volume, _ = await self.placer.place(request, ask_worker, record,
