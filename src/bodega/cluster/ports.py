@@ -32,6 +32,7 @@ from bodega.runtime.serve import bind
 
 PORTS_FILE = "ports.json"
 KERNEL_TRIES = 64  # ports asked of the kernel when the quiet range has none left
+EVERY_ADDRESS = "0.0.0.0"  # WireGuard's: every address of the host, IPv4 and IPv6
 
 
 class RememberedPorts(BaseModel):
@@ -92,13 +93,13 @@ def remember(data_dir: Path, ports: RememberedPorts) -> None:
 
 
 def udp_taken(host: str, port: int) -> BindError | None:
-    """Why ``host:port`` cannot take a gossip socket now, or None if it can."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_DGRAM) as sock:
-        try:
-            sock.bind((host, port))
-        except OSError as exc:
-            return BindError(exc, host, port, "UDP")
+    """Why ``host:port`` cannot take a gossip socket now, or None if it can. On
+    ``EVERY_ADDRESS`` both families are checked, as WireGuard binds both."""
+    try:
+        for sock in _udp_every(host, port):
+            sock.close()
+    except OSError as exc:
+        return BindError(exc, host, port, "UDP")
     return None
 
 
@@ -129,20 +130,20 @@ def claimed_ports(transport: str, host: str, count: int, claims: PortClaims,
     """``count`` distinct ports free now for ``transport`` ("UDP", "TCP"), each claimed for
     this process: from the quiet range next to the kernel's ephemeral one (``port_claims``),
     else from the kernel. All are held bound until all are found."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     held: list[socket.socket] = []
     chosen: list[int] = []
 
     def attempt(port: int) -> None:
         try:
-            sock = bind(host, port) if transport == "TCP" else _udp(family, host, port)
+            socks = [bind(host, port)] if transport == "TCP" else _udp_every(host, port)
         except OSError:
             return
-        got = int(sock.getsockname()[1])
+        got = int(socks[0].getsockname()[1])
         if got in avoid or got in chosen or not claims.take(transport.lower(), got):
-            sock.close()
+            for sock in socks:
+                sock.close()
             return
-        held.append(sock)
+        held.extend(socks)
         chosen.append(got)
 
     try:
@@ -163,14 +164,33 @@ def claimed_ports(transport: str, host: str, count: int, claims: PortClaims,
             sock.close()
 
 
-def _udp(family: int, host: str, port: int) -> socket.socket:
+def _udp(family: int, host: str, port: int, *, v6only: bool = False) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_DGRAM)
     try:
+        if v6only:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
         sock.bind((host, port))
     except OSError:
         sock.close()
         raise
     return sock
+
+
+def _udp_every(host: str, port: int) -> list[socket.socket]:
+    """Sockets bound on ``host:port`` (``port`` 0: one the kernel picks); on
+    ``EVERY_ADDRESS``, on the IPv6 wildcard too when the host has IPv6 (wireguard-go
+    listens on both and gives up when either is taken)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    first = _udp(family, host, port)
+    if host != EVERY_ADDRESS or not socket.has_ipv6:
+        return [first]
+    try:
+        return [first, _udp(socket.AF_INET6, "::", int(first.getsockname()[1]), v6only=True)]
+    except OSError as exc:
+        first.close()
+        if exc.errno in (errno.EAFNOSUPPORT, errno.EADDRNOTAVAIL):
+            return [_udp(family, host, port)]  # no IPv6 here: the IPv4 socket is all
+        raise
 
 
 def choose_gossip(data_dir: Path, host: str, names: list[str], first: int | None,
@@ -192,7 +212,7 @@ def choose_wireguard(data_dir: Path, names: list[str], first: int | None,
     (``--wireguard-port``, and always with ``--advertise``, since other hosts' firewalls
     must let them through) consecutive from it, else free ones remembered. WireGuard
     listens on every address of the host, so every address is checked."""
-    return _choose_udp(data_dir, "wireguard", "0.0.0.0", names, first, claims)
+    return _choose_udp(data_dir, "wireguard", EVERY_ADDRESS, names, first, claims)
 
 
 def _choose_udp(data_dir: Path, kind: str, host: str, names: list[str], first: int | None,

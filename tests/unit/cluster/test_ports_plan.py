@@ -1,12 +1,24 @@
-"""Which gossip port each component of `bodega up` gets, and how a failed bind is worded."""
+"""Which gossip (and WireGuard) port each component of `bodega up` gets, and how a failed
+bind is worded."""
 
 from __future__ import annotations
 
 import errno
+import socket
 from pathlib import Path
 
 from bodega.cli.listeners import Listener, as_bind_error, flag_hint
-from bodega.cluster.ports import RememberedPorts, consecutive, plan_gossip, remember, remembered
+from bodega.cluster.port_claims import PortClaims
+from bodega.cluster.ports import (
+    EVERY_ADDRESS,
+    RememberedPorts,
+    choose_wireguard,
+    consecutive,
+    plan_gossip,
+    remember,
+    remembered,
+    udp_taken,
+)
 from bodega.runtime.binding import BindError
 
 NAMES = ["ams-1", "ams-2", "broker", "proxy"]
@@ -91,3 +103,20 @@ def test_asyncio_words_for_a_failed_bind_are_understood() -> None:
     assert found is not None
     assert (found.host, found.port, found.transport) == ("127.0.0.1", 8080, "TCP")
     assert as_bind_error(OSError(errno.ENOENT, "no such file")) is None
+
+
+def test_a_wireguard_port_held_on_ipv6_alone_is_taken(tmp_path: Path) -> None:
+    # wireguard-go listens on IPv4 and IPv6: a port free for IPv4 but held on [::] is one
+    # its worker could not start on, so it is not kept, however well remembered.
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as held:
+        held.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        held.bind(("::", 0))
+        port = int(held.getsockname()[1])
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as ipv4:
+            ipv4.bind(("0.0.0.0", port))  # an IPv4 socket alone fits
+        remember(tmp_path, RememberedPorts(wireguard={"ams-1": port}))
+        plan = choose_wireguard(tmp_path, ["ams-1"], None, PortClaims(lock_dir=None))
+        assert plan.ports["ams-1"] != port
+        assert plan.moved == {"ams-1": (port, plan.ports["ams-1"])}
+        assert udp_taken(EVERY_ADDRESS, port) is not None
+    assert udp_taken(EVERY_ADDRESS, port) is None  # free on both once let go
