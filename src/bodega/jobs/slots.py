@@ -39,6 +39,7 @@ disk ends there and is skipped (``results``).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import select
 import shlex
@@ -47,6 +48,9 @@ from bodega.jobs.spec import PROCESS_IMAGE
 from bodega.model.machine_config import Init, MachineConfig
 
 SLOT_KEY = "bodega_slot"  # metadata of a slot machine: the kind of task it runs
+SHORT = 0.5  # seconds: a job whose task ran shorter gets its next tasks written ahead
+AHEAD = 0.25  # seconds of a short job's work written ahead in a slot, beyond its running task
+MAX_DEPTH = 8  # runs a slot holds at most: the one running and those written ahead
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LARGEST_RUN = 2**63 - 1  # a run number as long as one can be
 
@@ -79,6 +83,19 @@ while [ -z "$stopping" ] && IFS= read -r line <&3; do
   printf '%s\n' "$run" > done
 done
 """
+
+
+def depth(took: float | None) -> int:
+    """How many runs of a job a slot holds, given how long its last task took there (None:
+    none ran yet, or one ran for ``SHORT`` or longer): one, running, for a job not known to
+    be short; for a short one, also the next, and as many more as make ``AHEAD`` seconds of
+    work, so that the slot's next task is written before it is wanted even when the take
+    that brings it waits its turn on a busy worker. Bounded both ways: at least one ahead
+    (a job of 0.4 s tasks), at most ``MAX_DEPTH`` in all (a job of 2 ms tasks), since a run
+    written into a slot is bound to this worker while another may have room for it."""
+    if took is None or took >= SHORT:
+        return 1
+    return max(2, min(MAX_DEPTH, 1 + math.ceil(AHEAD / max(took, 0.001))))
 
 
 def eligible(config: MachineConfig) -> bool:

@@ -1,8 +1,20 @@
-"""Warm slots' rules: which tasks may share a slot, the slot's config, the lines it reads."""
+"""Warm slots' rules: which tasks may share a slot, how many runs one holds, the slot's
+config, the lines it reads."""
 
 from __future__ import annotations
 
-from bodega.jobs.slots import RUNNER, SLOT_KEY, eligible, results, slot_config, slot_key
+from bodega.jobs.slots import (
+    AHEAD,
+    MAX_DEPTH,
+    RUNNER,
+    SHORT,
+    SLOT_KEY,
+    depth,
+    eligible,
+    results,
+    slot_config,
+    slot_key,
+)
 from bodega.model.machine_config import Guest, Init, MachineConfig
 
 
@@ -49,3 +61,17 @@ def test_a_task_whose_line_may_not_be_written_whole_is_not_eligible() -> None:
     # A FIFO write over PIPE_BUF may land in part: the slot would wait for the rest.
     assert eligible(task(["echo", "x" * 3000]))
     assert not eligible(task(["echo", *(f"file-{n}.txt" for n in range(400))]))
+
+
+def test_a_job_not_known_short_gets_no_task_written_ahead() -> None:
+    assert depth(None) == 1  # none ran yet here
+    assert depth(SHORT) == depth(30.0) == 1  # a long task must not hold back the next
+
+
+def test_a_short_job_gets_a_tenth_of_a_second_of_work_written_ahead_within_bounds() -> None:
+    assert depth(SHORT * 0.8) == 2  # the next one, however long: one round trip saved
+    assert depth(AHEAD) == 2
+    assert depth(AHEAD / 3) == 4  # running, and three more: a tenth of a second
+    assert depth(0.002) == depth(0.0) == MAX_DEPTH  # tiny tasks: bound to few all the same
+    took = [0.0, 0.001, 0.01, 0.03, 0.1, 0.3, SHORT - 0.001]
+    assert [depth(t) for t in took] == sorted((depth(t) for t in took), reverse=True)

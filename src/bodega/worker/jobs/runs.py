@@ -33,7 +33,7 @@ from bodega.runtime.waits import within
 from bodega.wire.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
-from bodega.worker.jobs.slots import DEPTH, SlotPool
+from bodega.worker.jobs.slots import SlotPool
 from bodega.worker.jobs.watch import RunWatch
 from bodega.worker.ops.machines import CreateRequest, MachineService
 from bodega.worker.store.ledger import CapacityRejected, Ledger
@@ -109,8 +109,9 @@ class JobRunner:
             slots = self.slots if self.slots is not None and self.slots.enabled and \
                 key != NO_SLOT else None  # where this job's tasks would go, if anywhere
             placed = min(want, slots.room(key, probe.job_id)) if slots else 0
-            # A new slot takes a second task of a job whose tasks are short, written ahead.
-            each = DEPTH if slots and probe.job_id in slots.short else 1
+            # A new slot takes more than one task of a job whose tasks are short: the next
+            # ones, written ahead.
+            each = slots.depth(probe.job_id) if slots else 1
             reservations: list[str] = []
             while placed + each * len(reservations) < want:
                 try:

@@ -6,8 +6,10 @@ The rules (what a slot runs, its program, which tasks share one) are
 kept while tasks come: each task placed in it is recorded (its run's machine is
 the slot's, in one commit) before its line is written to the slot's ``tasks``
 FIFO, and its end is read back from ``results`` when the slot writes to ``done``.
-A slot holds at most ``DEPTH`` runs (one running, the next already written, of the
-same job: stopping a slot stops both, and the second is given back, not failed).
+A slot holds the runs of one job at a time: one running, and for a job whose tasks are
+short the next ones already written (``depth``: enough for a tenth of a second of work,
+at most ``MAX_DEPTH`` in all); stopping a slot stops them all, and those not yet running
+are given back, not failed.
 An idle slot goes after ``LINGER`` seconds, or at once when a task of another
 shape waits for its room.
 
@@ -34,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bodega.jobs.slots import SLOT_KEY, dispatch_line, results, slot_config
+from bodega.jobs.slots import SHORT, SLOT_KEY, depth, dispatch_line, results, slot_config
 from bodega.model.errors import BodegaError, NotFound
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState as S
@@ -47,8 +49,6 @@ from bodega.worker.store.ledger import CapacityRejected
 
 log = logging.getLogger("bodega.worker.jobs")
 
-DEPTH = 2  # runs a slot holds: the one running and the next, already written
-SHORT = 0.5  # seconds: a job whose task ran shorter gets its next task written ahead
 LINGER = 1.0  # seconds an idle slot waits for a task before it goes
 READY_WAIT = 10.0  # seconds a new slot has to make its FIFOs
 SWEEP_EVERY = 1.0  # seconds between looks at busy slots that did not wake the worker
@@ -88,13 +88,13 @@ class Slot:
     tasks_fd: int | None = None
     done_fd: int | None = None
 
-    def room_for(self, job: str, ahead: bool) -> int:
-        """Places for ``job``'s tasks: one in an idle slot; a second, written ahead, only
-        for a job whose tasks are short (``ahead``): a long task must not hold back the
-        next while another worker has room for it."""
+    def room_for(self, job: str, holds: int) -> int:
+        """Places for ``job``'s tasks, a slot holding ``holds`` of them (``depth``): one in
+        an idle slot; more, written ahead, only for a job whose tasks are short: a long task
+        must not hold back the next while another worker has room for it."""
         if self.retiring or self.failed or (self.runs and self.job != job):
             return 0
-        return max(0, (DEPTH if ahead else 1) - len(self.runs))
+        return max(0, holds - len(self.runs))
 
 
 class SlotPool:
@@ -110,7 +110,7 @@ class SlotPool:
         self.owner = owner
         self.home_of = home_of  # a machine's directory as its program sees it at its start
         self.slots: list[Slot] = []
-        self.short: set[str] = set()  # jobs with a task that ran under SHORT here
+        self.short: dict[str, float] = {}  # job -> seconds its last task took, under SHORT
         self._swept_at = 0.0
         self.ended: Ended = lambda *_: None
         self.freed: Callable[[], None] = lambda: None  # room or a place may have come free
@@ -119,12 +119,16 @@ class SlotPool:
         machines.store.on_commit(self.on_machine)
 
     # -- where a run goes ---------------------------------------------------------------------
+    def depth(self, job: str) -> int:
+        """How many of ``job``'s runs one slot holds (``bodega.jobs.slots.depth``)."""
+        return depth(self.short.get(job))
+
     def room(self, key: str | None, job: str) -> int:
         """Places for ``job``'s tasks of shape ``key`` in slots that exist."""
         if key is None:
             return 0
-        return sum(slot.room_for(job, job in self.short)
-                   for slot in self.slots if slot.key == key)
+        holds = self.depth(job)
+        return sum(slot.room_for(job, holds) for slot in self.slots if slot.key == key)
 
     def idle(self) -> list[Slot]:
         return [s for s in self.slots if not s.runs and not s.retiring and s.machine_id]
@@ -135,7 +139,7 @@ class SlotPool:
     def place(self, run: RunRow, key: str) -> Slot | None:
         """A slot of ``key`` with a place for ``run``: the emptiest."""
         fits = [s for s in self.slots
-                if s.key == key and s.room_for(run.job_id, run.job_id in self.short) > 0]
+                if s.key == key and s.room_for(run.job_id, self.depth(run.job_id)) > 0]
         if not fits:
             return None
         slot = min(fits, key=lambda s: len(s.runs))
@@ -285,10 +289,14 @@ class SlotPool:
             return
         now = self.store.jobs.clock()
         for seq, code in results(text):
-            if slot.job is not None and now - slot.began < SHORT:
-                if len(self.short) >= 10_000:  # jobs long gone: they are learnt again
-                    self.short.clear()
-                self.short.add(slot.job)
+            if slot.job is not None:
+                took = now - slot.began
+                if took >= SHORT:
+                    self.short.pop(slot.job, None)
+                else:
+                    if len(self.short) >= 10_000:  # jobs long gone: they are learnt again
+                        self.short.clear()
+                    self.short[slot.job] = took
             slot.began = now
             self._let_go(slot, seq)
             run = self.store.run(seq)
