@@ -162,6 +162,26 @@ class Worker:
         return self.network.service_host(row.private_ip)
 
     async def start(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            await self._abandon_start()
+            raise
+
+    async def _abandon_start(self) -> None:
+        """Close what a start that failed half way opened (its listener, its link to the
+        registry agent), so the process ends with its one error line and nothing after it.
+        Machines and kernel objects stay, as after any stop: the next start takes them up."""
+        for closing in (self.served.stop if self.served is not None else None,
+                        self.registry.stop if self.registry is not None else None):
+            if closing is None:
+                continue
+            try:
+                await closing()
+            except Exception:  # the start's own error is the one to tell
+                log.debug("closing after a failed start", exc_info=True)
+
+    async def _start(self) -> None:
         private_dir(self.config.data_dir)
         self._lock = PidLock.take(self.config.lock_path,
                                   f"another worker runs on data dir {self.config.data_dir}")

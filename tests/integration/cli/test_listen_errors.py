@@ -83,6 +83,7 @@ def test_worker_names_wireguard_port(tmp_path: Path) -> None:
                                      env=ENV, timeout=120, check=False)
     assert errors(done) == [f"Error: cannot listen on 0.0.0.0:{port} (UDP): address already "
                             "in use; move it with --wireguard-port"]
+    assert "Unclosed" not in done.stderr  # what the start opened was closed, not left to GC
     assert cleaned.returncode == 0, cleaned.stderr
     assert "removed" in cleaned.stdout, cleaned.stdout
 
