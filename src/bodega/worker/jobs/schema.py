@@ -150,4 +150,31 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX tasks_states ON tasks (job_id, state);
     """,
+    # ... but that index is still walked whole, one entry per task, at each change: with
+    # 10,000 tasks, an eighth of a busy home. The counts are kept by the database itself,
+    # in the transaction that moves a task, so they are never off by a crash.
+    """
+    CREATE TABLE task_counts (
+        job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+        state TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (job_id, state)
+    ) WITHOUT ROWID;
+    INSERT INTO task_counts (job_id, state, n)
+        SELECT job_id, state, count(*) FROM tasks GROUP BY job_id, state;
+
+    CREATE TRIGGER task_counts_insert AFTER INSERT ON tasks BEGIN
+        INSERT INTO task_counts (job_id, state, n) VALUES (NEW.job_id, NEW.state, 1)
+            ON CONFLICT (job_id, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER task_counts_update AFTER UPDATE OF state ON tasks
+        WHEN OLD.state IS NOT NEW.state BEGIN
+        UPDATE task_counts SET n = n - 1 WHERE job_id = OLD.job_id AND state = OLD.state;
+        INSERT INTO task_counts (job_id, state, n) VALUES (NEW.job_id, NEW.state, 1)
+            ON CONFLICT (job_id, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+        UPDATE task_counts SET n = n - 1 WHERE job_id = OLD.job_id AND state = OLD.state;
+    END;
+    """,
 )

@@ -1,0 +1,59 @@
+"""A job's counts by state, kept by the jobs database's own triggers: always what the tasks
+say, through claims, ends, a job's removal, and a database made before the counts were."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from bodega.wire.jobs.api import SubmitBody
+from bodega.wire.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
+from bodega.worker.jobs.home import JobHome
+from bodega.worker.jobs.schema import MIGRATIONS
+from bodega.worker.jobs.store import JobStore
+
+
+def counted(conn: sqlite3.Connection, job_id: str) -> dict[str, int]:
+    """The counts read from the tasks themselves, row by row: the oracle."""
+    return {str(state): int(n) for state, n in conn.execute(
+        "SELECT state, count(*) FROM tasks WHERE job_id = ? GROUP BY state", (job_id,))}
+
+
+def kept(store: JobStore, job_id: str) -> dict[str, int]:
+    return {state: n for state, n in store.counts(store.db, job_id).items() if n}
+
+
+def a_job(tmp_path: Path) -> tuple[JobStore, JobHome, str]:
+    store = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
+    home = JobHome(store, "w1", 1000)
+    spec = SubmitBody.model_validate({"command": "true", "count": 5, "max_attempts": 1}).spec(
+        "app", 1000.0)
+    return store, home, home.submit(HomeSubmit(spec=spec)).id
+
+
+def test_counts_follow_claims_and_ends_and_go_with_their_job(tmp_path: Path) -> None:
+    store, home, job = a_job(tmp_path)
+    assert kept(store, job) == counted(store.db, job) == {"queued": 5}
+    home.claim(job, HomeClaim(worker="w2", mode="take", count=3, ref="p1.0"))
+    assert kept(store, job) == counted(store.db, job) == {"queued": 2, "running": 3}
+    home.release_many(HomeReleases(worker="w2", items=[
+        ReleaseItem(job=job, task=0, exit_code=0, attempt=1),
+        ReleaseItem(job=job, task=1, exit_code=0, attempt=1),
+        ReleaseItem(job=job, task=2, exit_code=4, reason="exit code 4", attempt=1)]))
+    assert kept(store, job) == counted(store.db, job) == {
+        "queued": 2, "succeeded": 2, "failed": 1}
+    with store.tx() as conn:
+        store.delete_job(conn, job)
+    assert tuple(store.db.execute("SELECT count(*) FROM task_counts").fetchone()) == (0,)
+
+
+def test_a_database_from_before_the_counts_gets_them_from_its_tasks(tmp_path: Path) -> None:
+    store, home, job = a_job(tmp_path)
+    home.claim(job, HomeClaim(worker="w2", mode="take", count=2, ref="p1.0"))
+    # As a version before the counts left it: no table, no triggers, one migration fewer.
+    store.db.executescript("DROP TRIGGER task_counts_insert; DROP TRIGGER task_counts_update; "
+                           "DROP TRIGGER task_counts_delete; DROP TABLE task_counts; "
+                           f"PRAGMA user_version = {len(MIGRATIONS) - 1};")
+    store.close()
+    again = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
+    assert kept(again, job) == counted(again.db, job) == {"queued": 3, "running": 2}
