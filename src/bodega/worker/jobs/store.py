@@ -262,7 +262,8 @@ class JobStore:
         return found
 
     def queued_total(self) -> int:
-        (n,) = self.db.execute("SELECT count(*) FROM tasks WHERE state = 'queued'").fetchone()
+        (n,) = self.db.execute(
+            "SELECT coalesce(sum(n), 0) FROM task_counts WHERE state = 'queued'").fetchone()
         return int(n)
 
     def lapsed(self, now: float) -> list[tuple[str, int]]:
@@ -271,12 +272,19 @@ class JobStore:
             (now,))]
 
     def claimable_by_job(self, now: float, pool: str) -> dict[str, int]:
-        """Jobs of ``pool`` with tasks that may run now, and how many."""
-        return {str(r[0]): int(r[1]) for r in self.db.execute(
-            "SELECT t.job_id, count(*) FROM tasks t JOIN jobs j ON j.id = t.job_id "
-            "WHERE t.state = 'queued' AND t.eligible_at <= ? AND j.pool = ? "
-            "AND j.waiting IS NULL "
-            "GROUP BY t.job_id", (now, pool))}
+        """Jobs of ``pool`` with tasks that may run now, and how many: their queued tasks'
+        count, less those waiting out a backoff (few, read by when they may run)."""
+        queued = {str(r[0]): int(r[1]) for r in self.db.execute(
+            "SELECT c.job_id, c.n FROM task_counts c JOIN jobs j ON j.id = c.job_id "
+            "WHERE c.state = 'queued' AND c.n > 0 AND j.pool = ? AND j.waiting IS NULL",
+            (pool,))}
+        if queued:
+            for job_id, n in self.db.execute(
+                    "SELECT job_id, count(*) FROM tasks INDEXED BY tasks_backoff "
+                    "WHERE state = 'queued' AND eligible_at > ? GROUP BY job_id", (now,)):
+                if job_id in queued:
+                    queued[job_id] -= int(n)
+        return {job_id: n for job_id, n in queued.items() if n > 0}
 
     # -- probes placed by this home -----------------------------------------------------------
     def add_probes(self, conn: sqlite3.Connection, job_id: str, placed: dict[str, int],

@@ -1,11 +1,14 @@
 """A job's counts by state, kept by the jobs database's own triggers: always what the tasks
-say, through claims, ends, a job's removal, and a database made before the counts were."""
+say, through claims, ends, a job's removal, and a database made before the counts were;
+what may be claimed now, from them; a big job's few tasks read by index."""
 
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
+from bodega.jobs.spec import BODEGA_POOL
 from bodega.wire.jobs.api import SubmitBody
 from bodega.wire.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
 from bodega.worker.jobs.home import JobHome
@@ -51,9 +54,51 @@ def test_a_database_from_before_the_counts_gets_them_from_its_tasks(tmp_path: Pa
     store, home, job = a_job(tmp_path)
     home.claim(job, HomeClaim(worker="w2", mode="take", count=2, ref="p1.0"))
     # As a version before the counts left it: no table, no triggers, one migration fewer.
-    store.db.executescript("DROP TRIGGER task_counts_insert; DROP TRIGGER task_counts_update; "
-                           "DROP TRIGGER task_counts_delete; DROP TABLE task_counts; "
-                           f"PRAGMA user_version = {len(MIGRATIONS) - 1};")
+    store.db.executescript(
+        "DROP TRIGGER task_counts_insert; DROP TRIGGER task_counts_update; "
+        "DROP TRIGGER task_counts_delete; DROP TABLE task_counts; DROP INDEX tasks_running; "
+        "DROP INDEX tasks_backoff; DROP INDEX tasks_queued; CREATE INDEX tasks_queued ON "
+        "tasks (job_id, eligible_at) WHERE state = 'queued'; "
+        f"PRAGMA user_version = {len(MIGRATIONS) - 1};")
     store.close()
     again = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
     assert kept(again, job) == counted(again.db, job) == {"queued": 3, "running": 2}
+    assert again.claimable_by_job(1000.0, BODEGA_POOL) == {job: 3}
+
+
+def test_what_may_be_claimed_now_leaves_out_backoffs_waiting_jobs_and_other_pools(
+        tmp_path: Path) -> None:
+    store, _, job = a_job(tmp_path)
+    assert store.claimable_by_job(1000.0, BODEGA_POOL) == {job: 5}
+    with store.tx() as conn:  # two of its tasks wait out a backoff until 1060
+        for index in (1, 3):
+            task = store.task(conn, job, index)
+            assert task is not None
+            store.put_task(conn, job, replace(task, eligible_at=1060.0))
+    assert store.claimable_by_job(1000.0, BODEGA_POOL) == {job: 3}
+    assert store.claimable_by_job(1060.0, BODEGA_POOL) == {job: 5}
+    assert store.claimable_by_job(1000.0, "external") == {}
+    with store.tx() as conn:
+        store.set_waiting(conn, job, ("another",))
+    assert store.claimable_by_job(1000.0, BODEGA_POOL) == {}
+    assert store.queued_total() == 5
+
+
+def test_a_big_job_s_few_running_or_first_queued_tasks_are_read_by_index(
+        tmp_path: Path) -> None:
+    # A claim, a renewal and a worker's ends each read a few of the job's tasks: by an index
+    # of those in that state, never by walking the job's every row (nor sorting them).
+    store, _, job = a_job(tmp_path)
+    reads = {
+        "claimable": ("SELECT * FROM tasks WHERE job_id = ? AND state = 'queued' AND "
+                      "eligible_at <= ? ORDER BY idx LIMIT ?", (job, 1000.0, 8)),
+        "held": ("SELECT * FROM tasks WHERE job_id = ? AND state = 'running' AND "
+                 "claimant = ? AND ref = ? ORDER BY idx", (job, "w2", "p1.0")),
+        "running": ("SELECT * FROM tasks WHERE job_id = ? AND state = 'running' ORDER BY idx",
+                    (job,)),
+    }
+    for name, (sql, args) in reads.items():
+        plan = " ".join(r[3] for r in store.db.execute("EXPLAIN QUERY PLAN " + sql, args))
+        assert plan.startswith("SEARCH tasks USING INDEX tasks_"), (name, plan)
+        assert "autoindex" not in plan, (name, plan)
+        assert "TEMP B-TREE" not in plan, (name, plan)
