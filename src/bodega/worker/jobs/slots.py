@@ -7,7 +7,7 @@ kept while tasks come: each task placed in it is recorded (its run's machine is
 the slot's, in one commit) before its line is written to the slot's ``tasks``
 FIFO, and its end is read back from ``results`` when the slot writes to ``done``.
 A slot holds the runs of one job at a time: one running, and for a job whose tasks are
-short the next ones already written (``depth``: enough for a tenth of a second of work,
+short the next ones already written (``depth``: a quarter of a second of work or so,
 at most ``MAX_DEPTH`` in all); stopping a slot stops them all, and those not yet running
 are given back, not failed.
 An idle slot goes after ``LINGER`` seconds, or at once when a task of another
