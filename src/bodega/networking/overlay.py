@@ -143,7 +143,7 @@ class Overlay:
             log.info("overlay %s: wireguard-go (no WireGuard in this kernel)", name)
         try:
             await run("wg", "set", name, "private-key", str(self.private_key_path),
-                      "listen-port", str(self.spec.listen_port))
+                      "listen-port", str(self.spec.listen_port), timeout=DUMP_TIMEOUT)
         except CommandFailed as err:
             if "Address already in use" not in str(err):
                 raise

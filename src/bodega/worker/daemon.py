@@ -38,6 +38,7 @@ from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.access import WORKER_API
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import TlsDir
+from bodega.runtime.waits import within
 from bodega.wire.peer_access import PeerAccess
 from bodega.wire.worker_calls import HostTotals, WorkerInfo
 from bodega.worker.api.server import WorkerApi
@@ -77,6 +78,8 @@ from bodega.worker.store.ledger import Ledger
 from bodega.worker.upkeep import StoredSpares, housekeeping, wire_ahead
 
 log = logging.getLogger("bodega.worker")
+
+ABANDON_WAIT = 5.0  # seconds each close after a failed start may take
 
 # A suspended machine's frozen process runs on the host too: "every machine" includes it.
 RUNNING = frozenset({MachineState.STARTED, MachineState.SUSPENDED})
@@ -176,8 +179,8 @@ class Worker:
                         self.registry.stop if self.registry is not None else None):
             if closing is None:
                 continue
-            try:
-                await closing()
+            try:  # bounded: a close that hangs must not keep the error from being told
+                await within(closing(), ABANDON_WAIT)
             except Exception:  # the start's own error is the one to tell
                 log.debug("closing after a failed start", exc_info=True)
 
