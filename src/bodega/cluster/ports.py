@@ -134,6 +134,10 @@ def claimed_ports(transport: str, host: str, count: int, claims: PortClaims,
     chosen: list[int] = []
 
     def attempt(port: int) -> None:
+        # A port another bodega up claimed is not bound, even for a look: its component
+        # may be about to bind it, and would find it taken for that moment.
+        if port and not claims.take(transport.lower(), port):
+            return
         try:
             socks = [bind(host, port)] if transport == "TCP" else _udp_every(host, port)
         except OSError:
