@@ -182,6 +182,10 @@ MIGRATIONS: tuple[str, ...] = (
     -- claim's first few, a worker's held ones, read without walking the job's other tasks
     -- (on the primary key, SQLite read all 10,000 rows of a job for its few running ones).
     -- Tasks waiting out a backoff, by when they may run: what the queued count leaves out.
+    -- No query reads a job's tasks by state any more, nor a worker's by claimant alone: those
+    -- two indexes only cost each task's write, and go.
+    DROP INDEX tasks_states;
+    DROP INDEX tasks_held;
     DROP INDEX tasks_queued;
     CREATE INDEX tasks_queued ON tasks (job_id, idx) WHERE state = 'queued';
     CREATE INDEX tasks_running ON tasks (job_id, idx) WHERE state = 'running';

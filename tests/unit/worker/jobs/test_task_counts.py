@@ -58,7 +58,9 @@ def test_a_database_from_before_the_counts_gets_them_from_its_tasks(tmp_path: Pa
         "DROP TRIGGER task_counts_insert; DROP TRIGGER task_counts_update; "
         "DROP TRIGGER task_counts_delete; DROP TABLE task_counts; DROP INDEX tasks_running; "
         "DROP INDEX tasks_backoff; DROP INDEX tasks_queued; CREATE INDEX tasks_queued ON "
-        "tasks (job_id, eligible_at) WHERE state = 'queued'; "
+        "tasks (job_id, eligible_at) WHERE state = 'queued'; CREATE INDEX tasks_states ON "
+        "tasks (job_id, state); CREATE INDEX tasks_held ON tasks (claimant) "
+        "WHERE state = 'running'; "
         f"PRAGMA user_version = {len(MIGRATIONS) - 1};")
     store.close()
     again = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
