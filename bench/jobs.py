@@ -3,12 +3,16 @@
 Three pools with the same slots (``--workers`` x ``--slots``) run the same command per
 job, a process each (bench/jobs_marks.py): bodega (a real ``bodega up``, tasks taken by
 late binding, each a machine), a plain Redis ``BLPOP`` pool and a reliable Redis
-``BLMOVE`` pool with a reaper (bench/jobs_redis.py). One pool at a time, in one run:
+``BLMOVE`` pool with a reaper (bench/jobs_redis.py). Every pool is up for the whole run,
+measured one at a time:
 
 - dispatch latency at no load: one job at a time, from just before the submit to the
   program's first statement (``--runs``);
 - makespan of ``--jobs`` jobs of nothing submitted at once (bodega: one submit of that
-  count; Redis: pipelined RPUSHes), and the pool's CPU seconds per 1,000 jobs;
+  count; Redis: pipelined RPUSHes), and the pool's CPU seconds per 1,000 jobs: the median
+  of ``--rounds`` batches, the pools taking turns batch by batch (the same work can take
+  twice as long on a shared host from one minute to the next, so a pool measured minutes
+  after another would be judged on the host's mood);
 - queueing delay, arrival to the program's start, under Poisson arrivals of one-job
   submits at each load of ``--rhos`` (rho = arrival rate x ``--service`` / slots; each job
   sleeps ``--service`` seconds), ``--arrivals`` jobs each;
@@ -18,7 +22,7 @@ late binding, each a machine), a plain Redis ``BLPOP`` pool and a reliable Redis
 - claim mode (bodega only): ``--claimers`` external workers race for ``--claim-jobs``
   one-task jobs; 409s per claim won, without and with the article's random wait.
 
-    python -m bench.jobs [--workers 2 --slots 4 --jobs 2000 --runs 30 ...] [--json out.json]
+    python -m bench.jobs [--workers 2 --slots 4 --jobs 2000 --rounds 3 ...] [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import json
 import math
 import random
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -37,7 +42,7 @@ from typing import Any, Protocol
 from tests.cluster.up_kit import free_port
 
 from bench.jobs_bodega import BodegaPool
-from bench.jobs_marks import done_count, marks, new_batch, quantile
+from bench.jobs_marks import CpuAccount, done_count, marks, new_batch, quantile
 from bench.jobs_redis import TTL, RedisPool
 
 Figures = dict[str, Any]
@@ -46,6 +51,7 @@ Figures = dict[str, Any]
 class Pool(Protocol):
     name: str
     slots: int
+    cpu: CpuAccount
 
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
@@ -77,15 +83,34 @@ async def dispatch(pool: Pool, root: Path, runs: int) -> Figures:
             "dispatch_p99_ms": quantile(latencies, 0.99) * 1000}
 
 
-async def makespan(pool: Pool, root: Path, jobs: int, cpu: Any) -> Figures:
-    batch = new_batch(root, f"mk{jobs}")
-    before = cpu.seconds()
+async def makespan(pool: Pool, root: Path, jobs: int, label: str) -> tuple[float, float]:
+    """One batch of ``jobs`` jobs submitted at once: (seconds until the last one ended,
+    the pool's CPU seconds per 1,000 jobs)."""
+    batch = new_batch(root, f"mk{jobs}-{label}")
+    before = pool.cpu.seconds()
     began = await pool.submit(batch.name, jobs, 0)
     if not await until(lambda: done_count(batch) >= jobs, max(600.0, jobs * 0.5), 0.25):
         raise SystemExit(f"{pool.name}: {done_count(batch)} of {jobs} jobs ran")
-    used = cpu.seconds() - before
-    return {f"makespan_s_{jobs}": max(marks(batch, "d").values()) - began,
-            f"cpu_s_per_1000_{jobs}": used / jobs * 1000}
+    used = pool.cpu.seconds() - before
+    return max(marks(batch, "d").values()) - began, used / jobs * 1000
+
+
+async def makespans(pools: dict[str, Pool], roots: dict[str, Path], jobs: int,
+                    rounds: int) -> dict[str, Figures]:
+    """``rounds`` batches of ``jobs`` per pool, the pools taking turns (the first of each
+    round rotates), so that each pool meets the host as it is then, not as it was minutes
+    before: on a shared machine the same work can take twice as long from one minute to the
+    next. The figures are each pool's medians; every round is kept."""
+    seen: dict[str, list[tuple[float, float]]] = {name: [] for name in pools}
+    names = list(pools)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            seen[name].append(await makespan(pools[name], roots[name], jobs, f"r{r}"))
+    return {name: {f"makespan_s_{jobs}": statistics.median(s for s, _ in runs),
+                   f"cpu_s_per_1000_{jobs}": statistics.median(c for _, c in runs),
+                   f"makespan_rounds_s_{jobs}": [s for s, _ in runs],
+                   f"cpu_rounds_s_per_1000_{jobs}": [c for _, c in runs]}
+            for name, runs in seen.items()}
 
 
 async def queueing(pool: Pool, root: Path, rho: float, arrivals: int,
@@ -142,25 +167,36 @@ async def claims(pool: BodegaPool, jobs: int, claimers: int) -> Figures:
     return figures
 
 
-async def measure(pool: Pool, root: Path, args: argparse.Namespace) -> Figures:
-    await pool.start()
+async def measure(pools: dict[str, Pool], roots: dict[str, Path],
+                  args: argparse.Namespace) -> dict[str, Figures]:
+    """Every pool is started, then measured phase by phase: one pool after another, but
+    for the makespans, whose rounds alternate between the pools."""
+    figures: dict[str, Figures] = {name: {} for name in pools}
+    started: list[Pool] = []
     try:
-        figures: Figures = {}
+        for pool in pools.values():
+            await pool.start()
+            started.append(pool)
         if "dispatch" in args.phases:
-            figures |= await dispatch(pool, root, args.runs)
+            for name, pool in pools.items():
+                figures[name] |= await dispatch(pool, roots[name], args.runs)
         if "makespan" in args.phases:
             for jobs in args.jobs:
-                figures |= await makespan(pool, root, jobs, pool.cpu)  # type: ignore[attr-defined]
-        if "queueing" in args.phases:
-            for rho in args.rhos:
-                figures |= await queueing(pool, root, rho, args.arrivals, args.service)
-        if "kill" in args.phases:
-            figures |= await kill9(pool, root, args.kill_seconds, args.lease)
-        if "claims" in args.phases and isinstance(pool, BodegaPool):
-            figures |= await claims(pool, args.claim_jobs, args.claimers)
+                for name, found in (await makespans(pools, roots, jobs, args.rounds)).items():
+                    figures[name] |= found
+        for name, pool in pools.items():
+            if "queueing" in args.phases:
+                for rho in args.rhos:
+                    figures[name] |= await queueing(pool, roots[name], rho, args.arrivals,
+                                                    args.service)
+            if "kill" in args.phases:
+                figures[name] |= await kill9(pool, roots[name], args.kill_seconds, args.lease)
+            if "claims" in args.phases and isinstance(pool, BodegaPool):
+                figures[name] |= await claims(pool, args.claim_jobs, args.claimers)
         return figures
     finally:
-        await pool.stop()
+        for pool in started:
+            await pool.stop()
 
 
 PHASES = ("dispatch", "makespan", "queueing", "kill", "claims")
@@ -194,6 +230,19 @@ def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def rounds_table(results: dict[str, Figures], args: argparse.Namespace) -> str:
+    """bodega's makespan over the BLMOVE pool's, round by round."""
+    bodega, blmove = results.get("bodega", {}), results.get("blmove", {})
+    lines = []
+    for jobs in args.jobs:
+        ours = bodega.get(f"makespan_rounds_s_{jobs}")
+        theirs = blmove.get(f"makespan_rounds_s_{jobs}")
+        if ours and theirs:
+            ratios = " ".join(f"{a / b:.2f}x" for a, b in zip(ours, theirs, strict=True))
+            lines.append(f"makespan of {jobs:,} jobs, bodega/blmove round by round: {ratios}")
+    return "\n".join(lines)
+
+
 def pool_dir(root: Path, name: str) -> Path:
     """A directory the machines' users reach their batch directories through."""
     path = root / name
@@ -205,23 +254,24 @@ def pool_dir(root: Path, name: str) -> Path:
 
 async def main(args: argparse.Namespace) -> Figures:
     root = Path(tempfile.mkdtemp(prefix="bodega-bench-jobs-"))
-    results: dict[str, Figures] = {}
     try:
-        for name in args.pools:
-            where = pool_dir(root, name)
-            pool: Pool
-            if name == "bodega":
-                pool = BodegaPool(where, args.workers, args.slots, args.lease)
-            else:
-                pool = RedisPool(name, where, free_port(), args.workers, args.slots, args.lease)
-            results[name] = await measure(pool, where, args)
-            print(f"{name}: {json.dumps(results[name])}", flush=True)
+        roots = {name: pool_dir(root, name) for name in args.pools}
+        pools: dict[str, Pool] = {
+            name: BodegaPool(roots[name], args.workers, args.slots, args.lease)
+            if name == "bodega" else
+            RedisPool(name, roots[name], free_port(), args.workers, args.slots, args.lease)
+            for name in args.pools}
+        results = await measure(pools, roots, args)
+        for name, found in results.items():
+            print(f"{name}: {json.dumps(found)}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"\n{args.workers} workers x {args.slots} slots each, a process per job; "
-          f"{args.runs} dispatches, {args.arrivals} Poisson arrivals per load of "
-          f"{args.service:g} s jobs, kill -9 with {args.kill_seconds:g} s jobs:")
+          f"{args.runs} dispatches, makespans the median of {args.rounds} rounds taken in "
+          f"turn, {args.arrivals} Poisson arrivals per load of {args.service:g} s jobs, "
+          f"kill -9 with {args.kill_seconds:g} s jobs:")
     print(table(results, args))
+    print(rounds_table(results, args))
     return {"args": {k: v for k, v in vars(args).items() if k != "json"}, **results}
 
 
@@ -232,6 +282,8 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--jobs", type=lambda s: [int(x) for x in s.split(",")],
                        default=[1000, 10000], help="jobs in each makespan run (a list)")
     parse.add_argument("--runs", type=int, default=30, help="dispatch latency samples")
+    parse.add_argument("--rounds", type=int, default=3,
+                       help="makespan batches per pool and size, the pools taking turns")
     parse.add_argument("--rhos", type=lambda s: [float(x) for x in s.split(",")],
                        default=[0.5, 0.8, 0.9])
     parse.add_argument("--arrivals", type=int, default=200, help="jobs per load")
