@@ -106,15 +106,19 @@ def machine_config(command: tuple[str, ...], config: MachineConfig | None, *,
 
 
 def task_config(spec: JobSpec, job_id: str, task: int, attempt: int) -> MachineConfig:
-    """The machine one attempt of one task runs as: destroyed when it ends, never restarted."""
-    config = spec.config.model_copy(deep=True)
-    config.auto_destroy = True
-    config.restart = Restart(policy="no")
-    config.services = None  # a task serves nothing: the proxy never routes to it
-    config.metadata = {**(config.metadata or {}), JOB_KEY: job_id, TASK_KEY: str(task),
-                       ATTEMPT_KEY: str(attempt)}
-    config.env = {**(config.env or {}), **task_env(spec, job_id, task, attempt)}
-    return config
+    """The machine one attempt of one task runs as: destroyed when it ends, never restarted.
+
+    A shallow copy, made once per task a home gives out: the parts it shares with the
+    job's config are never changed in place (the job's spec is frozen, and this config is
+    only sent), and a deep copy cost a home a third of its time in a take."""
+    base = spec.config
+    return base.model_copy(update={
+        "auto_destroy": True,
+        "restart": Restart(policy="no"),
+        "services": None,  # a task serves nothing: the proxy never routes to it
+        "metadata": {**(base.metadata or {}), JOB_KEY: job_id, TASK_KEY: str(task),
+                     ATTEMPT_KEY: str(attempt)},
+        "env": {**(base.env or {}), **task_env(spec, job_id, task, attempt)}})
 
 
 def task_env(spec: JobSpec, job_id: str, task: int, attempt: int) -> dict[str, str]:

@@ -127,10 +127,13 @@ def renew(task: Task, policy: Policy, worker: str, now: float,
 
 
 def release(task: Task, policy: Policy, worker: str, exit_code: int | None, now: float,
-            u: float, reason: str = "", attempt: int | None = None) -> Task:
+            u: float, reason: str = "", attempt: int | None = None,
+            machine_id: str | None = None) -> Task:
     """The claimant says the attempt ended with ``exit_code`` (None: it gives the task back).
     ``attempt`` (bodega's workers name it): the end of an attempt that is over already (a
-    report sent twice) is refused, never taken for the next attempt the same worker holds."""
+    report sent twice) is refused, never taken for the next attempt the same worker holds.
+    ``machine_id``: the machine the attempt ran in, for a task that ended before a renewal
+    named it; a task that ended keeps it, one back in the queue has none."""
     if not holds(task, worker):
         raise Conflict(f"task {task.index} is not held by {worker}"
                        + (f" (it is {task.state}"
@@ -139,6 +142,8 @@ def release(task: Task, policy: Policy, worker: str, exit_code: int | None, now:
     if attempt is not None and attempt != task.attempts:
         raise Conflict(f"attempt {attempt} of task {task.index} is over: {worker} holds "
                        f"attempt {task.attempts}", status="not_claimant")
+    if machine_id is not None:
+        task = replace(task, machine_id=machine_id)
     if exit_code == 0:
         return _ended(task, TaskState.SUCCEEDED, 0, now, reason or "exit code 0")
     if exit_code is None and not task.stopping:

@@ -192,3 +192,11 @@ def test_a_renewal_of_an_earlier_attempt_is_told_it_lost_the_task() -> None:
     after, verdict = renew(second, POLICY, "w1", 111.0, attempt=2)
     assert verdict is Verdict.OK
     assert after.lease_expires_at == 141.0
+
+
+def test_an_end_names_the_machine_a_task_ran_in_when_no_renewal_did() -> None:
+    ended = release(running(), POLICY, "w1", 0, 101.0, 0.5, machine_id="m1")
+    assert (ended.state, ended.machine_id) == (TaskState.SUCCEEDED, "m1")
+    renewed, _ = renew(running(), POLICY, "w1", 100.5, "m1")
+    assert release(renewed, POLICY, "w1", 3, 101.0, 0.5).machine_id is None  # requeued
+    assert release(renewed, POLICY, "w1", 0, 101.0, 0.5).machine_id == "m1"  # kept

@@ -84,6 +84,7 @@ class ReleaseItem(WorkerRequest):
     exit_code: int | None = Field(default=None, ge=-255, le=255)
     reason: str | None = Field(default=None, max_length=500)
     attempt: int | None = Field(default=None, ge=1)
+    machine_id: str | None = Field(default=None, max_length=64)  # where the attempt ran
 
 
 class HomeReleases(WorkerRequest):

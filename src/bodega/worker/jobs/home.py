@@ -57,6 +57,25 @@ class StopOrder:
     grace: float
 
 
+class JobsRead:
+    """The jobs one call names, each read once: a worker's batch of ends or renewals names
+    the same few jobs again and again."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.seen: dict[str, JobRow | None] = {}
+
+    def get(self, job_id: str) -> JobRow | None:
+        if job_id not in self.seen:
+            self.seen[job_id] = self.store.job(job_id)
+        return self.seen[job_id]
+
+    def again(self, job_id: str) -> JobRow | None:
+        """Read anew (its state was just written)."""
+        self.seen.pop(job_id, None)
+        return self.get(job_id)
+
+
 class JobHome:
     def __init__(self, store: JobStore, name: str, queue_limit: int,
                  rng: random.Random | None = None,
@@ -72,7 +91,6 @@ class JobHome:
         self.changed: Callable[[str], None] = lambda _job: None
         self.stops: Callable[[list[StopOrder]], None] = lambda _orders: None
         self.drops: Callable[[str, list[str]], None] = lambda _job, _workers: None
-        self.queued = store.queued_total()  # tasks waiting here: what admission counts
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -114,7 +132,7 @@ class JobHome:
             if self.store.job_named(spec.app, spec.name) is not None:
                 raise Conflict(f"a job named {spec.name!r} already exists in app {spec.app}",
                                status="name_taken")
-            admit(self.queued, spec.count, self.queue_limit)
+            admit(self.store.queued_total(), spec.count, self.queue_limit)
             job_id = new_ulid(int(now * 1000))
             self.store.insert_job(conn, job_id, spec, now)
             if spec.periodic is not None:
@@ -124,7 +142,6 @@ class JobHome:
             elif spec.pool == BODEGA_POOL and body.probes and not spec.after:
                 # A job that waits gets its probes once free (the upkeep's top-up).
                 self.store.add_probes(conn, job_id, body.probes, now)
-        self.queued += 0 if spec.periodic else spec.count
         log.info("job %s (%s/%s): %d task(s) of %s committed here", job_id, spec.app,
                  spec.name, spec.count, " ".join(spec.command)[:80])
         self.changed(job_id)
@@ -141,10 +158,9 @@ class JobHome:
             run = self.store.job_named(parent.app, name)
             if run is None:
                 spec = run_spec(parent.spec, name, fire, now)
-                admit(self.queued, spec.count, self.queue_limit)
+                admit(self.store.queued_total(), spec.count, self.queue_limit)
                 run_id = new_ulid(int(now * 1000))
                 self.store.insert_job(conn, run_id, spec, now)
-                self.queued += spec.count
             else:
                 run_id = run.id
             self.store.put_periodic(conn, replace(after, last_run=run_id,
@@ -221,9 +237,10 @@ class JobHome:
         now = self.clock()
         results: list[RenewResult] = []
         touched: set[str] = set()
+        jobs = JobsRead(self.store)
         with self.store.tx(synced=False) as conn:
             for item in body.tasks:
-                job = self.store.job(item.job)
+                job = jobs.get(item.job)
                 task = None if job is None else self.store.task(conn, item.job, item.task)
                 if job is None or task is None:
                     results.append(RenewResult(job=item.job, answer=RenewAnswer(
@@ -262,9 +279,10 @@ class JobHome:
         now = self.clock()
         results: list[ReleaseResult] = []
         pending: dict[str, tuple[JobRow, dict[int, Task]]] = {}  # job -> its ends heard
+        jobs = JobsRead(self.store)
         with self.store.tx(synced=False) as conn:
             for item in body.items:
-                job = self.store.job(item.job)
+                job = jobs.get(item.job)
                 if job is None:
                     results.append(ReleaseResult(job=item.job, task=item.task, status="gone",
                                                  detail=f"job not found: {item.job}"))
@@ -272,10 +290,12 @@ class JobHome:
                 if item.task in pending.get(job.id, (job, {}))[1]:  # a later attempt's end:
                     held_job, ends = pending.pop(job.id)  # the earlier one's is applied first
                     self.apply(conn, held_job, list(ends.values()), now)
+                    job = jobs.again(job.id) or job
                 try:
                     task = self._held_task(conn, job, body.worker, item.task)
                     after = release(task, job.policy, body.worker, item.exit_code, now,
-                                    self.rng.random(), item.reason or "", item.attempt)
+                                    self.rng.random(), item.reason or "", item.attempt,
+                                    item.machine_id)
                 except (Conflict, NotFound, BadRequest) as exc:
                     results.append(ReleaseResult(job=item.job, task=item.task,
                                                  status="refused", detail=exc.message))
@@ -346,14 +366,10 @@ class JobHome:
 
     # -- applying ------------------------------------------------------------------------------
     def apply(self, conn: sqlite3.Connection, job: JobRow, after: Sequence[Task],
-               now: float) -> str:
-        """Write the tasks a rule changed and the job's state they make; keep the queued
-        count admission reads."""
+              now: float) -> str:
+        """Write the tasks a rule changed and the job's state they make (admission reads
+        the queued tasks from the counts the database keeps)."""
         for task in after:
-            before = self.store.task(conn, job.id, task.index)
-            if before is not None and before.state is not task.state:
-                self.queued += (task.state is TaskState.QUEUED) - \
-                    (before.state is TaskState.QUEUED)
             self.store.put_task(conn, job.id, task)
         states = self.store.counts(conn, job.id)
         state = job_state(states)

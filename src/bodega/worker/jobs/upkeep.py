@@ -105,7 +105,6 @@ class JobUpkeep:
         if now >= self._next_retention:
             self._next_retention = now + self.config.retention_every
             self.retain(now)
-            self.home.queued = self.store.queued_total()  # the running count, checked
 
     # -- leases and deadlines ---------------------------------------------------------------
     def lapse_leases(self, now: float) -> None:

@@ -41,3 +41,17 @@ def test_ends_reported_together_are_heard_or_refused_one_by_one(tmp_path: Path) 
     store.close()
     again = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
     assert again.task(again.db, job.id, 0).state == "succeeded"  # type: ignore[union-attr]
+
+
+def test_an_end_tells_the_home_the_machine_of_a_task_no_renewal_named(tmp_path: Path) -> None:
+    store = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
+    home = JobHome(store, "w1", 1000)
+    spec = SubmitBody.model_validate({"command": "true", "count": 2}).spec("app", 1000.0)
+    job = home.submit(HomeSubmit(spec=spec))
+    home.claim(job.id, HomeClaim(worker="w2", mode="take", count=2, ref="p1.0"))
+    home.release_many(HomeReleases(worker="w2", items=[
+        ReleaseItem(job=job.id, task=0, exit_code=0, attempt=1, machine_id="slot-1"),
+        ReleaseItem(job=job.id, task=1, exit_code=0, attempt=1)]))
+    shown = {t.index: t.machine_id for t in home.status(home.get(job.id), tasks=True).tasks
+             or []}
+    assert shown == {0: "slot-1", 1: None}
