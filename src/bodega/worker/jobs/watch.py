@@ -57,6 +57,8 @@ ENDED = frozenset({S.STOPPED, S.FAILED, S.DESTROYING, S.DESTROYED, S.LAUNCH_FAIL
 TICK = 0.5
 PRUNE_EVERY = 60.0
 MAX_RENEW_EVERY = 2.0
+ANNOUNCE_AFTER = 0.1  # seconds a start waits for others before the home is told of them
+REPORT_EVERY = 0.05  # seconds between reports of ends to one home while ends stream in
 REASON_ROOM = 500  # characters of an end's reason the home keeps
 STOP_TRIES = 25  # a machine still starting refuses a stop: try again, 0.2 s apart
 
@@ -113,6 +115,7 @@ class RunWatch:
         self._reporting: set[int] = set()  # runs whose end is being reported
         self._to_report: dict[str, list[RunRow]] = {}  # home -> ends to report, in order
         self._flushing: set[str] = set()  # homes a report is on its way to
+        self._reported_at: dict[str, float] = {}  # home -> when the last report to it went
         self._tasks: set[asyncio.Task[Any]] = set()
         self._live = False
         self.renew_soon = asyncio.Event()
@@ -234,9 +237,17 @@ class RunWatch:
             self._spawn(self._flush(run.home))
 
     async def _flush(self, home: str) -> None:
+        loop = asyncio.get_running_loop()
         try:
             await asyncio.sleep(0)  # the ends read together go together
             while self._to_report.get(home):
+                # While ends stream in, one report per REPORT_EVERY carries them all (a
+                # call and a commit at the home cost about what a few ends do); an end
+                # after a quiet spell goes at once.
+                since = loop.time() - self._reported_at.get(home, -REPORT_EVERY)
+                if since < REPORT_EVERY:
+                    await asyncio.sleep(REPORT_EVERY - since)
+                self._reported_at[home] = loop.time()
                 waiting = self._to_report.pop(home)
                 batch, rest = waiting[:MAX_RELEASES], waiting[MAX_RELEASES:]
                 if rest:
@@ -269,7 +280,8 @@ class RunWatch:
         """The runs whose end the home took (or need not: no longer ours, or gone)."""
         body = HomeReleases(worker=self.peers.name, items=[
             ReleaseItem(job=r.job_id, task=r.index, exit_code=r.exit_code,
-                        reason=(r.reason or "")[:REASON_ROOM] or None, attempt=r.attempt)
+                        reason=(r.reason or "")[:REASON_ROOM] or None, attempt=r.attempt,
+                        machine_id=r.machine_id)
             for r in told])
         try:
             answer = await self.peers.client(home).release_tasks(body)
@@ -291,14 +303,20 @@ class RunWatch:
         while True:
             with contextlib.suppress(TimeoutError):
                 await within(self.renew_soon.wait(), TICK)
-            soon = self.renew_soon.is_set()
+            if self.renew_soon.is_set():
+                # Runs that start together are announced together; one that ends within
+                # the window is told by its end (which names its machine) instead.
+                await asyncio.sleep(ANNOUNCE_AFTER)
             self.renew_soon.clear()
             try:
-                await self.tick(soon)
+                await self.tick()
             except Exception:
                 log.exception("job run upkeep failed")
 
-    async def tick(self, soon: bool = False) -> None:
+    async def tick(self) -> None:
+        """Report what ended; renew the leases due (a third of the lease, at most
+        ``MAX_RENEW_EVERY``), the runs never renewed among them: the home learns where
+        they run."""
         now = self.store.jobs.clock()
         if now >= self._next_prune:
             self._next_prune = now + PRUNE_EVERY
@@ -307,7 +325,7 @@ class RunWatch:
         for run in self.store.runs():
             if run.state == "ended":
                 self.report(run)
-            elif soon or now - self._renewed.get(run.seq, 0.0) >= \
+            elif now - self._renewed.get(run.seq, 0.0) >= \
                     min(run.lease_seconds / 3, MAX_RENEW_EVERY):
                 due.setdefault(run.home, []).append(run)
         await asyncio.gather(*(self._renew(home, runs) for home, runs in due.items()))
