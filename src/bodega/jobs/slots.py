@@ -25,10 +25,12 @@ line would be longer than ``PIPE_BUF`` (4 KiB: a longer write to a FIFO may land
 Signals: the slot's stop signal reaches the task (the loop forwards SIGTERM and
 SIGINT to its child and ends once that child is gone), so stopping a slot stops
 its task; its exit code is ``128 + N`` for a signal, as for any machine. A run
-number never repeats, and the loop marks each it starts (an empty file in ``seen/``,
-made by the shell itself), so it skips a line it already saw: a worker restarted
-between recording where a task goes and writing its line writes it again without
-running it twice. Lines need not come in run order.
+number never repeats, and the loop remembers the last ``SEEN`` runs it started (in
+its positional parameters: no file, which costs the kernel far more than the task's
+bookkeeping), so it skips a line it already saw: a worker restarted between recording
+where a task goes and writing its line writes it again without running it twice. Only
+runs the worker held in the slot when it stopped are written again, never more than
+``MAX_DEPTH``, all among the last the slot saw. Lines need not come in run order.
 
 A task's end is written to ``results`` before the worker is woken, and kept trying
 (every second) while the slot's disk is full: an end the worker never reads would hold
@@ -51,6 +53,7 @@ SLOT_KEY = "bodega_slot"  # metadata of a slot machine: the kind of task it runs
 SHORT = 0.5  # seconds: a job whose task ran shorter gets its next tasks written ahead
 AHEAD = 0.25  # seconds of a short job's work written ahead in a slot, beyond its running task
 MAX_DEPTH = 8  # runs a slot holds at most: the one running and those written ahead
+SEEN = 4 * MAX_DEPTH  # runs a slot remembers having started: a line written again is skipped
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LARGEST_RUN = 2**63 - 1  # a run number as long as one can be
 
@@ -62,14 +65,15 @@ rm -f tasks done results
 mkfifo -m 600 tasks done || exit 111
 mkdir -p out || exit 111
 exec 3<>tasks
-mkdir -p seen || exit 111
+set --
 child= stopping=
 trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
 : > ready
 while [ -z "$stopping" ] && IFS= read -r line <&3; do
   run=${line%% *}
-  [ -e "seen/$run" ] && continue
-  : > "seen/$run"
+  case " $* " in *" $run "*) continue ;; esac
+  set -- "$@" "$run"
+  [ "$#" -le @SEEN@ ] || shift
   eval "${line#* }" 3<&- </dev/null >"out/$run.log" 2>&1 &
   child=$!
   wait "$child"; code=$?
@@ -82,7 +86,7 @@ while [ -z "$stopping" ] && IFS= read -r line <&3; do
   done
   printf '%s\n' "$run" > done
 done
-"""
+""".replace("@SEEN@", str(SEEN))
 
 
 def depth(took: float | None) -> int:
@@ -96,6 +100,20 @@ def depth(took: float | None) -> int:
     if took is None or took >= SHORT:
         return 1
     return max(2, min(MAX_DEPTH, 1 + math.ceil(AHEAD / max(took, 0.001))))
+
+
+def take_now(room: int, fill: list[int], holds: int) -> bool:
+    """Whether a worker asks a job's home now for tasks for ``room`` places in its slots of
+    the job, each slot holding ``fill[i]`` runs of at most ``holds``: at once when one slot
+    would otherwise run dry (it holds the task it runs and nothing after it) or nothing is
+    written ahead (``holds`` 1: a job not known to be short); else once the room is half of
+    what those slots hold. A take and its commit cost the home about as much as the tasks it
+    brings, so a stream of short tasks is taken in a few large takes, not one per end."""
+    if room <= 0:
+        return False
+    if holds <= 1 or not fill or min(fill) <= 1:
+        return True
+    return 2 * room >= holds * len(fill)
 
 
 def eligible(config: MachineConfig) -> bool:

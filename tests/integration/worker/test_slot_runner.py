@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.jobs.slots import RUNNER, dispatch_line, results
+from bodega.jobs.slots import MAX_DEPTH, RUNNER, SEEN, dispatch_line, results
 from bodega.model.machine_config import Guest, Init, MachineConfig
 
 
@@ -82,6 +82,26 @@ def test_a_run_seen_before_runs_once_and_lines_need_not_come_in_order(
     assert (where / "count").read_text() == "x\ny\n"
 
 
+def test_the_lines_a_restarted_worker_writes_again_are_skipped_after_many_more_runs(
+        slot: tuple[Path, subprocess.Popen[bytes], int]) -> None:
+    """A worker writes again only the lines of runs it held in the slot, at most a slot's
+    depth of them, all among the last ``SEEN`` the slot started: those are never run twice,
+    however many ran before them, and nothing is written per run to remember them."""
+    where, _, tasks = slot
+    first = 1
+    for run in range(first, first + 3 * SEEN):
+        os.write(tasks, dispatch_line(run, task(["/bin/true"])))
+        ended(where, run)
+    held = range(first + 3 * SEEN - MAX_DEPTH, first + 3 * SEEN)
+    for run in held:  # the worker, restarted, writes its held runs' lines again
+        os.write(tasks, dispatch_line(run, task(["/bin/sh", "-c", "echo again >> count"])))
+    os.write(tasks, dispatch_line(first + 3 * SEEN, task(["/bin/true"])))
+    assert ended(where, 3 * SEEN + 1)[-1] == (first + 3 * SEEN, 0)
+    assert not (where / "count").exists()  # none of them ran twice
+    assert sorted(p.name for p in where.iterdir()) == ["done", "out", "ready", "results",
+                                                       "tasks"]
+
+
 def test_a_stop_reaches_the_task_and_ends_the_slot(
         slot: tuple[Path, subprocess.Popen[bytes], int]) -> None:
     where, runner, tasks = slot
@@ -112,7 +132,7 @@ def test_an_end_is_written_once_a_full_disk_has_room_again(tmp_path: Path) -> No
                     out.write(b"x" * 4096)
             os.write(tasks, dispatch_line(1, task(["/bin/true"])))
             deadline = time.monotonic() + 10
-            while not (where / "seen" / "1").exists():
+            while not (where / "out" / "1.log").exists():
                 assert time.monotonic() < deadline
                 time.sleep(0.01)
             time.sleep(1.5)  # the task has ended; its end cannot be written

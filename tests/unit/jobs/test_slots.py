@@ -14,6 +14,7 @@ from bodega.jobs.slots import (
     results,
     slot_config,
     slot_key,
+    take_now,
 )
 from bodega.model.machine_config import Guest, Init, MachineConfig
 
@@ -75,3 +76,18 @@ def test_a_short_job_gets_a_tenth_of_a_second_of_work_written_ahead_within_bound
     assert depth(0.002) == depth(0.0) == MAX_DEPTH  # tiny tasks: bound to few all the same
     took = [0.0, 0.001, 0.01, 0.03, 0.1, 0.3, SHORT - 0.001]
     assert [depth(t) for t in took] == sorted((depth(t) for t in took), reverse=True)
+
+
+def test_a_take_goes_at_once_when_a_slot_would_run_dry_or_nothing_is_written_ahead() -> None:
+    assert take_now(1, [3, 1, 5, 5], MAX_DEPTH)  # one slot has only its running task left
+    assert take_now(1, [0, 8, 8, 8], MAX_DEPTH)  # an idle slot of the job's shape
+    assert take_now(1, [1, 1], 1)  # a job not known short: one task a slot, taken as freed
+    assert take_now(1, [], MAX_DEPTH)  # no slot yet: the first take makes them
+    assert not take_now(0, [0, 0], MAX_DEPTH)  # no room: nothing to ask for
+
+
+def test_fed_slots_take_only_once_half_their_places_are_free() -> None:
+    fill = [4, 5, 6, 6]  # 4 slots of 8: 11 places free, every slot still fed
+    assert not take_now(11, fill, MAX_DEPTH)
+    assert not take_now(15, [4, 4, 4, 5], MAX_DEPTH)
+    assert take_now(16, [4, 4, 4, 4], MAX_DEPTH)  # half of the 32 places: worth a call

@@ -27,7 +27,7 @@ from collections.abc import Coroutine
 from dataclasses import replace
 from typing import Any
 
-from bodega.jobs.slots import eligible, slot_key
+from bodega.jobs.slots import eligible, slot_key, take_now
 from bodega.model.errors import BodegaError, Conflict, NotFound, StorageFull, Unavailable
 from bodega.runtime.waits import within
 from bodega.wire.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
@@ -127,6 +127,9 @@ class JobRunner:
                     count = 1
                 else:
                     return  # the head waits for room: arrival order is kept
+            elif slots and not reservations and \
+                    not take_now(count, slots.fill(key, probe.job_id), each):
+                return  # its slots are fed: the take waits until it brings enough
             self._taking.add(probe.job_id)
             self._spawn(self._take(probe, reservations, count))
             if count < probe.count:

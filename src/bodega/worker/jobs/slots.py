@@ -51,6 +51,7 @@ log = logging.getLogger("bodega.worker.jobs")
 
 LINGER = 1.0  # seconds an idle slot waits for a task before it goes
 READY_WAIT = 10.0  # seconds a new slot has to make its FIFOs
+READY_LOOK = 0.05  # seconds between looks at a new slot's machine while it makes them
 SWEEP_EVERY = 1.0  # seconds between looks at busy slots that did not wake the worker
 RETIRE_GRACE = 5.0  # seconds an idle slot's loop has to end before SIGKILL
 ROOM_TRIES = 3  # idle slots stopped to make room for a slot created without a reservation
@@ -130,6 +131,12 @@ class SlotPool:
         holds = self.depth(job)
         return sum(slot.room_for(job, holds) for slot in self.slots if slot.key == key)
 
+    def fill(self, key: str | None, job: str) -> list[int]:
+        """How many runs each slot of shape ``key`` that may hold ``job``'s holds now."""
+        return [len(s.runs) for s in self.slots
+                if s.key == key and not s.retiring and not s.failed
+                and (not s.runs or s.job == job)]
+
     def idle(self) -> list[Slot]:
         return [s for s in self.slots if not s.runs and not s.retiring and s.machine_id]
 
@@ -207,12 +214,17 @@ class SlotPool:
         assert slot.directory is not None
         assert slot.machine_id is not None
         ready = slot.directory / "ready"
-        deadline = asyncio.get_running_loop().time() + READY_WAIT
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + READY_WAIT
+        looked = 0.0
         while not ready.exists():
-            row = queries.get_machine(self.machines.store.db, slot.machine_id)
-            if row is None or row.state not in LIVE:
-                raise BodegaError("its machine ended before it was ready")
-            if asyncio.get_running_loop().time() > deadline:
+            now = loop.time()
+            if now - looked >= READY_LOOK:  # a stat is cheap; reading the machine is not
+                looked = now
+                row = queries.get_machine(self.machines.store.db, slot.machine_id)
+                if row is None or row.state not in LIVE:
+                    raise BodegaError("its machine ended before it was ready")
+            if now > deadline:
                 raise BodegaError(f"its machine made no FIFOs in {READY_WAIT:.0f}s")
             await asyncio.sleep(0.002)
 
