@@ -60,7 +60,8 @@ async def task_is_a_machine(jobs: Jobs) -> None:
     assert machine["config"]["auto_destroy"] is True
     assert machine["config"]["restart"]["policy"] == "no"
     # A host program's task runs in a warm slot: a machine of the task's size that runs
-    # tasks of its shape one after another, and goes once idle.
+    # tasks of its shape one after another, kept warm while idle until a machine needs
+    # its room (slots_give_way) or it has been idle for a while.
     assert "bodega_slot" in machine["config"]["metadata"]
     # The home learns the machine once it is created; its cgroup comes with its start.
     def cgroups() -> list[Path]:
@@ -70,12 +71,11 @@ async def task_is_a_machine(jobs: Jobs) -> None:
         await until(cgroups, timeout=30)
     except AssertionError:
         raise AssertionError("the task's machine has no memory cgroup") from None
-    waited = await jobs.http.get(f"/v1/apps/{app}/machines/{machine_id}/wait",
-                                 params={"state": "destroyed", "timeout": 30})
-    assert waited.status_code == 200, waited.text
     job = await jobs.finished(app, "watched")
     assert job.state == "succeeded"
     assert b"out-of-task" in await jobs.api.logs("watched", 0, app)
+    slot = (await jobs.http.get(f"/v1/apps/{app}/machines/{machine_id}")).json()
+    assert slot["state"] == "started"  # warm, for the next task of its shape
 
 
 async def retries_and_exit_codes(jobs: Jobs) -> None:
@@ -250,6 +250,51 @@ async def full_queue(jobs: Jobs) -> None:
     assert again.status_code == 200, again.text
 
 
+async def slots_give_way(jobs: Jobs) -> None:
+    """Idle warm slots hold their room only until a machine needs it: the workers show it
+    free, and a machine as large as a whole worker is created on one whose room its idle
+    slots held, which give way (stopped, then destroyed)."""
+    app = await jobs.app("jb-way")
+    await jobs.submit(app, {"name": "warmup", "command": "true", "count": 16})
+    job = await jobs.finished(app, "warmup")
+    assert job.state == "succeeded"
+    slots: dict[str, set[str]] = {}  # worker -> its slots that ran the job's tasks
+    for task in job.tasks or []:
+        assert task.worker
+        assert task.machine_id
+        slots.setdefault(task.worker, set()).add(task.machine_id)
+    assert sorted(slots) == sorted(jobs.workers), slots  # each worker's room is held
+    whole: dict[str, str | int] = {"cpu_kind": "shared", "cpus": 4, "memory_mb": 4096}
+
+    async def shown_free() -> bool:
+        regions = (await jobs.http.get("/v1/platform/regions", params=whole)).json()
+        return any(r["code"] == "ams" and r["capacity"] >= len(jobs.workers)
+                   for r in regions["Regions"])
+
+    await until(shown_free, timeout=10)
+    for held in slots.values():  # still warm as the machine comes
+        for machine_id in held:
+            slot = (await jobs.http.get(f"/v1/apps/{app}/machines/{machine_id}")).json()
+            assert slot["state"] == "started", slot
+    answer = await jobs.http.post(f"/v1/apps/{app}/machines", json={"region": "ams", "config": {
+        "image": "bodega/process", "init": {"exec": ["sleep", "600"]}, "guest": whole}})
+    assert answer.status_code == 200, answer.text
+
+    async def gave_way(machine_id: str) -> bool:
+        found = await jobs.http.get(f"/v1/apps/{app}/machines/{machine_id}")
+        return found.status_code == 404 or found.json()["state"] == "destroyed"
+
+    async def one_worker_cleared() -> bool:
+        for held in slots.values():
+            if all([await gave_way(machine_id) for machine_id in held]):
+                return True
+        return False
+
+    await until(one_worker_cleared, timeout=30)
+    await jobs.http.delete(f"/v1/apps/{app}/machines/{answer.json()['id']}",
+                           params={"force": "true"})
+
+
 async def test_jobs_on_bodegas_own_workers(tmp_path: Path) -> None:
     async with jobs_up(tmp_path, worker_args=(f"--job-queue-limit={QUEUE_LIMIT}",)) as (jobs, up):
         await concurrently(
@@ -258,3 +303,4 @@ async def test_jobs_on_bodegas_own_workers(tmp_path: Path) -> None:
             cancel=cancel(jobs), idempotent=idempotent(jobs), deadline=deadline(jobs),
             cli=cli(jobs))
         await full_queue(jobs)
+        await slots_give_way(jobs)

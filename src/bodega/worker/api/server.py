@@ -37,7 +37,7 @@ from bodega.worker.api.log_routes import LogRoutes
 from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec
 from bodega.worker.api.memory_routes import MemoryRoutes
 from bodega.worker.api.volume_routes import VolumeRoutes
-from bodega.worker.core.records import MachineRow
+from bodega.worker.core.records import MachineRow, ReservationRow
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.machines import MachineService
@@ -128,8 +128,13 @@ class WorkerApi:
 
     async def reserve(self, request: Request) -> Response:
         body = await read_model(request, wire.ReserveBody)
+        ask = body.ask()
+
+        async def reserve() -> ReservationRow:
+            return self.ledger.reserve(ask, body.app, body.ttl or self.ledger.default_ttl)
+
         try:
-            row = self.ledger.reserve(body.ask(), body.app, body.ttl or self.ledger.default_ttl)
+            row = await self.ledger.making_room(ask, reserve)  # idle warm slots give way
         except Exception:
             self.metrics.reservations.labels("rejected").inc()
             raise

@@ -113,7 +113,7 @@ class JobRunner:
             # ones, written ahead.
             each = slots.depth(probe.job_id) if slots else 1
             reservations: list[str] = []
-            while placed + each * len(reservations) < want:
+            while placed + each * len(reservations) < want and self.ledger.may_fit(probe.ask):
                 try:
                     reservations.append(self.ledger.reserve(probe.ask, probe.app,
                                                             RESERVATION_TTL).id)

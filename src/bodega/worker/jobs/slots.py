@@ -11,7 +11,9 @@ short the next ones already written (``depth``: a quarter of a second of work or
 at most ``MAX_DEPTH`` in all); stopping a slot stops them all, and those not yet running
 are given back, not failed.
 An idle slot goes after ``LINGER`` seconds, or at once when a task of another
-shape waits for its room.
+shape or any machine (a create, a start, an update) needs its room: the worker shows
+idle slots' room as free, and gives it on demand (``make_room``), so a warm slot never
+stands between a machine and its host.
 
 A worker killed at any instant: its slots (machines) keep running their tasks and
 append their ends to ``results``; the worker started again finds each slot by its
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bodega.jobs.slots import SHORT, SLOT_KEY, depth, dispatch_line, results, slot_config
+from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState as S
@@ -49,7 +52,7 @@ from bodega.worker.store.ledger import CapacityRejected
 
 log = logging.getLogger("bodega.worker.jobs")
 
-LINGER = 1.0  # seconds an idle slot waits for a task before it goes
+LINGER = 30.0  # seconds an idle slot waits for a task before it goes (it gives way at once)
 READY_WAIT = 10.0  # seconds a new slot has to make its FIFOs
 READY_LOOK = 0.05  # seconds between looks at a new slot's machine while it makes them
 SWEEP_EVERY = 1.0  # seconds between looks at busy slots that did not wake the worker
@@ -75,6 +78,7 @@ def stop_exit(machines: MachineService, machine_id: str) -> int | None:
 class Slot:
     key: str
     app: str
+    ask: Ask | None = None  # the room its machine holds (None: not known, never given way)
     machine_id: str | None = None  # None while its machine is being created
     directory: Path | None = None
     runs: list[int] = field(default_factory=list)  # its runs' seqs, in the order written
@@ -155,7 +159,7 @@ class SlotPool:
 
     def open(self, run: RunRow, key: str, reservation: str | None) -> Slot:
         """A new slot for ``run``: its machine is created in the background."""
-        slot = Slot(key=key, app=run.app)
+        slot = Slot(key=key, app=run.app, ask=Ask.for_config(run.config))
         self.slots.append(slot)
         self._hold(slot, run)
         self._spawn(self._create(slot, run.config, reservation))
@@ -380,6 +384,41 @@ class SlotPool:
             self._spawn(self._destroy(machine_id))
         self.freed()
 
+    # -- giving way to machines -----------------------------------------------------------------
+    def giving_way(self) -> list[Ask]:
+        """The room idle slots hold: free for any machine that needs it (``make_room``), so
+        the worker shows it as free."""
+        return [slot.ask for slot in self.idle() if slot.ask is not None]
+
+    async def make_room(self, ask: Ask) -> bool:
+        """Idle slots give way to a machine that needs their room: stopped, longest idle
+        first, each waited for until it holds no room, until ``ask`` fits or none is left
+        idle. True when one went. This is what lets a slot stay warm for ``LINGER`` seconds:
+        it never stands between a machine and its host."""
+        went = False
+        for slot in sorted(self.idle(), key=lambda s: s.idle_since):
+            if self.machines.ledger.may_fit(ask):
+                break
+            if slot.ask is None or slot.retiring:
+                continue
+            slot.retiring = True
+            log.info("idle slot %s gives way to a machine that needs its room",
+                     slot.machine_id)
+            await self._stop(slot)
+            await self._let_go_of_room(slot)
+            went = True
+        return went
+
+    async def _let_go_of_room(self, slot: Slot) -> None:
+        """Until the slot's machine holds no room (its stop has ended), within the grace."""
+        assert slot.machine_id is not None
+        deadline = asyncio.get_running_loop().time() + RETIRE_GRACE + 1.0
+        while asyncio.get_running_loop().time() < deadline:
+            row = queries.get_machine(self.machines.store.db, slot.machine_id)
+            if row is None or not row.holds_compute:
+                return
+            await asyncio.sleep(0.01)
+
     def retire_idle(self, now: float, *, all_idle: bool = False) -> int:
         """Stop the slots idle past ``LINGER`` (every idle one with ``all_idle``)."""
         gone = 0
@@ -430,8 +469,8 @@ class SlotPool:
             if row is None or key is None:
                 continue  # a task's own machine: the watch's
             mine.sort(key=lambda r: r.seq)
-            slot = Slot(key=key, app=row.app, machine_id=row.id,
-                        directory=self.home_of(row.id, row.private_ip),
+            slot = Slot(key=key, app=row.app, ask=Ask.for_config(row.config),
+                        machine_id=row.id, directory=self.home_of(row.id, row.private_ip),
                         runs=[r.seq for r in mine], job=mine[0].job_id if mine else None,
                         idle_since=self.store.jobs.clock())
             slot.ready.set()

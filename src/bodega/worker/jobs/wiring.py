@@ -60,6 +60,8 @@ class WorkerJobs:
         if slots is not None:
             self.watch.attach(slots)
             slots.freed = self.runner.wake.set
+            ledger.giving_way = slots.giving_way  # idle slots' room shows as free,
+            ledger.make_room = slots.make_room  # and is made free for any machine
         self.upkeep = JobUpkeep(self.home, self.peers, UpkeepConfig(
             probe_ratio=settings.probe_ratio, finished_ttl=settings.finished_ttl,
             keep_per_app=settings.keep_per_app), JobWaits(self.home, self._viewed_state),

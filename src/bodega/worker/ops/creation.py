@@ -154,7 +154,14 @@ class MachineCreation:
     async def create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
         """Create (and unless ``skip_launch``, start) a machine; returns once it is recorded,
         with its lease's nonce if it asked for one: an earlier try's machine, if there was
-        one (the same idempotency key or id), and no nonce."""
+        one (the same idempotency key or id), and no nonce. Without a reservation, room
+        held by what gives way (idle warm slots) is made for it if it does not fit."""
+        if req.reservation_id is not None:
+            return await self._create(req)
+        return await self.ledger.making_room(Ask.for_config(req.config),
+                                             lambda: self._create(req))
+
+    async def _create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
         if needs_command(self.driver.capabilities, req.config) and not req.config.command():
             raise BadRequest(
                 f"the {self.driver.name} driver runs config.init.exec (or init.entrypoint + "

@@ -48,7 +48,7 @@ from bodega.worker.ops.runner import Runner
 from bodega.worker.ops.supervision import Supervision
 from bodega.worker.store import leases, queries
 from bodega.worker.store.database import Operation, Store
-from bodega.worker.store.ledger import Ledger
+from bodega.worker.store.ledger import CapacityRejected, Ledger
 
 __all__ = ["CreateRequest", "MachineService"]
 
@@ -126,10 +126,19 @@ class MachineService:
         def body(conn: sqlite3.Connection) -> Decision:
             row = self._leased(conn, machine_id, nonce)
             previous.append(row.state)
+            asks.append(Ask.for_config(row.config))
             return decide(row, Start())
 
+        asks: list[Ask] = []
         # The spawn does not wait for the start's fsync; the answer does.
-        await self.lifecycle.run(machine_id, body, drive_before_sync=True)
+        try:
+            await self.lifecycle.run(machine_id, body, drive_before_sync=True)
+        except CapacityRejected:
+            if not asks:
+                raise
+            # Room held by what gives way (idle warm slots) is made for it.
+            await self.ledger.making_room(asks[-1], lambda: self.lifecycle.run(
+                machine_id, body, drive_before_sync=True))
         return Started(previous_state=previous[0], migrated=False, new_host="")
 
     async def stop(
@@ -176,7 +185,8 @@ class MachineService:
                          needs_command=needs_command(self.driver.capabilities, config))
             return decision
 
-        await self.lifecycle.run(machine_id, body)
+        await self.ledger.making_room(Ask.for_config(config),
+                                      lambda: self.lifecycle.run(machine_id, body))
         return self.get(machine_id)
 
     # -- destroy --------------------------------------------------------------------

@@ -14,9 +14,9 @@ stops counting when its TTL passes.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from bodega.model.capacity import Ask, Totals, Usage, describe_free, shortfalls
 from bodega.model.errors import Conflict
@@ -27,6 +27,7 @@ from bodega.worker.store import queries
 from bodega.worker.store.database import Store
 
 CORDON_MESSAGE = "deploys to this host are temporarily disabled"
+T = TypeVar("T")
 
 
 class CapacityRejected(Conflict):
@@ -68,6 +69,10 @@ def usage(conn: sqlite3.Connection, now: float, exclude_machine: str | None = No
                  gpus=gpus)
 
 
+async def _no_room(_ask: Ask) -> bool:
+    return False
+
+
 class Ledger:
     def __init__(self, store: Store, totals: Totals, default_ttl: float = 10.0) -> None:
         self.store = store
@@ -75,6 +80,20 @@ class Ledger:
         self.default_ttl = default_ttl  # seconds an unclaimed reservation holds its room
         # Disk the worker's image cache takes (whole GB, rounded up): it counts as used.
         self.image_disk_gb: Callable[[], int] = lambda: 0
+        # Room held by machines that give way to any machine that needs it (idle warm
+        # slots): shown as free, and made free by ``make_room`` when an ask does not fit.
+        self.giving_way: Callable[[], list[Ask]] = list
+        self.make_room: Callable[[Ask], Awaitable[bool]] = _no_room
+
+    async def making_room(self, ask: Ask, attempt: Callable[[], Awaitable[T]]) -> T:
+        """``attempt`` (a reserve, create, start or update that checks room for ``ask``);
+        refused for room, it is tried once more after what gives way has made room."""
+        try:
+            return await attempt()
+        except CapacityRejected as exc:
+            if exc.status != CapacityRejected.status or not await self.make_room(ask):
+                raise
+        return await attempt()
 
     @property
     def cordoned(self) -> bool:
@@ -106,6 +125,14 @@ class Ledger:
                 "could not reserve resource for machine: " + "; ".join(reasons),
                 details={"free": self.free(used).doc(), "asked": ask.to_wire()},
             )
+
+    def may_fit(self, ask: Ask) -> bool:
+        """Whether ``ask`` fits now, read without a transaction: a hint that spares a caller
+        that tries often (a worker's probe queue, at every wake) a reserve that is sure to
+        be refused. Only ``reserve`` decides."""
+        if self.cordoned:
+            return False
+        return not shortfalls(self.totals, usage(self.store.db, self.store.clock()), ask)
 
     def reserve(self, ask: Ask, app: str, ttl: float) -> ReservationRow:
         """Atomically check room and record a claim that expires after ``ttl`` seconds."""
@@ -166,7 +193,11 @@ class Ledger:
         )
 
     def snapshot(self) -> Capacity:
+        """What the host holds, as the registry shows it: room that gives way on demand
+        counted free."""
         used = self.usage()
+        for ask in self.giving_way():
+            used = used.minus(self.totals, ask)
         return Capacity(
             totals=HostTotals.model_validate(self.totals.to_wire()),
             used=HostUsage.model_validate(used.to_wire()),
