@@ -6,7 +6,9 @@ tasks), owned by this worker: brokers list jobs, find a job's home and answer
 ``/sched/jobs`` and ``/sched/cancellations`` from it. The home marks a job
 when it changes; ``interval`` after the first mark the marked ones are
 published once each, so a job that is claimed and released within one interval
-is written once (and a home with no job changing does nothing). On
+is written once (and a home with no job changing does nothing); while jobs keep
+changing, a round follows the last by ``BUSY_INTERVAL`` at least, so a job whose
+tasks run through by the hundred is written twice a second, not twenty times. On
 start every job is published and rows this worker no longer has are deleted.
 The view is a cache: the home's store is the truth (a status asks the home).
 """
@@ -22,7 +24,8 @@ from bodega.worker.jobs.home import JobHome
 
 log = logging.getLogger("bodega.worker.jobs")
 
-INTERVAL = 0.05
+INTERVAL = 0.05  # seconds from a first change to its publish
+BUSY_INTERVAL = 0.5  # seconds between publishes while jobs keep changing
 
 
 class JobPublisher:
@@ -64,9 +67,15 @@ class JobPublisher:
         self.node.put_owned("jobs", job_id, status.doc())
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        flushed = -BUSY_INTERVAL
         while True:
             await self._marked.wait()
-            await asyncio.sleep(self.interval)  # what else changes meanwhile goes too
+            # What else changes meanwhile goes too: ``interval`` after a quiet spell, and
+            # while jobs keep changing (a job's tasks running through), no sooner than
+            # ``BUSY_INTERVAL`` after the last round: every row is gossiped to every host.
+            await asyncio.sleep(max(self.interval, flushed + BUSY_INTERVAL - loop.time()))
+            flushed = loop.time()
             self._marked.clear()
             if not self.dirty:
                 continue

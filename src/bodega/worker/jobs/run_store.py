@@ -149,6 +149,13 @@ class RunStore:
             conn.execute(f"UPDATE runs SET {columns}, updated_at = ? WHERE seq = ?",
                          (*changes.values(), now, run.seq))
 
+    def running(self, placed: list[tuple[RunRow, str]], now: float) -> None:
+        """Runs now running in the machines given, in one commit."""
+        with self.jobs.tx(synced=False) as conn:
+            conn.executemany(
+                "UPDATE runs SET machine_id = ?, state = 'running', updated_at = ? "
+                "WHERE seq = ?", [(machine_id, now, run.seq) for run, machine_id in placed])
+
     def forget_all(self, runs: list[RunRow]) -> None:
         with self.jobs.tx(synced=False) as conn:
             conn.executemany("DELETE FROM runs WHERE seq = ?", [(run.seq,) for run in runs])

@@ -33,7 +33,7 @@ from bodega.runtime.waits import within
 from bodega.wire.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
-from bodega.worker.jobs.slots import SlotPool
+from bodega.worker.jobs.slots import Slot, SlotPool
 from bodega.worker.jobs.watch import RunWatch
 from bodega.worker.ops.machines import CreateRequest, MachineService
 from bodega.worker.store.ledger import CapacityRejected, Ledger
@@ -85,9 +85,11 @@ class JobRunner:
                 self.slots.recover()
             except Exception:  # the queue is served all the same; a slot left is swept
                 log.exception("finding this worker's slots again failed")
-        for run in self.store.runs():  # taken before a restart, not yet created
-            if run.state == "starting":
-                self._start(run, [])
+        placed = [(slot, run) for run in self.store.runs()  # taken before a restart,
+                  if run.state == "starting"  # not yet created
+                  and (slot := self._start(run, [])) is not None]
+        if placed and self.slots is not None:
+            self.slots.run_now(placed)
         while True:
             with contextlib.suppress(TimeoutError):
                 await within(self.wake.wait(), 1.0)
@@ -158,8 +160,10 @@ class JobRunner:
                      for t in answer.tasks if t.config is not None]
             runs = self.store.took(probe, given, answer.drop, now)
             self._retry_at.pop(probe.job_id, None)
-            for run in runs:
-                self._start(run, free)
+            placed = [(slot, run) for run in runs
+                      if (slot := self._start(run, free)) is not None]
+            if placed and self.slots is not None:
+                self.slots.run_now(placed)  # one commit for the runs of slots that are up
         except BodegaError as exc:
             log.warning("job %s: take failed: %s", probe.job_id, exc.message)
         finally:
@@ -182,17 +186,21 @@ class JobRunner:
                         "each stops holding room when its %.0fs TTL passes", job_id, kept,
                         RESERVATION_TTL)
 
-    def _start(self, run: RunRow, free: list[str]) -> None:
+    def _start(self, run: RunRow, free: list[str]) -> Slot | None:
         """Start a run taken: in a slot of its shape (one with a place, else a new one under
-        a reservation of ``free``), or as a machine of its own."""
+        a reservation of ``free``), or as a machine of its own. A slot that is up is
+        returned, its run to be recorded and written there by the caller (``run_now``)."""
         if self.slots is None or not self.slots.enabled or not eligible(run.config):
             self._keys[run.job_id] = NO_SLOT
             self._spawn(self.launch(run, free.pop(0) if free else None))
-            return
+            return None
         key = self._keys[run.job_id] = slot_key(run.app, run.config)
         slot = self.slots.place(run, key) or self.slots.open(
             run, key, free.pop(0) if free else None)
+        if self.slots.up(slot):
+            return slot
         self._spawn(self.slots.run(slot, run))
+        return None
 
     async def launch(self, run: RunRow, reservation: str | None) -> None:
         """Create the run's machine (once: under its idempotency key) and watch it. A create

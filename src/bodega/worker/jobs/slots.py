@@ -23,8 +23,8 @@ not seen end (the slot skips a run it already started). A slot that ended
 meanwhile gives its unfinished runs back.
 
 The module is long because a slot's life is one idea with one state: placing runs in it,
-its machine's creation, writing its lines, reading its ends, its end and finding it again
-after a restart all read and change the same ``Slot``.
+its machine's creation, writing its lines, reading its ends, giving way, its end and
+finding it again after a restart all read and change the same ``Slot``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +256,25 @@ class SlotPool:
         slot.done_fd = slot.tasks_fd = None
 
     # -- running a task -----------------------------------------------------------------------
+    def run_now(self, placed: list[tuple[Slot, RunRow]]) -> None:
+        """Runs just taken (recorded, nothing awaited since) placed in slots that are up:
+        recorded in their slots in one commit, then their lines written."""
+        for slot, run in [(slot, run) for slot, run in placed if run.stop]:
+            self._let_go(slot, run.seq)  # told to stop before a restart, not yet started
+            self.ended(run, None, f"stopped before it started ({run.stop})", None)
+        placed = [(slot, run) for slot, run in placed if not run.stop]
+        now = self.store.jobs.clock()
+        self.store.running([(run, slot.machine_id or "") for slot, run in placed], now)
+        self.renew_soon()
+        for slot, run in placed:
+            self._write(slot, replace(run, machine_id=slot.machine_id, state="running",
+                                      updated_at=now))
+
+    def up(self, slot: Slot) -> bool:
+        """Whether the slot's machine is up and its lines can be written now."""
+        return slot.ready.is_set() and slot.failed is None and slot.machine_id is not None \
+            and slot.tasks_fd is not None
+
     async def run(self, slot: Slot, run: RunRow) -> None:
         """Record ``run`` in ``slot`` (committed before its line is written) and write it."""
         await slot.ready.wait()
