@@ -68,6 +68,9 @@ class RunRow:
 class RunStore:
     def __init__(self, jobs: JobStore) -> None:
         self.jobs = jobs
+        # A run's config never changes once taken: read from its row once, or never (a
+        # take gives it), and kept while the run is (each end and renewal reads its run).
+        self._configs: dict[int, MachineConfig] = {}
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -119,6 +122,7 @@ class RunStore:
                 assert cursor.lastrowid is not None
                 recorded.append(replace(r, seq=cursor.lastrowid, state="starting",
                                         updated_at=now))
+                self._configs[cursor.lastrowid] = r.config
             left = probe.count - len(runs)
             if drop or left <= 0:
                 conn.execute("DELETE FROM probes_in WHERE seq = ?", (probe.seq,))
@@ -129,11 +133,11 @@ class RunStore:
 
     # -- runs ---------------------------------------------------------------------------------
     def runs(self) -> list[RunRow]:
-        return [_run(r) for r in self.db.execute("SELECT * FROM runs ORDER BY seq")]
+        return [self._run(r) for r in self.db.execute("SELECT * FROM runs ORDER BY seq")]
 
     def run(self, seq: int) -> RunRow | None:
         row = self.db.execute("SELECT * FROM runs WHERE seq = ?", (seq,)).fetchone()
-        return None if row is None else _run(row)
+        return None if row is None else self._run(row)
 
     def latest(self, job_id: str, index: int, *, live: bool = False) -> RunRow | None:
         """The newest run of a task here (``live``: of those not ended yet)."""
@@ -141,7 +145,7 @@ class RunStore:
             "SELECT * FROM runs WHERE job_id = ? AND idx = ?"
             + (" AND state != 'ended'" if live else "") + " ORDER BY seq DESC LIMIT 1",
             (job_id, index)).fetchone()
-        return None if row is None else _run(row)
+        return None if row is None else self._run(row)
 
     def update(self, run: RunRow, now: float, **changes: object) -> None:
         columns = ", ".join(f"{name} = ?" for name in changes)
@@ -159,12 +163,20 @@ class RunStore:
     def forget_all(self, runs: list[RunRow]) -> None:
         with self.jobs.tx(synced=False) as conn:
             conn.executemany("DELETE FROM runs WHERE seq = ?", [(run.seq,) for run in runs])
+        for run in runs:
+            self._configs.pop(run.seq, None)
+
+    def _run(self, row: sqlite3.Row) -> RunRow:
+        seq = row["seq"]
+        config = self._configs.get(seq)
+        if config is None:
+            config = self._configs[seq] = MachineConfig.model_validate_json(row["config"])
+        return _run(row, config)
 
 
-def _run(row: sqlite3.Row) -> RunRow:
+def _run(row: sqlite3.Row, config: MachineConfig) -> RunRow:
     return RunRow(job_id=row["job_id"], index=row["idx"], attempt=row["attempt"],
-                  home=row["home"], app=row["app"],
-                  config=MachineConfig.model_validate_json(row["config"]),
+                  home=row["home"], app=row["app"], config=config,
                   lease_seconds=row["lease_seconds"], grace_seconds=row["grace_seconds"],
                   machine_id=row["machine_id"], state=row["state"], stop=row["stop"],
                   exit_code=row["exit_code"], reason=row["reason"],

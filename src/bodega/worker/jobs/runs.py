@@ -194,7 +194,8 @@ class JobRunner:
             self._keys[run.job_id] = NO_SLOT
             self._spawn(self.launch(run, free.pop(0) if free else None))
             return None
-        key = self._keys[run.job_id] = slot_key(run.app, run.config)
+        key = self._keys.get(run.job_id) or slot_key(run.app, run.config)  # a job's one shape
+        self._keys[run.job_id] = key
         slot = self.slots.place(run, key) or self.slots.open(
             run, key, free.pop(0) if free else None)
         if self.slots.up(slot):
@@ -228,7 +229,8 @@ class JobRunner:
         self.watch.started(current, machine_id)
 
     async def _create(self, run: RunRow, reservation: str | None) -> str:
-        request = CreateRequest(app=run.app, config=run.config, region=self.region,
+        request = CreateRequest(app=run.app, config=run.config.model_copy(deep=True),
+                                region=self.region,
                                 reservation_id=reservation,
                                 idempotency_key=run.idempotency_key, owner=OWNER)
         try:
