@@ -315,8 +315,9 @@ class RunWatch:
 
     async def tick(self) -> None:
         """Report what ended; renew the leases due (a third of the lease, at most
-        ``MAX_RENEW_EVERY``), the runs never renewed among them: the home learns where
-        they run."""
+        ``MAX_RENEW_EVERY``), and announce the runs that have run ``ANNOUNCE_AFTER`` with no
+        renewal yet: the home learns where they run (one that ends sooner names its machine
+        in its end)."""
         now = self.store.jobs.clock()
         if now >= self._next_prune:
             self._next_prune = now + PRUNE_EVERY
@@ -325,8 +326,12 @@ class RunWatch:
         for run in self.store.runs():
             if run.state == "ended":
                 self.report(run)
-            elif now - self._renewed.get(run.seq, 0.0) >= \
-                    min(run.lease_seconds / 3, MAX_RENEW_EVERY):
+                continue
+            renewed = self._renewed.get(run.seq)
+            if renewed is None:  # announced once it has run a while: a short one never is
+                if now - run.updated_at >= ANNOUNCE_AFTER:
+                    due.setdefault(run.home, []).append(run)
+            elif now - renewed >= min(run.lease_seconds / 3, MAX_RENEW_EVERY):
                 due.setdefault(run.home, []).append(run)
         await asyncio.gather(*(self._renew(home, runs) for home, runs in due.items()))
 
