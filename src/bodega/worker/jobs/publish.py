@@ -6,9 +6,11 @@ tasks), owned by this worker: brokers list jobs, find a job's home and answer
 ``/sched/jobs`` and ``/sched/cancellations`` from it. The home marks a job
 when it changes; ``interval`` after the first mark the marked ones are
 published once each, so a job that is claimed and released within one interval
-is written once (and a home with no job changing does nothing); while jobs keep
-changing, a round follows the last by ``BUSY_INTERVAL`` at least, so a job whose
-tasks run through by the hundred is written twice a second, not twenty times. On
+is written once (and a home with no job changing does nothing). A job whose state
+is the one last published (only its counts and running tasks moved) waits until
+``BUSY_INTERVAL`` after that publish, so a job whose tasks run through by the hundred is
+written twice a second, not twenty times, while a job that is claimed, ends or is
+cancelled shows it within ``interval``. On
 start every job is published and rows this worker no longer has are deleted.
 The view is a cache: the home's store is the truth (a status asks the home).
 """
@@ -17,23 +19,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import time
+from collections.abc import Callable
 
 from bodega.registry import Registry
 from bodega.wire.jobs.api import VIEW_TASKS
 from bodega.worker.jobs.home import JobHome
+from bodega.worker.jobs.store import JobRow
 
 log = logging.getLogger("bodega.worker.jobs")
 
 INTERVAL = 0.05  # seconds from a first change to its publish
-BUSY_INTERVAL = 0.5  # seconds between publishes while jobs keep changing
+BUSY_INTERVAL = 0.5  # seconds between a job's publishes while only its counts change
 
 
 class JobPublisher:
-    def __init__(self, node: Registry, home: JobHome, interval: float = INTERVAL) -> None:
+    def __init__(self, node: Registry, home: JobHome, interval: float = INTERVAL,
+                 busy_interval: float = BUSY_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.node = node
         self.home = home
         self.interval = interval
+        self.busy_interval = busy_interval
+        self.clock = clock
         self.dirty: set[str] = set()
+        self._shown: dict[str, tuple[str, float]] = {}  # job -> state published, and when
         self._marked = asyncio.Event()
 
     def mark(self, job_id: str) -> None:
@@ -46,41 +57,53 @@ class JobPublisher:
             if doc.get("id") not in held:
                 self.node.delete_owned("jobs", str(doc["id"]))
         self.dirty |= held
-        self.flush()
+        self.flush(everything=True)
 
-    def flush(self) -> None:
-        while self.dirty:
-            job_id = self.dirty.pop()
+    def flush(self, *, everything: bool = False) -> float | None:
+        """Publish the marked jobs whose state changed, and the others last published
+        ``busy_interval`` ago or more (``everything``: every marked job); how long until
+        the first left marked is due."""
+        now = self.clock()
+        due: float | None = None
+        for job_id in list(self.dirty):
+            job = self.home.store.job(job_id)
+            state, at = self._shown.get(job_id, ("", -math.inf))
+            if not everything and job is not None and str(job.state) == state \
+                    and now - at < self.busy_interval:
+                left = at + self.busy_interval - now
+                due = left if due is None else min(due, left)
+                continue
+            self.dirty.discard(job_id)
             try:
-                self._publish(job_id)
+                self._publish(job_id, job, now)
             except Exception:
                 self.dirty.add(job_id)  # the next round tries again
                 raise
+        return due
 
-    def _publish(self, job_id: str) -> None:
-        job = self.home.store.job(job_id)
+    def _publish(self, job_id: str, job: JobRow | None, now: float) -> None:
         if job is None:
+            self._shown.pop(job_id, None)
             if self.node.get("jobs", job_id) is not None:
                 self.node.delete_owned("jobs", job_id)
             return
         status = self.home.status(job, tasks=job.spec.count <= VIEW_TASKS)
         self.node.put_owned("jobs", job_id, status.doc())
+        self._shown[job_id] = (str(job.state), now)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        flushed = -BUSY_INTERVAL
         while True:
             await self._marked.wait()
-            # What else changes meanwhile goes too: ``interval`` after a quiet spell, and
-            # while jobs keep changing (a job's tasks running through), no sooner than
-            # ``BUSY_INTERVAL`` after the last round: every row is gossiped to every host.
-            await asyncio.sleep(max(self.interval, flushed + BUSY_INTERVAL - loop.time()))
-            flushed = loop.time()
+            await asyncio.sleep(self.interval)  # what else changes meanwhile goes too
             self._marked.clear()
             if not self.dirty:
                 continue
             try:
-                self.flush()
+                due = self.flush()
             except Exception:
                 log.exception("publishing jobs failed")
                 self._marked.set()  # what failed is still marked: the next round tries again
+                continue
+            if due is not None:  # a job kept back: its round comes when it is due
+                loop.call_later(max(0.0, due - self.interval), self._marked.set)

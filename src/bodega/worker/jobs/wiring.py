@@ -140,7 +140,7 @@ class WorkerJobs:
         await self.upkeep.close()
         if self.publisher is not None:
             with contextlib.suppress(Exception):
-                self.publisher.flush()
+                self.publisher.flush(everything=True)
 
     async def close(self) -> None:
         await self.peers.aclose()

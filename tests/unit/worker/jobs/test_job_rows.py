@@ -1,0 +1,77 @@
+"""A home's job rows in the view: a change of a job's state is shown at the next round, a
+change of its counts alone at most twice a second (each row is gossiped to every host)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from bodega.registry import Registry
+from bodega.wire.jobs.api import SubmitBody
+from bodega.wire.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
+from bodega.worker.jobs import publish
+from bodega.worker.jobs.home import JobHome
+from bodega.worker.jobs.publish import JobPublisher
+from bodega.worker.jobs.store import JobStore
+
+
+class Rows:
+    """The view as the publisher writes it: what each put left, and how many puts."""
+
+    def __init__(self) -> None:
+        self.docs: dict[str, dict[str, Any]] = {}
+        self.puts = 0
+
+    def put_owned(self, table: str, key: str, doc: dict[str, Any]) -> None:
+        self.docs[key] = doc
+        self.puts += 1
+
+    def get(self, table: str, key: str) -> dict[str, Any] | None:
+        return self.docs.get(key)
+
+    def rows(self, table: str, **_: object) -> list[dict[str, Any]]:
+        return list(self.docs.values())
+
+    def delete_owned(self, table: str, key: str) -> None:
+        self.docs.pop(key, None)
+
+
+def test_a_state_shows_at_once_and_counts_alone_twice_a_second(tmp_path: Path) -> None:
+    clock = [100.0]
+    store = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
+    home = JobHome(store, "w1", 1000)
+    view = Rows()
+    rows = JobPublisher(cast(Registry, view), home, clock=lambda: clock[0])
+    home.changed = rows.mark
+    spec = SubmitBody.model_validate({"command": "true", "count": 4}).spec("app", 1000.0)
+    job = home.submit(HomeSubmit(spec=spec))
+    assert rows.flush() is None
+    assert view.docs[job.id]["state"] == "queued"
+
+    home.claim(job.id, HomeClaim(worker="w2", mode="take", count=3, ref="p1.0"))
+    clock[0] += 0.05
+    assert rows.flush() is None  # queued -> running: shown at once
+    assert view.docs[job.id]["state"] == "running"
+
+    home.release_many(HomeReleases(worker="w2", items=[
+        ReleaseItem(job=job.id, task=0, exit_code=0, attempt=1)]))
+    clock[0] += 0.05
+    puts = view.puts
+    assert rows.flush() == pytest.approx(publish.BUSY_INTERVAL - 0.05)  # counts alone: later
+    assert view.puts == puts
+    assert view.docs[job.id]["counts"]["succeeded"] == 0
+    clock[0] += publish.BUSY_INTERVAL
+    assert rows.flush() is None
+    assert view.docs[job.id]["counts"]["succeeded"] == 1
+
+    home.release_many(HomeReleases(worker="w2", items=[
+        ReleaseItem(job=job.id, task=i, exit_code=0, attempt=1) for i in (1, 2)]))
+    home.claim(job.id, HomeClaim(worker="w2", mode="take", count=1, ref="p1.1"))
+    home.release_many(HomeReleases(worker="w2", items=[
+        ReleaseItem(job=job.id, task=3, exit_code=0, attempt=1)]))
+    clock[0] += 0.05
+    assert rows.flush() is None  # running -> succeeded: shown at once, counts and all
+    assert (view.docs[job.id]["state"], view.docs[job.id]["counts"]["succeeded"]) == (
+        "succeeded", 4)
