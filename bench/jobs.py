@@ -3,8 +3,10 @@
 Three pools with the same slots (``--workers`` x ``--slots``) run the same command per
 job, a process each (bench/jobs_marks.py): bodega (a real ``bodega up``, tasks taken by
 late binding, each a machine), a plain Redis ``BLPOP`` pool and a reliable Redis
-``BLMOVE`` pool with a reaper (bench/jobs_redis.py). Every pool is up for the whole run,
-measured one at a time:
+``BLMOVE`` pool with a reaper (bench/jobs_redis.py); with ``--before-src DIR``, a fourth:
+bodega from another source tree (``git worktree add DIR <commit>``; ``DIR/src``), so a
+change is measured beside what it changed. Every pool is up for the whole run, measured
+one at a time:
 
 - dispatch latency at no load: one job at a time, from just before the submit to the
   program's first statement (``--runs``);
@@ -23,6 +25,7 @@ measured one at a time:
   one-task jobs; 409s per claim won, without and with the article's random wait.
 
     python -m bench.jobs [--workers 2 --slots 4 --jobs 2000 --rounds 3 ...] [--json out.json]
+    python -m bench.jobs --phases makespan --pools bodega,blmove --before-src DIR/src
 """
 
 from __future__ import annotations
@@ -191,7 +194,7 @@ async def measure(pools: dict[str, Pool], roots: dict[str, Path],
                                                     args.service)
             if "kill" in args.phases:
                 figures[name] |= await kill9(pool, roots[name], args.kill_seconds, args.lease)
-            if "claims" in args.phases and isinstance(pool, BodegaPool):
+            if "claims" in args.phases and isinstance(pool, BodegaPool) and name == "bodega":
                 figures[name] |= await claims(pool, args.claim_jobs, args.claimers)
         return figures
     finally:
@@ -200,6 +203,7 @@ async def measure(pools: dict[str, Pool], roots: dict[str, Path],
 
 
 PHASES = ("dispatch", "makespan", "queueing", "kill", "claims")
+ORDER = ("before", "bodega", "blmove", "blpop")  # the table's columns
 
 
 def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
@@ -215,31 +219,33 @@ def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
              ("rerun_s", "kill -9: until its jobs run again (s)"),
              ("claim_conflicts_per_claim_no_wait", "claim: 409s per claim, no wait"),
              ("claim_conflicts_per_claim_random_wait", "claim: 409s per claim, 0-50 ms wait")]
-    names = ["bodega", "blmove", "blpop"]
+    names = [n for n in ORDER if n in results or n != "before"]
     results = {n: results.get(n, {}) for n in names}
+    others = [n for n in names if n != "blmove"]
     lines = [f"{'':<40}" + "".join(f"{n:>10}" for n in names)
-             + f"{'bodega/blmove':>15}{'blpop/blmove':>14}"]
+             + "".join(f"{n + '/blmove':>15}" for n in others)]
     for key, label in rows:
-        values = [results[n].get(key) for n in names]
-        cells = "".join(f"{'-' if v is None else f'{v:.3g}':>10}" for v in values)
-        base = values[1]
-        ratios = "".join(
-            f"{'-' if v is None or not base else f'{v / base:.2f}x':>{w}}"
-            for v, w in ((values[0], 15), (values[2], 14)))
+        values = {n: results[n].get(key) for n in names}
+        cells = "".join(f"{'-' if v is None else f'{v:.3g}':>10}" for v in values.values())
+        base = values["blmove"]
+        ratios = "".join(f"{'-' if v is None or not base else f'{v / base:.2f}x':>15}"
+                         for v in (values[n] for n in others))
         lines.append(f"{label:<40}{cells}{ratios}")
     return "\n".join(lines)
 
 
 def rounds_table(results: dict[str, Figures], args: argparse.Namespace) -> str:
-    """bodega's makespan over the BLMOVE pool's, round by round."""
-    bodega, blmove = results.get("bodega", {}), results.get("blmove", {})
+    """Each bodega's makespan over the BLMOVE pool's, round by round."""
+    blmove = results.get("blmove", {})
     lines = []
-    for jobs in args.jobs:
-        ours = bodega.get(f"makespan_rounds_s_{jobs}")
-        theirs = blmove.get(f"makespan_rounds_s_{jobs}")
-        if ours and theirs:
-            ratios = " ".join(f"{a / b:.2f}x" for a, b in zip(ours, theirs, strict=True))
-            lines.append(f"makespan of {jobs:,} jobs, bodega/blmove round by round: {ratios}")
+    for name in ("before", "bodega"):
+        for jobs in args.jobs:
+            ours = results.get(name, {}).get(f"makespan_rounds_s_{jobs}")
+            theirs = blmove.get(f"makespan_rounds_s_{jobs}")
+            if ours and theirs:
+                ratios = " ".join(f"{a / b:.2f}x" for a, b in zip(ours, theirs, strict=True))
+                lines.append(f"makespan of {jobs:,} jobs, {name}/blmove round by round: "
+                             f"{ratios}")
     return "\n".join(lines)
 
 
@@ -255,12 +261,14 @@ def pool_dir(root: Path, name: str) -> Path:
 async def main(args: argparse.Namespace) -> Figures:
     root = Path(tempfile.mkdtemp(prefix="bodega-bench-jobs-"))
     try:
-        roots = {name: pool_dir(root, name) for name in args.pools}
+        names = (["before"] if args.before_src else []) + args.pools
+        roots = {name: pool_dir(root, name) for name in names}
         pools: dict[str, Pool] = {
-            name: BodegaPool(roots[name], args.workers, args.slots, args.lease)
-            if name == "bodega" else
+            name: BodegaPool(roots[name], args.workers, args.slots, args.lease, name=name,
+                             src=args.before_src if name == "before" else None)
+            if name in ("bodega", "before") else
             RedisPool(name, roots[name], free_port(), args.workers, args.slots, args.lease)
-            for name in args.pools}
+            for name in names}
         results = await measure(pools, roots, args)
         for name, found in results.items():
             print(f"{name}: {json.dumps(found)}", flush=True)
@@ -297,6 +305,9 @@ def parser() -> argparse.ArgumentParser:
                        default=["bodega", "blmove", "blpop"])
     parse.add_argument("--phases", type=lambda s: s.split(","), default=list(PHASES),
                        help=f"what to measure, of {','.join(PHASES)}")
+    parse.add_argument("--before-src", type=Path, metavar="DIR",
+                       help="also measure bodega from this source tree (another commit's "
+                            "src/, from git worktree), as the pool 'before'")
     parse.add_argument("--json", type=Path, help="also write the figures here")
     return parse
 

@@ -33,13 +33,15 @@ MACHINE_MB = 256
 
 
 class BodegaPool:
-    name = "bodega"
-
-    def __init__(self, root: Path, workers: int, slots: int, lease: float = TTL) -> None:
+    def __init__(self, root: Path, workers: int, slots: int, lease: float = TTL, *,
+                 name: str = "bodega", src: Path | None = None) -> None:
+        """``src``: run bodega from that source tree (another commit's ``src``, checked
+        out with ``git worktree``) instead of this one, to measure a change side by side."""
+        self.name, self.src = name, src
         self.root, self.workers, self.slots_each, self.lease = root, workers, slots, lease
         self.slots = workers * slots
         self.data = root / "cluster"
-        self.cpu = CpuAccount(f"bodega-bench-jobs-{os.getpid()}-bodega")
+        self.cpu = CpuAccount(f"bodega-bench-jobs-{os.getpid()}-{name}")
         self.process: asyncio.subprocess.Process | None = None
         self.http: httpx.AsyncClient | None = None
         self.output: list[str] = []
@@ -58,7 +60,8 @@ class BodegaPool:
                 "--token", TOKEN, "--registry-port", "0", "--log-level", "warning"]),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             stdin=asyncio.subprocess.DEVNULL,
-            env={**os.environ, "BODEGA_CONFIG": str(self.root / "config.toml")})
+            env={**os.environ, "BODEGA_CONFIG": str(self.root / "config.toml"),
+                 **({"PYTHONPATH": str(self.src)} if self.src is not None else {})})
         assert self.process.stdout is not None
         while True:
             line = await asyncio.wait_for(self.process.stdout.readline(), 180)
