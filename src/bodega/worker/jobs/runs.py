@@ -123,15 +123,16 @@ class JobRunner:
                     break
             count = min(want, placed + each * len(reservations))
             if count == 0:
-                if slots and slots.idle():
+                if self.slots is not None and self.slots.idle():
                     # The room is held by idle slots: of this job's shape (a task of a job
-                    # not seen yet may fit one), else one of them makes way at its create.
+                    # not seen yet may fit one), else they give way at its create (its
+                    # slot's, or its own machine's for a job whose tasks run in none).
                     count = 1
                 else:
                     return  # the head waits for room: arrival order is kept
             elif slots and not reservations and \
                     not take_now(count, slots.fill(key, probe.job_id), each):
-                return  # its slots are fed: the take waits until it brings enough
+                continue  # its slots are fed: its take waits until it brings enough
             self._taking.add(probe.job_id)
             self._spawn(self._take(probe, reservations, count))
             if count < probe.count:

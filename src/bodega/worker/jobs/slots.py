@@ -264,7 +264,13 @@ class SlotPool:
             self.ended(run, None, f"stopped before it started ({run.stop})", None)
         placed = [(slot, run) for slot, run in placed if not run.stop]
         now = self.store.jobs.clock()
-        self.store.running([(run, slot.machine_id or "") for slot, run in placed], now)
+        try:
+            self.store.running([(run, slot.machine_id or "") for slot, run in placed], now)
+        except Exception:  # a full disk: each is tried on its own, as a slot not yet up's
+            log.exception("recording %d run(s) in their slots failed", len(placed))
+            for slot, run in placed:
+                self._spawn(self.run(slot, run))
+            return
         self.renew_soon()
         for slot, run in placed:
             self._write(slot, replace(run, machine_id=slot.machine_id, state="running",
@@ -409,21 +415,28 @@ class SlotPool:
         the worker shows it as free."""
         return [slot.ask for slot in self.idle() if slot.ask is not None]
 
-    async def make_room(self, ask: Ask) -> bool:
+    async def make_room(self, ask: Ask, exclude_machine: str | None = None) -> bool:
         """Idle slots give way to a machine that needs their room: stopped, longest idle
-        first, each waited for until it holds no room, until ``ask`` fits or none is left
-        idle. True when one went. This is what lets a slot stay warm for ``LINGER`` seconds:
-        it never stands between a machine and its host."""
+        first, each waited for until it holds no room, until ``ask`` fits (beside what is
+        held but ``exclude_machine``'s own room) or none is left idle; none is stopped
+        when all of them would not be enough. True when one went. This is what lets a
+        slot stay warm for ``LINGER`` seconds: it never stands between a machine and its
+        host."""
+        ledger = self.machines.ledger
+        if not ledger.may_fit(ask, exclude_machine, freed=self.giving_way()):
+            return False
         went = False
-        for slot in sorted(self.idle(), key=lambda s: s.idle_since):
-            if self.machines.ledger.may_fit(ask):
+        while not ledger.may_fit(ask, exclude_machine):
+            idle = [s for s in self.idle() if s.ask is not None]  # as they are now: a
+            if not idle:  # take may have given one a task while the last one stopped
                 break
-            if slot.ask is None or slot.retiring:
-                continue
+            slot = min(idle, key=lambda s: s.idle_since)
             slot.retiring = True
             log.info("idle slot %s gives way to a machine that needs its room",
                      slot.machine_id)
             await self._stop(slot)
+            if not slot.retiring:  # its stop was refused: it is idle again, left alone
+                break
             await self._let_go_of_room(slot)
             went = True
         return went

@@ -12,8 +12,7 @@ queue: it is stopped and not reported). A stop sends the config's stop
 signal (SIGTERM by default here), then SIGKILL after the job's grace period.
 
 The output kept outlives the task's machine (auto-destroyed when it ends) for the job
-TTL (``--job-ttl``), as long as its home keeps the job: a job's kept output older than
-that goes, checked every ``PRUNE_EVERY``.
+TTL (``output.py``), checked every ``PRUNE_EVERY``.
 
 A machine stopped by anyone else (the worker's own shutdown) gives the task
 back: not a failure, it runs again elsewhere at once.
@@ -33,18 +32,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import shutil
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 from bodega.jobs.slots import SLOT_KEY
-from bodega.model.errors import BodegaError, NotFound
+from bodega.model.errors import BadRequest, BodegaError, NotFound
 from bodega.model.states import MachineState as S
 from bodega.runtime.waits import within
 from bodega.wire.jobs.calls import MAX_RELEASES, HomeReleases, HomeRenew, ReleaseItem, RenewItem
 from bodega.worker.core.records import MachineRow
+from bodega.worker.jobs.output import KeptOutput
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.run_store import RunRow, RunStore
 from bodega.worker.jobs.slots import SlotPool, stop_exit
@@ -86,28 +84,14 @@ def end_of(row: MachineRow, stopped_by_us: bool,
     return True, None, "its machine was stopped"
 
 
-def prune(logs_dir: Path, now: float, ttl: float) -> list[str]:
-    """Drop the kept output of jobs whose last output was kept here over ``ttl`` ago (a
-    job's directory is touched each time); the jobs dropped."""
-    dropped = []
-    with contextlib.suppress(FileNotFoundError):
-        for kept in logs_dir.iterdir():
-            with contextlib.suppress(FileNotFoundError):
-                if now - kept.stat().st_mtime > ttl:
-                    shutil.rmtree(kept, ignore_errors=True)
-                    dropped.append(kept.name)
-    return sorted(dropped)
-
-
 class RunWatch:
     def __init__(self, store: RunStore, machines: MachineService, peers: JobPeers,
                  logs_dir: Path, machine_dir: Any, logs_ttl: float = 24 * 3600.0) -> None:
         self.store = store
-        self.logs_ttl = logs_ttl
+        self.output = KeptOutput(logs_dir, logs_ttl)
         self._next_prune = 0.0
         self.machines = machines
         self.peers = peers
-        self.logs_dir = logs_dir
         self.machine_dir = machine_dir  # machine id -> its directory
         self.by_machine = {run.machine_id: run.seq for run in store.runs()
                            if run.machine_id and run.state == "running"}
@@ -163,43 +147,22 @@ class RunWatch:
         if ended is not None and self._live:
             self.report(ended)
 
-    def kept_log(self, job_id: str, task: int) -> Path:
-        """Where a task's output is kept once it ended (its last attempt's on this worker)."""
-        return self.logs_dir / job_id / f"{task}.log"
-
     def ended_in_slot(self, run: RunRow, code: int | None, why: str,
                       output: Path | None) -> None:
         """A run in a slot ended: its output (a file of its own there) is kept, then the
         end recorded."""
         if output is not None:
-            target = self.kept_log(run.job_id, run.index)
-            try:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(output, target)
-                os.utime(target.parent)
-            except FileNotFoundError:
-                pass  # it never ran
-            except OSError as exc:
-                log.warning("job %s task %d: its output was not kept: %s", run.job_id,
-                            run.index, exc)
+            self.output.keep_file(run.job_id, run.index, output)
         self.ended(run, code, why)
 
     def keep_logs(self, run: RunRow, machine_id: str) -> None:
         """The machine's output, copied before its teardown removes it."""
-        logs = Path(self.machine_dir(machine_id)) / "logs"
-        target = self.kept_log(run.job_id, run.index)
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with target.open("wb") as out:
-                for part in ("machine.log.1", "machine.log"):
-                    with contextlib.suppress(FileNotFoundError), (logs / part).open("rb") as f:
-                        shutil.copyfileobj(f, out)
-            os.utime(target.parent)  # the job's output was kept now: its TTL starts again
-        except OSError as exc:
-            log.warning("job %s task %d: its output was not kept: %s", run.job_id,
-                        run.index, exc)
+        self.output.keep_machine_log(run.job_id, run.index,
+                                     Path(self.machine_dir(machine_id)) / "logs")
 
     def logs(self, job_id: str, task: int) -> bytes:
+        """What the task printed: as it runs, from its slot's or machine's file; once it
+        ended, what was kept."""
         run = self.store.latest(job_id, task)
         in_slot = self.slots.output(run) if self.slots and run and run.state == "running" \
             else None
@@ -210,18 +173,7 @@ class RunWatch:
             live = Path(self.machine_dir(run.machine_id)) / "logs" / "machine.log"
             with contextlib.suppress(OSError):
                 return live.read_bytes()
-        kept = self.kept_log(job_id, task)
-        try:
-            return kept.read_bytes()
-        except FileNotFoundError:
-            raise NotFound(f"no output of job {job_id} task {task} on this worker") from None
-
-    def prune_logs(self, now: float) -> list[str]:
-        dropped = prune(self.logs_dir, now, self.logs_ttl)
-        if dropped:
-            log.info("dropped the kept output of %d job(s) past the job TTL (%.0fs)",
-                     len(dropped), self.logs_ttl)
-        return dropped
+        return self.output.read(job_id, task)
 
     # -- reporting, renewing --------------------------------------------------------------------
     def report(self, run: RunRow) -> None:
@@ -284,7 +236,16 @@ class RunWatch:
                         machine_id=r.machine_id)
             for r in told])
         try:
-            answer = await self.peers.client(home).release_tasks(body)
+            try:
+                answer = await self.peers.client(home).release_tasks(body)
+            except BadRequest:
+                if not any(item.machine_id for item in body.items):
+                    raise
+                # A home of an earlier version refuses an end that names its machine:
+                # told again without (a cluster is upgraded one daemon at a time).
+                body = body.model_copy(update={"items": [
+                    item.model_copy(update={"machine_id": None}) for item in body.items]})
+                answer = await self.peers.client(home).release_tasks(body)
         except BodegaError as exc:
             log.info("%d end(s) not reported to %s yet: %s", len(told), home, exc.message)
             return []
@@ -300,40 +261,48 @@ class RunWatch:
 
     async def run(self) -> None:
         self._live = True
+        wait = TICK
         while True:
             with contextlib.suppress(TimeoutError):
-                await within(self.renew_soon.wait(), TICK)
+                await within(self.renew_soon.wait(), wait)
             if self.renew_soon.is_set():
                 # Runs that start together are announced together; one that ends within
-                # the window is told by its end (which names its machine) instead.
+                # the window is told by its end (which names its machine) instead. A start
+                # meanwhile sets it again: its run is looked at on the next turn.
+                self.renew_soon.clear()
                 await asyncio.sleep(ANNOUNCE_AFTER)
-            self.renew_soon.clear()
             try:
-                await self.tick()
+                wait = min(TICK, max(0.01, await self.tick()))
             except Exception:
                 log.exception("job run upkeep failed")
+                wait = TICK
 
-    async def tick(self) -> None:
+    async def tick(self) -> float:
         """Report what ended; renew the leases due (a third of the lease, at most
         ``MAX_RENEW_EVERY``), and announce the runs that have run ``ANNOUNCE_AFTER`` with no
         renewal yet: the home learns where they run (one that ends sooner names its machine
-        in its end)."""
+        in its end). Returns how long until the next run not yet announced is due."""
         now = self.store.jobs.clock()
         if now >= self._next_prune:
             self._next_prune = now + PRUNE_EVERY
-            self.prune_logs(now)
+            self.output.prune(now)
         due: dict[str, list[RunRow]] = {}
+        announce_in = TICK
         for run in self.store.runs():
             if run.state == "ended":
                 self.report(run)
                 continue
             renewed = self._renewed.get(run.seq)
             if renewed is None:  # announced once it has run a while: a short one never is
-                if now - run.updated_at >= ANNOUNCE_AFTER:
+                age = now - run.updated_at
+                if age >= ANNOUNCE_AFTER:
                     due.setdefault(run.home, []).append(run)
+                else:
+                    announce_in = min(announce_in, ANNOUNCE_AFTER - age)
             elif now - renewed >= min(run.lease_seconds / 3, MAX_RENEW_EVERY):
                 due.setdefault(run.home, []).append(run)
         await asyncio.gather(*(self._renew(home, runs) for home, runs in due.items()))
+        return announce_in
 
     async def _renew(self, home: str, runs: list[RunRow]) -> None:
         body = HomeRenew(worker=self.peers.name, tasks=[

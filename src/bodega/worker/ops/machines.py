@@ -133,12 +133,11 @@ class MachineService:
         # The spawn does not wait for the start's fsync; the answer does.
         try:
             await self.lifecycle.run(machine_id, body, drive_before_sync=True)
-        except CapacityRejected:
-            if not asks:
+        except CapacityRejected as refused:
+            # Room held by what gives way (idle warm slots) is made for it, then once more.
+            if not asks or not await self.ledger.made_room(refused, asks[-1], machine_id):
                 raise
-            # Room held by what gives way (idle warm slots) is made for it.
-            await self.ledger.making_room(asks[-1], lambda: self.lifecycle.run(
-                machine_id, body, drive_before_sync=True))
+            await self.lifecycle.run(machine_id, body, drive_before_sync=True)
         return Started(previous_state=previous[0], migrated=False, new_host="")
 
     async def stop(
@@ -186,7 +185,8 @@ class MachineService:
             return decision
 
         await self.ledger.making_room(Ask.for_config(config),
-                                      lambda: self.lifecycle.run(machine_id, body))
+                                      lambda: self.lifecycle.run(machine_id, body),
+                                      exclude_machine=machine_id)
         return self.get(machine_id)
 
     # -- destroy --------------------------------------------------------------------

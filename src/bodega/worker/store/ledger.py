@@ -69,7 +69,7 @@ def usage(conn: sqlite3.Connection, now: float, exclude_machine: str | None = No
                  gpus=gpus)
 
 
-async def _no_room(_ask: Ask) -> bool:
+async def _no_room(_ask: Ask, _exclude_machine: str | None) -> bool:
     return False
 
 
@@ -83,17 +83,26 @@ class Ledger:
         # Room held by machines that give way to any machine that needs it (idle warm
         # slots): shown as free, and made free by ``make_room`` when an ask does not fit.
         self.giving_way: Callable[[], list[Ask]] = list
-        self.make_room: Callable[[Ask], Awaitable[bool]] = _no_room
+        # (ask, the machine whose own room counts for it: an update) -> whether room went
+        self.make_room: Callable[[Ask, str | None], Awaitable[bool]] = _no_room
 
-    async def making_room(self, ask: Ask, attempt: Callable[[], Awaitable[T]]) -> T:
+    async def making_room(self, ask: Ask, attempt: Callable[[], Awaitable[T]],
+                          exclude_machine: str | None = None) -> T:
         """``attempt`` (a reserve, create, start or update that checks room for ``ask``);
         refused for room, it is tried once more after what gives way has made room."""
         try:
             return await attempt()
-        except CapacityRejected as exc:
-            if exc.status != CapacityRejected.status or not await self.make_room(ask):
+        except Conflict as exc:
+            if not await self.made_room(exc, ask, exclude_machine):
                 raise
         return await attempt()
+
+    async def made_room(self, refused: Conflict, ask: Ask,
+                        exclude_machine: str | None = None) -> bool:
+        """For a call ``refused`` for room (an update's refusal is a plain Conflict of the
+        same status): whether what gives way made room, so that it is worth a second try."""
+        return refused.status == CapacityRejected.status and \
+            await self.make_room(ask, exclude_machine)
 
     @property
     def cordoned(self) -> bool:
@@ -126,13 +135,18 @@ class Ledger:
                 details={"free": self.free(used).doc(), "asked": ask.to_wire()},
             )
 
-    def may_fit(self, ask: Ask) -> bool:
-        """Whether ``ask`` fits now, read without a transaction: a hint that spares a caller
-        that tries often (a worker's probe queue, at every wake) a reserve that is sure to
-        be refused. Only ``reserve`` decides."""
+    def may_fit(self, ask: Ask, exclude_machine: str | None = None,
+                freed: list[Ask] | None = None) -> bool:
+        """Whether ``ask`` fits now (beside what is held but ``exclude_machine``'s own room,
+        and with ``freed`` given back), read without a transaction: a hint that spares a
+        caller that tries often (a worker's probe queue, at every wake) a reserve sure to
+        be refused, or idle slots stopped for nothing. Only ``reserve`` decides."""
         if self.cordoned:
             return False
-        return not shortfalls(self.totals, usage(self.store.db, self.store.clock()), ask)
+        used = usage(self.store.db, self.store.clock(), exclude_machine)
+        for gone in freed or []:
+            used = used.minus(self.totals, gone)
+        return not shortfalls(self.totals, used, ask)
 
     def reserve(self, ask: Ask, app: str, ttl: float) -> ReservationRow:
         """Atomically check room and record a claim that expires after ``ttl`` seconds."""

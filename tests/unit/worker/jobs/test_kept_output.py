@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bodega.worker.jobs.watch import prune
+from bodega.worker.jobs.output import prune
 
 
 def kept(logs: Path, job: str, at: float) -> Path:
