@@ -86,8 +86,9 @@ class Up:
             self.lines.append(raw.decode(errors="replace").rstrip("\n"))
 
     async def until_up(self, timeout: float = 180.0) -> None:
+        """Until the whole banner is read: its first line comes before the rest."""
         deadline = asyncio.get_running_loop().time() + timeout
-        while not any("bodega is up" in line for line in self.lines):
+        while not any(line.startswith("Press Ctrl-C to stop.") for line in self.lines):
             assert self._reader is not None
             if self._reader.done() or asyncio.get_running_loop().time() > deadline:
                 raise AssertionError("bodega up did not come up:\n" + "\n".join(self.lines))

@@ -16,7 +16,7 @@ import pytest
 from bodega.cli.up import _run
 from bodega.cluster.cluster_keys import ensure_ca
 from bodega.cluster.components import Component, components_for
-from bodega.cluster.config import AGENT_NAME, ClusterConfig
+from bodega.cluster.config import ClusterConfig
 from bodega.cluster.ports import free_udp_ports
 from bodega.cluster.supervisor import LocalCluster
 from bodega.registry.membership import keyfile
@@ -24,9 +24,12 @@ from tests.cluster.up_kit import free_port
 
 
 def cluster_config(data_dir: Path) -> ClusterConfig:
-    names = [AGENT_NAME, "ams-1", "broker", "proxy"]  # every component that gossips
+    # No registry agent: the broker keeps a replica of its own, so a broker that joins through
+    # a dead port truly never meets the worker. With an agent, the broker's own row reaches
+    # the host's view, where the worker's side can find the broker and gossip with it after all.
+    names = ["ams-1", "broker", "proxy"]  # every component that gossips
     keyfile.ensure(data_dir / "gossip-keyring")  # what `bodega up` makes before `_run`
-    return ClusterConfig(
+    return ClusterConfig(registry_agent=False,
         data_dir=data_dir, token="readiness-token", regions=("ams",),
         workers_per_region=1, worker_cpus=1, worker_memory_mb=512, api_port=free_port(),
         proxy_port=free_port(), driver="null", log_level="warning",
