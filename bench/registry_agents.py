@@ -13,10 +13,12 @@ simulated), so the CPU is priced here, in the same run, on a real SQLite
 file: 20,000 rows from as many writers as the fleet has, applied by the real
 ``Replica.apply`` one row per transaction (as gossip brings them) and in
 batches of the simulated replies' mean size (as sync brings them), then once
-more after they are held (what a copy that came both ways costs); and a
-pull with nothing to fetch, both ends (its part that grows with the number
-of writers: every writer's versions in the request, under writes every
-bucket differs). Each cost times the simulated rate is a host's CPU.
+more after they are held (what a copy that came by sync again costs); a
+gossip packet received, one row in it (opened, decoded, its version looked
+up: a copy held already goes no further, ``rowgossip.py``); and a pull with
+nothing to fetch, both ends (its part that grows with the number of
+writers: every writer's versions in the request, under writes every bucket
+differs). Each cost times the simulated rate is a host's CPU.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from bodega.registry.membership.envelope import SealedEnvelope
+from bodega.registry.membership.messages import Direct, Message, decode, encode
+from bodega.registry.membership.simnet import SIM_KEYRING
 from bodega.registry.replication.agentsim import (
     AgentLoad,
     AgentLoadReport,
@@ -41,10 +46,12 @@ from bodega.registry.replication.agentsim import (
 from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.rows import Row
 from bodega.registry.replication.rowwire import (
+    decode_item,
     decode_reply,
     decode_request,
     reply_json,
     request_json,
+    row_item,
 )
 from bodega.registry.replication.view import View
 
@@ -62,6 +69,7 @@ class ApplyCosts:
     held_batch: float
     pull: float  # a pull that fetches nothing, both ends, JSON included
     batch: int
+    receive: float  # a sealed gossip packet with one row, opened and looked up
 
 
 def fleet_rows(hosts: int, writers_per_host: int, count: int, seed: int) -> tuple[
@@ -117,16 +125,39 @@ def price(rows: list[Row], floors: dict[str, int], batch: int, root: Path) -> Ap
             puller.apply_reply(decode_reply(json.loads(json.dumps(reply_json(reply)))))
 
     cost = cpu_per(pull, pulls)
+    receive = receiving(rows[:2000], floors, replica)
     replica.view.close()
     puller.view.close()
-    return ApplyCosts(new_one, new_batch, held_one, held_batch, cost, batch)
+    return ApplyCosts(new_one, new_batch, held_one, held_batch, cost, batch, receive)
+
+
+def receiving(rows: list[Row], floors: dict[str, int], replica: Replica) -> float:
+    """CPU per gossip packet that carries a row: opened (sealed with the cluster key),
+    decoded, and the row's version looked up in ``replica``, which holds it."""
+    sender = SealedEnvelope(SIM_KEYRING, "h00000", first_seq=1, salts=lambda n: b"\1" * n)
+    receiver = SealedEnvelope(SIM_KEYRING, "h00001", first_seq=1, salts=lambda n: b"\2" * n)
+    packets = [sender.seal(encode(Message("h00000", Direct(row_item(r, floors[r.owner])))), 1)
+               for r in rows]
+
+    def go() -> None:
+        for packet in packets:
+            opened = receiver.open(packet)
+            message = decode(opened.payload)
+            receiver.accept(opened, message.sender)
+            assert isinstance(message.body, Direct)
+            row = decode_item(message.body.item)
+            assert isinstance(row, Row)
+            assert row.version in replica.known_of(row.owner)
+
+    return cpu_per(go, len(packets))
 
 
 def agents_main(load: AgentLoad) -> None:
     print(f"{load.hosts:,} hosts, one registry agent each; {load.creates_per_second:,.0f} "
           f"creates/s across the fleet from {load.writers_per_host} writer(s) per host; "
           f"gossip every {load.swim.gossip_interval:g} s to {load.swim.gossip_nodes}, "
-          f"{load.eager_peers} eager pushes, sync every {load.sync_interval:g} s; "
+          f"{load.eager_peers} eager pushes{', pushed on' if load.push_on else ''}, sync "
+          f"every {load.sync_interval:g} s; "
           f"seed {load.seed}")
     wall = time.monotonic()
     report = run(load)
@@ -159,12 +190,15 @@ def show(r: AgentLoadReport, c: ApplyCosts) -> None:
           f"(JSON bodies, requests and replies)")
     print(f"apply cost (Replica.apply, SQLite file, {PRICED_ROWS:,} rows): new row "
           f"{c.new_one * 1e6:.0f} us alone, {c.new_batch * 1e6:.0f} us in batches of {c.batch}; "
-          f"held row {c.held_one * 1e6:.0f} / {c.held_batch * 1e6:.0f} us; a pull's fixed part "
-          f"{c.pull * 1000:.2f} ms (both ends)")
+          f"held row {c.held_one * 1e6:.0f} / {c.held_batch * 1e6:.0f} us; a gossip packet "
+          f"received {c.receive * 1e6:.0f} us; a pull's fixed part {c.pull * 1000:.2f} ms "
+          f"(both ends)")
+    # A copy heard on gossip of a row held already is looked up and dropped (rowgossip.py).
     apply = ((r.gossip_applied + r.local_applied) * c.new_one + r.sync_applied * c.new_batch
-             + (r.gossip_heard - r.gossip_applied) * c.held_one
              + (r.sync_received - r.sync_applied) * c.held_batch)
+    receive = r.gossip_heard * c.receive
     pulls = r.pulls * c.pull  # each host makes as many pulls as it serves, on average
     print(f"CPU per host per s         applying rows {apply * 1000:.0f} ms "
-          f"({apply * 100:.1f} % of a core); pulls' fixed part {pulls * 1000:.0f} ms "
+          f"({apply * 100:.1f} % of a core); receiving gossip {receive * 1000:.0f} ms "
+          f"({receive * 100:.1f} %); pulls' fixed part {pulls * 1000:.0f} ms "
           f"({pulls * 100:.1f} %)")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bodega.registry.replication.agentsim import machine_doc
+from bodega.registry.replication.peers import SYNC_INTERVAL
 from bodega.registry.replication.replica import DEFAULT_MAX_ROWS, Replica
 from bodega.registry.replication.rows import Row
 from bodega.registry.replication.rowwire import (
@@ -34,7 +35,7 @@ from bodega.registry.replication.view import View
 
 EPOCH = 1_700_000_000.0
 APPS_PER_WORKER = 10
-PULL_STEP = 0.25  # the pacer's step while behind (sync_interval / 4)
+PULL_STEP = SYNC_INTERVAL / 4  # the pacer's step while behind
 
 
 def worker_doc(name: str, machines: int) -> dict[str, Any]:

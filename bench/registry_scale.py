@@ -38,6 +38,7 @@ from bodega.registry.membership.members import EventKind
 from bodega.registry.membership.simnet import Observation
 from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
 from bodega.registry.replication.agentsim import AgentLoad
+from bodega.registry.replication.peers import EAGER_PEERS, SYNC_INTERVAL
 from bodega.registry.replication.replsim import ReplicaNet
 from bodega.registry.replication.rows import Change
 
@@ -248,6 +249,9 @@ def main() -> None:
     defaults = AgentLoad()
     parser.add_argument("--eager-peers", type=int, default=defaults.eager_peers)
     parser.add_argument("--sync-interval", type=float, default=defaults.sync_interval)
+    parser.add_argument("--no-push-on", dest="push_on", action="store_false",
+                        help="agents push only the rows written on their host, not every row "
+                             "new to them (the spread before pushing on, to compare)")
     parser.add_argument("--gossip-nodes", type=int, default=LAN.gossip_nodes)
     parser.add_argument("--gossip-interval", type=float, default=LAN.gossip_interval)
     args = parser.parse_args()
@@ -261,11 +265,13 @@ def main() -> None:
             hosts=args.hosts, creates_per_second=args.creates,
             writers_per_host=args.writers_per_host, warmup=args.warmup, measure=args.measure,
             seed=args.seed, eager_peers=args.eager_peers, sync_interval=args.sync_interval,
+            push_on=args.push_on,
             swim=replace(LAN, gossip_nodes=args.gossip_nodes,
                          gossip_interval=args.gossip_interval)))
         return
     print(f"memberlist LAN defaults: probe {LAN.probe_interval:g} s, gossip every "
-          f"{LAN.gossip_interval:g} s to {LAN.gossip_nodes}; sync every 1 s")
+          f"{LAN.gossip_interval:g} s to {LAN.gossip_nodes}; sync every {SYNC_INTERVAL:g} s; "
+          f"{EAGER_PEERS} eager pushes")
     for n in (int(s) for s in args.sizes.split(",")):
         run_size(n, args.seed, args.writers, args.changes, args.loss_seconds)
 

@@ -40,6 +40,7 @@ from bodega.registry.member_surface import MemberSurface
 from bodega.registry.membership.config import MembershipConfig, SwimConfig
 from bodega.registry.membership.envelope import Envelope
 from bodega.registry.membership.keyring import Keyring
+from bodega.registry.membership.members import Role
 from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.registry.membership.udp import Membership
 from bodega.registry.replication.antientropy import AntiEntropy
@@ -48,6 +49,7 @@ from bodega.registry.replication.exchange import SyncReply, SyncRequest
 from bodega.registry.replication.httpapi import RegistryHttp
 from bodega.registry.replication.known import Known
 from bodega.registry.replication.metrics import ReplicationMetrics
+from bodega.registry.replication.peers import AGENT_SYNC_INTERVAL, EAGER_PEERS, SYNC_INTERVAL
 from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.rowgossip import RowGossip
 from bodega.registry.replication.rows import Change, Document
@@ -78,13 +80,25 @@ class RegistryConfig:
     seeds: tuple[str, ...] = ()  # gossip "host:port" to join through
     meta: dict[str, str] = field(default_factory=dict)  # {"url": daemon's HTTP API}
     swim: SwimConfig = field(default_factory=SwimConfig)
-    sync_interval: float = 1.0
+    sync_interval: float | None = None  # None: the role's (an agent pulls more often)
     tombstone_ttl: float = 3600.0
     sync_peers: int = 1  # pulls per round; two while versions are missing
-    eager_peers: int = 3  # members a local change is pushed to at once, besides gossip
+    eager_peers: int = EAGER_PEERS
     max_sync_rows: int = 2000  # rows per sync reply
     subscription_capacity: int = 10_000  # changes a subscriber may fall behind before cut off
     sync_timeout: float = 5.0
+
+    @property
+    def is_agent(self) -> bool:
+        """A host's agent pushes rows new to it on, and pulls more often: it is the host's
+        one replica (rowgossip.py, peers.py)."""
+        return self.role == Role.AGENT
+
+    @property
+    def pull_interval(self) -> float:
+        if self.sync_interval is not None:
+            return self.sync_interval
+        return AGENT_SYNC_INTERVAL if self.is_agent else SYNC_INTERVAL
 
     @property
     def view_path(self) -> Path:
@@ -127,9 +141,10 @@ class RegistryNode(MemberSurface):
         self._started = self._stopped = False
         self._gossip = RowGossip(config.name, self.replica, self.membership, self.metrics,
                                  eager_peers=config.eager_peers, rng=self._rng,
-                                 on_changes=self._changed, stopped=self._is_stopped)
+                                 on_changes=self._changed, stopped=self._is_stopped,
+                                 push_on=config.is_agent)
         self._sync = AntiEntropy(self.replica, self.membership, self.metrics,
-                                 interval=config.sync_interval, peers=config.sync_peers,
+                                 interval=config.pull_interval, peers=config.sync_peers,
                                  rng=self._rng, on_changes=self._changed, stopped=self._is_stopped)
         self._tasks: list[asyncio.Task[None]] = []
         self._remove_listener: Callable[[], None] = lambda: None

@@ -41,3 +41,16 @@ def test_every_host_applies_every_create_of_the_fleet_once() -> None:
     assert all(math.isfinite(t) for t in report.reach_all)
     assert report.local_applied > 0
     assert report.gossip_applied + report.sync_applied > 0
+
+
+def test_a_row_new_to_a_host_is_pushed_on_so_creates_spread_without_pulls() -> None:
+    """Gossip carries a row or two per packet: under a steady stream of creates, most rows
+    reached most hosts only by the next pull. A host that takes a row new to it pushes it on
+    to a few hosts more, once, so with pulls switched off nearly every host still gets it."""
+    load = AgentLoad(hosts=40, creates_per_second=100.0, warmup=0.5, measure=1.0, idle=1.0,
+                     drain=2.0, seed=3, sync_interval=1e9)
+    report = run(load)
+    assert report.creates > 100
+    assert report.sync_applied == 0
+    held = sum(report.per_host_applied.values()) / (load.hosts * report.creates)
+    assert held > 0.95, held

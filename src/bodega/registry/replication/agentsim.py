@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 from bodega.registry.membership.config import SwimConfig
 from bodega.registry.replication.hlc import HybridClock
+from bodega.registry.replication.peers import AGENT_SYNC_INTERVAL, EAGER_PEERS
 from bodega.registry.replication.replsim import ReplicaNet
 from bodega.registry.replication.rows import Change, Row
 from bodega.registry.replication.writes import fresh_base
@@ -51,9 +52,10 @@ class AgentLoad:
     idle: float = 2.0  # seconds the warm cluster runs before the load (first pulls)
     seed: int = 1
     swim: SwimConfig = field(default_factory=SwimConfig)
-    sync_interval: float = 1.0
+    sync_interval: float = AGENT_SYNC_INTERVAL
     sync_peers: int = 1
-    eager_peers: int = 3
+    eager_peers: int = EAGER_PEERS
+    push_on: bool = True  # an agent pushes a row new to it on (rowgossip.py)
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ class _Tally:
 def warm(load: AgentLoad) -> tuple[ReplicaNet, list[str]]:
     """Every host already knows every other (``Swim.restore``): no N² join first."""
     net = ReplicaNet(load.seed, config=load.swim, sync_interval=load.sync_interval,
-                     sync_peers=load.sync_peers, eager_peers=load.eager_peers)
+                     sync_peers=load.sync_peers, eager_peers=load.eager_peers, push_on=load.push_on)
     net.net.keep_observations = False
     hosts = [host_name(i) for i in range(load.hosts)]
     for host in hosts:

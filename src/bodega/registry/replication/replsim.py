@@ -5,7 +5,9 @@ SQLite view: the same core the daemons run, with the shell's three jobs
 done here instead of by ``node.py`` (``rowgossip.py``, ``antientropy.py``):
 
 - a local write is broadcast on gossip and pushed to a few members at once;
-- items a node receives are decoded and applied (direct ones re-gossiped);
+- items a node receives are decoded and applied (direct ones re-gossiped); with
+  ``push_on`` (nodes that are hosts' agents) a row that was news is pushed on to
+  a few members more, once;
 - a host's agent (``relay``) applies a row a process on its host wrote, whose
   origin is that process, and gossips it as news of its own;
 - every ``SyncPacer.step`` a node may pull: digests first, then versions
@@ -34,7 +36,13 @@ from bodega.registry.membership.messages import DecodeError, Item
 from bodega.registry.membership.outputs import Delivered, ItemTooLarge, UnknownMember
 from bodega.registry.membership.simnet import SimNet
 from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
-from bodega.registry.replication.peers import GapWatch, SyncPacer, choose_alive
+from bodega.registry.replication.peers import (
+    EAGER_PEERS,
+    SYNC_INTERVAL,
+    GapWatch,
+    SyncPacer,
+    choose_alive,
+)
 from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.rows import Change, Row
 from bodega.registry.replication.rowwire import (
@@ -72,7 +80,8 @@ class ReplStats:
 
 class ReplicaNet:
     def __init__(self, seed: int, *, config: SwimConfig | None = None, loss: float = 0.0,
-                 sync_interval: float = 1.0, sync_peers: int = 1, eager_peers: int = 3,
+                 sync_interval: float = SYNC_INTERVAL, sync_peers: int = 1,
+                 eager_peers: int = EAGER_PEERS, push_on: bool = False,
                  tombstone_ttl: float = 3600.0, wire: bool = True) -> None:
         self.net = SimNet(seed, config=config, loss=loss, wire=wire)
         self.net.keep_deliveries = False
@@ -82,6 +91,7 @@ class ReplicaNet:
         self.sync_interval = sync_interval
         self.sync_peers = sync_peers
         self.eager_peers = eager_peers
+        self.push_on = push_on  # nodes are hosts' agents: rows new here go on (rowgossip.py)
         self.tombstone_ttl = tombstone_ttl
         self._rng = random.Random(seed ^ 0x5EED)
         self._process: dict[str, int] = {}
@@ -157,8 +167,11 @@ class ReplicaNet:
 
     def _news(self, name: str, item: Item) -> None:
         """On gossip, and pushed at once to a few members (``rowgossip.py``)."""
+        self.net.nodes[name].swim.broadcast(item)
+        self._push(name, item)
+
+    def _push(self, name: str, item: Item) -> None:
         node = self.net.nodes[name]
-        node.swim.broadcast(item)
         peers = [m.name for m in node.swim.members() if m.name != name and m.status.live]
         for peer in self._rng.sample(peers, min(self.eager_peers, len(peers))):
             with contextlib.suppress(UnknownMember, ItemTooLarge):
@@ -178,15 +191,20 @@ class ReplicaNet:
             replica.apply([], floors={decoded[0]: floor})
             replica.notice(*decoded)
             return
-        fresh = decoded.version not in replica.known_of(decoded.owner)
-        changes = replica.apply([decoded], floors={decoded.owner: floor})
+        known = replica.known_of(decoded.owner)
+        fresh = decoded.version not in known
         self.stats.rows_heard += 1
+        if not fresh and (not floor or known.covers(1, floor)):
+            return  # seen already: not applied again (rowgossip.py)
+        changes = replica.apply([decoded] if fresh else [], floors={decoded.owner: floor})
         self.stats.applied_gossip += len(changes)
         if self.on_applied is not None and changes:
             self.on_applied(name, changes)
         self._spread(name, changes)
         if delivered.direct and fresh:
             self.net.nodes[name].swim.broadcast(delivered.item)
+        if self.push_on and fresh and decoded.version in replica.known_of(decoded.owner):
+            self._push(name, delivered.item)  # news here: on to a few members more, once
 
     # ── anti-entropy ─────────────────────────────────────────────────────────
 

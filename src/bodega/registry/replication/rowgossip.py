@@ -2,10 +2,15 @@
 
 A local change becomes an item (``rowwire.row_item``: the row, compressed,
 or a notice that it exists) that membership broadcasts, and is pushed at
-once to a few random members, which join the epidemic a round earlier. An
-item heard is decoded and queued; everything heard in one loop turn is
-applied in one transaction. A pushed item that was news here is gossiped on
-under its own key, so the cluster-wide seen-set still drops duplicates.
+once to a few random members. An item heard is decoded and queued;
+everything heard in one loop turn is applied in one transaction. A pushed
+item that was news is gossiped on under its own key, so the cluster-wide
+seen-set still drops duplicates. A host's agent also pushes a row that was
+news to it on to as many members again, once (infect and die, as Corrosion's
+broadcasts go: gossip alone carries a row or two per packet, so under a
+steady stream of writes most rows waited for the next pull). Each agent
+pushes a row at most once: a row costs each host about ``eager_peers``
+packets.
 """
 
 from __future__ import annotations
@@ -15,10 +20,11 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable
+from typing import Protocol
 
+from bodega.registry.membership.members import MemberView
 from bodega.registry.membership.messages import DecodeError, Item
 from bodega.registry.membership.outputs import Delivered, Event, ItemTooLarge, UnknownMember
-from bodega.registry.membership.udp import Membership
 from bodega.registry.replication.metrics import ReplicationMetrics
 from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.rows import Change, Row
@@ -30,15 +36,29 @@ Applied = Callable[[list[Change], str], None]  # (changes, source: "gossip")
 Heard = tuple[Row | tuple[str, int], Item, bool]  # (row or notice, the item, pushed to us)
 
 
+class Spreader(Protocol):
+    """What rows go out through: membership (``membership.udp.Membership``)."""
+
+    def alive(self) -> list[MemberView]: ...
+
+    def broadcast(self, item: Item) -> None: ...
+
+    def send_direct(self, name: str, item: Item) -> None: ...
+
+
 class RowGossip:
-    def __init__(self, name: str, replica: Replica, membership: Membership,
+    def __init__(self, name: str, replica: Replica, membership: Spreader,
                  metrics: ReplicationMetrics, *, eager_peers: int, rng: random.Random,
-                 on_changes: Applied, stopped: Callable[[], bool]) -> None:
+                 on_changes: Applied, stopped: Callable[[], bool], push_on: bool = True) -> None:
+        """``push_on``: rows new here go on to ``eager_peers`` members (a host's agent; a
+        daemon keeping a replica of its own on a host of many does not, or each row would
+        cost that host ``eager_peers`` packets per process)."""
         self.name = name
         self.replica = replica
         self.membership = membership
         self.metrics = metrics
         self.eager_peers = eager_peers
+        self.push_on = push_on
         self._rng = rng
         self._on_changes = on_changes
         self._stopped = stopped  # the node is stopping: what is heard now is dropped
@@ -89,28 +109,41 @@ class RowGossip:
         except Exception:  # a replica error must not take the gossip listener down
             log.exception("applying %d gossiped items failed", len(inbox))
             return
-        for item in fresh:
-            # A pushed item is not re-gossiped by membership; join its epidemic
-            # under the same key, so the cluster-wide seen-set still de-duplicates.
-            with contextlib.suppress(ItemTooLarge):
-                self.membership.broadcast(item)
+        for decoded, item, direct in fresh:
+            if direct:
+                # A pushed item is not re-gossiped by membership; join its epidemic
+                # under the same key, so the cluster-wide seen-set still de-duplicates.
+                with contextlib.suppress(ItemTooLarge):
+                    self.membership.broadcast(item)
+            # News here, and taken (a refused row is never known, so it is not sent on,
+            # or every member would push it again each time it heard it): on to a few
+            # members more, once.
+            if self.push_on and isinstance(decoded, Row) and \
+                    decoded.version in self.replica.known_of(decoded.owner):
+                self._push(item)
 
-    def _apply_heard(self, inbox: list[Heard]) -> list[Item]:
-        """Apply rows and notices; the pushed items that were news here."""
+    def _apply_heard(self, inbox: list[Heard]) -> list[Heard]:
+        """Apply rows and notices; what was news here: each row once (pushed on), and
+        the notices that came pushed (gossiped on)."""
         rows: list[Row] = []
-        fresh: list[Item] = []
+        fresh: dict[tuple[str, int], Heard] = {}
         floors: dict[str, int] = {}
         for decoded, item, direct in inbox:
             owner = decoded.owner if isinstance(decoded, Row) else decoded[0]
             with contextlib.suppress(DecodeError):
                 floors[owner] = max(floors.get(owner, 0), item_floor(item))
             if isinstance(decoded, Row):
-                rows.append(decoded)
-                new = decoded.version not in self.replica.known_of(decoded.owner)
+                # A version seen here already (applied, or superseded) changes nothing: it
+                # is not applied again. Pushed on, most rows come four or five times.
+                if decoded.version not in self.replica.known_of(owner):
+                    seen = fresh.get((owner, decoded.version))
+                    if seen is None:
+                        rows.append(decoded)
+                    fresh[(owner, decoded.version)] = (decoded, item,
+                                                       direct or (seen is not None and seen[2]))
             else:
                 self.replica.notice(*decoded)
-                new = decoded[0] != self.name
-            if direct and new:
-                fresh.append(item)
+                if direct and owner != self.name:
+                    fresh[decoded] = (decoded, item, True)
         self._on_changes(self.replica.apply(rows, floors=floors), "gossip")
-        return fresh
+        return list(fresh.values())
