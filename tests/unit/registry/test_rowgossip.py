@@ -11,7 +11,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from bodega.registry import RegistryConfig
+from prometheus_client import CollectorRegistry
+
+from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.membership.members import MemberView, Role, Status
 from bodega.registry.membership.messages import Item
 from bodega.registry.membership.outputs import Delivered
@@ -110,15 +112,19 @@ async def test_a_daemon_with_a_replica_of_its_own_does_not_push_on() -> None:
 def test_a_hosts_agent_pushes_on_and_pulls_more_often_than_a_daemon_with_its_own_replica(
         tmp_path: Path) -> None:
     def config(role: str, **given: float) -> RegistryConfig:
-        return RegistryConfig(name=role, role=role, region="ams", data_dir=tmp_path,
+        return RegistryConfig(name=role, role=role, region="ams", data_dir=tmp_path / role,
                               keyring=KEYRING, **given)  # type: ignore[arg-type]
 
-    assert config("agent").is_agent
     assert config("agent").pull_interval == AGENT_SYNC_INTERVAL < SYNC_INTERVAL
     for role in ("worker", "broker", "proxy"):
-        assert not config(role).is_agent
         assert config(role).pull_interval == SYNC_INTERVAL
     assert config("agent", sync_interval=3.0).pull_interval == 3.0  # as given
+    for role, pushes_on in (("agent", True), ("worker", False), ("proxy", False)):
+        node = RegistryNode(config(role), registry=CollectorRegistry())
+        try:
+            assert node._gossip.push_on is pushes_on, role
+        finally:
+            node.view.close()
 
 
 async def test_a_version_seen_already_is_not_applied_again() -> None:
@@ -135,5 +141,24 @@ async def test_a_version_seen_already_is_not_applied_again() -> None:
     first = row_item(row("machines", "m5", machine_doc("m5", "w1"), "w1", 11), 10)
     second = row_item(row("machines", "m6", machine_doc("m6", "w1"), "w1", 12), 10)
     await hear(node, (first, True), (first, False))
+    await hear(node, (first, True), (first, True))  # copies only: nothing to write
     await hear(node, (first, True), (second, True))
     assert applied_rows == [["m5"], ["m6"]]
+
+
+async def test_a_row_of_our_own_is_never_pushed_on_and_one_of_an_earlier_life_is_noticed(
+        ) -> None:
+    recorder = Recorder()
+    node, _ = gossip(recorder)
+    mine = node.replica.write("machines", "m7", machine_doc("m7", "me"), shared=False)
+    assert mine is not None
+    assert mine.new is not None
+    echo = row_item(mine.new, node.replica.floor)
+    await hear(node, (echo, True))
+    told = [node.replica.lost_tail]
+    earlier = row_item(row("machines", "m8", machine_doc("m8", "me"), "me", 1), 0)
+    await hear(node, (earlier, True))
+    told.append(node.replica.lost_tail)  # a row of a life we hold no record of: pull
+    assert told == [False, True]
+    assert recorder.direct == []
+    assert recorder.broadcasts == []

@@ -192,11 +192,13 @@ class ReplicaNet:
             replica.notice(*decoded)
             return
         known = replica.known_of(decoded.owner)
-        fresh = decoded.version not in known
+        ours = decoded.owner == name
+        fresh = decoded.version not in known and not ours
         self.stats.rows_heard += 1
-        if not fresh and (not floor or known.covers(1, floor)):
+        if not fresh and not ours and (not floor or known.covers(1, floor)):
             return  # seen already: not applied again (rowgossip.py)
-        changes = replica.apply([decoded] if fresh else [], floors={decoded.owner: floor})
+        changes = replica.apply([decoded] if fresh or ours else [],
+                                floors={decoded.owner: floor})
         self.stats.applied_gossip += len(changes)
         if self.on_applied is not None and changes:
             self.on_applied(name, changes)

@@ -49,7 +49,7 @@ class Spreader(Protocol):
 class RowGossip:
     def __init__(self, name: str, replica: Replica, membership: Spreader,
                  metrics: ReplicationMetrics, *, eager_peers: int, rng: random.Random,
-                 on_changes: Applied, stopped: Callable[[], bool], push_on: bool = True) -> None:
+                 on_changes: Applied, stopped: Callable[[], bool], push_on: bool) -> None:
         """``push_on``: rows new here go on to ``eager_peers`` members (a host's agent; a
         daemon keeping a replica of its own on a host of many does not, or each row would
         cost that host ``eager_peers`` packets per process)."""
@@ -123,27 +123,32 @@ class RowGossip:
                 self._push(item)
 
     def _apply_heard(self, inbox: list[Heard]) -> list[Heard]:
-        """Apply rows and notices; what was news here: each row once (pushed on), and
-        the notices that came pushed (gossiped on)."""
+        """Apply rows and notices; what was news here: each row of another origin once
+        (pushed on), and the notices that came pushed (gossiped on)."""
         rows: list[Row] = []
-        fresh: dict[tuple[str, int], Heard] = {}
+        fresh: dict[tuple[str, int, bool], Heard] = {}  # (origin, version, a notice)
         floors: dict[str, int] = {}
         for decoded, item, direct in inbox:
             owner = decoded.owner if isinstance(decoded, Row) else decoded[0]
             with contextlib.suppress(DecodeError):
                 floors[owner] = max(floors.get(owner, 0), item_floor(item))
-            if isinstance(decoded, Row):
-                # A version seen here already (applied, or superseded) changes nothing: it
-                # is not applied again. Pushed on, most rows come four or five times.
-                if decoded.version not in self.replica.known_of(owner):
-                    seen = fresh.get((owner, decoded.version))
-                    if seen is None:
-                        rows.append(decoded)
-                    fresh[(owner, decoded.version)] = (decoded, item,
-                                                       direct or (seen is not None and seen[2]))
-            else:
+            if not isinstance(decoded, Row):
                 self.replica.notice(*decoded)
                 if direct and owner != self.name:
-                    fresh[decoded] = (decoded, item, True)
-        self._on_changes(self.replica.apply(rows, floors=floors), "gossip")
+                    fresh[(*decoded, True)] = (decoded, item, True)
+            elif owner == self.name:
+                rows.append(decoded)  # ours from an earlier life tells the replica so
+            elif decoded.version not in self.replica.known_of(owner):
+                # A version seen here already (applied, or superseded) changes nothing: it
+                # is not applied again. Pushed on, most rows come four or five times.
+                key = (owner, decoded.version, False)
+                seen = fresh.get(key)
+                if seen is None:
+                    rows.append(decoded)
+                fresh[key] = (decoded, item, direct or (seen is not None and seen[2]))
+        floors = {origin: floor for origin, floor in floors.items()
+                  if floor and origin != self.name
+                  and not self.replica.known_of(origin).covers(1, floor)}
+        if rows or floors:  # else a batch of copies: nothing to write
+            self._on_changes(self.replica.apply(rows, floors=floors), "gossip")
         return list(fresh.values())
