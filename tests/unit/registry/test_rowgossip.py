@@ -14,7 +14,6 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from bodega.registry import RegistryConfig, RegistryNode
-from bodega.registry.membership.members import MemberView, Role, Status
 from bodega.registry.membership.messages import Item
 from bodega.registry.membership.outputs import Delivered
 from bodega.registry.replication.peers import AGENT_SYNC_INTERVAL, SYNC_INTERVAL
@@ -28,16 +27,14 @@ PEERS = [f"agent-{i}" for i in range(10)]
 
 
 class Recorder:
-    """Membership as RowGossip sees it: ten live agents that hold a replica."""
+    """Membership as RowGossip sees it: ten other live agents that hold a replica."""
 
     def __init__(self) -> None:
         self.broadcasts: list[Item] = []
         self.direct: list[tuple[str, Item]] = []
 
-    def alive(self) -> list[MemberView]:
-        return [MemberView(name, ("127.0.0.1", 7000 + i), Role.AGENT, "ams",
-                           {"sync": f"https://{name}"}, Status.ALIVE, 1, 1)
-                for i, name in enumerate(["me", *PEERS])]
+    def holders(self) -> list[str]:
+        return list(PEERS)
 
     def broadcast(self, item: Item) -> None:
         self.broadcasts.append(item)

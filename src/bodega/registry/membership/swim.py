@@ -101,6 +101,11 @@ class Swim:
         """Names of the other members now alive; shared, do not change (O(1))."""
         return self._table.by_status[Status.ALIVE].names
 
+    def alive_holders(self) -> list[str]:
+        """Names of the other members now alive that hold a replica and serve pulls
+        (``meta["sync"]``); shared, do not change (O(1))."""
+        return self._table.holders.names
+
     def members(self) -> list[MemberView]:
         """Every member, ourselves included, sorted by name (built once per change)."""
         return self._table.views(self._self)

@@ -72,6 +72,9 @@ class MemberTable:
         # pick members without walking the table: at thousands of members under
         # loss, statuses change every second and any O(N) rebuild per change adds up.
         self.by_status: dict[Status, Names] = {status: Names() for status in Status}
+        # Alive members that hold a replica and serve pulls (``meta["sync"]``): a host's
+        # agent among its twenty processes. Pushes and pulls pick from these.
+        self.holders = Names()
         self.digest = MemberDigest()  # what a push-pull compares first
         self._views: tuple[int, MemberRecord, list[MemberView]] | None = None
 
@@ -132,6 +135,7 @@ class MemberTable:
         for name in [n for n, r in self._records.items()
                      if not r.status.live and self._since[n] < horizon]:
             self.by_status[self._records[name].status].discard(name)
+            self.holders.discard(name)
             self.digest.replace(self._records[name], None)
             del self._records[name]
             del self._since[name]
@@ -146,6 +150,10 @@ class MemberTable:
             if old is not None:
                 self.by_status[old.status].discard(name)
             self.by_status[record.status].add(name)
+        if record.status is Status.ALIVE and record.meta.get("sync"):
+            self.holders.add(name)
+        else:
+            self.holders.discard(name)
         self.live += int(record.status.live) - int(old is not None and old.status.live)
         new_life = old is None or old.generation != record.generation
         if new_life or old is None or old.status is not record.status:

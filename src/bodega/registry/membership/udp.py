@@ -152,6 +152,10 @@ class Membership:
     def member(self, name: str) -> MemberView | None:
         return self.swim.member(name)
 
+    def holders(self) -> list[str]:
+        """The other live members that hold a replica (``Swim.alive_holders``)."""
+        return self.swim.alive_holders()
+
     def status_since(self, name: str) -> float | None:
         """When ``name``'s status last changed as this node saw it, in seconds since the
         epoch (the table counts on the loop's clock, which has no date)."""

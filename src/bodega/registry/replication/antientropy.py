@@ -69,7 +69,7 @@ class AntiEntropy:
         swim = self.membership.swim
         count = count or self.peers
         peers = [(p.name, p.meta["sync"]) for p in choose_alive(
-            swim.alive_names(), swim.member, self.replica.missing(), count, self._rng)]
+            swim.alive_holders(), swim.member, self.replica.missing(), count, self._rng)]
         if not peers and (not swim.joined or self.membership.lacks_key()):
             known = sorted((name, meta["sync"]) for name, meta in
                            self.membership.known_meta().items() if meta.get("sync"))

@@ -23,7 +23,7 @@ from bodega.registry.replication.known import Span
 # own pulls what it lacks every SYNC_INTERVAL, an agent every AGENT_SYNC_INTERVAL. At 100
 # hosts and 100 creates/s (the simulator, docs/benchmarks.md) a create reached every host
 # in 3.5 s at p99 when agents pushed only their host's rows to 3 and pulled every 1 s,
-# in 1.4 s pushing on to 3, in 0.69 s pushing on to 4 and pulling every 0.5 s.
+# in 1.5 s pushing on to 3, in 0.69 s pushing on to 4 and pulling every 0.5 s.
 EAGER_PEERS = 4
 SYNC_INTERVAL = 1.0
 AGENT_SYNC_INTERVAL = 0.5
@@ -51,7 +51,8 @@ def choose_peers(candidates: list[MemberView], missing: dict[str, int], count: i
 
 def choose_alive(alive: Sequence[str], member: Callable[[str], MemberView | None],
                  missing: dict[str, int], count: int, rng: random.Random) -> list[MemberView]:
-    """``choose_peers`` over the live names membership keeps, in O(count + len(missing)).
+    """``choose_peers`` over live names membership keeps (its replica holders,
+    ``Swim.alive_holders``), in O(count + len(missing)).
 
     A node pulls every second (four times as often while behind): building the
     candidate list on every pull made its cost grow with the fleet.

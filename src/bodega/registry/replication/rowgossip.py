@@ -22,7 +22,6 @@ import random
 from collections.abc import Callable
 from typing import Protocol
 
-from bodega.registry.membership.members import MemberView
 from bodega.registry.membership.messages import DecodeError, Item
 from bodega.registry.membership.outputs import Delivered, Event, ItemTooLarge, UnknownMember
 from bodega.registry.replication.metrics import ReplicationMetrics
@@ -39,7 +38,7 @@ Heard = tuple[Row | tuple[str, int], Item, bool]  # (row or notice, the item, pu
 class Spreader(Protocol):
     """What rows go out through: membership (``membership.udp.Membership``)."""
 
-    def alive(self) -> list[MemberView]: ...
+    def holders(self) -> list[str]: ...
 
     def broadcast(self, item: Item) -> None: ...
 
@@ -79,9 +78,9 @@ class RowGossip:
 
     def _push(self, item: Item) -> None:
         """Hand ``item`` straight to a few members: they start gossiping it a round earlier."""
-        # Members holding a replica only: a host's other processes read their agent's.
-        peers = [m.name for m in self.membership.alive()
-                 if m.name != self.name and m.meta.get("sync")]
+        # Members holding a replica only (a host's other processes read their agent's),
+        # sampled in O(eager_peers): an agent pushes every row new to it.
+        peers = self.membership.holders()
         for name in self._rng.sample(peers, min(self.eager_peers, len(peers))):
             with contextlib.suppress(UnknownMember, ItemTooLarge):
                 self.membership.send_direct(name, item)
