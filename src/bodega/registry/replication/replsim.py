@@ -235,7 +235,7 @@ class ReplicaNet:
     def _sync_round(self, name: str, count: int) -> None:
         replica = self.replicas[name]
         swim = self.net.nodes[name].swim
-        peers = choose_alive(swim.alive_names(), swim.member, replica.missing(), count,
+        peers = choose_alive(swim.alive_holders(), swim.member, replica.missing(), count,
                              self._rng)
         for peer in peers:
             self.stats.pulls += 1
