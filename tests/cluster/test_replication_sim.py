@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import pytest
-
 from bodega.registry.replication.replsim import ReplicaNet
 
 
@@ -97,17 +95,14 @@ def test_loss_and_a_partition_then_healing_converge() -> None:
 
 
 def test_restarted_replicas_catch_up_and_a_wiped_owner_supersedes_its_past() -> None:
-    # Three eager pushes: with four, this seed meets the race the next test shows.
     restarted_replicas(eager_peers=3)
 
 
-@pytest.mark.xfail(strict=True, reason="open: a replica wiped and restarted takes the floor "
-                   "of a wiped owner's new life before its first full sync, so it never "
-                   "holds the owner's past; when the owner's own full sync pulls from that "
-                   "replica, the owner never learns its past rows to tombstone them, and "
-                   "every other replica keeps them for good")
 def test_a_wiped_owner_that_full_syncs_from_another_wiped_replica_still_supersedes_its_past(
         ) -> None:
+    # With four eager pushes this seed has the wiped replica take the owner's new floor
+    # before its own first sync, and the owner's first full sync pull from it: the audit
+    # goes on to other peers (replica.py, AUDIT_PEERS), which hold the past.
     restarted_replicas(eager_peers=4)
 
 

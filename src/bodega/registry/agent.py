@@ -206,6 +206,11 @@ class RegistryAgent:
     async def _rows_of(self, request: Request) -> Response:
         assert self.node is not None
         asked = await read_model(request, RowsOf)
+        if not self.node.settled:
+            # Its view is new (the host was wiped, say) and has not heard from a peer: what
+            # it holds of the process's earlier life may be nothing, though peers hold it.
+            raise Unavailable(f"the registry agent has not synced with the cluster yet: it "
+                              f"cannot say what {asked.origin} wrote before; ask again")
         body = json.dumps({"reply": reply_json(self.node.rows_of(asked.origin))},
                           separators=(",", ":"))
         return Response(body, media_type="application/json")

@@ -216,6 +216,13 @@ class RegistryNode(MemberSurface):
                     self._gossip.broadcast(change.new, floor)
         return self.replica.known_of(origin)
 
+    @property
+    def settled(self) -> bool:
+        """This replica holds what its peers do, as far as one sync goes: its view was not
+        new, or a pull has been applied since, or it has no seed to have peers through
+        (the cluster's first host)."""
+        return self.replica.settled or not self.config.seeds
+
     def rows_of(self, origin: str) -> SyncReply:
         """Every row ``origin`` wrote that this replica holds, vouching for every version of
         it seen here: what a process on this host that lost its own store is sent back."""

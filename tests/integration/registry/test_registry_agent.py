@@ -22,9 +22,11 @@ from pathlib import Path
 import pytest
 
 from bodega.registry import HostedNode, RegistryConfig
+from bodega.registry.agent_link import AgentLink, AgentUnavailable
 from bodega.registry.replication.view import View
 from tests.keyring_kit import ENV, KEYRING
 from tests.poll_kit import until
+from tests.ports_kit import free_port
 
 from .node_kit import FAST
 
@@ -39,9 +41,11 @@ def machine(mid: str, state: str, worker: str = "w1") -> dict[str, object]:
 class Agent:
     """``bodega agent`` on ``data_dir``, as `bodega up --registry-agent` starts it."""
 
-    def __init__(self, root: Path) -> None:
-        self.dir = root / "agent"
-        self.ready = root / "agent.json"
+    def __init__(self, root: Path, name: str = "agent", join: str | None = None) -> None:
+        self.name = name
+        self.dir = root / name
+        self.ready = root / f"{name}.json"
+        self.join = join
         self.process: subprocess.Popen[bytes] | None = None
         self.gossip = ""
 
@@ -49,10 +53,11 @@ class Agent:
         self.ready.unlink(missing_ok=True)
         port = self.gossip.rsplit(":", 1)[1] if self.gossip else "0"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bodega", "agent", "--name", "agent", "--region", "ams",
+            [sys.executable, "-m", "bodega", "agent", "--name", self.name, "--region", "ams",
              "--data-dir", str(self.dir), "--listen", "127.0.0.1:0",
              "--gossip-listen", f"127.0.0.1:{port}", "--internal-tls", "off",
-             "--ready-file", str(self.ready), "--log-level", "warning"],
+             "--ready-file", str(self.ready), "--log-level", "warning",
+             *(["--join", self.join] if self.join else [])],
             env={**os.environ, **ENV}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         await until(lambda: self.ready.exists(), timeout=WAIT)
         self.gossip = json.loads(self.ready.read_text())["gossip"]
@@ -186,6 +191,32 @@ async def test_a_process_whose_own_store_is_new_supersedes_what_an_earlier_life_
     finally:
         await again.stop()
         view.close()
+
+
+async def test_a_new_agent_tells_no_process_its_past_before_it_has_heard_from_a_peer(
+        agent: Agent, tmp_path: Path) -> None:
+    """A new agent with a cluster to join (a host wiped and joined again) holds nothing of
+    a process's earlier life until its first sync: peers may. It says so, and the process
+    asks again, rather than take an empty answer for an empty past."""
+    joining = Agent(tmp_path, "joining", join=f"127.0.0.1:{free_port()}")  # nobody there
+    await joining.start()
+    link = AgentLink(joining.dir)
+    try:
+        with pytest.raises(AgentUnavailable, match="has not synced with the cluster yet"):
+            await link.rows_of("w1")
+        joining.stop()
+        joining.join = agent.gossip  # now a peer answers: after its first pull, it can say
+        await joining.start()
+
+        async def answered() -> bool:
+            with contextlib.suppress(AgentUnavailable):
+                return (await link.rows_of("w1")).rows == []
+            return False
+
+        await until(answered, timeout=WAIT)
+    finally:
+        await link.aclose()
+        joining.stop()
 
 
 async def test_without_an_agent_a_process_says_how_to_start_one(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from bodega.registry.buckets import bucket_of
 from bodega.registry.replication.known import Known
-from bodega.registry.replication.replica import Replica
+from bodega.registry.replication.replica import AUDIT_PEERS, Replica
 from bodega.registry.replication.view import View
 from tests.unit.registry.row_kit import (
     EPOCH,
@@ -30,6 +30,11 @@ def urgent(r: Replica) -> bool:
     """Whether ``r`` pulls at the pacer's next look whatever its gaps (through a call, as
     ``behind``)."""
     return r.urgent
+
+
+def auditing(r: Replica) -> bool:
+    """Whether ``r`` still audits its past (through a call, as ``behind``)."""
+    return r.full_sync
 
 
 def pull(client: Replica, server: Replica, max_rows: int = 2000) -> None:
@@ -191,6 +196,46 @@ def test_a_wiped_node_supersedes_the_rows_of_its_past_life() -> None:
     assert m2 is not None
     assert m2.deleted
     assert new_life.serve(peer.sync_request()).rows == []  # and the audit is over
+
+
+def test_a_wiped_owner_audits_its_past_with_several_peers_not_one() -> None:
+    """A peer wiped as well, that took the owner's new floor from gossip before its own
+    first sync, holds none of the owner's past yet vouches for all of it: its answer alone
+    must not end the audit, or the owner never supersedes a row of its earlier life."""
+    wall = Wall()
+    holder = replica("p", wall)
+    old_life = replica("w1", wall)
+    old_life.write("machines", "m-old", machine_doc("m-old", "w1"), shared=False)
+    pull(holder, old_life)
+    wall.now += 30
+    new_life = replica("w1", wall)  # its store is gone
+    change = new_life.write("workers", "w1", worker_doc("w1"), shared=False)
+    assert change is not None
+    assert change.new is not None
+    wiped = replica("q", wall)  # gone too, and back: it hears the new life by gossip first
+    wiped.apply([change.new], floors={"w1": new_life.floor})
+    assert wiped.known_of("w1").covers(1, new_life.floor)
+    assert wiped.view.get("machines", "m-old") is None
+    for _ in range(2):  # its answer, however often asked, is one peer's
+        assert auditing(new_life)
+        new_life.apply_reply(wiped.serve(new_life.sync_request()), peer="q", peers=2)
+    assert auditing(new_life)
+    changes = new_life.apply_reply(holder.serve(new_life.sync_request()), peer="p", peers=2)
+    assert not auditing(new_life)
+    assert [(c.new.key, c.new.deleted) for c in changes if c.local and c.new] == \
+        [("m-old", True)]
+
+
+def test_an_audit_ends_after_three_peers_or_every_peer_there_is() -> None:
+    wall = Wall()
+    for peers, needed in ((1, 1), (2, 2), (3, 3), (10, AUDIT_PEERS)):
+        node = replica(f"n{peers}", wall)  # new: it audits its past
+        for index in range(needed):
+            assert auditing(node), (peers, index)
+            other = replica(f"o{index}", wall)
+            node.apply_reply(other.serve(node.sync_request()), peer=other.name, peers=peers)
+        assert not auditing(node), peers
+        assert node.settled
 
 
 def test_a_restart_that_lost_its_last_commits_moves_past_them(tmp_path: Path) -> None:

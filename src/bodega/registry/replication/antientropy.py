@@ -97,7 +97,8 @@ class AntiEntropy:
         if self._stopped():
             return False
         try:
-            changes = self.replica.apply_reply(pulled.reply)
+            changes = self.replica.apply_reply(
+                pulled.reply, peer=name, peers=len(self.membership.swim.alive_holders()))
         except Exception:  # a full disk: nothing was stored or believed; pull again later
             log.exception("storing what %s sent failed", name)
             self._count_pull(sent + pulled.sent, received + pulled.received, "error")

@@ -28,11 +28,15 @@ Two rare repairs keep replicas honest:
   power loss took) has rows out there it no longer knows. A replica that
   starts on an empty view numbers its writes from its wall clock in
   microseconds, above anything an earlier life reached, so no version is
-  ever reused; and until its first sync completes it asks for its own
-  versions below that start as if unseen, so peers send any row of an
-  earlier life, which it supersedes (with a tombstone when it no longer has
-  the row). After a restart on its own view, a row of its own it has no
-  record of (a lost tail) is handled the same way.
+  ever reused; and until ``AUDIT_PEERS`` distinct peers have answered a
+  sync (or every peer there is, if fewer) it asks for its own versions below
+  that start as if unseen, so peers send any row of an earlier life, which
+  it supersedes (with a tombstone when it no longer has the row). One
+  answer is not enough: a peer that was wiped too, and took this life's
+  floor from gossip before its own first sync, holds none of the earlier
+  life's rows, yet vouches for every version below the floor. After a
+  restart on its own view, a row of its own it has no record of (a lost
+  tail) is handled the same way.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from bodega.registry.replication.view import View
 from bodega.registry.replication.writes import Writer, fresh_base
 
 DEFAULT_MAX_ROWS = 2000  # rows per sync reply; the rest comes on the next round
+AUDIT_PEERS = 3  # distinct peers whose answers end the audit of a wiped replica's past
 
 Rejected = Callable[[str, str], None]  # (table, reason)
 
@@ -75,6 +80,9 @@ class Replica:
         self._past = 0
         if name not in self._known:
             self._past = fresh_base(self._wall())
+        self._audited: set[str] = set()  # peers that answered the audit so far
+        # The view holds what peers sent (it was not new, or a sync was applied since).
+        self.settled = bool(saved)
         self._more = False
         wall_ms, logical = view.clock()
         self.clock = HybridClock(name, lambda: int(self._wall() * 1000), wall_ms=wall_ms,
@@ -253,10 +261,19 @@ class Replica:
         """What ``request.sender`` is missing that we have, within ``max_rows``."""
         return exchange.serve(self._known, self.view, request, max_rows)
 
-    def apply_reply(self, reply: SyncReply) -> list[Change]:
+    def apply_reply(self, reply: SyncReply, *, peer: str = "", peers: int = 1
+                    ) -> list[Change]:
+        """Apply ``peer``'s answer to our sync request. ``peers``: how many distinct peers
+        there are to ask; an audit of our past ends once ``AUDIT_PEERS`` of them (or all,
+        if fewer) have sent what they held of it."""
         changes = self.apply(reply.rows, vouched=reply.vouched, reset=reply.reset,
                              horizons=reply.horizons)
-        self._past = 0  # a peer sent whatever it held of our past: the audit is done
+        self.settled = True
+        if self._past:
+            self._audited.add(peer)
+            if len(self._audited) >= min(AUDIT_PEERS, max(1, peers)):
+                self._past = 0
+                self._audited.clear()
         self._more = reply.more  # a catch-up in pages: pull the next one soon
         # Notices before the request are answered: their rows came, or the peer lacked
         # them too and GapWatch sees the gaps last; a later one still hurries.

@@ -289,7 +289,8 @@ class ReplicaNet:
             return
         self.stats.rows_pulled += len(reply.rows)
         self.stats.replies += 1
-        changes = self.replicas[name].apply_reply(reply)
+        changes = self.replicas[name].apply_reply(
+            reply, peer=peer, peers=len(self.net.nodes[name].swim.alive_holders()))
         self.stats.applied_sync += len(changes)
         if self.on_applied is not None and changes:
             self.on_applied(name, changes)
