@@ -32,11 +32,15 @@ class Rest:
 
 
 def roles(cluster: Path) -> dict[str, list[int]]:
-    """Each role's pids in ``cluster.json`` (broker, worker, registry, proxy, agent, ...)."""
+    """Each role's pids in ``cluster.json`` (broker, worker, registry, proxy, agent, ...,
+    and the fork server the components were forked from)."""
     found: dict[str, list[int]] = {}
-    for part in json.loads((cluster / "cluster.json").read_text())["components"]:
+    state = json.loads((cluster / "cluster.json").read_text())
+    for part in state["components"]:
         if part.get("pid"):
             found.setdefault(str(part["role"]), []).append(int(part["pid"]))
+    if state.get("fork_server"):  # what the components' shared pages are counted in
+        found["fork-server"] = [int(state["fork_server"]["pid"])]
     return found
 
 

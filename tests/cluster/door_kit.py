@@ -118,6 +118,11 @@ class Cluster:
             "components"]
         return found
 
+    def fork_server(self) -> int | None:
+        """The pid of the fork server the components were forked from, if any."""
+        state = json.loads((self.data / "cluster.json").read_text()).get("fork_server")
+        return int(state["pid"]) if state else None
+
     def admin(self) -> httpx.Client:
         return httpx.Client(base_url=self.api, timeout=60,
                             headers={"authorization": f"Bearer {self.token}"})
@@ -313,3 +318,22 @@ def sniff_udp(port: int, timeout: float = 30.0) -> bytes:
             header = (frame[0] & 0x0F) * 4
             if frame[9] == IPPROTO_UDP and int.from_bytes(frame[header + 2:header + 4]) == port:
                 return frame[header + 8:]
+
+
+def memory_holds(pid: int, needles: tuple[bytes, ...]) -> set[bytes]:
+    """Which of ``needles`` lie anywhere in the writable memory of process ``pid`` (its
+    heap, stacks and anonymous maps: where it keeps its environment and what it read)."""
+    found: set[bytes] = set()
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as memory:
+        for line in maps:
+            fields = line.split()
+            if not fields[1].startswith("rw") or fields[-1] in ("[vvar]", "[vsyscall]"):
+                continue
+            low, high = (int(bound, 16) for bound in fields[0].split("-"))
+            try:
+                memory.seek(low)
+                chunk = memory.read(high - low)
+            except OSError:
+                continue
+            found.update(needle for needle in needles if needle in chunk)
+    return found

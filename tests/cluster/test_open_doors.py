@@ -47,6 +47,7 @@ from tests.cluster.door_kit import (
     classify,
     gossip_drops,
     hostile_arguments,
+    memory_holds,
     sniff_udp,
     until,
     up_cluster_with_apps,
@@ -481,13 +482,19 @@ def test_secrets_stay_out_of_command_lines_and_machines(cluster: Cluster) -> Non
         assert not [n for n, v in values.items() if v.encode() in environ], pid
         for variable in (b"BODEGA_GOSSIP_KEYRING", b"BODEGA_SECRETS_KEY", b"BODEGA_API_TOKEN"):
             assert variable not in environ
-    sealing = cluster.key("secrets-key").encode()
+    sealing, token = cluster.key("secrets-key").encode(), cluster.token.encode()
+    # What each component holds, read from its memory, where its environment is: a forked
+    # one's /proc/<pid>/environ is the fork server's, not what it was given.
     for component in cluster.components():  # only the broker needs the admin token
-        environ = Path(f"/proc/{component['pid']}/environ").read_bytes()
-        holds = cluster.token.encode() in environ
-        assert holds == (component["role"] == "broker"), component["name"]
+        held = memory_holds(component["pid"], (token, sealing))
+        assert (token in held) == (component["role"] == "broker"), component["name"]
         # ... and only brokers and workers the secrets key: a proxy never opens a secret.
-        assert (sealing in environ) == (component["role"] in ("broker", "worker"))
+        assert (sealing in held) == (component["role"] in ("broker", "worker")), \
+            component["name"]
+    fork_server = cluster.fork_server()
+    assert fork_server is not None  # bodega up forks its components by default
+    # It passes each environment on unread, so no component forked later inherits another's.
+    assert memory_holds(fork_server, (token, sealing)) == set()
     with cluster.admin() as api:
         answer = api.post(f"/v1/apps/alpha/machines/{cluster.alpha_machine}/exec", json={
             "command": [machine_python(), "-c", "import os; print(repr(dict(os.environ)))"]})

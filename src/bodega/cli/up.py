@@ -102,6 +102,10 @@ def up(
         help="One registry agent for the host (bodega agent): the workers, the broker and "
              "the proxy read its replica and hand it their rows, instead of each replicating "
              "the cluster on its own (docs/registry.md)")] = True,
+    fork_server: Annotated[bool, typer.Option(
+        "--fork-server/--no-fork-server",
+        help="Fork every component from one interpreter that has imported bodega, so the "
+             "host holds one copy of its modules, not one per worker")] = True,
     internal_tls: Annotated[str, typer.Option(
         hidden=True, help="off: plain, unauthenticated internal links, to measure what TLS "
                           "costs (benchmarks only)")] = "on",
@@ -131,7 +135,7 @@ def up(
         proxy_port=proxy_port, driver=driver, machine_cidr=machine_cidr, log_level=log_level,
         extra_worker_args=tuple(worker_arg or ()), extra_broker_args=tuple(broker_arg or ()),
         advertise=advertise, join_port=join_port, host=advertise or "127.0.0.1",
-        private_network=private, registry_agent=registry_agent,
+        private_network=private, registry_agent=registry_agent, fork_server=fork_server,
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
     if internal_tls == "off":

@@ -231,7 +231,8 @@ def _runs_under(pid: int, data_dir: Path) -> bool:
     except (OSError, IndexError):
         return False
     wanted = str(data_dir).encode()
-    return state != "Z" and any(arg.startswith(wanted) for arg in argv)
+    # A component forked by the fork server shows its command line as one string.
+    return state != "Z" and any(arg.startswith(wanted) or b" " + wanted in arg for arg in argv)
 
 
 def _command(pid: int) -> str:

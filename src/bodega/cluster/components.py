@@ -21,10 +21,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bodega.cluster.config import AGENT_NAME, ClusterConfig
 from bodega.model.duration import format_duration
+
+if TYPE_CHECKING:
+    from bodega.cluster.forked import ForkedProcess
 
 # Never inherited from `bodega up`'s own environment: each is given here, or not at all.
 # BODEGA_CLUSTER_SECRET is what older versions used for everything.
@@ -41,7 +44,7 @@ class Component:
     argv: list[str]
     ready_file: Path
     log_file: Path
-    process: asyncio.subprocess.Process | None = None
+    process: asyncio.subprocess.Process | ForkedProcess | None = None
     url: str | None = None
     restarts: int = 0
     started_at: float = 0.0

@@ -48,6 +48,7 @@ class ClusterConfig:
     # index-th worker on ``wireguard_port + index`` where none was chosen).
     private_network: bool = False
     registry_agent: bool = True  # one registry agent for the host (components read its view)
+    fork_server: bool = True  # components are forked from one interpreter (forkserver.py)
     wireguard_port: int = 51820
     wireguard_ports: dict[str, int] = field(default_factory=dict)
 

@@ -8,7 +8,10 @@ then sweeps every kernel object carrying the cluster id (``cleanup.py``), as it
 does before it starts anything. What the components are, and how each is
 started, is ``components.py``. Before a component starts, the supervisor gives
 it a certificate for its identity from the cluster CA (``authority``), unless
-it holds a good one already (one it renewed itself, say).
+it holds a good one already (one it renewed itself, say). Components are forked
+by a fork server that has imported bodega once (``forkserver.py``: the
+modules' pages are shared between them), unless the config says not to; one
+the fork server cannot make is started the usual way.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from pathlib import Path
 from bodega.cluster import cleanup
 from bodega.cluster.components import Component, component_env
 from bodega.cluster.config import ClusterConfig
+from bodega.cluster.forked import ForkedProcess, ForkServer, ForkUnavailable
 from bodega.cluster.readiness import NotReady, judge, observe
-from bodega.runtime.lifecycle import private_dir, write_json_atomic
+from bodega.runtime.lifecycle import SUPERVISOR_PID, private_dir, write_json_atomic
 from bodega.runtime.ready import Ready
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.files import TlsDir
@@ -58,6 +62,7 @@ class LocalCluster:
         # Set once no component of an earlier run is left: from then on, what carries the
         # cluster id on the host is this run's to sweep.
         self._sweeps = False
+        self._forks: ForkServer | None = None
 
     @property
     def state_file(self) -> Path:
@@ -72,6 +77,8 @@ class LocalCluster:
                 **({"proxy_tls_url": f"https://{self.config.host}:{self.config.proxy_tls_port}"}
                    if self.config.proxy_tls_port and self.config.proxy_tls_cert else {}),
                 "components": [c.to_json() for c in self.components],
+                **({"fork_server": {"pid": self._forks.process.pid}}
+                   if self._forks is not None and self._forks.alive else {}),
             },
         )
 
@@ -95,10 +102,7 @@ class LocalCluster:
         component.log_file.parent.mkdir(parents=True, exist_ok=True)
         with component.log_file.open("ab") as log_out:
             env = component_env(os.environ, component.role, self.config)
-            component.process = await asyncio.create_subprocess_exec(
-                *component.argv, stdout=log_out, stderr=log_out, stdin=asyncio.subprocess.DEVNULL,
-                env=env,
-            )
+            component.process = await self._launch(component, env, log_out.fileno())
         component.started_at = time.monotonic()
         deadline = time.monotonic() + READY_TIMEOUT
         while not component.ready_file.exists():
@@ -124,11 +128,37 @@ class LocalCluster:
                  component.process.pid)
         self.write_state()
 
+    async def _launch(self, component: Component, env: dict[str, str],
+                      log_fd: int) -> asyncio.subprocess.Process | ForkedProcess:
+        if self._forks is not None and self._forks.alive:
+            try:
+                return await self._forks.spawn(
+                    component.argv, {**env, SUPERVISOR_PID: str(os.getpid())}, Path.cwd(),
+                    log_fd)
+            except ForkUnavailable as exc:
+                log.warning("%s %s starts without the fork server: %s", component.role,
+                            component.name, exc)
+        return await asyncio.create_subprocess_exec(
+            *component.argv, stdout=log_fd, stderr=log_fd, stdin=asyncio.subprocess.DEVNULL,
+            env=env)
+
+    async def _start_forks(self) -> None:
+        if not self.config.fork_server:
+            return
+        logs = self.config.data_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        try:
+            self._forks = await ForkServer.start(
+                logs / "fork-server.log", component_env(os.environ, "fork-server", self.config))
+        except ForkUnavailable as exc:
+            log.warning("%s; each component starts its own interpreter", exc)
+
     async def start(self) -> None:
         private_dir(self.config.data_dir)
         await self._until_earlier_run_gone()
         self._sweeps = True
         await self.sweep("an earlier run")
+        await self._start_forks()
         for role in ("registry", "agent", "worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))
@@ -195,6 +225,9 @@ class LocalCluster:
                     await component.process.wait()
         for component in self.components:
             component.process = None
+        if self._forks is not None:
+            await self._forks.stop()
+            self._forks = None
         self.write_state()
         await self.sweep("this run")
 

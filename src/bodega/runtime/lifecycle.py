@@ -14,6 +14,9 @@ from typing import Any
 from bodega.runtime.ready import Ready
 
 PARENT_POLL = 0.5
+# Set for a daemon the fork server forked (cluster/forkserver.py): the supervisor it stops
+# with is not its parent.
+SUPERVISOR_PID = "BODEGA_SUPERVISOR_PID"
 SLOW_STOP = 8.0  # seconds a stop may take before the daemon says what it still waits on
 log = logging.getLogger("bodega.lifecycle")
 
@@ -31,7 +34,7 @@ async def until_stopped(exit_with_parent: bool = False) -> str:
         loop.add_signal_handler(sig, on_signal, sig.name)
     watcher = None
     if exit_with_parent:
-        watcher = asyncio.create_task(_watch_parent(os.getppid(), stopped))
+        watcher = asyncio.create_task(_watch_parent(stopped))
     try:
         return await stopped
     finally:
@@ -66,11 +69,37 @@ def _already_stopping(name: str) -> None:
                 "machines running)", name)
 
 
-async def _watch_parent(parent: int, stopped: asyncio.Future[str]) -> None:
-    while os.getppid() == parent:
-        await asyncio.sleep(PARENT_POLL)
+async def _watch_parent(stopped: asyncio.Future[str]) -> None:
+    named = os.environ.get(SUPERVISOR_PID, "")
+    if named.isdigit():
+        await _until_gone(int(named))
+    else:
+        parent = os.getppid()
+        while os.getppid() == parent:
+            await asyncio.sleep(PARENT_POLL)
     if not stopped.done():
         stopped.set_result("parent exited")
+
+
+async def _until_gone(pid: int) -> None:
+    """Until process ``pid`` ends (at once if it has): its pidfd turns readable."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    loop = asyncio.get_running_loop()
+    gone: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not gone.done():
+            gone.set_result(None)
+
+    loop.add_reader(pidfd, readable)
+    try:
+        await gone
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
 
 
 def private_dir(path: Path) -> Path:
