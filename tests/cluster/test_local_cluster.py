@@ -45,6 +45,10 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def pids_with(marker: str) -> list[int]:
     """The machine's own program (argv[0] is Python, the marker an argument), not its wrapper."""
     found = []
@@ -159,7 +163,13 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
                                                          "proxy"}
             await until(every_member_known, what="the broker knowing every member")
 
-            # kill -9 the worker holding the machine: supervised back, machine re-adopted.
+            # kill -9 the fork server: the components it forked run on.
+            forks = json.loads((data / "cluster.json").read_text())["fork_server"]["pid"]
+            os.kill(forks, signal.SIGKILL)
+            await asyncio.sleep(1.0)
+            assert all(alive(c["pid"]) for c in listed)
+            # kill -9 the worker holding the machine: supervised back, machine re-adopted,
+            # forked by a fork server started again.
             machine = (await http.get(f"/v1/apps/hello/machines/{mid}/placement")).json()
             victim = next(c for c in listed if c["name"] == machine["winner"]["worker"])
             os.kill(victim["pid"], signal.SIGKILL)
@@ -167,6 +177,9 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
                 (c for c in components() if c["name"] == victim["name"]
                  and c["pid"] != victim["pid"] and c.get("restarts")), None))
             assert alive(restarted["pid"])
+            forks_again = json.loads((data / "cluster.json").read_text())["fork_server"]["pid"]
+            assert forks_again != forks
+            assert parent_of(restarted["pid"]) == forks_again
             await until(lambda: pids_with(marker) == [program])  # the same process, adopted
             got = await http.get(f"/v1/apps/hello/machines/{mid}")
             assert got.json()["state"] == "started"
@@ -179,7 +192,7 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
         else:
             output = await up.communicate()
     await unwire(data)
-    pids = [c["pid"] for c in listed] + [restarted["pid"]]
+    pids = [c["pid"] for c in listed] + [restarted["pid"], forks_again]
     assert up.returncode == 0, output[0].decode()[-2000:]
     assert not [p for p in pids if alive(p)], "a component outlived bodega up"
     assert pids_with(marker) == [], "a machine outlived bodega up"

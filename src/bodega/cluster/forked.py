@@ -1,8 +1,9 @@
 """The supervisor's side of the fork server: start it, ask it for components, follow them.
 
 ``ForkServer.start`` runs ``python -m bodega.cluster.forkserver`` and waits until
-it has imported bodega; ``spawn`` hands it a component's command line,
-environment and log, and returns a ``ForkedProcess``: the pid, ``wait()``,
+it has imported bodega; ``spawn`` hands it a component's command line and log,
+and its environment in a pipe (``environment_pipe``: the server passes it on
+unread), and returns a ``ForkedProcess``: the pid, ``wait()``,
 ``returncode``, ``send_signal`` and ``kill``, as an ``asyncio.subprocess.Process``
 has them, so the supervisor watches, restarts and stops a forked component as it
 does one it started itself.

@@ -22,8 +22,8 @@ the server never reads it: it comes in a pipe only the child reads, and no later
 sibling inherits a copy in the server's memory. It stops
 when the supervisor does (``BODEGA_SUPERVISOR_PID``, ``runtime/lifecycle.py``),
 not when the fork server does: a fork server that dies leaves its children
-running, and the supervisor starts components the usual way from then on
-(``cluster/forked.py``).
+running, and the supervisor starts another for the next component it starts
+(``cluster/supervisor.py``).
 
 The server stops when the supervisor closes its end of the socket, or dies.
 """
@@ -49,7 +49,7 @@ PRELOAD = ("setproctitle", "bodega.cli.root", "bodega.cli.worker", "bodega.cli.b
            "bodega.worker.drivers.null", "bodega.wire.stream_http", "bodega.wire.jobs.client",
            "bodega.broker.view.registry_catalog", "uvicorn.protocols.http.httptools_impl",
            "uvicorn.lifespan.on", "uvicorn.loops.uvloop", "uvloop")
-MAX_MESSAGE = 1 << 20  # a component's environment and arguments: a few KiB
+MAX_MESSAGE = 1 << 20  # a spawn (its arguments, working directory) or a reply fits
 PR_SET_PDEATHSIG = 1
 
 

@@ -41,6 +41,7 @@ log = logging.getLogger("bodega.cluster")
 READY_TIMEOUT = 30.0
 STOP_GRACE = 20.0
 MAX_BACKOFF = 30.0
+FORKS_RETRY = 30.0  # seconds between starts of a fork server that would not start
 
 
 class StartFailed(RuntimeError):
@@ -63,6 +64,8 @@ class LocalCluster:
         # cluster id on the host is this run's to sweep.
         self._sweeps = False
         self._forks: ForkServer | None = None
+        self._forks_lock = asyncio.Lock()
+        self._forks_retry_at = 0.0
 
     @property
     def state_file(self) -> Path:
@@ -130,9 +133,10 @@ class LocalCluster:
 
     async def _launch(self, component: Component, env: dict[str, str],
                       log_fd: int) -> asyncio.subprocess.Process | ForkedProcess:
-        if self._forks is not None and self._forks.alive:
+        forks = await self._fork_server()
+        if forks is not None:
             try:
-                return await self._forks.spawn(
+                return await forks.spawn(
                     component.argv, {**env, SUPERVISOR_PID: str(os.getpid())}, Path.cwd(),
                     log_fd)
             except ForkUnavailable as exc:
@@ -142,23 +146,36 @@ class LocalCluster:
             *component.argv, stdout=log_fd, stderr=log_fd, stdin=asyncio.subprocess.DEVNULL,
             env=env)
 
-    async def _start_forks(self) -> None:
-        if not self.config.fork_server:
-            return
-        logs = self.config.data_dir / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        try:
-            self._forks = await ForkServer.start(
-                logs / "fork-server.log", component_env(os.environ, "fork-server", self.config))
-        except ForkUnavailable as exc:
-            log.warning("%s; each component starts its own interpreter", exc)
+    async def _fork_server(self) -> ForkServer | None:
+        """The fork server, started (again, if it died: at most every ``FORKS_RETRY``
+        seconds); None when components start as programs of their own."""
+        if not self.config.fork_server or self.stopping.is_set():
+            return None
+        async with self._forks_lock:
+            if self._forks is not None and self._forks.alive:
+                return self._forks
+            if time.monotonic() < self._forks_retry_at:
+                return None
+            if self._forks is not None:
+                await self._forks.stop()  # reaped: it died (its components run on)
+                log.warning("the fork server exited; starting it again")
+            logs = self.config.data_dir / "logs"
+            logs.mkdir(parents=True, exist_ok=True)
+            try:
+                self._forks = await ForkServer.start(
+                    logs / "fork-server.log",
+                    component_env(os.environ, "fork-server", self.config))
+            except ForkUnavailable as exc:
+                self._forks, self._forks_retry_at = None, time.monotonic() + FORKS_RETRY
+                log.warning("%s; components start as programs of their own", exc)
+            return self._forks
 
     async def start(self) -> None:
         private_dir(self.config.data_dir)
         await self._until_earlier_run_gone()
         self._sweeps = True
         await self.sweep("an earlier run")
-        await self._start_forks()
+        await self._fork_server()
         for role in ("registry", "agent", "worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))

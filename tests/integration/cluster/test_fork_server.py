@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from bodega.cluster.forked import LOST, ForkedProcess, ForkServer, ForkUnavailable
+from bodega.cluster.forked import (
+    LOST,
+    ForkedProcess,
+    ForkServer,
+    ForkUnavailable,
+    environment_pipe,
+)
 from bodega.runtime.lifecycle import SUPERVISOR_PID
 from tests.cluster.door_kit import memory_holds
 from tests.keyring_kit import ENV
@@ -107,3 +113,10 @@ async def test_only_bodega_commands_are_forked(server: ForkServer, tmp_path: Pat
         await server.spawn(["/bin/true"], {}, tmp_path, out.fileno())
     helped = await spawn(server, ["--help"], tmp_path / "help.log")  # the server goes on
     assert await helped.wait() == 0
+
+
+def test_an_environment_larger_than_a_pipe_still_travels_whole() -> None:
+    env = {f"BODEGA_TEST_{index}": "x" * 1000 for index in range(200)}  # about 200 KB
+    read = environment_pipe(env)
+    with os.fdopen(read, "rb") as pipe:
+        assert json.loads(pipe.read()) == env
