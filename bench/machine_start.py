@@ -55,6 +55,7 @@ from bench.start_stages import (
     room_for,
     stop_profiles,
 )
+from bodega.runtime.waits import when_readable
 from bodega.wire.worker_client import WorkerClient
 
 TOKEN = "bench-token"
@@ -82,21 +83,14 @@ class Signals:
         path.chmod(0o666)
         # Opened read-write, the FIFO always has a writer, so it turns readable only on data.
         fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)
-        loop = asyncio.get_running_loop()
-        arrived: asyncio.Future[None] = loop.create_future()
-
-        def readable() -> None:
-            if not arrived.done():
-                arrived.set_result(None)
-
-        loop.add_reader(fd, readable)
+        arrived = when_readable(fd)
         try:
             start = time.perf_counter()
             launched = await launch(str(path))
-            await asyncio.wait_for(arrived, deadline)
+            await asyncio.wait_for(asyncio.shield(arrived), deadline)
             return time.perf_counter() - start, launched
         finally:
-            loop.remove_reader(fd)
+            arrived.cancel()  # no longer watched
             os.close(fd)
             path.unlink()
 

@@ -29,6 +29,7 @@ import socket
 import sys
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -42,7 +43,7 @@ from bodega.cluster.forkserver import (
     Spawned,
     bodega_command,
 )
-from bodega.runtime.waits import within
+from bodega.runtime.waits import process_ended, within
 
 log = logging.getLogger("bodega.cluster")
 
@@ -63,37 +64,23 @@ class ForkedProcess:
 
     def __init__(self, pid: int, ended: asyncio.Future[int]) -> None:
         self.pid = pid
-        self._ended = ended
-        self._gone: asyncio.Future[int] = ended.get_loop().create_future()  # set: it ended
-        self._pidfd: int | None = None
-        with contextlib.suppress(OSError):  # already reaped: its Exited is on the way
-            self._pidfd = os.pidfd_open(pid)
-            ended.get_loop().add_reader(self._pidfd, self._on_gone)
+        self._ended = ended  # its exit status, as the fork server reports it
+        self._gone = process_ended(pid)  # on its pidfd: the server may not live to report
 
     @property
     def returncode(self) -> int | None:
         return self._ended.result() if self._ended.done() else None
 
-    def _on_gone(self) -> None:
-        self._close_pidfd()
-        if not self._gone.done():
-            self._gone.set_result(0)
-
-    def _close_pidfd(self) -> None:
-        if self._pidfd is not None:
-            self._ended.get_loop().remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
-
     async def wait(self) -> int:
         if not self._ended.done():
-            await asyncio.wait({self._ended, self._gone}, return_when=asyncio.FIRST_COMPLETED)
+            watched: list[asyncio.Future[Any]] = [self._ended, self._gone]
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         if not self._ended.done():  # it ended; its status may still be on its way
             with contextlib.suppress(TimeoutError):
                 await within(asyncio.shield(self._ended), REPORT_GRACE)
         if not self._ended.done():
             self._ended.set_result(LOST)
-        self._close_pidfd()
+        self._gone.cancel()  # done already, or no longer watched: its pidfd is closed
         return self._ended.result()
 
     def send_signal(self, sig: int) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bodega.runtime.ready import Ready
+from bodega.runtime.waits import process_ended
 
 PARENT_POLL = 0.5
 # Set for a daemon the fork server forked (cluster/forkserver.py): the supervisor it stops
@@ -72,7 +73,7 @@ def _already_stopping(name: str) -> None:
 async def _watch_parent(stopped: asyncio.Future[str]) -> None:
     named = os.environ.get(SUPERVISOR_PID, "")
     if named.isdigit():
-        await _until_gone(int(named))
+        await process_ended(int(named))
     else:
         parent = os.getppid()
         while os.getppid() == parent:
@@ -80,26 +81,6 @@ async def _watch_parent(stopped: asyncio.Future[str]) -> None:
     if not stopped.done():
         stopped.set_result("parent exited")
 
-
-async def _until_gone(pid: int) -> None:
-    """Until process ``pid`` ends (at once if it has): its pidfd turns readable."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    loop = asyncio.get_running_loop()
-    gone: asyncio.Future[None] = loop.create_future()
-
-    def readable() -> None:
-        if not gone.done():
-            gone.set_result(None)
-
-    loop.add_reader(pidfd, readable)
-    try:
-        await gone
-    finally:
-        loop.remove_reader(pidfd)
-        os.close(pidfd)
 
 
 def private_dir(path: Path) -> Path:

@@ -1,13 +1,15 @@
-"""Timed waits deliver every cancellation, even one landing as the wait ends."""
+"""Timed waits deliver every cancellation, even one landing as the wait ends; waits on a
+file descriptor and on a process's end, on real pipes and processes."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 
 import pytest
 
-from bodega.runtime.waits import within
+from bodega.runtime.waits import process_ended, when_readable, within
 
 
 async def test_a_cancel_landing_as_the_awaited_event_fires_still_ends_the_loop() -> None:
@@ -54,3 +56,31 @@ async def test_a_wait_past_its_limit_raises_and_cancels_what_it_awaited() -> Non
     assert started.is_set()
     assert cancelled
     assert await within(asyncio.sleep(0, result=7), None) == 7
+
+
+async def test_when_readable_waits_for_data_and_stops_watching_when_cancelled() -> None:
+    read, write = os.pipe()
+    try:
+        readable = when_readable(read)
+        await asyncio.sleep(0.05)
+        assert not readable.done()
+        os.write(write, b"!")
+        await within(readable, 5)
+        cancelled = when_readable(write)  # a pipe's write end is writable, never readable
+        cancelled.cancel()
+        await asyncio.sleep(0)
+        assert not asyncio.get_running_loop().remove_reader(write)  # no longer watched
+    finally:
+        os.close(read)
+        os.close(write)
+
+
+async def test_process_ended_follows_any_process_to_its_end() -> None:
+    sleeper = await asyncio.create_subprocess_exec("sleep", "30")
+    ended = process_ended(sleeper.pid)
+    await asyncio.sleep(0.05)
+    assert not ended.done()
+    sleeper.kill()
+    await within(ended, 5)
+    await sleeper.wait()
+    assert process_ended(sleeper.pid).done()  # gone already: done at once
