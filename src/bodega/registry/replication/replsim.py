@@ -171,8 +171,8 @@ class ReplicaNet:
         self._push(name, item)
 
     def _push(self, name: str, item: Item) -> None:
-        node = self.net.nodes[name]
-        peers = [m.name for m in node.swim.members() if m.name != name and m.status.live]
+        # As the daemon does (rowgossip.py): live replica holders, sampled in O(eager_peers).
+        peers = self.net.nodes[name].swim.alive_holders()
         for peer in self._rng.sample(peers, min(self.eager_peers, len(peers))):
             with contextlib.suppress(UnknownMember, ItemTooLarge):
                 self.net.send_direct(name, peer, item)
