@@ -118,6 +118,10 @@ def join(
         min=1, max=65535, help="A server's join listener (hosts join through it)")]
     = JOIN_PORT,
     log_level: Annotated[str, typer.Option()] = "info",
+    fork_server: Annotated[bool, typer.Option(
+        "--fork-server/--no-fork-server",
+        help="Fork this host's components from one interpreter that has imported bodega, "
+             "so the host holds one copy of its modules")] = True,
 ) -> None:
     """Join a cluster and run this host's workers, broker and proxy until Ctrl-C."""
     data_dir = data_dir.resolve()
@@ -191,7 +195,8 @@ def join(
                                proxy_tls_port=joined.proxy_tls_port if tls else 0,
                                proxy_tls_cert=(data_dir / DEFAULT_CERT
                                                if joined.proxy_name else None),
-                               registry_agent=bool(joined.registry_agent and joined.agent))
+                               registry_agent=bool(joined.registry_agent and joined.agent),
+                               fork_server=fork_server)
         configure(log_level, "join")
         lock.started()
         network_lines = host_network.banner(
