@@ -20,6 +20,7 @@ from bodega.cluster.joined import JoinedHost, JoinedWorker
 from bodega.runtime import cluster_id
 from bodega.runtime.lifecycle import write_json_atomic
 from bodega.runtime.pid_lock import Held, PidLock, holder
+from tests.poll_kit import until_sync
 
 HOLD = "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); " \
        "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, str(os.getpid()).encode()); " \
@@ -78,9 +79,18 @@ def test_clean_refuses_while_a_listed_component_runs_and_not_for_a_reused_pid(
     component = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
                                   str(tmp_path / "workers" / "ams-1")])
     stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    # One the fork server forked shows its command line as one string (setproctitle).
+    title = f"python -m bodega worker --data-dir {tmp_path / 'workers' / 'ams-2'}"
+    forked = subprocess.Popen([sys.executable, "-c", "import setproctitle, sys, time; "
+                               "setproctitle.setproctitle(sys.argv[1]); time.sleep(60)", title])
     try:
         write_json_atomic(tmp_path / "cluster.json", {"components": [
-            {"name": "ams-1", "pid": component.pid}, {"name": "broker", "pid": stranger.pid}]})
+            {"name": "ams-1", "pid": component.pid}, {"name": "broker", "pid": stranger.pid},
+            {"name": "ams-2", "pid": forked.pid}]})
+        assert until_sync(lambda: cleanup.component_pids(tmp_path) == [component.pid, forked.pid]
+                          or None, "the forked component's title")
+        forked.kill()
+        forked.wait()
         assert cleanup.component_pids(tmp_path) == [component.pid]
         refused = clean(tmp_path)
         assert refused.returncode == 1
@@ -91,7 +101,7 @@ def test_clean_refuses_while_a_listed_component_runs_and_not_for_a_reused_pid(
         component.wait()
         assert cleanup.running(tmp_path) is None
     finally:
-        for process in (component, stranger):
+        for process in (component, stranger, forked):
             process.kill()
             process.wait()
 
