@@ -144,7 +144,12 @@ def serve(sock: socket.socket) -> tuple[Spawn, int, int] | None:
                 _send(sock, Refused(refused="only bodega's own commands are forked, each with "
                                             "a log and an environment"))
                 continue
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as exc:  # out of memory or processes: this one starts another way
+                _close_all(fds)
+                _send(sock, Refused(refused=f"fork failed: {exc}"))
+                continue
             if pid == 0:
                 signal.set_wakeup_fd(-1)
                 selector.close()
