@@ -87,7 +87,7 @@ class Signals:
         try:
             start = time.perf_counter()
             launched = await launch(str(path))
-            await asyncio.wait_for(asyncio.shield(arrived), deadline)
+            await asyncio.wait_for(arrived, deadline)
             return time.perf_counter() - start, launched
         finally:
             arrived.cancel()  # no longer watched

@@ -101,16 +101,12 @@ def environment_pipe(env: dict[str, str]) -> int:
     try:
         if len(data) > PIPE_DEFAULT:
             fcntl.fcntl(write, fcntl.F_SETPIPE_SZ, len(data))
-        written = os.write(write, data)
-        if written != len(data):
-            raise ForkUnavailable(f"the environment ({len(data)} bytes) did not fit a pipe")
+        if os.write(write, data) != len(data):
+            raise OSError("a short write")
     except OSError as exc:
         os.close(read)
         raise ForkUnavailable(f"the environment ({len(data)} bytes) did not fit a pipe: "
                               f"{exc}") from None
-    except BaseException:
-        os.close(read)
-        raise
     finally:
         os.close(write)
     return read
@@ -121,9 +117,8 @@ class ForkServer:
         self.process = process
         self._sock = sock
         self._ready = asyncio.get_running_loop().create_future()
-        self._asked: deque[asyncio.Future[int]] = deque()  # spawns, answered in order
-        self._ended: dict[int, asyncio.Future[int]] = {}
-        self._early: dict[int, int] = {}  # exits heard of before their spawn's answer
+        self._asked: deque[asyncio.Future[ForkedProcess]] = deque()  # answered in order
+        self._ended: dict[int, asyncio.Future[int]] = {}  # each forked child's exit status
         self.alive = True
         asyncio.get_running_loop().add_reader(sock, self._readable)
 
@@ -157,7 +152,7 @@ class ForkServer:
         if not bodega_command(argv):
             raise ForkUnavailable(f"{argv[0]} is not this interpreter running bodega")
         message = Spawn(argv=argv, cwd=str(cwd)).model_dump_json().encode()
-        answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[ForkedProcess] = asyncio.get_running_loop().create_future()
         env_fd = environment_pipe(env)
         self._asked.append(answer)
         try:
@@ -168,11 +163,7 @@ class ForkServer:
             raise ForkUnavailable(str(exc)) from None
         finally:
             os.close(env_fd)
-        pid = await answer
-        ended = self._ended[pid] = asyncio.get_running_loop().create_future()
-        if pid in self._early:
-            ended.set_result(self._early.pop(pid))
-        return ForkedProcess(pid, ended)
+        return await answer
 
     def _readable(self) -> None:
         while True:
@@ -203,14 +194,15 @@ class ForkServer:
                 return
             answer = self._asked.popleft()
             if isinstance(reply, Spawned):
-                answer.set_result(reply.pid)
+                # Followed from here: its Exited may come in this same read.
+                status: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+                self._ended[reply.pid] = status
+                answer.set_result(ForkedProcess(reply.pid, status))
             else:
                 answer.set_exception(ForkUnavailable(reply.refused))
         elif isinstance(reply, Exited):
             ended = self._ended.pop(reply.pid, None)
-            if ended is None:
-                self._early[reply.pid] = reply.code
-            elif not ended.done():
+            if ended is not None and not ended.done():
                 ended.set_result(reply.code)
 
     def _lost(self, why: str) -> None:

@@ -82,7 +82,6 @@ async def _watch_parent(stopped: asyncio.Future[str]) -> None:
         stopped.set_result("parent exited")
 
 
-
 def private_dir(path: Path) -> Path:
     """Create ``path`` if needed and make it its owner's alone (0700).
 
