@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
-from bodega.runtime.waits import within
+from bodega.runtime.waits import process_ended, within
 from bodega.worker.drivers.base import TaskHandle, TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import RunFiles, parse_exit_file
@@ -159,19 +159,16 @@ class Runs:
         if handle.pid is None or not self.alive(handle):
             future.set_result(self._exit_status(handle, found_ended=True))
             return future
-        try:
-            pidfd = os.pidfd_open(handle.pid)
-        except ProcessLookupError:
+        ended = process_ended(handle.pid)
+        if ended.done():  # no process by that pid: it ended before it was looked at
             future.set_result(self._exit_status(handle, found_ended=True))
             return future
 
-        def on_exit() -> None:
-            loop.remove_reader(pidfd)
-            os.close(pidfd)
+        def on_exit(_: asyncio.Future[None]) -> None:
             if not future.done():
                 future.set_result(self._exit_status(handle))
 
-        loop.add_reader(pidfd, on_exit)
+        ended.add_done_callback(on_exit)
         return future
 
     def _exit_status(self, handle: TaskHandle, found_ended: bool = False) -> ExitStatus:
