@@ -6,7 +6,9 @@ new client's first request goes on an idle connection the machine already has,
 as nginx's upstream keep-alive does. A machine may close an idle connection at
 the instant a request is sent on it (its own keep-alive timeout): a request
 that may be sent twice is then sent again on a new connection; any other gets a
-502 and reaches the machine once, never twice.
+502 and reaches the machine once, never twice. A later request on a client's
+keep-alive connection ends that connection with no answer instead, and the
+client sends it again.
 """
 
 from __future__ import annotations
@@ -109,4 +111,26 @@ async def test_a_connection_the_machine_closed_under_a_request_is_retried_only_w
         assert posted.status_code == 502
         assert machine.got == ["POST"]
         # Nor is the machine marked down for it: the next request is served by it.
+        assert (await one_request(served.url)).status_code == 200
+
+
+async def test_a_later_request_a_reused_connection_was_closed_under_ends_the_clients_connection(
+) -> None:
+    """Not kept for a retry (``KEPT``): HAProxy ends the client's keep-alive connection with
+    no answer, as after any keep-alive's end, and the client sends the request again."""
+    machine = Counting(forgetful=True)
+    async with behind_haproxy(machine) as served:
+        host, port = served.url.removeprefix("http://").rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        request = b"GET / HTTP/1.1\r\nHost: web.localhost\r\n\r\n"
+        try:
+            writer.write(request)
+            first = await asyncio.wait_for(reader.readuntil(b"\r\n\r\nok"), 10)
+            assert first.startswith(b"HTTP/1.1 200")
+            writer.write(request)  # on the machine's same connection, which it closes
+            assert await asyncio.wait_for(reader.read(), 10) == b""
+        finally:
+            writer.close()
+        assert machine.got == ["GET", "GET"]  # the second one reached it once
+        # The client's retry, on a connection of its own, is served.
         assert (await one_request(served.url)).status_code == 200

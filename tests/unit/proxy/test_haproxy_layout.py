@@ -149,6 +149,12 @@ def test_the_config_routes_hosts_to_backends_with_the_activator_behind() -> None
     assert all(line.endswith(WATCH) for line in slots)
     assert "on-error mark-down" in WATCH
     assert "retry-on conn-failure empty-response\n" in text
+    # Only a client's first request is kept for that retry; the flag is read before it is set.
+    skip = "    http-request disable-l7-retry if { var(sess.kept) -m found }\n"
+    mark = "    http-request set-var(sess.kept) bool(true)\n"
+    assert skip in text
+    assert mark in text
+    assert text.index(skip) < text.index(mark)
     assert "option redispatch 1" in text
     hosts = render_hosts(layout, "localhost")
     assert hosts == (f"idle.localhost pool_{layout.apps['idle']}\n"

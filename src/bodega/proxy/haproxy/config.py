@@ -15,8 +15,9 @@ rest queue in the backend, ``timeout queue``); the nearest region is a higher
 weight; a failed connection is retried on another machine (``retry-on
 conn-failure`` with ``option redispatch``: nothing was sent, so any method
 is safe to retry); a machine's idle connections take any client's requests
-(``http-reuse always``), and a request an idle connection was closed under
-is sent again only when its method allows (``IDEMPOTENT``);
+(``http-reuse always``), and a client's first request an idle connection was
+closed under is sent again when its method allows (``IDEMPOTENT``; a later one
+ends the client's connection instead, which the client retries: ``KEPT``);
 X-Forwarded-For/Proto/Port, Fly-Client-IP, Fly-Region and
 a request id (``fly-request-id``/``x-request-id``, kept when the client sent
 one) are set on every request. A machine that refuses a connect is marked down
@@ -38,6 +39,14 @@ ACTIVATOR = "activator"
 # Methods a request may be sent again with after a machine closed a reused connection under it
 # with no answer (RFC 9110's idempotent ones; HAProxy's METH_GET is GET and HEAD).
 IDEMPOTENT = "METH_GET or METH_OPTIONS or METH_PUT or METH_DELETE or METH_TRACE"
+# Set once a client's connection has carried a request. A request that may be sent again is
+# copied aside first, and that copy cost about 7 % of the requests HAProxy serves a second
+# (docs/benchmarks.md). A later request on the same connection goes without: when a machine
+# closes a reused connection under it, HAProxy closes the client's connection with no
+# answer, and the client sends the request again as after any keep-alive connection's end
+# (RFC 9112, 9.3.1). HAProxy's default reuse relies on this for every request it reuses a
+# connection for. A client's first request has no such way out, so it keeps its copy.
+KEPT = "sess.kept"
 # Every machine's slot: a connect it refuses marks it down at once, so the retry of that
 # request (``retry-on conn-failure``, ``option redispatch``) goes to another machine, or to
 # the activator once none is up, instead of to the same dead address (a machine stopped a
@@ -124,9 +133,10 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "    retries 2",
         "    option redispatch 1",
         # A connect that failed is retried (nothing was sent: safe for any method, as on the
-        # Python data plane). So is a request a machine closed an idle connection under with
-        # no answer (its keep-alive ended as the request came), but only for a method that
-        # may be sent twice: anything else gets a 502, as nginx does (``IDEMPOTENT``).
+        # Python data plane). So is a client's first request a machine closed an idle
+        # connection under with no answer (its keep-alive ended as the request came), but
+        # only for a method that may be sent twice: anything else gets a 502, as nginx does
+        # (``IDEMPOTENT``). Later requests on the client's connection are not kept (``KEPT``).
         "    retry-on conn-failure empty-response",
         "",
         "frontend public",
@@ -137,6 +147,8 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "    option http-buffer-request",  # a body that fits is kept for a fly-replay
         "    http-request del-header x-bodega-replay",  # only HAProxy's Lua action sends it
         f"    http-request disable-l7-retry unless {IDEMPOTENT}",
+        f"    http-request disable-l7-retry if {{ var({KEPT}) -m found }}",
+        f"    http-request set-var({KEPT}) bool(true)",
         # The site a request is for: its Host, or the app a certificate's hostname belongs to.
         "    http-request set-var(txn.site) req.hdr(host),field(1,:),lower",
         f"    http-request set-var(txn.site) var(txn.site),map({s.aliases_map}) "
