@@ -97,6 +97,12 @@ class WorkerConfig:
         return self.data_dir / STORE_FILE
 
     @property
+    def resolv_conf(self) -> Path | None:
+        """The private network's resolv.conf (its resolver, for every machine of the host);
+        None without a private network."""
+        return self.data_dir / "resolv.conf" if self.private_network else None
+
+    @property
     def machines_dir(self) -> Path:
         return self.data_dir / "machines"
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from bodega.runtime import cluster_id
-from bodega.worker.drivers.base import Mount, TaskSpec
+from bodega.worker.drivers.base import RESOLV_CONF, Mount, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
@@ -227,6 +227,40 @@ async def test_a_launcher_parked_for_a_machine_at_rest_binds_its_directory_ahead
     await driver.destroy(mid, s.machine_dir)
 
 
+RESOLVER = ("import json; print(json.dumps({'argv': [], "
+            "'resolv': open('/etc/resolv.conf').read()}), flush=True); "
+            "import time; time.sleep(60)")
+
+
+@pytest.mark.parametrize("written", [True, False], ids=["written", "not-yet-written"])
+async def test_a_launcher_binds_the_private_networks_resolv_conf_ahead(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups], written: bool
+) -> None:
+    """Parked once the private network has written its resolv.conf, the launcher binds it,
+    and the start has nothing left to bind: no gate, no ``mount``. Parked before, the start
+    binds the machine's own copy as a plain start does. Either way the program reads it."""
+    driver, network, _ = rig
+    shared = tmp_path / "resolv.conf"
+    if written:
+        shared.write_text("nameserver fdaa::3\n")
+        shared.chmod(0o644)
+    parking(driver).resolv_conf = shared
+    netns, launcher = await _parked(driver, network, 9, tmp_path / "park")
+    own = tmp_path / "own-resolv.conf"  # the machine's copy of the same (effects.py)
+    own.write_text("nameserver fdaa::3\n")
+    mid = uuid.uuid4().hex[:14]
+    s = dataclasses.replace(spec(tmp_path, netns, mid), argv=[machine_python(), "-c", RESOLVER],
+                            mounts=(Mount(own, RESOLV_CONF),))
+    host_before = Path("/etc/resolv.conf").read_text()
+    handle = await driver.start(s)
+    assert handle.pid == launcher
+    assert (await _report(s))["resolv"] == "nameserver fdaa::3\n"
+    files = RunFiles.for_run(s.machine_dir, s.instance_id, s.start_seq)
+    assert files.gate.exists() is not written  # a gate only where the start binds
+    assert Path("/etc/resolv.conf").read_text() == host_before
+    await driver.destroy(mid, s.machine_dir)
+
+
 async def test_a_launcher_parked_for_another_directory_is_parked_again(
     tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
 ) -> None:
@@ -272,7 +306,7 @@ def test_a_run_script_cut_short_runs_nothing(tmp_path: Path) -> None:
     """The worker killed while writing the run: whatever part the launcher read runs
     nothing (its first command would make the machine's log file)."""
     s = spec(tmp_path, "none", "cut")
-    script = run_script(s, RunFiles.for_run(s.machine_dir, s.instance_id, 1), None).encode()
+    script = run_script(s, RunFiles.for_run(s.machine_dir, s.instance_id, 1), None, []).encode()
     log = s.machine_dir / "logs" / "machine.log"
     log.parent.mkdir(parents=True)
     for cut in range(1, len(script), max(1, len(script) // 60)):

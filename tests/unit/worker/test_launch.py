@@ -96,7 +96,7 @@ def spec(tmp: Path, **changes: object) -> TaskSpec:
 def test_a_parked_run_hands_the_step_to_the_wrapper_as_a_here_document(
         tmp_path: Path) -> None:
     s = spec(tmp_path)
-    script = run_script(s, RunFiles.for_run(s.machine_dir, s.instance_id, 3), None, True)
+    script = run_script(s, RunFiles.for_run(s.machine_dir, s.instance_id, 3), None, [], True)
     head, _, rest = script.partition(" <<'")
     end, _, body = rest.partition("'\n")
     assert end == "BODEGA_STEP_"  # a line of the step is BODEGA_STEP: not its end

@@ -31,6 +31,10 @@ class Mount:
     guest_path: str
 
 
+# Where a machine finds its resolver: the private network binds its resolv.conf there.
+RESOLV_CONF = "/etc/resolv.conf"
+
+
 @dataclass(frozen=True)
 class TaskSpec:
     """Everything a driver needs to run one start of one machine version."""

@@ -144,5 +144,6 @@ def make_image_driver(config: WorkerConfig) -> Driver:
     if config.driver == "oci":
         return oci
     process = ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
-                            park_dir=config.data_dir / "park", warmup=oci.warmup)
+                            park_dir=config.data_dir / "park", warmup=oci.warmup,
+                            resolv_conf=config.resolv_conf)
     return DriverPair(process, oci)

@@ -95,7 +95,7 @@ def make_driver(config: WorkerConfig) -> Driver:
         cgroups = (Cgroups.detect(config.cgroup_scope())
                    if config.cgroups and os.geteuid() == 0 else None)
         return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
-                             park_dir=config.data_dir / "park")
+                             park_dir=config.data_dir / "park", resolv_conf=config.resolv_conf)
     if config.driver in ("oci", "auto"):
         return make_image_driver(config)
     raise ValueError(f"unknown driver {config.driver!r}: use auto, process, oci, null or fake")
@@ -126,12 +126,13 @@ def make_fence(config: WorkerConfig, network: Network) -> NetworkFence | None:
 
 def make_private_network(config: WorkerConfig, network: Network) -> PrivateNetwork | None:
     """The private network the config asks for: it needs a namespace per machine."""
-    if not config.private_network:
+    if config.resolv_conf is None:
         return None
     if not isinstance(network, NetnsNetwork) or not config.cluster_id:
         raise ValueError("--private-network needs a network namespace per machine: run the "
                          "worker as root with --network netns (or auto) and a cluster id")
     return PrivateNetwork(
         network=network, cluster_id=config.cluster_id, name=config.name, region=config.region,
-        data_dir=config.data_dir, endpoint_host=config.advertise_host or config.host(),
+        data_dir=config.data_dir, resolv_conf=config.resolv_conf,
+        endpoint_host=config.advertise_host or config.host(),
         wireguard_port=config.wireguard_port, flycast_proxy=config.flycast_proxy)

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from bodega.networking import nftables
+from bodega.networking import netlink, nftables
 from bodega.networking.commands import CommandFailed, run
 from bodega.networking.directory import FLYCAST_TYPE, app_network, directory
 from bodega.networking.flycast import PORT as FLYCAST_PORT
@@ -64,14 +64,14 @@ class Member(Protocol):
 
 class PrivateNetwork:
     def __init__(self, *, network: NetnsNetwork, cluster_id: str, name: str, region: str,
-                 data_dir: Path, endpoint_host: str, wireguard_port: int,
+                 data_dir: Path, resolv_conf: Path, endpoint_host: str, wireguard_port: int,
                  flycast_proxy: tuple[str, int] | None = None) -> None:
         self.network = network
         self.name = name
         self.region = region
         self.layout = Layout(cluster_prefix(cluster_id))
         self.host = host_field(ipaddress.IPv4Network(network.subnet))
-        self.resolv_conf = data_dir / "resolv.conf"
+        self.resolv_conf = resolv_conf
         wg = interface_name(cluster_id, self.host)
         self.overlay = Overlay(OverlaySpec(
             interface=wg, key_dir=data_dir / "wireguard", listen_port=wireguard_port,
@@ -122,10 +122,7 @@ class PrivateNetwork:
             await self.apply_fence(self.networks | {field})
         address = self.layout.machine(self.host, field, index)
         gateway = self.layout.gateway(self.host)
-        batch = (f"addr replace {address}/128 dev eth0 nodad\n"
-                 f"route replace {gateway} dev eth0\n"
-                 f"route replace ::/0 via {gateway} dev eth0\n")
-        await run("ip", "-n", netns, "-batch", "-", stdin=batch.encode())
+        await netlink.give(netns, address, gateway)
         return str(address)
 
     # -- the host's part ---------------------------------------------------------------------

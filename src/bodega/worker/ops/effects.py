@@ -36,6 +36,7 @@ from bodega.worker.core.payloads import (
 )
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import (
+    RESOLV_CONF,
     Driver,
     DriverError,
     Mount,
@@ -173,7 +174,7 @@ class MachineEffects:
         path = self.config.machine_dir(machine.id) / "resolv.conf"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(self.private.resolv_conf.read_bytes())
-        return Mount(path, "/etc/resolv.conf")
+        return Mount(path, RESOLV_CONF)
 
     def inert(self, op: Operation, step: Step) -> Outcome | None:
         """What ``step``'s effect would report, when it does nothing on this host (the null

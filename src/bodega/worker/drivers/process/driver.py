@@ -53,14 +53,16 @@ class ProcessDriver(RunsDriver):
     name = "process"
 
     def __init__(self, cgroups: Cgroups | None, log_max_bytes: int = 1 << 20,
-                 park_dir: Path | None = None, warmup: Warmup | None = None) -> None:
+                 park_dir: Path | None = None, warmup: Warmup | None = None,
+                 resolv_conf: Path | None = None) -> None:
         self.cgroups = cgroups
         # The image driver's warm-up beside this one (``pair.py``), if any: this driver's
         # own cgroup work waits until that warm-up's move lets go of the kernel's mutex.
         self.warmup = warmup
         self.runs = Runs(self.name, cgroups, warmup)
         # Launchers wait in wired namespaces only where there are cgroups to save time on.
-        self.parking = (Parking(park_dir, cgroups, warmup)
+        # ``resolv_conf``: the private network's, which parked launchers bind ahead.
+        self.parking = (Parking(park_dir, cgroups, warmup, resolv_conf)
                         if cgroups and park_dir else None)
         self.janitor = LogJanitor(log_max_bytes)
         self.control = ProcessControl(self.runs, cgroups)
@@ -100,8 +102,6 @@ class ProcessDriver(RunsDriver):
         self.runs.forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)
         mounts = bind_order(spec.mounts)
-        if mounts:
-            make_gate(files)
         memory_kib = None if self.cgroups else spec.memory_mb * 1024
         if self.warmup is not None:
             await self.warmup.clear()  # a parked launcher's cgroups are renamed, or new made
@@ -114,6 +114,8 @@ class ProcessDriver(RunsDriver):
                          parked.pid, spec.argv[0])
                 return self.runs.spawned(spec, files, parked,
                                          self.cgroups.oom_kills(spec.machine_id))
+        if mounts:
+            make_gate(files)
         oom_base = 0
         procs: list[Path] = []
         if self.cgroups is not None:

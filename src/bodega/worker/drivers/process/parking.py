@@ -34,7 +34,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bodega.worker.drivers.base import TaskSpec
+from bodega.worker.drivers.base import RESOLV_CONF, TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import (
     HOME_MOUNT,
@@ -44,6 +44,7 @@ from bodega.worker.drivers.process.launch import (
     RunFiles,
     bind_order,
     home_of,
+    make_gate,
     program_step,
     wrapper_arguments,
 )
@@ -61,7 +62,9 @@ PARK_NAME = "bodega-park"
 PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "slave", "--")
 # $1: the launcher's directory (its FIFO lives there), $2: cgroup.procs files to join, $3:
 # the directory of the machine at rest in this namespace, bound at HOME_MOUNT now rather
-# than by its start ("-": none, or its machine runs as the worker's user).
+# than by its start ("-": none, or its machine runs as the worker's user), $4: the private
+# network's resolv.conf, bound over /etc/resolv.conf now ("-": none): the machine's start
+# then has nothing to bind, and its wrapper runs no gate and no ``mount``.
 # Once in its cgroups it says so (``ready``, made by the shell itself, no process spawned):
 # creates prefer an address whose launcher is that far (``waiting``). Then it runs the
 # script the start writes into its FIFO, in this same shell (``.`` blocks until a writer
@@ -69,13 +72,14 @@ PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "slave", "--")
 # group, parsed whole before any of it runs: a script cut short (the worker killed while
 # writing it) is a syntax error and runs nothing, never a command missing its last words.
 PARK = r"""set -f
-dir=$1 cgs=$2 home=$3
+dir=$1 cgs=$2 home=$3 resolv=$4
 for cg in $cgs; do echo $$ > "$cg" || exit 1; done
 if [ "$home" != - ]; then mount --bind "$home" HOME_MOUNT || exit 1; fi
+if [ "$resolv" != - ]; then mount --bind "$resolv" RESOLV_CONF || exit 1; fi
 : > "$dir/ready"
 . "$dir/go"
 exit 1
-""".replace("HOME_MOUNT", shlex.quote(str(HOME_MOUNT)))
+""".replace("HOME_MOUNT", shlex.quote(str(HOME_MOUNT))).replace("RESOLV_CONF", RESOLV_CONF)
 
 
 @dataclass
@@ -86,6 +90,7 @@ class Parked:
     netns_inode: tuple[int, int] | None  # (device, inode) of its namespace when parked
     home: Path | None = None  # bound at HOME_MOUNT while parked
     home_inode: tuple[int, int] | None = None  # (device, inode) of ``home`` then
+    resolv: bool = False  # the private network's resolv.conf bound at RESOLV_CONF
 
     @property
     def pid(self) -> int:
@@ -93,10 +98,12 @@ class Parked:
 
 
 class Parking:
-    def __init__(self, root: Path, cgroups: Cgroups, warmup: Warmup | None = None) -> None:
+    def __init__(self, root: Path, cgroups: Cgroups, warmup: Warmup | None = None,
+                 resolv_conf: Path | None = None) -> None:
         self.root = root
         self.cgroups = cgroups
         self.warmup = warmup
+        self.resolv_conf = resolv_conf  # the private network's, bound by each launcher
         self._parked: dict[str, Parked] = {}
 
     def park(self, netns: str, home: Path | None = None) -> None:
@@ -123,17 +130,20 @@ class Parking:
         procs = " ".join(str(p) for p in self.cgroups.procs_files(slot))
         if home is not None:
             HOME_MOUNT.mkdir(parents=True, exist_ok=True)
+        # Not written yet (the private network still starting): its start binds it.
+        resolv = self.resolv_conf if self.resolv_conf and self.resolv_conf.is_file() else None
         try:
             popen = subprocess.Popen(
                 ["nsenter", f"--net=/run/netns/{netns}", "--", *PRIVATE_MOUNTS, SHELL, "-c",
-                 PARK, PARK_NAME, str(directory), procs, str(home) if home else "-"],
+                 PARK, PARK_NAME, str(directory), procs, str(home) if home else "-",
+                 str(resolv) if resolv else "-"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 cwd="/", start_new_session=True, close_fds=True, env={"PATH": os.defpath})
         except OSError as exc:
             log.warning("could not park a launcher in %s: %s", netns, exc)
             return
         self._parked[netns] = Parked(netns, directory, popen, _identity(Path("/run/netns") / netns),
-                                     home, home_inode)
+                                     home, home_inode, resolv is not None)
 
     async def clear(self) -> None:
         """Until parking may make a cgroup without waiting on an image start's warm-up."""
@@ -177,10 +187,14 @@ class Parking:
             return None
         try:
             self.cgroups.adopt(park_slot(spec.netns), spec.machine_id, spec.memory_mb, spec.cpus)
+            mounts = [(host, guest) for host, guest in bind_order(spec.mounts)
+                      if not (parked.resolv and guest == RESOLV_CONF)]  # bound already
+            if mounts:
+                make_gate(files)
             # Whole, through the FIFO: the launcher reads as it comes (a script larger than
             # the pipe holds waits for it), and runs it once the FIFO is closed.
             os.set_blocking(fd, True)
-            script = memoryview(run_script(spec, files, user_memory_kib,
+            script = memoryview(run_script(spec, files, user_memory_kib, mounts,
                                            parked.home is not None).encode())
             while script:
                 script = script[os.write(fd, script):]
@@ -243,9 +257,10 @@ def park_slot(netns: str) -> str:
 
 
 def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None,
-               home_bound: bool = False) -> str:
+               mounts: list[tuple[Path, str]], home_bound: bool = False) -> str:
     """What a parked launcher runs: the plain start's wrapper, as literals only;
-    ``home_bound``: the launcher bound the machine's directory when it parked (``@``).
+    ``mounts``: what is left to bind (``bind_order``'s, less what the launcher bound when it
+    parked); ``home_bound``: the launcher bound the machine's directory then (``@``).
 
     The program's step, the machine's variables in it, is the wrapper's stdin as on a plain
     start: here a here-document, which dash keeps in a pipe (never a file). The launcher's
@@ -256,8 +271,7 @@ def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None,
     home_arg = "@" if home_bound and home is not None else (
         str(home) if home is not None else "-")
     arguments = wrapper_arguments(files, cgroup_procs=[], user=spec.user,
-                                  memory_kib=memory_kib, mounts=bind_order(spec.mounts),
-                                  home=home_arg)
+                                  memory_kib=memory_kib, mounts=mounts, home=home_arg)
     step = program_step(spec.env)
     end = "BODEGA_STEP"
     while end in step.splitlines():
