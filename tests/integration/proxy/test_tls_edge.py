@@ -245,6 +245,30 @@ def _resumed(port: int, ca: Path, version: ssl.TLSVersion) -> bool:
     return reused == [False, True]
 
 
+def _cipher(port: int, ca: Path) -> str:
+    """The TLS 1.3 suite a client that offers AES-256-GCM first (OpenSSL's order) gets."""
+    context = ssl.create_default_context(cafile=str(ca))
+    context.check_hostname = False
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+            context.wrap_socket(raw, server_hostname="web.localhost") as tls:
+        cipher = tls.cipher()
+        assert cipher is not None
+        return cipher[0]
+
+
+async def test_the_edge_picks_aes_128_gcm_whatever_the_clients_order(tmp_path: Path) -> None:
+    machine = Machine("m1")
+    table = RoutingTable()
+    table.put_machine("m1", routed(https_doc("m1", await machine.start())))
+    try:
+        async with edge(table, tmp_path) as e:
+            assert await asyncio.to_thread(_cipher, e.tls_port, e.ca.path) == \
+                "TLS_AES_128_GCM_SHA256"
+    finally:
+        await machine.stop()
+
+
 @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2],
                          ids=["tls1.3", "tls1.2"])
 async def test_a_client_resumes_its_tls_session_by_ticket(tmp_path: Path,
