@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bodega.proxy.plane import WORKDIR_NOTE
 from bodega.worker.drivers.process.procfs import pids_with_argument
 from tests.cidr_kit import octet
 from tests.cluster.up_kit import unwire
@@ -183,6 +184,19 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
             await until(lambda: pids_with(marker) == [program])  # the same process, adopted
             got = await http.get(f"/v1/apps/hello/machines/{mid}")
             assert got.json()["state"] == "started"
+            # kill -9 the proxy: supervised back, and the files its HAProxy had (certificates
+            # and their keys) are removed by the restart instead of staying in /tmp.
+            note = data / "proxy" / WORKDIR_NOTE
+            killed_dir = Path(note.read_text().strip())
+            assert killed_dir.is_dir()
+            proxy = next(c for c in listed if c["name"] == "proxy")
+            os.kill(proxy["pid"], signal.SIGKILL)
+            proxy_again = await until(lambda: next(
+                (c for c in components() if c["name"] == "proxy"
+                 and c["pid"] != proxy["pid"] and c.get("restarts")), None))
+            await until(lambda: not killed_dir.exists()
+                        and Path(note.read_text().strip()).is_dir())
+            proxy_dir = Path(note.read_text().strip())
     finally:
         if up.returncode is None:
             up.send_signal(signal.SIGINT)
@@ -192,7 +206,8 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
         else:
             output = await up.communicate()
     await unwire(data)
-    pids = [c["pid"] for c in listed] + [restarted["pid"], forks_again]
+    pids = [c["pid"] for c in listed] + [restarted["pid"], forks_again, proxy_again["pid"]]
+    assert not proxy_dir.exists(), "the proxy's HAProxy files outlived bodega up"
     assert up.returncode == 0, output[0].decode()[-2000:]
     assert not [p for p in pids if alive(p)], "a component outlived bodega up"
     assert pids_with(marker) == [], "a machine outlived bodega up"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from bodega.proxy.haproxy.observed import CombinedLoad
 from bodega.proxy.haproxy.tcp_plane import TcpPlane
 from bodega.proxy.load import Load, LoadView
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.plane import choose_plane, haproxy_settings
+from bodega.proxy.plane import choose_plane, give_back_workdir, haproxy_settings, take_workdir
 from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
 from bodega.proxy.sites import SiteStore
@@ -209,6 +208,7 @@ class Proxy:
                                              region=config.region, tls=tls,
                                              default_cert=config.tls_cert)
         self._haproxy_dir = workdir
+        take_workdir(config.data_dir, workdir)
         self.dataplane = HaproxyDataPlane(binary, workdir, settings, self.table, config.region,
                                           self.waker, self.sites,
                                           TcpPlane(self.tcp, self.tcp_activator, self.table,
@@ -216,7 +216,7 @@ class Proxy:
         try:
             await self.dataplane.start()
         except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)  # stop() is not called after a failed start
+            give_back_workdir(config.data_dir, workdir)  # stop() is not called after a failed start
             raise
         self.public = (settings.bind_host, settings.bind_port)
         self.tls_public = (settings.tls_host, settings.tls_port) if settings.tls_port else None
@@ -266,7 +266,7 @@ class Proxy:
             await self.dataplane.stop()
             await self.tcp_activator.close()
             if self._haproxy_dir is not None:
-                shutil.rmtree(self._haproxy_dir, ignore_errors=True)
+                give_back_workdir(self.config.data_dir, self._haproxy_dir)
         if self.listener is not None:
             self.listener.close()
             with contextlib.suppress(Exception):

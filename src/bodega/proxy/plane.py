@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import shutil
 import socket
@@ -19,6 +20,10 @@ from bodega.runtime.tls import sites
 from bodega.runtime.tls.files import write_private
 
 MODES = ("auto", "haproxy", "python")
+WORKDIR_PREFIX = "bodega-haproxy-"
+# In the proxy's data dir: the directory of its HAProxy's files (maps, certificates and
+# their keys), which a proxy killed with SIGKILL cannot remove.
+WORKDIR_NOTE = "haproxy-workdir"
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ def haproxy_settings(listen_host: str, listen_port: int, activator: tuple[str, i
     here: fly.toml's ``default_self_signed``)."""
     port = _free_port(listen_host, listen_port)
     tls_port = _free_port(*tls) if tls is not None else 0
-    workdir = Path(tempfile.mkdtemp(prefix="bodega-haproxy-"))
+    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
     if tls is not None and default_cert is None:
         made = sites.self_signed((f"*.{base_domain}", base_domain),
                                  datetime.datetime.now(datetime.UTC))
@@ -74,6 +79,25 @@ def haproxy_settings(listen_host: str, listen_port: int, activator: tuple[str, i
         hosts_map=workdir / "hosts.map", base_domain=base_domain, threads=threads,
         region=region, tls_host=tls[0] if tls else "", tls_port=tls_port,
         default_cert=default_cert)
+
+
+def take_workdir(data_dir: Path, workdir: Path) -> None:
+    """Note ``workdir`` as the proxy of ``data_dir``'s, first removing the one an earlier
+    run noted and left (killed, it never removed its files: TLS keys among them)."""
+    note = data_dir / WORKDIR_NOTE
+    with contextlib.suppress(OSError):
+        left = Path(note.read_text().strip())
+        if (left != workdir and left.parent == Path(tempfile.gettempdir())
+                and left.name.startswith(WORKDIR_PREFIX)):
+            shutil.rmtree(left, ignore_errors=True)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    note.write_text(f"{workdir}\n")
+
+
+def give_back_workdir(data_dir: Path, workdir: Path) -> None:
+    """Remove ``workdir`` and its note (a proxy stopping)."""
+    shutil.rmtree(workdir, ignore_errors=True)
+    (data_dir / WORKDIR_NOTE).unlink(missing_ok=True)
 
 
 def _free_port(host: str, port: int) -> int:
