@@ -4,11 +4,13 @@ reload, force_https, h2 by ALPN, the headers machines get, WebSockets over TLS."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import ssl
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import pytest
 
 from bodega.proxy.routes import RoutingTable
 
-from .edge_kit import curl, edge, names, served_certificate
+from .edge_kit import Edge, curl, edge, names, served_certificate
 from .test_forwarding import Machine, machine_doc, routed
 
 
@@ -257,27 +259,28 @@ def _cipher(port: int, ca: Path) -> str:
         return cipher[0]
 
 
-async def test_the_edge_picks_aes_128_gcm_whatever_the_clients_order(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def one_machine(tmp_path: Path) -> AsyncIterator[Edge]:
+    """An edge routing web.localhost to one machine ``m1``."""
     machine = Machine("m1")
     table = RoutingTable()
     table.put_machine("m1", routed(https_doc("m1", await machine.start())))
     try:
         async with edge(table, tmp_path) as e:
-            assert await asyncio.to_thread(_cipher, e.tls_port, e.ca.path) == \
-                "TLS_AES_128_GCM_SHA256"
+            yield e
     finally:
         await machine.stop()
+
+
+async def test_the_edge_picks_aes_128_gcm_whatever_the_clients_order(tmp_path: Path) -> None:
+    async with one_machine(tmp_path) as e:
+        assert await asyncio.to_thread(_cipher, e.tls_port, e.ca.path) == \
+            "TLS_AES_128_GCM_SHA256"
 
 
 @pytest.mark.parametrize("version", [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2],
                          ids=["tls1.3", "tls1.2"])
 async def test_a_client_resumes_its_tls_session_by_ticket(tmp_path: Path,
                                                           version: ssl.TLSVersion) -> None:
-    machine = Machine("m1")
-    table = RoutingTable()
-    table.put_machine("m1", routed(https_doc("m1", await machine.start())))
-    try:
-        async with edge(table, tmp_path) as e:
-            assert await asyncio.to_thread(_resumed, e.tls_port, e.ca.path, version)
-    finally:
-        await machine.stop()
+    async with one_machine(tmp_path) as e:
+        assert await asyncio.to_thread(_resumed, e.tls_port, e.ca.path, version)
