@@ -17,6 +17,7 @@ the machine's namespace, and whatever ran on it next (an ``ip`` of the host) wit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import errno
 import functools
@@ -115,10 +116,10 @@ def _give(netns: str, device: str, address: ipaddress.IPv6Address,
             heard += errors(sock.recv(65536))
         for sequence, error in heard:
             if error:
-                what = ("its address", "its route to the gateway", "its default route")
+                what = {1: "its address", 2: "its route to the gateway", 3: "its default route"}
                 raise OSError(error, f"cannot give {device} in {netns} "
-                                     f"{what[sequence - 1]} ({address} via {gateway}): "
-                                     f"{os.strerror(error)}")
+                                     f"{what.get(sequence, 'its address and routes')} "
+                                     f"({address} via {gateway}): {os.strerror(error)}")
 
 
 async def give(netns: str, address: ipaddress.IPv6Address, gateway: ipaddress.IPv6Address,
@@ -129,12 +130,13 @@ async def give(netns: str, address: ipaddress.IPv6Address, gateway: ipaddress.IP
     done: asyncio.Future[None] = loop.create_future()
 
     def run() -> None:
+        error: BaseException | None = None
         try:
             _give(netns, device, address, gateway)
         except BaseException as exc:  # handed to the awaiting coroutine
-            loop.call_soon_threadsafe(_settle, done, exc)
-        else:
-            loop.call_soon_threadsafe(_settle, done, None)
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody awaits
+            loop.call_soon_threadsafe(_settle, done, error)
 
     threading.Thread(target=run, name=f"netlink-{netns}", daemon=True).start()
     await done

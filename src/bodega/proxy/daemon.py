@@ -208,12 +208,12 @@ class Proxy:
                                              region=config.region, tls=tls,
                                              default_cert=config.tls_cert)
         self._haproxy_dir = workdir
-        take_workdir(config.data_dir, workdir)
         self.dataplane = HaproxyDataPlane(binary, workdir, settings, self.table, config.region,
                                           self.waker, self.sites,
                                           TcpPlane(self.tcp, self.tcp_activator, self.table,
                                                    config.region, config.listen_host))
         try:
+            take_workdir(config.data_dir, workdir)
             await self.dataplane.start()
         except BaseException:
             give_back_workdir(config.data_dir, workdir)  # stop() is not called after a failed start

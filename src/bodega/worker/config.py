@@ -103,6 +103,13 @@ class WorkerConfig:
         return self.data_dir / "resolv.conf" if self.private_network else None
 
     @property
+    def resolv_conf_ahead(self) -> Path | None:
+        """What parked launchers bind over /etc/resolv.conf ahead of a start: the private
+        network's, where machines run as users of their own (a machine run as root could
+        remount it and write the host's file; it gets its own copy at its start)."""
+        return self.resolv_conf if self.machine_user is not None else None
+
+    @property
     def machines_dir(self) -> Path:
         return self.data_dir / "machines"
 

@@ -228,7 +228,8 @@ async def test_a_launcher_parked_for_a_machine_at_rest_binds_its_directory_ahead
 
 
 RESOLVER = ("import json; print(json.dumps({'argv': [], "
-            "'resolv': open('/etc/resolv.conf').read()}), flush=True); "
+            "'resolv': open('/etc/resolv.conf').read(), 'mounts': [line for line in "
+            "open('/proc/self/mountinfo') if ' /etc/resolv.conf ' in line]}), flush=True); "
             "import time; time.sleep(60)")
 
 
@@ -236,25 +237,28 @@ RESOLVER = ("import json; print(json.dumps({'argv': [], "
 async def test_a_launcher_binds_the_private_networks_resolv_conf_ahead(
     tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups], written: bool
 ) -> None:
-    """Parked once the private network has written its resolv.conf, the launcher binds it,
-    and the start has nothing left to bind: no gate, no ``mount``. Parked before, the start
-    binds the machine's own copy as a plain start does. Either way the program reads it."""
+    """Parked once the private network has written its resolv.conf, the launcher binds it
+    read-only, and the start has nothing left to bind: no gate, no ``mount``. Parked before,
+    the start binds the machine's own copy as a plain start does."""
     driver, network, _ = rig
     shared = tmp_path / "resolv.conf"
     if written:
-        shared.write_text("nameserver fdaa::3\n")
+        shared.write_text("nameserver fdaa::3\n# the host's\n")
         shared.chmod(0o644)
     parking(driver).resolv_conf = shared
     netns, launcher = await _parked(driver, network, 9, tmp_path / "park")
     own = tmp_path / "own-resolv.conf"  # the machine's copy of the same (effects.py)
-    own.write_text("nameserver fdaa::3\n")
+    own.write_text("nameserver fdaa::3\n# the machine's\n")
     mid = uuid.uuid4().hex[:14]
     s = dataclasses.replace(spec(tmp_path, netns, mid), argv=[machine_python(), "-c", RESOLVER],
                             mounts=(Mount(own, RESOLV_CONF),))
     host_before = Path("/etc/resolv.conf").read_text()
     handle = await driver.start(s)
     assert handle.pid == launcher
-    assert (await _report(s))["resolv"] == "nameserver fdaa::3\n"
+    report = await _report(s)
+    assert report["resolv"] == (shared if written else own).read_text()
+    (bound,) = report["mounts"]
+    assert (" ro," in bound) is written  # the host's file: no machine writes it
     files = RunFiles.for_run(s.machine_dir, s.instance_id, s.start_seq)
     assert files.gate.exists() is not written  # a gate only where the start binds
     assert Path("/etc/resolv.conf").read_text() == host_before

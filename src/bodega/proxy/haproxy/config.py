@@ -17,7 +17,7 @@ conn-failure`` with ``option redispatch``: nothing was sent, so any method
 is safe to retry); a machine's idle connections take any client's requests
 (``http-reuse always``), and a client's first request an idle connection was
 closed under is sent again when its method allows (``IDEMPOTENT``; a later one
-ends the client's connection instead, which the client retries: ``KEPT``);
+ends the client's connection instead, as a keep-alive's end does: ``KEPT``);
 X-Forwarded-For/Proto/Port, Fly-Client-IP, Fly-Region and
 a request id (``fly-request-id``/``x-request-id``, kept when the client sent
 one) are set on every request. A machine that refuses a connect is marked down
@@ -41,11 +41,14 @@ ACTIVATOR = "activator"
 IDEMPOTENT = "METH_GET or METH_OPTIONS or METH_PUT or METH_DELETE or METH_TRACE"
 # Set once a client's connection has carried a request. A request that may be sent again is
 # copied aside first, and that copy cost about 7 % of the requests HAProxy serves a second
-# (docs/benchmarks.md). A later request on the same connection goes without: when a machine
-# closes a reused connection under it, HAProxy closes the client's connection with no
-# answer, and the client sends the request again as after any keep-alive connection's end
-# (RFC 9112, 9.3.1). HAProxy's default reuse relies on this for every request it reuses a
-# connection for. A client's first request has no such way out, so it keeps its copy.
+# (docs/benchmarks.md). A later HTTP/1 request on the same connection goes without: when a
+# machine closes a reused connection under it, HAProxy closes the client's connection with
+# no answer, as a server does whose keep-alive ends as a request comes (RFC 9112, 9.3.1).
+# A client that retries then (browsers, curl, Go) sends it again; one that does not gets
+# an error, as it would from the machine itself. HAProxy's default reuse (``safe``) treats
+# every request it reuses a connection for so. A first request has no such way out, so it
+# keeps its copy. (An HTTP/2 stream is never a first to HAProxy: one a machine closed under
+# is refused with REFUSED_STREAM, whatever this says, and the client may send it again.)
 KEPT = "sess.kept"
 TLS13_SUITES = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 # Every machine's slot: a connect it refuses marks it down at once, so the retry of that
@@ -112,9 +115,11 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         # TLS sessions resume by ticket (in TLS 1.3 the only way), as nginx's default does;
         # a session cache would cost every handshake a copy into it (and a reload empties it).
         "    tune.ssl.cachesize 0",
-        # TLS 1.3's suites in the order of Mozilla's intermediate configuration, HAProxy's
-        # (the server's) order choosing: AES-128-GCM before AES-256-GCM, which OpenSSL and
-        # most clients put first, took about 4 % more new connections a second here.
+        # TLS 1.3's suites, chosen by this order (HAProxy's, the server's), not the client's:
+        # AES-128-GCM before AES-256-GCM, which OpenSSL and most clients offer first, took
+        # about 4 % more new connections a second here. The list is Mozilla's intermediate
+        # one; Mozilla lets the client choose, so a client without AES instructions that
+        # prefers ChaCha20 gets AES-128-GCM here (it got AES-256-GCM before).
         f"    ssl-default-bind-ciphersuites {TLS13_SUITES}",
         "",
         "defaults",

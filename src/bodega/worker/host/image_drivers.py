@@ -145,5 +145,5 @@ def make_image_driver(config: WorkerConfig) -> Driver:
         return oci
     process = ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
                             park_dir=config.data_dir / "park", warmup=oci.warmup,
-                            resolv_conf=config.resolv_conf)
+                            resolv_conf=config.resolv_conf_ahead)
     return DriverPair(process, oci)

@@ -95,7 +95,8 @@ def make_driver(config: WorkerConfig) -> Driver:
         cgroups = (Cgroups.detect(config.cgroup_scope())
                    if config.cgroups and os.geteuid() == 0 else None)
         return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
-                             park_dir=config.data_dir / "park", resolv_conf=config.resolv_conf)
+                             park_dir=config.data_dir / "park",
+                             resolv_conf=config.resolv_conf_ahead)
     if config.driver in ("oci", "auto"):
         return make_image_driver(config)
     raise ValueError(f"unknown driver {config.driver!r}: use auto, process, oci, null or fake")

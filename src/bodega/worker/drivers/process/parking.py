@@ -63,8 +63,8 @@ PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "slave", "--")
 # $1: the launcher's directory (its FIFO lives there), $2: cgroup.procs files to join, $3:
 # the directory of the machine at rest in this namespace, bound at HOME_MOUNT now rather
 # than by its start ("-": none, or its machine runs as the worker's user), $4: the private
-# network's resolv.conf, bound over /etc/resolv.conf now ("-": none): the machine's start
-# then has nothing to bind, and its wrapper runs no gate and no ``mount``.
+# network's resolv.conf, bound read-only over /etc/resolv.conf now ("-": none): the
+# machine's start then has nothing to bind, and its wrapper runs no gate and no ``mount``.
 # Once in its cgroups it says so (``ready``, made by the shell itself, no process spawned):
 # creates prefer an address whose launcher is that far (``waiting``). Then it runs the
 # script the start writes into its FIFO, in this same shell (``.`` blocks until a writer
@@ -75,7 +75,7 @@ PARK = r"""set -f
 dir=$1 cgs=$2 home=$3 resolv=$4
 for cg in $cgs; do echo $$ > "$cg" || exit 1; done
 if [ "$home" != - ]; then mount --bind "$home" HOME_MOUNT || exit 1; fi
-if [ "$resolv" != - ]; then mount --bind "$resolv" RESOLV_CONF || exit 1; fi
+if [ "$resolv" != - ]; then mount --bind -o ro "$resolv" RESOLV_CONF || exit 1; fi
 : > "$dir/ready"
 . "$dir/go"
 exit 1
@@ -187,8 +187,8 @@ class Parking:
             return None
         try:
             self.cgroups.adopt(park_slot(spec.netns), spec.machine_id, spec.memory_mb, spec.cpus)
-            mounts = [(host, guest) for host, guest in bind_order(spec.mounts)
-                      if not (parked.resolv and guest == RESOLV_CONF)]  # bound already
+            mounts = [(host, guest) for host, guest in bind_order(spec.mounts)  # less the file
+                      if not (parked.resolv and guest == RESOLV_CONF and not host.is_dir())]
             if mounts:
                 make_gate(files)
             # Whole, through the FIFO: the launcher reads as it comes (a script larger than
