@@ -12,6 +12,7 @@ import pytest
 from bodega.model.machine import Machine
 from bodega.wire.worker_client import WorkerClient
 from tests.python_kit import machine_python
+from tests.tls_kit import TEST_CA
 
 from .crash_kit import crash_worker, until
 
@@ -83,3 +84,34 @@ async def test_two_machines_share_a_port_and_a_reused_address_answers(tmp_path: 
         assert third.service_host is not None
         assert await ask(third.service_host, 8080) == (
             f"{third.id} echo ams {third.private_ip}")
+
+
+def performed(metrics: str, fsm: str, step: str) -> float:
+    """How many times the worker performed ``step``'s effect (folded steps are not timed)."""
+    for line in metrics.splitlines():
+        if line.startswith("bodega_worker_step_seconds_count{") and \
+                f'fsm="{fsm}"' in line and f'step="{step}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+async def test_a_launch_does_not_attach_again_what_its_create_attached(tmp_path: Path) -> None:
+    """The start a create launches skips its ``starting`` attach (the create's commit folds
+    it: the namespace stands); a start after a stop attaches, and the machine answers."""
+    async with crash_worker(tmp_path) as worker:
+        client = await worker.start()
+        assert worker.daemon is not None
+        machine = await started(client)
+        async with TEST_CA.http("admin") as http:
+            metrics = (await http.get(worker.daemon.url + "/metrics")).text
+            assert performed(metrics, "create_machine", "attach_network") == 1
+            assert performed(metrics, "start_machine", "starting") == 0
+            await client.stop(machine.id)
+            await client.wait(machine.id, "stopped", timeout=30)
+            await client.start(machine.id)
+            await client.wait(machine.id, "started", timeout=30)
+            metrics = (await http.get(worker.daemon.url + "/metrics")).text
+            assert performed(metrics, "start_machine", "starting") == 1
+        assert machine.service_host is not None
+        assert await ask(machine.service_host, 8080) == (
+            f"{machine.id} echo ams {machine.private_ip}")

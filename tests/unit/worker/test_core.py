@@ -209,7 +209,8 @@ def test_a_create_that_was_asked_to_launch_begins_its_start_in_the_same_commit()
     row = record(S.CREATED, start_seq=0)
     decision = decide(row, StepEntered("created", CreateMachine(launch=True)))
     assert decision.changes.state == S.CREATED
-    assert decision.begin == StartMachine(source="flyd", start_seq=1, delay=0.0)
+    # ``attached``: its ``starting`` need not attach the network the create just attached.
+    assert decision.begin == StartMachine(source="flyd", start_seq=1, delay=0.0, attached=True)
     quiet = decide(row, StepEntered("created", CreateMachine(launch=False)))
     assert quiet.begin is None
 

@@ -10,7 +10,7 @@ step.
 
 On disk a payload is the JSON object it always was (the ``ops`` log and the
 ``operations`` table): ``payload_json`` writes a field only when it is set
-(None and a false ``thaw`` are left out) and ``payload_from_json`` reads one
+(None and a false flag, ``thaw`` or ``attached``, are left out) and ``payload_from_json`` reads one
 back, ignoring keys it does not know, so an operation an older worker logged
 resumes.
 """
@@ -61,6 +61,9 @@ class CreateMachine(Payload):
 class StartMachine(StartsRun):
     fsm: ClassVar[str] = "start_machine"
     delay: float = 0.0  # seconds to back off first (a crash loop); 0: none
+    # Begun by the create that has just attached the machine's network, in the commit that
+    # ends it: ``starting`` has nothing to attach while the namespace stands.
+    attached: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +123,7 @@ PAYLOADS: dict[str, type[Payload]] = {
 
 _FAILURE = ("error", "failed_step")  # written last, as they were added last
 _SECONDS = ("delay", "timeout")  # numbers a JSON writer may have left as integers
+_FLAGS = ("thaw", "attached")  # left out when false, as they were before they existed
 
 
 def payload_json(payload: Payload) -> dict[str, Any]:
@@ -128,7 +132,7 @@ def payload_json(payload: Payload) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in names:
         value = getattr(payload, name)
-        if value is None or (name == "thaw" and value is False):
+        if value is None or (name in _FLAGS and value is False):
             continue
         out[name] = dict(value) if isinstance(value, Mapping) else value
     return out

@@ -170,7 +170,7 @@ def _step_entered(record: MachineRow, stimulus: StepEntered) -> Decision:
     if fsm.then is After.LAUNCH and launch:
         # The start begins in the same commit that ends the create, so a crash in
         # between can never leave a machine created that was asked to launch.
-        return _begin_start(record, "flyd", delay=0.0, changes=changes)
+        return _begin_start(record, "flyd", delay=0.0, changes=changes, attached=True)
     if fsm.then is After.RELEASE:
         return Decision(changes=Changes(state=changes.state, holds_compute=False,
                                         clear_handle=True), release=True)
@@ -188,14 +188,16 @@ def _operation_ended(record: MachineRow, stimulus: OperationEnded) -> Decision:
 
 
 def _begin_start(record: MachineRow, source: str, delay: float,
-                 changes: Changes = Changes(), reason: str | None = None) -> Decision:
+                 changes: Changes = Changes(), reason: str | None = None,
+                 attached: bool = False) -> Decision:
     start_seq = record.start_seq + 1
     # Any start settles what the host's stop left to do: the machine runs again.
     unmark = Changes(host_stopped=False) if record.host_stopped else Changes()
     return Decision(
         room=None if record.holds_compute else Ask.for_config(record.config),
         changes=changes.merge(unmark).merge(Changes(holds_compute=True, start_seq=start_seq)),
-        begin=StartMachine(source=source, reason=reason, start_seq=start_seq, delay=delay),
+        begin=StartMachine(source=source, reason=reason, start_seq=start_seq, delay=delay,
+                           attached=attached),
     )
 
 

@@ -178,16 +178,23 @@ class MachineEffects:
 
     def inert(self, op: Operation, step: Step) -> Outcome | None:
         """What ``step``'s effect would report, when it does nothing on this host (the null
-        driver's prepare, attaching under host networking); None when it must be performed.
+        driver's prepare, attaching under host networking, a launch's ``starting`` after its
+        create attached); None when it must be performed.
         The runner then enters the next step in the same commit instead of performing it."""
         match step.effect:
             case Effect.PREPARE if not self.driver.capabilities.prepares:
                 return Outcome()
             case Effect.ATTACH_NETWORK:
                 fixed = self.network.fixed_attachment()
-                if fixed is None:
-                    return None
-                return Outcome(updates={"private_ip": fixed.private_ip, "netns": fixed.netns})
+                if fixed is not None:
+                    return Outcome(updates={"private_ip": fixed.private_ip,
+                                            "netns": fixed.netns})
+                if isinstance(op.payload, StartMachine) and op.payload.attached:
+                    # The create attached it in the commit that began this start; a
+                    # namespace gone since (a reboot) is attached again.
+                    index = self.machine(op.resource_id).ip_index
+                    if index is not None and self.network.ready(index):
+                        return Outcome()
         return None
 
     async def perform(self, op: Operation, step: Step) -> Outcome:

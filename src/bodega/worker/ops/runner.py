@@ -205,8 +205,10 @@ class Runner:
         self.on_step(op.fsm, step.name, time.perf_counter() - started)
         self.failpoints.hit(op.fsm, step.name, "after")
         with self.store.tx(host_local=host_local(op)) as conn:
-            op, _began = self._advance(conn, fsm, op, step, outcome)
+            op, began = self._advance(conn, fsm, op, step, outcome)
             op, _began = self.fold(conn, op)
+            if began is not None:  # its first no-op steps in this same commit (a launch's)
+                self.fold(conn, began)
         return op
 
     def abandon(self, op: Operation, error: str) -> Operation:
