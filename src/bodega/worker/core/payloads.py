@@ -10,9 +10,9 @@ step.
 
 On disk a payload is the JSON object it always was (the ``ops`` log and the
 ``operations`` table): ``payload_json`` writes a field only when it is set
-(None and a false flag, ``thaw`` or ``attached``, are left out) and ``payload_from_json`` reads one
-back, ignoring keys it does not know, so an operation an older worker logged
-resumes.
+(None and a false flag, ``thaw`` or ``attached``, are left out) and
+``payload_from_json`` reads one back, ignoring keys it does not know, so an
+operation an older worker logged resumes.
 """
 
 from __future__ import annotations

@@ -107,7 +107,7 @@ class ProcessDriver(RunsDriver):
             await self.warmup.clear()  # a parked launcher's cgroups are renamed, or new made
         if self.parking is not None:
             files.spawnfile.touch()
-            parked = self.parking.take(spec, files, memory_kib)
+            parked = self.parking.take(spec, files, memory_kib, mounts)
             if parked is not None:
                 assert self.cgroups is not None
                 log.info("%s: started pid %d (%s) from a parked launcher", spec.machine_id,

@@ -42,7 +42,6 @@ from bodega.worker.drivers.process.launch import (
     SHELL,
     WRAPPER,
     RunFiles,
-    bind_order,
     home_of,
     make_gate,
     program_step,
@@ -163,8 +162,10 @@ class Parking:
         return parked is not None and parked.home == home
 
     def take(self, spec: TaskSpec, files: RunFiles,
-             user_memory_kib: int | None) -> subprocess.Popen[bytes] | None:
-        """Run ``spec`` with the launcher parked in its namespace; None to start it plainly."""
+             user_memory_kib: int | None,
+             mounts: list[tuple[Path, str]]) -> subprocess.Popen[bytes] | None:
+        """Run ``spec`` with the launcher parked in its namespace; None to start it plainly.
+        ``mounts``: its mounts as the wrapper binds them (``bind_order``)."""
         if spec.netns is None:
             return None
         parked = self._parked.pop(spec.netns, None)
@@ -187,14 +188,14 @@ class Parking:
             return None
         try:
             self.cgroups.adopt(park_slot(spec.netns), spec.machine_id, spec.memory_mb, spec.cpus)
-            mounts = [(host, guest) for host, guest in bind_order(spec.mounts)  # less the file
-                      if not (parked.resolv and guest == RESOLV_CONF and not host.is_dir())]
-            if mounts:
+            left = [(host, guest) for host, guest in mounts  # less the file bound ahead
+                    if not (parked.resolv and guest == RESOLV_CONF and not host.is_dir())]
+            if left:
                 make_gate(files)
             # Whole, through the FIFO: the launcher reads as it comes (a script larger than
             # the pipe holds waits for it), and runs it once the FIFO is closed.
             os.set_blocking(fd, True)
-            script = memoryview(run_script(spec, files, user_memory_kib, mounts,
+            script = memoryview(run_script(spec, files, user_memory_kib, left,
                                            parked.home is not None).encode())
             while script:
                 script = script[os.write(fd, script):]
