@@ -258,7 +258,7 @@ def report(times: dict[str, list[float]], wakes: list[Wake], bares: list[Bare],
           f"p90 {statistics.quantiles(bare, n=10)[-1] * 1000:6.1f} ms")
     print(f"  bodega up, public proxy port    {mu * 1000:7.1f} ms  "
           f"p90 {statistics.quantiles(up, n=10)[-1] * 1000:6.1f} ms   "
-          f"+{(mu - mb) * 1000:5.1f} ms  {mu / mb:5.2f}x")
+          f"{(mu - mb) * 1000:+5.1f} ms  {mu / mb:5.2f}x")
     ratios = sorted(u / b for u, b in zip(up, bare, strict=True))
     print(f"  each run's ratio: min {ratios[0]:.2f}x, median "
           f"{statistics.median(ratios):.2f}x, max {ratios[-1]:.2f}x")

@@ -80,7 +80,7 @@ async def main(destroyed: int, live: int, rounds: int) -> None:
                     base = statistics.median(times[f"/v1/apps/live{tail}"])
                     churn = statistics.median(times[f"/v1/apps/churn{tail}"])
                     print(f"  {tail or '/ (the app)'}: {destroyed} destroyed beside it costs "
-                          f"+{(churn - base) * 1000:.2f} ms, {churn / base:.2f}x")
+                          f"{(churn - base) * 1000:+.2f} ms, {churn / base:.2f}x")
         finally:
             await up.end()
             await sweep_data_dir(tmp / "cluster")

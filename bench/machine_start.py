@@ -170,7 +170,7 @@ def line(name: str, times: list[float], bare: float) -> str:
     median = statistics.median(times)
     p90 = statistics.quantiles(times, n=10)[-1]
     return (f"  {name:<30} {median * 1000:7.1f} ms  p90 {p90 * 1000:6.1f} ms   "
-            f"+{(median - bare) * 1000:5.1f} ms  {median / bare:5.2f}x")
+            f"{(median - bare) * 1000:+5.1f} ms  {median / bare:5.2f}x")
 
 
 async def main(runs: int, only: str | None, profile: Path | None, at_rest: int,

@@ -228,7 +228,7 @@ def report(args: argparse.Namespace, loaded: dict[str, WrkResult],
     print("  one client: p50 (p99) " + ", ".join(
         f"{name} {r.p50:.3f} ({r.p99:.3f}) ms" for name, r in single.items()))
     print("  added p50 for one client: " + ", ".join(
-        f"{name} +{r.p50 - base:.3f} ms" for name, r in single.items() if name != "direct"))
+        f"{name} {r.p50 - base:+.3f} ms" for name, r in single.items() if name != "direct"))
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def test_the_edge_benches_run_on_bodega_up_and_print_their_ratios() -> None:
     assert edge.returncode == 0, edge.stdout + edge.stderr
     assert "data plane" in proxy.stdout  # the plane `bodega up` chose, named
     assert re.search(rf"bodega/nginx {RATIO}; nginx/direct {RATIO}", proxy.stdout), proxy.stdout
-    assert re.search(r"added p50 for one client: nginx \+[\d.]+ ms, bodega \+[\d.]+ ms",
+    assert re.search(r"added p50 for one client: nginx [+-][\d.]+ ms, bodega [+-][\d.]+ ms",
                      proxy.stdout), proxy.stdout
     for figure in ("new TLS connections, resumed", "full TLS handshakes"):
         line = next((x for x in edge.stdout.splitlines() if figure in x), "")
