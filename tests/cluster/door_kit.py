@@ -51,7 +51,6 @@ from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 
 T = TypeVar("T")
-ETH_P_IP, IPPROTO_UDP = 0x0800, 17
 
 # The machine's program prints the arguments it was given, literally, then idles.
 ARGV_ECHO = "import json, sys, time; print(json.dumps(sys.argv[1:]), flush=True); time.sleep(900)"
@@ -305,19 +304,6 @@ def gossip_drops(metrics_text: str, reason: str) -> float | None:
     match = re.search(rf'^bodega_gossip_bad_packets_total\{{reason="{reason}"\}} (\S+)$',
                       metrics_text, re.MULTILINE)
     return float(match.group(1)) if match else 0.0  # no drop yet: the labelled child is absent
-
-
-def sniff_udp(port: int, timeout: float = 30.0) -> bytes:
-    """The payload of the next UDP datagram to ``port`` on the loopback, as a sniffer on the
-    wire sees it (an AF_PACKET socket: needs root, as these tests do)."""
-    with socket.socket(socket.AF_PACKET, socket.SOCK_DGRAM, socket.htons(ETH_P_IP)) as raw:
-        raw.bind(("lo", ETH_P_IP))
-        raw.settimeout(timeout)
-        while True:
-            frame = raw.recv(65535)
-            header = (frame[0] & 0x0F) * 4
-            if frame[9] == IPPROTO_UDP and int.from_bytes(frame[header + 2:header + 4]) == port:
-                return frame[header + 8:]
 
 
 def memory_holds(pid: int, needles: tuple[bytes, ...]) -> set[bytes]:

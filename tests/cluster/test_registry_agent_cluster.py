@@ -86,6 +86,14 @@ async def test_one_agent_replicates_for_the_host_and_answers_sql(up: UpProcess) 
     assert (await machines(cli))[made["id"]] == "started"
     members = json.loads(await cli.ok("cluster", "members", "--json"))
     assert {m["name"]: m["role"] for m in members}["agent"] == "agent"
+    # The agent is the host's one SWIM member: the others are its tenants, at its address.
+    (agent,) = [m for m in members if m["name"] == "agent"]
+    assert agent["host"] == ""
+    tenants = [m for m in members if m["name"] != "agent"]
+    assert sorted(m["name"] for m in tenants) == ["ams-1", "ams-2", "broker", "proxy"]
+    assert {(m["host"], m["addr"], m["status"]) for m in tenants} == {
+        ("agent", agent["addr"], "alive")}
+    assert "via agent" in await cli.ok("cluster", "members")
 
     assert "read-only" in await error(cli, "query", "DELETE FROM machines")
     assert "syntax error" in await error(cli, "query", "SELEC 1")

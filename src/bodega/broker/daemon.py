@@ -219,7 +219,7 @@ class Broker:
         """Seconds this broker's membership still gives suspect ``name`` to refute."""
         if self.node is None:
             return None
-        deadline = self.node.membership.swim.suspicion_deadline(name)
+        deadline = self.node.membership.suspicion_deadline(name)
         return None if deadline is None else deadline - asyncio.get_running_loop().time()
 
     async def until_ready(self) -> None:

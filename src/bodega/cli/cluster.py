@@ -29,7 +29,8 @@ def members(api_url: ApiUrl = None, token: Token = None,
             context: ContextName = None, json: Json = False) -> None:
     """Members as the broker's registry sees them: alive, or unreachable (suspect, dead or
     left) since when, and when each one's certificate expires (it is renewed before then).
-    A host that went away stays listed as long as the view holds its rows."""
+    A host that went away stays listed as long as the view holds its rows. On a host with a
+    registry agent, its processes gossip through it: their ADDR reads ``via <agent>``."""
     found = call(api_url, token, lambda c: c.members(), context=context)
     if json:
         show_json(found)
@@ -37,7 +38,8 @@ def members(api_url: ApiUrl = None, token: Token = None,
     table(["NAME", "ROLE", "REGION", "STATUS", "SINCE", "INCARNATION", "GENERATION", "ADDR",
            "CERT EXPIRES"],
           [(m.name, m.role, m.region, member_label(m), m.since or "-", m.incarnation,
-            m.generation, m.addr, m.meta.get("cert_expires", "-"))
+            m.generation, f"via {m.host}" if m.host else m.addr,
+            m.meta.get("cert_expires", "-"))
            for m in found])
 
 

@@ -1,9 +1,10 @@
 """What a local cluster runs: each component's command line, environment and files.
 
 An image registry (when it has a port), the host's registry agent (with
-``--registry-agent``: every other component reads its replica), the workers
-(each gossiping on a fixed port, joining those before it), one broker and one
-proxy in the first region.
+``--registry-agent``: every other component reads its replica and is its
+tenant, gossiping through it), the workers (without an agent, each gossiping on
+a fixed port, joining those before it), one broker and one proxy in the first
+region.
 Each component is ``bodega <role> ...`` with a ready file and a log file of its
 own; its flags map back to the ``bodega up`` flags that set them, so an error
 it prints can be worded in the user's terms. Secrets go in the environment,
@@ -110,24 +111,26 @@ def components_for(config: ClusterConfig) -> list[Component]:
             flags={"--listen": "--registry-port"}))
     agent = config.agent_dir
     hosted: tuple[str, ...] = ("--registry-agent", str(agent)) if agent else ()
-    first: list[str] = []
     if agent is not None:  # before every other component: they read its replica
-        first = [config.gossip(AGENT_NAME)]
         components.append(Component(
             "agent", AGENT_NAME, nearest,
             bodega_argv("agent", "--name", AGENT_NAME, "--region", nearest,
                         "--data-dir", str(agent), "--listen", f"{config.host}:0",
-                        "--gossip-listen", first[0],
+                        "--gossip-listen", config.gossip(AGENT_NAME),
                         "--gossip-keyring", str(config.keyring_file),
                         "--exit-with-parent", "--ready-file", str(run_dir / "agent.json"),
                         "--log-level", config.log_level, *tls_args(config)),
             run_dir / "agent.json", logs / "agent.log",
             flags={"--gossip-listen": "--gossip-port"}, tls_dir=_tls_dir(config, agent)))
     for index, (name, region) in enumerate(config.worker_names()):
-        # Every worker gossips on a fixed port; the first joins nobody (or the host's agent),
-        # each other one joins through those before it, so any of them still up lets a
-        # restarted worker back in (the first rejoins through the peers it remembers).
-        joins = first + [config.worker_gossip(i) for i in range(index)]
+        # With an agent, the agent gossips for every worker (they are its tenants). Without
+        # one, every worker gossips on a fixed port; the first joins nobody, each other one
+        # joins through those before it, so any of them still up lets a restarted worker
+        # back in (the first rejoins through the peers it remembers).
+        joins = [config.worker_gossip(i) for i in range(index)]
+        gossip = () if agent else (
+            "--gossip-listen", config.worker_gossip(index),
+            *(("--join", ",".join(joins)) if joins else ()))
         argv = bodega_argv(
             "worker", "--name", name, "--region", region,
             "--data-dir", str(config.data_dir / "workers" / name),
@@ -138,9 +141,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             *(("--cluster-id", config.cluster_id) if config.cluster_id else ()),
             "--stop-machines-on-exit", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
-            "--gossip-listen", config.worker_gossip(index),
-            "--gossip-keyring", str(config.keyring_file),
-            *(("--join", ",".join(joins)) if joins else ()), *images, *tls_args(config),
+            *gossip, "--gossip-keyring", str(config.keyring_file), *images, *tls_args(config),
             *private_network_args(config.private_network, config.worker_wireguard(index),
                                   f"{config.host}:{config.proxy_port}"),
             *hosted, *config.extra_worker_args,
@@ -150,8 +151,9 @@ def components_for(config: ClusterConfig) -> list[Component]:
                                     flags={"--gossip-listen": "--gossip-port",
                                            "--machine-subnet": "--machine-cidr"},
                                     tls_dir=_tls_dir(config, config.data_dir / "workers" / name)))
-    seeds = ",".join(first + [config.worker_gossip(i) for i in range(config.worker_count)])
-    # One broker and one proxy, in the first region, joined to the workers' gossip.
+    seeds = ",".join(config.worker_gossip(i) for i in range(config.worker_count))
+    # One broker and one proxy, in the first region: tenants of the agent, as the workers
+    # are, or joined to the workers' gossip.
     for role, port, extra, flag in (
             ("broker", config.api_port, config.extra_broker_args, "--api-port"),
             ("proxy", config.proxy_port, config.extra_proxy_args, "--proxy-port")):
@@ -159,7 +161,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             role, "--name", role, "--region", nearest,
             "--data-dir", str(config.data_dir / role),
             "--listen", f"{config.host}:{port}",
-            "--gossip-listen", config.gossip(role), "--join", seeds,
+            *(() if agent else ("--gossip-listen", config.gossip(role), "--join", seeds)),
             "--gossip-keyring", str(config.keyring_file),
             "--exit-with-parent", "--ready-file", str(run_dir / f"{role}.json"),
             "--log-level", config.log_level, *tls_args(config), *hosted,

@@ -92,10 +92,11 @@ class ClusterConfig:
         return str(list(ipaddress.ip_network(self.machine_cidr).subnets(prefixlen_diff=1))[1])
 
     def component_names(self) -> list[str]:
-        """Every component that gossips: the registry agent (if any), the workers, then the
-        broker and the proxy."""
-        agent = [AGENT_NAME] if self.registry_agent else []
-        return agent + [name for name, _ in self.worker_names()] + ["broker", "proxy"]
+        """Every component that gossips: the registry agent alone when there is one (the
+        others are its tenants), else the workers, the broker and the proxy."""
+        if self.registry_agent:
+            return [AGENT_NAME]
+        return [name for name, _ in self.worker_names()] + ["broker", "proxy"]
 
     @property
     def agent_dir(self) -> Path | None:

@@ -6,14 +6,19 @@ on the host that replicates: it gossips rows, pulls and serves anti-entropy and
 applies every row of the cluster, once for the whole host. The host's other
 processes (``hosted.py``) read its view (``registry.db`` in its data dir) and
 hand it the rows they write, on its Unix socket (``local.sock``, in the same
-private directory). It is a SWIM member too, of role ``agent``: the member
-peers pull from (``meta["sync"]``).
+private directory). It is the host's one SWIM member, of role ``agent``: the
+member peers pull from (``meta["sync"]``). The host's processes check in with
+it about once a second instead of each speaking SWIM; it gossips a record for
+each (its *tenants*, ``membership/tenants.py``), judges them by their
+silence, and answers each check-in with the cluster's members once they
+change.
 
 Listeners:
 
 - the Unix socket: the local API (``/v1/local/hand``, ``/v1/local/rows-of``,
-  ``/v1/local/sync``, ``/v1/local/changes``), for the host's own processes only
-  (the directory is 0700);
+  ``/v1/local/sync``, ``/v1/local/changes``, ``/v1/local/check-in``,
+  ``/v1/local/leave``), for the host's own processes only (the directory is
+  0700);
 - its internal listener (mutual TLS): registry sync and subscriptions for the
   cluster's members, health and metrics as every component has
   (``agent_listener.py``).
@@ -44,16 +49,22 @@ from starlette.routing import BaseRoute, Route
 from bodega.model.errors import BadRequest, Unavailable
 from bodega.registry.agent_link import (
     CHANGES_PATH,
+    CHECK_IN_PATH,
     HAND_PATH,
+    LEAVE_PATH,
     ROWS_OF_PATH,
     SOCKET_NAME,
     SYNC_PATH,
     ChangeMark,
     ChangesAsked,
+    CheckIn,
+    Leave,
+    Presence,
 )
 from bodega.registry.agent_listener import agent_routes
 from bodega.registry.member_tls import certificate_meta, renewal
-from bodega.registry.membership.messages import DecodeError
+from bodega.registry.membership.messages import DecodeError, record_json
+from bodega.registry.membership.outputs import Delivered, Event
 from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.rowwire import decode_reply, reply_json
 from bodega.runtime.serve import Served, bind, serve
@@ -108,6 +119,7 @@ class RegistryAgent:
         self._epoch = secrets.token_hex(8)
         self._generations: dict[str, int] = {}  # times rows were applied, by table
         self._applied = asyncio.Event()
+        self._members_changed = asyncio.Event()
         self._stopping = False
 
     @property
@@ -134,6 +146,7 @@ class RegistryAgent:
                                                                405: not_found_app_handler}),
                                  "unix", 0, sock=_unix_socket(c.socket_path))
         self.node.table_listeners.append(self._bump)
+        self.node.membership.add_listener(self._member_event)
         await self.node.start()
         if self.tls is not None:
             self._tasks.append(asyncio.create_task(renewal(self.tls, self.node).run()))
@@ -145,6 +158,7 @@ class RegistryAgent:
             task.cancel()
         self._stopping = True  # the held ``changes`` calls are answered now, new ones refused
         self._bump(set())
+        self._member_event(None)
         for served in (self.local, self.internal):
             if served is not None:
                 await served.stop()
@@ -159,7 +173,52 @@ class RegistryAgent:
                 return await handle_errors(request, call)  # type: ignore[arg-type]
             return Route(path, endpoint, methods=["POST"])
         return [route(HAND_PATH, self._hand), route(ROWS_OF_PATH, self._rows_of),
-                route(SYNC_PATH, self._sync), route(CHANGES_PATH, self._changes)]
+                route(SYNC_PATH, self._sync), route(CHANGES_PATH, self._changes),
+                route(CHECK_IN_PATH, self._check_in), route(LEAVE_PATH, self._leave)]
+
+    def _member_event(self, what: Event | Delivered | None) -> None:
+        if not isinstance(what, Delivered):  # a member changed (or the agent stops)
+            changed, self._members_changed = self._members_changed, asyncio.Event()
+            changed.set()
+
+    def _members_mark(self) -> str:
+        assert self.node is not None
+        swim = self.node.membership.swim
+        return f"{self._epoch}.{swim.table_version}.{swim.generation}.{swim.incarnation}"
+
+    async def _check_in(self, request: Request) -> Response:
+        """A process of this host is alive: the agent gossips its record (``Swim.host``).
+        Held, like ``changes``, until the members change or ``hold`` passes."""
+        assert self.node is not None
+        asked = await read_model(request, CheckIn)
+        if self._stopping:
+            raise Unavailable("the registry agent is stopping")
+        membership = self.node.membership
+        try:
+            membership.host(asked.name, asked.role, asked.region, asked.meta, asked.generation)
+        except ValueError as exc:
+            raise BadRequest(f"invalid_argument: {exc}") from None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + asked.hold
+        while (self._members_mark() == asked.mark and not self._stopping
+               and loop.time() < deadline):
+            with contextlib.suppress(TimeoutError):
+                await within(self._members_changed.wait(), deadline - loop.time())
+        swim, mark, now = membership.swim, self._members_mark(), loop.time()
+        you = swim.record_of(asked.name)
+        assert you is not None  # recorded above, and a tenant's record is never reaped live
+        return json_response(Presence(
+            epoch=self._epoch, mark=mark, you=record_json(you),
+            members=None if mark == asked.mark else [record_json(r) for r in swim.records()],
+            suspicions={m.name: round(ends - now, 3) for m in swim.members()
+                        if (ends := swim.suspicion_deadline(m.name)) is not None},
+        ).model_dump())
+
+    async def _leave(self, request: Request) -> Response:
+        assert self.node is not None
+        asked = await read_model(request, Leave)
+        self.node.membership.tenant_left(asked.name)
+        return json_response({})
 
     def _bump(self, tables: set[str]) -> None:
         """Rows were applied to ``tables`` (and committed): wake every ``changes`` call held

@@ -2,7 +2,7 @@
 
 The socket lives in the agent's data dir (mode 0700): only the host's own
 bodega processes (the user that runs them) can connect, so the local API needs
-no token and no TLS. Four calls (``agent.py`` serves them):
+no token and no TLS. Six calls (``agent.py`` serves them):
 
 - ``hand``: rows this process wrote (a sync reply served from its own store),
   answered with what the agent has now seen of this process's versions;
@@ -11,7 +11,11 @@ no token and no TLS. Four calls (``agent.py`` serves them):
 - ``sync_round``: pull from peers now;
 - ``changes``: a long poll, answered when the tables the caller follows
   changed in the agent's view since its mark (how a process follows the view
-  without reading it many times a second, nor at every row the agent applies).
+  without reading it many times a second, nor at every row the agent applies);
+- ``check_in``: the process is alive (the agent speaks for it in SWIM,
+  ``membership/tenants.py``), held until the cluster's members change or about
+  a second has passed, and answered with the members when they changed;
+- ``leave``: the process is stopping for good.
 
 Any failure to reach the agent is ``AgentUnavailable``: the caller keeps its rows
 and hands them again once the agent answers.
@@ -34,7 +38,10 @@ HAND_PATH = "/v1/local/hand"
 ROWS_OF_PATH = "/v1/local/rows-of"
 SYNC_PATH = "/v1/local/sync"
 CHANGES_PATH = "/v1/local/changes"
+CHECK_IN_PATH = "/v1/local/check-in"
+LEAVE_PATH = "/v1/local/leave"
 CHANGES_TIMEOUT = 60.0  # beyond the agent's own limit on holding a call (agent.WAIT_LIMIT)
+CHECK_IN_MOST_HELD = 5.0  # the longest the agent holds a check-in, whatever the asker says
 
 
 class ChangeMark(BaseModel):
@@ -51,6 +58,38 @@ class ChangesAsked(BaseModel):
     model_config = ConfigDict(extra="forbid")
     mark: ChangeMark
     tables: list[str] | None = Field(default=None, max_length=64)
+
+
+class CheckIn(BaseModel):
+    """A process of the host says it is alive, and who it is (what the agent gossips for
+    it). ``generation`` is its own count of its lives; ``mark`` is the members' version it
+    holds (from the last answer); the agent holds the call until they change or ``hold``
+    seconds pass."""
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=64)
+    role: str = Field(min_length=1, max_length=16)
+    region: str = Field(max_length=32)
+    meta: dict[str, str] = Field(default_factory=dict)
+    generation: int = Field(ge=1, lt=2**62)
+    mark: str = Field(default="", max_length=200)
+    hold: float = Field(default=0.0, ge=0.0, le=CHECK_IN_MOST_HELD)
+
+
+class Presence(BaseModel):
+    """The agent's answer to a check-in: the record it gossips for the process, the
+    members' version, every member (``record_json`` arrays) when that version is not the
+    asker's mark, and the seconds each suspect member has left to refute."""
+    model_config = ConfigDict(extra="forbid")
+    epoch: str = Field(max_length=64)
+    mark: str = Field(max_length=200)
+    you: list[object]
+    members: list[list[object]] | None = None
+    suspicions: dict[str, float] = Field(default_factory=dict)
+
+
+class Leave(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=64)
 
 
 class AgentUnavailable(Exception):
@@ -93,6 +132,17 @@ class AgentLink:
             return ChangeMark.model_validate(answer)
         except ValidationError as exc:
             raise AgentUnavailable(f"the agent's answer is malformed: {exc}") from exc
+
+    async def check_in(self, asked: CheckIn) -> Presence:
+        answer = await self._post(CHECK_IN_PATH, asked.model_dump(), timeout=aiohttp.ClientTimeout(
+            total=asked.hold + self._timeout.total if self._timeout.total else None))
+        try:
+            return Presence.model_validate(answer)
+        except ValidationError as exc:
+            raise AgentUnavailable(f"the agent's answer is malformed: {exc}") from exc
+
+    async def leave(self, name: str) -> None:
+        await self._post(LEAVE_PATH, Leave(name=name).model_dump())
 
     async def _post(self, path: str, body: dict[str, object],
                     timeout: aiohttp.ClientTimeout | None = None) -> dict[str, object]:

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bodega.model.errors import Conflict
+from bodega.registry.member_surface import Members
 from bodega.registry.membership import keyfile
 from bodega.registry.membership.keyring import (
     KEY_BYTES,
@@ -37,7 +38,6 @@ from bodega.registry.membership.keyring import (
     KeyringError,
 )
 from bodega.registry.membership.rotation import lagging, rotation_steps
-from bodega.registry.membership.udp import Membership
 from bodega.registry.replication.rows import Change, Row
 from bodega.wire.gossip_keys import KeyHolders, KeyListing, MemberKeys, Rotation, RotationStep
 
@@ -60,7 +60,7 @@ def keyring_of(row: Row | None) -> Keyring | None:
 
 
 class GossipKeys:
-    def __init__(self, membership: Membership, *, view_row: Callable[[], Row | None],
+    def __init__(self, membership: Members, *, view_row: Callable[[], Row | None],
                  write_row: Callable[[str, str, dict[str, object]], None],
                  file: Path | None, grace: float) -> None:
         self.membership = membership
@@ -137,7 +137,9 @@ class GossipKeys:
                             steps=done, keyring=self.listing())
 
     def listing(self) -> KeyListing:
-        members = sorted(self.membership.members(), key=lambda m: m.name)
+        # Only members that speak SWIM hold keys (an agent's tenants do not).
+        members = sorted((m for m in self.membership.members() if not m.host),
+                         key=lambda m: m.name)
         reports = {m.name: KeyReport.parse(m.meta.get(REPORT_META)) for m in members}
         live = [m.name for m in members if m.status.live]
         seen = list(self.keyring.ids) + sorted({i for r in reports.values()

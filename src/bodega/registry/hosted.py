@@ -23,8 +23,10 @@ node instead of a ``RegistryNode`` of its own, with the same calls:
   on its socket: nothing runs while nothing changes; under load, one look per
   ``FOLLOW_GAP``) and SQLite says the file changed; this process's own writes
   are published at once;
-- **membership**: the process is still a SWIM member (its liveness is how
-  brokers and proxies know it runs), without rows and without a sync route.
+- **membership**: the process speaks no SWIM; it is a tenant of the agent
+  (``tenant.py``): it checks in about once a second, the agent gossips its
+  record and judges it by its silence, and the members it reads are the ones
+  the agent answers with.
 
 The module is long because it is one idea with two directions that share its
 state (the rows this process wrote and the agent has not seen yet are both what
@@ -37,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import sqlite3
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -49,9 +50,6 @@ from bodega.registry.agent_link import AgentLink, AgentUnavailable, ChangeMark
 from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
 from bodega.registry.member_surface import MemberSurface
 from bodega.registry.membership.config import MembershipConfig
-from bodega.registry.membership.envelope import Envelope
-from bodega.registry.membership.transport import Binder, UdpTransport
-from bodega.registry.membership.udp import Membership
 from bodega.registry.node import RegistryConfig, RegistryNode
 from bodega.registry.replication.exchange import SyncReply, SyncRequest
 from bodega.registry.replication.known import Known
@@ -60,6 +58,7 @@ from bodega.registry.replication.rows import Change, Document, Row, newer
 from bodega.registry.replication.schema import TABLES, Filters
 from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.replication.view import View
+from bodega.registry.tenant import TenantMembership
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.waits import within
@@ -82,9 +81,9 @@ class AgentMissing(RuntimeError):
 
 
 class HostedNode(MemberSurface):
-    def __init__(self, config: RegistryConfig, agent_dir: Path, *,
-                 registry: CollectorRegistry | None = None, bind: Binder = UdpTransport.bind,
-                 rng: random.Random | None = None, envelope: Envelope | None = None) -> None:
+    membership: TenantMembership
+
+    def __init__(self, config: RegistryConfig, agent_dir: Path) -> None:
         view_path = agent_dir / VIEW_NAME
         if not view_path.exists():
             raise AgentMissing(f"no registry agent runs for {agent_dir} (it has no view yet):"
@@ -92,18 +91,16 @@ class HostedNode(MemberSurface):
         self.config = config
         self.agent_dir = agent_dir
         self._meta = dict(config.meta)
-        self.membership = Membership(MembershipConfig(
-            name=config.name, role=config.role, region=config.region, data_dir=config.data_dir,
-            keyring=config.keyring, bind_host=config.bind_host, bind_port=config.bind_port,
-            advertise_host=config.advertise_host, seeds=config.seeds, meta=dict(self._meta),
-            swim=config.swim,
-        ), registry=registry or CollectorRegistry(), bind=bind, rng=rng or random.Random(),
-            envelope=envelope)
         private_dir(config.data_dir)
         self.own = Replica(config.name, View(config.data_dir / OWN_NAME),
                            tombstone_ttl=config.tombstone_ttl)
         self.view = View(view_path, reader=True)
         self._link = AgentLink(agent_dir, timeout=config.sync_timeout)
+        self.membership = TenantMembership(MembershipConfig(
+            name=config.name, role=config.role, region=config.region, data_dir=config.data_dir,
+            keyring=config.keyring, bind_host=config.bind_host, bind_port=config.bind_port,
+            advertise_host=config.advertise_host, meta=dict(self._meta), swim=config.swim,
+        ), AgentLink(agent_dir, timeout=config.sync_timeout))
         self._pending: dict[tuple[str, str], Row] = {}  # ours, not yet seen by the agent
         self._unsent: list[Row] = []
         self._wake = asyncio.Event()
@@ -419,4 +416,4 @@ async def open_registry(config: RegistryConfig, agent_dir: Path | None, *,
     deadline = loop.time() + wait
     while not (agent_dir / VIEW_NAME).exists() and loop.time() < deadline:
         await asyncio.sleep(0.1)
-    return HostedNode(config, agent_dir, registry=registry)
+    return HostedNode(config, agent_dir)

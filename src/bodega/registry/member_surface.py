@@ -7,13 +7,45 @@ and in the four ways a daemon writes a row, they are the same, here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Protocol
+
+from bodega.registry.feed import Feed
+from bodega.registry.membership.fanout import Listener
+from bodega.registry.membership.keyring import Keyring
 from bodega.registry.membership.members import Addr, MemberView
-from bodega.registry.membership.udp import Membership
+from bodega.registry.membership.outputs import Event
 from bodega.registry.replication.rows import Document
 
 
+class Members(Protocol):
+    """What a daemon reads of membership and sets of its own: a SWIM member's
+    (``Membership``) or a tenant's of its host agent (``TenantMembership``)."""
+
+    keyring: Keyring
+
+    @property
+    def addr(self) -> Addr: ...
+
+    def members(self) -> list[MemberView]: ...
+
+    def member(self, name: str) -> MemberView | None: ...
+
+    def status_since(self, name: str) -> float | None: ...
+
+    def suspicion_deadline(self, name: str) -> float | None: ...
+
+    def update_meta(self, meta: dict[str, str]) -> None: ...
+
+    def set_keyring(self, keyring: Keyring) -> None: ...
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]: ...
+
+    def events(self) -> Feed[Event]: ...
+
+
 class MemberSurface:
-    membership: Membership
+    membership: Members
     _meta: dict[str, str]
 
     @property

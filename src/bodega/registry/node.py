@@ -106,6 +106,8 @@ class RegistryConfig:
 
 
 class RegistryNode(MemberSurface):
+    membership: Membership
+
     def __init__(self, config: RegistryConfig, *, registry: CollectorRegistry | None = None,
                  bind: Binder = UdpTransport.bind, rng: random.Random | None = None,
                  tls: InternalTls | None = None, envelope: Envelope | None = None) -> None:

@@ -52,6 +52,7 @@ class Member(Answer):
     status: str = ""  # alive, suspect, dead or left; unknown: a worker it has no record of
     incarnation: int = 0
     generation: int = 0
+    host: str = ""  # the registry agent that speaks for it in SWIM; empty: it speaks itself
     # ok, unreachable or unknown, by the rule every answer uses (broker/view/host_status.py)
     host_status: str | None = None
     since: str | None = None  # when its status last changed (RFC 3339), as the broker saw it

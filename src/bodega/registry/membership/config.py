@@ -63,6 +63,11 @@ class SwimConfig:
     seen_items: int = 16384  # broadcast keys remembered to drop duplicates
     seen_item_ttl: float = 300.0
     max_queued_items: int = 4096
+    # A registry agent's tenants (the host's processes it speaks for, ``tenants.py``)
+    # check in every ``tenant_interval``; one silent this long is suspect, then dead.
+    tenant_interval: float = 1.0
+    tenant_suspect_after: float = 3.0
+    tenant_dead_after: float = 8.0
 
     @property
     def payload_budget(self) -> int:

@@ -61,6 +61,11 @@ class MemberRecord:
 
     ``by`` names the member that raised a suspicion or declared a death, so
     independent confirmations can be counted; it is empty for alive claims.
+    ``host`` names the registry agent that speaks for the member (a *hosted*
+    member: a process of the agent's host, which runs no SWIM of its own); it
+    is empty for a member that speaks for itself. Only its agent raises a
+    hosted member's incarnation or declares it suspect or dead, and no one
+    probes it: it is as live as its agent says, and dead when its agent is.
     """
 
     name: str
@@ -72,19 +77,22 @@ class MemberRecord:
     generation: int = 1
     status: Status = Status.ALIVE
     by: str = ""
+    host: str = ""
 
     def __post_init__(self) -> None:
         check_identity(self.name, self.addr, self.region, self.meta)
         if not _plain(self.by, MAX_NAME):
             raise ValueError("'by' must name a member")
+        if not _plain(self.host, MAX_NAME) or self.host == self.name:
+            raise ValueError("'host' must name another member")
 
     def with_status(self, status: Status, by: str = "") -> MemberRecord:
         return replace(self, status=status, by=by)
 
     def same_profile(self, other: MemberRecord) -> bool:
         """Same address and metadata: nothing a listing would show has changed."""
-        return (self.addr, self.role, self.region, self.meta) == (
-            other.addr, other.role, other.region, other.meta)
+        return (self.addr, self.role, self.region, self.meta, self.host) == (
+            other.addr, other.role, other.region, other.meta, other.host)
 
 
 @dataclass(frozen=True)
@@ -99,17 +107,18 @@ class MemberView:
     status: Status
     incarnation: int
     generation: int
+    host: str = ""  # the agent that speaks for it; empty: it speaks for itself
 
     @classmethod
     def of(cls, record: MemberRecord) -> MemberView:
         return cls(record.name, record.addr, record.role, record.region, dict(record.meta),
-                   record.status, record.incarnation, record.generation)
+                   record.status, record.incarnation, record.generation, record.host)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "addr": f"{self.addr[0]}:{self.addr[1]}",
                 "role": str(self.role), "region": self.region, "meta": self.meta,
                 "status": str(self.status), "incarnation": self.incarnation,
-                "generation": self.generation}
+                "generation": self.generation, "host": self.host}
 
 
 def _plain(text: str, most: int) -> bool:

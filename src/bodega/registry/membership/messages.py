@@ -8,6 +8,9 @@ positional arrays to keep packets small:
     {"t":"ping","f":"w1","s":7,"n":"w2","u":[[name,host,port,role,region,meta,inc,gen,st,by]],
      "b":[[key,{...}]]}
 
+A hosted member's record (``members.py``) carries its agent's name as an
+eleventh field.
+
 ``decode`` validates every field and raises ``DecodeError`` on anything else,
 so a malformed packet is dropped and counted, never fatal.
 """
@@ -100,8 +103,11 @@ def _dumps(value: Any) -> bytes:
 
 def record_json(record: MemberRecord) -> list[Any]:
     host, port = record.addr
-    return [record.name, host, port, str(record.role), record.region, record.meta,
-            record.incarnation, record.generation, _STATUS_CODES[record.status], record.by]
+    fields = [record.name, host, port, str(record.role), record.region, record.meta,
+              record.incarnation, record.generation, _STATUS_CODES[record.status], record.by]
+    if record.host:  # a hosted member's agent: an eleventh field, only when there is one
+        fields.append(record.host)
+    return fields
 
 
 def item_json(item: Item) -> list[Any]:
@@ -198,23 +204,31 @@ def _body(doc: dict[str, Any]) -> Body:
     raise DecodeError(f"unknown message type {kind!r}")
 
 
+def record_from_json(value: Any) -> MemberRecord:
+    """A record from ``record_json``'s array; ``DecodeError`` if it is not one."""
+    return _record(value)
+
+
 def _record(value: Any) -> MemberRecord:
     # The hot path of a converging cluster (every packet carries a dozen
     # records), hence exact type checks inline; ``type(x) is int`` also
     # rejects booleans. Bounds on names, hosts and metadata are the record's own.
-    if type(value) is not list or len(value) != 10:
-        raise DecodeError("a member record is an array of 10 fields")
-    name, host, port, role, region, meta, inc, gen, status, by = value
+    if type(value) is not list or not 10 <= len(value) <= 11:
+        raise DecodeError("a member record is an array of 10 or 11 fields")
+    name, host, port, role, region, meta, inc, gen, status, by = value[:10]
+    agent = value[10] if len(value) == 11 else ""
     if not (type(name) is str and type(host) is str and type(region) is str
             and type(by) is str and type(meta) is dict and type(role) is str
+            and type(agent) is str
             and type(status) is str and type(port) is int and type(inc) is int
             and type(gen) is int):
         raise DecodeError("malformed member record")
     if not (role in _ROLES and status in _STATUSES and 0 <= port <= 65535
-            and 0 <= inc < MAX_SEQ and 0 <= gen < MAX_SEQ and len(by) <= MAX_NAME):
+            and 0 <= inc < MAX_SEQ and 0 <= gen < MAX_SEQ and len(by) <= MAX_NAME
+            and len(agent) <= MAX_NAME):
         raise DecodeError("member record out of range")
     return MemberRecord(name, (host, port), _ROLES[role], region, meta, inc, gen,
-                        _STATUSES[status], by)
+                        _STATUSES[status], by, agent)
 
 
 def _item(value: Any) -> Item:

@@ -206,7 +206,7 @@ class Prober:
         self._next_probe = now + self.config.probe_interval * scale
         self._lag_counted = False
         name = self._order.next(
-            lambda: self._table.names(Status.ALIVE, Status.SUSPECT), self._table.is_live)
+            self._table.probe_targets, self._table.is_live)
         if name is None:
             return
         target = self._table.get(name)

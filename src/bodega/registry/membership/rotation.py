@@ -61,6 +61,8 @@ def rotation_steps(current: Keyring, new: GossipKey) -> list[Step]:
 
 
 def lagging(members: Iterable[MemberView], step: Step) -> list[str]:
-    """Live members (alive or suspect) whose reported keyring has not taken ``step``."""
+    """Live members (alive or suspect) whose reported keyring has not taken ``step``; an
+    agent's tenants hold no keys (their agent seals for them) and never lag."""
     return sorted(m.name for m in members
-                  if m.status.live and not step.taken(KeyReport.parse(m.meta.get(REPORT_META))))
+                  if m.status.live and not m.host
+                  and not step.taken(KeyReport.parse(m.meta.get(REPORT_META))))

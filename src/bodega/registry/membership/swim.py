@@ -14,6 +14,16 @@ detector is ``probes.py`` (``Prober``), what is sent to whom besides probes
 ``dissemination.py``, what rides on packets ``broadcasts.py``. Membership
 rules live in ``members.py`` (precedence), ``table.py`` (what this node
 knows) and ``suspicion.py`` (timeouts, local health).
+
+A registry agent also speaks for its host's other processes (its tenants,
+``tenants.py``): ``host`` records one as it checks in, ``tick`` suspects and
+kills those gone silent, and the agent refutes what others claim against a
+tenant still checking in, as it refutes claims against itself. Every node
+takes a tenant for dead once its agent is dead or left.
+
+The module is long because it is one state machine: every rule about whose
+claim wins, for ourselves, our tenants and the others, reads and writes the
+same record and table, in the order a tick or a packet applies them.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from bodega.registry.membership.members import (
     Role,
     Status,
     check_identity,
+    supersedes,
 )
 from bodega.registry.membership.messages import (
     Ack,
@@ -47,6 +58,7 @@ from bodega.registry.membership.outputs import Delivered, Event, Out, SwimStats,
 from bodega.registry.membership.probes import Prober
 from bodega.registry.membership.suspicion import LocalHealth
 from bodega.registry.membership.table import Change, MemberTable
+from bodega.registry.membership.tenants import Tenants
 
 
 class Swim:
@@ -65,6 +77,7 @@ class Swim:
         self._spread = Dissemination(name, self.config, self._rng, self._table, self.piggyback)
         self._prober = Prober(self.config, self._rng, self._table, self._health, self.stats,
                               self._spread.send)
+        self._tenants = Tenants(self.config.tenant_suspect_after, self.config.tenant_dead_after)
         self._now = 0.0
         self._timers_set = False
         self.joined = False
@@ -111,8 +124,20 @@ class Swim:
         return self._table.views(self._self)
 
     def member(self, name: str) -> MemberView | None:
-        record = self._self if name == self.name else self._table.get(name)
+        record = self.record_of(name)
         return None if record is None else MemberView.of(record)
+
+    def record_of(self, name: str) -> MemberRecord | None:
+        return self._self if name == self.name else self._table.get(name)
+
+    def records(self) -> list[MemberRecord]:
+        """Every record, ours first."""
+        return [self._self, *self._table]
+
+    @property
+    def table_version(self) -> int:
+        """Rises with every change to what this node knows of the others."""
+        return self._table.version
 
     @property
     def record(self) -> MemberRecord:
@@ -187,6 +212,44 @@ class Swim:
         self.piggyback.check_direct(self.name, item)
         return [self._spread.send(record.addr, Direct(item))]
 
+    def host(self, now: float, name: str, role: Role | str, region: str,
+             meta: dict[str, str], generation: int) -> tuple[MemberRecord, list[Out]]:
+        """A process of this host checks in (``generation``: its own count of its lives):
+        speak for it from now on. Its record carries our address and us as its ``host``;
+        a new life, a suspicion lifted or new metadata is news for every member."""
+        self._start(now)
+        out: list[Out] = []
+        current = self._table.get(name)
+        if name == self.name:
+            raise ValueError(f"{name} is this agent itself")
+        if current is not None and current.host == self.name and current.status.live \
+                and current.generation >= generation:
+            record = current
+            if (current.status is Status.SUSPECT or current.role != Role(role)
+                    or current.region != region or current.meta != meta):
+                record = replace(current, role=Role(role), region=region, meta=dict(meta),
+                                 incarnation=current.incarnation + 1, status=Status.ALIVE,
+                                 by="")
+        else:
+            if current is not None:
+                generation = max(generation, current.generation + 1)
+            record = MemberRecord(name, self._self.addr, Role(role), region, dict(meta), 0,
+                                  generation, host=self.name)
+        self._tenants.heard(now, name)
+        if record is not current:
+            self._apply_tenant(now, record, out)
+        return record, out
+
+    def tenant_left(self, now: float, name: str) -> list[Out]:
+        """A process we speak for is stopping for good: it shows ``left``."""
+        self._start(now)
+        out: list[Out] = []
+        self._tenants.forget(name)
+        current = self._table.get(name)
+        if current is not None and current.host == self.name and current.status.live:
+            self._apply_tenant(now, current.with_status(Status.LEFT, by=self.name), out)
+        return out
+
     # ── driving ──────────────────────────────────────────────────────────────
 
     def tick(self, now: float) -> list[Out]:
@@ -197,6 +260,10 @@ class Swim:
         for change in self._table.expire(now, self.name):
             self.stats.deaths += 1
             self._accepted(change, out)
+        for name, status in self._tenants.due(now):
+            current = self._table.get(name)
+            if current is not None and current.host == self.name and current.status.live:
+                self._apply_tenant(now, current.with_status(status, by=self.name), out)
         self._prober.run_relays(now, out)
         if not self.leaving:
             failed = self._prober.expire(now, out)
@@ -211,7 +278,7 @@ class Swim:
         may bring it forward (the driver asks again after each)."""
         if not self._timers_set:
             return -math.inf  # the first tick sets the timers
-        return min(self._table.next_expiry(),
+        return min(self._table.next_expiry(), self._tenants.next_due(),
                    self._prober.next_due(leaving=self.leaving),
                    self._spread.next_due(leaving=self.leaving, joined=self.joined))
 
@@ -253,28 +320,56 @@ class Swim:
 
     def _apply(self, now: float, record: MemberRecord, out: list[Out]) -> None:
         if record.name == self.name:
-            self._about_me(record)
+            self._about_me(record, out)
+            return
+        if record.name in self._tenants:
+            self._about_tenant(now, record, out)
             return
         change = self._table.apply(now, record)
         if change is not None:
             self._accepted(change, out)
 
     def _accepted(self, change: Change, out: list[Out]) -> None:
-        if change.new.status.live:
-            self._prober.add(change.new.name)
-        self._queue_update(change.new)
+        new = change.new
+        if new.status.live and not new.host:
+            self._prober.add(new.name)
+        self._queue_update(new)
         kind = change.kind
         if kind is not None:
-            out.append(Event(kind, MemberView.of(change.new)))
+            out.append(Event(kind, MemberView.of(new)))
+        if not new.status.live:  # an agent dead or gone: so is every process it spoke for
+            for tenant in self._table.hosted_by(new.name):
+                if tenant.status.live:
+                    self._apply(self._now, tenant.with_status(Status.DEAD, by=self.name), out)
 
-    def _about_me(self, record: MemberRecord) -> None:
+    def _apply_tenant(self, now: float, record: MemberRecord, out: list[Out]) -> None:
+        change = self._table.apply(now, record)
+        if change is not None:
+            self._accepted(change, out)
+
+    def _about_tenant(self, now: float, record: MemberRecord, out: list[Out]) -> None:
+        """Someone's claim about a tenant still checking in with us: refute what would win
+        over our record (a death another node derived, say, when it took us for dead)."""
+        current = self._table.get(record.name)
+        assert current is not None  # a tenant checked in, so we hold its record
+        if not supersedes(record, current):
+            return
+        if record.generation > current.generation or not record.status.live:
+            renewed = replace(current, generation=max(record.generation, current.generation)
+                              + 1, incarnation=0, status=Status.ALIVE, by="")
+        else:
+            renewed = replace(current, incarnation=record.incarnation + 1, status=Status.ALIVE,
+                              by="")
+        self._apply_tenant(now, renewed, out)
+
+    def _about_me(self, record: MemberRecord, out: list[Out]) -> None:
         me = self._self
         if self.leaving or record.generation < me.generation:
             return
         if record.generation > me.generation:
-            self._renew(record.generation + 1)  # our generation counter was lost
+            self._renew(record.generation + 1, out)  # our generation counter was lost
         elif not record.status.live:
-            self._renew(me.generation + 1)  # declared dead: dead is final, so come back anew
+            self._renew(me.generation + 1, out)  # declared dead: dead is final, so come back anew
         elif record.incarnation >= me.incarnation and (
                 record.status is Status.SUSPECT or record.incarnation > me.incarnation):
             if record.status is Status.SUSPECT:
@@ -283,11 +378,17 @@ class Swim:
             self._self = replace(me, incarnation=record.incarnation + 1)
             self._queue_update(self._self)
 
-    def _renew(self, generation: int) -> None:
+    def _renew(self, generation: int, out: list[Out]) -> None:
         self.stats.rejoins += 1
         self._self = replace(self._self, generation=generation, incarnation=0,
                              status=Status.ALIVE, by="")
         self._queue_update(self._self)
+        # Whoever took us for dead took our tenants for dead too: they come back with us.
+        for tenant in self._table.hosted_by(self.name):
+            if tenant.name in self._tenants:
+                self._apply_tenant(self._now, replace(
+                    tenant, generation=tenant.generation + 1, incarnation=0,
+                    status=Status.ALIVE, by=""), out)
 
     def _suspect(self, now: float, name: str, generation: int, out: list[Out]) -> None:
         record = self._table.get(name)

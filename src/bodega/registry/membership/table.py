@@ -1,4 +1,10 @@
-"""The other members as one node sees them, with the suspicion timer of each suspect."""
+"""The other members as one node sees them, with the suspicion timer of each suspect.
+
+Hosted members (``MemberRecord.host`` set: a process its host's agent speaks
+for) are kept apart from the indexes that pick whom to probe, gossip to or
+pull from, and hold no suspicion timer here: no one but their agent judges
+them, and nothing is sent to them.
+"""
 
 from __future__ import annotations
 
@@ -76,6 +82,7 @@ class MemberTable:
         # agent among its twenty processes. Pushes and pulls pick from these.
         self.holders = Names()
         self.digest = MemberDigest()  # what a push-pull compares first
+        self.hosted: dict[str, Names] = {}  # hosted members, by the agent that speaks for them
         self._views: tuple[int, MemberRecord, list[MemberView]] | None = None
 
     def __iter__(self) -> Iterator[MemberRecord]:
@@ -134,30 +141,42 @@ class MemberTable:
         horizon = now - self._config.dead_retention
         for name in [n for n, r in self._records.items()
                      if not r.status.live and self._since[n] < horizon]:
-            self.by_status[self._records[name].status].discard(name)
-            self.holders.discard(name)
+            self._unindex(self._records[name])
             self.digest.replace(self._records[name], None)
             del self._records[name]
             del self._since[name]
             self.version += 1
+
+    def _unindex(self, record: MemberRecord) -> None:
+        if record.host:
+            hosted = self.hosted.get(record.host)
+            if hosted is not None:
+                hosted.discard(record.name)
+                if not hosted:
+                    del self.hosted[record.host]
+            return
+        self.by_status[record.status].discard(record.name)
+        self.holders.discard(record.name)
+        self.live -= int(record.status.live)
 
     def _store(self, now: float, old: MemberRecord | None, record: MemberRecord) -> None:
         name = record.name
         self._records[name] = record
         self.version += 1
         self.digest.replace(old, record)
-        if old is None or old.status is not record.status:
-            if old is not None:
-                self.by_status[old.status].discard(name)
-            self.by_status[record.status].add(name)
-        if record.status is Status.ALIVE and record.meta.get("sync"):
-            self.holders.add(name)
-        else:
-            self.holders.discard(name)
-        self.live += int(record.status.live) - int(old is not None and old.status.live)
+        if old is not None:
+            self._unindex(old)
         new_life = old is None or old.generation != record.generation
         if new_life or old is None or old.status is not record.status:
             self._since[name] = now
+        if record.host:
+            self.hosted.setdefault(record.host, Names()).add(name)
+            self._suspicions.pop(name, None)  # its agent judges it, not this node
+            return
+        self.by_status[record.status].add(name)
+        if record.status is Status.ALIVE and record.meta.get("sync"):
+            self.holders.add(name)
+        self.live += int(record.status.live)
         if record.status is Status.SUSPECT:
             current = self._suspicions.get(name)
             if new_life or current is None or current.incarnation != record.incarnation:
@@ -186,6 +205,16 @@ class MemberTable:
                 i -= len(group)
         return out
 
+    def hosted_by(self, host: str) -> list[MemberRecord]:
+        """The members ``host`` speaks for, in any status."""
+        names = self.hosted.get(host)
+        return [] if names is None else [self._records[n] for n in names.names]
+
+    def probe_targets(self) -> list[str]:
+        """Members alive or suspect that answer probes (hosted ones do not)."""
+        return [*self.by_status[Status.ALIVE].names, *self.by_status[Status.SUSPECT].names]
+
     def is_live(self, name: str) -> bool:
+        """Whether ``name`` is alive or suspect and answers probes itself."""
         record = self._records.get(name)
-        return record is not None and record.status.live
+        return record is not None and record.status.live and not record.host

@@ -34,7 +34,14 @@ from bodega.registry.membership.config import MembershipConfig, parse_seed
 from bodega.registry.membership.envelope import Envelope, SealedEnvelope
 from bodega.registry.membership.fanout import Fanout, Listener
 from bodega.registry.membership.keyring import REPORT_META, Keyring
-from bodega.registry.membership.members import Addr, MemberView, Role, Status, check_identity
+from bodega.registry.membership.members import (
+    Addr,
+    MemberRecord,
+    MemberView,
+    Role,
+    Status,
+    check_identity,
+)
 from bodega.registry.membership.messages import Item
 from bodega.registry.membership.metrics import MembershipMetrics
 from bodega.registry.membership.outputs import Delivered, Event, Out, Send
@@ -177,6 +184,23 @@ class Membership:
 
     def update_meta(self, meta: dict[str, str]) -> None:
         self.swim.update_meta(self._meta(meta))
+        self._poke.set()
+
+    def suspicion_deadline(self, name: str) -> float | None:
+        """When this node declares suspect ``name`` dead unless refuted (the loop's clock)."""
+        return self.swim.suspicion_deadline(name)
+
+    def host(self, name: str, role: str, region: str, meta: dict[str, str],
+             generation: int) -> MemberRecord:
+        """A tenant (a process of this host, ``tenants.py``) checked in: the record this
+        member now gossips for it."""
+        record, outs = self.swim.host(self._now(), name, role, region, meta, generation)
+        self._handle(outs)
+        self._poke.set()
+        return record
+
+    def tenant_left(self, name: str) -> None:
+        self._handle(self.swim.tenant_left(self._now(), name))
         self._poke.set()
 
     def set_keyring(self, keyring: Keyring) -> None:
