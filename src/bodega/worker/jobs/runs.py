@@ -160,6 +160,8 @@ class JobRunner:
                             stop=None, exit_code=None, reason=None, updated_at=now)
                      for t in answer.tasks if t.config is not None]
             runs = self.store.took(probe, given, answer.drop, now)
+            if runs:
+                self.watch.renew_soon.set()  # it looks at runs again, idle until now
             self._retry_at.pop(probe.job_id, None)
             placed = [(slot, run) for run in runs
                       if (slot := self._start(run, free)) is not None]

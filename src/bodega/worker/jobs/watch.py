@@ -272,7 +272,7 @@ class RunWatch:
                 self.renew_soon.clear()
                 await asyncio.sleep(ANNOUNCE_AFTER)
             try:
-                wait = min(TICK, max(0.01, await self.tick()))
+                wait = max(0.01, await self.tick())
             except Exception:
                 log.exception("job run upkeep failed")
                 wait = TICK
@@ -281,14 +281,19 @@ class RunWatch:
         """Report what ended; renew the leases due (a third of the lease, at most
         ``MAX_RENEW_EVERY``), and announce the runs that have run ``ANNOUNCE_AFTER`` with no
         renewal yet: the home learns where they run (one that ends sooner names its machine
-        in its end). Returns how long until the next run not yet announced is due."""
+        in its end). Returns how long until the next run not yet announced is due (at most
+        ``TICK``); with no run here, how long until the next prune: an idle worker reads
+        nothing until a take records runs (``JobRunner`` wakes us then)."""
         now = self.store.jobs.clock()
         if now >= self._next_prune:
             self._next_prune = now + PRUNE_EVERY
             self.output.prune(now)
         due: dict[str, list[RunRow]] = {}
         announce_in = TICK
-        for run in self.store.runs():
+        runs = self.store.runs()
+        if not runs and not self._to_report:
+            return self._next_prune - now
+        for run in runs:
             if run.state == "ended":
                 self.report(run)
                 continue
