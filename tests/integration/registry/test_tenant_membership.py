@@ -41,84 +41,75 @@ def status_of(node: HostedNode, name: str) -> Status | None:
 
 
 @contextlib.asynccontextmanager
-async def two_hosts(root: Path) -> AsyncIterator[tuple[Agent, Agent]]:
+async def two_hosts(root: Path) -> AsyncIterator[tuple[Agent, Agent, HostedNode, HostedNode]]:
+    """Host A's agent and a worker on it; host B's agent, joined to A's, and a broker."""
     a = Agent(root, "agent-a")
     await a.start()
-    b = Agent(root, "agent-b", join=None)
-    b.join = a.gossip
+    b = Agent(root, "agent-b", join=a.gossip)
     await b.start()
+    worker = tenant(a, root, "w1", "worker")
+    broker = tenant(b, root, "broker", "broker")
     try:
-        yield a, b
+        await worker.start()
+        await broker.start()
+        yield a, b, worker, broker
     finally:
+        await worker.stop()  # once: a test may have stopped it already
+        await broker.stop()
         b.stop()
         a.stop()
 
 
 async def test_a_tenant_is_seen_across_hosts_through_the_agents(tmp_path: Path) -> None:
-    async with two_hosts(tmp_path) as (a, b):
-        worker = tenant(a, tmp_path, "w1", "worker")
-        broker = tenant(b, tmp_path, "broker", "broker")
-        await worker.start()
-        await broker.start()
-        try:
-            # No gossip socket of their own: each is reached at its agent's address.
-            assert "{}:{}".format(*worker.gossip_addr) == a.gossip
-            assert "{}:{}".format(*broker.gossip_addr) == b.gossip
-            w1 = await until(lambda: seen(broker, "w1"), timeout=WAIT, what="w1 on host B")
-            assert (w1.host, w1.status, w1.meta["url"]) == ("agent-a", Status.ALIVE,
-                                                            "http://w1")
-            other = await until(lambda: seen(worker, "broker"), timeout=WAIT,
-                                what="the broker on host A")
-            assert other.host == "agent-b"
-            assert broker.urls_of("worker", "url") == ["http://w1"]
+    async with two_hosts(tmp_path) as (a, b, worker, broker):
+        # No gossip socket of their own: each is reached at its agent's address.
+        assert "{}:{}".format(*worker.gossip_addr) == a.gossip
+        assert "{}:{}".format(*broker.gossip_addr) == b.gossip
+        w1 = await until(lambda: seen(broker, "w1"), timeout=WAIT, what="w1 on host B")
+        assert (w1.host, w1.status, w1.meta["url"]) == ("agent-a", Status.ALIVE,
+                                                        "http://w1")
+        other = await until(lambda: seen(worker, "broker"), timeout=WAIT,
+                            what="the broker on host A")
+        assert other.host == "agent-b"
+        assert broker.urls_of("worker", "url") == ["http://w1"]
 
-            # Silent (stopped without a goodbye): suspect, then dead, everywhere.
-            await worker.stop(leave=False)
-            await until(lambda: status_of(broker, "w1") is Status.SUSPECT, timeout=WAIT,
-                        what="w1 suspect on host B")
-            await until(lambda: status_of(broker, "w1") is Status.DEAD, timeout=WAIT,
-                        what="w1 dead on host B")
+        # Silent (stopped without a goodbye): suspect, then dead, everywhere.
+        await worker.stop(leave=False)
+        await until(lambda: status_of(broker, "w1") is Status.SUSPECT, timeout=WAIT,
+                    what="w1 suspect on host B")
+        await until(lambda: status_of(broker, "w1") is Status.DEAD, timeout=WAIT,
+                    what="w1 dead on host B")
 
-            # Back (a new process on the same data dir): a new generation, alive.
-            again = tenant(a, tmp_path, "w1", "worker")
-            await again.start()
-            await until(lambda: status_of(broker, "w1") is Status.ALIVE, timeout=WAIT,
-                        what="w1 alive again")
-            assert seen(broker, "w1").generation > w1.generation  # type: ignore[union-attr]
+        # Back (a new process on the same data dir): a new generation, alive.
+        again = tenant(a, tmp_path, "w1", "worker")
+        await again.start()
+        await until(lambda: status_of(broker, "w1") is Status.ALIVE, timeout=WAIT,
+                    what="w1 alive again")
+        assert seen(broker, "w1").generation > w1.generation  # type: ignore[union-attr]
 
-            # A goodbye shows as left.
-            await again.stop(leave=True)
-            await until(lambda: status_of(broker, "w1") is Status.LEFT, timeout=WAIT,
-                        what="w1 left")
-        finally:
-            await broker.stop()
+        # A goodbye shows as left.
+        await again.stop(leave=True)
+        await until(lambda: status_of(broker, "w1") is Status.LEFT, timeout=WAIT,
+                    what="w1 left")
 
 
 async def test_a_killed_agent_takes_its_tenants_with_it_and_brings_them_back(
         tmp_path: Path) -> None:
-    async with two_hosts(tmp_path) as (a, b):
-        worker = tenant(a, tmp_path, "w1", "worker")
-        broker = tenant(b, tmp_path, "broker", "broker")
-        await worker.start()
-        await broker.start()
-        try:
-            first = await until(lambda: seen(broker, "w1"), timeout=WAIT, what="w1 on host B")
-            a.kill()
-            # The worker runs on; the cluster cannot tell, so it takes it for dead with its
-            # agent, once host B's agent has found the agent dead.
-            await until(lambda: status_of(broker, "agent-a") is Status.DEAD, timeout=WAIT,
-                        what="agent A dead on host B")
-            await until(lambda: status_of(broker, "w1") is Status.DEAD, timeout=WAIT,
-                        what="w1 dead with its agent")
-            # The worker still reads the cluster as it last heard it.
-            assert seen(worker, "broker") is not None
-            await a.start()
-            await until(lambda: status_of(broker, "w1") is Status.ALIVE, timeout=WAIT,
-                        what="w1 back with its agent")
-            back = seen(broker, "w1")
-            assert back is not None
-            assert back.generation > first.generation
-            assert back.host == "agent-a"
-        finally:
-            await worker.stop()
-            await broker.stop()
+    async with two_hosts(tmp_path) as (a, _b, worker, broker):
+        first = await until(lambda: seen(broker, "w1"), timeout=WAIT, what="w1 on host B")
+        a.kill()
+        # The worker runs on; the cluster cannot tell, so it takes it for dead with its
+        # agent, once host B's agent has found the agent dead.
+        await until(lambda: status_of(broker, "agent-a") is Status.DEAD, timeout=WAIT,
+                    what="agent A dead on host B")
+        await until(lambda: status_of(broker, "w1") is Status.DEAD, timeout=WAIT,
+                    what="w1 dead with its agent")
+        # The worker still reads the cluster as it last heard it.
+        assert seen(worker, "broker") is not None
+        await a.start()
+        await until(lambda: status_of(broker, "w1") is Status.ALIVE, timeout=WAIT,
+                    what="w1 back with its agent")
+        back = seen(broker, "w1")
+        assert back is not None
+        assert back.generation > first.generation
+        assert back.host == "agent-a"
