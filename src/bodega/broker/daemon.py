@@ -151,8 +151,10 @@ class Broker:
         self.jobs.load()
         claims = Claims(self.jobs)
         assignment = Assignment(catalog, self.jobs, claims)
-        # Only a broker with a registry node and seeds has a cluster to hear from first.
-        self.gate = Gate(seeded=self.node is not None and bool(config.seeds))
+        # Only a broker with a registry node and seeds (or its host's agent, which gossips
+        # for it) has a cluster to hear from first.
+        self.gate = Gate(seeded=self.node is not None
+                         and (bool(config.seeds) or config.registry_agent is not None))
         # A machine's own token and the OIDC signing key come from the secrets key: a broker
         # without one (no secrets) signs no machine identity either.
         identity = identity_keys(config.secrets_key.encode()) if config.secrets_key else None

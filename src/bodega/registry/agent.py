@@ -120,7 +120,7 @@ class RegistryAgent:
         self._generations: dict[str, int] = {}  # times rows were applied, by table
         self._applied = asyncio.Event()
         self._members_changed = asyncio.Event()
-        self._stopping = False
+        self._started = self._stopping = False
 
     @property
     def url(self) -> str:
@@ -148,6 +148,7 @@ class RegistryAgent:
         self.node.table_listeners.append(self._bump)
         self.node.membership.add_listener(self._member_event)
         await self.node.start()
+        self._started = True  # membership runs: check-ins are taken from now on
         if self.tls is not None:
             self._tasks.append(asyncio.create_task(renewal(self.tls, self.node).run()))
         log.info("registry agent %s: replica %s, peers sync from %s, this host's processes "
@@ -191,8 +192,8 @@ class RegistryAgent:
         Held, like ``changes``, until the members change or ``hold`` passes."""
         assert self.node is not None
         asked = await read_model(request, CheckIn)
-        if self._stopping:
-            raise Unavailable("the registry agent is stopping")
+        if self._stopping or not self._started:
+            raise Unavailable("the registry agent is starting or stopping: check in again")
         membership = self.node.membership
         try:
             membership.host(asked.name, asked.role, asked.region, asked.meta, asked.generation)

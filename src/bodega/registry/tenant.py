@@ -33,7 +33,14 @@ from bodega.registry.feed import Feed
 from bodega.registry.membership.config import MembershipConfig
 from bodega.registry.membership.fanout import Fanout, Listener
 from bodega.registry.membership.keyring import Keyring
-from bodega.registry.membership.members import Addr, MemberRecord, MemberView, Role, Status
+from bodega.registry.membership.members import (
+    Addr,
+    MemberRecord,
+    MemberView,
+    Role,
+    Status,
+    check_identity,
+)
 from bodega.registry.membership.messages import DecodeError, record_from_json
 from bodega.registry.membership.outputs import Event
 from bodega.registry.membership.statefile import SavedState, StateFile
@@ -46,6 +53,8 @@ log = logging.getLogger("bodega.registry.tenant")
 class TenantMembership:
     def __init__(self, config: MembershipConfig, link: AgentLink) -> None:
         Role(config.role)
+        check_identity(config.name, (config.advertise_host or config.bind_host,
+                                     config.bind_port), config.region, config.meta)
         self.config = config
         self.keyring = config.keyring  # kept for the view's keyring row; nothing to seal
         self._link = link
@@ -69,6 +78,7 @@ class TenantMembership:
             raise RuntimeError("membership is already started")
         self._renew(self._state.load().generation + 1)
         self._task = asyncio.create_task(self._run(), name=f"tenant-{self.config.name}")
+        self._task.add_done_callback(_log_failure)
         # The first answer names the agent's address (this member's gossip address);
         # an agent down now is no reason not to start.
         with contextlib.suppress(TimeoutError):
@@ -121,6 +131,7 @@ class TenantMembership:
 
     def update_meta(self, meta: dict[str, str]) -> None:
         """New metadata for ourselves: the next check-in carries it."""
+        check_identity(self.config.name, self._addr, self.config.region, meta)
         self._meta = dict(meta)
 
     def set_keyring(self, keyring: Keyring) -> None:
@@ -160,7 +171,10 @@ class TenantMembership:
             try:
                 presence = await self._link.check_in(asked)
             except AgentUnavailable as exc:
-                log.debug("registry agent did not take our check-in: %s", exc)
+                # Down or restarting is routine (debug); a refusal of what we said is not.
+                refused = " answered 4" in str(exc)
+                log.log(logging.WARNING if refused else logging.DEBUG,
+                        "registry agent did not take our check-in: %s", exc)
                 await asyncio.sleep(interval / 2)
                 continue
             if presence.epoch != self._epoch and self._epoch:
@@ -171,8 +185,8 @@ class TenantMembership:
             self._epoch = presence.epoch
             try:
                 self._take(presence)
-            except DecodeError as exc:
-                log.warning("registry agent's check-in answer was malformed: %s", exc)
+            except (DecodeError, OSError) as exc:  # malformed, or our state file unwritable
+                log.warning("could not take the registry agent's check-in answer: %s", exc)
                 self._mark = ""
                 await asyncio.sleep(interval / 2)
 
@@ -184,7 +198,10 @@ class TenantMembership:
         now = asyncio.get_running_loop().time()
         self._suspicions = {n: now + left for n, left in presence.suspicions.items()}
         if presence.members is not None:
-            records = {r.name: r for r in map(record_from_json, presence.members)}
+            # Merged over what we knew: an agent just restarted answers with little until
+            # it has joined the cluster again, and what we heard before still stands.
+            records = {**self._records,
+                       **{r.name: r for r in map(record_from_json, presence.members)}}
             for name, record in records.items():
                 old = self._records.get(name)
                 if old == record:
@@ -198,3 +215,8 @@ class TenantMembership:
             self._records = records
             self._mark = presence.mark
         self._heard.set()
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("check-ins with the registry agent stopped", exc_info=task.exception())

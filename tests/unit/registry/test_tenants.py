@@ -169,3 +169,39 @@ def test_a_tenant_that_leaves_shows_left_and_is_judged_no_more() -> None:
     outs = swim.tenant_left(1.0, "w1")
     assert [e.kind for e in events(outs)] == [EventKind.LEFT]
     assert [e.kind for e in events(swim.tick(20.0))] == []
+
+
+def test_a_tenant_an_earlier_life_spoke_for_is_judged_and_dead_unless_it_checks_in() -> None:
+    """A restarted agent hears from peers of a tenant its earlier life gossiped: it judges
+    it from then on, so a process gone while the agent was down does not stay alive."""
+    swim = agent()
+    ghost = MemberRecord("w9", swim.local.addr, Role.WORKER, "ams", {}, 0, 3, host="agent")
+    learn(swim, 10.0, ghost)
+    assert view(swim, "w9").status is Status.ALIVE
+    kinds = [e.kind for t in (12.9, 13.0, 18.0) for e in events(swim.tick(t))
+             if e.member.name == "w9"]
+    assert kinds == [EventKind.SUSPECT, EventKind.DEAD]
+    # One that does check in stays alive, its record as the agent had it.
+    learn(swim, 20.0, replace(ghost, name="w8"))
+    assert check_in(swim, 21.0, "w8", generation=1).generation == 3
+    assert [e.kind for e in events(swim.tick(23.5))] == []
+    assert view(swim, "w8").status is Status.ALIVE
+
+
+def test_the_agents_own_stall_counts_against_no_tenant() -> None:
+    swim = agent()
+    check_in(swim, 0.0)
+    swim.note_loop_lag(6.0)  # its loop stalled: the check-ins of those seconds wait unread
+    assert [e.kind for e in events(swim.tick(8.5))] == []
+    assert [e.kind for e in events(swim.tick(9.0))] == [EventKind.SUSPECT]
+
+
+def test_a_busy_loops_small_lags_do_not_keep_a_silent_tenant_alive() -> None:
+    swim = agent()
+    check_in(swim, 0.0)
+    t, kinds = 0.0, []
+    while t < 10.0:  # 0.2 s late at every tick: busy, never stalled
+        t = round(t + 0.25, 2)
+        swim.note_loop_lag(0.2)
+        kinds += [e.kind for e in events(swim.tick(t))]
+    assert kinds == [EventKind.SUSPECT, EventKind.DEAD]

@@ -206,7 +206,10 @@ def _body(doc: dict[str, Any]) -> Body:
 
 def record_from_json(value: Any) -> MemberRecord:
     """A record from ``record_json``'s array; ``DecodeError`` if it is not one."""
-    return _record(value)
+    try:
+        return _record(value)
+    except ValueError as e:  # a record breaking member bounds
+        raise DecodeError(str(e)) from e
 
 
 def _record(value: Any) -> MemberRecord:

@@ -192,8 +192,12 @@ class Swim:
         self._queue_update(self._self)
 
     def note_loop_lag(self, seconds: float) -> None:
-        """Our event loop ran ``seconds`` late: Lifeguard counts that against our own health."""
+        """Our event loop ran ``seconds`` late: Lifeguard counts that against our own health.
+        A stall past a check-in's interval was our silence, not our tenants' (their
+        check-ins wait to be read), so it counts against none of them."""
         self._prober.note_loop_lag(seconds)
+        if seconds > self.config.tenant_interval:
+            self._tenants.postpone(seconds)
 
     def broadcast(self, item: Item) -> None:
         """Queue ``item`` to ride on outgoing packets until sent ``retransmit_limit`` times.
@@ -328,6 +332,10 @@ class Swim:
         change = self._table.apply(now, record)
         if change is not None:
             self._accepted(change, out)
+            if change.new.host == self.name and change.new.status.live:
+                # Said to be ours (an earlier life of ours spoke for it): judged from now
+                # on, so it is dead in time unless it checks in with us.
+                self._tenants.heard(now, change.new.name)
 
     def _accepted(self, change: Change, out: list[Out]) -> None:
         new = change.new

@@ -42,6 +42,13 @@ class Tenants:
         """``name`` left, or a verdict of its death was given."""
         self._tenants.pop(name, None)
 
+    def postpone(self, seconds: float) -> None:
+        """The judge was away ``seconds`` (its loop stalled): check-ins sent meanwhile are
+        still unread, so that much silence counts against no one."""
+        if seconds > 0:
+            for tenant in self._tenants.values():
+                tenant.heard += seconds
+
     def due(self, now: float) -> list[tuple[str, Status]]:
         """Verdicts whose time has come: each tenant silent long enough, and what it now is.
         A dead tenant is forgotten; it is judged again once it checks in."""

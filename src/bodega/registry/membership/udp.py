@@ -365,7 +365,10 @@ class Membership:
         swim = self.swim
         live = [m for m in swim.members() if m.status.live and m.name != swim.name]
         try:
-            self._state.save(SavedState(swim.generation, {m.name: m.addr for m in live},
+            # Peers to rejoin through: members that gossip (a tenant's address is its
+            # agent's, maybe ours). Everyone's metadata: their URLs, to reach them anyway.
+            self._state.save(SavedState(swim.generation,
+                                        {m.name: m.addr for m in live if not m.host},
                                         {m.name: m.meta for m in live}))
         except OSError as e:
             log.error("cannot save membership state to %s: %s", self._state.path, e)
