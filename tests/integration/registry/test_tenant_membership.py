@@ -97,6 +97,7 @@ async def test_a_killed_agent_takes_its_tenants_with_it_and_brings_them_back(
         tmp_path: Path) -> None:
     async with two_hosts(tmp_path) as (a, _b, worker, broker):
         first = await until(lambda: seen(broker, "w1"), timeout=WAIT, what="w1 on host B")
+        await until(lambda: seen(worker, "broker"), timeout=WAIT, what="the broker on host A")
         a.kill()
         # The worker runs on; the cluster cannot tell, so it takes it for dead with its
         # agent, once host B's agent has found the agent dead.

@@ -9,11 +9,18 @@ from dataclasses import replace
 import pytest
 
 from bodega.registry.membership.config import SwimConfig
-from bodega.registry.membership.members import EventKind, MemberRecord, MemberView, Role, Status
-from bodega.registry.membership.messages import Message, Ping, decode, encode, record_json
+from bodega.registry.membership.members import (
+    HOST_META,
+    EventKind,
+    MemberRecord,
+    MemberView,
+    Role,
+    Status,
+)
+from bodega.registry.membership.messages import Ack, Message, Ping, decode, encode, record_json
 from bodega.registry.membership.swim import Swim
 from bodega.registry.membership.tenants import Tenants
-from tests.unit.registry.swim_kit import events, learn, node, rec, tick_until
+from tests.unit.registry.swim_kit import deliver, events, learn, node, rec, sends, tick_until
 
 CONFIG = SwimConfig(tenant_suspect_after=3.0, tenant_dead_after=8.0)
 
@@ -70,12 +77,32 @@ def test_a_check_in_gossips_a_record_carrying_the_agent_as_host_and_its_address(
         swim.host(3.0, "agent", Role.WORKER, "ams", {}, 1)
 
 
-def test_a_record_with_a_host_survives_the_wire_and_one_without_keeps_ten_fields() -> None:
-    hosted = replace(rec("w1"), host="agent")
-    assert len(record_json(rec("w1"))) == 10
-    assert len(record_json(hosted)) == 11
+def test_a_records_host_travels_in_its_metadata_which_any_version_decodes() -> None:
+    hosted = replace(rec("w1", meta={"url": "http://w1"}), host="agent")
+    wire = record_json(hosted)
+    # Ten fields, as every version reads them; the agent among the metadata.
+    assert len(wire) == 10
+    assert wire[5] == {"url": "http://w1", HOST_META: "agent"}
     message = decode(encode(Message("agent", None, updates=(hosted, rec("w2")))))
     assert message.updates == (hosted, rec("w2"))
+    assert message.updates[0].meta == {"url": "http://w1"}
+    # The key is reserved: no daemon's own metadata may claim an agent.
+    with pytest.raises(ValueError, match="reserved"):
+        rec("w3", meta={HOST_META: "agent"})
+    # Counted in the metadata's bound, so a member of any version takes the record.
+    with pytest.raises(ValueError, match="at most 512 bytes"):
+        replace(rec("w1", meta={"k": "x" * 490}), host="agent")
+
+
+def test_the_agent_answers_probes_for_its_tenants_as_older_members_send_them() -> None:
+    swim = agent()
+    check_in(swim, 0.0)
+    acks = [s for s in sends(deliver(swim, 1.0, "old", Ping(5, "w1")))
+            if isinstance(s.message.body, Ack)]
+    assert [a.message.body.seq for a in acks] == [5]  # type: ignore[union-attr]
+    swim.tick(9.0)  # silent: dead, no longer answered for
+    assert [s for s in sends(deliver(swim, 10.0, "old", Ping(6, "w1")))
+            if isinstance(s.message.body, Ack)] == []
 
 
 def test_a_silent_tenant_turns_suspect_then_dead_and_a_check_in_brings_a_new_generation(

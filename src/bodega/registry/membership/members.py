@@ -35,6 +35,9 @@ MAX_NAME = 64
 MAX_REGION = 32
 MAX_HOST = 253
 MAX_META_BYTES = 512  # keeps every record well inside one UDP packet
+# A hosted member's agent, as its record travels: a metadata key, which members of any
+# version carry along (``messages.py``). Reserved: no daemon's metadata may use it.
+HOST_META = "_via"
 
 
 class Role(StrEnum):
@@ -80,11 +83,19 @@ class MemberRecord:
     host: str = ""
 
     def __post_init__(self) -> None:
-        check_identity(self.name, self.addr, self.region, self.meta)
+        if HOST_META in self.meta:
+            raise ValueError(f"member metadata may not use the reserved key {HOST_META!r}")
+        # Bounded as it travels, with its agent's name among the metadata.
+        check_identity(self.name, self.addr, self.region, self.wire_meta)
         if not _plain(self.by, MAX_NAME):
             raise ValueError("'by' must name a member")
         if not _plain(self.host, MAX_NAME) or self.host == self.name:
             raise ValueError("'host' must name another member")
+
+    @property
+    def wire_meta(self) -> dict[str, str]:
+        """The metadata as the record travels: a hosted member's carries its agent."""
+        return {**self.meta, HOST_META: self.host} if self.host else self.meta
 
     def with_status(self, status: Status, by: str = "") -> MemberRecord:
         return replace(self, status=status, by=by)

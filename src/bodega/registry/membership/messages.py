@@ -8,8 +8,10 @@ positional arrays to keep packets small:
     {"t":"ping","f":"w1","s":7,"n":"w2","u":[[name,host,port,role,region,meta,inc,gen,st,by]],
      "b":[[key,{...}]]}
 
-A hosted member's record (``members.py``) carries its agent's name as an
-eleventh field.
+A hosted member's record (``members.py``) carries its agent's name in its
+metadata (``HOST_META``), so members of a version before hosted members
+decode it too: they take it for a member like any other, and its agent
+answers their probes for it.
 
 ``decode`` validates every field and raises ``DecodeError`` on anything else,
 so a malformed packet is dropped and counted, never fatal.
@@ -23,7 +25,14 @@ from typing import Any
 
 from bodega.registry.buckets import BUCKETS
 from bodega.registry.membership.memberdigest import pack, unpack
-from bodega.registry.membership.members import MAX_NAME, Addr, MemberRecord, Role, Status
+from bodega.registry.membership.members import (
+    HOST_META,
+    MAX_NAME,
+    Addr,
+    MemberRecord,
+    Role,
+    Status,
+)
 
 MAX_KEY = 200
 MAX_SEQ = 2**62
@@ -103,11 +112,8 @@ def _dumps(value: Any) -> bytes:
 
 def record_json(record: MemberRecord) -> list[Any]:
     host, port = record.addr
-    fields = [record.name, host, port, str(record.role), record.region, record.meta,
-              record.incarnation, record.generation, _STATUS_CODES[record.status], record.by]
-    if record.host:  # a hosted member's agent: an eleventh field, only when there is one
-        fields.append(record.host)
-    return fields
+    return [record.name, host, port, str(record.role), record.region, record.wire_meta,
+            record.incarnation, record.generation, _STATUS_CODES[record.status], record.by]
 
 
 def item_json(item: Item) -> list[Any]:
@@ -216,20 +222,22 @@ def _record(value: Any) -> MemberRecord:
     # The hot path of a converging cluster (every packet carries a dozen
     # records), hence exact type checks inline; ``type(x) is int`` also
     # rejects booleans. Bounds on names, hosts and metadata are the record's own.
-    if type(value) is not list or not 10 <= len(value) <= 11:
-        raise DecodeError("a member record is an array of 10 or 11 fields")
-    name, host, port, role, region, meta, inc, gen, status, by = value[:10]
-    agent = value[10] if len(value) == 11 else ""
+    if type(value) is not list or len(value) != 10:
+        raise DecodeError("a member record is an array of 10 fields")
+    name, host, port, role, region, meta, inc, gen, status, by = value
     if not (type(name) is str and type(host) is str and type(region) is str
             and type(by) is str and type(meta) is dict and type(role) is str
-            and type(agent) is str
             and type(status) is str and type(port) is int and type(inc) is int
             and type(gen) is int):
         raise DecodeError("malformed member record")
     if not (role in _ROLES and status in _STATUSES and 0 <= port <= 65535
-            and 0 <= inc < MAX_SEQ and 0 <= gen < MAX_SEQ and len(by) <= MAX_NAME
-            and len(agent) <= MAX_NAME):
+            and 0 <= inc < MAX_SEQ and 0 <= gen < MAX_SEQ and len(by) <= MAX_NAME):
         raise DecodeError("member record out of range")
+    agent = meta.get(HOST_META, "")
+    if agent:
+        meta = {k: v for k, v in meta.items() if k != HOST_META}
+    if type(agent) is not str:
+        raise DecodeError("malformed member record")
     return MemberRecord(name, (host, port), _ROLES[role], region, meta, inc, gen,
                         _STATUSES[status], by, agent)
 

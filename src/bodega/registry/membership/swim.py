@@ -294,7 +294,9 @@ class Swim:
         for item in message.items:
             self._deliver(now, item, message.sender, out)
         match message.body:
-            case Ping(seq, target) if target == self.name:
+            case Ping(seq, target) if target == self.name or target in self._tenants:
+                # A member of a version before hosted members probes our tenants as it
+                # probes anyone: we answer for those still checking in.
                 out.append(self._spread.send(sender, Ack(seq)))
             case Ack(seq):
                 self._prober.on_ack(seq, out)
