@@ -211,8 +211,8 @@ class RegistryAgent:
         return json_response(Presence(
             epoch=self._epoch, mark=mark, you=record_json(you),
             members=None if mark == asked.mark else [record_json(r) for r in swim.records()],
-            suspicions={m.name: round(ends - now, 3) for m in swim.members()
-                        if (ends := swim.suspicion_deadline(m.name)) is not None},
+            suspicions={name: round(ends - now, 3)
+                        for name, ends in swim.suspicion_deadlines().items()},
         ).model_dump())
 
     async def _leave(self, request: Request) -> Response:

@@ -38,13 +38,12 @@ from bodega.registry.membership.members import (
     MemberRecord,
     MemberView,
     Role,
-    Status,
+    change_kind,
     check_identity,
 )
 from bodega.registry.membership.messages import DecodeError, record_from_json
 from bodega.registry.membership.outputs import Event
 from bodega.registry.membership.statefile import SavedState, StateFile
-from bodega.registry.membership.table import Change
 from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.registry.tenant")
@@ -117,17 +116,11 @@ class TenantMembership:
         record = self._records.get(name)
         return None if record is None else MemberView.of(record)
 
-    def holders(self) -> list[str]:
-        return []  # a tenant pulls nothing: its agent holds the replica
-
     def status_since(self, name: str) -> float | None:
         return None if name == self.config.name else self._since.get(name)
 
     def suspicion_deadline(self, name: str) -> float | None:
         return self._suspicions.get(name)
-
-    def alive(self) -> list[MemberView]:
-        return [m for m in self.members() if m.status is Status.ALIVE]
 
     def update_meta(self, meta: dict[str, str]) -> None:
         """New metadata for ourselves: the next check-in carries it."""
@@ -136,12 +129,6 @@ class TenantMembership:
 
     def set_keyring(self, keyring: Keyring) -> None:
         self.keyring = keyring
-
-    def lacks_key(self) -> bool:
-        return False  # no packet reaches us: the agent seals and opens them
-
-    def known_meta(self) -> dict[str, dict[str, str]]:
-        return {n: dict(r.meta) for n, r in self._records.items() if n != self.config.name}
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         return self._fanout.add_listener(listener)
@@ -206,7 +193,7 @@ class TenantMembership:
                 old = self._records.get(name)
                 if old == record:
                     continue
-                kind = Change(old, record).kind
+                kind = change_kind(old, record)
                 if old is None or old.status is not record.status \
                         or old.generation != record.generation:
                     self._since[name] = time.time()

@@ -167,6 +167,10 @@ class Swim:
         s = self._table.suspicion(name)
         return None if s is None else s.deadline
 
+    def suspicion_deadlines(self) -> dict[str, float]:
+        """Every suspect this node holds a timer for, and when it declares it dead."""
+        return self._table.suspicion_deadlines()
+
     # ── commands ─────────────────────────────────────────────────────────────
 
     def join(self, now: float, seeds: list[Addr]) -> list[Out]:
@@ -241,7 +245,7 @@ class Swim:
                                   generation, host=self.name)
         self._tenants.heard(now, name)
         if record is not current:
-            self._apply_tenant(now, record, out)
+            self._merge(now, record, out)
         return record, out
 
     def tenant_left(self, now: float, name: str) -> list[Out]:
@@ -251,7 +255,7 @@ class Swim:
         self._tenants.forget(name)
         current = self._table.get(name)
         if current is not None and current.host == self.name and current.status.live:
-            self._apply_tenant(now, current.with_status(Status.LEFT, by=self.name), out)
+            self._merge(now, current.with_status(Status.LEFT, by=self.name), out)
         return out
 
     # ── driving ──────────────────────────────────────────────────────────────
@@ -267,7 +271,7 @@ class Swim:
         for name, status in self._tenants.due(now):
             current = self._table.get(name)
             if current is not None and current.host == self.name and current.status.live:
-                self._apply_tenant(now, current.with_status(status, by=self.name), out)
+                self._merge(now, current.with_status(status, by=self.name), out)
         self._prober.run_relays(now, out)
         if not self.leaving:
             failed = self._prober.expire(now, out)
@@ -331,13 +335,11 @@ class Swim:
         if record.name in self._tenants:
             self._about_tenant(now, record, out)
             return
-        change = self._table.apply(now, record)
-        if change is not None:
-            self._accepted(change, out)
-            if change.new.host == self.name and change.new.status.live:
-                # Said to be ours (an earlier life of ours spoke for it): judged from now
-                # on, so it is dead in time unless it checks in with us.
-                self._tenants.heard(now, change.new.name)
+        change = self._merge(now, record, out)
+        if change is not None and change.new.host == self.name and change.new.status.live:
+            # Said to be ours (an earlier life of ours spoke for it): judged from now on,
+            # so it is dead in time unless it checks in with us.
+            self._tenants.heard(now, change.new.name)
 
     def _accepted(self, change: Change, out: list[Out]) -> None:
         new = change.new
@@ -352,10 +354,13 @@ class Swim:
                 if tenant.status.live:
                     self._apply(self._now, tenant.with_status(Status.DEAD, by=self.name), out)
 
-    def _apply_tenant(self, now: float, record: MemberRecord, out: list[Out]) -> None:
+    def _merge(self, now: float, record: MemberRecord, out: list[Out]) -> Change | None:
+        """Merge a claim into the table (ours about a tenant, or anyone's); if it won, pass
+        it on and say what changed."""
         change = self._table.apply(now, record)
         if change is not None:
             self._accepted(change, out)
+        return change
 
     def _about_tenant(self, now: float, record: MemberRecord, out: list[Out]) -> None:
         """Someone's claim about a tenant still checking in with us: refute what would win
@@ -370,7 +375,7 @@ class Swim:
         else:
             renewed = replace(current, incarnation=record.incarnation + 1, status=Status.ALIVE,
                               by="")
-        self._apply_tenant(now, renewed, out)
+        self._merge(now, renewed, out)
 
     def _about_me(self, record: MemberRecord, out: list[Out]) -> None:
         me = self._self
@@ -396,7 +401,7 @@ class Swim:
         # Whoever took us for dead took our tenants for dead too: they come back with us.
         for tenant in self._table.hosted_by(self.name):
             if tenant.name in self._tenants:
-                self._apply_tenant(self._now, replace(
+                self._merge(self._now, replace(
                     tenant, generation=tenant.generation + 1, incarnation=0,
                     status=Status.ALIVE, by=""), out)
 

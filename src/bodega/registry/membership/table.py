@@ -105,6 +105,9 @@ class MemberTable:
     def suspicion(self, name: str) -> Suspicion | None:
         return self._suspicions.get(name)
 
+    def suspicion_deadlines(self) -> dict[str, float]:
+        return {name: s.deadline for name, s in self._suspicions.items()}
+
     def apply(self, now: float, record: MemberRecord) -> Change | None:
         """Merge one claim; the change to pass on, or None if it was old news."""
         old = self._records.get(record.name)
@@ -184,9 +187,6 @@ class MemberTable:
                     self._config, now, self.live, record.incarnation, record.by)
         else:
             self._suspicions.pop(name, None)
-
-    def names(self, *statuses: Status) -> list[str]:
-        return [n for n, r in self._records.items() if r.status in statuses]
 
     def with_status(self, *statuses: Status) -> list[MemberRecord]:
         return [self._records[n] for s in statuses for n in self.by_status[s].names]
