@@ -48,3 +48,17 @@ async def test_an_address_that_keeps_failing_is_told_to_wait_and_a_good_token_st
             assert (await anonymous.get("/v1/health")).status_code == 200  # open routes too
             broker.tokens.clock = lambda: 1000.0 + 3.0 / broker.tokens.limiter.per_second
             assert (await wrong.get("/v1/apps")).status_code == 401  # three back: 401 again
+
+
+async def test_a_forged_forwarded_for_does_not_escape_the_limit(tmp_path: Path) -> None:
+    """The broker sits behind no proxy: the address counted is the connection's, whatever
+    X-Forwarded-For a client sends (from loopback too)."""
+    async with in_process_cluster(tmp_path) as c:
+        broker = await c.add_broker()
+        broker.tokens.clock = lambda: 1000.0
+        burst = int(broker.tokens.limiter.burst)
+        async with c.api(token="not-a-token") as wrong:
+            codes = [(await wrong.get("/v1/apps", headers={
+                "x-forwarded-for": f"192.0.2.{n % 250 + 1}"})).status_code
+                for n in range(burst + 1)]
+        assert codes == [401] * burst + [429]
