@@ -12,6 +12,13 @@ which measured 3-7 ms here, no faster than ``ip``.
 
 The thread is made for the call and ends with it: a thread of a pool would go on in
 the machine's namespace, and whatever ran on it next (an ``ip`` of the host) with it.
+
+A thread on a create's path still waited for the event loop's thread to let go of the
+interpreter, each time it came back from a system call: 1-2.5 ms on a worker answering
+the create meanwhile. A socket stays in the namespace it was made in, so ``Link`` is
+made once by such a thread when the namespace is wired (off the path), and the loop's
+own thread sends the requests on it when a create attaches the network: the kernel
+answers a route netlink request within the send.
 """
 
 from __future__ import annotations
@@ -26,9 +33,12 @@ import os
 import socket
 import struct
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar, cast
 
 NETNS_DIR = Path("/run/netns")
+T = TypeVar("T")
 CLONE_NEWNET = 0x40000000
 
 # linux/rtnetlink.h, linux/netlink.h, linux/if_addr.h
@@ -56,19 +66,20 @@ def _request(kind: int, sequence: int, body: bytes) -> bytes:
 
 
 def requests(index: int, address: ipaddress.IPv6Address,
-             gateway: ipaddress.IPv6Address) -> list[bytes]:
+             gateway: ipaddress.IPv6Address, base: int = 0) -> list[bytes]:
     """``addr replace <address>/128 dev <index> nodad``, ``route replace <gateway> dev
-    <index>`` and ``route replace ::/0 via <gateway> dev <index>``, in that order; pure."""
+    <index>`` and ``route replace ::/0 via <gateway> dev <index>``, in that order, numbered
+    ``base`` + 1, 2, 3; pure."""
     device = _attribute(RTA_OIF, struct.pack("=i", index))
     return [
-        _request(RTM_NEWADDR, 1, _IFADDRMSG.pack(socket.AF_INET6, 128, 0, RT_SCOPE_UNIVERSE,
+        _request(RTM_NEWADDR, base + 1, _IFADDRMSG.pack(socket.AF_INET6, 128, 0, RT_SCOPE_UNIVERSE,
                                                  index)
                  + _attribute(IFA_LOCAL, address.packed) + _attribute(IFA_ADDRESS, address.packed)
                  + _attribute(IFA_FLAGS, struct.pack("=I", IFA_F_NODAD))),
-        _request(RTM_NEWROUTE, 2, _RTMSG.pack(socket.AF_INET6, 128, 0, 0, RT_TABLE_MAIN,
+        _request(RTM_NEWROUTE, base + 2, _RTMSG.pack(socket.AF_INET6, 128, 0, 0, RT_TABLE_MAIN,
                                               RTPROT_BOOT, RT_SCOPE_LINK, RTN_UNICAST, 0)
                  + _attribute(RTA_DST, gateway.packed) + device),
-        _request(RTM_NEWROUTE, 3, _RTMSG.pack(socket.AF_INET6, 0, 0, 0, RT_TABLE_MAIN,
+        _request(RTM_NEWROUTE, base + 3, _RTMSG.pack(socket.AF_INET6, 0, 0, 0, RT_TABLE_MAIN,
                                               RTPROT_BOOT, RT_SCOPE_UNIVERSE, RTN_UNICAST, 0)
                  + _attribute(RTA_GATEWAY, gateway.packed) + device),
     ]
@@ -92,21 +103,8 @@ def errors(reply: bytes) -> list[tuple[int, int]]:
 def _give(netns: str, device: str, address: ipaddress.IPv6Address,
           gateway: ipaddress.IPv6Address) -> None:
     """In this thread, which the call made for itself: enter ``netns`` and send."""
-    try:
-        fd = os.open(NETNS_DIR / netns, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise OSError(exc.errno, f"no network namespace {netns}: {exc.strerror}") from exc
-    try:
-        if _libc().setns(fd, CLONE_NEWNET) != 0:
-            error = ctypes.get_errno()
-            raise OSError(error, f"cannot enter network namespace {netns}: "
-                                 f"{os.strerror(error)}")
-    finally:
-        os.close(fd)
-    try:
-        index = socket.if_nametoindex(device)
-    except OSError as exc:
-        raise OSError(errno.ENODEV, f"no device {device} in network namespace {netns}") from exc
+    _enter(netns)
+    index = _device_index(netns, device)
     with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as sock:
         sock.settimeout(5)
         wanted = requests(index, address, gateway)
@@ -114,39 +112,148 @@ def _give(netns: str, device: str, address: ipaddress.IPv6Address,
         heard: list[tuple[int, int]] = []
         while len(heard) < len(wanted):
             heard += errors(sock.recv(65536))
-        for sequence, error in heard:
-            if error:
-                what = {1: "its address", 2: "its route to the gateway", 3: "its default route"}
-                raise OSError(error, f"cannot give {device} in {netns} "
-                                     f"{what.get(sequence, 'its address and routes')} "
-                                     f"({address} via {gateway}): {os.strerror(error)}")
+        _raise_refused(heard, device, netns, address, gateway)
+
+
+def _enter(netns: str) -> tuple[int, int]:
+    """Move this thread (only) into ``netns``; the namespace's ``identity``."""
+    try:
+        fd = os.open(NETNS_DIR / netns, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise OSError(exc.errno, f"no network namespace {netns}: {exc.strerror}") from exc
+    try:
+        found = os.fstat(fd)
+        if _libc().setns(fd, CLONE_NEWNET) != 0:
+            error = ctypes.get_errno()
+            raise OSError(error, f"cannot enter network namespace {netns}: "
+                                 f"{os.strerror(error)}")
+    finally:
+        os.close(fd)
+    return found.st_dev, found.st_ino
+
+
+def _device_index(netns: str, device: str) -> int:
+    try:
+        return socket.if_nametoindex(device)
+    except OSError as exc:
+        raise OSError(errno.ENODEV, f"no device {device} in network namespace {netns}") from exc
+
+
+def _raise_refused(heard: list[tuple[int, int]], device: str, netns: str,
+                   address: ipaddress.IPv6Address, gateway: ipaddress.IPv6Address) -> None:
+    """``OSError`` for the first request (1, 2, 3: ``requests``' order) the kernel refused."""
+    for sequence, error in heard:
+        if error:
+            what = {1: "its address", 2: "its route to the gateway", 3: "its default route"}
+            raise OSError(error, f"cannot give {device} in {netns} "
+                                 f"{what.get(sequence, 'its address and routes')} "
+                                 f"({address} via {gateway}): {os.strerror(error)}")
+
+
+def identity(netns: str) -> tuple[int, int]:
+    """Which namespace the name stands for now (the device and inode of its file: a
+    namespace deleted and made again under the same name is another)."""
+    found = os.stat(NETNS_DIR / netns)
+    return found.st_dev, found.st_ino
+
+
+class Link:
+    """A route netlink socket made inside a namespace, with its device's index there.
+
+    Made by ``open_link``; ``give`` sends from the calling thread. The socket holds the
+    namespace alive: whoever keeps a link closes it when the namespace is deleted."""
+
+    def __init__(self, netns: str, sock: socket.socket, device: str, index: int,
+                 made: tuple[int, int]) -> None:
+        self.netns, self.sock, self.device, self.index, self.made = \
+            netns, sock, device, index, made
+        self._sequence = 0
+
+    def current(self) -> bool:
+        """Whether the namespace by its name is still the one the socket was made in."""
+        try:
+            return identity(self.netns) == self.made
+        except OSError:
+            return False
+
+    async def give(self, address: ipaddress.IPv6Address,
+                   gateway: ipaddress.IPv6Address) -> None:
+        """What ``give`` does, on this socket; ``OSError`` saying which part failed."""
+        loop = asyncio.get_running_loop()
+        base = self._sequence
+        self._sequence = (base + 3) % 0xFFFF_FFF0  # a netlink sequence is 32 bits
+        wanted = requests(self.index, address, gateway, base)
+        # Sent and answered without a trip through the loop (which would run whatever else
+        # is ready first): the kernel has queued the acks by the time the send returns.
+        message = b"".join(wanted)
+        try:
+            self.sock.sendall(message)  # one datagram: sent whole or not at all
+        except BlockingIOError:
+            await loop.sock_sendall(self.sock, message)
+        heard: list[tuple[int, int]] = []
+        while len(heard) < len(wanted):  # an ack of an earlier call, cut off, is not ours
+            try:
+                reply = self.sock.recv(65536)
+            except BlockingIOError:
+                try:
+                    reply = await asyncio.wait_for(loop.sock_recv(self.sock, 65536), 5)
+                except TimeoutError:
+                    raise OSError(errno.ETIMEDOUT, f"no answer from the kernel in {self.netns} "
+                                                   f"for {self.device}'s address") from None
+            heard += [(sequence - base, error) for sequence, error in errors(reply)
+                      if base < sequence <= base + len(wanted)]
+        _raise_refused(heard, self.device, self.netns, address, gateway)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+async def open_link(netns: str, device: str = "eth0") -> Link:
+    """A ``Link`` into ``netns``, made by a thread of its own; ``OSError`` if there is no
+    such namespace or device."""
+    return await _in_namespace(netns, lambda: _open(netns, device))
+
+
+def _open(netns: str, device: str) -> Link:
+    made = _enter(netns)
+    index = _device_index(netns, device)
+    sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW | socket.SOCK_CLOEXEC,
+                         socket.NETLINK_ROUTE)
+    sock.setblocking(False)
+    return Link(netns, sock, device, index, made)
 
 
 async def give(netns: str, address: ipaddress.IPv6Address, gateway: ipaddress.IPv6Address,
                device: str = "eth0") -> None:
     """Give ``device`` in ``netns`` ``address``/128 and a default route through ``gateway``
     (which it reaches on the link); ``OSError`` saying which part failed."""
+    await _in_namespace(netns, lambda: _give(netns, device, address, gateway))
+
+
+async def _in_namespace(netns: str, call: Callable[[], T]) -> T:
+    """``call`` on a thread made for it (it enters ``netns``, and ends with the call)."""
     loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
+    done: asyncio.Future[T] = loop.create_future()
 
     def run() -> None:
-        error: BaseException | None = None
         try:
-            _give(netns, device, address, gateway)
+            outcome: tuple[T | None, BaseException | None] = (call(), None)
         except BaseException as exc:  # handed to the awaiting coroutine
-            error = exc
+            outcome = (None, exc)
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody awaits
-            loop.call_soon_threadsafe(_settle, done, error)
+            loop.call_soon_threadsafe(_settle, done, *outcome)
 
     threading.Thread(target=run, name=f"netlink-{netns}", daemon=True).start()
-    await done
+    return await done
 
 
-def _settle(done: asyncio.Future[None], error: BaseException | None) -> None:
+def _settle(done: asyncio.Future[T], value: T | None, error: BaseException | None) -> None:
     if done.done():  # the caller was cancelled meanwhile
+        if isinstance(value, Link):
+            value.close()
         return
     if error is None:
-        done.set_result(None)
+        done.set_result(cast(T, value))
     else:
         done.set_exception(error)
 

@@ -295,6 +295,7 @@ class Worker:
             in_use = {row.ip_index for row in queries.list_machines(self.store.db)
                       if row.ip_index is not None}
             await self.network.release_spares(in_use)
+        self.network.close()
         await self.machines.supervision.close()
         await self.jobs.close()
         self.store.close()

@@ -75,3 +75,35 @@ async def test_a_half_wired_namespace_is_rebuilt_whole(network: NetnsNetwork) ->
     await network.attach("m", 9)
     assert network.ready(9)
     assert f"inet {network.address(9)}/24" in inside(network, 9, "-4", "addr", "show", "eth0")
+
+
+def namespaces_alive() -> set[int]:
+    """Every network namespace some process or file still holds (by inode)."""
+    found = subprocess.run(["lsns", "-t", "net", "-n", "-o", "NS"], check=True,
+                           capture_output=True, text=True).stdout
+    return {int(ns) for ns in found.split()}
+
+
+async def test_a_wired_namespace_keeps_a_link_until_it_is_unwired(
+        network: NetnsNetwork) -> None:
+    """The link (a netlink socket made inside) is what a create's attach gives the private
+    address through; it must not keep a deleted namespace, and its veth, alive."""
+    await network.prewarm([11])
+    link = network.link(11)
+    assert link is not None and link.current()
+    inode = os.stat(f"/run/netns/{network.netns(11)}").st_ino
+    await network.detach("m", 11)
+    assert network.link(11) is None
+    assert link.sock.fileno() == -1  # closed
+    assert inode not in namespaces_alive()
+    # One deleted behind the worker's back (and made again) is not given through.
+    await network.prewarm([12])
+    subprocess.run(["ip", "netns", "del", network.netns(12)], check=True)
+    subprocess.run(["ip", "netns", "add", network.netns(12)], check=True)
+    assert network.link(12) is None
+    # A namespace an earlier life of the worker wired gets its link with the next pass.
+    await network.prewarm([13])
+    network.close()
+    assert network.link(13) is None and network.ready(13)
+    await network.prewarm([13])
+    assert network.link(13) is not None

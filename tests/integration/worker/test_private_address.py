@@ -90,3 +90,45 @@ async def test_a_failure_says_what_could_not_be_given(namespaces: tuple[str, str
     ip("-n", namespaces[0], "link", "set", "eth0", "down")  # no route through a link down
     with pytest.raises(OSError, match=r"cannot give eth0 in .* its route to the gateway"):
         await netlink.give(namespaces[0], ADDRESS, GATEWAY)
+
+
+async def test_a_kept_link_gives_the_same_from_the_loops_own_thread(
+        namespaces: tuple[str, str]) -> None:
+    """``Link``: a socket made in the namespace once; the loop's thread sends on it and
+    stays in the host's namespace."""
+    kept, batched = namespaces
+    host = os.stat("/proc/thread-self/ns/net").st_ino
+    link = await netlink.open_link(kept)
+    try:
+        assert os.stat("/proc/thread-self/ns/net").st_ino == host
+        await link.give(ADDRESS, GATEWAY)
+        ip("-n", batched, "-batch", "-", stdin=BATCH)
+        assert held(kept) == held(batched)
+        await link.give(ADDRESS, GATEWAY)  # again (a start after the create): no change
+        assert held(kept) == held(batched)
+        ip("-n", kept, "link", "set", "eth0", "down")
+        with pytest.raises(OSError, match=r"cannot give eth0 in .* its route to the gateway"):
+            await link.give(ADDRESS, GATEWAY)
+        ip("-n", kept, "link", "set", "eth0", "up")
+        await link.give(ADDRESS, GATEWAY)  # the refused call's acks are not taken for these
+        assert held(kept) == held(batched)
+    finally:
+        link.close()
+
+
+async def test_a_link_knows_its_namespace_from_another_of_the_same_name(
+        namespaces: tuple[str, str]) -> None:
+    name = namespaces[0]
+    link = await netlink.open_link(name)
+    try:
+        assert link.current()
+        ip("netns", "del", name)
+        assert not link.current()
+        ip("netns", "add", name)  # the same name, another namespace
+        assert not link.current()
+    finally:
+        link.close()
+    with pytest.raises(OSError, match="no device eth0 in network namespace"):
+        await netlink.open_link(name)  # the new one has no eth0
+    with pytest.raises(OSError, match="no network namespace bodega-nl-gone"):
+        await netlink.open_link("bodega-nl-gone")

@@ -18,6 +18,7 @@ import ipaddress
 import logging
 from pathlib import Path
 
+from bodega.networking import netlink
 from bodega.worker.host.names import HostNames, Subnet, octets
 from bodega.worker.host.network import Attachment, NetworkError, SubnetInUse, run
 from bodega.worker.host.survey import MARKER_DIR, NETNS_DIR
@@ -37,6 +38,9 @@ class NetnsNetwork:
         self._second, self._third = octets(subnet)
         self._prefix = names.namespace_prefix(subnet)
         self._locks: dict[int, asyncio.Lock] = {}
+        # A route netlink socket in each namespace wired here (``netlink.Link``), for what
+        # a create's attach gives the machine end there (the private network's address).
+        self._links: dict[int, netlink.Link] = {}
 
     def address(self, index: int) -> str:
         return str(self.subnet.network_address + index)
@@ -157,7 +161,8 @@ class NetnsNetwork:
         return Attachment(ip, self.netns(index), ip)
 
     async def prewarm(self, indexes: list[int]) -> None:
-        """Wire namespaces for addresses the next creates will get, off the request path."""
+        """Wire namespaces for addresses the next creates will get, off the request path,
+        each with its ``link`` (one wired by an earlier life of the worker gets one now)."""
         for index in indexes:
             async with self._locks.setdefault(index, asyncio.Lock()):
                 if not self._wired(index):
@@ -165,6 +170,33 @@ class NetnsNetwork:
                         await self._wire(index)
                     except NetworkError as exc:
                         log.warning("could not prewire %s: %s", self.netns(index), exc)
+                        continue
+                if self.link(index) is None:
+                    await self._open_link(index)
+
+    def link(self, index: int) -> netlink.Link | None:
+        """A route netlink socket in ``index``'s namespace as it is now, if one is kept."""
+        link = self._links.get(index)
+        if link is not None and not link.current():  # deleted (and made again) behind us
+            self._drop_link(index)
+            return None
+        return link
+
+    async def _open_link(self, index: int) -> None:
+        try:
+            self._links[index] = await netlink.open_link(self.netns(index))
+        except OSError as exc:  # the create's attach makes do without one
+            log.warning("no netlink socket in %s: %s", self.netns(index), exc)
+
+    def _drop_link(self, index: int) -> None:
+        link = self._links.pop(index, None)
+        if link is not None:
+            link.close()  # it held the namespace alive
+
+    def close(self) -> None:
+        """Let go of the sockets kept in namespaces (the worker stops)."""
+        for index in list(self._links):
+            self._drop_link(index)
 
     async def _wire(self, index: int) -> None:
         name, veth, ip = self.netns(index), self.veth(index), self.address(index)
@@ -183,6 +215,7 @@ class NetnsNetwork:
         await run("ip", "-batch", "-", stdin=host_side.encode())
         await run("ip", "-n", name, "-batch", "-", stdin=machine_side.encode())
         self._mark(index, True)
+        await self._open_link(index)
 
     async def detach(self, machine_id: str, index: int | None = None) -> None:
         """Tear the machine's namespace down; the next machine at this address gets a new one."""
@@ -193,6 +226,7 @@ class NetnsNetwork:
 
     async def _unwire(self, index: int) -> None:
         self._mark(index, False)
+        self._drop_link(index)
         # Deleting the namespace destroys its veth end, and with it the host end; the host
         # end is deleted first all the same, so it is gone the moment this returns. One ip
         # process for both (``-force``: the second runs even if the first finds nothing).

@@ -81,6 +81,10 @@ class Network(Protocol):
 
     async def release_spares(self, in_use: set[int]) -> None: ...
 
+    def close(self) -> None:
+        """Let go of what it keeps open in the host's namespaces (the worker stops)."""
+        ...
+
     async def teardown(self) -> None: ...
 
     def service_host(self, private_ip: str | None) -> str | None: ...
@@ -131,4 +135,7 @@ class HostNetwork:
         return None
 
     async def release_spares(self, in_use: set[int]) -> None:
+        return None
+
+    def close(self) -> None:
         return None

@@ -122,7 +122,11 @@ class PrivateNetwork:
             await self.apply_fence(self.networks | {field})
         address = self.layout.machine(self.host, field, index)
         gateway = self.layout.gateway(self.host)
-        await netlink.give(netns, address, gateway)
+        link = self.network.link(index)  # kept since the namespace was wired: no thread
+        if link is not None and link.netns == netns:
+            await link.give(address, gateway)
+        else:
+            await netlink.give(netns, address, gateway)
         return str(address)
 
     # -- the host's part ---------------------------------------------------------------------
