@@ -1,4 +1,5 @@
-"""A start's spawn does not wait for the fsync of its record; its answer does.
+"""A start's spawn does not wait for the fsync of its record; its answer does. A create
+is answered before the start it began performs anything.
 
 A real worker (fake driver) on a real SQLite file; the fsync of the WAL is held back
 by the test, to see what happens while the disk has not yet answered.
@@ -49,3 +50,15 @@ async def test_a_start_spawns_while_its_record_is_fsynced_and_answers_once_on_di
         disk.set()
     await asyncio.wait_for(start, 10)
     assert [p.name for p in synced] == [f"{w.store.path.name}-wal"]
+
+
+async def test_a_create_is_answered_before_its_first_effect_holds_the_loop(worker: W) -> None:
+    """The create's caller (the API answering it) is woken before the operation it began
+    performs any effect: the answer is not left waiting behind the start."""
+    w, driver = worker
+    config = MachineConfig.model_validate({"image": "app:1", "init": {"exec": ["app"]},
+                                           "guest": {"cpus": 1, "memory_mb": 256}})
+    machine, _ = await w.machines.creation.create(CreateRequest(app="web", config=config,
+                                                       region="ams"))
+    assert driver.calls == []  # answered first
+    await until(lambda: ("start", machine.id) in driver.calls, every=0.005)

@@ -248,6 +248,10 @@ class Lifecycle:
             give_up = False
             error = ""
             try:
+                # One pass of the loop first: the call that committed this (a create) is
+                # woken in it and writes its answer, before the effects hold the loop for
+                # the milliseconds they take without waiting on anything.
+                await asyncio.sleep(0)
                 while (op := self._next_operation(machine_id)) is not None:
                     try:
                         if give_up:

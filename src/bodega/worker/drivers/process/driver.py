@@ -82,8 +82,12 @@ class ProcessDriver(RunsDriver):
             HOME_MOUNT.mkdir(parents=True, exist_ok=True)
             for mount in spec.mounts:  # a volume fresh or last another machine's
                 try:
-                    if not handed_over(mount.host_path, spec.user):
+                    if handed_over(mount.host_path, spec.user):
+                        continue
+                    if mount.host_path.is_dir():  # a volume: its tree is walked off the loop
                         await asyncio.to_thread(hand_over, mount.host_path, spec.user)
+                    else:  # a file (the machine's resolv.conf): one chown, no thread to await
+                        hand_over(mount.host_path, spec.user)
                 except OSError as exc:
                     raise DriverError(f"could not hand {mount.host_path} to the machine's "
                                       f"user: {exc}") from exc
