@@ -10,7 +10,7 @@ def configure(level: str = "INFO", component: str = "bodega") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         logging.Formatter(
-            f"%(asctime)s %(levelname)-5s {component} %(name)s: %(message)s",
+            f"%(asctime)s.%(msecs)03d %(levelname)-5s {component} %(name)s: %(message)s",
             datefmt="%Y-%m-%dT%H:%M:%S",
         )
     )
