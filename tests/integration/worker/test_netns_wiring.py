@@ -90,7 +90,8 @@ async def test_a_wired_namespace_keeps_a_link_until_it_is_unwired(
     address through; it must not keep a deleted namespace, and its veth, alive."""
     await network.prewarm([11])
     link = network.link(11)
-    assert link is not None and link.current()
+    assert link is not None
+    assert link.current()
     inode = os.stat(f"/run/netns/{network.netns(11)}").st_ino
     await network.detach("m", 11)
     assert network.link(11) is None
@@ -104,6 +105,7 @@ async def test_a_wired_namespace_keeps_a_link_until_it_is_unwired(
     # A namespace an earlier life of the worker wired gets its link with the next pass.
     await network.prewarm([13])
     network.close()
-    assert network.link(13) is None and network.ready(13)
+    assert network.link(13) is None
+    assert network.ready(13)
     await network.prewarm([13])
     assert network.link(13) is not None
