@@ -10,8 +10,8 @@ private directory). It is the host's one SWIM member, of role ``agent``: the
 member peers pull from (``meta["sync"]``). The host's processes check in with
 it about once a second instead of each speaking SWIM; it gossips a record for
 each (its *tenants*, ``membership/tenants.py``), judges them by their
-silence, and answers each check-in with the cluster's members once they
-change.
+silence, and answers each check-in with the members that changed since the
+check-in before it (the first, with every member).
 
 Listeners:
 
@@ -187,6 +187,18 @@ class RegistryAgent:
         swim = self.node.membership.swim
         return f"{self._epoch}.{swim.table_version}.{swim.generation}.{swim.incarnation}"
 
+    def _held_version(self, mark: str) -> int | None:
+        """The table's version a check-in's ``mark`` says the process holds, if it is one
+        of this life's (its answer then carries only what changed since); None: it holds
+        nothing of ours, and is answered with every member."""
+        epoch, _, rest = mark.partition(".")
+        version = rest.partition(".")[0]
+        if epoch != self._epoch or not version.isdigit():
+            return None
+        assert self.node is not None
+        held = int(version)
+        return held if held <= self.node.membership.swim.table_version else None
+
     async def _check_in(self, request: Request) -> Response:
         """A process of this host is alive: the agent gossips its record (``Swim.host``).
         Held, like ``changes``, until the members change or ``hold`` passes."""
@@ -208,9 +220,12 @@ class RegistryAgent:
         swim, mark, now = membership.swim, self._members_mark(), loop.time()
         you = swim.record_of(asked.name)
         assert you is not None  # recorded above, and a tenant's record is never reaped live
+        held = self._held_version(asked.mark)
+        members = None if mark == asked.mark else (
+            swim.records() if held is None else swim.changed_since(held))
         return json_response(Presence(
             epoch=self._epoch, mark=mark, you=record_json(you),
-            members=None if mark == asked.mark else [record_json(r) for r in swim.records()],
+            members=None if members is None else [record_json(r) for r in members],
             suspicions={name: round(ends - now, 3)
                         for name, ends in swim.suspicion_deadlines().items()},
         ).model_dump())

@@ -78,8 +78,10 @@ class CheckIn(BaseModel):
 
 class Presence(BaseModel):
     """The agent's answer to a check-in: the record it gossips for the process, the
-    members' version, every member (``record_json`` arrays) when that version is not the
-    asker's mark, and the seconds each suspect member has left to refute."""
+    members' version, and when that version is not the asker's mark, the members
+    (``record_json`` arrays): those that changed since the asker's mark if it is of the
+    agent's life, else every one; and the seconds each suspect member has left to refute.
+    The asker merges them over what it holds either way."""
     model_config = ConfigDict(extra="forbid")
     epoch: str = Field(max_length=64)
     mark: str = Field(max_length=200)

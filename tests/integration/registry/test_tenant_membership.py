@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from bodega.registry import HostedNode, RegistryConfig
+from bodega.registry.agent_link import AgentLink, CheckIn, Presence
 from bodega.registry.membership.members import MemberView, Status
 from tests.keyring_kit import KEYRING
 from tests.poll_kit import until
@@ -114,3 +115,37 @@ async def test_a_killed_agent_takes_its_tenants_with_it_and_brings_them_back(
         assert back is not None
         assert back.generation > first.generation
         assert back.host == "agent-a"
+
+
+async def test_a_check_in_carries_only_the_members_that_changed_since_the_last(
+        tmp_path: Path) -> None:
+    """On a real agent: a first check-in hears every member; one with the mark of the last
+    answer hears nothing until something changes, then only what changed."""
+    a = Agent(tmp_path, "agent-a")
+    await a.start()
+    w1, w2 = tenant(a, tmp_path, "w1", "worker"), tenant(a, tmp_path, "w2", "worker")
+    link = AgentLink(a.dir)
+
+    async def check_in(mark: str, hold: float = 0.0) -> Presence:
+        return await link.check_in(CheckIn(name="probe", role="broker", region="ams",
+                                           generation=1, mark=mark, hold=hold))
+
+    def names(presence: Presence) -> set[str]:
+        return {str(record[0]) for record in presence.members or []}
+
+    try:
+        await w1.start()
+        first = await check_in("")
+        assert names(first) == {"agent-a", "w1", "probe"}
+        assert (await check_in(first.mark)).members is None  # nothing changed
+        await w2.start()
+        later = await check_in(first.mark, hold=2.0)  # held until w2's record is in
+        assert names(later) == {"agent-a", "w2"}
+        assert later.mark != first.mark
+        # A mark of another life of the agent, or none: every member again.
+        assert names(await check_in("0123.1.1.0")) == {"agent-a", "w1", "w2", "probe"}
+    finally:
+        await link.aclose()
+        await w2.stop()
+        await w1.stop()
+        a.stop()

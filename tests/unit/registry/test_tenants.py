@@ -232,3 +232,21 @@ def test_a_busy_loops_small_lags_do_not_keep_a_silent_tenant_alive() -> None:
         swim.note_loop_lag(0.2)
         kinds += [e.kind for e in events(swim.tick(t))]
     assert kinds == [EventKind.SUSPECT, EventKind.DEAD]
+
+
+def test_a_check_in_is_answered_with_what_changed_since_the_version_its_tenant_holds() -> None:
+    """``Swim.changed_since``: the agent's own record, then each member stored after the
+    version, once (its latest), oldest change first; nothing else of a large table."""
+    swim = agent()
+    check_in(swim, 1.0, "w1")
+    check_in(swim, 1.0, "w2")
+    held = swim.table_version
+    assert [r.name for r in swim.changed_since(held)] == ["agent"]
+    check_in(swim, 2.0, "w3")
+    check_in(swim, 2.0, "w1", meta={"url": "http://w1:2"})
+    check_in(swim, 2.0, "w1", meta={"url": "http://w1:3"})
+    changed = swim.changed_since(held)
+    assert [r.name for r in changed] == ["agent", "w3", "w1"]
+    assert changed[2].meta["url"] == "http://w1:3"
+    assert [r.name for r in swim.changed_since(0)] == ["agent", "w2", "w3", "w1"]
+    assert [r.name for r in swim.changed_since(swim.table_version)] == ["agent"]

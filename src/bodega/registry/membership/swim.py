@@ -134,6 +134,11 @@ class Swim:
         """Every record, ours first."""
         return [self._self, *self._table]
 
+    def changed_since(self, version: int) -> list[MemberRecord]:
+        """Ours (whose changes ``table_version`` does not count), then every other record
+        that changed after ``version`` of the table."""
+        return [self._self, *self._table.changed_since(version)]
+
     @property
     def table_version(self) -> int:
         """Rises with every change to what this node knows of the others."""

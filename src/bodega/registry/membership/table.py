@@ -74,6 +74,10 @@ class MemberTable:
         self._suspicions: dict[str, Suspicion] = {}
         self.live = 1  # members alive or suspect, counting the local node
         self.version = 0  # bumped on every change: views built from the table cache on it
+        # Each member's version when its record last changed, oldest change first (a
+        # change moves the name to the end): what changed since a version is read from the
+        # end, in O(changes), for the host's processes that follow the table (``since``).
+        self._changed: dict[str, int] = {}
         # Names by status, kept as records change, so probing, gossip and pulls can
         # pick members without walking the table: at thousands of members under
         # loss, statuses change every second and any O(N) rebuild per change adds up.
@@ -101,6 +105,17 @@ class MemberTable:
 
     def since(self, name: str) -> float:
         return self._since[name]
+
+    def changed_since(self, version: int) -> list[MemberRecord]:
+        """The records stored after ``version`` (what a follower holding the table as it
+        was at ``version`` lacks), oldest change first. Members reaped since are not
+        named: a follower keeps what it heard of them, as it would without the reap."""
+        changed = []
+        for name, at in reversed(self._changed.items()):
+            if at <= version:
+                break
+            changed.append(self._records[name])
+        return changed[::-1]
 
     def suspicion(self, name: str) -> Suspicion | None:
         return self._suspicions.get(name)
@@ -148,6 +163,7 @@ class MemberTable:
             self.digest.replace(self._records[name], None)
             del self._records[name]
             del self._since[name]
+            del self._changed[name]
             self.version += 1
 
     def _unindex(self, record: MemberRecord) -> None:
@@ -166,6 +182,8 @@ class MemberTable:
         name = record.name
         self._records[name] = record
         self.version += 1
+        self._changed.pop(name, None)
+        self._changed[name] = self.version
         self.digest.replace(old, record)
         if old is not None:
             self._unindex(old)
