@@ -16,7 +16,7 @@ from bodega.cli.listeners import Listener, listening
 from bodega.registry.agent import AgentConfig, RegistryAgent
 from bodega.registry.node import RegistryConfig
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon
+from bodega.runtime.lifecycle import daemon_runtime, run_daemon
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
 from bodega.runtime.tls.contexts import InternalTls
@@ -58,7 +58,7 @@ def agent(
         bind_port=gossip_port, seeds=hostinfo.comma_list(join)),
         listen_host=host, listen_port=port)
     configure(log_level, f"agent[{agent_name}]")
-    event_loop_policy()
+    daemon_runtime()
     with listening(Listener("--listen", "TCP", port), Listener("--gossip-listen", "UDP",
                                                                gossip_port)):
         asyncio.run(_run(config, tls_path, ready_file, exit_with_parent))

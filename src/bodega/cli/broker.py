@@ -25,7 +25,7 @@ from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.placement.named import DEFAULT_POLICY
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon, write_ready
+from bodega.runtime.lifecycle import daemon_runtime, run_daemon, write_ready
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
 
@@ -161,7 +161,7 @@ def broker(
     )
     config.placement_policy()  # refuse a bad policy before anything starts
     configure(log_level, f"broker[{broker_name}]")
-    event_loop_policy()
+    daemon_runtime()
     with listening(Listener("--listen", "TCP", port),
                    Listener("--internal-listen", "TCP", internal_port),
                    Listener("--join-listen", "TCP", join_port),

@@ -20,7 +20,7 @@ from bodega.cli.listeners import Listener, listening
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.proxy.plane import choose_plane
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon
+from bodega.runtime.lifecycle import daemon_runtime, run_daemon
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
 
@@ -92,7 +92,7 @@ def proxy(
         tls_host=tls_host, tls_port=tls_port,
         tls_cert=tls_cert.resolve() if tls_cert else None, certs_key=certs_key or "")
     configure(log_level, f"proxy[{proxy_name}]")
-    event_loop_policy()
+    daemon_runtime()
     with listening(Listener("--listen", "TCP", port), Listener("--admin-listen", "TCP", admin_port),
                    *([Listener("--tls-listen", "TCP", tls_port)] if tls_port is not None else []),
                    Listener("--gossip-listen", "UDP", gossip_port)):

@@ -21,7 +21,7 @@ from bodega.model.capacity import CPU_KINDS, Totals
 from bodega.registry.membership import parse_seed
 from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.failpoints import Failpoints
-from bodega.runtime.lifecycle import event_loop_policy, run_daemon
+from bodega.runtime.lifecycle import daemon_runtime, run_daemon
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
 from bodega.worker.config import JobSettings, WorkerConfig
@@ -169,7 +169,7 @@ def worker(
                          clock_file=job_clock_file, warm_slots=warm_slots),
     )
     configure(log_level, f"worker[{worker_name}]")
-    event_loop_policy()
+    daemon_runtime()
     with listening(Listener("--listen", "TCP", port),
                    Listener("--gossip-listen", "UDP", gossip_port),
                    Listener("--wireguard-port", "UDP", wireguard_port)):

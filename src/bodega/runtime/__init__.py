@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from bodega.runtime.binding import BindError
     from bodega.runtime.failpoints import Failpoints
     from bodega.runtime.lifecycle import (
-        event_loop_policy,
+        daemon_runtime,
         private_dir,
         run_daemon,
         until_stopped,
@@ -32,7 +32,7 @@ _MODULE = {
     "Served": "serve",
     "bind": "serve",
     "configure": "logs",
-    "event_loop_policy": "lifecycle",
+    "daemon_runtime": "lifecycle",
     "open_database": "sqlite",
     "private_dir": "lifecycle",
     "run_daemon": "lifecycle",
@@ -47,7 +47,7 @@ __all__ = [
     "Served",
     "bind",
     "configure",
-    "event_loop_policy",
+    "daemon_runtime",
     "hostinfo",
     "open_database",
     "private_dir",
