@@ -36,6 +36,7 @@ from pathlib import Path
 
 from bench.loadgen import Result, body, run
 from bench.placement_up import Measured, load, on_up, print_problems
+from bench.start_stages import cpu_seconds
 from bodega.model.capacity import Ask, Totals, Usage
 from bodega.placement import Candidate, CandidateTable, PlacementRequest, Policy, rank_region
 
@@ -56,12 +57,6 @@ async def ready(path: Path, process: subprocess.Popen[bytes], timeout: float = 3
         if time.monotonic() > deadline:
             raise SystemExit(f"{path} did not appear in {timeout:.0f}s")
         await asyncio.sleep(0.1)
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def rank_time(n: int = 1000, rounds: int = 500) -> tuple[float, float]:

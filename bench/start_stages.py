@@ -12,12 +12,15 @@ the worker spend, and py-spy on both.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import functools
 import json
 import os
 import shutil
 import signal
 import statistics
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -70,9 +73,21 @@ def breakdown(marks: list[Marks]) -> list[tuple[str, float]]:
 
 
 def cpu_seconds(pid: int) -> float:
-    """CPU the process and its reaped children (its ip processes, ...) have used."""
+    """CPU the process (every thread it has run, to the nanosecond: its CPU-time clock)
+    and its reaped children (its ip processes, ...; clock ticks) have used. ``/proc``'s
+    own figure for the process is in ticks of 10 ms, which over 20 workers and a few
+    hundred creates moved a per-create figure by a quarter of a millisecond."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    children = sum(int(f) for f in fields[13:15]) / os.sysconf("SC_CLK_TCK")
+    clock = ctypes.c_int()
+    if _libc().clock_getcpuclockid(pid, ctypes.byref(clock)) != 0:  # gone, or not ours
+        return sum(int(f) for f in fields[11:13]) / os.sysconf("SC_CLK_TCK") + children
+    return time.clock_gettime(clock.value) + children
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def component_pids(cluster: Path) -> dict[str, int]:
