@@ -16,8 +16,8 @@ the machine's namespace, and whatever ran on it next (an ``ip`` of the host) wit
 A thread on a create's path still waited for the event loop's thread to let go of the
 interpreter, each time it came back from a system call: 1-2.5 ms on a worker answering
 the create meanwhile. A socket stays in the namespace it was made in, so ``Link`` is
-made once by such a thread when the namespace is wired (off the path), and the loop's
-own thread sends the requests on it when a create attaches the network: the kernel
+made by such a thread when the namespace is wired ahead (off the path), and the loop's
+own thread sends the requests on it when the create attaches the network: the kernel
 answers a route netlink request within the send.
 """
 
@@ -36,6 +36,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar, cast
+
+from bodega.runtime.waits import within
 
 NETNS_DIR = Path("/run/netns")
 T = TypeVar("T")
@@ -196,7 +198,7 @@ class Link:
                 reply = self.sock.recv(65536)
             except BlockingIOError:
                 try:
-                    reply = await asyncio.wait_for(loop.sock_recv(self.sock, 65536), 5)
+                    reply = await within(loop.sock_recv(self.sock, 65536), 5)
                 except TimeoutError:
                     raise OSError(errno.ETIMEDOUT, f"no answer from the kernel in {self.netns} "
                                                    f"for {self.device}'s address") from None

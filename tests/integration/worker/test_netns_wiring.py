@@ -84,28 +84,30 @@ def namespaces_alive() -> set[int]:
     return {int(ns) for ns in found.split()}
 
 
-async def test_a_wired_namespace_keeps_a_link_until_it_is_unwired(
+async def test_a_namespace_wired_ahead_holds_a_link_for_its_first_attach_only(
         network: NetnsNetwork) -> None:
-    """The link (a netlink socket made inside) is what a create's attach gives the private
-    address through; it must not keep a deleted namespace, and its veth, alive."""
+    """The link (a netlink socket made inside as the namespace is wired) is what a create's
+    attach gives the private address through, once; it must not keep a deleted namespace,
+    and its veth, alive."""
     await network.prewarm([11])
-    link = network.link(11)
+    link = network.take_link(11)
     assert link is not None
     assert link.current()
-    inode = os.stat(f"/run/netns/{network.netns(11)}").st_ino
-    await network.detach("m", 11)
-    assert network.link(11) is None
-    assert link.sock.fileno() == -1  # closed
-    assert inode not in namespaces_alive()
-    # One deleted behind the worker's back (and made again) is not given through.
+    assert network.take_link(11) is None  # once
+    link.close()
+    # Unwired before any attach took it: closed with the namespace, which is gone.
     await network.prewarm([12])
-    subprocess.run(["ip", "netns", "del", network.netns(12)], check=True)
-    subprocess.run(["ip", "netns", "add", network.netns(12)], check=True)
-    assert network.link(12) is None
-    # A namespace an earlier life of the worker wired gets its link with the next pass.
+    inode = os.stat(f"/run/netns/{network.netns(12)}").st_ino
+    await network.detach("m", 12)
+    assert inode not in namespaces_alive()
+    assert network.take_link(12) is None
+    # One deleted behind the worker's back (and made again) is not given through.
     await network.prewarm([13])
+    subprocess.run(["ip", "netns", "del", network.netns(13)], check=True)
+    subprocess.run(["ip", "netns", "add", network.netns(13)], check=True)
+    assert network.take_link(13) is None
+    # The worker stopping lets go of those it still holds.
+    await network.prewarm([14])
     network.close()
-    assert network.link(13) is None
-    assert network.ready(13)
-    await network.prewarm([13])
-    assert network.link(13) is not None
+    assert network.take_link(14) is None
+    assert network.ready(14)  # the namespace itself stays, for the next life to take

@@ -38,8 +38,10 @@ class NetnsNetwork:
         self._second, self._third = octets(subnet)
         self._prefix = names.namespace_prefix(subnet)
         self._locks: dict[int, asyncio.Lock] = {}
-        # A route netlink socket in each namespace wired here (``netlink.Link``), for what
-        # a create's attach gives the machine end there (the private network's address).
+        # A route netlink socket in each namespace wired here and not yet attached
+        # (``netlink.Link``), for what the create attaching it gives the machine end there
+        # (the private network's address); taken once, so a worker holds a few, not one
+        # per machine.
         self._links: dict[int, netlink.Link] = {}
 
     def address(self, index: int) -> str:
@@ -161,8 +163,7 @@ class NetnsNetwork:
         return Attachment(ip, self.netns(index), ip)
 
     async def prewarm(self, indexes: list[int]) -> None:
-        """Wire namespaces for addresses the next creates will get, off the request path,
-        each with its ``link`` (one wired by an earlier life of the worker gets one now)."""
+        """Wire namespaces for addresses the next creates will get, off the request path."""
         for index in indexes:
             async with self._locks.setdefault(index, asyncio.Lock()):
                 if not self._wired(index):
@@ -170,15 +171,14 @@ class NetnsNetwork:
                         await self._wire(index)
                     except NetworkError as exc:
                         log.warning("could not prewire %s: %s", self.netns(index), exc)
-                        continue
-                if self.link(index) is None:
-                    await self._open_link(index)
 
-    def link(self, index: int) -> netlink.Link | None:
-        """A route netlink socket in ``index``'s namespace as it is now, if one is kept."""
-        link = self._links.get(index)
+    def take_link(self, index: int) -> netlink.Link | None:
+        """The route netlink socket made in ``index``'s namespace as it was wired, if it is
+        still that namespace; the caller closes it. Once: a later attach (a start after a
+        stop) sends from a thread of its own (``netlink.give``)."""
+        link = self._links.pop(index, None)
         if link is not None and not link.current():  # deleted (and made again) behind us
-            self._drop_link(index)
+            link.close()
             return None
         return link
 

@@ -122,11 +122,14 @@ class PrivateNetwork:
             await self.apply_fence(self.networks | {field})
         address = self.layout.machine(self.host, field, index)
         gateway = self.layout.gateway(self.host)
-        link = self.network.link(index)  # kept since the namespace was wired: no thread
-        if link is not None and link.netns == netns:
-            await link.give(address, gateway)
-        else:
+        link = self.network.take_link(index)  # made as it was wired: no thread to wait for
+        if link is None:
             await netlink.give(netns, address, gateway)
+            return str(address)
+        try:
+            await link.give(address, gateway)
+        finally:
+            link.close()
         return str(address)
 
     # -- the host's part ---------------------------------------------------------------------
