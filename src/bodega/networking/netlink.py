@@ -18,7 +18,10 @@ interpreter, each time it came back from a system call: 1-2.5 ms on a worker ans
 the create meanwhile. A socket stays in the namespace it was made in, so ``Link`` is
 made by such a thread when the namespace is wired ahead (off the path), and the loop's
 own thread sends the requests on it when the create attaches the network: the kernel
-answers a route netlink request within the send.
+answers a route netlink request within the send. That send takes the kernel's rtnl lock,
+so it waits while another holds it: the kernel tearing down a namespace deleted just
+before held the loop 1-9 ms in a test of six deletions, against a median of 17 ms for a
+thread to get its answer back to a loop kept busy (0.2 ms on the loop's own thread).
 """
 
 from __future__ import annotations

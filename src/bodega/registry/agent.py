@@ -193,7 +193,7 @@ class RegistryAgent:
         nothing of ours, and is answered with every member."""
         epoch, _, rest = mark.partition(".")
         version = rest.partition(".")[0]
-        if epoch != self._epoch or not version.isdigit():
+        if epoch != self._epoch or not (version.isascii() and version.isdigit()):
             return None
         assert self.node is not None
         held = int(version)

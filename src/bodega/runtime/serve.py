@@ -88,9 +88,10 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
     sock = sock or bind(host, port)
     bound_port = 0 if sock.family == socket.AF_UNIX else int(sock.getsockname()[1])
     http = _http_protocol()
-    # No proxy headers: no bodega listener sits behind a proxy that sets them, and trusting
-    # X-Forwarded-For from loopback would let a local client choose the address the
-    # failed-authentication limiter counts (and parsing them cost every request a little).
+    # No proxy headers: none of these listeners sits behind a proxy that sets them (the
+    # proxy's own front, behind HAProxy, is not served here), and trusting X-Forwarded-For
+    # from loopback would let a local client choose the address the failed-authentication
+    # limiter counts (and parsing them cost every request a little).
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,
         proxy_headers=False,

@@ -289,13 +289,13 @@ class Worker:
             await self.private.stop(machines_stay=not self.config.stop_machines_on_exit)
         if self.fence is not None:
             await self.fence.stop(machines_stay=not self.config.stop_machines_on_exit)
+        self.network.close()  # before a sweep deletes namespaces its sockets would hold
         if self.config.stop_machines_on_exit:
             await self.sweep()
         else:  # machines run on, for the next start to re-adopt
             in_use = {row.ip_index for row in queries.list_machines(self.store.db)
                       if row.ip_index is not None}
             await self.network.release_spares(in_use)
-        self.network.close()
         await self.machines.supervision.close()
         await self.jobs.close()
         self.store.close()

@@ -142,8 +142,13 @@ async def test_a_check_in_carries_only_the_members_that_changed_since_the_last(
         later = await check_in(first.mark, hold=2.0)  # held until w2's record is in
         assert names(later) == {"agent-a", "w2"}
         assert later.mark != first.mark
-        # A mark of another life of the agent, or none: every member again.
-        assert names(await check_in("0123.1.1.0")) == {"agent-a", "w1", "w2", "probe"}
+        # A mark of another life of the agent, or none, or none it could have made: every
+        # member again.
+        everyone = {"agent-a", "w1", "w2", "probe"}
+        assert names(await check_in("0123.1.1.0")) == everyone
+        epoch = first.mark.split(".")[0]
+        assert names(await check_in(f"{epoch}.\u00b2.1.0")) == everyone  # a digit, not ASCII
+        assert names(await check_in(f"{epoch}.99999999.1.0")) == everyone  # ahead of it
     finally:
         await link.aclose()
         await w2.stop()

@@ -77,29 +77,25 @@ async def test_a_half_wired_namespace_is_rebuilt_whole(network: NetnsNetwork) ->
     assert f"inet {network.address(9)}/24" in inside(network, 9, "-4", "addr", "show", "eth0")
 
 
-def namespaces_alive() -> set[int]:
-    """Every network namespace some process or file still holds (by inode)."""
-    found = subprocess.run(["lsns", "-t", "net", "-n", "-o", "NS"], check=True,
-                           capture_output=True, text=True).stdout
-    return {int(ns) for ns in found.split()}
-
-
 async def test_a_namespace_wired_ahead_holds_a_link_for_its_first_attach_only(
         network: NetnsNetwork) -> None:
-    """The link (a netlink socket made inside as the namespace is wired) is what a create's
-    attach gives the private address through, once; it must not keep a deleted namespace,
-    and its veth, alive."""
+    """With a private network (``links``), the link (a netlink socket made inside as the
+    namespace is wired) is what a create's attach gives the private address through, once;
+    one nobody took is closed with its namespace, which it would otherwise keep alive."""
+    await network.prewarm([10])
+    assert network.take_link(10) is None  # no private network: no socket at all
+    network.links = True
     await network.prewarm([11])
     link = network.take_link(11)
     assert link is not None
     assert link.current()
     assert network.take_link(11) is None  # once
     link.close()
-    # Unwired before any attach took it: closed with the namespace, which is gone.
+    # Unwired before any attach took it: closed with the namespace.
     await network.prewarm([12])
-    inode = os.stat(f"/run/netns/{network.netns(12)}").st_ino
+    kept = network._links[12]  # what the worker holds, looked at
     await network.detach("m", 12)
-    assert inode not in namespaces_alive()
+    assert kept.sock.fileno() == -1
     assert network.take_link(12) is None
     # One deleted behind the worker's back (and made again) is not given through.
     await network.prewarm([13])
@@ -108,6 +104,8 @@ async def test_a_namespace_wired_ahead_holds_a_link_for_its_first_attach_only(
     assert network.take_link(13) is None
     # The worker stopping lets go of those it still holds.
     await network.prewarm([14])
+    kept = network._links[14]
     network.close()
+    assert kept.sock.fileno() == -1
     assert network.take_link(14) is None
     assert network.ready(14)  # the namespace itself stays, for the next life to take

@@ -38,10 +38,11 @@ class NetnsNetwork:
         self._second, self._third = octets(subnet)
         self._prefix = names.namespace_prefix(subnet)
         self._locks: dict[int, asyncio.Lock] = {}
-        # A route netlink socket in each namespace wired here and not yet attached
-        # (``netlink.Link``), for what the create attaching it gives the machine end there
-        # (the private network's address); taken once, so a worker holds a few, not one
-        # per machine.
+        # With ``links`` (a private network's worker), a route netlink socket in each
+        # namespace wired here and not yet attached (``netlink.Link``), for the private
+        # address the create attaching it gives the machine end there; taken once, so a
+        # worker holds a few, not one per machine.
+        self.links = False
         self._links: dict[int, netlink.Link] = {}
 
     def address(self, index: int) -> str:
@@ -215,7 +216,8 @@ class NetnsNetwork:
         await run("ip", "-batch", "-", stdin=host_side.encode())
         await run("ip", "-n", name, "-batch", "-", stdin=machine_side.encode())
         self._mark(index, True)
-        await self._open_link(index)
+        if self.links:
+            await self._open_link(index)
 
     async def detach(self, machine_id: str, index: int | None = None) -> None:
         """Tear the machine's namespace down; the next machine at this address gets a new one."""

@@ -132,6 +132,7 @@ def make_private_network(config: WorkerConfig, network: Network) -> PrivateNetwo
     if not isinstance(network, NetnsNetwork) or not config.cluster_id:
         raise ValueError("--private-network needs a network namespace per machine: run the "
                          "worker as root with --network netns (or auto) and a cluster id")
+    network.links = True  # the private network's attach takes each one's (``take_link``)
     return PrivateNetwork(
         network=network, cluster_id=config.cluster_id, name=config.name, region=config.region,
         data_dir=config.data_dir, resolv_conf=config.resolv_conf,
