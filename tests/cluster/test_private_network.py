@@ -106,9 +106,12 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
                                      ("other", other2))}
                 assert all(ipaddress.IPv6Address(a) in prefix for a in ip.values())
 
-                # Each machine knows its own private address, in FLY_PRIVATE_IP.
-                hello = await p.ask(1, ip[web1["id"]], "/")
-                assert hello == f"{web1['id']} {ip[web1['id']]}"
+                # Each machine knows its own private address, in FLY_PRIVATE_IP. (Asked
+                # until it answers: started is recorded before the program binds its port.)
+                async def hello() -> bool:
+                    return await p.ask(1, ip[web1["id"]], "/") == \
+                        f"{web1['id']} {ip[web1['id']]}"
+                await until(hello)
 
                 # web.internal, from inside web's machine on host 1: both hosts' machines.
                 both = {ip[web1["id"]], ip[web2["id"]]}
@@ -133,9 +136,10 @@ async def test_private_network_across_hosts(tmp_path: Path) -> None:
                     assert got.startswith("error"), got
                 got = await p.fetch(2, ip[other2["id"]], f"http://[{ip[web1['id']]}]:8080/")
                 assert got.startswith("error"), got
-                # Same network, other host, by address: through.
-                got = await p.fetch(1, ip[other1["id"]], f"http://[{ip[other2['id']]}]:8080/")
-                assert got == f"{other2['id']} {ip[other2['id']]}"
+                # Same network, other host, by address: through (once its program listens).
+                await until(lambda: _fetches(p, 1, ip[other1["id"]],
+                                             f"http://[{ip[other2['id']]}]:8080/",
+                                             f"{other2['id']} {ip[other2['id']]}"))
                 # No machine reaches its host's worker API (nor gossip, nor anything else of
                 # the host's): the fence drops it, and counts it.
                 dropped = await _host_drops(p, 1)
