@@ -4,8 +4,8 @@ The private network gives each machine's ``eth0`` an IPv6 address and two routes
 (to the gateway, and the default through it) as its create attaches the network.
 ``ip -n <ns> -batch`` did it: a process forked and exec'd on every create, about
 3.5 ms of the create's path on a busy worker. Here one thread enters the namespace
-(``setns``: the thread's alone), opens a route netlink socket there, sends the
-three requests at once and reads their three acks: about 0.2 ms. The requests are
+(``setns``: the thread's alone) and opens a route netlink socket there, on which the
+three requests go at once and their three acks come back: about 0.2 ms. The requests are
 ``ip addr replace`` and ``ip route replace``'s own, so a repeat changes nothing.
 pyroute2 does the same through a process (or a thread) of its own per namespace,
 which measured 3-7 ms here, no faster than ``ip``.
@@ -15,13 +15,14 @@ the machine's namespace, and whatever ran on it next (an ``ip`` of the host) wit
 
 A thread on a create's path still waited for the event loop's thread to let go of the
 interpreter, each time it came back from a system call: 1-2.5 ms on a worker answering
-the create meanwhile. A socket stays in the namespace it was made in, so ``Link`` is
-made by such a thread when the namespace is wired ahead (off the path), and the loop's
-own thread sends the requests on it when the create attaches the network: the kernel
-answers a route netlink request within the send. That send takes the kernel's rtnl lock,
-so it waits while another holds it: the kernel tearing down a namespace deleted just
-before held the loop 1-9 ms in a test of six deletions, against a median of 17 ms for a
-thread to get its answer back to a loop kept busy (0.2 ms on the loop's own thread).
+the create meanwhile. A socket stays in the namespace it was made in, so the thread only
+makes the socket (``Link``), and the loop's own thread sends the requests on it: the
+kernel answers a route netlink request within the send. A namespace wired ahead has its
+``Link`` made then, off the path, for the create that attaches it. That send takes the
+kernel's rtnl lock, so it waits while another holds it: the kernel tearing down a
+namespace deleted just before held the loop 1-9 ms in a test of six deletions, against a
+median of 17 ms for a thread to get its answer back to a loop kept busy (0.2 ms on the
+loop's own thread).
 """
 
 from __future__ import annotations
@@ -103,21 +104,6 @@ def errors(reply: bytes) -> list[tuple[int, int]]:
             found.append((sequence, -error))
         offset += (length + 3) & ~3
     return found
-
-
-def _give(netns: str, device: str, address: ipaddress.IPv6Address,
-          gateway: ipaddress.IPv6Address) -> None:
-    """In this thread, which the call made for itself: enter ``netns`` and send."""
-    _enter(netns)
-    index = _device_index(netns, device)
-    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as sock:
-        sock.settimeout(5)
-        wanted = requests(index, address, gateway)
-        sock.sendall(b"".join(wanted))
-        heard: list[tuple[int, int]] = []
-        while len(heard) < len(wanted):
-            heard += errors(sock.recv(65536))
-        _raise_refused(heard, device, netns, address, gateway)
 
 
 def _enter(netns: str) -> tuple[int, int]:
@@ -231,8 +217,13 @@ def _open(netns: str, device: str) -> Link:
 async def give(netns: str, address: ipaddress.IPv6Address, gateway: ipaddress.IPv6Address,
                device: str = "eth0") -> None:
     """Give ``device`` in ``netns`` ``address``/128 and a default route through ``gateway``
-    (which it reaches on the link); ``OSError`` saying which part failed."""
-    await _in_namespace(netns, lambda: _give(netns, device, address, gateway))
+    (which it reaches on the link); ``OSError`` saying which part failed. With no ``Link``
+    kept for the namespace: one is made for the call (``open_link``) and closed after."""
+    link = await open_link(netns, device)
+    try:
+        await link.give(address, gateway)
+    finally:
+        link.close()
 
 
 async def _in_namespace(netns: str, call: Callable[[], T]) -> T:

@@ -176,7 +176,7 @@ class NetnsNetwork:
     def take_link(self, index: int) -> netlink.Link | None:
         """The route netlink socket made in ``index``'s namespace as it was wired, if it is
         still that namespace; the caller closes it. Once: a later attach (a start after a
-        stop) sends from a thread of its own (``netlink.give``)."""
+        stop) makes one for the call (``netlink.open_link``)."""
         link = self._links.pop(index, None)
         if link is not None and not link.current():  # deleted (and made again) behind us
             link.close()

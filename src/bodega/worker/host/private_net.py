@@ -122,10 +122,8 @@ class PrivateNetwork:
             await self.apply_fence(self.networks | {field})
         address = self.layout.machine(self.host, field, index)
         gateway = self.layout.gateway(self.host)
-        link = self.network.take_link(index)  # made as it was wired: no thread to wait for
-        if link is None:
-            await netlink.give(netns, address, gateway)
-            return str(address)
+        # Made as the namespace was wired (no thread to wait for), else made now.
+        link = self.network.take_link(index) or await netlink.open_link(netns)
         try:
             await link.give(address, gateway)
         finally:
