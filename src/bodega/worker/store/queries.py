@@ -17,6 +17,11 @@ from bodega.worker.core.checks import CheckStates
 from bodega.worker.core.records import LeaseRow, MachineRow, ReservationRow, TaskHandle
 from bodega.worker.store.rows import lease_row, machine_row, parse_config, reservation_row
 
+# A live machine, spelled as the partial indexes on ``machines`` spell it (schema.py). Written
+# into the statement, not bound: SQLite would otherwise prepare the statement again on every
+# run to decide whether the index applies to the value bound (4-5x the cost of the query).
+LIVE = f"state != '{MachineState.DESTROYED}'"
+
 _MACHINE_COLUMNS = frozenset(
     {
         "state", "instance_id", "config", "millicpus", "memory_mb", "gpus", "gpu_kind",
@@ -96,8 +101,7 @@ def machine_by_idempotency_key(
 
 def machine_name_taken(conn: sqlite3.Connection, app: str, name: str) -> bool:
     row = conn.execute(
-        "SELECT 1 FROM machines WHERE app = ? AND name = ? AND state != ?",
-        (app, name, MachineState.DESTROYED),
+        f"SELECT 1 FROM machines WHERE app = ? AND name = ? AND {LIVE}", (app, name)
     ).fetchone()
     return row is not None
 
@@ -110,8 +114,7 @@ def list_machines(
         clauses.append("app = ?")
         params.append(app)
     if not include_destroyed:
-        clauses.append("state != ?")
-        params.append(MachineState.DESTROYED)
+        clauses.append(LIVE)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     rows = conn.execute(f"SELECT * FROM machines {where} ORDER BY created_at, id", params)
     return [machine_row(row) for row in rows.fetchall()]
@@ -151,9 +154,7 @@ def free_ip_indexes(conn: sqlite3.Connection, first: int, last: int, count: int)
     used = {
         row[0]
         for row in conn.execute(
-            "SELECT ip_index FROM machines WHERE state != ? AND ip_index IS NOT NULL",
-            (MachineState.DESTROYED,),
-        )
+            f"SELECT ip_index FROM machines WHERE {LIVE} AND ip_index IS NOT NULL")
     }
     free: list[int] = []
     for index in range(first, last + 1):
