@@ -41,6 +41,7 @@ import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -172,11 +173,18 @@ class HostedNode(MemberSurface):
         change = self.own.write(table, key, doc, shared=shared)
         if change is None or change.new is None:
             return
-        row = change.new
-        self._pending[(table, key)] = row
-        self._unsent.append(row)
+        self._wrote(Change(self._followed.get(table, {}).get(key, before), change.new))
+
+    def _store_together(self) -> AbstractContextManager[None]:
+        return self.own.together()
+
+    def _written(self, changes: list[Change]) -> None:
+        for change in changes:
+            if change.new is not None:
+                self._pending[(change.new.table, change.new.key)] = change.new
+                self._unsent.append(change.new)
         self._wake.set()
-        self._publish([Change(self._followed.get(table, {}).get(key, before), row)])
+        self._publish(changes)
 
     # ── reads ────────────────────────────────────────────────────────────────
 

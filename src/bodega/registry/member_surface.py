@@ -7,7 +7,8 @@ and in the four ways a daemon writes a row, they are the same, here.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 from bodega.registry.feed import Feed
@@ -15,7 +16,7 @@ from bodega.registry.membership.fanout import Listener
 from bodega.registry.membership.keyring import Keyring
 from bodega.registry.membership.members import Addr, MemberView
 from bodega.registry.membership.outputs import Event
-from bodega.registry.replication.rows import Document
+from bodega.registry.replication.rows import Change, Document
 
 
 class Members(Protocol):
@@ -47,6 +48,7 @@ class Members(Protocol):
 class MemberSurface:
     membership: Members
     _meta: dict[str, str]
+    _held: list[Change] | None = None  # inside ``writes_together``: told once it commits
 
     @property
     def gossip_addr(self) -> Addr:
@@ -79,5 +81,36 @@ class MemberSurface:
     def delete_shared(self, table: str, key: str) -> None:
         self._write(table, key, None, shared=True)
 
+    @contextmanager
+    def writes_together(self) -> Iterator[None]:
+        """The writes made inside commit in one transaction of this daemon's store, and
+        only then are told (to subscriptions, to the peers or the host's agent): all of
+        them, or none if the block raises. A batch of rows costs one commit, not one each."""
+        if self._held is not None:
+            yield
+            return
+        held: list[Change] = []
+        self._held = held
+        try:
+            with self._store_together():
+                yield
+        finally:
+            self._held = None
+        if held:
+            self._written(held)
+
+    def _wrote(self, change: Change) -> None:
+        if self._held is not None:
+            self._held.append(change)
+        else:
+            self._written([change])
+
     def _write(self, table: str, key: str, doc: Document | None, *, shared: bool) -> None:
+        raise NotImplementedError
+
+    def _store_together(self) -> AbstractContextManager[None]:
+        raise NotImplementedError
+
+    def _written(self, changes: list[Change]) -> None:
+        """What follows local writes once they are committed."""
         raise NotImplementedError

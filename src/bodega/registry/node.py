@@ -29,6 +29,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,7 +198,13 @@ class RegistryNode(MemberSurface):
     def _write(self, table: str, key: str, doc: Document | None, *, shared: bool) -> None:
         change = self.replica.write(table, key, doc, shared=shared)
         if change is not None:
-            self._changed([change], "local")
+            self._wrote(change)
+
+    def _store_together(self) -> AbstractContextManager[None]:
+        return self.replica.together()
+
+    def _written(self, changes: list[Change]) -> None:
+        self._changed(changes, "local")
 
     def accept(self, origin: str, reply: SyncReply, floor: int) -> Known:
         """Rows a process on this host wrote, handed to its agent (``hosted.py``): applied

@@ -115,7 +115,7 @@ class Publisher:
         """The ``workers`` row, written if it changed (or ``force``: the log moved)."""
         snapshot = self.ledger.snapshot()
         (machines,) = self.store.db.execute(
-            "SELECT count(*) FROM machines WHERE state != ?", (DESTROYED,)).fetchone()
+            f"SELECT count(*) FROM machines WHERE {queries.LIVE}").fetchone()
         capacity = {
             "name": self.name, "region": self.region, "url": self.url, "driver": self.driver,
             "totals": snapshot.totals.doc(), "used": snapshot.used.doc(),
@@ -154,11 +154,18 @@ class Publisher:
 
     def tick(self, now: float) -> None:
         last, touched = self._touched()
-        if touched or now >= self._next_refresh:
-            self.publish_capacity(force=bool(touched))
-            self._next_refresh = now + CAPACITY_REFRESH
-        for resource_id in touched:
-            self._publish_resource(resource_id)
+        # One commit for the tick's rows (a burst of creates touches dozens), kept or
+        # refused together: a refused tick is tried again whole from the same place.
+        try:
+            with self.node.writes_together():
+                if touched or now >= self._next_refresh:
+                    self.publish_capacity(force=bool(touched))
+                    self._next_refresh = now + CAPACITY_REFRESH
+                for resource_id in touched:
+                    self._publish_resource(resource_id)
+        except BaseException:
+            self._capacity = None  # refused with the rest: not what the registry holds
+            raise
         # Only now: a publish that failed (a full disk under the view) is retried from
         # the same log position next tick, or the resource would stay unpublished.
         self._seq = last

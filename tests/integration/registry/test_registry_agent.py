@@ -132,6 +132,32 @@ async def test_rows_written_on_the_host_reach_its_agent_keep_their_writer_and_ar
         view.close()
 
 
+async def test_rows_written_together_go_to_the_agent_once_committed_and_a_refused_batch_never(
+        agent: Agent, tmp_path: Path) -> None:
+    async with worker_and_broker(agent, tmp_path) as (worker, broker):
+        watched = broker.subscribe("machines", app="web")
+
+        def refused() -> None:
+            with worker.writes_together():
+                worker.put_owned("machines", "gone", machine("gone", "started"))
+                raise RuntimeError("the batch was refused")
+
+        with pytest.raises(RuntimeError, match="refused"):
+            refused()
+        with worker.writes_together():
+            worker.put_owned("machines", "m1", machine("m1", "started"))
+            worker.put_owned("machines", "m2", machine("m2", "stopped"))
+        assert worker.get("machines", "m2") == machine("m2", "stopped")
+        keys = {(await asyncio.wait_for(anext(watched), WAIT)).key for _ in range(2)}
+        assert keys == {"m1", "m2"}
+        view = agent.view()
+        await until(lambda: held(view, "machines", "m2") is not None, timeout=WAIT)
+        # Handed in the order written: a refused row would have gone first.
+        assert held(view, "machines", "gone") is None
+        assert worker.get("machines", "gone") is None
+        view.close()
+
+
 async def test_a_killed_agent_loses_no_row_its_host_wrote_and_subscriptions_go_on(
         agent: Agent, tmp_path: Path) -> None:
     async with worker_and_broker(agent, tmp_path) as (worker, broker):

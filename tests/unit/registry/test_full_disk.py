@@ -55,3 +55,31 @@ def test_a_local_write_refused_by_a_full_disk_takes_no_version(tmp_path: Path) -
     room(b.view)
     b.write("apps", "after", app_doc("after"), shared=True)
     assert b.counter == before + len(held)
+
+
+def test_writes_together_commit_once_and_a_refused_batch_keeps_none(tmp_path: Path) -> None:
+    b = Replica("b", View(tmp_path / "b.db"), wall=Wall())
+    b.write("apps", "small", app_doc("small"), shared=True)
+    commits: list[str] = []
+    b.view.db.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    with b.together():
+        for i in range(5):
+            b.write("apps", f"app{i}", app_doc(f"app{i}"), shared=True)
+    assert commits == ["COMMIT"]
+    assert len(b.view.all_rows()) == 6
+    before = b.counter
+    full(b.view)
+
+    def batch() -> None:
+        with b.together():
+            for i in range(50):  # some fit in the pages left, then the disk is full
+                b.write("apps", f"big{i}", app_doc(f"big{i}", "x" * 200), shared=True)
+
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        batch()
+    assert len(b.view.all_rows()) == 6  # none of the batch, though some fit
+    assert b.counter == before  # and every version it took is given back
+    assert not b.view.db.in_transaction
+    room(b.view)
+    b.write("apps", "after", app_doc("after"), shared=True)
+    assert b.counter == before + 1

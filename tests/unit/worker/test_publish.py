@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import MachineConfig
 from bodega.registry import RegistryConfig, RegistryNode
+from bodega.registry.replication.rows import Row
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.ops.machines import CreateRequest
@@ -213,3 +214,31 @@ async def test_a_tick_waits_for_the_operations_being_driven(worker: W,
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running
+
+
+async def test_a_ticks_rows_are_kept_and_told_together_or_not_at_all(
+        worker: W, node: RegistryNode, monkeypatch: pytest.MonkeyPatch) -> None:
+    w, _ = worker
+    pub = publisher(w, node)
+    pub.publish_all()
+    told: list[set[str]] = []
+    node.table_listeners.append(told.append)
+    made = [await create(w) for _ in range(3)]
+    put = node.view.put
+    calls: list[str] = []
+
+    def full_at_the_third_row(row: Row, now: float) -> None:
+        calls.append(row.key)
+        if len(calls) == 3:  # the workers row and one machine went in before it
+            raise sqlite3.OperationalError("database or disk is full")
+        put(row, now)
+
+    monkeypatch.setattr(node.view, "put", full_at_the_third_row)
+    with pytest.raises(sqlite3.OperationalError, match="full"):
+        pub.tick(0.0)
+    assert [node.get("machines", mid) for mid in made] == [None, None, None]
+    assert told == []  # nothing was said of rows the view does not hold
+    monkeypatch.setattr(node.view, "put", put)
+    pub.tick(0.1)
+    assert all(node.get("machines", mid) is not None for mid in made)
+    assert told == [{"workers", "machines"}]  # told once, of the whole tick

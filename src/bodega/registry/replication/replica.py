@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from bodega.registry.buckets import differing
@@ -144,6 +145,10 @@ class Replica:
               shared: bool) -> Change | None:
         """Write (or, with ``doc`` None, delete) a row; None if nothing changes."""
         return self._writer.write(table, key, doc, shared=shared)
+
+    def together(self) -> AbstractContextManager[None]:
+        """The writes made inside commit together, or none of them (``Writer.together``)."""
+        return self._writer.together()
 
     # ── remote rows ──────────────────────────────────────────────────────────
 
