@@ -24,10 +24,10 @@ import numpy as np
 import numpy.typing as npt
 
 from bodega.model.machine_config import ISOLATIONS
-from bodega.placement.candidate_table import CandidateTable
+from bodega.placement.candidate_table import CandidateTable, Floats
 from bodega.placement.filters import refusal
 from bodega.placement.request import Candidate, PlacementRequest
-from bodega.placement.scorers import Scorer, Subscores, UtilityScorer
+from bodega.placement.scorers import Parts, Scorer, Subscores, UtilityScorer, subscores_at
 
 Rows = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
@@ -72,23 +72,34 @@ class RegionRanking:
         self.sampled = policy.sample if policy.sample and self.feasible > policy.sample_above else 0
         self._pool = feasible
         self._order: Rows = np.zeros(0, dtype=np.int64)
+        # The scores and subscores of the ranked workers, best first: what ``attempts`` and
+        # ``top`` hand out, as they were on the view the order was made on.
+        self._scores: Floats = np.zeros(0)
+        self._parts: Parts = {}
         if not self.sampled:
-            scores = policy.scorer.scores(request, table, feasible)
+            scores, parts = policy.scorer.breakdown(request, table, feasible)
             # Best score first; ties broken by name so the same view always ranks the same way.
-            self._order = feasible[np.lexsort((table.name_order()[feasible], -scores))]
+            by_rank = np.lexsort((table.name_order()[feasible], -scores))
+            self._order = feasible[by_rank]
+            self._scores = scores[by_rank]
+            self._parts = {name: column[by_rank] for name, column in parts.items()}
         self.asked: list[Scored] = []  # every worker attempts() handed out, in order
-        self._top: list[Scored] | None = None
 
     def _scored(self, row: int) -> Scored:
         candidate = self._table.candidate(row)
         score, subscores = self._policy.scorer.score(self._request, candidate, self._table)
         return Scored(candidate, score, subscores)
 
+    def _ranked(self, k: int) -> Scored:
+        """The ``k``-th best worker, with the score it was ranked by."""
+        return Scored(self._table.candidate(int(self._order[k])), float(self._scores[k]),
+                      subscores_at(self._parts, k))
+
     def attempts(self) -> Iterator[Scored]:
         """Workers to ask, in order; with sampling, ``d`` more are scored at each step."""
         if not self.sampled:
-            for row in self._order:
-                scored = self._scored(int(row))
+            for k in range(len(self._order)):
+                scored = self._ranked(k)
                 self.asked.append(scored)
                 yield scored
             return
@@ -103,14 +114,11 @@ class RegionRanking:
             yield options[best]
 
     def top(self, count: int = EXPLAIN_RANKED) -> list[Scored]:
-        """The best ``count`` by score (for sampling: the ones scored so far)."""
+        """The best ``count`` by score (for sampling: the ones scored so far). Scored on the
+        view the ranking was made on, though a claim may have changed the table since."""
         if self.sampled:
             return sorted(self.asked, key=lambda s: -s.score)[:count]
-        # Scored once, on the view as it was when ranked: a region with fewer feasible
-        # workers than ``count`` must not be scored again after a claim changed the table.
-        if self._top is None or len(self._top) < min(count, len(self._order)):
-            self._top = [self._scored(int(row)) for row in self._order[:count]]
-        return self._top[:count]
+        return [self._ranked(k) for k in range(min(count, len(self._order)))]
 
 
 def rank_region(

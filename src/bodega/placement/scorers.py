@@ -35,6 +35,9 @@ from bodega.placement.request import Candidate, PlacementRequest
 
 Subscores = dict[str, float]
 Rows = npt.NDArray[np.int64]
+Parts = dict[str, Floats]  # a subscore's column over some rows
+# The parts listed only where they are not zero (the others always are, where they apply).
+ADJUSTMENTS = frozenset({"image", "app", "standby", "hole", "fragmentation"})
 FEW = 32  # below this many co-located workers, adjusting them one by one is cheaper
 
 
@@ -104,29 +107,44 @@ def _ratio(num: Floats, den: Floats, when_zero: float) -> Floats:
     return out
 
 
-def adjustments_of(
+def adjustment_parts(
     request: PlacementRequest, table: CandidateTable, rows: Rows, weights: Weights
-) -> Floats:
-    """The sum of ``adjustments`` for many rows at once."""
-    adj = np.zeros(len(rows))
+) -> Parts:
+    """``adjustments`` for many rows at once, one column per kind that can apply."""
+    parts: Parts = {}
     if request.image and weights.image:
-        adj += weights.image * table.image_mask(request.image)[rows]
+        parts["image"] = np.where(table.image_mask(request.image)[rows], weights.image, 0.0)
     tracked = table.app_counts(request.app) if weights.app else None
     if tracked is not None:  # the table keeps this app's machines per worker itself
-        adj -= np.minimum(1.0, tracked[rows] * weights.app)
+        parts["app"] = -np.minimum(1.0, tracked[rows] * weights.app)
     elif request.colocated and weights.app:
+        app = np.zeros(len(rows))
         if len(request.colocated) > FEW:  # an app on many workers: one pass over the names
             names = table.names()
             counts = np.fromiter(map(request.colocated.get, names, repeat(0, len(names))),
                                  dtype=np.float64, count=len(names))
-            adj -= np.minimum(1.0, counts[rows] * weights.app)
+            app -= np.minimum(1.0, counts[rows] * weights.app)
         else:
             for name, count in request.colocated.items():
-                _adjust_row(table, rows, adj, name, -min(1.0, count * weights.app))
+                _adjust_row(table, rows, app, name, -min(1.0, count * weights.app))
+        parts["app"] = app
     if request.standby_workers and weights.standby:
+        standby = np.zeros(len(rows))
         for name in request.standby_workers:
-            _adjust_row(table, rows, adj, name, -weights.standby)
-    return adj
+            _adjust_row(table, rows, standby, name, -weights.standby)
+        parts["standby"] = standby
+    return parts
+
+
+def subscores_at(parts: Parts, k: int) -> Subscores:
+    """Row ``k``'s subscores as ``score`` lists them: a part that is NaN there is not one of
+    them (no disk on that worker), and an adjustment is listed only where it is not zero."""
+    out: Subscores = {}
+    for name, column in parts.items():
+        value = float(column[k])
+        if value == value and (value or name not in ADJUSTMENTS):  # NaN != NaN
+            out[name] = value
+    return out
 
 
 def _adjust_row(table: CandidateTable, rows: Rows, adj: Floats, name: str, delta: float) -> None:
@@ -161,6 +179,12 @@ class Scorer(Protocol):
 
     def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
         """The scores of many rows at once; equal to ``score`` row by row."""
+        ...
+
+    def breakdown(self, request: PlacementRequest, table: CandidateTable,
+                  rows: Rows) -> tuple[Floats, Parts]:
+        """``scores`` and the subscores they are made of (``subscores_at`` reads a row's
+        out): ``score`` for many rows at once."""
         ...
 
     def reweighted(self, overrides: dict[str, float]) -> Scorer:
@@ -207,23 +231,34 @@ class UtilityScorer:
         return score + sum(extra.values()), subs
 
     def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
+        return self.breakdown(request, table, rows)[0]
+
+    def breakdown(self, request: PlacementRequest, table: CandidateTable,
+                  rows: Rows) -> tuple[Floats, Parts]:
         w = self.weights
         u_cpu, u_mem, u_disk = utilizations(request, table, rows)
         xs_c, ys_c = zip(*self.cpu.points, strict=True)
         xs_m, ys_m = zip(*self.memory.points, strict=True)
-        base = w.cpu * np.interp(u_cpu, xs_c, ys_c) + w.memory * np.interp(u_mem, xs_m, ys_m)
+        parts: Parts = {"cpu": np.interp(u_cpu, xs_c, ys_c),
+                        "memory": np.interp(u_mem, xs_m, ys_m)}
+        base = w.cpu * parts["cpu"] + w.memory * parts["memory"]
         total_weight = np.full(len(rows), w.cpu + w.memory)
         if w.disk:
             xs_d, ys_d = zip(*self.disk.points, strict=True)
             has_disk = table.column("total_disk")[rows] > 0
-            base += np.where(has_disk, w.disk * np.interp(u_disk, xs_d, ys_d), 0.0)
+            disk = np.interp(u_disk, xs_d, ys_d)
+            base += np.where(has_disk, w.disk * disk, 0.0)
             total_weight += np.where(has_disk, w.disk, 0.0)
+            parts["disk"] = np.where(has_disk, disk, np.nan)
         score = _ratio(base, total_weight, 0.0)
+        parts.update(adjustment_parts(request, table, rows, w))
         if w.hole:
-            score -= w.hole * largest_hole_taken(request, table, rows)
+            parts["hole"] = -w.hole * largest_hole_taken(request, table, rows)
         if w.fragmentation:
-            score -= w.fragmentation * holes_taken(request, table, rows)
-        return score + adjustments_of(request, table, rows, w)
+            parts["fragmentation"] = -w.fragmentation * holes_taken(request, table, rows)
+        for name in ADJUSTMENTS.intersection(parts):
+            score = score + parts[name]
+        return score, parts
 
 
 def _nomad_total(request: PlacementRequest, candidate: Candidate) -> float:
@@ -255,8 +290,16 @@ class BinPackScorer:
         return fit + sum(v for k, v in subs.items() if k != "binpack"), subs
 
     def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
+        return self.breakdown(request, table, rows)[0]
+
+    def breakdown(self, request: PlacementRequest, table: CandidateTable,
+                  rows: Rows) -> tuple[Floats, Parts]:
         fit = np.clip(20.0 - _nomad_totals(request, table, rows), 0.0, 18.0) / 18.0
-        return fit + adjustments_of(request, table, rows, self.weights)
+        parts: Parts = {"binpack": fit, **adjustment_parts(request, table, rows, self.weights)}
+        score = fit.copy()
+        for name in ADJUSTMENTS.intersection(parts):
+            score += parts[name]
+        return score, parts
 
 
 @dataclass(frozen=True)
@@ -276,5 +319,13 @@ class SpreadScorer:
         return fit + sum(v for k, v in subs.items() if k != "spread"), subs
 
     def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
+        return self.breakdown(request, table, rows)[0]
+
+    def breakdown(self, request: PlacementRequest, table: CandidateTable,
+                  rows: Rows) -> tuple[Floats, Parts]:
         fit = np.clip(_nomad_totals(request, table, rows) - 2.0, 0.0, 18.0) / 18.0
-        return fit + adjustments_of(request, table, rows, self.weights)
+        parts: Parts = {"spread": fit, **adjustment_parts(request, table, rows, self.weights)}
+        score = fit.copy()
+        for name in ADJUSTMENTS.intersection(parts):
+            score += parts[name]
+        return score, parts

@@ -40,7 +40,7 @@ from bodega.placement import (
 )
 from bodega.placement.candidate_table import Floats
 from bodega.placement.named import DEFAULT_POLICY, scorer_named
-from bodega.placement.scorers import Subscores
+from bodega.placement.scorers import Parts, Subscores
 
 Rows = npt.NDArray[np.int64]
 
@@ -66,6 +66,11 @@ class RandomScorer:
 
     def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
         return np.array([self.rng.random() for _ in range(len(rows))], dtype=np.float64)
+
+    def breakdown(self, request: PlacementRequest, table: CandidateTable,
+                  rows: Rows) -> tuple[Floats, Parts]:
+        values = self.scores(request, table, rows)
+        return values, {"random": values}
 
 
 @dataclass(frozen=True)

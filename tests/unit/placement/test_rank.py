@@ -25,6 +25,7 @@ from bodega.placement import (
 from bodega.placement.filters import refusal
 from bodega.placement.named import scorer_named
 from bodega.placement.rank import feasible_rows, refusal_counts
+from bodega.placement.scorers import subscores_at
 
 
 def worker(name: str, *, mcpu: int = 0, mem: int = 0, disk: int = 0, cpus: int = 8,
@@ -224,6 +225,7 @@ asks = st.builds(Ask, cpu_kind=st.sampled_from(["shared", "performance"]),
 @settings(max_examples=200, deadline=None)
 @given(st.lists(candidates, min_size=1, max_size=25, unique_by=lambda c: c.name), asks,
        st.sampled_from([UtilityScorer(), UtilityScorer(weights=Weights(hole=1.0)),
+                        UtilityScorer(weights=Weights(fragmentation=1.0)),
                         BinPackScorer(), SpreadScorer()]), st.booleans(), st.booleans())
 def test_columns_filter_and_score_exactly_like_rows(
     workers: list[Candidate], ask: Ask, scorer: UtilityScorer, pin: bool, image: bool
@@ -237,8 +239,13 @@ def test_columns_filter_and_score_exactly_like_rows(
     assert feasible == {w.name for w in workers if refusal(req, w) is None}
     assert sum(refusal_counts(req, table).values()) == len(refused)
     vector = scorer.scores(req, table, rows)
-    for i, value in zip(rows, vector, strict=True):
-        assert value == pytest.approx(scorer.score(req, table.candidate(int(i)), table)[0])
+    totals, parts = scorer.breakdown(req, table, rows)
+    for k, (i, value) in enumerate(zip(rows, vector, strict=True)):
+        score, subscores = scorer.score(req, table.candidate(int(i)), table)
+        assert value == pytest.approx(score)
+        assert totals[k] == value
+        assert subscores_at(parts, k) == pytest.approx(subscores)
+        assert list(subscores_at(parts, k)) == list(subscores)  # listed in the same order
 
 
 def test_counts_kept_by_the_table_score_like_the_mapping() -> None:

@@ -256,3 +256,25 @@ async def test_a_placement_that_finds_no_room_is_reported_with_its_record() -> N
     await place.place(PlacementRequest("app", Ask(memory_mb=128), ("ams",)), ask,
                       place.record(request))  # placed: nothing reported
     assert len(heard) == 1
+
+
+async def test_the_record_sent_with_a_create_ranks_the_view_the_winner_was_chosen_on() -> None:
+    # The create is counted on its worker before it is sent (the claim); the explanation it
+    # carries still lists every worker as ranked, the winner first with its winning score.
+    place, _ = placer(workers=3, used={"w1": {"millicpus": 2000, "memory_mb": 2048}})
+    sent = []
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        sent.append(record.answer())
+        return {"id": worker}
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    record = place.record(request)
+    await place.place(request, ask, record)
+    answer = sent[0]
+    assert answer.winner is not None
+    assert answer.winner.worker == "w1"
+    ranked = answer.regions[0].ranked
+    assert [r.worker for r in ranked] == ["w1", "w0", "w2"]
+    assert ranked[0] == answer.winner
+    assert ranked[1].score == ranked[2].score  # two empty workers, scored alike
