@@ -51,6 +51,7 @@ from bodega.broker.volumes.service import Volumes
 from bodega.model.ids import new_ulid
 from bodega.wire.cluster_info import ClusterInfo
 from bodega.wire.http import RouteMaker, handle_errors, json_response, not_found_app_handler
+from bodega.wire.routing import grouped
 
 if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
     from bodega.broker.trust.join_book import JoinStore
@@ -115,7 +116,7 @@ class BrokerApi:
             *(key_routes(r, self.keys) if self.keys is not None else []),
             *join_token_routes(r, self.joins),  # 404s on a broker that lets no host join
         ]
-        return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
+        return Starlette(routes=grouped(routes), exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})
 
     def _route(self, path: str, handler: Handler, method: str, *, gated: bool = True) -> Route:

@@ -23,6 +23,7 @@ from bodega.runtime.tls.access import (
 from bodega.runtime.tls.access import Route as Rule
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import TlsDir
+from bodega.wire.routing import SegmentGroup
 from tests.keyring_kit import KEYRING, SOURCE
 from tests.tls_kit import TEST_CA
 
@@ -33,7 +34,8 @@ def mounted(served: Served, listener: str) -> set[Rule]:
     found = set()
     app = served.server.config.app
     assert isinstance(app, Starlette)
-    for route in app.routes:
+    for route in (r for g in app.routes for r in (
+            g.routes if isinstance(g, SegmentGroup) else [g])):
         assert isinstance(route, Route)
         method, path = route.name.split(" ", 1)  # every guarded route is named so
         found.add(Rule(REGISTRY if path.startswith("/v1/registry/") else listener, method,

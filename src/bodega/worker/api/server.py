@@ -32,6 +32,7 @@ from bodega.wire.http import (
     read_model,
 )
 from bodega.wire.peer_access import PeerAccess
+from bodega.wire.routing import grouped
 from bodega.worker.api.lease_routes import LeaseRoutes
 from bodega.worker.api.log_routes import LogRoutes
 from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec
@@ -108,7 +109,7 @@ class WorkerApi:
               for path, method, handler in part.routes()),
             r("/metrics", self.prometheus, "GET"),
         ]
-        return Starlette(routes=routes, exception_handlers={404: not_found_app_handler,
+        return Starlette(routes=grouped(routes), exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})
 
     def _route(self, path: str, handler: Callable[[Request], Awaitable[Response]],
