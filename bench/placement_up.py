@@ -56,13 +56,15 @@ def load() -> str:
 
 
 def start_spies(cluster: Path, out: Path, seconds: int) -> list[subprocess.Popen[bytes]]:
-    """py-spy on the broker and on one worker for ``seconds`` (raw collapsed stacks)."""
+    """py-spy on the broker and on every worker for ``seconds`` (raw collapsed stacks,
+    ``worker-<pid>.txt`` each): best fit fills one worker at a time, so a burst moves
+    from worker to worker as each one's addresses run out."""
     out.mkdir(parents=True, exist_ok=True)
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or "py-spy"
     pids = roles(cluster)
-    chosen = {"broker": pids["broker"][0], "worker": pids["worker"][0]}
+    chosen = {"broker": pids["broker"][0]} | {f"worker-{pid}": pid for pid in pids["worker"]}
     return [subprocess.Popen(
-        [spy, "record", "--pid", str(pid), "--rate", "200", "--duration", str(seconds),
+        [spy, "record", "--pid", str(pid), "--rate", "100", "--duration", str(seconds),
          "--format", "raw", "--output", str(out / f"{role}.txt")],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for role, pid in chosen.items()]
 
