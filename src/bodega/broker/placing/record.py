@@ -26,11 +26,9 @@ from bodega.wire.placement import (
 
 def ranked(scored: Scored) -> Winner:
     """One ranked worker as an explanation lists it, with its region."""
-    # Built from a ranking's own figures: nothing to validate (ten of these per create).
-    return Winner.model_construct(
-        worker=scored.candidate.name, score=round(scored.score, 4),
-        subscores={k: round(v, 4) for k, v in scored.subscores.items()},
-        region=scored.candidate.region)
+    return Winner(worker=scored.candidate.name, score=round(scored.score, 4),
+                  subscores={k: round(v, 4) for k, v in scored.subscores.items()},
+                  region=scored.candidate.region)
 
 
 def explained(ranking: RegionRanking) -> RegionExplanation:
