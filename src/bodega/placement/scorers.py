@@ -36,8 +36,9 @@ from bodega.placement.request import Candidate, PlacementRequest
 Subscores = dict[str, float]
 Rows = npt.NDArray[np.int64]
 Parts = dict[str, Floats]  # a subscore's column over some rows
-# The parts listed only where they are not zero (the others always are, where they apply).
-ADJUSTMENTS = frozenset({"image", "app", "standby", "hole", "fragmentation"})
+# The parts listed only where they are not zero (the others always are, where they apply),
+# in the order ``score`` adds them: a vector's sum then equals the scalar's, bit for bit.
+ADJUSTMENTS = ("image", "app", "standby", "hole", "fragmentation")
 FEW = 32  # below this many co-located workers, adjusting them one by one is cheaper
 
 
@@ -134,6 +135,15 @@ def adjustment_parts(
             _adjust_row(table, rows, standby, name, -weights.standby)
         parts["standby"] = standby
     return parts
+
+
+def adjusted(score: Floats, parts: Parts) -> Floats:
+    """``score`` plus the adjustments among ``parts``, summed as ``score`` sums them."""
+    extra = np.zeros(len(score))
+    for name in ADJUSTMENTS:
+        if name in parts:
+            extra = extra + parts[name]
+    return score + extra
 
 
 def subscores_at(parts: Parts, k: int) -> Subscores:
@@ -256,9 +266,7 @@ class UtilityScorer:
             parts["hole"] = -w.hole * largest_hole_taken(request, table, rows)
         if w.fragmentation:
             parts["fragmentation"] = -w.fragmentation * holes_taken(request, table, rows)
-        for name in ADJUSTMENTS.intersection(parts):
-            score = score + parts[name]
-        return score, parts
+        return adjusted(score, parts), parts
 
 
 def _nomad_total(request: PlacementRequest, candidate: Candidate) -> float:
@@ -296,10 +304,7 @@ class BinPackScorer:
                   rows: Rows) -> tuple[Floats, Parts]:
         fit = np.clip(20.0 - _nomad_totals(request, table, rows), 0.0, 18.0) / 18.0
         parts: Parts = {"binpack": fit, **adjustment_parts(request, table, rows, self.weights)}
-        score = fit.copy()
-        for name in ADJUSTMENTS.intersection(parts):
-            score += parts[name]
-        return score, parts
+        return adjusted(fit, parts), parts
 
 
 @dataclass(frozen=True)
@@ -325,7 +330,4 @@ class SpreadScorer:
                   rows: Rows) -> tuple[Floats, Parts]:
         fit = np.clip(_nomad_totals(request, table, rows) - 2.0, 0.0, 18.0) / 18.0
         parts: Parts = {"spread": fit, **adjustment_parts(request, table, rows, self.weights)}
-        score = fit.copy()
-        for name in ADJUSTMENTS.intersection(parts):
-            score += parts[name]
-        return score, parts
+        return adjusted(fit, parts), parts

@@ -85,7 +85,11 @@ class MemberSurface:
     def writes_together(self) -> Iterator[None]:
         """The writes made inside commit in one transaction of this daemon's store, and
         only then are told (to subscriptions, to the peers or the host's agent): all of
-        them, or none if the block raises. A batch of rows costs one commit, not one each."""
+        them, or none if the block raises. A batch of rows costs one commit, not one each;
+        reads inside see the batch's writes.
+
+        The block must not await (another task's writes would join the batch, or find
+        the store's transaction open), and a block inside another is part of its batch."""
         if self._held is not None:
             yield
             return

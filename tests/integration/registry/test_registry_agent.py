@@ -156,6 +156,17 @@ async def test_rows_written_together_go_to_the_agent_once_committed_and_a_refuse
         assert held(view, "machines", "gone") is None
         assert worker.get("machines", "gone") is None
         view.close()
+        # A key written twice in one batch: the batch reads its own write, and a
+        # subscription hears both changes as they happened, once the batch commits.
+        started = worker.subscribe("machines", app="web", state="started")
+        with worker.writes_together():
+            worker.put_owned("machines", "m3", machine("m3", "started"))
+            assert worker.get("machines", "m3") == machine("m3", "started")
+            assert machine("m3", "started") in worker.rows("machines", app="web")
+            worker.put_owned("machines", "m3", machine("m3", "stopped"))
+        seen = [await asyncio.wait_for(anext(started), WAIT) for _ in range(3)]
+        assert [(c.kind, c.key) for c in seen] == [("initial", "m1"), ("insert", "m3"),
+                                                    ("delete", "m3")]
 
 
 async def test_a_killed_agent_loses_no_row_its_host_wrote_and_subscriptions_go_on(

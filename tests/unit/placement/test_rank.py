@@ -243,7 +243,7 @@ def test_columns_filter_and_score_exactly_like_rows(
     for k, (i, value) in enumerate(zip(rows, vector, strict=True)):
         score, subscores = scorer.score(req, table.candidate(int(i)), table)
         assert value == pytest.approx(score)
-        assert totals[k] == value
+        assert totals[k] == value  # scores is breakdown's first half
         assert subscores_at(parts, k) == pytest.approx(subscores)
         assert list(subscores_at(parts, k)) == list(subscores)  # listed in the same order
 

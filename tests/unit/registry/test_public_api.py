@@ -36,6 +36,7 @@ def _codes_like_a_registry(node: type) -> None:
         "delete_owned": ["table", "key"], "put_shared": ["table", "key", "doc"],
         "delete_shared": ["table", "key"], "get": ["table", "key"],
         "rows": ["table", "without", "filters"], "subscribe": ["table", "filters"], "routes": [],
+        "writes_together": [],
     }.items():
         signature = inspect.signature(getattr(node, method))
         assert list(signature.parameters)[1:] == params, method

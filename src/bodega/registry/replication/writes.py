@@ -15,7 +15,7 @@ gets a fresh version of ours, with the document held now or as a tombstone.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from typing import Any
 
 from bodega.registry.replication.hlc import HybridClock
@@ -50,22 +50,24 @@ class Writer:
         self.base = base  # versions of ours below it hold nothing of this life
         self._ledger = ledger
         self._wall = wall
-        self._together = False  # inside ``together``: its transaction holds every write
+        # Inside ``together``: what ends the batch's transaction, begun at its first write.
+        self._batch: ExitStack | None = None
+        self._begun = False
 
     @contextmanager
     def together(self) -> Iterator[None]:
         """The writes made inside in one transaction: all of them, or none (and their
         versions taken back) if the block raises. One commit for a batch of rows, where
-        each write alone makes its own."""
-        if self._together:
+        each write alone makes its own; none at all for a batch that writes nothing."""
+        if self._batch is not None:
             yield
             return
-        with self._transaction():
-            self._together = True
+        with ExitStack() as batch:
+            self._batch, self._begun = batch, False
             try:
                 yield
             finally:
-                self._together = False
+                self._batch = None
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -104,7 +106,10 @@ class Writer:
         reason = problem(row)
         if reason is not None:
             raise InvalidRow(f"{table}/{key}: {reason}")
-        with nullcontext() if self._together else self._transaction():
+        if self._batch is not None and not self._begun:
+            self._batch.enter_context(self._transaction())  # ends with the batch
+            self._begun = True
+        with nullcontext() if self._batch is not None else self._transaction():
             self.view.put(row, self._wall())
             self.own(row.version)
         return Change(old, row, local=True)
