@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bodega.proxy.plane import left_workdir
 from tests.cidr_kit import held_octet
 from tests.cluster.kernel_objects_kit import Snapshot, snapshot, unexplained
 from tests.cluster.up_kit import UpProcess, free_port, in_cluster, unwire, url_host
@@ -354,9 +356,17 @@ async def test_clean_removes_what_a_cluster_killed_with_sigkill_left(tmp_path: P
     assert {"namespaces", "links", "cgroups", "run_files"} <= set(left), left
     (program,) = program_pids(marker)  # the started machine outlived its cluster
 
+    # The proxy died with it and left its HAProxy files (their TLS keys among them).
+    haproxy_files = left_workdir(data / "proxy")
+    assert haproxy_files is not None or shutil.which("haproxy") is None
+
     listed = clean(data, "--dry-run")
     assert listed.returncode == 0, listed.stderr
     assert f"would kill process {program} (" in listed.stdout
+    if haproxy_files is not None:
+        assert f"would remove a killed proxy's HAProxy files (TLS keys among them) in " \
+               f"{haproxy_files}" in listed.stdout
+        assert haproxy_files.exists()  # a dry run removes nothing
     for namespace in left["namespaces"]:
         assert f"would remove network namespace {namespace}" in listed.stdout
     assert snapshot().carrying(mine) == left  # a dry run removes nothing
@@ -367,6 +377,7 @@ async def test_clean_removes_what_a_cluster_killed_with_sigkill_left(tmp_path: P
     assert done.stdout.splitlines()[-1].endswith(f"leftovers of cluster {mine[0]}")
     assert_left_nothing(before, snapshot(), mine)
     assert program_pids(marker) == []
+    assert haproxy_files is None or not haproxy_files.exists()
     # (Port claims another cluster killed meanwhile left may be listed before it.)
     assert clean(data).stdout.splitlines()[-1] == f"nothing to clean for cluster {mine[0]}"
 

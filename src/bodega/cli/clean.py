@@ -26,7 +26,8 @@ def clean(
                          "namespaces, bdg-N-N bridges, ...) that nothing uses now")] = False,
 ) -> None:
     """Remove a stopped cluster's leftovers: namespaces, veths, bridges, cgroups, mounts, the
-    private network's tables, interfaces and rules, locks and port claims.
+    private network's tables, interfaces and rules, locks, port claims and the HAProxy
+    files (TLS keys among them) a killed proxy left.
 
     Only objects carrying the cluster id stored in the data dir are touched (for a
     joined host, only its own workers'), and processes still in them (machines of a

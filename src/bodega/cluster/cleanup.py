@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import ipaddress
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from bodega.cluster.joined import JOIN_LOCK
 from bodega.cluster.stored_cluster import HostWorker
 from bodega.networking.kernel_objects import NetworkLeftovers, Scope
 from bodega.networking.sixpn import host_field
+from bodega.proxy.plane import WORKDIR_NOTE, left_workdir
 from bodega.runtime.hostinfo import hostname
 from bodega.runtime.pid_lock import holder
 from bodega.worker.config import LOCK_FILE
@@ -65,11 +67,12 @@ class SweepReport:
     locks: tuple[Path, ...] = ()
     claims: tuple[Path, ...] = ()  # port claims nobody holds: a killed cluster's, whichever
     problems: tuple[str, ...] = ()
+    proxy_dirs: tuple[Path, ...] = ()  # HAProxy's files, which a killed proxy left
 
     @property
     def found(self) -> int:
         """How many of the leftovers are this cluster's (claims do not say whose they are)."""
-        return len(self.objects) + len(self.processes) + len(self.locks)
+        return len(self.objects) + len(self.processes) + len(self.locks) + len(self.proxy_dirs)
 
     @property
     def anything(self) -> int:
@@ -82,7 +85,9 @@ class SweepReport:
                  for pid, where in sorted(self.processes.items())]
                 + [f"{verb} {line}" for line in self.objects]
                 + [f"{verb} subnet lock {path}" for path in self.locks]
-                + [f"{verb} port claim {path}" for path in self.claims])
+                + [f"{verb} port claim {path}" for path in self.claims]
+                + [f"{verb} a killed proxy's HAProxy files (TLS keys among them) in {path}"
+                   for path in self.proxy_dirs])
 
 
 def running(data_dir: Path) -> str | None:
@@ -137,7 +142,20 @@ async def sweep(data_dir: Path, cluster_id: str, *,
     leftovers = union(owned(found, owner, data_dir) for owner in owners)
     network = await network_sweep.survey(Scope(cluster_id, _host_fields(workers)))
     return await _carry_out(f"cluster {cluster_id}", leftovers, machine_range.stale(cluster_id),
-                            dry_run, network=network, claims=port_claims.stale())
+                            dry_run, network=network, claims=port_claims.stale(),
+                            proxy_dirs=_proxy_dirs(data_dir))
+
+
+def _proxy_dirs(data_dir: Path) -> list[Path]:
+    """HAProxy directories the proxies of ``data_dir`` noted and left (a lone proxy's data
+    dir, or a cluster's with its proxies one or two levels down)."""
+    found = []
+    for depth in ("", "*/", "*/*/"):
+        for note in sorted(data_dir.glob(f"{depth}{WORKDIR_NOTE}")):
+            left = left_workdir(note.parent)
+            if left is not None:
+                found.append(left)
+    return found
 
 
 def _host_fields(workers: tuple[HostWorker, ...] | None) -> frozenset[int] | None:
@@ -174,18 +192,26 @@ async def sweep_legacy(*, dry_run: bool = False,
 
 async def _carry_out(whose: str, leftovers: Leftovers, locks: list[Path], dry_run: bool, *,
                      network: NetworkLeftovers | None = None,
-                     claims: list[Path] | None = None) -> SweepReport:
+                     claims: list[Path] | None = None,
+                     proxy_dirs: list[Path] | None = None) -> SweepReport:
     network = network or NetworkLeftovers()
     procs = {**{pid: f"overlay {interface}" for pid, interface in network.daemons},
              **processes(leftovers)}
     objects = (*leftovers.lines(), *network.lines())
     if dry_run:
-        return SweepReport(whose, objects, procs, tuple(locks), tuple(claims or ()))
+        return SweepReport(whose, objects, procs, tuple(locks), tuple(claims or ()),
+                           proxy_dirs=tuple(proxy_dirs or ()))
     problems = await remove(leftovers) if leftovers else []
     problems += await network_sweep.remove(network) if network else []
     removed = machine_range.remove_stale(locks)
     unclaimed = port_claims.remove_stale(claims or [])
-    return SweepReport(whose, objects, procs, tuple(removed), tuple(unclaimed), tuple(problems))
+    for path in proxy_dirs or ():
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            problems.append(f"{path}: {exc.strerror or exc}")
+    return SweepReport(whose, objects, procs, tuple(removed), tuple(unclaimed), tuple(problems),
+                       proxy_dirs=tuple(proxy_dirs or ()))
 
 
 def live_workers() -> tuple[set[tuple[int, int]], set[str]]:

@@ -81,17 +81,26 @@ def haproxy_settings(listen_host: str, listen_port: int, activator: tuple[str, i
         default_cert=default_cert)
 
 
+def left_workdir(data_dir: Path) -> Path | None:
+    """The HAProxy directory the proxy of ``data_dir`` noted and has not removed: a proxy
+    killed with SIGKILL leaves its files (TLS keys among them). Only a directory this
+    module would have made counts, whatever the note says."""
+    with contextlib.suppress(OSError):
+        left = Path((data_dir / WORKDIR_NOTE).read_text().strip())
+        if (left.parent == Path(tempfile.gettempdir()) and left.name.startswith(WORKDIR_PREFIX)
+                and left.is_dir()):
+            return left
+    return None
+
+
 def take_workdir(data_dir: Path, workdir: Path) -> None:
     """Note ``workdir`` as the proxy of ``data_dir``'s, first removing the one an earlier
-    run noted and left (killed, it never removed its files: TLS keys among them)."""
-    note = data_dir / WORKDIR_NOTE
-    with contextlib.suppress(OSError):
-        left = Path(note.read_text().strip())
-        if (left != workdir and left.parent == Path(tempfile.gettempdir())
-                and left.name.startswith(WORKDIR_PREFIX)):
-            shutil.rmtree(left, ignore_errors=True)
+    run noted and left."""
+    left = left_workdir(data_dir)
+    if left is not None and left != workdir:
+        shutil.rmtree(left, ignore_errors=True)
     data_dir.mkdir(parents=True, exist_ok=True)
-    note.write_text(f"{workdir}\n")
+    (data_dir / WORKDIR_NOTE).write_text(f"{workdir}\n")
 
 
 def give_back_workdir(data_dir: Path, workdir: Path) -> None:

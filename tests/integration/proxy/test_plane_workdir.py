@@ -1,5 +1,6 @@
 """HAProxy's files (maps, certificates and their keys) do not outlive a proxy killed with
-SIGKILL: the next start of the same data dir removes the directory the killed one left."""
+SIGKILL: the next start of the same data dir removes the directory the killed one left,
+and so does ``bodega clean`` of a cluster that is not started again."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from bodega.cluster import cleanup
 from bodega.proxy.plane import WORKDIR_NOTE, WORKDIR_PREFIX, give_back_workdir, take_workdir
+from bodega.runtime import cluster_id
 
 
 def made() -> Path:
@@ -51,4 +54,32 @@ def test_only_a_proxy_workdir_in_the_temporary_directory_is_removed(tmp_path: Pa
         assert precious.exists()
     finally:
         give_back_workdir(tmp_path / "data", mine)
+        shutil.rmtree(precious, ignore_errors=True)
+
+
+async def test_bodega_clean_removes_what_a_killed_proxy_left_and_nothing_else(
+        tmp_path: Path) -> None:
+    """The cluster is not started again: ``bodega clean`` (``cleanup.sweep``) removes the
+    directory its killed proxy noted, and lists it first when dry."""
+    cluster = tmp_path / "cluster"
+    killed = made()
+    take_workdir(cluster / "proxy", killed)  # then SIGKILL
+    precious = Path(tempfile.mkdtemp(prefix="precious-"))
+    (cluster / "workers" / "w1").mkdir(parents=True)
+    (cluster / "workers" / "w1" / WORKDIR_NOTE).write_text(f"{precious}\n")  # not a proxy's
+    cid = cluster_id.new()
+    try:
+        listed = await cleanup.sweep(cluster, cid, dry_run=True)
+        assert listed.proxy_dirs == (killed,)
+        assert f"would remove a killed proxy's HAProxy files (TLS keys among them) in " \
+               f"{killed}" in listed.lines(dry_run=True)
+        assert killed.exists()
+        removed = await cleanup.sweep(cluster, cid)
+        assert removed.proxy_dirs == (killed,)
+        assert removed.problems == ()
+        assert not killed.exists()
+        assert precious.exists()
+        assert (await cleanup.sweep(cluster, cid, dry_run=True)).found == 0
+    finally:
+        shutil.rmtree(killed, ignore_errors=True)
         shutil.rmtree(precious, ignore_errors=True)
