@@ -249,8 +249,9 @@ async def test_a_stalled_event_loop_is_measured_and_accuses_nobody(tmp_path: Pat
         await until(lambda: all(stat(n, "bodega_swim_probes_total") >= 12 for n in group))
         # Every node measured the stalls: a tick is due at most IDLE_TICK (0.5 s) after the
         # last, so one due in a stall of 1.2 s runs at least 0.7 s late (not always past 1 s:
-        # that depends on where in the stall it fell).
-        assert all(stat(n, "bodega_swim_loop_lag_seconds_bucket", le="5.0")
+        # that depends on where in the stall it fell). Pings sent in one turn of the loop
+        # stall it back to back, so a tick may run more than 5 s late: any bucket above.
+        assert all(stat(n, "bodega_swim_loop_lag_seconds_bucket", le="+Inf")
                    - stat(n, "bodega_swim_loop_lag_seconds_bucket", le="0.5") >= 1
                    for n in group)
         assert [e for e in seen if e.kind is not EventKind.ALIVE] == []
