@@ -187,14 +187,10 @@ class Scorer(Protocol):
         scorers that look beyond the one worker."""
         ...
 
-    def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
-        """The scores of many rows at once; equal to ``score`` row by row."""
-        ...
-
     def breakdown(self, request: PlacementRequest, table: CandidateTable,
                   rows: Rows) -> tuple[Floats, Parts]:
-        """``scores`` and the subscores they are made of (``subscores_at`` reads a row's
-        out): ``score`` for many rows at once."""
+        """The scores of many rows at once and the subscores they are made of
+        (``subscores_at`` reads a row's out): equal to ``score`` row by row."""
         ...
 
     def reweighted(self, overrides: dict[str, float]) -> Scorer:
@@ -239,9 +235,6 @@ class UtilityScorer:
                 extra["fragmentation"] = -w.fragmentation * holes
         subs.update(extra)
         return score + sum(extra.values()), subs
-
-    def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
-        return self.breakdown(request, table, rows)[0]
 
     def breakdown(self, request: PlacementRequest, table: CandidateTable,
                   rows: Rows) -> tuple[Floats, Parts]:
@@ -297,9 +290,6 @@ class BinPackScorer:
         subs: Subscores = {"binpack": fit, **adjustments(request, candidate, self.weights)}
         return fit + sum(v for k, v in subs.items() if k != "binpack"), subs
 
-    def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
-        return self.breakdown(request, table, rows)[0]
-
     def breakdown(self, request: PlacementRequest, table: CandidateTable,
                   rows: Rows) -> tuple[Floats, Parts]:
         fit = np.clip(20.0 - _nomad_totals(request, table, rows), 0.0, 18.0) / 18.0
@@ -322,9 +312,6 @@ class SpreadScorer:
         fit = min(18.0, max(0.0, _nomad_total(request, candidate) - 2.0)) / 18.0
         subs: Subscores = {"spread": fit, **adjustments(request, candidate, self.weights)}
         return fit + sum(v for k, v in subs.items() if k != "spread"), subs
-
-    def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
-        return self.breakdown(request, table, rows)[0]
 
     def breakdown(self, request: PlacementRequest, table: CandidateTable,
                   rows: Rows) -> tuple[Floats, Parts]:

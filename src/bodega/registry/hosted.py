@@ -173,17 +173,16 @@ class HostedNode(MemberSurface):
         change = self.own.write(table, key, doc, shared=shared)
         if change is None or change.new is None:
             return
-        batched = self._batched(table, key)  # written earlier in this batch: what it replaces
+        batched = self._batched(table).get(key)  # written earlier in this batch: replaced
         old = batched if batched is not None else self._followed.get(table, {}).get(key, before)
         self._wrote(Change(old, change.new))
 
-    def _batched(self, table: str, key: str) -> Row | None:
-        """Our newest row of the key in the batch being written (``writes_together``),
-        which only its commit hands on: the batch's own reads see it meanwhile."""
-        for change in reversed(self._held or ()):
-            if change.new is not None and change.new.table == table and change.new.key == key:
-                return change.new
-        return None
+    def _batched(self, table: str) -> dict[str, Row]:
+        """Our newest row of each key of ``table`` in the batch being written
+        (``writes_together``), which only its commit hands on: the batch's own reads see
+        them meanwhile."""
+        return {change.new.key: change.new for change in self._held or ()
+                if change.new is not None and change.new.table == table}
 
     def _store_together(self) -> AbstractContextManager[None]:
         return self.own.together()
@@ -200,7 +199,7 @@ class HostedNode(MemberSurface):
 
     def _current(self, table: str, key: str) -> Row | None:
         row = self.view.get(table, key)
-        mine = self._batched(table, key) or self._pending.get((table, key))
+        mine = self._batched(table).get(key) or self._pending.get((table, key))
         return mine if mine is not None and (row is None or newer(mine, row)) else row
 
     def get(self, table: str, key: str) -> Document | None:
@@ -213,9 +212,7 @@ class HostedNode(MemberSurface):
         unless = normalize_filters(table, without or {})
         found = self.view.select(table, wanted, unless=unless)
         mine = {key: row for (t, key), row in self._pending.items() if t == table}
-        for change in self._held or ():  # the batch being written, newest last
-            if change.new is not None and change.new.table == table:
-                mine[change.new.key] = change.new
+        mine.update(self._batched(table))
         if not mine:
             return [row.doc for row in found if row.doc is not None]
         rows: dict[str, Row] = {}

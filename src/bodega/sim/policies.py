@@ -64,12 +64,9 @@ class RandomScorer:
         value = self.rng.random()
         return value, {"random": value}
 
-    def scores(self, request: PlacementRequest, table: CandidateTable, rows: Rows) -> Floats:
-        return np.array([self.rng.random() for _ in range(len(rows))], dtype=np.float64)
-
     def breakdown(self, request: PlacementRequest, table: CandidateTable,
                   rows: Rows) -> tuple[Floats, Parts]:
-        values = self.scores(request, table, rows)
+        values = np.array([self.rng.random() for _ in range(len(rows))], dtype=np.float64)
         return values, {"random": values}
 
 

@@ -148,7 +148,7 @@ def test_costs_are_never_negative_and_score_one_by_one_as_all_at_once(
     scorer = UtilityScorer(weights=Weights(fragmentation=1.0))
     request = PlacementRequest(app="web", ask=ask, regions=("ams",))
     rows = np.arange(len(t), dtype=np.int64)
-    together = scorer.scores(request, t, rows)
+    together, _parts = scorer.breakdown(request, t, rows)
     alone = [scorer.score(request, c, t)[0] for c in hosts]
     assert together.tolist() == pytest.approx(alone)
 

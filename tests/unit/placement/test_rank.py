@@ -238,12 +238,10 @@ def test_columns_filter_and_score_exactly_like_rows(
     feasible = {table.candidate(int(i)).name for i in rows}
     assert feasible == {w.name for w in workers if refusal(req, w) is None}
     assert sum(refusal_counts(req, table).values()) == len(refused)
-    vector = scorer.scores(req, table, rows)
     totals, parts = scorer.breakdown(req, table, rows)
-    for k, (i, value) in enumerate(zip(rows, vector, strict=True)):
+    for k, (i, value) in enumerate(zip(rows, totals, strict=True)):
         score, subscores = scorer.score(req, table.candidate(int(i)), table)
         assert value == pytest.approx(score)
-        assert totals[k] == value  # scores is breakdown's first half
         assert subscores_at(parts, k) == pytest.approx(subscores)
         assert list(subscores_at(parts, k)) == list(subscores)  # listed in the same order
 
@@ -264,8 +262,8 @@ def test_counts_kept_by_the_table_score_like_the_mapping() -> None:
     rows_tracked, _ = feasible_rows(req, tracked)
     scorer = UtilityScorer()
     by_name_plain = dict(zip((plain.candidate(int(i)).name for i in rows_plain),
-                             scorer.scores(req, plain, rows_plain), strict=True))
+                             scorer.breakdown(req, plain, rows_plain)[0], strict=True))
     by_name_tracked = dict(zip((tracked.candidate(int(i)).name for i in rows_tracked),
-                               scorer.scores(req, tracked, rows_tracked), strict=True))
+                               scorer.breakdown(req, tracked, rows_tracked)[0], strict=True))
     assert by_name_plain == pytest.approx(by_name_tracked)
     assert by_name_tracked["w4"] < by_name_tracked["w1"]  # w4 holds 4 machines of the app
