@@ -185,7 +185,7 @@ async def test_ctrl_c_leaves_no_kernel_object_and_a_restart_wires_machines_again
             sleeping = await api.machine("left", [machine_python(), "-c", SLEEP, marker])
             frozen = await api.machine("left", [machine_python(), "-c", SLEEP, marker])
             # ``started`` is the spawn committed; each program's own exec follows it (the
-            # wrapper's shell, setpriv), later on a loaded host. Frozen before its exec, this
+            # wrapper's shell, nsenter), later on a loaded host. Frozen before its exec, this
             # one would stay the wrapper, and never be counted as a program below.
             await until(lambda: len(program_pids(marker)) >= 3)
             await api.post(f"/v1/apps/left/machines/{frozen['id']}/suspend")

@@ -52,7 +52,7 @@ def test_a_missing_tool_without_apt_get_stops_in_one_line(tmp_path: Path) -> Non
 
 
 def test_each_package_is_named_once(tmp_path: Path) -> None:
-    done = run(path_without(tmp_path, "nsenter", "setpriv", "ip", "apt-get"))
+    done = run(path_without(tmp_path, "nsenter", "unshare", "ip", "apt-get"))
     assert done.stderr.splitlines() == [
         "Error: missing host package(s) iproute2 util-linux; install with: sudo apt-get "
         "install -y iproute2 util-linux"]

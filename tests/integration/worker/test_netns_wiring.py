@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import subprocess
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -66,6 +67,25 @@ async def test_a_namespace_is_wired_by_two_processes_and_unwired_by_one(
     assert not network.ready(7)
     assert not Path(f"/run/netns/{network.netns(7)}").exists()
     assert not Path(f"/sys/class/net/{network.veth(7)}").exists()
+
+
+async def test_a_veth_off_our_bridge_is_not_wired(network: NetnsNetwork) -> None:
+    """Taken off the bridge, or put on another one, the host end no longer reaches the
+    machine's gateway: the address is wired again before a create takes it."""
+    await network.prewarm([8])
+    veth = network.veth(8)
+    other = f"bgo{uuid.uuid4().hex[:8]}"
+    subprocess.run(["ip", "link", "add", other, "type", "bridge"], check=True)
+    try:
+        subprocess.run(["ip", "link", "set", veth, "nomaster"], check=True)
+        assert not network.ready(8)
+        subprocess.run(["ip", "link", "set", veth, "master", other], check=True)
+        assert not network.ready(8)
+        subprocess.run(["ip", "link", "set", veth, "master", network.bridge], check=True)
+        assert network.ready(8)
+    finally:
+        subprocess.run(["ip", "link", "del", other], check=True)
+        await network.detach("m", 8)
 
 
 async def test_a_half_wired_namespace_is_rebuilt_whole(network: NetnsNetwork) -> None:

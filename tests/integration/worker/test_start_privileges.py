@@ -65,7 +65,7 @@ async def test_a_machines_ld_preload_is_loaded_by_its_program_alone(tmp_path: Pa
     """The config's environment is chosen by whoever holds an app token: its LD_PRELOAD is
     loaded by the machine's program only, as the machine's user, never by a root step of
     the start (the wrapper's shell, unshare, the mkdir and mounts of its volume and its
-    directory, setpriv)."""
+    directory, nsenter)."""
     volume = tmp_path / "volume"
     volume.mkdir()
     guest = Path(f"/tmp/bodega-volume-{uuid.uuid4().hex[:8]}")
@@ -86,7 +86,7 @@ async def test_a_machines_ld_preload_is_loaded_by_its_program_alone(tmp_path: Pa
 async def test_nothing_of_a_volume_bound_over_the_hosts_commands_runs_as_root(
         tmp_path: Path, open_dir: Path) -> None:
     """A volume may be bound anywhere in its machine's namespace, over /usr/bin too: once it
-    is, nothing is exec'd as root there. Its own `mount`, `mkdir`, `setpriv`, ... would each
+    is, nothing is exec'd as root there. Its own `mount`, `mkdir`, `nsenter`, ... would each
     write who ran them; only the machine's program runs, from the volume, as its user."""
     if os.path.realpath("/bin/sh") == "/bin/sh" or not Path("/usr/bin/python3").exists():
         pytest.skip("wants a merged /usr (/bin in /usr/bin) with /usr/bin/python3")
@@ -148,18 +148,24 @@ async def test_a_program_its_user_cannot_reach_is_not_run_by_the_wrapper_either(
     assert "Permission denied" in log_path(s.machine_dir).read_text()
 
 
-async def test_the_program_runs_with_no_capabilities(tmp_path: Path) -> None:
-    """As any program a user execs: nothing permitted, effective, inheritable or ambient,
-    and the bounding set it was given (the worker's)."""
+async def test_the_program_runs_as_its_user_alone_with_no_capabilities(tmp_path: Path) -> None:
+    """As any program a user execs: the machine's uid and gid (real, effective, saved),
+    none of the worker's supplementary groups, nothing permitted, effective, inheritable or
+    ambient, and the bounding set it was given (the worker's)."""
     marker = f"bodega-caps-{uuid.uuid4().hex[:8]}"
     driver = ProcessDriver(None)
     s = spec(tmp_path, [machine_python(), "-c", "import time; time.sleep(60)", marker])
-    handle = await driver.start(s)
+    own_groups = os.getgroups()
+    os.setgroups([4, 24])  # a worker in groups of its own (adm, cdrom): none reach a machine
+    try:
+        handle = await driver.start(s)
+    finally:
+        os.setgroups(own_groups)
     assert handle.pid is not None
     wrapper = handle.pid
 
     def program() -> int | None:
-        """The program once exec'd: the root steps before it (setpriv) carry the same argv
+        """The program once exec'd: the root steps before it (nsenter) carry the same argv
         after their own, so the marker alone would find them first."""
         for pid in child_pids(wrapper):
             try:
@@ -175,8 +181,11 @@ async def test_the_program_runs_with_no_capabilities(tmp_path: Path) -> None:
     await until(lambda: program() is not None)
     pid = program()
     try:
-        caps = dict(line.split(":\t") for line in Path(f"/proc/{pid}/status").read_text()
-                    .splitlines() if line.startswith("Cap"))
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+        ids = [line.split(":")[1].split() for line in status
+               if line.split(":")[0] in ("Uid", "Gid", "Groups")]
+        assert ids == [[str(USER[0])] * 4, [str(USER[1])] * 4, []]
+        caps = dict(line.split(":\t") for line in status if line.startswith("Cap"))
         own = dict(line.split(":\t") for line in Path("/proc/self/status").read_text()
                    .splitlines() if line.startswith("CapBnd"))
         assert caps == {"CapInh": "0000000000000000", "CapPrm": "0000000000000000",

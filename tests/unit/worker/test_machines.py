@@ -49,6 +49,34 @@ async def test_create_then_start_records_events_newest_first(worker: W) -> None:
     assert [c for c in driver.calls if c[1] == mid] == [("prepare", mid), ("start", mid)]
 
 
+async def test_a_launch_spawns_the_spec_its_create_readied_and_later_starts_build_their_own(
+        worker: W) -> None:
+    """The create's prepare readies the spec its launch spawns (the driver's start need not
+    prepare it again); a start after a stop, or of a machine created without a launch,
+    builds and readies its own."""
+    w, driver = worker
+
+    def specs(mid: str) -> list[tuple[int, bool]]:
+        return sorted((t.spec.start_seq, t.spec.prepared) for t in driver.tasks.values()
+                      if t.spec.machine_id == mid)
+
+    launched = await create(w)
+    first = w.machines.get(launched).start_seq
+    assert specs(launched) == [(first, True)]
+    await w.machines.stop(launched, signal="SIGTERM")
+    driver.exit(launched, ExitStatus(exit_code=0))
+    await w.machines.settle()
+    await w.machines.start(launched)
+    await w.machines.settle()
+    assert specs(launched) == [(first, True), (w.machines.get(launched).start_seq, False)]
+    assert w.machines.get(launched).start_seq > first
+
+    resting = await create(w, skip_launch=True)
+    await w.machines.start(resting)
+    await w.machines.settle()
+    assert specs(resting) == [(w.machines.get(resting).start_seq, False)]
+
+
 async def test_skip_launch_leaves_it_created_and_holding_its_room(worker: W) -> None:
     w, _ = worker
     mid = await create(w, skip_launch=True)

@@ -57,6 +57,9 @@ class TaskSpec:
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
     isolation: str = "container"  # guest.isolation: the oci driver runs a sandbox with runsc
+    # Readied by this driver's ``prepare`` a moment ago, in this process (a create's launch):
+    # a driver whose start prepares too may skip that.
+    prepared: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import os
 from pathlib import Path
 
 from bodega.networking import netlink
@@ -149,10 +150,16 @@ class NetnsNetwork:
         return None  # every machine gets its own namespace, wired by attach
 
     def _wired(self, index: int) -> bool:
-        """Fully wired: marked done, namespace present, host end still on our bridge."""
-        master = Path(f"/sys/class/net/{self.veth(index)}/master")
-        return (self._marker(index).exists() and (NETNS_DIR / self.netns(index)).exists()
-                and master.exists() and master.resolve().name == self.bridge)
+        """Fully wired: marked done, namespace present, host end still on our bridge (its
+        ``master`` link names the bridge: one readlink, where resolving the link walked
+        sysfs in a dozen calls; a create asks this on its way to the spawn)."""
+        if not (self._marker(index).exists() and (NETNS_DIR / self.netns(index)).exists()):
+            return False
+        try:
+            master = os.readlink(f"/sys/class/net/{self.veth(index)}/master")
+        except OSError:  # no such veth, or it is on no bridge
+            return False
+        return os.path.basename(master) == self.bridge
 
     async def attach(self, machine_id: str, index: int) -> Attachment:
         """The namespace for ``index``, usually wired ahead of time by ``prewarm``."""

@@ -102,7 +102,8 @@ class ProcessDriver(RunsDriver):
             earlier = self.runs.earlier(spec, files)
             if earlier is not None:
                 return earlier
-        await self.prepare(spec)
+        if not spec.prepared:
+            await self.prepare(spec)
         self.runs.forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)
         mounts = bind_order(spec.mounts)

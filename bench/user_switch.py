@@ -1,0 +1,71 @@
+"""What taking a machine's user costs a start: each way of doing it, exec'ing ``/bin/true``.
+
+A process machine's wrapper, root, runs the program's step as the machine's user
+(``drivers/process/launch.py``) through a command that sets its uid and gid and drops
+every other group. Timed here, interleaved run after run, with ``PATH`` alone as their
+environment (as the wrapper runs them), from fork to exit:
+
+- ``/bin/true`` alone (the baseline);
+- ``nsenter --setuid --setgid`` with nothing to enter (what the wrapper runs);
+- ``setpriv --reuid --regid --clear-groups`` (what it ran before);
+- ``chroot --userspec=+uid:+gid --groups= --skip-chdir /`` (GNU coreutils; not every host's
+  ``chroot`` takes these, busybox's does not).
+
+Needs root (it changes user).
+
+    python -m bench.user_switch [--runs 300] [--uid 65534]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import time
+
+ENV = {"PATH": os.defpath}
+
+
+def ways(uid: int) -> dict[str, list[str]]:
+    found = {"true": ["/bin/true"],
+             "nsenter": ["nsenter", f"--setuid={uid}", f"--setgid={uid}", "--", "/bin/true"],
+             "setpriv": ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                         "/bin/true"]}
+    chroot = shutil.which("chroot", path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if chroot is not None:
+        found["chroot"] = [chroot, f"--userspec=+{uid}:+{uid}", "--groups=", "--skip-chdir", "/",
+                           "/bin/true"]
+    return found
+
+
+def timed(argv: list[str]) -> float:
+    began = time.perf_counter()
+    subprocess.run(argv, env=ENV, check=True)
+    return time.perf_counter() - began
+
+
+def main(runs: int, uid: int) -> None:
+    if os.geteuid() != 0:
+        raise SystemExit("bench.user_switch changes user: run it as root")
+    commands = ways(uid)
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for _ in range(runs):
+        for name, argv in commands.items():
+            times[name].append(timed(argv))
+    bare = statistics.median(times["true"])
+    print(f"exec of /bin/true through each, {runs} runs interleaved, median "
+          f"(load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
+    for name, samples in times.items():
+        median = statistics.median(samples)
+        print(f"  {name:<8} {median * 1000:6.3f} ms  "
+              f"{(median - bare) * 1000:+6.3f} ms over /bin/true")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--uid", type=int, default=65534, help="the user (and group) to take")
+    args = parser.parse_args()
+    main(args.runs, args.uid)
