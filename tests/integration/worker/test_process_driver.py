@@ -27,7 +27,7 @@ from bodega.worker.host.network import run
 from tests.poll_kit import until
 from tests.python_kit import machine_python
 
-root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups, netns, a machine user)")
+root_only = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (cgroups, netns, users)")
 
 
 def spec(tmp: Path, code: str, *, memory_mb: int = 256, seq: int = 1, netns: str | None = None,
