@@ -6,7 +6,9 @@ every other group. Timed here, interleaved run after run, with ``PATH`` alone as
 environment (as the wrapper runs them), from fork to exit:
 
 - ``/bin/true`` alone (the baseline);
-- ``nsenter --setuid --setgid`` with nothing to enter (what the wrapper runs);
+- ``nsenter --uts=/proc/self/ns/uts --setuid --setgid``: the UTS namespace it is in, and
+  the user (what the wrapper runs; util-linux 2.41 and later refuse an nsenter with no
+  namespace to enter);
 - ``setpriv --reuid --regid --clear-groups`` (what it ran before);
 - ``chroot --userspec=+uid:+gid --groups= --skip-chdir /`` (GNU coreutils; not every host's
   ``chroot`` takes these, busybox's does not).
@@ -25,12 +27,15 @@ import statistics
 import subprocess
 import time
 
+from bodega.worker.drivers.process.launch import OWN_NAMESPACE
+
 ENV = {"PATH": os.defpath}
 
 
 def ways(uid: int) -> dict[str, list[str]]:
     found = {"true": ["/bin/true"],
-             "nsenter": ["nsenter", f"--setuid={uid}", f"--setgid={uid}", "--", "/bin/true"],
+             "nsenter": ["nsenter", OWN_NAMESPACE, f"--setuid={uid}", f"--setgid={uid}", "--",
+                         "/bin/true"],
              "setpriv": ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
                          "/bin/true"]}
     chroot = shutil.which("chroot", path="/usr/sbin:/sbin:/usr/bin:/bin")

@@ -124,6 +124,20 @@ async def test_a_missing_program_is_a_clear_error(tmp_path: Path, driver: Proces
         await driver.start(bad)
 
 
+async def test_a_spec_its_prepare_readied_is_started_without_preparing_again(
+        tmp_path: Path, driver: ProcessDriver) -> None:
+    """``prepared``: the create's prepare readied it a moment ago, and the start does not
+    ready it again (here the program went missing in between: its exec fails, as a start
+    would at that instant, where the start's own check would have said so first)."""
+    bad = replace(spec(tmp_path, ""), argv=["no-such-program-xyz"])
+    with pytest.raises(DriverError, match="not found"):
+        await driver.start(bad)  # its prepare made the directories, then refused
+    handle = await driver.start(replace(bad, start_seq=2, prepared=True))
+    status = await asyncio.wait_for(driver.wait(handle), 10)
+    assert status.exit_code == 127
+    assert "no-such-program-xyz: not found" in log_path(bad.machine_dir).read_text()
+
+
 async def test_start_is_idempotent_for_one_run(tmp_path: Path, driver: ProcessDriver) -> None:
     s = spec(tmp_path, "import time; time.sleep(60)")
     first = await driver.start(s)

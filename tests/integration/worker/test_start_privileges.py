@@ -154,7 +154,9 @@ async def test_the_program_runs_as_its_user_alone_with_no_capabilities(tmp_path:
     ambient, and the bounding set it was given (the worker's)."""
     marker = f"bodega-caps-{uuid.uuid4().hex[:8]}"
     driver = ProcessDriver(None)
-    s = spec(tmp_path, [machine_python(), "-c", "import time; time.sleep(60)", marker])
+    user = (USER[0], USER[1] - 1)  # a gid apart from the uid: neither taken for the other
+    s = spec(tmp_path, [machine_python(), "-c", "import time; time.sleep(60)", marker],
+             user=user)
     own_groups = os.getgroups()
     os.setgroups([4, 24])  # a worker in groups of its own (adm, cdrom): none reach a machine
     try:
@@ -184,7 +186,7 @@ async def test_the_program_runs_as_its_user_alone_with_no_capabilities(tmp_path:
         status = Path(f"/proc/{pid}/status").read_text().splitlines()
         ids = [line.split(":")[1].split() for line in status
                if line.split(":")[0] in ("Uid", "Gid", "Groups")]
-        assert ids == [[str(USER[0])] * 4, [str(USER[1])] * 4, []]
+        assert ids == [[str(user[0])] * 4, [str(user[1])] * 4, []]
         caps = dict(line.split(":\t") for line in status if line.startswith("Cap"))
         own = dict(line.split(":\t") for line in Path("/proc/self/status").read_text()
                    .splitlines() if line.startswith("CapBnd"))

@@ -51,6 +51,16 @@ def test_with_nothing_to_enter_and_no_user_to_become_there_is_no_nsenter() -> No
                     "/bin/sh", "-c", LOAD, "bodega-exec", "262144", "id"]
 
 
+def test_a_user_to_become_with_no_namespace_to_enter_enters_its_own() -> None:
+    """util-linux 2.41 and later refuse an nsenter with no namespace: it enters the UTS
+    namespace it is in (nothing changes), then takes the user."""
+    nothing = replace(FILES, namespaces=())
+    argv = entry_argv(Entry(nothing, (), USER), ["id"])
+    assert argv[argv.index("nsenter"):argv.index("--") + 1] == [
+        "nsenter", "--uts=/proc/self/ns/uts", f"--root={HELD}/9", f"--wd={HELD}/10",
+        "--setuid", str(USER[0]), "--setgid", str(USER[1]), "--"]
+
+
 def test_a_machine_of_the_workers_own_user_is_entered_without_a_change_of_user() -> None:
     argv = entry_argv(Entry(FILES, CGROUPS, None), ["id"])
     assert "--setuid" not in argv

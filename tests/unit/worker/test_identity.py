@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+import pytest
+
 from bodega.worker.host.identity import MACHINE_UID_BASE, machine_identity
+from bodega.worker.ops.effects import machine_user
 
 NOBODY = (65534, 65534)
 
@@ -26,3 +32,17 @@ def test_without_an_address_of_its_own_the_configured_user_stays() -> None:
 
 def test_a_worker_that_is_not_root_switches_no_user() -> None:
     assert machine_identity(None, "10.209.1.2") is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker runs machines as users")
+def test_a_user_namespace_that_denies_setgroups_refuses_machine_users(tmp_path: Path) -> None:
+    """There the wrapper's nsenter would take the machine's user and keep the worker's
+    groups (it goes on when setgroups fails): the worker says so and does not start."""
+    setgroups = tmp_path / "setgroups"
+    setgroups.write_text("allow\n")
+    assert machine_user("nobody", setgroups) == NOBODY
+    assert machine_user(None, setgroups) is None
+    setgroups.write_text("deny\n")
+    with pytest.raises(ValueError, match="denies setgroups"):
+        machine_user("nobody", setgroups)
+    assert machine_user(None, setgroups) is None  # no machine users asked for: nothing to refuse

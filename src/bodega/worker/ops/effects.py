@@ -81,10 +81,20 @@ def signal_number(name: str | int | None, default: int) -> int:
     return int(signals.Signals[text])
 
 
-def machine_user(name: str | None) -> tuple[int, int] | None:
-    """(uid, gid) for running machines, when the worker is root and a user is configured."""
+def machine_user(name: str | None, setgroups: Path = Path("/proc/self/setgroups")
+                 ) -> tuple[int, int] | None:
+    """(uid, gid) for running machines, when the worker is root and a user is configured.
+
+    ValueError where ``setgroups`` is denied (a user namespace made so): the wrapper's
+    ``nsenter`` would then take the machine's user and keep the worker's groups."""
     if name is None or os.geteuid() != 0:
         return None
+    with contextlib.suppress(FileNotFoundError):  # a kernel before 3.19 has no such file
+        if setgroups.read_text().strip() == "deny":
+            raise ValueError(
+                "machines cannot run as their own users here: this user namespace denies "
+                "setgroups, so they would keep the worker's groups (run the worker where "
+                "/proc/self/setgroups says allow)")
     entry = pwd.getpwnam(name)
     gid = entry.pw_gid
     if name == "nobody":
@@ -216,11 +226,16 @@ class MachineEffects:
 
     async def perform(self, op: Operation, step: Step) -> Outcome:
         try:
-            return await self._perform(op, step)
-        except (DriverError, NetworkError, CommandFailed) as exc:
-            if step.effect in (Effect.PREPARE, Effect.SPAWN):
-                self._log_failure(op.resource_id, step.name, str(exc))
-            raise EffectFailed(str(exc)) from exc
+            try:
+                return await self._perform(op, step)
+            except (DriverError, NetworkError, CommandFailed) as exc:
+                if step.effect in (Effect.PREPARE, Effect.SPAWN):
+                    self._log_failure(op.resource_id, step.name, str(exc))
+                raise EffectFailed(str(exc)) from exc
+        except BaseException:
+            # Whatever comes next for the machine (a retry, a start) builds its spec afresh.
+            self._launching.pop(op.resource_id, None)
+            raise
 
     def _log_failure(self, machine_id: str, step: str, error: str) -> None:
         """Say in the machine's own log why its program never ran (a command not found, an

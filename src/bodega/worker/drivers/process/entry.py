@@ -40,7 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bodega.worker.drivers.base import TaskGone
-from bodega.worker.drivers.process.launch import SHELL, environment_script, memory_fd
+from bodega.worker.drivers.process.launch import (
+    OWN_NAMESPACE,
+    SHELL,
+    environment_script,
+    memory_fd,
+)
 
 EXEC_NAME = "bodega-exec"
 # /proc/<pid>/ns entries, with the nsenter option that enters each.
@@ -101,8 +106,11 @@ def entry_argv(entry: Entry, argv: list[str]) -> list[str]:
     files = entry.files
     enter: list[str] = []
     if entry.enters:
-        enter = ["nsenter", *(f"{option}={path}" for option, path in files.namespaces),
-                 f"--root={files.root}", f"--wd={files.cwd}"]
+        # A user to become with no namespace to enter (a machine on the host's network):
+        # nsenter enters its own UTS namespace, as newer ones refuse to enter none.
+        namespaces = ([f"{option}={path}" for option, path in files.namespaces]
+                      or [OWN_NAMESPACE])
+        enter = ["nsenter", *namespaces, f"--root={files.root}", f"--wd={files.cwd}"]
         if entry.user is not None:
             enter += ["--setuid", str(entry.user[0]), "--setgid", str(entry.user[1])]
         enter.append("--")

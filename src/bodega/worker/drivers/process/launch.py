@@ -58,12 +58,15 @@ The program is exec'd by that step, a process of the machine's user with no capa
 left: the kernel checks its path as it does for that user, so a program in a directory
 closed to the user cannot run (``program.py`` says so before the start).
 
-The user is taken by ``nsenter`` with nothing to enter (``--setuid``/``--setgid``, numeric
-ids, supplementary groups dropped; the exec path takes it the same way, ``entry.py``).
-Its ``setuid`` as root clears every capability before it execs the step's shell.
+The user is taken by ``nsenter`` with nothing new to enter (``--setuid``/``--setgid``,
+numeric ids, supplementary groups dropped; the exec path takes it the same way,
+``entry.py``; ``OWN_NAMESPACE``). Its ``setuid`` as root clears every capability before it
+execs the step's shell. Where ``setgroups`` fails (a user namespace that denies it) it goes
+on without, so a worker there refuses to run machines as their own users at all
+(``ops/effects.py``, ``machine_user``).
 ``setpriv`` did this before; it looks each number up as a user name first (NSS loads
-``libnss_systemd`` and the libraries it needs) and reads the locale: 0.4 ms more on every
-start than ``nsenter`` (``docs/benchmarks.md``).
+``libnss_systemd`` and the libraries it needs) and reads the locale: 0.3-0.4 ms more on
+every start than ``nsenter`` (``docs/benchmarks.md``).
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ HOME_MOUNT = Path("/run/bodega/home")
 # steps that do): the host's commands are found on it, nothing of the machine's is in it.
 ROOT_ENV = {"PATH": os.defpath}
 PROGRAM_NAME = "bodega-machine"
+# What ``nsenter`` enters when it is run only to take a user: the UTS namespace it is in
+# already (nothing changes). util-linux 2.41 and later refuse an nsenter with no namespace.
+OWN_NAMESPACE = "--uts=/proc/self/ns/uts"
 # A name a shell can export: the only ones the wrapper passes on to its program.
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -123,7 +129,7 @@ fi
 if [ "$memkb" != - ]; then ulimit -v "$memkb" || fail; fi
 if [ "$step" != - ]; then set -- @SHELL@ -s -- "$gate" "$@"; fi
 if [ "$user" != - ]; then
-  set -- nsenter --setuid="${user%%:*}" --setgid="${user#*:}" -- "$@"
+  set -- nsenter @OWN_NAMESPACE@ --setuid="${user%%:*}" --setgid="${user#*:}" -- "$@"
 fi
 if [ "$gate" = - ]; then
   echo $$ >&6
@@ -140,7 +146,8 @@ else
   } 3<&- 4<"$gate" 5>&- | "$@" 4>"$gate" 7<&0 <&3 3<&- 5>&- 6>&-
 fi
 echo $? >&5
-""".replace("@HOME_MOUNT@", shlex.quote(str(HOME_MOUNT))).replace("@SHELL@", SHELL)
+""".replace("@HOME_MOUNT@", shlex.quote(str(HOME_MOUNT))).replace("@SHELL@", SHELL).replace(
+    "@OWN_NAMESPACE@", OWN_NAMESPACE)
 
 
 @dataclass(frozen=True)
