@@ -8,12 +8,11 @@ Two hooks make it ours:
   ``do_handshake`` counts a failed handshake by reason
   (``InternalTls.refused``) before the loop closes the connection: no
   certificate, one from another CA, an expired one, plain HTTP;
-- uvicorn's HTTP protocol is wrapped by ``gate_protocol``: when a connection
-  is handed over (its handshake done), the peer's certificate and identity
-  are put where every request of the connection finds them,
-  ``request.scope["state"][PEER]`` (uvicorn copies its protocol's
-  ``app_state`` into each request's scope), and the connection goes on with
-  uvicorn's protocol alone.
+- when a connection is handed to uvicorn's HTTP protocol (its handshake
+  done; ``bodega.runtime.serve`` does the handing over), ``note_peer`` puts
+  the peer's certificate and identity where every request of the connection
+  finds them, ``request.scope["state"][PEER]`` (uvicorn copies its
+  protocol's ``app_state`` into each request's scope).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from typing import Any
 
 from bodega.runtime.tls.contexts import InternalTls, refusal_reason
 
@@ -49,26 +47,9 @@ def counting_server_context(tls: InternalTls) -> ssl.SSLContext:
     return tls.server
 
 
-class _Gate(asyncio.Protocol):
-    """Receives a connection once its handshake is done, notes who is calling, and hands
-    the connection to uvicorn's own protocol."""
-
-    inner_class: type[asyncio.Protocol]
-
-    def __init__(self, **kwargs: Any) -> None:
-        self._state: dict[str, object] = dict(kwargs.get("app_state") or {})
-        kwargs["app_state"] = self._state  # the dict its requests' scope["state"] copies
-        self._inner = self.inner_class(**kwargs)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        ssl_object = transport.get_extra_info("ssl_object")
-        der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-        self._state[PEER] = InternalTls.peer(der) if der else None
-        # From here on every event of the connection goes straight to uvicorn's protocol.
-        transport.set_protocol(self._inner)
-        self._inner.connection_made(transport)
-
-
-def gate_protocol(inner: type[asyncio.Protocol]) -> type[asyncio.Protocol]:
-    """A protocol class for uvicorn's ``http`` setting: ``inner``, told who calls."""
-    return type("TlsGate", (_Gate,), {"inner_class": inner})
+def note_peer(transport: asyncio.BaseTransport, state: dict[str, object]) -> None:
+    """Put the caller's certificate and identity where the connection's requests find
+    them (``state`` is the dict each request's ``scope["state"]`` copies)."""
+    ssl_object = transport.get_extra_info("ssl_object")
+    der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    state[PEER] = InternalTls.peer(der) if der else None

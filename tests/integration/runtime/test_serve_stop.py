@@ -1,0 +1,78 @@
+"""A server that stops closes every connection, also one it accepted as it began to stop.
+
+A real uvicorn server (``bodega.runtime.serve``) on loopback, plain and TLS,
+and a client that connects at each of the loop's turns around the stop: the
+connection is accepted and waits for its handshake, or its handshake is done
+after the server told its connections to close. Either way the client is
+answered and the connection closed, or refused: never left open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+from pathlib import Path
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from bodega.runtime.serve import serve
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.files import TlsDir
+from bodega.runtime.waits import within
+from tests.tls_kit import TEST_CA
+
+
+async def hello(_: Request) -> PlainTextResponse:
+    return PlainTextResponse("hello")
+
+
+def unchecked() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+async def one_request(port: int, tls: ssl.SSLContext | None) -> str:
+    """What the client met: an answer and then the end, the end alone, or a refusal."""
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=tls)
+    except (ConnectionError, ssl.SSLError):
+        return "refused"
+    try:
+        writer.write(b"GET / HTTP/1.1\r\nhost: here\r\n\r\n")
+        await writer.drain()
+        got = await reader.read()  # to the end: the server closes the connection
+    except (ConnectionError, ssl.SSLError):
+        return "refused"
+    finally:
+        writer.close()
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            await writer.wait_closed()
+    return "answered, then closed" if got.startswith(b"HTTP/1.1 200") else "closed"
+
+
+@pytest.mark.parametrize("secure", [True, False], ids=["tls", "plain"])
+async def test_a_connection_made_as_the_server_stops_is_closed_not_left_open(
+        tmp_path: Path, secure: bool) -> None:
+    tls = InternalTls(TlsDir(TEST_CA.issue(tmp_path / "tls", "broker", "stopping")))
+    app = Starlette(routes=[Route("/", hello)])
+    outcomes: set[str] = set()
+    for turns in range(10):  # the loop's turns between the client's connect and the stop
+        served = await serve(app, "127.0.0.1", 0, open_tls=tls.open_server if secure else None)
+        client = asyncio.create_task(one_request(served.port, unchecked() if secure else None))
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        # The grace is long: a connection left out of the stop would hold it to the end
+        # and still be open after it, and the client would wait for an end never sent.
+        await served.stop(grace=15)
+        assert not served.server.server_state.connections, turns
+        outcomes.add(await within(client, 10))
+    # The turns cover each window: the connection still in the listener's queue (refused),
+    # made once the stop began (closed at once), and made before it (answered).
+    assert outcomes == {"refused", "closed", "answered, then closed"}
