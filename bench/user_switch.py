@@ -6,10 +6,11 @@ every other group. Timed here, interleaved run after run, with ``PATH`` alone as
 environment (as the wrapper runs them), from fork to exit:
 
 - ``/bin/true`` alone (the baseline);
+- ``unshare --setuid --setgid``: no namespace made, the user taken (what the wrapper runs);
 - ``nsenter --uts=/proc/self/ns/uts --setuid --setgid``: the UTS namespace it is in, and
-  the user (what the wrapper runs; util-linux 2.41 and later refuse an nsenter with no
-  namespace to enter);
-- ``setpriv --reuid --regid --clear-groups`` (what it ran before);
+  the user (what the wrapper ran before; util-linux 2.41 and later refuse an nsenter with
+  no namespace to enter);
+- ``setpriv --reuid --regid --clear-groups`` (what it ran before that);
 - ``chroot --userspec=+uid:+gid --groups= --skip-chdir /`` (GNU coreutils; not every host's
   ``chroot`` takes these, busybox's does not).
 
@@ -27,13 +28,14 @@ import statistics
 import subprocess
 import time
 
-from bodega.worker.drivers.process.launch import OWN_NAMESPACE
+from bodega.worker.drivers.process.entry import OWN_NAMESPACE
 
 ENV = {"PATH": os.defpath}
 
 
 def ways(uid: int) -> dict[str, list[str]]:
     found = {"true": ["/bin/true"],
+             "unshare": ["unshare", f"--setuid={uid}", f"--setgid={uid}", "--", "/bin/true"],
              "nsenter": ["nsenter", OWN_NAMESPACE, f"--setuid={uid}", f"--setgid={uid}", "--",
                          "/bin/true"],
              "setpriv": ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",

@@ -169,7 +169,7 @@ async def test_a_parked_start_gives_the_machines_environment_to_its_program_alon
     tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
 ) -> None:
     """The launcher runs the run as root: the machine's LD_PRELOAD reaches none of it (not
-    its shell, the wrapper's, the volume's mkdir and mount, nsenter), only the program."""
+    its shell, the wrapper's, the volume's mkdir and mount, unshare), only the program."""
     driver, network, _cgroups = rig
     netns, launcher = await _parked(driver, network, 12, tmp_path / "park")
     await until(lambda: parking(driver).waiting(netns))

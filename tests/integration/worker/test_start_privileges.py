@@ -11,6 +11,7 @@ import asyncio
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import pytest
 
 from bodega.worker.drivers.base import DriverError, Mount, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
+from bodega.worker.drivers.process.launch import USER_SWITCH
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.drivers.process.procfs import child_pids
 from tests.poll_kit import until
@@ -64,8 +66,8 @@ def open_dir() -> Iterator[Path]:
 async def test_a_machines_ld_preload_is_loaded_by_its_program_alone(tmp_path: Path) -> None:
     """The config's environment is chosen by whoever holds an app token: its LD_PRELOAD is
     loaded by the machine's program only, as the machine's user, never by a root step of
-    the start (the wrapper's shell, unshare, the mkdir and mounts of its volume and its
-    directory, nsenter)."""
+    the start (the wrapper's shell, the mkdir and mounts of its volume and its directory,
+    the unshare that takes the user)."""
     volume = tmp_path / "volume"
     volume.mkdir()
     guest = Path(f"/tmp/bodega-volume-{uuid.uuid4().hex[:8]}")
@@ -167,7 +169,7 @@ async def test_the_program_runs_as_its_user_alone_with_no_capabilities(tmp_path:
     wrapper = handle.pid
 
     def program() -> int | None:
-        """The program once exec'd: the root steps before it (nsenter) carry the same argv
+        """The program once exec'd: the root steps before it (unshare) carry the same argv
         after their own, so the marker alone would find them first."""
         for pid in child_pids(wrapper):
             try:
@@ -220,3 +222,23 @@ async def test_the_refusal_is_the_machines_failed_start(tmp_path: Path) -> None:
             assert f"exec: {program}: not executable by the machine's user" in error, failed
     finally:
         shutil.rmtree(closed)
+
+
+def test_the_user_switch_stops_where_it_cannot_drop_the_workers_groups() -> None:
+    """The wrapper's switch to the machine's user, as it runs it: it takes the user and drops
+    every other group, and in a user namespace that denies ``setgroups`` it stops instead of
+    running the program with the worker's groups (``nsenter`` went on there)."""
+    switch = f'user={USER[0]}:{USER[1]}; {USER_SWITCH} cat /proc/self/status'
+    status = subprocess.run(["sh", "-c", switch], env={"PATH": os.defpath},
+                            capture_output=True, text=True, check=True).stdout
+    fields = dict(line.split(":", 1) for line in status.splitlines())
+    assert fields["Uid"].split() == [str(USER[0])] * 4
+    assert fields["Gid"].split() == [str(USER[1])] * 4
+    assert fields["Groups"].strip() == ""
+    assert int(fields["CapEff"], 16) == 0
+    denied = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--", "sh", "-c",
+         f"grep -qx deny /proc/self/setgroups && user=0:0 && {USER_SWITCH} /bin/true"],
+        env={"PATH": os.defpath}, capture_output=True, text=True)
+    assert denied.returncode != 0
+    assert "setgroups failed" in denied.stderr, denied.stderr

@@ -36,8 +36,8 @@ def test_a_worker_that_is_not_root_switches_no_user() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker runs machines as users")
 def test_a_user_namespace_that_denies_setgroups_refuses_machine_users(tmp_path: Path) -> None:
-    """There the wrapper's nsenter would take the machine's user and keep the worker's
-    groups (it goes on when setgroups fails): the worker says so and does not start."""
+    """There the wrapper's unshare cannot drop the worker's groups, and every start would
+    fail: the worker says so, in one line, and does not start."""
     setgroups = tmp_path / "setgroups"
     setgroups.write_text("allow\n")
     assert machine_user("nobody", setgroups) == NOBODY

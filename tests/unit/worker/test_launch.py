@@ -61,12 +61,12 @@ def test_without_mounts_there_is_no_gate_and_without_a_step_no_mounts() -> None:
 
 
 def test_root_steps_run_host_commands_by_name_only_before_any_machine_bind() -> None:
-    """Everything the wrapper runs as root (mount, mkdir, nsenter) it runs before the binds
+    """Everything the wrapper runs as root (mount, mkdir, unshare) it runs before the binds
     of what the machine owns, which BIND makes only past the gate; its last word is a
     builtin's."""
     binds = WRAPPER.index('mount --bind "${m%%=*}"')
     assert WRAPPER.index("read -r go <&4") < binds
-    assert WRAPPER.index("nsenter ") < binds
+    assert WRAPPER.index("unshare ") < binds
     assert "$pidf" not in WRAPPER[binds:]
     assert "$exitf" not in WRAPPER[binds:]
     assert WRAPPER.rstrip().endswith("echo $? >&5")

@@ -86,7 +86,7 @@ def machine_user(name: str | None, setgroups: Path = Path("/proc/self/setgroups"
     """(uid, gid) for running machines, when the worker is root and a user is configured.
 
     ValueError where ``setgroups`` is denied (a user namespace made so): the wrapper's
-    ``nsenter`` would then take the machine's user and keep the worker's groups."""
+    ``unshare`` could not drop the worker's groups, and every start would fail."""
     if name is None or os.geteuid() != 0:
         return None
     with contextlib.suppress(FileNotFoundError):  # a kernel before 3.19 has no such file

@@ -40,14 +40,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bodega.worker.drivers.base import TaskGone
-from bodega.worker.drivers.process.launch import (
-    OWN_NAMESPACE,
-    SHELL,
-    environment_script,
-    memory_fd,
-)
+from bodega.worker.drivers.process.launch import SHELL, environment_script, memory_fd
 
 EXEC_NAME = "bodega-exec"
+# What ``nsenter`` enters when it is run only to take a user: the UTS namespace it is in
+# already (nothing changes). util-linux 2.41 and later refuse an nsenter with no namespace.
+OWN_NAMESPACE = "--uts=/proc/self/ns/uts"
 # /proc/<pid>/ns entries, with the nsenter option that enters each.
 NAMESPACE_OPTIONS = (
     ("user", "--user"), ("cgroup", "--cgroup"), ("ipc", "--ipc"), ("uts", "--uts"),

@@ -37,7 +37,7 @@ file, nor a command line, which any user may read)::
 
     sh WRAPPER  root, PATH only: cgroups, the machine's directory, pid and exit files
       ├─ BIND   root: waits at the gate, then binds the mounts (the volume last)
-      └─ nsenter --setuid --setgid  (no other groups, no capabilities from here on)
+      └─ unshare --setuid --setgid  (no other groups, no capabilities from here on)
            sh -s  the program's step, as the machine's user with no capabilities: opens
                   the gate, waits for the binds, exports the variables, execs ``"$@"``
 
@@ -45,7 +45,7 @@ The order is the other half. The mounts bind what the machine owns (its volume m
 bound over ``/usr/bin``, or ``/etc`` with an ``ld.so.preload`` in it), and a root process
 exec'd in that namespace afterwards would load the machine's files: an absolute path
 resolved beforehand would not help (the bind shadows it, and the libraries the loader
-looks for), so nothing is exec'd as root after them. ``nsenter`` and the shell it runs are
+looks for), so nothing is exec'd as root after them. ``unshare`` and the shell it runs are
 loaded first; that shell, the machine's user's, opens the gate (a FIFO of the run); only
 then does ``BIND``, the wrapper's other child, run ``mount``. Its ``mount`` of the volume
 is the last root exec in the namespace, which is why the one directory goes after the
@@ -58,15 +58,18 @@ The program is exec'd by that step, a process of the machine's user with no capa
 left: the kernel checks its path as it does for that user, so a program in a directory
 closed to the user cannot run (``program.py`` says so before the start).
 
-The user is taken by ``nsenter`` with nothing new to enter (``--setuid``/``--setgid``,
-numeric ids, supplementary groups dropped; the exec path takes it the same way,
-``entry.py``; ``OWN_NAMESPACE``). Its ``setuid`` as root clears every capability before it
-execs the step's shell. Where ``setgroups`` fails (a user namespace that denies it) it goes
-on without, so a worker there refuses to run machines as their own users at all
-(``ops/effects.py``, ``machine_user``).
-``setpriv`` did this before; it looks each number up as a user name first (NSS loads
-``libnss_systemd`` and the libraries it needs) and reads the locale: 0.3-0.4 ms more on
-every start than ``nsenter`` (``docs/benchmarks.md``).
+The user is taken by ``unshare`` with no namespace to make (``--setuid``/``--setgid``:
+numeric ids, no name looked up; supplementary groups dropped, and it stops if it cannot
+drop them). Its ``setuid`` as root clears every capability before it execs the step's
+shell. The exec path takes the user with the ``nsenter`` that enters the machine's
+namespaces (``entry.py``). A worker whose user namespace denies ``setgroups`` refuses to run
+machines as their own users at all, in one line at its start (``ops/effects.py``,
+``machine_user``), rather than have each start fail.
+Each way of taking the user was timed (``bench/user_switch.py``, ``docs/benchmarks.md``):
+``setpriv`` looks each number up as a user name first (NSS loads ``libnss_systemd`` and the
+libraries it needs) and reads the locale; ``nsenter`` has to enter a namespace (util-linux
+2.41 and later refuse one with none; entering its own UTS namespace costs a ``setns``) and
+looks for its message catalogue; ``unshare`` makes one ``unshare(0)`` call and no more.
 """
 
 from __future__ import annotations
@@ -88,9 +91,8 @@ HOME_MOUNT = Path("/run/bodega/home")
 # steps that do): the host's commands are found on it, nothing of the machine's is in it.
 ROOT_ENV = {"PATH": os.defpath}
 PROGRAM_NAME = "bodega-machine"
-# What ``nsenter`` enters when it is run only to take a user: the UTS namespace it is in
-# already (nothing changes). util-linux 2.41 and later refuse an nsenter with no namespace.
-OWN_NAMESPACE = "--uts=/proc/self/ns/uts"
+# How the wrapper takes the machine's user ($user is uid:gid) before the command after it.
+USER_SWITCH = 'unshare --setuid="${user%%:*}" --setgid="${user#*:}" --'
 # A name a shell can export: the only ones the wrapper passes on to its program.
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -129,7 +131,7 @@ fi
 if [ "$memkb" != - ]; then ulimit -v "$memkb" || fail; fi
 if [ "$step" != - ]; then set -- @SHELL@ -s -- "$gate" "$@"; fi
 if [ "$user" != - ]; then
-  set -- nsenter @OWN_NAMESPACE@ --setuid="${user%%:*}" --setgid="${user#*:}" -- "$@"
+  set -- @USER_SWITCH@ "$@"
 fi
 if [ "$gate" = - ]; then
   echo $$ >&6
@@ -147,7 +149,7 @@ else
 fi
 echo $? >&5
 """.replace("@HOME_MOUNT@", shlex.quote(str(HOME_MOUNT))).replace("@SHELL@", SHELL).replace(
-    "@OWN_NAMESPACE@", OWN_NAMESPACE)
+    "@USER_SWITCH@", USER_SWITCH)
 
 
 @dataclass(frozen=True)
