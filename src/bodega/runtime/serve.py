@@ -7,16 +7,17 @@ an ephemeral port; ``Served.port`` reports the one the kernel chose. With
 handshakes are counted and each request knows its caller
 (``bodega.runtime.tls.gate``).
 
-Stopping closes every connection, also those still in their TLS handshake
-when the server began to stop. uvicorn tells the connections it knows to
-close, and it knows a TLS connection only once its handshake is done; one
-done later would stay open (keep-alive), and its stop would wait out the
-grace for it. So each connection is handed to uvicorn's protocol by
-``_Handover``, which tells one handed over during a stop to close at once,
-and ``Served.stop`` waits for those and aborts what is left at the grace's
-end. On asyncio's own loop, accepting stops before the server closes: a
-connection accepted just before would otherwise meet the closed server and
-be dropped unclosed (Python 3.11's ``Server._attach`` asserts it is open).
+Stopping lets requests under way finish, then closes every connection uvicorn
+knows; uvicorn knows a TLS connection only once its handshake is done. One
+done during the stop would be served as if nothing stopped, and hold the stop
+for its grace (keep-alive). So each connection reaches uvicorn's protocol
+through ``_Handover``, which aborts one whose handshake is done once the stop
+began (the client sees a reset, never a request half run). A handshake still
+under way when the stop returns ends that way, or in its own timeout. On
+asyncio's own loop, accepting stops before the server closes: a connection
+accepted just before would otherwise meet the closed server and be dropped
+unclosed (Python 3.11's ``Server._attach`` asserts it is open); uvloop makes
+the transport as it accepts.
 """
 
 from __future__ import annotations
@@ -26,9 +27,8 @@ import contextlib
 import logging
 import socket
 import ssl
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
@@ -56,49 +56,38 @@ class _Server(uvicorn.Server):
                 await within(self.exit_asked.wait(), 1.0)
 
 
-class _Book:
-    """A server's connections not yet handed to uvicorn (in their TLS handshake), and
-    whether the server is stopping."""
-
-    def __init__(self) -> None:
-        self.stopping = False
-        # Weak: a handshake that fails drops its protocol without a word to it.
-        self.handshaking: weakref.WeakSet[_Handover] = weakref.WeakSet()
-
-
 class _Handover(asyncio.Protocol):
     """Made for each accepted connection; once it is established (its handshake done), hands
-    it to uvicorn's protocol, which gets every later event, and tells it to close if the
-    server is stopping."""
+    it to uvicorn's protocol, which gets every later event, unless the server is stopping."""
 
     inner_class: type[asyncio.Protocol]
-    book: _Book
-    greet: Callable[[asyncio.BaseTransport, dict[str, object]], None] | None
+    stopping: asyncio.Event
+    note: Callable[[asyncio.BaseTransport, dict[str, object]], None] | None
 
     def __init__(self, **kwargs: Any) -> None:
-        # The connection's own copy of the app state, for ``greet`` to add to.
+        # The connection's own copy of the app state, for ``note`` to add to.
         self._state: dict[str, object] = dict(kwargs.get("app_state") or {})
         kwargs["app_state"] = self._state
-        self._inner: Any = self.inner_class(**kwargs)
-        self.book.handshaking.add(self)
+        self._inner = self.inner_class(**kwargs)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.book.handshaking.discard(self)
-        if self.greet is not None:
-            self.greet(transport, self._state)
+        if self.stopping.is_set():
+            transport.abort()  # type: ignore[attr-defined]  # a socket's transport
+            return
+        if self.note is not None:
+            self.note(transport, self._state)
         transport.set_protocol(self._inner)
         self._inner.connection_made(transport)
-        if self.book.stopping:
-            self._inner.shutdown()  # uvicorn's: closes it when no request is under way
 
 
-def _handover(inner: type[asyncio.Protocol], book: _Book,
-              greet: Callable[[asyncio.BaseTransport, dict[str, object]], None] | None,
+def _handover(inner: type[asyncio.Protocol], stopping: asyncio.Event,
+              note: Callable[[asyncio.BaseTransport, dict[str, object]], None] | None,
               ) -> type[asyncio.Protocol]:
-    """A protocol class for uvicorn's ``http`` setting."""
+    """A protocol class for uvicorn's ``http`` setting; ``note`` is told of each connection
+    and its state before its first request (the TLS gate's caller)."""
     return type("Handover", (_Handover,), {
-        "inner_class": inner, "book": book,
-        "greet": None if greet is None else staticmethod(greet)})
+        "inner_class": inner, "stopping": stopping,
+        "note": None if note is None else staticmethod(note)})
 
 
 @dataclass
@@ -107,9 +96,9 @@ class Served:
     task: asyncio.Task[None]
     host: str
     port: int
+    stopping: asyncio.Event  # what its connections' ``_Handover`` looks at
+    sock: socket.socket
     secure: bool = False
-    sock: socket.socket | None = None
-    book: _Book = field(default_factory=_Book)
 
     @property
     def url(self) -> str:
@@ -118,11 +107,13 @@ class Served:
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop accepting, let requests under way finish (for up to ``grace`` seconds), and
-        close every connection."""
+        close every connection. Once stopped, stopping again does nothing."""
+        if self.stopping.is_set():
+            await self.task
+            return
+        self.stopping.set()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + grace
-        self.book.stopping = True
-        if self.sock is not None and isinstance(loop, asyncio.SelectorEventLoop):  # not uvloop
+        if isinstance(loop, asyncio.SelectorEventLoop):  # not uvloop, which has no such gap
             loop.remove_reader(self.sock)
             await asyncio.sleep(0)  # connections accepted already get their transports
         self.server.should_exit = True
@@ -132,12 +123,8 @@ class Served:
         except TimeoutError:
             self.server.force_exit = True
             await self.task
-        # Connections whose handshake was done after uvicorn told its connections to close
-        # close themselves (``_Handover``): wait for them, then abort any still open.
-        connections = self.server.server_state.connections
-        while (self.book.handshaking or connections) and loop.time() < deadline:
-            await asyncio.sleep(0.01)
-        for connection in list(connections):
+        # uvicorn waited for its connections, up to the grace: any left are cut.
+        for connection in list(self.server.server_state.connections):
             transport = getattr(connection, "transport", None)
             if transport is not None:
                 transport.abort()
@@ -164,7 +151,7 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
     TLS (an internal listener); ``open_tls``: TLS that asks clients for no certificate."""
     sock = sock or bind(host, port)
     bound_port = 0 if sock.family == socket.AF_UNIX else int(sock.getsockname()[1])
-    book = _Book()
+    stopping = asyncio.Event()
     # No proxy headers: none of these listeners sits behind a proxy that sets them (the
     # proxy's own front, behind HAProxy, is not served here), and trusting X-Forwarded-For
     # from loopback would let a local client choose the address the failed-authentication
@@ -172,7 +159,7 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,
         proxy_headers=False,
-        backlog=2048, http=_handover(_http_protocol(), book, note_peer if tls else None),
+        backlog=2048, http=_handover(_http_protocol(), stopping, note_peer if tls else None),
         ssl_context_factory=(
             (lambda _config, _default: counting_server_context(tls)) if tls is not None
             else (lambda _config, _default: open_tls) if open_tls is not None else None),
@@ -186,8 +173,8 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
         await asyncio.sleep(0.005)
     log.info("serving on %s:%d%s", host, bound_port,
              " (mutual TLS)" if tls else " (TLS)" if open_tls else "")
-    return Served(server=server, task=task, host=host, port=bound_port,
-                  secure=tls is not None or open_tls is not None, sock=sock, book=book)
+    return Served(server=server, task=task, host=host, port=bound_port, stopping=stopping,
+                  sock=sock, secure=tls is not None or open_tls is not None)
 
 
 async def _serve_without_signal_handlers(server: uvicorn.Server, sock: socket.socket) -> None:

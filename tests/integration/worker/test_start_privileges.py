@@ -229,7 +229,8 @@ def test_the_user_switch_stops_where_it_cannot_drop_the_workers_groups() -> None
     every other group, and in a user namespace that denies ``setgroups`` it stops instead of
     running the program with the worker's groups (``nsenter`` went on there)."""
     switch = f'user={USER[0]}:{USER[1]}; {USER_SWITCH} cat /proc/self/status'
-    status = subprocess.run(["sh", "-c", switch], env={"PATH": os.defpath},
+    # Run with groups of its own (adm, cdrom), as a worker may be: none reach the program.
+    status = subprocess.run(["sh", "-c", switch], env={"PATH": os.defpath}, extra_groups=[4, 24],
                             capture_output=True, text=True, check=True).stdout
     fields = dict(line.split(":", 1) for line in status.splitlines())
     assert fields["Uid"].split() == [str(USER[0])] * 4

@@ -46,3 +46,19 @@ def test_a_user_namespace_that_denies_setgroups_refuses_machine_users(tmp_path: 
     with pytest.raises(ValueError, match="denies setgroups"):
         machine_user("nobody", setgroups)
     assert machine_user(None, setgroups) is None  # no machine users asked for: nothing to refuse
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root worker runs machines as users")
+def test_an_unshare_that_takes_no_user_refuses_machine_users(tmp_path: Path) -> None:
+    """util-linux before 2.34: its unshare has no --setuid, so every start would fail."""
+    allowed = tmp_path / "setgroups"
+    allowed.write_text("allow\n")
+    old = tmp_path / "unshare"
+    old.write_text("#!/bin/sh\necho \"unshare: unrecognized option '$1'\" >&2\nexit 1\n")
+    old.chmod(0o755)
+    with pytest.raises(ValueError, match=r"cannot take a user \(unshare: unrecognized option "
+                                         r"'--setuid=0'\); it needs util-linux 2.34"):
+        machine_user("nobody", allowed, unshare=str(old))
+    with pytest.raises(ValueError, match="cannot take a user"):
+        machine_user("nobody", allowed, unshare=str(tmp_path / "missing"))
+    assert machine_user("nobody", allowed) == NOBODY  # this host's own unshare takes one

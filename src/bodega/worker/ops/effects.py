@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import signal as signals
+import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -81,20 +82,33 @@ def signal_number(name: str | int | None, default: int) -> int:
     return int(signals.Signals[text])
 
 
-def machine_user(name: str | None, setgroups: Path = Path("/proc/self/setgroups")
-                 ) -> tuple[int, int] | None:
+def machine_user(name: str | None, setgroups: Path = Path("/proc/self/setgroups"),
+                 unshare: str = "unshare") -> tuple[int, int] | None:
     """(uid, gid) for running machines, when the worker is root and a user is configured.
 
-    ValueError where ``setgroups`` is denied (a user namespace made so): the wrapper's
-    ``unshare`` could not drop the worker's groups, and every start would fail."""
+    ValueError where the wrapper's switch to the machine's user (``launch.USER_SWITCH``)
+    would fail every start: ``setgroups`` denied (a user namespace made so: the worker's
+    groups cannot be dropped), or an ``unshare`` that takes no user (util-linux before
+    2.34)."""
     if name is None or os.geteuid() != 0:
         return None
     with contextlib.suppress(FileNotFoundError):  # a kernel before 3.19 has no such file
         if setgroups.read_text().strip() == "deny":
             raise ValueError(
                 "machines cannot run as their own users here: this user namespace denies "
-                "setgroups, so they would keep the worker's groups (run the worker where "
+                "setgroups, so the worker's groups cannot be dropped (run the worker where "
                 "/proc/self/setgroups says allow)")
+    try:
+        tried = subprocess.run([unshare, "--setuid=0", "--setgid=0", "--", "true"],
+                               env={"PATH": os.defpath}, capture_output=True, text=True,
+                               check=False)
+        said = (tried.stderr.strip().splitlines() or [f"exit {tried.returncode}"])[-1]
+    except OSError as exc:
+        tried, said = None, str(exc)
+    if tried is None or tried.returncode != 0:
+        raise ValueError(
+            f"machines cannot run as their own users here: {unshare} cannot take a user "
+            f"({said}); it needs util-linux 2.34 or later")
     entry = pwd.getpwnam(name)
     gid = entry.pw_gid
     if name == "nobody":

@@ -67,9 +67,11 @@ machines as their own users at all, in one line at its start (``ops/effects.py``
 ``machine_user``), rather than have each start fail.
 Each way of taking the user was timed (``bench/user_switch.py``, ``docs/benchmarks.md``):
 ``setpriv`` looks each number up as a user name first (NSS loads ``libnss_systemd`` and the
-libraries it needs) and reads the locale; ``nsenter`` has to enter a namespace (util-linux
-2.41 and later refuse one with none; entering its own UTS namespace costs a ``setns``) and
-looks for its message catalogue; ``unshare`` makes one ``unshare(0)`` call and no more.
+libraries it needs) and reads the locale; Debian's ``nsenter`` loads ``libselinux`` and
+``libpcre2`` and looks for SELinux, and has to enter a namespace (util-linux 2.41 and later
+refuse one with none); ``unshare`` loads libc alone and makes one ``unshare(0)`` call.
+``--setuid``/``--setgid`` came to ``unshare`` in util-linux 2.34: an older one makes the
+worker refuse machine users at its start (``machine_user``).
 """
 
 from __future__ import annotations
