@@ -58,7 +58,9 @@ def test_an_unshare_that_takes_no_user_refuses_machine_users(tmp_path: Path) -> 
     old.chmod(0o755)
     with pytest.raises(ValueError, match=r"cannot take a user \(unshare: unrecognized option "
                                          r"'--setuid=0'\); it needs util-linux 2.34"):
-        machine_user("nobody", allowed, unshare=str(old))
+        machine_user("nobody", allowed, path=f"{tmp_path}:{os.defpath}")
+    nowhere = tmp_path / "empty"
+    nowhere.mkdir()
     with pytest.raises(ValueError, match="cannot take a user"):
-        machine_user("nobody", allowed, unshare=str(tmp_path / "missing"))
+        machine_user("nobody", allowed, path=str(nowhere))  # no unshare at all
     assert machine_user("nobody", allowed) == NOBODY  # this host's own unshare takes one

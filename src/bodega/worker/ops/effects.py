@@ -46,6 +46,7 @@ from bodega.worker.drivers.base import (
     TaskHandle,
     TaskSpec,
 )
+from bodega.worker.drivers.process.launch import ROOT_ENV, SHELL, USER_SWITCH
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.host.identity import machine_identity
 from bodega.worker.host.network import Network, NetworkError
@@ -83,13 +84,13 @@ def signal_number(name: str | int | None, default: int) -> int:
 
 
 def machine_user(name: str | None, setgroups: Path = Path("/proc/self/setgroups"),
-                 unshare: str = "unshare") -> tuple[int, int] | None:
+                 path: str = ROOT_ENV["PATH"]) -> tuple[int, int] | None:
     """(uid, gid) for running machines, when the worker is root and a user is configured.
 
-    ValueError where the wrapper's switch to the machine's user (``launch.USER_SWITCH``)
-    would fail every start: ``setgroups`` denied (a user namespace made so: the worker's
-    groups cannot be dropped), or an ``unshare`` that takes no user (util-linux before
-    2.34)."""
+    ValueError where the wrapper's switch to the machine's user (``launch.USER_SWITCH``, run
+    here as the wrapper runs it, with ``path`` its ``PATH``) would fail every start:
+    ``setgroups`` denied (a user namespace made so: the worker's groups cannot be dropped),
+    or an ``unshare`` that takes no user (util-linux before 2.34)."""
     if name is None or os.geteuid() != 0:
         return None
     with contextlib.suppress(FileNotFoundError):  # a kernel before 3.19 has no such file
@@ -98,16 +99,12 @@ def machine_user(name: str | None, setgroups: Path = Path("/proc/self/setgroups"
                 "machines cannot run as their own users here: this user namespace denies "
                 "setgroups, so the worker's groups cannot be dropped (run the worker where "
                 "/proc/self/setgroups says allow)")
-    try:
-        tried = subprocess.run([unshare, "--setuid=0", "--setgid=0", "--", "true"],
-                               env={"PATH": os.defpath}, capture_output=True, text=True,
-                               check=False)
+    tried = subprocess.run([SHELL, "-c", f"user=0:0; {USER_SWITCH} true"], env={"PATH": path},
+                           capture_output=True, text=True, check=False)
+    if tried.returncode != 0:
         said = (tried.stderr.strip().splitlines() or [f"exit {tried.returncode}"])[-1]
-    except OSError as exc:
-        tried, said = None, str(exc)
-    if tried is None or tried.returncode != 0:
         raise ValueError(
-            f"machines cannot run as their own users here: {unshare} cannot take a user "
+            f"machines cannot run as their own users here: unshare cannot take a user "
             f"({said}); it needs util-linux 2.34 or later")
     entry = pwd.getpwnam(name)
     gid = entry.pw_gid
