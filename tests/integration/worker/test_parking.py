@@ -24,8 +24,14 @@ from bodega.runtime import cluster_id
 from bodega.worker.drivers.base import RESOLV_CONF, Mount, TaskSpec
 from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
-from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
-from bodega.worker.drivers.process.parking import PARK_NAME, Parking, park_slot, run_script
+from bodega.worker.drivers.process.launch import HOME_MOUNT, MACHINE_DIRS, RunFiles
+from bodega.worker.drivers.process.parking import (
+    PARK_NAME,
+    SPARE_HOME,
+    Parking,
+    park_slot,
+    run_script,
+)
 from bodega.worker.drivers.process.procfs import pids_with_argument
 from bodega.worker.host.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
@@ -61,7 +67,8 @@ async def rig(tmp_path: Path) -> AsyncIterator[tuple[ProcessDriver, NetnsNetwork
     await network.setup()
     cgroups = Cgroups.detect(f"park-test-{uuid.uuid4().hex[:6]}")
     assert cgroups is not None
-    driver = ProcessDriver(cgroups, park_dir=tmp_path / "park")
+    # Machines run as their own users (the specs below): launchers make spare homes.
+    driver = ProcessDriver(cgroups, park_dir=tmp_path / "park", spare_homes=True)
     try:
         yield driver, network, cgroups
     finally:
@@ -304,6 +311,57 @@ async def test_a_launcher_parked_for_another_directory_is_parked_again(
     assert await _launchers(park / netns) == [launcher]
     parking(driver).release(netns)
     assert not parking(driver).holds(netns)
+
+
+async def test_a_launcher_at_a_free_address_makes_the_next_machines_directory_ahead(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    """A spare launcher binds a directory of its own while it waits; the create's prepare
+    renames it into the new machine's directory, and the start binds nothing: the program
+    starts in it, a file written there after the rename in sight. A machine whose
+    directory was made before takes none (a plain start); a spare nobody took is removed
+    with its launcher, and by the next worker's reap."""
+    driver, network, cgroups = rig
+    park = tmp_path / "park"
+    netns, launcher = await _parked(driver, network, 13, park)
+    spare = park / netns / SPARE_HOME
+    assert sorted(p.name for p in spare.iterdir()) == sorted(MACHINE_DIRS)
+    assert parking(driver).holds(netns)  # a spare is what a free address wants
+    s = dataclasses.replace(spec(tmp_path, netns, uuid.uuid4().hex[:14]), argv=[
+        machine_python(), "-c", "import os; print(open('note').read(), os.getcwd(), "
+        "flush=True); import time; time.sleep(60)"])
+    await driver.prepare(s)
+    assert not spare.exists() or not any(spare.iterdir())  # all of it the machine's now
+    home = s.machine_dir / "root"
+    assert os.stat(home).st_uid == 65534
+    (home / "note").write_text("furnished")
+    handle = await driver.start(dataclasses.replace(s, prepared=True))
+    assert handle.pid == launcher
+    log = s.machine_dir / "logs" / "machine.log"
+    await until(lambda: log.exists() and log.read_text().strip() != "")
+    assert log.read_text().split() == ["furnished", str(HOME_MOUNT)]
+    wrapper_args = Path(f"/proc/{handle.pid}/cmdline").read_text().split("\0")
+    assert "@" in wrapper_args  # bound by the launcher: no `mount` at the start
+    assert str(home) not in wrapper_args
+    await driver.destroy(s.machine_id, s.machine_dir)
+    parking(driver).release(netns)
+
+    # Parked again; a machine whose directory was made already takes no spare.
+    netns, launcher = await _parked(driver, network, 13, park)
+    made = spec(tmp_path, netns, uuid.uuid4().hex[:14])
+    (made.machine_dir / "root").mkdir(parents=True)
+    assert not parking(driver).furnish(netns, made.machine_dir)
+    handle = await driver.start(made)
+    assert handle.pid != launcher  # the launcher bound another directory: a plain start
+    assert (await _report(made))["cwd"] == str(HOME_MOUNT)
+    await until(lambda: not spare.exists())  # removed with the launcher, discarded
+    await driver.destroy(made.machine_id, made.machine_dir)
+
+    netns, launcher = await _parked(driver, network, 14, park)
+    assert (park / netns / SPARE_HOME).exists()
+    parking(ProcessDriver(cgroups, park_dir=park, spare_homes=True)).reap()  # a restart
+    assert not (park / netns / SPARE_HOME).exists()
+    await until(lambda: not Path(f"/proc/{launcher}").exists() or _zombie(launcher))
 
 
 def test_a_run_script_cut_short_runs_nothing(tmp_path: Path) -> None:

@@ -17,7 +17,10 @@ class Wired(HostNetwork):
         super().__init__("127.0.0.1", ipaddress.ip_network("10.0.0.0/24"))
         self.wired = wired
 
+        self.asked: list[int] = []
+
     def ready(self, index: int) -> bool:
+        self.asked.append(index)
         return index in self.wired
 
 
@@ -27,6 +30,7 @@ def test_a_create_takes_the_address_whose_launcher_waits(tmp_path: Path) -> None
         network = Wired({2, 3, 4})
         # Address 2's launcher is still joining its cgroups; 3's waits: 3 only has to exec.
         assert free_address(store.db, network, (2, 254), lambda i: i == 3) == 3
+        assert network.asked == []  # a launcher waits: no namespace is looked at
         assert free_address(store.db, network, (2, 254)) == 2  # none waits: the lowest wired
         assert free_address(store.db, Wired({4}), (2, 254)) == 4
         assert free_address(store.db, Wired(set()), (2, 254)) == 2

@@ -96,7 +96,8 @@ def make_driver(config: WorkerConfig) -> Driver:
                    if config.cgroups and os.geteuid() == 0 else None)
         return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
                              park_dir=config.data_dir / "park",
-                             resolv_conf=config.resolv_conf_ahead)
+                             resolv_conf=config.resolv_conf_ahead,
+                             spare_homes=config.machine_user is not None)
     if config.driver in ("oci", "auto"):
         return make_image_driver(config)
     raise ValueError(f"unknown driver {config.driver!r}: use auto, process, oci, null or fake")

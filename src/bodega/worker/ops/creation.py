@@ -67,8 +67,11 @@ def free_address(conn: sqlite3.Connection, network: Network, ip_range: tuple[int
     """Of the lowest free addresses: the first with a launcher waiting in its namespace (a
     start there only execs), else the first whose namespace is wired, else the lowest."""
     free = queries.free_ip_indexes(conn, *ip_range, WIRE_AHEAD + 1)
-    return next((i for i in free if launcher_waiting(i)),
-                next((i for i in free if network.ready(i)), free[0] if free else None))
+    for ready in (launcher_waiting, network.ready):  # the cheaper look first
+        found = next((i for i in free if ready(i)), None)
+        if found is not None:
+            return found
+    return free[0] if free else None
 
 
 def earlier_try(conn: sqlite3.Connection, req: CreateRequest,

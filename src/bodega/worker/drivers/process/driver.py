@@ -28,6 +28,7 @@ from bodega.worker.drivers.process.control import ProcessControl
 from bodega.worker.drivers.process.freezer import CgroupFreezer
 from bodega.worker.drivers.process.launch import (
     HOME_MOUNT,
+    MACHINE_DIRS,
     ROOT_ENV,
     RunFiles,
     bind_order,
@@ -54,15 +55,16 @@ class ProcessDriver(RunsDriver):
 
     def __init__(self, cgroups: Cgroups | None, log_max_bytes: int = 1 << 20,
                  park_dir: Path | None = None, warmup: Warmup | None = None,
-                 resolv_conf: Path | None = None) -> None:
+                 resolv_conf: Path | None = None, spare_homes: bool = False) -> None:
         self.cgroups = cgroups
         # The image driver's warm-up beside this one (``pair.py``), if any: this driver's
         # own cgroup work waits until that warm-up's move lets go of the kernel's mutex.
         self.warmup = warmup
         self.runs = Runs(self.name, cgroups, warmup)
         # Launchers wait in wired namespaces only where there are cgroups to save time on.
-        # ``resolv_conf``: the private network's, which parked launchers bind ahead.
-        self.parking = (Parking(park_dir, cgroups, warmup, resolv_conf)
+        # ``resolv_conf``: the private network's, which parked launchers bind ahead;
+        # ``spare_homes``: machines run as their own users (``parking.py``).
+        self.parking = (Parking(park_dir, cgroups, warmup, resolv_conf, spare_homes)
                         if cgroups and park_dir else None)
         self.janitor = LogJanitor(log_max_bytes)
         self.control = ProcessControl(self.runs, cgroups)
@@ -74,9 +76,12 @@ class ProcessDriver(RunsDriver):
 
     # -- prepare and start ------------------------------------------------------------
     async def prepare(self, spec: TaskSpec) -> None:
-        root = spec.machine_dir / "root"
-        for path in (root, spec.machine_dir / "logs", spec.machine_dir / "run"):
-            path.mkdir(parents=True, exist_ok=True)
+        if self.parking is not None and spec.netns is not None and spec.user is not None:
+            # A new machine takes the directory its namespace's launcher made and bound.
+            self.parking.furnish(spec.netns, spec.machine_dir)
+        for part in MACHINE_DIRS:
+            (spec.machine_dir / part).mkdir(parents=True, exist_ok=True)
+        root = spec.machine_dir / MACHINE_DIRS[0]
         if spec.user is not None:
             os.chown(root, *spec.user)
             HOME_MOUNT.mkdir(parents=True, exist_ok=True)

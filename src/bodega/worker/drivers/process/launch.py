@@ -93,6 +93,8 @@ HOME_MOUNT = Path("/run/bodega/home")
 # steps that do): the host's commands are found on it, nothing of the machine's is in it.
 ROOT_ENV = {"PATH": os.defpath}
 PROGRAM_NAME = "bodega-machine"
+# A machine's directory: where its program starts (``home``), its log, its run files.
+MACHINE_DIRS = ("root", "logs", "run")
 # How the wrapper takes the machine's user ($user is uid:gid) before the command after it.
 USER_SWITCH = 'unshare --setuid="${user%%:*}" --setgid="${user#*:}" --'
 # A name a shell can export: the only ones the wrapper passes on to its program.

@@ -21,6 +21,14 @@ launcher has exec'd, its command line names the run's pidfile; a launcher
 that never got its run is found and killed when the worker starts again
 (``reap``). A launcher whose namespace was rewired under it (checked by
 inode) is discarded, never used.
+
+The launcher binds, while it waits, the directory its machine's program starts in (at
+``HOME_MOUNT``), so the start has no ``mount`` to run (a process of about 1 ms before the
+program's). Parked for a machine at rest, it binds that machine's. Parked at a free
+address where machines run as their own users, it makes the next machine's directory
+itself (``root``, ``logs`` and ``run``, in its own directory) and binds that ``root``; the
+create's prepare renames them into the machine's directory (``furnish``). A bind follows
+the directory, not its path.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import contextlib
 import logging
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -38,6 +47,7 @@ from bodega.worker.drivers.base import RESOLV_CONF, TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import (
     HOME_MOUNT,
+    MACHINE_DIRS,
     PROGRAM_NAME,
     SHELL,
     WRAPPER,
@@ -54,6 +64,8 @@ from bodega.worker.drivers.process.warmup import Warmup
 log = logging.getLogger("bodega.worker.parking")
 
 PARK_NAME = "bodega-park"
+# In a launcher's directory: the next machine's directory, made ahead (``MACHINE_DIRS``).
+SPARE_HOME = "home"
 # The launcher waits in a mount namespace of its own, so the start does not make one (a
 # new mount namespace costs milliseconds). A slave of the host's: mounts and unmounts
 # made on the host meanwhile (a network namespace's removal among them) still reach it,
@@ -90,6 +102,11 @@ class Parked:
     home: Path | None = None  # bound at HOME_MOUNT while parked
     home_inode: tuple[int, int] | None = None  # (device, inode) of ``home`` then
     resolv: bool = False  # the private network's resolv.conf bound at RESOLV_CONF
+    spare: bool = False  # ``home`` is its own, made ahead for the next machine here
+
+    def holds(self, home: Path | None) -> bool:
+        """Parked with ``home`` bound, or, for no home (a free address), its own spare."""
+        return self.home == home or (home is None and self.spare)
 
     @property
     def pid(self) -> int:
@@ -98,29 +115,38 @@ class Parked:
 
 class Parking:
     def __init__(self, root: Path, cgroups: Cgroups, warmup: Warmup | None = None,
-                 resolv_conf: Path | None = None) -> None:
+                 resolv_conf: Path | None = None, spare_homes: bool = False) -> None:
         self.root = root
         self.cgroups = cgroups
         self.warmup = warmup
         self.resolv_conf = resolv_conf  # the private network's, bound by each launcher
+        # Machines run as their own users, from their directory bound at HOME_MOUNT: a
+        # launcher at a free address makes the next one's ahead.
+        self.spare_homes = spare_homes
         self._parked: dict[str, Parked] = {}
 
     def park(self, netns: str, home: Path | None = None) -> None:
         """Leave a launcher waiting in ``netns`` (once; a no-op if one is there), with
-        ``home`` (a machine at rest's directory) already bound at HOME_MOUNT."""
+        ``home`` (a machine at rest's directory) already bound at HOME_MOUNT; with none (a
+        free address), a spare directory of its own where ``spare_homes`` says so."""
         home_inode = _identity(home) if home is not None else None
         if home_inode is None:
             home = None  # none, or not made yet: its start binds it
         current = self._parked.get(netns)
         if current is not None:
             if (current.popen.poll() is None and self._fresh(current)
-                    and (current.home, current.home_inode) == (home, home_inode)):
+                    and (current.holds(None) if home is None
+                         else (current.home, current.home_inode) == (home, home_inode))):
                 return
             del self._parked[netns]
             self._discard(current)  # dead, in a namespace rebuilt, or for another directory
         directory = self.root / netns
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "ready").unlink(missing_ok=True)
+        spare = home is None and self.spare_homes
+        if spare:
+            home = _spare_home(directory / SPARE_HOME)
+            home_inode = _identity(home)
         fifo = directory / "go"
         if not fifo.exists():
             os.mkfifo(fifo, 0o600)
@@ -142,7 +168,7 @@ class Parking:
             log.warning("could not park a launcher in %s: %s", netns, exc)
             return
         self._parked[netns] = Parked(netns, directory, popen, _identity(Path("/run/netns") / netns),
-                                     home, home_inode, resolv is not None)
+                                     home, home_inode, resolv is not None, spare)
 
     async def clear(self) -> None:
         """Until parking may make a cgroup without waiting on an image start's warm-up."""
@@ -159,7 +185,30 @@ class Parking:
 
     def holds(self, netns: str, home: Path | None = None) -> bool:
         parked = self._parked.get(netns)
-        return parked is not None and parked.home == home
+        return parked is not None and parked.holds(home)
+
+    def furnish(self, netns: str, machine_dir: Path) -> bool:
+        """Make the spare directory of the launcher waiting in ``netns`` the new machine's
+        ``machine_dir`` (its parts renamed in: the bound ``root`` stays bound), so its start
+        binds nothing. False, changing nothing, when there is none, or the machine has a
+        ``root`` already (a prepare done before): its start then is a plain one. What the
+        spare lacks (removed from under it) the prepare makes, as for any machine."""
+        parked = self._parked.get(netns)
+        root = machine_dir / MACHINE_DIRS[0]
+        if parked is None or not parked.spare or root.exists():
+            return False
+        spare = parked.directory / SPARE_HOME
+        try:
+            machine_dir.mkdir(parents=True, exist_ok=True)
+            os.rename(spare / root.name, root)
+        except OSError as exc:
+            log.warning("%s: could not take the directory parked ahead: %s", netns, exc)
+            return False
+        parked.home, parked.spare = root, False
+        for part in MACHINE_DIRS[1:]:
+            with contextlib.suppress(OSError):
+                os.rename(spare / part, machine_dir / part)
+        return True
 
     def take(self, spec: TaskSpec, files: RunFiles,
              user_memory_kib: int | None,
@@ -228,6 +277,8 @@ class Parking:
         parked.popen.wait()
         with contextlib.suppress(OSError):
             self.cgroups.remove(park_slot(parked.netns))
+        if parked.spare:  # no machine's yet
+            shutil.rmtree(parked.directory / SPARE_HOME, ignore_errors=True)
 
     def release(self, netns: str) -> None:
         """Kill the launcher waiting in ``netns``, if any (the namespace is going away)."""
@@ -250,6 +301,7 @@ class Parking:
             self.cgroups.kill_all(park_slot(directory.name))
             with contextlib.suppress(OSError):  # busy until the killed have exited: parking
                 self.cgroups.remove(park_slot(directory.name))  # there later reuses it
+            shutil.rmtree(directory / SPARE_HOME, ignore_errors=True)
 
 
 def park_slot(netns: str) -> str:
@@ -287,6 +339,15 @@ def run_script(spec: TaskSpec, files: RunFiles, memory_kib: int | None,
         f"{step}{end}\n"
         "}\n"
     )
+
+
+def _spare_home(spare: Path) -> Path:
+    """A machine's directory made afresh at ``spare`` (whatever an earlier launcher left
+    there goes); the ``root`` a launcher binds."""
+    shutil.rmtree(spare, ignore_errors=True)
+    for part in MACHINE_DIRS:
+        (spare / part).mkdir(parents=True)
+    return spare / MACHINE_DIRS[0]
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
