@@ -22,13 +22,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from bench.exec_times import report, timed
 from bodega.worker.drivers.process.launch import (
     HOME_MOUNT,
     PROGRAM_NAME,
@@ -39,7 +38,6 @@ from bodega.worker.drivers.process.launch import (
     wrapper_arguments,
 )
 
-ENV = {"PATH": os.defpath}
 PROGRAM = "/bin/true"
 OWN_MOUNTS = "BODEGA_BENCH_OWN_MOUNTS"  # set once re-run in a mount namespace of its own
 
@@ -58,12 +56,6 @@ def wrapper(home: Path, files: RunFiles, uid: int, bound: bool) -> tuple[list[st
     arguments = wrapper_arguments(files, cgroup_procs=[], user=(uid, uid), memory_kib=None,
                                   mounts=[], home="@" if bound else str(home))
     return [SHELL, "-c", WRAPPER, PROGRAM_NAME, *arguments, PROGRAM], program_step({}).encode()
-
-
-def timed(argv: list[str], stdin: bytes | None) -> float:
-    began = time.perf_counter()
-    subprocess.run(argv, input=stdin, env=ENV, cwd="/", check=True)
-    return time.perf_counter() - began
 
 
 def main(runs: int, uid: int) -> None:
@@ -93,13 +85,7 @@ def measure(machine: Path, runs: int, uid: int) -> None:
             times[name].append(timed(*wrapper(home, files, uid, bound)))
             if not bound:  # its bind, over the one made ahead: undone for the next run
                 subprocess.run(["umount", str(HOME_MOUNT)], check=True)
-    bare = statistics.median(times["true"])
-    print(f"a machine's exec chain, {PROGRAM} as the program, {runs} runs interleaved, "
-          f"median (load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
-    for name, samples in times.items():
-        median = statistics.median(samples)
-        print(f"  {name:<26} {median * 1000:6.3f} ms  {(median - bare) * 1000:+6.3f} ms "
-              f"over {PROGRAM}")
+    report(f"a machine's exec chain, {PROGRAM} as the program", times, "true")
 
 
 if __name__ == "__main__":

@@ -24,13 +24,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
-import time
 
+from bench.exec_times import report, timed
 from bodega.worker.drivers.process.entry import OWN_NAMESPACE
-
-ENV = {"PATH": os.defpath}
 
 
 def ways(uid: int) -> dict[str, list[str]]:
@@ -47,12 +43,6 @@ def ways(uid: int) -> dict[str, list[str]]:
     return found
 
 
-def timed(argv: list[str]) -> float:
-    began = time.perf_counter()
-    subprocess.run(argv, env=ENV, check=True)
-    return time.perf_counter() - began
-
-
 def main(runs: int, uid: int) -> None:
     if os.geteuid() != 0:
         raise SystemExit("bench.user_switch changes user: run it as root")
@@ -61,13 +51,7 @@ def main(runs: int, uid: int) -> None:
     for _ in range(runs):
         for name, argv in commands.items():
             times[name].append(timed(argv))
-    bare = statistics.median(times["true"])
-    print(f"exec of /bin/true through each, {runs} runs interleaved, median "
-          f"(load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}):")
-    for name, samples in times.items():
-        median = statistics.median(samples)
-        print(f"  {name:<8} {median * 1000:6.3f} ms  "
-              f"{(median - bare) * 1000:+6.3f} ms over /bin/true")
+    report("exec of /bin/true through each", times, "true")
 
 
 if __name__ == "__main__":
