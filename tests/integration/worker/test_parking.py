@@ -275,9 +275,9 @@ async def test_a_launcher_binds_the_private_networks_resolv_conf_ahead(
 async def test_a_launcher_parked_for_another_directory_is_parked_again(
     tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
 ) -> None:
-    """An address's launcher parked as a spare (no directory) is replaced by one for the
-    machine that came to rest there; parked again for the same, it stays; for the same
-    path made anew, it is replaced; for a directory not made yet, it binds none and stays."""
+    """An address's launcher parked as a spare is replaced by one for the machine that came
+    to rest there; parked again for the same, it stays; for the same path made anew, it is
+    replaced; for a directory not made yet, it is parked as a spare again, and stays."""
     driver, network, _cgroups = rig
     park = tmp_path / "park"
 
@@ -313,28 +313,31 @@ async def test_a_launcher_parked_for_another_directory_is_parked_again(
     assert not parking(driver).holds(netns)
 
 
+NOTE_AND_WHERE = [machine_python(), "-c", "import os; print(open('note').read(), os.getcwd(), "
+                  "flush=True); import time; time.sleep(60)"]
+
+
 async def test_a_launcher_at_a_free_address_makes_the_next_machines_directory_ahead(
     tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
 ) -> None:
     """A spare launcher binds a directory of its own while it waits; the create's prepare
     renames it into the new machine's directory, and the start binds nothing: the program
-    starts in it, a file written there after the rename in sight. A machine whose
-    directory was made before takes none (a plain start); a spare nobody took is removed
-    with its launcher, and by the next worker's reap."""
-    driver, network, cgroups = rig
+    starts in it, a file written there after the rename in sight. The upkeep parking at
+    that address again meanwhile (its look began before the create) keeps the launcher."""
+    driver, network, _cgroups = rig
     park = tmp_path / "park"
     netns, launcher = await _parked(driver, network, 13, park)
     spare = park / netns / SPARE_HOME
     assert sorted(p.name for p in spare.iterdir()) == sorted(MACHINE_DIRS)
     assert parking(driver).holds(netns)  # a spare is what a free address wants
-    s = dataclasses.replace(spec(tmp_path, netns, uuid.uuid4().hex[:14]), argv=[
-        machine_python(), "-c", "import os; print(open('note').read(), os.getcwd(), "
-        "flush=True); import time; time.sleep(60)"])
+    s = dataclasses.replace(spec(tmp_path, netns, uuid.uuid4().hex[:14]), argv=NOTE_AND_WHERE)
     await driver.prepare(s)
-    assert not spare.exists() or not any(spare.iterdir())  # all of it the machine's now
+    assert not spare.exists()  # all of it the machine's now
     home = s.machine_dir / "root"
     assert os.stat(home).st_uid == 65534
     (home / "note").write_text("furnished")
+    parking(driver).park(netns)  # a stale look of the upkeep's: nothing to replace
+    assert parking(driver).holds(netns)
     handle = await driver.start(dataclasses.replace(s, prepared=True))
     assert handle.pid == launcher
     log = s.machine_dir / "logs" / "machine.log"
@@ -344,24 +347,68 @@ async def test_a_launcher_at_a_free_address_makes_the_next_machines_directory_ah
     assert "@" in wrapper_args  # bound by the launcher: no `mount` at the start
     assert str(home) not in wrapper_args
     await driver.destroy(s.machine_id, s.machine_dir)
-    parking(driver).release(netns)
 
-    # Parked again; a machine whose directory was made already takes no spare.
-    netns, launcher = await _parked(driver, network, 13, park)
-    made = spec(tmp_path, netns, uuid.uuid4().hex[:14])
-    (made.machine_dir / "root").mkdir(parents=True)
-    assert not parking(driver).furnish(netns, made.machine_dir)
-    handle = await driver.start(made)
-    assert handle.pid != launcher  # the launcher bound another directory: a plain start
-    assert (await _report(made))["cwd"] == str(HOME_MOUNT)
-    await until(lambda: not spare.exists())  # removed with the launcher, discarded
-    await driver.destroy(made.machine_id, made.machine_dir)
 
+async def test_a_spare_no_create_took_is_bound_over_by_the_start_and_removed(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    """A machine whose directory was made before (a prepare done again), or a launcher not
+    yet ``ready`` (its spare not bound yet), takes no spare: the launcher still runs the
+    start, whose wrapper binds the machine's own directory over the spare. A spare is made
+    afresh by the next launcher parked there; one nobody took goes with its launcher, and
+    with the next worker's reap."""
+    driver, network, cgroups = rig
+    park = tmp_path / "park"
+    netns, launcher = await _parked(driver, network, 15, park)
+    spare = park / netns / SPARE_HOME
+    s = dataclasses.replace(spec(tmp_path, netns, uuid.uuid4().hex[:14]), argv=NOTE_AND_WHERE)
+    (park / netns / "ready").unlink()  # as before the launcher has bound it
+    assert not parking(driver).furnish(netns, s.machine_dir)
+    (park / netns / "ready").touch()
+    home = s.machine_dir / "root"
+    home.mkdir(parents=True)
+    (home / "note").write_text("made-before")
+    assert not parking(driver).furnish(netns, s.machine_dir)
+    handle = await driver.start(s)
+    assert handle.pid == launcher
+    log = s.machine_dir / "logs" / "machine.log"
+    await until(lambda: log.exists() and log.read_text().strip() != "")
+    assert log.read_text().split() == ["made-before", str(HOME_MOUNT)]
+    assert str(home) in Path(f"/proc/{handle.pid}/cmdline").read_text().split("\0")
+    await driver.destroy(s.machine_id, s.machine_dir)
+
+    netns, launcher = await _parked(driver, network, 15, park)  # a spare made afresh
+    assert sorted(p.name for p in spare.iterdir()) == sorted(MACHINE_DIRS)
+    parking(driver).release(netns)  # the namespace goes
+    assert not spare.exists()
     netns, launcher = await _parked(driver, network, 14, park)
     assert (park / netns / SPARE_HOME).exists()
     parking(ProcessDriver(cgroups, park_dir=park, spare_homes=True)).reap()  # a restart
     assert not (park / netns / SPARE_HOME).exists()
     await until(lambda: not Path(f"/proc/{launcher}").exists() or _zombie(launcher))
+
+
+async def test_without_machine_users_a_launcher_at_a_free_address_binds_nothing(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    """No spare where machines do not run as their own users (``spare_homes`` off): the
+    launcher binds nothing, and a start as the machine's user binds its directory."""
+    _driver, network, cgroups = rig
+    park = tmp_path / "park-plain"
+    driver = ProcessDriver(cgroups, park_dir=park)
+    try:
+        netns, launcher = await _parked(driver, network, 16, park)
+        assert not (park / netns / SPARE_HOME).exists()
+        assert parking(driver).holds(netns)
+        s = spec(tmp_path, netns, uuid.uuid4().hex[:14])
+        handle = await driver.start(s)
+        assert handle.pid == launcher
+        assert (await _report(s))["cwd"] == str(HOME_MOUNT)
+        assert str(s.machine_dir / "root") in Path(
+            f"/proc/{handle.pid}/cmdline").read_text().split("\0")
+        await driver.destroy(s.machine_id, s.machine_dir)
+    finally:
+        parking(driver).close()
 
 
 def test_a_run_script_cut_short_runs_nothing(tmp_path: Path) -> None:

@@ -23,12 +23,14 @@ that never got its run is found and killed when the worker starts again
 inode) is discarded, never used.
 
 The launcher binds, while it waits, the directory its machine's program starts in (at
-``HOME_MOUNT``), so the start has no ``mount`` to run (a process of about 1 ms before the
-program's). Parked for a machine at rest, it binds that machine's. Parked at a free
-address where machines run as their own users, it makes the next machine's directory
-itself (``root``, ``logs`` and ``run``, in its own directory) and binds that ``root``; the
-create's prepare renames them into the machine's directory (``furnish``). A bind follows
-the directory, not its path.
+``HOME_MOUNT``), so the start has no ``mount`` to run (a process before the program's:
+``bench.start_chain`` measured 2.5 ms of the wrapper's time on one host). Parked for a
+machine at rest, it binds that machine's. Parked at a free address where machines run as
+their own users, it makes the next machine's directory itself (``root``, ``logs`` and
+``run``, in its own directory) and binds that ``root``; the create's prepare renames them
+into the machine's directory (``furnish``, once the launcher is ``ready``: bound). A bind
+follows the directory, not its path. A spare no create took (a machine whose directory
+was made before) is bound over by the start, as a launcher with nothing bound would be.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from bodega.worker.drivers.base import RESOLV_CONF, TaskSpec
 from bodega.worker.drivers.process.cgroups import Cgroups
@@ -72,8 +75,9 @@ SPARE_HOME = "home"
 # and the machine's own (its directory at HOME_MOUNT, its volumes) never reach the host.
 PRIVATE_MOUNTS = ("unshare", "--mount", "--propagation", "slave", "--")
 # $1: the launcher's directory (its FIFO lives there), $2: cgroup.procs files to join, $3:
-# the directory of the machine at rest in this namespace, bound at HOME_MOUNT now rather
-# than by its start ("-": none, or its machine runs as the worker's user), $4: the private
+# the directory its machine's program starts in, bound at HOME_MOUNT now rather than by its
+# start: a machine at rest's, or the spare it made for the next one at a free address ("-":
+# none, or its machine runs as the worker's user), $4: the private
 # network's resolv.conf, bound read-only over /etc/resolv.conf now ("-": none): the
 # machine's start then has nothing to bind, and its wrapper runs no gate and no ``mount``.
 # Once in its cgroups it says so (``ready``, made by the shell itself, no process spawned):
@@ -102,11 +106,19 @@ class Parked:
     home: Path | None = None  # bound at HOME_MOUNT while parked
     home_inode: tuple[int, int] | None = None  # (device, inode) of ``home`` then
     resolv: bool = False  # the private network's resolv.conf bound at RESOLV_CONF
-    spare: bool = False  # ``home`` is its own, made ahead for the next machine here
+    # ``home`` is the launcher's own, made ahead for the next machine here: a "spare" until
+    # a create takes it, then "furnished" (renamed into that machine's directory).
+    own_home: Literal["", "spare", "furnished"] = ""
 
     def holds(self, home: Path | None) -> bool:
-        """Parked with ``home`` bound, or, for no home (a free address), its own spare."""
-        return self.home == home or (home is None and self.spare)
+        """Parked with ``home`` bound; for none (a free address): nothing bound, or a
+        directory of its own (a spare, or one a create has just taken: its start comes)."""
+        return self.home == home if home is not None else (
+            self.home is None or self.own_home != "")
+
+    def intact(self) -> bool:
+        """What it bound is still there, the same directory (device and inode)."""
+        return self.home is None or _identity(self.home) == self.home_inode
 
     @property
     def pid(self) -> int:
@@ -131,11 +143,11 @@ class Parking:
         free address), a spare directory of its own where ``spare_homes`` says so."""
         home_inode = _identity(home) if home is not None else None
         if home_inode is None:
-            home = None  # none, or not made yet: its start binds it
+            home = None  # none, or not made yet: a spare, or its start binds it
         current = self._parked.get(netns)
         if current is not None:
             if (current.popen.poll() is None and self._fresh(current)
-                    and (current.holds(None) if home is None
+                    and (current.holds(None) and current.intact() if home is None
                          else (current.home, current.home_inode) == (home, home_inode))):
                 return
             del self._parked[netns]
@@ -143,10 +155,14 @@ class Parking:
         directory = self.root / netns
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "ready").unlink(missing_ok=True)
-        spare = home is None and self.spare_homes
-        if spare:
-            home = _spare_home(directory / SPARE_HOME)
-            home_inode = _identity(home)
+        own_home: Literal["", "spare"] = ""
+        if home is None and self.spare_homes:
+            try:
+                home = _spare_home(directory / SPARE_HOME)
+            except OSError as exc:  # a full disk: parked with none, its start binds it
+                log.warning("could not make a spare directory in %s: %s", directory, exc)
+            else:
+                home_inode, own_home = _identity(home), "spare"
         fifo = directory / "go"
         if not fifo.exists():
             os.mkfifo(fifo, 0o600)
@@ -166,9 +182,11 @@ class Parking:
                 cwd="/", start_new_session=True, close_fds=True, env={"PATH": os.defpath})
         except OSError as exc:
             log.warning("could not park a launcher in %s: %s", netns, exc)
+            if own_home:
+                shutil.rmtree(directory / SPARE_HOME, ignore_errors=True)
             return
         self._parked[netns] = Parked(netns, directory, popen, _identity(Path("/run/netns") / netns),
-                                     home, home_inode, resolv is not None, spare)
+                                     home, home_inode, resolv is not None, own_home)
 
     async def clear(self) -> None:
         """Until parking may make a cgroup without waiting on an image start's warm-up."""
@@ -190,12 +208,14 @@ class Parking:
     def furnish(self, netns: str, machine_dir: Path) -> bool:
         """Make the spare directory of the launcher waiting in ``netns`` the new machine's
         ``machine_dir`` (its parts renamed in: the bound ``root`` stays bound), so its start
-        binds nothing. False, changing nothing, when there is none, or the machine has a
-        ``root`` already (a prepare done before): its start then is a plain one. What the
-        spare lacks (removed from under it) the prepare makes, as for any machine."""
+        binds nothing. False, changing nothing, when there is none, the launcher has not
+        bound it yet (not ``ready``: renamed away, its bind would fail), or the machine has a
+        ``root`` already (a prepare done before): its start then binds the machine's
+        directory itself. What the spare lacks the prepare makes, as for any machine."""
         parked = self._parked.get(netns)
         root = machine_dir / MACHINE_DIRS[0]
-        if parked is None or not parked.spare or root.exists():
+        if (parked is None or parked.own_home != "spare" or parked.popen.poll() is not None
+                or not (parked.directory / "ready").exists() or root.exists()):
             return False
         spare = parked.directory / SPARE_HOME
         try:
@@ -204,10 +224,11 @@ class Parking:
         except OSError as exc:
             log.warning("%s: could not take the directory parked ahead: %s", netns, exc)
             return False
-        parked.home, parked.spare = root, False
+        parked.home, parked.own_home = root, "furnished"
         for part in MACHINE_DIRS[1:]:
             with contextlib.suppress(OSError):
                 os.rename(spare / part, machine_dir / part)
+        shutil.rmtree(spare, ignore_errors=True)  # whatever the machine had already
         return True
 
     def take(self, spec: TaskSpec, files: RunFiles,
@@ -224,8 +245,9 @@ class Parking:
         if parked.popen.poll() is not None or not self._fresh(parked):
             self._discard(parked)  # it died, or its namespace was rebuilt under it
             return None
-        if parked.home is not None and (parked.home != home_of(spec)
-                                        or parked.home_inode != _identity(parked.home)):
+        # A spare no create took: the wrapper binds the machine's directory over it.
+        bound = parked.home is not None and parked.own_home != "spare"
+        if bound and (parked.home != home_of(spec) or not parked.intact()):
             # It bound another machine's directory, or one removed since: a bind over that
             # would fail (a removed directory has no path to bind onto).
             self._discard(parked)
@@ -245,7 +267,7 @@ class Parking:
             # the pipe holds waits for it), and runs it once the FIFO is closed.
             os.set_blocking(fd, True)
             script = memoryview(run_script(spec, files, user_memory_kib, left,
-                                           parked.home is not None).encode())
+                                           bound).encode())
             while script:
                 script = script[os.write(fd, script):]
         except OSError as exc:
@@ -255,6 +277,8 @@ class Parking:
             self._discard(parked)
             return None
         os.close(fd)
+        # A spare it bound stays until the next launcher parked here makes its own (or the
+        # next reap): the run binds the machine's directory onto it, so it must not go.
         return parked.popen
 
     @staticmethod
@@ -277,7 +301,7 @@ class Parking:
         parked.popen.wait()
         with contextlib.suppress(OSError):
             self.cgroups.remove(park_slot(parked.netns))
-        if parked.spare:  # no machine's yet
+        if parked.own_home == "spare":  # no machine's yet
             shutil.rmtree(parked.directory / SPARE_HOME, ignore_errors=True)
 
     def release(self, netns: str) -> None:
