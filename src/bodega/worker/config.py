@@ -110,6 +110,12 @@ class WorkerConfig:
         return self.resolv_conf if self.machine_user is not None else None
 
     @property
+    def homes_ahead(self) -> bool:
+        """Whether a launcher parked at a free address makes the next machine's directory
+        ahead and binds it: where machines run as users of their own, from that directory."""
+        return self.machine_user is not None
+
+    @property
     def machines_dir(self) -> Path:
         return self.data_dir / "machines"
 

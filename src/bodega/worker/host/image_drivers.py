@@ -146,5 +146,5 @@ def make_image_driver(config: WorkerConfig) -> Driver:
     process = ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
                             park_dir=config.data_dir / "park", warmup=oci.warmup,
                             resolv_conf=config.resolv_conf_ahead,
-                            spare_homes=config.machine_user is not None)
+                            spare_homes=config.homes_ahead)
     return DriverPair(process, oci)

@@ -97,7 +97,7 @@ def make_driver(config: WorkerConfig) -> Driver:
         return ProcessDriver(cgroups=cgroups, log_max_bytes=config.log_max_bytes,
                              park_dir=config.data_dir / "park",
                              resolv_conf=config.resolv_conf_ahead,
-                             spare_homes=config.machine_user is not None)
+                             spare_homes=config.homes_ahead)
     if config.driver in ("oci", "auto"):
         return make_image_driver(config)
     raise ValueError(f"unknown driver {config.driver!r}: use auto, process, oci, null or fake")

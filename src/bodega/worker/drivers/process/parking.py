@@ -147,8 +147,7 @@ class Parking:
         current = self._parked.get(netns)
         if current is not None:
             if (current.popen.poll() is None and self._fresh(current)
-                    and (current.holds(None) and current.intact() if home is None
-                         else (current.home, current.home_inode) == (home, home_inode))):
+                    and current.holds(home) and current.intact()):
                 return
             del self._parked[netns]
             self._discard(current)  # dead, in a namespace rebuilt, or for another directory
