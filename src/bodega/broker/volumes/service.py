@@ -9,7 +9,6 @@ a host) and everything after goes to that worker.
 from __future__ import annotations
 
 import builtins
-import contextlib
 import time
 
 from bodega.broker.machines.create import patience
@@ -20,7 +19,7 @@ from bodega.broker.view.catalog import Catalog, volume_rows
 from bodega.broker.view.host_status import with_host_status
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
-from bodega.model.errors import BadRequest, NotFound, Unavailable
+from bodega.model.errors import BadRequest, NotFound, Unavailable, Unreachable
 from bodega.model.ids import new_volume_id
 from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
 from bodega.placement import PlacementRequest
@@ -142,10 +141,23 @@ class Volumes:
         return self.locate(app, volume_id), await self.take_snapshot(app, volume_id)
 
     async def find_snapshot(self, app: str, snapshot_id: str) -> tuple[str, VolumeSnapshot]:
-        """The worker keeping snapshot ``snapshot_id`` of ``app``: one of its volumes' hosts."""
+        """The worker keeping snapshot ``snapshot_id`` of ``app``: one of its volumes' hosts.
+
+        Snapshots are not in the view, so every host is asked. Where none that answered
+        keeps it but one could not be asked, the snapshot may well be there: that is a
+        503 naming the host (as a fork of a volume on it answers), not a 404."""
         hosts = sorted({v.worker for v in self.app_volumes(app) if v.worker})
+        unanswered: builtins.list[str] = []
         for worker in hosts:
-            with contextlib.suppress(NotFound, Unavailable):
+            try:
                 return worker, await self.workers.client(worker).answer(
                     VolumeSnapshot, "GET", f"/v1/snapshots/{snapshot_id}", params={"app": app})
+            except NotFound:
+                continue
+            except Unavailable as e:
+                why = e.reason if isinstance(e, Unreachable) and e.reason else str(e)
+                unanswered.append(f"{worker} ({why})")
+        if unanswered:
+            raise Unavailable(f"snapshot {snapshot_id} may be on a host that is unreachable: "
+                              f"{', '.join(unanswered)}; retry once it is back")
         raise NotFound(f"snapshot not found: {snapshot_id}")
