@@ -62,7 +62,7 @@ from bodega.worker.drivers.oci.mounts import mount_overlay, mounted, unmount
 from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import RunFiles, wrapper_argv
-from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
+from bodega.worker.drivers.process.logfiles import LogJanitor, close_off, log_path
 from bodega.worker.drivers.process.memory import CgroupMemory
 from bodega.worker.drivers.process.runs import Runs, RunsDriver
 from bodega.worker.drivers.process.warmup import Warmup
@@ -291,6 +291,7 @@ class OciDriver(RunsDriver):
         await self._delete_containers(spec.machine_id)
         self.runs.forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)
+        close_off(spec.machine_dir)  # earlier runs' lines keep their times, not this run's
         oom_base = 0
         if self.cgroups is not None:
             memory_mb = VmMachines.memory_mb(spec.memory_mb) if spec.isolation == "vm" \

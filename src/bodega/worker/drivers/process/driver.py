@@ -40,7 +40,7 @@ from bodega.worker.drivers.process.launch import (
     program_step,
     wrapper_argv,
 )
-from bodega.worker.drivers.process.logfiles import LogJanitor, log_path
+from bodega.worker.drivers.process.logfiles import LogJanitor, close_off, log_path
 from bodega.worker.drivers.process.memory import CgroupMemory
 from bodega.worker.drivers.process.parking import Parking
 from bodega.worker.drivers.process.program import check_program
@@ -111,6 +111,7 @@ class ProcessDriver(RunsDriver):
             await self.prepare(spec)
         self.runs.forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)
+        close_off(spec.machine_dir)  # earlier runs' lines keep their times, not this run's
         mounts = bind_order(spec.mounts)
         memory_kib = None if self.cgroups else spec.memory_mb * 1024
         if self.warmup is not None:

@@ -7,9 +7,12 @@ appends a checkpoint to ``machine.log.times``: the size the log reached and
 the log's modification time. A line that ends at byte *e* was written after
 the checkpoint before *e* and no later than the first checkpoint at or past
 *e*, so it is stamped with that checkpoint's time: within one interval of
-the truth while the worker runs. Lines written while the worker was down
-carry the modification time its first look afterwards saw, an upper bound;
-lines newer than the last checkpoint carry the log's own modification time.
+the truth while the worker runs. A machine's start, and the keeper as the
+worker starts and stops, append one too (``logfiles.close_off``): a run's
+lines are never dated by the next run's. Lines written while the worker was
+down carry the modification time its first look afterwards saw, an upper
+bound; lines newer than the last checkpoint carry the log's own modification
+time.
 
 A checkpoint is 16 bytes (offset, time); a torn last one (a crash mid-write)
 is ignored. The checkpoints move with their log when it is rotated.
