@@ -1,9 +1,12 @@
-"""Before a deploy makes anything: the regions its new machines go to exist and have room.
+"""Before a deploy makes anything: its primary region and the regions its new machines
+go to exist, and the new machines have room there.
 
 A deploy that cannot place its machines should be refused before it creates the app
 or records a release, not after (an app left ``pending``, a failed release blamed on a
 machine that never existed). ``room_asks`` reads, from the plan alone, how many machines
-of which size the deploy creates in each region; ``check_room`` asks the broker's
+of which size the deploy creates in each region, and asks for none in the app's primary
+region when nothing is created there (a redeploy that only updates its machines still
+names a region: it must be one the cluster has); ``check_room`` asks the broker's
 placement simulation (``POST /v1/platform/placements``, which reserves nothing) whether
 they fit, and raises the error a create would have met: an unknown region is the
 broker's own 400 naming the cluster's regions, too little room a 412.
@@ -25,7 +28,8 @@ from bodega.wire.machines_client import MachinesClient
 
 
 class RoomAsk(BaseModel):
-    """``count`` machines of ``guest`` that the deploy creates in ``region``."""
+    """``count`` machines of ``guest`` that the deploy creates in ``region`` (none: only
+    that the region exists)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -38,7 +42,8 @@ def room_asks(plan: Plan, primary_region: str | None) -> list[RoomAsk]:
     """The machines ``plan`` creates, counted per region and size, in first-seen order.
 
     A create without a region goes to the app's primary region; with neither, the
-    broker picks the nearest region at create time, and nothing is checked here.
+    broker picks the nearest region at create time, and nothing is checked here. The
+    primary region is asked for last with no machines if no create goes there.
     """
     counts: dict[tuple[str, str], int] = {}
     guests: dict[tuple[str, str], Guest] = {}
@@ -53,8 +58,11 @@ def room_asks(plan: Plan, primary_region: str | None) -> list[RoomAsk]:
             key = (region, guest.model_dump_json())
             counts[key] = counts.get(key, 0) + 1
             guests[key] = guest
-    return [RoomAsk(region=region, guest=guests[(region, g)], count=n)
+    asks = [RoomAsk(region=region, guest=guests[(region, g)], count=n)
             for (region, g), n in counts.items()]
+    if primary_region is not None and all(a.region != primary_region for a in asks):
+        asks.append(RoomAsk(region=primary_region, guest=Guest(), count=0))
+    return asks
 
 
 def describe(guest: Guest) -> str:

@@ -24,12 +24,14 @@ def test_a_first_deploy_asks_room_for_every_machine_it_creates_standbys_included
                                        RoomAsk(region="ams", guest=BIG, count=2)]
 
 
-def test_a_deploy_that_only_updates_asks_for_nothing() -> None:
+def test_a_deploy_that_only_updates_asks_only_that_its_region_exists() -> None:
     running = [Current(id=f"m{i}", group="web", state="started", region="ams",
                        config=MachineConfig(image="v0", guest=SMALL)) for i in range(2)]
     rolling = plan([want("web", SMALL)], running, strategy="rolling", max_unavailable=1,
                    ha=True, region="ams")
-    assert room_asks(rolling, "ams") == []
+    assert room_asks(rolling, "ams") == [RoomAsk(region="ams", guest=Guest(), count=0)]
+    # Its primary region moved: the region is checked though nothing is created there.
+    assert room_asks(rolling, "xyz") == [RoomAsk(region="xyz", guest=Guest(), count=0)]
     canary = plan([want("web", SMALL)], running, strategy="canary", max_unavailable=1,
                   ha=True, region="ams")
     assert room_asks(canary, "ams") == [RoomAsk(region="ams", guest=SMALL, count=1)]
