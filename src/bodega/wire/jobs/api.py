@@ -14,7 +14,7 @@ import hashlib
 import secrets
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool
 
 from bodega.jobs.periodic import Periodic, Schedule
 from bodega.jobs.spec import (
@@ -49,7 +49,9 @@ class SubmitBody(SchedRequest):
     name: str | None = Field(default=None, validation_alias=_either("Name", "name"))
     command: str | list[str] | None = Field(default=None,
                                             validation_alias=_either("Command", "command"))
-    restart: bool | None = Field(default=None, validation_alias=_either("Restart", "restart"))
+    # Strict: "yes", "false" or 0 would be read as a boolean; JSON has true and false.
+    restart: StrictBool | None = Field(default=None,
+                                       validation_alias=_either("Restart", "restart"))
     pool: str | None = Field(default=None, validation_alias=_either("Pool", "pool"))
     app: str | None = Field(default=None, validation_alias=_either("App", "app"))
     config: MachineConfig | None = None
