@@ -48,6 +48,10 @@ PROMISES: dict[str, Check] = {
     "curl -s --cacert .bodega/ca.crt https://hello.localhost:8443/":
         lambda r: "hello from bodega" in r.output,
     "bodega status -a hello": lambda r: "started" in r.output,
+    # The standby's state as the README names it: made, never started.
+    "bodega status -a ticker": lambda r: any(
+        "standby for" in line and "created" in line.split() for line in r.output.splitlines())
+    and any("started" in line.split() for line in r.output.splitlines()),
     "curl -s http://image-app.localhost:8080/":
         lambda r: "hello from an image on bodega" in r.output,
     "curl -si http://hello2.localhost:8080/ | head -1":
