@@ -27,7 +27,7 @@ import typer
 from bodega.cli import context_store
 from bodega.cli.errors import fail, friendly
 from bodega.cli.up import _unless_stopped, keep_context
-from bodega.cluster import host_network, ports
+from bodega.cluster import host_commands, host_network, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
 from bodega.cluster.edge_files import CERTS_KEY, DEFAULT_CERT, ensure_edge
@@ -131,6 +131,7 @@ def join(
     roles = HostRoles(broker=broker, proxy=proxy, server=server, api_port=api_port,
                       proxy_port=proxy_port, proxy_tls_port=proxy_tls_port,
                       join_port=join_port)
+    host_commands.require(driver)  # before anything is written or started
     unable_why = host_network.unable(driver)
     if private_network and unable_why is not None:
         raise ValueError(f"--private-network: {unable_why}")

@@ -16,7 +16,7 @@ import typer
 from bodega.cli import context_store
 from bodega.cli.contexts import ContextError, Contexts, Registered, register_cluster
 from bodega.cli.errors import fail, friendly
-from bodega.cluster import cleanup, host_network, machine_range, ports
+from bodega.cluster import cleanup, host_commands, host_network, machine_range, ports
 from bodega.cluster.admin_token import admin_token
 from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_ca, ensure_join_token, ensure_keys
 from bodega.cluster.components import components_for
@@ -117,6 +117,7 @@ def up(
     if internal_tls not in ("on", "off"):
         raise ValueError("--internal-tls is on or off")
     # On by default where it can run; asked for where it cannot, refused in one line.
+    host_commands.require(driver)  # before anything is written or started
     unable_why = host_network.unable(driver)
     if private_network and unable_why is not None:
         raise ValueError(f"--private-network: {unable_why}")
