@@ -6,8 +6,9 @@
 # image's program in that root as the image's user. It stays PID 1: it forwards the
 # signals the worker writes on the second serial port to the program, runs the worker's
 # execs beside it (the virtio-serial port bodega.exec), reaps what is orphaned to it,
-# and writes the program's exit code to the status disk before it powers the machine off. With bodega.probe on the kernel's command line it prints the
-# kernel's version and powers off (the worker's probe at its start).
+# and writes the program's exit code to the status disk before it powers the machine
+# off. With bodega.probe on the kernel's command line it prints the kernel's version and
+# powers off (the worker's probe at its start).
 /bin/busybox --install -s /bin
 export PATH=/bin
 mkdir -p /proc /sys /dev /run /newroot
@@ -25,6 +26,27 @@ fi
 for module in $(cat /modules); do
   insmod "/modules.d/$module.ko" || say "could not load $module"
 done
+
+# Signals from the worker: one number a line on the second serial port, each sent to the
+# program (its pid in /run/program once it runs; one that comes before waits for it);
+# "exec" there wakes the exec loop below. The port is opened here, by PID 1 itself, so
+# what the worker writes from now on is kept in the port's buffer for the reader: only a
+# signal written while the kernel boots is lost. ("command": a port that cannot be opened
+# is said, where a failed redirection of a bare exec would end PID 1.)
+stty -F /dev/ttyS1 raw -echo 2>/dev/null
+command exec 5</dev/ttyS1 || say "no signal line"
+mkfifo /run/exec-wake
+(
+  exec 4<>/run/exec-wake
+  while read -r signal; do
+    case $signal in
+      exec) echo >&4; continue ;;
+      ''|*[!0-9]*) continue ;;
+    esac
+    until read -r program 2>/dev/null < /run/program; do usleep 20000; done
+    kill -"$signal" "$program" 2>/dev/null
+  done <&5
+) < /dev/null &
 
 # disk SERIAL: the device of the virtio disk qemu gave that serial (devtmpfs may make
 # the node a moment after the module's probe)
@@ -93,30 +115,6 @@ done
   ip route add default via "$gateway4" || say "no route via $gateway4"; }
 [ -n "$gateway6" ] && { ip -6 route add "$gateway6" dev eth0 2>/dev/null
   ip -6 route add default via "$gateway6" dev eth0 || say "no route via $gateway6"; }
-
-# The program, in the image's root as the image's user; its environment is the kernel's
-# (HOME, TERM) and the machine's variables: the init's own are never exported.
-(
-  program_env
-  exec nsenter -r/newroot -w"/newroot$workdir" -S "$uid" -G "$gid" -F -- "$@"
-) </dev/null &
-child=$!
-
-# Signals from the worker: one number a line on the second serial port; "exec" there
-# wakes the exec loop below.
-stty -F /dev/ttyS1 raw -echo 2>/dev/null
-mkfifo /run/exec-wake
-(
-  exec 4<>/run/exec-wake
-  while read -r signal; do
-    case $signal in
-      exec) echo >&4; continue ;;
-      ''|*[!0-9]*) continue ;;
-    esac
-    kill -"$signal" "$child" 2>/dev/null
-  done </dev/ttyS1
-) &
-reader=$!
 
 # port NAME: the device of the virtio-serial port qemu gave that name
 port() {
@@ -210,11 +208,24 @@ exec_command() {
       esac
     done
   done
-) < /dev/null &
-execs=$!
+) < /dev/null 5<&- &
 
-# ash's wait reaps every child that ends meanwhile, the orphans given to PID 1 too.
-wait "$child"
-code=$?
-kill "$reader" "$execs" 2>/dev/null
-finish "$code"
+# The program, in the image's root as the image's user; its environment is the kernel's
+# (HOME, TERM) and the machine's variables: the init's own are never exported. It runs in
+# the foreground: a shell starts a background command with SIGINT and SIGQUIT ignored,
+# and a program keeps an ignore it was started with (a shell cannot even trap it), so
+# SIGINT, a machine's stop signal by default, would never reach it. The subshell's pid,
+# read by the subshell itself, is the program's: nsenter -F execs it in place. It is
+# waited for by a subshell whose own stderr goes nowhere, where a shell says that its
+# foreground job was killed ("Terminated"): the program's stderr is the console still.
+# While it runs, ash's wait reaps every child that ends, the orphans given to PID 1 too.
+(
+  (
+    read -r self _ < /proc/self/stat
+    echo "$self" > /run/program
+    program_env
+    exec nsenter -r/newroot -w"/newroot$workdir" -S "$uid" -G "$gid" -F -- "$@"
+  ) 2>&6 6>&-
+  exit "$?"
+) < /dev/null 5<&- 6>&2 2>/dev/null
+finish "$?"
