@@ -129,8 +129,9 @@ class OciDriver(RunsDriver):
         kill``; False for a container (its process group is signalled), or a sandbox not
         made yet (nor is its program: the group's signal ends its ``runsc run`` before it
         starts anything)."""
-        if self.vm is not None and self.vm_of(self.machines_dir / handle.machine_id) is not None:
-            return await self.vm.signal(handle.machine_id, signal)
+        machine_dir = self.machines_dir / handle.machine_id
+        if self.vm is not None and self.vm_of(machine_dir) is not None:
+            return await self.vm.signal(handle.machine_id, signal, machine_dir)
         runtime = self.runtime_of(handle.machine_id)
         if runtime is self.runc:
             return False

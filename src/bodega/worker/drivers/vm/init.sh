@@ -27,24 +27,32 @@ for module in $(cat /modules); do
   insmod "/modules.d/$module.ko" || say "could not load $module"
 done
 
-# Signals from the worker: one number a line on the second serial port, each sent to the
-# program (its pid in /run/program once it runs; one that comes before waits for it);
-# "exec" there wakes the exec loop below. The port is opened here, by PID 1 itself, so
-# what the worker writes from now on is kept in the port's buffer for the reader: only a
-# signal written while the kernel boots is lost. ("command": a port that cannot be opened
-# is said, where a failed redirection of a bare exec would end PID 1.)
-stty -F /dev/ttyS1 raw -echo 2>/dev/null
-command exec 5</dev/ttyS1 || say "no signal line"
+# Signals from the worker, on the second serial port (signal_line.py): "signal ID N" is
+# answered "taken ID" and N sent to the program once per ID (the worker writes a line
+# again until it is answered: one written while the port was closed is lost); a signal
+# that comes before the program runs waits for its pid in /run/program. "exec" wakes the
+# exec loop below. The port is opened here, by PID 1 itself, before the machine is
+# readied, and set raw at once ("command": a port that cannot be opened is said, where a
+# failed redirection of a bare exec would end PID 1).
+command exec 5<>/dev/ttyS1 || say "no signal line"
+stty raw -echo <&5 2>/dev/null
 mkfifo /run/exec-wake
 (
   exec 4<>/run/exec-wake
-  while read -r signal; do
-    case $signal in
+  taken=
+  while read -r word id number; do
+    case $word in
       exec) echo >&4; continue ;;
-      ''|*[!0-9]*) continue ;;
+      signal) ;;
+      *) continue ;;  # the tail of a line cut as the port opened, say
     esac
+    case $id in ''|*[!0-9a-f]*) continue ;; esac
+    case $number in ''|*[!0-9]*) continue ;; esac
+    echo "taken $id" >&5
+    [ "$id" = "$taken" ] && continue
+    taken=$id
     until read -r program 2>/dev/null < /run/program; do usleep 20000; done
-    kill -"$signal" "$program" 2>/dev/null
+    kill -"$number" "$program" 2>/dev/null
   done <&5
 ) < /dev/null &
 

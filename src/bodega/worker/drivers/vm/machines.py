@@ -5,17 +5,14 @@ the process driver's wrapper in its cgroups, watched and re-adopted by its pid a
 exit files); only its program differs: ``qemu.RUN`` booting the image's root on the
 machine's disks (``disks.py``) with bodega's kernel and init (``initramfs.py``), in
 the machine's network namespace. Signals go to the init over the VM's second serial
-port (``signal``), except SIGKILL, which ends qemu itself, as a stop past its timeout
-does. An exec goes to the init over its exec line (``guest_exec.py``), woken by a line
-on the signal line. The run's sockets
-live in ``qemu.CONTROL_DIR`` under the machine's id: the machine's own directory may be
-too deep for a Unix socket's path.
+port (``signal_line.py``), except SIGKILL, which ends qemu itself, as a stop past its
+timeout does. An exec goes to the init over its exec line (``guest_exec.py``), woken by
+a line on the signal line. The run's sockets live in ``qemu.CONTROL_DIR`` under the
+machine's id: the machine's own directory may be too deep for a Unix socket's path.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import signal as signals
 from pathlib import Path
@@ -51,11 +48,13 @@ from bodega.worker.drivers.vm.qemu import (
     argv,
     control_socket,
     exec_socket,
+    launch_of,
     launch_record,
     qmp_socket,
     run_args,
     share_socket,
 )
+from bodega.worker.drivers.vm.signal_line import SignalLine
 from bodega.worker.images.manifest import ImageConfig
 
 log = logging.getLogger("bodega.worker.vm")
@@ -71,6 +70,7 @@ class VmMachines:
         self.tsc_khz = tsc_khz
         self.disks = RootDisks()
         self.execs = GuestExec()
+        self.signals = SignalLine()
 
     @staticmethod
     def directory(machine_dir: Path) -> Path:
@@ -128,36 +128,27 @@ class VmMachines:
             config=directory / "config.img", status=directory / "status.img",
             mac=config.network.mac, control=control_socket(spec.machine_id),
             qmp=qmp_socket(spec.machine_id), exec_line=exec_socket(spec.machine_id),
-            tsc_khz=self.tsc_khz, shares=shares)
+            tsc_khz=self.tsc_khz, shares=shares, init_answers_signals=True)
         keep_launch(directory, launch)
         return wrapper_program(launch)
 
-    async def signal(self, machine_id: str, signal: int) -> bool:
-        """Write ``signal`` on the init's signal line; False if it was not (SIGKILL, which
-        ends qemu; or no VM listening), and the run's process group is signalled."""
+    async def signal(self, machine_id: str, signal: int, machine_dir: Path) -> bool:
+        """Send ``signal`` to the VM's program through its init (``signal_line.py``); False
+        if it was not (SIGKILL, which ends qemu; or no VM listening), and the run's process
+        group is signalled."""
         if signal == signals.SIGKILL:
             return False
-        return await self._tell(machine_id, str(signal))
+        line = control_socket(machine_id)
+        if answers_signals(self.directory(machine_dir)):
+            return await self.signals.send(machine_id, line, signal)
+        return await self.signals.tell(machine_id, line, str(signal))
 
     async def exec(self, machine_id: str, argv: list[str], timeout: float,
                    stdin: bytes | None) -> ExecResult:
-        return await self.execs.run(machine_id, exec_socket(machine_id),
-                                    ExecRequest(argv, timeout, stdin),
-                                    wake=lambda: self._tell(machine_id, "exec"))
-
-    async def _tell(self, machine_id: str, line: str) -> bool:
-        """Write ``line`` on the init's signal line; False if no VM listens."""
-        try:
-            _, writer = await asyncio.open_unix_connection(str(control_socket(machine_id)))
-        except OSError as exc:
-            log.info("%s: no signal line (%s)", machine_id, exc)
-            return False
-        writer.write(f"{line}\n".encode())
-        await writer.drain()
-        writer.close()
-        with contextlib.suppress(OSError):
-            await writer.wait_closed()
-        return True
+        return await self.execs.run(
+            machine_id, exec_socket(machine_id), ExecRequest(argv, timeout, stdin),
+            wake=lambda: self.signals.tell(machine_id, control_socket(machine_id), "exec",
+                                           unless_busy=True))
 
     async def unwire(self, netns: str) -> None:
         """Undo ``qemu.RUN``'s tap and redirect, where a killed run left them: the namespace
@@ -178,6 +169,15 @@ def keep_launch(directory: Path, launch: VmLaunch) -> None:
     kept = directory / LAUNCH
     kept.with_suffix(".tmp").write_bytes(launch_record(launch))
     kept.with_suffix(".tmp").rename(kept)
+
+
+def answers_signals(directory: Path) -> bool:
+    """The VM's init answers the signals it takes, as its boot's kept launch says; one
+    with none kept was booted before bodega kept them, by an init that does not."""
+    try:
+        return launch_of((directory / LAUNCH).read_bytes()).init_answers_signals
+    except (OSError, ValueError):
+        return False
 
 
 def wrapper_program(launch: VmLaunch) -> list[str]:

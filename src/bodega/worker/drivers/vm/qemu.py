@@ -6,7 +6,7 @@ virtio devices on mmio, the legacy PIT, PIC and RTC the cloud kernel still wants
 its clocks. ``tsc_early_khz`` gives the kernel the TSC's rate: without it microvm
 hangs calibrating it. The first serial port is the console, written to the run's
 stdout (the machine's log); the second is the init's signal line, a Unix socket the
-worker connects to (``signals.py``); QMP answers on a third, for suspend; the init's
+worker connects to (``signal_line.py``); QMP answers on a third, for suspend; the init's
 exec line is a virtio-serial port named ``EXEC_PORT``, a fourth (``guest_exec.py``). A
 resume is the same argv (``VmLaunch`` is kept beside the machine's disks:
 ``launch_record``) with ``-incoming defer``: qemu waits, its vCPUs stopped (``-S``), for
@@ -105,6 +105,10 @@ class VmLaunch:
     shares: tuple[Share, ...] = ()
     tsc_khz: int = DEFAULT_TSC_KHZ
     probe: bool = False
+    # The guest's init answers the signals it takes (``signal_line.py``). A boot kept by an
+    # older bodega has none: its init, still in the guest's memory when it resumes, reads
+    # bare numbers.
+    init_answers_signals: bool = False
 
 
 def kernel_command_line(launch: VmLaunch) -> str:

@@ -261,12 +261,13 @@ class VmSuspend:
         except (OSError, ValueError) as exc:
             raise DriverError(f"the VM's launch is not kept ({exc}): it cannot go on; "
                               "stop it and start it again") from exc
-        # A cold boot boots this worker's kernel and init. A resume runs the kept argv, but
-        # the guest's memory holds its kernel and init: qemu reads their files only to
-        # start, so one that went (a newer init's initramfs replaces the older) is this
-        # worker's too.
+        # A cold boot boots this worker's kernel and init (which answers signals). A resume
+        # runs the kept argv, but the guest's memory holds its kernel and init: qemu reads
+        # their files only to start, so one that went (a newer init's initramfs replaces
+        # the older) is this worker's too, and the kept launch still says what its init is.
         current = kept if self.runs.vm is None else replace(
-            kept, vmlinuz=self.runs.vm.kernel.vmlinuz, initramfs=self.runs.vm.initramfs)
+            kept, vmlinuz=self.runs.vm.kernel.vmlinuz, initramfs=self.runs.vm.initramfs,
+            init_answers_signals=True)
         launch = kept if kept.vmlinuz.exists() and kept.initramfs.exists() else current
         snapshot = directory / SNAPSHOT
         memory_mb = VmMachines.memory_mb(launch.memory_mb)
