@@ -46,7 +46,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.cluster.up_kit import UpProcess, free_port, unwire
-from tests.integration.images.image_kit import build_image
+from tests.integration.images.image_kit import build_image, cluster_auth
 
 from bench.start_stages import Marks, breakdown
 from bodega.worker.drivers.oci import runtimes
@@ -204,13 +204,16 @@ async def main(runs: int, oci_runtime: str) -> None:
             cold, warm, runc, crun, podman = [], [], [], [], []
             with_crun = shutil.which("crun") is not None
             images = [await asyncio.to_thread(build_image, work, host, f"bench/cold{i}:v1",
-                                              page=f"cold {i}\n") for i in range(runs)]
+                                              page=f"cold {i}\n", cluster=work / "cluster")
+                      for i in range(runs)]
             for image in images:
                 elapsed, machine, _ = await api_start(http, image)
                 cold.append(elapsed)
                 await destroy(http, machine["id"])
             warm_image = images[0]
-            subprocess.run(["podman", "pull", "--tls-verify=false", warm_image], check=True,
+            certs, auth = cluster_auth(work / "cluster", host, work / "podman-auth")
+            subprocess.run(["podman", "pull", "--cert-dir", str(certs), "--authfile", str(auth),
+                            warm_image], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             holders: set[str] = set()
             machine_config: dict[str, Any] = {}

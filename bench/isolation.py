@@ -277,7 +277,7 @@ async def main(runs: int, vm_cap: int) -> None:
     try:
         await up.until_line("bodega is up", timeout=300)
         image = await asyncio.to_thread(build_image, work, f"127.0.0.1:{registry}",
-                                        "bench/isolation:v1")
+                                        "bench/isolation:v1", cluster=work / "cluster")
         headers = {"authorization": f"Bearer {up.token()}"}
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{api_port}",
                                      headers=headers, timeout=120) as http:

@@ -122,7 +122,7 @@ async def main(runs: int) -> None:
         if images:
             from tests.integration.images.image_kit import build_image
             image = await asyncio.to_thread(build_image, work, f"127.0.0.1:{registry}",
-                                            "bench/nap:v1")
+                                            "bench/nap:v1", cluster=work / "cluster")
             configs["oci (busybox httpd)"] = {"image": image,
                                              "guest": {"cpus": 1, "memory_mb": 256}}
         headers = {"authorization": f"Bearer {up.token()}"}

@@ -256,9 +256,9 @@ def classify(component: dict[str, Any], listener: Listener, members: list[dict[s
     if listener.proto == "udp":
         gossip = next((m["addr"] for m in members if m["name"] == name), None)
         return "gossip" if gossip and gossip.rsplit(":", 1)[1] == str(listener.port) else "unknown"
-    if role == "registry":  # docker-registry speaks the distribution API, not bodega's
+    if role == "registry":  # the distribution API (not bodega's), HTTPS from the cluster CA
         try:
-            answer = httpx.get(f"{listener.url()}/v2/", timeout=30)
+            answer = httpx.get(f"{listener.url('https')}/v2/", timeout=30, verify=operator)
         except httpx.HTTPError:
             return "unknown"
         distribution = answer.headers.get("docker-distribution-api-version", "")

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tomllib
@@ -75,9 +76,12 @@ def registry_of(up: UpProcess) -> str:
     return str(found)
 
 
-async def catalog(registry: str) -> list[str]:
-    async with httpx.AsyncClient() as http:
-        answer = await http.get(f"http://{registry}/v2/_catalog")
+async def catalog(up: UpProcess) -> list[str]:
+    """The repositories in the cluster's registry (HTTPS from its CA; its admin token)."""
+    async with httpx.AsyncClient(verify=ssl.create_default_context(
+            cafile=up.data_dir / "ca.crt")) as http:
+        answer = await http.get(f"https://{registry_of(up)}/v2/_catalog",
+                                auth=("bodega", up.token()))
         return list(answer.json()["repositories"] or [])
 
 
@@ -168,7 +172,7 @@ async def build_goes_to_the_second_registry(user: User, home: Path, one: UpProce
     try:
         out = await user.ok("build", str(source), "-t", "ctx-probe:v1", "--context", "bodega2")
         assert out.splitlines() == [reference]
-        assert "ctx-probe" in await catalog(registry_of(two))
-        assert "ctx-probe" not in await catalog(registry_of(one))
+        assert "ctx-probe" in await catalog(two)
+        assert "ctx-probe" not in await catalog(one)
     finally:
         subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True, check=False)

@@ -246,7 +246,7 @@ async def test_an_image_machines_mounts_runtime_state_and_cgroups_go_with_the_cl
     try:
         await up.until_line("bodega is up")
         image = await asyncio.to_thread(build_image, tmp_path, f"127.0.0.1:{registry}",
-                                        "kleft/web:v1")
+                                        "kleft/web:v1", cluster=data)
         async with api_of(up, api_port) as api:
             await api.post("/v1/apps", {"app_name": "img", "org_slug": "personal"})
             created = await api.http.post("/v1/apps/img/machines", json={"config": {

@@ -18,6 +18,7 @@ secret (the gossip keys included) or a private key.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ from bodega.registry.membership.keyring import GossipKey, Keyring
 from bodega.registry.membership.members import MemberRecord, Role, Status
 from bodega.registry.membership.messages import Message, Ping, Sync, encode
 from bodega.runtime.tls import access
+from bodega.runtime.tls.contexts import client_context
 from tests.cluster.door_kit import (
     ARGV_ECHO,
     Cluster,
@@ -182,8 +184,53 @@ def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) ->
                     "agent": ["agent-internal", "gossip"],
                     "registry": ["image-registry"]}[component["role"]]
         assert kinds == expected, f"{component['name']} listens on {kinds}"
-    # The image registry takes pushes without a token, so it must not be reachable off-host.
-    assert {d.listener.host for d in of_kind(doors, "image-registry")} == {"127.0.0.1"}
+    # docker-registry itself listens on a Unix socket of its own, root's alone: the front
+    # (test_the_image_registry_lets_only_the_admin_token_push) is the registry's one door.
+    registry = next(c for c in cluster.components() if c["role"] == "registry")
+    for pid in children_of(int(registry["pid"])):
+        for path in unix_listeners_of(pid):
+            assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0 or \
+                stat.S_IMODE(path.parent.stat().st_mode) & 0o077 == 0, path
+            assert path.stat().st_uid == 0
+
+
+def test_the_image_registry_lets_only_the_admin_token_push(
+        doors: list[Door], cluster: Cluster) -> None:
+    """Over TLS only; with no credential or a wrong one (another door's key, an app's token)
+    401 (429 once the address keeps failing); a worker's certificate pulls and never pushes;
+    every other role's certificate opens nothing; the admin token pushes."""
+    basic = {label: {"authorization": "Basic " + base64.b64encode(
+        f"bodega:{secret}".encode()).decode()} for label, secret in (
+            ("a wrong token", "not-a-token"), ("the app's token", cluster.app_token),
+            ("the secrets key", cluster.key("secrets-key")),
+            ("a gossip key", cluster.keyring.keys[0].encoded()))}
+    push = "/v2/intruder/blobs/uploads/"
+    workers = sorted(c["name"] for c in cluster.components() if c["role"] == "worker")
+    for door in of_kind(doors, "image-registry"):
+        base = door.listener.url("https")
+        with pytest.raises(httpx.TransportError):  # plain HTTP to a TLS port
+            httpx.get(f"{door.listener.url()}/v2/", timeout=30)
+        anonymous = client_context(cluster.ca_pem)
+        with httpx.Client(verify=anonymous, timeout=30) as https:
+            for method, path in (("GET", "/v2/"), ("GET", "/v2/_catalog"), ("POST", push)):
+                bare = https.request(method, base + path)
+                assert bare.status_code == 401, bare.text
+                assert bare.headers["www-authenticate"].startswith("Basic ")
+                for label, headers in basic.items():
+                    wrong = https.request(method, base + path, headers=headers)
+                    assert wrong.status_code in (401, 429), f"{label}: {wrong.text}"
+        with httpx.Client(verify=cluster.as_role("worker", workers[0]), timeout=30) as https:
+            assert https.get(base + "/v2/").status_code == 200
+            assert https.post(base + push).status_code == 403
+        for role in ("proxy", "broker", "agent", "admin"):
+            with httpx.Client(verify=cluster.as_role(role), timeout=30) as https:
+                assert https.get(base + "/v2/").status_code == 403, role
+                assert https.post(base + push).status_code == 403, role
+        with httpx.Client(verify=anonymous, timeout=30) as https:
+            catalog = https.get(base + "/v2/_catalog", auth=("bodega", cluster.token))
+            assert catalog.json() == {"repositories": []}  # nothing got in
+            started = https.post(base + push, auth=("bodega", cluster.token))
+            assert started.status_code == 202, started.text
 
 
 def test_public_api_refuses_missing_and_wrong_tokens(doors: list[Door], cluster: Cluster) -> None:
@@ -440,8 +487,8 @@ def test_a_replayed_gossip_packet_is_dropped_and_counted(
 
 def test_tokens_are_stored_hashed_and_secrets_never_logged(cluster: Cluster) -> None:
     keys = cluster.private_keys()  # the CA's, and each component's own
-    served = [c for c in cluster.components() if c["role"] != "registry"]
-    assert len(keys) == 2 + len(served)  # the CA's, the operator's, and one per component
+    # The CA's, the operator's, and one per component (the image registry's serves its TLS).
+    assert len(keys) == 2 + len(cluster.components())
     kept_on_purpose = {cluster.data / "api-token", cluster.data / "secrets-key",
                        cluster.data / "gossip-keyring", *keys}
     files = [p for p in cluster.data.rglob("*") if p.is_file() and p not in kept_on_purpose]

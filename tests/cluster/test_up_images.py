@@ -54,9 +54,10 @@ async def test_up_serves_a_registry_and_runs_images_pushed_to_it(tmp_path: Path)
     async with images_up(tmp_path, workers=2, tls_port=free_port()) as cluster:
         http, proxy = cluster.http, cluster.proxy
         roles = {c["role"]: c for c in cluster.up.state()["components"]}
-        assert roles["registry"]["url"] == f"http://{cluster.registry}"
+        assert roles["registry"]["url"] == f"https://{cluster.registry}"
         assert (tmp_path / "cluster" / "images" / "registry.yml").exists()
-        image = await asyncio.to_thread(build_image, tmp_path, cluster.registry, "demo/web:v1")
+        image = await asyncio.to_thread(build_image, tmp_path, cluster.registry, "demo/web:v1",
+                                        cluster=tmp_path / "cluster")
         app = {"app_name": "web", "org_slug": "personal"}
         assert (await http.post("/v1/apps", json=app)).status_code == 201
         created = await http.post("/v1/apps/web/machines", json={"config": {
@@ -106,7 +107,8 @@ async def test_a_vm_on_up_is_reached_as_any_machine_and_mounts_its_volume(
     the proxy, by exec, with a volume created through the API."""
     async with images_up(tmp_path, workers=1, tls_port=0) as cluster:
         http, proxy = cluster.http, cluster.proxy
-        image = await asyncio.to_thread(build_image, tmp_path, cluster.registry, "demo/vm:v1")
+        image = await asyncio.to_thread(build_image, tmp_path, cluster.registry, "demo/vm:v1",
+                                        cluster=tmp_path / "cluster")
         app = {"app_name": "vmweb", "org_slug": "personal"}
         assert (await http.post("/v1/apps", json=app)).status_code == 201
         volume = await http.post("/v1/apps/vmweb/volumes",

@@ -71,6 +71,8 @@ class BrokerConfig:
     shadow_sample: float = 0.1
     # host:port of the cluster's image registry, told to clients by GET /v1/cluster.
     image_registry: str | None = None
+    # The CA (PEM) that registry's certificate chains to, told with it: the cluster's.
+    image_registry_ca: str | None = None
     # Late binding's d: reservations placed per task of a bodega-pool job (docs/jobs.md).
     probe_ratio: float = 2.0
 

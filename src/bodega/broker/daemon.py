@@ -173,7 +173,8 @@ class Broker:
                         secrets=AppSecrets(catalog, apps, box) if box else None,
                         secret_keys=AppSecretKeys(catalog, apps, box) if box else None,
                         oidc_key=OidcKey(identity.oidc_seed) if identity else None,
-                        info=ClusterInfo(image_registry=config.image_registry),
+                        info=ClusterInfo(image_registry=config.image_registry,
+                                         image_registry_ca=config.image_registry_ca),
                         more=lambda r: jobs_routes(r, self.jobs, claims, assignment),
                         keys=self.node.keys if self.node is not None else None,
                         joins=self.join_store, certificates=certificates)

@@ -74,7 +74,8 @@ RESPONSES: dict[str, dict[str, Any]] = {
         "zone": STR, "encrypted": _BOOL, "attached_machine_id": STR, "created_at": STR}},
     "TokenResponse": {"type": "object", "properties": {"token": STR}},
     "ClusterInfo": {"type": "object", "properties": {
-        "image_registry": {"type": "string", "nullable": True}}},
+        "image_registry": {"type": "string", "nullable": True},
+        "image_registry_ca": {"type": "string", "nullable": True}}},
     "IPAssignment": {"type": "object", "properties": {
         "ip": STR, "region": STR, "service_name": STR, "shared": _BOOL, "created_at": STR}},
     "listIPAssignmentsResponse": {"type": "object", "properties": {"ips": {

@@ -110,6 +110,9 @@ def broker(
     image_registry: Annotated[str | None, typer.Option(
         help="host:port of the cluster's image registry, told to clients (GET /v1/cluster) "
              "so `bodega build` and `bodega deploy` push there")] = None,
+    image_registry_ca: Annotated[Path | None, typer.Option(
+        help="The CA certificate (PEM) the image registry's certificate chains to, told to "
+             "clients with it, so they push over TLS checked against it")] = None,
     probe_ratio: Annotated[float, typer.Option(
         min=1.0, help="Late binding: reservations placed per task of a bodega-pool job")]
     = 2.0,
@@ -157,7 +160,7 @@ def broker(
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,
         shadow_policy=shadow_policy, shadow_sample=shadow_sample, image_registry=image_registry,
-        probe_ratio=probe_ratio,
+        image_registry_ca=_read_ca(image_registry_ca), probe_ratio=probe_ratio,
     )
     config.placement_policy()  # refuse a bad policy before anything starts
     configure(log_level, f"broker[{broker_name}]")
@@ -201,3 +204,12 @@ async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: 
 
     await run_daemon(start, stop, exit_with_parent=exit_with_parent,
                      ready_file=ready_file, ready=ready)
+
+
+def _read_ca(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise ValueError(f"--image-registry-ca {path}: {exc.strerror or exc}") from None

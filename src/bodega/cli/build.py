@@ -7,26 +7,41 @@ pushed to the registry of the cluster the command talks to (``--context``,
 cluster names itself (``GET /v1/cluster``; ``bodega up`` tells its broker),
 so ``bodega build . -t web:v1`` prints e.g. ``127.0.0.1:41234/web:v1``, the
 reference to give a machine as ``config.image``.
+
+The cluster's own registry serves HTTPS with a certificate from the cluster
+CA and takes pushes with an admin token (docs/security.md): the push checks
+it against the CA the cluster names with it, and gives it the command's token
+as its password, through a CA directory and an auth file of the push's own
+(0700, removed after), never on a command line. A registry named by hand
+(``--registry``, a context's, or in the name) gets neither: buildah's own
+trust and credentials apply, plain HTTP to loopback.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import os
+import re
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from bodega.cli.errors import friendly
-from bodega.cli.session import ApiUrl, ContextName, Token, call_target, target
+from bodega.cli.session import ApiUrl, ContextName, Token, call_target, target, token_of
 from bodega.cli.target import Target
 from bodega.model.errors import NotFound
 from bodega.model.machine import names_registry
 from bodega.worker.images.reference import parse_reference
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# What buildah says when a registry refused its credentials (containers/image's words).
+UNAUTHORIZED = re.compile(r"unauthorized|authentication required", re.IGNORECASE)
 
 Registry = Annotated[str | None, typer.Option(
     help="Registry host:port to push to (default: the context's, else the one the cluster "
@@ -37,12 +52,25 @@ DataDir = Annotated[str | None, typer.Option(
          "current context chooses one (default: .bodega)")]
 
 
-def push_registry(given: str | None, cluster: Target) -> str:
-    """Where images go: ``--registry``, else the context's registry, else the cluster's own."""
+@dataclass(frozen=True)
+class PushTarget:
+    """Where images go, and for the cluster's own registry how: the CA (PEM) its
+    certificate is checked by, and the token it is given (``whose``: where that token
+    came from, for a refusal's line). None for a registry named by hand."""
+
+    registry: str
+    ca: str | None = None
+    token: str | None = None
+    whose: str = ""
+
+
+def push_target(given: str | None, cluster: Target) -> PushTarget:
+    """``--registry``, else the context's registry, else the cluster's own (with its CA and
+    the command's token)."""
     if given:
-        return given
+        return PushTarget(given)
     if cluster.context is not None and cluster.context.registry:
-        return cluster.context.registry
+        return PushTarget(cluster.context.registry)
     try:
         info = call_target(cluster, lambda client: client.cluster_info())
     except NotFound:
@@ -51,33 +79,60 @@ def push_registry(given: str | None, cluster: Target) -> str:
     if info.image_registry is None:
         raise ValueError(f"the cluster at {cluster.api_url} runs no image registry: give "
                          "--registry host:port")
-    return info.image_registry
+    return PushTarget(info.image_registry, info.image_registry_ca, token_of(cluster),
+                      cluster.origin)
 
 
-def cluster_registry(api_url: str | None, token: str | None, context: str | None,
-                     data_dir: str | None) -> str:
+def cluster_push(api_url: str | None, token: str | None, context: str | None,
+                 data_dir: str | None) -> PushTarget:
     """The registry of the cluster the command talks to; when there is none to talk to,
     the one-line error also names ``--registry``, which needs no cluster."""
     try:
         cluster = target(api_url, token, context, data_dir)
     except ValueError as err:
         raise ValueError(f"{err}; or push elsewhere with --registry host:port") from None
-    return push_registry(None, cluster)
+    return push_target(None, cluster)
+
+
+def auth_file(registry: str, token: str) -> str:
+    """buildah's auth file (containers-auth.json) giving ``registry`` the token as the
+    password; the user name is not looked at."""
+    basic = base64.b64encode(f"bodega:{token}".encode()).decode()
+    return json.dumps({"auths": {registry: {"auth": basic}}})
+
+
+def push_options(push: PushTarget, reference: str, scratch: Path) -> list[str]:
+    """buildah push's flags for ``reference``: with the cluster's CA, TLS checked against it
+    and the token in an auth file (both written in ``scratch``); else plain HTTP to a
+    loopback registry, TLS checked against the system's CAs to any other."""
+    registry = parse_reference(reference).registry
+    if push.ca is None or registry != push.registry:
+        plain = registry.rsplit(":", 1)[0] in LOOPBACK
+        return [f"--tls-verify={'false' if plain else 'true'}"]
+    certs = scratch / "certs"
+    certs.mkdir(mode=0o700)
+    (certs / "ca.crt").write_text(push.ca)  # containers/image takes *.crt as CAs
+    options = ["--tls-verify=true", "--cert-dir", str(certs)]
+    if push.token:
+        auth = scratch / "auth.json"
+        descriptor = os.open(auth, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as out:
+            out.write(auth_file(registry, push.token))
+        options += ["--authfile", str(auth)]
+    return options
 
 
 def build_commands(context: Path, reference: str, dockerfile: Path | None,
-                   digest_file: Path) -> list[list[str]]:
-    """buildah's build, then its push (plain HTTP to a loopback registry).
+                   digest_file: Path, push: list[str]) -> list[list[str]]:
+    """buildah's build, then its push with ``push``'s flags (``push_options``).
 
     The push writes the digest of the manifest it pushed to ``digest_file``."""
-    registry = parse_reference(reference).registry
-    tls = "false" if registry.rsplit(":", 1)[0] in LOOPBACK else "true"
     build = ["buildah", "bud", "--quiet", "-t", reference]
     if dockerfile is not None:
         build += ["-f", str(dockerfile)]
     return [[*build, str(context)],
-            ["buildah", "push", "--quiet", f"--tls-verify={tls}", "--digestfile",
-             str(digest_file), reference, f"docker://{reference}"]]
+            ["buildah", "push", "--quiet", *push, "--digestfile", str(digest_file), reference,
+             f"docker://{reference}"]]
 
 
 @friendly
@@ -91,15 +146,21 @@ def build(
     """Build an image from a Dockerfile with buildah and push it; prints its reference."""
     if not path.is_dir():
         raise ValueError(f"{path} is not a directory")
-    if not names_registry(tag):
-        tag = f"{registry or cluster_registry(api_url, token, context, data_dir)}/{tag}"
-    digest = build_and_push(path, tag, file)
+    if names_registry(tag):
+        push = PushTarget(parse_reference(tag).registry)
+    else:
+        push = PushTarget(registry) if registry else cluster_push(api_url, token, context,
+                                                                  data_dir)
+        tag = f"{push.registry}/{tag}"
+    digest = build_and_push(path, tag, file, push)
     typer.echo(tag)
     typer.echo(f"pushed {digest} (pin it as {tag}@{digest})", err=True)
 
 
-def build_and_push(context: Path, reference: str, dockerfile: Path | None) -> str:
-    """Build ``context`` as ``reference`` and push it: the pushed manifest's digest.
+def build_and_push(context: Path, reference: str, dockerfile: Path | None,
+                   push: PushTarget) -> str:
+    """Build ``context`` as ``reference`` and push it as ``push`` says: the pushed
+    manifest's digest.
 
     ValueError with buildah's last line when a step fails."""
     if shutil.which("buildah") is None:
@@ -107,9 +168,14 @@ def build_and_push(context: Path, reference: str, dockerfile: Path | None) -> st
     parse_reference(reference)  # a bad name is refused before anything is built
     with tempfile.TemporaryDirectory(prefix="bodega-build-") as scratch:
         digest_file = Path(scratch) / "digest"
-        for argv in build_commands(context, reference, dockerfile, digest_file):
+        options = push_options(push, reference, Path(scratch))
+        for argv in build_commands(context, reference, dockerfile, digest_file, options):
             done = subprocess.run(argv, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 lines = (done.stderr or done.stdout).strip().splitlines()
+                if argv[1] == "push" and push.token and UNAUTHORIZED.search(done.stderr):
+                    raise ValueError(f"the cluster's registry at {push.registry} refused the "
+                                     "push: it takes pushes with an admin token, and the "
+                                     f"token from {push.whose} is not one")
                 raise ValueError(f"{argv[0]} {argv[1]} failed: {lines[-1] if lines else '?'}")
         return digest_file.read_text().strip()

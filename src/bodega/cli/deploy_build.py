@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bodega.cli.build import build_and_push, push_registry
+from bodega.cli.build import build_and_push, push_target
 from bodega.cli.session import call_target, console
 from bodega.cli.target import Target
 from bodega.deploy.config import AppConfig
@@ -30,15 +30,17 @@ def built_image(config: AppConfig, config_path: Path, image: str | None, registr
                 cluster: Target, quiet: bool) -> str | None:
     """The reference of the image built for this deploy, or None when it builds nothing.
 
-    It is pushed to the registry of the cluster deployed to (``push_registry``)."""
+    It is pushed to the registry of the cluster deployed to (``push_target``): over TLS
+    checked against the cluster's CA, with the deploy's token."""
     config_dir = config_path.resolve().parent
     versions = call_target(cluster, lambda c: _versions(c, config.app))
     planned = image_build(config, config_dir, Path.is_file, versions, image)
     if planned is None:
         return None
-    reference = planned.reference(push_registry(registry, cluster))
+    push = push_target(registry, cluster)
+    reference = planned.reference(push.registry)
     if not quiet:
         console.print(f"[bold]build[/bold]: {planned.dockerfile.name} -> {reference}")
-    digest = build_and_push(planned.context, reference, planned.dockerfile)
+    digest = build_and_push(planned.context, reference, planned.dockerfile, push)
     # Pinned: a deploy runs what it built even if another push reuses the tag meanwhile.
     return f"{reference}@{digest}"

@@ -50,6 +50,10 @@ def worker(
     = "auto",
     image_registry: Annotated[str | None, typer.Option(
         help="Registry host:port for image references that name none")] = None,
+    image_registry_ca: Annotated[Path | None, typer.Option(
+        help="A CA certificate (PEM): reach --image-registry over HTTPS, its certificate "
+             "checked against this CA, showing this worker's own certificate (the "
+             "cluster's registry lets workers pull by it)")] = None,
     registry_username: Annotated[str | None, typer.Option(
         envvar="BODEGA_REGISTRY_USERNAME", help="Registry user (basic or bearer auth)")] = None,
     registry_password: Annotated[str | None, typer.Option(
@@ -161,7 +165,9 @@ def worker(
         stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
         gossip_host=gossip_host, gossip_port=gossip_port, join=seeds, gossip_keyring=keys,
         registry_agent=registry_agent.resolve() if registry_agent else None,
-        image_registry=image_registry, registry_username=registry_username,
+        image_registry=image_registry,
+        image_registry_ca=_registry_ca(image_registry, image_registry_ca),
+        registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
         oci_runtime=oci_runtime, sandbox=sandbox, vm=vm, vm_kernel=vm_kernel,
         jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,
@@ -183,3 +189,15 @@ async def _run(config: WorkerConfig, ready_file: Path | None, exit_with_parent: 
                      ready=lambda: Ready(url=daemon.url, gossip=daemon.gossip,
                                          name=config.name, region=config.region,
                                          warnings=daemon.notices))
+
+
+def _registry_ca(registry: str | None, ca: Path | None) -> str | None:
+    """The PEM of ``--image-registry-ca``, read once here; it names the registry's CA."""
+    if ca is None:
+        return None
+    if registry is None:
+        raise ValueError("--image-registry-ca is the CA of --image-registry: give both")
+    try:
+        return ca.read_text()
+    except OSError as exc:
+        raise ValueError(f"--image-registry-ca {ca}: {exc.strerror or exc}") from None

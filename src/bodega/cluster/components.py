@@ -1,6 +1,7 @@
 """What a local cluster runs: each component's command line, environment and files.
 
-An image registry (when it has a port), the host's registry agent (with
+An image registry (when it has a port: HTTPS with a certificate from the
+cluster CA, which workers check it by), the host's registry agent (with
 ``--registry-agent``: every other component reads its replica and is its
 tenant, gossiping through it), the workers (without an agent, each gossiping on
 a fixed port, joining those before it), one broker and one proxy in the first
@@ -18,6 +19,7 @@ them.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bodega.cluster.config import AGENT_NAME, ClusterConfig
+from bodega.cluster.edge_files import CA_CRT
 from bodega.model.duration import format_duration
 
 if TYPE_CHECKING:
@@ -32,9 +35,10 @@ if TYPE_CHECKING:
 
 # Never inherited from `bodega up`'s own environment: each is given here, or not at all.
 # BODEGA_CLUSTER_SECRET is what older versions used for everything.
+TOKEN_DIGEST = "BODEGA_API_TOKEN_SHA256"  # the admin token's SHA-256 (hex): the registry's
 SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_SECRETS_KEY", "BODEGA_GOSSIP_KEYRING",
                     "BODEGA_GOSSIP_KEYRING_FILE", "BODEGA_CERTS_KEY",
-                    "BODEGA_CLUSTER_SECRET")
+                    "BODEGA_CLUSTER_SECRET", TOKEN_DIGEST)
 
 
 @dataclass
@@ -69,10 +73,11 @@ def component_env(inherited: Mapping[str, str], role: str, config: ClusterConfig
     Secrets travel in the environment, never on a command line others can
     read, and each goes only where it is needed: brokers and workers get the
     secrets key (a proxy never opens an app's secrets), only the broker the
-    admin token. The gossip keyring is a file every component is given the
-    path of, never a variable. ``bodega up`` may
-    itself have been given the token as ``BODEGA_API_TOKEN``; a worker or a
-    proxy that inherited it would hold a key it never uses.
+    admin token, and the image registry (which lets a push in with it) its
+    SHA-256, which opens nothing. The gossip
+    keyring is a file every component is given the path of, never a variable.
+    ``bodega up`` may itself have been given the token as ``BODEGA_API_TOKEN``; a
+    worker or a proxy that inherited it would hold a key it never uses.
     """
     env = {k: v for k, v in inherited.items() if k not in SECRET_VARIABLES}
     if role in ("broker", "worker") and config.secrets_key:
@@ -81,6 +86,8 @@ def component_env(inherited: Mapping[str, str], role: str, config: ClusterConfig
         env["BODEGA_CERTS_KEY"] = config.certs_key  # brokers seal certificate keys, proxies open
     if role == "broker":
         env["BODEGA_API_TOKEN"] = config.token
+    if role == "registry" and config.internal_tls:  # it takes pushes with the token
+        env[TOKEN_DIGEST] = hashlib.sha256(config.token.encode()).hexdigest()
     return env
 
 
@@ -101,12 +108,19 @@ def components_for(config: ClusterConfig) -> list[Component]:
     images: tuple[str, ...] = ()
     if config.registry_port:  # the image registry first: workers pull from it
         registry = f"{config.host}:{config.registry_port}"
-        images = ("--image-registry", registry)
+        # With the cluster CA, it serves HTTPS with a certificate the CA issues it: workers
+        # and the broker (which tells `bodega build`) are given the CA to check it by.
+        images = ("--image-registry", registry, *(
+            ("--image-registry-ca", str(config.data_dir / CA_CRT)) if config.internal_tls
+            else ()))
         components.append(Component(
             "registry", "registry", nearest,
             bodega_argv("image-registry", "--data-dir", str(config.data_dir / "images"),
                         "--listen", registry, "--ready-file", str(run_dir / "registry.json"),
-                        "--exit-with-parent"),
+                        "--exit-with-parent", *(
+                            ("--ca-dir", str(config.data_dir / "tls"), "--cert-validity",
+                             format_duration(config.cert_lifetime))
+                            if config.internal_tls else ())),
             run_dir / "registry.json", logs / "registry.log",
             flags={"--listen": "--registry-port"}))
     agent = config.agent_dir

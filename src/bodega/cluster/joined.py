@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from bodega.cluster.components import Component, bodega_argv, private_network_args
-from bodega.cluster.edge_files import DEFAULT_CERT
+from bodega.cluster.edge_files import CA_CRT, DEFAULT_CERT
 from bodega.registry.membership import keyfile
 from bodega.runtime.lifecycle import write_json_atomic
 from bodega.wire.join import JOIN_PORT
@@ -136,7 +136,7 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
                       proxy_tls: bool = True) -> list[Component]:
     """``proxy_tls``: whether the proxy may serve TLS here (it needs haproxy)."""
     run_dir, logs = data_dir / "run", data_dir / "logs"
-    images = ("--image-registry", host.image_registry) if host.image_registry else ()
+    images = registry_args(host, data_dir)
     components = []
     hosted: tuple[str, ...] = ()
     seeds = list(host.seeds)
@@ -192,11 +192,20 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
     return components
 
 
+def registry_args(host: JoinedHost, data_dir: Path) -> tuple[str, ...]:
+    """Where the cluster's image registry is (host 1's), for the host's workers and broker,
+    and the CA its certificate is checked by: the cluster's, kept at the join (``ca.crt``).
+    A cluster hosts join serves its registry over TLS, since joins need the cluster CA."""
+    if not host.image_registry:
+        return ()
+    return ("--image-registry", host.image_registry,
+            "--image-registry-ca", str(data_dir / CA_CRT))
+
+
 def _broker_args(host: JoinedHost, data_dir: Path) -> tuple[str, ...]:
     """A joined broker's internal listener and, on a server, the CA and the join listener."""
     args: tuple[str, ...] = ("--internal-listen", f"{host.advertise}:0",
-                             *(("--image-registry", host.image_registry)
-                               if host.image_registry else ()),
+                             *registry_args(host, data_dir),
                              *(("--edge-domain", host.edge_domain)
                                if host.edge_domain != "localhost" else ()))
     if not host.server:

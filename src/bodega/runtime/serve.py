@@ -148,7 +148,8 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
                 tls: InternalTls | None = None,
                 open_tls: ssl.SSLContext | None = None) -> Served:
     """Start serving ``app``; returns once the socket accepts connections. ``tls``: mutual
-    TLS (an internal listener); ``open_tls``: TLS that asks clients for no certificate."""
+    TLS (an internal listener); ``open_tls``: TLS that requires no client certificate (the
+    context says whether it asks for one)."""
     sock = sock or bind(host, port)
     bound_port = 0 if sock.family == socket.AF_UNIX else int(sock.getsockname()[1])
     stopping = asyncio.Event()
@@ -159,7 +160,10 @@ async def serve(app: Any, host: str, port: int, *, sock: socket.socket | None = 
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=75,
         proxy_headers=False,
-        backlog=2048, http=_handover(_http_protocol(), stopping, note_peer if tls else None),
+        # With ``open_tls`` too: a context that asks for a certificate without requiring
+        # one (the image registry's) lets its requests know who presented one.
+        backlog=2048, http=_handover(_http_protocol(), stopping,
+                                     note_peer if tls or open_tls else None),
         ssl_context_factory=(
             (lambda _config, _default: counting_server_context(tls)) if tls is not None
             else (lambda _config, _default: open_tls) if open_tls is not None else None),

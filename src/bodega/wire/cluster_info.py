@@ -2,7 +2,9 @@
 
 Today one thing: where the cluster's image registry is (``bodega up`` runs one and tells its
 broker), so `bodega build` and `bodega deploy` push to the registry of the cluster they
-deploy to, never to one a local file names.
+deploy to, never to one a local file names; and the CA its certificate chains to (the
+cluster's), which they check it by. That CA comes over the same link the token already
+travels, so trusting it asks no more of that link than sending the token does.
 """
 
 from __future__ import annotations
@@ -11,6 +13,10 @@ from pydantic import BaseModel, ConfigDict
 
 
 class ClusterInfo(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # An answer: a client of another version reads what it knows of it (model/answer.py).
+    model_config = ConfigDict(extra="ignore")
     # host:port of the registry the cluster's workers pull from; None when it runs none.
     image_registry: str | None = None
+    # The CA (PEM) its certificate chains to; None: it serves plain HTTP (a cluster
+    # without internal TLS, on loopback).
+    image_registry_ca: str | None = None

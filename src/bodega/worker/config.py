@@ -77,6 +77,9 @@ class WorkerConfig:
     oci_runtime: str = "auto"  # crun if installed, else runc (drivers/oci/runtimes.py)
     # Try runsc at start, and offer the sandbox isolation if it runs (docs/isolation.md).
     sandbox: bool = True
+    # The CA (PEM) ``image_registry``'s certificate is checked by: reached over HTTPS, this
+    # worker's own certificate shown (the cluster's registry lets workers pull by it).
+    image_registry_ca: str | None = None
     # Boot a probe VM at start (once per host: the verdict is kept by qemu and kernel), and
     # offer the vm isolation if it boots; the kernel bodega boots is unpacked here.
     vm: bool = True

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -53,10 +55,34 @@ async def registry(tmp: Path) -> AsyncIterator[str]:
         log.close()
 
 
+def cluster_auth(data_dir: Path, registry: str, scratch: Path) -> tuple[Path, Path]:
+    """A CA directory and an auth file (containers/image's) for the image registry of the
+    ``bodega up`` in ``data_dir``: its CA (``ca.crt``) and its admin token (``api-token``),
+    as ``bodega build`` pushes."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    certs = scratch / "certs"
+    certs.mkdir(exist_ok=True)
+    shutil.copy(data_dir / "ca.crt", certs / "ca.crt")
+    token = (data_dir / "api-token").read_text().strip()
+    auth = scratch / "auth.json"
+    auth.write_text(json.dumps({"auths": {registry: {
+        "auth": base64.b64encode(f"bodega:{token}".encode()).decode()}}}))
+    auth.chmod(0o600)
+    return certs, auth
+
+
+def cluster_push(data_dir: Path, registry: str, scratch: Path) -> list[str]:
+    """skopeo's flags to push to the image registry of the ``bodega up`` in ``data_dir``."""
+    certs, auth = cluster_auth(data_dir, registry, scratch)
+    return ["--dest-cert-dir", str(certs), "--dest-authfile", str(auth)]
+
+
 def build_image(tmp: Path, host: str, name: str, *, page: str = "hello from an image\n",
-                extra_mb: int = 0, user: str | None = None) -> str:
+                extra_mb: int = 0, user: str | None = None,
+                cluster: Path | None = None) -> str:
     """Build a busybox image that serves ``page`` with httpd on :8080 and push it; ``user``
-    is the image's ``User`` (none: root)."""
+    is the image's ``User`` (none: root); ``cluster``: the data dir of the ``bodega up``
+    whose registry ``host`` is (HTTPS from its CA, a push with its admin token)."""
     work = tmp / f"build-{name.replace('/', '-').replace(':', '-')}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -85,5 +111,7 @@ def build_image(tmp: Path, host: str, name: str, *, page: str = "hello from an i
         "--config.cmd", "-h", "--config.cmd", "/www", "--config.env", "FROM_IMAGE=yes",
         "--config.workingdir", "/www", *(["--config.user", user] if user else []))
     reference = f"{host}/{name}"
-    run("skopeo", "copy", "--dest-tls-verify=false", f"oci:{layout}:t", f"docker://{reference}")
+    dest = (cluster_push(cluster, host, work / "push") if cluster is not None
+            else ["--dest-tls-verify=false"])
+    run("skopeo", "copy", *dest, f"oci:{layout}:t", f"docker://{reference}")
     return reference

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import replace
 from pathlib import Path
 
 from bodega.cluster.components import component_env
@@ -17,7 +19,14 @@ INHERITED = {"PATH": "/usr/bin", "BODEGA_API_TOKEN": "admin-token",
 
 def test_only_the_broker_gets_the_admin_token() -> None:
     assert component_env(INHERITED, "broker", CONFIG)["BODEGA_API_TOKEN"] == "admin-token"
-    for role in ("worker", "proxy"):
+    # The image registry lets a push in with it, knowing its SHA-256 alone; with no TLS (a
+    # benchmark's cluster) it asks for nothing.
+    registry = component_env(INHERITED, "registry", CONFIG)
+    assert registry["BODEGA_API_TOKEN_SHA256"] == hashlib.sha256(b"admin-token").hexdigest()
+    assert "admin-token" not in registry.values()
+    plain = replace(CONFIG, internal_tls=False)
+    assert "BODEGA_API_TOKEN_SHA256" not in component_env(INHERITED, "registry", plain)
+    for role in ("worker", "proxy", "registry"):
         env = component_env(INHERITED, role, CONFIG)
         assert "BODEGA_API_TOKEN" not in env
         assert "admin-token" not in env.values()

@@ -10,6 +10,7 @@ from bodega.runtime.tls.access import (
     AGENT_INTERNAL,
     BROKER,
     BROKER_INTERNAL,
+    IMAGE_REGISTRY,
     POLICY,
     PROXY,
     PROXY_ADMIN,
@@ -19,6 +20,7 @@ from bodega.runtime.tls.access import (
     NoRule,
     Route,
     allowed,
+    image_registry_allows,
     roles_for,
 )
 
@@ -87,3 +89,20 @@ def test_every_rule_names_known_roles_and_at_least_one() -> None:
     for route, roles in POLICY.items():
         assert roles, route
         assert roles <= {WORKER, BROKER, PROXY, AGENT, ADMIN}, route
+
+
+def test_the_image_registry_lets_admin_tokens_push_and_workers_pull_nothing_more() -> None:
+    for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"):
+        assert image_registry_allows(method, None, admin=True)  # the admin token: anything
+        assert image_registry_allows(method, WORKER, admin=True)
+        assert not image_registry_allows(method, None, admin=False)  # no credential: nothing
+        for role in (BROKER, PROXY, AGENT, ADMIN, IMAGE_REGISTRY):  # nor any other certificate
+            assert not image_registry_allows(method, role, admin=False)
+    assert image_registry_allows("GET", WORKER, admin=False)
+    assert image_registry_allows("HEAD", WORKER, admin=False)
+    for method in ("POST", "PUT", "PATCH", "DELETE"):  # a worker's certificate never writes
+        assert not image_registry_allows(method, WORKER, admin=False)
+
+
+def test_the_image_registry_role_may_call_no_internal_route() -> None:
+    assert [str(r) for r in POLICY if IMAGE_REGISTRY in POLICY[r]] == []

@@ -15,6 +15,12 @@ themselves; all of them renew their own certificates; ``admin`` is the operator'
 tools (``bodega up`` makes one such certificate beside the CA): metrics and
 reads, never a change to a machine. Batch jobs are the one place workers call
 each other: a task's runner claims, renews and releases at its job's home.
+``image-registry`` (the cluster's image registry, serving) may call nothing.
+
+The cluster's image registry has a door of its own (``image_registry_allows``): it
+speaks the distribution protocol to buildah and skopeo, which hold no certificate of
+the cluster, so a push is let in by the admin token, and a pull by that or by a
+worker's certificate (docs/security.md).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 WORKER, BROKER, PROXY, AGENT, ADMIN = "worker", "broker", "proxy", "agent", "admin"
+IMAGE_REGISTRY = "image-registry"
 
 # The listeners, by what they serve. The registry's routes are mounted on the one of
 # whoever holds a replica: the host's agent's, or each daemon's with no agent.
@@ -172,3 +179,15 @@ def allowed(listener: str, method: str, path: str, role: str,
         return role in roles_for(listener, method, path, policy)
     except NoRule:
         return False
+
+
+# -- the cluster's image registry --------------------------------------------------------------
+PULLS = frozenset({"GET", "HEAD"})  # the distribution protocol's reads; anything else writes
+IMAGE_PULLERS = frozenset({WORKER})  # a worker pulls what its machines run, by its certificate
+
+
+def image_registry_allows(method: str, role: str | None, admin: bool) -> bool:
+    """Whether the cluster's image registry serves ``method``: to whoever gave an admin
+    token (``admin``: pushes and pulls), else a read to a caller whose certificate from the
+    cluster CA is of a role that pulls (``role``: None without one)."""
+    return admin or (method in PULLS and role in IMAGE_PULLERS)

@@ -18,7 +18,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-ROLES = frozenset({"worker", "broker", "proxy", "agent", "admin"})
+# ``image-registry``: the cluster's image registry serves with one (access.py lets it call
+# nothing).
+ROLES = frozenset({"worker", "broker", "proxy", "agent", "admin", "image-registry"})
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 Key = ec.EllipticCurvePrivateKey

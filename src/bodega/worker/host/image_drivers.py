@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from bodega.runtime.tls.files import TlsDir
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.drivers.oci import OciDriver, runtimes
@@ -23,7 +24,7 @@ from bodega.worker.host.probe_run import probe_run
 from bodega.worker.host.survey import RUNC_STATE
 from bodega.worker.host.vm_probe import vm_machines
 from bodega.worker.images.puller import Puller
-from bodega.worker.images.registry_client import RegistryClient
+from bodega.worker.images.registry_client import RegistryClient, RegistryTrust
 from bodega.worker.images.store import ImageStore
 
 log = logging.getLogger("bodega.worker.images")
@@ -123,6 +124,15 @@ def sandbox_runtime(config: WorkerConfig, state_root: Path) -> Runc | None:
     return sandbox
 
 
+def registry_trust(config: WorkerConfig) -> dict[str, RegistryTrust]:
+    """The cluster's registry, reached over TLS checked against its CA, this worker showing
+    its own certificate (none with --internal-tls off), which lets it pull there."""
+    if config.image_registry is None or config.image_registry_ca is None:
+        return {}
+    identity = TlsDir(config.tls_dir).identity_path if config.tls_dir is not None else None
+    return {config.image_registry: RegistryTrust(config.image_registry_ca, identity)}
+
+
 def make_image_driver(config: WorkerConfig) -> Driver:
     """``oci``: image machines only; ``auto``: both drivers, the config picks."""
     if not runtime_available(config.oci_runtime):
@@ -130,7 +140,8 @@ def make_image_driver(config: WorkerConfig) -> Driver:
         raise ValueError(f"the oci driver needs root and {wanted} installed")
     scope = config.cgroup_scope()  # runc's state and the cgroups carry the cluster id
     cgroups = Cgroups.detect(scope) if config.cgroups else None
-    client = RegistryClient(config.registry_username, config.registry_password)
+    client = RegistryClient(config.registry_username, config.registry_password,
+                            trusted=registry_trust(config))
     puller = Puller(ImageStore(config.images_dir), client, config.image_registry,
                     config.failpoints)
     runtime = runtimes.pick(config.oci_runtime, installed)

@@ -8,7 +8,7 @@ from bodega.worker.images.reference import (
     ImageReference,
     parse_reference,
 )
-from bodega.worker.images.registry_client import RegistryClient, RegistryError
+from bodega.worker.images.registry_client import RegistryClient, RegistryError, RegistryTrust
 from bodega.worker.images.store import ImageStore
 
 __all__ = [
@@ -20,5 +20,6 @@ __all__ = [
     "Puller",
     "RegistryClient",
     "RegistryError",
+    "RegistryTrust",
     "parse_reference",
 ]

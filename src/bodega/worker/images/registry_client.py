@@ -1,16 +1,23 @@
 """The OCI distribution protocol, the few calls a pull needs, over aiohttp.
 
-Plain HTTP for loopback registries (and any listed as insecure), HTTPS
-otherwise; basic auth, or a bearer token fetched from the realm a ``401``
-names. Blobs stream to a file and are hashed as they arrive: the store keeps
-one only if it hashed to its digest. Credentials are never logged.
+A registry given a ``RegistryTrust`` (the cluster's, ``--image-registry-ca``)
+is reached over HTTPS, its certificate checked against that CA, the worker
+showing its own certificate from the cluster CA: that is how the cluster's
+registry lets a worker pull, with no password. Others: plain HTTP for
+loopback registries (and any listed as insecure), HTTPS checked against the
+system's CAs otherwise; basic auth, or a bearer token fetched from the realm
+a ``401`` names. Blobs stream to a file and are hashed as they arrive: the
+store keeps one only if it hashed to its digest. Credentials are never
+logged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 import aiohttp
@@ -26,24 +33,62 @@ class RegistryError(Exception):
     """The registry refused or failed; the message says which reference and why."""
 
 
+class RegistryTrust:
+    """TLS to one registry: its certificate checked against ``ca_pem``, and the worker's
+    own key and certificate (``identity``, a TLS directory's ``identity.pem``) shown. The
+    file is read again when it changes, so a renewed certificate is shown from the next
+    pull on."""
+
+    def __init__(self, ca_pem: str, identity: Path | None = None) -> None:
+        self.ca_pem = ca_pem
+        self.identity = identity
+        self._context: ssl.SSLContext | None = None
+        self._stamp: tuple[int, int] | None = None
+
+    def context(self) -> ssl.SSLContext:
+        stamp = None
+        if self.identity is not None:
+            with contextlib.suppress(OSError):
+                found = self.identity.stat()
+                stamp = (found.st_mtime_ns, found.st_size)
+        if self._context is None or stamp != self._stamp:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # the chain and the address
+            context.load_verify_locations(cadata=self.ca_pem)
+            if stamp is not None and self.identity is not None:
+                context.load_cert_chain(self.identity)
+            self._context, self._stamp = context, stamp
+        return self._context
+
+
 class RegistryClient:
     def __init__(self, username: str | None = None, password: str | None = None,
-                 insecure: tuple[str, ...] = ()) -> None:
+                 insecure: tuple[str, ...] = (),
+                 trusted: Mapping[str, RegistryTrust] | None = None) -> None:
+        """``trusted``: registry host:port -> how it is reached over TLS (the cluster's)."""
         self.auth = aiohttp.BasicAuth(username, password or "") if username else None
         self.insecure = insecure
+        self.trusted = dict(trusted or {})
         self._tokens: dict[str, str] = {}
 
     def _base(self, ref: ImageReference) -> str:
         host = ref.registry.rsplit(":", 1)[0]
-        plain = host in ("127.0.0.1", "localhost", "::1") or ref.registry in self.insecure
+        plain = (host in ("127.0.0.1", "localhost", "::1") or ref.registry in self.insecure) \
+            and ref.registry not in self.trusted
         return f"{'http' if plain else 'https'}://{ref.registry}/v2/{ref.repository}"
 
-    async def _token(self, session: aiohttp.ClientSession, challenge: str) -> str:
+    def _ssl(self, ref: ImageReference) -> ssl.SSLContext | bool:
+        """The TLS a request to ``ref``'s registry uses (True: the system's CAs)."""
+        trust = self.trusted.get(ref.registry)
+        return trust.context() if trust is not None else True
+
+    async def _token(self, session: aiohttp.ClientSession, ref: ImageReference,
+                     challenge: str) -> str:
         params = dict(_PARAM_RE.findall(challenge))
         realm = params.pop("realm", "")
         if not realm:
             raise RegistryError("bearer challenge without a realm")
-        async with session.get(realm, params=params, auth=self.auth) as reply:
+        async with session.get(realm, params=params, auth=self.auth,
+                               ssl=self._ssl(ref)) as reply:
             if reply.status != 200:
                 raise RegistryError(f"token service answered {reply.status}")
             body = await reply.json()
@@ -60,11 +105,12 @@ class RegistryClient:
                 sent["Authorization"] = f"Bearer {token}"
             else:
                 auth = self.auth
-            async with session.get(url, headers=sent, auth=auth) as reply:
+            async with session.get(url, headers=sent, auth=auth, ssl=self._ssl(ref)) as reply:
                 if reply.status == 401:
                     challenge = reply.headers.get("WWW-Authenticate", "")
                     if challenge.lower().startswith("bearer"):
-                        self._tokens[ref.registry] = await self._token(session, challenge)
+                        self._tokens[ref.registry] = await self._token(session, ref,
+                                                                       challenge)
                         continue
                     raise RegistryError(f"{ref}: unauthorized")
                 if reply.status == 404:
