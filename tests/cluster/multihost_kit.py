@@ -141,17 +141,18 @@ def wait_for(host: Host, text: str, timeout: float = 180.0) -> str:
 
 @contextlib.contextmanager
 def three_hosts(root: Path, *up_args: str, count: int = 3,
-                keep_mounts: bool = False) -> Iterator[MultiHost]:
+                keep_mounts: bool = False, cgroups: bool = False) -> Iterator[MultiHost]:
     """``up_args``: more flags for host 1's ``bodega up --advertise``; ``count``: namespaces
     made, host 1 started (the others are the test's to start); ``keep_mounts``: each host
     keeps one mount namespace, as a real host does, so a host whose every bodega process
     died still has the namespaces its machines were given, and ``/run/netns`` and
-    ``/run/wireguard`` of its own (``Hosts.keep_mounts``)."""
+    ``/run/wireguard`` of its own (``Hosts.keep_mounts``); ``cgroups`` (with it): each host
+    also sees the cgroup hierarchies, so its workers run images."""
     hosts = Hosts()
     asyncio.run(hosts.setup(count))
     if keep_mounts:
         for index in range(1, count + 1):
-            hosts.keep_mounts(index, own_run_dirs=True)
+            hosts.keep_mounts(index, own_run_dirs=True, cgroups=cgroups)
     api, proxy, joins = free_port(), free_port(), free_port()
     cluster = MultiHost(hosts, root, f"http://{hosts.address(1)}:{api}",
                         f"http://{hosts.address(1)}:{proxy}",

@@ -76,7 +76,8 @@ class Hosts:
             return ["nsenter", f"--target={holder.pid}", "--mount", "--net", *argv]
         return ["ip", "netns", "exec", self.namespace(index), *argv]
 
-    def keep_mounts(self, index: int, *, own_run_dirs: bool = False) -> None:
+    def keep_mounts(self, index: int, *, own_run_dirs: bool = False,
+                    cgroups: bool = False) -> None:
         """From now on, every command on host ``index`` shares one mount namespace: the one
         ``ip netns exec`` makes (its ``/sys`` the host's), held by a process that sleeps.
 
@@ -84,7 +85,12 @@ class Hosts:
         its own, as a real host has, where it would otherwise share the test's (and every
         other host's): what a host lists or sweeps there is its own machines' namespaces,
         and ``wg show interfaces`` on it lists its own WireGuard interfaces (wireguard-go's
-        control sockets), not every host's."""
+        control sockets), not every host's.
+
+        ``cgroups``: the host sees the cgroup hierarchies at ``/sys/fs/cgroup`` as a real
+        host does (``ip netns exec`` mounts a ``/sys`` of its own, which has none): each
+        hierarchy the test's host mounts there is mounted again, the same hierarchy (the
+        same controllers), so its workers limit machines and run images."""
         holder = subprocess.Popen(self.exec(index, "sleep", "infinity"))
         for _ in range(500):  # until ip netns exec has made it and exec'd the sleep
             with contextlib.suppress(OSError):
@@ -101,6 +107,10 @@ class Hosts:
                             "mount --make-rprivate /\n"
                             "for d in /run/netns /run/wireguard; do mkdir -p $d;"
                             " mount -t tmpfs -o size=1m,mode=755 run $d; done"], check=True)
+        if cgroups:
+            subprocess.run(["nsenter", f"--target={holder.pid}", "--mount", "sh", "-ec",
+                            cgroup_script(Path("/proc/self/mountinfo").read_text())],
+                           check=True)
 
     async def partition(self, group: list[int], others: list[int]) -> None:
         """No packet between ``group`` and ``others``, either way (both sides drop)."""
@@ -163,6 +173,20 @@ class Hosts:
             await run("ip", "netns", "del", self.namespace(index), check=False)
         await run("ip", "link", "del", self.bridge, check=False)
         self.names.clear()
+
+
+def cgroup_script(mountinfo: str, root: str = "/sys/fs/cgroup") -> str:
+    """The shell lines that mount, under ``root``, the cgroup hierarchies ``mountinfo`` shows
+    there: a tmpfs, then each hierarchy with its own options (mounting a v1 hierarchy with the
+    controllers of one already mounted is that hierarchy again)."""
+    lines = [f"mount -t tmpfs -o mode=755 cgroup {root}"]
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        separator = fields.index("-")
+        point, kind, options = fields[4], fields[separator + 1], fields[separator + 3]
+        if kind in ("cgroup", "cgroup2") and point.startswith(root + "/"):
+            lines.append(f"mkdir -p {point} && mount -t {kind} -o {options} {kind} {point}")
+    return "\n".join(lines) + "\n"
 
 
 @contextlib.asynccontextmanager
