@@ -9,7 +9,9 @@ same moment. So fresh ports come from just below the ephemeral range, where
 the kernel never hands one out unasked, and each chosen port is claimed with
 an exclusive lock (flock) under ``/run/bodega/ports``, held while ``bodega
 up`` runs and dropped by the kernel when it dies, however it dies; another
-``bodega up`` skips a claimed port. Without a writable ``/run/bodega`` (not
+``bodega up`` skips a claimed port. A claim names the network namespace it was
+made in (a port is a namespace's, and hosts made of namespaces on one kernel,
+each with a ``bodega up`` or ``bodega join`` on 51820, take it each in its own). Without a writable ``/run/bodega`` (not
 root), ports are still chosen outside the ephemeral range, unclaimed.
 
 The lock is the claim's owner: a ``bodega up`` or ``bodega join`` that stops
@@ -32,7 +34,9 @@ EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LINUX_EPHEMERAL = (32768, 60999)  # the kernel's default, when the file cannot be read
 QUIET_SPAN = 8000  # how many ports below (or above) the ephemeral range to choose from
 LOWEST = 1024  # never a privileged port
-CLAIM = re.compile(r"(?:tcp|udp)-[0-9]+\.lock")  # what ``PortClaims.take`` names its files
+# What ``PortClaims.take`` names its files (claims made before they named a network
+# namespace have no ``-net...``).
+CLAIM = re.compile(r"(?:tcp|udp)-[0-9]+(?:-net[0-9]+)?\.lock")
 
 
 def quiet_range(ephemeral: tuple[int, int], span: int = QUIET_SPAN) -> range | None:
@@ -82,8 +86,9 @@ class PortClaims:
         return cls() if os.access(LOCK_DIR, os.W_OK) else cls(lock_dir=None)
 
     def take(self, protocol: str, port: int) -> bool:
-        """Claim ``protocol``/``port`` for this process; False if another process holds it."""
-        key = f"{protocol}-{port}"
+        """Claim ``protocol``/``port`` of this network namespace for this process; False if
+        another process holds it."""
+        key = f"{protocol}-{port}-net{network_namespace()}"
         if self.lock_dir is None or key in self.held:
             return True
         path = self.lock_dir / f"{key}.lock"
@@ -99,6 +104,14 @@ class PortClaims:
             path.unlink(missing_ok=True)
             os.close(fd)  # closing drops the flock
         self.held.clear()
+
+
+def network_namespace() -> int:
+    """This process's network namespace, by its inode (0 where /proc does not say)."""
+    try:
+        return os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        return 0
 
 
 def stale(lock_dir: Path = LOCK_DIR) -> list[Path]:
