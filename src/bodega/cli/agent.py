@@ -76,5 +76,5 @@ async def _run(config: AgentConfig, tls_path: Path | None, ready_file: Path | No
         return Ready(url=daemon.url, name=config.registry.name, region=config.registry.region,
                      gossip=f"{host}:{gport}")
 
-    await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
-                     ready_file=ready_file, ready=ready)
+    await run_daemon(daemon.start, lambda _cause: daemon.stop(),
+                     exit_with_parent=exit_with_parent, ready_file=ready_file, ready=ready)

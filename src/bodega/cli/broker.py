@@ -25,7 +25,7 @@ from bodega.placement import Curve, Weights
 from bodega.placement.curves import BALANCED, ROOMY
 from bodega.placement.named import DEFAULT_POLICY
 from bodega.runtime import hostinfo
-from bodega.runtime.lifecycle import daemon_runtime, run_daemon, write_ready
+from bodega.runtime.lifecycle import StopCause, daemon_runtime, run_daemon, write_ready
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
 
@@ -197,7 +197,7 @@ async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: 
         if ready_file is not None and not daemon.gate.ready.is_set():
             marking.append(asyncio.create_task(mark_ready()))
 
-    async def stop() -> None:
+    async def stop(_cause: StopCause) -> None:
         for task in marking:
             task.cancel()
         await daemon.stop()

@@ -26,7 +26,7 @@ import typer
 
 from bodega.cli import context_store
 from bodega.cli.errors import fail, friendly
-from bodega.cli.up import _unless_stopped, keep_context
+from bodega.cli.up import _unless_stopped, keep_context, stop_as_asked
 from bodega.cluster import host_commands, host_network, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
@@ -280,9 +280,7 @@ async def _run(cluster: LocalCluster, joined: JoinedHost, network_lines: list[st
             typer.echo("Press Ctrl-C to stop.")
             await stop
     finally:
-        stop.cancel()
-        typer.echo("stopping...")
-        await cluster.stop()
+        await stop_as_asked(cluster, stop)
 
 
 def _peer_lines(joined: JoinedHost, cluster: LocalCluster) -> list[str]:

@@ -109,5 +109,5 @@ async def _run(config: ProxyDaemonConfig, ready_file: Path | None, exit_with_par
         return Ready(url=daemon.url, tls_url=daemon.tls_url, admin_url=daemon.admin.url,
                      name=config.name, region=config.region, gossip=f"{host}:{gport}")
 
-    await run_daemon(daemon.start, daemon.stop, exit_with_parent=exit_with_parent,
-                     ready_file=ready_file, ready=ready)
+    await run_daemon(daemon.start, lambda _cause: daemon.stop(),
+                     exit_with_parent=exit_with_parent, ready_file=ready_file, ready=ready)

@@ -29,7 +29,7 @@ from bodega.model.duration import parse_duration
 from bodega.registry.membership import keyfile
 from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.binding import BindError
-from bodega.runtime.lifecycle import until_stopped
+from bodega.runtime.lifecycle import StopCause, until_stopped
 from bodega.runtime.logs import configure
 from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import CertificateAuthority
@@ -226,7 +226,8 @@ def _wireguard_ports(config: ClusterConfig, first: int | None,
                                wireguard_port=chosen.ports[names[0]])
 
 
-async def _unless_stopped(work: Awaitable[T], stop: asyncio.Task[str]) -> tuple[bool, T | None]:
+async def _unless_stopped(work: Awaitable[T], stop: asyncio.Task[StopCause]
+                          ) -> tuple[bool, T | None]:
     """(True, result) if ``work`` finished first; (False, None) if Ctrl-C came first."""
     task = asyncio.ensure_future(work)
     await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -267,9 +268,22 @@ async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluste
                 return
             typer.echo(f"not up yet: {waiting.line()}; still waiting (Ctrl-C stops)", err=True)
     finally:
-        stop.cancel()
-        typer.echo("stopping...")
-        await cluster.stop()
+        await stop_as_asked(cluster, stop)
+
+
+async def stop_as_asked(cluster: LocalCluster, stop: asyncio.Task[StopCause]) -> None:
+    """Stop the cluster as its signal asked: Ctrl-C (SIGINT) stops the machines too;
+    SIGTERM (systemd's stop, an upgrade), or a start that failed, stops bodega alone and
+    leaves every machine running for the next start on this data dir to re-adopt."""
+    cause = stop.result() if stop.done() and not stop.cancelled() else None
+    stop.cancel()
+    machines = cause is StopCause.INTERRUPT
+    if machines:
+        typer.echo("stopping bodega and its machines...")
+    else:
+        typer.echo("stopping bodega, leaving its machines running (the next start on "
+                   f"{cluster.config.data_dir} re-adopts them; Ctrl-C stops them too)...")
+    await cluster.stop(machines=machines)
 
 
 async def _join_token(config: ClusterConfig, cluster: LocalCluster,

@@ -21,7 +21,7 @@ from bodega.model.capacity import CPU_KINDS, Totals
 from bodega.registry.membership import parse_seed
 from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.failpoints import Failpoints
-from bodega.runtime.lifecycle import daemon_runtime, run_daemon
+from bodega.runtime.lifecycle import StopCause, daemon_runtime, run_daemon
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
 from bodega.worker.config import JobSettings, WorkerConfig
@@ -99,7 +99,12 @@ def worker(
     machine_user: Annotated[str, typer.Option(help="Run machines as this user when root")]
     = "nobody",
     reservation_ttl: Annotated[float, typer.Option(help="Seconds an unclaimed hold lasts")] = 10.0,
-    stop_machines_on_exit: Annotated[bool, typer.Option(help="Stop machines when exiting")]
+    stop_machines_on_exit: Annotated[bool, typer.Option(
+        help="Stop machines when stopped with SIGINT or SIGTERM (never when killed, or when "
+             "the supervisor that started it is gone)")] = False,
+    stop_machines_on_interrupt: Annotated[bool, typer.Option(
+        help="Stop machines when stopped with SIGINT (Ctrl-C) only: SIGTERM leaves them "
+             "running for the next start to re-adopt (what bodega up and join pass)")]
     = False,
     job_queue_limit: Annotated[int, typer.Option(
         min=1, help="Job tasks queued here (as their home) at most: a submit past it is a 429")]
@@ -162,7 +167,9 @@ def worker(
         wireguard_port=wireguard_port,
         flycast_proxy=hostinfo.split_host_port(flycast_proxy, 80) if flycast_proxy else None,
         machine_user=machine_user or None, reservation_ttl=reservation_ttl,
-        stop_machines_on_exit=stop_machines_on_exit, failpoints=Failpoints.parse(failpoints),
+        stop_machines_on=stop_causes(on_exit=stop_machines_on_exit,
+                                     on_interrupt=stop_machines_on_interrupt),
+        failpoints=Failpoints.parse(failpoints),
         gossip_host=gossip_host, gossip_port=gossip_port, join=seeds, gossip_keyring=keys,
         registry_agent=registry_agent.resolve() if registry_agent else None,
         image_registry=image_registry,
@@ -180,6 +187,13 @@ def worker(
                    Listener("--gossip-listen", "UDP", gossip_port),
                    Listener("--wireguard-port", "UDP", wireguard_port)):
         asyncio.run(_run(config, ready_file, exit_with_parent))
+
+
+def stop_causes(*, on_exit: bool, on_interrupt: bool) -> frozenset[StopCause]:
+    """What stops the machines with the worker, from its two flags."""
+    if on_exit:
+        return frozenset({StopCause.INTERRUPT, StopCause.TERMINATE})
+    return frozenset({StopCause.INTERRUPT}) if on_interrupt else frozenset()
 
 
 async def _run(config: WorkerConfig, ready_file: Path | None, exit_with_parent: bool) -> None:

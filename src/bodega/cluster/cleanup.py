@@ -1,20 +1,21 @@
-"""What a cluster leaves in the kernel, removed: as ``bodega up`` starts and stops, and by
+"""What a cluster leaves in the kernel, removed: as ``bodega up`` stops on Ctrl-C, and by
 ``bodega clean``.
 
 Every kernel object a cluster's workers make carries the cluster id stored in
 its data dir (``runtime/cluster_id.py``; names in ``worker/host/names.py``).
-Cleanup lives in two places:
+Cleanup lives in two places, both on an operator's Ctrl-C, which stops the machines:
 
-- each worker stopping for good (``--stop-machines-on-exit``, which ``bodega up``
-  passes) sweeps what it made, once its machines are stopped;
-- ``bodega up``, once every component has stopped, and before it starts any,
-  sweeps everything carrying its cluster id: what a worker killed after the stop
-  grace or one that crashed left, machines still running included.
+- each worker stopping for good (on SIGINT, with ``--stop-machines-on-interrupt``,
+  which ``bodega up`` passes) sweeps what it made, once its machines are stopped;
+- ``bodega up``, once every component has stopped, sweeps everything carrying
+  its cluster id: what a worker killed after the stop grace or one that crashed
+  left, machines still running included.
 
-A worker killed with SIGKILL while its cluster runs removes nothing: its
-machines keep running and its restart re-adopts them. ``bodega clean`` runs the
-same sweep for a cluster that is not running (say its ``bodega up`` or ``bodega
-join`` was killed with SIGKILL), finding the id wherever the data dir keeps it
+A stop that leaves the machines running (SIGTERM), and any process killed with
+SIGKILL, removes nothing: the machines keep running and the next start
+re-adopts them, so nothing is swept as a cluster starts. ``bodega clean`` runs
+the same sweep for a cluster that will not run again (say its ``bodega up`` or
+``bodega join`` was killed with SIGKILL), finding the id wherever the data dir keeps it
 (``stored_cluster.py``): for a joined host, only its own workers' objects, since
 the cluster's other hosts may share the kernel. ``--legacy`` removes what
 versions before cluster ids left and nothing uses.

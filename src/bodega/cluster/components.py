@@ -153,7 +153,7 @@ def components_for(config: ClusterConfig) -> list[Component]:
             "--disk-gb", str(config.worker_disk_gb),
             "--machine-subnet", config.worker_subnet(index),
             *(("--cluster-id", config.cluster_id) if config.cluster_id else ()),
-            "--stop-machines-on-exit", "--exit-with-parent",
+            "--stop-machines-on-interrupt", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
             *gossip, "--gossip-keyring", str(config.keyring_file), *images, *tls_args(config),
             *private_network_args(config.private_network, config.worker_wireguard(index),

@@ -2,9 +2,17 @@
 
 The unit runs the same command the user would type, from the directory they
 typed it in (so a relative ``--data-dir`` means the same), with the same
-Python. systemd stops it with SIGINT, as Ctrl-C does: the components stop
-and so do their machines, and a reboot brings the host back as it was (the
-data dir keeps its identity; ``bodega join`` needs no token again).
+Python. systemd stops it with SIGTERM: bodega stops and its machines keep
+running, so ``systemctl restart`` (an upgrade, a changed flag) re-adopts them,
+as flyd, kubelet and Nomad's client keep their workloads across their own
+restarts. ``KillMode=process`` sends that signal to bodega alone and leaves
+the rest of the unit's processes (the machines, which stay in the unit's
+cgroup on a host whose systemd tracks it in a hierarchy bodega does not move
+them out of) alive when it has stopped. Stopping the machines too is asked
+for as Ctrl-C asks it, with SIGINT (``systemctl kill --kill-whom=main
+--signal=SIGINT``). A reboot brings the host back as it was (the data dir
+keeps its identity; ``bodega join`` needs no token again), its machines
+started again by their workers.
 
 A token on the command line (``--token``) never goes into the unit, which
 anyone on the host may read: it goes to an environment file of its own, mode
@@ -74,9 +82,10 @@ def render(command: str, args: list[str], *, python: str, workdir: Path, name: s
         f"WorkingDirectory={quoted(str(workdir))}",
         *([f"EnvironmentFile={quoted(str(env_file))}"] if environment else []),
         f"ExecStart={line}",
-        "# Ctrl-C's stop: the components, then their machines.",
-        "KillSignal=SIGINT",
-        "KillMode=mixed",
+        "# A stop is of bodega alone: its machines run on, and the next start re-adopts",
+        "# them. SIGINT (systemctl kill --kill-whom=main --signal=SIGINT) stops them too.",
+        "KillSignal=SIGTERM",
+        "KillMode=process",
         f"TimeoutStopSec={STOP_TIMEOUT}",
         "Restart=on-failure",
         "RestartSec=5",

@@ -3,15 +3,20 @@
 This is the supervisor the article starts from, grown up a little: each
 component is a separate OS process with its own log file; one that exits on
 its own is restarted with a backoff; ``cluster.json`` always lists what runs
-now (pid and url); SIGINT or SIGTERM stops everything, machines included, and
-then sweeps every kernel object carrying the cluster id (``cleanup.py``), as it
-does before it starts anything. What the components are, and how each is
-started, is ``components.py``. Before a component starts, the supervisor gives
-it a certificate for its identity from the cluster CA (``authority``), unless
-it holds a good one already (one it renewed itself, say). Components are forked
-by a fork server that has imported bodega once (``forkserver.py``: the
-modules' pages are shared between them), unless the config says not to; one
-the fork server cannot make is started the usual way.
+now (pid and url). A stop is of bodega alone, or of bodega and its machines
+(``stop(machines=...)``: SIGTERM and SIGINT of ``bodega up``/``join``): the
+workers are told so by the signal they get (SIGTERM: machines stay, SIGINT: they
+stop), and only once machines were stopped does it sweep every kernel object
+carrying the cluster id (``cleanup.py``). It never sweeps as it starts: a
+machine an earlier run left running (a SIGTERM, a SIGKILL, a crash) is its
+worker's to re-adopt, and a worker takes up what its own earlier run left. What
+the components are, and how each is started, is ``components.py``. Before a
+component starts, the supervisor gives it a certificate for its identity from
+the cluster CA (``authority``), unless it holds a good one already (one it
+renewed itself, say). Components are forked by a fork server that has imported
+bodega once (``forkserver.py``: the modules' pages are shared between them),
+unless the config says not to; one the fork server cannot make is started the
+usual way.
 """
 
 from __future__ import annotations
@@ -174,7 +179,6 @@ class LocalCluster:
         private_dir(self.config.data_dir)
         await self._until_earlier_run_gone()
         self._sweeps = True
-        await self.sweep("an earlier run")
         await self._fork_server()
         for role in ("registry", "agent", "worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
@@ -218,18 +222,22 @@ class LocalCluster:
             except StartFailed as exc:
                 log.error("%s", exc)
 
-    async def stop(self) -> None:
-        """SIGTERM every component (proxies first, workers last), then SIGKILL stragglers."""
+    async def stop(self, *, machines: bool = True) -> None:
+        """Stop every component (proxies first, workers last), then SIGKILL stragglers;
+        with ``machines``, the workers stop their machines first (they get SIGINT, which
+        they take as Ctrl-C), and what carries the cluster id is swept at the end;
+        without, they leave them running (SIGTERM) for the next start to re-adopt."""
         self.stopping.set()
         for task in self._watchers:
             task.cancel()
         for role in ("proxy", "broker", "worker", "agent", "registry"):
             group = [c for c in self.components if c.role == role and c.process]
+            sig = signal.SIGINT if role == "worker" and machines else signal.SIGTERM
             for component in group:
                 assert component.process is not None
                 if component.process.returncode is None:
                     with contextlib.suppress(ProcessLookupError):
-                        component.process.send_signal(signal.SIGTERM)
+                        component.process.send_signal(sig)
             for component in group:
                 assert component.process is not None
                 try:
@@ -246,7 +254,8 @@ class LocalCluster:
             await self._forks.stop()
             self._forks = None
         self.write_state()
-        await self.sweep("this run")
+        if machines:
+            await self.sweep("this run")
 
     async def _until_earlier_run_gone(self) -> None:
         """Components of an earlier run (its ``bodega up`` killed, they stop on their own)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from bodega.runtime.binding import BindError
     from bodega.runtime.failpoints import Failpoints
     from bodega.runtime.lifecycle import (
+        StopCause,
         daemon_runtime,
         private_dir,
         run_daemon,
@@ -30,6 +31,7 @@ _MODULE = {
     "BindError": "binding",
     "Failpoints": "failpoints",
     "Served": "serve",
+    "StopCause": "lifecycle",
     "bind": "serve",
     "configure": "logs",
     "daemon_runtime": "lifecycle",
@@ -45,6 +47,7 @@ __all__ = [
     "BindError",
     "Failpoints",
     "Served",
+    "StopCause",
     "bind",
     "configure",
     "daemon_runtime",

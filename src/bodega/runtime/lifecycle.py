@@ -1,4 +1,9 @@
-"""Running a daemon until SIGINT/SIGTERM, or until the process that started it is gone."""
+"""Running a daemon until SIGINT/SIGTERM, or until the process that started it is gone.
+
+Why a daemon stops is told to its stop (``StopCause``), since the causes ask different
+things of a worker: an operator's Ctrl-C may stop the machines with bodega, a SIGTERM
+(systemd's stop, an upgrade) and a supervisor that died leave them running.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ import logging
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +29,26 @@ SLOW_STOP = 8.0  # seconds a stop may take before the daemon says what it still 
 log = logging.getLogger("bodega.lifecycle")
 
 
-async def until_stopped(exit_with_parent: bool = False) -> str:
+class StopCause(StrEnum):
+    """What ended a daemon's run."""
+
+    INTERRUPT = "SIGINT"  # Ctrl-C, or a supervisor stopping everything, machines included
+    TERMINATE = "SIGTERM"  # systemd's stop, `kill`: a supervisor stopping only itself
+    ORPHANED = "parent exited"  # the supervisor that started it is gone (killed, say)
+
+
+async def until_stopped(exit_with_parent: bool = False) -> StopCause:
     """Wait for SIGINT or SIGTERM (or the parent's death); returns what ended the wait."""
     loop = asyncio.get_running_loop()
-    stopped: asyncio.Future[str] = loop.create_future()
+    stopped: asyncio.Future[StopCause] = loop.create_future()
 
-    def on_signal(name: str) -> None:
+    def on_signal(cause: StopCause) -> None:
         if not stopped.done():
-            stopped.set_result(name)
+            stopped.set_result(cause)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, on_signal, sig.name)
+    for sig, cause in ((signal.SIGINT, StopCause.INTERRUPT),
+                       (signal.SIGTERM, StopCause.TERMINATE)):
+        loop.add_signal_handler(sig, on_signal, cause)
     watcher = None
     if exit_with_parent:
         watcher = asyncio.create_task(_watch_parent(stopped))
@@ -71,7 +86,7 @@ def _already_stopping(name: str) -> None:
                 "machines running)", name)
 
 
-async def _watch_parent(stopped: asyncio.Future[str]) -> None:
+async def _watch_parent(stopped: asyncio.Future[StopCause]) -> None:
     named = os.environ.get(SUPERVISOR_PID, "")
     if named.isdigit():
         await process_ended(int(named))
@@ -80,7 +95,7 @@ async def _watch_parent(stopped: asyncio.Future[str]) -> None:
         while os.getppid() == parent:
             await asyncio.sleep(PARENT_POLL)
     if not stopped.done():
-        stopped.set_result("parent exited")
+        stopped.set_result(StopCause.ORPHANED)
 
 
 def private_dir(path: Path) -> Path:
@@ -111,22 +126,26 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 async def run_daemon(
     start: Callable[[], Awaitable[None]],
-    stop: Callable[[], Awaitable[None]],
+    stop: Callable[[StopCause], Awaitable[None]],
     *,
     exit_with_parent: bool = False,
     ready_file: Path | None = None,
     ready: Callable[[], Ready] | None = None,
-) -> str:
+) -> StopCause:
     """Start, then tell whoever waits (``ready_file``: our pid and ``ready()``, written
-    atomically), then run until stopped, then stop."""
+    atomically), then run until stopped, then stop, told why (an exception out of the
+    run, a cancel say, is told as ``TERMINATE``: nothing asked for the machines)."""
     heed_stop_signals()
     await start()
     if ready_file is not None and ready is not None:
         write_ready(ready_file, ready())
+    cause = StopCause.TERMINATE
     try:
-        return await until_stopped(exit_with_parent)
+        cause = await until_stopped(exit_with_parent)
+        log.info("stopping: %s", cause.value)
+        return cause
     finally:
-        await stop_watched(stop)
+        await stop_watched(lambda: stop(cause))
         log.info("stopped")
 
 

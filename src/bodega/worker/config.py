@@ -8,6 +8,7 @@ from pathlib import Path
 from bodega.model.capacity import Totals
 from bodega.registry.membership.keyfile import KeyringSource
 from bodega.runtime.failpoints import Failpoints
+from bodega.runtime.lifecycle import StopCause
 from bodega.worker.host.names import HostNames
 
 # Held (flock) by the worker running on a data dir, for as long as it runs.
@@ -54,7 +55,11 @@ class WorkerConfig:
     machine_user: str | None = "nobody"  # run machines as this user when the worker is root
     log_max_bytes: int = 1 << 20
     reservation_ttl: float = 10.0
-    stop_machines_on_exit: bool = False
+    # What stops the machines with the worker: ``--stop-machines-on-exit`` both signals,
+    # ``--stop-machines-on-interrupt`` (what `bodega up` and `bodega join` pass) SIGINT only,
+    # so that their SIGTERM (systemd's stop, an upgrade) leaves the machines running. A
+    # worker whose supervisor died (``ORPHANED``) never stops them: nobody asked it to.
+    stop_machines_on: frozenset[StopCause] = frozenset()
     failpoints: Failpoints = field(default_factory=Failpoints)
     cgroups: bool = True
     fsync: bool = True  # False only to simulate many hosts on one disk (benchmarks)
@@ -72,14 +77,14 @@ class WorkerConfig:
     # Images: the registry a reference without a host is pulled from (`bodega up` runs one),
     # credentials for it (never logged), the runtime, and the cache's size budget.
     image_registry: str | None = None
+    # The CA (PEM) ``image_registry``'s certificate is checked by: reached over HTTPS, this
+    # worker's own certificate shown (the cluster's registry lets workers pull by it).
+    image_registry_ca: str | None = None
     registry_username: str | None = None
     registry_password: str | None = None
     oci_runtime: str = "auto"  # crun if installed, else runc (drivers/oci/runtimes.py)
     # Try runsc at start, and offer the sandbox isolation if it runs (docs/isolation.md).
     sandbox: bool = True
-    # The CA (PEM) ``image_registry``'s certificate is checked by: reached over HTTPS, this
-    # worker's own certificate shown (the cluster's registry lets workers pull by it).
-    image_registry_ca: str | None = None
     # Boot a probe VM at start (once per host: the verdict is kept by qemu and kernel), and
     # offer the vm isolation if it boots; the kernel bodega boots is unpacked here.
     vm: bool = True

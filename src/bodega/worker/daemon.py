@@ -4,15 +4,19 @@
 unfinished operations, re-adopts running machines) and only then serves, so
 no request ever sees a half-recovered worker.
 
-``Worker.stop`` with ``stop_machines_on_exit`` (what ``bodega up`` asks) leaves
-nothing on the host: once its machines are stopped it sweeps every kernel object
-it made (all named with its cluster id); their next start wires them again. Those
-it stopped while started are marked so, and start again when the worker does
+``Worker.stop`` is told why it stops (``StopCause``). Stopped for a cause its
+config's ``stop_machines_on`` names (SIGINT under ``bodega up`` and ``bodega
+join``: Ctrl-C), it stops its machines, publishes their last state before it
+says goodbye (so the cluster shows them stopped, not running on a host that
+left) and leaves nothing on the host: it sweeps every kernel object it made
+(all named with its cluster id); their next start wires them again. Those it
+stopped while started are marked so, and start again when the worker does
 (``core/policy.py``, ``comes_back``), as do those whose runs it finds killed with
 the host.
-Without it, machines keep running for the next start to re-adopt, and only spare
-namespaces are unwired. A worker killed with SIGKILL removes nothing, so its
-machines live on and are re-adopted. Its batch jobs are ``jobs/wiring.py``'s. With
+Otherwise (SIGTERM under a supervisor: an upgrade, systemd's stop; or its
+supervisor gone), machines keep running for the next start to re-adopt, and
+only spare namespaces are unwired. A worker killed with SIGKILL removes nothing,
+so its machines live on and are re-adopted. Its batch jobs are ``jobs/wiring.py``'s. With
 ``private_network`` it also runs this host's part of the private network
 (``host/private_net.py``) once its registry node runs.
 """
@@ -23,6 +27,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +36,7 @@ from bodega.model.states import MachineState
 from bodega.registry import Registry, RegistryConfig, open_registry
 from bodega.registry.member_tls import certificate_meta, renewal
 from bodega.registry.membership import keyfile
-from bodega.runtime.lifecycle import private_dir
+from bodega.runtime.lifecycle import StopCause, private_dir
 from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
@@ -132,6 +137,7 @@ class Worker:
         self.jobs = WorkerJobs(config, self.machines, self.ledger, self.tls, self._home)
         self.served: Served | None = None
         self.registry: Registry | None = None
+        self.publisher: Publisher | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock: PidLock | None = None
         self.machines.on_exit_decision = lambda d: self.metrics.exits.labels(d).inc()
@@ -224,7 +230,7 @@ class Worker:
             if self.tls is not None:
                 self._tasks.append(asyncio.create_task(renewal(self.tls, self.registry).run()))
             subnet: str | None = getattr(self.network, "routed_subnet", None)  # netns only
-            publisher = Publisher(
+            publisher = self.publisher = Publisher(
                 self.registry, name=self.config.name, region=self.config.region, url=url,
                 driver=self.driver.name, images_off=self.images_off,
                 store=self.store, ledger=self.ledger,
@@ -267,12 +273,16 @@ class Worker:
             meta={"url": url, **certificate_meta(self.tls)}, tombstone_ttl=c.tombstone_ttl,
         ), c.registry_agent, registry=self.metrics.registry, tls=self.tls)
 
-    async def stop(self) -> None:
-        """Stop serving; with ``stop_machines_on_exit`` also stop every running machine."""
+    async def stop(self, cause: StopCause = StopCause.TERMINATE) -> None:
+        """Stop serving; stop every running machine too when ``cause`` is one the config's
+        ``stop_machines_on`` names, else leave them running for the next start."""
+        machines_stop = cause in self.config.stop_machines_on
+        if not machines_stop and self.config.stop_machines_on:
+            log.info("machines stay running (%s): the next start re-adopts them", cause.value)
         if self.served is not None:
             await self.served.stop()
         await self.jobs.stop()  # tasks stopped from here on are given back, not failed
-        if self.config.stop_machines_on_exit:
+        if machines_stop:
             await self.stop_all_machines()
         await self.machines.settle()
         for task in self._tasks:
@@ -281,16 +291,17 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         if self.registry is not None:
+            self._publish_last()
             await self.registry.stop(leave=True)  # others see "left", not a failure
         parking = self.driver.capabilities.parking
         if parking is not None:
             parking.close()
         if self.private is not None:
-            await self.private.stop(machines_stay=not self.config.stop_machines_on_exit)
+            await self.private.stop(machines_stay=not machines_stop)
         if self.fence is not None:
-            await self.fence.stop(machines_stay=not self.config.stop_machines_on_exit)
+            await self.fence.stop(machines_stay=not machines_stop)
         self.network.close()  # before a sweep deletes namespaces its sockets would hold
-        if self.config.stop_machines_on_exit:
+        if machines_stop:
             await self.sweep()
         else:  # machines run on, for the next start to re-adopt
             in_use = {row.ip_index for row in queries.list_machines(self.store.db)
@@ -301,6 +312,16 @@ class Worker:
         self.store.close()
         if self._lock is not None:
             self._lock.release()
+
+    def _publish_last(self) -> None:
+        """What the stop did (machines stopped, say), published before the goodbye: the
+        publisher's loop is cancelled by then, and may not have ticked since."""
+        if self.publisher is None:
+            return
+        try:
+            self.publisher.tick(time.monotonic())
+        except Exception:  # the next start republishes everything
+            log.exception("publishing the machines' last state failed")
 
     def _before_scrape(self) -> None:
         self.metrics.observe_usage(queries.count_by_state(self.store.db), self.ledger.usage(),

@@ -20,7 +20,9 @@ def test_the_unit_runs_the_command_as_typed_and_keeps_the_token_out_of_it() -> N
     assert "K10secret" not in service.unit
     assert service.environment == {"BODEGA_JOIN_TOKEN": "K10secret"}
     assert f"EnvironmentFile={ENV}" in service.unit
-    assert "KillSignal=SIGINT" in service.unit  # a stop is Ctrl-C: machines stop too
+    # A stop (and a restart) is of bodega alone: machines run on; nothing else is signalled.
+    assert "KillSignal=SIGTERM" in service.unit
+    assert "KillMode=process" in service.unit
     assert "WorkingDirectory=/var/lib/bodega" in service.unit
     up = render("up", ["--token=t0k", "--advertise", "10.0.0.1"], python="/usr/bin/python3",
                 workdir=Path("/srv"), name="bodega-up", env_file=ENV)
