@@ -139,7 +139,8 @@ def test_host_1_lost_its_peers_serve_create_and_let_a_host_join(peers: MultiHost
                           for m in via2.json("machine", "list", "--app", "peer")),
               "host 1's machine shown unreachable")
         made = made_and_started(via2, "syd", before)
-        until(lambda: made in answers(peers, 3, tries=20), "the new machine served by host 3")
+        # By syd's own proxy: host 3's serves its own region's machine while it has room.
+        until(lambda: made in answers(peers, 2, tries=20), "the new machine served by host 2")
         joins_through(peers, 4, through=2, region="fra")
     finally:
         asyncio.run(peers.hosts.link(1, up=True))

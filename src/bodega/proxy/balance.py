@@ -1,11 +1,14 @@
 """Choosing a machine for a request, one to wake, and one to put to sleep. Pure functions.
 
-Load balancing follows fly-proxy. Each machine is in one of three bands by
-its outstanding requests: under ``soft_limit`` (preferred), between soft and
-``hard_limit`` (used only when every machine is over its soft limit), at the
-hard limit (never). Among the best band, the least loaded wins, ties broken
-at random. Other regions are used only when every machine in the nearest one
-is down or at its hard limit.
+Load balancing follows fly-proxy. The machines that can serve are in two
+tiers (``tiers``): the *near* one, the proxy's own region's (or every region's
+when none there can serve), and the *far* one, the rest, taken only while every
+near machine is at its hard limit: the nearest machine with room wins. Within
+a tier each machine is in one of three bands by its outstanding requests:
+under ``soft_limit`` (preferred), between soft and ``hard_limit`` (used only
+when every machine of the tier is over its soft limit), at the hard limit
+(never). Among the best band, the least loaded wins, ties broken at random.
+HAProxy holds the same tiers as two backends per app (``haproxy/layout.py``).
 
 Waking: when no machine can take the request, or every one is over its soft
 limit, one stopped machine with ``autostart`` in the nearest region is
@@ -45,15 +48,35 @@ def usable(backend: Backend, alive: Callable[[str], bool]) -> bool:
             and backend.checks == PASSING and alive(backend.worker))
 
 
+@dataclass(frozen=True)
+class Tiers:
+    near: list[Backend]  # the proxy's region's, or every region's when it has none
+    far: list[Backend]  # the rest: only while every near machine is at its hard limit
+
+
+def tiers(backends: Iterable[Backend], region: str, alive: Callable[[str], bool],
+          exclude: frozenset[str] = frozenset()) -> Tiers:
+    """The machines that can serve, nearest first.
+
+    Regions have no distance here but "this one" and "another", so the near tier is the
+    proxy's own region's machines, and every machine when none there can serve (down,
+    stopped, cordoned, its worker not alive): the next nearest region is then all the
+    others. A near machine with room always wins over a far one (``choose``).
+    """
+    candidates = [b for b in backends if usable(b, alive) and b.machine_id not in exclude]
+    local = [b for b in candidates if b.region == region]
+    if not local:
+        return Tiers(candidates, [])
+    return Tiers(local, [b for b in candidates if b.region != region])
+
+
 def choose(backends: Iterable[Backend], load: Mapping[str, int], region: str,
            alive: Callable[[str], bool], rng: random.Random,
            exclude: frozenset[str] = frozenset()) -> Choice:
-    candidates = [b for b in backends if usable(b, alive) and b.machine_id not in exclude]
-    if not candidates:
+    tiered = tiers(backends, region, alive, exclude)
+    if not tiered.near:
         return Choice(None, reason="no started machine can serve")
-    local = [b for b in candidates if b.region == region]
-    remote = [b for b in candidates if b.region != region]
-    for group in (local, remote):
+    for group in (tiered.near, tiered.far):
         banded = [(band(b, load.get(b.machine_id, 0)), b) for b in group]
         open_ = [(n, b) for n, b in banded if n != AT_HARD]
         if not open_:

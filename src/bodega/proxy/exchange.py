@@ -29,24 +29,26 @@ class UpstreamFailed(Exception):
 
 async def exchange(upstreams: Upstreams, backend: Backend, head: Head,
                    reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                   extra: list[tuple[bytes, bytes]], request_id: str) -> tuple[bool, int]:
+                   extra: list[tuple[bytes, bytes]], request_id: str, *,
+                   connect_timeout: float | None = None) -> tuple[bool, int]:
     """Forward one request to ``backend`` and relay its answer: (client stays open, status).
 
-    Raises ``ConnectFailed`` when no connection could be made (another machine may
-    serve), ``UpstreamFailed`` when the machine broke off before the client heard anything.
+    Raises ``ConnectFailed`` when no connection could be made within ``connect_timeout``
+    (None: the pool's; another machine may serve), ``UpstreamFailed`` when the machine
+    broke off before the client heard anything.
     """
     upgrade = head.upgrade()
     hop = ([(b"connection", b"upgrade"), (b"upgrade", head.get(b"upgrade") or b"")]
            if upgrade else [(b"connection", b"keep-alive")])
     start = Head([head.method, head.start[1], b"HTTP/1.1"], head.forwarded(extra + hop))
     has_body = head.chunked() or bool(head.content_length())
-    conn = await upstreams.connect(backend.address)
+    conn = await upstreams.connect(backend.address, timeout=connect_timeout)
     try:
         try:
             response = await _send(conn, start, head, reader, has_body)
         except StaleConnection:
             conn.close()
-            conn = await upstreams.connect(backend.address, fresh=True)
+            conn = await upstreams.connect(backend.address, fresh=True, timeout=connect_timeout)
             response = await _send(conn, start, head, reader, has_body)
     except (ConnectionError, BadMessage, asyncio.IncompleteReadError) as exc:
         conn.close()

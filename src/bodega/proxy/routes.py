@@ -18,6 +18,12 @@ from bodega.model.machine import Machine
 from bodega.model.machine_config import Service
 
 DEFAULT_SOFT_LIMIT = 20  # fly-proxy's defaults when a service sets none
+# How long a connect to a machine may take before the request goes to another, on both data
+# planes (``upstream.py``, HAProxy's ``timeout connect``). A machine whose host stopped
+# answering drops the SYN rather than refusing it. Longer than a round trip between any two
+# regions on Earth (about 0.3 s), far shorter than a client's patience; a SYN lost on the
+# way costs the attempt, not the request.
+CONNECT_TIMEOUT = 0.5
 # After the proxy starts a machine it routes to it at once, for this long trusting its own
 # knowledge over view rows that still show the machine stopped or starting.
 WOKEN_SECONDS = 10.0

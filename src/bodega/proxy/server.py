@@ -1,12 +1,13 @@
 """The proxy's request path: pick a machine by Host, forward, stream back, keep connections.
 
-    client ─ head ─▶ app from Host ─▶ choose (least outstanding, bands, nearest region)
+    client ─ head ─▶ app from Host ─▶ choose (nearest with room, bands, least outstanding)
                                           │ nothing / all over soft limit
                                           ▼
                                         wake (one start per app, wait for the port)
-              ◀─ response streamed ─── forward to machine ── connect failed? next machine,
-                                                              or, if none and its worker
-                                                              says started, wait for its port
+              ◀─ response streamed ─── forward to machine ── connect refused or unanswered?
+                                                              next machine, or, if none and
+                                                              its worker says started, wait
+                                                              for the port it refused on
 
 Bodies are streamed both ways, never buffered; ``Upgrade`` (WebSocket)
 becomes a two-way pipe. Every request gets ``X-Forwarded-For``,
@@ -55,6 +56,14 @@ log = logging.getLogger("bodega.proxy")
 
 MAX_TRIES = 3
 CLIENT_IDLE = 60.0
+# A machine whose connect went unanswered (its host stopped answering) is passed over this
+# long while another can serve, as HAProxy marks such a server down and checks it again
+# every second: later requests do not each wait for the connect timeout.
+UNANSWERED_SECONDS = 1.0
+# A connect to the only machine that can take a request waits this long instead: a
+# machine's accept queue overflowing in a burst drops SYNs as a lost host does, and TCP
+# sends one again after a second. Giving up sooner would fail a request nothing else takes.
+PATIENT_CONNECT_TIMEOUT = 3.0
 FORCE_INSTANCE = b"fly-force-instance-id"
 PREFER_REGION = b"fly-prefer-region"
 
@@ -81,6 +90,7 @@ class ProxyServer:
         self.rng = rng or random.Random()
         self.ids = RequestIds()
         self._suffix = "." + config.base_domain.strip(".").lower()
+        self._unanswered: dict[str, float] = {}  # machine -> until when it is passed over
 
     # -- connections --------------------------------------------------------------------
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -140,26 +150,40 @@ class ProxyServer:
         # Fly-Prefer-Region: that region's machines first, the nearest ones when it has none.
         region = (head.get(PREFER_REGION) or b"").decode("latin-1") or self.config.region
         tried: set[str] = set()
+        refused: set[str] = set()
         code = 503
         reason = "no machine can serve"
         try:
             for _ in range(MAX_TRIES):
-                backend, reason = await self._pick(app, frozenset(tried), forced, only, region)
+                backend, reason = await self._pick(app, frozenset(tried), frozenset(refused),
+                                                   forced, only, region)
                 if backend is None:
                     break
                 tried.add(backend.machine_id)
+                # Giving up on a connect soon pays only when another machine can take the
+                # request; the last one left gets the time its SYN needs to be sent again.
+                alone = self._alone(self._pool(app, forced, only), frozenset(tried))
                 self.load.begin(backend.machine_id)
                 try:
-                    keep, code = await exchange(self.upstreams, backend, head, reader, writer,
-                                                 extra, request_id)
+                    keep, code = await exchange(
+                        self.upstreams, backend, head, reader, writer, extra, request_id,
+                        connect_timeout=PATIENT_CONNECT_TIMEOUT if alone else None)
                     return keep
                 except ConnectFailed as exc:
                     reason = f"machine {backend.machine_id} did not accept a connection"
                     self.metrics.upstream_errors.labels(app, "connect").inc()
                     log.info("%s: %s; trying another", app, exc)
-                    # Perhaps it was just stopped and the view has not said so yet: ask its
-                    # worker, so a stopped machine can be woken rather than the request fail.
-                    await self.waker.refresh(backend)
+                    if exc.refused:
+                        # Perhaps it was just stopped and the view has not said so yet: ask
+                        # its worker, so a stopped machine can be woken rather than the
+                        # request fail.
+                        refused.add(backend.machine_id)
+                        await self.waker.refresh(backend)
+                    else:
+                        # Its host did not answer: its worker, most likely behind the same
+                        # link, is not asked (the request would wait on that too).
+                        self._unanswered[backend.machine_id] = (time.monotonic()
+                                                                + UNANSWERED_SECONDS)
                 except UpstreamFailed as exc:
                     self.metrics.upstream_errors.labels(app, "reset").inc()
                     code = 502
@@ -186,32 +210,57 @@ class ProxyServer:
                  source.machine_id if source else "?", len(pool), target)
         return target, pool, source_header(replay, source)
 
-    async def _pick(self, app: str, tried: frozenset[str], forced: bytes | None,
-                    only: list[Backend] | None, region: str) -> tuple[Backend | None, str]:
+    def _pool(self, app: str, forced: bytes | None,
+              only: list[Backend] | None) -> list[Backend]:
+        """The machines this request may go to: a replay's, the one it forces, or the app's."""
+        if only is not None:
+            return only
+        backends = self.table.backends(app)
+        if forced is None:
+            return backends
+        return [b for b in backends if b.machine_id == forced.decode("latin-1")]
+
+    def _alone(self, pool: list[Backend], tried: frozenset[str]) -> bool:
+        """Whether no machine but those tried could take the request now."""
+        return choose(pool, self.load.outstanding, self.config.region,
+                      self.table.worker_alive, self.rng, self._passed_over(tried)).backend is None
+
+    def _passed_over(self, tried: frozenset[str]) -> frozenset[str]:
+        """The machines not to try now: those tried, and those whose connect went
+        unanswered a moment ago."""
+        now = time.monotonic()
+        for machine_id in [m for m, until in self._unanswered.items() if until <= now]:
+            del self._unanswered[machine_id]
+        return tried | self._unanswered.keys()
+
+    async def _pick(self, app: str, tried: frozenset[str], refused: frozenset[str],
+                    forced: bytes | None, only: list[Backend] | None,
+                    region: str) -> tuple[Backend | None, str]:
         if only is not None:  # a replay: one of these, running, or none
             choice = choose(only, self.load.outstanding, region,
                             self.table.worker_alive, self.rng, tried)
             if choice.backend is None:
                 return None, f"no machine the fly-replay names can serve ({choice.reason})"
             return choice.backend, ""
-        backends = self.table.backends(app)
-        if forced is not None:
-            wanted = forced.decode("latin-1")
-            backends = [b for b in backends if b.machine_id == wanted]
-            if not backends:
-                return None, f"no machine {wanted} in {app}"
+        backends = self._pool(app, forced, None)
+        if forced is not None and not backends:
+            return None, f"no machine {forced.decode('latin-1')} in {app}"
         if not any(b.region == region and usable(b, self.table.worker_alive)
                    for b in backends):
             region = self.config.region  # none where preferred: the nearest, as always
         choice = choose(backends, self.load.outstanding, region, self.table.worker_alive,
-                        self.rng, tried)
+                        self.rng, self._passed_over(tried))
+        if choice.backend is None and self._unanswered:
+            # Only machines that did not answer a moment ago are left: one may answer now.
+            choice = choose(backends, self.load.outstanding, region, self.table.worker_alive,
+                            self.rng, tried)
         if choice.backend is not None and not choice.over_soft:
             return choice.backend, ""
         if choice.backend is None:
             # One refused this request, yet its worker still says started: its program is
             # still binding its port (just started, or restarted). Waiting for it beats
             # waking another machine or a 503.
-            binding = next((b for b in backends if b.machine_id in tried
+            binding = next((b for b in backends if b.machine_id in refused
                             and usable(b, self.table.worker_alive)), None)
             if binding is not None and await self.waker.bound(binding, self.upstreams):
                 return binding, ""

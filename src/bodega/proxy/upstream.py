@@ -4,6 +4,13 @@ Reusing a connection saves a TCP handshake per request; an idle one is kept
 for less time than servers usually keep theirs (uvicorn: 5 s), so the proxy
 rarely sends on a connection the machine has just closed. When it does
 (nothing comes back), the request goes again on a fresh connection.
+
+A connect gives up after ``routes.CONNECT_TIMEOUT``: a machine whose host stopped
+answering (its link down, say) drops the SYN instead of refusing it, and a
+request should go to another machine within a fraction of a second, not wait
+for TCP's retransmissions. Both data planes use it (HAProxy's ``timeout
+connect``). A connect to the last machine that could take a request is given
+longer (``server.PATIENT_CONNECT_TIMEOUT``).
 """
 
 from __future__ import annotations
@@ -14,10 +21,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from bodega.proxy.routes import CONNECT_TIMEOUT
 from bodega.runtime.waits import within
 
 IDLE_SECONDS = 3.0
-CONNECT_TIMEOUT = 3.0
 MAX_IDLE_PER_ADDRESS = 64
 UPSTREAM_BUFFER = 2**16  # a StreamReader's limit on a connection to a machine
 
@@ -41,7 +48,15 @@ class Conn:
 
 
 class ConnectFailed(Exception):
-    """The machine did not accept a connection: nothing was sent, trying another is safe."""
+    """The machine did not accept a connection: nothing was sent, trying another is safe.
+
+    ``refused``: its host answered that nothing listens there (the machine stopped, or is
+    still binding its port); otherwise nothing answered in time, or its host is unreachable.
+    """
+
+    def __init__(self, message: str, refused: bool) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class Upstreams:
@@ -51,7 +66,10 @@ class Upstreams:
         self.connect_timeout = connect_timeout
         self._idle: dict[Address, deque[Conn]] = {}
 
-    async def connect(self, address: Address, *, fresh: bool = False) -> Conn:
+    async def connect(self, address: Address, *, fresh: bool = False,
+                      timeout: float | None = None) -> Conn:
+        """An idle pooled connection (unless ``fresh``), or a new one made within ``timeout``
+        seconds (None: ``connect_timeout``)."""
         if not fresh:
             pool = self._idle.get(address)
             now = time.monotonic()
@@ -63,10 +81,12 @@ class Upstreams:
                 conn.close()
         try:
             reader, writer = await within(
-                asyncio.open_connection(*address, limit=UPSTREAM_BUFFER), self.connect_timeout)
+                asyncio.open_connection(*address, limit=UPSTREAM_BUFFER),
+                self.connect_timeout if timeout is None else timeout)
         except (OSError, TimeoutError) as exc:
-            raise ConnectFailed(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}") \
-                from exc
+            why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
+            raise ConnectFailed(f"{address[0]}:{address[1]}: {why}",
+                                refused=isinstance(exc, ConnectionRefusedError)) from exc
         return Conn(address, reader, writer)
 
     def release(self, conn: Conn) -> None:

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import replace
 
 from bodega.model.machine import Machine
-from bodega.proxy.balance import autostop_victim, choose, wake_candidate
+from bodega.proxy.balance import autostop_victim, choose, tiers, wake_candidate
 from bodega.proxy.routes import Backend, RoutingTable
 
 ALIVE = {"w1", "w2", "w3"}
@@ -63,6 +63,31 @@ def test_other_regions_only_when_the_nearest_is_down_or_full() -> None:
                   random.Random(1))
     assert dead.backend is not None
     assert dead.backend.machine_id == "far"
+
+
+def test_the_own_regions_machine_wins_while_it_has_room_however_idle_the_others() -> None:
+    machines = [backend("syd-1", region="syd"), backend("ams-1"), backend("lon-1", region="lon")]
+    tiered = tiers(machines, "ams", alive)
+    assert [b.machine_id for b in tiered.near] == ["ams-1"]
+    assert [b.machine_id for b in tiered.far] == ["syd-1", "lon-1"]
+    for load in ({}, {"ams-1": 1}, {"ams-1": 3}):  # idle, busy, past its soft limit
+        picks = {choose(machines, load, "ams", alive, random.Random(seed)).backend.machine_id  # type: ignore[union-attr]
+                 for seed in range(50)}
+        assert picks == {"ams-1"}, load
+    spilled = choose(machines, {"ams-1": 4, "syd-1": 1}, "ams", alive, random.Random(1))
+    assert spilled.backend is not None
+    assert spilled.backend.machine_id == "lon-1"  # at its hard limit: the least loaded other
+
+
+def test_with_none_of_its_region_serving_every_region_is_near() -> None:
+    machines = [backend("ams-1", state="stopped"), backend("ams-2", cordoned=True),
+                backend("syd-1", region="syd"), backend("lon-1", region="lon")]
+    tiered = tiers(machines, "ams", alive)
+    assert [b.machine_id for b in tiered.near] == ["syd-1", "lon-1"]
+    assert tiered.far == []
+    # A machine tried (or passed over) for this request counts as not serving.
+    tried = tiers([*machines[2:], backend("ams-3")], "ams", alive, frozenset({"ams-3"}))
+    assert [b.machine_id for b in tried.near] == ["syd-1", "lon-1"]
 
 
 def test_stopped_cordoned_tried_and_dead_machines_are_skipped() -> None:

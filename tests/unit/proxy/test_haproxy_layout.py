@@ -9,10 +9,9 @@ import pytest
 from bodega.proxy.haproxy.config import WATCH, HaproxySettings, render, render_hosts
 from bodega.proxy.haproxy.layout import (
     EMPTY,
-    LOCAL_WEIGHT,
     MIN_BACKENDS,
     MIN_SLOTS,
-    REMOTE_WEIGHT,
+    AppServers,
     Layout,
     ServerSpec,
     plan,
@@ -24,12 +23,16 @@ from bodega.proxy.routes import Backend
 MAP = "/run/hosts.map"
 
 
-def spec(mid: str, port: int = 8080, weight: int = LOCAL_WEIGHT, maxconn: int = 0) -> ServerSpec:
-    return ServerSpec(mid, "10.0.0.1", port, weight, maxconn)
+def spec(mid: str, port: int = 8080, maxconn: int = 0) -> ServerSpec:
+    return ServerSpec(mid, "10.0.0.1", port, maxconn)
 
 
-def step(current: Layout, wanted: dict[str, list[ServerSpec]]) -> tuple[Layout, list[str], bool]:
-    p = plan(current, wanted, MAP, "localhost")
+def step(current: Layout, wanted: dict[str, list[ServerSpec]],
+         far: dict[str, list[ServerSpec]] | None = None) -> tuple[Layout, list[str], bool]:
+    """``wanted``: each app's near machines; ``far``: its others."""
+    servers = {app: AppServers(tuple(specs), tuple((far or {}).get(app, ())))
+               for app, specs in wanted.items()}
+    p = plan(current, servers, MAP, "localhost")
     return p.layout, list(p.commands), p.reload
 
 
@@ -49,7 +52,6 @@ def test_a_new_machine_takes_a_free_slot_by_runtime_commands() -> None:
     assert not reload
     server = f"pool_{index}/s1"
     assert commands == [f"set server {server} addr 10.0.0.1 port 9000",
-                        f"set server {server} weight {LOCAL_WEIGHT}",
                         f"set maxconn server {server} 5",
                         f"set server {server} state ready"]  # ready only once it is set up
     assert after.slots("web")[1] == spec("b", 9000, maxconn=5)
@@ -71,13 +73,49 @@ def test_a_machine_that_leaves_goes_to_maintenance_and_its_slot_waits_a_step() -
     assert after.slots("web") == (spec("a"), spec("c"), spec("d"), spec("e"))
 
 
-def test_weight_and_limit_changes_are_commands_on_the_same_slot() -> None:
+def test_a_limit_change_is_a_command_on_the_same_slot() -> None:
     layout, _, _ = step(EMPTY, {"web": [spec("a")]})
     index = layout.apps["web"]
-    _, commands, reload = step(layout, {"web": [spec("a", weight=REMOTE_WEIGHT, maxconn=3)]})
+    _, commands, reload = step(layout, {"web": [spec("a", maxconn=3)]})
     assert not reload
-    assert commands == [f"set server pool_{index}/s0 weight {REMOTE_WEIGHT}",
-                        f"set maxconn server pool_{index}/s0 3"]
+    assert commands == [f"set maxconn server pool_{index}/s0 3"]
+
+
+def test_a_machine_changing_tier_is_ready_near_before_it_leaves_the_far_backend() -> None:
+    # ams's only machine "a" serves; "b" elsewhere is far. Then "a" stops: "b" is all
+    # there is, so it is near now. Then "a" is back: "b" is far again.
+    layout, _, _ = step(EMPTY, {"web": [spec("a")]}, far={"web": [spec("b", 9000)]})
+    index = layout.apps["web"]
+    assert layout.slots("web")[0] == spec("a")
+    assert layout.far_slots("web")[0] == spec("b", 9000)
+    alone, commands, reload = step(layout, {"web": [spec("b", 9000)]})
+    assert not reload
+    assert commands == [f"set server pool_{index}/s0 state maint",
+                        f"set server pool_{index}/s1 addr 10.0.0.1 port 9000",
+                        f"set maxconn server pool_{index}/s1 0",
+                        f"set server pool_{index}/s1 state ready",
+                        f"set server far_{index}/s0 state maint"]
+    back, commands, reload = step(alone, {"web": [spec("a")]}, far={"web": [spec("b", 9000)]})
+    assert not reload
+    # The slots emptied a step ago are free again; b's near slot, emptied now, waits.
+    assert back.slots("web") == (spec("a"), None, None, None)
+    assert back.far_slots("web") == (spec("b", 9000), None, None, None)
+    assert commands == [f"set server pool_{index}/s0 addr 10.0.0.1 port 8080",
+                        f"set maxconn server pool_{index}/s0 0",
+                        f"set server pool_{index}/s0 state ready",
+                        f"set server pool_{index}/s1 state maint",
+                        f"set server far_{index}/s0 addr 10.0.0.1 port 9000",
+                        f"set maxconn server far_{index}/s0 0",
+                        f"set server far_{index}/s0 state ready"]
+
+
+def test_an_app_out_of_far_slots_is_a_reload_keeping_its_near_ones() -> None:
+    layout, _, _ = step(EMPTY, {"web": [spec("a")]})
+    far = {"web": [spec(f"r{i}") for i in range(MIN_SLOTS + 1)]}
+    grown, _, reload = step(layout, {"web": [spec("a")]}, far=far)
+    assert reload
+    assert grown.slots("web")[0] == spec("a")
+    assert set(grown.far_slots("web")) - {None} == set(far["web"])
 
 
 def test_a_new_app_takes_a_free_backend_then_gets_its_host() -> None:
@@ -125,23 +163,45 @@ def test_only_machines_the_proxy_would_route_to_are_servers() -> None:
              backend("asleep", state="stopped"), backend("cordoned", cordoned=True),
              backend("orphan", worker="dead")]
     wanted = wanted_servers(["web"], lambda _app: table, lambda w: w == "w1", "ams")
-    assert wanted == {"web": [ServerSpec("far", "10.0.0.9", 80, REMOTE_WEIGHT, 7),
-                              ServerSpec("up", "10.0.0.9", 80, LOCAL_WEIGHT, 0)]}
+    assert wanted == {"web": AppServers(near=(ServerSpec("up", "10.0.0.9", 80, 0),),
+                                        far=(ServerSpec("far", "10.0.0.9", 80, 7),))}
+    # None of the proxy's region can serve: every region's machine is near.
+    elsewhere = wanted_servers(["web"], lambda _app: table, lambda w: w == "w1", "syd")
+    assert elsewhere == {"web": AppServers(near=(ServerSpec("far", "10.0.0.9", 80, 7),
+                                                 ServerSpec("up", "10.0.0.9", 80, 0)))}
 
 
 def test_the_config_routes_hosts_to_backends_with_the_activator_behind() -> None:
-    layout, _, _ = step(EMPTY, {"web": [spec("a", maxconn=9)], "idle": []})
+    layout, _, _ = step(EMPTY, {"web": [spec("a", maxconn=9)], "idle": []},
+                        far={"web": [spec("b", maxconn=2)]})
     settings = HaproxySettings("0.0.0.0", 8080, "127.0.0.1", 4321, Path("/run/admin.sock"),
                                Path(MAP))
     text = render(layout, settings)
     assert "bind 0.0.0.0:8080" in text
     assert "stats socket /run/admin.sock mode 600 level admin expose-fd listeners" in text
     assert "http-request set-var(txn.site) req.hdr(host),field(1,:),lower" in text
-    assert f"use_backend %[var(txn.site),map({MAP})]" in text
+    assert f"http-request set-var(txn.backend) var(txn.site),map({MAP})" in text
+    assert "use_backend %[var(txn.backend)] if { var(txn.backend) -m found }" in text
     assert "default_backend activator" in text  # unknown hosts: bodega answers 404
-    assert text.count("balance leastconn") == MIN_BACKENDS
+    assert text.count("balance leastconn") == 2 * MIN_BACKENDS  # a near and a far each
+    # Only the near backends fall back on the activator (a full far one must not).
     assert text.count("server activator 127.0.0.1:4321 backup") == MIN_BACKENDS
-    assert f"server s0 10.0.0.1:8080 weight 100 maxconn 9 {WATCH}\n" in text
+    index = layout.apps["web"]
+    near, far = text.split(f"backend pool_{index}\n")[1].split(f"backend far_{index}\n")
+    assert f"server s0 10.0.0.1:8080 maxconn 9 {WATCH}\n" in near
+    assert "server activator" in near
+    assert f"server s0 10.0.0.1:8080 maxconn 2 {WATCH}\n" in far.split("\nbackend")[0]
+    assert "server activator" not in far.split("\nbackend")[0]
+    # The far backend only while every near machine is full and a far one is not, and
+    # before the Host's own backend is used.
+    spill = (f"    use_backend far_{index} if {{ var(txn.backend) -m str pool_{index} }} "
+             f"{{ be_conn_free(pool_{index}) eq 0 }} !{{ be_conn_free(far_{index}) eq 0 }}\n")
+    assert spill in text
+    assert text.index(spill) < text.index("use_backend %[var(txn.backend)]")
+    assert text.count("be_conn_free(pool_") == MIN_BACKENDS
+    # A connect nobody answers gives up in a fraction of a second, and is retried.
+    assert "    timeout connect 500ms\n" in text
+    assert "    timeout check 500ms\n" in text
     # Every slot, empty ones too (the runtime API readies them later), is marked down by a
     # refused connect, so its request's retry can reach the activator.
     slots = [line for line in text.splitlines() if line.startswith("    server s")]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bodega.model.machine import Machine
-from bodega.proxy.haproxy.layout import ServerSpec
+from bodega.proxy.haproxy.layout import AppServers, ServerSpec
 from bodega.proxy.haproxy.tcp_layout import TCP_EMPTY, render_tcp, tcp_plan
 from bodega.proxy.proxy_protocol import (
     V2_HEADER,
@@ -75,26 +75,39 @@ def test_proxy_protocol_headers_say_who_the_client_is() -> None:
 
 
 def spec(mid: str, port: int = 5000) -> ServerSpec:
-    return ServerSpec(mid, "10.0.0.1", port, 100, 0)
+    return ServerSpec(mid, "10.0.0.1", port, 0)
+
+
+def near(*specs: ServerSpec) -> AppServers:
+    return AppServers(tuple(specs))
 
 
 def test_a_new_listener_is_a_reload_and_machines_after_it_are_commands() -> None:
     listeners = {5432: TcpListener(5432, 5432, "db", proxy_proto=2)}
-    first = tcp_plan(TCP_EMPTY, listeners, {5432: [spec("m1")]})
+    first = tcp_plan(TCP_EMPTY, listeners, {5432: near(spec("m1"))})
     assert first.reload
     assert first.layout.slots[5432][0] == spec("m1")
-    second = tcp_plan(first.layout, listeners, {5432: [spec("m1"), spec("m2", 5001)]})
+    second = tcp_plan(first.layout, listeners,
+                      {5432: AppServers((spec("m1"), spec("m2", 5001)), (spec("m3"),))})
     assert not second.reload
     assert second.commands == ("set server tcp_5432/s1 addr 10.0.0.1 port 5001",
-                               "set server tcp_5432/s1 weight 100",
                                "set maxconn server tcp_5432/s1 0",
-                               "set server tcp_5432/s1 state ready")
+                               "set server tcp_5432/s1 state ready",
+                               "set server tcp_5432_far/s0 addr 10.0.0.1 port 5000",
+                               "set maxconn server tcp_5432_far/s0 0",
+                               "set server tcp_5432_far/s0 state ready")
     changed = {5432: TcpListener(5432, 5432, "db", proxy_proto=1)}
-    assert tcp_plan(second.layout, changed, {5432: [spec("m1")]}).reload
+    assert tcp_plan(second.layout, changed, {5432: near(spec("m1"))}).reload
     text = "\n".join(render_tcp(first.layout, "127.0.0.1", "/h/certs.list", {5432: 9999}))
     assert "    bind 127.0.0.1:5432\n" in text + "\n"
-    assert "    server s0 10.0.0.1:5000 weight 100 send-proxy-v2" in text
-    assert "    server activator 127.0.0.1:9999 backup send-proxy-v2" in text
+    assert "    server s0 10.0.0.1:5000 send-proxy-v2" in text
+    # The machines elsewhere only while every near one is at its hard limit; only the
+    # near backend falls back on the activator.
+    assert ("    use_backend tcp_5432_far if { be_conn_free(tcp_5432) eq 0 } "
+            "!{ be_conn_free(tcp_5432_far) eq 0 }\n    default_backend tcp_5432\n") in text
+    near_part, far_part = text.split("backend tcp_5432_far\n")
+    assert "    server activator 127.0.0.1:9999 backup send-proxy-v2" in near_part
+    assert "activator" not in far_part
 
 
 def test_tls_and_http_handlers_render_an_https_frontend_and_tls_needs_certificates() -> None:
@@ -113,7 +126,7 @@ def test_h2_backend_speaks_http2_to_the_machines_of_an_http_port() -> None:
     (listener, _), = listeners_of(row)
     assert listener.h2_backend
     assert listener.http
-    layout = tcp_plan(TCP_EMPTY, {50051: listener}, {50051: [spec("m1")]}).layout
+    layout = tcp_plan(TCP_EMPTY, {50051: listener}, {50051: near(spec("m1"))}).layout
     text = "\n".join(render_tcp(layout, "127.0.0.1", None, {50051: 7}))
-    assert "    server s0 10.0.0.1:5000 weight 100 proto h2" in text
+    assert "    server s0 10.0.0.1:5000 proto h2" in text
     assert "    server activator 127.0.0.1:7 backup send-proxy-v2" in text

@@ -2,7 +2,10 @@
 
     frontend public (HTTP, and TLS by SNI from certs.list when it has a TLS port)
       Host ─▶ aliases.map (a certificate's hostname ─▶ <app>.<domain>) ─▶ https.map
-      (force_https: 301) ─▶ hosts.map ─▶ backend pool_<n> (the app's: leastconn over slots)
+      (force_https: 301) ─▶ hosts.map ─▶ backend pool_<n> (the app's near machines:
+                          │              │  leastconn over slots)
+                          │              │ every near machine at its hard limit, a far one not
+                          │              └──▶ backend far_<n> (its other machines)
                           │ no such host       │ every slot empty or down
                           ▼                    ▼
                      backend activator ◀── server activator (backup)
@@ -11,10 +14,12 @@ The activator is bodega's Python proxy on a loopback port: it answers
 unknown hosts (404), starts a machine for an app with none running, and
 forwards the request once the machine's port accepts. fly-proxy's rules map
 onto HAProxy's own features: ``hard_limit`` is a server's ``maxconn`` (the
-rest queue in the backend, ``timeout queue``); the nearest region is a higher
-weight; a failed connection is retried on another machine (``retry-on
-conn-failure`` with ``option redispatch``: nothing was sent, so any method
-is safe to retry); a machine's idle connections take any client's requests
+rest queue in the backend, ``timeout queue``); the nearest region first is two
+backends per app, the far one taken only while the near one is full
+(``layout.spill_condition``); a connect that failed or was not answered within
+``CONNECT_TIMEOUT`` is retried on another machine (``retry-on conn-failure``
+with ``option redispatch``: nothing was sent, so any method is safe to
+retry); a machine's idle connections take any client's requests
 (``http-reuse always``), and a client's first request an idle connection was
 closed under is sent again when its method allows (``IDEMPOTENT``; a later one
 ends the client's connection instead, as a keep-alive's end does: ``KEPT``);
@@ -32,8 +37,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bodega.proxy.haproxy.layout import Layout, backend_name, host_key, server_name
+from bodega.proxy.haproxy.layout import (
+    Layout,
+    Slots,
+    backend_name,
+    far_name,
+    host_key,
+    server_name,
+    spill_condition,
+)
 from bodega.proxy.haproxy.replay_action import MAX_BODY
+from bodega.proxy.routes import CONNECT_TIMEOUT
 
 ACTIVATOR = "activator"
 # Methods a request may be sent again with after a machine closed a reused connection under it
@@ -79,6 +93,7 @@ class HaproxySettings:
     tls_host: str = ""
     tls_port: int = 0  # 0: no TLS listener
     default_cert: Path | None = None  # key + chain: what a client gets when no SNI matches
+    connect_timeout: float = CONNECT_TIMEOUT  # seconds
 
     @property
     def aliases_map(self) -> Path:
@@ -124,7 +139,12 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "",
         "defaults",
         "    mode http",
-        "    timeout connect 3s",
+        # A machine whose host stopped answering (its link down, say) drops the SYN: the
+        # connect gives up after this and is retried on another machine (``retries``),
+        # and the server is marked down (``WATCH``). A check of a server marked down
+        # gives up as soon, so a host back on the network is seen within ``downinter``.
+        f"    timeout connect {_ms(s.connect_timeout)}",
+        f"    timeout check {_ms(s.connect_timeout)}",
         "    timeout client 60s",
         "    timeout server 300s",
         "    timeout http-keep-alive 60s",
@@ -142,11 +162,13 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         "    http-reuse always",
         "    retries 2",
         "    option redispatch 1",
-        # A connect that failed is retried (nothing was sent: safe for any method, as on the
-        # Python data plane). So is a client's first request a machine closed an idle
-        # connection under with no answer (its keep-alive ended as the request came), but
-        # only for a method that may be sent twice: anything else gets a 502, as nginx does
-        # (``IDEMPOTENT``). Later requests on the client's connection are not kept (``KEPT``).
+        # A connect that failed or timed out is retried, on another machine (nothing was
+        # sent: safe for any method, as on the Python data plane). So is a client's first
+        # request a machine closed an idle connection under with no answer (its keep-alive
+        # ended as the request came), but only for a method that may be sent twice: anything
+        # else gets a 502, as nginx does (``IDEMPOTENT``). Later requests on the client's
+        # connection are not kept (``KEPT``). A request sent whose answer is slow to come is
+        # never sent again (no ``response-timeout``): the machine may be acting on it.
         "    retry-on conn-failure empty-response",
         "",
         "frontend public",
@@ -183,7 +205,13 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         # choose a server by a header).
         f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-force-instance-id) -m found }}",
         f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-prefer-region) -m found }}",
-        f"    use_backend %[var(txn.site),map({s.hosts_map})]",
+        f"    http-request set-var(txn.backend) var(txn.site),map({s.hosts_map})",
+        # The app's far backend while its near one is full (HAProxy 2.6 takes a backend's
+        # name in be_conn_free as written, not from a variable: one line per backend).
+        *(f"    use_backend {far_name(index)} if {{ var(txn.backend) -m str "
+          f"{backend_name(index)} }} {spill_condition(backend_name(index), far_name(index))}"
+          for index in range(len(layout.backends))),
+        "    use_backend %[var(txn.backend)] if { var(txn.backend) -m found }",
         f"    default_backend {ACTIVATOR}",
         "",
         f"backend {ACTIVATOR}",
@@ -191,18 +219,30 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
     ]
     owners = {index: app for app, index in layout.apps.items()}
     for index, slots in enumerate(layout.backends):
-        lines += ["", f"backend {backend_name(index)}",
-                  f"    # {owners.get(index, 'free: for the next app')}", "    balance leastconn"]
-        for i, spec in enumerate(slots):
-            if spec is None:
-                lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled {WATCH}")
-            else:
-                limit = f" maxconn {spec.maxconn}" if spec.maxconn else ""
-                lines.append(f"    server {server_name(i)} {_address(spec.host, spec.port)} "
-                             f"weight {spec.weight}{limit} {WATCH}")
-        lines.append(f"    server {ACTIVATOR} "
-                     f"{_address(s.activator_host, s.activator_port)} backup")
+        owner = owners.get(index, "free: for the next app")
+        lines += ["", f"backend {backend_name(index)}", f"    # {owner}",
+                  "    balance leastconn", *_servers(slots),
+                  f"    server {ACTIVATOR} {_address(s.activator_host, s.activator_port)} "
+                  "backup",
+                  "", f"backend {far_name(index)}", f"    # {owner}: its machines elsewhere",
+                  "    balance leastconn", *_servers(layout.far[index])]
     return "\n".join(lines) + "\n"
+
+
+def _servers(slots: Slots) -> list[str]:
+    lines = []
+    for i, spec in enumerate(slots):
+        if spec is None:
+            lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled {WATCH}")
+        else:
+            limit = f" maxconn {spec.maxconn}" if spec.maxconn else ""
+            lines.append(f"    server {server_name(i)} {_address(spec.host, spec.port)}"
+                         f"{limit} {WATCH}")
+    return lines
+
+
+def _ms(seconds: float) -> str:
+    return f"{round(seconds * 1000)}ms"
 
 
 def render_hosts(layout: Layout, base_domain: str) -> str:

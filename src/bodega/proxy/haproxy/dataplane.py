@@ -1,6 +1,6 @@
 """HAProxy kept in step with the routing table: the control loop of the data plane.
 
-    routing table changes ─▶ wanted_servers ─▶ plan ─▶ runtime commands (no reload)
+    routing table changes ─▶ wanted_servers (by tier) ─▶ plan ─▶ runtime commands (no reload)
                                                     └▶ render + seamless reload (new shape)
     every STATS_INTERVAL ─▶ show stat ─▶ StatsLoad (autostop), metrics, wake if over soft limit
 
@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from bodega.proxy.balance import usable
+from bodega.proxy.balance import choose, usable
 from bodega.proxy.haproxy.config import HaproxySettings, render, render_hosts
 from bodega.proxy.haproxy.edge import (
     Site,
@@ -36,13 +37,13 @@ from bodega.proxy.haproxy.edge import (
 )
 from bodega.proxy.haproxy.layout import (
     EMPTY,
+    AppServers,
     Layout,
     Plan,
-    ServerSpec,
     backend_name,
+    far_name,
     host_key,
     plan,
-    server_name,
     wanted_servers,
 )
 from bodega.proxy.haproxy.observed import HaproxyCollector, StatsLoad
@@ -73,6 +74,7 @@ class HaproxyDataPlane:
         self.layout: Layout = EMPTY
         self.load = StatsLoad(time.monotonic)
         self.collector = HaproxyCollector()
+        self._rng = random.Random()  # choose's ties: the wake rule reads only its band
         self._changed = asyncio.Event()
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
@@ -96,11 +98,11 @@ class HaproxyDataPlane:
         self._tasks = [asyncio.create_task(self._follow()),
                        asyncio.create_task(self._watch_stats())]
 
-    def _wanted(self) -> dict[str, list[ServerSpec]]:
+    def _wanted(self) -> dict[str, AppServers]:
         return wanted_servers(self.table.apps(), self.table.backends, self.table.worker_alive,
                               self.region)
 
-    def _plan(self, current: Layout, wanted: dict[str, list[ServerSpec]]) -> Plan:
+    def _plan(self, current: Layout, wanted: dict[str, AppServers]) -> Plan:
         return plan(current, wanted, str(self.settings.hosts_map), self.settings.base_domain)
 
     def _edge(self) -> tuple[dict[str, Site], dict[str, dict[str, str]]]:
@@ -237,31 +239,32 @@ class HaproxyDataPlane:
         by_server = {(r.proxy, r.server): r for r in rows}
         servers: dict[tuple[str, str], tuple[str, str]] = {}
         machines: dict[str, StatRow] = {}
-        for app, index in self.layout.apps.items():
-            for i, spec in enumerate(self.layout.backends[index]):
-                key = (backend_name(index), server_name(i))
-                if spec is not None and key in by_server:
-                    servers[key] = (app, spec.machine_id)
-                    machines[spec.machine_id] = by_server[key]
+        for key, (app, machine_id) in self.layout.machines().items():
+            if key in by_server:  # a machine changing tier is in two slots for a step
+                servers[key] = (app, machine_id)
+                machines[machine_id] = _merged(machines.get(machine_id), by_server[key])
         if self.tcp is not None:  # a machine's TCP connections are load too (autostop)
             for (name, server), machine_id in self.tcp.servers().items():
                 if (row := by_server.get((name, server))) is not None:
                     machines[machine_id] = _merged(machines.get(machine_id), row)
         self.load.observe(machines)
-        apps = {backend_name(index): app for app, index in self.layout.apps.items()}
+        apps = {name(index): app for app, index in self.layout.apps.items()
+                for name in (backend_name, far_name)}
         self.collector.update(rows, servers, apps, self.process.reloads)
         self._wake_if_over_soft_limit()
 
     def _wake_if_over_soft_limit(self) -> None:
-        """fly-proxy starts another machine when every running one is past its soft limit."""
+        """fly-proxy starts another machine when every one a request could go to is past its
+        soft limit: the rule of the Python data plane's choice (``balance.choose``)."""
         if self.waker is None:
             return
         for app in self.table.apps():
             backends = self.table.backends(app)
-            serving = [b for b in backends if usable(b, self.table.worker_alive)]
-            if serving and any(b.autostart for b in backends) and all(
-                    self.load.outstanding.get(b.machine_id, 0) >= b.soft_limit
-                    for b in serving):
+            if not any(b.autostart for b in backends) or not any(
+                    usable(b, self.table.worker_alive) for b in backends):
+                continue
+            if choose(backends, self.load.outstanding, self.region, self.table.worker_alive,
+                      self._rng).over_soft:
                 self.waker.wake(app)
 
     async def stop(self) -> None:

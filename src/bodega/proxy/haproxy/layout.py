@@ -2,12 +2,17 @@
 
 HAProxy's config holds a pool of backends, each with a fixed number of
 server *slots*. An app with an HTTP machine owns one backend of the pool
-(the Host map names it); a machine the proxy would route to
-(``balance.usable``: started, not cordoned, service checks passing, its worker alive) occupies a
-slot of its app's backend; every other slot is empty (in maintenance).
-Moving between layouts is then runtime-API commands only (``add map``/``del
-map``, ``set server ... addr/weight/state``, ``set maxconn server``): a new
-app takes a free backend, a new machine a free slot. Only when the pool or
+(the Host map names it) and its companion, the *far* backend of the same
+index; a machine the proxy would route to (``balance.usable``: started, not
+cordoned, service checks passing, its worker alive) occupies a slot of one of
+the two, by the tier ``balance.tiers`` puts it in: the near backend holds the
+proxy's region's machines (every region's when none there can serve), the far
+one the others, which the frontend sends a request to only while every near
+machine is at its hard limit (``config.py``). Every other slot is empty (in
+maintenance). Moving between layouts is then runtime-API commands only
+(``add map``/``del map``, ``set server ... addr/state``, ``set maxconn
+server``): a new app takes a free backend, a new machine a free slot, a
+machine that changes tier a slot of the other backend. Only when the pool or
 an app's slots run out does the shape change, and only then is a (seamless)
 reload needed; the reloaded config carries every slot's current server, so
 nothing is lost across it.
@@ -17,8 +22,8 @@ machine that just left may still finish requests on its connections, and
 changing that server's address under them would be wrong. It is reused from
 the next step on.
 
-When health checks exist, they plug in at ``wanted_servers``: the predicate
-that makes a machine a server is the same one the Python data plane uses.
+The predicate that makes a machine a server, and its tier, are the ones the
+Python data plane uses (``wanted_servers``).
 """
 
 from __future__ import annotations
@@ -26,13 +31,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from bodega.proxy.balance import usable
+from bodega.proxy.balance import tiers
 from bodega.proxy.routes import Backend
 
 MIN_SLOTS = 4
 MIN_BACKENDS = 8
-LOCAL_WEIGHT = 100  # nearest region first: leastconn divides by weight,
-REMOTE_WEIGHT = 1  # so a remote machine gets traffic only when local ones are loaded or gone
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,15 @@ class ServerSpec:
     machine_id: str
     host: str
     port: int
-    weight: int
     maxconn: int  # 0: no limit (no hard_limit set)
+
+
+@dataclass(frozen=True)
+class AppServers:
+    """An app's servers by tier: ``near`` first, ``far`` only while every near one is full."""
+
+    near: tuple[ServerSpec, ...] = ()
+    far: tuple[ServerSpec, ...] = ()
 
 
 Slots = tuple[ServerSpec | None, ...]
@@ -49,14 +59,29 @@ Slots = tuple[ServerSpec | None, ...]
 
 @dataclass(frozen=True)
 class Layout:
-    backends: tuple[Slots, ...]  # the pool, by index
-    apps: Mapping[str, int]  # app -> the backend it owns
+    backends: tuple[Slots, ...]  # the pool's near backends, by index
+    apps: Mapping[str, int]  # app -> the backend it owns (and the far one of that index)
+    far: tuple[Slots, ...]  # the far backend of each index, as long as ``backends``
 
     def slots(self, app: str) -> Slots:
         return self.backends[self.apps[app]] if app in self.apps else ()
 
+    def far_slots(self, app: str) -> Slots:
+        return self.far[self.apps[app]] if app in self.apps else ()
 
-EMPTY = Layout((), {})
+    def machines(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """(backend, server) -> (app, machine) for every slot holding a machine."""
+        found: dict[tuple[str, str], tuple[str, str]] = {}
+        for app, index in self.apps.items():
+            for name, slots in ((backend_name(index), self.backends[index]),
+                                (far_name(index), self.far[index])):
+                for i, spec in enumerate(slots):
+                    if spec is not None:
+                        found[(name, server_name(i))] = (app, spec.machine_id)
+        return found
+
+
+EMPTY = Layout((), {}, ())
 
 
 @dataclass(frozen=True)
@@ -68,6 +93,31 @@ class Plan:
 
 def backend_name(index: int) -> str:
     return f"pool_{index}"
+
+
+def far_name(index: int) -> str:
+    return f"far_{index}"
+
+
+def spill_condition(near: str, far: str) -> str:
+    """HAProxy's condition for sending a request to the ``far`` backend instead of ``near``:
+    every near machine is at its hard limit and a far one has room.
+
+    HAProxy's own balancing cannot say "nearest first": ``leastconn`` gives every idle
+    server the same key whatever its weight, so at low load requests went round the
+    regions in turn. ``backup`` servers are only taken once every other one is down, not
+    full (a full backend queues). So the tiers are two backends, chosen per request by
+    ``be_conn_free``: the free connection slots (``maxconn`` = ``hard_limit``) of the
+    backend's servers that are up, ``-1`` when one of them has no limit, and ``0`` when
+    none is up. In the near backend, whose backup is the activator, that is 0 only when
+    some near machine is up and every one that is up is full; when HAProxy has marked
+    every near machine down (a refused or timed-out connect, before the view says so)
+    the activator (no limit) counts, and the request goes to it, which picks by the same
+    rule (``balance.choose``). The far backend has no backup for that reason: its 0 means
+    "no far machine has room", and the request then queues in the near backend for the
+    first free slot (``timeout queue``) instead of going to the activator past the limits.
+    """
+    return f"{{ be_conn_free({near}) eq 0 }} !{{ be_conn_free({far}) eq 0 }}"
 
 
 def server_name(slot: int) -> str:
@@ -87,32 +137,39 @@ def room(used: int, at_least: int, minimum: int) -> int:
 
 
 def wanted_servers(apps: Iterable[str], backends: Callable[[str], Sequence[Backend]],
-                   alive: Callable[[str], bool], region: str) -> dict[str, list[ServerSpec]]:
-    """Per app, the machines that should receive traffic now (an app may have none)."""
-    return {app: [
-        ServerSpec(b.machine_id, b.host, b.port,
-                   LOCAL_WEIGHT if b.region == region else REMOTE_WEIGHT, b.hard_limit or 0)
-        for b in sorted(backends(app), key=lambda b: b.machine_id) if usable(b, alive)]
-        for app in apps}
+                   alive: Callable[[str], bool], region: str) -> dict[str, AppServers]:
+    """Per app, the machines that should receive traffic now, by tier (an app may have none)."""
+    wanted = {}
+    for app in apps:
+        tiered = tiers(sorted(backends(app), key=lambda b: b.machine_id), region, alive)
+        wanted[app] = AppServers(tuple(_spec(b) for b in tiered.near),
+                                 tuple(_spec(b) for b in tiered.far))
+    return wanted
 
 
-def plan(current: Layout, wanted: Mapping[str, Sequence[ServerSpec]], hosts_map: str,
+def _spec(backend: Backend) -> ServerSpec:
+    return ServerSpec(backend.machine_id, backend.host, backend.port, backend.hard_limit or 0)
+
+
+def plan(current: Layout, wanted: Mapping[str, AppServers], hosts_map: str,
          base_domain: str) -> Plan:
     """The layout that serves ``wanted``, and the runtime commands that get there.
 
     ``reload`` is True when commands cannot get there (no free backend, or not
-    enough free slots); the returned layout is then the one to render.
+    enough free slots in a tier); the returned layout is then the one to render.
     """
-    backends = list(current.backends)
+    near, far = list(current.backends), list(current.far)
     apps = dict(current.apps)
     commands: list[str] = []
     free = [i for i, slots in enumerate(current.backends)
-            if i not in current.apps.values() and all(s is None for s in slots)]
+            if i not in current.apps.values() and all(s is None for s in slots + far[i])]
     for app in sorted(set(current.apps) - set(wanted)):  # apps that left
         index = apps.pop(app)
         commands.append(f"del map {hosts_map} {host_key(app, base_domain)}")
-        backends[index] = tuple(None for _ in backends[index])
-        commands += slot_commands(backend_name(index), current.backends[index], backends[index])
+        near[index] = tuple(None for _ in near[index])
+        far[index] = tuple(None for _ in far[index])
+        commands += slot_commands(backend_name(index), current.backends[index], near[index])
+        commands += slot_commands(far_name(index), current.far[index], far[index])
     for app in sorted(wanted):
         index_or_none = apps.get(app)
         if index_or_none is None:
@@ -124,15 +181,19 @@ def plan(current: Layout, wanted: Mapping[str, Sequence[ServerSpec]], hosts_map:
         else:
             index = index_or_none
             new_app = False
-        fitted = fit_slots(current.backends[index], wanted[app])
-        if fitted is None:
+        fitted_near = fit_slots(current.backends[index], wanted[app].near)
+        fitted_far = fit_slots(current.far[index], wanted[app].far)
+        if fitted_near is None or fitted_far is None:
             return _fresh(current, wanted)
-        backends[index] = fitted
-        commands += slot_commands(backend_name(index), current.backends[index], fitted)
+        near[index], far[index] = fitted_near, fitted_far
+        # Near first: a machine that moves from the far tier is ready there before it
+        # leaves the far backend.
+        commands += slot_commands(backend_name(index), current.backends[index], fitted_near)
+        commands += slot_commands(far_name(index), current.far[index], fitted_far)
         if new_app:  # route the host only once its servers are set
             commands.append(f"add map {hosts_map} {host_key(app, base_domain)} "
                             f"{backend_name(index)}")
-    return Plan(Layout(tuple(backends), apps), tuple(commands), reload=False)
+    return Plan(Layout(tuple(near), apps, tuple(far)), tuple(commands), reload=False)
 
 
 def fit_slots(old: Slots, specs: Sequence[ServerSpec]) -> Slots | None:
@@ -151,7 +212,7 @@ def fit_slots(old: Slots, specs: Sequence[ServerSpec]) -> Slots | None:
     return tuple(new)
 
 
-def _fresh(current: Layout, wanted: Mapping[str, Sequence[ServerSpec]]) -> Plan:
+def _fresh(current: Layout, wanted: Mapping[str, AppServers]) -> Plan:
     """A new shape: every app keeps its backend and machines their slots; all grow."""
     apps = {app: i for app, i in current.apps.items() if app in wanted}
     free = [i for i in range(len(current.backends)) if i not in apps.values()]
@@ -161,21 +222,27 @@ def _fresh(current: Layout, wanted: Mapping[str, Sequence[ServerSpec]]) -> Plan:
         if app not in apps:
             apps[app] = free.pop(0)
     by_index = {i: app for app, i in apps.items()}
-    backends: list[Slots] = []
+    near: list[Slots] = []
+    far: list[Slots] = []
     for index in range(count):
-        old = current.backends[index] if index < len(current.backends) else ()
-        specs = wanted.get(by_index.get(index, ""), [])
-        size = room(len(specs), len(old), MIN_SLOTS)
-        keep = {s.machine_id: i for i, s in enumerate(old) if s is not None}
-        new: list[ServerSpec | None] = [None] * size
-        for spec in specs:
-            if spec.machine_id in keep:
-                new[keep[spec.machine_id]] = spec
-        open_ = [i for i, spec in enumerate(new) if spec is None]
-        for spec, i in zip([s for s in specs if s.machine_id not in keep], open_, strict=False):
-            new[i] = spec
-        backends.append(tuple(new))
-    return Plan(Layout(tuple(backends), apps), (), reload=True)
+        servers = wanted.get(by_index.get(index, ""), AppServers())
+        near.append(_grown(current.backends[index] if index < len(current.backends) else (),
+                           servers.near))
+        far.append(_grown(current.far[index] if index < len(current.far) else (), servers.far))
+    return Plan(Layout(tuple(near), apps, tuple(far)), (), reload=True)
+
+
+def _grown(old: Slots, specs: Sequence[ServerSpec]) -> Slots:
+    """``specs`` in slots with room to grow, each machine kept in its slot of ``old``."""
+    keep = {s.machine_id: i for i, s in enumerate(old) if s is not None}
+    new: list[ServerSpec | None] = [None] * room(len(specs), len(old), MIN_SLOTS)
+    for spec in specs:
+        if spec.machine_id in keep:
+            new[keep[spec.machine_id]] = spec
+    open_ = [i for i, spec in enumerate(new) if spec is None]
+    for spec, i in zip([s for s in specs if s.machine_id not in keep], open_, strict=False):
+        new[i] = spec
+    return tuple(new)
 
 
 def slot_commands(backend: str, old: Slots, new: Slots) -> list[str]:
@@ -190,8 +257,6 @@ def slot_commands(backend: str, old: Slots, new: Slots) -> list[str]:
             continue
         if before is None or (before.host, before.port) != (after.host, after.port):
             out.append(f"set server {server} addr {after.host} port {after.port}")
-        if before is None or before.weight != after.weight:
-            out.append(f"set server {server} weight {after.weight}")
         if before is None or before.maxconn != after.maxconn:
             out.append(f"set maxconn server {server} {after.maxconn}")
         if before is None:

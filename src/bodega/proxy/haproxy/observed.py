@@ -112,23 +112,27 @@ class HaproxyCollector(Collector):
     def update(self, rows: Iterable[StatRow], servers: dict[tuple[str, str], tuple[str, str]],
                apps: dict[str, str], reloads: int) -> None:
         raw: dict[tuple[str, ...], int] = {}
-        gauges = []
+        gauges: dict[tuple[str, str], tuple[int, int]] = {}
         for row in rows:
             if row.server == "FRONTEND":
                 raw[("frontend", row.proxy)] = row.requests
             elif row.server == "BACKEND" and row.proxy in apps:
                 app = apps[row.proxy]
+                # An app has two backends (near and far): their counts add up.
                 for code, n in row.responses:
-                    raw[("responses", app, code)] = n
+                    raw[("responses", app, code)] = raw.get(("responses", app, code), 0) + n
                 for kind, n in (("connect", row.connect_errors), ("retry", row.retries),
                                 ("redispatch", row.redispatches)):
-                    raw[("errors", app, kind)] = n
+                    raw[("errors", app, kind)] = raw.get(("errors", app, kind), 0) + n
             elif (row.proxy, row.server) in servers:
                 app, machine = servers[(row.proxy, row.server)]
                 raw[("server", app, machine)] = raw.get(("server", app, machine), 0) + row.requests
-                gauges.append((app, machine, row.current, row.queued))
+                # A machine changing tier holds two slots for a moment: one gauge each.
+                current, queued = gauges.get((app, machine), (0, 0))
+                gauges[(app, machine)] = (current + row.current, queued + row.queued)
         self.totals = self.counters.update(raw, reloads)
-        self.gauges = gauges
+        self.gauges = [(app, machine, current, queued)
+                       for (app, machine), (current, queued) in gauges.items()]
 
     def collect(self) -> Iterator[Any]:
         families = {

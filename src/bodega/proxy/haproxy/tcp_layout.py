@@ -1,11 +1,15 @@
 """TCP services in HAProxy: a frontend and a backend per listener, machines in slots. Pure.
 
     client ─▶ frontend tcp_<port> (mode tcp, or http; ssl by SNI for tls) ─▶ backend tcp_<port>
-                 leastconn over the app's machines (send-proxy[-v2] for proxy_proto)
-                 └▶ server activator (backup, PROXY v2): bodega's TCP activator for that
-                    port wakes a stopped machine and pipes the connection to it
+                 │                    leastconn over the app's near machines (send-proxy[-v2]
+                 │                    for proxy_proto)
+                 │                    └▶ server activator (backup, PROXY v2): bodega's TCP
+                 │                       activator for that port wakes a stopped machine and
+                 │                       pipes the connection to it
+                 └ every near machine at its hard limit ─▶ backend tcp_<port>_far (the others)
 
-Machines that come and go are runtime commands on their slots, as for HTTP
+The tiers are the HTTP ones (``layout.py``, ``balance.tiers``). Machines that
+come and go are runtime commands on their slots, as for HTTP
 (``layout.slot_commands``); a listener that appears, goes, or changes how it
 is handled is a new shape: its port must be bound, so HAProxy reloads.
 """
@@ -17,12 +21,14 @@ from dataclasses import dataclass
 
 from bodega.proxy.haproxy.layout import (
     MIN_SLOTS,
+    AppServers,
     ServerSpec,
     Slots,
     fit_slots,
     room,
     server_name,
     slot_commands,
+    spill_condition,
 )
 from bodega.proxy.tcp_routes import TcpListener
 
@@ -32,10 +38,11 @@ TCP_TIMEOUT = "1h"  # idle time before a raw TCP connection is cut (data flowing
 @dataclass(frozen=True)
 class TcpLayout:
     listeners: Mapping[int, TcpListener]
-    slots: Mapping[int, Slots]
+    slots: Mapping[int, Slots]  # each listener's near machines
+    far: Mapping[int, Slots]  # and the others
 
 
-TCP_EMPTY = TcpLayout({}, {})
+TCP_EMPTY = TcpLayout({}, {}, {})
 
 
 @dataclass(frozen=True)
@@ -49,33 +56,46 @@ def tcp_backend(port: int) -> str:
     return f"tcp_{port}"
 
 
+def tcp_far_backend(port: int) -> str:
+    return f"tcp_{port}_far"
+
+
 def tcp_plan(current: TcpLayout, listeners: Mapping[int, TcpListener],
-             wanted: Mapping[int, Sequence[ServerSpec]]) -> TcpPlan:
+             wanted: Mapping[int, AppServers]) -> TcpPlan:
     """The layout serving ``listeners`` with ``wanted`` machines, and the commands to get there
     (or ``reload``, with the layout to render)."""
     if dict(current.listeners) != dict(listeners):
         return _fresh(current, listeners, wanted)
     slots: dict[int, Slots] = {}
+    far: dict[int, Slots] = {}
     commands: list[str] = []
     for port in listeners:
-        old = current.slots.get(port, ())
-        fitted = fit_slots(old, wanted.get(port, ()))
-        if fitted is None:
+        servers = wanted.get(port, AppServers())
+        old, old_far = current.slots.get(port, ()), current.far.get(port, ())
+        fitted, fitted_far = fit_slots(old, servers.near), fit_slots(old_far, servers.far)
+        if fitted is None or fitted_far is None:
             return _fresh(current, listeners, wanted)
-        slots[port] = fitted
+        slots[port], far[port] = fitted, fitted_far
         commands += slot_commands(tcp_backend(port), old, fitted)
-    return TcpPlan(TcpLayout(dict(listeners), slots), tuple(commands), reload=False)
+        commands += slot_commands(tcp_far_backend(port), old_far, fitted_far)
+    return TcpPlan(TcpLayout(dict(listeners), slots, far), tuple(commands), reload=False)
 
 
 def _fresh(current: TcpLayout, listeners: Mapping[int, TcpListener],
-           wanted: Mapping[int, Sequence[ServerSpec]]) -> TcpPlan:
+           wanted: Mapping[int, AppServers]) -> TcpPlan:
     slots: dict[int, Slots] = {}
+    far: dict[int, Slots] = {}
     for port in listeners:
-        old = current.slots.get(port, ()) if current.listeners.get(port) == listeners[port] else ()
-        specs = wanted.get(port, ())
-        grown: Slots = old + (None,) * (room(len(specs), len(old), MIN_SLOTS) - len(old))
-        slots[port] = fit_slots(grown, specs) or tuple(specs)
-    return TcpPlan(TcpLayout(dict(listeners), slots), (), reload=True)
+        same = current.listeners.get(port) == listeners[port]
+        servers = wanted.get(port, AppServers())
+        slots[port] = _grown(current.slots.get(port, ()) if same else (), servers.near)
+        far[port] = _grown(current.far.get(port, ()) if same else (), servers.far)
+    return TcpPlan(TcpLayout(dict(listeners), slots, far), (), reload=True)
+
+
+def _grown(old: Slots, specs: Sequence[ServerSpec]) -> Slots:
+    grown: Slots = old + (None,) * (room(len(specs), len(old), MIN_SLOTS) - len(old))
+    return fit_slots(grown, specs) or tuple(specs)
 
 
 def render_tcp(layout: TcpLayout, bind_host: str, crt_list: str | None,
@@ -101,17 +121,22 @@ def render_tcp(layout: TcpLayout, bind_host: str, crt_list: str | None,
                       f"    http-request set-header x-forwarded-proto {proto}",
                       "    http-request set-header x-forwarded-port %[dst_port]",
                       "    http-request set-header fly-client-ip %[src]"]
-        lines += [f"    default_backend {tcp_backend(port)}", "",
-                  f"backend {tcp_backend(port)}", f"    mode {mode}", "    balance leastconn",
-                  f"    timeout server {TCP_TIMEOUT}"]
+        near, far = tcp_backend(port), tcp_far_backend(port)
+        lines += [f"    use_backend {far} if {spill_condition(near, far)}",
+                  f"    default_backend {near}"]
         send = {0: "", 1: " send-proxy", 2: " send-proxy-v2"}[spec.proxy_proto]
         h2 = " proto h2" if spec.h2_backend else ""
-        for i, slot in enumerate(layout.slots.get(port, ())):
-            if slot is None:
-                lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled{send}{h2}")
-            else:
-                limit = f" maxconn {slot.maxconn}" if slot.maxconn else ""
-                lines.append(f"    server {server_name(i)} {slot.host}:{slot.port} "
-                             f"weight {slot.weight}{limit}{send}{h2}")
-        lines.append(f"    server activator 127.0.0.1:{activators[port]} backup send-proxy-v2")
+        for name, slots in ((near, layout.slots.get(port, ())), (far, layout.far.get(port, ()))):
+            lines += ["", f"backend {name}", f"    mode {mode}", "    balance leastconn",
+                      f"    timeout server {TCP_TIMEOUT}"]
+            for i, slot in enumerate(slots):
+                if slot is None:
+                    lines.append(f"    server {server_name(i)} 127.0.0.1:9 disabled{send}{h2}")
+                else:
+                    limit = f" maxconn {slot.maxconn}" if slot.maxconn else ""
+                    lines.append(f"    server {server_name(i)} {slot.host}:{slot.port}"
+                                 f"{limit}{send}{h2}")
+            if name == near:  # see config.py: the far backend has no backup, on purpose
+                lines.append(f"    server activator 127.0.0.1:{activators[port]} backup "
+                             "send-proxy-v2")
     return lines

@@ -16,6 +16,7 @@ from bodega.proxy.haproxy.tcp_layout import (
     TcpPlan,
     render_tcp,
     tcp_backend,
+    tcp_far_backend,
     tcp_plan,
 )
 from bodega.proxy.routes import RoutingTable
@@ -55,8 +56,10 @@ class TcpPlane:
 
     def servers(self) -> dict[tuple[str, str], str]:
         """(backend, server) -> the machine in that slot, for HAProxy's counters."""
-        return {(tcp_backend(port), server_name(i)): spec.machine_id
-                for port, slots in self.layout.slots.items()
+        return {(name(port), server_name(i)): spec.machine_id
+                for name, tier in ((tcp_backend, self.layout.slots),
+                                   (tcp_far_backend, self.layout.far))
+                for port, slots in tier.items()
                 for i, spec in enumerate(slots) if spec is not None}
 
     def render(self, crt_list: str | None) -> list[str]:
