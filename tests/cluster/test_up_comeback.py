@@ -5,7 +5,9 @@ policy ``always``, ``no``, the default (``on-failure``), one the user stopped, a
 primary with its standby. Ctrl-C stops them all; the next `bodega up` starts again those
 that were started, except the one of policy ``no``; the user's stop and the standby
 stay. Then every process of the cluster, machines included, is killed with SIGKILL, as a
-host that loses power: the next `bodega up` brings back the same ones.
+host that loses power: the next `bodega up` brings back the same ones. Last, `bodega up`
+gets SIGTERM (systemd's stop, an upgrade): the machines run on, the same programs, and the
+next `bodega up` re-adopts them without starting anything.
 """
 
 from __future__ import annotations
@@ -181,6 +183,16 @@ async def test_started_machines_come_back_when_bodega_up_starts_again(tmp_path: 
             await until(lambda: settled(api, ids, marker), what="machines back after SIGKILL")
             always = await reasons(api, ids["always"])
             assert always.count("start starting flyd host restarted") == 2, always
+            running = programs(marker)
+            assert up.process is not None
+            up.process.send_signal(signal.SIGTERM)
+            await up.wait()
+        assert programs(marker) == running  # bodega stopped; its machines did not
+
+        async with cluster.up() as (up, api):
+            await until(lambda: settled(api, ids, marker), what="machines kept after SIGTERM")
+            assert programs(marker) == running  # re-adopted, not started again
+            assert await reasons(api, ids["always"]) == always
             assert await up.stop() == 0
         assert programs(marker) == {}
     finally:
