@@ -3,8 +3,8 @@ bodega on a host"), and a host that leaves on purpose says what it left.
 
 Three namespace hosts, each keeping one mount namespace and seeing the cgroup hierarchies
 as a real host does: host 1 runs ``bodega up --advertise``, hosts 2 and 3 the ``bodega
-join`` line it printed. An app has one machine on each. While a client on host 1 reads host 2's machine directly (its
-address, through no proxy, with a 2 s timeout):
+join`` line it printed. An app has one machine on each. While a client on host 1 reads
+host 2's machine directly (its address, through no proxy, with a 2 s timeout):
 
 - ``bodega join`` on host 2 gets SIGTERM (what systemd's stop and restart send): every
   bodega process of the host ends, the machine answers throughout, and ``bodega join``

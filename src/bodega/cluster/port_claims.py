@@ -11,8 +11,9 @@ an exclusive lock (flock) under ``/run/bodega/ports``, held while ``bodega
 up`` runs and dropped by the kernel when it dies, however it dies; another
 ``bodega up`` skips a claimed port. A claim names the network namespace it was
 made in (a port is a namespace's, and hosts made of namespaces on one kernel,
-each with a ``bodega up`` or ``bodega join`` on 51820, take it each in its own). Without a writable ``/run/bodega`` (not
-root), ports are still chosen outside the ephemeral range, unclaimed.
+each with a ``bodega up`` or ``bodega join`` on 51820, take it each in its
+own). Without a writable ``/run/bodega`` (not root), ports are still chosen
+outside the ephemeral range, unclaimed.
 
 The lock is the claim's owner: a ``bodega up`` or ``bodega join`` that stops
 removes its files; one killed with SIGKILL leaves them, held by nobody (``stale``),
