@@ -8,7 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bodega.cluster.port_claims import PortClaims, ephemeral_range, quiet_range
+from bodega.cluster.port_claims import (
+    PortClaims,
+    ephemeral_range,
+    network_namespace,
+    quiet_range,
+)
 from bodega.cluster.ports import RegistryPort, choose_gossip, choose_registry, remembered
 from bodega.runtime.binding import BindError
 from bodega.runtime.serve import bind
@@ -43,7 +48,9 @@ def test_fresh_ports_are_outside_the_ephemeral_range_and_claimed(tmp_path: Path)
     quiet = quiet_range(ephemeral_range())
     assert quiet is not None
     assert all(port in quiet for port in [*plan.ports.values(), registry.port])
-    assert {f"udp-{p}.lock" for p in plan.ports.values()} | {f"tcp-{registry.port}.lock"} \
+    net = f"net{network_namespace()}"  # a claim names its network namespace
+    assert {f"udp-{p}-{net}.lock" for p in plan.ports.values()} \
+        | {f"tcp-{registry.port}-{net}.lock"} \
         <= {path.name for path in (tmp_path / "locks").iterdir()}
     claims.release()
     assert list((tmp_path / "locks").iterdir()) == []
