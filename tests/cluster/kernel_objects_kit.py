@@ -27,6 +27,7 @@ FOREIGN_NAME = re.compile(r"^(bodega-|bdg|bv|bwg|btb|btv|bdgt-)")
 # The nftables tables bodega's workers keep in the host's namespace (their fences), each
 # named with its cluster id: one of another cluster is that cluster's doing.
 FOREIGN_TABLE = re.compile(r"^table (inet|bridge) (bodega6pn_|bodegafence_)")
+CONTAINERS_STORAGE = "/var/lib/containers/storage/"  # buildah's and podman's
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,11 @@ def _someone_elses(kind: str, obj: str, before: Snapshot, after: Snapshot) -> bo
         _source, point, _type = obj.split(" ")
         if point.startswith("/run/netns/"):
             return FOREIGN_NAME.match(point.removeprefix("/run/netns/")) is not None
-        # Other tests' machines and disks live in their own directories under /tmp.
-        return point.startswith("/tmp/")
+        # Other tests' machines and disks live in their own directories under /tmp;
+        # buildah and podman (other tests' builds and pushes) mount under their own
+        # storage, where bodega never mounts: its first use on a host binds the overlay
+        # directory onto itself for good, and a build mounts its container's root there.
+        return point.startswith(("/tmp/", CONTAINERS_STORAGE))
     if kind == "nft_tables":
         # Workers' fences; the test kits make theirs in namespaces.
         return FOREIGN_TABLE.match(obj) is not None
