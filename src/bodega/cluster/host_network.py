@@ -134,6 +134,6 @@ def banner(*, on: bool, cluster_id: str, subnets: list[str], wireguard_ports: li
              "names in machines, networks fenced apart (--no-private-network turns it off)",
              f"  on this host: WireGuard {', '.join(interfaces)} on UDP {ports}; {fences} and "
              f"bodega6pn_{cluster_id}_*; an IPv6 rule per worker (priority 20000); all "
-             "removed when bodega stops"]
+             "removed when bodega stops with its machines (Ctrl-C)"]
     lines += [f"  on this host: {said}" for said in changes.describe()]
     return lines
