@@ -7,7 +7,9 @@ that were started, except the one of policy ``no``; the user's stop and the stan
 stay. Then every process of the cluster, machines included, is killed with SIGKILL, as a
 host that loses power: the next `bodega up` brings back the same ones. Last, `bodega up`
 gets SIGTERM (systemd's stop, an upgrade): the machines run on, the same programs, and the
-next `bodega up` re-adopts them without starting anything.
+next `bodega up` re-adopts them without starting anything; stopped so once more, the next
+`bodega up` runs one worker fewer, and what ran on the worker it no longer has goes (no
+worker would ever take it up), while the other worker's machines run on.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ class Cluster:
                      "--registry-port", "0")
 
     @contextlib.asynccontextmanager
-    async def up(self) -> AsyncIterator[tuple[UpProcess, httpx.AsyncClient]]:
-        up = await UpProcess(self.data_dir, *self.args).start()
+    async def up(self, *more: str) -> AsyncIterator[tuple[UpProcess, httpx.AsyncClient]]:
+        """``more``: flags after the usual ones (the last of a flag given twice wins)."""
+        up = await UpProcess(self.data_dir, *self.args, *more).start()
         try:
             await up.until_line("bodega is up", timeout=120)
             async with httpx.AsyncClient(
@@ -193,6 +196,16 @@ async def test_started_machines_come_back_when_bodega_up_starts_again(tmp_path: 
             await until(lambda: settled(api, ids, marker), what="machines kept after SIGTERM")
             assert programs(marker) == running  # re-adopted, not started again
             assert await reasons(api, ids["always"]) == always
+            assert up.process is not None
+            up.process.send_signal(signal.SIGTERM)
+            await up.wait()
+
+        on_second = {name for name, mid in ids.items()
+                     if (cluster.data_dir / "workers" / "ams-2" / "machines" / mid).exists()}
+        assert on_second & set(running), "placement spread no started machine to ams-2"
+        async with cluster.up("--workers-per-region", "1") as (up, api):
+            assert programs(marker) == {name: pid for name, pid in running.items()
+                                        if name not in on_second}
             assert await up.stop() == 0
         assert programs(marker) == {}
     finally:

@@ -13,7 +13,9 @@ Cleanup lives in two places, both on an operator's Ctrl-C, which stops the machi
 
 A stop that leaves the machines running (SIGTERM), and any process killed with
 SIGKILL, removes nothing: the machines keep running and the next start
-re-adopts them, so nothing is swept as a cluster starts. ``bodega clean`` runs
+re-adopts them. So as ``bodega up`` starts, it sweeps only what belongs to none
+of the workers it is about to start (``sweep_all_but``: a worker an earlier run
+had and this one has not, its machines included). ``bodega clean`` runs
 the same sweep for a cluster that will not run again (say its ``bodega up`` or
 ``bodega join`` was killed with SIGKILL), finding the id wherever the data dir keeps it
 (``stored_cluster.py``): for a joined host, only its own workers' objects, since
@@ -144,6 +146,24 @@ async def sweep(data_dir: Path, cluster_id: str, *,
     network = await network_sweep.survey(Scope(cluster_id, _host_fields(workers)))
     return await _carry_out(f"cluster {cluster_id}", leftovers, machine_range.stale(cluster_id),
                             dry_run, network=network, claims=port_claims.stale(),
+                            proxy_dirs=_proxy_dirs(data_dir))
+
+
+async def sweep_all_but(data_dir: Path, cluster_id: str,
+                        kept: tuple[HostWorker, ...]) -> SweepReport:
+    """Remove what carries ``cluster_id`` but belongs to none of the ``kept`` workers (a
+    cluster starting again: what workers it no longer runs left, their machines included),
+    the subnet locks and port claims nobody holds, and a killed proxy's HAProxy files. The
+    kept workers' objects, machines still running in them included, are theirs to take up."""
+    names = HostNames(cluster_id)
+    found = survey()
+    theirs = union(owned(found, Owner(names, subnet=w.subnet, scope=names.cgroup_scope(w.name)),
+                         data_dir / "workers" / w.name) for w in kept)
+    leftovers = owned(found, Owner(names), data_dir).without(theirs)
+    network = await network_sweep.survey(
+        Scope(cluster_id, spared=_host_fields(kept) or frozenset()))
+    return await _carry_out(f"cluster {cluster_id}", leftovers, machine_range.stale(cluster_id),
+                            False, network=network, claims=port_claims.stale(),
                             proxy_dirs=_proxy_dirs(data_dir))
 
 

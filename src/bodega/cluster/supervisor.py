@@ -7,9 +7,10 @@ now (pid and url). A stop is of bodega alone, or of bodega and its machines
 (``stop(machines=...)``: SIGTERM and SIGINT of ``bodega up``/``join``): the
 workers are told so by the signal they get (SIGTERM: machines stay, SIGINT: they
 stop), and only once machines were stopped does it sweep every kernel object
-carrying the cluster id (``cleanup.py``). It never sweeps as it starts: a
-machine an earlier run left running (a SIGTERM, a SIGKILL, a crash) is its
-worker's to re-adopt, and a worker takes up what its own earlier run left. What
+carrying the cluster id (``cleanup.py``). As it starts it sweeps only what
+belongs to no worker it is about to start: a machine an earlier run left
+running (a SIGTERM, a SIGKILL, a crash) is its worker's to re-adopt, and a
+worker takes up what its own earlier run left. What
 the components are, and how each is started, is ``components.py``. Before a
 component starts, the supervisor gives it a certificate for its identity from
 the cluster CA (``authority``), unless it holds a good one already (one it
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import signal
@@ -34,6 +36,7 @@ from bodega.cluster.components import Component, component_env
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.forked import ForkedProcess, ForkServer, ForkUnavailable
 from bodega.cluster.readiness import NotReady, judge, observe
+from bodega.cluster.stored_cluster import HostWorker
 from bodega.runtime.lifecycle import SUPERVISOR_PID, private_dir, write_json_atomic
 from bodega.runtime.ready import Ready
 from bodega.runtime.tls.authority import CertificateAuthority
@@ -179,6 +182,7 @@ class LocalCluster:
         private_dir(self.config.data_dir)
         await self._until_earlier_run_gone()
         self._sweeps = True
+        await self._sweep_strays()
         await self._fork_server()
         for role in ("registry", "agent", "worker", "broker", "proxy"):
             group = [c for c in self.components if c.role == role]
@@ -266,6 +270,21 @@ class LocalCluster:
                 f"components of an earlier run on {self.config.data_dir} still run (pids "
                 f"{', '.join(map(str, pids))}); stop them, or kill them and run "
                 f"`bodega clean --data-dir {self.config.data_dir}`")
+
+    async def _sweep_strays(self) -> None:
+        """What carries the cluster id and no worker of this run will take up: the objects
+        (machines included) of workers an earlier run of the data dir had and this one has
+        not (fewer regions, another machine range)."""
+        if not self.config.cluster_id or not self.sweep_kernel:
+            return
+        kept = tuple(HostWorker(name, ipaddress.ip_network(self.config.worker_subnet(index)))
+                     for index, (name, _region) in enumerate(self.config.worker_names()))
+        report = await cleanup.sweep_all_but(self.config.data_dir, self.config.cluster_id, kept)
+        if report.found:
+            log.info("removed %d kernel objects of workers this run does not start (cluster "
+                     "%s)", report.found, self.config.cluster_id)
+        for problem in report.problems:
+            log.warning("could not remove %s", problem)
 
     async def sweep(self, whose: str) -> None:
         """Remove every kernel object carrying this cluster's id (none are in use now)."""

@@ -47,13 +47,16 @@ def table_of(host: int) -> int:
 
 @dataclass(frozen=True)
 class Scope:
-    """Whose objects a sweep takes: a cluster's on every host field, or on some."""
+    """Whose objects a sweep takes: a cluster's on every host field, or on some, or on all
+    but some (those of the workers a starting cluster runs: theirs to take up)."""
 
     cluster_id: str
     hosts: frozenset[int] | None = None  # None: every host field
+    spared: frozenset[int] = frozenset()  # host fields never taken
 
     def takes(self, cluster_id: str, host: int) -> bool:
-        return cluster_id == self.cluster_id and (self.hosts is None or host in self.hosts)
+        return (cluster_id == self.cluster_id and host not in self.spared
+                and (self.hosts is None or host in self.hosts))
 
     def named(self, pattern: re.Pattern[str], name: str) -> bool:
         match = pattern.fullmatch(name)

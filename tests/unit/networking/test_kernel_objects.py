@@ -104,6 +104,17 @@ def test_some_hosts_of_a_cluster_take_their_own_fields_only() -> None:
     assert not picked(Scope(CID, frozenset()))
 
 
+def test_a_starting_cluster_spares_the_host_fields_of_the_workers_it_runs() -> None:
+    found = picked(Scope(CID, spared=frozenset({HERE})))
+    assert found.interfaces == (interface_name(CID, THERE),)
+    assert {t.name for t in found.tables} == {table_name(CID, THERE),
+                                              f"bodegafence_{CID}_{THERE:04x}"}
+    assert set(found.rules) == {Rule(block(CID, THERE), table_of(THERE))}
+    rest = picked(Scope(CID, spared=frozenset({HERE, THERE})))
+    assert (rest.tables, rest.interfaces, rest.rules, rest.daemons) == ((), (), (), ())
+    assert rest.sockets == (f"/var/run/wireguard/{interface_name(CID, 0xD103)}.sock",)
+
+
 def test_another_cluster_finds_only_its_own() -> None:
     found = picked(Scope(OTHER))
     assert found.tables == (Table("inet", table_name(OTHER, HERE)),)

@@ -113,6 +113,28 @@ def test_a_joined_hosts_workers_take_theirs_together_and_not_another_hosts() -> 
     assert not union([])
 
 
+def test_a_starting_cluster_takes_what_its_workers_will_not_take_up() -> None:
+    """``bodega up`` again with fewer workers: ams-2's objects go, machines and mounts
+    included; ams-1, which starts again and re-adopts its machines, keeps every one."""
+    data = Path("/srv/cluster")
+    kept = merged(objects_of(A, NET, "ams-1"),
+                  Survey(mounts=(data / "workers" / "ams-1" / "machines" / "m1" / "rootfs",)))
+    gone = merged(objects_of(A, OTHER_NET, "ams-2"),
+                  Survey(mounts=(data / "workers" / "ams-2" / "machines" / "m2" / "rootfs",)))
+    found = merged(kept, gone, objects_of(B, OTHER_NET, "ams-2"))
+    theirs = owned(found, Owner(A, subnet=NET, scope=A.cgroup_scope("ams-1")),
+                   data / "workers" / "ams-1")
+    taken = owned(found, Owner(A), data).without(theirs)
+    assert sorted(taken.namespaces) == sorted(gone.namespaces)
+    assert set(taken.links) == {link.name for link in gone.links}
+    assert set(taken.scopes) == set(gone.scopes)
+    assert set(taken.runc_states) == set(gone.runc_states)
+    assert taken.markers == gone.markers
+    assert taken.mounts == gone.mounts
+    assert taken.kill
+    assert not owned(kept, Owner(A), data).without(theirs)
+
+
 def test_mounts_swept_are_machines_under_the_data_dir_never_the_dir_itself() -> None:
     data = Path("/srv/cluster")
     survey = Survey(mounts=(

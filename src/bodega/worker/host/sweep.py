@@ -74,6 +74,16 @@ class Leftovers:
             runc_states=tuple(s for s in self.runc_states if wanted(s.name)),
             mounts=tuple(m for m in self.mounts if wanted(str(m))))
 
+    def without(self, other: Leftovers) -> Leftovers:
+        """These objects but ``other``'s (what a kept owner will take up)."""
+        return Leftovers(
+            namespaces=tuple(n for n in self.namespaces if n not in other.namespaces),
+            links=tuple(n for n in self.links if n not in other.links),
+            markers=tuple(n for n in self.markers if n not in other.markers),
+            scopes=tuple(s for s in self.scopes if s not in other.scopes),
+            runc_states=tuple(s for s in self.runc_states if s not in other.runc_states),
+            mounts=tuple(m for m in self.mounts if m not in other.mounts), kill=self.kill)
+
     def lines(self) -> list[str]:
         """One line per object, saying what it is."""
         return ([f"mount {m}" for m in self.mounts]
