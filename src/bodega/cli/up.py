@@ -282,7 +282,8 @@ async def stop_as_asked(cluster: LocalCluster, stop: asyncio.Task[StopCause]) ->
         typer.echo("stopping bodega and its machines...")
     else:
         typer.echo("stopping bodega, leaving its machines running (the next start on "
-                   f"{cluster.config.data_dir} re-adopts them; Ctrl-C stops them too)...")
+                   f"{cluster.config.data_dir} re-adopts them; stopped with Ctrl-C instead, "
+                   "bodega stops them too)...")
     await cluster.stop(machines=machines)
 
 

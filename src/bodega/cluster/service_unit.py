@@ -9,10 +9,18 @@ restarts. ``KillMode=process`` sends that signal to bodega alone and leaves
 the rest of the unit's processes (the machines, which stay in the unit's
 cgroup on a host whose systemd tracks it in a hierarchy bodega does not move
 them out of) alive when it has stopped. Stopping the machines too is asked
-for as Ctrl-C asks it, with SIGINT (``systemctl kill --kill-whom=main
---signal=SIGINT``). A reboot brings the host back as it was (the data dir
-keeps its identity; ``bodega join`` needs no token again), its machines
-started again by their workers.
+for as Ctrl-C asks it, with SIGINT (``systemctl kill --kill-who=main
+--signal=SIGINT``).
+
+Except as the host shuts down: machines left running then would be ended by
+the shutdown's last sweep, every process at once with SIGTERM and then
+SIGKILL, ignoring their stop signals and timeouts, and a VM would lose its
+disks' last writes. So the unit's stop (``STOP``) asks systemd whether the
+system is stopping, sends SIGINT if so (bodega stops its machines as
+configured, as Ctrl-C would) and SIGTERM otherwise, and waits for bodega to
+end. The host comes back as it was (the data dir keeps its identity;
+``bodega join`` needs no token again), and the workers start again the
+machines that were started.
 
 A token on the command line (``--token``) never goes into the unit, which
 anyone on the host may read: it goes to an environment file of its own, mode
@@ -26,6 +34,12 @@ from pathlib import Path
 
 COMMANDS = {"up": "BODEGA_API_TOKEN", "join": "BODEGA_JOIN_TOKEN"}
 STOP_TIMEOUT = 90  # seconds: a worker's stop grace, and its machines' stops
+# The unit's stop, a POSIX shell script given $MAINPID (bodega's pid, set by systemd for
+# a stop command): SIGINT while the system shuts down (its machines stop as configured),
+# SIGTERM otherwise (they run on, to be re-adopted); then wait for bodega to end.
+STOP = ('if [ "$(systemctl is-system-running 2>/dev/null)" = stopping ]; then sig=INT; '
+        'else sig=TERM; fi; kill -s "$sig" "$MAINPID" || exit 0; '
+        'while kill -0 "$MAINPID" 2>/dev/null; do sleep 0.2; done')
 
 
 @dataclass(frozen=True)
@@ -83,7 +97,9 @@ def render(command: str, args: list[str], *, python: str, workdir: Path, name: s
         *([f"EnvironmentFile={quoted(str(env_file))}"] if environment else []),
         f"ExecStart={line}",
         "# A stop is of bodega alone: its machines run on, and the next start re-adopts",
-        "# them. SIGINT (systemctl kill --kill-whom=main --signal=SIGINT) stops them too.",
+        "# them; as the host shuts down, it stops them too (SIGINT, as Ctrl-C does), as",
+        "# does systemctl kill --kill-who=main --signal=SIGINT.",
+        f"ExecStop=/bin/sh -c {quoted(STOP)}",
         "KillSignal=SIGTERM",
         "KillMode=process",
         f"TimeoutStopSec={STOP_TIMEOUT}",

@@ -1,14 +1,19 @@
 """`bodega install-service` writes a unit systemd accepts: checked with `systemd-analyze
-verify` where that binary is installed (only that check is skipped where it is not)."""
+verify` where that binary is installed (only that check is skipped where it is not); its
+stop leaves the machines running unless the host shuts down."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from bodega.cluster.service_unit import STOP
+from tests.poll_kit import until_sync
 
 
 def install(tmp: Path, *command: str) -> subprocess.CompletedProcess[str]:
@@ -47,3 +52,46 @@ def test_only_up_and_join_become_services(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         "Error: install-service runs bodega up or bodega join, not 'worker'"]
     assert not (tmp_path / "units").exists()
+
+
+# Stands for bodega under the unit: notes the signal that ends it (in the file it is given,
+# beside a "ready" one once its handlers are set), then exits.
+BODEGA = """
+import signal, sys
+from pathlib import Path
+out = Path(sys.argv[1])
+def ended(number, frame):
+    out.write_text(signal.Signals(number).name)
+    sys.exit(0)
+signal.signal(signal.SIGINT, ended)
+signal.signal(signal.SIGTERM, ended)
+out.with_suffix(".ready").touch()
+signal.pause()
+"""
+
+
+@pytest.mark.parametrize(("system", "expected"), [("running", "SIGTERM"),
+                                                  ("degraded", "SIGTERM"),
+                                                  ("stopping", "SIGINT")])
+def test_the_units_stop_leaves_machines_unless_the_host_shuts_down(
+        tmp_path: Path, system: str, expected: str) -> None:
+    """The unit's ExecStop as systemd runs it (``$MAINPID`` set), with a ``systemctl`` that
+    says what state the system is in: SIGTERM (bodega alone stops) unless it is stopping,
+    then SIGINT (its machines stop too); it returns once bodega has ended."""
+    stub = tmp_path / "bin" / "systemctl"
+    stub.parent.mkdir()
+    stub.write_text(f"#!/bin/sh\n[ \"$1\" = is-system-running ] && echo {system}\n")
+    stub.chmod(0o755)
+    said = tmp_path / "signal"
+    bodega = subprocess.Popen([sys.executable, "-c", BODEGA, str(said)])
+    try:
+        until_sync(said.with_suffix(".ready").exists, "the stand-in's handlers set")
+        stop = subprocess.Popen(["/bin/sh", "-c", STOP],
+                                env={**os.environ, "MAINPID": str(bodega.pid),
+                                     "PATH": f"{stub.parent}:{os.environ['PATH']}"})
+        assert bodega.wait(timeout=30) == 0  # reaped here, as systemd reaps its main process
+        assert stop.wait(timeout=30) == 0
+    finally:
+        bodega.kill()
+        bodega.wait()
+    assert said.read_text() == expected

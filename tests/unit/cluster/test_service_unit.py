@@ -23,6 +23,7 @@ def test_the_unit_runs_the_command_as_typed_and_keeps_the_token_out_of_it() -> N
     # A stop (and a restart) is of bodega alone: machines run on; nothing else is signalled.
     assert "KillSignal=SIGTERM" in service.unit
     assert "KillMode=process" in service.unit
+    assert "ExecStop=/bin/sh -c " in service.unit  # ...but for a host shutting down
     assert "WorkingDirectory=/var/lib/bodega" in service.unit
     up = render("up", ["--token=t0k", "--advertise", "10.0.0.1"], python="/usr/bin/python3",
                 workdir=Path("/srv"), name="bodega-up", env_file=ENV)
