@@ -22,22 +22,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import shutil
+import signal
 import ssl
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 
 from bodega.cluster.registry_front import RegistryFront
-from bodega.runtime.lifecycle import private_dir, until_stopped, write_ready
+from bodega.runtime.lifecycle import die_with_parent, private_dir, until_stopped, write_ready
 from bodega.runtime.ready import Ready
 from bodega.runtime.serve import Served, serve
 from bodega.runtime.tls import pki
 from bodega.runtime.tls.access import IMAGE_REGISTRY
-from bodega.runtime.tls.authority import CertificateAuthority, utc_now
+from bodega.runtime.tls.authority import CertificateAuthority, Clock, utc_now
 from bodega.runtime.tls.files import CaDir, TlsDir
 from bodega.runtime.tls.identity import Identity, cert_pem
+from bodega.runtime.waits import process_ended, within
 
 log = logging.getLogger("bodega.cluster.registry")
 
@@ -46,6 +50,10 @@ READY_TIMEOUT = 30.0
 SOCKET = "registry.sock"
 MAX_SOCKET_PATH = 107  # bytes of a Unix socket's path (sun_path, less its NUL)
 NAME = "registry"  # the component's name, in its certificate's identity
+CONFIG = "registry.yml"
+STOP_GRACE = 10.0  # seconds an earlier docker-registry may take to end on SIGTERM
+RENEWAL_FAILED = 1  # the component's exit code when its certificate's renewal ended
+Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -93,14 +101,17 @@ def front_context(ca_pem: str, identity: Path) -> ssl.SSLContext:
 class RegistryCertificate:
     """The registry's certificate, issued here by the cluster CA, and kept current."""
 
-    def __init__(self, tls: RegistryTls, tls_dir: TlsDir, hosts: tuple[str, ...]) -> None:
+    def __init__(self, tls: RegistryTls, tls_dir: TlsDir, hosts: tuple[str, ...],
+                 clock: Clock = utc_now) -> None:
         self.tls = tls
         self.dir = tls_dir
         self.hosts = hosts
+        self.clock = clock
 
     def authority(self) -> CertificateAuthority:
         # Read at each issue, not kept: the CA's key is in memory only while it signs.
-        return CertificateAuthority.load(CaDir(self.tls.ca_dir), lifetime=self.tls.lifetime)
+        return CertificateAuthority.load(CaDir(self.tls.ca_dir), lifetime=self.tls.lifetime,
+                                         clock=self.clock)
 
     def ensure(self) -> str:
         """A current certificate in the TLS directory (issued unless it holds one); the
@@ -111,24 +122,89 @@ class RegistryCertificate:
             log.info("issued the image registry a certificate for %s", ", ".join(self.hosts))
         return authority.cluster
 
-    async def keep(self, context: ssl.SSLContext) -> None:
+    async def keep(self, context: ssl.SSLContext, sleep: Sleep = asyncio.sleep) -> None:
         """Renew at two thirds of each certificate's life and load it into ``context``: new
-        handshakes present it, connections open keep theirs. A failed try is retried sooner
+        handshakes present it, connections open keep theirs. A failed try (the TLS
+        directory or the CA unreadable, a signature refused) is logged and retried sooner
         and sooner, as every component's renewal is (``pki.renewal_wait``)."""
-        failures = 0
+        failures = unread = 0
         while True:
-            _, cert = self.dir.read_identity()
-            await asyncio.sleep(pki.renewal_wait(cert, utc_now(), failures))
+            try:
+                _, cert = self.dir.read_identity()
+            except Exception as exc:  # read again soon; it says when to renew
+                unread += 1
+                log.warning("could not read the image registry's certificate (try %d): %s",
+                            unread, exc)
+                await sleep(pki.retry_wait(unread))
+                continue
+            unread = 0
+            await sleep(pki.renewal_wait(cert, self.clock(), failures))
             try:
                 await asyncio.to_thread(self.ensure)
                 context.load_cert_chain(self.dir.identity_path)
-            except (OSError, ValueError) as exc:
+            except Exception as exc:
                 failures += 1
                 log.warning("could not renew the image registry's certificate (try %d; it "
                             "expires at %s): %s", failures,
                             cert.not_valid_after_utc.isoformat(timespec="seconds"), exc)
             else:
                 failures = 0
+
+
+def serving(config: Path, processes: Iterable[tuple[int, list[bytes]]]) -> list[int]:
+    """The pids among ``processes`` (pid, argv) that are docker-registry serving
+    ``config``."""
+    wanted = [b"serve", str(config).encode()]
+    return [pid for pid, argv in processes
+            if len(argv) == 3 and Path(os.fsdecode(argv[0])).name == PROGRAM
+            and argv[1:] == wanted]
+
+
+def _processes() -> Iterator[tuple[int, list[bytes]]]:
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                yield int(entry.name), (entry / "cmdline").read_bytes().rstrip(b"\0").split(
+                    b"\0")
+
+
+def _argv(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    except OSError:
+        return []
+
+
+async def end_earlier(config: Path) -> None:
+    """End every docker-registry still serving ``config``, and wait until each has: one
+    whose component was killed (it ends on its own, at the death signal, but may not have
+    yet), or that a component of an older bodega left running."""
+    for pid in serving(config, _processes()):
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            continue
+        try:  # checked again once pinned: the pid may have been another's by then
+            if not serving(config, [(pid, _argv(pid))]):
+                continue
+            log.warning("ending docker-registry %d, an earlier run's, still serving %s", pid,
+                        config)
+            signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+        finally:
+            os.close(pidfd)
+        try:
+            await within(process_ended(pid), STOP_GRACE)
+        except TimeoutError:
+            log.warning("docker-registry %d did not end in %.0fs: killing it", pid, STOP_GRACE)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            await process_ended(pid)
+
+
+def _renewal_ended(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the image registry's certificate renewal ended; stopping the registry "
+                  "for its supervisor to restart it", exc_info=task.exception())
 
 
 async def _answers(session: aiohttp.ClientSession, url: str) -> bool:
@@ -145,23 +221,26 @@ async def run_registry(data_dir: Path, host: str, port: int, ready_file: Path | 
     if program is None:
         raise ValueError(f"{PROGRAM} is not installed: apt-get install -y docker-registry")
     private_dir(data_dir)
+    config = data_dir / CONFIG
     socket = data_dir / SOCKET if tls is not None else None
+    if socket is not None and len(str(socket).encode()) > MAX_SOCKET_PATH:
+        raise ValueError(f"{socket} is too long a path for a Unix socket: give the cluster "
+                         "a shorter --data-dir")
+    await end_earlier(config)
     if socket is not None:
-        if len(str(socket).encode()) > MAX_SOCKET_PATH:
-            raise ValueError(f"{socket} is too long a path for a Unix socket: give the cluster "
-                             "a shorter --data-dir")
-        socket.unlink(missing_ok=True)  # an earlier run's, killed: no one listens on it
+        socket.unlink(missing_ok=True)  # an earlier run's: no one listens on it now
     certificate = (RegistryCertificate(tls, TlsDir(data_dir / "tls"), certificate_hosts(host))
                    if tls is not None else None)
     cluster = certificate.ensure() if certificate is not None else ""
-    config = data_dir / "registry.yml"
     write_config(config, registry_config(data_dir / "storage", host, port, socket))
-    process = await asyncio.create_subprocess_exec(program, "serve", str(config))
+    process = await asyncio.create_subprocess_exec(
+        program, "serve", str(config), preexec_fn=die_with_parent(os.getpid()))
     stop = asyncio.create_task(until_stopped(exit_with_parent))
     exited = asyncio.create_task(process.wait())
     front: RegistryFront | None = None
     served: Served | None = None
     renewal: asyncio.Task[None] | None = None
+    renewal_failed = False
     try:
         connector = aiohttp.UnixConnector(path=str(socket)) if socket is not None else None
         probe = "http://registry/v2/" if socket is not None else f"http://{host}:{port}/v2/"
@@ -181,10 +260,13 @@ async def run_registry(data_dir: Path, host: str, port: int, ready_file: Path | 
                                             certificate.dir.identity_path)
                     served = await serve(front.app(), host, port, open_tls=context)
                     renewal = asyncio.create_task(certificate.keep(context))
+                    renewal.add_done_callback(_renewal_ended)
                     url = f"https://{host}:{port}"
                 if ready_file is not None:
                     write_ready(ready_file, Ready(url=url, registry=f"{host}:{port}"))
-        await asyncio.wait({stop, exited}, return_when=asyncio.FIRST_COMPLETED)
+        ended, _ = await asyncio.wait({stop, exited, *([renewal] if renewal else [])},
+                                      return_when=asyncio.FIRST_COMPLETED)
+        renewal_failed = renewal is not None and renewal in ended
     finally:
         if renewal is not None:
             renewal.cancel()
@@ -197,4 +279,4 @@ async def run_registry(data_dir: Path, host: str, port: int, ready_file: Path | 
                 process.terminate()
         code = await process.wait()
         stop.cancel()
-    return code
+    return RENEWAL_FAILED if renewal_failed else code

@@ -8,6 +8,7 @@ things of a worker: an operator's Ctrl-C may stop the machines with bodega, a SI
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import gc
 import json
 import logging
@@ -22,6 +23,7 @@ from bodega.runtime.ready import Ready
 from bodega.runtime.waits import process_ended
 
 PARENT_POLL = 0.5
+PR_SET_PDEATHSIG = 1  # prctl(2)
 # Set for a daemon the fork server forked (cluster/forkserver.py): the supervisor it stops
 # with is not its parent.
 SUPERVISOR_PID = "BODEGA_SUPERVISOR_PID"
@@ -96,6 +98,22 @@ async def _watch_parent(stopped: asyncio.Future[StopCause]) -> None:
             await asyncio.sleep(PARENT_POLL)
     if not stopped.done():
         stopped.set_result(StopCause.ORPHANED)
+
+
+def die_with_parent(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn`` giving the child SIGTERM when ``parent`` (the caller's pid) dies.
+
+    For a program a component runs as its own part (docker-registry behind the image
+    registry's front): a SIGKILL of the component then leaves no orphan serving on. A
+    parent gone between the fork and the ``prctl`` would send nothing, so the child
+    checks that it still has it, and ends at once if not."""
+
+    def preexec() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def private_dir(path: Path) -> Path:

@@ -57,26 +57,51 @@ class Door:
         return Puller(ImageStore(store), RegistryClient(trusted={self.address: trust}))
 
 
+def start_front(tmp: Path, port: int, validity: str) -> subprocess.Popen[bytes]:
+    """``bodega image-registry`` on ``tmp/images`` with the CA in ``tmp/pki``, once ready."""
+    ready = tmp / "ready.json"
+    ready.unlink(missing_ok=True)
+    with (tmp / "registry.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bodega", "image-registry", "--data-dir",
+             str(tmp / "images"), "--listen", f"127.0.0.1:{port}", "--ca-dir",
+             str(tmp / "pki" / "ca"), "--cert-validity", validity, "--ready-file", str(ready)],
+            stdout=log, stderr=log, env={**os.environ, "BODEGA_API_TOKEN_SHA256": hashlib.sha256(
+                TOKEN.encode()).hexdigest()})
+    until_sync(lambda: ready.exists() or process.poll() is not None, "the registry ready",
+               timeout=60, every=0.05)
+    assert process.poll() is None, (tmp / "registry.log").read_text()
+    return process
+
+
 @contextlib.contextmanager
 def door(tmp: Path, validity: str = "1h") -> Iterator[Door]:
     ca = ClusterCa.make(tmp / "pki", cluster="doorcluster")
-    port, ready = free_port(), tmp / "ready.json"
-    log = (tmp / "registry.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bodega", "image-registry", "--data-dir", str(tmp / "images"),
-         "--listen", f"127.0.0.1:{port}", "--ca-dir", str(tmp / "pki" / "ca"),
-         "--cert-validity", validity, "--ready-file", str(ready)],
-        stdout=log, stderr=log, env={**os.environ, "BODEGA_API_TOKEN_SHA256": hashlib.sha256(
-            TOKEN.encode()).hexdigest()})
+    port = free_port()
+    handle = Door(f"127.0.0.1:{port}", ca, start_front(tmp, port, validity), tmp / "images")
     try:
-        until_sync(lambda: ready.exists() or process.poll() is not None, "the registry ready",
-                   timeout=60, every=0.05)
-        assert process.poll() is None, (tmp / "registry.log").read_text()
-        yield Door(f"127.0.0.1:{port}", ca, process, tmp / "images")
+        yield handle
     finally:
-        process.terminate()
-        process.wait(30)
-        log.close()
+        handle.process.terminate()
+        handle.process.wait(30)
+
+
+def registries_serving(data: Path) -> list[int]:
+    """The docker-registry processes whose configuration is the one in ``data``."""
+    config = str(data / "registry.yml").encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                if Path(argv[0].decode()).name == "docker-registry" and config in argv:
+                    found.append(int(proc.name))
+    return sorted(found)
+
+
+def children(pid: int) -> list[int]:
+    return sorted(int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+                  for child in (task / "children").read_text().split())
 
 
 def served_certificate(address: str, ca_pem: str) -> x509.Certificate:
@@ -204,3 +229,50 @@ def test_its_certificate_is_renewed_and_served_with_no_restart(tmp_path: Path) -
         with httpx.Client(verify=as_worker, timeout=10) as https:
             assert https.get(f"{registry.url}/v2/").status_code == 200
         assert json.loads((tmp_path / "ready.json").read_text())["url"] == registry.url
+
+
+def test_a_front_killed_with_sigkill_leaves_one_registry_on_its_storage(
+        tmp_path: Path) -> None:
+    """SIGKILL of `bodega image-registry`, then a start on the same data dir (its
+    supervisor's restart): exactly one docker-registry serves the storage afterwards, the
+    new front's own, and it answers through the front."""
+    with door(tmp_path) as registry:
+        (first,) = registries_serving(registry.data)
+        assert children(registry.process.pid) == [first]
+        registry.process.kill()
+        registry.process.wait(30)
+        port = int(registry.address.rsplit(":", 1)[1])
+        registry.process = start_front(tmp_path, port, "1h")
+        serving = registries_serving(registry.data)
+        assert serving == children(registry.process.pid), (first, serving)
+        assert len(serving) == 1, serving
+        with httpx.Client(verify=registry.ca.anonymous(), timeout=10) as https:
+            listed = https.get(f"{registry.url}/v2/_catalog", auth=("x", TOKEN))
+        assert listed.status_code == 200, listed.text
+
+
+def test_a_registry_an_earlier_run_left_serving_is_ended_before_the_next_starts(
+        tmp_path: Path) -> None:
+    """A docker-registry with no death signal (an older bodega's, its front killed) still
+    serving the data dir's configuration: the next start ends it, then starts its own."""
+    with door(tmp_path) as registry:
+        port = int(registry.address.rsplit(":", 1)[1])
+        registry.process.terminate()
+        registry.process.wait(30)
+        assert registries_serving(registry.data) == []
+        left = subprocess.Popen([shutil.which("docker-registry") or "docker-registry", "serve",
+                                 str(registry.data / "registry.yml")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            until_sync(lambda: (registry.data / "registry.sock").exists(),
+                       "the left registry listening", timeout=30, every=0.05)
+            registry.process = start_front(tmp_path, port, "1h")
+            assert left.poll() is not None  # ended, by its SIGTERM
+            assert registries_serving(registry.data) == children(registry.process.pid)
+            with httpx.Client(verify=registry.ca.anonymous(), timeout=10) as https:
+                listed = https.get(f"{registry.url}/v2/_catalog", auth=("x", TOKEN))
+            assert listed.status_code == 200, listed.text
+        finally:
+            left.kill()
+            left.wait(10)

@@ -17,6 +17,7 @@ Nothing here reads a file, a clock or a socket: callers pass ``now``.
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -227,7 +228,13 @@ def renewal_wait(cert: x509.Certificate, now: datetime.datetime, failures: int =
     or a tenth of the time left, so several tries fit before the certificate expires."""
     if failures <= 0:
         return max(0.0, (renew_at(cert, fraction) - now).total_seconds())
-    left = max(0.0, (cert.not_valid_after_utc - now).total_seconds())
+    return retry_wait(failures, max(0.0, (cert.not_valid_after_utc - now).total_seconds()))
+
+
+def retry_wait(failures: int, left: float = math.inf) -> float:
+    """Seconds to wait after ``failures`` failed tries: doubling from a second, never more
+    than a minute, or a tenth of the ``left`` seconds a certificate has (none known: no
+    bound but the minute)."""
     return max(0.5, min(2.0 ** (failures - 1), 60.0, left / 10))
 
 
