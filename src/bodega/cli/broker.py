@@ -28,6 +28,7 @@ from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import StopCause, daemon_runtime, run_daemon, write_ready
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
+from bodega.runtime.tls.files import read_ca_file
 
 
 def parse_weights(text: str | None) -> Weights:
@@ -160,7 +161,8 @@ def broker(
         memory_curve=Curve.parse(memory_curve), disk_curve=Curve.parse(disk_curve),
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,
         shadow_policy=shadow_policy, shadow_sample=shadow_sample, image_registry=image_registry,
-        image_registry_ca=_read_ca(image_registry_ca), probe_ratio=probe_ratio,
+        image_registry_ca=read_ca_file(image_registry_ca, "--image-registry-ca"),
+        probe_ratio=probe_ratio,
     )
     config.placement_policy()  # refuse a bad policy before anything starts
     configure(log_level, f"broker[{broker_name}]")
@@ -205,11 +207,3 @@ async def _run(config: BrokerConfig, ready_file: Path | None, exit_with_parent: 
     await run_daemon(start, stop, exit_with_parent=exit_with_parent,
                      ready_file=ready_file, ready=ready)
 
-
-def _read_ca(path: Path | None) -> str | None:
-    if path is None:
-        return None
-    try:
-        return path.read_text()
-    except OSError as exc:
-        raise ValueError(f"--image-registry-ca {path}: {exc.strerror or exc}") from None

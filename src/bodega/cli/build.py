@@ -101,6 +101,31 @@ def auth_file(registry: str, token: str) -> str:
     return json.dumps({"auths": {registry: {"auth": basic}}})
 
 
+@dataclass(frozen=True)
+class PushFiles:
+    """What a push to the cluster's registry is given, in files of its own: a CA directory
+    (``ca.crt``, as containers/image reads one) and an auth file with the token, if any."""
+
+    certs: Path
+    auth: Path | None
+
+
+def push_files(push: PushTarget, scratch: Path) -> PushFiles:
+    """Write ``push``'s CA and token for a push to ``push.registry`` in ``scratch`` (the
+    auth file private: it holds the token)."""
+    assert push.ca is not None
+    certs = scratch / "certs"
+    certs.mkdir(mode=0o700)
+    (certs / "ca.crt").write_text(push.ca)  # containers/image takes *.crt as CAs
+    if not push.token:
+        return PushFiles(certs, None)
+    auth = scratch / "auth.json"
+    descriptor = os.open(auth, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(auth_file(push.registry, push.token))
+    return PushFiles(certs, auth)
+
+
 def push_options(push: PushTarget, reference: str, scratch: Path) -> list[str]:
     """buildah push's flags for ``reference``: with the cluster's CA, TLS checked against it
     and the token in an auth file (both written in ``scratch``); else plain HTTP to a
@@ -109,17 +134,9 @@ def push_options(push: PushTarget, reference: str, scratch: Path) -> list[str]:
     if push.ca is None or registry != push.registry:
         plain = registry.rsplit(":", 1)[0] in LOOPBACK
         return [f"--tls-verify={'false' if plain else 'true'}"]
-    certs = scratch / "certs"
-    certs.mkdir(mode=0o700)
-    (certs / "ca.crt").write_text(push.ca)  # containers/image takes *.crt as CAs
-    options = ["--tls-verify=true", "--cert-dir", str(certs)]
-    if push.token:
-        auth = scratch / "auth.json"
-        descriptor = os.open(auth, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as out:
-            out.write(auth_file(registry, push.token))
-        options += ["--authfile", str(auth)]
-    return options
+    files = push_files(push, scratch)
+    return ["--tls-verify=true", "--cert-dir", str(files.certs),
+            *(["--authfile", str(files.auth)] if files.auth is not None else [])]
 
 
 def build_commands(context: Path, reference: str, dockerfile: Path | None,

@@ -24,6 +24,7 @@ from bodega.runtime.failpoints import Failpoints
 from bodega.runtime.lifecycle import StopCause, daemon_runtime, run_daemon
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
+from bodega.runtime.tls.files import read_ca_file
 from bodega.worker.config import JobSettings, WorkerConfig
 from bodega.worker.daemon import Worker
 
@@ -207,11 +208,6 @@ async def _run(config: WorkerConfig, ready_file: Path | None, exit_with_parent: 
 
 def _registry_ca(registry: str | None, ca: Path | None) -> str | None:
     """The PEM of ``--image-registry-ca``, read once here; it names the registry's CA."""
-    if ca is None:
-        return None
-    if registry is None:
+    if ca is not None and registry is None:
         raise ValueError("--image-registry-ca is the CA of --image-registry: give both")
-    try:
-        return ca.read_text()
-    except OSError as exc:
-        raise ValueError(f"--image-registry-ca {ca}: {exc.strerror or exc}") from None
+    return read_ca_file(ca, "--image-registry-ca")

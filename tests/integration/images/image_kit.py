@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -16,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bodega.cli.build import PushTarget, push_files
 from tests.ports_kit import free_port as free_port
 
 BUSYBOX = shutil.which("busybox") or "/bin/busybox"
@@ -24,8 +23,6 @@ needs_image_tools = pytest.mark.skipif(
     os.geteuid() != 0 or any(shutil.which(t) is None for t in TOOLS) or not os.path.exists(BUSYBOX),
     reason="needs root, docker-registry, runc, umoci, skopeo and busybox",
 )
-
-
 
 
 @contextlib.asynccontextmanager
@@ -56,19 +53,15 @@ async def registry(tmp: Path) -> AsyncIterator[str]:
 
 
 def cluster_auth(data_dir: Path, registry: str, scratch: Path) -> tuple[Path, Path]:
-    """A CA directory and an auth file (containers/image's) for the image registry of the
-    ``bodega up`` in ``data_dir``: its CA (``ca.crt``) and its admin token (``api-token``),
-    as ``bodega build`` pushes."""
+    """A CA directory and an auth file for the image registry of the ``bodega up`` in
+    ``data_dir``: its CA (``ca.crt``) and its admin token (``api-token``), written as
+    ``bodega build``'s push writes them, in ``scratch``."""
     scratch.mkdir(parents=True, exist_ok=True)
-    certs = scratch / "certs"
-    certs.mkdir(exist_ok=True)
-    shutil.copy(data_dir / "ca.crt", certs / "ca.crt")
     token = (data_dir / "api-token").read_text().strip()
-    auth = scratch / "auth.json"
-    auth.write_text(json.dumps({"auths": {registry: {
-        "auth": base64.b64encode(f"bodega:{token}".encode()).decode()}}}))
-    auth.chmod(0o600)
-    return certs, auth
+    files = push_files(PushTarget(registry, (data_dir / "ca.crt").read_text(), token),
+                       scratch)
+    assert files.auth is not None
+    return files.certs, files.auth
 
 
 def cluster_push(data_dir: Path, registry: str, scratch: Path) -> list[str]:

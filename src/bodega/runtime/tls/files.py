@@ -47,6 +47,25 @@ def write_private(path: Path, data: bytes, mode: int = 0o600) -> None:
         raise
 
 
+def read_ca_file(path: Path | None, option: str) -> str | None:
+    """The PEM of a CA certificate a command was given by ``option`` (a flag; None: not
+    given), read once as it starts; ValueError naming the flag, the file and what is wrong
+    with it (unreadable, or holding no certificate), not a failed TLS handshake later."""
+    if path is None:
+        return None
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        text = ""
+    try:
+        x509.load_pem_x509_certificates(text.encode())
+    except ValueError:
+        raise ValueError(f"{option} {path}: not a PEM certificate") from None
+    return text
+
+
 def _read(path: Path, what: str) -> bytes:
     try:
         return path.read_bytes()
