@@ -70,7 +70,7 @@ class VmMachines:
         self.tsc_khz = tsc_khz
         self.disks = RootDisks()
         self.execs = GuestExec()
-        self.signals = SignalLine()
+        self.signal_line = SignalLine()
 
     @staticmethod
     def directory(machine_dir: Path) -> Path:
@@ -140,14 +140,14 @@ class VmMachines:
             return False
         line = control_socket(machine_id)
         if answers_signals(self.directory(machine_dir)):
-            return await self.signals.send(machine_id, line, signal)
-        return await self.signals.tell(machine_id, line, str(signal))
+            return await self.signal_line.send(machine_id, line, signal)
+        return await self.signal_line.tell(machine_id, line, str(signal))
 
     async def exec(self, machine_id: str, argv: list[str], timeout: float,
                    stdin: bytes | None) -> ExecResult:
         return await self.execs.run(
             machine_id, exec_socket(machine_id), ExecRequest(argv, timeout, stdin),
-            wake=lambda: self.signals.tell(machine_id, control_socket(machine_id), "exec",
+            wake=lambda: self.signal_line.tell(machine_id, control_socket(machine_id), "exec",
                                            unless_busy=True))
 
     async def unwire(self, netns: str) -> None:
