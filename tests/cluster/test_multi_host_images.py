@@ -10,7 +10,9 @@ the CA the cluster names, the admin token as its password. Once per
 isolation (container, sandbox with runsc, vm with qemu), as three apps
 deployed at once; ``bodega scale`` then puts one machine of each on every
 host, whose worker pulls the image from host 1's registry over TLS with its
-own certificate; and every machine answers through every host's proxy.
+own certificate; and every machine answers through every host's proxy. An
+isolation whose tools are installed must be offered by every host; one whose
+tools are not is skipped, naming what is missing.
 """
 
 from __future__ import annotations
@@ -41,12 +43,18 @@ pytestmark = [
 ]
 
 REGIONS = {1: "ams", 2: "syd", 3: "lon"}
-# What each isolation needs on a host (docs/isolation.md): the worker offers it once it ran.
-NEEDS = {"container": True,
-         "sandbox": shutil.which("runsc") is not None,
-         "vm": shutil.which("qemu-system-x86_64") is not None
-         and any(DEFAULT_KERNEL_DIR.glob("boot/vmlinuz-*"))}
-ISOLATIONS = [name for name, here in NEEDS.items() if here]
+# What each isolation needs installed on a host (docs/isolation.md, scripts/host-packages),
+# by what is missing without it: a host with them all offers the isolation once its probe
+# ran there, and a test with one missing says so in its skip.
+KERNEL = f"a cloud kernel in {DEFAULT_KERNEL_DIR} (scripts/host-packages unpacks one)"
+NEEDS = {"container": {},
+         "sandbox": {"runsc (package runsc)": shutil.which("runsc") is not None},
+         "vm": {"qemu-system-x86_64 (package qemu-system-x86)":
+                shutil.which("qemu-system-x86_64") is not None,
+                KERNEL: any(DEFAULT_KERNEL_DIR.glob("boot/vmlinuz-*"))}}
+MISSING = {isolation: [what for what, here in needs.items() if not here]
+           for isolation, needs in NEEDS.items()}
+ISOLATIONS = [isolation for isolation, missing in MISSING.items() if not missing]
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +143,21 @@ def spread(cluster: MultiHost, isolation: str) -> None:
             until(partial(answers, proxy, app, machine["id"]),
                   f"{app}: machine {machine['id']} ({machine['region']}) through host "
                   f"{index}'s proxy")
+
+
+@pytest.mark.parametrize("isolation", [pytest.param(isolation, marks=pytest.mark.skipif(
+    bool(missing), reason=f"{isolation} not covered: no {' and no '.join(missing)}"))
+    for isolation, missing in MISSING.items()])
+def test_every_host_offers_each_isolation_it_has_the_tools_for(
+        cluster: MultiHost, isolation: str) -> None:
+    """An isolation whose tools are installed and that a host does not offer fails here
+    (its probe did not run there); one whose tools are missing is skipped by name, so a
+    run that covered containers only says so."""
+    offered = {w["region"]: w["totals"]["isolations"]
+               for w in cluster.json("cluster", "workers")}
+    assert sorted(offered) == sorted(REGIONS.values()), offered
+    assert [region for region, mine in offered.items() if isolation not in mine] == [], \
+        offered
 
 
 def test_an_image_app_runs_on_every_host_in_every_isolation(cluster: MultiHost) -> None:
