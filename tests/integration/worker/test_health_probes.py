@@ -9,6 +9,7 @@ import dataclasses
 import socket
 import ssl
 import threading
+import time
 from pathlib import Path
 
 from bodega.runtime.tls.files import TlsDir
@@ -207,4 +208,30 @@ async def test_the_request_is_there_when_the_server_accepts_the_connection() -> 
                 "passing", "GET /healthz: 200 OK")
         assert (server.answered, server.dropped) == (20, 0)
     finally:
+        server.close()
+
+
+async def test_a_stalled_event_loop_cannot_leave_the_request_out_of_the_handshake() -> None:
+    """The worker's event loop stalls (another task's work, a loaded host) for longer than
+    Linux holds a handshake's last ACK for the first data (200 ms), between every step of
+    the probe: the request still rides on that ACK, since it is handed to the kernel as
+    the connect starts, not from the loop, and a server reading once at accept answers."""
+    server = ReadsOnceAtAccept()
+    stalling = True
+
+    async def stall() -> None:
+        while stalling:
+            # Holds the loop (not the GIL) on purpose, as a blocking call would.
+            time.sleep(0.3)  # noqa: ASYNC251
+            await asyncio.sleep(0)
+
+    staller = asyncio.create_task(stall())
+    try:
+        for _ in range(2):
+            assert await probe(spec("http", server.port, timeout=60), "127.0.0.1") == (
+                "passing", "GET /healthz: 200 OK")
+        assert (server.answered, server.dropped) == (2, 0)
+    finally:
+        stalling = False
+        await staller
         server.close()

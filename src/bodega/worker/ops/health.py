@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
+import os
 import socket
 import ssl
+import struct
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -53,20 +57,17 @@ async def probe(spec: core.CheckSpec, host: str) -> tuple[str, str]:
         return core.CRITICAL, core.clip_output(f"{type(exc).__name__}: {exc}")
 
 
-async def _connect(host: str, port: int) -> socket.socket:
-    """A connected TCP socket whose handshake's last ACK waits for the first bytes sent.
-
-    ``TCP_DEFER_ACCEPT`` on a connecting socket has Linux hold that ACK (up to 200 ms) to
-    carry it on the first data segment, so the server's kernel queues the connection for
-    ``accept`` only with the request already in it. A server that reads once as soon as
-    it accepts, without waiting, then always finds the request. One in the sandbox does:
-    gVisor's host network (this runsc) ends a blocking read() of a connection just
-    accepted at once when nothing has arrived, and busybox httpd, which reads without
-    polling first, closed such a connection unanswered, about one in thirty on a busy
-    host, while it served (docs/isolation.md)."""
-    loop = asyncio.get_running_loop()
-    family, kind, proto, _, address = (await loop.getaddrinfo(
+async def _address(host: str, port: int) -> tuple[int, int, int, Any]:
+    family, kind, proto, _, address = (await asyncio.get_running_loop().getaddrinfo(
         host, port, type=socket.SOCK_STREAM))[0]
+    return family, kind, proto, address
+
+
+async def _connect(host: str, port: int) -> socket.socket:
+    """A connected TCP socket whose handshake's last ACK waits (up to 200 ms) for the first
+    bytes sent: an HTTPS probe's, whose first bytes its TLS layer writes."""
+    loop = asyncio.get_running_loop()
+    family, kind, proto, address = await _address(host, port)
     sock = socket.socket(family, kind, proto)
     try:
         sock.setblocking(False)
@@ -78,14 +79,81 @@ async def _connect(host: str, port: int) -> socket.socket:
     return sock
 
 
+async def _connect_sending(host: str, port: int, request: bytes,
+                           timeout: float) -> socket.socket:
+    """A TCP connection to ``host:port`` whose handshake's last ACK carries ``request``.
+
+    The server's kernel then queues the connection for ``accept`` with the request
+    already in it, and a server that reads once as soon as it accepts, without waiting,
+    always finds it. One in the sandbox does: gVisor's host network (this runsc) ends a
+    blocking read() of a connection just accepted at once when nothing has arrived, and
+    busybox httpd, which reads without polling first, closed such a connection
+    unanswered, about one in thirty on a busy host, while it served (docs/isolation.md).
+
+    The request is handed to the kernel by a blocking send started right after the
+    connect, in a thread of its own: Linux holds the handshake's last ACK for a send
+    waiting on the connection, and, with ``TCP_DEFER_ACCEPT`` on the connecting socket,
+    for 200 ms at most when the answer to the SYN is in before the send starts (on
+    loopback, within the connect call). Sent from the event loop, a stall of the loop
+    longer than that between the connect and the write (another task's work, a loaded
+    host) let the bare ACK go, and the server read nothing."""
+    loop = asyncio.get_running_loop()
+    family, kind, proto, address = await _address(host, port)
+    connected: asyncio.Future[socket.socket] = loop.create_future()
+
+    def settle(sock: socket.socket | None, error: BaseException | None) -> None:
+        if connected.cancelled():  # the probe timed out meanwhile
+            if sock is not None:
+                sock.close()
+        elif sock is not None:
+            connected.set_result(sock)
+        else:
+            connected.set_exception(error or OSError("no connection"))
+
+    def connect() -> None:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_DEFER_ACCEPT, 1)
+            # The send gives up with the probe: a host that never answers the SYN.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack(
+                "ll", int(timeout), int(timeout % 1 * 1_000_000)))
+            sock.setblocking(False)
+            started = sock.connect_ex(address)
+            if started not in (0, errno.EINPROGRESS):
+                raise OSError(started, os.strerror(started))
+            sock.setblocking(True)
+            try:
+                sock.sendall(request)
+            except BlockingIOError:  # SO_SNDTIMEO: no handshake within the timeout
+                raise TimeoutError(f"no connection in {timeout:g}s") from None
+        except BaseException as exc:
+            sock.close()
+            outcome: tuple[socket.socket | None, BaseException | None] = (None, exc)
+        else:
+            outcome = (sock, None)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the loop is closed: no one waits
+            if outcome[0] is not None:
+                outcome[0].close()
+
+    threading.Thread(target=connect, name="bodega-check-connect", daemon=True).start()
+    return await connected
+
+
 async def _http(spec: core.CheckSpec, host: str) -> tuple[str, str]:
-    context: ssl.SSLContext | None = None
+    headers = "".join(f"{name}: {value}\r\n" for name, value in spec.headers)
+    request = (f"{spec.method} {spec.path} HTTP/1.1\r\nHost: {host}:{spec.port}\r\n"
+               f"User-Agent: bodega-check\r\n{headers}Connection: close\r\n\r\n").encode()
     if spec.protocol == "https":
         context = ssl.create_default_context()
         if spec.tls_skip_verify:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
-    sock = await _connect(host, spec.port)
+        sock = await _connect(host, spec.port)
+    else:
+        context = None
+        sock = await _connect_sending(host, spec.port, request, spec.timeout)
     try:
         reader, writer = await asyncio.open_connection(
             sock=sock, ssl=context, server_hostname=host if context else None, limit=MAX_HEAD)
@@ -93,12 +161,10 @@ async def _http(spec: core.CheckSpec, host: str) -> tuple[str, str]:
         sock.close()
         raise
     try:
-        headers = "".join(f"{name}: {value}\r\n" for name, value in spec.headers)
         try:
-            writer.write(f"{spec.method} {spec.path} HTTP/1.1\r\nHost: {host}:{spec.port}\r\n"
-                         f"User-Agent: bodega-check\r\n{headers}Connection: close\r\n\r\n"
-                         .encode())
-            await writer.drain()
+            if context is not None:  # through TLS: the request goes once it is up
+                writer.write(request)
+                await writer.drain()
             # The whole status line, however the server splits it over its writes.
             head = await reader.readuntil(b"\n")
         except asyncio.IncompleteReadError as exc:
