@@ -44,6 +44,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from bodega.broker.auth.limit import FailureLimiter
+from bodega.proxy.http1 import HOP_BY_HOP as ONE_HOP
 from bodega.runtime.tls.access import IMAGE_PULLERS, image_registry_allows
 from bodega.wire.peer_access import peer_of
 
@@ -52,10 +53,10 @@ log = logging.getLogger("bodega.cluster.registry")
 CHUNK = 1 << 16
 REALM = 'Basic realm="bodega image registry"'
 DISTRIBUTION = {"Docker-Distribution-Api-Version": "registry/2.0"}
-# Meant for one connection only (RFC 9110 7.6.1), or re-made by whoever sends the message on.
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
-                        "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-                        "host"})
+# Meant for one connection only (RFC 9110 7.6.1: the proxy's list), or re-made by whoever
+# sends the message on (its framing, its host).
+HOP_BY_HOP = (frozenset(name.decode() for name in ONE_HOP)
+              | {"transfer-encoding", "host"})
 FRONTS_OWN = frozenset({"date", "server"})  # the front's server writes its own
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]
 
