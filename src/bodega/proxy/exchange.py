@@ -3,14 +3,18 @@
 The request goes out on a pooled connection when one is idle; a pooled
 connection found closed before any response byte (``StaleConnection``) is
 replaced by a fresh one once, which is safe only for a request without a body
-(nothing of it was consumed). Interim 1xx answers are dropped, a 101 turns the
-exchange into a two-way pipe, and a small body goes out with its head in one
-write. The connection returns to the pool when the machine keeps it open.
+(nothing of it was consumed). A request whose bytes the machine's host never
+acknowledged (``upstream.py``: its host stopped answering, the connection
+kept from before) is ``HostSilent``: whether it may go to another machine is
+``resendable``. Interim 1xx answers are dropped, a 101 turns the exchange into
+a two-way pipe, and a small body goes out with its head in one write. The
+connection returns to the pool when the machine keeps it open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 
 from bodega.proxy.http1 import BadMessage, Head, copy_body, pipe, read_head, response_has_body
 from bodega.proxy.routes import Backend
@@ -27,6 +31,25 @@ class UpstreamFailed(Exception):
     """The machine broke the exchange before the proxy wrote anything to the client."""
 
 
+class HostSilent(Exception):
+    """What the proxy sent the machine went unacknowledged for ``routes.ACK_TIMEOUT``,
+    before any byte of an answer: its host stopped answering. The machine may still have
+    received the request (a host acknowledges a request with its answer when the answer
+    comes soon, and both were lost), so only a ``resendable`` one goes elsewhere."""
+
+
+# RFC 9110's idempotent methods: sent twice, they do what they did once. (HAProxy's
+# ``config.IDEMPOTENT`` names the same.)
+IDEMPOTENT = frozenset({b"GET", b"HEAD", b"OPTIONS", b"PUT", b"DELETE", b"TRACE"})
+
+
+def resendable(head: Head) -> bool:
+    """Whether a request may go to another machine after one may have received it: its
+    method idempotent, and no body (a body was read from the client as it went out)."""
+    return (head.method in IDEMPOTENT and not head.chunked()
+            and not head.content_length())
+
+
 async def exchange(upstreams: Upstreams, backend: Backend, head: Head,
                    reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                    extra: list[tuple[bytes, bytes]], request_id: str, *,
@@ -34,8 +57,9 @@ async def exchange(upstreams: Upstreams, backend: Backend, head: Head,
     """Forward one request to ``backend`` and relay its answer: (client stays open, status).
 
     Raises ``ConnectFailed`` when no connection could be made within ``connect_timeout``
-    (None: the pool's; another machine may serve), ``UpstreamFailed`` when the machine
-    broke off before the client heard anything.
+    (None: the pool's; another machine may serve), ``HostSilent`` when the machine's host
+    stopped acknowledging before any answer, ``UpstreamFailed`` when the machine broke off
+    before the client heard anything.
     """
     upgrade = head.upgrade()
     hop = ([(b"connection", b"upgrade"), (b"upgrade", head.get(b"upgrade") or b"")]
@@ -66,6 +90,7 @@ async def exchange(upstreams: Upstreams, backend: Backend, head: Head,
 async def _send(conn: Conn, start: Head, head: Head, reader: asyncio.StreamReader,
                 has_body: bool) -> Head:
     """Send the request; the first response head that is not 100 Continue."""
+    conn.watch_acks(not has_body)
     try:
         conn.writer.write(start.encode())
         if has_body:
@@ -78,6 +103,11 @@ async def _send(conn: Conn, start: Head, head: Head, reader: asyncio.StreamReade
             if 100 <= response.status < 200 and response.status != 101:
                 continue  # interim responses (100 Continue) are not passed on
             return response
+    except TimeoutError as exc:  # the kernel's ETIMEDOUT: ``routes.ACK_TIMEOUT`` passed
+        if exc.errno != errno.ETIMEDOUT:
+            raise
+        raise HostSilent(f"{conn.address[0]}:{conn.address[1]}: what was sent went "
+                         "unacknowledged") from exc
     except (ConnectionError, BadMessage) as exc:
         if conn.reused and not has_body:
             raise StaleConnection() from exc
@@ -88,6 +118,7 @@ async def _respond(upstreams: Upstreams, conn: Conn, head: Head, response: Head,
                    upgrade: bool, request_id: str) -> tuple[bool, int]:
     ids = [(b"fly-request-id", request_id.encode())]
     if upgrade and response.status == 101:
+        conn.watch_acks(False)  # a tunnel: the machine may leave what comes unread
         hop = [(b"connection", b"upgrade"), (b"upgrade", response.get(b"upgrade") or b"")]
         writer.write(response.encode(response.forwarded([*hop, *ids])))
         await writer.drain()

@@ -19,7 +19,8 @@ class ProxyMetrics:
                                  ["app"], buckets=LATENCY, registry=self.registry)
         self.upstream_errors = Counter(
             "bodega_proxy_upstream_errors_total",
-            "Failures talking to machines: connect (retried elsewhere), reset, bad_response",
+            "Failures talking to machines: connect (retried elsewhere), reset, silent (its host "
+            "never acknowledged a request)",
             ["app", "kind"], registry=self.registry)
         self.autostarts = Counter("bodega_proxy_autostarts_total",
                                   "Machines the proxy started, by app and outcome",

@@ -24,6 +24,18 @@ DEFAULT_SOFT_LIMIT = 20  # fly-proxy's defaults when a service sets none
 # regions on Earth (about 0.3 s), far shorter than a client's patience; a SYN lost on the
 # way costs the attempt, not the request.
 CONNECT_TIMEOUT = 0.5
+# A connect to the only machine that can take a request waits this long instead: a
+# machine's accept queue overflowing in a burst drops SYNs as a lost host does, and TCP
+# sends one again after a second. Giving up sooner would fail a request nothing else takes.
+PATIENT_CONNECT_TIMEOUT = 3.0
+# How long what the proxy sent a machine may go unacknowledged before the proxy takes the
+# machine's host as gone, on both data planes (``TCP_USER_TIMEOUT``: ``upstream.py``,
+# HAProxy's ``tcp-ut``). A request sent on a connection kept from before the host stopped
+# answering is then given up after this and, when it may be sent twice, sent to another
+# machine. A host that answers acknowledges within a round trip, and TCP sends a lost
+# segment again within a few hundred milliseconds, so a second is never a slow network's;
+# with ``CONNECT_TIMEOUT`` for the retry's connect it stays well inside a client's 2 s.
+ACK_TIMEOUT = 1.0
 # After the proxy starts a machine it routes to it at once, for this long trusting its own
 # knowledge over view rows that still show the machine stopped or starting.
 WOKEN_SECONDS = 10.0

@@ -7,7 +7,10 @@
               ◀─ response streamed ─── forward to machine ── connect refused or unanswered?
                                                               next machine, or, if none and
                                                               its worker says started, wait
-                                                              for the port it refused on
+                                                              for the port it refused on;
+                                                              request unacknowledged (its
+                                                              host gone)? next machine if
+                                                              it may be sent twice, else 502
 
 Bodies are streamed both ways, never buffered; ``Upgrade`` (WebSocket)
 becomes a two-way pipe. Every request gets ``X-Forwarded-For``,
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 from bodega.model.ids import new_ulid
 from bodega.proxy.balance import choose, usable
-from bodega.proxy.exchange import UpstreamFailed, exchange
+from bodega.proxy.exchange import HostSilent, UpstreamFailed, exchange, resendable
 from bodega.proxy.http1 import (
     BadMessage,
     Head,
@@ -48,7 +51,7 @@ from bodega.proxy.replay import (
     source_of,
 )
 from bodega.proxy.request_ids import RequestIds
-from bodega.proxy.routes import Backend, RoutingTable
+from bodega.proxy.routes import PATIENT_CONNECT_TIMEOUT, Backend, RoutingTable
 from bodega.proxy.upstream import ConnectFailed, Upstreams
 from bodega.proxy.wake import Waker
 
@@ -60,10 +63,6 @@ CLIENT_IDLE = 60.0
 # long while another can serve, as HAProxy marks such a server down and checks it again
 # every second: later requests do not each wait for the connect timeout.
 UNANSWERED_SECONDS = 1.0
-# A connect to the only machine that can take a request waits this long instead: a
-# machine's accept queue overflowing in a burst drops SYNs as a lost host does, and TCP
-# sends one again after a second. Giving up sooner would fail a request nothing else takes.
-PATIENT_CONNECT_TIMEOUT = 3.0
 FORCE_INSTANCE = b"fly-force-instance-id"
 PREFER_REGION = b"fly-prefer-region"
 
@@ -182,8 +181,18 @@ class ProxyServer:
                     else:
                         # Its host did not answer: its worker, most likely behind the same
                         # link, is not asked (the request would wait on that too).
-                        self._unanswered[backend.machine_id] = (time.monotonic()
-                                                                + UNANSWERED_SECONDS)
+                        self._pass_over(backend)
+                except HostSilent as exc:
+                    self.metrics.upstream_errors.labels(app, "silent").inc()
+                    self._pass_over(backend)
+                    if not resendable(head):
+                        code = 502
+                        await self._answer(writer, 502, app, f"machine {backend.machine_id}'s "
+                                           "host stopped answering, and the request may have "
+                                           "reached it: not sent again", request_id)
+                        return False
+                    reason = f"machine {backend.machine_id}'s host stopped answering"
+                    log.info("%s: %s; trying another", app, exc)
                 except UpstreamFailed as exc:
                     self.metrics.upstream_errors.labels(app, "reset").inc()
                     code = 502
@@ -209,6 +218,13 @@ class ProxyServer:
         log.info("%s: fly-replay (%s) from %s to %d candidate(s) in %s", app, replay,
                  source.machine_id if source else "?", len(pool), target)
         return target, pool, source_header(replay, source)
+
+    def _pass_over(self, backend: Backend) -> None:
+        """A machine whose host did not answer: passed over for ``UNANSWERED_SECONDS`` while
+        another can serve, and its idle connections closed (they cross the same link, and a
+        request sent on one would wait to be given up too)."""
+        self._unanswered[backend.machine_id] = time.monotonic() + UNANSWERED_SECONDS
+        self.upstreams.forget(backend.address)
 
     def _pool(self, app: str, forced: bytes | None,
               only: list[Backend] | None) -> list[Backend]:

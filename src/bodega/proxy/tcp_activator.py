@@ -5,7 +5,10 @@ of the app's machines can take it. One loopback listener per public port:
 it reads the PROXY v2 header HAProxy sends first (the client's address),
 starts one stopped machine of the service (connections arriving meanwhile
 share that start), sends the service its own PROXY header if it asks for
-one, and copies bytes both ways until either side closes.
+one, and copies bytes both ways until either side closes. A running machine
+that does not accept within ``routes.CONNECT_TIMEOUT`` (its host stopped
+answering) is passed for the next, as on the HTTP data plane; the last one
+that could take the connection is given ``routes.PATIENT_CONNECT_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -19,14 +22,21 @@ from dataclasses import replace
 
 from bodega.proxy.balance import usable, wake_candidate
 from bodega.proxy.proxy_protocol import V2_HEADER, BadHeader, encode, parse_v2, v2_length
-from bodega.proxy.routes import Backend, RoutingTable
+from bodega.proxy.routes import (
+    CONNECT_TIMEOUT,
+    PATIENT_CONNECT_TIMEOUT,
+    Backend,
+    RoutingTable,
+)
 from bodega.proxy.tcp_routes import TcpTable
 from bodega.proxy.wake import Waker
+from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.proxy.tcp")
 
 TRUSTED_FOR = 10.0  # seconds a machine it started counts as running before its row says so
 BUFFER = 65536
+MAX_TRIES = 3  # machines a connection is offered to, as on the HTTP data plane
 
 
 class TcpActivator:
@@ -64,15 +74,19 @@ class TcpActivator:
         try:
             head = await reader.readexactly(V2_HEADER)
             addresses = parse_v2(head, await reader.readexactly(v2_length(head)))
-            backend = await self._machine(port)
-            listener = self.tcp.listeners().get(port)
-            if backend is None or listener is None:
-                log.warning("port %d: no machine could be started for a connection", port)
+            connected = await self._connect(port)
+            if connected is None:
+                log.warning("port %d: no machine could take a connection", port)
                 return
-            up_reader, upstream = await asyncio.open_connection(*backend.address)
+            up_reader, up_writer = connected
+            upstream = up_writer  # closed below, whatever comes
+            listener = self.tcp.listeners().get(port)
+            if listener is None:
+                log.warning("port %d: its listener went as a connection came", port)
+                return
             if listener.proxy_proto:
-                upstream.write(encode(addresses, listener.proxy_proto))
-            await asyncio.gather(_copy(reader, upstream), _copy(up_reader, writer))
+                up_writer.write(encode(addresses, listener.proxy_proto))
+            await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
         except (OSError, asyncio.IncompleteReadError, BadHeader) as exc:
             log.info("port %d: connection ended: %s", port, exc)
         finally:
@@ -80,19 +94,39 @@ class TcpActivator:
                 if side is not None:
                     side.close()
 
-    async def _machine(self, port: int) -> Backend | None:
-        """A machine that can take ``port``'s connection: running, or started now."""
+    async def _connect(self, port: int
+                       ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to a machine of ``port``'s service that accepted one in time."""
+        tried: set[str] = set()
+        for _ in range(MAX_TRIES):
+            backend, alone = await self._machine(port, frozenset(tried))
+            if backend is None:
+                return None
+            tried.add(backend.machine_id)
+            # Giving up soon pays only when another machine can take the connection.
+            wait = PATIENT_CONNECT_TIMEOUT if alone else CONNECT_TIMEOUT
+            try:
+                return await within(asyncio.open_connection(*backend.address), wait)
+            except (OSError, TimeoutError) as exc:
+                log.info("port %d: machine %s did not accept a connection (%s); trying "
+                         "another", port, backend.machine_id, exc or "no answer")
+        return None
+
+    async def _machine(self, port: int, tried: frozenset[str]) -> tuple[Backend | None, bool]:
+        """A machine not yet tried that can take ``port``'s connection, nearest first:
+        running, or started now; and whether it is the last one that could."""
         now = time.monotonic()
         backends = self.tcp.backends(port)
-        running = [b for b in backends if usable(b, self.table.worker_alive)
-                   or self._started.get(b.machine_id, 0.0) > now]
+        running = sorted((b for b in backends if b.machine_id not in tried and (
+            usable(b, self.table.worker_alive) or self._started.get(b.machine_id, 0.0) > now)),
+            key=lambda b: b.region != self.region)
         if running:
-            return running[0]
+            return running[0], len(running) == 1
         task = self._starting.get(port)
         if task is None or task.done():
             task = asyncio.create_task(self._start(port, backends))
             self._starting[port] = task
-        return await asyncio.shield(task)
+        return await asyncio.shield(task), True
 
     async def _start(self, port: int, backends: list[Backend]) -> Backend | None:
         candidate = wake_candidate([b for b in backends if b.autostart], self.region,

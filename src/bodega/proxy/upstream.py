@@ -10,18 +10,29 @@ answering (its link down, say) drops the SYN instead of refusing it, and a
 request should go to another machine within a fraction of a second, not wait
 for TCP's retransmissions. Both data planes use it (HAProxy's ``timeout
 connect``). A connect to the last machine that could take a request is given
-longer (``server.PATIENT_CONNECT_TIMEOUT``).
+longer (``routes.PATIENT_CONNECT_TIMEOUT``).
+
+A connection kept from before a host stopped answering fails no connect: a
+request sent on it is simply never acknowledged. The kernel gives up on it
+once what was sent has gone unacknowledged for ``routes.ACK_TIMEOUT``
+(``TCP_USER_TIMEOUT``: the read fails with ``ETIMEDOUT``). A host that is up
+acknowledges within a round trip however slow its program, so a slow answer
+is never cut for this. The bound is lifted while a body or a tunnel goes out
+(``Conn.watch_acks``): a program may leave those unread, its receive window
+closed, for as long as it likes, and the kernel counts a window closed that
+long against the bound too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from bodega.proxy.routes import CONNECT_TIMEOUT
+from bodega.proxy.routes import ACK_TIMEOUT, CONNECT_TIMEOUT
 from bodega.runtime.waits import within
 
 IDLE_SECONDS = 3.0
@@ -38,6 +49,15 @@ class Conn:
     writer: asyncio.StreamWriter
     reused: bool = False
     idle_since: float = field(default_factory=time.monotonic)
+    acks_watched: bool = True  # as ``connect`` leaves a new one
+
+    def watch_acks(self, on: bool) -> None:
+        """Give up on the connection once what was sent goes unacknowledged for
+        ``ACK_TIMEOUT`` (``on``), or never: while a body or a tunnel goes out, which the
+        machine may leave unread with its window closed."""
+        if on != self.acks_watched:
+            _ack_timeout(self.writer, ACK_TIMEOUT if on else 0)
+            self.acks_watched = on
 
     def usable(self) -> bool:
         return not (self.writer.is_closing() or self.reader.at_eof())
@@ -87,6 +107,7 @@ class Upstreams:
             why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
             raise ConnectFailed(f"{address[0]}:{address[1]}: {why}",
                                 refused=isinstance(exc, ConnectionRefusedError)) from exc
+        _ack_timeout(writer, ACK_TIMEOUT)
         return Conn(address, reader, writer)
 
     def release(self, conn: Conn) -> None:
@@ -107,3 +128,11 @@ class Upstreams:
     def close(self) -> None:
         for address in list(self._idle):
             self.forget(address)
+
+
+def _ack_timeout(writer: asyncio.StreamWriter, seconds: float) -> None:
+    sock = writer.get_extra_info("socket")
+    # A connection closed meanwhile has nothing left to bound: what is written next says so.
+    with contextlib.suppress(OSError):
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, round(seconds * 1000))

@@ -22,15 +22,18 @@ from bodega.proxy.autostop import Autostop
 from bodega.proxy.haproxy.observed import CombinedLoad
 from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.proxy_protocol import V2_HEADER, parse_v2, v2_length
+from bodega.proxy.proxy_protocol import V2_HEADER, Addresses, encode, parse_v2, v2_length
 from bodega.proxy.routes import RoutingTable
+from bodega.proxy.tcp_activator import TcpActivator
 from bodega.proxy.tcp_routes import AllServices, Entries, TcpTable
 from bodega.proxy.tcp_routes import listeners_of as machine_listeners
+from bodega.proxy.wake import Waker
 from bodega.runtime.serve import serve
 from bodega.wire.worker_client import WorkerClient
 
 from .edge_kit import edge, free_tcp_port
 from .test_forwarding import routed
+from .test_locality import unanswering
 
 
 def listeners_of(row: dict[str, Any] | None) -> Entries:
@@ -312,4 +315,31 @@ async def test_an_idle_tcp_only_machine_is_stopped_and_a_connection_starts_it_ag
     finally:
         await worker.aclose()
         await served.stop()
+        echo.stop()
+
+
+async def test_the_tcp_activator_gives_a_machine_that_does_not_accept_up_for_the_next(
+) -> None:
+    """A machine whose host stopped answering (its SYNs dropped: a full accept queue here)
+    is given ``CONNECT_TIMEOUT``, and the connection the activator holds goes to the next
+    running machine, in well under a client's 2 s."""
+    echo = Echo()
+    public = free_tcp_port()
+    table, tcp = RoutingTable(), TcpTable()
+    activator = TcpActivator(tcp, table, Waker(table, lambda _w: None, Load(), ProxyMetrics(),
+                                               "ams"), "ams")
+    try:
+        with unanswering() as dead:
+            tcp.put("m1", listeners_of(tcp_doc("m1", dead, public)))  # first by id and region
+            tcp.put("m2", listeners_of(tcp_doc("m2", await echo.start(), public)))
+            ports = await activator.ensure({public})
+            reader, writer = await asyncio.open_connection("127.0.0.1", ports[public])
+            client = Addresses(("127.0.0.1", 40000), ("127.0.0.1", public))
+            writer.write(encode(client, 2) + b"hello\n")
+            async with asyncio.timeout(2):
+                assert await reader.readline() == b"hello\n"
+            writer.close()
+            assert echo.connections == 1
+    finally:
+        await activator.close()
         echo.stop()

@@ -47,7 +47,7 @@ from bodega.proxy.haproxy.layout import (
     spill_condition,
 )
 from bodega.proxy.haproxy.replay_action import MAX_BODY
-from bodega.proxy.routes import CONNECT_TIMEOUT
+from bodega.proxy.routes import ACK_TIMEOUT, CONNECT_TIMEOUT
 
 ACTIVATOR = "activator"
 # Methods a request may be sent again with after a machine closed a reused connection under it
@@ -65,14 +65,24 @@ IDEMPOTENT = "METH_GET or METH_OPTIONS or METH_PUT or METH_DELETE or METH_TRACE"
 # is refused with REFUSED_STREAM, whatever this says, and the client may send it again.)
 KEPT = "sess.kept"
 TLS13_SUITES = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
-# Every machine's slot: a connect it refuses marks it down at once, so the retry of that
-# request (``retry-on conn-failure``, ``option redispatch``) goes to another machine, or to
-# the activator once none is up, instead of to the same dead address (a machine stopped a
-# gossip round before the view says so). Active checks only bring a slot marked down back
-# (every second); one that is up is checked once a minute. A slot the layout (re)readies
-# is up at once.
+# Every machine's slot. Two connects in a row it refuses or leaves unanswered mark it down
+# (``observe layer4``, ``error-limit 2``), so the retry of such a request (``retry-on
+# conn-failure``, ``option redispatch``) goes to another machine, or to the activator once
+# none is up, instead of to the same dead address (a machine stopped a gossip round before
+# the view says so, a host that stopped answering). One is not enough: a burst that
+# overflows a machine's accept queue drops a SYN too, and would take a healthy machine out
+# (every near one at once, its app's traffic then all through the activator); the first
+# failure's request is redispatched anyway, and a connect that succeeds clears the count.
+# Two is the most ``retries 2`` allows: with one machine in the backend, its second failed
+# connect marks it down and the last retry goes to the activator. Active checks only bring
+# a slot marked down back (every second); one that is up is checked once a minute. A slot
+# the layout (re)readies is up at once. ``tcp-ut``: a connection whose host stops
+# answering is given up once what HAProxy sent on it goes unacknowledged for
+# ``ACK_TIMEOUT`` (a request on a connection kept from before: ``retry-on
+# empty-response`` sends it to another machine when it may be sent twice).
 WATCH = ("check inter 60s downinter 1s rise 1 fall 1 "
-         "observe layer4 error-limit 1 on-error mark-down")
+         "observe layer4 error-limit 2 on-error mark-down "
+         f"tcp-ut {round(ACK_TIMEOUT * 1000)}ms")
 
 
 @dataclass(frozen=True)
@@ -201,11 +211,13 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         *_replay(),
         "    http-response set-header fly-request-id %[var(txn.rid)]",
         "    http-response set-header x-request-id %[var(txn.rid)]",
+        # The app's backend, from the Host map. Every http-request rule runs before any
+        # use_backend rule wherever it is written (HAProxy warns of one written after).
+        f"    http-request set-var(txn.backend) var(txn.site),map({s.hosts_map})",
         # One machine asked for by id, or a region: bodega's proxy picks (HAProxy 2.6 cannot
         # choose a server by a header).
         f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-force-instance-id) -m found }}",
         f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-prefer-region) -m found }}",
-        f"    http-request set-var(txn.backend) var(txn.site),map({s.hosts_map})",
         # The app's far backend while its near one is full (HAProxy 2.6 takes a backend's
         # name in be_conn_free as written, not from a variable: one line per backend).
         *(f"    use_backend {far_name(index)} if {{ var(txn.backend) -m str "

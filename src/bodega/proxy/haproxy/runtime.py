@@ -35,6 +35,7 @@ class StatRow:
     retries: int  # wretr
     redispatches: int  # wredis
     status: str
+    idle: int = 0  # idle_conn_cur + safe_conn_cur: connections kept open for a next request
 
 
 class RuntimeApi:
@@ -97,7 +98,8 @@ def parse_stat(text: str) -> list[StatRow]:
             responses=tuple((code, _int(row, f"hrsp_{code}"))
                             for code in ("1xx", "2xx", "3xx", "4xx", "5xx", "other")),
             connect_errors=_int(row, "econ"), retries=_int(row, "wretr"),
-            redispatches=_int(row, "wredis"), status=row.get("status") or ""))
+            redispatches=_int(row, "wredis"), status=row.get("status") or "",
+            idle=_int(row, "idle_conn_cur") + _int(row, "safe_conn_cur")))
     return out
 
 

@@ -115,6 +115,8 @@ def render_tcp(layout: TcpLayout, bind_host: str, crt_list: str | None,
         lines += ["", f"frontend {tcp_backend(port)}", f"    # {spec.app}: port {ports}",
                   f"    mode {mode}", f"    bind {host}:{ports}{tls}",
                   f"    timeout client {TCP_TIMEOUT}"]
+        if not spec.http:  # the defaults' HTTP option, which HAProxy warns it ignores here
+            lines.append("    no option idle-close-on-response")
         if spec.http:
             proto = "https" if spec.tls else "http"
             lines += ["    option forwardfor",

@@ -1,0 +1,42 @@
+"""The configuration bodega renders passes HAProxy's own check (``haproxy -c``) without a
+warning: a warning is HAProxy saying the config does not mean what it reads as (a rule
+that runs in another order than written, say), which the proxy's log would otherwise
+repeat at every reload. The config checked is the one a data plane wrote for a routing
+table with something in every part: TLS, an app with machines in the proxy's region and
+in another (its near and far backends), a TCP service passed raw and one ended TLS."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bodega.proxy.routes import RoutingTable
+from bodega.proxy.tcp_routes import TcpTable
+
+from .edge_kit import edge, free_tcp_port
+from .plane_kit import haproxy_binary
+from .test_forwarding import machine_doc, routed
+from .test_tcp_services import listeners_of, tcp_doc
+
+
+async def test_haproxy_checks_the_rendered_config_without_a_warning(tmp_path: Path) -> None:
+    table = RoutingTable()
+    table.put_machine("near-1", routed(machine_doc("near-1", 9101, region="ams")))
+    table.put_machine("far-1", routed(machine_doc("far-1", 9102, region="syd")))
+    tcp = TcpTable()
+    tcp.put("raw-1", listeners_of(tcp_doc("raw-1", 9103, free_tcp_port())))
+    tcp.put("tls-1", listeners_of(tcp_doc("tls-1", 9104, free_tcp_port(), handlers=["tls"])))
+    async with edge(table, tmp_path, tcp=tcp) as e:
+        await e.synced()
+        config = e.dataplane.process.config_path
+        text = config.read_text()
+        assert "server s0 127.0.0.1:9101" in text, text  # the near backend
+        assert "server s0 127.0.0.1:9102" in text, text  # the far one
+        assert text.count("mode tcp") >= 2, text
+        check = await asyncio.create_subprocess_exec(
+            haproxy_binary(), "-c", "-f", str(config), stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT)
+        out = (await check.communicate())[0].decode(errors="replace")
+    assert check.returncode == 0, out
+    assert "[WARNING]" not in out, out
+    assert "[ALERT]" not in out, out
