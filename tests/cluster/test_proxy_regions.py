@@ -65,9 +65,11 @@ def cluster() -> Iterator[MultiHost]:
         multi.ok("scale", "count", "1", "--app", "near", "--region", "ams,syd,lon")
         # Without examples/hello's health check: the proxy is under test, and a probe of
         # the machine left that fails takes it out of every proxy's routes. With it, 4 runs
-        # of 21 lost requests so: in one whose logs were kept, syd's probe said "closed
-        # with no answer" for 14 s while host 3's link was down, and host 1's requests had
-        # no machine but the lost one.
+        # of 21 lost requests so: syd's probe was "closed with no answer" for 14 s while
+        # host 3's link was down. These hosts show machines no cgroups, so a machine's
+        # memory is bounded by `ulimit -v`, and http.server's thread per connection (each
+        # kept open, HTTP/1.1) reserves its stack in it: with the proxies' connections
+        # held, the handler could start no thread for the probe's, and closed it unread.
         multi.ok("deploy", "-c", str(keep_alive(app_dir(root, "hello", "away", **{
             'primary_region = "ams"': 'primary_region = "syd"', CHECKS: ""}))))
         multi.ok("scale", "count", "1", "--app", "away", "--region", "syd,lon")
