@@ -89,8 +89,13 @@ async def exchange(upstreams: Upstreams, backend: Backend, head: Head,
 
 async def _send(conn: Conn, start: Head, head: Head, reader: asyncio.StreamReader,
                 has_body: bool) -> Head:
-    """Send the request; the first response head that is not 100 Continue."""
-    conn.watch_acks(not has_body)
+    """Send the request; the first response head that is not 100 Continue.
+
+    Only a kept connection is given up when what is sent goes unacknowledged: its host may
+    have gone since it last answered. A new one's host answered its handshake a moment ago,
+    so what it leaves unacknowledged is a machine's full accept queue (a burst at a machine
+    just started, say), whose request is waited for, not sent to another machine."""
+    conn.watch_acks(conn.reused and not has_body)
     try:
         conn.writer.write(start.encode())
         if has_body:

@@ -20,7 +20,11 @@ acknowledges within a round trip however slow its program, so a slow answer
 is never cut for this. The bound is lifted while a body or a tunnel goes out
 (``Conn.watch_acks``): a program may leave those unread, its receive window
 closed, for as long as it likes, and the kernel counts a window closed that
-long against the bound too.
+long against the bound too. A new connection is not bounded either: its host
+answered its handshake a moment ago, and what it leaves unacknowledged is a
+machine whose accept queue is full (a burst at a machine just started), whose
+request is worth waiting for rather than sending to another machine (or
+waking one for it).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ class Conn:
     writer: asyncio.StreamWriter
     reused: bool = False
     idle_since: float = field(default_factory=time.monotonic)
-    acks_watched: bool = True  # as ``connect`` leaves a new one
+    acks_watched: bool = False  # as ``connect`` leaves a new one
 
     def watch_acks(self, on: bool) -> None:
         """Give up on the connection once what was sent goes unacknowledged for
@@ -107,7 +111,6 @@ class Upstreams:
             why = "no answer" if isinstance(exc, TimeoutError) else str(exc) or repr(exc)
             raise ConnectFailed(f"{address[0]}:{address[1]}: {why}",
                                 refused=isinstance(exc, ConnectionRefusedError)) from exc
-        _ack_timeout(writer, ACK_TIMEOUT)
         return Conn(address, reader, writer)
 
     def release(self, conn: Conn) -> None:
