@@ -15,7 +15,9 @@ stopped while started are marked so, and start again when the worker does
 the host.
 Otherwise (SIGTERM under a supervisor: an upgrade, systemd's stop; or its
 supervisor gone), machines keep running for the next start to re-adopt, and
-only spare namespaces are unwired. A worker killed with SIGKILL removes nothing,
+only spare namespaces are unwired; with none running (all at rest, or none at
+all: a start that failed elsewhere), it sweeps as above, so a cluster that never
+comes back leaves no bridge holding its subnet. A worker killed with SIGKILL removes nothing,
 so its machines live on and are re-adopted. Its batch jobs are ``jobs/wiring.py``'s. With
 ``private_network`` it also runs this host's part of the private network
 (``host/private_net.py``) once its registry node runs.
@@ -88,6 +90,9 @@ ABANDON_WAIT = 5.0  # seconds each close after a failed start may take
 
 # A suspended machine's frozen process runs on the host too: "every machine" includes it.
 RUNNING = frozenset({MachineState.STARTED, MachineState.SUSPENDED})
+# No process of a machine in these runs: a worker whose machines all are leaves nothing behind.
+AT_REST = frozenset({MachineState.CREATED, MachineState.STOPPED, MachineState.FAILED,
+                     MachineState.LAUNCH_FAILED, MachineState.REPLACED})
 STOP_ROUNDS = 3  # stop_all_machines: a round stops what the one before let finish starting
 
 
@@ -285,6 +290,8 @@ class Worker:
         if machines_stop:
             await self.stop_all_machines()
         await self.machines.settle()
+        machines_stay = not machines_stop and any(
+            r.state not in AT_REST for r in queries.list_machines(self.store.db))
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -297,11 +304,11 @@ class Worker:
         if parking is not None:
             parking.close()
         if self.private is not None:
-            await self.private.stop(machines_stay=not machines_stop)
+            await self.private.stop(machines_stay=machines_stay)
         if self.fence is not None:
-            await self.fence.stop(machines_stay=not machines_stop)
+            await self.fence.stop(machines_stay=machines_stay)
         self.network.close()  # before a sweep deletes namespaces its sockets would hold
-        if machines_stop:
+        if not machines_stay:  # none left running: nothing of this worker stays either
             await self.sweep()
         else:  # machines run on, for the next start to re-adopt
             in_use = {row.ip_index for row in queries.list_machines(self.store.db)

@@ -1,4 +1,5 @@
-"""A worker stopped with ``--stop-machines-on-exit`` leaves no machine process behind.
+"""A worker stopped with ``--stop-machines-on-exit`` leaves no machine process behind;
+one stopped with SIGTERM and no machine running leaves nothing at all.
 
 Whatever holds a machine: a lease (the worker must not refuse its own stop), a restart
 policy that would start a crashed program again while the worker stops, a start waiting
@@ -10,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from bodega.wire.worker_client import WorkerClient
+from tests.leftovers_kit import names_of
 from tests.python_kit import machine_python
 
 from .crash_kit import CrashWorker, crash_worker, machine_config, program_pids, until
@@ -89,3 +93,32 @@ async def _until_it_crashed(client: WorkerClient, mid: str, timeout: float = 30.
     while not any(e["type"] == "exit" for e in await client.call("GET", mid, "events")):
         assert time.monotonic() < deadline, "the crash-looping machine never exited"
         await asyncio.sleep(0.1)
+
+
+def _objects_of(cluster: str) -> list[str]:
+    """Namespaces and links on the host whose names carry the cluster id."""
+    links = [line.split(":")[1].strip().split("@")[0] for line in
+             subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True,
+                            check=True).stdout.splitlines()]
+    namespaces = [p.name for p in Path("/run/netns").glob("*")] if Path("/run/netns").exists() \
+        else []
+    return sorted(name for name in [*links, *namespaces] if cluster in name)
+
+
+async def test_sigterm_with_no_machine_running_leaves_nothing_on_the_host(tmp_path: Path) -> None:
+    """Machines left running keep their network for the next start; with none running
+    (a start that failed beside it under ``bodega up``, a host emptied before an upgrade),
+    a worker stopped with SIGTERM takes its bridge, namespaces and links with it, or the
+    bridge would hold its subnet against any later cluster on the host."""
+    async with crash_worker(tmp_path) as worker:
+        client = await worker.start()
+        names = names_of(worker.tmp / worker.name)
+        bridge = names.bridge(ipaddress.ip_network(worker.subnet))
+        machine = await client.create_machine({"app": "shut", "config": machine_config(
+            f"rest-{worker.name}")})
+        await worker.reached(machine.id, "started")
+        await client.call("POST", machine.id, "stop")
+        await worker.reached(machine.id, "stopped")
+        assert bridge in _objects_of(names.cluster_id)
+        assert await _sigterm_and_wait(worker) == 0
+        assert _objects_of(names.cluster_id) == []
