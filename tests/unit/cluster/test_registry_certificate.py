@@ -31,12 +31,16 @@ class Clock:
         self.now = datetime.datetime.now(datetime.UTC)
         self.waits: list[float] = []
         self.before_wait: list[Callable[[], None]] = []  # each called before a wait
+        self.hold_after: int | None = None  # waits past this many never end
+
 
     def __call__(self) -> datetime.datetime:
         return self.now
 
     async def sleep(self, seconds: float) -> None:
         self.waits.append(seconds)
+        if self.hold_after is not None and len(self.waits) > self.hold_after:
+            await asyncio.Event().wait()  # no renewal after the one the test looks at
         if self.before_wait:
             self.before_wait.pop(0)()
         self.now += datetime.timedelta(seconds=seconds)
@@ -101,6 +105,7 @@ async def test_a_certificate_unreadable_once_is_renewed_later(
         identity.write_bytes(good)
 
     clock.before_wait.append(mended)
+    clock.hold_after = 2  # the retry, then the renewal: a later one would replace the file
     served = await renewed(certificate, context, clock)
     assert clock.waits[0] == 1.0  # the first retry, then two thirds of the life
     assert clock.waits[1] == pytest.approx(LIFETIME * 2 / 3, abs=LIFETIME / 10 + 1)
