@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -111,13 +112,30 @@ class Up:
 @pytest.fixture
 def checkout() -> Iterator[Path]:
     """The parts of a fresh clone a user touches, readable by the machines' own users."""
-    where = Path(tempfile.mkdtemp(prefix="bodega-tour-"))
+    clean_earlier_tours()
+    where = Path(tempfile.mkdtemp(prefix=TOUR_PREFIX))
     where.chmod(0o755)
     shutil.copytree(REPO / "examples", where / "examples")
     shutil.copy2(REPO / "Makefile", where / "Makefile")
     (where / ".venv").symlink_to(Path(sys.prefix))
     yield where
     shutil.rmtree(where, ignore_errors=True)
+
+
+TOUR_PREFIX = "bodega-tour-"
+
+
+def clean_earlier_tours() -> None:
+    """What a tour killed with its suite left: its machines run on (bodega never stops
+    them on a SIGKILL), and their bridges hold the README's machine range, which this
+    tour uses as written. `bodega clean` removes them, as the README tells a user to, and
+    refuses a cluster still running (a tour of another run at the same time)."""
+    for earlier in Path(tempfile.gettempdir()).glob(f"{TOUR_PREFIX}*"):
+        cleaned = [subprocess.run([sys.executable, "-m", "bodega", "clean", "--data-dir",
+                                   str(data)], capture_output=True, check=False).returncode == 0
+                   for data in (earlier / ".bodega", earlier / ".bodega2") if data.is_dir()]
+        if all(cleaned):
+            shutil.rmtree(earlier, ignore_errors=True)
 
 
 def shell_env(home: Path) -> dict[str, str]:
