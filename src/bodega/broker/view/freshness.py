@@ -1,4 +1,5 @@
-"""Which of two answers for the same machine is the newer: the broker keeps that one.
+"""Which of two answers for the same machine (or volume) is the newer: the broker keeps
+that one.
 
 A worker stamps every change of a row with ``updated_at`` (its own clock,
 which only the owning worker writes), so between two docs of one machine
@@ -12,14 +13,22 @@ one it was just told (a destroyed machine listed as started).
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Protocol
 
 from bodega.model.machine import Machine
 
 UNKNOWN = float("-inf")
 
 
-def stamp(machine: Machine | None) -> float:
-    """``updated_at`` as seconds; a machine without one (or with a bad one) is the oldest.
+class Stamped(Protocol):
+    """A row a worker stamps: a machine or a volume."""
+
+    @property
+    def updated_at(self) -> str | None: ...
+
+
+def stamp(machine: Stamped | None) -> float:
+    """``updated_at`` as seconds; a row without one (or with a bad one) is the oldest.
 
     Parsed rather than compared as text: RFC 3339 text drops a zero fraction
     (``...:05Z`` and ``...:05.000001Z``), which sorts the wrong way as a string.
@@ -32,7 +41,7 @@ def stamp(machine: Machine | None) -> float:
         return UNKNOWN
 
 
-def replaces(candidate: Machine, held: Machine | None) -> bool:
+def replaces(candidate: Stamped, held: Stamped | None) -> bool:
     """Whether ``candidate`` may replace ``held`` (same id): not older. A tie is the same
     change seen twice, so either may stand; the newcomer does."""
     return held is None or stamp(candidate) >= stamp(held)

@@ -157,10 +157,10 @@ class Workers:
         self.index.note(machine)
 
     def note_volume(self, volume: Volume) -> None:
-        """Remember a volume a worker returned (volumes carry no ``updated_at``: the last
-        answer read stands)."""
+        """Remember a volume a worker returned, unless one read since is newer."""
         if not volume.id:
             return
         if volume.worker:
             self.remember(volume.id, volume.worker)
-        self.volumes.put(volume.id, volume)
+        if replaces(volume, self.volumes.get(volume.id)):
+            self.volumes.put(volume.id, volume)

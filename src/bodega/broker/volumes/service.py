@@ -16,6 +16,7 @@ from bodega.broker.machines.service import Machines
 from bodega.broker.placing.placer import Placer
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import Catalog, volume_rows
+from bodega.broker.view.freshness import replaces
 from bodega.broker.view.host_status import with_host_status
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
@@ -43,8 +44,8 @@ class Volumes:
 
     def app_volumes(self, app: str) -> list[Volume]:
         found = {v.id: v for v in volume_rows(self.catalog, app=app)}
-        for volume in self.workers.volumes.all():
-            if volume.app == app:
+        for volume in self.workers.volumes.all():  # what this broker read since, if newer
+            if volume.app == app and replaces(volume, found.get(volume.id)):
                 found[volume.id] = volume
         return sorted(found.values(), key=lambda v: (v.created_at, v.id))
 

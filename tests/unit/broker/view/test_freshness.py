@@ -1,10 +1,14 @@
-"""Which of two docs of one machine is newer, and the machine index keeping the newer one."""
+"""Which of two docs of one machine (or volume) is newer, and the broker keeping the newer."""
 
 from __future__ import annotations
 
+from bodega.broker.view.candidates import Candidates
+from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.freshness import newest, replaces, stamp
 from bodega.broker.view.machine_index import MachineIndex
+from bodega.broker.view.workers import Workers
 from bodega.model.machine import Machine
+from bodega.model.volume import Volume
 
 
 def doc(updated_at: str | None, state: str = "started") -> Machine:
@@ -46,3 +50,19 @@ def test_the_index_ignores_an_older_doc_across_the_text_ordering_trap() -> None:
     index.note(doc("2026-01-01T00:00:05Z", "started"))
     assert index.colocated("a") == {}
     assert not index.name_taken("a", "n")
+
+
+async def test_a_volume_noted_at_its_create_gives_way_to_the_newer_row_of_its_attachment(
+) -> None:
+    # The broker noted the create's answer; the view's row since says which machine has it.
+    created = Volume.model_validate({"id": "vol_1", "app": "a", "worker": "w1",
+                                     "updated_at": "2026-01-01T00:00:05Z"})
+    attached = created.model_copy(update={"attached_machine_id": "m1",
+                                          "updated_at": "2026-01-01T00:00:05.5Z"})
+    assert replaces(attached, created)
+    assert not replaces(created, attached)
+    workers = Workers(Catalog.__new__(Catalog), Candidates.__new__(Candidates), None)
+    workers.note_volume(attached)
+    workers.note_volume(created)  # an answer that left the worker before
+    assert workers.volumes.get("vol_1") == attached
+    await workers.aclose()
