@@ -23,7 +23,7 @@ AppOption = Annotated[str | None, typer.Option("--app", "-a", envvar="BODEGA_APP
 def app_name(app: str | None, config: Path) -> str:
     if app:
         return app
-    if config.exists():
+    if config.exists() or config.with_name("fly.toml").exists():
         # pydantic: only when there is a file to read
         from bodega.deploy.config import config_file, load
 

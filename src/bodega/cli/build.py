@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -140,11 +141,13 @@ def push_options(push: PushTarget, reference: str, scratch: Path) -> list[str]:
 
 
 def build_commands(context: Path, reference: str, dockerfile: Path | None,
-                   digest_file: Path, push: list[str]) -> list[list[str]]:
-    """buildah's build, then its push with ``push``'s flags (``push_options``).
+                   digest_file: Path, push: list[str],
+                   options: Sequence[str] = ()) -> list[list[str]]:
+    """buildah's build with ``options`` (``ImageBuild.options``), then its push with
+    ``push``'s flags (``push_options``).
 
     The push writes the digest of the manifest it pushed to ``digest_file``."""
-    build = ["buildah", "bud", "--quiet", "-t", reference]
+    build = ["buildah", "bud", "--quiet", *options, "-t", reference]
     if dockerfile is not None:
         build += ["-f", str(dockerfile)]
     return [[*build, str(context)],
@@ -175,7 +178,7 @@ def build(
 
 
 def build_and_push(context: Path, reference: str, dockerfile: Path | None,
-                   push: PushTarget) -> str:
+                   push: PushTarget, options: Sequence[str] = ()) -> str:
     """Build ``context`` as ``reference`` and push it as ``push`` says: the pushed
     manifest's digest.
 
@@ -185,8 +188,9 @@ def build_and_push(context: Path, reference: str, dockerfile: Path | None,
     parse_reference(reference)  # a bad name is refused before anything is built
     with tempfile.TemporaryDirectory(prefix="bodega-build-") as scratch:
         digest_file = Path(scratch) / "digest"
-        options = push_options(push, reference, Path(scratch))
-        for argv in build_commands(context, reference, dockerfile, digest_file, options):
+        pushing = push_options(push, reference, Path(scratch))
+        for argv in build_commands(context, reference, dockerfile, digest_file, pushing,
+                                   options):
             done = subprocess.run(argv, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 lines = (done.stderr or done.stdout).strip().splitlines()

@@ -49,6 +49,8 @@ COMMANDS = (
          "Print a SQL query's rows, then each change to them, until Ctrl-C."),
     Lazy("regions", "bodega.cli.cluster:regions", "Regions and their room for a machine size."),
     Lazy("deploy", "bodega.cli.deploy:deploy_command", "Deploy an app from its bodega.toml."),
+    Lazy("config", "bodega.cli.config_commands:config",
+         "Check a bodega.toml or fly.toml, and show it as bodega reads it."),
     Lazy("releases", "bodega.cli.deploy:releases_command", "An app's releases, newest first."),
     Lazy("rollback", "bodega.cli.deploy:rollback_command", "Redeploy an earlier release."),
     Lazy("status", "bodega.cli.status:status_command", "An app, its release and its machines."),

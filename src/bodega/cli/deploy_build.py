@@ -41,6 +41,7 @@ def built_image(config: AppConfig, config_path: Path, image: str | None, registr
     reference = planned.reference(push.registry)
     if not quiet:
         console.print(f"[bold]build[/bold]: {planned.dockerfile.name} -> {reference}")
-    digest = build_and_push(planned.context, reference, planned.dockerfile, push)
+    digest = build_and_push(planned.context, reference, planned.dockerfile, push,
+                            planned.options())
     # Pinned: a deploy runs what it built even if another push reuses the tag meanwhile.
     return f"{reference}@{digest}"

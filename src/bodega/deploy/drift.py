@@ -3,14 +3,16 @@
 Both sides are the Machines API's own model (``MachineConfig``), compared as the
 API answers them, so what the platform fills in or rewrites
 (default guest fields, ``autostop`` as a bool, fields left unset) compares equal
-to what the client sent. Two things are left out of the comparison:
+to what the client sent. Three things are left out of the comparison:
 
 - the release number (``fly_release_version``): a machine whose config is the
   release's in every other way needs no restart, only its label changed in place
   (flyctl does the same: an unchanged image and config restart nothing);
 - an image's tag when both sides pin the same digest: a rebuilt, unchanged image
   pushed under a new tag (``APP:v3@sha256:X`` then ``APP:v4@sha256:X``) is the
-  same image.
+  same image;
+- which volume a mount names (by id on the machine, by name in the release) and its
+  size: the same volume, grown or not, is the same mount.
 
 Pure: no I/O.
 """
@@ -36,9 +38,13 @@ def image_identity(image: str) -> str:
 
 
 def normal(config: MachineConfig) -> MachineConfig:
-    """``config`` less the labels a deploy rewrites, its image by identity."""
+    """``config`` less the labels a deploy rewrites, its image by identity, its mounts by
+    the volume's name and path (a release names the volume, a machine mounts one by id,
+    of the size it has grown to)."""
     metadata = {k: v for k, v in (config.metadata or {}).items() if k not in LABELS}
-    return config.model_copy(update={"metadata": metadata or None,
+    mounts = [m.model_copy(update={"volume": None, "size_gb": None}) if m.name else m
+              for m in config.mounts or []]
+    return config.model_copy(update={"metadata": metadata or None, "mounts": mounts or None,
                                      "image": image_identity(config.image)})
 
 

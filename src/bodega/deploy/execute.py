@@ -30,8 +30,10 @@ from pydantic import BaseModel, ConfigDict
 from bodega.deploy.health import CheckChange, MachineFailed, wait_healthy
 from bodega.deploy.plan import Create, Destroy, Plan, Relabel, Stage, Update
 from bodega.model.errors import BodegaError, Conflict
+from bodega.model.ids import VOLUME_ID_RE
+from bodega.model.machine_config import MachineConfig
 from bodega.model.plural import counted
-from bodega.wire.fly import CreateMachineRequest, UpdateMachineRequest
+from bodega.wire.fly import CreateMachineRequest, CreateVolumeRequest, UpdateMachineRequest
 from bodega.wire.machines_client import MachinesClient
 
 LEASE_TTL = 13  # seconds, as flyctl's deploy leases
@@ -93,6 +95,7 @@ class Executor:
     nonces: dict[str, str] = field(default_factory=dict)
     outcome: Outcome = field(default_factory=lambda: Outcome(ok=False))
     touched: set[str] = field(default_factory=set)  # machines an update was sent to
+    claimed: set[str] = field(default_factory=set)  # volumes this deploy gave a machine
 
     async def run(self, plan: Plan) -> Outcome:
         refresher: asyncio.Task[None] | None = None
@@ -201,7 +204,7 @@ class Executor:
             raise StepFailed(Failure(machine=machine, step=step, why=err.message)) from None
 
     async def _create(self, stage: Stage, action: Create) -> None:
-        config = action.config
+        config = await self._with_volume(action.config, action.region)
         if action.standby_for:
             config = config.model_copy(
                 update={"standbys": [self.outcome.created[action.standby_for]]})
@@ -217,6 +220,33 @@ class Executor:
                              message=f"created ({action.role}) in {created.region}"))
         if action.start and stage.wait:
             await self._healthy(stage, machine_id, created.instance_id)
+
+    async def _with_volume(self, config: MachineConfig, region: str | None) -> MachineConfig:
+        """A mount naming a volume by name, as fly.toml's ``[mounts] source`` does, gets one:
+        a volume of that name in the region that no machine has, else a new one of the
+        mount's size (``initial_size``; 1 GB by default), as flyctl does."""
+        mounts = config.mounts or []
+        if not mounts or not mounts[0].volume or VOLUME_ID_RE.match(mounts[0].volume):
+            return config
+        mount = mounts[0]
+        name = mount.volume
+        volumes = await self._step(None, f"look for volumes named {name}",
+                                   self.client.volumes(self.app))
+        free = [v for v in volumes if v.name == name and v.state == "created"
+                and not v.attached_machine_id and v.id not in self.claimed
+                and (region is None or v.region == region)]
+        if free:
+            volume = free[0]
+        else:
+            volume = await self._step(None, f"create of volume {name}", self.client.create_volume(
+                self.app, CreateVolumeRequest(name=name, region=region,
+                                              size_gb=mount.size_gb or 1)))
+            self.report(Progress(stage="volumes", machine=None,
+                                 message=f"created volume {volume.id} ({name}, "
+                                         f"{volume.size_gb} GB) in {volume.region}"))
+        self.claimed.add(volume.id)
+        return config.model_copy(update={"mounts": [mount.model_copy(
+            update={"volume": volume.id, "size_gb": None})]})
 
     async def _update(self, stage: Stage, action: Update) -> None:
         nonce = self.nonces.get(action.id)

@@ -3,7 +3,8 @@
 A pure decision, as ``fly deploy --local-only`` takes it: ``[build] dockerfile``
 names a Dockerfile (relative to bodega.toml); without it, a ``Dockerfile`` next
 to bodega.toml is built when no ``[build] image`` is set. ``--image`` wins over
-both. The image is tagged with the release version the deploy is about to
+both. ``[build.args]``, ``build-target`` and ``ignorefile`` reach buildah. The
+image is tagged with the release version the deploy is about to
 record, so ``bodega releases`` and the registry name the same thing.
 """
 
@@ -25,9 +26,21 @@ class ImageBuild(BaseModel):
     context: Path  # the directory bodega.toml is in
     dockerfile: Path
     tag: str  # name:tag, without a registry host
+    args: dict[str, str] = {}  # [build.args]
+    target: str | None = None  # [build] build-target: the Dockerfile's stage
+    ignorefile: Path | None = None  # [build] ignorefile, instead of .dockerignore
 
     def reference(self, registry: str) -> str:
         return f"{registry}/{self.tag}"
+
+    def options(self) -> list[str]:
+        """buildah bud's flags for the args, the target and the ignore file."""
+        flags = [f"--build-arg={name}={value}" for name, value in sorted(self.args.items())]
+        if self.target:
+            flags.append(f"--target={self.target}")
+        if self.ignorefile is not None:
+            flags.append(f"--ignorefile={self.ignorefile}")
+        return flags
 
 
 def image_build(config: AppConfig, config_dir: Path, exists: Callable[[Path], bool],
@@ -45,5 +58,10 @@ def image_build(config: AppConfig, config_dir: Path, exists: Callable[[Path], bo
         dockerfile = config_dir / DEFAULT_DOCKERFILE
     else:
         return None
+    ignorefile = config_dir / config.build.ignorefile if config.build.ignorefile else None
+    if ignorefile is not None and not exists(ignorefile):
+        raise ValueError(f"[build] ignorefile: {ignorefile} does not exist")
     return ImageBuild(context=config_dir, dockerfile=dockerfile,
-                      tag=f"{config.app}:v{1 + max(versions, default=0)}")
+                      tag=f"{config.app}:v{1 + max(versions, default=0)}",
+                      args=config.build.args, target=config.build.build_target,
+                      ignorefile=ignorefile)

@@ -221,10 +221,21 @@ def is_current(machine: Current, want: Desired) -> bool:
 
 
 def _keep_standbys(machine: Current, want: Desired) -> MachineConfig:
-    """The new config, keeping the machine's ``standbys`` (which machine it stands by for)."""
+    """The new config, keeping the machine's ``standbys`` (which machine it stands by for)
+    and its volume (a mount the release names by the volume's name, as fly.toml does)."""
+    config = want.config
     if machine.config.standbys:
-        return want.config.model_copy(update={"standbys": list(machine.config.standbys)})
-    return want.config
+        config = config.model_copy(update={"standbys": list(machine.config.standbys)})
+    return keep_volumes(machine.config, config)
+
+
+def keep_volumes(have: MachineConfig, want: MachineConfig) -> MachineConfig:
+    """``want`` with each mount of a volume name ``have`` mounts at the same path given
+    ``have``'s volume: an update keeps the data a machine has."""
+    held = {(m.name, m.path): m.volume for m in have.mounts or []}
+    mounts = [m.model_copy(update={"volume": held[(m.name, m.path)]})
+              if (m.name, m.path) in held else m for m in want.mounts or []]
+    return want.model_copy(update={"mounts": mounts}) if mounts else want
 
 
 def _green(machine: Current, want: Desired, blue: set[str], running: set[str]) -> Create:

@@ -18,7 +18,9 @@ WIDE = {"COLUMNS": "250"}  # one row per option: nothing of a row wraps onto the
 # Commands whose --app is optional: co-location for a placement, a filter for jobs
 # (a job is found by its name alone).
 APP_OPTIONAL = {("machine", "place"), ("jobs", "status"), ("jobs", "list"),
-                ("jobs", "cancel"), ("jobs", "logs")}
+                ("jobs", "cancel"), ("jobs", "logs"),
+                # They read a file, not an app; -a names the app of a file that has none.
+                ("config", "validate"), ("config", "show")}
 
 
 def commands() -> Iterator[tuple[tuple[str, ...], Any]]:

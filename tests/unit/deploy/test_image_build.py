@@ -55,3 +55,15 @@ def test_build_dockerfile_is_read_from_bodega_toml_and_not_warned_about(tmp_path
     assert loaded.build.dockerfile == "Dockerfile"
     assert not loaded.process_driver
     assert warnings == []
+
+
+def test_build_args_target_and_ignorefile_reach_buildah() -> None:
+    built = AppConfig.model_validate({"app": "web", "build": {
+        "args": {"PHP_VERSION": "8.2", "NODE_VERSION": "18"}, "build-target": "prod",
+        "ignorefile": ".prodignore"}})
+    got = image_build(built, HERE, only("Dockerfile", ".prodignore"), [])
+    assert got is not None
+    assert got.options() == ["--build-arg=NODE_VERSION=18", "--build-arg=PHP_VERSION=8.2",
+                             "--target=prod", f"--ignorefile={HERE / '.prodignore'}"]
+    with pytest.raises(ValueError, match=r"\[build\] ignorefile: .* does not exist"):
+        image_build(built, HERE, only("Dockerfile"), [])
