@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bodega.broker.view.candidates import Candidates
-from bodega.broker.view.catalog import Catalog
+from bodega.broker.view.catalog import MemoryCatalog
 from bodega.broker.view.freshness import newest, replaces, stamp
 from bodega.broker.view.machine_index import MachineIndex
 from bodega.broker.view.workers import Workers
@@ -61,7 +61,8 @@ async def test_a_volume_noted_at_its_create_gives_way_to_the_newer_row_of_its_at
                                           "updated_at": "2026-01-01T00:00:05.5Z"})
     assert replaces(attached, created)
     assert not replaces(created, attached)
-    workers = Workers(Catalog.__new__(Catalog), Candidates.__new__(Candidates), None)
+    catalog = MemoryCatalog()
+    workers = Workers(catalog, Candidates(catalog), None)
     workers.note_volume(attached)
     workers.note_volume(created)  # an answer that left the worker before
     assert workers.volumes.get("vol_1") == attached
