@@ -70,6 +70,12 @@ class Volumes:
                 size_gb = max(size_gb, snapshot.volume_size)
             body = body.model_copy(update={"snapshot_id": snapshot.id, "size_gb": size_gb})
         regions = self.machines.candidates.asked(body.region, self.default_region)
+        if pinned is not None and body.region is None:
+            # Unasked, the copy's region is its data's (a fork's: its source's), as a
+            # machine mounting a volume goes to the volume's: the broker's own default
+            # region may hold no host with the data.
+            host = self.machines.candidates.get(pinned)
+            regions = (host.region,) if host is not None else regions
         guest = body.compute
         ask = Ask(cpu_kind=guest.cpu_kind, cpus=guest.cpus, memory_mb=guest.memory_mb,
                   disk_gb=size_gb) if guest else Ask(cpus=0, memory_mb=0, disk_gb=size_gb)
