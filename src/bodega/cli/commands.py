@@ -65,6 +65,8 @@ COMMANDS = (
          "Manage an app's IP addresses (Flycast: a private one in its network)."),
     Lazy("secrets", "bodega.cli.secrets:secrets",
          "Manage an app's secrets (environment variables kept sealed)."),
+    Lazy("volumes", "bodega.cli.volumes:volumes",
+         "Manage an app's volumes and their snapshots."),
     Lazy("certs", "bodega.cli.certs:certs",
          "Manage the TLS certificates the proxies serve for an app's hostnames."),
     Lazy("sim", "bodega.cli.sim:sim", "Simulate placement: compare policies, check the model."),

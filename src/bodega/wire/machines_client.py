@@ -34,9 +34,14 @@ if TYPE_CHECKING:
         ProcessStat,
         WaitAnswer,
     )
-    from bodega.model.volume import Volume
+    from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
     from bodega.wire.apps import App
-    from bodega.wire.fly import CreateMachineRequest, CreateVolumeRequest, UpdateMachineRequest
+    from bodega.wire.fly import (
+        CreateMachineRequest,
+        CreateVolumeRequest,
+        UpdateMachineRequest,
+        UpdateVolumeRequest,
+    )
     from bodega.wire.placement import PlacementRecord
 
 
@@ -210,25 +215,73 @@ class MachinesClient(BodegaCalls):
                             nonce=nonce)
 
     # -- volumes ----------------------------------------------------------------------------
-    async def volumes(self, app: str) -> list[Volume]:
+    async def volumes(self, app: str, include_deleted: bool = False) -> list[Volume]:
+        """The app's volumes, oldest first; ``include_deleted`` adds the destroyed ones."""
         from bodega.model.volume import Volume
 
-        return await self.answers(Volume, "GET", f"/v1/apps/{app}/volumes")
+        return await self.answers(Volume, "GET", f"/v1/apps/{app}/volumes",
+                                  params={"include_deleted": "true"} if include_deleted else None)
 
     async def create_volume(self, app: str, body: CreateVolumeRequest) -> Volume:
+        """A new volume; with ``snapshot_id`` a copy of that snapshot, with
+        ``source_volume_id`` a fork of that volume (both on the host holding the data).
+
+        Only the fields the caller set are sent: the broker fills the rest with the same
+        defaults, except ``size_gb``, which, unsent, is the snapshot's size for a copy."""
         from bodega.model.volume import Volume
 
         return await self.answer(Volume, "POST", f"/v1/apps/{app}/volumes",
-                                 encoded=body_of(body))
+                                 encoded=body.model_dump_json(exclude_unset=True,
+                                                              exclude_none=True).encode())
+
+    async def volume(self, app: str, volume_id: str) -> Volume:
+        from bodega.model.volume import Volume
+
+        return await self.answer(Volume, "GET", _volume(app, volume_id))
+
+    async def update_volume(self, app: str, volume_id: str, body: UpdateVolumeRequest) -> Volume:
+        from bodega.model.volume import Volume
+
+        return await self.answer(Volume, "PUT", _volume(app, volume_id), encoded=body_of(body))
+
+    async def extend_volume(self, app: str, volume_id: str, size_gb: int) -> ExtendVolumeAnswer:
+        """Grow the volume to ``size_gb``; the answer says whether its machine needs a
+        restart to see the new size."""
+        from bodega.model.volume import ExtendVolumeAnswer
+        from bodega.wire.fly import ExtendVolumeRequest
+
+        return await self.answer(ExtendVolumeAnswer, "PUT", _volume(app, volume_id, "extend"),
+                                 encoded=body_of(ExtendVolumeRequest(size_gb=size_gb)))
+
+    async def fork_volume(self, app: str, volume_id: str, body: CreateVolumeRequest) -> Volume:
+        """A new volume holding a copy of ``volume_id``'s data (``create_volume`` with
+        ``source_volume_id``): ``body`` gives its name, region and the rest."""
+        return await self.create_volume(
+            app, body.model_copy(update={"source_volume_id": volume_id, "snapshot_id": None}))
 
     async def delete_volume(self, app: str, volume_id: str) -> Volume:
         from bodega.model.volume import Volume
 
-        return await self.answer(Volume, "DELETE", f"/v1/apps/{app}/volumes/{volume_id}")
+        return await self.answer(Volume, "DELETE", _volume(app, volume_id))
 
+    async def volume_snapshots(self, app: str, volume_id: str) -> list[VolumeSnapshot]:
+        """The volume's snapshots, oldest first."""
+        from bodega.model.volume import VolumeSnapshot
+
+        return await self.answers(VolumeSnapshot, "GET", _volume(app, volume_id, "snapshots"))
+
+    async def take_snapshot(self, app: str, volume_id: str) -> VolumeSnapshot:
+        """A snapshot of the volume taken now; the answer comes once it is taken."""
+        from bodega.model.volume import VolumeSnapshot
+
+        return await self.answer(VolumeSnapshot, "POST", _volume(app, volume_id, "snapshots"))
 
 def _machine(app: str, machine_id: str, part: str = "") -> str:
     return f"/v1/apps/{app}/machines/{machine_id}" + (f"/{part}" if part else "")
+
+
+def _volume(app: str, volume_id: str, part: str = "") -> str:
+    return f"/v1/apps/{app}/volumes/{volume_id}" + (f"/{part}" if part else "")
 
 
 def _metadata_key(key: str) -> str:
