@@ -6,7 +6,9 @@ code the Machines API uses. This module assembles the app: the open routes,
 then the route tables of each room (``apps/routes.py``, ``machines/routes.py``,
 ``machines/leases.py``, ``machines/logs.py``, ``volumes/routes.py``,
 ``secrets/routes.py``, ``platform/routes.py``, ``trust/key_routes.py``, the releases...),
-each route wrapped by ``_route`` (authentication, readiness, metrics). Handlers are thin:
+each route wrapped by ``_route`` (authentication, readiness, metrics); last, the
+WebSocket of a machine's port forward (``machines/forward.py``), wrapped the same way by
+``_socket_route``, its refusals answered before the upgrade. Handlers are thin:
 they parse, check the caller may touch the app, and hand over to the room's service
 (``Machines``, ``MachineCreate``, ``Volumes``, ``Apps``, ``Platform``).
 """
@@ -20,7 +22,8 @@ from prometheus_client import generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from bodega.broker.apps.releases import release_routes
 from bodega.broker.apps.routes import app_routes
@@ -30,6 +33,7 @@ from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.certificates.routes import certificate_routes
 from bodega.broker.certificates.store import AppCertificates
 from bodega.broker.machines.create import MachineCreate
+from bodega.broker.machines.forward import SocketHandler, forward_routes
 from bodega.broker.machines.leases import lease_routes
 from bodega.broker.machines.logs import log_routes
 from bodega.broker.machines.routes import machine_routes
@@ -48,9 +52,17 @@ from bodega.broker.view.apps import Apps
 from bodega.broker.view.readiness import RETRY_AFTER, Gate
 from bodega.broker.volumes.routes import volume_routes
 from bodega.broker.volumes.service import Volumes
+from bodega.model.errors import Unavailable
 from bodega.model.ids import new_ulid
 from bodega.wire.cluster_info import ClusterInfo
-from bodega.wire.http import RouteMaker, handle_errors, json_response, not_found_app_handler
+from bodega.wire.http import (
+    RouteMaker,
+    handle_errors,
+    handle_socket_errors,
+    json_response,
+    not_found_app_handler,
+    refuse_socket,
+)
 from bodega.wire.routing import grouped
 
 if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
@@ -92,7 +104,8 @@ class BrokerApi:
 
     def app(self) -> Starlette:
         r = self._route
-        routes = [
+        plain_forward, socket_forward = forward_routes(r, self._socket_route, self.machines)
+        routes: list[BaseRoute] = [
             Route("/v1/health", self.health, methods=["GET"]),
             Route("/openapi.json", self.openapi, methods=["GET"]),
             Route("/v1/openapi.json", self.openapi, methods=["GET"]),
@@ -109,12 +122,15 @@ class BrokerApi:
             *certificate_routes(r, self.certificates),  # 409s on a broker with no certs key
             *log_routes(r, self.machines),
             *machine_routes(r, self.machines, self.creation),
+            *plain_forward,  # a request without the upgrade is told what it needs
             *lease_routes(r, self.machines),
             *volume_routes(r, self.volumes),
             *platform_routes(r, self.platform, self.info),
             *(self.more(r) if self.more is not None else []),
             *(key_routes(r, self.keys) if self.keys is not None else []),
             *join_token_routes(r, self.joins),  # 404s on a broker that lets no host join
+            # WebSockets last: the routes before them are grouped by their count of segments
+            *socket_forward,
         ]
         return Starlette(routes=grouped(routes), exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})
@@ -143,6 +159,30 @@ class BrokerApi:
             return response
 
         return Route(path, endpoint, methods=[method], name=label)
+
+    def _socket_route(self, path: str, handler: SocketHandler) -> WebSocketRoute:
+        """An authenticated WebSocket route, checked as ``_route`` checks a request (gated
+        too); every refusal is an HTTP answer in the error shape, before the upgrade."""
+        label = f"GET {path}"
+
+        async def authed(socket: WebSocket) -> None:
+            principal = self.tokens.authenticate(socket)
+            app = socket.path_params.get("app")
+            if app is not None:
+                principal.check(app)
+            principal.check_path(socket.url.path)
+            await handler(socket, principal)
+
+        async def endpoint(socket: WebSocket) -> None:
+            if not self.gate.state.ready:
+                refusal = Unavailable(self.gate.state.why)
+                refusal.retry_after = float(RETRY_AFTER)
+                status = await refuse_socket(socket, refusal)
+            else:
+                status = await handle_socket_errors(socket, authed)
+            self.metrics.requests.labels(label, str(status)).inc()
+
+        return WebSocketRoute(path, endpoint, name=label)
 
     # -- open routes, and the metrics -------------------------------------------------------
     def _not_ready(self, **extra: Any) -> Response:

@@ -57,6 +57,8 @@ COMMANDS = (
     Lazy("launch", "bodega.cli.app_commands:launch_command", "Write a starter bodega.toml."),
     Lazy("apps", "bodega.cli.apps:apps", "Manage apps."),
     Lazy("machine", "bodega.cli.machines:machine", "Run and manage machines."),
+    Lazy("port-forward", "bodega.cli.port_forward:port_forward",
+         "Forward a local TCP port to a port of an app's machine, through the API."),
     Lazy("cluster", "bodega.cli.cluster:cluster", "Look at the cluster."),
     Lazy("context", "bodega.cli.context_commands:context",
          "Name clusters (API URL, token, registry) and choose the current one."),

@@ -7,6 +7,7 @@ exceptions, so no client ever sees an HTML page or a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -15,9 +16,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.websockets import WebSocket, WebSocketState
 
 from bodega.model.answer import Answer, wire_list
 from bodega.model.errors import (
@@ -26,6 +28,7 @@ from bodega.model.errors import (
     PayloadTooLarge,
     validation_message,
 )
+from bodega.model.forwarding import clip_reason
 
 # The broker's factory of authenticated routes: (path, handler, method, *, gated) -> Route.
 RouteMaker = Callable[..., Route]
@@ -143,7 +146,7 @@ async def read_trusted_model(request: Request, model: type[M]) -> M:
         raise BadRequest(validation_message(exc)) from None
 
 
-def bearer_token(request: Request) -> str | None:
+def bearer_token(request: HTTPConnection) -> str | None:
     header = request.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() in ("bearer", "flyv1") and value.strip():
@@ -183,6 +186,44 @@ async def handle_errors(request: Request, call: Handler) -> Response:
         log.exception("%s %s failed", request.method, request.url.path)
         return json_response({"error": "internal error; see the server log", "status": "unknown"},
                              500)
+
+
+async def websocket_only(request: Request) -> Response:
+    """The answer of a WebSocket route to a plain request: what it needs, not "no route"."""
+    raise BadRequest(f"invalid_argument: {request.url.path} is a WebSocket: ask with the "
+                     "headers Connection: Upgrade and Upgrade: websocket")
+
+
+async def handle_socket_errors(socket: WebSocket,
+                               call: Callable[[WebSocket], Awaitable[None]]) -> int:
+    """Run a WebSocket route's ``call``; a failure before the upgrade is refused as an HTTP
+    answer in the error shape (the ASGI WebSocket denial response), one after it closes the
+    socket with 1011 and its message. The status the handshake got (101: accepted)."""
+    try:
+        await call(socket)
+        return 101
+    except BodegaError as err:
+        return await refuse_socket(socket, err)
+    except ValidationError as exc:
+        return await refuse_socket(socket, BadRequest(validation_message(exc)))
+    except Exception:
+        log.exception("WebSocket %s failed", socket.url.path)
+        return await refuse_socket(socket, BodegaError("internal error; see the server log"))
+
+
+async def refuse_socket(socket: WebSocket, err: BodegaError) -> int:
+    """Refuse a WebSocket with ``err``: as an HTTP answer in the error shape before its
+    upgrade, with a close after it; the status its handshake got."""
+    if socket.application_state is WebSocketState.CONNECTING:
+        if "websocket.http.response" in socket.scope.get("extensions", {}):
+            await socket.send_denial_response(error_response(err))
+        else:  # a server without denials: the client sees a bare 403
+            await socket.close(1008, clip_reason(err.message))
+        return err.http_status
+    if socket.application_state is WebSocketState.CONNECTED:
+        with contextlib.suppress(Exception):  # the client may be gone already
+            await socket.close(1011, clip_reason(err.message))
+    return 101
 
 
 def not_found_app_handler(request: Request, exc: Exception) -> Response:

@@ -5,7 +5,9 @@ without a certificate from the cluster's CA, and left the caller's identity
 in the request's scope. ``PeerAccess.route`` builds a route that looks up its
 rule in ``bodega.runtime.tls.access`` once, when the listener is built (a
 route with no rule cannot be built), and on each request answers 403 in the
-error shape, counted, when the caller's role is not one of the rule's. On a
+error shape, counted, when the caller's role is not one of the rule's;
+``socket_route`` does the same for a WebSocket route (a machine's port forward), its
+refusal answered before the upgrade. On a
 plaintext listener (``--internal-tls off``, for measurement only) there is no
 identity to check and every route is open.
 """
@@ -14,21 +16,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from bodega.model.errors import Forbidden
 from bodega.runtime.tls.access import roles_for
 from bodega.runtime.tls.contexts import InternalTls, Peer
 from bodega.runtime.tls.gate import PEER
 from bodega.runtime.tls.identity import Identity
-from bodega.wire.http import handle_errors
+from bodega.wire.http import handle_errors, handle_socket_errors
 
 Handler = Callable[[Request], Awaitable[Response]]
+SocketHandler = Callable[[WebSocket], Awaitable[None]]
 
 
-def peer_of(request: Request) -> Peer | None:
+def peer_of(request: HTTPConnection) -> Peer | None:
     """Who called, as the certificate it presented in the handshake says."""
     state = request.scope.get("state") or {}
     peer = state.get(PEER)
@@ -40,7 +44,8 @@ class PeerAccess:
         self.listener = listener
         self.tls = tls
 
-    def check(self, request: Request, roles: frozenset[str], what: str) -> Identity | None:
+    def check(self, request: HTTPConnection, roles: frozenset[str], what: str
+              ) -> Identity | None:
         """The caller, if its role may call ``what``; ``Forbidden`` otherwise."""
         if self.tls is None:
             return None
@@ -73,3 +78,19 @@ class PeerAccess:
               listener: str | None = None) -> Route:
         return Route(path, self.guard(path, method, handler, listener), methods=[method],
                      name=f"{method} {path}")
+
+    def socket_route(self, path: str, handler: SocketHandler,
+                     listener: str | None = None) -> WebSocketRoute:
+        """A WebSocket route behind the rule for ``GET path`` (a WebSocket's upgrade is a
+        GET); a refusal is an HTTP answer in the error shape, before the upgrade."""
+        roles = roles_for(listener or self.listener, "GET", path)
+        what = f"GET {path}"
+
+        async def checked(socket: WebSocket) -> None:
+            self.check(socket, roles, what)
+            await handler(socket)
+
+        async def endpoint(socket: WebSocket) -> None:
+            await handle_socket_errors(socket, checked)
+
+        return WebSocketRoute(path, endpoint, name=what)

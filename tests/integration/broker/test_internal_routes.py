@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.registry import RegistryConfig
@@ -36,7 +36,8 @@ def mounted(served: Served, listener: str) -> set[Rule]:
     assert isinstance(app, Starlette)
     for route in (r for g in app.routes for r in (
             g.routes if isinstance(g, SegmentGroup) else [g])):
-        assert isinstance(route, Route)
+        # A WebSocket's upgrade is a GET, and its rule is the GET's (a port forward's)
+        assert isinstance(route, Route | WebSocketRoute)
         method, path = route.name.split(" ", 1)  # every guarded route is named so
         found.add(Rule(REGISTRY if path.startswith("/v1/registry/") else listener, method,
                        path))

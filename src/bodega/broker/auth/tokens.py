@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection
 
 from bodega.broker.auth.limit import FailureLimiter
 from bodega.broker.view.catalog import Catalog, machine_row
@@ -93,7 +93,7 @@ class Tokens:
         self.limiter = limiter or FailureLimiter()
         self.clock = clock
 
-    def authenticate(self, request: Request) -> Principal:
+    def authenticate(self, request: HTTPConnection) -> Principal:
         """Who sent ``request``; 401 if no one we know, 429 once its address has failed too
         often (a valid token is never refused for its address's failures)."""
         try:
@@ -108,7 +108,7 @@ class Tokens:
             self.limiter.failed(address, now)
             raise
 
-    def _principal(self, request: Request) -> Principal:
+    def _principal(self, request: HTTPConnection) -> Principal:
         raw = bearer_token(request)
         if raw is None:
             raise Unauthorized("unauthorized: send Authorization: Bearer <token>")

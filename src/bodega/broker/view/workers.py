@@ -71,6 +71,7 @@ class Workers:
         self.catalog = catalog
         self.candidates = candidates
         self.timeout = timeout
+        self.tls = tls  # a port forward's WebSocket to a worker shows the same certificate
         self._session = session(PER_WORKER_CONNECTIONS, ssl=tls)
         self._clients: dict[str, WorkerClient] = {}
         self._job_clients: dict[str, JobClient] = {}

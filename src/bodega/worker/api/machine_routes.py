@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 
 from bodega.model.duration import parse_duration
@@ -50,7 +50,7 @@ def owner(request: Request) -> str:
     return request.headers.get(wire.OWNER_HEADER, "bodega")
 
 
-def find_machine(machines: MachineService, request: Request) -> MachineRow:
+def find_machine(machines: MachineService, request: HTTPConnection) -> MachineRow:
     """The machine the path names; 404 when it belongs to another app than the one asked."""
     row = machines.get(request.path_params["id"])
     app = request.query_params.get("app")

@@ -6,7 +6,8 @@ through the handshake, and every route lets only the roles its rule in
 suspend and reads: proxies too; metrics: the operator). This module serves the
 host's routes (health, capacity, reservations, cordon, the log, metrics) and
 mounts the machine, lease and volume routes of ``machine_routes``,
-``lease_routes`` and ``volume_routes``. Machine routes accept an optional
+``lease_routes`` and ``volume_routes``, and a machine's port forward (a WebSocket,
+``forward_routes``). Machine routes accept an optional
 ``app`` query parameter and answer 404 when the machine belongs to another
 app, so a caller can never reach across apps by id.
 """
@@ -20,7 +21,7 @@ from prometheus_client import generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from bodega.runtime.tls.access import WORKER_API
 from bodega.wire import worker_calls as wire
@@ -30,9 +31,11 @@ from bodega.wire.http import (
     not_found_app_handler,
     query_int,
     read_model,
+    websocket_only,
 )
 from bodega.wire.peer_access import PeerAccess
 from bodega.wire.routing import grouped
+from bodega.worker.api.forward_routes import ForwardRoutes
 from bodega.worker.api.lease_routes import LeaseRoutes
 from bodega.worker.api.log_routes import LogRoutes
 from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec
@@ -93,10 +96,11 @@ class WorkerApi:
                       machine_dir=machines.effects.config.machine_dir),
             *more,  # the jobs' routes (docs/jobs.md)
         )
+        self.forward = ForwardRoutes(machines=machines, service_host=service_host)
 
     def app(self) -> Starlette:
         r = self._route
-        routes = [
+        routes: list[BaseRoute] = [
             r("/v1/health", self.health, "GET"),
             r("/v1/info", self.get_info, "GET"),
             r("/v1/capacity", self.capacity, "GET"),
@@ -107,7 +111,12 @@ class WorkerApi:
             r("/v1/log", self.log, "GET"),
             *(r(path, handler, method) for part in self.parts
               for path, method, handler in part.routes()),
+            # Without the upgrade, a WebSocket route's request is told what it needs
+            *(r(path, websocket_only, "GET") for path, _ in self.forward.sockets()),
             r("/metrics", self.prometheus, "GET"),
+            # WebSockets last: the routes before them are grouped by their count of segments
+            *(self.access.socket_route(path, handler)
+              for path, handler in self.forward.sockets()),
         ]
         return Starlette(routes=grouped(routes), exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})
