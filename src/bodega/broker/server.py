@@ -7,7 +7,8 @@ then the route tables of each room (``apps/routes.py``, ``machines/routes.py``,
 ``machines/leases.py``, ``machines/logs.py``, ``volumes/routes.py``,
 ``secrets/routes.py``, ``platform/routes.py``, ``trust/key_routes.py``, the releases...),
 each route wrapped by ``_route`` (authentication, readiness, metrics); last, the
-WebSocket of a machine's port forward (``machines/forward.py``), wrapped the same way by
+WebSockets of a machine's port forward and console (``machines/forward.py``,
+``machines/console.py``), wrapped the same way by
 ``_socket_route``, its refusals answered before the upgrade. Handlers are thin:
 they parse, check the caller may touch the app, and hand over to the room's service
 (``Machines``, ``MachineCreate``, ``Volumes``, ``Apps``, ``Platform``).
@@ -32,6 +33,7 @@ from bodega.broker.auth.routes import token_routes, well_known_routes
 from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.certificates.routes import certificate_routes
 from bodega.broker.certificates.store import AppCertificates
+from bodega.broker.machines.console import console_routes
 from bodega.broker.machines.create import MachineCreate
 from bodega.broker.machines.forward import SocketHandler, forward_routes
 from bodega.broker.machines.leases import lease_routes
@@ -105,6 +107,7 @@ class BrokerApi:
     def app(self) -> Starlette:
         r = self._route
         plain_forward, socket_forward = forward_routes(r, self._socket_route, self.machines)
+        plain_console, socket_console = console_routes(r, self._socket_route, self.machines)
         routes: list[BaseRoute] = [
             Route("/v1/health", self.health, methods=["GET"]),
             Route("/openapi.json", self.openapi, methods=["GET"]),
@@ -123,6 +126,7 @@ class BrokerApi:
             *log_routes(r, self.machines),
             *machine_routes(r, self.machines, self.creation),
             *plain_forward,  # a request without the upgrade is told what it needs
+            *plain_console,
             *lease_routes(r, self.machines),
             *volume_routes(r, self.volumes),
             *platform_routes(r, self.platform, self.info),
@@ -131,6 +135,7 @@ class BrokerApi:
             *join_token_routes(r, self.joins),  # 404s on a broker that lets no host join
             # WebSockets last: the routes before them are grouped by their count of segments
             *socket_forward,
+            *socket_console,
         ]
         return Starlette(routes=grouped(routes), exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})

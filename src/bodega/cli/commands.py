@@ -59,6 +59,7 @@ COMMANDS = (
     Lazy("machine", "bodega.cli.machines:machine", "Run and manage machines."),
     Lazy("port-forward", "bodega.cli.port_forward:port_forward",
          "Forward a local TCP port to a port of an app's machine, through the API."),
+    Lazy("ssh", "bodega.cli.ssh:ssh", "Open a terminal in an app's machine (fly ssh)."),
     Lazy("cluster", "bodega.cli.cluster:cluster", "Look at the cluster."),
     Lazy("context", "bodega.cli.context_commands:context",
          "Name clusters (API URL, token, registry) and choose the current one."),

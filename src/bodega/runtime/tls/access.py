@@ -99,6 +99,7 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", f"{M}/uncordon"): BROKER_ONLY,
         ("POST", f"{M}/exec"): BROKER_ONLY,
         ("GET", f"{M}/forward"): BROKER_ONLY,  # a WebSocket: a TCP connection to the machine
+        ("GET", f"{M}/console"): BROKER_ONLY,  # a WebSocket: a terminal in the machine
         ("GET", f"{M}/ps"): BROKER_ONLY,
         ("GET", f"{M}/wait"): WAKERS,
         ("GET", f"{M}/events"): OPERATORS,

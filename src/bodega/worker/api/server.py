@@ -6,8 +6,8 @@ through the handshake, and every route lets only the roles its rule in
 suspend and reads: proxies too; metrics: the operator). This module serves the
 host's routes (health, capacity, reservations, cordon, the log, metrics) and
 mounts the machine, lease and volume routes of ``machine_routes``,
-``lease_routes`` and ``volume_routes``, and a machine's port forward (a WebSocket,
-``forward_routes``). Machine routes accept an optional
+``lease_routes`` and ``volume_routes``, and a machine's port forward and console
+(WebSockets, ``forward_routes`` and ``console_routes``). Machine routes accept an optional
 ``app`` query parameter and answer 404 when the machine belongs to another
 app, so a caller can never reach across apps by id.
 """
@@ -35,7 +35,8 @@ from bodega.wire.http import (
 )
 from bodega.wire.peer_access import PeerAccess
 from bodega.wire.routing import grouped
-from bodega.worker.api.forward_routes import ForwardRoutes
+from bodega.worker.api.console_routes import ConsoleRoutes
+from bodega.worker.api.forward_routes import ForwardRoutes, SocketSpec
 from bodega.worker.api.lease_routes import LeaseRoutes
 from bodega.worker.api.log_routes import LogRoutes
 from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec
@@ -97,6 +98,7 @@ class WorkerApi:
             *more,  # the jobs' routes (docs/jobs.md)
         )
         self.forward = ForwardRoutes(machines=machines, service_host=service_host)
+        self.console = ConsoleRoutes(machines=machines, actions=actions)
 
     def app(self) -> Starlette:
         r = self._route
@@ -112,14 +114,16 @@ class WorkerApi:
             *(r(path, handler, method) for part in self.parts
               for path, method, handler in part.routes()),
             # Without the upgrade, a WebSocket route's request is told what it needs
-            *(r(path, websocket_only, "GET") for path, _ in self.forward.sockets()),
+            *(r(path, websocket_only, "GET") for path, _ in self._sockets()),
             r("/metrics", self.prometheus, "GET"),
             # WebSockets last: the routes before them are grouped by their count of segments
-            *(self.access.socket_route(path, handler)
-              for path, handler in self.forward.sockets()),
+            *(self.access.socket_route(path, handler) for path, handler in self._sockets()),
         ]
         return Starlette(routes=grouped(routes), exception_handlers={404: not_found_app_handler,
                                                             405: not_found_app_handler})
+
+    def _sockets(self) -> list[SocketSpec]:
+        return [*self.forward.sockets(), *self.console.sockets()]
 
     def _route(self, path: str, handler: Callable[[Request], Awaitable[Response]],
                method: str) -> Route:

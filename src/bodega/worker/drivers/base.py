@@ -13,6 +13,7 @@ destroyed machine does nothing.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -72,6 +73,20 @@ class ExecResult:
     def answer(self) -> ExecAnswer:
         return ExecAnswer(exit_code=self.exit_code, stdout=self.stdout, stderr=self.stderr,
                           exit_signal=self.exit_signal)
+
+
+@dataclass(frozen=True)
+class ConsoleCommand:
+    """How to start a console's program where the machine's program runs: the worker starts
+    ``argv`` on a pseudo-terminal of its own (``worker/ops/console.py``)."""
+
+    argv: list[str]
+    env: dict[str, str] | None = None  # None: the worker's
+    cwd: Path | None = None
+    # Where the program's pid is written, when it runs on a terminal of its own that its
+    # runtime made (an oci exec's, in the container) and copies the worker's to: that one
+    # is resized too, as a runtime may not pass a resize on.
+    pid_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +155,11 @@ class TaskControl(Protocol):
     ) -> ExecResult:
         """Run a command where the running task's program runs (its namespaces, cgroups,
         user, directory, env); TaskGone when it is not running."""
+
+    def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
+                ) -> AbstractAsyncContextManager[ConsoleCommand]:
+        """The command that starts ``argv`` (empty: the machine's shell) where ``exec``
+        would, valid while the context is held; TaskGone when it is not running."""
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         """The task's processes."""

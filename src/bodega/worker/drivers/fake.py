@@ -8,13 +8,16 @@ exit with a chosen status (``exit``), and read back every call the worker made
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus
 from bodega.worker.drivers.base import (
     Capabilities,
+    ConsoleCommand,
     DriverError,
     ExecResult,
     ProcessInfo,
@@ -128,6 +131,16 @@ class FakeDriver:
         if self.exec_results:
             return self.exec_results.pop(0)
         return ExecResult(exit_code=0, stdout=" ".join(argv), stderr="")
+
+    @contextlib.asynccontextmanager
+    async def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
+                      ) -> AsyncIterator[ConsoleCommand]:
+        """A fake task has no place to enter: its console runs on the host."""
+        self.calls.append(("console", spec.machine_id))
+        task = self._task(handle)
+        if task is None or task.exited.done():
+            raise TaskGone(f"machine {handle.machine_id}'s program is not running")
+        yield ConsoleCommand(argv or ["sh"])
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         task = self._task(handle)

@@ -8,6 +8,7 @@ null task as still running, which is what a real task would look like.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal as signals
 import time
 from pathlib import Path
@@ -15,8 +16,10 @@ from pathlib import Path
 from bodega.model.machine import ExitStatus
 from bodega.worker.drivers.base import (
     Capabilities,
+    ConsoleCommand,
     ExecResult,
     ProcessInfo,
+    TaskGone,
     TaskHandle,
     TaskSpec,
 )
@@ -73,6 +76,10 @@ class NullDriver:
     ) -> ExecResult:
         return ExecResult(exit_code=0, stdout="", stderr="")
 
+    def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
+                ) -> contextlib.AbstractAsyncContextManager[ConsoleCommand]:
+        return _NoConsole(handle.machine_id)
+
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         return []
 
@@ -81,3 +88,17 @@ class NullDriver:
             if not future.done():
                 future.set_result(ExitStatus(exit_code=137, signal=9, exited_at=time.time()))
             del self._exits[(instance_id, seq)]
+
+
+class _NoConsole(contextlib.AbstractAsyncContextManager[ConsoleCommand]):
+    """A null machine runs no program: there is nothing to open a console in."""
+
+    def __init__(self, machine_id: str) -> None:
+        self.machine_id = machine_id
+
+    async def __aenter__(self) -> ConsoleCommand:
+        raise TaskGone(f"machine {self.machine_id} runs no program (the null driver): "
+                       "there is nothing to open a console in")
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None

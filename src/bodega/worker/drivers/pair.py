@@ -9,12 +9,14 @@ it.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from bodega.model.machine import ExitStatus, names_registry
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.drivers.base import (
     Capabilities,
+    ConsoleCommand,
     DriverError,
     ExecResult,
     ProcessInfo,
@@ -39,6 +41,10 @@ class PairControl:
     ) -> ExecResult:
         return await self.pair.by_handle(handle).control.exec(handle, spec, argv, timeout,
                                                               stdin)
+
+    def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
+                ) -> AbstractAsyncContextManager[ConsoleCommand]:
+        return self.pair.by_handle(handle).control.console(handle, spec, argv)
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         return await self.pair.by_handle(handle).control.ps(handle)

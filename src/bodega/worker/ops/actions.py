@@ -6,7 +6,9 @@ none of them starts an operation, but every change is still logged.
 
 from __future__ import annotations
 
+import contextlib
 import signal as signals
+from collections.abc import AsyncIterator
 from typing import Any
 
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout, Unavailable
@@ -16,7 +18,14 @@ from bodega.model.states import PERSISTENT, MachineState
 from bodega.worker.core.decisions import Cordon, SetMetadata, Signal
 from bodega.worker.core.records import LeaseRow, MachineRow
 from bodega.worker.core.rules import decide
-from bodega.worker.drivers.base import ExecResult, NoAnswer, ProcessInfo, TaskControl, TaskGone
+from bodega.worker.drivers.base import (
+    ConsoleCommand,
+    ExecResult,
+    NoAnswer,
+    ProcessInfo,
+    TaskControl,
+    TaskGone,
+)
 from bodega.worker.drivers.vm.guest_exec import EXEC_STDIN_LIMIT
 from bodega.worker.ops.effects import signal_number
 from bodega.worker.ops.machines import MachineService
@@ -97,6 +106,27 @@ class MachineActions:
             unavailable = Unavailable(str(exc))
             unavailable.retry_after = 1.0
             raise unavailable from None
+
+    @contextlib.asynccontextmanager
+    async def console(self, machine_id: str, command: list[str]
+                      ) -> AsyncIterator[ConsoleCommand]:
+        """How to start a console's ``command`` (empty: the machine's shell) where an exec
+        runs, while held; 412 unless the machine is started, and for a vm machine."""
+        row = self._running(machine_id)
+        assert row.handle is not None
+        control = self._control()
+        spec = self.machines.effects.task_spec(row)
+        if spec.isolation == "vm":
+            raise PreconditionFailed("failed_precondition: the console does not reach vm "
+                                     "machines yet; use machine exec")
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                started = await stack.enter_async_context(
+                    control.console(row.handle, spec, command))
+            except TaskGone as exc:
+                raise PreconditionFailed(f"failed_precondition: {exc}") from None
+            self._log(machine_id, "console", {"command": command[:16]})
+            yield started
 
     async def ps(self, machine_id: str) -> list[ProcessInfo]:
         row = self.machines.get(machine_id)

@@ -11,16 +11,29 @@ the VM's kernel.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
-from bodega.worker.drivers.base import DriverError, ExecResult, TaskGone, TaskHandle, TaskSpec
+from bodega.model.console import CONSOLE_TERM
+from bodega.worker.drivers.base import (
+    ConsoleCommand,
+    DriverError,
+    ExecResult,
+    TaskGone,
+    TaskHandle,
+    TaskSpec,
+)
 from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.control import ProcessControl, run_bounded
 from bodega.worker.drivers.process.entry import memory_file
 from bodega.worker.drivers.process.runs import Runs
 from bodega.worker.drivers.vm.machines import VmMachines
+
+CONSOLE_SHELL = "/bin/sh"  # a console's program unless told one: the image's shell
 
 
 class OciControl(ProcessControl):
@@ -55,8 +68,43 @@ class OciControl(ProcessControl):
             return await run_bounded(command, stdin, timeout, codes_over_128_are_signals=True)
 
 
-def exec_process(bundle_config: str, argv: list[str]) -> str:
+    @contextlib.asynccontextmanager
+    async def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
+                      ) -> AsyncIterator[ConsoleCommand]:
+        """The runtime's ``exec`` as for an exec, with a terminal: the runtime makes one in
+        the container (the program its session's leader there, so job control and Ctrl-C
+        work as on any terminal) and copies it to and from its own stdio, the worker's
+        terminal. Without one the runtime starts the program in a session of its own with
+        no controlling terminal, where a shell has no job control and Ctrl-C would reach
+        the runtime, not the program in the foreground."""
+        if not self.runs.alive(handle):
+            raise TaskGone(f"machine {handle.machine_id}'s program is not running")
+        if (spec.machine_dir / "oci" / "vm").exists():
+            raise TaskGone(f"the console does not reach vm machines yet (machine "
+                           f"{handle.machine_id}); use machine exec")
+        runtime = self.runtime_of(handle.machine_id)
+        container = runtime.container_id(handle.machine_id, handle.start_seq)
+        try:
+            config = (spec.machine_dir / "oci" / "config.json").read_text()
+        except OSError as exc:
+            raise DriverError(f"machine {handle.machine_id}'s bundle: {exc}") from exc
+        process_file = exec_process(config, argv or [CONSOLE_SHELL], term=CONSOLE_TERM,
+                                    terminal=True)
+        with memory_file(process_file) as process, \
+                tempfile.TemporaryDirectory(prefix="bodega-console-") as scratch:
+            pid_file = Path(scratch) / "pid"
+            yield ConsoleCommand(runtime.argv("exec", "--process", process, "--pid-file",
+                                              str(pid_file), container), pid_file=pid_file)
+
+
+def exec_process(bundle_config: str, argv: list[str], *, term: str | None = None,
+                 terminal: bool = False) -> str:
     """The runtime's process file for an exec of ``argv``: the program's process, from the
-    bundle's ``config.json``, with ``argv`` for its args and no terminal."""
+    bundle's ``config.json``, with ``argv`` for its args and no terminal; ``term``: the
+    ``TERM`` it gets unless the program's environment names one."""
     process = json.loads(bundle_config).get("process") or {}
-    return json.dumps({**process, "args": list(argv), "terminal": False})
+    env = list(process.get("env") or [])
+    if term is not None and not any(str(item).startswith("TERM=") for item in env):
+        env.append(f"TERM={term}")
+    return json.dumps({**process, "args": list(argv), "terminal": terminal,
+                       **({"env": env} if env else {})})

@@ -11,10 +11,20 @@ import asyncio
 import contextlib
 import os
 import signal as signals
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
+from bodega.model.console import CONSOLE_TERM
 from bodega.runtime.waits import within
-from bodega.worker.drivers.base import ExecResult, ProcessInfo, TaskGone, TaskHandle, TaskSpec
+from bodega.worker.drivers.base import (
+    ConsoleCommand,
+    ExecResult,
+    ProcessInfo,
+    TaskGone,
+    TaskHandle,
+    TaskSpec,
+)
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.entry import Entry, entry_argv, held_files
 from bodega.worker.drivers.process.launch import ROOT_ENV
@@ -22,6 +32,7 @@ from bodega.worker.drivers.process.procfs import listen_sockets, proc_info, sess
 from bodega.worker.drivers.process.runs import Runs
 
 EXEC_OUTPUT_LIMIT = 1 << 20  # bytes of an exec's stdout or stderr kept
+CONSOLE_SHELL = "sh"  # a console's program unless told one: the host's, in the machine
 
 
 class ProcessControl:
@@ -41,11 +52,27 @@ class ProcessControl:
         """Run ``argv`` where the machine's program runs: entered from its wrapper, which
         is in all the program is in (namespaces, cgroups, directory) once set up, and
         started it as ``spec.user`` with ``spec.env``."""
+        async with self._entered(handle, spec, spec.env, argv) as command:
+            return await run_bounded(command.argv, stdin, timeout, env=command.env,
+                                     cwd=command.cwd)
+
+    def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
+                ) -> AbstractAsyncContextManager[ConsoleCommand]:
+        """``argv`` (empty: the host's ``sh``) entered as an exec is, with a ``TERM``
+        unless the machine sets one."""
+        return self._entered(handle, spec, {"TERM": CONSOLE_TERM, **spec.env},
+                             argv or [CONSOLE_SHELL])
+
+    @contextlib.asynccontextmanager
+    async def _entered(self, handle: TaskHandle, spec: TaskSpec, env: Mapping[str, str],
+                       argv: list[str]) -> AsyncIterator[ConsoleCommand]:
+        """The command entering the machine to run ``argv``; what it enters is held open
+        until the way out, so the command must have started by then."""
         pid = handle.pid
         gone = TaskGone(f"machine {handle.machine_id}'s program is not running")
         if pid is None or not await self.runs.set_up(handle):
             raise gone
-        with held_files(pid, spec.env) as files:
+        with held_files(pid, env) as files:
             if not self.runs.alive(handle):
                 raise gone  # what was opened may be a stranger's that took the pid since
             entry = Entry(
@@ -54,8 +81,8 @@ class ProcessControl:
                               if self.cgroups is not None else ()),
                 user=spec.user, memory_kib=None if self.cgroups else spec.memory_mb * 1024,
             )
-            return await run_bounded(entry_argv(entry, argv), stdin, timeout,
-                                     env=dict(ROOT_ENV), cwd=Path(files.cwd))
+            yield ConsoleCommand(entry_argv(entry, argv), env=dict(ROOT_ENV),
+                                 cwd=Path(files.cwd))
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         if handle.pid is None or not self.runs.alive(handle):

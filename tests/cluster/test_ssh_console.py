@@ -1,0 +1,242 @@
+"""`bodega ssh console` on a real `bodega up`: a terminal in a process machine.
+
+The real command, a child process, runs on a real pseudo-terminal of the test's (its
+controlling terminal: SIGWINCH reaches it from the kernel when the test resizes it),
+and is typed at as a user types: a shell in the machine answers `echo $((6*7)); tty`
+with 42 and a /dev/pts/ line, `stty size` follows the local terminal's resize,
+Ctrl-C interrupts a `sleep` (the shell comes back, the command runs on), and
+`exit 3` ends the command with exit code 3. `-C "echo hi"` prints hi and exits 0;
+a stopped machine gets one error line and exit code 1. The route's refusals come
+before the upgrade, in the error shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import termios
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
+
+from bodega.runtime.waits import when_readable
+from tests.cluster.deploy_kit import Cli, readable_dir, until, up_cluster
+from tests.cluster.test_deploy_image_cli import image_app
+from tests.integration.images.image_kit import needs_image_tools
+from tests.python_kit import machine_python
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
+
+SLEEPER = "import time\nwhile True: time.sleep(3600)"
+WAIT = 60.0  # seconds for an expected output to come
+NAP = 4321  # seconds a sleep typed in the console sleeps, unless interrupted
+
+
+def napping() -> bool:
+    """A ``sleep NAP`` runs on this host (in the machine: its processes are the host's)."""
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+            if argv[-2:] == [b"sleep", str(NAP).encode()]:
+                return True
+    return False
+
+
+class Typist:
+    """A command on a pseudo-terminal: the test types at it and reads what it shows."""
+
+    def __init__(self, master: int, process: asyncio.subprocess.Process) -> None:
+        self.master = master
+        self.process = process
+        self.seen = b""
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    async def expect(self, pattern: str) -> re.Match[bytes]:
+        """Read until ``pattern`` shows; the text after it is kept for the next expect."""
+        compiled = re.compile(pattern.encode())
+
+        async def more() -> None:
+            await when_readable(self.master)
+            try:
+                chunk = os.read(self.master, 65536)
+            except OSError:  # EIO: the command has ended and closed the terminal
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"the terminal closed before {pattern!r}: {self.seen!r}")
+            self.seen += chunk
+
+        while (found := compiled.search(self.seen)) is None:
+            try:
+                await asyncio.wait_for(more(), WAIT)
+            except TimeoutError:
+                raise AssertionError(f"no {pattern!r} in {self.seen!r}") from None
+        self.seen = self.seen[found.end():]
+        return found
+
+    async def rest(self) -> bytes:
+        """Everything shown until the command ends and closes the terminal."""
+        with contextlib.suppress(AssertionError):
+            await self.expect(r"\Z(?!x)x")  # never matches: reads to the end
+        return self.seen
+
+    def resize(self, rows: int, cols: int) -> None:
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    async def exit_code(self) -> int:
+        return await asyncio.wait_for(self.process.wait(), WAIT)
+
+
+@contextlib.asynccontextmanager
+async def on_terminal(cli: Cli, *args: str) -> AsyncIterator[Typist]:
+    """``bodega ARGS`` with a new pseudo-terminal as its controlling terminal and stdio."""
+    master, slave = os.openpty()
+    fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    os.set_blocking(master, False)
+    process = await asyncio.create_subprocess_exec(
+        "setsid", "--ctty", sys.executable, "-m", "bodega", *args, env=cli.env,
+        stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    try:
+        yield Typist(master, process)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        os.close(master)
+
+
+async def refusal(url: str, token: str | None) -> tuple[int, dict[str, Any]]:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    with pytest.raises(InvalidStatus) as refused:
+        async with connect(url, additional_headers=headers, proxy=None, open_timeout=60):
+            pass
+    response = refused.value.response
+    return response.status_code, json.loads(response.body)
+
+
+async def a_shell_typed_at(cli: Cli, app: str, machine_id: str, *command: str,
+                           tools: str = "") -> None:
+    """A shell in the machine, typed at: arithmetic and its terminal's name, a resize,
+    Ctrl-C in a sleep, and an exit code (``tools``: what runs tty, stty and sleep)."""
+    async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
+                           *command) as shell:
+        await shell.expect(r"[$#] ")  # the shell's prompt
+        shell.type("echo ready-$((1+1))\r")
+        await shell.expect(r"ready-2")
+        shell.type(f"echo $((6*7)); {tools}tty\r")
+        found = await shell.expect(r"\n42\r?\n(/dev/pts/\d+)\r?\n")
+        assert found.group(1).startswith(b"/dev/pts/")
+
+        # The local terminal resized: the kernel tells the command (SIGWINCH), which
+        # tells the machine's terminal; stty there reads the new size.
+        shell.resize(33, 101)
+
+        async def resized() -> bool:
+            shell.type(f"{tools}stty size; echo size-$((2+2))\r")
+            found = await shell.expect(r"\n(\d+ \d+)\r?\nsize-4")
+            return found.group(1) == b"33 101"
+
+        await until(resized)
+
+        # Ctrl-C: the far terminal makes it SIGINT for the sleep; the shell comes back.
+        shell.type(f"{tools}sleep {NAP}\r")
+        await shell.expect(rf"sleep {NAP}\r?\n")
+        await until(lambda: napping())  # running (a Ctrl-C before it would miss it)
+        shell.type("\x03")
+        shell.type("echo back-$((3+3))\r")
+        await shell.expect(r"back-6")
+        assert not napping()
+        assert shell.process.returncode is None
+
+        shell.type("exit 3\r")
+        assert await shell.exit_code() == 3
+
+
+async def test_ssh_console_is_a_terminal_in_the_machine(tmp_path: Path) -> None:
+    async with up_cluster(tmp_path, workers=1) as (cli, _up):
+        await cli.ok("apps", "create", "con")
+        await cli.ok("apps", "create", "other")
+        made = json.loads(await cli.ok("machine", "run", "-a", "con", "--json", "--",
+                                       machine_python(), "-c", SLEEPER))
+        machine_id = made["id"]
+        assert made["state"] == "started"
+
+        # -- the route's refusals, before any upgrade --------------------------------------
+        api, admin = cli.env["BODEGA_API_URL"], cli.env["BODEGA_API_TOKEN"]
+        ws = api.replace("http://", "ws://") + "/v1/apps/{app}/machines/{id}/console"
+        mine = ws.format(app="con", id=machine_id)
+        status, body = await refusal(mine, None)
+        assert (status, body["status"]) == (401, "unauthenticated"), body
+        async with httpx.AsyncClient(headers={"authorization": f"Bearer {admin}"}) as http:
+            made_token = await http.post(f"{api}/v1/apps/other/deploy_token", json={})
+            others = made_token.json()["token"]
+            plain = await http.get(f"{api}/v1/apps/con/machines/{machine_id}/console")
+            assert (plain.status_code, plain.json()["status"]) == (400, "invalid_argument")
+            assert "is a WebSocket" in plain.json()["error"]
+        status, body = await refusal(mine, others)  # a token of another app sees no con
+        assert (status, body["status"]) == (404, "not_found"), body
+        status, body = await refusal(mine + "?rows=0", admin)
+        assert (status, body["status"]) == (400, "invalid_argument"), body
+        assert "rows must be a number from 1 to 65535" in body["error"]
+        status, body = await refusal(ws.format(app="con", id="0" * 14), admin)
+        assert (status, body["status"]) == (404, "not_found"), body
+
+        await a_shell_typed_at(cli, "con", machine_id)
+
+        # -- a command ---------------------------------------------------------------------
+        async with on_terminal(cli, "ssh", "console", "-a", "con", "-C", "echo hi") as one:
+            await one.expect(r"hi\r?\n")
+            assert await one.exit_code() == 0
+
+        # -- a stopped machine: one line, exit code 1 ------------------------------------------
+        await cli.ok("machine", "stop", machine_id, "-a", "con")
+
+        async def stopped() -> bool:
+            shown = await cli.json("machine", "status", machine_id, "-a", "con")
+            return bool(shown["state"] == "stopped")
+
+        await until(stopped)
+        async with on_terminal(cli, "ssh", "console", "-a", "con", "--machine",
+                               machine_id) as refused:
+            said = re.sub(r"\x1b\[[0-9;]*m", "", (await refused.rest()).decode()).strip()
+            assert await refused.exit_code() == 1
+            assert said.splitlines() == [
+                f"Error: failed_precondition: machine {machine_id} is stopped, not started"], \
+                said
+
+
+@needs_image_tools
+@pytest.mark.skipif(shutil.which("buildah") is None, reason="needs buildah")
+async def test_ssh_console_reaches_an_image_machine(tmp_path: Path) -> None:
+    """The oci driver's console: the runtime's exec, on the worker's terminal."""
+    app = "conimg"
+    built: list[str] = []
+    async with up_cluster(tmp_path, workers=1) as (cli, up):
+        (registry,) = [c["registry"] for c in up.state()["components"]
+                       if c["role"] == "registry"]
+        try:
+            with readable_dir() as apps:
+                await cli.ok("deploy", "-c", str(image_app(apps, app, "page\n")))
+                built.append(f"{registry}/{app}:v1")
+            machine_id = (await cli.machines(app))[0]["id"]
+            await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
+                                   tools="/bin/busybox ")
+        finally:
+            for reference in built:
+                subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
+                               check=False)
