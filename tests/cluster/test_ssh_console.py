@@ -138,8 +138,11 @@ async def a_shell_typed_at(cli: Cli, app: str, machine_id: str, *command: str,
         await shell.expect(r"[$#] ")  # the shell's prompt
         shell.type("echo ready-$((1+1))\r")
         await shell.expect(r"ready-2")
-        shell.type(f"echo $((6*7)); {tools}tty\r")
-        found = await shell.expect(r"\n42\r?\n(/dev/pts/\d+)\r?\n")
+        shell.type("echo $((6*7)); [ -t 0 ] && [ -t 1 ] && echo term-$((8-1))\r")
+        await shell.expect(r"(?<!\d)42\r?\nterm-7\r?\n")
+        shell.type(f"{tools}tty\r")
+        # (the shell's prompt may come after the echo of what was typed, before the output)
+        found = await shell.expect(r"\n(?:[$#] )?(/dev/pts/\d+)\r?\n")
         assert found.group(1).startswith(b"/dev/pts/")
 
         # The local terminal resized: the kernel tells the command (SIGWINCH), which
@@ -148,7 +151,7 @@ async def a_shell_typed_at(cli: Cli, app: str, machine_id: str, *command: str,
 
         async def resized() -> bool:
             shell.type(f"{tools}stty size; echo size-$((2+2))\r")
-            found = await shell.expect(r"\n(\d+ \d+)\r?\nsize-4")
+            found = await shell.expect(r"(?<!\d)(\d+ \d+)\r?\nsize-4")
             return found.group(1) == b"33 101"
 
         await until(resized)
@@ -198,10 +201,25 @@ async def test_ssh_console_is_a_terminal_in_the_machine(tmp_path: Path) -> None:
 
         await a_shell_typed_at(cli, "con", machine_id)
 
-        # -- a command ---------------------------------------------------------------------
+        # -- a command, in the machine picked from the list -----------------------------------
         async with on_terminal(cli, "ssh", "console", "-a", "con", "-C", "echo hi") as one:
             await one.expect(r"hi\r?\n")
             assert await one.exit_code() == 0
+        async with on_terminal(cli, "ssh", "console", "-a", "con", "-s", "-C",
+                               "sh -c 'echo picked-$((4+5))'") as picked:
+            await picked.expect(rf"  1\. {machine_id} .*\r?\nSelect a machine \[1-1\]: ")
+            picked.type("1\r")
+            await picked.expect(r"picked-9\r?\n")
+            assert await picked.exit_code() == 0
+
+        # -- the command gone: the machine's terminal hung up, its program ended -------------
+        async with on_terminal(cli, "ssh", "console", "-a", "con") as gone:
+            await gone.expect(r"[$#] ")
+            gone.type(f"sleep {NAP}\r")
+            await until(lambda: napping())
+            gone.process.kill()
+            await gone.exit_code()
+            await until(lambda: not napping())  # SIGHUP, from the worker's closed terminal
 
         # -- a stopped machine: one line, exit code 1 ------------------------------------------
         await cli.ok("machine", "stop", machine_id, "-a", "con")
@@ -223,7 +241,8 @@ async def test_ssh_console_is_a_terminal_in_the_machine(tmp_path: Path) -> None:
 @needs_image_tools
 @pytest.mark.skipif(shutil.which("buildah") is None, reason="needs buildah")
 async def test_ssh_console_reaches_an_image_machine(tmp_path: Path) -> None:
-    """The oci driver's console: the runtime's exec, on the worker's terminal."""
+    """The oci driver's console (a container's: crun, or runc): the runtime's exec with a
+    terminal of its own in the container, copied to the worker's."""
     app = "conimg"
     built: list[str] = []
     async with up_cluster(tmp_path, workers=1) as (cli, up):
