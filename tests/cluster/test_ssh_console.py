@@ -23,7 +23,7 @@ import struct
 import subprocess
 import sys
 import termios
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -129,10 +129,27 @@ async def refusal(url: str, token: str | None) -> tuple[int, dict[str, Any]]:
     return response.status_code, json.loads(response.body)
 
 
+async def on_host() -> bool:
+    return napping()
+
+
+def in_machine(cli: Cli, app: str, machine_id: str) -> Callable[[], Awaitable[bool]]:
+    """Whether a ``sleep NAP`` runs in the machine, as its own ``ps`` says (a sandbox's
+    processes are not the host's)."""
+    async def check() -> bool:
+        code, out, err = await cli.run("machine", "exec", machine_id, "-a", app, "--",
+                                       "/bin/busybox", "ps")
+        assert code == 0, err
+        return f"sleep {NAP}" in out
+    return check
+
+
 async def a_shell_typed_at(cli: Cli, app: str, machine_id: str, *command: str,
-                           tools: str = "") -> None:
+                           tools: str = "", sleeping: Callable[[], Awaitable[bool]] = on_host,
+                           named: bool = True) -> None:
     """A shell in the machine, typed at: arithmetic and its terminal's name, a resize,
-    Ctrl-C in a sleep, and an exit code (``tools``: what runs tty, stty and sleep)."""
+    Ctrl-C in a sleep, and an exit code (``tools``: what runs tty, stty and sleep;
+    ``sleeping``: whether the sleep runs; ``named``: its terminal has a name there)."""
     async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
                            *command) as shell:
         await shell.expect(r"[$#] ")  # the shell's prompt
@@ -140,10 +157,11 @@ async def a_shell_typed_at(cli: Cli, app: str, machine_id: str, *command: str,
         await shell.expect(r"ready-2")
         shell.type("echo $((6*7)); [ -t 0 ] && [ -t 1 ] && echo term-$((8-1))\r")
         await shell.expect(r"(?<!\d)42\r?\nterm-7\r?\n")
-        shell.type(f"{tools}tty\r")
-        # (the shell's prompt may come after the echo of what was typed, before the output)
-        found = await shell.expect(r"\n(?:[$#] )?(/dev/pts/\d+)\r?\n")
-        assert found.group(1).startswith(b"/dev/pts/")
+        if named:  # a gVisor sandbox's terminal has none: its /dev has no pts
+            shell.type(f"{tools}tty\r")
+            # (the shell's prompt may come after the echo of what was typed, before the output)
+            found = await shell.expect(r"\n(?:[$#] )?(/dev/pts/\d+)\r?\n")
+            assert found.group(1).startswith(b"/dev/pts/")
 
         # The local terminal resized: the kernel tells the command (SIGWINCH), which
         # tells the machine's terminal; stty there reads the new size.
@@ -159,11 +177,11 @@ async def a_shell_typed_at(cli: Cli, app: str, machine_id: str, *command: str,
         # Ctrl-C: the far terminal makes it SIGINT for the sleep; the shell comes back.
         shell.type(f"{tools}sleep {NAP}\r")
         await shell.expect(rf"sleep {NAP}\r?\n")
-        await until(lambda: napping())  # running (a Ctrl-C before it would miss it)
+        await until(sleeping)  # running (a Ctrl-C before it would miss it)
         shell.type("\x03")
         shell.type("echo back-$((3+3))\r")
         await shell.expect(r"back-6")
-        assert not napping()
+        assert not await sleeping()
         assert shell.process.returncode is None
 
         shell.type("exit 3\r")
@@ -240,21 +258,32 @@ async def test_ssh_console_is_a_terminal_in_the_machine(tmp_path: Path) -> None:
 
 @needs_image_tools
 @pytest.mark.skipif(shutil.which("buildah") is None, reason="needs buildah")
-async def test_ssh_console_reaches_an_image_machine(tmp_path: Path) -> None:
-    """The oci driver's console (a container's: crun, or runc): the runtime's exec with a
-    terminal of its own in the container, copied to the worker's."""
-    app = "conimg"
+@pytest.mark.parametrize("isolation", [
+    "container",
+    pytest.param("sandbox", marks=pytest.mark.skipif(shutil.which("runsc") is None,
+                                                     reason="needs runsc")),
+])
+async def test_ssh_console_reaches_an_image_machine(tmp_path: Path, isolation: str) -> None:
+    """The oci driver's console, in a container (crun, or runc) and in a gVisor sandbox
+    (runsc): the runtime's exec with a terminal of its own, copied to the worker's."""
+    app = f"con-{isolation}"
     built: list[str] = []
     async with up_cluster(tmp_path, workers=1) as (cli, up):
         (registry,) = [c["registry"] for c in up.state()["components"]
                        if c["role"] == "registry"]
         try:
             with readable_dir() as apps:
-                await cli.ok("deploy", "-c", str(image_app(apps, app, "page\n")))
+                toml = image_app(apps, app, "page\n")
+                if isolation != "container":
+                    toml.write_text(toml.read_text() +
+                                    f'\n[[vm]]\n  isolation = "{isolation}"\n')
+                await cli.ok("deploy", "-c", str(toml))
                 built.append(f"{registry}/{app}:v1")
             machine_id = (await cli.machines(app))[0]["id"]
             await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
-                                   tools="/bin/busybox ")
+                                   tools="/bin/busybox ",
+                                   sleeping=in_machine(cli, app, machine_id),
+                                   named=isolation != "sandbox")
         finally:
             for reference in built:
                 subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
