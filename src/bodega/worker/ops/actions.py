@@ -1,6 +1,6 @@
 """What can be done to a machine besides moving it through its lifecycle.
 
-Signal, exec, ps, cordon, metadata, leases, events, versions and ``wait``:
+Signal, exec, a console, ps, cordon, metadata, leases, events, versions and ``wait``:
 none of them starts an operation, but every change is still logged.
 """
 
