@@ -21,16 +21,13 @@ from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
 from bodega.broker.auth.tokens import Principal
-from bodega.broker.machines.forward import WORKER_OPEN_TIMEOUT, SocketRouteMaker
+from bodega.broker.machines.forward import WORKER_OPEN_TIMEOUT, SocketRouteMaker, worker_socket
 from bodega.broker.machines.service import Machines
-from bodega.broker.view.host_status import GONE_HOSTS
 from bodega.model.console import console_command, terminal_size
-from bodega.model.errors import Unavailable
 from bodega.wire.console_relay import relay_messages
-from bodega.wire.forward_link import LinkEnd, open_link, socket_url
+from bodega.wire.forward_link import LinkEnd, open_link
 from bodega.wire.forward_serve import SocketEnd, accepted
 from bodega.wire.http import RouteMaker, websocket_only
-from bodega.wire.worker_client import machine_path
 
 CONSOLE = "/v1/apps/{app}/machines/{id}/console"
 
@@ -47,14 +44,7 @@ def console_routes(r: RouteMaker, s: SocketRouteMaker, machines: Machines
         app, machine_id = socket.path_params["app"], socket.path_params["id"]
         command = console_command(socket.query_params.getlist("command"))
         size = terminal_size(socket.query_params.get("rows"), socket.query_params.get("cols"))
-        worker = await machines.locate(app, machine_id)
-        if machines.catalog.member_status(worker) in GONE_HOSTS:
-            raise Unavailable(f"unavailable: machine {machine_id}'s worker {worker} is "
-                              f"{machines.catalog.member_status(worker)}")
-        base = machines.workers.url_of(worker)
-        if base is None:
-            raise Unavailable(f"unavailable: worker {worker} is not in the cluster view")
-        url = socket_url(base, machine_path(machine_id, "console"), [
+        worker, url = await worker_socket(machines, app, machine_id, "console", [
             ("app", app), ("rows", str(size.rows)), ("cols", str(size.cols)),
             *(("command", part) for part in command)])
         async with open_link(url, what=f"worker {worker}", tls=machines.workers.tls,

@@ -40,6 +40,20 @@ SocketHandler = Callable[[WebSocket, Principal], Awaitable[None]]
 SocketRouteMaker = Callable[[str, SocketHandler], BaseRoute]
 
 
+async def worker_socket(machines: Machines, app: str, machine_id: str, part: str,
+                        query: list[tuple[str, str]]) -> tuple[str, str]:
+    """(the machine's worker, the URL of its WebSocket route ``part`` with ``query``);
+    Unavailable when that worker is gone or not in the view."""
+    worker = await machines.locate(app, machine_id)
+    status = machines.catalog.member_status(worker)
+    if status in GONE_HOSTS:
+        raise Unavailable(f"unavailable: machine {machine_id}'s worker {worker} is {status}")
+    base = machines.workers.url_of(worker)
+    if base is None:
+        raise Unavailable(f"unavailable: worker {worker} is not in the cluster view")
+    return worker, socket_url(base, machine_path(machine_id, part), query)
+
+
 def forward_routes(r: RouteMaker, s: SocketRouteMaker, machines: Machines
                    ) -> tuple[list[BaseRoute], list[BaseRoute]]:
     """(the plain GET's route, checked as every route and answering what the route needs;
@@ -51,15 +65,8 @@ def forward_routes(r: RouteMaker, s: SocketRouteMaker, machines: Machines
     async def forward(socket: WebSocket, who: Principal) -> None:
         app, machine_id = socket.path_params["app"], socket.path_params["id"]
         port = port_number(socket.query_params.get("port"))
-        worker = await machines.locate(app, machine_id)
-        if machines.catalog.member_status(worker) in GONE_HOSTS:
-            raise Unavailable(f"unavailable: machine {machine_id}'s worker {worker} is "
-                              f"{machines.catalog.member_status(worker)}")
-        base = machines.workers.url_of(worker)
-        if base is None:
-            raise Unavailable(f"unavailable: worker {worker} is not in the cluster view")
-        url = socket_url(base, machine_path(machine_id, "forward"),
-                         [("port", str(port)), ("app", app)])
+        worker, url = await worker_socket(machines, app, machine_id, "forward",
+                                          [("port", str(port)), ("app", app)])
         async with open_link(url, what=f"worker {worker}", tls=machines.workers.tls,
                              timeout=WORKER_OPEN_TIMEOUT) as link:
             if await accepted(socket):
