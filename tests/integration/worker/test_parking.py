@@ -388,6 +388,35 @@ async def test_a_spare_no_create_took_is_bound_over_by_the_start_and_removed(
     await until(lambda: not Path(f"/proc/{launcher}").exists() or _zombie(launcher))
 
 
+async def test_a_spare_a_start_took_stays_while_it_runs_whatever_parks_there_again(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
+) -> None:
+    """The upkeep may park at an address whose launcher a start has just taken (its look
+    began before the start). The spare that start took unfurnished is about to have the
+    machine's directory bound onto it by the start's wrapper, and a bind onto a removed
+    directory fails (the wrapper exits 125: ``mount: /run/bodega/home: ... No such file or
+    directory``): it stays, the same directory, while that run lives, and the launcher
+    parked meanwhile makes no spare."""
+    driver, network, _cgroups = rig
+    park = tmp_path / "park"
+    netns, launcher = await _parked(driver, network, 13, park)
+    spare_root = park / netns / SPARE_HOME / MACHINE_DIRS[0]
+    before = spare_root.stat().st_ino
+    s = dataclasses.replace(spec(tmp_path, netns, uuid.uuid4().hex[:14]), argv=NOTE_AND_WHERE)
+    home = s.machine_dir / "root"
+    home.mkdir(parents=True)
+    (home / "note").write_text("made-before")
+    assert not parking(driver).furnish(netns, s.machine_dir)  # its directory was made before
+    handle = await driver.start(s)
+    assert handle.pid == launcher
+    parking(driver).park(netns)  # the upkeep, from a look that began before the start
+    assert spare_root.stat().st_ino == before
+    log = s.machine_dir / "logs" / "machine.log"
+    await until(lambda: log.exists() and log.read_text().strip() != "")
+    assert log.read_text().split() == ["made-before", str(HOME_MOUNT)]
+    await driver.destroy(s.machine_id, s.machine_dir)
+
+
 async def test_without_machine_users_a_launcher_at_a_free_address_binds_nothing(
     tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups]
 ) -> None:

@@ -136,6 +136,8 @@ class Parking:
         # launcher at a free address makes the next one's ahead.
         self.spare_homes = spare_homes
         self._parked: dict[str, Parked] = {}
+        # A spare a start took unfurnished, by namespace: its run's launcher, until it ends.
+        self._taken_spares: dict[str, subprocess.Popen[bytes]] = {}
 
     def park(self, netns: str, home: Path | None = None) -> None:
         """Leave a launcher waiting in ``netns`` (once; a no-op if one is there), with
@@ -155,7 +157,7 @@ class Parking:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "ready").unlink(missing_ok=True)
         own_home: Literal["", "spare"] = ""
-        if home is None and self.spare_homes:
+        if home is None and self.spare_homes and self._spare_free(netns):
             try:
                 home = _spare_home(directory / SPARE_HOME)
             except OSError as exc:  # a full disk: parked with none, its start binds it
@@ -276,8 +278,10 @@ class Parking:
             self._discard(parked)
             return None
         os.close(fd)
-        # A spare it bound stays until the next launcher parked here makes its own (or the
-        # next reap): the run binds the machine's directory onto it, so it must not go.
+        # A spare it bound stays while the run lives (the next reap takes it after): the run
+        # binds the machine's directory onto it, and a bind onto a removed one fails.
+        if parked.own_home == "spare":
+            self._taken_spares[spec.netns] = parked.popen
         return parked.popen
 
     @staticmethod
@@ -292,6 +296,16 @@ class Parking:
         if here == _identity(Path("/proc/self/ns/net")):
             return wired == parked.netns_inode
         return here == parked.netns_inode == wired
+
+    def _spare_free(self, netns: str) -> bool:
+        """Whether the spare directory at ``netns`` may be made afresh: no start that took
+        it unfurnished still runs there (an upkeep's look from before that start may park
+        here again; removing the spare under the start would fail its bind, ENOENT)."""
+        taken = self._taken_spares.get(netns)
+        if taken is not None and taken.poll() is None:
+            return False
+        self._taken_spares.pop(netns, None)
+        return True
 
     def _discard(self, parked: Parked) -> None:
         (parked.directory / "ready").unlink(missing_ok=True)
