@@ -9,13 +9,11 @@ side closes; then it closes the other as a forward's relay does (``closing``).
 
 from __future__ import annotations
 
-import asyncio
-
 from starlette.websockets import WebSocketDisconnect
 from websockets.exceptions import ConnectionClosed
 
 from bodega.model.forwarding import ABNORMAL, Finish, on_close
-from bodega.wire.forward_link import LinkEnd
+from bodega.wire.forward_link import LinkEnd, first_finish
 from bodega.wire.forward_serve import SocketEnd
 
 
@@ -53,16 +51,7 @@ async def relay_messages(client: SocketEnd, far: LinkEnd) -> Finish:
             except (RuntimeError, OSError):
                 return on_close(ABNORMAL, peer=client.name)
 
-    pumps = [asyncio.create_task(up()), asyncio.create_task(down())]
-    try:
-        done, _ = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in pumps:
-            task.cancel()
-        await asyncio.gather(*pumps, return_exceptions=True)
-    first = next(task for task in pumps if task in done).result()
-    await asyncio.gather(client.finish(first), far.finish(first))
-    return first
+    return await first_finish(client, far, up(), down())
 
 
 def _closed(exc: ConnectionClosed, peer: str) -> Finish:

@@ -22,7 +22,7 @@ import contextlib
 import json
 import os
 import ssl as ssllib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
 from typing import Protocol
 from urllib.parse import urlencode, urlsplit
 
@@ -76,14 +76,20 @@ async def relay(a: End, b: End) -> Finish:
                 if failed is not None:
                     return failed
 
-    pumps = [asyncio.create_task(pump(a, b)), asyncio.create_task(pump(b, a))]
+    return await first_finish(a, b, pump(a, b), pump(b, a))
+
+
+async def first_finish(a: End, b: End, *pumps: Coroutine[None, None, Finish]) -> Finish:
+    """Run ``pumps`` (one each way) until one ends, cancel the rest, then finish both ends
+    as it ended; that ``Finish`` is the answer."""
+    tasks = [asyncio.create_task(pump) for pump in pumps]
     try:
-        done, _ = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in pumps:
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*pumps, return_exceptions=True)
-    first = next(task for task in pumps if task in done).result()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    first = next(task for task in tasks if task in done).result()
     await asyncio.gather(a.finish(first), b.finish(first))
     return first
 
