@@ -65,7 +65,7 @@ async def workers(args: argparse.Namespace) -> None:
             hosted.append(worker)
         write_json_atomic(Path(args.out), [
             {"name": w.config.name, "region": w.config.region, "url": w.url,
-             "totals": w.config.totals.to_wire(), "used": w.ledger.usage().to_wire(),
+             "totals": w.config.totals.row().doc(), "used": w.ledger.usage().row().doc(),
              "cordoned": False} for w in hosted])
         await until_signalled()
         for worker in hosted:

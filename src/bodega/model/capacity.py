@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bodega.model.machine_config import MachineConfig
+from bodega.model.rows.workers import HostTotals, HostUsage
 
 CPU_KINDS = ("shared", "performance")
 # A host that says nothing of its isolations (one from before they were chosen) offers what
@@ -114,25 +115,22 @@ class Totals:
             return ask.cpus * 1000
         return ask.cpus * math.ceil(1000 / self.shared_cpu_ratio)
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "cpus": self.cpus, "memory_mb": self.memory_mb, "disk_gb": self.disk_gb,
-            "gpus": dict(self.gpus), "shared_cpu_ratio": self.shared_cpu_ratio,
-            "cpu_kinds": list(self.cpu_kinds), "isolations": list(self.isolations),
-            "vm_accel": self.vm_accel,
-        }
+    def row(self) -> HostTotals:
+        """As a worker's row and its API say it."""
+        return HostTotals(
+            cpus=self.cpus, memory_mb=self.memory_mb, disk_gb=self.disk_gb,
+            gpus=dict(self.gpus), shared_cpu_ratio=self.shared_cpu_ratio,
+            cpu_kinds=list(self.cpu_kinds), isolations=list(self.isolations),
+            vm_accel=self.vm_accel,
+        )
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> Totals:
+    def from_row(cls, row: HostTotals) -> Totals:
         return cls(
-            cpus=int(data["cpus"]),
-            memory_mb=int(data["memory_mb"]),
-            disk_gb=int(data.get("disk_gb", 0)),
-            gpus={str(k): int(v) for k, v in dict(data.get("gpus") or {}).items()},
-            shared_cpu_ratio=float(data.get("shared_cpu_ratio", 4.0)),
-            cpu_kinds=tuple(data.get("cpu_kinds") or CPU_KINDS),
-            isolations=tuple(data.get("isolations") or DEFAULT_ISOLATIONS),
-            vm_accel=str(data.get("vm_accel") or ""),
+            cpus=row.cpus, memory_mb=row.memory_mb, disk_gb=row.disk_gb, gpus=dict(row.gpus),
+            shared_cpu_ratio=row.shared_cpu_ratio,
+            cpu_kinds=tuple(row.cpu_kinds or CPU_KINDS),
+            isolations=tuple(row.isolations or DEFAULT_ISOLATIONS), vm_accel=row.vm_accel,
         )
 
 
@@ -172,20 +170,15 @@ class Usage:
             gpus=gpus,
         )
 
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "millicpus": self.millicpus, "memory_mb": self.memory_mb,
-            "disk_gb": self.disk_gb, "gpus": dict(self.gpus),
-        }
+    def row(self) -> HostUsage:
+        """As a worker's row and its API say it."""
+        return HostUsage(millicpus=self.millicpus, memory_mb=self.memory_mb,
+                         disk_gb=self.disk_gb, gpus=dict(self.gpus))
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> Usage:
-        return cls(
-            millicpus=int(data.get("millicpus", 0)),
-            memory_mb=int(data.get("memory_mb", 0)),
-            disk_gb=int(data.get("disk_gb", 0)),
-            gpus={str(k): int(v) for k, v in dict(data.get("gpus") or {}).items()},
-        )
+    def from_row(cls, row: HostUsage) -> Usage:
+        return cls(millicpus=row.millicpus, memory_mb=row.memory_mb, disk_gb=row.disk_gb,
+                   gpus=dict(row.gpus))
 
 
 def _any_gpu_kind(totals: Totals, used: Usage, count: int) -> str | None:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from bodega.model.answer import Answer
 from bodega.model.machine_config import MachineConfig
 
 # Defined beside the config that checks it; named here, where callers have long found it.
 from bodega.model.machine_config import names_registry as names_registry
+from bodega.model.rows.row import Row
 
 # Fields a worker adds for the cluster's own use; public answers leave them out.
 INTERNAL_FIELDS = frozenset({"app", "worker", "service_host", "network"})
@@ -121,7 +122,9 @@ class CheckStatus(Answer):
     updated_at: str = ""
 
 
-class Machine(Answer):
+class Machine(Row):
+    TABLE: ClassVar[str] = "machines"  # its registry row, as its worker publishes it
+
     id: str = ""
     name: str = ""
     state: str = ""

@@ -8,13 +8,18 @@ Every field of the API's ``Volume`` is here; those bodega does not fill (block c
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from bodega.model.answer import Answer
+from bodega.model.rows.row import Row
 
 # updated_at is not a field of the API's Volume (only of OrgVolume, which adds it back).
 INTERNAL_FIELDS = frozenset({"app", "worker", "updated_at"})
 
 
-class Volume(Answer):
+class Volume(Row):
+    TABLE: ClassVar[str] = "volumes"  # its registry row, as its worker publishes it
+
     id: str = ""
     name: str = ""
     state: str = ""

@@ -45,6 +45,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from bodega.model.rows import OverlayAdvert
 from bodega.networking.commands import CommandFailed, run
 from bodega.networking.kernel_objects import RULE_PRIORITY
 from bodega.networking.kernel_objects import interface_name as interface_name
@@ -124,10 +125,10 @@ class Overlay:
     def private_key_path(self) -> Path:
         return self.spec.key_dir / "private.key"
 
-    def advertised(self) -> dict[str, str]:
+    def advertised(self) -> OverlayAdvert:
         """What goes into the ``workers`` row for other hosts to peer with this one."""
-        return {"public_key": self.public_key, "endpoint": self.spec.endpoint,
-                "block": self.spec.block, "interface": self.spec.interface}
+        return OverlayAdvert(public_key=self.public_key, endpoint=self.spec.endpoint,
+                             block=self.spec.block, interface=self.spec.interface)
 
     async def start(self) -> None:
         await self._key()

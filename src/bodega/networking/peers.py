@@ -17,7 +17,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from bodega.model.rows import WorkerRow
 
 LIVE = frozenset({"alive", "suspect"})
 KEEPALIVE = 25  # seconds: keeps NAT and conntrack state open, as Fly's hosts do
@@ -59,28 +60,25 @@ class RemovePeer:
 Change = SetPeer | RemovePeer
 
 
-def overlay_of(doc: Mapping[str, Any]) -> Peer | None:
+def overlay_of(row: WorkerRow) -> Peer | None:
     """The peer a ``workers`` row describes; None if it has no (well-formed) overlay."""
-    info = doc.get("wireguard")
-    if not isinstance(info, dict):
-        return None
-    key, endpoint, block = info.get("public_key"), info.get("endpoint"), info.get("block")
-    if not all(isinstance(v, str) and v for v in (key, endpoint, block)):
+    info = row.wireguard
+    if info is None or not (info.public_key and info.endpoint and info.block):
         return None
     try:
-        ipaddress.IPv6Network(str(block))
+        ipaddress.IPv6Network(info.block)
     except ValueError:
         return None
-    return Peer(str(key), str(endpoint), str(block), str(doc.get("name", "")))
+    return Peer(info.public_key, info.endpoint, info.block, row.name)
 
 
-def wanted(rows: Sequence[Mapping[str, Any]], statuses: Mapping[str, str],
+def wanted(rows: Sequence[WorkerRow], statuses: Mapping[str, str],
            me: str) -> dict[str, Peer]:
     """Peers by public key: every other live host with an overlay in its row."""
     out: dict[str, Peer] = {}
-    for doc in rows:
-        name = str(doc.get("name", ""))
-        peer = overlay_of(doc)
+    for row in rows:
+        name = row.name
+        peer = overlay_of(row)
         if peer is None or name == me or statuses.get(name) not in LIVE:
             continue
         out[peer.public_key] = peer

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from bodega.model.capacity import Ask, Totals, Usage
+from bodega.model.rows import WorkerRow
 
 
 @dataclass(frozen=True)
@@ -31,15 +31,13 @@ class Candidate:
     images_off: str = ""
 
     @classmethod
-    def from_view(cls, doc: Mapping[str, Any], status: str) -> Candidate:
+    def from_view(cls, row: WorkerRow, status: str) -> Candidate:
         """From a ``workers`` row of the registry view (what a worker publishes)."""
         return cls(
-            name=str(doc["name"]), region=str(doc["region"]), url=str(doc["url"]),
-            totals=Totals.from_wire(dict(doc["totals"])),
-            used=Usage.from_wire(dict(doc.get("used") or {})),
-            cordoned=bool(doc.get("cordoned", False)), status=status,
-            images=frozenset(str(i) for i in doc.get("images") or ()),
-            images_off=str(doc.get("images_off") or ""),
+            name=row.name, region=row.region, url=row.url,
+            totals=Totals.from_row(row.totals), used=Usage.from_row(row.used),
+            cordoned=row.cordoned, status=status, images=frozenset(row.images or ()),
+            images_off=row.images_off or "",
         )
 
 

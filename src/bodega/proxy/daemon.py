@@ -24,6 +24,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bodega.model.rows import WorkerRow
 from bodega.proxy.autostop import Autostop, Failover
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.observed import CombinedLoad
@@ -129,8 +130,8 @@ class Proxy:
     def client(self, worker: str) -> WorkerClient | None:
         """A client for ``worker``'s internal API, at the address the view publishes."""
         assert self.node is not None
-        doc = self.node.get("workers", worker)
-        url = str(doc.get("url") or "") if doc else ""
+        row = self.node.get(WorkerRow, worker)
+        url = row.url if row is not None else ""
         if not url:
             return None
         client = self._clients.get(url)

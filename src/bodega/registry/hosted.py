@@ -47,6 +47,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
+from bodega.model.rows import TypedReads
 from bodega.registry.agent_link import AgentLink, AgentUnavailable, ChangeMark
 from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
 from bodega.registry.member_surface import MemberSurface
@@ -81,7 +82,7 @@ class AgentMissing(RuntimeError):
     """No registry agent has made its view in the directory given."""
 
 
-class HostedNode(MemberSurface):
+class HostedNode(MemberSurface, TypedReads):
     membership: TenantMembership
 
     def __init__(self, config: RegistryConfig, agent_dir: Path) -> None:
@@ -202,12 +203,12 @@ class HostedNode(MemberSurface):
         mine = self._batched(table).get(key) or self._pending.get((table, key))
         return mine if mine is not None and (row is None or newer(mine, row)) else row
 
-    def get(self, table: str, key: str) -> Document | None:
+    def _doc(self, table: str, key: str) -> Document | None:
         row = self._current(table, key)
         return None if row is None else row.doc
 
-    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
-             **filters: str | int) -> list[Document]:
+    def _docs(self, table: str, without: Mapping[str, str | int] | None,
+              filters: Mapping[str, str | int]) -> list[Document]:
         wanted = normalize_filters(table, filters)
         unless = normalize_filters(table, without or {})
         found = self.view.select(table, wanted, unless=unless)

@@ -36,6 +36,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
+from bodega.model.rows import TypedReads
 from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
 from bodega.registry.member_surface import MemberSurface
 from bodega.registry.membership.config import MembershipConfig, SwimConfig
@@ -106,7 +107,7 @@ class RegistryConfig:
         return self.data_dir / "registry.db"
 
 
-class RegistryNode(MemberSurface):
+class RegistryNode(MemberSurface, TypedReads):
     membership: Membership
 
     def __init__(self, config: RegistryConfig, *, registry: CollectorRegistry | None = None,
@@ -240,12 +241,12 @@ class RegistryNode(MemberSurface):
 
     # ── reads ────────────────────────────────────────────────────────────────
 
-    def get(self, table: str, key: str) -> Document | None:
+    def _doc(self, table: str, key: str) -> Document | None:
         row = self.view.get(table, key)
         return None if row is None else row.doc
 
-    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
-             **filters: str | int) -> list[Document]:
+    def _docs(self, table: str, without: Mapping[str, str | int] | None,
+              filters: Mapping[str, str | int]) -> list[Document]:
         """Live rows whose indexed columns equal ``filters`` and differ from ``without``
         (a row left out is never decoded)."""
         found = self.view.select(table, normalize_filters(table, filters),

@@ -10,8 +10,8 @@ explanation is ``wire/placement.py``'s, the record a real one leaves.
 from __future__ import annotations
 
 from bodega.model.answer import Answer
+from bodega.model.rows import Free, HostTotals, HostUsage, WorkerRow
 from bodega.wire.placement import RegionExplanation
-from bodega.wire.worker_calls import Free, HostTotals, HostUsage
 
 
 class RegionPlacement(Answer):
@@ -75,3 +75,9 @@ class WorkerStatus(Answer):
     images: list[str] | None = None
     updated_at: str | None = None
     status: str = "unknown"
+
+    @classmethod
+    def of(cls, row: WorkerRow, status: str) -> WorkerStatus:
+        """The fields of ``row`` this answer shows, and membership's ``status``."""
+        return cls.model_validate({**row.model_dump(include=set(cls.model_fields)),
+                                   "status": status})

@@ -18,6 +18,7 @@ from bodega.model.answer import Answer
 from bodega.model.capacity import Ask
 from bodega.model.ids import MachineId, MachineName, VolumeId
 from bodega.model.machine_config import MachineConfig
+from bodega.model.rows import Free, HostTotals, HostUsage
 from bodega.wire.placement import PlacementRecord
 
 OWNER_HEADER = "x-bodega-owner"  # the token that asked, kept as a machine's or a lease's owner
@@ -179,39 +180,6 @@ class Started(WorkerAnswer):
     previous_state: str
     migrated: bool = False
     new_host: str = ""
-
-
-class HostTotals(WorkerAnswer):
-    """A host's configured limits (``model.capacity.Totals`` on the wire)."""
-
-    cpus: int
-    memory_mb: int
-    disk_gb: int = 0
-    gpus: dict[str, int] = {}
-    shared_cpu_ratio: float = 4.0
-    cpu_kinds: list[str] = []
-    isolations: list[str] = []  # those the worker ran at its start (docs/isolation.md)
-    vm_accel: str = ""  # how its vm isolation runs: kvm, or tcg (qemu's emulation)
-
-
-class HostUsage(WorkerAnswer):
-    """What is committed on a host (``model.capacity.Usage`` on the wire)."""
-
-    millicpus: int = 0
-    memory_mb: int = 0
-    disk_gb: int = 0
-    gpus: dict[str, int] = {}
-
-
-class Free(WorkerAnswer):
-    """What a host has free: what a refusal names, and what its capacity shows."""
-
-    millicpus: int
-    cpus: float
-    memory_mb: int
-    disk_gb: int
-    gpus: dict[str, int] = {}
-    summary: str = ""
 
 
 class WorkerInfo(WorkerAnswer):

@@ -47,7 +47,7 @@ from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.waits import within
 from bodega.wire.peer_access import PeerAccess
-from bodega.wire.worker_calls import HostTotals, WorkerInfo
+from bodega.wire.worker_calls import WorkerInfo
 from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
@@ -167,7 +167,7 @@ class Worker:
         return WorkerInfo(
             name=self.config.name, region=self.config.region, driver=self.driver.name,
             url=self.url if self.served else None,
-            totals=HostTotals.model_validate(self.config.totals.to_wire()), pid=os.getpid())
+            totals=self.config.totals.row(), pid=os.getpid())
 
     def _home(self, machine_id: str, private_ip: str | None) -> Path | None:
         return machine_home(self.user, self.config.machine_dir(machine_id), private_ip)
@@ -243,7 +243,7 @@ class Worker:
                 images=images.held if (images := self.driver.capabilities.images) else None,
                 subnet=subnet,
                 machine_extra=self.private.published if self.private else None,
-                worker_extra=self.private.advertised if self.private else None,
+                overlay=self.private.advertised if self.private else None,
                 after_drives=self.machines.lifecycle.after_drives)
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))

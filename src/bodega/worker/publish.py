@@ -33,9 +33,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
 
 from bodega.model.machine import rfc3339
+from bodega.model.rows import OverlayAdvert, WorkerRow
 from bodega.model.states import MachineState
 from bodega.registry import Registry
 from bodega.runtime.waits import within
@@ -61,7 +61,7 @@ class Publisher:
                  images: Callable[[], list[str]] | None = None,
                  subnet: str | None = None,
                  machine_extra: Callable[[MachineRow], Mapping[str, object]] | None = None,
-                 worker_extra: Callable[[], Mapping[str, object]] | None = None,
+                 overlay: Callable[[], OverlayAdvert | None] | None = None,
                  after_drives: Callable[[float], Awaitable[None]] | None = None,
                  images_off: str | None = None) -> None:
         self.node = node
@@ -79,14 +79,14 @@ class Publisher:
         self.images = images  # the images this worker holds, for placement's image bonus
         # What the private network adds: a machine's private address, the host's overlay.
         self.machine_extra = machine_extra
-        self.worker_extra = worker_extra
+        self.overlay = overlay
         # Waits (at most the given seconds) for the operations under way to end: a tick
         # then publishes a start once, started, not in the middle of it.
         self.after_drives = after_drives
         self._seq = 0
         self._logged = asyncio.Event()  # a commit logged something since the last tick
         store.on_commit(lambda _resource: self._logged.set())
-        self._capacity: dict[str, Any] | None = None
+        self._capacity: WorkerRow | None = None  # as last stored, without its time
         self._next_refresh = self._next_expiry = 0.0
 
     # ── all at once ──────────────────────────────────────────────────────────
@@ -116,25 +116,18 @@ class Publisher:
         snapshot = self.ledger.snapshot()
         (machines,) = self.store.db.execute(
             f"SELECT count(*) FROM machines WHERE {queries.LIVE}").fetchone()
-        capacity = {
-            "name": self.name, "region": self.region, "url": self.url, "driver": self.driver,
-            "totals": snapshot.totals.doc(), "used": snapshot.used.doc(),
-            "free": snapshot.free.doc(), "cordoned": snapshot.cordoned,
-            "reservations": snapshot.reservations,
-            "machines": int(machines),
-        }
-        if self.subnet is not None:
-            capacity["subnet"] = self.subnet
-        if self.images_off is not None:
-            capacity["images_off"] = self.images_off
-        if self.images is not None:
-            capacity["images"] = self.images()
-            capacity["image_disk_gb"] = self.ledger.image_disk_gb()  # counted in used
-        if self.worker_extra is not None:
-            capacity.update(self.worker_extra())
+        capacity = WorkerRow(
+            name=self.name, region=self.region, url=self.url, driver=self.driver,
+            totals=snapshot.totals, used=snapshot.used, free=snapshot.free,
+            cordoned=snapshot.cordoned, reservations=snapshot.reservations,
+            machines=int(machines), subnet=self.subnet, images_off=self.images_off,
+            images=None if self.images is None else self.images(),
+            image_disk_gb=None if self.images is None else self.ledger.image_disk_gb(),
+            wireguard=None if self.overlay is None else self.overlay())
         if force or capacity != self._capacity:
-            self.node.put_owned("workers", self.name,
-                                {**capacity, "updated_at": rfc3339(self.store.clock())})
+            updated_at = rfc3339(self.store.clock())
+            self.node.put_owned(WorkerRow.TABLE, self.name,
+                                capacity.model_copy(update={"updated_at": updated_at}).doc())
             self._capacity = capacity  # once stored: a failed put is retried next time
 
     # ── following the log ────────────────────────────────────────────────────

@@ -85,9 +85,9 @@ def test_adding_only_what_fits_never_exceeds_totals(
 
 def test_wire_round_trip() -> None:
     t = totals(gpus={"a100": 1}, cpu_kinds=("performance",))
-    assert Totals.from_wire(t.to_wire()) == t
+    assert Totals.from_row(t.row()) == t
     u = Usage(millicpus=5, memory_mb=6, disk_gb=7, gpus={"a100": 1})
-    assert Usage.from_wire(u.to_wire()) == u
+    assert Usage.from_row(u.row()) == u
     a = Ask(cpu_kind="performance", cpus=2, memory_mb=512, disk_gb=1, gpus=1, gpu_kind="a100")
     assert Ask.from_wire(a.to_wire()) == a
 

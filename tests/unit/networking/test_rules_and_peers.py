@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Any
 
+from bodega.model.rows import WorkerRow
 from bodega.networking.flycast import rewrite_head
 from bodega.networking.overlay import OverlaySpec, routing, table_of, unrouting
 from bodega.networking.peers import (
@@ -53,7 +53,8 @@ def test_a_ruleset_replaces_its_previous_version_in_one_go() -> None:
     assert "delete table bridge bodega6pn_abcde_0d05" in removal(FENCE.table)
 
 
-ROWS: list[dict[str, Any]] = [
+ROWS = [WorkerRow.model_validate({**doc, "region": "ams", "url": "http://x",
+                                  "totals": {"cpus": 1, "memory_mb": 256}}) for doc in (
     {"name": "a", "wireguard": {"public_key": "KA=", "endpoint": "10.0.0.1:51820",
                                 "block": "fdaa:1:2:1::/64"}},
     {"name": "b", "wireguard": {"public_key": "KB=", "endpoint": "10.0.0.2:51820",
@@ -62,7 +63,7 @@ ROWS: list[dict[str, Any]] = [
                                 "block": "fdaa:1:2:3::/64"}},
     {"name": "d"},  # no overlay (a worker without a private network)
     {"name": "e", "wireguard": {"public_key": "KE=", "endpoint": "x", "block": "nonsense"}},
-]
+)]
 
 
 def test_a_host_wants_every_other_live_host_with_an_overlay() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bodega.model.capacity import VM_OVERHEAD_MB, Ask, Totals, Usage, fits, shortfalls
 from bodega.model.machine_config import MachineConfig
+from bodega.model.rows import HostTotals
 from bodega.placement import Candidate, PlacementRequest, Policy, rank_candidates
 
 
@@ -50,8 +51,8 @@ def test_the_ledger_refuses_an_isolation_its_host_does_not_offer() -> None:
 
 def test_isolations_and_the_ask_survive_the_wire() -> None:
     totals = Totals(cpus=4, memory_mb=4096, isolations=("container", "sandbox"))
-    assert Totals.from_wire(totals.to_wire()) == totals
-    assert Totals.from_wire({"cpus": 1, "memory_mb": 256}).isolations == ("container",)
+    assert Totals.from_row(totals.row()) == totals
+    assert Totals.from_row(HostTotals(cpus=1, memory_mb=256)).isolations == ("container",)
     sandboxed = Ask(cpus=1, memory_mb=256, isolation="sandbox")
     assert Ask.from_wire(sandboxed.to_wire()) == sandboxed
     assert sandboxed.describe() == "1 shared cpu, 256 MB, sandbox isolation"

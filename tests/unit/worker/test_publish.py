@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import MachineConfig
+from bodega.model.rows import WorkerRow
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.replication.rows import Row
 from bodega.worker.daemon import Worker
@@ -72,6 +73,12 @@ async def test_every_change_in_the_log_is_published_once_per_tick(worker: W,
     doc = node.get("workers", "w1")
     assert doc is not None
     assert (doc["machines"], doc["free"]["memory_mb"]) == (1, 1024 - 256)
+    row = node.get(WorkerRow, "w1")  # the same row, read as its model
+    assert row is not None
+    assert row.free is not None
+    assert (row.name, row.driver, row.machines, row.free.memory_mb) == ("w1", "fake", 1, 768)
+    assert set(doc) == {"name", "region", "url", "driver", "totals", "used", "free",
+                        "cordoned", "reservations", "machines", "updated_at"}  # as before
 
 
 async def test_reservations_and_cordons_reach_the_workers_row(worker: W,

@@ -29,6 +29,7 @@ from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import Catalog
 from bodega.model.answer import Answer, from_doc
 from bodega.model.errors import BadRequest, NotFound, Unavailable
+from bodega.model.rows import WorkerRow
 from bodega.networking.directory import app_network
 from bodega.networking.sixpn import Layout, network_field
 from bodega.wire.apps import IpAssignment
@@ -125,9 +126,9 @@ class IpAssignments:
     def _flycast(self, app: str) -> str | None:
         """The app's Flycast address when the cluster runs a private network (a worker's row
         names its overlay block, inside the cluster's /48); None without one."""
-        for doc in self.catalog.rows("workers"):
-            block = (doc.get("wireguard") or {}).get("block")
-            if isinstance(block, str):
+        for row in self.catalog.rows(WorkerRow):
+            block = row.wireguard.block if row.wireguard is not None else ""
+            if block:
                 layout = Layout(ipaddress.IPv6Network(block).supernet(new_prefix=48))
                 return str(layout.flycast(network_field(app_network(self.apps.require(app).doc())),
                                           app))

@@ -18,11 +18,11 @@ from bodega.broker.placing.record import explained
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.host_status import listed_members
-from bodega.model.answer import from_doc
 from bodega.model.capacity import Ask, shortfalls
 from bodega.model.errors import BadRequest
 from bodega.model.machine import names_registry
 from bodega.model.machine_config import Guest, preset
+from bodega.model.rows import WorkerRow
 from bodega.placement import CandidateTable, PlacementRequest, Policy, rank_region
 from bodega.placement.regions import GEO
 from bodega.wire.fly import PlacementsRequest
@@ -164,13 +164,8 @@ class Platform:
 
     def members(self) -> list[Member]:
         """Membership's members, and the workers it has no record of whose rows remain."""
-        return listed_members(self.catalog.members(), self.catalog.rows("workers"))
+        return listed_members(self.catalog.members(), self.catalog.rows(WorkerRow))
 
     def workers(self) -> list[WorkerStatus]:
-        out = []
-        for doc in sorted(self.catalog.rows("workers"), key=lambda d: str(d.get("name"))):
-            status = self.catalog.member_status(str(doc.get("name"))) or "unknown"
-            worker = from_doc(WorkerStatus, {**doc, "status": status})
-            if worker is not None:
-                out.append(worker)
-        return out
+        return [WorkerStatus.of(row, self.catalog.member_status(row.name) or "unknown")
+                for row in sorted(self.catalog.rows(WorkerRow), key=lambda r: r.name)]

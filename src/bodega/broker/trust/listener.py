@@ -14,6 +14,8 @@ from typing import Any
 from bodega.broker.config import BrokerConfig
 from bodega.broker.trust.join_book import JoinStore
 from bodega.broker.trust.joining import Joining, join_app
+from bodega.model.rows import WorkerRow
+from bodega.registry import Registry
 from bodega.registry.membership.members import Status
 from bodega.runtime.serve import Served, serve
 from bodega.runtime.tls.authority import CertificateAuthority
@@ -31,13 +33,13 @@ def gossip_seeds(node: Any) -> list[str]:
     return seeds
 
 
-def subnets_in_use(node: Any) -> list[str]:
-    return [str(doc["subnet"]) for doc in node.rows("workers") if doc.get("subnet")]
+def subnets_in_use(node: Registry) -> list[str]:
+    return [row.subnet for row in node.rows(WorkerRow) if row.subnet]
 
 
-def runs_private_network(node: Any) -> bool:
+def runs_private_network(node: Registry) -> bool:
     """Whether the cluster's workers run the private network: theirs advertise an overlay."""
-    return any(doc.get("wireguard") for doc in node.rows("workers"))
+    return any(row.wireguard is not None for row in node.rows(WorkerRow))
 
 
 async def serve_joins(config: BrokerConfig, authority: CertificateAuthority, tls: InternalTls,

@@ -15,6 +15,7 @@ from typing import Any
 
 from bodega.broker.view.host_status import OK, check_status
 from bodega.model.capacity import Ask, Totals, Usage
+from bodega.model.rows import WorkerRow
 from bodega.model.states import RELEASES_COMPUTE
 
 # Guest defaults of the Machines API (``model.machine_config.Guest``): a config without a
@@ -136,20 +137,11 @@ def machine_slice(doc: Mapping[str, Any], host: str | None = None) -> MachineSli
         return None
 
 
-def worker_view(doc: Mapping[str, Any], status: str | None) -> WorkerView | None:
+def worker_view(row: WorkerRow, status: str | None) -> WorkerView:
     """A ``workers`` row; ``status`` is membership's (None: never heard of)."""
-    try:
-        images = doc.get("images")
-        disk = doc.get("image_disk_gb")
-        return WorkerView(
-            name=str(doc["name"]), region=str(doc["region"]), status=status or "unknown",
-            cordoned=bool(doc.get("cordoned", False)),
-            totals=Totals.from_wire(dict(doc["totals"])),
-            used=Usage.from_wire(dict(doc.get("used") or {})),
-            reservations=int(doc.get("reservations") or 0),
-            machines=int(doc.get("machines") or 0),
-            images=sum(1 for i in images or () if str(i).startswith("sha256:")),
-            image_disk_gb=None if disk is None else int(disk),
-            driver=str(doc.get("driver", "")), updated_at=str(doc.get("updated_at", "")))
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+    return WorkerView(
+        name=row.name, region=row.region, status=status or "unknown", cordoned=row.cordoned,
+        totals=Totals.from_row(row.totals), used=Usage.from_row(row.used),
+        reservations=row.reservations, machines=row.machines,
+        images=sum(1 for i in row.images or () if i.startswith("sha256:")),
+        image_disk_gb=row.image_disk_gb, driver=row.driver, updated_at=row.updated_at or "")

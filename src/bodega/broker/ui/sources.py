@@ -26,6 +26,7 @@ from bodega.broker.ui.members_view import MemberRow, member_rows
 from bodega.broker.ui.rows import MachineSlice, WorkerView, machine_slice, natural, worker_view
 from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.host_status import host_status, listed_members
+from bodega.model.rows import WorkerRow
 
 
 def no_suspicion(_name: str) -> float | None:
@@ -39,14 +40,14 @@ class ClusterView:
         self.suspicion_left = suspicion_left
 
     def workers(self, region: str | None = None) -> list[WorkerView]:
-        docs = self.catalog.rows("workers", region=region) if region else \
-            self.catalog.rows("workers")
-        found = (worker_view(d, self.catalog.member_status(str(d.get("name", "")))) for d in docs)
-        return sorted((w for w in found if w is not None), key=lambda w: natural(w.name))
+        rows = self.catalog.rows(WorkerRow, region=region) if region else \
+            self.catalog.rows(WorkerRow)
+        return sorted((worker_view(r, self.catalog.member_status(r.name)) for r in rows),
+                      key=lambda w: natural(w.name))
 
     def worker(self, name: str) -> WorkerView | None:
-        doc = self.catalog.get("workers", name)
-        return None if doc is None else worker_view(doc, self.catalog.member_status(name))
+        row = self.catalog.get(WorkerRow, name)
+        return None if row is None else worker_view(row, self.catalog.member_status(name))
 
     def regions(self) -> list[str]:
         return sorted({w.region for w in self.workers()})
@@ -85,5 +86,5 @@ class ClusterView:
 
     def members(self) -> list[MemberRow]:
         """Membership's members, and the workers it has no record of whose rows remain."""
-        listed = listed_members(self.catalog.members(), self.catalog.rows("workers"))
+        listed = listed_members(self.catalog.members(), self.catalog.rows(WorkerRow))
         return member_rows((m.model_dump() for m in listed), self.suspicion_left)

@@ -21,6 +21,7 @@ from typing import Any
 from bodega.broker.view.catalog import Catalog
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest
+from bodega.model.rows import WorkerRow
 from bodega.placement import Candidate, CandidateTable
 from bodega.placement.regions import parse as parse_regions
 
@@ -55,8 +56,8 @@ class Candidates:
         mixes = {region: table.shapes for region, table in self._tables.items()}
         self._tables.clear()
         self._region_of.clear()
-        for doc in self.catalog.rows("workers"):
-            self._put(doc)
+        for row in self.catalog.rows(WorkerRow):
+            self._put(row)
         for region, table in self._tables.items():
             table.shapes = mixes.get(region, table.shapes)
 
@@ -101,11 +102,11 @@ class Candidates:
     # -- keeping current ----------------------------------------------------------------
     def on_worker(self, name: str) -> None:
         """The view's row for worker ``name`` changed (or went away)."""
-        doc = self.catalog.get("workers", name)
-        if doc is None:
+        row = self.catalog.get(WorkerRow, name)
+        if row is None:
             self._remove(name)
         else:
-            self._put(doc)
+            self._put(row)
 
     def on_member(self, name: str) -> None:
         candidate = self.get(name)
@@ -156,13 +157,9 @@ class Candidates:
                 return
         self._tables[candidate.region].put(replace(candidate, used=used))
 
-    def _put(self, doc: dict[str, Any]) -> None:
-        name = str(doc.get("name", ""))
-        try:
-            candidate = Candidate.from_view(doc, self.catalog.member_status(name) or "alive")
-        except (KeyError, TypeError, ValueError) as exc:
-            log.warning("ignoring malformed worker row %r: %s", name, exc)
-            return
+    def _put(self, row: WorkerRow) -> None:
+        name = row.name
+        candidate = Candidate.from_view(row, self.catalog.member_status(name) or "alive")
         previous = self._region_of.get(name)
         if previous is not None and previous != candidate.region:
             self._tables[previous].remove(name)

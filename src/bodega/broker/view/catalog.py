@@ -19,12 +19,15 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, overload
 
 from bodega.model.answer import from_doc
 from bodega.model.machine import Machine, rfc3339
+from bodega.model.rows import Doc, Row, TypedReads
 from bodega.model.volume import Volume
 from bodega.wire.platform import Member
+
+R = TypeVar("R", bound=Row)
 
 # Indexed fields per table that ``rows(**filters)`` may match on.
 INDEXED: dict[str, tuple[str, ...]] = {
@@ -54,14 +57,24 @@ class Change:
 
 
 class Catalog(Protocol):
-    def get(self, table: str, key: str) -> dict[str, Any] | None: ...
+    """Reads as ``model.rows.TypedReads`` reads: by a table's name, documents; by a row
+    model (``WorkerRow``), that model."""
 
+    @overload
+    def get(self, table: str, key: str) -> Doc | None: ...
+
+    @overload
+    def get(self, table: type[R], key: str) -> R | None: ...
+
+    @overload
     def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
-             **filters: str | int) -> list[dict[str, Any]]:
-        """Rows whose indexed columns equal ``filters`` and differ from ``without``."""
-        ...
+             **filters: str | int) -> list[Doc]: ...
 
-    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None: ...
+    @overload
+    def rows(self, table: type[R], without: Mapping[str, str | int] | None = None, /,
+             **filters: str | int) -> list[R]: ...
+
+    def put_shared(self, table: str, key: str, doc: Doc) -> None: ...
 
     def delete_shared(self, table: str, key: str) -> None: ...
 
@@ -76,21 +89,21 @@ class Catalog(Protocol):
         ...
 
 
-class MemoryCatalog:
+class MemoryCatalog(TypedReads):
     """A catalog held in dicts: what tests and single-process simulations use."""
 
     def __init__(self) -> None:
-        self.tables: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in INDEXED}
+        self.tables: dict[str, dict[str, Doc]] = {t: {} for t in INDEXED}
         self.statuses: dict[str, str] = {}
         self.member_info: dict[str, Member] = {}
         self._queues: list[asyncio.Queue[Change]] = []
 
-    def get(self, table: str, key: str) -> dict[str, Any] | None:
+    def _doc(self, table: str, key: str) -> Doc | None:
         doc = self.tables[table].get(key)
         return None if doc is None else dict(doc)
 
-    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
-             **filters: str | int) -> list[dict[str, Any]]:
+    def _docs(self, table: str, without: Mapping[str, str | int] | None,
+              filters: Mapping[str, str | int]) -> list[Doc]:
         without = without or {}
         for name in (*filters, *without):
             if name not in INDEXED[table]:
@@ -99,7 +112,7 @@ class MemoryCatalog:
                 if all(doc.get(k) == v for k, v in filters.items())
                 and all(doc.get(k) != v for k, v in without.items())]
 
-    def put(self, table: str, key: str, doc: dict[str, Any]) -> None:
+    def put(self, table: str, key: str, doc: Doc) -> None:
         """Write any row (in the real view, owned rows come from their workers)."""
         self.tables[table][key] = dict(doc)
         self._notify(Change(table, key))
@@ -108,7 +121,7 @@ class MemoryCatalog:
         self.tables[table].pop(key, None)
         self._notify(Change(table, key))
 
-    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
+    def put_shared(self, table: str, key: str, doc: Doc) -> None:
         self.put(table, key, doc)
 
     def delete_shared(self, table: str, key: str) -> None:

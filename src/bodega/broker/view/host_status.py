@@ -27,10 +27,11 @@ too, so its host stays listed, ``unknown``, as long as its rows are there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from bodega.model.machine import CheckStatus, Machine
+from bodega.model.rows import WorkerRow
 from bodega.model.volume import Volume
 from bodega.wire.platform import Member
 
@@ -87,18 +88,16 @@ def unreachable(known: Machine) -> Machine:
         update={"config": None, "incomplete_config": known.config}).public()
 
 
-def listed_members(members: Iterable[Member],
-                   worker_rows: Iterable[Mapping[str, Any]]) -> list[Member]:
+def listed_members(members: Iterable[Member], worker_rows: Iterable[WorkerRow]) -> list[Member]:
     """Every member with its ``host_status``, and every worker with a row in the view that
     membership has no record of (gone longer than it remembers, or not heard of yet):
     ``unknown``, since its row last changed. By role, then name."""
     listed = {m.name: m.model_copy(update={"host_status": host_status(m.status)})
               for m in members}
     for row in worker_rows:
-        name = str(row.get("name") or "")
-        if not name or name in listed:
+        if not row.name or row.name in listed:
             continue
-        listed[name] = Member(name=name, role="worker", region=str(row.get("region") or ""),
-                              status=UNHEARD, host_status=UNKNOWN,
-                              since=str(row.get("updated_at") or "") or None)
+        listed[row.name] = Member(name=row.name, role="worker", region=row.region,
+                                  status=UNHEARD, host_status=UNKNOWN,
+                                  since=row.updated_at or None)
     return sorted(listed.values(), key=lambda m: (m.role, m.name))

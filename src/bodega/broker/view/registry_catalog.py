@@ -5,26 +5,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
 
 from bodega.broker.view.catalog import Change
 from bodega.model.machine import rfc3339
+from bodega.model.rows import Doc, TypedReads
 from bodega.registry import Registry
 from bodega.wire.platform import Member
 
 
-class RegistryCatalog:
+class RegistryCatalog(TypedReads):
     def __init__(self, node: Registry) -> None:
         self.node = node
 
-    def get(self, table: str, key: str) -> dict[str, Any] | None:
+    def _doc(self, table: str, key: str) -> Doc | None:
         return self.node.get(table, key)
 
-    def rows(self, table: str, without: Mapping[str, str | int] | None = None, /,
-             **filters: str | int) -> list[dict[str, Any]]:
+    def _docs(self, table: str, without: Mapping[str, str | int] | None,
+              filters: Mapping[str, str | int]) -> list[Doc]:
         return self.node.rows(table, without, **filters)
 
-    def put_shared(self, table: str, key: str, doc: dict[str, Any]) -> None:
+    def put_shared(self, table: str, key: str, doc: Doc) -> None:
         self.node.put_shared(table, key, doc)
 
     def delete_shared(self, table: str, key: str) -> None:

@@ -21,6 +21,7 @@ from bodega.broker.view.freshness import replaces
 from bodega.broker.view.machine_index import MachineIndex
 from bodega.model.errors import NotFound, Unavailable
 from bodega.model.machine import Machine
+from bodega.model.rows import WorkerRow
 from bodega.model.volume import Volume
 from bodega.wire.aiohttp_transport import session
 from bodega.wire.jobs.worker_client import JobClient
@@ -101,8 +102,8 @@ class Workers:
         candidate = self.candidates.get(worker)
         if candidate is not None:
             return candidate.url
-        row = self.catalog.get("workers", worker)
-        return None if row is None else str(row.get("url") or "") or None
+        row = self.catalog.get(WorkerRow, worker)
+        return None if row is None else row.url or None
 
     def client(self, worker: str) -> WorkerClient:
         url = self.url_of(worker)

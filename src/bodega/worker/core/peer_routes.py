@@ -12,19 +12,20 @@ another host, through that host's address.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 from urllib.parse import urlsplit
 
+from bodega.model.rows import WorkerRow
 
-def wanted_routes(own_host: str, rows: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+
+def wanted_routes(own_host: str, rows: Iterable[WorkerRow]) -> dict[str, str]:
     """{subnet: via} for every worker whose URL names another host than ``own_host``."""
     wanted: dict[str, str] = {}
     for row in rows:
-        subnet, url = row.get("subnet"), row.get("url")
-        if not isinstance(subnet, str) or not isinstance(url, str):
+        subnet = row.subnet
+        if subnet is None:
             continue
-        host = urlsplit(url).hostname
+        host = urlsplit(row.url).hostname
         if host is None or host == own_host:
             continue
         try:

@@ -32,6 +32,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from bodega.model.answer import from_doc
+from bodega.model.rows import WorkerRow
 from bodega.networking import nftables
 from bodega.networking.commands import CommandFailed
 from bodega.networking.directory import app_network
@@ -128,10 +130,11 @@ class NetworkFence:
                 self.networks.pop(change.key, None)
             else:
                 self.networks[change.key] = app_network(doc)
-        elif change.table == "workers":
-            subnet = (doc or {}).get("subnet")
+        elif change.table == WorkerRow.TABLE:
+            row = from_doc(WorkerRow, doc)
+            subnet = row.subnet if row is not None else None
             if subnet:
-                self.subnets[change.key] = str(subnet)
+                self.subnets[change.key] = subnet
             else:
                 self.subnets.pop(change.key, None)
         else:

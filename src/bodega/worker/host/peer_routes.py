@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from bodega.model.rows import WorkerRow
 from bodega.registry import Registry
 from bodega.worker.core.peer_routes import wanted_routes
 from bodega.worker.host.network import NetworkError, run
@@ -31,7 +32,7 @@ class PeerRoutes:
         self.applied: dict[str, str] = {}
 
     async def sync(self) -> None:
-        wanted = wanted_routes(self.own_host, self.node.rows("workers"))
+        wanted = wanted_routes(self.own_host, self.node.rows(WorkerRow))
         if not wanted and not self.applied:
             return
         now = current_routes(await run("ip", "-4", "route", "show"))

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from bodega.model.rows import OverlayAdvert, WorkerRow, read_rows
 from bodega.networking import netlink, nftables
 from bodega.networking.commands import CommandFailed, run
 from bodega.networking.directory import FLYCAST_TYPE, app_network, directory
@@ -180,7 +181,8 @@ class PrivateNetwork:
                 view = self.view
                 if view is not None:
                     statuses = {m.name: str(m.status) for m in view.members()}
-                    await self.overlay.sync(wanted(view.rows("workers"), statuses, self.name))
+                    await self.overlay.sync(wanted(read_rows(WorkerRow, view.rows("workers")),
+                                                  statuses, self.name))
                     await self._follow_flycast(view)
             except Exception:
                 log.exception("updating the overlay's peers failed")
@@ -201,8 +203,8 @@ class PrivateNetwork:
             await run("ip", "-6", "addr", "del", f"{ip}/128", "dev", self.network.bridge,
                       check=False)
 
-    def advertised(self) -> dict[str, dict[str, str]]:
-        return {"wireguard": self.overlay.advertised()} if self.overlay.public_key else {}
+    def advertised(self) -> OverlayAdvert | None:
+        return self.overlay.advertised() if self.overlay.public_key else None
 
     async def stop(self, *, machines_stay: bool) -> None:
         """Stop answering and following peers. While machines stay (to be re-adopted), the

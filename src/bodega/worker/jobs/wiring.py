@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bodega.jobs.binding import WorkerRoom
+from bodega.model.rows import WorkerRow
 from bodega.registry import Registry
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.worker.config import WorkerConfig
@@ -87,9 +88,8 @@ class WorkerJobs:
         return str(rows[-1].get("state")) if rows else None
 
     def _url_of(self, worker: str) -> str | None:
-        doc = self.registry.get("workers", worker) if self.registry is not None else None
-        url = doc.get("url") if doc else None
-        return str(url) if url else None
+        row = self.registry.get(WorkerRow, worker) if self.registry is not None else None
+        return row.url if row is not None and row.url else None
 
     def _statuses(self) -> dict[str, bool]:
         if self.registry is None:
@@ -104,13 +104,12 @@ class WorkerJobs:
             return []
         live = self._statuses()
         rooms = []
-        for doc in self.registry.rows("workers"):
-            free = doc.get("free") or {}
+        for row in self.registry.rows(WorkerRow):
             rooms.append(WorkerRoom(
-                name=str(doc.get("name")), alive=live.get(str(doc.get("name")), False),
-                cordoned=bool(doc.get("cordoned")),
-                free_millicpus=int(free.get("millicpus", 0)),
-                free_memory_mb=int(free.get("memory_mb", 0)), region=str(doc.get("region"))))
+                name=row.name, alive=live.get(row.name, False), cordoned=row.cordoned,
+                free_millicpus=row.free.millicpus if row.free is not None else 0,
+                free_memory_mb=row.free.memory_mb if row.free is not None else 0,
+                region=row.region))
         return rooms
 
     # -- lifecycle --------------------------------------------------------------------------

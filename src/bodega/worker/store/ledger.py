@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 from bodega.model.capacity import Ask, Totals, Usage, describe_free, shortfalls
 from bodega.model.errors import Conflict
 from bodega.model.ids import new_token_id
-from bodega.wire.worker_calls import Capacity, Free, HostTotals, HostUsage
+from bodega.model.rows import Free
+from bodega.wire.worker_calls import Capacity
 from bodega.worker.core.records import ReservationRow
 from bodega.worker.store import queries
 from bodega.worker.store.database import Store
@@ -213,8 +214,7 @@ class Ledger:
         for ask in self.giving_way():
             used = used.minus(self.totals, ask)
         return Capacity(
-            totals=HostTotals.model_validate(self.totals.to_wire()),
-            used=HostUsage.model_validate(used.to_wire()),
+            totals=self.totals.row(), used=used.row(),
             free=self.free(used),
             cordoned=self.cordoned,
             reservations=len(queries.live_reservations(self.store.db, self.store.clock())),

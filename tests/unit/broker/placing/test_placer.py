@@ -36,7 +36,7 @@ def placer(workers: int = 2, used: dict[str, Any] | None = None) -> tuple[Placer
         name = f"w{i}"
         catalog.put("workers", name, {
             "name": name, "region": "ams", "url": f"http://{name}",
-            "totals": Totals(cpus=8, memory_mb=8192).to_wire(),
+            "totals": Totals(cpus=8, memory_mb=8192).row().doc(),
             "used": (used or {}).get(name, {}), "cordoned": False})
         catalog.set_status(name, "alive")
     candidates = Candidates(catalog)

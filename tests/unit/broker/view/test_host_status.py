@@ -15,6 +15,7 @@ from bodega.broker.view.host_status import (
 from bodega.cli.cluster import member_label
 from bodega.model.machine import CheckStatus, Machine
 from bodega.model.machine_config import MachineConfig
+from bodega.model.rows import HostTotals, WorkerRow
 from bodega.model.volume import Volume
 from bodega.wire.platform import Member
 
@@ -78,8 +79,9 @@ def test_members_say_their_hosts_status_and_a_forgotten_worker_stays_listed() ->
     members = [Member(name="broker", role="broker", status="alive", since="t0"),
                Member(name="ams-1", role="worker", region="ams", status="alive"),
                Member(name="lon-1", role="worker", region="lon", status="left", since="t1")]
-    rows = [{"name": "ams-1", "region": "ams", "updated_at": "t2"},
-            {"name": "lon-2", "region": "lon", "updated_at": "t3"}]
+    rows = [WorkerRow(name=name, region=region, url="http://x", updated_at=at,
+                      totals=HostTotals(cpus=1, memory_mb=256))
+            for name, region, at in (("ams-1", "ams", "t2"), ("lon-2", "lon", "t3"))]
     listed = listed_members(members, rows)
     assert [(m.name, m.status, m.host_status, m.since) for m in listed] == [
         ("broker", "alive", "ok", "t0"),
