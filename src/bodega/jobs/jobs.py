@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from bodega.jobs.tasks import Task, TaskState
 from bodega.model.errors import TooManyRequests
+from bodega.model.refusals import RetryLater
 
 
 class JobState(StrEnum):
@@ -63,7 +64,7 @@ def admit(queued: int, adding: int, limit: int) -> None:
         raise TooManyRequests(
             f"the job queue is full: {queued} tasks wait here (at most {limit}), this job "
             f"adds {adding}; try again shortly", retry_after=wait,
-            status="resource_exhausted", details={"retry_after": wait})
+            status="resource_exhausted", details=RetryLater(retry_after=wait))
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pydantic import ValidationError
 
+    from bodega.model.refusals import RefusalDetails
+
 
 class BodegaError(Exception):
     http_status = 500
@@ -21,17 +23,19 @@ class BodegaError(Exception):
     # refusal is one that passes: a full queue (429), a component not answering yet (503).
     retry_after: float | None = None
 
-    def __init__(self, message: str, *, status: str | None = None, details: Any = None) -> None:
+    def __init__(self, message: str, *, status: str | None = None,
+                 details: RefusalDetails | None = None) -> None:
         super().__init__(message)
         self.message = message
         if status is not None:
             self.status = status
-        self.details = details
+        self.details = details  # what the caller may act on (``model/refusals.py``)
 
-    def to_wire(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"error": self.message, "status": self.status}
+    def to_wire(self) -> dict[str, object]:
+        """The error's JSON body (the Machines API's ``ErrorResponse``)."""
+        body: dict[str, object] = {"error": self.message, "status": self.status}
         if self.details is not None:
-            body["details"] = self.details
+            body["details"] = self.details.doc()
         return body
 
 
@@ -94,7 +98,7 @@ class TooManyRequests(BodegaError):
     status = "rate_limited"
 
     def __init__(self, message: str, *, retry_after: float = 1.0, status: str | None = None,
-                 details: Any = None) -> None:
+                 details: RefusalDetails | None = None) -> None:
         super().__init__(message, status=status, details=details)
         self.retry_after = retry_after
 
@@ -123,7 +127,7 @@ class Unreachable(Unavailable):
     refused"), so a command line can word it for a person."""
 
     def __init__(self, message: str, *, url: str = "", reason: str = "",
-                 status: str | None = None, details: Any = None) -> None:
+                 status: str | None = None, details: RefusalDetails | None = None) -> None:
         super().__init__(message, status=status, details=details)
         self.url = url
         self.reason = reason
@@ -149,6 +153,8 @@ ERROR_CLASSES: dict[int, type[BodegaError]] = {
 
 def from_wire(http_status: int, body: Any) -> BodegaError:
     """Rebuild an error a bodega service sent, so it can be raised again upstream."""
+    from bodega.model.refusals import RetryLater, refusal_of  # pydantic: only when one comes
+
     message = "unknown error"
     status: str | None = None
     details = None
@@ -156,14 +162,14 @@ def from_wire(http_status: int, body: Any) -> BodegaError:
         message = str(body.get("error", message))
         raw_status = body.get("status")
         status = str(raw_status) if raw_status is not None else None
-        details = body.get("details")
+        details = refusal_of(body.get("details"))
     cls = ERROR_CLASSES.get(http_status, BodegaError)
     if http_status == InsufficientCapacity.http_status and status == InsufficientCapacity.status:
         cls = InsufficientCapacity
     err = cls(message, status=status, details=details)
     err.http_status = http_status
-    if isinstance(details, dict) and isinstance(details.get("retry_after"), int | float):
-        err.retry_after = float(details["retry_after"])
+    if isinstance(details, RetryLater):
+        err.retry_after = details.retry_after
     return err
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout
+from bodega.model.refusals import NoRoom
 from bodega.wire.worker_calls import Reservation
 from tests.tls_kit import TEST_CA
 
@@ -54,7 +55,8 @@ async def test_concurrent_reservations_never_exceed_capacity(tmp_path: Path) -> 
         assert len(accepted) == 16
         assert len(rejected) == 184
         assert all(r.status == "insufficient_capacity" for r in rejected)
-        assert "free" in (rejected[0].details or {})
+        assert isinstance(rejected[0].details, NoRoom)
+        assert rejected[0].details.free is not None
         capacity = await client.capacity()
         assert capacity.used.memory_mb == 4096
         await client.release(accepted[0].id)

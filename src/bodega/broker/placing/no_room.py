@@ -11,6 +11,7 @@ from bodega.broker.view.candidates import Candidates
 from bodega.model.capacity import describe_free
 from bodega.model.errors import InsufficientCapacity
 from bodega.model.plural import counted
+from bodega.model.refusals import Unplaced
 from bodega.placement import PlacementRequest, best_free
 
 
@@ -52,8 +53,8 @@ def no_room(request: PlacementRequest, record: Record,
         parts.append("no worker serves " + where)
     parts += [down for region in request.regions
               if (down := none_usable(candidates, region)) is not None]
-    return InsufficientCapacity("; ".join(parts), details={"placement": record.answer().model_dump(
-        mode="json", exclude_none=True)})
+    return InsufficientCapacity("; ".join(parts),
+                                details=Unplaced(placement=record.answer().doc()))
 
 
 def none_usable(candidates: Candidates, region: str) -> str | None:

@@ -34,6 +34,7 @@ from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, Indeterminate, InsufficientCapacity, Unavailable
+from bodega.model.refusals import NoRoom
 from bodega.placement import PlacementRequest, Policy, RegionRanking, Scored
 from bodega.placement import rank_region as rank
 
@@ -185,9 +186,9 @@ class Placer:
             if not isinstance(exc, BodegaError) or exc.status not in NO_ROOM:
                 raise  # a real problem (bad config, name taken, ...): the client must hear it
             self._refused(record, scored, "rejected", exc, began)
-            details = exc.details if isinstance(exc.details, dict) else {}
-            full = exc.status == "cordoned" or details.get("full") is True
-            self.candidates.refused(worker.name, details.get("free"), full=full)
+            no_room = exc.details if isinstance(exc.details, NoRoom) else NoRoom()
+            full = exc.status == "cordoned" or no_room.full is True
+            self.candidates.refused(worker.name, no_room.free, full=full)
             return None
         finally:
             self.candidates.count(app, worker.name, -machine_of_app)  # the index counts it now

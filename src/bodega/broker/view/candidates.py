@@ -16,12 +16,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
 
 from bodega.broker.view.catalog import Catalog
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest
-from bodega.model.rows import WorkerRow
+from bodega.model.rows import Free, WorkerRow
 from bodega.placement import Candidate, CandidateTable
 from bodega.placement.regions import parse as parse_regions
 
@@ -130,7 +129,7 @@ class Candidates:
         creates away from a host with room."""
         self.claimed(name, ask, undo=True)
 
-    def refused(self, name: str, free: dict[str, Any] | None, full: bool = False) -> None:
+    def refused(self, name: str, free: Free | None, full: bool = False) -> None:
         """A worker said no; if it said what it has free, believe it over the view.
 
         ``full`` (it is cordoned, or out of machine addresses) counts the worker
@@ -143,18 +142,12 @@ class Candidates:
         totals = candidate.totals
         if full:
             used = replace(candidate.used, millicpus=totals.millicpus, memory_mb=totals.memory_mb)
-        elif not free:
+        elif free is None:
             return
         else:
-            try:
-                used = replace(
-                    candidate.used,
-                    millicpus=totals.millicpus - int(free["millicpus"]),
-                    memory_mb=totals.memory_mb - int(free["memory_mb"]),
-                    disk_gb=totals.disk_gb - int(free.get("disk_gb", totals.disk_gb)),
-                )
-            except (KeyError, TypeError, ValueError):
-                return
+            used = replace(candidate.used, millicpus=totals.millicpus - free.millicpus,
+                           memory_mb=totals.memory_mb - free.memory_mb,
+                           disk_gb=totals.disk_gb - free.disk_gb)
         self._tables[candidate.region].put(replace(candidate, used=used))
 
     def _put(self, row: WorkerRow) -> None:

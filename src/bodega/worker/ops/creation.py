@@ -23,6 +23,7 @@ from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, Conflict
 from bodega.model.ids import new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine_config import MachineConfig
+from bodega.model.refusals import NoRoom
 from bodega.model.states import MachineState
 from bodega.wire.placement import PlacementRecord
 from bodega.worker.core.decisions import Create, Decision
@@ -111,7 +112,7 @@ def record_machine(
     ip_index = free_address(conn, network, ip_range, launcher_waiting)
     if ip_index is None:
         raise CapacityRejected("could not reserve resource for machine: no free addresses",
-                               details={"full": True})  # room by the figures, yet full
+                               details=NoRoom(full=True))  # room by the figures, yet full
     decision = decide(None, Create(launch=not req.skip_launch))
     instance_id = new_ulid(int(now * 1000))
     row = MachineRow(

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from bodega.model.capacity import Ask, Totals, Usage, describe_free, shortfalls
 from bodega.model.errors import Conflict
 from bodega.model.ids import new_token_id
+from bodega.model.refusals import NoRoom
 from bodega.model.rows import Free
 from bodega.wire.worker_calls import Capacity
 from bodega.worker.core.records import ReservationRow
@@ -133,7 +134,7 @@ class Ledger:
         if reasons:
             raise CapacityRejected(
                 "could not reserve resource for machine: " + "; ".join(reasons),
-                details={"free": self.free(used).doc(), "asked": ask.to_wire()},
+                details=NoRoom(free=self.free(used), asked=ask),
             )
 
     def may_fit(self, ask: Ask, exclude_machine: str | None = None,
@@ -159,7 +160,7 @@ class Ledger:
             if reasons:
                 raise CapacityRejected(
                     "could not reserve resource for machine: " + "; ".join(reasons),
-                    details={"free": self.free(used).doc(), "asked": ask.to_wire()},
+                    details=NoRoom(free=self.free(used), asked=ask),
                 )
             now = self.store.clock()
             after = used.plus(self.totals, ask)

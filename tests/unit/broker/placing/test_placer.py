@@ -23,6 +23,7 @@ from bodega.model.errors import (
     InsufficientCapacity,
     Unavailable,
 )
+from bodega.model.refusals import NoRoom
 from bodega.placement import PlacementRequest, Policy
 from bodega.wire.worker_calls import Reservation
 from tests.poll_kit import until as poll_until
@@ -97,7 +98,7 @@ async def test_a_full_no_counts_the_worker_full_until_it_publishes() -> None:
         asked.append(worker)
         if worker == "w0":
             raise Conflict("could not reserve resource for machine: no free addresses",
-                           status="insufficient_capacity", details={"full": True})
+                           status="insufficient_capacity", details=NoRoom(full=True))
         return {"id": worker}
 
     request = PlacementRequest("app", ASK, ("ams",), colocated={})
