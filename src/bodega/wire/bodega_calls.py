@@ -7,23 +7,28 @@ it reads and sends when it is first made, not when this module is.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from bodega.model.errors import Unavailable, Unreachable
 from bodega.wire.json_client import JsonClient
-from bodega.wire.transport import NoAnswer, NotConnected
+from bodega.wire.transport import NoAnswer, NotConnected, lines
 
 if TYPE_CHECKING:
     from bodega.wire.cluster_info import ClusterInfo
     from bodega.wire.fly import PlacementsRequest
+    from bodega.wire.logs import LogLine
     from bodega.wire.platform import Member, Placements, Regions, WorkerStatus
     from bodega.wire.releases import CreateRelease, Release, Status
     from bodega.wire.secrets import SecretList, SecretsUpdated
 
 LOG_LINES_TIMEOUT = 10.0
+LOG_CONNECT_TIMEOUT = 10.0  # a follow has no bound on the whole call, only on connecting
 
 
 def body_of(request: BaseModel) -> bytes:
@@ -86,6 +91,30 @@ class BodegaCalls(JsonClient):
                 continue
             out.append(str(entry.get("message", "")) if isinstance(entry, dict) else str(entry))
         return out
+
+    async def follow_logs(self, app: str, machine_id: str, limit: int
+                          ) -> AsyncIterator[LogLine]:
+        """The machine's last ``limit`` log lines, then each new one as it is written, until
+        the server ends the stream; none if the cluster serves no logs. A line that cannot
+        be read is skipped."""
+        from bodega.wire.logs import LogLine
+
+        call = replace(self.outgoing("GET", f"/v1/apps/{app}/logs", timeout=None, params={
+            "machine": machine_id, "follow": "true", "limit": str(limit)}),
+            connect_timeout=LOG_CONNECT_TIMEOUT)
+        try:
+            async with self.transport.stream(call) as answer:
+                if answer.status != 200:
+                    return
+                async for raw in lines(answer.chunks):
+                    if raw.strip():
+                        with contextlib.suppress(ValidationError):
+                            yield LogLine.model_validate_json(raw)
+        except NotConnected as exc:
+            raise Unreachable(f"{self.what} at {self.base_url} unreachable ({exc.reason})",
+                              url=self.base_url, reason=exc.reason) from exc
+        except NoAnswer as exc:
+            raise Unavailable(f"{self.what} at {self.base_url}: {exc}") from exc
 
     # -- platform and cluster -------------------------------------------------------------
     async def placements(self, body: PlacementsRequest) -> Placements:

@@ -10,7 +10,7 @@ from typing import cast
 from starlette.requests import Request
 
 from bodega.broker.auth.tokens import Principal, Tokens
-from bodega.broker.ui.calls import OwnApi
+from bodega.broker.ui.calls import VisitorClients
 from bodega.broker.ui.gatekeeper import Gatekeeper, Visitor
 from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.refusals import RecentRefusals
@@ -44,7 +44,7 @@ async def next_event(stream: AsyncIterator[bytes]) -> bytes:
 
 async def test_a_failed_render_leaves_the_stream_open_for_the_next_change() -> None:
     catalog = MemoryCatalog()
-    parts = Parts(view=ClusterView(catalog), api=OwnApi("http://127.0.0.1:9"),
+    parts = Parts(view=ClusterView(catalog), api=VisitorClients("http://127.0.0.1:9"),
                   gate=Gatekeeper(Tokens(catalog, ("admin",))), refusals=RecentRefusals())
     visitor = Visitor(Principal("admin-0", admin=True), "admin", by_cookie=True)
     updater = Flaky()

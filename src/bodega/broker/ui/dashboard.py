@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
 from bodega.broker.auth.tokens import Tokens
-from bodega.broker.ui.calls import OwnApi, own_url
+from bodega.broker.ui.calls import VisitorClients, own_url
 from bodega.broker.ui.forms import action_routes, login_routes
 from bodega.broker.ui.gatekeeper import Gatekeeper
 from bodega.broker.ui.pages import page_routes
@@ -34,7 +34,7 @@ class Dashboard:
                  not_ready: Callable[[], str | None] = always_ready) -> None:
         self.refusals = RecentRefusals()
         self.parts = Parts(view=ClusterView(catalog, suspicion_left),
-                           api=OwnApi(own_url(host, port)), gate=Gatekeeper(tokens),
+                           api=VisitorClients(own_url(host, port)), gate=Gatekeeper(tokens),
                            refusals=self.refusals, not_ready=not_ready)
 
     def routes(self) -> list[BaseRoute]:

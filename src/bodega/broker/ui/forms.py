@@ -83,8 +83,9 @@ def action_routes(parts: Parts) -> list[Route]:
         if action not in ACTION_NAMES:
             return t.page("_flash.html", 404, ok=False, text=f"No action {action!r}.")
         try:
-            await parts.api.action(visitor.token, app, machine_id, action)
-            doc = await parts.api.machine(visitor.token, app, machine_id)
+            api = parts.api.of(visitor.token)
+            await api.action(app, machine_id, action)
+            machine = await api.machine(app, machine_id)
         except BodegaError as exc:
             if not is_htmx(request):
                 return error_page(parts, visitor, exc.http_status, f"{action} refused",
@@ -93,13 +94,13 @@ def action_routes(parts: Parts) -> list[Route]:
         if not is_htmx(request):
             return RedirectResponse(page, 303)
         known = parts.view.machine(machine_id)
-        detail = machine_detail(app, doc, known.worker if known else "")
+        detail = machine_detail(app, machine, known.worker if known else "")
         return t.page("_action_done.html", action=action, detail=detail, visitor=visitor)
 
     async def where(request: Request, visitor: Visitor, form: dict[str, str]) -> Response:
         try:
             body = placement_body(form)
-            answer = where_it_goes(await parts.api.placements(visitor.token, body))
+            answer = where_it_goes(await parts.api.of(visitor.token).placements(body))
         except ValueError as exc:
             return t.page("_flash.html", ok=False, text=f"Bad form: {exc}")
         except BodegaError as exc:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from bodega.broker.ui.rows import CheckView
+from bodega.model.machine import Machine
+from bodega.wire.placement import Asked, PlacementRecord, Ranked, RegionExplanation
+from bodega.wire.platform import Placements
 
 # The buttons a state offers, as the worker's state machine accepts them.
 ACTIONS: dict[str, tuple[str, ...]] = {
@@ -63,21 +64,19 @@ def when(milliseconds: int | float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(milliseconds / 1000)) + "Z"
 
 
-def machine_detail(app: str, doc: Mapping[str, Any], worker: str) -> MachineDetail:
-    config = doc.get("config") or doc.get("incomplete_config") or {}
-    events = tuple(EventRow(str(e.get("type", "")), str(e.get("status", "")),
-                            str(e.get("source", "")), when(int(e.get("timestamp") or 0)))
-                   for e in doc.get("events") or () if isinstance(e, Mapping))
-    checks = tuple(CheckView(str(c.get("name", "")), str(c.get("status", "")),
-                             str(c.get("output", ""))[:500])
-                   for c in doc.get("checks") or () if isinstance(c, Mapping))
+def machine_detail(app: str, machine: Machine, worker: str) -> MachineDetail:
+    config = machine.known_config()
+    events = tuple(EventRow(e.type, e.status, e.source, when(e.timestamp))
+                   for e in machine.events or ())
+    checks = tuple(CheckView(c.name, c.status, c.output[:500]) for c in machine.checks or ())
     return MachineDetail(
-        id=str(doc.get("id", "")), name=str(doc.get("name", "")), app=app,
-        state=str(doc.get("state", "")), region=str(doc.get("region", "")), worker=worker,
-        instance_id=str(doc.get("instance_id", "")), private_ip=str(doc.get("private_ip", "")),
-        image=str(config.get("image", "")), created_at=str(doc.get("created_at", "")),
-        updated_at=str(doc.get("updated_at", "")), host_status=str(doc.get("host_status", "")),
-        config_json=json.dumps(config, indent=2, sort_keys=True), checks=checks, events=events)
+        id=machine.id, name=machine.name, app=app, state=machine.state, region=machine.region,
+        worker=worker, instance_id=machine.instance_id, private_ip=machine.private_ip,
+        image=config.image if config is not None else "", created_at=machine.created_at,
+        updated_at=machine.updated_at, host_status=machine.host_status or "",
+        config_json=json.dumps(config.to_wire() if config is not None else {}, indent=2,
+                               sort_keys=True),
+        checks=checks, events=events)
 
 
 @dataclass(frozen=True)
@@ -117,49 +116,33 @@ class PlacementView:
     winner: str
 
 
-def _scored(doc: Mapping[str, Any]) -> ScoredRow:
-    subs = doc.get("subscores") or {}
-    return ScoredRow(str(doc.get("worker", "")), float(doc.get("score") or 0),
-                     tuple((str(k), float(v)) for k, v in subs.items()))
+def _scored(ranked: Ranked) -> ScoredRow:
+    return ScoredRow(ranked.worker, ranked.score, tuple(ranked.subscores.items()))
 
 
-def ranking_view(doc: Mapping[str, Any]) -> RankingView:
-    refused = doc.get("refused") or {}
+def ranking_view(region: RegionExplanation) -> RankingView:
     return RankingView(
-        region=str(doc.get("region", "")), candidates=int(doc.get("candidates") or 0),
-        feasible=int(doc.get("feasible") or 0),
-        refused=tuple(sorted((str(k), int(v)) for k, v in refused.items())),
-        refusals=tuple((str(r.get("worker", "")), str(r.get("reason", "")))
-                       for r in doc.get("refusals") or () if isinstance(r, Mapping)),
-        ranked=tuple(_scored(s) for s in doc.get("ranked") or () if isinstance(s, Mapping)))
+        region=region.region, candidates=region.candidates, feasible=region.feasible,
+        refused=tuple(sorted(region.refused.items())),
+        refusals=tuple((r.worker, r.reason) for r in region.refusals),
+        ranked=tuple(_scored(s) for s in region.ranked))
 
 
-def describe_ask(asked: Mapping[str, Any]) -> str:
-    text = f"{asked.get('cpus', 0)} {asked.get('cpu_kind', 'shared')} cpu, " \
-           f"{asked.get('memory_mb', 0)} MB"
-    if asked.get("disk_gb"):
-        text += f", {asked['disk_gb']} GB disk"
+def describe_ask(asked: Asked) -> str:
+    text = f"{asked.cpus} {asked.cpu_kind} cpu, {asked.memory_mb} MB"
+    if asked.disk_gb:
+        text += f", {asked.disk_gb} GB disk"
     return text
 
 
-def placement_view(doc: Any) -> PlacementView | None:
-    """``GET .../placement``'s record; None for anything else (a machine made before
-    records were kept answers with no record)."""
-    if not isinstance(doc, Mapping) or "regions" not in doc:
-        return None
-    try:
-        winner = doc.get("winner") or {}
-        return PlacementView(
-            policy=str(doc.get("policy", "")), asked=describe_ask(doc.get("asked") or {}),
-            at=str(doc.get("at", "")), duration_ms=float(doc.get("duration_ms") or 0),
-            regions=tuple(ranking_view(r) for r in doc["regions"] if isinstance(r, Mapping)),
-            attempts=tuple(AttemptRow(str(a.get("worker", "")), str(a.get("region", "")),
-                                      str(a.get("outcome", "")), str(a.get("reason", "")),
-                                      float(a.get("ms") or 0))
-                           for a in doc.get("attempts") or () if isinstance(a, Mapping)),
-            winner=str(winner.get("worker", "")))
-    except (TypeError, ValueError, AttributeError):
-        return None
+def placement_view(record: PlacementRecord) -> PlacementView:
+    """``GET .../placement``'s record."""
+    return PlacementView(
+        policy=record.policy, asked=describe_ask(record.asked), at=record.at,
+        duration_ms=record.duration_ms, regions=tuple(ranking_view(r) for r in record.regions),
+        attempts=tuple(AttemptRow(a.worker, a.region, a.outcome, a.reason or "", a.ms or 0.0)
+                       for a in record.attempts),
+        winner=record.winner.worker if record.winner is not None else "")
 
 
 @dataclass(frozen=True)
@@ -177,10 +160,7 @@ class WhereItGoes:
     explain: tuple[RankingView, ...]
 
 
-def where_it_goes(doc: Mapping[str, Any]) -> WhereItGoes:
+def where_it_goes(answer: Placements) -> WhereItGoes:
     return WhereItGoes(
-        fits=tuple(RegionFit(str(r.get("region", "")), int(r.get("count") or 0),
-                             int(r.get("concurrency") or 0))
-                   for r in doc.get("regions") or () if isinstance(r, Mapping)),
-        explain=tuple(ranking_view(r) for r in doc.get("explain") or ()
-                      if isinstance(r, Mapping)))
+        fits=tuple(RegionFit(r.region, r.count, r.concurrency) for r in answer.regions),
+        explain=tuple(ranking_view(r) for r in answer.explain or ()))

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from bodega.broker.ui.calls import OwnApi
+from bodega.broker.ui.calls import VisitorClients
 from bodega.broker.ui.gatekeeper import Gatekeeper
 from bodega.broker.ui.refusals import RecentRefusals
 from bodega.broker.ui.render import Templates
@@ -20,7 +20,7 @@ def always_ready() -> str | None:
 @dataclass
 class Parts:
     view: ClusterView  # the broker's view, read in-process
-    api: OwnApi  # the public API, called with the visitor's token
+    api: VisitorClients  # the public API's typed client, with the visitor's token
     gate: Gatekeeper
     refusals: RecentRefusals
     templates: Templates = field(default_factory=Templates)

@@ -22,6 +22,7 @@ from bodega.broker.ui.rows import MachineSlice, natural
 from bodega.broker.ui.sources import ClusterView
 from bodega.broker.ui.topology import RegionView, WorkerCard, topology, worker_card
 from bodega.model.errors import NotFound
+from bodega.wire.placement import PlacementRecord
 
 RECENT_SHOWN = 20
 
@@ -79,11 +80,15 @@ class MachineScreen:
 async def machine_screen(parts: Parts, visitor: Visitor, app: str,
                          machine_id: str) -> MachineScreen:
     """From the API, with the visitor's token: the machine (its events too) and its record."""
-    doc = await parts.api.machine(visitor.token, app, machine_id)
+    api = parts.api.of(visitor.token)
+    machine = await api.machine(app, machine_id)
     known = parts.view.machine(machine_id)
-    record = await parts.api.placement(visitor.token, app, machine_id)
-    return MachineScreen(machine_detail(app, doc, known.worker if known else ""),
-                         placement_view(record))
+    try:
+        record: PlacementRecord | None = await api.placement(app, machine_id)
+    except NotFound:  # a machine made before records were kept has none
+        record = None
+    return MachineScreen(machine_detail(app, machine, known.worker if known else ""),
+                         None if record is None else placement_view(record))
 
 
 @dataclass(frozen=True)

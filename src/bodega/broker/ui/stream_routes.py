@@ -93,7 +93,7 @@ async def log_tail(parts: Parts, visitor: Visitor, app: str,
     tail, reopened = LOG_TAIL, False
     while True:
         try:
-            async for line in parts.api.follow_logs(visitor.token, app, machine_id, tail):
+            async for line in parts.api.of(visitor.token).follow_logs(app, machine_id, tail):
                 if reopened and line.timestamp <= last:
                     continue
                 reopened, last = False, line.timestamp
