@@ -53,7 +53,7 @@ from bodega.worker.host.network import Network, NetworkError
 from bodega.worker.host.network_fence import NetworkFence
 from bodega.worker.host.private_net import PrivateNetwork
 from bodega.worker.host.volume_copy import replace_tree
-from bodega.worker.ops.runner import EffectFailed, Outcome
+from bodega.worker.ops.runner import Attached, EffectFailed, Handled, Outcome
 from bodega.worker.store import queries
 from bodega.worker.store.database import Operation, Store
 
@@ -225,8 +225,7 @@ class MachineEffects:
             case Effect.ATTACH_NETWORK:
                 fixed = self.network.fixed_attachment()
                 if fixed is not None:
-                    return Outcome(updates={"private_ip": fixed.private_ip,
-                                            "netns": fixed.netns})
+                    return Outcome(update=Attached(fixed.private_ip, fixed.netns))
                 if isinstance(op.payload, StartMachine) and op.payload.attached:
                     # The create attached it in the commit that began this start; a
                     # namespace gone since (a reboot) is attached again.
@@ -279,8 +278,7 @@ class MachineEffects:
                         raise EffectFailed(str(exc)) from exc
                 if self.fence is not None and attachment.netns is not None:
                     await self.fence.attach(machine.app, machine.ip_index)
-                return Outcome(updates={"private_ip": attachment.private_ip,
-                                        "netns": attachment.netns})
+                return Outcome(update=Attached(attachment.private_ip, attachment.netns))
             case Effect.PREPARE:
                 machine = self.machine(op.resource_id)
                 spec = self.task_spec(machine)
@@ -294,7 +292,7 @@ class MachineEffects:
                 spec = (self._readied(op, machine, run.start_seq)
                         or self.task_spec(machine, run.start_seq))
                 handle = await self.driver.start(spec)
-                return Outcome(payload=replace(run, pid=handle.pid), updates={"handle": handle})
+                return Outcome(payload=replace(run, pid=handle.pid), update=Handled(handle))
             case Effect.STOP_TASK:
                 return await self._stop_task(op)
             case Effect.FREEZE:
@@ -313,7 +311,7 @@ class MachineEffects:
                 await self.network.detach(machine.id, machine.ip_index)
                 if self.fence is not None:
                     await self.fence.detach(machine.ip_index)
-                return Outcome(updates={"handle": None})
+                return Outcome(update=Handled(None))
             case Effect.PROVISION_VOLUME:
                 path = self.config.volume_dir(op.resource_id)
                 source = payload_of(op, CreateVolume).snapshot_id
@@ -361,13 +359,13 @@ class MachineEffects:
         if ends.thaw:
             # A frozen process cannot act on a signal (nor die of SIGKILL on a v1 freezer).
             handle = await self._thaw(machine)
-        updates = _handle_kept(machine, handle).updates
+        update = _handle_kept(machine, handle).update
         if handle is None or not await self.driver.inspect(handle):
             if handle is None:
                 return Outcome()
             exit_status = await self.driver.wait(handle)
             return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)),
-                           updates=updates)
+                           update=update)
         stop_config = machine.config.stop_config
         default_signal = signal_number(stop_config.signal if stop_config else None,
                                        signals.SIGINT)
@@ -378,12 +376,12 @@ class MachineEffects:
         await self.driver.stop(handle, sig, timeout)
         exit_status = await self.driver.wait(handle)
         return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)),
-                       updates=updates)
+                       update=update)
 
 
 def _handle_kept(machine: MachineRow, handle: TaskHandle | None) -> Outcome:
     """The record's update when its run goes on in another process (a VM resumed)."""
-    return Outcome(updates={"handle": handle}) if handle is not None and \
+    return Outcome(update=Handled(handle)) if handle is not None and \
         handle != machine.handle else Outcome()
 
 

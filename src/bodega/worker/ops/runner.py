@@ -14,13 +14,14 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from bodega.model.machine import MachineEvent
 from bodega.runtime.failpoints import Failpoints
 from bodega.worker.core.fsm import FSMS, Fsm, Step
 from bodega.worker.core.payloads import EndsRun, Payload
+from bodega.worker.core.records import TaskHandle
 from bodega.worker.store import queries, volume_queries
 from bodega.worker.store.database import Operation, Store
 
@@ -35,12 +36,27 @@ def host_local(op: Operation) -> bool:
 
 
 @dataclass(frozen=True)
+class Attached:
+    """The machine's network is attached: its address, and its namespace (None: the host's)."""
+
+    private_ip: str
+    netns: str | None
+
+
+@dataclass(frozen=True)
+class Handled:
+    """The machine's run is held by ``handle`` now (None: it has none any more)."""
+
+    handle: TaskHandle | None
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What an effect reports: the operation's payload with what it found (None: as it was)
-    and column updates for its resource."""
+    and what it changed of its machine's record (None: nothing)."""
 
     payload: Payload | None = None
-    updates: dict[str, Any] = field(default_factory=dict)
+    update: Attached | Handled | None = None
 
 
 class EffectFailed(Exception):
@@ -132,13 +148,12 @@ class Runner:
         Returns the operation advanced and the one entering that step began, if any."""
         payload = op.payload if outcome.payload is None else outcome.payload
         following = fsm.after(step.name, payload)
-        if outcome.updates:
-            if op.fsm.endswith("_volume"):
-                volume_queries.update_volume(conn, op.resource_id, self.store.clock(),
-                                             **outcome.updates)
-            else:
+        match outcome.update:
+            case Attached(private_ip=private_ip, netns=netns):
                 queries.update_machine(conn, op.resource_id, self.store.clock(),
-                                       **outcome.updates)
+                                       private_ip=private_ip, netns=netns)
+            case Handled(handle=handle):
+                queries.update_machine(conn, op.resource_id, self.store.clock(), handle=handle)
         op = self.store.advance_operation(
             conn, op, step=following.name, payload=payload,
             status="done" if following.final else "running",
