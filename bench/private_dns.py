@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bodega.model.rows import AppRow
 from bodega.networking.directory import directory
 from bodega.networking.names import Directory
 from bodega.networking.resolver import Resolver, serve
@@ -40,13 +41,13 @@ ASKER = str(LAYOUT.machine(1, network_field(NETWORK), 200))
 REGIONS = ("ams", "syd", "fra")
 
 
-def rows(machines: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def rows(machines: int) -> tuple[list[dict[str, Any]], list[AppRow]]:
     """Registry-shaped rows: ``machines`` started machines of app ``web`` on three hosts."""
     docs = [{"id": f"m{i:04d}", "app": "web", "state": "started",
              "region": REGIONS[i % 3], "config": {"metadata": {"fly_process_group": "app"}},
              "private_ip": str(LAYOUT.machine(1 + i % 3, network_field(NETWORK), 2 + i))}
             for i in range(machines)]
-    return docs, [{"name": "web", "org_slug": "personal"}, {"name": "api", "org_slug": "personal"}]
+    return docs, [AppRow(name="web", org_slug="personal"), AppRow(name="api", org_slug="personal")]
 
 
 def queries(docs: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -1,8 +1,8 @@
 """The resolver's snapshot of the registry view, and whose network an asker is in; pure.
 
-The view's rows are untyped documents: machines (written by their workers, with
-the private address the worker gave them), apps (with their organization and
-network) and Flycast assignments. ``directory`` keeps what names need, typed.
+The view's rows: machines (written by their workers, with the private address the
+worker gave them), apps (``AppRow``: with their organization and network) and Flycast
+assignments. ``directory`` keeps what names need, typed.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
+from bodega.model.rows import AppRow
 from bodega.networking.names import Directory, Machine
 from bodega.networking.sixpn import Layout, network_field, network_key
 
@@ -17,12 +18,12 @@ STARTED = "started"
 FLYCAST_TYPE = "private_v6"  # an ip_assignments row in the cluster's /48: a Flycast address
 
 
-def app_network(doc: Mapping[str, Any]) -> str:
+def app_network(row: AppRow) -> str:
     """An app row's network key (``<org>/<network>``)."""
-    return network_key(str(doc.get("org_slug") or "personal"), doc.get("network"))
+    return network_key(row.org_slug or "personal", row.network)
 
 
-def directory(machines: Iterable[Mapping[str, Any]], apps: Iterable[Mapping[str, Any]],
+def directory(machines: Iterable[Mapping[str, Any]], apps: Iterable[AppRow],
               assignments: Iterable[Mapping[str, Any]], layout: Layout,
               served: Container[str] = ()) -> Directory:
     """What names need of the view. A Flycast address is kept only once it is in ``served``
@@ -45,7 +46,7 @@ def directory(machines: Iterable[Mapping[str, Any]], apps: Iterable[Mapping[str,
             flycast.setdefault(str(doc["app"]), []).append(ip)
     return Directory(
         machines=tuple(found),
-        networks={str(doc["name"]): app_network(doc) for doc in apps if doc.get("name")},
+        networks={row.name: app_network(row) for row in apps if row.name},
         flycast={app: tuple(sorted(ips)) for app, ips in flycast.items()})
 
 

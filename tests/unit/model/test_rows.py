@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bodega.broker.view.catalog import MemoryCatalog
-from bodega.model.rows import OverlayAdvert, WorkerRow, read_rows
+from bodega.model.rows import AppRow, OverlayAdvert, WorkerRow, read_rows
 
 # A workers row exactly as the publisher wrote it as a literal dict, before the model.
 OLD_ROW: dict[str, Any] = {
@@ -55,3 +55,17 @@ def test_a_view_read_by_model_gets_the_rows_it_can_read_and_leaves_out_the_rest(
     assert found.region == "syd"
     assert catalog.rows("workers", region="ams")[0] == OLD_ROW  # documents, as before
     assert read_rows(WorkerRow, [OLD_ROW, {"name": "x"}]) == [WorkerRow.model_validate(OLD_ROW)]
+
+
+def test_an_apps_row_reads_as_brokers_wrote_it_and_a_typed_read_finds_it_by_org() -> None:
+    written = {"id": "0123456789ab", "name": "web", "org_slug": "acme", "network": "blue",
+               "created_at": 1700000000.5}
+    catalog = MemoryCatalog()
+    catalog.put("apps", "web", written)
+    catalog.put("apps", "api", {"name": "api", "org_slug": "personal"})  # no network: default
+    assert [r.name for r in catalog.rows(AppRow, org_slug="acme")] == ["web"]
+    web, api = catalog.get(AppRow, "web"), catalog.get(AppRow, "api")
+    assert web is not None
+    assert web.doc() == written
+    assert api is not None
+    assert (api.network, api.org_slug) == ("default", "personal")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
+from bodega.model.rows import AppRow
 from bodega.networking.directory import asker_network, directory
 from bodega.networking.names import Directory, Machine, Outcome, answer
 from bodega.networking.sixpn import Layout, network_field
@@ -78,8 +79,8 @@ def test_the_directory_keeps_started_machines_with_private_addresses_only() -> N
         {"id": "b", "app": "web", "region": "ams", "state": "stopped", "private_ip": address},
         {"id": "c", "app": "web", "region": "ams", "state": "started", "private_ip": "10.0.0.2"},
     ]
-    apps = [{"name": "web", "org_slug": "personal"}, {"name": "x", "org_slug": "acme",
-                                                       "network": "blue"}]
+    apps = [AppRow(name="web", org_slug="personal"),
+            AppRow(name="x", org_slug="acme", network="blue")]
     found = directory(machines, apps, [{"app": "web", "ip": address, "type": "private_v6"},
                                        {"app": "web", "ip": "fdaa::1", "type": "private_v6"},
                                        {"app": "web", "ip": address, "type": "v6"}],
@@ -98,7 +99,7 @@ def test_the_directory_keeps_started_machines_with_private_addresses_only() -> N
 def test_a_flycast_address_resolves_only_once_this_host_serves_it() -> None:
     address = str(LAYOUT.flycast(network_field(NET), "web"))
     rows = [{"app": "web", "ip": address, "type": "private_v6"}]
-    apps = [{"name": "web", "org_slug": "personal"}]
+    apps = [AppRow(name="web", org_slug="personal")]
     assert directory([], apps, rows, LAYOUT).flycast == {}
     assert directory([], apps, rows, LAYOUT, served={"fdaa::9"}).flycast == {}
     assert directory([], apps, rows, LAYOUT, served={address}).flycast == {"web": (address,)}

@@ -130,7 +130,7 @@ class IpAssignments:
             block = row.wireguard.block if row.wireguard is not None else ""
             if block:
                 layout = Layout(ipaddress.IPv6Network(block).supernet(new_prefix=48))
-                return str(layout.flycast(network_field(app_network(self.apps.require(app).doc())),
+                return str(layout.flycast(network_field(app_network(self.apps.require(app))),
                                           app))
         return None
 

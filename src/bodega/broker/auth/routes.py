@@ -20,6 +20,7 @@ from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import Catalog, machine_row, volume_row
 from bodega.model.errors import BadRequest, BodegaError, Forbidden
+from bodega.model.rows import AppRow
 from bodega.wire import tokens as wire
 from bodega.wire.http import RouteMaker, answer_response, read_model
 
@@ -44,8 +45,8 @@ def verified(tokens: Tokens, header: str) -> tuple[Principal, wire.VerifiedToken
 def token_routes(r: RouteMaker, tokens: Tokens, apps: Apps, catalog: Catalog,
                  key: OidcKey) -> list[Route]:
     def info(who: Principal) -> wire.TokenInfo:
-        row = apps.catalog.get("apps", who.app) if who.app else None
-        org = str(row.get("org_slug")) if row else None
+        row = apps.catalog.get(AppRow, who.app) if who.app else None
+        org = row.org_slug if row is not None else None
         return wire.TokenInfo(token_id=who.token_id, apps=[who.app] if who.app else None,
                               org_slug=org, organization=org,
                               restricted_to_machine=who.machine, source_machine_id=who.machine,
@@ -67,10 +68,10 @@ def token_routes(r: RouteMaker, tokens: Tokens, apps: Apps, catalog: Catalog,
         volume = volume_row(catalog, access.volume_id) if access.volume_id else None
         app = access.app_name or (machine.app if machine else None) or \
             (volume.app if volume else None)
-        row = catalog.get("apps", app) if app else None
+        row = catalog.get(AppRow, app) if app else None
         why = denial(subject, access, machine_app=machine.app if machine else None,
                      volume_app=volume.app if volume else None,
-                     app_org=str(row.get("org_slug")) if row else None)
+                     app_org=row.org_slug if row is not None else None)
         if why is not None:
             raise Forbidden(f"permission_denied: {why}")
         return answer_response(wire.AuthorizeResponse(verified_token=token, access=wire.Access(

@@ -17,6 +17,7 @@ import logging
 from bodega.broker.certificates.store import AppCertificates
 from bodega.broker.view.catalog import Catalog
 from bodega.model.errors import BodegaError
+from bodega.model.rows import AppRow
 from bodega.runtime.tls.authority import utc_now
 from bodega.wire.certificates import TABLE, CertificateRequest, CertificateRow
 
@@ -35,8 +36,8 @@ class DefaultCertificates:
     def due(self, now: datetime.datetime) -> list[str]:
         """Apps whose own certificate is missing or has less than ``RENEW_LEFT`` to live."""
         out = []
-        for doc in self.catalog.rows("apps"):
-            app = str(doc.get("name", ""))
+        for app_row in self.catalog.rows(AppRow):
+            app = app_row.name
             row = self.catalog.get(TABLE, f"{app}/{app}.{self.domain}")
             left = (CertificateRow.model_validate(row).not_after - now).total_seconds() \
                 if row is not None else 0.0

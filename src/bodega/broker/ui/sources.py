@@ -26,7 +26,7 @@ from bodega.broker.ui.members_view import MemberRow, member_rows
 from bodega.broker.ui.rows import MachineSlice, WorkerView, machine_slice, natural, worker_view
 from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.host_status import host_status, listed_members
-from bodega.model.rows import WorkerRow
+from bodega.model.rows import AppRow, WorkerRow
 
 
 def no_suspicion(_name: str) -> float | None:
@@ -67,15 +67,13 @@ class ClusterView:
             str(doc.get("worker") or ""))))
 
     def app(self, name: str) -> AppSummary | None:
-        doc = self.catalog.get("apps", name)
-        if doc is None:
+        row = self.catalog.get(AppRow, name)
+        if row is None:
             return None
-        return app_summary(name, str(doc.get("org_slug", "personal")),
-                           str(doc.get("network", "default")), self.machines(app=name))
+        return app_summary(name, row.org_slug, row.network, self.machines(app=name))
 
     def apps(self, who: Principal) -> list[AppSummary]:
-        names = sorted(str(d["name"]) for d in self.catalog.rows("apps")
-                       if d.get("name") and who.can(str(d["name"])))
+        names = sorted(r.name for r in self.catalog.rows(AppRow) if r.name and who.can(r.name))
         return [a for n in names if (a := self.app(n)) is not None]
 
     def ips(self, app: str) -> list[IpRow]:

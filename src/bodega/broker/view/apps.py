@@ -12,21 +12,11 @@ import hashlib
 import time
 
 from bodega.broker.view.catalog import Catalog
-from bodega.model.answer import Answer, from_doc
 from bodega.model.errors import BadRequest, NotFound, Unprocessable
 from bodega.model.ids import NAME_RE
+from bodega.model.rows import AppRow
 from bodega.networking.sixpn import network_field, network_key
 from bodega.wire.apps import App, Organization
-
-
-class AppRow(Answer):
-    """An app's row in the view: its name and org, nothing else to agree on."""
-
-    id: str = ""
-    name: str
-    org_slug: str = "personal"
-    network: str = "default"
-    created_at: float = 0.0
 
 
 class Apps:
@@ -34,7 +24,7 @@ class Apps:
         self.catalog = catalog
 
     def require(self, name: str) -> AppRow:
-        row = from_doc(AppRow, self.catalog.get("apps", name))
+        row = self.catalog.get(AppRow, name)
         if row is None:
             raise NotFound(f"app not found: {name}")
         return row
@@ -51,7 +41,7 @@ class Apps:
         if not NAME_RE.match(name):
             raise BadRequest(f"invalid_argument: app name {name!r}: use lowercase letters, digits "
                              "and -, starting and ending with a letter or digit, at most 63")
-        if self.catalog.get("apps", name) is not None:
+        if self.catalog.get(AppRow.TABLE, name) is not None:
             raise Unprocessable(f"app name {name!r} is already taken", status="name_taken")
         if network is not None and not NAME_RE.match(network):
             raise BadRequest(f"invalid_argument: network {network!r}: use lowercase letters, "
@@ -59,14 +49,14 @@ class Apps:
         self._refuse_a_network_clash(network_key(org_slug, network))
         row = AppRow(id=hashlib.sha256(name.encode()).hexdigest()[:12], name=name,
                      org_slug=org_slug, network=network or "default", created_at=time.time())
-        self.catalog.put_shared("apps", name, row.doc())
+        self.catalog.put_shared(AppRow.TABLE, name, row.doc())
         return row
 
     def _refuse_a_network_clash(self, key: str) -> None:
         """Two networks whose addresses carry the same field would share their machines'
         packets and names: the later one is refused (one in 65,536 pairs)."""
-        for doc in self.catalog.rows("apps"):
-            other = network_key(str(doc.get("org_slug") or "personal"), doc.get("network"))
+        for other_row in self.catalog.rows(AppRow):
+            other = network_key(other_row.org_slug, other_row.network)
             if other != key and network_field(other) == network_field(key):
                 raise Unprocessable(f"network {key} cannot be told apart from network {other} "
                                     "in private addresses; choose another network name",
@@ -74,12 +64,12 @@ class Apps:
 
     def delete(self, name: str) -> None:
         self.require(name)
-        self.catalog.delete_shared("apps", name)
+        self.catalog.delete_shared(AppRow.TABLE, name)
 
     def names(self, org_slug: str | None = None) -> list[str]:
-        rows = self.catalog.rows("apps", org_slug=org_slug) if org_slug else \
-            self.catalog.rows("apps")
-        return sorted(str(r["name"]) for r in rows)
+        rows = self.catalog.rows(AppRow, org_slug=org_slug) if org_slug else \
+            self.catalog.rows(AppRow)
+        return sorted(r.name for r in rows)
 
     @staticmethod
     def answer(row: AppRow, machine_count: int, volume_count: int, status: str) -> App:

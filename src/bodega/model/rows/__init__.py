@@ -10,16 +10,20 @@ A row model reads as every answer does: it ignores fields it does not know, so r
 from newer peers keep parsing.
 
 Tables and their models: ``workers`` ``WorkerRow``; ``machines`` ``model.machine.Machine``;
-``volumes`` ``model.volume.Volume``.
+``volumes`` ``model.volume.Volume``; ``apps`` ``AppRow``. The other tables' rows are read
+by one room each, with its own model beside it (``broker/view/``, ``broker/secrets/``,
+``broker/trust/``, ``worker/jobs/``).
 """
 
 from __future__ import annotations
 
+from bodega.model.rows.apps import AppRow
 from bodega.model.rows.reads import Doc, TypedReads, read_rows
 from bodega.model.rows.row import Row
 from bodega.model.rows.workers import Free, HostTotals, HostUsage, OverlayAdvert, WorkerRow
 
 __all__ = [
+    "AppRow",
     "Doc",
     "Free",
     "HostTotals",

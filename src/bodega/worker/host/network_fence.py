@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from bodega.model.answer import from_doc
-from bodega.model.rows import WorkerRow
+from bodega.model.rows import AppRow, WorkerRow
 from bodega.networking import nftables
 from bodega.networking.commands import CommandFailed
 from bodega.networking.directory import app_network
@@ -125,11 +125,12 @@ class NetworkFence:
 
     def _take(self, change: RowChange) -> None:
         doc = change.doc
-        if change.table == "apps":
-            if doc is None:
+        if change.table == AppRow.TABLE:
+            app = from_doc(AppRow, doc)
+            if app is None:
                 self.networks.pop(change.key, None)
             else:
-                self.networks[change.key] = app_network(doc)
+                self.networks[change.key] = app_network(app)
         elif change.table == WorkerRow.TABLE:
             row = from_doc(WorkerRow, doc)
             subnet = row.subnet if row is not None else None

@@ -24,7 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from bodega.model.rows import OverlayAdvert, WorkerRow, read_rows
+from bodega.model.answer import from_doc
+from bodega.model.rows import AppRow, OverlayAdvert, WorkerRow, read_rows
 from bodega.networking import netlink, nftables
 from bodega.networking.commands import CommandFailed, run
 from bodega.networking.directory import FLYCAST_TYPE, app_network, directory
@@ -92,8 +93,8 @@ class PrivateNetwork:
 
     # -- addresses ---------------------------------------------------------------------------
     def network_of(self, app: str) -> str | None:
-        doc = self.view.get("apps", app) if self.view is not None else None
-        return app_network(doc) if doc is not None else None
+        row = from_doc(AppRow, self.view.get("apps", app) if self.view is not None else None)
+        return app_network(row) if row is not None else None
 
     def address(self, app: str, index: int | None) -> str | None:
         """A machine's private address; None while its app's network is unknown here."""
@@ -161,8 +162,9 @@ class PrivateNetwork:
     def _directory(self) -> Directory:
         view = self.view
         assert view is not None
-        return directory(view.rows("machines", state="started"), view.rows("apps"),
-                         view.rows("ip_assignments"), self.layout,
+        return directory(view.rows("machines", state="started"),
+                         read_rows(AppRow, view.rows("apps")), view.rows("ip_assignments"),
+                         self.layout,
                          self.flycast.servers if self.flycast is not None else ())
 
     async def apply_fence(self, networks: set[int] | None = None) -> None:
