@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
-from bodega.model.rows import AppRow
+from bodega.model.rows import AppRow, IpAssignmentRow
 from bodega.networking.names import Directory, Machine
 from bodega.networking.sixpn import Layout, network_field, network_key
 
@@ -24,7 +24,7 @@ def app_network(row: AppRow) -> str:
 
 
 def directory(machines: Iterable[Mapping[str, Any]], apps: Iterable[AppRow],
-              assignments: Iterable[Mapping[str, Any]], layout: Layout,
+              assignments: Iterable[IpAssignmentRow], layout: Layout,
               served: Container[str] = ()) -> Directory:
     """What names need of the view. A Flycast address is kept only once it is in ``served``
     (those this host answers on): a name resolving before its address answers would send
@@ -40,10 +40,9 @@ def directory(machines: Iterable[Mapping[str, Any]], apps: Iterable[AppRow],
                              region=str(doc.get("region", "")), address=address,
                              group=str(group) if group else None))
     flycast: dict[str, list[str]] = {}
-    for doc in assignments:
-        ip = str(doc.get("ip", ""))
-        if doc.get("type") == FLYCAST_TYPE and layout.fields(ip) and ip in served:
-            flycast.setdefault(str(doc["app"]), []).append(ip)
+    for row in assignments:
+        if row.type == FLYCAST_TYPE and layout.fields(row.ip) and row.ip in served:
+            flycast.setdefault(row.app, []).append(row.ip)
     return Directory(
         machines=tuple(found),
         networks={row.name: app_network(row) for row in apps if row.name},

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from bodega.broker.view.catalog import MemoryCatalog
-from bodega.model.rows import AppRow, OverlayAdvert, WorkerRow, read_rows
+from bodega.model.rows import AppRow, IpAssignmentRow, OverlayAdvert, WorkerRow, read_rows
 
 # A workers row exactly as the publisher wrote it as a literal dict, before the model.
 OLD_ROW: dict[str, Any] = {
@@ -69,3 +69,12 @@ def test_an_apps_row_reads_as_brokers_wrote_it_and_a_typed_read_finds_it_by_org(
     assert web.doc() == written
     assert api is not None
     assert (api.network, api.org_slug) == ("default", "personal")
+
+
+def test_an_ip_assignment_row_reads_as_brokers_wrote_it_under_its_key() -> None:
+    written = {"app": "web", "ip": "fdaa:1:2::5", "type": "private_v6", "region": "global",
+               "shared": False, "created_at": "2026-01-02T03:04:05Z"}
+    catalog = MemoryCatalog()
+    catalog.put("ip_assignments", "web/fdaa:1:2::5", written)
+    (row,) = catalog.rows(IpAssignmentRow, app="web")
+    assert (row.key, row.type, row.doc()) == ("web/fdaa:1:2::5", "private_v6", written)

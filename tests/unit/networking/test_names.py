@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from bodega.model.rows import AppRow
+from bodega.model.rows import AppRow, IpAssignmentRow
 from bodega.networking.directory import asker_network, directory
 from bodega.networking.names import Directory, Machine, Outcome, answer
 from bodega.networking.sixpn import Layout, network_field
@@ -81,9 +81,9 @@ def test_the_directory_keeps_started_machines_with_private_addresses_only() -> N
     ]
     apps = [AppRow(name="web", org_slug="personal"),
             AppRow(name="x", org_slug="acme", network="blue")]
-    found = directory(machines, apps, [{"app": "web", "ip": address, "type": "private_v6"},
-                                       {"app": "web", "ip": "fdaa::1", "type": "private_v6"},
-                                       {"app": "web", "ip": address, "type": "v6"}],
+    found = directory(machines, apps, [IpAssignmentRow(app="web", ip=address, type="private_v6"),
+                                       IpAssignmentRow(app="web", ip="fdaa::1", type="private_v6"),
+                                       IpAssignmentRow(app="web", ip=address, type="v6")],
                       LAYOUT, served={address, "fdaa::1"})
     assert [(m.id, m.group) for m in found.machines] == [("a", "app")]
     assert found.networks == {"web": NET, "x": "acme/blue"}
@@ -98,7 +98,7 @@ def test_the_directory_keeps_started_machines_with_private_addresses_only() -> N
 
 def test_a_flycast_address_resolves_only_once_this_host_serves_it() -> None:
     address = str(LAYOUT.flycast(network_field(NET), "web"))
-    rows = [{"app": "web", "ip": address, "type": "private_v6"}]
+    rows = [IpAssignmentRow(app="web", ip=address, type="private_v6")]
     apps = [AppRow(name="web", org_slug="personal")]
     assert directory([], apps, rows, LAYOUT).flycast == {}
     assert directory([], apps, rows, LAYOUT, served={"fdaa::9"}).flycast == {}

@@ -27,15 +27,14 @@ from collections.abc import Callable, Collection
 
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import Catalog
-from bodega.model.answer import Answer, from_doc
 from bodega.model.errors import BadRequest, NotFound, Unavailable
-from bodega.model.rows import WorkerRow
+from bodega.model.rows import IpAssignmentRow, WorkerRow
 from bodega.networking.directory import app_network
 from bodega.networking.sixpn import Layout, network_field
 from bodega.wire.apps import IpAssignment
 from bodega.wire.fly import AssignIpRequest
 
-TABLE = "ip_assignments"
+TABLE = IpAssignmentRow.TABLE
 SHARED_V4 = "100.64.0.1"  # the one shared address, outside the dedicated pool below
 V4_POOL = ipaddress.IPv4Network("100.64.0.0/10")
 V4_FIRST = 256  # the pool's first /24 is kept for shared addresses
@@ -69,22 +68,10 @@ def key(app: str, ip: str) -> str:
     return f"{app}/{ip}"
 
 
-class IpRow(Answer):
-    """An assignment's row in the view."""
-
-    app: str = ""
-    ip: str
-    type: str = ""
-    region: str | None = None
-    service_name: str | None = None
-    shared: bool | None = None
-    network: str | None = None
-    created_at: str | None = None
-
-    def answer(self) -> IpAssignment:
-        """The IPAssignment object as the Machines API shows it."""
-        return IpAssignment(ip=self.ip, region=self.region, service_name=self.service_name,
-                            shared=self.shared, created_at=self.created_at)
+def answer(row: IpAssignmentRow) -> IpAssignment:
+    """The IPAssignment object as the Machines API shows it."""
+    return IpAssignment(ip=row.ip, region=row.region, service_name=row.service_name,
+                        shared=row.shared, created_at=row.created_at)
 
 
 class IpAssignments:
@@ -94,34 +81,33 @@ class IpAssignments:
         self.apps = apps
         self.rng = rng or random.SystemRandom()
 
-    def _rows(self, **filters: str) -> list[IpRow]:
-        return [row for doc in self.catalog.rows(TABLE, **filters)
-                if (row := from_doc(IpRow, doc)) is not None]
+    def _rows(self, **filters: str) -> list[IpAssignmentRow]:
+        return self.catalog.rows(IpAssignmentRow, **filters)
 
     def list(self, app: str) -> list[IpAssignment]:
         self.apps.require(app)
         rows = self._rows(app=app)
-        return [r.answer() for r in sorted(rows, key=lambda r: (str(r.created_at), r.ip))]
+        return [answer(r) for r in sorted(rows, key=lambda r: (str(r.created_at), r.ip))]
 
     def assign(self, app: str, body: AssignIpRequest) -> IpAssignment:
         self.apps.require(app)
         if body.type is None:
             raise BadRequest(f"invalid_argument: type is required: one of {', '.join(KINDS)}")
         if body.type == "shared_v4":
-            held = from_doc(IpRow, self.catalog.get(TABLE, key(app, SHARED_V4)))
+            held = self.catalog.get(IpAssignmentRow, key(app, SHARED_V4))
             if held is not None:
-                return held.answer()
+                return answer(held)
         taken = {row.ip for row in self._rows()}
         ip = self._flycast(app) if body.type == "private_v6" else None
         if ip is not None and (found := self._rows(app=app, ip=ip)):
-            return found[0].answer()
+            return answer(found[0])
         ip = ip or allocate(body.type, taken, self.rng.randrange)
-        row = IpRow(app=app, ip=ip, type=body.type, region=body.region or "global",
+        row = IpAssignmentRow(app=app, ip=ip, type=body.type, region=body.region or "global",
                     service_name=body.service_name, shared=body.type == "shared_v4",
                     network=body.network,
                     created_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        self.catalog.put_shared(TABLE, key(app, ip), row.doc())
-        return row.answer()
+        self.catalog.put_shared(TABLE, row.key, row.doc())
+        return answer(row)
 
     def _flycast(self, app: str) -> str | None:
         """The app's Flycast address when the cluster runs a private network (a worker's row

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bodega.broker.ui.rows import MachineSlice, natural
+from bodega.model.rows import IpAssignmentRow
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,9 @@ class IpRow:
     region: str
 
 
-def ip_rows(assignments: Iterable[Mapping[str, Any]]) -> list[IpRow]:
+def ip_rows(assignments: Iterable[IpAssignmentRow]) -> list[IpRow]:
     """An app's IP assignments (records for now: the proxy does not bind them yet)."""
-    return sorted((IpRow(str(a.get("ip", "")), str(a.get("type", "")),
-                         str(a.get("region", ""))) for a in assignments),
+    return sorted((IpRow(a.ip, a.type, a.region or "") for a in assignments),
                   key=lambda r: (r.type, r.ip))
 
 

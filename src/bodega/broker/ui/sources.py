@@ -26,7 +26,7 @@ from bodega.broker.ui.members_view import MemberRow, member_rows
 from bodega.broker.ui.rows import MachineSlice, WorkerView, machine_slice, natural, worker_view
 from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.host_status import host_status, listed_members
-from bodega.model.rows import AppRow, WorkerRow
+from bodega.model.rows import AppRow, IpAssignmentRow, WorkerRow
 
 
 def no_suspicion(_name: str) -> float | None:
@@ -77,7 +77,7 @@ class ClusterView:
         return [a for n in names if (a := self.app(n)) is not None]
 
     def ips(self, app: str) -> list[IpRow]:
-        return ip_rows(self.catalog.rows("ip_assignments", app=app))
+        return ip_rows(self.catalog.rows(IpAssignmentRow, app=app))
 
     def releases(self, app: str) -> list[ReleaseRow]:
         return release_rows(self.catalog.rows("releases", app=app))

@@ -10,7 +10,8 @@ A row model reads as every answer does: it ignores fields it does not know, so r
 from newer peers keep parsing.
 
 Tables and their models: ``workers`` ``WorkerRow``; ``machines`` ``model.machine.Machine``;
-``volumes`` ``model.volume.Volume``; ``apps`` ``AppRow``. The other tables' rows are read
+``volumes`` ``model.volume.Volume``; ``apps`` ``AppRow``; ``ip_assignments``
+``IpAssignmentRow``. The other tables' rows are read
 by one room each, with its own model beside it (``broker/view/``, ``broker/secrets/``,
 ``broker/trust/``, ``worker/jobs/``).
 """
@@ -18,6 +19,7 @@ by one room each, with its own model beside it (``broker/view/``, ``broker/secre
 from __future__ import annotations
 
 from bodega.model.rows.apps import AppRow
+from bodega.model.rows.ip_assignments import IpAssignmentRow
 from bodega.model.rows.reads import Doc, TypedReads, read_rows
 from bodega.model.rows.row import Row
 from bodega.model.rows.workers import Free, HostTotals, HostUsage, OverlayAdvert, WorkerRow
@@ -28,6 +30,7 @@ __all__ = [
     "Free",
     "HostTotals",
     "HostUsage",
+    "IpAssignmentRow",
     "OverlayAdvert",
     "Row",
     "TypedReads",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bodega.model.answer import from_doc
-from bodega.model.rows import AppRow, OverlayAdvert, WorkerRow, read_rows
+from bodega.model.rows import AppRow, IpAssignmentRow, OverlayAdvert, WorkerRow, read_rows
 from bodega.networking import netlink, nftables
 from bodega.networking.commands import CommandFailed, run
 from bodega.networking.directory import FLYCAST_TYPE, app_network, directory
@@ -163,7 +163,8 @@ class PrivateNetwork:
         view = self.view
         assert view is not None
         return directory(view.rows("machines", state="started"),
-                         read_rows(AppRow, view.rows("apps")), view.rows("ip_assignments"),
+                         read_rows(AppRow, view.rows("apps")),
+                         read_rows(IpAssignmentRow, view.rows("ip_assignments")),
                          self.layout,
                          self.flycast.servers if self.flycast is not None else ())
 
@@ -195,8 +196,9 @@ class PrivateNetwork:
         if self.flycast is None:
             return
         held = set(self.flycast.servers)
-        wanted_ips = {str(doc["ip"]): str(doc["app"]) for doc in view.rows("ip_assignments")
-                      if doc.get("type") == FLYCAST_TYPE and self.layout.fields(str(doc["ip"]))}
+        wanted_ips = {row.ip: row.app
+                      for row in read_rows(IpAssignmentRow, view.rows("ip_assignments"))
+                      if row.type == FLYCAST_TYPE and self.layout.fields(row.ip)}
         for ip in sorted(set(wanted_ips) - held):
             await run("ip", "-6", "addr", "replace", f"{ip}/128", "dev", self.network.bridge,
                       "nodad")
