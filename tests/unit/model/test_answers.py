@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bodega.broker.view.catalog import MemoryCatalog, machine_rows
+from bodega.broker.view.catalog import MemoryCatalog
 from bodega.model.errors import BadRequest
 from bodega.model.machine import Machine, MachineEvent, image_ref
 from bodega.model.machine_answers import LeaseAnswer
@@ -68,7 +68,7 @@ def test_a_row_a_model_cannot_read_is_left_out_of_the_list_not_a_failure() -> No
     catalog = MemoryCatalog()
     catalog.put("machines", "good", {**WORKER_ANSWER, "id": "good"})
     catalog.put("machines", "bad", {**WORKER_ANSWER, "id": "bad", "cordoned": "perhaps"})
-    assert [m.id for m in machine_rows(catalog, app="web")] == ["good"]
+    assert [m.id for m in catalog.rows(Machine, app="web")] == ["good"]
 
 
 def test_an_events_exit_and_error_are_read_from_its_request() -> None:

@@ -18,9 +18,11 @@ from bodega.broker.auth.oidc import OidcKey, discovery, machine_claims
 from bodega.broker.auth.scope import action_bits, caveats, denial
 from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.view.apps import Apps
-from bodega.broker.view.catalog import Catalog, machine_row, volume_row
+from bodega.broker.view.catalog import Catalog
 from bodega.model.errors import BadRequest, BodegaError, Forbidden
+from bodega.model.machine import Machine
 from bodega.model.rows import AppRow
+from bodega.model.volume import Volume
 from bodega.wire import tokens as wire
 from bodega.wire.http import RouteMaker, answer_response, read_model
 
@@ -62,10 +64,10 @@ def token_routes(r: RouteMaker, tokens: Tokens, apps: Apps, catalog: Catalog,
         subject, token = verified(tokens, body.header)
         access = body.access
         bits = action_bits(access.action)
-        machine = machine_row(catalog, access.machine_id) if access.machine_id else None
+        machine = catalog.get(Machine, access.machine_id) if access.machine_id else None
         if machine is not None and machine.state == "destroyed":
             machine = None
-        volume = volume_row(catalog, access.volume_id) if access.volume_id else None
+        volume = catalog.get(Volume, access.volume_id) if access.volume_id else None
         app = access.app_name or (machine.app if machine else None) or \
             (volume.app if volume else None)
         row = catalog.get(AppRow, app) if app else None
@@ -95,7 +97,7 @@ def token_routes(r: RouteMaker, tokens: Tokens, apps: Apps, catalog: Catalog,
         if who.machine is None or who.app is None:
             raise BadRequest("invalid_argument: an OIDC token names the machine that asks: "
                              "call with the machine's own token (BODEGA_MACHINE_TOKEN)")
-        machine = machine_row(catalog, who.machine)
+        machine = catalog.get(Machine, who.machine)
         org = apps.require(who.app).org_slug
         if machine is None:  # gone since the token was checked
             raise BadRequest(f"invalid_argument: machine {who.machine} is gone")

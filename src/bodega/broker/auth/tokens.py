@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from starlette.requests import HTTPConnection
 
 from bodega.broker.auth.limit import FailureLimiter
-from bodega.broker.view.catalog import Catalog, machine_row
+from bodega.broker.view.catalog import Catalog
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized
 from bodega.model.ids import new_token_id
+from bodega.model.machine import Machine
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.wire.http import bearer_token
 
@@ -119,7 +120,7 @@ class Tokens:
         nobody."""
         claim = self.machine_tokens.claim(raw) if self.machine_tokens else None
         if claim is not None:
-            machine = machine_row(self.catalog, claim.machine_id)
+            machine = self.catalog.get(Machine, claim.machine_id)
             if machine is None or machine.app != claim.app or machine.state == "destroyed":
                 raise Unauthorized(f"unauthorized: machine {claim.machine_id} of {claim.app} "
                                    "is not known here (destroyed, or not heard of yet)")

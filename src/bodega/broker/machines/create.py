@@ -19,7 +19,7 @@ import time
 from bodega.broker.placing.placer import Placer
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.candidates import Candidates
-from bodega.broker.view.catalog import Catalog, machine_row, volume_row
+from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import (
@@ -33,6 +33,7 @@ from bodega.model.errors import (
 )
 from bodega.model.ids import new_machine_name
 from bodega.model.machine import Machine, names_registry
+from bodega.model.volume import Volume
 from bodega.placement import PlacementRequest
 from bodega.wire.fly import CreateMachineRequest
 from bodega.wire.worker_calls import CreateMachineBody
@@ -76,7 +77,7 @@ class MachineCreate:
         pinned, why = None, ""
         if config.mounts and config.mounts[0].volume:
             volume_id = config.mounts[0].volume
-            volume = self.workers.volumes.get(volume_id) or volume_row(self.catalog, volume_id)
+            volume = self.workers.volumes.get(volume_id) or self.catalog.get(Volume, volume_id)
             if volume is None or volume.app != app or volume.state == "destroyed" \
                     or not volume.worker:
                 raise NotFound(f"volume not found: {volume_id}")
@@ -152,7 +153,7 @@ class MachineCreate:
         them does not answer, the create stops there: placing again could make a
         second machine with the same id.
         """
-        known = self.workers.machines.get(machine_id) or machine_row(self.catalog, machine_id)
+        known = self.workers.machines.get(machine_id) or self.catalog.get(Machine, machine_id)
         workers = ([known.worker] if known and known.app == app and known.worker else
                    [c.name for region in regions for c in self.candidates.table(region)
                     if c.status == "alive"])

@@ -15,7 +15,7 @@ import logging
 
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.candidates import Candidates
-from bodega.broker.view.catalog import Catalog, machine_row, machine_rows
+from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.freshness import newest, replaces
 from bodega.broker.view.host_status import GONE_HOSTS, unreachable, with_host_status
 from bodega.broker.view.workers import Workers
@@ -49,13 +49,13 @@ class Machines:
         broker holds of a machine the view lacks is checked against its row, one by one,
         so that a copy older than the row's destroy stays hidden."""
         without = None if destroyed else {"state": "destroyed"}
-        found = {m.id: m for m in machine_rows(self.catalog, without, app=app)}
+        found = {m.id: m for m in self.catalog.rows(Machine, without, app=app)}
         for machine in self.workers.machines.all():
             if machine.app != app or not replaces(machine, found.get(machine.id)):
                 continue
             if destroyed or machine.id in found or (
                     machine.state != "destroyed"
-                    and replaces(machine, machine_row(self.catalog, machine.id))):
+                    and replaces(machine, self.catalog.get(Machine, machine.id))):
                 found[machine.id] = machine
         return sorted((m for m in found.values() if destroyed or m.state != "destroyed"),
                       key=lambda m: (m.created_at, m.id))
@@ -96,7 +96,7 @@ class Machines:
 
     def _last_known(self, app: str, machine_id: str) -> Machine | None:
         known = newest(self.workers.machines.get(machine_id),
-                       machine_row(self.catalog, machine_id))
+                       self.catalog.get(Machine, machine_id))
         return known if known is not None and known.app == app else None
 
     async def locate(self, app: str, machine_id: str) -> str:

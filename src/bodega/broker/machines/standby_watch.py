@@ -31,7 +31,7 @@ from bodega.broker.machines.standby import (
     standbys_to_start,
     standbys_to_stop,
 )
-from bodega.broker.view.catalog import Catalog, machine_row, machine_rows
+from bodega.broker.view.catalog import Catalog
 from bodega.model.errors import BodegaError, Conflict, PreconditionFailed
 from bodega.model.machine import Machine
 from bodega.runtime.waits import within
@@ -74,7 +74,7 @@ class StandbyWatch:
     def load(self) -> None:
         """Find every standby in the view (at start, and after losing the change feed)."""
         self._pairs = {}
-        for machine in machine_rows(self.catalog):
+        for machine in self.catalog.rows(Machine):
             self.on_machine(machine.id, machine)
 
     def on_machine(self, machine_id: str, machine: Machine | None) -> None:
@@ -92,7 +92,7 @@ class StandbyWatch:
     def pairs(self) -> list[Machine]:
         """The view's rows of every standby and of every primary one names."""
         ids = set(self._pairs).union(*self._pairs.values())
-        rows = (machine_row(self.catalog, machine_id) for machine_id in sorted(ids))
+        rows = (self.catalog.get(Machine, machine_id) for machine_id in sorted(ids))
         return [row for row in rows if row is not None]
 
     # -- the loop ----------------------------------------------------------------------

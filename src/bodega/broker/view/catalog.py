@@ -6,10 +6,9 @@ are shared rows any broker may write, last writer wins. ``Catalog`` is that
 seam. ``RegistryCatalog`` is the real one over the embedded registry node;
 ``MemoryCatalog`` is an in-process fake with the same behaviour for tests.
 
-A row is a JSON document (the registry keeps any); machine and volume rows
-are read as the answer models their workers wrote them from (``machine_rows``,
-``volume_rows`` and their one-row forms; a row the model cannot read is left
-out: ``model.answer.from_doc``).
+A row is a JSON document (the registry keeps any); read with its table's model
+(``rows(WorkerRow)``, ``get(Machine, machine_id)``: ``model/rows``) it comes back as
+that model, a row the model cannot read left out (``model.answer.from_doc``).
 """
 
 from __future__ import annotations
@@ -21,10 +20,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, overload
 
-from bodega.model.answer import from_doc
-from bodega.model.machine import Machine, rfc3339
+from bodega.model.machine import rfc3339
 from bodega.model.rows import Doc, Row, TypedReads
-from bodega.model.volume import Volume
 from bodega.wire.platform import Member
 
 R = TypeVar("R", bound=Row)
@@ -153,22 +150,3 @@ class MemoryCatalog(TypedReads):
         finally:
             with contextlib.suppress(ValueError):
                 self._queues.remove(queue)
-
-
-def machine_row(catalog: Catalog, machine_id: str) -> Machine | None:
-    return from_doc(Machine, catalog.get("machines", machine_id))
-
-
-def machine_rows(catalog: Catalog, without: Mapping[str, str | int] | None = None, /,
-                 **filters: str | int) -> list[Machine]:
-    return [m for doc in catalog.rows("machines", without, **filters)
-            if (m := from_doc(Machine, doc)) is not None]
-
-
-def volume_row(catalog: Catalog, volume_id: str) -> Volume | None:
-    return from_doc(Volume, catalog.get("volumes", volume_id))
-
-
-def volume_rows(catalog: Catalog, **filters: str | int) -> list[Volume]:
-    return [v for doc in catalog.rows("volumes", **filters)
-            if (v := from_doc(Volume, doc)) is not None]

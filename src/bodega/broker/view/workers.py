@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from bodega.broker.view.candidates import Candidates
-from bodega.broker.view.catalog import Catalog, machine_row, machine_rows, volume_row
+from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.freshness import replaces
 from bodega.broker.view.machine_index import MachineIndex
 from bodega.model.errors import NotFound, Unavailable
@@ -83,12 +83,12 @@ class Workers:
 
     def load(self) -> None:
         """Index every machine the view knows (at start, and after losing the change feed)."""
-        for machine in machine_rows(self.catalog):
+        for machine in self.catalog.rows(Machine):
             self.index.note(machine)
 
     def on_machine(self, machine_id: str) -> Machine | None:
         """The view's row for a machine changed; returns the row (None: it is gone)."""
-        machine = machine_row(self.catalog, machine_id)
+        machine = self.catalog.get(Machine, machine_id)
         if machine is None:
             self.index.forget(machine_id)
         else:
@@ -139,8 +139,8 @@ class Workers:
         kind = "machine" if table == "machines" else "volume"
         worker = self._locations.get(key)
         if worker is None:
-            found = machine_row(self.catalog, key) if table == "machines" else \
-                volume_row(self.catalog, key)
+            found = self.catalog.get(Machine, key) if table == "machines" else \
+                self.catalog.get(Volume, key)
             if found is None or found.app != app or not found.worker:
                 raise NotFound(f"{kind} not found: {key}")
             worker = found.worker

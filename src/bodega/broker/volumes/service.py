@@ -15,7 +15,7 @@ from bodega.broker.machines.create import patience
 from bodega.broker.machines.service import Machines
 from bodega.broker.placing.placer import Placer
 from bodega.broker.view.apps import Apps
-from bodega.broker.view.catalog import Catalog, volume_rows
+from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.freshness import replaces
 from bodega.broker.view.host_status import with_host_status
 from bodega.broker.view.workers import Workers
@@ -43,7 +43,7 @@ class Volumes:
         self.answer_within = answer_within
 
     def app_volumes(self, app: str) -> list[Volume]:
-        found = {v.id: v for v in volume_rows(self.catalog, app=app)}
+        found = {v.id: v for v in self.catalog.rows(Volume, app=app)}
         for volume in self.workers.volumes.all():  # what this broker read since, if newer
             if volume.app == app and replaces(volume, found.get(volume.id)):
                 found[volume.id] = volume

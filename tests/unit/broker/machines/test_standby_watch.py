@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bodega.broker.machines.standby_watch import StandbyWatch
-from bodega.broker.view.catalog import MemoryCatalog, machine_row
+from bodega.broker.view.catalog import MemoryCatalog
 from bodega.model.errors import Conflict
 from bodega.model.machine import Machine
 
@@ -134,7 +134,7 @@ async def test_the_primary_back_for_the_settle_time_gets_its_standby_stopped(
     catalog, clock = view(), Clock()
     workers = Workers(catalog)
     watch = workers.watch(clock)
-    watch.on_machine("s1", machine_row(catalog, "s1"))
+    watch.on_machine("s1", catalog.get(Machine, "s1"))
     await take_over(catalog, workers, watch)
     caplog.set_level(logging.INFO, "bodega.broker.machines.standby")
     # Back: declared dead, it rejoined as a new generation; the primary still runs there.
