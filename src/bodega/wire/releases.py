@@ -9,11 +9,11 @@ keeps as it came, for a rollback to deploy again.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bodega.model.answer import Answer
+from bodega.model.rows import Row
 
 Status = Literal["running", "complete", "failed", "interrupted"]
 MAX_CONFIG_KEYS = 64
@@ -37,8 +37,10 @@ class FinishRelease(BaseModel):
     failure: str | None = Field(default=None, max_length=4096)
 
 
-class Release(Answer):
+class Release(Row):
     """A release as its registry row holds it; answered without its row key (``id``)."""
+
+    TABLE: ClassVar[str] = "releases"
 
     id: str | None = None  # the row's key, <app>/v<version>
     app: str = ""

@@ -7,6 +7,7 @@ from typing import Any
 
 from bodega.broker.view.catalog import MemoryCatalog
 from bodega.model.rows import AppRow, IpAssignmentRow, OverlayAdvert, WorkerRow, read_rows
+from bodega.wire.releases import Release
 
 # A workers row exactly as the publisher wrote it as a literal dict, before the model.
 OLD_ROW: dict[str, Any] = {
@@ -78,3 +79,14 @@ def test_an_ip_assignment_row_reads_as_brokers_wrote_it_under_its_key() -> None:
     catalog.put("ip_assignments", "web/fdaa:1:2::5", written)
     (row,) = catalog.rows(IpAssignmentRow, app="web")
     assert (row.key, row.type, row.doc()) == ("web/fdaa:1:2::5", "private_v6", written)
+
+
+def test_a_release_row_is_read_by_app_as_the_model_the_api_answers() -> None:
+    written = {"id": "web/v2", "app": "web", "version": 2, "status": "complete",
+               "strategy": "rolling", "image": "img:2", "config": {"app": "web"},
+               "user": "me", "created_at": "t", "updated_at": "t"}
+    catalog = MemoryCatalog()
+    catalog.put("releases", "web/v2", written)
+    catalog.put("releases", "api/v1", {**written, "id": "api/v1", "app": "api", "version": 1})
+    (release,) = catalog.rows(Release, app="web")
+    assert (release.version, release.config, release.doc()) == (2, {"app": "web"}, written)

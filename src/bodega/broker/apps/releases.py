@@ -22,7 +22,6 @@ from starlette.routing import Route
 
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import Catalog
-from bodega.model.answer import from_doc
 from bodega.model.errors import BadRequest, NotFound
 from bodega.wire.http import answer_response, read_model
 from bodega.wire.releases import CreateRelease, FinishRelease, Release
@@ -45,8 +44,7 @@ class Releases:
 
     def rows(self, app: str) -> list[Release]:
         """The app's releases as the view holds them, in no order."""
-        return [r for doc in self.catalog.rows(TABLE, app=app)
-                if (r := from_doc(Release, doc)) is not None]
+        return self.catalog.rows(Release, app=app)
 
     def list(self, app: str) -> list[Release]:
         self.apps.require(app)
@@ -54,7 +52,7 @@ class Releases:
 
     def get(self, app: str, version: str) -> Release:
         self.apps.require(app)
-        found = from_doc(Release, self.catalog.get(TABLE, key(app, _version(version))))
+        found = self.catalog.get(Release, key(app, _version(version)))
         if found is None:
             raise NotFound(f"release not found: {app} has no version {version}")
         return found

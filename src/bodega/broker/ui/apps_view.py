@@ -8,12 +8,12 @@ version: the same rule, here for the screen). Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from bodega.broker.ui.rows import MachineSlice, natural
 from bodega.model.rows import IpAssignmentRow
+from bodega.wire.releases import Release
 
 
 @dataclass(frozen=True)
@@ -68,26 +68,21 @@ class AppSummary:
     failing_checks: int
 
 
-def rollback_version(releases: Iterable[Mapping[str, Any]]) -> int | None:
+def rollback_version(releases: Sequence[Release]) -> int | None:
     """The newest complete release older than the newest release; None if there is none."""
-    found = [(int(r["version"]), str(r.get("status", ""))) for r in releases if "version" in r]
-    newest = max((v for v, _ in found), default=0)
-    earlier = [v for v, status in found if status == "complete" and v < newest]
+    newest = max((r.version for r in releases), default=0)
+    earlier = [r.version for r in releases if r.status == "complete" and r.version < newest]
     return max(earlier, default=None)
 
 
-def release_rows(releases: Iterable[Mapping[str, Any]]) -> list[ReleaseRow]:
+def release_rows(releases: Sequence[Release]) -> list[ReleaseRow]:
     """Newest first, the current and the roll-back target marked."""
-    docs = [r for r in releases if "version" in r]
-    target = rollback_version(docs)
-    newest = max((int(r["version"]) for r in docs), default=0)
-    rows = [ReleaseRow(version=int(r["version"]), status=str(r.get("status", "")),
-                       strategy=str(r.get("strategy", "")), image=str(r.get("image", "")),
-                       user=str(r.get("user", "")), description=str(r.get("description") or ""),
-                       created_at=str(r.get("created_at", "")),
-                       failure=str(r.get("failure") or ""),
-                       current=int(r["version"]) == newest,
-                       rollback_target=int(r["version"]) == target) for r in docs]
+    target = rollback_version(releases)
+    newest = max((r.version for r in releases), default=0)
+    rows = [ReleaseRow(version=r.version, status=r.status, strategy=r.strategy, image=r.image,
+                       user=r.user, description=r.description or "", created_at=r.created_at,
+                       failure=r.failure or "", current=r.version == newest,
+                       rollback_target=r.version == target) for r in releases]
     return sorted(rows, key=lambda r: -r.version)
 
 

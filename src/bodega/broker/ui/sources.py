@@ -27,6 +27,7 @@ from bodega.broker.ui.rows import MachineSlice, WorkerView, machine_slice, natur
 from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.host_status import host_status, listed_members
 from bodega.model.rows import AppRow, IpAssignmentRow, WorkerRow
+from bodega.wire.releases import Release
 
 
 def no_suspicion(_name: str) -> float | None:
@@ -80,7 +81,7 @@ class ClusterView:
         return ip_rows(self.catalog.rows(IpAssignmentRow, app=app))
 
     def releases(self, app: str) -> list[ReleaseRow]:
-        return release_rows(self.catalog.rows("releases", app=app))
+        return release_rows(self.catalog.rows(Release, app=app))
 
     def members(self) -> list[MemberRow]:
         """Membership's members, and the workers it has no record of whose rows remain."""

@@ -9,11 +9,15 @@ another version) left out and logged rather than failing the whole read.
 A row model reads as every answer does: it ignores fields it does not know, so rows
 from newer peers keep parsing.
 
-Tables and their models: ``workers`` ``WorkerRow``; ``machines`` ``model.machine.Machine``;
-``volumes`` ``model.volume.Volume``; ``apps`` ``AppRow``; ``ip_assignments``
-``IpAssignmentRow``. The other tables' rows are read
-by one room each, with its own model beside it (``broker/view/``, ``broker/secrets/``,
-``broker/trust/``, ``worker/jobs/``).
+Tables and their models: ``workers`` ``WorkerRow``, ``apps`` ``AppRow`` and
+``ip_assignments`` ``IpAssignmentRow`` here; ``machines`` and ``volumes`` the answer
+models a worker renders (``model.machine.Machine``, ``model.volume.Volume``) and
+``releases`` the API's ``wire.releases.Release``, each a ``Row`` naming its table. The
+other tables are read by one room each, with its model beside it: tokens
+(``broker/auth/``), secrets and their keys (``broker/secrets/``), certificates
+(``wire/certificates.py``), the join book (``broker/trust/``), jobs and assignment
+mode's workers (``worker/jobs/``, ``broker/jobs/``), the gossip keyring
+(``registry/gossipkeys.py``).
 """
 
 from __future__ import annotations

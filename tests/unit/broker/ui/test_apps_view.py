@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,8 +12,8 @@ from bodega.cli.deploy import pick_release
 from bodega.wire.releases import Release
 
 
-def release(version: int, status: str) -> dict[str, Any]:
-    return {"version": version, "status": status, "strategy": "rolling", "image": "img"}
+def release(version: int, status: str) -> Release:
+    return Release(version=version, status=status, strategy="rolling", image="img")
 
 
 def test_the_roll_back_target_is_the_newest_complete_release_before_the_newest() -> None:
@@ -31,7 +29,7 @@ def test_the_screen_marks_what_bodega_rollback_would_pick(statuses: list[str]) -
     found = [release(i + 1, s) for i, s in enumerate(statuses)]
     try:
         expected: int | None = pick_release(
-            [Release.model_validate(r) for r in found], None).version
+            found, None).version
     except ValueError:
         expected = None
     assert rollback_version(found) == expected
