@@ -6,7 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from bodega.broker.view.catalog import MemoryCatalog
-from bodega.model.rows import AppRow, IpAssignmentRow, OverlayAdvert, WorkerRow, read_rows
+from bodega.model.rows import (
+    AppRow,
+    IpAssignmentRow,
+    OverlayAdvert,
+    TokenRow,
+    WorkerRow,
+    read_rows,
+)
 from bodega.wire.releases import Release
 
 # A workers row exactly as the publisher wrote it as a literal dict, before the model.
@@ -90,3 +97,12 @@ def test_a_release_row_is_read_by_app_as_the_model_the_api_answers() -> None:
     catalog.put("releases", "api/v1", {**written, "id": "api/v1", "app": "api", "version": 1})
     (release,) = catalog.rows(Release, app="web")
     assert (release.version, release.config, release.doc()) == (2, {"app": "web"}, written)
+
+
+def test_a_token_row_reads_as_brokers_wrote_it_and_is_found_by_its_hash() -> None:
+    written = {"id": "tok_1", "token_hash": "abc", "scope": "app:web", "created_at": 1.5,
+               "expires_at": 2.5}
+    catalog = MemoryCatalog()
+    catalog.put("tokens", "tok_1", written)
+    (row,) = catalog.rows(TokenRow, token_hash="abc")
+    assert (row.scope, row.expires_at, row.doc()) == ("app:web", 2.5, written)

@@ -37,6 +37,7 @@ from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized
 from bodega.model.ids import new_token_id
 from bodega.model.machine import Machine
+from bodega.model.rows import AppRow, TokenRow
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.wire.http import bearer_token
 
@@ -130,16 +131,15 @@ class Tokens:
         for i, known in enumerate(self._admin):
             if hmac.compare_digest(digest, known):
                 return Principal(f"admin-{i}", admin=True)
-        for row in self.catalog.rows("tokens", token_hash=digest):
-            expires = float(row.get("expires_at") or 0)
+        for row in self.catalog.rows(TokenRow, token_hash=digest):
+            expires = row.expires_at
             if expires and expires < time.time():
                 continue
-            scope = str(row.get("scope", ""))
-            if scope == "admin":
-                return Principal(str(row["id"]), admin=True)
-            kind, _, app = scope.partition(":")
-            if kind in ("app", "kms") and self.catalog.get("apps", app) is not None:
-                return Principal(str(row["id"]), admin=False, app=app, kms=kind == "kms",
+            if row.scope == "admin":
+                return Principal(row.id, admin=True)
+            kind, _, app = row.scope.partition(":")
+            if kind in ("app", "kms") and self.catalog.get(AppRow.TABLE, app) is not None:
+                return Principal(row.id, admin=False, app=app, kms=kind == "kms",
                                  expires_at=expires or None)
         raise Unauthorized("unauthorized: the token is unknown, expired or revoked")
 
@@ -159,13 +159,12 @@ class Tokens:
         raw = prefix + secrets.token_urlsafe(32)
         token_id = new_token_id("tok")
         now = time.time()
-        self.catalog.put_shared("tokens", token_id, {
-            "id": token_id, "token_hash": token_hash(raw), "scope": scope,
-            "created_at": now, "expires_at": now + ttl,
-        })
+        row = TokenRow(id=token_id, token_hash=token_hash(raw), scope=scope, created_at=now,
+                       expires_at=now + ttl)
+        self.catalog.put_shared(TokenRow.TABLE, token_id, row.doc())
         return raw
 
     def revoke_app_tokens(self, app: str) -> None:
         for scope in (f"app:{app}", f"kms:{app}"):
-            for row in self.catalog.rows("tokens", scope=scope):
-                self.catalog.delete_shared("tokens", str(row["id"]))
+            for row in self.catalog.rows(TokenRow, scope=scope):
+                self.catalog.delete_shared(TokenRow.TABLE, row.id)

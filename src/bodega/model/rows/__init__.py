@@ -9,12 +9,12 @@ another version) left out and logged rather than failing the whole read.
 A row model reads as every answer does: it ignores fields it does not know, so rows
 from newer peers keep parsing.
 
-Tables and their models: ``workers`` ``WorkerRow``, ``apps`` ``AppRow`` and
-``ip_assignments`` ``IpAssignmentRow`` here; ``machines`` and ``volumes`` the answer
-models a worker renders (``model.machine.Machine``, ``model.volume.Volume``) and
-``releases`` the API's ``wire.releases.Release``, each a ``Row`` naming its table. The
-other tables are read by one room each, with its model beside it: tokens
-(``broker/auth/``), secrets and their keys (``broker/secrets/``), certificates
+Tables and their models: ``workers`` ``WorkerRow``, ``apps`` ``AppRow``,
+``ip_assignments`` ``IpAssignmentRow`` and ``tokens`` ``TokenRow`` here; ``machines``
+and ``volumes`` the answer models a worker renders (``model.machine.Machine``,
+``model.volume.Volume``) and ``releases`` the API's ``wire.releases.Release``, each a
+``Row`` naming its table. The other tables are each written and read by one room,
+with its model there: secrets and their keys (``broker/secrets/``), certificates
 (``wire/certificates.py``), the join book (``broker/trust/``), jobs and assignment
 mode's workers (``worker/jobs/``, ``broker/jobs/``), the gossip keyring
 (``registry/gossipkeys.py``).
@@ -26,6 +26,7 @@ from bodega.model.rows.apps import AppRow
 from bodega.model.rows.ip_assignments import IpAssignmentRow
 from bodega.model.rows.reads import Doc, TypedReads, read_rows
 from bodega.model.rows.row import Row
+from bodega.model.rows.tokens import TokenRow
 from bodega.model.rows.workers import Free, HostTotals, HostUsage, OverlayAdvert, WorkerRow
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "IpAssignmentRow",
     "OverlayAdvert",
     "Row",
+    "TokenRow",
     "TypedReads",
     "WorkerRow",
     "read_rows",
