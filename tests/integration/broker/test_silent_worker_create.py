@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.core.records import MachineRow, VolumeRow
 from bodega.worker.daemon import Worker
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.ops.volumes import VolumeRequest
 
 from .broker_kit import in_process_cluster, machine
@@ -28,9 +28,10 @@ def silence(worker: Worker) -> asyncio.Event:
     create = worker.machines.creation.create
     speak = asyncio.Event()
 
-    async def held(req: CreateRequest) -> tuple[MachineRow, str | None]:
+    async def held(req: CreateMachineBody, *,
+                   owner: str = "bodega") -> tuple[MachineRow, str | None]:
         await speak.wait()
-        return await create(req)
+        return await create(req, owner=owner)
 
     worker.machines.creation.create = held  # type: ignore[method-assign]
     return speak

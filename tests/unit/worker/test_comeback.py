@@ -11,12 +11,12 @@ from typing import Any
 
 from bodega.model.capacity import Totals
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.policy import HOST_RESTARTED, HOST_STOPPING
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.base import TaskHandle, TaskSpec
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.ops.machines import CreateRequest
 
 from .conftest import in_process_worker, make_worker, worker_config
 
@@ -25,7 +25,7 @@ async def create(w: Worker, name: str, skip_launch: bool = False, **config: Any)
     cfg = MachineConfig.model_validate(
         {"image": "app:1", "guest": {"cpus": 1, "memory_mb": 128}, **config})
     row, _nonce = await w.machines.creation.create(
-        CreateRequest(app="web", config=cfg, region="ams", name=name, skip_launch=skip_launch))
+        CreateMachineBody(app="web", config=cfg, name=name, skip_launch=skip_launch))
     await w.machines.settle()
     return row.id
 

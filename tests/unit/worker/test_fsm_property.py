@@ -27,13 +27,13 @@ from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import PERSISTENT, RELEASES_COMPUTE, MachineState
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.core.fsm import FSMS, Step
 from bodega.worker.core.payloads import Payload, payload_from_json
 from bodega.worker.core.policy import BEGINS
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.host.network import HostNetwork
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.ops.runner import Outcome
 from bodega.worker.store import queries
 from bodega.worker.store.database import Operation
@@ -219,8 +219,8 @@ class World:
             await self.reopen()
             return
         if kind == "create":
-            row, _ = await m.creation.create(CreateRequest(
-                app="app", config=config(action[2]), region="ams", skip_launch=action[1]))
+            row, _ = await m.creation.create(CreateMachineBody(
+                app="app", config=config(action[2]), skip_launch=action[1]))
             self.ids.append(row.id)
             return
         if not self.ids:

@@ -18,9 +18,9 @@ import pytest
 
 from bodega.model.errors import Conflict, StorageFull
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store.database import Store
 from bodega.worker.store.group_commit import GroupQueue, Outcome, answers
 from bodega.worker.store.ledger import CapacityRejected
@@ -35,14 +35,14 @@ def config(memory_mb: int = 256) -> MachineConfig:
         {"image": "app:1", "guest": {"cpus": 1, "memory_mb": memory_mb}})
 
 
-def request(**kw: Any) -> CreateRequest:
-    values: dict[str, Any] = {"app": "web", "config": config(), "region": "ams",
+def request(**kw: Any) -> CreateMachineBody:
+    values: dict[str, Any] = {"app": "web", "config": config(),
                               "skip_launch": True}
     values.update(kw)
-    return CreateRequest(**values)
+    return CreateMachineBody(**values)
 
 
-async def together(w: Worker, *requests: CreateRequest) -> list[Any]:
+async def together(w: Worker, *requests: CreateMachineBody) -> list[Any]:
     """Send every create in the same loop turn; each one's machine id, or its error."""
     results = await asyncio.gather(*(w.machines.creation.create(r) for r in requests),
                                    return_exceptions=True)

@@ -12,10 +12,10 @@ import pytest
 
 from bodega.model.capacity import Totals
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.ops.health import HealthChecks
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store import queries
 from tests.poll_kit import until as poll_until
 from tests.unit.worker.conftest import in_process_worker, worker_config
@@ -36,7 +36,7 @@ async def create(w: Worker, skip_launch: bool = False, **config: object) -> str:
     cfg = MachineConfig.model_validate(
         {"image": "app:1", "guest": {"cpus": 1, "memory_mb": 128}, **config})
     row, _nonce = await w.machines.creation.create(
-        CreateRequest(app="web", config=cfg, region="ams", skip_launch=skip_launch))
+        CreateMachineBody(app="web", config=cfg, skip_launch=skip_launch))
     await w.machines.settle()
     return row.id
 

@@ -19,9 +19,9 @@ from bodega.model.capacity import Ask, Totals
 from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store import queries
 
 from .conftest import make_worker, worker_config
@@ -82,7 +82,7 @@ class World:
             else:
                 mem = int(step[1])  # type: ignore[call-overload]
             row, _ = await w.machines.creation.create(
-                CreateRequest(app="app", config=config(mem), region="ams", reservation_id=rid,
+                CreateMachineBody(app="app", config=config(mem), reservation_id=rid,
                               skip_launch=kind == "create" and bool(step[2]))
             )
             self.machines.append(row.id)

@@ -11,10 +11,10 @@ from bodega.model.errors import BadRequest, Conflict, NotFound, PreconditionFail
 from bodega.model.ids import new_machine_id
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.base import Capabilities
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store.ledger import CapacityRejected
 
 W = tuple[Worker, FakeDriver]
@@ -27,9 +27,9 @@ def config(memory_mb: int = 256, **extra: object) -> MachineConfig:
 
 
 async def create(w: Worker, **kw: object) -> str:
-    values: dict[str, object] = {"app": "web", "config": config(), "region": "ams"}
+    values: dict[str, object] = {"app": "web", "config": config()}
     values.update(kw)
-    row, _nonce = await w.machines.creation.create(CreateRequest(**values))  # type: ignore[arg-type]
+    row, _nonce = await w.machines.creation.create(CreateMachineBody.model_validate(values))
     await w.machines.settle()
     return row.id
 
@@ -293,7 +293,7 @@ async def test_leases_guard_mutations_and_refresh_keeps_the_nonce(worker: W) -> 
 async def test_create_with_lease_ttl_returns_a_nonce(worker: W) -> None:
     w, _ = worker
     row, nonce = await w.machines.creation.create(
-        CreateRequest(app="web", config=config(), region="ams", lease_ttl=30)
+        CreateMachineBody(app="web", config=config(), lease_ttl=30)
     )
     await w.machines.settle()
     assert nonce is not None

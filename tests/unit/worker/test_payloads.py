@@ -21,13 +21,13 @@ import pytest
 
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.fsm import FSMS
 from bodega.worker.core.payloads import PAYLOADS, payload_from_json, payload_json
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.host.network import HostNetwork
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store import queries
 
 from .conftest import worker_config
@@ -141,8 +141,8 @@ async def test_operations_an_older_worker_left_running_resume(tmp_path: Path) ->
         made = {}
         for key, skip in (("start", True), ("stop", False), ("destroy", False),
                           ("update", True)):
-            row, _ = await w.machines.creation.create(CreateRequest(
-                app="app", config=config(), region="ams", skip_launch=skip))
+            row, _ = await w.machines.creation.create(CreateMachineBody(
+                app="app", config=config(), skip_launch=skip))
             made[key] = row.id
         await w.machines.settle()
         await w.machines.stop(made["update"])

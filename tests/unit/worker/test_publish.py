@@ -20,9 +20,9 @@ from bodega.model.machine_config import MachineConfig
 from bodega.model.rows import WorkerRow
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.replication.rows import Row
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.publish import Publisher
 from tests.keyring_kit import KEYRING
 
@@ -48,7 +48,7 @@ def publisher(w: Worker, node: RegistryNode) -> Publisher:
 async def create(w: Worker) -> str:
     config = MachineConfig.model_validate({"image": "app:1", "guest": {"cpus": 1,
                                                                         "memory_mb": 256}})
-    row, _ = await w.machines.creation.create(CreateRequest(app="web", config=config, region="ams"))
+    row, _ = await w.machines.creation.create(CreateMachineBody(app="web", config=config))
     await w.machines.settle()
     return row.id
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store import database
 from tests.poll_kit import until
 
@@ -29,8 +29,8 @@ async def test_a_start_spawns_while_its_record_is_fsynced_and_answers_once_on_di
     w, driver = worker
     config = MachineConfig.model_validate({"image": "app:1",
                                            "guest": {"cpus": 1, "memory_mb": 256}})
-    machine, _ = await w.machines.creation.create(CreateRequest(app="web", config=config,
-                                                       region="ams", skip_launch=True))
+    machine, _ = await w.machines.creation.create(CreateMachineBody(app="web", config=config,
+                                                                    skip_launch=True))
     disk = threading.Event()
     synced: list[Path] = []
     real = database._fsync
@@ -58,7 +58,6 @@ async def test_a_create_is_answered_before_its_first_effect_holds_the_loop(worke
     w, driver = worker
     config = MachineConfig.model_validate({"image": "app:1", "init": {"exec": ["app"]},
                                            "guest": {"cpus": 1, "memory_mb": 256}})
-    machine, _ = await w.machines.creation.create(CreateRequest(app="web", config=config,
-                                                       region="ams"))
+    machine, _ = await w.machines.creation.create(CreateMachineBody(app="web", config=config))
     assert driver.calls == []  # answered first
     await until(lambda: ("start", machine.id) in driver.calls, every=0.005)

@@ -16,10 +16,10 @@ import pytest
 
 from bodega.model.machine_config import MachineConfig
 from bodega.runtime.failpoints import Failpoints
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.null import NullDriver
 from bodega.worker.host.network import HostNetwork
-from bodega.worker.ops.machines import CreateRequest
 
 from .conftest import in_process_worker, worker_config
 
@@ -56,7 +56,7 @@ def steps(w: Worker, machine_id: str, fsm: str) -> list[str]:
 async def test_a_null_driver_create_ends_in_its_own_commit(null_worker: Worker) -> None:
     w = null_worker
     commits = Commits(w)
-    row, _ = await w.machines.creation.create(CreateRequest(app="web", config=CONFIG, region="ams",
+    row, _ = await w.machines.creation.create(CreateMachineBody(app="web", config=CONFIG,
                                                    skip_launch=True))
     op = w.store.last_operation(row.id)
     assert op is not None
@@ -73,7 +73,7 @@ async def test_a_null_driver_create_ends_in_its_own_commit(null_worker: Worker) 
 
 async def test_a_launched_null_machine_still_starts(null_worker: Worker) -> None:
     w = null_worker
-    row, _ = await w.machines.creation.create(CreateRequest(app="web", config=CONFIG, region="ams"))
+    row, _ = await w.machines.creation.create(CreateMachineBody(app="web", config=CONFIG))
     await w.machines.settle()
     current = w.machines.get(row.id)
     assert current.state == "started"
@@ -86,8 +86,8 @@ async def test_a_launched_null_machine_still_starts(null_worker: Worker) -> None
 async def test_a_driver_that_prepares_keeps_its_prepare_step(tmp_path: Path) -> None:
     async with in_process_worker(worker_config(tmp_path)) as (w, driver):
         commits = Commits(w)
-        row, _ = await w.machines.creation.create(CreateRequest(app="web", config=CONFIG,
-                                                       region="ams", skip_launch=True))
+        row, _ = await w.machines.creation.create(CreateMachineBody(app="web", config=CONFIG,
+                                                                    skip_launch=True))
         await w.machines.settle()
         assert ("prepare", row.id) in driver.calls
         # The create's commit (attaching joined to it: host networking), then prepare's.
@@ -102,7 +102,7 @@ async def test_an_armed_failpoint_keeps_its_step_apart(tmp_path: Path) -> None:
         reached = RecordedFailpoints(frozenset({("create_machine", "attach_network", "after")}))
         w.runner.failpoints = reached
         commits = Commits(w)
-        await w.machines.creation.create(CreateRequest(app="web", config=CONFIG, region="ams",
+        await w.machines.creation.create(CreateMachineBody(app="web", config=CONFIG,
                                               skip_launch=True))
         await w.machines.settle()
         assert reached.hits == [("create_machine", "attach_network", "after")]

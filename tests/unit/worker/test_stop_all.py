@@ -6,10 +6,10 @@ import asyncio
 
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.core.policy import restart_delay
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store import queries
 
 W = tuple[Worker, FakeDriver]
@@ -20,7 +20,7 @@ async def started(w: Worker, name: str, **config: object) -> str:
     cfg = MachineConfig.model_validate(
         {"image": "app:1", "guest": {"cpus": 1, "memory_mb": 256}, **config})
     row, _nonce = await w.machines.creation.create(
-        CreateRequest(app="web", config=cfg, region="ams", name=name))
+        CreateMachineBody(app="web", config=cfg, name=name))
     await w.machines.settle()
     assert w.machines.get(row.id).state == "started"
     return row.id

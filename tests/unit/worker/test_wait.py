@@ -12,9 +12,9 @@ from bodega.model.errors import NotFound
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_answers import WaitAnswer
 from bodega.model.machine_config import MachineConfig
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
-from bodega.worker.ops.machines import CreateRequest
 from bodega.worker.store.database import Store
 
 W = tuple[Worker, FakeDriver]
@@ -26,7 +26,7 @@ async def started(w: Worker, **config: Any) -> str:
     cfg = MachineConfig.model_validate(
         {"image": "app:1", "guest": {"cpus": 1, "memory_mb": 256}, **config})
     row, _nonce = await w.machines.creation.create(
-        CreateRequest(app="web", config=cfg, region="ams"))
+        CreateMachineBody(app="web", config=cfg))
     await w.machines.settle()
     assert w.machines.get(row.id).state == "started"
     return row.id

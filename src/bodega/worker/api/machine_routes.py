@@ -28,18 +28,12 @@ from bodega.wire.json_client import NONCE_HEADER
 from bodega.worker.api.render import machine_answer
 from bodega.worker.core.records import MachineRow
 from bodega.worker.ops.actions import MachineActions, parse_wait_states
-from bodega.worker.ops.machines import CreateRequest, MachineService
+from bodega.worker.ops.machines import MachineService
 from bodega.worker.store import queries
 
 # (path, method, handler): each module of routes lists its own; the server mounts them.
 DONE = wire.Done(ok=True).model_dump()
 RouteSpec = tuple[str, str, Callable[[Request], Awaitable[Response]]]
-
-
-def create_request(body: wire.CreateMachineBody, region: str, owner: str) -> CreateRequest:
-    """The worker's create from the wire's: every wire field is a ``CreateRequest`` field of
-    the same name, so a field added to the wire reaches the service with no copying here."""
-    return CreateRequest(**dict(body), region=region, owner=owner)
 
 
 def lease_nonce(request: Request) -> str | None:
@@ -125,10 +119,10 @@ class MachineRoutes:
 
     async def create_machine(self, request: Request) -> Response:
         # The broker validated this config already: decode it in one pass, check only what
-        # only this worker can (room, names, ids, its driver's needs) in ``ops/creation.py``.
+        # only this worker can (room, names, ids, its driver's needs) in ``ops/creation.py``,
+        # which acts on this body as it came.
         body = await read_trusted_model(request, wire.CreateMachineBody)
-        row, nonce = await self.machines.creation.create(create_request(body, self.region,
-                                                               owner(request)))
+        row, nonce = await self.machines.creation.create(body, owner=owner(request))
         return answer_response(self._answer(row, nonce=nonce))
 
     async def get_machine(self, request: Request) -> Response:

@@ -24,18 +24,18 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine
-from dataclasses import replace
 from typing import Any
 
 from bodega.jobs.slots import eligible, slot_key, take_now
 from bodega.model.errors import BodegaError, Conflict, NotFound, StorageFull, Unavailable
 from bodega.runtime.waits import within
 from bodega.wire.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
 from bodega.worker.jobs.slots import Slot, SlotPool
 from bodega.worker.jobs.watch import RunWatch
-from bodega.worker.ops.machines import CreateRequest, MachineService
+from bodega.worker.ops.machines import MachineService
 from bodega.worker.store.ledger import CapacityRejected, Ledger
 
 log = logging.getLogger("bodega.worker.jobs")
@@ -48,7 +48,7 @@ NO_SLOT = ""  # the slot shape of a job whose tasks each run as a machine of the
 
 class JobRunner:
     def __init__(self, store: RunStore, machines: MachineService, ledger: Ledger,
-                 peers: JobPeers, watch: RunWatch, region: str,
+                 peers: JobPeers, watch: RunWatch,
                  slots: SlotPool | None = None) -> None:
         self.store = store
         self.slots = slots  # its ``enabled`` off (or None): a machine per task
@@ -57,7 +57,6 @@ class JobRunner:
         self.ledger = ledger
         self.peers = peers
         self.watch = watch
-        self.region = region
         self.wake = asyncio.Event()
         self._taking: set[str] = set()  # jobs whose probe has a take under way
         self._retry_at: dict[str, float] = {}
@@ -232,12 +231,11 @@ class JobRunner:
         self.watch.started(current, machine_id)
 
     async def _create(self, run: RunRow, reservation: str | None) -> str:
-        request = CreateRequest(app=run.app, config=run.config.model_copy(deep=True),
-                                region=self.region,
-                                reservation_id=reservation,
-                                idempotency_key=run.idempotency_key, owner=OWNER)
+        request = CreateMachineBody(app=run.app, config=run.config.model_copy(deep=True),
+                                    reservation_id=reservation,
+                                    idempotency_key=run.idempotency_key)
         try:
-            row, _ = await self.machines.creation.create(request)
+            row, _ = await self.machines.creation.create(request, owner=OWNER)
         except CapacityRejected:
             raise
         except Conflict:
@@ -245,7 +243,8 @@ class JobRunner:
                 raise
             # The reservation expired or went (a restart between take and create): the
             # create checks room itself.
-            row, _ = await self.machines.creation.create(replace(request, reservation_id=None))
+            row, _ = await self.machines.creation.create(
+                request.model_copy(update={"reservation_id": None}), owner=OWNER)
         return row.id
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

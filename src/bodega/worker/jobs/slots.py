@@ -43,10 +43,11 @@ from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState as S
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.core.payloads import EndsRun
 from bodega.worker.core.records import MachineRow
 from bodega.worker.jobs.run_store import RunRow, RunStore
-from bodega.worker.ops.machines import CreateRequest, MachineService
+from bodega.worker.ops.machines import MachineService
 from bodega.worker.store import queries
 from bodega.worker.store.ledger import CapacityRejected
 
@@ -103,7 +104,7 @@ class Slot:
 
 
 class SlotPool:
-    def __init__(self, store: RunStore, machines: MachineService, region: str, owner: str,
+    def __init__(self, store: RunStore, machines: MachineService, owner: str,
                  home_of: Callable[[str, str | None], Path | None], *,
                  enabled: bool = True) -> None:
         self.store = store
@@ -111,7 +112,6 @@ class SlotPool:
         # machines here have no directory of their own (a worker that is not root).
         self.enabled = enabled
         self.machines = machines
-        self.region = region
         self.owner = owner
         self.home_of = home_of  # a machine's directory as its program sees it at its start
         self.slots: list[Slot] = []
@@ -173,9 +173,8 @@ class SlotPool:
 
     # -- a slot's machine ---------------------------------------------------------------------
     async def _create(self, slot: Slot, config: MachineConfig, reservation: str | None) -> None:
-        request = CreateRequest(app=slot.app, config=slot_config(slot.app, config),
-                                region=self.region, reservation_id=reservation,
-                                owner=self.owner)
+        request = CreateMachineBody(app=slot.app, config=slot_config(slot.app, config),
+                                    reservation_id=reservation)
         try:
             row = await self._created(request)
             slot.machine_id = row.id
@@ -198,12 +197,12 @@ class SlotPool:
         finally:
             slot.ready.set()
 
-    async def _created(self, request: CreateRequest) -> MachineRow:
+    async def _created(self, request: CreateMachineBody) -> MachineRow:
         """The slot's machine. Without a reservation, room held by idle slots of other
         shapes is made: one is stopped, and the create tried again once it has gone."""
         for _ in range(ROOM_TRIES):
             try:
-                row, _ = await self.machines.creation.create(request)
+                row, _ = await self.machines.creation.create(request, owner=self.owner)
                 return row
             except CapacityRejected:
                 idle = self.idle()
@@ -211,7 +210,7 @@ class SlotPool:
                     raise
                 await self._stop(idle[0])
                 await asyncio.sleep(0.05)
-        row, _ = await self.machines.creation.create(request)
+        row, _ = await self.machines.creation.create(request, owner=self.owner)
         return row
 
     async def _await_ready(self, slot: Slot) -> None:

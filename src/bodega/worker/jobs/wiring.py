@@ -54,9 +54,9 @@ class WorkerJobs:
                               config.machine_dir, logs_ttl=settings.finished_ttl)
         # Built even with slots off: a worker started again with --no-warm-slots still
         # finds the slots it ran and ends their tasks.
-        slots = SlotPool(runs, machines, config.region, OWNER, home_of,
+        slots = SlotPool(runs, machines, OWNER, home_of,
                          enabled=settings.warm_slots) if home_of is not None else None
-        self.runner = JobRunner(runs, machines, ledger, self.peers, self.watch, config.region,
+        self.runner = JobRunner(runs, machines, ledger, self.peers, self.watch,
                                 slots)
         if slots is not None:
             self.watch.attach(slots)

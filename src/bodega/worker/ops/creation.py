@@ -11,6 +11,11 @@ applied in the transaction that commits the create, so two tries that race both 
 one that committed first; a retry is also answered from it before the create waits for
 the machine's lock, which its first try's start may hold for a while. A machine's name
 and id are checked where they cross the wire (``wire/worker_calls.py``), not again here.
+
+The worker acts on the body it was sent (``CreateMachineBody``), not a copy of it: only
+its own region and the owner the call came with are added, as arguments. What the
+machine asks of the host (``Ask``) is worked out once, here, for the room made and the
+room claimed.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from bodega.model.ids import new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine_config import MachineConfig
 from bodega.model.refusals import NoRoom
 from bodega.model.states import MachineState
-from bodega.wire.placement import PlacementRecord
+from bodega.wire.worker_calls import CreateMachineBody
 from bodega.worker.core.decisions import Create, Decision
 from bodega.worker.core.records import MachineRow
 from bodega.worker.core.rules import decide
@@ -36,23 +41,6 @@ from bodega.worker.ops.lifecycle import Lifecycle
 from bodega.worker.store import leases, queries
 from bodega.worker.store.database import Store
 from bodega.worker.store.ledger import CapacityRejected, Ledger
-
-
-@dataclass(frozen=True)
-class CreateRequest:
-    app: str
-    config: MachineConfig
-    region: str
-    name: str | None = None
-    generated_name: bool = False  # ``name`` was made up, not asked for: replace it if taken
-    machine_id: str | None = None
-    reservation_id: str | None = None
-    skip_launch: bool = False
-    skip_service_registration: bool = False
-    lease_ttl: int | None = None
-    idempotency_key: str | None = None
-    placement: PlacementRecord | None = None  # kept with the machine (GET .../placement)
-    owner: str = "bodega"
 
 
 @dataclass
@@ -75,7 +63,7 @@ def free_address(conn: sqlite3.Connection, network: Network, ip_range: tuple[int
     return free[0] if free else None
 
 
-def earlier_try(conn: sqlite3.Connection, req: CreateRequest,
+def earlier_try(conn: sqlite3.Connection, req: CreateMachineBody,
                 machine_id: str) -> MachineRow | None:
     """The machine an earlier try of this create made: the same idempotency key in the app,
     or the same id (a broker derives it from the client's key); 409 for an id another app
@@ -91,14 +79,14 @@ def earlier_try(conn: sqlite3.Connection, req: CreateRequest,
 
 
 def record_machine(
-    conn: sqlite3.Connection, req: CreateRequest, machine_id: str, name: str, *,
-    ledger: Ledger, network: Network, ip_range: tuple[int, int], clock: Callable[[], float],
+    conn: sqlite3.Connection, req: CreateMachineBody, machine_id: str, name: str, ask: Ask,
+    *, region: str, owner: str, ledger: Ledger, network: Network, ip_range: tuple[int, int],
+    clock: Callable[[], float],
     outcome: Recorded, launcher_waiting: Callable[[int], bool] = lambda _index: False,
 ) -> Decision:
     """Record the machine (or find the one an earlier try made); the core's create decision."""
     rename = req.name is None or req.generated_name
     now = clock()
-    ask = Ask.for_config(req.config)
     outcome.earlier = earlier_try(conn, req, machine_id)
     if outcome.earlier is not None:
         return Decision()
@@ -116,7 +104,7 @@ def record_machine(
     decision = decide(None, Create(launch=not req.skip_launch))
     instance_id = new_ulid(int(now * 1000))
     row = MachineRow(
-        id=machine_id, app=req.app, name=name, region=req.region,
+        id=machine_id, app=req.app, name=name, region=region,
         state=str(decision.changes.state), instance_id=instance_id, config=req.config,
         millicpus=ledger.totals.millicpus_for(ask), memory_mb=ask.memory_mb,
         gpus=ask.gpus, gpu_kind=ask.gpu_kind, ip_index=ip_index,
@@ -135,7 +123,7 @@ def record_machine(
     if req.lease_ttl:
         lease = leases.acquire(
             conn, machine_id, version=instance_id, ttl=req.lease_ttl, description="",
-            owner=req.owner, nonce=None, now=now,
+            owner=owner, nonce=None, now=now,
         )
         outcome.nonce = lease.nonce
     return decision
@@ -145,9 +133,10 @@ class MachineCreation:
     """The worker's create: ``create`` returns once the machine is durably recorded."""
 
     def __init__(self, store: Store, ledger: Ledger, lifecycle: Lifecycle, driver: Driver,
-                 network: Network, ip_range: tuple[int, int],
+                 network: Network, ip_range: tuple[int, int], region: str,
                  worker: str | None = None) -> None:
         self.store = store
+        self.region = region  # this worker's: every machine it creates is in it
         self.ledger = ledger
         self.lifecycle = lifecycle
         self.driver = driver
@@ -155,17 +144,20 @@ class MachineCreation:
         self.ip_range = ip_range
         self.worker = worker  # its name marks the ids it makes up (model/ids.py)
 
-    async def create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
+    async def create(self, req: CreateMachineBody, *,
+                     owner: str = "bodega") -> tuple[MachineRow, str | None]:
         """Create (and unless ``skip_launch``, start) a machine; returns once it is recorded,
         with its lease's nonce if it asked for one: an earlier try's machine, if there was
         one (the same idempotency key or id), and no nonce. Without a reservation, room
-        held by what gives way (idle warm slots) is made for it if it does not fit."""
+        held by what gives way (idle warm slots) is made for it if it does not fit.
+        ``owner``: the token that asked, kept as the machine's lease's owner."""
+        ask = Ask.for_config(req.config)
         if req.reservation_id is not None:
-            return await self._create(req)
-        return await self.ledger.making_room(Ask.for_config(req.config),
-                                             lambda: self._create(req))
+            return await self._create(req, ask, owner)
+        return await self.ledger.making_room(ask, lambda: self._create(req, ask, owner))
 
-    async def _create(self, req: CreateRequest) -> tuple[MachineRow, str | None]:
+    async def _create(self, req: CreateMachineBody, ask: Ask,
+                      owner: str) -> tuple[MachineRow, str | None]:
         if needs_command(self.driver.capabilities, req.config) and not req.config.command():
             raise BadRequest(
                 f"the {self.driver.name} driver runs config.init.exec (or init.entrypoint + "
@@ -185,7 +177,8 @@ class MachineCreation:
         # Creates that come together share that commit and its fsync (``GroupCommit``).
         try:
             await self.lifecycle.run_grouped(machine_id, lambda conn: record_machine(
-                conn, req, machine_id, name, ledger=self.ledger, network=self.network,
+                conn, req, machine_id, name, ask, region=self.region, owner=owner,
+                ledger=self.ledger, network=self.network,
                 ip_range=self.ip_range, clock=self.store.clock, outcome=recorded,
                 launcher_waiting=self._launcher_waiting))
         except Exception:  # refused (a cancelled call's commit may still land: kept)

@@ -40,7 +40,7 @@ from bodega.worker.core.records import MachineRow
 from bodega.worker.core.rules import decide
 from bodega.worker.drivers.base import TaskHandle, needs_command
 from bodega.worker.ops.claims import check_update
-from bodega.worker.ops.creation import CreateRequest, MachineCreation
+from bodega.worker.ops.creation import MachineCreation
 from bodega.worker.ops.effects import MachineEffects, signal_number
 from bodega.worker.ops.lifecycle import Lifecycle, Recorder
 from bodega.worker.ops.locks import BUSY_WAIT, MachineLocks
@@ -50,7 +50,7 @@ from bodega.worker.store import leases, queries
 from bodega.worker.store.database import Operation, Store
 from bodega.worker.store.ledger import CapacityRejected, Ledger
 
-__all__ = ["CreateRequest", "MachineService"]
+__all__ = ["MachineService"]
 
 log = logging.getLogger("bodega.worker.machines")
 
@@ -76,7 +76,8 @@ class MachineService:
         self.supervision = Supervision(self.driver, self.on_exit)
         self.lifecycle = Lifecycle(store, recorder, runner, self.supervision)
         self.creation = MachineCreation(store, ledger, self.lifecycle, self.driver,
-                                        effects.network, ip_range, worker)
+                                        effects.network, ip_range, effects.config.region,
+                                        worker)
         # Told what the restart policy decided for each exit (the daemon counts them).
         self.on_exit_decision: Callable[[str], None] = lambda _decision: None
 
