@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 import numpy.typing as npt
@@ -112,6 +113,13 @@ class RegionRanking:
             pool.pop()
             self.asked.append(options[best])
             yield options[best]
+
+    def rounds(self, width: int = 1) -> Iterator[tuple[Scored, ...]]:
+        """The placement's plan for this region: the rounds of asks, in order, each of
+        ``width`` workers asked at once (two when hedging), the better first."""
+        attempts = self.attempts()
+        while batch := tuple(islice(attempts, width)):
+            yield batch
 
     def top(self, count: int = EXPLAIN_RANKED) -> list[Scored]:
         """The best ``count`` by score (for sampling: the ones scored so far). Scored on the

@@ -14,6 +14,10 @@ yes, creates there with that reservation and releases the other. There is
 no queue and no pending state: when the deadline passes or the candidates
 run out, the request fails at once and says what was asked, how many
 workers were considered and what the best of them had free.
+
+The plan is the ranking's (``RegionRanking.rounds``: a function of the candidates and
+the ask); ``place`` is the one loop that walks it, and what it holds on the candidates
+while a create is in flight goes through its ``InFlight`` and is settled when it ends.
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
 from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.placing.in_flight import InFlight
 from bodega.broker.placing.no_room import no_room
 from bodega.broker.placing.record import Attempt, Record
 from bodega.broker.placing.shadow import Shadow
@@ -95,8 +100,8 @@ class Placer:
         # A machine's own create (not a volume's, which claims only disk) joins the recent
         # mix of shapes its regions are asked for, which the fragmentation term weighs against.
         noted = claim is None
-        if claim is None:
-            claim = request.ask
+        in_flight = InFlight(self.candidates, request.app,
+                             request.ask if claim is None else claim)
         hedged = self.config.hedge if hedge is None else hedge
         started = time.perf_counter()
         deadline = started + self.config.deadline
@@ -111,8 +116,8 @@ class Placer:
                 record.regions.append(ranking)
                 if shadow is not None:
                     shadowed.append(shadow.rank(request, self.candidates.table(region), ranking))
-                machine = await self._try_region(request, ranking, ask, record, deadline, claim,
-                                                 hedged)
+                machine = await self._try_region(request, ranking, ask, record, deadline,
+                                                 in_flight, hedged)
                 if machine is not None:
                     outcome = "placed"
                     return machine, record
@@ -129,6 +134,7 @@ class Placer:
                 self.refused(request.app, record, exc.message)
             raise
         finally:
+            in_flight.settle()
             record.seconds = time.perf_counter() - started
             self.metrics.placement_seconds.labels(outcome).observe(record.seconds)
             self.metrics.attempts.observe(len(record.attempts))
@@ -139,45 +145,39 @@ class Placer:
 
     async def _try_region(self, request: PlacementRequest, ranking: RegionRanking,
                           ask: AskWorker[Created], record: Record, deadline: float,
-                          claim: Ask, hedged: bool) -> Created | None:
-        attempts = ranking.attempts()
-        while time.perf_counter() < deadline:
-            batch = list(_take(attempts, 2 if hedged else 1))
-            if not batch:
-                return None
+                          in_flight: InFlight, hedged: bool) -> Created | None:
+        for batch in ranking.rounds(2 if hedged else 1):
             # The deadline stops new attempts, never one in flight: a create cut off mid-way
             # might still be committed on its worker, and the client would never hear of it.
             # An attempt is bounded by the worker client's own timeout instead.
+            if time.perf_counter() >= deadline:
+                return None
             if len(batch) == 2:
-                machine = await self._hedged(request, batch, ask, record, claim)
+                machine = await self._hedged(request, batch, ask, record, in_flight)
             else:
-                machine = await self._ask(request.app, batch[0], ask, None, record, claim)
+                machine = await self._ask(batch[0], ask, None, record, in_flight)
             if machine is not None:
                 return machine
         return None
 
-    async def _ask(self, app: str, scored: Scored, ask: AskWorker[Created],
-                   reservation: str | None, record: Record, claim: Ask) -> Created | None:
+    async def _ask(self, scored: Scored, ask: AskWorker[Created], reservation: str | None,
+                   record: Record, in_flight: InFlight) -> Created | None:
         worker = scored.candidate
         began = time.perf_counter()
         # The record the worker keeps is taken now: it names this attempt as the winner.
         attempt = Attempt(worker.name, worker.region, "accepted")
         record.attempts.append(attempt)
         record.winner = scored
-        # Count the machine on this worker while the create is in flight, so that the
-        # creates racing it rank the worker as it will be, and spread instead of herding.
-        if reservation is None:
-            claim = claim.pinned(worker.totals, worker.used)
-            self.candidates.claimed(worker.name, claim)
-        machine_of_app = 1 if claim.cpus or claim.memory_mb else 0  # not for a volume
-        self.candidates.count(app, worker.name, machine_of_app)
+        if reservation is None:  # a reservation's room is held since it was taken
+            in_flight.hold(worker)
         try:
-            machine = await self._ask_surely(ask, worker.name, reservation)
+            with in_flight.asking(worker.name):
+                machine = await self._ask_surely(ask, worker.name, reservation)
         except BaseException as exc:
             if isinstance(exc, Indeterminate):
+                in_flight.keep(worker.name)  # it may hold the machine: its room stays counted
                 raise  # the machine may exist there: asking another worker could double it
-            if reservation is None:
-                self.candidates.claimed(worker.name, claim, undo=True)
+            in_flight.give_back(worker.name)
             record.winner = None
             record.attempts.remove(attempt)
             if isinstance(exc, Unavailable):
@@ -190,8 +190,7 @@ class Placer:
             full = exc.status == "cordoned" or no_room.full is True
             self.candidates.refused(worker.name, no_room.free, full=full)
             return None
-        finally:
-            self.candidates.count(app, worker.name, -machine_of_app)  # the index counts it now
+        in_flight.keep(worker.name)  # its machine (or volume) is there now
         attempt.ms = (time.perf_counter() - began) * 1000
         return machine
 
@@ -224,14 +223,15 @@ class Placer:
                                        (time.perf_counter() - began) * 1000))
         log.info("%s said no to %s: %s", worker.name, record.asked, exc.message)
 
-    async def _hedged(self, request: PlacementRequest, pair: list[Scored],
-                      ask: AskWorker[Created], record: Record, claim: Ask) -> Created | None:
+    async def _hedged(self, request: PlacementRequest, pair: tuple[Scored, ...],
+                      ask: AskWorker[Created], record: Record,
+                      in_flight: InFlight) -> Created | None:
         """Reserve on both; create on the first that said yes; release the other."""
         async def reserve(scored: Scored) -> None:
             began = time.perf_counter()
             try:
                 answer = await self.workers.client(scored.candidate.name).reserve(
-                    request.app, claim, self.config.reservation_ttl)
+                    request.app, in_flight.claim, self.config.reservation_ttl)
             except BodegaError as exc:
                 unreachable = isinstance(exc, Unavailable)
                 if not unreachable and exc.status not in NO_ROOM:
@@ -239,7 +239,7 @@ class Placer:
                 self._refused(record, scored, "unreachable" if unreachable else "rejected", exc,
                               began)
                 return
-            self.candidates.claimed(scored.candidate.name, claim)
+            in_flight.hold(scored.candidate, pin=False)
             held.append((scored, answer.id))  # in the order the yeses came
 
         held: list[tuple[Scored, str]] = []
@@ -247,36 +247,29 @@ class Placer:
         failures = [r for r in results if isinstance(r, BaseException)]
         if failures:  # a real error on either side: give back what the other reserved
             for scored, reservation in held:
-                await self._release(scored.candidate.name, reservation, claim)
+                await self._release(scored.candidate.name, reservation, in_flight)
             raise failures[0]
         if not held:
             return None
         (scored, reservation), losers = held[0], held[1:]
         for loser, loser_reservation in losers:
-            await self._release(loser.candidate.name, loser_reservation, claim)
+            await self._release(loser.candidate.name, loser_reservation, in_flight)
         machine: Created | None = None
         may_exist = False
         try:
-            machine = await self._ask(request.app, scored, ask, reservation, record, claim)
+            machine = await self._ask(scored, ask, reservation, record, in_flight)
         except Indeterminate:
             may_exist = True  # keep its room held and counted
             raise
         finally:
             if machine is None and not may_exist:  # the create failed: give the room back
-                await self._release(scored.candidate.name, reservation, claim)
+                await self._release(scored.candidate.name, reservation, in_flight)
         return machine
 
-    async def _release(self, worker: str, reservation: str, claim: Ask) -> None:
-        self.candidates.claimed(worker, claim, undo=True)
+    async def _release(self, worker: str, reservation: str, in_flight: InFlight) -> None:
+        in_flight.give_back(worker)
         try:
             await self.workers.client(worker).release(reservation)
         except BodegaError as exc:  # it expires by itself; nothing leaks
             log.info("could not release %s on %s (it will expire): %s", reservation, worker, exc)
 
-
-def _take(iterator: Iterator[Scored], n: int) -> Iterator[Scored]:
-    for _ in range(n):
-        item = next(iterator, None)
-        if item is None:
-            return
-        yield item

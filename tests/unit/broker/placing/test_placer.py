@@ -279,3 +279,62 @@ async def test_the_record_sent_with_a_create_ranks_the_view_the_winner_was_chose
     assert [r.worker for r in ranked] == ["w1", "w0", "w2"]
     assert ranked[0] == answer.winner
     assert ranked[1].score == ranked[2].score  # two empty workers, scored alike
+
+
+async def test_a_hedged_placement_cancelled_while_reserving_gives_its_claims_back() -> None:
+    # The client went away (its request cancelled) while one reservation had come back and
+    # the other had not: what the placement counted on the candidates must not stay,
+    # else the worker ranks as fuller than it is until its next row.
+    fast, stuck = FakeWorker("w0"), FakeWorker("w1", delay=60)
+    place, candidates = hedging(fast, stuck)
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        raise AssertionError(f"nothing should be created on {worker}")
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    task = asyncio.create_task(place.place(request, ask, place.record(request)))
+    await until(lambda: used_mb(candidates, "w0") == 1024)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert [used_mb(candidates, w) for w in ("w0", "w1")] == [0, 0]
+
+
+@pytest.mark.parametrize("answers", [
+    ("no", "unreachable", "yes"), ("unreachable", "no", "no"), ("no", "yes", "yes"),
+    ("yes",), ("error",), ("no", "error"), ("unreachable", "silent"),
+])
+@pytest.mark.parametrize("hedge", [False, True])
+async def test_a_placement_leaves_counted_only_the_room_it_kept(
+        answers: tuple[str, ...], hedge: bool) -> None:
+    """However a placement ends (placed, refused everywhere, a real error, no answer), the
+    candidates count its claim on the worker that made the machine (or may have), on no
+    other."""
+    workers = [FakeWorker(f"w{i}") for i in range(len(answers))]
+    place, candidates = hedging(*workers)
+    place.config = PlacerConfig(hedge=hedge)
+    answer_of = {f"w{i}": a for i, a in enumerate(answers)}
+
+    async def ask(worker: str, _reservation: str | None) -> dict[str, Any]:
+        match answer_of[worker]:
+            case "no":
+                raise Conflict("no room", status="insufficient_capacity")
+            case "unreachable":
+                raise Unavailable(f"worker at http://{worker} unreachable")
+            case "error":
+                raise BadRequest("invalid_argument: no")
+            case "silent":
+                raise Indeterminate(f"worker at http://{worker} did not answer")
+        return {"id": worker}
+
+    request = PlacementRequest("app", ASK, ("ams",))
+    kept: str | None = None
+    try:
+        machine, _ = await place.place(request, ask, place.record(request))
+        kept = machine["id"]
+    except Indeterminate:
+        kept = next(w for w, a in answer_of.items() if a == "silent")
+    except BodegaError:
+        pass
+    for name in answer_of:
+        assert used_mb(candidates, name) == (1024 if name == kept else 0), name
