@@ -356,3 +356,17 @@ async def test_a_failed_start_leaves_the_machine_failed_with_an_event(worker: W)
     assert (last.type, last.status) == ("start", "failed")
     assert last.request == {"error": "exec: no such file", "step": "spawn"}
 
+
+
+async def test_a_first_try_looks_for_an_earlier_one_once(worker: W) -> None:
+    """A create with an idempotency key and an id asks its store for an earlier try once,
+    in the transaction that commits it."""
+    w, _ = worker
+    lookups: list[str] = []
+    w.machines.store.db.set_trace_callback(
+        lambda sql: lookups.append(sql) if "idempotency_key = " in sql else None)
+    try:
+        await create(w, idempotency_key="k3", machine_id=new_machine_id())
+    finally:
+        w.machines.store.db.set_trace_callback(None)
+    assert len(lookups) == 1, lookups

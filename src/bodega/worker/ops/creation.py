@@ -8,8 +8,8 @@
 
 An earlier try is found by one rule (``earlier_try``: the idempotency key, or the id),
 applied in the transaction that commits the create, so two tries that race both see the
-one that committed first; a retry is also answered from it before the create waits for
-the machine's lock, which its first try's start may hold for a while. A machine's name
+one that committed first; only a retry whose machine's lock is held (its first try's
+start may hold it for a while) is answered from it before, instead of waiting. A machine's name
 and id are checked where they cross the wire (``wire/worker_calls.py``), not again here.
 
 The worker acts on the body it was sent (``CreateMachineBody``), not a copy of it: only
@@ -164,9 +164,11 @@ class MachineCreation:
                 "init.cmd, or processes[0].exec); none was given")
         machine_id = req.machine_id or new_machine_id(self.worker)
         name = req.name or new_machine_name()
-        if req.machine_id or req.idempotency_key:
+        if req.machine_id is not None and self.lifecycle.locks.busy(machine_id):
             # A retry is answered at once: its first try's start may hold the machine (and
-            # its lock) for as long as an image pull; the commit below asks the same again.
+            # its lock) for as long as an image pull. Any other create looks for an earlier
+            # try once, in the transaction that commits it (a retry that comes once the
+            # first try's lock is free is found there).
             earlier = earlier_try(self.store.db, req, machine_id)
             if earlier is not None:
                 return earlier, None

@@ -29,6 +29,11 @@ class MachineLocks:
             ) from None
         return lock
 
+    def busy(self, machine_id: str) -> bool:
+        """An operation holds the machine now (a caller would queue)."""
+        lock = self._locks.get(machine_id)
+        return lock is not None and lock.locked()
+
     def forget(self, machine_id: str) -> None:
         lock = self._locks.get(machine_id)
         if lock is not None and not lock.locked():
