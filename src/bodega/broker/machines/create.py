@@ -7,6 +7,10 @@ carries an idempotency key, so a create whose answer was lost is asked again
 safely; a client's own ``Idempotency-Key`` makes its machine id, and a retry
 finds the machine the first try made, even on a worker the view has not
 heard from yet.
+
+The broker decides a machine's name, its id and the volume's host here, once; the
+worker checks in the transaction that commits the create only what it alone knows
+(its room, its own volume's state, its own names and ids: ``worker/ops/creation.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from bodega.model.errors import (
     PreconditionFailed,
     Unavailable,
 )
-from bodega.model.ids import new_machine_name
+from bodega.model.ids import new_machine_id, new_machine_name
 from bodega.model.machine import Machine, names_registry
 from bodega.model.volume import Volume
 from bodega.placement import PlacementRequest
@@ -118,11 +122,15 @@ class MachineCreate:
             name = new_machine_name()  # unique in the app as far as this broker knows
         # Always a key, so that a create whose answer was lost can be asked again safely.
         key = idempotency_key or f"bodega-{secrets.token_hex(12)}"
+        ids: dict[str, str] = {}  # worker -> the id its machine gets, the same if asked again
 
         async def ask(worker: str, reservation: str | None) -> Machine:
+            # The broker names the id: the client's key's, else one marked with the worker's
+            # mark (model/ids.py), so a broker that has not heard of it yet knows whom to ask.
             attempt = CreateMachineBody(
                 app=app, config=body.config, name=name, generated_name=generated,
-                machine_id=machine_id, reservation_id=reservation,
+                machine_id=machine_id or ids.setdefault(worker, new_machine_id(worker)),
+                reservation_id=reservation,
                 skip_launch=body.skip_launch,
                 skip_service_registration=body.skip_service_registration,
                 lease_ttl=body.lease_ttl, idempotency_key=key, placement=record.answer())
