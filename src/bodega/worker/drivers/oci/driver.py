@@ -287,7 +287,8 @@ class OciDriver(RunsDriver):
             earlier = self.runs.earlier(spec, files)
             if earlier is not None:
                 return earlier
-        await self.prepare(spec)
+        if not spec.prepared:  # a create's launch: its prepare readied this spec a moment ago
+            await self.prepare(spec)
         self._write_config(spec)
         await self._delete_containers(spec.machine_id)
         self.runs.forget_ended(spec.machine_id)
