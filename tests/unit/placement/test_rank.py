@@ -267,3 +267,20 @@ def test_counts_kept_by_the_table_score_like_the_mapping() -> None:
                                scorer.breakdown(req, tracked, rows_tracked)[0], strict=True))
     assert by_name_plain == pytest.approx(by_name_tracked)
     assert by_name_tracked["w4"] < by_name_tracked["w1"]  # w4 holds 4 machines of the app
+
+
+@pytest.mark.parametrize("width", [1, 2])
+def test_the_plan_is_the_ranking_in_rounds_and_the_same_for_the_same_inputs(width: int) -> None:
+    """A placement's plan (``rounds``) is a function of the candidates and the ask: the
+    ranked workers, in order, ``width`` at a time (two when hedging); the refused ones are
+    in no round."""
+    table = CandidateTable("ams", [worker(f"w{i}", mem=512 * i) for i in range(5)]
+                           + [worker("full", mem=8192), worker("gone", status="dead")])
+    ranked = order(rank_region(request(), table, Policy()))
+    rounds = list(rank_region(request(), table, Policy()).rounds(width))
+    assert [s.candidate.name for batch in rounds for s in batch] == ranked
+    assert {"full", "gone"}.isdisjoint(ranked)
+    assert [len(batch) for batch in rounds] == [width] * (5 // width) + [1] * (5 % width)
+    again = [[s.candidate.name for s in b]
+             for b in rank_region(request(), table, Policy()).rounds(width)]
+    assert again == [[s.candidate.name for s in b] for b in rounds]
