@@ -17,7 +17,8 @@ workers were considered and what the best of them had free.
 
 The plan is the ranking's (``RegionRanking.rounds``: a function of the candidates and
 the ask); ``place`` is the one loop that walks it, and what it holds on the candidates
-while a create is in flight goes through its ``InFlight`` and is settled when it ends.
+while a create is in flight goes through its ``InFlight`` (below) and is settled when it
+ends.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TypeVar
 
 from bodega.broker.metrics import BrokerMetrics
-from bodega.broker.placing.in_flight import InFlight
 from bodega.broker.placing.no_room import no_room
 from bodega.broker.placing.record import Attempt, Record
 from bodega.broker.placing.shadow import Shadow
@@ -60,6 +61,68 @@ class PlacerConfig:
 # is set when hedging.
 Created = TypeVar("Created")
 AskWorker = Callable[[str, str | None], Awaitable[Created]]
+
+
+class InFlight:
+    """What one placement holds on the broker's candidates while its asks are out.
+
+    While a create is in flight, its claim is counted on the worker asked (and, for a
+    machine, the app's machine on it), so that the creates racing it rank that worker as
+    it will be and spread instead of herding. The placement takes those holds through its
+    ``InFlight`` and nowhere else: each is given back when its ask ends, but for the one
+    it keeps (the winner, whose room the worker's own figures count from then on, or a
+    worker that may have made the machine without answering); whatever is still held
+    when the placement ends, however it ends, is given back by ``settle``.
+    """
+
+    def __init__(self, candidates: Candidates, app: str, claim: Ask) -> None:
+        """``claim``: what a worker that takes the create gives up (a volume's: disk only)."""
+        self.candidates = candidates
+        self.app = app
+        self.claim = claim
+        # A machine of the app (not a volume, which claims only disk) counts among the app's
+        # machines on the worker while it is asked, for the spread across hosts.
+        self.machine = 1 if claim.cpus or claim.memory_mb else 0
+        self._held: dict[str, Ask] = {}  # worker -> the claim counted on it now
+
+    def hold(self, scored: Scored, *, pin: bool = True) -> None:
+        """Count the claim on the worker ``scored`` names; ``pin`` ties its cpus and GPUs to
+        the worker's kinds as its room stands (a reservation's claim, counted as it was
+        asked, is not)."""
+        worker = scored.candidate
+        claim = self.claim.pinned(worker.totals, worker.used) if pin else self.claim
+        self.give_back(worker.name)  # never two holds on one worker
+        self.candidates.claimed(worker.name, claim)
+        self._held[worker.name] = claim
+
+    def holds(self, worker: str) -> bool:
+        return worker in self._held
+
+    def give_back(self, worker: str) -> None:
+        """The worker said no, failed, or its reservation was let go: its room is free."""
+        claim = self._held.pop(worker, None)
+        if claim is not None:
+            self.candidates.claimed(worker, claim, undo=True)
+
+    def keep(self, worker: str) -> None:
+        """The worker made the create (or may have): its hold stays counted until its own
+        figures arrive."""
+        self._held.pop(worker, None)
+
+    @contextmanager
+    def asking(self, worker: str) -> Iterator[None]:
+        """The app's machine counted on ``worker`` for as long as the create is asked of
+        it; after, the machine index counts it (or there is none)."""
+        self.candidates.count(self.app, worker, self.machine)
+        try:
+            yield
+        finally:
+            self.candidates.count(self.app, worker, -self.machine)
+
+    def settle(self) -> None:
+        """The placement ended: every hold it did not keep is given back."""
+        for worker in list(self._held):
+            self.give_back(worker)
 
 
 class Placer:
@@ -169,7 +232,7 @@ class Placer:
         record.attempts.append(attempt)
         record.winner = scored
         if reservation is None:  # a reservation's room is held since it was taken
-            in_flight.hold(worker)
+            in_flight.hold(scored)
         try:
             with in_flight.asking(worker.name):
                 machine = await self._ask_surely(ask, worker.name, reservation)
@@ -239,7 +302,7 @@ class Placer:
                 self._refused(record, scored, "unreachable" if unreachable else "rejected", exc,
                               began)
                 return
-            in_flight.hold(scored.candidate, pin=False)
+            in_flight.hold(scored, pin=False)
             held.append((scored, answer.id))  # in the order the yeses came
 
         held: list[tuple[Scored, str]] = []
