@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import html
 from functools import cache
-from typing import Any
 
 from pydantic import BaseModel
 
 from bodega.broker.openapi_schemas import RESPONSES, STR
+from bodega.model.json import JsonObject
 from bodega.wire import fly, tokens
 from bodega.wire import fly_certificates as certs
 from bodega.wire import secret_keys as keys
@@ -198,23 +198,23 @@ RESPONSE_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-def _parameters(path: str) -> list[dict[str, Any]]:
+def _parameters(path: str) -> list[JsonObject]:
     names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
     return [{"name": n, "in": "path", "required": True, "schema": STR} for n in names]
 
 
 @cache
-def openapi_document() -> dict[str, Any]:
-    schemas: dict[str, Any] = dict(RESPONSES)
+def openapi_document() -> JsonObject:
+    schemas: JsonObject = dict(RESPONSES)
     bodies = {m.__name__: m for *_, m, _ in OPERATIONS if m is not None}
     for name, described in {**RESPONSE_MODELS, **bodies}.items():
         schema = described.model_json_schema(ref_template="#/components/schemas/{model}")
         schemas.update(schema.pop("$defs", {}))
         schemas[name] = schema
-    paths: dict[str, dict[str, Any]] = {}
+    paths: dict[str, JsonObject] = {}
     for method, path, summary, model, response in OPERATIONS:
         code, has_body = SUCCESS.get((method, path), (200, True))
-        operation: dict[str, Any] = {
+        operation: JsonObject = {
             "summary": summary, "operationId": f"{method}_{path}".replace("/", "_")
             .replace("{", "").replace("}", ""),
             "parameters": _parameters(path),

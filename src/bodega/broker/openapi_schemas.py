@@ -6,11 +6,11 @@ the objects the answers are, field for field as the Machines API's schemas have 
 
 from __future__ import annotations
 
-from typing import Any
+from bodega.model.json import JsonObject
 
 STR, _INT, _BOOL = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}
 _BYTES = {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 255}}
-RESPONSES: dict[str, dict[str, Any]] = {
+RESPONSES: dict[str, JsonObject] = {
     "ErrorResponse": {"type": "object", "properties": {
         "error": STR, "status": {"type": "string", "enum": [
             "unknown", "insufficient_capacity", "volume_placement_capacity", "name_taken",

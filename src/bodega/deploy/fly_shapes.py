@@ -30,7 +30,9 @@ import copy
 import shlex
 from typing import Any
 
-Table = dict[str, Any]  # a TOML table as tomllib gives it: a true JSON-like edge
+from bodega.model.json import JsonObject
+
+Table = JsonObject  # a TOML table as tomllib gives it: a true JSON-like edge
 
 
 class ShapeError(ValueError):

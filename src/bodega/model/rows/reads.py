@@ -12,11 +12,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar, overload
 
 from bodega.model.answer import from_doc
+from bodega.model.json import JsonObject
 from bodega.model.rows.row import Row
 
 R = TypeVar("R", bound=Row)
-# A row's document as the registry stores and gossips it: JSON, the edge the models read.
-Doc = dict[str, Any]
+# A row's document as the registry stores and gossips it: JSON, the edge the models read
+# (the registry's replication.rows.Document is the same alias).
+Doc = JsonObject
 
 
 def read_rows(model: type[R], docs: Iterable[Mapping[str, Any]]) -> list[R]:

@@ -27,7 +27,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+
+from bodega.model.json import JsonObject
 
 Addr = tuple[str, int]
 
@@ -125,7 +126,7 @@ class MemberView:
         return cls(record.name, record.addr, record.role, record.region, dict(record.meta),
                    record.status, record.incarnation, record.generation, record.host)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"name": self.name, "addr": f"{self.addr[0]}:{self.addr[1]}",
                 "role": str(self.role), "region": self.region, "meta": self.meta,
                 "status": str(self.status), "incarnation": self.incarnation,

@@ -23,6 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bodega.model.json import JsonObject
 from bodega.registry.buckets import BUCKETS
 from bodega.registry.membership.memberdigest import pack, unpack
 from bodega.registry.membership.members import (
@@ -52,7 +53,7 @@ class Item:
     """An opaque broadcast item: ``key`` de-duplicates it across the cluster."""
 
     key: str
-    data: dict[str, Any]
+    data: JsonObject
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ def encoded_size(value: MemberRecord | Item) -> int:
     return len(_dumps(record_json(value)))
 
 
-def _body_json(body: Body) -> dict[str, Any]:
+def _body_json(body: Body) -> JsonObject:
     match body:
         case None:
             return {"t": "gossip"}
@@ -140,7 +141,7 @@ def _body_json(body: Body) -> dict[str, Any]:
         case PingReq(seq, target, (host, port)):
             return {"t": "preq", "s": seq, "n": target, "h": host, "p": port}
         case Sync(records, reply, digest, want):
-            doc: dict[str, Any] = {"t": "sync", "r": reply, "m": [record_json(r) for r in records]}
+            doc: JsonObject = {"t": "sync", "r": reply, "m": [record_json(r) for r in records]}
             if digest is not None:
                 doc["g"] = pack(digest)
             if want:
@@ -178,7 +179,7 @@ def decode(data: bytes) -> Message:
         raise DecodeError(str(e)) from None
 
 
-def _body(doc: dict[str, Any]) -> Body:
+def _body(doc: JsonObject) -> Body:
     kind = doc.get("t")
     if kind == "gossip":
         return None

@@ -11,10 +11,10 @@ import json
 import ssl
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 
+from bodega.model.json import JsonObject
 from bodega.registry.feed import FeedLagged
 from bodega.registry.membership.messages import DecodeError
 from bodega.registry.replication.exchange import DigestRequest, SyncReply, SyncRequest
@@ -124,7 +124,7 @@ async def subscribe_http(url: str, tls: ssl.SSLContext | None, table: str, *,
         async for line in lines(response.content.iter_any()):
             if not line:
                 continue
-            message: dict[str, Any] = json.loads(line)
+            message: JsonObject = json.loads(line)
             if "row" in message:
                 yield _change(message["row"])
             elif "change" in message:
@@ -133,5 +133,5 @@ async def subscribe_http(url: str, tls: ssl.SSLContext | None, table: str, *,
                 raise FeedLagged(str(message.get("error")))
 
 
-def _change(doc: dict[str, Any]) -> RowChange:
+def _change(doc: JsonObject) -> RowChange:
     return RowChange(doc["kind"], doc["table"], doc["key"], doc["doc"])

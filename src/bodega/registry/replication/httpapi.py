@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute
 
 from bodega.model.errors import BadRequest
+from bodega.model.json import JsonObject
 from bodega.registry.feed import FeedLagged
 from bodega.registry.membership.messages import DecodeError
 from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
@@ -62,7 +62,7 @@ Compare = Callable[[DigestRequest], DigestReply]
 Subscribe = Callable[[str, Mapping[str, object]], Subscription]
 
 
-def _line(value: dict[str, Any]) -> bytes:
+def _line(value: JsonObject) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode() + b"\n"
 
 

@@ -44,7 +44,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import Any
 
 from bodega.registry.buckets import differing
 from bodega.registry.replication import exchange
@@ -52,7 +51,7 @@ from bodega.registry.replication.exchange import DigestReply, DigestRequest, Syn
 from bodega.registry.replication.hlc import ClockDrift, HybridClock
 from bodega.registry.replication.known import EMPTY, Known, Span
 from bodega.registry.replication.ledger import Ledger
-from bodega.registry.replication.rows import Change, Row, newer
+from bodega.registry.replication.rows import Change, Document, Row, newer
 from bodega.registry.replication.schema import TABLES
 from bodega.registry.replication.validate import problem
 from bodega.registry.replication.view import View
@@ -141,7 +140,7 @@ class Replica:
 
     # ── local writes ─────────────────────────────────────────────────────────
 
-    def write(self, table: str, key: str, doc: dict[str, Any] | None, *,
+    def write(self, table: str, key: str, doc: Document | None, *,
               shared: bool) -> Change | None:
         """Write (or, with ``doc`` None, delete) a row; None if nothing changes."""
         return self._writer.write(table, key, doc, shared=shared)

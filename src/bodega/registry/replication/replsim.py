@@ -44,7 +44,7 @@ from bodega.registry.replication.peers import (
     choose_alive,
 )
 from bodega.registry.replication.replica import Replica
-from bodega.registry.replication.rows import Change, Row
+from bodega.registry.replication.rows import Change, Document, Row
 from bodega.registry.replication.rowwire import (
     decode_item,
     digest_reply_json,
@@ -136,7 +136,7 @@ class ReplicaNet:
 
     # ── writes ───────────────────────────────────────────────────────────────
 
-    def write(self, name: str, table: str, key: str, doc: dict[str, Any] | None) -> None:
+    def write(self, name: str, table: str, key: str, doc: Document | None) -> None:
         """What ``RegistryNode.put_*``/``delete_*`` do, on node ``name``."""
         replica = self.replicas[name]
         shared = TABLES[table].kind is Kind.SHARED

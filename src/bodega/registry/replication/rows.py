@@ -22,12 +22,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bodega.model.json import JsonObject
 from bodega.registry.replication.hlc import Stamp
 from bodega.registry.replication.schema import TABLES, Kind
 
 # A row's document: whatever its writer publishes (a machine as its API renders it), JSON
 # with no schema of the registry's own; the indexed columns are read out of it (schema.py).
-Document = dict[str, Any]
+# The registry stores and gossips it as it came: a JSON object at the edge, which the row
+# models (model/rows) read on the other side.
+Document = JsonObject
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Change:
     local: bool = False  # written by this node: the shell broadcasts it
 
 
-def canonical(doc: dict[str, Any] | None) -> str:
+def canonical(doc: Document | None) -> str:
     return "" if doc is None else json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 

@@ -35,6 +35,7 @@ import json
 import zlib
 from typing import Any
 
+from bodega.model.json import JsonObject
 from bodega.registry.buckets import BUCKETS
 from bodega.registry.membership.messages import DecodeError, Item, encoded_size
 from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
@@ -76,7 +77,7 @@ def item_key(owner: str, version: int) -> str:
 def row_item(row: Row, floor: int = 0) -> Item:
     """The broadcast item for ``row``: whole, compressed, or a notice (with the floor)."""
     key = item_key(row.owner, row.version)
-    extra: dict[str, Any] = {"s": floor} if floor else {}
+    extra: JsonObject = {"s": floor} if floor else {}
     body = row_json(row)
     item = Item(key, {"r": body, **extra})
     if encoded_size(item) <= ITEM_BUDGET:
@@ -128,7 +129,7 @@ def decode_item(item: Item) -> Row | tuple[str, int]:
 
 # ── sync ─────────────────────────────────────────────────────────────────────
 
-def digest_request_json(request: DigestRequest) -> dict[str, Any]:
+def digest_request_json(request: DigestRequest) -> JsonObject:
     packed = b"".join(d.to_bytes(8, "big") for d in request.digest)
     return {"from": request.sender, "digest": base64.b64encode(packed).decode()}
 
@@ -147,7 +148,7 @@ def decode_digest_request(doc: Any) -> DigestRequest:
     return DigestRequest(_origin(doc["from"]), digest)
 
 
-def digest_reply_json(reply: DigestReply) -> dict[str, Any]:
+def digest_reply_json(reply: DigestReply) -> JsonObject:
     return {"differ": list(reply.differ)}
 
 
@@ -157,8 +158,8 @@ def decode_digest_reply(doc: Any) -> DigestReply:
     return DigestReply(_buckets(doc["differ"]))
 
 
-def request_json(request: SyncRequest) -> dict[str, Any]:
-    doc: dict[str, Any] = {
+def request_json(request: SyncRequest) -> JsonObject:
+    doc: JsonObject = {
         "from": request.sender,
         "known": {origin: known.to_json() for origin, known in request.known.items()}}
     if request.buckets is not None:
@@ -186,8 +187,8 @@ def _buckets(value: list[Any]) -> tuple[int, ...]:
     return tuple(value)
 
 
-def reply_json(reply: SyncReply) -> dict[str, Any]:
-    doc: dict[str, Any] = {"rows": [row_json(r) for r in reply.rows],
+def reply_json(reply: SyncReply) -> JsonObject:
+    doc: JsonObject = {"rows": [row_json(r) for r in reply.rows],
                            "vouched": {o: [list(s) for s in spans]
                                        for o, spans in reply.vouched.items()},
                            "reset": reply.reset, "horizons": reply.horizons}

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+
+from bodega.model.json import JsonObject
 
 # Rows whose indexed columns equal these values (checked: ``subscriptions.normalize_filters``).
 Filters = dict[str, str | int]
@@ -57,15 +58,15 @@ class TableSpec:
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
-    def indexed(self, key: str, doc: dict[str, Any]) -> dict[str, Any]:
+    def indexed(self, key: str, doc: JsonObject) -> JsonObject:
         """The indexed column values of a (validated) row, as SQLite stores them."""
-        values: dict[str, Any] = {self.key: key}
+        values: JsonObject = {self.key: key}
         for column in self.columns:
             value = doc.get(column.name)
             values[column.name] = int(value) if isinstance(value, bool) else value
         return values
 
-    def owner_of(self, key: str, doc: dict[str, Any] | None) -> str | None:
+    def owner_of(self, key: str, doc: JsonObject | None) -> str | None:
         """The node that owns this row by its content; None when the content cannot tell."""
         if self.ownership is None:
             return None

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from bodega.model.json import JsonObject
 from bodega.registry.feed import Feed
-from bodega.registry.replication.rows import Change, Row
+from bodega.registry.replication.rows import Change, Document, Row
 from bodega.registry.replication.schema import TABLES, Filters
 
 ChangeKind = Literal["initial", "insert", "update", "delete"]
@@ -32,9 +33,9 @@ class RowChange:
     kind: ChangeKind
     table: str
     key: str
-    doc: dict[str, Any] | None  # None for a delete
+    doc: Document | None  # None for a delete
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"kind": self.kind, "table": self.table, "key": self.key, "doc": self.doc}
 
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
-from typing import Any
 
 from bodega.registry.replication.hlc import HybridClock
 from bodega.registry.replication.known import Known
 from bodega.registry.replication.ledger import Ledger
-from bodega.registry.replication.rows import Change, Row, newer
+from bodega.registry.replication.rows import Change, Document, Row, newer
 from bodega.registry.replication.schema import TABLES, Kind
 from bodega.registry.replication.validate import problem
 from bodega.registry.replication.view import View
@@ -83,7 +82,7 @@ class Writer:
         mine = self._ledger.get(self.name)
         return mine if mine.top >= self.base else Known(self.base)
 
-    def write(self, table: str, key: str, doc: dict[str, Any] | None, *,
+    def write(self, table: str, key: str, doc: Document | None, *,
               shared: bool) -> Change | None:
         """Write (or, with ``doc`` None, delete) a row; None if nothing changes."""
         spec = TABLES.get(table)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from bodega.model.json import JsonObject
 from bodega.worker.images.manifest import ImageConfig
 
 CAPABILITIES = [  # Docker's default set
@@ -117,10 +117,10 @@ def runtime_spec(
     image: ImageConfig, machine: MachineCommand, *, env: dict[str, str], rootfs: str,
     hostname: str, cgroups_path: str | None, user: tuple[int, int],
     binds: list[tuple[str, str]], netns: str | None = None,
-) -> dict[str, Any]:
+) -> JsonObject:
     """The bundle's config; ``netns``, a namespace's path, is joined by the runtime itself
     (else the container shares the runtime's own network namespace)."""
-    mounts: list[dict[str, Any]] = [
+    mounts: list[JsonObject] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
         {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
          "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
@@ -133,7 +133,7 @@ def runtime_spec(
     ]
     mounts += [{"destination": guest, "type": "bind", "source": host,
                 "options": ["rbind", "rw"]} for host, guest in binds]
-    linux: dict[str, Any] = {
+    linux: JsonObject = {
         "namespaces": [{"type": "mount"}, {"type": "ipc"}, {"type": "uts"},
                        *([{"type": "network", "path": netns}] if netns else [])],
         "maskedPaths": MASKED, "readonlyPaths": READONLY,
