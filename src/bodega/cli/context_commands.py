@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, TypedDict
 
 import typer
 
@@ -147,7 +147,18 @@ def _registry(chosen: Target) -> tuple[str | None, str]:
     return info.image_registry, "the cluster (GET /v1/cluster)"
 
 
-def _wire(found: Context) -> dict[str, Any]:
+class ContextWire(TypedDict):
+    """A context as ``bodega context ls --json`` prints it: the token itself never."""
+
+    name: str
+    api_url: str
+    token_file: str | None
+    token: str | None  # "(inline)" when the context keeps its token itself
+    registry: str | None
+    data_dir: str | None
+
+
+def _wire(found: Context) -> ContextWire:
     return {"name": found.name, "api_url": found.api_url, "token_file": found.token_file,
             "token": "(inline)" if found.token else None, "registry": found.registry,
             "data_dir": found.data_dir}

@@ -24,11 +24,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from bodega.cluster.config import AGENT_NAME, ClusterConfig
 from bodega.cluster.edge_files import CA_CRT
 from bodega.model.duration import format_duration
+from bodega.model.json import JsonObject
 
 if TYPE_CHECKING:
     from bodega.cluster.forked import ForkedProcess
@@ -58,7 +59,7 @@ class Component:
     flags: dict[str, str] = field(default_factory=dict)
     tls_dir: Path | None = None  # where its key and certificate go (None: no TLS identity)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:  # as ``bodega up`` writes its state file
         return {
             "role": self.role, "name": self.name, "region": self.region,
             "pid": self.process.pid if self.process else None, "url": self.url,

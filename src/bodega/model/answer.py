@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bodega.model.json import JsonObject
+
 if TYPE_CHECKING:
     from pydantic.main import IncEx
 
@@ -39,8 +41,8 @@ class Answer(BaseModel):
         """The answer as JSON, by pydantic's own encoder; ``exclude`` names fields to leave out."""
         return self.model_dump_json(exclude_none=True, exclude=exclude).encode()
 
-    def doc(self) -> dict[str, Any]:
-        """The answer as a JSON document (a registry row is one)."""
+    def doc(self) -> JsonObject:
+        """The answer as a JSON document (a registry row is one), about to be written."""
         return self.model_dump(mode="json", exclude_none=True)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TypedDict
 
 from bodega.model.machine_config import MachineConfig
 from bodega.model.rows.workers import HostTotals, HostUsage
@@ -27,6 +27,20 @@ DEFAULT_ISOLATIONS = ("container",)
 # emulation, its translated code): the host is charged it with the guest's, as the machine's
 # memory cgroup allows it, so a host full of VMs is not over-committed.
 VM_OVERHEAD_MB = 128
+
+
+class AskWire(TypedDict, total=False):
+    """An ask as JSON: how a worker stores it (its claims, its jobs' runs) and a placement's
+    record shows it. Every key is written; an ask stored before a key existed lacks it,
+    and reads as that key's default."""
+
+    cpu_kind: str
+    cpus: int
+    memory_mb: int
+    disk_gb: int
+    gpus: int
+    gpu_kind: str | None
+    isolation: str
 
 
 @dataclass(frozen=True)
@@ -73,7 +87,7 @@ class Ask:
             text += f", {self.isolation} isolation"
         return text
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> AskWire:
         return {
             "cpu_kind": self.cpu_kind, "cpus": self.cpus, "memory_mb": self.memory_mb,
             "disk_gb": self.disk_gb, "gpus": self.gpus, "gpu_kind": self.gpu_kind,
@@ -81,7 +95,7 @@ class Ask:
         }
 
     @classmethod
-    def from_wire(cls, data: dict[str, Any]) -> Ask:
+    def from_wire(cls, data: AskWire) -> Ask:
         return cls(
             cpu_kind=str(data.get("cpu_kind", "shared")),
             cpus=int(data.get("cpus", 0)),

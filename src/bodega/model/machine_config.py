@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from bodega.model.duration import parse_duration
+from bodega.model.json import JsonObject
 from bodega.model.limits import (
     MAX_ENV,
     MAX_ITEMS,
@@ -314,5 +315,5 @@ class MachineConfig(_Open):
             retries = self.restart.max_retries
         return policy, retries
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> JsonObject:  # the config as JSON, about to be written
         return self.model_dump(mode="json", exclude_none=True)

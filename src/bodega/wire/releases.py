@@ -9,10 +9,11 @@ keeps as it came, for a rollback to deploy again.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bodega.model.json import JsonObject
 from bodega.model.rows import Row
 
 Status = Literal["running", "complete", "failed", "interrupted"]
@@ -24,7 +25,7 @@ class CreateRelease(BaseModel):
 
     strategy: str = Field(min_length=1, max_length=32)
     image: str = Field(min_length=1, max_length=512)
-    config: dict[str, Any] = Field(max_length=MAX_CONFIG_KEYS)
+    config: JsonObject = Field(max_length=MAX_CONFIG_KEYS)  # bodega.toml: kept, not read
     user: str = Field(default="unknown", max_length=128)
     description: str | None = Field(default=None, max_length=512)
     base_dir: str | None = Field(default=None, max_length=4096)
@@ -48,7 +49,7 @@ class Release(Row):
     status: str = ""
     strategy: str = ""
     image: str = ""
-    config: dict[str, Any] = {}  # bodega.toml, as the deploy read it
+    config: JsonObject = {}  # bodega.toml, as the deploy read it: kept and answered as it came
     user: str = ""
     description: str | None = None
     base_dir: str | None = None

@@ -232,7 +232,7 @@ async def test_a_reused_pid_is_not_adopted(tmp_path: Path, driver: ProcessDriver
     try:
         fake = TaskHandle(driver="process", machine_id=s.machine_id, instance_id=s.instance_id,
                           start_seq=s.start_seq, pid=stranger.pid,
-                          data=dict(handle.data))
+                          data=handle.data.copy())
         assert await ProcessDriver(None).recover(fake) is False
         assert stranger.returncode is None
     finally:
@@ -356,7 +356,7 @@ async def test_an_exec_never_enters_a_stranger_that_took_the_runs_pid(
                                                     "import time; time.sleep(30)")
     try:
         taken = TaskHandle(driver="process", machine_id=s.machine_id, instance_id=s.instance_id,
-                           start_seq=s.start_seq, pid=stranger.pid, data=dict(handle.data))
+                           start_seq=s.start_seq, pid=stranger.pid, data=handle.data.copy())
         with pytest.raises(TaskGone):
             await ProcessDriver(driver.cgroups).control.exec(taken, s, ["true"], 5, None)
     finally:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bodega.model.duration import parse_duration
+from bodega.model.json import JsonObject
 from bodega.model.machine import CheckStatus
 from bodega.model.machine_config import Check, MachineConfig
 
@@ -102,7 +103,7 @@ class CheckStates:
     start_seq: int
     results: Mapping[str, Mapping[str, Any]]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:  # as the machine's record stores it
         return {"start_seq": self.start_seq,
                 "results": {name: dict(r) for name, r in self.results.items()}}
 

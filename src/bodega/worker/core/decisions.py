@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from bodega.model.capacity import Ask
 from bodega.model.machine import ExitStatus
@@ -160,6 +160,27 @@ class Sizing:
     gpu_kind: str | None
 
 
+class Columns(TypedDict, total=False):
+    """The machine record's columns a decision changes, as the store's update takes them."""
+
+    state: str
+    holds_compute: bool
+    start_seq: int
+    restarts: int
+    cordoned: bool
+    last_exit: ExitStatus
+    config: MachineConfig
+    instance_id: str
+    checks: CheckStates
+    host_stopped: bool
+    millicpus: int
+    memory_mb: int
+    gpus: int
+    gpu_kind: str | None
+    memory_limit_mb: None  # a new reservation starts whole: no lower limit left
+    handle: None  # cleared: the run is gone
+
+
 @dataclass(frozen=True)
 class Changes:
     """Columns of the machine's record to change; None leaves a column as it is."""
@@ -187,18 +208,33 @@ class Changes:
         values["clear_handle"] = self.clear_handle or later.clear_handle
         return Changes(**values)
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> Columns:
         """The changes as the store's column updates."""
-        out: dict[str, Any] = {}
-        for name in ("state", "holds_compute", "start_seq", "restarts", "cordoned",
-                     "last_exit", "config", "instance_id", "checks", "host_stopped"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
+        out = Columns()
+        if self.state is not None:
+            out["state"] = self.state
+        if self.holds_compute is not None:
+            out["holds_compute"] = self.holds_compute
+        if self.start_seq is not None:
+            out["start_seq"] = self.start_seq
+        if self.restarts is not None:
+            out["restarts"] = self.restarts
+        if self.cordoned is not None:
+            out["cordoned"] = self.cordoned
+        if self.last_exit is not None:
+            out["last_exit"] = self.last_exit
+        if self.config is not None:
+            out["config"] = self.config
+        if self.instance_id is not None:
+            out["instance_id"] = self.instance_id
+        if self.checks is not None:
+            out["checks"] = self.checks
+        if self.host_stopped is not None:
+            out["host_stopped"] = self.host_stopped
         if self.sizing is not None:  # a new reservation starts whole: no lower limit left
-            out.update(millicpus=self.sizing.millicpus, memory_mb=self.sizing.memory_mb,
-                       gpus=self.sizing.gpus, gpu_kind=self.sizing.gpu_kind,
-                       memory_limit_mb=None)
+            out.update(Columns(millicpus=self.sizing.millicpus, memory_mb=self.sizing.memory_mb,
+                               gpus=self.sizing.gpus, gpu_kind=self.sizing.gpu_kind,
+                               memory_limit_mb=None))
         if self.clear_handle:
             out["handle"] = None
         return out

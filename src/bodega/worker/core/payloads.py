@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from bodega.model.json import JsonObject
+
 
 @dataclass(frozen=True, kw_only=True)
 class Payload:
@@ -126,10 +128,10 @@ _SECONDS = ("delay", "timeout")  # numbers a JSON writer may have left as intege
 _FLAGS = ("thaw", "attached")  # left out when false, as they were before they existed
 
 
-def payload_json(payload: Payload) -> dict[str, Any]:
+def payload_json(payload: Payload) -> JsonObject:
     """The payload as the JSON object the store keeps: set fields only."""
     names = [f.name for f in fields(payload) if f.name not in _FAILURE] + list(_FAILURE)
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for name in names:
         value = getattr(payload, name)
         if value is None or (name in _FLAGS and value is False):

@@ -7,13 +7,27 @@ Pure: the core reads them; the store builds them from SQLite rows
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from bodega.model.capacity import Ask
+from bodega.model.json import JsonObject
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_answers import Lease
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.core.checks import CheckStates
+
+
+class HandleData(TypedDict, total=False):
+    """What a driver keeps in a handle to find its run again (the process drivers' files).
+
+    Stored in the machine's record as a JSON object; a key a driver does not set is left
+    out, as it was before this was typed, so records written either way read the same.
+    """
+
+    pidfile: str  # the run's pidfile, which its supervisor writes
+    exitfile: str  # where the run's exit status lands
+    start_time: int | None  # the process's start time (clock ticks since boot): pid reuse
+    oom_base: int  # the cgroup's OOM kills before this run: later ones are its own
 
 
 @dataclass(frozen=True)
@@ -26,9 +40,9 @@ class TaskHandle:
     start_seq: int
     pid: int | None = None
     started_at: float = 0.0
-    data: dict[str, Any] = field(default_factory=dict)
+    data: HandleData = field(default_factory=lambda: HandleData())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:  # as the machine's record stores it
         return {
             "driver": self.driver, "machine_id": self.machine_id,
             "instance_id": self.instance_id, "start_seq": self.start_seq,
@@ -36,12 +50,12 @@ class TaskHandle:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TaskHandle:
+    def from_json(cls, data: JsonObject) -> TaskHandle:  # as the record stored it
         return cls(
             driver=str(data["driver"]), machine_id=str(data["machine_id"]),
             instance_id=str(data["instance_id"]), start_seq=int(data["start_seq"]),
             pid=data.get("pid"), started_at=float(data.get("started_at", 0.0)),
-            data=dict(data.get("data") or {}),
+            data=HandleData(**(data.get("data") or {})),
         )
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from bodega.model.errors import StorageFull
 from bodega.model.ids import new_ulid
+from bodega.model.json import JsonObject
 from bodega.model.machine import MachineEvent
 from bodega.runtime.sqlite import open_database
 from bodega.runtime.steady_clock import SteadyClock
@@ -171,7 +172,7 @@ class Store(LogReader):
         resource_id: str,
         fsm: str,
         step: str,
-        payload: dict[str, Any],
+        payload: JsonObject,  # written as JSON right here
         event: MachineEvent | None = None,
     ) -> int:
         self._touched.add(resource_id)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
-from typing import Any
 
+from bodega.model.json import JsonObject
 from bodega.model.machine import MachineEvent
 
 
@@ -21,8 +21,9 @@ class LogEntry:
     resource_id: str
     fsm: str
     step: str
-    payload: dict[str, Any]
-    event: dict[str, Any] | None
+    # Read from the log's JSON and answered as JSON (the worker's /log): kept as they came.
+    payload: JsonObject
+    event: JsonObject | None
     at: float
 
 
