@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
 
 from bodega.model.answer import Answer
 from bodega.model.machine_config import MachineConfig
@@ -82,29 +84,46 @@ class ExitEvent(Answer):
                 + (", killed for lack of memory (OOM)" if self.oom_killed else ""))
 
 
+class EventRequest(BaseModel):
+    """What an event carries beside its type and status (the API's ``request``).
+
+    One of: how a run ended (an ``exit`` event); a failed step's ``error`` and ``step``;
+    a check's ``name``, ``status`` and ``output``; and, with any of them, the ``reason``
+    the worker began its own operation. The fields are in the order the worker has always
+    written them, so an event reads back and is answered byte for byte as it was stored;
+    a key this version does not know is kept (``extra="allow"``) and answered as it came.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
+
+    exit_event: ExitEvent | None = None
+    error: str | None = None
+    step: str | None = None
+    reason: str | None = None
+    name: str | None = None
+    status: str | None = None
+    output: str | None = None
+
+
 class MachineEvent(Answer):
     id: str = ""
     type: str = ""
     status: str = ""
     source: str = ""
     timestamp: int = 0  # milliseconds since the epoch
-    # What the event carries, as the API types it: any JSON object (an exit, an error).
-    request: dict[str, Any] | None = None
+    request: EventRequest | None = None
 
     def exit_event(self) -> ExitEvent | None:
         """An ``exit`` event's ``exit_event``; None for any other event."""
-        found = (self.request or {}).get("exit_event")
-        return ExitEvent.model_validate(found) if isinstance(found, dict) else None
+        return None if self.request is None else self.request.exit_event
 
     def error(self) -> str | None:
         """The error a failed step recorded, if any."""
-        found = (self.request or {}).get("error")
-        return None if found is None else str(found)
+        return None if self.request is None else self.request.error
 
     def reason(self) -> str | None:
         """Why the worker began what the event records on its own (``host restarted``)."""
-        found = (self.request or {}).get("reason")
-        return None if found is None else str(found)
+        return None if self.request is None else self.request.reason
 
     def trouble(self) -> str | None:
         """What this event says went wrong: a failed step's error, or a run that failed

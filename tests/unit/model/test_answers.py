@@ -31,7 +31,9 @@ WORKER_ANSWER: dict[str, Any] = {
     "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:01Z",
     "host_status": "ok", "app": "web", "worker": "ams-1",
     "events": [{"id": "e1", "type": "exit", "status": "stopped", "source": "flyd",
-                "timestamp": 1, "request": {"exit_event": {"exit_code": 3, "signal": None}}}],
+                "timestamp": 1, "request": {"exit_event": {  # as a worker writes it
+                    "exit_code": 3, "oom_killed": False, "requested_stop": False,
+                    "exited_at": "2026-01-01T00:00:00Z"}}}],
     "service_host": "10.0.0.2",
 }
 
@@ -134,3 +136,43 @@ def _exit(code: int, *, at: int, requested: bool = False, signal: int | None = N
 def test_a_machine_says_what_went_wrong_from_its_newest_event(
         events: list[MachineEvent], trouble: str | None) -> None:
     assert Machine(id="m1", state="failed", events=events).trouble() == trouble
+
+
+# Events as workers before EventRequest stored them in their op log (request a plain JSON
+# object, its keys in the order the worker wrote them): a worker resuming that log and a
+# broker answering them must read each and answer it byte for byte as it was stored.
+STORED_EVENTS = [
+    '{"id":"01A","type":"exit","status":"stopped","source":"flyd","timestamp":1,"request":'
+    '{"exit_event":{"exit_code":143,"oom_killed":false,"requested_stop":true,'
+    '"exited_at":"2026-01-01T00:00:00Z","signal":15}}}',
+    '{"id":"01B","type":"exit","status":"restarting","source":"flyd","timestamp":2,"request":'
+    '{"exit_event":{"exit_code":1,"oom_killed":false,"requested_stop":false,'
+    '"exited_at":"2026-01-01T00:00:00Z"},"reason":"host restarted"}}',
+    '{"id":"01C","type":"start","status":"failed","source":"flyd","timestamp":3,"request":'
+    '{"error":"exec: no such file","step":"spawn"}}',
+    '{"id":"01D","type":"launch","status":"failed","source":"user","timestamp":4,"request":'
+    '{"error":"no room","reason":"host restarted"}}',
+    '{"id":"01E","type":"check","status":"passing","source":"flyd","timestamp":5,"request":'
+    '{"name":"web","status":"passing","output":"200 OK"}}',
+    '{"id":"01F","type":"start","status":"started","source":"user","timestamp":6}',
+    # a key this version has no field for is kept and answered as it came
+    '{"id":"01G","type":"update","status":"updated","source":"user","timestamp":7,"request":'
+    '{"error":"x","from_a_newer_worker":{"n":1}}}',
+]
+
+
+@pytest.mark.parametrize("stored", STORED_EVENTS)
+def test_an_event_stored_before_its_request_was_typed_reads_and_answers_as_stored(
+        stored: str) -> None:
+    event = MachineEvent.model_validate_json(stored)
+    assert event.wire() == stored.encode()
+
+
+def test_an_event_request_is_read_by_its_fields() -> None:
+    exit_event, _, failed, launch, *_ = (MachineEvent.model_validate_json(s)
+                                          for s in STORED_EVENTS)
+    found = exit_event.exit_event()
+    assert found is not None
+    assert (found.requested_stop, found.signal) == (True, 15)
+    assert (failed.error(), failed.reason()) == ("exec: no such file", None)
+    assert launch.reason() == "host restarted"

@@ -56,7 +56,7 @@ def states(w: Worker, ids: dict[str, str]) -> dict[str, str]:
 
 def reasons(w: Worker, machine_id: str) -> list[tuple[str, str, str, str | None]]:
     """The machine's events, oldest first, with the reason each gives."""
-    return [(e.type, e.status, e.source, (e.request or {}).get("reason"))
+    return [(e.type, e.status, e.source, e.reason())
             for e in reversed(w.actions.events(machine_id, limit=50))]
 
 

@@ -95,8 +95,9 @@ async def test_stop_releases_compute_and_records_a_requested_exit(worker: W) -> 
     exit_event = w.store.events(mid, 1)[0]
     assert (exit_event.type, exit_event.status) == ("exit", "stopped")
     assert exit_event.request is not None
-    assert exit_event.request["exit_event"]["requested_stop"] is True
-    assert exit_event.request["exit_event"]["exit_code"] == 143
+    assert exit_event.request.exit_event is not None
+    assert exit_event.request.exit_event.requested_stop is True
+    assert exit_event.request.exit_event.exit_code == 143
     assert w.ledger.usage().memory_mb == 0
     assert not driver.running(mid)
 
@@ -354,7 +355,9 @@ async def test_a_failed_start_leaves_the_machine_failed_with_an_event(worker: W)
     assert (row.state, row.holds_compute) == ("failed", False)
     last = w.store.events(mid, 1)[0]
     assert (last.type, last.status) == ("start", "failed")
-    assert last.request == {"error": "exec: no such file", "step": "spawn"}
+    assert last.request is not None
+    assert last.request.model_dump(exclude_none=True) == {"error": "exec: no such file",
+                                                          "step": "spawn"}
 
 
 

@@ -185,7 +185,8 @@ async def test_operations_an_older_worker_left_running_resume(tmp_path: Path) ->
         exit_event = w.store.events(made["stop"])[0]
         assert (exit_event.type, exit_event.status) == ("exit", "stopped")
         assert exit_event.request is not None
-        assert exit_event.request["exit_event"]["signal"] == 15
+        assert exit_event.request.exit_event is not None
+        assert exit_event.request.exit_event.signal == 15
 
         kill_signals = [t.signals for t in driver.tasks.values()
                         if t.handle.machine_id == made["destroy"]]

@@ -58,7 +58,7 @@ async def test_a_drive_that_keeps_failing_leaves_the_machine_failed_not_starting
     last = w.store.events(mid, 1)[0]
     assert (last.type, last.status) == ("start", "failed")
     assert last.request is not None
-    assert last.request["error"] == "the worker could not go on: the disk is full"
+    assert last.request.error == "the worker could not go on: the disk is full"
     # At rest, it takes what a failed machine takes: a destroy, without force.
     await w.machines.destroy(mid)
     await w.machines.settle()

@@ -8,6 +8,7 @@ who changed what. Pure, like the rest of the core (``rules.py`` dispatches here)
 from __future__ import annotations
 
 from bodega.model.errors import BadRequest, PreconditionFailed
+from bodega.model.machine import EventRequest
 from bodega.model.states import MachineState as S
 from bodega.worker.core import checks
 from bodega.worker.core.decisions import (
@@ -64,4 +65,6 @@ def check_result(record: MachineRow, stimulus: CheckResult) -> Decision:
         changes=Changes(checks=states.with_result(
             stimulus.name, stimulus.status, stimulus.output, stimulus.at)),
         notes=(Note("supervise", "check", detail,
-                    EventSpec("check", stimulus.status, "flyd", detail)),))
+                    EventSpec("check", stimulus.status, "flyd", EventRequest(
+                        name=stimulus.name, status=stimulus.status,
+                        output=stimulus.output))),))

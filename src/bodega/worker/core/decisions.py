@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Any, TypedDict
 
 from bodega.model.capacity import Ask
-from bodega.model.machine import ExitStatus
+from bodega.model.machine import EventRequest, ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.core.checks import CheckStates
 from bodega.worker.core.payloads import Payload
@@ -245,7 +245,7 @@ class EventSpec:
     type: str
     status: str
     source: str
-    request: Mapping[str, Any] | None = None
+    request: EventRequest | None = None
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ from dataclasses import replace
 
 from bodega.model.capacity import Ask
 from bodega.model.errors import NotFound, PreconditionFailed
+from bodega.model.machine import EventRequest
 from bodega.model.states import RELEASES_COMPUTE
 from bodega.model.states import MachineState as S
 from bodega.worker.core.annotations import NOTHING, check_result, cordon, set_metadata
@@ -310,7 +311,7 @@ def _exit_observed(record: MachineRow, stimulus: ExitObserved) -> Decision:
               ExitDecision.DESTROY: "destroying"}[verdict]
     note = Note("supervise", "exit", {"decision": str(verdict)},
                 EventSpec("exit", status, "flyd",
-                          {"exit_event": stimulus.exit.exit_event().doc()}))
+                          EventRequest(exit_event=stimulus.exit.exit_event())))
     if verdict is ExitDecision.RESTART:
         start = _begin_start(record, "flyd", delay=restart_delay(restarts),
                              changes=noted.merge(Changes(restarts=restarts + 1)))
@@ -329,7 +330,7 @@ def _lost_with_host(record: MachineRow, stimulus: ExitObserved) -> Decision:
     verdict = ExitDecision.RESTART
     note = Note("supervise", "exit", {"decision": str(verdict), "lost": True},
                 EventSpec("exit", "restarting", "flyd",
-                          {"exit_event": stimulus.exit.exit_event().doc()}))
+                          EventRequest(exit_event=stimulus.exit.exit_event())))
     start = _begin_start(record, "flyd", delay=0.0, reason=HOST_RESTARTED,
                          changes=Changes(last_exit=stimulus.exit, restarts=0))
     return replace(start, notes=(note,), exit_decision=verdict)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import signal as signals
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TypedDict
 
 from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout, Unavailable
 from bodega.model.machine import MachineEvent
@@ -36,6 +36,13 @@ WAIT_MAX = 60
 WAIT_STATES = frozenset({"started", "stopped", "suspended", "destroyed", "failed", "settled"})
 
 
+class ActionNote(TypedDict, total=False):
+    """What the log keeps of an action on a running machine (the audit trail, GET /log)."""
+
+    signal: str  # a signal sent, by name
+    command: list[str]  # an exec's or a console's command, its first 16 words
+
+
 class MachineActions:
     def __init__(self, machines: MachineService, watch: StateWatch) -> None:
         self.machines = machines
@@ -44,7 +51,7 @@ class MachineActions:
         self.recorder = machines.lifecycle.recorder
         self.watch = watch
 
-    def _log(self, machine_id: str, step: str, payload: dict[str, Any]) -> None:
+    def _log(self, machine_id: str, step: str, payload: ActionNote) -> None:
         with self.store.tx() as conn:
             self.store.append(conn, op_id="action", resource_id=machine_id, fsm="action",
                               step=step, payload=payload)

@@ -85,7 +85,7 @@ class Recorder:
         for note in decision.notes:
             spec = note.event
             event = None if spec is None else self.store.new_event(
-                spec.type, spec.status, spec.source, dict(spec.request) if spec.request else None)
+                spec.type, spec.status, spec.source, spec.request)
             self.store.append(conn, op_id=note.fsm, resource_id=machine_id, fsm=note.fsm,
                               step=note.step, payload=dict(note.payload), event=event)
         columns = decision.changes.columns()

@@ -15,9 +15,9 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Protocol
 
-from bodega.model.machine import MachineEvent
+from bodega.model.machine import EventRequest, ExitEvent, MachineEvent
 from bodega.runtime.failpoints import Failpoints
 from bodega.worker.core.fsm import FSMS, Fsm, Step
 from bodega.worker.core.payloads import EndsRun, Payload
@@ -89,13 +89,14 @@ def step_event(store: Store, step: Step, payload: Payload) -> MachineEvent | Non
     if spec is None:
         return None
     type_, status = spec
-    request: dict[str, Any] | None = None
+    request: EventRequest | None = None
     if type_ == "exit" and isinstance(payload, EndsRun) and payload.exit:
-        request = {"exit_event": dict(payload.exit)}
+        request = EventRequest(exit_event=ExitEvent.model_validate(payload.exit))
     elif payload.error and status == "failed":
-        request = {"error": payload.error}
+        request = EventRequest(error=payload.error)
     if payload.reason is not None:  # the worker's own operation says why it began
-        request = {**(request or {}), "reason": payload.reason}
+        request = (EventRequest(reason=payload.reason) if request is None
+                   else request.model_copy(update={"reason": payload.reason}))
     return store.new_event(type_, status, payload.source, request)
 
 
@@ -238,7 +239,7 @@ class Runner:
         event = None
         if event_spec is not None:
             event = self.store.new_event(
-                event_spec[0], event_spec[1], "flyd", {"error": error, "step": step.name}
+                event_spec[0], event_spec[1], "flyd", EventRequest(error=error, step=step.name)
             )
         with self.store.tx(host_local=host_local(op)) as conn:
             op = self.store.advance_operation(

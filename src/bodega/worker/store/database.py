@@ -14,16 +14,14 @@ import asyncio
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bodega.model.errors import StorageFull
 from bodega.model.ids import new_ulid
-from bodega.model.json import JsonObject
-from bodega.model.machine import MachineEvent
+from bodega.model.machine import EventRequest, MachineEvent
 from bodega.runtime.sqlite import open_database
 from bodega.runtime.steady_clock import SteadyClock
 from bodega.worker.core.payloads import Payload, payload_from_json, payload_json
@@ -172,7 +170,7 @@ class Store(LogReader):
         resource_id: str,
         fsm: str,
         step: str,
-        payload: JsonObject,  # written as JSON right here
+        payload: Mapping[str, object],  # any JSON object: written as JSON right here
         event: MachineEvent | None = None,
     ) -> int:
         self._touched.add(resource_id)
@@ -188,12 +186,12 @@ class Store(LogReader):
         return int(cursor.lastrowid or 0)
 
     def new_event(
-        self, type_: str, status: str, source: str, request: dict[str, Any] | None = None
+        self, type_: str, status: str, source: str, request: EventRequest | None = None
     ) -> MachineEvent:
         now_ms = int(self.clock() * 1000)
         return MachineEvent(
             id=new_ulid(now_ms), type=type_, status=status, source=source,
-            timestamp=now_ms, request=request or None,  # an empty request is none at all
+            timestamp=now_ms, request=request,
         )
 
     # -- operations -------------------------------------------------------------
