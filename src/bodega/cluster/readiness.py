@@ -10,18 +10,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
+from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
 from bodega.model.errors import BodegaError
 from bodega.wire.machines_client import MachinesClient
 
 
+class BrokerHealth(BaseModel):
+    """What ``bodega up`` reads of the broker's ``GET /v1/health`` answer.
+
+    A key it does not know is ignored; ``ok`` and ``ready`` count only when they are
+    ``true`` itself (a broker that predates ``ready`` leaves it out: ready).
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    ok: StrictBool = True
+    ready: StrictBool = True
+    error: str | None = None  # why not, when it is not ready
+
+    @classmethod
+    def read(cls, body: object) -> BrokerHealth:
+        """The answer's body as health; one of no shape health has is not ready."""
+        try:
+            return cls.model_validate(body if isinstance(body, dict) else {"ready": False})
+        except ValidationError:
+            return cls(ready=False)
+
+
 @dataclass(frozen=True)
 class Observed:
     health_status: int | None  # None: the broker did not answer at all
-    health: dict[str, Any]
+    health: BrokerHealth
     alive_workers: frozenset[str]
     error: str = ""  # why the broker could not be asked, when it could not
 
@@ -39,9 +61,8 @@ def judge(seen: Observed, workers: dict[str, Path], broker_log: Path) -> NotRead
     """None when creates can work; otherwise the first thing that is not ready."""
     if seen.health_status is None:
         return NotReady(f"the broker does not answer ({seen.error or 'no answer'})", broker_log)
-    ready = seen.health.get("ready", True) is True and seen.health.get("ok", True) is True
-    if seen.health_status != 200 or not ready:
-        why = seen.health.get("error") or f"HTTP {seen.health_status}"
+    if seen.health_status != 200 or not (seen.health.ready and seen.health.ok):
+        why = seen.health.error or f"HTTP {seen.health_status}"
         return NotReady(f"the broker is not ready: {why}", broker_log)
     missing = sorted(name for name in workers if name not in seen.alive_workers)
     if missing:
@@ -59,8 +80,9 @@ async def observe(broker_url: str, token: str) -> Observed:
                 status = response.status
                 body = await response.json(content_type=None)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            return Observed(None, {}, frozenset(), f"{exc.__class__.__name__} {exc}".strip())
-        health = body if isinstance(body, dict) else {}
+            return Observed(None, BrokerHealth(), frozenset(),
+                            f"{exc.__class__.__name__} {exc}".strip())
+        health = BrokerHealth.read(body)
         if status != 200:
             return Observed(status, health, frozenset())
         try:

@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import logging
 import random
-from typing import Any
+from typing import TypedDict
 
 from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placing.record import ranked
+from bodega.model.capacity import AskWire
 from bodega.placement import (
     CandidateTable,
     PlacementRequest,
@@ -59,10 +60,10 @@ class Shadow:
         return ranking
 
     def report(self, request: PlacementRequest, live_policy: str, live: list[RegionRanking],
-               shadow: list[RegionRanking], placed: str | None) -> dict[str, Any]:
+               shadow: list[RegionRanking], placed: str | None) -> ShadowEntry:
         """Log both decisions with their subscores; returns what was logged."""
         live_choice, shadow_choice = _choice(live), _choice(shadow)
-        entry = {
+        entry: ShadowEntry = {
             "app": request.app, "asked": request.ask.to_wire(),
             "regions": list(request.regions), "placed": placed,
             "live": {"policy": live_policy, "choice": live_choice, "ranked": _ranked(live)},
@@ -73,6 +74,26 @@ class Shadow:
         self.metrics.shadow_decisions.labels("agree" if entry["agree"] else "differ").inc()
         log.info("placement shadow %s", json.dumps(entry, sort_keys=True, default=_plain))
         return entry
+
+
+class ShadowSide(TypedDict):
+    """One policy's decision in a shadow entry."""
+
+    policy: str
+    choice: str | None  # the worker it would ask first; None: none of the regions has one
+    ranked: list[Winner]  # with their subscores, written by ``_plain``
+
+
+class ShadowEntry(TypedDict):
+    """What the log line ``placement shadow {...}`` holds: both decisions, side by side."""
+
+    app: str
+    asked: AskWire
+    regions: list[str]
+    placed: str | None  # the worker the live policy's create landed on
+    live: ShadowSide
+    shadow: ShadowSide
+    agree: bool
 
 
 def _choice(rankings: list[RegionRanking]) -> str | None:
