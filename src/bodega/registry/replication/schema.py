@@ -58,9 +58,9 @@ class TableSpec:
     def column_names(self) -> tuple[str, ...]:
         return tuple(c.name for c in self.columns)
 
-    def indexed(self, key: str, doc: JsonObject) -> JsonObject:
+    def indexed(self, key: str, doc: JsonObject) -> dict[str, object]:
         """The indexed column values of a (validated) row, as SQLite stores them."""
-        values: JsonObject = {self.key: key}
+        values: dict[str, object] = {self.key: key}
         for column in self.columns:
             value = doc.get(column.name)
             values[column.name] = int(value) if isinstance(value, bool) else value
