@@ -28,7 +28,7 @@ import aiohttp
 from tests.leftovers_kit import sweep_data_dir
 from tests.python_kit import machine_python
 
-from bodega.deploy.config import load
+from bodega.deploy.core.config import load
 from bodega.deploy.deployer import DeployOptions, deploy
 from bodega.wire.fly import CreateMachineRequest
 from bodega.wire.machines_client import MachinesClient

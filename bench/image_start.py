@@ -49,7 +49,7 @@ from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.integration.images.image_kit import build_image, cluster_auth
 
 from bench.start_stages import Marks, breakdown
-from bodega.worker.drivers.oci import runtimes
+from bodega.worker.drivers.oci.core import runtimes
 from bodega.worker.host.image_drivers import unified_controllers
 
 CIDR = "10.253.0.0/16"
@@ -117,7 +117,7 @@ async def destroy(http: httpx.AsyncClient, machine_id: str) -> None:
 
 def runtime_argv(runtime: str, work: Path) -> list[str]:
     """The peer's runtime: runc as a shell runs it; crun as the worker runs it (without
-    the v2 hierarchy on a hybrid host, ``drivers/oci/runtimes.py``), state of its own."""
+    the v2 hierarchy on a hybrid host, ``drivers/oci/core/runtimes.py``), state of its own."""
     if runtime == "runc":
         return ["runc"]
     return [*runtimes.command(runtime, unified_controllers()), "--root", str(work / runtime)]

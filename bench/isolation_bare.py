@@ -37,14 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bodega.worker.drivers.oci import runtimes
-from bodega.worker.drivers.oci.bundle import MachineCommand, command, environment, image_user
+from bodega.worker.drivers.oci.core import runtimes
+from bodega.worker.drivers.oci.core.bundle import MachineCommand, command, environment, image_user
 from bodega.worker.drivers.process.launch import SHELL
-from bodega.worker.drivers.vm.config import STATUS_BYTES, GuestConfig, config_disk
+from bodega.worker.drivers.vm.core.config import STATUS_BYTES, GuestConfig, config_disk
+from bodega.worker.drivers.vm.core.qemu import RUN, VmLaunch, argv, tsc_khz
 from bodega.worker.drivers.vm.disks import machine_disk
 from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR, Kernel, initramfs
 from bodega.worker.drivers.vm.machines import namespace_network
-from bodega.worker.drivers.vm.qemu import RUN, VmLaunch, argv, tsc_khz
 from bodega.worker.host.image_drivers import unified_controllers
 from bodega.worker.host.vm_probe import INITRAMFS_DIR, probe
 from bodega.worker.images.store import ImageStore

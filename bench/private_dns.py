@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from bodega.model.rows import AppRow
-from bodega.networking.directory import directory
-from bodega.networking.names import Directory
+from bodega.networking.core.directory import directory
+from bodega.networking.core.names import Directory
+from bodega.networking.core.sixpn import Layout, network_field, network_key
 from bodega.networking.resolver import Resolver, serve
-from bodega.networking.sixpn import Layout, network_field, network_key
 from bodega.worker.host.network import run
 
 LAYOUT = Layout(ipaddress.IPv6Network("fdaa:b:e::/48"))

@@ -38,8 +38,8 @@ from tests.python_kit import machine_python
 
 from bench.private_dns import measure as measure_dns
 from bench.proxy import WrkResult, _percentile, combined
-from bodega.networking.sixpn import Layout, cluster_prefix
-from bodega.worker.host.names import HostNames
+from bodega.networking.core.sixpn import Layout, cluster_prefix
+from bodega.worker.host.core.names import HostNames
 from bodega.worker.host.network import run
 
 SERVER = r"""

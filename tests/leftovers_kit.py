@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bodega.cluster import cleanup
 from bodega.runtime import cluster_id
-from bodega.worker.host.names import HostNames
+from bodega.worker.host.core.names import HostNames
 
 
 def names_of(data_dir: Path) -> HostNames:

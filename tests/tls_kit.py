@@ -25,8 +25,8 @@ import httpx
 
 from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.contexts import client_context
+from bodega.runtime.tls.core.identity import Identity, cert_pem
 from bodega.runtime.tls.files import CaDir, TlsDir
-from bodega.runtime.tls.identity import Identity, cert_pem
 from tests.keyring_kit import ENV as KEYRING_ENV
 
 CLUSTER = "tests"

@@ -40,8 +40,8 @@ from bodega.registry.membership import keyfile
 from bodega.registry.membership.keyring import Keyring
 from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.contexts import client_context
+from bodega.runtime.tls.core.identity import Identity, trust_domain
 from bodega.runtime.tls.files import CaDir, TlsDir
-from bodega.runtime.tls.identity import Identity, trust_domain
 from tests.cidr_kit import octet
 from tests.cluster.listener_kit import Listener
 from tests.leftovers_kit import sweep_data_dir

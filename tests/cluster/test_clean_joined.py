@@ -28,11 +28,11 @@ from typing import Any
 
 import pytest
 
+from bodega.networking.core.rules import table_name
+from bodega.networking.core.sixpn import host_field
 from bodega.networking.overlay import interface_name
-from bodega.networking.rules import table_name
-from bodega.networking.sixpn import host_field
 from bodega.runtime.pid_lock import flock_holder
-from bodega.worker.host.names import HostNames
+from bodega.worker.host.core.names import HostNames
 from tests.cluster.deploy_kit import readable_dir
 from tests.cluster.multihost_kit import MultiHost, three_hosts, until, wait_for
 from tests.python_kit import machine_python

@@ -23,7 +23,7 @@ import pytest
 
 from bodega.cluster import cleanup
 from bodega.runtime import cluster_id
-from bodega.worker.host.names import HostNames
+from bodega.worker.host.core.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import run
 from tests.cidr_kit import held_octet

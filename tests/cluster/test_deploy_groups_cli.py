@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bodega.deploy.config import load
+from bodega.deploy.core.config import load
 from tests.cluster.deploy_kit import (
     SMOKE_CATCHES_AN_EXIT,
     Cli,

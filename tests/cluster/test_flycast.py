@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bodega.networking.sixpn import Layout, cluster_prefix, network_field, network_key
+from bodega.networking.core.sixpn import Layout, cluster_prefix, network_field, network_key
 from bodega.worker.host.network import run
 from tests.integration.daemon_kit import Daemon
 

@@ -27,8 +27,8 @@ import pytest
 from cryptography import x509
 
 from bodega.cluster.joined import member_tls
+from bodega.runtime.tls.core.identity import identity_of
 from bodega.runtime.tls.files import TlsDir
-from bodega.runtime.tls.identity import identity_of
 from tests.cluster.deploy_kit import app_dir, readable_dir
 from tests.cluster.multihost_kit import (
     CERT_LIFETIME,

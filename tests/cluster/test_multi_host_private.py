@@ -24,8 +24,8 @@ from urllib.parse import quote
 
 import pytest
 
+from bodega.networking.core.sixpn import cluster_prefix, host_field
 from bodega.networking.overlay import interface_name
-from bodega.networking.sixpn import cluster_prefix, host_field
 from tests.cluster.deploy_kit import readable_dir
 from tests.cluster.multihost_kit import MultiHost, three_hosts, until, wait_for
 from tests.cluster.private_net_kit import PROBE

@@ -45,8 +45,8 @@ from bodega.registry.membership.envelope import SealedEnvelope
 from bodega.registry.membership.keyring import GossipKey, Keyring
 from bodega.registry.membership.members import MemberRecord, Role, Status
 from bodega.registry.membership.messages import Message, Ping, Sync, encode
-from bodega.runtime.tls import access
 from bodega.runtime.tls.contexts import client_context
+from bodega.runtime.tls.core import access
 from tests.cluster.door_kit import (
     ARGV_ECHO,
     Cluster,

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from bodega.networking.kernel_objects import table_of
+from bodega.networking.core.kernel_objects import table_of
+from bodega.networking.core.peers import parse_dump
+from bodega.networking.core.sixpn import Layout, cluster_prefix
 from bodega.networking.overlay import SOCKET_DIR, interface_name
-from bodega.networking.peers import parse_dump
-from bodega.networking.sixpn import Layout, cluster_prefix
 from bodega.worker.host.network import run
 from tests.poll_kit import until
 
@@ -45,7 +45,7 @@ SCRIPT = r"""
 import asyncio, json, logging, sys
 from pathlib import Path
 from bodega.networking.overlay import Overlay, OverlaySpec
-from bodega.networking.peers import Peer
+from bodega.networking.core.peers import Peer
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
 spec = json.loads(sys.argv[2])
 overlay = Overlay(OverlaySpec(**{**spec, "key_dir": Path(spec["key_dir"])}))

@@ -29,9 +29,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from bodega.networking.core.rules import table_name
+from bodega.networking.core.sixpn import cluster_prefix, host_field
 from bodega.networking.overlay import interface_name
-from bodega.networking.rules import table_name
-from bodega.networking.sixpn import cluster_prefix, host_field
 from bodega.worker.host.network import run
 from tests.integration.daemon_kit import Daemon
 

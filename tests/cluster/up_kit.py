@@ -22,7 +22,7 @@ def url_host(address: str) -> str:
 def in_cluster(address: str, data_dir: Path, cidr: str) -> bool:
     """Whether a machine's address is its cluster's: of the machine range it was given
     (IPv4), or of the /48 its cluster id makes (a 6PN address: the private network)."""
-    from bodega.networking.sixpn import cluster_prefix
+    from bodega.networking.core.sixpn import cluster_prefix
 
     ip = ipaddress.ip_address(address)
     if ip.version == 4:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from bodega.broker.auth.oidc import OidcKey
+from bodega.broker.auth.core.oidc import OidcKey
 from bodega.runtime.identity_keys import identity_keys
 from bodega.runtime.machine_tokens import MachineTokens
 

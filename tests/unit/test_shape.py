@@ -62,7 +62,7 @@ NOT_CORES = {
 
 # The cores the charter names: they stay in the contract, whatever else moves.
 NAMED_CORES = ("bodega.model", "bodega.placement", "bodega.sim", "bodega.worker.core",
-               "bodega.deploy.plan", "bodega.proxy.balance")
+               "bodega.deploy.core.plan", "bodega.proxy.core.balance")
 
 
 def modules(root: Path) -> list[Path]:

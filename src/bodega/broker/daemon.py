@@ -19,7 +19,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.routing import BaseRoute
 
-from bodega.broker.auth.oidc import OidcKey
+from bodega.broker.auth.core.oidc import OidcKey
 from bodega.broker.auth.tokens import Tokens
 from bodega.broker.certificates.defaults import DefaultCertificates
 from bodega.broker.certificates.store import AppCertificates
@@ -30,8 +30,8 @@ from bodega.broker.machines.create import MachineCreate
 from bodega.broker.machines.service import Machines
 from bodega.broker.machines.standby_watch import StandbyWatch
 from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.placing.core.shadow import Shadow
 from bodega.broker.placing.placer import Placer, PlacerConfig
-from bodega.broker.placing.shadow import Shadow
 from bodega.broker.platform.service import Platform
 from bodega.broker.secrets.keys import AppSecretKeys
 from bodega.broker.secrets.store import AppSecrets
@@ -52,9 +52,9 @@ from bodega.runtime.identity_keys import identity_keys
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
-from bodega.runtime.tls.access import BROKER_INTERNAL
 from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.core.access import BROKER_INTERNAL
 from bodega.runtime.tls.files import CaDir, TlsDir
 from bodega.runtime.tls.renewal import LocalSigner
 from bodega.wire.cluster_info import ClusterInfo

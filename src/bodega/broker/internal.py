@@ -2,7 +2,7 @@
 
 The public listener (the Machines API) takes bearer tokens from clients;
 nothing a member calls is served there. Here, each route behind its rule in
-``bodega.runtime.tls.access``:
+``bodega.runtime.tls.core.access``:
 
 - ``GET /v1/health``: who answers (any certificate of the cluster);
 - the registry's digest, sync and subscription routes (members);
@@ -23,7 +23,7 @@ from starlette.routing import BaseRoute
 
 from bodega.model.errors import BadRequest, Forbidden, NotFound
 from bodega.runtime.tls.authority import CertificateAuthority, CertificateRequest
-from bodega.runtime.tls.identity import Refused
+from bodega.runtime.tls.core.identity import Refused
 from bodega.wire.cert_client import CERTIFICATES_PATH
 from bodega.wire.http import json_response, not_found_app_handler, read_model
 from bodega.wire.peer_access import PeerAccess, peer_of

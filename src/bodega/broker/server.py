@@ -28,7 +28,7 @@ from starlette.websockets import WebSocket
 
 from bodega.broker.apps.releases import release_routes
 from bodega.broker.apps.routes import app_routes
-from bodega.broker.auth.oidc import OidcKey
+from bodega.broker.auth.core.oidc import OidcKey
 from bodega.broker.auth.routes import token_routes, well_known_routes
 from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.certificates.routes import certificate_routes

@@ -25,7 +25,7 @@ def app_name(app: str | None, config: Path) -> str:
         return app
     if config.exists() or config.with_name("fly.toml").exists():
         # pydantic: only when there is a file to read
-        from bodega.deploy.config import config_file, load
+        from bodega.deploy.core.config import config_file, load
 
         return load(config_file(config))[0].app
     raise ValueError(f"no app: pass -a APP, or run where a bodega.toml names one, or give its "

@@ -22,10 +22,10 @@ from bodega.cli.session import (
     Token,
     call,
 )
+from bodega.deploy.core.plan import Create, Destroy, Plan, Stage
+from bodega.deploy.core.scale import RegionChange, count_changes, vm_plan
 from bodega.deploy.deployer import app_machines, current_machines
 from bodega.deploy.execute import Executor, Outcome
-from bodega.deploy.plan import Create, Destroy, Plan, Stage
-from bodega.deploy.scale import RegionChange, count_changes, vm_plan
 from bodega.model.machine_config import Guest, preset
 from bodega.model.plural import counted
 from bodega.wire.fly import PlacementsRequest, checked

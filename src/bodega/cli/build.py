@@ -38,7 +38,7 @@ from bodega.cli.session import ApiUrl, ContextName, Token, call_target, target, 
 from bodega.cli.target import Target
 from bodega.model.errors import NotFound
 from bodega.model.machine import names_registry
-from bodega.worker.images.reference import parse_reference
+from bodega.worker.images.core.reference import parse_reference
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 # What buildah says when a registry refused its credentials (containers/image's words).

@@ -1,5 +1,5 @@
 """``bodega config validate`` and ``bodega config show``: a bodega.toml (or fly.toml) as a
-deploy would read it, checked offline (``deploy/config_check.py``)."""
+deploy would read it, checked offline (``deploy/core/config_check.py``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import typer
 
 from bodega.cli.app_choice import DEFAULT_CONFIG, ConfigPath
 from bodega.cli.errors import fail
-from bodega.deploy.config import Note
-from bodega.deploy.config_check import check
+from bodega.deploy.core.config import Note
+from bodega.deploy.core.config_check import check
 
 config = typer.Typer(help="Check a bodega.toml or fly.toml, and show it as bodega reads it.",
                      no_args_is_help=True)

@@ -36,10 +36,10 @@ from bodega.cli.session import (
     table,
     target,
 )
-from bodega.deploy.config import AppConfig, config_file, load
+from bodega.deploy.core.config import AppConfig, config_file, load
+from bodega.deploy.core.plan import STRATEGIES, Relabel, Strategy
 from bodega.deploy.deployer import DeployOptions, DeployResult, deploy
 from bodega.deploy.execute import Progress
-from bodega.deploy.plan import STRATEGIES, Relabel, Strategy
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BodegaError
 from bodega.model.plural import counted

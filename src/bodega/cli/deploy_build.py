@@ -1,6 +1,6 @@
 """The build step of ``bodega deploy``: buildah, then a push to the cluster's registry.
 
-What to build is ``bodega.deploy.image_build``'s decision; this shell asks the
+What to build is ``bodega.deploy.core.image_build``'s decision; this shell asks the
 cluster for the app's releases (for the tag), runs the same buildah commands as
 ``bodega build`` and returns the reference the deploy then runs with the oci
 driver: the tag with the pushed digest, so the machines run what was built.
@@ -13,8 +13,8 @@ from pathlib import Path
 from bodega.cli.build import build_and_push, push_target
 from bodega.cli.session import call_target, console
 from bodega.cli.target import Target
-from bodega.deploy.config import AppConfig
-from bodega.deploy.image_build import image_build
+from bodega.deploy.core.config import AppConfig
+from bodega.deploy.core.image_build import image_build
 from bodega.model.errors import NotFound
 from bodega.wire.machines_client import MachinesClient
 

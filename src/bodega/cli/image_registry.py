@@ -12,7 +12,7 @@ from bodega.cli.errors import friendly
 from bodega.cluster.image_registry import RegistryTls, run_registry
 from bodega.model.duration import parse_duration
 from bodega.runtime import hostinfo
-from bodega.runtime.tls import pki
+from bodega.runtime.tls.core import pki
 
 
 @friendly

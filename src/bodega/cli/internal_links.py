@@ -18,8 +18,8 @@ from typing import Annotated
 
 import typer
 
+from bodega.runtime.tls.core.identity import Refused, hosts_of, identity_of
 from bodega.runtime.tls.files import TlsDir
-from bodega.runtime.tls.identity import Refused, hosts_of, identity_of
 
 TlsDirOption = Annotated[Path | None, typer.Option(
     help="Key, certificate and cluster CA for mutual TLS on internal links "

@@ -24,7 +24,7 @@ from bodega.cli.session import (
     table,
 )
 from bodega.cli.standby_pairs import both_started, state_label
-from bodega.deploy.machine_keys import DEFAULT_GROUP, GROUP_KEY, RELEASE_KEY
+from bodega.deploy.core.machine_keys import DEFAULT_GROUP, GROUP_KEY, RELEASE_KEY
 
 if TYPE_CHECKING:
     from bodega.model.machine import Machine

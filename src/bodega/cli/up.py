@@ -31,9 +31,9 @@ from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import StopCause, until_stopped
 from bodega.runtime.logs import configure
-from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import CertificateAuthority
-from bodega.runtime.tls.identity import fingerprint
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import fingerprint
 from bodega.wire.join import JOIN_PORT
 from bodega.wire.json_client import JsonClient
 

@@ -2,7 +2,7 @@
 ``bodega clean``.
 
 Every kernel object a cluster's workers make carries the cluster id stored in
-its data dir (``runtime/cluster_id.py``; names in ``worker/host/names.py``).
+its data dir (``runtime/cluster_id.py``; names in ``worker/host/core/names.py``).
 Cleanup lives in two places, both on an operator's Ctrl-C, which stops the machines:
 
 - each worker stopping for good (on SIGINT, with ``--stop-machines-on-interrupt``,
@@ -43,13 +43,13 @@ from pathlib import Path
 from bodega.cluster import machine_range, network_sweep, port_claims
 from bodega.cluster.joined import JOIN_LOCK
 from bodega.cluster.stored_cluster import HostWorker
-from bodega.networking.kernel_objects import NetworkLeftovers, Scope
-from bodega.networking.sixpn import host_field
+from bodega.networking.core.kernel_objects import NetworkLeftovers, Scope
+from bodega.networking.core.sixpn import host_field
 from bodega.proxy.plane import WORKDIR_NOTE, left_workdir
 from bodega.runtime.hostinfo import hostname
 from bodega.runtime.pid_lock import holder
 from bodega.worker.config import LOCK_FILE
-from bodega.worker.host.names import HostNames, Owner, legacy_namespace, octets
+from bodega.worker.host.core.names import HostNames, Owner, legacy_namespace, octets
 from bodega.worker.host.parts import default_subnet
 from bodega.worker.host.survey import (
     cgroup_pids,

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.core.identity import Identity
+from bodega.runtime.tls.core.join_token import JoinToken, ca_hash
 from bodega.runtime.tls.files import CaDir, TlsDir, write_private
-from bodega.runtime.tls.identity import Identity
-from bodega.runtime.tls.join_token import JoinToken, ca_hash
 from bodega.wire.join import TOKENS_PATH, TokenCreate, TokenCreated, TokenInfo
 from bodega.wire.json_client import JsonClient
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from bodega.runtime.tls import sites
 from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.core import sites
+from bodega.runtime.tls.core.identity import cert_pem
 from bodega.runtime.tls.files import write_private
-from bodega.runtime.tls.identity import cert_pem
 
 CERTS_KEY = "certs-key"
 CA_CRT = "ca.crt"

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from bodega.networking.core.sixpn import host_field
 from bodega.networking.overlay import interface_name
-from bodega.networking.sixpn import host_field
 
 CONF = Path("/proc/sys/net/ipv6/conf")
 FORWARDING = {"net.ipv6.conf.all.forwarding": Path("/proc/sys/net/ipv6/conf/all/forwarding"),

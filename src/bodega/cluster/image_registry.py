@@ -36,11 +36,11 @@ from bodega.cluster.registry_front import RegistryFront
 from bodega.runtime.lifecycle import die_with_parent, private_dir, until_stopped, write_ready
 from bodega.runtime.ready import Ready
 from bodega.runtime.serve import Served, serve
-from bodega.runtime.tls import pki
-from bodega.runtime.tls.access import IMAGE_REGISTRY
 from bodega.runtime.tls.authority import CertificateAuthority, Clock, utc_now
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.access import IMAGE_REGISTRY
+from bodega.runtime.tls.core.identity import Identity, cert_pem
 from bodega.runtime.tls.files import CaDir, TlsDir
-from bodega.runtime.tls.identity import Identity, cert_pem
 from bodega.runtime.waits import process_ended, within
 
 log = logging.getLogger("bodega.cluster.registry")

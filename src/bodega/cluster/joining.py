@@ -38,10 +38,9 @@ from bodega.cluster.joined import HostRoles, JoinedHost, JoinedWorker, member_tl
 from bodega.model.errors import from_wire
 from bodega.registry.membership import keyfile
 from bodega.registry.membership.keyring import Keyring
-from bodega.runtime.tls import pki
 from bodega.runtime.tls.contexts import client_context
-from bodega.runtime.tls.files import CaDir, TlsDir, write_private
-from bodega.runtime.tls.identity import (
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import (
     Identity,
     cert_pem,
     load_cert,
@@ -49,7 +48,8 @@ from bodega.runtime.tls.identity import (
     new_key,
     trust_domain,
 )
-from bodega.runtime.tls.join_token import JoinToken, ca_hash
+from bodega.runtime.tls.core.join_token import JoinToken, ca_hash
+from bodega.runtime.tls.files import CaDir, TlsDir, write_private
 from bodega.wire.aiohttp_transport import why_unconnected
 from bodega.wire.join import (
     CA_PATH,

@@ -2,7 +2,7 @@
 
 What a worker killed with SIGKILL left of its private network (the fence's
 nftables tables, its WireGuard interface and the wireguard-go serving it, its
-routing rule): ``networking/kernel_objects.py`` decides whose each is; this lists
+routing rule): ``networking/core/kernel_objects.py`` decides whose each is; this lists
 them with the host's tools and removes them. All of it is in this process's
 network namespace (a host's, where its workers ran), save wireguard-go's control
 sockets, in one directory for the machine: a socket goes only when no
@@ -17,7 +17,7 @@ import os
 import signal
 from pathlib import Path
 
-from bodega.networking.kernel_objects import NetworkLeftovers, Scope, pick
+from bodega.networking.core.kernel_objects import NetworkLeftovers, Scope, pick
 from bodega.networking.overlay import SOCKET_DIR
 from bodega.runtime.commands import run_command
 from bodega.worker.host.survey import links

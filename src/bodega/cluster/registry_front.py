@@ -16,7 +16,7 @@ certificate without requiring one, and lets a request through by
   handed out for them.
 
 A wrong token spends the caller's address's budget, as at the Machines API
-(``broker/auth/limit.py``): past it, 429 with ``Retry-After``. Refusals are
+(``broker/auth/core/limit.py``): past it, 429 with ``Retry-After``. Refusals are
 in the distribution protocol's error shape (``{"errors": [{"code": ...}]}``),
 which registry clients read. Everything let through is relayed as it comes,
 both ways, without buffering a layer: the body streams to the socket and the
@@ -43,9 +43,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from bodega.broker.auth.limit import FailureLimiter
+from bodega.broker.auth.core.limit import FailureLimiter
 from bodega.proxy.http1 import HOP_BY_HOP as ONE_HOP
-from bodega.runtime.tls.access import IMAGE_PULLERS, image_registry_allows
+from bodega.runtime.tls.core.access import IMAGE_PULLERS, image_registry_allows
 from bodega.wire.peer_access import peer_of
 
 log = logging.getLogger("bodega.cluster.registry")

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from bodega.cluster.joined import JOINED, JoinedHost
 from bodega.runtime import cluster_id
 from bodega.worker.config import STORE_FILE
-from bodega.worker.host.names import Subnet
+from bodega.worker.host.core.names import Subnet
 from bodega.worker.host.parts import default_subnet
 
 

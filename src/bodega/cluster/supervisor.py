@@ -40,8 +40,8 @@ from bodega.cluster.stored_cluster import HostWorker
 from bodega.runtime.lifecycle import SUPERVISOR_PID, private_dir, write_json_atomic
 from bodega.runtime.ready import Ready
 from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.core.identity import Identity
 from bodega.runtime.tls.files import TlsDir
-from bodega.runtime.tls.identity import Identity
 from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.cluster")

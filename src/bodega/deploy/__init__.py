@@ -2,7 +2,7 @@
 carries a plan out through the public Machines API (with releases recorded in the cluster).
 
 Its names load on first use (PEP 562): a command that needs one small module
-(``bodega.deploy.machine_keys``) does not pay for the bodega.toml models beside it.
+(``bodega.deploy.core.machine_keys``) does not pay for the bodega.toml models beside it.
 """
 
 from __future__ import annotations
@@ -12,32 +12,32 @@ from typing import TYPE_CHECKING
 from bodega.runtime.lazy_names import lazy
 
 if TYPE_CHECKING:
-    from bodega.deploy.config import (
+    from bodega.deploy.core.config import (
         AppConfig,
         ConfigError,
         load,
+    )
+    from bodega.deploy.core.plan import (
+        Plan,
+        PlanError,
+        plan,
     )
     from bodega.deploy.deployer import (
         DeployOptions,
         DeployResult,
         deploy,
     )
-    from bodega.deploy.plan import (
-        Plan,
-        PlanError,
-        plan,
-    )
 
 _MODULE = {
-    "AppConfig": "config",
-    "ConfigError": "config",
+    "AppConfig": "core.config",
+    "ConfigError": "core.config",
     "DeployOptions": "deployer",
     "DeployResult": "deployer",
-    "Plan": "plan",
-    "PlanError": "plan",
+    "Plan": "core.plan",
+    "PlanError": "core.plan",
     "deploy": "deployer",
-    "load": "config",
-    "plan": "plan",
+    "load": "core.config",
+    "plan": "core.plan",
 }
 
 __all__ = [

@@ -16,11 +16,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.deploy.config import DEFAULT_GROUP, AppConfig
+from bodega.deploy.core.config import DEFAULT_GROUP, AppConfig
+from bodega.deploy.core.machine_spec import GROUP_KEY, ROLE_KEY, has_checks, machine_config
+from bodega.deploy.core.plan import Current, Desired, Plan, Strategy, plan
 from bodega.deploy.execute import Executor, Failure, Outcome, Progress
 from bodega.deploy.health import exit_code
-from bodega.deploy.machine_spec import GROUP_KEY, ROLE_KEY, has_checks, machine_config
-from bodega.deploy.plan import Current, Desired, Plan, Strategy, plan
 from bodega.deploy.report import DeployReport, FailureReport, MachineFate, machine_fates
 from bodega.deploy.room import check_room, room_asks
 from bodega.model.errors import BodegaError, NotFound

@@ -27,8 +27,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from bodega.deploy.core.plan import Create, Destroy, Plan, Relabel, Stage, Update
 from bodega.deploy.health import CheckChange, MachineFailed, wait_healthy
-from bodega.deploy.plan import Create, Destroy, Plan, Relabel, Stage, Update
 from bodega.model.errors import BodegaError, Conflict
 from bodega.model.ids import VOLUME_ID_RE
 from bodega.model.machine_config import MachineConfig

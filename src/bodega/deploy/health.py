@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.deploy.machine_spec import has_checks
+from bodega.deploy.core.machine_spec import has_checks
 from bodega.model.machine import CheckStatus, ExitEvent, Machine, MachineEvent
 from bodega.wire.machines_client import MachinesClient
 

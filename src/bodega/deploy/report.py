@@ -12,8 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from bodega.deploy.core.plan import Create, Plan, Strategy
 from bodega.deploy.execute import Outcome
-from bodega.deploy.plan import Create, Plan, Strategy
 
 
 class MachineFate(BaseModel):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.deploy.plan import Create, Plan
+from bodega.deploy.core.plan import Create, Plan
 from bodega.model.errors import InsufficientCapacity
 from bodega.model.machine_config import Guest
 from bodega.model.plural import counted

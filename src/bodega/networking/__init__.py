@@ -6,10 +6,16 @@ answers), ``rules`` (the nftables fence), ``peers`` (which WireGuard peers a hos
 wants). I/O: ``resolver`` (UDP DNS), ``overlay`` (WireGuard), ``commands``.
 """
 
-from bodega.networking.names import Directory, Machine, Outcome, Reply, answer
+from bodega.networking.core.names import Directory, Machine, Outcome, Reply, answer
+from bodega.networking.core.sixpn import (
+           Layout,
+           cluster_prefix,
+           host_field,
+           network_field,
+           network_key,
+)
 from bodega.networking.overlay import Overlay, OverlaySpec, interface_name
 from bodega.networking.resolver import Resolver, serve
-from bodega.networking.sixpn import Layout, cluster_prefix, host_field, network_field, network_key
 
 __all__ = ["Directory", "Layout", "Machine", "Outcome", "Overlay", "OverlaySpec", "Reply",
            "Resolver", "answer", "cluster_prefix", "host_field", "interface_name",

@@ -20,7 +20,7 @@ import logging
 import socket
 from dataclasses import dataclass, field
 
-from bodega.networking.sixpn import Layout
+from bodega.networking.core.sixpn import Layout
 
 log = logging.getLogger("bodega.networking.flycast")
 

@@ -47,10 +47,10 @@ from pathlib import Path
 
 from bodega.model.rows import OverlayAdvert
 from bodega.networking.commands import CommandFailed, run
-from bodega.networking.kernel_objects import RULE_PRIORITY
-from bodega.networking.kernel_objects import interface_name as interface_name
-from bodega.networking.kernel_objects import table_of as table_of
-from bodega.networking.peers import Peer, changes, parse_dump
+from bodega.networking.core.kernel_objects import RULE_PRIORITY
+from bodega.networking.core.kernel_objects import interface_name as interface_name
+from bodega.networking.core.kernel_objects import table_of as table_of
+from bodega.networking.core.peers import Peer, changes, parse_dump
 from bodega.runtime.binding import BindError
 
 log = logging.getLogger("bodega.networking.overlay")

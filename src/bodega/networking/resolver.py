@@ -21,9 +21,9 @@ from typing import cast
 
 from dnslib import AAAA, QTYPE, RCODE, RR, TXT, DNSRecord
 
-from bodega.networking.directory import asker_network
-from bodega.networking.names import Directory, Outcome, answer
-from bodega.networking.sixpn import Layout
+from bodega.networking.core.directory import asker_network
+from bodega.networking.core.names import Directory, Outcome, answer
+from bodega.networking.core.sixpn import Layout
 from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.networking.resolver")

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from typing import Protocol
 
 from bodega.model.errors import BadRequest, BodegaError, PreconditionFailed
-from bodega.proxy.balance import autostop_victim, usable, wake_candidate
-from bodega.proxy.load import LoadView
+from bodega.proxy.core.balance import autostop_victim, usable, wake_candidate
+from bodega.proxy.core.load import LoadView
+from bodega.proxy.core.routes import Backend, RoutingTable
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.routes import Backend, RoutingTable
 from bodega.proxy.wake import Waker
 from bodega.wire.worker_client import WorkerClient
 

@@ -26,17 +26,17 @@ from starlette.responses import Response
 
 from bodega.model.rows import WorkerRow
 from bodega.proxy.autostop import Autostop, Failover
+from bodega.proxy.core.load import Load, LoadView
+from bodega.proxy.core.routes import RoutingTable
+from bodega.proxy.core.sites import SiteStore
+from bodega.proxy.core.tcp_routes import AllServices, TcpTable
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.observed import CombinedLoad
 from bodega.proxy.haproxy.tcp_plane import TcpPlane
-from bodega.proxy.load import Load, LoadView
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.plane import choose_plane, give_back_workdir, haproxy_settings, take_workdir
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
-from bodega.proxy.sites import SiteStore
 from bodega.proxy.tcp_activator import TcpActivator
-from bodega.proxy.tcp_routes import AllServices, TcpTable
 from bodega.proxy.upstream import Upstreams
 from bodega.proxy.view_feed import TABLES, follow
 from bodega.proxy.wake import Waker
@@ -46,8 +46,8 @@ from bodega.registry.member_tls import certificate_meta, renewal
 from bodega.registry.membership.keyfile import KeyringSource, needed
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
-from bodega.runtime.tls.access import PROXY_ADMIN
 from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.core.access import PROXY_ADMIN
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.waits import within
 from bodega.wire.aiohttp_transport import session

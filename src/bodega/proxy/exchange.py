@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import errno
 
+from bodega.proxy.core.routes import Backend
 from bodega.proxy.http1 import BadMessage, Head, copy_body, pipe, read_head, response_has_body
-from bodega.proxy.routes import Backend
 from bodega.proxy.upstream import Conn, Upstreams
 
 SMALL_BODY = 64 * 1024

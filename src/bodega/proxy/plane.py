@@ -14,9 +14,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bodega.proxy.haproxy.config import HaproxySettings
+from bodega.proxy.haproxy.core.config import HaproxySettings
 from bodega.runtime.binding import BindError
-from bodega.runtime.tls import sites
+from bodega.runtime.tls.core import sites
 from bodega.runtime.tls.files import write_private
 
 MODES = ("auto", "haproxy", "python")

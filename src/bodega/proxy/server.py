@@ -31,17 +31,9 @@ import time
 from dataclasses import dataclass
 
 from bodega.model.ids import new_ulid
-from bodega.proxy.balance import choose, usable
-from bodega.proxy.exchange import HostSilent, UpstreamFailed, exchange, resendable
-from bodega.proxy.http1 import (
-    BadMessage,
-    Head,
-    copy_body,
-    read_head,
-)
-from bodega.proxy.load import Load
-from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.replay import (
+from bodega.proxy.core.balance import choose, usable
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.replay import (
     INSTRUCTION,
     SOURCE,
     ReplayTo,
@@ -50,8 +42,16 @@ from bodega.proxy.replay import (
     source_header,
     source_of,
 )
+from bodega.proxy.core.routes import PATIENT_CONNECT_TIMEOUT, Backend, RoutingTable
+from bodega.proxy.exchange import HostSilent, UpstreamFailed, exchange, resendable
+from bodega.proxy.http1 import (
+    BadMessage,
+    Head,
+    copy_body,
+    read_head,
+)
+from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.request_ids import RequestIds
-from bodega.proxy.routes import PATIENT_CONNECT_TIMEOUT, Backend, RoutingTable
 from bodega.proxy.upstream import ConnectFailed, Upstreams
 from bodega.proxy.wake import Waker
 

@@ -20,15 +20,15 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from bodega.proxy.balance import usable, wake_candidate
-from bodega.proxy.proxy_protocol import V2_HEADER, BadHeader, encode, parse_v2, v2_length
-from bodega.proxy.routes import (
+from bodega.proxy.core.balance import usable, wake_candidate
+from bodega.proxy.core.proxy_protocol import V2_HEADER, BadHeader, encode, parse_v2, v2_length
+from bodega.proxy.core.routes import (
     CONNECT_TIMEOUT,
     PATIENT_CONNECT_TIMEOUT,
     Backend,
     RoutingTable,
 )
-from bodega.proxy.tcp_routes import TcpTable
+from bodega.proxy.core.tcp_routes import TcpTable
 from bodega.proxy.wake import Waker
 from bodega.runtime.waits import within
 

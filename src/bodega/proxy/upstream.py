@@ -36,7 +36,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from bodega.proxy.routes import ACK_TIMEOUT, CONNECT_TIMEOUT
+from bodega.proxy.core.routes import ACK_TIMEOUT, CONNECT_TIMEOUT
 from bodega.runtime.waits import within
 
 IDLE_SECONDS = 3.0

@@ -9,9 +9,9 @@ import logging
 
 from bodega.model.answer import from_doc
 from bodega.model.machine import Machine
-from bodega.proxy.routes import RoutingTable
-from bodega.proxy.sites import SiteStore
-from bodega.proxy.tcp_routes import TcpTable, listeners_of
+from bodega.proxy.core.routes import RoutingTable
+from bodega.proxy.core.sites import SiteStore
+from bodega.proxy.core.tcp_routes import TcpTable, listeners_of
 from bodega.registry import Registry
 from bodega.registry.feed import FeedLagged
 from bodega.wire.certificates import TABLE as CERTIFICATES

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from bodega.model.errors import BodegaError
-from bodega.proxy.balance import wake_candidate
-from bodega.proxy.load import Load
+from bodega.proxy.core.balance import wake_candidate
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import Backend, RoutingTable
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.routes import Backend, RoutingTable
 from bodega.proxy.upstream import UPSTREAM_BUFFER, Conn, Upstreams
 from bodega.wire.worker_client import WorkerClient
 

@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from bodega.runtime.tls.access import AGENT_INTERNAL
 from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.core.access import AGENT_INTERNAL
 from bodega.wire.http import json_response
 from bodega.wire.peer_access import PeerAccess
 

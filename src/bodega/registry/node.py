@@ -58,8 +58,8 @@ from bodega.registry.replication.rows import Change, Document
 from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.replication.view import View
 from bodega.runtime.lifecycle import private_dir
-from bodega.runtime.tls.access import REGISTRY
 from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.core.access import REGISTRY
 from bodega.wire.peer_access import PeerAccess
 
 log = logging.getLogger("bodega.registry")

@@ -5,7 +5,7 @@ two clusters on one host (or one cluster and the leftovers of another) would
 share them if their names came from the machine range alone. So each data dir
 gets a random id the first time a cluster (``bodega up``) or a lone worker runs
 on it, kept in ``<data dir>/cluster-id``, and every object a worker makes
-carries it (``bodega.worker.host.names``). Sweeps then remove exactly the
+carries it (``bodega.worker.host.core.names``). Sweeps then remove exactly the
 objects carrying their own id and never touch anyone else's.
 
 Five characters, a letter then letters or digits: short enough for Linux's

@@ -1,7 +1,7 @@
 """The keys a machine's identity rests on, derived in one place from one key.
 
 A machine's token (``machine_tokens.py``) is an HMAC under ``machine_token``; its
-OIDC identity tokens (``broker/auth/oidc.py``) are signed with the ES256 key
+OIDC identity tokens (``broker/auth/core/oidc.py``) are signed with the ES256 key
 ``oidc_seed`` seeds. ``identity_keys`` is the only derivation of both, and takes the
 key bytes as a parameter: every caller (the broker's daemon and the worker's
 effects) passes the cluster's secrets key, which only brokers and workers hold; a

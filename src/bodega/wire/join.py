@@ -18,7 +18,7 @@ import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bodega.runtime.tls.join_token import DEFAULT_TTL, MAX_TTL
+from bodega.runtime.tls.core.join_token import DEFAULT_TTL, MAX_TTL
 
 CA_PATH = "/v1/join/ca"
 JOIN_PATH = "/v1/join"

@@ -3,7 +3,7 @@
 The TLS handshake (``bodega.runtime.tls.gate``) already refused anyone
 without a certificate from the cluster's CA, and left the caller's identity
 in the request's scope. ``PeerAccess.route`` builds a route that looks up its
-rule in ``bodega.runtime.tls.access`` once, when the listener is built (a
+rule in ``bodega.runtime.tls.core.access`` once, when the listener is built (a
 route with no rule cannot be built), and on each request answers 403 in the
 error shape, counted, when the caller's role is not one of the rule's;
 ``socket_route`` does the same for a WebSocket route (a machine's port forward), its
@@ -22,10 +22,10 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from bodega.model.errors import Forbidden
-from bodega.runtime.tls.access import roles_for
 from bodega.runtime.tls.contexts import InternalTls, Peer
+from bodega.runtime.tls.core.access import roles_for
+from bodega.runtime.tls.core.identity import Identity
 from bodega.runtime.tls.gate import PEER
-from bodega.runtime.tls.identity import Identity
 from bodega.wire.http import handle_errors, handle_socket_errors
 
 Handler = Callable[[Request], Awaitable[Response]]

@@ -1,6 +1,6 @@
 """Why a machine is where it is: the record a placement leaves, on the wire and at rest.
 
-One model from end to end: the broker's placer builds it (``broker/placing/record.py``),
+One model from end to end: the broker's placer builds it (``broker/placing/core/record.py``),
 the create carries it to the worker (``CreateMachineBody.placement``), the worker keeps
 it with the machine as the JSON it arrived as, ``GET .../placement`` answers it, and
 ``bodega machine explain`` shows it (``cli/placement_report.py``). Each region's
@@ -69,7 +69,7 @@ class Winner(Ranked):
 
 class PlacementRecord(_Part):
     """Why a machine is where it is (``GET .../placement``): the record its placement left
-    (``broker/placing/record.py``), kept by the worker with the machine."""
+    (``broker/placing/core/record.py``), kept by the worker with the machine."""
 
     policy: str = ""
     asked: Asked = Asked()

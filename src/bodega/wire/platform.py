@@ -53,7 +53,7 @@ class Member(Answer):
     incarnation: int = 0
     generation: int = 0
     host: str = ""  # the registry agent that speaks for it in SWIM; empty: it speaks itself
-    # ok, unreachable or unknown, by the rule every answer uses (broker/view/host_status.py)
+    # ok, unreachable or unknown, by the rule every answer uses (broker/view/core/host_status.py)
     host_status: str | None = None
     since: str | None = None  # when its status last changed (RFC 3339), as the broker saw it
 

@@ -1,7 +1,7 @@
 """The worker (flyd): the single source of truth for everything on its host.
 
 Its names load on first use (PEP 562): a command that needs one small module
-(``bodega.worker.images.reference``) does not pay for the daemon beside it.
+(``bodega.worker.images.core.reference``) does not pay for the daemon beside it.
 """
 
 from __future__ import annotations

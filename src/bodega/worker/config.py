@@ -9,7 +9,7 @@ from bodega.model.capacity import Totals
 from bodega.registry.membership.keyfile import KeyringSource
 from bodega.runtime.failpoints import Failpoints
 from bodega.runtime.lifecycle import StopCause
-from bodega.worker.host.names import HostNames
+from bodega.worker.host.core.names import HostNames
 
 # Held (flock) by the worker running on a data dir, for as long as it runs.
 LOCK_FILE = "worker.lock"
@@ -82,7 +82,7 @@ class WorkerConfig:
     image_registry_ca: str | None = None
     registry_username: str | None = None
     registry_password: str | None = None
-    oci_runtime: str = "auto"  # crun if installed, else runc (drivers/oci/runtimes.py)
+    oci_runtime: str = "auto"  # crun if installed, else runc (drivers/oci/core/runtimes.py)
     # Try runsc at start, and offer the sandbox isolation if it runs (docs/isolation.md).
     sandbox: bool = True
     # Boot a probe VM at start (once per host: the verdict is kept by qemu and kernel), and

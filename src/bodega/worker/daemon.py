@@ -42,8 +42,8 @@ from bodega.runtime.lifecycle import StopCause, private_dir
 from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
-from bodega.runtime.tls.access import WORKER_API
 from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.core.access import WORKER_API
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.waits import within
 from bodega.wire.peer_access import PeerAccess
@@ -52,7 +52,7 @@ from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
-from bodega.worker.host.identity import machine_home
+from bodega.worker.host.core.identity import machine_home
 from bodega.worker.host.network import Network
 from bodega.worker.host.parts import (
     images_off,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import httpx
 
-from bodega.runtime.tls import pki
-from bodega.runtime.tls.identity import Identity, identity_of, load_cert, new_key
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import Identity, identity_of, load_cert, new_key
 from tests.tls_kit import TEST_CA
 
 from .broker_kit import in_process_cluster

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from bodega.runtime.tls import sites
+from bodega.runtime.tls.core import sites
 from bodega.wire.certificates import TABLE, CertificateRow
 from tests.tls_kit import TEST_CA
 

@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 import httpx
 
-from bodega.broker.ui import session
+from bodega.broker.ui.core import session
 
 from .broker_kit import ADMIN, Cluster, in_process_cluster, machine
 

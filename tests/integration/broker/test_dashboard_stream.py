@@ -11,9 +11,9 @@ from starlette.requests import Request
 
 from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.ui.calls import VisitorClients
+from bodega.broker.ui.core.refusals import RecentRefusals
 from bodega.broker.ui.gatekeeper import Gatekeeper, Visitor
 from bodega.broker.ui.parts import Parts
-from bodega.broker.ui.refusals import RecentRefusals
 from bodega.broker.ui.sources import ClusterView
 from bodega.broker.ui.stream import EVERYTHING, Event, sse
 from bodega.broker.view.catalog import Change, MemoryCatalog

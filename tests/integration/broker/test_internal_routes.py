@@ -12,7 +12,8 @@ from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.registry import RegistryConfig
 from bodega.registry.agent import AgentConfig, RegistryAgent
 from bodega.runtime.serve import Served
-from bodega.runtime.tls.access import (
+from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.core.access import (
     AGENT_INTERNAL,
     BROKER_INTERNAL,
     POLICY,
@@ -20,8 +21,7 @@ from bodega.runtime.tls.access import (
     REGISTRY,
     WORKER_API,
 )
-from bodega.runtime.tls.access import Route as Rule
-from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.core.access import Route as Rule
 from bodega.runtime.tls.files import TlsDir
 from bodega.wire.routing import SegmentGroup
 from tests.keyring_kit import KEYRING, SOURCE

@@ -15,8 +15,8 @@ import httpx
 
 from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
-from bodega.runtime.tls import pki
-from bodega.runtime.tls.identity import Identity, hosts_of, identity_of, load_cert, new_key
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import Identity, hosts_of, identity_of, load_cert, new_key
 from tests.keyring_kit import KEYRING, SOURCE
 from tests.tls_kit import SECRETS_KEY, TEST_CA
 

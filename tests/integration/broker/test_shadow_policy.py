@@ -85,7 +85,7 @@ async def test_the_shadow_changes_nothing_and_only_samples(
 def test_a_bad_shadow_is_refused_before_anything_starts(tmp_path: Path) -> None:
     from bodega.broker.config import BrokerConfig
     from bodega.broker.metrics import BrokerMetrics
-    from bodega.broker.placing.shadow import Shadow
+    from bodega.broker.placing.core.shadow import Shadow
 
     config = BrokerConfig(name="b", data_dir=tmp_path, shadow_policy="katamari")
     with pytest.raises(ValueError, match="unknown placement policy 'katamari'"):

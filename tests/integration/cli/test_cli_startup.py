@@ -25,7 +25,7 @@ import typer
 HEAVY = ("numpy", "matplotlib", "uvicorn", "starlette")
 # The bodega.toml and machine config models and the daemons: importing a status or an app
 # list loads none of them (the answer models load once an answer arrives to be read).
-MODELS = ("bodega.deploy.config", "bodega.model.machine_config", "bodega.worker.daemon",
+MODELS = ("bodega.deploy.core.config", "bodega.model.machine_config", "bodega.worker.daemon",
           "bodega.broker", "bodega.registry")
 # What drawing the command list needs of bodega.cli; the commands' modules are not in it.
 LISTING = {"bodega.cli", "bodega.cli.main", "bodega.cli.commands", "bodega.cli.root_help"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.worker.drivers.oci import runtimes
+from bodega.worker.drivers.oci.core import runtimes
 from bodega.worker.host.image_drivers import (
     CGROUP_ROOT,
     give_controllers_to_v1,

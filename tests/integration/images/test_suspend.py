@@ -12,7 +12,8 @@ import httpx
 import pytest
 
 from bodega.worker.drivers.base import TaskSpec
-from bodega.worker.drivers.oci import OciDriver, runtimes
+from bodega.worker.drivers.oci import OciDriver
+from bodega.worker.drivers.oci.core import runtimes
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.host.image_drivers import unified_controllers
 from bodega.worker.images.puller import Puller

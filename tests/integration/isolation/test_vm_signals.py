@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bodega.wire.worker_client import WorkerClient
-from bodega.worker.drivers.vm.qemu import control_socket
+from bodega.worker.drivers.vm.core.qemu import control_socket
 from tests.integration.daemon_kit import worker_daemon
 from tests.integration.images.image_kit import build_image, registry
 from tests.integration.images.test_image_machines import worker_args

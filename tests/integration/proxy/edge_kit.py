@@ -21,21 +21,21 @@ from typing import Any
 
 from cryptography import x509
 
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import RoutingTable
+from bodega.proxy.core.sites import SiteStore
+from bodega.proxy.core.tcp_routes import TcpTable
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.tcp_plane import TcpPlane
-from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.plane import haproxy_settings
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
-from bodega.proxy.sites import SiteStore
 from bodega.proxy.tcp_activator import TcpActivator
-from bodega.proxy.tcp_routes import TcpTable
 from bodega.proxy.upstream import Upstreams
 from bodega.proxy.wake import Waker
 from bodega.runtime.secretbox import SecretBox
-from bodega.runtime.tls import pki, sites
-from bodega.runtime.tls.identity import Key, cert_pem, new_key
+from bodega.runtime.tls.core import pki, sites
+from bodega.runtime.tls.core.identity import Key, cert_pem, new_key
 from bodega.wire.certificates import CertificateRow
 from bodega.wire.worker_client import WorkerClient
 from tests.ports_kit import free_port

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
-from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.plane import haproxy_settings
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.server import ProxyConfig, ProxyServer
 from bodega.proxy.upstream import Upstreams
 from bodega.proxy.wake import Waker

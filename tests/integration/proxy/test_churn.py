@@ -13,9 +13,9 @@ from functools import partial
 
 import httpx
 
-from bodega.proxy.load import Load
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 from tests.poll_kit import until as poll_until
 

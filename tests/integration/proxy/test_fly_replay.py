@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.http1 import read_head
-from bodega.proxy.routes import RoutingTable
 
 from .edge_kit import curl, edge
 from .test_forwarding import _Digest, machine_doc, read_body, routed

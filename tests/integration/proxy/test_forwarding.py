@@ -20,10 +20,10 @@ import httpx
 import pytest
 
 from bodega.model.machine import Machine as Answer
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.http1 import Head, copy_body, read_head
-from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 from tests.ports_kit import free_port, is_free
 

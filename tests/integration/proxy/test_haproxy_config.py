@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from bodega.proxy.routes import RoutingTable
-from bodega.proxy.tcp_routes import TcpTable
+from bodega.proxy.core.routes import RoutingTable
+from bodega.proxy.core.tcp_routes import TcpTable
 
 from .edge_kit import edge, free_tcp_port
 from .plane_kit import haproxy_binary

@@ -18,11 +18,11 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from bodega.proxy.autostop import Autostop
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.haproxy.observed import CombinedLoad
 from bodega.proxy.http1 import read_head
-from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 from bodega.runtime.serve import serve
 from bodega.wire.worker_client import WorkerClient

@@ -24,11 +24,11 @@ from typing import Any
 
 import httpx
 
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import ACK_TIMEOUT, RoutingTable
 from bodega.proxy.haproxy.runtime import StatRow
 from bodega.proxy.http1 import read_head
-from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.routes import ACK_TIMEOUT, RoutingTable
 from bodega.proxy.wake import Waker
 from tests.poll_kit import until
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.http1 import read_head
-from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 
 from .plane_kit import Serving, serving

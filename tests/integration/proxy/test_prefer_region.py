@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import httpx
 
-from bodega.proxy.load import Load
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.wake import Waker
 
 from .plane_kit import serving

@@ -19,14 +19,14 @@ from starlette.routing import Route
 
 from bodega.model.machine import Machine
 from bodega.proxy.autostop import Autostop
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.proxy_protocol import V2_HEADER, Addresses, encode, parse_v2, v2_length
+from bodega.proxy.core.routes import RoutingTable
+from bodega.proxy.core.tcp_routes import AllServices, Entries, TcpTable
+from bodega.proxy.core.tcp_routes import listeners_of as machine_listeners
 from bodega.proxy.haproxy.observed import CombinedLoad
-from bodega.proxy.load import Load
 from bodega.proxy.metrics import ProxyMetrics
-from bodega.proxy.proxy_protocol import V2_HEADER, Addresses, encode, parse_v2, v2_length
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.tcp_activator import TcpActivator
-from bodega.proxy.tcp_routes import AllServices, Entries, TcpTable
-from bodega.proxy.tcp_routes import listeners_of as machine_listeners
 from bodega.proxy.wake import Waker
 from bodega.runtime.serve import serve
 from bodega.wire.worker_client import WorkerClient

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bodega.proxy.routes import RoutingTable
+from bodega.proxy.core.routes import RoutingTable
 
 from .edge_kit import Edge, curl, edge, names, served_certificate
 from .test_forwarding import Machine, machine_doc, routed

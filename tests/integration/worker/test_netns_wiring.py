@@ -13,7 +13,7 @@ import pytest
 
 from bodega.runtime import cluster_id
 from bodega.worker.host import netns as netns_module
-from bodega.worker.host.names import HostNames
+from bodega.worker.host.core.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import run as run_ip
 from tests.cidr_kit import held_octet

@@ -33,7 +33,7 @@ from bodega.worker.drivers.process.parking import (
     run_script,
 )
 from bodega.worker.drivers.process.procfs import pids_with_argument
-from bodega.worker.host.names import HostNames
+from bodega.worker.host.core.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
 from tests.poll_kit import until

@@ -21,7 +21,7 @@ from bodega.worker.drivers.process import ProcessDriver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.launch import HOME_MOUNT, RunFiles
 from bodega.worker.drivers.process.logfiles import log_path
-from bodega.worker.host.names import HostNames
+from bodega.worker.host.core.names import HostNames
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import run
 from tests.poll_kit import until

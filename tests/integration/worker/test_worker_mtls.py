@@ -21,8 +21,8 @@ from cryptography import x509
 
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.contexts import client_context
+from bodega.runtime.tls.core.identity import Identity, cert_pem
 from bodega.runtime.tls.files import TlsDir
-from bodega.runtime.tls.identity import Identity, cert_pem
 from tests.integration.daemon_kit import (
     BROKER_TOKEN,
     Daemon,

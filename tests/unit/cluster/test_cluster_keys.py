@@ -8,8 +8,8 @@ import pytest
 
 from bodega.cluster.cluster_keys import ensure_ca, ensure_keys
 from bodega.runtime.secretbox import SecretBox
+from bodega.runtime.tls.core.identity import identity_of
 from bodega.runtime.tls.files import TlsDir
-from bodega.runtime.tls.identity import identity_of
 
 
 def test_a_new_data_dir_gets_a_private_secrets_key_kept_across_starts(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_the_kept_join_token_is_still_valid_only_if_the_book_lists_it_valid_for_
     import datetime
 
     from bodega.cluster.cluster_keys import still_valid
-    from bodega.runtime.tls.join_token import JoinToken, ca_hash
+    from bodega.runtime.tls.core.join_token import JoinToken, ca_hash
     from bodega.wire.join import TokenInfo
 
     authority = ensure_ca(tmp_path, "c1abc", 3600.0)

@@ -17,8 +17,8 @@ from cryptography import x509
 
 from bodega.cluster.image_registry import RegistryCertificate, RegistryTls, front_context
 from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.core.identity import cert_pem
 from bodega.runtime.tls.files import CaDir, TlsDir
-from bodega.runtime.tls.identity import cert_pem
 
 LIFETIME = 3600.0
 HOSTS = ("127.0.0.1", "localhost")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bodega.deploy.config import ConfigError, config_file, load, parse
-from bodega.deploy.machine_spec import GROUP_KEY, RELEASE_KEY, argv, machine_config
+from bodega.deploy.core.config import ConfigError, config_file, load, parse
+from bodega.deploy.core.machine_spec import GROUP_KEY, RELEASE_KEY, argv, machine_config
 from bodega.model.capacity import Ask, Totals, Usage, shortfalls
 from bodega.model.machine_config import Check
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+from bodega.deploy.core.plan import Destroy, Plan, Stage
 from bodega.deploy.execute import DESTROY_WAIT, Executor, Progress
-from bodega.deploy.plan import Destroy, Plan, Stage
 from bodega.model.errors import Timeout
 from bodega.wire.machines_client import MachinesClient
 

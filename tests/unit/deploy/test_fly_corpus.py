@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from bodega.deploy.config_check import Checked, check
-from bodega.deploy.fly_keys import FLY_ONLY
+from bodega.deploy.core.config_check import Checked, check
+from bodega.deploy.core.fly_keys import FLY_ONLY
 
 CORPUS = Path(__file__).parents[2] / "data" / "fly-toml"
 FILES = sorted(CORPUS.glob("*/*.toml"))

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from bodega.deploy.deployer import current_machines, stopped_by_a_crash
-from bodega.deploy.plan import (
+from bodega.deploy.core.plan import (
     Create,
     Current,
     Desired,
@@ -19,6 +18,7 @@ from bodega.deploy.plan import (
     plan,
     pool_size,
 )
+from bodega.deploy.deployer import current_machines, stopped_by_a_crash
 from bodega.model.machine import Machine, MachineEvent
 
 NEW = {"image": "v2"}

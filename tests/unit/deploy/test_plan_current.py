@@ -10,10 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bodega.deploy.config import AppConfig, parse
-from bodega.deploy.drift import differences, image_identity
-from bodega.deploy.machine_spec import GROUP_KEY, RELEASE_KEY, has_checks, machine_config
-from bodega.deploy.plan import (
+from bodega.deploy.core.config import AppConfig, parse
+from bodega.deploy.core.drift import differences, image_identity
+from bodega.deploy.core.machine_spec import GROUP_KEY, RELEASE_KEY, has_checks, machine_config
+from bodega.deploy.core.plan import (
     STRATEGIES,
     Create,
     Current,

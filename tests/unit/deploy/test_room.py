@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bodega.deploy.plan import Current, Desired, plan
+from bodega.deploy.core.plan import Current, Desired, plan
 from bodega.deploy.room import RoomAsk, room_asks
 from bodega.model.machine_config import Guest, MachineConfig
 

@@ -6,9 +6,9 @@ import ipaddress
 
 from dnslib import QTYPE, RCODE, DNSRecord
 
-from bodega.networking.names import Directory, Machine
+from bodega.networking.core.names import Directory, Machine
+from bodega.networking.core.sixpn import Layout, network_field
 from bodega.networking.resolver import Resolver, host_upstreams
-from bodega.networking.sixpn import Layout, network_field
 
 LAYOUT = Layout(ipaddress.IPv6Network("fdaa:1:2::/48"))
 WEB = network_field("personal/default")

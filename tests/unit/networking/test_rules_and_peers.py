@@ -6,9 +6,7 @@ import ipaddress
 from pathlib import Path
 
 from bodega.model.rows import WorkerRow
-from bodega.networking.flycast import rewrite_head
-from bodega.networking.overlay import OverlaySpec, routing, table_of, unrouting
-from bodega.networking.peers import (
+from bodega.networking.core.peers import (
     Peer,
     RemovePeer,
     SetPeer,
@@ -18,8 +16,10 @@ from bodega.networking.peers import (
     transfer,
     wanted,
 )
-from bodega.networking.rules import Fence, Fence4, fence4_ruleset, removal, ruleset, table_name
-from bodega.networking.sixpn import Layout
+from bodega.networking.core.rules import Fence, Fence4, fence4_ruleset, removal, ruleset, table_name
+from bodega.networking.core.sixpn import Layout
+from bodega.networking.flycast import rewrite_head
+from bodega.networking.overlay import OverlaySpec, routing, table_of, unrouting
 
 LAYOUT = Layout(ipaddress.IPv6Network("fdaa:1:2::/48"))
 FENCE = Fence(table_name("abcde", 0x0d05), LAYOUT, "bdgabcde0d05", "bvabcde0d05*", "bwgabcde0d05",

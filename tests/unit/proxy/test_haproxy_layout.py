@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from bodega.proxy.haproxy.config import WATCH, HaproxySettings, render, render_hosts
-from bodega.proxy.haproxy.layout import (
+from bodega.proxy.core.routes import Backend
+from bodega.proxy.haproxy.core.config import WATCH, HaproxySettings, render, render_hosts
+from bodega.proxy.haproxy.core.layout import (
     EMPTY,
     MIN_BACKENDS,
     MIN_SLOTS,
@@ -18,7 +19,6 @@ from bodega.proxy.haproxy.layout import (
     wanted_servers,
 )
 from bodega.proxy.plane import choose_plane
-from bodega.proxy.routes import Backend
 
 MAP = "/run/hosts.map"
 

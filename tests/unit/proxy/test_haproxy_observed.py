@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from bodega.proxy.core.load import Load
 from bodega.proxy.haproxy.observed import CombinedLoad, HaproxyCollector, StatsLoad
 from bodega.proxy.haproxy.runtime import StatRow, parse_stat
-from bodega.proxy.load import Load
 
 SHOW_STAT = """# pxname,svname,qcur,qmax,scur,smax,slim,stot,econ,wretr,wredis,status,lbtot,\
 hrsp_2xx,hrsp_5xx,req_tot

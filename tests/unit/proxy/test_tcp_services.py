@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from bodega.model.machine import Machine
-from bodega.proxy.haproxy.layout import AppServers, ServerSpec
-from bodega.proxy.haproxy.tcp_layout import TCP_EMPTY, render_tcp, tcp_plan
-from bodega.proxy.proxy_protocol import (
+from bodega.proxy.core.proxy_protocol import (
     V2_HEADER,
     Addresses,
     BadHeader,
@@ -18,8 +16,10 @@ from bodega.proxy.proxy_protocol import (
     parse_v2,
     v2_length,
 )
-from bodega.proxy.tcp_routes import Entries, TcpListener, TcpTable
-from bodega.proxy.tcp_routes import listeners_of as machine_listeners
+from bodega.proxy.core.tcp_routes import Entries, TcpListener, TcpTable
+from bodega.proxy.core.tcp_routes import listeners_of as machine_listeners
+from bodega.proxy.haproxy.core.layout import AppServers, ServerSpec
+from bodega.proxy.haproxy.core.tcp_layout import TCP_EMPTY, render_tcp, tcp_plan
 
 
 def listeners_of(row: dict[str, Any] | None) -> Entries:

@@ -11,8 +11,8 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bodega.registry.agent_listener import agent_routes
-from bodega.runtime.tls.access import ADMIN, AGENT, BROKER, PROXY, WORKER
 from bodega.runtime.tls.contexts import InternalTls, Peer
+from bodega.runtime.tls.core.access import ADMIN, AGENT, BROKER, PROXY, WORKER
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.tls.gate import PEER
 from tests.tls_kit import TEST_CA

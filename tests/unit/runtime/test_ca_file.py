@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.core.identity import cert_pem
 from bodega.runtime.tls.files import CaDir, read_ca_file
-from bodega.runtime.tls.identity import cert_pem
 
 
 def test_a_ca_file_is_read_whole(tmp_path: Path) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import CertificateAuthority, Issued
 from bodega.runtime.tls.contexts import InternalTls, TlsUnusable
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import Identity, Refused, cert_pem, hosts_of, new_key
 from bodega.runtime.tls.files import CaDir, TlsDir
-from bodega.runtime.tls.identity import Identity, Refused, cert_pem, hosts_of, new_key
 from bodega.runtime.tls.renewal import LocalSigner, Renewal
 
 WORKER = Identity("c1", "worker", "ams-1")

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from bodega.model.errors import Unavailable
-from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import Identity, load_cert, new_key
 from bodega.runtime.tls.files import CaDir, TlsDir
-from bodega.runtime.tls.identity import Identity, load_cert, new_key
 from bodega.runtime.tls.renewal import Renewal
 from bodega.wire.cert_client import CERTIFICATES_PATH, RemoteSigner
 from bodega.wire.transport import Answer, Call, NoAnswer, NotConnected, Streamed

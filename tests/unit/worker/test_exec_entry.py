@@ -9,8 +9,8 @@ import shlex
 from dataclasses import replace
 from pathlib import Path
 
-from bodega.worker.drivers.oci.bundle import MachineCommand, runtime_spec
 from bodega.worker.drivers.oci.control import exec_process
+from bodega.worker.drivers.oci.core.bundle import MachineCommand, runtime_spec
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.drivers.process.entry import (
     ENTER,
@@ -20,7 +20,7 @@ from bodega.worker.drivers.process.entry import (
     entry_argv,
 )
 from bodega.worker.drivers.process.launch import environment_script
-from bodega.worker.images.manifest import ImageConfig
+from bodega.worker.images.core.manifest import ImageConfig
 
 HELD = "/proc/100/fd"  # the worker's open files
 FILES = HeldFiles(namespaces=(("--net", f"{HELD}/7"), ("--mount", f"{HELD}/8")),

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bodega.runtime import cluster_id
-from bodega.worker.host.names import HostNames, Owner, Subnet
+from bodega.worker.host.core.names import HostNames, Owner, Subnet
 from bodega.worker.host.survey import Link, Survey
 from bodega.worker.host.sweep import legacy, owned, union
 

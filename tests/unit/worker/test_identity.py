@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.worker.host.identity import MACHINE_UID_BASE, machine_identity
+from bodega.worker.host.core.identity import MACHINE_UID_BASE, machine_identity
 from bodega.worker.ops.effects import machine_user
 
 NOBODY = (65534, 65534)

@@ -8,8 +8,8 @@ import os
 import tarfile
 from pathlib import Path
 
-from bodega.worker.images.manifest import parse_manifest
-from bodega.worker.images.reference import parse_reference
+from bodega.worker.images.core.manifest import parse_manifest
+from bodega.worker.images.core.reference import parse_reference
 from bodega.worker.images.store import ImageStore
 
 

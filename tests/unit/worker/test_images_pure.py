@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from bodega.model.machine import names_registry
-from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, command, parse_user
-from bodega.worker.images.eviction import CachedImage, to_evict
-from bodega.worker.images.manifest import BadImage, ImageConfig, Manifest, pick_platform
-from bodega.worker.images.plan import (
+from bodega.worker.drivers.oci.core.bundle import BundleError, MachineCommand, command, parse_user
+from bodega.worker.images.core.eviction import CachedImage, to_evict
+from bodega.worker.images.core.manifest import BadImage, ImageConfig, Manifest, pick_platform
+from bodega.worker.images.core.plan import (
     Done,
     FetchBlob,
     FetchManifest,
@@ -21,7 +21,7 @@ from bodega.worker.images.plan import (
     Unpack,
     next_step,
 )
-from bodega.worker.images.reference import BadReference, parse_reference
+from bodega.worker.images.core.reference import BadReference, parse_reference
 from bodega.worker.images.unpack import apply_layer
 
 D = "sha256:" + "a" * 64

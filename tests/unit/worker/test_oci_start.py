@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bodega.worker.drivers.oci.bundle import MachineCommand, runtime_spec
+from bodega.worker.drivers.oci.core.bundle import MachineCommand, runtime_spec
 from bodega.worker.drivers.oci.driver import OciDriver
-from bodega.worker.images.manifest import ImageConfig
+from bodega.worker.images.core.manifest import ImageConfig
 from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient
 from bodega.worker.images.store import ImageStore

@@ -23,7 +23,7 @@ from bodega.broker.machines.service import Machines
 from bodega.broker.secrets import keys as secret_keys
 from bodega.broker.secrets import store as secrets
 from bodega.broker.view.apps import Apps
-from bodega.broker.view.machine_index import INACTIVE
+from bodega.broker.view.core.machine_index import INACTIVE
 from bodega.broker.volumes.service import Volumes
 from bodega.model.errors import BodegaError, NotFound, PreconditionFailed, Unavailable
 

@@ -29,8 +29,8 @@ from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import Catalog
 from bodega.model.errors import BadRequest, NotFound, Unavailable
 from bodega.model.rows import IpAssignmentRow, WorkerRow
-from bodega.networking.directory import app_network
-from bodega.networking.sixpn import Layout, network_field
+from bodega.networking.core.directory import app_network
+from bodega.networking.core.sixpn import Layout, network_field
 from bodega.wire.apps import IpAssignment
 from bodega.wire.fly import AssignIpRequest
 

@@ -15,10 +15,10 @@ from bodega.broker.apps.delete import AppDelete
 from bodega.broker.apps.ip_assignments import IpAssignments
 from bodega.broker.apps.releases import Releases, app_status
 from bodega.broker.auth.tokens import Principal, Tokens
-from bodega.broker.machines.org_list import page, parse_query
+from bodega.broker.machines.core.org_list import page, parse_query
 from bodega.broker.machines.service import Machines
 from bodega.broker.view.apps import Apps
-from bodega.broker.volumes import org_list as org_volumes
+from bodega.broker.volumes.core import org_list as org_volumes
 from bodega.broker.volumes.service import Volumes
 from bodega.wire import fly
 from bodega.wire.apps import App, AppList, DeployToken, IpAssignmentList

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.broker.auth.oidc import OidcKey, discovery, machine_claims
+from bodega.broker.auth.core.oidc import OidcKey, discovery, machine_claims
 from bodega.broker.auth.scope import action_bits, caveats, denial
 from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.view.apps import Apps

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from starlette.requests import HTTPConnection
 
-from bodega.broker.auth.limit import FailureLimiter
+from bodega.broker.auth.core.limit import FailureLimiter
 from bodega.broker.view.catalog import Catalog
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, Forbidden, NotFound, TooManyRequests, Unauthorized

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bodega.broker.auth.tokens import Principal
-from bodega.broker.certificates.answers import parse_limit, removed
+from bodega.broker.certificates.core.answers import parse_limit, removed
 from bodega.broker.certificates.store import AppCertificates
 from bodega.model.errors import BadRequest, Conflict
 from bodega.wire.fly_certificates import (

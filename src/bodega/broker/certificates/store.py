@@ -22,15 +22,15 @@ import datetime
 import time
 from collections.abc import Callable
 
-from bodega.broker.certificates import answers
+from bodega.broker.certificates.core import answers
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import Catalog
 from bodega.model.errors import BadRequest, Conflict, NotFound, Unprocessable
 from bodega.model.machine import rfc3339
 from bodega.runtime.secretbox import SecretBox, SecretUnreadable
-from bodega.runtime.tls import sites
 from bodega.runtime.tls.authority import CertificateAuthority, utc_now
-from bodega.runtime.tls.identity import Refused
+from bodega.runtime.tls.core import sites
+from bodega.runtime.tls.core.identity import Refused
 from bodega.wire.certificates import TABLE, CertificateRequest, CertificateRow
 from bodega.wire.fly_certificates import (
     AcmeCertificateRequest,

@@ -7,8 +7,8 @@ Imports placing, auth and the view.
 
 from bodega.broker.jobs.assignment import Assignment
 from bodega.broker.jobs.claims import Claims
+from bodega.broker.jobs.core.index import JobIndex
 from bodega.broker.jobs.desk import JobDesk
-from bodega.broker.jobs.index import JobIndex
 from bodega.broker.jobs.routes import jobs_routes
 
 __all__ = ["Assignment", "Claims", "JobDesk", "JobIndex", "jobs_routes"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import time
 
-from bodega.broker.jobs.index import JobIndex
+from bodega.broker.jobs.core.index import JobIndex
 from bodega.broker.placing.placer import Placer
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.candidates import Candidates

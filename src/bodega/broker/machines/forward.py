@@ -24,7 +24,7 @@ from starlette.websockets import WebSocket
 
 from bodega.broker.auth.tokens import Principal
 from bodega.broker.machines.service import Machines
-from bodega.broker.view.host_status import GONE_HOSTS
+from bodega.broker.view.core.host_status import GONE_HOSTS
 from bodega.model.errors import Unavailable
 from bodega.model.forwarding import port_number
 from bodega.wire.forward_link import LinkEnd, open_link, relay, socket_url

@@ -16,8 +16,8 @@ import logging
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.catalog import Catalog
-from bodega.broker.view.freshness import newest, replaces
-from bodega.broker.view.host_status import GONE_HOSTS, unreachable, with_host_status
+from bodega.broker.view.core.freshness import newest, replaces
+from bodega.broker.view.core.host_status import GONE_HOSTS, unreachable, with_host_status
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound, Unavailable

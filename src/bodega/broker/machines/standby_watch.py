@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from bodega.broker.machines.standby import (
+from bodega.broker.machines.core.standby import (
     GONE,
     RUNNING,
     AliveSince,

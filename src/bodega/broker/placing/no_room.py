@@ -6,7 +6,7 @@ that plainly.
 
 from __future__ import annotations
 
-from bodega.broker.placing.record import Record
+from bodega.broker.placing.core.record import Record
 from bodega.broker.view.candidates import Candidates
 from bodega.model.capacity import describe_free
 from bodega.model.errors import InsufficientCapacity

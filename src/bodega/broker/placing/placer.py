@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from bodega.broker.metrics import BrokerMetrics
+from bodega.broker.placing.core.record import Attempt, Record
+from bodega.broker.placing.core.shadow import Shadow
 from bodega.broker.placing.no_room import no_room
-from bodega.broker.placing.record import Attempt, Record
-from bodega.broker.placing.shadow import Shadow
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask

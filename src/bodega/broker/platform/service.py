@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from bodega.broker.machines.service import Machines
-from bodega.broker.placing.record import explained
+from bodega.broker.placing.core.record import explained
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.catalog import Catalog
-from bodega.broker.view.host_status import listed_members
+from bodega.broker.view.core.host_status import listed_members
 from bodega.model.capacity import Ask, shortfalls
 from bodega.model.errors import BadRequest
 from bodega.model.machine import names_registry

@@ -40,8 +40,7 @@ from cryptography import x509
 
 from bodega.broker.view.catalog import Catalog
 from bodega.model.answer import Answer, from_doc
-from bodega.runtime.tls.join_store import BOOK, JoinBook, read_book
-from bodega.runtime.tls.join_token import (
+from bodega.runtime.tls.core.join_token import (
     JoinToken,
     TokenFields,
     TokenRecord,
@@ -49,6 +48,7 @@ from bodega.runtime.tls.join_token import (
     assign_subnets,
     ca_hash,
 )
+from bodega.runtime.tls.join_store import BOOK, JoinBook, read_book
 
 log = logging.getLogger("bodega.broker")
 

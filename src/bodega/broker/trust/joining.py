@@ -45,14 +45,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from bodega.broker.auth.limit import FailureLimiter
+from bodega.broker.auth.core.limit import FailureLimiter
 from bodega.broker.auth.tokens import Principal
 from bodega.broker.trust.join_book import JoinStore
 from bodega.model.errors import BadRequest, Forbidden, NotFound, TooManyRequests
-from bodega.runtime.tls import pki, sites
 from bodega.runtime.tls.authority import CertificateAuthority
-from bodega.runtime.tls.identity import Identity, Refused, cert_pem, key_pem
-from bodega.runtime.tls.join_token import JoinRefused, JoinToken, TokenRecord
+from bodega.runtime.tls.core import pki, sites
+from bodega.runtime.tls.core.identity import Identity, Refused, cert_pem, key_pem
+from bodega.runtime.tls.core.join_token import JoinRefused, JoinToken, TokenRecord
 from bodega.wire.http import (
     RouteMaker,
     handle_errors,

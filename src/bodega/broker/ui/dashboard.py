@@ -15,11 +15,11 @@ from starlette.staticfiles import StaticFiles
 
 from bodega.broker.auth.tokens import Tokens
 from bodega.broker.ui.calls import VisitorClients, own_url
+from bodega.broker.ui.core.refusals import RecentRefusals
 from bodega.broker.ui.forms import action_routes, login_routes
 from bodega.broker.ui.gatekeeper import Gatekeeper
 from bodega.broker.ui.pages import page_routes
 from bodega.broker.ui.parts import Parts, always_ready
-from bodega.broker.ui.refusals import RecentRefusals
 from bodega.broker.ui.render import STATIC
 from bodega.broker.ui.sources import ClusterView, no_suspicion
 from bodega.broker.ui.stream_routes import stream_routes

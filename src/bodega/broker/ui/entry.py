@@ -24,7 +24,7 @@ from markupsafe import escape
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from bodega.broker.ui import session
+from bodega.broker.ui.core import session
 from bodega.broker.ui.gatekeeper import Refused, Visitor
 from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.render import html

@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from bodega.broker.ui import session
+from bodega.broker.ui.core import session
+from bodega.broker.ui.core.machine_view import ACTION_NAMES, machine_detail, where_it_goes
 from bodega.broker.ui.entry import change, error_page, is_htmx, secure
 from bodega.broker.ui.gatekeeper import Refused, Visitor
-from bodega.broker.ui.machine_view import ACTION_NAMES, machine_detail, where_it_goes
 from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.render import html
 from bodega.model.errors import BodegaError, validation_message

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from starlette.requests import Request
 
 from bodega.broker.auth.tokens import Principal, Tokens
-from bodega.broker.ui import session
+from bodega.broker.ui.core import session
 from bodega.model.errors import Unauthorized
 from bodega.wire.http import bearer_token
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from bodega.broker.ui.calls import VisitorClients
+from bodega.broker.ui.core.refusals import RecentRefusals
 from bodega.broker.ui.gatekeeper import Gatekeeper
-from bodega.broker.ui.refusals import RecentRefusals
 from bodega.broker.ui.render import Templates
 from bodega.broker.ui.sources import ClusterView
 

@@ -15,7 +15,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from starlette.responses import HTMLResponse
 
-from bodega.broker.ui.bars import BAR_WIDTH
+from bodega.broker.ui.core.bars import BAR_WIDTH
 
 STATIC = Path(__file__).parent / "static"
 

@@ -6,21 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bodega.broker.auth.tokens import Principal
-from bodega.broker.ui.apps_view import AppSummary, IpRow, MachineGroup, ReleaseRow
-from bodega.broker.ui.apps_view import group_machines as by_group
-from bodega.broker.ui.gatekeeper import Visitor
-from bodega.broker.ui.machine_view import (
+from bodega.broker.ui.core.apps_view import AppSummary, IpRow, MachineGroup, ReleaseRow
+from bodega.broker.ui.core.apps_view import group_machines as by_group
+from bodega.broker.ui.core.machine_view import (
     MachineDetail,
     PlacementView,
     machine_detail,
     placement_view,
 )
-from bodega.broker.ui.members_view import MemberRow, status_counts
+from bodega.broker.ui.core.members_view import MemberRow, status_counts
+from bodega.broker.ui.core.refusals import ReasonGroup, Refusal, group_by_reason
+from bodega.broker.ui.core.rows import MachineSlice, natural
+from bodega.broker.ui.core.topology import RegionView, WorkerCard, topology, worker_card
+from bodega.broker.ui.gatekeeper import Visitor
 from bodega.broker.ui.parts import Parts
-from bodega.broker.ui.refusals import ReasonGroup, Refusal, group_by_reason
-from bodega.broker.ui.rows import MachineSlice, natural
 from bodega.broker.ui.sources import ClusterView
-from bodega.broker.ui.topology import RegionView, WorkerCard, topology, worker_card
 from bodega.model.errors import NotFound
 from bodega.wire.placement import PlacementRecord
 

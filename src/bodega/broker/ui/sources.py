@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from bodega.broker.auth.tokens import Principal
-from bodega.broker.ui.apps_view import (
+from bodega.broker.ui.core.apps_view import (
     AppSummary,
     IpRow,
     ReleaseRow,
@@ -22,10 +22,10 @@ from bodega.broker.ui.apps_view import (
     ip_rows,
     release_rows,
 )
-from bodega.broker.ui.members_view import MemberRow, member_rows
-from bodega.broker.ui.rows import MachineSlice, WorkerView, machine_slice, natural, worker_view
+from bodega.broker.ui.core.members_view import MemberRow, member_rows
+from bodega.broker.ui.core.rows import MachineSlice, WorkerView, machine_slice, natural, worker_view
 from bodega.broker.view.catalog import Catalog
-from bodega.broker.view.host_status import host_status, listed_members
+from bodega.broker.view.core.host_status import host_status, listed_members
 from bodega.model.rows import AppRow, IpAssignmentRow, WorkerRow
 from bodega.wire.releases import Release
 

@@ -8,6 +8,7 @@ are small: they re-render their one fragment.
 
 from __future__ import annotations
 
+from bodega.broker.ui.core.topology import region_view
 from bodega.broker.ui.gatekeeper import Visitor
 from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.screens import (
@@ -19,7 +20,6 @@ from bodega.broker.ui.screens import (
     worker_screen,
 )
 from bodega.broker.ui.stream import EVERYTHING, Event
-from bodega.broker.ui.topology import region_view
 from bodega.broker.view.catalog import Change
 from bodega.model.errors import BodegaError
 

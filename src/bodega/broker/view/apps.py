@@ -15,7 +15,7 @@ from bodega.broker.view.catalog import Catalog
 from bodega.model.errors import BadRequest, NotFound, Unprocessable
 from bodega.model.ids import NAME_RE
 from bodega.model.rows import AppRow
-from bodega.networking.sixpn import network_field, network_key
+from bodega.networking.core.sixpn import network_field, network_key
 from bodega.wire.apps import App, Organization
 
 

@@ -17,8 +17,8 @@ from typing import Generic, TypeVar
 
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.catalog import Catalog
-from bodega.broker.view.freshness import replaces
-from bodega.broker.view.machine_index import MachineIndex
+from bodega.broker.view.core.freshness import replaces
+from bodega.broker.view.core.machine_index import MachineIndex
 from bodega.model.errors import NotFound, Unavailable
 from bodega.model.machine import Machine
 from bodega.model.rows import WorkerRow

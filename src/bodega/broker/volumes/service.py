@@ -16,8 +16,8 @@ from bodega.broker.machines.service import Machines
 from bodega.broker.placing.placer import Placer
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import Catalog
-from bodega.broker.view.freshness import replaces
-from bodega.broker.view.host_status import with_host_status
+from bodega.broker.view.core.freshness import replaces
+from bodega.broker.view.core.host_status import with_host_status
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound, Unavailable, Unreachable

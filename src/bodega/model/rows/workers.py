@@ -54,7 +54,7 @@ class Free(Answer):
 
 class OverlayAdvert(Answer):
     """A host's WireGuard overlay as its row advertises it, for other hosts to peer with
-    (``networking/peers.py`` checks it is whole and well formed before using it)."""
+    (``networking/core/peers.py`` checks it is whole and well formed before using it)."""
 
     public_key: str = ""
     endpoint: str = ""  # host:port ([v6]:port)

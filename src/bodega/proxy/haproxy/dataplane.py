@@ -23,9 +23,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from bodega.proxy.balance import choose, usable
-from bodega.proxy.haproxy.config import HaproxySettings, render, render_hosts
-from bodega.proxy.haproxy.edge import (
+from bodega.proxy.core.balance import choose, usable
+from bodega.proxy.core.routes import RoutingTable
+from bodega.proxy.core.sites import SiteStore
+from bodega.proxy.haproxy.core.config import HaproxySettings, render, render_hosts
+from bodega.proxy.haproxy.core.edge import (
     Site,
     Step,
     aliases,
@@ -35,7 +37,7 @@ from bodega.proxy.haproxy.edge import (
     render_crt_list,
     render_map,
 )
-from bodega.proxy.haproxy.layout import (
+from bodega.proxy.haproxy.core.layout import (
     EMPTY,
     AppServers,
     Layout,
@@ -46,13 +48,11 @@ from bodega.proxy.haproxy.layout import (
     plan,
     wanted_servers,
 )
+from bodega.proxy.haproxy.core.replay_action import render_lua
 from bodega.proxy.haproxy.observed import HaproxyCollector, StatsLoad
-from bodega.proxy.haproxy.replay_action import render_lua
 from bodega.proxy.haproxy.runtime import RuntimeApi, RuntimeUnavailable, StatRow
 from bodega.proxy.haproxy.supervisor import HaproxyFailed, HaproxyProcess
 from bodega.proxy.haproxy.tcp_plane import TcpPlane
-from bodega.proxy.routes import RoutingTable
-from bodega.proxy.sites import SiteStore
 from bodega.proxy.wake import Waker
 
 log = logging.getLogger("bodega.proxy.haproxy")

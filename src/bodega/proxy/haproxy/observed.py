@@ -15,8 +15,8 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from bodega.proxy.core.load import Load
 from bodega.proxy.haproxy.runtime import StatRow
-from bodega.proxy.load import Load
 
 
 class StatsLoad(Load):

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 
-from bodega.proxy.haproxy.layout import server_name, wanted_servers
-from bodega.proxy.haproxy.tcp_layout import (
+from bodega.proxy.core.routes import RoutingTable
+from bodega.proxy.core.tcp_routes import TcpTable
+from bodega.proxy.haproxy.core.layout import server_name, wanted_servers
+from bodega.proxy.haproxy.core.tcp_layout import (
     TCP_EMPTY,
     TcpLayout,
     TcpPlan,
@@ -19,9 +21,7 @@ from bodega.proxy.haproxy.tcp_layout import (
     tcp_far_backend,
     tcp_plan,
 )
-from bodega.proxy.routes import RoutingTable
 from bodega.proxy.tcp_activator import TcpActivator
-from bodega.proxy.tcp_routes import TcpTable
 
 log = logging.getLogger("bodega.proxy.haproxy")
 

@@ -20,7 +20,7 @@ A consumer that falls behind gets ``{"error": ..., "status": "lagged"}``
 and the stream ends (re-subscribe for a fresh snapshot).
 
 Cluster members only: the daemon's listener is mutual TLS, and each route
-checks the caller's role (``bodega.runtime.tls.access``, the ``registry``
+checks the caller's role (``bodega.runtime.tls.core.access``, the ``registry``
 rules).
 """
 
@@ -46,7 +46,7 @@ from bodega.registry.replication.rowwire import (
     reply_json,
 )
 from bodega.registry.replication.subscriptions import Subscription
-from bodega.runtime.tls.access import REGISTRY
+from bodega.runtime.tls.core.access import REGISTRY
 from bodega.runtime.waits import within
 from bodega.wire.http import read_json
 from bodega.wire.peer_access import PeerAccess

@@ -10,9 +10,9 @@ before the old one expires, with no restart).
 
 from bodega.runtime.tls.authority import CertificateAuthority, CertificateRequest, Issued
 from bodega.runtime.tls.contexts import InternalTls, Peer, TlsUnusable
+from bodega.runtime.tls.core.identity import Identity, Refused
+from bodega.runtime.tls.core.pki import Grant
 from bodega.runtime.tls.files import CaDir, TlsDir, TlsMissing
-from bodega.runtime.tls.identity import Identity, Refused
-from bodega.runtime.tls.pki import Grant
 
 __all__ = [
     "CaDir",

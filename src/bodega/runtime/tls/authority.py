@@ -20,9 +20,8 @@ from dataclasses import dataclass
 from cryptography import x509
 from pydantic import BaseModel, ConfigDict
 
-from bodega.runtime.tls import pki
-from bodega.runtime.tls.files import CaDir, TlsDir
-from bodega.runtime.tls.identity import (
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import (
     Identity,
     Key,
     Refused,
@@ -34,6 +33,7 @@ from bodega.runtime.tls.identity import (
     new_key,
     trust_domain,
 )
+from bodega.runtime.tls.files import CaDir, TlsDir
 
 log = logging.getLogger("bodega.tls")
 

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from cryptography import x509
 from prometheus_client import CollectorRegistry, Counter
 
-from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import utc_now
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import Identity, Refused, cert_pem, identity_of
 from bodega.runtime.tls.files import TlsDir
-from bodega.runtime.tls.identity import Identity, Refused, cert_pem, identity_of
 
 log = logging.getLogger("bodega.tls")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from bodega.runtime.tls.identity import Key, Refused, cert_pem, key_pem, load_cert, load_key
+from bodega.runtime.tls.core.identity import Key, Refused, cert_pem, key_pem, load_cert, load_key
 
 CA_CERT = "ca.pem"
 CA_KEY = "ca-key.pem"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.runtime.tls.join_token import TokenRecord
+from bodega.runtime.tls.core.join_token import TokenRecord
 
 BOOK = "join-book.json"
 

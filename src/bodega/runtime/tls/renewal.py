@@ -18,10 +18,10 @@ import logging
 from collections.abc import Callable
 from typing import Protocol
 
-from bodega.runtime.tls import pki
 from bodega.runtime.tls.authority import CertificateAuthority, Clock, Issued, utc_now
 from bodega.runtime.tls.contexts import InternalTls
-from bodega.runtime.tls.identity import Refused, hosts_of, load_cert, new_key
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import Refused, hosts_of, load_cert, new_key
 
 log = logging.getLogger("bodega.tls")
 

@@ -2,7 +2,7 @@
 
 It listens with mutual TLS: only a certificate from the cluster's CA gets
 through the handshake, and every route lets only the roles its rule in
-``bodega.runtime.tls.access`` names (machine changes: brokers; start, stop,
+``bodega.runtime.tls.core.access`` names (machine changes: brokers; start, stop,
 suspend and reads: proxies too; metrics: the operator). This module serves the
 host's routes (health, capacity, reservations, cordon, the log, metrics) and
 mounts the machine, lease and volume routes of ``machine_routes``,
@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from bodega.runtime.tls.access import WORKER_API
+from bodega.runtime.tls.core.access import WORKER_API
 from bodega.wire import worker_calls as wire
 from bodega.wire.http import (
     answer_response,

@@ -10,7 +10,7 @@ after a host restart, unless:
   its run;
 - it is a standby (``config.standbys``): a standby runs only in its primary's
   place, and whether it must is the broker's call, made again once the cluster
-  is back (``broker/machines/standby.py``).
+  is back (``broker/machines/core/standby.py``).
 
 ``on-failure`` comes back like ``always``: the run did not exit on its own, its
 host ended it, and the start is not counted against ``max_retries``. A machine

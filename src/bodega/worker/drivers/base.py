@@ -248,7 +248,7 @@ class Capabilities:
     # runner joins the prepare step to the next one in a single commit.
     prepares: bool = True
     # What may stand between a machine and the host's kernel here (``guest.isolation``):
-    # those the driver ran at its start (``oci/isolations.py``).
+    # those the driver ran at its start (``oci/core/isolations.py``).
     isolations: tuple[str, ...] = ("container",)
     vm_accel: str = ""  # how a vm runs here: kvm, or tcg (qemu's emulation); "": no vm
 

@@ -14,8 +14,9 @@ from pathlib import Path
 from bodega.runtime.tls.files import TlsDir
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
-from bodega.worker.drivers.oci import OciDriver, runtimes
-from bodega.worker.drivers.oci.isolations import Probe, probe_bundle, sandbox_probe
+from bodega.worker.drivers.oci import OciDriver
+from bodega.worker.drivers.oci.core import runtimes
+from bodega.worker.drivers.oci.core.isolations import Probe, probe_bundle, sandbox_probe
 from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.pair import DriverPair
 from bodega.worker.drivers.process import ProcessDriver
@@ -94,7 +95,7 @@ def controllers_for(runtime: str) -> str | None:
 
 
 def probe_sandbox(sandbox: Runc, work: Path) -> Probe:
-    """Run the probe sandbox (``oci/isolations.py``) with ``sandbox`` in a fresh network
+    """Run the probe sandbox (``oci/core/isolations.py``) with ``sandbox`` in a fresh network
     namespace, its output through a pipe, and say whether it ran in a kernel of its own."""
     if not installed(sandbox.runtime):
         return Probe("sandbox", False, f"{sandbox.runtime} is not installed")

@@ -20,7 +20,7 @@ import os
 from pathlib import Path
 
 from bodega.networking import netlink
-from bodega.worker.host.names import HostNames, Subnet, octets
+from bodega.worker.host.core.names import HostNames, Subnet, octets
 from bodega.worker.host.network import Attachment, NetworkError, SubnetInUse, run
 from bodega.worker.host.survey import MARKER_DIR, NETNS_DIR
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bodega.runtime.commands import run_command
-from bodega.worker.host.names import Subnet
+from bodega.worker.host.core.names import Subnet
 
 # Namespaces kept wired for the next creates, so a create rarely waits for `ip`.
 WIRE_AHEAD = 2

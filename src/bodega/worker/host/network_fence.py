@@ -4,7 +4,7 @@ Every machine of a worker as root hangs on the worker's bridge by a port (its
 host-side veth) and has an IPv4 address of the worker's /24; the host routes
 between workers' /24s (and, where the operator routes them, between hosts). Without
 a fence any machine reaches any other, whatever its app. This keeps the worker's
-tables of ``networking/rules.py`` (``fence4_ruleset``): a machine of this worker is
+tables of ``networking/core/rules.py`` (``fence4_ruleset``): a machine of this worker is
 reached over IPv4 only by machines of its own network (its app's ``<org>/<network>``,
 from the registry view's apps rows), on its bridge or routed into it; with the
 private network, by none (machines meet over 6PN, behind that network's fence).
@@ -36,8 +36,8 @@ from bodega.model.answer import from_doc
 from bodega.model.rows import AppRow, WorkerRow
 from bodega.networking import nftables
 from bodega.networking.commands import CommandFailed
-from bodega.networking.directory import app_network
-from bodega.networking.rules import Fence4, fence4_ruleset, removal
+from bodega.networking.core.directory import app_network
+from bodega.networking.core.rules import Fence4, fence4_ruleset, removal
 from bodega.registry.feed import FeedLagged
 from bodega.registry.replication.subscriptions import RowChange
 from bodega.worker.core.records import MachineRow

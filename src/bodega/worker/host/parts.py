@@ -12,13 +12,13 @@ import ipaddress
 import os
 from dataclasses import replace
 
-from bodega.networking.rules import fence4_table_name, table_name
-from bodega.networking.sixpn import host_field
+from bodega.networking.core.rules import fence4_table_name, table_name
+from bodega.networking.core.sixpn import host_field
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
 from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.host.core.names import Owner, Subnet
 from bodega.worker.host.image_drivers import make_image_driver, runtime_available
-from bodega.worker.host.names import Owner, Subnet
 from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import HostNetwork, Network
 from bodega.worker.host.network_fence import NetworkFence

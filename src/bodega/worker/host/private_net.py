@@ -28,15 +28,15 @@ from bodega.model.answer import from_doc
 from bodega.model.rows import AppRow, IpAssignmentRow, OverlayAdvert, WorkerRow, read_rows
 from bodega.networking import netlink, nftables
 from bodega.networking.commands import CommandFailed, run
-from bodega.networking.directory import FLYCAST_TYPE, app_network, directory
+from bodega.networking.core.directory import FLYCAST_TYPE, app_network, directory
+from bodega.networking.core.names import Directory
+from bodega.networking.core.peers import wanted
+from bodega.networking.core.rules import Fence, removal, ruleset, table_name
+from bodega.networking.core.sixpn import Layout, cluster_prefix, host_field, network_field
 from bodega.networking.flycast import PORT as FLYCAST_PORT
 from bodega.networking.flycast import FlycastRelay
-from bodega.networking.names import Directory
 from bodega.networking.overlay import Overlay, OverlaySpec, interface_name, table_of
-from bodega.networking.peers import wanted
 from bodega.networking.resolver import Resolver, host_upstreams, serve
-from bodega.networking.rules import Fence, removal, ruleset, table_name
-from bodega.networking.sixpn import Layout, cluster_prefix, host_field, network_field
 from bodega.worker.core.records import MachineRow
 from bodega.worker.host.netns import NetnsNetwork
 

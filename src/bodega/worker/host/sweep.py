@@ -24,7 +24,7 @@ from pathlib import Path
 
 from bodega.worker.drivers.base import DriverError
 from bodega.worker.drivers.oci.mounts import unmount
-from bodega.worker.host.names import (
+from bodega.worker.host.core.names import (
     Owner,
     legacy_bridge,
     legacy_namespace,

@@ -19,10 +19,10 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from bodega.worker.drivers.oci.isolations import Probe, vm_probe
+from bodega.worker.drivers.oci.core.isolations import Probe, vm_probe
+from bodega.worker.drivers.vm.core.qemu import MIN_MEMORY_MB, QEMU, VmLaunch, argv, tsc_khz
 from bodega.worker.drivers.vm.initramfs import Kernel, KernelError, initramfs
 from bodega.worker.drivers.vm.machines import VmMachines
-from bodega.worker.drivers.vm.qemu import MIN_MEMORY_MB, QEMU, VmLaunch, argv, tsc_khz
 from bodega.worker.host.probe_run import probe_run
 
 log = logging.getLogger("bodega.worker.vm")

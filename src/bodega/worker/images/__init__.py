@@ -1,13 +1,13 @@
 """OCI images on a worker: references, the pull plan, the content-addressed store, the puller."""
 
-from bodega.worker.images.eviction import CachedImage
-from bodega.worker.images.manifest import BadImage
-from bodega.worker.images.puller import Puller
-from bodega.worker.images.reference import (
+from bodega.worker.images.core.eviction import CachedImage
+from bodega.worker.images.core.manifest import BadImage
+from bodega.worker.images.core.reference import (
     BadReference,
     ImageReference,
     parse_reference,
 )
+from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient, RegistryError, RegistryTrust
 from bodega.worker.images.store import ImageStore
 

@@ -12,8 +12,8 @@ import logging
 from dataclasses import dataclass
 
 from bodega.runtime.failpoints import Failpoints
-from bodega.worker.images.manifest import BadImage, is_index, pick_platform
-from bodega.worker.images.plan import (
+from bodega.worker.images.core.manifest import BadImage, is_index, pick_platform
+from bodega.worker.images.core.plan import (
     Done,
     FetchBlob,
     FetchManifest,
@@ -21,7 +21,7 @@ from bodega.worker.images.plan import (
     Unpack,
     next_step,
 )
-from bodega.worker.images.reference import ImageReference, parse_reference
+from bodega.worker.images.core.reference import ImageReference, parse_reference
 from bodega.worker.images.registry_client import RegistryClient
 from bodega.worker.images.store import ImageStore
 

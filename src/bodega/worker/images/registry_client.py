@@ -22,8 +22,8 @@ from pathlib import Path
 
 import aiohttp
 
-from bodega.worker.images.manifest import ACCEPT
-from bodega.worker.images.reference import ImageReference
+from bodega.worker.images.core.manifest import ACCEPT
+from bodega.worker.images.core.reference import ImageReference
 
 CHUNK = 1 << 20
 _PARAM_RE = re.compile(r'(\w+)="([^"]*)"')

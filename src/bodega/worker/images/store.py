@@ -22,16 +22,16 @@ import shutil
 import time
 from pathlib import Path
 
-from bodega.worker.images.eviction import CachedImage
-from bodega.worker.images.manifest import (
+from bodega.worker.images.core.eviction import CachedImage
+from bodega.worker.images.core.manifest import (
     BadImage,
     ImageConfig,
     Manifest,
     parse_config,
     parse_manifest,
 )
-from bodega.worker.images.plan import PullView, needed_blobs
-from bodega.worker.images.reference import ImageReference
+from bodega.worker.images.core.plan import PullView, needed_blobs
+from bodega.worker.images.core.reference import ImageReference
 from bodega.worker.images.unpack import apply_layer
 
 HELD_LIMIT = 32  # images a worker publishes as held

@@ -14,7 +14,7 @@ import shutil
 import tarfile
 from pathlib import Path, PurePosixPath
 
-from bodega.worker.images.manifest import BadImage
+from bodega.worker.images.core.manifest import BadImage
 
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"

@@ -48,7 +48,7 @@ from bodega.worker.drivers.base import (
 )
 from bodega.worker.drivers.process.launch import ROOT_ENV, SHELL, USER_SWITCH
 from bodega.worker.drivers.process.logfiles import log_path
-from bodega.worker.host.identity import machine_identity
+from bodega.worker.host.core.identity import machine_identity
 from bodega.worker.host.network import Network, NetworkError
 from bodega.worker.host.network_fence import NetworkFence
 from bodega.worker.host.private_net import PrivateNetwork

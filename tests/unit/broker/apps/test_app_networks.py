@@ -9,7 +9,7 @@ import pytest
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import MemoryCatalog
 from bodega.model.errors import BadRequest, Unprocessable
-from bodega.networking.sixpn import network_field
+from bodega.networking.core.sixpn import network_field
 
 
 def test_an_app_joins_the_network_asked_for_or_its_organizations() -> None:

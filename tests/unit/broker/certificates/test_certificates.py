@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from bodega.broker.certificates import answers
+from bodega.broker.certificates.core import answers
 from bodega.broker.certificates.defaults import DefaultCertificates
 from bodega.broker.certificates.store import AppCertificates
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import MemoryCatalog
 from bodega.model.errors import BadRequest, Conflict, NotFound, Unprocessable
 from bodega.runtime.secretbox import SecretBox
-from bodega.runtime.tls import sites
 from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.core import sites
 from bodega.runtime.tls.files import CaDir
 from bodega.wire.certificates import TABLE, CertificateRequest, CertificateRow
 from bodega.wire.fly_certificates import AcmeCertificateRequest

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bodega.broker.jobs.index import JobIndex
+from bodega.broker.jobs.core.index import JobIndex
 from bodega.jobs.homes import job_key, rendezvous
 from bodega.wire.jobs.api import JobStatus
 

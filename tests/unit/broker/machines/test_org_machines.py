@@ -8,8 +8,8 @@ import random
 import pytest
 
 from bodega.broker.apps.ip_assignments import SHARED_V4, V4_POOL, allocate
-from bodega.broker.machines.org_list import decode_cursor, encode_cursor, page, parse_query
-from bodega.broker.view.freshness import stamp
+from bodega.broker.machines.core.org_list import decode_cursor, encode_cursor, page, parse_query
+from bodega.broker.view.core.freshness import stamp
 from bodega.model.errors import BadRequest, Unavailable
 from bodega.model.machine import Machine
 

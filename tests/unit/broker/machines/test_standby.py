@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bodega.broker.machines.standby import (
+from bodega.broker.machines.core.standby import (
     AliveSince,
     GiveBack,
     Takeover,

@@ -14,10 +14,10 @@ import pytest
 
 from bodega.broker.trust.join_book import JoinStore
 from bodega.broker.view.catalog import MemoryCatalog
-from bodega.runtime.tls import pki
-from bodega.runtime.tls.identity import new_key
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import new_key
+from bodega.runtime.tls.core.join_token import JoinRefused, JoinToken, TokenRecord
 from bodega.runtime.tls.join_store import BOOK, JoinBook
-from bodega.runtime.tls.join_token import JoinRefused, JoinToken, TokenRecord
 
 NOW = datetime.datetime(2026, 11, 24, 12, 0, tzinfo=datetime.UTC)
 CA = pki.make_ca("c1abc", new_key(), NOW)

@@ -6,8 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bodega.broker.ui.apps_view import app_summary, group_machines, release_rows, rollback_version
-from bodega.broker.ui.rows import MachineSlice, machine_slice
+from bodega.broker.ui.core.apps_view import (
+    app_summary,
+    group_machines,
+    release_rows,
+    rollback_version,
+)
+from bodega.broker.ui.core.rows import MachineSlice, machine_slice
 from bodega.cli.deploy import pick_release
 from bodega.wire.releases import Release
 

@@ -3,7 +3,7 @@ state offers, the placement record."""
 
 from __future__ import annotations
 
-from bodega.broker.ui.machine_view import machine_detail, placement_view, where_it_goes
+from bodega.broker.ui.core.machine_view import machine_detail, placement_view, where_it_goes
 from bodega.model.machine import Machine
 from bodega.wire.placement import PlacementRecord
 from bodega.wire.platform import Placements

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bodega.broker.placing.record import Attempt, Record
-from bodega.broker.ui.refusals import (
+from bodega.broker.placing.core.record import Attempt, Record
+from bodega.broker.ui.core.refusals import (
     RecentRefusals,
     Refusal,
     WorkerRefusal,

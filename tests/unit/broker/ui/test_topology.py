@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from bodega.broker.ui.bars import BAR_WIDTH
+from bodega.broker.ui.core.bars import BAR_WIDTH
+from bodega.broker.ui.core.rows import MachineSlice, WorkerView, machine_slice, worker_view
+from bodega.broker.ui.core.topology import PAGE_SIZE, region_view, topology, worker_card
 from bodega.broker.ui.render import Templates
-from bodega.broker.ui.rows import MachineSlice, WorkerView, machine_slice, worker_view
 from bodega.broker.ui.screens import TopologyScreen
-from bodega.broker.ui.topology import PAGE_SIZE, region_view, topology, worker_card
 from bodega.model.rows import WorkerRow, read_rows
 
 

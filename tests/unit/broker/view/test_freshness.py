@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from bodega.broker.view.candidates import Candidates
 from bodega.broker.view.catalog import MemoryCatalog
-from bodega.broker.view.freshness import newest, replaces, stamp
-from bodega.broker.view.machine_index import MachineIndex
+from bodega.broker.view.core.freshness import newest, replaces, stamp
+from bodega.broker.view.core.machine_index import MachineIndex
 from bodega.broker.view.workers import Workers
 from bodega.model.machine import Machine
 from bodega.model.volume import Volume

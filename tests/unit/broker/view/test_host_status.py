@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from bodega.broker.ui.rows import machine_slice
-from bodega.broker.view.host_status import (
+from bodega.broker.ui.core.rows import machine_slice
+from bodega.broker.view.core.host_status import (
     host_status,
     listed_members,
     unreachable,

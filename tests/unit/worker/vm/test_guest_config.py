@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from bodega.worker.drivers.oci.bundle import BundleError
-from bodega.worker.drivers.vm.config import (
+from bodega.worker.drivers.oci.core.bundle import BundleError
+from bodega.worker.drivers.vm.core.config import (
     CONFIG_BYTES,
     GuestConfig,
     GuestNetwork,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from bodega.worker.drivers.vm.core.qemu import VmLaunch, launch_record
 from bodega.worker.drivers.vm.machines import LAUNCH, answers_signals
-from bodega.worker.drivers.vm.qemu import VmLaunch, launch_record
 from bodega.worker.drivers.vm.signal_line import Offer, offer_until_taken, read_taken
 
 ID = "0123456789abcdef"

@@ -55,8 +55,13 @@ from pathlib import Path
 
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.drivers.base import Capabilities, DriverError, TaskHandle, TaskSpec
-from bodega.worker.drivers.oci.bundle import BundleError, MachineCommand, image_user, runtime_spec
 from bodega.worker.drivers.oci.control import OciControl
+from bodega.worker.drivers.oci.core.bundle import (
+    BundleError,
+    MachineCommand,
+    image_user,
+    runtime_spec,
+)
 from bodega.worker.drivers.oci.freezer import RuncFreezer
 from bodega.worker.drivers.oci.mounts import mount_overlay, mounted, unmount
 from bodega.worker.drivers.oci.runc import Runc
@@ -68,10 +73,10 @@ from bodega.worker.drivers.process.runs import Runs, RunsDriver
 from bodega.worker.drivers.process.warmup import Warmup
 from bodega.worker.drivers.vm.machines import VmMachines
 from bodega.worker.drivers.vm.snapshots import VmSuspend
-from bodega.worker.images.eviction import to_evict
-from bodega.worker.images.manifest import BadImage
+from bodega.worker.images.core.eviction import to_evict
+from bodega.worker.images.core.manifest import BadImage
+from bodega.worker.images.core.reference import BadReference
 from bodega.worker.images.puller import Puller
-from bodega.worker.images.reference import BadReference
 from bodega.worker.images.registry_client import RegistryError
 
 log = logging.getLogger("bodega.worker.oci")

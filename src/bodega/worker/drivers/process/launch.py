@@ -14,7 +14,7 @@ globbing off (``set -f``), so a ``*`` in a path stays a ``*``. A guest path
 that exists (a file: the private network's ``/etc/resolv.conf``) is bound
 over as it is; a missing one is made as a directory. A mount's source is
 already the machine's own user's (each machine runs as its own uid:
-``bodega.worker.host.identity``) when the wrapper runs: the driver hands it over
+``bodega.worker.host.core.identity``) when the wrapper runs: the driver hands it over
 before the spawn (``hand_over``), so the wrapper spawns nothing but ``mount``
 per mount. A Python shim would do the wrapper's job at about 10 ms of
 interpreter start per machine; dash costs under 1 ms.

@@ -20,7 +20,7 @@ from pathlib import Path
 from bodega.model.capacity import VM_OVERHEAD_MB
 from bodega.runtime.commands import run_command
 from bodega.worker.drivers.base import DriverError, ExecResult, TaskSpec
-from bodega.worker.drivers.oci.bundle import (
+from bodega.worker.drivers.oci.core.bundle import (
     BundleError,
     MachineCommand,
     command,
@@ -28,17 +28,14 @@ from bodega.worker.drivers.oci.bundle import (
     image_user,
 )
 from bodega.worker.drivers.process.launch import SHELL
-from bodega.worker.drivers.vm.config import (
+from bodega.worker.drivers.vm.core.config import (
     STATUS_BYTES,
     GuestConfig,
     GuestNetwork,
     config_disk,
     guest_network,
 )
-from bodega.worker.drivers.vm.disks import RootDisks, machine_disk
-from bodega.worker.drivers.vm.guest_exec import ExecRequest, GuestExec
-from bodega.worker.drivers.vm.initramfs import Kernel
-from bodega.worker.drivers.vm.qemu import (
+from bodega.worker.drivers.vm.core.qemu import (
     CONTROL_DIR,
     MIN_MEMORY_MB,
     RUN,
@@ -54,8 +51,11 @@ from bodega.worker.drivers.vm.qemu import (
     run_args,
     share_socket,
 )
+from bodega.worker.drivers.vm.disks import RootDisks, machine_disk
+from bodega.worker.drivers.vm.guest_exec import ExecRequest, GuestExec
+from bodega.worker.drivers.vm.initramfs import Kernel
 from bodega.worker.drivers.vm.signal_line import SignalLine
-from bodega.worker.images.manifest import ImageConfig
+from bodega.worker.images.core.manifest import ImageConfig
 
 log = logging.getLogger("bodega.worker.vm")
 RESOLV_CONF = "/etc/resolv.conf"

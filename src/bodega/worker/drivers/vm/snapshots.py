@@ -46,9 +46,8 @@ from bodega.runtime.waits import within
 from bodega.worker.drivers.base import DriverError, Suspend, TaskHandle
 from bodega.worker.drivers.process.logfiles import log_path
 from bodega.worker.drivers.process.runs import Runs
-from bodega.worker.drivers.vm.config import STATUS_BYTES
-from bodega.worker.drivers.vm.machines import LAUNCH, VmMachines, keep_launch, wrapper_program
-from bodega.worker.drivers.vm.migration import (
+from bodega.worker.drivers.vm.core.config import STATUS_BYTES
+from bodega.worker.drivers.vm.core.migration import (
     Migration,
     ResumeStep,
     RunStatus,
@@ -56,7 +55,8 @@ from bodega.worker.drivers.vm.migration import (
     resume_step,
     suspend_step,
 )
-from bodega.worker.drivers.vm.qemu import launch_of, qmp_socket
+from bodega.worker.drivers.vm.core.qemu import launch_of, qmp_socket
+from bodega.worker.drivers.vm.machines import LAUNCH, VmMachines, keep_launch, wrapper_program
 
 log = logging.getLogger("bodega.worker.vm")
 QMP_TIMEOUT = 60.0  # seconds a QMP command may take, or a new qemu to answer on QMP
