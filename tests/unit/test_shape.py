@@ -1,6 +1,6 @@
 """The shape of the code, checked on every run: long modules that say why, no import
-circles, pure cores named in the import contract, fewer untyped answers, test kits named
-one way.
+circles, pure cores in folders the import contract names, fewer untyped answers, test kits
+named one way.
 
 Pure reading: the files under ``src`` and ``tests``, ``pyproject.toml``, and the import
 graph ``grimp`` builds from the source (nothing is imported or run). Each failure names
@@ -38,14 +38,15 @@ WHY_LONG = "long because"
 UNTYPED_DICT = re.compile(r"dict\[\s*str\s*,\s*Any\s*\]")
 UNTYPED_DICT_CEILING = 1
 
-# Pure by their imports, in a package that holds cores, and still not a core: nothing in
-# them decides anything. Each says why; everything else pure there is named by the contract.
+# Pure by their imports, in a room that holds a core, and still not in it: nothing in them
+# decides anything. Each says why; everything else pure there is in the core.
 NOT_CORES = {
     "bodega.broker.config": "the broker's settings, a frozen dataclass",
     "bodega.broker.metrics": "metric definitions",
     "bodega.broker.openapi": "the API document, built from the request models",
     "bodega.broker.openapi_schemas": "the API document's response schemas, data only",
     "bodega.proxy.metrics": "metric definitions",
+    "bodega.worker.metrics": "metric definitions",
     "bodega.registry.membership.metrics": "metric definitions",
     "bodega.registry.membership.keyfile": "reads and writes the keyring file",
     "bodega.proxy.request_ids": "request ids: a clock and random bytes, no decision",
@@ -245,8 +246,10 @@ def covered(module: str, sources: Iterable[str]) -> bool:
     return any(module == s or module.startswith(s + ".") for s in sources)
 
 
-def is_package(module: str) -> bool:
-    return (SRC / module.replace(".", "/") / "__init__.py").exists()
+def packages() -> set[str]:
+    """Every bodega package, dotted: the folders with an ``__init__.py``."""
+    return {init.parent.relative_to(SRC).as_posix().replace("/", ".")
+            for init in PACKAGE.rglob("__init__.py")}
 
 
 def pure_modules(contract: Mapping[str, Any]) -> set[str]:
@@ -267,33 +270,100 @@ def pure_modules(contract: Mapping[str, Any]) -> set[str]:
             and not {r.split(".")[0] for r in built.find_upstream_modules(m)} & forbidden}
 
 
-def core_homes(sources: Iterable[str]) -> set[str]:
-    """Packages that hold cores: those of the modules the contract names one by one.
+# A core is a folder: a package named ``core`` inside the room whose decisions it holds
+# (``proxy/core``, ``worker/images/core``), or a package pure as a whole (``placement``).
+CORE = "core"
 
-    (A package the contract names whole is covered whole: import-linter checks all of it.)
+
+def is_core_folder(package: str) -> bool:
+    return package.rpartition(".")[2] == CORE
+
+
+def core_homes(sources: Iterable[str], known: set[str]) -> set[str]:
+    """The rooms that hold a core: the package around each ``core`` folder the contract
+    names, and around each module it names one by one.
+
+    (A package named whole and not a ``core`` folder, such as ``bodega.placement``, is pure
+    whole: import-linter checks all of it, and the room around it is none of its business.)
     """
-    return {s.rpartition(".")[0] for s in sources if not is_package(s)}
+    return {s.rpartition(".")[0] for s in sources if s not in known or is_core_folder(s)}
 
 
-def test_the_contract_names_every_pure_module_where_cores_live() -> None:
-    """A new pure module beside a core cannot stay out of the contract unnoticed.
+def unnamed_pure(pure: Iterable[str], sources: Iterable[str], known: set[str],
+                 not_cores: Mapping[str, str]) -> list[str]:
+    """Pure modules in a room that holds a core, outside it and not said to be no core."""
+    sources = list(sources)
+    homes = core_homes(sources, known)
+    return sorted(m for m in pure if m.rpartition(".")[0] in homes and m not in known
+                  and not covered(m, sources) and m not in not_cores)
+
+
+def unnamed_core_folders(known: set[str], sources: Iterable[str]) -> list[str]:
+    """``core`` folders the contract does not cover: a folder named so is pure by name."""
+    sources = list(sources)
+    return sorted(p for p in known if is_core_folder(p) and not covered(p, sources))
+
+
+def modules_named_one_by_one(sources: Iterable[str], known: set[str]) -> list[str]:
+    """What the contract names that is a module, not a folder (outside ``BY_MODULE``)."""
+    return sorted(s for s in sources if s not in known
+                  and not any(s.startswith(p + ".") for p in BY_MODULE))
+
+
+# The registry names its pure modules one by one until its rooms hold core folders.
+BY_MODULE = ("bodega.registry",)
+
+
+def test_every_core_folder_is_named_by_the_contract() -> None:
+    """A module put in a ``core`` folder is pure by where it sits: import-linter refuses
+    the first I/O import that reaches it, directly or through what it imports."""
+    unnamed = unnamed_core_folders(packages(), purity_contract()["source_modules"])
+    assert not unnamed, ("core folders the pure-core contract does not name: add each to "
+                         "its source_modules in pyproject.toml: " + ", ".join(unnamed))
+
+
+def test_the_contract_names_folders() -> None:
+    one_by_one = modules_named_one_by_one(purity_contract()["source_modules"], packages())
+    assert not one_by_one, (
+        "the pure-core contract names modules, not folders: move each into the core folder "
+        "of its room (or make its room's core folder) and name the folder: "
+        + ", ".join(one_by_one))
+
+
+def test_a_pure_module_beside_a_core_is_in_it() -> None:
+    """A new pure module beside a core cannot stay out of it unnoticed.
 
     Pure: no import reaches, directly or through other bodega modules, a library the
-    contract forbids. Where cores live (a package whose modules the contract names one by
-    one), every pure module is named too, or listed in ``NOT_CORES`` with its reason;
-    subpackages answer for themselves. Named once, a module stays pure: import-linter
+    contract forbids. In a room that holds a core (the package around a ``core`` folder),
+    every pure module is in the core, or listed in ``NOT_CORES`` with its reason;
+    subpackages answer for themselves. In the core, a module stays pure: import-linter
     refuses the first I/O import that reaches it.
     """
     contract = purity_contract()
-    sources = list(contract["source_modules"])
-    pure = pure_modules(contract)
-    homes = core_homes(sources)
-    unnamed = sorted(m for m in pure if m.rpartition(".")[0] in homes and not is_package(m)
-                     and not covered(m, sources) and m not in NOT_CORES)
+    unnamed = unnamed_pure(pure_modules(contract), contract["source_modules"], packages(),
+                           NOT_CORES)
     assert not unnamed, (
-        "pure modules beside the cores, not named by the import contract: add each to its "
-        "source_modules in pyproject.toml (or, if it decides nothing, to NOT_CORES here "
-        "with why):\n" + "\n".join(f"  {m}" for m in unnamed))
+        "pure modules beside a core, outside it: move each into the core folder of its "
+        "room (or, if it decides nothing, add it to NOT_CORES here with why):\n"
+        + "\n".join(f"  {m}" for m in unnamed))
+
+
+def test_the_core_rules_find_what_they_are_for() -> None:
+    known = {"bodega.proxy", "bodega.proxy.core", "bodega.proxy.haproxy", "bodega.deploy",
+             "bodega.deploy.core", "bodega.placement", "bodega.registry",
+             "bodega.registry.membership", "bodega.cluster"}
+    sources = ["bodega.placement", "bodega.proxy.core", "bodega.registry.membership.swim",
+               "bodega.cluster.config"]
+    pure = {"bodega.proxy.core.balance", "bodega.proxy.new_rule", "bodega.proxy.metrics",
+            "bodega.proxy.haproxy.layout", "bodega.placement.rank", "bodega.cluster.config",
+            "bodega.cluster.service_unit", "bodega.registry.membership.table",
+            "bodega.registry.membership.swim", "bodega.deploy.core.plan", "bodega.proxy",
+            "bodega.worker.metrics"}
+    assert unnamed_pure(pure, sources, known, {"bodega.proxy.metrics": "metrics"}) == [
+        "bodega.cluster.service_unit", "bodega.proxy.new_rule",
+        "bodega.registry.membership.table"]
+    assert unnamed_core_folders(known, sources) == ["bodega.deploy.core"]
+    assert modules_named_one_by_one(sources, known) == ["bodega.cluster.config"]
 
 
 def test_the_cores_the_charter_names_stay_in_the_contract() -> None:

@@ -1,9 +1,10 @@
 """The private network: 6PN-style addresses, isolation between networks, ``.internal``
 names and the WireGuard overlay between hosts (``docs/networking.md``).
 
-Pure: ``sixpn`` (the address plan), ``names`` and ``directory`` (what the resolver
-answers), ``rules`` (the nftables fence), ``peers`` (which WireGuard peers a host
-wants). I/O: ``resolver`` (UDP DNS), ``overlay`` (WireGuard), ``commands``.
+Pure, in ``core/``: ``sixpn`` (the address plan), ``names`` and ``directory`` (what the
+resolver answers), ``rules`` (the nftables fence), ``peers`` (which WireGuard peers a host
+wants), ``kernel_objects`` (whose each is). I/O: ``resolver`` (UDP DNS), ``overlay``
+(WireGuard), ``commands``.
 """
 
 from bodega.networking.core.names import Directory, Machine, Outcome, Reply, answer

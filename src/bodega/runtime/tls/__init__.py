@@ -1,8 +1,9 @@
 """Identity and mutual TLS for bodega's internal links.
 
-``identity`` (who a certificate names), ``pki`` (the CA, CSRs, signing under
-a grant, checking a peer, when to renew: pure), ``access`` (route -> roles:
-pure), ``files`` (where keys and certificates live), ``authority`` (the CA
+Pure, in ``core/``: ``identity`` (who a certificate names), ``pki`` (the CA,
+CSRs, signing under a grant, checking a peer, when to renew), ``access`` (route
+-> roles), ``join_token``, ``sites``. Beside it: ``files`` (where keys and
+certificates live), ``authority`` (the CA
 signing), ``contexts`` (a component's server and client SSL contexts),
 ``gate`` (the server handshake, counted) and ``renewal`` (a new certificate
 before the old one expires, with no restart).
