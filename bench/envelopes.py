@@ -14,9 +14,9 @@ import hmac
 import os
 import time
 
-from bodega.registry.membership.envelope import Envelope, Opened, SealedEnvelope
-from bodega.registry.membership.keyring import Keyring
-from bodega.registry.membership.seal import Dropped
+from bodega.registry.sealing.core.envelope import Envelope, Opened, SealedEnvelope
+from bodega.registry.sealing.core.keyring import Keyring
+from bodega.registry.sealing.core.seal import Dropped
 
 MODES = ("none", "hmac", "sealed")
 TAG = 16

@@ -46,8 +46,8 @@ from tests.keyring_kit import KEYRING
 
 from bench.envelopes import MODES, TimedEnvelope, envelope, per_packet_us
 from bodega.registry import EventKind, RegistryConfig, RegistryNode, Status, SwimConfig
-from bodega.registry.membership.members import Addr
-from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
+from bodega.registry.membership.core.members import Addr
+from bodega.registry.membership.core.suspicion import suspicion_max, suspicion_min
 from bodega.registry.membership.transport import Receiver, UdpTransport
 from bodega.runtime.serve import Served, bind, serve
 

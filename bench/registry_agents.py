@@ -2,7 +2,7 @@
 
 ``python -m bench.registry_scale --agents [--hosts 1000] [--creates 1000] [--writers-per-host 1]``
 
-Runs the scenario of ``registry/replication/agentsim.py`` (every host one
+Runs the scenario of ``sim/replication/agentsim.py`` (every host one
 replica, its workers writing their rows through it, creates as a Poisson
 stream across the fleet) and prints how fast a create reaches every host and
 what each host spends: rows applied per second (by how they came), pulls,
@@ -32,20 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from bodega.registry.membership.envelope import SealedEnvelope
-from bodega.registry.membership.messages import Direct, Message, decode, encode
-from bodega.registry.membership.simnet import SIM_KEYRING
-from bodega.registry.replication.agentsim import (
-    AgentLoad,
-    AgentLoadReport,
-    HostWriter,
-    host_name,
-    machine_doc,
-    run,
-)
+from bodega.registry.membership.core.messages import Direct, Message, decode, encode
+from bodega.registry.replication.core.rows import Row
 from bodega.registry.replication.replica import Replica
-from bodega.registry.replication.rows import Row
-from bodega.registry.replication.rowwire import (
+from bodega.registry.replication.view import View
+from bodega.registry.sealing.core.envelope import SealedEnvelope
+from bodega.registry.sync.core.rowwire import (
     decode_item,
     decode_reply,
     decode_request,
@@ -53,7 +45,15 @@ from bodega.registry.replication.rowwire import (
     request_json,
     row_item,
 )
-from bodega.registry.replication.view import View
+from bodega.sim.replication.agentsim import (
+    AgentLoad,
+    AgentLoadReport,
+    HostWriter,
+    host_name,
+    machine_doc,
+    run,
+)
+from bodega.sim.swim.simnet import SIM_KEYRING
 
 EPOCH = 1_700_000_000.0
 PRICED_ROWS = 20_000

@@ -21,17 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bodega.registry.replication.agentsim import machine_doc
-from bodega.registry.replication.peers import SYNC_INTERVAL
+from bodega.registry.replication.core.rows import Row
 from bodega.registry.replication.replica import DEFAULT_MAX_ROWS, Replica
-from bodega.registry.replication.rows import Row
-from bodega.registry.replication.rowwire import (
+from bodega.registry.replication.view import View
+from bodega.registry.sync.core.peers import SYNC_INTERVAL
+from bodega.registry.sync.core.rowwire import (
     digest_reply_json,
     digest_request_json,
     reply_json,
     request_json,
 )
-from bodega.registry.replication.view import View
+from bodega.sim.replication.agentsim import machine_doc
 
 EPOCH = 1_700_000_000.0
 APPS_PER_WORKER = 10

@@ -33,14 +33,14 @@ import resource
 import time
 from dataclasses import dataclass, field, replace
 
-from bodega.registry.membership.config import SwimConfig
-from bodega.registry.membership.members import EventKind
-from bodega.registry.membership.simnet import Observation
-from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
-from bodega.registry.replication.agentsim import AgentLoad
-from bodega.registry.replication.peers import EAGER_PEERS, SYNC_INTERVAL
-from bodega.registry.replication.replsim import ReplicaNet
-from bodega.registry.replication.rows import Change
+from bodega.registry.membership.core.config import SwimConfig
+from bodega.registry.membership.core.members import EventKind
+from bodega.registry.membership.core.suspicion import suspicion_max, suspicion_min
+from bodega.registry.replication.core.rows import Change
+from bodega.registry.sync.core.peers import EAGER_PEERS, SYNC_INTERVAL
+from bodega.sim.replication.agentsim import AgentLoad
+from bodega.sim.replication.replsim import ReplicaNet
+from bodega.sim.swim.simnet import Observation
 
 LAN = SwimConfig()
 

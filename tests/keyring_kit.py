@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 
-from bodega.registry.membership.keyfile import ENV_JSON, KeyringSource
-from bodega.registry.membership.keyring import GossipKey, Keyring
-from bodega.registry.membership.seal import life_key, open_sealed, read_header
+from bodega.registry.sealing.core.keyring import GossipKey, Keyring
+from bodega.registry.sealing.core.seal import life_key, open_sealed, read_header
+from bodega.registry.sealing.keyfile import ENV_JSON, KeyringSource
 
 KEYRING = Keyring.of(GossipKey(hashlib.sha256(b"bodega tests gossip key").digest()))
 SOURCE = KeyringSource(KEYRING)

@@ -36,8 +36,8 @@ from typing import Any, TypeVar
 import httpx
 from dnslib import RCODE, DNSError, DNSRecord
 
-from bodega.registry.membership import keyfile
-from bodega.registry.membership.keyring import Keyring
+from bodega.registry.sealing import keyfile
+from bodega.registry.sealing.core.keyring import Keyring
 from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.contexts import client_context
 from bodega.runtime.tls.core.identity import Identity, trust_domain

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from bodega.registry.membership import keyfile
+from bodega.registry.sealing import keyfile
 from tests.cluster.up_kit import UpProcess, free_port
 
 # The members that seal gossip: the host's registry agent alone. Its workers, broker and

@@ -41,10 +41,10 @@ import httpx
 import pytest
 
 from bodega.cluster import host_network
-from bodega.registry.membership.envelope import SealedEnvelope
-from bodega.registry.membership.keyring import GossipKey, Keyring
-from bodega.registry.membership.members import MemberRecord, Role, Status
-from bodega.registry.membership.messages import Message, Ping, Sync, encode
+from bodega.registry.membership.core.members import MemberRecord, Role, Status
+from bodega.registry.membership.core.messages import Message, Ping, Sync, encode
+from bodega.registry.sealing.core.envelope import SealedEnvelope
+from bodega.registry.sealing.core.keyring import GossipKey, Keyring
 from bodega.runtime.tls.contexts import client_context
 from bodega.runtime.tls.core import access
 from tests.cluster.door_kit import (

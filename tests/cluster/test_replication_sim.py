@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bodega.registry.replication.replsim import ReplicaNet
+from bodega.sim.replication.replsim import ReplicaNet
 
 
 def worker_doc(name: str, **extra: Any) -> dict[str, Any]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 import statistics
 
-from bodega.registry.membership.config import SwimConfig
-from bodega.registry.membership.members import EventKind, Status
-from bodega.registry.membership.simnet import SimNet
-from bodega.registry.membership.suspicion import suspicion_max, suspicion_min
+from bodega.registry.membership.core.config import SwimConfig
+from bodega.registry.membership.core.members import EventKind, Status
+from bodega.registry.membership.core.suspicion import suspicion_max, suspicion_min
+from bodega.sim.swim.simnet import SimNet
 
 LAN = SwimConfig()
 # Plain SWIM for comparison: no local health, no nacks, a fixed suspicion timeout.

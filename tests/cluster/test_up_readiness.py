@@ -19,7 +19,7 @@ from bodega.cluster.components import Component, components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.ports import free_udp_ports
 from bodega.cluster.supervisor import LocalCluster
-from bodega.registry.membership import keyfile
+from bodega.registry.sealing import keyfile
 from tests.cluster.up_kit import free_port
 
 

@@ -58,7 +58,7 @@ def test_every_module_imports_with_the_runtime_dependencies_alone(plain: Path) -
     assert found["failed"] == {}
     assert found["missing"] == {}
     assert Path(found["location"]).is_relative_to(plain.parent)  # the install, not the checkout
-    assert "bodega.registry.replication.client" in found["modules"]
+    assert "bodega.registry.sync.client" in found["modules"]
 
 
 def test_the_installed_command_answers_help(plain: Path) -> None:

@@ -48,7 +48,7 @@ NOT_CORES = {
     "bodega.proxy.metrics": "metric definitions",
     "bodega.worker.metrics": "metric definitions",
     "bodega.registry.membership.metrics": "metric definitions",
-    "bodega.registry.membership.keyfile": "reads and writes the keyring file",
+    "bodega.registry.sealing.keyfile": "reads and writes the keyring file",
     "bodega.proxy.request_ids": "request ids: a clock and random bytes, no decision",
     "bodega.worker.host.survey": "reads the host's links and addresses from /sys and /proc",
     "bodega.worker.images.store": "the image store: blobs and unpacked bases on disk",
@@ -352,16 +352,16 @@ def test_the_core_rules_find_what_they_are_for() -> None:
     known = {"bodega.proxy", "bodega.proxy.core", "bodega.proxy.haproxy", "bodega.deploy",
              "bodega.deploy.core", "bodega.placement", "bodega.registry",
              "bodega.registry.membership", "bodega.cluster"}
-    sources = ["bodega.placement", "bodega.proxy.core", "bodega.registry.membership.swim",
+    sources = ["bodega.placement", "bodega.proxy.core", "bodega.registry.membership.core.swim",
                "bodega.cluster.config"]
     pure = {"bodega.proxy.core.balance", "bodega.proxy.new_rule", "bodega.proxy.metrics",
             "bodega.proxy.haproxy.layout", "bodega.placement.rank", "bodega.cluster.config",
-            "bodega.cluster.service_unit", "bodega.registry.membership.table",
-            "bodega.registry.membership.swim", "bodega.deploy.core.plan", "bodega.proxy",
+            "bodega.cluster.service_unit", "bodega.registry.membership.core.table",
+            "bodega.registry.membership.core.swim", "bodega.deploy.core.plan", "bodega.proxy",
             "bodega.worker.metrics"}
     assert unnamed_pure(pure, sources, known, {"bodega.proxy.metrics": "metrics"}) == [
         "bodega.cluster.service_unit", "bodega.proxy.new_rule",
-        "bodega.registry.membership.table"]
+        "bodega.registry.membership.core.table"]
     assert unnamed_core_folders(known, sources) == ["bodega.deploy.core"]
     assert modules_named_one_by_one(sources, known) == ["bodega.cluster.config"]
 

@@ -11,7 +11,7 @@ from bodega.placement.curves import BALANCED, ROOMY
 from bodega.placement.named import DEFAULT_POLICY, POLICY_NAMES, scorer_named
 
 if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
-    from bodega.registry.membership.keyfile import KeyringSource
+    from bodega.registry.sealing.keyfile import KeyringSource
 
 POLICIES = POLICY_NAMES
 

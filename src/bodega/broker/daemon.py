@@ -46,8 +46,8 @@ from bodega.broker.view.readiness import Gate
 from bodega.broker.view.workers import Workers
 from bodega.broker.volumes.service import Volumes
 from bodega.model.errors import BodegaError
-from bodega.registry.member_tls import SIGNER, certificate_meta, renewal
-from bodega.registry.queries import RegistryQueries
+from bodega.registry.agent.member_tls import SIGNER, certificate_meta, renewal
+from bodega.registry.api import RegistryQueries
 from bodega.runtime.identity_keys import identity_keys
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.runtime.secretbox import SecretBox
@@ -240,7 +240,7 @@ class Broker:
     async def _join_registry(self, url: str) -> tuple[Catalog, list[BaseRoute]]:
         from bodega.broker.view.registry_catalog import RegistryCatalog
         from bodega.registry import RegistryConfig, open_registry
-        from bodega.registry.membership.keyfile import needed
+        from bodega.registry.sealing.keyfile import needed
 
         config = self.config
         host = config.gossip_host or config.listen_host

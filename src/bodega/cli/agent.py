@@ -13,7 +13,7 @@ from bodega.cli.errors import friendly
 from bodega.cli.internal_links import InternalTlsOption, TlsDirOption, tls_dir_for
 from bodega.cli.keyring_option import GossipKeyring, gossip_keyring
 from bodega.cli.listeners import Listener, listening
-from bodega.registry.agent import AgentConfig, RegistryAgent
+from bodega.registry.agent.daemon import AgentConfig, RegistryAgent
 from bodega.registry.node import RegistryConfig
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import daemon_runtime, run_daemon

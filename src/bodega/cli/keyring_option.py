@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from bodega.registry.membership.keyfile import ENV_FILE, ENV_JSON, KeyringSource, load
+from bodega.registry.sealing.keyfile import ENV_FILE, ENV_JSON, KeyringSource, load
 
 GossipKeyring = Annotated[Path | None, typer.Option(
     "--gossip-keyring", envvar=ENV_FILE, show_default=False,

@@ -26,7 +26,7 @@ from bodega.cluster.edge_files import CA_CRT, ensure_certs_key, ensure_edge
 from bodega.cluster.port_claims import PortClaims
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
 from bodega.model.duration import parse_duration
-from bodega.registry.membership import keyfile
+from bodega.registry.sealing import keyfile
 from bodega.runtime import cluster_id, hostinfo
 from bodega.runtime.binding import BindError
 from bodega.runtime.lifecycle import StopCause, until_stopped

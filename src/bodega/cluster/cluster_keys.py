@@ -2,7 +2,7 @@
 
 - ``secrets-key``: seals app secrets at rest; given to brokers and workers
   (``BODEGA_SECRETS_KEY``), never to a proxy;
-- ``gossip-keyring``: seals gossip packets (``registry/membership/keyfile.py``
+- ``gossip-keyring``: seals gossip packets (``registry/sealing/keyfile.py``
   makes it); every component is given its path;
 - ``tls/ca.pem`` and ``tls/ca-key.pem``: the cluster CA. Its key stays on this
   host: ``bodega up`` signs each component's certificate with it before

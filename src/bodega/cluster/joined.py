@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bodega.cluster.components import Component, bodega_argv, private_network_args
 from bodega.cluster.edge_files import CA_CRT, DEFAULT_CERT
-from bodega.registry.membership import keyfile
+from bodega.registry.sealing import keyfile
 from bodega.runtime.lifecycle import write_json_atomic
 from bodega.wire.join import JOIN_PORT
 

@@ -36,8 +36,8 @@ from pydantic import ValidationError
 from bodega.cluster.edge_files import CA_CRT, CERTS_KEY, DEFAULT_CERT
 from bodega.cluster.joined import HostRoles, JoinedHost, JoinedWorker, member_tls, worker_tls
 from bodega.model.errors import from_wire
-from bodega.registry.membership import keyfile
-from bodega.registry.membership.keyring import Keyring
+from bodega.registry.sealing import keyfile
+from bodega.registry.sealing.core.keyring import Keyring
 from bodega.runtime.tls.contexts import client_context
 from bodega.runtime.tls.core import pki
 from bodega.runtime.tls.core.identity import (

@@ -41,9 +41,9 @@ from bodega.proxy.upstream import Upstreams
 from bodega.proxy.view_feed import TABLES, follow
 from bodega.proxy.wake import Waker
 from bodega.registry import Registry, RegistryConfig, open_registry
-from bodega.registry.feed import FeedLagged
-from bodega.registry.member_tls import certificate_meta, renewal
-from bodega.registry.membership.keyfile import KeyringSource, needed
+from bodega.registry.agent.member_tls import certificate_meta, renewal
+from bodega.registry.membership.feed import FeedLagged
+from bodega.registry.sealing.keyfile import KeyringSource, needed
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.contexts import InternalTls

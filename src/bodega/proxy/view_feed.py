@@ -13,7 +13,7 @@ from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.core.sites import SiteStore
 from bodega.proxy.core.tcp_routes import TcpTable, listeners_of
 from bodega.registry import Registry
-from bodega.registry.feed import FeedLagged
+from bodega.registry.membership.feed import FeedLagged
 from bodega.wire.certificates import TABLE as CERTIFICATES
 
 log = logging.getLogger("bodega.proxy")

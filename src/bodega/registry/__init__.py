@@ -13,12 +13,12 @@ drive many of them on a simulated network (``membership.simnet.SimNet``,
 of this surface.
 """
 
-from bodega.registry.feed import Feed, FeedLagged
-from bodega.registry.hosted import HostedNode, Registry, open_registry
-from bodega.registry.membership.config import MembershipConfig, SwimConfig
-from bodega.registry.membership.members import Addr, EventKind, MemberView, Role, Status
-from bodega.registry.membership.messages import Item
-from bodega.registry.membership.outputs import (
+from bodega.registry.agent.hosted import HostedNode, Registry, open_registry
+from bodega.registry.api.subscriptions import RowChange, Subscription
+from bodega.registry.membership.core.config import MembershipConfig, SwimConfig
+from bodega.registry.membership.core.members import Addr, EventKind, MemberView, Role, Status
+from bodega.registry.membership.core.messages import Item
+from bodega.registry.membership.core.outputs import (
     Delivered,
     Event,
     ItemTooLarge,
@@ -26,12 +26,12 @@ from bodega.registry.membership.outputs import (
     Send,
     UnknownMember,
 )
-from bodega.registry.membership.swim import Swim
+from bodega.registry.membership.core.swim import Swim
+from bodega.registry.membership.feed import Feed, FeedLagged
 from bodega.registry.membership.udp import Membership
 from bodega.registry.node import RegistryConfig, RegistryNode
-from bodega.registry.replication.client import subscribe_http
-from bodega.registry.replication.subscriptions import RowChange, Subscription
 from bodega.registry.replication.writes import InvalidRow
+from bodega.registry.sync.client import subscribe_http
 
 __all__ = [
     "Addr",

@@ -10,7 +10,7 @@ and the keyring file is rewritten so the host's next start begins there.
 
 ``rotate`` is the coordinator (any node may run it; the broker does, for
 ``bodega cluster key rotate``): it publishes the three keyrings of
-``membership/rotation.py`` in turn and waits, after each, until every live
+``sealing/core/rotation.py`` in turn and waits, after each, until every live
 member reports having taken it. A step that does not complete in time
 stops the rotation where it is (a ``Conflict`` naming the members that lag),
 which is always a keyring every live member can gossip with; running it
@@ -27,8 +27,9 @@ from pathlib import Path
 
 from bodega.model.errors import Conflict
 from bodega.registry.member_surface import Members
-from bodega.registry.membership import keyfile
-from bodega.registry.membership.keyring import (
+from bodega.registry.replication.core.rows import Change, Row
+from bodega.registry.sealing import keyfile
+from bodega.registry.sealing.core.keyring import (
     KEY_BYTES,
     REPORT_META,
     GossipKey,
@@ -37,8 +38,7 @@ from bodega.registry.membership.keyring import (
     KeyringDoc,
     KeyringError,
 )
-from bodega.registry.membership.rotation import lagging, rotation_steps
-from bodega.registry.replication.rows import Change, Row
+from bodega.registry.sealing.core.rotation import lagging, rotation_steps
 from bodega.wire.gossip_keys import KeyHolders, KeyListing, MemberKeys, Rotation, RotationStep
 
 log = logging.getLogger("bodega.registry.keys")

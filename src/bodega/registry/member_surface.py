@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
-from bodega.registry.feed import Feed
+from bodega.registry.membership.core.members import Addr, MemberView
+from bodega.registry.membership.core.outputs import Event
 from bodega.registry.membership.fanout import Listener
-from bodega.registry.membership.keyring import Keyring
-from bodega.registry.membership.members import Addr, MemberView
-from bodega.registry.membership.outputs import Event
-from bodega.registry.replication.rows import Change, Document
+from bodega.registry.membership.feed import Feed
+from bodega.registry.replication.core.rows import Change, Document
+from bodega.registry.sealing.core.keyring import Keyring
 
 
 class Members(Protocol):

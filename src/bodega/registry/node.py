@@ -3,12 +3,12 @@
 The I/O shell that wires the two roles together. It owns:
 
 - a ``Membership`` (``membership/``: SWIM on UDP), which also carries row
-  changes (``replication/rowgossip.py``): a local write is broadcast on
+  changes (``sync/rowgossip.py``): a local write is broadcast on
   gossip and pushed at once to a few random members; every node applies
   what it hears in batches, one transaction per loop turn;
 - the ``Replica`` on a SQLite file in the data dir, read synchronously by
   the daemon (``get``, ``rows``) and written by it (``put_owned`` ...);
-- anti-entropy (``replication/antientropy.py``): paced pulls over HTTP from
+- anti-entropy (``sync/antientropy.py``): paced pulls over HTTP from
   live peers, comparing digests first;
 - subscriptions, fed in the same call that applied each change, and served
   as NDJSON by ``routes()``, which the daemon mounts on its internal
@@ -37,26 +37,26 @@ from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
 from bodega.model.rows import TypedReads
+from bodega.registry.api.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
 from bodega.registry.member_surface import MemberSurface
-from bodega.registry.membership.config import MembershipConfig, SwimConfig
-from bodega.registry.membership.envelope import Envelope
-from bodega.registry.membership.keyring import Keyring
-from bodega.registry.membership.members import Role
+from bodega.registry.membership.core.config import MembershipConfig, SwimConfig
+from bodega.registry.membership.core.members import Role
 from bodega.registry.membership.transport import Binder, UdpTransport
 from bodega.registry.membership.udp import Membership
-from bodega.registry.replication.antientropy import AntiEntropy
-from bodega.registry.replication.client import SyncClient
-from bodega.registry.replication.exchange import SyncReply, SyncRequest
-from bodega.registry.replication.httpapi import RegistryHttp
-from bodega.registry.replication.known import Known
+from bodega.registry.replication.core.exchange import SyncReply, SyncRequest
+from bodega.registry.replication.core.known import Known
+from bodega.registry.replication.core.rows import Change, Document
 from bodega.registry.replication.metrics import ReplicationMetrics
-from bodega.registry.replication.peers import AGENT_SYNC_INTERVAL, EAGER_PEERS, SYNC_INTERVAL
 from bodega.registry.replication.replica import Replica
-from bodega.registry.replication.rowgossip import RowGossip
-from bodega.registry.replication.rows import Change, Document
-from bodega.registry.replication.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.replication.view import View
+from bodega.registry.sealing.core.envelope import Envelope
+from bodega.registry.sealing.core.keyring import Keyring
+from bodega.registry.sync.antientropy import AntiEntropy
+from bodega.registry.sync.client import SyncClient
+from bodega.registry.sync.core.peers import AGENT_SYNC_INTERVAL, EAGER_PEERS, SYNC_INTERVAL
+from bodega.registry.sync.routes import RegistryHttp
+from bodega.registry.sync.rowgossip import RowGossip
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.core.access import REGISTRY

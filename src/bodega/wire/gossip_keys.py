@@ -1,7 +1,7 @@
 """The gossip keyring as the broker shows it: ``/v1/cluster/keys``, a bodega extension.
 
 Key ids only, never keys: an id is 4 bytes of a hash of the key
-(``registry/membership/keyring.py``). ``GET /v1/cluster/keys`` answers a
+(``registry/sealing/core/keyring.py``). ``GET /v1/cluster/keys`` answers a
 ``KeyListing``: the keyring this broker's registry node holds, and what
 every member reports holding. ``POST /v1/cluster/keys/rotate`` runs a whole
 rotation (install, use, remove) and answers a ``Rotation``.

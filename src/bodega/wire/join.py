@@ -65,7 +65,7 @@ class JoinAnswer(BaseModel):
     cluster_id: str
     ca: str  # PEM
     workers: list[JoinedWorker]
-    keyring: str  # the gossip keyring's JSON (registry/membership/keyring.py)
+    keyring: str  # the gossip keyring's JSON (registry/sealing/core/keyring.py)
     secrets_key: str  # opens app secrets for machines
     seeds: list[str]  # gossip host:port of members to join through
     api_url: str  # the Machines API of the broker that let the host in

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bodega.model.capacity import Totals
-from bodega.registry.membership.keyfile import KeyringSource
+from bodega.registry.sealing.keyfile import KeyringSource
 from bodega.runtime.failpoints import Failpoints
 from bodega.runtime.lifecycle import StopCause
 from bodega.worker.host.core.names import HostNames

@@ -36,8 +36,8 @@ from typing import Any
 
 from bodega.model.states import MachineState
 from bodega.registry import Registry, RegistryConfig, open_registry
-from bodega.registry.member_tls import certificate_meta, renewal
-from bodega.registry.membership import keyfile
+from bodega.registry.agent.member_tls import certificate_meta, renewal
+from bodega.registry.sealing import keyfile
 from bodega.runtime.lifecycle import StopCause, private_dir
 from bodega.runtime.pid_lock import PidLock
 from bodega.runtime.secretbox import SecretBox

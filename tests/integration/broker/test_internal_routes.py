@@ -10,7 +10,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.registry import RegistryConfig
-from bodega.registry.agent import AgentConfig, RegistryAgent
+from bodega.registry.agent.daemon import AgentConfig, RegistryAgent
 from bodega.runtime.serve import Served
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.core.access import (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.registry.membership import keyfile
+from bodega.registry.sealing import keyfile
 from tests.keyring_kit import KEYRING
 
 SECRETS = {"BODEGA_API_TOKEN": "keyring-token"}

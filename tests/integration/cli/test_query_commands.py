@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from tests.integration.registry.queries_kit import (
+from tests.integration.registry.api.queries_kit import (
     ADMIN,
     Node,
     machine,
@@ -81,7 +81,7 @@ async def test_query_prints_a_table_or_ndjson_and_errors_in_one_line(tmp_path: P
 
 
 async def test_query_shows_the_rows_before_a_cut_then_the_bound(tmp_path: Path) -> None:
-    from bodega.registry.queries import QueryLimits
+    from bodega.registry.api import QueryLimits
 
     with replica_file(tmp_path) as node:
         for n in range(4):
@@ -158,7 +158,7 @@ async def test_watch_prints_rows_then_changes_and_resumes_after_ctrl_c(tmp_path:
 
 
 async def test_watch_refusals_are_one_line(tmp_path: Path) -> None:
-    from bodega.registry.queries import QueryLimits
+    from bodega.registry.api import QueryLimits
 
     with replica_file(tmp_path) as node:
         async with serving(node, tmp_path / "state", QueryLimits(kept_changes=1)) as api:

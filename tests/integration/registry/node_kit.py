@@ -14,8 +14,8 @@ from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 
 from bodega.registry import RegistryConfig, RegistryNode, SwimConfig
-from bodega.registry.membership.keyring import Keyring
 from bodega.registry.membership.transport import Binder, UdpTransport
+from bodega.registry.sealing.core.keyring import Keyring
 from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.files import TlsDir

@@ -11,8 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.gossipkeys import KEY, TABLE
-from bodega.registry.membership import keyfile
-from bodega.registry.membership.keyring import GossipKey, Keyring
+from bodega.registry.sealing import keyfile
+from bodega.registry.sealing.core.keyring import GossipKey, Keyring
 from tests.keyring_kit import KEYRING
 
 NEW = GossipKey(b"\5" * 32)

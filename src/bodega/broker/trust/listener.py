@@ -16,7 +16,7 @@ from bodega.broker.trust.join_book import JoinStore
 from bodega.broker.trust.joining import Joining, join_app
 from bodega.model.rows import WorkerRow
 from bodega.registry import Registry
-from bodega.registry.membership.members import Status
+from bodega.registry.membership.core.members import Status
 from bodega.runtime.serve import Served, serve
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.contexts import InternalTls

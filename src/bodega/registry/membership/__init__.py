@@ -6,10 +6,10 @@ simulated network that drives many ``Swim`` nodes (``simnet.py``) is for
 tests and benchmarks and stays out of this surface.
 """
 
-from bodega.registry.membership.config import MembershipConfig, SwimConfig, parse_seed
-from bodega.registry.membership.members import Addr, EventKind, MemberView, Role, Status
-from bodega.registry.membership.messages import Item
-from bodega.registry.membership.outputs import (
+from bodega.registry.membership.core.config import MembershipConfig, SwimConfig, parse_seed
+from bodega.registry.membership.core.members import Addr, EventKind, MemberView, Role, Status
+from bodega.registry.membership.core.messages import Item
+from bodega.registry.membership.core.outputs import (
     Delivered,
     Event,
     ItemTooLarge,
@@ -17,7 +17,7 @@ from bodega.registry.membership.outputs import (
     Send,
     UnknownMember,
 )
-from bodega.registry.membership.swim import Swim
+from bodega.registry.membership.core.swim import Swim
 from bodega.registry.membership.udp import Membership
 
 __all__ = [

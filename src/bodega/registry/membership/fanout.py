@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from bodega.registry.feed import Feed
-from bodega.registry.membership.outputs import Delivered, Event
+from bodega.registry.membership.core.outputs import Delivered, Event
+from bodega.registry.membership.feed import Feed
 
 log = logging.getLogger("bodega.registry.membership")
 

@@ -6,9 +6,9 @@ from collections import Counter as Tally
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from bodega.registry.membership.members import Status
-from bodega.registry.membership.outputs import SwimStats
-from bodega.registry.membership.swim import Swim
+from bodega.registry.membership.core.members import Status
+from bodega.registry.membership.core.outputs import SwimStats
+from bodega.registry.membership.core.swim import Swim
 
 # SwimStats field -> counter name and help; the state machine counts, we publish.
 _STAT_COUNTERS = {

@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.registry.membership.members import Addr
+from bodega.registry.membership.core.members import Addr
 from bodega.runtime.lifecycle import write_json_atomic
 
 log = logging.getLogger("bodega.registry.statefile")

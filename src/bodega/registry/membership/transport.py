@@ -16,7 +16,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from bodega.registry.membership.members import Addr
+from bodega.registry.membership.core.members import Addr
 from bodega.runtime.binding import BindError
 
 Receiver = Callable[[bytes, Addr], None]

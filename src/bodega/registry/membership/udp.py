@@ -29,12 +29,8 @@ from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
-from bodega.registry.feed import Feed
-from bodega.registry.membership.config import MembershipConfig, parse_seed
-from bodega.registry.membership.envelope import Envelope, SealedEnvelope
-from bodega.registry.membership.fanout import Fanout, Listener
-from bodega.registry.membership.keyring import REPORT_META, Keyring
-from bodega.registry.membership.members import (
+from bodega.registry.membership.core.config import MembershipConfig, parse_seed
+from bodega.registry.membership.core.members import (
     Addr,
     MemberRecord,
     MemberView,
@@ -42,13 +38,17 @@ from bodega.registry.membership.members import (
     Status,
     check_identity,
 )
-from bodega.registry.membership.messages import Item
+from bodega.registry.membership.core.messages import Item
+from bodega.registry.membership.core.outputs import Delivered, Event, Out, Send
+from bodega.registry.membership.core.packets import Packets
+from bodega.registry.membership.core.swim import Swim
+from bodega.registry.membership.fanout import Fanout, Listener
+from bodega.registry.membership.feed import Feed
 from bodega.registry.membership.metrics import MembershipMetrics
-from bodega.registry.membership.outputs import Delivered, Event, Out, Send
-from bodega.registry.membership.packets import Packets
 from bodega.registry.membership.statefile import SavedState, StateFile
-from bodega.registry.membership.swim import Swim
 from bodega.registry.membership.transport import Binder, Transport, UdpTransport
+from bodega.registry.sealing.core.envelope import Envelope, SealedEnvelope
+from bodega.registry.sealing.core.keyring import REPORT_META, Keyring
 from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.registry.membership")

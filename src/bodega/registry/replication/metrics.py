@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from bodega.registry.replication.core.schema import TABLES
 from bodega.registry.replication.replica import Replica
-from bodega.registry.replication.schema import TABLES
 
 
 class ReplicationMetrics:

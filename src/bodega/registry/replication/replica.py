@@ -45,15 +45,20 @@ import time
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 
-from bodega.registry.buckets import differing
-from bodega.registry.replication import exchange
-from bodega.registry.replication.exchange import DigestReply, DigestRequest, SyncReply, SyncRequest
-from bodega.registry.replication.hlc import ClockDrift, HybridClock
-from bodega.registry.replication.known import EMPTY, Known, Span
-from bodega.registry.replication.ledger import Ledger
-from bodega.registry.replication.rows import Change, Document, Row, newer
-from bodega.registry.replication.schema import TABLES
-from bodega.registry.replication.validate import problem
+from bodega.registry.membership.core.buckets import differing
+from bodega.registry.replication.core import exchange
+from bodega.registry.replication.core.exchange import (
+    DigestReply,
+    DigestRequest,
+    SyncReply,
+    SyncRequest,
+)
+from bodega.registry.replication.core.hlc import ClockDrift, HybridClock
+from bodega.registry.replication.core.known import EMPTY, Known, Span
+from bodega.registry.replication.core.ledger import Ledger
+from bodega.registry.replication.core.rows import Change, Document, Row, newer
+from bodega.registry.replication.core.schema import TABLES
+from bodega.registry.replication.core.validate import problem
 from bodega.registry.replication.view import View
 from bodega.registry.replication.writes import Writer, fresh_base
 

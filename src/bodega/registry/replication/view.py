@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from bodega.registry.replication.hlc import Stamp
-from bodega.registry.replication.known import Known
-from bodega.registry.replication.rows import Row
-from bodega.registry.replication.schema import MIGRATIONS, TABLES, TableSpec
+from bodega.registry.replication.core.hlc import Stamp
+from bodega.registry.replication.core.known import Known
+from bodega.registry.replication.core.rows import Row
+from bodega.registry.replication.core.schema import MIGRATIONS, TABLES, TableSpec
 from bodega.runtime.sqlite import open_database
 
 _COLUMNS = "_doc, _owner, _version, _hlc_wall, _hlc_logical"

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
 
-from bodega.registry.replication.hlc import HybridClock
-from bodega.registry.replication.known import Known
-from bodega.registry.replication.ledger import Ledger
-from bodega.registry.replication.rows import Change, Document, Row, newer
-from bodega.registry.replication.schema import TABLES, Kind
-from bodega.registry.replication.validate import problem
+from bodega.registry.replication.core.hlc import HybridClock
+from bodega.registry.replication.core.known import Known
+from bodega.registry.replication.core.ledger import Ledger
+from bodega.registry.replication.core.rows import Change, Document, Row, newer
+from bodega.registry.replication.core.schema import TABLES, Kind
+from bodega.registry.replication.core.validate import problem
 from bodega.registry.replication.view import View
 
 

@@ -38,8 +38,8 @@ from bodega.networking import nftables
 from bodega.networking.commands import CommandFailed
 from bodega.networking.core.directory import app_network
 from bodega.networking.core.rules import Fence4, fence4_ruleset, removal
-from bodega.registry.feed import FeedLagged
-from bodega.registry.replication.subscriptions import RowChange
+from bodega.registry.api.subscriptions import RowChange
+from bodega.registry.membership.feed import FeedLagged
 from bodega.worker.core.records import MachineRow
 from bodega.worker.host.netns import NetnsNetwork
 

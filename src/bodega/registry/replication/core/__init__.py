@@ -1,0 +1,3 @@
+"""The replica's pure decisions: rows, versions, merge, the schema."""
+
+__all__: list[str] = []

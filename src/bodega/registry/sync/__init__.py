@@ -1,0 +1,3 @@
+"""Peer sync: rows on gossip, anti-entropy, the peer routes and their client."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Peer sync's pure decisions: whom to pull from, rows on the wire."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""Replicas on the simulated network."""
+
+__all__: list[str] = []
