@@ -1,16 +1,18 @@
 """bodega.registry: the cluster view every daemon embeds (Corrosion's role).
 
 A daemon holds a ``Registry``: the ``HostedNode`` of its host's registry agent
-(``agent.py``, one replica per host), or a ``RegistryNode`` of its own: SWIM membership with
-Lifeguard (``Membership``), a SQLite replica of the replicated tables read
-locally (``get``, ``rows``), writes of owned and shared rows that spread by
-gossip and anti-entropy, and subscriptions (``RowChange`` streams).
-Two roles, a package each: ``membership/`` (``Swim``, the pure SWIM state
-machine, and ``Membership``, its UDP shell) and ``replication/`` (the
-replica over its SQLite view, sync, subscriptions). The simulators that
-drive many of them on a simulated network (``membership.simnet.SimNet``,
-``replication.replsim.ReplicaNet``) are for tests and benchmarks, not part
-of this surface.
+(``agent/``, one replica per host), or a ``RegistryNode`` of its own (``node.py``): SWIM
+membership with Lifeguard (``Membership``), a SQLite replica of the replicated tables read
+locally (``get``, ``rows``), writes of owned and shared rows that spread by gossip and
+anti-entropy, and subscriptions (``RowChange`` streams).
+
+Rooms by role, each with its pure decisions in a ``core/`` folder: ``membership/`` (``Swim``,
+the pure SWIM state machine, and ``Membership``, its UDP shell), ``sealing/`` (the gossip
+keyring, sealed packets, key rotation), ``replication/`` (the replica over its SQLite view),
+``sync/`` (peer sync: rows on gossip, anti-entropy, the peer routes and their client),
+``api/`` (the public API: SQL queries and subscriptions), ``agent/`` (``bodega agent`` and
+what a host's processes use of it). The simulators that drive many of them on a simulated
+network live beside the placement simulator (``bodega.sim.swim``, ``bodega.sim.replication``).
 """
 
 from bodega.registry.agent.hosted import HostedNode, Registry, open_registry

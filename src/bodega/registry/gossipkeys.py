@@ -27,6 +27,7 @@ from pathlib import Path
 
 from bodega.model.errors import Conflict
 from bodega.registry.member_surface import Members
+from bodega.registry.membership.core.lagging import lagging
 from bodega.registry.replication.core.rows import Change, Row
 from bodega.registry.sealing import keyfile
 from bodega.registry.sealing.core.keyring import (
@@ -38,7 +39,7 @@ from bodega.registry.sealing.core.keyring import (
     KeyringDoc,
     KeyringError,
 )
-from bodega.registry.sealing.core.rotation import lagging, rotation_steps
+from bodega.registry.sealing.core.rotation import rotation_steps
 from bodega.wire.gossip_keys import KeyHolders, KeyListing, MemberKeys, Rotation, RotationStep
 
 log = logging.getLogger("bodega.registry.keys")

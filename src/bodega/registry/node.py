@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry
 from starlette.routing import BaseRoute
 
 from bodega.model.rows import TypedReads
+from bodega.registry.api.routes import MemberSubscriptions
 from bodega.registry.api.subscriptions import Subscription, Subscriptions, normalize_filters
 from bodega.registry.gossipkeys import KEY, TABLE, GossipKeys
 from bodega.registry.member_surface import MemberSurface
@@ -139,9 +140,9 @@ class RegistryNode(MemberSurface, TypedReads):
         self.subscriptions = Subscriptions(config.subscription_capacity,
                                            on_lagged=self.metrics.lagged.inc)
         self._http = RegistryHttp(access=PeerAccess(REGISTRY, tls), serve=self._serve,
-                                  compare=self.replica.compare,
-                                  subscribe=self.subscribe_where,
-                                  metrics=self.metrics)
+                                  compare=self.replica.compare, metrics=self.metrics)
+        self._member_subscriptions = MemberSubscriptions(access=PeerAccess(REGISTRY, tls),
+                                                         subscribe=self.subscribe_where)
         self._started = self._stopped = False
         self._gossip = RowGossip(config.name, self.replica, self.membership, self.metrics,
                                  eager_peers=config.eager_peers, rng=self._rng,
@@ -192,7 +193,7 @@ class RegistryNode(MemberSurface, TypedReads):
         return self._stopped
 
     def routes(self) -> list[BaseRoute]:
-        return self._http.routes()
+        return [*self._http.routes(), *self._member_subscriptions.routes()]
 
     # ── writes ───────────────────────────────────────────────────────────────
 

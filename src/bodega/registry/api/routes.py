@@ -1,4 +1,22 @@
-"""``RegistryQueries``: the read-only SQL API the host's registry agent serves to users.
+"""The registry's subscription routes, both families, and the read-only SQL API.
+
+Two callers, two routes, one place. ``MemberSubscriptions`` serves cluster members (a
+daemon's certificate, or the admin's, on the daemon's mutual-TLS listener): the rows of
+one table that match indexed columns, then their changes, straight from the replica's
+applies, in memory, cut when the member falls behind (it re-subscribes for a snapshot).
+``RegistryQueries`` serves users (the admin token, on the broker's public listener): any
+SELECT kept current, its changes logged on disk so a client resumes after a restart. A
+member needs every change of a table as it is applied and nothing kept; a user needs a
+query's result and a log to resume from: one route could not serve both without one of
+them paying for the other.
+
+``POST /v1/registry/subscriptions``
+    ``{"table": "machines", "where": {"app": "web"}}`` streams NDJSON: ``{"row": {...}}``
+    per current row, then ``{"eoq": {"rows": n}}``, then ``{"change": {...}}`` per
+    change, with a ``{"heartbeat": {}}`` line when idle so clients notice a dead
+    connection. A consumer that falls behind gets ``{"error": ..., "status": "lagged"}``
+    and the stream ends. Its role check is the ``registry`` rules of
+    ``bodega.runtime.tls.access``.
 
 Corrosion's user API, on the host's replica:
 
@@ -26,8 +44,10 @@ the replica.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable
+import json
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -36,8 +56,12 @@ from starlette.routing import BaseRoute, Route
 from bodega.model.errors import BadRequest, Unauthorized
 from bodega.registry.api.core.limits import QueryLimits
 from bodega.registry.api.reader import Reader, Result
-from bodega.registry.api.subscriptions import Ended, LiveSubscriptions, Opened
+from bodega.registry.api.subscriptions import Ended, LiveSubscriptions, Opened, Subscription
+from bodega.registry.membership.feed import FeedLagged
+from bodega.runtime.tls.access import REGISTRY
+from bodega.runtime.waits import within
 from bodega.wire.http import Handler, handle_errors, read_json
+from bodega.wire.peer_access import PeerAccess
 from bodega.wire.queries import (
     MEDIA_TYPE,
     QUERY_ID_HEADER,
@@ -53,8 +77,67 @@ from bodega.wire.queries import (
 QUERIES_PATH = "/v1/queries"
 SUBSCRIPTIONS_PATH = "/v1/subscriptions"
 CHUNK = 64 * 1024  # lines are sent in pieces of about this size
+MEMBER_SUBSCRIPTIONS_PATH = "/v1/registry/subscriptions"
+HEARTBEAT = 15.0
 
 Authorize = Callable[[Request], bool]
+# (table, where): ``where`` as the client sent it, checked by the subscriber.
+Subscribe = Callable[[str, Mapping[str, object]], Subscription]
+
+
+def _line(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode() + b"\n"
+
+
+class MemberSubscriptions:
+    """``POST /v1/registry/subscriptions`` on a daemon's listener, for cluster members."""
+
+    def __init__(self, *, access: PeerAccess, subscribe: Subscribe,
+                 heartbeat: float = HEARTBEAT) -> None:
+        self._access = access
+        self._subscribe = subscribe
+        self._heartbeat = heartbeat
+
+    def routes(self) -> list[BaseRoute]:
+        return [self._access.route(MEMBER_SUBSCRIPTIONS_PATH, self.subscriptions, "POST",
+                                   REGISTRY)]
+
+    async def subscriptions(self, request: Request) -> Response:
+        body = await read_json(request)
+        if not isinstance(body, dict) or not isinstance(body.get("table"), str):
+            raise BadRequest('invalid_argument: the body is {"table": ..., "where": {...}}')
+        where = body.get("where", {})
+        if not isinstance(where, dict):
+            raise BadRequest("invalid_argument: where maps columns to values")
+        try:
+            sub = self._subscribe(body["table"], where)
+        except ValueError as e:
+            raise BadRequest(f"invalid_argument: {e}") from None
+        return StreamingResponse(self._stream(sub), media_type="application/x-ndjson")
+
+    async def _stream(self, sub: Subscription) -> AsyncIterator[bytes]:
+        with sub:
+            sent = 0
+            if sub.initial_count == 0:
+                yield _line({"eoq": {"rows": 0}})
+            while True:
+                try:
+                    change = await within(anext(sub), self._heartbeat)
+                except TimeoutError:
+                    yield _line({"heartbeat": {}})
+                    continue
+                except StopAsyncIteration:
+                    return
+                except FeedLagged as e:
+                    yield _line({"error": f"subscription lagged: {e}", "status": "lagged"})
+                    return
+                if change.kind == "initial":
+                    yield _line({"row": change.to_json()})
+                    sent += 1
+                    if sent == sub.initial_count:
+                        yield _line({"eoq": {"rows": sent}})
+                else:
+                    yield _line({"change": change.to_json()})
 
 
 class RegistryQueries:

@@ -1,4 +1,13 @@
-"""Live subscriptions: a query's result kept current, its changes logged and followed.
+"""The registry's subscriptions, both kinds: a result kept current, and its changes.
+
+Two callers, two kinds (their routes: ``routes.py``). A cluster member (the proxy, a
+worker's network fence, a tool with a member's certificate) follows the rows of one table
+matching indexed columns: ``Subscriptions`` below, fed in the very call that applied each
+change, in memory, cut when it falls behind. A user follows any SELECT:
+``LiveSubscriptions``, re-run on one thread, diffed, logged on disk, resumable. This module
+is long because it is both, and they are one idea: a result, then every change to it.
+
+Live subscriptions: a query's result kept current, its changes logged and followed.
 
     POST ──▶ run the query ──▶ a new subscription (rows numbered 1..n), or the
              same statement's (its result refreshed: the differences logged)

@@ -1,9 +1,9 @@
 """Membership: who is alive, by SWIM with Lifeguard (Corrosion's and memberlist's role).
 
-``Swim`` is the pure state machine (``swim.py`` and the modules it is built
-from); ``Membership`` runs it on a real UDP endpoint (``udp.py``). The
-simulated network that drives many ``Swim`` nodes (``simnet.py``) is for
-tests and benchmarks and stays out of this surface.
+``Swim`` is the pure state machine (``core/``: ``swim.py`` and the modules it is built
+from); ``Membership`` runs it on a real UDP endpoint (``udp.py``). Its packets are sealed
+by ``registry/sealing``; the simulated network that drives many ``Swim`` nodes is
+``bodega.sim.swim``.
 """
 
 from bodega.registry.membership.core.config import MembershipConfig, SwimConfig, parse_seed

@@ -1,26 +1,21 @@
-"""Replication: a SQLite view of the cluster's rows, kept by gossip and anti-entropy.
+"""Replication: the replica, a SQLite view of the cluster's rows.
 
-``Replica`` is the core (writes, merges, sync decisions) over the view
-(``view.py``); rows ride on membership's gossip and are pulled over HTTP
-(``sync/routes.py``, ``client.py``); subscriptions stream changes. The
-simulation of many replicas on the simulated network (``replsim.py``) is for
-tests and benchmarks and stays out of this surface.
+``Replica`` (``replica.py``) applies the pure decisions of ``core/`` (rows and their merge,
+versions seen, the ledger, validation, the schema, anti-entropy's requests and replies) to
+its view (``view.py``) in one transaction with its bookkeeping; ``writes.py`` numbers this
+node's own rows. How the rows travel between members is peer sync's (``registry/sync``);
+subscriptions to them are the public API's (``registry/api``).
 """
 
-from bodega.registry.api.subscriptions import RowChange, Subscription
 from bodega.registry.replication.core.rows import Change, Row
 from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.view import View
 from bodega.registry.replication.writes import InvalidRow
-from bodega.registry.sync.client import subscribe_http
 
 __all__ = [
     "Change",
     "InvalidRow",
     "Replica",
     "Row",
-    "RowChange",
-    "Subscription",
     "View",
-    "subscribe_http",
 ]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import aiohttp
 
 from bodega.model.json import JsonObject
+from bodega.registry.api.routes import MEMBER_SUBSCRIPTIONS_PATH
 from bodega.registry.api.subscriptions import RowChange
 from bodega.registry.membership.core.messages import DecodeError
 from bodega.registry.membership.feed import FeedLagged
@@ -25,7 +26,7 @@ from bodega.registry.sync.core.rowwire import (
     digest_request_json,
     request_json,
 )
-from bodega.registry.sync.routes import DIGEST_PATH, SUBSCRIPTIONS_PATH, SYNC_PATH
+from bodega.registry.sync.routes import DIGEST_PATH, SYNC_PATH
 from bodega.wire.aiohttp_transport import session
 from bodega.wire.transport import lines
 
@@ -116,7 +117,7 @@ async def subscribe_http(url: str, tls: ssl.SSLContext | None, table: str, *,
     Raises ``FeedLagged`` if the server cut the stream because we fell behind.
     """
     async with session(1, ssl=tls) as http, http.post(
-            url.rstrip("/") + SUBSCRIPTIONS_PATH, json={"table": table, "where": where},
+            url.rstrip("/") + MEMBER_SUBSCRIPTIONS_PATH, json={"table": table, "where": where},
             timeout=aiohttp.ClientTimeout(total=None, connect=timeout)) as response:
         if response.status != 200:
             text = (await response.read())[:200].decode(errors="replace")

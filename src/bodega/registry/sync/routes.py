@@ -1,4 +1,4 @@
-"""The registry's HTTP routes, mounted on the daemon's own server; cluster members only.
+"""Peer sync's HTTP routes, mounted on the daemon's own server; cluster members only.
 
 ``POST /v1/registry/digest``: the first step of anti-entropy. The body is
 the caller's digest (``ledger.py``: one 64-bit hash per bucket of origins);
@@ -12,12 +12,8 @@ datagrams because a catch-up can be megabytes (a node back from a long
 partition, or new): TCP gives flow control, ordering and no size limit,
 and a failed pull simply retries with another peer next round.
 
-``POST /v1/registry/subscriptions``: ``{"table": "machines", "where":
-{"app": "web"}}`` streams NDJSON: ``{"row": {...}}`` per current row, then
-``{"eoq": {"rows": n}}``, then ``{"change": {...}}`` per change, with a
-``{"heartbeat": {}}`` line when idle so clients notice a dead connection.
-A consumer that falls behind gets ``{"error": ..., "status": "lagged"}``
-and the stream ends (re-subscribe for a fresh snapshot).
+(The members' subscription route, ``POST /v1/registry/subscriptions``, is the public
+API's, beside the users' subscriptions: ``registry/api/routes.py``.)
 
 Cluster members only: the daemon's listener is mutual TLS, and each route
 checks the caller's role (``bodega.runtime.tls.core.access``, the ``registry``
@@ -28,16 +24,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from bodega.model.errors import BadRequest
 from bodega.model.json import JsonObject
 from bodega.registry.api.subscriptions import Subscription
 from bodega.registry.membership.core.messages import DecodeError
-from bodega.registry.membership.feed import FeedLagged
 from bodega.registry.replication.core.exchange import (
     DigestReply,
     DigestRequest,
@@ -53,13 +49,12 @@ from bodega.registry.sync.core.rowwire import (
 )
 from bodega.runtime.tls.core.access import REGISTRY
 from bodega.runtime.waits import within
+from bodega.runtime.tls.access import REGISTRY
 from bodega.wire.http import read_json
 from bodega.wire.peer_access import PeerAccess
 
 SYNC_PATH = "/v1/registry/sync"
 DIGEST_PATH = "/v1/registry/digest"
-SUBSCRIPTIONS_PATH = "/v1/registry/subscriptions"
-HEARTBEAT = 15.0
 
 Serve = Callable[[SyncRequest], SyncReply]
 Compare = Callable[[DigestRequest], DigestReply]
@@ -73,19 +68,15 @@ def _line(value: JsonObject) -> bytes:
 
 class RegistryHttp:
     def __init__(self, *, access: PeerAccess, serve: Serve, compare: Compare,
-                 subscribe: Subscribe, metrics: ReplicationMetrics,
-                 heartbeat: float = HEARTBEAT) -> None:
+                 metrics: ReplicationMetrics) -> None:
         self._access = access
         self._serve = serve
         self._compare = compare
-        self._subscribe = subscribe
         self._metrics = metrics
-        self._heartbeat = heartbeat
 
     def routes(self) -> list[BaseRoute]:
         return [self._access.route(path, handler, "POST", REGISTRY)
-                for path, handler in ((SYNC_PATH, self.sync), (DIGEST_PATH, self.digest),
-                                      (SUBSCRIPTIONS_PATH, self.subscriptions))]
+                for path, handler in ((SYNC_PATH, self.sync), (DIGEST_PATH, self.digest))]
 
     async def sync(self, request: Request) -> Response:
         body = await read_json(request)
@@ -106,41 +97,3 @@ class RegistryHttp:
         reply = digest_reply_json(self._compare(digest_request))
         return Response(json.dumps(reply, separators=(",", ":")).encode(),
                         media_type="application/json")
-
-    async def subscriptions(self, request: Request) -> Response:
-        body = await read_json(request)
-        if not isinstance(body, dict) or not isinstance(body.get("table"), str):
-            raise BadRequest('invalid_argument: the body is {"table": ..., "where": {...}}')
-        where = body.get("where", {})
-        if not isinstance(where, dict):
-            raise BadRequest("invalid_argument: where maps columns to values")
-        try:
-            sub = self._subscribe(body["table"], where)
-        except ValueError as e:
-            raise BadRequest(f"invalid_argument: {e}") from None
-        return StreamingResponse(self._stream(sub), media_type="application/x-ndjson")
-
-    async def _stream(self, sub: Subscription) -> AsyncIterator[bytes]:
-        with sub:
-            sent = 0
-            if sub.initial_count == 0:
-                yield _line({"eoq": {"rows": 0}})
-            while True:
-                try:
-                    change = await within(anext(sub), self._heartbeat)
-                except TimeoutError:
-                    yield _line({"heartbeat": {}})
-                    continue
-                except StopAsyncIteration:
-                    return
-                except FeedLagged as e:
-                    yield _line({"error": f"subscription lagged: {e}", "status": "lagged"})
-                    return
-                if change.kind == "initial":
-                    yield _line({"row": change.to_json()})
-                    sent += 1
-                    if sent == sub.initial_count:
-                        yield _line({"eoq": {"rows": sent}})
-                else:
-                    yield _line({"change": change.to_json()})
-

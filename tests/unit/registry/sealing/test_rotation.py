@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from bodega.registry.membership.core.lagging import lagging
 from bodega.registry.membership.core.members import MemberView, Role, Status
 from bodega.registry.sealing.core.keyring import GossipKey, Keyring
-from bodega.registry.sealing.core.rotation import StepName, lagging, rotation_steps
+from bodega.registry.sealing.core.rotation import StepName, rotation_steps
 
 OLD, NEW = GossipKey(b"\1" * 32), GossipKey(b"\2" * 32)
 

@@ -8,7 +8,8 @@ memberlist's rotation, done for the operator in one command:
 
 Each step is a keyring the coordinator publishes; a step is *taken* by a
 member when the keyring it reports in its metadata (``keyring.KeyReport``)
-satisfies the step's condition. The order is what keeps gossip flowing:
+satisfies the step's condition (who has not: ``membership/core/lagging.py``, as sealing
+knows nothing of members). The order is what keeps gossip flowing:
 while anyone may still seal with the old key everyone can open it, and once
 anyone seals with the new key everyone can open that too. Members that are
 dead or gone are not waited for; one that comes back with the old key alone
@@ -17,12 +18,10 @@ cannot gossip until it has caught up over HTTP (``docs/registry.md``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from bodega.registry.membership.core.members import MemberView
-from bodega.registry.sealing.core.keyring import REPORT_META, GossipKey, KeyReport, Keyring
+from bodega.registry.sealing.core.keyring import GossipKey, KeyReport, Keyring
 
 
 class StepName(StrEnum):
@@ -59,10 +58,3 @@ def rotation_steps(current: Keyring, new: GossipKey) -> list[Step]:
     return [Step(StepName.INSTALL, installed, new.id), Step(StepName.USE, used, new.id),
             Step(StepName.REMOVE, used.only_primary(), new.id)]
 
-
-def lagging(members: Iterable[MemberView], step: Step) -> list[str]:
-    """Live members (alive or suspect) whose reported keyring has not taken ``step``; an
-    agent's tenants hold no keys (their agent seals for them) and never lag."""
-    return sorted(m.name for m in members
-                  if m.status.live and not m.host
-                  and not step.taken(KeyReport.parse(m.meta.get(REPORT_META))))
