@@ -30,8 +30,8 @@ from tests.python_kit import machine_python
 
 from bodega.deploy.core.config import load
 from bodega.deploy.deployer import DeployOptions, deploy
-from bodega.wire.fly import CreateMachineRequest
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.fly import CreateMachineRequest
+from bodega.wire.public.machines_client import MachinesClient
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hello"
 TOKEN = "bench-deploy-token"

@@ -56,7 +56,7 @@ from bench.start_stages import (
     stop_profiles,
 )
 from bodega.runtime.waits import when_readable
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 
 TOKEN = "bench-token"
 # The program's first statement reports that it runs; then it idles like a server would.

@@ -17,7 +17,7 @@ from typing import Any
 
 from tests.tls_kit import TEST_CA, daemon_env
 
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 
 SUBNET = "10.254.9.0/24"
 HERE = Path(__file__).resolve().parent

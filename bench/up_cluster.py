@@ -23,7 +23,7 @@ from tests.cluster.up_kit import UpProcess, free_port
 from tests.leftovers_kit import sweep_data_dir
 
 from bodega.cluster.edge_files import DEFAULT_CERT
-from bodega.wire.queries import Row, Statement, read_event
+from bodega.wire.public.queries import Row, Statement, read_event
 
 PORT_TRIES = 3  # starts of `bodega up` when a port it was given was taken meanwhile
 OCTETS = (200, 232)  # the machine ranges the start benches take too (tests/cidr_kit.py)

@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 
 from bodega.jobs.homes import job_key, rendezvous
-from bodega.wire.jobs.api import JobStatus
-from bodega.wire.jobs.client import JobsApi
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.jobs.api import JobStatus
+from bodega.wire.public.jobs.client import JobsApi
+from bodega.wire.public.machines_client import MachinesClient
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.poll_kit import until as poll_until

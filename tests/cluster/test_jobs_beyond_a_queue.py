@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.wire.jobs.api import JobStatus
+from bodega.wire.public.jobs.api import JobStatus
 from tests.cluster.deploy_kit import concurrently
 from tests.cluster.jobs_kit import Jobs, jobs_up, until
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.wire.jobs.api import SubmitBody
+from bodega.wire.public.jobs.api import SubmitBody
 from tests.cluster.deploy_kit import concurrently, readable_dir
 from tests.cluster.jobs_kit import Jobs, jobs_up, until
 

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from bodega.model.errors import BodegaError
-from bodega.wire.jobs.api import JobStatus
+from bodega.wire.public.jobs.api import JobStatus
 from tests.cluster.deploy_kit import readable_dir
 from tests.cluster.jobs_kit import FINISHED, Jobs, jobs_up, until
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bodega.model.errors import Indeterminate
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from bodega.worker.host.network import run
 from tests.integration.daemon_kit import Daemon, Identity
 from tests.tls_kit import TEST_CA

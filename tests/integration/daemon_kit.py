@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.tls_kit import LOOPBACK, TEST_CA, daemon_env
 
 READY_TIMEOUT = 30.0

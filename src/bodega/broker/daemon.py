@@ -57,8 +57,8 @@ from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.core.access import BROKER_INTERNAL
 from bodega.runtime.tls.files import CaDir, TlsDir
 from bodega.runtime.tls.renewal import LocalSigner
-from bodega.wire.cluster_info import ClusterInfo
-from bodega.wire.peer_access import PeerAccess
+from bodega.wire.public.cluster_info import ClusterInfo
+from bodega.wire.transport.peer_access import PeerAccess
 
 log = logging.getLogger("bodega.broker")
 

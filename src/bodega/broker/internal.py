@@ -24,9 +24,9 @@ from starlette.routing import BaseRoute
 from bodega.model.errors import BadRequest, Forbidden, NotFound
 from bodega.runtime.tls.authority import CertificateAuthority, CertificateRequest
 from bodega.runtime.tls.core.identity import Refused
-from bodega.wire.cert_client import CERTIFICATES_PATH
-from bodega.wire.http import json_response, not_found_app_handler, read_model
-from bodega.wire.peer_access import PeerAccess, peer_of
+from bodega.wire.internal.cert_client import CERTIFICATES_PATH
+from bodega.wire.transport.http import json_response, not_found_app_handler, read_model
+from bodega.wire.transport.peer_access import PeerAccess, peer_of
 
 
 def internal_app(access: PeerAccess, name: str, authority: CertificateAuthority | None,

@@ -15,9 +15,9 @@ from pydantic import BaseModel
 
 from bodega.broker.openapi_schemas import RESPONSES, STR
 from bodega.model.json import JsonObject
-from bodega.wire import fly, tokens
-from bodega.wire import fly_certificates as certs
-from bodega.wire import secret_keys as keys
+from bodega.wire.public import fly, tokens
+from bodega.wire.public import fly_certificates as certs
+from bodega.wire.public import secret_keys as keys
 
 M = "/v1/apps/{app_name}/machines/{machine_id}"
 V = "/v1/apps/{app_name}/volumes/{volume_id}"

@@ -56,8 +56,8 @@ from bodega.broker.volumes.routes import volume_routes
 from bodega.broker.volumes.service import Volumes
 from bodega.model.errors import Unavailable
 from bodega.model.ids import new_ulid
-from bodega.wire.cluster_info import ClusterInfo
-from bodega.wire.http import (
+from bodega.wire.public.cluster_info import ClusterInfo
+from bodega.wire.transport.http import (
     RouteMaker,
     handle_errors,
     handle_socket_errors,
@@ -65,7 +65,7 @@ from bodega.wire.http import (
     not_found_app_handler,
     refuse_socket,
 )
-from bodega.wire.routing import grouped
+from bodega.wire.transport.routing import grouped
 
 if TYPE_CHECKING:  # the registry loads only for a broker that runs a node
     from bodega.broker.trust.join_book import JoinStore

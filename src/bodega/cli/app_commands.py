@@ -28,9 +28,9 @@ from bodega.deploy.deployer import app_machines, current_machines
 from bodega.deploy.execute import Executor, Outcome
 from bodega.model.machine_config import Guest, preset
 from bodega.model.plural import counted
-from bodega.wire.fly import PlacementsRequest, checked
-from bodega.wire.machines_client import MachinesClient
-from bodega.wire.platform import Placements
+from bodega.wire.public.fly import PlacementsRequest, checked
+from bodega.wire.public.machines_client import MachinesClient
+from bodega.wire.public.platform import Placements
 
 scale = typer.Typer(help="Change how many machines run, or their size.", no_args_is_help=True)
 

@@ -11,9 +11,9 @@ from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 
 if TYPE_CHECKING:
-    from bodega.wire.apps import App
-    from bodega.wire.machines_client import MachinesClient
-    from bodega.wire.releases import Release
+    from bodega.wire.public.apps import App
+    from bodega.wire.public.machines_client import MachinesClient
+    from bodega.wire.public.releases import Release
 
 apps = typer.Typer(help="Manage apps.", no_args_is_help=True)
 

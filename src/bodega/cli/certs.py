@@ -17,7 +17,7 @@ import typer
 from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
-from bodega.wire.fly_certificates import (
+from bodega.wire.public.fly_certificates import (
     SOURCE_LABELS,
     CertificateDetail,
     CertificateEntry,
@@ -25,7 +25,7 @@ from bodega.wire.fly_certificates import (
 )
 
 if TYPE_CHECKING:
-    from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.public.machines_client import MachinesClient
 
 certs = typer.Typer(help="Manage the TLS certificates the proxies serve for an app's hostnames.",
                     no_args_is_help=True)

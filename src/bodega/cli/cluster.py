@@ -16,7 +16,7 @@ from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 
 if TYPE_CHECKING:
-    from bodega.wire.platform import Member, WorkerStatus
+    from bodega.wire.public.platform import Member, WorkerStatus
 
 cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
 cluster.add_typer(key, name="key")

@@ -13,7 +13,7 @@ import typer
 
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
-from bodega.wire.gossip_keys import MAX_ROTATION_TIMEOUT, KeyListing, Rotation
+from bodega.wire.public.gossip_keys import MAX_ROTATION_TIMEOUT, KeyListing, Rotation
 
 key = typer.Typer(help="The gossip keyring: list the keys, rotate to a new one.",
                   no_args_is_help=True)

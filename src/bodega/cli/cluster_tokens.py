@@ -18,7 +18,7 @@ import typer
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 from bodega.model.duration import parse_duration
-from bodega.wire.join import TOKENS_PATH, TokenCreate, TokenCreated, TokenInfo
+from bodega.wire.internal.join import TOKENS_PATH, TokenCreate, TokenCreated, TokenInfo
 
 token = typer.Typer(help="Join tokens: create one for a new host, list them, revoke one.",
                     no_args_is_help=True)

@@ -43,8 +43,8 @@ from bodega.deploy.execute import Progress
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BodegaError
 from bodega.model.plural import counted
-from bodega.wire.machines_client import MachinesClient
-from bodega.wire.releases import Release
+from bodega.wire.public.machines_client import MachinesClient
+from bodega.wire.public.releases import Release
 
 DeployJson = Annotated[bool, typer.Option(
     "--json", help="One JSON object a line: each event as it happens, then the result")]

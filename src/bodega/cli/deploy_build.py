@@ -16,7 +16,7 @@ from bodega.cli.target import Target
 from bodega.deploy.core.config import AppConfig
 from bodega.deploy.core.image_build import image_build
 from bodega.model.errors import NotFound
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.machines_client import MachinesClient
 
 
 async def _versions(client: MachinesClient, app: str) -> list[int]:

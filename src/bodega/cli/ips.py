@@ -9,7 +9,7 @@ import typer
 from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
-from bodega.wire.apps import IpAssignment, IpAssignmentList
+from bodega.wire.public.apps import IpAssignment, IpAssignmentList
 
 ips = typer.Typer(help="Manage an app's IP addresses (Flycast: a private one in its network).",
                   no_args_is_help=True)

@@ -28,11 +28,11 @@ from bodega.cli.session import (
     table,
 )
 from bodega.jobs.periodic import Overlap
-from bodega.wire.jobs.api import SubmitBody
+from bodega.wire.public.jobs.api import SubmitBody
 
 if TYPE_CHECKING:
-    from bodega.wire.jobs.api import JobStatus
-    from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.public.jobs.api import JobStatus
+    from bodega.wire.public.machines_client import MachinesClient
 
 jobs = typer.Typer(help="Run batch jobs: submit, status, list, cancel, logs.",
                    no_args_is_help=True)
@@ -64,7 +64,7 @@ def progress(job: JobStatus) -> str:
 async def follow(client: MachinesClient, job: JobStatus, app: str, quiet: bool) -> JobStatus:
     """Poll until the job finishes, rewriting one progress line (a line per change when not
     on a terminal)."""
-    from bodega.wire.jobs.client import JobsApi
+    from bodega.wire.public.jobs.client import JobsApi
 
     api = JobsApi(client)
     tty = sys.stderr.isatty() and not quiet
@@ -132,7 +132,7 @@ def submit(
                                                "overlap": overlap.value}})
 
     async def work(client: MachinesClient) -> JobStatus:
-        from bodega.wire.jobs.client import JobsApi
+        from bodega.wire.public.jobs.client import JobsApi
 
         job = await JobsApi(client).submit(body, app)
         if not wait:
@@ -164,7 +164,7 @@ def status(name: Name, app: App = "", wait: Wait = False, api_url: ApiUrl = None
     """A job's state, and where each task runs or ran, its attempts and exit codes."""
 
     async def work(client: MachinesClient) -> JobStatus:
-        from bodega.wire.jobs.client import JobsApi
+        from bodega.wire.public.jobs.client import JobsApi
 
         job = await JobsApi(client).status(name, app or None)
         return await follow(client, job, app, quiet=json) if wait else job
@@ -223,7 +223,7 @@ def list_jobs(app: App = "", state: Annotated[str, typer.Option(
     """An app's jobs, newest first (as the cluster's view has them)."""
 
     async def work(client: MachinesClient) -> list[JobStatus]:
-        from bodega.wire.jobs.client import JobsApi
+        from bodega.wire.public.jobs.client import JobsApi
 
         return await JobsApi(client).jobs(app or None, pool, state)
 
@@ -243,7 +243,7 @@ def cancel(name: Name, app: App = "", api_url: ApiUrl = None, token: Token = Non
     """Cancel a job: queued tasks are dropped, running ones stopped (SIGTERM, then SIGKILL)."""
 
     async def work(client: MachinesClient) -> JobStatus:
-        from bodega.wire.jobs.client import JobsApi
+        from bodega.wire.public.jobs.client import JobsApi
 
         return await JobsApi(client).cancel(name, app or None)
 
@@ -263,7 +263,7 @@ def logs(name: Name, app: App = "", task: Annotated[int, typer.Option(
     """What a task printed (its last attempt), stdout and stderr together."""
 
     async def work(client: MachinesClient) -> bytes:
-        from bodega.wire.jobs.client import JobsApi
+        from bodega.wire.public.jobs.client import JobsApi
 
         return await JobsApi(client).logs(name, task, app or None)
 

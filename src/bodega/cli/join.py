@@ -50,7 +50,7 @@ from bodega.runtime.logs import configure
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.files import CaDir
 from bodega.runtime.waits import within
-from bodega.wire.join import JOIN_PORT
+from bodega.wire.internal.join import JOIN_PORT
 
 ANSWER_WAIT = 3.0  # seconds a restarted join gives the host it joined through to answer
 

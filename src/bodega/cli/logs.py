@@ -13,9 +13,9 @@ from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_nam
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call
 from bodega.model.errors import Unavailable, Unreachable, from_wire
-from bodega.wire.logs import LogLine
-from bodega.wire.machines_client import MachinesClient
-from bodega.wire.transport import NoAnswer, NotConnected, lines
+from bodega.wire.public.logs import LogLine
+from bodega.wire.public.machines_client import MachinesClient
+from bodega.wire.transport.seam import NoAnswer, NotConnected, lines
 
 CONNECT_TIMEOUT = 10.0  # a follow has no bound on the whole call, only on connecting
 

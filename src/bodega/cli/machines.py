@@ -26,7 +26,7 @@ from bodega.cli.standby_pairs import both_started, state_label
 if TYPE_CHECKING:
     from bodega.model.machine import Machine, MachineEvent
     from bodega.model.machine_config import MachineConfig
-    from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.public.machines_client import MachinesClient
 
 machine = typer.Typer(help="Run and manage machines.", no_args_is_help=True)
 
@@ -39,7 +39,7 @@ def machine_config(command: list[str], image: str, port: list[int], size: str | 
                    metadata: list[str] | None, isolation: str | None = None) -> MachineConfig:
     """The config the options describe, checked as the broker checks it (``checked``)."""
     from bodega.model.machine_config import MachineConfig, preset
-    from bodega.wire.fly import checked
+    from bodega.wire.public.fly import checked
 
     kind, n, mem = preset(size) if size else (cpu_kind, 1, 256)
     return checked(MachineConfig, {
@@ -90,7 +90,7 @@ def run(
     context: ContextName = None, json: Json = False,
 ) -> None:
     """Create a machine, placed by the broker, and wait until it has started."""
-    from bodega.wire.fly import CreateMachineRequest, checked
+    from bodega.wire.public.fly import CreateMachineRequest, checked
 
     app = app_name(app, config)
     body = checked(CreateMachineRequest, {"config": machine_config(
@@ -293,7 +293,7 @@ def place(app: Annotated[str | None, typer.Option("--app", "-a", help="App (co-l
     """Where machines would go, without creating anything."""
     from bodega.cli.placement_report import show_region
     from bodega.model.machine_config import preset
-    from bodega.wire.fly import PlacementsRequest, checked
+    from bodega.wire.public.fly import PlacementsRequest, checked
 
     kind, cpus, memory = preset(size)
     body = checked(PlacementsRequest, {

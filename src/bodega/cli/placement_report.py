@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bodega.cli.session import console, table
 from bodega.model.capacity import Ask
-from bodega.wire.placement import Asked, PlacementRecord, RegionExplanation
+from bodega.wire.public.placement import Asked, PlacementRecord, RegionExplanation
 
 
 def show_record(record: PlacementRecord) -> None:

@@ -11,7 +11,7 @@ that fails on the way, is closed and said in one line; the command runs on until
 Ctrl-C.
 
 The choices (the ports, the machine) and the lines said are pure functions, first; the
-listener and the relay of each connection (``wire/forward_link.py``) after them.
+listener and the relay of each connection (``wire/transport/forward_link.py``) after them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from bodega.cli.session import ApiUrl, ContextName, Token, call_target, target, 
 
 if TYPE_CHECKING:
     from bodega.model.machine import Machine
-    from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.public.machines_client import MachinesClient
 
 LINK_TIMEOUT = 30.0  # seconds for the broker's answer: it waits on the worker, which connects
 PORTS_HELP = "LOCAL or LOCAL:REMOTE, ports from 1 to 65535 (LOCAL may be 0: any free port)"
@@ -106,7 +106,7 @@ class Forward:
 async def run(client: MachinesClient, plan: Forward) -> None:
     """Listen, and carry each connection until the command is stopped."""
     from bodega.model.errors import BodegaError
-    from bodega.wire.forward_link import LinkEnd, StreamEnd, open_link, relay, socket_url
+    from bodega.wire.transport.forward_link import LinkEnd, StreamEnd, open_link, relay, socket_url
 
     if plan.machine:
         machine = check_named(await client.machine(plan.app, plan.machine))

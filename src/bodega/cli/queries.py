@@ -2,7 +2,7 @@
 
 Both post a statement to the API (``/v1/queries``, ``/v1/subscriptions``; the
 broker hands them to its host's registry agent) and read the NDJSON answer
-(``wire/queries.py``) as it comes. ``query`` prints the rows as a table (with
+(``wire/public/queries.py``) as it comes. ``query`` prints the rows as a table (with
 ``--json``, one object per row); ``watch`` prints the rows, then one line per
 change until Ctrl-C, and says how to resume where it stopped (``--id ID --from
 N``). A refusal, or an answer cut at a bound, is one ``Error:`` line.
@@ -21,8 +21,8 @@ import typer
 from bodega.cli.errors import fail, friendly
 from bodega.cli.session import ApiUrl, ContextName, Token, call, table
 from bodega.model.errors import BodegaError, Unavailable, Unreachable, from_wire
-from bodega.wire.machines_client import MachinesClient
-from bodega.wire.queries import (
+from bodega.wire.public.machines_client import MachinesClient
+from bodega.wire.public.queries import (
     QUERY_ID_HEADER,
     Change,
     Columns,
@@ -35,7 +35,7 @@ from bodega.wire.queries import (
     as_object,
     read_event,
 )
-from bodega.wire.transport import NoAnswer, NotConnected, lines
+from bodega.wire.transport.seam import NoAnswer, NotConnected, lines
 
 CONNECT_TIMEOUT = 10.0  # a followed answer has no bound on the whole call, only on connecting
 QUERY_TIMEOUT = 120.0  # a query's answer (the server cuts a query at its own time limit)

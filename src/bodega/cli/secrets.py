@@ -10,8 +10,8 @@ from bodega.cli.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_nam
 from bodega.cli.errors import friendly
 from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json, table
 from bodega.model.plural import counted
-from bodega.wire.fly import UpdateMachineRequest, checked
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.fly import UpdateMachineRequest, checked
+from bodega.wire.public.machines_client import MachinesClient
 
 secrets = typer.Typer(help="Manage an app's secrets (environment variables kept sealed).",
                       no_args_is_help=True)

@@ -30,7 +30,7 @@ from bodega.model.errors import Unauthorized, Unreachable
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.public.machines_client import MachinesClient
 
     console: Console  # made on first use (__getattr__): a command that prints a line needs no rich
 
@@ -102,8 +102,8 @@ def call(api_url: str | None, token: str | None,
 def call_target(chosen: Target, work: Callable[[MachinesClient], Awaitable[T]]) -> T:
     # Loaded only by commands that call the API. Their calls travel on asyncio's own
     # streams (StreamHttp), not aiohttp: importing aiohttp took longer than a command's work.
-    from bodega.wire.machines_client import MachinesClient
-    from bodega.wire.stream_http import StreamHttp
+    from bodega.wire.public.machines_client import MachinesClient
+    from bodega.wire.transport.stream_http import StreamHttp
 
     secret = token_of(chosen)
 

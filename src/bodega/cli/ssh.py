@@ -38,7 +38,7 @@ from bodega.model.console import DEFAULT_COLS, DEFAULT_ROWS, ClientControl, Term
 
 if TYPE_CHECKING:
     from bodega.model.machine import Machine
-    from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.public.machines_client import MachinesClient
 
 LINK_TIMEOUT = 30.0  # seconds for the broker's answer: the worker starts the program first
 READ_CHUNK = 4096
@@ -158,7 +158,7 @@ async def run(client: MachinesClient, plan: Console) -> int:
     from websockets.exceptions import ConnectionClosed
 
     from bodega.model.console import server_control
-    from bodega.wire.forward_link import open_link, socket_url
+    from bodega.wire.transport.forward_link import open_link, socket_url
 
     machine_id = await choose(client, plan)
     keyboard, screen = sys.stdin.fileno(), sys.stdout.fileno()

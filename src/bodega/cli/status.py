@@ -28,8 +28,8 @@ from bodega.deploy.core.machine_keys import DEFAULT_GROUP, GROUP_KEY, RELEASE_KE
 
 if TYPE_CHECKING:
     from bodega.model.machine import Machine
-    from bodega.wire.machines_client import MachinesClient
-    from bodega.wire.releases import Release
+    from bodega.wire.public.machines_client import MachinesClient
+    from bodega.wire.public.releases import Release
 
 
 @friendly

@@ -34,8 +34,8 @@ from bodega.runtime.logs import configure
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.core import pki
 from bodega.runtime.tls.core.identity import fingerprint
-from bodega.wire.join import JOIN_PORT
-from bodega.wire.json_client import JsonClient
+from bodega.wire.internal.join import JOIN_PORT
+from bodega.wire.transport.json_client import JsonClient
 
 WIREGUARD_PORT = 51820  # the first worker's, with --advertise
 

@@ -22,7 +22,7 @@ from bodega.cli.session import ApiUrl, ContextName, Json, Token, call, show_json
 # The answer and request models load in the commands that read or send them.
 if TYPE_CHECKING:
     from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
-    from bodega.wire.machines_client import MachinesClient
+    from bodega.wire.public.machines_client import MachinesClient
 
 volumes = typer.Typer(help="Manage an app's volumes and their snapshots.", no_args_is_help=True)
 snapshots = typer.Typer(help="List a volume's snapshots, or take one.", no_args_is_help=True)
@@ -153,7 +153,7 @@ def create(name: Annotated[str, typer.Argument(help="The volume's name (a-z, 0-9
            api_url: ApiUrl = None, token: Token = None,
            context: ContextName = None, json: Json = False) -> None:
     """Create a volume for an app."""
-    from bodega.wire.fly import CreateVolumeRequest, checked
+    from bodega.wire.public.fly import CreateVolumeRequest, checked
 
     app = app_name(app, config)
     # Only what was given: an unsent size is the broker's (1 GB, or the snapshot's size).
@@ -221,7 +221,7 @@ def fork(volume_id: VolumeId, app: AppOption = None, config: ConfigPath = DEFAUL
          api_url: ApiUrl = None, token: Token = None,
          context: ContextName = None, json: Json = False) -> None:
     """Make a new volume holding a copy of a volume's data."""
-    from bodega.wire.fly import CreateVolumeRequest, checked
+    from bodega.wire.public.fly import CreateVolumeRequest, checked
 
     app = app_name(app, config)
 

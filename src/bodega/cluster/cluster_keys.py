@@ -35,8 +35,8 @@ from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.core.identity import Identity
 from bodega.runtime.tls.core.join_token import JoinToken, ca_hash
 from bodega.runtime.tls.files import CaDir, TlsDir, write_private
-from bodega.wire.join import TOKENS_PATH, TokenCreate, TokenCreated, TokenInfo
-from bodega.wire.json_client import JsonClient
+from bodega.wire.internal.join import TOKENS_PATH, TokenCreate, TokenCreated, TokenInfo
+from bodega.wire.transport.json_client import JsonClient
 
 log = logging.getLogger("bodega.cluster")
 

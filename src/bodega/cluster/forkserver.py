@@ -46,7 +46,8 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter
 # What the components import as they start, so that a child finds it imported.
 PRELOAD = ("setproctitle", "bodega.cli.root", "bodega.cli.worker", "bodega.cli.broker",
            "bodega.cli.proxy", "bodega.cli.agent", "bodega.cli.image_registry",
-           "bodega.worker.drivers.null", "bodega.wire.stream_http", "bodega.wire.jobs.client",
+           "bodega.worker.drivers.null", "bodega.wire.transport.stream_http",
+           "bodega.wire.public.jobs.client",
            "bodega.broker.view.registry_catalog", "uvicorn.protocols.http.httptools_impl",
            "uvicorn.lifespan.on", "uvicorn.loops.uvloop", "uvloop")
 MAX_MESSAGE = 1 << 20  # a spawn (its arguments, working directory) or a reply fits

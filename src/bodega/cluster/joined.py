@@ -28,7 +28,7 @@ from bodega.cluster.components import Component, bodega_argv, private_network_ar
 from bodega.cluster.edge_files import CA_CRT, DEFAULT_CERT
 from bodega.registry.sealing import keyfile
 from bodega.runtime.lifecycle import write_json_atomic
-from bodega.wire.join import JOIN_PORT
+from bodega.wire.internal.join import JOIN_PORT
 
 API_PORT, PROXY_PORT, PROXY_TLS_PORT = 4280, 8080, 8443  # as `bodega up --advertise` serves
 

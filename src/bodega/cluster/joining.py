@@ -50,8 +50,7 @@ from bodega.runtime.tls.core.identity import (
 )
 from bodega.runtime.tls.core.join_token import JoinToken, ca_hash
 from bodega.runtime.tls.files import CaDir, TlsDir, write_private
-from bodega.wire.aiohttp_transport import why_unconnected
-from bodega.wire.join import (
+from bodega.wire.internal.join import (
     CA_PATH,
     JOIN_PATH,
     CaAnswer,
@@ -59,6 +58,7 @@ from bodega.wire.join import (
     JoiningWorker,
     JoinRequest,
 )
+from bodega.wire.transport.aiohttp_transport import why_unconnected
 
 TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5)
 

@@ -15,7 +15,7 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
 
 from bodega.model.errors import BodegaError
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.machines_client import MachinesClient
 
 
 class BrokerHealth(BaseModel):

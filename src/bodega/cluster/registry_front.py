@@ -46,7 +46,7 @@ from starlette.routing import Route
 from bodega.broker.auth.core.limit import FailureLimiter
 from bodega.proxy.http1 import HOP_BY_HOP as ONE_HOP
 from bodega.runtime.tls.core.access import IMAGE_PULLERS, image_registry_allows
-from bodega.wire.peer_access import peer_of
+from bodega.wire.transport.peer_access import peer_of
 
 log = logging.getLogger("bodega.cluster.registry")
 

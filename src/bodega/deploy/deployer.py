@@ -26,9 +26,9 @@ from bodega.deploy.room import check_room, room_asks
 from bodega.model.errors import BodegaError, NotFound
 from bodega.model.machine import Machine, MachineEvent
 from bodega.model.machine_config import Init, Restart
-from bodega.wire.fly import CreateMachineRequest
-from bodega.wire.machines_client import MachinesClient
-from bodega.wire.releases import CreateRelease, Status
+from bodega.wire.public.fly import CreateMachineRequest
+from bodega.wire.public.machines_client import MachinesClient
+from bodega.wire.public.releases import CreateRelease, Status
 
 
 class DeployOptions(BaseModel):

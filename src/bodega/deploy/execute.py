@@ -33,8 +33,8 @@ from bodega.model.errors import BodegaError, Conflict
 from bodega.model.ids import VOLUME_ID_RE
 from bodega.model.machine_config import MachineConfig
 from bodega.model.plural import counted
-from bodega.wire.fly import CreateMachineRequest, CreateVolumeRequest, UpdateMachineRequest
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.fly import CreateMachineRequest, CreateVolumeRequest, UpdateMachineRequest
+from bodega.wire.public.machines_client import MachinesClient
 
 LEASE_TTL = 13  # seconds, as flyctl's deploy leases
 LEASE_DESCRIPTION = "bodega deploy"

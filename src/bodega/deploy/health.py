@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from bodega.deploy.core.machine_spec import has_checks
 from bodega.model.machine import CheckStatus, ExitEvent, Machine, MachineEvent
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.machines_client import MachinesClient
 
 POLL = 0.25
 UNREPORTED = 5.0  # seconds to wait for a configured check's first result to appear

@@ -23,8 +23,8 @@ from bodega.deploy.core.plan import Create, Plan
 from bodega.model.errors import InsufficientCapacity
 from bodega.model.machine_config import Guest
 from bodega.model.plural import counted
-from bodega.wire.fly import PlacementsRequest
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.fly import PlacementsRequest
+from bodega.wire.public.machines_client import MachinesClient
 
 
 class RoomAsk(BaseModel):

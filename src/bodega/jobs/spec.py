@@ -1,6 +1,6 @@
 """A job as its home keeps it: what to run, how many times, and the rules of its retries.
 
-Two shapes come in (``wire/jobs/api.py`` reads them): the article's own
+Two shapes come in (``wire/public/jobs/api.py`` reads them): the article's own
 (``{"Name": "frick", "Command": "sleep 1", "Restart": true}``) and a richer one
 (a machine config, ``count``, resources, ``max_attempts``, ``deadline``,
 ``idempotency_key``). Both become one ``JobSpec``. A command given as a string

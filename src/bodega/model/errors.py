@@ -83,7 +83,8 @@ class PreconditionFailed(BodegaError):
 
 
 class PayloadTooLarge(BodegaError):
-    """A request body over the size a service reads (see ``bodega.wire.http.MAX_BODY``)."""
+    """A request body over the size a service reads (see
+    ``bodega.wire.transport.http.MAX_BODY``)."""
 
     http_status = 413
     status = "invalid_argument"

@@ -4,7 +4,7 @@ A forward carries one TCP connection to a port of a machine: the CLI accepts it
 on the user's host, and its bytes travel as WebSocket binary frames to the
 broker, from the broker to the machine's worker, and from the worker over TCP
 to the machine's port, then back the same way (docs/cli.md, "port-forward").
-Every hop runs the same relay between its two ends (``wire/forward_link.py``);
+Every hop runs the same relay between its two ends (``wire/transport/forward_link.py``);
 what each thing an end reports means for it is decided here, from plain values:
 
 - bytes (a binary frame, a chunk read from a stream) are handed to the other end;

@@ -1,6 +1,6 @@
 """What a machine config and its metadata may hold: counts, sizes and characters.
 
-A request body is at most 1 MiB (``bodega.wire.http.MAX_BODY``); these bound
+A request body is at most 1 MiB (``bodega.wire.transport.http.MAX_BODY``); these bound
 its parts. A machine's config travels in its registry row, which peers refuse
 over 64 KiB, so a config is kept well under that; env and metadata keys
 become process environments and labels, where NUL cannot be represented and

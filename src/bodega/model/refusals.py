@@ -41,7 +41,7 @@ class RetryLater(RefusalDetails):
 
 
 class Unplaced(RefusalDetails):
-    # The placement's record as the broker answers it (``wire/placement.py``'s
+    # The placement's record as the broker answers it (``wire/public/placement.py``'s
     # ``PlacementRecord``), kept as its JSON: only clients read it, below the wire's models.
     placement: dict[str, object]
 

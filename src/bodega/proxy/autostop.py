@@ -31,7 +31,7 @@ from bodega.proxy.core.load import LoadView
 from bodega.proxy.core.routes import Backend, RoutingTable
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.wake import Waker
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 
 log = logging.getLogger("bodega.proxy.autostop")
 

@@ -50,10 +50,10 @@ from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.core.access import PROXY_ADMIN
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.waits import within
-from bodega.wire.aiohttp_transport import session
-from bodega.wire.http import json_response, not_found_app_handler
-from bodega.wire.peer_access import PeerAccess
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
+from bodega.wire.transport.aiohttp_transport import session
+from bodega.wire.transport.http import json_response, not_found_app_handler
+from bodega.wire.transport.peer_access import PeerAccess
 
 log = logging.getLogger("bodega.proxy")
 GONE = ("dead", "left")  # a suspect worker may come back; these statuses end its generation

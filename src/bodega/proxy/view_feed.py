@@ -14,7 +14,7 @@ from bodega.proxy.core.sites import SiteStore
 from bodega.proxy.core.tcp_routes import TcpTable, listeners_of
 from bodega.registry import Registry
 from bodega.registry.membership.feed import FeedLagged
-from bodega.wire.certificates import TABLE as CERTIFICATES
+from bodega.wire.internal.certificates import TABLE as CERTIFICATES
 
 log = logging.getLogger("bodega.proxy")
 

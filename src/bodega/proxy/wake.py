@@ -24,7 +24,7 @@ from bodega.proxy.core.load import Load
 from bodega.proxy.core.routes import Backend, RoutingTable
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.upstream import UPSTREAM_BUFFER, Conn, Upstreams
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 
 log = logging.getLogger("bodega.proxy.wake")
 

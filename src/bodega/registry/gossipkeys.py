@@ -40,7 +40,13 @@ from bodega.registry.sealing.core.keyring import (
     KeyringError,
 )
 from bodega.registry.sealing.core.rotation import rotation_steps
-from bodega.wire.gossip_keys import KeyHolders, KeyListing, MemberKeys, Rotation, RotationStep
+from bodega.wire.public.gossip_keys import (
+    KeyHolders,
+    KeyListing,
+    MemberKeys,
+    Rotation,
+    RotationStep,
+)
 
 log = logging.getLogger("bodega.registry.keys")
 

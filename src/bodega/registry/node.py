@@ -61,7 +61,7 @@ from bodega.registry.sync.rowgossip import RowGossip
 from bodega.runtime.lifecycle import private_dir
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.core.access import REGISTRY
-from bodega.wire.peer_access import PeerAccess
+from bodega.wire.transport.peer_access import PeerAccess
 
 log = logging.getLogger("bodega.registry")
 

@@ -46,8 +46,8 @@ from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.core.access import WORKER_API
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.waits import within
-from bodega.wire.peer_access import PeerAccess
-from bodega.wire.worker_calls import WorkerInfo
+from bodega.wire.internal.worker_calls import WorkerInfo
+from bodega.wire.transport.peer_access import PeerAccess
 from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from bodega.runtime.tls.core import sites
-from bodega.wire.certificates import TABLE, CertificateRow
+from bodega.wire.internal.certificates import TABLE, CertificateRow
 from tests.tls_kit import TEST_CA
 
 from .broker_kit import ADMIN, Cluster, in_process_cluster

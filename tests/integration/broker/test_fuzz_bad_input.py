@@ -16,7 +16,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from bodega.wire.http import MAX_BODY, MAX_DEPTH
+from bodega.wire.transport.http import MAX_BODY, MAX_DEPTH
 from bodega.worker.store import queries, volume_queries
 
 from .broker_kit import MACHINE, Cluster

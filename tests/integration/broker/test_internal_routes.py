@@ -23,7 +23,7 @@ from bodega.runtime.tls.core.access import (
 )
 from bodega.runtime.tls.core.access import Route as Rule
 from bodega.runtime.tls.files import TlsDir
-from bodega.wire.routing import SegmentGroup
+from bodega.wire.transport.routing import SegmentGroup
 from tests.keyring_kit import KEYRING, SOURCE
 from tests.tls_kit import TEST_CA
 

@@ -23,7 +23,7 @@ from bodega.broker.daemon import Broker
 from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_join_token
 from bodega.cluster.ports import free_udp_ports
 from bodega.runtime.tls.core.identity import key_pem
-from bodega.wire.json_client import JsonClient
+from bodega.wire.transport.json_client import JsonClient
 from tests.keyring_kit import SOURCE
 from tests.poll_kit import until
 from tests.tls_kit import SECRETS_KEY, TEST_CA

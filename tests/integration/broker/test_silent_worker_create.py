@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.core.records import MachineRow, VolumeRow
 from bodega.worker.daemon import Worker
 from bodega.worker.ops.volumes import VolumeRequest

@@ -123,12 +123,13 @@ def test_listing_apps_travels_without_aiohttp_and_builds_only_its_answers(
     done, loaded = ran(tmp_path, "apps", "list", "--api-url", api, "--token", "t")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[1].split() == ["web", "personal", "pending", "-", "0", "0"]
-    assert "bodega.wire.stream_http" in loaded
+    assert "bodega.wire.transport.stream_http" in loaded
     assert not packages(loaded) & {*HEAVY, "aiohttp"}
     assert "rich" not in packages(loaded)  # a table of plain cells, to a pipe, is written by hand
-    assert "bodega.wire.apps" in loaded
+    assert "bodega.wire.public.apps" in loaded
     assert not {m for m in loaded if m.startswith((*MODELS, "bodega.model.machine",
-                                                    "bodega.wire.fly", "bodega.wire.platform"))}
+                                                    "bodega.wire.public.fly",
+                                                    "bodega.wire.public.platform"))}
 
 
 def test_a_command_that_prints_one_line_loads_no_rich(tmp_path: Path, api: str) -> None:
@@ -141,7 +142,7 @@ def test_a_command_that_prints_one_line_loads_no_rich(tmp_path: Path, api: str) 
 def test_the_machine_commands_load_placement_reports_only_to_show_one() -> None:
     loaded = imported_by("import bodega.cli.root, bodega.cli.machines")
     assert not {m for m in loaded if m.startswith(("bodega.cli.placement_report",
-                                                    "bodega.wire.platform",
+                                                    "bodega.wire.public.platform",
                                                     "bodega.model.machine_config"))}
 
 

@@ -6,7 +6,7 @@ import asyncio
 from functools import partial
 from pathlib import Path
 
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.poll_kit import until as poll_until
 from tests.tls_kit import TEST_CA
 

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from bodega.model.machine import Machine
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.cidr_kit import held_octet
 
 from ..daemon_kit import running_worker_daemon

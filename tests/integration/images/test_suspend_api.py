@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 
 from ..daemon_kit import running_worker_daemon
 from .image_kit import build_image, needs_image_tools, registry

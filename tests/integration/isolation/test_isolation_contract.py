@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR
 from tests.integration.daemon_kit import running_worker_daemon
 from tests.integration.images.image_kit import build_image, needs_image_tools, registry

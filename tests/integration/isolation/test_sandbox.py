@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from bodega.model.machine import Machine
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.integration.daemon_kit import running_worker_daemon, worker_daemon
 from tests.integration.images.image_kit import build_image, needs_image_tools, registry
 from tests.integration.images.test_image_machines import fetch, worker_args

@@ -18,7 +18,7 @@ import pytest
 
 from bodega.model.errors import BodegaError
 from bodega.model.machine import Machine
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR
 from tests.integration.daemon_kit import worker_daemon
 from tests.integration.images.image_kit import build_image, needs_image_tools, registry

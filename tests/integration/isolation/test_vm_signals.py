@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from bodega.worker.drivers.vm.core.qemu import control_socket
 from tests.integration.daemon_kit import worker_daemon
 from tests.integration.images.image_kit import build_image, registry

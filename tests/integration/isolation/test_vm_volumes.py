@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.integration.daemon_kit import worker_daemon
 from tests.integration.images.image_kit import build_image, registry
 from tests.integration.images.test_image_machines import worker_args

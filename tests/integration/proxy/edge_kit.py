@@ -36,8 +36,8 @@ from bodega.proxy.wake import Waker
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.tls.core import pki, sites
 from bodega.runtime.tls.core.identity import Key, cert_pem, new_key
-from bodega.wire.certificates import CertificateRow
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.certificates import CertificateRow
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.ports_kit import free_port
 
 from .plane_kit import haproxy_binary

@@ -337,7 +337,7 @@ async def stand_in_worker(routes: list[Any], *machines: Answer) -> AsyncIterator
     from starlette.applications import Starlette
 
     from bodega.runtime.serve import serve
-    from bodega.wire.worker_client import WorkerClient
+    from bodega.wire.internal.worker_client import WorkerClient
 
     worker_api = await serve(Starlette(routes=routes), "127.0.0.1", 0)
     table, load, metrics = RoutingTable(), Load(), ProxyMetrics()

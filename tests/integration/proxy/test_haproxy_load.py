@@ -25,7 +25,7 @@ from bodega.proxy.http1 import read_head
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.wake import Waker
 from bodega.runtime.serve import serve
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 
 from .plane_kit import serving
 from .test_forwarding import Machine, machine_doc, routed

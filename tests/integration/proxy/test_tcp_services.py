@@ -29,7 +29,7 @@ from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.tcp_activator import TcpActivator
 from bodega.proxy.wake import Waker
 from bodega.runtime.serve import serve
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 
 from .edge_kit import edge, free_tcp_port
 from .test_forwarding import routed

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.integration.daemon_kit import Daemon, worker_daemon
 from tests.integration.registry.node_kit import Nodes, until
 from tests.keyring_kit import KEYRING

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bodega.model.errors import Timeout
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
 from tests.leftovers_kit import names_of, sweep_data_dir

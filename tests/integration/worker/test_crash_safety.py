@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from bodega.model.errors import BodegaError
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from bodega.worker.core.fsm import FSMS
 from bodega.worker.drivers.process.parking import PARK_NAME
 from bodega.worker.host.netns import NetnsNetwork

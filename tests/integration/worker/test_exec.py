@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from bodega.model.errors import PreconditionFailed
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 
 from .crash_kit import crash_worker, machine_config, program_pids, until
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bodega.model.machine import Machine
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bodega.model.errors import BadRequest, PreconditionFailed
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.python_kit import machine_python
 
 from .crash_kit import CrashWorker, crash_worker, machine_config, program_pids, until

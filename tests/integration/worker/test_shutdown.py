@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.leftovers_kit import names_of
 from tests.python_kit import machine_python
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 from tests.freezer_kit import frozen
 from tests.leftovers_kit import names_of
 from tests.python_kit import machine_python

@@ -14,7 +14,7 @@ import pytest
 
 from bodega.model.errors import NotFound
 from bodega.model.machine_answers import WaitAnswer
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.worker_client import WorkerClient
 
 from .crash_kit import CrashWorker, crash_worker
 

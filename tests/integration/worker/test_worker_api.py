@@ -12,7 +12,7 @@ import pytest
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, Conflict, NotFound, Timeout
 from bodega.model.refusals import NoRoom
-from bodega.wire.worker_calls import Reservation
+from bodega.wire.internal.worker_calls import Reservation
 from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import running_worker_daemon

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from bodega.model.errors import BadRequest
-from bodega.wire.placement import PlacementRecord
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
+from bodega.wire.public.placement import PlacementRecord
 from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import running_worker_daemon
@@ -54,7 +54,7 @@ async def test_misspelled_fields_on_machine_calls_are_400s(
 async def test_the_typed_client_refuses_a_misspelled_field_before_sending() -> None:
     from pydantic import ValidationError
 
-    from bodega.wire.worker_client import WorkerClient
+    from bodega.wire.internal.worker_client import WorkerClient
 
     client = WorkerClient("http://127.0.0.1:9")  # nothing listens: nothing is sent
     try:
@@ -70,9 +70,9 @@ async def test_a_create_sent_as_pydantics_bytes_keeps_its_placement_record(
     tmp_path: Path,
 ) -> None:
     """The typed client sends the body pydantic encodes; the worker keeps the broker's
-    placement record (``wire/placement.py``, one model end to end) and answers
+    placement record (``wire/public/placement.py``, one model end to end) and answers
     ``GET .../placement`` with the same document."""
-    from bodega.wire.worker_client import wire_bytes
+    from bodega.wire.internal.worker_client import wire_bytes
 
     record = {"policy": "utility", "asked": {"cpus": 1, "memory_mb": 256},
               "regions": [{"region": "ams", "ranked": [{"worker": "w1", "score": 0.5}],

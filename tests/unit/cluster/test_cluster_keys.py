@@ -49,7 +49,7 @@ def test_the_kept_join_token_is_still_valid_only_if_the_book_lists_it_valid_for_
 
     from bodega.cluster.cluster_keys import still_valid
     from bodega.runtime.tls.core.join_token import JoinToken, ca_hash
-    from bodega.wire.join import TokenInfo
+    from bodega.wire.internal.join import TokenInfo
 
     authority = ensure_ca(tmp_path, "c1abc", 3600.0)
     token = JoinToken.new(authority.cert)

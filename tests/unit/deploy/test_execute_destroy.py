@@ -8,7 +8,7 @@ from typing import Any, cast
 from bodega.deploy.core.plan import Destroy, Plan, Stage
 from bodega.deploy.execute import DESTROY_WAIT, Executor, Progress
 from bodega.model.errors import Timeout
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.machines_client import MachinesClient
 
 
 class Recorder:

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from bodega.jobs.spec import JOB_KEY, task_config
-from bodega.wire.jobs.api import SubmitBody
+from bodega.wire.public.jobs.api import SubmitBody
 
 
 def test_the_articles_shape_splits_its_command_as_a_shell_would() -> None:

@@ -14,7 +14,7 @@ from bodega.model.machine import Machine, MachineEvent, image_ref
 from bodega.model.machine_answers import LeaseAnswer
 from bodega.model.machine_config import MachineConfig
 from bodega.model.volume import Volume
-from bodega.wire.fly import checked
+from bodega.wire.public.fly import checked
 
 # A machine as a worker answers it: every field it always writes, an optional one (the
 # events) and a config key bodega does not act on.

@@ -14,7 +14,7 @@ from bodega.model.rows import (
     WorkerRow,
     read_rows,
 )
-from bodega.wire.releases import Release
+from bodega.wire.public.releases import Release
 
 # A workers row exactly as the publisher wrote it as a literal dict, before the model.
 OLD_ROW: dict[str, Any] = {

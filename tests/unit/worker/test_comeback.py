@@ -11,7 +11,7 @@ from typing import Any
 
 from bodega.model.capacity import Totals
 from bodega.model.machine_config import MachineConfig
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.policy import HOST_RESTARTED, HOST_STOPPING
 from bodega.worker.daemon import Worker

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from bodega.model.ids import new_machine_id
 from bodega.model.machine_config import MachineConfig
-from bodega.wire.placement import Asked, PlacementRecord
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
+from bodega.wire.public.placement import Asked, PlacementRecord
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 

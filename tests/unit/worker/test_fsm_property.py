@@ -27,7 +27,7 @@ from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import PERSISTENT, RELEASES_COMPUTE, MachineState
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.core.fsm import FSMS, Step
 from bodega.worker.core.payloads import Payload, payload_from_json
 from bodega.worker.core.policy import BEGINS

@@ -18,7 +18,7 @@ import pytest
 
 from bodega.model.errors import Conflict, StorageFull
 from bodega.model.machine_config import MachineConfig
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.store.database import Store

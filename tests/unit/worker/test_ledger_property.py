@@ -19,7 +19,7 @@ from bodega.model.capacity import Ask, Totals
 from bodega.model.errors import BodegaError
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.store import queries

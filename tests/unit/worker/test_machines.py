@@ -11,7 +11,7 @@ from bodega.model.errors import BadRequest, Conflict, NotFound, PreconditionFail
 from bodega.model.ids import new_machine_id
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.base import Capabilities
 from bodega.worker.drivers.fake import FakeDriver

@@ -21,7 +21,7 @@ import pytest
 
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.fsm import FSMS
 from bodega.worker.core.payloads import PAYLOADS, payload_from_json, payload_json

@@ -20,7 +20,7 @@ from bodega.model.machine_config import MachineConfig
 from bodega.model.rows import WorkerRow
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.replication.core.rows import Row
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.publish import Publisher

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bodega.model.machine_config import MachineConfig
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.store import database

@@ -16,7 +16,7 @@ import pytest
 
 from bodega.model.machine_config import MachineConfig
 from bodega.runtime.failpoints import Failpoints
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.null import NullDriver
 from bodega.worker.host.network import HostNetwork

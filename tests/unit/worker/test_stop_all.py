@@ -6,7 +6,7 @@ import asyncio
 
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.core.policy import restart_delay
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver

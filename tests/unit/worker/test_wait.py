@@ -12,7 +12,7 @@ from bodega.model.errors import NotFound
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_answers import WaitAnswer
 from bodega.model.machine_config import MachineConfig
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.store.database import Store

@@ -31,8 +31,8 @@ from bodega.model.errors import BadRequest, NotFound, Unavailable
 from bodega.model.rows import IpAssignmentRow, WorkerRow
 from bodega.networking.core.directory import app_network
 from bodega.networking.core.sixpn import Layout, network_field
-from bodega.wire.apps import IpAssignment
-from bodega.wire.fly import AssignIpRequest
+from bodega.wire.public.apps import IpAssignment
+from bodega.wire.public.fly import AssignIpRequest
 
 TABLE = IpAssignmentRow.TABLE
 SHARED_V4 = "100.64.0.1"  # the one shared address, outside the dedicated pool below

@@ -7,7 +7,7 @@ The client that deploys writes them; they live in the registry, so they
 survive the broker that recorded them and any client reads them back. Two
 brokers recording a release of one app in the same instant may both pick the
 same next version; the view then keeps one (last writer wins, as for apps). The
-bodies and the answer are ``wire/releases.py``'s.
+bodies and the answer are ``wire/public/releases.py``'s.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from starlette.routing import Route
 from bodega.broker.view.apps import Apps
 from bodega.broker.view.catalog import Catalog
 from bodega.model.errors import BadRequest, NotFound
-from bodega.wire.http import answer_response, read_model
-from bodega.wire.releases import CreateRelease, FinishRelease, Release
+from bodega.wire.public.releases import CreateRelease, FinishRelease, Release
+from bodega.wire.transport.http import answer_response, read_model
 
 TABLE = "releases"
 

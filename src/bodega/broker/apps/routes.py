@@ -20,9 +20,9 @@ from bodega.broker.machines.service import Machines
 from bodega.broker.view.apps import Apps
 from bodega.broker.volumes.core import org_list as org_volumes
 from bodega.broker.volumes.service import Volumes
-from bodega.wire import fly
-from bodega.wire.apps import App, AppList, DeployToken, IpAssignmentList
-from bodega.wire.http import RouteMaker, answer_response, read_model
+from bodega.wire.public import fly
+from bodega.wire.public.apps import App, AppList, DeployToken, IpAssignmentList
+from bodega.wire.transport.http import RouteMaker, answer_response, read_model
 
 
 def app_routes(r: RouteMaker, *, apps: Apps, machines: Machines, volumes: Volumes,

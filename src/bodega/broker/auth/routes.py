@@ -23,8 +23,8 @@ from bodega.model.errors import BadRequest, BodegaError, Forbidden
 from bodega.model.machine import Machine
 from bodega.model.rows import AppRow
 from bodega.model.volume import Volume
-from bodega.wire import tokens as wire
-from bodega.wire.http import RouteMaker, answer_response, read_model
+from bodega.wire.public import tokens as wire
+from bodega.wire.transport.http import RouteMaker, answer_response, read_model
 
 
 def _issuer(request: Request) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bodega.broker.auth.tokens import Principal
 from bodega.model.errors import BadRequest
-from bodega.wire.tokens import ACTIONS, ALL, Caveat, CaveatBody, TokenAccess
+from bodega.wire.public.tokens import ACTIONS, ALL, Caveat, CaveatBody, TokenAccess
 
 
 def caveats(who: Principal) -> list[Caveat]:

@@ -39,7 +39,7 @@ from bodega.model.ids import new_token_id
 from bodega.model.machine import Machine
 from bodega.model.rows import AppRow, TokenRow
 from bodega.runtime.machine_tokens import MachineTokens
-from bodega.wire.http import bearer_token
+from bodega.wire.transport.http import bearer_token
 
 TOKEN_PREFIX = "bdg_"
 KMS_PREFIX = "bdk_"

@@ -19,7 +19,7 @@ from bodega.broker.view.catalog import Catalog
 from bodega.model.errors import BodegaError
 from bodega.model.rows import AppRow
 from bodega.runtime.tls.authority import utc_now
-from bodega.wire.certificates import TABLE, CertificateRequest, CertificateRow
+from bodega.wire.internal.certificates import TABLE, CertificateRequest, CertificateRow
 
 log = logging.getLogger("bodega.broker.certificates.store")
 

@@ -22,12 +22,12 @@ from bodega.broker.auth.tokens import Principal
 from bodega.broker.certificates.core.answers import parse_limit, removed
 from bodega.broker.certificates.store import AppCertificates
 from bodega.model.errors import BadRequest, Conflict
-from bodega.wire.fly_certificates import (
+from bodega.wire.public.fly_certificates import (
     AcmeCertificateRequest,
     CustomCertificateRequest,
     IssueCertificateRequest,
 )
-from bodega.wire.http import RouteMaker, json_response, read_model
+from bodega.wire.transport.http import RouteMaker, json_response, read_model
 
 Handler = Callable[[Request, AppCertificates], Awaitable[Response]]
 NO_KEY = ("this broker keeps no certificates: it runs without the cluster's certificates "

@@ -31,8 +31,8 @@ from bodega.runtime.secretbox import SecretBox, SecretUnreadable
 from bodega.runtime.tls.authority import CertificateAuthority, utc_now
 from bodega.runtime.tls.core import sites
 from bodega.runtime.tls.core.identity import Refused
-from bodega.wire.certificates import TABLE, CertificateRequest, CertificateRow
-from bodega.wire.fly_certificates import (
+from bodega.wire.internal.certificates import TABLE, CertificateRequest, CertificateRow
+from bodega.wire.public.fly_certificates import (
     AcmeCertificateRequest,
     CertificateCheck,
     CertificateDetail,

@@ -23,8 +23,8 @@ from bodega.jobs.spec import BODEGA_POOL, check_pool
 from bodega.model.answer import from_doc
 from bodega.model.errors import BadRequest, BodegaError, Conflict, NotFound
 from bodega.model.machine import rfc3339
-from bodega.wire.jobs.api import ClaimAnswer, JobStatus, RegisterBody, Registration
-from bodega.wire.jobs.calls import HomeClaim, HomeRenew, RenewItem
+from bodega.wire.internal.jobs.calls import HomeClaim, HomeRenew, RenewItem
+from bodega.wire.public.jobs.api import ClaimAnswer, JobStatus, RegisterBody, Registration
 
 RECENT_SECONDS = 120.0  # this broker's assignments, answered again until the view has them
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from bodega.broker.jobs.desk import JobDesk, home_down
 from bodega.model.errors import BadRequest, NotFound, Unavailable
-from bodega.wire.jobs.api import (
+from bodega.wire.internal.jobs.calls import HomeClaim, HomeRelease, HomeRenew, RenewItem
+from bodega.wire.public.jobs.api import (
     Cancellation,
     ClaimAnswer,
     ClaimBody,
@@ -24,7 +25,6 @@ from bodega.wire.jobs.api import (
     RenewAnswer,
     RenewBody,
 )
-from bodega.wire.jobs.calls import HomeClaim, HomeRelease, HomeRenew, RenewItem
 
 
 class Claims:

@@ -34,9 +34,9 @@ from bodega.model.capacity import Usage, fits
 from bodega.model.errors import BadRequest, BodegaError, Indeterminate, NotFound, Unavailable
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
-from bodega.wire.jobs.api import JobStatus, SubmitBody
-from bodega.wire.jobs.calls import HomeSubmit
-from bodega.wire.jobs.worker_client import JobClient
+from bodega.wire.internal.jobs.calls import HomeSubmit
+from bodega.wire.internal.jobs.worker_client import JobClient
+from bodega.wire.public.jobs.api import JobStatus, SubmitBody
 
 HOMES_TRIED = 3  # homes a lookup asks directly when the view does not know the job yet
 # Where a job that names no app goes (the article's task shape has no app): an app of the

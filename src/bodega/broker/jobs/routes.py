@@ -21,14 +21,14 @@ from bodega.broker.jobs.assignment import Assignment
 from bodega.broker.jobs.claims import Claims
 from bodega.broker.jobs.desk import JobDesk
 from bodega.model.errors import BadRequest
-from bodega.wire.http import RouteMaker, answer_response, query_int, read_model
-from bodega.wire.jobs.api import (
+from bodega.wire.public.jobs.api import (
     ClaimBody,
     RegisterBody,
     ReleaseBody,
     RenewBody,
     SubmitBody,
 )
+from bodega.wire.transport.http import RouteMaker, answer_response, query_int, read_model
 
 
 def given_app(request: Request, who: Principal, named: str | None = None) -> str | None:

@@ -9,7 +9,7 @@ broker accept the caller's upgrade, so every refusal (a machine not started or a
 machine, 412; the worker not reachable, 503) is an HTTP answer in the error shape.
 Then every message is carried on as it came, binary (the terminal's bytes) and text
 (a resize, the exit code: ``model/console.py``), until either side closes
-(``wire/console_relay.py``). A plain GET of the path is answered 400, saying what
+(``wire/transport/console_relay.py``). A plain GET of the path is answered 400, saying what
 it needs.
 """
 
@@ -24,10 +24,10 @@ from bodega.broker.auth.tokens import Principal
 from bodega.broker.machines.forward import WORKER_OPEN_TIMEOUT, SocketRouteMaker, worker_socket
 from bodega.broker.machines.service import Machines
 from bodega.model.console import console_command, terminal_size
-from bodega.wire.console_relay import relay_messages
-from bodega.wire.forward_link import LinkEnd, open_link
-from bodega.wire.forward_serve import SocketEnd, accepted
-from bodega.wire.http import RouteMaker, websocket_only
+from bodega.wire.transport.console_relay import relay_messages
+from bodega.wire.transport.forward_link import LinkEnd, open_link
+from bodega.wire.transport.forward_serve import SocketEnd, accepted
+from bodega.wire.transport.http import RouteMaker, websocket_only
 
 CONSOLE = "/v1/apps/{app}/machines/{id}/console"
 

@@ -39,8 +39,8 @@ from bodega.model.ids import new_machine_id, new_machine_name
 from bodega.model.machine import Machine, names_registry
 from bodega.model.volume import Volume
 from bodega.placement import PlacementRequest
-from bodega.wire.fly import CreateMachineRequest
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
+from bodega.wire.public.fly import CreateMachineRequest
 
 FIND_CONCURRENCY = 32
 # Seconds a worker has to say whether an idempotent create's machine is there: a live worker

@@ -9,7 +9,7 @@ once the worker accepted does the broker accept the caller's upgrade: every refu
 on the way (a machine not started, 412; the port refusing the connection, 503; the
 worker not reachable, 503) reaches the caller as an HTTP answer in the error shape,
 before any byte is carried. Then the broker relays frames both ways
-(``wire/forward_link.py``) until either side closes. A plain GET of the same path
+(``wire/transport/forward_link.py``) until either side closes. A plain GET of the same path
 (no upgrade) is checked as any request and answered 400, saying what it needs.
 """
 
@@ -27,10 +27,10 @@ from bodega.broker.machines.service import Machines
 from bodega.broker.view.core.host_status import GONE_HOSTS
 from bodega.model.errors import Unavailable
 from bodega.model.forwarding import port_number
-from bodega.wire.forward_link import LinkEnd, open_link, relay, socket_url
-from bodega.wire.forward_serve import SocketEnd, accepted
-from bodega.wire.http import RouteMaker, websocket_only
-from bodega.wire.worker_client import machine_path
+from bodega.wire.internal.worker_client import machine_path
+from bodega.wire.transport.forward_link import LinkEnd, open_link, relay, socket_url
+from bodega.wire.transport.forward_serve import SocketEnd, accepted
+from bodega.wire.transport.http import RouteMaker, websocket_only
 
 FORWARD = "/v1/apps/{app}/machines/{id}/forward"
 WORKER_OPEN_TIMEOUT = 15.0  # the worker's answer waits on its connection to the machine (5 s)

@@ -19,9 +19,9 @@ from bodega.broker.machines.routes import MACHINE, forward
 from bodega.broker.machines.service import Machines
 from bodega.model.errors import BadRequest
 from bodega.model.limits import check_metadata_key
-from bodega.wire import fly
-from bodega.wire import worker_calls as wire
-from bodega.wire.http import RouteMaker, read_model
+from bodega.wire.internal import worker_calls as wire
+from bodega.wire.public import fly
+from bodega.wire.transport.http import RouteMaker, read_model
 
 
 def lease_routes(r: RouteMaker, machines: Machines) -> list[Route]:

@@ -1,7 +1,7 @@
 """``GET /v1/apps/{app}/logs``: an app's logs, fanned in from its machines' workers (NDJSON).
 
 Query: ``machine`` (one machine), ``region``, ``follow``, ``since`` and
-``limit`` (see ``wire/logs.py``). Without ``follow`` every worker's answer
+``limit`` (see ``wire/public/logs.py``). Without ``follow`` every worker's answer
 is gathered, merged by time and cut to the newest ``limit``; with it, each
 machine's lines are passed on as they arrive, interleaved in arrival order.
 A worker that cannot be reached is left out (and logged); the rest still
@@ -24,8 +24,8 @@ from bodega.broker.auth.tokens import Principal
 from bodega.broker.machines.service import Machines
 from bodega.model.errors import BodegaError, NotFound
 from bodega.model.machine import Machine
-from bodega.wire import logs as wire
-from bodega.wire.http import RouteMaker, query_bool
+from bodega.wire.public import logs as wire
+from bodega.wire.transport.http import RouteMaker, query_bool
 
 log = logging.getLogger("bodega.broker.logs")
 

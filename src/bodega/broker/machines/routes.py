@@ -19,9 +19,9 @@ from bodega.broker.auth.tokens import Principal
 from bodega.broker.machines.create import MachineCreate
 from bodega.broker.machines.service import Machines
 from bodega.model.errors import BadRequest
-from bodega.wire import fly
-from bodega.wire import worker_calls as wire
-from bodega.wire.http import (
+from bodega.wire.internal import worker_calls as wire
+from bodega.wire.public import fly
+from bodega.wire.transport.http import (
     RouteMaker,
     answer_response,
     encoded_response,
@@ -29,7 +29,7 @@ from bodega.wire.http import (
     query_int,
     read_model,
 )
-from bodega.wire.json_client import NONCE_HEADER, Params
+from bodega.wire.transport.json_client import NONCE_HEADER, Params
 
 WAIT_SLACK = 5.0  # beyond a /wait's own timeout, for the round trip to the worker
 MACHINE = "/v1/apps/{app}/machines/{id}"

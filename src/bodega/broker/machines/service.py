@@ -23,8 +23,8 @@ from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound, Unavailable
 from bodega.model.ids import MACHINE_ID_RE, MARK_DIGITS, worker_mark
 from bodega.model.machine import Machine
-from bodega.wire.json_client import Params
-from bodega.wire.worker_calls import UpdateMachineBody, WorkerRequest
+from bodega.wire.internal.worker_calls import UpdateMachineBody, WorkerRequest
+from bodega.wire.transport.json_client import Params
 
 log = logging.getLogger("bodega.broker.machines.service")
 

@@ -16,9 +16,15 @@ from bodega.broker.auth.tokens import Principal
 from bodega.broker.platform.service import Platform, ask_for
 from bodega.model.errors import BadRequest
 from bodega.model.machine_config import Guest, preset
-from bodega.wire import fly
-from bodega.wire.cluster_info import ClusterInfo
-from bodega.wire.http import RouteMaker, answer_response, json_response, query_int, read_model
+from bodega.wire.public import fly
+from bodega.wire.public.cluster_info import ClusterInfo
+from bodega.wire.transport.http import (
+    RouteMaker,
+    answer_response,
+    json_response,
+    query_int,
+    read_model,
+)
 
 
 def platform_routes(r: RouteMaker, platform: Platform,

@@ -25,9 +25,9 @@ from bodega.model.machine_config import Guest, preset
 from bodega.model.rows import WorkerRow
 from bodega.placement import CandidateTable, PlacementRequest, Policy, rank_region
 from bodega.placement.regions import GEO
-from bodega.wire.fly import PlacementsRequest
-from bodega.wire.placement import RegionExplanation
-from bodega.wire.platform import (
+from bodega.wire.public.fly import PlacementsRequest
+from bodega.wire.public.placement import RegionExplanation
+from bodega.wire.public.platform import (
     Member,
     Placements,
     Region,

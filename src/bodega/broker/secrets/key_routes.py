@@ -19,8 +19,8 @@ from bodega.broker.secrets.keys import AppSecretKeys
 from bodega.model.errors import BadRequest
 from bodega.runtime import key_types
 from bodega.runtime.key_types import KeyRefused
-from bodega.wire import secret_keys as wire
-from bodega.wire.http import RouteMaker, answer_response, read_model
+from bodega.wire.public import secret_keys as wire
+from bodega.wire.transport.http import RouteMaker, answer_response, read_model
 
 T = TypeVar("T")
 

@@ -28,7 +28,7 @@ from bodega.model.machine import rfc3339
 from bodega.runtime import key_types
 from bodega.runtime.key_types import KeyMaterial, KeyRefused
 from bodega.runtime.secretbox import SecretBox, SecretUnreadable
-from bodega.wire.secret_keys import SecretKey, SecretKeyDeleted, SecretKeys, SecretKeySet
+from bodega.wire.public.secret_keys import SecretKey, SecretKeyDeleted, SecretKeys, SecretKeySet
 
 TABLE = "secretkeys"
 MAX_KEYS = 256

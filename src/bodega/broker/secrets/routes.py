@@ -10,8 +10,8 @@ from starlette.routing import Route
 
 from bodega.broker.auth.tokens import Principal
 from bodega.broker.secrets.store import AppSecrets
-from bodega.wire import fly
-from bodega.wire.http import RouteMaker, answer_response, read_model
+from bodega.wire.public import fly
+from bodega.wire.transport.http import RouteMaker, answer_response, read_model
 
 Handler = Callable[[Request, Principal], Awaitable[Response]]
 

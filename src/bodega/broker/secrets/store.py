@@ -21,7 +21,13 @@ from bodega.model.answer import Answer, from_doc
 from bodega.model.errors import BadRequest, NotFound
 from bodega.model.machine import rfc3339
 from bodega.runtime.secretbox import SecretBox
-from bodega.wire.secrets import AppSecret, SecretDeleted, SecretList, SecretSet, SecretsUpdated
+from bodega.wire.public.secrets import (
+    AppSecret,
+    SecretDeleted,
+    SecretList,
+    SecretSet,
+    SecretsUpdated,
+)
 
 TABLE = "secrets"
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")  # an environment variable's name

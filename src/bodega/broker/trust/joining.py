@@ -53,14 +53,7 @@ from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.core import pki, sites
 from bodega.runtime.tls.core.identity import Identity, Refused, cert_pem, key_pem
 from bodega.runtime.tls.core.join_token import JoinRefused, JoinToken, TokenRecord
-from bodega.wire.http import (
-    RouteMaker,
-    handle_errors,
-    json_response,
-    not_found_app_handler,
-    read_model,
-)
-from bodega.wire.join import (
+from bodega.wire.internal.join import (
     CA_PATH,
     JOIN_PATH,
     TOKENS_PATH,
@@ -72,6 +65,13 @@ from bodega.wire.join import (
     TokenCreate,
     TokenCreated,
     TokenInfo,
+)
+from bodega.wire.transport.http import (
+    RouteMaker,
+    handle_errors,
+    json_response,
+    not_found_app_handler,
+    read_model,
 )
 
 log = logging.getLogger("bodega.broker")

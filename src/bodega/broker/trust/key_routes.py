@@ -18,8 +18,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bodega.broker.auth.tokens import Principal
-from bodega.wire.gossip_keys import RotateRequest
-from bodega.wire.http import RouteMaker, json_response, read_model
+from bodega.wire.public.gossip_keys import RotateRequest
+from bodega.wire.transport.http import RouteMaker, json_response, read_model
 
 if TYPE_CHECKING:
     from bodega.registry.gossipkeys import GossipKeys

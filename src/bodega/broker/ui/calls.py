@@ -5,7 +5,7 @@ same request to its own public listener that ``bodega machine stop`` sends,
 with the visitor's token in ``Authorization``, so authentication, leases,
 errors and metrics are the API's own. What needs a worker's answer (a
 machine with its events, its placement record, its log) is read the same way,
-through the typed client every other client uses (``wire/machines_client.py``),
+through the typed client every other client uses (``wire/public/machines_client.py``),
 so the screens read its models.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import aiohttp
 
-from bodega.wire.aiohttp_transport import session
-from bodega.wire.machines_client import MachinesClient
+from bodega.wire.public.machines_client import MachinesClient
+from bodega.wire.transport.aiohttp_transport import session
 
 
 def own_url(host: str, port: int) -> str:

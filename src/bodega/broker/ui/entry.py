@@ -29,7 +29,7 @@ from bodega.broker.ui.gatekeeper import Refused, Visitor
 from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.render import html
 from bodega.model.errors import BodegaError
-from bodega.wire.http import read_body
+from bodega.wire.transport.http import read_body
 
 log = logging.getLogger("bodega.broker.ui")
 

@@ -21,8 +21,8 @@ from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.render import html
 from bodega.model.errors import BodegaError, validation_message
 from bodega.model.machine_config import Guest
-from bodega.wire.fly import PlacementsRequest
-from bodega.wire.http import read_body
+from bodega.wire.public.fly import PlacementsRequest
+from bodega.wire.transport.http import read_body
 
 MOST_CPUS = 64
 MOST_COUNT = 1000

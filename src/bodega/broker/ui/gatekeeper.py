@@ -19,7 +19,7 @@ from starlette.requests import Request
 from bodega.broker.auth.tokens import Principal, Tokens
 from bodega.broker.ui.core import session
 from bodega.model.errors import Unauthorized
-from bodega.wire.http import bearer_token
+from bodega.wire.transport.http import bearer_token
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from bodega.broker.ui.gatekeeper import Visitor
 from bodega.broker.ui.parts import Parts
 from bodega.broker.ui.sources import ClusterView
 from bodega.model.errors import NotFound
-from bodega.wire.placement import PlacementRecord
+from bodega.wire.public.placement import PlacementRecord
 
 RECENT_SHOWN = 20
 

@@ -27,7 +27,7 @@ from bodega.broker.ui.core.rows import MachineSlice, WorkerView, machine_slice, 
 from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.core.host_status import host_status, listed_members
 from bodega.model.rows import AppRow, IpAssignmentRow, WorkerRow
-from bodega.wire.releases import Release
+from bodega.wire.public.releases import Release
 
 
 def no_suspicion(_name: str) -> float | None:

@@ -16,7 +16,7 @@ from bodega.model.errors import BadRequest, NotFound, Unprocessable
 from bodega.model.ids import NAME_RE
 from bodega.model.rows import AppRow
 from bodega.networking.core.sixpn import network_field, network_key
-from bodega.wire.apps import App, Organization
+from bodega.wire.public.apps import App, Organization
 
 
 class Apps:

@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar, overload
 
 from bodega.model.machine import rfc3339
 from bodega.model.rows import Doc, Row, TypedReads
-from bodega.wire.platform import Member
+from bodega.wire.public.platform import Member
 
 R = TypeVar("R", bound=Row)
 

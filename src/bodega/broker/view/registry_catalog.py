@@ -10,7 +10,7 @@ from bodega.broker.view.catalog import Change
 from bodega.model.machine import rfc3339
 from bodega.model.rows import Doc, TypedReads
 from bodega.registry import Registry
-from bodega.wire.platform import Member
+from bodega.wire.public.platform import Member
 
 
 class RegistryCatalog(TypedReads):

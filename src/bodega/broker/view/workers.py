@@ -23,9 +23,9 @@ from bodega.model.errors import NotFound, Unavailable
 from bodega.model.machine import Machine
 from bodega.model.rows import WorkerRow
 from bodega.model.volume import Volume
-from bodega.wire.aiohttp_transport import session
-from bodega.wire.jobs.worker_client import JobClient
-from bodega.wire.worker_client import WorkerClient
+from bodega.wire.internal.jobs.worker_client import JobClient
+from bodega.wire.internal.worker_client import WorkerClient
+from bodega.wire.transport.aiohttp_transport import session
 
 LOCATIONS_KEPT = 100_000
 PER_WORKER_CONNECTIONS = 32

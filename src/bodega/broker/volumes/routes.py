@@ -15,9 +15,9 @@ from starlette.routing import Route
 
 from bodega.broker.auth.tokens import Principal
 from bodega.broker.volumes.service import Volumes
-from bodega.wire import fly
-from bodega.wire import worker_calls as wire
-from bodega.wire.http import RouteMaker, answer_response, query_bool, read_model
+from bodega.wire.internal import worker_calls as wire
+from bodega.wire.public import fly
+from bodega.wire.transport.http import RouteMaker, answer_response, query_bool, read_model
 
 
 def volume_routes(r: RouteMaker, volumes: Volumes) -> list[Route]:

@@ -24,9 +24,9 @@ from bodega.model.errors import BadRequest, NotFound, Unavailable, Unreachable
 from bodega.model.ids import new_volume_id
 from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
 from bodega.placement import PlacementRequest
-from bodega.wire.fly import CreateVolumeRequest
-from bodega.wire.worker_calls import CreateVolumeBody, ExtendVolumeBody, WorkerRequest
-from bodega.wire.worker_client import wire_bytes
+from bodega.wire.internal.worker_calls import CreateVolumeBody, ExtendVolumeBody, WorkerRequest
+from bodega.wire.internal.worker_client import wire_bytes
+from bodega.wire.public.fly import CreateVolumeRequest
 
 
 class Volumes:

@@ -15,7 +15,7 @@ and ``volumes`` the answer models a worker renders (``model.machine.Machine``,
 ``model.volume.Volume``) and ``releases`` the API's ``wire.releases.Release``, each a
 ``Row`` naming its table. The other tables are each written and read by one room,
 with its model there: secrets and their keys (``broker/secrets/``), certificates
-(``wire/certificates.py``), the join book (``broker/trust/``), jobs and assignment
+(``wire/internal/certificates.py``), the join book (``broker/trust/``), jobs and assignment
 mode's workers (``worker/jobs/``, ``broker/jobs/``), the gossip keyring
 (``registry/gossipkeys.py``).
 """

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.haproxy.core.edge import Site
 from bodega.runtime.secretbox import SecretBox, SecretUnreadable
-from bodega.wire.certificates import CertificateRow
+from bodega.wire.internal.certificates import CertificateRow
 
 log = logging.getLogger("bodega.proxy.sites")
 

@@ -70,7 +70,12 @@ from bodega.registry.sync.core.rowwire import decode_reply, reply_json
 from bodega.runtime.serve import Served, bind, serve
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.waits import within
-from bodega.wire.http import handle_errors, json_response, not_found_app_handler, read_model
+from bodega.wire.transport.http import (
+    handle_errors,
+    json_response,
+    not_found_app_handler,
+    read_model,
+)
 
 log = logging.getLogger("bodega.registry.agent")
 

@@ -19,8 +19,8 @@ from starlette.routing import BaseRoute
 
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.core.access import AGENT_INTERNAL
-from bodega.wire.http import json_response
-from bodega.wire.peer_access import PeerAccess
+from bodega.wire.transport.http import json_response
+from bodega.wire.transport.peer_access import PeerAccess
 
 
 class AgentHealth(BaseModel):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.runtime.tls.renewal import Renewal, Signer
-from bodega.wire.cert_client import RemoteSigner
+from bodega.wire.internal.cert_client import RemoteSigner
 
 if TYPE_CHECKING:
     from bodega.registry.agent.hosted import Registry

@@ -31,7 +31,7 @@ from bodega.registry.api.core.catalog import unknown_column, unknown_table, view
 from bodega.registry.api.core.changes import Values
 from bodega.registry.api.core.limits import Bound, QueryLimits, cut
 from bodega.registry.api.core.policy import ReadPolicy, Refusal
-from bodega.wire.queries import Statement, value
+from bodega.wire.public.queries import Statement, value
 
 PROGRESS_STEPS = 1000  # SQLite's virtual machine steps between looks at the clock
 ROW_FRAME = len('{"row":[,]}\n') + 6  # a row line's bytes besides its values (a number of 6)

@@ -21,7 +21,7 @@ them paying for the other.
 Corrosion's user API, on the host's replica:
 
 ``POST /v1/queries``
-    a statement (``wire/queries.py``); NDJSON: its columns, its rows, the end
+    a statement (``wire/public/queries.py``); NDJSON: its columns, its rows, the end
     of the query, or an error line where it was cut.
 ``POST /v1/subscriptions``
     the same, answered with the ``corro-query-id`` header, the rows, the end of
@@ -60,9 +60,7 @@ from bodega.registry.api.subscriptions import Ended, LiveSubscriptions, Opened, 
 from bodega.registry.membership.feed import FeedLagged
 from bodega.runtime.tls.access import REGISTRY
 from bodega.runtime.waits import within
-from bodega.wire.http import Handler, handle_errors, read_json
-from bodega.wire.peer_access import PeerAccess
-from bodega.wire.queries import (
+from bodega.wire.public.queries import (
     MEDIA_TYPE,
     QUERY_ID_HEADER,
     Statement,
@@ -73,6 +71,8 @@ from bodega.wire.queries import (
     row_line,
     statement,
 )
+from bodega.wire.transport.http import Handler, handle_errors, read_json
+from bodega.wire.transport.peer_access import PeerAccess
 
 QUERIES_PATH = "/v1/queries"
 SUBSCRIPTIONS_PATH = "/v1/subscriptions"

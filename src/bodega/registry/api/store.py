@@ -30,7 +30,7 @@ from pathlib import Path
 from bodega.registry.api.core.changes import Diff, ResultRow, RowChange, Values
 from bodega.registry.api.core.window import Kept
 from bodega.runtime.sqlite import open_database
-from bodega.wire.queries import Statement
+from bodega.wire.public.queries import Statement
 
 FILE = "subscriptions.db"
 

@@ -59,7 +59,7 @@ from bodega.registry.membership.feed import Feed
 from bodega.registry.replication.core.rows import Change, Document, Row
 from bodega.registry.replication.core.schema import TABLES, Filters
 from bodega.runtime.waits import within
-from bodega.wire.queries import Statement
+from bodega.wire.public.queries import Statement
 
 log = logging.getLogger("bodega.registry.queries")
 

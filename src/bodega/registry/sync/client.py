@@ -27,8 +27,8 @@ from bodega.registry.sync.core.rowwire import (
     request_json,
 )
 from bodega.registry.sync.routes import DIGEST_PATH, SYNC_PATH
-from bodega.wire.aiohttp_transport import session
-from bodega.wire.transport import lines
+from bodega.wire.transport.aiohttp_transport import session
+from bodega.wire.transport.seam import lines
 
 MAX_REPLY = 64 << 20  # a reset of a large origin is big, but never this big
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
-from collections.abc import Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -47,11 +46,11 @@ from bodega.registry.sync.core.rowwire import (
     digest_reply_json,
     reply_json,
 )
+from bodega.runtime.tls.access import REGISTRY
 from bodega.runtime.tls.core.access import REGISTRY
 from bodega.runtime.waits import within
-from bodega.runtime.tls.access import REGISTRY
-from bodega.wire.http import read_json
-from bodega.wire.peer_access import PeerAccess
+from bodega.wire.transport.http import read_json
+from bodega.wire.transport.peer_access import PeerAccess
 
 SYNC_PATH = "/v1/registry/sync"
 DIGEST_PATH = "/v1/registry/digest"

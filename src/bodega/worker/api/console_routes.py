@@ -22,8 +22,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from bodega.model.console import ServerControl, client_control, console_command, terminal_size
 from bodega.model.errors import BodegaError, Unavailable
 from bodega.model.forwarding import UNSUPPORTED, clip_reason
-from bodega.wire.forward_link import why
-from bodega.wire.forward_serve import accepted
+from bodega.wire.transport.forward_link import why
+from bodega.wire.transport.forward_serve import accepted
 from bodega.worker.api.machine_routes import find_machine
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.machines import MachineService

@@ -5,7 +5,7 @@ machine's port at the address its host reaches it by (the one the proxy and the
 health checks use: ``service_host``), and only then accepts the upgrade, so every
 refusal is an HTTP answer in the error shape before it: a bad port 400, a machine
 of another app 404, one not started 412, a connection refused or not made 503. Then
-the relay (``wire/forward_link.py``) carries bytes both ways until either side closes.
+the relay (``wire/transport/forward_link.py``) carries bytes both ways until either side closes.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from bodega.model.errors import PreconditionFailed, Unavailable
 from bodega.model.forwarding import port_number
 from bodega.model.states import MachineState
 from bodega.runtime.waits import within
-from bodega.wire.forward_link import StreamEnd, relay, why
-from bodega.wire.forward_serve import SocketEnd, accepted
+from bodega.wire.transport.forward_link import StreamEnd, relay, why
+from bodega.wire.transport.forward_serve import SocketEnd, accepted
 from bodega.worker.api.machine_routes import find_machine
 from bodega.worker.core.records import MachineRow
 from bodega.worker.ops.machines import MachineService

@@ -7,8 +7,8 @@ from starlette.responses import Response
 
 from bodega.model.errors import NotFound
 from bodega.model.machine_answers import LeaseAnswer, MetadataValue
-from bodega.wire import worker_calls as wire
-from bodega.wire.http import answer_response, json_response, query_int, read_model
+from bodega.wire.internal import worker_calls as wire
+from bodega.wire.transport.http import answer_response, json_response, query_int, read_model
 from bodega.worker.api.machine_routes import RouteSpec, find_machine, lease_nonce, owner
 from bodega.worker.core.records import MachineRow
 from bodega.worker.ops.actions import MachineActions

@@ -21,8 +21,8 @@ from starlette.responses import Response, StreamingResponse
 
 from bodega.model.machine import rfc3339
 from bodega.model.states import MachineState
-from bodega.wire import logs as wire
-from bodega.wire.http import query_bool
+from bodega.wire.public import logs as wire
+from bodega.wire.transport.http import query_bool
 from bodega.worker.api.machine_routes import RouteSpec, find_machine
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.process import logtimes

@@ -15,8 +15,8 @@ from starlette.responses import Response
 from bodega.model.duration import parse_duration
 from bodega.model.errors import BadRequest, NotFound
 from bodega.model.machine import Machine
-from bodega.wire import worker_calls as wire
-from bodega.wire.http import (
+from bodega.wire.internal import worker_calls as wire
+from bodega.wire.transport.http import (
     answer_response,
     json_response,
     query_bool,
@@ -24,7 +24,7 @@ from bodega.wire.http import (
     read_model,
     read_trusted_model,
 )
-from bodega.wire.json_client import NONCE_HEADER
+from bodega.wire.transport.json_client import NONCE_HEADER
 from bodega.worker.api.render import machine_answer
 from bodega.worker.core.records import MachineRow
 from bodega.worker.ops.actions import MachineActions, parse_wait_states

@@ -5,8 +5,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bodega.wire import worker_calls as wire
-from bodega.wire.http import answer_response, read_model
+from bodega.wire.internal import worker_calls as wire
+from bodega.wire.transport.http import answer_response, read_model
 from bodega.worker.api.machine_routes import RouteSpec, find_machine, lease_nonce
 from bodega.worker.ops.memory import MachineMemory
 

@@ -24,8 +24,8 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from bodega.runtime.tls.core.access import WORKER_API
-from bodega.wire import worker_calls as wire
-from bodega.wire.http import (
+from bodega.wire.internal import worker_calls as wire
+from bodega.wire.transport.http import (
     answer_response,
     json_response,
     not_found_app_handler,
@@ -33,8 +33,8 @@ from bodega.wire.http import (
     read_model,
     websocket_only,
 )
-from bodega.wire.peer_access import PeerAccess
-from bodega.wire.routing import grouped
+from bodega.wire.transport.peer_access import PeerAccess
+from bodega.wire.transport.routing import grouped
 from bodega.worker.api.console_routes import ConsoleRoutes
 from bodega.worker.api.forward_routes import ForwardRoutes, SocketSpec
 from bodega.worker.api.lease_routes import LeaseRoutes

@@ -7,8 +7,8 @@ from starlette.responses import Response
 
 from bodega.model.errors import BadRequest
 from bodega.model.volume import ExtendVolumeAnswer
-from bodega.wire import worker_calls as wire
-from bodega.wire.http import answer_response, query_bool, read_model
+from bodega.wire.internal import worker_calls as wire
+from bodega.wire.transport.http import answer_response, query_bool, read_model
 from bodega.worker.api.machine_routes import RouteSpec
 from bodega.worker.api.render import snapshot_answer, volume_answer
 from bodega.worker.ops.snapshots import VolumeSnapshots

@@ -28,8 +28,7 @@ from bodega.jobs.tasks import Task, TaskState, cancel, claim, holds, release, re
 from bodega.model.errors import BadRequest, Conflict, NotFound
 from bodega.model.ids import new_ulid
 from bodega.model.machine import rfc3339
-from bodega.wire.jobs.api import JobStatus, ReleaseAnswer, RenewAnswer
-from bodega.wire.jobs.calls import (
+from bodega.wire.internal.jobs.calls import (
     HomeClaim,
     HomeClaimAnswer,
     HomeRelease,
@@ -41,6 +40,7 @@ from bodega.wire.jobs.calls import (
     ReleaseResult,
     RenewResult,
 )
+from bodega.wire.public.jobs.api import JobStatus, ReleaseAnswer, RenewAnswer
 from bodega.worker.jobs.render import claimed, job_status, periodic_status
 from bodega.worker.jobs.store import JobRow, JobStore, PeriodicRow
 

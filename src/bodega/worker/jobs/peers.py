@@ -16,8 +16,8 @@ import aiohttp
 
 from bodega.jobs.binding import WorkerRoom
 from bodega.model.errors import Unavailable
-from bodega.wire.aiohttp_transport import session
-from bodega.wire.jobs.worker_client import JobClient
+from bodega.wire.internal.jobs.worker_client import JobClient
+from bodega.wire.transport.aiohttp_transport import session
 
 TIMEOUT = 10.0
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 
 from bodega.registry import Registry
-from bodega.wire.jobs.api import VIEW_TASKS
+from bodega.wire.public.jobs.api import VIEW_TASKS
 from bodega.worker.jobs.home import JobHome
 from bodega.worker.jobs.store import JobRow
 

@@ -1,4 +1,4 @@
-"""A job and its tasks as the ``/sched`` API shows them (``wire/jobs/api.py``).
+"""A job and its tasks as the ``/sched`` API shows them (``wire/public/jobs/api.py``).
 
 The home answers with these, and its publisher writes the same ``JobStatus``
 as the job's row in the registry view (with its task list only for jobs of at
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from bodega.jobs.spec import JobSpec, task_config, task_env
 from bodega.jobs.tasks import Task, TaskState
 from bodega.model.machine import rfc3339
-from bodega.wire.jobs.api import ClaimAnswer, HeldTask, JobStatus, PeriodicStatus, TaskStatus
+from bodega.wire.public.jobs.api import ClaimAnswer, HeldTask, JobStatus, PeriodicStatus, TaskStatus
 from bodega.worker.jobs.store import JobRow, PeriodicRow
 
 

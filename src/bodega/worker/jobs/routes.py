@@ -3,7 +3,7 @@
 Home: commit a submit, find a job, claim (claim mode, assignment mode or a
 late-binding take), renew leases, release, cancel. Runner: hold probes
 (``/v1/job-probes``), stop a task it runs, serve a task's output. Bodies are
-the strict models of ``wire/jobs/calls.py``; answers those of ``wire/jobs/api.py``.
+the strict models of ``wire/internal/jobs/calls.py``; answers those of ``wire/public/jobs/api.py``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bodega.model.errors import BadRequest
-from bodega.wire.http import answer_response, query_bool, read_model
-from bodega.wire.jobs.api import VIEW_TASKS, Ok
-from bodega.wire.jobs.calls import (
+from bodega.wire.internal.jobs.calls import (
     HomeClaim,
     HomeRelease,
     HomeReleases,
@@ -23,6 +21,8 @@ from bodega.wire.jobs.calls import (
     ProbeBody,
     RunStop,
 )
+from bodega.wire.public.jobs.api import VIEW_TASKS, Ok
+from bodega.wire.transport.http import answer_response, query_bool, read_model
 from bodega.worker.api.machine_routes import RouteSpec
 from bodega.worker.jobs.home import JobHome
 from bodega.worker.jobs.runs import JobRunner

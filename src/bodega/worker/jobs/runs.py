@@ -29,8 +29,8 @@ from typing import Any
 from bodega.jobs.slots import eligible, slot_key, take_now
 from bodega.model.errors import BodegaError, Conflict, NotFound, StorageFull, Unavailable
 from bodega.runtime.waits import within
-from bodega.wire.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.jobs.calls import MAX_TAKE, HomeClaim, ProbeBody, Probed
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
 from bodega.worker.jobs.slots import Slot, SlotPool

@@ -43,7 +43,7 @@ from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState as S
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.core.payloads import EndsRun
 from bodega.worker.core.records import MachineRow
 from bodega.worker.jobs.run_store import RunRow, RunStore

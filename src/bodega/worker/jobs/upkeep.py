@@ -30,7 +30,7 @@ from bodega.jobs.spec import BODEGA_POOL
 from bodega.jobs.tasks import after_restart, expire, lapse
 from bodega.model.errors import BodegaError, Unavailable
 from bodega.runtime.waits import within
-from bodega.wire.jobs.calls import ProbeBody, RunStop
+from bodega.wire.internal.jobs.calls import ProbeBody, RunStop
 from bodega.worker.jobs.home import JobHome, StopOrder
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.schedules import JobSchedules

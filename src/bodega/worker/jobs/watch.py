@@ -40,7 +40,13 @@ from bodega.jobs.slots import SLOT_KEY
 from bodega.model.errors import BadRequest, BodegaError, NotFound
 from bodega.model.states import MachineState as S
 from bodega.runtime.waits import within
-from bodega.wire.jobs.calls import MAX_RELEASES, HomeReleases, HomeRenew, ReleaseItem, RenewItem
+from bodega.wire.internal.jobs.calls import (
+    MAX_RELEASES,
+    HomeReleases,
+    HomeRenew,
+    ReleaseItem,
+    RenewItem,
+)
 from bodega.worker.core.records import MachineRow
 from bodega.worker.jobs.output import KeptOutput
 from bodega.worker.jobs.peers import JobPeers

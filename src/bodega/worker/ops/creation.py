@@ -10,7 +10,7 @@ An earlier try is found by one rule (``earlier_try``: the idempotency key, or th
 applied in the transaction that commits the create, so two tries that race both see the
 one that committed first; only a retry whose machine's lock is held (its first try's
 start may hold it for a while) is answered from it before, instead of waiting. A machine's name
-and id are checked where they cross the wire (``wire/worker_calls.py``), not again here.
+and id are checked where they cross the wire (``wire/internal/worker_calls.py``), not again here.
 
 The worker acts on the body it was sent (``CreateMachineBody``), not a copy of it: only
 its own region and the owner the call came with are added, as arguments. What the
@@ -30,7 +30,7 @@ from bodega.model.ids import new_machine_id, new_machine_name, new_ulid
 from bodega.model.machine_config import MachineConfig
 from bodega.model.refusals import NoRoom
 from bodega.model.states import MachineState
-from bodega.wire.worker_calls import CreateMachineBody
+from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.core.decisions import Create, Decision
 from bodega.worker.core.records import MachineRow
 from bodega.worker.core.rules import decide

@@ -21,7 +21,7 @@ from bodega.model.ids import MACHINE_ID_RE, new_ulid
 from bodega.model.machine import ExitStatus
 from bodega.model.machine_config import MachineConfig
 from bodega.model.states import MachineState
-from bodega.wire.worker_calls import Started
+from bodega.wire.internal.worker_calls import Started
 from bodega.worker.core.decisions import (
     CheckResult,
     Decision,

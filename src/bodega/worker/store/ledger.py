@@ -23,7 +23,7 @@ from bodega.model.errors import Conflict
 from bodega.model.ids import new_token_id
 from bodega.model.refusals import NoRoom
 from bodega.model.rows import Free
-from bodega.wire.worker_calls import Capacity
+from bodega.wire.internal.worker_calls import Capacity
 from bodega.worker.core.records import ReservationRow
 from bodega.worker.store import queries
 from bodega.worker.store.database import Store

@@ -24,7 +24,7 @@ from bodega.registry.replication.replica import Replica
 from bodega.registry.replication.view import View
 from bodega.runtime.serve import serve
 from bodega.runtime.waits import within
-from bodega.wire.http import bearer_token
+from bodega.wire.transport.http import bearer_token
 
 ADMIN = "admin-token"
 AUTH = {"authorization": f"Bearer {ADMIN}"}

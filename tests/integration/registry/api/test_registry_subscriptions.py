@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bodega.registry.api import QueryLimits
-from bodega.wire.queries import QUERY_ID_HEADER
+from bodega.wire.public.queries import QUERY_ID_HEADER
 from tests.integration.registry.api.queries_kit import (
     Node,
     machine,

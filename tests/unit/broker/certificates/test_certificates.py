@@ -18,8 +18,8 @@ from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.core import sites
 from bodega.runtime.tls.files import CaDir
-from bodega.wire.certificates import TABLE, CertificateRequest, CertificateRow
-from bodega.wire.fly_certificates import AcmeCertificateRequest
+from bodega.wire.internal.certificates import TABLE, CertificateRequest, CertificateRow
+from bodega.wire.public.fly_certificates import AcmeCertificateRequest
 
 
 def rig(tmp_path: Path, with_ca: bool = True) -> tuple[AppCertificates, MemoryCatalog]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bodega.broker.jobs.core.index import JobIndex
 from bodega.jobs.homes import job_key, rendezvous
-from bodega.wire.jobs.api import JobStatus
+from bodega.wire.public.jobs.api import JobStatus
 
 WORKERS = ["ams-1", "ams-2", "ams-3"]
 

@@ -13,7 +13,7 @@ from bodega.broker.machines.core.standby import (
     standbys_to_stop,
 )
 from bodega.model.machine import Machine
-from bodega.wire.platform import Member
+from bodega.wire.public.platform import Member
 
 
 def machine(mid: str, worker: str, state: str, standbys: list[str] | None = None,

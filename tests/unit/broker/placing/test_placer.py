@@ -25,7 +25,7 @@ from bodega.model.errors import (
 )
 from bodega.model.refusals import NoRoom
 from bodega.placement import PlacementRequest, Policy
-from bodega.wire.worker_calls import Reservation
+from bodega.wire.internal.worker_calls import Reservation
 from tests.poll_kit import until as poll_until
 
 ASK = Ask(cpus=1, memory_mb=1024)

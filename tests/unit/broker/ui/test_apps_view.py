@@ -14,7 +14,7 @@ from bodega.broker.ui.core.apps_view import (
 )
 from bodega.broker.ui.core.rows import MachineSlice, machine_slice
 from bodega.cli.deploy import pick_release
-from bodega.wire.releases import Release
+from bodega.wire.public.releases import Release
 
 
 def release(version: int, status: str) -> Release:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from bodega.broker.ui.core.machine_view import machine_detail, placement_view, where_it_goes
 from bodega.model.machine import Machine
-from bodega.wire.placement import PlacementRecord
-from bodega.wire.platform import Placements
+from bodega.wire.public.placement import PlacementRecord
+from bodega.wire.public.platform import Placements
 
 
 def test_the_buttons_follow_the_state() -> None:

@@ -17,7 +17,7 @@ from bodega.model.machine import CheckStatus, Machine
 from bodega.model.machine_config import MachineConfig
 from bodega.model.rows import HostTotals, WorkerRow
 from bodega.model.volume import Volume
-from bodega.wire.platform import Member
+from bodega.wire.public.platform import Member
 
 
 def started(worker: str = "ams-1") -> Machine:

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from bodega.runtime.steady_clock import SteadyClock
-from bodega.wire.jobs.api import SubmitBody
-from bodega.wire.jobs.calls import HomeClaim, HomeSubmit
+from bodega.wire.internal.jobs.calls import HomeClaim, HomeSubmit
+from bodega.wire.public.jobs.api import SubmitBody
 from bodega.worker.jobs.home import JobHome
 from bodega.worker.jobs.store import JobStore
 from tests.unit.runtime.test_steady_clock import Host

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bodega.wire.jobs.api import SubmitBody
-from bodega.wire.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
+from bodega.wire.internal.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
+from bodega.wire.public.jobs.api import SubmitBody
 from bodega.worker.jobs.home import JobHome
 from bodega.worker.jobs.store import JobStore
 

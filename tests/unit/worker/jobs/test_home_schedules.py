@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bodega.model.errors import Conflict
-from bodega.wire.jobs.api import SubmitBody
-from bodega.wire.jobs.calls import HomeClaim, HomeRelease, HomeSubmit
+from bodega.wire.internal.jobs.calls import HomeClaim, HomeRelease, HomeSubmit
+from bodega.wire.public.jobs.api import SubmitBody
 from bodega.worker.jobs.home import JobHome
 from bodega.worker.jobs.schedules import JobSchedules
 from bodega.worker.jobs.store import JobRow, JobStore

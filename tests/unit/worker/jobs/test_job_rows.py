@@ -9,8 +9,8 @@ from typing import Any, cast
 import pytest
 
 from bodega.registry import Registry
-from bodega.wire.jobs.api import SubmitBody
-from bodega.wire.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
+from bodega.wire.internal.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
+from bodega.wire.public.jobs.api import SubmitBody
 from bodega.worker.jobs import publish
 from bodega.worker.jobs.home import JobHome
 from bodega.worker.jobs.publish import JobPublisher

@@ -9,8 +9,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from bodega.jobs.spec import BODEGA_POOL
-from bodega.wire.jobs.api import SubmitBody
-from bodega.wire.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
+from bodega.wire.internal.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
+from bodega.wire.public.jobs.api import SubmitBody
 from bodega.worker.jobs.home import JobHome
 from bodega.worker.jobs.schema import MIGRATIONS
 from bodega.worker.jobs.store import JobStore

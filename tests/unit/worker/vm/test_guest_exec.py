@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from bodega.wire.worker_calls import EXEC_SLACK
+from bodega.wire.internal.worker_calls import EXEC_SLACK
 from bodega.worker.drivers.vm.guest_exec import (
     ANSWER_GRACE,
     BOOT_WAIT,

@@ -1,7 +1,7 @@
 """What the Machines API shows of the edge's certificates: pure functions of a row and ``now``.
 
-A row (``wire/certificates.py``) becomes the document's ``CertificateDetail``,
-``CertificateSummary`` or ``CertificateCheck`` (``wire/fly_certificates.py``);
+A row (``wire/internal/certificates.py``) becomes the document's ``CertificateDetail``,
+``CertificateSummary`` or ``CertificateCheck`` (``wire/public/fly_certificates.py``);
 a list is cut into pages here too. Nothing here reads the clock or the view.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import datetime
 
 from bodega.runtime.tls.core import sites
-from bodega.wire.certificates import CertificateRow
-from bodega.wire.fly_certificates import (
+from bodega.wire.internal.certificates import CertificateRow
+from bodega.wire.public.fly_certificates import (
     ACTIVE,
     EXPIRED,
     INVALID,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bodega.jobs.homes import job_key, rendezvous
-from bodega.wire.jobs.api import HeldTask, JobStatus
+from bodega.wire.public.jobs.api import HeldTask, JobStatus
 
 
 class JobIndex:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from bodega.model.machine import Machine
-from bodega.wire.platform import Member
+from bodega.wire.public.platform import Member
 
 UNAVAILABLE = ("dead", "left")
 RESTING = ("created", "stopped")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from bodega.model.capacity import Ask
 from bodega.model.machine import rfc3339
 from bodega.placement import RegionRanking, Scored
-from bodega.wire.placement import (
+from bodega.wire.public.placement import (
     Asked,
     PlacementAttempt,
     PlacementRecord,
@@ -66,7 +66,7 @@ class Record:
     seconds: float = 0.0
 
     def answer(self) -> PlacementRecord:
-        """The record as it travels and is kept (``wire/placement.py``): one model from here
+        """The record as it travels and is kept (``wire/public/placement.py``): one model from here
         to the worker's store and ``bodega machine explain``."""
         return PlacementRecord(
             policy=self.policy, asked=Asked.model_validate(self.asked.to_wire()),

@@ -33,7 +33,7 @@ from bodega.placement import (
     RegionRanking,
     rank_region,
 )
-from bodega.wire.placement import Winner
+from bodega.wire.public.placement import Winner
 
 log = logging.getLogger("bodega.broker.placing.shadow")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from bodega.broker.ui.core.rows import MachineSlice, natural
 from bodega.model.rows import IpAssignmentRow
-from bodega.wire.releases import Release
+from bodega.wire.public.releases import Release
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from bodega.broker.ui.core.rows import CheckView
 from bodega.model.machine import Machine
-from bodega.wire.placement import Asked, PlacementRecord, Ranked, RegionExplanation
-from bodega.wire.platform import Placements
+from bodega.wire.public.placement import Asked, PlacementRecord, Ranked, RegionExplanation
+from bodega.wire.public.platform import Placements
 
 # The buttons a state offers, as the worker's state machine accepts them.
 ACTIONS: dict[str, tuple[str, ...]] = {

@@ -33,7 +33,7 @@ from typing import TypeVar
 from bodega.model.machine import CheckStatus, Machine
 from bodega.model.rows import WorkerRow
 from bodega.model.volume import Volume
-from bodega.wire.platform import Member
+from bodega.wire.public.platform import Member
 
 OK = "ok"
 UNREACHABLE = "unreachable"

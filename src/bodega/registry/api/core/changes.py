@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from bodega.wire.queries import ChangeKind, Value
+from bodega.wire.public.queries import ChangeKind, Value
 
 Values = tuple[Value, ...]
 
