@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
-from typing import Any, TypeVar
-
-import aiohttp
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bodega.model.capacity import Ask
 from bodega.model.machine import Machine
@@ -39,6 +37,9 @@ from bodega.wire.internal.worker_calls import (
     WorkerRequest,
 )
 from bodega.wire.transport.json_client import NONCE_HEADER, JsonClient, Params
+
+if TYPE_CHECKING:
+    import aiohttp  # the session a caller may share; calls travel through transport/
 
 A = TypeVar("A", bound=WorkerAnswer)
 
