@@ -1,5 +1,8 @@
-"""What crosses the wire: the Machines API's bodies, the worker's internal calls, the JSON
-clients of both, and the HTTP glue (error shape, bounded bodies, tokens) every server shares.
+"""What crosses the wire, in three rooms by who speaks it: ``public/`` (the Machines API and
+bodega's other public routes, and the typed clients users' tools would use), ``internal/``
+(what bodega's daemons say to each other, and their clients) and ``transport/`` (how both
+travel: the transport seam and its carriers, the JSON client, the HTTP glue every server
+shares, the WebSocket relays). Each room imports only those after it (an import contract).
 
 Its names load on first use (PEP 562): a command that needs one small module
 (``bodega.wire.transport.json_client``) does not pay for the pydantic models beside it.
