@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.cli.up import _run
+from bodega.cli.daemons.up import _run
 from bodega.cluster.cluster_keys import ensure_ca
 from bodega.cluster.components import Component, components_for
 from bodega.cluster.config import ClusterConfig

@@ -1,7 +1,7 @@
 """The bodega command line (flyctl's role): daemons, the local cluster, and API commands.
 
 Its names load on first use (PEP 562): ``bodega --help`` and a command's own
-modules (``bodega.cli.context_store``) do not load typer's group.
+modules (``bodega.cli.session.context_store``) do not load typer's group.
 """
 
 from __future__ import annotations

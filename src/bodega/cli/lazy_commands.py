@@ -1,7 +1,7 @@
 """A command group that imports a command's module only when that command runs.
 
-Its commands are ``Lazy`` entries (``cli/commands.py``): a name, a help line and
-where the command lives. ``bodega apps list`` imports ``bodega.cli.apps`` and what
+Its commands are ``Lazy`` entries (``cli/command_table.py``): a name, a help line and
+where the command lives. ``bodega apps list`` imports ``bodega.cli.commands.apps`` and what
 it needs, never numpy (``sim``), starlette and uvicorn (the daemons) or the
 deploy models. A test holds every help line to its command's own.
 """
@@ -16,7 +16,7 @@ from typer.core import TyperCommand, TyperGroup
 from typer.main import get_command_from_info, get_group_from_info
 from typer.models import CommandInfo, TyperInfo
 
-from bodega.cli.commands import Lazy
+from bodega.cli.command_table import Lazy
 
 
 class LazyGroup(TyperGroup):

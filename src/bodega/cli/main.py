@@ -1,6 +1,6 @@
 """``bodega``: one command for the daemons, the local cluster and the API.
 
-Commands are listed in ``cli/commands.py`` by name, help line and module; a
+Commands are listed in ``cli/command_table.py`` by name, help line and module; a
 command's module is imported only when that command runs (``lazy_commands``),
 so a quick command does not pay for the imports of every other one. The list
 itself (``bodega --help``, or ``bodega`` alone) is drawn from that table without
@@ -14,7 +14,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bodega.cli.commands import COMMANDS, SUMMARY
+from bodega.cli.command_table import COMMANDS, SUMMARY
 
 if TYPE_CHECKING:
     from bodega.cli.root import BodegaCommands, app

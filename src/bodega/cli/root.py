@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from bodega.cli.commands import COMMANDS, SUMMARY
+from bodega.cli.command_table import COMMANDS, SUMMARY
 from bodega.cli.lazy_commands import LazyGroup
 
 

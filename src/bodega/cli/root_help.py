@@ -5,7 +5,7 @@ line, the app's help, an Options panel, a Commands panel. Typer's drawing
 module imports all of rich (markdown, tracebacks, syntax highlighting) and
 typer itself, which took longer than the rest of ``bodega --help``; this draws
 the same page with rich's console, panels and tables alone, from the command
-table in ``cli/commands.py``. ``tests/integration/cli/test_root_help.py`` holds it
+table in ``cli/command_table.py``. ``tests/integration/cli/test_root_help.py`` holds it
 to typer's page, byte for byte, at several widths, colour or not.
 """
 
@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.theme import Theme
 
-from bodega.cli.commands import Lazy
+from bodega.cli.command_table import Lazy
 
 # typer.rich_utils' styles and words, as it draws a group's help.
 THEME = Theme({"option": "bold cyan", "switch": "bold green", "negative_option": "bold magenta",

@@ -44,8 +44,10 @@ import threading
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
 # What the components import as they start, so that a child finds it imported.
-PRELOAD = ("setproctitle", "bodega.cli.root", "bodega.cli.worker", "bodega.cli.broker",
-           "bodega.cli.proxy", "bodega.cli.agent", "bodega.cli.image_registry",
+PRELOAD = ("setproctitle", "bodega.cli.root", "bodega.cli.daemons.worker",
+           "bodega.cli.daemons.broker",
+           "bodega.cli.daemons.proxy", "bodega.cli.daemons.agent",
+           "bodega.cli.daemons.image_registry",
            "bodega.worker.drivers.null", "bodega.wire.transport.stream_http",
            "bodega.wire.public.jobs.client",
            "bodega.broker.view.registry_catalog", "uvicorn.protocols.http.httptools_impl",

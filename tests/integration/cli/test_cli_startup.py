@@ -28,7 +28,7 @@ HEAVY = ("numpy", "matplotlib", "uvicorn", "starlette")
 MODELS = ("bodega.deploy.core.config", "bodega.model.machine_config", "bodega.worker.daemon",
           "bodega.broker", "bodega.registry")
 # What drawing the command list needs of bodega.cli; the commands' modules are not in it.
-LISTING = {"bodega.cli", "bodega.cli.main", "bodega.cli.commands", "bodega.cli.root_help"}
+LISTING = {"bodega.cli", "bodega.cli.main", "bodega.cli.command_table", "bodega.cli.root_help"}
 
 
 def imported_by(code: str) -> set[str]:
@@ -112,8 +112,9 @@ def test_the_command_list_is_drawn_without_typer_pydantic_or_aiohttp(
 
 
 def test_status_apps_list_and_query_import_neither_daemons_nor_models() -> None:
-    loaded = imported_by("import bodega.cli.main, bodega.cli.apps, bodega.cli.status, "
-                         "bodega.cli.queries")
+    loaded = imported_by("import bodega.cli.main, bodega.cli.commands.apps, "
+                         "bodega.cli.commands.status, "
+                         "bodega.cli.commands.queries")
     assert not {m for m in loaded if m.split(".")[0] in HEAVY}
     assert not {m for m in loaded if m.startswith(MODELS)}
 
@@ -140,8 +141,8 @@ def test_a_command_that_prints_one_line_loads_no_rich(tmp_path: Path, api: str) 
 
 
 def test_the_machine_commands_load_placement_reports_only_to_show_one() -> None:
-    loaded = imported_by("import bodega.cli.root, bodega.cli.machines")
-    assert not {m for m in loaded if m.startswith(("bodega.cli.placement_report",
+    loaded = imported_by("import bodega.cli.root, bodega.cli.commands.machines")
+    assert not {m for m in loaded if m.startswith(("bodega.cli.commands.placement_report",
                                                     "bodega.wire.public.platform",
                                                     "bodega.model.machine_config"))}
 

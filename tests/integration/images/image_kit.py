@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from bodega.cli.build import PushTarget, push_files
+from bodega.cli.commands.build import PushTarget, push_files
 from tests.ports_kit import free_port as free_port
 
 BUSYBOX = shutil.which("busybox") or "/bin/busybox"

@@ -23,7 +23,7 @@ import httpx
 import pytest
 from cryptography import x509
 
-from bodega.cli.build import PushTarget, build_and_push
+from bodega.cli.commands.build import PushTarget, build_and_push
 from bodega.runtime.tls.files import TlsDir
 from bodega.worker.images import ImageStore, Puller, RegistryClient, RegistryError, RegistryTrust
 from tests.poll_kit import until_sync

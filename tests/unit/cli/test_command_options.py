@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from bodega.cli.errors import in_flags
 from bodega.cli.main import BodegaCommands, app
+from bodega.cli.session.errors import in_flags
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "250"}  # one row per option: nothing of a row wraps onto the next line

@@ -7,7 +7,7 @@ import errno
 import socket
 from pathlib import Path
 
-from bodega.cli.listeners import Listener, as_bind_error, flag_hint
+from bodega.cli.daemons.core.listeners import Listener, as_bind_error, flag_hint
 from bodega.cluster.port_claims import PortClaims
 from bodega.cluster.ports import (
     EVERY_ADDRESS,

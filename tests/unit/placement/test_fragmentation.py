@@ -155,7 +155,7 @@ def test_costs_are_never_negative_and_score_one_by_one_as_all_at_once(
 
 def test_the_broker_runs_fgd_by_name_and_takes_its_weight() -> None:
     from bodega.broker.config import POLICIES, BrokerConfig
-    from bodega.cli.broker import parse_weights
+    from bodega.cli.daemons.broker import parse_weights
     from bodega.placement.named import DEFAULT_POLICY
 
     assert "fgd" in POLICIES

@@ -86,7 +86,7 @@ def test_the_hole_weight_is_off_by_default_and_set_by_name() -> None:
 
 
 def test_the_broker_command_line_takes_the_hole_weight() -> None:
-    from bodega.cli.broker import parse_weights
+    from bodega.cli.daemons.broker import parse_weights
 
     assert parse_weights("cpu=1,hole=1.5").hole == 1.5
     with pytest.raises(ValueError, match="unknown weight 'holes'"):

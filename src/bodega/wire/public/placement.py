@@ -3,7 +3,7 @@
 One model from end to end: the broker's placer builds it (``broker/placing/core/record.py``),
 the create carries it to the worker (``CreateMachineBody.placement``), the worker keeps
 it with the machine as the JSON it arrived as, ``GET .../placement`` answers it, and
-``bodega machine explain`` shows it (``cli/placement_report.py``). Each region's
+``bodega machine explain`` shows it (``cli/commands/placement_report.py``). Each region's
 ranking is ``placement/rank.py``'s ``explain()``; a simulated placement
 (``POST /v1/platform/placements`` with ``explain``) answers the same per region.
 """

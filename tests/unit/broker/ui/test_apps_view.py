@@ -13,7 +13,7 @@ from bodega.broker.ui.core.apps_view import (
     rollback_version,
 )
 from bodega.broker.ui.core.rows import MachineSlice, machine_slice
-from bodega.cli.deploy import pick_release
+from bodega.cli.commands.deploy import pick_release
 from bodega.wire.public.releases import Release
 
 

@@ -12,7 +12,7 @@ from bodega.broker.view.core.host_status import (
     unreachable,
     with_host_status,
 )
-from bodega.cli.cluster import member_label
+from bodega.cli.commands.cluster import member_label
 from bodega.model.machine import CheckStatus, Machine
 from bodega.model.machine_config import MachineConfig
 from bodega.model.rows import HostTotals, WorkerRow

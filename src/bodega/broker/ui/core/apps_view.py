@@ -2,7 +2,7 @@
 
 Releases are the view's shared rows a deploy writes (``broker/apps/releases.py``);
 the one ``bodega rollback`` would go back to is the newest complete release
-older than the newest one (``cli/deploy.py``'s ``pick_release`` without a
+older than the newest one (``cli/commands/deploy.py``'s ``pick_release`` without a
 version: the same rule, here for the screen). Pure.
 """
 

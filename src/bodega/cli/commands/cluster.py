@@ -1,0 +1,93 @@
+"""``bodega cluster`` and ``bodega regions``: who is in the cluster and where there is room.
+
+``bodega cluster key ...`` (the gossip keyring) is in ``cluster_keys.py``,
+``bodega cluster token ...`` (join tokens) in ``cluster_tokens.py``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from bodega.cli.commands.cluster_keys import key
+from bodega.cli.commands.cluster_tokens import token
+from bodega.cli.session.api import ApiUrl, ContextName, Json, Token, call, show_json, table
+from bodega.cli.session.errors import friendly
+
+if TYPE_CHECKING:
+    from bodega.wire.public.platform import Member, WorkerStatus
+
+cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
+cluster.add_typer(key, name="key")
+cluster.add_typer(token, name="token")
+
+
+@cluster.command("members")
+@friendly
+def members(api_url: ApiUrl = None, token: Token = None,
+            context: ContextName = None, json: Json = False) -> None:
+    """Members as the broker's registry sees them: alive, or unreachable (suspect, dead or
+    left) since when, and when each one's certificate expires (it is renewed before then).
+    A host that went away stays listed as long as the view holds its rows. On a host with a
+    registry agent, its processes gossip through it: their ADDR reads ``via <agent>``."""
+    found = call(api_url, token, lambda c: c.members(), context=context)
+    if json:
+        show_json(found)
+        return
+    table(["NAME", "ROLE", "REGION", "STATUS", "SINCE", "INCARNATION", "GENERATION", "ADDR",
+           "CERT EXPIRES"],
+          [(m.name, m.role, m.region, member_label(m), m.since or "-", m.incarnation,
+            m.generation, f"via {m.host}" if m.host else m.addr,
+            m.meta.get("cert_expires", "-"))
+           for m in found])
+
+
+def member_label(member: Member) -> str:
+    """``alive``, or its host's status with membership's word for it: ``unreachable
+    (dead)``."""
+    host = member.host_status or "ok"
+    if host == "ok" or host == member.status:
+        return member.status
+    return f"{host} ({member.status})"
+
+
+@cluster.command("workers")
+@friendly
+def workers(api_url: ApiUrl = None, token: Token = None,
+            context: ContextName = None, json: Json = False) -> None:
+    """Workers with their capacity, as the broker places against it."""
+    found = call(api_url, token, lambda c: c.workers(), context=context)
+    if json:
+        show_json(found)
+        return
+
+    def used(w: WorkerStatus) -> str:
+        millicpus, memory = (w.used.millicpus, w.used.memory_mb) if w.used else (0, 0)
+        cpus, total_memory = (w.totals.cpus, w.totals.memory_mb) if w.totals else (0, 0)
+        return f"{millicpus / 1000:g}/{cpus} cpu, {memory}/{total_memory} MB"
+
+    def isolations(w: WorkerStatus) -> str:
+        if not w.totals or not w.totals.isolations:
+            return "-"
+        accel = w.totals.vm_accel
+        return ",".join(f"vm({accel})" if name == "vm" and accel else name
+                        for name in w.totals.isolations)
+
+    table(["NAME", "REGION", "STATUS", "CORDONED", "USED", "ISOLATION", "URL"],
+          [(w.name, w.region, w.status, w.cordoned, used(w), isolations(w), w.url)
+           for w in found])
+
+
+@friendly
+def regions(size: Annotated[str, typer.Option(help="Machine size to count room for")]
+            = "shared-cpu-1x", api_url: ApiUrl = None, token: Token = None,
+            context: ContextName = None,
+            json: Json = False) -> None:
+    """Regions and how many more machines of a size each can take."""
+    found = call(api_url, token, lambda c: c.regions(size=size), context=context)
+    if json:
+        show_json(found)
+        return
+    table(["CODE", "NAME", f"CAPACITY ({size})"],
+          [(r.code, r.name, r.capacity) for r in found.Regions])

@@ -1,0 +1,2 @@
+"""The commands' pure decisions: how a machine's state and its standby pairs are shown.
+"""

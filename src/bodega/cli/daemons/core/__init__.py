@@ -1,0 +1,2 @@
+"""The daemons' pure decisions: which flag moves a listener that could not bind.
+"""

@@ -1,0 +1,69 @@
+"""How `bodega build` and `bodega deploy` push: to the cluster's registry over TLS checked
+against the CA the cluster names, the command's token in an auth file of the push's own;
+to a registry named by hand as buildah would."""
+
+from __future__ import annotations
+
+import base64
+import json
+import stat
+from pathlib import Path
+
+from bodega.cli.commands.build import PushTarget, auth_file, build_commands, push_options
+
+CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+CLUSTERS = PushTarget("10.250.7.1:26160", CA, "the-admin-token", "context 'local'")
+
+
+def flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_the_clusters_registry_is_pushed_to_over_tls_with_its_ca_and_the_token(
+        tmp_path: Path) -> None:
+    options = push_options(CLUSTERS, "10.250.7.1:26160/web:v1", tmp_path)
+    assert "--tls-verify=true" in options
+    certs = Path(flag(options, "--cert-dir"))
+    assert certs.parent == tmp_path
+    assert (certs / "ca.crt").read_text() == CA  # containers/image reads *.crt as CAs
+    auth = Path(flag(options, "--authfile"))
+    assert stat.S_IMODE(auth.stat().st_mode) == 0o600
+    basic = json.loads(auth.read_text())["auths"]["10.250.7.1:26160"]["auth"]
+    assert base64.b64decode(basic).decode().split(":", 1)[1] == "the-admin-token"
+    assert "the-admin-token" not in " ".join(options)  # never on a command line
+
+
+def test_loopback_is_the_clusters_too_and_gets_tls(tmp_path: Path) -> None:
+    local = PushTarget("127.0.0.1:5050", CA, "t")
+    options = push_options(local, "127.0.0.1:5050/web:v1", tmp_path)
+    assert "--tls-verify=true" in options
+    assert "--cert-dir" in options
+
+
+def test_a_registry_named_by_hand_gets_no_token_and_no_cluster_ca(tmp_path: Path) -> None:
+    assert push_options(PushTarget("127.0.0.1:5000"), "127.0.0.1:5000/web:v1", tmp_path) == [
+        "--tls-verify=false"]  # plain HTTP to loopback, as buildah would
+    assert push_options(PushTarget("registry.example"), "registry.example/web:v1",
+                        tmp_path) == ["--tls-verify=true"]
+    # A name whose registry is not the cluster's is not given the cluster's token.
+    assert push_options(CLUSTERS, "registry.example/web:v1", tmp_path) == [
+        "--tls-verify=true"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cluster_without_tls_is_pushed_to_in_plain_http(tmp_path: Path) -> None:
+    plain = PushTarget("127.0.0.1:5050", None, "t")  # --internal-tls off: no CA named
+    assert push_options(plain, "127.0.0.1:5050/web:v1", tmp_path) == ["--tls-verify=false"]
+
+
+def test_the_push_carries_the_options_and_writes_the_digest(tmp_path: Path) -> None:
+    build, push = build_commands(tmp_path, "r:1/web:v1", None, tmp_path / "digest",
+                                 ["--tls-verify=true", "--cert-dir", "/c"])
+    assert build == ["buildah", "bud", "--quiet", "-t", "r:1/web:v1", str(tmp_path)]
+    assert push == ["buildah", "push", "--quiet", "--tls-verify=true", "--cert-dir", "/c",
+                    "--digestfile", str(tmp_path / "digest"), "r:1/web:v1",
+                    "docker://r:1/web:v1"]
+
+
+def test_the_auth_file_names_the_registry_alone() -> None:
+    assert list(json.loads(auth_file("h:1", "x"))["auths"]) == ["h:1"]
