@@ -10,8 +10,18 @@ import typer
 from prometheus_client import CollectorRegistry
 
 from bodega.cli.daemons.core.listeners import Listener, listening
-from bodega.cli.daemons.internal_links import InternalTlsOption, TlsDirOption, tls_dir_for
-from bodega.cli.daemons.options import GossipKeyring, gossip_keyring
+from bodega.cli.daemons.internal_links import tls_dir_for
+from bodega.cli.daemons.options import (
+    ExitWithParentOption,
+    GossipKeyring,
+    GossipListenOption,
+    InternalTlsOption,
+    JoinOption,
+    LogLevelOption,
+    ReadyFileOption,
+    TlsDirOption,
+    gossip_keyring,
+)
 from bodega.cli.session.errors import friendly
 from bodega.registry.agent.daemon import AgentConfig, RegistryAgent
 from bodega.registry.node import RegistryConfig
@@ -34,15 +44,12 @@ def agent(
         help="host:port where peers pull from it (mutual TLS)")] = "127.0.0.1:0",
     tls_dir: TlsDirOption = None,
     internal_tls: InternalTlsOption = "on",
-    gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
-    = None,
-    join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
-    = None,
+    gossip_listen: GossipListenOption = None,
+    join: JoinOption = None,
     keyring: GossipKeyring = None,
-    ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
-    = None,
-    exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+    ready_file: ReadyFileOption = None,
+    exit_with_parent: ExitWithParentOption = False,
+    log_level: LogLevelOption = "info",
 ) -> None:
     """Run a host's registry agent: it gossips and replicates the cluster's state once for
     the host; the host's workers, broker and proxy read its view and hand it their rows."""

@@ -11,14 +11,21 @@ import typer
 from bodega.broker.config import POLICIES, BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.cli.daemons.core.listeners import Listener, listening
-from bodega.cli.daemons.internal_links import (
+from bodega.cli.daemons.internal_links import tls_dir_for
+from bodega.cli.daemons.options import (
     CertsKeyOption,
+    ExitWithParentOption,
+    GossipKeyring,
+    GossipListenOption,
     InternalTlsOption,
+    JoinOption,
+    LogLevelOption,
+    ReadyFileOption,
+    RegistryAgentOption,
     SecretsKeyOption,
     TlsDirOption,
-    tls_dir_for,
+    gossip_keyring,
 )
-from bodega.cli.daemons.options import GossipKeyring, RegistryAgentOption, gossip_keyring
 from bodega.cli.session.errors import friendly
 from bodega.model.duration import parse_duration
 from bodega.placement import Curve, Weights
@@ -84,10 +91,8 @@ def broker(
     join_proxy: Annotated[str | None, typer.Option(
         help="host:port of the proxy's public listener, told to joining hosts (their "
              "workers relay Flycast addresses to it)")] = None,
-    gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
-    = None,
-    join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
-    = None,
+    gossip_listen: GossipListenOption = None,
+    join: JoinOption = None,
     keyring: GossipKeyring = None,
     registry_agent: RegistryAgentOption = None,
     policy: Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}")]
@@ -117,10 +122,9 @@ def broker(
     probe_ratio: Annotated[float, typer.Option(
         min=1.0, help="Late binding: reservations placed per task of a bodega-pool job")]
     = 2.0,
-    ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
-    = None,
-    exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+    ready_file: ReadyFileOption = None,
+    exit_with_parent: ExitWithParentOption = False,
+    log_level: LogLevelOption = "info",
 ) -> None:
     """Run a broker: the Machines API, placing each create on a worker synchronously."""
     if not token:

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from bodega.cli.daemons.options import ExitWithParentOption
 from bodega.cli.session.errors import friendly
 from bodega.cluster.image_registry import RegistryTls, run_registry
 from bodega.model.duration import parse_duration
@@ -30,7 +31,7 @@ def image_registry(
         "--token-sha256", envvar="BODEGA_API_TOKEN_SHA256", show_default=False,
         help="SHA-256 (hex) of an admin API token that may push (repeatable); needed with "
              "--ca-dir. The registry never holds the token itself")] = None,
-    exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
+    exit_with_parent: ExitWithParentOption = False,
 ) -> None:
     """Run docker-registry (CNCF distribution) with its storage under DATA_DIR."""
     host, port = hostinfo.split_host_port(listen, 5050)

@@ -1,4 +1,4 @@
-"""The flags every daemon shares for its internal links: TLS material, the secrets key.
+"""Which TLS material a daemon serves its internal links with, checked before it starts.
 
 A worker, broker or proxy serves its internal listener with mutual TLS from
 ``--tls-dir`` (default ``<data-dir>/tls``: ``ca.pem`` and ``identity.pem``,
@@ -14,25 +14,9 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Annotated
-
-import typer
 
 from bodega.runtime.tls.core.identity import Refused, hosts_of, identity_of
 from bodega.runtime.tls.files import TlsDir
-
-TlsDirOption = Annotated[Path | None, typer.Option(
-    help="Key, certificate and cluster CA for mutual TLS on internal links "
-         "(default: <data-dir>/tls; bodega up makes them)")]
-InternalTlsOption = Annotated[str, typer.Option(
-    hidden=True, help="off: plain HTTP, unauthenticated, on loopback only (for measuring "
-                      "what TLS costs)")]
-SecretsKeyOption = Annotated[str | None, typer.Option(
-    envvar="BODEGA_SECRETS_KEY", show_default=False,
-    help="The cluster's secrets key: seals and opens app secrets")]
-CertsKeyOption = Annotated[str | None, typer.Option(
-    envvar="BODEGA_CERTS_KEY", show_default=False,
-    help="The cluster's certificates key: seals and opens the edge's certificate keys")]
 
 
 def loopback(host: str) -> bool:

@@ -24,6 +24,7 @@ from typing import Annotated
 
 import typer
 
+from bodega.cli.daemons.options import LogLevelOption
 from bodega.cli.daemons.up import _unless_stopped, keep_context, stop_as_asked
 from bodega.cli.session import context_store
 from bodega.cli.session.errors import fail, friendly
@@ -117,7 +118,7 @@ def join(
     join_port: Annotated[int, typer.Option(
         min=1, max=65535, help="A server's join listener (hosts join through it)")]
     = JOIN_PORT,
-    log_level: Annotated[str, typer.Option()] = "info",
+    log_level: LogLevelOption = "info",
     fork_server: Annotated[bool, typer.Option(
         "--fork-server/--no-fork-server",
         help="Fork this host's components from one interpreter that has imported bodega, "

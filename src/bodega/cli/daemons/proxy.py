@@ -9,13 +9,20 @@ from typing import Annotated
 import typer
 
 from bodega.cli.daemons.core.listeners import Listener, listening
-from bodega.cli.daemons.internal_links import (
+from bodega.cli.daemons.internal_links import tls_dir_for
+from bodega.cli.daemons.options import (
     CertsKeyOption,
+    ExitWithParentOption,
+    GossipKeyring,
+    GossipListenOption,
     InternalTlsOption,
+    JoinOption,
+    LogLevelOption,
+    ReadyFileOption,
+    RegistryAgentOption,
     TlsDirOption,
-    tls_dir_for,
+    gossip_keyring,
 )
-from bodega.cli.daemons.options import GossipKeyring, RegistryAgentOption, gossip_keyring
 from bodega.cli.session.errors import friendly
 from bodega.proxy.daemon import Proxy, ProxyDaemonConfig
 from bodega.proxy.plane import choose_plane
@@ -43,10 +50,8 @@ def proxy(
         help="host:port for health, metrics, sync (mutual TLS)")] = "127.0.0.1:0",
     tls_dir: TlsDirOption = None,
     internal_tls: InternalTlsOption = "on",
-    gossip_listen: Annotated[str | None, typer.Option(help="host:port for gossip (UDP)")]
-    = None,
-    join: Annotated[str | None, typer.Option(help="Gossip host:port of members, comma-separated")]
-    = None,
+    gossip_listen: GossipListenOption = None,
+    join: JoinOption = None,
     keyring: GossipKeyring = None,
     registry_agent: RegistryAgentOption = None,
     base_domain: Annotated[str, typer.Option(help="Apps answer at <app>.<base-domain>")]
@@ -58,10 +63,9 @@ def proxy(
     data_plane: Annotated[str, typer.Option(
         help="auto (HAProxy when installed), haproxy, or python")] = "auto",
     haproxy_threads: Annotated[int, typer.Option(help="HAProxy's threads (nbthread)")] = 1,
-    ready_file: Annotated[Path | None, typer.Option(help="Write url and pid here when ready")]
-    = None,
-    exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+    ready_file: ReadyFileOption = None,
+    exit_with_parent: ExitWithParentOption = False,
+    log_level: LogLevelOption = "info",
 ) -> None:
     """Run a proxy: Host <app>.<base-domain> reaches the app's machines, waking them if needed."""
     if autostop_interval <= 0 or autostop_idle < 0:

@@ -13,6 +13,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from bodega.cli.daemons.options import LogLevelOption
 from bodega.cli.session import context_store
 from bodega.cli.session.core.contexts import ContextError, Contexts, Registered, register_cluster
 from bodega.cli.session.errors import fail, friendly
@@ -71,7 +72,7 @@ def up(
     machine_cidr: Annotated[str, typer.Option(
         help="Machine addresses, a /24 per worker; one cluster per range on a host")]
     = "10.209.0.0/16",
-    log_level: Annotated[str, typer.Option()] = "info",
+    log_level: LogLevelOption = "info",
     worker_arg: Annotated[list[str] | None, typer.Option(
         help="A flag for every worker, e.g. --worker-arg=--job-queue-limit=500 (repeatable)")]
     = None,

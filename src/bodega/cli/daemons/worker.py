@@ -9,13 +9,20 @@ from typing import Annotated
 import typer
 
 from bodega.cli.daemons.core.listeners import Listener, listening
-from bodega.cli.daemons.internal_links import (
+from bodega.cli.daemons.internal_links import tls_dir_for
+from bodega.cli.daemons.options import (
+    ExitWithParentOption,
+    GossipKeyring,
+    GossipListenOption,
     InternalTlsOption,
+    JoinOption,
+    LogLevelOption,
+    ReadyFileOption,
+    RegistryAgentOption,
     SecretsKeyOption,
     TlsDirOption,
-    tls_dir_for,
+    gossip_keyring,
 )
-from bodega.cli.daemons.options import GossipKeyring, RegistryAgentOption, gossip_keyring
 from bodega.cli.session.errors import friendly
 from bodega.model.capacity import CPU_KINDS, Totals
 from bodega.registry.membership import parse_seed
@@ -119,23 +126,18 @@ def worker(
     warm_slots: Annotated[bool, typer.Option(
         help="Run host-program job tasks one after another in kept slot machines "
              "(--no-warm-slots: a machine per task)")] = True,
-    gossip_listen: Annotated[
-        str | None, typer.Option(help="host:port for registry gossip (UDP) (default: --listen "
-                                      "host, any port)")] = None,
-    join: Annotated[
-        str | None, typer.Option(help="Gossip host:port[,...] of members to join through")
-    ] = None,
+    gossip_listen: GossipListenOption = None,
+    join: JoinOption = None,
     keyring: GossipKeyring = None,
     registry_agent: RegistryAgentOption = None,
-    ready_file: Annotated[
-        Path | None, typer.Option(help="Write url, gossip and pid here when ready")] = None,
-    exit_with_parent: Annotated[bool, typer.Option(hidden=True)] = False,
+    ready_file: ReadyFileOption = None,
+    exit_with_parent: ExitWithParentOption = False,
     # Periodic jobs fire by the epoch seconds written in this file, not the wall clock: how
     # the tests take a schedule across a daylight-saving change.
     job_clock_file: Annotated[Path | None, typer.Option(hidden=True)] = None,
     failpoints: Annotated[str | None, typer.Option(envvar="BODEGA_FAILPOINTS", hidden=True)]
     = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+    log_level: LogLevelOption = "info",
 ) -> None:
     """Run a worker: the single source of truth for the machines on this host."""
     worker_name = name or hostinfo.hostname()
