@@ -3,7 +3,7 @@
 ``--context`` (``BODEGA_CONTEXT``) names a cluster kept in the contexts file
 (``bodega context``); ``--api-url`` (``BODEGA_API_URL``) and ``--token``
 (``BODEGA_API_TOKEN``, or ``FLY_API_TOKEN`` so a shell set up for flyctl works
-too) override it. ``target.py`` holds the precedence; ``call`` runs a command's
+too) override it. ``core/target.py`` holds the precedence; ``call`` runs a command's
 work with a client for the chosen API and turns a refused token or an API that
 does not answer into one line that says which API and what to do. ``--json``
 prints what the API answered, for scripts; otherwise a table.
@@ -83,7 +83,7 @@ def _source(value: str | None, flag: str, envvars: Sequence[str]) -> str:
 
 def target(api_url: str | None, token: str | None, context: str | None = None,
            data_dir: str | None = None) -> Target:
-    """The cluster a command talks to, by the precedence in ``target.py``."""
+    """The cluster a command talks to, by the precedence in ``core/target.py``."""
     given = Given(api_url or None, token or None, context or None,
                   _source(api_url, "--api-url", ["BODEGA_API_URL"]),
                   _source(token, "--token", ["BODEGA_API_TOKEN", "FLY_API_TOKEN"]),
