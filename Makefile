@@ -57,13 +57,13 @@ fuzz: $(STAMP)
 		-p tests.integration.broker.fuzz_report_kit tests/integration/broker/test_fuzz*.py
 
 bench: $(STAMP)
-	$(BIN)/python -m bench.cli
-	$(BIN)/python -m bench.machine_start
-	$(BIN)/python -m bench.placement
-	$(BIN)/python -m bench.registry
-	$(BIN)/python -m bench.proxy
-	$(BIN)/python -m bench.jobs
-	$(BIN)/python -m bench.private_network
+	$(BIN)/python -m bench.cli.startup
+	$(BIN)/python -m bench.machines.start
+	$(BIN)/python -m bench.placement.creates
+	$(BIN)/python -m bench.registry.gossip
+	$(BIN)/python -m bench.proxy.http
+	$(BIN)/python -m bench.jobs.queues
+	$(BIN)/python -m bench.network.private
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build src/*.egg-info

@@ -1,4 +1,4 @@
-"""bench/proxy.py and bench/edge.py at a tiny size, so they cannot rot: each starts `bodega
+"""bench/proxy/http.py and bench/proxy/edge.py at a tiny size, so they cannot rot: each starts `bodega
 up`, routes through its proxy beside nginx, and prints every figure and ratio. No rate is
 asserted: the figures are the benches' to print, not the test's to judge."""
 
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
 TINY = ["--duration", "1", "--rounds", "1", "--connections", "4"]
-BENCHES = {"bench.proxy": TINY, "bench.edge": [*TINY, "--megabytes", "1"]}
+BENCHES = {"bench.proxy.http": TINY, "bench.proxy.edge": [*TINY, "--megabytes", "1"]}
 RATIO = r"\d+\.\d\dx"
 
 

@@ -1,4 +1,4 @@
-"""bench/jobs.py at a tiny size, so it cannot rot: every figure comes out, for every pool, and
+"""bench/jobs/queues.py at a tiny size, so it cannot rot: every figure comes out, for every pool, and
 the kill -9 comes out as the pools' designs say (bodega and the BLMOVE pool lose nothing and
 run the dead worker's jobs again; the BLPOP pool loses exactly the jobs the dead worker held).
 No time is asserted: the figures are the bench's to print, not the test's to judge."""
@@ -24,7 +24,7 @@ def test_the_jobs_bench_runs_and_bodega_loses_no_job(tmp_path: Path) -> None:
     assert shutil.which("redis-server"), "redis-server missing: run scripts/host-packages"
     out = tmp_path / "figures.json"
     run = subprocess.run(
-        [sys.executable, "-m", "bench.jobs", "--workers", "2", "--slots", "1", "--jobs", "6",
+        [sys.executable, "-m", "bench.jobs.queues", "--workers", "2", "--slots", "1", "--jobs", "6",
          "--runs", "2", "--rhos", "0.5", "--arrivals", "4", "--service", "0.3",
          "--kill-seconds", "3", "--lease", "3", "--claim-jobs", "3", "--claimers", "3",
          "--before-src", str(ROOT / "src"), "--json", str(out)],

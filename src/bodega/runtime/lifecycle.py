@@ -210,7 +210,7 @@ def awaiting(task: asyncio.Task[Any]) -> str:
 # The youngest generation is collected after this many allocations (CPython's default is
 # 700). A daemon answering a request allocates thousands of short-lived objects (parsed
 # JSON, models, rows), and collecting every 700 cost a few percent of each create's CPU
-# (bench.placement); what a collection frees is garbage in cycles, which waits a little
+# (bench.placement.creates); what a collection frees is garbage in cycles, which waits a little
 # longer now. The older generations keep their defaults.
 YOUNG_COLLECTED_AFTER = 20_000
 

@@ -65,7 +65,7 @@ shell. The exec path takes the user with the ``nsenter`` that enters the machine
 namespaces (``entry.py``). A worker whose user namespace denies ``setgroups`` refuses to run
 machines as their own users at all, in one line at its start (``ops/effects.py``,
 ``machine_user``), rather than have each start fail.
-Each way of taking the user was timed (``bench/user_switch.py``, ``docs/benchmarks.md``):
+Each way of taking the user was timed (``bench/machines/user_switch.py``, ``docs/benchmarks.md``):
 ``setpriv`` looks each number up as a user name first (NSS loads ``libnss_systemd`` and the
 libraries it needs) and reads the locale; Debian's ``nsenter`` loads ``libselinux`` and
 ``libpcre2`` and looks for SELinux, and has to enter a namespace (util-linux 2.41 and later

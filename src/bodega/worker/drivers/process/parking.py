@@ -24,7 +24,7 @@ inode) is discarded, never used.
 
 The launcher binds, while it waits, the directory its machine's program starts in (at
 ``HOME_MOUNT``), so the start has no ``mount`` to run (a process before the program's:
-``bench.start_chain`` measured 2.5 ms of the wrapper's time on one host). Parked for a
+``bench.machines.start_chain`` measured 2.5 ms of the wrapper's time on one host). Parked for a
 machine at rest, it binds that machine's. Parked at a free address where machines run as
 their own users, it makes the next machine's directory itself (``root``, ``logs`` and
 ``run``, in its own directory) and binds that ``root``; the create's prepare renames them
