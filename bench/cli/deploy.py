@@ -33,7 +33,7 @@ from bodega.deploy.deployer import DeployOptions, deploy
 from bodega.wire.public.fly import CreateMachineRequest
 from bodega.wire.public.machines_client import MachinesClient
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "hello"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "hello"
 TOKEN = "bench-deploy-token"
 
 

@@ -1,4 +1,5 @@
-"""bodega's side of bench/jobs/queues.py: a real ``bodega up`` whose workers take jobs by late binding.
+"""bodega's side of bench/jobs/queues.py: a real ``bodega up`` whose workers take jobs by late
+binding.
 
 One region of ``workers`` workers, each with room for ``slots`` tasks of the default
 shape (shared-cpu-1x, 256 MB: its memory is ``slots`` x 256 MB), its own data dir, free

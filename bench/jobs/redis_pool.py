@@ -104,7 +104,7 @@ class RedisPool:
         self.processes[key] = await asyncio.create_subprocess_exec(
             *self.cpu.wrap(list(argv)), start_new_session=True,
             stdout=asyncio.subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+            env={**os.environ, "PYTHONPATH": str(HERE.parents[1])})
 
     async def _spawn_worker(self, name: str) -> None:
         await self._spawn(name, sys.executable, "-m", "bench.jobs.redis_pool", "worker",

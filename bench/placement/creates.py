@@ -45,8 +45,9 @@ HERE = Path(__file__).resolve().parent
 
 
 def spawn(*args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
-    return subprocess.Popen([sys.executable, str(HERE / "fleet.py"), *args], env=env)
+    env = {**os.environ, "PYTHONPATH": str(HERE.parents[1])}
+    fleet = HERE.parent / "rigs" / "fleet.py"
+    return subprocess.Popen([sys.executable, str(fleet), *args], env=env)
 
 
 async def ready(path: Path, process: subprocess.Popen[bytes], timeout: float = 300) -> None:

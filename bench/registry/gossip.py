@@ -51,7 +51,7 @@ from bodega.registry.membership.core.suspicion import suspicion_max, suspicion_m
 from bodega.registry.membership.transport import Receiver, UdpTransport
 from bodega.runtime.serve import Served, bind, serve
 
-ROOT = Path(__file__).resolve().parents[1]  # children run as `python -m bench.registry.gossip` here
+ROOT = Path(__file__).resolve().parents[2]  # children run as `python -m bench.registry.gossip` here
 LAN = SwimConfig()
 
 
@@ -307,9 +307,9 @@ async def start_cluster(args: argparse.Namespace, mode: str = "sealed") -> list[
     procs = []
     for index, group in enumerate(groups):
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "bench.registry.gossip", "--child", "--seed", str(args.seed + index),
-            "--envelope", mode, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            cwd=ROOT)
+            sys.executable, "-m", "bench.registry.gossip", "--child",
+            "--seed", str(args.seed + index), "--envelope", mode,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=ROOT)
         procs.append(Proc(process, group))
     first = await procs[0].ask(cmd="start", names=names[:1], seeds=[])
     seed_addr = first[names[0]]

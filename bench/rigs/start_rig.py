@@ -60,5 +60,5 @@ async def start_broker(tmp: Path, worker: WorkerClient,
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(HERE / "fleet.py"), "broker", "--workers", str(catalog),
         "--token", token, "--out", str(out), "--tls-dir", str(tls),
-        env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+        env={**os.environ, "PYTHONPATH": str(HERE.parents[1])})
     return process, (await until_file(out, process, "broker"))["url"]

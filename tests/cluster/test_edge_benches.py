@@ -1,5 +1,5 @@
-"""bench/proxy/http.py and bench/proxy/edge.py at a tiny size, so they cannot rot: each starts `bodega
-up`, routes through its proxy beside nginx, and prints every figure and ratio. No rate is
+"""bench/proxy/http.py and bench/proxy/edge.py at a tiny size, so they cannot rot: each starts
+`bodega up`, routes through its proxy beside nginx, and prints every figure and ratio. No rate is
 asserted: the figures are the benches' to print, not the test's to judge."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""bench/jobs/queues.py at a tiny size, so it cannot rot: every figure comes out, for every pool, and
-the kill -9 comes out as the pools' designs say (bodega and the BLMOVE pool lose nothing and
+"""bench/jobs/queues.py at a tiny size, so it cannot rot: every figure comes out, for every pool,
+and the kill -9 comes out as the pools' designs say (bodega and the BLMOVE pool lose nothing and
 run the dead worker's jobs again; the BLPOP pool loses exactly the jobs the dead worker held).
 No time is asserted: the figures are the bench's to print, not the test's to judge."""
 
