@@ -56,14 +56,11 @@ fuzz: $(STAMP)
 	PYTHONPATH=. BODEGA_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/pytest -q \
 		-p tests.integration.broker.fuzz_report_kit tests/integration/broker/test_fuzz*.py
 
-bench: $(STAMP)
-	$(BIN)/python -m bench.cli.startup
-	$(BIN)/python -m bench.machines.start
-	$(BIN)/python -m bench.placement.creates
-	$(BIN)/python -m bench.registry.gossip
-	$(BIN)/python -m bench.proxy.http
-	$(BIN)/python -m bench.jobs.queues
-	$(BIN)/python -m bench.network.private
+# The headline benches, each a few minutes on a `bodega up` of its own, then one table:
+# figure, bodega, peer, ratio (bench/headline.py; ARGS="--only machines,proxy" for some).
+# Every bench also runs alone, at full size: docs/benchmarks.md.
+bench: $(STAMP) host-packages
+	$(BIN)/python -m bench.headline $(ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build src/*.egg-info
