@@ -355,7 +355,7 @@ def test_the_core_rules_find_what_they_are_for() -> None:
     sources = ["bodega.placement", "bodega.proxy.core", "bodega.registry.membership.core.swim",
                "bodega.cluster.config"]
     pure = {"bodega.proxy.core.balance", "bodega.proxy.new_rule", "bodega.proxy.metrics",
-            "bodega.proxy.haproxy.layout", "bodega.placement.rank", "bodega.cluster.config",
+            "bodega.proxy.haproxy.core.layout", "bodega.placement.rank", "bodega.cluster.config",
             "bodega.cluster.service_unit", "bodega.registry.membership.core.table",
             "bodega.registry.membership.core.swim", "bodega.deploy.core.plan", "bodega.proxy",
             "bodega.worker.metrics"}

@@ -16,7 +16,7 @@ them paying for the other.
     change, with a ``{"heartbeat": {}}`` line when idle so clients notice a dead
     connection. A consumer that falls behind gets ``{"error": ..., "status": "lagged"}``
     and the stream ends. Its role check is the ``registry`` rules of
-    ``bodega.runtime.tls.access``.
+    ``bodega.runtime.tls.core.access``.
 
 Corrosion's user API, on the host's replica:
 
@@ -58,7 +58,7 @@ from bodega.registry.api.core.limits import QueryLimits
 from bodega.registry.api.reader import Reader, Result
 from bodega.registry.api.subscriptions import Ended, LiveSubscriptions, Opened, Subscription
 from bodega.registry.membership.feed import FeedLagged
-from bodega.runtime.tls.access import REGISTRY
+from bodega.runtime.tls.core.access import REGISTRY
 from bodega.runtime.waits import within
 from bodega.wire.public.queries import (
     MEDIA_TYPE,

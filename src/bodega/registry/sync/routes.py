@@ -23,7 +23,7 @@ rules).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -46,9 +46,7 @@ from bodega.registry.sync.core.rowwire import (
     digest_reply_json,
     reply_json,
 )
-from bodega.runtime.tls.access import REGISTRY
 from bodega.runtime.tls.core.access import REGISTRY
-from bodega.runtime.waits import within
 from bodega.wire.transport.http import read_json
 from bodega.wire.transport.peer_access import PeerAccess
 
