@@ -3,3 +3,5 @@ registry alone, or a whole host of them (``bodega up``, ``bodega join``), and wh
 share (``options``: the flags every daemon takes; internal TLS, the gossip keyring, the
 one line a taken port deserves).
 """
+
+__all__: list[str] = []

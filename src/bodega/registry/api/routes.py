@@ -47,13 +47,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
 from bodega.model.errors import BadRequest, Unauthorized
+from bodega.model.json import JsonObject
 from bodega.registry.api.core.limits import QueryLimits
 from bodega.registry.api.reader import Reader, Result
 from bodega.registry.api.subscriptions import Ended, LiveSubscriptions, Opened, Subscription
@@ -85,7 +85,7 @@ Authorize = Callable[[Request], bool]
 Subscribe = Callable[[str, Mapping[str, object]], Subscription]
 
 
-def _line(value: dict[str, Any]) -> bytes:
+def _line(value: JsonObject) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode() + b"\n"
 
 
