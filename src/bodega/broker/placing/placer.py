@@ -95,9 +95,6 @@ class InFlight:
         self.candidates.claimed(worker.name, claim)
         self._held[worker.name] = claim
 
-    def holds(self, worker: str) -> bool:
-        return worker in self._held
-
     def give_back(self, worker: str) -> None:
         """The worker said no, failed, or its reservation was let go: its room is free."""
         claim = self._held.pop(worker, None)
