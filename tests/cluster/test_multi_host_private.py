@@ -107,6 +107,14 @@ def test_a_machine_reaches_another_hosts_machine_by_app_internal_over_wireguard(
     syd_worker = next(w for w in cluster.json("cluster", "workers") if w["region"] == "syd")
     overlay = interface_name(cluster_id, host_field(ipaddress.IPv4Network(syd_worker["subnet"])))
     before = sent_by(cluster, 2, overlay)
+    # The tunnel to host 3 is up once its first handshake is done: a lost first initiation
+    # is sent again only after WireGuard's 5 s rekey timeout, longer than one fetch waits.
+    first = lon[0]
+    first_url = f"http://{first['id']}.vm.probe.internal:8080/"
+    until(lambda: inside(cluster, 2, here, f"/fetch?url={quote(first_url, safe='')}")
+          == f"{first['id']} {first['private_ip']}" or None,
+          "a connection by name from host 2's machine to host 3's, over the overlay",
+          timeout=30)
     # A TCP connection by name to each lon machine (host 3 runs two workers on one kernel).
     for machine in lon:
         url = f"http://{machine['id']}.vm.probe.internal:8080/"
