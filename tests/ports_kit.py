@@ -16,6 +16,7 @@ gap, and a worker's WireGuard then finds its port taken.
 
 from __future__ import annotations
 
+import os
 import random
 import socket
 
@@ -37,6 +38,17 @@ def _high() -> int:
 
 HIGH = _high()  # with Linux's default ephemeral range (32768-60999): 24768
 _rng = random.Random()
+_given: set[int] = set()
+
+
+def _slice() -> range:
+    """This test process's share of the range: xdist's workers each pick from their own
+    slice, so two of them never hand out one port to two servers starting at once."""
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) if worker.isdigit() and count > 1 else 0
+    width = (HIGH - LOW) // max(count, 1)
+    return range(LOW + index * width, LOW + (index + 1) * width)
 
 
 def is_free(port: int) -> bool:
@@ -51,9 +63,12 @@ def is_free(port: int) -> bool:
 
 
 def free_port() -> int:
-    """A port no listener holds now, TCP and UDP, outside the ephemeral range."""
+    """A port no listener holds now, TCP and UDP, outside the ephemeral range, and never
+    one this process handed out before (a server given it may not have bound it yet)."""
+    ports = _slice()
     for _ in range(1000):
-        port = _rng.randrange(LOW, HIGH)
-        if is_free(port):
+        port = _rng.randrange(ports.start, ports.stop)
+        if port not in _given and is_free(port):
+            _given.add(port)
             return port
-    raise RuntimeError(f"no free port in {LOW}-{HIGH}")
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop}")

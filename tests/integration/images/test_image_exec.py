@@ -29,18 +29,26 @@ VIEW = (
 
 
 def program_pid(machine_id: str) -> int:
-    """The container's program (its httpd), found by its command and its cgroup."""
-    found = []
+    """The container's program (its httpd), found by its command and its cgroup. httpd
+    forks a child per connection, which may not have exited yet: the program is the one
+    httpd whose parent is not an httpd of the machine."""
+    found: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         try:
             if (entry.name.isdigit()
                     and (entry / "cmdline").read_bytes().startswith(b"/bin/httpd\0")
                     and f"/{machine_id}\n" in (entry / "cgroup").read_text()):
-                found.append(int(entry.name))
+                found[int(entry.name)] = parent_of(entry)
         except OSError:
             continue
-    assert len(found) == 1, found
-    return found[0]
+    programs = [pid for pid, parent in found.items() if parent not in found]
+    assert len(programs) == 1, found
+    return programs[0]
+
+
+def parent_of(entry: Path) -> int:
+    status = (entry / "status").read_text().splitlines()
+    return int(next(line for line in status if line.startswith("PPid:")).split()[1])
 
 
 def view_of(pid: int) -> list[str | list[str] | dict[str, str]]:
