@@ -70,3 +70,22 @@ def test_show_prints_the_config_and_each_groups_machine_config(tmp_path: Path) -
     machines = json.loads(done.stdout)
     assert machines["app"]["stop_config"] == {"signal": "SIGINT", "timeout": "5s"}
     assert machines["app"]["init"] == {"cmd": ["start.sh"], "entrypoint": ["sh"]}
+
+
+def test_every_real_file_of_the_corpus_is_valid_to_the_command_a_user_types() -> None:
+    """The corpus's files from public repositories, nobody's here, each through
+    ``bodega config validate --json``: valid, and every warning names a key and its line."""
+    real = sorted((CORPUS / "real").glob("*.toml"))
+    assert len(real) >= 30
+    for path in real:
+        names_app = any(line.split("=")[0].strip() == "app"
+                        for line in path.read_text().splitlines())
+        app = () if names_app else ("-a", "corpus-app")
+        done = bodega("config", "validate", "--json", "-c", str(path), *app,
+                      "--image", "registry.example/app:1")
+        answer = json.loads(done.stdout)
+        assert (done.returncode, answer["ok"], answer["errors"]) == (0, True, []), path
+        for warning in answer["warnings"]:
+            assert set(warning) == {"key", "line", "message"}, (path, warning)
+            assert warning["line"] > 0, (path, warning)
+            assert all((warning["key"], warning["message"])), (path, warning)
