@@ -1,13 +1,13 @@
 """``/sched``: the article's job API on the broker, behind the same tokens as the rest.
 
-Users submit, look and cancel; external workers poll and claim (claim mode) or
-register and are assigned (assignment mode). A job belongs to an app: ``?app=``
-(or ``App`` in a submit) names it, an app token implies its own, and an admin
-token naming none finds the job by name across the apps (400 if two apps have
-one). A submit that names no app (the article's shape, with an admin token)
-goes to the app ``jobs``, made on first use. Errors are the usual
-``{"error", "status"}``; a full queue is 429 and a job's home that does not
-answer 503, both with ``Retry-After``.
+Users submit (one job, or a JSON list of them: ``submit_list.py``), look and cancel;
+external workers poll and claim (claim mode) or register and are assigned (assignment
+mode). A job belongs to an app: ``?app=`` (or ``App`` in a submit) names it, an app
+token implies its own, and an admin token naming none finds the job by name across the
+apps (400 if two apps have one). A submit that names no app (the article's shape, with
+an admin token) goes to the app ``jobs``, made on first use. Errors are the usual
+``{"error", "status"}``; a full queue is 429 and a job's home that does not answer 503,
+both with ``Retry-After``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from bodega.broker.auth.tokens import Principal
 from bodega.broker.jobs.assignment import Assignment
 from bodega.broker.jobs.claims import Claims
 from bodega.broker.jobs.desk import JobDesk
+from bodega.broker.jobs.submit_list import submit_each
 from bodega.model.errors import BadRequest
 from bodega.wire.public.jobs.api import (
     ClaimBody,
@@ -28,7 +29,14 @@ from bodega.wire.public.jobs.api import (
     RenewBody,
     SubmitBody,
 )
-from bodega.wire.transport.http import RouteMaker, answer_response, query_int, read_model
+from bodega.wire.transport.http import (
+    RouteMaker,
+    answer_response,
+    parse_model,
+    query_int,
+    read_json,
+    read_model,
+)
 
 
 def given_app(request: Request, who: Principal, named: str | None = None) -> str | None:
@@ -53,10 +61,18 @@ def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
         app = given_app(request, who)
         return (app if app is not None else desk.app_of(name, None)), name
 
+    def submit_app(request: Request, who: Principal, body: SubmitBody) -> str:
+        return given_app(request, who, body.app) or desk.jobs_app()
+
     async def submit(request: Request, who: Principal) -> Response:
-        body = await read_model(request, SubmitBody)
-        app = given_app(request, who, body.app) or desk.jobs_app()
-        return answer_response(await desk.submit(app, body))
+        data = await read_json(request)
+        if isinstance(data, list):  # the article's config: each element a job of its own
+            return answer_response(await submit_each(
+                desk, data, lambda body: submit_app(request, who, body)))
+        if not isinstance(data, dict):
+            raise BadRequest("the JSON body must be a job (an object) or a list of jobs")
+        body = parse_model(data, SubmitBody)
+        return answer_response(await desk.submit(submit_app(request, who, body), body))
 
     async def status(request: Request, who: Principal) -> Response:
         return answer_response(await desk.status(*job_app(request, who)))

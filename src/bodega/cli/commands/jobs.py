@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from bodega.cli.commands.tasks_file import submit_file
 from bodega.cli.session.api import (
     ApiUrl,
     App,
@@ -85,7 +86,12 @@ async def follow(client: MachinesClient, job: JobStatus, app: str, quiet: bool) 
 @jobs.command("submit", context_settings={"allow_interspersed_args": False})
 @friendly
 def submit(
-    command: Annotated[list[str], typer.Argument(help="Program and arguments (after --)")],
+    command: Annotated[list[str] | None, typer.Argument(
+        help="Program and arguments (after --)", show_default=False)] = None,
+    file: Annotated[str | None, typer.Option(
+        "--file", "-f", help="Submit the jobs of a JSON file (- reads standard input): a "
+                             "list of jobs, each {\"Name\", \"Command\", ...} as POST "
+                             "/sched/submit takes one, or one job")] = None,
     app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
     name: Annotated[str | None, typer.Option(help="The job's name (default: made up)")]
     = None,
@@ -118,8 +124,18 @@ def submit(
     wait: Wait = False, api_url: ApiUrl = None, token: Token = None,
     context: ContextName = None, json: Json = False,
 ) -> None:
-    """Submit a job: COMMAND runs --count times, each a machine (never through a shell)."""
+    """Submit a job: COMMAND runs --count times, each a machine (never through a shell); or
+    the jobs of a JSON file with -f."""
     app = app_name(app, config)
+    if file is not None:
+        if command:
+            raise typer.BadParameter("give a command after -- or a file of jobs, not both",
+                                     param_hint="--file")
+        submit_file(file, app, api_url, token, context, json)
+        return
+    if not command:
+        raise typer.BadParameter("give the command to run after -- (bodega jobs submit -a APP "
+                                 "-- CMD ARGS...), or a file of jobs with -f")
     if cron is not None and wait:
         raise typer.BadParameter("a periodic job never ends: follow its runs with "
                                  "`bodega jobs list` instead", param_hint="--wait")

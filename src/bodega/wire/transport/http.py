@@ -123,7 +123,11 @@ async def read_json(request: Request, *, required: bool = True) -> Any:
 
 
 async def read_model(request: Request, model: type[M], *, required: bool = True) -> M:
-    data = await read_json(request, required=required)
+    return parse_model(await read_json(request, required=required), model)
+
+
+def parse_model(data: object, model: type[M]) -> M:
+    """A JSON body already parsed, as ``model``: a 400 naming what is wrong otherwise."""
     if not isinstance(data, dict):
         raise BadRequest("the JSON body must be an object")
     try:

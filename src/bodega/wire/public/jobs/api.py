@@ -207,6 +207,19 @@ class JobStatus(Answer):
     fire_at: str | None = None  # ... and the fire it runs for
 
 
+class SubmitRefused(Answer):
+    """One element of a list submit that was refused, in the error shape (``error``,
+    ``status``) with the element's place in the list and its name when it gave one."""
+
+    index: int
+    name: str | None = None
+    error: str
+    status: str
+
+
+SubmitOutcome = JobStatus | SubmitRefused  # one per element of a list submit, in its order
+
+
 class ClaimAnswer(Answer):
     """A task given to a claimant (or assigned to a registered worker), with its lease."""
 

@@ -8,8 +8,12 @@ answer models.
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import quote
 
+from pydantic import TypeAdapter, ValidationError
+
+from bodega.model.errors import Indeterminate
 from bodega.wire.public.jobs.api import (
     Cancellation,
     ClaimAnswer,
@@ -23,6 +27,7 @@ from bodega.wire.public.jobs.api import (
     RenewBody,
     SchedRequest,
     SubmitBody,
+    SubmitOutcome,
 )
 from bodega.wire.transport.json_client import JsonClient, Params
 
@@ -46,6 +51,20 @@ class JobsApi:
     async def submit(self, body: SubmitBody, app: str | None = None) -> JobStatus:
         return await self.client.answer(JobStatus, "POST", "/sched/submit", encoded=_body(body),
                                         params=self._app(app))
+
+    async def submit_list(self, bodies: list[SubmitBody],
+                          app: str | None = None) -> list[SubmitOutcome]:
+        """Each body a job of its own, in one request: one outcome per body, in order (the
+        job's status, or its refusal)."""
+        data = await self.client.exchange(
+            "POST", "/sched/submit", params=self._app(app),
+            encoded=b"[" + b",".join(_body(body) for body in bodies) + b"]")
+        try:
+            return _outcomes().validate_json(data or b"null")
+        except ValidationError as exc:
+            raise Indeterminate("the broker answered a list submit with what is not one "
+                                f"outcome per job: {exc.errors()[0].get('msg', 'invalid')}") \
+                from None
 
     async def status(self, name: str, app: str | None = None) -> JobStatus:
         return await self.client.answer(JobStatus, "GET", self._named("status", name),
@@ -108,3 +127,8 @@ class JobsApi:
         body = ReleaseBody(worker=worker, task=task, exit_code=exit_code)
         return await self.client.answer(ReleaseAnswer, "POST", self._named("stopped", name),
                                         encoded=_body(body), params=self._app(app))
+
+
+@functools.cache
+def _outcomes() -> TypeAdapter[list[SubmitOutcome]]:
+    return TypeAdapter(list[SubmitOutcome])
