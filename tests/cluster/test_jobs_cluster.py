@@ -42,6 +42,17 @@ async def article_shape(jobs: Jobs) -> None:
     assert (task.attempts, task.exit_codes) == (1, [0])
     assert task.worker in jobs.workers
     assert task.machine_id
+    # The article's config as written: a list, each element a job of its own.
+    answer = await jobs.http.post("/sched/submit", params={"app": app}, json=[
+        {"Name": "frack", "Command": "sleep 1"}, {"Name": "frick", "Command": "true"},
+        {"Name": "frock", "Command": "sh -c 'echo done'"}])
+    assert answer.status_code == 200, answer.text
+    assert [item.get("state") for item in answer.json()] == ["queued", None, "queued"]
+    assert answer.json()[1]["status"] == "name_taken", answer.text
+    for name in ("frack", "frock"):
+        assert (await jobs.finished(app, name)).state == "succeeded"
+    frock = await jobs.api.status("frock", app)
+    assert [t.output for t in frock.tasks or []] == [["done"]], frock.tasks
 
 
 async def task_is_a_machine(jobs: Jobs) -> None:
@@ -219,6 +230,17 @@ async def cli(jobs: Jobs) -> None:
     assert status["counts"]["succeeded"] == 3
     # Each names the machine it ran in, though it ended before any renewal could say so.
     assert all(t["machine_id"] for t in status["tasks"]), status["tasks"]
+    for task in status["tasks"]:  # what the user asks next: when, where, and what it printed
+        assert task["exit_codes"] == [0], task
+        assert task["started_at"] <= task["ended_at"], task
+        assert task["worker"] in jobs.workers, task
+        assert task["output"] == [f"hello from {task['machine_id']}"], task
+    code, out, err = await jobs.cli("jobs", "status", "hello", "-a", app)
+    assert code == 0, err
+    assert "task 2, its last lines:\n  hello from " in out, out
+    code, out, err = await jobs.cli("jobs", "status", "hello", "-a", app, "--json", "-n", "0")
+    assert code == 0, err
+    assert all("output" not in t for t in json.loads(out)["tasks"]), out
     code, out, _ = await jobs.cli("jobs", "logs", "hello", "-a", app, "--task", "2")
     assert code == 0
     assert out.startswith("hello from ")

@@ -80,21 +80,6 @@ class Claims:
                              worker=worker, reason=held.stopping or "")
                 for job, held in self.desk.index.held_by(worker, app) if held.stopping]
 
-    async def logs(self, app: str, name: str, task: int) -> bytes:
-        status = await self.desk.status(app, name)
-        found = next((t for t in status.tasks or [] if t.index == task), None)
-        if found is None:
-            raise NotFound(f"job {name} has no task {task}")
-        if found.worker is None:
-            raise NotFound(f"job {name} task {task} has not run yet")
-        if status.pool != "bodega":
-            raise NotFound(f"job {name} runs on external workers ({found.worker}): bodega "
-                           "keeps no output of theirs")
-        try:
-            return await self.desk.home(found.worker).task_logs(status.id, task)
-        except Unavailable as exc:
-            raise home_down(found.worker, exc) from exc
-
 
 def _name_the_task(job: JobStatus, worker: str, mine: list[int]) -> int:
     held = f"holds tasks {', '.join(map(str, mine))}" if mine else "holds none it seems"

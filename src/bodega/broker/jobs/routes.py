@@ -20,7 +20,9 @@ from bodega.broker.auth.tokens import Principal
 from bodega.broker.jobs.assignment import Assignment
 from bodega.broker.jobs.claims import Claims
 from bodega.broker.jobs.desk import JobDesk
+from bodega.broker.jobs.output import STATUS_LINES, task_logs, with_output
 from bodega.broker.jobs.submit_list import submit_each
+from bodega.jobs.tail import MAX_LINES
 from bodega.model.errors import BadRequest
 from bodega.wire.public.jobs.api import (
     ClaimBody,
@@ -75,7 +77,11 @@ def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
         return answer_response(await desk.submit(submit_app(request, who, body), body))
 
     async def status(request: Request, who: Principal) -> Response:
-        return answer_response(await desk.status(*job_app(request, who)))
+        lines = query_int(request, "lines", STATUS_LINES)
+        if not 0 <= lines <= MAX_LINES:
+            raise BadRequest(f"invalid_argument: lines must be 0 to {MAX_LINES}, not {lines}")
+        job = await desk.status(*job_app(request, who))
+        return answer_response(await with_output(desk, job, lines))
 
     async def cancel(request: Request, who: Principal) -> Response:
         return answer_response(await desk.cancel(*job_app(request, who)))
@@ -121,7 +127,7 @@ def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
 
     async def logs(request: Request, who: Principal) -> Response:
         task = query_int(request, "task", 0)
-        data = await claims.logs(*job_app(request, who), task)
+        data = await task_logs(desk, *job_app(request, who), task)
         return Response(data, media_type="text/plain; charset=utf-8")
 
     return [

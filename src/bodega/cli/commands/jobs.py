@@ -80,7 +80,7 @@ async def follow(client: MachinesClient, job: JobStatus, app: str, quiet: bool) 
                 typer.echo("", err=True)
             return job
         await asyncio.sleep(POLL)
-        job = await api.status(job.name, app)
+        job = await api.status(job.name, app, lines=0)
 
 
 @jobs.command("submit", context_settings={"allow_interspersed_args": False})
@@ -175,15 +175,24 @@ def submit(
 
 @jobs.command("status")
 @friendly
-def status(name: Name, app: App = "", wait: Wait = False, api_url: ApiUrl = None,
-           token: Token = None, context: ContextName = None, json: Json = False) -> None:
-    """A job's state, and where each task runs or ran, its attempts and exit codes."""
+def status(name: Name, app: App = "", wait: Wait = False,
+           lines: Annotated[int, typer.Option(
+               "--lines", "-n", min=0, max=100,
+               help="The last lines each task printed to show (0: none)")] = 10,
+           api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
+           json: Json = False) -> None:
+    """A job's state, and where each task runs or ran, its attempts, exit codes, start and
+    end, and the last lines it printed."""
 
     async def work(client: MachinesClient) -> JobStatus:
         from bodega.wire.public.jobs.client import JobsApi
 
-        job = await JobsApi(client).status(name, app or None)
-        return await follow(client, job, app, quiet=json) if wait else job
+        api = JobsApi(client)
+        job = await api.status(name, app or None, lines=0 if wait else lines)
+        if not wait:
+            return job
+        job = await follow(client, job, app, quiet=json)
+        return await api.status(name, app or None, lines=lines)  # its last lines, at its end
 
     with worded_in_flags(APP_FLAG):
         job = call(api_url, token, work, context=context)
@@ -203,10 +212,16 @@ def show_status(job: JobStatus) -> None:
         typer.echo(f"{label:<9} {value}")
     if job.periodic is not None:
         return
-    table(["TASK", "STATE", "ATTEMPTS", "EXIT CODES", "WORKER", "MACHINE", "REASON"],
+    table(["TASK", "STATE", "ATTEMPTS", "EXIT CODES", "WORKER", "MACHINE", "STARTED", "ENDED",
+           "REASON"],
           [(t.index, t.state, t.attempts,
             ",".join("-" if c is None else str(c) for c in t.exit_codes), t.worker,
-            t.machine_id, t.reason) for t in job.tasks or []])
+            t.machine_id, t.started_at, t.ended_at, t.reason) for t in job.tasks or []])
+    for task in job.tasks or []:
+        if task.output:
+            typer.echo(f"\ntask {task.index}, its last lines:")
+            for line in task.output:
+                typer.echo(f"  {line}")
 
 
 def details(job: JobStatus) -> list[tuple[str, str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
+from bodega.jobs.tail import last_bytes
 from bodega.model.errors import BadRequest
 from bodega.wire.internal.jobs.calls import (
     HomeClaim,
@@ -107,4 +108,6 @@ class JobRoutes:
         except ValueError:
             raise BadRequest("invalid_argument: task must be a number") from None
         data = self.runner.watch.logs(request.path_params["job"], task)
+        if "tail" in request.query_params:  # a status's last lines: the output's end only
+            data = last_bytes(data)
         return Response(data, media_type="text/plain; charset=utf-8")

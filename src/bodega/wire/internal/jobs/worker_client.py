@@ -80,7 +80,9 @@ class JobClient(WorkerClient):
     async def stop_run(self, body: RunStop) -> Ok:
         return await self.answer(Ok, "POST", "/v1/job-runs/stop", encoded=wire_bytes(body))
 
-    async def task_logs(self, job_id: str, task: int) -> bytes:
-        """What the task's last attempt on this worker printed (as plain text)."""
+    async def task_logs(self, job_id: str, task: int, *, tail: bool = False) -> bytes:
+        """What the task's last attempt on this worker printed (as plain text); with
+        ``tail``, only its end (``jobs.tail.TAIL_BYTES``)."""
         return await self.exchange(
-            "GET", f"/v1/job-logs/{quote(job_id, safe='')}/{task}") or b""
+            "GET", f"/v1/job-logs/{quote(job_id, safe='')}/{task}",
+            params={"tail": "1"} if tail else None) or b""

@@ -153,6 +153,7 @@ class TaskStatus(Answer):
     ended_at: str | None = None
     stopping: str | None = None
     reason: str | None = None
+    output: list[str] | None = None  # the last lines it printed (a status's ?lines=)
 
 
 class HeldTask(Answer):

@@ -66,9 +66,12 @@ class JobsApi:
                                 f"outcome per job: {exc.errors()[0].get('msg', 'invalid')}") \
                 from None
 
-    async def status(self, name: str, app: str | None = None) -> JobStatus:
+    async def status(self, name: str, app: str | None = None,
+                     lines: int | None = None) -> JobStatus:
+        """``lines``: the last lines of each task's output to show (None: the broker's
+        default; 0: none, as a poll that follows the job's state asks)."""
         return await self.client.answer(JobStatus, "GET", self._named("status", name),
-                                        params=self._app(app))
+                                        params=self._app(app, lines=lines))
 
     async def cancel(self, name: str, app: str | None = None) -> JobStatus:
         return await self.client.answer(JobStatus, "POST", self._named("cancel", name),
