@@ -17,6 +17,7 @@ MAX_METADATA = 128
 MAX_ITEMS = 64  # services, processes, checks, files: a config lists a handful
 MAX_KEY = 256
 MAX_CONFIG_BYTES = 48 * 1024  # leaves room for the rest of the machine's registry row
+MAX_SWAP_MB = 64 * 1024  # init.swap_size_mb: 64 GB; a size in bytes by mistake is refused
 
 
 def check_text_map(what: str, mapping: Mapping[str, str | None], limit: int, *,

@@ -25,6 +25,7 @@ from bodega.model.limits import (
     MAX_ENV,
     MAX_ITEMS,
     MAX_METADATA,
+    MAX_SWAP_MB,
     check_config_size,
     check_mount_path,
     check_text_map,
@@ -94,7 +95,10 @@ class Init(_Open):
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
     tty: bool | None = None
-    swap_size_mb: int | None = None
+    # A disk of swap for a vm's kernel; a container's or a process's cgroup may swap as
+    # much beside its memory (docs/isolation.md). Bounded so a typo asks no host for more
+    # disk than any offers.
+    swap_size_mb: int | None = Field(default=None, ge=0, le=MAX_SWAP_MB)
     kernel_args: list[str] | None = None
 
 

@@ -62,6 +62,7 @@ from bodega.worker.host.parts import (
     make_network,
     make_private_network,
     owner,
+    swap_notice,
 )
 from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
@@ -104,7 +105,8 @@ class Worker:
         self.network = network or make_network(config, self.driver)
         # What this host cannot do, said once at start and in the ready file (so `bodega up`
         # and `bodega join` print it), and published for placement.
-        self.notices = [notice] if (notice := limits_notice(config)) is not None else []
+        self.notices = [notice for notice in (limits_notice(config), swap_notice(config))
+                        if notice is not None]
         runs_images = (self.driver.capabilities.images is not None
                        or self.driver.name in ("null", "fake"))
         self.images_off = None if runs_images else (

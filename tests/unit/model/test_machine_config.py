@@ -2,7 +2,9 @@ import pytest
 from pydantic import ValidationError
 
 from bodega.model.duration import format_duration, parse_duration
+from bodega.model.errors import BadRequest
 from bodega.model.machine_config import MachineConfig, preset
+from bodega.wire.public.fly import checked
 
 
 def test_autostop_accepts_bool_or_string_and_answers_like_the_real_api() -> None:
@@ -63,6 +65,8 @@ def test_restart_policy_defaults_to_on_failure_with_ten_retries() -> None:
         {"image": "x", "stop_config": {"signal": "SIGNOPE"}},
         {"image": "x", "checks": {"c": {"interval": "soon"}}},
         {"image": "x", "mounts": [{"path": "/a"}, {"path": "/b"}]},
+        {"image": "x", "init": {"swap_size_mb": -1}},
+        {"image": "x", "init": {"swap_size_mb": 65537}},
     ],
 )
 def test_invalid_configs_are_rejected(data: dict[str, object]) -> None:
@@ -88,3 +92,15 @@ def test_parse_duration_rejects_garbage(value: object) -> None:
 def test_format_duration() -> None:
     assert format_duration(10) == "10s"
     assert format_duration(0.25) == "250ms"
+
+
+def test_swap_is_a_size_from_none_to_64_gb_and_a_bad_one_is_said_as_a_400() -> None:
+    for size in (0, 512, 65536):
+        init = MachineConfig.model_validate({"image": "x", "init": {"swap_size_mb": size}}).init
+        assert init is not None
+        assert init.swap_size_mb == size
+    with pytest.raises(BadRequest) as refused:
+        checked(MachineConfig, {"image": "x", "init": {"swap_size_mb": 1 << 30}}, "config")
+    assert refused.value.http_status == 400
+    assert refused.value.message == ("invalid_argument: config.init.swap_size_mb: Input "
+                                     "should be less than or equal to 65536")

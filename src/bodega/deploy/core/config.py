@@ -32,6 +32,7 @@ from bodega.deploy.core.fly_services import HttpService, Service, Strict, TomlCh
 from bodega.deploy.core.fly_shapes import ShapeError, rewrite
 from bodega.deploy.core.machine_keys import DEFAULT_GROUP as DEFAULT_GROUP
 from bodega.deploy.core.toml_errors import MISSING, line_of, problems
+from bodega.model.limits import MAX_SWAP_MB
 from bodega.model.machine_config import SIGNALS, Guest, Isolation, preset
 
 PROCESS_IMAGE = "process"  # the image recorded for machines the process driver runs
@@ -155,7 +156,7 @@ class AppConfig(Strict):
     primary_region: str | None = None
     kill_signal: str | None = None  # stop_config.signal
     kill_timeout: str | None = None  # stop_config.timeout
-    swap_size_mb: int | None = Field(default=None, ge=0)  # init.swap_size_mb
+    swap_size_mb: int | None = Field(default=None, ge=0, le=MAX_SWAP_MB)  # init.swap_size_mb
     build: Build = Build()
     env: dict[str, str] = {}
     processes: dict[str, str] = {}

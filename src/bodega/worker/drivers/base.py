@@ -58,6 +58,9 @@ class TaskSpec:
     entrypoint: list[str] | None = None
     cmd: list[str] | None = None
     isolation: str = "container"  # guest.isolation: the oci driver runs a sandbox with runsc
+    # init.swap_size_mb: a vm's swap disk; the swap a container's or a process's cgroup may
+    # use beside its memory (0: none)
+    swap_mb: int = 0
     # Readied by this driver's ``prepare`` a moment ago, in this process (a create's launch):
     # a driver whose start prepares too may skip that.
     prepared: bool = False

@@ -76,6 +76,18 @@ def limits_notice(config: WorkerConfig) -> str | None:
             "be suspended" + images)
 
 
+def swap_notice(config: WorkerConfig) -> str | None:
+    """The one line a worker says at start when its machines' cgroups cannot bound swap."""
+    if config.driver in ("null", "fake") or not config.cgroups or os.geteuid() != 0:
+        return None
+    cgroups = Cgroups.detect(config.cgroup_scope())
+    if cgroups is None or cgroups.accounts_swap():
+        return None
+    return ("this host's memory cgroups do not account swap (swapaccount=0): a machine's "
+            "memory limit bounds its RAM alone, and init.swap_size_mb does not bound a "
+            "container's or a process machine's swap (a vm's swap disk is its size)")
+
+
 def make_driver(config: WorkerConfig) -> Driver:
     if config.driver == "null":
         from bodega.worker.drivers.null import NullDriver

@@ -190,6 +190,7 @@ class MachineEffects:
             entrypoint=config.init.entrypoint if config.init else None,
             cmd=config.init.cmd if config.init else None,
             isolation=guest.runs_in,
+            swap_mb=(config.init.swap_size_mb or 0) if config.init else 0,
         )
 
     def _readied(self, op: Operation, machine: MachineRow, start_seq: int) -> TaskSpec | None:

@@ -43,6 +43,14 @@ def test_the_config_is_quoted_literals_the_init_reads_back_as_given() -> None:
     assert "bad-name" not in text
 
 
+def test_the_init_is_told_whether_it_has_a_swap_disk() -> None:
+    plain = GuestConfig(hostname="m1", argv=["/bin/true"], env={}, network=NETWORK)
+    assert sourced(plain.render(), 'printf "[%s]" "$swap"') == "[]"
+    swapping = GuestConfig(hostname="m1", argv=["/bin/true"], env={}, network=NETWORK,
+                           swap=True)
+    assert sourced(swapping.render(), 'printf "[%s]" "$swap"') == "[1]"
+
+
 def test_a_config_with_nothing_to_run_or_too_big_is_refused() -> None:
     with pytest.raises(BundleError, match="no entrypoint or cmd"):
         GuestConfig(hostname="m", argv=[], env={}, network=NETWORK).render()

@@ -301,14 +301,15 @@ class OciDriver(RunsDriver):
         close_off(spec.machine_dir)  # earlier runs' lines keep their times, not this run's
         oom_base = 0
         if self.cgroups is not None:
-            memory_mb = VmMachines.memory_mb(spec.memory_mb) if spec.isolation == "vm" \
-                else spec.memory_mb
+            # A VM's swap is a disk of its own (``vm/disks.py``): qemu swaps nothing.
+            memory_mb, swap_mb = (VmMachines.memory_mb(spec.memory_mb), 0) \
+                if spec.isolation == "vm" else (spec.memory_mb, spec.swap_mb)
             if self.warmup is not None and self.cgroups.made(spec.machine_id):
-                self.cgroups.fit(spec.machine_id, memory_mb, spec.cpus)  # made ahead
+                self.cgroups.fit(spec.machine_id, memory_mb, spec.cpus, swap_mb)  # made ahead
             else:
                 if self.warmup is not None:
                     await self.warmup.clear()  # making a cgroup takes the mutex a move holds
-                self.cgroups.create(spec.machine_id, memory_mb, spec.cpus)
+                self.cgroups.create(spec.machine_id, memory_mb, spec.cpus, swap_mb)
             oom_base = self.cgroups.oom_kills(spec.machine_id)
         runtime = self.runtime_of(spec.machine_id)
         sandboxed = runtime is not self.runc

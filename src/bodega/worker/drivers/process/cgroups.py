@@ -1,5 +1,10 @@
 """Per-machine cgroups: a memory limit, a cpu quota, and a handle on every process.
 
+A machine swaps as much as its ``init.swap_size_mb`` beside its memory, none without it:
+v1's ``memory.memsw.limit_in_bytes`` is memory + swap, v2's ``memory.swap.max`` the swap
+alone. Where the kernel does not account swap (``swapaccount=0``) the memory limit bounds
+RAM and swap is bounded by nothing of the machine's (the worker says so at its start).
+
 Supports the v1 hierarchy (one mount per controller, as on this project's
 hosts), the unified v2 hierarchy, and none (not root, or not writable), in
 which case the process driver falls back to ``ulimit -v``. Each machine gets
@@ -27,6 +32,7 @@ log = logging.getLogger("bodega.worker.cgroups")
 
 ROOT = Path("/sys/fs/cgroup")
 CPU_PERIOD_US = 100_000
+MIB = 1024 * 1024
 _SCOPE_RE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
@@ -107,22 +113,26 @@ class Cgroups:
         which would take its parent directory's lock, and may wait on the cgroup mutex)."""
         return all(path.is_dir() for path in self.dirs(machine_id))
 
-    def create(self, machine_id: str, memory_mb: int | None, cpus: int | None) -> None:
+    def create(self, machine_id: str, memory_mb: int | None, cpus: int | None,
+               swap_mb: int = 0) -> None:
         """Make (or refit) the machine's cgroups; idempotent. None leaves a limit unset."""
         if self.version == 2:
             self._enable_v2_controllers()
         for path in self.dirs(machine_id):
             path.mkdir(parents=True, exist_ok=True)
-        self.fit(machine_id, memory_mb, cpus)
+        self.fit(machine_id, memory_mb, cpus, swap_mb)
 
-    def fit(self, machine_id: str, memory_mb: int | None, cpus: int | None) -> None:
-        """Set the limits of the machine's cgroups, already made. None leaves one unset."""
+    def fit(self, machine_id: str, memory_mb: int | None, cpus: int | None,
+            swap_mb: int = 0) -> None:
+        """Set the limits of the machine's cgroups, already made. None leaves one unset.
+        ``swap_mb`` is the swap it may use beside its memory (``init.swap_size_mb``); a host
+        that does not account swap (``accounts_swap``) bounds its memory alone."""
         if self.version == 2:
             path = self.dirs(machine_id)[0]
             if memory_mb is not None:
-                (path / "memory.max").write_text(f"{memory_mb * 1024 * 1024}\n")
+                (path / "memory.max").write_text(f"{memory_mb * MIB}\n")
                 with contextlib.suppress(OSError):
-                    (path / "memory.swap.max").write_text("0\n")
+                    (path / "memory.swap.max").write_text(f"{swap_mb * MIB}\n")
             if cpus is not None:
                 with contextlib.suppress(OSError):
                     (path / "cpu.max").write_text(f"{cpus * CPU_PERIOD_US} {CPU_PERIOD_US}\n")
@@ -130,17 +140,28 @@ class Cgroups:
         for path in self.dirs(machine_id):
             if path.is_relative_to(self.root / "memory"):
                 if memory_mb is not None:
-                    limit = memory_mb * 1024 * 1024
-                    with contextlib.suppress(OSError):  # lowered below usage: set memsw first
-                        (path / "memory.memsw.limit_in_bytes").write_text(f"{limit}\n")
+                    limit, memsw = memory_mb * MIB, (memory_mb + swap_mb) * MIB
+                    # memsw (memory + swap) is never below memory: written first, it fails
+                    # when lowered below the memory limit still in place, and again after.
+                    with contextlib.suppress(OSError):
+                        (path / "memory.memsw.limit_in_bytes").write_text(f"{memsw}\n")
                     (path / "memory.limit_in_bytes").write_text(f"{limit}\n")
                     with contextlib.suppress(OSError):
-                        (path / "memory.memsw.limit_in_bytes").write_text(f"{limit}\n")
+                        (path / "memory.memsw.limit_in_bytes").write_text(f"{memsw}\n")
             elif cpus is not None:
                 (path / "cpu.cfs_period_us").write_text(f"{CPU_PERIOD_US}\n")
                 (path / "cpu.cfs_quota_us").write_text(f"{cpus * CPU_PERIOD_US}\n")
 
-    def adopt(self, slot: str, machine_id: str, memory_mb: int, cpus: int) -> None:
+    def accounts_swap(self) -> bool:
+        """The kernel counts swap in memory cgroups (v1's ``memory.memsw.*``, v2's
+        ``memory.swap.max``: both absent with ``swapaccount=0``), so a machine's swap can be
+        bounded; else its memory limit bounds its RAM, and its swap only the host's has."""
+        if self.version == 2:
+            return any(self.root.glob("*/memory.swap.max"))
+        return (self.root / "memory" / "memory.memsw.limit_in_bytes").exists()
+
+    def adopt(self, slot: str, machine_id: str, memory_mb: int, cpus: int,
+              swap_mb: int = 0) -> None:
         """Make cgroups ``slot`` (with whatever waits in them) the machine's, then fit them.
 
         A rename moves no process, so it costs none of a migration's RCU wait;
@@ -150,7 +171,7 @@ class Cgroups:
             with contextlib.suppress(FileNotFoundError):
                 new.rmdir()
             old.rename(new)
-        self.fit(machine_id, memory_mb, cpus)
+        self.fit(machine_id, memory_mb, cpus, swap_mb)
 
     def _enable_v2_controllers(self) -> None:
         parent = self.root

@@ -130,7 +130,7 @@ class ProcessDriver(RunsDriver):
         oom_base = 0
         procs: list[Path] = []
         if self.cgroups is not None:
-            self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus)
+            self.cgroups.create(spec.machine_id, spec.memory_mb, spec.cpus, spec.swap_mb)
             procs = self.cgroups.procs_files(spec.machine_id)
             oom_base = self.cgroups.oom_kills(spec.machine_id)
         argv = wrapper_argv(

@@ -64,14 +64,16 @@ class CgroupMemory:
                 (path / "memory.max").write_text(f"{limit}\n")
                 return
             # memsw (memory + swap) must stay >= memory: lower memory first, raise memsw
-            # first. Where the host has no memsw accounting the writes are no-ops.
+            # first; the swap the machine's start allowed beside its memory stays as it
+            # was. Where the host has no memsw accounting the writes are no-ops.
             current = self.use(machine_id)
             lowering = current is not None and limit < current.limit_bytes
+            memsw = limit + self._swap_bytes(path)
             if not lowering:
-                self._write_memsw(path, limit)
+                self._write_memsw(path, memsw)
             (path / "memory.limit_in_bytes").write_text(f"{limit}\n")
             if lowering:
-                self._write_memsw(path, limit)
+                self._write_memsw(path, memsw)
         except FileNotFoundError:
             raise DriverError(f"machine {machine_id} has no memory cgroup") from None
         except OSError as exc:
@@ -79,6 +81,16 @@ class CgroupMemory:
                 raise MemoryBusy(f"the kernel could not reclaim machine {machine_id}'s "
                                  f"memory down to {limit_mb} MB") from None
             raise DriverError(f"setting machine {machine_id}'s memory limit: {exc}") from None
+
+    @staticmethod
+    def _swap_bytes(path: Path) -> int:
+        """The swap a v1 cgroup allows beside its memory: memsw's limit less memory's (0
+        where memsw is not accounted)."""
+        try:
+            return max(int((path / "memory.memsw.limit_in_bytes").read_text())
+                       - int((path / "memory.limit_in_bytes").read_text()), 0)
+        except (OSError, ValueError):
+            return 0
 
     @staticmethod
     def _write_memsw(path: Path, limit: int) -> None:

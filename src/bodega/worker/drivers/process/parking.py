@@ -259,7 +259,8 @@ class Parking:
             self._parked[spec.netns] = parked
             return None
         try:
-            self.cgroups.adopt(park_slot(spec.netns), spec.machine_id, spec.memory_mb, spec.cpus)
+            self.cgroups.adopt(park_slot(spec.netns), spec.machine_id, spec.memory_mb, spec.cpus,
+                               spec.swap_mb)
             left = [(host, guest) for host, guest in mounts  # less the file bound ahead
                     if not (parked.resolv and guest == RESOLV_CONF and not host.is_dir())]
             if left:

@@ -1,6 +1,8 @@
 """A vm machine's disks: the image's root as an ext4 file (one per image, shared and never
 written), a copy-on-write qcow2 over it for each machine (what the machine writes, kept
-across its restarts as a container's upper layer is), and its config and status disks.
+across its restarts as a container's upper layer is), its config and status disks, and
+its swap disk where it asks one (``init.swap_size_mb``: swap is disk, not the host's RAM;
+the guest's memory is all the machine's cgroup and placement count).
 
 The ext4 file is made by ``mkfs.ext4 -d`` from the image's unpacked root, in the image's
 own directory of the store, so evicting the image removes it. It is sparse: its size
@@ -18,6 +20,7 @@ from bodega.worker.drivers.base import DriverError
 
 FREE_MB = 1024  # room for a machine's writes beyond the image's files
 ROOT_DISK = "root.ext4"
+SWAP_DISK = "swap.img"  # in the machine's vm directory
 
 
 def content_mb(root: Path) -> int:
@@ -57,6 +60,19 @@ class RootDisks:
                                   f"{done.stderr.decode(errors='replace').strip()}")
             tmp.rename(disk)
         return disk
+
+
+def swap_disk(disk: Path, size_mb: int) -> Path | None:
+    """The machine's swap disk of ``size_mb``, made afresh and sparse (what an earlier boot
+    swapped out goes with it; the init runs ``mkswap`` on it at each boot); None, and no
+    file, for no swap. A resume boots from no ``program``: its disk is kept as it was, with
+    what the suspended guest had swapped out."""
+    disk.unlink(missing_ok=True)
+    if size_mb <= 0:
+        return None
+    with disk.open("xb") as made:
+        made.truncate(size_mb << 20)
+    return disk
 
 
 async def machine_disk(base: Path, disk: Path) -> None:

@@ -2,7 +2,7 @@
 # bodega's guest init: PID 1 of a vm machine, from the initramfs bodega builds
 # (initramfs.py). It loads the modules the kernel needs for its disks and network,
 # finds its disks by their serials, reads the machine's config (config.py renders it),
-# mounts the image's root, brings eth0 up with the machine's addresses, and runs the
+# mounts the image's root, swaps on its swap disk if it has one, brings eth0 up with the machine's addresses, and runs the
 # image's program in that root as the image's user. It stays PID 1: it forwards the
 # signals the worker writes on the second serial port to the program, runs the worker's
 # execs beside it (the virtio-serial port bodega.exec), reaps what is orphaned to it,
@@ -109,6 +109,12 @@ for volume in $volumes; do
   mkdir -p "/newroot${volume#*:}"
   mount -t virtiofs "${volume%%:*}" "/newroot${volume#*:}" || fail "could not mount the volume at ${volume#*:}"
 done
+
+# The machine's swap (init.swap_size_mb): a disk of its own, made afresh at each start.
+if [ -n "$swap" ]; then
+  swap_disk=$(disk bodega-swap) && mkswap "$swap_disk" > /dev/null && swapon "$swap_disk" ||
+    say "no swap: could not swap on its disk"
+fi
 
 hostname "$hostname"
 ip link set lo up

@@ -51,7 +51,7 @@ from bodega.worker.drivers.vm.core.qemu import (
     run_args,
     share_socket,
 )
-from bodega.worker.drivers.vm.disks import RootDisks, machine_disk
+from bodega.worker.drivers.vm.disks import SWAP_DISK, RootDisks, machine_disk, swap_disk
 from bodega.worker.drivers.vm.guest_exec import ExecRequest, GuestExec
 from bodega.worker.drivers.vm.initramfs import Kernel
 from bodega.worker.drivers.vm.signal_line import SignalLine
@@ -114,18 +114,20 @@ class VmMachines:
                 workdir=image.config.working_dir or "/",
                 resolv_conf=resolv[0].host_path.read_text() if resolv else "",
                 volumes=[(share.tag, m.guest_path)
-                         for share, m in zip(shares, volumes, strict=True)])
+                         for share, m in zip(shares, volumes, strict=True)],
+                swap=spec.swap_mb > 0)
             disk = config_disk(config)
         except (BundleError, OSError, ValueError) as exc:
             raise DriverError(str(exc)) from exc
         directory = self.directory(spec.machine_dir)
         (directory / "config.img").write_bytes(disk)
         (directory / "status.img").write_bytes(b"\0" * STATUS_BYTES)
+        swap = swap_disk(directory / SWAP_DISK, spec.swap_mb)
         CONTROL_DIR.mkdir(parents=True, exist_ok=True)
         launch = VmLaunch(
             vmlinuz=self.kernel.vmlinuz, initramfs=self.initramfs, cpus=spec.cpus,
             memory_mb=spec.memory_mb, accel=self.accel, root=directory / "root.qcow2",
-            config=directory / "config.img", status=directory / "status.img",
+            config=directory / "config.img", status=directory / "status.img", swap=swap,
             mac=config.network.mac, control=control_socket(spec.machine_id),
             qmp=qmp_socket(spec.machine_id), exec_line=exec_socket(spec.machine_id),
             tsc_khz=self.tsc_khz, shares=shares, init_answers_signals=True)

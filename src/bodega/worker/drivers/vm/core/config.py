@@ -52,6 +52,7 @@ class GuestConfig:
     resolv_conf: str = ""  # the private network's resolver, written over /etc/resolv.conf
     # Directories shared by virtiofs, (tag, path in the guest): the machine's volume.
     volumes: Sequence[tuple[str, str]] = ()
+    swap: bool = False  # a swap disk is attached (``disks.swap_disk``): the init swaps on it
 
     def render(self) -> str:
         """The shell the init sources: assignments, the program's argv as ``set --``, and
@@ -64,6 +65,7 @@ class GuestConfig:
             "uid": str(self.user[0]), "gid": str(self.user[1]),
             "workdir": self.workdir or "/", "resolv": self.resolv_conf,
             "volumes": " ".join(f"{tag}:{path}" for tag, path in self.volumes),
+            "swap": "1" if self.swap else "",
         }
         for tag, path in self.volumes:
             if not SHARE_TAG.fullmatch(tag) or not path.startswith("/") or \

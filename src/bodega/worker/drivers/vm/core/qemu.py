@@ -2,15 +2,16 @@
 network namespace; pure.
 
 The machine is qemu's ``microvm``: no PCI, no firmware, the kernel loaded directly,
-virtio devices on mmio, the legacy PIT, PIC and RTC the cloud kernel still wants for
-its clocks. ``tsc_early_khz`` gives the kernel the TSC's rate: without it microvm
-hangs calibrating it. The first serial port is the console, written to the run's
-stdout (the machine's log); the second is the init's signal line, a Unix socket the
-worker connects to (``signal_line.py``); QMP answers on a third, for suspend; the init's
-exec line is a virtio-serial port named ``EXEC_PORT``, a fourth (``guest_exec.py``). A
-resume is the same argv (``VmLaunch`` is kept beside the machine's disks:
-``launch_record``) with ``-incoming defer``: qemu waits, its vCPUs stopped (``-S``), for
-the snapshot it is given by QMP (``snapshots.py``).
+virtio devices on mmio (the disks: root, config, status and a swap disk where the
+machine asks one, each found by the init by its serial), the legacy PIT, PIC and RTC the
+cloud kernel still wants for its clocks. ``tsc_early_khz`` gives the kernel the TSC's
+rate: without it microvm hangs calibrating it. The first serial port is the console,
+written to the run's stdout (the machine's log); the second is the init's signal line, a
+Unix socket the worker connects to (``signal_line.py``); QMP answers on a third, for
+suspend; the init's exec line is a virtio-serial port named ``EXEC_PORT``, a fourth
+(``guest_exec.py``). A resume is the same argv (``VmLaunch`` is kept beside the
+machine's disks: ``launch_record``) with ``-incoming defer``: qemu waits, its vCPUs
+stopped (``-S``), for the snapshot it is given by QMP (``snapshots.py``).
 
 ``RUN`` is the program the worker's wrapper runs (``process/launch.py``), in the
 machine's namespace: it starts a virtiofsd for each directory shared with the VM (the
@@ -97,6 +98,7 @@ class VmLaunch:
     root: Path | None = None  # the machine's qcow2 (None: a probe, no disks)
     config: Path | None = None
     status: Path | None = None
+    swap: Path | None = None  # the machine's swap disk (init.swap_size_mb), if it asked one
     mac: str = ""
     control: Path | None = None  # the signal line's socket
     qmp: Path | None = None
@@ -135,7 +137,7 @@ def argv(launch: VmLaunch) -> list[str]:
         args += ["-chardev", f"socket,id=control,path={launch.control},server=on,wait=off",
                  "-device", "isa-serial,chardev=control,iobase=0x2f8,irq=3"]
     disks = [("root", launch.root, "qcow2", ""), ("config", launch.config, "raw", ",readonly=on"),
-             ("status", launch.status, "raw", "")]
+             ("status", launch.status, "raw", ""), ("swap", launch.swap, "raw", "")]
     for name, path, fmt, extra in disks:
         if path is not None:
             args += ["-drive", f"if=none,id={name},file={path},format={fmt}{extra}",

@@ -45,6 +45,26 @@ def test_a_machines_boot_has_its_disks_network_signal_and_exec_lines_and_qmp() -
     assert "-incoming" not in args
 
 
+def test_a_swap_disk_is_one_more_raw_disk_with_its_own_serial_and_kept_for_resumes() -> None:
+    plain = VmLaunch(vmlinuz=Path("/k/vmlinuz"), initramfs=Path("/k/init.cpio"), cpus=1,
+                     memory_mb=256, accel="tcg", root=Path("/m/root.qcow2"),
+                     config=Path("/m/config.img"), status=Path("/m/status.img"))
+    swapping = replace(plain, swap=Path("/m/swap.img"))
+    assert "bodega-swap" not in " ".join(argv(plain))
+    added = argv(swapping)[len(argv(plain)):]
+    # After every other disk: a boot without swap is the argv it always was.
+    assert argv(swapping)[:len(argv(plain))] == argv(plain)
+    assert added == ["-drive", "if=none,id=swap,file=/m/swap.img,format=raw",
+                     "-device", "virtio-blk-device,drive=swap,serial=bodega-swap"]
+    # Guest memory is what qemu is given: the swap is disk beside it.
+    assert "-m 256" in " ".join(argv(swapping))
+    assert launch_of(launch_record(swapping)).swap == Path("/m/swap.img")
+    # A boot kept before swap disks were is read as one without.
+    record = launch_record(plain).replace(b',"swap":null', b"")
+    assert b"swap" not in record
+    assert launch_of(record) == plain
+
+
 def test_a_probe_boot_has_no_disks_and_kvm_uses_the_hosts_cpu() -> None:
     args = argv(VmLaunch(vmlinuz=Path("/k/vmlinuz"), initramfs=Path("/k/init.cpio"), cpus=1,
                          memory_mb=128, accel="kvm", probe=True))
