@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bodega.worker.drivers.oci.core.bundle import MachineCommand, runtime_spec
+from bodega.worker.drivers.oci.core.bundle import MachineCommand, MemoryLimits, runtime_spec
 from bodega.worker.drivers.oci.driver import OciDriver
 from bodega.worker.images.core.manifest import ImageConfig
 from bodega.worker.images.puller import Puller
@@ -26,6 +26,23 @@ def test_the_runtime_joins_the_machines_network_namespace_by_path() -> None:
     assert {"type": "network", "path": "/run/netns/m1"} in joined["namespaces"]  # type: ignore[index]
     shared = spec(None)["linux"]
     assert all(ns["type"] != "network" for ns in shared["namespaces"])  # type: ignore[index]
+
+
+def test_the_bundle_says_the_machines_memory_and_memory_plus_swap_for_its_cgroup() -> None:
+    def resources(memory: MemoryLimits | None, cgroups: str | None = "/bodega/w/m1") -> object:
+        linux = runtime_spec(IMAGE, MachineCommand([], None, None), env={}, rootfs="/r",
+                             hostname="m", cgroups_path=cgroups, user=(0, 0), binds=[],
+                             memory=memory)["linux"]
+        return linux.get("resources")
+
+    mib = 1 << 20
+    assert resources(MemoryLimits(256)) == {"memory": {"limit": 256 * mib,
+                                                       "swap": 256 * mib}}  # no swap
+    assert resources(MemoryLimits(256, 512)) == {"memory": {"limit": 256 * mib,
+                                                            "swap": 768 * mib}}
+    # No cgroup of its own (a worker without cgroups): nothing for the runtime to limit.
+    assert resources(MemoryLimits(256, 512), cgroups=None) is None
+    assert resources(None) is None
 
 
 def test_a_complete_cached_image_is_found_without_a_pull(tmp_path: Path) -> None:

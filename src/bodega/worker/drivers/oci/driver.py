@@ -59,6 +59,7 @@ from bodega.worker.drivers.oci.control import OciControl
 from bodega.worker.drivers.oci.core.bundle import (
     BundleError,
     MachineCommand,
+    MemoryLimits,
     image_user,
     runtime_spec,
 )
@@ -270,6 +271,7 @@ class OciDriver(RunsDriver):
                 netns=f"/run/netns/{spec.netns}" if spec.netns and not sandboxed else None,
                 user=image_user(image.config.user, rootfs),
                 binds=[(str(m.host_path), m.guest_path) for m in spec.mounts],
+                memory=MemoryLimits(spec.memory_mb, spec.swap_mb),
             )
         except BundleError as exc:
             raise DriverError(str(exc)) from exc

@@ -32,10 +32,28 @@ MASKED = ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/pr
 READONLY = ["/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
             "/proc/sysrq-trigger"]
 HOST_DEFAULTS = ("PATH", "HOME")
+MIB = 1024 * 1024
 
 
 class BundleError(ValueError):
     """The image and the machine's config together name nothing to run."""
+
+
+@dataclass(frozen=True)
+class MemoryLimits:
+    """A machine's memory and the swap it may use beside it (``init.swap_size_mb``), in MB.
+
+    The worker has already set them on the machine's cgroups (``process/cgroups.py``); the
+    bundle says them again because a runtime writes its spec's limits as it joins them, and
+    crun, told none, writes v1's memory + swap as unlimited. In the spec ``swap`` is memory
+    + swap, as v1's ``memsw`` is; the runtime gives v2 ``memory.swap.max`` the difference.
+    """
+
+    memory_mb: int
+    swap_mb: int = 0
+
+    def resources(self) -> JsonObject:
+        return {"limit": self.memory_mb * MIB, "swap": (self.memory_mb + self.swap_mb) * MIB}
 
 
 @dataclass(frozen=True)
@@ -117,9 +135,11 @@ def runtime_spec(
     image: ImageConfig, machine: MachineCommand, *, env: dict[str, str], rootfs: str,
     hostname: str, cgroups_path: str | None, user: tuple[int, int],
     binds: list[tuple[str, str]], netns: str | None = None,
+    memory: MemoryLimits | None = None,
 ) -> JsonObject:
     """The bundle's config; ``netns``, a namespace's path, is joined by the runtime itself
-    (else the container shares the runtime's own network namespace)."""
+    (else the container shares the runtime's own network namespace). ``memory``: the limits
+    of the machine's cgroup (``cgroups_path``), which the runtime writes as it joins it."""
     mounts: list[JsonObject] = [
         {"destination": "/proc", "type": "proc", "source": "proc"},
         {"destination": "/dev", "type": "tmpfs", "source": "tmpfs",
@@ -140,6 +160,8 @@ def runtime_spec(
     }
     if cgroups_path is not None:
         linux["cgroupsPath"] = cgroups_path
+        if memory is not None:
+            linux["resources"] = {"memory": memory.resources()}
     return {
         "ociVersion": "1.0.2",
         "process": {
