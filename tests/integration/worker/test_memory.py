@@ -157,3 +157,40 @@ async def test_a_reclaim_takes_back_page_cache_and_says_how_much(tmp_path: Path)
         await client.wait(mid, "stopped", timeout=30)
         with pytest.raises(PreconditionFailed, match="not started"):
             await client.call("POST", mid, "memory/reclaim", json={})
+
+
+def kernel_memsw(pid: int) -> int | None:
+    """The memory + swap limit of ``pid``'s cgroup; None where the host does not account swap."""
+    path = memory_cgroup(pid) / "memory.memsw.limit_in_bytes"
+    return int(path.read_text()) if path.exists() else None
+
+
+async def test_a_process_machine_swaps_what_its_config_asks_and_a_live_limit_keeps_it(
+        tmp_path: Path) -> None:
+    accounted = Path("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists()
+    marker = f"bodega-memory-{uuid.uuid4().hex[:12]}"
+    plain_marker = f"bodega-memory-{uuid.uuid4().hex[:12]}"
+    async with crash_worker(tmp_path) as worker:
+        client = await worker.start()
+        config = machine_config(marker)
+        config["init"]["swap_size_mb"] = 128
+        machine = await client.create_machine({"app": "a", "config": config})
+        plain = await client.create_machine({"app": "a", "config": machine_config(plain_marker)})
+        for mid in (machine.id, plain.id):
+            await client.wait(mid, "started", timeout=30)
+        await until(lambda: len(program_pids(marker)) == len(program_pids(plain_marker)) == 1)
+        (pid,), (plain_pid,) = program_pids(marker), program_pids(plain_marker)
+        assert kernel_limit(pid) == 256 * MIB
+        assert kernel_memsw(pid) == ((256 + 128) * MIB if accounted else None)
+        assert kernel_memsw(plain_pid) == (256 * MIB if accounted else None)  # no swap
+
+        await client.call("PUT", machine.id, "memory", json={"limit_mb": 200})
+        assert kernel_limit(pid) == 200 * MIB
+        assert kernel_memsw(pid) == ((200 + 128) * MIB if accounted else None)
+        await client.stop(machine.id, signal="SIGKILL")
+        await client.wait(machine.id, "stopped", timeout=30)
+        await client.start(machine.id)
+        await client.wait(machine.id, "started", timeout=30)
+        await until(lambda: len(program_pids(marker)) == 1 and program_pids(marker) != [pid])
+        (pid,) = program_pids(marker)
+        assert kernel_memsw(pid) == ((200 + 128) * MIB if accounted else None)
