@@ -251,3 +251,14 @@ def test_a_gpu_size_loads_and_placement_refuses_it_where_no_worker_has_one() -> 
     assert shortfalls(no_gpu, Usage(), ask) == ["gpu: needs 1 a100-pcie-40gb, 0 free"]
     with_gpu = Totals(cpus=16, memory_mb=65536, disk_gb=100, gpus={"a100-pcie-40gb": 1})
     assert shortfalls(with_gpu, Usage(), ask) == []
+
+
+def test_swap_reaches_init_and_a_size_no_worker_gives_is_one_line_naming_the_key() -> None:
+    text = 'app = "x"\nswap_size_mb = 512\n[build]\n  image = "127.0.0.1:5000/x:1"\n'
+    config, _ = parse(text, "swap.toml")
+    assert machine_config(config, "app", 1).model_dump(exclude_none=True)["init"] == {
+        "swap_size_mb": 512}
+    with pytest.raises(ConfigError) as caught:
+        parse(text.replace("512", "100000"), "swap.toml")
+    assert str(caught.value) == ("swap.toml:2: swap_size_mb: Input should be less than or "
+                                 "equal to 65536")
