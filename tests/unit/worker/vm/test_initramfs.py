@@ -69,6 +69,33 @@ def test_the_init_ships_with_bodega_and_parses_as_shell() -> None:
     subprocess.run(["/bin/sh", "-n"], input=script, check=True)
 
 
+def swap_step(swap: str, disk: int, mkswap: int, swapon: int) -> str:
+    """What the init's swap step does and says, run alone with its commands stubbed (each
+    stub's exit status given), then a line saying the init went on."""
+    lines = init_script().decode().splitlines()
+    start = lines.index("# The machine's swap (init.swap_size_mb): a disk of its own, made "
+                        "afresh at each start.")
+    step = "\n".join(lines[start:lines.index("fi", start) + 1])
+    stubs = (f'say() {{ echo "bodega-init: $*"; }}\n'
+             f"disk() {{ echo disk $1 >&2; [ {disk} = 0 ] && echo /dev/vdd; }}\n"
+             f"mkswap() {{ echo mkswap $1 >&2; return {mkswap}; }}\n"
+             f"swapon() {{ echo swapon $1 >&2; return {swapon}; }}\n")
+    return subprocess.run(["/bin/sh", "-c", f"exec 2>&1\nswap={swap}\n{stubs}{step}\n"
+                                            "echo went on"],
+                          capture_output=True, text=True, check=True).stdout
+
+
+def test_the_init_swaps_on_its_swap_disk_and_goes_on_saying_so_if_it_cannot() -> None:
+    assert swap_step("1", 0, 0, 0) == ("disk bodega-swap\nmkswap /dev/vdd\n"
+                                       "swapon /dev/vdd\nwent on\n")
+    assert swap_step("''", 0, 0, 0) == "went on\n"  # no swap asked: no disk looked for
+    said = "bodega-init: no swap: could not swap on its disk\nwent on\n"
+    assert swap_step("1", 1, 0, 0) == "disk bodega-swap\n" + said
+    assert swap_step("1", 0, 1, 0) == "disk bodega-swap\nmkswap /dev/vdd\n" + said
+    assert swap_step("1", 0, 0, 1) == ("disk bodega-swap\nmkswap /dev/vdd\n"
+                                       "swapon /dev/vdd\n" + said)
+
+
 def test_a_kernel_is_found_with_its_modules_or_said_missing(tmp_path: Path) -> None:
     with pytest.raises(KernelError, match="no kernel"):
         Kernel.find(tmp_path)
