@@ -18,6 +18,9 @@ MAX_ITEMS = 64  # services, processes, checks, files: a config lists a handful
 MAX_KEY = 256
 MAX_CONFIG_BYTES = 48 * 1024  # leaves room for the rest of the machine's registry row
 MAX_SWAP_MB = 64 * 1024  # init.swap_size_mb: 64 GB; a size in bytes by mistake is refused
+# A file written into a machine (``config.files``) travels base64 in its config, so the
+# config's own bound is every file's total; one file is at most 32 KiB as written.
+MAX_FILE_BYTES = 32 * 1024
 
 
 def check_text_map(what: str, mapping: Mapping[str, str | None], limit: int, *,
@@ -37,15 +40,16 @@ def check_text_map(what: str, mapping: Mapping[str, str | None], limit: int, *,
 MAX_PATH = 256
 
 
-def check_mount_path(path: str) -> None:
-    """A volume's mount point: absolute and plain, since a worker makes and binds it."""
+def check_mount_path(path: str, what: str = "mount path") -> None:
+    """A volume's mount point (or a file's ``guest_path``): absolute and plain, since a
+    worker makes and binds (or writes) it."""
     parts = path.split("/")
     if not path.startswith("/") or path == "/" or len(path) > MAX_PATH:
-        raise ValueError(f"mount path {path[:40]!r}: an absolute path below /, at most "
+        raise ValueError(f"{what} {path[:40]!r}: an absolute path below /, at most "
                          f"{MAX_PATH} characters")
     if any(part in (".", "..") for part in parts) or not path.isprintable() \
             or any(c.isspace() or c == "=" for c in path):
-        raise ValueError(f"mount path {path[:40]!r}: no '.' or '..' steps, spaces, '=' "
+        raise ValueError(f"{what} {path[:40]!r}: no '.' or '..' steps, spaces, '=' "
                          "or control characters")
 
 

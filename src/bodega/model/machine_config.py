@@ -7,6 +7,8 @@ are optional as in the API; responses omit what was never set.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any, Literal
 
 from pydantic import (
@@ -23,6 +25,7 @@ from bodega.model.duration import parse_duration
 from bodega.model.json import JsonObject
 from bodega.model.limits import (
     MAX_ENV,
+    MAX_FILE_BYTES,
     MAX_ITEMS,
     MAX_METADATA,
     MAX_SWAP_MB,
@@ -245,6 +248,49 @@ class Mount(_Open):
     size_gb_limit: int | None = None
 
 
+class File(BaseModel):
+    """A file written into the machine before its program runs, at every start
+    (``fly.File``): its bytes are ``raw_value`` (base64), or an app secret's value
+    (``secret_name``: the secret holds the file base64-encoded, as on Fly), resolved by
+    the worker at each start and never kept in the config. ``mode`` is chmod's (0644 when
+    unset). An image machine's only: a host process has no root of its own to write in.
+    ``image_config`` (the OCI config of an image as the file) is not acted on."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
+    guest_path: str
+    raw_value: str | None = None
+    secret_name: str | None = None
+    image_config: str | None = None
+    mode: int | None = Field(default=None, ge=0, le=0o7777)
+
+    def check(self) -> None:
+        """Raise ``ValueError`` saying what no worker could write (``check_limits``)."""
+        check_mount_path(self.guest_path, "files guest_path")
+        if (self.raw_value is None) == (self.secret_name is None):
+            raise ValueError(f"file {self.guest_path}: give exactly one of raw_value and "
+                             "secret_name")
+        if self.image_config is not None:
+            raise ValueError(f"file {self.guest_path}: image_config is not supported; give "
+                             "raw_value or secret_name")
+        if self.secret_name is not None and not self.secret_name.strip():
+            raise ValueError(f"file {self.guest_path}: secret_name is empty")
+        if self.raw_value is not None and len(self.content()) > MAX_FILE_BYTES:
+            raise ValueError(f"file {self.guest_path}: at most {MAX_FILE_BYTES} bytes, not "
+                             f"{len(self.content())}")
+
+    def content(self) -> bytes:
+        """``raw_value`` decoded; ``ValueError`` if it is not base64."""
+        return decode_base64(self.raw_value or "", f"file {self.guest_path}: raw_value")
+
+
+def decode_base64(text: str, what: str) -> bytes:
+    """Standard base64, padded, as Fly's API carries a file (whitespace ignored)."""
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError(f"{what} is not base64") from None
+
+
 class MachineConfig(_Open):
     image: str = Field(min_length=1, max_length=512)
     env: dict[str, str] | None = None
@@ -261,6 +307,7 @@ class MachineConfig(_Open):
     stop_config: StopConfig | None = None
     standbys: list[str] | None = None
     schedule: str | None = None
+    files: list[File] | None = None
 
     @model_validator(mode="after")
     def _size_fills_guest(self) -> MachineConfig:
@@ -292,6 +339,14 @@ class MachineConfig(_Open):
                 raise ValueError(f"at most {MAX_ITEMS} {name}, not {len(items)}")
         for mount in self.mounts or []:
             check_mount_path(mount.path)
+        paths = [file.guest_path for file in self.files or []]
+        for file in self.files or []:
+            file.check()
+            if paths.count(file.guest_path) > 1:
+                raise ValueError(f"files: {file.guest_path} is given more than once")
+        if self.files and not names_registry(self.image):
+            raise ValueError(f"files need an image machine: {self.image!r} runs as a host "
+                             "process, with no root of its own to write them in")
         check_config_size(self.to_wire())
 
     def effective_guest(self) -> Guest:

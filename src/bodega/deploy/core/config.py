@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from bodega.deploy.core.fly_files import TomlFile
 from bodega.deploy.core.fly_keys import sift
 from bodega.deploy.core.fly_services import HttpService, Service, Strict, TomlCheck, duration
 from bodega.deploy.core.fly_shapes import ShapeError, rewrite
@@ -168,6 +169,7 @@ class AppConfig(Strict):
     deploy: Deploy = Deploy()
     mounts: list[Mount] = []
     restart: list[RestartRule] = []
+    files: list[TomlFile] = []
 
     _durations = field_validator("kill_timeout")(duration)
 
@@ -194,7 +196,9 @@ class AppConfig(Strict):
                  *[(f"services.{i}.processes", s.processes or [])
                    for i, s in enumerate(self.services)],
                  *[(f"mounts.{i}.processes", m.processes or [])
-                   for i, m in enumerate(self.mounts)]]
+                   for i, m in enumerate(self.mounts)],
+                 *[(f"files.{i}.processes", f.processes or [])
+                   for i, f in enumerate(self.files)]]
         for where, groups in named:
             for group in groups:
                 if group not in self.groups:

@@ -14,8 +14,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from bodega.deploy.core.config import AppConfig, ConfigError, Note, config_file, load
+from bodega.deploy.core.fly_files import LocalFileError
 from bodega.deploy.core.image_build import image_build
 from bodega.deploy.core.machine_spec import machine_config
+from bodega.deploy.core.toml_errors import line_of
 from bodega.model.machine_config import MachineConfig
 
 IMAGE_TO_BUILD = "registry.invalid/built-by-deploy:latest"
@@ -57,8 +59,20 @@ def check(path: Path, *, strict: bool = False, app: str | None = None,
     for group in config.groups:
         try:
             machines[group] = machine_config(config, group, 1, path.resolve().parent)
+        except LocalFileError as exc:  # one line per file, whichever groups it is for
+            key = f"files.{exc.index}.local_path"
+            if all(e.key != key for e in errors):
+                errors.append(Note(file=str(path), line=_line(path, key), key=key,
+                                   message=str(exc)))
         except ValueError as exc:
             errors.append(Note(file=str(path), line=0, key=f"processes.{group}",
                                message=str(exc)))
     return Checked(file=str(path), ok=not errors, warnings=warnings, errors=errors, config=config,
                    machines=machines)
+
+
+def _line(path: Path, key: str) -> int:
+    try:
+        return line_of(path.read_text(), key.split("."))
+    except OSError:
+        return 0

@@ -29,7 +29,6 @@ _BUILDER = ("bodega builds Dockerfiles: give [build] dockerfile or image, a Dock
             "the config, or deploy with --image")
 _NO_STATICS = "the edge does not serve an image's files yet: the machine serves them"
 _NO_METRICS = "bodega does not scrape an app's metrics yet"
-_NO_FILES = "bodega does not write files into machines yet: bake them into the image"
 _NO_MACHINE_CHECKS = "bodega runs no check machines during a deploy; its health checks decide"
 _NO_AUTO_EXTEND = "bodega does not grow volumes by itself: `bodega volumes extend` does"
 _NO_SNAPSHOT_POLICY = "bodega keeps no scheduled snapshots yet"
@@ -42,7 +41,6 @@ FLY_ONLY: dict[str, dict[str, str]] = {
                            "machine",
         "statics": _NO_STATICS,
         "metrics": _NO_METRICS,
-        "files": _NO_FILES,
         "host_dedication_id": "bodega has no dedicated hosts",
         "machine_checks": _NO_MACHINE_CHECKS,
         "machine_config": "bodega runs one container per machine",

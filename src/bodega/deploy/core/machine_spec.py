@@ -13,6 +13,7 @@ driver runs (``init.exec``).
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -26,6 +27,7 @@ from bodega.model.errors import validation_message
 from bodega.model.machine_config import (
     Autostop,
     Concurrency,
+    File,
     Guest,
     Init,
     MachineConfig,
@@ -147,14 +149,28 @@ def stop_config(config: AppConfig) -> StopConfig | None:
     return StopConfig(signal=config.kill_signal, timeout=config.kill_timeout)
 
 
+def files(config: AppConfig, group: str, base_dir: Path | None,
+          read: Callable[[Path], bytes]) -> list[File] | None:
+    """The group's ``[[files]]`` (``fly_files``), a local one read with ``read``: an image
+    machine's only (a host process has no root of its own to write them in)."""
+    mine = [(i, f) for i, f in enumerate(config.files) if config.applies(f.processes, group)]
+    if mine and config.process_driver:
+        raise ValueError(f"process group {group!r}: [[files]] need an image machine (give "
+                         "[build] image or a Dockerfile); a host process has no root of its "
+                         "own to write them in")
+    return [f.machine_file(i, base_dir, read) for i, f in mine] or None
+
+
 def refused(group: str, exc: ValidationError, where: str = "") -> ValueError:
     """A group's config the Machines API would refuse, said as it would say it."""
     return ValueError(f"process group {group!r}: {validation_message(exc, where)}")
 
 
 def machine_config(config: AppConfig, group: str, release: int,
-                   base_dir: Path | None = None) -> MachineConfig:
-    """The config a machine of ``group`` gets in release ``release``.
+                   base_dir: Path | None = None,
+                   read: Callable[[Path], bytes] = Path.read_bytes) -> MachineConfig:
+    """The config a machine of ``group`` gets in release ``release``; ``read`` reads a
+    ``[[files]]`` entry's ``local_path`` (``LocalFileError`` when it cannot).
 
     A bodega.toml that makes a config the Machines API would refuse (a memory size
     that is not a multiple of 128 MB) is a ``ValueError`` naming the group and the field.
@@ -183,6 +199,7 @@ def machine_config(config: AppConfig, group: str, release: int,
             mounts=[Mount(volume=m.source, path=m.destination, name=m.source,
                           size_gb=gigabytes(m.initial_size) if m.initial_size else None)
                     for m in config.mounts if config.applies(m.processes, group)] or None,
+            files=files(config, group, base_dir, read),
         )
     except ValidationError as exc:
         raise refused(group, exc) from None
