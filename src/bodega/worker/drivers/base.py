@@ -23,6 +23,7 @@ from bodega.model.machine_answers import ExecAnswer, ListenSocket, ProcessStat
 from bodega.model.machine_config import MachineConfig
 
 # A run's handle is kept in the machine's row, which the pure core reads: it is defined there.
+from bodega.worker.core.guest_files import GuestFile
 from bodega.worker.core.records import TaskHandle as TaskHandle
 
 
@@ -61,6 +62,9 @@ class TaskSpec:
     # init.swap_size_mb: a vm's swap disk; the swap a container's or a process's cgroup may
     # use beside its memory (0: none)
     swap_mb: int = 0
+    # config.files with their bytes (secrets resolved), written into the root at this start;
+    # filled in for a spawn only (``ops/effects.py``), never kept.
+    files: tuple[GuestFile, ...] = ()
     # Readied by this driver's ``prepare`` a moment ago, in this process (a create's launch):
     # a driver whose start prepares too may skip that.
     prepared: bool = False

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 
+import bodega.worker.drivers.vm as vm_package
+from bodega.worker.core.guest_files import GuestFile
 from bodega.worker.drivers.oci.core.bundle import BundleError
 from bodega.worker.drivers.vm.core.config import (
     CONFIG_BYTES,
@@ -92,3 +97,27 @@ def test_the_guest_network_is_the_namespaces_eth0() -> None:
     assert guest_network(link, "[]", "").gateway4 == ""
     with pytest.raises(ValueError, match="no eth0"):
         guest_network("[]", "[]", "[]")
+
+
+def test_files_reach_the_init_which_writes_them_inside_the_root(tmp_path: Path) -> None:
+    files = [GuestFile("/etc/app.conf", b"a 'quoted' $(x)\n\x00", 0o600),
+             GuestFile("/var/run/pid file", b"7")]
+    config = GuestConfig(hostname="m", argv=["x"], env={}, network=NETWORK, files=files)
+    # The init's own in_root and put_file, with its root at a directory of the test's.
+    init = (Path(vm_package.__file__).parent / "init.sh").read_text()
+    functions = init[init.index("in_root() {"):init.index("write_files\n")]
+    root = tmp_path / "newroot"
+    (root / "usr" / "etc").mkdir(parents=True)
+    (root / "var").mkdir()
+    os.symlink("/usr/etc", root / "etc")
+    os.symlink("/run", root / "var" / "run")
+    script = ('fail() { echo "failed: $*"; exit 1; }\n'
+              + functions.replace("/newroot", str(root)) + config.render() + "write_files\n")
+    ran = subprocess.run(["busybox", "sh", "-c", script], capture_output=True, text=True,
+                         check=False)
+    assert (ran.returncode, ran.stdout) == (0, ""), ran.stderr
+    written = root / "usr" / "etc" / "app.conf"
+    assert written.read_bytes() == b"a 'quoted' $(x)\n\x00"
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+    assert (root / "run" / "pid file").read_bytes() == b"7"
+    assert stat.S_IMODE((root / "run" / "pid file").stat().st_mode) == 0o644

@@ -104,6 +104,38 @@ mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /newroot/dev/pts
 mount -t tmpfs -o nosuid,nodev,mode=1777 shm /newroot/dev/shm
 [ -n "$resolv" ] && printf '%s' "$resolv" > /newroot/etc/resolv.conf
+# in_root PATH: where PATH is under /newroot as the program sees it, each symbolic link
+# on the way followed within the root (an absolute one from the root, .. never above it)
+in_root() {
+  rest=${1#/} at= links=0
+  while [ -n "$rest" ]; do
+    part=${rest%%/*}
+    if [ "$part" = "$rest" ]; then rest=; else rest=${rest#*/}; fi
+    case $part in
+      ''|.) continue ;;
+      ..) at=${at%/*}; continue ;;
+    esac
+    if [ -L "/newroot$at/$part" ]; then
+      links=$((links + 1))
+      [ $links -gt 40 ] && return 1
+      target=$(readlink "/newroot$at/$part")
+      case $target in /*) at= ;; esac
+      target=${target#/}
+      rest=$target${rest:+/$rest}
+      continue
+    fi
+    at=$at/$part
+  done
+  [ -n "$at" ] && echo "/newroot$at"
+}
+# put_file MODE PATH BASE64: one of the machine's files (config.files), written at every
+# boot before the volumes are mounted, its directories made as mkdir -p makes them
+put_file() {
+  target=$(in_root "$2") || fail "the file $2 cannot be written: no place for it in the root"
+  mkdir -p "${target%/*}" && rm -f "$target" && echo "$3" | base64 -d > "$target" \
+    && chmod "$1" "$target" || fail "the file $2 cannot be written"
+}
+write_files
 # The machine's volume: a directory of the host, shared by virtiofs under its tag.
 for volume in $volumes; do
   mkdir -p "/newroot${volume#*:}"

@@ -115,7 +115,8 @@ class VmMachines:
                 resolv_conf=resolv[0].host_path.read_text() if resolv else "",
                 volumes=[(share.tag, m.guest_path)
                          for share, m in zip(shares, volumes, strict=True)],
-                swap=spec.swap_mb > 0)
+                swap=spec.swap_mb > 0,
+                files=spec.files)
             disk = config_disk(config)
         except (BundleError, OSError, ValueError) as exc:
             raise DriverError(str(exc)) from exc

@@ -16,12 +16,14 @@ traffic the worker redirects to and from the VM's tap (``qemu.py``).
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from bodega.worker.core.guest_files import GuestFile
 from bodega.worker.drivers.oci.core.bundle import BundleError
 
 CONFIG_BYTES = 1 << 20  # the config disk: the rendered config, padded with NULs
@@ -53,10 +55,13 @@ class GuestConfig:
     # Directories shared by virtiofs, (tag, path in the guest): the machine's volume.
     volumes: Sequence[tuple[str, str]] = ()
     swap: bool = False  # a swap disk is attached (``disks.swap_disk``): the init swaps on it
+    # config.files, written into the root by the init before the volumes are mounted
+    files: Sequence[GuestFile] = ()
 
     def render(self) -> str:
-        """The shell the init sources: assignments, the program's argv as ``set --``, and
-        its variables in ``program_env``, run only in the program's own subshell."""
+        """The shell the init sources: assignments, the program's argv as ``set --``, its
+        variables in ``program_env``, run only in the program's own subshell, and its
+        files in ``write_files`` (``put_file MODE PATH BASE64`` each)."""
         if not self.argv:
             raise BundleError("the image has no entrypoint or cmd and the config gives none")
         assignments = {
@@ -77,6 +82,9 @@ class GuestConfig:
         lines.append("program_env() {")
         lines += [f"  export {shlex.quote(f'{name}={value}')}"
                   for name, value in self.env.items() if SHELL_NAME.fullmatch(name)]
+        lines += ["  :", "}", "write_files() {"]
+        lines += [f"  put_file {file.mode:04o} {shlex.quote(file.guest_path)} "
+                  f"{base64.b64encode(file.data).decode()}" for file in self.files]
         lines += ["  :", "}"]
         return "\n".join(lines) + "\n"
 
