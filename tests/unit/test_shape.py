@@ -59,6 +59,7 @@ NOT_CORES = {
     "bodega.runtime.tls.contexts": "SSL contexts loaded from files, and a counter",
     "bodega.runtime.tls.join_store": "reads the join book file of a bodega from before the view",
     "bodega.worker.drivers.vm.initramfs": "finds the vm kernel and builds the initramfs on disk",
+    "bodega.worker.drivers.oci.guest_files": "writes a machine's files into its root on disk",
     "bodega.cli.commands.config": "a command: flags and output around deploy.core's checks",
     "bodega.cli.commands.sim": "a command: flags and output around the simulator",
     "bodega.cli.daemons.internal_links": "reads the identity in a daemon's TLS directory",

@@ -28,7 +28,7 @@ from bodega.runtime import machine_tokens
 from bodega.runtime.waits import within
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.fsm import Effect, Step
-from bodega.worker.core.guest_files import FilesRefused, GuestFile, guest_files
+from bodega.worker.core.guest_files import FilesRefused, guest_files
 from bodega.worker.core.payloads import (
     CreateMachine,
     CreateVolume,
@@ -207,14 +207,6 @@ class MachineEffects:
             return None
         return replace(spec, start_seq=start_seq, prepared=True)
 
-    def _guest_files(self, machine: MachineRow) -> tuple[GuestFile, ...]:
-        """The machine's ``config.files`` for this start, its secrets as they are now
-        (``core/guest_files.py``); a missing secret refuses the start, by name."""
-        try:
-            return guest_files(machine.config.files or [], self.secret_env(machine.app))
-        except FilesRefused as exc:
-            raise DriverError(str(exc)) from None
-
     def _resolv_conf(self, machine: MachineRow) -> Mount:
         """The machine's own copy of the private resolver's resolv.conf (its own: the wrapper
         hands a mount's source to the machine's user), bound over /etc/resolv.conf."""
@@ -248,7 +240,7 @@ class MachineEffects:
         try:
             try:
                 return await self._perform(op, step)
-            except (DriverError, NetworkError, CommandFailed) as exc:
+            except (DriverError, NetworkError, CommandFailed, FilesRefused) as exc:
                 if step.effect in (Effect.PREPARE, Effect.SPAWN):
                     self._log_failure(op.resource_id, step.name, str(exc))
                 raise EffectFailed(str(exc)) from exc
@@ -301,8 +293,9 @@ class MachineEffects:
                 machine = self.machine(op.resource_id)
                 spec = (self._readied(op, machine, run.start_seq)
                         or self.task_spec(machine, run.start_seq))
-                if machine.config.files:
-                    spec = replace(spec, files=self._guest_files(machine))
+                if machine.config.files:  # their secrets as they are now, at every start
+                    spec = replace(spec, files=guest_files(machine.config.files,
+                                                           self.secret_env(machine.app)))
                 handle = await self.driver.start(spec)
                 return Outcome(payload=replace(run, pid=handle.pid), update=Handled(handle))
             case Effect.STOP_TASK:
