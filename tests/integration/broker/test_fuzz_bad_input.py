@@ -245,3 +245,21 @@ def test_metadata_keys_are_sent_on_whole(served: Served, key: str) -> None:
 def test_bad_mount_paths_are_refused(served: Served, path: str) -> None:
     mounts = [{"volume": served.target.volume_id, "path": path}]
     refused(served, "POST", "/v1/apps/fuzz/machines", json=config(mounts=mounts))
+
+
+@pytest.mark.parametrize(("file", "said"), [
+    ({"guest_path": "etc/x", "raw_value": "eA=="}, "files guest_path"),
+    ({"guest_path": "/x"}, "exactly one of raw_value and secret_name"),
+    ({"guest_path": "/x", "raw_value": "%%%"}, "raw_value is not base64"),
+    ({"guest_path": "/x", "raw_value": "eA==", "mode": -1}, "mode"),
+    ({"guest_path": "/x", "raw_value": "eA==", "owner": "root"}, "owner"),
+])
+def test_bad_files_are_refused(served: Served, file: dict[str, Any], said: str) -> None:
+    assert said in refused(served, "POST", "/v1/apps/fuzz/machines", json=config(files=[file]))
+
+
+def test_files_for_a_host_process_are_refused(served: Served) -> None:
+    body = {"config": {**MACHINE, "image": "python3",
+                       "files": [{"guest_path": "/x", "raw_value": "eA=="}]}}
+    assert "files need an image machine" in refused(served, "POST", "/v1/apps/fuzz/machines",
+                                                    json=body)
