@@ -3,7 +3,8 @@ each with a small Dockerfile (a static busybox, FROM scratch), on a real `bodega
 
 - An old `[[services]]` file from flyctl's 2022 template (`processes = []`,
   `script_checks`, `restart_limit`, integer intervals, `[experimental] cmd`): it
-  deploys, serves through the proxy, and a stop sends the program its `kill_signal`.
+  deploys, serves through the proxy, and a stop sends the program its `kill_signal`;
+  its `[[files]]` (a raw value, an app secret) are in the machines' root.
 - A file with two process groups, a mount for one, `[build.args]` and `build-target`:
   the image is built with the args and the target's stage, the http_service reaches only
   the group it names, each web machine mounts a volume of its own made by the deploy
@@ -62,6 +63,14 @@ processes = []
     interval = 2000
     restart_limit = 0
     timeout = 1000
+
+[[files]]
+  guest_path = "/www/motd.txt"
+  raw_value = "from files"
+
+[[files]]
+  guest_path = "/www/secret.txt"
+  secret_name = "PAGE_FILE"
 """
 
 # The image's ENTRYPOINT is a shell; [experimental] cmd names the script it runs. The
@@ -143,6 +152,9 @@ async def exit_codes(cli: Cli, app_name: str, machine_id: str) -> list[int]:
 async def old_template(cli: Cli, apps: Path) -> None:
     fly_toml = app(apps, "flyold", {"fly.toml": OLD_TEMPLATE, "Dockerfile": OLD_DOCKERFILE,
                                     "serve.sh": SERVE, "www/index.html": "old but gold\n"})
+    # [[files]]' secret_name: the secret holds the file base64-encoded, as on Fly.
+    await cli.ok("apps", "create", "flyold")
+    await cli.ok("secrets", "set", "-a", "flyold", "--stage", "PAGE_FILE=ZnJvbSBhIHNlY3JldA==")
     code, out, err = await cli.run("deploy", "-c", str(fly_toml))
     assert code == 0, f"{out}\n{err}"
     assert "services.0.script_checks: unknown key" in err  # a warning, not a refusal
@@ -153,6 +165,8 @@ async def old_template(cli: Cli, apps: Path) -> None:
     assert config["init"] == {"cmd": ["/serve.sh"]}
     assert config["services"][0]["checks"][0]["interval"] == "2s"
     await until(lambda: _serves(cli, "flyold", "/", "old but gold\n"))
+    assert [await _serves(cli, "flyold", f"/{f}.txt", text) for f, text in (
+        ("motd", "from files"), ("secret", "from a secret"))] == [True, True]
     stopped = machines[0]["id"]
     await cli.ok("machine", "stop", stopped, "-a", "flyold")
     await until(lambda: _exited(cli, "flyold", stopped))
