@@ -1,7 +1,8 @@
 """config.files on a real worker, in every isolation: written into the machine's root before
 its program runs, with their bytes and mode as the program sees them (an exec's ``cat``),
 through an image's symlinks within the root, and again at every start, over what the
-program made of them; a container's land in its own layer, never in the image's base."""
+program made of them, and gone once an update drops their entry; a container's land in
+its own layer, never in the image's base."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from bodega.model.machine_config import MachineConfig
+from bodega.wire.internal.worker_calls import UpdateMachineBody
 from bodega.wire.internal.worker_client import WorkerClient
 from tests.integration.daemon_kit import running_worker_daemon
 from tests.integration.images.image_kit import build_image, needs_image_tools, registry
@@ -38,13 +41,15 @@ async def test_files_are_in_the_root_at_every_start(tmp_path: Path, isolation: s
     async with registry(tmp_path) as host:
         image = build_image(tmp_path, host, f"test/files-{isolation}:v1")
         async with running_worker_daemon(tmp_path, **worker_args(host)) as (_daemon, client):
-            machine = await client.create_machine({"app": "img", "config": {
+            conf = {"guest_path": "/app/conf/x.conf", "raw_value": b64(CONF), "mode": 0o640}
+            config: dict[str, Any] = {
                 "image": image, "guest": {"cpus": 1, "memory_mb": 256, "isolation": isolation},
                 "files": [
-                    {"guest_path": "/app/conf/x.conf", "raw_value": b64(CONF), "mode": 0o640},
+                    conf,
                     # Served by the image's program (httpd), beside the image's own page.
                     {"guest_path": "/www/page.html", "raw_value": b64(b"from a file\n")},
-                ]}})
+                ]}
+            machine = await client.create_machine({"app": "img", "config": config})
             await client.wait(machine.id, "started", timeout=60)
             url = f"http://{(await client.machine(machine.id)).private_ip}:8080/page.html"
             assert await fetch(url, 60) == "from a file\n"  # as the program serves it
@@ -61,6 +66,15 @@ async def test_files_are_in_the_root_at_every_start(tmp_path: Path, isolation: s
             await client.call("POST", machine.id, "restart", json={"timeout": 20})
             await client.wait(machine.id, "started", timeout=60)
             assert await fetch(url, 60) == "from a file\n"
+            assert await run(client, machine.id, "cat", "/app/conf/x.conf") == CONF.decode()
+
+            # An update that drops a file's entry: the next start's root has no such file,
+            # as a fresh root would not.
+            updated = await client.update_machine(machine.id, UpdateMachineBody(
+                config=MachineConfig.model_validate({**config, "files": [conf]})))
+            await client.wait(machine.id, "started", timeout=60, version=updated.instance_id)
+            assert await fetch(url.replace("page", "index"), 60) == "hello from an image\n"
+            assert "404" in await fetch(url, 5)
             assert await run(client, machine.id, "cat", "/app/conf/x.conf") == CONF.decode()
 
             if isolation != "vm":  # a container's root: the image's base is shared, unchanged

@@ -1,5 +1,6 @@
 """A start's files: the pure plan (secrets resolved), and their writing into a container's
-root, every symlink on the way followed inside it."""
+root, every symlink on the way followed inside it, the last start's that this one does
+not write removed."""
 
 from __future__ import annotations
 
@@ -11,9 +12,14 @@ from pathlib import Path
 import pytest
 
 from bodega.model.machine_config import File
-from bodega.worker.core.guest_files import FilesRefused, GuestFile, guest_files
+from bodega.worker.core.guest_files import FilesRefused, GuestFile, dropped, guest_files
 from bodega.worker.drivers.base import DriverError
-from bodega.worker.drivers.oci.guest_files import in_root, write_files
+from bodega.worker.drivers.oci.guest_files import (
+    in_root,
+    refresh_files,
+    swap_written,
+    write_files,
+)
 
 
 def b64(data: bytes) -> str:
@@ -81,3 +87,21 @@ def test_a_path_with_no_place_in_the_root_is_a_driver_error(tmp_path: Path) -> N
     (root / "file").write_text("")
     with pytest.raises(DriverError, match="file /file/x: cannot write it"):
         write_files(root, [GuestFile("/file/x", b"")])
+
+
+def test_a_file_the_last_start_wrote_and_this_one_does_not_is_removed(tmp_path: Path) -> None:
+    root, written = tmp_path / "rootfs", tmp_path / "files.json"
+    root.mkdir()
+    refresh_files(root, written, [GuestFile("/a", b"a"), GuestFile("/d/b", b"b"),
+                                  GuestFile("/c", b"c")])
+    (root / "mine").write_text("the program's own")
+    (root / "c").unlink()
+    (root / "c").mkdir()  # the program made a directory where a file was: left
+    refresh_files(root, written, [GuestFile("/a", b"a2")])
+    assert sorted(p.name for p in root.iterdir()) == ["a", "c", "d", "mine"]
+    assert (root / "a").read_bytes() == b"a2"
+    assert list((root / "d").iterdir()) == []
+    assert dropped(["/a", "/d/b", "/d/b"], [GuestFile("/a", b"")]) == ("/d/b",)
+    refresh_files(root, written, [])
+    assert not (root / "a").exists()
+    assert swap_written(written, []) == ()  # nothing recorded any more

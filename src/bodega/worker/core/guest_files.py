@@ -6,7 +6,10 @@ Each start builds the list again (``guest_files``): a ``raw_value`` is decoded, 
 memory and in the machine's root only, never in its config, its ops or its events. A
 secret that is missing or not base64 refuses the start (``FilesRefused``), said by name
 only. The drivers write the list: into the container's own root (``oci/guest_files.py``)
-or through a vm's init (``vm/core/config.py``).
+or through a vm's init (``vm/core/config.py``). A machine's root outlives its runs (a
+container's upper layer, a vm's disk), so a file the last start wrote that this one does
+not (its entry gone from the config) is removed (``dropped``), as a fresh root would
+not have it.
 """
 
 from __future__ import annotations
@@ -57,3 +60,9 @@ def guest_files(files: Sequence[File], secrets: Mapping[str, str]) -> tuple[Gues
         out.append(GuestFile(file.guest_path, data,
                              DEFAULT_MODE if file.mode is None else file.mode))
     return tuple(out)
+
+
+def dropped(before: Sequence[str], files: Sequence[GuestFile]) -> tuple[str, ...]:
+    """The paths an earlier start wrote (``before``) that this one's ``files`` do not."""
+    now = {file.guest_path for file in files}
+    return tuple(dict.fromkeys(path for path in before if path not in now))

@@ -99,20 +99,23 @@ def test_the_guest_network_is_the_namespaces_eth0() -> None:
         guest_network("[]", "[]", "[]")
 
 
-def test_files_reach_the_init_which_writes_them_inside_the_root(tmp_path: Path) -> None:
+def test_the_init_writes_files_inside_the_root_and_drops_old_ones(tmp_path: Path) -> None:
     files = [GuestFile("/etc/app.conf", b"a 'quoted' $(x)\n\x00", 0o600),
              GuestFile("/var/run/pid file", b"7")]
-    config = GuestConfig(hostname="m", argv=["x"], env={}, network=NETWORK, files=files)
+    config = GuestConfig(hostname="m", argv=["x"], env={}, network=NETWORK, files=files,
+                         dropped=["/etc/old.conf", "/gone", "/usr/etc"])
     # The init's own in_root and put_file, with its root at a directory of the test's.
     init = (Path(vm_package.__file__).parent / "init.sh").read_text()
-    functions = init[init.index("in_root() {"):init.index("write_files\n")]
+    functions = init[init.index("in_root() {"):init.index("\nwrite_files\n")]
     root = tmp_path / "newroot"
     (root / "usr" / "etc").mkdir(parents=True)
     (root / "var").mkdir()
     os.symlink("/usr/etc", root / "etc")
     os.symlink("/run", root / "var" / "run")
+    (root / "usr" / "etc" / "old.conf").write_text("an earlier boot's")
     script = ('fail() { echo "failed: $*"; exit 1; }\n'
-              + functions.replace("/newroot", str(root)) + config.render() + "write_files\n")
+              + functions.replace("/newroot", str(root)) + "\n" + config.render()
+              + "write_files\n")
     ran = subprocess.run(["busybox", "sh", "-c", script], capture_output=True, text=True,
                          check=False)
     assert (ran.returncode, ran.stdout) == (0, ""), ran.stderr
@@ -121,3 +124,6 @@ def test_files_reach_the_init_which_writes_them_inside_the_root(tmp_path: Path) 
     assert stat.S_IMODE(written.stat().st_mode) == 0o600
     assert (root / "run" / "pid file").read_bytes() == b"7"
     assert stat.S_IMODE((root / "run" / "pid file").stat().st_mode) == 0o644
+    # A file an earlier boot wrote is removed; a missing one or a directory is left.
+    assert not (root / "usr" / "etc" / "old.conf").exists()
+    assert (root / "usr" / "etc").is_dir()

@@ -64,7 +64,7 @@ from bodega.worker.drivers.oci.core.bundle import (
     runtime_spec,
 )
 from bodega.worker.drivers.oci.freezer import RuncFreezer
-from bodega.worker.drivers.oci.guest_files import write_files
+from bodega.worker.drivers.oci.guest_files import FILES_WRITTEN, refresh_files
 from bodega.worker.drivers.oci.mounts import mount_overlay, mounted, unmount
 from bodega.worker.drivers.oci.runc import Runc
 from bodega.worker.drivers.process.cgroups import Cgroups
@@ -298,9 +298,10 @@ class OciDriver(RunsDriver):
         if not spec.prepared:  # a create's launch: its prepare readied this spec a moment ago
             await self.prepare(spec)
         self._write_config(spec)
-        if spec.files and spec.isolation != "vm":  # a vm's init writes them (vm/init.sh)
-            await asyncio.to_thread(write_files, self.bundle(spec.machine_dir) / "rootfs",
-                                    spec.files)
+        bundle = self.bundle(spec.machine_dir)
+        if spec.isolation != "vm" and (spec.files or (bundle / FILES_WRITTEN).exists()):
+            await asyncio.to_thread(refresh_files, bundle / "rootfs", bundle / FILES_WRITTEN,
+                                    spec.files)  # a vm's init writes them (vm/init.sh)
         await self._delete_containers(spec.machine_id)
         self.runs.forget_ended(spec.machine_id)
         files.exitfile.unlink(missing_ok=True)

@@ -135,6 +135,11 @@ put_file() {
   mkdir -p "${target%/*}" && rm -f "$target" && echo "$3" | base64 -d > "$target" \
     && chmod "$1" "$target" || fail "the file $2 cannot be written"
 }
+# drop_file PATH: a file an earlier boot wrote whose entry is gone from the config
+drop_file() {
+  target=$(in_root "$1") && [ -f "$target" ] && [ ! -L "$target" ] && rm -f "$target"
+  :
+}
 write_files
 # The machine's volume: a directory of the host, shared by virtiofs under its tag.
 for volume in $volumes; do

@@ -27,6 +27,7 @@ from bodega.worker.drivers.oci.core.bundle import (
     environment,
     image_user,
 )
+from bodega.worker.drivers.oci.guest_files import FILES_WRITTEN, swap_written
 from bodega.worker.drivers.process.launch import SHELL
 from bodega.worker.drivers.vm.core.config import (
     STATUS_BYTES,
@@ -116,7 +117,9 @@ class VmMachines:
                 volumes=[(share.tag, m.guest_path)
                          for share, m in zip(shares, volumes, strict=True)],
                 swap=spec.swap_mb > 0,
-                files=spec.files)
+                files=spec.files,
+                dropped=swap_written(self.directory(spec.machine_dir) / FILES_WRITTEN,
+                                     spec.files))
             disk = config_disk(config)
         except (BundleError, OSError, ValueError) as exc:
             raise DriverError(str(exc)) from exc

@@ -55,13 +55,16 @@ class GuestConfig:
     # Directories shared by virtiofs, (tag, path in the guest): the machine's volume.
     volumes: Sequence[tuple[str, str]] = ()
     swap: bool = False  # a swap disk is attached (``disks.swap_disk``): the init swaps on it
-    # config.files, written into the root by the init before the volumes are mounted
+    # config.files, written into the root by the init before the volumes are mounted; the
+    # paths an earlier boot wrote that this one does not, removed (the root disk outlives it)
     files: Sequence[GuestFile] = ()
+    dropped: Sequence[str] = ()
 
     def render(self) -> str:
         """The shell the init sources: assignments, the program's argv as ``set --``, its
         variables in ``program_env``, run only in the program's own subshell, and its
-        files in ``write_files`` (``put_file MODE PATH BASE64`` each)."""
+        files in ``write_files`` (``drop_file PATH`` for each dropped, then ``put_file MODE
+        PATH BASE64`` each)."""
         if not self.argv:
             raise BundleError("the image has no entrypoint or cmd and the config gives none")
         assignments = {
@@ -83,6 +86,7 @@ class GuestConfig:
         lines += [f"  export {shlex.quote(f'{name}={value}')}"
                   for name, value in self.env.items() if SHELL_NAME.fullmatch(name)]
         lines += ["  :", "}", "write_files() {"]
+        lines += [f"  drop_file {shlex.quote(path)}" for path in self.dropped]
         lines += [f"  put_file {file.mode:04o} {shlex.quote(file.guest_path)} "
                   f"{base64.b64encode(file.data).decode()}" for file in self.files]
         lines += ["  :", "}"]
