@@ -263,6 +263,14 @@ class File(BaseModel):
     image_config: str | None = None
     mode: int | None = Field(default=None, ge=0, le=0o7777)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_keeps_reading(cls, data: Any, info: ValidationInfo) -> Any:
+        # A config stored when files were kept as sent still loads (without unknown keys).
+        if isinstance(data, dict) and info.context and info.context.get("stored"):
+            return {k: v for k, v in data.items() if k in cls.model_fields}
+        return data
+
     def check(self) -> None:
         """Raise ``ValueError`` saying what no worker could write (``check_limits``)."""
         check_mount_path(self.guest_path, "files guest_path")

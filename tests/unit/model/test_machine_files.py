@@ -71,3 +71,12 @@ def test_files_count_toward_the_config_size() -> None:
     with pytest.raises(ValueError, match="bytes of JSON"):
         config({"guest_path": "/a", "raw_value": big},
                {"guest_path": "/b", "raw_value": big}).check_limits()
+
+
+def test_a_config_stored_with_files_kept_as_sent_still_loads() -> None:
+    stored = ('{"image": "registry.example/app:1", "files": [{"guest_path": "/x", '
+              '"raw_value": "eA==", "owner": "root"}]}')
+    loaded = MachineConfig.model_validate_json(stored, context={"stored": True})
+    assert loaded.to_wire()["files"] == [{"guest_path": "/x", "raw_value": "eA=="}]
+    with pytest.raises(ValidationError, match="owner"):
+        MachineConfig.model_validate_json(stored)
