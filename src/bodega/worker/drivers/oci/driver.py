@@ -308,9 +308,9 @@ class OciDriver(RunsDriver):
         close_off(spec.machine_dir)  # earlier runs' lines keep their times, not this run's
         oom_base = 0
         if self.cgroups is not None:
-            # A VM's swap is a disk of its own (``vm/disks.py``): qemu swaps nothing.
-            memory_mb, swap_mb = (VmMachines.memory_mb(spec.memory_mb), 0) \
-                if spec.isolation == "vm" else (spec.memory_mb, spec.swap_mb)
+            # A VM's memory counts qemu's own beside the guest's (``capacity.Ask``); its swap
+            # is a disk of its own (``vm/disks.py``): qemu swaps nothing.
+            memory_mb, swap_mb = spec.memory_mb, 0 if spec.isolation == "vm" else spec.swap_mb
             if self.warmup is not None and self.cgroups.made(spec.machine_id):
                 self.cgroups.fit(spec.machine_id, memory_mb, spec.cpus, swap_mb)  # made ahead
             else:

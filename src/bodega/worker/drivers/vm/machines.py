@@ -82,6 +82,12 @@ class VmMachines:
         """The machine's cgroup limit: the guest's memory and qemu's own beside it."""
         return guest_mb + VM_OVERHEAD_MB
 
+    @staticmethod
+    def guest_mb(spec: TaskSpec) -> int:
+        """The guest's memory: the machine's, as its host's ledger counts it and its cgroup
+        allows it (``capacity.Ask``), less what qemu itself takes beside the guest."""
+        return spec.memory_mb - VM_OVERHEAD_MB
+
     async def prepare(self, spec: TaskSpec, rootfs: Path) -> None:
         directory = self.directory(spec.machine_dir)
         directory.mkdir(parents=True, exist_ok=True)
@@ -92,9 +98,9 @@ class VmMachines:
         """The wrapper's program for this start: ``qemu.RUN`` and qemu's argv, with the
         machine's config disk written, its status disk cleared and the launch kept for
         its resumes (``snapshots.py``)."""
-        if spec.memory_mb < MIN_MEMORY_MB:
+        if self.guest_mb(spec) < MIN_MEMORY_MB:
             raise DriverError(f"a vm machine needs {MIN_MEMORY_MB} MB at least for its "
-                              f"kernel, not {spec.memory_mb}")
+                              f"kernel, not {self.guest_mb(spec)}")
         if spec.netns is None:
             raise DriverError("a vm machine needs a network namespace of its own")
         resolv = [m for m in spec.mounts if m.guest_path == RESOLV_CONF]
@@ -130,7 +136,7 @@ class VmMachines:
         CONTROL_DIR.mkdir(parents=True, exist_ok=True)
         launch = VmLaunch(
             vmlinuz=self.kernel.vmlinuz, initramfs=self.initramfs, cpus=spec.cpus,
-            memory_mb=spec.memory_mb, accel=self.accel, root=directory / "root.qcow2",
+            memory_mb=self.guest_mb(spec), accel=self.accel, root=directory / "root.qcow2",
             config=directory / "config.img", status=directory / "status.img", swap=swap,
             mac=config.network.mac, control=control_socket(spec.machine_id),
             qmp=qmp_socket(spec.machine_id), exec_line=exec_socket(spec.machine_id),
