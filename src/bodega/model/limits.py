@@ -53,6 +53,17 @@ def check_mount_path(path: str, what: str = "mount path") -> None:
                          "or control characters")
 
 
+def check_static_path(what: str, path: str) -> None:
+    """A static's ``guest_path`` or ``url_prefix``: absolute, with no '.' or '..' step and
+    no spaces or control characters (a prefix is a key of the edge's maps)."""
+    if not path.startswith("/"):
+        raise ValueError(f"{what} {path[:40]!r}: must start with '/'")
+    if any(part in (".", "..") for part in path.split("/")) or not path.isprintable() \
+            or any(c.isspace() for c in path):
+        raise ValueError(f"{what} {path[:40]!r}: no '.' or '..' steps, spaces or control "
+                         "characters")
+
+
 def check_config_size(wire: Mapping[str, object]) -> None:
     size = len(json.dumps(wire, separators=(",", ":")))
     if size > MAX_CONFIG_BYTES:

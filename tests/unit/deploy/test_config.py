@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.deploy.core.config import ConfigError, config_file, load, parse
+from bodega.deploy.core.config import ConfigError, config_file, load, parse, unserved_statics
 from bodega.deploy.core.machine_spec import GROUP_KEY, RELEASE_KEY, argv, machine_config
 from bodega.model.capacity import Ask, Totals, Usage, shortfalls
 from bodega.model.machine_config import Check
@@ -23,7 +23,7 @@ def test_the_fly_toml_fly_launch_writes_loads_with_warnings_for_ignored_keys() -
     assert config.http_service.internal_port == 8080
     assert config.vm[0].guest().model_dump(exclude_none=True) == {
         "cpu_kind": "shared", "cpus": 1, "memory_mb": 1024}
-    assert sorted(w.key for w in warnings) == ["build.builder", "console_command", "statics"]
+    assert sorted(w.key for w in warnings) == ["build.builder", "console_command"]
     assert all(w.message.startswith("ignored by bodega: ") for w in warnings)
     assert str(warnings[0]).startswith(str(FIXTURES / "fly-launch-python.toml") + ":")
     spec = machine_config(config, "app", 3)
@@ -262,3 +262,43 @@ def test_swap_reaches_init_and_a_size_no_worker_gives_is_one_line_naming_the_key
         parse(text.replace("512", "100000"), "swap.toml")
     assert str(caught.value) == ("swap.toml:2: swap_size_mb: Input should be less than or "
                                  "equal to 65536")
+
+
+STATICS = """app = "x"
+
+[build]
+  image = "registry.example/x:1"
+
+[processes]
+  web = "serve"
+  worker = "work"
+
+[[statics]]
+  guest_path = "/app/public"
+  url_prefix = "/static"
+  index_document = "index.html"
+"""
+
+
+def test_statics_go_on_every_groups_machines_and_none_when_run_as_processes(
+        tmp_path: Path) -> None:
+    config, warnings = parse(STATICS)
+    assert warnings == []
+    for group in ("web", "worker"):
+        (static,) = machine_config(config, group, 1).statics or []
+        assert static.model_dump(exclude_none=True) == {
+            "guest_path": "/app/public", "url_prefix": "/static", "index_document": "index.html"}
+    path = tmp_path / "fly.toml"
+    path.write_text(STATICS.replace('[build]\n  image = "registry.example/x:1"\n', ""))
+    processes, _ = load(path)
+    assert machine_config(processes, "web", 1).statics is None
+    (note,) = unserved_statics(processes, path)
+    assert (note.key, note.line) == ("statics.0", 8)
+    assert note.message.startswith("not served: an app run as host processes has no image")
+
+
+def test_a_relative_guest_path_is_an_error_naming_its_line() -> None:
+    with pytest.raises(ConfigError) as err:
+        parse(STATICS.replace('"/app/public"', '"app/public"'), "fly.toml")
+    assert str(err.value).startswith("fly.toml:11: statics.0.guest_path: ")
+    assert "must start with '/'" in str(err.value)

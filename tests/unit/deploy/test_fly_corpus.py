@@ -67,6 +67,8 @@ def test_every_file_a_deploy_could_run_is_valid(path: Path) -> None:
         table, _, key = re.sub(r"\.\d+", "", note.key).rpartition(".")
         if note.message.startswith("unknown key"):
             assert f"{table}.{key}".lstrip(".") in NOT_FLYCTL_KEYS, note
+        elif note.message.startswith("not served: "):  # a static of a Tigris bucket
+            assert (table, key) == ("statics", "tigris_bucket"), note
         else:  # flyctl's own key, with the reason bodega leaves it
             assert key in FLY_ONLY[".".join(p for p in table.split(".")
                                             if not p.startswith("checks."))], note
@@ -77,6 +79,21 @@ def machine(name: str, group: str = "app") -> dict[str, Any]:
     result = checked(path)
     assert result.ok, [str(e) for e in result.errors]
     return result.machines[group].model_dump(exclude_none=True)
+
+
+def test_statics_go_to_every_groups_machines_and_one_of_a_tigris_bucket_is_left_out() -> None:
+    for group in ("web", "worker"):  # the http_service's group and the other
+        spec = machine("ujh--fountainpencompanion--fly.toml", group)
+        assert spec["statics"] == [
+            {"guest_path": "/app/public/assets", "url_prefix": "/assets"},
+            {"guest_path": "/app/public/images", "url_prefix": "/images"}]
+    (path,) = CORPUS.glob("*/tomachine.toml")
+    result = checked(path)
+    assert all("statics" not in m.model_dump(exclude_none=True)
+               for m in result.machines.values())
+    (note,) = [n for n in result.warnings if n.key.startswith("statics")]
+    assert (note.key, note.line) == ("statics.0.tigris_bucket", 52)
+    assert note.message.startswith("not served: bodega has no object storage")
 
 
 def test_an_old_services_file_stops_with_its_signal_checks_every_15s_and_mounts_a_volume() -> None:

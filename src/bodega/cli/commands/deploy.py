@@ -36,7 +36,7 @@ from bodega.cli.session.api import (
 )
 from bodega.cli.session.app_choice import DEFAULT_CONFIG, AppOption, ConfigPath, app_name
 from bodega.cli.session.errors import fail, friendly
-from bodega.deploy.core.config import AppConfig, config_file, load
+from bodega.deploy.core.config import AppConfig, config_file, load, unserved_statics
 from bodega.deploy.core.plan import STRATEGIES, Relabel, Strategy
 from bodega.deploy.deployer import DeployOptions, DeployResult, deploy
 from bodega.deploy.execute import Progress
@@ -144,6 +144,10 @@ def deploy_command(
             typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
         cluster = target(api_url, token, context, data_dir)
         image = built_image(app_config, config, image, registry, cluster, quiet=json) or image
+        imaged = app_config if image is None else app_config.model_copy(update={
+            "build": app_config.build.model_copy(update={"image": image})})
+        for warning in unserved_statics(imaged, config):  # known once the image is
+            typer.secho(f"Warning: {warning}", fg=typer.colors.YELLOW, err=True)
         options = DeployOptions(
             strategy=_strategy(strategy), image=image, ha=ha, detach=detach,
             wait_timeout=wait_timeout if wait_timeout is not None else _seconds(

@@ -23,6 +23,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -33,7 +34,7 @@ from bodega.deploy.core.fly_services import HttpService, Service, Strict, TomlCh
 from bodega.deploy.core.fly_shapes import ShapeError, rewrite
 from bodega.deploy.core.machine_keys import DEFAULT_GROUP as DEFAULT_GROUP
 from bodega.deploy.core.toml_errors import MISSING, line_of, problems
-from bodega.model.limits import MAX_SWAP_MB
+from bodega.model.limits import MAX_SWAP_MB, check_static_path
 from bodega.model.machine_config import SIGNALS, Guest, Isolation, preset
 
 PROCESS_IMAGE = "process"  # the image recorded for machines the process driver runs
@@ -140,6 +141,22 @@ class Mount(Strict):
         return value
 
 
+class Static(Strict):
+    """``[[statics]]``: files of the image the edge serves at ``url_prefix`` (flyctl's
+    keys; every group's machines get them, as flyctl gives them)."""
+
+    guest_path: str = Field(min_length=1)
+    url_prefix: str = Field(min_length=1)
+    tigris_bucket: str | None = None  # Fly's object storage: warned about, not served
+    index_document: str | None = None
+
+    @field_validator("guest_path", "url_prefix")
+    @classmethod
+    def _plain_absolute(cls, value: str, info: ValidationInfo) -> str:
+        check_static_path(str(info.field_name), value)
+        return value
+
+
 class Experimental(Strict):
     cmd: list[str] | None = None  # init.cmd: the image's CMD replaced
     entrypoint: list[str] | None = None  # init.entrypoint
@@ -170,6 +187,7 @@ class AppConfig(Strict):
     mounts: list[Mount] = []
     restart: list[RestartRule] = []
     files: list[TomlFile] = []
+    statics: list[Static] = []
 
     _durations = field_validator("kill_timeout")(duration)
 
@@ -324,6 +342,28 @@ def parse(text: str, name: str = "bodega.toml", strict: bool = False,
         typos = [n for n in unknown if _table(n.key) in wrong
                  or (_table(n.key) in above and "did you mean" in n.message)]
         raise ConfigError(typos + errors, warnings) from None
+
+
+def unserved_statics(config: AppConfig, path: Path) -> list[Note]:
+    """The ``[[statics]]`` the edge will not serve, each a warning: one of a Tigris bucket
+    (bodega has no object storage), every one of an app run as host processes (no image).
+    Asked once the image is known (``build.image`` set for one a deploy builds)."""
+    text = path.read_text() if config.statics else ""
+    said: list[Note] = []
+    for index, static in enumerate(config.statics):
+        if config.process_driver:
+            loc: tuple[str, ...] = ("statics", str(index))
+            why = ("not served: an app run as host processes has no image to serve files "
+                   "from; requests under its url_prefix go to the machines")
+        elif static.tigris_bucket:
+            loc = ("statics", str(index), "tigris_bucket")
+            why = ("not served: bodega has no object storage; requests under its url_prefix "
+                   "go to the machines")
+        else:
+            continue
+        said.append(Note(file=str(path), line=line_of(text, loc), key=".".join(loc),
+                         message=why))
+    return said
 
 
 def _table(key: str) -> str:

@@ -13,7 +13,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.deploy.core.config import AppConfig, ConfigError, Note, config_file, load
+from bodega.deploy.core.config import (
+    AppConfig,
+    ConfigError,
+    Note,
+    config_file,
+    load,
+    unserved_statics,
+)
 from bodega.deploy.core.fly_files import LocalFileError
 from bodega.deploy.core.image_build import image_build
 from bodega.deploy.core.machine_spec import machine_config
@@ -54,6 +61,7 @@ def check(path: Path, *, strict: bool = False, app: str | None = None,
     if image:
         config = config.model_copy(update={"build": config.build.model_copy(
             update={"image": image})})
+    warnings += unserved_statics(config, path)
     errors: list[Note] = []
     machines: dict[str, MachineConfig] = {}
     for group in config.groups:

@@ -35,6 +35,7 @@ from bodega.model.machine_config import (
     Port,
     Restart,
     Service,
+    Static,
     StopConfig,
 )
 
@@ -149,6 +150,16 @@ def stop_config(config: AppConfig) -> StopConfig | None:
     return StopConfig(signal=config.kill_signal, timeout=config.kill_timeout)
 
 
+def statics(config: AppConfig) -> list[Static]:
+    """Every group's machines get the app's statics, as flyctl gives them; none for an app
+    run as processes (no image) and none of a Tigris bucket (``unserved_statics``)."""
+    if config.process_driver:
+        return []
+    return [Static(guest_path=s.guest_path, url_prefix=s.url_prefix,
+                   index_document=s.index_document)
+            for s in config.statics if not s.tigris_bucket]
+
+
 def files(config: AppConfig, group: str, base_dir: Path | None,
           read: Callable[[Path], bytes]) -> list[File] | None:
     """The group's ``[[files]]`` (``fly_files``), a local one read with ``read``: an image
@@ -200,6 +211,7 @@ def machine_config(config: AppConfig, group: str, release: int,
                           size_gb=gigabytes(m.initial_size) if m.initial_size else None)
                     for m in config.mounts if config.applies(m.processes, group)] or None,
             files=files(config, group, base_dir, read),
+            statics=statics(config) or None,
         )
     except ValidationError as exc:
         raise refused(group, exc) from None
