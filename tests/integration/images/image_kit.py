@@ -8,7 +8,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -72,10 +72,12 @@ def cluster_push(data_dir: Path, registry: str, scratch: Path) -> list[str]:
 
 def build_image(tmp: Path, host: str, name: str, *, page: str = "hello from an image\n",
                 extra_mb: int = 0, user: str | None = None,
-                cluster: Path | None = None) -> str:
+                cluster: Path | None = None,
+                files: Callable[[Path], None] | None = None) -> str:
     """Build a busybox image that serves ``page`` with httpd on :8080 and push it; ``user``
     is the image's ``User`` (none: root); ``cluster``: the data dir of the ``bodega up``
-    whose registry ``host`` is (HTTPS from its CA, a push with its admin token)."""
+    whose registry ``host`` is (HTTPS from its CA, a push with its admin token); ``files``
+    writes more into the image's root, given its path."""
     work = tmp / f"build-{name.replace('/', '-').replace(':', '-')}"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -96,6 +98,8 @@ def build_image(tmp: Path, host: str, name: str, *, page: str = "hello from an i
         (rootfs / "bin" / tool).symlink_to("busybox")
     (rootfs / "www" / "index.html").write_text(page)
     (rootfs / "etc" / "passwd").write_text("root:x:0:0:root:/:/bin/sh\n")
+    if files is not None:
+        files(rootfs)
     if extra_mb:
         (rootfs / "padding").write_bytes(os.urandom(extra_mb << 20))
     run("umoci", "repack", "--image", f"{layout}:t", str(bundle))

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import quote
 
 from bodega.model.capacity import Ask
 from bodega.model.machine import Machine
@@ -37,6 +39,7 @@ from bodega.wire.internal.worker_calls import (
     WorkerRequest,
 )
 from bodega.wire.transport.json_client import NONCE_HEADER, JsonClient, Params
+from bodega.wire.transport.seam import Streamed
 
 if TYPE_CHECKING:
     import aiohttp  # the session a caller may share; calls travel through transport/
@@ -165,6 +168,16 @@ class WorkerClient(JsonClient):
         params = {"state": state, "timeout": timeout, "version": version or None}
         return await self.answer(WaitAnswer, "GET", machine_path(machine_id, "wait"),
                                  params=params, timeout=timeout + 5)
+
+    def static(self, machine_id: str, path: str, *, method: str = "GET", app: str | None = None,
+               headers: Mapping[str, str] | None = None,
+               timeout: float | None = None) -> AbstractAsyncContextManager[Streamed]:
+        """A file of the machine's statics, streamed: ``path`` is the request's path,
+        decoded (``/static/a b.css``). Any status comes back as it is, an error's body in
+        the error shape; ``NotConnected`` and ``NoAnswer`` say the call failed."""
+        call = self.outgoing(method, machine_path(machine_id, "statics") + quote(path),
+                             params={"app": app}, headers=headers, timeout=timeout)
+        return self.transport.stream(call)
 
     # -- volumes --------------------------------------------------------------------
     async def create_volume(self, body: CreateVolumeBody | Mapping[str, Any], *,

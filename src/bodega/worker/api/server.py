@@ -6,7 +6,8 @@ through the handshake, and every route lets only the roles its rule in
 suspend and reads: proxies too; metrics: the operator). This module serves the
 host's routes (health, capacity, reservations, cordon, the log, metrics) and
 mounts the machine, lease and volume routes of ``machine_routes``,
-``lease_routes`` and ``volume_routes``, and a machine's port forward and console
+``lease_routes`` and ``volume_routes``, the files of a machine's statics the edge
+serves (``static_routes``), and a machine's port forward and console
 (WebSockets, ``forward_routes`` and ``console_routes``). Machine routes accept an optional
 ``app`` query parameter and answer 404 when the machine belongs to another
 app, so a caller can never reach across apps by id.
@@ -41,6 +42,7 @@ from bodega.worker.api.lease_routes import LeaseRoutes
 from bodega.worker.api.log_routes import LogRoutes
 from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec
 from bodega.worker.api.memory_routes import MemoryRoutes
+from bodega.worker.api.static_routes import StaticRoutes
 from bodega.worker.api.volume_routes import VolumeRoutes
 from bodega.worker.core.records import MachineRow, ReservationRow
 from bodega.worker.metrics import WorkerMetrics
@@ -48,6 +50,7 @@ from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.memory import MachineMemory
 from bodega.worker.ops.snapshots import VolumeSnapshots
+from bodega.worker.ops.static_files import StaticFiles
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.store.ledger import Ledger
 
@@ -95,6 +98,7 @@ class WorkerApi:
             VolumeRoutes(name=name, region=region, volumes=volumes, snapshots=snapshots),
             LogRoutes(region=region, machines=machines,
                       machine_dir=machines.effects.config.machine_dir),
+            StaticRoutes(StaticFiles(machines, machines.effects.config.images_dir)),
             *more,  # the jobs' routes (docs/jobs.md)
         )
         self.forward = ForwardRoutes(machines=machines, service_host=service_host)

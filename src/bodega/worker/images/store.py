@@ -44,6 +44,11 @@ def hex_of(digest: str) -> str:
     return value
 
 
+def base_rootfs(root: Path, digest: str) -> Path:
+    """Where the store at ``root`` keeps manifest ``digest``'s unpacked base."""
+    return root / "bases" / hex_of(digest) / "rootfs"
+
+
 class ImageStore:
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -158,7 +163,7 @@ class ImageStore:
         return self.bases / hex_of(digest)
 
     def rootfs(self, digest: str) -> Path:
-        return self.base_dir(digest) / "rootfs"
+        return base_rootfs(self.root, digest)
 
     def complete(self, digest: str) -> bool:
         return (self.base_dir(digest) / "image.json").exists()

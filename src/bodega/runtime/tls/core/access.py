@@ -45,6 +45,7 @@ MEMBERS = frozenset({WORKER, BROKER, PROXY, AGENT})
 BROKER_ONLY = frozenset({BROKER})
 WAKERS = frozenset({BROKER, PROXY})  # start, stop, suspend: the proxy wakes and idles machines
 READERS = frozenset({BROKER, PROXY, ADMIN})
+EDGE = frozenset({BROKER, PROXY})  # who serves a machine's statics to the public
 OPERATORS = frozenset({BROKER, ADMIN})
 ADMIN_ONLY = frozenset({ADMIN})
 # Batch jobs: brokers submit and cancel; workers claim, renew and probe at each other's homes.
@@ -106,6 +107,7 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("GET", f"{M}/versions"): OPERATORS,
         ("GET", f"{M}/placement"): OPERATORS,
         ("GET", f"{M}/logs"): BROKER_ONLY,  # the app's own output
+        ("GET", f"{M}/statics/{{path:path}}"): EDGE,  # the image's files the edge serves
         ("GET", f"{M}/lease"): BROKER_ONLY,
         ("POST", f"{M}/lease"): BROKER_ONLY,
         ("DELETE", f"{M}/lease"): BROKER_ONLY,

@@ -180,6 +180,15 @@ class OciDriver(RunsDriver):
     def bundle(machine_dir: Path) -> Path:
         return machine_dir / "oci"
 
+    @staticmethod
+    def image_of(machine_dir: Path) -> str | None:
+        """The digest of the image the machine runs, once prepared (None before, and for a
+        machine this driver does not run)."""
+        try:
+            return (OciDriver.bundle(machine_dir) / "image").read_text().strip() or None
+        except OSError:
+            return None
+
     # -- prepare: pull, overlay -----------------------------------------------------
     async def prepare(self, spec: TaskSpec) -> None:
         bundle = self.bundle(spec.machine_dir)

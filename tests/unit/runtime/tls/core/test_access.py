@@ -42,11 +42,12 @@ def test_a_worker_may_call_no_other_workers_machine_routes() -> None:
     assert others == ["GET /v1/health"]
 
 
-def test_a_proxy_wakes_and_idles_machines_and_nothing_more() -> None:
+def test_a_proxy_wakes_and_idles_machines_serves_their_statics_and_nothing_more() -> None:
     mine = {str(r) for r in routes(WORKER_API) if PROXY in POLICY[r]}
     assert mine == {"GET /v1/health", "GET /v1/machines", "GET /v1/machines/{id}",
                     "POST /v1/machines/{id}/start", "POST /v1/machines/{id}/stop",
-                    "POST /v1/machines/{id}/suspend", "GET /v1/machines/{id}/wait"}
+                    "POST /v1/machines/{id}/suspend", "GET /v1/machines/{id}/wait",
+                    "GET /v1/machines/{id}/statics/{path:path}"}
     assert not allowed(WORKER_API, "POST", "/v1/machines", PROXY)
     assert not allowed(WORKER_API, "DELETE", "/v1/machines/{id}", PROXY)
     assert not allowed(WORKER_API, "POST", "/v1/machines/{id}/exec", PROXY)

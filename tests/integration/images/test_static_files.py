@@ -1,0 +1,95 @@
+"""A machine's statics served from its image by a real worker, the machine stopped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bodega.wire.internal.worker_client import WorkerClient
+from tests.integration.images.test_image_machines import worker_args
+from tests.tls_kit import TEST_CA
+
+from ..daemon_kit import running_worker_daemon
+from .image_kit import build_image, needs_image_tools, registry
+
+pytestmark = needs_image_tools
+
+STYLE = b"body { color: #123456 }\n" * 100
+
+
+def public_files(rootfs: Path) -> None:
+    """/app/public: a file, a directory with an index, links inside and reaching out."""
+    public = rootfs / "app" / "public"
+    (public / "docs").mkdir(parents=True)
+    (public / "site.css").write_bytes(STYLE)
+    (public / "docs" / "index.html").write_text("<h1>docs</h1>\n")
+    (public / "page two.txt").write_text("two\n")
+    (public / "style.css").symlink_to("site.css")  # a link inside: followed
+    (public / "up").symlink_to("../../../../../../etc")  # stops at the image's root
+    (public / "abs").symlink_to("/etc/passwd")  # the image's /etc/passwd, not the host's
+    (public / "dev").symlink_to("/dev/null")  # not a regular file in the image
+
+
+async def get(client: WorkerClient, machine_id: str, path: str, *, method: str = "GET",
+              headers: dict[str, str] | None = None
+              ) -> tuple[int, dict[str, str], bytes]:
+    async with client.static(machine_id, path, method=method, headers=headers) as answer:
+        body = b"".join([chunk async for chunk in answer.chunks])
+        return answer.status, dict(answer.headers), body
+
+
+async def test_a_stopped_machines_statics_are_served_from_its_image_and_it_stays_stopped(
+        tmp_path: Path) -> None:
+    async with registry(tmp_path) as host:
+        image = build_image(tmp_path, host, "test/statics:v1", files=public_files)
+        async with running_worker_daemon(tmp_path, **worker_args(host)) as (_daemon, client):
+            machine = await client.create_machine({"app": "img", "config": {
+                "image": image, "guest": {"cpus": 1, "memory_mb": 256},
+                "statics": [{"guest_path": "/app/public", "url_prefix": "/static",
+                             "index_document": "index.html"}]}})
+            await client.wait(machine.id, "started", timeout=60)
+            await client.stop(machine.id)
+            await client.wait(machine.id, "stopped", timeout=30)
+
+            status, headers, body = await get(client, machine.id, "/static/site.css")
+            assert (status, body) == (200, STYLE)
+            assert headers["content-type"].startswith("text/css")
+            assert headers["content-length"] == str(len(STYLE))
+            assert headers["etag"]
+            assert headers["last-modified"]
+            assert (await get(client, machine.id, "/static/style.css"))[2] == STYLE
+
+            status, headers, body = await get(client, machine.id, "/static/site.css",
+                                              method="HEAD")
+            assert (status, body, headers["content-length"]) == (200, b"", str(len(STYLE)))
+            etag = headers["etag"]
+            status, headers, body = await get(client, machine.id, "/static/site.css",
+                                              headers={"if-none-match": etag})
+            assert (status, body, headers["etag"]) == (304, b"", etag)
+
+            assert (await get(client, machine.id, "/static/docs"))[2] == b"<h1>docs</h1>\n"
+            assert (await get(client, machine.id, "/static/docs/"))[2] == b"<h1>docs</h1>\n"
+            assert (await get(client, machine.id, "/static/page two.txt"))[2] == b"two\n"
+            image_passwd = b"root:x:0:0:root:/:/bin/sh\n"
+            assert (await get(client, machine.id, "/static/up/passwd"))[2] == image_passwd
+            assert (await get(client, machine.id, "/static/abs"))[2] == image_passwd
+
+            for path, why in [("/static/missing.css", "no file at /app/public/missing.css"),
+                              ("/static/dev", "no file at /app/public/dev"),
+                              ("/elsewhere", "no static of machine"),
+                              ("/static/a\x00b", "a NUL in the path")]:
+                status, headers, body = await get(client, machine.id, path)
+                assert status == 404, (path, body)
+                error = json.loads(body)
+                assert error["status"] == "not_found"
+                assert why in error["error"], (path, error)
+            assert (await client.machine(machine.id)).state == "stopped"
+
+            async with client.static(machine.id, "/static/site.css", app="other") as answer:
+                assert answer.status == 404  # a machine of another app is never reached
+            for role, expected in [("proxy", 200), ("admin", 403)]:
+                caller = WorkerClient(client.base_url, TEST_CA.context(role))
+                try:
+                    assert (await get(caller, machine.id, "/static/site.css"))[0] == expected
+                finally:
+                    await caller.aclose()
