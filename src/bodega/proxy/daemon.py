@@ -29,6 +29,7 @@ from bodega.proxy.autostop import Autostop, Failover
 from bodega.proxy.core.load import Load, LoadView
 from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.core.sites import SiteStore
+from bodega.proxy.core.statics import StaticsTable
 from bodega.proxy.core.tcp_routes import AllServices, TcpTable
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.observed import CombinedLoad
@@ -92,6 +93,7 @@ class Proxy:
         self.plane = choose_plane(config.data_plane, tls=config.tls_port is not None)
         self.metrics = ProxyMetrics()
         self.table = RoutingTable()
+        self.statics = StaticsTable()  # the apps' files the edge serves from their images
         self.load = Load()
         self.upstreams = Upstreams()
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
@@ -112,7 +114,8 @@ class Proxy:
         self.server = ProxyServer(ProxyConfig(config.region, config.base_domain,
                                               behind_data_plane=self.plane.binary is not None),
                                   self.table,
-                                  self.upstreams, self.waker, self.load, self.metrics)
+                                  self.upstreams, self.waker, self.load, self.metrics,
+                                  statics=self.statics)
         self.node: Registry | None = None
         self.admin: Served | None = None
         self.listener: asyncio.Server | None = None
@@ -166,7 +169,8 @@ class Proxy:
         if self.tls is not None:
             self._tasks.append(asyncio.create_task(renewal(self.tls, self.node).run()))
         self._tasks += [asyncio.create_task(follow(self.node, table, self.table, self.tcp,
-                                                   self.sites)) for table in TABLES]
+                                                   self.sites, self.statics))
+                        for table in TABLES]
         self._tasks.append(asyncio.create_task(self._follow_members()))
         load: LoadView = self.load
         if self.plane.binary is not None:
@@ -212,7 +216,8 @@ class Proxy:
         self.dataplane = HaproxyDataPlane(binary, workdir, settings, self.table, config.region,
                                           self.waker, self.sites,
                                           TcpPlane(self.tcp, self.tcp_activator, self.table,
-                                                   config.region, config.listen_host))
+                                                   config.region, config.listen_host),
+                                          self.statics)
         try:
             take_workdir(config.data_dir, workdir)
             await self.dataplane.start()

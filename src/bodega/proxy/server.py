@@ -18,7 +18,9 @@ becomes a two-way pipe. Every request gets ``X-Forwarded-For``,
 ``x-request-id``, kept if the client sent one). Errors the proxy itself
 answers are plain text with the request id, so they can be found in logs.
 One exchange with a machine (send, relay, pool the connection) is
-``exchange.py``; this module chooses the machine and retries the next.
+``exchange.py``; this module chooses the machine and retries the next. A
+``GET`` or ``HEAD`` under one of the app's static prefixes never reaches a
+machine: ``statics.py`` answers it from a worker holding the app's image.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from dataclasses import dataclass
 
 from bodega.model.ids import new_ulid
+from bodega.model.statics import Refuse, request_path
 from bodega.proxy.core.balance import choose, usable
 from bodega.proxy.core.load import Load
 from bodega.proxy.core.replay import (
@@ -43,6 +46,7 @@ from bodega.proxy.core.replay import (
     source_of,
 )
 from bodega.proxy.core.routes import PATIENT_CONNECT_TIMEOUT, Backend, RoutingTable
+from bodega.proxy.core.statics import Lookup, StaticsTable
 from bodega.proxy.exchange import HostSilent, UpstreamFailed, exchange, resendable
 from bodega.proxy.http1 import (
     BadMessage,
@@ -52,6 +56,8 @@ from bodega.proxy.http1 import (
 )
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.request_ids import RequestIds
+from bodega.proxy.statics import METHODS as STATIC_METHODS
+from bodega.proxy.statics import StaticServer
 from bodega.proxy.upstream import ConnectFailed, Upstreams
 from bodega.proxy.wake import Waker
 
@@ -79,9 +85,12 @@ class ProxyConfig:
 class ProxyServer:
     def __init__(self, config: ProxyConfig, table: RoutingTable, upstreams: Upstreams,
                  waker: Waker, load: Load, metrics: ProxyMetrics,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, statics: StaticsTable | None = None,
+                 static_files: StaticServer | None = None) -> None:
         self.config = config
         self.table = table
+        self.statics = statics or StaticsTable()
+        self.static_files = static_files or StaticServer(waker.clients)
         self.upstreams = upstreams
         self.waker = waker
         self.load = load
@@ -133,6 +142,9 @@ class ProxyServer:
             await self._answer(writer, 404, app or "", f"no app is served at {host!r} (use "
                                f"Host: <app>{self._suffix})", request_id)
             return head.keep_alive()
+        if (lookup := self._static(app, head)) is not None:
+            return await self._serve_static(app, lookup, head, reader, writer, request_id,
+                                            began)
         forwarded = head.get(b"x-forwarded-for")
         extra = [] if self.config.behind_data_plane else [
             (b"x-forwarded-for", (forwarded + b", " if forwarded else b"") + client_ip.encode()),
@@ -206,6 +218,36 @@ class ProxyServer:
                                f"{reason}", request_id)
             code = 503
             return head.keep_alive()
+        finally:
+            self.metrics.observe(app, code, time.perf_counter() - began)
+
+    def _static(self, app: str, head: Head) -> tuple[str, Lookup] | None:
+        """The path and what the statics table says of it, when the request is the edge's
+        to answer from the app's images (``statics.py``)."""
+        if head.method not in STATIC_METHODS or head.get(INSTRUCTION) is not None:
+            return None
+        path = request_path(head.start[1].decode("latin-1"))
+        lookup = self.statics.lookup(app, path, self.table.worker_alive) if path else None
+        return (path, lookup) if path and lookup is not None else None
+
+    async def _serve_static(self, app: str, static: tuple[str, Lookup], head: Head,
+                            reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            request_id: str, began: float) -> bool:
+        """Answer from a worker holding the app's image; no machine is woken or counted."""
+        path, lookup = static
+        code = 404
+        try:
+            await self._drain_body(head, reader)
+            if isinstance(lookup.found, Refuse):
+                await self._answer(writer, 404, app, f"{path!r} names no static file: "
+                                   f"{lookup.found.reason}", request_id)
+                return head.keep_alive()
+            keep, code, why = await self.static_files.answer(lookup, path, head, writer,
+                                                             request_id)
+            if code == 503:
+                await self._answer(writer, 503, app, f"no static file of {app} can be "
+                                   f"served right now: {why}", request_id)
+            return keep
         finally:
             self.metrics.observe(app, code, time.perf_counter() - began)
 

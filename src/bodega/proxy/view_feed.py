@@ -1,6 +1,6 @@
 """What the proxy routes on, kept from the registry's feeds: each machine row becomes its
-HTTP backend and its TCP listeners, each app row a known app, each certificate row a site
-the TLS edge serves."""
+HTTP backend, its TCP listeners and its statics, each app row a known app, each
+certificate row a site the TLS edge serves."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from bodega.model.answer import from_doc
 from bodega.model.machine import Machine
 from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.core.sites import SiteStore
+from bodega.proxy.core.statics import StaticsTable
 from bodega.proxy.core.tcp_routes import TcpTable, listeners_of
 from bodega.registry import Registry
 from bodega.registry.membership.feed import FeedLagged
@@ -22,7 +23,7 @@ TABLES = ("machines", "apps", CERTIFICATES)
 
 
 async def follow(node: Registry, table: str, routes: RoutingTable, tcp: TcpTable,
-                 sites: SiteStore) -> None:
+                 sites: SiteStore, statics: StaticsTable) -> None:
     """Apply every change of ``table`` as it comes, for good; a feed fallen behind is read
     again from the start."""
     while True:
@@ -32,6 +33,7 @@ async def follow(node: Registry, table: str, routes: RoutingTable, tcp: TcpTable
                     if table == "machines":
                         machine = from_doc(Machine, change.doc)
                         routes.put_machine(change.key, machine)
+                        statics.put_machine(change.key, machine)
                         tcp.put(change.key, listeners_of(machine))
                     elif table == CERTIFICATES:
                         sites.put(change.key, change.doc)

@@ -5,11 +5,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import httpx
+import pytest
+
+from bodega.proxy.core.load import Load
+from bodega.proxy.core.routes import RoutingTable
+from bodega.proxy.core.statics import StaticsTable
+from bodega.proxy.metrics import ProxyMetrics
+from bodega.proxy.wake import Waker
 from bodega.wire.internal.worker_client import WorkerClient
 from tests.integration.images.test_image_machines import worker_args
 from tests.tls_kit import TEST_CA
 
 from ..daemon_kit import running_worker_daemon
+from ..proxy.plane_kit import PLANES, serving
 from .image_kit import build_image, needs_image_tools, registry
 
 pytestmark = needs_image_tools
@@ -93,3 +102,61 @@ async def test_a_stopped_machines_statics_are_served_from_its_image_and_it_stays
                     assert (await get(caller, machine.id, "/static/site.css"))[0] == expected
                 finally:
                     await caller.aclose()
+
+
+@pytest.mark.parametrize("plane", PLANES)
+async def test_the_edge_serves_statics_of_a_stopped_machine_and_wakes_it_for_the_rest(
+        tmp_path: Path, plane: str) -> None:
+    """Both data planes, a real worker: a GET under the prefix is the file from the image
+    with the machine left stopped; a POST there and any other path start it."""
+    async with registry(tmp_path) as host:
+        image = build_image(tmp_path, host, "test/statics:v1", files=public_files)
+        async with running_worker_daemon(tmp_path, **worker_args(host)) as (daemon, client):
+            created = await client.create_machine({"app": "web", "config": {
+                "image": image, "guest": {"cpus": 1, "memory_mb": 256},
+                "services": [{"protocol": "tcp", "internal_port": 8080, "autostart": True,
+                              "ports": [{"port": 80, "handlers": ["http"]}]}],
+                "statics": [{"guest_path": "/app/public", "url_prefix": "/static"}]}})
+            await client.wait(created.id, "started", timeout=60)
+            await client.stop(created.id)
+            await client.wait(created.id, "stopped", timeout=30)
+            machine = await client.machine(created.id)
+            assert machine.worker
+
+            proxy_client = WorkerClient(daemon.url, TEST_CA.context("proxy"))
+            table, statics, load, metrics = RoutingTable(), StaticsTable(), Load(), ProxyMetrics()
+            table.put_machine(machine.id, machine)
+            statics.put_machine(machine.id, machine)
+            waker = Waker(table, lambda _w: proxy_client, load, metrics, "ams")
+            try:
+                async with serving(plane, table, waker, load, metrics, statics) as served, \
+                        httpx.AsyncClient(base_url=served.url, timeout=60,
+                                          headers={"host": "web.localhost"}) as http:
+                    await served.synced()
+                    got = await http.get("/static/site.css")
+                    assert (got.status_code, got.content) == (200, STYLE)
+                    assert got.headers["content-type"].startswith("text/css")
+                    assert got.headers["fly-request-id"]
+                    again = await http.get("/static/site.css",
+                                           headers={"if-none-match": got.headers["etag"]})
+                    assert (again.status_code, again.content) == (304, b"")
+                    missing = await http.get("/static/nothing.css")
+                    assert missing.status_code == 404
+                    assert json.loads(missing.content)["status"] == "not_found"
+                    dots = await http.get("/static/%2e%2e/%2e%2e/etc/passwd")
+                    assert dots.status_code == 404
+                    assert "'..' step" in dots.text
+                    assert (await client.machine(machine.id)).state == "stopped"
+                    assert load.outstanding == {}  # no request counted on the machine
+                    assert load.idle_since == {}  # nor its idleness restarted
+
+                    page = await http.get("/index.html")  # not a static: wakes the machine
+                    assert (page.status_code, page.text) == (200, "hello from an image\n")
+                    assert (await client.machine(machine.id)).state == "started"
+                    await served.synced()  # HAProxy now routes the app to the machine...
+                    assert (await http.get("/index.html")).text == "hello from an image\n"
+                    # ...but a static still to the edge (the machine's httpd has no such file)
+                    got = await http.get("/static/site.css")
+                    assert (got.status_code, got.content) == (200, STYLE)
+            finally:
+                await proxy_client.aclose()

@@ -24,6 +24,7 @@ from cryptography import x509
 from bodega.proxy.core.load import Load
 from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.core.sites import SiteStore
+from bodega.proxy.core.statics import StaticsTable
 from bodega.proxy.core.tcp_routes import TcpTable
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.tcp_plane import TcpPlane
@@ -93,8 +94,8 @@ class Edge:
 @contextlib.asynccontextmanager
 async def edge(table: RoutingTable, tmp: Path, region: str = "ams",
                tcp: TcpTable | None = None,
-               worker: Callable[[str], WorkerClient | None] = lambda _w: None
-               ) -> AsyncIterator[Edge]:
+               worker: Callable[[str], WorkerClient | None] = lambda _w: None,
+               statics: StaticsTable | None = None) -> AsyncIterator[Edge]:
     binary = haproxy_binary()
     ca = TestCa.make(tmp / "ca.pem")
     default = sites.issue(ca.cert, ca.key, ("*.localhost", "localhost"), now())
@@ -104,7 +105,7 @@ async def edge(table: RoutingTable, tmp: Path, region: str = "ams",
     waker = Waker(table, worker, load, metrics, region)
     tcp_activator = TcpActivator(tcp or TcpTable(), table, waker, region)
     server = ProxyServer(ProxyConfig(region, behind_data_plane=True), table, upstreams, waker,
-                         load, metrics)
+                         load, metrics, statics=statics)
     listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
     activator = listener.sockets[0].getsockname()[:2]
     store = SiteStore(SecretBox(CERTS_KEY), table)
@@ -113,7 +114,7 @@ async def edge(table: RoutingTable, tmp: Path, region: str = "ams",
                                          default_cert=default_path)
     dataplane = HaproxyDataPlane(binary, workdir, settings, table, region, waker, store,
                                  TcpPlane(tcp_activator.tcp, tcp_activator, table, region,
-                                          "127.0.0.1"))
+                                          "127.0.0.1"), statics)
     try:
         await dataplane.start()
         yield Edge(settings.bind_port, settings.tls_port, dataplane, store, ca)

@@ -20,6 +20,7 @@ import pytest
 
 from bodega.proxy.core.load import Load
 from bodega.proxy.core.routes import RoutingTable
+from bodega.proxy.core.statics import StaticsTable
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.metrics import ProxyMetrics
 from bodega.proxy.plane import haproxy_settings
@@ -52,11 +53,12 @@ class Serving:
 
 @contextlib.asynccontextmanager
 async def serving(plane: str, table: RoutingTable, waker: Waker, load: Load,
-                  metrics: ProxyMetrics) -> AsyncIterator[Serving]:
+                  metrics: ProxyMetrics,
+                  statics: StaticsTable | None = None) -> AsyncIterator[Serving]:
     binary = haproxy_binary() if plane == "haproxy" else None
     upstreams = Upstreams()
     server = ProxyServer(ProxyConfig("ams", behind_data_plane=binary is not None), table,
-                         upstreams, waker, load, metrics)
+                         upstreams, waker, load, metrics, statics=statics)
     listener = await asyncio.start_server(server.handle, "127.0.0.1", 0)
     address = listener.sockets[0].getsockname()[:2]
     dataplane = None
@@ -66,7 +68,8 @@ async def serving(plane: str, table: RoutingTable, waker: Waker, load: Load,
             yield Serving(f"http://{address[0]}:{address[1]}", None)
         else:
             workdir, settings = haproxy_settings("127.0.0.1", 0, address, "localhost", 1)
-            dataplane = HaproxyDataPlane(binary, workdir, settings, table, "ams", waker)
+            dataplane = HaproxyDataPlane(binary, workdir, settings, table, "ams", waker,
+                                         statics=statics)
             await dataplane.start()
             yield Serving(f"http://127.0.0.1:{settings.bind_port}", dataplane)
     finally:

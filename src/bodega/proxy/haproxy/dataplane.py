@@ -26,6 +26,7 @@ from pathlib import Path
 from bodega.proxy.core.balance import choose, usable
 from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.core.sites import SiteStore
+from bodega.proxy.core.statics import StaticsTable
 from bodega.proxy.haproxy.core.config import HaproxySettings, render, render_hosts
 from bodega.proxy.haproxy.core.edge import (
     Site,
@@ -36,6 +37,7 @@ from bodega.proxy.haproxy.core.edge import (
     map_steps,
     render_crt_list,
     render_map,
+    static_prefixes,
 )
 from bodega.proxy.haproxy.core.layout import (
     EMPTY,
@@ -64,7 +66,8 @@ RESTART_BACKOFF = 1.0
 class HaproxyDataPlane:
     def __init__(self, binary: str, workdir: Path, settings: HaproxySettings,
                  table: RoutingTable, region: str, waker: Waker | None = None,
-                 sites: SiteStore | None = None, tcp: TcpPlane | None = None) -> None:
+                 sites: SiteStore | None = None, tcp: TcpPlane | None = None,
+                 statics: StaticsTable | None = None) -> None:
         self.settings = settings
         self.table = table
         self.region = region
@@ -85,6 +88,9 @@ class HaproxyDataPlane:
         self.sites = sites
         if sites is not None:
             sites.on_change(self._changed.set)
+        self.statics = statics
+        if statics is not None:
+            statics.on_change(self._changed.set)
         # What HAProxy holds of the edge: certificates (hostname -> fingerprint), map entries.
         self.certs_loaded: dict[str, str] = {}
         self.maps_loaded: dict[str, dict[str, str]] = {}
@@ -113,7 +119,11 @@ class HaproxyDataPlane:
         apps = self.table.apps()
         hosts = {app: host_key(app, s.base_domain) for app in apps}
         https = {hosts[app]: "1" for app in apps if s.tls_port and self.table.force_https(app)}
-        return sites, {str(s.aliases_map): aliases(sites, hosts), str(s.https_map): https}
+        prefixes = self.statics.prefixes() if self.statics is not None else {}
+        statics = static_prefixes(prefixes, {app: host_key(app, s.base_domain)
+                                             for app in prefixes})
+        return sites, {str(s.aliases_map): aliases(sites, hosts), str(s.https_map): https,
+                       str(s.statics_map): statics}
 
     def _rendered(self) -> tuple[str, tuple[tuple[Path, str], ...]]:
         """The config and the files beside it; what HAProxy then holds is all of it."""

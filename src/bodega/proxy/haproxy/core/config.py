@@ -7,12 +7,15 @@
                           │              │ every near machine at its hard limit, a far one not
                           │              └──▶ backend far_<n> (its other machines)
                           │ no such host       │ every slot empty or down
-                          ▼                    ▼
+                          │ a GET under a      │
+                          │ static prefix      │
+                          ▼ (statics.map)      ▼
                      backend activator ◀── server activator (backup)
 
 The activator is bodega's Python proxy on a loopback port: it answers
 unknown hosts (404), starts a machine for an app with none running, and
-forwards the request once the machine's port accepts. fly-proxy's rules map
+forwards the request once the machine's port accepts; it also answers a
+request for an app's statics from a worker holding its image. fly-proxy's rules map
 onto HAProxy's own features: ``hard_limit`` is a server's ``maxconn`` (the
 rest queue in the backend, ``timeout queue``); the nearest region first is two
 backends per app, the far one taken only while the near one is full
@@ -112,6 +115,10 @@ class HaproxySettings:
     @property
     def https_map(self) -> Path:
         return self.hosts_map.with_name("https.map")
+
+    @property
+    def statics_map(self) -> Path:
+        return self.hosts_map.with_name("statics.map")
 
     @property
     def replay_lua(self) -> Path:
@@ -214,8 +221,10 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         # The app's backend, from the Host map. Every http-request rule runs before any
         # use_backend rule wherever it is written (HAProxy warns of one written after).
         f"    http-request set-var(txn.backend) var(txn.site),map({s.hosts_map})",
+        *_statics(s),
         # One machine asked for by id, or a region: bodega's proxy picks (HAProxy 2.6 cannot
         # choose a server by a header).
+        f"    use_backend {ACTIVATOR} if {{ var(txn.static) -m found }}",
         f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-force-instance-id) -m found }}",
         f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-prefer-region) -m found }}",
         # The app's far backend while its near one is full (HAProxy 2.6 takes a backend's
@@ -274,6 +283,14 @@ def _replay() -> list[str]:
             f"    http-request set-var(txn.replay_body) req.body "
             f"if {{ req.body_size -m int gt 0 }} {{ req.body_size -m int le {MAX_BODY} }}",
             "    http-response lua.fly_replay if { res.hdr(fly-replay) -m found }"]
+
+
+def _statics(s: HaproxySettings) -> list[str]:
+    """A ``GET`` or ``HEAD`` (``METH_GET``) under one of its app's static prefixes is the
+    activator's: it serves the file from the app's image, waking nothing (``edge.py``)."""
+    return ["    http-request set-var(txn.path) path if METH_GET",
+            f"    http-request set-var(txn.static) var(txn.site),concat(,txn.path,),"
+            f"map_beg({s.statics_map}) if METH_GET"]
 
 
 def _tls_bind(s: HaproxySettings) -> list[str]:

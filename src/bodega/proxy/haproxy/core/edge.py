@@ -10,10 +10,16 @@ that SNI. Certificates come and go through the runtime API, never a reload:
     renewed:  set ssl cert F <<PEM; commit ssl cert F      (swapped under open connections)
     removed:  del ssl crt-list L F; del ssl cert F
 
-Two maps beside ``hosts.map``: ``aliases.map`` sends a certificate's
+Three maps beside ``hosts.map``: ``aliases.map`` sends a certificate's
 hostname to its app's ``<app>.<base-domain>`` (so ``www.example.com`` reaches
-``hello``), and ``https.map`` names the apps whose service asks for
-``force_https`` (a plain HTTP request gets a 301 to the TLS port).
+``hello``), ``https.map`` names the apps whose service asks for
+``force_https`` (a plain HTTP request gets a 301 to the TLS port), and
+``statics.map`` holds ``<app>.<base-domain><url_prefix>`` for every static
+prefix of an app: a ``GET`` or ``HEAD`` whose host and path begin so goes to the
+activator, which answers it from a worker holding the app's image
+(``proxy/statics.py``) without waking a machine. A path merely beginning with
+a prefix's characters (``/statics`` for ``/static``) goes there too; the
+activator, finding no static that holds it, sends it on to a machine.
 """
 
 from __future__ import annotations
@@ -87,6 +93,14 @@ def map_steps(path: str, loaded: Mapping[str, str], wanted: Mapping[str, str]) -
 
 def render_map(entries: Mapping[str, str]) -> str:
     return "".join(f"{key} {value}\n" for key, value in sorted(entries.items()))
+
+
+def static_prefixes(prefixes: Mapping[str, frozenset[str]],
+                    app_host: Mapping[str, str]) -> dict[str, str]:
+    """``<app>.<base-domain><url_prefix>`` -> the app, for ``statics.map`` (a prefix's
+    trailing ``/`` left off, so the prefix itself is held too)."""
+    return {app_host[app] + prefix.rstrip("/"): app for app, held in prefixes.items()
+            if app in app_host for prefix in held}
 
 
 def aliases(sites: Mapping[str, Site], app_host: Mapping[str, str]) -> dict[str, str]:

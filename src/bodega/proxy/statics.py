@@ -1,0 +1,87 @@
+"""A request under one of an app's static ``url_prefix``es, answered from a worker.
+
+    GET /static/site.css ─▶ statics table: the file, and the machines whose workers
+    hold the image (started ones first) ─▶ worker: GET /v1/machines/{id}/statics/...
+    ─▶ its answer relayed as it comes: 200 with the file, 304, 206, or its 404
+
+The machine is never started, whatever its state, and the request is no load on
+it: neither autostart nor autostop hears of it. A worker that cannot be reached
+is passed for the next; with none left the answer is 503. Only ``GET`` and
+``HEAD`` are the edge's; another method goes to the machines as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from bodega.proxy.core.statics import Lookup
+from bodega.proxy.http1 import Head
+from bodega.wire.internal.worker_client import WorkerClient
+from bodega.wire.transport.seam import NoAnswer, NotConnected
+
+log = logging.getLogger("bodega.proxy.statics")
+
+METHODS = (b"GET", b"HEAD")
+# What a client's request says that the worker's answer depends on.
+ASKED = (b"if-none-match", b"if-modified-since", b"range", b"if-range")
+# What of the worker's answer the client gets.
+RELAYED = ("content-type", "content-length", "etag", "last-modified", "accept-ranges",
+           "content-range")
+REASONS = {200: "OK", 206: "Partial Content", 304: "Not Modified", 404: "Not Found",
+           416: "Range Not Satisfiable"}
+TIMEOUT = 30.0  # a file's answer may take this long to begin
+
+
+class StaticServer:
+    def __init__(self, clients: Callable[[str], WorkerClient | None]) -> None:
+        self.clients = clients
+
+    async def answer(self, lookup: Lookup, path: str, head: Head,
+                     writer: asyncio.StreamWriter, request_id: str) -> tuple[bool, int, str]:
+        """Answer ``head`` (its body already read) from the first worker that answers:
+        (whether the client connection stays open, the status, why not when none did)."""
+        headers = {name.decode(): value.decode("latin-1") for name in ASKED
+                   if (value := head.get(name)) is not None}
+        why = "no worker holds its image"
+        for source in lookup.sources:
+            client = self.clients(source.worker)
+            if client is None:
+                why = f"no address for worker {source.worker}"
+                continue
+            try:
+                async with client.static(source.machine_id, path, method=head.method.decode(),
+                                         app=source.app, headers=headers,
+                                         timeout=TIMEOUT) as answer:
+                    chunks = answer.chunks
+                    length = answer.headers.get("content-length")
+                    body = b""
+                    if length is None and answer.status != 304:  # never a file's: read it
+                        body = b"".join([chunk async for chunk in chunks])  # whole to frame it
+                        length = str(len(body))
+                    keep = head.keep_alive()
+                    lines = [f"HTTP/1.1 {answer.status} {REASONS.get(answer.status, 'OK')}",
+                             *(f"{name}: {answer.headers[name]}" for name in RELAYED
+                               if name in answer.headers and name != "content-length"),
+                             *([f"content-length: {length}"] if length is not None else []),
+                             f"fly-request-id: {request_id}", f"x-request-id: {request_id}",
+                             *([] if keep else ["connection: close"])]
+                    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+                    if not body and head.method != b"HEAD" and answer.status != 304:
+                        try:
+                            async for chunk in chunks:
+                                writer.write(chunk)
+                                await writer.drain()
+                        except NoAnswer as exc:  # the head is out: only a close tells
+                            log.info("%s: worker %s stopped sending %s: %s", source.app,
+                                     source.worker, path, exc)
+                            return False, answer.status, ""
+                    with contextlib.suppress(ConnectionError):
+                        await writer.drain()
+                    return keep, answer.status, ""
+            except (NotConnected, NoAnswer) as exc:
+                why = f"worker {source.worker} did not answer ({exc})"
+                log.info("%s: static %s: %s; trying another", source.app, path, why)
+        return head.keep_alive(), 503, why
