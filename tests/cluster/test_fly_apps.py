@@ -9,6 +9,9 @@ each with a small Dockerfile (a static busybox, FROM scratch), on a real `bodega
   the image is built with the args and the target's stage, the http_service reaches only
   the group it names, each web machine mounts a volume of its own made by the deploy
   (`initial_size`), and a redeploy keeps those volumes.
+- A file with `[[statics]]`: with every machine stopped, a file under the url_prefix is
+  served through the proxy from the image and the machines stay stopped; any other path
+  wakes one (autostart) as before.
 """
 
 from __future__ import annotations
@@ -134,6 +137,27 @@ exec /bin/busybox httpd -f -p 8080 -h /data/www
 """
 WORKER = "exec /bin/busybox sleep 100000\n"
 
+STATICS = """app = "flystatic"
+
+[http_service]
+  internal_port = 8080
+  auto_stop_machines = "stop"
+  auto_start_machines = true
+  min_machines_running = 0
+
+[[statics]]
+  guest_path = "/app/public"
+  url_prefix = "/static/"
+"""
+# The machine's own httpd serves /www only: a file under /static can come from the edge alone.
+STATICS_DOCKERFILE = """FROM scratch
+COPY busybox /bin/busybox
+COPY www /www
+COPY public /app/public
+ENTRYPOINT ["/bin/busybox", "httpd", "-f", "-p", "8080", "-h", "/www"]
+"""
+STYLE = "body { color: #c0ffee }\n" * 50
+
 
 def app(apps: Path, name: str, files: dict[str, str]) -> Path:
     where = apps / name
@@ -205,6 +229,38 @@ async def groups(cli: Cli, apps: Path) -> None:
     assert len(await _volumes(cli, "flygroups")) == 2
 
 
+async def statics(cli: Cli, apps: Path) -> None:
+    fly_toml = app(apps, "flystatic", {"fly.toml": STATICS, "Dockerfile": STATICS_DOCKERFILE,
+                                       "www/index.html": "the machine itself\n"})
+    (fly_toml.parent / "public" / "css").mkdir(parents=True)
+    (fly_toml.parent / "public" / "css" / "site.css").write_text(STYLE)
+    code, out, err = await cli.run("deploy", "-c", str(fly_toml))
+    assert code == 0, f"{out}\n{err}"
+    assert "statics" not in err, err  # acted on, not warned about
+    machines = await cli.machines("flystatic")
+    assert machines
+    assert all(m["config"]["statics"] == [{"guest_path": "/app/public",
+                                           "url_prefix": "/static/"}] for m in machines)
+    await until(lambda: _serves(cli, "flystatic", "/", "the machine itself\n"))
+    for machine in machines:
+        await cli.ok("machine", "stop", machine["id"], "-a", "flystatic")
+    await until(lambda: _all_stopped(cli, "flystatic"))
+
+    answer = await cli.get("flystatic", "/static/css/site.css")
+    assert answer.status_code == 200, answer.text
+    assert answer.text == STYLE
+    assert answer.headers["content-type"].startswith("text/css")
+    assert (await cli.get("flystatic", "/static/css/none.css")).status_code == 404
+    assert await _all_stopped(cli, "flystatic"), "a static woke a machine"
+
+    await until(lambda: _serves(cli, "flystatic", "/", "the machine itself\n"))  # autostart
+    assert not await _all_stopped(cli, "flystatic")
+
+
+async def _all_stopped(cli: Cli, app_name: str) -> bool:
+    return all(m["state"] == "stopped" for m in await cli.machines(app_name))
+
+
 async def _volumes(cli: Cli, app_name: str) -> list[dict[str, Any]]:
     """The app's volumes, as the Machines API lists them."""
     async with httpx.AsyncClient(timeout=30, headers={
@@ -230,8 +286,9 @@ async def test_fly_apps_deploy_unchanged_and_their_keys_act(tmp_path: Path) -> N
         with readable_dir() as apps:
             try:
                 await concurrently(old_template=old_template(cli, apps),
-                                   groups=groups(cli, apps))
+                                   groups=groups(cli, apps), statics=statics(cli, apps))
             finally:
-                for name, version in (("flyold", 1), ("flygroups", 1), ("flygroups", 2)):
+                for name, version in (("flyold", 1), ("flygroups", 1), ("flygroups", 2),
+                                      ("flystatic", 1)):
                     subprocess.run(["buildah", "rmi", "-f", f"{registry}/{name}:v{version}"],
                                    capture_output=True, check=False)
