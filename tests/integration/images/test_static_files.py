@@ -140,6 +140,9 @@ async def test_the_edge_serves_statics_of_a_stopped_machine_and_wakes_it_for_the
                     again = await http.get("/static/site.css",
                                            headers={"if-none-match": got.headers["etag"]})
                     assert (again.status_code, again.content) == (304, b"")
+                    part = await http.get("/static/site.css", headers={"range": "bytes=0-3"})
+                    assert (part.status_code, part.content) == (206, STYLE[:4])
+                    assert part.headers["content-range"] == f"bytes 0-3/{len(STYLE)}"
                     missing = await http.get("/static/nothing.css")
                     assert missing.status_code == 404
                     assert json.loads(missing.content)["status"] == "not_found"
