@@ -224,7 +224,8 @@ class ProxyServer:
     def _static(self, app: str, head: Head) -> tuple[str, Lookup] | None:
         """The path and what the statics table says of it, when the request is the edge's
         to answer from the app's images (``statics.py``)."""
-        if head.method not in STATIC_METHODS or head.get(INSTRUCTION) is not None:
+        if not self.statics.serves(app) or head.method not in STATIC_METHODS \
+                or head.get(INSTRUCTION) is not None:
             return None
         path = request_path(head.start[1].decode("latin-1"))
         lookup = self.statics.lookup(app, path, self.table.worker_alive) if path else None
@@ -244,7 +245,7 @@ class ProxyServer:
                 return head.keep_alive()
             keep, code, why = await self.static_files.answer(lookup, path, head, writer,
                                                              request_id)
-            if code == 503:
+            if why:  # nothing was written: no worker answered
                 await self._answer(writer, 503, app, f"no static file of {app} can be "
                                    f"served right now: {why}", request_id)
             return keep

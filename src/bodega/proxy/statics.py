@@ -42,7 +42,8 @@ class StaticServer:
     async def answer(self, lookup: Lookup, path: str, head: Head,
                      writer: asyncio.StreamWriter, request_id: str) -> tuple[bool, int, str]:
         """Answer ``head`` (its body already read) from the first worker that answers:
-        (whether the client connection stays open, the status, why not when none did)."""
+        (whether the client connection stays open, the status, and why none answered,
+        "" when one did; then nothing was written, and the status is 503)."""
         headers = {name.decode(): value.decode("latin-1") for name in ASKED
                    if (value := head.get(name)) is not None}
         why = "no worker holds its image"

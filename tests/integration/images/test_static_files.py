@@ -161,5 +161,11 @@ async def test_the_edge_serves_statics_of_a_stopped_machine_and_wakes_it_for_the
                     # ...but a static still to the edge (the machine's httpd has no such file)
                     got = await http.get("/static/site.css")
                     assert (got.status_code, got.content) == (200, STYLE)
+
+                    table.set_worker(machine.worker, "dead")  # no worker left to ask
+                    await served.synced()
+                    gone = await http.get("/static/site.css")
+                    assert gone.status_code == 503
+                    assert "no static file of web can be served right now" in gone.text
             finally:
                 await proxy_client.aclose()

@@ -78,6 +78,10 @@ class StaticsTable:
             for listener in self._listeners:
                 listener()
 
+    def serves(self, app: str) -> bool:
+        """Whether ``app`` has statics at all (most have none: their requests pay no more)."""
+        return app in self._by_app
+
     def lookup(self, app: str, path: str,
                worker_alive: Callable[[str], bool] = lambda _: True) -> Lookup | None:
         """The file ``path`` (decoded) names through ``app``'s statics and whom to ask,
