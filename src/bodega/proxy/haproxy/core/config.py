@@ -15,8 +15,8 @@
 The activator is bodega's Python proxy on a loopback port: it answers
 unknown hosts (404), starts a machine for an app with none running, and
 forwards the request once the machine's port accepts; it also answers a
-request for an app's statics from a worker holding its image. fly-proxy's rules map
-onto HAProxy's own features: ``hard_limit`` is a server's ``maxconn`` (the
+request for an app's statics from a worker holding its image. fly-proxy's
+rules map onto HAProxy's own features: ``hard_limit`` is a server's ``maxconn`` (the
 rest queue in the backend, ``timeout queue``); the nearest region first is two
 backends per app, the far one taken only while the near one is full
 (``layout.spill_condition``); a connect that failed or was not answered within
@@ -222,9 +222,10 @@ def render(layout: Layout, settings: HaproxySettings) -> str:
         # use_backend rule wherever it is written (HAProxy warns of one written after).
         f"    http-request set-var(txn.backend) var(txn.site),map({s.hosts_map})",
         *_statics(s),
+        # A static file: bodega's proxy fetches it from a worker, whatever the machines' state.
+        f"    use_backend {ACTIVATOR} if {{ var(txn.static) -m found }}",
         # One machine asked for by id, or a region: bodega's proxy picks (HAProxy 2.6 cannot
         # choose a server by a header).
-        f"    use_backend {ACTIVATOR} if {{ var(txn.static) -m found }}",
         f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-force-instance-id) -m found }}",
         f"    use_backend {ACTIVATOR} if {{ req.hdr(fly-prefer-region) -m found }}",
         # The app's far backend while its near one is full (HAProxy 2.6 takes a backend's
