@@ -20,7 +20,7 @@ from collections.abc import Callable
 from bodega.proxy.core.statics import Lookup
 from bodega.proxy.http1 import Head
 from bodega.wire.internal.worker_client import WorkerClient
-from bodega.wire.transport.seam import NoAnswer, NotConnected
+from bodega.wire.transport.seam import NoAnswer, NotConnected, Streamed
 
 log = logging.getLogger("bodega.proxy.statics")
 
@@ -30,9 +30,9 @@ ASKED = (b"if-none-match", b"if-modified-since", b"range", b"if-range")
 # What of the worker's answer the client gets.
 RELAYED = ("content-type", "content-length", "etag", "last-modified", "accept-ranges",
            "content-range")
+HEAD_TIMEOUT = 10.0  # seconds for a worker to begin its answer (it reads a local disk)
 REASONS = {200: "OK", 206: "Partial Content", 304: "Not Modified", 404: "Not Found",
            416: "Range Not Satisfiable"}
-TIMEOUT = 30.0  # a file's answer may take this long to begin
 
 
 class StaticServer:
@@ -53,36 +53,49 @@ class StaticServer:
                 why = f"no address for worker {source.worker}"
                 continue
             try:
-                async with client.static(source.machine_id, path, method=head.method.decode(),
-                                         app=source.app, headers=headers,
-                                         timeout=TIMEOUT) as answer:
-                    chunks = answer.chunks
-                    length = answer.headers.get("content-length")
-                    body = b""
-                    if length is None and answer.status != 304:  # never a file's: read it
-                        body = b"".join([chunk async for chunk in chunks])  # whole to frame it
-                        length = str(len(body))
-                    keep = head.keep_alive()
-                    lines = [f"HTTP/1.1 {answer.status} {REASONS.get(answer.status, 'OK')}",
-                             *(f"{name}: {answer.headers[name]}" for name in RELAYED
-                               if name in answer.headers and name != "content-length"),
-                             *([f"content-length: {length}"] if length is not None else []),
-                             f"fly-request-id: {request_id}", f"x-request-id: {request_id}",
-                             *([] if keep else ["connection: close"])]
-                    writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
-                    if not body and head.method != b"HEAD" and answer.status != 304:
-                        try:
-                            async for chunk in chunks:
-                                writer.write(chunk)
-                                await writer.drain()
-                        except NoAnswer as exc:  # the head is out: only a close tells
-                            log.info("%s: worker %s stopped sending %s: %s", source.app,
-                                     source.worker, path, exc)
-                            return False, answer.status, ""
-                    with contextlib.suppress(ConnectionError):
-                        await writer.drain()
-                    return keep, answer.status, ""
-            except (NotConnected, NoAnswer) as exc:
-                why = f"worker {source.worker} did not answer ({exc})"
+                async with contextlib.AsyncExitStack() as stack:
+                    # The answer's head is waited for so long; its body, as long as it takes.
+                    async with asyncio.timeout(HEAD_TIMEOUT):
+                        answer = await stack.enter_async_context(client.static(
+                            source.machine_id, path, method=head.method.decode(),
+                            app=source.app, headers=headers, timeout=None))
+                        body = await _framed(answer)
+                    return await self._relay(answer, body, head, writer, request_id,
+                                             f"{source.app}: worker {source.worker}'s {path}")
+            except (NotConnected, NoAnswer, TimeoutError) as exc:
+                why = f"worker {source.worker} did not answer ({str(exc) or 'in time'})"
                 log.info("%s: static %s: %s; trying another", source.app, path, why)
         return head.keep_alive(), 503, why
+
+    async def _relay(self, answer: Streamed, body: bytes | None, head: Head,
+                     writer: asyncio.StreamWriter, request_id: str,
+                     what: str) -> tuple[bool, int, str]:
+        """The worker's answer to the client: its head, then ``body`` or its chunks."""
+        keep = head.keep_alive()
+        length = str(len(body)) if body is not None else answer.headers.get("content-length")
+        lines = [f"HTTP/1.1 {answer.status} {REASONS.get(answer.status, 'OK')}",
+                 *(f"{name}: {answer.headers[name]}" for name in RELAYED
+                   if name in answer.headers and name != "content-length"),
+                 *([f"content-length: {length}"] if length is not None else []),
+                 f"fly-request-id: {request_id}", f"x-request-id: {request_id}",
+                 *([] if keep else ["connection: close"])]
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b""))
+        if body is None and head.method != b"HEAD" and answer.status != 304:
+            try:
+                async for chunk in answer.chunks:
+                    writer.write(chunk)
+                    await writer.drain()
+            except NoAnswer as exc:  # the head is out: only a close tells the client
+                log.info("%s stopped coming: %s", what, exc)
+                return False, answer.status, ""
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        return keep, answer.status, ""
+
+
+async def _framed(answer: Streamed) -> bytes | None:
+    """The body read whole when the answer gives no length to frame it by (never a file's
+    answer: an error's, say), else None: it streams."""
+    if "content-length" in answer.headers or answer.status == 304:
+        return None
+    return b"".join([chunk async for chunk in answer.chunks])
