@@ -28,13 +28,12 @@ from bodega.model.limits import (
     MAX_FILE_BYTES,
     MAX_ITEMS,
     MAX_METADATA,
-    MAX_PATH,
     MAX_SWAP_MB,
     check_config_size,
     check_mount_path,
-    check_static_path,
     check_text_map,
 )
+from bodega.model.statics import Static
 
 CpuKind = Literal["shared", "performance"]
 # What stands between a machine and the host's kernel (docs/isolation.md): namespaces and
@@ -299,41 +298,6 @@ def decode_base64(text: str, what: str) -> bytes:
         return base64.b64decode("".join(text.split()), validate=True)
     except (binascii.Error, ValueError):
         raise ValueError(f"{what} is not base64") from None
-
-
-class Static(BaseModel):
-    """``fly.Static``: the files under ``guest_path`` in the machine's image, served by the
-    edge at ``url_prefix`` without the request reaching the machine (``model/statics.py``
-    maps a request's path to a file; docs/proxy.md). ``tigris_bucket``: Fly serves from
-    that bucket instead; bodega has no object storage and serves no such static."""
-
-    model_config = ConfigDict(extra="forbid")
-    guest_path: str = Field(min_length=1, max_length=MAX_PATH)
-    url_prefix: str = Field(min_length=1, max_length=MAX_PATH)
-    tigris_bucket: str | None = Field(default=None, max_length=256)
-    index_document: str | None = Field(default=None, min_length=1, max_length=256)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _stored_keeps_reading(cls, data: Any, info: ValidationInfo) -> Any:
-        # A config stored while statics were kept as an unknown field still loads.
-        if isinstance(data, dict) and info.context and info.context.get("stored"):
-            return {k: v for k, v in data.items() if k in cls.model_fields}
-        return data
-
-    @field_validator("guest_path", "url_prefix")
-    @classmethod
-    def _plain_absolute(cls, value: str, info: ValidationInfo) -> str:
-        check_static_path(str(info.field_name), value)
-        return value
-
-    @field_validator("index_document")
-    @classmethod
-    def _a_file_name(cls, value: str | None) -> str | None:
-        if value is not None and ("/" in value or value in (".", "..")
-                                  or not value.isprintable()):
-            raise ValueError(f"index_document {value[:40]!r}: a file name, without '/'")
-        return value
 
 
 class MachineConfig(_Open):

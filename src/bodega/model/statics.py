@@ -1,4 +1,5 @@
-"""Which file of a machine's image a request's path names through its ``statics``; pure.
+"""A machine's ``statics`` (``fly.Static``), and which file of its image a request's path
+names through them; pure.
 
     GET /static/css/site.css ─▶ the static whose url_prefix is the longest that holds
     the path (/static) ─▶ its guest_path + the rest (/app/public + css/site.css)
@@ -18,9 +19,47 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote
 
-from bodega.model.machine_config import Static
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from bodega.model.limits import MAX_PATH, check_static_path
+
+
+class Static(BaseModel):
+    """``fly.Static``: the files under ``guest_path`` in the machine's image, served by the
+    edge at ``url_prefix`` without the request reaching the machine (``find`` maps a
+    request's path to a file; docs/proxy.md). ``tigris_bucket``: Fly serves from that
+    bucket instead; bodega has no object storage and serves no such static."""
+
+    model_config = ConfigDict(extra="forbid")
+    guest_path: str = Field(min_length=1, max_length=MAX_PATH)
+    url_prefix: str = Field(min_length=1, max_length=MAX_PATH)
+    tigris_bucket: str | None = Field(default=None, max_length=256)
+    index_document: str | None = Field(default=None, min_length=1, max_length=256)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_keeps_reading(cls, data: Any, info: ValidationInfo) -> Any:
+        # A config stored while statics were kept as an unknown field still loads.
+        if isinstance(data, dict) and info.context and info.context.get("stored"):
+            return {k: v for k, v in data.items() if k in cls.model_fields}
+        return data
+
+    @field_validator("guest_path", "url_prefix")
+    @classmethod
+    def _plain_absolute(cls, value: str, info: ValidationInfo) -> str:
+        check_static_path(str(info.field_name), value)
+        return value
+
+    @field_validator("index_document")
+    @classmethod
+    def _a_file_name(cls, value: str | None) -> str | None:
+        if value is not None and ("/" in value or value in (".", "..")
+                                  or not value.isprintable()):
+            raise ValueError(f"index_document {value[:40]!r}: a file name, without '/'")
+        return value
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from bodega.model.machine_config import MachineConfig, Static
-from bodega.model.statics import Refuse, Serve, find, holds, request_path
+from bodega.model.machine_config import MachineConfig
+from bodega.model.statics import Refuse, Serve, Static, find, holds, request_path
 
 PUBLIC = Static(guest_path="/app/public", url_prefix="/static")
 ASSETS = Static(guest_path="/app/assets/", url_prefix="/static/assets/",

@@ -35,9 +35,9 @@ from bodega.model.machine_config import (
     Port,
     Restart,
     Service,
-    Static,
     StopConfig,
 )
+from bodega.model.statics import Static
 
 ROLE_KEY = "bodega_deploy_role"  # "canary" on a canary, so a crashed deploy's leftover is known
 

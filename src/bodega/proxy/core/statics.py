@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bodega.model.machine import Machine
-from bodega.model.machine_config import Static, names_registry
-from bodega.model.statics import Refuse, Serve, find, served
+from bodega.model.machine_config import names_registry
+from bodega.model.statics import Refuse, Serve, Static, find, served
 
 
 @dataclass(frozen=True)
