@@ -33,6 +33,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from bodega.runtime.waits import when_readable
+from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR
 from tests.cluster.deploy_kit import Cli, readable_dir, until, up_cluster
 from tests.cluster.test_deploy_image_cli import image_app
 from tests.integration.images.image_kit import needs_image_tools
@@ -146,10 +147,11 @@ def in_machine(cli: Cli, app: str, machine_id: str) -> Callable[[], Awaitable[bo
 
 async def a_shell_typed_at(cli: Cli, app: str, machine_id: str, *command: str,
                            tools: str = "", sleeping: Callable[[], Awaitable[bool]] = on_host,
-                           named: bool = True) -> None:
+                           named: str | None = r"/dev/pts/\d+") -> None:
     """A shell in the machine, typed at: arithmetic and its terminal's name, a resize,
     Ctrl-C in a sleep, and an exit code (``tools``: what runs tty, stty and sleep;
-    ``sleeping``: whether the sleep runs; ``named``: its terminal has a name there)."""
+    ``sleeping``: whether the sleep runs; ``named``: its terminal's name there, if it has
+    one)."""
     async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
                            *command) as shell:
         await shell.expect(r"[$#] ")  # the shell's prompt
@@ -157,11 +159,10 @@ async def a_shell_typed_at(cli: Cli, app: str, machine_id: str, *command: str,
         await shell.expect(r"ready-2")
         shell.type("echo $((6*7)); [ -t 0 ] && [ -t 1 ] && echo term-$((8-1))\r")
         await shell.expect(r"(?<!\d)42\r?\nterm-7\r?\n")
-        if named:  # a gVisor sandbox's terminal has none: its /dev has no pts
+        if named is not None:  # a gVisor sandbox's terminal has none: its /dev has no pts
             shell.type(f"{tools}tty\r")
             # (the shell's prompt may come after the echo of what was typed, before the output)
-            found = await shell.expect(r"\n(?:[$#] )?(/dev/pts/\d+)\r?\n")
-            assert found.group(1).startswith(b"/dev/pts/")
+            await shell.expect(rf"\n(?:[$#] )?{named}\r?\n")
 
         # The local terminal resized: the kernel tells the command (SIGWINCH), which
         # tells the machine's terminal; stty there reads the new size.
@@ -283,8 +284,75 @@ async def test_ssh_console_reaches_an_image_machine(tmp_path: Path, isolation: s
             await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
                                    tools="/bin/busybox ",
                                    sleeping=in_machine(cli, app, machine_id),
-                                   named=isolation != "sandbox")
+                                   named=None if isolation == "sandbox" else r"/dev/pts/\d+")
         finally:
             for reference in built:
                 subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
                                check=False)
+
+
+@needs_image_tools
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("buildah") is None, reason="needs buildah")
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu")
+@pytest.mark.skipif(not any(DEFAULT_KERNEL_DIR.glob("boot/vmlinuz-*")),
+                    reason="needs the vm kernel (scripts/host-packages)")
+async def test_ssh_console_reaches_a_vm_machine(tmp_path: Path) -> None:
+    """A vm machine's console runs on its guest's own terminal (a virtio console, the
+    guest's /dev/hvc0), started by its init: the guest's kernel answers, the shell is
+    typed at as in any machine, one console at a time (a second gets 409 in the error
+    shape), and one whose command is gone is hung up in the guest, the next one opening."""
+    app = "con-vm"
+    built: list[str] = []
+    async with up_cluster(tmp_path, workers=1) as (cli, up):
+        (registry,) = [c["registry"] for c in up.state()["components"]
+                       if c["role"] == "registry"]
+        try:
+            with readable_dir() as apps:
+                toml = image_app(apps, app, "page\n")
+                toml.write_text(toml.read_text() + '\n[[vm]]\n  isolation = "vm"\n')
+                await cli.ok("deploy", "-c", str(toml))
+                built.append(f"{registry}/{app}:v1")
+            machine_id = (await cli.machines(app))[0]["id"]
+            sleeping = in_machine(cli, app, machine_id)
+
+            # The guest's kernel, not the host's; the command's exit code is the CLI's.
+            async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
+                                   "-C", "/bin/busybox sh -c 'uname -r; exit 5'") as kernel:
+                found = await kernel.expect(r"([0-9][^\r\n]*)\r?\n")
+                assert found.group(1).decode() != os.uname().release
+                assert found.group(1).endswith(b"-cloud-amd64"), found.group(1)
+                assert await kernel.exit_code() == 5
+
+            await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
+                                   tools="/bin/busybox ", sleeping=sleeping,
+                                   named=r"/dev/hvc0")
+
+            # One console at a time: a second, while one is open, is refused before the
+            # upgrade; the first one's command gone, its program is hung up in the guest.
+            api, admin = cli.env["BODEGA_API_URL"], cli.env["BODEGA_API_TOKEN"]
+            url = (api.replace("http://", "ws://") +
+                   f"/v1/apps/{app}/machines/{machine_id}/console")
+            async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
+                                   "-C", "/bin/busybox sh") as first:
+                await first.expect(r"[$#] ")
+                status, body = await refusal(url, admin)
+                assert (status, body["status"]) == (409, "failed_precondition"), body
+                assert "has a console open already" in body["error"], body
+                first.type(f"/bin/busybox sleep {NAP}\r")
+                await until(sleeping)
+                first.process.kill()
+                await first.exit_code()
+                await until(lambda: negated(sleeping), timeout=30)
+            async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
+                                   "-C", "/bin/busybox echo next one") as then:
+                await then.expect(r"next one\r?\n")
+                assert await then.exit_code() == 0
+        finally:
+            for reference in built:
+                subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
+                               check=False)
+
+
+async def negated(check: Callable[[], Awaitable[bool]]) -> bool:
+    return not await check()

@@ -2,9 +2,11 @@
 
 ``GET /v1/machines/{id}/console?app=APP&command=...&rows=R&cols=C`` (brokers only)
 starts the command (none: the machine's shell) where an exec of the machine runs, on a
-terminal of the worker's (``worker/ops/terminal.py``), and only then accepts the
-upgrade, so every refusal is an HTTP answer in the error shape before it: a bad query
-400, a machine of another app 404, one not started (or a vm machine) 412. Then binary
+terminal of the worker's (``worker/ops/terminal.py``) or, in a vm machine, of its
+guest's kernel (``drivers/vm/guest_console.py``), and only then accepts the upgrade, so
+every refusal is an HTTP answer in the error shape before it: a bad query 400, a machine
+of another app 404, one not started 412, a vm machine whose one console is open 409, or
+whose VM does not answer yet 503. Then binary
 frames carry the terminal's bytes both ways, and a text frame from the broker resizes
 the terminal (``model/console.py``). When the program ends, what it printed last is
 sent, then ``{"exit": CODE}``, and the socket is closed; when the socket closes first,
@@ -20,14 +22,13 @@ from collections.abc import Awaitable, Callable
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from bodega.model.console import ServerControl, client_control, console_command, terminal_size
-from bodega.model.errors import BodegaError, Unavailable
+from bodega.model.errors import BodegaError
 from bodega.model.forwarding import UNSUPPORTED, clip_reason
-from bodega.wire.transport.forward_link import why
 from bodega.wire.transport.forward_serve import accepted
 from bodega.worker.api.machine_routes import find_machine
+from bodega.worker.drivers.base import ConsoleSession
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.machines import MachineService
-from bodega.worker.ops.terminal import Terminal
 
 CONSOLE = "/v1/machines/{id}/console"
 DRAIN_TIMEOUT = 5.0  # seconds to read what an ended program printed last (a child may hold on)
@@ -47,20 +48,12 @@ class ConsoleRoutes:
         row = find_machine(self.machines, socket)
         command = console_command(socket.query_params.getlist("command"))
         size = terminal_size(socket.query_params.get("rows"), socket.query_params.get("cols"))
-        async with self.actions.console(row.id, command) as start:
-            try:
-                terminal = await Terminal.start(start, size)
-            except OSError as exc:
-                raise Unavailable(f"unavailable: no terminal for machine {row.id}'s console: "
-                                  f"{why(exc)}") from None
-            try:
-                if await accepted(socket):
-                    await converse(socket, terminal)
-            finally:
-                await terminal.close()
+        async with self.actions.console(row.id, command, size) as terminal:
+            if await accepted(socket):
+                await converse(socket, terminal)
 
 
-async def converse(socket: WebSocket, terminal: Terminal) -> None:
+async def converse(socket: WebSocket, terminal: ConsoleSession) -> None:
     """Carry the terminal's bytes both ways until the program ends (then say its exit code
     and close) or the socket closes."""
 

@@ -13,11 +13,13 @@ destroyed machine does nothing.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from bodega.model.console import TerminalSize
 from bodega.model.machine import ExitStatus, names_registry
 from bodega.model.machine_answers import ExecAnswer, ListenSocket, ProcessStat
 from bodega.model.machine_config import MachineConfig
@@ -96,6 +98,34 @@ class ConsoleCommand:
     pid_file: Path | None = None
 
 
+class ConsoleSession(Protocol):
+    """A console's program, started: its terminal's bytes both ways, its size, its end
+    (``worker/ops/terminal.py``'s ``Terminal``, a VM's ``VmConsole``)."""
+
+    async def read(self) -> bytes:
+        """What the program printed next; b"" once nothing more will come."""
+
+    async def write(self, data: bytes) -> None:
+        """Type ``data``."""
+
+    def resize(self, size: TerminalSize) -> None:
+        """The terminal's new size (the program in the foreground gets SIGWINCH)."""
+
+    async def exit_code(self) -> int:
+        """Wait for the program to end: its exit code, as a shell says it."""
+
+    async def close(self) -> None:
+        """Hang the terminal up and wait for the program's end (bounded)."""
+
+
+@dataclass(frozen=True)
+class GuestConsole:
+    """A console the machine's guest runs on a terminal of its own kernel (a vm's init),
+    where the worker's pseudo-terminal cannot reach: ``start`` opens it at its first size."""
+
+    start: Callable[[TerminalSize], Awaitable[ConsoleSession]]
+
+
 @dataclass(frozen=True)
 class ProcessInfo:
     pid: int
@@ -120,6 +150,11 @@ class DriverError(Exception):
 
 class TaskGone(DriverError):
     """The task has no running program to reach into (it has ended, or not yet begun)."""
+
+
+class Busy(DriverError):
+    """What was asked is held by another caller (a VM's one console); asking again once it
+    is let go may work."""
 
 
 class NoAnswer(DriverError):
@@ -164,9 +199,11 @@ class TaskControl(Protocol):
         user, directory, env); TaskGone when it is not running."""
 
     def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
-                ) -> AbstractAsyncContextManager[ConsoleCommand]:
+                ) -> AbstractAsyncContextManager[ConsoleCommand | GuestConsole]:
         """The command that starts ``argv`` (empty: the machine's shell) where ``exec``
-        would, valid while the context is held; TaskGone when it is not running."""
+        would, valid while the context is held (a guest's own console, for a machine behind
+        a kernel of its own); TaskGone when it is not running, Busy when it takes one
+        console at a time and has one."""
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:
         """The task's processes."""

@@ -19,6 +19,7 @@ from bodega.worker.drivers.base import (
     ConsoleCommand,
     DriverError,
     ExecResult,
+    GuestConsole,
     ProcessInfo,
     Suspend,
     TaskHandle,
@@ -43,7 +44,7 @@ class PairControl:
                                                               stdin)
 
     def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
-                ) -> AbstractAsyncContextManager[ConsoleCommand]:
+                ) -> AbstractAsyncContextManager[ConsoleCommand | GuestConsole]:
         return self.pair.by_handle(handle).control.console(handle, spec, argv)
 
     async def ps(self, handle: TaskHandle) -> list[ProcessInfo]:

@@ -7,11 +7,20 @@ none of them starts an operation, but every change is still logged.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal as signals
 from collections.abc import AsyncIterator
 from typing import TypedDict
 
-from bodega.model.errors import BadRequest, NotFound, PreconditionFailed, Timeout, Unavailable
+from bodega.model.console import TerminalSize
+from bodega.model.errors import (
+    BadRequest,
+    Conflict,
+    NotFound,
+    PreconditionFailed,
+    Timeout,
+    Unavailable,
+)
 from bodega.model.machine import MachineEvent
 from bodega.model.machine_answers import MachineVersion, WaitAnswer
 from bodega.model.states import PERSISTENT, MachineState
@@ -19,8 +28,10 @@ from bodega.worker.core.decisions import Cordon, SetMetadata, Signal
 from bodega.worker.core.records import LeaseRow, MachineRow
 from bodega.worker.core.rules import decide
 from bodega.worker.drivers.base import (
-    ConsoleCommand,
+    Busy,
+    ConsoleSession,
     ExecResult,
+    GuestConsole,
     NoAnswer,
     ProcessInfo,
     TaskControl,
@@ -29,6 +40,7 @@ from bodega.worker.drivers.base import (
 from bodega.worker.drivers.vm.guest_exec import EXEC_STDIN_LIMIT
 from bodega.worker.ops.effects import signal_number
 from bodega.worker.ops.machines import MachineService
+from bodega.worker.ops.terminal import Terminal
 from bodega.worker.ops.watch import StateWatch
 from bodega.worker.store import leases, queries
 
@@ -115,25 +127,38 @@ class MachineActions:
             raise unavailable from None
 
     @contextlib.asynccontextmanager
-    async def console(self, machine_id: str, command: list[str]
-                      ) -> AsyncIterator[ConsoleCommand]:
-        """How to start a console's ``command`` (empty: the machine's shell) where an exec
-        runs, while held; 412 unless the machine is started, and for a vm machine."""
+    async def console(self, machine_id: str, command: list[str], size: TerminalSize
+                      ) -> AsyncIterator[ConsoleSession]:
+        """A console's ``command`` (empty: the machine's shell) started where an exec runs,
+        on a terminal of ``size``, while held; closed (hung up, its program's end waited
+        for) on the way out. 412 unless the machine is started, 409 while a vm machine has
+        its one console open, 503 while its VM does not answer (booting)."""
         row = self._running(machine_id)
         assert row.handle is not None
         control = self._control()
         spec = self.machines.effects.task_spec(row)
-        if spec.isolation == "vm":
-            raise PreconditionFailed("failed_precondition: the console does not reach vm "
-                                     "machines yet; use machine exec")
         async with contextlib.AsyncExitStack() as stack:
             try:
-                started = await stack.enter_async_context(
+                start = await stack.enter_async_context(
                     control.console(row.handle, spec, command))
+                if isinstance(start, GuestConsole):
+                    session: ConsoleSession = await start.start(size)
+                else:
+                    session = await Terminal.start(start, size)
             except TaskGone as exc:
                 raise PreconditionFailed(f"failed_precondition: {exc}") from None
+            except Busy as exc:
+                raise Conflict(f"failed_precondition: {exc}") from None
+            except NoAnswer as exc:
+                unavailable = Unavailable(str(exc))
+                unavailable.retry_after = 1.0
+                raise unavailable from None
+            except OSError as exc:
+                raise Unavailable(f"unavailable: no terminal for machine {machine_id}'s "
+                                  f"console: {_why(exc)}") from None
+            stack.push_async_callback(session.close)
             self._log(machine_id, "console", {"command": command[:16]})
-            yield started
+            yield session
 
     async def ps(self, machine_id: str) -> list[ProcessInfo]:
         row = self.machines.get(machine_id)
@@ -235,3 +260,7 @@ def parse_wait_states(values: list[str]) -> list[str]:
         states.extend(part.strip() for part in value.split(",") if part.strip())
     return states
 
+
+def _why(exc: OSError) -> str:
+    """A few words on why a terminal could not be made ("no such file or directory")."""
+    return os.strerror(exc.errno).lower() if exc.errno else str(exc)

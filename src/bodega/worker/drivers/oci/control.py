@@ -22,6 +22,7 @@ from bodega.worker.drivers.base import (
     ConsoleCommand,
     DriverError,
     ExecResult,
+    GuestConsole,
     TaskGone,
     TaskHandle,
     TaskSpec,
@@ -70,18 +71,23 @@ class OciControl(ProcessControl):
 
     @contextlib.asynccontextmanager
     async def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
-                      ) -> AsyncIterator[ConsoleCommand]:
+                      ) -> AsyncIterator[ConsoleCommand | GuestConsole]:
         """The runtime's ``exec`` as for an exec, with a terminal: the runtime makes one in
         the container (the program its session's leader there, so job control and Ctrl-C
         work as on any terminal) and copies it to and from its own stdio, the worker's
         terminal. Without one the runtime starts the program in a session of its own with
         no controlling terminal, where a shell has no job control and Ctrl-C would reach
-        the runtime, not the program in the foreground."""
+        the runtime, not the program in the foreground. A vm machine's console is its
+        guest's (``vm/guest_console.py``)."""
         if not self.runs.alive(handle):
             raise TaskGone(f"machine {handle.machine_id}'s program is not running")
         if (spec.machine_dir / "oci" / "vm").exists():
-            raise TaskGone(f"the console does not reach vm machines yet (machine "
-                           f"{handle.machine_id}); use machine exec")
+            if self.vm is None:
+                raise DriverError(f"machine {handle.machine_id} runs in a vm, which this "
+                                  "worker no longer offers")
+            async with self.vm.console(handle.machine_id, spec.machine_dir, argv) as guest:
+                yield guest
+            return
         runtime = self.runtime_of(handle.machine_id)
         container = runtime.container_id(handle.machine_id, handle.start_seq)
         try:

@@ -20,6 +20,7 @@ from bodega.runtime.waits import within
 from bodega.worker.drivers.base import (
     ConsoleCommand,
     ExecResult,
+    GuestConsole,
     ProcessInfo,
     TaskGone,
     TaskHandle,
@@ -57,7 +58,7 @@ class ProcessControl:
                                      cwd=command.cwd)
 
     def console(self, handle: TaskHandle, spec: TaskSpec, argv: list[str]
-                ) -> AbstractAsyncContextManager[ConsoleCommand]:
+                ) -> AbstractAsyncContextManager[ConsoleCommand | GuestConsole]:
         """``argv`` (empty: the host's ``sh``) entered as an exec is, with a ``TERM``
         unless the machine sets one."""
         return self._entered(handle, spec, {"TERM": CONSOLE_TERM, **spec.env},

@@ -5,7 +5,8 @@
 # mounts the image's root, swaps on its swap disk if it has one, brings eth0 up with the machine's addresses, and runs the
 # image's program in that root as the image's user. It stays PID 1: it forwards the
 # signals the worker writes on the second serial port to the program, runs the worker's
-# execs beside it (the virtio-serial port bodega.exec), reaps what is orphaned to it,
+# execs beside it (the virtio-serial port bodega.exec) and its consoles (the virtio
+# console bodega.console, /dev/hvc0), reaps what is orphaned to it,
 # and writes the program's exit code to the status disk before it powers the machine
 # off. With bodega.probe on the kernel's command line it prints the kernel's version and
 # powers off (the worker's probe at its start).
@@ -31,26 +32,63 @@ done
 # answered "taken ID" and N sent to the program once per ID (the worker writes a line
 # again until it is answered: one written while the port was closed is lost); a signal
 # that comes before the program runs waits for its pid in /run/program. "exec" wakes the
-# exec loop below. The port is opened here, by PID 1 itself, before the machine is
-# readied, and set raw at once ("command": a port that cannot be opened is said, where a
-# failed redirection of a bare exec would end PID 1).
+# exec loop below. "resize ID CONSOLE ROWS COLS" and "hangup ID CONSOLE" are answered as
+# a signal is, and done once per ID for the console CONSOLE, if it runs (below). The port
+# is opened here, by PID 1 itself, before the machine is readied, and set raw at once
+# ("command": a port that cannot be opened is said, where a failed redirection of a bare
+# exec would end PID 1).
 command exec 5<>/dev/ttyS1 || say "no signal line"
 stty raw -echo <&5 2>/dev/null
 mkfifo /run/exec-wake
+
+# signal_session SIGNAL SID: SIGNAL for every process of the session SID (in /proc's
+# stat, the fourth field after the command's closing parenthesis)
+signal_session() {
+  for stat in /proc/[0-9]*/stat; do
+    read -r line < "$stat" 2>/dev/null || continue
+    # shellcheck disable=SC2086
+    set -- "$1" "$2" "${stat#/proc/}" ${line##*) }
+    [ "$7" = "$2" ] && kill -"$1" "${3%/stat}" 2>/dev/null
+  done
+}
+
+# console VERB CONSOLE [ROWS COLS]: resize the terminal of the console, or hang it up
+# (SIGHUP for its session, then SIGKILL for what is left of it 5 s later); nothing
+# unless it is the one running (/run/console: its id and session).
+console() {
+  read -r running session < /run/console 2>/dev/null || return 0
+  [ "$running" = "$2" ] || return 0
+  case $session in ''|*[!0-9]*) return 0 ;; esac
+  case $1 in
+    resize)
+      case $3 in ''|*[!0-9]*) return 0 ;; esac
+      case $4 in ''|*[!0-9]*) return 0 ;; esac
+      stty rows "$3" cols "$4" < /dev/hvc0 2>/dev/null ;;
+    hangup)
+      signal_session HUP "$session"
+      ( sleep 5; signal_session KILL "$session" ) < /dev/null > /dev/null 2>&1 & ;;
+  esac
+}
+
 (
   exec 4<>/run/exec-wake
   taken=
   while read -r word id number; do
     case $word in
       exec) echo >&4; continue ;;
-      signal) ;;
+      signal|resize|hangup) ;;
       *) continue ;;  # the tail of a line cut as the port opened, say
     esac
     case $id in ''|*[!0-9a-f]*) continue ;; esac
-    case $number in ''|*[!0-9]*) continue ;; esac
+    [ "$word" = signal ] && case $number in ''|*[!0-9]*) continue ;; esac
     echo "taken $id" >&5
     [ "$id" = "$taken" ] && continue
     taken=$id
+    if [ "$word" != signal ]; then
+      # shellcheck disable=SC2086
+      console "$word" $number
+      continue
+    fi
     until read -r program 2>/dev/null < /run/program; do usleep 20000; done
     kill -"$number" "$program" 2>/dev/null
   done <&5
@@ -260,6 +298,66 @@ exec_command() {
     done
   done
 ) < /dev/null 5<&- &
+
+# Consoles from the worker (guest_console.py), one at a time, on the virtio console
+# bodega.console: the guest's /dev/hvc0, a terminal, which has nothing to read (not an
+# end, as a virtio-serial port has) while no one is on the host's end, so its loop needs
+# no wake. A start line, read raw, "bodega-console ID ROWS COLS REQUEST" (REQUEST as an
+# exec's; no argv: the image's /bin/sh), runs the command as an exec runs, but on the
+# terminal, in a session of its own whose controlling terminal it is, at that size and
+# with TERM=xterm unless the machine sets one. Its start and then its end with its exit
+# code are marked on the terminal: ESC ] bodega-start;ID BEL and ESC ] bodega-exit;ID;
+# CODE BEL. The loop runs in a shell of its own (it sources the config again), started
+# by setsid twice: the second forks it off a command of PID 1's foreground, whose
+# SIGINT is not ignored, where a background one's is and every program of its consoles
+# would keep that (Ctrl-C would interrupt nothing).
+cat > /run/console-loop <<'LOOP'
+. /run/config
+tries=0
+until [ -c /dev/hvc0 ]; do
+  tries=$((tries + 1))
+  [ $tries -gt 100 ] && { echo "bodega-init: no console port"; exit 0; }
+  usleep 50000
+done
+# In a subshell: the loop's shell leads its session, and a leader opening a terminal
+# would take it for its own controlling terminal, which no console's session could then.
+# The terminal is opened again after each console: as the leader of the console's session
+# leaves, the kernel hangs up the terminal it controlled, and every open of it before
+# that reads and writes nothing more (EIO).
+(
+  command exec 7<>/dev/hvc0
+  while :; do
+    if ! stty raw -echo <&7 2>/dev/null; then
+      usleep 100000
+      command exec 7<>/dev/hvc0
+      continue
+    fi
+    read -r magic id rows cols request <&7 || { usleep 100000; continue; }
+    [ "$magic" = bodega-console ] || continue
+    case $id in ''|*[!0-9a-f]*) continue ;; esac
+    case $rows in ''|*[!0-9]*) continue ;; esac
+    case $cols in ''|*[!0-9]*) continue ;; esac
+    echo "$request" | base64 -d > /run/console-request 2>/dev/null || continue
+    set --
+    . /run/console-request
+    [ $# -gt 0 ] || set -- /bin/sh
+    stty sane rows "$rows" cols "$cols" <&7
+    printf '\033]bodega-start;%s\007' "$id" >&7
+    (
+      read -r self _ < /proc/self/stat
+      echo "$id $self" > /run/console
+      export TERM=xterm
+      program_env
+      exec setsid -c nsenter -r/newroot -w"/newroot$workdir" -S "$uid" -G "$gid" -F -- "$@"
+    ) <&7 >&7 2>&7 7<&-
+    code=$?
+    rm -f /run/console
+    command exec 7<>/dev/hvc0
+    printf '\033]bodega-exit;%s;%s\007' "$id" "$code" >&7
+  done
+)
+LOOP
+setsid setsid sh /run/console-loop < /dev/null 5<&-
 
 # The program, in the image's root as the image's user; its environment is the kernel's
 # (HOME, TERM) and the machine's variables: the init's own are never exported. It runs in

@@ -7,19 +7,31 @@ machine's disks (``disks.py``) with bodega's kernel and init (``initramfs.py``),
 the machine's network namespace. Signals go to the init over the VM's second serial
 port (``signal_line.py``), except SIGKILL, which ends qemu itself, as a stop past its
 timeout does. An exec goes to the init over its exec line (``guest_exec.py``), woken by
-a line on the signal line. The run's sockets live in ``qemu.CONTROL_DIR`` under the
+a line on the signal line; a console runs on the guest's own terminal, a virtio console
+(``guest_console.py``), one at a time. The run's sockets live in ``qemu.CONTROL_DIR`` under the
 machine's id: the machine's own directory may be too deep for a Unix socket's path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal as signals
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 from bodega.model.capacity import VM_OVERHEAD_MB
+from bodega.model.console import TerminalSize
 from bodega.runtime.commands import run_command
-from bodega.worker.drivers.base import DriverError, ExecResult, TaskSpec
+from bodega.worker.drivers.base import (
+    Busy,
+    ConsoleSession,
+    DriverError,
+    ExecResult,
+    GuestConsole,
+    TaskGone,
+    TaskSpec,
+)
 from bodega.worker.drivers.oci.core.bundle import (
     BundleError,
     MachineCommand,
@@ -36,6 +48,7 @@ from bodega.worker.drivers.vm.core.config import (
     config_disk,
     guest_network,
 )
+from bodega.worker.drivers.vm.core.console_marks import ConsoleRequest
 from bodega.worker.drivers.vm.core.qemu import (
     CONTROL_DIR,
     MIN_MEMORY_MB,
@@ -44,6 +57,7 @@ from bodega.worker.drivers.vm.core.qemu import (
     Share,
     VmLaunch,
     argv,
+    console_socket,
     control_socket,
     exec_socket,
     launch_of,
@@ -53,9 +67,10 @@ from bodega.worker.drivers.vm.core.qemu import (
     share_socket,
 )
 from bodega.worker.drivers.vm.disks import SWAP_DISK, RootDisks, machine_disk, swap_disk
+from bodega.worker.drivers.vm.guest_console import VmConsole
 from bodega.worker.drivers.vm.guest_exec import ExecRequest, GuestExec
 from bodega.worker.drivers.vm.initramfs import Kernel
-from bodega.worker.drivers.vm.signal_line import SignalLine
+from bodega.worker.drivers.vm.signal_line import Offer, SignalLine
 from bodega.worker.images.core.manifest import ImageConfig
 
 log = logging.getLogger("bodega.worker.vm")
@@ -72,6 +87,7 @@ class VmMachines:
         self.disks = RootDisks()
         self.execs = GuestExec()
         self.signal_line = SignalLine()
+        self.consoles: set[str] = set()  # the machines with a console open: one each
 
     @staticmethod
     def directory(machine_dir: Path) -> Path:
@@ -140,6 +156,7 @@ class VmMachines:
             config=directory / "config.img", status=directory / "status.img", swap=swap,
             mac=config.network.mac, control=control_socket(spec.machine_id),
             qmp=qmp_socket(spec.machine_id), exec_line=exec_socket(spec.machine_id),
+            console_line=console_socket(spec.machine_id),
             tsc_khz=self.tsc_khz, shares=shares, init_answers_signals=True)
         keep_launch(directory, launch)
         return wrapper_program(launch)
@@ -162,6 +179,34 @@ class VmMachines:
             wake=lambda: self.signal_line.tell(machine_id, control_socket(machine_id), "exec",
                                            unless_busy=True))
 
+    @contextlib.asynccontextmanager
+    async def console(self, machine_id: str, machine_dir: Path, argv: list[str]
+                      ) -> AsyncIterator[GuestConsole]:
+        """The VM's console for ``argv`` (empty: the image's shell), one at a time: Busy
+        while one is open (until its program has ended), TaskGone for a VM booted with no
+        console port (by an older bodega; a restart gives it one)."""
+        launch = kept_launch(self.directory(machine_dir))
+        line = launch.console_line if launch is not None else None
+        if line is None:
+            raise TaskGone(f"machine {machine_id}'s VM was booted with no console port; "
+                           "restart the machine to open one (machine exec reaches it)")
+        if machine_id in self.consoles:
+            raise Busy(f"machine {machine_id}'s VM has a console open already: it takes "
+                       "one at a time")
+        self.consoles.add(machine_id)
+
+        def tell(verb: str, words: tuple[str, ...]) -> Awaitable[bool]:
+            return self.signal_line.offer(machine_id, control_socket(machine_id),
+                                          Offer(0, verb=verb, words=words))
+
+        async def start(size: TerminalSize) -> ConsoleSession:
+            return await VmConsole.open(machine_id, line, ConsoleRequest(argv, size), tell)
+
+        try:
+            yield GuestConsole(start)
+        finally:
+            self.consoles.discard(machine_id)
+
     async def unwire(self, netns: str) -> None:
         """Undo ``qemu.RUN``'s tap and redirect, where a killed run left them: the namespace
         may run a container next."""
@@ -172,7 +217,8 @@ class VmMachines:
     @staticmethod
     def forget(machine_id: str) -> None:
         for socket in (control_socket(machine_id), qmp_socket(machine_id),
-                       exec_socket(machine_id), *CONTROL_DIR.glob(f"{machine_id}.vol*")):
+                       exec_socket(machine_id), console_socket(machine_id),
+                       *CONTROL_DIR.glob(f"{machine_id}.vol*")):
             socket.unlink(missing_ok=True)
 
 
@@ -183,13 +229,19 @@ def keep_launch(directory: Path, launch: VmLaunch) -> None:
     kept.with_suffix(".tmp").rename(kept)
 
 
+def kept_launch(directory: Path) -> VmLaunch | None:
+    """The VM's last boot as ``keep_launch`` kept it; None if none was."""
+    try:
+        return launch_of((directory / LAUNCH).read_bytes())
+    except (OSError, ValueError):
+        return None
+
+
 def answers_signals(directory: Path) -> bool:
     """The VM's init answers the signals it takes, as its boot's kept launch says; one
     with none kept was booted before bodega kept them, by an init that does not."""
-    try:
-        return launch_of((directory / LAUNCH).read_bytes()).init_answers_signals
-    except (OSError, ValueError):
-        return False
+    launch = kept_launch(directory)
+    return launch is not None and launch.init_answers_signals
 
 
 def wrapper_program(launch: VmLaunch) -> list[str]:

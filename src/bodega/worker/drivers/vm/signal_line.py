@@ -19,6 +19,11 @@ the VM's boot. One VM's offers go one at a time, in the order they were made (qe
 serves one connection at a time). The exec line's wake (``exec``, ``guest_exec.py``) is
 a line on the same port that asks for no answer: the exec waits for its own.
 
+A console's resize and hang-up (``guest_console.py``) are offers too, answered as a
+signal is (``resize ID CONSOLE ROWS COLS``, ``hangup ID CONSOLE``): longer than the port's
+16 bytes of FIFO, a line asking for no answer would lose its tail when its connection
+closed, qemu dropping what it had not read yet.
+
 A VM booted by an older init, which neither answers nor reads this line, is sent the bare
 number it reads, once (``VmLaunch.init_answers_signals``).
 """
@@ -48,13 +53,20 @@ TAKEN = re.compile(rb"taken ([0-9a-f]{16})\r?\n?")
 
 @dataclass(frozen=True)
 class Offer:
-    """One signal for the program of one VM, as its init is sent it."""
+    """One signal for the program of one VM, as its init is sent it; or, ``verb`` given,
+    a console's resize or hang-up (``guest_console.py``), offered the same way."""
 
     signal: int
     offer_id: str = field(default_factory=lambda: secrets.token_hex(8))
+    verb: str = "signal"
+    words: tuple[str, ...] = ()  # what follows the id (none: the signal's number)
 
     def line(self) -> bytes:
-        return f"signal {self.offer_id} {self.signal}\n".encode()
+        words = " ".join(self.words or (str(self.signal),))
+        return f"{self.verb} {self.offer_id} {words}\n".encode()
+
+    def what(self) -> str:
+        return f"signal {self.signal}" if self.verb == "signal" else f"a console's {self.verb}"
 
     def taken_by(self, line: bytes) -> bool:
         """``line`` is the init's answer to this offer (not an earlier one's, nor garbage)."""
@@ -122,7 +134,13 @@ class SignalLine:
         """Offer ``signal`` to the program of the VM whose signal line is ``socket``, until
         its init takes it; False if no VM listens there (qemu not up yet, or gone). Returns
         once the offer is made: it goes on in a task of its own."""
-        lock, offer = self._lock(machine_id), Offer(signal)
+        return await self.offer(machine_id, socket, Offer(signal))
+
+    async def offer(self, machine_id: str, socket: Path, offer: Offer) -> bool:
+        """``send`` for any offer (a console's resize or hang-up): a line the init answers.
+        A line that asks for no answer is lost past the port's 16 bytes of FIFO once its
+        connection closes (qemu drops what it had not read yet): a longer one is offered."""
+        lock = self._lock(machine_id)
         if lock.locked():  # an earlier offer is on the line (so qemu is up): this one next
             self._start(self._queued(lock, machine_id, socket, offer))
             return True
@@ -173,8 +191,8 @@ class SignalLine:
             try:
                 line = await _connect(socket)
             except OSError as exc:
-                log.info("%s: signal %d not sent: no signal line (%s)", machine_id,
-                         offer.signal, exc)
+                log.info("%s: %s not sent: no signal line (%s)", machine_id, offer.what(),
+                         exc)
                 return
             await self._deliver(machine_id, line, offer)
 
@@ -199,10 +217,10 @@ class SignalLine:
         try:
             if not await offer_until_taken(reader, write, offer, self.resend_every,
                                            self.offered_for):
-                log.warning("%s: signal %d not taken by the VM's init in %g s",
-                            machine_id, offer.signal, self.offered_for)
+                log.warning("%s: %s not taken by the VM's init in %g s", machine_id,
+                            offer.what(), self.offered_for)
         except (EOFError, OSError):
-            log.info("%s: the VM ended before it took signal %d", machine_id, offer.signal)
+            log.info("%s: the VM ended before it took %s", machine_id, offer.what())
         finally:
             await _close(writer)
 

@@ -9,9 +9,11 @@ rate: without it microvm hangs calibrating it. The first serial port is the cons
 written to the run's stdout (the machine's log); the second is the init's signal line, a
 Unix socket the worker connects to (``signal_line.py``); QMP answers on a third, for
 suspend; the init's exec line is a virtio-serial port named ``EXEC_PORT``, a fourth
-(``guest_exec.py``). A resume is the same argv (``VmLaunch`` is kept beside the
-machine's disks: ``launch_record``) with ``-incoming defer``: qemu waits, its vCPUs
-stopped (``-S``), for the snapshot it is given by QMP (``snapshots.py``).
+(``guest_exec.py``); a console's terminal is a virtio console on the same device, a
+fifth, the guest's ``/dev/hvc0`` (``guest_console.py``). A resume is the same argv
+(``VmLaunch`` is kept beside the machine's disks: ``launch_record``) with ``-incoming
+defer``: qemu waits, its vCPUs stopped (``-S``), for the snapshot it is given by QMP
+(``snapshots.py``).
 
 ``RUN`` is the program the worker's wrapper runs (``process/launch.py``), in the
 machine's namespace: it starts a virtiofsd for each directory shared with the VM (the
@@ -42,6 +44,7 @@ TB_SIZE_MB = 32
 CONTROL_DIR = Path("/run/bodega/vm")  # Unix sockets: a machine's dir may be too deep
 VIRTIOFSD = Path("/usr/lib/qemu/virtiofsd")  # Debian's, beside qemu (qemu-system-common)
 EXEC_PORT = "bodega.exec"  # the init finds its exec line by this name
+CONSOLE_PORT = "bodega.console"  # the guest's /dev/hvc0: a virtio console is a terminal
 
 # $1 the status disk, then --share SOCKET DIR for each shared directory, then qemu's argv.
 # A virtiofsd ends when its qemu does (its one connection closes); qemu waits for its socket.
@@ -103,6 +106,7 @@ class VmLaunch:
     control: Path | None = None  # the signal line's socket
     qmp: Path | None = None
     exec_line: Path | None = None  # the exec line's socket
+    console_line: Path | None = None  # the console's socket (None: booted before consoles)
     incoming: bool = False  # wait for a snapshot to resume from (QMP), instead of booting
     shares: tuple[Share, ...] = ()
     tsc_khz: int = DEFAULT_TSC_KHZ
@@ -151,10 +155,15 @@ def argv(launch: VmLaunch) -> list[str]:
     for share in launch.shares:
         args += ["-chardev", f"socket,id=fs-{share.tag},path={share.socket}",
                  "-device", f"vhost-user-fs-device,chardev=fs-{share.tag},tag={share.tag}"]
+    if launch.exec_line is not None or launch.console_line is not None:
+        # Port 0 is a console's, whichever device comes first: the exec port is port 1.
+        args += ["-device", "virtio-serial-device,max_ports=2"]
     if launch.exec_line is not None:
-        args += ["-device", "virtio-serial-device,max_ports=2",
-                 "-chardev", f"socket,id=exec,path={launch.exec_line},server=on,wait=off",
+        args += ["-chardev", f"socket,id=exec,path={launch.exec_line},server=on,wait=off",
                  "-device", f"virtserialport,chardev=exec,name={EXEC_PORT}"]
+    if launch.console_line is not None:
+        args += ["-chardev", f"socket,id=terminal,path={launch.console_line},server=on,"
+                 "wait=off", "-device", f"virtconsole,chardev=terminal,name={CONSOLE_PORT}"]
     if launch.qmp is not None:
         args += ["-qmp", f"unix:{launch.qmp},server=on,wait=off"]
     if launch.incoming:
@@ -202,3 +211,7 @@ def run_args(shares: tuple[Share, ...]) -> list[str]:
 
 def exec_socket(machine_id: str) -> Path:
     return CONTROL_DIR / f"{machine_id}.exec"
+
+
+def console_socket(machine_id: str) -> Path:
+    return CONTROL_DIR / f"{machine_id}.tty"
