@@ -23,6 +23,15 @@ def test_an_offer_is_one_line_the_init_reads_as_word_id_and_number() -> None:
     assert line.decode().split() == ["signal", ID, "15"]
 
 
+def test_a_consoles_offer_is_its_verb_its_id_and_its_words() -> None:
+    resize = Offer(0, ID, verb="resize", words=(EARLIER, "33", "101"))
+    assert resize.line() == f"resize {ID} {EARLIER} 33 101\n".encode()
+    assert Offer(0, ID, verb="hangup", words=(EARLIER,)).line() == \
+        f"hangup {ID} {EARLIER}\n".encode()
+    assert (resize.what(), Offer(15, ID).what()) == ("a console's resize", "signal 15")
+    assert resize.taken_by(f"taken {ID}\n".encode())
+
+
 def test_each_offer_has_an_id_of_its_own() -> None:
     assert len({Offer(2).offer_id for _ in range(100)}) == 100
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from bodega.worker.drivers.vm.core.qemu import (
+    CONSOLE_PORT,
     DEFAULT_TSC_KHZ,
     EXEC_PORT,
     RUN,
@@ -63,6 +64,25 @@ def test_a_swap_disk_is_one_more_raw_disk_with_its_own_serial_and_kept_for_resum
     record = launch_record(plain).replace(b',"swap":null', b"")
     assert b"swap" not in record
     assert launch_of(record) == plain
+
+
+def test_a_console_is_a_virtio_console_beside_the_exec_port_on_one_device() -> None:
+    base = VmLaunch(vmlinuz=Path("/k/vmlinuz"), initramfs=Path("/k/init.cpio"), cpus=1,
+                    memory_mb=256, accel="tcg", exec_line=Path("/run/m.exec"))
+    # A boot kept from before consoles runs again as it was booted, device for device.
+    old = launch_of(launch_record(base).replace(b',"console_line":null', b""))
+    assert old.console_line is None
+    assert not any(a.startswith("virtconsole") for a in argv(old))
+    args = argv(replace(base, console_line=Path("/run/m.tty")))
+    joined = " ".join(args)
+    assert joined.count("virtio-serial-device,max_ports=2") == 1  # port 0 the console's
+    assert "socket,id=terminal,path=/run/m.tty,server=on,wait=off" in joined
+    assert f"virtconsole,chardev=terminal,name={CONSOLE_PORT}" in joined
+    at = args.index("socket,id=terminal,path=/run/m.tty,server=on,wait=off") - 1
+    assert args[:at] + args[at + 4:] == argv(old), "the exec port as it was"
+    alone = argv(replace(base, exec_line=None, console_line=Path("/run/m.tty")))
+    assert "virtio-serial-device,max_ports=2" in alone
+    assert not any("virtserialport" in a for a in alone)
 
 
 def test_a_probe_boot_has_no_disks_and_kvm_uses_the_hosts_cpu() -> None:
