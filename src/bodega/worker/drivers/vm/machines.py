@@ -7,9 +7,10 @@ machine's disks (``disks.py``) with bodega's kernel and init (``initramfs.py``),
 the machine's network namespace. Signals go to the init over the VM's second serial
 port (``signal_line.py``), except SIGKILL, which ends qemu itself, as a stop past its
 timeout does. An exec goes to the init over its exec line (``guest_exec.py``), woken by
-a line on the signal line; a console runs on the guest's own terminal, a virtio console
-(``guest_console.py``), one at a time. The run's sockets live in ``qemu.CONTROL_DIR`` under the
-machine's id: the machine's own directory may be too deep for a Unix socket's path.
+a line on the signal line; a console runs on the guest's own terminal, a virtio
+console (``guest_console.py``), one at a time. The run's sockets live in
+``qemu.CONTROL_DIR`` under the machine's id: the machine's own directory may be too deep
+for a Unix socket's path.
 """
 
 from __future__ import annotations
