@@ -17,9 +17,12 @@ from urllib.parse import urlencode
 import pytest
 from websockets.asyncio.client import ClientConnection
 
+from bodega.model.console import TerminalSize
 from bodega.model.errors import BodegaError
 from bodega.wire.internal.worker_client import WorkerClient
 from bodega.wire.transport.forward_link import open_link
+from bodega.worker.drivers.vm.core.console_marks import ConsoleRequest, Marks
+from bodega.worker.drivers.vm.core.qemu import console_socket
 from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR
 from tests.integration.daemon_kit import worker_daemon
 from tests.integration.images.image_kit import build_image, needs_image_tools, registry
@@ -153,9 +156,41 @@ async def test_a_vm_console_is_a_terminal_of_the_guests_own(tmp_path: Path) -> N
                 async with console("echo", "next", "one") as then:
                     await then.expect(r"next one\r\n")
                     assert await then.exit_code() == 0
+
+                # A console its worker left running (as a worker restarted would): the
+                # next start goes to it unmarked and is refused (503, try again), and its
+                # hang-up ends the left one, so the one after opens.
+                left = await stale_console(console_socket(machine.id))
+                await until(sleeping, timeout=WAIT)
+                with pytest.raises(BodegaError) as refused:
+                    async with console():
+                        pass
+                assert (refused.value.http_status, refused.value.status) == \
+                    (503, "unavailable"), refused.value.message
+                assert "not taking consoles" in refused.value.message
+                await until(lambda: _not(sleeping), timeout=WAIT)
+                left.close()
+                async with console("echo", "after", "a", "left", "one") as after:
+                    await after.expect(r"after a left one\r\n")
+                    assert await after.exit_code() == 0
                 await client.destroy(machine.id, force=True)
         finally:
             await daemon.stop()
+
+
+async def stale_console(line: Path) -> asyncio.StreamWriter:
+    """A console started on the VM's terminal by hand, as a worker would, then left: a
+    ``sleep`` in a shell, on the guest's terminal, that no worker knows of."""
+    reader, writer = await asyncio.open_unix_connection(str(line))
+    request = ConsoleRequest([], TerminalSize(rows=24, cols=80))
+    writer.write(request.start_line())
+    marks = Marks(request)
+    seen = b""
+    while b"# " not in seen:
+        seen += marks.feed(await asyncio.wait_for(reader.read(4096), WAIT))
+    writer.write(f"sleep {NAP}\r".encode())
+    await writer.drain()
+    return writer
 
 
 async def _not(check: object) -> bool:

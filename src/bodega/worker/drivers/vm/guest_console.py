@@ -11,7 +11,9 @@ edits lines, makes Ctrl-C a SIGINT for the program in the foreground, and a resi
 qemu serves one connection at a time, and the init one console at a time: a VM has one
 console open at once (a second is ``Busy``), and a console is only let go once its
 program has ended, hung up when the worker closes it first, so the next one's start line
-is never typed into an earlier program.
+is never typed into an earlier program. One a worker left running (it was restarted) is
+found when the next start goes unmarked: that one is refused (``NoAnswer``, try again),
+and its hang-up ends whatever holds the terminal.
 
 The socket is read on at once, always, whatever the WebSocket takes: qemu drops what a
 virtio console writes when its socket is full (it cannot hold the guest back), and the
@@ -92,7 +94,9 @@ class VmConsole:
                 first += marks.feed(data)
         except TimeoutError:
             await _close(writer)
-            await tell("hangup", request.hangup_words())  # should the init take it yet
+            # Never to start, should the init take it yet; and what holds the terminal,
+            # if anything does, is no one's (its worker went away before it ended).
+            await tell("hangup", request.hangup_words(anyone=True))
             raise not_listening from None
         except OSError as exc:
             await _close(writer)

@@ -52,19 +52,26 @@ signal_session() {
   done
 }
 
-# console VERB CONSOLE [ROWS COLS]: resize the terminal of the console, or hang it up
-# (SIGHUP for its session, then SIGKILL for what is left of it 5 s later); nothing
-# unless it is the one running (/run/console: its id and session).
+# console VERB CONSOLE [ROWS COLS | all]: resize the terminal of the console, if it is
+# the one running (/run/console: its id and session), or hang it up: SIGHUP for its
+# session, then SIGKILL for what is left of it 5 s later. A console hung up before it
+# runs never will (/run/console-hungup: the last such id); "all" hangs up whatever runs,
+# a console its worker left (the next one's start line went to it, and was not marked).
 console() {
-  read -r running session < /run/console 2>/dev/null || return 0
-  [ "$running" = "$2" ] || return 0
-  case $session in ''|*[!0-9]*) return 0 ;; esac
+  running= session=
+  read -r running session < /run/console 2>/dev/null
+  case $session in ''|*[!0-9]*) running= ;; esac
   case $1 in
     resize)
+      [ -n "$running" ] && [ "$running" = "$2" ] || return 0
       case $3 in ''|*[!0-9]*) return 0 ;; esac
       case $4 in ''|*[!0-9]*) return 0 ;; esac
       stty rows "$3" cols "$4" < /dev/hvc0 2>/dev/null ;;
     hangup)
+      if [ "$running" != "$2" ]; then
+        echo "$2" > /run/console-hungup
+        [ -n "$running" ] && [ "$3" = all ] || return 0
+      fi
       signal_session HUP "$session"
       ( sleep 5; signal_session KILL "$session" ) < /dev/null > /dev/null 2>&1 & ;;
   esac
@@ -337,6 +344,9 @@ done
     case $id in ''|*[!0-9a-f]*) continue ;; esac
     case $rows in ''|*[!0-9]*) continue ;; esac
     case $cols in ''|*[!0-9]*) continue ;; esac
+    hungup=
+    read -r hungup < /run/console-hungup 2>/dev/null
+    [ "$hungup" = "$id" ] && continue  # its worker gave up on it before it started
     echo "$request" | base64 -d > /run/console-request 2>/dev/null || continue
     set --
     . /run/console-request

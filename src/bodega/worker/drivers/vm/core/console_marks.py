@@ -52,8 +52,11 @@ class ConsoleRequest:
         """A resize's words on the signal line, after its verb and offer's id."""
         return (self.console_id, str(size.rows), str(size.cols))
 
-    def hangup_words(self) -> tuple[str, ...]:
-        return (self.console_id,)
+    def hangup_words(self, *, anyone: bool = False) -> tuple[str, ...]:
+        """A hang-up's words: this console's, which the init will then never start if it
+        has not yet; ``anyone``: whatever console runs too (one whose worker went away,
+        which took this one's start line)."""
+        return (self.console_id, "all") if anyone else (self.console_id,)
 
     def start_mark(self) -> bytes:
         return f"\x1b]bodega-start;{self.console_id}\x07".encode()

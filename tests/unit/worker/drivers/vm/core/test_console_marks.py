@@ -47,6 +47,7 @@ def test_the_start_line_is_a_line_of_its_own_with_the_argv_as_quoted_literals() 
     assert base64.b64decode(request().start_line().split(b" ")[-1]) == b"set -- \n"
     assert request().resize_words(TerminalSize(rows=5, cols=6)) == (ID, "5", "6")
     assert request().hangup_words() == (ID,)
+    assert request().hangup_words(anyone=True) == (ID, "all")
     assert ConsoleRequest([], SIZE).console_id != ConsoleRequest([], SIZE).console_id
 
 
