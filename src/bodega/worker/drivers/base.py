@@ -87,7 +87,7 @@ class ExecResult:
 @dataclass(frozen=True)
 class ConsoleCommand:
     """How to start a console's program where the machine's program runs: the worker starts
-    ``argv`` on a pseudo-terminal of its own (``worker/ops/console.py``)."""
+    ``argv`` on a pseudo-terminal of its own (``worker/ops/terminal.py``)."""
 
     argv: list[str]
     env: dict[str, str] | None = None  # None: the worker's
