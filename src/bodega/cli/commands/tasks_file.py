@@ -4,7 +4,8 @@ The file is the article's config as written: a list of jobs (``[{"Name": "frick"
 "Command": "sleep 1", "Restart": true}, ...]``), or one job. Every element is read as
 ``POST /sched/submit`` reads one before anything is sent, so a file with a mistake
 submits nothing and names the element; the broker then commits each element as a job
-of its own and says, element by element, what became of it. A line per job; exit 1 if
+of its own and says, element by element, what became of it (``PER_REQUEST`` elements
+a request). A line per job; exit 1 if
 the broker refused any.
 """
 
@@ -21,6 +22,10 @@ from pydantic import ValidationError
 from bodega.cli.session.api import call, show_json
 from bodega.model.errors import validation_message
 from bodega.wire.public.jobs.api import JobStatus, SubmitBody
+
+# Jobs per request: the broker commits a list's jobs one after another (about 10 ms each
+# here), so a request of this many is answered well within the client's timeout.
+PER_REQUEST = 500
 
 if TYPE_CHECKING:
     from bodega.wire.public.jobs.api import SubmitOutcome
@@ -60,7 +65,12 @@ def submit_file(file: str, app: str, api_url: str | None, token: str | None,
     async def work(client: MachinesClient) -> list[SubmitOutcome]:
         from bodega.wire.public.jobs.client import JobsApi
 
-        return await JobsApi(client).submit_list(jobs, app)
+        api, outcomes = JobsApi(client), []
+        for first in range(0, len(jobs), PER_REQUEST):
+            part = await api.submit_list(jobs[first:first + PER_REQUEST], app)
+            outcomes += [o if isinstance(o, JobStatus)
+                         else o.model_copy(update={"index": o.index + first}) for o in part]
+        return outcomes
 
     outcomes = call(api_url, token, work, context=context)
     refused = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bodega.cli.commands.tasks_file import PER_REQUEST
 from tests.integration.broker.broker_kit import in_process_cluster
 from tests.integration.cli.commands.test_volume_commands import bodega
 
@@ -55,6 +56,15 @@ async def test_a_file_of_jobs_is_submitted_as_the_article_writes_it(tmp_path: Pa
             listed = await api.get("/sched/jobs", params={"state": "any", "app": "batch"})
         assert sorted(j["name"] for j in listed.json()) == ["frack", "frick", "solo"], \
             listed.text
+
+        # A file longer than a request's share goes in several; each refusal keeps its place.
+        many = tmp_path / "many.json"
+        many.write_text(json.dumps([{"Name": f"m{i}", "Command": "true", "pool": "later"}
+                                    for i in range(PER_REQUEST + 1)] + [ARTICLE[0]]))
+        code, out, err = await bodega(url, "jobs", "submit", "-a", "batch", "-f", str(many))
+        assert code == 1, err
+        assert len(out.splitlines()) == PER_REQUEST + 1, out[-300:]
+        assert err.startswith(f"Error: job {PER_REQUEST + 1} (frick) refused: a job named"), err
 
 
 async def test_a_file_with_a_mistake_submits_nothing(tmp_path: Path) -> None:
