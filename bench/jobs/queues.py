@@ -22,10 +22,18 @@ one at a time:
   dies; restarted at once): jobs that never finish, and the time from the kill until each
   job it held runs again;
 - claim mode (bodega only): ``--claimers`` external workers race for ``--claim-jobs``
-  one-task jobs; 409s per claim won, without and with the article's random wait.
+  one-task jobs; 409s per claim won, without and with the article's random wait;
+- with ``--phases singles,list`` (not run by default): the article's own shape, each of
+  ``--singles`` jobs a job of its own of one task, submitted one after another on one
+  keep-alive connection (bodega: a ``POST /sched/submit`` each; Redis: an ``RPUSH`` each),
+  the pools taking turns round by round: the makespan from the first submit to the last
+  job's end, each submit's round trip and each job's submit-to-start (p50, p99), and the
+  pool's CPU per job; then the same jobs sent as one list (bodega: one submit of a JSON
+  list; Redis: pipelined ``RPUSH``es).
 
     python -m bench.jobs.queues [--workers 2 --slots 4 --jobs 2000 --rounds 3 ...] [--json out.json]
     python -m bench.jobs.queues --phases makespan --pools bodega,blmove --before-src DIR/src
+    python -m bench.jobs.queues --phases singles,list --pools bodega,blmove --singles 300,3000
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ class Pool(Protocol):
     async def start(self) -> None: ...
     async def stop(self) -> None: ...
     async def submit(self, batch: str, count: int, seconds: float) -> float: ...
+    async def submit_each(self, batches: list[str], seconds: float) -> float: ...
     async def victim_tasks(self, batch: str) -> tuple[str, set[int]]: ...
     async def kill(self, worker: str, batch: str = "", tasks: set[int] | None = None) -> None: ...
 
@@ -113,6 +122,56 @@ async def makespans(pools: dict[str, Pool], roots: dict[str, Path], jobs: int,
                    f"cpu_s_per_1000_{jobs}": statistics.median(c for _, c in runs),
                    f"makespan_rounds_s_{jobs}": [s for s, _ in runs],
                    f"cpu_rounds_s_per_1000_{jobs}": [c for _, c in runs]}
+            for name, runs in seen.items()}
+
+
+async def singles(pool: Pool, root: Path, jobs: int, label: str) -> Figures:
+    """``jobs`` one-task jobs, each submitted alone, one after another (the article's shape):
+    the makespan, each submit's round trip, each job's submit-to-start, CPU per job."""
+    batches = [new_batch(root, f"one{jobs}-{label}-{i}") for i in range(jobs)]
+    before = pool.cpu.seconds()
+    sent: dict[Path, float] = {}
+    trips = []
+    for batch in batches:
+        sent[batch] = await pool.submit(batch.name, 1, 0)
+        trips.append(time.time() - sent[batch])
+    if not await until(lambda: all(0 in marks(b, "d") for b in batches),
+                       max(300.0, jobs * 0.5), 0.1):
+        raise SystemExit(f"{pool.name}: not every one of {jobs} single jobs ran")
+    used = pool.cpu.seconds() - before
+    starts = [marks(b, "s")[0] - at for b, at in sent.items()]
+    ends = max(marks(b, "d")[0] for b in batches)
+    return {f"one_makespan_s_{jobs}": ends - min(sent.values()),
+            f"one_submit_p50_ms_{jobs}": quantile(trips, 0.5) * 1000,
+            f"one_submit_p99_ms_{jobs}": quantile(trips, 0.99) * 1000,
+            f"one_start_p50_ms_{jobs}": quantile(starts, 0.5) * 1000,
+            f"one_start_p99_ms_{jobs}": quantile(starts, 0.99) * 1000,
+            f"one_cpu_ms_per_job_{jobs}": used / jobs * 1000}
+
+
+async def in_one_list(pool: Pool, root: Path, jobs: int, label: str) -> Figures:
+    """The same one-task jobs sent at once as a list: the makespan and CPU per job."""
+    batches = [new_batch(root, f"list{jobs}-{label}-{i}") for i in range(jobs)]
+    before = pool.cpu.seconds()
+    began = await pool.submit_each([b.name for b in batches], 0)
+    if not await until(lambda: all(0 in marks(b, "d") for b in batches),
+                       max(300.0, jobs * 0.5), 0.1):
+        raise SystemExit(f"{pool.name}: not every one of {jobs} listed jobs ran")
+    used = pool.cpu.seconds() - before
+    return {f"list_makespan_s_{jobs}": max(marks(b, "d")[0] for b in batches) - began,
+            f"list_cpu_ms_per_job_{jobs}": used / jobs * 1000}
+
+
+async def in_turns(pools: dict[str, Pool], roots: dict[str, Path], rounds: int,
+                   run: Any) -> dict[str, Figures]:
+    """``run(pool, root, label)`` ``rounds`` times per pool, the pools taking turns as the
+    makespans do; each figure the median of its rounds."""
+    seen: dict[str, list[Figures]] = {name: [] for name in pools}
+    names = list(pools)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            seen[name].append(await run(pools[name], roots[name], f"r{r}"))
+    return {name: {key: statistics.median(f[key] for f in runs) for key in runs[0]}
             for name, runs in seen.items()}
 
 
@@ -187,6 +246,13 @@ async def measure(pools: dict[str, Pool], roots: dict[str, Path],
             for jobs in args.jobs:
                 for name, found in (await makespans(pools, roots, jobs, args.rounds)).items():
                     figures[name] |= found
+        for jobs in args.singles:
+            for phase, run in (("singles", singles), ("list", in_one_list)):
+                if phase in args.phases:
+                    found = await in_turns(pools, roots, args.rounds,
+                                           lambda p, r, label, n=jobs, f=run: f(p, r, n, label))
+                    for name, more in found.items():
+                        figures[name] |= more
         for name, pool in pools.items():
             if "queueing" in args.phases:
                 for rho in args.rhos:
@@ -203,6 +269,7 @@ async def measure(pools: dict[str, Pool], roots: dict[str, Path],
 
 
 PHASES = ("dispatch", "makespan", "queueing", "kill", "claims")
+MORE_PHASES = ("singles", "list")  # the article's shape: asked for by name
 ORDER = ("before", "bodega", "blmove", "blpop")  # the table's columns
 
 
@@ -215,6 +282,15 @@ def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
     for rho in args.rhos:
         rows += [(f"delay_p50_ms_rho{rho:g}", f"queueing delay p50, rho {rho:g} (ms)"),
                  (f"delay_p99_ms_rho{rho:g}", f"queueing delay p99, rho {rho:g} (ms)")]
+    for jobs in args.singles if set(MORE_PHASES) & set(args.phases) else []:
+        rows += [(f"one_makespan_s_{jobs}", f"{jobs:,} single submits: makespan (s)"),
+                 (f"one_submit_p50_ms_{jobs}", "  a submit's round trip p50 (ms)"),
+                 (f"one_submit_p99_ms_{jobs}", "  a submit's round trip p99 (ms)"),
+                 (f"one_start_p50_ms_{jobs}", "  submit to start p50 (ms)"),
+                 (f"one_start_p99_ms_{jobs}", "  submit to start p99 (ms)"),
+                 (f"one_cpu_ms_per_job_{jobs}", "  CPU per job (ms)"),
+                 (f"list_makespan_s_{jobs}", f"{jobs:,} jobs in one list: makespan (s)"),
+                 (f"list_cpu_ms_per_job_{jobs}", "  CPU per job (ms)")]
     rows += [("jobs_lost", "kill -9: jobs lost"),
              ("rerun_s", "kill -9: until its jobs run again (s)"),
              ("claim_conflicts_per_claim_no_wait", "claim: 409s per claim, no wait"),
@@ -304,7 +380,11 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--pools", type=lambda s: s.split(","),
                        default=["bodega", "blmove", "blpop"])
     parse.add_argument("--phases", type=lambda s: s.split(","), default=list(PHASES),
-                       help=f"what to measure, of {','.join(PHASES)}")
+                       help=f"what to measure, of {','.join(PHASES + MORE_PHASES)} (default: "
+                            f"{','.join(PHASES)})")
+    parse.add_argument("--singles", type=lambda s: [int(x) for x in s.split(",")],
+                       default=[300, 3000],
+                       help="jobs submitted one by one, and as one list (a list of sizes)")
     parse.add_argument("--before-src", type=Path, metavar="DIR",
                        help="also measure bodega from this source tree (another commit's "
                             "src/, from git worktree), as the pool 'before'")

@@ -138,6 +138,15 @@ class RedisPool:
             await self.client.rpush(QUEUE, *items[first:first + 1000])
         return began
 
+    async def submit_each(self, batches: list[str], seconds: float) -> float:
+        """Each batch a job of one task, pushed in pipelined RPUSHes of 1,000."""
+        assert self.client is not None
+        began = time.time()
+        items = [f"{batch} 0 {seconds:g}" for batch in batches]
+        for first in range(0, len(items), 1000):
+            await self.client.rpush(QUEUE, *items[first:first + 1000])
+        return began
+
     async def victim_tasks(self, batch: str) -> tuple[str, set[int]]:
         """A worker (w0) and the tasks of ``batch`` its programs run now."""
         return "w0", tasks_in_group(self.processes["w0"].pid, batch)

@@ -27,12 +27,17 @@ def test_the_jobs_bench_runs_and_bodega_loses_no_job(tmp_path: Path) -> None:
         [sys.executable, "-m", "bench.jobs.queues", "--workers", "2", "--slots", "1", "--jobs", "6",
          "--runs", "2", "--rhos", "0.5", "--arrivals", "4", "--service", "0.3",
          "--kill-seconds", "3", "--lease", "3", "--claim-jobs", "3", "--claimers", "3",
+         "--phases", "dispatch,makespan,queueing,kill,claims,singles,list", "--singles", "4",
          "--before-src", str(ROOT / "src"), "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
     figures = json.loads(out.read_text())
     common = ["dispatch_p50_ms", "dispatch_p99_ms", "makespan_s_6", "cpu_s_per_1000_6",
-              "delay_p50_ms_rho0.5", "delay_p99_ms_rho0.5", "jobs_lost", "rerun_s"]
+              "delay_p50_ms_rho0.5", "delay_p99_ms_rho0.5", "jobs_lost", "rerun_s",
+              # the article's shape: one-task jobs submitted one by one, then as one list
+              "one_makespan_s_4", "one_submit_p50_ms_4", "one_submit_p99_ms_4",
+              "one_start_p50_ms_4", "one_start_p99_ms_4", "one_cpu_ms_per_job_4",
+              "list_makespan_s_4", "list_cpu_ms_per_job_4"]
     for pool in ("before", "bodega", "blmove", "blpop"):  # before: bodega from a source tree
         assert all(key in figures[pool] for key in common), figures[pool]
         assert figures[pool]["held_by_killed_worker"] >= 1, figures[pool]
@@ -44,3 +49,4 @@ def test_the_jobs_bench_runs_and_bodega_loses_no_job(tmp_path: Path) -> None:
     assert "claim_conflicts_per_claim_random_wait" in figures["bodega"]
     assert "bodega/blmove" in run.stdout
     assert "before/blmove" in run.stdout
+    assert "4 single submits: makespan (s)" in run.stdout
