@@ -60,6 +60,8 @@ NOT_CORES = {
     "bodega.runtime.tls.join_store": "reads the join book file of a bodega from before the view",
     "bodega.worker.drivers.vm.initramfs": "finds the vm kernel and builds the initramfs on disk",
     "bodega.worker.drivers.oci.guest_files": "writes a machine's files into its root on disk",
+    "bodega.broker.jobs.submit_list": "a list submit's loop: each element's submit awaited "
+                                      "at its home in turn",
     "bodega.cli.commands.config": "a command: flags and output around deploy.core's checks",
     "bodega.cli.commands.sim": "a command: flags and output around the simulator",
     "bodega.cli.daemons.internal_links": "reads the identity in a daemon's TLS directory",
