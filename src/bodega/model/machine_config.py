@@ -15,7 +15,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationInfo,
     field_serializer,
     field_validator,
     model_validator,
@@ -34,6 +33,7 @@ from bodega.model.limits import (
     check_text_map,
 )
 from bodega.model.statics import Static
+from bodega.model.stored import ReadsStored
 
 CpuKind = Literal["shared", "performance"]
 # What stands between a machine and the host's kernel (docs/isolation.md): namespaces and
@@ -175,7 +175,7 @@ class CheckHeader(BaseModel):
     values: list[str] = Field(default_factory=list, max_length=16)
 
 
-class Check(BaseModel):
+class Check(ReadsStored):
     """A health check, as Fly's MachineCheck and MachineServiceCheck define it (no other keys)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -192,13 +192,6 @@ class Check(BaseModel):
     tls_server_name: str | None = None
     kind: Literal["informational", "readiness"] | None = None
 
-    @model_validator(mode="before")
-    @classmethod
-    def _stored_keeps_reading(cls, data: Any, info: ValidationInfo) -> Any:
-        # A config stored before checks refused unknown keys still loads (without them).
-        if isinstance(data, dict) and info.context and info.context.get("stored"):
-            return {k: v for k, v in data.items() if k in cls.model_fields}
-        return data
 
     @field_validator("interval", "timeout", "grace_period")
     @classmethod
@@ -249,7 +242,7 @@ class Mount(_Open):
     size_gb_limit: int | None = None
 
 
-class File(BaseModel):
+class File(ReadsStored):
     """A file written into the machine before its program runs, at every start
     (``fly.File``): its bytes are ``raw_value`` (base64), or an app secret's value
     (``secret_name``: the secret holds the file base64-encoded, as on Fly), resolved by
@@ -264,13 +257,6 @@ class File(BaseModel):
     image_config: str | None = None
     mode: int | None = Field(default=None, ge=0, le=0o7777)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _stored_keeps_reading(cls, data: Any, info: ValidationInfo) -> Any:
-        # A config stored when files were kept as sent still loads (without unknown keys).
-        if isinstance(data, dict) and info.context and info.context.get("stored"):
-            return {k: v for k, v in data.items() if k in cls.model_fields}
-        return data
 
     def check(self) -> None:
         """Raise ``ValueError`` saying what no worker could write (``check_limits``)."""

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import unquote
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from bodega.model.limits import MAX_PATH, check_static_path
+from bodega.model.stored import ReadsStored
 
 
-class Static(BaseModel):
+class Static(ReadsStored):
     """``fly.Static``: the files under ``guest_path`` in the machine's image, served by the
     edge at ``url_prefix`` without the request reaching the machine (``find`` maps a
     request's path to a file; docs/proxy.md). ``tigris_bucket``: Fly serves from that
@@ -39,13 +39,6 @@ class Static(BaseModel):
     tigris_bucket: str | None = Field(default=None, max_length=256)
     index_document: str | None = Field(default=None, min_length=1, max_length=256)
 
-    @model_validator(mode="before")
-    @classmethod
-    def _stored_keeps_reading(cls, data: Any, info: ValidationInfo) -> Any:
-        # A config stored while statics were kept as an unknown field still loads.
-        if isinstance(data, dict) and info.context and info.context.get("stored"):
-            return {k: v for k, v in data.items() if k in cls.model_fields}
-        return data
 
     @field_validator("guest_path", "url_prefix")
     @classmethod

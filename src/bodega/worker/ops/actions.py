@@ -122,9 +122,7 @@ class MachineActions:
         except TaskGone as exc:
             raise PreconditionFailed(f"failed_precondition: {exc}") from None
         except NoAnswer as exc:
-            unavailable = Unavailable(str(exc))
-            unavailable.retry_after = 1.0
-            raise unavailable from None
+            raise _not_answering(exc) from None
 
     @contextlib.asynccontextmanager
     async def console(self, machine_id: str, command: list[str], size: TerminalSize
@@ -150,9 +148,7 @@ class MachineActions:
             except Busy as exc:
                 raise Conflict(f"failed_precondition: {exc}") from None
             except NoAnswer as exc:
-                unavailable = Unavailable(str(exc))
-                unavailable.retry_after = 1.0
-                raise unavailable from None
+                raise _not_answering(exc) from None
             except OSError as exc:
                 raise Unavailable(f"unavailable: no terminal for machine {machine_id}'s "
                                   f"console: {_why(exc)}") from None
@@ -264,3 +260,10 @@ def parse_wait_states(values: list[str]) -> list[str]:
 def _why(exc: OSError) -> str:
     """A few words on why a terminal could not be made ("no such file or directory")."""
     return os.strerror(exc.errno).lower() if exc.errno else str(exc)
+
+
+def _not_answering(exc: NoAnswer) -> Unavailable:
+    """A guest that does not answer yet (a VM booting): 503, asked again in a second."""
+    unavailable = Unavailable(str(exc))
+    unavailable.retry_after = 1.0
+    return unavailable
