@@ -75,6 +75,15 @@ async def test_a_stopped_machines_statics_are_served_from_its_image_and_it_stays
             status, headers, body = await get(client, machine.id, "/static/site.css",
                                               headers={"if-none-match": etag})
             assert (status, body, headers["etag"]) == (304, b"", etag)
+            modified = headers["last-modified"]
+            for since, wanted in [(modified, 304), ("Thu, 01 Jan 1998 00:00:00 GMT", 200),
+                                  ("not a date", 200)]:
+                status, headers, body = await get(client, machine.id, "/static/site.css",
+                                                  headers={"if-modified-since": since})
+                assert (status, len(body)) == (wanted, 0 if wanted == 304 else len(STYLE))
+            status, _, body = await get(client, machine.id, "/static/site.css", headers={
+                "if-none-match": '"another"', "if-modified-since": modified})
+            assert (status, body) == (200, STYLE), "If-None-Match decides when it is given"
 
             assert (await get(client, machine.id, "/static/docs"))[2] == b"<h1>docs</h1>\n"
             assert (await get(client, machine.id, "/static/docs/"))[2] == b"<h1>docs</h1>\n"

@@ -50,3 +50,21 @@ def test_only_regular_files_and_a_directorys_index_are_served(tmp_path: Path) ->
     assert regular(root, "/app/public", "index.html") is None  # no index there
     assert regular(root, "/app/public/fifo-link", None) is None
     assert regular(root, "/app/public/loop", None) is None
+
+
+def test_a_copy_is_current_by_its_etag_else_by_its_date() -> None:
+    from bodega.worker.api.static_routes import not_modified
+
+    mtime = 1_700_000_000  # Tue, 14 Nov 2023 22:13:20 GMT
+    at, before, after = ("Tue, 14 Nov 2023 22:13:20 GMT", "Tue, 14 Nov 2023 22:13:19 GMT",
+                         "Wed, 15 Nov 2023 00:00:00 GMT")
+    assert not_modified('"e1"', mtime, '"e1"', None)
+    assert not_modified('"e1"', mtime, 'W/"e1", "e2"', None)
+    assert not_modified('"e1"', mtime, "*", None)
+    assert not not_modified('"e1"', mtime, '"e2"', at), "If-None-Match decides when given"
+    assert not_modified('"e1"', mtime, None, at)
+    assert not_modified('"e1"', mtime, None, after)
+    assert not not_modified('"e1"', mtime, None, before)
+    assert not not_modified('"e1"', mtime, None, "yesterday")
+    assert not not_modified('"e1"', mtime, None, "Tue, 14 Nov 2023 22:13:20"), "no zone"
+    assert not not_modified('"e1"', mtime, None, None)
