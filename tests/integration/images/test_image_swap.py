@@ -15,6 +15,7 @@ import pytest
 from bodega.model.machine import Machine
 from bodega.wire.internal.worker_client import WorkerClient
 from bodega.worker.drivers.process.cgroups import Cgroups
+from tests.poll_kit import until
 
 from ..daemon_kit import running_worker_daemon
 from .image_kit import build_image, needs_image_tools, registry
@@ -74,6 +75,12 @@ async def test_a_container_swaps_what_its_config_asks_beside_its_memory_and_no_m
                 await client.wait(swapping.id, "stopped", timeout=30)
                 await client.start(swapping.id)
                 await client.wait(swapping.id, "started", timeout=30)
+                # Read until it holds: one full run read memory + swap as unlimited at the
+                # instant the restart was answered (its 160 MB memory already written), what
+                # the runtime's start writes in passing; the limits the run keeps are
+                # asserted.
+                await until(lambda m=swapping.id: limits_mb(m) == (160, expect(672)),
+                            timeout=5, what=f"the {isolation}'s limits after its restart")
                 assert limits_mb(swapping.id) == (160, expect(672)), isolation
                 for machine in (swapping, plain):
                     await client.destroy(machine.id, force=True)
