@@ -16,6 +16,7 @@ from bodega.worker.drivers.base import NoAnswer, TaskGone
 from bodega.worker.drivers.vm import guest_console
 from bodega.worker.drivers.vm.core.console_marks import ConsoleRequest
 from bodega.worker.drivers.vm.guest_console import LOST, VmConsole
+from tests.integration.worker.test_vm_exec_line import exec_line
 
 Init = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], Awaitable[None]]
 SIZE = TerminalSize(rows=24, cols=80)
@@ -42,24 +43,16 @@ class Told:
 @asynccontextmanager
 async def console_line(path: Path, init: Init) -> AsyncIterator[None]:
     """``init`` on the other end of each connection to ``path``, given the console's id
-    from the start line it reads, as the guest's init reads it."""
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            assert await reader.readline() == b"\n"
-            magic, console_id, rows, cols, _ = (await reader.readline()).split(b" ")
-            assert (magic, rows, cols) == (b"bodega-console", b"24", b"80")
-            await init(reader, writer, console_id.decode())
-            await reader.read()  # until the worker lets go, as qemu keeps its end open
-        finally:
-            writer.close()
+    from the start line it reads, as the guest's init reads it (the exec line's stand-in
+    socket, ``test_vm_exec_line.exec_line``)."""
+    async def started(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        assert await reader.readline() == b"\n"
+        magic, console_id, rows, cols, _ = (await reader.readline()).split(b" ")
+        assert (magic, rows, cols) == (b"bodega-console", b"24", b"80")
+        await init(reader, writer, console_id.decode())
 
-    server = await asyncio.start_unix_server(serve, str(path))
-    try:
+    async with exec_line(path, started):
         yield
-    finally:
-        server.close()
-        await server.wait_closed()
-
 
 def marks(console_id: str) -> tuple[bytes, Callable[[int], bytes]]:
     return (f"\x1b]bodega-start;{console_id}\x07".encode(),
