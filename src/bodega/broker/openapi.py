@@ -169,6 +169,11 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("get", "/v1/cluster/members", "bodega: membership as the broker's registry sees it", None,
      None),
     ("get", "/v1/cluster/workers", "bodega: workers with their capacity and status", None, None),
+    ("get", "/v1/cluster/hosts", "bodega: workers with their host and drain cordon", None, None),
+    ("post", "/v1/cluster/hosts/{name}/drain", "bodega: cordon a host's workers (or one worker) "
+     "for a drain: placement refuses them saying draining", None, None),
+    ("post", "/v1/cluster/hosts/{name}/undrain", "bodega: lift a host's drain cordon", None,
+     None),
 ]
 
 # Operations whose success is not a 200 with a body: (method, path) -> (status, has a body).

@@ -24,6 +24,7 @@ class Candidate:
     totals: Totals
     used: Usage
     cordoned: bool = False
+    cordon_reason: str = ""  # why, when cordoned with a reason (``draining``)
     status: str = "alive"  # membership: alive, suspect, dead, left
     images: frozenset[str] = frozenset()
     # Why it runs no image machine (a worker with the process driver only: no OCI runtime,
@@ -36,8 +37,8 @@ class Candidate:
         return cls(
             name=row.name, region=row.region, url=row.url,
             totals=Totals.from_row(row.totals), used=Usage.from_row(row.used),
-            cordoned=row.cordoned, status=status, images=frozenset(row.images or ()),
-            images_off=row.images_off or "",
+            cordoned=row.cordoned, cordon_reason=row.cordon_reason or "", status=status,
+            images=frozenset(row.images or ()), images_off=row.images_off or "",
         )
 
 

@@ -119,7 +119,8 @@ class Publisher:
         capacity = WorkerRow(
             name=self.name, region=self.region, url=self.url, driver=self.driver,
             totals=snapshot.totals, used=snapshot.used, free=snapshot.free,
-            cordoned=snapshot.cordoned, reservations=snapshot.reservations,
+            cordoned=snapshot.cordoned, cordon_reason=snapshot.cordon_reason,
+            reservations=snapshot.reservations,
             machines=int(machines), subnet=self.subnet, images_off=self.images_off,
             images=None if self.images is None else self.images(),
             image_disk_gb=None if self.images is None else self.ledger.image_disk_gb(),

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bodega.broker.auth.tokens import Principal
+from bodega.broker.platform.hosts import Hosts, host_routes
 from bodega.broker.platform.service import Platform, ask_for
 from bodega.model.errors import BadRequest
 from bodega.model.machine_config import Guest, preset
@@ -70,4 +71,5 @@ def platform_routes(r: RouteMaker, platform: Platform,
         r("/v1/cluster", cluster, "GET", gated=False),
         r("/v1/cluster/members", members, "GET", gated=False),
         r("/v1/cluster/workers", workers, "GET", gated=False),
+        *host_routes(r, Hosts(platform)),  # hosts and their drain cordon
     ]

@@ -18,6 +18,9 @@ from typing import ClassVar
 from bodega.model.answer import Answer
 from bodega.model.rows.row import Row
 
+# The cordon reason a drain gives a worker: placement's refusal and the dashboard say it.
+DRAINING = "draining"
+
 
 class HostTotals(Answer):
     """A host's configured limits (``model.capacity.Totals`` on the wire)."""
@@ -75,6 +78,7 @@ class WorkerRow(Row):
     used: HostUsage = HostUsage()
     free: Free | None = None
     cordoned: bool = False
+    cordon_reason: str | None = None  # why it is cordoned: ``draining`` while a drain runs
     reservations: int = 0  # live reservations
     machines: int = 0  # live machines
     subnet: str | None = None  # its machines' /24, when other hosts may route to it

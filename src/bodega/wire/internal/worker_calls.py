@@ -174,6 +174,14 @@ class Done(WorkerAnswer):
 
 class Cordoned(Done):
     cordoned: bool
+    cordon_reason: str | None = None
+
+
+class CordonBody(WorkerRequest):
+    """``POST /v1/cordon``'s optional body: why (``draining``: a drain is moving the host's
+    machines off, and placement's refusals say so)."""
+
+    reason: str | None = Field(default=None, max_length=64)
 
 
 class Started(WorkerAnswer):
@@ -202,5 +210,6 @@ class Capacity(WorkerAnswer):
     used: HostUsage
     free: Free
     cordoned: bool
+    cordon_reason: str | None = None  # why, when the cordon was given one (``draining``)
     reservations: int  # live reservations
 

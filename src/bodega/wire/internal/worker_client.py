@@ -24,6 +24,7 @@ from bodega.model.volume import Volume
 from bodega.wire.internal.worker_calls import (
     OWNER_HEADER,
     Capacity,
+    CordonBody,
     Cordoned,
     CreateMachineBody,
     CreateVolumeBody,
@@ -101,9 +102,13 @@ class WorkerClient(JsonClient):
     async def release(self, reservation_id: str) -> Released:
         return await self._typed(Released, "DELETE", f"/v1/reservations/{reservation_id}")
 
-    async def cordon(self, cordoned: bool) -> Cordoned:
-        return await self._typed(Cordoned, "POST",
-                                 "/v1/cordon" if cordoned else "/v1/uncordon")
+    async def cordon(self, cordoned: bool, reason: str | None = None) -> Cordoned:
+        """Cordon the host (no new machines), ``reason`` saying why (``draining``), or
+        uncordon it."""
+        if not cordoned:
+            return await self._typed(Cordoned, "POST", "/v1/uncordon")
+        return await self._typed(Cordoned, "POST", "/v1/cordon",
+                                 CordonBody(reason=reason) if reason else None)
 
     # -- machines -------------------------------------------------------------------
     async def create_machine(self, body: CreateMachineBody | Mapping[str, Any], *,

@@ -144,3 +144,16 @@ class BodegaCalls(JsonClient):
         from bodega.wire.public.platform import WorkerStatus
 
         return await self.answers(WorkerStatus, "GET", "/v1/cluster/workers")
+
+    async def hosts(self) -> list[WorkerStatus]:
+        """Every worker with its host (``WorkerStatus.host``) and drain cordon."""
+        from bodega.wire.public.platform import WorkerStatus
+
+        return await self.answers(WorkerStatus, "GET", "/v1/cluster/hosts")
+
+    async def drain_host(self, name: str, draining: bool = True) -> list[WorkerStatus]:
+        """Cordon host ``name``'s workers (or the worker ``name``) for a drain, or lift it."""
+        from bodega.wire.public.platform import WorkerStatus
+
+        action = "drain" if draining else "undrain"
+        return await self.answers(WorkerStatus, "POST", f"/v1/cluster/hosts/{name}/{action}")

@@ -69,12 +69,14 @@ class WorkerStatus(Answer):
     used: HostUsage | None = None
     free: Free | None = None
     cordoned: bool | None = None
+    cordon_reason: str | None = None  # ``draining`` while a drain moves its machines off
     reservations: int | None = None
     machines: int | None = None
     subnet: str | None = None  # its machines' /24, when other hosts route to it
     images: list[str] | None = None
     updated_at: str | None = None
     status: str = "unknown"
+    host: str | None = None  # the host it runs on (its registry agent), where it is known
 
     @classmethod
     def of(cls, row: WorkerRow, status: str) -> WorkerStatus:

@@ -165,8 +165,10 @@ class WorkerApi:
         return json_response(wire.Released(ok=True, released=released).model_dump())
 
     async def cordon_host(self, request: Request) -> Response:
-        self.ledger.set_cordoned(True)
-        return json_response(wire.Cordoned(ok=True, cordoned=True).model_dump())
+        body = await read_model(request, wire.CordonBody, required=False)
+        self.ledger.set_cordoned(True, body.reason)
+        return json_response(wire.Cordoned(ok=True, cordoned=True,
+                                           cordon_reason=body.reason).model_dump())
 
     async def uncordon_host(self, request: Request) -> Response:
         self.ledger.set_cordoned(False)

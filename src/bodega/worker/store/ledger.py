@@ -110,12 +110,23 @@ class Ledger:
     def cordoned(self) -> bool:
         return self.store.get_meta("cordoned") == "1"
 
-    def set_cordoned(self, cordoned: bool) -> None:
+    @property
+    def cordon_reason(self) -> str | None:
+        """Why the host is cordoned (``draining`` while a drain moves its machines off), kept
+        in the store beside the cordon so a restart keeps both; None when uncordoned or
+        cordoned with no reason."""
+        if not self.cordoned:
+            return None
+        return self.store.get_meta("cordon_reason") or None
+
+    def set_cordoned(self, cordoned: bool, reason: str | None = None) -> None:
         with self.store.tx() as conn:
             self.store.set_meta(conn, "cordoned", "1" if cordoned else "0")
+            self.store.set_meta(conn, "cordon_reason", (reason or "") if cordoned else "")
             self.store.append(
                 conn, op_id="host", resource_id="host", fsm="host",
-                step="cordon" if cordoned else "uncordon", payload={},
+                step="cordon" if cordoned else "uncordon",
+                payload={"reason": reason} if cordoned and reason else {},
             )
 
     def usage(self, exclude_machine: str | None = None) -> Usage:
@@ -217,7 +228,7 @@ class Ledger:
         return Capacity(
             totals=self.totals.row(), used=used.row(),
             free=self.free(used),
-            cordoned=self.cordoned,
+            cordoned=self.cordoned, cordon_reason=self.cordon_reason,
             reservations=len(queries.live_reservations(self.store.db, self.store.clock())),
         )
 

@@ -65,7 +65,7 @@ def kind_of(reason: str, counted: Iterable[str] = ()) -> str:
     of those two the placement counted."""
     if reason.startswith("worker is "):
         return "not_alive"
-    if reason == "cordoned":
+    if reason in ("cordoned", "draining"):
         return "cordoned"
     if reason.startswith("runs no images"):
         return "no_image_driver"

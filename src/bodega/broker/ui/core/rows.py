@@ -92,6 +92,7 @@ class WorkerView:
     image_disk_gb: int | None  # disk the cache takes; None: the worker does not say
     driver: str
     updated_at: str
+    cordon_reason: str = ""  # ``draining`` while a drain moves its machines off
 
     @property
     def key(self) -> str:
@@ -99,10 +100,13 @@ class WorkerView:
 
     @property
     def condition(self) -> str:
-        """What an operator should see first: dead/suspect/left over cordoned over alive."""
+        """What an operator should see first: dead/suspect/left over draining or cordoned
+        over alive."""
         if self.status != "alive":
             return self.status
-        return "cordoned" if self.cordoned else "alive"
+        if self.cordoned:
+            return "draining" if self.cordon_reason == "draining" else "cordoned"
+        return "alive"
 
 
 def _checks(raw: Any, host: str) -> tuple[CheckView, ...]:
@@ -144,4 +148,5 @@ def worker_view(row: WorkerRow, status: str | None) -> WorkerView:
         totals=Totals.from_row(row.totals), used=Usage.from_row(row.used),
         reservations=row.reservations, machines=row.machines,
         images=sum(1 for i in row.images or () if i.startswith("sha256:")),
-        image_disk_gb=row.image_disk_gb, driver=row.driver, updated_at=row.updated_at or "")
+        image_disk_gb=row.image_disk_gb, driver=row.driver, updated_at=row.updated_at or "",
+        cordon_reason=(row.cordon_reason or "") if row.cordoned else "")
