@@ -113,8 +113,7 @@ class SimHost:
 
     def utilization(self) -> float:
         """The busier of cpu and memory, as a fraction of the host."""
-        return max(self.used.millicpus / self.totals.millicpus,
-                   self.used.memory_mb / self.totals.memory_mb)
+        return host_utilization(self.totals, self.used)
 
     def candidate(self, used: Usage | None = None, status: str | None = None,
                   images: frozenset[str] | None = None) -> Candidate:
@@ -123,6 +122,15 @@ class SimHost:
                          self.used if used is None else used,
                          status=status or ("alive" if self.alive else "dead"),
                          images=self.images if images is None else images)
+
+
+def host_utilization(totals: Totals, used: Usage) -> float:
+    """A host's utilization: the busier of cpu and memory, as a fraction of the host (0 for
+    a host with none of either). The simulator samples it; ``bodega cluster rebalance``
+    scores a live fleet with it."""
+    cpu = used.millicpus / totals.millicpus if totals.millicpus else 0.0
+    memory = used.memory_mb / totals.memory_mb if totals.memory_mb else 0.0
+    return max(cpu, memory)
 
 
 def build_hosts(spec: FleetSpec) -> list[SimHost]:

@@ -98,7 +98,7 @@ def measure(result: RunResult) -> Measures:
         p99_over_time=float(np.percentile(utilization, 99, axis=1).mean()),
         max_utilization=float(utilization.max()),
         mean_utilization=float(utilization.mean()),
-        hosts_above_90=float((utilization > HOT).sum(axis=1).mean()),
+        hosts_above_90=float(hot_hosts(utilization).mean()),
         cv=float(np.mean(coefficient_of_variation(utilization))),
         death_mean=float(machines.mean()), death_p99=float(np.percentile(machines, 99)),
         death_max=int(machines.max()),
@@ -113,6 +113,12 @@ def measure(result: RunResult) -> Measures:
         create_p99=float(np.percentile(created, 99)) if len(created) else 0.0,
         pulled=result.pulls / len(created) if len(created) else 0.0,
     )
+
+
+def hot_hosts(utilization: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Per sample (row): how many hosts are above ``HOT`` (``hosts_above_90``)."""
+    counts: npt.NDArray[np.int64] = (utilization > HOT).sum(axis=1)
+    return counts
 
 
 def coefficient_of_variation(utilization: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
