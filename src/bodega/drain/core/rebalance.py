@@ -1,0 +1,158 @@
+"""A rebalance's plan: moves that lower hot hosts and stranded room, scored with the
+simulator's own measures. Pure: the facts in, the moves out.
+
+The score is what ``bodega sim`` reports of a fleet, on two pictures of it: the hosts as
+they run now, and as they would be with every stopped machine started where it is (a
+stopped machine holds no compute, but the proxy starts it on its own host when requests
+come: a host holding many is room stranded, hot the moment they start). For each
+picture, the hosts above ``HOT`` (``hosts_above_90``) and the spread of utilization
+(``cv``), each host's utilization the busier of cpu and memory (``host_utilization``).
+Fewer hot hosts first, then less spread:
+
+    score = (hot now + hot if started, cv now + cv if started)      lower is better
+
+Greedy, one move at a time: of every movable machine and every worker of its region
+that placement's filters let take it, the move that lowers the score most, while it
+lowers it by more than ``MIN_GAIN``; never the same machine twice. Stopped machines move
+freely (moved stopped); started ones only when asked (``running``), and only when
+another healthy machine of their app keeps it served and over its
+``min_machines_running`` while it moves: the drain's rules, with no move that leaves an
+app unserved. A balanced fleet gets no move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from bodega.drain.core.facts import MOVABLE, Fleet, Unit
+from bodega.drain.core.plan import Move, Room, app_floor, healthy_counts, request_for
+from bodega.model.capacity import Usage
+from bodega.placement.filters import refusal
+from bodega.sim.fleet import host_utilization
+from bodega.sim.measures import coefficient_of_variation, hot_hosts
+
+MIN_GAIN = 0.01  # the least lowering of the spread a move must bring
+MOST_MOVES = 20
+
+
+@dataclass(frozen=True)
+class Score:
+    hot: int  # hosts above HOT as they run
+    hot_if_started: int  # ... with every stopped machine started where it is
+    cv: float
+    cv_if_started: float
+
+    def key(self) -> tuple[int, float]:
+        return (self.hot + self.hot_if_started, self.cv + self.cv_if_started)
+
+    def describe(self) -> str:
+        return (f"{self.hot} hot host(s) ({self.hot_if_started} with stopped machines "
+                f"started), cv {self.cv:.2f} ({self.cv_if_started:.2f})")
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    moves: tuple[Move, ...]
+    before: Score
+    after: Score
+
+
+class Picture:
+    """Where each machine is as the plan moves them, and the score of that."""
+
+    def __init__(self, fleet: Fleet) -> None:
+        self.room = Room(fleet.workers)
+        self.where = {u.id: u.worker for u in fleet.units}
+        self.units = fleet.units
+        self.hosts = sorted(w.name for w in fleet.workers if w.status == "alive")
+
+    def waiting(self) -> dict[str, Usage]:
+        """Each worker's usage with its stopped machines started."""
+        used = {name: self.room.workers[name].used for name in self.hosts}
+        for unit in self.units:
+            where = self.where[unit.id]
+            if not unit.started and unit.state in MOVABLE and where in used:
+                totals = self.room.workers[where].totals
+                used[where] = used[where].plus(totals, replace(unit.ask, disk_gb=0))
+        return used
+
+    def score(self) -> Score:
+        if not self.hosts:
+            return Score(0, 0, 0.0, 0.0)
+        workers = self.room.workers
+        now = np.array([[host_utilization(workers[h].totals, workers[h].used)
+                         for h in self.hosts]])
+        waiting = self.waiting()
+        later = np.array([[host_utilization(workers[h].totals, waiting[h])
+                           for h in self.hosts]])
+        return Score(int(hot_hosts(now)[0]), int(hot_hosts(later)[0]),
+                     float(coefficient_of_variation(now)[0]),
+                     float(coefficient_of_variation(later)[0]))
+
+    def trial(self, unit: Unit, target: str) -> Score:
+        """The score with ``unit`` moved to ``target``, the picture left as it was."""
+        saved = dict(self.room.workers)
+        self.apply(unit, target)
+        try:
+            return self.score()
+        finally:
+            self.room.workers = saved
+            self.where[unit.id] = unit.worker
+
+    def apply(self, unit: Unit, target: str) -> None:
+        self.room.take(unit, target)
+        self.where[unit.id] = target
+
+
+def movable(unit: Unit, fleet: Fleet, healthy: dict[str, int], running: bool) -> bool:
+    if unit.state not in MOVABLE:
+        return False
+    if not unit.started:
+        return True
+    held, interrupts = app_floor(unit, fleet, healthy)
+    return running and held is None and not interrupts
+
+
+def plan_rebalance(fleet: Fleet, running: bool = False, most: int = MOST_MOVES) -> Rebalance:
+    """The moves that lower the score, best first, at most ``most``."""
+    picture = Picture(fleet)
+    before = current = picture.score()
+    healthy = healthy_counts(fleet.units)
+    alive = set(picture.hosts)
+    candidates = [u for u in fleet.units
+                  if u.worker in alive and movable(u, fleet, healthy, running)]
+    moved: set[str] = set()
+    moves: list[Move] = []
+    while len(moves) < most:
+        best: tuple[tuple[int, float], Unit, str, Score] | None = None
+        for unit in candidates:
+            if unit.id in moved:
+                continue
+            request = request_for(unit)
+            for name in picture.hosts:
+                worker = picture.room.workers[name]
+                if name == unit.worker or worker.region != unit.region or \
+                        refusal(request, worker) is not None:
+                    continue
+                trial = picture.trial(unit, name)
+                if best is None or trial.key() < best[0]:
+                    best = (trial.key(), unit, name, trial)
+        if best is None or not gains(current, best[3]):
+            break
+        _, unit, target, after = best
+        picture.apply(unit, target)
+        moved.add(unit.id)
+        moves.append(Move(unit, target, f"{current.describe()} -> {after.describe()}"))
+        current = after
+    return Rebalance(tuple(moves), before, current)
+
+
+def gains(before: Score, after: Score) -> bool:
+    """Whether ``after`` is worth a move: fewer hot hosts, or as many and less spread."""
+    hot_before, spread_before = before.key()
+    hot_after, spread_after = after.key()
+    if hot_after != hot_before:
+        return hot_after < hot_before
+    return spread_before - spread_after > MIN_GAIN
