@@ -172,6 +172,8 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("get", "/v1/cluster/hosts", "bodega: workers with their host and drain cordon", None, None),
     ("post", "/v1/cluster/hosts/{name}/drain", "bodega: cordon a host's workers (or one worker) "
      "for a drain: placement refuses them saying draining", None, None),
+    ("get", "/v1/cluster/machines", "bodega: every machine with its app and worker", None,
+     None),
     ("post", "/v1/cluster/hosts/{name}/undrain", "bodega: lift a host's drain cordon", None,
      None),
 ]

@@ -68,6 +68,8 @@ COMMANDS = (
          "Forward a local TCP port to a port of an app's machine, through the API."),
     Lazy("ssh", "bodega.cli.commands.ssh:ssh", "Open a terminal in an app's machine (fly ssh)."),
     Lazy("cluster", "bodega.cli.commands.cluster:cluster", "Look at the cluster."),
+    Lazy("host", "bodega.cli.commands.hosts:host",
+         "Drain a host before maintenance (its machines moved off), and undrain it."),
     Lazy("context", "bodega.cli.commands.context:context",
          "Name clusters (API URL, token, registry) and choose the current one."),
     Lazy("jobs", "bodega.cli.commands.jobs:jobs",

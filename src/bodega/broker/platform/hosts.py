@@ -8,7 +8,7 @@ reason ``draining``: each worker keeps the cordon and its reason in its own stor
 restart keeps them, and publishes them in its row, where placement refuses it saying
 "draining" and the dashboard shows it. ``/undrain`` lifts it. Moving the machines off is
 the caller's (``bodega host drain`` walks the plan and asks the move route), as a deploy's
-steps are.
+steps are; ``GET /v1/cluster/machines`` gives it every machine with its app and worker.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from starlette.routing import Route
 
 from bodega.broker.auth.tokens import Principal
 from bodega.broker.platform.service import Platform
+from bodega.broker.view.core.host_status import with_host_status
 from bodega.model.errors import NotFound
+from bodega.model.machine import Machine
 from bodega.model.rows.workers import DRAINING
 from bodega.wire.public.platform import WorkerStatus
 from bodega.wire.transport.http import RouteMaker, answer_response
@@ -50,6 +52,15 @@ class Hosts:
                            f"(bodega host ls lists them)")
         return chosen
 
+    def machines(self) -> list[Machine]:
+        """Every machine the view holds that is not destroyed, with its app and worker (a
+        drain's and a rebalance's planners place them: the only answer that names its
+        worker) and its host's status."""
+        catalog = self.platform.catalog
+        return sorted((with_host_status(m, catalog.member_status)
+                       for m in catalog.rows(Machine) if m.state != "destroyed"),
+                      key=lambda m: (m.app or "", m.id))
+
     async def set_draining(self, name: str, draining: bool) -> list[WorkerStatus]:
         """Cordon (``draining``) or uncordon each worker ``name`` names, as each answers."""
         out = []
@@ -67,6 +78,10 @@ def host_routes(r: RouteMaker, hosts: Hosts) -> list[Route]:
         who.check_admin("cluster hosts")
         return answer_response(hosts.workers())
 
+    async def machines(request: Request, who: Principal) -> Response:
+        who.check_admin("cluster machines")
+        return answer_response(hosts.machines())
+
     async def drain(request: Request, who: Principal) -> Response:
         who.check_admin("a host's drain")
         return answer_response(await hosts.set_draining(request.path_params["name"], True))
@@ -77,6 +92,7 @@ def host_routes(r: RouteMaker, hosts: Hosts) -> list[Route]:
 
     return [
         r("/v1/cluster/hosts", listed, "GET", gated=False),
+        r("/v1/cluster/machines", machines, "GET"),
         r("/v1/cluster/hosts/{name}/drain", drain, "POST"),
         r("/v1/cluster/hosts/{name}/undrain", undrain, "POST"),
     ]

@@ -1,5 +1,8 @@
 """``bodega cluster`` and ``bodega regions``: who is in the cluster and where there is room.
 
+``bodega cluster rebalance`` (moves that even out a lopsided fleet) is in ``hosts.py``,
+beside the drain it shares its rules with.
+
 ``bodega cluster key ...`` (the gossip keyring) is in ``cluster_keys.py``,
 ``bodega cluster token ...`` (join tokens) in ``cluster_tokens.py``.
 """
@@ -12,6 +15,7 @@ import typer
 
 from bodega.cli.commands.cluster_keys import key
 from bodega.cli.commands.cluster_tokens import token
+from bodega.cli.commands.hosts import rebalance
 from bodega.cli.session.api import ApiUrl, ContextName, Json, Token, call, show_json, table
 from bodega.cli.session.errors import friendly
 
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
 cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
 cluster.add_typer(key, name="key")
 cluster.add_typer(token, name="token")
+cluster.command("rebalance")(friendly(rebalance))
 
 
 @cluster.command("members")
@@ -75,8 +80,15 @@ def workers(api_url: ApiUrl = None, token: Token = None,
                         for name in w.totals.isolations)
 
     table(["NAME", "REGION", "STATUS", "CORDONED", "USED", "ISOLATION", "URL"],
-          [(w.name, w.region, w.status, w.cordoned, used(w), isolations(w), w.url)
+          [(w.name, w.region, w.status, cordon_label(w), used(w), isolations(w), w.url)
            for w in found])
+
+
+def cordon_label(w: WorkerStatus) -> str:
+    """``draining`` for a worker cordoned for a drain, else whether it is cordoned."""
+    if w.cordoned and w.cordon_reason:
+        return w.cordon_reason
+    return str(bool(w.cordoned))
 
 
 @friendly

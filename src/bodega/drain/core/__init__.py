@@ -1,0 +1,1 @@
+"""The drain and rebalance planners: pure decisions over the facts they are given."""

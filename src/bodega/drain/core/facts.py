@@ -113,3 +113,9 @@ def fleet_of(workers: Sequence[WorkerStatus], machines: Sequence[Machine]) -> Fl
 
 def draining(worker: Candidate) -> bool:
     return worker.cordoned and worker.cordon_reason == DRAINING
+
+
+def named(workers: Sequence[WorkerStatus], name: str) -> list[WorkerStatus]:
+    """The worker ``name``, or else every worker of host ``name`` (as the broker's drain
+    route chooses them)."""
+    return [w for w in workers if w.name == name] or [w for w in workers if w.host == name]

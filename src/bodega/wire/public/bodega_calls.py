@@ -20,6 +20,7 @@ from bodega.wire.transport.json_client import JsonClient
 from bodega.wire.transport.seam import NoAnswer, NotConnected, lines
 
 if TYPE_CHECKING:
+    from bodega.model.machine import Machine
     from bodega.wire.public.cluster_info import ClusterInfo
     from bodega.wire.public.fly import PlacementsRequest
     from bodega.wire.public.logs import LogLine
@@ -150,6 +151,12 @@ class BodegaCalls(JsonClient):
         from bodega.wire.public.platform import WorkerStatus
 
         return await self.answers(WorkerStatus, "GET", "/v1/cluster/hosts")
+
+    async def cluster_machines(self) -> list[Machine]:
+        """Every machine of the cluster with its app and worker (admin tokens only)."""
+        from bodega.model.machine import Machine
+
+        return await self.answers(Machine, "GET", "/v1/cluster/machines")
 
     async def drain_host(self, name: str, draining: bool = True) -> list[WorkerStatus]:
         """Cordon host ``name``'s workers (or the worker ``name``) for a drain, or lift it."""
