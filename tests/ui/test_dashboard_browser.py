@@ -271,3 +271,38 @@ async def test_signing_in_through_the_form_puts_no_token_in_any_url(
         clean(fresh)
     finally:
         await fresh.context.close()
+
+
+async def test_a_worker_drained_wears_a_draining_badge_until_undrained(
+        cluster: UpCluster, page: Watched) -> None:
+    worker = cluster.workers()[0]
+    async with cluster.api() as api:
+        drained = await api.post(f"/v1/cluster/hosts/{worker}/drain")
+        assert drained.status_code == 200, drained.text
+    try:
+        await page.goto("/ui/topology")
+        card = page.page.locator(f'article.worker[data-worker="{worker}"]')
+        badge = card.locator(".badge.c-draining")
+
+        async def badged() -> bool:
+            if await badge.count():
+                return True
+            await page.goto("/ui/topology")  # the row may come after the page was drawn
+            return False
+
+        await until(badged, timeout=30.0, every=0.5)
+        assert await badge.inner_text() == "draining"
+    finally:
+        async with cluster.api() as api:
+            undone = await api.post(f"/v1/cluster/hosts/{worker}/undrain")
+            assert undone.status_code == 200, undone.text
+    await page.goto("/ui/topology")
+
+    async def unbadged() -> bool:
+        if not await card.locator(".badge.c-draining").count():
+            return True
+        await page.goto("/ui/topology")
+        return False
+
+    await until(unbadged, timeout=30.0, every=0.5)
+    clean(page)

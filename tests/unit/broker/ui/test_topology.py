@@ -52,6 +52,8 @@ def test_conditions_mark_dead_suspect_and_cordoned_workers() -> None:
     assert worker("a", status="dead", cordoned=True).condition == "dead"
     assert worker("a", status="suspect").condition == "suspect"
     assert worker("a", cordoned=True).condition == "cordoned"
+    assert worker("a", cordoned=True, cordon_reason="draining").condition == "draining"
+    assert worker("a", cordon_reason="draining").condition == "alive"  # a stale reason
     assert worker("a", status=None).condition == "unknown"
     assert worker("a").condition == "alive"
 
