@@ -67,7 +67,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machin
 PUBLIC = {"/v1/health", "/openapi.json", "/v1/openapi.json", "/docs"}
 ADMIN_ONLY = [("POST", "/v1/apps"), ("GET", "/metrics"), ("GET", "/v1/cluster/members"),
               ("GET", "/v1/cluster/workers"), ("GET", "/v1/cluster/keys"),
-              ("POST", "/v1/cluster/keys/rotate")]
+              ("POST", "/v1/cluster/keys/rotate"), ("GET", "/v1/cluster/hosts"),
+              ("GET", "/v1/cluster/machines"), ("POST", "/v1/cluster/hosts/ams-1/drain"),
+              ("POST", "/v1/cluster/hosts/ams-1/undrain")]
 REGISTRY = [("POST", "/v1/registry/sync"), ("POST", "/v1/registry/digest"),
             ("POST", "/v1/registry/subscriptions")]
 WORKER = [("GET", "/v1/info"), ("GET", "/v1/capacity"), ("GET", "/v1/log"), ("GET", "/metrics"),

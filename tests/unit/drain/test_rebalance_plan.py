@@ -62,3 +62,22 @@ def test_other_regions_and_dead_workers_take_nothing() -> None:
                worker("ams-2", status="dead")],
               [unit(f"s{i}", "app", "ams-1", state="stopped", ask=HALF) for i in range(4)])
     assert plan_rebalance(f).moves == ()
+
+
+def test_standbys_and_machines_of_cordoned_workers_stay_where_they_are() -> None:
+    f = fleet([worker("ams-1"), worker("ams-2"), worker("ams-3", cordoned=True,
+                                                         reason="draining")],
+              [unit("p", "web", "ams-2", ask=HALF),
+               *(unit(f"s{i}", "web", "ams-1", state="stopped", ask=HALF,
+                      standby_for=("p",)) for i in range(4)),
+               *(unit(f"c{i}", "api", "ams-3", state="stopped", ask=HALF) for i in range(4))])
+    assert plan_rebalance(f).moves == ()
+
+
+def test_a_big_lopsided_fleet_is_planned_one_kind_of_machine_at_a_time() -> None:
+    hosts = [worker(f"ams-{i}", cpus=64, memory_mb=65536) for i in range(1, 41)]
+    units = [unit(f"m{i}", f"app{i % 50}", "ams-1", state="stopped", ask=HALF)
+             for i in range(400)]
+    plan = plan_rebalance(fleet(hosts, units), most=20)
+    assert len(plan.moves) == 20
+    assert plan.after.key() < plan.before.key()

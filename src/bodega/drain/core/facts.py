@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 
 from bodega.model.capacity import Ask, Totals, Usage
 from bodega.model.machine import Machine, names_registry
-from bodega.model.rows.workers import DRAINING
 from bodega.placement.request import Candidate
 from bodega.wire.public.platform import WorkerStatus
 
@@ -109,10 +108,6 @@ def fleet_of(workers: Sequence[WorkerStatus], machines: Sequence[Machine]) -> Fl
     units = tuple(u for m in machines if m.state != "destroyed" and (u := unit_of(m)))
     return Fleet(workers=tuple(candidate_of(w) for w in workers), units=units,
                  keep=keep_of(machines))
-
-
-def draining(worker: Candidate) -> bool:
-    return worker.cordoned and worker.cordon_reason == DRAINING
 
 
 def named(workers: Sequence[WorkerStatus], name: str) -> list[WorkerStatus]:

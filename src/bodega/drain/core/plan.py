@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from bodega.drain.core.facts import MOVABLE, Fleet, Unit, draining
+from bodega.drain.core.facts import MOVABLE, Fleet, Unit
 from bodega.model.rows.workers import DRAINING
 from bodega.placement.filters import refusal
 from bodega.placement.request import Candidate, PlacementRequest
@@ -194,7 +194,3 @@ def plan_drain(fleet: Fleet, workers: Iterable[str], force: bool = False) -> Pla
         moves.append(Move(unit, target, why, interrupts))
     return Plan(tuple(moves), tuple(stuck), drained)
 
-
-def already_draining(fleet: Fleet) -> list[str]:
-    """Workers cordoned for a drain now (an interrupted drain's, to finish)."""
-    return sorted(w.name for w in fleet.workers if draining(w))

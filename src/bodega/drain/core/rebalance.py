@@ -13,11 +13,13 @@ Fewer hot hosts first, then less spread:
 
 Greedy, one move at a time: of every movable machine and every worker of its region
 that placement's filters let take it, the move that lowers the score most, while it
-lowers it by more than ``MIN_GAIN``; never the same machine twice. Stopped machines move
-freely (moved stopped); started ones only when asked (``running``), and only when
-another healthy machine of their app keeps it served and over its
-``min_machines_running`` while it moves: the drain's rules, with no move that leaves an
-app unserved. A balanced fleet gets no move.
+lowers it by more than ``MIN_GAIN`` over the count of hosts; never the same machine
+twice. Stopped machines move freely (moved stopped); started ones only when asked
+(``running``), and only when another healthy machine of their app keeps it served and
+over its ``min_machines_running`` while it moves: the drain's rules, with no move that leaves an
+app unserved. Standbys stay where their create put them (off their primaries' hosts),
+and so do machines on cordoned or draining workers (a drain's to move), which the score
+leaves out with the hosts that are not alive. A balanced fleet gets no move.
 """
 
 from __future__ import annotations
@@ -26,14 +28,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from bodega.drain.core.facts import MOVABLE, Fleet, Unit
+from bodega.drain.core.facts import MOVABLE, STARTED, Fleet, Unit
 from bodega.drain.core.plan import Move, Room, app_floor, healthy_counts, request_for
-from bodega.model.capacity import Usage
 from bodega.placement.filters import refusal
-from bodega.sim.fleet import host_utilization
 from bodega.sim.measures import coefficient_of_variation, hot_hosts
 
-MIN_GAIN = 0.01  # the least lowering of the spread a move must bring
+# The least lowering of the spread a move must bring, shared by the hosts: one machine
+# moves the spread of n hosts about 1/n as much as it moves that of two.
+MIN_GAIN = 0.02
 MOST_MOVES = 20
 
 
@@ -60,50 +62,43 @@ class Rebalance:
 
 
 class Picture:
-    """Where each machine is as the plan moves them, and the score of that."""
+    """Where each machine is as the plan moves them, and the score of that: two rooms, the
+    hosts as they run and as they would with their stopped machines started, each kept up
+    to date move by move (a score is one pass over the hosts, not over the machines)."""
 
     def __init__(self, fleet: Fleet) -> None:
-        self.room = Room(fleet.workers)
-        self.where = {u.id: u.worker for u in fleet.units}
-        self.units = fleet.units
-        self.hosts = sorted(w.name for w in fleet.workers if w.status == "alive")
-
-    def waiting(self) -> dict[str, Usage]:
-        """Each worker's usage with its stopped machines started."""
-        used = {name: self.room.workers[name].used for name in self.hosts}
-        for unit in self.units:
-            where = self.where[unit.id]
-            if not unit.started and unit.state in MOVABLE and where in used:
-                totals = self.room.workers[where].totals
-                used[where] = used[where].plus(totals, replace(unit.ask, disk_gb=0))
-        return used
+        usable = [w for w in fleet.workers if w.status == "alive" and not w.cordoned]
+        self.hosts = sorted(w.name for w in usable)
+        self.room = Room(usable)
+        later = {w.name: w for w in usable}
+        for unit in fleet.units:
+            host = later.get(unit.worker)
+            if host is not None and not unit.started and unit.state in MOVABLE:
+                later[unit.worker] = replace(host, used=host.used.plus(
+                    host.totals, replace(unit.ask, disk_gb=0)))
+        self.later = Room(later.values())
 
     def score(self) -> Score:
         if not self.hosts:
             return Score(0, 0, 0.0, 0.0)
-        workers = self.room.workers
-        now = np.array([[host_utilization(workers[h].totals, workers[h].used)
-                         for h in self.hosts]])
-        waiting = self.waiting()
-        later = np.array([[host_utilization(workers[h].totals, waiting[h])
-                           for h in self.hosts]])
+        now = np.array([[self.room.utilization(h) for h in self.hosts]])
+        later = np.array([[self.later.utilization(h) for h in self.hosts]])
         return Score(int(hot_hosts(now)[0]), int(hot_hosts(later)[0]),
                      float(coefficient_of_variation(now)[0]),
                      float(coefficient_of_variation(later)[0]))
 
     def trial(self, unit: Unit, target: str) -> Score:
         """The score with ``unit`` moved to ``target``, the picture left as it was."""
-        saved = dict(self.room.workers)
+        saved = dict(self.room.workers), dict(self.later.workers)
         self.apply(unit, target)
         try:
             return self.score()
         finally:
-            self.room.workers = saved
-            self.where[unit.id] = unit.worker
+            self.room.workers, self.later.workers = saved
 
     def apply(self, unit: Unit, target: str) -> None:
         self.room.take(unit, target)
-        self.where[unit.id] = target
+        self.later.take(replace(unit, state=STARTED), target)  # as if it ran, wherever
 
 
 def movable(unit: Unit, fleet: Fleet, healthy: dict[str, int], running: bool) -> bool:
@@ -127,9 +122,14 @@ def plan_rebalance(fleet: Fleet, running: bool = False, most: int = MOST_MOVES) 
     moves: list[Move] = []
     while len(moves) < most:
         best: tuple[tuple[int, float], Unit, str, Score] | None = None
+        # Machines alike (the same host, size, state and needs) score alike: one of each is
+        # tried, so a big fleet costs its kinds of machine, not its machines.
+        tried: set[tuple[str, object, bool, bool]] = set()
         for unit in candidates:
-            if unit.id in moved:
+            kind = (unit.worker, unit.ask, unit.started, unit.needs_images)
+            if unit.id in moved or kind in tried or unit.standby_for:
                 continue
+            tried.add(kind)
             request = request_for(unit)
             for name in picture.hosts:
                 worker = picture.room.workers[name]
@@ -139,7 +139,7 @@ def plan_rebalance(fleet: Fleet, running: bool = False, most: int = MOST_MOVES) 
                 trial = picture.trial(unit, name)
                 if best is None or trial.key() < best[0]:
                     best = (trial.key(), unit, name, trial)
-        if best is None or not gains(current, best[3]):
+        if best is None or not gains(current, best[3], len(picture.hosts)):
             break
         _, unit, target, after = best
         picture.apply(unit, target)
@@ -149,10 +149,11 @@ def plan_rebalance(fleet: Fleet, running: bool = False, most: int = MOST_MOVES) 
     return Rebalance(tuple(moves), before, current)
 
 
-def gains(before: Score, after: Score) -> bool:
-    """Whether ``after`` is worth a move: fewer hot hosts, or as many and less spread."""
+def gains(before: Score, after: Score, hosts: int) -> bool:
+    """Whether ``after`` is worth a move: fewer hot hosts, or as many and less spread (by
+    more than ``MIN_GAIN`` shared by the ``hosts``)."""
     hot_before, spread_before = before.key()
     hot_after, spread_after = after.key()
     if hot_after != hot_before:
         return hot_after < hot_before
-    return spread_before - spread_after > MIN_GAIN
+    return spread_before - spread_after > MIN_GAIN / max(hosts, 1)
