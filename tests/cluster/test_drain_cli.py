@@ -2,7 +2,8 @@
 `bodega up` with three workers (one region, process driver).
 
 The drain's cordon: `host drain --dry-run` lists each machine's target (another worker)
-and why, and changes nothing; the drain route cordons one worker of the three for the
+and why, and changes nothing (a dry run of the whole host lists every machine as stuck,
+naming each worker's refusal); the drain route cordons one worker of the three for the
 drain: `host ls` and `cluster workers` say draining, a placement's explanation refuses it
 saying draining, a new machine goes elsewhere; `host undrain` lets placement use it again.
 A lopsided fleet (stopped machines all on one worker) gets a rebalance plan from
@@ -75,6 +76,17 @@ async def test_drain_dry_run_cordon_undrain_and_a_rebalance_plan(tmp_path: Path)
             assert await where(cli) == before
             text = await cli.ok("host", "drain", drained, "--dry-run")
             assert f"would drain {drained}" in text, text
+            # The whole host (its agent's workers, all three): nowhere to go, each machine
+            # listed as stuck with each worker's refusal.
+            host = hosts[drained]["host"]
+            assert host, hosts
+            assert {w["host"] for w in hosts.values()} == {host}, hosts
+            whole = await cli.json("host", "drain", host, "--dry-run")
+            assert sorted(whole["workers"]) == sorted(hosts)
+            assert whole["moves"] == []
+            assert sorted(m["machine"] for m in whole["stuck"]) == sorted(before), whole
+            assert all(": draining" in m["why"] and "no worker in ams" in m["why"]
+                       for m in whole["stuck"]), whole
 
             # The drain's cordon, as the CLI asks it first: placement refuses it, draining.
             async with api(cli) as client:
