@@ -41,7 +41,7 @@ def publish(catalog: MemoryCatalog, worker: Worker) -> None:
     catalog.put("workers", name, {
         "name": name, "region": worker.config.region, "url": worker.url,
         "totals": snapshot.totals.doc(), "used": snapshot.used.doc(),
-        "cordoned": snapshot.cordoned})
+        "cordoned": snapshot.cordoned, "cordon_reason": snapshot.cordon_reason})
     for row in queries.list_machines(worker.store.db, include_destroyed=True):
         catalog.put("machines", row.id, machine_answer(row, worker=name).doc())
     for vol in volume_queries.list_volumes(worker.store.db, None, True):

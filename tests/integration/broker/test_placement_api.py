@@ -93,7 +93,9 @@ async def test_a_region_without_workers_is_named_one_whose_workers_are_down_says
         await c.add_worker("ams-1")
         await c.add_worker("fra-1", region="fra")
         await c.add_worker("lhr-1", region="lhr")
+        await c.add_worker("syd-1", region="syd")
         c.workers[2].ledger.set_cordoned(True)
+        c.workers[3].ledger.set_cordoned(True, "draining")
         c.sync()
         c.catalog.set_status("fra-1", "dead")
         await c.add_broker()
@@ -104,7 +106,7 @@ async def test_a_region_without_workers_is_named_one_whose_workers_are_down_says
                 assert typo.status_code == 400, typo.text
                 assert typo.json() == {
                     "error": "invalid_argument: region xyz has no workers in this cluster; its "
-                             "regions are ams, fra, lhr", "status": "invalid_argument"}
+                             "regions are ams, fra, lhr, syd", "status": "invalid_argument"}
             two = await api.post("/v1/apps/geo/machines", json=machine(region="xyz,abc"))
             assert "regions xyz, abc have no workers" in two.json()["error"]
             placements = await api.post("/v1/platform/placements", json={
@@ -115,7 +117,7 @@ async def test_a_region_without_workers_is_named_one_whose_workers_are_down_says
                 "name": "data", "region": "xyz", "size_gb": 1})
             assert volume.status_code == 400
             # Regions that exist but cannot take anything: still no capacity, and why.
-            for region, why in (("fra", "1 dead"), ("lhr", "1 cordoned")):
+            for region, why in (("fra", "1 dead"), ("lhr", "1 cordoned"), ("syd", "1 draining")):
                 down = await api.post("/v1/apps/geo/machines", json=machine(region=region))
                 assert down.status_code == 412, down.text
                 assert down.json()["status"] == "insufficient_capacity"

@@ -12,6 +12,7 @@ from bodega.model.capacity import describe_free
 from bodega.model.errors import InsufficientCapacity
 from bodega.model.plural import counted
 from bodega.model.refusals import Unplaced
+from bodega.model.rows.workers import DRAINING
 from bodega.placement import PlacementRequest, best_free
 
 
@@ -64,7 +65,8 @@ def none_usable(candidates: Candidates, region: str) -> str | None:
         return None
     states: dict[str, int] = {}
     for worker in workers:
-        state = worker.status if worker.status != "alive" else "cordoned"
+        state = worker.status if worker.status != "alive" else \
+            "draining" if worker.cordon_reason == DRAINING else "cordoned"
         states[state] = states.get(state, 0) + 1
     return (f"no worker in {region} can take machines now: "
             + ", ".join(f"{n} {state}" for state, n in sorted(states.items())))
