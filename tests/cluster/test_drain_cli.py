@@ -12,43 +12,15 @@ A lopsided fleet (stopped machines all on one worker) gets a rebalance plan from
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 
-from tests.cluster.deploy_kit import Cli, app_dir, readable_dir, until, up_cluster
-from tests.python_kit import machine_python
+from tests.cluster.deploy_kit import app_dir, readable_dir, until, up_cluster
+from tests.cluster.drain_kit import api, refusals, sleeper, where
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
-
-
-def api(cli: Cli) -> httpx.AsyncClient:
-    return httpx.AsyncClient(base_url=cli.env["BODEGA_API_URL"], timeout=30, headers={
-        "authorization": f"Bearer {cli.env['BODEGA_API_TOKEN']}"})
-
-
-async def where(cli: Cli) -> dict[str, str]:
-    """Every machine's worker, from the admin route the drain plans with."""
-    async with api(cli) as client:
-        answer = await client.get("/v1/cluster/machines")
-        answer.raise_for_status()
-        return {m["id"]: m["worker"] for m in answer.json()}
-
-
-async def sleeper(cli: Cli, app: str, *extra: str) -> dict[str, Any]:
-    made: dict[str, Any] = json.loads(await cli.ok(
-        "machine", "run", "-a", app, "--region", "ams", *extra, "--json", "--",
-        machine_python(), "-c", "import time; time.sleep(3600)"))
-    return made
-
-
-async def refusals(cli: Cli) -> dict[str, str]:
-    placed = await cli.json("machine", "place", "--region", "ams", "--explain")
-    return {r["worker"]: r["reason"] for r in placed["explain"][0].get("refusals", [])}
 
 
 async def test_drain_dry_run_cordon_undrain_and_a_rebalance_plan(tmp_path: Path) -> None:

@@ -1,0 +1,54 @@
+"""What the drain and rebalance cluster tests share: the API as an admin, where each machine
+is, a machine that sleeps, a placement's refusals, requests through the proxy."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+
+from tests.cluster.deploy_kit import Cli
+from tests.python_kit import machine_python
+
+
+def api(cli: Cli) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=cli.env["BODEGA_API_URL"], timeout=30, headers={
+        "authorization": f"Bearer {cli.env['BODEGA_API_TOKEN']}"})
+
+
+async def where(cli: Cli) -> dict[str, str]:
+    """Every machine's worker, from the admin route the drain plans with."""
+    async with api(cli) as client:
+        answer = await client.get("/v1/cluster/machines")
+        answer.raise_for_status()
+        return {m["id"]: m["worker"] for m in answer.json()}
+
+
+async def sleeper(cli: Cli, app: str, *extra: str) -> dict[str, Any]:
+    made: dict[str, Any] = json.loads(await cli.ok(
+        "machine", "run", "-a", app, "--region", "ams", *extra, "--json", "--",
+        machine_python(), "-c", "import time; time.sleep(3600)"))
+    return made
+
+
+async def refusals(cli: Cli) -> dict[str, str]:
+    placed = await cli.json("machine", "place", "--region", "ams", "--explain")
+    return {r["worker"]: r["reason"] for r in placed["explain"][0].get("refusals", [])}
+
+
+async def load(cli: Cli, app: str, stop: asyncio.Event) -> tuple[int, list[str]]:
+    """Requests one after another through the proxy until ``stop``: (count, failures)."""
+    count, failures = 0, []
+    async with httpx.AsyncClient(timeout=30) as web:
+        while not stop.is_set():
+            try:
+                answer = await web.get(cli.proxy + "/", headers={"host": f"{app}.localhost"})
+                if answer.status_code != 200:
+                    failures.append(f"{answer.status_code} {answer.text[:100]}")
+            except httpx.HTTPError as exc:
+                failures.append(repr(exc))
+            count += 1
+            await asyncio.sleep(0.02)
+    return count, failures
