@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from bodega.broker.openapi_schemas import RESPONSES, STR
 from bodega.model.json import JsonObject
-from bodega.wire.public import fly, tokens
+from bodega.wire.public import fly, moves, tokens
 from bodega.wire.public import fly_certificates as certs
 from bodega.wire.public import secret_keys as keys
 
@@ -108,6 +108,9 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("post", f"{M}/stop", "Stop a machine (signal, then SIGKILL after timeout)",
      fly.StopRequest, "Ok"),
     ("post", f"{M}/restart", "Restart a machine", None, "Ok"),
+    ("post", f"{M}/move", "bodega: move the machine to another worker (worker, or region; "
+     "the same id, config and events; a running one is stopped and started there)",
+     moves.MoveMachineRequest, "Machine"),
     ("post", f"{M}/signal", "Send a signal", fly.SignalRequest, "Ok"),
     ("post", f"{M}/suspend", "Suspend: freeze the machine, memory kept; start resumes it",
      None, "Ok"),

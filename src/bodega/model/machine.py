@@ -28,7 +28,7 @@ from bodega.model.machine_config import names_registry as names_registry
 from bodega.model.rows.row import Row
 
 # Fields a worker adds for the cluster's own use; public answers leave them out.
-INTERNAL_FIELDS = frozenset({"app", "worker", "service_host", "network"})
+INTERNAL_FIELDS = frozenset({"app", "worker", "service_host", "network", "generation"})
 
 _IMAGE_RE = re.compile(
     r"^(?:(?P<registry>[a-zA-Z0-9.-]+(?::\d+)?)/)?(?P<repository>[a-z0-9._/-]+?)"
@@ -103,6 +103,8 @@ class EventRequest(BaseModel):
     name: str | None = None
     status: str | None = None
     output: str | None = None
+    moved_from: str | None = None  # a move's event: the worker it left
+    moved_to: str | None = None  # and the worker it went to
 
 
 class MachineEvent(Answer):
@@ -164,6 +166,7 @@ class Machine(Row):
     nonce: str | None = None  # a lease's, on a create that asked for one
     service_host: str | None = None  # internal: where the proxy reaches its services
     network: str | None = None  # internal: its private network's key (<org>/<network>)
+    generation: int | None = None  # internal: its moves so far (the newest owner's row wins)
     # The last config the view had, on an answer for a machine whose host cannot be reached.
     incomplete_config: MachineConfig | None = None
 

@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bodega.model.rows import WorkerRow
 from bodega.model.states import MachineState
 from bodega.registry import Registry, RegistryConfig, open_registry
 from bodega.registry.agent.member_tls import certificate_meta, renewal
@@ -75,6 +76,7 @@ from bodega.worker.ops.effects import MachineEffects, machine_user
 from bodega.worker.ops.health import HealthChecks
 from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService
+from bodega.worker.ops.moves import MachineMoves
 from bodega.worker.ops.runner import Runner
 from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.volumes import VolumeService
@@ -140,6 +142,9 @@ class Worker:
                                          config.snapshot_dir)
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
                     if config.tls_dir is not None else None)
+        self.moves = MachineMoves(self.machines, name=config.name, region=config.region,
+                                  tls=self.tls.client if self.tls is not None else None)
+        self.effects.handoff = self.moves.handoff
         # Before recovery: a task's machine that ended while the worker was down is seen.
         self.jobs = WorkerJobs(config, self.machines, self.ledger, self.tls, self._home)
         self.served: Served | None = None
@@ -173,6 +178,10 @@ class Worker:
 
     def _home(self, machine_id: str, private_ip: str | None) -> Path | None:
         return machine_home(self.user, self.config.machine_dir(machine_id), private_ip)
+
+    def _url_of(self, worker: str) -> str | None:
+        row = self.registry.get(WorkerRow, worker) if self.registry is not None else None
+        return row.url if row is not None and row.url else None
 
     def service_host(self, row: MachineRow) -> str | None:
         return self.network.service_host(row.private_ip)
@@ -215,12 +224,13 @@ class Worker:
             ledger=self.ledger, machines=self.machines, actions=self.actions,
             volumes=self.volumes, snapshots=self.snapshots, metrics=self.metrics, info=self.info,
             service_host=self.service_host, before_scrape=self._before_scrape,
-            more=(self.jobs.routes,))
+            more=(self.jobs.routes,), moves=self.moves)
         sock = bind(self.config.listen_host, self.config.listen_port)
         url = self._url(sock.getsockname()[1])
         app = api.app()
         if self.config.gossip:
             self.registry = await self._registry(url)
+            self.moves.url_of = self._url_of
             if self.config.secrets_key:
                 self.effects.secret_env = SecretEnv(self.registry,
                                                     SecretBox(self.config.secrets_key))

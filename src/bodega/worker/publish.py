@@ -106,9 +106,12 @@ class Publisher:
             if volume.state != DESTROYED or volume.updated_at >= horizon:
                 keep["volumes"].add(volume.id)
                 self._put_volume(volume)
+        # A machine that moved away is its new worker's to publish or delete: its row
+        # here may still say this worker until the new one's arrives.
+        keep["machines"] |= queries.moved_away_ids(self.store.db)
         for table, ids in keep.items():
             for doc in self.node.rows(table, worker=self.name):
-                if doc["id"] not in ids:
+                if doc["id"] not in ids and not doc.get("generation"):
                     self.node.delete_owned(table, doc["id"])
 
     def publish_capacity(self, force: bool = False) -> None:
@@ -200,8 +203,11 @@ class Publisher:
         """Machines and volumes destroyed longer than the TTL ago become tombstones."""
         horizon = self.store.clock() - self.destroyed_ttl
         for table in ("machines", "volumes"):
+            # A machine that moved keeps its destroyed row: a tombstone (generation 0)
+            # would lose to its rows of its own generation (registry rows.py).
+            moved = " AND generation = 0" if table == "machines" else ""
             for (resource_id,) in self.store.db.execute(
-                    f"SELECT id FROM {table} WHERE state = ? AND updated_at < ?",
+                    f"SELECT id FROM {table} WHERE state = ? AND updated_at < ?{moved}",
                     (DESTROYED, horizon)).fetchall():
                 self.node.delete_owned(table, str(resource_id))
 

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the process driver te
 CASES = [
     (fsm.name, step.name, when)
     for fsm in FSMS.values()
+    if fsm.name != "move_machine"  # two workers: test_move.py kills each at every step
     for step in fsm.steps
     if not step.final and step.name != "backoff"
     for when in ("before", "after")

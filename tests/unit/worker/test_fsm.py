@@ -7,10 +7,15 @@ from bodega.worker.core.fsm import FSMS, Effect
 from bodega.worker.core.payloads import Payload, payload_from_json
 from bodega.worker.core.policy import BEGINS, after_exit, restart_delay
 
+# What a move's payload cannot do without (ignored by every other operation's).
+MOVE = {"move_id": "m1", "target": "w2", "target_url": "http://w2", "generation": 1,
+        "resting": "stopping"}
+
 
 def typed(fsm_name: str, payload: dict[str, object]) -> Payload:
     """``payload`` as ``fsm_name``'s typed payload; the fields a run needs default to one."""
-    return payload_from_json(fsm_name, {"start_seq": 1, "rest_state": "stopped", **payload})
+    return payload_from_json(fsm_name, {"start_seq": 1, "rest_state": "stopped", **MOVE,
+                                        **payload})
 
 
 def path(fsm_name: str, fields: dict[str, object]) -> list[str]:

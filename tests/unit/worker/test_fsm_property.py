@@ -65,7 +65,9 @@ class ModelWorker:
     def payload_for(self, fsm: str, launch: bool, delay: bool) -> Payload:
         rest = self.state if self.state in (S.CREATED, S.STOPPED) else S.STOPPED
         return payload_from_json(fsm, {"launch": launch, "rest_state": rest,
-                                       "delay": 0.2 if delay else 0, "start_seq": 1})
+                                       "delay": 0.2 if delay else 0, "start_seq": 1,
+                                       "move_id": "m1", "target": "w2", "generation": 1,
+                                       "target_url": "http://w2", "resting": rest})
 
     def enter(self, step: Step, payload: Payload) -> None:
         state = step.state_for(payload)
@@ -121,7 +123,9 @@ def test_resuming_at_any_step_reaches_a_final_step(fsm_name: str, launch: bool, 
                                                    delay: bool, data: st.DataObject) -> None:
     fsm = FSMS[fsm_name]
     payload = payload_from_json(fsm_name, {"launch": launch, "rest_state": rest,
-                                           "delay": 0.1 if delay else 0, "start_seq": 1})
+                                           "delay": 0.1 if delay else 0, "start_seq": 1,
+                                           "move_id": "m1", "target": "w2", "generation": 1,
+                                           "target_url": "http://w2", "resting": rest})
     reachable = [fsm.first(payload)]
     while not reachable[-1].final:
         reachable.append(fsm.after(reachable[-1].name, payload))

@@ -17,10 +17,12 @@ from starlette.routing import Route
 
 from bodega.broker.auth.tokens import Principal
 from bodega.broker.machines.create import MachineCreate
+from bodega.broker.machines.moves import MachineMoves
 from bodega.broker.machines.service import Machines
 from bodega.model.errors import BadRequest
 from bodega.wire.internal import worker_calls as wire
 from bodega.wire.public import fly
+from bodega.wire.public.moves import MoveMachineRequest
 from bodega.wire.transport.http import (
     RouteMaker,
     answer_response,
@@ -107,6 +109,14 @@ def machine_routes(r: RouteMaker, machines: Machines, creation: MachineCreate) -
         return await forward(machines, request, "POST", "stop",
                              body=wire.StopBody(signal=body.signal, timeout=body.timeout))
 
+    moves = MachineMoves(machines, creation.placer)
+
+    async def move(request: Request, who: Principal) -> Response:  # a bodega extension
+        body = await read_model(request, MoveMachineRequest)
+        return answer_response(await moves.move(
+            request.path_params["app"], request.path_params["id"], body,
+            nonce=request.headers.get(NONCE_HEADER)))
+
     async def signal(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.SignalRequest)
         return await forward(machines, request, "POST", "signal",
@@ -152,6 +162,7 @@ def machine_routes(r: RouteMaker, machines: Machines, creation: MachineCreate) -
         *(r(f"{m}/{action}", act(action), "POST")
           for action in ("start", "restart", "cordon", "uncordon")),
         r(f"{m}/stop", stop, "POST"),
+        r(f"{m}/move", move, "POST"),
         r(f"{m}/signal", signal, "POST"),
         r(f"{m}/suspend", suspend, "POST"),
         r(f"{m}/exec", exec_, "POST"),

@@ -87,6 +87,11 @@ class Machines:
             return unreachable(known)
         try:
             machine = await self.workers.client(worker).machine(machine_id, app)
+        except NotFound:
+            moved = self.moved_from(app, machine_id, worker)
+            if moved is None:
+                raise
+            machine = await self.workers.client(moved).machine(machine_id, app)
         except Unavailable:
             if (known := self._last_known(app, machine_id)) is None:
                 raise
@@ -112,6 +117,15 @@ class Machines:
             if worker is None:
                 raise
             return worker
+
+    def moved_from(self, app: str, machine_id: str, worker: str) -> str | None:
+        """The machine's worker now, if the view says it moved from ``worker`` (which
+        answered 404): remembered from now on. None if the view says no such thing."""
+        row = self.catalog.get(Machine, machine_id)
+        if row is None or row.app != app or not row.worker or row.worker == worker:
+            return None
+        self.workers.remember(machine_id, row.worker)
+        return row.worker
 
     async def _ask_marked(self, app: str, machine_id: str) -> str | None:
         mark = machine_id[:MARK_DIGITS]
@@ -148,8 +162,16 @@ class Machines:
         path = f"/v1/machines/{machine_id}" + (f"/{action}" if action else "")
         pairs = list(params.items()) if isinstance(params, dict) else list(params or [])
         query = [*pairs, ("app", app)]
-        answer = await client.send(method, path, body, params=query, nonce=nonce,
-                                   timeout=timeout, owner=owner)
+        try:
+            answer = await client.send(method, path, body, params=query, nonce=nonce,
+                                       timeout=timeout, owner=owner)
+        except NotFound:  # moved since this broker learnt where it was?
+            moved = self.moved_from(app, machine_id, worker)
+            if moved is None:
+                raise
+            worker = moved
+            answer = await self.workers.client(worker).send(
+                method, path, body, params=query, nonce=nonce, timeout=timeout, owner=owner)
         if action == "wait" or method != "GET":
             # The client is about to learn of a change (or that a state was reached): this
             # broker's lists must show it from the moment the answer leaves, so the machine

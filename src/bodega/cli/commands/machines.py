@@ -125,7 +125,10 @@ def _detail(event: MachineEvent) -> str:
     wrong (its error, a failed run) or how its run ended."""
     exit_event = event.exit_event()
     said = event.trouble() or (exit_event.describe() if exit_event is not None else "")
-    return "; ".join(part for part in (event.reason(), said) if part)
+    request = event.request
+    moved = (f"from {request.moved_from} to {request.moved_to}"
+             if request is not None and request.moved_to else "")
+    return "; ".join(part for part in (moved, event.reason(), said) if part)
 
 
 @machine.command("list")
@@ -207,6 +210,32 @@ def stop(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_CON
     call(api_url, token, lambda c: c.stop(app, machine_id, signal or None, timeout or None),
          context=context)
     typer.echo(f"Machine {machine_id}: stop requested")
+
+
+@machine.command("move")
+@friendly
+def move(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+         to: Annotated[str | None, typer.Option("--to", help="The worker to move it to")] = None,
+         region: Annotated[str | None, typer.Option(
+             help="Any other worker of this region (default: its own region)")] = None,
+         reason: Annotated[str | None, typer.Option(help="Why, kept in its events")] = None,
+         api_url: ApiUrl = None, token: Token = None, context: ContextName = None,
+         json: Json = False) -> None:
+    """Move a machine to another worker: the same id, config, metadata and events; a running
+    machine is stopped (its stop_config honoured) and started there.
+
+    bodega machine move ID --to WORKER | --region R [-a APP]
+    """
+    if to is not None and region is not None:
+        raise typer.BadParameter("give --to or --region, not both")
+    app = app_name(app, config)
+    moved = call(api_url, token, lambda c: c.move(app, machine_id, worker=to, region=region,
+                                                  reason=reason), context=context)
+    if json:
+        show_json(moved)
+        return
+    where = f"worker {to}" if to is not None else f"another worker of {moved.region}"
+    typer.echo(f"Machine {machine_id}: moved to {where} ({moved.state})")
 
 
 @machine.command("destroy")

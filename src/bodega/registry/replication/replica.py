@@ -56,7 +56,7 @@ from bodega.registry.replication.core.exchange import (
 from bodega.registry.replication.core.hlc import ClockDrift, HybridClock
 from bodega.registry.replication.core.known import EMPTY, Known, Span
 from bodega.registry.replication.core.ledger import Ledger
-from bodega.registry.replication.core.rows import Change, Document, Row, newer
+from bodega.registry.replication.core.rows import Change, Document, Row, generation, newer
 from bodega.registry.replication.core.schema import TABLES
 from bodega.registry.replication.core.validate import problem
 from bodega.registry.replication.view import View
@@ -182,8 +182,10 @@ class Replica:
                         stale_own.append(row)  # from a life of ours we have no record of
                     continue
                 old = self.view.get(row.table, row.key)
-                if old is not None and not row.shared and old.owner != row.owner:
-                    self._on_reject(row.table, "owner")  # an owned key never changes hands
+                if old is not None and not row.shared and old.owner != row.owner \
+                        and generation(row) == generation(old):
+                    # An owned key changes hands only with a move, to a newer generation.
+                    self._on_reject(row.table, "owner")
                     continue
                 touched.add(row.owner)
                 self._known.set(row.owner, self._known.get(row.owner).add(row.version))

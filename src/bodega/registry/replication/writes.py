@@ -20,7 +20,14 @@ from contextlib import ExitStack, contextmanager, nullcontext
 from bodega.registry.replication.core.hlc import HybridClock
 from bodega.registry.replication.core.known import Known
 from bodega.registry.replication.core.ledger import Ledger
-from bodega.registry.replication.core.rows import Change, Document, Row, newer
+from bodega.registry.replication.core.rows import (
+    Change,
+    Document,
+    Row,
+    generation,
+    generation_of,
+    newer,
+)
 from bodega.registry.replication.core.schema import TABLES, Kind
 from bodega.registry.replication.core.validate import problem
 from bodega.registry.replication.view import View
@@ -92,7 +99,8 @@ class Writer:
             raise ValueError(f"{table} is a {spec.kind} table: use put_{spec.kind}/"
                              f"delete_{spec.kind}")
         old = self.view.get(table, key)
-        if not shared and old is not None and old.owner != self.name:
+        if not shared and old is not None and old.owner != self.name \
+                and generation_of(table, doc) <= generation(old):  # a move hands it over
             raise InvalidRow(f"{table}/{key} belongs to {old.owner}, not {self.name}")
         if doc is None:
             if old is None and not shared:
@@ -135,8 +143,9 @@ class Writer:
                     self.view.put(row, now)
                     changes.append(Change(held, row))
                 continue
-            if held is not None and held.owner == self.name and newer(held, row):
-                continue  # what we hold already supersedes it everywhere
+            if held is not None and newer(held, row) and (
+                    held.owner == self.name or generation(held) > generation(row)):
+                continue  # what we hold already supersedes it everywhere (a moved machine's)
             doc = held.doc if held is not None and held.owner == self.name else None
             fresh = Row(row.table, row.key, doc, self.name, self.counter + 1, self.clock.tick())
             self.view.put(fresh, now)

@@ -117,6 +117,18 @@ class MachinesClient(BodegaCalls):
         await self.exchange("POST", _machine(app, machine_id, action), params=params or None,
                             nonce=nonce)
 
+    async def move(self, app: str, machine_id: str, *, worker: str | None = None,
+                   region: str | None = None, reason: str | None = None,
+                   nonce: str | None = None) -> Machine:
+        """Move the machine to ``worker``, or to another worker of ``region`` (of its own
+        region when neither is given): a bodega extension. The machine, on its new worker."""
+        from bodega.model.machine import Machine
+        from bodega.wire.public.moves import MOVE_TIMEOUT, MoveMachineRequest
+
+        body = MoveMachineRequest(worker=worker, region=region, reason=reason)
+        return await self.answer(Machine, "POST", _machine(app, machine_id, "move"),
+                                 encoded=body_of(body), nonce=nonce, timeout=MOVE_TIMEOUT)
+
     async def stop(self, app: str, machine_id: str, signal: str | None = None,
                    timeout: str | None = None, nonce: str | None = None) -> None:
         from bodega.wire.public.fly import StopRequest

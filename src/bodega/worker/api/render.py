@@ -30,7 +30,7 @@ def machine_answer(
         created_at=rfc3339(row.created_at), updated_at=rfc3339(row.updated_at),
         host_status="ok", app=row.app, worker=worker, checks=health or None,
         cordoned=True if row.cordoned else None, events=events, nonce=nonce,
-        service_host=service_host,
+        service_host=service_host, generation=row.generation or None,
     )
 
 

@@ -42,6 +42,7 @@ from bodega.worker.api.lease_routes import LeaseRoutes
 from bodega.worker.api.log_routes import LogRoutes
 from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec
 from bodega.worker.api.memory_routes import MemoryRoutes
+from bodega.worker.api.move_routes import MoveRoutes
 from bodega.worker.api.static_routes import StaticRoutes
 from bodega.worker.api.volume_routes import VolumeRoutes
 from bodega.worker.core.records import MachineRow, ReservationRow
@@ -49,6 +50,7 @@ from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.memory import MachineMemory
+from bodega.worker.ops.moves import MachineMoves
 from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.static_files import StaticFiles
 from bodega.worker.ops.volumes import VolumeService
@@ -78,6 +80,7 @@ class WorkerApi:
         service_host: Callable[[MachineRow], str | None],
         before_scrape: Callable[[], None] = lambda: None,
         more: Sequence[RoutePart] = (),
+        moves: MachineMoves | None = None,
     ) -> None:
         self.name = name
         self.region = region
@@ -90,9 +93,10 @@ class WorkerApi:
         self.info = info
         self.service_host = service_host
         self.before_scrape = before_scrape
+        machine_routes = MachineRoutes(name=name, region=region, machines=machines,
+                                       actions=actions, service_host=service_host)
         self.parts: tuple[RoutePart, ...] = (
-            MachineRoutes(name=name, region=region, machines=machines, actions=actions,
-                          service_host=service_host),
+            machine_routes,
             LeaseRoutes(machines=machines, actions=actions),
             MemoryRoutes(MachineMemory(machines)),
             VolumeRoutes(name=name, region=region, volumes=volumes, snapshots=snapshots),
@@ -100,6 +104,7 @@ class WorkerApi:
                       machine_dir=machines.effects.config.machine_dir),
             StaticRoutes(StaticFiles(machines, machines.effects.config.images_dir)),
             *more,  # the jobs' routes (docs/jobs.md)
+            *(() if moves is None else (MoveRoutes(moves, machine_routes),)),
         )
         self.forward = ForwardRoutes(machines=machines, service_host=service_host)
         self.console = ConsoleRoutes(machines=machines, actions=actions)

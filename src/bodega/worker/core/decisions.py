@@ -108,6 +108,20 @@ class StepEntered:
 @dataclass(frozen=True)
 class OperationFailed:
     fsm: str
+    payload: Payload | None = None  # the failed operation's, with its error and step
+
+
+@dataclass(frozen=True)
+class Move:
+    """Move the machine to worker ``target`` (``core/moves.py``)."""
+
+    move_id: str
+    source: str  # the worker it is on: this one
+    target: str
+    target_url: str
+    reason: str | None = None
+    reservation_id: str | None = None
+    running_move: bool = False  # a move of this machine is under way already
 
 
 @dataclass(frozen=True)
@@ -134,7 +148,7 @@ class CheckResult:
 
 Stimulus = (Create | Start | Stop | HostStop | Restart | Update | Destroy | Signal | Suspend
             | Cordon | SetMetadata | ExitObserved | StepEntered | OperationFailed | OperationEnded
-            | Recovered | CheckResult)
+            | Recovered | CheckResult | Move)
 
 # -- decisions -------------------------------------------------------------------------------
 
@@ -259,6 +273,15 @@ class Note:
 
 
 @dataclass(frozen=True)
+class Forget:
+    """The machine moved to ``worker`` (as its generation ``generation``): its record goes
+    from this worker, which remembers only where it went."""
+
+    worker: str
+    generation: int
+
+
+@dataclass(frozen=True)
 class Decision:
     changes: Changes = Changes()
     room: Ask | None = None  # check this fits beside every other machine before anything
@@ -270,3 +293,4 @@ class Decision:
     exit_decision: ExitDecision | None = None
     then: frozenset[Then] = field(default_factory=frozenset)
     already: bool = False  # the machine is already where the stimulus would lead
+    forget: Forget | None = None  # the record goes: the machine lives on another worker now

@@ -19,6 +19,7 @@ of steps, what an exit means. ``ops/runner.py`` drives them and
     suspend_machine  suspending ─▶ suspended·                       (freeze; memory kept)
     resume_machine   resuming ─▶ started·                         (thaw the same run)
     destroy_machine  destroying ─▶ teardown ─▶ destroyed·
+    move_machine     moving ─▶ handoff ─▶ teardown ─▶ moved·      (the record then forgotten)
     create_volume    provision ─▶ created·
     delete_volume    removing ─▶ destroyed·
 
@@ -39,6 +40,7 @@ from bodega.worker.core.payloads import (
     DeleteVolume,
     DestroyMachine,
     ExitMachine,
+    MoveMachine,
     Payload,
     RestartMachine,
     ResumeMachine,
@@ -59,6 +61,7 @@ class Effect(StrEnum):
     FREEZE = "freeze"  # freeze the run's processes, keeping their memory
     THAW = "thaw"  # let a frozen run go on
     TEARDOWN = "teardown"  # remove the task's traces and the network
+    HANDOFF = "handoff"  # hand the record to the move's target until it takes or refuses it
     PROVISION_VOLUME = "provision_volume"
     REMOVE_VOLUME = "remove_volume"
 
@@ -71,6 +74,7 @@ class After(StrEnum):
     WATCH = "watch"  # once it ends: supervise the process if the machine is started
     REST = "rest"  # once it ends: the machine is at rest, its spare namespace is reusable
     RELEASE = "release"  # in the commit that ends it: give back compute, volume and lease
+    FORGET = "forget"  # in the commit that ends it: the record goes (it lives elsewhere now)
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,19 @@ FSMS: dict[str, Fsm] = {
             ),
             on_error=(None, ("destroy", "failed")),
             then=After.RELEASE,
+        ),
+        Fsm(
+            MoveMachine,
+            (
+                Step("moving", Effect.STOP_TASK, "$resting", ("move", "moving")),
+                Step("handoff", Effect.HANDOFF, S.STOPPED),
+                Step("teardown", Effect.TEARDOWN),
+                Step("moved", event=("move", "moved")),
+            ),
+            # Refused by the target, or its stop failed: it rests here (``core/moves.py``
+            # starts it again if it was running); once handed over, it is forgotten anyway.
+            on_error=(S.STOPPED, ("move", "failed")),
+            then=After.FORGET,
         ),
         Fsm(
             CreateVolume,

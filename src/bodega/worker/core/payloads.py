@@ -106,6 +106,22 @@ class DestroyMachine(EndsRun):
 
 
 @dataclass(frozen=True, kw_only=True)
+class MoveMachine(EndsRun):
+    """A move of the machine to another worker (``core/moves.py``): stopped here (its
+    ``stop_config`` honoured), its record handed to ``target``, which starts it if it
+    was running, then let go of here."""
+
+    fsm: ClassVar[str] = "move_machine"
+    move_id: str  # the same on both workers: the target's import is idempotent by it
+    target: str  # the worker it goes to
+    target_url: str  # that worker's internal API
+    generation: int  # the machine's generation on the target (one more than here)
+    resting: str  # its state while it is stopped for the move (``stopping`` if started)
+    was_running: bool = False  # started here: started there, or again here on a rollback
+    reservation_id: str | None = None  # room the broker reserved on the target for it
+
+
+@dataclass(frozen=True, kw_only=True)
 class CreateVolume(Payload):
     fsm: ClassVar[str] = "create_volume"
     snapshot_id: str | None = None  # start as a copy of this snapshot's data
@@ -119,8 +135,8 @@ class DeleteVolume(Payload):
 PAYLOADS: dict[str, type[Payload]] = {
     kind.fsm: kind
     for kind in (CreateMachine, StartMachine, StopMachine, ExitMachine, RestartMachine,
-                 UpdateMachine, SuspendMachine, ResumeMachine, DestroyMachine, CreateVolume,
-                 DeleteVolume)
+                 UpdateMachine, SuspendMachine, ResumeMachine, DestroyMachine, MoveMachine,
+                 CreateVolume, DeleteVolume)
 }
 
 _FAILURE = ("error", "failed_step")  # written last, as they were added last

@@ -46,6 +46,7 @@ BEGINS: dict[str, dict[str, str | None]] = {
         S.CREATED: "update", S.STARTED: "update", S.STOPPED: "update", S.FAILED: "update",
         S.SUSPENDED: "update",
     },
+    "move_machine": {S.STARTED: "move", S.CREATED: "move", S.STOPPED: "move", S.FAILED: "move"},
     "destroy_machine": {
         S.CREATED: "destroy", S.STOPPED: "destroy", S.FAILED: "destroy", S.STARTED: "destroy",
         S.SUSPENDED: "destroy", S.DESTROYING: "destroy",

@@ -93,6 +93,9 @@ class MachineRow:
     # Started when its host's bodega stopped it (``HostStop``): it starts again when the
     # worker comes back, as its restart policy says (``core/policy.py``, ``comes_back``).
     host_stopped: bool = False
+    # One more each time the machine moves to another worker: its registry row of the
+    # newest generation wins over a row its former worker wrote (``core/moves.py``).
+    generation: int = 0
 
     @property
     def memory_limit(self) -> int:

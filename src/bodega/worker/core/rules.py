@@ -30,6 +30,8 @@ the end of an operation, and what a process's own exit leads to.
                         destroying
     Signal              started                                deliver it
     Suspend             started                                begin suspend (core/suspend.py)
+    Move                started created stopped failed         begin move_machine (core/moves.py)
+      move ends         moved                                  the record is forgotten
     Cordon, SetMetadata any                                    cordoned, or the config's metadata
                                                                (core/annotations.py)
     ExitObserved        started, same run                      restart policy: begin start after
@@ -69,6 +71,7 @@ from bodega.worker.core.decisions import (
     ExitDecision,
     ExitObserved,
     HostStop,
+    Move,
     Note,
     OperationEnded,
     OperationFailed,
@@ -86,10 +89,12 @@ from bodega.worker.core.decisions import (
     Update,
 )
 from bodega.worker.core.fsm import FSMS, After
+from bodega.worker.core.moves import AfterFailure, after_failure, move, moved
 from bodega.worker.core.payloads import (
     CreateMachine,
     DestroyMachine,
     ExitMachine,
+    MoveMachine,
     RestartMachine,
     StartMachine,
     StopMachine,
@@ -119,6 +124,8 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
     match stimulus:
         case StepEntered():
             return _step_entered(record, stimulus)
+        case OperationFailed(payload=MoveMachine() as payload):
+            return _move_failed(record, payload)
         case OperationFailed():
             state = FSMS[stimulus.fsm].on_error[0]
             return Decision(changes=_state_changes(state)) if state is not None else NOTHING
@@ -141,6 +148,8 @@ def decide(record: MachineRow | None, stimulus: Stimulus) -> Decision:
             return NOTHING
         case Suspend():
             return suspend(record, stimulus)
+        case Move():
+            return move(record, stimulus)
         case Cordon():
             return cordon(stimulus)
         case SetMetadata():
@@ -172,10 +181,23 @@ def _step_entered(record: MachineRow, stimulus: StepEntered) -> Decision:
         # The start begins in the same commit that ends the create, so a crash in
         # between can never leave a machine created that was asked to launch.
         return _begin_start(record, "flyd", delay=0.0, changes=changes, attached=True)
+    if fsm.then is After.FORGET and isinstance(stimulus.payload, MoveMachine):
+        return moved(stimulus.payload)
     if fsm.then is After.RELEASE:
         return Decision(changes=Changes(state=changes.state, holds_compute=False,
                                         clear_handle=True), release=True)
     return Decision(changes=changes)
+
+
+def _move_failed(record: MachineRow, payload: MoveMachine) -> Decision:
+    """A move that failed: the machine rests here, runs here again, or is gone all the same."""
+    match after_failure(payload):
+        case AfterFailure.FORGET:
+            return moved(payload)
+        case AfterFailure.RESTART:
+            return _begin_start(record, "flyd", delay=0.0, changes=_state_changes(S.STOPPED),
+                                reason=f"move to {payload.target} failed")
+    return Decision(changes=_state_changes(S.STOPPED))
 
 
 def _operation_ended(record: MachineRow, stimulus: OperationEnded) -> Decision:

@@ -16,7 +16,7 @@ import pwd
 import shutil
 import signal as signals
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -135,6 +135,7 @@ class MachineEffects:
         # The private network (6PN addresses, resolver), when the worker runs one; the fence
         # that keeps networks apart over IPv4, when machines have namespaces of their own.
         self.private: PrivateNetwork | None = None
+        self.handoff: Callable[[Operation], Awaitable[Outcome]] | None = None  # ops/moves
         self.fence: NetworkFence | None = None
         # Set once the worker stops all its machines to exit: a restart's backoff ends at once
         # (its machine is stopped next), so a crash loop does not hold up the exit.
@@ -317,6 +318,8 @@ class MachineEffects:
                 if self.fence is not None:
                     await self.fence.detach(machine.ip_index)
                 return Outcome(update=Handled(None))
+            case Effect.HANDOFF if self.handoff is not None:  # to another worker: ops/moves.py
+                return await self.handoff(op)
             case Effect.PROVISION_VOLUME:
                 path = self.config.volume_dir(op.resource_id)
                 source = payload_of(op, CreateVolume).snapshot_id
@@ -380,8 +383,7 @@ class MachineEffects:
             timeout = parse_duration(stop_config.timeout if stop_config else None, 10.0)
         await self.driver.stop(handle, sig, timeout)
         exit_status = await self.driver.wait(handle)
-        return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)),
-                       update=update)
+        return Outcome(payload=replace(ends, exit=_exit_event(exit_status, True)), update=update)
 
 
 def _handle_kept(machine: MachineRow, handle: TaskHandle | None) -> Outcome:

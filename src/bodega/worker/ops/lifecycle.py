@@ -101,6 +101,9 @@ class Recorder:
             if row is not None and row.volume_id:
                 volume_queries.update_volume(conn, row.volume_id, now, attached_machine_id=None)
             queries.delete_lease(conn, machine_id)
+        if decision.forget is not None:  # moved: it lives on another worker now
+            queries.forget_machine(conn, machine_id, decision.forget.worker,
+                                   decision.forget.generation, now)
         if decision.begin is None:
             return None
         op, step = record_begin(self.store, conn, machine_id, decision.begin)
@@ -117,7 +120,7 @@ class Recorder:
     def failed(self, conn: sqlite3.Connection, op: Operation) -> None:
         row = queries.get_machine(conn, op.resource_id)
         if row is not None:
-            self.apply(conn, row.id, decide(row, OperationFailed(op.fsm)))
+            self.apply(conn, row.id, decide(row, OperationFailed(op.fsm, op.payload)))
 
 
 class Lifecycle:
@@ -220,6 +223,8 @@ class Lifecycle:
         row = queries.get_machine(self.store.db, machine_id)
         if row is not None:
             self.follow(machine_id, decide(row, OperationEnded(fsm)))
+        else:  # moved away: its address is free
+            self.spares_changed.set()
 
     async def after_drives(self, timeout: float) -> None:
         """Until the operations being driven now have ended, at most ``timeout`` seconds.

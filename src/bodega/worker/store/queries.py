@@ -61,7 +61,7 @@ def insert_machine(conn: sqlite3.Connection, row: MachineRow) -> None:
         "INSERT INTO machines (id, app, name, region, state, instance_id, config, millicpus, "
         "memory_mb, gpus, gpu_kind, ip_index, private_ip, netns, cordoned, holds_compute, handle, "
         "start_seq, restarts, volume_id, placement, idempotency_key, last_exit, created_at, "
-        f"updated_at) VALUES ({', '.join('?' * 25)})",
+        f"updated_at, generation) VALUES ({', '.join('?' * 26)})",
         (
             row.id, row.app, row.name, row.region, row.state, row.instance_id,
             encode_column(row.config), row.millicpus, row.memory_mb, row.gpus, row.gpu_kind,
@@ -69,6 +69,7 @@ def insert_machine(conn: sqlite3.Connection, row: MachineRow) -> None:
             encode_column(row.handle),
             row.start_seq, row.restarts, row.volume_id, row.placement_json,
             row.idempotency_key, encode_column(row.last_exit), row.created_at, row.updated_at,
+            row.generation,
         ),
     )
 
@@ -83,6 +84,31 @@ def update_machine(conn: sqlite3.Connection, machine_id: str, now: float, **fiel
         f"UPDATE machines SET {assignments}, updated_at = ? WHERE id = ?",
         (*values, now, machine_id),
     )
+
+
+def forget_machine(conn: sqlite3.Connection, machine_id: str, worker: str, generation: int,
+                   now: float) -> None:
+    """The machine moved to ``worker``: its record, versions and lease go; where it went
+    stays (``moved_away``). Its log entries stay, the history of what this worker did."""
+    conn.execute("DELETE FROM machines WHERE id = ?", (machine_id,))
+    conn.execute("DELETE FROM versions WHERE machine_id = ?", (machine_id,))
+    conn.execute("DELETE FROM leases WHERE machine_id = ?", (machine_id,))
+    conn.execute(
+        "INSERT INTO moved_away (machine_id, worker, generation, at) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (machine_id) DO UPDATE SET worker = excluded.worker, "
+        "generation = excluded.generation, at = excluded.at",
+        (machine_id, worker, generation, now))
+
+
+def moved_away(conn: sqlite3.Connection, machine_id: str) -> tuple[str, int] | None:
+    """(the worker it moved to, its generation there) for a machine that left this one."""
+    row = conn.execute("SELECT worker, generation FROM moved_away WHERE machine_id = ?",
+                       (machine_id,)).fetchone()
+    return None if row is None else (str(row[0]), int(row[1]))
+
+
+def moved_away_ids(conn: sqlite3.Connection) -> set[str]:
+    return {str(r[0]) for r in conn.execute("SELECT machine_id FROM moved_away")}
 
 
 def get_machine(conn: sqlite3.Connection, machine_id: str) -> MachineRow | None:

@@ -46,6 +46,7 @@ def machine_row(row: sqlite3.Row) -> MachineRow:
         created_at=row["created_at"], updated_at=row["updated_at"],
         checks=CheckStates.from_json(json.loads(row["checks"])) if row["checks"] else None,
         memory_limit_mb=row["memory_limit_mb"], host_stopped=bool(row["host_stopped"]),
+        generation=row["generation"],
     )
 
 

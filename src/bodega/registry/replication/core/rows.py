@@ -5,7 +5,8 @@ what makes replicas converge whatever order rows arrive in, however often:
 it is commutative, associative and idempotent (property-tested).
 
 - owned tables: the higher version wins (only the owner writes, its counter
-  only rises);
+  only rises); a machine's row, which a move hands to another owner, is ranked by its
+  generation first (``generation``);
 - shared tables: the greater hybrid-clock stamp wins (last writer wins, the
   writer's name breaking ties inside the stamp).
 
@@ -64,11 +65,32 @@ def canonical(doc: Document | None) -> str:
     return "" if doc is None else json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
+# A machine moves between workers (``worker/core/moves.py``): two owners then write its
+# row, each with its own counter, so the row of the newest generation (one more at each
+# move, carried in the document) wins whatever the counters say, and only such a row may
+# take a key from its owner. A tombstone is of generation 0: a moved machine's worker
+# never deletes its row (``worker/publish.py``), which would lose to its own live rows.
+GENERATIONS = frozenset({"machines"})
+
+
+def generation_of(table: str, doc: Document | None) -> int:
+    """A row's generation: 0 but in a table whose rows move between owners."""
+    if table not in GENERATIONS or doc is None:
+        return 0
+    value = doc.get("generation")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def generation(row: Row) -> int:
+    return generation_of(row.table, row.doc)
+
+
 def _rank(row: Row) -> tuple[Any, ...]:
     s = row.stamp
     if row.shared:
         return (s.wall_ms, s.logical, s.node, row.owner, row.version, row.deleted)
-    return (row.version, row.owner, s.wall_ms, s.logical, s.node, row.deleted)
+    return (generation(row), row.version, row.owner, s.wall_ms, s.logical, s.node,
+            row.deleted)
 
 
 def newer(a: Row, b: Row) -> bool:

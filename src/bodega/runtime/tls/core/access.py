@@ -43,6 +43,7 @@ ANYONE = frozenset({WORKER, BROKER, PROXY, AGENT, ADMIN})  # of the cluster: hea
 # Who replicates the registry: a host's agent, and a daemon running a replica of its own.
 MEMBERS = frozenset({WORKER, BROKER, PROXY, AGENT})
 BROKER_ONLY = frozenset({BROKER})
+WORKERS = frozenset({WORKER})  # a worker hands a machine it moves to another
 WAKERS = frozenset({BROKER, PROXY})  # start, stop, suspend: the proxy wakes and idles machines
 READERS = frozenset({BROKER, PROXY, ADMIN})
 EDGE = frozenset({BROKER, PROXY})  # who serves a machine's statics to the public
@@ -95,6 +96,8 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", f"{M}/stop"): WAKERS,
         ("POST", f"{M}/suspend"): WAKERS,
         ("POST", f"{M}/restart"): BROKER_ONLY,
+        ("POST", f"{M}/move"): BROKER_ONLY,  # the machine's worker hands it to another
+        ("POST", f"{M}/import"): WORKERS,  # a move's target, handed it by the machine's worker
         ("POST", f"{M}/signal"): BROKER_ONLY,
         ("POST", f"{M}/cordon"): BROKER_ONLY,
         ("POST", f"{M}/uncordon"): BROKER_ONLY,

@@ -1,0 +1,114 @@
+"""``POST /v1/apps/{app}/machines/{id}/move``: a machine to another worker (a bodega extension).
+
+The broker chooses the target and holds room there; the machine's worker does the move
+(``worker/ops/moves.py``), durably, and the broker answers with the machine as its new
+worker answers it::
+
+    locate the machine's worker (the source) and read the machine from it
+    └▶ the target: the worker asked for (400 if it is the source or unknown), or
+       placement's ranking of the region asked (the machine's own by default), the
+       source left out, cordoned workers refused as for a create
+       └▶ a reservation there (the placer asks the ranked workers in turn:
+          412 insufficient_capacity, saying what was asked, when none has room)
+          └▶ the source moves it (it stops it, hands it over, the target takes the
+             reservation's room, starts it if it was running; a refusal rolls back)
+             └▶ the machine, read from the target
+
+A reservation the move did not use is given back. The machine's placement record is
+kept as its create made it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from bodega.broker.machines.service import Machines
+from bodega.broker.placing.placer import Placer
+from bodega.model.capacity import Ask
+from bodega.model.errors import BadRequest, BodegaError, InsufficientCapacity
+from bodega.model.machine import Machine, names_registry
+from bodega.placement import PlacementRequest
+from bodega.wire.internal.moves import MOVE_WAIT, MoveBody
+from bodega.wire.internal.worker_calls import Reservation
+from bodega.wire.public.moves import MoveMachineRequest
+
+RESERVATION_TTL = 300.0  # the room held on the target while the source stops the machine
+MOVE_SLACK = 10.0  # beyond the source's own wait, for the round trips
+
+
+class MachineMoves:
+    def __init__(self, machines: Machines, placer: Placer) -> None:
+        self.machines = machines
+        self.placer = placer
+        self.workers = machines.workers
+        self.candidates = machines.candidates
+
+    async def move(self, app: str, machine_id: str, body: MoveMachineRequest, *,
+                   nonce: str | None) -> Machine:
+        source = await self.machines.locate(app, machine_id)
+        machine = await self.workers.client(source).machine(machine_id, app)
+        if machine.config is None:
+            raise BadRequest(f"machine {machine_id} has no config to move")
+        ask = Ask.for_config(machine.config)
+        if body.worker is not None:
+            reservation = await self._reserve_on(app, ask, body.worker, source)
+        else:
+            reservation = await self._place(app, machine, ask, body.region or machine.region,
+                                            source)
+        target = reservation.worker
+        url = self.workers.url_of(target)
+        if url is None:
+            raise BadRequest(f"worker {target} is not in the cluster view")
+        try:
+            await self.workers.client(source).send(
+                "POST", f"/v1/machines/{machine_id}/move",
+                MoveBody(target=target, target_url=url, reason=body.reason,
+                         reservation_id=reservation.id),
+                params=[("app", app)], nonce=nonce, timeout=MOVE_WAIT + MOVE_SLACK)
+        except BodegaError as exc:
+            with contextlib.suppress(BodegaError):  # unused: its room goes back now
+                await self.workers.client(target).release(reservation.id)
+            if exc.status in ("insufficient_capacity", "cordoned"):
+                raise InsufficientCapacity(
+                    f"insufficient_capacity: worker {target} has no room for machine "
+                    f"{machine_id} ({ask.describe()}): {exc.message}",
+                    details=exc.details) from None
+            raise
+        self.workers.remember(machine_id, target)
+        moved = await self.workers.client(target).machine(machine_id, app)
+        self.workers.note_machine(moved)
+        return moved.public()
+
+    async def _reserve_on(self, app: str, ask: Ask, worker: str, source: str) -> Reservation:
+        if worker == source:
+            raise BadRequest(f"invalid_argument: machine is on worker {worker} already")
+        if self.candidates.get(worker) is None:
+            raise BadRequest(f"invalid_argument: no worker named {worker!r}")
+        try:
+            return await self.workers.client(worker).reserve(app, ask, RESERVATION_TTL)
+        except BodegaError as exc:
+            if exc.status in ("insufficient_capacity", "cordoned"):
+                raise InsufficientCapacity(
+                    f"insufficient_capacity: worker {worker} cannot take {ask.describe()}: "
+                    f"{exc.message}", details=exc.details) from None
+            raise
+
+    async def _place(self, app: str, machine: Machine, ask: Ask, region: str,
+                     source: str) -> Reservation:
+        if region not in self.candidates.regions():
+            raise BadRequest(f"invalid_argument: no region named {region!r}")
+        config = machine.config
+        image = config.image if config is not None else None
+        request = PlacementRequest(
+            app=app, ask=ask, regions=(region,), image=image,
+            needs_images=names_registry(image) if image else False,
+            avoid=frozenset({source}), avoid_reason="the machine's own worker",
+            colocated=self.workers.index.colocated(app))
+
+        async def reserve(worker: str, _held: str | None) -> Reservation:
+            return await self.workers.client(worker).reserve(app, ask, RESERVATION_TTL)
+
+        reservation, _record = await self.placer.place(request, reserve,
+                                                       self.placer.record(request),
+                                                       hedge=False)
+        return reservation

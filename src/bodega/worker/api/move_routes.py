@@ -1,0 +1,42 @@
+"""A machine's move: the broker's call to the machine's worker, and the import a worker
+makes of a machine another worker hands it (``ops/moves.py``)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from bodega.model.errors import Conflict, Unavailable
+from bodega.wire.internal.moves import ImportMachineBody, MoveBody, MoveDone
+from bodega.wire.transport.http import answer_response, read_model, read_trusted_model
+from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec, lease_nonce
+from bodega.worker.ops.moves import MachineMoves
+
+
+class MoveRoutes:
+    def __init__(self, moves: MachineMoves, machines: MachineRoutes) -> None:
+        self.moves = moves
+        self.machines = machines  # how a machine is found and answered
+
+    def routes(self) -> list[RouteSpec]:
+        return [("/v1/machines/{id}/move", "POST", self.move),
+                ("/v1/machines/{id}/import", "POST", self.take)]
+
+    async def move(self, request: Request) -> Response:
+        row = self.machines._machine(request)
+        body = await read_model(request, MoveBody)
+        moved = await self.moves.move(row.id, body, lease_nonce(request))
+        if moved is None:
+            raise Unavailable(f"unavailable: machine {row.id} is being moved; worker "
+                              f"{body.target} does not take it yet (the move goes on)")
+        if moved.op.status != "done":
+            if moved.refusal is not None:
+                raise moved.refusal
+            raise Conflict(f"the move of machine {row.id} failed at {moved.op.step}: "
+                           f"{moved.op.error}; it stays on worker {self.moves.name}")
+        return answer_response(MoveDone(worker=body.target))
+
+    async def take(self, request: Request) -> Response:
+        body = await read_trusted_model(request, ImportMachineBody)
+        row = await self.moves.take(body)
+        return answer_response(self.machines._answer(row))

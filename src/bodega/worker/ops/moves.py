@@ -1,0 +1,253 @@
+"""A machine's move between workers: the source's call and handoff, the target's import.
+
+The source (``move``) begins ``move_machine`` under the machine's lock and waits for it
+to end; its handoff step (``handoff``, the runner's effect) sends the record, its
+versions and its history to the target until the target takes it (200) or refuses it
+(400, 404, 409, 412: the move fails and the core rolls back). A target that does not
+answer is asked again, with a pause that doubles up to ``HANDOFF_PAUSE``, for as long
+as it takes: it may have taken the machine, and only its answer says so.
+
+The target's import (``take``) is one ``BEGIN IMMEDIATE`` transaction, as a create is:
+an earlier try of the same move (the same id and generation) is answered from the
+record it made; room is checked (a reservation the broker made for the move is given
+back first, in the same transaction), an address taken, the record written stopped
+with the source's generation plus one, its versions and history copied and the move's
+event logged; a machine that was running begins its start in that same commit.
+``core/moves.py`` has the state machine and its diagram.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bodega.model.capacity import Ask
+from bodega.model.errors import BodegaError, Conflict
+from bodega.model.ids import new_ulid
+from bodega.model.machine import EventRequest
+from bodega.model.refusals import NoRoom
+from bodega.model.states import MachineState
+from bodega.wire.internal.moves import (
+    MOVE_WAIT,
+    ImportMachineBody,
+    MoveBody,
+    MovedEntry,
+    MovedVersion,
+)
+from bodega.wire.internal.worker_client import WorkerClient
+from bodega.worker.core.decisions import Decision, Move, Start, Then
+from bodega.worker.core.payloads import MoveMachine
+from bodega.worker.core.records import MachineRow
+from bodega.worker.core.rules import decide
+from bodega.worker.ops.creation import free_address
+from bodega.worker.ops.machines import MachineService
+from bodega.worker.ops.runner import EffectFailed, Outcome
+from bodega.worker.store import queries
+from bodega.worker.store.database import Operation
+from bodega.worker.store.ledger import CORDON_MESSAGE, CapacityRejected
+from bodega.worker.store.rows import parse_config
+
+log = logging.getLogger("bodega.worker.moves")
+
+HANDOFF_PAUSE = 5.0  # at most, between two tries of a target that does not answer
+HANDOFF_TIMEOUT = 30.0  # one try: the import is one transaction
+HISTORY = 500  # the newest events handed over with the machine
+REFUSED = frozenset({400, 404, 409, 412})  # the target's no: the move fails, rolled back
+
+
+@dataclass(frozen=True)
+class Moved:
+    """How the source's move ended: the operation, and the target's refusal if it said one."""
+
+    op: Operation
+    refusal: BodegaError | None = None
+
+
+class MachineMoves:
+    def __init__(self, machines: MachineService, *, name: str, region: str,
+                 tls: ssl.SSLContext | None) -> None:
+        self.machines = machines
+        self.store = machines.store
+        self.name = name
+        self.region = region
+        self.tls = tls
+        self.refusals: dict[str, BodegaError] = {}  # by move id, until its caller reads it
+        # Where a worker serves now, as the cluster's view says (None: not known): a target
+        # that came back on another address is asked there.
+        self.url_of: Callable[[str], str | None] = lambda _worker: None
+
+    # -- the source ------------------------------------------------------------------------
+    async def move(self, machine_id: str, body: MoveBody, nonce: str | None,
+                   wait: float = MOVE_WAIT) -> Moved | None:
+        """Begin the move and wait (at most ``wait`` seconds) for it to end; None if it
+        runs on (its target does not answer yet)."""
+        move_id = new_ulid(int(self.store.clock() * 1000))
+
+        def body_(conn: sqlite3.Connection) -> Decision:
+            row = self.machines._leased(conn, machine_id, nonce)
+            return decide(row, Move(
+                move_id=move_id, source=self.name, target=body.target,
+                target_url=body.target_url, reason=body.reason,
+                reservation_id=body.reservation_id,
+                running_move=self._moving(machine_id) is not None))
+
+        if self._moving(machine_id) is not None:
+            raise Conflict(f"machine {machine_id} is being moved already", status="moving")
+        await self.machines.lifecycle.run(machine_id, body_)
+        row = self.store.db.execute(
+            "SELECT op_id FROM operations WHERE resource_id = ? AND fsm = ? "
+            "ORDER BY op_id DESC LIMIT 1", (machine_id, MoveMachine.fsm)).fetchone()
+        op = None if row is None else self.store.operation(str(row[0]))
+        if op is None or not isinstance(op.payload, MoveMachine) \
+                or op.payload.move_id != move_id:
+            raise Conflict(f"the move of machine {machine_id} did not begin")
+        deadline = asyncio.get_running_loop().time() + wait
+        while op.status == "running":
+            if asyncio.get_running_loop().time() >= deadline:
+                return None
+            await asyncio.sleep(0.05)
+            found = self.store.operation(op.op_id)
+            assert found is not None
+            op = found
+        return Moved(op, self.refusals.pop(move_id, None))
+
+    def _moving(self, machine_id: str) -> Operation | None:
+        return next((op for op in self.store.running_operations()
+                     if op.resource_id == machine_id and op.fsm == MoveMachine.fsm), None)
+
+    async def handoff(self, op: Operation) -> Outcome:
+        """The runner's effect: the record to the target, until it takes it or says no."""
+        move = op.payload
+        if not isinstance(move, MoveMachine):
+            raise EffectFailed(f"{op.fsm} at {op.step} carries no move")
+        row = queries.get_machine(self.store.db, op.resource_id)
+        if row is None:
+            raise EffectFailed(f"machine {op.resource_id} is not here")
+        body = self.record(row, move)
+        pause, url = 0.2, move.target_url
+        while True:
+            try:
+                async with WorkerClient(url, self.tls,
+                                        timeout=HANDOFF_TIMEOUT) as client:
+                    await client.send("POST", f"/v1/machines/{row.id}/import", body)
+                return Outcome()
+            except BodegaError as exc:
+                if exc.http_status in REFUSED:
+                    self.refusals[move.move_id] = exc
+                    raise EffectFailed(f"worker {move.target} refused the machine: "
+                                       f"{exc.message}") from None
+                said = exc.message
+            except (OSError, TimeoutError) as exc:
+                said = str(exc) or type(exc).__name__
+            log.warning("%s: move to %s: the target does not take it yet (%s); again in "
+                        "%.1f s", row.id, move.target, said, pause)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, HANDOFF_PAUSE)
+            url = self.url_of(move.target) or url
+
+    def record(self, row: MachineRow, move: MoveMachine) -> ImportMachineBody:
+        """What the target is handed: the record, its versions, its newest events."""
+        versions, history = self._versions(row.id), self._events(row.id)
+        return ImportMachineBody(
+            move_id=move.move_id, source=self.name, generation=move.generation,
+            start=move.was_running, reason=move.reason, reservation_id=move.reservation_id,
+            id=row.id, app=row.app, name=row.name, instance_id=row.instance_id,
+            config=row.config, cordoned=row.cordoned, start_seq=row.start_seq,
+            restarts=row.restarts, placement=row.placement_json,
+            idempotency_key=row.idempotency_key, created_at=row.created_at,
+            updated_at=row.updated_at, versions=versions, history=history)
+
+    def _versions(self, machine_id: str) -> list[MovedVersion]:
+        rows = self.store.db.execute(
+            "SELECT instance_id, config, created_at FROM versions WHERE machine_id = ? "
+            "ORDER BY created_at", (machine_id,)).fetchall()
+        return [MovedVersion(instance_id=str(r[0]), config=parse_config(str(r[1])),
+                             created_at=float(r[2])) for r in rows]
+
+    def _events(self, machine_id: str) -> list[MovedEntry]:
+        entries = [e for e in self.store.history(machine_id, limit=100_000)
+                   if e.event is not None][-HISTORY:]
+        return [MovedEntry(op_id=e.op_id, fsm=e.fsm, step=e.step, payload=e.payload,
+                           event=e.event, at=e.at) for e in entries]
+
+    # -- the target ------------------------------------------------------------------------
+    async def take(self, body: ImportMachineBody) -> MachineRow:
+        """Import the machine a move hands over (idempotent by its id and generation)."""
+        await self.machines.lifecycle.run(body.id, lambda conn: self._take(conn, body))
+        row = queries.get_machine(self.store.db, body.id)
+        assert row is not None  # just committed, or an earlier try's
+        return row
+
+    def _take(self, conn: sqlite3.Connection, body: ImportMachineBody) -> Decision:
+        found = queries.get_machine(conn, body.id)
+        if found is not None:
+            if found.generation == body.generation and found.app == body.app:
+                return Decision()  # an earlier try of this move took it
+            raise Conflict(f"machine {body.id} is on worker {self.name} already",
+                           status="moving")
+        away = queries.moved_away(conn, body.id)
+        if away is not None and away[1] >= body.generation:
+            raise Conflict(f"machine {body.id} left worker {self.name} for {away[0]} since")
+        ledger = self.machines.ledger
+        if ledger.cordoned:
+            raise CapacityRejected(CORDON_MESSAGE, status="cordoned")
+        if body.reservation_id is not None:  # its room is the machine's now
+            queries.delete_reservation(conn, body.reservation_id)
+        ask = Ask.for_config(body.config)
+        ledger.check_room(conn, ask)
+        if queries.machine_name_taken(conn, body.app, body.name):
+            raise Conflict(f"a machine named {body.name!r} already exists in app {body.app}",
+                           status="name_taken")
+        network = self.machines.effects.network
+        ip_index = free_address(conn, network, self.machines.ip_range)
+        if ip_index is None:
+            raise CapacityRejected("could not reserve resource for machine: no free addresses",
+                                   details=NoRoom(full=True))
+        now = max(self.store.clock(), body.updated_at + 0.001)  # newer than its last row
+        row = MachineRow(
+            id=body.id, app=body.app, name=body.name, region=self.region,
+            state=str(MachineState.STOPPED), instance_id=body.instance_id, config=body.config,
+            millicpus=ledger.totals.millicpus_for(ask), memory_mb=ask.memory_mb,
+            gpus=ask.gpus, gpu_kind=ask.gpu_kind, ip_index=ip_index,
+            private_ip=network.address(ip_index), netns=None, cordoned=body.cordoned,
+            holds_compute=False, handle=None, start_seq=body.start_seq,
+            restarts=body.restarts, volume_id=None, placement_json=body.placement,
+            idempotency_key=body.idempotency_key, last_exit=None,
+            created_at=body.created_at, updated_at=now, generation=body.generation)
+        queries.insert_machine(conn, row)
+        for version in body.versions:
+            queries.insert_version(conn, row.id, version.instance_id,
+                                   version.config.model_dump_json(exclude_none=True),
+                                   version.created_at)
+        if row.instance_id not in {v.instance_id for v in body.versions}:
+            queries.insert_version(conn, row.id, row.instance_id,
+                                   row.config.model_dump_json(exclude_none=True), now)
+        queries.replace_versions(conn, row.id, keep=row.instance_id)
+        self._history(conn, row.id, body)
+        conn.execute("DELETE FROM moved_away WHERE machine_id = ?", (row.id,))
+        if body.start:
+            return decide(row, Start())
+        return Decision(then=frozenset({Then.SPARES_CHANGED}))
+
+    def _history(self, conn: sqlite3.Connection, machine_id: str,
+                 body: ImportMachineBody) -> None:
+        """The events it had, as they were, then the move's own."""
+        for entry in body.history:
+            conn.execute(
+                "INSERT INTO ops (op_id, resource_id, fsm, step, payload, event, at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (entry.op_id, machine_id, entry.fsm, entry.step,
+                 json.dumps(entry.payload, separators=(",", ":")),
+                 None if entry.event is None else json.dumps(entry.event, separators=(",", ":")),
+                 entry.at))
+        event = self.store.new_event("move", "moved", "user", EventRequest(
+            reason=body.reason, moved_from=body.source, moved_to=self.name))
+        self.store.append(conn, op_id=body.move_id, resource_id=machine_id, fsm="move",
+                          step="moved", payload={"from": body.source, "to": self.name,
+                                                 "generation": body.generation},
+                          event=event)

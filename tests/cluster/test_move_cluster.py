@@ -1,0 +1,144 @@
+"""`bodega machine move` on a real `bodega up` (two workers of one region, process driver).
+
+A running machine is moved with the CLI as typed (``--to WORKER``), then a stopped one
+to any other worker of its region (``--region``): the same id, name and config; the
+running one runs again there (its program a new process, exec answers through the
+broker), the stopped one stays stopped; the list shows each once, in the state its new
+worker gives it; its events show the move, from where to where and why, beside what
+happened before it. A move to the worker it is on is refused in one readable line; a
+machine moved back is where the CLI says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.cidr_kit import machine_cidr
+from tests.cluster.up_kit import UpProcess, free_port, unwire
+from tests.poll_kit import until as poll_until
+from tests.python_kit import machine_python
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+
+APP = "movers"
+TOKEN = "move-token"
+until = partial(poll_until, timeout=60.0, every=0.25)
+
+
+@pytest.fixture
+async def cluster(tmp_path: Path) -> AsyncIterator[tuple[UpProcess, int]]:
+    api = free_port()
+    up = await UpProcess(
+        tmp_path / "up", "--regions", "ams", "--workers-per-region", "2", "--worker-cpus", "4",
+        "--worker-memory-mb", "2048", "--api-port", str(api), "--proxy-port", str(free_port()),
+        "--proxy-tls-port", str(free_port()), "--machine-cidr", machine_cidr(140, 200),
+        "--token", TOKEN, "--registry-port", "0").start()
+    try:
+        await up.until_line("bodega is up", timeout=120)
+        yield up, api
+    finally:
+        await up.end()
+        await unwire(tmp_path / "up")
+
+
+async def cli(api: int, *args: str, ok: bool = True) -> str:
+    """A command as a user types it; its output (stdout, or stderr when it fails)."""
+    env = {**os.environ, "BODEGA_API_URL": f"http://127.0.0.1:{api}", "BODEGA_API_TOKEN": TOKEN}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bodega", *args, env=env, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 180)
+    assert (process.returncode == 0) == ok, (out + err).decode()
+    return (out if ok else err).decode()
+
+
+def programs(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if argv[0] == machine_python() and marker in argv[1:] and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+async def test_machines_move_with_the_cli(cluster: tuple[UpProcess, int]) -> None:
+    up, port = cluster
+    workers = sorted(c["name"] for c in up.state()["components"] if c["role"] == "worker")
+    assert len(workers) == 2
+    marker = uuid.uuid4().hex
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}/v1", timeout=90,
+                                 headers={"authorization": f"Bearer {TOKEN}"}) as api:
+        assert (await api.post("/apps", json={"app_name": APP,
+                                              "org_slug": "personal"})).status_code == 201
+        made = await api.post(f"/apps/{APP}/machines", json={"name": "mover", "config": {
+            "image": "local/sleeper", "metadata": {"tier": "web"},
+            "init": {"exec": [machine_python(), "-c", "import time; time.sleep(10**6)",
+                              marker]}}})
+        assert made.status_code == 200, made.text
+        mid = made.json()["id"]
+        assert (await api.get(f"/apps/{APP}/machines/{mid}/wait",
+                              params={"state": "started"})).status_code == 200
+        first = await until(lambda: programs(marker))
+        here = await until(lambda: holder(api, workers))
+        there = next(w for w in workers if w != here)
+        # A move to the worker it is on is refused, in one line.
+        said = await cli(port, "machine", "move", mid, "--to", here, "-a", APP, ok=False)
+        assert said.count("\n") == 1, said
+        assert "already" in said, said
+
+        said = await cli(port, "machine", "move", mid, "--to", there, "-a", APP,
+                         "--reason", "kernel upgrade")
+        assert said.strip() == f"Machine {mid}: moved to worker {there} (started)", said
+        now = await until(lambda: (found := programs(marker)) and found != first and found)
+        assert len(now) == 1
+        assert await until(lambda: holder(api, workers)) == there
+        listed = (await api.get(f"/apps/{APP}/machines")).json()
+        assert [(m["id"], m["name"], m["state"]) for m in listed] == [(mid, "mover", "started")]
+        assert listed[0]["config"]["metadata"] == {"tier": "web"}
+        ran = await cli(port, "machine", "exec", mid, "-a", APP, "--", "echo", "here")
+        assert ran.strip() == "here"
+        events = await cli(port, "machine", "events", mid, "-a", APP)
+        assert f"from {here} to {there}; kernel upgrade" in events, events
+        assert "launch" in events  # what happened before the move came with it
+
+        # Stopped, it moves back to any other worker of its region, and stays stopped.
+        await cli(port, "machine", "stop", mid, "-a", APP)
+        assert (await api.get(f"/apps/{APP}/machines/{mid}/wait",
+                              params={"state": "stopped"})).status_code == 200
+        said = await cli(port, "machine", "move", mid, "--region", "ams", "-a", APP)
+        assert said.strip() == f"Machine {mid}: moved to another worker of ams (stopped)"
+        assert await until(lambda: holder(api, workers)) == here
+        await until(lambda: not programs(marker))
+
+        async def listed_once_stopped() -> bool:
+            found = (await api.get(f"/apps/{APP}/machines")).json()
+            return [(m["id"], m["state"]) for m in found] == [(mid, "stopped")]
+
+        await until(listed_once_stopped)
+        await cli(port, "machine", "start", mid, "-a", APP)
+        assert (await api.get(f"/apps/{APP}/machines/{mid}/wait",
+                              params={"state": "started"})).status_code == 200
+        await until(lambda: len(programs(marker)) == 1)
+
+
+async def holder(api: httpx.AsyncClient, workers: list[str]) -> str | None:
+    """The one worker whose published row counts a machine (the cluster holds one), once
+    the rows agree: one worker counts it, the other none."""
+    rows = (await api.get("/cluster/workers")).json()
+    counts = {row["name"]: row.get("machines") for row in rows if row["name"] in workers}
+    holding = [name for name, count in counts.items() if count == 1]
+    return holding[0] if len(holding) == 1 and sorted(counts.values()) == [0, 1] else None

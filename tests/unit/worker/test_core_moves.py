@@ -1,0 +1,83 @@
+"""A machine's move as its source decides it (``core/moves.py``): stimulus in, decision out."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
+from bodega.model.states import MachineState
+from bodega.worker.core.decisions import Forget, Move, OperationFailed, StepEntered
+from bodega.worker.core.payloads import MoveMachine, StartMachine
+from bodega.worker.core.rules import decide
+
+from .test_core import record
+
+S = MachineState
+MOVE = Move(move_id="m1", source="w1", target="w2", target_url="https://w2:1",
+            reason="drain")
+
+
+def begun(state: str = S.STARTED, **changes: object) -> MoveMachine:
+    payload = decide(record(state, **changes), MOVE).begin
+    assert isinstance(payload, MoveMachine)
+    return payload
+
+
+def test_a_running_machine_is_stopped_then_started_there() -> None:
+    payload = begun(S.STARTED)
+    assert (payload.was_running, payload.resting, payload.target, payload.reason) == (
+        True, "stopping", "w2", "drain")
+    assert payload.generation == 1
+    assert payload.signal is None  # its stop_config's signal and timeout
+
+
+@pytest.mark.parametrize("state", [S.STOPPED, S.CREATED, S.FAILED])
+def test_a_resting_machine_moves_as_it_rests(state: str) -> None:
+    payload = begun(state)
+    assert (payload.was_running, payload.resting) == (False, state)
+
+
+def test_each_move_raises_the_generation() -> None:
+    assert begun(S.STOPPED, generation=4).generation == 5
+
+
+def test_a_move_is_refused_to_its_own_worker_twice_or_with_a_volume() -> None:
+    with pytest.raises(BadRequest):
+        decide(record(), replace(MOVE, target="w1"))
+    with pytest.raises(Conflict):
+        decide(record(), replace(MOVE, running_move=True))
+    with pytest.raises(PreconditionFailed):
+        decide(record(S.STOPPED, volume_id="vol_1"), MOVE)
+    with pytest.raises(PreconditionFailed):
+        decide(record(S.SUSPENDED), MOVE)
+
+
+def test_its_last_step_forgets_the_record() -> None:
+    payload = begun()
+    decision = decide(record(S.STOPPED), StepEntered("moved", payload))
+    assert decision.forget == Forget("w2", 1)
+
+
+def test_a_refused_handoff_starts_a_running_machine_again_here() -> None:
+    payload = replace(begun(), error="cordoned", failed_step="handoff")
+    decision = decide(record(S.STOPPED, holds_compute=False),
+                      OperationFailed("move_machine", payload))
+    assert isinstance(decision.begin, StartMachine)
+    assert decision.forget is None
+    assert decision.room is not None  # it claims its room again, checked in the commit
+
+
+def test_a_refused_handoff_leaves_a_stopped_machine_stopped() -> None:
+    payload = replace(begun(S.STOPPED), error="no room", failed_step="handoff")
+    decision = decide(record(S.STOPPED), OperationFailed("move_machine", payload))
+    assert decision.begin is None
+    assert decision.changes.state == S.STOPPED
+
+
+def test_a_teardown_that_fails_after_the_handoff_forgets_it_all_the_same() -> None:
+    payload = replace(begun(), error="busy", failed_step="teardown")
+    decision = decide(record(S.STOPPED), OperationFailed("move_machine", payload))
+    assert decision.forget == Forget("w2", 1)
+    assert decision.begin is None  # never a second copy here
