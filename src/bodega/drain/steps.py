@@ -18,7 +18,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
-from urllib.parse import quote
 
 from bodega.drain.core.facts import HEALTHY_CHECK, STARTED
 from bodega.drain.core.plan import Move
@@ -108,19 +107,13 @@ async def walk(moves: Sequence[Move], mover: Mover, reason: str,
 
 
 class ApiMover:
-    """``Mover`` over the Machines API: the move route (``POST .../machines/{id}/move``),
-    given the move's time to stop and start (a default call's timeout is shorter)."""
-
-    MOVE_TIMEOUT = 300.0
+    """``Mover`` over the Machines API: the move route (``MachinesClient.move``)."""
 
     def __init__(self, client: MachinesClient) -> None:
         self.client = client
 
     async def move(self, app: str, machine_id: str, worker: str, reason: str) -> Machine:
-        body = {"worker": worker, "region": None, "reason": reason}
-        return await self.client.answer(
-            Machine, "POST", f"/v1/apps/{quote(app, safe='')}/machines/"
-            f"{quote(machine_id, safe='')}/move", json=body, timeout=self.MOVE_TIMEOUT)
+        return await self.client.move(app, machine_id, worker=worker, reason=reason)
 
     async def machine(self, app: str, machine_id: str) -> Machine:
         return await self.client.machine(app, machine_id)
