@@ -5,6 +5,8 @@ take its app under min_machines_running, is listed as stuck with why."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from bodega.drain.core.plan import Plan, plan_drain
 from bodega.model.capacity import Ask
 from tests.unit.drain.fleet_kit import fleet, unit, worker
@@ -109,3 +111,13 @@ def test_a_machine_still_settling_waits() -> None:
 def test_machines_elsewhere_stay_put() -> None:
     f = fleet([worker("ams-1"), worker("ams-2")], [unit("a", "web", "ams-2")])
     assert plan_drain(f, ["ams-1"]).moves == ()
+
+
+def test_a_machine_with_a_volume_is_stuck_since_a_move_does_not_bring_its_data() -> None:
+    f = fleet([worker("ams-1"), worker("ams-2")],
+              [replace(unit("a", "db", "ams-1"), volume="vol_1"), unit("b", "web", "ams-1")])
+    plan = plan_drain(f, ["ams-1"])
+    assert targets(plan) == {"b": "ams-2"}
+    (stuck,) = plan.stuck
+    assert stuck.unit.id == "a"
+    assert "mounts volume vol_1" in stuck.why

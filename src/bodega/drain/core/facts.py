@@ -40,6 +40,7 @@ class Unit:
     needs_images: bool = False
     standby_for: tuple[str, ...] = ()  # the machines it stands by for
     name: str = ""
+    volume: str | None = None  # the volume it mounts: a move does not bring its data yet
 
     @property
     def started(self) -> bool:
@@ -88,7 +89,8 @@ def unit_of(machine: Machine) -> Unit | None:
     return Unit(id=machine.id, app=machine.app, worker=machine.worker, region=machine.region,
                 state=machine.state, ask=ask, healthy=healthy,
                 needs_images=bool(config.image and names_registry(config.image)),
-                standby_for=machine.standbys(), name=machine.name)
+                standby_for=machine.standbys(), name=machine.name,
+                volume=config.mounts[0].volume if config.mounts else None)
 
 
 def keep_of(machines: Iterable[Machine]) -> dict[str, int]:

@@ -3,6 +3,8 @@ cannot go (and why). Pure: the facts in (``facts.Fleet``), the decisions out.
 
     machines on the drained workers
         │ settling (creating, stopping...)            ──▶ stuck: "wait for it to settle"
+    │ mounting a volume (a move does not bring
+    │   its data yet: the move route refuses it)   ──▶ stuck: "mounts volume ..."
         │ started, and its move would take its app
         │   under min_machines_running (no --force)   ──▶ stuck: "under its floor"
         ▼
@@ -171,6 +173,11 @@ def plan_drain(fleet: Fleet, workers: Iterable[str], force: bool = False) -> Pla
         if unit.state not in MOVABLE:
             stuck.append(Stuck(unit, f"it is {unit.state}: wait for it to settle, then drain "
                                      "again"))
+            continue
+        if unit.volume is not None:
+            stuck.append(Stuck(unit, f"it mounts volume {unit.volume}, which a move does not "
+                                     "bring yet: destroy it and create it elsewhere from a "
+                                     "fork of the volume, or keep the host"))
             continue
         held, interrupts = app_floor(unit, fleet, healthy)
         if held is not None and not force:

@@ -16,10 +16,11 @@ that placement's filters let take it, the move that lowers the score most, while
 lowers it by more than ``MIN_GAIN`` over the count of hosts; never the same machine
 twice. Stopped machines move freely (moved stopped); started ones only when asked
 (``running``), and only when another healthy machine of their app keeps it served and
-over its ``min_machines_running`` while it moves: the drain's rules, with no move that leaves an
-app unserved. Standbys stay where their create put them (off their primaries' hosts),
-and so do machines on cordoned or draining workers (a drain's to move), which the score
-leaves out with the hosts that are not alive. A balanced fleet gets no move.
+over its ``min_machines_running`` while it moves: the drain's rules, with no move that
+leaves an app unserved. Machines with a volume stay (a move does not bring its data
+yet); standbys stay where their create put them (off their primaries' hosts), and so do
+machines on cordoned or draining workers (a drain's to move), which the score leaves out
+with the hosts that are not alive. A balanced fleet gets no move.
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ class Picture:
 
 
 def movable(unit: Unit, fleet: Fleet, healthy: dict[str, int], running: bool) -> bool:
-    if unit.state not in MOVABLE:
+    if unit.state not in MOVABLE or unit.volume is not None:
         return False
     if not unit.started:
         return True
