@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 HEALTHY_WITHIN = 120.0  # seconds a moved started machine has to pass its checks
 POLL = 0.5
+UNREPORTED = 5.0  # seconds a configured check's first result may take to appear
+DOWN = frozenset({"failed", "stopped", "destroyed"})
 
 
 class Mover(Protocol):
@@ -63,11 +65,30 @@ def healthy(machine: Machine) -> bool:
                                             for c in machine.checks or ())
 
 
+def checks_configured(machine: Machine) -> bool:
+    config = machine.config
+    return config is not None and (bool(config.checks)
+                                   or any(s.checks for s in config.services or ()))
+
+
+class NotHealthy(Exception):
+    """A moved machine came to rest down on its new worker."""
+
+
 async def until_healthy(mover: Mover, app: str, machine_id: str, first: Machine,
                         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
-    machine = first
-    while not healthy(machine):
+    """Until the machine runs with every check passing. Checks configured but not reported
+    yet are waited for ``UNREPORTED`` seconds (the first probe may be on its way; a machine
+    whose checks never report counts once it runs, as a deploy's wait counts it)."""
+    machine, unreported = first, UNREPORTED
+    while True:
+        if machine.state in DOWN:
+            raise NotHealthy(f"it is {machine.state} there")
+        waiting = checks_configured(machine) and not machine.checks and unreported > 0
+        if healthy(machine) and not waiting:
+            return
         await sleep(POLL)
+        unreported -= POLL
         machine = await mover.machine(app, machine_id)
 
 
@@ -90,6 +111,9 @@ async def walk(moves: Sequence[Move], mover: Mover, reason: str,
                              healthy_within)
         except TimeoutError:
             error = f"not healthy on {move.target} within {healthy_within:g} s"
+            out.stopped = f"{unit.label} {error}: stopped before moving more of its app"
+        except NotHealthy as exc:
+            error = f"not healthy on {move.target}: {exc}"
             out.stopped = f"{unit.label} {error}: stopped before moving more of its app"
         except BodegaError as exc:
             error = str(exc)

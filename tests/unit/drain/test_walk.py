@@ -82,3 +82,37 @@ async def test_a_machine_that_does_not_come_back_healthy_stops_the_walk() -> Non
     assert done.moved == []
     assert done.stopped is not None
     assert "not healthy on ams-2" in done.stopped
+
+
+CHECKED = {"image": "x", "checks": {"h": {"type": "http", "port": 8080, "path": "/"}}}
+
+
+class Unreported(FakeMover):
+    """A machine with a check configured whose first result comes at the third read, or
+    one that is failed on its new worker."""
+
+    def __init__(self, state: str = "started") -> None:
+        super().__init__()
+        self.state = state
+
+    def answer(self, machine_id: str, status: str) -> Machine:
+        reads = self.reads.get(machine_id, 0)
+        checks = [{"name": "h", "status": "passing"}] if reads >= 3 else None
+        return Machine.model_validate({"id": machine_id, "state": self.state,
+                                       "config": CHECKED, "checks": checks})
+
+
+async def test_a_check_configured_but_not_reported_yet_is_waited_for() -> None:
+    mover = Unreported()
+    done = await walk(MOVES[:1], mover, "drain", clock=lambda: mover.now, sleep=mover.sleep)
+    assert mover.reads == {"a": 3}
+    assert len(done.moved) == 1
+
+
+async def test_a_machine_failed_on_its_new_worker_stops_the_walk_at_once() -> None:
+    mover = Unreported(state="failed")
+    done = await walk(MOVES, mover, "drain", clock=lambda: mover.now, sleep=mover.sleep)
+    assert [m.unit.id for m, _ in done.failed] == ["a"]
+    assert done.stopped is not None
+    assert "it is failed there" in done.stopped
+    assert mover.reads == {}
