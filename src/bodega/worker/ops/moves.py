@@ -93,7 +93,7 @@ class MachineMoves:
             return decide(row, Move(
                 move_id=move_id, source=self.name, target=body.target,
                 target_url=body.target_url, reason=body.reason,
-                reservation_id=body.reservation_id,
+                reservation_id=body.reservation_id, start=body.start,
                 running_move=self._moving(machine_id) is not None))
 
         if self._moving(machine_id) is not None:
@@ -155,7 +155,8 @@ class MachineMoves:
         versions, history = self._versions(row.id), self._events(row.id)
         return ImportMachineBody(
             move_id=move.move_id, source=self.name, generation=move.generation,
-            start=move.was_running, reason=move.reason, reservation_id=move.reservation_id,
+            start=move.was_running or move.start_there, reason=move.reason,
+            reservation_id=move.reservation_id,
             id=row.id, app=row.app, name=row.name, instance_id=row.instance_id,
             config=row.config, cordoned=row.cordoned, start_seq=row.start_seq,
             restarts=row.restarts, placement=row.placement_json,
