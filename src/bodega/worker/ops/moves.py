@@ -54,6 +54,7 @@ from bodega.worker.store.rows import parse_config
 
 log = logging.getLogger("bodega.worker.moves")
 
+IMPORT = "import_machine"  # the target's import, as its failpoints name it
 HANDOFF_PAUSE = 5.0  # at most, between two tries of a target that does not answer
 HANDOFF_TIMEOUT = 30.0  # one try: the import is one transaction
 HISTORY = 500  # the newest events handed over with the machine
@@ -179,7 +180,10 @@ class MachineMoves:
     # -- the target ------------------------------------------------------------------------
     async def take(self, body: ImportMachineBody) -> MachineRow:
         """Import the machine a move hands over (idempotent by its id and generation)."""
+        failpoints = self.machines.runner.failpoints  # the crash tests' (runtime/failpoints)
+        failpoints.hit(IMPORT, "commit", "before")
         await self.machines.lifecycle.run(body.id, lambda conn: self._take(conn, body))
+        failpoints.hit(IMPORT, "commit", "after")  # taken, and its answer never sent
         row = queries.get_machine(self.store.db, body.id)
         assert row is not None  # just committed, or an earlier try's
         return row
