@@ -142,3 +142,52 @@ async def holder(api: httpx.AsyncClient, workers: list[str]) -> str | None:
     counts = {row["name"]: row.get("machines") for row in rows if row["name"] in workers}
     holding = [name for name, count in counts.items() if count == 1]
     return holding[0] if len(holding) == 1 and sorted(counts.values()) == [0, 1] else None
+
+
+async def test_a_start_that_finds_no_room_moves(cluster: tuple[UpProcess, int]) -> None:
+    """A stopped machine whose worker is full now starts on the other worker instead of
+    a refusal: the same machine, its events saying why."""
+    up, port = cluster
+    workers = sorted(c["name"] for c in up.state()["components"] if c["role"] == "worker")
+    marker = uuid.uuid4().hex
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}/v1", timeout=120,
+                                 headers={"authorization": f"Bearer {TOKEN}"}) as api:
+        assert (await api.post("/apps", json={"app_name": APP,
+                                              "org_slug": "personal"})).status_code == 201
+
+        async def create(name: str, memory_mb: int) -> str:
+            made = await api.post(f"/apps/{APP}/machines", json={"name": name, "config": {
+                "image": "local/sleeper", "guest": {"cpus": 1, "memory_mb": memory_mb},
+                "init": {"exec": [machine_python(), "-c", "import time; time.sleep(10**6)",
+                                  marker, name]}}})
+            assert made.status_code == 200, made.text
+            mid = str(made.json()["id"])
+            assert (await api.get(f"/apps/{APP}/machines/{mid}/wait",
+                                  params={"state": "started"})).status_code == 200
+            return mid
+
+        sleeper = await create("sleeper", 1024)
+        assert (await api.post(f"/apps/{APP}/machines/{sleeper}/stop")).status_code == 200
+        assert (await api.get(f"/apps/{APP}/machines/{sleeper}/wait",
+                              params={"state": "stopped"})).status_code == 200
+        full = await until(lambda: holder(api, workers))
+        other = next(w for w in workers if w != full)
+        # Its worker fills up: a machine that leaves it 512 MB (moved there if placed away).
+        filler = await create("filler", 1536)
+        moved = await api.post(f"/apps/{APP}/machines/{filler}/move", json={"worker": full})
+        assert moved.status_code == 200 or "already" in moved.text, moved.text
+
+        started = await api.post(f"/apps/{APP}/machines/{sleeper}/start")
+        assert started.status_code == 200, started.text
+        assert started.json() == {"previous_state": "stopped", "migrated": True,
+                                  "new_host": other}
+        assert (await api.get(f"/apps/{APP}/machines/{sleeper}/wait",
+                              params={"state": "started"})).status_code == 200
+        events = (await api.get(f"/apps/{APP}/machines/{sleeper}/events")).json()
+        said = [e["request"] for e in events if (e["type"], e["status"]) == ("move", "moved")
+                and e["request"].get("moved_to")]
+        assert said, events
+        assert said[0]["moved_from"] == full
+        assert said[0]["moved_to"] == other
+        assert said[0]["reason"].startswith(f"no room to start on {full}")
+        await until(lambda: sorted(programs(marker)) != [] and len(programs(marker)) == 2)

@@ -173,3 +173,38 @@ async def test_the_source_killed_at_any_step_leaves_one_copy(tmp_path: Path, ste
         await a.crashed()
         await a.start()  # without the failpoint: the move resumes
         await only_on(b, a, mid, "started", marker)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+async def test_the_target_killed_at_its_import_leaves_one_copy(tmp_path: Path,
+                                                                when: str) -> None:
+    async with crash_worker(tmp_path) as a, crash_worker(tmp_path) as b:
+        await a.start()
+        same_port = ("--listen", f"127.0.0.1:{free_port()}")
+        await b.start(failpoints=f"import_machine:commit:{when}", extra=same_port)
+        assert a.client is not None
+        marker = uuid.uuid4().hex
+        mid = await started_machine(a, marker)
+        moving = asyncio.create_task(move(a.client, mid, b))
+        await b.crashed()  # before its commit, or after it with the answer never sent
+        await b.start(extra=same_port)  # without the failpoint: the source asks again
+        assert await moving == {"worker": b.name}
+        await only_on(b, a, mid, "started", marker)
+
+
+async def test_a_caller_that_gives_up_does_not_stop_the_move(tmp_path: Path) -> None:
+    async with crash_worker(tmp_path) as a, crash_worker(tmp_path) as b:
+        await a.start()
+        same_port = ("--listen", f"127.0.0.1:{free_port()}")
+        await b.start(extra=same_port)
+        assert a.client is not None
+        assert b.daemon is not None
+        marker = uuid.uuid4().hex
+        mid = await started_machine(a, marker)
+        await b.daemon.kill9()
+        with pytest.raises(BodegaError):  # the caller's own timeout: it hangs up
+            await a.client.call("POST", mid, "move", timeout=2, json={
+                "target": b.name, "target_url": b.daemon.url})
+        await b.start(extra=same_port)
+        await until(lambda: gone_from(a, mid), timeout=60)  # the move ended on its own
+        await only_on(b, a, mid, "started", marker)

@@ -81,3 +81,11 @@ def test_a_teardown_that_fails_after_the_handoff_forgets_it_all_the_same() -> No
     decision = decide(record(S.STOPPED), OperationFailed("move_machine", payload))
     assert decision.forget == Forget("w2", 1)
     assert decision.begin is None  # never a second copy here
+
+
+def test_a_start_that_found_no_room_starts_it_there_but_never_again_here() -> None:
+    payload = decide(record(S.STOPPED), replace(MOVE, start=True)).begin
+    assert isinstance(payload, MoveMachine)
+    assert (payload.start_there, payload.was_running) == (True, False)
+    failed = replace(payload, error="no room", failed_step="handoff")
+    assert decide(record(S.STOPPED), OperationFailed("move_machine", failed)).begin is None

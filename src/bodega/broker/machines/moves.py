@@ -16,6 +16,11 @@ worker answers it::
 
 A reservation the move did not use is given back. The machine's placement record is
 kept as its create made it.
+
+A start its worker refuses for want of room (full, or cordoned: draining) moves a
+stopped machine without a volume to another worker of its region, started there
+(``start_elsewhere``), as Fly's start migrates it: the answer says ``migrated`` and the
+``new_host``, the machine's events why. A machine with a volume keeps today's refusal.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from bodega.model.errors import BadRequest, BodegaError, InsufficientCapacity
 from bodega.model.machine import Machine, names_registry
 from bodega.placement import PlacementRequest
 from bodega.wire.internal.moves import MOVE_WAIT, MoveBody
-from bodega.wire.internal.worker_calls import Reservation
+from bodega.wire.internal.worker_calls import Reservation, Started
 from bodega.wire.public.moves import MoveMachineRequest
 
+MOVABLE_TO_START = frozenset({"stopped", "created", "failed"})  # a start that finds no room
 RESERVATION_TTL = 300.0  # the room held on the target while the source stops the machine
 MOVE_SLACK = 10.0  # beyond the source's own wait, for the round trips
 
@@ -44,7 +50,8 @@ class MachineMoves:
         self.candidates = machines.candidates
 
     async def move(self, app: str, machine_id: str, body: MoveMachineRequest, *,
-                   nonce: str | None) -> Machine:
+                   nonce: str | None, start: bool = False) -> Machine:
+        """``start``: start it there, as a start that found no room on its worker asks."""
         source = await self.machines.locate(app, machine_id)
         machine = await self.workers.client(source).machine(machine_id, app)
         if machine.config is None:
@@ -63,7 +70,7 @@ class MachineMoves:
             await self.workers.client(source).send(
                 "POST", f"/v1/machines/{machine_id}/move",
                 MoveBody(target=target, target_url=url, reason=body.reason,
-                         reservation_id=reservation.id),
+                         reservation_id=reservation.id, start=start),
                 params=[("app", app)], nonce=nonce, timeout=MOVE_WAIT + MOVE_SLACK)
         except BodegaError as exc:
             with contextlib.suppress(BodegaError):  # unused: its room goes back now
@@ -78,6 +85,26 @@ class MachineMoves:
         moved = await self.workers.client(target).machine(machine_id, app)
         self.workers.note_machine(moved)
         return moved.public()
+
+    async def start_elsewhere(self, app: str, machine_id: str, refused: BodegaError, *,
+                              nonce: str | None) -> Started:
+        """A start its worker refused for want of room (full or cordoned): the machine,
+        stopped and without a volume, starts on another worker of its region instead,
+        the same machine (its event says why). ``refused`` is raised again when it has a
+        volume, or when no other worker has room either."""
+        source = await self.machines.locate(app, machine_id)
+        machine = await self.workers.client(source).machine(machine_id, app)
+        config = machine.config
+        if config is None or config.mounts or machine.state not in MOVABLE_TO_START:
+            raise refused
+        reason = f"no room to start on {source}: {refused.message}"
+        try:
+            await self.move(app, machine_id, MoveMachineRequest(reason=reason[:500]),
+                            nonce=nonce, start=True)
+        except InsufficientCapacity:
+            raise refused from None
+        return Started(previous_state=machine.state, migrated=True,
+                       new_host=self.workers.locate("machines", machine_id, app))
 
     async def _reserve_on(self, app: str, ask: Ask, worker: str, source: str) -> Reservation:
         if worker == source:

@@ -19,7 +19,7 @@ from bodega.broker.auth.tokens import Principal
 from bodega.broker.machines.create import MachineCreate
 from bodega.broker.machines.moves import MachineMoves
 from bodega.broker.machines.service import Machines
-from bodega.model.errors import BadRequest
+from bodega.model.errors import BadRequest, BodegaError
 from bodega.wire.internal import worker_calls as wire
 from bodega.wire.public import fly
 from bodega.wire.public.moves import MoveMachineRequest
@@ -33,6 +33,7 @@ from bodega.wire.transport.http import (
 )
 from bodega.wire.transport.json_client import NONCE_HEADER, Params
 
+NO_ROOM_TO_START = frozenset({"insufficient_capacity", "cordoned"})  # the start moves
 WAIT_SLACK = 5.0  # beyond a /wait's own timeout, for the round trip to the worker
 MACHINE = "/v1/apps/{app}/machines/{id}"
 
@@ -117,6 +118,16 @@ def machine_routes(r: RouteMaker, machines: Machines, creation: MachineCreate) -
             request.path_params["app"], request.path_params["id"], body,
             nonce=request.headers.get(NONCE_HEADER)))
 
+    async def start(request: Request, who: Principal) -> Response:
+        try:
+            return await act("start")(request, who)
+        except BodegaError as refused:
+            if refused.status not in NO_ROOM_TO_START:
+                raise
+            return answer_response(await moves.start_elsewhere(
+                request.path_params["app"], request.path_params["id"], refused,
+                nonce=request.headers.get(NONCE_HEADER)))
+
     async def signal(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.SignalRequest)
         return await forward(machines, request, "POST", "signal",
@@ -160,7 +171,8 @@ def machine_routes(r: RouteMaker, machines: Machines, creation: MachineCreate) -
         r(m, update_machine, "POST"),
         r(m, delete_machine, "DELETE"),
         *(r(f"{m}/{action}", act(action), "POST")
-          for action in ("start", "restart", "cordon", "uncordon")),
+          for action in ("restart", "cordon", "uncordon")),
+        r(f"{m}/start", start, "POST"),
         r(f"{m}/stop", stop, "POST"),
         r(f"{m}/move", move, "POST"),
         r(f"{m}/signal", signal, "POST"),

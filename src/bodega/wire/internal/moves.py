@@ -20,6 +20,7 @@ class MoveBody(WorkerRequest):
     target_url: str = Field(min_length=1, max_length=512)
     reason: str | None = Field(default=None, max_length=500)
     reservation_id: str | None = None  # room held for it on the target
+    start: bool = False  # start it there even if it rests here (a start that found no room)
 
 
 class MovedVersion(WorkerRequest):

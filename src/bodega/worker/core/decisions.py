@@ -122,6 +122,7 @@ class Move:
     reason: str | None = None
     reservation_id: str | None = None
     running_move: bool = False  # a move of this machine is under way already
+    start: bool = False  # start it there, resting here or not (a start that found no room)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ def move(record: MachineRow, stimulus: Move) -> Decision:
         move_id=stimulus.move_id, target=stimulus.target, target_url=stimulus.target_url,
         generation=record.generation + 1, reason=stimulus.reason,
         resting=str(S.STOPPING if running else record.state), was_running=running,
+        start_there=stimulus.start,
         reservation_id=stimulus.reservation_id, thaw=thawing(record)))
 
 

@@ -118,6 +118,7 @@ class MoveMachine(EndsRun):
     generation: int  # the machine's generation on the target (one more than here)
     resting: str  # its state while it is stopped for the move (``stopping`` if started)
     was_running: bool = False  # started here: started there, or again here on a rollback
+    start_there: bool = False  # started there though it rests here (a start found no room)
     reservation_id: str | None = None  # room the broker reserved on the target for it
 
 
@@ -141,7 +142,8 @@ PAYLOADS: dict[str, type[Payload]] = {
 
 _FAILURE = ("error", "failed_step")  # written last, as they were added last
 _SECONDS = ("delay", "timeout")  # numbers a JSON writer may have left as integers
-_FLAGS = ("thaw", "attached")  # left out when false, as they were before they existed
+# Left out when false, as they were before they existed.
+_FLAGS = ("thaw", "attached", "start_there")
 
 
 def payload_json(payload: Payload) -> JsonObject:

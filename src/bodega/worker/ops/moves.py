@@ -54,6 +54,7 @@ from bodega.worker.store.rows import parse_config
 
 log = logging.getLogger("bodega.worker.moves")
 
+IMPORT = "import_machine"  # the target's import, as its failpoints name it
 HANDOFF_PAUSE = 5.0  # at most, between two tries of a target that does not answer
 HANDOFF_TIMEOUT = 30.0  # one try: the import is one transaction
 HISTORY = 500  # the newest events handed over with the machine
@@ -93,7 +94,7 @@ class MachineMoves:
             return decide(row, Move(
                 move_id=move_id, source=self.name, target=body.target,
                 target_url=body.target_url, reason=body.reason,
-                reservation_id=body.reservation_id,
+                reservation_id=body.reservation_id, start=body.start,
                 running_move=self._moving(machine_id) is not None))
 
         if self._moving(machine_id) is not None:
@@ -155,7 +156,8 @@ class MachineMoves:
         versions, history = self._versions(row.id), self._events(row.id)
         return ImportMachineBody(
             move_id=move.move_id, source=self.name, generation=move.generation,
-            start=move.was_running, reason=move.reason, reservation_id=move.reservation_id,
+            start=move.was_running or move.start_there, reason=move.reason,
+            reservation_id=move.reservation_id,
             id=row.id, app=row.app, name=row.name, instance_id=row.instance_id,
             config=row.config, cordoned=row.cordoned, start_seq=row.start_seq,
             restarts=row.restarts, placement=row.placement_json,
@@ -178,7 +180,10 @@ class MachineMoves:
     # -- the target ------------------------------------------------------------------------
     async def take(self, body: ImportMachineBody) -> MachineRow:
         """Import the machine a move hands over (idempotent by its id and generation)."""
+        failpoints = self.machines.runner.failpoints  # the crash tests' (runtime/failpoints)
+        failpoints.hit(IMPORT, "commit", "before")
         await self.machines.lifecycle.run(body.id, lambda conn: self._take(conn, body))
+        failpoints.hit(IMPORT, "commit", "after")  # taken, and its answer never sent
         row = queries.get_machine(self.store.db, body.id)
         assert row is not None  # just committed, or an earlier try's
         return row
