@@ -1,0 +1,104 @@
+"""A drain of a worker holding 20 machines of 4 apps, under constant load through the proxy.
+
+A real `bodega up` (three workers in one region, process driver) runs examples/hello as
+four apps of five machines each, all on one worker (the two others cordoned while they are
+made). Under load on every app (``--concurrency`` loops per app, each one request at a
+time with ``--pause`` between, through the proxy on loopback), `bodega host drain` moves
+them all to the two other workers: the figures are the drain's wall time, the seconds
+per move, and requests and failed requests per app (aim: zero).
+
+    python -m bench.cli.drain [--apps 4] [--machines 5] [--concurrency 2] [--pause 0.01]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+
+from tests.leftovers_kit import sweep_data_dir
+
+from bench.cli.deploy import TOKEN, app_copy, free_port, load_until, readable_dir, timed_deploy
+from bodega.wire.public.fly import CreateMachineRequest
+from bodega.wire.public.machines_client import MachinesClient
+
+WORKERS = ("ams-1", "ams-2", "ams-3")
+
+
+async def main(args: argparse.Namespace) -> None:
+    root = readable_dir()
+    api, proxy = free_port(), free_port()
+    cidr = f"10.{100 + os.getpid() % 40}.0.0/16"
+    env = {**os.environ, "BODEGA_CONFIG": str(root / "config.toml"),
+           "BODEGA_API_URL": f"http://127.0.0.1:{api}", "BODEGA_API_TOKEN": TOKEN}
+    up = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bodega", "up", "--data-dir", str(root / "cluster"),
+        "--regions", "ams", "--workers-per-region", "3", "--worker-cpus", "32",
+        "--worker-memory-mb", "16384", "--api-port", str(api), "--proxy-port", str(proxy),
+        "--proxy-tls-port", str(free_port()), "--machine-cidr", cidr, "--token", TOKEN,
+        "--log-level", "warning", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT, env=env)
+    try:
+        assert up.stdout is not None
+        while b"bodega is up" not in (line := await asyncio.wait_for(up.stdout.readline(), 120)):
+            if not line:
+                raise SystemExit("bodega up exited")
+        async with MachinesClient(f"http://127.0.0.1:{api}", TOKEN) as client:
+            for worker in WORKERS[1:]:
+                await client.drain_host(worker, True)
+            await asyncio.sleep(1)  # the cordons reach the view
+            apps = [f"app{i}" for i in range(args.apps)]
+            for app in apps:
+                await timed_deploy(client, app_copy(root, app, "v1"), ha=False)
+                first = [m.id for m in await client.machines(app)]
+                base = (await client.machine(app, first[0])).config
+                assert base is not None
+                for _ in range(args.machines - len(first)):
+                    await client.create_machine(app, CreateMachineRequest(config=base))
+            for worker in WORKERS[1:]:
+                await client.drain_host(worker, False)
+            await asyncio.sleep(1)
+            held = [m for m in await client.cluster_machines() if m.worker == WORKERS[0]]
+            stop = asyncio.Event()
+            traffic = [asyncio.create_task(load_until(
+                f"http://127.0.0.1:{proxy}/", app, stop, args.concurrency, args.pause))
+                for app in apps]
+            await asyncio.sleep(2)
+            drain = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "bodega", "host", "drain", WORKERS[0], "--json",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+            out, err = await drain.communicate()
+            await asyncio.sleep(2)
+            stop.set()
+            loads = await asyncio.gather(*traffic)
+            if drain.returncode != 0:
+                raise SystemExit(f"drain failed ({drain.returncode}): {out.decode()}\n"
+                                 f"{err.decode()}")
+            report = json.loads(out)
+            left = [m for m in await client.cluster_machines() if m.worker == WORKERS[0]]
+            print(f"drain of {WORKERS[0]} holding {len(held)} machines of {len(apps)} apps: "
+                  f"{report['moved']} moved, {len(report['stuck'])} stuck, "
+                  f"{len(left)} left, in {report['seconds']:.1f} s "
+                  f"({report['seconds'] / max(report['moved'], 1):.2f} s a move)")
+            for app, (requests, failures) in zip(apps, loads, strict=True):
+                print(f"  {app}: {requests} requests, {len(failures)} failed "
+                      f"{sorted(set(failures))}")
+    finally:
+        if up.returncode is None:
+            up.send_signal(signal.SIGINT)
+            await asyncio.wait_for(up.wait(), 120)
+        await sweep_data_dir(root / "cluster")  # what a stop cut short left (nothing, normally)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--apps", type=int, default=4)
+    parser.add_argument("--machines", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--pause", type=float, default=0.01)
+    asyncio.run(main(parser.parse_args()))
