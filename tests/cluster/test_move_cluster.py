@@ -191,3 +191,12 @@ async def test_a_start_that_finds_no_room_moves(cluster: tuple[UpProcess, int]) 
         assert said[0]["moved_to"] == other
         assert said[0]["reason"].startswith(f"no room to start on {full}")
         await until(lambda: sorted(programs(marker)) != [] and len(programs(marker)) == 2)
+
+
+async def test_the_moves_bench_runs() -> None:
+    """``bench/machines/moves.py`` at its smallest: one ordinary start, one moved."""
+    from bench.machines.moves import report, run
+
+    starts, moved = await run(1)
+    assert len(starts) == len(moved) == 1
+    assert "moved / start" in report(starts, moved)
