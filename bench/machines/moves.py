@@ -42,7 +42,7 @@ async def holder(api: httpx.AsyncClient, workers: list[str]) -> str:
         rows = (await api.get("/v1/cluster/workers")).json()
         counts = {r["name"]: r.get("machines") for r in rows if r["name"] in workers}
         if sorted(counts.values()) == [0, 1]:
-            return next(name for name, count in counts.items() if count == 1)
+            return str(next(name for name, count in counts.items() if count == 1))
         await asyncio.sleep(0.05)
     raise TimeoutError("the workers' rows never agreed on the machine's worker")
 
