@@ -100,6 +100,16 @@ async def test_machines_move_with_the_cli(cluster: tuple[UpProcess, int]) -> Non
         assert said.count("\n") == 1, said
         assert "already" in said, said
 
+        # Leased by someone else: refused (409) until the lease is let go.
+        lease = await api.post(f"/apps/{APP}/machines/{mid}/lease", json={"ttl": 60})
+        assert lease.status_code == 201, lease.text
+        leased = await api.post(f"/apps/{APP}/machines/{mid}/move", json={"worker": there})
+        assert leased.status_code == 409, leased.text
+        assert "lease" in leased.json()["error"]
+        nonce = lease.json()["data"]["nonce"]
+        assert (await api.delete(f"/apps/{APP}/machines/{mid}/lease", headers={
+            "fly-machine-lease-nonce": nonce})).status_code == 200
+
         said = await cli(port, "machine", "move", mid, "--to", there, "-a", APP,
                          "--reason", "kernel upgrade")
         assert said.strip() == f"Machine {mid}: moved to worker {there} (started)", said
