@@ -5,8 +5,9 @@ to any other worker of its region (``--region``): the same id, name and config; 
 running one runs again there (its program a new process, exec answers through the
 broker), the stopped one stays stopped; the list shows each once, in the state its new
 worker gives it; its events show the move, from where to where and why, beside what
-happened before it. A move to the worker it is on is refused in one readable line; a
-machine moved back is where the CLI says.
+happened before it. A move to the worker it is on is refused in one readable line, one
+leased by someone else with 409; a machine moved back is where the CLI says. A start
+that finds no room on its worker moves the machine; the moves bench runs at its smallest.
 """
 
 from __future__ import annotations
