@@ -5,8 +5,9 @@ to any other worker of its region (``--region``): the same id, name and config; 
 running one runs again there (its program a new process, exec answers through the
 broker), the stopped one stays stopped; the list shows each once, in the state its new
 worker gives it; its events show the move, from where to where and why, beside what
-happened before it. A move to the worker it is on is refused in one readable line; a
-machine moved back is where the CLI says.
+happened before it. A move to the worker it is on is refused in one readable line, one
+leased by someone else with 409; a machine moved back is where the CLI says. A start
+that finds no room on its worker moves the machine; the moves bench runs at its smallest.
 """
 
 from __future__ import annotations
@@ -100,6 +101,16 @@ async def test_machines_move_with_the_cli(cluster: tuple[UpProcess, int]) -> Non
         assert said.count("\n") == 1, said
         assert "already" in said, said
 
+        # Leased by someone else: refused (409) until the lease is let go.
+        lease = await api.post(f"/apps/{APP}/machines/{mid}/lease", json={"ttl": 60})
+        assert lease.status_code == 201, lease.text
+        leased = await api.post(f"/apps/{APP}/machines/{mid}/move", json={"worker": there})
+        assert leased.status_code == 409, leased.text
+        assert "lease" in leased.json()["error"]
+        nonce = lease.json()["data"]["nonce"]
+        assert (await api.delete(f"/apps/{APP}/machines/{mid}/lease", headers={
+            "fly-machine-lease-nonce": nonce})).status_code == 200
+
         said = await cli(port, "machine", "move", mid, "--to", there, "-a", APP,
                          "--reason", "kernel upgrade")
         assert said.strip() == f"Machine {mid}: moved to worker {there} (started)", said
@@ -191,3 +202,12 @@ async def test_a_start_that_finds_no_room_moves(cluster: tuple[UpProcess, int]) 
         assert said[0]["moved_to"] == other
         assert said[0]["reason"].startswith(f"no room to start on {full}")
         await until(lambda: sorted(programs(marker)) != [] and len(programs(marker)) == 2)
+
+
+async def test_the_moves_bench_runs() -> None:
+    """``bench/machines/moves.py`` at its smallest: one ordinary start, one moved."""
+    from bench.machines.moves import report, run
+
+    starts, moved = await run(1)
+    assert len(starts) == len(moved) == 1
+    assert "moved / start" in report(starts, moved)
