@@ -14,7 +14,7 @@ from bodega.model.answer import Answer
 from bodega.model.rows.row import Row
 
 # updated_at is not a field of the API's Volume (only of OrgVolume, which adds it back).
-INTERNAL_FIELDS = frozenset({"app", "worker", "updated_at"})
+INTERNAL_FIELDS = frozenset({"app", "worker", "updated_at", "generation"})
 
 
 class Volume(Row):
@@ -44,6 +44,7 @@ class Volume(Row):
     bytes_total: int | None = None
     bytes_used: int | None = None
     type: str | None = None  # local or cache
+    generation: int | None = None  # internal: its moves so far (the newest owner's row wins)
 
     def public(self) -> Volume:
         """The volume as the broker's clients are shown it: without its internal fields."""

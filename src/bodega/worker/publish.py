@@ -108,7 +108,9 @@ class Publisher:
                 self._put_volume(volume)
         # A machine that moved away is its new worker's to publish or delete: its row
         # here may still say this worker until the new one's arrives.
-        keep["machines"] |= queries.moved_away_ids(self.store.db)
+        away = queries.moved_away_ids(self.store.db)  # machines and their volumes
+        keep["machines"] |= away
+        keep["volumes"] |= away
         for table, ids in keep.items():
             for doc in self.node.rows(table, worker=self.name):
                 if doc["id"] not in ids and not doc.get("generation"):
@@ -204,7 +206,7 @@ class Publisher:
         for table in ("machines", "volumes"):
             # A machine that moved keeps its destroyed row: a tombstone (generation 0)
             # would lose to its rows of its own generation (registry rows.py).
-            moved = " AND generation = 0" if table == "machines" else ""
+            moved = " AND generation = 0"
             for (resource_id,) in self.store.db.execute(
                     f"SELECT id FROM {table} WHERE state = ? AND updated_at < ?{moved}",
                     (DESTROYED, horizon)).fetchall():

@@ -42,6 +42,7 @@ def volume_answer(row: VolumeRow, *, worker: str) -> Volume:
         fstype=row.fstype, snapshot_retention=row.snapshot_retention,
         auto_backup_enabled=row.auto_backup_enabled, host_status="ok", app=row.app,
         worker=worker, attached_machine_id=row.attached_machine_id or None,
+        generation=row.generation or None,
     )
 
 

@@ -120,6 +120,7 @@ class VolumeRow:
     auto_backup_enabled: bool
     created_at: float
     updated_at: float
+    generation: int = 0  # one more each time it moves with its machine (``core/moves.py``)
 
 
 @dataclass(frozen=True)

@@ -151,12 +151,14 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE machines ADD COLUMN host_stopped INTEGER NOT NULL DEFAULT 0;
     """,
-    # 6: moves. A machine's generation (one more at each move: its registry row of the
-    # newest generation wins), and the machines that moved away from this worker (their
+    # 6: moves. A machine's and a volume's generation (one more at each move: its registry
+    # row of the newest generation wins), and the machines (and volumes) that moved away
+    # from this worker (their
     # records are gone; where they went is kept, so that this worker never deletes the
     # registry row their new worker writes, and a stale import of one is refused).
     """
     ALTER TABLE machines ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE volumes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
     CREATE TABLE moved_away (
         machine_id TEXT PRIMARY KEY,
         worker TEXT NOT NULL,

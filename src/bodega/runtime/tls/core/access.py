@@ -98,6 +98,7 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", f"{M}/restart"): BROKER_ONLY,
         ("POST", f"{M}/move"): BROKER_ONLY,  # the machine's worker hands it to another
         ("POST", f"{M}/import"): WORKERS,  # a move's target, handed it by the machine's worker
+        ("POST", f"{M}/import-volume"): WORKERS,  # and its volume's data first
         ("POST", f"{M}/signal"): BROKER_ONLY,
         ("POST", f"{M}/cordon"): BROKER_ONLY,
         ("POST", f"{M}/uncordon"): BROKER_ONLY,
