@@ -211,3 +211,57 @@ async def test_the_moves_bench_runs() -> None:
     starts, moved = await run(1)
     assert len(starts) == len(moved) == 1
     assert "moved / start" in report(starts, moved)
+
+
+async def test_a_start_with_move_takes_a_volume_and_its_data(
+        cluster: tuple[UpProcess, int]) -> None:
+    """A machine with a volume on a full worker: its start is refused as before, and
+    ``bodega machine start --move`` moves it with its data (checksum equal) and starts it."""
+    from bodega.worker.host.volume_copy import tree_digest
+
+    up, port = cluster
+    workers = sorted(c["name"] for c in up.state()["components"] if c["role"] == "worker")
+    marker = uuid.uuid4().hex
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}/v1", timeout=120,
+                                 headers={"authorization": f"Bearer {TOKEN}"}) as api:
+        assert (await api.post("/apps", json={"app_name": APP,
+                                              "org_slug": "personal"})).status_code == 201
+        made = await api.post(f"/apps/{APP}/volumes", json={"name": "data", "region": "ams",
+                                                            "size_gb": 1})
+        assert made.status_code == 200, made.text
+        volume = made.json()["id"]
+
+        async def create(name: str, memory_mb: int, **more: object) -> str:
+            answer = await api.post(f"/apps/{APP}/machines", json={"name": name, "config": {
+                "image": "local/sleeper", "guest": {"cpus": 1, "memory_mb": memory_mb},
+                "init": {"exec": [machine_python(), "-c", "import time; time.sleep(10**6)",
+                                  marker, name]}, **more}})
+            assert answer.status_code == 200, answer.text
+            mid = str(answer.json()["id"])
+            assert (await api.get(f"/apps/{APP}/machines/{mid}/wait",
+                                  params={"state": "started"})).status_code == 200
+            return mid
+
+        keeper = await create("keeper", 1024, mounts=[{"volume": volume, "path": "/data"}])
+        (data,) = (up.data_dir).glob(f"**/volumes/{volume}")
+        (data / "ledger.db").write_bytes(os.urandom(2 << 20))
+        digest = tree_digest(data)
+        assert (await api.post(f"/apps/{APP}/machines/{keeper}/stop")).status_code == 200
+        assert (await api.get(f"/apps/{APP}/machines/{keeper}/wait",
+                              params={"state": "stopped"})).status_code == 200
+        full = await until(lambda: holder(api, workers))
+        filler = await create("filler", 1536)
+        moved = await api.post(f"/apps/{APP}/machines/{filler}/move", json={"worker": full})
+        assert moved.status_code == 200 or "already" in moved.text, moved.text
+
+        refused = await api.post(f"/apps/{APP}/machines/{keeper}/start")
+        assert refused.json()["status"] == "insufficient_capacity", refused.text
+        said = await cli(port, "machine", "start", keeper, "--move", "-a", APP)
+        assert said.strip() == f"Machine {keeper}: start requested"
+        assert (await api.get(f"/apps/{APP}/machines/{keeper}/wait",
+                              params={"state": "started"})).status_code == 200
+        (there,) = [p for p in up.data_dir.glob(f"**/volumes/{volume}") if p != data]
+        assert tree_digest(there) == digest
+        assert not data.exists()
+        found = (await api.get(f"/apps/{APP}/volumes/{volume}")).json()
+        assert found["attached_machine_id"] == keeper

@@ -98,15 +98,17 @@ class MachineMoves:
         return moved.public()
 
     async def start_elsewhere(self, app: str, machine_id: str, refused: BodegaError, *,
-                              nonce: str | None) -> Started:
+                              nonce: str | None, with_volume: bool = False) -> Started:
         """A start its worker refused for want of room (full or cordoned): the machine,
-        stopped and without a volume, starts on another worker of its region instead,
-        the same machine (its event says why). ``refused`` is raised again when it has a
-        volume, or when no other worker has room either."""
+        stopped, starts on another worker of its region instead, the same machine (its
+        event says why). ``refused`` is raised again when it has a volume (unless
+        ``with_volume``: the start asked ``move=true``, and its data moves with it), or
+        when no other worker has room either."""
         source = await self.machines.locate(app, machine_id)
         machine = await self.workers.client(source).machine(machine_id, app)
         config = machine.config
-        if config is None or config.mounts or machine.state not in MOVABLE_TO_START:
+        if config is None or (config.mounts and not with_volume) \
+                or machine.state not in MOVABLE_TO_START:
             raise refused
         reason = f"no room to start on {source}: {refused.message}"
         try:
