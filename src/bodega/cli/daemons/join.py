@@ -118,6 +118,11 @@ def join(
     join_port: Annotated[int, typer.Option(
         min=1, max=65535, help="A server's join listener (hosts join through it)")]
     = JOIN_PORT,
+    registry_port: Annotated[int | None, typer.Option(
+        min=0, max=65535, show_default=False,
+        help="A server's image registry (docker-registry) port: every server host runs one, "
+             "for every host to pull from and deploys to push to; 0: none here (default: a "
+             "free port, remembered in the data dir)")] = None,
     log_level: LogLevelOption = "info",
     fork_server: Annotated[bool, typer.Option(
         "--fork-server/--no-fork-server",
@@ -185,9 +190,10 @@ def join(
             ensure_edge(data_dir, CertificateAuthority.load(CaDir(data_dir / "tls")),
                         joined.edge_domain)
         tls = bool(shutil.which("haproxy"))
+        own_registry = _own_registry(joined, data_dir, registry_port, claims)
         components = joined_components(joined, data_dir, plan.ports, driver=driver,
                                        log_level=log_level, extra_worker_args=sizes,
-                                       proxy_tls=tls)
+                                       proxy_tls=tls, own_registry=own_registry)
         config = ClusterConfig(data_dir=data_dir, token=_read(data_dir, "api-token"),
                                secrets_key=_read(data_dir, "secrets-key"),
                                certs_key=_read(data_dir, CERTS_KEY),
@@ -238,6 +244,23 @@ async def _unanswered(address: str) -> str | None:
         return os.strerror(exc.errno).lower() if exc.errno else str(exc)
     writer.close()
     return None
+
+
+def _own_registry(joined: JoinedHost, data_dir: Path, asked: int | None,
+                  claims: PortClaims) -> str | None:
+    """Where this host serves its image registry (host:port): a server host runs one, as
+    host 1 does, unless told ``--registry-port 0`` or docker-registry is not installed."""
+    if not joined.server or asked == 0:
+        return None
+    if shutil.which("docker-registry") is None:
+        typer.echo("no image registry on this server host: docker-registry is not installed "
+                   "(apt-get install docker-registry); its workers pull from the others",
+                   err=True)
+        return None
+    if asked is not None:
+        ports.check_listeners(joined.advertise, {"--registry-port": asked})
+    chosen = ports.choose_registry(data_dir, joined.advertise, asked, claims)
+    return f"{joined.advertise}:{chosen.port}"
 
 
 def _check_ports(address: str, roles: HostRoles) -> None:

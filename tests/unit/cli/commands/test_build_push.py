@@ -9,7 +9,14 @@ import json
 import stat
 from pathlib import Path
 
-from bodega.cli.commands.build import PushTarget, auth_file, build_commands, push_options
+from bodega.cli.commands.build import (
+    PushTarget,
+    auth_file,
+    build_commands,
+    on_registry,
+    push_command,
+    push_options,
+)
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 CLUSTERS = PushTarget("10.250.7.1:26160", CA, "the-admin-token", "context 'local'")
@@ -67,3 +74,22 @@ def test_the_push_carries_the_options_and_writes_the_digest(tmp_path: Path) -> N
 
 def test_the_auth_file_names_the_registry_alone() -> None:
     assert list(json.loads(auth_file("h:1", "x"))["auths"]) == ["h:1"]
+
+
+def test_every_registry_of_the_cluster_gets_the_ca_and_the_token(tmp_path: Path) -> None:
+    """A push lands on each of the cluster's live registries (every server host runs one):
+    each is pushed to over TLS with the cluster's CA, and the auth file names them all."""
+    every = PushTarget("10.250.7.1:26160", CA, "the-admin-token", "context 'local'",
+                       mirrors=("10.250.7.2:26161", "10.250.7.1:26160"))
+    assert every.registries == ("10.250.7.1:26160", "10.250.7.2:26161")
+    options = push_options(every, "10.250.7.2:26161/web:v1", tmp_path)
+    assert "--tls-verify=true" in options
+    auths = json.loads(Path(flag(options, "--authfile")).read_text())["auths"]
+    assert sorted(auths) == ["10.250.7.1:26160", "10.250.7.2:26161"]
+
+
+def test_a_push_to_another_registry_names_the_built_image_there(tmp_path: Path) -> None:
+    argv = push_command("10.250.7.1:26160/web:v1", on_registry("10.250.7.1:26160/web:v1",
+                                                               "10.250.7.2:26161"),
+                        ["--tls-verify=true"], tmp_path / "d")
+    assert argv[-2:] == ["10.250.7.1:26160/web:v1", "docker://10.250.7.2:26161/web:v1"]
