@@ -112,7 +112,7 @@ class Puller:
             except RegistryError as exc:
                 failures.append(str(exc))
                 if len(order) > 1:
-                    log.warning("%s: %s; trying the next registry", ref, exc)
+                    log.warning("%s; trying the next registry", exc)
                 continue
             order.remove(registry)
             order.insert(0, registry)
