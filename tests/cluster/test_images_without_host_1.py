@@ -154,6 +154,11 @@ def test_with_host_1_lost_a_new_host_pulls_the_image_and_a_deploy_pushes_a_new_o
     until(lambda: registries(two) == [peers], "host 1's registry no longer listed")
 
     # Host 3 never held the image; its reference names host 1's registry, which is gone.
+    listed = {r["registry"]: r for r in two.json("cluster", "registries")}
+    assert listed[peers].get("push") == 1
+    assert listed[peers]["regions"] == ["syd"]
+    assert "push" not in listed[mine]  # its host lost: no push goes there
+    assert listed[mine]["regions"] == ["ams"]
     two.ok("scale", "count", "1", "--app", APP, "--region", "lon")
     machines = until(partial(running, two, "v1", {"syd", "lon"}),
                      "v1 started on host 3 too, pulled without host 1", timeout=240)
