@@ -16,8 +16,8 @@ through host 2's API:
 - a deploy of a new version pushes to the registries left (host 2's) and
   both machines run the new image, host 3's pulled from host 2's registry.
 
-It prints each pull's wall time on host 3 (the log's ``fetched`` lines
-aside): the figure ``bench/images/pull_failover.py`` measures properly.
+The time a pull takes with the first registry lost, beside one with it
+present, is ``bench/machines/image_pull_failover.py``'s figure.
 """
 
 from __future__ import annotations
