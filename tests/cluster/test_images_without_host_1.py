@@ -7,14 +7,16 @@ up --advertise`` with its image registry, host 2 joins as a server
 host 3 joins as a plain peer with the line host 1 printed. From the test's
 own host, ``bodega deploy`` through host 1's API builds examples/image-app
 with buildah and pushes it to every live registry, host 1's first (so the
-machines' image names host 1's registry); its machine runs on host 2. Then
+machines' image names host 1's registry); its machine runs on host 2. Host 4
+joins as a server after that push: its registry catches up with the others
+(``cluster/registry_sync.py``) and holds the image by the same digest. Then
 every process of host 1 is killed with SIGKILL, as a power cut would, and
 through host 2's API:
 
 - a machine of the app is created on host 3, which never held the image: its
   worker pulls it from host 2's registry, host 1's being gone, and it runs;
-- a deploy of a new version pushes to the registries left (host 2's) and
-  both machines run the new image, host 3's pulled from host 2's registry.
+- a deploy of a new version pushes to the registries left (hosts 2 and 4) and
+  both machines run the new image, host 3's pulled from another host's.
 
 The time a pull takes with the first registry lost, beside one with it
 present, is ``bench/machines/image_pull_failover.py``'s figure.
@@ -27,6 +29,7 @@ import dataclasses
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 from collections.abc import Iterator
 from functools import partial
@@ -91,13 +94,9 @@ def registry_of(host: Any) -> str:
 def cluster() -> Iterator[MultiHost]:
     with readable_dir() as root, three_hosts(
             root, "--registry-port", str(free_port()), "--driver", "auto",
-            "--wireguard-port", str(free_port()), keep_mounts=True, cgroups=True) as multi:
-        server_token = multi.ok("cluster", "token", "create", "--server",
-                                "--description", "host 2").strip()
-        first = multi.join_argv("syd")[1]
-        syd = multi.start(2, "join", first, "--token", server_token, "--region", "syd",
-                          "--server", "--registry-port", str(free_port()),
-                          "--wireguard-port", str(free_port()), *SIZES)
+            "--wireguard-port", str(free_port()), count=4, keep_mounts=True,
+            cgroups=True) as multi:
+        syd = join_server(multi, 2, "syd")
         lon = multi.start(3, *multi.join_argv("lon"), "--wireguard-port", str(free_port()),
                           *SIZES)
         for host in (syd, lon):
@@ -106,6 +105,28 @@ def cluster() -> Iterator[MultiHost]:
                              if w["status"] == "alive") == ["ams", "lon", "syd"],
               "a worker alive on each of the three hosts")
         yield multi
+
+
+def join_server(multi: MultiHost, index: int, region: str) -> Any:
+    """Host ``index`` joins through host 1 as a server, with a registry of its own."""
+    server_token = multi.ok("cluster", "token", "create", "--server",
+                            "--description", f"host {index}").strip()
+    return multi.start(index, "join", multi.join_argv(region)[1], "--token", server_token,
+                       "--region", region, "--server", "--registry-port", str(free_port()),
+                       "--wireguard-port", str(free_port()), *SIZES)
+
+
+def tag_digest(multi: MultiHost, registry: str, tag: str) -> str | None:
+    """The manifest digest ``APP:tag`` names in ``registry``, read with the admin token over
+    TLS checked against the cluster CA, as a push reads it; None if it holds none."""
+    try:
+        got = httpx.head(f"https://{registry}/v2/{APP}/manifests/{tag}", timeout=10,
+                         verify=ssl.create_default_context(
+                             cafile=str(multi.members[0].data / "ca.crt")), auth=("x", TOKEN),
+                         headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})
+    except httpx.HTTPError:
+        return None
+    return got.headers.get("docker-content-digest") if got.status_code == 200 else None
 
 
 def running(multi: MultiHost, version: str, regions: set[str]) -> list[dict[str, Any]] | None:
@@ -144,6 +165,15 @@ def test_with_host_1_lost_a_new_host_pulls_the_image_and_a_deploy_pushes_a_new_o
     machine = until(partial(running, cluster, "v1", {"syd"}), "v1 started on host 2",
                     timeout=240)[0]
     assert machine["config"]["image"].startswith(f"{mine}/{APP}:v1@sha256:")
+    pinned = machine["config"]["image"].rsplit("@", 1)[1]
+    assert tag_digest(cluster, peers, "v1") == pinned  # the push landed on both
+
+    # A server host joining after the push: its registry catches up, by the same digest.
+    late = join_server(cluster, 4, "fra")
+    wait_for(late, "bodega joined")
+    latest = registry_of(late)
+    until(lambda: tag_digest(cluster, latest, "v1") == pinned,
+          "host 4's registry holding v1, caught up from the others")
 
     pids = subprocess.run(["ip", "netns", "pids", cluster.hosts.namespace(1)],
                           capture_output=True, text=True, check=True).stdout.split()
@@ -151,7 +181,7 @@ def test_with_host_1_lost_a_new_host_pulls_the_image_and_a_deploy_pushes_a_new_o
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(pid), signal.SIGKILL)
     two = via(cluster, 2)
-    until(lambda: registries(two) == [peers], "host 1's registry no longer listed")
+    until(lambda: registries(two) == [peers, latest], "host 1's registry no longer listed")
 
     # Host 3 never held the image; its reference names host 1's registry, which is gone.
     listed = {r["registry"]: r for r in two.json("cluster", "registries")}
@@ -171,6 +201,8 @@ def test_with_host_1_lost_a_new_host_pulls_the_image_and_a_deploy_pushes_a_new_o
     machines = until(partial(running, two, "v2", {"syd", "lon"}),
                      "v2 started on hosts 2 and 3", timeout=240)
     assert {m["config"]["image"].split("/", 1)[0] for m in machines} == {peers}
+    v2 = machines[0]["config"]["image"].rsplit("@", 1)[1]
+    assert tag_digest(cluster, latest, "v2") == v2  # pushed to every live registry
     subprocess.run(["buildah", "rmi", "-f", f"{mine}/{APP}:v1", f"{peers}/{APP}:v2"],
                    capture_output=True, check=False)
 

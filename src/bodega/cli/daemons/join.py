@@ -31,7 +31,7 @@ from bodega.cli.session.errors import fail, friendly
 from bodega.cluster import host_commands, host_network, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
-from bodega.cluster.edge_files import CERTS_KEY, DEFAULT_CERT, ensure_edge
+from bodega.cluster.edge_files import CA_CRT, CERTS_KEY, DEFAULT_CERT, ensure_edge
 from bodega.cluster.joined import (
     API_PORT,
     JOIN_LOCK,
@@ -44,6 +44,7 @@ from bodega.cluster.joined import (
 from bodega.cluster.joining import JoinFailed
 from bodega.cluster.joining import join as join_cluster
 from bodega.cluster.port_claims import PortClaims
+from bodega.cluster.registry_sync import keep_caught_up
 from bodega.cluster.supervisor import LocalCluster, StartFailed
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import until_stopped
@@ -213,7 +214,7 @@ def join(
             wireguard_ports=[joined.wireguard_port + i for i in range(len(joined.workers))],
             changes=changes, unable_why=None)
         asyncio.run(_run(LocalCluster(config, components, sweep_kernel=False), joined,
-                         network_lines, context_store.config_path(os.environ)))
+                         network_lines, context_store.config_path(os.environ), own_registry))
     except (StartFailed, JoinFailed) as err:
         fail(str(err))
     finally:
@@ -281,8 +282,9 @@ def _read(data_dir: Path, name: str) -> str:
 
 
 async def _run(cluster: LocalCluster, joined: JoinedHost, network_lines: list[str],
-               contexts_file: Path) -> None:
+               contexts_file: Path, own_registry: str | None = None) -> None:
     stop = asyncio.create_task(until_stopped())
+    syncing: asyncio.Task[None] | None = None
     try:
         started, _ = await _unless_stopped(cluster.start(), stop)
         if started:
@@ -302,8 +304,13 @@ async def _run(cluster: LocalCluster, joined: JoinedHost, network_lines: list[st
             if joined.own_api is not None:
                 keep_context(contexts_file, cluster.config.data_dir, joined.own_api)
             typer.echo("Press Ctrl-C to stop.")
+            # A server's image registry catches up with the other server hosts'.
+            syncing = keep_caught_up(own_registry, joined.own_api, cluster.config.token,
+                                     cluster.config.data_dir / CA_CRT)
             await stop
     finally:
+        if syncing is not None:
+            syncing.cancel()
         await stop_as_asked(cluster, stop)
 
 
