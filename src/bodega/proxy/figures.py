@@ -131,7 +131,8 @@ class AppFigures(Collector):
                 add(("responses", app, machine, haproxy_class(name)), n)
             add(("connects", app, machine), row.total)
             concurrency[place] = concurrency.get(place, 0) + row.current
-            if http and row.response_ms:  # a machine in two slots for a moment: the slower says
+            if http and any(n for _, n in row.responses):  # it has answered: an average
+                # (a machine in two slots for a moment: the slower says)
                 averages[place] = max(averages.get(place, 0.0), row.response_ms / 1000)
         self.haproxy = self.carried.update(raw, reloads)
         self.concurrency = concurrency

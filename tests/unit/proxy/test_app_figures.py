@@ -14,6 +14,8 @@ hrsp_4xx,hrsp_5xx,hrsp_other,rtime,ttime,req_tot
 public,FRONTEND,,3,120,OPEN,,0,100,0,15,5,0,,,120
 pool_0,s0,0,2,70,UP,70,0,60,0,10,0,0,12,30,
 pool_0,s1,0,0,30,UP,30,0,25,0,5,0,0,40,50,
+pool_0,s2,0,0,0,UP,0,0,0,0,0,0,0,0,0,
+pool_0,s3,0,0,3,UP,3,0,3,0,0,0,0,0,1,
 pool_0,BACKEND,0,2,100,UP,100,0,85,0,15,3,0,20,35,
 pool_far_0,s0,0,1,20,UP,20,1,15,0,0,2,0,8,9,
 pool_far_0,BACKEND,0,1,20,UP,20,1,15,0,0,2,0,8,9,
@@ -23,6 +25,7 @@ other,s9,0,7,7,UP,7,0,7,0,0,0,0,0,0,
 """
 
 SERVERS = {("pool_0", "s0"): ("web", "m1"), ("pool_0", "s1"): ("web", "m2"),
+           ("pool_0", "s2"): ("web", "m4"), ("pool_0", "s3"): ("web", "m5"),
            ("pool_far_0", "s0"): ("web", "m3")}
 TCP = {("tcp_5432", "s0"): ("db", "d1")}
 APPS = {"pool_0": "web", "pool_far_0": "web"}
@@ -65,6 +68,11 @@ def test_haproxy_rows_become_each_machines_and_each_apps_series() -> None:
     assert value(found, "fly_app_tcp_connects_count", **m1) == 70
     assert value(found, "fly_app_concurrency", **m1) == 2
     assert value(found, "fly_app_http_response_time_seconds_avg", **m1) == 0.012
+    # An average once a machine has answered (under a millisecond reads 0), none before.
+    m4 = {"app": "web", "machine": "m4", "region": "", "host": "", "org": "acme"}
+    m5 = {**m4, "machine": "m5"}
+    assert value(found, "fly_app_http_response_time_seconds_avg", **m4) is None
+    assert value(found, "fly_app_http_response_time_seconds_avg", **m5) == 0
     d1 = {"app": "db", "machine": "d1", "region": "ams", "host": "w1", "org": "personal"}
     assert value(found, "fly_app_tcp_connects_count", **d1) == 9
     assert value(found, "fly_app_concurrency", **d1) == 4
