@@ -29,52 +29,68 @@ from bodega.worker.drivers.process.cgroups import Cgroups
 
 PROC = Path("/proc")
 BLKIO_BYTES = "blkio.throttle.io_service_bytes_recursive"
+CHUNK = 65536
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str) -> str | None:
+    """A small kernel file's text; None when it is not there (or its process is gone).
+    Paths are strings and the file is read with ``os`` calls: a scrape reads thousands."""
     try:
-        return path.read_text()
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
         return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, CHUNK):  # seq files answer a page or so at a time
+            chunks.append(chunk)
+        return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class UsageReader:
     """Reads machines' figures on a host with cgroups (v1 or v2)."""
 
     def __init__(self, cgroups: Cgroups, proc: Path = PROC) -> None:
-        self.cgroups = cgroups
-        self.proc = proc
+        self.version = cgroups.version
+        self.proc = str(proc)
         self.ticks = os.sysconf("SC_CLK_TCK")
-
-    def _v1(self, controller: str, machine_id: str) -> Path:
-        return self.cgroups.root / controller / "bodega" / self.cgroups.scope / machine_id
+        # Where each machine's directory is, per controller: its id is the last step.
+        if cgroups.version == 2:
+            self.home = str(cgroups.root / "bodega" / cgroups.scope)
+        else:
+            self.home = str(cgroups.root / "memory" / "bodega" / cgroups.scope)
+        self.cpuacct = str(cgroups.root / "cpuacct" / "bodega" / cgroups.scope)
+        self.blkio = str(cgroups.root / "blkio" / "bodega" / cgroups.scope)
 
     def read(self, machine_id: str, own_netns: bool) -> MachineUsage | None:
         """The machine's figures; None when it has no memory cgroup (no run to measure)."""
-        home = self.cgroups.dirs(machine_id)[0]
-        procs = _read(home / "cgroup.procs")
+        home = f"{self.home}/{machine_id}"
+        procs = _read(f"{home}/cgroup.procs")
         if procs is None:
             return None
         pids = procs.split()
-        if self.cgroups.version == 2:
-            cpu = cpu_seconds_v2(_read(home / "cpu.stat"))
-            current = number(_read(home / "memory.current"))
-            peak = number(_read(home / "memory.peak"))
-            limit = memory_limit(_read(home / "memory.max"))
-            io = io_v2(_read(home / "io.stat"))
+        if self.version == 2:
+            cpu = cpu_seconds_v2(_read(f"{home}/cpu.stat"))
+            current = number(_read(f"{home}/memory.current"))
+            peak = number(_read(f"{home}/memory.peak"))
+            limit = memory_limit(_read(f"{home}/memory.max"))
+            io = io_v2(_read(f"{home}/io.stat"))
         else:
-            cpu = cpu_seconds_v1(_read(self._v1("cpuacct", machine_id) / "cpuacct.usage"))
-            current = number(_read(home / "memory.usage_in_bytes"))
-            peak = number(_read(home / "memory.max_usage_in_bytes"))
-            limit = memory_limit(_read(home / "memory.limit_in_bytes"))
-            io = io_v1(_read(self._v1("blkio", machine_id) / BLKIO_BYTES))
+            cpu = cpu_seconds_v1(_read(f"{self.cpuacct}/{machine_id}/cpuacct.usage"))
+            current = number(_read(f"{home}/memory.usage_in_bytes"))
+            peak = number(_read(f"{home}/memory.max_usage_in_bytes"))
+            limit = memory_limit(_read(f"{home}/memory.limit_in_bytes"))
+            io = io_v1(_read(f"{self.blkio}/{machine_id}/{BLKIO_BYTES}"))
         if cpu is None:  # not in a cpuacct cgroup: its processes' own times
             cpu = proc_cpu_seconds(self._each(pids, "stat"), self.ticks)
         if io is None:
             io = proc_io(self._each(pids, "io"))
         net = None
         if own_netns and pids:
-            net = net_dev(_read(self.proc / pids[0] / "net" / "dev"))
+            net = net_dev(_read(f"{self.proc}/{pids[0]}/net/dev"))
         return MachineUsage(
             cpu_seconds=cpu, memory_bytes=current, memory_peak_bytes=peak,
             memory_limit_bytes=limit,
@@ -83,5 +99,5 @@ class UsageReader:
 
     def _each(self, pids: list[str], name: str) -> list[str]:
         """``/proc/<pid>/<name>`` of each process still there."""
-        texts = (_read(self.proc / pid / name) for pid in pids)
+        texts = (_read(f"{self.proc}/{pid}/{name}") for pid in pids)
         return [text for text in texts if text is not None]
