@@ -83,13 +83,16 @@ class Latencies:
 class AppFigures(Collector):
     """The apps' series. ``places`` gives each machine's app, region and host now;
     ``org_of`` an app's org; ``edge`` is this proxy's region and name, the edge series'
-    region and host."""
+    region and host; ``outstanding`` the Python plane's requests in flight by machine."""
 
     def __init__(self, places: Callable[[], Mapping[str, Place]],
-                 org_of: Callable[[str], str], edge: tuple[str, str]) -> None:
+                 org_of: Callable[[str], str], edge: tuple[str, str],
+                 outstanding: Callable[[], Mapping[str, int]] | None = None) -> None:
         self.places = places
         self.org_of = org_of
         self.edge = edge
+        # The Python plane's requests in flight, by machine (its ``Load``).
+        self.outstanding = outstanding
         self.carried = CarriedCounters()
         self.haproxy: dict[tuple[str, ...], int] = {}  # counters, carried over reloads
         self.concurrency: dict[tuple[str, str], int] = {}  # (app, machine) -> scur
@@ -188,7 +191,7 @@ class AppFigures(Collector):
         concurrency = GaugeMetricFamily("fly_app_concurrency", "Requests or connections "
                                         "each machine has open now (HAProxy's scur)",
                                         labels=LABELS)
-        for (app, machine), n in sorted(self.concurrency.items()):
+        for (app, machine), n in sorted(self._concurrency(places).items()):
             concurrency.add_metric(labels(app, machine), n)
         average = GaugeMetricFamily(
             "fly_app_http_response_time_seconds_avg", "Average time to each machine's "
@@ -201,6 +204,18 @@ class AppFigures(Collector):
         for (app, machine), latencies in sorted(self.latencies.items()):
             histogram.add_metric(labels(app, machine), latencies.cumulative(), latencies.total)
         yield from (responses, connects, edge, concurrency, average, histogram)
+
+
+    def _concurrency(self, places: Mapping[str, Place]) -> dict[tuple[str, str], int]:
+        """HAProxy's open sessions, and the Python plane's requests in flight added to
+        them for every machine routed to (0 when idle)."""
+        concurrency = dict(self.concurrency)
+        if self.outstanding is not None:
+            in_flight = self.outstanding()
+            for machine, place in places.items():
+                key = (place.app, machine)
+                concurrency[key] = concurrency.get(key, 0) + in_flight.get(machine, 0)
+        return concurrency
 
 
 def _named(values: list[str]) -> dict[str, str]:

@@ -135,3 +135,17 @@ def test_a_machine_the_proxy_no_longer_routes_to_keeps_its_app_and_org() -> None
     found = samples(collector)
     assert value(found, "fly_app_http_responses_count", app="web", machine="gone", region="",
                  host="", org="personal", status="2xx") == 1
+
+
+def test_the_python_planes_requests_in_flight_are_each_machines_concurrency() -> None:
+    places = {"m1": Place("web", "ams", "w1"), "m2": Place("web", "ams", "w2")}
+    in_flight = {"m1": 3}
+    collector = AppFigures(lambda: places, lambda app: "personal", ("ams", "proxy-1"),
+                           lambda: in_flight)
+    found = samples(collector)
+    m1 = {"app": "web", "machine": "m1", "region": "ams", "host": "w1", "org": "personal"}
+    assert value(found, "fly_app_concurrency", **m1) == 3
+    assert value(found, "fly_app_concurrency", **{**m1, "machine": "m2", "host": "w2"}) == 0
+    # Behind HAProxy, its open sessions and the activator's requests add up.
+    collector.observe_haproxy(parse_stat(SHOW_STAT), SERVERS, APPS, 0, TCP)
+    assert value(samples(collector), "fly_app_concurrency", **m1) == 5
