@@ -3,11 +3,11 @@
 
 The worker's side reads what a real scrape reads: each machine's cgroup files
 (v1, as on this project's hosts) and, for its processes, ``/proc/<pid>/stat``,
-``/proc/<pid>/io`` and ``/proc/<pid>/net/dev`` of real processes (``--per-machine``
-``sleep`` processes each). The cgroup files are laid out in a scratch directory,
-not in the kernel's hierarchy: making hundreds of real cgroups, and moving
-processes into them, would take the kernel's cgroup lock that every machine start
-on this host waits on. Half the machines are image machines (their cgroup counts
+``/proc/<pid>/io``, ``/proc/<pid>/ns/net`` and ``/proc/<pid>/net/dev`` of real
+processes (``--per-machine`` ``sleep`` processes each). The cgroup files are laid
+out in a scratch directory, not in the kernel's hierarchy: making hundreds of real
+cgroups, and moving processes into them, would take the kernel's cgroup lock that
+every machine start on this host waits on. Half the machines are image machines (their cgroup counts
 cpu and io: ``cpuacct``, ``blkio``), half process machines (their processes' /proc
 files are summed). The started rows are given, not read from SQLite (one indexed
 SELECT of four columns).
@@ -114,10 +114,15 @@ def worker_scrape(machines: int, per_machine: int, rounds: int) -> dict[str, flo
         root = Path(name)
         grouped = [pids[i * per_machine:(i + 1) * per_machine] for i in range(machines)]
         lay_out(root, machines, grouped)
+        netns = root / "netns"  # each machine's namespace by name, as /run/netns holds it
+        netns.mkdir()
+        for i, group in enumerate(grouped):
+            (netns / f"ns{i}").symlink_to(f"/proc/{group[-1]}/ns/net")
         rows: list[StartedRow] = [(f"m{i:04d}", f"app{i % 20}", "ams", f"ns{i}")
                                   for i in range(machines)]
         registry = CollectorRegistry()
-        registry.register(MachineFigures(lambda: rows, UsageReader(Cgroups(1, SCOPE, root)),
+        reader = UsageReader(Cgroups(1, SCOPE, root), netns=netns)
+        registry.register(MachineFigures(lambda: rows, reader,
                                          "ams-1", lambda app: "personal"))
         text = generate_latest(registry)
         found = timed(lambda: generate_latest(registry), rounds)

@@ -28,6 +28,7 @@ from bodega.worker.core.usage_files import (
 from bodega.worker.drivers.process.cgroups import Cgroups
 
 PROC = Path("/proc")
+NETNS = Path("/run/netns")  # the namespaces `ip netns` names, a machine's among them
 BLKIO_BYTES = "blkio.throttle.io_service_bytes_recursive"
 CHUNK = 65536
 
@@ -53,9 +54,10 @@ def _read(path: str) -> str | None:
 class UsageReader:
     """Reads machines' figures on a host with cgroups (v1 or v2)."""
 
-    def __init__(self, cgroups: Cgroups, proc: Path = PROC) -> None:
+    def __init__(self, cgroups: Cgroups, proc: Path = PROC, netns: Path = NETNS) -> None:
         self.version = cgroups.version
         self.proc = str(proc)
+        self.netns = str(netns)
         self.ticks = os.sysconf("SC_CLK_TCK")
         # Where each machine's directory is, per controller: its id is the last step.
         if cgroups.version == 2:
@@ -65,8 +67,9 @@ class UsageReader:
         self.cpuacct = str(cgroups.root / "cpuacct" / "bodega" / cgroups.scope)
         self.blkio = str(cgroups.root / "blkio" / "bodega" / cgroups.scope)
 
-    def read(self, machine_id: str, own_netns: bool) -> MachineUsage | None:
-        """The machine's figures; None when it has no memory cgroup (no run to measure)."""
+    def read(self, machine_id: str, netns: str | None) -> MachineUsage | None:
+        """The machine's figures; None when it has no memory cgroup (no run to measure).
+        ``netns``: the name of its network namespace, None when it has none of its own."""
         home = f"{self.home}/{machine_id}"
         procs = _read(f"{home}/cgroup.procs")
         if procs is None:
@@ -89,13 +92,30 @@ class UsageReader:
         if io is None:
             io = proc_io(self._each(pids, "io"))
         net = None
-        if own_netns and pids:
-            net = net_dev(_read(f"{self.proc}/{pids[0]}/net/dev"))
+        if netns is not None and (inside := self._inside(pids, netns)) is not None:
+            net = net_dev(_read(f"{self.proc}/{inside}/net/dev"))
         return MachineUsage(
             cpu_seconds=cpu, memory_bytes=current, memory_peak_bytes=peak,
             memory_limit_bytes=limit,
             io_read_bytes=io[0] if io else None, io_write_bytes=io[1] if io else None,
             net_recv_bytes=net[0] if net else None, net_sent_bytes=net[1] if net else None)
+
+    def _inside(self, pids: list[str], netns: str) -> str | None:
+        """A process of the machine in its network namespace (not every one is: a sandbox's
+        first process, one of runsc's own, has an empty one), by the namespace's inode, as
+        ``ip netns identify`` finds it."""
+        try:
+            wanted = os.stat(f"{self.netns}/{netns}")
+        except OSError:
+            return None
+        for pid in pids:
+            try:
+                found = os.stat(f"{self.proc}/{pid}/ns/net")
+            except OSError:
+                continue
+            if (found.st_ino, found.st_dev) == (wanted.st_ino, wanted.st_dev):
+                return pid
+        return None
 
     def _each(self, pids: list[str], name: str) -> list[str]:
         """``/proc/<pid>/<name>`` of each process still there."""

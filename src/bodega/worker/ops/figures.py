@@ -55,7 +55,7 @@ class MachineFigures(Collector):
                     for field, name, text, counter in SERIES]
         orgs: dict[str, str] = {}
         for machine_id, app, region, netns in self.started():
-            usage = self.reader.read(machine_id, own_netns=netns is not None)
+            usage = self.reader.read(machine_id, netns)
             if usage is None:
                 continue
             if app not in orgs:
