@@ -247,3 +247,8 @@ async def test_a_sandbox_and_a_vm_are_measured_from_their_cgroups(
         await rises(cluster, machine, 32 * MB, limit=int(vm_limit))
     else:
         await rises(cluster, machine, 32 * MB)
+    # Its namespace's eth0, read through a process of it in that namespace (a sandbox's
+    # first process, one of runsc's own, is in an empty namespace).
+    series = await cluster.scrape("worker")
+    assert one(series, "fly_instance_net_recv_bytes_total", machine=machine) is not None
+    assert one(series, "fly_instance_net_sent_bytes_total", machine=machine) is not None
