@@ -25,7 +25,6 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bodega.proxy.haproxy.observed import CarriedCounters
 from bodega.proxy.haproxy.runtime import StatRow
 from bodega.proxy.metrics import LATENCY
 
@@ -93,8 +92,9 @@ class AppFigures(Collector):
         self.edge = edge
         # The Python plane's requests in flight, by machine (its ``Load``).
         self.outstanding = outstanding
-        self.carried = CarriedCounters()
-        self.haproxy: dict[tuple[str, ...], int] = {}  # counters, carried over reloads
+        self.haproxy: dict[tuple[str, ...], int] = {}  # what HAProxy counted, by series
+        self.seen: dict[tuple[str, str], tuple[int, ...]] = {}  # each row's counts, last look
+        self.reloads = 0
         self.concurrency: dict[tuple[str, str], int] = {}  # (app, machine) -> scur
         self.response_avg: dict[tuple[str, str], float] = {}  # (app, machine) -> seconds
         self.plane: dict[tuple[str, ...], int] = {}
@@ -108,38 +108,55 @@ class AppFigures(Collector):
                         ) -> None:
         """One ``show stat``: ``servers`` maps (backend, server) to (app, machine) for each
         slot holding a machine, ``tcp_servers`` the same for the TCP services' slots (no
-        HTTP series), ``apps`` an app's backends to the app."""
+        HTTP series), ``apps`` an app's backends to the app.
+
+        HAProxy counts by slot, and a slot (a backend, too) is reused by the next machine
+        (app) once emptied: what a row counted since the last look is its occupant's now.
+        A reload starts a process whose counts are zero, so they count from zero again."""
+        if reloads != self.reloads:
+            self.reloads = reloads
+            self.seen.clear()
         tcp = tcp_servers or {}
-        raw: dict[tuple[str, ...], int] = {}
-
-        def add(key: tuple[str, ...], n: int) -> None:
-            raw[key] = raw.get(key, 0) + n
-
         concurrency: dict[tuple[str, str], int] = {}
         averages: dict[tuple[str, str], float] = {}
         for row in rows:
+            slot = (row.proxy, row.server)
+            counts = (*(n for _, n in row.responses), row.total)
+            before = self.seen.get(slot)
+            self.seen[slot] = counts
+            if before is None or any(n < b for n, b in zip(counts, before, strict=True)):
+                before = tuple(0 for _ in counts)  # a new process's counters
+            moved = [n - b for n, b in zip(counts, before, strict=True)]
             if row.server == "BACKEND":
                 app = apps.get(row.proxy)
                 if app is not None:  # near and far backends add up
-                    for name, n in row.responses:
-                        add(("edge", app, haproxy_class(name)), n)
+                    for (name, _), n in zip(row.responses, moved, strict=False):
+                        self._add(("edge", app, haproxy_class(name)), n)
                 continue
-            place = servers.get((row.proxy, row.server))
+            place = servers.get(slot)
             http = place is not None
-            place = place or tcp.get((row.proxy, row.server))
+            place = place or tcp.get(slot)
             if place is None:
                 continue
             app, machine = place
-            for name, n in row.responses if http else ():
-                add(("responses", app, machine, haproxy_class(name)), n)
-            add(("connects", app, machine), row.total)
+            if http:
+                for (name, _), n in zip(row.responses, moved, strict=False):
+                    self._add(("responses", app, machine, haproxy_class(name)), n)
+            self._add(("connects", app, machine), moved[-1])
             concurrency[place] = concurrency.get(place, 0) + row.current
-            if http and any(n for _, n in row.responses):  # it has answered: an average
+            if http and self._answered(app, machine):  # an average of its answers
                 # (a machine in two slots for a moment: the slower says)
                 averages[place] = max(averages.get(place, 0.0), row.response_ms / 1000)
-        self.haproxy = self.carried.update(raw, reloads)
         self.concurrency = concurrency
         self.response_avg = averages
+
+    def _add(self, key: tuple[str, ...], n: int) -> None:
+        if n or key not in self.haproxy:
+            self.haproxy[key] = self.haproxy.get(key, 0) + n
+
+    def _answered(self, app: str, machine: str) -> bool:
+        return any(self.haproxy.get(("responses", app, machine, status))
+                   for status in STATUSES)
 
     def observe_request(self, app: str, machine: str | None, code: int,
                         seconds: float) -> None:

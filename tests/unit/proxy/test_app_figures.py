@@ -149,3 +149,27 @@ def test_the_python_planes_requests_in_flight_are_each_machines_concurrency() ->
     # Behind HAProxy, its open sessions and the activator's requests add up.
     collector.observe_haproxy(parse_stat(SHOW_STAT), SERVERS, APPS, 0, TCP)
     assert value(samples(collector), "fly_app_concurrency", **m1) == 5
+
+
+def test_a_reused_slot_counts_for_its_new_machine_only_what_came_after() -> None:
+    """HAProxy counts by slot, and the layout gives an emptied slot (and an app's emptied
+    backend) to the next machine (app): the new one starts from what the slot held."""
+    collector = figures()
+    collector.observe_haproxy(parse_stat(SHOW_STAT), SERVERS, APPS, 0, TCP)
+    later = SHOW_STAT.replace("pool_0,s0,0,2,70,UP,70,0,60,", "pool_0,s0,0,2,75,UP,75,0,65,")
+    later = later.replace("pool_0,BACKEND,0,2,100,UP,100,0,85,",
+                          "pool_0,BACKEND,0,2,105,UP,105,0,90,")
+    reused = {**SERVERS, ("pool_0", "s0"): ("shop", "m9")}
+    collector.observe_haproxy(parse_stat(later), reused, {"pool_0": "shop"}, 0, TCP)
+    found = samples(collector)
+    m1 = {"app": "web", "machine": "m1", "region": "ams", "host": "w1", "org": "acme"}
+    assert value(found, "fly_app_http_responses_count", **m1, status="2xx") == 60
+    assert value(found, "fly_app_tcp_connects_count", **m1) == 70
+    m9 = {"app": "shop", "machine": "m9", "region": "", "host": "", "org": "personal"}
+    assert value(found, "fly_app_http_responses_count", **m9, status="2xx") == 5
+    assert value(found, "fly_app_tcp_connects_count", **m9) == 5
+    edge = {"region": "ams", "host": "proxy-1", "status": "2xx"}
+    assert value(found, "fly_edge_http_responses_count", app="shop", org="personal",
+                 **edge) == 5
+    # web's near backend counted 85 before it went; its far backend is not shop's.
+    assert value(found, "fly_edge_http_responses_count", app="web", org="acme", **edge) == 100
