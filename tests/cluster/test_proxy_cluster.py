@@ -239,15 +239,16 @@ async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path, plane:
                 os.kill(pid, signal.SIGKILL)
 
 
-# Answers /missing... with 404 and the rest with 200.
+# Answers /missing... with 404 and the rest with 200, each with its machine's id.
 STATUSES = (
-    "import http.server, sys\n"
+    "import http.server, os, sys\n"
     "class H(http.server.BaseHTTPRequestHandler):\n"
     "    protocol_version = 'HTTP/1.1'\n"
     "    def do_GET(self):\n"
     "        code = 404 if self.path.startswith('/missing') else 200\n"
-    "        self.send_response(code); self.send_header('Content-Length', '2')\n"
-    "        self.end_headers(); self.wfile.write(b'ok')\n"
+    "        body = os.environ['BODEGA_MACHINE_ID'].encode()\n"
+    "        self.send_response(code); self.send_header('Content-Length', str(len(body)))\n"
+    "        self.end_headers(); self.wfile.write(body)\n"
     "    def log_message(self, *args): pass\n"
     "http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()\n"
 )
@@ -315,3 +316,28 @@ async def test_an_apps_responses_are_counted_by_status_on_either_plane(
         else:  # HAProxy's average over the server's last requests
             assert any(n == "fly_app_http_response_time_seconds_avg"
                        and set(mine.items()) <= have for n, have in after)
+
+        # A machine that comes after the first is gone (a second one serving meanwhile) is
+        # counted what it answered, never what the slot it was given held before
+        # (HAProxy counts by slot; the slot's own reuse is in tests/unit/proxy).
+        second = (await api.post("/v1/apps/tally/machines", json={"config": config})).json()
+        await api.get(f"/v1/apps/tally/machines/{second['id']}/wait")
+        assert (await api.delete(f"/v1/apps/tally/machines/{m['id']}",
+                                 params={"force": "true"})).status_code == 200
+        third = (await api.post("/v1/apps/tally/machines", json={"config": config})).json()
+        await api.get(f"/v1/apps/tally/machines/{third['id']}/wait")
+        by_third = 0
+
+        async def answered_by_the_third() -> bool:
+            nonlocal by_third
+            answer = await web.get("/")
+            by_third += answer.status_code == 200 and answer.text == third["id"]
+            return by_third >= 3
+
+        await until(answered_by_the_third)
+        theirs = {**mine, "machine": third["id"]}
+
+        async def counted_alone() -> bool:
+            return sample(await fly_series(shared), "fly_app_http_responses_count",
+                          status="2xx", **theirs) == by_third
+        await until(counted_alone)
