@@ -6,7 +6,9 @@ Python data plane's count of the requests it answers itself (all of them when
 it is the data plane; those HAProxy hands it when HAProxy is: a sleeping
 machine's wake, a static file, a fly-replay). HAProxy's counts are read, never
 recounted: each machine's server row (``hrsp_*`` by status class, ``stot``,
-``scur``, ``rtime``), each app's backend rows (near and far) for the edge.
+``scur``, ``rtime``), each app's backend rows (near and far) for the edge. HAProxy
+counts by slot, and a slot goes to the next machine once emptied: what a row
+counted since the last look is its occupant's (``observe_haproxy``).
 
 HAProxy keeps no latency histogram, only an average over each server's last
 1024 requests: it is exported as a gauge, ``fly_app_http_response_time_seconds_avg``.
