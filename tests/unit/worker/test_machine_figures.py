@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.host.usage import BLKIO_BYTES, UsageReader
-from bodega.worker.ops.figures import MachineFigures
+from bodega.worker.ops.figures import MachineFigures, StartedRow
 
 STAT = "7 (prog) S 1 7 7 0 -1 0 0 0 0 0 {} 0 0 0 20 0 1 0 1 1 1"
 
@@ -104,3 +104,38 @@ def test_the_series_carry_each_machines_labels_and_leave_out_what_has_no_source(
     assert "m2" not in text  # no cgroup: no run to measure
     assert "fly_instance_net_recv_bytes_total{" not in text  # no namespace of its own
     assert "fly_instance_memory_limit_bytes{" not in text
+
+
+def test_a_counter_goes_on_from_where_it_was_when_a_process_of_the_machine_ends(
+        tmp_path: Path) -> None:
+    """A v1 process machine's cpu is its processes' sum: one ending takes its time out of
+    the sum, and the series keeps it rather than step back (a reset to Prometheus)."""
+    cg, pr = tmp_path / "cgroup", tmp_path / "proc"
+    home = cg / "memory" / "bodega" / "w" / "m1"
+    write(home / "cgroup.procs", "7\n8\n")
+    proc(pr, 7, 100)
+    proc(pr, 8, 300)
+    reader = UsageReader(Cgroups(1, "w", cg), pr)
+    reader.ticks = 100
+    started: list[StartedRow] = [("m1", "web", "ams", None)]
+    figures = MachineFigures(lambda: started, reader, "h", lambda app: "personal")
+    registry = CollectorRegistry()
+    registry.register(figures)
+
+    def cpu() -> float:
+        text = generate_latest(registry).decode()
+        (line,) = [x for x in text.splitlines() if x.startswith("fly_instance_cpu_seconds")]
+        return float(line.rsplit(" ", 1)[1])
+
+    assert cpu() == 4.0
+    write(home / "cgroup.procs", "7\n")  # 8 ended, unwaited: its 3 s leave the sum
+    proc(pr, 7, 150)
+    # Where it was (Prometheus would take 1.5 for a reset, and count it all again); what
+    # 7 used in the step 8 ended is hidden, as far as 8's share goes.
+    assert cpu() == 4.0
+    proc(pr, 7, 200)
+    assert cpu() == 4.5
+    started.clear()  # seen stopped: forgotten
+    assert "fly_instance_cpu_seconds_total{" not in generate_latest(registry).decode()
+    started.append(("m1", "web", "ams", None))
+    assert cpu() == 2.0  # started again: its kernel's count
