@@ -178,6 +178,7 @@ class AppFigures(Collector):
     # -- the series -----------------------------------------------------------------------
     def collect(self) -> Iterator[Any]:
         places = self.places()
+        self._forget_gone(places)
         orgs: dict[str, str] = {}
 
         def labels(app: str, machine: str) -> list[str]:
@@ -224,6 +225,17 @@ class AppFigures(Collector):
             histogram.add_metric(labels(app, machine), latencies.cumulative(), latencies.total)
         yield from (responses, connects, edge, concurrency, average, histogram)
 
+
+    def _forget_gone(self, places: Mapping[str, Place]) -> None:
+        """A machine the proxy no longer knows of (destroyed) has its series dropped, which
+        would otherwise stay, without a region or host, for as long as the proxy runs; an
+        app's edge series stay. Prometheus sees the series end, as when a worker's does."""
+        def kept(key: tuple[str, ...]) -> bool:
+            return key[0] == "edge" or key[2] in places
+        self.haproxy = {key: n for key, n in self.haproxy.items() if kept(key)}
+        self.plane = {key: n for key, n in self.plane.items() if kept(key)}
+        self.latencies = {key: timed for key, timed in self.latencies.items()
+                          if key[1] in places}
 
     def _concurrency(self, places: Mapping[str, Place]) -> dict[tuple[str, str], int]:
         """HAProxy's open sessions, and the Python plane's requests in flight added to

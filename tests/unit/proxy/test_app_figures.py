@@ -33,7 +33,9 @@ APPS = {"pool_0": "web", "pool_far_0": "web"}
 
 def figures() -> AppFigures:
     places = {"m1": Place("web", "ams", "w1"), "m2": Place("web", "ams", "w2"),
-              "m3": Place("web", "ord", "w3"), "d1": Place("db", "ams", "w1")}
+              "m3": Place("web", "ord", "w3"), "d1": Place("db", "ams", "w1"),
+              "m4": Place("web", "", ""), "m5": Place("web", "", ""),
+              "m9": Place("shop", "", "")}
     return AppFigures(lambda: places, lambda app: "acme" if app == "web" else "personal",
                       ("ams", "proxy-1"))
 
@@ -129,12 +131,21 @@ def test_the_python_planes_requests_add_to_haproxys() -> None:
     assert value(found, "fly_app_http_response_time_seconds_bucket", **m1, le="+Inf") == 3
 
 
-def test_a_machine_the_proxy_no_longer_routes_to_keeps_its_app_and_org() -> None:
-    collector = AppFigures(dict, lambda app: "personal", ("ams", "proxy-1"))
-    collector.observe_request("web", "gone", 200, 0.01)
+def test_a_machine_the_proxy_no_longer_knows_of_has_its_series_dropped() -> None:
+    places = {"m1": Place("web", "ams", "w1"), "m2": Place("web", "ams", "w2")}
+    collector = AppFigures(lambda: places, lambda app: "personal", ("ams", "proxy-1"))
+    collector.observe_haproxy(parse_stat(SHOW_STAT), SERVERS, APPS, 0, TCP)
+    collector.observe_request("web", "m2", 200, 0.01)
+    del places["m2"]  # destroyed
     found = samples(collector)
-    assert value(found, "fly_app_http_responses_count", app="web", machine="gone", region="",
-                 host="", org="personal", status="2xx") == 1
+    m1 = {"app": "web", "machine": "m1", "region": "ams", "host": "w1", "org": "personal"}
+    assert value(found, "fly_app_http_responses_count", **m1, status="2xx") == 60
+    # Its counts are gone (its gauges go with HAProxy's next look, its slot emptied).
+    assert not any(dict(labels).get("machine") == "m2" for name, labels in found
+                   if name in ("fly_app_http_responses_count", "fly_app_tcp_connects_count",
+                               "fly_app_http_response_time_seconds_count"))
+    assert value(found, "fly_edge_http_responses_count", app="web", region="ams",
+                 host="proxy-1", org="personal", status="2xx") == 101  # the app's stay
 
 
 def test_the_python_planes_requests_in_flight_are_each_machines_concurrency() -> None:
