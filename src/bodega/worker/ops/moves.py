@@ -36,7 +36,10 @@ from bodega.model.errors import BodegaError, Conflict
 from bodega.model.ids import new_ulid
 from bodega.model.machine import EventRequest
 from bodega.model.refusals import NoRoom
+from bodega.model.rows import WorkerRow
+from bodega.model.rows.reads import TypedReads
 from bodega.model.states import MachineState
+from bodega.runtime.tls.contexts import InternalTls
 from bodega.wire.internal.moves import (
     MOVE_WAIT,
     ImportMachineBody,
@@ -80,17 +83,27 @@ class Moved:
 
 
 class MachineMoves:
-    def __init__(self, machines: MachineService, *, name: str, region: str,
-                 tls: ssl.SSLContext | None) -> None:
+    def __init__(self, machines: MachineService, name: str, region: str,
+                 tls: InternalTls | None) -> None:
         self.machines = machines
         self.store = machines.store
         self.name = name
         self.region = region
-        self.tls = tls
+        self.internal_tls = tls  # its client context read at each call: it is renewed
         self.refusals: dict[str, BodegaError] = {}  # by move id, until its caller reads it
-        # Where a worker serves now, as the cluster's view says (None: not known): a target
-        # that came back on another address is asked there.
-        self.url_of: Callable[[str], str | None] = lambda _worker: None
+        # The cluster's view, once the worker joins it: a target that came back at another
+        # address is asked there.
+        self.registry: TypedReads | None = None
+        machines.effects.handoff = self.handoff  # the runner's effects of a move
+
+    @property
+    def tls(self) -> ssl.SSLContext | None:
+        return self.internal_tls.client if self.internal_tls is not None else None
+
+    def url_of(self, worker: str) -> str | None:
+        """Where ``worker`` serves, as the view says (None: not known)."""
+        row = self.registry.get(WorkerRow, worker) if self.registry is not None else None
+        return row.url if row is not None and row.url else None
 
     # -- the source ------------------------------------------------------------------------
     async def move(self, machine_id: str, body: MoveBody, nonce: str | None,
