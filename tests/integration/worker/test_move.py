@@ -259,6 +259,7 @@ async def test_a_machine_moves_with_its_volume_and_its_data(tmp_path: Path) -> N
         moved = tmp_path / b.name / "volumes" / volume.id
         assert tree_digest(moved) == digest
         assert not data.exists()
+        assert [p.name for p in moved.parent.iterdir()] == [volume.id]  # nothing staged left
         there = await b.client.list_volumes("moving")
         assert [(v.id, v.attached_machine_id, v.state) for v in there] == [
             (volume.id, machine.id, "created")]
@@ -266,3 +267,35 @@ async def test_a_machine_moves_with_its_volume_and_its_data(tmp_path: Path) -> N
         config = (await b.client.machine(machine.id)).config
         assert config is not None
         assert [m.volume for m in config.mounts or []] == [volume.id]
+
+
+async def test_a_refused_volume_stays_whole_where_it_was(tmp_path: Path) -> None:
+    """The target refuses the machine after its volume's data came: the data it received
+    goes, the source's stays as it was, and the machine runs there again."""
+    from bodega.worker.host.volume_copy import tree_digest
+
+    async with crash_worker(tmp_path) as a, crash_worker(tmp_path) as b:
+        await a.start()
+        await b.start()
+        assert a.client is not None
+        assert b.client is not None
+        await b.client.cordon(True)
+        volume = await a.client.create_volume({"app": "moving", "name": "data",
+                                               "size_gb": 1})
+        data = tmp_path / a.name / "volumes" / volume.id
+        await until(data.is_dir)
+        (data / "state").write_bytes(os.urandom(1 << 16))
+        digest = tree_digest(data)
+        marker = uuid.uuid4().hex
+        machine = await a.client.create_machine({
+            "app": "moving", "name": "refused",
+            "config": machine_config(marker, mounts=[{"volume": volume.id,
+                                                      "path": "/data"}])})
+        await a.reached(machine.id, "started")
+        with pytest.raises(BodegaError) as refused:
+            await move(a.client, machine.id, b)
+        assert refused.value.status == "cordoned"
+        await a.reached(machine.id, "started")
+        assert tree_digest(data) == digest
+        assert list((tmp_path / b.name / "volumes").iterdir()) == []
+        assert await b.client.list_volumes("moving") == []

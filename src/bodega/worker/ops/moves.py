@@ -19,6 +19,7 @@ event logged; a machine that was running begins its start in that same commit.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import shutil
@@ -64,7 +65,6 @@ from bodega.worker.store.ledger import CORDON_MESSAGE, CapacityRejected
 from bodega.worker.store.rows import parse_config
 
 log = logging.getLogger("bodega.worker.moves")
-
 T = TypeVar("T")
 
 IMPORT = "import_machine"  # the target's import, as its failpoints name it
@@ -89,6 +89,7 @@ class MachineMoves:
         self.store = machines.store
         self.name = name
         self.region = region
+        self.config = machines.effects.config  # where volumes' data lives
         self.internal_tls = tls  # its client context read at each call: it is renewed
         self.refusals: dict[str, BodegaError] = {}  # by move id, until its caller reads it
         # The cluster's view, once the worker joins it: a target that came back at another
@@ -153,7 +154,7 @@ class MachineMoves:
             raise EffectFailed(f"{op.fsm} at {op.step} carries no move")
         if op.step == "dropping":
             if move.volume_id:
-                await asyncio.to_thread(shutil.rmtree, self.volume_dir(move.volume_id), True)
+                await asyncio.to_thread(shutil.rmtree, self.config.volume_dir(move.volume_id), True)
             return Outcome()
         row = queries.get_machine(self.store.db, op.resource_id)
         if row is None:
@@ -168,7 +169,7 @@ class MachineMoves:
     async def ship(self, row: MachineRow, move: MoveMachine) -> Outcome:
         """The volume's data to the target as a tar, its digest checked against ours."""
         assert move.volume_id is not None
-        source = self.volume_dir(move.volume_id)
+        source = self.config.volume_dir(move.volume_id)
         packed = await asyncio.to_thread(pack, source)
         _size, digest = await asyncio.to_thread(tree_digest, source)
         said = await self._until_answered(row.id, move, lambda client: client.exchange(
@@ -179,9 +180,6 @@ class MachineMoves:
             raise EffectFailed(f"worker {move.target} holds volume {move.volume_id} as "
                                f"{theirs}, not {digest}")
         return Outcome(payload=replace(move, digest=digest))
-
-    def volume_dir(self, volume_id: str) -> Path:
-        return self.machines.effects.config.volume_dir(volume_id)
 
     async def _until_answered(self, machine_id: str, move: MoveMachine,
                               call: Callable[[WorkerClient], Awaitable[T]]) -> T:
@@ -247,7 +245,14 @@ class MachineMoves:
         """Import the machine a move hands over (idempotent by its id and generation)."""
         failpoints = self.machines.runner.failpoints  # the crash tests' (runtime/failpoints)
         failpoints.hit(IMPORT, "commit", "before")
-        await self.machines.lifecycle.run(body.id, lambda conn: self._take(conn, body))
+        try:
+            await self.machines.lifecycle.run(body.id, lambda conn: self._take(conn, body))
+        except BodegaError:  # refused: the data it was sent first is not kept
+            if body.volume is not None:
+                staged = self._staged(body.volume.id)
+                await asyncio.to_thread(shutil.rmtree, staged, True)
+                staged.with_suffix(".digest").unlink(missing_ok=True)
+            raise
         failpoints.hit(IMPORT, "commit", "after")  # taken, and its answer never sent
         row = queries.get_machine(self.store.db, body.id)
         assert row is not None  # just committed, or an earlier try's
@@ -315,12 +320,13 @@ class MachineMoves:
         """The volume's data received (``receive``) becomes the volume, attached."""
         if volume_queries.get_volume(conn, volume.id) is not None:
             raise Conflict(f"volume {volume.id} is on worker {self.name} already")
-        staged, target = self._staged(volume.id), self.volume_dir(volume.id)
+        staged, target = self._staged(volume.id), self.config.volume_dir(volume.id)
         if staged.exists():
             if staged_digest(staged) != volume.digest:
                 raise Conflict(f"volume {volume.id}'s data here is not the one moved")
             shutil.rmtree(target, ignore_errors=True)
             staged.rename(target)  # in place before the commit; a retry finds it there
+            staged.with_suffix(".digest").unlink()
         elif not target.exists() or tree_digest(target)[1] != volume.digest:
             raise Conflict(f"volume {volume.id}'s data never came here")
         volume_queries.insert_volume(conn, VolumeRow(
@@ -333,7 +339,7 @@ class MachineMoves:
         conn.execute("DELETE FROM moved_away WHERE machine_id = ?", (volume.id,))
 
     def _staged(self, volume_id: str) -> Path:
-        return self.machines.effects.config.volumes_dir / f".incoming-{volume_id}"
+        return self.config.volumes_dir / f".incoming-{volume_id}"
 
     async def receive(self, volume_id: str, move_id: str, chunks: AsyncIterator[bytes]
                       ) -> VolumeReceived:
@@ -366,15 +372,13 @@ class MachineMoves:
         event = self.store.new_event("move", "moved", "user", EventRequest(
             reason=body.reason, moved_from=body.source, moved_to=self.name))
         self.store.append(conn, op_id=body.move_id, resource_id=machine_id, fsm="move",
-                          step="moved", payload={"from": body.source, "to": self.name,
-                                                 "generation": body.generation},
-                          event=event)
+                          step="moved", event=event, payload={
+                              "from": body.source, "to": self.name,
+                              "generation": body.generation})
 
 
 def pack(root: Path) -> bytes:
     """A volume's directory as an uncompressed tar (modes, owners and links kept)."""
-    import io
-
     out = io.BytesIO()
     with tarfile.open(fileobj=out, mode="w") as tar:
         tar.add(root, arcname=".")
@@ -391,7 +395,5 @@ def unpack(packed: IO[bytes], target: Path) -> None:
 
 def staged_digest(staged: Path) -> str:
     """The digest ``receive`` wrote beside the data it unpacked ("" if none)."""
-    try:
-        return staged.with_suffix(".digest").read_text().strip()
-    except OSError:
-        return ""
+    written = staged.with_suffix(".digest")
+    return written.read_text().strip() if written.exists() else ""
