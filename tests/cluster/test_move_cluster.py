@@ -6,7 +6,8 @@ running one runs again there (its program a new process, exec answers through th
 broker), the stopped one stays stopped; the list shows each once, in the state its new
 worker gives it; its events show the move, from where to where and why, beside what
 happened before it. A move to the worker it is on is refused in one readable line, one
-leased by someone else with 409; a machine moved back is where the CLI says. A start
+leased by someone else with 409, an unknown worker or both a worker and a region with
+400, an unknown machine with 404; a machine moved back is where the CLI says. A start
 that finds no room on its worker moves the machine; the moves bench runs at its smallest.
 """
 
@@ -101,6 +102,13 @@ async def test_machines_move_with_the_cli(cluster: tuple[UpProcess, int]) -> Non
         assert said.count("\n") == 1, said
         assert "already" in said, said
 
+        # A worker that is not one, both a worker and a region, no such machine.
+        for body, status in (({"worker": "nowhere"}, 400),
+                             ({"worker": there, "region": "ams"}, 400)):
+            answer = await api.post(f"/apps/{APP}/machines/{mid}/move", json=body)
+            assert answer.status_code == status, answer.text
+        missing = await api.post(f"/apps/{APP}/machines/0123456789abcd/move", json={})
+        assert missing.status_code == 404, missing.text
         # Leased by someone else: refused (409) until the lease is let go.
         lease = await api.post(f"/apps/{APP}/machines/{mid}/lease", json={"ttl": 60})
         assert lease.status_code == 201, lease.text
