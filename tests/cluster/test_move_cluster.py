@@ -210,6 +210,14 @@ async def test_a_start_that_finds_no_room_moves(cluster: tuple[UpProcess, int]) 
         assert said[0]["moved_to"] == other
         assert said[0]["reason"].startswith(f"no room to start on {full}")
         await until(lambda: sorted(programs(marker)) != [] and len(programs(marker)) == 2)
+        # Now the other worker has no room for the filler: a move of it is refused (412),
+        # saying what was asked, and it runs on where it was.
+        for body in ({"worker": other}, {"region": "ams"}):
+            refused = await api.post(f"/apps/{APP}/machines/{filler}/move", json=body)
+            assert refused.status_code == 412, refused.text
+            assert refused.json()["status"] == "insufficient_capacity"
+            assert "1536" in refused.json()["error"], refused.text
+        assert len(programs(marker)) == 2
 
 
 async def test_the_moves_bench_runs() -> None:
