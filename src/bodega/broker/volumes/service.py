@@ -112,7 +112,14 @@ class Volumes:
         self.apps.require(app)
         if not volume_id.startswith("vol_"):
             raise NotFound(f"volume not found: {volume_id}")
-        return self.workers.locate("volumes", volume_id, app)
+        worker = self.workers.locate("volumes", volume_id, app)
+        # Moved with its machine since this broker learnt where it was: the view's row of
+        # a newer generation says where it is now (``broker/machines/moves.py``).
+        row = self.catalog.get(Volume, volume_id)
+        if row is not None and row.generation and row.worker and row.worker != worker:
+            self.workers.remember(volume_id, row.worker)
+            return row.worker
+        return worker
 
     async def call(self, app: str, volume_id: str, method: str,
                    body: WorkerRequest | None = None) -> Volume:
