@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bodega.model.rows.apps import org_reader
 from bodega.model.states import MachineState
 from bodega.registry import Registry, RegistryConfig, open_registry
 from bodega.registry.agent.member_tls import certificate_meta, renewal
@@ -74,7 +75,7 @@ from bodega.worker.jobs.wiring import WorkerJobs
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.effects import MachineEffects, machine_user
-from bodega.worker.ops.figures import MachineFigures, org_reader
+from bodega.worker.ops.figures import MachineFigures
 from bodega.worker.ops.health import HealthChecks
 from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService

@@ -9,7 +9,7 @@ own) is left out, never written as 0.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -18,7 +18,6 @@ from prometheus_client.registry import Collector
 from bodega.worker.host.usage import UsageReader
 
 LABELS = ["app", "machine", "region", "host", "org"]
-DEFAULT_ORG = "personal"
 # The series, by MachineUsage field: name, help, counter (else gauge).
 SERIES: tuple[tuple[str, str, str, bool], ...] = (
     ("cpu_seconds", "fly_instance_cpu_seconds", "CPU time the machine's processes used "
@@ -40,14 +39,6 @@ SERIES: tuple[tuple[str, str, str, bool], ...] = (
 )
 
 StartedRow = tuple[str, str, str, str | None]  # id, app, region, netns
-
-
-def org_reader(view: Any | None) -> Callable[[str], str]:
-    """An app's org from the view's ``apps`` rows (``personal`` while its row is unknown)."""
-    def org_of(app: str) -> str:
-        doc: Mapping[str, Any] | None = view.get("apps", app) if view is not None else None
-        return str((doc or {}).get("org_slug") or DEFAULT_ORG)
-    return org_of
 
 
 class MachineFigures(Collector):
