@@ -40,6 +40,8 @@ COMMANDS = (
          "Build an image (Dockerfile, buildah) and push it to the cluster's registry."),
     Lazy("image-registry", "bodega.cli.daemons.image_registry:image_registry",
          "Run the cluster's image registry (docker-registry)."),
+    Lazy("metrics-store", "bodega.cli.daemons.metrics_store:metrics_store",
+         "Run the cluster's metrics store (victoria-metrics)."),
     Lazy("broker", "bodega.cli.daemons.broker:broker",
          "Run a broker (the Machines API and placement)."),
     Lazy("proxy", "bodega.cli.daemons.proxy:proxy",

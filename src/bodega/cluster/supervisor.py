@@ -40,6 +40,7 @@ from bodega.cluster.stored_cluster import HostWorker
 from bodega.runtime.lifecycle import SUPERVISOR_PID, private_dir, write_json_atomic
 from bodega.runtime.ready import Ready
 from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.core.access import METRICS_STORE
 from bodega.runtime.tls.core.identity import Identity
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.waits import within
@@ -184,7 +185,7 @@ class LocalCluster:
         self._sweeps = True
         await self._sweep_strays()
         await self._fork_server()
-        for role in ("registry", "agent", "worker", "broker", "proxy"):
+        for role in ("registry", "agent", "worker", "broker", "proxy", METRICS_STORE):
             group = [c for c in self.components if c.role == role]
             await asyncio.gather(*(self._spawn(c) for c in group))
         self._watchers = [asyncio.create_task(self._watch(c)) for c in self.components]
@@ -234,7 +235,7 @@ class LocalCluster:
         self.stopping.set()
         for task in self._watchers:
             task.cancel()
-        for role in ("proxy", "broker", "worker", "agent", "registry"):
+        for role in (METRICS_STORE, "proxy", "broker", "worker", "agent", "registry"):
             group = [c for c in self.components if c.role == role and c.process]
             sig = signal.SIGINT if role == "worker" and machines else signal.SIGTERM
             for component in group:
