@@ -74,8 +74,7 @@ def scrape_config(broker_internal: str, interval: float, tls: TlsDir | None) -> 
                    "key_file": str(tls.identity_path)} if tls is not None else None)
 
     def discovery(kind: str) -> dict[str, object]:
-        found: dict[str, object] = {"url": f"{broker_internal}{TARGETS_PATH}?kind={kind}",
-                                    "refresh_interval": seconds}
+        found: dict[str, object] = {"url": f"{broker_internal}{TARGETS_PATH}?kind={kind}"}
         if tls_config is not None:
             found["tls_config"] = tls_config
         return found
@@ -93,10 +92,12 @@ def scrape_config(broker_internal: str, interval: float, tls: TlsDir | None) -> 
 
 
 def store_argv(program: str, port: int, settings: StoreSettings) -> list[str]:
-    return [program, "-envflag.enable", f"-httpListenAddr=127.0.0.1:{port}",
+    # -enableTCP6: a machine's [metrics] may be at its 6PN (IPv6) address.
+    return [program, "-envflag.enable", "-enableTCP6", f"-httpListenAddr=127.0.0.1:{port}",
             f"-storageDataPath={settings.data_dir / 'data'}",
             f"-promscrape.config={settings.data_dir / CONFIG}",
             f"-promscrape.configCheckInterval={FOLLOW_EVERY:g}s",
+            f"-promscrape.httpSDCheckInterval={max(settings.interval, 1.0):g}s",
             # Points become visible to queries one scrape after they land, not 30 s after.
             f"-search.latencyOffset={max(settings.interval, 1.0):g}s",
             f"-retentionPeriod={settings.retention}", "-loggerLevel=WARN"]

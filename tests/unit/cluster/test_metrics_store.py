@@ -29,6 +29,7 @@ def test_the_scrape_config_discovers_both_kinds_at_the_broker(tmp_path: Path) ->
     # An app's labels never win over the broker's: no org of its own choosing.
     assert apps["honor_labels"] is False
     assert "tls_config" not in apps
+    assert "refresh_interval" not in apps["http_sd_configs"][0]  # a flag, not a key
     assert apps["http_sd_configs"][0]["url"].endswith("?kind=apps")
 
 

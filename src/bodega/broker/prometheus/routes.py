@@ -11,6 +11,8 @@ store (``store.py``) with the org's filter added. ``GET /v1/metrics/targets?kind
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -38,6 +40,24 @@ def caller_of(who: Principal, catalog: Catalog) -> Caller:
     return Caller(admin=False, app=who.app, app_org=row.org_slug if row is not None else None)
 
 
+MAX_FORM = 1 << 20  # bytes of a POSTed query's form
+
+
+def form_fields(content_type: str, body: bytes) -> list[tuple[str, str]]:
+    """A POST's fields: Prometheus' API takes them URL-encoded, as a query string is."""
+    if not body:
+        return []
+    if content_type.split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
+        raise BadRequest("invalid_argument: a POSTed query is a form "
+                         "(application/x-www-form-urlencoded)")
+    if len(body) > MAX_FORM:
+        raise BadRequest(f"invalid_argument: a query's form is at most {MAX_FORM} bytes")
+    try:
+        return parse_qsl(body.decode(), keep_blank_values=True, strict_parsing=True)
+    except (UnicodeDecodeError, ValueError):
+        raise BadRequest("invalid_argument: the form does not parse") from None
+
+
 def prometheus_routes(r: RouteMaker, catalog: Catalog, store: MetricsStore | None
                       ) -> list[Route]:
     async def ask(request: Request, who: Principal) -> Response:
@@ -46,8 +66,8 @@ def prometheus_routes(r: RouteMaker, catalog: Catalog, store: MetricsStore | Non
                           request.path_params.get("label"))
         params = list(request.query_params.multi_items())
         if request.method == "POST":
-            form = await request.form()
-            params += [(k, v) for k, v in form.multi_items() if isinstance(v, str)]
+            params += form_fields(request.headers.get("content-type", ""),
+                                  await request.body())
         sent = forwarded(params, caller_of(who, catalog), org)
         if store is None:
             raise Unavailable("this broker has no metrics store (docs/metrics.md)")

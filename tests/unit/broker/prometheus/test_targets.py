@@ -73,6 +73,11 @@ def test_only_started_machines_with_an_endpoint_an_address_and_a_known_app_are_s
     assert https[0].labels["__metrics_path__"] == "/m"
 
 
+def test_a_machine_is_scraped_where_the_proxy_reaches_its_services() -> None:
+    served = machine("m").model_copy(update={"service_host": "10.209.1.9"})
+    assert app_targets([served], {"web": "acme"})[0].targets == ["10.209.1.9:9091"]
+
+
 def test_addresses() -> None:
     assert address("https://127.0.0.1:80/x") == "127.0.0.1:80"
     assert address("unix:///run/x") is None

@@ -10,7 +10,8 @@ groups), each scraped by its own job of the store (``cluster/metrics_store.py``)
   falls to 0 while it does not answer). Their own series carry no ``org``: the
   per-machine ones a worker exports carry theirs.
 - ``apps``: each started machine whose config has ``metrics`` (fly.toml's
-  ``[metrics]``) at its private address, labelled ``app``, ``machine``,
+  ``[metrics]``) where the proxy reaches its services (its ``service_host``, else its
+  private address), labelled ``app``, ``machine``,
   ``region``, ``host`` (its worker) and ``org`` (its app's), which win over any
   label the app exports of the same name: an app cannot pass its series off as
   another org's.
@@ -91,7 +92,8 @@ def app_targets(machines: Iterable[Machine], orgs: Mapping[str, str]) -> list[Ta
         if (machine.state != "started" or config is None or config.metrics is None
                 or org is None or not machine.app):
             continue
-        where = machine_address(machine.private_ip, config.metrics.port)
+        where = machine_address(machine.service_host or machine.private_ip,
+                                config.metrics.port)
         if where is None:
             continue
         groups.append(TargetGroup(targets=[where], labels={
