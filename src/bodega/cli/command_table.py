@@ -47,6 +47,8 @@ COMMANDS = (
     Lazy("proxy", "bodega.cli.daemons.proxy:proxy",
          "Run a proxy (HTTP routing, autostart, autostop)."),
     Lazy("logs", "bodega.cli.commands.logs:logs", "Show an app's logs; -f follows them."),
+    Lazy("metrics", "bodega.cli.commands.metrics:metrics",
+         "A live top of an app's machines: CPU, memory, req/s, p95 latency."),
     Lazy("query", "bodega.cli.commands.queries:query_command",
          "Run a read-only SQL query on the registry (the cluster's view)."),
     Lazy("watch", "bodega.cli.commands.queries:watch_command",
