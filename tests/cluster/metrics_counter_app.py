@@ -7,11 +7,12 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SERVED = [0]
+METRICS_PORT = int(os.environ.get("METRICS_PORT", "9091"))
 
 
 class App(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
-        if self.server.server_address[1] == int(os.environ.get("METRICS_PORT", "9091")):
+        if self.connection.getsockname()[1] == METRICS_PORT:
             if self.path != "/metrics":
                 self.send_error(404)
                 return
@@ -32,7 +33,7 @@ class App(BaseHTTPRequestHandler):
 
 
 def main() -> None:
-    metrics = ThreadingHTTPServer(("0.0.0.0", int(os.environ.get("METRICS_PORT", "9091"))), App)
+    metrics = ThreadingHTTPServer(("0.0.0.0", METRICS_PORT), App)
     threading.Thread(target=metrics.serve_forever, daemon=True).start()
     ThreadingHTTPServer(("0.0.0.0", int(os.environ.get("PORT", "8080"))), App).serve_forever()
 
