@@ -33,6 +33,8 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placing.core.shadow import Shadow
 from bodega.broker.placing.placer import Placer, PlacerConfig
 from bodega.broker.platform.service import Platform
+from bodega.broker.prometheus.routes import targets_routes
+from bodega.broker.prometheus.store import MetricsStore
 from bodega.broker.secrets.keys import AppSecretKeys
 from bodega.broker.secrets.store import AppSecrets
 from bodega.broker.server import BrokerApi
@@ -71,6 +73,8 @@ class Broker:
         self.node: Any = None
         self.served: Served | None = None
         self.internal: Served | None = None
+        self.metrics_store = (MetricsStore(config.metrics_store)
+                              if config.metrics_store is not None else None)
         self.joins: Served | None = None  # the join listener (trust/listener.py)
         self.dashboard: Dashboard | None = None
         self.queries: RegistryQueries | None = None
@@ -177,7 +181,8 @@ class Broker:
                                          image_registry_ca=config.image_registry_ca),
                         more=lambda r: jobs_routes(r, self.jobs, claims, assignment),
                         keys=self.node.keys if self.node is not None else None,
-                        joins=self.join_store, certificates=certificates)
+                        joins=self.join_store, certificates=certificates,
+                        metrics_store=self.metrics_store)
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))
@@ -188,7 +193,8 @@ class Broker:
                 self.gate.watch(catalog, self.node.sync_round, self._reload)))
         self.internal = await serve(
             internal_app(PeerAccess(BROKER_INTERNAL, self.tls), config.name, self.authority,
-                         registry_routes),
+                         [*registry_routes,
+                          *targets_routes(PeerAccess(BROKER_INTERNAL, self.tls), catalog)]),
             internal_host, 0, sock=internal_sock, tls=self.tls)
         if self.tls is not None and self.node is not None:
             signer = LocalSigner(self.authority, self.tls) if self.authority else None
@@ -289,6 +295,8 @@ class Broker:
             return False
 
     async def stop(self) -> None:
+        if self.metrics_store is not None:
+            await self.metrics_store.close()
         if self.queries is not None:
             await self.queries.stop()
         if self.dashboard is not None:  # its open streams would hold the server's shutdown

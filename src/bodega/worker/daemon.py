@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bodega.model.rows.apps import org_reader
 from bodega.model.states import MachineState
 from bodega.registry import Registry, RegistryConfig, open_registry
 from bodega.registry.agent.member_tls import certificate_meta, renewal
@@ -52,6 +53,7 @@ from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
+from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.host.core.identity import machine_home
 from bodega.worker.host.network import Network
 from bodega.worker.host.parts import (
@@ -68,10 +70,12 @@ from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
 from bodega.worker.host.sweep import owned, remove
+from bodega.worker.host.usage import UsageReader
 from bodega.worker.jobs.wiring import WorkerJobs
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.effects import MachineEffects, machine_user
+from bodega.worker.ops.figures import MachineFigures
 from bodega.worker.ops.health import HealthChecks
 from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService
@@ -148,6 +152,18 @@ class Worker:
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock: PidLock | None = None
         self.machines.on_exit_decision = lambda d: self.metrics.exits.labels(d).inc()
+        self._register_figures()
+
+    def _register_figures(self) -> None:
+        """Every started machine's ``fly_instance_*`` series, where machines have cgroups."""
+        cgroups = (Cgroups.detect(self.config.cgroup_scope())
+                   if self.config.cgroups and self.driver.capabilities.memory is not None
+                   else None)
+        if cgroups is None:
+            return
+        self.metrics.registry.register(MachineFigures(
+            lambda: queries.started_figures_rows(self.store.db), UsageReader(cgroups),
+            self.config.name, lambda app: org_reader(self.registry)(app)))
 
     @property
     def url(self) -> str:

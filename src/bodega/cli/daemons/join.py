@@ -24,6 +24,7 @@ from typing import Annotated
 
 import typer
 
+from bodega.cli.daemons.metrics_store import metrics_choice
 from bodega.cli.daemons.options import LogLevelOption
 from bodega.cli.daemons.up import _unless_stopped, keep_context, stop_as_asked
 from bodega.cli.session import context_store
@@ -119,6 +120,12 @@ def join(
         min=1, max=65535, help="A server's join listener (hosts join through it)")]
     = JOIN_PORT,
     log_level: LogLevelOption = "info",
+    metrics: Annotated[bool, typer.Option(
+        "--metrics/--no-metrics",
+        help="On a server: run the metrics store (victoria-metrics, when installed), which "
+             "scrapes the whole cluster (docs/metrics.md)")] = True,
+    metrics_interval: Annotated[str, typer.Option(
+        help="How often a server's metrics store scrapes every target")] = "15s",
     fork_server: Annotated[bool, typer.Option(
         "--fork-server/--no-fork-server",
         help="Fork this host's components from one interpreter that has imported bodega, "
@@ -185,9 +192,11 @@ def join(
             ensure_edge(data_dir, CertificateAuthority.load(CaDir(data_dir / "tls")),
                         joined.edge_domain)
         tls = bool(shutil.which("haproxy"))
-        components = joined_components(joined, data_dir, plan.ports, driver=driver,
-                                       log_level=log_level, extra_worker_args=sizes,
-                                       proxy_tls=tls)
+        store, every = (metrics_choice(metrics, metrics_interval) if joined.server
+                        else (False, 0.0))
+        components = joined_components(
+            joined, data_dir, plan.ports, driver=driver, log_level=log_level,
+            extra_worker_args=sizes, proxy_tls=tls, metrics_interval=every if store else None)
         config = ClusterConfig(data_dir=data_dir, token=_read(data_dir, "api-token"),
                                secrets_key=_read(data_dir, "secrets-key"),
                                certs_key=_read(data_dir, CERTS_KEY),
@@ -206,7 +215,10 @@ def join(
             subnets=[w.subnet for w in joined.workers if w.subnet],
             wireguard_ports=[joined.wireguard_port + i for i in range(len(joined.workers))],
             changes=changes, unable_why=None)
-        asyncio.run(_run(LocalCluster(config, components, sweep_kernel=False), joined,
+        # A server's CA issues its metrics store a certificate (its other members have theirs).
+        authority = (CertificateAuthority.load(CaDir(data_dir / "tls"))
+                     if store else None)
+        asyncio.run(_run(LocalCluster(config, components, authority, sweep_kernel=False), joined,
                          network_lines, context_store.config_path(os.environ)))
     except (StartFailed, JoinFailed) as err:
         fail(str(err))

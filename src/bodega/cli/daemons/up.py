@@ -13,6 +13,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from bodega.cli.daemons.metrics_store import metrics_choice
 from bodega.cli.daemons.options import LogLevelOption
 from bodega.cli.session import context_store
 from bodega.cli.session.core.contexts import ContextError, Contexts, Registered, register_cluster
@@ -107,6 +108,13 @@ def up(
         "--fork-server/--no-fork-server",
         help="Fork every component from one interpreter that has imported bodega, so the "
              "host holds one copy of its modules, not one per worker")] = True,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics/--no-metrics",
+        help="Run the metrics store (victoria-metrics, when installed): it scrapes the "
+             "cluster and apps' [metrics], queried per org at /prometheus/<org> "
+             "(docs/metrics.md)")] = True,
+    metrics_interval: Annotated[str, typer.Option(
+        help="How often the metrics store scrapes every target")] = "15s",
     internal_tls: Annotated[str, typer.Option(
         hidden=True, help="off: plain, unauthenticated internal links, to measure what TLS "
                           "costs (benchmarks only)")] = "on",
@@ -140,6 +148,8 @@ def up(
         private_network=private, registry_agent=registry_agent, fork_server=fork_server,
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
+    store, every = metrics_choice(metrics, metrics_interval)
+    config = dataclasses.replace(config, metrics_store=store, metrics_interval=every)
     if internal_tls == "off":
         proxy_tls_port = 0  # no cluster CA, so no certificates to serve
     elif proxy_tls_port and not shutil.which("haproxy"):
