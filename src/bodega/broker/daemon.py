@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute
 
 from bodega.broker.auth.core.oidc import OidcKey
 from bodega.broker.auth.tokens import Tokens
+from bodega.broker.autoscale.evaluator import Evaluator
 from bodega.broker.certificates.defaults import DefaultCertificates
 from bodega.broker.certificates.store import AppCertificates
 from bodega.broker.config import BrokerConfig
@@ -188,6 +189,10 @@ class Broker:
             lambda worker, mid: self.workers.client(worker).stop(mid))
         self._tasks.append(asyncio.create_task(self._follow(catalog)))
         self._tasks.append(asyncio.create_task(self.standbys.run()))
+        # Every broker runs the autoscaler's loop; an app's lease says which one acts.
+        self.autoscaler = Evaluator(catalog, machines, creation, config.name,
+                                    self.metrics_store.ask if self.metrics_store else None)
+        self._tasks.append(asyncio.create_task(self.autoscaler.run()))
         if not self.gate.ready.is_set():
             self._tasks.append(asyncio.create_task(
                 self.gate.watch(catalog, self.node.sync_round, self._reload)))

@@ -31,6 +31,7 @@ from bodega.broker.apps.routes import app_routes
 from bodega.broker.auth.core.oidc import OidcKey
 from bodega.broker.auth.routes import token_routes, well_known_routes
 from bodega.broker.auth.tokens import Principal, Tokens
+from bodega.broker.autoscale.routes import AutoscaleSettings, autoscale_routes
 from bodega.broker.certificates.routes import certificate_routes
 from bodega.broker.certificates.store import AppCertificates
 from bodega.broker.machines.console import console_routes
@@ -122,6 +123,7 @@ class BrokerApi:
             *app_routes(r, apps=self.apps, machines=self.machines, volumes=self.volumes,
                         tokens=self.tokens),
             *release_routes(r, self.apps.catalog, self.apps),  # a bodega extension
+            *autoscale_routes(r, AutoscaleSettings(self.apps.catalog, self.apps)),  # too
             *(secret_routes(r, self.secrets) if self.secrets is not None else []),
             *(secret_key_routes(r, self.secret_keys) if self.secret_keys is not None else []),
             *(token_routes(r, self.tokens, self.apps, self.apps.catalog, self.oidc_key)
