@@ -49,6 +49,8 @@ COMMANDS = (
     Lazy("logs", "bodega.cli.commands.logs:logs", "Show an app's logs; -f follows them."),
     Lazy("metrics", "bodega.cli.commands.metrics:metrics",
          "A live top of an app's machines: CPU, memory, req/s, p95 latency."),
+    Lazy("autoscale", "bodega.cli.commands.autoscale:autoscale",
+         "Scale an app's machines on its load: bounds and a target."),
     Lazy("query", "bodega.cli.commands.queries:query_command",
          "Run a read-only SQL query on the registry (the cluster's view)."),
     Lazy("watch", "bodega.cli.commands.queries:watch_command",

@@ -27,8 +27,6 @@ from typing import Protocol
 
 from bodega.broker.autoscale.core.decide import Seen, Stimulus, decide
 from bodega.broker.autoscale.core.lease import Sighting, Verdict, judge
-from bodega.broker.machines.create import MachineCreate
-from bodega.broker.machines.service import Machines
 from bodega.broker.view.catalog import Catalog
 from bodega.model.answer import Answer
 from bodega.model.errors import BodegaError
@@ -57,6 +55,22 @@ class ExprAnswer(Answer):
     error: str | None = None
 
 
+class MachineCalls(Protocol):
+    """The broker's machines as the evaluator uses them (``machines.service.Machines``)."""
+
+    def app_machines(self, app: str, *, destroyed: bool = True) -> list[Machine]: ...
+
+    async def relay(self, app: str, machine_id: str, method: str,
+                    action: str = "") -> bytes | None: ...
+
+
+class Creates(Protocol):
+    """A create through placement (``machines.create.MachineCreate``)."""
+
+    async def create(self, app: str, body: CreateMachineRequest,
+                     idempotency_key: str | None, owner: str) -> Machine: ...
+
+
 class StoreAnswer(Protocol):
     @property
     def status(self) -> int: ...
@@ -83,7 +97,7 @@ def seen(machine: Machine, sessions: dict[str, float] | None) -> Seen:
 
 
 class Evaluator:
-    def __init__(self, catalog: Catalog, machines: Machines, creation: MachineCreate,
+    def __init__(self, catalog: Catalog, machines: MachineCalls, creation: Creates,
                  name: str, ask: AskStore | None, *, every: float = EVERY, ttl: float = TTL,
                  clock: Callable[[], float] = time.monotonic,
                  wall: Callable[[], float] = time.time) -> None:
