@@ -7,11 +7,10 @@ answers, and lives exactly as long as it does (a SIGTERM is passed on), so the
 supervisor's restarts and stops apply to it as to any component.
 
 It is no open door: VictoriaMetrics listens on 127.0.0.1 only, at a port chosen
-at each start, and every query needs the password made at that start (given to
-it in its environment, never on a command line), which is written with the
-address in ``endpoint.json`` in the store's 0700 data dir for the host's broker
-to read (``broker/metrics_store/store.py``). Its own ``/health`` and ``/metrics``
-say nothing of any app.
+at each start, and every page but ``/health`` needs the password made at that
+start (given to it in its environment, never on a command line), which is
+written with the address in ``endpoint.json`` in the store's 0700 data dir for
+the host's broker to read (``broker/prometheus/store.py``).
 
 What it scrapes it learns from the host's broker, by Prometheus HTTP service
 discovery on the broker's internal listener (``GET /v1/metrics/targets``):
@@ -103,6 +102,15 @@ def store_argv(program: str, port: int, settings: StoreSettings) -> list[str]:
             f"-retentionPeriod={settings.retention}", "-loggerLevel=WARN"]
 
 
+def secret_flags(password: str) -> dict[str, str]:
+    """VictoriaMetrics' flags that hold the password, as its environment gives them
+    (``-envflag.enable``): the API's basic auth, and the keys of the pages it leaves out of
+    basic auth (its own ``/metrics``, ``/flags``, ``/debug/pprof``); only ``/health`` is
+    left open, and it says "OK"."""
+    return {"httpAuth_username": USER, "httpAuth_password": password,
+            "metricsAuthKey": password, "flagsAuthKey": password, "pprofAuthKey": password}
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind((host, 0))
@@ -166,7 +174,7 @@ async def run_store(settings: StoreSettings, ready_file: Path | None,
     write_config(settings, broker)
     port = free_port()
     password = secrets.token_urlsafe(24)
-    env = {**os.environ, "httpAuth_username": USER, "httpAuth_password": password}
+    env = {**os.environ, **secret_flags(password)}
     process = await asyncio.create_subprocess_exec(
         *store_argv(program, port, settings), env=env, stdin=asyncio.subprocess.DEVNULL,
         preexec_fn=die_with_parent(os.getpid()))
