@@ -28,6 +28,7 @@ from bodega.wire.internal.metrics_store import read_endpoint
 log = logging.getLogger("bodega.broker.prometheus")
 
 QUERY_TIMEOUT = 30.0
+CONNECT_TIMEOUT = 3.0  # a host that does not answer a connection: the next store, soon
 PEER_QUERY_PATH = "/v1/metrics/query"  # on a broker's internal listener
 
 
@@ -64,7 +65,7 @@ class MetricsStore:
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=QUERY_TIMEOUT))
+                timeout=aiohttp.ClientTimeout(total=QUERY_TIMEOUT, sock_connect=CONNECT_TIMEOUT))
         return self._session
 
     async def ask(self, path: str, params: list[tuple[str, str]]) -> StoreAnswer:
