@@ -4,7 +4,7 @@ queried per org through the broker's API.
 victoria-metrics runs as a component; its targets come from the broker's HTTP
 service discovery (the daemons over mutual TLS, apps' ``[metrics]`` endpoints), every
 second here (``--metrics-interval 1s``). An app deployed with ``[metrics]`` serves a
-counter (``metrics_counter_app.py``) that claims another org in a label of its own;
+counter (``APP``) that claims another org in a label of its own;
 its series are queryable with the admin token and its own app's token, and refused to
 a token of an app in another org. `bodega metrics --json` lists the app's machines. A
 store killed is started again by the supervisor and answers again.
@@ -34,7 +34,27 @@ pytestmark = [
                        reason="victoria-metrics is not installed"),
 ]
 
-APP = Path(__file__).with_name("metrics_counter_app.py")
+# The app: / counts requests, :9091/metrics shows the count, with an org label of its own
+# that the store must not take for the broker's.
+APP = (
+    "import threading\n"
+    "from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer\n"
+    "SERVED = [0]\n"
+    "class App(BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        if self.connection.getsockname()[1] == 9091:\n"
+    "            body = ('# TYPE demo_requests_total counter\\n'\n"
+    "                    f'demo_requests_total{{org=\"other\"}} {SERVED[0]}\\n').encode()\n"
+    "        else:\n"
+    "            SERVED[0] += 1\n"
+    "            body = b'counted\\n'\n"
+    "        self.send_response(200); self.send_header('Content-Length', str(len(body)))\n"
+    "        self.end_headers(); self.wfile.write(body)\n"
+    "    def log_message(self, *args): pass\n"
+    "metrics = ThreadingHTTPServer(('0.0.0.0', 9091), App)\n"
+    "threading.Thread(target=metrics.serve_forever, daemon=True).start()\n"
+    "ThreadingHTTPServer(('0.0.0.0', 8080), App).serve_forever()\n"
+)
 TOKEN = "deploy-token"
 
 
@@ -89,7 +109,7 @@ async def test_the_store_scrapes_the_cluster_and_an_apps_metrics_each_org_seeing
         assert {"worker", "proxy", "agent"} <= roles
 
         with readable_dir() as where:
-            shutil.copy(APP, where / "app.py")
+            (where / "app.py").write_text(APP)
             (where / "fly.toml").write_text(fly_toml("counted"))
             await cli.ok("deploy", "-c", str(where / "fly.toml"))
             machines = {m["id"] for m in await cli.machines("counted")}

@@ -34,7 +34,8 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placing.core.shadow import Shadow
 from bodega.broker.placing.placer import Placer, PlacerConfig
 from bodega.broker.platform.service import Platform
-from bodega.broker.prometheus.routes import targets_routes
+from bodega.broker.prometheus.core.peers import STORE_FLAG, store_peers
+from bodega.broker.prometheus.routes import internal_routes
 from bodega.broker.prometheus.store import MetricsStore
 from bodega.broker.secrets.keys import AppSecretKeys
 from bodega.broker.secrets.store import AppSecrets
@@ -74,8 +75,6 @@ class Broker:
         self.node: Any = None
         self.served: Served | None = None
         self.internal: Served | None = None
-        self.metrics_store = (MetricsStore(config.metrics_store)
-                              if config.metrics_store is not None else None)
         self.joins: Served | None = None  # the join listener (trust/listener.py)
         self.dashboard: Dashboard | None = None
         self.queries: RegistryQueries | None = None
@@ -90,6 +89,9 @@ class Broker:
                 raise ValueError(f"the CA in {config.ca_dir} is not the one this broker's "
                                  f"certificate chains to ({config.tls_dir}/ca.pem)")
         self.join_store: JoinStore | None = None  # the join book, in the view
+        self.metrics_store = MetricsStore(
+            config.metrics_store, self._store_peers,
+            lambda: self.tls.client if self.tls is not None else None)
         if config.join_host is not None and (self.authority is None or self.tls is None):
             raise ValueError("--join-listen lets hosts join: it needs the cluster CA "
                              "(--ca-dir) and mutual TLS")
@@ -199,7 +201,8 @@ class Broker:
         self.internal = await serve(
             internal_app(PeerAccess(BROKER_INTERNAL, self.tls), config.name, self.authority,
                          [*registry_routes,
-                          *targets_routes(PeerAccess(BROKER_INTERNAL, self.tls), catalog)]),
+                          *internal_routes(PeerAccess(BROKER_INTERNAL, self.tls), catalog,
+                                           self.metrics_store)]),
             internal_host, 0, sock=internal_sock, tls=self.tls)
         if self.tls is not None and self.node is not None:
             signer = LocalSigner(self.authority, self.tls) if self.authority else None
@@ -261,7 +264,8 @@ class Broker:
             keyring=keys.keyring, keyring_file=keys.file,
             bind_host=host, bind_port=config.gossip_port,
             seeds=config.seeds, meta={"url": url, **certificate_meta(self.tls),
-                                      **({SIGNER: "yes"} if self.authority else {})}),
+                                      **({SIGNER: "yes"} if self.authority else {}),
+                                      **({STORE_FLAG: "yes"} if config.metrics_store else {})}),
             config.registry_agent,
             registry=self.metrics.registry,  # gossip counters (bad packets too) in /metrics
             tls=self.tls)
@@ -299,9 +303,14 @@ class Broker:
         except BodegaError:
             return False
 
+    def _store_peers(self) -> list[str]:
+        """Other brokers whose hosts run a metrics store, nearest first."""
+        if self.catalog is None:
+            return []
+        return store_peers(self.catalog.members(), self.config.name, self.nearest)
+
     async def stop(self) -> None:
-        if self.metrics_store is not None:
-            await self.metrics_store.close()
+        await self.metrics_store.close()
         if self.queries is not None:
             await self.queries.stop()
         if self.dashboard is not None:  # its open streams would hold the server's shutdown

@@ -139,7 +139,8 @@ class BrokerApi:
             *(self.more(r) if self.more is not None else []),
             *(key_routes(r, self.keys) if self.keys is not None else []),
             *join_token_routes(r, self.joins),  # 404s on a broker that lets no host join
-            *prometheus_routes(r, self.apps.catalog, self.metrics_store),  # 503s with no store
+            # PromQL per org: this host's store, else another server host's; 503 with none.
+            *prometheus_routes(r, self.apps.catalog, self.metrics_store or MetricsStore(None)),
             # WebSockets last: the routes before them are grouped by their count of segments
             *socket_forward,
             *socket_console,

@@ -198,14 +198,15 @@ def components_for(config: ClusterConfig) -> list[Component]:
     if config.metrics_store:
         components.append(metrics_component(
             config.data_dir, nearest, run_dir / "broker.json", config.metrics_interval,
-            config.internal_tls))
+            config.internal_tls, config.cert_lifetime))
     return components
 
 
 def metrics_component(data_dir: Path, region: str, broker_ready: Path, interval: float,
-                      tls: bool) -> Component:
+                      tls: bool, cert_lifetime: float | None = None) -> Component:
     """The metrics store (``cluster/metrics_store.py``), after the host's broker: it
-    discovers what to scrape at the broker's internal listener, named in its ready file."""
+    discovers what to scrape at the broker's internal listener, named in its ready file.
+    With TLS it renews its certificate with the CA in ``<data_dir>/tls`` (a server's)."""
     store_dir = data_dir / METRICS_NAME
     ready = data_dir / "run" / f"{METRICS_NAME}.json"
     tls_dir = store_dir / "tls" if tls else None
@@ -214,7 +215,10 @@ def metrics_component(data_dir: Path, region: str, broker_ready: Path, interval:
         bodega_argv("metrics-store", "--data-dir", str(store_dir),
                     "--broker-ready-file", str(broker_ready),
                     "--scrape-interval", format_duration(interval),
-                    *(("--tls-dir", str(tls_dir)) if tls_dir is not None else ()),
+                    *(("--tls-dir", str(tls_dir), "--ca-dir", str(data_dir / "tls"))
+                      if tls_dir is not None else ()),
+                    *(("--cert-validity", format_duration(cert_lifetime))
+                      if tls_dir is not None and cert_lifetime is not None else ()),
                     "--ready-file", str(ready), "--exit-with-parent"),
         ready, data_dir / "logs" / f"{METRICS_NAME}.log", tls_dir=tls_dir)
 

@@ -7,11 +7,10 @@ answers, and lives exactly as long as it does (a SIGTERM is passed on), so the
 supervisor's restarts and stops apply to it as to any component.
 
 It is no open door: VictoriaMetrics listens on 127.0.0.1 only, at a port chosen
-at each start, and every query needs the password made at that start (given to
-it in its environment, never on a command line), which is written with the
-address in ``endpoint.json`` in the store's 0700 data dir for the host's broker
-to read (``broker/metrics_store/store.py``). Its own ``/health`` and ``/metrics``
-say nothing of any app.
+at each start, and every page but ``/health`` needs the password made at that
+start (given to it in its environment, never on a command line), which is
+written with the address in ``endpoint.json`` in the store's 0700 data dir for
+the host's broker to read (``broker/prometheus/store.py``).
 
 What it scrapes it learns from the host's broker, by Prometheus HTTP service
 discovery on the broker's internal listener (``GET /v1/metrics/targets``):
@@ -20,19 +19,23 @@ the cluster's own daemons over mutual TLS with the store's certificate (role
 each app's ``[metrics]`` endpoint over plain HTTP, the labels the broker gives
 winning over the ones an app exports (an app cannot claim another org's
 ``org``). The broker's internal address is read from its ready file, again
-every few seconds: a broker restarted on another port is followed.
+every few seconds: a broker restarted on another port is followed. The store
+renews its own certificate with the cluster CA (it runs on server hosts only,
+which hold the CA's key) at two thirds of its life, as every component does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import secrets
 import shutil
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +48,10 @@ from bodega.runtime.lifecycle import (
     write_ready,
 )
 from bodega.runtime.ready import Ready
-from bodega.runtime.tls.files import TlsDir, write_private
+from bodega.runtime.tls.authority import CertificateAuthority, Clock, utc_now
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import hosts_of, identity_of
+from bodega.runtime.tls.files import CaDir, TlsDir, write_private
 from bodega.wire.internal.metrics_store import ENDPOINT, TARGETS_PATH, USER, Endpoint
 
 log = logging.getLogger("bodega.cluster.metrics")
@@ -63,15 +69,38 @@ class StoreSettings:
     interval: float = 15.0  # seconds between scrapes, and between discoveries
     retention: str = "30d"
     tls_dir: Path | None = None  # the store's identity for mutual TLS (None: plain links)
+    # The cluster CA (a server host's): the store renews its own certificate with it, at two
+    # thirds of its life (None: it keeps the one the supervisor gave it).
+    ca_dir: Path | None = None
+    cert_lifetime: float = pki.LEAF_LIFETIME
 
 
-def scrape_config(broker_internal: str, interval: float, tls: TlsDir | None) -> str:
+@dataclass(frozen=True)
+class ScrapeTls:
+    """The files VictoriaMetrics presents and checks by: the cluster CA, and a copy of the
+    store's identity named for its certificate (a renewal writes a new copy, so the
+    configuration changes and VictoriaMetrics reads it again)."""
+
+    ca_file: Path
+    identity_file: Path
+
+
+@dataclass
+class Scraping:
+    """What the configuration is written from now: the broker's internal URL and the
+    identity copy."""
+
+    broker: str
+    tls: ScrapeTls | None
+
+
+def scrape_config(broker_internal: str, interval: float, tls: ScrapeTls | None) -> str:
     """The scrape configuration: the cluster's daemons (their labels kept: a worker's
     per-machine series carry their own ``app``/``org``) and apps' endpoints (the broker's
     labels win), both found by HTTP service discovery at the broker."""
     seconds = f"{max(interval, 1.0):g}s"
-    tls_config = ({"ca_file": str(tls.ca_path), "cert_file": str(tls.identity_path),
-                   "key_file": str(tls.identity_path)} if tls is not None else None)
+    tls_config = ({"ca_file": str(tls.ca_file), "cert_file": str(tls.identity_file),
+                   "key_file": str(tls.identity_file)} if tls is not None else None)
 
     def discovery(kind: str) -> dict[str, object]:
         found: dict[str, object] = {"url": f"{broker_internal}{TARGETS_PATH}?kind={kind}"}
@@ -101,6 +130,15 @@ def store_argv(program: str, port: int, settings: StoreSettings) -> list[str]:
             # Points become visible to queries one scrape after they land, not 30 s after.
             f"-search.latencyOffset={max(settings.interval, 1.0):g}s",
             f"-retentionPeriod={settings.retention}", "-loggerLevel=WARN"]
+
+
+def secret_flags(password: str) -> dict[str, str]:
+    """VictoriaMetrics' flags that hold the password, as its environment gives them
+    (``-envflag.enable``): the API's basic auth, and the keys of the pages it leaves out of
+    basic auth (its own ``/metrics``, ``/flags``, ``/debug/pprof``); only ``/health`` is
+    left open, and it says "OK"."""
+    return {"httpAuth_username": USER, "httpAuth_password": password,
+            "metricsAuthKey": password, "flagsAuthKey": password, "pprofAuthKey": password}
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -134,22 +172,63 @@ async def _answers(session: aiohttp.ClientSession, url: str, auth: aiohttp.Basic
         return False
 
 
-def write_config(settings: StoreSettings, broker_internal: str) -> None:
-    tls = TlsDir(settings.tls_dir) if settings.tls_dir is not None else None
+def write_config(settings: StoreSettings, now: Scraping) -> None:
     write_private(settings.data_dir / CONFIG,
-                  scrape_config(broker_internal, settings.interval, tls).encode())
+                  scrape_config(now.broker, settings.interval, now.tls).encode())
 
 
-async def _follow(settings: StoreSettings, current: str) -> None:
+def identity_copy(settings: StoreSettings) -> ScrapeTls | None:
+    """A copy of the store's identity (key and certificate) named for the certificate, in
+    its data dir; earlier copies removed. None without TLS."""
+    if settings.tls_dir is None:
+        return None
+    tls = TlsDir(settings.tls_dir)
+    pem = tls.identity_path.read_bytes()
+    copy = settings.data_dir / f"scrape-identity-{hashlib.sha256(pem).hexdigest()[:12]}.pem"
+    write_private(copy, pem)
+    for old in settings.data_dir.glob("scrape-identity-*.pem"):
+        if old != copy:
+            old.unlink(missing_ok=True)
+    return ScrapeTls(tls.ca_path, copy)
+
+
+async def _follow(settings: StoreSettings, now: Scraping) -> None:
     """Rewrite the configuration when the broker comes back at another address
     (VictoriaMetrics reads it again every ``FOLLOW_EVERY`` seconds)."""
     while True:
         await asyncio.sleep(FOLLOW_EVERY)
         url = _broker_internal(settings.broker_ready)
-        if url is not None and url != current:
+        if url is not None and url != now.broker:
             log.info("the broker's internal listener moved to %s: discovering there", url)
-            write_config(settings, url)
-            current = url
+            now.broker = url
+            write_config(settings, now)
+
+
+async def keep_certificate(settings: StoreSettings, now: Scraping,
+                           sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                           clock: Clock = utc_now) -> None:
+    """Renew the store's certificate at two thirds of its life with the cluster CA (this
+    is a server host: it holds the CA's key), and scrape with the new one from then on; a
+    failed try is logged and tried again sooner and sooner, as every component's is."""
+    if settings.tls_dir is None or settings.ca_dir is None:
+        return
+    tls, failures = TlsDir(settings.tls_dir), 0
+    while True:
+        _, cert = tls.read_identity()
+        await sleep(pki.renewal_wait(cert, clock(), failures))
+        try:
+            authority = CertificateAuthority.load(
+                CaDir(settings.ca_dir), lifetime=settings.cert_lifetime, clock=clock)
+            if authority.issue(tls, identity_of(cert), hosts_of(cert)):
+                now.tls = identity_copy(settings)
+                write_config(settings, now)
+                log.info("renewed the metrics store's certificate")
+            failures = 0
+        except Exception as exc:  # tried again: the old one is good for a third of its life
+            failures += 1
+            log.warning("could not renew the metrics store's certificate (try %d; it expires "
+                        "at %s): %s", failures,
+                        cert.not_valid_after_utc.isoformat(timespec="seconds"), exc)
 
 
 async def run_store(settings: StoreSettings, ready_file: Path | None,
@@ -163,15 +242,16 @@ async def run_store(settings: StoreSettings, ready_file: Path | None,
     broker = await until_broker(settings.broker_ready, stop)
     if broker is None:
         return 0
-    write_config(settings, broker)
+    now = Scraping(broker, identity_copy(settings))
+    write_config(settings, now)
     port = free_port()
     password = secrets.token_urlsafe(24)
-    env = {**os.environ, "httpAuth_username": USER, "httpAuth_password": password}
+    env = {**os.environ, **secret_flags(password)}
     process = await asyncio.create_subprocess_exec(
         *store_argv(program, port, settings), env=env, stdin=asyncio.subprocess.DEVNULL,
         preexec_fn=die_with_parent(os.getpid()))
     exited = asyncio.create_task(process.wait())
-    following: asyncio.Task[None] | None = None
+    following: list[asyncio.Task[None]] = []
     url = f"http://127.0.0.1:{port}"
     try:
         auth = aiohttp.BasicAuth(USER, password)
@@ -186,7 +266,8 @@ async def run_store(settings: StoreSettings, ready_file: Path | None,
             else:
                 write_private(settings.data_dir / ENDPOINT,
                               Endpoint(url=url, password=password).model_dump_json().encode())
-                following = asyncio.create_task(_follow(settings, broker))
+                following = [asyncio.create_task(_follow(settings, now)),
+                             asyncio.create_task(keep_certificate(settings, now))]
                 if ready_file is not None:
                     write_ready(ready_file, Ready(url=url, name="metrics"))
                 log.info("%s serving on %s, scraping every %gs", PROGRAM, url,
@@ -194,8 +275,8 @@ async def run_store(settings: StoreSettings, ready_file: Path | None,
         await asyncio.wait({stop, exited}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         (settings.data_dir / ENDPOINT).unlink(missing_ok=True)
-        if following is not None:
-            following.cancel()
+        for task in following:
+            task.cancel()
         if process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 process.terminate()

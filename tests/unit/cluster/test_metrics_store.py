@@ -3,7 +3,10 @@ components, and a cluster that runs without it when victoria-metrics is not inst
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,21 +14,33 @@ import pytest
 from bodega.cli.daemons.metrics_store import metrics_choice
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
-from bodega.cluster.metrics_store import StoreSettings, scrape_config, store_argv
-from bodega.runtime.tls.files import TlsDir
+from bodega.cluster.metrics_store import (
+    CONFIG,
+    ScrapeTls,
+    Scraping,
+    StoreSettings,
+    identity_copy,
+    keep_certificate,
+    scrape_config,
+    store_argv,
+)
+from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.core import pki
+from bodega.runtime.tls.core.identity import Identity, identity_of
+from bodega.runtime.tls.files import CaDir, TlsDir
 
 
 def test_the_scrape_config_discovers_both_kinds_at_the_broker(tmp_path: Path) -> None:
-    tls = TlsDir(tmp_path / "tls")
+    tls = ScrapeTls(tmp_path / "ca.pem", tmp_path / "identity.pem")
     config = json.loads(scrape_config("https://127.0.0.1:4999", 2.0, tls))
     assert config["global"] == {"scrape_interval": "2s", "scrape_timeout": "2s"}
     cluster, apps = config["scrape_configs"]
     assert cluster["scheme"] == "https"
     assert cluster["honor_labels"] is True
-    assert cluster["tls_config"]["cert_file"] == str(tls.identity_path)
+    assert cluster["tls_config"]["cert_file"] == str(tls.identity_file)
     assert cluster["http_sd_configs"][0]["url"] == (
         "https://127.0.0.1:4999/v1/metrics/targets?kind=cluster")
-    assert cluster["http_sd_configs"][0]["tls_config"]["ca_file"] == str(tls.ca_path)
+    assert cluster["http_sd_configs"][0]["tls_config"]["ca_file"] == str(tls.ca_file)
     # An app's labels never win over the broker's: no org of its own choosing.
     assert apps["honor_labels"] is False
     assert "tls_config" not in apps
@@ -79,3 +94,57 @@ def test_an_absent_binary_is_one_line_and_no_store(monkeypatch: pytest.MonkeyPat
     assert capsys.readouterr().err == ""
     with pytest.raises(ValueError, match="at least 1s"):
         metrics_choice(True, "100ms")
+
+
+class Clock:
+    """A clock that moves only when a wait asks it to; the second wait never ends."""
+
+    def __init__(self) -> None:
+        self.now = datetime.datetime.now(datetime.UTC)
+        self.waits: list[float] = []
+
+    def __call__(self) -> datetime.datetime:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        if len(self.waits) > 1:
+            await asyncio.Event().wait()
+        self.now += datetime.timedelta(seconds=seconds)
+
+
+async def test_the_store_renews_its_certificate_and_scrapes_with_the_new_one(
+        tmp_path: Path) -> None:
+    clock = Clock()
+    authority = CertificateAuthority.ensure(CaDir(tmp_path / "tls"), "c1", lifetime=3600.0,
+                                            clock=clock)
+    tls = TlsDir(tmp_path / "metrics" / "tls")
+    identity = Identity("c1", "metrics-store", "metrics")
+    authority.issue(tls, identity, ("127.0.0.1",))
+    settings = StoreSettings(tmp_path / "metrics", tmp_path / "broker.json", 1.0,
+                             tls_dir=tls.path, ca_dir=tmp_path / "tls", cert_lifetime=3600.0)
+    now = Scraping("https://127.0.0.1:1", identity_copy(settings))
+    assert now.tls is not None
+    first = now.tls.identity_file
+    _, before = tls.read_identity()
+    due = (pki.renew_at(before) - clock.now).total_seconds()
+    keeper = asyncio.create_task(keep_certificate(settings, now, clock.sleep, clock))
+    await until_true(lambda: now.tls is not None and now.tls.identity_file != first)
+    keeper.cancel()
+    assert 0 < due < 3600.0
+    assert clock.waits[0] == pytest.approx(due)  # at two thirds of its life, not before
+    _, after = tls.read_identity()
+    assert after.serial_number != before.serial_number
+    assert identity_of(after) == identity
+    assert not first.exists()  # the old copy is gone, the new one is what is scraped with
+    assert now.tls.identity_file.read_bytes() == tls.identity_path.read_bytes()
+    written = json.loads((settings.data_dir / CONFIG).read_text())
+    assert written["scrape_configs"][0]["tls_config"]["cert_file"] == str(now.tls.identity_file)
+
+
+async def until_true(check: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if check():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("never")

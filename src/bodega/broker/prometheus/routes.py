@@ -6,7 +6,8 @@ The public routes (Fly's shape: ``query``, ``query_range``, ``series``, ``labels
 an app token its app's org only (``core/scope.py``); the query goes to the host's
 store (``store.py``) with the org's filter added. ``GET /v1/metrics/targets?kind=``
 (mutual TLS, the metrics store's role) lists what the store scrapes
-(``core/targets.py``).
+(``core/targets.py``); ``POST /v1/metrics/query`` (brokers only) takes a query
+another broker hands this one for its host's store (``store.py``).
 """
 
 from __future__ import annotations
@@ -18,16 +19,27 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from bodega.broker.auth.tokens import Principal
-from bodega.broker.prometheus.core.scope import Caller, forwarded, store_path
+from bodega.broker.prometheus.core.scope import (
+    LABEL_VALUES,
+    STORE_PATHS,
+    Caller,
+    forwarded,
+    store_path,
+)
 from bodega.broker.prometheus.core.targets import app_targets, cluster_targets, daemons
-from bodega.broker.prometheus.store import MetricsStore
+from bodega.broker.prometheus.store import PEER_QUERY_PATH, MetricsStore, PeerQuery
 from bodega.broker.view.catalog import Catalog
-from bodega.model.errors import BadRequest, Unavailable
+from bodega.model.errors import BadRequest
 from bodega.model.machine import Machine
 from bodega.model.rows.apps import AppRow
 from bodega.model.rows.workers import WorkerRow
 from bodega.wire.internal.metrics_store import TARGET_KINDS, TARGETS_PATH, TargetGroup
-from bodega.wire.transport.http import RouteMaker, encoded_response, json_response
+from bodega.wire.transport.http import (
+    RouteMaker,
+    encoded_response,
+    json_response,
+    read_model,
+)
 from bodega.wire.transport.peer_access import PeerAccess
 
 PREFIX = "/prometheus/{org}/api/v1"
@@ -58,8 +70,7 @@ def form_fields(content_type: str, body: bytes) -> list[tuple[str, str]]:
         raise BadRequest("invalid_argument: the form does not parse") from None
 
 
-def prometheus_routes(r: RouteMaker, catalog: Catalog, store: MetricsStore | None
-                      ) -> list[Route]:
+def prometheus_routes(r: RouteMaker, catalog: Catalog, store: MetricsStore) -> list[Route]:
     async def ask(request: Request, who: Principal) -> Response:
         org = request.path_params["org"]
         path = store_path(request.path_params.get("endpoint", ""),
@@ -68,10 +79,7 @@ def prometheus_routes(r: RouteMaker, catalog: Catalog, store: MetricsStore | Non
         if request.method == "POST":
             params += form_fields(request.headers.get("content-type", ""),
                                   await request.body())
-        sent = forwarded(params, caller_of(who, catalog), org)
-        if store is None:
-            raise Unavailable("this broker has no metrics store (docs/metrics.md)")
-        answer = await store.ask(path, sent)
+        answer = await store.ask(path, forwarded(params, caller_of(who, catalog), org))
         return encoded_response(answer.body, answer.status,
                                 {"Content-Type": answer.content_type})
 
@@ -91,11 +99,24 @@ def targets(catalog: Catalog, kind: str) -> list[TargetGroup]:
     return app_targets(catalog.rows(Machine, state="started"), orgs)
 
 
-def targets_routes(access: PeerAccess, catalog: Catalog) -> list[BaseRoute]:
+def internal_routes(access: PeerAccess, catalog: Catalog, store: MetricsStore
+                    ) -> list[BaseRoute]:
+    """The store's targets (for the metrics store), and a query another broker hands this
+    one for its host's store (the filter added by that broker, which the access table
+    lets alone call it)."""
     async def listed(request: Request) -> Response:
         kind = request.query_params.get("kind", "cluster")
         if kind not in TARGET_KINDS:
             raise BadRequest(f"invalid_argument: kind is one of {', '.join(TARGET_KINDS)}")
         return json_response([g.model_dump() for g in targets(catalog, kind)])
 
-    return [access.route(TARGETS_PATH, listed, "GET")]
+    async def query(request: Request) -> Response:
+        asked = await read_model(request, PeerQuery)
+        if asked.path not in STORE_PATHS and not LABEL_VALUES.match(asked.path):
+            raise BadRequest(f"invalid_argument: no store path {asked.path[:64]!r}")
+        answer = await store.ask_here(asked.path, asked.params)
+        return encoded_response(answer.body, answer.status,
+                                {"Content-Type": answer.content_type})
+
+    return [access.route(TARGETS_PATH, listed, "GET"),
+            access.route(PEER_QUERY_PATH, query, "POST")]

@@ -13,6 +13,7 @@ from bodega.cli.daemons.options import ExitWithParentOption
 from bodega.cli.session.errors import friendly
 from bodega.cluster.metrics_store import PROGRAM, StoreSettings, run_store
 from bodega.model.duration import parse_duration
+from bodega.runtime.tls.core import pki
 
 
 @friendly
@@ -28,6 +29,11 @@ def metrics_store(
     tls_dir: Annotated[Path | None, typer.Option(
         help="The store's key and certificate from the cluster CA (role metrics-store), to "
              "scrape the cluster's daemons over mutual TLS; without it, plain HTTP")] = None,
+    ca_dir: Annotated[Path | None, typer.Option(
+        help="The cluster CA (ca.pem, ca-key.pem): renew the store's certificate with it at "
+             "two thirds of its life")] = None,
+    cert_validity: Annotated[str, typer.Option(
+        help="Life of the certificates it issues itself")] = "8760h",
     ready_file: Annotated[Path | None, typer.Option(help="Written once it answers")] = None,
     exit_with_parent: ExitWithParentOption = False,
 ) -> None:
@@ -35,8 +41,12 @@ def metrics_store(
     interval = parse_duration(scrape_interval, 0.0)
     if interval < 1.0:
         raise ValueError("--scrape-interval must be at least 1s")
+    lifetime = parse_duration(cert_validity, 0.0)
+    if lifetime < pki.MIN_LIFETIME:
+        raise ValueError(f"--cert-validity must be at least {pki.MIN_LIFETIME:g}s")
     settings = StoreSettings(data_dir.resolve(), broker_ready_file.resolve(), interval,
-                             retention, tls_dir.resolve() if tls_dir is not None else None)
+                             retention, tls_dir.resolve() if tls_dir is not None else None,
+                             ca_dir.resolve() if ca_dir is not None else None, lifetime)
     raise typer.Exit(asyncio.run(run_store(settings, ready_file, exit_with_parent)))
 
 

@@ -21,6 +21,8 @@ from bodega.model.errors import BadRequest, NotFound
 OWN = frozenset({"extra_label", "extra_filters", "extra_filters[]"})
 ORG_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
 ENDPOINTS = ("query", "query_range", "series", "labels")  # and label/<name>/values
+STORE_PATHS = frozenset(f"/api/v1/{e}" for e in ENDPOINTS)
+LABEL_VALUES = re.compile(r"^/api/v1/label/[a-zA-Z_][a-zA-Z0-9_]*/values$")
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,10 @@ def forwarded(params: Iterable[tuple[str, str]], caller: Caller, org: str
 def store_path(endpoint: str, label: str | None = None) -> str:
     """The store's path for one of the API's endpoints (400 for another)."""
     if label is not None:
-        if not re.match(r"^[a-zA-Z_][a-zA-Z0-9_]*$", label):
+        path = f"/api/v1/label/{label}/values"
+        if not LABEL_VALUES.match(path):
             raise BadRequest(f"invalid_argument: {label[:64]!r} is not a label name")
-        return f"/api/v1/label/{label}/values"
+        return path
     if endpoint not in ENDPOINTS:
         raise BadRequest(f"invalid_argument: no endpoint {endpoint!r}")
     return f"/api/v1/{endpoint}"

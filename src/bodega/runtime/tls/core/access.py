@@ -153,6 +153,8 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", "/v1/cluster/certificates"): ANYONE,
         # Prometheus HTTP service discovery: what the host's metrics store scrapes.
         ("GET", "/v1/metrics/targets"): frozenset({METRICS_STORE, ADMIN}),
+        # A PromQL query another broker hands this one's host's store, its org's filter added.
+        ("POST", "/v1/metrics/query"): BROKER_ONLY,
     }),
     **_routes(PROXY_ADMIN, {
         ("GET", "/v1/health"): ANYONE,

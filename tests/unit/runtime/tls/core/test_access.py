@@ -98,6 +98,8 @@ def test_the_metrics_store_scrapes_and_discovers_and_calls_nothing_else() -> Non
     assert mine == ["GET /metrics", "GET /metrics", "GET /metrics", "GET /v1/metrics/targets"]
     assert roles_for(BROKER_INTERNAL, "GET", "/v1/metrics/targets") == {METRICS_STORE, ADMIN}
     assert not allowed(WORKER_API, "GET", "/v1/machines", METRICS_STORE)
+    # A query one broker hands another carries the org's filter: brokers alone send one.
+    assert roles_for(BROKER_INTERNAL, "POST", "/v1/metrics/query") == {BROKER}
 
 
 def test_the_image_registry_lets_admin_tokens_push_and_workers_pull_nothing_more() -> None:
