@@ -193,7 +193,7 @@ class Broker:
         self._tasks.append(asyncio.create_task(self.standbys.run()))
         # Every broker runs the autoscaler's loop; an app's lease says which one acts.
         self.autoscaler = Evaluator(catalog, machines, creation, config.name,
-                                    self.metrics_store.ask if self.metrics_store else None)
+                                    self.metrics_store.ask)
         self._tasks.append(asyncio.create_task(self.autoscaler.run()))
         if not self.gate.ready.is_set():
             self._tasks.append(asyncio.create_task(

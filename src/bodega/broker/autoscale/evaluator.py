@@ -7,8 +7,9 @@ cordon from whoever lacks its nonce, so holding one for good would freeze the ap
 machine against its deploys, the proxy's autostop, the standby watch and its users.
 
 The figure: with a concurrency target, each started machine's sessions summed over
-every proxy (``fly_app_concurrency``, HAProxy's ``scur``, from the metrics store the
-broker's host runs); with an expression, its value. Actions go through the broker's
+every proxy (``fly_app_concurrency``, HAProxy's ``scur``, each proxy's count scraped by
+the metrics store: this host's, else another server host's); with an expression, its
+value. Actions go through the broker's
 ordinary paths: a start, uncordon, cordon and stop through the machine's worker (no
 lease nonce: a machine a deploy holds refuses, and the next evaluation tries again),
 a create of a clone of the app's newest machine through placement (its record
@@ -168,7 +169,7 @@ class Evaluator:
             float | None, dict[str, float] | None, str]:
         """The setting's figure, each machine's sessions (concurrency mode), or why not."""
         if self.ask is None:
-            return None, None, "no metrics store on this broker's host"
+            return None, None, "no metrics store"
         query = setting.expr or concurrency_query(setting.app)
         try:
             answer = await self.ask("/api/v1/query", [("query", query)])
