@@ -156,6 +156,16 @@ async def test_an_app_scales_out_under_load_and_back_in_after_it(tmp_path: Path)
 
         code, _, err = await cli.run("autoscale", "off", "-a", APP)
         assert code == 0, err
+        gone = await http.get(f"/v1/apps/{APP}/autoscale")
+        assert gone.status_code == 404
+        assert gone.json()["status"] == "not_found"
+        # An app deleted takes its setting with it: made again, it has none.
+        code, _, err = await cli.run("autoscale", "set", "-a", APP, "--min", "1", "--max",
+                                     "2", "--expr", "vector(1)")
+        assert code == 0, err
+        assert (await http.delete(f"/v1/apps/{APP}")).status_code in (200, 202, 204)
+        assert (await http.post("/v1/apps", json={"app_name": APP, "org_slug": "personal"})
+                ).status_code == 201
         assert (await http.get(f"/v1/apps/{APP}/autoscale")).status_code == 404
 
 
