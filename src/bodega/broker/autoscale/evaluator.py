@@ -19,7 +19,6 @@ explains it, ``bodega machine explain``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
@@ -122,8 +121,7 @@ class Evaluator:
                     raise
                 except Exception:
                     log.exception("autoscaling app %s failed", setting.app)
-            with contextlib.suppress(TimeoutError):
-                await within(asyncio.Event().wait(), self.every)
+            await asyncio.sleep(self.every)
 
     async def evaluate(self, setting: AutoscaleRow) -> Decision | None:
         """One look at one app: the lease, then (if held here) the decision and its actions."""

@@ -20,7 +20,7 @@ class SetAutoscale(BaseModel):
 
     min: int = Field(ge=0, le=MAX_MACHINES)
     max: int = Field(ge=1, le=MAX_MACHINES)
-    concurrency: float | None = Field(default=None, gt=0, le=1_000_000)
+    concurrency: float | None = Field(default=None, ge=0.01, le=1_000_000)
     expr: str | None = Field(default=None, min_length=1, max_length=4096)
     scale_in_after: float = Field(default=30.0, ge=0, le=3600)
 

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from bodega.broker.autoscale.core.decide import DRAIN_LIMIT, OUT_COOLDOWN, Seen, Stimulus, decide
+from bodega.broker.autoscale.core.decide import (
+    DRAIN_LIMIT,
+    MAX_STEP,
+    OUT_COOLDOWN,
+    Seen,
+    Stimulus,
+    decide,
+)
 from bodega.model.rows import AutoscaleRow, Memory
 
 CONC = AutoscaleRow(app="a", min=1, max=3, concurrency=2, scale_in_after=30)
@@ -123,6 +130,14 @@ def test_never_below_min_nor_above_max() -> None:
     big, _ = decide(stim(m("a", sessions=100), figure=100))
     assert big.wanted == 3
     assert big.create == 2
+
+
+def test_a_big_step_is_taken_a_bounded_number_at_a_time() -> None:
+    wide = AutoscaleRow(app="a", min=1, max=500, expr="vector(400)")
+    decision, _ = decide(stim(m("a"), figure=400, setting=wide))
+    assert decision.wanted == 400
+    assert decision.create == MAX_STEP
+    assert f"({MAX_STEP} at a time)" in decision.reason
 
 
 def test_an_expression_gives_the_wanted_count_rounded_up() -> None:

@@ -60,7 +60,7 @@ def test_off_drops_the_setting_and_its_run_and_unknowns_are_404() -> None:
     ({"min": 3, "max": 2, "concurrency": 1}, "above max"),
     ({"min": 1, "max": 2}, "give one target"),
     ({"min": 1, "max": 2, "concurrency": 1, "expr": "x"}, "give one target"),
-    ({"min": 1, "max": 2, "concurrency": 0}, "greater than 0"),
+    ({"min": 1, "max": 2, "concurrency": 0}, "greater than or equal to 0.01"),
     ({"min": 1, "max": 2, "concurrency": 1, "step": 1}, "Extra inputs"),
 ])
 def test_a_setting_that_cannot_hold_is_refused(body: dict[str, object], why: str) -> None:

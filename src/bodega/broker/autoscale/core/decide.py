@@ -12,7 +12,8 @@
       otherwise ──▶ nothing
 
 Scaling out is fast (as soon as the figure says so, then at most once per
-``OUT_COOLDOWN``, the time a started machine takes to show in the view), scaling in
+``OUT_COOLDOWN``, the time a started machine takes to show in the view, ``MAX_STEP``
+machines at a time), scaling in
 is slow (the wanted count must stay lower for the setting's ``scale_in_after``) and
 gentle: a machine is first taken out of the proxies' rotation (cordoned) and
 stopped only once its sessions are gone (or after ``DRAIN_LIMIT``). Stopped, never
@@ -32,6 +33,9 @@ SERVING = frozenset({"starting", "started", "restarting", "updating", "replacing
 STARTABLE = frozenset({"stopped", "suspended", "created"})
 OUT_COOLDOWN = 5.0  # seconds between two scale-outs
 DRAIN_LIMIT = 60.0  # seconds a cordoned machine may keep sessions before it is stopped
+# Machines added by one evaluation at most: a setting of hundreds is reached in steps, each
+# placed and seen in the view before the next, not as one storm of creates.
+MAX_STEP = 10
 
 
 @dataclass(frozen=True)
@@ -112,7 +116,7 @@ def decide(stimulus: Stimulus) -> tuple[Decision, Memory]:
             decision = Decision(**base, reason=f"scale out to {wanted} after the cooldown "
                                 f"({since_out:.1f} of {OUT_COOLDOWN:g} s)")
             return decision, memory.model_copy(update={"draining": draining})
-        need = wanted - len(serving)
+        need = min(wanted - len(serving), MAX_STEP)
         back = [m.id for m in newest_first(by_id[d] for d in draining)][:need]
         startable = [m for m in stimulus.machines if m.state in STARTABLE and not m.cordoned]
         start = [m.id for m in newest_first(startable)][:need - len(back)]
@@ -120,8 +124,9 @@ def decide(stimulus: Stimulus) -> tuple[Decision, Memory]:
         steps = [s for s in (_count(len(back), "draining machine", "taken back"),
                              _count(len(start), "stopped machine", "started"),
                              _count(create, "clone", "created")) if s]
+        step = "" if need == wanted - len(serving) else f" ({MAX_STEP} at a time)"
         decision = Decision(**base, uncordon=tuple(back), start=tuple(start), create=create,
-                            reason=f"scale out from {len(serving)} to {wanted}: "
+                            reason=f"scale out from {len(serving)} to {wanted}{step}: "
                                    + ", ".join(steps))
         left = {k: v for k, v in draining.items() if k not in back}
         return decision, Memory(draining=left, last_out=now, last_in=memory.last_in)
