@@ -89,11 +89,13 @@ def concurrency_query(app: str) -> str:
 
 
 def seen(machine: Machine, sessions: dict[str, float] | None) -> Seen:
+    """A machine as the decision reads it; its sessions None where no proxy counts them
+    (not routed to: stopped, just started, or cordoned and finishing unseen)."""
     release = machine.metadata().get(RELEASE_KEY, "")
     return Seen(id=machine.id, state=machine.state, cordoned=bool(machine.cordoned),
                 release=int(release) if release.isdigit() else 0,
                 created_at=machine.created_at,
-                sessions=None if sessions is None else sessions.get(machine.id, 0.0))
+                sessions=None if sessions is None else sessions.get(machine.id))
 
 
 class Evaluator:

@@ -6,6 +6,7 @@ from bodega.broker.autoscale.core.decide import (
     DRAIN_LIMIT,
     MAX_STEP,
     OUT_COOLDOWN,
+    UNSEEN_DRAIN,
     Seen,
     Stimulus,
     decide,
@@ -95,11 +96,15 @@ def test_a_cordoned_machine_is_stopped_once_its_sessions_are_gone_or_after_the_l
     assert memory.draining == {}
 
 
-def test_unknown_sessions_keep_a_machine_draining_until_the_limit() -> None:
+def test_uncounted_sessions_keep_a_machine_draining_for_the_unseen_drain() -> None:
     memory = Memory(draining={"d": 1000.0})
-    decision, _ = decide(stim(m("s"), m("d", sessions=None, cordoned=True), figure=None,
-                              now=1010.0, memory=memory))
-    assert decision.stop == ()
+    unseen = m("d", sessions=None, cordoned=True)
+    early, _ = decide(stim(m("s"), unseen, figure=0, now=1000.0 + UNSEEN_DRAIN - 1,
+                           memory=memory))
+    assert early.stop == ()
+    later, _ = decide(stim(m("s"), unseen, figure=0, now=1000.0 + UNSEEN_DRAIN,
+                           memory=memory))
+    assert later.stop == ("d",)
 
 
 def test_a_scale_out_takes_draining_machines_back_before_starting_any() -> None:

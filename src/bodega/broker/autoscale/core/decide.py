@@ -16,7 +16,8 @@ Scaling out is fast (as soon as the figure says so, then at most once per
 machines at a time), scaling in
 is slow (the wanted count must stay lower for the setting's ``scale_in_after``) and
 gentle: a machine is first taken out of the proxies' rotation (cordoned) and
-stopped only once its sessions are gone (or after ``DRAIN_LIMIT``). Stopped, never
+stopped only once its sessions are gone (``UNSEEN_DRAIN`` after, when no proxy counts
+them any more; ``DRAIN_LIMIT`` at most). Stopped, never
 destroyed: the next scale-out starts it again before it creates anything. With no
 figure (no metrics store, or the expression failed) only the bounds are kept.
 """
@@ -33,6 +34,10 @@ SERVING = frozenset({"starting", "started", "restarting", "updating", "replacing
 STARTABLE = frozenset({"stopped", "suspended", "created"})
 OUT_COOLDOWN = 5.0  # seconds between two scale-outs
 DRAIN_LIMIT = 60.0  # seconds a cordoned machine may keep sessions before it is stopped
+# Seconds a cordoned machine whose sessions nobody counts drains: a proxy empties a
+# cordoned machine's slot, so its requests in flight finish there unseen (no
+# ``fly_app_concurrency`` series); a request on it longer than this is cut by its stop.
+UNSEEN_DRAIN = 10.0
 # Machines added by one evaluation at most: a setting of hundreds is reached in steps, each
 # placed and seen in the view before the next, not as one storm of creates.
 MAX_STEP = 10
@@ -73,7 +78,10 @@ def idlest_first(machines: Iterable[Seen]) -> list[Seen]:
 
 
 def drained(machine: Seen, draining_for: float) -> bool:
-    """A cordoned machine may stop: no session left on any proxy, or drained long enough."""
+    """A cordoned machine may stop: no session left on any proxy that counts it, its
+    sessions uncounted for ``UNSEEN_DRAIN``, or drained for ``DRAIN_LIMIT`` whatever."""
+    if machine.sessions is None:
+        return draining_for >= UNSEEN_DRAIN
     return machine.sessions == 0 or draining_for >= DRAIN_LIMIT
 
 
