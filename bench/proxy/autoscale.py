@@ -51,7 +51,9 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers()
         self.wfile.write(b"ok")
     def log_message(self, *args): pass
-http.server.ThreadingHTTPServer(("0.0.0.0", 8080), H).serve_forever()
+class S(http.server.ThreadingHTTPServer):
+    request_queue_size = 128  # a burst's connects queue, none dropped (the default is 5)
+S(("0.0.0.0", 8080), H).serve_forever()
 """
 
 
