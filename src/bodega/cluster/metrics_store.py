@@ -60,6 +60,7 @@ PROGRAM = "victoria-metrics"
 CONFIG = "scrape.json"  # JSON is YAML: VictoriaMetrics reads it as its -promscrape.config
 READY_TIMEOUT = 30.0
 FOLLOW_EVERY = 2.0  # seconds between reads of the broker's ready file
+APP_SAMPLE_LIMIT = 10_000  # series one scrape of an app's [metrics] endpoint may bring
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,10 @@ def scrape_config(broker_internal: str, interval: float, tls: ScrapeTls | None) 
         "http_sd_configs": [discovery("cluster")]}
     if tls_config is not None:
         cluster["tls_config"] = tls_config
-    apps = {"job_name": "apps", "honor_labels": False, "http_sd_configs": [discovery("apps")]}
+    # An app's endpoint is the app's to fill: past APP_SAMPLE_LIMIT series, a scrape is
+    # refused (its ``up`` 0) rather than the store filled.
+    apps = {"job_name": "apps", "honor_labels": False, "sample_limit": APP_SAMPLE_LIMIT,
+            "http_sd_configs": [discovery("apps")]}
     document = {"global": {"scrape_interval": seconds, "scrape_timeout": seconds},
                 "scrape_configs": [cluster, apps]}
     return json.dumps(document, indent=1)

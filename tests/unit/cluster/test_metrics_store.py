@@ -46,6 +46,7 @@ def test_the_scrape_config_discovers_both_kinds_at_the_broker(tmp_path: Path) ->
     assert "tls_config" not in apps
     assert "refresh_interval" not in apps["http_sd_configs"][0]  # a flag, not a key
     assert apps["http_sd_configs"][0]["url"].endswith("?kind=apps")
+    assert apps["sample_limit"] == 10_000  # an app cannot fill the store
 
 
 def test_without_tls_it_scrapes_plain_http() -> None:
