@@ -198,12 +198,13 @@ def components_for(config: ClusterConfig) -> list[Component]:
     if config.metrics_store:
         components.append(metrics_component(
             config.data_dir, nearest, run_dir / "broker.json", config.metrics_interval,
-            config.internal_tls, config.cert_lifetime))
+            config.internal_tls, config.cert_lifetime, config.log_level))
     return components
 
 
 def metrics_component(data_dir: Path, region: str, broker_ready: Path, interval: float,
-                      tls: bool, cert_lifetime: float | None = None) -> Component:
+                      tls: bool, cert_lifetime: float | None = None,
+                      log_level: str = "info") -> Component:
     """The metrics store (``cluster/metrics_store.py``), after the host's broker: it
     discovers what to scrape at the broker's internal listener, named in its ready file.
     With TLS it renews its certificate with the CA in ``<data_dir>/tls`` (a server's)."""
@@ -219,7 +220,7 @@ def metrics_component(data_dir: Path, region: str, broker_ready: Path, interval:
                       if tls_dir is not None else ()),
                     *(("--cert-validity", format_duration(cert_lifetime))
                       if tls_dir is not None and cert_lifetime is not None else ()),
-                    "--ready-file", str(ready), "--exit-with-parent"),
+                    "--ready-file", str(ready), "--log-level", log_level, "--exit-with-parent"),
         ready, data_dir / "logs" / f"{METRICS_NAME}.log", tls_dir=tls_dir)
 
 

@@ -202,7 +202,7 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
                                            "--join-listen": "--join-port"}))
     if store and metrics_interval is not None:  # after the broker: it discovers there
         components.append(metrics_component(data_dir, host.region, run_dir / "broker.json",
-                                            metrics_interval, tls=True))
+                                            metrics_interval, tls=True, log_level=log_level))
     return components
 
 
