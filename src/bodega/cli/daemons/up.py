@@ -376,6 +376,9 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
                    "measurement only)")
     typer.echo(f"Dashboard: http://{config.host}:{config.api_port}/ui/  (sign in with the API "
                "token)")
+    if config.metrics_store:
+        typer.echo(f"Metrics: PromQL at http://{config.host}:{config.api_port}/prometheus/"
+                   "<org>/api/v1/query (the API token); `bodega metrics -a APP`")
     for line in network_lines:
         typer.echo(line)
     if config.advertise is not None:
