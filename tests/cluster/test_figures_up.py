@@ -11,6 +11,7 @@ counters.
 from __future__ import annotations
 
 import asyncio
+import shutil
 import ssl
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bodega.runtime.tls.files import TlsDir
+from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR
 from tests.cidr_kit import machine_cidr
 from tests.cluster.up_kit import UpProcess, free_port, unwire
 from tests.integration.images.image_kit import build_image, needs_image_tools
@@ -126,7 +128,8 @@ async def started(http: httpx.AsyncClient, app: str, config: dict[str, object]) 
     return mid
 
 
-async def rises(cluster: FiguresUp, machine: str, memory_by: int) -> None:
+async def rises(cluster: FiguresUp, machine: str, memory_by: int,
+                limit: int = 256 * MB) -> None:
     """The machine's cpu seconds and memory, from the first scrape, rise as it burns."""
     labels = {"machine": machine, "region": "ams", "host": "ams-1", "org": "personal"}
 
@@ -139,7 +142,7 @@ async def rises(cluster: FiguresUp, machine: str, memory_by: int) -> None:
     memory = one(first, "fly_instance_memory_bytes", **labels)
     assert cpu is not None, {k: v for k, v in first.items() if k[0].startswith("fly_")}
     assert memory is not None
-    assert one(first, "fly_instance_memory_limit_bytes", **labels) == 256 * MB
+    assert one(first, "fly_instance_memory_limit_bytes", **labels) == limit
 
     async def risen() -> bool:
         now = await cluster.scrape("worker")
@@ -214,3 +217,38 @@ async def scraped_if(cluster: FiguresUp, check: Callable[[Series], bool]) -> Ser
     series = await cluster.scrape("proxy")
     return series if check(series) else None
 
+
+
+@pytest.mark.parametrize("isolation", [
+    pytest.param("sandbox", marks=pytest.mark.skipif(shutil.which("runsc") is None,
+                                                     reason="needs runsc")),
+    pytest.param("vm", marks=[
+        pytest.mark.slow,
+        pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu"),
+        pytest.mark.skipif(not any(DEFAULT_KERNEL_DIR.glob("boot/vmlinuz-*")),
+                           reason="needs the vm kernel (scripts/host-packages)")]),
+])
+async def test_a_sandbox_and_a_vm_are_measured_from_their_cgroups(
+        cluster: FiguresUp, tmp_path: Path, isolation: str) -> None:
+    """runsc's sandbox and qemu are in the machine's cgroups as any machine: their cpu
+    and memory rise as the program in them burns (a VM's limit is its guest's memory
+    and qemu's own beside it)."""
+    image = await asyncio.to_thread(build_image, tmp_path, cluster.registry,
+                                    f"demo/{isolation}:v1", cluster=cluster.up.data_dir)
+    machine = await started(cluster.http, f"burn{isolation}", {
+        "image": image, "init": {"exec": ["/bin/sh", "-c", IMAGE_BURNER]},
+        "guest": {"cpus": 1, "memory_mb": 256, "isolation": isolation}})
+    if isolation == "vm":
+        labels = {"machine": machine}
+        series = await until(lambda: cluster.scrape("worker"))
+        vm_limit = one(series, "fly_instance_memory_limit_bytes", **labels)
+        assert vm_limit is not None
+        assert vm_limit > 256 * MB
+        await rises(cluster, machine, 32 * MB, limit=int(vm_limit))
+    else:
+        await rises(cluster, machine, 32 * MB)
+    # Its namespace's eth0, read through a process of it in that namespace (a sandbox's
+    # first process, one of runsc's own, is in an empty namespace).
+    series = await cluster.scrape("worker")
+    assert one(series, "fly_instance_net_recv_bytes_total", machine=machine) is not None
+    assert one(series, "fly_instance_net_sent_bytes_total", machine=machine) is not None

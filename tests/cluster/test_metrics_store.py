@@ -94,6 +94,8 @@ async def test_the_store_scrapes_the_cluster_and_an_apps_metrics_each_org_seeing
         tmp_path: Path) -> None:
     async with up_cluster(tmp_path, workers=1, extra=("--metrics-interval", "1s")) as (cli, up):
         store = store_of(up)
+        said = await up.until_line("Metrics: PromQL at")
+        assert f"{cli.env['BODEGA_API_URL']}/prometheus/<org>/api/v1/query" in said
         assert store["pid"]
         assert store["url"].startswith("http://127.0.0.1:")
         # The store is no open door: a query without its password is refused.

@@ -3,9 +3,10 @@
 Three namespace hosts: host 1 runs ``bodega up --advertise``, host 2 joins as a
 server (a store of its own), host 3 as a plain peer (a broker, no store). Each
 store scrapes the whole cluster (every second here). A query through host 3's
-broker is handed to a server host's broker and sees every host's worker; with
-host 1's link down, queries through hosts 2 and 3 still answer, from host 2's
-store.
+broker is handed to a server host's broker and sees every host's worker; an app
+with ``[metrics]`` and a machine on each host has every endpoint up in both
+stores; with host 1's link down, queries through hosts 2 and 3 still answer,
+from host 2's store.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 
 from tests.cluster.deploy_kit import readable_dir
 from tests.cluster.multihost_kit import TOKEN, MultiHost, three_hosts, until, wait_for
+from tests.python_kit import machine_python
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root"),
@@ -31,6 +33,17 @@ pytestmark = [
 
 SIZES = ("--driver", "process", "--cpus", "2", "--memory-mb", "1024")
 FAST = ("--metrics-interval", "1s")
+# A [metrics] endpoint: one gauge on 9091, nothing else.
+APP = (
+    "import http.server\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        body = b'# TYPE gauged gauge\\ngauged 1\\n'\n"
+    "        self.send_response(200); self.send_header('Content-Length', str(len(body)))\n"
+    "        self.end_headers(); self.wfile.write(body)\n"
+    "    def log_message(self, *args): pass\n"
+    "http.server.ThreadingHTTPServer(('0.0.0.0', 9091), H).serve_forever()\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +90,38 @@ def test_the_server_hosts_run_stores_and_a_plain_hosts_broker_asks_theirs(
     for index in (1, 2, 3):  # host 3's broker hands its queries to a server's
         until(partial(lambda i: workers_up(hosts, i) == workers, index),
               f"every worker up, through host {index}'s broker")
+
+
+def apps_up(multi: MultiHost, index: int) -> dict[str, str]:
+    """Each scraped [metrics] endpoint's machine -> its ``up``, through host ``index``."""
+    api = multi.api if index == 1 else f"http://{multi.hosts.address(index)}:4280"
+    answer = httpx.post(f"{api}/prometheus/personal/api/v1/query",
+                        data={"query": 'up{job="apps",app="gauged"}'},
+                        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60)
+    if answer.status_code != 200:
+        return {}
+    return {str(s["metric"]["machine"]): str(s["value"][1])
+            for s in answer.json()["data"]["result"]}
+
+
+def test_each_store_scrapes_every_hosts_app_endpoints(hosts: MultiHost) -> None:
+    where = hosts.root / "gauged"
+    where.mkdir(exist_ok=True)
+    (where / "app.py").write_text(APP)
+    (where / "fly.toml").write_text(
+        f'app = "gauged"\nprimary_region = "ams"\n\n[processes]\n'
+        f'  app = "{machine_python()} app.py"\n\n[metrics]\n  port = 9091\n')
+    hosts.ok("deploy", "-c", str(where / "fly.toml"))
+    hosts.ok("scale", "count", "1", "--app", "gauged", "--region", "ams,syd,lon")
+
+    def one_started_on_each() -> set[str] | None:
+        listed = hosts.json("machine", "list", "--app", "gauged")
+        started = {m["region"]: m["id"] for m in listed if m["state"] == "started"}
+        return set(started.values()) if sorted(started) == ["ams", "lon", "syd"] else None
+    machines = until(one_started_on_each, "a machine of the app started on each host")
+    for index in (1, 2, 3):  # both stores reach every host's machines; host 3 asks theirs
+        until(partial(lambda i: apps_up(hosts, i) == dict.fromkeys(machines, "1"), index),
+              f"every host's endpoint up, through host {index}'s broker")
 
 
 def test_with_host_1_lost_queries_through_the_others_still_answer(hosts: MultiHost) -> None:

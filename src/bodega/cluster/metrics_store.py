@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -60,6 +59,8 @@ PROGRAM = "victoria-metrics"
 CONFIG = "scrape.json"  # JSON is YAML: VictoriaMetrics reads it as its -promscrape.config
 READY_TIMEOUT = 30.0
 FOLLOW_EVERY = 2.0  # seconds between reads of the broker's ready file
+RENEWED = "tls-"  # the prefix of the TLS directories of the store's own renewals
+APP_SAMPLE_LIMIT = 10_000  # series one scrape of an app's [metrics] endpoint may bring
 
 
 @dataclass(frozen=True)
@@ -77,9 +78,8 @@ class StoreSettings:
 
 @dataclass(frozen=True)
 class ScrapeTls:
-    """The files VictoriaMetrics presents and checks by: the cluster CA, and a copy of the
-    store's identity named for its certificate (a renewal writes a new copy, so the
-    configuration changes and VictoriaMetrics reads it again)."""
+    """The files VictoriaMetrics presents and checks by: the cluster CA, and the store's
+    key and certificate (of the supervisor's TLS directory, or of its latest renewal's)."""
 
     ca_file: Path
     identity_file: Path
@@ -88,7 +88,7 @@ class ScrapeTls:
 @dataclass
 class Scraping:
     """What the configuration is written from now: the broker's internal URL and the
-    identity copy."""
+    store's TLS files."""
 
     broker: str
     tls: ScrapeTls | None
@@ -114,7 +114,10 @@ def scrape_config(broker_internal: str, interval: float, tls: ScrapeTls | None) 
         "http_sd_configs": [discovery("cluster")]}
     if tls_config is not None:
         cluster["tls_config"] = tls_config
-    apps = {"job_name": "apps", "honor_labels": False, "http_sd_configs": [discovery("apps")]}
+    # An app's endpoint is the app's to fill: past APP_SAMPLE_LIMIT series, a scrape is
+    # refused (its ``up`` 0) rather than the store filled.
+    apps = {"job_name": "apps", "honor_labels": False, "sample_limit": APP_SAMPLE_LIMIT,
+            "http_sd_configs": [discovery("apps")]}
     document = {"global": {"scrape_interval": seconds, "scrape_timeout": seconds},
                 "scrape_configs": [cluster, apps]}
     return json.dumps(document, indent=1)
@@ -177,19 +180,18 @@ def write_config(settings: StoreSettings, now: Scraping) -> None:
                   scrape_config(now.broker, settings.interval, now.tls).encode())
 
 
-def identity_copy(settings: StoreSettings) -> ScrapeTls | None:
-    """A copy of the store's identity (key and certificate) named for the certificate, in
-    its data dir; earlier copies removed. None without TLS."""
-    if settings.tls_dir is None:
+def scrape_tls(tls_dir: Path | None) -> ScrapeTls | None:
+    """The files of a TLS directory VictoriaMetrics presents and checks by (None: no TLS)."""
+    if tls_dir is None:
         return None
-    tls = TlsDir(settings.tls_dir)
-    pem = tls.identity_path.read_bytes()
-    copy = settings.data_dir / f"scrape-identity-{hashlib.sha256(pem).hexdigest()[:12]}.pem"
-    write_private(copy, pem)
-    for old in settings.data_dir.glob("scrape-identity-*.pem"):
-        if old != copy:
-            old.unlink(missing_ok=True)
-    return ScrapeTls(tls.ca_path, copy)
+    tls = TlsDir(tls_dir)
+    return ScrapeTls(tls.ca_path, tls.identity_path)
+
+
+def renewed_dirs(data_dir: Path) -> list[Path]:
+    """The TLS directories of the store's own renewals (``tls-<id>``), beside the
+    supervisor's (``tls``)."""
+    return sorted(p for p in data_dir.glob(f"{RENEWED}*") if p.is_dir())
 
 
 async def _follow(settings: StoreSettings, now: Scraping) -> None:
@@ -209,26 +211,36 @@ async def keep_certificate(settings: StoreSettings, now: Scraping,
                            clock: Clock = utc_now) -> None:
     """Renew the store's certificate at two thirds of its life with the cluster CA (this
     is a server host: it holds the CA's key), and scrape with the new one from then on; a
-    failed try is logged and tried again sooner and sooner, as every component's is."""
+    failed try is logged and tried again sooner and sooner, as every component's is.
+
+    Each renewal is a new TLS directory (``tls-<id>``, a key of its own): the
+    configuration then names other files, so VictoriaMetrics reads it again and presents
+    the new certificate; the directory before it is removed once it has (the store's key
+    is in one place on disk, but for those seconds)."""
     if settings.tls_dir is None or settings.ca_dir is None:
         return
-    tls, failures = TlsDir(settings.tls_dir), 0
+    current, failures = TlsDir(settings.tls_dir), 0
     while True:
-        _, cert = tls.read_identity()
+        _, cert = current.read_identity()
         await sleep(pki.renewal_wait(cert, clock(), failures))
         try:
             authority = CertificateAuthority.load(
                 CaDir(settings.ca_dir), lifetime=settings.cert_lifetime, clock=clock)
-            if authority.issue(tls, identity_of(cert), hosts_of(cert)):
-                now.tls = identity_copy(settings)
-                write_config(settings, now)
-                log.info("renewed the metrics store's certificate")
-            failures = 0
+            fresh = TlsDir(settings.data_dir / f"{RENEWED}{secrets.token_hex(4)}")
+            authority.issue(fresh, identity_of(cert), hosts_of(cert))
         except Exception as exc:  # tried again: the old one is good for a third of its life
             failures += 1
             log.warning("could not renew the metrics store's certificate (try %d; it expires "
                         "at %s): %s", failures,
                         cert.not_valid_after_utc.isoformat(timespec="seconds"), exc)
+            continue
+        failures = 0
+        now.tls = scrape_tls(fresh.path)
+        write_config(settings, now)
+        log.info("renewed the metrics store's certificate (%s)", fresh.path.name)
+        await sleep(2 * FOLLOW_EVERY)  # VictoriaMetrics has read its configuration again
+        shutil.rmtree(current.path, ignore_errors=True)
+        current = fresh
 
 
 async def run_store(settings: StoreSettings, ready_file: Path | None,
@@ -242,7 +254,9 @@ async def run_store(settings: StoreSettings, ready_file: Path | None,
     broker = await until_broker(settings.broker_ready, stop)
     if broker is None:
         return 0
-    now = Scraping(broker, identity_copy(settings))
+    for stale in renewed_dirs(settings.data_dir):  # an earlier run's renewals: the
+        shutil.rmtree(stale, ignore_errors=True)  # supervisor gave this run its certificate
+    now = Scraping(broker, scrape_tls(settings.tls_dir))
     write_config(settings, now)
     port = free_port()
     password = secrets.token_urlsafe(24)

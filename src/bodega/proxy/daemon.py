@@ -120,7 +120,8 @@ class Proxy:
                                   statics=self.statics)
         self.node: Registry | None = None
         self.figures = self.server.figures = AppFigures(
-            self._places, lambda app: org_reader(self.node)(app), (config.region, config.name))
+            self._places, lambda app: org_reader(self.node)(app), (config.region, config.name),
+            lambda: self.load.outstanding)
         self.metrics.registry.register(self.figures)
         self.admin: Served | None = None
         self.listener: asyncio.Server | None = None

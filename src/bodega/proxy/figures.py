@@ -6,7 +6,9 @@ Python data plane's count of the requests it answers itself (all of them when
 it is the data plane; those HAProxy hands it when HAProxy is: a sleeping
 machine's wake, a static file, a fly-replay). HAProxy's counts are read, never
 recounted: each machine's server row (``hrsp_*`` by status class, ``stot``,
-``scur``, ``rtime``), each app's backend rows (near and far) for the edge.
+``scur``, ``rtime``), each app's backend rows (near and far) for the edge. HAProxy
+counts by slot, and a slot goes to the next machine once emptied: what a row
+counted since the last look is its occupant's (``observe_haproxy``).
 
 HAProxy keeps no latency histogram, only an average over each server's last
 1024 requests: it is exported as a gauge, ``fly_app_http_response_time_seconds_avg``.
@@ -25,7 +27,6 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from bodega.proxy.haproxy.observed import CarriedCounters
 from bodega.proxy.haproxy.runtime import StatRow
 from bodega.proxy.metrics import LATENCY
 
@@ -83,15 +84,19 @@ class Latencies:
 class AppFigures(Collector):
     """The apps' series. ``places`` gives each machine's app, region and host now;
     ``org_of`` an app's org; ``edge`` is this proxy's region and name, the edge series'
-    region and host."""
+    region and host; ``outstanding`` the Python plane's requests in flight by machine."""
 
     def __init__(self, places: Callable[[], Mapping[str, Place]],
-                 org_of: Callable[[str], str], edge: tuple[str, str]) -> None:
+                 org_of: Callable[[str], str], edge: tuple[str, str],
+                 outstanding: Callable[[], Mapping[str, int]] | None = None) -> None:
         self.places = places
         self.org_of = org_of
         self.edge = edge
-        self.carried = CarriedCounters()
-        self.haproxy: dict[tuple[str, ...], int] = {}  # counters, carried over reloads
+        # The Python plane's requests in flight, by machine (its ``Load``).
+        self.outstanding = outstanding
+        self.haproxy: dict[tuple[str, ...], int] = {}  # what HAProxy counted, by series
+        self.seen: dict[tuple[str, str], tuple[int, ...]] = {}  # each row's counts, last look
+        self.reloads = 0
         self.concurrency: dict[tuple[str, str], int] = {}  # (app, machine) -> scur
         self.response_avg: dict[tuple[str, str], float] = {}  # (app, machine) -> seconds
         self.plane: dict[tuple[str, ...], int] = {}
@@ -105,37 +110,55 @@ class AppFigures(Collector):
                         ) -> None:
         """One ``show stat``: ``servers`` maps (backend, server) to (app, machine) for each
         slot holding a machine, ``tcp_servers`` the same for the TCP services' slots (no
-        HTTP series), ``apps`` an app's backends to the app."""
+        HTTP series), ``apps`` an app's backends to the app.
+
+        HAProxy counts by slot, and a slot (a backend, too) is reused by the next machine
+        (app) once emptied: what a row counted since the last look is its occupant's now.
+        A reload starts a process whose counts are zero, so they count from zero again."""
+        if reloads != self.reloads:
+            self.reloads = reloads
+            self.seen.clear()
         tcp = tcp_servers or {}
-        raw: dict[tuple[str, ...], int] = {}
-
-        def add(key: tuple[str, ...], n: int) -> None:
-            raw[key] = raw.get(key, 0) + n
-
         concurrency: dict[tuple[str, str], int] = {}
         averages: dict[tuple[str, str], float] = {}
         for row in rows:
+            slot = (row.proxy, row.server)
+            counts = (*(n for _, n in row.responses), row.total)
+            before = self.seen.get(slot)
+            self.seen[slot] = counts
+            if before is None or any(n < b for n, b in zip(counts, before, strict=True)):
+                before = tuple(0 for _ in counts)  # a new process's counters
+            moved = [n - b for n, b in zip(counts, before, strict=True)]
             if row.server == "BACKEND":
                 app = apps.get(row.proxy)
                 if app is not None:  # near and far backends add up
-                    for name, n in row.responses:
-                        add(("edge", app, haproxy_class(name)), n)
+                    for (name, _), n in zip(row.responses, moved, strict=False):
+                        self._add(("edge", app, haproxy_class(name)), n)
                 continue
-            place = servers.get((row.proxy, row.server))
+            place = servers.get(slot)
             http = place is not None
-            place = place or tcp.get((row.proxy, row.server))
+            place = place or tcp.get(slot)
             if place is None:
                 continue
             app, machine = place
-            for name, n in row.responses if http else ():
-                add(("responses", app, machine, haproxy_class(name)), n)
-            add(("connects", app, machine), row.total)
+            if http:
+                for (name, _), n in zip(row.responses, moved, strict=False):
+                    self._add(("responses", app, machine, haproxy_class(name)), n)
+            self._add(("connects", app, machine), moved[-1])
             concurrency[place] = concurrency.get(place, 0) + row.current
-            if http and row.response_ms:  # a machine in two slots for a moment: the slower says
+            if http and self._answered(app, machine):  # an average of its answers
+                # (a machine in two slots for a moment: the slower says)
                 averages[place] = max(averages.get(place, 0.0), row.response_ms / 1000)
-        self.haproxy = self.carried.update(raw, reloads)
         self.concurrency = concurrency
         self.response_avg = averages
+
+    def _add(self, key: tuple[str, ...], n: int) -> None:
+        if n or key not in self.haproxy:
+            self.haproxy[key] = self.haproxy.get(key, 0) + n
+
+    def _answered(self, app: str, machine: str) -> bool:
+        return any(self.haproxy.get(("responses", app, machine, status))
+                   for status in STATUSES)
 
     def observe_request(self, app: str, machine: str | None, code: int,
                         seconds: float) -> None:
@@ -155,6 +178,7 @@ class AppFigures(Collector):
     # -- the series -----------------------------------------------------------------------
     def collect(self) -> Iterator[Any]:
         places = self.places()
+        self._forget_gone(places)
         orgs: dict[str, str] = {}
 
         def labels(app: str, machine: str) -> list[str]:
@@ -187,7 +211,7 @@ class AppFigures(Collector):
         concurrency = GaugeMetricFamily("fly_app_concurrency", "Requests or connections "
                                         "each machine has open now (HAProxy's scur)",
                                         labels=LABELS)
-        for (app, machine), n in sorted(self.concurrency.items()):
+        for (app, machine), n in sorted(self._concurrency(places).items()):
             concurrency.add_metric(labels(app, machine), n)
         average = GaugeMetricFamily(
             "fly_app_http_response_time_seconds_avg", "Average time to each machine's "
@@ -200,6 +224,29 @@ class AppFigures(Collector):
         for (app, machine), latencies in sorted(self.latencies.items()):
             histogram.add_metric(labels(app, machine), latencies.cumulative(), latencies.total)
         yield from (responses, connects, edge, concurrency, average, histogram)
+
+
+    def _forget_gone(self, places: Mapping[str, Place]) -> None:
+        """A machine the proxy no longer knows of (destroyed) has its series dropped, which
+        would otherwise stay, without a region or host, for as long as the proxy runs; an
+        app's edge series stay. Prometheus sees the series end, as when a worker's does."""
+        def kept(key: tuple[str, ...]) -> bool:
+            return key[0] == "edge" or key[2] in places
+        self.haproxy = {key: n for key, n in self.haproxy.items() if kept(key)}
+        self.plane = {key: n for key, n in self.plane.items() if kept(key)}
+        self.latencies = {key: timed for key, timed in self.latencies.items()
+                          if key[1] in places}
+
+    def _concurrency(self, places: Mapping[str, Place]) -> dict[tuple[str, str], int]:
+        """HAProxy's open sessions, and the Python plane's requests in flight added to
+        them for every machine routed to (0 when idle)."""
+        concurrency = dict(self.concurrency)
+        if self.outstanding is not None:
+            in_flight = self.outstanding()
+            for machine, place in places.items():
+                key = (place.app, machine)
+                concurrency[key] = concurrency.get(key, 0) + in_flight.get(machine, 0)
+        return concurrency
 
 
 def _named(values: list[str]) -> dict[str, str]:

@@ -55,6 +55,7 @@ from bodega.worker.core.records import MachineRow
 from bodega.worker.drivers.base import Driver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.host.core.identity import machine_home
+from bodega.worker.host.image_drivers import advertised_registries, registry_sources
 from bodega.worker.host.network import Network
 from bodega.worker.host.parts import (
     images_off,
@@ -105,7 +106,8 @@ class Worker:
     def __init__(self, config: WorkerConfig, driver: Driver | None = None,
                  network: Network | None = None) -> None:
         self.config = config
-        self.driver = driver or make_driver(config)
+        self.image_sources = registry_sources(config)  # the view attached once it is read
+        self.driver = driver or make_driver(config, self.image_sources)
         self.network = network or make_network(config, self.driver)
         # What this host cannot do, said once at start and in the ready file (so `bodega up`
         # and `bodega join` print it), and published for placement.
@@ -262,7 +264,11 @@ class Worker:
                 subnet=subnet,
                 machine_extra=self.private.published if self.private else None,
                 overlay=self.private.advertised if self.private else None,
-                after_drives=self.machines.lifecycle.after_drives)
+                after_drives=self.machines.lifecycle.after_drives,
+                image_registry=(self.config.image_registry if self.config.image_registry_here
+                                else None))
+            view = self.registry
+            self.image_sources.attach(lambda: advertised_registries(view))
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
             if subnet is not None:  # machines on other hosts reach this one's, and back

@@ -19,9 +19,10 @@ from bodega.cluster.metrics_store import (
     ScrapeTls,
     Scraping,
     StoreSettings,
-    identity_copy,
     keep_certificate,
+    renewed_dirs,
     scrape_config,
+    scrape_tls,
     store_argv,
 )
 from bodega.runtime.tls.authority import CertificateAuthority
@@ -46,6 +47,7 @@ def test_the_scrape_config_discovers_both_kinds_at_the_broker(tmp_path: Path) ->
     assert "tls_config" not in apps
     assert "refresh_interval" not in apps["http_sd_configs"][0]  # a flag, not a key
     assert apps["http_sd_configs"][0]["url"].endswith("?kind=apps")
+    assert apps["sample_limit"] == 10_000  # an app cannot fill the store
 
 
 def test_without_tls_it_scrapes_plain_http() -> None:
@@ -97,7 +99,7 @@ def test_an_absent_binary_is_one_line_and_no_store(monkeypatch: pytest.MonkeyPat
 
 
 class Clock:
-    """A clock that moves only when a wait asks it to; the second wait never ends."""
+    """A clock that moves only when a wait asks it to; the third wait never ends."""
 
     def __init__(self) -> None:
         self.now = datetime.datetime.now(datetime.UTC)
@@ -108,7 +110,7 @@ class Clock:
 
     async def sleep(self, seconds: float) -> None:
         self.waits.append(seconds)
-        if len(self.waits) > 1:
+        if len(self.waits) > 2:
             await asyncio.Event().wait()
         self.now += datetime.timedelta(seconds=seconds)
 
@@ -123,23 +125,25 @@ async def test_the_store_renews_its_certificate_and_scrapes_with_the_new_one(
     authority.issue(tls, identity, ("127.0.0.1",))
     settings = StoreSettings(tmp_path / "metrics", tmp_path / "broker.json", 1.0,
                              tls_dir=tls.path, ca_dir=tmp_path / "tls", cert_lifetime=3600.0)
-    now = Scraping("https://127.0.0.1:1", identity_copy(settings))
-    assert now.tls is not None
-    first = now.tls.identity_file
+    now = Scraping("https://127.0.0.1:1", scrape_tls(settings.tls_dir))
     _, before = tls.read_identity()
-    due = (pki.renew_at(before) - clock.now).total_seconds()
+    due = (pki.renewal_wait(before, clock.now))
     keeper = asyncio.create_task(keep_certificate(settings, now, clock.sleep, clock))
-    await until_true(lambda: now.tls is not None and now.tls.identity_file != first)
+    await until_true(lambda: len(clock.waits) == 3)  # renewed, and the old one removed
     keeper.cancel()
     assert 0 < due < 3600.0
     assert clock.waits[0] == pytest.approx(due)  # at two thirds of its life, not before
-    _, after = tls.read_identity()
+    (renewed,) = renewed_dirs(settings.data_dir)
+    assert now.tls == ScrapeTls(TlsDir(renewed).ca_path, TlsDir(renewed).identity_path)
+    _, after = TlsDir(renewed).read_identity()
     assert after.serial_number != before.serial_number
     assert identity_of(after) == identity
-    assert not first.exists()  # the old copy is gone, the new one is what is scraped with
-    assert now.tls.identity_file.read_bytes() == tls.identity_path.read_bytes()
+    # One key of the store's on disk: the supervisor's directory is gone once it is replaced.
+    assert not tls.path.exists()
+    assert [p.parent for p in settings.data_dir.rglob("identity.pem")] == [renewed]
     written = json.loads((settings.data_dir / CONFIG).read_text())
-    assert written["scrape_configs"][0]["tls_config"]["cert_file"] == str(now.tls.identity_file)
+    assert written["scrape_configs"][0]["tls_config"]["cert_file"] == str(
+        TlsDir(renewed).identity_path)
 
 
 async def until_true(check: Callable[[], bool]) -> None:

@@ -14,6 +14,8 @@ hrsp_4xx,hrsp_5xx,hrsp_other,rtime,ttime,req_tot
 public,FRONTEND,,3,120,OPEN,,0,100,0,15,5,0,,,120
 pool_0,s0,0,2,70,UP,70,0,60,0,10,0,0,12,30,
 pool_0,s1,0,0,30,UP,30,0,25,0,5,0,0,40,50,
+pool_0,s2,0,0,0,UP,0,0,0,0,0,0,0,0,0,
+pool_0,s3,0,0,3,UP,3,0,3,0,0,0,0,0,1,
 pool_0,BACKEND,0,2,100,UP,100,0,85,0,15,3,0,20,35,
 pool_far_0,s0,0,1,20,UP,20,1,15,0,0,2,0,8,9,
 pool_far_0,BACKEND,0,1,20,UP,20,1,15,0,0,2,0,8,9,
@@ -23,6 +25,7 @@ other,s9,0,7,7,UP,7,0,7,0,0,0,0,0,0,
 """
 
 SERVERS = {("pool_0", "s0"): ("web", "m1"), ("pool_0", "s1"): ("web", "m2"),
+           ("pool_0", "s2"): ("web", "m4"), ("pool_0", "s3"): ("web", "m5"),
            ("pool_far_0", "s0"): ("web", "m3")}
 TCP = {("tcp_5432", "s0"): ("db", "d1")}
 APPS = {"pool_0": "web", "pool_far_0": "web"}
@@ -30,7 +33,9 @@ APPS = {"pool_0": "web", "pool_far_0": "web"}
 
 def figures() -> AppFigures:
     places = {"m1": Place("web", "ams", "w1"), "m2": Place("web", "ams", "w2"),
-              "m3": Place("web", "ord", "w3"), "d1": Place("db", "ams", "w1")}
+              "m3": Place("web", "ord", "w3"), "d1": Place("db", "ams", "w1"),
+              "m4": Place("web", "", ""), "m5": Place("web", "", ""),
+              "m9": Place("shop", "", "")}
     return AppFigures(lambda: places, lambda app: "acme" if app == "web" else "personal",
                       ("ams", "proxy-1"))
 
@@ -65,6 +70,11 @@ def test_haproxy_rows_become_each_machines_and_each_apps_series() -> None:
     assert value(found, "fly_app_tcp_connects_count", **m1) == 70
     assert value(found, "fly_app_concurrency", **m1) == 2
     assert value(found, "fly_app_http_response_time_seconds_avg", **m1) == 0.012
+    # An average once a machine has answered (under a millisecond reads 0), none before.
+    m4 = {"app": "web", "machine": "m4", "region": "", "host": "", "org": "acme"}
+    m5 = {**m4, "machine": "m5"}
+    assert value(found, "fly_app_http_response_time_seconds_avg", **m4) is None
+    assert value(found, "fly_app_http_response_time_seconds_avg", **m5) == 0
     d1 = {"app": "db", "machine": "d1", "region": "ams", "host": "w1", "org": "personal"}
     assert value(found, "fly_app_tcp_connects_count", **d1) == 9
     assert value(found, "fly_app_concurrency", **d1) == 4
@@ -121,9 +131,56 @@ def test_the_python_planes_requests_add_to_haproxys() -> None:
     assert value(found, "fly_app_http_response_time_seconds_bucket", **m1, le="+Inf") == 3
 
 
-def test_a_machine_the_proxy_no_longer_routes_to_keeps_its_app_and_org() -> None:
-    collector = AppFigures(dict, lambda app: "personal", ("ams", "proxy-1"))
-    collector.observe_request("web", "gone", 200, 0.01)
+def test_a_machine_the_proxy_no_longer_knows_of_has_its_series_dropped() -> None:
+    places = {"m1": Place("web", "ams", "w1"), "m2": Place("web", "ams", "w2")}
+    collector = AppFigures(lambda: places, lambda app: "personal", ("ams", "proxy-1"))
+    collector.observe_haproxy(parse_stat(SHOW_STAT), SERVERS, APPS, 0, TCP)
+    collector.observe_request("web", "m2", 200, 0.01)
+    del places["m2"]  # destroyed
     found = samples(collector)
-    assert value(found, "fly_app_http_responses_count", app="web", machine="gone", region="",
-                 host="", org="personal", status="2xx") == 1
+    m1 = {"app": "web", "machine": "m1", "region": "ams", "host": "w1", "org": "personal"}
+    assert value(found, "fly_app_http_responses_count", **m1, status="2xx") == 60
+    # Its counts are gone (its gauges go with HAProxy's next look, its slot emptied).
+    assert not any(dict(labels).get("machine") == "m2" for name, labels in found
+                   if name in ("fly_app_http_responses_count", "fly_app_tcp_connects_count",
+                               "fly_app_http_response_time_seconds_count"))
+    assert value(found, "fly_edge_http_responses_count", app="web", region="ams",
+                 host="proxy-1", org="personal", status="2xx") == 101  # the app's stay
+
+
+def test_the_python_planes_requests_in_flight_are_each_machines_concurrency() -> None:
+    places = {"m1": Place("web", "ams", "w1"), "m2": Place("web", "ams", "w2")}
+    in_flight = {"m1": 3}
+    collector = AppFigures(lambda: places, lambda app: "personal", ("ams", "proxy-1"),
+                           lambda: in_flight)
+    found = samples(collector)
+    m1 = {"app": "web", "machine": "m1", "region": "ams", "host": "w1", "org": "personal"}
+    assert value(found, "fly_app_concurrency", **m1) == 3
+    assert value(found, "fly_app_concurrency", **{**m1, "machine": "m2", "host": "w2"}) == 0
+    # Behind HAProxy, its open sessions and the activator's requests add up.
+    collector.observe_haproxy(parse_stat(SHOW_STAT), SERVERS, APPS, 0, TCP)
+    assert value(samples(collector), "fly_app_concurrency", **m1) == 5
+
+
+def test_a_reused_slot_counts_for_its_new_machine_only_what_came_after() -> None:
+    """HAProxy counts by slot, and the layout gives an emptied slot (and an app's emptied
+    backend) to the next machine (app): the new one starts from what the slot held."""
+    collector = figures()
+    collector.observe_haproxy(parse_stat(SHOW_STAT), SERVERS, APPS, 0, TCP)
+    later = SHOW_STAT.replace("pool_0,s0,0,2,70,UP,70,0,60,", "pool_0,s0,0,2,75,UP,75,0,65,")
+    later = later.replace("pool_0,BACKEND,0,2,100,UP,100,0,85,",
+                          "pool_0,BACKEND,0,2,105,UP,105,0,90,")
+    reused = {**SERVERS, ("pool_0", "s0"): ("shop", "m9")}
+    collector.observe_haproxy(parse_stat(later), reused, {"pool_0": "shop"}, 0, TCP)
+    found = samples(collector)
+    m1 = {"app": "web", "machine": "m1", "region": "ams", "host": "w1", "org": "acme"}
+    assert value(found, "fly_app_http_responses_count", **m1, status="2xx") == 60
+    assert value(found, "fly_app_tcp_connects_count", **m1) == 70
+    m9 = {"app": "shop", "machine": "m9", "region": "", "host": "", "org": "personal"}
+    assert value(found, "fly_app_http_responses_count", **m9, status="2xx") == 5
+    assert value(found, "fly_app_tcp_connects_count", **m9) == 5
+    edge = {"region": "ams", "host": "proxy-1", "status": "2xx"}
+    assert value(found, "fly_edge_http_responses_count", app="shop", org="personal",
+                 **edge) == 5
+    # web's near backend counted 85 before it went; its far backend is not shop's.
+    assert value(found, "fly_edge_http_responses_count", app="web", org="acme", **edge) == 100

@@ -9,10 +9,11 @@ from typing import Annotated
 
 import typer
 
-from bodega.cli.daemons.options import ExitWithParentOption
+from bodega.cli.daemons.options import ExitWithParentOption, LogLevelOption
 from bodega.cli.session.errors import friendly
 from bodega.cluster.metrics_store import PROGRAM, StoreSettings, run_store
 from bodega.model.duration import parse_duration
+from bodega.runtime.logs import configure
 from bodega.runtime.tls.core import pki
 
 
@@ -35,9 +36,11 @@ def metrics_store(
     cert_validity: Annotated[str, typer.Option(
         help="Life of the certificates it issues itself")] = "8760h",
     ready_file: Annotated[Path | None, typer.Option(help="Written once it answers")] = None,
+    log_level: LogLevelOption = "info",
     exit_with_parent: ExitWithParentOption = False,
 ) -> None:
     """Run VictoriaMetrics on loopback, scraping what the host's broker lists."""
+    configure(log_level, "metrics-store")
     interval = parse_duration(scrape_interval, 0.0)
     if interval < 1.0:
         raise ValueError("--scrape-interval must be at least 1s")

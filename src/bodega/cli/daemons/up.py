@@ -26,6 +26,7 @@ from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
 from bodega.cluster.edge_files import CA_CRT, ensure_certs_key, ensure_edge
 from bodega.cluster.port_claims import PortClaims
+from bodega.cluster.registry_sync import keep_caught_up
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
 from bodega.model.duration import parse_duration
 from bodega.registry.sealing import keyfile
@@ -261,6 +262,7 @@ async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluste
     cluster = cluster or LocalCluster(config, components_for(config), authority)
     stop = asyncio.create_task(until_stopped())
     registered: Registered | None = None
+    syncing: asyncio.Task[None] | None = None
     try:
         started, _ = await _unless_stopped(cluster.start(), stop)
         if started and contexts_file is not None:
@@ -275,10 +277,17 @@ async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluste
                     await _join_token(config, cluster, cluster.authority)
                 _banner(cluster, config, print_token, registered, contexts_file,
                         network_lines or [])
+                if config.advertise is not None and config.registry_port:  # hosts join
+                    syncing = keep_caught_up(  # catch up with other server hosts' registries
+                        f"{config.host}:{config.registry_port}",
+                        f"http://{config.host}:{config.api_port}", config.token,
+                        config.data_dir / CA_CRT if config.internal_tls else None)
                 await stop
                 return
             typer.echo(f"not up yet: {waiting.line()}; still waiting (Ctrl-C stops)", err=True)
     finally:
+        if syncing is not None:
+            syncing.cancel()
         await stop_as_asked(cluster, stop)
 
 
@@ -376,6 +385,9 @@ def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
                    "measurement only)")
     typer.echo(f"Dashboard: http://{config.host}:{config.api_port}/ui/  (sign in with the API "
                "token)")
+    if config.metrics_store:
+        typer.echo(f"Metrics: PromQL at http://{config.host}:{config.api_port}/prometheus/"
+                   "<org>/api/v1/query (the API token); `bodega metrics -a APP`")
     for line in network_lines:
         typer.echo(line)
     if config.advertise is not None:

@@ -5,7 +5,9 @@ CPU % (the rate of ``fly_instance_cpu_seconds_total``), memory
 (``fly_instance_memory_bytes``), requests per second (the rate of
 ``fly_app_http_responses_count``) and the 95th percentile of the response time
 (``fly_app_http_response_time_seconds``' histogram; where a machine has no
-buckets, the average from its ``_sum`` and ``_count``). A machine with no series
+buckets, the average from its ``_sum`` and ``_count``, or where HAProxy carries its
+traffic, which keeps no histogram, HAProxy's own average over its last 1,024 responses,
+``fly_app_http_response_time_seconds_avg``). A machine with no series
 yet shows a dash, never a zero it did not measure.
 """
 
@@ -29,8 +31,9 @@ def queries(app: str, window: str = WINDOW) -> dict[str, str]:
         "rps": f"sum by (machine) (rate(fly_app_http_responses_count{sel}[{window}]))",
         "p95": f"histogram_quantile(0.95, sum by (machine, le) "
                f"(rate({seconds}_bucket{sel}[{window}])))",
-        "avg": f"sum by (machine) (rate({seconds}_sum{sel}[{window}])) / "
-               f"sum by (machine) (rate({seconds}_count{sel}[{window}]))",
+        "avg": f"(sum by (machine) (rate({seconds}_sum{sel}[{window}])) / "
+               f"sum by (machine) (rate({seconds}_count{sel}[{window}]))) "
+               f"or avg by (machine) ({seconds}_avg{sel})",
     }
 
 
