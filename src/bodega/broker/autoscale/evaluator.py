@@ -176,7 +176,8 @@ class Evaluator:
         except BodegaError as exc:
             return None, None, exc.message
         if answer.status != 200:
-            return None, None, f"the store answered {answer.status}"
+            why = _error_of(answer.body)
+            return None, None, f"the store answered {answer.status}" + (f": {why}" if why else "")
         if setting.expr:
             return _one_value(ExprAnswer.model_validate_json(answer.body))
         parsed = QueryAnswer.model_validate_json(answer.body)
@@ -248,5 +249,13 @@ def _one_value(answer: ExprAnswer) -> tuple[float | None, None, str]:
 def _number(text: str) -> float | None:
     try:
         return float(text)
+    except ValueError:
+        return None
+
+
+def _error_of(body: bytes) -> str | None:
+    """What a store's refusal says (a PromQL error's text), if it says it as Prometheus does."""
+    try:
+        return ExprAnswer.model_validate_json(body).error
     except ValueError:
         return None

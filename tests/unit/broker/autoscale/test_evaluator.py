@@ -161,3 +161,40 @@ async def test_scale_in_cordons_then_stops_the_drained_machine_and_uncordons_it(
     assert decision is not None
     assert decision.stop == ("m2",)
     assert machines.calls[1:] == [("stop", "m2"), ("uncordon", "m2")]
+
+
+@dataclass
+class ExprStore:
+    answer: object
+    status: int = 200
+
+    async def ask(self, path: str, params: list[tuple[str, str]]) -> Answered:
+        return Answered(self.status, _json(self.answer))
+
+
+async def expression_decision(answer: object, status: int = 200) -> str:
+    catalog, clock = MemoryCatalog(), Clock()
+    machines = FakeMachines([started("m1"), started("s1", "stopped")])
+    row = AutoscaleRow(app="web", min=1, max=5, expr="sum(queue) / 10")
+    catalog.put_shared(AutoscaleRow.TABLE, "web", row.doc())
+    b1 = broker(catalog, "b1", machines, FakeCreates(), None, clock)
+    b1.ask = ExprStore(answer, status).ask
+    await b1.evaluate(row)
+    decision = await b1.evaluate(row)
+    assert decision is not None
+    return f"{decision.wanted} {decision.figure}"
+
+
+async def test_an_expression_is_a_scalar_or_one_series_and_anything_else_no_figure() -> None:
+    scalar = {"status": "success", "data": {"resultType": "scalar", "result": [0, "2.5"]}}
+    assert await expression_decision(scalar) == "3 expression = 2.5"
+    one = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {}, "value": [0, "2"]}]}}
+    assert await expression_decision(one) == "2 expression = 2"
+    two = {"status": "success", "data": {"resultType": "vector", "result": [
+        {"metric": {"a": "1"}, "value": [0, "2"]}, {"metric": {"a": "2"}, "value": [0, "3"]}]}}
+    assert await expression_decision(two) == (
+        "1 no figure (the expression gave 2 series; it must give one): bounds kept")
+    failed = {"status": "error", "errorType": "bad_data", "error": "unknown function"}
+    assert await expression_decision(failed, 422) == (
+        "1 no figure (the store answered 422: unknown function): bounds kept")
