@@ -116,14 +116,24 @@ class Evaluator:
 
     async def run(self) -> None:
         while True:
-            for setting in self.catalog.rows(AutoscaleRow):
+            settings = self.catalog.rows(AutoscaleRow)
+            for setting in settings:
                 try:
                     await within(self.evaluate(setting), ACT_WITHIN)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("autoscaling app %s failed", setting.app)
+            self.forget({s.app for s in settings})
             await asyncio.sleep(self.every)
+
+    def forget(self, apps: set[str]) -> None:
+        """Drop the runs this broker held of apps no longer autoscaled (a run written by an
+        evaluation that was under way as its setting was removed)."""
+        for run in self.catalog.rows(AutoscaleRunRow, holder=self.name):
+            if run.app not in apps:
+                self.catalog.delete_shared(AutoscaleRunRow.TABLE, run.app)
+        self.seen = {app: s for app, s in self.seen.items() if app in apps}
 
     async def evaluate(self, setting: AutoscaleRow) -> Decision | None:
         """One look at one app: the lease, then (if held here) the decision and its actions."""

@@ -198,3 +198,13 @@ async def test_an_expression_is_a_scalar_or_one_series_and_anything_else_no_figu
     failed = {"status": "error", "errorType": "bad_data", "error": "unknown function"}
     assert await expression_decision(failed, 422) == (
         "1 no figure (the store answered 422: unknown function): bounds kept")
+
+
+def test_a_run_left_behind_by_a_removed_setting_is_dropped_by_its_holder() -> None:
+    catalog, clock = MemoryCatalog(), Clock()
+    b1 = broker(catalog, "b1", FakeMachines([]), FakeCreates(), None, clock)
+    for app, holder in (("gone", "b1"), ("kept", "b1"), ("theirs", "b2")):
+        catalog.put_shared(AutoscaleRunRow.TABLE, app,
+                           AutoscaleRunRow(app=app, holder=holder).doc())
+    b1.forget({"kept"})
+    assert sorted(r.app for r in catalog.rows(AutoscaleRunRow)) == ["kept", "theirs"]
