@@ -51,6 +51,7 @@ from bodega.wire.transport.peer_access import PeerAccess
 from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
+from bodega.worker.core.snapshot_places import Place
 from bodega.worker.drivers.base import Driver
 from bodega.worker.host.core.identity import machine_home
 from bodega.worker.host.network import Network
@@ -76,6 +77,7 @@ from bodega.worker.ops.health import HealthChecks
 from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.runner import Runner
+from bodega.worker.ops.snapshot_copies import SnapshotCopies, ViewDirectory
 from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.ops.watch import StateWatch
@@ -140,6 +142,11 @@ class Worker:
                                          config.snapshot_dir)
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
                     if config.tls_dir is not None else None)
+        settings = config.snapshots
+        self.copies = SnapshotCopies(
+            self.snapshots, self._place, self.tls.client if self.tls is not None else None,
+            config.snapshots_dir / ".transfers", copies=settings.copies,
+            schedule_every=settings.every, upkeep_every=settings.upkeep)
         # Before recovery: a task's machine that ended while the worker was down is seen.
         self.jobs = WorkerJobs(config, self.machines, self.ledger, self.tls, self._home)
         self.served: Served | None = None
@@ -170,6 +177,11 @@ class Worker:
             name=self.config.name, region=self.config.region, driver=self.driver.name,
             url=self.url if self.served else None,
             totals=self.config.totals.row(), pid=os.getpid())
+
+    def _place(self) -> Place:
+        """This worker as its snapshots' copies are placed from (``core/snapshot_places``)."""
+        return Place(name=self.config.name, url=self.url if self.served else "",
+                     region=self.config.region)
 
     def _home(self, machine_id: str, private_ip: str | None) -> Path | None:
         return machine_home(self.user, self.config.machine_dir(machine_id), private_ip)
@@ -213,7 +225,7 @@ class Worker:
             name=self.config.name, region=self.config.region,
             access=PeerAccess(WORKER_API, self.tls),
             ledger=self.ledger, machines=self.machines, actions=self.actions,
-            volumes=self.volumes, snapshots=self.snapshots, metrics=self.metrics, info=self.info,
+            volumes=self.volumes, copies=self.copies, metrics=self.metrics, info=self.info,
             service_host=self.service_host, before_scrape=self._before_scrape,
             more=(self.jobs.routes,))
         sock = bind(self.config.listen_host, self.config.listen_port)
@@ -253,7 +265,9 @@ class Worker:
                 routes = PeerRoutes(self.registry, self.config.host())
                 self._tasks.append(asyncio.create_task(routes.run()))
             self.jobs.attach(self.registry)
+            self.copies.directory = ViewDirectory(self.registry)
         self.jobs.start()
+        self._tasks.append(asyncio.create_task(self.copies.run()))
         self._tasks.append(asyncio.create_task(housekeeping(
             self.store, self.ledger, self.config.log_keep_seconds)))
         self._tasks.append(asyncio.create_task(HealthChecks(
@@ -318,6 +332,7 @@ class Worker:
             await self.network.release_spares(in_use)
         await self.machines.supervision.close()
         await self.jobs.close()
+        await self.copies.aclose()
         self.store.close()
         if self._lock is not None:
             self._lock.release()

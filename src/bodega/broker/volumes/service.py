@@ -8,6 +8,7 @@ a host) and everything after goes to that worker.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import time
 
@@ -22,6 +23,7 @@ from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
 from bodega.model.errors import BadRequest, NotFound, Unavailable, Unreachable
 from bodega.model.ids import new_volume_id
+from bodega.model.rows import WorkerRow
 from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
 from bodega.placement import PlacementRequest
 from bodega.wire.internal.worker_calls import CreateVolumeBody, ExtendVolumeBody, WorkerRequest
@@ -59,23 +61,25 @@ class Volumes:
         answer_by = time.monotonic() + self.answer_within
         if body.snapshot_id and body.source_volume_id:
             raise BadRequest("invalid_argument: give snapshot_id or source_volume_id, not both")
-        pinned: str | None = None
         size_gb = body.size_gb
+        holders: builtins.list[str] = []
+        data_region: str | None = None
         if body.snapshot_id or body.source_volume_id:
-            # The data is on one host: the new volume goes there.
-            pinned, snapshot = await (self.find_snapshot(app, body.snapshot_id)
-                                      if body.snapshot_id else
-                                      self._fork_source(app, str(body.source_volume_id)))
+            # The data is wherever a holder of the snapshot is: the new volume is placed as
+            # any other, and its worker fetches the snapshot from one of them.
+            holders, snapshot = await (self.find_snapshot(app, body.snapshot_id)
+                                       if body.snapshot_id else
+                                       self._fork_source(app, str(body.source_volume_id)))
             if "size_gb" not in body.model_fields_set:
                 size_gb = max(size_gb, snapshot.volume_size)
             body = body.model_copy(update={"snapshot_id": snapshot.id, "size_gb": size_gb})
+            data_region = self._region_of(holders)
         regions = self.machines.candidates.asked(body.region, self.default_region)
-        if pinned is not None and body.region is None:
+        if data_region is not None and body.region is None:
             # Unasked, the copy's region is its data's (a fork's: its source's), as a
             # machine mounting a volume goes to the volume's: the broker's own default
             # region may hold no host with the data.
-            host = self.machines.candidates.get(pinned)
-            regions = (host.region,) if host is not None else regions
+            regions = (data_region,)
         guest = body.compute
         ask = Ask(cpu_kind=guest.cpu_kind, cpus=guest.cpus, memory_mb=guest.memory_mb,
                   disk_gb=size_gb) if guest else Ask(cpus=0, memory_mb=0, disk_gb=size_gb)
@@ -85,14 +89,13 @@ class Volumes:
                               if v.name == body.name and v.state != "destroyed" and v.worker)
         request = PlacementRequest(
             app=app, ask=ask, regions=regions, avoid=avoid,
-            avoid_reason=f"a volume named {body.name!r} is already on this host",
-            pinned_worker=pinned, pinned_reason="the snapshot's data is on another host")
+            avoid_reason=f"a volume named {body.name!r} is already on this host")
         wire = CreateVolumeBody(app=app, name=body.name, size_gb=size_gb,
                                 encrypted=body.encrypted, fstype=body.fstype,
                                 snapshot_retention=body.snapshot_retention,
                                 auto_backup_enabled=body.auto_backup_enabled,
                                 require_unique_zone=body.require_unique_zone,
-                                snapshot_id=body.snapshot_id,
+                                snapshot_id=body.snapshot_id, snapshot_holders=holders,
                                 # One id for every ask: a worker asked again returns the
                                 # volume its first answer (lost) made, never a second one.
                                 volume_id=new_volume_id())
@@ -143,27 +146,57 @@ class Volumes:
         return await self.workers.client(worker).answer(
             VolumeSnapshot, "POST", f"/v1/volumes/{volume_id}/snapshots", params={"app": app})
 
-    async def _fork_source(self, app: str, volume_id: str) -> tuple[str, VolumeSnapshot]:
-        """A fork is a snapshot of the source taken now (listed with its others)."""
-        return self.locate(app, volume_id), await self.take_snapshot(app, volume_id)
+    def _region_of(self, holders: builtins.list[str]) -> str | None:
+        """The region of the first holder the view knows (the origin, when it is there)."""
+        for worker in holders:
+            host = self.machines.candidates.get(worker)
+            if host is not None:
+                return host.region
+            row = self.catalog.get(WorkerRow, worker)
+            if row is not None:
+                return row.region
+        return None
 
-    async def find_snapshot(self, app: str, snapshot_id: str) -> tuple[str, VolumeSnapshot]:
-        """The worker keeping snapshot ``snapshot_id`` of ``app``: one of its volumes' hosts.
+    async def _fork_source(self, app: str, volume_id: str
+                           ) -> tuple[builtins.list[str], VolumeSnapshot]:
+        """A fork is a snapshot of the source taken now (listed with its others), restored
+        wherever placement puts the new volume."""
+        worker = self.locate(app, volume_id)
+        snapshot = await self.take_snapshot(app, volume_id)
+        return list(dict.fromkeys([worker, *(snapshot.holders or [])])), snapshot
 
-        Snapshots are not in the view, so every host is asked. Where none that answered
-        keeps it but one could not be asked, the snapshot may well be there: that is a
-        503 naming the host (as a fork of a volume on it answers), not a 404."""
-        hosts = sorted({v.worker for v in self.app_volumes(app) if v.worker})
+    async def find_snapshot(self, app: str, snapshot_id: str
+                            ) -> tuple[builtins.list[str], VolumeSnapshot]:
+        """The workers holding snapshot ``snapshot_id`` of ``app`` (its origin and the
+        copies sent off its host), and the snapshot.
+
+        Every worker of the view that gossip does not say is gone is asked, at once.
+        Where none that answered holds it but one could not be asked, the snapshot may
+        well be there: that is a 503 naming the host (as a fork of a volume on it
+        answers), not a 404."""
+        names = sorted(row.name for row in self.catalog.rows(WorkerRow)
+                       if self.catalog.member_status(row.name) not in ("dead", "left"))
+
+        async def ask(worker: str) -> VolumeSnapshot:
+            return await self.workers.client(worker).answer(
+                VolumeSnapshot, "GET", f"/v1/snapshots/{snapshot_id}", params={"app": app})
+
+        answers = await asyncio.gather(*(ask(name) for name in names), return_exceptions=True)
+        holders: builtins.list[str] = []
+        found: VolumeSnapshot | None = None
         unanswered: builtins.list[str] = []
-        for worker in hosts:
-            try:
-                return worker, await self.workers.client(worker).answer(
-                    VolumeSnapshot, "GET", f"/v1/snapshots/{snapshot_id}", params={"app": app})
-            except NotFound:
-                continue
-            except Unavailable as e:
-                why = e.reason if isinstance(e, Unreachable) and e.reason else str(e)
+        for worker, answer in zip(names, answers, strict=True):
+            if isinstance(answer, VolumeSnapshot):
+                found = found or answer
+                holders.extend([*(answer.holders or []), worker])
+            elif isinstance(answer, Unavailable):
+                why = answer.reason if isinstance(answer, Unreachable) and answer.reason \
+                    else str(answer)
                 unanswered.append(f"{worker} ({why})")
+            elif not isinstance(answer, NotFound):
+                raise answer
+        if found is not None:
+            return list(dict.fromkeys(holders)), found
         if unanswered:
             raise Unavailable(f"snapshot {snapshot_id} may be on a host that is unreachable: "
                               f"{', '.join(unanswered)}; retry once it is back")
