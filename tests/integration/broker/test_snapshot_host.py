@@ -58,6 +58,10 @@ async def test_a_snapshot_is_restored_from_its_copy_after_its_host_is_lost(
 
             c.workers.remove(origin)
             await origin.stop()  # its rows stay in the view: a host lost, not gone
+            # Its volume's host lost, its snapshots are listed from the copies kept elsewhere.
+            listed = await api.get(f"/v1/apps/kept/volumes/{volume}/snapshots")
+            assert listed.status_code == 200, listed.text
+            assert [s["id"] for s in listed.json()] == [snapshot["id"]]
             restored = await api.post("/v1/apps/kept/volumes",
                                       json={"name": "copy", "region": "ams",
                                             "snapshot_id": snapshot["id"]})

@@ -137,7 +137,26 @@ class Volumes:
 
     # -- snapshots --------------------------------------------------------------------
     async def snapshots(self, app: str, volume_id: str) -> builtins.list[VolumeSnapshot]:
+        """The volume's snapshots, from its worker; with that one unreachable (its host
+        lost), the copies other workers keep of them, so they can still be restored."""
         worker = self.locate(app, volume_id)
+        try:
+            return await self._snapshots_on(worker, app, volume_id)
+        except Unavailable:
+            others = sorted(row.name for row in self.catalog.rows(WorkerRow)
+                            if row.name != worker and
+                            self.catalog.member_status(row.name) not in ("dead", "left"))
+            answers = await asyncio.gather(
+                *(self._snapshots_on(name, app, volume_id) for name in others),
+                return_exceptions=True)
+            found = {s.id: s for answer in answers if isinstance(answer, builtins.list)
+                     for s in answer}
+            if not found:
+                raise
+            return sorted(found.values(), key=lambda s: (s.created_at, s.id))
+
+    async def _snapshots_on(self, worker: str, app: str, volume_id: str
+                            ) -> builtins.list[VolumeSnapshot]:
         return await self.workers.client(worker).answers(
             VolumeSnapshot, "GET", f"/v1/volumes/{volume_id}/snapshots", params={"app": app})
 

@@ -88,7 +88,8 @@ class SnapshotCopies:
         self.upkeep_every = upkeep_every
         self.directory: Directory | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._sending: dict[str, asyncio.Lock] = {}
+        self._send = asyncio.Lock()  # one snapshot sent at a time: it has the link to itself
+        self._upkeep = asyncio.Lock()  # one pass at a time: a due volume gets one snapshot
 
     # -- taking and sending -----------------------------------------------------------------
     async def take(self, volume_id: str, app: str) -> SnapshotRow:
@@ -98,8 +99,7 @@ class SnapshotCopies:
         return await self.send_off(row)
 
     async def send_off(self, row: SnapshotRow) -> SnapshotRow:
-        lock = self._sending.setdefault(row.id, asyncio.Lock())
-        async with lock:
+        async with self._send:
             row = q.get_snapshot(self.store.db, row.id) or row
             targets = copy_targets(self.own(), self._places(), row.holders, self.copies)
             if not targets:
@@ -236,6 +236,10 @@ class SnapshotCopies:
             await asyncio.sleep(self.upkeep_every)
 
     async def upkeep(self) -> None:
+        async with self._upkeep:
+            await self._pass()
+
+    async def _pass(self) -> None:
         self.snapshots.prune()
         newest = q.newest_taken(self.store.db)
         volumes = [v for v in volume_queries.list_volumes(self.store.db)
