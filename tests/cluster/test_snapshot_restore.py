@@ -10,20 +10,17 @@ it goes to host 1 in ams, across the network, with the same data again.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import os
-import signal
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.cluster.deploy_kit import readable_dir
-from tests.cluster.multihost_kit import TOKEN, Host, MultiHost, three_hosts, until, wait_for
+from tests.cluster.multihost_kit import TOKEN, MultiHost, three_hosts, until, wait_for
+from tests.cluster.volume_kit import blob_digest, host_of, lose, volume_dir
 from tests.python_kit import machine_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
@@ -55,34 +52,6 @@ def cluster() -> Iterator[MultiHost]:
         until(lambda: len([w for w in multi.json("cluster", "workers")
                            if w["region"] == "syd"]) == 2, "two syd workers")
         yield multi
-
-
-def volume_dir(host: Host, volume_id: str) -> Path:
-    (found,) = list(host.data.glob(f"workers/*/volumes/{volume_id}"))
-    return found
-
-
-def blob_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    with (root / "blob").open("rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def host_of(cluster: MultiHost, worker: str) -> Host:
-    (found,) = [h for h in cluster.members if worker in h.worker_pids()]
-    return found
-
-
-def lose(host: Host) -> None:
-    """The host is gone: every bodega process on it killed at once, nobody stops anything."""
-    for pid in host.worker_pids().values():
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    assert host.process is not None
-    host.process.kill()
-    host.process.wait()
 
 
 def create(cluster: MultiHost, body: dict[str, Any]) -> dict[str, Any] | None:
