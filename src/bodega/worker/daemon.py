@@ -221,6 +221,7 @@ class Worker:
             parking.reap()  # launchers a previous run left waiting: they would never be told to run
         await self.machines.recover()
         await self.snapshots.recover()  # after the machines: it thaws a started one
+        self.copies.recover()  # after it: a partial tree left is a transfer's
         api = WorkerApi(
             name=self.config.name, region=self.config.region,
             access=PeerAccess(WORKER_API, self.tls),

@@ -5,6 +5,7 @@ snapshot exists, so "not found" would be wrong."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -140,3 +141,47 @@ async def test_restoring_a_snapshot_kept_only_on_an_unreachable_host_is_a_503(
                 assert answer.json()["status"] == "unavailable", answer.text
                 assert "unreachable" in answer.json()["error"], answer.text
             assert holder.config.name in restored.json()["error"], restored.text
+
+
+async def test_a_copy_longer_than_the_answer_goes_on_after_it(tmp_path: Path) -> None:
+    async with in_process_cluster(tmp_path) as c:
+        await c.add_worker("ams-1")
+        await c.add_worker("ams-2")
+        await c.add_broker()
+        async with c.api() as api:
+            await api.post("/v1/apps", json={"app_name": "kept", "org_slug": "personal"})
+            made = await api.post("/v1/apps/kept/volumes",
+                                  json={"name": "data", "size_gb": 1, "region": "ams"})
+            volume = made.json()["id"]
+            origin = holder_of(c, volume)
+            write_data(origin, volume)
+            origin.copies.answer_within = 0.0  # as a copy of a big volume: not waited for
+            taken = await api.post(f"/v1/apps/kept/volumes/{volume}/snapshots")
+            assert taken.status_code == 200, taken.text
+            assert taken.json()["off_host"] is False
+
+            async def copied() -> bool:
+                listed = await api.get(f"/v1/apps/kept/volumes/{volume}/snapshots")
+                return bool(listed.json()[0]["off_host"])
+
+            for _ in range(100):
+                if await copied():
+                    break
+                await asyncio.sleep(0.05)
+            assert await copied()
+
+
+async def test_a_transfer_cut_short_leaves_nothing_after_a_restart(tmp_path: Path) -> None:
+    async with in_process_cluster(tmp_path) as c:
+        worker = await c.add_worker("ams-1")
+        left = [worker.config.snapshots_dir / ".transfers" / "tmp1" / "snapshot.tar",
+                worker.config.snapshots_dir / "vs_cutshort.partial" / "file"]
+        for path in left:
+            path.parent.mkdir(parents=True)
+            path.write_bytes(b"half")
+        kept = worker.config.snapshots_dir / "vs_whole" / "file"
+        kept.parent.mkdir(parents=True)
+        kept.write_bytes(b"whole")
+        worker.copies.recover()
+        assert not any(path.parent.exists() for path in left)
+        assert kept.exists()

@@ -22,15 +22,16 @@ import shutil
 import ssl
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import aiohttp
 
 from bodega.model.errors import NotFound, Unavailable
 from bodega.model.rows import WorkerRow
 from bodega.registry import Registry
+from bodega.runtime.waits import within
 from bodega.wire.internal.worker_calls import SnapshotCopy
 from bodega.wire.transport.aiohttp_transport import session
 from bodega.worker.core.records import SnapshotRow
@@ -42,7 +43,8 @@ from bodega.worker.store import volume_queries
 
 log = logging.getLogger("bodega.worker.snapshots")
 HEADER = "x-bodega-snapshot"
-SEND_TIMEOUT = 600.0  # a whole snapshot's bytes, worker to worker
+SEND_TIMEOUT = 3600.0  # a whole snapshot's bytes, worker to worker
+ANSWER_WITHIN = 5.0  # under the broker's 10 s wait for a worker (broker/view/workers.py)
 CHUNK = 1 << 20
 
 
@@ -65,6 +67,12 @@ class ViewDirectory:
                 for row in self.registry.rows(WorkerRow) if row.url]
 
 
+def _seen(task: asyncio.Future[SnapshotRow]) -> None:
+    """A transfer's error, logged where nobody waits for it any more."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.warning("a snapshot transfer failed: %s", exc)
+
+
 def copy_of(row: SnapshotRow, origin: str) -> SnapshotCopy:
     return SnapshotCopy(id=row.id, volume_id=row.volume_id, app=row.app, digest=row.digest,
                         size=row.size, volume_size_gb=row.volume_size_gb,
@@ -75,9 +83,12 @@ def copy_of(row: SnapshotRow, origin: str) -> SnapshotCopy:
 class SnapshotCopies:
     def __init__(self, snapshots: VolumeSnapshots, own: Callable[[], Place],
                  tls: ssl.SSLContext | None, work_dir: Path, *, copies: int = 1,
-                 schedule_every: float = 86400.0, upkeep_every: float = 30.0) -> None:
+                 schedule_every: float = 86400.0, upkeep_every: float = 30.0,
+                 answer_within: float = ANSWER_WITHIN) -> None:
         """``copies``: how many other workers hold each snapshot; ``schedule_every``:
-        seconds between a volume's scheduled snapshots; ``upkeep_every``: between passes."""
+        seconds between a volume's scheduled snapshots; ``upkeep_every``: between passes;
+        ``answer_within``: how long a take or a restore waits for a transfer before it
+        answers (under the broker's patience with a worker) and lets it go on."""
         self.snapshots = snapshots
         self.store = snapshots.store
         self.own = own
@@ -88,15 +99,35 @@ class SnapshotCopies:
         self.upkeep_every = upkeep_every
         self.directory: Directory | None = None
         self._session: aiohttp.ClientSession | None = None
+        self.answer_within = answer_within
+        self._background: set[asyncio.Future[SnapshotRow]] = set()
+        self._fetching: dict[str, asyncio.Future[SnapshotRow]] = {}  # snapshot id -> its fetch
         self._send = asyncio.Lock()  # one snapshot sent at a time: it has the link to itself
         self._upkeep = asyncio.Lock()  # one pass at a time: a due volume gets one snapshot
 
     # -- taking and sending -----------------------------------------------------------------
     async def take(self, volume_id: str, app: str) -> SnapshotRow:
-        """Snapshot the volume and send it off this host; a copy that fails is retried by
-        the upkeep (the answer says the snapshot is local-only meanwhile)."""
+        """Snapshot the volume and send it off this host. The answer waits for the copy
+        up to ``answer_within`` seconds; a longer one goes on in the background, and one
+        that fails is retried by the upkeep: the answer says the snapshot is local-only
+        meanwhile."""
         row = await self.snapshots.take(volume_id, app)
-        return await self.send_off(row)
+        return await self._outlasting(self.send_off(row), row)
+
+    async def _outlasting(self, work: Coroutine[Any, Any, SnapshotRow],
+                          meanwhile: SnapshotRow) -> SnapshotRow:
+        """``work``'s answer if it ends within ``answer_within``, else ``meanwhile`` (it goes
+        on: neither a caller that gives up nor the wait cancels it)."""
+        task = asyncio.ensure_future(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_seen)
+        try:
+            return await within(asyncio.shield(task), self.answer_within)
+        except TimeoutError:
+            log.info("%s: snapshot %s still being sent; answered as local-only for now",
+                     meanwhile.volume_id, meanwhile.id)
+            return meanwhile
 
     async def send_off(self, row: SnapshotRow) -> SnapshotRow:
         async with self._send:
@@ -175,10 +206,21 @@ class SnapshotCopies:
         return row
 
     async def fetch(self, snapshot_id: str, app: str, holders: list[str]) -> SnapshotRow:
-        """The snapshot, from this worker's store or else fetched from a holder."""
+        """The snapshot, from this worker's store or else fetched from a holder. A fetch
+        goes on when its caller gives up (a broker's wait is shorter than a big
+        snapshot's transfer): asked again, the worker has it."""
         found = q.get_snapshot(self.store.db, snapshot_id)
         if found is not None and found.status == "created" and found.app == app:
             return found
+        fetching = self._fetching.get(snapshot_id)
+        if fetching is None:
+            fetching = self._fetching[snapshot_id] = asyncio.ensure_future(
+                self._fetch(snapshot_id, app, holders))
+            fetching.add_done_callback(lambda _: self._fetching.pop(snapshot_id, None))
+            fetching.add_done_callback(_seen)
+        return await asyncio.shield(fetching)
+
+    async def _fetch(self, snapshot_id: str, app: str, holders: list[str]) -> SnapshotRow:
         failures: list[str] = []
         for holder in fetch_order(holders, self._places(), self.own()):
             try:
@@ -281,6 +323,15 @@ class SnapshotCopies:
         finally:
             shutil.rmtree(path, ignore_errors=True)
 
+    def recover(self) -> None:
+        """Drop what transfers cut short by a stop left: their tar files, and trees
+        extracted but never kept (a snapshot being taken has its own ``recover``)."""
+        shutil.rmtree(self.work_dir, ignore_errors=True)
+        for partial in self.work_dir.parent.glob("*.partial"):
+            shutil.rmtree(partial, ignore_errors=True)
+
     async def aclose(self) -> None:
+        for task in [*self._background, *self._fetching.values()]:
+            task.cancel()
         if self._session is not None:
             await self._session.close()
