@@ -12,6 +12,8 @@ public API:
 - **restore after loss**: the volume's host killed (SIGKILL of every bodega process on
   it), then ``POST .../volumes`` with the snapshot id until it answers: the volume is
   made on the host holding the copy;
+- **restore with a fetch**: the snapshot restored into ams: host 1's worker holds no
+  copy, so it fetches it from host 3 (digest checked) and provisions from it;
 - **fork across hosts**: a fork of the restored volume into ams: a snapshot on host 3,
   sent on, then fetched by host 1's worker and provisioned.
 
@@ -94,17 +96,21 @@ def run(cluster: MultiHost, mb: int) -> None:
 
         copy = until(restored, "restored", timeout=300)
         restore = time.monotonic() - lost
+        across, remote = timed(api, "POST", f"/v1/apps/{APP}/volumes", json={
+            "name": "remote", "region": "ams", "snapshot_id": again["id"]})
         fork, far = timed(api, "POST", f"/v1/apps/{APP}/volumes", json={
             "name": "far", "region": "ams", "source_volume_id": copy["id"]})
         other = host_of(cluster, copy["zone"])
         first_host = next(h for h in cluster.members if h.index == 1)
         same = (blob_digest(volume_dir(other, copy["id"])) == written
+                and blob_digest(volume_dir(first_host, remote["id"])) == written
                 and blob_digest(volume_dir(first_host, far["id"])) == written)
     print(f"volume: {snapshot['size'] / 1e6:.1f} MB of data "
           f"(sent whole to {', '.join(snapshot['holders'][1:])})")
     print(f"snapshot 1 (copy + send to another host): {first:.2f} s")
     print(f"snapshot 2 (unchanged, sent whole again):  {second:.2f} s")
     print(f"restore after the host was lost:           {restore:.2f} s")
+    print(f"restore on a host holding no copy (fetch): {across:.2f} s")
     print(f"fork across hosts into another region:     {fork:.2f} s")
     print(f"checksums equal: {same}; data lost: writes after snapshot 2 (none here)")
 

@@ -16,7 +16,7 @@ from pydantic import (
 
 from bodega.model.answer import Answer
 from bodega.model.capacity import Ask
-from bodega.model.ids import MachineId, MachineName, VolumeId
+from bodega.model.ids import MachineId, MachineName, SnapshotId, VolumeId
 from bodega.model.machine_config import MachineConfig
 from bodega.model.rows import Free, HostTotals, HostUsage
 from bodega.wire.public.placement import PlacementRecord
@@ -212,9 +212,9 @@ class SnapshotCopy(WorkerRequest):
     """A snapshot sent to or fetched from another worker: what its tar stream is of (the
     ``x-bodega-snapshot`` header of ``PUT``/``GET /v1/snapshots/{id}/data``)."""
 
-    id: str
-    volume_id: str
-    app: str
+    id: SnapshotId
+    volume_id: VolumeId
+    app: str = Field(min_length=1, max_length=63)
     digest: str
     size: int
     volume_size_gb: int

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import shutil
 import ssl
+import tarfile
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
@@ -28,7 +29,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from bodega.model.errors import NotFound, Unavailable
+from bodega.model.errors import BadRequest, NotFound, Unavailable
 from bodega.model.rows import WorkerRow
 from bodega.registry import Registry
 from bodega.runtime.waits import within
@@ -36,7 +37,7 @@ from bodega.wire.internal.worker_calls import SnapshotCopy
 from bodega.wire.transport.aiohttp_transport import session
 from bodega.worker.core.records import SnapshotRow
 from bodega.worker.core.snapshot_places import Place, Scheduled, copy_targets, due, fetch_order
-from bodega.worker.host.snapshot_tar import pack, unpack
+from bodega.worker.host.snapshot_tar import DigestMismatch, pack, unpack
 from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.store import snapshot_queries as q
 from bodega.worker.store import volume_queries
@@ -185,7 +186,11 @@ class SnapshotCopies:
             with archive.open("wb") as f:
                 async for chunk in body:
                     await asyncio.to_thread(f.write, chunk)
-            return await self._keep(meta, archive)
+            try:
+                return await self._keep(meta, archive)
+            except (DigestMismatch, tarfile.TarError) as exc:
+                raise BadRequest(f"invalid_argument: snapshot {meta.id} not kept: {exc}"
+                                 ) from None
 
     async def _keep(self, meta: SnapshotCopy, archive: Path) -> SnapshotRow:
         target = self.snapshots.snapshot_dir(meta.id)
@@ -227,7 +232,8 @@ class SnapshotCopies:
                 return await self._get(holder, snapshot_id, app)
             except NotFound:
                 failures.append(f"{holder} (does not hold it)")
-            except (Unavailable, OSError, aiohttp.ClientError, ValueError) as exc:
+            except (Unavailable, OSError, aiohttp.ClientError, ValueError,
+                    tarfile.TarError) as exc:
                 failures.append(f"{holder} ({exc})")
         if not failures:
             raise NotFound(f"snapshot not found: {snapshot_id}")
@@ -244,6 +250,8 @@ class SnapshotCopies:
             if answer.status != 200:
                 raise Unavailable(f"answered {answer.status}: {(await answer.text())[:300]}")
             meta = SnapshotCopy.model_validate_json(answer.headers[HEADER])
+            if meta.id != snapshot_id or meta.app != app:
+                raise Unavailable(f"{holder} sent snapshot {meta.id} of {meta.app}")
             with self._scratch() as scratch:
                 archive = scratch / "snapshot.tar"
                 with archive.open("wb") as f:
