@@ -35,6 +35,14 @@ def test_the_same_region_comes_before_another_and_a_dead_worker_is_never_chosen(
     assert copy_targets(OWN, places[:1])[0].why == "another host, region syd"
 
 
+def test_a_cordoned_worker_gets_a_copy_only_when_no_other_can() -> None:
+    draining = Place("ams-2", "https://10.0.0.2:7000", "ams", cordoned=True)
+    places = [draining, Place("syd-1", "https://10.0.1.1:7000", "syd")]
+    assert names(copy_targets(OWN, places, want=2)) == ["syd-1", "ams-2"]
+    (choice,) = copy_targets(OWN, [draining])
+    assert choice.why == "another host, same region, cordoned"
+
+
 def test_a_one_host_cluster_copies_to_another_worker_of_the_host() -> None:
     places = [OWN, Place("ams-1b", "https://10.0.0.1:7001", "ams")]
     (choice,) = copy_targets(OWN, places)

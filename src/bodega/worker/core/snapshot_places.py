@@ -37,19 +37,21 @@ class Choice:
 def copy_targets(own: Place, places: Iterable[Place], held: Iterable[str] = (),
                  want: int = 1) -> list[Choice]:
     """The ``want`` places a copy of a snapshot taken at ``own`` should go to (those in
-    ``held`` have one already): alive ones only, another host before this one, this
-    region before others, then by name (so every try picks the same)."""
+    ``held`` have one already): alive ones only, a cordoned one (being drained) after
+    the others, another host before this one, this region before others, then by name
+    (so every try picks the same)."""
     have = set(held)
-    ranked: list[tuple[tuple[int, int, str], Choice]] = []
+    ranked: list[tuple[tuple[int, int, int, str], Choice]] = []
     for p in places:
         if p.name == own.name or p.name in have or not p.alive:
             continue
         other_host = p.host != own.host
         same_region = p.region == own.region
         why = ("another host" if other_host else "another worker of this host") + (
-            ", same region" if same_region else f", region {p.region}")
-        ranked.append(((0 if other_host else 1, 0 if same_region else 1, p.name),
-                       Choice(p.name, why)))
+            ", same region" if same_region else f", region {p.region}") + (
+            ", cordoned" if p.cordoned else "")
+        ranked.append(((int(p.cordoned), 0 if other_host else 1, 0 if same_region else 1,
+                        p.name), Choice(p.name, why)))
     ranked.sort(key=lambda item: item[0])
     return [choice for _, choice in ranked[:max(0, want - len(have))]]
 
