@@ -160,6 +160,12 @@ def create(name: Annotated[str, typer.Argument(help="The volume's name (a-z, 0-9
            unique_zone: Annotated[bool, typer.Option(
                "--require-unique-zone/--no-require-unique-zone",
                help="Put it on a host holding no other volume of this name")] = True,
+           scheduled: Annotated[bool, typer.Option(
+               "--scheduled-snapshots/--no-scheduled-snapshots",
+               help="Take a snapshot of it every day, kept on its host and another")] = True,
+           retention: Annotated[int | None, typer.Option(
+               "--snapshot-retention", show_default=False,
+               help="Days its snapshots are kept (default: 5)")] = None,
            api_url: ApiUrl = None, token: Token = None,
            context: ContextName = None, json: Json = False) -> None:
     """Create a volume for an app."""
@@ -168,8 +174,9 @@ def create(name: Annotated[str, typer.Argument(help="The volume's name (a-z, 0-9
     app = app_name(app, config)
     # Only what was given: an unsent size is the broker's (1 GB, or the snapshot's size).
     given = {"name": name, "region": region, "size_gb": size, "snapshot_id": snapshot_id,
-             "require_unique_zone": unique_zone}
-    with worded_in_flags(SIZE_FLAG):
+             "require_unique_zone": unique_zone, "auto_backup_enabled": scheduled,
+             "snapshot_retention": retention}
+    with worded_in_flags({**SIZE_FLAG, "snapshot_retention": "--snapshot-retention"}):
         body = checked(CreateVolumeRequest, {k: v for k, v in given.items() if v is not None})
         made = call(api_url, token, lambda c: c.create_volume(app, body), context=context)
     if json:

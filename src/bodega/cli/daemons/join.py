@@ -119,6 +119,9 @@ def join(
         min=1, max=65535, help="A server's join listener (hosts join through it)")]
     = JOIN_PORT,
     log_level: LogLevelOption = "info",
+    worker_arg: Annotated[list[str] | None, typer.Option(
+        help="A flag for every worker of this host, e.g. "
+             "--worker-arg=--snapshot-every=3600 (repeatable)")] = None,
     fork_server: Annotated[bool, typer.Option(
         "--fork-server/--no-fork-server",
         help="Fork this host's components from one interpreter that has imported bodega, "
@@ -180,7 +183,8 @@ def join(
         plan = ports.choose_gossip(data_dir, joined.advertise, joined.member_names(), None,
                                    claims)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
-                 *(("--memory-mb", str(memory_mb)) if memory_mb else ()))
+                 *(("--memory-mb", str(memory_mb)) if memory_mb else ()),
+                 *(worker_arg or ()))
         if joined.server and joined.proxy_name:  # a server issues its own default again
             ensure_edge(data_dir, CertificateAuthority.load(CaDir(data_dir / "tls")),
                         joined.edge_domain)
