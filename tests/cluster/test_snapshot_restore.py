@@ -5,11 +5,14 @@ network namespace with its own data dir. A machine writes a volume in syd; a
 snapshot taken through the CLI is sent to the other syd host. That volume's host
 is then lost (every bodega process on it killed with SIGKILL): a volume created
 from the snapshot lands on the host that is left with the same data, and a fork of
-it goes to host 1 in ams, across the network, with the same data again.
+it goes to host 1 in ams, across the network, with the same data again. A volume
+with scheduled snapshots (every few seconds here: ``--worker-arg`` of the joins) gets
+them, each held off its host.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 from collections.abc import Iterator
@@ -26,6 +29,7 @@ from tests.python_kit import machine_python
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
 APP = "kept"
+EVERY = 3.0  # seconds between scheduled snapshots on the joined hosts
 BLOB = 20_000_000  # bytes the machine writes
 WRITE = f"""
 import hashlib, os, sys, time
@@ -45,7 +49,10 @@ time.sleep(3600)
 def cluster() -> Iterator[MultiHost]:
     with readable_dir() as root, three_hosts(root) as multi:
         joined = [multi.start(i, *multi.join_argv("syd"), "--cpus", "2", "--memory-mb",
-                              "1024", "--driver", "process", "--no-broker", "--no-proxy")
+                              "1024", "--driver", "process", "--no-broker", "--no-proxy",
+                              # Scheduled snapshots every few seconds, not every day.
+                              f"--worker-arg=--snapshot-every={EVERY:g}",
+                              "--worker-arg=--snapshot-upkeep=0.5")
                   for i in (2, 3)]
         for host in joined:
             wait_for(host, "bodega joined")
@@ -67,7 +74,8 @@ def create(cluster: MultiHost, body: dict[str, Any]) -> dict[str, Any] | None:
 def test_a_volume_is_restored_on_another_host_after_its_host_is_lost(
         cluster: MultiHost) -> None:
     cluster.ok("apps", "create", APP)
-    volume = cluster.json("volumes", "create", "data", "--app", APP, "--region", "syd")
+    volume = cluster.json("volumes", "create", "data", "--app", APP, "--region", "syd",
+                          "--no-scheduled-snapshots")
     mount = cluster.root / "mnt"
     with httpx.Client(base_url=cluster.api, timeout=120,
                       headers={"authorization": f"Bearer {TOKEN}"}) as api:
@@ -117,3 +125,24 @@ def test_a_volume_is_restored_on_another_host_after_its_host_is_lost(
     assert forked["region"] == "ams"
     first = next(h for h in cluster.members if h.index == 1)
     assert blob_digest(volume_dir(first, forked["id"])) == written
+
+
+def test_a_volume_gets_scheduled_snapshots_held_off_its_host(cluster: MultiHost) -> None:
+    cluster.ok("apps", "create", "scheduled")
+    volume = cluster.json("volumes", "create", "daily", "--app", "scheduled", "--region",
+                          "syd", "--snapshot-retention", "2")
+
+    def copied() -> list[dict[str, Any]] | None:
+        found = cluster.json("volumes", "snapshots", "list", volume["id"], "--app",
+                             "scheduled")
+        return found if len(found) >= 2 and all(s["off_host"] for s in found) else None
+
+    snapshots = until(copied, "two scheduled snapshots, each held off its host",
+                      timeout=60)
+    assert all(s["retention_days"] == 2 for s in snapshots)
+    first, second = snapshots[:2]
+    assert first["holders"][0] == volume["zone"]
+    assert volume["zone"] not in first["holders"][1:]
+    # One an interval after the other, not one per upkeep pass.
+    taken = [datetime.datetime.fromisoformat(s["created_at"]) for s in (first, second)]
+    assert (taken[1] - taken[0]).total_seconds() >= EVERY - 0.5
