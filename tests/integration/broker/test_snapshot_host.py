@@ -185,3 +185,34 @@ async def test_a_transfer_cut_short_leaves_nothing_after_a_restart(tmp_path: Pat
         worker.copies.recover()
         assert not any(path.parent.exists() for path in left)
         assert kept.exists()
+
+
+async def test_a_restore_goes_to_a_worker_holding_a_copy_while_it_has_room(
+        tmp_path: Path) -> None:
+    async with in_process_cluster(tmp_path) as c:
+        origin = await c.add_worker("ams-1")
+        await c.add_broker()
+        async with c.api() as api:
+            await api.post("/v1/apps", json={"app_name": "kept", "org_slug": "personal"})
+            made = await api.post("/v1/apps/kept/volumes",
+                                  json={"name": "data", "size_gb": 1, "region": "ams"})
+            volume = made.json()["id"]
+            await c.add_worker("ams-2", disk_gb=50)  # the copy's holder
+            await c.add_worker("ams-3", disk_gb=20)  # one ordinary placement prefers
+            taken = await api.post(f"/v1/apps/kept/volumes/{volume}/snapshots")
+            assert taken.json()["holders"] == ["ams-1", "ams-2"], taken.text
+            c.sync()
+            c.workers.remove(origin)
+            await origin.stop()
+            zones = []
+            for index, size in enumerate((1, 1, 1, 60, 45, 4)):
+                restored = await api.post("/v1/apps/kept/volumes", json={
+                    "name": f"copy{index}", "region": "ams", "snapshot_id": taken.json()["id"],
+                    "size_gb": size})
+                zones.append(restored.json().get("zone") if restored.status_code == 200
+                             else restored.status_code)
+                c.sync()
+            # The holder while it has room (ordinary placement would prefer ams-3); one
+            # too big for any worker nowhere (412); once the holder is full, the other,
+            # which fetches the snapshot.
+            assert zones == ["ams-2", "ams-2", "ams-2", 412, "ams-2", "ams-3"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
+from dataclasses import replace
 
 from bodega.broker.machines.create import patience
 from bodega.broker.machines.service import Machines
@@ -21,7 +22,13 @@ from bodega.broker.view.core.freshness import replaces
 from bodega.broker.view.core.host_status import with_host_status
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
-from bodega.model.errors import BadRequest, NotFound, Unavailable, Unreachable
+from bodega.model.errors import (
+    BadRequest,
+    InsufficientCapacity,
+    NotFound,
+    Unavailable,
+    Unreachable,
+)
 from bodega.model.ids import new_volume_id
 from bodega.model.rows import WorkerRow
 from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
@@ -73,7 +80,8 @@ class Volumes:
             if "size_gb" not in body.model_fields_set:
                 size_gb = max(size_gb, snapshot.volume_size)
             body = body.model_copy(update={"snapshot_id": snapshot.id, "size_gb": size_gb})
-            data_region = self._region_of(holders)
+            # Its origin's region (the first of its holders, as every holder tells it).
+            data_region = self._region_of([*(snapshot.holders or [])[:1], *holders])
         regions = self.machines.candidates.asked(body.region, self.default_region)
         if data_region is not None and body.region is None:
             # Unasked, the copy's region is its data's (a fork's: its source's), as a
@@ -104,12 +112,37 @@ class Volumes:
             return await self.workers.client(worker).create_volume(
                 wire, timeout=patience(answer_by, self.workers.timeout))
 
+        claim = Ask(cpus=0, memory_mb=0, disk_gb=size_gb)
+        holder = self._holder_in(holders, regions, avoid)
+        if holder is not None:
+            # A worker holding the snapshot restores it with a local copy, no transfer:
+            # tried first; with no room there, the volume is placed as any other.
+            pinned = replace(request, pinned_worker=holder,
+                             pinned_reason="another worker holds a copy of the snapshot")
+            try:
+                volume, _ = await self.placer.place(pinned, ask_worker,
+                                                    self.placer.record(pinned),
+                                                    claim=claim, hedge=False)
+                self.workers.note_volume(volume)
+                return volume.public()
+            except InsufficientCapacity:
+                pass
         record = self.placer.record(request)
-        volume, _ = await self.placer.place(request, ask_worker, record,
-                                            claim=Ask(cpus=0, memory_mb=0, disk_gb=size_gb),
+        volume, _ = await self.placer.place(request, ask_worker, record, claim=claim,
                                             hedge=False)
         self.workers.note_volume(volume)
         return volume.public()
+
+    def _holder_in(self, holders: builtins.list[str], regions: tuple[str, ...],
+                   avoid: frozenset[str]) -> str | None:
+        """The first holder of the snapshot that could take the new volume: alive, not
+        cordoned, in an asked region, not avoided."""
+        for worker in holders:
+            host = self.machines.candidates.get(worker)
+            if (host is not None and host.status == "alive" and not host.cordoned
+                    and host.region in regions and worker not in avoid):
+                return worker
+        return None
 
     def locate(self, app: str, volume_id: str) -> str:
         self.apps.require(app)
@@ -166,7 +199,7 @@ class Volumes:
             VolumeSnapshot, "POST", f"/v1/volumes/{volume_id}/snapshots", params={"app": app})
 
     def _region_of(self, holders: builtins.list[str]) -> str | None:
-        """The region of the first holder the view knows (the origin, when it is there)."""
+        """The region of the first holder the view knows."""
         for worker in holders:
             host = self.machines.candidates.get(worker)
             if host is not None:
@@ -187,7 +220,7 @@ class Volumes:
     async def find_snapshot(self, app: str, snapshot_id: str
                             ) -> tuple[builtins.list[str], VolumeSnapshot]:
         """The workers holding snapshot ``snapshot_id`` of ``app`` (its origin and the
-        copies sent off its host), and the snapshot.
+        copies sent off its host; those that answered first), and the snapshot.
 
         Every worker of the view that gossip does not say is gone is asked, at once.
         Where none that answered holds it but one could not be asked, the snapshot may
@@ -201,13 +234,15 @@ class Volumes:
                 VolumeSnapshot, "GET", f"/v1/snapshots/{snapshot_id}", params={"app": app})
 
         answers = await asyncio.gather(*(ask(name) for name in names), return_exceptions=True)
-        holders: builtins.list[str] = []
+        answered: builtins.list[str] = []  # holders that answered: reachable now
+        told: builtins.list[str] = []  # holders they name (the origin, other copies)
         found: VolumeSnapshot | None = None
         unanswered: builtins.list[str] = []
         for worker, answer in zip(names, answers, strict=True):
             if isinstance(answer, VolumeSnapshot):
                 found = found or answer
-                holders.extend([*(answer.holders or []), worker])
+                answered.append(worker)
+                told.extend(answer.holders or [])
             elif isinstance(answer, Unavailable):
                 why = answer.reason if isinstance(answer, Unreachable) and answer.reason \
                     else str(answer)
@@ -215,7 +250,7 @@ class Volumes:
             elif not isinstance(answer, NotFound):
                 raise answer
         if found is not None:
-            return list(dict.fromkeys(holders)), found
+            return list(dict.fromkeys([*answered, *told])), found
         if unanswered:
             raise Unavailable(f"snapshot {snapshot_id} may be on a host that is unreachable: "
                               f"{', '.join(unanswered)}; retry once it is back")
