@@ -15,7 +15,8 @@ public API:
 - **restore with a fetch**: the snapshot restored into ams: host 1's worker holds no
   copy, so it fetches it from host 3 (digest checked) and provisions from it;
 - **fork across hosts**: a fork of the restored volume into ams: a snapshot on host 3,
-  sent on, then fetched by host 1's worker and provisioned.
+  sent to host 1 as its copy (the only other host left), and the fork made there from
+  it.
 
 Data lost is what the machine wrote after the last snapshot (here: nothing).
 
@@ -112,6 +113,7 @@ def run(cluster: MultiHost, mb: int) -> None:
     print(f"restore after the host was lost:           {restore:.2f} s")
     print(f"restore on a host holding no copy (fetch): {across:.2f} s")
     print(f"fork across hosts into another region:     {fork:.2f} s")
+    print(f"restored on {copy['zone']}, fetched on {remote['zone']}, forked on {far['zone']}")
     print(f"checksums equal: {same}; data lost: writes after snapshot 2 (none here)")
 
 
