@@ -89,6 +89,9 @@ class WorkerConfig:
     # The CA (PEM) ``image_registry``'s certificate is checked by: reached over HTTPS, this
     # worker's own certificate shown (the cluster's registry lets workers pull by it).
     image_registry_ca: str | None = None
+    # ``image_registry`` runs on this worker's host (a server host's): advertised in its
+    # row, and pulled from first.
+    image_registry_here: bool = False
     registry_username: str | None = None
     registry_password: str | None = None
     oci_runtime: str = "auto"  # crun if installed, else runc (drivers/oci/core/runtimes.py)

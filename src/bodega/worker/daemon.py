@@ -34,6 +34,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bodega.model.rows.apps import org_reader
 from bodega.model.states import MachineState
 from bodega.registry import Registry, RegistryConfig, open_registry
 from bodega.registry.agent.member_tls import certificate_meta, renewal
@@ -53,7 +54,9 @@ from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
 from bodega.worker.core.snapshot_places import Place
 from bodega.worker.drivers.base import Driver
+from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.host.core.identity import machine_home
+from bodega.worker.host.image_drivers import advertised_registries, registry_sources
 from bodega.worker.host.network import Network
 from bodega.worker.host.parts import (
     images_off,
@@ -69,10 +72,12 @@ from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
 from bodega.worker.host.sweep import owned, remove
+from bodega.worker.host.usage import UsageReader
 from bodega.worker.jobs.wiring import WorkerJobs
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.effects import MachineEffects, machine_user
+from bodega.worker.ops.figures import MachineFigures
 from bodega.worker.ops.health import HealthChecks
 from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService
@@ -103,7 +108,8 @@ class Worker:
     def __init__(self, config: WorkerConfig, driver: Driver | None = None,
                  network: Network | None = None) -> None:
         self.config = config
-        self.driver = driver or make_driver(config)
+        self.image_sources = registry_sources(config)  # the view attached once it is read
+        self.driver = driver or make_driver(config, self.image_sources)
         self.network = network or make_network(config, self.driver)
         # What this host cannot do, said once at start and in the ready file (so `bodega up`
         # and `bodega join` print it), and published for placement.
@@ -155,6 +161,18 @@ class Worker:
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock: PidLock | None = None
         self.machines.on_exit_decision = lambda d: self.metrics.exits.labels(d).inc()
+        self._register_figures()
+
+    def _register_figures(self) -> None:
+        """Every started machine's ``fly_instance_*`` series, where machines have cgroups."""
+        cgroups = (Cgroups.detect(self.config.cgroup_scope())
+                   if self.config.cgroups and self.driver.capabilities.memory is not None
+                   else None)
+        if cgroups is None:
+            return
+        self.metrics.registry.register(MachineFigures(
+            lambda: queries.started_figures_rows(self.store.db), UsageReader(cgroups),
+            self.config.name, lambda app: org_reader(self.registry)(app)))
 
     @property
     def url(self) -> str:
@@ -259,7 +277,11 @@ class Worker:
                 subnet=subnet,
                 machine_extra=self.private.published if self.private else None,
                 overlay=self.private.advertised if self.private else None,
-                after_drives=self.machines.lifecycle.after_drives)
+                after_drives=self.machines.lifecycle.after_drives,
+                image_registry=(self.config.image_registry if self.config.image_registry_here
+                                else None))
+            view = self.registry
+            self.image_sources.attach(lambda: advertised_registries(view))
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
             if subnet is not None:  # machines on other hosts reach this one's, and back

@@ -63,8 +63,10 @@ class Publisher:
                  machine_extra: Callable[[MachineRow], Mapping[str, object]] | None = None,
                  overlay: Callable[[], OverlayAdvert | None] | None = None,
                  after_drives: Callable[[float], Awaitable[None]] | None = None,
-                 images_off: str | None = None) -> None:
+                 images_off: str | None = None,
+                 image_registry: str | None = None) -> None:
         self.node = node
+        self.image_registry = image_registry  # the one its host serves, advertised
         self.images_off = images_off  # why it runs no image machine; None when it does
         self.subnet = subnet  # its machines' /24, when other hosts may route to it
         self.name = name
@@ -123,7 +125,8 @@ class Publisher:
             machines=int(machines), subnet=self.subnet, images_off=self.images_off,
             images=None if self.images is None else self.images(),
             image_disk_gb=None if self.images is None else self.ledger.image_disk_gb(),
-            wireguard=None if self.overlay is None else self.overlay())
+            wireguard=None if self.overlay is None else self.overlay(),
+            image_registry=self.image_registry)
         if force or capacity != self._capacity:
             updated_at = rfc3339(self.store.clock())
             self.node.put_owned(WorkerRow.TABLE, self.name,

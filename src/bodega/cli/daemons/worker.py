@@ -62,6 +62,10 @@ def worker(
         help="A CA certificate (PEM): reach --image-registry over HTTPS, its certificate "
              "checked against this CA, showing this worker's own certificate (the "
              "cluster's registry lets workers pull by it)")] = None,
+    image_registry_here: Annotated[bool, typer.Option(
+        help="--image-registry runs on this host (a server host's): advertise it in this "
+             "worker's row, for every host to pull from and deploys to push to, and pull "
+             "from it first")] = False,
     registry_username: Annotated[str | None, typer.Option(
         envvar="BODEGA_REGISTRY_USERNAME", help="Registry user (basic or bearer auth)")] = None,
     registry_password: Annotated[str | None, typer.Option(
@@ -185,6 +189,7 @@ def worker(
         registry_agent=registry_agent.resolve() if registry_agent else None,
         image_registry=image_registry,
         image_registry_ca=_registry_ca(image_registry, image_registry_ca),
+        image_registry_here=image_registry_here and image_registry is not None,
         registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
         oci_runtime=oci_runtime, sandbox=sandbox, vm=vm, vm_kernel=vm_kernel,

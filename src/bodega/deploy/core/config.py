@@ -160,6 +160,16 @@ class Static(Strict):
         return value
 
 
+class TomlMetrics(Strict):
+    """``[metrics]`` (or ``[[metrics]]``, one per process group): where a machine serves its
+    own metrics, for the cluster's metrics store to scrape (docs/metrics.md)."""
+
+    port: int = Field(ge=1, le=65535)
+    path: str = Field(default="/metrics", min_length=1, max_length=512, pattern=r"^/")
+    https: bool = False
+    processes: list[str] | None = None
+
+
 class Experimental(Strict):
     cmd: list[str] | None = None  # init.cmd: the image's CMD replaced
     entrypoint: list[str] | None = None  # init.entrypoint
@@ -191,6 +201,7 @@ class AppConfig(Strict):
     restart: list[RestartRule] = []
     files: list[TomlFile] = []
     statics: list[Static] = []
+    metrics: list[TomlMetrics] = []
 
     _durations = field_validator("kill_timeout")(duration)
 

@@ -267,3 +267,11 @@ def put_lease(conn: sqlite3.Connection, lease: LeaseRow) -> None:
 
 def delete_lease(conn: sqlite3.Connection, machine_id: str) -> None:
     conn.execute("DELETE FROM leases WHERE machine_id = ?", (machine_id,))
+
+
+def started_figures_rows(conn: sqlite3.Connection) -> list[tuple[str, str, str, str | None]]:
+    """(id, app, region, netns) of every started machine: what a scrape of their figures
+    labels them with, without decoding any config."""
+    rows = conn.execute("SELECT id, app, region, netns FROM machines WHERE state = ? "
+                        "ORDER BY id", (MachineState.STARTED,))
+    return [(row[0], row[1], row[2], row[3]) for row in rows.fetchall()]

@@ -11,6 +11,7 @@ from bodega.runtime.tls.core.access import (
     BROKER,
     BROKER_INTERNAL,
     IMAGE_REGISTRY,
+    METRICS_STORE,
     POLICY,
     PROXY,
     PROXY_ADMIN,
@@ -65,7 +66,7 @@ def test_the_operator_reads_and_scrapes_and_changes_nothing() -> None:
                and r.listener != REGISTRY and r.path != "/v1/cluster/certificates"]
     assert changes == []
     for listener in (WORKER_API, PROXY_ADMIN, AGENT_INTERNAL):
-        assert roles_for(listener, "GET", "/metrics") == {ADMIN}
+        assert roles_for(listener, "GET", "/metrics") == {ADMIN, METRICS_STORE}
         assert roles_for(listener, "GET", "/v1/health") == {WORKER, BROKER, PROXY, AGENT, ADMIN}
     assert roles_for(PROXY_ADMIN, "GET", "/v1/routes") == {ADMIN}
 
@@ -90,7 +91,16 @@ def test_a_route_without_a_rule_has_none_and_is_allowed_to_no_one() -> None:
 def test_every_rule_names_known_roles_and_at_least_one() -> None:
     for route, roles in POLICY.items():
         assert roles, route
-        assert roles <= {WORKER, BROKER, PROXY, AGENT, ADMIN}, route
+        assert roles <= {WORKER, BROKER, PROXY, AGENT, ADMIN, METRICS_STORE}, route
+
+
+def test_the_metrics_store_scrapes_and_discovers_and_calls_nothing_else() -> None:
+    mine = sorted(str(r) for r in POLICY if METRICS_STORE in POLICY[r])
+    assert mine == ["GET /metrics", "GET /metrics", "GET /metrics", "GET /v1/metrics/targets"]
+    assert roles_for(BROKER_INTERNAL, "GET", "/v1/metrics/targets") == {METRICS_STORE, ADMIN}
+    assert not allowed(WORKER_API, "GET", "/v1/machines", METRICS_STORE)
+    # A query one broker hands another carries the org's filter: brokers alone send one.
+    assert roles_for(BROKER_INTERNAL, "POST", "/v1/metrics/query") == {BROKER}
 
 
 def test_the_image_registry_lets_admin_tokens_push_and_workers_pull_nothing_more() -> None:
