@@ -21,6 +21,11 @@ comes back leaves no bridge holding its subnet. A worker killed with SIGKILL rem
 so its machines live on and are re-adopted. Its batch jobs are ``jobs/wiring.py``'s. With
 ``private_network`` it also runs this host's part of the private network
 (``host/private_net.py``) once its registry node runs.
+
+The module is long because it is the worker's one composition root: every wing
+(store, ledger, driver, network, machines, volumes and their snapshots' copies, jobs,
+figures, the API) is built, started in recovery order and stopped in reverse here,
+and each wing's own logic lives in its package.
 """
 
 from __future__ import annotations
