@@ -126,6 +126,9 @@ def join(
              "for every host to pull from and deploys to push to; 0: none here (default: a "
              "free port, remembered in the data dir)")] = None,
     log_level: LogLevelOption = "info",
+    worker_arg: Annotated[list[str] | None, typer.Option(
+        help="A flag for every worker of this host, e.g. "
+             "--worker-arg=--snapshot-every=3600 (repeatable)")] = None,
     metrics: Annotated[bool, typer.Option(
         "--metrics/--no-metrics",
         help="On a server: run the metrics store (victoria-metrics, when installed), which "
@@ -193,7 +196,8 @@ def join(
         plan = ports.choose_gossip(data_dir, joined.advertise, joined.member_names(), None,
                                    claims)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
-                 *(("--memory-mb", str(memory_mb)) if memory_mb else ()))
+                 *(("--memory-mb", str(memory_mb)) if memory_mb else ()),
+                 *(worker_arg or ()))
         if joined.server and joined.proxy_name:  # a server issues its own default again
             ensure_edge(data_dir, CertificateAuthority.load(CaDir(data_dir / "tls")),
                         joined.edge_domain)

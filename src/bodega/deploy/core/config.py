@@ -132,6 +132,9 @@ class Mount(Strict):
     destination: str = Field(min_length=1)
     processes: list[str] | None = None
     initial_size: str | None = None  # "10gb", or GB (fly_shapes makes numbers text)
+    # The snapshot policy of a volume the deploy creates for it (docs/volumes.md).
+    snapshot_retention: int | None = Field(default=None, ge=1, le=60)  # days
+    scheduled_snapshots: bool | None = None
 
     @field_validator("initial_size")
     @classmethod

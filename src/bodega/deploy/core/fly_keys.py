@@ -29,7 +29,6 @@ _BUILDER = ("bodega builds Dockerfiles: give [build] dockerfile or image, a Dock
             "the config, or deploy with --image")
 _NO_MACHINE_CHECKS = "bodega runs no check machines during a deploy; its health checks decide"
 _NO_AUTO_EXTEND = "bodega does not grow volumes by itself: `bodega volumes extend` does"
-_NO_SNAPSHOT_POLICY = "bodega keeps no scheduled snapshots yet"
 _OPTIONS = "passed to the machine's config; bodega's edge acts on h2_backend only"
 
 # flyctl's keys bodega leaves, by table: key -> why (said in the warning).
@@ -63,7 +62,6 @@ FLY_ONLY: dict[str, dict[str, str]] = {
     "http_service": {"machine_checks": _NO_MACHINE_CHECKS},
     "services": {"machine_checks": _NO_MACHINE_CHECKS},
     "mounts": {
-        "snapshot_retention": _NO_SNAPSHOT_POLICY, "scheduled_snapshots": _NO_SNAPSHOT_POLICY,
         "auto_extend_size_threshold": _NO_AUTO_EXTEND,
         "auto_extend_size_increment": _NO_AUTO_EXTEND, "auto_extend_size_limit": _NO_AUTO_EXTEND,
     },

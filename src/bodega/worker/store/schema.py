@@ -151,4 +151,12 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE machines ADD COLUMN host_stopped INTEGER NOT NULL DEFAULT 0;
     """,
+    # 6: snapshots off their host: ``origin`` is the worker a copy came from (empty on
+    # the one that took it), ``copies`` the workers holding one (comma separated, on the
+    # origin's row), ``copy_tries`` how often sending one has failed.
+    """
+    ALTER TABLE snapshots ADD COLUMN origin TEXT NOT NULL DEFAULT '';
+    ALTER TABLE snapshots ADD COLUMN copies TEXT NOT NULL DEFAULT '';
+    ALTER TABLE snapshots ADD COLUMN copy_tries INTEGER NOT NULL DEFAULT 0;
+    """,
 )

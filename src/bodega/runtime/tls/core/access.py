@@ -13,8 +13,9 @@ read); ``agent`` (a host's registry agent), and ``worker``, ``broker`` and
 ``proxy`` when they run a replica of their own, replicate the registry among
 themselves; all of them renew their own certificates; ``admin`` is the operator's
 tools (``bodega up`` makes one such certificate beside the CA): metrics and
-reads, never a change to a machine. Batch jobs are the one place workers call
-each other: a task's runner claims, renews and releases at its job's home.
+reads, never a change to a machine. Workers call each other in two places: batch
+jobs (a task's runner claims, renews and releases at its job's home) and volume
+snapshots (a snapshot's data is sent to, or fetched from, another worker).
 ``image-registry`` (the cluster's image registry, serving) may call nothing.
 ``metrics-store`` (a server host's metrics store) reads every daemon's ``GET /metrics``
 and the brokers' service discovery of targets, nothing else.
@@ -55,6 +56,7 @@ SCRAPERS = frozenset({ADMIN, METRICS_STORE})  # a daemon's /metrics: the operato
 # Batch jobs: brokers submit and cancel; workers claim, renew and probe at each other's homes.
 JOB_PEERS = frozenset({BROKER, WORKER})
 JOB_READERS = frozenset({BROKER, WORKER, ADMIN})
+SNAPSHOT_PEERS = frozenset({WORKER})  # snapshots' data goes worker to worker
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,10 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("GET", f"{V}/snapshots"): OPERATORS,
         ("POST", f"{V}/snapshots"): BROKER_ONLY,
         ("GET", "/v1/snapshots/{id}"): OPERATORS,
+        # A snapshot's data, worker to worker: a copy sent off its host, or fetched to
+        # restore it (docs/volumes.md).
+        ("GET", "/v1/snapshots/{id}/data"): SNAPSHOT_PEERS,
+        ("PUT", "/v1/snapshots/{id}/data"): SNAPSHOT_PEERS,
         ("POST", "/v1/jobs"): JOB_PEERS,
         ("GET", "/v1/jobs"): JOB_READERS,
         ("GET", "/v1/jobs/by-name"): JOB_READERS,

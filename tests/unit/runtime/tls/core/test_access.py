@@ -37,10 +37,11 @@ def test_a_worker_may_call_no_other_workers_machine_routes() -> None:
     assert len(machine_routes) > 25
     assert [str(r) for r in machine_routes if WORKER in POLICY[r]] == []
     # Beside health, a worker calls only the job routes of another (a task's runner at its
-    # job's home: docs/jobs.md).
+    # job's home: docs/jobs.md) and the one that carries a snapshot's data (docs/volumes.md).
     others = [str(r) for r in routes(WORKER_API) if WORKER in POLICY[r]
               and not r.path.startswith(("/v1/jobs", "/v1/job-"))]
-    assert others == ["GET /v1/health"]
+    assert sorted(others) == ["GET /v1/health", "GET /v1/snapshots/{id}/data",
+                              "PUT /v1/snapshots/{id}/data"]
 
 
 def test_a_proxy_wakes_and_idles_machines_serves_their_statics_and_nothing_more() -> None:
