@@ -25,8 +25,10 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from bodega.cluster.components import (
+    METRICS_NAME,
     Component,
     bodega_argv,
+    metrics_component,
     private_network_args,
     registry_component,
 )
@@ -141,11 +143,13 @@ def member_tls(data_dir: Path, role: str) -> Path:
 
 def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, int], *,
                       driver: str, log_level: str, extra_worker_args: tuple[str, ...] = (),
-                      proxy_tls: bool = True, own_registry: str | None = None
-                      ) -> list[Component]:
+                      proxy_tls: bool = True, metrics_interval: float | None = None,
+                      own_registry: str | None = None) -> list[Component]:
     """``proxy_tls``: whether the proxy may serve TLS here (it needs haproxy);
+    ``metrics_interval``: a server's metrics store scrapes that often (None: no store);
     ``own_registry``: where this server host serves its image registry (host:port), for
     its workers to pull from first and advertise, and its broker to name first."""
+    store = metrics_interval is not None and host.server and host.broker is not None
     run_dir, logs = data_dir / "run", data_dir / "logs"
     images = registry_args(host, data_dir, own_registry)
     components = []
@@ -198,12 +202,17 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
             "--join", every, "--gossip-keyring", str(data_dir / keyfile.FILE_NAME),
             "--exit-with-parent", "--ready-file", str(ready), "--log-level", log_level,
             *hosted, *(_broker_args(host, data_dir, images) if role == "broker"
-                       else _proxy_args(host, data_dir, proxy_tls)))
+                       else _proxy_args(host, data_dir, proxy_tls)),
+            *(("--metrics-store", str(data_dir / METRICS_NAME))
+              if role == "broker" and store else ()))
         components.append(Component(role, name, host.region, argv, ready, logs / f"{role}.log",
                                     flags={"--listen": "--api-port" if role == "broker"
                                            else "--proxy-port",
                                            "--tls-listen": "--proxy-tls-port",
                                            "--join-listen": "--join-port"}))
+    if store and metrics_interval is not None:  # after the broker: it discovers there
+        components.append(metrics_component(data_dir, host.region, run_dir / "broker.json",
+                                            metrics_interval, tls=True, log_level=log_level))
     return components
 
 

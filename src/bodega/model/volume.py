@@ -57,7 +57,7 @@ class ExtendVolumeAnswer(Answer):
 
 
 class VolumeSnapshot(Answer):
-    """A copy of a volume's data, kept on the volume's host for ``retention_days``."""
+    """A copy of a volume's data, kept on its volume's host and another for ``retention_days``."""
 
     id: str = ""
     created_at: str = ""
@@ -66,3 +66,8 @@ class VolumeSnapshot(Answer):
     size: int = 0  # bytes of data in the copy
     status: str = ""  # created; creating while it is taken
     volume_size: int = 0  # GB of the volume it was taken of: a restore needs at least this
+    # bodega's: the workers holding the snapshot, the one that took it first, and whether
+    # one of them is another than that one (docs/volumes.md): until it is, the snapshot
+    # is local-only and goes with its host.
+    holders: list[str] | None = None
+    off_host: bool | None = None

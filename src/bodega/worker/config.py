@@ -29,6 +29,15 @@ class JobSettings:
 
 
 @dataclass(frozen=True)
+class SnapshotSettings:
+    """Volume snapshots off their host (docs/volumes.md)."""
+
+    copies: int = 1  # other workers each snapshot is sent to
+    every: float = 86400.0  # seconds between a volume's scheduled snapshots
+    upkeep: float = 30.0  # seconds between passes: schedule, retries, expiry
+
+
+@dataclass(frozen=True)
 class WorkerConfig:
     name: str
     region: str
@@ -94,6 +103,7 @@ class WorkerConfig:
     vm_kernel: Path = Path("/var/lib/bodega/vm-kernel")
     image_cache_gb: float = 10.0
     jobs: JobSettings = field(default_factory=JobSettings)
+    snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
 
     @property
     def registry_dir(self) -> Path:

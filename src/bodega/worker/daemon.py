@@ -21,6 +21,11 @@ comes back leaves no bridge holding its subnet. A worker killed with SIGKILL rem
 so its machines live on and are re-adopted. Its batch jobs are ``jobs/wiring.py``'s. With
 ``private_network`` it also runs this host's part of the private network
 (``host/private_net.py``) once its registry node runs.
+
+The module is long because it is the worker's one composition root: every wing
+(store, ledger, driver, network, machines, volumes and their snapshots' copies, jobs,
+figures, the API) is built, started in recovery order and stopped in reverse here,
+and each wing's own logic lives in its package.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from bodega.wire.transport.peer_access import PeerAccess
 from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
+from bodega.worker.core.snapshot_places import Place
 from bodega.worker.drivers.base import Driver
 from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.host.core.identity import machine_home
@@ -82,6 +88,7 @@ from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.moves import MachineMoves
 from bodega.worker.ops.runner import Runner
+from bodega.worker.ops.snapshot_copies import SnapshotCopies, ViewDirectory
 from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.ops.watch import StateWatch
@@ -147,6 +154,11 @@ class Worker:
                                          config.snapshot_dir)
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
                     if config.tls_dir is not None else None)
+        settings = config.snapshots
+        self.copies = SnapshotCopies(
+            self.snapshots, self._place, self.tls.client if self.tls is not None else None,
+            config.snapshots_dir / ".transfers", copies=settings.copies,
+            schedule_every=settings.every, upkeep_every=settings.upkeep)
         self.moves = MachineMoves(self.machines, config.name, config.region, self.tls)
         # Before recovery: a task's machine that ended while the worker was down is seen.
         self.jobs = WorkerJobs(config, self.machines, self.ledger, self.tls, self._home)
@@ -191,6 +203,11 @@ class Worker:
             url=self.url if self.served else None,
             totals=self.config.totals.row(), pid=os.getpid())
 
+    def _place(self) -> Place:
+        """This worker as its snapshots' copies are placed from (``core/snapshot_places``)."""
+        return Place(name=self.config.name, url=self.url if self.served else "",
+                     region=self.config.region)
+
     def _home(self, machine_id: str, private_ip: str | None) -> Path | None:
         return machine_home(self.user, self.config.machine_dir(machine_id), private_ip)
 
@@ -229,11 +246,12 @@ class Worker:
             parking.reap()  # launchers a previous run left waiting: they would never be told to run
         await self.machines.recover()
         await self.snapshots.recover()  # after the machines: it thaws a started one
+        self.copies.recover()  # after it: a partial tree left is a transfer's
         api = WorkerApi(
             name=self.config.name, region=self.config.region,
             access=PeerAccess(WORKER_API, self.tls),
             ledger=self.ledger, machines=self.machines, actions=self.actions,
-            volumes=self.volumes, snapshots=self.snapshots, metrics=self.metrics, info=self.info,
+            volumes=self.volumes, copies=self.copies, metrics=self.metrics, info=self.info,
             service_host=self.service_host, before_scrape=self._before_scrape,
             more=(self.jobs.routes,), moves=self.moves)
         sock = bind(self.config.listen_host, self.config.listen_port)
@@ -278,7 +296,9 @@ class Worker:
                 routes = PeerRoutes(self.registry, self.config.host())
                 self._tasks.append(asyncio.create_task(routes.run()))
             self.jobs.attach(self.registry)
+            self.copies.directory = ViewDirectory(self.registry)
         self.jobs.start()
+        self._tasks.append(asyncio.create_task(self.copies.run()))
         self._tasks.append(asyncio.create_task(housekeeping(
             self.store, self.ledger, self.config.log_keep_seconds)))
         self._tasks.append(asyncio.create_task(HealthChecks(
@@ -343,6 +363,7 @@ class Worker:
             await self.network.release_spares(in_use)
         await self.machines.supervision.close()
         await self.jobs.close()
+        await self.copies.aclose()
         self.store.close()
         if self._lock is not None:
             self._lock.release()

@@ -24,6 +24,7 @@ from typing import Annotated
 
 import typer
 
+from bodega.cli.daemons.metrics_store import metrics_choice
 from bodega.cli.daemons.options import LogLevelOption
 from bodega.cli.daemons.up import _unless_stopped, keep_context, stop_as_asked
 from bodega.cli.session import context_store
@@ -125,6 +126,15 @@ def join(
              "for every host to pull from and deploys to push to; 0: none here (default: a "
              "free port, remembered in the data dir)")] = None,
     log_level: LogLevelOption = "info",
+    worker_arg: Annotated[list[str] | None, typer.Option(
+        help="A flag for every worker of this host, e.g. "
+             "--worker-arg=--snapshot-every=3600 (repeatable)")] = None,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics/--no-metrics",
+        help="On a server: run the metrics store (victoria-metrics, when installed), which "
+             "scrapes the whole cluster (docs/metrics.md)")] = True,
+    metrics_interval: Annotated[str, typer.Option(
+        help="How often a server's metrics store scrapes every target")] = "15s",
     fork_server: Annotated[bool, typer.Option(
         "--fork-server/--no-fork-server",
         help="Fork this host's components from one interpreter that has imported bodega, "
@@ -186,15 +196,19 @@ def join(
         plan = ports.choose_gossip(data_dir, joined.advertise, joined.member_names(), None,
                                    claims)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
-                 *(("--memory-mb", str(memory_mb)) if memory_mb else ()))
+                 *(("--memory-mb", str(memory_mb)) if memory_mb else ()),
+                 *(worker_arg or ()))
         if joined.server and joined.proxy_name:  # a server issues its own default again
             ensure_edge(data_dir, CertificateAuthority.load(CaDir(data_dir / "tls")),
                         joined.edge_domain)
         tls = bool(shutil.which("haproxy"))
+        store, every = (metrics_choice(metrics, metrics_interval) if joined.server
+                        else (False, 0.0))
         own_registry = _own_registry(joined, data_dir, registry_port, claims)
-        components = joined_components(joined, data_dir, plan.ports, driver=driver,
-                                       log_level=log_level, extra_worker_args=sizes,
-                                       proxy_tls=tls, own_registry=own_registry)
+        components = joined_components(
+            joined, data_dir, plan.ports, driver=driver, log_level=log_level,
+            extra_worker_args=sizes, proxy_tls=tls, metrics_interval=every if store else None,
+            own_registry=own_registry)
         config = ClusterConfig(data_dir=data_dir, token=_read(data_dir, "api-token"),
                                secrets_key=_read(data_dir, "secrets-key"),
                                certs_key=_read(data_dir, CERTS_KEY),
@@ -213,7 +227,10 @@ def join(
             subnets=[w.subnet for w in joined.workers if w.subnet],
             wireguard_ports=[joined.wireguard_port + i for i in range(len(joined.workers))],
             changes=changes, unable_why=None)
-        asyncio.run(_run(LocalCluster(config, components, sweep_kernel=False), joined,
+        # A server's CA issues its metrics store a certificate (its other members have theirs).
+        authority = (CertificateAuthority.load(CaDir(data_dir / "tls"))
+                     if store else None)
+        asyncio.run(_run(LocalCluster(config, components, authority, sweep_kernel=False), joined,
                          network_lines, context_store.config_path(os.environ), own_registry))
     except (StartFailed, JoinFailed) as err:
         fail(str(err))
