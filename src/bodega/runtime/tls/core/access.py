@@ -47,7 +47,6 @@ ANYONE = frozenset({WORKER, BROKER, PROXY, AGENT, ADMIN})  # of the cluster: hea
 # Who replicates the registry: a host's agent, and a daemon running a replica of its own.
 MEMBERS = frozenset({WORKER, BROKER, PROXY, AGENT})
 BROKER_ONLY = frozenset({BROKER})
-WORKERS = frozenset({WORKER})  # a worker hands a machine it moves to another
 WAKERS = frozenset({BROKER, PROXY})  # start, stop, suspend: the proxy wakes and idles machines
 READERS = frozenset({BROKER, PROXY, ADMIN})
 EDGE = frozenset({BROKER, PROXY})  # who serves a machine's statics to the public
@@ -57,7 +56,8 @@ SCRAPERS = frozenset({ADMIN, METRICS_STORE})  # a daemon's /metrics: the operato
 # Batch jobs: brokers submit and cancel; workers claim, renew and probe at each other's homes.
 JOB_PEERS = frozenset({BROKER, WORKER})
 JOB_READERS = frozenset({BROKER, WORKER, ADMIN})
-SNAPSHOT_PEERS = frozenset({WORKER})  # snapshots' data goes worker to worker
+# What one worker hands another: a machine it moves and its volume's data, a snapshot's copy.
+WORKER_PEERS = frozenset({WORKER})
 
 
 @dataclass(frozen=True)
@@ -103,8 +103,8 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", f"{M}/suspend"): WAKERS,
         ("POST", f"{M}/restart"): BROKER_ONLY,
         ("POST", f"{M}/move"): BROKER_ONLY,  # the machine's worker hands it to another
-        ("POST", f"{M}/import"): WORKERS,  # a move's target, handed it by the machine's worker
-        ("POST", f"{M}/import-volume"): WORKERS,  # and its volume's data first
+        ("POST", f"{M}/import"): WORKER_PEERS,  # a move's target, handed it by the machine's worker
+        ("POST", f"{M}/import-volume"): WORKER_PEERS,  # and its volume's data first
         ("POST", f"{M}/signal"): BROKER_ONLY,
         ("POST", f"{M}/cordon"): BROKER_ONLY,
         ("POST", f"{M}/uncordon"): BROKER_ONLY,
@@ -141,8 +141,8 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("GET", "/v1/snapshots/{id}"): OPERATORS,
         # A snapshot's data, worker to worker: a copy sent off its host, or fetched to
         # restore it (docs/volumes.md).
-        ("GET", "/v1/snapshots/{id}/data"): SNAPSHOT_PEERS,
-        ("PUT", "/v1/snapshots/{id}/data"): SNAPSHOT_PEERS,
+        ("GET", "/v1/snapshots/{id}/data"): WORKER_PEERS,
+        ("PUT", "/v1/snapshots/{id}/data"): WORKER_PEERS,
         ("POST", "/v1/jobs"): JOB_PEERS,
         ("GET", "/v1/jobs"): JOB_READERS,
         ("GET", "/v1/jobs/by-name"): JOB_READERS,

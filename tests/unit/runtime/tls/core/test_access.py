@@ -35,11 +35,15 @@ def routes(listener: str) -> list[Route]:
 def test_a_worker_may_call_no_other_workers_machine_routes() -> None:
     machine_routes = [r for r in routes(WORKER_API) if r.path.startswith("/v1/machines")]
     assert len(machine_routes) > 25
-    assert [str(r) for r in machine_routes if WORKER in POLICY[r]] == []
-    # Beside health, a worker calls only the job routes of another (a task's runner at its
-    # job's home: docs/jobs.md) and the one that carries a snapshot's data (docs/volumes.md).
+    # Only a move's target is handed a machine, and its volume's data, by another worker.
+    assert sorted(str(r) for r in machine_routes if WORKER in POLICY[r]) == [
+        "POST /v1/machines/{id}/import", "POST /v1/machines/{id}/import-volume"]
+    assert not allowed(WORKER_API, "POST", "/v1/machines/{id}/import", BROKER)
+    # Beside health and those, a worker calls only the job routes of another (a task's runner
+    # at its job's home: docs/jobs.md) and the one that carries a snapshot's data
+    # (docs/volumes.md).
     others = [str(r) for r in routes(WORKER_API) if WORKER in POLICY[r]
-              and not r.path.startswith(("/v1/jobs", "/v1/job-"))]
+              and not r.path.startswith(("/v1/jobs", "/v1/job-", "/v1/machines"))]
     assert sorted(others) == ["GET /v1/health", "GET /v1/snapshots/{id}/data",
                               "PUT /v1/snapshots/{id}/data"]
 
@@ -57,7 +61,8 @@ def test_a_proxy_wakes_and_idles_machines_serves_their_statics_and_nothing_more(
 
 def test_the_broker_may_call_every_machine_and_volume_route_of_a_worker() -> None:
     for route in routes(WORKER_API):
-        if route.path.startswith(("/v1/machines", "/v1/volumes", "/v1/reservations")):
+        if route.path.startswith(("/v1/machines", "/v1/volumes", "/v1/reservations")) \
+                and not route.path.endswith(("/import", "/import-volume")):  # worker to worker
             assert BROKER in POLICY[route], route
 
 
