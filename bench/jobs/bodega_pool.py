@@ -151,9 +151,10 @@ class BodegaPool:
                 os.kill(pid, signal.SIGKILL)
 
     async def claims(self, jobs: int, claimers: int, wait: float) -> tuple[int, int]:
-        """Claim mode: ``jobs`` one-task jobs of pool ``bench`` claimed by ``claimers``
-        external workers racing (each polls the list, waits up to ``wait`` s at random
-        before each claim, releases what it won at once); (claims won, 409s)."""
+        """Claim mode as the article's workers do it: ``jobs`` one-task jobs of pool ``bench``,
+        ``claimers`` external workers each polling the list (its own random order), waiting up
+        to ``wait`` s at random, claiming the first job listed, and on a 409 polling again;
+        each releases what it won at once. (claims won, 409s)."""
         tag = f"cl{int(wait * 1000)}-{random.randrange(10**6)}"
         for i in range(jobs):
             await self.submit(f"{tag}-{i}", 1, 0, pool="bench")
@@ -166,19 +167,17 @@ class BodegaPool:
                 if not mine:
                     await asyncio.sleep(0.05)
                     continue
-                for name in mine:
-                    if wait:
-                        await asyncio.sleep(random.uniform(0, wait))
-                    answer = await self.call("POST", f"/sched/claim/{name}", {"worker": me})
-                    if answer.status_code == 409:
-                        conflicts[0] += 1
-                        continue
-                    answer.raise_for_status()
-                    won[0] += 1
-                    release = await self.call("POST", f"/sched/release/{name}", {
-                        "worker": me, "task": answer.json()["task"], "exit_code": 0})
-                    release.raise_for_status()
-                    break
+                if wait:
+                    await asyncio.sleep(random.uniform(0, wait))
+                answer = await self.call("POST", f"/sched/claim/{mine[0]}", {"worker": me})
+                if answer.status_code == 409:
+                    conflicts[0] += 1
+                    continue
+                answer.raise_for_status()
+                won[0] += 1
+                release = await self.call("POST", f"/sched/release/{mine[0]}", {
+                    "worker": me, "task": answer.json()["task"], "exit_code": 0})
+                release.raise_for_status()
 
         await asyncio.wait_for(asyncio.gather(*(claimer(f"ext-{i}")
                                                 for i in range(claimers))), 600)

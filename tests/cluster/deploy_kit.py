@@ -78,8 +78,10 @@ class Cli:
 
 
 @contextlib.asynccontextmanager
-async def up_cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, UpProcess]]:
-    """A real ``bodega up`` (one region, ``workers`` workers) and a CLI pointed at it."""
+async def up_cluster(tmp: Path, workers: int = 2, extra: tuple[str, ...] = ()
+                     ) -> AsyncIterator[tuple[Cli, UpProcess]]:
+    """A real ``bodega up`` (one region, ``workers`` workers, ``extra`` flags) and a CLI
+    pointed at it."""
     api, proxy, registry = free_port(), free_port(), free_port()
     cidr = machine_cidr(140, 200)
     # A registry port of its own: the default (5050) may be another cluster's.
@@ -88,7 +90,7 @@ async def up_cluster(tmp: Path, workers: int = 2) -> AsyncIterator[tuple[Cli, Up
                    "--proxy-port", str(proxy),
                    "--proxy-tls-port", str(free_port()), "--machine-cidr", cidr,
                    "--token", "deploy-token",
-                   "--registry-port", str(registry))
+                   "--registry-port", str(registry), *extra)
     await up.start()
     try:
         await up.until_line("bodega is up", timeout=120)

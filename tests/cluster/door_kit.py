@@ -256,6 +256,13 @@ def classify(component: dict[str, Any], listener: Listener, members: list[dict[s
     if listener.proto == "udp":
         gossip = next((m["addr"] for m in members if m["name"] == name), None)
         return "gossip" if gossip and gossip.rsplit(":", 1)[1] == str(listener.port) else "unknown"
+    if role == "metrics-store":  # VictoriaMetrics' API, behind a password on loopback
+        try:
+            answer = httpx.get(f"{listener.url()}/api/v1/labels", timeout=30)
+        except httpx.HTTPError:
+            return "unknown"
+        basic = answer.headers.get("www-authenticate", "").lower().startswith("basic")
+        return "metrics-store" if answer.status_code == 401 and basic else "unknown"
     if role == "registry":  # the distribution API (not bodega's), HTTPS from the cluster CA
         try:
             answer = httpx.get(f"{listener.url('https')}/v2/", timeout=30, verify=operator)

@@ -45,8 +45,8 @@ def test_the_jobs_bench_runs_and_bodega_loses_no_job(tmp_path: Path) -> None:
         assert figures[pool]["jobs_lost"] == 0, figures[pool]
         assert math.isfinite(figures[pool]["rerun_s"]), figures[pool]
     assert figures["blpop"]["jobs_lost"] == figures["blpop"]["held_by_killed_worker"]
-    assert figures["bodega"]["claim_conflicts_per_claim_no_wait"] >= 0
-    assert "claim_conflicts_per_claim_random_wait" in figures["bodega"]
+    assert figures["bodega"]["claims_tried_per_job_no_wait"] >= 1  # its own claim, and 409s
+    assert figures["bodega"]["claims_tried_per_job_random_wait"] >= 1
     assert "bodega/blmove" in run.stdout
     assert "before/blmove" in run.stdout
     assert "4 single submits: makespan (s)" in run.stdout

@@ -6,14 +6,20 @@ kill the job ends ``succeeded`` with every index written at least once. In
 turn: the broker that answered the submit is killed right after the 200 (and
 its registry replica deleted); the job's home is killed while its tasks run;
 a worker running tasks (not their home) is killed mid-task. ``bodega up``
-restarts each; the home restarts from its ``jobs.db``.
+restarts each; the home restarts from its ``jobs.db``. Last, the article's shape: a
+burst of one-task jobs submitted one by one, each with its idempotency key and asked
+again with it until answered (as a client does through a 503 or a lost connection),
+while the broker, then a worker that is home to about half of them, is killed: every
+job is made once and runs once.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +112,56 @@ async def all_ran(jobs: Jobs, app: str, name: str, log: Path, count: int) -> Non
     assert all(t.exit_codes[-1:] == [0] for t in job.tasks or [])
 
 
+async def submit_until_kept(jobs: Jobs, app: str, body: dict[str, Any]) -> str:
+    """Submit until a 200, asking again with the same idempotency key after a refused or lost
+    connection or a 503 (the broker or the job's home restarting); the job's id."""
+    for _ in range(600):
+        try:
+            answer = await jobs.submit(app, body)
+        except httpx.TransportError:
+            await asyncio.sleep(0.1)
+            continue
+        if answer.status_code == 503:
+            await asyncio.sleep(0.1)
+            continue
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["id"])
+    raise AssertionError(f"{body['name']} was never kept")
+
+
+async def burst(jobs: Jobs, data: Path, app: str, log: Path, victim: str,
+                count: int = 30) -> None:
+    """``count`` one-task jobs submitted one by one, ``victim`` killed -9 a third of the way
+    in (while the rest are submitted); each job made once (one id for its key) and run once
+    (one file of its own per run: the shell's pid)."""
+    log.mkdir()
+    log.chmod(0o777)
+    ids: dict[int, str] = {}
+    killed: asyncio.Task[None] | None = None
+    for i in range(count):
+        if i == count // 3:
+            killed = asyncio.create_task(kill9(data, victim))
+        ids[i] = await submit_until_kept(jobs, app, {
+            "name": f"burst-{victim}-{i}", "idempotency_key": f"burst-{victim}-{i}",
+            "command": ["sh", "-c", f"touch {log}/{i}.$$"]})
+    assert killed is not None
+    await killed
+    for i, job_id in ids.items():
+        job = await until(partial(finished_job, jobs, app, f"burst-{victim}-{i}"), timeout=120)
+        assert job.id == job_id, job.model_dump_json()
+        assert job.state == "succeeded", job.model_dump_json()
+    runs = sorted(int(p.name.split(".")[0]) for p in log.iterdir())
+    assert runs == list(range(count)), f"runs per job: {runs}"
+    named = [j.name for j in await jobs.api.jobs(app, state="any")
+             if j.name.startswith(f"burst-{victim}-")]
+    assert sorted(named) == sorted(f"burst-{victim}-{i}" for i in range(count))
+
+
+async def finished_job(jobs: Jobs, app: str, name: str) -> JobStatus | None:
+    job = await status(jobs, app, name)
+    return job if job is not None and job.state in FINISHED else None
+
+
 async def test_kill_9_of_any_component_loses_no_job(tmp_path: Path) -> None:
     async with jobs_up(tmp_path) as (jobs, up):
         data = up.data_dir
@@ -142,3 +198,7 @@ async def test_kill_9_of_any_component_loses_no_job(tmp_path: Path) -> None:
             await until_running_on(jobs, app, name, other)
             await kill9(data, other)
             await all_ran(jobs, app, name, log, 4)
+
+            # A burst of single submits through a broker killed -9, then through a home's.
+            await burst(jobs, data, app, shared / "burst-broker", "broker")
+            await burst(jobs, data, app, shared / "burst-home", home)

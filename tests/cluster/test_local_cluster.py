@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -92,9 +93,11 @@ async def test_up_runs_supervises_and_stops_everything(tmp_path: Path) -> None:
         assert up.stdout is not None
         while b"bodega is up" not in (line := await asyncio.wait_for(up.stdout.readline(), 60)):
             assert line, "bodega up exited before it was up"
-        listed = await until(lambda: len(components()) == 5 and components())
-        assert sorted(c["role"] for c in listed) == ["agent", "broker", "proxy", "worker",
-                                                     "worker"]
+        # The metrics store runs beside them where victoria-metrics is installed.
+        store = ["metrics-store"] if shutil.which("victoria-metrics") else []
+        listed = await until(lambda: len(components()) == 5 + len(store) and components())
+        assert sorted(c["role"] for c in listed) == ["agent", "broker", *store, "proxy",
+                                                     "worker", "worker"]
         assert {c["name"] for c in listed if c["role"] == "worker"} == {"ams-1", "ams-2"}
         # The broker's and the proxy's public listeners; the workers' internal API and the
         # registry agent's sync listener, in TLS.

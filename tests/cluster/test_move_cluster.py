@@ -6,7 +6,8 @@ running one runs again there (its program a new process, exec answers through th
 broker), the stopped one stays stopped; the list shows each once, in the state its new
 worker gives it; its events show the move, from where to where and why, beside what
 happened before it. A move to the worker it is on is refused in one readable line, one
-leased by someone else with 409; a machine moved back is where the CLI says. A start
+leased by someone else with 409, an unknown worker or both a worker and a region with
+400, an unknown machine with 404; a machine moved back is where the CLI says. A start
 that finds no room on its worker moves the machine; the moves bench runs at its smallest.
 """
 
@@ -101,6 +102,13 @@ async def test_machines_move_with_the_cli(cluster: tuple[UpProcess, int]) -> Non
         assert said.count("\n") == 1, said
         assert "already" in said, said
 
+        # A worker that is not one, both a worker and a region, no such machine.
+        for body, status in (({"worker": "nowhere"}, 400),
+                             ({"worker": there, "region": "ams"}, 400)):
+            answer = await api.post(f"/apps/{APP}/machines/{mid}/move", json=body)
+            assert answer.status_code == status, answer.text
+        missing = await api.post(f"/apps/{APP}/machines/0123456789abcd/move", json={})
+        assert missing.status_code == 404, missing.text
         # Leased by someone else: refused (409) until the lease is let go.
         lease = await api.post(f"/apps/{APP}/machines/{mid}/lease", json={"ttl": 60})
         assert lease.status_code == 201, lease.text
@@ -202,6 +210,14 @@ async def test_a_start_that_finds_no_room_moves(cluster: tuple[UpProcess, int]) 
         assert said[0]["moved_to"] == other
         assert said[0]["reason"].startswith(f"no room to start on {full}")
         await until(lambda: sorted(programs(marker)) != [] and len(programs(marker)) == 2)
+        # Now the other worker has no room for the filler: a move of it is refused (412),
+        # saying what was asked, and it runs on where it was.
+        for body in ({"worker": other}, {"region": "ams"}):
+            refused = await api.post(f"/apps/{APP}/machines/{filler}/move", json=body)
+            assert refused.status_code == 412, refused.text
+            assert refused.json()["status"] == "insufficient_capacity"
+            assert "1536" in refused.json()["error"], refused.text
+        assert len(programs(marker)) == 2
 
 
 async def test_the_moves_bench_runs() -> None:
@@ -211,3 +227,57 @@ async def test_the_moves_bench_runs() -> None:
     starts, moved = await run(1)
     assert len(starts) == len(moved) == 1
     assert "moved / start" in report(starts, moved)
+
+
+async def test_a_start_with_move_takes_a_volume_and_its_data(
+        cluster: tuple[UpProcess, int]) -> None:
+    """A machine with a volume on a full worker: its start is refused as before, and
+    ``bodega machine start --move`` moves it with its data (checksum equal) and starts it."""
+    from bodega.worker.host.volume_copy import tree_digest
+
+    up, port = cluster
+    workers = sorted(c["name"] for c in up.state()["components"] if c["role"] == "worker")
+    marker = uuid.uuid4().hex
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}/v1", timeout=120,
+                                 headers={"authorization": f"Bearer {TOKEN}"}) as api:
+        assert (await api.post("/apps", json={"app_name": APP,
+                                              "org_slug": "personal"})).status_code == 201
+        made = await api.post(f"/apps/{APP}/volumes", json={"name": "data", "region": "ams",
+                                                            "size_gb": 1})
+        assert made.status_code == 200, made.text
+        volume = made.json()["id"]
+
+        async def create(name: str, memory_mb: int, **more: object) -> str:
+            answer = await api.post(f"/apps/{APP}/machines", json={"name": name, "config": {
+                "image": "local/sleeper", "guest": {"cpus": 1, "memory_mb": memory_mb},
+                "init": {"exec": [machine_python(), "-c", "import time; time.sleep(10**6)",
+                                  marker, name]}, **more}})
+            assert answer.status_code == 200, answer.text
+            mid = str(answer.json()["id"])
+            assert (await api.get(f"/apps/{APP}/machines/{mid}/wait",
+                                  params={"state": "started"})).status_code == 200
+            return mid
+
+        keeper = await create("keeper", 1024, mounts=[{"volume": volume, "path": "/data"}])
+        (data,) = (up.data_dir).glob(f"**/volumes/{volume}")
+        (data / "ledger.db").write_bytes(os.urandom(2 << 20))
+        digest = tree_digest(data)
+        assert (await api.post(f"/apps/{APP}/machines/{keeper}/stop")).status_code == 200
+        assert (await api.get(f"/apps/{APP}/machines/{keeper}/wait",
+                              params={"state": "stopped"})).status_code == 200
+        full = await until(lambda: holder(api, workers))
+        filler = await create("filler", 1536)
+        moved = await api.post(f"/apps/{APP}/machines/{filler}/move", json={"worker": full})
+        assert moved.status_code == 200 or "already" in moved.text, moved.text
+
+        refused = await api.post(f"/apps/{APP}/machines/{keeper}/start")
+        assert refused.json()["status"] == "insufficient_capacity", refused.text
+        said = await cli(port, "machine", "start", keeper, "--move", "-a", APP)
+        assert said.strip() == f"Machine {keeper}: start requested"
+        assert (await api.get(f"/apps/{APP}/machines/{keeper}/wait",
+                              params={"state": "started"})).status_code == 200
+        (there,) = [p for p in up.data_dir.glob(f"**/volumes/{volume}") if p != data]
+        assert tree_digest(there) == digest
+        assert not data.exists()
+        found = (await api.get(f"/apps/{APP}/volumes/{volume}")).json()
+        assert found["attached_machine_id"] == keeper

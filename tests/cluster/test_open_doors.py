@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
 import ssl
 import stat
@@ -87,6 +88,13 @@ INTERNAL = {"worker-api": (access.WORKER_API, WORKER),
             "broker-internal": (access.BROKER_INTERNAL, BROKER_INTERNAL),
             "agent-internal": (access.AGENT_INTERNAL, AGENT_INTERNAL + REGISTRY)}
 SERVES_REGISTRY = {"agent-internal"}
+# Components whose serving program is their child (and which are no members of the cluster).
+SUPERVISES = {"registry", "metrics-store"}
+# The metrics store's pages: every one but /health (which says "OK") needs its password.
+METRICS_STORE = ["/api/v1/query?query=up", "/api/v1/series?match[]=up", "/api/v1/labels",
+                 "/api/v1/export?match[]=up", "/api/v1/write", "/api/v1/import",
+                 "/api/v1/admin/tsdb/delete_series?match[]=up", "/targets", "/config",
+                 "/metrics", "/flags", "/debug/pprof/", "/vmui/", "/snapshot/create"]
 HANDSHAKE_REFUSALS = {"no certificate": "no certificate", "another CA's": "unknown authority",
                       "an expired one": "expired"}
 
@@ -109,9 +117,10 @@ def doors(cluster: Cluster) -> list[Door]:
 
 
 def serving_pids(component: dict[str, Any]) -> list[int]:
-    """The component's process; the image registry's is a supervisor of docker-registry."""
+    """The component's process; the image registry's is a supervisor of docker-registry,
+    the metrics store's of victoria-metrics."""
     pid = int(component["pid"])
-    return [pid, *children_of(pid)] if component["role"] == "registry" else [pid]
+    return [pid, *children_of(pid)] if component["role"] in SUPERVISES else [pid]
 
 
 def of_kind(doors: list[Door], kind: str) -> list[Door]:
@@ -176,6 +185,18 @@ def api_routes(base: str, app: str, machine: str) -> list[tuple[str, str]]:
             ("POST", "/v1/cluster/keys/rotate")]
 
 
+def test_the_metrics_store_answers_nothing_without_its_password(doors: list[Door]) -> None:
+    if shutil.which("victoria-metrics") is None:
+        pytest.skip("victoria-metrics is not installed: no store runs")
+    for door in of_kind(doors, "metrics-store"):
+        assert door.listener.host == "127.0.0.1", door  # loopback only
+        for path in METRICS_STORE:
+            for auth in (None, ("bodega", "wrong"), ("admin", "admin")):
+                answer = httpx.get(f"{door.url}{path}", auth=auth, timeout=30)
+                assert answer.status_code == 401, (str(door), path, auth, answer.status_code)
+        assert httpx.get(f"{door.url}/health", timeout=30).text.strip() == "OK"
+
+
 def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) -> None:
     unknown = [str(d) for d in doors if d.kind == "unknown"]
     assert unknown == [], f"listeners nobody accounts for: {unknown}"
@@ -189,7 +210,8 @@ def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) ->
                     "worker": sorted(["worker-api", *resolver]),
                     "proxy": ["proxy-admin", "proxy-public"],
                     "agent": ["agent-internal", "gossip"],
-                    "registry": ["image-registry"]}[component["role"]]
+                    "registry": ["image-registry"],
+                    "metrics-store": ["metrics-store"]}[component["role"]]
         assert kinds == expected, f"{component['name']} listens on {kinds}"
     # docker-registry itself listens on a Unix socket of its own, root's alone: the front
     # (test_the_image_registry_lets_only_the_admin_token_push) is the registry's one door.
@@ -428,7 +450,7 @@ def members_unchanged(cluster: Cluster) -> None:
         members = api.get("/v1/cluster/members").json()
     assert "intruder" not in {m["name"] for m in members}
     assert {m["name"]: m["status"] for m in members} == {
-        str(c["name"]): "alive" for c in cluster.components() if c["role"] != "registry"}
+        str(c["name"]): "alive" for c in cluster.components() if c["role"] not in SUPERVISES}
 
 
 def test_gossip_sealed_with_another_key_is_dropped_and_counted(

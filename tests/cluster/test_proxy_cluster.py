@@ -22,8 +22,10 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.integration.proxy.plane_kit import PLANES, haproxy_binary
+from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 
 from . import checks_scenario, suspend_scenario
@@ -235,3 +237,107 @@ async def test_a_standby_takes_over_when_its_workers_dies(tmp_path: Path, plane:
             assert orphans
             for pid in orphans:
                 os.kill(pid, signal.SIGKILL)
+
+
+# Answers /missing... with 404 and the rest with 200, each with its machine's id.
+STATUSES = (
+    "import http.server, os, sys\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    protocol_version = 'HTTP/1.1'\n"
+    "    def do_GET(self):\n"
+    "        code = 404 if self.path.startswith('/missing') else 200\n"
+    "        body = os.environ['BODEGA_MACHINE_ID'].encode()\n"
+    "        self.send_response(code); self.send_header('Content-Length', str(len(body)))\n"
+    "        self.end_headers(); self.wfile.write(body)\n"
+    "    def log_message(self, *args): pass\n"
+    "http.server.ThreadingHTTPServer(('0.0.0.0', 8080), H).serve_forever()\n"
+)
+
+
+async def fly_series(f: Fleet) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    async with TEST_CA.http("admin") as http:
+        text = (await http.get(f"{proxy_admin(f)}/metrics")).text
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples
+            if s.name.startswith("fly_")}
+
+
+def sample(series: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
+           **labels: str) -> float:
+    return sum(v for (n, have), v in series.items()
+               if n == name and set(labels.items()) <= have)
+
+
+async def test_an_apps_responses_are_counted_by_status_on_either_plane(
+        shared: Fleet, plane: str) -> None:
+    """fly_app_http_responses_count by status class for the machine that answered, and
+    fly_edge_http_responses_count for the app: HAProxy's counters on its plane, bodega's own
+    count on the Python plane, which also times each request in a histogram."""
+    marker = f"bodega-proxy-{uuid.uuid4().hex[:8]}"
+    config = {**echo_config(marker), "init": {"exec": [machine_python(), "-c", STATUSES,
+                                                        marker]}}
+    async with shared.api() as api, shared.web("tally") as web:
+        await api.post("/v1/apps", json={"app_name": "tally", "org_slug": "personal"})
+        m = (await api.post("/v1/apps/tally/machines", json={"config": config})).json()
+        await api.get(f"/v1/apps/tally/machines/{m['id']}/wait")
+        mine = {"app": "tally", "machine": m["id"], "org": "personal", "region": "ams"}
+
+        async def answered() -> bool:
+            return (await web.get("/")).status_code == 200
+        await until(answered)
+
+        async def baseline() -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
+            series = await fly_series(shared)  # the one 200 above, counted once
+            counted = (sample(series, "fly_app_http_responses_count", status="2xx", **mine),
+                       sample(series, "fly_edge_http_responses_count", status="2xx",
+                              app="tally"))
+            return series if counted == (1, 1) else None
+        before = await until(baseline)
+        sent = {"2xx": 6, "4xx": 4}
+        for path, n in (("/", sent["2xx"]), ("/missing", sent["4xx"])):
+            for _ in range(n):
+                assert (await web.get(path)).status_code == (200 if path == "/" else 404)
+
+        def moved(series: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
+                  **labels: str) -> float:
+            return sample(series, name, **labels) - sample(before, name, **labels)
+
+        async def all_counted() -> dict[tuple[str, frozenset[tuple[str, str]]], float] | None:
+            series = await fly_series(shared)
+            return series if all(
+                moved(series, "fly_app_http_responses_count", status=status, **mine) == n
+                and moved(series, "fly_edge_http_responses_count", status=status,
+                          app="tally") == n
+                for status, n in sent.items()) else None
+        after = await until(all_counted)
+        assert moved(after, "fly_app_http_responses_count", status="5xx", **mine) == 0
+        if plane == "python":  # every request timed, in the histogram
+            assert sample(after, "fly_app_http_response_time_seconds_count", **mine) == 11
+        else:  # HAProxy's average over the server's last requests
+            assert any(n == "fly_app_http_response_time_seconds_avg"
+                       and set(mine.items()) <= have for n, have in after)
+
+        # A machine that comes after the first is gone (a second one serving meanwhile) is
+        # counted what it answered, never what the slot it was given held before
+        # (HAProxy counts by slot; the slot's own reuse is in tests/unit/proxy).
+        second = (await api.post("/v1/apps/tally/machines", json={"config": config})).json()
+        await api.get(f"/v1/apps/tally/machines/{second['id']}/wait")
+        assert (await api.delete(f"/v1/apps/tally/machines/{m['id']}",
+                                 params={"force": "true"})).status_code == 200
+        third = (await api.post("/v1/apps/tally/machines", json={"config": config})).json()
+        await api.get(f"/v1/apps/tally/machines/{third['id']}/wait")
+        by_third = 0
+
+        async def answered_by_the_third() -> bool:
+            nonlocal by_third
+            answer = await web.get("/")
+            by_third += answer.status_code == 200 and answer.text == third["id"]
+            return by_third >= 3
+
+        await until(answered_by_the_third)
+        theirs = {**mine, "machine": third["id"]}
+
+        async def counted_alone() -> bool:
+            return sample(await fly_series(shared), "fly_app_http_responses_count",
+                          status="2xx", **theirs) == by_third
+        await until(counted_alone)

@@ -69,7 +69,8 @@ async def cluster(tmp_path_factory: pytest.TempPathFactory,
                    "--worker-cpus", "4", "--worker-memory-mb", "4096", "--api-port", str(api),
                    "--proxy-port", str(free_port()), "--proxy-tls-port", "0",
                    "--registry-port", "0",
-                   "--machine-cidr", machine_cidr(240, 248), "--token", TOKEN)
+                   "--machine-cidr", machine_cidr(240, 248), "--token", TOKEN,
+                   "--metrics-interval", "1s")  # the charts' metrics store, where installed
     await up.start()
     try:
         await up.until_line("bodega is up", timeout=180)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from playwright.async_api import Browser, Locator
 
 from tests.poll_kit import until
+from tests.python_kit import machine_python
 from tests.ui.browser_kit import WHY_NO_BROWSER, Watched, chromium, sign_in, watched
 from tests.ui.conftest import UpCluster
 
@@ -189,8 +191,9 @@ async def test_the_app_screen_shows_machines_by_group_and_the_release_to_roll_ba
 
 async def test_the_members_screen_lists_every_component(cluster: UpCluster,
                                                         page: Watched) -> None:
+    # The image registry and the metrics store are no members: they gossip with no one.
     components = [str(c["name"]) for c in cluster.up.state()["components"]
-                  if c["role"] != "registry"]
+                  if c["role"] not in ("registry", "metrics-store")]
 
     async def every_member_known() -> bool:  # the last one's join spreads by gossip
         async with cluster.api() as api:
@@ -305,4 +308,52 @@ async def test_a_worker_drained_wears_a_draining_badge_until_undrained(
         return False
 
     await until(unbadged, timeout=30.0, every=0.5)
+
+
+# A machine with a [metrics] endpoint: it serves one counter on 9091.
+METRICS_APP = (
+    "import http.server\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        body = b'# TYPE ui_demo_total counter\\nui_demo_total 1\\n'\n"
+    "        self.send_response(200); self.send_header('Content-Length', str(len(body)))\n"
+    "        self.end_headers(); self.wfile.write(body)\n"
+    "    def log_message(self, *args): pass\n"
+    "http.server.ThreadingHTTPServer(('0.0.0.0', 9091), H).serve_forever()\n"
+)
+
+
+@pytest.mark.skipif(shutil.which("victoria-metrics") is None,
+                    reason="victoria-metrics is not installed: no metrics store")
+async def test_the_app_and_machine_pages_chart_their_metrics(cluster: UpCluster,
+                                                             page: Watched) -> None:
+    await new_app(cluster, "charted")
+    async with cluster.api() as api:
+        made = await api.post("/v1/apps/charted/machines", json={"region": "ams", "config": {
+            "image": "local/ui", "init": {"exec": [machine_python(), "-c", METRICS_APP]},
+            "guest": {"cpus": 1, "memory_mb": 256}, "metrics": {"port": 9091}}})
+        assert made.status_code == 200, made.text
+        machine_id = made.json()["id"]
+    await page.goto("/ui/apps/charted")
+    up = page.page.locator('#charts figure.chart[data-chart="up"]')
+    await up.wait_for()
+    assert await page.page.locator("#charts figure.chart").count() == 5
+
+    async def drawn() -> bool:  # scraped within seconds; the page asks again every 15 s
+        await page.goto("/ui/apps/charted")
+        await up.wait_for()
+        return await up.locator("svg polyline").count() == 1
+    await until(drawn, timeout=60, every=1.0, what="the [metrics] endpoint charted")
+    assert (await up.locator(".last").inner_text()) == "1"
+    # A figure this cluster has no series of says so, and draws no line.
+    rps = page.page.locator('#charts figure.chart[data-chart="rps"]')
+    assert await rps.locator("svg").count() == 0
+    assert "no samples" in await rps.inner_text()
+    await page.goto(f"/ui/apps/charted/machines/{machine_id}")
+    machine_up = page.page.locator('#charts figure.chart[data-chart="up"]')
+    await machine_up.wait_for()
+    # A flat line has no height: it is there (attached), not "visible" to playwright.
+    await machine_up.locator("svg polyline").wait_for(state="attached", timeout=20000)
+    assert await page.page.locator("#charts figure.chart").count() == 5
+    await kept(page, "charts")
     clean(page)

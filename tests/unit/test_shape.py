@@ -54,6 +54,7 @@ NOT_CORES = {
     "bodega.worker.images.store": "the image store: blobs and unpacked bases on disk",
     "bodega.worker.images.unpack": "writes an image's layers to disk",
     "bodega.worker.host.volume_copy": "copies a volume's files on disk and digests them",
+    "bodega.worker.host.snapshot_tar": "packs a snapshot's files into a tar file and back",
     "bodega.runtime.tls.files": "reads and writes keys and certificates",
     "bodega.runtime.tls.authority": "the CA at work: its files, a clock, a log",
     "bodega.runtime.tls.contexts": "SSL contexts loaded from files, and a counter",

@@ -73,6 +73,8 @@ class BrokerConfig:
     image_registry: str | None = None
     # The CA (PEM) that registry's certificate chains to, told with it: the cluster's.
     image_registry_ca: str | None = None
+    # The host's metrics store's data dir (its endpoint.json); None: queries answer 503.
+    metrics_store: Path | None = None
     # Late binding's d: reservations placed per task of a bodega-pool job (docs/jobs.md).
     probe_ratio: float = 2.0
 

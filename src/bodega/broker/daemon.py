@@ -21,6 +21,7 @@ from starlette.routing import BaseRoute
 
 from bodega.broker.auth.core.oidc import OidcKey
 from bodega.broker.auth.tokens import Tokens
+from bodega.broker.autoscale.evaluator import Evaluator
 from bodega.broker.certificates.defaults import DefaultCertificates
 from bodega.broker.certificates.store import AppCertificates
 from bodega.broker.config import BrokerConfig
@@ -33,6 +34,9 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.placing.core.shadow import Shadow
 from bodega.broker.placing.placer import Placer, PlacerConfig
 from bodega.broker.platform.service import Platform
+from bodega.broker.prometheus.core.peers import STORE_FLAG, store_peers
+from bodega.broker.prometheus.routes import internal_routes
+from bodega.broker.prometheus.store import MetricsStore
 from bodega.broker.secrets.keys import AppSecretKeys
 from bodega.broker.secrets.store import AppSecrets
 from bodega.broker.server import BrokerApi
@@ -85,6 +89,9 @@ class Broker:
                 raise ValueError(f"the CA in {config.ca_dir} is not the one this broker's "
                                  f"certificate chains to ({config.tls_dir}/ca.pem)")
         self.join_store: JoinStore | None = None  # the join book, in the view
+        self.metrics_store = MetricsStore(
+            config.metrics_store, self._store_peers,
+            lambda: self.tls.client if self.tls is not None else None)
         if config.join_host is not None and (self.authority is None or self.tls is None):
             raise ValueError("--join-listen lets hosts join: it needs the cluster CA "
                              "(--ca-dir) and mutual TLS")
@@ -177,18 +184,25 @@ class Broker:
                                          image_registry_ca=config.image_registry_ca),
                         more=lambda r: jobs_routes(r, self.jobs, claims, assignment),
                         keys=self.node.keys if self.node is not None else None,
-                        joins=self.join_store, certificates=certificates)
+                        joins=self.join_store, certificates=certificates,
+                        metrics_store=self.metrics_store)
         self.standbys = StandbyWatch(
             catalog, lambda worker, mid: self.workers.client(worker).start(mid),
             lambda worker, mid: self.workers.client(worker).stop(mid))
         self._tasks.append(asyncio.create_task(self._follow(catalog)))
         self._tasks.append(asyncio.create_task(self.standbys.run()))
+        # Every broker runs the autoscaler's loop; an app's lease says which one acts.
+        self.autoscaler = Evaluator(catalog, machines, creation, config.name,
+                                    self.metrics_store.ask)
+        self._tasks.append(asyncio.create_task(self.autoscaler.run()))
         if not self.gate.ready.is_set():
             self._tasks.append(asyncio.create_task(
                 self.gate.watch(catalog, self.node.sync_round, self._reload)))
         self.internal = await serve(
             internal_app(PeerAccess(BROKER_INTERNAL, self.tls), config.name, self.authority,
-                         registry_routes),
+                         [*registry_routes,
+                          *internal_routes(PeerAccess(BROKER_INTERNAL, self.tls), catalog,
+                                           self.metrics_store)]),
             internal_host, 0, sock=internal_sock, tls=self.tls)
         if self.tls is not None and self.node is not None:
             signer = LocalSigner(self.authority, self.tls) if self.authority else None
@@ -250,7 +264,8 @@ class Broker:
             keyring=keys.keyring, keyring_file=keys.file,
             bind_host=host, bind_port=config.gossip_port,
             seeds=config.seeds, meta={"url": url, **certificate_meta(self.tls),
-                                      **({SIGNER: "yes"} if self.authority else {})}),
+                                      **({SIGNER: "yes"} if self.authority else {}),
+                                      **({STORE_FLAG: "yes"} if config.metrics_store else {})}),
             config.registry_agent,
             registry=self.metrics.registry,  # gossip counters (bad packets too) in /metrics
             tls=self.tls)
@@ -288,7 +303,14 @@ class Broker:
         except BodegaError:
             return False
 
+    def _store_peers(self) -> list[str]:
+        """Other brokers whose hosts run a metrics store, nearest first."""
+        if self.catalog is None:
+            return []
+        return store_peers(self.catalog.members(), self.config.name, self.nearest)
+
     async def stop(self) -> None:
+        await self.metrics_store.close()
         if self.queries is not None:
             await self.queries.stop()
         if self.dashboard is not None:  # its open streams would hold the server's shutdown

@@ -18,6 +18,7 @@ from bodega.model.json import JsonObject
 from bodega.wire.public import fly, moves, tokens
 from bodega.wire.public import fly_certificates as certs
 from bodega.wire.public import secret_keys as keys
+from bodega.wire.public.autoscale import SetAutoscale
 
 M = "/v1/apps/{app_name}/machines/{machine_id}"
 V = "/v1/apps/{app_name}/volumes/{volume_id}"
@@ -45,6 +46,11 @@ OPERATIONS: list[tuple[str, str, str, type[BaseModel] | None, str | None]] = [
     ("get", "/v1/apps/{app_name}/releases/{version}", "bodega: one release", None, None),
     ("patch", "/v1/apps/{app_name}/releases/{version}", "bodega: a release's status "
      "(complete, failed, interrupted) and failure", None, None),
+    ("get", "/v1/apps/{app_name}/autoscale", "bodega: the app's autoscale setting, its "
+     "evaluator and its last decision", None, None),
+    ("put", "/v1/apps/{app_name}/autoscale", "bodega: autoscale the app (min, max, and "
+     "concurrency or a PromQL expr)", SetAutoscale, None),
+    ("delete", "/v1/apps/{app_name}/autoscale", "bodega: stop autoscaling the app", None, None),
     ("get", "/v1/apps/{app_name}/secrets", "List the app's secrets (names and digests; values "
      "are never shown)", None, "AppSecrets"),
     ("post", "/v1/apps/{app_name}/secrets", "Set secrets (null unsets one); restarts nothing",

@@ -75,7 +75,8 @@ RESPONSES: dict[str, JsonObject] = {
     "TokenResponse": {"type": "object", "properties": {"token": STR}},
     "ClusterInfo": {"type": "object", "properties": {
         "image_registry": {"type": "string", "nullable": True},
-        "image_registry_ca": {"type": "string", "nullable": True}}},
+        "image_registry_ca": {"type": "string", "nullable": True},
+        "image_registries": {"type": "array", "items": STR}}},
     "IPAssignment": {"type": "object", "properties": {
         "ip": STR, "region": STR, "service_name": STR, "shared": _BOOL, "created_at": STR}},
     "listIPAssignmentsResponse": {"type": "object", "properties": {"ips": {

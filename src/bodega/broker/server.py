@@ -31,6 +31,7 @@ from bodega.broker.apps.routes import app_routes
 from bodega.broker.auth.core.oidc import OidcKey
 from bodega.broker.auth.routes import token_routes, well_known_routes
 from bodega.broker.auth.tokens import Principal, Tokens
+from bodega.broker.autoscale.routes import AutoscaleSettings, autoscale_routes
 from bodega.broker.certificates.routes import certificate_routes
 from bodega.broker.certificates.store import AppCertificates
 from bodega.broker.machines.console import console_routes
@@ -44,6 +45,8 @@ from bodega.broker.metrics import BrokerMetrics
 from bodega.broker.openapi import docs_page, openapi_document
 from bodega.broker.platform.routes import platform_routes
 from bodega.broker.platform.service import Platform
+from bodega.broker.prometheus.routes import prometheus_routes
+from bodega.broker.prometheus.store import MetricsStore
 from bodega.broker.secrets.key_routes import secret_key_routes
 from bodega.broker.secrets.keys import AppSecretKeys
 from bodega.broker.secrets.routes import secret_routes
@@ -85,7 +88,8 @@ class BrokerApi:
                  oidc_key: OidcKey | None = None,
                  more: Callable[[RouteMaker], list[Route]] | None = None,
                  keys: GossipKeys | None = None, joins: JoinStore | None = None,
-                 certificates: AppCertificates | None = None) -> None:
+                 certificates: AppCertificates | None = None,
+                 metrics_store: MetricsStore | None = None) -> None:
         self.tokens = tokens
         self.apps = apps
         self.machines = machines
@@ -103,6 +107,7 @@ class BrokerApi:
         self.more = more  # another area's routes (the jobs' /sched)
         self.keys = keys
         self.joins = joins
+        self.metrics_store = metrics_store
 
     def app(self) -> Starlette:
         r = self._route
@@ -118,6 +123,7 @@ class BrokerApi:
             *app_routes(r, apps=self.apps, machines=self.machines, volumes=self.volumes,
                         tokens=self.tokens),
             *release_routes(r, self.apps.catalog, self.apps),  # a bodega extension
+            *autoscale_routes(r, AutoscaleSettings(self.apps.catalog, self.apps)),  # too
             *(secret_routes(r, self.secrets) if self.secrets is not None else []),
             *(secret_key_routes(r, self.secret_keys) if self.secret_keys is not None else []),
             *(token_routes(r, self.tokens, self.apps, self.apps.catalog, self.oidc_key)
@@ -133,6 +139,8 @@ class BrokerApi:
             *(self.more(r) if self.more is not None else []),
             *(key_routes(r, self.keys) if self.keys is not None else []),
             *join_token_routes(r, self.joins),  # 404s on a broker that lets no host join
+            # PromQL per org: this host's store, else another server host's; 503 with none.
+            *prometheus_routes(r, self.apps.catalog, self.metrics_store or MetricsStore(None)),
             # WebSockets last: the routes before them are grouped by their count of segments
             *socket_forward,
             *socket_console,

@@ -30,6 +30,7 @@ from bodega.cluster.config import AGENT_NAME, ClusterConfig
 from bodega.cluster.edge_files import CA_CRT
 from bodega.model.duration import format_duration
 from bodega.model.json import JsonObject
+from bodega.runtime.tls.core.access import METRICS_STORE as METRICS_ROLE
 
 if TYPE_CHECKING:
     from bodega.cluster.forked import ForkedProcess
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 # Never inherited from `bodega up`'s own environment: each is given here, or not at all.
 # BODEGA_CLUSTER_SECRET is what older versions used for everything.
 TOKEN_DIGEST = "BODEGA_API_TOKEN_SHA256"  # the admin token's SHA-256 (hex): the registry's
+METRICS_NAME = "metrics"  # the metrics store's component name and its dir in the data dir
 SECRET_VARIABLES = ("BODEGA_API_TOKEN", "BODEGA_SECRETS_KEY", "BODEGA_GOSSIP_KEYRING",
                     "BODEGA_GOSSIP_KEYRING_FILE", "BODEGA_CERTS_KEY",
                     "BODEGA_CLUSTER_SECRET", TOKEN_DIGEST)
@@ -114,16 +116,9 @@ def components_for(config: ClusterConfig) -> list[Component]:
         images = ("--image-registry", registry, *(
             ("--image-registry-ca", str(config.data_dir / CA_CRT)) if config.internal_tls
             else ()))
-        components.append(Component(
-            "registry", "registry", nearest,
-            bodega_argv("image-registry", "--data-dir", str(config.data_dir / "images"),
-                        "--listen", registry, "--ready-file", str(run_dir / "registry.json"),
-                        "--exit-with-parent", *(
-                            ("--ca-dir", str(config.data_dir / "tls"), "--cert-validity",
-                             format_duration(config.cert_lifetime))
-                            if config.internal_tls else ())),
-            run_dir / "registry.json", logs / "registry.log",
-            flags={"--listen": "--registry-port"}))
+        components.append(registry_component(
+            config.data_dir, nearest, registry,
+            config.cert_lifetime if config.internal_tls else None))
     agent = config.agent_dir
     hosted: tuple[str, ...] = ("--registry-agent", str(agent)) if agent else ()
     if agent is not None:  # before every other component: they read its replica
@@ -156,7 +151,9 @@ def components_for(config: ClusterConfig) -> list[Component]:
             *(("--cluster-id", config.cluster_id) if config.cluster_id else ()),
             "--stop-machines-on-interrupt", "--exit-with-parent",
             "--ready-file", str(run_dir / f"{name}.json"), "--log-level", config.log_level,
-            *gossip, "--gossip-keyring", str(config.keyring_file), *images, *tls_args(config),
+            *gossip, "--gossip-keyring", str(config.keyring_file), *images,
+            # Its host's registry: advertised in its row, for every host to pull from.
+            *(("--image-registry-here",) if images else ()), *tls_args(config),
             *private_network_args(config.private_network, config.worker_wireguard(index),
                                   f"{config.host}:{config.proxy_port}"),
             *hosted, *config.extra_worker_args,
@@ -185,13 +182,61 @@ def components_for(config: ClusterConfig) -> list[Component]:
             *(("--admin-listen", f"{config.host}:0") if role == "proxy" else ()), *extra,
             # The broker tells clients where the registry is (GET /v1/cluster).
             *(images if role == "broker" else ()),
+            *(("--metrics-store", str(config.data_dir / METRICS_NAME))
+              if role == "broker" and config.metrics_store else ()),
         )
         components.append(Component(role, role, nearest, argv, run_dir / f"{role}.json",
                                     logs / f"{role}.log",
                                     flags={"--listen": flag, "--gossip-listen": "--gossip-port",
                                            "--tls-listen": "--proxy-tls-port"},
                                     tls_dir=_tls_dir(config, config.data_dir / role)))
+    if config.metrics_store:
+        components.append(metrics_component(
+            config.data_dir, nearest, run_dir / "broker.json", config.metrics_interval,
+            config.internal_tls, config.cert_lifetime, config.log_level))
     return components
+
+
+def metrics_component(data_dir: Path, region: str, broker_ready: Path, interval: float,
+                      tls: bool, cert_lifetime: float | None = None,
+                      log_level: str = "info") -> Component:
+    """The metrics store (``cluster/metrics_store.py``), after the host's broker: it
+    discovers what to scrape at the broker's internal listener, named in its ready file.
+    With TLS it renews its certificate with the CA in ``<data_dir>/tls`` (a server's)."""
+    store_dir = data_dir / METRICS_NAME
+    ready = data_dir / "run" / f"{METRICS_NAME}.json"
+    tls_dir = store_dir / "tls" if tls else None
+    return Component(
+        METRICS_ROLE, METRICS_NAME, region,
+        bodega_argv("metrics-store", "--data-dir", str(store_dir),
+                    "--broker-ready-file", str(broker_ready),
+                    "--scrape-interval", format_duration(interval),
+                    *(("--tls-dir", str(tls_dir), "--ca-dir", str(data_dir / "tls"))
+                      if tls_dir is not None else ()),
+                    *(("--cert-validity", format_duration(cert_lifetime))
+                      if tls_dir is not None and cert_lifetime is not None else ()),
+                    "--ready-file", str(ready), "--log-level", log_level, "--exit-with-parent"),
+        ready, data_dir / "logs" / f"{METRICS_NAME}.log", tls_dir=tls_dir)
+
+
+def registry_component(data_dir: Path, region: str, listen: str,
+                       cert_lifetime: float | None) -> Component:
+    """The host's image registry on ``listen`` (host:port), its storage under ``data_dir``:
+    with ``cert_lifetime``, HTTPS with a certificate the cluster CA (in ``<data-dir>/tls``,
+    where a server host keeps it) issues it for that long; None: plain HTTP
+    (``--internal-tls off``). Every server host runs one (``bodega up``, ``bodega join
+    --server``)."""
+    run_dir, logs = data_dir / "run", data_dir / "logs"
+    return Component(
+        "registry", "registry", region,
+        bodega_argv("image-registry", "--data-dir", str(data_dir / "images"),
+                    "--listen", listen, "--ready-file", str(run_dir / "registry.json"),
+                    "--exit-with-parent", *(
+                        ("--ca-dir", str(data_dir / "tls"), "--cert-validity",
+                         format_duration(cert_lifetime))
+                        if cert_lifetime is not None else ())),
+        run_dir / "registry.json", logs / "registry.log",
+        flags={"--listen": "--registry-port"})
 
 
 def private_network_args(on: bool, wireguard_port: int, proxy: str | None

@@ -36,6 +36,10 @@ class ClusterConfig:
     extra_proxy_args: tuple[str, ...] = field(default_factory=tuple)
     log_level: str = "info"
     registry_port: int = 0  # the image registry's port on host; 0: no registry
+    # The metrics store (victoria-metrics, when installed: cluster/metrics_store.py) and how
+    # often it scrapes, in seconds; False: none.
+    metrics_store: bool = False
+    metrics_interval: float = 15.0
     # Mutual TLS on internal links; False only to measure what it costs (plain, loopback).
     internal_tls: bool = True
     cert_lifetime: float = 365 * 86400.0  # seconds; renewed at two thirds

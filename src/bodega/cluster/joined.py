@@ -24,7 +24,14 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from bodega.cluster.components import Component, bodega_argv, private_network_args
+from bodega.cluster.components import (
+    METRICS_NAME,
+    Component,
+    bodega_argv,
+    metrics_component,
+    private_network_args,
+    registry_component,
+)
 from bodega.cluster.edge_files import CA_CRT, DEFAULT_CERT
 from bodega.registry.sealing import keyfile
 from bodega.runtime.lifecycle import write_json_atomic
@@ -34,6 +41,9 @@ API_PORT, PROXY_PORT, PROXY_TLS_PORT = 4280, 8080, 8443  # as `bodega up --adver
 
 JOINED = "joined.json"
 JOIN_LOCK = "join.lock"  # held by `bodega join` while it runs
+# How long a server host's image registry's certificate lives (renewed at two thirds), as
+# `bodega up`'s default.
+REGISTRY_CERT_LIFETIME = 365 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -133,11 +143,19 @@ def member_tls(data_dir: Path, role: str) -> Path:
 
 def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, int], *,
                       driver: str, log_level: str, extra_worker_args: tuple[str, ...] = (),
-                      proxy_tls: bool = True) -> list[Component]:
-    """``proxy_tls``: whether the proxy may serve TLS here (it needs haproxy)."""
+                      proxy_tls: bool = True, metrics_interval: float | None = None,
+                      own_registry: str | None = None) -> list[Component]:
+    """``proxy_tls``: whether the proxy may serve TLS here (it needs haproxy);
+    ``metrics_interval``: a server's metrics store scrapes that often (None: no store);
+    ``own_registry``: where this server host serves its image registry (host:port), for
+    its workers to pull from first and advertise, and its broker to name first."""
+    store = metrics_interval is not None and host.server and host.broker is not None
     run_dir, logs = data_dir / "run", data_dir / "logs"
-    images = registry_args(host, data_dir)
+    images = registry_args(host, data_dir, own_registry)
     components = []
+    if own_registry is not None:  # first: its workers pull from it
+        components.append(registry_component(data_dir, host.region, own_registry,
+                                             REGISTRY_CERT_LIFETIME))
     hosted: tuple[str, ...] = ()
     seeds = list(host.seeds)
     if host.registry_agent and host.agent:  # first: the workers read its replica
@@ -164,6 +182,7 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
             "--gossip-listen", f"{host.advertise}:{gossip_ports.get(worker.name, 0)}",
             "--gossip-keyring", str(data_dir / keyfile.FILE_NAME),
             "--join", ",".join(seeds), *images, *hosted,
+            *(("--image-registry-here",) if own_registry is not None else ()),
             *private_network_args(host.private_network, host.wireguard_port + index,
                                   host.flycast),
             *extra_worker_args)
@@ -182,30 +201,39 @@ def joined_components(host: JoinedHost, data_dir: Path, gossip_ports: dict[str, 
             "--gossip-listen", f"{host.advertise}:{gossip_ports.get(name, 0)}",
             "--join", every, "--gossip-keyring", str(data_dir / keyfile.FILE_NAME),
             "--exit-with-parent", "--ready-file", str(ready), "--log-level", log_level,
-            *hosted, *(_broker_args(host, data_dir) if role == "broker"
-                       else _proxy_args(host, data_dir, proxy_tls)))
+            *hosted, *(_broker_args(host, data_dir, images) if role == "broker"
+                       else _proxy_args(host, data_dir, proxy_tls)),
+            *(("--metrics-store", str(data_dir / METRICS_NAME))
+              if role == "broker" and store else ()))
         components.append(Component(role, name, host.region, argv, ready, logs / f"{role}.log",
                                     flags={"--listen": "--api-port" if role == "broker"
                                            else "--proxy-port",
                                            "--tls-listen": "--proxy-tls-port",
                                            "--join-listen": "--join-port"}))
+    if store and metrics_interval is not None:  # after the broker: it discovers there
+        components.append(metrics_component(data_dir, host.region, run_dir / "broker.json",
+                                            metrics_interval, tls=True, log_level=log_level))
     return components
 
 
-def registry_args(host: JoinedHost, data_dir: Path) -> tuple[str, ...]:
-    """Where the cluster's image registry is (host 1's), for the host's workers and broker,
-    and the CA its certificate is checked by: the cluster's, kept at the join (``ca.crt``).
-    A cluster hosts join serves its registry over TLS, since joins need the cluster CA."""
-    if not host.image_registry:
+def registry_args(host: JoinedHost, data_dir: Path, own: str | None = None
+                  ) -> tuple[str, ...]:
+    """Where the host's workers and broker find the cluster's image registry (``own``, the
+    one this server host serves, else the one the join named), and the CA its certificate
+    is checked by: the cluster's, kept at the join (``ca.crt``). A cluster hosts join
+    serves its registries over TLS, since joins need the cluster CA. The others come from
+    the view: each server host's workers advertise theirs."""
+    registry = own or host.image_registry
+    if not registry:
         return ()
-    return ("--image-registry", host.image_registry,
+    return ("--image-registry", registry,
             "--image-registry-ca", str(data_dir / CA_CRT))
 
 
-def _broker_args(host: JoinedHost, data_dir: Path) -> tuple[str, ...]:
+def _broker_args(host: JoinedHost, data_dir: Path, images: tuple[str, ...]
+                 ) -> tuple[str, ...]:
     """A joined broker's internal listener and, on a server, the CA and the join listener."""
-    args: tuple[str, ...] = ("--internal-listen", f"{host.advertise}:0",
-                             *registry_args(host, data_dir),
+    args: tuple[str, ...] = ("--internal-listen", f"{host.advertise}:0", *images,
                              *(("--edge-domain", host.edge_domain)
                                if host.edge_domain != "localhost" else ()))
     if not host.server:

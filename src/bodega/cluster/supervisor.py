@@ -40,6 +40,7 @@ from bodega.cluster.stored_cluster import HostWorker
 from bodega.runtime.lifecycle import SUPERVISOR_PID, private_dir, write_json_atomic
 from bodega.runtime.ready import Ready
 from bodega.runtime.tls.authority import CertificateAuthority
+from bodega.runtime.tls.core.access import METRICS_STORE
 from bodega.runtime.tls.core.identity import Identity
 from bodega.runtime.tls.files import TlsDir
 from bodega.runtime.waits import within
@@ -49,6 +50,8 @@ log = logging.getLogger("bodega.cluster")
 READY_TIMEOUT = 30.0
 STOP_GRACE = 20.0
 MAX_BACKOFF = 30.0
+# What the cluster runs without when it will not start: the metrics store.
+OPTIONAL = frozenset({METRICS_STORE})
 FORKS_RETRY = 30.0  # seconds between starts of a fork server that would not start
 
 
@@ -184,10 +187,20 @@ class LocalCluster:
         self._sweeps = True
         await self._sweep_strays()
         await self._fork_server()
-        for role in ("registry", "agent", "worker", "broker", "proxy"):
+        for role in ("registry", "agent", "worker", "broker", "proxy", METRICS_STORE):
             group = [c for c in self.components if c.role == role]
-            await asyncio.gather(*(self._spawn(c) for c in group))
-        self._watchers = [asyncio.create_task(self._watch(c)) for c in self.components]
+            await asyncio.gather(*(self._spawn_optional(c) if c.role in OPTIONAL
+                                   else self._spawn(c) for c in group))
+        self._watchers = [asyncio.create_task(self._watch(c)) for c in self.components
+                          if c.process is not None]
+
+    async def _spawn_optional(self, component: Component) -> None:
+        """An optional component that will not start is said once; the cluster runs on
+        without it, and its watcher starts it again (with the usual backoff)."""
+        try:
+            await self._spawn(component)
+        except StartFailed as exc:
+            log.warning("%s; the cluster runs without it and starts it again", exc)
 
     async def until_ready(self, timeout: float = READY_TIMEOUT) -> NotReady | None:
         """Ready means a create works: the broker says it is ready and sees every worker alive.
@@ -234,7 +247,7 @@ class LocalCluster:
         self.stopping.set()
         for task in self._watchers:
             task.cancel()
-        for role in ("proxy", "broker", "worker", "agent", "registry"):
+        for role in (METRICS_STORE, "proxy", "broker", "worker", "agent", "registry"):
             group = [c for c in self.components if c.role == role and c.process]
             sig = signal.SIGINT if role == "worker" and machines else signal.SIGTERM
             for component in group:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from bodega.deploy.core.config import DEFAULT_GROUP, AppConfig
 from bodega.deploy.core.machine_spec import GROUP_KEY, ROLE_KEY, has_checks, machine_config
 from bodega.deploy.core.plan import Current, Desired, Plan, Strategy, plan
-from bodega.deploy.execute import Executor, Failure, Outcome, Progress
+from bodega.deploy.execute import Executor, Failure, Outcome, Progress, VolumePolicy
 from bodega.deploy.health import exit_code
 from bodega.deploy.report import DeployReport, FailureReport, MachineFate, machine_fates
 from bodega.deploy.room import check_room, room_asks
@@ -169,7 +169,10 @@ async def _deploy(client: MachinesClient, config: AppConfig, options: DeployOpti
             await run_release_command(client, config, planned, base_dir, options.wait_timeout)
         executor = Executor(client, app, wait_timeout=options.wait_timeout,
                             smoke=0.0 if options.detach else options.smoke,
-                            drain=options.drain, report=report)
+                            drain=options.drain, report=report,
+                            volume_policies={m.source: VolumePolicy(
+                                m.snapshot_retention, m.scheduled_snapshots)
+                                for m in config.mounts})
         result.outcome = await executor.run(_no_waits(planned) if options.detach else planned)
     except ReleaseCommandFailed as failed:
         result.outcome = Outcome(ok=False, failure=Failure(machine=failed.machine,

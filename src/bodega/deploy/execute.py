@@ -84,6 +84,22 @@ class StepFailed(Exception):
         self.failure = failure
 
 
+@dataclass(frozen=True)
+class VolumePolicy:
+    """A fly.toml mount's snapshot keys; None: the API's default."""
+
+    snapshot_retention: int | None = None
+    scheduled_snapshots: bool | None = None
+
+    def request_fields(self) -> dict[str, int | bool]:
+        fields: dict[str, int | bool] = {}
+        if self.snapshot_retention is not None:
+            fields["snapshot_retention"] = self.snapshot_retention
+        if self.scheduled_snapshots is not None:
+            fields["auto_backup_enabled"] = self.scheduled_snapshots
+        return fields
+
+
 @dataclass
 class Executor:
     client: MachinesClient
@@ -96,6 +112,9 @@ class Executor:
     outcome: Outcome = field(default_factory=lambda: Outcome(ok=False))
     touched: set[str] = field(default_factory=set)  # machines an update was sent to
     claimed: set[str] = field(default_factory=set)  # volumes this deploy gave a machine
+    # A mount's snapshot policy, by volume name, for a volume the deploy creates (its
+    # fly.toml ``snapshot_retention`` and ``scheduled_snapshots``).
+    volume_policies: dict[str, VolumePolicy] = field(default_factory=dict)
 
     async def run(self, plan: Plan) -> Outcome:
         refresher: asyncio.Task[None] | None = None
@@ -238,9 +257,11 @@ class Executor:
         if free:
             volume = free[0]
         else:
+            policy = self.volume_policies.get(str(name), VolumePolicy())
             volume = await self._step(None, f"create of volume {name}", self.client.create_volume(
                 self.app, CreateVolumeRequest(name=name, region=region,
-                                              size_gb=mount.size_gb or 1)))
+                                              size_gb=mount.size_gb or 1).model_copy(
+                    update=policy.request_fields())))
             self.report(Progress(stage="volumes", machine=None,
                                  message=f"created volume {volume.id} ({name}, "
                                          f"{volume.size_gb} GB) in {volume.region}"))

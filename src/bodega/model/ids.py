@@ -24,6 +24,7 @@ _VOLUME_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 # \Z, not $: "$" also matches before a trailing newline, which would let "web\n" through.
 MACHINE_ID_RE = re.compile(r"^[0-9a-f]{14}\Z")
 VOLUME_ID_RE = re.compile(r"^vol_[0-9a-z]{20}\Z")
+SNAPSHOT_ID_RE = re.compile(r"^vs_[0-9a-z]{20}\Z")
 ULID_RE = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}\Z")
 # App and machine names: DNS labels, as Fly requires (they become hostnames).
 NAME_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
@@ -47,11 +48,19 @@ def _volume_id(value: str) -> str:
     return value
 
 
+def _snapshot_id(value: str) -> str:
+    if not SNAPSHOT_ID_RE.match(value):
+        raise ValueError(f"{value!r} is not a snapshot id (vs_ and 20 lowercase letters or "
+                         f"digits)")
+    return value
+
+
 # Checked where a name or an id crosses the wire (the public create, the worker's create),
 # once, by the body's model: what the code behind it receives is known good.
 MachineName = Annotated[str, AfterValidator(_machine_name)]
 MachineId = Annotated[str, AfterValidator(_machine_id)]
 VolumeId = Annotated[str, AfterValidator(_volume_id)]
+SnapshotId = Annotated[str, AfterValidator(_snapshot_id)]  # a directory's name on a worker
 
 
 MARK_DIGITS = 3  # 4,096 marks: a fleet of N workers shares each among about N/4096

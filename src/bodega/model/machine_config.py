@@ -232,6 +232,15 @@ class Service(_Open):
         return any("http" in (port.handlers or []) for port in self.ports or [])
 
 
+class MachineMetrics(_Open):
+    """Where the machine's program serves its own metrics (fly.toml's ``[metrics]``): the
+    cluster's metrics store scrapes ``<private address>:<port><path>`` (docs/metrics.md)."""
+
+    port: int = Field(ge=1, le=65535)
+    path: str = Field(default="/metrics", min_length=1, max_length=512, pattern=r"^/")
+    https: bool = False
+
+
 class Mount(_Open):
     volume: str | None = None
     path: str
@@ -304,6 +313,7 @@ class MachineConfig(_Open):
     schedule: str | None = None
     files: list[File] | None = None
     statics: list[Static] | None = Field(default=None, max_length=MAX_ITEMS)
+    metrics: MachineMetrics | None = None
 
     @model_validator(mode="after")
     def _size_fills_guest(self) -> MachineConfig:

@@ -14,7 +14,7 @@ from bodega.model.answer import Answer
 from bodega.model.rows.row import Row
 
 # updated_at is not a field of the API's Volume (only of OrgVolume, which adds it back).
-INTERNAL_FIELDS = frozenset({"app", "worker", "updated_at"})
+INTERNAL_FIELDS = frozenset({"app", "worker", "updated_at", "generation"})
 
 
 class Volume(Row):
@@ -44,6 +44,7 @@ class Volume(Row):
     bytes_total: int | None = None
     bytes_used: int | None = None
     type: str | None = None  # local or cache
+    generation: int | None = None  # internal: its moves so far (the newest owner's row wins)
 
     def public(self) -> Volume:
         """The volume as the broker's clients are shown it: without its internal fields."""
@@ -56,7 +57,7 @@ class ExtendVolumeAnswer(Answer):
 
 
 class VolumeSnapshot(Answer):
-    """A copy of a volume's data, kept on the volume's host for ``retention_days``."""
+    """A copy of a volume's data, kept on its volume's host and another for ``retention_days``."""
 
     id: str = ""
     created_at: str = ""
@@ -65,3 +66,8 @@ class VolumeSnapshot(Answer):
     size: int = 0  # bytes of data in the copy
     status: str = ""  # created; creating while it is taken
     volume_size: int = 0  # GB of the volume it was taken of: a restore needs at least this
+    # bodega's: the workers holding the snapshot, the one that took it first, and whether
+    # one of them is another than that one (docs/volumes.md): until it is, the snapshot
+    # is local-only and goes with its host.
+    holders: list[str] | None = None
+    off_host: bool | None = None

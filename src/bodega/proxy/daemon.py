@@ -25,12 +25,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from bodega.model.rows import WorkerRow
+from bodega.model.rows.apps import org_reader
 from bodega.proxy.autostop import Autostop, Failover
 from bodega.proxy.core.load import Load, LoadView
 from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.core.sites import SiteStore
 from bodega.proxy.core.statics import StaticsTable
 from bodega.proxy.core.tcp_routes import AllServices, TcpTable
+from bodega.proxy.figures import AppFigures, Place
 from bodega.proxy.haproxy.dataplane import HaproxyDataPlane
 from bodega.proxy.haproxy.observed import CombinedLoad
 from bodega.proxy.haproxy.tcp_plane import TcpPlane
@@ -117,10 +119,22 @@ class Proxy:
                                   self.upstreams, self.waker, self.load, self.metrics,
                                   statics=self.statics)
         self.node: Registry | None = None
+        self.figures = self.server.figures = AppFigures(
+            self._places, lambda app: org_reader(self.node)(app), (config.region, config.name),
+            lambda: self.load.outstanding)
+        self.metrics.registry.register(self.figures)
         self.admin: Served | None = None
         self.listener: asyncio.Server | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._background: set[asyncio.Task[Any]] = set()
+
+    def _places(self) -> dict[str, Place]:
+        """Each machine the proxy routes to: its app, region and host (its worker)."""
+        places = {b.machine_id: Place(b.app, b.region, b.worker)
+                  for app in self.tcp.apps() for b in self.tcp.machines(app)}
+        places.update({b.machine_id: Place(b.app, b.region, b.worker)
+                       for app in self.table.apps() for b in self.table.backends(app)})
+        return places
 
     @property
     def url(self) -> str:
@@ -227,6 +241,7 @@ class Proxy:
         self.public = (settings.bind_host, settings.bind_port)
         self.tls_public = (settings.tls_host, settings.tls_port) if settings.tls_port else None
         self.metrics.registry.register(self.dataplane.collector)
+        self.dataplane.figures = self.figures
         return CombinedLoad(self.load, self.dataplane.load)
 
     async def _follow_members(self) -> None:

@@ -48,6 +48,7 @@ from bodega.proxy.core.replay import (
 from bodega.proxy.core.routes import PATIENT_CONNECT_TIMEOUT, Backend, RoutingTable
 from bodega.proxy.core.statics import Lookup, StaticsTable
 from bodega.proxy.exchange import HostSilent, UpstreamFailed, exchange, resendable
+from bodega.proxy.figures import AppFigures
 from bodega.proxy.http1 import (
     BadMessage,
     Head,
@@ -99,6 +100,7 @@ class ProxyServer:
         self.ids = RequestIds()
         self._suffix = "." + config.base_domain.strip(".").lower()
         self._unanswered: dict[str, float] = {}  # machine -> until when it is passed over
+        self.figures: AppFigures | None = None  # the fly_app_* series of what it answers
 
     # -- connections --------------------------------------------------------------------
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -164,6 +166,7 @@ class ProxyServer:
         refused: set[str] = set()
         code = 503
         reason = "no machine can serve"
+        answered: str | None = None  # the machine whose answer (or failure) the client got
         try:
             for _ in range(MAX_TRIES):
                 backend, reason = await self._pick(app, frozenset(tried), frozenset(refused),
@@ -175,12 +178,14 @@ class ProxyServer:
                 # request; the last one left gets the time its SYN needs to be sent again.
                 alone = self._alone(self._pool(app, forced, only), frozenset(tried))
                 self.load.begin(backend.machine_id)
+                answered = backend.machine_id
                 try:
                     keep, code = await exchange(
                         self.upstreams, backend, head, reader, writer, extra, request_id,
                         connect_timeout=PATIENT_CONNECT_TIMEOUT if alone else None)
                     return keep
                 except ConnectFailed as exc:
+                    answered = None
                     reason = f"machine {backend.machine_id} did not accept a connection"
                     self.metrics.upstream_errors.labels(app, "connect").inc()
                     log.info("%s: %s; trying another", app, exc)
@@ -204,6 +209,7 @@ class ProxyServer:
                                            "reached it: not sent again", request_id)
                         return False
                     reason = f"machine {backend.machine_id}'s host stopped answering"
+                    answered = None
                     log.info("%s: %s; trying another", app, exc)
                 except UpstreamFailed as exc:
                     self.metrics.upstream_errors.labels(app, "reset").inc()
@@ -220,6 +226,8 @@ class ProxyServer:
             return head.keep_alive()
         finally:
             self.metrics.observe(app, code, time.perf_counter() - began)
+            if self.figures is not None:
+                self.figures.observe_request(app, answered, code, time.perf_counter() - began)
 
     def _static(self, app: str, head: Head) -> tuple[str, Lookup] | None:
         """The path and what the statics table says of it, when the request is the edge's
@@ -251,6 +259,8 @@ class ProxyServer:
             return keep
         finally:
             self.metrics.observe(app, code, time.perf_counter() - began)
+            if self.figures is not None:
+                self.figures.observe_request(app, None, code, time.perf_counter() - began)
 
     def _replay(self, app: str, replay: ReplayTo) -> tuple[str, list[Backend], bytes]:
         """A request HAProxy hands over for fly-replay: the target app, the machines it may

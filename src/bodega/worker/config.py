@@ -29,6 +29,15 @@ class JobSettings:
 
 
 @dataclass(frozen=True)
+class SnapshotSettings:
+    """Volume snapshots off their host (docs/volumes.md)."""
+
+    copies: int = 1  # other workers each snapshot is sent to
+    every: float = 86400.0  # seconds between a volume's scheduled snapshots
+    upkeep: float = 30.0  # seconds between passes: schedule, retries, expiry
+
+
+@dataclass(frozen=True)
 class WorkerConfig:
     name: str
     region: str
@@ -80,6 +89,9 @@ class WorkerConfig:
     # The CA (PEM) ``image_registry``'s certificate is checked by: reached over HTTPS, this
     # worker's own certificate shown (the cluster's registry lets workers pull by it).
     image_registry_ca: str | None = None
+    # ``image_registry`` runs on this worker's host (a server host's): advertised in its
+    # row, and pulled from first.
+    image_registry_here: bool = False
     registry_username: str | None = None
     registry_password: str | None = None
     oci_runtime: str = "auto"  # crun if installed, else runc (drivers/oci/core/runtimes.py)
@@ -91,6 +103,7 @@ class WorkerConfig:
     vm_kernel: Path = Path("/var/lib/bodega/vm-kernel")
     image_cache_gb: float = 10.0
     jobs: JobSettings = field(default_factory=JobSettings)
+    snapshots: SnapshotSettings = field(default_factory=SnapshotSettings)
 
     @property
     def registry_dir(self) -> Path:

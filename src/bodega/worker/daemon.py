@@ -21,6 +21,11 @@ comes back leaves no bridge holding its subnet. A worker killed with SIGKILL rem
 so its machines live on and are re-adopted. Its batch jobs are ``jobs/wiring.py``'s. With
 ``private_network`` it also runs this host's part of the private network
 (``host/private_net.py``) once its registry node runs.
+
+The module is long because it is the worker's one composition root: every wing
+(store, ledger, driver, network, machines, volumes and their snapshots' copies, jobs,
+figures, the API) is built, started in recovery order and stopped in reverse here,
+and each wing's own logic lives in its package.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bodega.model.rows import WorkerRow
+from bodega.model.rows.apps import org_reader
 from bodega.model.states import MachineState
 from bodega.registry import Registry, RegistryConfig, open_registry
 from bodega.registry.agent.member_tls import certificate_meta, renewal
@@ -52,8 +57,11 @@ from bodega.wire.transport.peer_access import PeerAccess
 from bodega.worker.api.server import WorkerApi
 from bodega.worker.config import WorkerConfig
 from bodega.worker.core.records import MachineRow
+from bodega.worker.core.snapshot_places import Place
 from bodega.worker.drivers.base import Driver
+from bodega.worker.drivers.process.cgroups import Cgroups
 from bodega.worker.host.core.identity import machine_home
+from bodega.worker.host.image_drivers import advertised_registries, registry_sources
 from bodega.worker.host.network import Network
 from bodega.worker.host.parts import (
     images_off,
@@ -69,15 +77,18 @@ from bodega.worker.host.peer_routes import PeerRoutes
 from bodega.worker.host.secret_env import SecretEnv
 from bodega.worker.host.survey import survey
 from bodega.worker.host.sweep import owned, remove
+from bodega.worker.host.usage import UsageReader
 from bodega.worker.jobs.wiring import WorkerJobs
 from bodega.worker.metrics import WorkerMetrics
 from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.effects import MachineEffects, machine_user
+from bodega.worker.ops.figures import MachineFigures
 from bodega.worker.ops.health import HealthChecks
 from bodega.worker.ops.lifecycle import Recorder
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.moves import MachineMoves
 from bodega.worker.ops.runner import Runner
+from bodega.worker.ops.snapshot_copies import SnapshotCopies, ViewDirectory
 from bodega.worker.ops.snapshots import VolumeSnapshots
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.ops.watch import StateWatch
@@ -103,7 +114,8 @@ class Worker:
     def __init__(self, config: WorkerConfig, driver: Driver | None = None,
                  network: Network | None = None) -> None:
         self.config = config
-        self.driver = driver or make_driver(config)
+        self.image_sources = registry_sources(config)  # the view attached once it is read
+        self.driver = driver or make_driver(config, self.image_sources)
         self.network = network or make_network(config, self.driver)
         # What this host cannot do, said once at start and in the ready file (so `bodega up`
         # and `bodega join` print it), and published for placement.
@@ -142,9 +154,12 @@ class Worker:
                                          config.snapshot_dir)
         self.tls = (InternalTls(TlsDir(config.tls_dir), self.metrics.registry)
                     if config.tls_dir is not None else None)
-        self.moves = MachineMoves(self.machines, name=config.name, region=config.region,
-                                  tls=self.tls.client if self.tls is not None else None)
-        self.effects.handoff = self.moves.handoff
+        settings = config.snapshots
+        self.copies = SnapshotCopies(
+            self.snapshots, self._place, self.tls.client if self.tls is not None else None,
+            config.snapshots_dir / ".transfers", copies=settings.copies,
+            schedule_every=settings.every, upkeep_every=settings.upkeep)
+        self.moves = MachineMoves(self.machines, config.name, config.region, self.tls)
         # Before recovery: a task's machine that ended while the worker was down is seen.
         self.jobs = WorkerJobs(config, self.machines, self.ledger, self.tls, self._home)
         self.served: Served | None = None
@@ -153,6 +168,18 @@ class Worker:
         self._tasks: list[asyncio.Task[Any]] = []
         self._lock: PidLock | None = None
         self.machines.on_exit_decision = lambda d: self.metrics.exits.labels(d).inc()
+        self._register_figures()
+
+    def _register_figures(self) -> None:
+        """Every started machine's ``fly_instance_*`` series, where machines have cgroups."""
+        cgroups = (Cgroups.detect(self.config.cgroup_scope())
+                   if self.config.cgroups and self.driver.capabilities.memory is not None
+                   else None)
+        if cgroups is None:
+            return
+        self.metrics.registry.register(MachineFigures(
+            lambda: queries.started_figures_rows(self.store.db), UsageReader(cgroups),
+            self.config.name, lambda app: org_reader(self.registry)(app)))
 
     @property
     def url(self) -> str:
@@ -176,12 +203,13 @@ class Worker:
             url=self.url if self.served else None,
             totals=self.config.totals.row(), pid=os.getpid())
 
+    def _place(self) -> Place:
+        """This worker as its snapshots' copies are placed from (``core/snapshot_places``)."""
+        return Place(name=self.config.name, url=self.url if self.served else "",
+                     region=self.config.region)
+
     def _home(self, machine_id: str, private_ip: str | None) -> Path | None:
         return machine_home(self.user, self.config.machine_dir(machine_id), private_ip)
-
-    def _url_of(self, worker: str) -> str | None:
-        row = self.registry.get(WorkerRow, worker) if self.registry is not None else None
-        return row.url if row is not None and row.url else None
 
     def service_host(self, row: MachineRow) -> str | None:
         return self.network.service_host(row.private_ip)
@@ -218,11 +246,12 @@ class Worker:
             parking.reap()  # launchers a previous run left waiting: they would never be told to run
         await self.machines.recover()
         await self.snapshots.recover()  # after the machines: it thaws a started one
+        self.copies.recover()  # after it: a partial tree left is a transfer's
         api = WorkerApi(
             name=self.config.name, region=self.config.region,
             access=PeerAccess(WORKER_API, self.tls),
             ledger=self.ledger, machines=self.machines, actions=self.actions,
-            volumes=self.volumes, snapshots=self.snapshots, metrics=self.metrics, info=self.info,
+            volumes=self.volumes, copies=self.copies, metrics=self.metrics, info=self.info,
             service_host=self.service_host, before_scrape=self._before_scrape,
             more=(self.jobs.routes,), moves=self.moves)
         sock = bind(self.config.listen_host, self.config.listen_port)
@@ -230,7 +259,7 @@ class Worker:
         app = api.app()
         if self.config.gossip:
             self.registry = await self._registry(url)
-            self.moves.url_of = self._url_of
+            self.moves.registry = self.registry  # where a move's target serves now
             if self.config.secrets_key:
                 self.effects.secret_env = SecretEnv(self.registry,
                                                     SecretBox(self.config.secrets_key))
@@ -256,14 +285,20 @@ class Worker:
                 subnet=subnet,
                 machine_extra=self.private.published if self.private else None,
                 overlay=self.private.advertised if self.private else None,
-                after_drives=self.machines.lifecycle.after_drives)
+                after_drives=self.machines.lifecycle.after_drives,
+                image_registry=(self.config.image_registry if self.config.image_registry_here
+                                else None))
+            view = self.registry
+            self.image_sources.attach(lambda: advertised_registries(view))
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)
             self._tasks.append(asyncio.create_task(publisher.run()))
             if subnet is not None:  # machines on other hosts reach this one's, and back
                 routes = PeerRoutes(self.registry, self.config.host())
                 self._tasks.append(asyncio.create_task(routes.run()))
             self.jobs.attach(self.registry)
+            self.copies.directory = ViewDirectory(self.registry)
         self.jobs.start()
+        self._tasks.append(asyncio.create_task(self.copies.run()))
         self._tasks.append(asyncio.create_task(housekeeping(
             self.store, self.ledger, self.config.log_keep_seconds)))
         self._tasks.append(asyncio.create_task(HealthChecks(
@@ -328,6 +363,7 @@ class Worker:
             await self.network.release_spares(in_use)
         await self.machines.supervision.close()
         await self.jobs.close()
+        await self.copies.aclose()
         self.store.close()
         if self._lock is not None:
             self._lock.release()

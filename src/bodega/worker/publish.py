@@ -63,8 +63,10 @@ class Publisher:
                  machine_extra: Callable[[MachineRow], Mapping[str, object]] | None = None,
                  overlay: Callable[[], OverlayAdvert | None] | None = None,
                  after_drives: Callable[[float], Awaitable[None]] | None = None,
-                 images_off: str | None = None) -> None:
+                 images_off: str | None = None,
+                 image_registry: str | None = None) -> None:
         self.node = node
+        self.image_registry = image_registry  # the one its host serves, advertised
         self.images_off = images_off  # why it runs no image machine; None when it does
         self.subnet = subnet  # its machines' /24, when other hosts may route to it
         self.name = name
@@ -108,7 +110,9 @@ class Publisher:
                 self._put_volume(volume)
         # A machine that moved away is its new worker's to publish or delete: its row
         # here may still say this worker until the new one's arrives.
-        keep["machines"] |= queries.moved_away_ids(self.store.db)
+        away = queries.moved_away_ids(self.store.db)  # machines and their volumes
+        keep["machines"] |= away
+        keep["volumes"] |= away
         for table, ids in keep.items():
             for doc in self.node.rows(table, worker=self.name):
                 if doc["id"] not in ids and not doc.get("generation"):
@@ -127,7 +131,8 @@ class Publisher:
             machines=int(machines), subnet=self.subnet, images_off=self.images_off,
             images=None if self.images is None else self.images(),
             image_disk_gb=None if self.images is None else self.ledger.image_disk_gb(),
-            wireguard=None if self.overlay is None else self.overlay())
+            wireguard=None if self.overlay is None else self.overlay(),
+            image_registry=self.image_registry)
         if force or capacity != self._capacity:
             updated_at = rfc3339(self.store.clock())
             self.node.put_owned(WorkerRow.TABLE, self.name,
@@ -205,7 +210,7 @@ class Publisher:
         for table in ("machines", "volumes"):
             # A machine that moved keeps its destroyed row: a tombstone (generation 0)
             # would lose to its rows of its own generation (registry rows.py).
-            moved = " AND generation = 0" if table == "machines" else ""
+            moved = " AND generation = 0"
             for (resource_id,) in self.store.db.execute(
                     f"SELECT id FROM {table} WHERE state = ? AND updated_at < ?{moved}",
                     (DESTROYED, horizon)).fetchall():

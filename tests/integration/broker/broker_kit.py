@@ -7,7 +7,8 @@ Brokers call workers over mutual TLS, each with an identity from the test CA
 The view is a ``MemoryCatalog`` that a publisher fills from the workers
 themselves, the way their registry nodes do in a cluster. ``sync`` publishes
 once; ``follow`` keeps publishing in the background (or not, to prove the
-broker reads its own writes without it).
+broker reads its own writes without it). Workers find each other (to send and
+fetch snapshots) in the same view, as they would in their registry's.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from bodega.broker.config import BrokerConfig
 from bodega.broker.daemon import Broker
 from bodega.broker.view.catalog import MemoryCatalog
 from bodega.model.capacity import Totals
+from bodega.model.rows import WorkerRow
 from bodega.worker.api.render import machine_answer, volume_answer
 from bodega.worker.config import WorkerConfig
+from bodega.worker.core.snapshot_places import Place
 from bodega.worker.daemon import Worker
 from bodega.worker.store import queries, volume_queries
 from tests.keyring_kit import SOURCE
@@ -49,6 +52,17 @@ def publish(catalog: MemoryCatalog, worker: Worker) -> None:
 
 
 @dataclass
+class CatalogDirectory:
+    """The other workers as a worker's registry would show them: the kit's view."""
+
+    catalog: MemoryCatalog
+
+    def places(self) -> list[Place]:
+        return [Place(name=row.name, url=row.url, region=row.region, cordoned=row.cordoned)
+                for row in self.catalog.rows(WorkerRow)]
+
+
+@dataclass
 class Cluster:
     tmp: Path
     catalog: MemoryCatalog = field(default_factory=MemoryCatalog)
@@ -66,6 +80,7 @@ class Cluster:
             tls_dir=TEST_CA.issue(self.tmp / name / "tls", "worker", name))
         worker = Worker(config)
         await worker.start()
+        worker.copies.directory = CatalogDirectory(self.catalog)
         self.workers.append(worker)
         self.sync()
         return worker

@@ -1,6 +1,6 @@
-"""A fork, or a volume made from a snapshot, that names no region goes where its data is:
-the source's host, in the source's region, not the broker's default region (where no
-host holds the data)."""
+"""A fork, or a volume made from a snapshot, that names no region goes to its data's
+region, not the broker's default region; one that names a region goes there, its worker
+fetching the snapshot from the host that holds it."""
 
 from __future__ import annotations
 
@@ -32,8 +32,14 @@ async def test_a_copy_naming_no_region_is_made_in_its_data_s_region(tmp_path: Pa
                 assert copy.status_code == 200, copy.text
                 assert (copy.json()["region"], copy.json()["zone"],
                         copy.json()["size_gb"]) == ("syd", "syd-1", 2)
-            # A region named is still the one asked: the data is not there, so no host is.
+            # A region named is the one asked: the data goes there.
+            (syd,) = [w for w in c.workers if w.config.name == "syd-1"]
+            (syd.config.volume_dir(source) / "table").write_bytes(b"rows" * 1000)
             elsewhere = await api.post("/v1/apps/kept/volumes",
                                        json={"name": "far", "region": "ams",
                                              "source_volume_id": source})
-            assert elsewhere.status_code == 412, elsewhere.text
+            assert elsewhere.status_code == 200, elsewhere.text
+            assert (elsewhere.json()["region"], elsewhere.json()["zone"]) == ("ams", "ams-1")
+            (ams,) = [w for w in c.workers if w.config.name == "ams-1"]
+            copied = ams.config.volume_dir(elsewhere.json()["id"]) / "table"
+            assert copied.read_bytes() == b"rows" * 1000

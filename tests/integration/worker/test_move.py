@@ -59,10 +59,15 @@ async def gone_from(worker: CrashWorker, machine_id: str) -> bool:
     return False
 
 
+async def has(worker: CrashWorker, machine_id: str) -> bool:
+    return not await gone_from(worker, machine_id)
+
+
 async def only_on(target: CrashWorker, source: CrashWorker, machine_id: str, state: str,
                   marker: str) -> None:
     """The machine is on ``target`` in ``state``, the source has let go of it, and as
     many of its programs run as the state says."""
+    await until(lambda: has(target, machine_id), timeout=60)  # a resumed move runs on
     await target.reached(machine_id, state, timeout=60)
     await until(lambda: gone_from(source, machine_id))  # its last steps run on after
     await until(lambda: len(program_pids(marker)) == (1 if state == "started" else 0))
@@ -162,17 +167,33 @@ async def test_a_target_down_during_the_handoff_takes_it_once_back(tmp_path: Pat
 @pytest.mark.parametrize(("step", "when"), STEPS, ids=[f"{s}:{w}" for s, w in STEPS])
 async def test_the_source_killed_at_any_step_leaves_one_copy(tmp_path: Path, step: str,
                                                                when: str) -> None:
+    """With a volume, so that every step is taken: its data is there once, intact."""
+    from bodega.worker.host.volume_copy import tree_digest
+
     async with crash_worker(tmp_path) as a, crash_worker(tmp_path) as b:
         await a.start(failpoints=f"move_machine:{step}:{when}")
         await b.start()
         assert a.client is not None
+        volume = await a.client.create_volume({"app": "moving", "name": "data",
+                                               "size_gb": 1})
+        data = tmp_path / a.name / "volumes" / volume.id
+        await until(data.is_dir)
+        (data / "state").write_bytes(os.urandom(1 << 16))
+        digest = tree_digest(data)
         marker = uuid.uuid4().hex
-        mid = await started_machine(a, marker)
+        machine = await a.client.create_machine({
+            "app": "moving", "name": "crashing",
+            "config": machine_config(marker, mounts=[{"volume": volume.id,
+                                                      "path": "/data"}])})
+        await a.reached(machine.id, "started")
+        await until(lambda: len(program_pids(marker)) == 1)
         with contextlib.suppress(BodegaError):  # it dies while the call waits
-            await move(a.client, mid, b)
+            await move(a.client, machine.id, b)
         await a.crashed()
         await a.start()  # without the failpoint: the move resumes
-        await only_on(b, a, mid, "started", marker)
+        await only_on(b, a, machine.id, "started", marker)
+        assert tree_digest(tmp_path / b.name / "volumes" / volume.id) == digest
+        await until(lambda: not data.exists())
 
 
 @pytest.mark.parametrize("when", ["before", "after"])
@@ -208,3 +229,73 @@ async def test_a_caller_that_gives_up_does_not_stop_the_move(tmp_path: Path) -> 
         await b.start(extra=same_port)
         await until(lambda: gone_from(a, mid), timeout=60)  # the move ended on its own
         await only_on(b, a, mid, "started", marker)
+
+
+async def test_a_machine_moves_with_its_volume_and_its_data(tmp_path: Path) -> None:
+    from bodega.worker.host.volume_copy import tree_digest
+
+    async with crash_worker(tmp_path) as a, crash_worker(tmp_path) as b:
+        await a.start()
+        await b.start()
+        assert a.client is not None
+        assert b.client is not None
+        volume = await a.client.create_volume({"app": "moving", "name": "data",
+                                               "size_gb": 1})
+        data = tmp_path / a.name / "volumes" / volume.id
+        await until(data.is_dir)
+        (data / "notes").mkdir()
+        (data / "notes" / "a.txt").write_text("kept across the move\n")
+        (data / "blob").write_bytes(os.urandom(3 << 20))  # past a request body's 1 MiB
+        (data / "link").symlink_to("notes/a.txt")
+        digest = tree_digest(data)
+        marker = uuid.uuid4().hex
+        machine = await a.client.create_machine({
+            "app": "moving", "name": "with-volume",
+            "config": machine_config(marker, mounts=[{"volume": volume.id,
+                                                      "path": "/data"}])})
+        await a.reached(machine.id, "started")
+        await move(a.client, machine.id, b)
+        await only_on(b, a, machine.id, "started", marker)
+        moved = tmp_path / b.name / "volumes" / volume.id
+        assert tree_digest(moved) == digest
+        assert not data.exists()
+        assert [p.name for p in moved.parent.iterdir()] == [volume.id]  # nothing staged left
+        there = await b.client.list_volumes("moving")
+        assert [(v.id, v.attached_machine_id, v.state) for v in there] == [
+            (volume.id, machine.id, "created")]
+        assert await a.client.list_volumes("moving") == []
+        config = (await b.client.machine(machine.id)).config
+        assert config is not None
+        assert [m.volume for m in config.mounts or []] == [volume.id]
+
+
+async def test_a_refused_volume_stays_whole_where_it_was(tmp_path: Path) -> None:
+    """The target refuses the machine after its volume's data came: the data it received
+    goes, the source's stays as it was, and the machine runs there again."""
+    from bodega.worker.host.volume_copy import tree_digest
+
+    async with crash_worker(tmp_path) as a, crash_worker(tmp_path) as b:
+        await a.start()
+        await b.start()
+        assert a.client is not None
+        assert b.client is not None
+        await b.client.cordon(True)
+        volume = await a.client.create_volume({"app": "moving", "name": "data",
+                                               "size_gb": 1})
+        data = tmp_path / a.name / "volumes" / volume.id
+        await until(data.is_dir)
+        (data / "state").write_bytes(os.urandom(1 << 16))
+        digest = tree_digest(data)
+        marker = uuid.uuid4().hex
+        machine = await a.client.create_machine({
+            "app": "moving", "name": "refused",
+            "config": machine_config(marker, mounts=[{"volume": volume.id,
+                                                      "path": "/data"}])})
+        await a.reached(machine.id, "started")
+        with pytest.raises(BodegaError) as refused:
+            await move(a.client, machine.id, b)
+        assert refused.value.status == "cordoned"
+        await a.reached(machine.id, "started")
+        assert tree_digest(data) == digest
+        assert list((tmp_path / b.name / "volumes").iterdir()) == []
+        assert await b.client.list_volumes("moving") == []

@@ -55,3 +55,40 @@ def test_a_joined_hosts_workers_and_broker_check_host_1s_registry_by_the_ca(
     argv = {c.role: c.argv for c in joined_components(alone, tmp_path, ports, driver="auto",
                                                       log_level="info")}
     assert "--image-registry-ca" not in argv["worker"]
+
+
+def test_up_workers_advertise_their_hosts_registry_and_its_broker_does_not_take_the_flag(
+        ) -> None:
+    argv = {c.role: c.argv for c in components_for(UP)}
+    assert "--image-registry-here" in argv["worker"]
+    assert "--image-registry-here" not in argv["broker"]
+    bare = {c.role: c.argv for c in components_for(dataclasses.replace(UP, registry_port=0))}
+    assert "registry" not in bare
+    assert "--image-registry-here" not in bare["worker"]
+
+
+def test_a_joined_server_runs_its_own_registry_and_its_workers_pull_from_it_first(
+        tmp_path: Path) -> None:
+    """Every server host runs the registry: a joined server's serves on its own address
+    with a certificate its CA (kept in tls/) issues, and its workers and broker name it,
+    the workers advertising it; a joined host that is no server runs none."""
+    host = JoinedHost(cluster_id="abcde", ca_sha256="00", region="syd", advertise="192.0.2.2",
+                      join="192.0.2.1:4281", api_url="http://192.0.2.1:4280", seeds=["x:1"],
+                      workers=[JoinedWorker(name="syd-a-1", subnet="10.209.128.0/24")],
+                      image_registry="192.0.2.1:5050", broker="broker-syd-a", server=True)
+    ports = {name: 7000 + i for i, name in enumerate(host.member_names())}
+    components = joined_components(host, tmp_path, ports, driver="auto", log_level="info",
+                                   own_registry="192.0.2.2:5051")
+    assert components[0].role == "registry"  # first: its workers pull from it
+    argv = {c.role: c.argv for c in components}
+    assert flag(argv["registry"], "--listen") == "192.0.2.2:5051"
+    assert flag(argv["registry"], "--ca-dir") == str(tmp_path / "tls")
+    for role in ("worker", "broker"):
+        assert flag(argv[role], "--image-registry") == "192.0.2.2:5051"
+        assert flag(argv[role], "--image-registry-ca") == str(tmp_path / "ca.crt")
+    assert "--image-registry-here" in argv["worker"]
+    plain = {c.role: c.argv for c in joined_components(host, tmp_path, ports, driver="auto",
+                                                       log_level="info")}
+    assert "registry" not in plain
+    assert "--image-registry-here" not in plain["worker"]
+    assert flag(plain["worker"], "--image-registry") == "192.0.2.1:5050"

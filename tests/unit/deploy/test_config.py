@@ -302,3 +302,21 @@ def test_a_relative_guest_path_is_an_error_naming_its_line() -> None:
         parse(STATICS.replace('"/app/public"', '"app/public"'), "fly.toml")
     assert str(err.value).startswith("fly.toml:11: statics.0.guest_path: ")
     assert "must start with '/'" in str(err.value)
+
+
+def test_metrics_is_kept_in_each_groups_machine_config_as_fly_keeps_it() -> None:
+    config, notes = parse('app = "web"\n[build]\nimage = "reg.example/web:1"\n'
+                          '[processes]\napp = "serve"\nworker = "work"\n'
+                          '[[metrics]]\nport = 9091\npath = "/m"\nprocesses = ["app"]\n'
+                          '[[metrics]]\nport = 9092\n', "fly.toml")
+    assert notes == []  # acted on now: no "bodega does not scrape" warning
+    app = machine_config(config, "app", 1).metrics
+    assert app is not None
+    assert (app.port, app.path, app.https) == (9091, "/m", False)
+    worker = machine_config(config, "worker", 1).metrics
+    assert worker is not None
+    assert (worker.port, worker.path) == (9092, "/metrics")
+    old_style, _ = parse('app = "web"\n[experimental]\nmetrics_port = 9100\n', "fly.toml")
+    assert [m.port for m in old_style.metrics] == [9100]
+    with pytest.raises(ConfigError):
+        parse('app = "web"\n[metrics]\nport = 0\n', "fly.toml")

@@ -113,11 +113,9 @@ def test_machines_elsewhere_stay_put() -> None:
     assert plan_drain(f, ["ams-1"]).moves == ()
 
 
-def test_a_machine_with_a_volume_is_stuck_since_a_move_does_not_bring_its_data() -> None:
+def test_a_machine_with_a_volume_moves_with_it() -> None:
     f = fleet([worker("ams-1"), worker("ams-2")],
               [replace(unit("a", "db", "ams-1"), volume="vol_1"), unit("b", "web", "ams-1")])
     plan = plan_drain(f, ["ams-1"])
-    assert targets(plan) == {"b": "ams-2"}
-    (stuck,) = plan.stuck
-    assert stuck.unit.id == "a"
-    assert "mounts volume vol_1" in stuck.why
+    assert targets(plan) == {"a": "ams-2", "b": "ams-2"}
+    assert plan.stuck == ()

@@ -9,6 +9,7 @@ import pytest
 from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
 from bodega.model.states import MachineState
 from bodega.worker.core.decisions import Forget, Move, OperationFailed, StepEntered
+from bodega.worker.core.fsm import FSMS
 from bodega.worker.core.payloads import MoveMachine, StartMachine
 from bodega.worker.core.rules import decide
 
@@ -43,15 +44,35 @@ def test_each_move_raises_the_generation() -> None:
     assert begun(S.STOPPED, generation=4).generation == 5
 
 
-def test_a_move_is_refused_to_its_own_worker_twice_or_with_a_volume() -> None:
+def test_a_move_is_refused_to_its_own_worker_twice_or_suspended() -> None:
     with pytest.raises(BadRequest):
         decide(record(), replace(MOVE, target="w1"))
     with pytest.raises(Conflict):
         decide(record(), replace(MOVE, running_move=True))
     with pytest.raises(PreconditionFailed):
-        decide(record(S.STOPPED, volume_id="vol_1"), MOVE)
-    with pytest.raises(PreconditionFailed):
         decide(record(S.SUSPENDED), MOVE)
+
+
+def test_a_machine_with_a_volume_takes_its_data_first_and_drops_it_last() -> None:
+    payload = begun(S.STOPPED, volume_id="vol_1")
+    assert payload.volume_id == "vol_1"
+    steps = [FSMS["move_machine"].first(payload).name]
+    while not FSMS["move_machine"].step(steps[-1]).final:
+        steps.append(FSMS["move_machine"].after(steps[-1], payload).name)
+    assert steps == ["moving", "copying", "handoff", "teardown", "dropping", "moved"]
+    without = begun(S.STOPPED)
+    assert FSMS["move_machine"].after("moving", without).name == "handoff"
+    assert FSMS["move_machine"].after("teardown", without).name == "moved"
+
+
+def test_a_copy_that_fails_rolls_back_and_a_drop_that_fails_does_not() -> None:
+    payload = begun(S.STARTED, volume_id="vol_1")
+    copying = replace(payload, error="digest differs", failed_step="copying")
+    assert isinstance(decide(record(S.STOPPED), OperationFailed("move_machine", copying)
+                             ).begin, StartMachine)
+    dropping = replace(payload, error="busy", failed_step="dropping")
+    assert decide(record(S.STOPPED), OperationFailed("move_machine", dropping)
+                  ).forget == Forget("w2", 1)
 
 
 def test_its_last_step_forgets_the_record() -> None:

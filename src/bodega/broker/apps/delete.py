@@ -26,6 +26,7 @@ from bodega.broker.view.apps import Apps
 from bodega.broker.view.core.machine_index import INACTIVE
 from bodega.broker.volumes.service import Volumes
 from bodega.model.errors import BodegaError, NotFound, PreconditionFailed, Unavailable
+from bodega.model.rows import AutoscaleRow, AutoscaleRunRow
 
 DESTROY_PARAMS = {"force": "true", "lease_override": "true"}
 VOLUME_DETACH_TRIES = 100  # machines detach their volume as their destroy completes
@@ -62,6 +63,10 @@ class AppDelete:
 
     async def delete(self, app: str) -> None:
         self.apps.require(app)
+        # The autoscaler first: no evaluation starts machines its delete is destroying.
+        for table in (AutoscaleRow.TABLE, AutoscaleRunRow.TABLE):
+            if self.apps.catalog.get(table, app) is not None:
+                self.apps.catalog.delete_shared(table, app)
         live = [m.id for m in self.machines.app_machines(app, destroyed=False)
                 if m.state not in INACTIVE]
         results = await asyncio.gather(

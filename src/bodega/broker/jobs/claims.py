@@ -13,7 +13,7 @@ a worker which of its tasks are to stop, from the view. Jobs of the
 from __future__ import annotations
 
 from bodega.broker.jobs.desk import JobDesk, home_down
-from bodega.model.errors import BadRequest, NotFound, Unavailable
+from bodega.model.errors import BadRequest, Conflict, NotFound, Unavailable
 from bodega.wire.internal.jobs.calls import HomeClaim, HomeRelease, HomeRenew, RenewItem
 from bodega.wire.public.jobs.api import (
     Cancellation,
@@ -26,6 +26,9 @@ from bodega.wire.public.jobs.api import (
     RenewBody,
 )
 
+# A home's refusals of a claim that mean the job has no task to claim now.
+NONE_LEFT = frozenset({"already_claimed", "finished"})
+
 
 class Claims:
     def __init__(self, desk: JobDesk) -> None:
@@ -36,12 +39,20 @@ class Claims:
         job = await self.desk.locate(app, name)
         call = HomeClaim(worker=body.worker, mode="assign" if mode == "assign" else "claim",
                          task=body.task)
+        self.desk.index.claiming(job.id)
         try:
             answer = await self.desk.home(job.home).claim_task(job.id, call)
         except NotFound:
             raise
         except Unavailable as exc:
             raise home_down(job.home, exc) from exc
+        except Conflict as exc:  # none left to claim: listed as queued no more, until its row
+            if body.task is None and exc.status in NONE_LEFT:
+                self.desk.index.claimed(job.id, none_left=True)
+            raise
+        finally:
+            self.desk.index.claiming(job.id, sent=False)
+        self.desk.index.claimed(job.id)
         return answer.tasks[0]
 
     def _held(self, job: JobStatus, worker: str, task: int | None) -> int:

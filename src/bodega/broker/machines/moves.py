@@ -26,12 +26,14 @@ stopped machine without a volume to another worker of its region, started there
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 
 from bodega.broker.machines.service import Machines
 from bodega.broker.placing.placer import Placer
 from bodega.model.capacity import Ask
-from bodega.model.errors import BadRequest, BodegaError, InsufficientCapacity
+from bodega.model.errors import BadRequest, BodegaError, InsufficientCapacity, NotFound
 from bodega.model.machine import Machine, names_registry
+from bodega.model.volume import Volume
 from bodega.placement import PlacementRequest
 from bodega.wire.internal.moves import MOVE_WAIT, MoveBody
 from bodega.wire.internal.worker_calls import Reservation, Started
@@ -57,6 +59,13 @@ class MachineMoves:
         if machine.config is None:
             raise BadRequest(f"machine {machine_id} has no config to move")
         ask = Ask.for_config(machine.config)
+        volume_id = machine.config.mounts[0].volume if machine.config.mounts else None
+        if volume_id:  # it moves with its volume: the target holds its disk too
+            volume = self.workers.volumes.get(volume_id) or \
+                self.machines.catalog.get(Volume, volume_id)
+            if volume is None:
+                raise NotFound(f"volume not found: {volume_id}")
+            ask = replace(ask, disk_gb=ask.disk_gb + volume.size_gb)
         if body.worker is not None:
             reservation = await self._reserve_on(app, ask, body.worker, source)
         else:
@@ -82,20 +91,24 @@ class MachineMoves:
                     details=exc.details) from None
             raise
         self.workers.remember(machine_id, target)
+        if volume_id:
+            self.workers.remember(volume_id, target)
         moved = await self.workers.client(target).machine(machine_id, app)
         self.workers.note_machine(moved)
         return moved.public()
 
     async def start_elsewhere(self, app: str, machine_id: str, refused: BodegaError, *,
-                              nonce: str | None) -> Started:
+                              nonce: str | None, with_volume: bool = False) -> Started:
         """A start its worker refused for want of room (full or cordoned): the machine,
-        stopped and without a volume, starts on another worker of its region instead,
-        the same machine (its event says why). ``refused`` is raised again when it has a
-        volume, or when no other worker has room either."""
+        stopped, starts on another worker of its region instead, the same machine (its
+        event says why). ``refused`` is raised again when it has a volume (unless
+        ``with_volume``: the start asked ``move=true``, and its data moves with it), or
+        when no other worker has room either."""
         source = await self.machines.locate(app, machine_id)
         machine = await self.workers.client(source).machine(machine_id, app)
         config = machine.config
-        if config is None or config.mounts or machine.state not in MOVABLE_TO_START:
+        if config is None or (config.mounts and not with_volume) \
+                or machine.state not in MOVABLE_TO_START:
             raise refused
         reason = f"no room to start on {source}: {refused.message}"
         try:

@@ -126,7 +126,8 @@ def machine_routes(r: RouteMaker, machines: Machines, creation: MachineCreate) -
                 raise
             return answer_response(await moves.start_elsewhere(
                 request.path_params["app"], request.path_params["id"], refused,
-                nonce=request.headers.get(NONCE_HEADER)))
+                nonce=request.headers.get(NONCE_HEADER),
+                with_volume=query_bool(request, "move")))
 
     async def signal(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.SignalRequest)

@@ -3,7 +3,8 @@
 ``/v1/platform/*`` is what flyctl asks before it creates (Fly's own routes);
 ``/v1/cluster/*`` is bodega's, for operators (admin tokens only); ``/v1/cluster``
 itself tells any client (an app's deploy token too) what it needs to deploy
-there: where the cluster's image registry is.
+there: where the cluster's image registries are (every live one, this broker's
+host's first).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def platform_routes(r: RouteMaker, platform: Platform,
     about = info or ClusterInfo()
 
     async def cluster(request: Request, who: Principal) -> Response:
-        return json_response(about.model_dump(mode="json"))
+        return json_response(platform.about(about).model_dump(mode="json"))
 
     async def placements(request: Request, who: Principal) -> Response:
         body = await read_model(request, fly.PlacementsRequest)

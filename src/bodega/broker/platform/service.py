@@ -20,11 +20,13 @@ from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.core.host_status import listed_members
 from bodega.model.capacity import Ask, shortfalls
 from bodega.model.errors import BadRequest
+from bodega.model.image_registries import Advertised, push_order
 from bodega.model.machine import names_registry
 from bodega.model.machine_config import Guest, preset
 from bodega.model.rows import WorkerRow
 from bodega.placement import CandidateTable, PlacementRequest, Policy, rank_region
 from bodega.placement.regions import GEO
+from bodega.wire.public.cluster_info import ClusterInfo
 from bodega.wire.public.fly import PlacementsRequest
 from bodega.wire.public.placement import RegionExplanation
 from bodega.wire.public.platform import (
@@ -58,6 +60,9 @@ def ask_for(guest: Guest | None) -> Ask:
     return Ask(cpu_kind=guest.cpu_kind, cpus=guest.cpus, memory_mb=guest.memory_mb,
                gpus=guest.gpus or 0, gpu_kind=guest.gpu_kind,
                isolation=guest.runs_in)
+
+
+LIVE = ("alive", "suspect")  # members whose registries a push goes to
 
 
 class Platform:
@@ -165,6 +170,18 @@ class Platform:
     def members(self) -> list[Member]:
         """Membership's members, and the workers it has no record of whose rows remain."""
         return listed_members(self.catalog.members(), self.catalog.rows(WorkerRow))
+
+    def about(self, given: ClusterInfo) -> ClusterInfo:
+        """``given`` (what this broker was started with) and every live image registry the
+        workers advertise, this broker's own first: where a push goes."""
+        advertised = [Advertised(row.image_registry,
+                                 self.catalog.member_status(row.name) in LIVE)
+                      for row in self.catalog.rows(WorkerRow) if row.image_registry]
+        registries = push_order(given.image_registry, advertised)
+        if not registries:
+            return given
+        return given.model_copy(update={"image_registry": registries[0],
+                                        "image_registries": registries})
 
     def workers(self) -> list[WorkerStatus]:
         return [WorkerStatus.of(row, self.catalog.member_status(row.name) or "unknown")

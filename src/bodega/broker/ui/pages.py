@@ -12,9 +12,11 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from bodega.broker.ui.charts import charts_of
 from bodega.broker.ui.entry import screen
 from bodega.broker.ui.gatekeeper import Visitor
 from bodega.broker.ui.parts import Parts
+from bodega.broker.ui.render import html
 from bodega.broker.ui.screens import (
     app_screen,
     machine_screen,
@@ -79,6 +81,14 @@ def page_routes(parts: Parts) -> list[Route]:
         return t.page("members.html", visitor=visitor, title="Members", nav="members",
                       screen=members_screen(view), stream="/ui/streams/members")
 
+    async def charts(request: Request, visitor: Visitor) -> Response:
+        """The app's (or one machine's) charts, a fragment its page asks for every 15 s."""
+        app_name = request.path_params["app"]
+        visitor.principal.check(app_name)
+        drawn, why = await charts_of(parts, visitor, app_name,
+                                     request.path_params.get("machine"))
+        return html(t.fragment("_charts.html", charts=drawn, why=why))
+
     async def bare(request: Request) -> Response:
         return RedirectResponse("/ui/", 308)
 
@@ -90,6 +100,9 @@ def page_routes(parts: Parts) -> list[Route]:
         Route("/ui/apps", screen(parts, apps), methods=["GET"]),
         Route("/ui/apps/{app}", screen(parts, app), methods=["GET"]),
         Route("/ui/apps/{app}/machines/{machine}", screen(parts, machine), methods=["GET"]),
+        Route("/ui/apps/{app}/charts", screen(parts, charts), methods=["GET"]),
+        Route("/ui/apps/{app}/machines/{machine}/charts", screen(parts, charts),
+              methods=["GET"]),
         Route("/ui/placements", screen(parts, placements, admin=True), methods=["GET"]),
         Route("/ui/members", screen(parts, members, admin=True), methods=["GET"]),
     ]

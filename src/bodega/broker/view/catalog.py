@@ -42,6 +42,8 @@ INDEXED: dict[str, tuple[str, ...]] = {
     "certificates": ("key", "app"),
     "join_tokens": ("id", "server"),
     "join_uses": ("key", "token"),
+    "autoscale": ("app", "min"),
+    "autoscale_runs": ("app", "holder"),
 }
 
 

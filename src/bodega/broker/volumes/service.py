@@ -8,8 +8,10 @@ a host) and everything after goes to that worker.
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import time
+from dataclasses import replace
 
 from bodega.broker.machines.create import patience
 from bodega.broker.machines.service import Machines
@@ -20,8 +22,15 @@ from bodega.broker.view.core.freshness import replaces
 from bodega.broker.view.core.host_status import with_host_status
 from bodega.broker.view.workers import Workers
 from bodega.model.capacity import Ask
-from bodega.model.errors import BadRequest, NotFound, Unavailable, Unreachable
+from bodega.model.errors import (
+    BadRequest,
+    InsufficientCapacity,
+    NotFound,
+    Unavailable,
+    Unreachable,
+)
 from bodega.model.ids import new_volume_id
+from bodega.model.rows import WorkerRow
 from bodega.model.volume import ExtendVolumeAnswer, Volume, VolumeSnapshot
 from bodega.placement import PlacementRequest
 from bodega.wire.internal.worker_calls import CreateVolumeBody, ExtendVolumeBody, WorkerRequest
@@ -59,23 +68,26 @@ class Volumes:
         answer_by = time.monotonic() + self.answer_within
         if body.snapshot_id and body.source_volume_id:
             raise BadRequest("invalid_argument: give snapshot_id or source_volume_id, not both")
-        pinned: str | None = None
         size_gb = body.size_gb
+        holders: builtins.list[str] = []
+        data_region: str | None = None
         if body.snapshot_id or body.source_volume_id:
-            # The data is on one host: the new volume goes there.
-            pinned, snapshot = await (self.find_snapshot(app, body.snapshot_id)
-                                      if body.snapshot_id else
-                                      self._fork_source(app, str(body.source_volume_id)))
+            # The data is wherever a holder of the snapshot is: the new volume is placed as
+            # any other, and its worker fetches the snapshot from one of them.
+            holders, snapshot = await (self.find_snapshot(app, body.snapshot_id)
+                                       if body.snapshot_id else
+                                       self._fork_source(app, str(body.source_volume_id)))
             if "size_gb" not in body.model_fields_set:
                 size_gb = max(size_gb, snapshot.volume_size)
             body = body.model_copy(update={"snapshot_id": snapshot.id, "size_gb": size_gb})
+            # Its origin's region (the first of its holders, as every holder tells it).
+            data_region = self._region_of([*(snapshot.holders or [])[:1], *holders])
         regions = self.machines.candidates.asked(body.region, self.default_region)
-        if pinned is not None and body.region is None:
+        if data_region is not None and body.region is None:
             # Unasked, the copy's region is its data's (a fork's: its source's), as a
             # machine mounting a volume goes to the volume's: the broker's own default
             # region may hold no host with the data.
-            host = self.machines.candidates.get(pinned)
-            regions = (host.region,) if host is not None else regions
+            regions = (data_region,)
         guest = body.compute
         ask = Ask(cpu_kind=guest.cpu_kind, cpus=guest.cpus, memory_mb=guest.memory_mb,
                   disk_gb=size_gb) if guest else Ask(cpus=0, memory_mb=0, disk_gb=size_gb)
@@ -85,14 +97,13 @@ class Volumes:
                               if v.name == body.name and v.state != "destroyed" and v.worker)
         request = PlacementRequest(
             app=app, ask=ask, regions=regions, avoid=avoid,
-            avoid_reason=f"a volume named {body.name!r} is already on this host",
-            pinned_worker=pinned, pinned_reason="the snapshot's data is on another host")
+            avoid_reason=f"a volume named {body.name!r} is already on this host")
         wire = CreateVolumeBody(app=app, name=body.name, size_gb=size_gb,
                                 encrypted=body.encrypted, fstype=body.fstype,
                                 snapshot_retention=body.snapshot_retention,
                                 auto_backup_enabled=body.auto_backup_enabled,
                                 require_unique_zone=body.require_unique_zone,
-                                snapshot_id=body.snapshot_id,
+                                snapshot_id=body.snapshot_id, snapshot_holders=holders,
                                 # One id for every ask: a worker asked again returns the
                                 # volume its first answer (lost) made, never a second one.
                                 volume_id=new_volume_id())
@@ -101,18 +112,50 @@ class Volumes:
             return await self.workers.client(worker).create_volume(
                 wire, timeout=patience(answer_by, self.workers.timeout))
 
+        claim = Ask(cpus=0, memory_mb=0, disk_gb=size_gb)
+        holder = self._holder_in(holders, regions, avoid)
+        if holder is not None:
+            # A worker holding the snapshot restores it with a local copy, no transfer:
+            # tried first; with no room there, the volume is placed as any other.
+            pinned = replace(request, pinned_worker=holder,
+                             pinned_reason="another worker holds a copy of the snapshot")
+            try:
+                volume, _ = await self.placer.place(pinned, ask_worker,
+                                                    self.placer.record(pinned),
+                                                    claim=claim, hedge=False)
+                self.workers.note_volume(volume)
+                return volume.public()
+            except InsufficientCapacity:
+                pass
         record = self.placer.record(request)
-        volume, _ = await self.placer.place(request, ask_worker, record,
-                                            claim=Ask(cpus=0, memory_mb=0, disk_gb=size_gb),
+        volume, _ = await self.placer.place(request, ask_worker, record, claim=claim,
                                             hedge=False)
         self.workers.note_volume(volume)
         return volume.public()
+
+    def _holder_in(self, holders: builtins.list[str], regions: tuple[str, ...],
+                   avoid: frozenset[str]) -> str | None:
+        """The first holder of the snapshot that could take the new volume: alive, not
+        cordoned, in an asked region, not avoided."""
+        for worker in holders:
+            host = self.machines.candidates.get(worker)
+            if (host is not None and host.status == "alive" and not host.cordoned
+                    and host.region in regions and worker not in avoid):
+                return worker
+        return None
 
     def locate(self, app: str, volume_id: str) -> str:
         self.apps.require(app)
         if not volume_id.startswith("vol_"):
             raise NotFound(f"volume not found: {volume_id}")
-        return self.workers.locate("volumes", volume_id, app)
+        worker = self.workers.locate("volumes", volume_id, app)
+        # Moved with its machine since this broker learnt where it was: the view's row of
+        # a newer generation says where it is now (``broker/machines/moves.py``).
+        row = self.catalog.get(Volume, volume_id)
+        if row is not None and row.generation and row.worker and row.worker != worker:
+            self.workers.remember(volume_id, row.worker)
+            return row.worker
+        return worker
 
     async def call(self, app: str, volume_id: str, method: str,
                    body: WorkerRequest | None = None) -> Volume:
@@ -134,7 +177,26 @@ class Volumes:
 
     # -- snapshots --------------------------------------------------------------------
     async def snapshots(self, app: str, volume_id: str) -> builtins.list[VolumeSnapshot]:
+        """The volume's snapshots, from its worker; with that one unreachable (its host
+        lost), the copies other workers keep of them, so they can still be restored."""
         worker = self.locate(app, volume_id)
+        try:
+            return await self._snapshots_on(worker, app, volume_id)
+        except Unavailable:
+            others = sorted(row.name for row in self.catalog.rows(WorkerRow)
+                            if row.name != worker and
+                            self.catalog.member_status(row.name) not in ("dead", "left"))
+            answers = await asyncio.gather(
+                *(self._snapshots_on(name, app, volume_id) for name in others),
+                return_exceptions=True)
+            found = {s.id: s for answer in answers if isinstance(answer, builtins.list)
+                     for s in answer}
+            if not found:
+                raise
+            return sorted(found.values(), key=lambda s: (s.created_at, s.id))
+
+    async def _snapshots_on(self, worker: str, app: str, volume_id: str
+                            ) -> builtins.list[VolumeSnapshot]:
         return await self.workers.client(worker).answers(
             VolumeSnapshot, "GET", f"/v1/volumes/{volume_id}/snapshots", params={"app": app})
 
@@ -143,27 +205,59 @@ class Volumes:
         return await self.workers.client(worker).answer(
             VolumeSnapshot, "POST", f"/v1/volumes/{volume_id}/snapshots", params={"app": app})
 
-    async def _fork_source(self, app: str, volume_id: str) -> tuple[str, VolumeSnapshot]:
-        """A fork is a snapshot of the source taken now (listed with its others)."""
-        return self.locate(app, volume_id), await self.take_snapshot(app, volume_id)
+    def _region_of(self, holders: builtins.list[str]) -> str | None:
+        """The region of the first holder the view knows."""
+        for worker in holders:
+            host = self.machines.candidates.get(worker)
+            if host is not None:
+                return host.region
+            row = self.catalog.get(WorkerRow, worker)
+            if row is not None:
+                return row.region
+        return None
 
-    async def find_snapshot(self, app: str, snapshot_id: str) -> tuple[str, VolumeSnapshot]:
-        """The worker keeping snapshot ``snapshot_id`` of ``app``: one of its volumes' hosts.
+    async def _fork_source(self, app: str, volume_id: str
+                           ) -> tuple[builtins.list[str], VolumeSnapshot]:
+        """A fork is a snapshot of the source taken now (listed with its others), restored
+        wherever placement puts the new volume."""
+        worker = self.locate(app, volume_id)
+        snapshot = await self.take_snapshot(app, volume_id)
+        return list(dict.fromkeys([worker, *(snapshot.holders or [])])), snapshot
 
-        Snapshots are not in the view, so every host is asked. Where none that answered
-        keeps it but one could not be asked, the snapshot may well be there: that is a
-        503 naming the host (as a fork of a volume on it answers), not a 404."""
-        hosts = sorted({v.worker for v in self.app_volumes(app) if v.worker})
+    async def find_snapshot(self, app: str, snapshot_id: str
+                            ) -> tuple[builtins.list[str], VolumeSnapshot]:
+        """The workers holding snapshot ``snapshot_id`` of ``app`` (its origin and the
+        copies sent off its host; those that answered first), and the snapshot.
+
+        Every worker of the view that gossip does not say is gone is asked, at once.
+        Where none that answered holds it but one could not be asked, the snapshot may
+        well be there: that is a 503 naming the host (as a fork of a volume on it
+        answers), not a 404."""
+        names = sorted(row.name for row in self.catalog.rows(WorkerRow)
+                       if self.catalog.member_status(row.name) not in ("dead", "left"))
+
+        async def ask(worker: str) -> VolumeSnapshot:
+            return await self.workers.client(worker).answer(
+                VolumeSnapshot, "GET", f"/v1/snapshots/{snapshot_id}", params={"app": app})
+
+        answers = await asyncio.gather(*(ask(name) for name in names), return_exceptions=True)
+        answered: builtins.list[str] = []  # holders that answered: reachable now
+        told: builtins.list[str] = []  # holders they name (the origin, other copies)
+        found: VolumeSnapshot | None = None
         unanswered: builtins.list[str] = []
-        for worker in hosts:
-            try:
-                return worker, await self.workers.client(worker).answer(
-                    VolumeSnapshot, "GET", f"/v1/snapshots/{snapshot_id}", params={"app": app})
-            except NotFound:
-                continue
-            except Unavailable as e:
-                why = e.reason if isinstance(e, Unreachable) and e.reason else str(e)
+        for worker, answer in zip(names, answers, strict=True):
+            if isinstance(answer, VolumeSnapshot):
+                found = found or answer
+                answered.append(worker)
+                told.extend(answer.holders or [])
+            elif isinstance(answer, Unavailable):
+                why = answer.reason if isinstance(answer, Unreachable) and answer.reason \
+                    else str(answer)
                 unanswered.append(f"{worker} ({why})")
+            elif not isinstance(answer, NotFound):
+                raise answer
+        if found is not None:
+            return list(dict.fromkeys([*answered, *told])), found
         if unanswered:
             raise Unavailable(f"snapshot {snapshot_id} may be on a host that is unreachable: "
                               f"{', '.join(unanswered)}; retry once it is back")

@@ -57,12 +57,19 @@ DataDir = Annotated[str | None, typer.Option(
 class PushTarget:
     """Where images go, and for the cluster's own registry how: the CA (PEM) its
     certificate is checked by, and the token it is given (``whose``: where that token
-    came from, for a refusal's line). None for a registry named by hand."""
+    came from, for a refusal's line). None for a registry named by hand. ``mirrors``: the
+    cluster's other live registries (every server host runs one), pushed to after
+    ``registry`` with the same CA and token, so the image is on every one of them."""
 
     registry: str
     ca: str | None = None
     token: str | None = None
     whose: str = ""
+    mirrors: tuple[str, ...] = ()
+
+    @property
+    def registries(self) -> tuple[str, ...]:
+        return (self.registry, *(m for m in self.mirrors if m != self.registry))
 
 
 def push_target(given: str | None, cluster: Target) -> PushTarget:
@@ -81,7 +88,8 @@ def push_target(given: str | None, cluster: Target) -> PushTarget:
         raise ValueError(f"the cluster at {cluster.api_url} runs no image registry: give "
                          "--registry host:port")
     return PushTarget(info.image_registry, info.image_registry_ca, token_of(cluster),
-                      cluster.origin)
+                      cluster.origin, tuple(r for r in info.image_registries
+                                            if r != info.image_registry))
 
 
 def cluster_push(api_url: str | None, token: str | None, context: str | None,
@@ -95,11 +103,11 @@ def cluster_push(api_url: str | None, token: str | None, context: str | None,
     return push_target(None, cluster)
 
 
-def auth_file(registry: str, token: str) -> str:
-    """buildah's auth file (containers-auth.json) giving ``registry`` the token as the
-    password; the user name is not looked at."""
+def auth_file(registry: str, token: str, *more: str) -> str:
+    """buildah's auth file (containers-auth.json) giving ``registry`` (and ``more``) the
+    token as the password; the user name is not looked at."""
     basic = base64.b64encode(f"bodega:{token}".encode()).decode()
-    return json.dumps({"auths": {registry: {"auth": basic}}})
+    return json.dumps({"auths": {r: {"auth": basic} for r in (registry, *more)}})
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,7 @@ def push_files(push: PushTarget, scratch: Path) -> PushFiles:
     auth = scratch / "auth.json"
     descriptor = os.open(auth, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as out:
-        out.write(auth_file(push.registry, push.token))
+        out.write(auth_file(push.registry, push.token, *push.registries[1:]))
     return PushFiles(certs, auth)
 
 
@@ -132,7 +140,7 @@ def push_options(push: PushTarget, reference: str, scratch: Path) -> list[str]:
     and the token in an auth file (both written in ``scratch``); else plain HTTP to a
     loopback registry, TLS checked against the system's CAs to any other."""
     registry = parse_reference(reference).registry
-    if push.ca is None or registry != push.registry:
+    if push.ca is None or registry not in push.registries:
         plain = registry.rsplit(":", 1)[0] in LOOPBACK
         return [f"--tls-verify={'false' if plain else 'true'}"]
     files = push_files(push, scratch)
@@ -150,9 +158,20 @@ def build_commands(context: Path, reference: str, dockerfile: Path | None,
     build = ["buildah", "bud", "--quiet", *options, "-t", reference]
     if dockerfile is not None:
         build += ["-f", str(dockerfile)]
-    return [[*build, str(context)],
-            ["buildah", "push", "--quiet", *push, "--digestfile", str(digest_file), reference,
-             f"docker://{reference}"]]
+    return [[*build, str(context)], push_command(reference, reference, push, digest_file)]
+
+
+def push_command(reference: str, destination: str, push: list[str],
+                 digest_file: Path) -> list[str]:
+    """buildah's push of the built ``reference`` to ``destination`` (the same name, or
+    the name on another of the cluster's registries)."""
+    return ["buildah", "push", "--quiet", *push, "--digestfile", str(digest_file), reference,
+            f"docker://{destination}"]
+
+
+def on_registry(reference: str, registry: str) -> str:
+    """``reference`` with its registry host swapped for ``registry``."""
+    return f"{registry}/{reference.partition('/')[2]}"
 
 
 @friendly
@@ -189,14 +208,59 @@ def build_and_push(context: Path, reference: str, dockerfile: Path | None,
     with tempfile.TemporaryDirectory(prefix="bodega-build-") as scratch:
         digest_file = Path(scratch) / "digest"
         pushing = push_options(push, reference, Path(scratch))
-        for argv in build_commands(context, reference, dockerfile, digest_file, pushing,
-                                   options):
-            done = subprocess.run(argv, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                lines = (done.stderr or done.stdout).strip().splitlines()
-                if argv[1] == "push" and push.token and UNAUTHORIZED.search(done.stderr):
-                    raise ValueError(f"the cluster's registry at {push.registry} refused the "
-                                     "push: it takes pushes with an admin token, and the "
-                                     f"token from {push.whose} is not one")
-                raise ValueError(f"{argv[0]} {argv[1]} failed: {lines[-1] if lines else '?'}")
-        return digest_file.read_text().strip()
+        build, first = build_commands(context, reference, dockerfile, digest_file, pushing,
+                                      options)
+        _run(build, push)
+        named = parse_reference(reference).registry
+        if named not in push.registries:  # a registry named by hand: that one only
+            _run(first, push)
+            return digest_file.read_text().strip()
+        return _push_to_all(reference, push, pushing, Path(scratch))
+
+
+def _push_to_all(reference: str, push: PushTarget, pushing: list[str], scratch: Path) -> str:
+    """Push the built ``reference`` to each of the cluster's registries in turn: the digest
+    of the first that took it. One that fails is said and passed over (its host may be
+    lost), unless it refused the token; none taking it is the push's failure."""
+    digests: list[str] = []
+    failures: list[str] = []
+    for index, registry in enumerate(push.registries):
+        digest_file = scratch / f"digest-{index}"
+        argv = push_command(reference, on_registry(reference, registry), pushing, digest_file)
+        try:
+            _run(argv, push, registry)
+        except PushFailed as exc:
+            failures.append(str(exc))
+            if len(push.registries) > 1:
+                typer.echo(f"warning: {exc}; pushing to the cluster's other registries",
+                           err=True)
+            continue
+        digests.append(digest_file.read_text().strip())
+    if not digests:
+        raise ValueError("; ".join(failures))
+    if len(set(digests)) > 1:
+        typer.echo(f"warning: the cluster's registries took {reference} as different "
+                   f"manifests ({', '.join(sorted(set(digests)))}): a worker pulls the "
+                   "first's", err=True)
+    return digests[0]
+
+
+class PushFailed(ValueError):
+    """A push to one registry failed (not refused): another may take it."""
+
+
+def _run(argv: list[str], push: PushTarget, registry: str | None = None) -> None:
+    """Run a buildah step; ValueError with its last line (PushFailed for a push that was
+    not refused)."""
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode == 0:
+        return
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    if argv[1] == "push" and push.token and UNAUTHORIZED.search(done.stderr):
+        raise ValueError(f"the cluster's registry at {registry or push.registry} refused "
+                         "the push: it takes pushes with an admin token, and the token from "
+                         f"{push.whose} is not one")
+    failed = f"{argv[0]} {argv[1]} failed: {lines[-1] if lines else '?'}"
+    if argv[1] == "push":
+        raise PushFailed(f"{failed} ({registry or push.registry})")
+    raise ValueError(failed)

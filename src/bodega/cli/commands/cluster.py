@@ -18,9 +18,19 @@ from bodega.cli.commands.cluster_tokens import token
 from bodega.cli.commands.hosts import rebalance
 from bodega.cli.session.api import ApiUrl, ContextName, Json, Token, call, show_json, table
 from bodega.cli.session.errors import friendly
+from bodega.model.answer import Answer
 
 if TYPE_CHECKING:
     from bodega.wire.public.platform import Member, WorkerStatus
+
+
+class RegistryListing(Answer):
+    """One of the cluster's image registries as ``bodega cluster registries`` shows it."""
+
+    registry: str
+    push: int | None = None  # its place in a push's order; None: its host is lost
+    regions: list[str] = []
+    workers: list[str] = []
 
 cluster = typer.Typer(help="Look at the cluster.", no_args_is_help=True)
 cluster.add_typer(key, name="key")
@@ -85,10 +95,39 @@ def workers(api_url: ApiUrl = None, token: Token = None,
 
 
 def cordon_label(w: WorkerStatus) -> str:
-    """``draining`` for a worker cordoned for a drain, else whether it is cordoned."""
+    """``draining`` for a worker cordoned for a drain, else whether it is cordoned (blank for
+    a worker that never said)."""
     if w.cordoned and w.cordon_reason:
         return w.cordon_reason
-    return str(bool(w.cordoned))
+    return "" if w.cordoned is None else str(w.cordoned)
+
+
+@cluster.command("registries")
+@friendly
+def registries(api_url: ApiUrl = None, token: Token = None,
+               context: ContextName = None, json: Json = False) -> None:
+    """The cluster's image registries: every server host runs one, its workers advertise
+    it. PUSH is the order a push goes to the live ones (this API's host's first, as
+    `GET /v1/cluster` lists them); a lost host's is listed with no PUSH, and workers pull
+    from it only when no other answers."""
+    info = call(api_url, token, lambda c: c.cluster_info(), context=context)
+    found = call(api_url, token, lambda c: c.workers(), context=context)
+    listed = info.image_registries or ([info.image_registry] if info.image_registry else [])
+    advertised: dict[str, list[WorkerStatus]] = {}
+    for worker in found:
+        if worker.image_registry:
+            advertised.setdefault(worker.image_registry, []).append(worker)
+    rows = [RegistryListing(registry=registry, push=listed.index(registry) + 1
+                            if registry in listed else None,
+                            workers=[w.name for w in advertised.get(registry, [])],
+                            regions=sorted({w.region or "" for w in advertised.get(registry, [])}))
+            for registry in [*listed, *sorted(set(advertised) - set(listed))]]
+    if json:
+        show_json(rows)
+        return
+    table(["REGISTRY", "PUSH", "REGIONS", "WORKERS"],
+          [(r.registry, r.push or "- (lost)", ",".join(r.regions) or "-",
+            ",".join(r.workers) or "-") for r in rows])
 
 
 @friendly

@@ -191,7 +191,22 @@ def _simple(action: str, verb: str) -> None:
         typer.echo(f"Machine {machine_id}: {verb} requested")
 
 
-_simple("start", "start")
+@machine.command("start")
+@friendly
+def start(machine_id: Id, app: AppOption = None, config: ConfigPath = DEFAULT_CONFIG,
+          move: Annotated[bool, typer.Option(
+              "--move", help="With no room on its worker, move it with its volume's data "
+                             "to another worker of its region")] = False,
+          api_url: ApiUrl = None, token: Token = None, context: ContextName = None) -> None:
+    """Start a machine (with no room on its worker, one without a volume starts on another
+    worker of its region; --move lets one with a volume go too, its data with it)."""
+    app = app_name(app, config)
+    params = {"move": "true"} if move else {}
+    call(api_url, token, lambda c: c.action(app, machine_id, "start", **params),
+         context=context)
+    typer.echo(f"Machine {machine_id}: start requested")
+
+
 _simple("restart", "restart")
 _simple("suspend", "suspend")  # freeze it, memory kept; `start` resumes it
 _simple("cordon", "cordon")

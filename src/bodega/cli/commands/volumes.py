@@ -3,8 +3,8 @@
 A volume is a slice of one worker's disk; a machine that mounts it runs on that
 worker. ``create``, ``list``, ``show``, ``extend``, ``fork`` and ``destroy`` call
 the Machines API's ``/v1/apps/{app}/volumes`` routes, ``snapshots list|create``
-its ``.../snapshots``. A fork and a volume made from a snapshot stay on the host
-that holds the data (docs/broker.md, "Volume snapshots").
+its ``.../snapshots``. A fork and a volume made from a snapshot go to any host of
+their region, which fetches the snapshot from a host holding it (docs/volumes.md).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ Region = Annotated[str | None, typer.Option("--region", "-r", show_default=False
 
 VOLUME_COLUMNS = ("ID", "STATE", "NAME", "SIZE", "REGION", "ZONE", "ENCRYPTED", "ATTACHED VM",
                   "CREATED AT")
-SNAPSHOT_COLUMNS = ("ID", "STATUS", "STORED SIZE", "VOL SIZE", "CREATED AT", "RETENTION DAYS")
+# flyctl's columns, then bodega's: the workers holding it (a lone one: local-only).
+SNAPSHOT_COLUMNS = ("ID", "STATUS", "STORED SIZE", "VOL SIZE", "CREATED AT", "RETENTION DAYS",
+                    "HELD ON")
 # The API names the size by its field; a command passes that on naming its flag.
 SIZE_FLAG = {"size_gb": "--size"}
 UNREACHABLE_NOTE = "* these volumes' hosts cannot be reached: they may have changed since"
@@ -107,8 +109,15 @@ def in_bytes(count: int) -> str:
 
 def snapshot_rows(found: Sequence[VolumeSnapshot]) -> list[tuple[str, ...]]:
     return [(s.id or "(pending)", s.status, in_bytes(s.size),
-             in_bytes(s.volume_size * 1024 ** 3), s.created_at, str(s.retention_days))
-            for s in found]
+             in_bytes(s.volume_size * 1024 ** 3), s.created_at, str(s.retention_days),
+             held_on(s)) for s in found]
+
+
+def held_on(snapshot: VolumeSnapshot) -> str:
+    holders = snapshot.holders or []
+    if not holders:
+        return ""
+    return ",".join(holders) + ("" if snapshot.off_host else " (local only)")
 
 
 def _echo_volume(volume: Volume, app: str) -> None:
@@ -146,10 +155,17 @@ def create(name: Annotated[str, typer.Argument(help="The volume's name (a-z, 0-9
                help="Size in GB (default: 1, or the snapshot's size)")] = None,
            snapshot_id: Annotated[str | None, typer.Option(
                "--snapshot-id", show_default=False,
-               help="Make it a copy of this snapshot (on the snapshot's host)")] = None,
+               help="Make it a copy of this snapshot (fetched from a host holding it)")]
+           = None,
            unique_zone: Annotated[bool, typer.Option(
                "--require-unique-zone/--no-require-unique-zone",
                help="Put it on a host holding no other volume of this name")] = True,
+           scheduled: Annotated[bool, typer.Option(
+               "--scheduled-snapshots/--no-scheduled-snapshots",
+               help="Take a snapshot of it every day, kept on its host and another")] = True,
+           retention: Annotated[int | None, typer.Option(
+               "--snapshot-retention", show_default=False,
+               help="Days its snapshots are kept (default: 5)")] = None,
            api_url: ApiUrl = None, token: Token = None,
            context: ContextName = None, json: Json = False) -> None:
     """Create a volume for an app."""
@@ -158,8 +174,9 @@ def create(name: Annotated[str, typer.Argument(help="The volume's name (a-z, 0-9
     app = app_name(app, config)
     # Only what was given: an unsent size is the broker's (1 GB, or the snapshot's size).
     given = {"name": name, "region": region, "size_gb": size, "snapshot_id": snapshot_id,
-             "require_unique_zone": unique_zone}
-    with worded_in_flags(SIZE_FLAG):
+             "require_unique_zone": unique_zone, "auto_backup_enabled": scheduled,
+             "snapshot_retention": retention}
+    with worded_in_flags({**SIZE_FLAG, "snapshot_retention": "--snapshot-retention"}):
         body = checked(CreateVolumeRequest, {k: v for k, v in given.items() if v is not None})
         made = call(api_url, token, lambda c: c.create_volume(app, body), context=context)
     if json:
@@ -216,7 +233,7 @@ def fork(volume_id: VolumeId, app: AppOption = None, config: ConfigPath = DEFAUL
              help="The new volume's name (default: the source's)")] = None,
          region: Annotated[str | None, typer.Option(
              "--region", "-r", show_default=False,
-             help="Region (default: the source's; the copy stays on the source's host)")
+             help="Region (default: the source's; any host there, the data sent to it)")
          ] = None,
          api_url: ApiUrl = None, token: Token = None,
          context: ContextName = None, json: Json = False) -> None:
@@ -227,8 +244,8 @@ def fork(volume_id: VolumeId, app: AppOption = None, config: ConfigPath = DEFAUL
 
     async def work(c: MachinesClient) -> Volume:
         chosen = name or (await c.volume(app, volume_id)).name
-        # The copy is made on the source's host, which holds a volume of the source's name
-        # (the source): asked to keep same-named volumes on separate hosts, no host would do.
+        # The copy may be placed on the source's host, which holds a volume of the source's
+        # name (the source): asked to keep same-named volumes apart, that host could not be.
         given = {"name": chosen, "region": region, "require_unique_zone": False}
         body = checked(CreateVolumeRequest, {k: v for k, v in given.items() if v is not None})
         return await c.fork_volume(app, volume_id, body)

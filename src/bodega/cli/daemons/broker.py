@@ -116,6 +116,9 @@ def broker(
     image_registry: Annotated[str | None, typer.Option(
         help="host:port of the cluster's image registry, told to clients (GET /v1/cluster) "
              "so `bodega build` and `bodega deploy` push there")] = None,
+    metrics_store: Annotated[Path | None, typer.Option(
+        help="The host's metrics store's data dir (its endpoint.json): PromQL queries at "
+             "/prometheus/<org>/api/v1 go there (docs/metrics.md)")] = None,
     image_registry_ca: Annotated[Path | None, typer.Option(
         help="The CA certificate (PEM) the image registry's certificate chains to, told to "
              "clients with it, so they push over TLS checked against it")] = None,
@@ -166,6 +169,7 @@ def broker(
         weights=parse_weights(weights), deadline=deadline, hedge=hedge,
         shadow_policy=shadow_policy, shadow_sample=shadow_sample, image_registry=image_registry,
         image_registry_ca=read_ca_file(image_registry_ca, "--image-registry-ca"),
+        metrics_store=metrics_store.resolve() if metrics_store is not None else None,
         probe_ratio=probe_ratio,
     )
     config.placement_policy()  # refuse a bad policy before anything starts

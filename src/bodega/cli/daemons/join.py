@@ -24,6 +24,7 @@ from typing import Annotated
 
 import typer
 
+from bodega.cli.daemons.metrics_store import metrics_choice
 from bodega.cli.daemons.options import LogLevelOption
 from bodega.cli.daemons.up import _unless_stopped, keep_context, stop_as_asked
 from bodega.cli.session import context_store
@@ -31,7 +32,7 @@ from bodega.cli.session.errors import fail, friendly
 from bodega.cluster import host_commands, host_network, ports
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
-from bodega.cluster.edge_files import CERTS_KEY, DEFAULT_CERT, ensure_edge
+from bodega.cluster.edge_files import CA_CRT, CERTS_KEY, DEFAULT_CERT, ensure_edge
 from bodega.cluster.joined import (
     API_PORT,
     JOIN_LOCK,
@@ -44,6 +45,7 @@ from bodega.cluster.joined import (
 from bodega.cluster.joining import JoinFailed
 from bodega.cluster.joining import join as join_cluster
 from bodega.cluster.port_claims import PortClaims
+from bodega.cluster.registry_sync import keep_caught_up
 from bodega.cluster.supervisor import LocalCluster, StartFailed
 from bodega.runtime import hostinfo
 from bodega.runtime.lifecycle import until_stopped
@@ -118,7 +120,21 @@ def join(
     join_port: Annotated[int, typer.Option(
         min=1, max=65535, help="A server's join listener (hosts join through it)")]
     = JOIN_PORT,
+    registry_port: Annotated[int | None, typer.Option(
+        min=0, max=65535, show_default=False,
+        help="A server's image registry (docker-registry) port: every server host runs one, "
+             "for every host to pull from and deploys to push to; 0: none here (default: a "
+             "free port, remembered in the data dir)")] = None,
     log_level: LogLevelOption = "info",
+    worker_arg: Annotated[list[str] | None, typer.Option(
+        help="A flag for every worker of this host, e.g. "
+             "--worker-arg=--snapshot-every=3600 (repeatable)")] = None,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics/--no-metrics",
+        help="On a server: run the metrics store (victoria-metrics, when installed), which "
+             "scrapes the whole cluster (docs/metrics.md)")] = True,
+    metrics_interval: Annotated[str, typer.Option(
+        help="How often a server's metrics store scrapes every target")] = "15s",
     fork_server: Annotated[bool, typer.Option(
         "--fork-server/--no-fork-server",
         help="Fork this host's components from one interpreter that has imported bodega, "
@@ -180,14 +196,19 @@ def join(
         plan = ports.choose_gossip(data_dir, joined.advertise, joined.member_names(), None,
                                    claims)
         sizes = (*(("--cpus", str(cpus)) if cpus else ()),
-                 *(("--memory-mb", str(memory_mb)) if memory_mb else ()))
+                 *(("--memory-mb", str(memory_mb)) if memory_mb else ()),
+                 *(worker_arg or ()))
         if joined.server and joined.proxy_name:  # a server issues its own default again
             ensure_edge(data_dir, CertificateAuthority.load(CaDir(data_dir / "tls")),
                         joined.edge_domain)
         tls = bool(shutil.which("haproxy"))
-        components = joined_components(joined, data_dir, plan.ports, driver=driver,
-                                       log_level=log_level, extra_worker_args=sizes,
-                                       proxy_tls=tls)
+        store, every = (metrics_choice(metrics, metrics_interval) if joined.server
+                        else (False, 0.0))
+        own_registry = _own_registry(joined, data_dir, registry_port, claims)
+        components = joined_components(
+            joined, data_dir, plan.ports, driver=driver, log_level=log_level,
+            extra_worker_args=sizes, proxy_tls=tls, metrics_interval=every if store else None,
+            own_registry=own_registry)
         config = ClusterConfig(data_dir=data_dir, token=_read(data_dir, "api-token"),
                                secrets_key=_read(data_dir, "secrets-key"),
                                certs_key=_read(data_dir, CERTS_KEY),
@@ -206,8 +227,11 @@ def join(
             subnets=[w.subnet for w in joined.workers if w.subnet],
             wireguard_ports=[joined.wireguard_port + i for i in range(len(joined.workers))],
             changes=changes, unable_why=None)
-        asyncio.run(_run(LocalCluster(config, components, sweep_kernel=False), joined,
-                         network_lines, context_store.config_path(os.environ)))
+        # A server's CA issues its metrics store a certificate (its other members have theirs).
+        authority = (CertificateAuthority.load(CaDir(data_dir / "tls"))
+                     if store else None)
+        asyncio.run(_run(LocalCluster(config, components, authority, sweep_kernel=False), joined,
+                         network_lines, context_store.config_path(os.environ), own_registry))
     except (StartFailed, JoinFailed) as err:
         fail(str(err))
     finally:
@@ -240,6 +264,23 @@ async def _unanswered(address: str) -> str | None:
     return None
 
 
+def _own_registry(joined: JoinedHost, data_dir: Path, asked: int | None,
+                  claims: PortClaims) -> str | None:
+    """Where this host serves its image registry (host:port): a server host runs one, as
+    host 1 does, unless told ``--registry-port 0`` or docker-registry is not installed."""
+    if not joined.server or asked == 0:
+        return None
+    if shutil.which("docker-registry") is None:
+        typer.echo("no image registry on this server host: docker-registry is not installed "
+                   "(apt-get install docker-registry); its workers pull from the others",
+                   err=True)
+        return None
+    if asked is not None:
+        ports.check_listeners(joined.advertise, {"--registry-port": asked})
+    chosen = ports.choose_registry(data_dir, joined.advertise, asked, claims)
+    return f"{joined.advertise}:{chosen.port}"
+
+
 def _check_ports(address: str, roles: HostRoles) -> None:
     """Refuse, before the join, ports this host cannot serve on (one line naming the flag)."""
     ports.check_listeners(address, {
@@ -258,8 +299,9 @@ def _read(data_dir: Path, name: str) -> str:
 
 
 async def _run(cluster: LocalCluster, joined: JoinedHost, network_lines: list[str],
-               contexts_file: Path) -> None:
+               contexts_file: Path, own_registry: str | None = None) -> None:
     stop = asyncio.create_task(until_stopped())
+    syncing: asyncio.Task[None] | None = None
     try:
         started, _ = await _unless_stopped(cluster.start(), stop)
         if started:
@@ -279,8 +321,13 @@ async def _run(cluster: LocalCluster, joined: JoinedHost, network_lines: list[st
             if joined.own_api is not None:
                 keep_context(contexts_file, cluster.config.data_dir, joined.own_api)
             typer.echo("Press Ctrl-C to stop.")
+            # A server's image registry catches up with the other server hosts'.
+            syncing = keep_caught_up(own_registry, joined.own_api, cluster.config.token,
+                                     cluster.config.data_dir / CA_CRT)
             await stop
     finally:
+        if syncing is not None:
+            syncing.cancel()
         await stop_as_asked(cluster, stop)
 
 

@@ -13,18 +13,21 @@ from typing import Annotated, TypeVar
 
 import typer
 
+from bodega.cli.daemons.metrics_store import metrics_choice
 from bodega.cli.daemons.options import LogLevelOption
+from bodega.cli.daemons.up_banner import banner
 from bodega.cli.session import context_store
 from bodega.cli.session.core.contexts import ContextError, Contexts, Registered, register_cluster
 from bodega.cli.session.errors import fail, friendly
 from bodega.cluster import cleanup, host_commands, host_network, machine_range, ports
 from bodega.cluster.admin_token import admin_token
-from bodega.cluster.cluster_keys import JOIN_TOKEN, ensure_ca, ensure_join_token, ensure_keys
+from bodega.cluster.cluster_keys import ensure_ca, ensure_join_token, ensure_keys
 from bodega.cluster.components import components_for
 from bodega.cluster.config import ClusterConfig
 from bodega.cluster.data_dir_lock import DataDirLock
 from bodega.cluster.edge_files import CA_CRT, ensure_certs_key, ensure_edge
 from bodega.cluster.port_claims import PortClaims
+from bodega.cluster.registry_sync import keep_caught_up
 from bodega.cluster.supervisor import READY_TIMEOUT, LocalCluster, StartFailed
 from bodega.model.duration import parse_duration
 from bodega.registry.sealing import keyfile
@@ -34,8 +37,6 @@ from bodega.runtime.lifecycle import StopCause, until_stopped
 from bodega.runtime.logs import configure
 from bodega.runtime.tls.authority import CertificateAuthority
 from bodega.runtime.tls.core import pki
-from bodega.runtime.tls.core.identity import fingerprint
-from bodega.wire.internal.join import JOIN_PORT
 from bodega.wire.transport.json_client import JsonClient
 
 WIREGUARD_PORT = 51820  # the first worker's, with --advertise
@@ -107,6 +108,13 @@ def up(
         "--fork-server/--no-fork-server",
         help="Fork every component from one interpreter that has imported bodega, so the "
              "host holds one copy of its modules, not one per worker")] = True,
+    metrics: Annotated[bool, typer.Option(
+        "--metrics/--no-metrics",
+        help="Run the metrics store (victoria-metrics, when installed): it scrapes the "
+             "cluster and apps' [metrics], queried per org at /prometheus/<org> "
+             "(docs/metrics.md)")] = True,
+    metrics_interval: Annotated[str, typer.Option(
+        help="How often the metrics store scrapes every target")] = "15s",
     internal_tls: Annotated[str, typer.Option(
         hidden=True, help="off: plain, unauthenticated internal links, to measure what TLS "
                           "costs (benchmarks only)")] = "on",
@@ -140,6 +148,8 @@ def up(
         private_network=private, registry_agent=registry_agent, fork_server=fork_server,
     )
     registry_wanted = registry_port != 0 and shutil.which("docker-registry") is not None
+    store, every = metrics_choice(metrics, metrics_interval)
+    config = dataclasses.replace(config, metrics_store=store, metrics_interval=every)
     if internal_tls == "off":
         proxy_tls_port = 0  # no cluster CA, so no certificates to serve
     elif proxy_tls_port and not shutil.which("haproxy"):
@@ -251,6 +261,7 @@ async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluste
     cluster = cluster or LocalCluster(config, components_for(config), authority)
     stop = asyncio.create_task(until_stopped())
     registered: Registered | None = None
+    syncing: asyncio.Task[None] | None = None
     try:
         started, _ = await _unless_stopped(cluster.start(), stop)
         if started and contexts_file is not None:
@@ -263,12 +274,19 @@ async def _run(config: ClusterConfig, print_token: bool, *, cluster: LocalCluste
             if waiting is None:
                 if config.advertise is not None and cluster.authority is not None:
                     await _join_token(config, cluster, cluster.authority)
-                _banner(cluster, config, print_token, registered, contexts_file,
+                banner(cluster, config, print_token, registered, contexts_file,
                         network_lines or [])
+                if config.advertise is not None and config.registry_port:  # hosts join
+                    syncing = keep_caught_up(  # catch up with other server hosts' registries
+                        f"{config.host}:{config.registry_port}",
+                        f"http://{config.host}:{config.api_port}", config.token,
+                        config.data_dir / CA_CRT if config.internal_tls else None)
                 await stop
                 return
             typer.echo(f"not up yet: {waiting.line()}; still waiting (Ctrl-C stops)", err=True)
     finally:
+        if syncing is not None:
+            syncing.cancel()
         await stop_as_asked(cluster, stop)
 
 
@@ -320,67 +338,3 @@ def keep_context(path: Path, data_dir: Path, url: str) -> Registered | None:
         typer.echo(f"warning: this cluster is not kept as a CLI context: {exc}", err=True)
         return None
     return done[-1]
-
-
-def _entry_lines(config: ClusterConfig) -> list[str]:
-    """Where the API and the proxy answer. ``<app>.localhost`` names 127.0.0.1, so with
-    --advertise (where they listen on that address only) a request must go to the address
-    and name the app otherwise: a Host header, or curl's --resolve for TLS (SNI)."""
-    api = f"Machines API: http://{config.host}:{config.api_port}/v1"
-    ca = config.data_dir / CA_CRT
-    tls = config.proxy_tls_port and config.proxy_tls_cert is not None
-    if config.advertise is None:
-        lines = [f"{api}   Proxy: http://<app>.localhost:{config.proxy_port}/"]
-        if tls:
-            lines.append(f"HTTPS: https://<app>.localhost:{config.proxy_tls_port}/ (trust the "
-                         f"cluster CA: curl --cacert {ca})")
-        return lines
-    where = config.advertise
-    lines = [f"{api}   Proxy: http://{where}:{config.proxy_port}/ with Host: <app>.localhost "
-             f"(curl -H 'Host: <app>.localhost' http://{where}:{config.proxy_port}/)"]
-    if tls:
-        port = config.proxy_tls_port
-        lines.append(f"HTTPS: https://<app>.localhost:{port}/ at {where} (curl --resolve "
-                     f"<app>.localhost:{port}:{where} --cacert {ca} "
-                     f"https://<app>.localhost:{port}/)")
-    return lines
-
-
-def _banner(cluster: LocalCluster, config: ClusterConfig, print_token: bool,
-            registered: Registered | None = None, contexts_file: Path | None = None,
-            network_lines: list[str] | tuple[str, ...] = ()) -> None:
-    typer.echo(f"bodega is up: {len(cluster.components)} components, "
-               f"state in {cluster.state_file}")
-    for component in cluster.components:
-        typer.echo(f"  {component.role:<7} {component.name:<10} {component.region:<5} "
-                   f"{component.url}")
-    if print_token:
-        typer.echo(f"API token: {config.token}  (also in {config.data_dir / 'api-token'})")
-    for line in _entry_lines(config):
-        typer.echo(line)
-    if cluster.authority is not None:
-        typer.echo(f"Internal links: mutual TLS, cluster CA "
-                   f"{fingerprint(cluster.authority.cert)} ({config.data_dir / 'tls' / 'ca.pem'})")
-    else:
-        typer.echo("Internal links: PLAIN HTTP, unauthenticated (--internal-tls off: for "
-                   "measurement only)")
-    typer.echo(f"Dashboard: http://{config.host}:{config.api_port}/ui/  (sign in with the API "
-               "token)")
-    for line in network_lines:
-        typer.echo(line)
-    if config.advertise is not None:
-        where = config.advertise if config.join_port == JOIN_PORT else \
-            f"{config.advertise}:{config.join_port}"
-        token = (config.data_dir / JOIN_TOKEN).read_text().strip()
-        typer.echo(f"Join another host (token valid 24h, in {config.data_dir / JOIN_TOKEN}):")
-        typer.echo(f"  bodega join {where} --token {token} --region <REGION>")
-    if registered is not None:
-        name = registered.context.name
-        if registered.current:
-            typer.echo(f"CLI context: {name}, the current one (kept in {contexts_file}): "
-                       "`bodega` commands talk to this cluster")
-        else:
-            typer.echo(f"CLI context: {name} (kept in {contexts_file}); the current one is "
-                       f"{registered.contexts.current}: reach this cluster with "
-                       f"`bodega apps list --context {name}`, or `bodega context use {name}`")
-    typer.echo("Press Ctrl-C to stop.")

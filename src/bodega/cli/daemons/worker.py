@@ -32,7 +32,7 @@ from bodega.runtime.lifecycle import StopCause, daemon_runtime, run_daemon
 from bodega.runtime.logs import configure
 from bodega.runtime.ready import Ready
 from bodega.runtime.tls.files import read_ca_file
-from bodega.worker.config import JobSettings, WorkerConfig
+from bodega.worker.config import JobSettings, SnapshotSettings, WorkerConfig
 from bodega.worker.daemon import Worker
 
 
@@ -62,6 +62,10 @@ def worker(
         help="A CA certificate (PEM): reach --image-registry over HTTPS, its certificate "
              "checked against this CA, showing this worker's own certificate (the "
              "cluster's registry lets workers pull by it)")] = None,
+    image_registry_here: Annotated[bool, typer.Option(
+        help="--image-registry runs on this host (a server host's): advertise it in this "
+             "worker's row, for every host to pull from and deploys to push to, and pull "
+             "from it first")] = False,
     registry_username: Annotated[str | None, typer.Option(
         envvar="BODEGA_REGISTRY_USERNAME", help="Registry user (basic or bearer auth)")] = None,
     registry_password: Annotated[str | None, typer.Option(
@@ -126,6 +130,14 @@ def worker(
     warm_slots: Annotated[bool, typer.Option(
         help="Run host-program job tasks one after another in kept slot machines "
              "(--no-warm-slots: a machine per task)")] = True,
+    snapshot_copies: Annotated[int, typer.Option(
+        min=0, help="Other workers each volume snapshot is sent to (0: kept on this host "
+                    "only)")] = 1,
+    snapshot_every: Annotated[float, typer.Option(
+        min=1, help="Seconds between a volume's scheduled snapshots")] = 86400.0,
+    snapshot_upkeep: Annotated[float, typer.Option(
+        min=0.1, help="Seconds between passes that take scheduled snapshots, retry copies "
+                      "and remove expired ones")] = 30.0,
     gossip_listen: GossipListenOption = None,
     join: JoinOption = None,
     keyring: GossipKeyring = None,
@@ -177,12 +189,15 @@ def worker(
         registry_agent=registry_agent.resolve() if registry_agent else None,
         image_registry=image_registry,
         image_registry_ca=_registry_ca(image_registry, image_registry_ca),
+        image_registry_here=image_registry_here and image_registry is not None,
         registry_username=registry_username,
         registry_password=registry_password, image_cache_gb=image_cache_gb,
         oci_runtime=oci_runtime, sandbox=sandbox, vm=vm, vm_kernel=vm_kernel,
         jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,
                          keep_per_app=jobs_kept, probe_ratio=probe_ratio,
                          clock_file=job_clock_file, warm_slots=warm_slots),
+        snapshots=SnapshotSettings(copies=snapshot_copies, every=snapshot_every,
+                                   upkeep=snapshot_upkeep),
     )
     configure(log_level, f"worker[{worker_name}]")
     daemon_runtime()

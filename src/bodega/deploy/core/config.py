@@ -132,6 +132,9 @@ class Mount(Strict):
     destination: str = Field(min_length=1)
     processes: list[str] | None = None
     initial_size: str | None = None  # "10gb", or GB (fly_shapes makes numbers text)
+    # The snapshot policy of a volume the deploy creates for it (docs/volumes.md).
+    snapshot_retention: int | None = Field(default=None, ge=1, le=60)  # days
+    scheduled_snapshots: bool | None = None
 
     @field_validator("initial_size")
     @classmethod
@@ -155,6 +158,16 @@ class Static(Strict):
     def _plain_absolute(cls, value: str, info: ValidationInfo) -> str:
         check_static_path(str(info.field_name), value)
         return value
+
+
+class TomlMetrics(Strict):
+    """``[metrics]`` (or ``[[metrics]]``, one per process group): where a machine serves its
+    own metrics, for the cluster's metrics store to scrape (docs/metrics.md)."""
+
+    port: int = Field(ge=1, le=65535)
+    path: str = Field(default="/metrics", min_length=1, max_length=512, pattern=r"^/")
+    https: bool = False
+    processes: list[str] | None = None
 
 
 class Experimental(Strict):
@@ -188,6 +201,7 @@ class AppConfig(Strict):
     restart: list[RestartRule] = []
     files: list[TomlFile] = []
     statics: list[Static] = []
+    metrics: list[TomlMetrics] = []
 
     _durations = field_validator("kill_timeout")(duration)
 

@@ -27,10 +27,8 @@ from bodega.deploy.core.fly_shapes import Table
 
 _BUILDER = ("bodega builds Dockerfiles: give [build] dockerfile or image, a Dockerfile beside "
             "the config, or deploy with --image")
-_NO_METRICS = "bodega does not scrape an app's metrics yet"
 _NO_MACHINE_CHECKS = "bodega runs no check machines during a deploy; its health checks decide"
 _NO_AUTO_EXTEND = "bodega does not grow volumes by itself: `bodega volumes extend` does"
-_NO_SNAPSHOT_POLICY = "bodega keeps no scheduled snapshots yet"
 _OPTIONS = "passed to the machine's config; bodega's edge acts on h2_backend only"
 
 # flyctl's keys bodega leaves, by table: key -> why (said in the warning).
@@ -38,7 +36,6 @@ FLY_ONLY: dict[str, dict[str, str]] = {
     "": {
         "console_command": "`bodega machine exec` runs any command; there is no console "
                            "machine",
-        "metrics": _NO_METRICS,
         "host_dedication_id": "bodega has no dedicated hosts",
         "machine_checks": _NO_MACHINE_CHECKS,
         "machine_config": "bodega runs one container per machine",
@@ -65,7 +62,6 @@ FLY_ONLY: dict[str, dict[str, str]] = {
     "http_service": {"machine_checks": _NO_MACHINE_CHECKS},
     "services": {"machine_checks": _NO_MACHINE_CHECKS},
     "mounts": {
-        "snapshot_retention": _NO_SNAPSHOT_POLICY, "scheduled_snapshots": _NO_SNAPSHOT_POLICY,
         "auto_extend_size_threshold": _NO_AUTO_EXTEND,
         "auto_extend_size_increment": _NO_AUTO_EXTEND, "auto_extend_size_limit": _NO_AUTO_EXTEND,
     },

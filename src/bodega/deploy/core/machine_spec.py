@@ -31,6 +31,7 @@ from bodega.model.machine_config import (
     Guest,
     Init,
     MachineConfig,
+    MachineMetrics,
     Mount,
     Port,
     Restart,
@@ -160,6 +161,16 @@ def statics(config: AppConfig) -> list[Static]:
             for s in config.statics if not s.tigris_bucket]
 
 
+def metrics(config: AppConfig, group: str) -> MachineMetrics | None:
+    """The group's ``[metrics]`` endpoint, as Fly keeps it in the machine config: the first
+    that names the group, or names none (flyctl's: every group then; one endpoint per
+    machine)."""
+    for entry in config.metrics:
+        if not entry.processes or group in entry.processes:
+            return MachineMetrics(port=entry.port, path=entry.path, https=entry.https)
+    return None
+
+
 def files(config: AppConfig, group: str, base_dir: Path | None,
           read: Callable[[Path], bytes]) -> list[File] | None:
     """The group's ``[[files]]`` (``fly_files``), a local one read with ``read``: an image
@@ -212,6 +223,7 @@ def machine_config(config: AppConfig, group: str, release: int,
                     for m in config.mounts if config.applies(m.processes, group)] or None,
             files=files(config, group, base_dir, read),
             statics=statics(config) or None,
+            metrics=metrics(config, group),
         )
     except ValidationError as exc:
         raise refused(group, exc) from None

@@ -40,7 +40,7 @@ class Unit:
     needs_images: bool = False
     standby_for: tuple[str, ...] = ()  # the machines it stands by for
     name: str = ""
-    volume: str | None = None  # the volume it mounts: a move does not bring its data yet
+    volume: str | None = None  # the volume it mounts: a move copies its data along
 
     @property
     def started(self) -> bool:

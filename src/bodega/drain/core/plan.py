@@ -3,8 +3,6 @@ cannot go (and why). Pure: the facts in (``facts.Fleet``), the decisions out.
 
     machines on the drained workers
         │ settling (creating, stopping...)            ──▶ stuck: "wait for it to settle"
-    │ mounting a volume (a move does not bring
-    │   its data yet: the move route refuses it)   ──▶ stuck: "mounts volume ..."
         │ started, and its move would take its app
         │   under min_machines_running (no --force)   ──▶ stuck: "under its floor"
         ▼
@@ -19,7 +17,9 @@ cannot go (and why). Pure: the facts in (``facts.Fleet``), the decisions out.
     machine; ``interrupts``), then stopped ones (they hold no compute, so they take no
     room: planned where they could start, and moved stopped; standbys stay standbys).
 
-A move is stop-then-start (the same machine, on its new worker), so moving started
+A machine that mounts a volume moves with it: the move copies the volume's data to the
+target (digest checked) before the machine starts there, and its room counts the volume's
+disk. A move is stop-then-start (the same machine, on its new worker), so moving started
 machines one at a time, each waited for until it is healthy again, never takes an app
 below its count of healthy started machines by more than the one being moved; the plan
 holds a move that would take an app under its ``min_machines_running`` even so (the
@@ -173,11 +173,6 @@ def plan_drain(fleet: Fleet, workers: Iterable[str], force: bool = False) -> Pla
         if unit.state not in MOVABLE:
             stuck.append(Stuck(unit, f"it is {unit.state}: wait for it to settle, then drain "
                                      "again"))
-            continue
-        if unit.volume is not None:
-            stuck.append(Stuck(unit, f"it mounts volume {unit.volume}, which a move does not "
-                                     "bring yet: destroy it and create it elsewhere from a "
-                                     "fork of the volume, or keep the host"))
             continue
         held, interrupts = app_floor(unit, fleet, healthy)
         if held is not None and not force:

@@ -10,7 +10,8 @@ A row model reads as every answer does: it ignores fields it does not know, so r
 from newer peers keep parsing.
 
 Tables and their models: ``workers`` ``WorkerRow``, ``apps`` ``AppRow``,
-``ip_assignments`` ``IpAssignmentRow`` and ``tokens`` ``TokenRow`` here; ``machines``
+``ip_assignments`` ``IpAssignmentRow``, ``tokens`` ``TokenRow``, ``autoscale``
+``AutoscaleRow`` and ``autoscale_runs`` ``AutoscaleRunRow`` here; ``machines``
 and ``volumes`` the answer models a worker renders (``model.machine.Machine``,
 ``model.volume.Volume``) and ``releases`` the API's ``wire.releases.Release``, each a
 ``Row`` naming its table. The other tables are each written and read by one room,
@@ -23,6 +24,7 @@ mode's workers (``worker/jobs/``, ``broker/jobs/``), the gossip keyring
 from __future__ import annotations
 
 from bodega.model.rows.apps import AppRow
+from bodega.model.rows.autoscale import AutoscaleRow, AutoscaleRunRow, Decision, Memory
 from bodega.model.rows.ip_assignments import IpAssignmentRow
 from bodega.model.rows.reads import Doc, TypedReads, read_rows
 from bodega.model.rows.row import Row
@@ -31,11 +33,15 @@ from bodega.model.rows.workers import Free, HostTotals, HostUsage, OverlayAdvert
 
 __all__ = [
     "AppRow",
+    "AutoscaleRow",
+    "AutoscaleRunRow",
+    "Decision",
     "Doc",
     "Free",
     "HostTotals",
     "HostUsage",
     "IpAssignmentRow",
+    "Memory",
     "OverlayAdvert",
     "Row",
     "TokenRow",

@@ -4,7 +4,8 @@ workers (the private network's fence and names)."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Protocol
 
 from bodega.model.rows.row import Row
 
@@ -19,3 +20,16 @@ class AppRow(Row):
     org_slug: str = "personal"
     network: str = "default"
     created_at: float = 0.0
+
+
+class AppsView(Protocol):
+    def get(self, table: str, key: str) -> Mapping[str, Any] | None: ...
+
+
+def org_reader(view: AppsView | None) -> Callable[[str], str]:
+    """An app's org, from the view's ``apps`` rows (``personal`` while its row is unknown):
+    the ``org`` label of its machines' series."""
+    def org_of(app: str) -> str:
+        doc = view.get("apps", app) if view is not None else None
+        return str((doc or {}).get("org_slug") or "personal")
+    return org_of

@@ -86,4 +86,7 @@ class WorkerRow(Row):
     images: list[str] | None = None  # the images it holds, for placement's image bonus
     image_disk_gb: int | None = None  # their disk, counted in used
     wireguard: OverlayAdvert | None = None  # its private network's overlay
+    # The image registry its host serves (host:port), for every host to pull from and
+    # deploys to push to (model/image_registries.py); None: its host serves none.
+    image_registry: str | None = None
     updated_at: str | None = None  # when it was published (RFC 3339)

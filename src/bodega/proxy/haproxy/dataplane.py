@@ -27,6 +27,7 @@ from bodega.proxy.core.balance import choose, usable
 from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.core.sites import SiteStore
 from bodega.proxy.core.statics import StaticsTable
+from bodega.proxy.figures import AppFigures
 from bodega.proxy.haproxy.core.config import HaproxySettings, render, render_hosts
 from bodega.proxy.haproxy.core.edge import (
     Site,
@@ -77,6 +78,7 @@ class HaproxyDataPlane:
         self.layout: Layout = EMPTY
         self.load = StatsLoad(time.monotonic)
         self.collector = HaproxyCollector()
+        self.figures: AppFigures | None = None  # the fly_app_* series, fed each look
         self._rng = random.Random()  # choose's ties: the wake rule reads only its band
         self._changed = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -261,7 +263,19 @@ class HaproxyDataPlane:
         apps = {name(index): app for app, index in self.layout.apps.items()
                 for name in (backend_name, far_name)}
         self.collector.update(rows, servers, apps, self.process.reloads)
+        if self.figures is not None:
+            self.figures.observe_haproxy(rows, servers, apps, self.process.reloads,
+                                         self._tcp_servers())
         self._wake_if_over_soft_limit()
+
+    def _tcp_servers(self) -> dict[tuple[str, str], tuple[str, str]]:
+        """(backend, server) -> (app, machine) of the slots of the TCP services' listeners."""
+        if self.tcp is None:
+            return {}
+        apps = {b.machine_id: b.app for app in self.tcp.tcp.apps()
+                for b in self.tcp.tcp.machines(app)}
+        return {key: (apps[machine_id], machine_id)
+                for key, machine_id in self.tcp.servers().items() if machine_id in apps}
 
     def _wake_if_over_soft_limit(self) -> None:
         """fly-proxy starts another machine when every one a request could go to is past its

@@ -36,6 +36,10 @@ class StatRow:
     redispatches: int  # wredis
     status: str
     idle: int = 0  # idle_conn_cur + safe_conn_cur: connections kept open for a next request
+    # Averages over the last 1024 requests, in ms (HAProxy keeps no histogram): from the
+    # request sent to the response's headers (rtime), and the whole exchange (ttime).
+    response_ms: int = 0
+    total_ms: int = 0
 
 
 class RuntimeApi:
@@ -99,7 +103,8 @@ def parse_stat(text: str) -> list[StatRow]:
                             for code in ("1xx", "2xx", "3xx", "4xx", "5xx", "other")),
             connect_errors=_int(row, "econ"), retries=_int(row, "wretr"),
             redispatches=_int(row, "wredis"), status=row.get("status") or "",
-            idle=_int(row, "idle_conn_cur") + _int(row, "safe_conn_cur")))
+            idle=_int(row, "idle_conn_cur") + _int(row, "safe_conn_cur"),
+            response_ms=_int(row, "rtime"), total_ms=_int(row, "ttime")))
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from bodega.model.ids import MachineId, MachineName
+from bodega.model.ids import MachineId, MachineName, VolumeId
 from bodega.model.json import JsonObject
 from bodega.model.machine_config import MachineConfig
 from bodega.wire.internal.worker_calls import WorkerAnswer, WorkerRequest
@@ -40,6 +40,20 @@ class MovedEntry(WorkerRequest):
     at: float
 
 
+class MovedVolume(WorkerRequest):
+    """The machine's volume, whose data the target received first (``import-volume``)."""
+
+    id: VolumeId
+    name: str
+    size_gb: int = Field(ge=1)
+    encrypted: bool = True
+    fstype: str = "ext4"
+    snapshot_retention: int = 5
+    auto_backup_enabled: bool = True
+    created_at: float
+    digest: str  # of its data, as the source holds it (``volume_copy.tree_digest``)
+
+
 class ImportMachineBody(WorkerRequest):
     """The machine's worker to the target: the record, its versions and its history."""
 
@@ -63,9 +77,17 @@ class ImportMachineBody(WorkerRequest):
     updated_at: float
     versions: list[MovedVersion] = Field(default_factory=list)
     history: list[MovedEntry] = Field(default_factory=list)
+    volume: MovedVolume | None = None
 
 
 class MoveDone(WorkerAnswer):
     """The machine's former worker's answer: the move ended, the machine is on ``worker``."""
 
     worker: str
+
+
+class VolumeReceived(WorkerAnswer):
+    """The target's answer to a volume's data: its digest as unpacked there."""
+
+    digest: str
+    size: int = 0

@@ -16,7 +16,7 @@ from pydantic import (
 
 from bodega.model.answer import Answer
 from bodega.model.capacity import Ask
-from bodega.model.ids import MachineId, MachineName, VolumeId
+from bodega.model.ids import MachineId, MachineName, SnapshotId, VolumeId
 from bodega.model.machine_config import MachineConfig
 from bodega.model.rows import Free, HostTotals, HostUsage
 from bodega.wire.public.placement import PlacementRecord
@@ -125,7 +125,9 @@ class CreateVolumeBody(WorkerRequest):
     snapshot_retention: int = 5
     auto_backup_enabled: bool = True
     require_unique_zone: bool = True
-    snapshot_id: str | None = None  # start as a copy of this snapshot (on this worker)
+    snapshot_id: str | None = None  # start as a copy of this snapshot
+    # The workers holding it, for a worker that does not: it fetches it from one first.
+    snapshot_holders: list[str] = []
     # The id to make it under (the broker picks one per create): a create asked again, its
     # answer lost, returns the volume the first ask made instead of making a second one.
     volume_id: VolumeId | None = None
@@ -213,3 +215,19 @@ class Capacity(WorkerAnswer):
     cordon_reason: str | None = None  # why, when the cordon was given one (``draining``)
     reservations: int  # live reservations
 
+
+
+class SnapshotCopy(WorkerRequest):
+    """A snapshot sent to or fetched from another worker: what its tar stream is of (the
+    ``x-bodega-snapshot`` header of ``PUT``/``GET /v1/snapshots/{id}/data``)."""
+
+    id: SnapshotId
+    volume_id: VolumeId
+    app: str = Field(min_length=1, max_length=63)
+    digest: str
+    size: int
+    volume_size_gb: int
+    retention_days: int
+    created_at: float
+    expires_at: float
+    origin: str  # the worker that took it

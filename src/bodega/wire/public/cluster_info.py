@@ -1,10 +1,11 @@
 """What a broker tells its clients about the cluster: ``GET /v1/cluster``, a bodega extension.
 
-Today one thing: where the cluster's image registry is (``bodega up`` runs one and tells its
-broker), so `bodega build` and `bodega deploy` push to the registry of the cluster they
-deploy to, never to one a local file names; and the CA its certificate chains to (the
-cluster's), which they check it by. That CA comes over the same link the token already
-travels, so trusting it asks no more of that link than sending the token does.
+Today one thing: where the cluster's image registries are (every server host runs one, its
+workers advertise it, and the broker lists the live ones, its own host's first), so `bodega
+build` and `bodega deploy` push to the registries of the cluster they deploy to, never to
+one a local file names; and the CA their certificates chain to (the cluster's), which they
+check them by. That CA comes over the same link the token already travels, so trusting it
+asks no more of that link than sending the token does.
 """
 
 from __future__ import annotations
@@ -20,3 +21,7 @@ class ClusterInfo(BaseModel):
     # The CA (PEM) its certificate chains to; None: it serves plain HTTP (a cluster
     # without internal TLS, on loopback).
     image_registry_ca: str | None = None
+    # Every live registry of the cluster (each server host runs one), this broker's
+    # host's first: a push goes to each (docs/images.md); ``image_registry`` is the first.
+    # Empty from a broker that lists none (an older one): ``image_registry`` alone.
+    image_registries: list[str] = []

@@ -74,6 +74,7 @@ class WorkerStatus(Answer):
     machines: int | None = None
     subnet: str | None = None  # its machines' /24, when other hosts route to it
     images: list[str] | None = None
+    image_registry: str | None = None  # the image registry its host serves (host:port)
     updated_at: str | None = None
     status: str = "unknown"
     host: str | None = None  # the host it runs on (its registry agent), where it is known

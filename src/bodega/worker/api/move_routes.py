@@ -6,7 +6,8 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bodega.model.errors import Conflict, Unavailable
+from bodega.model.errors import BadRequest, Conflict, Unavailable
+from bodega.model.ids import VOLUME_ID_RE
 from bodega.wire.internal.moves import ImportMachineBody, MoveBody, MoveDone
 from bodega.wire.transport.http import answer_response, read_model, read_trusted_model
 from bodega.worker.api.machine_routes import MachineRoutes, RouteSpec, lease_nonce
@@ -20,7 +21,8 @@ class MoveRoutes:
 
     def routes(self) -> list[RouteSpec]:
         return [("/v1/machines/{id}/move", "POST", self.move),
-                ("/v1/machines/{id}/import", "POST", self.take)]
+                ("/v1/machines/{id}/import", "POST", self.take),
+                ("/v1/machines/{id}/import-volume", "POST", self.receive)]
 
     async def move(self, request: Request) -> Response:
         row = self.machines._machine(request)
@@ -35,6 +37,14 @@ class MoveRoutes:
             raise Conflict(f"the move of machine {row.id} failed at {moved.op.step}: "
                            f"{moved.op.error}; it stays on worker {self.moves.name}")
         return answer_response(MoveDone(worker=body.target))
+
+    async def receive(self, request: Request) -> Response:
+        volume_id = request.query_params.get("volume_id", "")
+        if not VOLUME_ID_RE.match(volume_id):
+            raise BadRequest(f"invalid_argument: {volume_id!r} is not a volume id")
+        received = await self.moves.receive(volume_id, request.query_params.get("move_id", ""),
+                                            request.stream())
+        return answer_response(received)
 
     async def take(self, request: Request) -> Response:
         body = await read_trusted_model(request, ImportMachineBody)

@@ -42,10 +42,16 @@ def volume_answer(row: VolumeRow, *, worker: str) -> Volume:
         fstype=row.fstype, snapshot_retention=row.snapshot_retention,
         auto_backup_enabled=row.auto_backup_enabled, host_status="ok", app=row.app,
         worker=worker, attached_machine_id=row.attached_machine_id or None,
+        generation=row.generation or None,
     )
 
 
-def snapshot_answer(row: SnapshotRow) -> VolumeSnapshot:
+def snapshot_answer(row: SnapshotRow, worker: str) -> VolumeSnapshot:
+    """The snapshot as ``worker`` holds it: its holders are its origin and the copies the
+    origin knows of (a copy's row knows only its origin and itself)."""
+    origin = row.origin or worker
+    holders = list(dict.fromkeys([origin, *row.holders, worker]))
     return VolumeSnapshot(id=row.id, created_at=rfc3339(row.created_at), digest=row.digest,
                           retention_days=row.retention_days, size=row.size, status=row.status,
-                          volume_size=row.volume_size_gb)
+                          volume_size=row.volume_size_gb, holders=holders,
+                          off_host=len(holders) > 1)

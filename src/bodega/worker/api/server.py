@@ -51,7 +51,7 @@ from bodega.worker.ops.actions import MachineActions
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.memory import MachineMemory
 from bodega.worker.ops.moves import MachineMoves
-from bodega.worker.ops.snapshots import VolumeSnapshots
+from bodega.worker.ops.snapshot_copies import SnapshotCopies
 from bodega.worker.ops.static_files import StaticFiles
 from bodega.worker.ops.volumes import VolumeService
 from bodega.worker.store.ledger import Ledger
@@ -74,7 +74,7 @@ class WorkerApi:
         machines: MachineService,
         actions: MachineActions,
         volumes: VolumeService,
-        snapshots: VolumeSnapshots,
+        copies: SnapshotCopies,
         metrics: WorkerMetrics,
         info: Callable[[], wire.WorkerInfo],
         service_host: Callable[[MachineRow], str | None],
@@ -99,7 +99,7 @@ class WorkerApi:
             machine_routes,
             LeaseRoutes(machines=machines, actions=actions),
             MemoryRoutes(MachineMemory(machines)),
-            VolumeRoutes(name=name, region=region, volumes=volumes, snapshots=snapshots),
+            VolumeRoutes(name=name, region=region, volumes=volumes, copies=copies),
             LogRoutes(region=region, machines=machines,
                       machine_dir=machines.effects.config.machine_dir),
             StaticRoutes(StaticFiles(machines, machines.effects.config.images_dir)),

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+
+from starlette.background import BackgroundTask
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import FileResponse, Response
 
 from bodega.model.errors import BadRequest
 from bodega.model.volume import ExtendVolumeAnswer
@@ -11,7 +14,7 @@ from bodega.wire.internal import worker_calls as wire
 from bodega.wire.transport.http import answer_response, query_bool, read_model
 from bodega.worker.api.machine_routes import RouteSpec
 from bodega.worker.api.render import snapshot_answer, volume_answer
-from bodega.worker.ops.snapshots import VolumeSnapshots
+from bodega.worker.ops.snapshot_copies import HEADER, SnapshotCopies
 from bodega.worker.ops.volumes import VolumeRequest, VolumeService
 
 
@@ -24,11 +27,12 @@ def required_app(request: Request) -> str:
 
 class VolumeRoutes:
     def __init__(self, *, name: str, region: str, volumes: VolumeService,
-                 snapshots: VolumeSnapshots) -> None:
+                 copies: SnapshotCopies) -> None:
         self.name = name
         self.region = region
         self.volumes = volumes
-        self.snapshots = snapshots
+        self.copies = copies
+        self.snapshots = copies.snapshots
 
     def routes(self) -> list[RouteSpec]:
         v = "/v1/volumes/{id}"
@@ -42,6 +46,8 @@ class VolumeRoutes:
             (f"{v}/snapshots", "GET", self.list_snapshots),
             (f"{v}/snapshots", "POST", self.take_snapshot),
             ("/v1/snapshots/{id}", "GET", self.get_snapshot),
+            ("/v1/snapshots/{id}/data", "GET", self.send_snapshot),
+            ("/v1/snapshots/{id}/data", "PUT", self.receive_snapshot),
         ]
 
     async def list_volumes(self, request: Request) -> Response:
@@ -51,9 +57,11 @@ class VolumeRoutes:
 
     async def create_volume(self, request: Request) -> Response:
         body = await read_model(request, wire.CreateVolumeBody)
-        if body.snapshot_id is not None:
+        if body.snapshot_id is not None:  # from this worker's store, or fetched from a holder
+            await self.copies.fetch(body.snapshot_id, body.app, body.snapshot_holders)
             self.snapshots.source_of(body.snapshot_id, body.app, body.size_gb)
-        row = await self.volumes.create(VolumeRequest(**dict(body), region=self.region))
+        fields = body.model_dump(exclude={"snapshot_holders"})
+        row = await self.volumes.create(VolumeRequest(**fields, region=self.region))
         return answer_response(volume_answer(row, worker=self.name))
 
     async def get_volume(self, request: Request) -> Response:
@@ -79,12 +87,34 @@ class VolumeRoutes:
 
     async def list_snapshots(self, request: Request) -> Response:
         rows = self.snapshots.list(request.path_params["id"], required_app(request))
-        return answer_response([snapshot_answer(row) for row in rows])
+        return answer_response([snapshot_answer(row, self.name) for row in rows])
 
     async def take_snapshot(self, request: Request) -> Response:
-        row = await self.snapshots.take(request.path_params["id"], required_app(request))
-        return answer_response(snapshot_answer(row))
+        row = await self.copies.take(request.path_params["id"], required_app(request))
+        return answer_response(snapshot_answer(row, self.name))
 
     async def get_snapshot(self, request: Request) -> Response:
         row = self.snapshots.get(request.path_params["id"], required_app(request))
-        return answer_response(snapshot_answer(row))
+        return answer_response(snapshot_answer(row, self.name))
+
+    async def send_snapshot(self, request: Request) -> Response:
+        """The snapshot's tree as a tar stream, for a worker restoring it."""
+        meta, archive = await self.copies.archive(request.path_params["id"],
+                                                  required_app(request))
+        return FileResponse(archive, media_type="application/x-tar",
+                            headers={HEADER: meta.model_dump_json()},
+                            background=BackgroundTask(shutil.rmtree, archive.parent, True))
+
+    async def receive_snapshot(self, request: Request) -> Response:
+        """Keep a copy of another worker's snapshot (its digest checked first)."""
+        header = request.headers.get(HEADER)
+        if header is None:
+            raise BadRequest(f"invalid_argument: the {HEADER} header is required")
+        try:
+            meta = wire.SnapshotCopy.model_validate_json(header)
+        except ValueError as exc:
+            raise BadRequest(f"invalid_argument: {HEADER}: {exc}") from None
+        if meta.id != request.path_params["id"]:
+            raise BadRequest(f"invalid_argument: {HEADER} describes snapshot {meta.id}")
+        row = await self.copies.receive(meta, request.stream())
+        return answer_response(snapshot_answer(row, self.name))

@@ -19,7 +19,8 @@ of steps, what an exit means. ``ops/runner.py`` drives them and
     suspend_machine  suspending ─▶ suspended·                       (freeze; memory kept)
     resume_machine   resuming ─▶ started·                         (thaw the same run)
     destroy_machine  destroying ─▶ teardown ─▶ destroyed·
-    move_machine     moving ─▶ handoff ─▶ teardown ─▶ moved·      (the record then forgotten)
+    move_machine     moving ─▶ [copying] ─▶ handoff ─▶ teardown ─▶ [dropping] ─▶ moved·
+                     ([...]: with a volume; the record then forgotten)
     create_volume    provision ─▶ created·
     delete_volume    removing ─▶ destroyed·
 
@@ -62,6 +63,8 @@ class Effect(StrEnum):
     THAW = "thaw"  # let a frozen run go on
     TEARDOWN = "teardown"  # remove the task's traces and the network
     HANDOFF = "handoff"  # hand the record to the move's target until it takes or refuses it
+    SHIP_VOLUME = "ship_volume"  # copy the volume's data to the move's target, digest checked
+    DROP_VOLUME = "drop_volume"  # remove a volume's data that moved away
     PROVISION_VOLUME = "provision_volume"
     REMOVE_VOLUME = "remove_volume"
 
@@ -255,8 +258,10 @@ FSMS: dict[str, Fsm] = {
             MoveMachine,
             (
                 Step("moving", Effect.STOP_TASK, "$resting", ("move", "moving")),
+                Step("copying", Effect.SHIP_VOLUME, S.STOPPED, when="volume_id"),
                 Step("handoff", Effect.HANDOFF, S.STOPPED),
                 Step("teardown", Effect.TEARDOWN),
+                Step("dropping", Effect.DROP_VOLUME, when="volume_id"),
                 Step("moved", event=("move", "moved")),
             ),
             # Refused by the target, or its stop failed: it rests here (``core/moves.py``

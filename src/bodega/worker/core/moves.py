@@ -3,20 +3,20 @@
 A move keeps the machine's id, app, name, config, metadata and history; only its worker
 (and its address there) changes. The source drives it as one operation::
 
-    move_machine   moving ─▶ handoff ─▶ teardown ─▶ moved·   (the record then forgotten)
-                   (stop,    (the target  (the run's
-                   its stop_  imports the  traces and
-                   config)    record)      network)
+    move_machine   moving ─▶ [copying] ─▶ handoff ─▶ teardown ─▶ [dropping] ─▶ moved·
+                   (stop,    (its volume's (the target  (the run's   (the volume's
+                   its stop_  data to the   imports the  traces and   data here)
+                   config)    target)       record)      network)
+                   ([...]: a machine with a volume; the record is then forgotten)
 
     stimulus          from                              decision
     Move              started created stopped failed    begin move_machine
                       a move under way                  409
-                      with a volume                     412 (not moved with its data yet)
                       the target is this worker         400
     moved entered     its last step                     forget the record: the target has it
-    OperationFailed   at moving or handoff (refused)    rests stopped; started again here if
-                                                        it was running (the rollback)
-                      at teardown (handed over)         forgotten all the same
+    OperationFailed   at moving, copying or handoff     rests stopped; started again here if
+                      (refused, a digest that differs)  it was running (the rollback)
+                      at teardown or dropping           forgotten all the same (handed over)
 
 The target's import (``ops/moves.py``) is idempotent by ``move_id`` and claims room in
 its own transaction; a refusal (no room, cordoned) fails the handoff and the source
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from bodega.model.errors import BadRequest, Conflict, PreconditionFailed
+from bodega.model.errors import BadRequest, Conflict
 from bodega.model.states import MachineState as S
 from bodega.worker.core.decisions import Decision, Forget, Move
 from bodega.worker.core.payloads import MoveMachine
@@ -54,17 +54,13 @@ def move(record: MachineRow, stimulus: Move) -> Decision:
         raise BadRequest(f"machine {record.id} is on worker {stimulus.source} already")
     if stimulus.running_move:
         raise Conflict(f"machine {record.id} is being moved already", status="moving")
-    if record.volume_id:
-        raise PreconditionFailed(
-            f"failed_precondition: machine {record.id} has volume {record.volume_id}, "
-            "which does not move with it yet")
     may_begin(MoveMachine.fsm, record)
     running = record.state == S.STARTED
     return Decision(begin=MoveMachine(
         move_id=stimulus.move_id, target=stimulus.target, target_url=stimulus.target_url,
         generation=record.generation + 1, reason=stimulus.reason,
         resting=str(S.STOPPING if running else record.state), was_running=running,
-        start_there=stimulus.start,
+        start_there=stimulus.start, volume_id=record.volume_id,
         reservation_id=stimulus.reservation_id, thaw=thawing(record)))
 
 
@@ -75,6 +71,6 @@ def moved(payload: MoveMachine) -> Decision:
 
 def after_failure(payload: MoveMachine) -> AfterFailure:
     """A failure before the handoff was taken leaves the machine here; after, it is gone."""
-    if payload.failed_step == "teardown":
+    if payload.failed_step in ("teardown", "dropping"):
         return AfterFailure.FORGET
     return AfterFailure.RESTART if payload.was_running else AfterFailure.REST

@@ -119,6 +119,8 @@ class MoveMachine(EndsRun):
     resting: str  # its state while it is stopped for the move (``stopping`` if started)
     was_running: bool = False  # started here: started there, or again here on a rollback
     start_there: bool = False  # started there though it rests here (a start found no room)
+    volume_id: str | None = None  # its volume: copied there first, removed here last
+    digest: str | None = None  # reported: the volume's data as the target holds it
     reservation_id: str | None = None  # room the broker reserved on the target for it
 
 

@@ -120,6 +120,7 @@ class VolumeRow:
     auto_backup_enabled: bool
     created_at: float
     updated_at: float
+    generation: int = 0  # one more each time it moves with its machine (``core/moves.py``)
 
 
 @dataclass(frozen=True)
@@ -163,3 +164,10 @@ class SnapshotRow:
     retention_days: int
     created_at: float
     expires_at: float
+    origin: str = ""  # the worker a copy came from; "": this one took it
+    copies: str = ""  # the other workers holding a copy, comma separated (the origin's row)
+    copy_tries: int = 0  # failed tries at sending a copy off this host
+
+    @property
+    def holders(self) -> list[str]:
+        return [name for name in self.copies.split(",") if name]

@@ -11,6 +11,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from bodega.model.image_registries import Advertised
+from bodega.model.rows import WorkerRow
+from bodega.registry import Registry
 from bodega.runtime.tls.files import TlsDir
 from bodega.worker.config import WorkerConfig
 from bodega.worker.drivers.base import Driver
@@ -26,6 +29,7 @@ from bodega.worker.host.survey import RUNC_STATE
 from bodega.worker.host.vm_probe import vm_machines
 from bodega.worker.images.puller import Puller
 from bodega.worker.images.registry_client import RegistryClient, RegistryTrust
+from bodega.worker.images.sources import RegistrySources
 from bodega.worker.images.store import ImageStore
 
 log = logging.getLogger("bodega.worker.images")
@@ -134,8 +138,26 @@ def registry_trust(config: WorkerConfig) -> dict[str, RegistryTrust]:
     return {config.image_registry: RegistryTrust(config.image_registry_ca, identity)}
 
 
-def make_image_driver(config: WorkerConfig) -> Driver:
-    """``oci``: image machines only; ``auto``: both drivers, the config picks."""
+def registry_sources(config: WorkerConfig) -> RegistrySources:
+    """Every image registry of the cluster a pull may fetch from: ``--image-registry``
+    until the worker reads the view (``advertised_registries``), each reached as it is."""
+    trusted = registry_trust(config)
+    return RegistrySources(config.image_registry,
+                           config.image_registry if config.image_registry_here else None,
+                           next(iter(trusted.values()), None))
+
+
+def advertised_registries(view: Registry) -> list[Advertised]:
+    """The registries the view's workers advertise, each live if membership says its
+    worker is (alive or suspect)."""
+    live = {member.name for member in view.members() if member.status.live}
+    return [Advertised(row.image_registry, row.name in live)
+            for row in view.rows(WorkerRow) if row.image_registry]
+
+
+def make_image_driver(config: WorkerConfig, sources: RegistrySources | None = None) -> Driver:
+    """``oci``: image machines only; ``auto``: both drivers, the config picks.
+    ``sources``: the registries its pulls fetch from (the daemon attaches the view)."""
     if not runtime_available(config.oci_runtime):
         wanted = "runc or crun" if config.oci_runtime == "auto" else config.oci_runtime
         raise ValueError(f"the oci driver needs root and {wanted} installed")
@@ -144,7 +166,7 @@ def make_image_driver(config: WorkerConfig) -> Driver:
     client = RegistryClient(config.registry_username, config.registry_password,
                             trusted=registry_trust(config))
     puller = Puller(ImageStore(config.images_dir), client, config.image_registry,
-                    config.failpoints)
+                    config.failpoints, sources or registry_sources(config))
     runtime = runtimes.pick(config.oci_runtime, installed)
     oci = OciDriver(cgroups, puller, config.machines_dir,
                     RUNC_STATE / scope, runtime=runtime,

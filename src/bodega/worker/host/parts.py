@@ -23,6 +23,7 @@ from bodega.worker.host.netns import NetnsNetwork
 from bodega.worker.host.network import HostNetwork, Network
 from bodega.worker.host.network_fence import NetworkFence
 from bodega.worker.host.private_net import PrivateNetwork
+from bodega.worker.images.sources import RegistrySources
 
 
 def default_subnet(name: str) -> str:
@@ -88,7 +89,7 @@ def swap_notice(config: WorkerConfig) -> str | None:
             "container's or a process machine's swap (a vm's swap disk is its size)")
 
 
-def make_driver(config: WorkerConfig) -> Driver:
+def make_driver(config: WorkerConfig, sources: RegistrySources | None = None) -> Driver:
     if config.driver == "null":
         from bodega.worker.drivers.null import NullDriver
 
@@ -111,7 +112,7 @@ def make_driver(config: WorkerConfig) -> Driver:
                              resolv_conf=config.resolv_conf_ahead,
                              spare_homes=config.homes_ahead)
     if config.driver in ("oci", "auto"):
-        return make_image_driver(config)
+        return make_image_driver(config, sources)
     raise ValueError(f"unknown driver {config.driver!r}: use auto, process, oci, null or fake")
 
 

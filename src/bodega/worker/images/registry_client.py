@@ -26,6 +26,8 @@ from bodega.worker.images.core.manifest import ACCEPT
 from bodega.worker.images.core.reference import ImageReference
 
 CHUNK = 1 << 20
+# Seconds to reach a registry: a lost host's is given up on soon, for the next one.
+CONNECT_TIMEOUT = 5.0
 _PARAM_RE = re.compile(r'(\w+)="([^"]*)"')
 
 
@@ -129,11 +131,12 @@ class RegistryClient:
             found.append((await reply.read(), reply.headers.get("Content-Type", "")))
 
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as s:
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
+                    total=60, sock_connect=CONNECT_TIMEOUT)) as s:
                 await self._get(s, ref, f"{self._base(ref)}/manifests/{version}",
                                 {"Accept": ACCEPT}, read)
-        except aiohttp.ClientError as exc:
-            raise RegistryError(f"{ref}: {exc}") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise RegistryError(f"{ref}: {exc or type(exc).__name__}") from exc
         return found[0]
 
     async def blob(self, ref: ImageReference, digest: str, dest: Path) -> str:
@@ -149,8 +152,8 @@ class RegistryClient:
 
         try:
             async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
-                    total=None, sock_read=60)) as s:
+                    total=None, sock_connect=CONNECT_TIMEOUT, sock_read=60)) as s:
                 await self._get(s, ref, f"{self._base(ref)}/blobs/{digest}", {}, write)
-        except aiohttp.ClientError as exc:
-            raise RegistryError(f"{ref}: {exc}") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise RegistryError(f"{ref}: {exc or type(exc).__name__}") from exc
         return f"sha256:{hasher.hexdigest()}"

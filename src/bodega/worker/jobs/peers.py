@@ -4,22 +4,48 @@ A home places probes on runners and tells them to stop tasks; a runner asks
 homes for tasks, renews leases and reports ends. Both find a worker's URL and
 whether it is alive in the registry view the worker embeds (given here as
 functions, so this module reads no registry itself), and call it with a
-``JobClient``: the same transport and credentials as every internal call.
+``JobClient``: the same transport and credentials as every internal call. A call
+to the worker itself is made in its own process (``own_calls.py``).
 """
 
 from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
+from typing import Protocol
 
 import aiohttp
 
 from bodega.jobs.binding import WorkerRoom
 from bodega.model.errors import Unavailable
+from bodega.wire.internal.jobs.calls import (
+    HomeClaim,
+    HomeClaimAnswer,
+    HomeReleases,
+    HomeReleasesAnswer,
+    HomeRenew,
+    HomeRenewAnswer,
+    ProbeBody,
+    Probed,
+    RunStop,
+)
 from bodega.wire.internal.jobs.worker_client import JobClient
+from bodega.wire.public.jobs.api import Ok
 from bodega.wire.transport.aiohttp_transport import session
 
 TIMEOUT = 10.0
+
+
+class JobCalls(Protocol):
+    """The calls workers make to each other for jobs: a ``JobClient`` to another worker,
+    ``OwnCalls`` to itself."""
+
+    async def claim_task(self, job_id: str, body: HomeClaim) -> HomeClaimAnswer: ...
+    async def renew_leases(self, body: HomeRenew) -> HomeRenewAnswer: ...
+    async def release_tasks(self, body: HomeReleases) -> HomeReleasesAnswer: ...
+    async def probe(self, body: ProbeBody) -> Probed: ...
+    async def drop_probes(self, job_id: str) -> Ok: ...
+    async def stop_run(self, body: RunStop) -> Ok: ...
 
 
 class JobPeers:
@@ -34,8 +60,11 @@ class JobPeers:
         self.rooms = rooms
         self._session: aiohttp.ClientSession | None = None
         self._clients: dict[str, JobClient] = {}
+        self.own: JobCalls | None = None  # the worker's own calls, once its home and runner are
 
-    def client(self, worker: str) -> JobClient:
+    def client(self, worker: str) -> JobCalls:
+        if worker == self.name and self.own is not None:
+            return self.own
         url = self.url_of(worker)
         if url is None:
             raise Unavailable(f"worker {worker} is not in this worker's view",

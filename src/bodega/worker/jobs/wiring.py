@@ -22,6 +22,7 @@ from bodega.registry import Registry
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.worker.config import WorkerConfig
 from bodega.worker.jobs.home import JobHome
+from bodega.worker.jobs.own_calls import OwnCalls
 from bodega.worker.jobs.peers import JobPeers
 from bodega.worker.jobs.publish import JobPublisher
 from bodega.worker.jobs.routes import JobRoutes
@@ -68,6 +69,7 @@ class WorkerJobs:
             keep_per_app=settings.keep_per_app), JobWaits(self.home, self._viewed_state),
             rng=random.Random())
         self.routes = JobRoutes(home=self.home, runner=self.runner)
+        self.peers.own = OwnCalls(self.home, self.runner)
         self.registry: Registry | None = None
         self.publisher: JobPublisher | None = None
         self._tasks: list[asyncio.Task[Any]] = []

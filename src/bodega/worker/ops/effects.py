@@ -318,7 +318,7 @@ class MachineEffects:
                 if self.fence is not None:
                     await self.fence.detach(machine.ip_index)
                 return Outcome(update=Handled(None))
-            case Effect.HANDOFF if self.handoff is not None:  # to another worker: ops/moves.py
+            case Effect.HANDOFF | Effect.SHIP_VOLUME | Effect.DROP_VOLUME if self.handoff:
                 return await self.handoff(op)
             case Effect.PROVISION_VOLUME:
                 path = self.config.volume_dir(op.resource_id)

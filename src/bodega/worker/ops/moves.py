@@ -19,40 +19,53 @@ event logged; a machine that was running begins its start in that same commit.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
+import shutil
 import sqlite3
 import ssl
-from collections.abc import Callable
-from dataclasses import dataclass
+import tarfile
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO, TypeVar
 
 from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, Conflict
 from bodega.model.ids import new_ulid
 from bodega.model.machine import EventRequest
 from bodega.model.refusals import NoRoom
+from bodega.model.rows import WorkerRow
+from bodega.model.rows.reads import TypedReads
 from bodega.model.states import MachineState
+from bodega.runtime.tls.contexts import InternalTls
 from bodega.wire.internal.moves import (
     MOVE_WAIT,
     ImportMachineBody,
     MoveBody,
     MovedEntry,
     MovedVersion,
+    MovedVolume,
+    VolumeReceived,
 )
 from bodega.wire.internal.worker_client import WorkerClient
 from bodega.worker.core.decisions import Decision, Move, Start, Then
 from bodega.worker.core.payloads import MoveMachine
-from bodega.worker.core.records import MachineRow
+from bodega.worker.core.records import MachineRow, VolumeRow
 from bodega.worker.core.rules import decide
+from bodega.worker.host.volume_copy import tree_digest
 from bodega.worker.ops.creation import free_address
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.runner import EffectFailed, Outcome
-from bodega.worker.store import queries
+from bodega.worker.store import queries, volume_queries
 from bodega.worker.store.database import Operation
 from bodega.worker.store.ledger import CORDON_MESSAGE, CapacityRejected
 from bodega.worker.store.rows import parse_config
 
 log = logging.getLogger("bodega.worker.moves")
+T = TypeVar("T")
 
 IMPORT = "import_machine"  # the target's import, as its failpoints name it
 HANDOFF_PAUSE = 5.0  # at most, between two tries of a target that does not answer
@@ -70,17 +83,28 @@ class Moved:
 
 
 class MachineMoves:
-    def __init__(self, machines: MachineService, *, name: str, region: str,
-                 tls: ssl.SSLContext | None) -> None:
+    def __init__(self, machines: MachineService, name: str, region: str,
+                 tls: InternalTls | None) -> None:
         self.machines = machines
         self.store = machines.store
         self.name = name
         self.region = region
-        self.tls = tls
+        self.config = machines.effects.config  # where volumes' data lives
+        self.internal_tls = tls  # its client context read at each call: it is renewed
         self.refusals: dict[str, BodegaError] = {}  # by move id, until its caller reads it
-        # Where a worker serves now, as the cluster's view says (None: not known): a target
-        # that came back on another address is asked there.
-        self.url_of: Callable[[str], str | None] = lambda _worker: None
+        # The cluster's view, once the worker joins it: a target that came back at another
+        # address is asked there.
+        self.registry: TypedReads | None = None
+        machines.effects.handoff = self.handoff  # the runner's effects of a move
+
+    @property
+    def tls(self) -> ssl.SSLContext | None:
+        return self.internal_tls.client if self.internal_tls is not None else None
+
+    def url_of(self, worker: str) -> str | None:
+        """Where ``worker`` serves, as the view says (None: not known)."""
+        row = self.registry.get(WorkerRow, worker) if self.registry is not None else None
+        return row.url if row is not None and row.url else None
 
     # -- the source ------------------------------------------------------------------------
     async def move(self, machine_id: str, body: MoveBody, nonce: str | None,
@@ -122,21 +146,50 @@ class MachineMoves:
                      if op.resource_id == machine_id and op.fsm == MoveMachine.fsm), None)
 
     async def handoff(self, op: Operation) -> Outcome:
-        """The runner's effect: the record to the target, until it takes it or says no."""
+        """The runner's effects of a move: the volume's data to the target (``copying``),
+        the record (``handoff``), each until the target takes it or says no; the volume's
+        data here removed once the target has it (``dropping``)."""
         move = op.payload
         if not isinstance(move, MoveMachine):
             raise EffectFailed(f"{op.fsm} at {op.step} carries no move")
+        if op.step == "dropping":
+            if move.volume_id:
+                await asyncio.to_thread(shutil.rmtree, self.config.volume_dir(move.volume_id), True)
+            return Outcome()
         row = queries.get_machine(self.store.db, op.resource_id)
         if row is None:
             raise EffectFailed(f"machine {op.resource_id} is not here")
+        if op.step == "copying":
+            return await self.ship(row, move)
         body = self.record(row, move)
+        await self._until_answered(row.id, move, lambda client: client.send(
+            "POST", f"/v1/machines/{row.id}/import", body))
+        return Outcome()
+
+    async def ship(self, row: MachineRow, move: MoveMachine) -> Outcome:
+        """The volume's data to the target as a tar, its digest checked against ours."""
+        assert move.volume_id is not None
+        source = self.config.volume_dir(move.volume_id)
+        packed = await asyncio.to_thread(pack, source)
+        _size, digest = await asyncio.to_thread(tree_digest, source)
+        said = await self._until_answered(row.id, move, lambda client: client.exchange(
+            "POST", f"/v1/machines/{row.id}/import-volume", encoded=packed,
+            params={"volume_id": move.volume_id, "move_id": move.move_id}))
+        theirs = VolumeReceived.model_validate_json(said or b"{}").digest
+        if theirs != digest:
+            raise EffectFailed(f"worker {move.target} holds volume {move.volume_id} as "
+                               f"{theirs}, not {digest}")
+        return Outcome(payload=replace(move, digest=digest))
+
+    async def _until_answered(self, machine_id: str, move: MoveMachine,
+                              call: Callable[[WorkerClient], Awaitable[T]]) -> T:
+        """``call`` of the target until it answers: a refusal fails the step."""
         pause, url = 0.2, move.target_url
         while True:
             try:
                 async with WorkerClient(url, self.tls,
                                         timeout=HANDOFF_TIMEOUT) as client:
-                    await client.send("POST", f"/v1/machines/{row.id}/import", body)
-                return Outcome()
+                    return await call(client)
             except BodegaError as exc:
                 if exc.http_status in REFUSED:
                     self.refusals[move.move_id] = exc
@@ -146,7 +199,7 @@ class MachineMoves:
             except (OSError, TimeoutError) as exc:
                 said = str(exc) or type(exc).__name__
             log.warning("%s: move to %s: the target does not take it yet (%s); again in "
-                        "%.1f s", row.id, move.target, said, pause)
+                        "%.1f s", machine_id, move.target, said, pause)
             await asyncio.sleep(pause)
             pause = min(pause * 2, HANDOFF_PAUSE)
             url = self.url_of(move.target) or url
@@ -154,6 +207,16 @@ class MachineMoves:
     def record(self, row: MachineRow, move: MoveMachine) -> ImportMachineBody:
         """What the target is handed: the record, its versions, its newest events."""
         versions, history = self._versions(row.id), self._events(row.id)
+        volume = None
+        if move.volume_id is not None:
+            held = volume_queries.get_volume(self.store.db, move.volume_id)
+            if held is None:
+                raise EffectFailed(f"volume {move.volume_id} is not here")
+            volume = MovedVolume(
+                id=held.id, name=held.name, size_gb=held.size_gb, encrypted=held.encrypted,
+                fstype=held.fstype, snapshot_retention=held.snapshot_retention,
+                auto_backup_enabled=held.auto_backup_enabled, created_at=held.created_at,
+                digest=move.digest or "")
         return ImportMachineBody(
             move_id=move.move_id, source=self.name, generation=move.generation,
             start=move.was_running or move.start_there, reason=move.reason,
@@ -162,7 +225,7 @@ class MachineMoves:
             config=row.config, cordoned=row.cordoned, start_seq=row.start_seq,
             restarts=row.restarts, placement=row.placement_json,
             idempotency_key=row.idempotency_key, created_at=row.created_at,
-            updated_at=row.updated_at, versions=versions, history=history)
+            updated_at=row.updated_at, versions=versions, history=history, volume=volume)
 
     def _versions(self, machine_id: str) -> list[MovedVersion]:
         rows = self.store.db.execute(
@@ -182,7 +245,14 @@ class MachineMoves:
         """Import the machine a move hands over (idempotent by its id and generation)."""
         failpoints = self.machines.runner.failpoints  # the crash tests' (runtime/failpoints)
         failpoints.hit(IMPORT, "commit", "before")
-        await self.machines.lifecycle.run(body.id, lambda conn: self._take(conn, body))
+        try:
+            await self.machines.lifecycle.run(body.id, lambda conn: self._take(conn, body))
+        except BodegaError:  # refused: the data it was sent first is not kept
+            if body.volume is not None:
+                staged = self._staged(body.volume.id)
+                await asyncio.to_thread(shutil.rmtree, staged, True)
+                staged.with_suffix(".digest").unlink(missing_ok=True)
+            raise
         failpoints.hit(IMPORT, "commit", "after")  # taken, and its answer never sent
         row = queries.get_machine(self.store.db, body.id)
         assert row is not None  # just committed, or an earlier try's
@@ -204,7 +274,10 @@ class MachineMoves:
         if body.reservation_id is not None:  # its room is the machine's now
             queries.delete_reservation(conn, body.reservation_id)
         ask = Ask.for_config(body.config)
-        ledger.check_room(conn, ask)
+        if body.volume is not None:  # its disk too, as a volume's create claims it
+            ledger.check_room(conn, replace(ask, disk_gb=ask.disk_gb + body.volume.size_gb))
+        else:
+            ledger.check_room(conn, ask)
         if queries.machine_name_taken(conn, body.app, body.name):
             raise Conflict(f"a machine named {body.name!r} already exists in app {body.app}",
                            status="name_taken")
@@ -221,10 +294,13 @@ class MachineMoves:
             gpus=ask.gpus, gpu_kind=ask.gpu_kind, ip_index=ip_index,
             private_ip=network.address(ip_index), netns=None, cordoned=body.cordoned,
             holds_compute=False, handle=None, start_seq=body.start_seq,
-            restarts=body.restarts, volume_id=None, placement_json=body.placement,
+            restarts=body.restarts, placement_json=body.placement,
+            volume_id=None if body.volume is None else body.volume.id,
             idempotency_key=body.idempotency_key, last_exit=None,
             created_at=body.created_at, updated_at=now, generation=body.generation)
         queries.insert_machine(conn, row)
+        if body.volume is not None:
+            self._take_volume(conn, body, body.volume, now)
         for version in body.versions:
             queries.insert_version(conn, row.id, version.instance_id,
                                    version.config.model_dump_json(exclude_none=True),
@@ -238,6 +314,49 @@ class MachineMoves:
         if body.start:
             return decide(row, Start())
         return Decision(then=frozenset({Then.SPARES_CHANGED}))
+
+    def _take_volume(self, conn: sqlite3.Connection, body: ImportMachineBody,
+                     volume: MovedVolume, now: float) -> None:
+        """The volume's data received (``receive``) becomes the volume, attached."""
+        if volume_queries.get_volume(conn, volume.id) is not None:
+            raise Conflict(f"volume {volume.id} is on worker {self.name} already")
+        staged, target = self._staged(volume.id), self.config.volume_dir(volume.id)
+        if staged.exists():
+            if staged_digest(staged) != volume.digest:
+                raise Conflict(f"volume {volume.id}'s data here is not the one moved")
+            shutil.rmtree(target, ignore_errors=True)
+            staged.rename(target)  # in place before the commit; a retry finds it there
+            staged.with_suffix(".digest").unlink()
+        elif not target.exists() or tree_digest(target)[1] != volume.digest:
+            raise Conflict(f"volume {volume.id}'s data never came here")
+        volume_queries.insert_volume(conn, VolumeRow(
+            id=volume.id, app=body.app, name=volume.name, region=self.region,
+            size_gb=volume.size_gb, state="created", attached_machine_id=body.id,
+            encrypted=volume.encrypted, fstype=volume.fstype,
+            snapshot_retention=volume.snapshot_retention,
+            auto_backup_enabled=volume.auto_backup_enabled, created_at=volume.created_at,
+            updated_at=now, generation=body.generation))
+        conn.execute("DELETE FROM moved_away WHERE machine_id = ?", (volume.id,))
+
+    def _staged(self, volume_id: str) -> Path:
+        return self.config.volumes_dir / f".incoming-{volume_id}"
+
+    async def receive(self, volume_id: str, move_id: str, chunks: AsyncIterator[bytes]
+                      ) -> VolumeReceived:
+        """A moved volume's data, as a tar: unpacked beside the volumes (replacing what an
+        earlier try left), and its digest, which the import checks again."""
+        if volume_queries.get_volume(self.store.db, volume_id) is not None:
+            raise Conflict(f"volume {volume_id} is on worker {self.name} already")
+        staged = self._staged(volume_id)
+        with tempfile.TemporaryFile(dir=staged.parent) as packed:
+            async for chunk in chunks:
+                packed.write(chunk)
+            packed.seek(0)
+            await asyncio.to_thread(unpack, packed, staged)
+        size, digest = await asyncio.to_thread(tree_digest, staged)
+        staged.with_suffix(".digest").write_text(digest)
+        log.info("volume %s: received for move %s (%d bytes)", volume_id, move_id, size)
+        return VolumeReceived(digest=digest, size=size)
 
     def _history(self, conn: sqlite3.Connection, machine_id: str,
                  body: ImportMachineBody) -> None:
@@ -253,6 +372,28 @@ class MachineMoves:
         event = self.store.new_event("move", "moved", "user", EventRequest(
             reason=body.reason, moved_from=body.source, moved_to=self.name))
         self.store.append(conn, op_id=body.move_id, resource_id=machine_id, fsm="move",
-                          step="moved", payload={"from": body.source, "to": self.name,
-                                                 "generation": body.generation},
-                          event=event)
+                          step="moved", event=event, payload={
+                              "from": body.source, "to": self.name,
+                              "generation": body.generation})
+
+
+def pack(root: Path) -> bytes:
+    """A volume's directory as an uncompressed tar (modes, owners and links kept)."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        tar.add(root, arcname=".")
+    return out.getvalue()
+
+
+def unpack(packed: IO[bytes], target: Path) -> None:
+    """A tar ``pack`` made, as ``target`` (whatever was there goes): nothing outside it."""
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    with tarfile.open(fileobj=packed, mode="r") as tar:
+        tar.extractall(target, filter="tar")
+
+
+def staged_digest(staged: Path) -> str:
+    """The digest ``receive`` wrote beside the data it unpacked ("" if none)."""
+    written = staged.with_suffix(".digest")
+    return written.read_text().strip() if written.exists() else ""

@@ -53,9 +53,13 @@ class VolumeSnapshots:
         return row
 
     def list(self, volume_id: str, app: str) -> list[SnapshotRow]:
+        """The volume's snapshots this worker holds: those it took of its own volume, or
+        the copies it keeps of another worker's (whose host may be gone)."""
         self.prune()
-        self.volumes.get(volume_id, app)
-        return q.volume_snapshots(self.store.db, volume_id)
+        rows = [row for row in q.volume_snapshots(self.store.db, volume_id) if row.app == app]
+        if not rows:
+            self.volumes.get(volume_id, app)  # none: a 404 unless the volume is here
+        return rows
 
     async def take(self, volume_id: str, app: str) -> SnapshotRow:
         self.prune()

@@ -89,7 +89,13 @@ def update_machine(conn: sqlite3.Connection, machine_id: str, now: float, **fiel
 def forget_machine(conn: sqlite3.Connection, machine_id: str, worker: str, generation: int,
                    now: float) -> None:
     """The machine moved to ``worker``: its record, versions and lease go; where it went
-    stays (``moved_away``). Its log entries stay, the history of what this worker did."""
+    stays (``moved_away``), and so for its volume, which moved with it. Its log entries
+    stay, the history of what this worker did."""
+    found = conn.execute("SELECT volume_id FROM machines WHERE id = ?", (machine_id,)
+                         ).fetchone()
+    volume_id = None if found is None else found[0]
+    if volume_id:
+        conn.execute("DELETE FROM volumes WHERE id = ?", (volume_id,))
     conn.execute("DELETE FROM machines WHERE id = ?", (machine_id,))
     conn.execute("DELETE FROM versions WHERE machine_id = ?", (machine_id,))
     conn.execute("DELETE FROM leases WHERE machine_id = ?", (machine_id,))
@@ -98,6 +104,10 @@ def forget_machine(conn: sqlite3.Connection, machine_id: str, worker: str, gener
         "ON CONFLICT (machine_id) DO UPDATE SET worker = excluded.worker, "
         "generation = excluded.generation, at = excluded.at",
         (machine_id, worker, generation, now))
+    if volume_id:
+        conn.execute(
+            "INSERT OR REPLACE INTO moved_away (machine_id, worker, generation, at) "
+            "VALUES (?, ?, ?, ?)", (volume_id, worker, generation, now))
 
 
 def moved_away(conn: sqlite3.Connection, machine_id: str) -> tuple[str, int] | None:
@@ -293,3 +303,11 @@ def put_lease(conn: sqlite3.Connection, lease: LeaseRow) -> None:
 
 def delete_lease(conn: sqlite3.Connection, machine_id: str) -> None:
     conn.execute("DELETE FROM leases WHERE machine_id = ?", (machine_id,))
+
+
+def started_figures_rows(conn: sqlite3.Connection) -> list[tuple[str, str, str, str | None]]:
+    """(id, app, region, netns) of every started machine: what a scrape of their figures
+    labels them with, without decoding any config."""
+    rows = conn.execute("SELECT id, app, region, netns FROM machines WHERE state = ? "
+                        "ORDER BY id", (MachineState.STARTED,))
+    return [(row[0], row[1], row[2], row[3]) for row in rows.fetchall()]

@@ -58,6 +58,7 @@ def volume_row(row: sqlite3.Row) -> VolumeRow:
         fstype=row["fstype"], snapshot_retention=row["snapshot_retention"],
         auto_backup_enabled=bool(row["auto_backup_enabled"]),
         created_at=row["created_at"], updated_at=row["updated_at"],
+        generation=row["generation"],
     )
 
 

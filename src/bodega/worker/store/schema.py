@@ -151,12 +151,22 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE machines ADD COLUMN host_stopped INTEGER NOT NULL DEFAULT 0;
     """,
-    # 6: moves. A machine's generation (one more at each move: its registry row of the
-    # newest generation wins), and the machines that moved away from this worker (their
-    # records are gone; where they went is kept, so that this worker never deletes the
-    # registry row their new worker writes, and a stale import of one is refused).
+    # 6: snapshots off their host: ``origin`` is the worker a copy came from (empty on
+    # the one that took it), ``copies`` the workers holding one (comma separated, on the
+    # origin's row), ``copy_tries`` how often sending one has failed.
+    """
+    ALTER TABLE snapshots ADD COLUMN origin TEXT NOT NULL DEFAULT '';
+    ALTER TABLE snapshots ADD COLUMN copies TEXT NOT NULL DEFAULT '';
+    ALTER TABLE snapshots ADD COLUMN copy_tries INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 7: moves. A machine's and a volume's generation (one more at each move: its registry
+    # row of the newest generation wins), and the machines (and volumes) that moved away
+    # from this worker (their records are gone; where they went is kept, so that this
+    # worker never deletes the registry row their new worker writes, and a stale import
+    # of one is refused).
     """
     ALTER TABLE machines ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE volumes ADD COLUMN generation INTEGER NOT NULL DEFAULT 0;
     CREATE TABLE moved_away (
         machine_id TEXT PRIMARY KEY,
         worker TEXT NOT NULL,

@@ -48,3 +48,23 @@ def snapshots_in(conn: sqlite3.Connection, status: str) -> list[SnapshotRow]:
 def expired_snapshots(conn: sqlite3.Connection, now: float) -> list[SnapshotRow]:
     rows = conn.execute("SELECT * FROM snapshots WHERE expires_at <= ?", (now,))
     return [_row(row) for row in rows.fetchall()]
+
+
+def set_copies(conn: sqlite3.Connection, snapshot_id: str, copies: list[str],
+               tries: int) -> None:
+    conn.execute("UPDATE snapshots SET copies = ?, copy_tries = ? WHERE id = ?",
+                 (",".join(copies), tries, snapshot_id))
+
+
+def uncopied(conn: sqlite3.Connection) -> list[SnapshotRow]:
+    """The snapshots this worker took that no other worker holds yet, oldest first."""
+    rows = conn.execute("SELECT * FROM snapshots WHERE status = 'created' AND origin = '' "
+                        "AND copies = '' ORDER BY created_at, id")
+    return [_row(row) for row in rows.fetchall()]
+
+
+def newest_taken(conn: sqlite3.Connection) -> dict[str, float]:
+    """Volume id -> when its newest snapshot on this worker was taken."""
+    rows = conn.execute("SELECT volume_id, MAX(created_at) AS at FROM snapshots "
+                        "WHERE status = 'created' AND origin = '' GROUP BY volume_id")
+    return {row["volume_id"]: row["at"] for row in rows.fetchall()}

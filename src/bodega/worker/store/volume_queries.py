@@ -14,12 +14,12 @@ from bodega.worker.store.rows import volume_row
 def insert_volume(conn: sqlite3.Connection, row: VolumeRow) -> None:
     conn.execute(
         "INSERT INTO volumes (id, app, name, region, size_gb, state, attached_machine_id, "
-        "encrypted, fstype, snapshot_retention, auto_backup_enabled, created_at, updated_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "encrypted, fstype, snapshot_retention, auto_backup_enabled, created_at, updated_at, "
+        "generation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             row.id, row.app, row.name, row.region, row.size_gb, row.state,
             row.attached_machine_id, int(row.encrypted), row.fstype, row.snapshot_retention,
-            int(row.auto_backup_enabled), row.created_at, row.updated_at,
+            int(row.auto_backup_enabled), row.created_at, row.updated_at, row.generation,
         ),
     )
 

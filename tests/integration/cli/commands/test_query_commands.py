@@ -65,8 +65,9 @@ async def test_query_prints_a_table_or_ndjson_and_errors_in_one_line(tmp_path: P
 
             for sql, line in (
                     ("SELECT * FROM tokens", "Error: invalid_argument: no such table: tokens; "
-                     "the tables you may query: apps, images, ip_assignments, jobs, machines, "
-                     "releases, sched_workers, volumes, workers"),
+                     "the tables you may query: apps, autoscale, autoscale_runs, images, "
+                     "ip_assignments, jobs, machines, releases, sched_workers, volumes, "
+                     "workers"),
                     ("DELETE FROM machines", "Error: the registry is read-only through this "
                      "API: the statement would write (cannot modify machines because it is a "
                      "view)")):

@@ -228,3 +228,28 @@ async def test_destroy_asks_on_a_terminal_and_does_nothing_unless_told_yes(
         # The answer typed is echoed on the terminal, not here: the prompt ends no line.
         assert out.endswith(f"[y/N]: Destroyed volume {volume} (data)\n"), out
         assert await answer(url, "volumes", "list", "-a", "web") == []
+
+
+async def test_a_volume_is_created_with_the_snapshot_policy_flyctl_s_flags_give(
+        tmp_path: Path) -> None:
+    async with in_process_cluster(tmp_path / "cluster") as c:
+        await c.add_worker("ams-1", region="ams")
+        await c.add_broker()
+        url = c.brokers[0].url
+        async with c.api() as api:
+            await api.post("/v1/apps", json={"app_name": "web", "org_slug": "personal"})
+        made = await answer(url, "volumes", "create", "data", "-a", "web",
+                            "--no-scheduled-snapshots", "--snapshot-retention", "9")
+        assert (made["auto_backup_enabled"], made["snapshot_retention"]) == (False, 9)
+        code, out, err = await bodega(url, "volumes", "show", made["id"], "-a", "web")
+        assert code == 0, err
+        shown = fields(out)
+        assert (shown["Scheduled snapshots"], shown["Snapshot retention"]) == ("false",
+                                                                             "9 days")
+        made = await answer(url, "volumes", "create", "logs", "-a", "web")
+        assert (made["auto_backup_enabled"], made["snapshot_retention"]) == (True, 5)
+        code, _, err = await bodega(url, "volumes", "create", "more", "-a", "web",
+                                    "--snapshot-retention", "99")
+        assert code == 1
+        assert err.startswith("Error: "), err
+        assert "between 1 and 60" in err, err

@@ -50,3 +50,63 @@ def test_a_forgotten_or_renamed_job_leaves_no_stale_key() -> None:
     index.forget("id-twice")
     assert index.keyed("a", "k2") is None
     assert index.named("a", "twice") is None
+
+
+def queued(name: str, tasks: int, updated: str) -> JobStatus:
+    return job(name, "ams-1", updated=updated).model_copy(
+        update={"count": tasks, "counts": {"queued": tasks}})
+
+
+def listed(index: JobIndex) -> list[str]:
+    return [j.name for j in index.listing(pool="bodega", queued_only=True)]
+
+
+def test_a_claim_won_here_unlists_a_job_until_its_row_says_for_itself() -> None:
+    index = JobIndex()
+    index.note(queued("one", 1, "1"))
+    index.note(queued("two", 2, "1"))
+    index.claimed("id-one")
+    index.claimed("id-two")
+    assert listed(index) == ["two"]  # one of its two tasks is still queued
+    index.claimed("id-two")
+    assert listed(index) == []
+    index.note(queued("one", 1, "1"))  # the same row again changes nothing
+    assert listed(index) == []
+    index.note(queued("one", 1, "2"))  # a newer row (the claim given back): listed again
+    assert listed(index) == ["one"]
+
+
+def test_a_claim_refused_with_none_left_unlists_the_whole_job() -> None:
+    index = JobIndex()
+    index.note(queued("three", 3, "1"))
+    index.claimed("id-three", none_left=True)
+    assert listed(index) == []
+    assert index.queued(index.jobs["id-three"]) == 0
+    index.note(queued("three", 3, "0"))  # an older row: ignored, still unlisted
+    assert listed(index) == []
+
+
+def test_claims_heard_against_an_older_row_do_not_count_against_a_newer_one() -> None:
+    index = JobIndex()
+    index.note(queued("four", 4, "1"))
+    index.claimed("id-four")
+    index.claimed("id-four")
+    index.note(queued("four", 2, "2"))  # the home's row: those two claimed
+    assert index.queued(index.jobs["id-four"]) == 2
+    index.claimed("id-four")
+    assert index.queued(index.jobs["id-four"]) == 1
+    index.claimed("id-unknown")  # a job the view never had: nothing to do
+    index.forget("id-four")
+    assert listed(index) == []
+
+
+def test_a_claim_on_its_way_to_the_home_unlists_its_task_while_it_is() -> None:
+    index = JobIndex()
+    index.note(queued("five", 1, "1"))
+    index.claiming("id-five")
+    assert listed(index) == []
+    index.claiming("id-five", sent=False)  # refused for another reason (the home was down)
+    assert listed(index) == ["five"]
+    index.claiming("id-five", sent=False)  # an answer more than was sent counts nothing
+    index.claiming("id-five")
+    assert listed(index) == []

@@ -6,10 +6,21 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import stat
 from pathlib import Path
 
-from bodega.cli.commands.build import PushTarget, auth_file, build_commands, push_options
+import pytest
+
+from bodega.cli.commands.build import (
+    PushTarget,
+    auth_file,
+    build_and_push,
+    build_commands,
+    on_registry,
+    push_command,
+    push_options,
+)
 
 CA = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 CLUSTERS = PushTarget("10.250.7.1:26160", CA, "the-admin-token", "context 'local'")
@@ -67,3 +78,75 @@ def test_the_push_carries_the_options_and_writes_the_digest(tmp_path: Path) -> N
 
 def test_the_auth_file_names_the_registry_alone() -> None:
     assert list(json.loads(auth_file("h:1", "x"))["auths"]) == ["h:1"]
+
+
+def test_every_registry_of_the_cluster_gets_the_ca_and_the_token(tmp_path: Path) -> None:
+    """A push lands on each of the cluster's live registries (every server host runs one):
+    each is pushed to over TLS with the cluster's CA, and the auth file names them all."""
+    every = PushTarget("10.250.7.1:26160", CA, "the-admin-token", "context 'local'",
+                       mirrors=("10.250.7.2:26161", "10.250.7.1:26160"))
+    assert every.registries == ("10.250.7.1:26160", "10.250.7.2:26161")
+    options = push_options(every, "10.250.7.2:26161/web:v1", tmp_path)
+    assert "--tls-verify=true" in options
+    auths = json.loads(Path(flag(options, "--authfile")).read_text())["auths"]
+    assert sorted(auths) == ["10.250.7.1:26160", "10.250.7.2:26161"]
+
+
+def test_a_push_to_another_registry_names_the_built_image_there(tmp_path: Path) -> None:
+    argv = push_command("10.250.7.1:26160/web:v1", on_registry("10.250.7.1:26160/web:v1",
+                                                               "10.250.7.2:26161"),
+                        ["--tls-verify=true"], tmp_path / "d")
+    assert argv[-2:] == ["10.250.7.1:26160/web:v1", "docker://10.250.7.2:26161/web:v1"]
+
+
+FAKE_BUILDAH = """#!/bin/sh
+# buildah as a push sees it: a registry on a lost host refuses the connection, one that
+# does not take the token says so, the others take the image and write its digest.
+step="$1"; last=""; digestfile=""
+[ "$step" = push ] || exit 0  # the build
+while [ $# -gt 0 ]; do
+  case "$1" in --digestfile) digestfile="$2"; shift ;; esac
+  last="$1"; shift
+done
+case "$last" in
+  *10.0.0.1:*) echo "pinging container registry: connect: connection refused" >&2; exit 1 ;;
+  *10.0.0.9:*) echo "authentication required" >&2; exit 1 ;;
+esac
+[ -n "$digestfile" ] && printf 'sha256:%064d' 7 > "$digestfile"
+echo "$last" >> "$(dirname "$0")/pushed"
+exit 0
+"""
+
+
+@pytest.fixture
+def fake_buildah(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    script = bin_dir / "buildah"
+    script.write_text(FAKE_BUILDAH)
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return bin_dir / "pushed"
+
+
+def test_a_push_passes_over_a_lost_hosts_registry_and_lands_on_the_others(
+        tmp_path: Path, fake_buildah: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    push = PushTarget("10.0.0.1:5000", CA, "tok", "ctx", mirrors=("10.0.0.2:5000",
+                                                                   "10.0.0.3:5000"))
+    digest = build_and_push(tmp_path, "10.0.0.1:5000/web:v1", None, push)
+    assert digest == f"sha256:{7:064d}"
+    assert fake_buildah.read_text().split() == ["docker://10.0.0.2:5000/web:v1",
+                                                "docker://10.0.0.3:5000/web:v1"]
+    assert "connection refused (10.0.0.1:5000)" in capsys.readouterr().err
+
+
+def test_a_push_no_registry_takes_fails_and_a_refused_token_fails_at_once(
+        tmp_path: Path, fake_buildah: Path) -> None:
+    lost = PushTarget("10.0.0.1:5000", CA, "tok", "ctx")
+    with pytest.raises(ValueError, match="connection refused"):
+        build_and_push(tmp_path, "10.0.0.1:5000/web:v1", None, lost)
+    refused = PushTarget("10.0.0.9:5000", CA, "tok", "context 'x'",
+                         mirrors=("10.0.0.2:5000",))
+    with pytest.raises(ValueError, match="refused the push: it takes pushes with an admin"):
+        build_and_push(tmp_path, "10.0.0.9:5000/web:v1", None, refused)
+    assert not fake_buildah.exists()  # the refusal is the caller's to fix: no other tried

@@ -94,8 +94,14 @@ def test_sizes_read_in_powers_of_1024(count: int, shown: str) -> None:
 
 def test_a_row_a_snapshot() -> None:
     taken = VolumeSnapshot(id="vs_1", created_at="2026-11-28T09:00:00Z", size=2048,
-                           status="created", volume_size=3, retention_days=5)
+                           status="created", volume_size=3, retention_days=5,
+                           holders=["ams-1", "ams-2"], off_host=True)
+    alone = VolumeSnapshot(id="vs_2", created_at="2026-11-28T10:00:00Z", size=0,
+                           status="created", volume_size=1, retention_days=5,
+                           holders=["ams-1"], off_host=False)
     pending = VolumeSnapshot(status="creating", volume_size=1, retention_days=5)
-    assert snapshot_rows([taken, pending]) == [
-        ("vs_1", "created", "2.0 KiB", "3.0 GiB", "2026-11-28T09:00:00Z", "5"),
-        ("(pending)", "creating", "0 B", "1.0 GiB", "", "5")]
+    assert snapshot_rows([taken, alone, pending]) == [
+        ("vs_1", "created", "2.0 KiB", "3.0 GiB", "2026-11-28T09:00:00Z", "5", "ams-1,ams-2"),
+        ("vs_2", "created", "0 B", "1.0 GiB", "2026-11-28T10:00:00Z", "5",
+         "ams-1 (local only)"),
+        ("(pending)", "creating", "0 B", "1.0 GiB", "", "5", "")]

@@ -97,7 +97,7 @@ def test_everything_else_is_refused_saying_what(sql: str, kind: str, what: str) 
     assert (policy.refusal.kind, policy.refusal.what) == (kind, what)
     if kind == "table":
         assert policy.refusal.message.startswith(f"no such table: {what}; the tables you may "
-                                                 "query: apps, images")
+                                                 "query: apps, autoscale, autoscale_runs, images")
     else:
         assert policy.refusal.message.startswith("the registry is read-only through this API")
 

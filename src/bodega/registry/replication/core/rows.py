@@ -70,7 +70,7 @@ def canonical(doc: Document | None) -> str:
 # move, carried in the document) wins whatever the counters say, and only such a row may
 # take a key from its owner. A tombstone is of generation 0: a moved machine's worker
 # never deletes its row (``worker/publish.py``), which would lose to its own live rows.
-GENERATIONS = frozenset({"machines"})
+GENERATIONS = frozenset({"machines", "volumes"})
 
 
 def generation_of(table: str, doc: Document | None) -> int:

@@ -122,6 +122,10 @@ TABLES: dict[str, TableSpec] = {spec.name: spec for spec in (
     # (broker/trust/join_book.py), so last-writer-wins loses no revocation and no join.
     _spec("join_tokens", Kind.SHARED, "id", None, Column("server", bool)),
     _spec("join_uses", Kind.SHARED, "key", None, Column("token", str)),
+    # The autoscaler: an app's setting (any broker writes it) and its evaluator's lease and
+    # last decision (the broker holding the lease writes it), both keyed by the app's name.
+    _spec("autoscale", Kind.SHARED, "app", None, Column("min", int)),
+    _spec("autoscale_runs", Kind.SHARED, "app", None, Column("holder", str)),
 )}
 
 
@@ -201,4 +205,10 @@ CREATE TABLE clock (
     + "".join(f"ALTER TABLE {t} ADD COLUMN _seq INTEGER NOT NULL DEFAULT 0;\n"
               f"CREATE INDEX {t}_by_seq ON {t} (_seq);\n"
               for t in ("join_tokens", "join_uses")),
+    # 10: the autoscaler's settings and runs (broker/autoscale/).
+    _table_ddl("autoscale", "app", "min INTEGER")
+    + _table_ddl("autoscale_runs", "app", "holder TEXT")
+    + "".join(f"ALTER TABLE {t} ADD COLUMN _seq INTEGER NOT NULL DEFAULT 0;\n"
+              f"CREATE INDEX {t}_by_seq ON {t} (_seq);\n"
+              for t in ("autoscale", "autoscale_runs")),
 )

@@ -13,9 +13,12 @@ read); ``agent`` (a host's registry agent), and ``worker``, ``broker`` and
 ``proxy`` when they run a replica of their own, replicate the registry among
 themselves; all of them renew their own certificates; ``admin`` is the operator's
 tools (``bodega up`` makes one such certificate beside the CA): metrics and
-reads, never a change to a machine. Batch jobs are the one place workers call
-each other: a task's runner claims, renews and releases at its job's home.
+reads, never a change to a machine. Workers call each other in two places: batch
+jobs (a task's runner claims, renews and releases at its job's home) and volume
+snapshots (a snapshot's data is sent to, or fetched from, another worker).
 ``image-registry`` (the cluster's image registry, serving) may call nothing.
+``metrics-store`` (a server host's metrics store) reads every daemon's ``GET /metrics``
+and the brokers' service discovery of targets, nothing else.
 
 The cluster's image registry has a door of its own (``image_registry_allows``): it
 speaks the distribution protocol to buildah and skopeo, which hold no certificate of
@@ -30,6 +33,7 @@ from dataclasses import dataclass
 
 WORKER, BROKER, PROXY, AGENT, ADMIN = "worker", "broker", "proxy", "agent", "admin"
 IMAGE_REGISTRY = "image-registry"
+METRICS_STORE = "metrics-store"  # the cluster's metrics store: scrapes and discovers, no more
 
 # The listeners, by what they serve. The registry's routes are mounted on the one of
 # whoever holds a replica: the host's agent's, or each daemon's with no agent.
@@ -43,15 +47,17 @@ ANYONE = frozenset({WORKER, BROKER, PROXY, AGENT, ADMIN})  # of the cluster: hea
 # Who replicates the registry: a host's agent, and a daemon running a replica of its own.
 MEMBERS = frozenset({WORKER, BROKER, PROXY, AGENT})
 BROKER_ONLY = frozenset({BROKER})
-WORKERS = frozenset({WORKER})  # a worker hands a machine it moves to another
 WAKERS = frozenset({BROKER, PROXY})  # start, stop, suspend: the proxy wakes and idles machines
 READERS = frozenset({BROKER, PROXY, ADMIN})
 EDGE = frozenset({BROKER, PROXY})  # who serves a machine's statics to the public
 OPERATORS = frozenset({BROKER, ADMIN})
 ADMIN_ONLY = frozenset({ADMIN})
+SCRAPERS = frozenset({ADMIN, METRICS_STORE})  # a daemon's /metrics: the operator, the store
 # Batch jobs: brokers submit and cancel; workers claim, renew and probe at each other's homes.
 JOB_PEERS = frozenset({BROKER, WORKER})
 JOB_READERS = frozenset({BROKER, WORKER, ADMIN})
+# What one worker hands another: a machine it moves and its volume's data, a snapshot's copy.
+WORKER_PEERS = frozenset({WORKER})
 
 
 @dataclass(frozen=True)
@@ -86,7 +92,7 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", "/v1/cordon"): BROKER_ONLY,
         ("POST", "/v1/uncordon"): BROKER_ONLY,
         ("GET", "/v1/log"): OPERATORS,
-        ("GET", "/metrics"): ADMIN_ONLY,
+        ("GET", "/metrics"): SCRAPERS,
         ("GET", "/v1/machines"): READERS,
         ("POST", "/v1/machines"): BROKER_ONLY,
         ("GET", M): READERS,
@@ -97,7 +103,8 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", f"{M}/suspend"): WAKERS,
         ("POST", f"{M}/restart"): BROKER_ONLY,
         ("POST", f"{M}/move"): BROKER_ONLY,  # the machine's worker hands it to another
-        ("POST", f"{M}/import"): WORKERS,  # a move's target, handed it by the machine's worker
+        ("POST", f"{M}/import"): WORKER_PEERS,  # a move's target, handed it by the machine's worker
+        ("POST", f"{M}/import-volume"): WORKER_PEERS,  # and its volume's data first
         ("POST", f"{M}/signal"): BROKER_ONLY,
         ("POST", f"{M}/cordon"): BROKER_ONLY,
         ("POST", f"{M}/uncordon"): BROKER_ONLY,
@@ -132,6 +139,10 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("GET", f"{V}/snapshots"): OPERATORS,
         ("POST", f"{V}/snapshots"): BROKER_ONLY,
         ("GET", "/v1/snapshots/{id}"): OPERATORS,
+        # A snapshot's data, worker to worker: a copy sent off its host, or fetched to
+        # restore it (docs/volumes.md).
+        ("GET", "/v1/snapshots/{id}/data"): WORKER_PEERS,
+        ("PUT", "/v1/snapshots/{id}/data"): WORKER_PEERS,
         ("POST", "/v1/jobs"): JOB_PEERS,
         ("GET", "/v1/jobs"): JOB_READERS,
         ("GET", "/v1/jobs/by-name"): JOB_READERS,
@@ -150,15 +161,19 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("GET", "/v1/health"): ANYONE,
         # A renewal: the signer issues only the identity the caller's certificate names.
         ("POST", "/v1/cluster/certificates"): ANYONE,
+        # Prometheus HTTP service discovery: what the host's metrics store scrapes.
+        ("GET", "/v1/metrics/targets"): frozenset({METRICS_STORE, ADMIN}),
+        # A PromQL query another broker hands this one's host's store, its org's filter added.
+        ("POST", "/v1/metrics/query"): BROKER_ONLY,
     }),
     **_routes(PROXY_ADMIN, {
         ("GET", "/v1/health"): ANYONE,
-        ("GET", "/metrics"): ADMIN_ONLY,
+        ("GET", "/metrics"): SCRAPERS,
         ("GET", "/v1/routes"): ADMIN_ONLY,  # names every app's machines and addresses
     }),
     **_routes(AGENT_INTERNAL, {
         ("GET", "/v1/health"): ANYONE,
-        ("GET", "/metrics"): ADMIN_ONLY,
+        ("GET", "/metrics"): SCRAPERS,
     }),
     **_routes(REGISTRY, {
         # The whole view (token hashes, sealed secrets): members replicate it among themselves.

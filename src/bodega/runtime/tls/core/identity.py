@@ -20,7 +20,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 # ``image-registry``: the cluster's image registry serves with one (access.py lets it call
 # nothing).
-ROLES = frozenset({"worker", "broker", "proxy", "agent", "admin", "image-registry"})
+ROLES = frozenset({"worker", "broker", "proxy", "agent", "admin", "image-registry",
+                   "metrics-store"})
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 
 Key = ec.EllipticCurvePrivateKey

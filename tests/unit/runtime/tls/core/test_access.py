@@ -11,6 +11,7 @@ from bodega.runtime.tls.core.access import (
     BROKER,
     BROKER_INTERNAL,
     IMAGE_REGISTRY,
+    METRICS_STORE,
     POLICY,
     PROXY,
     PROXY_ADMIN,
@@ -34,12 +35,17 @@ def routes(listener: str) -> list[Route]:
 def test_a_worker_may_call_no_other_workers_machine_routes() -> None:
     machine_routes = [r for r in routes(WORKER_API) if r.path.startswith("/v1/machines")]
     assert len(machine_routes) > 25
-    assert [str(r) for r in machine_routes if WORKER in POLICY[r]] == []
-    # Beside health, a worker calls only the job routes of another (a task's runner at its
-    # job's home: docs/jobs.md).
+    # Only a move's target is handed a machine, and its volume's data, by another worker.
+    assert sorted(str(r) for r in machine_routes if WORKER in POLICY[r]) == [
+        "POST /v1/machines/{id}/import", "POST /v1/machines/{id}/import-volume"]
+    assert not allowed(WORKER_API, "POST", "/v1/machines/{id}/import", BROKER)
+    # Beside health and those, a worker calls only the job routes of another (a task's runner
+    # at its job's home: docs/jobs.md) and the one that carries a snapshot's data
+    # (docs/volumes.md).
     others = [str(r) for r in routes(WORKER_API) if WORKER in POLICY[r]
-              and not r.path.startswith(("/v1/jobs", "/v1/job-"))]
-    assert others == ["GET /v1/health"]
+              and not r.path.startswith(("/v1/jobs", "/v1/job-", "/v1/machines"))]
+    assert sorted(others) == ["GET /v1/health", "GET /v1/snapshots/{id}/data",
+                              "PUT /v1/snapshots/{id}/data"]
 
 
 def test_a_proxy_wakes_and_idles_machines_serves_their_statics_and_nothing_more() -> None:
@@ -55,7 +61,8 @@ def test_a_proxy_wakes_and_idles_machines_serves_their_statics_and_nothing_more(
 
 def test_the_broker_may_call_every_machine_and_volume_route_of_a_worker() -> None:
     for route in routes(WORKER_API):
-        if route.path.startswith(("/v1/machines", "/v1/volumes", "/v1/reservations")):
+        if route.path.startswith(("/v1/machines", "/v1/volumes", "/v1/reservations")) \
+                and not route.path.endswith(("/import", "/import-volume")):  # worker to worker
             assert BROKER in POLICY[route], route
 
 
@@ -64,7 +71,7 @@ def test_the_operator_reads_and_scrapes_and_changes_nothing() -> None:
                and r.listener != REGISTRY and r.path != "/v1/cluster/certificates"]
     assert changes == []
     for listener in (WORKER_API, PROXY_ADMIN, AGENT_INTERNAL):
-        assert roles_for(listener, "GET", "/metrics") == {ADMIN}
+        assert roles_for(listener, "GET", "/metrics") == {ADMIN, METRICS_STORE}
         assert roles_for(listener, "GET", "/v1/health") == {WORKER, BROKER, PROXY, AGENT, ADMIN}
     assert roles_for(PROXY_ADMIN, "GET", "/v1/routes") == {ADMIN}
 
@@ -89,7 +96,16 @@ def test_a_route_without_a_rule_has_none_and_is_allowed_to_no_one() -> None:
 def test_every_rule_names_known_roles_and_at_least_one() -> None:
     for route, roles in POLICY.items():
         assert roles, route
-        assert roles <= {WORKER, BROKER, PROXY, AGENT, ADMIN}, route
+        assert roles <= {WORKER, BROKER, PROXY, AGENT, ADMIN, METRICS_STORE}, route
+
+
+def test_the_metrics_store_scrapes_and_discovers_and_calls_nothing_else() -> None:
+    mine = sorted(str(r) for r in POLICY if METRICS_STORE in POLICY[r])
+    assert mine == ["GET /metrics", "GET /metrics", "GET /metrics", "GET /v1/metrics/targets"]
+    assert roles_for(BROKER_INTERNAL, "GET", "/v1/metrics/targets") == {METRICS_STORE, ADMIN}
+    assert not allowed(WORKER_API, "GET", "/v1/machines", METRICS_STORE)
+    # A query one broker hands another carries the org's filter: brokers alone send one.
+    assert roles_for(BROKER_INTERNAL, "POST", "/v1/metrics/query") == {BROKER}
 
 
 def test_the_image_registry_lets_admin_tokens_push_and_workers_pull_nothing_more() -> None:

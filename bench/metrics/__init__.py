@@ -1,0 +1,1 @@
+"""What the metrics store costs."""
