@@ -111,7 +111,7 @@ def up(
     metrics: Annotated[bool, typer.Option(
         "--metrics/--no-metrics",
         help="Run the metrics store (victoria-metrics, when installed): it scrapes the "
-             "cluster and apps' [metrics], queried per org at /prometheus/<org> "
+             "cluster and apps' \\[metrics], queried per org at /prometheus/<org> "
              "(docs/metrics.md)")] = True,
     metrics_interval: Annotated[str, typer.Option(
         help="How often the metrics store scrapes every target")] = "15s",

@@ -90,7 +90,8 @@ async def test_bad_sql_unknown_names_and_hidden_tables_are_400s(tmp_path: Path) 
                 assert refused.status_code == 400, (sql, refused.text)
                 error = refused.json()["error"]
                 assert name in error, (sql, error)
-                assert "apps, images, ip_assignments, jobs, machines, releases" in error
+                assert ("apps, autoscale, autoscale_runs, images, ip_assignments, jobs, machines, "
+                        "releases") in error
                 assert "secret-hash" not in refused.text
             shape = await client.post("/v1/queries", json={"sql": "SELECT 1"})
             assert shape.status_code == 400
