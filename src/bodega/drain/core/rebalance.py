@@ -18,9 +18,10 @@ twice. Stopped machines move freely (moved stopped); started ones only when aske
 (``running``), and only when another healthy machine of their app keeps it served and
 over its ``min_machines_running`` while it moves: the drain's rules, with no move that
 leaves an app unserved. Machines with a volume stay (a move copies all of its data:
-more than a better spread is worth); standbys stay where their create put them (off their primaries' hosts), and so do
-machines on cordoned or draining workers (a drain's to move), which the score leaves out
-with the hosts that are not alive. A balanced fleet gets no move.
+more than a better spread is worth); standbys stay where their create put them (off
+their primaries' hosts), and so do machines on cordoned or draining workers (a drain's
+to move), which the score leaves out with the hosts that are not alive. A balanced
+fleet gets no move.
 """
 
 from __future__ import annotations
