@@ -2,12 +2,16 @@
 
 A real `bodega up` (three workers in one region, process driver) runs examples/hello as
 four apps of five machines each, all on one worker (the two others cordoned while they are
-made). Under load on every app (``--concurrency`` loops per app, each one request at a
-time with ``--pause`` between, through the proxy on loopback), `bodega host drain` moves
-them all to the two other workers: the figures are the drain's wall time, the seconds
-per move, and requests and failed requests per app (aim: zero).
+made); with ``--volumes N``, the last machine of each of the first N apps mounts a volume
+of its own holding ``--volume-mb`` MB of random data. Under load on every app
+(``--concurrency`` loops per app, each one request at a time with ``--pause`` between,
+through the proxy on loopback), `bodega host drain` moves them all to the two other
+workers: the figures are the drain's wall time, the seconds per move, requests and failed
+requests per app (aim: zero), and whether each volume's data arrived whole (its tree's
+digest where it went against the one taken before the drain).
 
-    python -m bench.cli.drain [--apps 4] [--machines 5] [--concurrency 2] [--pause 0.01]
+    python -m bench.cli.drain [--apps 4] [--machines 5] [--volumes 4] [--volume-mb 100]
+                              [--concurrency 2] [--pause 0.01]
 """
 
 from __future__ import annotations
@@ -19,12 +23,15 @@ import os
 import shutil
 import signal
 import sys
+from pathlib import Path
 
 from tests.leftovers_kit import sweep_data_dir
 
 from bench.cli.deploy import TOKEN, app_copy, free_port, load_until, readable_dir, timed_deploy
-from bodega.wire.public.fly import CreateMachineRequest
+from bodega.model.machine_config import Mount
+from bodega.wire.public.fly import CreateMachineRequest, CreateVolumeRequest
 from bodega.wire.public.machines_client import MachinesClient
+from bodega.worker.host.volume_copy import tree_digest
 
 WORKERS = ("ams-1", "ams-2", "ams-3")
 
@@ -52,13 +59,27 @@ async def main(args: argparse.Namespace) -> None:
                 await client.drain_host(worker, True)
             await asyncio.sleep(1)  # the cordons reach the view
             apps = [f"app{i}" for i in range(args.apps)]
-            for app in apps:
+            digests: dict[str, tuple[Path, str]] = {}  # volume -> its data's dir, digest
+            for n, app in enumerate(apps):
                 await timed_deploy(client, app_copy(root, app, "v1"), ha=False)
                 first = [m.id for m in await client.machines(app)]
                 base = (await client.machine(app, first[0])).config
                 assert base is not None
-                for _ in range(args.machines - len(first)):
-                    await client.create_machine(app, CreateMachineRequest(config=base))
+                for i in range(args.machines - len(first)):
+                    config = base
+                    if n < args.volumes and i == args.machines - len(first) - 1:
+                        volume = await client.create_volume(app, CreateVolumeRequest(
+                            name="data", region="ams", size_gb=1))
+                        config = base.model_copy(update={"mounts": [
+                            Mount(volume=volume.id, path="/data")]})
+                    made = await client.create_machine(app, CreateMachineRequest(config=config))
+                    if config is not base:
+                        await client.wait(app, made.id, "started")
+                        (data,) = (root / "cluster").glob(f"**/volumes/{volume.id}")
+                        with (data / "blob").open("wb") as blob:
+                            for _ in range(args.volume_mb):
+                                blob.write(os.urandom(1 << 20))
+                        digests[volume.id] = (data, tree_digest(data)[1])
             for worker in WORKERS[1:]:
                 await client.drain_host(worker, False)
             await asyncio.sleep(1)
@@ -87,6 +108,14 @@ async def main(args: argparse.Namespace) -> None:
             for app, (requests, failures) in zip(apps, loads, strict=True):
                 print(f"  {app}: {requests} requests, {len(failures)} failed "
                       f"{sorted(set(failures))}")
+            whole = 0
+            for volume_id, (origin, digest) in digests.items():
+                there = [p for p in (root / "cluster").glob(f"**/volumes/{volume_id}")
+                         if p != origin]
+                whole += len(there) == 1 and tree_digest(there[0])[1] == digest
+            if digests:
+                print(f"  volumes of {args.volume_mb} MB: {len(digests)} moved with their "
+                      f"machines, {whole} with their data's digest equal")
     finally:
         if up.returncode is None:
             up.send_signal(signal.SIGINT)
@@ -99,6 +128,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--apps", type=int, default=4)
     parser.add_argument("--machines", type=int, default=5)
+    parser.add_argument("--volumes", type=int, default=4,
+                        help="apps whose last machine mounts a volume of its own")
+    parser.add_argument("--volume-mb", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--pause", type=float, default=0.01)
     asyncio.run(main(parser.parse_args()))
