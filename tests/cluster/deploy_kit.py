@@ -150,3 +150,19 @@ async def concurrently(**scenarios: Coroutine[Any, Any, None]) -> None:
 
 
 until = partial(poll_until, timeout=90.0, every=0.3)
+
+
+async def load(cli: Cli, app: str, stop: asyncio.Event) -> tuple[int, list[str]]:
+    """Requests one after another through the proxy until ``stop``: (count, failures)."""
+    count, failures = 0, []
+    async with httpx.AsyncClient(timeout=30) as web:
+        while not stop.is_set():
+            try:
+                answer = await web.get(cli.proxy + "/", headers={"host": f"{app}.localhost"})
+                if answer.status_code != 200:
+                    failures.append(f"{answer.status_code} {answer.text[:100]}")
+            except httpx.HTTPError as exc:
+                failures.append(repr(exc))
+            count += 1
+            await asyncio.sleep(0.02)
+    return count, failures

@@ -3,7 +3,6 @@ is, a machine that sleeps, a placement's refusals, requests through the proxy.""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -37,18 +36,3 @@ async def refusals(cli: Cli) -> dict[str, str]:
     placed = await cli.json("machine", "place", "--region", "ams", "--explain")
     return {r["worker"]: r["reason"] for r in placed["explain"][0].get("refusals", [])}
 
-
-async def load(cli: Cli, app: str, stop: asyncio.Event) -> tuple[int, list[str]]:
-    """Requests one after another through the proxy until ``stop``: (count, failures)."""
-    count, failures = 0, []
-    async with httpx.AsyncClient(timeout=30) as web:
-        while not stop.is_set():
-            try:
-                answer = await web.get(cli.proxy + "/", headers={"host": f"{app}.localhost"})
-                if answer.status_code != 200:
-                    failures.append(f"{answer.status_code} {answer.text[:100]}")
-            except httpx.HTTPError as exc:
-                failures.append(repr(exc))
-            count += 1
-            await asyncio.sleep(0.02)
-    return count, failures

@@ -25,7 +25,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.cluster.deploy_kit import (
@@ -33,6 +32,7 @@ from tests.cluster.deploy_kit import (
     Cli,
     app_dir,
     concurrently,
+    load,
     readable_dir,
     releases_of,
     up_cluster,
@@ -41,22 +41,6 @@ from tests.cluster.deploy_kit import (
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
 BROKEN = "app = \"{python} -c 'import sys; print(\\\"boom\\\"); sys.exit(3)'\""
-
-
-async def load(cli: Cli, app: str, stop: asyncio.Event) -> tuple[int, list[str]]:
-    """Requests one after another through the proxy until ``stop``: (count, failures)."""
-    count, failures = 0, []
-    async with httpx.AsyncClient(timeout=30) as web:
-        while not stop.is_set():
-            try:
-                answer = await web.get(cli.proxy + "/", headers={"host": f"{app}.localhost"})
-                if answer.status_code != 200:
-                    failures.append(f"{answer.status_code} {answer.text[:100]}")
-            except httpx.HTTPError as exc:
-                failures.append(repr(exc))
-            count += 1
-            await asyncio.sleep(0.02)
-    return count, failures
 
 
 async def test_deploy_rolling_failure_rollback_and_bluegreen(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.deploy_kit import Cli, app_dir, readable_dir, until, up_cluster
-from tests.cluster.drain_kit import api, load, refusals, sleeper, where
+from tests.cluster.deploy_kit import Cli, app_dir, load, readable_dir, until, up_cluster
+from tests.cluster.drain_kit import api, refusals, sleeper, where
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 

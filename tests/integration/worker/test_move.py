@@ -73,6 +73,28 @@ async def only_on(target: CrashWorker, source: CrashWorker, machine_id: str, sta
     await until(lambda: len(program_pids(marker)) == (1 if state == "started" else 0))
 
 
+async def machine_with_volume(worker: CrashWorker, tmp_path: Path, name: str
+                              ) -> tuple[str, Path, tuple[int, str], str]:
+    """A started machine of app ``moving`` on ``worker`` mounting a volume of its own, with
+    64 KiB at random in the volume's ``state``: (machine id, the volume's directory, its
+    tree's bytes and digest, the machine's marker)."""
+    from bodega.worker.host.volume_copy import tree_digest
+
+    assert worker.client is not None
+    volume = await worker.client.create_volume({"app": "moving", "name": "data",
+                                                "size_gb": 1})
+    data = tmp_path / worker.name / "volumes" / volume.id
+    await until(data.is_dir)
+    (data / "state").write_bytes(os.urandom(1 << 16))
+    digest = tree_digest(data)
+    marker = uuid.uuid4().hex
+    machine = await worker.client.create_machine({
+        "app": "moving", "name": name,
+        "config": machine_config(marker, mounts=[{"volume": volume.id, "path": "/data"}])})
+    await worker.reached(machine.id, "started")
+    return machine.id, data, digest, marker
+
+
 async def test_a_running_machine_moves_with_its_history(tmp_path: Path) -> None:
     async with crash_worker(tmp_path) as a, crash_worker(tmp_path) as b:
         await a.start()
@@ -174,25 +196,14 @@ async def test_the_source_killed_at_any_step_leaves_one_copy(tmp_path: Path, ste
         await a.start(failpoints=f"move_machine:{step}:{when}")
         await b.start()
         assert a.client is not None
-        volume = await a.client.create_volume({"app": "moving", "name": "data",
-                                               "size_gb": 1})
-        data = tmp_path / a.name / "volumes" / volume.id
-        await until(data.is_dir)
-        (data / "state").write_bytes(os.urandom(1 << 16))
-        digest = tree_digest(data)
-        marker = uuid.uuid4().hex
-        machine = await a.client.create_machine({
-            "app": "moving", "name": "crashing",
-            "config": machine_config(marker, mounts=[{"volume": volume.id,
-                                                      "path": "/data"}])})
-        await a.reached(machine.id, "started")
+        machine_id, data, digest, marker = await machine_with_volume(a, tmp_path, "crashing")
         await until(lambda: len(program_pids(marker)) == 1)
         with contextlib.suppress(BodegaError):  # it dies while the call waits
-            await move(a.client, machine.id, b)
+            await move(a.client, machine_id, b)
         await a.crashed()
         await a.start()  # without the failpoint: the move resumes
-        await only_on(b, a, machine.id, "started", marker)
-        assert tree_digest(tmp_path / b.name / "volumes" / volume.id) == digest
+        await only_on(b, a, machine_id, "started", marker)
+        assert tree_digest(tmp_path / b.name / "volumes" / data.name) == digest
         await until(lambda: not data.exists())
 
 
@@ -280,22 +291,11 @@ async def test_a_refused_volume_stays_whole_where_it_was(tmp_path: Path) -> None
         assert a.client is not None
         assert b.client is not None
         await b.client.cordon(True)
-        volume = await a.client.create_volume({"app": "moving", "name": "data",
-                                               "size_gb": 1})
-        data = tmp_path / a.name / "volumes" / volume.id
-        await until(data.is_dir)
-        (data / "state").write_bytes(os.urandom(1 << 16))
-        digest = tree_digest(data)
-        marker = uuid.uuid4().hex
-        machine = await a.client.create_machine({
-            "app": "moving", "name": "refused",
-            "config": machine_config(marker, mounts=[{"volume": volume.id,
-                                                      "path": "/data"}])})
-        await a.reached(machine.id, "started")
+        machine_id, data, digest, _ = await machine_with_volume(a, tmp_path, "refused")
         with pytest.raises(BodegaError) as refused:
-            await move(a.client, machine.id, b)
+            await move(a.client, machine_id, b)
         assert refused.value.status == "cordoned"
-        await a.reached(machine.id, "started")
+        await a.reached(machine_id, "started")
         assert tree_digest(data) == digest
         assert list((tmp_path / b.name / "volumes").iterdir()) == []
         assert await b.client.list_volumes("moving") == []
