@@ -47,6 +47,18 @@ async def holder(api: httpx.AsyncClient, workers: list[str]) -> str:
     raise TimeoutError("the workers' rows never agreed on the machine's worker")
 
 
+async def room_on(api: httpx.AsyncClient, worker: str, memory_mb: int) -> None:
+    """Until the broker's view shows ``worker`` with ``memory_mb`` free: a start moved off a
+    full worker is placed from the view, as every placement is."""
+    for _ in range(400):
+        rows = (await api.get("/v1/cluster/workers")).json()
+        if any(r["name"] == worker and (r.get("free") or {}).get("memory_mb", 0) >= memory_mb
+               for r in rows):
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"the view never showed {memory_mb} MB free on {worker}")
+
+
 async def create(api: httpx.AsyncClient, name: str, memory_mb: int) -> str:
     made = await api.post(f"/v1/apps/{APP}/machines", json={"name": name, "config": {
         "image": "local/sleeper", "guest": {"cpus": 1, "memory_mb": memory_mb},
@@ -71,7 +83,8 @@ async def timed_start(api: httpx.AsyncClient, mid: str) -> tuple[float, bool]:
     """Seconds from the start's request until the machine is started; whether it moved."""
     began = time.perf_counter()
     answer = await api.post(f"/v1/apps/{APP}/machines/{mid}/start")
-    answer.raise_for_status()
+    if answer.status_code != 200:
+        raise SystemExit(f"start of {mid}: {answer.status_code} {answer.text}")
     await wait(api, mid, "started")
     return time.perf_counter() - began, bool(answer.json().get("migrated"))
 
@@ -100,6 +113,7 @@ async def measure(api: httpx.AsyncClient, workers: list[str], runs: int) -> tupl
         starts.append(seconds)
         await stop(api, machine)
         await move(api, filler, here)  # its worker is full now: the start moves it
+        await room_on(api, there, 1024)  # where the filler was, as the view knows it
         seconds, migrated = await timed_start(api, machine)
         assert migrated, "a start on a full worker did not move"
         moved.append(seconds)

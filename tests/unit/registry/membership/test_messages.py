@@ -11,7 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bodega.registry.membership.core.buckets import BUCKETS
-from bodega.registry.membership.core.members import MAX_NAME, MemberRecord, Role, Status
+from bodega.registry.membership.core.members import (
+    HOST_META,
+    MAX_NAME,
+    MemberRecord,
+    Role,
+    Status,
+)
 from bodega.registry.membership.core.messages import (
     Ack,
     DecodeError,
@@ -33,7 +39,9 @@ seqs = st.integers(min_value=0, max_value=2**62 - 1)
 ports = st.integers(min_value=0, max_value=65535)
 hosts = st.text(printable, min_size=1, max_size=60)
 # Metadata may hold any text; its bound is on the encoded size (escapes included).
-metas = st.dictionaries(st.text(max_size=6), st.text(max_size=8), max_size=4)
+# Any metadata but the key the member's agent fills in itself (a record refuses it).
+metas = st.dictionaries(st.text(max_size=6).filter(lambda key: key != HOST_META),
+                        st.text(max_size=8), max_size=4)
 records = st.builds(
     MemberRecord, name=names, addr=st.tuples(hosts, ports), role=st.sampled_from(Role),
     region=st.text(printable, max_size=32), meta=metas, incarnation=seqs, generation=seqs,
