@@ -81,7 +81,7 @@ async def autoscale(http: httpx.AsyncClient) -> dict[str, Any]:
 
 async def test_an_app_scales_out_under_load_and_back_in_after_it(tmp_path: Path) -> None:
     async with up_cluster(tmp_path, workers=2, extra=("--metrics-interval", "1s")) as (cli, up), \
-            api(cli) as http:
+            api(cli) as http, contextlib.AsyncExitStack() as closing:
         assert (await http.post("/v1/apps", json={"app_name": APP, "org_slug": "personal"})
                 ).status_code == 201
         ids = []
@@ -104,8 +104,8 @@ async def test_an_app_scales_out_under_load_and_back_in_after_it(tmp_path: Path)
         steady = await until(lambda: _decided(http), timeout=30, what="a first decision")
         assert steady["decision"]["wanted"] == 1
 
-        web = httpx.AsyncClient(base_url=cli.proxy, timeout=30,
-                                headers={"host": f"{APP}.localhost"})
+        web = await closing.enter_async_context(httpx.AsyncClient(
+            base_url=cli.proxy, timeout=30, headers={"host": f"{APP}.localhost"}))
         await until(lambda: _answers(web), timeout=60, what="the proxy routing to the app")
         failed: list[str] = []
         most, rest = asyncio.Event(), asyncio.Event()  # the load's end, for 6 then for 2
@@ -170,7 +170,6 @@ async def test_an_app_scales_out_under_load_and_back_in_after_it(tmp_path: Path)
                               what="a decision after the broker's restart")
         assert resumed["evaluator"] == steady["evaluator"]
         assert resumed["decision"]["wanted"] == 1
-        await web.aclose()
 
         code, _, err = await cli.run("autoscale", "off", "-a", APP)
         assert code == 0, err
