@@ -289,7 +289,9 @@ async def test_concurrent_requests_to_a_sleeping_app_share_one_start(
 async def test_a_woken_machine_gets_the_first_request_on_the_connection_that_found_it_up(
         plane: str) -> None:
     """The proxy connects until the started machine's port accepts; that connection carries
-    the request (the machine accepts one connection, not a probe and then the request's)."""
+    the request (the activator makes one connection, not a probe and then the request's).
+    Behind HAProxy the proxy also tries the port once before the machine takes a slot
+    (``admission.py``): at most one connection more, carrying nothing."""
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
@@ -314,7 +316,11 @@ async def test_a_woken_machine_gets_the_first_request_on_the_connection_that_fou
             answer = await http.get("/first")
             assert answer.status_code == 200
             assert answer.text.split()[0] == "sleeper"
-            assert len(accepted) == 1
+            assert len(sleeping.seen) == 1
+            if plane == "python":
+                assert len(accepted) == 1
+            else:
+                assert len(accepted) <= 2
     finally:
         await sleeping.stop()
         await asyncio.sleep(0.05)

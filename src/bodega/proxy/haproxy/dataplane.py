@@ -4,6 +4,8 @@
                                                     └▶ render + seamless reload (new shape)
     every STATS_INTERVAL ─▶ show stat ─▶ StatsLoad (autostop), metrics, wake if over soft limit
 
+A machine takes a slot once its port has accepted a connect from here (``admission.py``).
+
 The edge rides along: certificates and the alias and force_https maps
 (``edge.py``) and TCP listeners (``tcp_plane.py``) change through the same
 runtime API, a new TCP listener by a reload.
@@ -28,6 +30,7 @@ from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.core.sites import SiteStore
 from bodega.proxy.core.statics import StaticsTable
 from bodega.proxy.figures import AppFigures
+from bodega.proxy.haproxy.admission import Admission
 from bodega.proxy.haproxy.core.config import HaproxySettings, render, render_hosts
 from bodega.proxy.haproxy.core.edge import (
     Site,
@@ -82,6 +85,7 @@ class HaproxyDataPlane:
         self._rng = random.Random()  # choose's ties: the wake rule reads only its band
         self._changed = asyncio.Event()
         self._lock = asyncio.Lock()
+        self.admission = Admission(self._changed.set)
         self._tasks: list[asyncio.Task[None]] = []
         table.on_change(self._changed.set)
         self.tcp = tcp
@@ -98,7 +102,7 @@ class HaproxyDataPlane:
         self.maps_loaded: dict[str, dict[str, str]] = {}
 
     async def start(self) -> None:
-        wanted = self._wanted()
+        wanted = await self._wanted()
         self.layout = self._plan(EMPTY, wanted).layout
         if self.tcp is not None:
             await self.tcp.prepare(self.tcp.step())
@@ -106,9 +110,10 @@ class HaproxyDataPlane:
         self._tasks = [asyncio.create_task(self._follow()),
                        asyncio.create_task(self._watch_stats())]
 
-    def _wanted(self) -> dict[str, AppServers]:
-        return wanted_servers(self.table.apps(), self.table.backends, self.table.worker_alive,
-                              self.region)
+    async def _wanted(self) -> dict[str, AppServers]:
+        wanted = wanted_servers(self.table.apps(), self.table.backends,
+                                self.table.worker_alive, self.region)
+        return await self.admission.admit(wanted, self.layout)
 
     def _plan(self, current: Layout, wanted: dict[str, AppServers]) -> Plan:
         return plan(current, wanted, str(self.settings.hosts_map), self.settings.base_domain)
@@ -187,7 +192,7 @@ class HaproxyDataPlane:
         """Bring HAProxy to the routing table now (tests await this after a change)."""
         async with self._lock:
             self._changed.clear()
-            step = self._plan(self.layout, self._wanted())
+            step = self._plan(self.layout, await self._wanted())
             tcp = self.tcp
             tcp_step = tcp.step() if tcp is not None else None
             reload = step.reload or not self.process.running or bool(tcp_step and
@@ -297,6 +302,7 @@ class HaproxyDataPlane:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.admission.stop()
         await self.process.stop()
 
 

@@ -28,7 +28,7 @@ Python data plane uses (``wanted_servers``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bodega.proxy.core.balance import tiers
@@ -145,6 +145,48 @@ def wanted_servers(apps: Iterable[str], backends: Callable[[str], Sequence[Backe
         wanted[app] = AppServers(tuple(_spec(b) for b in tiered.near),
                                  tuple(_spec(b) for b in tiered.far))
     return wanted
+
+
+Endpoint = tuple[str, str, int]  # a machine and the address its service listens on
+
+
+def endpoint(spec: ServerSpec) -> Endpoint:
+    return (spec.machine_id, spec.host, spec.port)
+
+
+def in_slots(layout: Layout) -> set[Endpoint]:
+    return {endpoint(spec) for slots in (*layout.backends, *layout.far)
+            for spec in slots if spec is not None}
+
+
+def admitted(wanted: Mapping[str, AppServers], current: Layout,
+             accepting: Collection[Endpoint]) -> tuple[dict[str, AppServers], set[Endpoint]]:
+    """``wanted`` less the machines that would be new to a slot while their port has not
+    yet accepted a connect from this proxy, and those machines (to be tried).
+
+    A machine is routable once started, but its program may take a moment more to
+    listen: a request HAProxy sent it then is refused, and the retry goes to the least
+    busy slot again, which is another machine just started when several start at once
+    (a scale-out), until the retries run out and the client gets a 503. So a machine
+    enters a slot only once its port has accepted, as the activator forwards only once
+    it does; until then its requests go to the app's other machines. A machine already
+    in a slot (of either tier) stays there. An app none of whose machines would be left
+    keeps them all: its requests have nowhere better to go, and a refused connect marks
+    the machine down and sends the request to the activator, which waits for the port."""
+    held = in_slots(current)
+    waiting: set[Endpoint] = set()
+    out: dict[str, AppServers] = {}
+    for app, servers in wanted.items():
+        ready = AppServers(*(tuple(spec for spec in specs if endpoint(spec) in held
+                                   or endpoint(spec) in accepting)
+                             for specs in (servers.near, servers.far)))
+        if not ready.near and not ready.far:
+            out[app] = servers
+            continue
+        out[app] = ready
+        waiting |= {endpoint(spec) for spec in (*servers.near, *servers.far)} - {
+            endpoint(spec) for spec in (*ready.near, *ready.far)}
+    return out, waiting
 
 
 def _spec(backend: Backend) -> ServerSpec:
