@@ -49,6 +49,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Coroutine, Iterable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -198,7 +199,8 @@ async def queueing(pool: Pool, root: Path, rho: float, arrivals: int,
             f"delay_p99_ms_rho{rho:g}": quantile(delays, 0.99) * 1000}
 
 
-async def kill9(pool: Pool, root: Path, seconds: float, lease: float) -> Figures:
+async def kill9(pool: Pool, root: Path, seconds: float, lease: float,
+                lost_after: float) -> Figures:
     count = 3 * pool.slots
     batch = new_batch(root, "kill")
     await pool.submit(batch.name, count, seconds)
@@ -216,7 +218,7 @@ async def kill9(pool: Pool, root: Path, seconds: float, lease: float) -> Figures
     await pool.kill(worker, batch.name, held)
     # Lost means never run: the others first, then a generous while for the held ones.
     await until(lambda: done_count(batch) >= count - len(held), 600, 0.1)
-    await until(lambda: done_count(batch) >= count, 2 * lease + 30, 0.1)
+    await until(lambda: done_count(batch) >= count, 2 * lease + lost_after, 0.1)
     started = marks(batch, "s")
     again = [started[t] - killed_at for t in held if started.get(t, 0) > killed_at]
     return {"held_by_killed_worker": len(held), "jobs_lost": count - done_count(batch),
@@ -233,14 +235,18 @@ async def claims(pool: BodegaPool, jobs: int, claimers: int) -> Figures:
 
 async def measure(pools: dict[str, Pool], roots: dict[str, Path],
                   args: argparse.Namespace) -> dict[str, Figures]:
-    """Every pool is started, then measured phase by phase: one pool after another, but
-    for the makespans, whose rounds alternate between the pools."""
+    """Every pool is started (side by side: nothing is measured yet), then measured phase
+    by phase: one pool after another, but for the makespans, whose rounds alternate between
+    the pools."""
     figures: dict[str, Figures] = {name: {} for name in pools}
     started: list[Pool] = []
+
+    async def start(pool: Pool) -> None:
+        await pool.start()
+        started.append(pool)
+
     try:
-        for pool in pools.values():
-            await pool.start()
-            started.append(pool)
+        await at_once(start(pool) for pool in pools.values())
         if "dispatch" in args.phases:
             for name, pool in pools.items():
                 figures[name] |= await dispatch(pool, roots[name], args.runs)
@@ -261,13 +267,21 @@ async def measure(pools: dict[str, Pool], roots: dict[str, Path],
                     figures[name] |= await queueing(pool, roots[name], rho, args.arrivals,
                                                     args.service)
             if "kill" in args.phases:
-                figures[name] |= await kill9(pool, roots[name], args.kill_seconds, args.lease)
+                figures[name] |= await kill9(pool, roots[name], args.kill_seconds, args.lease,
+                                             args.lost_after)
             if "claims" in args.phases and isinstance(pool, BodegaPool) and name == "bodega":
                 figures[name] |= await claims(pool, args.claim_jobs, args.claimers)
         return figures
     finally:
-        for pool in started:
-            await pool.stop()
+        await at_once(pool.stop() for pool in started)
+
+
+async def at_once(steps: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run ``steps`` side by side, each to its end; then raise the first one's error."""
+    ends = await asyncio.gather(*steps, return_exceptions=True)
+    for end in ends:
+        if isinstance(end, BaseException):
+            raise end
 
 
 PHASES = ("dispatch", "makespan", "queueing", "kill", "claims")
@@ -375,6 +389,9 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--arrivals", type=int, default=200, help="jobs per load")
     parse.add_argument("--service", type=float, default=1.0, help="seconds a queued job runs")
     parse.add_argument("--kill-seconds", type=float, default=3.0)
+    parse.add_argument("--lost-after", type=float, default=30.0,
+                       help="kill -9: seconds past twice the lease that the killed worker's "
+                            "jobs are given to run again before they count as lost")
     parse.add_argument("--lease", type=float, default=TTL,
                        help="bodega's lease and the BLMOVE workers' heartbeat TTL (s)")
     parse.add_argument("--claim-jobs", type=int, default=40)

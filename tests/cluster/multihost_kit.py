@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -31,6 +32,7 @@ from tests.ports_kit import free_port
 T = TypeVar("T")
 TOKEN = "multi-host-admin"
 CERT_LIFETIME = 90.0  # seconds; renewed at two thirds
+STOP_TIMEOUT = 90.0  # seconds a stopped host is given before it is killed
 JOIN_LINE = re.compile(
     r"^\s*(bodega join \S+ --token (K10\S+) --region <REGION>(?: --[a-z-]+)*)\s*$")
 
@@ -116,16 +118,21 @@ class MultiHost:
     def alive(self) -> dict[str, str]:
         return {m["name"]: m["status"] for m in self.json("cluster", "members")}
 
-    def stop(self, host: Host) -> None:
-        process = host.process
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(90)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    def stop(self, *hosts: Host) -> None:
+        """SIGINT (Ctrl-C) to each host's ``bodega`` at once, then each waited for, within
+        90 s of the signals (what is left then is killed): hosts stop side by side, as each
+        one's stop mostly waits (its servers' grace, its machines' stops)."""
+        running = [p for host in hosts
+                   if (p := host.process) is not None and p.poll() is None]
+        for process in running:
+            process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + STOP_TIMEOUT
+        for process in running:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def wait_for(host: Host, text: str, timeout: float = 180.0) -> str:
@@ -173,8 +180,7 @@ def three_hosts(root: Path, *up_args: str, count: int = 3,
         cluster.join_line = lines[0][1]
         yield cluster
     finally:
-        for host in reversed(cluster.members):
-            cluster.stop(host)
+        cluster.stop(*cluster.members)
         for host in cluster.members:
             asyncio.run(sweep_data_dir(host.data))
         # What outlived its host (a wireguard-go of a killed worker).

@@ -5,7 +5,8 @@ few seconds after they start: their ``fly_instance_cpu_seconds_total`` and
 ``fly_instance_memory_bytes`` on the worker's ``/metrics`` rise from what the first
 scrape read. Requests answered 200 and 404 through the proxy are counted by status
 class for the machine that answered and for the app at the edge, from HAProxy's own
-counters.
+counters. The module's tests share one cluster, each with apps of its own, and destroy
+their burning machines as they end (the next test's figures are not theirs to slow).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from bodega.runtime.tls.files import TlsDir
@@ -30,7 +32,7 @@ from tests.integration.images.image_kit import build_image, needs_image_tools
 from tests.poll_kit import until as poll_until
 from tests.python_kit import machine_python
 
-pytestmark = needs_image_tools
+pytestmark = [needs_image_tools, pytest.mark.asyncio(loop_scope="module")]
 until = partial(poll_until, timeout=60.0, every=0.5)
 
 MB = 1 << 20
@@ -94,10 +96,10 @@ def one(series: Series, name: str, **labels: str) -> float | None:
     return found[0] if found else None
 
 
-@pytest.fixture
-async def cluster(tmp_path: Path) -> AsyncIterator[FiguresUp]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FiguresUp]:
     api, proxy, registry = free_port(), free_port(), free_port()
-    data = tmp_path / "cluster"
+    data = tmp_path_factory.mktemp("figures") / "cluster"
     up = await UpProcess(
         data, "--regions", "ams", "--workers-per-region", "1", "--api-port", str(api),
         "--proxy-port", str(proxy), "--proxy-tls-port", "0",
@@ -126,6 +128,11 @@ async def started(http: httpx.AsyncClient, app: str, config: dict[str, object]) 
                             params={"state": "started", "timeout": 60})
     assert waited.status_code == 200, waited.text
     return mid
+
+
+async def destroyed(http: httpx.AsyncClient, app: str, machine: str) -> None:
+    gone = await http.delete(f"/v1/apps/{app}/machines/{machine}", params={"force": "true"})
+    assert gone.status_code == 200, gone.text
 
 
 async def rises(cluster: FiguresUp, machine: str, memory_by: int,
@@ -160,14 +167,16 @@ async def test_a_burning_machines_cpu_and_memory_rise_and_requests_count_by_stat
     http = cluster.http
     image = await asyncio.to_thread(build_image, tmp_path, cluster.registry, "demo/burn:v1",
                                     cluster=cluster.up.data_dir)
-    boxed = await started(http, "burnbox", {
-        "image": image, "init": {"exec": ["/bin/sh", "-c", IMAGE_BURNER]},
-        "guest": {"cpus": 1, "memory_mb": 256}})
-    await rises(cluster, boxed, 40 * MB)
-    burner = await started(http, "burn", {
-        "image": "local/burn", "init": {"exec": [machine_python(), "-c", BURNER]},
-        "guest": {"cpus": 1, "memory_mb": 256}, "services": SERVICE})
-    await rises(cluster, burner, 80 * MB)
+    boxed, burner = await asyncio.gather(
+        started(http, "burnbox", {
+            "image": image, "init": {"exec": ["/bin/sh", "-c", IMAGE_BURNER]},
+            "guest": {"cpus": 1, "memory_mb": 256}}),
+        started(http, "burn", {
+            "image": "local/burn", "init": {"exec": [machine_python(), "-c", BURNER]},
+            "guest": {"cpus": 1, "memory_mb": 256}, "services": SERVICE}))
+    # Each rises on its own: the two are waited for at once.
+    await asyncio.gather(rises(cluster, boxed, 40 * MB), rises(cluster, burner, 80 * MB))
+    await destroyed(http, "burnbox", boxed)
     # Each machine is in a network namespace of its own: its eth0 counts what it is sent.
     received = one(await cluster.scrape("worker"), "fly_instance_net_recv_bytes_total",
                    machine=burner)
@@ -207,6 +216,7 @@ async def test_a_burning_machines_cpu_and_memory_rise_and_requests_count_by_stat
               machine=burner)
     assert now is not None
     assert now >= received + 12 * len("GET / HTTP/1.1\r\n")
+    await destroyed(http, "burn", burner)
 
 
 async def ok(web: httpx.AsyncClient) -> bool:
@@ -252,3 +262,4 @@ async def test_a_sandbox_and_a_vm_are_measured_from_their_cgroups(
     series = await cluster.scrape("worker")
     assert one(series, "fly_instance_net_recv_bytes_total", machine=machine) is not None
     assert one(series, "fly_instance_net_sent_bytes_total", machine=machine) is not None
+    await destroyed(cluster.http, f"burn{isolation}", machine)

@@ -26,7 +26,8 @@ def test_the_jobs_bench_runs_and_bodega_loses_no_job(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "bench.jobs.queues", "--workers", "2", "--slots", "1", "--jobs", "6",
          "--runs", "2", "--rhos", "0.5", "--arrivals", "4", "--service", "0.3",
-         "--kill-seconds", "3", "--lease", "3", "--claim-jobs", "3", "--claimers", "3",
+         "--kill-seconds", "3", "--lease", "3", "--lost-after", "5", "--claim-jobs", "3",
+         "--claimers", "3",
          "--phases", "dispatch,makespan,queueing,kill,claims,singles,list", "--singles", "4",
          "--before-src", str(ROOT / "src"), "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)

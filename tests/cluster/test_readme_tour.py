@@ -202,7 +202,8 @@ async def test_the_readme_tour_as_written(checkout: Path) -> None:
             assert listed.code == 0, shell.said()
             assert "hello" not in listed.output, shell.said()  # the first cluster's app
     finally:
-        codes = [await up.stop()] + ([await second.stop()] if second else [])
+        # Both clusters stop at once, as two terminals' Ctrl-C would.
+        codes = list(await asyncio.gather(up.stop(), *([second.stop()] if second else [])))
         await unwire(checkout / ".bodega")
         await unwire(checkout / ".bodega2")
     assert codes == [0] * len(codes), "\n".join(up.lines)

@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
@@ -36,14 +37,24 @@ from bodega.runtime.waits import when_readable
 from bodega.worker.drivers.vm.initramfs import DEFAULT_KERNEL_DIR
 from tests.cluster.deploy_kit import Cli, readable_dir, until, up_cluster
 from tests.cluster.test_deploy_image_cli import image_app
+from tests.cluster.up_kit import UpProcess
 from tests.integration.images.image_kit import needs_image_tools
 from tests.python_kit import machine_python
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0, reason="bodega up with machines needs root"),
+              pytest.mark.asyncio(loop_scope="module")]
 
 SLEEPER = "import time\nwhile True: time.sleep(3600)"
 WAIT = 60.0  # seconds for an expected output to come
 NAP = 4321  # seconds a sleep typed in the console sleeps, unless interrupted
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cluster(tmp_path_factory: pytest.TempPathFactory
+                  ) -> AsyncIterator[tuple[Cli, UpProcess]]:
+    """One `bodega up` for the module: each test's apps are its own."""
+    async with up_cluster(tmp_path_factory.mktemp("console"), workers=1) as shared:
+        yield shared
 
 
 def napping() -> bool:
@@ -189,72 +200,73 @@ async def a_shell_typed_at(cli: Cli, app: str, machine_id: str, *command: str,
         assert await shell.exit_code() == 3
 
 
-async def test_ssh_console_is_a_terminal_in_the_machine(tmp_path: Path) -> None:
-    async with up_cluster(tmp_path, workers=1) as (cli, _up):
-        await cli.ok("apps", "create", "con")
-        await cli.ok("apps", "create", "other")
-        made = json.loads(await cli.ok("machine", "run", "-a", "con", "--json", "--",
-                                       machine_python(), "-c", SLEEPER))
-        machine_id = made["id"]
-        assert made["state"] == "started"
+async def test_ssh_console_is_a_terminal_in_the_machine(
+        cluster: tuple[Cli, UpProcess]) -> None:
+    cli, _up = cluster
+    await cli.ok("apps", "create", "con")
+    await cli.ok("apps", "create", "other")
+    made = json.loads(await cli.ok("machine", "run", "-a", "con", "--json", "--",
+                                   machine_python(), "-c", SLEEPER))
+    machine_id = made["id"]
+    assert made["state"] == "started"
 
-        # -- the route's refusals, before any upgrade --------------------------------------
-        api, admin = cli.env["BODEGA_API_URL"], cli.env["BODEGA_API_TOKEN"]
-        ws = api.replace("http://", "ws://") + "/v1/apps/{app}/machines/{id}/console"
-        mine = ws.format(app="con", id=machine_id)
-        status, body = await refusal(mine, None)
-        assert (status, body["status"]) == (401, "unauthenticated"), body
-        async with httpx.AsyncClient(headers={"authorization": f"Bearer {admin}"}) as http:
-            made_token = await http.post(f"{api}/v1/apps/other/deploy_token", json={})
-            others = made_token.json()["token"]
-            plain = await http.get(f"{api}/v1/apps/con/machines/{machine_id}/console")
-            assert (plain.status_code, plain.json()["status"]) == (400, "invalid_argument")
-            assert "is a WebSocket" in plain.json()["error"]
-        status, body = await refusal(mine, others)  # a token of another app sees no con
-        assert (status, body["status"]) == (404, "not_found"), body
-        status, body = await refusal(mine + "?rows=0", admin)
-        assert (status, body["status"]) == (400, "invalid_argument"), body
-        assert "rows must be a number from 1 to 65535" in body["error"]
-        status, body = await refusal(ws.format(app="con", id="0" * 14), admin)
-        assert (status, body["status"]) == (404, "not_found"), body
+    # -- the route's refusals, before any upgrade --------------------------------------
+    api, admin = cli.env["BODEGA_API_URL"], cli.env["BODEGA_API_TOKEN"]
+    ws = api.replace("http://", "ws://") + "/v1/apps/{app}/machines/{id}/console"
+    mine = ws.format(app="con", id=machine_id)
+    status, body = await refusal(mine, None)
+    assert (status, body["status"]) == (401, "unauthenticated"), body
+    async with httpx.AsyncClient(headers={"authorization": f"Bearer {admin}"}) as http:
+        made_token = await http.post(f"{api}/v1/apps/other/deploy_token", json={})
+        others = made_token.json()["token"]
+        plain = await http.get(f"{api}/v1/apps/con/machines/{machine_id}/console")
+        assert (plain.status_code, plain.json()["status"]) == (400, "invalid_argument")
+        assert "is a WebSocket" in plain.json()["error"]
+    status, body = await refusal(mine, others)  # a token of another app sees no con
+    assert (status, body["status"]) == (404, "not_found"), body
+    status, body = await refusal(mine + "?rows=0", admin)
+    assert (status, body["status"]) == (400, "invalid_argument"), body
+    assert "rows must be a number from 1 to 65535" in body["error"]
+    status, body = await refusal(ws.format(app="con", id="0" * 14), admin)
+    assert (status, body["status"]) == (404, "not_found"), body
 
-        await a_shell_typed_at(cli, "con", machine_id)
+    await a_shell_typed_at(cli, "con", machine_id)
 
-        # -- a command, in the machine picked from the list -----------------------------------
-        async with on_terminal(cli, "ssh", "console", "-a", "con", "-C", "echo hi") as one:
-            await one.expect(r"hi\r?\n")
-            assert await one.exit_code() == 0
-        async with on_terminal(cli, "ssh", "console", "-a", "con", "-s", "-C",
-                               "sh -c 'echo picked-$((4+5))'") as picked:
-            await picked.expect(rf"  1\. {machine_id} .*\r?\nSelect a machine \[1-1\]: ")
-            picked.type("1\r")
-            await picked.expect(r"picked-9\r?\n")
-            assert await picked.exit_code() == 0
+    # -- a command, in the machine picked from the list -----------------------------------
+    async with on_terminal(cli, "ssh", "console", "-a", "con", "-C", "echo hi") as one:
+        await one.expect(r"hi\r?\n")
+        assert await one.exit_code() == 0
+    async with on_terminal(cli, "ssh", "console", "-a", "con", "-s", "-C",
+                           "sh -c 'echo picked-$((4+5))'") as picked:
+        await picked.expect(rf"  1\. {machine_id} .*\r?\nSelect a machine \[1-1\]: ")
+        picked.type("1\r")
+        await picked.expect(r"picked-9\r?\n")
+        assert await picked.exit_code() == 0
 
-        # -- the command gone: the machine's terminal hung up, its program ended -------------
-        async with on_terminal(cli, "ssh", "console", "-a", "con") as gone:
-            await gone.expect(r"[$#] ")
-            gone.type(f"sleep {NAP}\r")
-            await until(lambda: napping())
-            gone.process.kill()
-            await gone.exit_code()
-            await until(lambda: not napping())  # SIGHUP, from the worker's closed terminal
+    # -- the command gone: the machine's terminal hung up, its program ended -------------
+    async with on_terminal(cli, "ssh", "console", "-a", "con") as gone:
+        await gone.expect(r"[$#] ")
+        gone.type(f"sleep {NAP}\r")
+        await until(lambda: napping())
+        gone.process.kill()
+        await gone.exit_code()
+        await until(lambda: not napping())  # SIGHUP, from the worker's closed terminal
 
-        # -- a stopped machine: one line, exit code 1 ------------------------------------------
-        await cli.ok("machine", "stop", machine_id, "-a", "con")
+    # -- a stopped machine: one line, exit code 1 ------------------------------------------
+    await cli.ok("machine", "stop", machine_id, "-a", "con")
 
-        async def stopped() -> bool:
-            shown = await cli.json("machine", "status", machine_id, "-a", "con")
-            return bool(shown["state"] == "stopped")
+    async def stopped() -> bool:
+        shown = await cli.json("machine", "status", machine_id, "-a", "con")
+        return bool(shown["state"] == "stopped")
 
-        await until(stopped)
-        async with on_terminal(cli, "ssh", "console", "-a", "con", "--machine",
-                               machine_id) as refused:
-            said = re.sub(r"\x1b\[[0-9;]*m", "", (await refused.rest()).decode()).strip()
-            assert await refused.exit_code() == 1
-            assert said.splitlines() == [
-                f"Error: failed_precondition: machine {machine_id} is stopped, not started"], \
-                said
+    await until(stopped)
+    async with on_terminal(cli, "ssh", "console", "-a", "con", "--machine",
+                           machine_id) as refused:
+        said = re.sub(r"\x1b\[[0-9;]*m", "", (await refused.rest()).decode()).strip()
+        assert await refused.exit_code() == 1
+        assert said.splitlines() == [
+            f"Error: failed_precondition: machine {machine_id} is stopped, not started"], \
+            said
 
 
 @needs_image_tools
@@ -264,31 +276,32 @@ async def test_ssh_console_is_a_terminal_in_the_machine(tmp_path: Path) -> None:
     pytest.param("sandbox", marks=pytest.mark.skipif(shutil.which("runsc") is None,
                                                      reason="needs runsc")),
 ])
-async def test_ssh_console_reaches_an_image_machine(tmp_path: Path, isolation: str) -> None:
+async def test_ssh_console_reaches_an_image_machine(
+        cluster: tuple[Cli, UpProcess], isolation: str) -> None:
     """The oci driver's console, in a container (crun, or runc) and in a gVisor sandbox
     (runsc): the runtime's exec with a terminal of its own, copied to the worker's."""
     app = f"con-{isolation}"
     built: list[str] = []
-    async with up_cluster(tmp_path, workers=1) as (cli, up):
-        (registry,) = [c["registry"] for c in up.state()["components"]
-                       if c["role"] == "registry"]
-        try:
-            with readable_dir() as apps:
-                toml = image_app(apps, app, "page\n")
-                if isolation != "container":
-                    toml.write_text(toml.read_text() +
-                                    f'\n[[vm]]\n  isolation = "{isolation}"\n')
-                await cli.ok("deploy", "-c", str(toml))
-                built.append(f"{registry}/{app}:v1")
-            machine_id = (await cli.machines(app))[0]["id"]
-            await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
-                                   tools="/bin/busybox ",
-                                   sleeping=in_machine(cli, app, machine_id),
-                                   named=None if isolation == "sandbox" else r"/dev/pts/\d+")
-        finally:
-            for reference in built:
-                subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
-                               check=False)
+    cli, up = cluster
+    (registry,) = [c["registry"] for c in up.state()["components"]
+                   if c["role"] == "registry"]
+    try:
+        with readable_dir() as apps:
+            toml = image_app(apps, app, "page\n")
+            if isolation != "container":
+                toml.write_text(toml.read_text() +
+                                f'\n[[vm]]\n  isolation = "{isolation}"\n')
+            await cli.ok("deploy", "-c", str(toml))
+            built.append(f"{registry}/{app}:v1")
+        machine_id = (await cli.machines(app))[0]["id"]
+        await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
+                               tools="/bin/busybox ",
+                               sleeping=in_machine(cli, app, machine_id),
+                               named=None if isolation == "sandbox" else r"/dev/pts/\d+")
+    finally:
+        for reference in built:
+            subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
+                           check=False)
 
 
 @needs_image_tools
@@ -297,61 +310,61 @@ async def test_ssh_console_reaches_an_image_machine(tmp_path: Path, isolation: s
 @pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="needs qemu")
 @pytest.mark.skipif(not any(DEFAULT_KERNEL_DIR.glob("boot/vmlinuz-*")),
                     reason="needs the vm kernel (scripts/host-packages)")
-async def test_ssh_console_reaches_a_vm_machine(tmp_path: Path) -> None:
+async def test_ssh_console_reaches_a_vm_machine(cluster: tuple[Cli, UpProcess]) -> None:
     """A vm machine's console runs on its guest's own terminal (a virtio console, the
     guest's /dev/hvc0), started by its init: the guest's kernel answers, the shell is
     typed at as in any machine, one console at a time (a second gets 409 in the error
     shape), and one whose command is gone is hung up in the guest, the next one opening."""
     app = "con-vm"
     built: list[str] = []
-    async with up_cluster(tmp_path, workers=1) as (cli, up):
-        (registry,) = [c["registry"] for c in up.state()["components"]
-                       if c["role"] == "registry"]
-        try:
-            with readable_dir() as apps:
-                toml = image_app(apps, app, "page\n")
-                toml.write_text(toml.read_text() + '\n[[vm]]\n  isolation = "vm"\n')
-                await cli.ok("deploy", "-c", str(toml))
-                built.append(f"{registry}/{app}:v1")
-            machine_id = (await cli.machines(app))[0]["id"]
-            sleeping = in_machine(cli, app, machine_id)
+    cli, up = cluster
+    (registry,) = [c["registry"] for c in up.state()["components"]
+                   if c["role"] == "registry"]
+    try:
+        with readable_dir() as apps:
+            toml = image_app(apps, app, "page\n")
+            toml.write_text(toml.read_text() + '\n[[vm]]\n  isolation = "vm"\n')
+            await cli.ok("deploy", "-c", str(toml))
+            built.append(f"{registry}/{app}:v1")
+        machine_id = (await cli.machines(app))[0]["id"]
+        sleeping = in_machine(cli, app, machine_id)
 
-            # The guest's kernel, not the host's; the command's exit code is the CLI's.
-            async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
-                                   "-C", "/bin/busybox sh -c 'uname -r; exit 5'") as kernel:
-                found = await kernel.expect(r"([0-9][^\r\n]*)\r?\n")
-                assert found.group(1).decode() != os.uname().release
-                assert found.group(1).endswith(b"-cloud-amd64"), found.group(1)
-                assert await kernel.exit_code() == 5
+        # The guest's kernel, not the host's; the command's exit code is the CLI's.
+        async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
+                               "-C", "/bin/busybox sh -c 'uname -r; exit 5'") as kernel:
+            found = await kernel.expect(r"([0-9][^\r\n]*)\r?\n")
+            assert found.group(1).decode() != os.uname().release
+            assert found.group(1).endswith(b"-cloud-amd64"), found.group(1)
+            assert await kernel.exit_code() == 5
 
-            await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
-                                   tools="/bin/busybox ", sleeping=sleeping,
-                                   named=r"/dev/hvc0")
+        await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
+                               tools="/bin/busybox ", sleeping=sleeping,
+                               named=r"/dev/hvc0")
 
-            # One console at a time: a second, while one is open, is refused before the
-            # upgrade; the first one's command gone, its program is hung up in the guest.
-            api, admin = cli.env["BODEGA_API_URL"], cli.env["BODEGA_API_TOKEN"]
-            url = (api.replace("http://", "ws://") +
-                   f"/v1/apps/{app}/machines/{machine_id}/console")
-            async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
-                                   "-C", "/bin/busybox sh") as first:
-                await first.expect(r"[$#] ")
-                status, body = await refusal(url, admin)
-                assert (status, body["status"]) == (409, "failed_precondition"), body
-                assert "has a console open already" in body["error"], body
-                first.type(f"/bin/busybox sleep {NAP}\r")
-                await until(sleeping)
-                first.process.kill()
-                await first.exit_code()
-                await until(lambda: negated(sleeping), timeout=30)
-            async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
-                                   "-C", "/bin/busybox echo next one") as then:
-                await then.expect(r"next one\r?\n")
-                assert await then.exit_code() == 0
-        finally:
-            for reference in built:
-                subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
-                               check=False)
+        # One console at a time: a second, while one is open, is refused before the
+        # upgrade; the first one's command gone, its program is hung up in the guest.
+        api, admin = cli.env["BODEGA_API_URL"], cli.env["BODEGA_API_TOKEN"]
+        url = (api.replace("http://", "ws://") +
+               f"/v1/apps/{app}/machines/{machine_id}/console")
+        async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
+                               "-C", "/bin/busybox sh") as first:
+            await first.expect(r"[$#] ")
+            status, body = await refusal(url, admin)
+            assert (status, body["status"]) == (409, "failed_precondition"), body
+            assert "has a console open already" in body["error"], body
+            first.type(f"/bin/busybox sleep {NAP}\r")
+            await until(sleeping)
+            first.process.kill()
+            await first.exit_code()
+            await until(lambda: negated(sleeping), timeout=30)
+        async with on_terminal(cli, "ssh", "console", "-a", app, "--machine", machine_id,
+                               "-C", "/bin/busybox echo next one") as then:
+            await then.expect(r"next one\r?\n")
+            assert await then.exit_code() == 0
+    finally:
+        for reference in built:
+            subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
+                           check=False)
 
 
 async def negated(check: Callable[[], Awaitable[bool]]) -> bool:
