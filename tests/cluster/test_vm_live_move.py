@@ -4,7 +4,9 @@ rebooted (the same boot id), the counter its program keeps in a tmpfs goes on fr
 it was, and a file written there by an exec is still there; the machine is on the other
 worker, started, its events saying it moved live and how long its guest paused; one
 qemu runs it. Its source worker killed with SIGKILL in the middle of the next move
-(while the VM's state streams), the move still ends with exactly one running copy.
+(while the VM's state streams), the move still ends with exactly one running copy; its
+target killed before the state came, the move falls back to booting the VM afresh there,
+its event saying so, one copy again.
 """
 
 from __future__ import annotations
@@ -46,9 +48,19 @@ async def holder(cli: Cli, workers: list[str]) -> str | None:
     return holding[0] if len(holding) == 1 and sorted(counts.values()) == [0, 1] else None
 
 
+async def held_by(cli: Cli, workers: list[str], worker: str) -> bool:
+    return await holder(cli, workers) == worker
+
+
 async def counted(cli: Cli) -> int | None:
     said = await read(cli, APP, "/count")
     return int(said) if said and said.isdigit() else None
+
+
+async def afresh(cli: Cli, mid: str) -> str | None:
+    """The machine's events, once they say a live move fell back to booting it afresh."""
+    events = await cli.ok("machine", "events", mid, "-a", APP)
+    return events if "booted afresh: the live move failed" in events else None
 
 
 async def test_a_running_vm_moves_live_with_its_memory(tmp_path: Path) -> None:
@@ -56,7 +68,8 @@ async def test_a_running_vm_moves_live_with_its_memory(tmp_path: Path) -> None:
     async with up_cluster(tmp_path) as (cli, up):
         (registry,) = [c["registry"] for c in up.state()["components"]
                        if c["role"] == "registry"]
-        workers = sorted(c["name"] for c in up.state()["components"] if c["role"] == "worker")
+        workers = sorted(str(c["name"]) for c in up.state()["components"]
+                         if c["role"] == "worker")
         try:
             with readable_dir() as apps:
                 await cli.ok("deploy", "-c", str(vm_app(apps, APP)))
@@ -64,7 +77,7 @@ async def test_a_running_vm_moves_live_with_its_memory(tmp_path: Path) -> None:
             machines = await cli.machines(APP)
             for extra in machines[1:]:  # one machine: the worker that holds it says so
                 await cli.ok("machine", "destroy", extra["id"], "-a", APP, "--force")
-            mid = machines[0]["id"]
+            mid = str(machines[0]["id"])
             here = await until(lambda: holder(cli, workers), timeout=60)
             there = next(w for w in workers if w != here)
             boot = await until(lambda: read(cli, APP, "/boot"), timeout=120)
@@ -116,6 +129,33 @@ async def test_a_running_vm_moves_live_with_its_memory(tmp_path: Path) -> None:
             await asyncio.sleep(3.0)  # and stays so
             assert len(qemus(mid)) == 1
             assert await counted(cli) is not None
+
+            # The target killed once it took the machine, before the VM's state came: the
+            # stream has nowhere to go, so the move falls back to what a move does for any
+            # machine (the target boots it afresh), and the event says so; one copy.
+            await until(lambda: held_by(cli, workers, here), timeout=60)
+            source, target = here, there
+            boot = await until(lambda: read(cli, APP, "/boot"), timeout=60)
+            (pid,) = [c["pid"] for c in up.state()["components"] if c.get("name") == target]
+            staged = up.data_dir / "workers" / target / "machines" / mid / "vm" / "arrival.json"
+
+            moving = asyncio.create_task(cli.run("machine", "move", mid, "--to", target,
+                                                 "-a", APP))
+
+            async def arriving() -> bool:
+                return staged.exists() or moving.done()
+
+            await until(arriving, timeout=120, every=0.002)
+            assert not moving.done(), f"the move ended before its target took it: {moving.result()}"
+            os.kill(int(pid), signal.SIGKILL)
+            await moving
+            await until(settled, timeout=180)
+            await until(lambda: held_by(cli, workers, target), timeout=60)
+            events = await until(lambda: afresh(cli, mid), timeout=60)
+            assert f"from {source}" in events, events
+            assert await until(lambda: read(cli, APP, "/boot"), timeout=60) != boot
+            await asyncio.sleep(3.0)
+            assert len(qemus(mid)) == 1
         finally:
             for reference in built:
                 subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
