@@ -101,30 +101,25 @@ class LiveMoves:
             if taken.status != "completed":
                 raise DriverError(f"worker {move.target} did not load the VM: {taken.status}")
 
-        try:
-            migration = await live.migrate_out(row.id, machine_dir, send)
-        except (DriverError, BodegaError, OSError) as exc:
-            why = str(exc) or type(exc).__name__
-            log.warning("%s: live move to %s failed (%s): it boots there afresh", row.id,
-                        move.target, why)
-            await self.moves.until_answered(row.id, move, lambda client: client.exchange(
-                "POST", f"{path}/switch", params={**params, "mode": "cold", "why": why[:300],
-                                                  "source": self.moves.name}))
-            return Outcome(payload=replace(move, migrated=f"cold: {why}"[:500]))
-        stopped = time.monotonic()  # the source's vCPUs stopped for good a moment ago
         disk = arrivals.vm_dir(machine_dir) / DISK
         try:
+            migration = await live.migrate_out(row.id, machine_dir, send)
+            stopped = time.monotonic()  # the source's vCPUs stopped for good a moment ago
             await live.flat_disk(arrivals.vm_dir(machine_dir) / "root.qcow2", disk)
-        except DriverError as exc:
-            raise EffectFailed(str(exc)) from exc
+        except (DriverError, BodegaError, OSError) as exc:
+            return await self._afresh(row, move, str(exc) or type(exc).__name__)
         qemu_ms = migration.downtime or 0
 
         def so_far() -> str:  # the pause until now: the target adds its own part
             return str(qemu_ms + int((time.monotonic() - stopped) * 1000))
 
-        said = await self.moves.until_answered(row.id, move, lambda client: client.exchange(
-            "POST", f"{path}/switch", chunks=live.read_file(disk), params={
-                **params, "mode": "live", "source": self.moves.name, "paused_ms": so_far()}))
+        try:
+            said = await self.moves.until_answered(row.id, move, lambda client: client.exchange(
+                "POST", f"{path}/switch", chunks=live.read_file(disk), params={
+                    **params, "mode": "live", "source": self.moves.name,
+                    "paused_ms": so_far()}))
+        except EffectFailed as exc:  # it is the target's now, whatever it said: ours goes
+            return Outcome(payload=replace(move, migrated=f"refused: {exc}"[:500]))
         switched = LiveSwitched.model_validate_json(said or b"{}")
         arrivals.remove(disk)
         paused = qemu_ms + int((time.monotonic() - stopped) * 1000)
@@ -133,6 +128,20 @@ class LiveMoves:
                  time.monotonic() - began, switched.migrated, paused, qemu_ms)
         return Outcome(payload=replace(
             move, migrated=f"{switched.migrated}: the guest paused {paused} ms"))
+
+    async def _afresh(self, row: MachineRow, move: MoveMachine, why: str) -> Outcome:
+        """The live step failed: the target, which has the machine, boots it afresh. Never
+        a failure here: the step ends, so ``teardown`` ends the VM on this side."""
+        log.warning("%s: live move to %s failed (%s): it boots there afresh", row.id,
+                    move.target, why)
+        params = {"move_id": move.move_id, "mode": "cold", "why": why[:300],
+                  "source": self.moves.name}
+        try:
+            await self.moves.until_answered(row.id, move, lambda client: client.exchange(
+                "POST", f"/v1/machines/{row.id}/switch", params=params))
+        except EffectFailed as exc:
+            return Outcome(payload=replace(move, migrated=f"refused: {exc}"[:500]))
+        return Outcome(payload=replace(move, migrated=f"cold: {why}"[:500]))
 
     # -- the target ------------------------------------------------------------------------
     def stage(self, body: ImportMachineBody) -> None:
