@@ -31,7 +31,7 @@ from typing import TypeVar
 
 import httpx
 from tests.cluster.deploy_kit import Cli, readable_dir, up_cluster
-from tests.cluster.vm_live_kit import Gaps, polled, read, vm_app
+from tests.cluster.vm_live_kit import Gaps, polled, polled_directly, read, vm_app
 
 APP = "bench-vm"
 T = TypeVar("T")
@@ -76,22 +76,23 @@ class Bench:
             raise SystemExit(f"the move fell back to a cold start: {newest['request']}")
         return int(newest["request"]["downtime_ms"])
 
-    async def live(self, mid: str) -> tuple[float, int, Gaps]:
+    async def live(self, mid: str) -> tuple[float, int, Gaps, Gaps]:
         here = await self.where()
         there = next(w for w in self.workers if w != here)
         boot, before = await read(self.cli, APP, "/boot"), await self.count()
-        async with polled(self.cli, APP) as gaps:
+        async with polled(self.cli, APP) as gaps, \
+                polled_directly(self.api, APP, mid) as direct:
             began = time.perf_counter()
             answer = await self.api.post(f"/v1/apps/{APP}/machines/{mid}/move",
                                          json={"worker": there})
             took = time.perf_counter() - began
             answer.raise_for_status()
             await until(self.count)
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(1.0)
         after = await self.count()
         if await read(self.cli, APP, "/boot") != boot or not (after or 0) > (before or 0):
             raise SystemExit(f"round lost the guest's memory: {before} -> {after}")
-        return took, await self.paused_ms(mid), gaps
+        return took, await self.paused_ms(mid), gaps, direct
 
     async def cold(self, mid: str) -> float:
         here = await self.where()
@@ -107,7 +108,10 @@ class Bench:
         return time.perf_counter() - began
 
 
-async def run(runs: int, colds: int) -> tuple[list[tuple[float, int, Gaps]], list[float]]:
+Live = tuple[float, int, Gaps, Gaps]
+
+
+async def run(runs: int, colds: int) -> tuple[list[Live], list[float]]:
     with tempfile.TemporaryDirectory(prefix="bench-vm-move-") as tmp:
         async with up_cluster(Path(tmp)) as (cli, up):
             workers = sorted(c["name"] for c in up.state()["components"]
@@ -128,12 +132,13 @@ async def run(runs: int, colds: int) -> tuple[list[tuple[float, int, Gaps]], lis
     return lives, colds_
 
 
-def report(lives: list[tuple[float, int, Gaps]], colds: list[float]) -> str:
-    took = [t * 1000 for t, _, _ in lives]
-    paused = [p for _, p, _ in lives]
-    gaps = [g.longest * 1000 for _, _, g in lives]
-    failed = sum(g.failed for _, _, g in lives)
-    asked = sum(g.failed + g.answered for _, _, g in lives)
+def report(lives: list[Live], colds: list[float]) -> str:
+    took = [t * 1000 for t, _, _, _ in lives]
+    paused = [p for _, p, _, _ in lives]
+    gaps = [g.longest * 1000 for _, _, g, _ in lives]
+    failed = sum(g.failed for _, _, g, _ in lives)
+    asked = sum(g.failed + g.answered for _, _, g, _ in lives)
+    direct = [d.longest * 1000 for _, _, _, d in lives if d.answered]
     cold = [c * 1000 for c in colds]
     return "\n".join([
         f"live moves of a running vm machine, {len(lives)} rounds:",
@@ -142,6 +147,9 @@ def report(lives: list[tuple[float, int, Gaps]], colds: list[float]) -> str:
         f"  longest gap through the proxy, polled every 5 ms: p50 "
         f"{statistics.median(gaps):.0f} ms, max {max(gaps):.0f} ms "
         f"({failed} of {asked} requests failed)",
+        "  longest gap at the guest's own addresses (the old, then the new), every 5 ms: "
+        + (f"p50 {statistics.median(direct):.0f} ms, max {max(direct):.0f} ms"
+           if direct else "not reachable from here"),
         f"  the move, request to answer: p50 {statistics.median(took):.0f} ms, "
         f"max {max(took):.0f} ms",
         f"cold moves of the same VM (stop, move, start), {len(cold)} rounds: until it "
