@@ -134,12 +134,17 @@ async def polled_directly(api: httpx.AsyncClient, app: str, machine_id: str,
     addresses: list[str] = []
 
     async def learn() -> None:
+        """From the machine's answer, and from the cluster's view (admin), which has the
+        new worker's row as soon as it took the machine, before the old one forgot it."""
         while True:
-            with contextlib.suppress(httpx.HTTPError, ValueError):
-                said = (await api.get(f"/v1/apps/{app}/machines/{machine_id}")).json()
-                address = str(said.get("private_ip") or "")
-                if address and address not in addresses:
-                    addresses.append(address)
+            with contextlib.suppress(httpx.HTTPError, ValueError, TypeError):
+                said = [(await api.get(f"/v1/apps/{app}/machines/{machine_id}")).json()]
+                said += [m for m in (await api.get("/v1/cluster/machines")).json()
+                         if m.get("id") == machine_id]
+                for machine in said:
+                    address = str(machine.get("private_ip") or "")
+                    if address and address not in addresses:
+                        addresses.append(address)
             await asyncio.sleep(0.05)
 
     async def ask(web: httpx.AsyncClient, address: str) -> int | None:
@@ -157,7 +162,7 @@ async def polled_directly(api: httpx.AsyncClient, app: str, machine_id: str,
             last = time.monotonic()
             while True:
                 said = [c for c in await asyncio.gather(
-                    *(ask(web, a) for a in addresses[-2:])) if c is not None]
+                    *(ask(web, a) for a in addresses[-3:])) if c is not None]
                 now = time.monotonic()
                 if said:
                     gaps.answered += 1
