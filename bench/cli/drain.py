@@ -20,108 +20,81 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
-import signal
 import sys
 from pathlib import Path
 
-from tests.leftovers_kit import sweep_data_dir
-
-from bench.cli.deploy import TOKEN, app_copy, free_port, load_until, readable_dir, timed_deploy
+from bench.cli.cluster import app_copy, load_until, timed_deploy, up
 from bodega.model.machine_config import Mount
 from bodega.wire.public.fly import CreateMachineRequest, CreateVolumeRequest
-from bodega.wire.public.machines_client import MachinesClient
 from bodega.worker.host.volume_copy import tree_digest
 
 WORKERS = ("ams-1", "ams-2", "ams-3")
 
 
 async def main(args: argparse.Namespace) -> None:
-    root = readable_dir()
-    api, proxy = free_port(), free_port()
-    cidr = f"10.{100 + os.getpid() % 40}.0.0/16"
-    env = {**os.environ, "BODEGA_CONFIG": str(root / "config.toml"),
-           "BODEGA_API_URL": f"http://127.0.0.1:{api}", "BODEGA_API_TOKEN": TOKEN}
-    up = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bodega", "up", "--data-dir", str(root / "cluster"),
-        "--regions", "ams", "--workers-per-region", "3", "--worker-cpus", "32",
-        "--worker-memory-mb", "16384", "--api-port", str(api), "--proxy-port", str(proxy),
-        "--proxy-tls-port", str(free_port()), "--machine-cidr", cidr, "--token", TOKEN,
-        "--log-level", "warning", stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT, env=env)
-    try:
-        assert up.stdout is not None
-        while b"bodega is up" not in (line := await asyncio.wait_for(up.stdout.readline(), 120)):
-            if not line:
-                raise SystemExit("bodega up exited")
-        async with MachinesClient(f"http://127.0.0.1:{api}", TOKEN) as client:
-            for worker in WORKERS[1:]:
-                await client.drain_host(worker, True)
-            await asyncio.sleep(1)  # the cordons reach the view
-            apps = [f"app{i}" for i in range(args.apps)]
-            digests: dict[str, tuple[Path, str]] = {}  # volume -> its data's dir, digest
-            for n, app in enumerate(apps):
-                await timed_deploy(client, app_copy(root, app, "v1"), ha=False)
-                first = [m.id for m in await client.machines(app)]
-                base = (await client.machine(app, first[0])).config
-                assert base is not None
-                for i in range(args.machines - len(first)):
-                    config = base
-                    if n < args.volumes and i == args.machines - len(first) - 1:
-                        volume = await client.create_volume(app, CreateVolumeRequest(
-                            name="data", region="ams", size_gb=1))
-                        config = base.model_copy(update={"mounts": [
-                            Mount(volume=volume.id, path="/data")]})
-                    made = await client.create_machine(app, CreateMachineRequest(config=config))
-                    if config is not base:
-                        await client.wait(app, made.id, "started")
-                        (data,) = (root / "cluster").glob(f"**/volumes/{volume.id}")
-                        with (data / "blob").open("wb") as blob:
-                            for _ in range(args.volume_mb):
-                                blob.write(os.urandom(1 << 20))
-                        digests[volume.id] = (data, tree_digest(data)[1])
-            for worker in WORKERS[1:]:
-                await client.drain_host(worker, False)
-            await asyncio.sleep(1)
-            held = [m for m in await client.cluster_machines() if m.worker == WORKERS[0]]
-            stop = asyncio.Event()
-            traffic = [asyncio.create_task(load_until(
-                f"http://127.0.0.1:{proxy}/", app, stop, args.concurrency, args.pause))
-                for app in apps]
-            await asyncio.sleep(2)
-            drain = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bodega", "host", "drain", WORKERS[0], "--json",
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
-            out, err = await drain.communicate()
-            await asyncio.sleep(2)
-            stop.set()
-            loads = await asyncio.gather(*traffic)
-            if drain.returncode != 0:
-                raise SystemExit(f"drain failed ({drain.returncode}): {out.decode()}\n"
-                                 f"{err.decode()}")
-            report = json.loads(out)
-            left = [m for m in await client.cluster_machines() if m.worker == WORKERS[0]]
-            print(f"drain of {WORKERS[0]} holding {len(held)} machines of {len(apps)} apps: "
-                  f"{report['moved']} moved, {len(report['stuck'])} stuck, "
-                  f"{len(left)} left, in {report['seconds']:.1f} s "
-                  f"({report['seconds'] / max(report['moved'], 1):.2f} s a move)")
-            for app, (requests, failures) in zip(apps, loads, strict=True):
-                print(f"  {app}: {requests} requests, {len(failures)} failed "
-                      f"{sorted(set(failures))}")
-            whole = 0
-            for volume_id, (origin, digest) in digests.items():
-                there = [p for p in (root / "cluster").glob(f"**/volumes/{volume_id}")
-                         if p != origin]
-                whole += len(there) == 1 and tree_digest(there[0])[1] == digest
-            if digests:
-                print(f"  volumes of {args.volume_mb} MB: {len(digests)} moved with their "
-                      f"machines, {whole} with their data's digest equal")
-    finally:
-        if up.returncode is None:
-            up.send_signal(signal.SIGINT)
-            await asyncio.wait_for(up.wait(), 120)
-        await sweep_data_dir(root / "cluster")  # what a stop cut short left (nothing, normally)
-        shutil.rmtree(root, ignore_errors=True)
+    async with up(workers=3, cpus=32, memory_mb=16384) as cluster, cluster.client() as client:
+        root, env, proxy = cluster.root, cluster.env, cluster.proxy
+        for worker in WORKERS[1:]:
+            await client.drain_host(worker, True)
+        await asyncio.sleep(1)  # the cordons reach the view
+        apps = [f"app{i}" for i in range(args.apps)]
+        digests: dict[str, tuple[Path, str]] = {}  # volume -> its data's dir, digest
+        for n, app in enumerate(apps):
+            await timed_deploy(client, app_copy(root, app, "v1"), ha=False)
+            first = [m.id for m in await client.machines(app)]
+            base = (await client.machine(app, first[0])).config
+            assert base is not None
+            for i in range(args.machines - len(first)):
+                config = base
+                if n < args.volumes and i == args.machines - len(first) - 1:
+                    volume = await client.create_volume(app, CreateVolumeRequest(
+                        name="data", region="ams", size_gb=1))
+                    config = base.model_copy(update={"mounts": [
+                        Mount(volume=volume.id, path="/data")]})
+                made = await client.create_machine(app, CreateMachineRequest(config=config))
+                if config is not base:
+                    await client.wait(app, made.id, "started")
+                    (data,) = (root / "cluster").glob(f"**/volumes/{volume.id}")
+                    with (data / "blob").open("wb") as blob:
+                        for _ in range(args.volume_mb):
+                            blob.write(os.urandom(1 << 20))
+                    digests[volume.id] = (data, tree_digest(data)[1])
+        for worker in WORKERS[1:]:
+            await client.drain_host(worker, False)
+        await asyncio.sleep(1)
+        held = [m for m in await client.cluster_machines() if m.worker == WORKERS[0]]
+        stop = asyncio.Event()
+        traffic = [asyncio.create_task(load_until(
+            f"{proxy}/", app, stop, args.concurrency, args.pause))
+            for app in apps]
+        await asyncio.sleep(2)
+        drain = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bodega", "host", "drain", WORKERS[0], "--json",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        out, err = await drain.communicate()
+        await asyncio.sleep(2)
+        stop.set()
+        loads = await asyncio.gather(*traffic)
+        if drain.returncode != 0:
+            raise SystemExit(f"drain failed ({drain.returncode}): {out.decode()}\n"
+                             f"{err.decode()}")
+        report = json.loads(out)
+        left = [m for m in await client.cluster_machines() if m.worker == WORKERS[0]]
+        print(f"drain of {WORKERS[0]} holding {len(held)} machines of {len(apps)} apps: "
+              f"{report['moved']} moved, {len(report['stuck'])} stuck, "
+              f"{len(left)} left, in {report['seconds']:.1f} s "
+              f"({report['seconds'] / max(report['moved'], 1):.2f} s a move)")
+        for app, (requests, failures) in zip(apps, loads, strict=True):
+            print(f"  {app}: {requests} requests, {len(failures)} failed "
+                  f"{sorted(set(failures))}")
+        whole = 0
+        for volume_id, (origin, digest) in digests.items():
+            there = [p for p in (root / "cluster").glob(f"**/volumes/{volume_id}")
+                     if p != origin]
+            whole += len(there) == 1 and tree_digest(there[0])[1] == digest
+        if digests:
+            print(f"  volumes of {args.volume_mb} MB: {len(digests)} moved with their "
+                  f"machines, {whole} with their data's digest equal")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 An app serves requests that each take 3 s; it runs one started machine and has one
 stopped. With ``--min 1 --max 3 --concurrency 2``, eight requests held at once through
 the proxy make it scale out: the stopped machine is started first, then a clone of the
-newest machine is created through placement. Once the load falls to three 8 s
+newest machine is created through placement. Once the load falls to three 5 s
 requests it scales in to two after its window (the machine cordoned has one of them in
 flight, answered before its stop), then to one once they end: cordoned, drained and
 stopped, never destroyed, and no request failed along the way. Killed with SIGKILL,
@@ -55,7 +55,10 @@ CONFIG = {"image": "local/slow", "init": {"exec": [machine_python(), "-c", SLOW]
                         "autostop": "off", "ports": [{"port": 80, "handlers": ["http"]}]}]}
 HELD = 8  # requests in flight at once: 8 sessions want 4 machines at 2 each, 3 at most
 LEFT = 3  # long requests in flight while it scales in: 3 sessions want 2 machines
-LONG = 8  # seconds each of those takes: longer than an evaluation, shorter than a drain
+# Seconds each of those takes: longer than an evaluation, and shorter than a cordoned
+# machine's unseen drain (10 s, decide.UNSEEN_DRAIN) by more than the cordon takes to reach
+# the proxy, as one may begin on the cordoned machine just before the proxy hears of it.
+LONG = 5
 
 
 def api(cli: Cli) -> httpx.AsyncClient:
@@ -81,7 +84,7 @@ async def autoscale(http: httpx.AsyncClient) -> dict[str, Any]:
 
 async def test_an_app_scales_out_under_load_and_back_in_after_it(tmp_path: Path) -> None:
     async with up_cluster(tmp_path, workers=2, extra=("--metrics-interval", "1s")) as (cli, up), \
-            api(cli) as http:
+            api(cli) as http, contextlib.AsyncExitStack() as closing:
         assert (await http.post("/v1/apps", json={"app_name": APP, "org_slug": "personal"})
                 ).status_code == 201
         ids = []
@@ -104,8 +107,8 @@ async def test_an_app_scales_out_under_load_and_back_in_after_it(tmp_path: Path)
         steady = await until(lambda: _decided(http), timeout=30, what="a first decision")
         assert steady["decision"]["wanted"] == 1
 
-        web = httpx.AsyncClient(base_url=cli.proxy, timeout=30,
-                                headers={"host": f"{APP}.localhost"})
+        web = await closing.enter_async_context(httpx.AsyncClient(
+            base_url=cli.proxy, timeout=30, headers={"host": f"{APP}.localhost"}))
         await until(lambda: _answers(web), timeout=60, what="the proxy routing to the app")
         failed: list[str] = []
         most, rest = asyncio.Event(), asyncio.Event()  # the load's end, for 6 then for 2
@@ -136,7 +139,7 @@ async def test_an_app_scales_out_under_load_and_back_in_after_it(tmp_path: Path)
             assert placed.status_code == 200, placed.text  # placed, with its explanation
             shown = await autoscale(http)
             assert shown["decision"]["wanted"] == 3
-            # Three requests of 8 s each stay in flight, one a machine (leastconn): the
+            # Three requests of LONG s each stay in flight, one a machine (leastconn): the
             # machine cordoned to go from 3 to 2 has one, whose answer comes before its
             # stop although no proxy counts that session any more.
             most.set()
@@ -170,7 +173,6 @@ async def test_an_app_scales_out_under_load_and_back_in_after_it(tmp_path: Path)
                               what="a decision after the broker's restart")
         assert resumed["evaluator"] == steady["evaluator"]
         assert resumed["decision"]["wanted"] == 1
-        await web.aclose()
 
         code, _, err = await cli.run("autoscale", "off", "-a", APP)
         assert code == 0, err

@@ -114,6 +114,14 @@ def made_and_started(via: MultiHost, region: str, before: set[str]) -> str:
                      f"a new machine started in {region}"))
 
 
+def whole(multi: MultiHost, *via: int) -> None:
+    """Wait until the APIs of hosts ``via`` show every member alive: a loss test begins
+    from a whole cluster, not from one still healing from the loss before (a host whose
+    link came back hears of its peers again within a few gossip rounds)."""
+    until(lambda: all(all(status == "alive" for status in api_of(multi, i).alive().values())
+                      for i in via), f"every member alive as hosts {via} see them")
+
+
 def joins_through(multi: MultiHost, index: int, through: int, region: str) -> None:
     """Host ``index`` runs the join line host 1 printed, pointed at host ``through``."""
     argv = multi.join_argv(region)
@@ -149,6 +157,7 @@ def test_host_1_lost_its_peers_serve_create_and_let_a_host_join(peers: MultiHost
 
 
 def test_host_2_lost_its_peers_serve_create_and_let_a_host_join(peers: MultiHost) -> None:
+    whole(peers, 1, 2)
     before = {m["id"] for m in started(peers)}
     since = time.monotonic()
     asyncio.run(peers.hosts.link(2, up=False))
@@ -165,6 +174,7 @@ def test_host_2_lost_its_peers_serve_create_and_let_a_host_join(peers: MultiHost
 
 def test_a_host_killed_with_sigkill_leaves_its_peers_serving_and_comes_back(
         peers: MultiHost) -> None:
+    whole(peers, 1, 2)
     lon = next(h for h in peers.members if h.index == 3)
     mine = {m["id"] for m in started(peers) if m["region"] == "lon"}
     since = time.monotonic()

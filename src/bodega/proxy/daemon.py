@@ -27,6 +27,7 @@ from starlette.responses import Response
 from bodega.model.rows import WorkerRow
 from bodega.model.rows.apps import org_reader
 from bodega.proxy.autostop import Autostop, Failover
+from bodega.proxy.core.balance import usable
 from bodega.proxy.core.load import Load, LoadView
 from bodega.proxy.core.routes import RoutingTable
 from bodega.proxy.core.sites import SiteStore
@@ -129,10 +130,12 @@ class Proxy:
         self._background: set[asyncio.Task[Any]] = set()
 
     def _places(self) -> dict[str, Place]:
-        """Each machine the proxy routes to: its app, region and host (its worker)."""
-        places = {b.machine_id: Place(b.app, b.region, b.worker)
+        """Each machine the proxy knows of: its app, region and host (its worker), and
+        whether it routes new requests to it."""
+        alive = self.table.worker_alive
+        places = {b.machine_id: Place(b.app, b.region, b.worker, usable(b, alive))
                   for app in self.tcp.apps() for b in self.tcp.machines(app)}
-        places.update({b.machine_id: Place(b.app, b.region, b.worker)
+        places.update({b.machine_id: Place(b.app, b.region, b.worker, usable(b, alive))
                        for app in self.table.apps() for b in self.table.backends(app)})
         return places
 

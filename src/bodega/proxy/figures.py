@@ -49,11 +49,13 @@ def haproxy_class(name: str) -> str:
 
 @dataclass(frozen=True)
 class Place:
-    """Where a machine is, for its labels: its app, region and host (its worker)."""
+    """Where a machine is, for its labels: its app, region and host (its worker); and
+    whether the proxy routes new requests to it (``balance.usable``)."""
 
     app: str
     region: str
     host: str
+    routed: bool = True
 
 
 @dataclass
@@ -239,13 +241,18 @@ class AppFigures(Collector):
 
     def _concurrency(self, places: Mapping[str, Place]) -> dict[tuple[str, str], int]:
         """HAProxy's open sessions, and the Python plane's requests in flight added to
-        them for every machine routed to (0 when idle)."""
+        them for every machine routed to (0 when idle) or still answering some. A machine
+        out of the rotation (cordoned, stopped) gets no 0 of the Python plane's: HAProxy
+        stops counting its sessions once its slot is emptied, and a 0 would say it had
+        none while requests it took before are still in flight there (an autoscaler
+        draining it would stop it under them)."""
         concurrency = dict(self.concurrency)
         if self.outstanding is not None:
             in_flight = self.outstanding()
             for machine, place in places.items():
                 key = (place.app, machine)
-                concurrency[key] = concurrency.get(key, 0) + in_flight.get(machine, 0)
+                if place.routed or in_flight.get(machine, 0) or key in concurrency:
+                    concurrency[key] = concurrency.get(key, 0) + in_flight.get(machine, 0)
         return concurrency
 
 

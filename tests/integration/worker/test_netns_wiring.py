@@ -129,3 +129,17 @@ async def test_a_namespace_wired_ahead_holds_a_link_for_its_first_attach_only(
     assert kept.sock.fileno() == -1
     assert network.take_link(14) is None
     assert network.ready(14)  # the namespace itself stays, for the next life to take
+
+
+async def test_the_gateways_mac_stays_as_machines_come_and_go(network: NetnsNetwork) -> None:
+    """A bridge left to itself takes its lowest port's MAC: each machine wired or unwired
+    could change the gateway's, under the neighbour entries the other machines hold."""
+    def bridge_mac() -> str:
+        return Path(f"/sys/class/net/{network.bridge}/address").read_text().strip()
+
+    assert bridge_mac() == network.gateway_mac
+    for index in (9, 10, 11):
+        await network.prewarm([index])
+        assert bridge_mac() == network.gateway_mac
+    await network.detach("m", 10)
+    assert bridge_mac() == network.gateway_mac

@@ -184,3 +184,20 @@ def test_a_reused_slot_counts_for_its_new_machine_only_what_came_after() -> None
                  **edge) == 5
     # web's near backend counted 85 before it went; its far backend is not shop's.
     assert value(found, "fly_edge_http_responses_count", app="web", org="acme", **edge) == 100
+
+
+def test_a_machine_out_of_the_rotation_gets_no_idle_zero_only_what_it_still_answers() -> None:
+    # m2 is cordoned: the proxy sends it nothing new, and HAProxy stopped counting its
+    # sessions once its slot was emptied. A 0 would tell an autoscaler draining it that
+    # it had none left while a request it took before may still be in flight there.
+    places = {"m1": Place("web", "ams", "w1"), "m2": Place("web", "ams", "w2", routed=False)}
+    in_flight: dict[str, int] = {}
+    collector = AppFigures(lambda: places, lambda app: "personal", ("ams", "proxy-1"),
+                           lambda: in_flight)
+    m1 = {"app": "web", "machine": "m1", "region": "ams", "host": "w1", "org": "personal"}
+    m2 = {**m1, "machine": "m2", "host": "w2"}
+    found = samples(collector)
+    assert value(found, "fly_app_concurrency", **m1) == 0
+    assert value(found, "fly_app_concurrency", **m2) is None
+    in_flight["m2"] = 1  # a request the Python plane sent it before its cordon
+    assert value(samples(collector), "fly_app_concurrency", **m2) == 1

@@ -55,6 +55,15 @@ class NetnsNetwork:
         packets to a new machine are not sent to a veth that is gone."""
         return f"02:bd:00:{self._second:02x}:{self._third:02x}:{index:02x}"
 
+    @property
+    def gateway_mac(self) -> str:
+        """The bridge's MAC, set once (index 1: the gateway's, no machine's). Left to the
+        kernel, a bridge takes the lowest MAC of its ports, so it changed whenever a
+        machine's host end came or went: the machines' neighbour entries for the gateway
+        then named a MAC no port answered, and their packets were lost until those
+        entries went stale (tens of seconds of a machine's connections hanging)."""
+        return self.mac(1)
+
     def veth(self, index: int) -> str:
         # Unique per host: cluster id, subnet and index; 13 characters (Linux allows 15).
         return self.names.veth(self.subnet, index)
@@ -71,7 +80,10 @@ class NetnsNetwork:
         await self._refuse_a_subnet_in_use()
         links = await run("ip", "-o", "link", "show")
         if f" {self.bridge}:" not in links:
-            await run("ip", "link", "add", self.bridge, "type", "bridge")
+            await run("ip", "link", "add", self.bridge, "address", self.gateway_mac,
+                      "type", "bridge")
+        else:  # one an older version made, whose MAC followed its ports
+            await run("ip", "link", "set", self.bridge, "address", self.gateway_mac)
         await run("ip", "addr", "replace", f"{self.gateway}/24", "dev", self.bridge)
         await run("ip", "link", "set", self.bridge, "up")
         try:
