@@ -105,6 +105,8 @@ class EventRequest(BaseModel):
     output: str | None = None
     moved_from: str | None = None  # a move's event: the worker it left
     moved_to: str | None = None  # and the worker it went to
+    migrated: str | None = None  # a live move's: "live" (memory and all) or "cold"
+    downtime_ms: int | None = None  # and the time its guest did not run, if live
 
 
 class MachineEvent(Answer):

@@ -55,7 +55,14 @@ class MachineMoves:
                    nonce: str | None, start: bool = False) -> Machine:
         """``start``: start it there, as a start that found no room on its worker asks."""
         source = await self.machines.locate(app, machine_id)
-        machine = await self.workers.client(source).machine(machine_id, app)
+        try:
+            machine = await self.workers.client(source).machine(machine_id, app)
+        except NotFound:  # an earlier move whose answer never came took it: the view says
+            now = self.machines.moved_from(app, machine_id, source)
+            if now is None:
+                raise
+            source = now
+            machine = await self.workers.client(source).machine(machine_id, app)
         if machine.config is None:
             raise BadRequest(f"machine {machine_id} has no config to move")
         ask = Ask.for_config(machine.config)

@@ -54,6 +54,13 @@ class MovedVolume(WorkerRequest):
     digest: str  # of its data, as the source holds it (``volume_copy.tree_digest``)
 
 
+class LiveArrival(WorkerRequest):
+    """A running VM that moves live: what the target's qemu must match to take its state."""
+
+    mac: str = Field(pattern=r"^[0-9a-f]{2}(:[0-9a-f]{2}){5}$")
+    disk_bytes: int = Field(ge=1)  # its root disk's virtual size
+
+
 class ImportMachineBody(WorkerRequest):
     """The machine's worker to the target: the record, its versions and its history."""
 
@@ -78,6 +85,7 @@ class ImportMachineBody(WorkerRequest):
     versions: list[MovedVersion] = Field(default_factory=list)
     history: list[MovedEntry] = Field(default_factory=list)
     volume: MovedVolume | None = None
+    live: LiveArrival | None = None  # it moves live: started waiting for its state
 
 
 class MoveDone(WorkerAnswer):
@@ -91,3 +99,16 @@ class VolumeReceived(WorkerAnswer):
 
     digest: str
     size: int = 0
+
+
+class LiveTaken(WorkerAnswer):
+    """The target's answer to a live move's stream: how its qemu's migration ended."""
+
+    status: str
+    total_ms: int | None = None
+
+
+class LiveSwitched(WorkerAnswer):
+    """The target's answer to a live move's last call: how the VM goes on there."""
+
+    migrated: str  # "live": its memory with it; "cold": booted afresh

@@ -122,7 +122,8 @@ class AiohttpTransport:
 
     def _request(self, call: Call) -> Any:
         return self.http.request(
-            call.method, call.url, data=call.body, params=list(call.query) or None,
+            call.method, call.url, data=call.body if call.chunks is None else call.chunks,
+            params=list(call.query) or None,
             headers=dict(call.headers or {}),
             timeout=aiohttp.ClientTimeout(total=call.timeout,
                                           sock_connect=call.connect_timeout))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import json as jsonlib
 import ssl as ssllib
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -96,12 +96,13 @@ class JsonClient:
 
     def outgoing(self, method: str, path: str, *, params: Params = None,
              headers: Mapping[str, str] | None = None, body: bytes | None = None,
-             timeout: float | None = None) -> Call:
+             timeout: float | None = None, chunks: AsyncIterable[bytes] | None = None
+             ) -> Call:
         """A call to ``path`` with this client's headers; ``timeout``: the client's unless
         given (None: no bound on the whole call, as a followed stream needs)."""
         return Call(method, self.base_url + path, _query(params),
                     {**self.headers, **(headers or {})}, body, timeout,
-                    min(timeout or CONNECT_TIMEOUT, CONNECT_TIMEOUT))
+                    min(timeout or CONNECT_TIMEOUT, CONNECT_TIMEOUT), chunks)
 
     async def aclose(self) -> None:
         if self._transport is not None:
@@ -168,9 +169,10 @@ class JsonClient:
         timeout: float | None = None,
         headers: dict[str, str] | None = None,
         encoded: bytes | None = None,
+        chunks: AsyncIterable[bytes] | None = None,
     ) -> bytes | None:
         """One call; the answer's body as it came (None for an empty 202 or 204). An error
-        answer raises its ``BodegaError``."""
+        answer raises its ``BodegaError``. ``chunks``: a body streamed as it comes."""
         headers = dict(headers or {})
         if json is not None:
             encoded = _dumps(json)
@@ -181,7 +183,7 @@ class JsonClient:
         try:
             answer = await self.transport.send(self.outgoing(
                 method, path, params=params, headers=headers, body=encoded,
-                timeout=timeout or self.timeout))
+                timeout=timeout or self.timeout, chunks=chunks))
         except NotConnected as exc:
             # The connection was never made: the server cannot have seen the request.
             raise Unreachable(f"{self.what} at {self.base_url} unreachable ({exc.reason})",

@@ -31,6 +31,9 @@ class Call:
     body: bytes | None = None  # sent as it is; its content-type is among the headers
     timeout: float | None = None  # the whole call, answer included; None: no bound
     connect_timeout: float | None = None  # making the connection
+    # Sent as it comes instead (chunked), by the aiohttp transport alone: a relayed stream
+    # (a VM's migration between workers) whose length no one knows ahead.
+    chunks: AsyncIterable[bytes] | None = None
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,8 @@ def _split(url: str, query: Sequence[tuple[str, str]]) -> tuple[Origin, str]:
 
 
 def _request(origin: Origin, target: str, call: Call) -> bytes:
+    if call.chunks is not None:
+        raise ValueError("a streamed body is the aiohttp transport's alone")
     lines = [f"{call.method} {target} HTTP/1.1", f"Host: {origin.authority}"]
     for name, value in (call.headers or {}).items():
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name:

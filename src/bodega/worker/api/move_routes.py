@@ -22,7 +22,9 @@ class MoveRoutes:
     def routes(self) -> list[RouteSpec]:
         return [("/v1/machines/{id}/move", "POST", self.move),
                 ("/v1/machines/{id}/import", "POST", self.take),
-                ("/v1/machines/{id}/import-volume", "POST", self.receive)]
+                ("/v1/machines/{id}/import-volume", "POST", self.receive),
+                ("/v1/machines/{id}/migrate-in", "POST", self.take_state),
+                ("/v1/machines/{id}/switch", "POST", self.switch)]
 
     async def move(self, request: Request) -> Response:
         row = self.machines._machine(request)
@@ -50,3 +52,25 @@ class MoveRoutes:
         body = await read_trusted_model(request, ImportMachineBody)
         row = await self.moves.take(body)
         return answer_response(self.machines._answer(row))
+
+    async def take_state(self, request: Request) -> Response:
+        """A live move's stream of the VM's state, relayed by its source's worker."""
+        taken = await self.moves.live.take_state(
+            request.path_params["id"], request.query_params.get("move_id", ""),
+            request.stream())
+        return answer_response(taken)
+
+    async def switch(self, request: Request) -> Response:
+        """A live move's end: its root disk, and whether the VM goes on with its state."""
+        params = request.query_params
+        mode = params.get("mode", "")
+        if mode not in ("live", "cold"):
+            raise BadRequest(f"invalid_argument: mode {mode!r} is not live or cold")
+        try:
+            paused_ms = int(params.get("paused_ms", "0"))
+        except ValueError:
+            raise BadRequest("invalid_argument: paused_ms is not a number") from None
+        switched = await self.moves.live.switch(
+            request.path_params["id"], params.get("move_id", ""), mode,
+            params.get("source", ""), params.get("why", ""), paused_ms, request.stream())
+        return answer_response(switched)

@@ -21,6 +21,7 @@ of steps, what an exit means. ``ops/runner.py`` drives them and
     destroy_machine  destroying ─▶ teardown ─▶ destroyed·
     move_machine     moving ─▶ [copying] ─▶ handoff ─▶ teardown ─▶ [dropping] ─▶ moved·
                      ([...]: with a volume; the record then forgotten)
+                     live: leaving ─▶ handing ─▶ migrating ─▶ teardown ─▶ moved·
     create_volume    provision ─▶ created·
     delete_volume    removing ─▶ destroyed·
 
@@ -63,6 +64,7 @@ class Effect(StrEnum):
     THAW = "thaw"  # let a frozen run go on
     TEARDOWN = "teardown"  # remove the task's traces and the network
     HANDOFF = "handoff"  # hand the record to the move's target until it takes or refuses it
+    # (and a live move's VM state: ``ops/moves.py`` does each step's part)
     SHIP_VOLUME = "ship_volume"  # copy the volume's data to the move's target, digest checked
     DROP_VOLUME = "drop_volume"  # remove a volume's data that moved away
     PROVISION_VOLUME = "provision_volume"
@@ -257,9 +259,13 @@ FSMS: dict[str, Fsm] = {
         Fsm(
             MoveMachine,
             (
-                Step("moving", Effect.STOP_TASK, "$resting", ("move", "moving")),
+                Step("moving", Effect.STOP_TASK, "$resting", ("move", "moving"), when="!live"),
+                # A live move's VM runs on until its state has gone over (``migrating``).
+                Step("leaving", Effect.HANDOFF, "$resting", ("move", "moving"), when="live"),
                 Step("copying", Effect.SHIP_VOLUME, S.STOPPED, when="volume_id"),
-                Step("handoff", Effect.HANDOFF, S.STOPPED),
+                Step("handoff", Effect.HANDOFF, S.STOPPED, when="!live"),
+                Step("handing", Effect.HANDOFF, S.STARTED, when="live"),  # the VM runs here
+                Step("migrating", Effect.HANDOFF, S.STARTED, when="live"),
                 Step("teardown", Effect.TEARDOWN),
                 Step("dropping", Effect.DROP_VOLUME, when="volume_id"),
                 Step("moved", event=("move", "moved")),

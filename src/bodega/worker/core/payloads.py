@@ -122,6 +122,10 @@ class MoveMachine(EndsRun):
     volume_id: str | None = None  # its volume: copied there first, removed here last
     digest: str | None = None  # reported: the volume's data as the target holds it
     reservation_id: str | None = None  # room the broker reserved on the target for it
+    # A running vm machine moves live (``core/moves.py``): never stopped here, its memory
+    # migrated to the target's qemu after the handoff (``migrating``).
+    live: bool = False
+    migrated: str | None = None  # reported: how the live step ended ("live ...", "cold ...")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,7 +149,7 @@ PAYLOADS: dict[str, type[Payload]] = {
 _FAILURE = ("error", "failed_step")  # written last, as they were added last
 _SECONDS = ("delay", "timeout")  # numbers a JSON writer may have left as integers
 # Left out when false, as they were before they existed.
-_FLAGS = ("thaw", "attached", "start_there")
+_FLAGS = ("thaw", "attached", "start_there", "live")
 
 
 def payload_json(payload: Payload) -> JsonObject:

@@ -197,6 +197,8 @@ def _move_failed(record: MachineRow, payload: MoveMachine) -> Decision:
         case AfterFailure.RESTART:
             return _begin_start(record, "flyd", delay=0.0, changes=_state_changes(S.STOPPED),
                                 reason=f"move to {payload.target} failed")
+        case AfterFailure.RUNS:  # its run was never stopped: watched again
+            return Decision(changes=Changes(state=S.STARTED), then=frozenset({Then.WATCH}))
     return Decision(changes=_state_changes(S.STOPPED))
 
 

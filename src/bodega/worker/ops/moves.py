@@ -13,7 +13,9 @@ record it made; room is checked (a reservation the broker made for the move is g
 back first, in the same transaction), an address taken, the record written stopped
 with the source's generation plus one, its versions and history copied and the move's
 event logged; a machine that was running begins its start in that same commit.
-``core/moves.py`` has the state machine and its diagram.
+``core/moves.py`` has the state machine and its diagram; a running VM's live move
+(``live_moves.py``) rides on the same handoff. The module is long because both ends of
+one handoff (what the source sends, what the target takes from it) are one protocol.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from bodega.worker.core.records import MachineRow, VolumeRow
 from bodega.worker.core.rules import decide
 from bodega.worker.host.volume_copy import tree_digest
 from bodega.worker.ops.creation import free_address
+from bodega.worker.ops.live_moves import LiveMoves
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.ops.runner import EffectFailed, Outcome
 from bodega.worker.store import queries, volume_queries
@@ -96,6 +99,7 @@ class MachineMoves:
         # address is asked there.
         self.registry: TypedReads | None = None
         machines.effects.handoff = self.handoff  # the runner's effects of a move
+        self.live = LiveMoves(self)  # a running VM's move: its memory with it
 
     @property
     def tls(self) -> ssl.SSLContext | None:
@@ -152,6 +156,8 @@ class MachineMoves:
         move = op.payload
         if not isinstance(move, MoveMachine):
             raise EffectFailed(f"{op.fsm} at {op.step} carries no move")
+        if op.step == "leaving":  # a live move's VM runs on: nothing to stop
+            return Outcome()
         if op.step == "dropping":
             if move.volume_id:
                 await asyncio.to_thread(shutil.rmtree, self.config.volume_dir(move.volume_id), True)
@@ -161,10 +167,22 @@ class MachineMoves:
             raise EffectFailed(f"machine {op.resource_id} is not here")
         if op.step == "copying":
             return await self.ship(row, move)
+        if op.step == "migrating":
+            return await self.live.migrate(row, move)
         body = self.record(row, move)
-        await self._until_answered(row.id, move, lambda client: client.send(
-            "POST", f"/v1/machines/{row.id}/import", body))
+        if move.live:  # the target's start waits for the VM's state (``live_moves.py``)
+            body = body.model_copy(update={"live": await self.live.leaving(row)})
+        try:
+            await self.until_answered(row.id, move, lambda client: client.send(
+                "POST", f"/v1/machines/{row.id}/import", body))
+        except EffectFailed:
+            if move.live:
+                self.live.stays(row)
+            raise
         return Outcome()
+
+    def client(self, url: str, timeout: float = HANDOFF_TIMEOUT) -> WorkerClient:
+        return WorkerClient(url, self.tls, timeout=timeout)
 
     async def ship(self, row: MachineRow, move: MoveMachine) -> Outcome:
         """The volume's data to the target as a tar, its digest checked against ours."""
@@ -172,7 +190,7 @@ class MachineMoves:
         source = self.config.volume_dir(move.volume_id)
         packed = await asyncio.to_thread(pack, source)
         _size, digest = await asyncio.to_thread(tree_digest, source)
-        said = await self._until_answered(row.id, move, lambda client: client.exchange(
+        said = await self.until_answered(row.id, move, lambda client: client.exchange(
             "POST", f"/v1/machines/{row.id}/import-volume", encoded=packed,
             params={"volume_id": move.volume_id, "move_id": move.move_id}))
         theirs = VolumeReceived.model_validate_json(said or b"{}").digest
@@ -181,7 +199,7 @@ class MachineMoves:
                                f"{theirs}, not {digest}")
         return Outcome(payload=replace(move, digest=digest))
 
-    async def _until_answered(self, machine_id: str, move: MoveMachine,
+    async def until_answered(self, machine_id: str, move: MoveMachine,
                               call: Callable[[WorkerClient], Awaitable[T]]) -> T:
         """``call`` of the target until it answers: a refusal fails the step."""
         pause, url = 0.2, move.target_url
@@ -248,6 +266,8 @@ class MachineMoves:
         try:
             await self.machines.lifecycle.run(body.id, lambda conn: self._take(conn, body))
         except BodegaError:  # refused: the data it was sent first is not kept
+            if body.live is not None:
+                self.live.unstage(body)
             if body.volume is not None:
                 staged = self._staged(body.volume.id)
                 await asyncio.to_thread(shutil.rmtree, staged, True)
@@ -299,6 +319,8 @@ class MachineMoves:
             idempotency_key=body.idempotency_key, last_exit=None,
             created_at=body.created_at, updated_at=now, generation=body.generation)
         queries.insert_machine(conn, row)
+        if body.live is not None:
+            self.live.stage(body)
         if body.volume is not None:
             self._take_volume(conn, body, body.volume, now)
         for version in body.versions:

@@ -105,6 +105,8 @@ POLICY: Mapping[Route, frozenset[str]] = {
         ("POST", f"{M}/move"): BROKER_ONLY,  # the machine's worker hands it to another
         ("POST", f"{M}/import"): WORKER_PEERS,  # a move's target, handed it by the machine's worker
         ("POST", f"{M}/import-volume"): WORKER_PEERS,  # and its volume's data first
+        ("POST", f"{M}/migrate-in"): WORKER_PEERS,  # a live move's VM state, as it streams
+        ("POST", f"{M}/switch"): WORKER_PEERS,  # and its end: the VM goes on there
         ("POST", f"{M}/signal"): BROKER_ONLY,
         ("POST", f"{M}/cordon"): BROKER_ONLY,
         ("POST", f"{M}/uncordon"): BROKER_ONLY,

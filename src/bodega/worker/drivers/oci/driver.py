@@ -432,6 +432,6 @@ class OciDriver(RunsDriver):
         await self.runs.end_all(machine_id, machine_dir)
         if self.vm is not None and netns:
             await self.vm.unwire(netns)  # after its qemu is gone: a kill skips qemu.RUN's
-        VmMachines.forget(machine_id)
+        VmMachines.forget(machine_id, machine_dir)
         await asyncio.to_thread(shutil.rmtree, machine_dir, True)
 

@@ -77,13 +77,34 @@ console() {
   esac
 }
 
+# readdress ADDRESSES GATEWAY4 GATEWAY6: eth0's addresses (comma-separated, "-": none) and
+# default routes made anew: a VM moved live to another worker has that worker's address
+# there (its MAC is kept). An IPv4 address is announced (gratuitous ARP).
+readdress() {
+  ip addr flush dev eth0 scope global
+  ip route flush dev eth0 2>/dev/null
+  for address in $(echo "$1" | tr , ' '); do
+    [ "$address" = - ] || ip addr add "$address" dev eth0 || say "could not add $address"
+  done
+  # Told at once, so that a neighbour that asked for the address before it was here
+  # (and was not answered) learns it now rather than at its next try.
+  for address in $(echo "$1" | tr , ' '); do
+    case $address in *.*) arping -q -U -c 2 -I eth0 "${address%/*}" & ;; esac
+  done
+  [ "$2" != - ] && { ip route add "$2" dev eth0 2>/dev/null
+    ip route replace default via "$2" || say "no route via $2"; }
+  [ "$3" != - ] && { ip -6 route add "$3" dev eth0 2>/dev/null
+    ip -6 route replace default via "$3" dev eth0 || say "no route via $3"; }
+  return 0
+}
+
 (
   exec 4<>/run/exec-wake
   taken=
   while read -r word id number; do
     case $word in
       exec) echo >&4; continue ;;
-      signal|resize|hangup) ;;
+      signal|resize|hangup|address) ;;
       *) continue ;;  # the tail of a line cut as the port opened, say
     esac
     case $id in ''|*[!0-9a-f]*) continue ;; esac
@@ -91,6 +112,11 @@ console() {
     echo "taken $id" >&5
     [ "$id" = "$taken" ] && continue
     taken=$id
+    if [ "$word" = address ]; then
+      # shellcheck disable=SC2086
+      readdress $number
+      continue
+    fi
     if [ "$word" != signal ]; then
       # shellcheck disable=SC2086
       console "$word" $number

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import signal as signals
 from collections.abc import AsyncIterator, Awaitable
+from dataclasses import replace
 from pathlib import Path
 
 from bodega.model.capacity import VM_OVERHEAD_MB
@@ -42,6 +43,8 @@ from bodega.worker.drivers.oci.core.bundle import (
 )
 from bodega.worker.drivers.oci.guest_files import FILES_WRITTEN, swap_written
 from bodega.worker.drivers.process.launch import SHELL
+from bodega.worker.drivers.vm import arrivals
+from bodega.worker.drivers.vm.arrivals import arrival_of, blank_disk
 from bodega.worker.drivers.vm.core.config import (
     STATUS_BYTES,
     GuestConfig,
@@ -108,7 +111,11 @@ class VmMachines:
     async def prepare(self, spec: TaskSpec, rootfs: Path) -> None:
         directory = self.directory(spec.machine_dir)
         directory.mkdir(parents=True, exist_ok=True)
-        base = await self.disks.base(rootfs)
+        base = await self.disks.base(rootfs)  # its next cold start's, if a live move's
+        arrival = arrival_of(spec.machine_dir)
+        if arrival is not None:  # the disk comes from the source (``live.py``)
+            await blank_disk(directory / "root.qcow2", arrival.disk_bytes)
+            return
         await machine_disk(base, directory / "root.qcow2")
 
     async def program(self, spec: TaskSpec, image: ImageConfig, rootfs: Path) -> list[str]:
@@ -151,15 +158,24 @@ class VmMachines:
         (directory / "status.img").write_bytes(b"\0" * STATUS_BYTES)
         swap = swap_disk(directory / SWAP_DISK, spec.swap_mb)
         CONTROL_DIR.mkdir(parents=True, exist_ok=True)
+        arrival = arrival_of(spec.machine_dir)
+        mac = config.network.mac if arrival is None else arrival.mac
+        if arrival is not None:  # the guest keeps its MAC: the namespace's eth0 takes it
+            done = await run_command("ip", "-n", spec.netns, "link", "set", "dev", "eth0",
+                                     "address", mac)
+            if done.returncode != 0:
+                raise DriverError(f"the VM's MAC: {done.stderr.decode(errors='replace')}")
         launch = VmLaunch(
             vmlinuz=self.kernel.vmlinuz, initramfs=self.initramfs, cpus=spec.cpus,
             memory_mb=self.guest_mb(spec), accel=self.accel, root=directory / "root.qcow2",
             config=directory / "config.img", status=directory / "status.img", swap=swap,
-            mac=config.network.mac, control=control_socket(spec.machine_id),
+            mac=mac, control=control_socket(spec.machine_id),
             qmp=qmp_socket(spec.machine_id), exec_line=exec_socket(spec.machine_id),
             console_line=console_socket(spec.machine_id),
             tsc_khz=self.tsc_khz, shares=shares, init_answers_signals=True)
         keep_launch(directory, launch)
+        if arrival is not None:  # waits for the source's state (``live.py``)
+            return wrapper_program(replace(launch, incoming=True))
         return wrapper_program(launch)
 
     async def signal(self, machine_id: str, signal: int, machine_dir: Path) -> bool:
@@ -216,10 +232,13 @@ class VmMachines:
                           stdout=False)
 
     @staticmethod
-    def forget(machine_id: str) -> None:
-        for socket in (control_socket(machine_id), qmp_socket(machine_id),
-                       exec_socket(machine_id), console_socket(machine_id),
-                       *CONTROL_DIR.glob(f"{machine_id}.vol*")):
+    def forget(machine_id: str, machine_dir: Path) -> None:
+        """The run's sockets removed; a VM that moved live leaves the names to its target
+        (``arrivals.set_aside``), where a worker of the same host may serve them."""
+        sockets = arrivals.sockets(machine_id)
+        if arrivals.is_set_aside(machine_dir):
+            sockets = tuple(arrivals.aside(socket) for socket in sockets)
+        for socket in (*sockets, *CONTROL_DIR.glob(f"{machine_id}.vol*")):
             socket.unlink(missing_ok=True)
 
 

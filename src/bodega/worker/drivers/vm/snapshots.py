@@ -93,7 +93,7 @@ class QmpAnswer(BaseModel):
     error: QmpError | None = None
 
 
-Command = tuple[str, Mapping[str, str]]  # execute, arguments
+Command = tuple[str, Mapping[str, object]]  # execute, arguments
 
 
 async def qmp(socket: Path, *commands: Command) -> list[QmpAnswer]:

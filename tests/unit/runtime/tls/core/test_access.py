@@ -28,6 +28,9 @@ from bodega.runtime.tls.core.access import (
 CHANGES = ("POST", "PUT", "PATCH", "DELETE")
 
 
+PEER_ROUTES = ("/import", "/import-volume", "/migrate-in", "/switch")  # worker to worker
+
+
 def routes(listener: str) -> list[Route]:
     return [r for r in POLICY if r.listener == listener]
 
@@ -35,9 +38,11 @@ def routes(listener: str) -> list[Route]:
 def test_a_worker_may_call_no_other_workers_machine_routes() -> None:
     machine_routes = [r for r in routes(WORKER_API) if r.path.startswith("/v1/machines")]
     assert len(machine_routes) > 25
-    # Only a move's target is handed a machine, and its volume's data, by another worker.
+    # Only a move's target is handed a machine, its volume's data and a live move's VM
+    # state, by another worker.
     assert sorted(str(r) for r in machine_routes if WORKER in POLICY[r]) == [
-        "POST /v1/machines/{id}/import", "POST /v1/machines/{id}/import-volume"]
+        "POST /v1/machines/{id}/import", "POST /v1/machines/{id}/import-volume",
+        "POST /v1/machines/{id}/migrate-in", "POST /v1/machines/{id}/switch"]
     assert not allowed(WORKER_API, "POST", "/v1/machines/{id}/import", BROKER)
     # Beside health and those, a worker calls only the job routes of another (a task's runner
     # at its job's home: docs/jobs.md) and the one that carries a snapshot's data
@@ -62,7 +67,7 @@ def test_a_proxy_wakes_and_idles_machines_serves_their_statics_and_nothing_more(
 def test_the_broker_may_call_every_machine_and_volume_route_of_a_worker() -> None:
     for route in routes(WORKER_API):
         if route.path.startswith(("/v1/machines", "/v1/volumes", "/v1/reservations")) \
-                and not route.path.endswith(("/import", "/import-volume")):  # worker to worker
+                and not route.path.endswith(PEER_ROUTES):  # worker to worker
             assert BROKER in POLICY[route], route
 
 

@@ -17,6 +17,19 @@ anywhere in either repeats the step it was in, never one already done.
     resume_step     running                                              ADOPT
                     paused, postmigrate  not under way                   CONT
                     anything else (inmigrate: the snapshot not loaded)   REDO
+
+A live move (``live.py``) migrates the running VM to the target's qemu instead of a
+file, while the guest runs; its source decides from its own qemu, its target from its:
+
+    live_step       under way                                            WAIT
+    (the source)    postmigrate          completed                       SWITCH
+                    running              none, failed, cancelled         MIGRATE
+                    paused (a failed migration that left it stopped)     CONT
+
+    arrival_step    running                                              RUNS
+    (the target)    paused, postmigrate  completed                       CONT
+                    inmigrate            none                            LISTEN
+                    anything else (a load that failed or is under way)   WAIT
 """
 
 from __future__ import annotations
@@ -46,6 +59,8 @@ class Migration(BaseModel):
     model_config = ConfigDict(extra="ignore", populate_by_name=True)
     status: str = "none"
     error_desc: str = Field(default="", alias="error-desc")
+    downtime: int | None = None  # ms the vCPUs were stopped, once completed (the source's)
+    total_time: int | None = Field(default=None, alias="total-time")  # ms, start to end
 
     @property
     def under_way(self) -> bool:
@@ -95,3 +110,42 @@ def resume_step(run: RunStatus, migration: Migration) -> ResumeStep:
     if run.status in ("paused", "postmigrate") and not migration.under_way:
         return ResumeStep.CONT
     return ResumeStep.REDO
+
+
+class LiveStep(StrEnum):
+    MIGRATE = "migrate"  # migrate the running VM to the target (again, after a failure)
+    WAIT = "wait"  # a migration under way (an earlier try's): until it ends
+    SWITCH = "switch"  # its state is all on the target: the target lets it run
+    CONT = "cont"  # stopped here by a migration that failed: let it run, then migrate
+
+
+def live_step(run: RunStatus, migration: Migration) -> LiveStep:
+    """The source's next step of a live move, from its qemu: a worker killed anywhere in
+    it repeats the step it was in. ``postmigrate`` with a completed migration is a VM
+    whose state went over whole and that never ran here since."""
+    if migration.under_way:
+        return LiveStep.WAIT
+    if run.status == "postmigrate" and migration.status == "completed":
+        return LiveStep.SWITCH
+    if run.running:
+        return LiveStep.MIGRATE
+    return LiveStep.CONT
+
+
+class ArrivalStep(StrEnum):
+    LISTEN = "listen"  # waits for the state: take it from the stream
+    WAIT = "wait"  # taking it, or failed: until it ends
+    CONT = "cont"  # its state is loaded: let it run
+    RUNS = "runs"  # it runs here already
+
+
+def arrival_step(run: RunStatus, migration: Migration) -> ArrivalStep:
+    """The target's next step with the qemu a live move's import started (``-incoming
+    defer``)."""
+    if run.running:
+        return ArrivalStep.RUNS
+    if run.status in ("paused", "postmigrate") and migration.status == "completed":
+        return ArrivalStep.CONT
+    if run.status == "inmigrate" and migration.status == "none":
+        return ArrivalStep.LISTEN
+    return ArrivalStep.WAIT

@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 
 from bodega.worker.drivers.vm.core.migration import (
+    ArrivalStep,
+    LiveStep,
     Migration,
     ResumeStep,
     RunStatus,
     SuspendStep,
+    arrival_step,
+    live_step,
     resume_step,
     suspend_step,
 )
@@ -66,3 +70,36 @@ def test_a_suspend_goes_on_from_the_step_it_was_in(
 def test_a_resume_that_finds_a_qemu_keeps_it_only_once_its_state_is_loaded(
         state: str, migrating: dict[str, object], step: ResumeStep) -> None:
     assert resume_step(run(state), migration(migrating)) is step
+
+
+@pytest.mark.parametrize(("status", "answer", "step"), [
+    ("running", {}, LiveStep.MIGRATE),  # the first try
+    ("running", {"status": "failed", "error-desc": "Broken pipe"}, LiveStep.MIGRATE),
+    ("running", {"status": "cancelled"}, LiveStep.MIGRATE),
+    ("running", {"status": "active"}, LiveStep.WAIT),  # an earlier try's, its relay gone
+    ("finish-migrate", {"status": "device"}, LiveStep.WAIT),
+    ("postmigrate", {"status": "completed", "downtime": 41}, LiveStep.SWITCH),
+    ("paused", {"status": "failed"}, LiveStep.CONT),  # stopped by a failure: run, then again
+    ("postmigrate", {"status": "failed"}, LiveStep.CONT),
+])
+def test_a_live_moves_source_goes_on_from_what_its_qemu_says(
+        status: str, answer: dict[str, object], step: LiveStep) -> None:
+    assert live_step(run(status), migration(answer)) is step
+
+
+def test_a_completed_migration_says_its_downtime() -> None:
+    done = migration({"status": "completed", "downtime": 41, "total-time": 2210})
+    assert (done.downtime, done.total_time) == (41, 2210)
+
+
+@pytest.mark.parametrize(("status", "answer", "step"), [
+    ("inmigrate", {}, ArrivalStep.LISTEN),  # waits for the source's state
+    ("inmigrate", {"status": "active"}, ArrivalStep.WAIT),  # taking it
+    ("paused", {"status": "completed"}, ArrivalStep.CONT),  # all came: let it run
+    ("postmigrate", {"status": "completed"}, ArrivalStep.CONT),
+    ("running", {"status": "completed"}, ArrivalStep.RUNS),  # an earlier switch's
+    ("paused", {"status": "failed"}, ArrivalStep.WAIT),  # never runs a half-loaded VM
+])
+def test_a_live_moves_target_goes_on_from_what_its_qemu_says(
+        status: str, answer: dict[str, object], step: ArrivalStep) -> None:
+    assert arrival_step(run(status), migration(answer)) is step
