@@ -45,7 +45,8 @@ async def _warm(jobs: Jobs, app: str) -> dict[str, set[str]]:
     assert job.state == "succeeded"
     slots: dict[str, set[str]] = {}
     for task in job.tasks or []:
-        assert task.worker and task.machine_id
+        assert task.worker
+        assert task.machine_id
         slots.setdefault(task.worker, set()).add(task.machine_id)
     assert sorted(slots) == sorted(jobs.workers), slots
     return slots
