@@ -138,6 +138,19 @@ class BodegaPool:
         victim = max(others, key=lambda w: len(running[w]))
         return victim, running[victim]
 
+    def process_seconds(self) -> dict[str, float]:
+        """CPU seconds (user and system) each component of the cluster (its workers, broker,
+        registry agent...) used so far, by name; the jobs' programs, its children, left out."""
+        listed = json.loads((self.data / "cluster.json").read_text())["components"]
+        tick = os.sysconf("SC_CLK_TCK")
+        used: dict[str, float] = {}
+        for component in listed:
+            with contextlib.suppress(OSError, ValueError, IndexError, KeyError):
+                stat = Path(f"/proc/{component['pid']}/stat").read_text()
+                fields = stat.rsplit(")", 1)[1].split()  # utime and stime: fields 14 and 15
+                used[str(component["name"])] = (int(fields[11]) + int(fields[12])) / tick
+        return used
+
     def pid_of(self, component: str) -> int:
         listed = json.loads((self.data / "cluster.json").read_text())["components"]
         return int(next(c["pid"] for c in listed if c["name"] == component))

@@ -30,8 +30,9 @@ one at a time:
   keep-alive connection (bodega: a ``POST /sched/submit`` each; Redis: an ``RPUSH`` each),
   the pools taking turns round by round: the makespan from the first submit to the last
   job's end, each submit's round trip and each job's submit-to-start (p50, p99), and the
-  pool's CPU per job; then the same jobs sent as one list (bodega: one submit of a JSON
-  list; Redis: pipelined ``RPUSH``es).
+  pool's CPU per job (bodega: each component's too, ``one_cpu_ms_per_job_<n>_<name>`` in
+  the JSON, its user and system time from ``/proc``); then the same jobs sent as one list
+  (bodega: one submit of a JSON list; Redis: pipelined ``RPUSH``es).
 
     python -m bench.jobs.queues [--workers 2 --slots 4 --jobs 2000 --rounds 3 ...] [--json out.json]
     python -m bench.jobs.queues --phases makespan --pools bodega,blmove --before-src DIR/src
@@ -132,6 +133,8 @@ async def singles(pool: Pool, root: Path, jobs: int, label: str) -> Figures:
     """``jobs`` one-task jobs, each submitted alone, one after another (the article's shape):
     the makespan, each submit's round trip, each job's submit-to-start, CPU per job."""
     batches = [new_batch(root, f"one{jobs}-{label}-{i}") for i in range(jobs)]
+    each = getattr(pool, "process_seconds", None)  # bodega: each component's CPU too
+    each_before: dict[str, float] = each() if each is not None else {}
     before = pool.cpu.seconds()
     sent: dict[Path, float] = {}
     trips = []
@@ -142,6 +145,7 @@ async def singles(pool: Pool, root: Path, jobs: int, label: str) -> Figures:
                        max(300.0, jobs * 0.5), 0.1):
         raise SystemExit(f"{pool.name}: not every one of {jobs} single jobs ran")
     used = pool.cpu.seconds() - before
+    each_after: dict[str, float] = each() if each is not None else {}
     starts = [marks(b, "s")[0] - at for b, at in sent.items()]
     ends = max(marks(b, "d")[0] for b in batches)
     return {f"one_makespan_s_{jobs}": ends - min(sent.values()),
@@ -149,7 +153,9 @@ async def singles(pool: Pool, root: Path, jobs: int, label: str) -> Figures:
             f"one_submit_p99_ms_{jobs}": quantile(trips, 0.99) * 1000,
             f"one_start_p50_ms_{jobs}": quantile(starts, 0.5) * 1000,
             f"one_start_p99_ms_{jobs}": quantile(starts, 0.99) * 1000,
-            f"one_cpu_ms_per_job_{jobs}": used / jobs * 1000}
+            f"one_cpu_ms_per_job_{jobs}": used / jobs * 1000,
+            **{f"one_cpu_ms_per_job_{jobs}_{name}": (spent - each_before[name]) / jobs * 1000
+               for name, spent in each_after.items() if name in each_before}}
 
 
 async def in_one_list(pool: Pool, root: Path, jobs: int, label: str) -> Figures:

@@ -381,6 +381,8 @@ class Worker:
     def _before_scrape(self) -> None:
         self.metrics.observe_usage(queries.count_by_state(self.store.db), self.ledger.usage(),
                                    self.config.totals)
+        if self.jobs.home.seats is not None:
+            self.metrics.observe_starts_at_submit(self.jobs.home.seats.started)
         warmup = self.driver.capabilities.warmup
         if warmup is not None:
             self.metrics.observe_warmup(warmup.warmup_moves)

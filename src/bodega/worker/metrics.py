@@ -57,7 +57,13 @@ class WorkerMetrics:
             "Moves the worker made to ready the kernel's cgroup lock for coming starts",
             registry=self.registry,
         )
+        self.starts_at_submit = Counter(
+            "bodega_worker_job_starts_at_submit",
+            "One-task jobs this worker, their home, started in a warm slot of its own within "
+            "their submit's transaction (no probe, no take)", registry=self.registry,
+        )
         self._warmup_counted = 0
+        self._starts_counted = 0
         self._step_children: dict[tuple[str, str], Any] = {}
 
     def observe_step(self, fsm: str, step: str, seconds: float) -> None:
@@ -71,6 +77,12 @@ class WorkerMetrics:
         """The warm-up's moves so far (its thread counts them; added here when scraped)."""
         self.warmup_moves.inc(moves - self._warmup_counted)
         self._warmup_counted = moves
+
+    def observe_starts_at_submit(self, started: int) -> None:
+        """The jobs started at their submit so far (the home counts them; added when
+        scraped)."""
+        self.starts_at_submit.inc(started - self._starts_counted)
+        self._starts_counted = started
 
     def observe_usage(self, counts: Mapping[str, int], used: Usage,
                       totals: Totals) -> None:

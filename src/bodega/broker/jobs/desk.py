@@ -106,8 +106,12 @@ class JobDesk:
             if found.periodic is not None:  # it never succeeds: its runs do
                 raise BadRequest(f"invalid_argument: after: job {before} is periodic: name "
                                  f"one of its runs ({before}-<the UTC minute it fired for>)")
-        probes = self.probe_targets(spec) if spec.pool == BODEGA_POOL \
-            and not spec.after and not spec.periodic else {}
+        # A one-task job that names no region is started by its home in a warm slot of its
+        # own when one is free (``jobs/seats.py``); when none is, the home places its probes
+        # itself on the workers with most room in its view, as for a task back in the
+        # queue: this broker ranks no workers for it.
+        probes = self.probe_targets(spec) if spec.pool == BODEGA_POOL and not spec.after \
+            and not spec.periodic and (spec.count > 1 or spec.region) else {}
         order = self.index.submit_homes(app, spec.name, spec.idempotency_key,
                                         self.live_workers())
         if not order:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from bodega.jobs.jobs import FINISHED, JobState, admit, job_state, pick
 from bodega.jobs.periodic import next_fire, run_name
+from bodega.jobs.seats import at_submit
 from bodega.jobs.spec import BODEGA_POOL, run_spec
 from bodega.jobs.tasks import Task, TaskState, cancel, claim, holds, release, renew
 from bodega.model.errors import BadRequest, Conflict, NotFound
@@ -42,6 +43,7 @@ from bodega.wire.internal.jobs.calls import (
 )
 from bodega.wire.public.jobs.api import JobStatus, ReleaseAnswer, RenewAnswer
 from bodega.worker.jobs.render import claimed, job_status, periodic_status
+from bodega.worker.jobs.seats import Seated, SubmitSeats
 from bodega.worker.jobs.store import JobRow, JobStore, PeriodicRow
 
 log = logging.getLogger("bodega.worker.jobs")
@@ -91,6 +93,7 @@ class JobHome:
         self.changed: Callable[[str], None] = lambda _job: None
         self.stops: Callable[[list[StopOrder]], None] = lambda _orders: None
         self.drops: Callable[[str, list[str]], None] = lambda _job, _workers: None
+        self.seats: SubmitSeats | None = None  # this worker's warm slots, for a submit
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -124,6 +127,7 @@ class JobHome:
         """Commit the job (or find the one its idempotency key already made)."""
         spec = body.spec
         now = self.clock()
+        seated: Seated | None = None
         with self.store.tx() as conn:
             if spec.idempotency_key:
                 earlier = self.store.job_keyed(spec.app, spec.idempotency_key)
@@ -139,13 +143,29 @@ class JobHome:
                 at = self.calendar()
                 self.store.insert_periodic(conn, PeriodicRow(job_id, next_fire(spec.periodic, at)))
                 self.checked[job_id] = at
-            elif spec.pool == BODEGA_POOL and body.probes and not spec.after:
-                # A job that waits gets its probes once free (the upkeep's top-up).
-                self.store.add_probes(conn, job_id, body.probes, now)
-        log.info("job %s (%s/%s): %d task(s) of %s committed here", job_id, spec.app,
-                 spec.name, spec.count, " ".join(spec.command)[:80])
+            elif spec.pool == BODEGA_POOL and not spec.after:
+                seated = self._seat(conn, job_id, now)
+                if seated is None and body.probes:
+                    # A job that waits gets its probes once free (the upkeep's top-up).
+                    self.store.add_probes(conn, job_id, body.probes, now)
+        if seated is not None and self.seats is not None:
+            self.seats.start(seated)
+        log.info("job %s (%s/%s): %d task(s) of %s committed here%s", job_id, spec.app, spec.name,
+                 spec.count, " ".join(spec.command)[:80], "" if seated is None else ", started")
         self.changed(job_id)
         return self.get(job_id)
+
+    def _seat(self, conn: sqlite3.Connection, job_id: str, now: float) -> Seated | None:
+        """The task claimed by this worker, running in a free warm slot here, in the submit's
+        transaction (``bodega.jobs.seats``); None: committed queued."""
+        job = self.store.job(job_id)
+        task = self.store.task(conn, job_id, 0)
+        if self.seats is None or job is None or task is None or not at_submit(job.spec, now):
+            return None
+        won = claim(task, job.policy, self.name, now)
+        if (seated := self.seats.seat(conn, job, won, now)) is not None:
+            self.apply(conn, job, [replace(won, machine_id=seated.machine_id)], now)
+        return seated
 
     # -- periodic jobs' runs -------------------------------------------------------------------
     def launch(self, parent: JobRow, fire: float, after: PeriodicRow) -> JobRow:

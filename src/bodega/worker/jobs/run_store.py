@@ -131,6 +131,23 @@ class RunStore:
                              (left, probe.seq))
         return recorded
 
+    def seated(self, conn: sqlite3.Connection, run: RunRow) -> RunRow:
+        """A run already running in a slot (``run.machine_id``), recorded in the transaction
+        of its job's submit (``bodega.jobs.seats``)."""
+        cursor = conn.execute(
+            "INSERT INTO runs (job_id, idx, attempt, home, app, config, lease_seconds, "
+            "grace_seconds, machine_id, state, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+            (run.job_id, run.index, run.attempt, run.home, run.app,
+             run.config.model_dump_json(exclude_none=True), run.lease_seconds,
+             run.grace_seconds, run.machine_id, run.updated_at, run.updated_at))
+        assert cursor.lastrowid is not None
+        return replace(run, seq=cursor.lastrowid, state="running")
+
+    def remember(self, run: RunRow) -> None:
+        """Keep a committed run's config, so its row is never read back for it."""
+        self._configs[run.seq] = run.config
+
     # -- runs ---------------------------------------------------------------------------------
     def runs(self) -> list[RunRow]:
         return [self._run(r) for r in self.db.execute("SELECT * FROM runs ORDER BY seq")]

@@ -191,4 +191,26 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_running ON tasks (job_id, idx) WHERE state = 'running';
     CREATE INDEX tasks_backoff ON tasks (eligible_at) WHERE state = 'queued';
     """,
+    # What a home reads at every submit and every end must not grow with the finished jobs
+    # it keeps (up to a thousand an app): a count that falls to zero goes, so the queued
+    # counts are only those of jobs with queued tasks, found by state; unfinished jobs are
+    # found without walking the finished ones.
+    """
+    DROP TRIGGER task_counts_update;
+    DROP TRIGGER task_counts_delete;
+    CREATE TRIGGER task_counts_update AFTER UPDATE OF state ON tasks
+        WHEN OLD.state IS NOT NEW.state BEGIN
+        UPDATE task_counts SET n = n - 1 WHERE job_id = OLD.job_id AND state = OLD.state;
+        DELETE FROM task_counts WHERE job_id = OLD.job_id AND state = OLD.state AND n <= 0;
+        INSERT INTO task_counts (job_id, state, n) VALUES (NEW.job_id, NEW.state, 1)
+            ON CONFLICT (job_id, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER task_counts_delete AFTER DELETE ON tasks BEGIN
+        UPDATE task_counts SET n = n - 1 WHERE job_id = OLD.job_id AND state = OLD.state;
+        DELETE FROM task_counts WHERE job_id = OLD.job_id AND state = OLD.state AND n <= 0;
+    END;
+    DELETE FROM task_counts WHERE n <= 0;
+    CREATE INDEX task_counts_by_state ON task_counts (state);
+    CREATE INDEX jobs_unfinished ON jobs (state) WHERE finished_at IS NULL;
+    """,
 )

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bodega.jobs.seats import Seat, free_seat
 from bodega.jobs.slots import SHORT, SLOT_KEY, depth, dispatch_line, results, slot_config
 from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound
@@ -164,6 +165,23 @@ class SlotPool:
         self._hold(slot, run)
         self._spawn(self._create(slot, run.config, reservation))
         return slot
+
+    def free(self, key: str) -> Slot | None:
+        """An idle slot of shape ``key`` that is up, for a job started at its submit
+        (``bodega.jobs.seats``); it stays free until ``seated`` holds it, as long as no
+        ``await`` comes between."""
+        if not self.enabled:
+            return None
+        chosen = free_seat([Seat(key=s.key, up=self.up(s), held=len(s.runs),
+                                 retiring=s.retiring, idle_since=s.idle_since)
+                            for s in self.slots], key)
+        return None if chosen is None else self.slots[chosen]
+
+    def seated(self, slot: Slot, run: RunRow) -> None:
+        """A run committed in ``slot`` at its job's submit: held there, its line written."""
+        self._hold(slot, run)
+        self.renew_soon()
+        self._write(slot, run)
 
     def _hold(self, slot: Slot, run: RunRow) -> None:
         if not slot.runs:

@@ -314,7 +314,9 @@ class JobStore:
         return [(str(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
 
     def probes_delivered(self, job_id: str, worker: str, sent: int) -> None:
-        with self.tx() as conn:
+        """Not synced: a record lost with the host's power has its probes delivered again,
+        and a worker holding more of a job's probes than it has tasks is answered ``drop``."""
+        with self.tx(synced=False) as conn:
             conn.execute("UPDATE probes_out SET delivered = min(count, delivered + ?) "
                          "WHERE job_id = ? AND worker = ?", (sent, job_id, worker))
 

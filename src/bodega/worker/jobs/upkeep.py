@@ -198,9 +198,11 @@ class JobUpkeep:
     def retain(self, now: float) -> None:
         finished = [Finished(job_id, app, at) for job_id, app, at in self.store.finished()]
         dropped = to_drop(finished, now, self.config.finished_ttl, self.config.keep_per_app)
-        for job_id in dropped:
+        if dropped:  # one commit for all of them: a busy home drops hundreds at a time
             with self.store.tx() as conn:
-                self.store.delete_job(conn, job_id)
+                for job_id in dropped:
+                    self.store.delete_job(conn, job_id)
+        for job_id in dropped:
             self.home.changed(job_id)
         if dropped:
             log.info("dropped %d finished jobs (TTL %.0fs, %d kept per app)", len(dropped),

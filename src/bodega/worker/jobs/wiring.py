@@ -29,6 +29,7 @@ from bodega.worker.jobs.routes import JobRoutes
 from bodega.worker.jobs.run_store import RunStore
 from bodega.worker.jobs.runs import OWNER, JobRunner
 from bodega.worker.jobs.schedules import calendar
+from bodega.worker.jobs.seats import SubmitSeats
 from bodega.worker.jobs.slots import SlotPool
 from bodega.worker.jobs.store import JobStore
 from bodega.worker.jobs.upkeep import JobUpkeep, UpkeepConfig
@@ -64,6 +65,7 @@ class WorkerJobs:
             slots.freed = self.runner.wake.set
             ledger.giving_way = slots.giving_way  # idle slots' room shows as free,
             ledger.make_room = slots.make_room  # and is made free for any machine
+            self.home.seats = SubmitSeats(runs, slots, config.name)
         self.upkeep = JobUpkeep(self.home, self.peers, UpkeepConfig(
             probe_ratio=settings.probe_ratio, finished_ttl=settings.finished_ttl,
             keep_per_app=settings.keep_per_app), JobWaits(self.home, self._viewed_state),

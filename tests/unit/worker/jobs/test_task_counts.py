@@ -50,18 +50,35 @@ def test_counts_follow_claims_and_ends_and_go_with_their_job(tmp_path: Path) -> 
     assert tuple(store.db.execute("SELECT count(*) FROM task_counts").fetchone()) == (0,)
 
 
+def test_a_count_that_falls_to_zero_goes_so_finished_jobs_leave_no_queued_count(
+        tmp_path: Path) -> None:
+    store, home, job = a_job(tmp_path)
+    home.claim(job, HomeClaim(worker="w2", mode="take", count=5, ref="p1.0"))
+    home.release_many(HomeReleases(worker="w2", items=[
+        ReleaseItem(job=job, task=i, exit_code=0, attempt=1) for i in range(5)]))
+    rows = list(store.db.execute("SELECT state, n FROM task_counts WHERE job_id = ?", (job,)))
+    assert [tuple(r) for r in rows] == [("succeeded", 5)]
+    assert store.queued_total() == 0
+    assert store.counts(store.db, job)["queued"] == 0  # read as zero all the same
+    plan = " ".join(str(tuple(r)) for r in store.db.execute(
+        "EXPLAIN QUERY PLAN SELECT 1 FROM jobs WHERE finished_at IS NULL AND state = 's'"))
+    assert "jobs_unfinished" in plan  # unfinished jobs found without the finished ones
+
+
 def test_a_database_from_before_the_counts_gets_them_from_its_tasks(tmp_path: Path) -> None:
     store, home, job = a_job(tmp_path)
     home.claim(job, HomeClaim(worker="w2", mode="take", count=2, ref="p1.0"))
-    # As a version before the counts left it: no table, no triggers, one migration fewer.
+    # As a version before the counts left it: no table, no triggers, and neither the
+    # counts' nor the unfinished jobs' index that came after: two migrations fewer.
     store.db.executescript(
+        "DROP INDEX jobs_unfinished; DROP INDEX task_counts_by_state; "
         "DROP TRIGGER task_counts_insert; DROP TRIGGER task_counts_update; "
         "DROP TRIGGER task_counts_delete; DROP TABLE task_counts; DROP INDEX tasks_running; "
         "DROP INDEX tasks_backoff; DROP INDEX tasks_queued; CREATE INDEX tasks_queued ON "
         "tasks (job_id, eligible_at) WHERE state = 'queued'; CREATE INDEX tasks_states ON "
         "tasks (job_id, state); CREATE INDEX tasks_held ON tasks (claimant) "
         "WHERE state = 'running'; "
-        f"PRAGMA user_version = {len(MIGRATIONS) - 1};")
+        f"PRAGMA user_version = {len(MIGRATIONS) - 2};")
     store.close()
     again = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
     assert kept(again, job) == counted(again.db, job) == {"queued": 3, "running": 2}

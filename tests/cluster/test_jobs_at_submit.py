@@ -1,0 +1,93 @@
+"""A one-task job starts at its submit in a warm slot of its home, on a real `bodega up`.
+
+Once a job of many tasks has left warm slots on both workers, a one-task job of the same
+shape is answered already running: its task claimed by its home and placed in one of the
+home's slots in the submit's transaction, no probe placed anywhere and no take made (its
+task has no take reference). A one-task job that finds no free slot of its shape on its
+home (here: a task of another size) is committed queued and runs later by late binding,
+as before.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.jobs_kit import Jobs, jobs_up
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
+
+
+def _task_row(db: Path, job_id: str) -> tuple[str | None, str | None]:
+    """(claimant, take reference) of the job's task in its home's store."""
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        row = conn.execute("SELECT claimant, ref FROM tasks WHERE job_id = ? AND idx = 0",
+                           (job_id,)).fetchone()
+    return row[0], row[1]
+
+
+def _probes_placed(db: Path, job_id: str) -> int:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        (n,) = conn.execute("SELECT count(*) FROM probes_out WHERE job_id = ?",
+                            (job_id,)).fetchone()
+    return int(n)
+
+
+async def _warm(jobs: Jobs, app: str) -> dict[str, set[str]]:
+    """Slots on both workers (more tasks at once than one worker has room for): worker ->
+    the slots that ran the warm-up's tasks."""
+    answer = await jobs.submit(app, {"name": "warmup", "command": "sleep 1", "count": 40})
+    assert answer.status_code == 200, answer.text
+    job = await jobs.finished(app, "warmup")
+    assert job.state == "succeeded"
+    slots: dict[str, set[str]] = {}
+    for task in job.tasks or []:
+        assert task.worker
+        assert task.machine_id
+        slots.setdefault(task.worker, set()).add(task.machine_id)
+    assert sorted(slots) == sorted(jobs.workers), slots
+    return slots
+
+
+async def test_a_one_task_job_starts_at_its_submit_in_a_warm_slot_of_its_home(
+        tmp_path: Path) -> None:
+    async with jobs_up(tmp_path) as (jobs, up):
+        app = await jobs.app("jb-seat")
+        slots = await _warm(jobs, app)
+        for home in jobs.workers:
+            name = jobs.name_on(home, app, "one")
+            answer = await jobs.submit(app, {"name": name, "command": "sh -c 'echo seated'"})
+            assert answer.status_code == 200, answer.text
+            started = answer.json()
+            assert (started["home"], started["state"]) == (home, "running"), started
+            (task,) = started["tasks"]
+            assert task["worker"] == home
+            assert task["machine_id"] in slots[home], (task, slots)  # a slot warm there
+            db = up.data_dir / "workers" / home / "jobs.db"
+            assert _task_row(db, started["id"]) == (home, None)  # claimed by no take
+            assert _probes_placed(db, started["id"]) == 0
+            job = await jobs.finished(app, name)
+            assert job.state == "succeeded"
+            (ran,) = job.tasks or []
+            assert (ran.attempts, ran.exit_codes, ran.worker) == (1, [0], home)
+            assert ran.output == ["seated"]
+
+        # No free slot of its shape on its home: committed queued, run later by a take.
+        home = jobs.workers[0]
+        name = jobs.name_on(home, app, "bigger")
+        answer = await jobs.submit(app, {"name": name, "command": "true", "memory_mb": 512})
+        assert answer.status_code == 200, answer.text
+        queued = answer.json()
+        assert (queued["home"], queued["state"]) == (home, "queued"), queued
+        job = await jobs.finished(app, name)
+        assert job.state == "succeeded"
+        (ran,) = job.tasks or []
+        assert (ran.attempts, ran.exit_codes) == (1, [0])
+        assert ran.machine_id not in set().union(*slots.values())
+        worker = ran.worker
+        assert worker in jobs.workers
+        claimant, ref = _task_row(up.data_dir / "workers" / home / "jobs.db", job.id)
+        assert (claimant, ref is not None) == (worker, True)  # given by a take
