@@ -174,7 +174,9 @@ def three_hosts(root: Path, *up_args: str, count: int = 3,
                               # Short enough that joined hosts renew theirs while the module
                               # runs: through host 1's broker, across the network.
                               "--cert-validity", f"{CERT_LIFETIME:g}s", *up_args)
-        out = wait_for(first, "bodega is up")
+        # The join line ends the banner: waited for itself, not for the banner's first
+        # line, which a loaded host may print a read before the rest.
+        out = wait_for(first, "--region <REGION>")
         lines = [m for line in out.splitlines() if (m := JOIN_LINE.match(line))]
         assert lines, f"no join line printed:\n{out}"
         cluster.join_line = lines[0][1]
