@@ -75,12 +75,24 @@ def heed_stop_signals() -> None:
     restarts at start-up) would then shrug off SIGINT, the default stop signal,
     and be killed only at the end of its grace. A handled signal is reset to
     its default at exec, so SIGINT gets Python's handler here, first thing.
+
+    ``nohup`` starts a program with SIGHUP ignored, which it means for the daemon alone
+    (a closed terminal must not end it), not for the machines and consoles it starts: a
+    machine whose stop signal is SIGHUP, or a console's program hung up, would shrug it
+    off. So an ignored SIGHUP gets a handler that does nothing: the daemon still ignores
+    it, and what it starts has SIGHUP's default.
     """
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     for sig in (signal.SIGQUIT, signal.SIGTERM):
         if signal.getsignal(sig) is signal.SIG_IGN:
             signal.signal(sig, signal.SIG_DFL)
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _shrug)
+
+
+def _shrug(_sig: int, _frame: object) -> None:
+    """SIGHUP, ignored as ``nohup`` asked, in a way a program started here does not inherit."""
 
 
 def _already_stopping(name: str) -> None:
