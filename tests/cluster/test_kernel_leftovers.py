@@ -34,6 +34,7 @@ from tests.cluster.kernel_objects_kit import Snapshot, snapshot, unexplained
 from tests.cluster.up_kit import UpProcess, free_port, in_cluster, unwire, url_host
 from tests.integration.images.image_kit import build_image, needs_image_tools
 from tests.poll_kit import until as poll_until
+from tests.proc_kit import live_pids
 from tests.python_kit import machine_python
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces and cgroups need root")
@@ -76,17 +77,8 @@ def marks(data: Path, b: int, *machines: dict[str, Any]) -> list[str]:
 
 
 def program_pids(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
-                continue
-            if argv[0] == machine_python().encode() and marker.encode() in argv and state != "Z":
-                found.append(int(entry.name))
-    return found
+    python = machine_python().encode()
+    return live_pids(lambda argv: argv[0] == python and marker.encode() in argv)
 
 
 until = partial(poll_until, timeout=60.0, every=0.1)

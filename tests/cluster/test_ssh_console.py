@@ -281,10 +281,22 @@ async def test_ssh_console_reaches_an_image_machine(
     """The oci driver's console, in a container (crun, or runc) and in a gVisor sandbox
     (runsc): the runtime's exec with a terminal of its own, copied to the worker's."""
     app = f"con-{isolation}"
-    built: list[str] = []
     cli, up = cluster
+    async with image_app_deployed(cli, up, app, isolation) as machine_id:
+        await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
+                               tools="/bin/busybox ",
+                               sleeping=in_machine(cli, app, machine_id),
+                               named=None if isolation == "sandbox" else r"/dev/pts/\d+")
+
+
+@contextlib.asynccontextmanager
+async def image_app_deployed(cli: Cli, up: UpProcess, app: str,
+                             isolation: str) -> AsyncIterator[str]:
+    """``app`` deployed from an image built here, its machines in ``isolation``: its
+    machine's id. The image is removed from the build host after."""
     (registry,) = [c["registry"] for c in up.state()["components"]
                    if c["role"] == "registry"]
+    built: list[str] = []
     try:
         with readable_dir() as apps:
             toml = image_app(apps, app, "page\n")
@@ -293,11 +305,7 @@ async def test_ssh_console_reaches_an_image_machine(
                                 f'\n[[vm]]\n  isolation = "{isolation}"\n')
             await cli.ok("deploy", "-c", str(toml))
             built.append(f"{registry}/{app}:v1")
-        machine_id = (await cli.machines(app))[0]["id"]
-        await a_shell_typed_at(cli, app, machine_id, "-C", "/bin/busybox sh",
-                               tools="/bin/busybox ",
-                               sleeping=in_machine(cli, app, machine_id),
-                               named=None if isolation == "sandbox" else r"/dev/pts/\d+")
+        yield (await cli.machines(app))[0]["id"]
     finally:
         for reference in built:
             subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
@@ -316,17 +324,8 @@ async def test_ssh_console_reaches_a_vm_machine(cluster: tuple[Cli, UpProcess]) 
     typed at as in any machine, one console at a time (a second gets 409 in the error
     shape), and one whose command is gone is hung up in the guest, the next one opening."""
     app = "con-vm"
-    built: list[str] = []
     cli, up = cluster
-    (registry,) = [c["registry"] for c in up.state()["components"]
-                   if c["role"] == "registry"]
-    try:
-        with readable_dir() as apps:
-            toml = image_app(apps, app, "page\n")
-            toml.write_text(toml.read_text() + '\n[[vm]]\n  isolation = "vm"\n')
-            await cli.ok("deploy", "-c", str(toml))
-            built.append(f"{registry}/{app}:v1")
-        machine_id = (await cli.machines(app))[0]["id"]
+    async with image_app_deployed(cli, up, app, "vm") as machine_id:
         sleeping = in_machine(cli, app, machine_id)
 
         # The guest's kernel, not the host's; the command's exit code is the CLI's.
@@ -361,11 +360,5 @@ async def test_ssh_console_reaches_a_vm_machine(cluster: tuple[Cli, UpProcess]) 
                                "-C", "/bin/busybox echo next one") as then:
             await then.expect(r"next one\r?\n")
             assert await then.exit_code() == 0
-    finally:
-        for reference in built:
-            subprocess.run(["buildah", "rmi", "-f", reference], capture_output=True,
-                           check=False)
-
-
 async def negated(check: Callable[[], Awaitable[bool]]) -> bool:
     return not await check()

@@ -16,6 +16,7 @@ import httpx
 
 from tests.cluster.deploy_kit import EXAMPLES, Cli
 from tests.integration.images.image_kit import BUSYBOX
+from tests.proc_kit import live_pids
 
 # The program: a counter in the guest's tmpfs and its boot's id, served on 8080.
 START = """#!/bin/busybox sh
@@ -55,18 +56,8 @@ def vm_app(apps: Path, app: str) -> Path:
 
 def qemus(machine_id: str) -> list[int]:
     """The qemu processes running the machine's VM, on this host."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                argv = (entry / "cmdline").read_bytes().split(b"\0")
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if argv[0].endswith(b"qemu-system-x86_64") and state != "Z" \
-                    and any(machine_id.encode() in arg for arg in argv):
-                found.append(int(entry.name))
-    return found
+    return live_pids(lambda argv: argv[0].endswith(b"qemu-system-x86_64")
+                     and any(machine_id.encode() in arg for arg in argv))
 
 
 async def read(cli: Cli, app: str, path: str) -> str | None:

@@ -19,6 +19,7 @@ from bodega.worker.host.netns import NetnsNetwork
 from tests.cidr_kit import held_octet
 from tests.leftovers_kit import names_of, sweep_data_dir
 from tests.poll_kit import until as poll_until
+from tests.proc_kit import live_pids
 from tests.python_kit import machine_python
 from tests.tls_kit import TEST_CA
 
@@ -114,22 +115,8 @@ def machine_config(marker: str, env: dict[str, str] | None = None, **extra: Any)
 
 def program_pids(marker: str) -> list[int]:
     """The machine's own program (not its wrapper): argv[0] is Python and it carries the marker."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if argv and argv[0] == machine_python().encode() and marker.encode() in argv[1:]:
-            try:
-                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            except OSError:  # gone between the two reads
-                continue
-            if state != "Z":
-                pids.append(int(entry.name))
-    return pids
+    python = machine_python().encode()
+    return live_pids(lambda argv: argv[0] == python and marker.encode() in argv[1:])
 
 
 until = partial(poll_until, timeout=20.0, every=0.05)
