@@ -112,17 +112,9 @@ class RunStore:
                                 "attempt = ? AND state != 'ended'",
                                 (r.job_id, r.index, r.attempt)).fetchone():
                     continue
-                cursor = conn.execute(
-                    "INSERT INTO runs (job_id, idx, attempt, home, app, config, "
-                    "lease_seconds, grace_seconds, state, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'starting', ?, ?)",
-                    (r.job_id, r.index, r.attempt, r.home, r.app,
-                     r.config.model_dump_json(exclude_none=True), r.lease_seconds,
-                     r.grace_seconds, now, now))
-                assert cursor.lastrowid is not None
-                recorded.append(replace(r, seq=cursor.lastrowid, state="starting",
-                                        updated_at=now))
-                self._configs[cursor.lastrowid] = r.config
+                seq = _insert_run(conn, r, "starting", None, now)
+                recorded.append(replace(r, seq=seq, state="starting", updated_at=now))
+                self._configs[seq] = r.config
             left = probe.count - len(runs)
             if drop or left <= 0:
                 conn.execute("DELETE FROM probes_in WHERE seq = ?", (probe.seq,))
@@ -134,15 +126,8 @@ class RunStore:
     def seated(self, conn: sqlite3.Connection, run: RunRow) -> RunRow:
         """A run already running in a slot (``run.machine_id``), recorded in the transaction
         of its job's submit (``bodega.jobs.seats``)."""
-        cursor = conn.execute(
-            "INSERT INTO runs (job_id, idx, attempt, home, app, config, lease_seconds, "
-            "grace_seconds, machine_id, state, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
-            (run.job_id, run.index, run.attempt, run.home, run.app,
-             run.config.model_dump_json(exclude_none=True), run.lease_seconds,
-             run.grace_seconds, run.machine_id, run.updated_at, run.updated_at))
-        assert cursor.lastrowid is not None
-        return replace(run, seq=cursor.lastrowid, state="running")
+        seq = _insert_run(conn, run, "running", run.machine_id, run.updated_at)
+        return replace(run, seq=seq, state="running")
 
     def remember(self, run: RunRow) -> None:
         """Keep a committed run's config, so its row is never read back for it."""
@@ -198,3 +183,17 @@ def _run(row: sqlite3.Row, config: MachineConfig) -> RunRow:
                   machine_id=row["machine_id"], state=row["state"], stop=row["stop"],
                   exit_code=row["exit_code"], reason=row["reason"],
                   updated_at=row["updated_at"], seq=row["seq"])
+
+
+def _insert_run(conn: sqlite3.Connection, run: RunRow, state: str, machine_id: str | None,
+                at: float) -> int:
+    """A new run's row, in ``state`` (its slot's machine, once it has one); its seq."""
+    cursor = conn.execute(
+        "INSERT INTO runs (job_id, idx, attempt, home, app, config, lease_seconds, "
+        "grace_seconds, machine_id, state, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (run.job_id, run.index, run.attempt, run.home, run.app,
+         run.config.model_dump_json(exclude_none=True), run.lease_seconds,
+         run.grace_seconds, machine_id, state, at, at))
+    assert cursor.lastrowid is not None
+    return cursor.lastrowid
