@@ -111,8 +111,9 @@ class AppFigures(Collector):
                         tcp_servers: Mapping[tuple[str, str], tuple[str, str]] | None = None,
                         ) -> None:
         """One ``show stat``: ``servers`` maps (backend, server) to (app, machine) for each
-        slot holding a machine, ``tcp_servers`` the same for the TCP services' slots (no
-        HTTP series), ``apps`` an app's backends to the app.
+        slot holding a machine or leaving one (``Layout.leaving``), ``tcp_servers`` the
+        same for the TCP services' slots (no HTTP series), ``apps`` an app's backends to
+        the app.
 
         HAProxy counts by slot, and a slot (a backend, too) is reused by the next machine
         (app) once emptied: what a row counted since the last look is its occupant's now.
@@ -242,10 +243,10 @@ class AppFigures(Collector):
     def _concurrency(self, places: Mapping[str, Place]) -> dict[tuple[str, str], int]:
         """HAProxy's open sessions, and the Python plane's requests in flight added to
         them for every machine routed to (0 when idle) or still answering some. A machine
-        out of the rotation (cordoned, stopped) gets no 0 of the Python plane's: HAProxy
-        stops counting its sessions once its slot is emptied, and a 0 would say it had
-        none while requests it took before are still in flight there (an autoscaler
-        draining it would stop it under them)."""
+        out of the rotation (cordoned, stopped) gets no 0 of the Python plane's: its
+        figure is HAProxy's for the slot it is leaving while requests it took there are
+        open, and a 0 from here would say it had none (an autoscaler draining it would
+        stop it under them)."""
         concurrency = dict(self.concurrency)
         if self.outstanding is not None:
             in_flight = self.outstanding()

@@ -103,3 +103,49 @@ async def test_haproxy_counters_drive_autostop_and_the_soft_limit() -> None:
         await busy.stop()
         await spare.stop()
         await asyncio.sleep(0.05)
+
+
+async def test_a_cordoned_machines_requests_in_flight_are_counted_until_they_end() -> None:
+    """A machine taken out of the rotation (cordoned, as an autoscaler draining it does)
+    leaves its slot, but the session it holds there is still counted as its own, in
+    the load autostop reads and in ``bodega_haproxy_server_current``, until it ends (the
+    look that finds it ended says 0 once); only then is the slot free for another machine."""
+    first, second = Machine("first"), Machine("second")
+    ports = [await first.start(), await second.start()]
+    table, load, metrics = RoutingTable(), Load(), ProxyMetrics()
+    for mid, port in zip(("m1", "m2"), ports, strict=True):
+        table.put_machine(mid, routed(machine_doc(mid, port)))
+    waker = Waker(table, lambda _w: WorkerClient("http://127.0.0.1:9"), load, metrics, "ams")
+    try:
+        async with serving("haproxy", table, waker, load, metrics) as served:
+            dataplane = served.dataplane
+            assert dataplane is not None
+            writers = [await held_upgrade(served.url) for _ in range(2)]  # one on each
+            await dataplane.observe()
+            assert dataplane.load.outstanding == {"m1": 1, "m2": 1}
+            slot = next(key for key, (_, mid) in dataplane.layout.machines().items()
+                        if mid == "m1")
+
+            table.put_machine("m1", routed({**machine_doc("m1", ports[0]), "cordoned": True}))
+            await dataplane.sync()
+            assert slot not in dataplane.layout.machines()
+            assert dataplane.layout.leaving == {slot: ("web", "m1")}
+            await dataplane.observe()
+            assert dataplane.load.outstanding == {"m1": 1, "m2": 1}
+            assert ("web", "m1", 1, 0) in dataplane.collector.gauges
+
+            for writer in writers:
+                writer.close()
+            deadline = time.monotonic() + 30
+            while dataplane.layout.leaving or dataplane.load.outstanding:
+                assert time.monotonic() < deadline, (dataplane.layout.leaving,
+                                                     dataplane.load.outstanding)
+                await asyncio.sleep(0.05)
+                await dataplane.observe()
+            assert ("web", "m1", 0, 0) in dataplane.collector.gauges  # the look that saw it end
+            await dataplane.observe()
+            assert ("web", "m1") not in {(a, m) for a, m, _, _ in dataplane.collector.gauges}
+    finally:
+        await first.stop()
+        await second.stop()
+        await asyncio.sleep(0.05)

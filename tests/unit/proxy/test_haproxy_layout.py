@@ -16,6 +16,7 @@ from bodega.proxy.haproxy.core.layout import (
     Layout,
     ServerSpec,
     plan,
+    settled,
     wanted_servers,
 )
 from bodega.proxy.plane import choose_plane
@@ -57,20 +58,40 @@ def test_a_new_machine_takes_a_free_slot_by_runtime_commands() -> None:
     assert after.slots("web")[1] == spec("b", 9000, maxconn=5)
 
 
-def test_a_machine_that_leaves_goes_to_maintenance_and_its_slot_waits_a_step() -> None:
+def test_a_machine_that_leaves_goes_to_maintenance_and_its_slot_waits_for_its_sessions() -> None:
     layout, _, _ = step(EMPTY, {"web": [spec("a"), spec("b")]})  # slots: a b _ _
     index = layout.apps["web"]
-    # b's slot is emptied in this step (requests may still finish there): c and d fit in the
-    # two free slots, e does not, so this is a reload.
-    _, _, reload = step(layout, {"web": [spec("a"), spec("c"), spec("d"), spec("e")]})
-    assert reload
+    slot = (f"pool_{index}", "s1")
     layout, commands, reload = step(layout, {"web": [spec("a")]})
     assert not reload
     assert commands == [f"set server pool_{index}/s1 state maint"]
+    # b may still be answering requests it took there: they are still b's.
+    assert layout.leaving == {slot: ("web", "b")}
+    assert layout.counted()[slot] == ("web", "b")
+    # While b has sessions open there, its slot is not refilled: c and d fit in the two
+    # free slots, e does not, so this is a reload.
+    layout = settled(layout, {slot: 2})
+    assert layout.leaving == {slot: ("web", "b")}
+    _, _, reload = step(layout, {"web": [spec("a"), spec("c"), spec("d"), spec("e")]})
+    assert reload
+    # A look that finds them all ended frees it.
+    layout = settled(layout, {slot: 0})
+    assert layout.leaving == {}
     after, commands, reload = step(layout, {"web": [spec("a"), spec("c"), spec("d"),
                                                     spec("e")]})
-    assert not reload  # one step later the slot is free again
+    assert not reload
     assert after.slots("web") == (spec("a"), spec("c"), spec("d"), spec("e"))
+
+
+def test_a_leaving_slot_outside_the_look_stays_and_a_reload_starts_afresh() -> None:
+    layout, _, _ = step(EMPTY, {"web": [spec("a"), spec("b")]})
+    layout, _, _ = step(layout, {"web": [spec("a")]})
+    assert settled(layout, {}).leaving == layout.leaving  # not seen: still leaving
+    # A new shape is a new HAProxy process: its counters never held the old sessions.
+    grown, _, reload = step(layout, {"web": [spec("a")], **{f"app{i}": [spec(f"m{i}")]
+                                                            for i in range(MIN_BACKENDS)}})
+    assert reload
+    assert grown.leaving == {}
 
 
 def test_a_limit_change_is_a_command_on_the_same_slot() -> None:
@@ -95,9 +116,12 @@ def test_a_machine_changing_tier_is_ready_near_before_it_leaves_the_far_backend(
                         f"set maxconn server pool_{index}/s1 0",
                         f"set server pool_{index}/s1 state ready",
                         f"set server far_{index}/s0 state maint"]
+    assert alone.leaving == {(f"pool_{index}", "s0"): ("web", "a"),
+                             (f"far_{index}", "s0"): ("web", "b")}
+    alone = settled(alone, dict.fromkeys(alone.leaving, 0))  # their sessions ended
     back, commands, reload = step(alone, {"web": [spec("a")]}, far={"web": [spec("b", 9000)]})
     assert not reload
-    # The slots emptied a step ago are free again; b's near slot, emptied now, waits.
+    # The slots emptied before are free again; b's near slot, emptied now, waits.
     assert back.slots("web") == (spec("a"), None, None, None)
     assert back.far_slots("web") == (spec("b", 9000), None, None, None)
     assert commands == [f"set server pool_{index}/s0 addr 10.0.0.1 port 8080",

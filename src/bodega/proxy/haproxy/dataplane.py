@@ -52,6 +52,7 @@ from bodega.proxy.haproxy.core.layout import (
     far_name,
     host_key,
     plan,
+    settled,
     wanted_servers,
 )
 from bodega.proxy.haproxy.core.replay_action import render_lua
@@ -192,7 +193,13 @@ class HaproxyDataPlane:
         """Bring HAProxy to the routing table now (tests await this after a change)."""
         async with self._lock:
             self._changed.clear()
-            step = self._plan(self.layout, await self._wanted())
+            wanted = await self._wanted()
+            step = self._plan(self.layout, wanted)
+            if step.reload and self.layout.leaving and self.process.running:
+                # Slots still leaving at the last look may have no session open now: look
+                # again before growing the shape for want of them.
+                self._settle(await self.api.stats())
+                step = self._plan(self.layout, wanted)
             tcp = self.tcp
             tcp_step = tcp.step() if tcp is not None else None
             reload = step.reload or not self.process.running or bool(tcp_step and
@@ -256,14 +263,16 @@ class HaproxyDataPlane:
         by_server = {(r.proxy, r.server): r for r in rows}
         servers: dict[tuple[str, str], tuple[str, str]] = {}
         machines: dict[str, StatRow] = {}
-        for key, (app, machine_id) in self.layout.machines().items():
-            if key in by_server:  # a machine changing tier is in two slots for a step
+        # A machine changing tier is in two slots for a moment, one leaving: both count.
+        for key, (app, machine_id) in self.layout.counted().items():
+            if key in by_server:
                 servers[key] = (app, machine_id)
                 machines[machine_id] = _merged(machines.get(machine_id), by_server[key])
         if self.tcp is not None:  # a machine's TCP connections are load too (autostop)
             for (name, server), machine_id in self.tcp.servers().items():
                 if (row := by_server.get((name, server))) is not None:
                     machines[machine_id] = _merged(machines.get(machine_id), row)
+        self._settle(rows)
         self.load.observe(machines)
         apps = {name(index): app for app, index in self.layout.apps.items()
                 for name in (backend_name, far_name)}
@@ -272,6 +281,11 @@ class HaproxyDataPlane:
             self.figures.observe_haproxy(rows, servers, apps, self.process.reloads,
                                          self._tcp_servers())
         self._wake_if_over_soft_limit()
+
+    def _settle(self, rows: list[StatRow]) -> None:
+        """Leaving slots with no session open in ``rows`` are free again (``settled``)."""
+        self.layout = settled(self.layout, {(row.proxy, row.server): row.current + row.queued
+                                            for row in rows})
 
     def _tcp_servers(self) -> dict[tuple[str, str], tuple[str, str]]:
         """(backend, server) -> (app, machine) of the slots of the TCP services' listeners."""

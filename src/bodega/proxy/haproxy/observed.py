@@ -100,8 +100,9 @@ class CarriedCounters:
 class HaproxyCollector(Collector):
     """HAProxy's counters, from the last ``show stat``, as ``bodega_haproxy_*`` metrics.
 
-    ``servers`` maps (backend, server) to (app, machine id) for slots that hold a machine;
-    ``apps`` maps a backend's name to the app that owns it. Counters carry over reloads.
+    ``servers`` maps (backend, server) to (app, machine id) for slots that hold a machine
+    or are leaving one; ``apps`` maps a backend's name to the app that owns it. Counters
+    carry over reloads.
     """
 
     def __init__(self) -> None:

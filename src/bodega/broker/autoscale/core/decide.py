@@ -34,9 +34,11 @@ SERVING = frozenset({"starting", "started", "restarting", "updating", "replacing
 STARTABLE = frozenset({"stopped", "suspended", "created"})
 OUT_COOLDOWN = 5.0  # seconds between two scale-outs
 DRAIN_LIMIT = 60.0  # seconds a cordoned machine may keep sessions before it is stopped
-# Seconds a cordoned machine whose sessions nobody counts drains: a proxy empties a
-# cordoned machine's slot, so its requests in flight finish there unseen (no
-# ``fly_app_concurrency`` series); a request on it longer than this is cut by its stop.
+# Seconds a cordoned machine whose sessions no proxy counts (no ``fly_app_concurrency``
+# series) drains: time for every proxy to hear of the cordon, and to count a request it
+# sent there just before. A proxy counts a cordoned machine's requests in flight on the
+# HAProxy slot it left until they end, then its series ends; one reloaded meanwhile
+# counts them no more, and such a request, past this, is cut by the stop.
 UNSEEN_DRAIN = 10.0
 # Machines added by one evaluation at most: a setting of hundreds is reached in steps, each
 # placed and seen in the view before the next, not as one storm of creates.

@@ -17,10 +17,13 @@ an app's slots run out does the shape change, and only then is a (seamless)
 reload needed; the reloaded config carries every slot's current server, so
 nothing is lost across it.
 
-A slot or backend emptied in one step is not refilled in the same step: a
-machine that just left may still finish requests on its connections, and
-changing that server's address under them would be wrong. It is reused from
-the next step on.
+A slot emptied of a machine is *leaving* (``Layout.leaving``): the machine
+may still be answering requests it took there (a cordoned machine draining,
+one being stopped), so its sessions are still counted as that machine's, and
+the slot is not refilled (changing its address under them would be wrong, and
+its counts would mix two machines) until a look at HAProxy's counters finds
+none open (``settled``). An autoscaler draining a cordoned machine thus sees its
+requests in flight until they end, however long they take.
 
 The predicate that makes a machine a server, and its tier, are the ones the
 Python data plane uses (``wanted_servers``).
@@ -29,7 +32,7 @@ Python data plane uses (``wanted_servers``).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from bodega.proxy.core.balance import tiers
 from bodega.proxy.core.routes import Backend
@@ -55,6 +58,7 @@ class AppServers:
 
 
 Slots = tuple[ServerSpec | None, ...]
+Slot = tuple[str, str]  # (backend, server), as HAProxy names a server
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class Layout:
     backends: tuple[Slots, ...]  # the pool's near backends, by index
     apps: Mapping[str, int]  # app -> the backend it owns (and the far one of that index)
     far: tuple[Slots, ...]  # the far backend of each index, as long as ``backends``
+    # Slots emptied while their machine may still answer requests there: (app, machine).
+    leaving: Mapping[Slot, tuple[str, str]] = field(default_factory=dict)
 
     def slots(self, app: str) -> Slots:
         return self.backends[self.apps[app]] if app in self.apps else ()
@@ -79,6 +85,15 @@ class Layout:
                     if spec is not None:
                         found[(name, server_name(i))] = (app, spec.machine_id)
         return found
+
+    def counted(self) -> dict[Slot, tuple[str, str]]:
+        """(backend, server) -> (app, machine) for every slot whose sessions are a
+        machine's: those holding one, and those it is leaving."""
+        return {**self.leaving, **self.machines()}
+
+    def taken(self, name: str, count: int) -> frozenset[int]:
+        """The slots of backend ``name`` that are not free: leaving ones."""
+        return frozenset(i for i in range(count) if (name, server_name(i)) in self.leaving)
 
 
 EMPTY = Layout((), {}, ())
@@ -204,7 +219,9 @@ def plan(current: Layout, wanted: Mapping[str, AppServers], hosts_map: str,
     apps = dict(current.apps)
     commands: list[str] = []
     free = [i for i, slots in enumerate(current.backends)
-            if i not in current.apps.values() and all(s is None for s in slots + far[i])]
+            if i not in current.apps.values() and all(s is None for s in slots + far[i])
+            and not current.taken(backend_name(i), len(slots))
+            and not current.taken(far_name(i), len(far[i]))]
     for app in sorted(set(current.apps) - set(wanted)):  # apps that left
         index = apps.pop(app)
         commands.append(f"del map {hosts_map} {host_key(app, base_domain)}")
@@ -223,8 +240,10 @@ def plan(current: Layout, wanted: Mapping[str, AppServers], hosts_map: str,
         else:
             index = index_or_none
             new_app = False
-        fitted_near = fit_slots(current.backends[index], wanted[app].near)
-        fitted_far = fit_slots(current.far[index], wanted[app].far)
+        fitted_near = fit_slots(current.backends[index], wanted[app].near,
+                                current.taken(backend_name(index), len(near[index])))
+        fitted_far = fit_slots(current.far[index], wanted[app].far,
+                               current.taken(far_name(index), len(far[index])))
         if fitted_near is None or fitted_far is None:
             return _fresh(current, wanted)
         near[index], far[index] = fitted_near, fitted_far
@@ -235,16 +254,42 @@ def plan(current: Layout, wanted: Mapping[str, AppServers], hosts_map: str,
         if new_app:  # route the host only once its servers are set
             commands.append(f"add map {hosts_map} {host_key(app, base_domain)} "
                             f"{backend_name(index)}")
-    return Plan(Layout(tuple(near), apps, tuple(far)), tuple(commands), reload=False)
+    return Plan(Layout(tuple(near), apps, tuple(far), leaving_after(current, near, far)),
+                tuple(commands), reload=False)
 
 
-def fit_slots(old: Slots, specs: Sequence[ServerSpec]) -> Slots | None:
-    """``specs`` in ``old``'s slots, each machine kept where it was; None if they do not fit."""
+def leaving_after(current: Layout, near: Sequence[Slots],
+                  far: Sequence[Slots]) -> dict[Slot, tuple[str, str]]:
+    """The leaving slots once ``current``'s backends become ``near`` and ``far``: those
+    still leaving, and those whose machine left in this step."""
+    by_index = {i: app for app, i in current.apps.items()}
+    out = dict(current.leaving)
+    for name, olds, news in ((backend_name, current.backends, near),
+                             (far_name, current.far, far)):
+        for index, (old, new) in enumerate(zip(olds, news, strict=True)):
+            for i, (before, after) in enumerate(zip(old, new, strict=True)):
+                if before is not None and after is None and index in by_index:
+                    out[(name(index), server_name(i))] = (by_index[index], before.machine_id)
+    return out
+
+
+def settled(layout: Layout, open_sessions: Mapping[Slot, int]) -> Layout:
+    """``layout`` less the leaving slots a look at HAProxy's counters found with no session
+    open (current and queued: ``open_sessions``); one not in the look stays leaving."""
+    kept = {slot: who for slot, who in layout.leaving.items()
+            if open_sessions.get(slot, 1) > 0}
+    return layout if len(kept) == len(layout.leaving) else replace(layout, leaving=kept)
+
+
+def fit_slots(old: Slots, specs: Sequence[ServerSpec],
+              taken: Collection[int] = ()) -> Slots | None:
+    """``specs`` in ``old``'s slots, each machine kept where it was, none in a slot of
+    ``taken`` (leaving); None if they do not fit."""
     by_id = {s.machine_id: s for s in specs}
     new: list[ServerSpec | None] = [
         by_id.get(spec.machine_id) if spec is not None else None for spec in old]
     placed = {s.machine_id for s in new if s is not None}
-    free = [i for i, spec in enumerate(old) if spec is None]
+    free = [i for i, spec in enumerate(old) if spec is None and i not in taken]
     for spec in specs:
         if spec.machine_id in placed:
             continue
