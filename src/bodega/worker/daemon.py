@@ -60,6 +60,7 @@ from bodega.worker.core.records import MachineRow
 from bodega.worker.core.snapshot_places import Place
 from bodega.worker.drivers.base import Driver
 from bodega.worker.drivers.process.cgroups import Cgroups
+from bodega.worker.drivers.vm import arrivals
 from bodega.worker.host.core.identity import machine_home
 from bodega.worker.host.image_drivers import advertised_registries, registry_sources
 from bodega.worker.host.network import Network
@@ -211,6 +212,10 @@ class Worker:
     def _home(self, machine_id: str, private_ip: str | None) -> Path | None:
         return machine_home(self.user, self.config.machine_dir(machine_id), private_ip)
 
+    def arriving_live(self, row: MachineRow) -> bool:
+        """Whether ``row``'s VM waits here for a live move's state: the source serves it."""
+        return arrivals.arrival_of(self.config.machine_dir(row.id)) is not None
+
     def service_host(self, row: MachineRow) -> str | None:
         return self.network.service_host(row.private_ip)
 
@@ -287,7 +292,8 @@ class Worker:
                 overlay=self.private.advertised if self.private else None,
                 after_drives=self.machines.lifecycle.after_drives,
                 image_registry=(self.config.image_registry if self.config.image_registry_here
-                                else None))
+                                else None),
+                held_back=self.arriving_live)
             view = self.registry
             self.image_sources.attach(lambda: advertised_registries(view))
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)

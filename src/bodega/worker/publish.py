@@ -16,6 +16,11 @@ entry: reservations and cordons included, which no runner hook sees. A
 reservation that simply expires writes no log entry, so the capacity is
 also compared once a second. A worker with nothing to do wakes only for that.
 
+A machine that arrives by a live move is not published here until its VM goes on
+here (``held_back``: its qemu waits for the source's state): until then the
+source's VM serves, and the view keeps routing to it. The switch logs the move's
+event, and that entry publishes it.
+
 Rows are what the worker API returns for the same resource (``api/render.py``'s
 ``Machine`` and ``Volume``, as JSON documents), without events. Destroyed machines
 and volumes stay as rows with state ``destroyed`` (clients list them with
@@ -64,8 +69,10 @@ class Publisher:
                  overlay: Callable[[], OverlayAdvert | None] | None = None,
                  after_drives: Callable[[float], Awaitable[None]] | None = None,
                  images_off: str | None = None,
-                 image_registry: str | None = None) -> None:
+                 image_registry: str | None = None,
+                 held_back: Callable[[MachineRow], bool] | None = None) -> None:
         self.node = node
+        self.held_back = held_back  # a machine the view must not see here yet
         self.image_registry = image_registry  # the one its host serves, advertised
         self.images_off = images_off  # why it runs no image machine; None when it does
         self.subnet = subnet  # its machines' /24, when other hosts may route to it
@@ -196,6 +203,8 @@ class Publisher:
             self._put_volume(volume)
 
     def _put_machine(self, row: MachineRow) -> None:
+        if self.held_back is not None and self.held_back(row):
+            return
         machine = machine_answer(row, worker=self.name, service_host=self.service_host(row))
         if self.machine_extra is not None:  # its private address and network
             machine = machine.model_copy(update=dict(self.machine_extra(row)))

@@ -16,6 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from bodega.model.capacity import Ask
+from bodega.model.machine import EventRequest
 from bodega.model.machine_config import MachineConfig
 from bodega.model.rows import WorkerRow
 from bodega.registry import RegistryConfig, RegistryNode
@@ -23,6 +24,7 @@ from bodega.registry.replication.core.rows import Row
 from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.daemon import Worker
 from bodega.worker.drivers.fake import FakeDriver
+from bodega.worker.drivers.vm import arrivals
 from bodega.worker.publish import Publisher
 from tests.keyring_kit import KEYRING
 
@@ -249,3 +251,29 @@ async def test_a_ticks_rows_are_kept_and_told_together_or_not_at_all(
     pub.tick(0.1)
     assert all(node.get("machines", mid) is not None for mid in made)
     assert told == [{"workers", "machines"}]  # told once, of the whole tick
+
+
+async def test_a_live_moves_arrival_is_published_only_once_its_vm_goes_on_here(
+        worker: W, node: RegistryNode) -> None:
+    """While its VM waits here for the source's state, the view keeps the source's row
+    (the source's VM serves); the switch's log entry publishes it."""
+    w, _ = worker
+    pub = Publisher(node, name="w1", region="ams", url="http://w1", driver="fake",
+                    store=w.store, ledger=w.ledger, service_host=w.service_host,
+                    destroyed_ttl=TTL, held_back=w.arriving_live)
+    mid = await create(w)
+    machine_dir = w.config.machine_dir(mid)
+    arrivals.stage_arrival(machine_dir, arrivals.Arrival(move_id="mv1", mac="02:00:00:00:00:01",
+                                                         disk_bytes=1 << 20))
+    pub.publish_all()
+    pub.tick(0.0)
+    assert node.get("machines", mid) is None
+    arrivals.clear_arrival(machine_dir)
+    event = w.store.new_event("move", "migrated", "flyd", EventRequest(reason="live"))
+    with w.store.tx() as conn:
+        w.store.append(conn, op_id="op-switch", resource_id=mid, fsm="move", step="migrated",
+                       event=event, payload={})
+    pub.tick(0.0)
+    machine = node.get("machines", mid)
+    assert machine is not None
+    assert (machine["worker"], machine["state"]) == ("w1", "started")
