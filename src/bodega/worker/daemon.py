@@ -101,6 +101,8 @@ from bodega.worker.upkeep import StoredSpares, housekeeping, wire_ahead
 
 log = logging.getLogger("bodega.worker")
 
+HOLD_BACK = 120.0  # seconds a live move's arrival is kept from the view at most
+
 ABANDON_WAIT = 5.0  # seconds each close after a failed start may take
 
 # A suspended machine's frozen process runs on the host too: "every machine" includes it.
@@ -213,8 +215,11 @@ class Worker:
         return machine_home(self.user, self.config.machine_dir(machine_id), private_ip)
 
     def arriving_live(self, row: MachineRow) -> bool:
-        """Whether ``row``'s VM waits here for a live move's state: the source serves it."""
-        return arrivals.arrival_of(self.config.machine_dir(row.id)) is not None
+        """Whether ``row``'s VM waits here for a live move's state, staged less than
+        ``HOLD_BACK`` ago: the source serves it meanwhile. Past that, the view names this
+        worker whatever the move's state, so that a machine whose source was lost
+        mid-move can be found, and restarted, here."""
+        return arrivals.staged_within(self.config.machine_dir(row.id), HOLD_BACK)
 
     def service_host(self, row: MachineRow) -> str | None:
         return self.network.service_host(row.private_ip)

@@ -19,7 +19,9 @@ also compared once a second. A worker with nothing to do wakes only for that.
 A machine that arrives by a live move is not published here until its VM goes on
 here (``held_back``: its qemu waits for the source's state): until then the
 source's VM serves, and the view keeps routing to it. The switch logs the move's
-event, and that entry publishes it.
+event, and that entry publishes it; a machine held back is also looked at again at
+each capacity refresh, so one whose hold ends without an entry (a source lost
+mid-move: ``Worker.arriving_live``'s bound) is published within a second.
 
 Rows are what the worker API returns for the same resource (``api/render.py``'s
 ``Machine`` and ``Volume``, as JSON documents), without events. Destroyed machines
@@ -73,6 +75,7 @@ class Publisher:
                  held_back: Callable[[MachineRow], bool] | None = None) -> None:
         self.node = node
         self.held_back = held_back  # a machine the view must not see here yet
+        self._held: set[str] = set()  # those held back: looked at again every refresh
         self.image_registry = image_registry  # the one its host serves, advertised
         self.images_off = images_off  # why it runs no image machine; None when it does
         self.subnet = subnet  # its machines' /24, when other hosts may route to it
@@ -170,6 +173,7 @@ class Publisher:
                 if touched or now >= self._next_refresh:
                     self.publish_capacity(force=bool(touched))
                     self._next_refresh = now + CAPACITY_REFRESH
+                    touched = list(dict.fromkeys([*touched, *self._held]))
                 for resource_id in touched:
                     self._publish_resource(resource_id)
         except BaseException:
@@ -192,6 +196,7 @@ class Publisher:
         return int(entries[-1][0]), list(dict.fromkeys(str(r) for _, r in entries))
 
     def _publish_resource(self, resource_id: str) -> None:
+        self._held.discard(resource_id)  # held again below if it still is
         machine = queries.get_machine(self.store.db, resource_id)
         if machine is not None:
             self._put_machine(machine)
@@ -204,7 +209,9 @@ class Publisher:
 
     def _put_machine(self, row: MachineRow) -> None:
         if self.held_back is not None and self.held_back(row):
+            self._held.add(row.id)
             return
+        self._held.discard(row.id)
         machine = machine_answer(row, worker=self.name, service_host=self.service_host(row))
         if self.machine_extra is not None:  # its private address and network
             machine = machine.model_copy(update=dict(self.machine_extra(row)))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,10 +24,10 @@ from bodega.model.rows import WorkerRow
 from bodega.registry import RegistryConfig, RegistryNode
 from bodega.registry.replication.core.rows import Row
 from bodega.wire.internal.worker_calls import CreateMachineBody
-from bodega.worker.daemon import Worker
+from bodega.worker.daemon import HOLD_BACK, Worker
 from bodega.worker.drivers.fake import FakeDriver
 from bodega.worker.drivers.vm import arrivals
-from bodega.worker.publish import Publisher
+from bodega.worker.publish import CAPACITY_REFRESH, Publisher
 from tests.keyring_kit import KEYRING
 
 W = tuple[Worker, FakeDriver]
@@ -277,3 +279,29 @@ async def test_a_live_moves_arrival_is_published_only_once_its_vm_goes_on_here(
     machine = node.get("machines", mid)
     assert machine is not None
     assert (machine["worker"], machine["state"]) == ("w1", "started")
+
+
+async def test_an_arrival_held_back_past_its_bound_is_published_at_the_next_refresh(
+        worker: W, node: RegistryNode) -> None:
+    """A source lost mid-move never switches: past ``HOLD_BACK`` the view names this
+    worker, with no log entry to say so."""
+    w, _ = worker
+    pub = Publisher(node, name="w1", region="ams", url="http://w1", driver="fake",
+                    store=w.store, ledger=w.ledger, service_host=w.service_host,
+                    destroyed_ttl=TTL, held_back=w.arriving_live)
+    mid = await create(w)
+    machine_dir = w.config.machine_dir(mid)
+    arrivals.stage_arrival(machine_dir, arrivals.Arrival(move_id="mv1", mac="02:00:00:00:00:01",
+                                                         disk_bytes=1 << 20))
+    pub.publish_all()
+    pub.tick(0.0)
+    assert node.get("machines", mid) is None
+    staged = arrivals.vm_dir(machine_dir) / arrivals.ARRIVAL
+    long_ago = time.time() - HOLD_BACK - 1
+    os.utime(staged, (long_ago, long_ago))
+    pub.tick(0.5)  # no entry, and no refresh due yet
+    assert node.get("machines", mid) is None
+    pub.tick(CAPACITY_REFRESH + 1)
+    machine = node.get("machines", mid)
+    assert machine is not None
+    assert machine["worker"] == "w1"

@@ -5,6 +5,7 @@ and the source's sockets set aside for the target's qemu to bind their names."""
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -49,6 +50,16 @@ def arrival_of(machine_dir: Path) -> Arrival | None:
         return Arrival.model_validate_json((vm_dir(machine_dir) / ARRIVAL).read_bytes())
     except (OSError, ValueError):
         return None
+
+
+def staged_within(machine_dir: Path, seconds: float) -> bool:
+    """Whether an arrival is staged in ``machine_dir`` and was so less than ``seconds``
+    ago (one stat: the publisher asks it of every machine it publishes)."""
+    try:
+        staged = (vm_dir(machine_dir) / ARRIVAL).stat().st_mtime
+    except OSError:
+        return False
+    return time.time() - staged < seconds
 
 
 def clear_arrival(machine_dir: Path) -> None:
