@@ -255,11 +255,9 @@ async def test_a_ticks_rows_are_kept_and_told_together_or_not_at_all(
     assert told == [{"workers", "machines"}]  # told once, of the whole tick
 
 
-async def test_a_live_moves_arrival_is_published_only_once_its_vm_goes_on_here(
-        worker: W, node: RegistryNode) -> None:
-    """While its VM waits here for the source's state, the view keeps the source's row
-    (the source's VM serves); the switch's log entry publishes it."""
-    w, _ = worker
+async def held_arrival(w: Worker, node: RegistryNode) -> tuple[Publisher, str, Path]:
+    """A machine whose VM waits for a live move's state, as a target stages it, and a
+    publisher that has published everything once: the machine is not in the view."""
     pub = Publisher(node, name="w1", region="ams", url="http://w1", driver="fake",
                     store=w.store, ledger=w.ledger, service_host=w.service_host,
                     destroyed_ttl=TTL, held_back=w.arriving_live)
@@ -270,6 +268,15 @@ async def test_a_live_moves_arrival_is_published_only_once_its_vm_goes_on_here(
     pub.publish_all()
     pub.tick(0.0)
     assert node.get("machines", mid) is None
+    return pub, mid, machine_dir
+
+
+async def test_a_live_moves_arrival_is_published_only_once_its_vm_goes_on_here(
+        worker: W, node: RegistryNode) -> None:
+    """While its VM waits here for the source's state, the view keeps the source's row
+    (the source's VM serves); the switch's log entry publishes it."""
+    w, _ = worker
+    pub, mid, machine_dir = await held_arrival(w, node)
     arrivals.clear_arrival(machine_dir)
     event = w.store.new_event("move", "migrated", "flyd", EventRequest(reason="live"))
     with w.store.tx() as conn:
@@ -286,16 +293,7 @@ async def test_an_arrival_held_back_past_its_bound_is_published_at_the_next_refr
     """A source lost mid-move never switches: past ``HOLD_BACK`` the view names this
     worker, with no log entry to say so."""
     w, _ = worker
-    pub = Publisher(node, name="w1", region="ams", url="http://w1", driver="fake",
-                    store=w.store, ledger=w.ledger, service_host=w.service_host,
-                    destroyed_ttl=TTL, held_back=w.arriving_live)
-    mid = await create(w)
-    machine_dir = w.config.machine_dir(mid)
-    arrivals.stage_arrival(machine_dir, arrivals.Arrival(move_id="mv1", mac="02:00:00:00:00:01",
-                                                         disk_bytes=1 << 20))
-    pub.publish_all()
-    pub.tick(0.0)
-    assert node.get("machines", mid) is None
+    pub, mid, machine_dir = await held_arrival(w, node)
     staged = arrivals.vm_dir(machine_dir) / arrivals.ARRIVAL
     long_ago = time.time() - HOLD_BACK - 1
     os.utime(staged, (long_ago, long_ago))
