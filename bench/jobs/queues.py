@@ -37,6 +37,7 @@ one at a time:
     python -m bench.jobs.queues [--workers 2 --slots 4 --jobs 2000 --rounds 3 ...] [--json out.json]
     python -m bench.jobs.queues --phases makespan --pools bodega,blmove --before-src DIR/src
     python -m bench.jobs.queues --phases singles,list --pools bodega,blmove --singles 300,3000
+    python -m bench.jobs.queues --workers 2 --slots 1 --jobs 6 ... --pools-at-once  # a smoke run
 """
 
 from __future__ import annotations
@@ -208,7 +209,7 @@ async def queueing(pool: Pool, root: Path, rho: float, arrivals: int,
 async def kill9(pool: Pool, root: Path, seconds: float, lease: float,
                 lost_after: float) -> Figures:
     count = 3 * pool.slots
-    batch = new_batch(root, "kill")
+    batch = new_batch(root, f"kill-{pool.name}")  # a name of its own: its programs are found by it
     await pool.submit(batch.name, count, seconds)
     if not await until(lambda: len(marks(batch, "s")) >= pool.slots, 120, 0.05):
         raise SystemExit(f"{pool.name}: the slots never filled")
@@ -243,7 +244,8 @@ async def measure(pools: dict[str, Pool], roots: dict[str, Path],
                   args: argparse.Namespace) -> dict[str, Figures]:
     """Every pool is started (side by side: nothing is measured yet), then measured phase
     by phase: one pool after another, but for the makespans, whose rounds alternate between
-    the pools."""
+    the pools (and, with ``--pools-at-once``, the queueing, kill -9 and claim phases, which
+    then run for every pool side by side)."""
     figures: dict[str, Figures] = {name: {} for name in pools}
     started: list[Pool] = []
 
@@ -267,7 +269,8 @@ async def measure(pools: dict[str, Pool], roots: dict[str, Path],
                                            lambda p, r, label, n=jobs, f=run: f(p, r, n, label))
                     for name, more in found.items():
                         figures[name] |= more
-        for name, pool in pools.items():
+
+        async def alone(name: str, pool: Pool) -> None:
             if "queueing" in args.phases:
                 for rho in args.rhos:
                     figures[name] |= await queueing(pool, roots[name], rho, args.arrivals,
@@ -277,6 +280,12 @@ async def measure(pools: dict[str, Pool], roots: dict[str, Path],
                                              args.lost_after)
             if "claims" in args.phases and isinstance(pool, BodegaPool) and name == "bodega":
                 figures[name] |= await claims(pool, args.claim_jobs, args.claimers)
+
+        if args.pools_at_once:
+            await at_once(alone(name, pool) for name, pool in pools.items())
+        else:
+            for name, pool in pools.items():
+                await alone(name, pool)
         return figures
     finally:
         await at_once(pool.stop() for pool in started)
@@ -413,6 +422,10 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--before-src", type=Path, metavar="DIR",
                        help="also measure bodega from this source tree (another commit's "
                             "src/, from git worktree), as the pool 'before'")
+    parse.add_argument("--pools-at-once", action="store_true",
+                       help="run the queueing, kill -9 and claim phases of every pool side "
+                            "by side: a quick run whose figures share the host (a smoke run, "
+                            "not a measurement)")
     parse.add_argument("--json", type=Path, help="also write the figures here")
     return parse
 

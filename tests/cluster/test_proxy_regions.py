@@ -61,8 +61,7 @@ def cluster() -> Iterator[MultiHost]:
             wait_for(host, "bodega joined")
         until(lambda: sum(1 for s in multi.alive().values() if s == "alive") >= 9,
               "three workers, three brokers and three proxies alive")
-        multi.ok("deploy", "-c", str(app_dir(root, "hello", "near", **{CHECKS: ONE_AT_A_TIME})))
-        multi.ok("scale", "count", "1", "--app", "near", "--region", "ams,syd,lon")
+        near = app_dir(root, "hello", "near", **{CHECKS: ONE_AT_A_TIME})
         # Without examples/hello's health check: the proxy is under test, and a probe of
         # the machine left that fails takes it out of every proxy's routes. With it, 4 runs
         # of 21 lost requests so: syd's probe was "closed with no answer" for 14 s while
@@ -70,13 +69,22 @@ def cluster() -> Iterator[MultiHost]:
         # memory is bounded by `ulimit -v`, and http.server's thread per connection (each
         # kept open, HTTP/1.1) reserves its stack in it: with the proxies' connections
         # held, the handler could start no thread for the probe's, and closed it unread.
-        multi.ok("deploy", "-c", str(keep_alive(app_dir(root, "hello", "away", **{
-            'primary_region = "ams"': 'primary_region = "syd"', CHECKS: ""}))))
-        multi.ok("scale", "count", "1", "--app", "away", "--region", "syd,lon")
+        away = keep_alive(app_dir(root, "hello", "away", **{
+            'primary_region = "ams"': 'primary_region = "syd"', CHECKS: ""}))
+        # The two apps deployed and scaled side by side (a deploy mostly waits).
+        with ThreadPoolExecutor(2) as pool:
+            for done in [pool.submit(deploy_and_scale, multi, near, "near", "ams,syd,lon"),
+                         pool.submit(deploy_and_scale, multi, away, "away", "syd,lon")]:
+                done.result()
         for app, count in (("near", 3), ("away", 2)):
             until(lambda app=app, count=count: len(started(multi, app)) == count,  # type: ignore[misc]
                   f"{count} machines of {app} started")
         yield multi
+
+
+def deploy_and_scale(multi: MultiHost, toml: Path, app: str, regions: str) -> None:
+    multi.ok("deploy", "-c", str(toml))
+    multi.ok("scale", "count", "1", "--app", app, "--region", regions)
 
 
 def keep_alive(toml: Path) -> Path:

@@ -240,31 +240,27 @@ class LocalCluster:
                 log.error("%s", exc)
 
     async def stop(self, *, machines: bool = True) -> None:
-        """Stop every component (proxies first, workers last), then SIGKILL stragglers;
-        with ``machines``, the workers stop their machines first (they get SIGINT, which
-        they take as Ctrl-C), and what carries the cluster id is swept at the end;
-        without, they leave them running (SIGTERM) for the next start to re-adopt."""
+        """Stop every component, a stage at a time, then SIGKILL stragglers: the front
+        (metrics store, proxies, brokers, which need none of each other to stop) side by
+        side, then the workers, which publish their last rows through the registry agent
+        and registry, stopped last. With ``machines``, the workers stop their machines
+        first (they get SIGINT, which they take as Ctrl-C), and what carries the cluster id
+        is swept at the end; without, they leave them running (SIGTERM) for the next start
+        to re-adopt."""
         self.stopping.set()
         for task in self._watchers:
             task.cancel()
-        for role in (METRICS_STORE, "proxy", "broker", "worker", "agent", "registry"):
-            group = [c for c in self.components if c.role == role and c.process]
-            sig = signal.SIGINT if role == "worker" and machines else signal.SIGTERM
+        for roles in ((METRICS_STORE, "proxy", "broker"), ("worker",), ("agent",),
+                      ("registry",)):
+            group = [c for c in self.components if c.role in roles and c.process]
             for component in group:
                 assert component.process is not None
+                sig = (signal.SIGINT if component.role == "worker" and machines
+                       else signal.SIGTERM)
                 if component.process.returncode is None:
                     with contextlib.suppress(ProcessLookupError):
                         component.process.send_signal(sig)
-            for component in group:
-                assert component.process is not None
-                try:
-                    await within(component.process.wait(), STOP_GRACE)
-                except TimeoutError:
-                    log.warning("%s %s did not stop in %.0fs; killing it", component.role,
-                                component.name, STOP_GRACE)
-                    with contextlib.suppress(ProcessLookupError):
-                        component.process.kill()
-                    await component.process.wait()
+            await asyncio.gather(*(_until_stopped(c) for c in group))
         for component in self.components:
             component.process = None
         if self._forks is not None:
@@ -309,6 +305,20 @@ class LocalCluster:
                      self.config.cluster_id)
         for problem in report.problems:
             log.warning("could not remove %s", problem)
+
+
+async def _until_stopped(component: Component) -> None:
+    """Wait for a signalled component to exit; one still running after ``STOP_GRACE`` is
+    killed."""
+    assert component.process is not None
+    try:
+        await within(component.process.wait(), STOP_GRACE)
+    except TimeoutError:
+        log.warning("%s %s did not stop in %.0fs; killing it", component.role,
+                    component.name, STOP_GRACE)
+        with contextlib.suppress(ProcessLookupError):
+            component.process.kill()
+        await component.process.wait()
 
 
 def last_error(log_file: Path) -> str:

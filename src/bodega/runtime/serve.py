@@ -18,6 +18,14 @@ asyncio's own loop, accepting stops before the server closes: a connection
 accepted just before would otherwise meet the closed server and be dropped
 unclosed (Python 3.11's ``Server._attach`` asserts it is open); uvloop makes
 the transport as it accepts.
+
+A TLS connection uvicorn closes at the stop (no request under way on it: an idle
+keep-alive) ends only once its peer answers the close (close_notify), which a
+client that keeps idle connections in a pool and reads none of them never does
+(asyncio would wait 30 s): such a connection is cut once its peer had
+``CLOSE_ANSWER`` seconds to answer, so idle peers never hold a stop for its
+grace. Only requests under way are given the grace; one that outlives it is
+said in the log.
 """
 
 from __future__ import annotations
@@ -39,6 +47,9 @@ from bodega.runtime.tls.gate import counting_server_context, note_peer
 from bodega.runtime.waits import within
 
 log = logging.getLogger("bodega.serve")
+
+CLOSE_ANSWER = 0.5  # seconds a closed connection's peer has to answer before it is cut
+_LOOK_EVERY = 0.1  # seconds between looks at the connections while a stop waits
 
 
 class _Server(uvicorn.Server):
@@ -118,9 +129,9 @@ class Served:
             await asyncio.sleep(0)  # connections accepted already get their transports
         self.server.should_exit = True
         self.server.exit_asked.set()
-        try:
-            await within(asyncio.shield(self.task), grace)
-        except TimeoutError:
+        if not await self._served_out(grace):
+            log.warning("stopping %s: %d connection(s) still open after the %.0f s grace; "
+                        "cut", self.url, len(self.server.server_state.connections), grace)
             self.server.force_exit = True
             await self.task
         # uvicorn waited for its connections, up to the grace: any left are cut.
@@ -128,6 +139,32 @@ class Served:
             transport = getattr(connection, "transport", None)
             if transport is not None:
                 transport.abort()
+
+
+    async def _served_out(self, grace: float) -> bool:
+        """Wait for the server to end, up to ``grace`` seconds; True once it has. A
+        connection closed (its response sent) whose peer leaves the close unanswered for
+        ``CLOSE_ANSWER`` seconds, with nothing left to send, is cut meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace
+        closed_at: dict[object, float] = {}
+        while True:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            try:
+                await within(asyncio.shield(self.task), min(_LOOK_EVERY, left))
+                return True
+            except TimeoutError:
+                pass
+            now = loop.time()
+            for connection in list(self.server.server_state.connections):
+                transport = getattr(connection, "transport", None)
+                if transport is None or not transport.is_closing():
+                    continue
+                since = closed_at.setdefault(connection, now)
+                if now - since >= CLOSE_ANSWER and transport.get_write_buffer_size() == 0:
+                    transport.abort()
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -232,6 +232,9 @@ def test_the_config_routes_hosts_to_backends_with_the_activator_behind() -> None
     assert len(slots) > 1
     assert all(line.endswith(WATCH) for line in slots)
     assert "on-error mark-down" in WATCH
+    # A slot marked down by failed connects is checked again a second later, not at the
+    # next of its minute's checks (HAProxy moves that check only with a fastinter).
+    assert "fastinter 1s downinter 1s" in WATCH
     assert "retry-on conn-failure empty-response\n" in text
     # Only a client's first request is kept for that retry; the flag is read before it is set.
     skip = "    http-request disable-l7-retry if { var(sess.kept) -m found }\n"

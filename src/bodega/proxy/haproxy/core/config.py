@@ -78,12 +78,15 @@ TLS13_SUITES = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1
 # failure's request is redispatched anyway, and a connect that succeeds clears the count.
 # Two is the most ``retries 2`` allows: with one machine in the backend, its second failed
 # connect marks it down and the last retry goes to the activator. Active checks only bring
-# a slot marked down back (every second); one that is up is checked once a minute. A slot
+# a slot marked down back (every second); one that is up is checked once a minute. The first
+# check after a mark-down comes a second later (``fastinter``): without it HAProxy leaves
+# that check where the minute's schedule had put it, and a machine whose host answered again
+# after a few seconds got no request for up to a minute. A slot
 # the layout (re)readies is up at once. ``tcp-ut``: a connection whose host stops
 # answering is given up once what HAProxy sent on it goes unacknowledged for
 # ``ACK_TIMEOUT`` (a request on a connection kept from before: ``retry-on
 # empty-response`` sends it to another machine when it may be sent twice).
-WATCH = ("check inter 60s downinter 1s rise 1 fall 1 "
+WATCH = ("check inter 60s fastinter 1s downinter 1s rise 1 fall 1 "
          "observe layer4 error-limit 2 on-error mark-down "
          f"tcp-ut {round(ACK_TIMEOUT * 1000)}ms")
 
