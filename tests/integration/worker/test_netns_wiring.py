@@ -143,3 +143,23 @@ async def test_the_gateways_mac_stays_as_machines_come_and_go(network: NetnsNetw
         assert bridge_mac() == network.gateway_mac
     await network.detach("m", 10)
     assert bridge_mac() == network.gateway_mac
+
+
+async def test_an_address_wired_again_drops_the_hosts_neighbour_entry_for_it(
+        network: NetnsNetwork) -> None:
+    """An address's last occupant may have answered at another MAC (a VM that arrived by a
+    live move keeps its source's): the host's entry for it, left behind, would send the
+    next occupant's packets to a MAC nothing answers until it went stale (half a minute
+    of a machine unreachable through the proxy)."""
+    def entry() -> str:
+        return subprocess.run(["ip", "neigh", "show", network.address(12), "dev",
+                               network.bridge], check=True, capture_output=True,
+                              text=True).stdout
+    # Another machine keeps the bridge's carrier up (a bridge with no port up loses
+    # its neighbour entries, as a host's busy bridge never does).
+    await network.prewarm([12, 13])
+    subprocess.run(["ip", "neigh", "replace", network.address(12), "lladdr",
+                    "02:bd:ff:ff:ff:01", "dev", network.bridge, "nud", "reachable"], check=True)
+    await network.detach("moved-away", 12)
+    await network.prewarm([12])
+    assert "02:bd:ff:ff:ff:01" not in entry(), entry()

@@ -226,10 +226,15 @@ class NetnsNetwork:
         # milliseconds of its event loop. The host side's batch makes the namespace too
         # (ip returns to its own namespace after ``netns add``); the machine side's runs
         # inside it (a batch line cannot name a namespace of its own).
+        # The host's neighbour entry for the address goes: one left by the address's last
+        # occupant may name another MAC than the next one's (a VM arrived by a live move
+        # keeps its source's), and the host's packets would go there until it went stale
+        # (half a minute). The next packet asks afresh, and whoever is there answers.
         host_side = (f"netns add {name}\n"
                      f"link add {veth} type veth peer name eth0 address {self.mac(index)} "
                      f"netns {name}\n"
-                     f"link set {veth} master {self.bridge} up\n")
+                     f"link set {veth} master {self.bridge} up\n"
+                     f"neigh flush to {ip} dev {self.bridge}\n")
         machine_side = (f"addr add {ip}/24 dev eth0\nlink set eth0 up\nlink set lo up\n"
                         f"route add default via {self.gateway}\n")
         await run("ip", "-batch", "-", stdin=host_side.encode())
