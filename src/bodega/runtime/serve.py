@@ -140,7 +140,6 @@ class Served:
             if transport is not None:
                 transport.abort()
 
-
     async def _served_out(self, grace: float) -> bool:
         """Wait for the server to end, up to ``grace`` seconds; True once it has. A
         connection closed (its response sent) whose peer leaves the close unanswered for

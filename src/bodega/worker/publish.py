@@ -196,13 +196,13 @@ class Publisher:
         return int(entries[-1][0]), list(dict.fromkeys(str(r) for _, r in entries))
 
     def _publish_resource(self, resource_id: str) -> None:
-        self._held.discard(resource_id)  # held again below if it still is
         machine = queries.get_machine(self.store.db, resource_id)
         if machine is not None:
-            self._put_machine(machine)
+            self._put_machine(machine)  # which holds it back again, or lets it go
             if machine.volume_id:
                 self._publish_resource(machine.volume_id)
             return
+        self._held.discard(resource_id)  # a machine held back that is no longer here
         volume = volume_queries.get_volume(self.store.db, resource_id)
         if volume is not None:
             self._put_volume(volume)
