@@ -28,6 +28,10 @@ from tests.cluster.up_kit import free_port, unwire
 
 from bench.jobs.marks import CpuAccount, command, programs_of
 from bench.jobs.redis_pool import TTL
+from bodega.model.errors import TooManyRequests, Unavailable
+from bodega.wire.public.jobs.api import SubmitBody
+from bodega.wire.public.jobs.direct import DirectSubmits
+from bodega.wire.transport.json_client import JsonClient
 
 TOKEN = "bench-jobs-token"
 APP = "bench"
@@ -36,10 +40,11 @@ MACHINE_MB = 256
 
 class BodegaPool:
     def __init__(self, root: Path, workers: int, slots: int, lease: float = TTL, *,
-                 name: str = "bodega", src: Path | None = None) -> None:
+                 name: str = "bodega", src: Path | None = None, via: str = "door") -> None:
         """``src``: run bodega from that source tree (another commit's ``src``, checked
         out with ``git worktree``) instead of this one, to measure a change side by side."""
         self.name, self.src = name, src
+        self.via = via  # a one-task job's submit: at its home's jobs door, or a broker's
         self.root, self.workers, self.slots_each, self.lease = root, workers, slots, lease
         self.slots = workers * slots
         self.data = root / "cluster"
@@ -47,6 +52,7 @@ class BodegaPool:
         self.process: asyncio.subprocess.Process | None = None
         self.http: httpx.AsyncClient | None = None
         self.submits: aiohttp.ClientSession | None = None  # the measured path: see ``submit``
+        self.direct: DirectSubmits | None = None
         self.output: list[str] = []
 
     async def start(self) -> None:
@@ -79,6 +85,9 @@ class BodegaPool:
         self.submits = aiohttp.ClientSession(
             base_url=f"http://127.0.0.1:{api}", timeout=aiohttp.ClientTimeout(total=120),
             headers={"authorization": f"Bearer {TOKEN}"})
+        if self.via == "door":
+            self.direct = DirectSubmits(JsonClient(f"http://127.0.0.1:{api}", TOKEN,
+                                                   timeout=120), app=APP)
         answer = await self.http.post("/v1/apps", json={"app_name": APP,
                                                         "org_slug": "personal"})
         if answer.status_code not in (200, 201):
@@ -111,6 +120,8 @@ class BodegaPool:
         body = {"name": batch, "count": count, "pool": pool, "max_attempts": 5,
                 "backoff": 0.2, "lease_seconds": self.lease,
                 "command": command(self.root / batch, seconds)}
+        if count == 1 and self.direct is not None:
+            return await self._submit_direct(SubmitBody.model_validate(body))
         began = time.time()
         for _ in range(600):  # a 429 or a 503 (a home restarting) says when to come back
             async with self.submits.post("/sched/submit", params={"app": APP},
@@ -122,6 +133,18 @@ class BodegaPool:
                     raise SystemExit(f"submit of {batch} refused: {text}")
                 await asyncio.sleep(float(answer.headers.get("retry-after", "0.5")))
         raise SystemExit(f"submit of {batch}: still refused")
+
+    async def _submit_direct(self, body: SubmitBody) -> float:
+        """One submit at the job's home's jobs door (``DirectSubmits``); when it was sent."""
+        assert self.direct is not None
+        began = time.time()
+        for _ in range(600):
+            try:
+                await self.direct.submit(body)
+                return began
+            except (TooManyRequests, Unavailable) as exc:
+                await asyncio.sleep(exc.retry_after or 0.5)
+        raise SystemExit(f"submit of {body.name}: still refused")
 
     async def submit_each(self, batches: list[str], seconds: float) -> float:
         """Each batch a one-task job of its own, all in one submit of a JSON list."""
@@ -219,6 +242,9 @@ class BodegaPool:
             await self.http.aclose()
         if self.submits is not None:
             await self.submits.close()
+        if self.direct is not None:
+            await self.direct.aclose()
+            await self.direct.broker.aclose()
         if self.process is not None and self.process.returncode is None:
             self.process.send_signal(signal.SIGINT)
             try:

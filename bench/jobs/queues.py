@@ -301,7 +301,8 @@ async def at_once(steps: Iterable[Coroutine[Any, Any, None]]) -> None:
 
 PHASES = ("dispatch", "makespan", "queueing", "kill", "claims")
 MORE_PHASES = ("singles", "list")  # the article's shape: asked for by name
-ORDER = ("before", "bodega", "blmove", "blpop")  # the table's columns
+VIA_BROKER = "via-broker"  # bodega again, its one-task jobs submitted to the broker
+ORDER = ("before", "bodega", VIA_BROKER, "blmove", "blpop")  # the table's columns
 
 
 def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
@@ -326,7 +327,7 @@ def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
              ("rerun_s", "kill -9: until its jobs run again (s)"),
              ("claims_tried_per_job_no_wait", "claim: claims tried per job, no wait"),
              ("claims_tried_per_job_random_wait", "claim: claims tried per job, 0-50 ms wait")]
-    names = [n for n in ORDER if n in results or n != "before"]
+    names = [n for n in ORDER if n in results or n not in ("before", VIA_BROKER)]
     results = {n: results.get(n, {}) for n in names}
     others = [n for n in names if n != "blmove"]
     lines = [f"{'':<40}" + "".join(f"{n:>10}" for n in names)
@@ -372,8 +373,9 @@ async def main(args: argparse.Namespace) -> Figures:
         roots = {name: pool_dir(root, name) for name in names}
         pools: dict[str, Pool] = {
             name: BodegaPool(roots[name], args.workers, args.slots, args.lease, name=name,
-                             src=args.before_src if name == "before" else None)
-            if name in ("bodega", "before") else
+                             src=args.before_src if name == "before" else None,
+                             via="broker" if name == VIA_BROKER else args.submit_via)
+            if name in ("bodega", "before", VIA_BROKER) else
             RedisPool(name, roots[name], free_port(), args.workers, args.slots, args.lease)
             for name in names}
         results = await measure(pools, roots, args)
@@ -419,6 +421,10 @@ def parser() -> argparse.ArgumentParser:
     parse.add_argument("--singles", type=lambda s: [int(x) for x in s.split(",")],
                        default=[300, 3000],
                        help="jobs submitted one by one, and as one list (a list of sizes)")
+    parse.add_argument("--submit-via", choices=("door", "broker"), default="door",
+                       help="where bodega's one-task jobs are submitted: straight to each "
+                            "job's home at its jobs door (with a pass from POST /sched/pass), "
+                            "or to the broker's POST /sched/submit")
     parse.add_argument("--before-src", type=Path, metavar="DIR",
                        help="also measure bodega from this source tree (another commit's "
                             "src/, from git worktree), as the pool 'before'")

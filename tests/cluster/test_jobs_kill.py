@@ -10,7 +10,9 @@ restarts each; the home restarts from its ``jobs.db``. Last, the article's shape
 burst of one-task jobs submitted one by one, each with its idempotency key and asked
 again with it until answered (as a client does through a 503 or a lost connection),
 while the broker, then a worker that is home to about half of them, is killed: every
-job is made once and runs once.
+job is made once and runs once; and the same burst sent straight to each job's home at
+its jobs door (``DirectSubmits``), a home killed: its submits find the restarted home's
+new door (or a broker) and are kept once each.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from typing import Any
 import httpx
 import pytest
 
-from bodega.model.errors import BodegaError
-from bodega.wire.public.jobs.api import JobStatus
+from bodega.model.errors import BodegaError, Unavailable
+from bodega.wire.public.jobs.api import JobStatus, SubmitBody
+from bodega.wire.public.jobs.direct import DirectSubmits
+from bodega.wire.transport.json_client import JsonClient
 from tests.cluster.deploy_kit import readable_dir
-from tests.cluster.jobs_kit import FINISHED, Jobs, jobs_up, until
+from tests.cluster.jobs_kit import FINISHED, TOKEN, Jobs, jobs_up, until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -129,11 +133,23 @@ async def submit_until_kept(jobs: Jobs, app: str, body: dict[str, Any]) -> str:
     raise AssertionError(f"{body['name']} was never kept")
 
 
+async def door_until_kept(direct: DirectSubmits, body: dict[str, Any]) -> str:
+    """``submit_until_kept`` at the job's home's door: asked again with the same key after a
+    503, or an answer lost with its connection (``Indeterminate`` is an ``Unavailable``)."""
+    for _ in range(600):
+        try:
+            return (await direct.submit(SubmitBody.model_validate(body))).id
+        except Unavailable:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"{body['name']} was never kept")
+
+
 async def burst(jobs: Jobs, data: Path, app: str, log: Path, victim: str,
-                count: int = 30) -> None:
-    """``count`` one-task jobs submitted one by one, ``victim`` killed -9 a third of the way
-    in (while the rest are submitted); each job made once (one id for its key) and run once
-    (one file of its own per run: the shell's pid)."""
+                count: int = 30, direct: DirectSubmits | None = None) -> None:
+    """``count`` one-task jobs submitted one by one (through a broker, or ``direct`` at their
+    homes' doors), ``victim`` killed -9 a third of the way in (while the rest are
+    submitted); each job made once (one id for its key) and run once (one file of its own
+    per run: the shell's pid)."""
     log.mkdir()
     log.chmod(0o777)
     ids: dict[int, str] = {}
@@ -141,20 +157,23 @@ async def burst(jobs: Jobs, data: Path, app: str, log: Path, victim: str,
     for i in range(count):
         if i == count // 3:
             killed = asyncio.create_task(kill9(data, victim))
-        ids[i] = await submit_until_kept(jobs, app, {
-            "name": f"burst-{victim}-{i}", "idempotency_key": f"burst-{victim}-{i}",
-            "command": ["sh", "-c", f"touch {log}/{i}.$$"]})
+        tag = f"burst-{victim}-{'door-' if direct else ''}{i}"
+        body = {"name": tag, "idempotency_key": tag,
+                "command": ["sh", "-c", f"touch {log}/{i}.$$"]}
+        ids[i] = await (door_until_kept(direct, body) if direct is not None
+                        else submit_until_kept(jobs, app, body))
     assert killed is not None
     await killed
+    prefix = f"burst-{victim}-{'door-' if direct else ''}"
     for i, job_id in ids.items():
-        job = await until(partial(finished_job, jobs, app, f"burst-{victim}-{i}"), timeout=120)
+        job = await until(partial(finished_job, jobs, app, f"{prefix}{i}"), timeout=120)
         assert job.id == job_id, job.model_dump_json()
         assert job.state == "succeeded", job.model_dump_json()
     runs = sorted(int(p.name.split(".")[0]) for p in log.iterdir())
     assert runs == list(range(count)), f"runs per job: {runs}"
     named = [j.name for j in await jobs.api.jobs(app, state="any")
-             if j.name.startswith(f"burst-{victim}-")]
-    assert sorted(named) == sorted(f"burst-{victim}-{i}" for i in range(count))
+             if j.name.startswith(prefix)]
+    assert sorted(named) == sorted(f"{prefix}{i}" for i in range(count))
 
 
 async def finished_job(jobs: Jobs, app: str, name: str) -> JobStatus | None:
@@ -202,3 +221,10 @@ async def test_kill_9_of_any_component_loses_no_job(tmp_path: Path) -> None:
             # A burst of single submits through a broker killed -9, then through a home's.
             await burst(jobs, data, app, shared / "burst-broker", "broker")
             await burst(jobs, data, app, shared / "burst-home", home)
+
+            # The same, straight to each job's home at its jobs door, a home killed.
+            async with JsonClient(jobs.url, TOKEN) as broker:
+                direct = DirectSubmits(broker, app)
+                await burst(jobs, data, app, shared / "burst-door", other, direct=direct)
+                assert direct.sent_direct > 0
+                await direct.aclose()

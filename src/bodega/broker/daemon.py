@@ -53,6 +53,7 @@ from bodega.model.errors import BodegaError
 from bodega.registry.agent.member_tls import SIGNER, certificate_meta, renewal
 from bodega.registry.api import RegistryQueries
 from bodega.runtime.identity_keys import identity_keys
+from bodega.jobs.passes import JobPasses
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve
@@ -182,7 +183,9 @@ class Broker:
                         oidc_key=OidcKey(identity.oidc_seed) if identity else None,
                         info=ClusterInfo(image_registry=config.image_registry,
                                          image_registry_ca=config.image_registry_ca),
-                        more=lambda r: jobs_routes(r, self.jobs, claims, assignment),
+                        more=lambda r: jobs_routes(
+                            r, self.jobs, claims, assignment,
+                            JobPasses(identity.job_pass) if identity else None),
                         keys=self.node.keys if self.node is not None else None,
                         joins=self.join_store, certificates=certificates,
                         metrics_store=self.metrics_store)

@@ -77,6 +77,14 @@ class Conflict(BodegaError):
     status = "failed_precondition"
 
 
+class Misdirected(BodegaError):
+    """Sent to a server that is not the one to decide it (a job's submit to a worker that
+    is not the job's home); ``details`` say which is."""
+
+    http_status = 421
+    status = "misdirected"
+
+
 class PreconditionFailed(BodegaError):
     http_status = 412
     status = "failed_precondition"
@@ -148,7 +156,8 @@ class InsufficientCapacity(BodegaError):
 ERROR_CLASSES: dict[int, type[BodegaError]] = {
     cls.http_status: cls
     for cls in (BadRequest, Unauthorized, Forbidden, NotFound, Timeout, Conflict, Gone,
-                PreconditionFailed, PayloadTooLarge, Unprocessable, Unavailable, TooManyRequests)
+                PreconditionFailed, PayloadTooLarge, Unprocessable, Unavailable, TooManyRequests,
+                Misdirected)
 }
 
 

@@ -8,6 +8,7 @@ of these, sent as the error's ``details`` object and read back by the caller's c
   that it is full whatever its figures say (no machine address left). The placer
   believes it over the view until the worker's next row (``broker/view/candidates.py``).
 - ``RetryLater``: a queue is full; when to ask again.
+- ``OtherHome``: a job's submit reached a worker that is not its home: which is.
 - ``Unplaced``: no worker of the asked regions took a create; the placement's record.
 
 A refusal keeps what it does not know (``extra="allow"``) rather than dropping it: a
@@ -36,6 +37,10 @@ class NoRoom(RefusalDetails):
     full: bool | None = None  # True: full whatever the figures say; None: they tell
 
 
+class OtherHome(RefusalDetails):
+    home: str  # the worker that is the job's home, as the refusing worker's view has it
+
+
 class RetryLater(RefusalDetails):
     retry_after: float  # seconds
 
@@ -58,6 +63,8 @@ def refusal_of(details: object) -> RefusalDetails | None:
         kind = Unplaced
     elif details.keys() & {"free", "asked", "full"}:
         kind = NoRoom
+    elif "home" in details:
+        kind = OtherHome
     try:
         return kind.model_validate(details)
     except ValidationError:

@@ -2,7 +2,8 @@
 
 A machine's token (``machine_tokens.py``) is an HMAC under ``machine_token``; its
 OIDC identity tokens (``broker/auth/core/oidc.py``) are signed with the ES256 key
-``oidc_seed`` seeds. ``identity_keys`` is the only derivation of both, and takes the
+``oidc_seed`` seeds; a jobs pass (``jobs/passes.py``) is an HMAC under ``job_pass``.
+``identity_keys`` is the only derivation of them, and takes the
 key bytes as a parameter: every caller (the broker's daemon and the worker's
 effects) passes the cluster's secrets key, which only brokers and workers hold; a
 cluster without one mints no machine identity. The derivations
@@ -23,12 +24,14 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 class IdentityKeys:
     machine_token: bytes  # HMAC-SHA256 key of machine tokens
     oidc_seed: bytes  # 48 bytes the ES256 signing key is made from
+    job_pass: bytes  # HMAC-SHA256 key of the passes a job's home takes submits with
 
 
 def identity_keys(key: bytes) -> IdentityKeys:
-    """Both identity keys from ``key`` (the secrets key, encoded)."""
+    """The identity keys from ``key`` (the secrets key, encoded)."""
     return IdentityKeys(
         machine_token=hmac.new(key, b"bodega/machine-token", hashlib.sha256).digest(),
         oidc_seed=HKDF(algorithm=hashes.SHA256(), length=48, salt=b"bodega-oidc",
                        info=b"bodega/oidc/es256/v1").derive(key),
+        job_pass=hmac.new(key, b"bodega/job-pass", hashlib.sha256).digest(),
     )

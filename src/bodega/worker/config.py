@@ -26,6 +26,10 @@ class JobSettings:
     probe_ratio: float = 2.0  # late binding's d: reservations placed per task to top up
     clock_file: Path | None = None  # periodic jobs fire by the time written here (tests)
     warm_slots: bool = True  # host-program tasks run one after another in kept machines
+    # The jobs door's port on the listen host (0: any free one; None: no door). A worker
+    # with no secrets key opens none: it could check no pass.
+    door_port: int | None = 0
+    sync_submits: bool = False  # fsync each submit before its answer (else within SYNC_EVERY)
 
 
 @dataclass(frozen=True)

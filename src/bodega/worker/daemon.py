@@ -282,6 +282,7 @@ class Worker:
                 await self.private.start(self.registry, queries.list_machines(self.store.db))
         if self.fence is not None:
             await self.fence.start(self.registry, queries.list_machines(self.store.db))
+        jobs_url = await self.jobs.open_door()
         if self.registry is not None:
             if self.tls is not None:
                 self._tasks.append(asyncio.create_task(renewal(self.tls, self.registry).run()))
@@ -298,7 +299,7 @@ class Worker:
                 after_drives=self.machines.lifecycle.after_drives,
                 image_registry=(self.config.image_registry if self.config.image_registry_here
                                 else None),
-                held_back=self.arriving_live)
+                held_back=self.arriving_live, jobs_url=jobs_url)
             view = self.registry
             self.image_sources.attach(lambda: advertised_registries(view))
             publisher.publish_all()  # the replica may be behind the store (or ahead of it)

@@ -72,8 +72,10 @@ class Publisher:
                  after_drives: Callable[[float], Awaitable[None]] | None = None,
                  images_off: str | None = None,
                  image_registry: str | None = None,
-                 held_back: Callable[[MachineRow], bool] | None = None) -> None:
+                 held_back: Callable[[MachineRow], bool] | None = None,
+                 jobs_url: str | None = None) -> None:
         self.node = node
+        self.jobs_url = jobs_url  # its jobs door, advertised
         self.held_back = held_back  # a machine the view must not see here yet
         self._held: set[str] = set()  # those held back: looked at again every refresh
         self.image_registry = image_registry  # the one its host serves, advertised
@@ -134,7 +136,8 @@ class Publisher:
         (machines,) = self.store.db.execute(
             f"SELECT count(*) FROM machines WHERE {queries.LIVE}").fetchone()
         capacity = WorkerRow(
-            name=self.name, region=self.region, url=self.url, driver=self.driver,
+            name=self.name, region=self.region, url=self.url, jobs_url=self.jobs_url,
+            driver=self.driver,
             totals=snapshot.totals, used=snapshot.used, free=snapshot.free,
             cordoned=snapshot.cordoned, cordon_reason=snapshot.cordon_reason,
             reservations=snapshot.reservations,

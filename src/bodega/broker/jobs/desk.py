@@ -36,7 +36,7 @@ from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
 from bodega.wire.internal.jobs.calls import HomeSubmit
 from bodega.wire.internal.jobs.worker_client import JobClient
-from bodega.wire.public.jobs.api import JobStatus, SubmitBody
+from bodega.wire.public.jobs.api import JobDoorInfo, JobStatus, SubmitBody
 
 HOMES_TRIED = 3  # homes a lookup asks directly when the view does not know the job yet
 # Where a job that names no app goes (the article's task shape has no app): an app of the
@@ -80,6 +80,17 @@ class JobDesk:
 
     def live_workers(self) -> list[str]:
         return [c.name for c in self.candidates.all() if c.status == "alive"]
+
+    def doors(self) -> list[JobDoorInfo]:
+        """The jobs doors of the live workers that have one (``worker/jobs/door.py``)."""
+        doors = []
+        for candidate in self.candidates.all():
+            row = self.catalog.get("workers", candidate.name) \
+                if candidate.status == "alive" else None
+            if row is not None and (url := row.get("jobs_url")):
+                doors.append(JobDoorInfo(worker=candidate.name, url=str(url),
+                                         region=candidate.region))
+        return doors
 
     def home(self, worker: str) -> JobClient:
         return self.workers.job_client(worker)

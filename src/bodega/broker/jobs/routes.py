@@ -12,6 +12,8 @@ both with ``Retry-After``.
 
 from __future__ import annotations
 
+import time
+
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -23,9 +25,11 @@ from bodega.broker.jobs.desk import JobDesk
 from bodega.broker.jobs.output import STATUS_LINES, task_logs, with_output
 from bodega.broker.jobs.submit_list import submit_each
 from bodega.jobs.tail import MAX_LINES
-from bodega.model.errors import BadRequest
+from bodega.model.errors import BadRequest, NotFound
+from bodega.jobs.passes import TTL, JobPasses
 from bodega.wire.public.jobs.api import (
     ClaimBody,
+    JobPassAnswer,
     RegisterBody,
     ReleaseBody,
     RenewBody,
@@ -57,7 +61,7 @@ def worker_param(request: Request) -> str:
 
 
 def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
-                 assignment: Assignment) -> list[Route]:
+                 assignment: Assignment, passes: JobPasses | None = None) -> list[Route]:
     def job_app(request: Request, who: Principal) -> tuple[str, str]:
         name = request.path_params["name"]
         app = given_app(request, who)
@@ -75,6 +79,17 @@ def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
             raise BadRequest("the JSON body must be a job (an object) or a list of jobs")
         body = parse_model(data, SubmitBody)
         return answer_response(await desk.submit(submit_app(request, who, body), body))
+
+    async def job_pass(request: Request, who: Principal) -> Response:
+        """A pass to submit the app's jobs at their homes' doors, and the doors."""
+        if passes is None:
+            raise NotFound("not_found: this cluster has no secrets key, so its workers open "
+                           "no jobs door: submit with POST /sched/submit")
+        app = given_app(request, who) or desk.jobs_app()
+        desk.apps.require(app)
+        now = time.time()
+        return answer_response(JobPassAnswer(token=passes.mint(app, now), app=app,
+                                             expires_at=int(now + TTL), homes=desk.doors()))
 
     async def status(request: Request, who: Principal) -> Response:
         lines = query_int(request, "lines", STATUS_LINES)
@@ -132,6 +147,7 @@ def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
 
     return [
         r("/sched/submit", submit, "POST"),
+        r("/sched/pass", job_pass, "POST"),
         r("/sched/status/{name}", status, "GET"),
         r("/sched/cancel/{name}", cancel, "POST"),
         r("/sched/jobs", jobs, "GET"),

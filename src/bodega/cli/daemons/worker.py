@@ -130,6 +130,13 @@ def worker(
     warm_slots: Annotated[bool, typer.Option(
         help="Run host-program job tasks one after another in kept slot machines "
              "(--no-warm-slots: a machine per task)")] = True,
+    jobs_sync_submits: Annotated[bool, typer.Option(
+        help="fsync each job's submit before answering it (default: the submit is in the "
+             "jobs database's WAL when answered, safe from any process's crash, and fsync'd "
+             "within 50 ms, with the submits around it)")] = False,
+    jobs_door: Annotated[str, typer.Option(
+        help="Port of the jobs door on the --listen host, where clients holding a jobs pass "
+             "submit to a job's home directly (0: any free one; off: no door)")] = "0",
     snapshot_copies: Annotated[int, typer.Option(
         min=0, help="Other workers each volume snapshot is sent to (0: kept on this host "
                     "only)")] = 1,
@@ -195,7 +202,8 @@ def worker(
         oci_runtime=oci_runtime, sandbox=sandbox, vm=vm, vm_kernel=vm_kernel,
         jobs=JobSettings(queue_limit=job_queue_limit, finished_ttl=job_ttl,
                          keep_per_app=jobs_kept, probe_ratio=probe_ratio,
-                         clock_file=job_clock_file, warm_slots=warm_slots),
+                         clock_file=job_clock_file, warm_slots=warm_slots,
+                         door_port=_door_port(jobs_door), sync_submits=jobs_sync_submits),
         snapshots=SnapshotSettings(copies=snapshot_copies, every=snapshot_every,
                                    upkeep=snapshot_upkeep),
     )
@@ -228,3 +236,11 @@ def _registry_ca(registry: str | None, ca: Path | None) -> str | None:
     if ca is not None and registry is None:
         raise ValueError("--image-registry-ca is the CA of --image-registry: give both")
     return read_ca_file(ca, "--image-registry-ca")
+
+
+def _door_port(given: str) -> int | None:
+    if given == "off":
+        return None
+    if not given.isdigit() or int(given) > 65535:
+        raise ValueError(f"--jobs-door must be a port (0: any free one) or off, not {given!r}")
+    return int(given)

@@ -73,6 +73,7 @@ class WorkerRow(Row):
     name: str
     region: str
     url: str
+    jobs_url: str | None = None  # its jobs door (worker/jobs/door.py); None: it has none
     driver: str = ""
     totals: HostTotals
     used: HostUsage = HostUsage()

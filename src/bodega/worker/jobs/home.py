@@ -94,6 +94,7 @@ class JobHome:
         self.stops: Callable[[list[StopOrder]], None] = lambda _orders: None
         self.drops: Callable[[str, list[str]], None] = lambda _job, _workers: None
         self.seats: SubmitSeats | None = None  # this worker's warm slots, for a submit
+        self.sync_submits = False  # fsync a submit before its answer (docs/jobs.md)
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -128,7 +129,7 @@ class JobHome:
         spec = body.spec
         now = self.clock()
         seated: Seated | None = None
-        with self.store.tx() as conn:
+        with self.store.tx(synced=self.sync_submits) as conn:
             if spec.idempotency_key:
                 earlier = self.store.job_keyed(spec.app, spec.idempotency_key)
                 if earlier is not None:
@@ -145,8 +146,7 @@ class JobHome:
                 self.checked[job_id] = at
             elif spec.pool == BODEGA_POOL and not spec.after:
                 seated = self._seat(conn, job_id, now)
-                if seated is None and body.probes:
-                    # A job that waits gets its probes once free (the upkeep's top-up).
+                if seated is None and body.probes:  # else the upkeep's top-up places them
                     self.store.add_probes(conn, job_id, body.probes, now)
         if seated is not None and self.seats is not None:
             self.seats.start(seated)

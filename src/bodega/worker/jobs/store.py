@@ -10,6 +10,7 @@ only here. The runner's tables are read in ``run_store.py``.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -71,6 +72,7 @@ class JobStore:
         self.db = open_database(path, MIGRATIONS)
         self.db.row_factory = sqlite3.Row
         self.clock = clock or SteadyClock(floor=self.newest_stamp())
+        self.unsynced = False  # a commit not fsync'd since the last ``sync``
 
     def newest_stamp(self) -> float:
         """The latest time this file recorded (0 when empty): a job's or a run's last
@@ -89,18 +91,18 @@ class JobStore:
     def tx(self, *, synced: bool = True) -> Iterator[sqlite3.Connection]:
         """One atomic, durable unit (a full disk becomes ``StorageFull``, nothing kept).
 
-        ``synced=False``: committed to the WAL but not fsync'd, for a task's steps (claims,
-        takes, renewals, ends, a runner's records): a process killed at any instant loses
-        none of it (the WAL is in the file, the page cache writes it); only the host losing
-        power can lose the last ones before the next synced commit or checkpoint, and each
-        is then done again (a lease lapses, a task runs again: at least once, as ever).
-        Submits and cancels, which are answered as kept, are synced."""
+        ``synced=False``: committed to the WAL but not fsync'd (submits, and a task's steps:
+        claims, takes, renewals, ends, a runner's records): a process killed at any instant
+        loses none of it (the WAL is in the file, the page cache writes it); only the host
+        losing power can lose what came after the last ``sync`` (the worker runs one every
+        ``SYNC_EVERY``), synced commit or checkpoint. Cancels are synced."""
         if not synced:
             self.db.execute("PRAGMA synchronous = NORMAL")
         try:
             self.db.execute("BEGIN IMMEDIATE")
             yield self.db
             self.db.execute("COMMIT")
+            self.unsynced = self.unsynced or not synced
         except BaseException as exc:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
@@ -111,6 +113,18 @@ class JobStore:
         finally:
             if not synced:
                 self.db.execute("PRAGMA synchronous = FULL")
+
+    def sync(self) -> None:
+        """fsync the WAL: every commit made before it is then durable against the host losing
+        power too. Called off the event loop (a thread): it only waits on the disk."""
+        try:
+            fd = os.open(self.path.with_name(self.path.name + "-wal"), os.O_RDONLY)
+        except FileNotFoundError:  # nothing written since the last checkpoint took it
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     # -- jobs -------------------------------------------------------------------------------
     def insert_job(self, conn: sqlite3.Connection, job_id: str, spec: JobSpec,

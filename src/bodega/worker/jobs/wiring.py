@@ -19,8 +19,12 @@ from typing import Any
 from bodega.jobs.binding import WorkerRoom
 from bodega.model.rows import WorkerRow
 from bodega.registry import Registry
+from bodega.runtime.identity_keys import identity_keys
+from bodega.jobs.passes import JobPasses
+from bodega.runtime.serve import Served, serve
 from bodega.runtime.tls.contexts import InternalTls
 from bodega.worker.config import WorkerConfig
+from bodega.worker.jobs.door import JobDoor
 from bodega.worker.jobs.home import JobHome
 from bodega.worker.jobs.own_calls import OwnCalls
 from bodega.worker.jobs.peers import JobPeers
@@ -40,6 +44,8 @@ from bodega.worker.store.ledger import Ledger
 
 log = logging.getLogger("bodega.worker.jobs")
 
+SYNC_EVERY = 0.05  # seconds from a commit not fsync'd to the fsync that makes it durable
+
 
 class WorkerJobs:
     def __init__(self, config: WorkerConfig, machines: MachineService, ledger: Ledger,
@@ -49,6 +55,7 @@ class WorkerJobs:
         self.store = JobStore(config.data_dir / "jobs.db")
         self.home = JobHome(self.store, config.name, settings.queue_limit,
                             calendar=calendar(settings.clock_file))
+        self.home.sync_submits = settings.sync_submits
         self.peers = JobPeers(config.name, tls.client if tls is not None else None,
                               self._url_of, self._alive, self._rooms)
         runs = RunStore(self.store)
@@ -71,6 +78,12 @@ class WorkerJobs:
             keep_per_app=settings.keep_per_app), JobWaits(self.home, self._viewed_state),
             rng=random.Random())
         self.routes = JobRoutes(home=self.home, runner=self.runner)
+        # The jobs door, for clients holding a pass: only with the key passes are checked by.
+        self.door = JobDoor(self.home, JobPasses(identity_keys(
+            config.secrets_key.encode()).job_pass), self) \
+            if config.secrets_key and settings.door_port is not None else None
+        self._door_at = (config.listen_host, settings.door_port or 0, config.host())
+        self._door_served: Served | None = None
         self.peers.own = OwnCalls(self.home, self.runner)
         self.registry: Registry | None = None
         self.publisher: JobPublisher | None = None
@@ -90,6 +103,22 @@ class WorkerJobs:
         rows = sorted(self.registry.rows("jobs", app=app, name=name),
                       key=lambda doc: str(doc.get("id")))
         return str(rows[-1].get("state")) if rows else None
+
+    def home_named(self, app: str, name: str) -> str | None:
+        """The home of job ``name`` of ``app`` in the view (its newest row's), if any."""
+        if self.registry is None:
+            return None
+        rows = sorted(self.registry.rows("jobs", app=app, name=name),
+                      key=lambda doc: str(doc.get("id")))
+        return str(rows[-1].get("home")) if rows else None
+
+    def live_workers(self) -> list[str]:
+        """The workers of the view that are alive (members of other roles left out)."""
+        if self.registry is None:
+            return []
+        live = self._statuses()
+        return [name for doc in self.registry.rows(WorkerRow.TABLE)
+                if live.get(name := str(doc.get("name")), False)]
 
     def _url_of(self, worker: str) -> str | None:
         row = self.registry.get(WorkerRow, worker) if self.registry is not None else None
@@ -121,16 +150,40 @@ class WorkerJobs:
         self.registry = registry
         self.publisher = JobPublisher(registry, self.home)
 
+    async def open_door(self) -> str | None:
+        """Serve the jobs door (``door.py``); its URL, or None for a worker with none."""
+        if self.door is None:
+            return None
+        host, port, advertised = self._door_at
+        self._door_served = await serve(self.door.app(), host, port)
+        return f"http://{advertised}:{self._door_served.port}"
+
     def start(self) -> None:
         self.upkeep.resumed()
         if self.publisher is not None:
             self.publisher.publish_all()
             self._tasks.append(asyncio.create_task(self.publisher.run()))
-        self._tasks += [asyncio.create_task(self.upkeep.run()),
+        self._tasks += [asyncio.create_task(self._sync_wal()),
+                        asyncio.create_task(self.upkeep.run()),
                         asyncio.create_task(self.runner.run()),
                         asyncio.create_task(self.watch.run())]
 
+    async def _sync_wal(self) -> None:
+        """fsync the jobs database's WAL within ``SYNC_EVERY`` of a commit that was not: one
+        fsync for every commit since the last, off the event loop."""
+        while True:
+            await asyncio.sleep(SYNC_EVERY)
+            if self.store.unsynced:
+                self.store.unsynced = False
+                try:
+                    await asyncio.to_thread(self.store.sync)
+                except OSError as exc:
+                    self.store.unsynced = True  # tried again at the next round
+                    log.warning("syncing the jobs database failed: %s", exc)
+
     async def stop(self) -> None:
+        if self._door_served is not None:
+            await self._door_served.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -144,6 +197,8 @@ class WorkerJobs:
         if self.publisher is not None:
             with contextlib.suppress(Exception):
                 self.publisher.flush(everything=True)
+        with contextlib.suppress(OSError):
+            self.store.sync()
 
     async def close(self) -> None:
         await self.peers.aclose()

@@ -3,6 +3,8 @@ change of its counts alone at most twice a second (each row is gossiped to every
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,6 +25,12 @@ class Rows:
     def __init__(self) -> None:
         self.docs: dict[str, dict[str, Any]] = {}
         self.puts = 0
+        self.commits = 0  # batches written together
+
+    @contextmanager
+    def writes_together(self) -> Iterator[None]:
+        yield
+        self.commits += 1
 
     def put_owned(self, table: str, key: str, doc: dict[str, Any]) -> None:
         self.docs[key] = doc
@@ -75,3 +83,17 @@ def test_a_state_shows_at_once_and_counts_alone_twice_a_second(tmp_path: Path) -
     assert rows.flush() is None  # running -> succeeded: shown at once, counts and all
     assert (view.docs[job.id]["state"], view.docs[job.id]["counts"]["succeeded"]) == (
         "succeeded", 4)
+
+
+def test_the_jobs_of_a_round_are_written_in_one_commit(tmp_path: Path) -> None:
+    store = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
+    home = JobHome(store, "w1", 1000)
+    view = Rows()
+    publisher = JobPublisher(cast(Registry, view), home, clock=lambda: 100.0)
+    for name in ("a", "b", "c"):
+        job = home.submit(HomeSubmit(spec=SubmitBody(name=name, command="true", pool="ext")
+                                     .spec("app", 1000.0)))
+        publisher.mark(job.id)
+    publisher.flush()
+    assert (view.puts, view.commits) == (3, 1)
+    assert not publisher.dirty

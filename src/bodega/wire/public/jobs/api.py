@@ -208,6 +208,22 @@ class JobStatus(Answer):
     fire_at: str | None = None  # ... and the fire it runs for
 
 
+class JobDoorInfo(Answer):
+    worker: str
+    url: str  # its jobs door: POST {url}/sched/submit with the pass
+    region: str = ""
+
+
+class JobPassAnswer(Answer):
+    """A jobs pass (``jobs/passes.py``) and where to use it: a client submits each
+    job to the first of the rendezvous order of ``app/name`` over ``homes``' workers."""
+
+    token: str  # the pass: Authorization: Bearer <token> at a jobs door
+    app: str
+    expires_at: int  # Unix seconds: ask for another before
+    homes: list[JobDoorInfo] = []  # the live workers' jobs doors
+
+
 class SubmitRefused(Answer):
     """One element of a list submit that was refused, in the error shape (``error``,
     ``status``) with the element's place in the list and its name when it gave one."""
