@@ -6,7 +6,9 @@ name's rendezvous order, which commits it and answers as a broker's submit does:
 job is found, listed and run as any other. The door refuses, in the error shape, what
 it cannot take: no pass or a forged one (401), a job of another app than the pass's
 (403), a job whose home is another worker (421, naming it), a list or a job that runs
-after others (421, for a broker), a bad body (400).
+after others (421, for a broker), a bad body (400). Jobs that end before their home's first publish
+are never in the view: a listing of finished jobs asks the homes, and a job that runs
+after one asks its home.
 """
 
 from __future__ import annotations
@@ -49,10 +51,14 @@ async def test_a_job_sent_to_its_homes_door_runs_and_the_door_refuses_what_it_ca
         assert (direct.sent_direct, direct.sent_to_broker) == (2, 0)
         listed = {j.name for j in await jobs.api.jobs(app, state="any")}
         assert {jobs.name_on(h, app, "direct") for h in jobs.workers} <= listed
-        # A job that runs after others is the broker's to check: it goes there.
-        await direct.submit(SubmitBody(name="later", command="true",
+        # A job that runs after others is the broker's to check: it goes there. Its home
+        # asks the other home for the state of the job it runs after, which ended at once
+        # and was never in the view.
+        later = jobs.name_on(jobs.workers[1], app, "later")
+        await direct.submit(SubmitBody(name=later, command="true",
                                        after=[jobs.name_on(jobs.workers[0], app, "direct")]))
         assert direct.sent_to_broker == 1
+        assert (await jobs.finished(app, later)).state == "succeeded"
         await direct.aclose()
 
         home, other = jobs.workers

@@ -49,11 +49,11 @@ from bodega.broker.view.catalog import Catalog
 from bodega.broker.view.readiness import Gate
 from bodega.broker.view.workers import Workers
 from bodega.broker.volumes.service import Volumes
+from bodega.jobs.passes import JobPasses
 from bodega.model.errors import BodegaError
 from bodega.registry.agent.member_tls import SIGNER, certificate_meta, renewal
 from bodega.registry.api import RegistryQueries
 from bodega.runtime.identity_keys import identity_keys
-from bodega.jobs.passes import JobPasses
 from bodega.runtime.machine_tokens import MachineTokens
 from bodega.runtime.secretbox import SecretBox
 from bodega.runtime.serve import Served, bind, serve

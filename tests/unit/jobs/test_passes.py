@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from bodega.runtime.identity_keys import identity_keys
 from bodega.jobs.passes import PREFIX, JobPass, JobPasses
+from bodega.runtime.identity_keys import identity_keys
 
 PASSES = JobPasses(identity_keys(b"cluster-key").job_pass)
 

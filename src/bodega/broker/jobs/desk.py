@@ -17,6 +17,7 @@ answer is a 503 with ``Retry-After``: claims wait for it, nothing is lost.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
 
@@ -34,11 +35,13 @@ from bodega.model.capacity import Usage, fits
 from bodega.model.errors import BadRequest, BodegaError, Indeterminate, NotFound, Unavailable
 from bodega.placement import PlacementRequest
 from bodega.placement.regions import parse as parse_regions
+from bodega.runtime.waits import within
 from bodega.wire.internal.jobs.calls import HomeSubmit
 from bodega.wire.internal.jobs.worker_client import JobClient
 from bodega.wire.public.jobs.api import JobDoorInfo, JobStatus, SubmitBody
 
 HOMES_TRIED = 3  # homes a lookup asks directly when the view does not know the job yet
+LISTING_WAIT = 2.0  # seconds a listing waits for each home's own list
 # Where a job that names no app goes (the article's task shape has no app): an app of the
 # default org, made on first use.
 JOBS_APP = "jobs"
@@ -218,6 +221,26 @@ class JobDesk:
             raise home_down(job.home, exc) from exc
         self.index.note(status.model_copy(update={"tasks": None}))
         return status
+
+    async def listed(self, app: str | None, pool: str | None,
+                     state: str | None) -> list[JobStatus]:
+        """Every job of ``app`` (None: of every app) in ``state`` (None: any): the view's, and
+        those only their homes keep (a job that ended before its home's first publish:
+        ``worker/jobs/publish.py``), asked of each live home; a home that does not answer
+        within ``LISTING_WAIT`` adds none."""
+        found = {job.id: job for job in self.index.listing(app=app, pool=pool, state=state)}
+        kept = await asyncio.gather(*(self._kept_on(w, app) for w in self.live_workers()))
+        for job in (job for jobs in kept for job in jobs):
+            if job.id not in found and (pool is None or job.pool == pool) \
+                    and (state is None or job.state == state):
+                found[job.id] = job
+        return list(found.values())
+
+    async def _kept_on(self, worker: str, app: str | None) -> list[JobStatus]:
+        try:
+            return await within(self.home(worker).list_jobs(app), LISTING_WAIT)
+        except (BodegaError, TimeoutError):
+            return []
 
     def shuffled(self, jobs: list[JobStatus]) -> list[JobStatus]:
         """Each caller gets its own order: claimants spread over the jobs, not stampede."""

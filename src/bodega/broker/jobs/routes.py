@@ -24,9 +24,9 @@ from bodega.broker.jobs.claims import Claims
 from bodega.broker.jobs.desk import JobDesk
 from bodega.broker.jobs.output import STATUS_LINES, task_logs, with_output
 from bodega.broker.jobs.submit_list import submit_each
+from bodega.jobs.passes import TTL, JobPasses
 from bodega.jobs.tail import MAX_LINES
 from bodega.model.errors import BadRequest, NotFound
-from bodega.jobs.passes import TTL, JobPasses
 from bodega.wire.public.jobs.api import (
     ClaimBody,
     JobPassAnswer,
@@ -104,12 +104,12 @@ def jobs_routes(r: RouteMaker, desk: JobDesk, claims: Claims,
     async def jobs(request: Request, who: Principal) -> Response:
         q = request.query_params
         state = q.get("state") or "unclaimed"
-        listed = desk.index.listing(app=given_app(request, who), pool=q.get("pool") or None,
-                                    queued_only=state == "unclaimed",
-                                    state=None if state in ("unclaimed", "any") else state)
+        app, pool = given_app(request, who), q.get("pool") or None
         limit = query_int(request, "limit", 1000)
-        if state == "unclaimed":
-            return answer_response(desk.shuffled(listed)[:limit])
+        if state == "unclaimed":  # what the claimants poll: the view's alone
+            return answer_response(desk.shuffled(desk.index.listing(
+                app=app, pool=pool, queued_only=True))[:limit])
+        listed = await desk.listed(app, pool, None if state == "any" else state)
         return answer_response(sorted(listed, key=lambda j: j.id, reverse=True)[:limit])
 
     async def claim(request: Request, who: Principal) -> Response:

@@ -37,9 +37,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from bodega.jobs.homes import job_key, rendezvous
+from bodega.jobs.passes import JobPasses
 from bodega.model.errors import BadRequest, Forbidden, Misdirected, Unauthorized
 from bodega.model.refusals import OtherHome
-from bodega.jobs.passes import JobPasses
 from bodega.wire.internal.jobs.calls import HomeSubmit
 from bodega.wire.public.jobs.api import VIEW_TASKS, SubmitBody
 from bodega.wire.transport.http import (

@@ -25,7 +25,7 @@ from bodega.wire.internal.jobs.calls import (
     Probed,
     RunStop,
 )
-from bodega.wire.public.jobs.api import Ok
+from bodega.wire.public.jobs.api import JobStatus, Ok
 
 if TYPE_CHECKING:
     from bodega.worker.jobs.home import JobHome
@@ -38,6 +38,9 @@ class OwnCalls:
     def __init__(self, home: JobHome, runner: JobRunner) -> None:
         self.home = home
         self.runner = runner
+
+    async def find_job(self, app: str, name: str, tasks: bool = False) -> JobStatus:
+        return _own(lambda: self.home.status(self.home.find(app, name), tasks=tasks))
 
     async def claim_task(self, job_id: str, body: HomeClaim) -> HomeClaimAnswer:
         return _own(lambda: self.home.claim(job_id, body))

@@ -30,7 +30,7 @@ from bodega.wire.internal.jobs.calls import (
     RunStop,
 )
 from bodega.wire.internal.jobs.worker_client import JobClient
-from bodega.wire.public.jobs.api import Ok
+from bodega.wire.public.jobs.api import JobStatus, Ok
 from bodega.wire.transport.aiohttp_transport import session
 
 TIMEOUT = 10.0
@@ -40,6 +40,7 @@ class JobCalls(Protocol):
     """The calls workers make to each other for jobs: a ``JobClient`` to another worker,
     ``OwnCalls`` to itself."""
 
+    async def find_job(self, app: str, name: str, tasks: bool = False) -> JobStatus: ...
     async def claim_task(self, job_id: str, body: HomeClaim) -> HomeClaimAnswer: ...
     async def renew_leases(self, body: HomeRenew) -> HomeRenewAnswer: ...
     async def release_tasks(self, body: HomeReleases) -> HomeReleasesAnswer: ...

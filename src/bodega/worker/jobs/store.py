@@ -319,9 +319,14 @@ class JobStore:
                          "delivered = max(0, delivered - ?) WHERE job_id = ? AND worker = ?",
                          (used, used, job_id, worker))
 
-    def probes_out(self, job_id: str | None = None) -> list[tuple[str, str, int, int]]:
-        """(job, worker, count, delivered) of the probes out there."""
-        rows = self.db.execute("SELECT job_id, worker, count, delivered FROM probes_out") \
+    def probes_out(self, job_id: str | None = None, *,
+                   undelivered: bool = False) -> list[tuple[str, str, int, int]]:
+        """(job, worker, count, delivered) of the probes out there (of ``job_id``; those not
+        all delivered yet): a finished job's stay until it goes, so every look narrows."""
+        rows = self.db.execute(
+            "SELECT job_id, worker, count, delivered FROM probes_out WHERE count > delivered"
+            if undelivered else
+            "SELECT job_id, worker, count, delivered FROM probes_out") \
             if job_id is None else self.db.execute(
                 "SELECT job_id, worker, count, delivered FROM probes_out WHERE job_id = ?",
                 (job_id,))

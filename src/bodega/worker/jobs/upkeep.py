@@ -42,6 +42,10 @@ log = logging.getLogger("bodega.worker.jobs")
 @dataclass(frozen=True)
 class UpkeepConfig:
     interval: float = 0.2
+    # A change wakes the upkeep at once, but no sooner than this after its last look: a
+    # home taking hundreds of one-task jobs a second looks after each batch of them, not
+    # after each (a new job's probes wait this long at most).
+    woken_gap: float = 0.02
     probe_ratio: float = 2.0
     finished_ttl: float = 24 * 3600.0
     keep_per_app: int = 1000
@@ -88,8 +92,10 @@ class JobUpkeep:
             with contextlib.suppress(TimeoutError):
                 await within(self.wake.wait(), self.config.interval
                              if self.store.any_unfinished() else idle)
+            await asyncio.sleep(self.config.woken_gap)  # what else changes meanwhile goes too
             self.wake.clear()
             try:
+                await self.waits.look_up(self.store.clock())
                 self.tick()
             except Exception:
                 log.exception("job upkeep failed")
@@ -141,8 +147,9 @@ class JobUpkeep:
         if not claimable:
             return
         out: dict[str, list[tuple[str, int]]] = {}
-        for job_id, worker, count, _ in self.store.probes_out():
-            out.setdefault(job_id, []).append((worker, count))
+        for job_id in claimable:
+            for _, worker, count, _ in self.store.probes_out(job_id):
+                out.setdefault(job_id, []).append((worker, count))
         rooms = None
         for job_id, n in claimable.items():
             live = 0
@@ -168,7 +175,7 @@ class JobUpkeep:
                     self.store.add_probes(conn, job_id, placed, now)
 
     def deliver_probes(self) -> None:
-        for job_id, worker, count, delivered in self.store.probes_out():
+        for job_id, worker, count, delivered in self.store.probes_out(undelivered=True):
             if count > delivered and (job_id, worker) not in self._sending:
                 self._sending.add((job_id, worker))
                 self._spawn(self._deliver(job_id, worker, count - delivered))

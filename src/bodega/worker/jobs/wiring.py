@@ -17,12 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from bodega.jobs.binding import WorkerRoom
+from bodega.jobs.homes import job_key, rendezvous
+from bodega.jobs.passes import JobPasses
+from bodega.model.errors import BodegaError
 from bodega.model.rows import WorkerRow
 from bodega.registry import Registry
 from bodega.runtime.identity_keys import identity_keys
-from bodega.jobs.passes import JobPasses
 from bodega.runtime.serve import Served, serve
 from bodega.runtime.tls.contexts import InternalTls
+from bodega.runtime.waits import within
 from bodega.worker.config import WorkerConfig
 from bodega.worker.jobs.door import JobDoor
 from bodega.worker.jobs.home import JobHome
@@ -45,6 +48,7 @@ from bodega.worker.store.ledger import Ledger
 log = logging.getLogger("bodega.worker.jobs")
 
 SYNC_EVERY = 0.05  # seconds from a commit not fsync'd to the fsync that makes it durable
+HOMES_ASKED, ASK_WAIT = 3, 2.0  # a job's homes asked for its state, each for so long
 
 
 class WorkerJobs:
@@ -75,8 +79,8 @@ class WorkerJobs:
             self.home.seats = SubmitSeats(runs, slots, config.name)
         self.upkeep = JobUpkeep(self.home, self.peers, UpkeepConfig(
             probe_ratio=settings.probe_ratio, finished_ttl=settings.finished_ttl,
-            keep_per_app=settings.keep_per_app), JobWaits(self.home, self._viewed_state),
-            rng=random.Random())
+            keep_per_app=settings.keep_per_app),
+            JobWaits(self.home, self._viewed_state, self._asked_state), rng=random.Random())
         self.routes = JobRoutes(home=self.home, runner=self.runner)
         # The jobs door, for clients holding a pass: only with the key passes are checked by.
         self.door = JobDoor(self.home, JobPasses(identity_keys(
@@ -103,6 +107,19 @@ class WorkerJobs:
         rows = sorted(self.registry.rows("jobs", app=app, name=name),
                       key=lambda doc: str(doc.get("id")))
         return str(rows[-1].get("state")) if rows else None
+
+    async def _asked_state(self, app: str, name: str) -> str | None:
+        """The state of job ``name`` of ``app`` as its home says (the first of its rendezvous
+        order that has it), for a job only its home keeps; None if none answers with it."""
+        for home in rendezvous(job_key(app, name), self.live_workers())[:HOMES_ASKED]:
+            if home == self.home.name:
+                continue
+            try:
+                return (await within(self.peers.client(home).find_job(app, name),
+                                     ASK_WAIT)).state
+            except (BodegaError, TimeoutError):
+                continue
+        return None
 
     def home_named(self, app: str, name: str) -> str | None:
         """The home of job ``name`` of ``app`` in the view (its newest row's), if any."""

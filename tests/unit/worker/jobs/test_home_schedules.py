@@ -173,6 +173,33 @@ def test_a_job_waits_for_those_it_runs_after_and_then_runs(home: Home) -> None:
     assert home.state("load") == "succeeded"
 
 
+async def test_a_job_only_its_home_keeps_is_asked_of_it(home: Home) -> None:
+    """A job that ended before its home's first publish is in no view: its state is asked of
+    its home, once a second at most, and kept while a job waits for it."""
+    asked: list[str] = []
+    states = {"elsewhere": "running"}
+
+    async def ask(_app: str, name: str) -> str | None:
+        asked.append(name)
+        return states.get(name)
+
+    home.waits.ask = ask
+    home.submit(name="load", after=["elsewhere"])
+    start = home.at
+    await home.waits.look_up(start)
+    home.tick(start + 0.1)
+    assert home.state("load") == "waiting"  # asked, not finished: not kept
+    await home.waits.look_up(start + 0.5)  # within the second: not asked again
+    assert asked == ["elsewhere"]
+    states["elsewhere"] = "succeeded"
+    await home.waits.look_up(start + 1)
+    home.tick(start + 1.1)
+    assert home.state("load") == "queued"
+    assert asked == ["elsewhere", "elsewhere"]
+    await home.waits.look_up(start + 2)  # no job waits for it any more: forgotten
+    assert home.waits.asked == {}
+
+
 def test_a_job_fails_without_running_when_one_it_runs_after_fails(home: Home) -> None:
     home.submit(name="extract", max_attempts=1)
     home.submit(name="load", count=2, after=["extract"])

@@ -11,7 +11,13 @@ from typing import Any, cast
 import pytest
 
 from bodega.registry import Registry
-from bodega.wire.internal.jobs.calls import HomeClaim, HomeReleases, HomeSubmit, ReleaseItem
+from bodega.wire.internal.jobs.calls import (
+    HomeClaim,
+    HomeRelease,
+    HomeReleases,
+    HomeSubmit,
+    ReleaseItem,
+)
 from bodega.wire.public.jobs.api import SubmitBody
 from bodega.worker.jobs import publish
 from bodega.worker.jobs.home import JobHome
@@ -97,3 +103,52 @@ def test_the_jobs_of_a_round_are_written_in_one_commit(tmp_path: Path) -> None:
     publisher.flush()
     assert (view.puts, view.commits) == (3, 1)
     assert not publisher.dirty
+
+
+def test_a_job_that_ended_before_its_first_round_is_not_written(tmp_path: Path) -> None:
+    """Nothing of it was live; a job the view saw queued is written when it ends."""
+    store = JobStore(tmp_path / "jobs.db", clock=lambda: 1000.0)
+    home = JobHome(store, "w1", 1000)
+    view = Rows()
+    publisher = JobPublisher(cast(Registry, view), home, clock=lambda: 100.0)
+    home.changed = publisher.mark
+
+    def submit(name: str) -> str:
+        spec = SubmitBody(name=name, command="true", pool="ext").spec("app", 1000.0)
+        return home.submit(HomeSubmit(spec=spec)).id
+
+    def finish(job_id: str) -> None:
+        home.claim(job_id, HomeClaim(worker="x1"))
+        home.release(job_id, HomeRelease(worker="x1", task=0, exit_code=0))
+
+    seen = submit("seen")
+    publisher.flush()
+    assert view.docs[seen]["state"] == "queued"
+    quick = submit("quick")
+    finish(quick)
+    finish(seen)
+    publisher.flush()
+    assert set(view.docs) == {seen}
+    assert view.docs[seen]["state"] == "succeeded"
+    assert home.find("app", "quick").state == "succeeded"  # kept by its home
+    publisher.publish_all()  # as at a start: still not written
+    assert set(view.docs) == {seen}
+
+
+def test_a_job_running_at_its_first_look_is_written_once_it_has_run_a_while(
+        tmp_path: Path) -> None:
+    now = [1000.0]
+    store = JobStore(tmp_path / "jobs.db", clock=lambda: now[0])
+    home = JobHome(store, "w1", 1000)
+    view = Rows()
+    publisher = JobPublisher(cast(Registry, view), home, clock=lambda: 100.0)
+    home.changed = publisher.mark
+    spec = SubmitBody(name="long", command="sleep 60", pool="ext").spec("app", now[0])
+    job = home.submit(HomeSubmit(spec=spec))
+    home.claim(job.id, HomeClaim(worker="x1"))  # running before the first round
+    now[0] += 0.25
+    assert publisher.flush() == pytest.approx(publish.STARTED_GRACE - 0.25)
+    assert view.docs == {}
+    now[0] += publish.STARTED_GRACE
+    assert publisher.flush() is None
+    assert view.docs[job.id]["state"] == "running"
