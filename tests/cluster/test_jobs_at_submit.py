@@ -91,3 +91,27 @@ async def test_a_one_task_job_starts_at_its_submit_in_a_warm_slot_of_its_home(
         assert worker in jobs.workers
         claimant, ref = _task_row(up.data_dir / "workers" / home / "jobs.db", job.id)
         assert (claimant, ref is not None) == (worker, True)  # given by a take
+
+
+async def test_a_one_task_job_queued_at_its_submit_starts_in_the_first_slot_that_frees(
+        tmp_path: Path) -> None:
+    """Every warm slot busy at its submit: the job is committed queued, and the home starts
+    it in the first of its slots to free, as at a submit (claimed by the home, no take)."""
+    async with jobs_up(tmp_path, workers=1) as (jobs, up):
+        app = await jobs.app("jb-seat-later")
+        (home,) = jobs.workers
+        await _warm(jobs, app)
+        queued: dict[str, object] | None = None
+        for i in range(40):  # sleepers until one finds every slot busy
+            answer = await jobs.submit(app, {"name": f"sleeper-{i}", "command": "sleep 2"})
+            assert answer.status_code == 200, answer.text
+            if answer.json()["state"] == "queued":
+                queued = answer.json()
+                break
+        assert queued is not None, "every sleeper started at its submit"
+        job = await jobs.finished(app, str(queued["name"]))
+        assert job.state == "succeeded"
+        (ran,) = job.tasks or []
+        assert (ran.attempts, ran.worker) == (1, home)
+        db = up.data_dir / "workers" / home / "jobs.db"
+        assert _task_row(db, job.id) == (home, None)  # started by its home, not by a take

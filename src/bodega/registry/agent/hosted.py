@@ -221,6 +221,8 @@ class HostedNode(MemberSurface, TypedReads):
             held = mine.pop(row.key, None)
             rows[row.key] = held if held is not None and newer(held, row) else row
         for key, held in mine.items():
+            if not matches(held, wanted, unless):
+                continue  # nor is the view's copy (not found above): no lookup
             theirs = self.view.get(table, key)
             if theirs is None or newer(held, theirs):
                 rows[key] = held

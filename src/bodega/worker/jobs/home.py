@@ -11,6 +11,10 @@ one 409. No consensus protocol: one writer per job.
 After each commit the home tells its listeners (``changed``: the publisher and
 the upkeep loop) and, for a cancel, asks the workers running bodega-pool tasks
 to stop them (``stops``) and those holding its probes to drop them (``drops``).
+
+The module is long because it is every decision a home makes about its jobs, each
+the same shape (read, apply a pure rule, write, in one transaction): split by call,
+the one-writer rule would be spread over files that each open the store.
 """
 
 from __future__ import annotations
@@ -154,6 +158,25 @@ class JobHome:
                  spec.count, " ".join(spec.command)[:80], "" if seated is None else ", started")
         self.changed(job_id)
         return self.get(job_id)
+
+    def seat_queued(self, most: int = 8) -> int:
+        """Queued one-task jobs of this home (the oldest ``most``) started in warm slots that
+        came free here, each as at its submit: a job that found every slot busy at its
+        submit runs the moment one frees, with no probe and no take. How many started."""
+        now = self.clock()
+        waiting = sorted(job for job, n in self.store.claimable_by_job(now, BODEGA_POOL).items()
+                         if n == 1)[:most]  # ULIDs: the oldest first
+        if self.seats is None or not waiting:
+            return 0
+        seated: list[tuple[str, Seated]] = []
+        with self.store.tx(synced=False) as conn:
+            for job_id in waiting:
+                if (seat := self._seat(conn, job_id, now)) is not None:
+                    seated.append((job_id, seat))
+        for job_id, seat in seated:
+            self.seats.start(seat)
+            self.changed(job_id)
+        return len(seated)
 
     def _seat(self, conn: sqlite3.Connection, job_id: str, now: float) -> Seated | None:
         """The task claimed by this worker, running in a free warm slot here, in the submit's

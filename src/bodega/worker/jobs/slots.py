@@ -178,10 +178,15 @@ class SlotPool:
         return None if chosen is None else self.slots[chosen]
 
     def seated(self, slot: Slot, run: RunRow) -> None:
-        """A run committed in ``slot`` at its job's submit: held there, its line written."""
+        """A run committed in ``slot`` at its job's submit: held there at once, its line
+        written once the submit's answer is on its way (writing it wakes the slot's
+        shell, which the host may run before the answer goes out)."""
         self._hold(slot, run)
         self.renew_soon()
-        self._write(slot, run)
+        try:
+            asyncio.get_running_loop().call_soon(self._write, slot, run)
+        except RuntimeError:  # no loop: written now
+            self._write(slot, run)
 
     def _hold(self, slot: Slot, run: RunRow) -> None:
         if not slot.runs:

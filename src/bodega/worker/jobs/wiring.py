@@ -73,7 +73,7 @@ class WorkerJobs:
                                 slots)
         if slots is not None:
             self.watch.attach(slots)
-            slots.freed = self.runner.wake.set
+            slots.freed = self._slot_freed
             ledger.giving_way = slots.giving_way  # idle slots' room shows as free,
             ledger.make_room = slots.make_room  # and is made free for any machine
             self.home.seats = SubmitSeats(runs, slots, config.name)
@@ -93,6 +93,15 @@ class WorkerJobs:
         self.publisher: JobPublisher | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self.home.changed = self._changed
+
+    def _slot_freed(self) -> None:
+        """A slot may have come free: this home's queued one-task jobs first, then the
+        runner's probes (other homes' tasks, and this one's of many tasks)."""
+        try:
+            self.home.seat_queued()
+        except Exception:  # a full disk: the runner's takes find them as before
+            log.exception("starting queued jobs in free slots failed")
+        self.runner.wake.set()
 
     def _changed(self, job_id: str) -> None:
         if self.publisher is not None:
