@@ -28,7 +28,7 @@ from tests.cluster.up_kit import free_port, unwire
 
 from bench.jobs.marks import CpuAccount, command, programs_of
 from bench.jobs.redis_pool import TTL
-from bodega.model.errors import TooManyRequests, Unavailable
+from bodega.model.errors import NotFound, TooManyRequests, Unavailable
 from bodega.wire.public.jobs.api import SubmitBody
 from bodega.wire.public.jobs.direct import DirectSubmits
 from bodega.wire.transport.json_client import JsonClient
@@ -92,6 +92,11 @@ class BodegaPool:
                                                         "org_slug": "personal"})
         if answer.status_code not in (200, 201):
             raise SystemExit(f"could not create the app: {answer.text}")
+        if self.direct is not None:
+            try:
+                await self.direct.renew()
+            except NotFound:  # a tree from before the jobs doors (--before-src): its broker
+                self.direct = None
 
     async def _drain(self) -> None:
         assert self.process is not None

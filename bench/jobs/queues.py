@@ -26,8 +26,10 @@ one at a time:
   409: claims tried per job claimed (1 + its 409s), without and with the article's
   random wait;
 - with ``--phases singles,list`` (not run by default): the article's own shape, each of
-  ``--singles`` jobs a job of its own of one task, submitted one after another on one
-  keep-alive connection (bodega: a ``POST /sched/submit`` each; Redis: an ``RPUSH`` each),
+  ``--singles`` jobs a job of its own of one task, submitted one after another on
+  keep-alive connections (bodega: a ``POST /sched/submit`` each, at the job's home's jobs
+  door with a pass from ``POST /sched/pass``, or at the broker with ``--submit-via
+  broker`` and in the pool ``via-broker``; Redis: an ``RPUSH`` each),
   the pools taking turns round by round: the makespan from the first submit to the last
   job's end, each submit's round trip and each job's submit-to-start (p50, p99), and the
   pool's CPU per job (bodega: each component's too, ``one_cpu_ms_per_job_<n>_<name>`` in
@@ -36,7 +38,7 @@ one at a time:
 
     python -m bench.jobs.queues [--workers 2 --slots 4 --jobs 2000 --rounds 3 ...] [--json out.json]
     python -m bench.jobs.queues --phases makespan --pools bodega,blmove --before-src DIR/src
-    python -m bench.jobs.queues --phases singles,list --pools bodega,blmove --singles 300,3000
+    python -m bench.jobs.queues --phases singles,list --pools bodega,via-broker,blmove
     python -m bench.jobs.queues --workers 2 --slots 1 --jobs 6 ... --pools-at-once  # a smoke run
 """
 
