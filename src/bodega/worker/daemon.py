@@ -236,7 +236,8 @@ class Worker:
         registry agent), so the process ends with its one error line and nothing after it.
         Machines and kernel objects stay, as after any stop: the next start takes them up."""
         for closing in (self.served.stop if self.served is not None else None,
-                        self.registry.stop if self.registry is not None else None):
+                        self.registry.stop if self.registry is not None else None,
+                        self.jobs.close_door):
             if closing is None:
                 continue
             try:  # bounded: a close that hangs must not keep the error from being told

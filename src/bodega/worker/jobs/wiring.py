@@ -207,9 +207,13 @@ class WorkerJobs:
                     self.store.unsynced = True  # tried again at the next round
                     log.warning("syncing the jobs database failed: %s", exc)
 
-    async def stop(self) -> None:
+    async def close_door(self) -> None:
         if self._door_served is not None:
             await self._door_served.stop()
+            self._door_served = None
+
+    async def stop(self) -> None:
+        await self.close_door()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
