@@ -109,13 +109,16 @@ class WorkerJobs:
         self.upkeep.wake.set()
 
     # -- the view ---------------------------------------------------------------------------
-    def _viewed_state(self, app: str, name: str) -> str | None:
-        """The state of job ``name`` of ``app`` in the view (its newest, if several)."""
+    def _viewed(self, app: str, name: str, field: str) -> str | None:
+        """``field`` of job ``name`` of ``app`` in the view (its newest row, if several)."""
         if self.registry is None:
             return None
         rows = sorted(self.registry.rows("jobs", app=app, name=name),
                       key=lambda doc: str(doc.get("id")))
-        return str(rows[-1].get("state")) if rows else None
+        return str(rows[-1].get(field)) if rows else None
+
+    def _viewed_state(self, app: str, name: str) -> str | None:
+        return self._viewed(app, name, "state")
 
     async def _asked_state(self, app: str, name: str) -> str | None:
         """The state of job ``name`` of ``app`` as its home says (the first of its rendezvous
@@ -131,12 +134,7 @@ class WorkerJobs:
         return None
 
     def home_named(self, app: str, name: str) -> str | None:
-        """The home of job ``name`` of ``app`` in the view (its newest row's), if any."""
-        if self.registry is None:
-            return None
-        rows = sorted(self.registry.rows("jobs", app=app, name=name),
-                      key=lambda doc: str(doc.get("id")))
-        return str(rows[-1].get("home")) if rows else None
+        return self._viewed(app, name, "home")
 
     def live_workers(self) -> list[str]:
         """The workers of the view that are alive (members of other roles left out)."""
