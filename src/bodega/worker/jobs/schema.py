@@ -11,8 +11,9 @@ A worker plays two parts in bodega's batch layer, and keeps both here:
   and runs as a machine, until its end is reported to its home).
 
 A file of its own, so that jobs never wait on a machine's transaction nor the
-other way round; like ``worker.db`` it is WAL with ``synchronous = FULL``: a
-submit, claim or release is on disk before it is answered.
+other way round; like ``worker.db`` it is WAL: a submit, claim or release is in
+the WAL before it is answered (safe from any process's crash), and fsync'd within
+``wiring.SYNC_EVERY`` (a cancel, or a submit with ``--jobs-sync-submits``, before).
 """
 
 from __future__ import annotations

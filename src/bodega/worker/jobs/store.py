@@ -1,7 +1,7 @@
 """The jobs database: its transactions, and what a job's home reads and writes in it.
 
-Every change a home makes is one ``tx()`` (``BEGIN IMMEDIATE`` ... ``COMMIT``,
-fsynced) with no ``await`` inside, so of two claims of one task only the first
+Every change a home makes is one ``tx()`` (``BEGIN IMMEDIATE`` ... ``COMMIT``)
+with no ``await`` inside, so of two claims of one task only the first
 to commit finds it queued: exactly one winner, with no lock beyond SQLite's.
 Rows are read into the pure ``Task`` and ``JobSpec`` (``jobs/``) here, and
 only here. The runner's tables are read in ``run_store.py``.
