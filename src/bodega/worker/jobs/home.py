@@ -132,7 +132,7 @@ class JobHome:
         """Commit the job (or find the one its idempotency key already made)."""
         spec = body.spec
         now = self.clock()
-        seated: Seated | None = None
+        seated: tuple[Seated, JobRow] | None = None
         with self.store.tx(synced=self.sync_submits) as conn:
             if spec.idempotency_key:
                 earlier = self.store.job_keyed(spec.app, spec.idempotency_key)
@@ -149,15 +149,18 @@ class JobHome:
                 self.store.insert_periodic(conn, PeriodicRow(job_id, next_fire(spec.periodic, at)))
                 self.checked[job_id] = at
             elif spec.pool == BODEGA_POOL and not spec.after:
-                seated = self._seat(conn, job_id, now)
+                seated = self._seat(conn, JobRow(job_id, spec, JobState.QUEUED, now, now, None),
+                                    now)
                 if seated is None and body.probes:  # else the upkeep's top-up places them
                     self.store.add_probes(conn, job_id, body.probes, now)
         if seated is not None and self.seats is not None:
-            self.seats.start(seated)
-        log.info("job %s (%s/%s): %d task(s) of %s committed here%s", job_id, spec.app, spec.name,
-                 spec.count, " ".join(spec.command)[:80], "" if seated is None else ", started")
+            self.seats.start(seated[0])
+        if log.isEnabledFor(logging.INFO):
+            log.info("job %s (%s/%s): %d task(s) of %s committed here%s", job_id, spec.app,
+                     spec.name, spec.count, " ".join(spec.command)[:80],
+                     "" if seated is None else ", started")
         self.changed(job_id)
-        return self.get(job_id)
+        return seated[1] if seated is not None else self.get(job_id)
 
     def seat_queued(self, most: int = 8) -> int:
         """Queued one-task jobs of this home (the oldest ``most``) started in warm slots that
@@ -171,24 +174,25 @@ class JobHome:
         seated: list[tuple[str, Seated]] = []
         with self.store.tx(synced=False) as conn:
             for job_id in waiting:
-                if (seat := self._seat(conn, job_id, now)) is not None:
-                    seated.append((job_id, seat))
+                if (found := self._seat(conn, self.store.job(job_id), now)) is not None:
+                    seated.append((job_id, found[0]))
         for job_id, seat in seated:
             self.seats.start(seat)
             self.changed(job_id)
         return len(seated)
 
-    def _seat(self, conn: sqlite3.Connection, job_id: str, now: float) -> Seated | None:
+    def _seat(self, conn: sqlite3.Connection, job: JobRow | None,
+              now: float) -> tuple[Seated, JobRow] | None:
         """The task claimed by this worker, running in a free warm slot here, in the submit's
-        transaction (``bodega.jobs.seats``); None: committed queued."""
-        job = self.store.job(job_id)
-        task = self.store.task(conn, job_id, 0)
+        transaction (``bodega.jobs.seats``), and the job as it then is; None: left queued."""
+        task = self.store.task(conn, job.id, 0) if job is not None else None
         if self.seats is None or job is None or task is None or not at_submit(job.spec, now):
             return None
         won = claim(task, job.policy, self.name, now)
-        if (seated := self.seats.seat(conn, job, won, now)) is not None:
-            self.apply(conn, job, [replace(won, machine_id=seated.machine_id)], now)
-        return seated
+        if (seated := self.seats.seat(conn, job, won, now)) is None:
+            return None
+        state = self.apply(conn, job, [replace(won, machine_id=seated.machine_id)], now)
+        return seated, replace(job, state=JobState(state), updated_at=now)
 
     # -- periodic jobs' runs -------------------------------------------------------------------
     def launch(self, parent: JobRow, fire: float, after: PeriodicRow) -> JobRow:
