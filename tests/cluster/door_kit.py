@@ -285,6 +285,10 @@ def classify(component: dict[str, Any], listener: Listener, members: list[dict[s
         return "broker-api"
     if role == "proxy" and answer.status_code == 404 and "no app is served" in answer.text:
         return "proxy-public"
+    if role == "worker" and answer.status_code == 404:  # a jobs door has one route
+        submit = httpx.post(f"{listener.url()}/sched/submit", json={}, timeout=30)
+        if submit.status_code == 401 and "jobs pass" in submit.json().get("error", ""):
+            return "jobs-door"
     return "unknown"
 
 

@@ -207,7 +207,7 @@ def test_every_listener_is_accounted_for(doors: list[Door], cluster: Cluster) ->
         resolver = ["resolver"] if host_network.unable("auto") is None else []
         # The host's agent alone gossips: the others are its tenants, with no gossip socket.
         expected = {"broker": ["broker-api", "broker-internal"],
-                    "worker": sorted(["worker-api", *resolver]),
+                    "worker": sorted(["jobs-door", "worker-api", *resolver]),
                     "proxy": ["proxy-admin", "proxy-public"],
                     "agent": ["agent-internal", "gossip"],
                     "registry": ["image-registry"],
@@ -262,6 +262,41 @@ def test_the_image_registry_lets_only_the_admin_token_push(
             assert catalog.json() == {"repositories": []}  # nothing got in
             started = https.post(base + push, auth=("bodega", cluster.token))
             assert started.status_code == 202, started.text
+
+
+def test_a_jobs_door_takes_a_pass_of_its_app_and_nothing_else(
+        doors: list[Door], cluster: Cluster) -> None:
+    """Plain HTTP, one route: a submit with no credential, any token or key of another
+    door, or a pass altered, is 401; a pass (from a broker, for the app token's app) is
+    refused for another app (403) and opens no other route (404, in the error shape)."""
+    broker = of_kind(doors, "broker-api")[0].listener.url()
+    granted = httpx.post(f"{broker}/sched/pass", timeout=30,
+                         headers={"authorization": f"Bearer {cluster.app_token}"}).json()
+    assert granted["app"] == "alpha"
+    app, expiry, tag = granted["token"].removeprefix("bdj_").split(".")
+    forged = {f"bdj_beta.{expiry}.{tag}", f"bdj_{app}.{int(expiry) + 3600}.{tag}",
+              f"bdj_{app}.{expiry}.{tag[::-1]}", f"bdj_{app}.{int(time.time()) - 1}.{tag}"}
+    credentials = {**wrong_credentials(cluster),
+                   "the admin token": {"authorization": f"Bearer {cluster.token}"},
+                   "an app token": {"authorization": f"Bearer {cluster.app_token}"},
+                   **{f"a pass altered ({raw})": {"authorization": f"Bearer {raw}"}
+                      for raw in forged}}
+    job = {"name": "intruder", "command": "true"}
+    for door in of_kind(doors, "jobs-door"):
+        base = door.listener.url()
+        for label, headers in credentials.items():
+            answer = httpx.post(f"{base}/sched/submit", json=job, headers=headers, timeout=30)
+            assert (answer.status_code, answer.json()["status"]) == (401, "unauthenticated"), \
+                f"{door} {label}: {answer.text}"
+        mine = {"authorization": f"Bearer {granted['token']}"}
+        other = httpx.post(f"{base}/sched/submit", json={**job, "app": "beta"}, headers=mine,
+                           timeout=30)
+        assert other.status_code == 403, other.text
+        for method, path in (("GET", "/v1/health"), ("GET", "/v1/apps/alpha/machines"),
+                             ("GET", "/sched/status/intruder"), ("GET", "/sched/submit")):
+            answer = httpx.request(method, base + path, headers=mine, timeout=30)
+            assert answer.status_code in (404, 405), f"{door} {method} {path}: {answer.text}"
+            assert set(answer.json()) == {"error", "status"}
 
 
 def test_public_api_refuses_missing_and_wrong_tokens(doors: list[Door], cluster: Cluster) -> None:

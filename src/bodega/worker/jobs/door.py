@@ -46,6 +46,7 @@ from bodega.wire.transport.http import (
     answer_response,
     bearer_token,
     handle_errors,
+    not_found_app_handler,
     parse_model,
     read_json,
 )
@@ -80,7 +81,9 @@ class JobDoor:
         async def submit(request: Request) -> Response:
             return await handle_errors(request, self.submit)
 
-        return Starlette(routes=[Route(SUBMIT, submit, methods=["POST"])])
+        return Starlette(routes=[Route(SUBMIT, submit, methods=["POST"])],
+                         exception_handlers={404: not_found_app_handler,
+                                             405: not_found_app_handler})
 
     async def submit(self, request: Request) -> Response:
         now = self.clock()
