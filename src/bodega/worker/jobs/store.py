@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -319,18 +319,15 @@ class JobStore:
                          "delivered = max(0, delivered - ?) WHERE job_id = ? AND worker = ?",
                          (used, used, job_id, worker))
 
-    def probes_out(self, job_id: str | None = None, *,
-                   undelivered: bool = False) -> list[tuple[str, str, int, int]]:
-        """(job, worker, count, delivered) of the probes out there (of ``job_id``; those not
-        all delivered yet): a finished job's stay until it goes, so every look narrows."""
-        rows = self.db.execute(
-            "SELECT job_id, worker, count, delivered FROM probes_out WHERE count > delivered"
-            if undelivered else
-            "SELECT job_id, worker, count, delivered FROM probes_out") \
-            if job_id is None else self.db.execute(
-                "SELECT job_id, worker, count, delivered FROM probes_out WHERE job_id = ?",
-                (job_id,))
-        return [(str(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
+    def probes_out(self, job_id: str) -> list[tuple[str, str, int, int]]:
+        """(job, worker, count, delivered) of the job's probes out there."""
+        return _probes(self.db.execute(
+            f"{PROBES_OUT} WHERE job_id = ?", (job_id,)))
+
+    def undelivered_probes(self) -> list[tuple[str, str, int, int]]:
+        """The probes out there not all delivered yet, of every job (a finished job's rows
+        stay until the job goes, so a look at all of them would grow with every job)."""
+        return _probes(self.db.execute(f"{PROBES_OUT} WHERE count > delivered"))
 
     def probes_delivered(self, job_id: str, worker: str, sent: int) -> None:
         """Not synced: a record lost with the host's power has its probes delivered again,
@@ -353,6 +350,13 @@ def _job(row: sqlite3.Row) -> JobRow:
                   state=JobState(row["state"]), created_at=row["created_at"],
                   updated_at=row["updated_at"], finished_at=row["finished_at"],
                   waiting=None if row["waiting"] is None else tuple(json.loads(row["waiting"])))
+
+
+PROBES_OUT = "SELECT job_id, worker, count, delivered FROM probes_out"
+
+
+def _probes(rows: Iterable[sqlite3.Row]) -> list[tuple[str, str, int, int]]:
+    return [(str(r[0]), str(r[1]), int(r[2]), int(r[3])) for r in rows]
 
 
 def _periodic(row: sqlite3.Row) -> PeriodicRow:

@@ -175,7 +175,7 @@ class JobUpkeep:
                     self.store.add_probes(conn, job_id, placed, now)
 
     def deliver_probes(self) -> None:
-        for job_id, worker, count, delivered in self.store.probes_out(undelivered=True):
+        for job_id, worker, count, delivered in self.store.undelivered_probes():
             if count > delivered and (job_id, worker) not in self._sending:
                 self._sending.add((job_id, worker))
                 self._spawn(self._deliver(job_id, worker, count - delivered))

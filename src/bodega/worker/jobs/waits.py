@@ -51,7 +51,7 @@ class JobWaits:
                   for name in job.waiting or ()}
         self.asked = {key: state for key, state in self.asked.items() if key in wanted}
         for app, name in wanted - self.asked.keys():
-            if self.store.state_named(app, name) is None and self.viewed(app, name) is None:
+            if self._known(app, name) is None:
                 state = await self.ask(app, name)
                 if state in FINISHED:
                     self.asked[(app, name)] = state
