@@ -25,6 +25,8 @@ from bodega.runtime.steady_clock import SteadyClock
 from bodega.worker.jobs.schema import MIGRATIONS
 from bodega.worker.store.database import storage_error
 
+SPECS_HELD = 4096  # parsed specs kept: the jobs a busy home reads again and again
+
 
 @dataclass(frozen=True)
 class JobRow:
@@ -73,6 +75,9 @@ class JobStore:
         self.db.row_factory = sqlite3.Row
         self.clock = clock or SteadyClock(floor=self.newest_stamp())
         self.unsynced = False  # a commit not fsync'd since the last ``sync``
+        # Jobs' specs as read or inserted, by id: a spec is never changed once committed (a
+        # job's id is never used again), and parsing one is most of what reading a job costs.
+        self._specs: dict[str, JobSpec] = {}
 
     def newest_stamp(self) -> float:
         """The latest time this file recorded (0 when empty): a job's or a run's last
@@ -139,6 +144,7 @@ class JobStore:
             (job_id, spec.app, spec.name, spec.pool, spec.model_dump_json(exclude_none=True),
              spec.idempotency_key, spec.deadline_at, str(state), now, now,
              json.dumps(list(spec.after)) if spec.after else None))
+        self._held(job_id, spec)
         if spec.periodic:
             return
         conn.executemany(
@@ -148,22 +154,38 @@ class JobStore:
 
     def job(self, job_id: str) -> JobRow | None:
         row = self.db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return None if row is None else _job(row)
+        return None if row is None else self._job(row)
 
     def job_named(self, app: str, name: str) -> JobRow | None:
         row = self.db.execute("SELECT * FROM jobs WHERE app = ? AND name = ?",
                               (app, name)).fetchone()
-        return None if row is None else _job(row)
+        return None if row is None else self._job(row)
 
     def job_keyed(self, app: str, key: str) -> JobRow | None:
         row = self.db.execute("SELECT * FROM jobs WHERE app = ? AND idempotency_key = ?",
                               (app, key)).fetchone()
-        return None if row is None else _job(row)
+        return None if row is None else self._job(row)
 
     def jobs(self, app: str | None = None) -> list[JobRow]:
         rows = self.db.execute("SELECT * FROM jobs ORDER BY id") if app is None else \
             self.db.execute("SELECT * FROM jobs WHERE app = ? ORDER BY id", (app,))
-        return [_job(row) for row in rows]
+        return [self._job(row) for row in rows]
+
+    def _job(self, row: sqlite3.Row) -> JobRow:
+        job_id = row["id"]
+        spec = self._specs.get(job_id)
+        if spec is None:
+            spec = self._held(job_id, JobSpec.model_validate_json(row["spec"]))
+        return JobRow(id=job_id, spec=spec, state=JobState(row["state"]),
+                      created_at=row["created_at"], updated_at=row["updated_at"],
+                      finished_at=row["finished_at"], waiting=None if row["waiting"] is None
+                      else tuple(json.loads(row["waiting"])))
+
+    def _held(self, job_id: str, spec: JobSpec) -> JobSpec:
+        if len(self._specs) >= SPECS_HELD:
+            del self._specs[next(iter(self._specs))]  # the oldest read or inserted
+        self._specs[job_id] = spec
+        return spec
 
     def set_job_state(self, conn: sqlite3.Connection, job_id: str, state: JobState,
                       now: float, finished: bool) -> None:
@@ -176,7 +198,7 @@ class JobStore:
                      (None if waiting is None else json.dumps(list(waiting)), job_id))
 
     def waiting_jobs(self) -> list[JobRow]:
-        return [_job(row) for row in self.db.execute(
+        return [self._job(row) for row in self.db.execute(
             "SELECT * FROM jobs WHERE waiting IS NOT NULL AND finished_at IS NULL ORDER BY id")]
 
     def state_named(self, app: str, name: str) -> str | None:
@@ -208,6 +230,7 @@ class JobStore:
 
     def delete_job(self, conn: sqlite3.Connection, job_id: str) -> None:
         conn.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+        self._specs.pop(job_id, None)
 
     def finished(self) -> list[tuple[str, str, float]]:
         return [(r[0], r[1], float(r[2])) for r in self.db.execute(
@@ -343,13 +366,6 @@ class JobStore:
         else:
             conn.execute("DELETE FROM probes_out WHERE job_id = ? AND worker = ?",
                          (job_id, worker))
-
-
-def _job(row: sqlite3.Row) -> JobRow:
-    return JobRow(id=row["id"], spec=JobSpec.model_validate_json(row["spec"]),
-                  state=JobState(row["state"]), created_at=row["created_at"],
-                  updated_at=row["updated_at"], finished_at=row["finished_at"],
-                  waiting=None if row["waiting"] is None else tuple(json.loads(row["waiting"])))
 
 
 PROBES_OUT = "SELECT job_id, worker, count, delivered FROM probes_out"
