@@ -27,14 +27,15 @@ routed by the name here: only a broker's view finds a key under another name.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bodega.jobs.homes import job_key, rendezvous
 from bodega.jobs.passes import JobPasses
@@ -53,6 +54,10 @@ from bodega.wire.transport.http import (
 from bodega.worker.jobs.home import JobHome
 
 SUBMIT = "/sched/submit"
+# Seconds a door uses the live workers it read for a submit again: reading them (every
+# worker's row, every member's status) cost as much as the submit's own commit, and what a
+# door knows of them is its view's, itself a gossip round or more behind.
+LIVE_FRESH = 0.25
 
 
 class DoorView(Protocol):
@@ -71,19 +76,41 @@ def door_home(me: str, key: str, named: str | None, live: Iterable[str]) -> str:
 
 class JobDoor:
     def __init__(self, home: JobHome, passes: JobPasses, view: DoorView,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 ticks: Callable[[], float] = time.monotonic) -> None:
+        """``clock``: what passes' expiries are checked against; ``ticks``: what the
+        freshness of the live workers read is measured with."""
         self.home = home
         self.passes = passes
         self.view = view
         self.clock = clock
+        self.ticks = ticks
+        self._live: tuple[float, list[str]] = (-math.inf, [])  # when read, and what
 
-    def app(self) -> Starlette:
-        async def submit(request: Request) -> Response:
-            return await handle_errors(request, self.submit)
+    def live_workers(self) -> list[str]:
+        """The live workers as the view had them at most ``LIVE_FRESH`` ago."""
+        now = self.ticks()
+        if now - self._live[0] >= LIVE_FRESH:
+            self._live = (now, list(self.view.live_workers()))
+        return self._live[1]
 
-        return Starlette(routes=[Route(SUBMIT, submit, methods=["POST"])],
-                         exception_handlers={404: not_found_app_handler,
-                                             405: not_found_app_handler})
+    def app(self) -> ASGIApp:
+        """The door's one route as a bare ASGI app: a submit is all a door does, and a
+        router's and its middleware's layers cost it about as much as the pass's check.
+        Anything else gets the error shape: 404 for another path, 405 for another method."""
+        async def door(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != "http":  # a WebSocket upgrade: no such route here
+                await send({"type": "websocket.close", "code": 1000})
+                return
+            request = Request(scope, receive)
+            if scope["path"] != SUBMIT or scope["method"] != "POST":
+                response = not_found_app_handler(request, HTTPException(
+                    404 if scope["path"] != SUBMIT else 405))
+            else:
+                response = await handle_errors(request, self.submit)
+            await response(scope, receive, send)
+
+        return door
 
     async def submit(self, request: Request) -> Response:
         now = self.clock()
@@ -108,7 +135,7 @@ class JobDoor:
             raise Misdirected("a job that runs after others is submitted through a broker "
                               "(POST /sched/submit): it checks those jobs")
         home = door_home(self.home.name, job_key(spec.app, spec.name),
-                         self.view.home_named(spec.app, spec.name), self.view.live_workers())
+                         self.view.home_named(spec.app, spec.name), self.live_workers())
         if home != self.home.name:
             raise Misdirected(f"misdirected: the home of job {spec.name} is {home}, not "
                               f"{self.home.name}", details=OtherHome(home=home))
