@@ -10,6 +10,7 @@ as before.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from pathlib import Path
@@ -27,6 +28,13 @@ def _task_row(db: Path, job_id: str) -> tuple[str | None, str | None]:
         row = conn.execute("SELECT claimant, ref FROM tasks WHERE job_id = ? AND idx = 0",
                            (job_id,)).fetchone()
     return row[0], row[1]
+
+
+def _lease_ends(db: Path, job_id: str) -> float:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+        (ends,) = conn.execute("SELECT lease_expires_at FROM tasks WHERE job_id = ? AND "
+                               "idx = 0", (job_id,)).fetchone()
+    return float(ends)
 
 
 def _probes_placed(db: Path, job_id: str) -> int:
@@ -74,6 +82,19 @@ async def test_a_one_task_job_starts_at_its_submit_in_a_warm_slot_of_its_home(
             (ran,) = job.tasks or []
             assert (ran.attempts, ran.exit_codes, ran.worker) == (1, [0], home)
             assert ran.output == ["seated"]
+
+        # Its home leased it and knows its machine from its start: it is renewed in its turn
+        # (a third of its lease, 2 s at most), never announced as a take's run is (0.1 s).
+        home = jobs.workers[0]
+        name = jobs.name_on(home, app, "longer")
+        answer = await jobs.submit(app, {"name": name, "command": "sleep 1.5"})
+        assert answer.json()["state"] == "running", answer.text
+        db = up.data_dir / "workers" / home / "jobs.db"
+        leased = _lease_ends(db, answer.json()["id"])
+        await asyncio.sleep(0.8)
+        assert (await jobs.status(app, name)).state == "running"
+        assert _lease_ends(db, answer.json()["id"]) == leased
+        assert (await jobs.finished(app, name)).state == "succeeded"
 
         # No free slot of its shape on its home: committed queued, run later by a take.
         home = jobs.workers[0]

@@ -10,6 +10,7 @@ slot here is committed queued, its probes finding it room as before.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bodega.jobs.slots import eligible, slot_key
@@ -33,10 +34,14 @@ class Seated:
 
 
 class SubmitSeats:
-    def __init__(self, runs: RunStore, slots: SlotPool, name: str) -> None:
+    def __init__(self, runs: RunStore, slots: SlotPool, name: str,
+                 leased: Callable[[RunRow], None] = lambda run: None) -> None:
+        """``leased``: told of each run started, its lease given and its machine known at
+        its home (this worker) as of its start: the runs' watch renews it from then on."""
         self.runs = runs
         self.slots = slots
         self.name = name
+        self.leased = leased
         self.started = 0  # tasks started at their submit (the worker's /metrics counts them)
 
     def seat(self, conn: sqlite3.Connection, job: JobRow, task: Task,
@@ -60,4 +65,5 @@ class SubmitSeats:
         """Once committed: the slot holds the run and is given its line."""
         self.runs.remember(seated.run)
         self.slots.seated(seated.slot, seated.run)
+        self.leased(seated.run)
         self.started += 1

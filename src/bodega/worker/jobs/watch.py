@@ -127,6 +127,11 @@ class RunWatch:
             # Told to stop while its machine was being created: stop the machine now.
             self._spawn(self.stop_run(current, current.stop))
 
+    def leased(self, run: RunRow) -> None:
+        """A run its home (this worker) started at the job's submit: the home leased it and
+        knows its machine as of then, so it is never announced, only renewed in its turn."""
+        self._renewed[run.seq] = run.updated_at
+
     def on_machine(self, machine_id: str) -> None:
         """A machine's commit: if it is a task's and it ended, record the end."""
         seq = self.by_machine.get(machine_id)

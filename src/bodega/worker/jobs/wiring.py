@@ -76,7 +76,7 @@ class WorkerJobs:
             slots.freed = self._slot_freed
             ledger.giving_way = slots.giving_way  # idle slots' room shows as free,
             ledger.make_room = slots.make_room  # and is made free for any machine
-            self.home.seats = SubmitSeats(runs, slots, config.name)
+            self.home.seats = SubmitSeats(runs, slots, config.name, self.watch.leased)
         self.upkeep = JobUpkeep(self.home, self.peers, UpkeepConfig(
             probe_ratio=settings.probe_ratio, finished_ttl=settings.finished_ttl,
             keep_per_app=settings.keep_per_app),
