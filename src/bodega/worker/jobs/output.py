@@ -2,10 +2,15 @@
 is gone, so ``bodega jobs logs`` reads it long after: for the job TTL (``--job-ttl``) after
 the last output of that job was kept here, as long as its home keeps the job.
 
-One file per task (``<logs>/<job>/<task>.log``, its last attempt's on this worker): a
-slot's output file is moved there when its run ends, a machine's log is copied there
-before its teardown removes it. Touching the job's directory at each keep restarts its
-TTL; ``prune`` drops the jobs whose directory has not been touched for a TTL.
+One file per task, side by side (``<logs>/<job>.<task>.log``, its last attempt's on this
+worker): a slot's output file is moved there when its run ends, a machine's log is copied
+there before its teardown removes it. Each keep stamps its file with the time it was
+kept; ``prune`` drops every file of a job whose newest was kept over a TTL ago. No
+directory per job: a directory made for each of a stream of one-task jobs cost the worker
+a new inode for every job, as much as the task's own output file.
+
+A worker of an earlier version kept a directory per job (``<logs>/<job>/<task>.log``):
+those are read and pruned the same way, by the directory's time.
 """
 
 from __future__ import annotations
@@ -20,18 +25,36 @@ from bodega.model.errors import NotFound
 
 log = logging.getLogger("bodega.worker.jobs")
 
+SUFFIX = ".log"
+
+
+def job_of(entry: str) -> str:
+    """The job an entry of the logs directory is of: ``<job>.<task>.log``, or an earlier
+    version's directory ``<job>``."""
+    return entry.split(".", 1)[0]
+
 
 def prune(logs_dir: Path, now: float, ttl: float) -> list[str]:
-    """Drop the kept output of jobs whose last output was kept here over ``ttl`` ago (a
-    job's directory is touched each time); the jobs dropped."""
-    dropped = []
-    with contextlib.suppress(FileNotFoundError):
-        for kept in logs_dir.iterdir():
+    """Drop the kept output of jobs whose last output was kept here over ``ttl`` ago (each
+    keep stamps its file); the jobs dropped."""
+    newest: dict[str, float] = {}
+    entries: dict[str, list[os.DirEntry[str]]] = {}
+    with contextlib.suppress(FileNotFoundError), os.scandir(logs_dir) as found:
+        for entry in found:
             with contextlib.suppress(FileNotFoundError):
-                if now - kept.stat().st_mtime > ttl:
-                    shutil.rmtree(kept, ignore_errors=True)
-                    dropped.append(kept.name)
-    return sorted(dropped)
+                job = job_of(entry.name)
+                at = entry.stat(follow_symlinks=False).st_mtime
+                newest[job] = max(at, newest.get(job, at))
+                entries.setdefault(job, []).append(entry)
+    dropped = sorted(job for job, at in newest.items() if now - at > ttl)
+    for job in dropped:
+        for entry in entries[job]:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
+    return dropped
 
 
 class KeptOutput:
@@ -41,15 +64,20 @@ class KeptOutput:
 
     def path(self, job_id: str, task: int) -> Path:
         """Where a task's output is kept once it ended (its last attempt's on this worker)."""
-        return self.logs_dir / job_id / f"{task}.log"
+        return self.logs_dir / f"{job_id}.{task}{SUFFIX}"
 
     def keep_file(self, job_id: str, task: int, output: Path) -> None:
         """A run's own output file (a slot's), moved into place."""
         target = self.path(job_id, task)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(output, target)
-            os.utime(target.parent)  # the job's output was kept now: its TTL starts again
+            try:
+                os.replace(output, target)
+            except FileNotFoundError:
+                if not output.exists():
+                    return  # it never ran
+                self.logs_dir.mkdir(parents=True, exist_ok=True)  # the first kept here
+                os.replace(output, target)
+            os.utime(target)  # kept now: the job's TTL starts again
         except FileNotFoundError:
             pass  # it never ran
         except OSError as exc:
@@ -59,20 +87,19 @@ class KeptOutput:
         """A task machine's log (its directory ``logs``), copied before its teardown."""
         target = self.path(job_id, task)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            self.logs_dir.mkdir(parents=True, exist_ok=True)
             with target.open("wb") as out:
                 for part in ("machine.log.1", "machine.log"):
                     with contextlib.suppress(FileNotFoundError), (logs / part).open("rb") as f:
                         shutil.copyfileobj(f, out)
-            os.utime(target.parent)  # the job's output was kept now: its TTL starts again
         except OSError as exc:
             log.warning("job %s task %d: its output was not kept: %s", job_id, task, exc)
 
     def read(self, job_id: str, task: int) -> bytes:
-        try:
-            return self.path(job_id, task).read_bytes()
-        except FileNotFoundError:
-            raise NotFound(f"no output of job {job_id} task {task} on this worker") from None
+        for path in (self.path(job_id, task), self.logs_dir / job_id / f"{task}{SUFFIX}"):
+            with contextlib.suppress(FileNotFoundError):
+                return path.read_bytes()
+        raise NotFound(f"no output of job {job_id} task {task} on this worker")
 
     def prune(self, now: float) -> list[str]:
         dropped = prune(self.logs_dir, now, self.ttl)
