@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 PREFIX = "bdj_"
 TTL = 600.0  # seconds a pass is good for
+CHECKED_HELD = 64  # passes whose tag was found good, kept: a client sends one for minutes
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class JobPasses:
     def __init__(self, key: bytes) -> None:
         """``key``: ``identity_keys(...).job_pass``."""
         self._key = key
+        self._checked: dict[str, JobPass] = {}  # a pass as sent -> what its good tag grants
 
     def _tag(self, app: str, expires_at: int) -> str:
         mac = hmac.new(self._key, f"{app}/{expires_at}".encode(), hashlib.sha256).digest()
@@ -43,7 +45,10 @@ class JobPasses:
 
     def check(self, raw: str, now: float) -> JobPass | None:
         """What ``raw`` lets its holder do, if it is this cluster's and not expired; None
-        otherwise (a forged, malformed or expired pass alike)."""
+        otherwise (a forged, malformed or expired pass alike). A pass whose tag was found
+        good is not computed again: only its expiry is checked at each use."""
+        if (known := self._checked.get(raw)) is not None:
+            return known if known.expires_at > now else None
         if not raw.startswith(PREFIX):
             return None
         parts = raw[len(PREFIX):].split(".")
@@ -52,4 +57,8 @@ class JobPasses:
         app, expiry, tag = parts
         if not hmac.compare_digest(tag.encode(), self._tag(app, int(expiry)).encode()):
             return None
-        return JobPass(app, int(expiry)) if int(expiry) > now else None
+        granted = JobPass(app, int(expiry))
+        if len(self._checked) >= CHECKED_HELD:
+            self._checked.clear()  # passes come and go every few minutes: start again
+        self._checked[raw] = granted
+        return granted if granted.expires_at > now else None

@@ -33,3 +33,16 @@ def test_what_is_not_a_pass_is_refused() -> None:
 def test_the_pass_key_is_not_the_machine_token_key() -> None:
     keys = identity_keys(b"cluster-key")
     assert keys.job_pass != keys.machine_token
+
+
+def test_a_pass_checked_again_gets_the_same_answer_until_it_expires() -> None:
+    passes = JobPasses(identity_keys(b"cluster-key").job_pass)
+    raw = passes.mint("render", now=1000.0, ttl=600)
+    app, expiry, tag = raw[len(PREFIX):].split(".")
+    for _ in range(3):  # found good once, then only its expiry is looked at
+        assert passes.check(raw, now=1100.0) == JobPass("render", 1600)
+        assert passes.check(f"{PREFIX}{app}.{expiry}.{tag[::-1]}", now=1100.0) is None
+    assert passes.check(raw, now=1600.0) is None
+    expired = passes.mint("render", now=0.0, ttl=60)
+    assert passes.check(expired, now=1000.0) is None  # good tag, past its expiry
+    assert passes.check(expired, now=1000.0) is None
