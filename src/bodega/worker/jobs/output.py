@@ -70,18 +70,22 @@ class KeptOutput:
         """A run's own output file (a slot's), moved into place."""
         target = self.path(job_id, task)
         try:
-            try:
-                os.replace(output, target)
-            except FileNotFoundError:
-                if not output.exists():
-                    return  # it never ran
-                self.logs_dir.mkdir(parents=True, exist_ok=True)  # the first kept here
-                os.replace(output, target)
+            self._move(output, target)
             os.utime(target)  # kept now: the job's TTL starts again
         except FileNotFoundError:
             pass  # it never ran
         except OSError as exc:
             log.warning("job %s task %d: its output was not kept: %s", job_id, task, exc)
+
+    def _move(self, output: Path, target: Path) -> None:
+        """``output`` renamed to ``target``, the logs directory made for the first one."""
+        try:
+            os.replace(output, target)
+        except FileNotFoundError:
+            if not output.exists():
+                raise
+            self.logs_dir.mkdir(parents=True, exist_ok=True)
+            os.replace(output, target)
 
     def keep_machine_log(self, job_id: str, task: int, logs: Path) -> None:
         """A task machine's log (its directory ``logs``), copied before its teardown."""
