@@ -183,7 +183,7 @@ class JobStore:
 
     def _held(self, job_id: str, spec: JobSpec) -> JobSpec:
         if len(self._specs) >= SPECS_HELD:
-            del self._specs[next(iter(self._specs))]  # the oldest read or inserted
+            del self._specs[next(iter(self._specs))]  # the first held (a read does not renew)
         self._specs[job_id] = spec
         return spec
 
