@@ -12,6 +12,7 @@ import dataclasses
 import ipaddress
 import json
 import os
+import signal
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
@@ -477,6 +478,22 @@ async def test_a_launcher_in_a_rebuilt_namespace_is_never_used(
     handle = await driver.start(spec(tmp_path, netns, mid))
     assert handle.pid != launcher  # a plain start, in the namespace that exists now
     await driver.destroy(mid, tmp_path / mid)
+
+
+async def test_a_launcher_that_died_is_discarded_without_a_signal_to_its_pid(
+    tmp_path: Path, rig: tuple[ProcessDriver, NetnsNetwork, Cgroups],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once reaped, its pid is free for any new process of the host: a SIGKILL to that
+    process group would kill a stranger (a host forks its pids round in minutes)."""
+    driver, network, _cgroups = rig
+    netns, launcher = await _parked(driver, network, 17, tmp_path / "park")
+    os.kill(launcher, signal.SIGKILL)
+    await until(lambda: not parking(driver).waiting(netns))  # it asks: the launcher is reaped
+    signalled: list[int] = []
+    monkeypatch.setattr(os, "killpg", lambda pid, _signal: signalled.append(pid))
+    parking(driver).release(netns)
+    assert launcher not in signalled
 
 
 async def _report(s: TaskSpec) -> dict[str, Any]:

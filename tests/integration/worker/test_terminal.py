@@ -19,7 +19,10 @@ async def output_until(terminal: Terminal, marker: bytes) -> bytes:
     seen = b""
     while marker not in seen:
         chunk = await within(terminal.read(), WAIT)
-        assert chunk, f"the terminal ended before {marker!r}: {seen!r}"
+        if not chunk:
+            code = await within(terminal.exit_code(), WAIT)
+            raise AssertionError(f"the terminal ended before {marker!r}: {seen!r}, "
+                                 f"its program's exit code {code}")
         seen += chunk
     return seen
 

@@ -310,9 +310,12 @@ class Parking:
 
     def _discard(self, parked: Parked) -> None:
         (parked.directory / "ready").unlink(missing_ok=True)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(parked.pid, signal.SIGKILL)
-        parked.popen.wait()
+        if parked.popen.poll() is None:  # not reaped yet: its pid is still its own
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(parked.pid, signal.SIGKILL)
+            parked.popen.wait()
+        else:  # reaped: its pid may be a stranger's by now; what it left is in its cgroup
+            self.cgroups.kill_all(park_slot(parked.netns))
         with contextlib.suppress(OSError):
             self.cgroups.remove(park_slot(parked.netns))
         if parked.own_home == "spare":  # no machine's yet
