@@ -75,20 +75,22 @@ class MachineMoves:
             ask = replace(ask, disk_gb=ask.disk_gb + volume.size_gb)
         if body.worker is not None:
             reservation = await self._reserve_on(app, ask, body.worker, source)
+            self.candidates.claimed(body.worker, ask)  # as placement holds the room it won
         else:
             reservation = await self._place(app, machine, ask, body.region or machine.region,
                                             source)
         target = reservation.worker
-        url = self.workers.url_of(target)
-        if url is None:
-            raise BadRequest(f"worker {target} is not in the cluster view")
         try:
+            url = self.workers.url_of(target)
+            if url is None:
+                raise BadRequest(f"worker {target} is not in the cluster view")
             await self.workers.client(source).send(
                 "POST", f"/v1/machines/{machine_id}/move",
                 MoveBody(target=target, target_url=url, reason=body.reason,
                          reservation_id=reservation.id, start=start),
                 params=[("app", app)], nonce=nonce, timeout=MOVE_WAIT + MOVE_SLACK)
         except BodegaError as exc:
+            self.candidates.released(target, ask)
             with contextlib.suppress(BodegaError):  # unused: its room goes back now
                 await self.workers.client(target).release(reservation.id)
             if exc.status in ("insufficient_capacity", "cordoned"):
@@ -97,6 +99,11 @@ class MachineMoves:
                     f"{machine_id} ({ask.describe()}): {exc.message}",
                     details=exc.details) from None
             raise
+        # Its room moved with it: placements through this broker count it so at once, as a
+        # create and a destroy do, not when each worker's next row says so. A create's claim
+        # on the source would otherwise stay counted there while that row never changes (a
+        # machine moved away within one row of its create).
+        self.candidates.released(source, ask)
         self.workers.remember(machine_id, target)
         if volume_id:
             self.workers.remember(volume_id, target)
