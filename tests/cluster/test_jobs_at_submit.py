@@ -5,7 +5,8 @@ shape is answered already running: its task claimed by its home and placed in on
 home's slots in the submit's transaction, no probe placed anywhere and no take made (its
 task has no take reference). A one-task job that finds no free slot of its shape on its
 home (here: a task of another size) is committed queued and runs later by late binding,
-as before.
+as before. A task that printed nothing reads back as nothing, with no file kept for it, and
+the next task of its slot writes its output in the file it left.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bodega.worker.jobs.spare_outputs import SPARE_AFTER
 from tests.cluster.jobs_kit import Jobs, jobs_up
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
@@ -60,6 +62,22 @@ async def _warm(jobs: Jobs, app: str) -> dict[str, set[str]]:
     return slots
 
 
+async def _quiet(jobs: Jobs, app: str, home: str, prefix: str) -> tuple[str, str]:
+    """A one-task job that prints nothing, homed on ``home``: its id, and the slot it ran in
+    there; ``bodega jobs logs`` prints nothing for it, and fails not."""
+    name = jobs.name_on(home, app, prefix)
+    answer = await jobs.submit(app, {"name": name, "command": "true"})
+    assert answer.json()["state"] == "running", answer.text
+    job = await jobs.finished(app, name)
+    assert job.state == "succeeded"
+    (task,) = job.tasks or []
+    assert task.worker == home
+    assert task.machine_id
+    code, out, err = await jobs.cli("jobs", "logs", name, "-a", app)
+    assert (code, out) == (0, ""), err
+    return job.id, task.machine_id
+
+
 async def test_a_one_task_job_starts_at_its_submit_in_a_warm_slot_of_its_home(
         tmp_path: Path) -> None:
     async with jobs_up(tmp_path) as (jobs, up):
@@ -95,6 +113,23 @@ async def test_a_one_task_job_starts_at_its_submit_in_a_warm_slot_of_its_home(
         assert (await jobs.status(app, name)).state == "running"
         assert _lease_ends(db, answer.json()["id"]) == leased
         assert (await jobs.finished(app, name)).state == "succeeded"
+
+        # A task that printed nothing reads back as nothing, with no file kept for it; the
+        # next task of its slot, a second later, writes its output in the file it left.
+        first, slot = await _quiet(jobs, app, home, "quiet")
+        (out,) = [p for p in (up.data_dir / "workers" / home / "machines" / slot).rglob("out")
+                  if p.is_dir()]
+        logs = up.data_dir / "workers" / home / "jobs" / "logs"
+        assert not list(logs.glob(f"{first}.*"))
+        assert f"{first}.0 " in (logs / ".empty").read_text()
+        before = {p.name: p.stat().st_ino for p in out.iterdir()}  # the slot's runs' files
+        await asyncio.sleep(SPARE_AFTER + 0.2)
+        # The slot idle the shortest is the one a one-task job starts in: that one.
+        _, same_slot = await _quiet(jobs, app, home, "quieter")
+        assert same_slot == slot
+        after = {p.name: p.stat().st_ino for p in out.iterdir()}
+        assert set(after.values()) == set(before.values())  # no file made: one used again
+        assert set(after) != set(before)  # under the second's run
 
         # No free slot of its shape on its home: committed queued, run later by a take.
         home = jobs.workers[0]

@@ -48,6 +48,7 @@ from bodega.wire.internal.worker_calls import CreateMachineBody
 from bodega.worker.core.payloads import EndsRun
 from bodega.worker.core.records import MachineRow
 from bodega.worker.jobs.run_store import RunRow, RunStore
+from bodega.worker.jobs.spare_outputs import KeptLate, Spare, SpareOutputs
 from bodega.worker.ops.machines import MachineService
 from bodega.worker.store import queries
 from bodega.worker.store.ledger import CapacityRejected
@@ -64,7 +65,8 @@ LIVE = frozenset({S.CREATED, S.STARTING, S.STARTED})
 GONE = frozenset({S.STOPPED, S.FAILED, S.DESTROYING, S.DESTROYED, S.LAUNCH_FAILED,
                   S.REPLACED})  # a slot's program has ended: what it finished is in results
 
-Ended = Callable[[RunRow, int | None, str, Path | None], None]  # run, code, why, its output
+# run, code, why, its output -> whether that output was empty and its file left for the slot
+Ended = Callable[[RunRow, int | None, str, Path | None], bool]
 
 
 def stop_exit(machines: MachineService, machine_id: str) -> int | None:
@@ -92,6 +94,7 @@ class Slot:
     failed: str | None = None  # why its machine could not be had
     failed_code: int | None = 127  # its runs' exit code then (None: no room, given back)
     offset: int = 0  # how far ``results`` was read
+    spares: SpareOutputs = field(default_factory=SpareOutputs)  # empty outputs, for later runs
     tasks_fd: int | None = None
     done_fd: int | None = None
 
@@ -118,7 +121,8 @@ class SlotPool:
         self.slots: list[Slot] = []
         self.short: dict[str, float] = {}  # job -> seconds its last task took, under SHORT
         self._swept_at = 0.0
-        self.ended: Ended = lambda *_: None
+        self.ended: Ended = lambda *_: False
+        self.kept_late: KeptLate = lambda *_: None
         self.freed: Callable[[], None] = lambda: None  # room or a place may have come free
         self.renew_soon: Callable[[], None] = lambda: None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -324,8 +328,13 @@ class SlotPool:
         self.renew_soon()
         self._write(slot, current)
 
-    def _write(self, slot: Slot, run: RunRow) -> None:
+    def _write(self, slot: Slot, run: RunRow, *, fresh: bool = True) -> None:
+        """``fresh``: the run's line was never written before (not again after a restart:
+        the slot may have run it, and its output file is its own)."""
         line = dispatch_line(run.seq, run.config)
+        if fresh and slot.spares and slot.directory is not None:
+            slot.spares.lend(slot.directory / "out" / f"{run.seq}.log",
+                             self.store.jobs.clock(), self.kept_late)
         try:
             assert slot.tasks_fd is not None
             if os.write(slot.tasks_fd, line) != len(line):  # never: a line fits PIPE_BUF
@@ -365,7 +374,9 @@ class SlotPool:
             run = self.store.run(seq)
             if run is not None and run.state != "ended":
                 why = f"exit code {code}" if code < 128 else f"killed by signal {code - 128}"
-                self.ended(run, code, why, slot.directory / "out" / f"{seq}.log")
+                output = slot.directory / "out" / f"{seq}.log"
+                if self.ended(run, code, why, output):
+                    slot.spares.left(Spare(output, run.job_id, run.index, now), self.kept_late)
             slot.offset += len(f"{seq} {code}\n")  # once its end is recorded
         self.freed()
 
@@ -542,7 +553,7 @@ class SlotPool:
                 for seq in list(slot.runs):
                     again = self.store.run(seq)
                     if again is not None:
-                        self._write(slot, again)
+                        self._write(slot, again, fresh=False)
                 continue
             slot.tasks_fd = -1  # never attached: its end is read as a slot's that went
             if row.state in LIVE:  # not reachable: stopped, its ends read once it has gone

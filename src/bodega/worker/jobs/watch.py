@@ -115,6 +115,7 @@ class RunWatch:
     def attach(self, slots: SlotPool) -> None:
         self.slots = slots
         slots.ended = self.ended_in_slot
+        slots.kept_late = self.kept_late
         slots.renew_soon = self.renew_soon.set
 
     def started(self, run: RunRow, machine_id: str) -> None:
@@ -159,12 +160,19 @@ class RunWatch:
             self.report(ended)
 
     def ended_in_slot(self, run: RunRow, code: int | None, why: str,
-                      output: Path | None) -> None:
+                      output: Path | None) -> bool:
         """A run in a slot ended: its output (a file of its own there) is kept, then the
-        end recorded."""
-        if output is not None:
-            self.output.keep_file(run.job_id, run.index, output)
+        end recorded. True when that output was empty: its file is left there, the slot's
+        to use again (``spare_outputs.py``)."""
+        empty = output is not None and self.output.keep_file(
+            run.job_id, run.index, output, self.store.jobs.clock())
         self.ended(run, code, why)
+        return empty
+
+    def kept_late(self, job_id: str, task: int, output: Path) -> None:
+        """A slot's output kept as empty was written after its run ended (by a process the
+        task left behind): kept as the task's output after all."""
+        self.output.keep_file(job_id, task, output, self.store.jobs.clock())
 
     def keep_logs(self, run: RunRow, machine_id: str) -> None:
         """The machine's output, copied before its teardown removes it."""
