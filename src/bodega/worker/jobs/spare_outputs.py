@@ -4,8 +4,8 @@ run of the same slot, whose output then costs no new file.
 Each run of a slot writes its output to ``out/<run>.log``, made by the slot's shell as the
 run starts. A new file is the dearest part of a short task after its own program: on ext4
 without a journal the kernel looks past every inode freed in the last minutes to find a
-free one, and a stream of one-task jobs frees one for each. So the file of a run that
-printed nothing (kept as an empty output: ``output.py``) stays in the slot. After
+free one, and a busy host frees thousands. So the file of a run that printed nothing
+(kept as an empty output: ``output.py``) stays in the slot. After
 ``SPARE_AFTER`` seconds it is renamed to the name of a run about to be written to the slot,
 and the shell's ``>`` empties it in place.
 
