@@ -169,6 +169,11 @@ class Hosts:
             holder.kill()
             holder.wait()
         self.mounts.clear()
+        # Each host's link first: deleting its namespace's name frees the namespace (and the
+        # link with it) only once no process is left in it, and a process of the last module
+        # still dying there would leave the link in the way of the next module's of this tag.
+        links = "".join(f"link del btv{self.tag}-{index}\n" for index in range(1, 16))
+        await run("ip", "-force", "-batch", "-", stdin=links.encode(), check=False)
         for index in range(1, 16):
             await run("ip", "netns", "del", self.namespace(index), check=False)
         await run("ip", "link", "del", self.bridge, check=False)
