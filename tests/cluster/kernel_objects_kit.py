@@ -14,6 +14,7 @@ test compares two snapshots two ways:
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass, fields
@@ -115,9 +116,11 @@ def _cgroups() -> list[str]:
         if not top.is_dir() or hierarchy.is_symlink():
             continue
         found.append(f"{hierarchy.name}/bodega")
-        for path in top.rglob("*"):
-            if path.is_dir():
-                found.append(f"{hierarchy.name}/{path.relative_to(hierarchy)}")
+        # os.walk, not rglob: another cluster on this host removes its cgroups while the walk
+        # goes, and a directory gone by the time it is listed is one fewer, not an error.
+        for where, dirs, _files in os.walk(top):
+            base = Path(where).relative_to(hierarchy)
+            found += [f"{hierarchy.name}/{base / name}" for name in dirs]
     return found
 
 

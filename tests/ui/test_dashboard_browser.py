@@ -63,7 +63,7 @@ async def kept(seen: Watched, name: str) -> None:
 
 def clean(seen: Watched) -> None:
     assert seen.outside() == [], f"requests outside the broker: {seen.outside()}"
-    assert seen.errors == [], "\n".join(seen.errors)
+    assert seen.own_errors() == [], "\n".join(seen.own_errors())
 
 
 async def share(segment: Locator) -> float:
