@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from tests.cluster.deploy_kit import Cli
+from tests.poll_kit import until
 from tests.python_kit import machine_python
 
 
@@ -23,6 +24,16 @@ async def where(cli: Cli) -> dict[str, str]:
         answer = await client.get("/v1/cluster/machines")
         answer.raise_for_status()
         return {m["id"]: m["worker"] for m in answer.json()}
+
+
+async def worker_of(cli: Cli, machine_id: str) -> str:
+    """The worker the admin route names for ``machine_id``, once it lists it: the route reads
+    the cluster's view, which hears of a machine made a moment ago within a gossip round."""
+    async def listed() -> str | None:
+        return (await where(cli)).get(machine_id)
+
+    found: str = await until(listed, timeout=30.0, every=0.2, what=f"machine {machine_id} listed")
+    return found
 
 
 async def sleeper(cli: Cli, app: str, *extra: str) -> dict[str, Any]:

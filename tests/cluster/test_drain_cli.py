@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.deploy_kit import app_dir, readable_dir, until, up_cluster
-from tests.cluster.drain_kit import api, refusals, sleeper, where
+from tests.cluster.drain_kit import api, refusals, sleeper, where, worker_of
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="machines in namespaces need root")
 
@@ -28,9 +28,11 @@ async def test_drain_dry_run_cordon_undrain_and_a_rebalance_plan(tmp_path: Path)
         async with up_cluster(tmp_path, workers=3) as (cli, _up):
             await cli.ok("apps", "create", "side")
             await cli.ok("deploy", "-c", str(app_dir(apps, "hello", "web")))
-            await sleeper(cli, "side")
-            before = await where(cli)
+            await worker_of(cli, (await sleeper(cli, "side"))["id"])  # in the view: listed
             web = [m["id"] for m in await cli.machines("web")]
+            for machine in web:
+                await worker_of(cli, machine)
+            before = await where(cli)
             drained = before[web[0]]
             on_it = sorted(i for i, w in before.items() if w == drained)
 
@@ -81,7 +83,7 @@ async def test_drain_dry_run_cordon_undrain_and_a_rebalance_plan(tmp_path: Path)
             assert workers[drained]["cordon_reason"] == "draining"
             for _ in range(3):  # new creates avoid it
                 made = await sleeper(cli, "side")
-                assert (await where(cli))[made["id"]] != drained
+                assert await worker_of(cli, made["id"]) != drained
             # A restart of nothing: the cordon is the worker's, the view keeps saying it.
             assert (await refusals(cli)).get(drained) == "draining"
 
