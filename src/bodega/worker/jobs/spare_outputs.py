@@ -61,25 +61,33 @@ class SpareOutputs:
         output of a run whose line is about to be written); False when there is none."""
         while self._spares and now - self._spares[0].at >= SPARE_AFTER:
             spare = self._spares.popleft()
+            if not _still_empty(spare, kept_late):
+                continue
             try:
-                if os.stat(spare.path).st_size == 0:
-                    os.rename(spare.path, path)
-                    return True
+                os.rename(spare.path, path)
+                return True
             except FileNotFoundError:
                 continue  # its slot's directory went, or was emptied
             except OSError as exc:
                 log.warning("a slot's output file could not be used again: %s", exc)
-                continue
-            kept_late(spare.job_id, spare.task, spare.path)
         return False
 
     def _let_go(self, spare: Spare, kept_late: KeptLate) -> None:
-        try:
-            written = os.stat(spare.path).st_size > 0
-        except OSError:  # gone with its slot's directory
-            return
-        if written:
-            kept_late(spare.job_id, spare.task, spare.path)
-        else:
+        if _still_empty(spare, kept_late):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(spare.path)
+
+
+def _still_empty(spare: Spare, kept_late: KeptLate) -> bool:
+    """Whether the spare is still there and empty; one written since its run ended is kept
+    as that task's output (``kept_late``), one gone with its slot's directory is neither."""
+    try:
+        written = os.stat(spare.path).st_size > 0
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        log.warning("a slot's output file could not be used again: %s", exc)
+        return False
+    if written:
+        kept_late(spare.job_id, spare.task, spare.path)
+    return not written
