@@ -6,7 +6,9 @@ home's slots in the submit's transaction, no probe placed anywhere and no take m
 task has no take reference). A one-task job that finds no free slot of its shape on its
 home (here: a task of another size) is committed queued and runs later by late binding,
 as before. A task that printed nothing reads back as nothing, with no file kept for it, and
-the next task of its slot writes its output in the file it left.
+the next task of its slot writes its output in the file it left. A job of a shape whose
+tasks ran short, submitted while every slot of it is busy, is written behind a slot's task,
+and a cancel of it leaves that task to finish.
 """
 
 from __future__ import annotations
@@ -171,3 +173,25 @@ async def test_a_one_task_job_queued_at_its_submit_starts_in_the_first_slot_that
         assert (ran.attempts, ran.worker) == (1, home)
         db = up.data_dir / "workers" / home / "jobs.db"
         assert _task_row(db, job.id) == (home, None)  # started by its home, not by a take
+
+        # A shape whose tasks have run short here: with its one slot busy, a job of it is
+        # written behind that slot's task (answered running, in that slot), and a cancel
+        # of it waits for that task to end: it never stops another job's task.
+        shape = {"memory_mb": 512}  # a shape of its own: one slot, made by the first's take
+        for i in range(6):
+            answer = await jobs.submit(app, {"name": f"brief-{i}", "command": "true", **shape})
+            assert answer.status_code == 200, answer.text
+            assert (await jobs.finished(app, f"brief-{i}")).state == "succeeded"
+        ahead = await jobs.submit(app, {"name": "ahead", "command": "sleep 3", **shape})
+        assert ahead.json()["state"] == "running", ahead.text
+        (slot,) = {t["machine_id"] for t in ahead.json()["tasks"]}
+        behind = await jobs.submit(app, {"name": "behind", "command": "sleep 30", **shape})
+        assert behind.json()["state"] == "running", behind.text
+        assert [t["machine_id"] for t in behind.json()["tasks"]] == [slot]
+        code, _, err = await jobs.cli("jobs", "cancel", "behind", "-a", app)
+        assert code == 0, err
+        done = await jobs.finished(app, "ahead")
+        (ran,) = done.tasks or []
+        assert (done.state, ran.attempts, ran.exit_codes, ran.machine_id) == (
+            "succeeded", 1, [0], slot)
+        assert (await jobs.finished(app, "behind")).state == "cancelled"

@@ -8,6 +8,13 @@ run recorded in that slot, in the submit's one transaction, answers, and writes 
 What a 200 means is unchanged (the job is committed on its home, synced); a home killed
 after its commit writes the line again on restart, as for any run recorded in a slot.
 
+When every slot of the job's shape is busy, a job of a shape whose tasks have run short
+here lately (``BEHIND_AFTER`` ends in a row under ``SHORT``) is written behind the task of
+one of them instead, as a queue worker prefetches the next message: it starts the moment
+that task ends, with no end read by the worker in between and no second transaction. Only
+behind a slot that runs one task, begun under ``SHORT`` ago; the price is that a task of
+that shape which runs long holds back the one job behind it.
+
 Pure: the submit's home asks ``at_submit`` of the job, and ``free_seat`` of its slots as
 they are at that instant (no ``await`` between the choice and the commit).
 """
@@ -17,7 +24,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bodega.jobs.slots import SHORT
 from bodega.jobs.spec import BODEGA_POOL, JobSpec
+
+BEHIND_AFTER = 4  # ends of a shape in a row under SHORT before a job is written behind one
 
 
 @dataclass(frozen=True)
@@ -29,6 +39,7 @@ class Seat:
     held: int  # runs it holds (running, or written ahead)
     retiring: bool  # being stopped (idle too long, or giving way to a machine)
     idle_since: float
+    began: float = 0.0  # when the task it runs began (held 1)
 
 
 def at_submit(spec: JobSpec, now: float) -> bool:
@@ -40,13 +51,19 @@ def at_submit(spec: JobSpec, now: float) -> bool:
             and (spec.deadline_at is None or spec.deadline_at > now))
 
 
-def free_seat(seats: Sequence[Seat], key: str) -> int | None:
+def free_seat(seats: Sequence[Seat], key: str, now: float = 0.0,
+              short: bool = False) -> int | None:
     """The slot a job of shape ``key`` starts in at its submit: one of that shape that is up,
     holds nothing and is not going; of those, the one idle for the shortest time (the others
     are the first to go when idle past their linger, so a trickle of jobs keeps few slots
-    warm). None: the job is committed queued."""
-    free = [i for i, s in enumerate(seats)
-            if s.key == key and s.up and s.held == 0 and not s.retiring]
-    if not free:
+    warm). With none idle and ``short`` (the shape's tasks ran short here lately), one of
+    that shape that runs a single task begun under ``SHORT`` before ``now``, the one begun
+    first: the job is written behind that task. None: the job is committed queued."""
+    mine = [i for i, s in enumerate(seats) if s.key == key and s.up and not s.retiring]
+    free = [i for i in mine if seats[i].held == 0]
+    if free:
+        return max(free, key=lambda i: seats[i].idle_since)
+    if not short:
         return None
-    return max(free, key=lambda i: seats[i].idle_since)
+    behind = [i for i in mine if seats[i].held == 1 and now - seats[i].began < SHORT]
+    return min(behind, key=lambda i: seats[i].began) if behind else None

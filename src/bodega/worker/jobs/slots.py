@@ -9,7 +9,10 @@ FIFO, and its end is read back from ``results`` when the slot writes to ``done``
 A slot holds the runs of one job at a time: one running, and for a job whose tasks are
 short the next ones already written (``depth``: a quarter of a second of work or so,
 at most ``MAX_DEPTH`` in all); stopping a slot stops them all, and those not yet running
-are given back, not failed.
+are given back, not failed. The one exception is a one-task job written at its submit
+behind another job's task, its shape's tasks having run short here (``bodega.jobs.seats``):
+a stop of that job waits for the task ahead to end, so that no job is stopped for
+another's.
 An idle slot goes after ``LINGER`` seconds, or at once when a task of another
 shape or any machine (a create, a start, an update) needs its room: the worker shows
 idle slots' room as free, and gives it on demand (``make_room``), so a warm slot never
@@ -38,7 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bodega.jobs.seats import Seat, free_seat
+from bodega.jobs.seats import BEHIND_AFTER, Seat, free_seat
 from bodega.jobs.slots import SHORT, SLOT_KEY, depth, dispatch_line, results, slot_config
 from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound
@@ -94,6 +97,8 @@ class Slot:
     failed: str | None = None  # why its machine could not be had
     failed_code: int | None = 127  # its runs' exit code then (None: no room, given back)
     offset: int = 0  # how far ``results`` was read
+    stop_at_head: dict[int, float] = field(default_factory=dict)  # run -> grace: stopped
+    # once it runs (written behind another job's task, which its stop must not end)
     spares: SpareOutputs = field(default_factory=SpareOutputs)  # empty outputs, for later runs
     tasks_fd: int | None = None
     done_fd: int | None = None
@@ -120,6 +125,7 @@ class SlotPool:
         self.home_of = home_of  # a machine's directory as its program sees it at its start
         self.slots: list[Slot] = []
         self.short: dict[str, float] = {}  # job -> seconds its last task took, under SHORT
+        self.streak: dict[str, int] = {}  # shape -> its last ends in a row under SHORT
         self._swept_at = 0.0
         self.ended: Ended = lambda *_: False
         self.kept_late: KeptLate = lambda *_: None
@@ -177,8 +183,9 @@ class SlotPool:
         if not self.enabled:
             return None
         chosen = free_seat([Seat(key=s.key, up=self.up(s), held=len(s.runs),
-                                 retiring=s.retiring, idle_since=s.idle_since)
-                            for s in self.slots], key)
+                                 retiring=s.retiring, idle_since=s.idle_since, began=s.began)
+                            for s in self.slots], key, self.store.jobs.clock(),
+                           short=self.streak.get(key, 0) >= BEHIND_AFTER)
         return None if chosen is None else self.slots[chosen]
 
     def seated(self, slot: Slot, run: RunRow) -> None:
@@ -361,24 +368,35 @@ class SlotPool:
             return
         now = self.store.jobs.clock()
         for seq, code in results(text):
-            if slot.job is not None:
-                took = now - slot.began
-                if took >= SHORT:
-                    self.short.pop(slot.job, None)
-                else:
-                    if len(self.short) >= 10_000:  # jobs long gone: they are learnt again
-                        self.short.clear()
-                    self.short[slot.job] = took
+            run = self.store.run(seq)
+            self._learn(slot.key, run.job_id if run is not None else slot.job,
+                        now - slot.began)
             slot.began = now
             self._let_go(slot, seq)
-            run = self.store.run(seq)
             if run is not None and run.state != "ended":
                 why = f"exit code {code}" if code < 128 else f"killed by signal {code - 128}"
                 output = slot.directory / "out" / f"{seq}.log"
                 if self.ended(run, code, why, output):
                     slot.spares.left(Spare(output, run.job_id, run.index, now), self.kept_late)
             slot.offset += len(f"{seq} {code}\n")  # once its end is recorded
+        if slot.runs and (grace := slot.stop_at_head.pop(slot.runs[0], None)) is not None:
+            self._spawn(self._stop(slot, grace))  # a job written behind, to stop: it runs now
         self.freed()
+
+    def _learn(self, key: str, job: str | None, took: float) -> None:
+        """How long a task of ``job`` (shape ``key``) took, from its start or the end
+        before it: whether its job's next tasks are written ahead (``short``), and whether
+        a job of its shape may be written behind a task (``streak``)."""
+        if took >= SHORT:
+            self.streak[key] = 0
+            if job is not None:
+                self.short.pop(job, None)
+            return
+        self.streak[key] = min(self.streak.get(key, 0) + 1, BEHIND_AFTER)
+        if job is not None:
+            if len(self.short) >= 10_000:  # jobs long gone: they are learnt again
+                self.short.clear()
+            self.short[job] = took
 
     def sweep(self, now: float) -> None:
         """Idle slots past ``LINGER`` go; once a second each busy slot is looked at as if it
@@ -396,6 +414,7 @@ class SlotPool:
                     log.exception("looking at slot %s failed", slot.machine_id)
 
     def _let_go(self, slot: Slot, seq: int) -> None:
+        slot.stop_at_head.pop(seq, None)
         with contextlib.suppress(ValueError):
             slot.runs.remove(seq)
         if not slot.runs:
@@ -507,10 +526,18 @@ class SlotPool:
             slot.retiring = False  # idle again: the next sweep tries again
 
     async def stop(self, run: RunRow, grace: float) -> None:
-        """Stop the slot ``run`` is in, with its task (and the next, given back)."""
+        """Stop the slot ``run`` is in, with its task (and the next, given back). A run
+        written behind another job's task is stopped once it runs, not before: stopping
+        the slot now would stop that other job's task."""
         slot = next((s for s in self.slots if s.machine_id == run.machine_id), None)
-        if slot is not None:
-            await self._stop(slot, grace)
+        if slot is None:
+            return
+        if run.seq in slot.runs[1:]:
+            ahead = self.store.run(slot.runs[0])
+            if ahead is not None and ahead.job_id != run.job_id:
+                slot.stop_at_head[run.seq] = grace
+                return
+        await self._stop(slot, grace)
 
     async def _destroy(self, machine_id: str) -> None:
         with contextlib.suppress(BodegaError):
