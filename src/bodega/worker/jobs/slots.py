@@ -97,8 +97,9 @@ class Slot:
     failed: str | None = None  # why its machine could not be had
     failed_code: int | None = 127  # its runs' exit code then (None: no room, given back)
     offset: int = 0  # how far ``results`` was read
-    stop_at_head: dict[int, float] = field(default_factory=dict)  # run -> grace: stopped
-    # once it runs (written behind another job's task, which its stop must not end)
+    # Runs written behind another job's task, to stop once they run (stopping the slot
+    # before would stop that task): run -> the stop's grace.
+    stop_at_head: dict[int, float] = field(default_factory=dict)
     spares: SpareOutputs = field(default_factory=SpareOutputs)  # empty outputs, for later runs
     tasks_fd: int | None = None
     done_fd: int | None = None
