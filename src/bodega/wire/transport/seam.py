@@ -2,9 +2,10 @@
 
 A ``Transport`` sends one ``Call`` and hands back its ``Answer``, or streams the
 answer's body as it comes. Two implement it: ``aiohttp_transport`` (pooled
-aiohttp sessions, for daemons that make thousands of calls; the default) and
-``stream_http`` (HTTP/1.1 on asyncio's own streams, for a command that makes a
-few calls and exits: aiohttp's import is longer than such a command's work).
+aiohttp sessions, for daemons that make thousands of calls to many peers; the
+default) and ``stream_http`` (HTTP/1.1 on asyncio's own streams, for a command that
+makes a few calls and exits: aiohttp's import is longer than such a command's work;
+and for a client's one-by-one submits at the jobs doors, where it costs less a call).
 
 Either says what went wrong in the same two ways, which ``JsonClient`` turns
 into bodega's errors: ``NotConnected`` (no connection was made, so the server

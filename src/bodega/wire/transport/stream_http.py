@@ -1,4 +1,4 @@
-"""HTTP/1.1 on asyncio's own streams: the command line's transport.
+"""HTTP/1.1 on asyncio's own streams: the command line's transport, and the jobs doors'.
 
 A command makes a few calls to one API and exits. aiohttp, the daemons' client,
 takes longer to import than that work (its parsers, and two TLS contexts it
@@ -9,12 +9,18 @@ listing asks once per app), TLS when the URL is https (the system's CAs, or the
 context given). Where a caller could tell, it does what aiohttp does: a call on
 a kept connection that the server had closed meanwhile is sent again on a new
 one if its method is idempotent, and a connection is closed by aborting it.
+
+A client submitting one-task jobs at the jobs doors (``DirectSubmits``) makes its
+calls on it too: one small call after another on a kept connection, where it
+costs less than half the CPU aiohttp does (about 50 us a call against 115, a body
+of a known length read in one wait and a URL parsed once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import socket
 import ssl as ssllib
@@ -104,19 +110,26 @@ class StreamHttp:
         self._idle.clear()
 
     async def send(self, call: Call) -> Answer:
-        async with self.stream(call) as streamed:
-            body = b"".join([chunk async for chunk in streamed.chunks])
-        return Answer(streamed.status, body)
+        async with self._answer(call) as (head, body):
+            whole = await body.whole()
+        return Answer(head.status, whole)
 
     @contextlib.asynccontextmanager
     async def stream(self, call: Call) -> AsyncIterator[Streamed]:
+        async with self._answer(call) as (head, body):
+            yield Streamed(head.status, body.chunks(), head.headers)
+
+    @contextlib.asynccontextmanager
+    async def _answer(self, call: Call) -> AsyncIterator[tuple[Head, Body]]:
+        """The answer's head and its body to read; the connection kept once that body was
+        read to its end (and both sides keep it), else closed."""
         origin, target = _split(call.url, call.query)
         deadline = Deadline(call.timeout)
         async with self._slots:
             connection, head = await self._exchange(origin, target, call, deadline)
             body = Body(connection.reader, head, call.method, deadline)
             try:
-                yield Streamed(head.status, body.chunks(), head.headers)
+                yield head, body
             finally:
                 if body.reusable:
                     connection.used = time.monotonic()
@@ -189,14 +202,21 @@ def why_unconnected(exc: OSError) -> str:
 
 
 def _split(url: str, query: Sequence[tuple[str, str]]) -> tuple[Origin, str]:
+    origin, target = _place(url)
+    if query:
+        target += "?" + urlencode(list(query), quote_via=quote)
+    return origin, target
+
+
+@functools.lru_cache(maxsize=256)
+def _place(url: str) -> tuple[Origin, str]:
+    """A URL's origin and path, parsed once: a client calls a few URLs again and again (a
+    jobs door's submit, one job after another)."""
     parts = urlsplit(url)
     if parts.scheme not in DEFAULT_PORT or not parts.hostname:
         raise ValueError(f"not an http or https URL: {url}")
     origin = Origin(parts.scheme, parts.hostname, parts.port or DEFAULT_PORT[parts.scheme])
-    target = quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
-    if query:
-        target += "?" + urlencode(list(query), quote_via=quote)
-    return origin, target
+    return origin, quote(parts.path or "/", safe="/%:@!$&'()*+,;=-._~")
 
 
 def _request(origin: Origin, target: str, call: Call) -> bytes:
@@ -218,7 +238,8 @@ async def _ask(connection: Connection, request: bytes, deadline: Deadline, *,
     (the server had closed it) is ``Stale``."""
     try:
         connection.writer.write(request)
-        await deadline.bound(connection.writer.drain())
+        if connection.writer.transport.get_write_buffer_size():  # else no wait to bound
+            await deadline.bound(connection.writer.drain())
         return await deadline.bound(_head(connection.reader))
     except (ConnectionError, asyncio.IncompleteReadError) as exc:
         partial = exc.partial if isinstance(exc, asyncio.IncompleteReadError) else b""
@@ -266,10 +287,29 @@ class Body:
         except (TimeoutError, *BROKEN) as exc:
             raise NoAnswer(cause(exc)) from exc
 
+    async def whole(self) -> bytes:
+        """The whole body: a known length in one read (most answers), else its pieces."""
+        head = self._head
+        length = head.headers.get("content-length")
+        if length is None or self._method == "HEAD" or not head.has_body \
+                or "transfer-encoding" in head.headers:
+            return b"".join([chunk async for chunk in self.chunks()])
+        try:
+            whole = await self._deadline.bound(self._reader.readexactly(int(length)))
+        except (TimeoutError, *BROKEN) as exc:
+            raise NoAnswer(cause(exc)) from exc
+        self.reusable = self._keep()
+        return whole
+
+    def _keep(self) -> bool:
+        """Whether the connection may carry another call once this body is read."""
+        head = self._head
+        return head.version == "HTTP/1.1" and \
+            "close" not in head.headers.get("connection", "").lower()
+
     async def _pieces(self) -> AsyncIterator[bytes]:
         head, bound = self._head, self._deadline.bound
-        closing = "close" in head.headers.get("connection", "").lower()
-        keep = head.version == "HTTP/1.1" and not closing
+        keep = self._keep()
         if self._method == "HEAD" or not head.has_body:
             self.reusable = keep
             return
