@@ -26,6 +26,7 @@ claimant that died is never waited for beyond its lease.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -84,6 +85,14 @@ class Task:
 
     def claimable(self, now: float) -> bool:
         return self.state is TaskState.QUEUED and self.eligible_at <= now
+
+
+def counts_of(tasks: Iterable[Task]) -> dict[str, int]:
+    """How many of ``tasks`` are in each state (every state named, 0 when none)."""
+    found = dict.fromkeys((str(s) for s in TaskState), 0)
+    for task in tasks:
+        found[str(task.state)] += 1
+    return found
 
 
 def past_deadline(policy: Policy, now: float) -> bool:

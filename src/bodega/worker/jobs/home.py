@@ -29,7 +29,16 @@ from bodega.jobs.jobs import FINISHED, JobState, admit, job_state, pick
 from bodega.jobs.periodic import next_fire, run_name
 from bodega.jobs.seats import at_submit
 from bodega.jobs.spec import BODEGA_POOL, run_spec
-from bodega.jobs.tasks import Task, TaskState, cancel, claim, holds, release, renew
+from bodega.jobs.tasks import (
+    Task,
+    TaskState,
+    cancel,
+    claim,
+    counts_of,
+    holds,
+    release,
+    renew,
+)
 from bodega.model.errors import BadRequest, Conflict, NotFound
 from bodega.model.ids import new_ulid
 from bodega.model.machine import rfc3339
@@ -119,11 +128,15 @@ class JobHome:
 
     def status(self, job: JobRow, *, tasks: bool = True) -> JobStatus:
         conn = self.store.db
-        states = self.store.counts(conn, job.id)
+        listed = self.store.tasks(conn, job.id) if tasks else None
+        if listed is None:  # a job's counts without its tasks: kept by triggers
+            states, running = self.store.counts(conn, job.id), self.store.running(conn, job.id)
+        else:  # else counted from the tasks read anyway (a submit answers with them)
+            states, running = counts_of(listed), [t for t in listed
+                                                  if t.state is TaskState.RUNNING]
         schedule = self.store.periodic(job.id) if job.spec.periodic else None
         last = self.store.job(schedule.last_run) if schedule and schedule.last_run else None
-        return job_status(job, self.name, states, self.store.running(conn, job.id),
-                          self.store.tasks(conn, job.id) if tasks else None, self.clock(),
+        return job_status(job, self.name, states, running, listed, self.clock(),
                           periodic=None if schedule is None else
                           periodic_status(job.spec, schedule, last, self.checked.get(job.id)))
 
