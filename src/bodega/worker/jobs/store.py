@@ -71,7 +71,7 @@ class JobStore:
         recorded (``SteadyClock``), so a host's clock stepped back neither holds an ended
         lease again nor lets a lapsed one be renewed."""
         self.path = path
-        self.db = open_database(path, MIGRATIONS)
+        self.db = open_database(path, MIGRATIONS, synchronous="NORMAL")
         self.db.row_factory = sqlite3.Row
         self.clock = clock or SteadyClock(floor=self.newest_stamp())
         self.unsynced = False  # a commit not fsync'd since the last ``sync``
@@ -100,14 +100,13 @@ class JobStore:
         claims, takes, renewals, ends, a runner's records): a process killed at any instant
         loses none of it (the WAL is in the file, the page cache writes it); only the host
         losing power can lose what came after the last ``sync`` (the worker runs one every
-        ``SYNC_EVERY``), synced commit or checkpoint. Cancels are synced."""
-        if not synced:
-            self.db.execute("PRAGMA synchronous = NORMAL")
+        ``SYNC_EVERY``), synced commit or checkpoint. Cancels are synced: the WAL is fsync'd
+        once committed, as ``synchronous = FULL`` would (the file is opened ``NORMAL``, so
+        an unsynced commit costs no pragma either side)."""
         try:
             self.db.execute("BEGIN IMMEDIATE")
             yield self.db
             self.db.execute("COMMIT")
-            self.unsynced = self.unsynced or not synced
         except BaseException as exc:
             if self.db.in_transaction:
                 self.db.execute("ROLLBACK")
@@ -115,13 +114,16 @@ class JobStore:
             if full is exc:
                 raise
             raise full from exc
-        finally:
-            if not synced:
-                self.db.execute("PRAGMA synchronous = FULL")
+        if synced:
+            self.sync()
+            self.unsynced = False  # the fsync took every commit before it too
+        else:
+            self.unsynced = True
 
     def sync(self) -> None:
         """fsync the WAL: every commit made before it is then durable against the host losing
-        power too. Called off the event loop (a thread): it only waits on the disk."""
+        power too. Called off the event loop (a thread) by the worker's sync round, and
+        inline after a synced commit, as ``synchronous = FULL`` would."""
         try:
             fd = os.open(self.path.with_name(self.path.name + "-wal"), os.O_RDONLY)
         except FileNotFoundError:  # nothing written since the last checkpoint took it

@@ -7,6 +7,7 @@ attempt must be recorded and launched, and forgetting the old one must leave it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -64,12 +65,26 @@ def test_a_take_answered_again_records_its_run_once(tmp_path: Path) -> None:
     assert attempts(store) == [(1, "starting")]
 
 
-def test_a_step_is_kept_without_an_fsync_and_the_next_commit_is_synced_again(
-        tmp_path: Path) -> None:
+def test_a_step_is_kept_without_an_fsync_and_a_synced_commit_fsyncs_the_wal(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = JobStore(tmp_path / "jobs.db")
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL: none per commit
     with store.tx(synced=False) as conn:
-        assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
-    assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL again
-    with pytest.raises(RuntimeError), store.tx(synced=False):
-        raise RuntimeError("a step that fails")
-    assert store.db.execute("PRAGMA synchronous").fetchone()[0] == 2
+        conn.execute("INSERT INTO probes_in (job_id, home, app, ask, count, arrived_at) "
+                     "VALUES ('j', 'h', 'a', '{}', 1, 1.0)")
+    assert (synced, store.unsynced) == ([], True)
+    with pytest.raises(RuntimeError), store.tx():
+        raise RuntimeError("a cancel that fails")
+    assert (synced, store.unsynced) == ([], True)  # rolled back: nothing to sync
+    with store.tx() as conn:
+        conn.execute("DELETE FROM probes_in")
+    assert (synced, store.unsynced) == ([str(tmp_path / "jobs.db-wal")], False)
+
