@@ -33,7 +33,9 @@ one at a time:
   the pools taking turns round by round: the makespan from the first submit to the last
   job's end, each submit's round trip and each job's submit-to-start (p50, p99), and the
   pool's CPU per job (bodega: each component's too, ``one_cpu_ms_per_job_<n>_<name>`` in
-  the JSON, its user and system time from ``/proc``); then the same jobs sent as one list
+  the JSON, its user and system time from ``/proc``), and the client's (this process's
+  CPU while it submits: on the one-by-one path as much as the pool's); then the same
+  jobs sent as one list
   (bodega: one submit of a JSON list; Redis: pipelined ``RPUSH``es).
 
     python -m bench.jobs.queues [--workers 2 --slots 4 --jobs 2000 --rounds 3 ...] [--json out.json]
@@ -142,9 +144,11 @@ async def singles(pool: Pool, root: Path, jobs: int, label: str) -> Figures:
     before = pool.cpu.seconds()
     sent: dict[Path, float] = {}
     trips = []
+    client = time.process_time()  # this process: the client, all it does while it submits
     for batch in batches:
         sent[batch] = await pool.submit(batch.name, 1, 0)
         trips.append(time.time() - sent[batch])
+    client = time.process_time() - client
     if not await until(lambda: all(0 in marks(b, "d") for b in batches),
                        max(300.0, jobs * 0.5), 0.1):
         raise SystemExit(f"{pool.name}: not every one of {jobs} single jobs ran")
@@ -158,6 +162,7 @@ async def singles(pool: Pool, root: Path, jobs: int, label: str) -> Figures:
             f"one_start_p50_ms_{jobs}": quantile(starts, 0.5) * 1000,
             f"one_start_p99_ms_{jobs}": quantile(starts, 0.99) * 1000,
             f"one_cpu_ms_per_job_{jobs}": used / jobs * 1000,
+            f"one_client_cpu_ms_per_job_{jobs}": client / jobs * 1000,
             **{f"one_cpu_ms_per_job_{jobs}_{name}": (spent - each_before[name]) / jobs * 1000
                for name, spent in each_after.items() if name in each_before}}
 
@@ -324,6 +329,7 @@ def table(results: dict[str, Figures], args: argparse.Namespace) -> str:
                  (f"one_start_p50_ms_{jobs}", "  submit to start p50 (ms)"),
                  (f"one_start_p99_ms_{jobs}", "  submit to start p99 (ms)"),
                  (f"one_cpu_ms_per_job_{jobs}", "  CPU per job (ms)"),
+                 (f"one_client_cpu_ms_per_job_{jobs}", "  the client's CPU per job (ms)"),
                  (f"list_makespan_s_{jobs}", f"{jobs:,} jobs in one list: makespan (s)"),
                  (f"list_cpu_ms_per_job_{jobs}", "  CPU per job (ms)")]
     rows += [("jobs_lost", "kill -9: jobs lost"),
