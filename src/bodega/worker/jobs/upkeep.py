@@ -143,6 +143,11 @@ class JobUpkeep:
 
     # -- late binding's probes -----------------------------------------------------------------
     def top_up_probes(self, now: float) -> None:
+        """Probes for the jobs with tasks that may run now, where too few are out: placed on
+        the live workers with most room, those lost with a worker placed elsewhere. One
+        commit for all of them, not fsync'd before the loop goes on: a probe is the home's
+        note of where it asked, and one lost with the host's power is placed again by the
+        next look (a submit under way waits on no fsync of the upkeep's)."""
         claimable = self.store.claimable_by_job(now, BODEGA_POOL)
         if not claimable:
             return
@@ -151,14 +156,15 @@ class JobUpkeep:
             for _, worker, count, _ in self.store.probes_out(job_id):
                 out.setdefault(job_id, []).append((worker, count))
         rooms = None
+        lost: list[tuple[str, str]] = []
+        placing: list[tuple[str, dict[str, int]]] = []
         for job_id, n in claimable.items():
             live = 0
             for worker, count in out.get(job_id, []):
                 if self.peers.alive(worker):
                     live += count
                 else:  # lost with their worker: placed elsewhere below
-                    with self.store.tx() as conn:
-                        self.store.forget_probes(conn, job_id, worker)
+                    lost.append((job_id, worker))
             more = wanted(n, live, self.config.probe_ratio)
             if not more:
                 continue
@@ -169,9 +175,13 @@ class JobUpkeep:
             ask = job.spec.ask()
             regions = tuple(r.strip() for r in (job.spec.region or "").split(",") if r.strip())
             ranked = by_room(rooms, ask.cpus * 250, ask.memory_mb, self.rng, regions)
-            placed = spread(ranked, more)
-            if placed:
-                with self.store.tx() as conn:
+            if placed := spread(ranked, more):
+                placing.append((job_id, placed))
+        if lost or placing:
+            with self.store.tx(synced=False) as conn:
+                for job_id, worker in lost:
+                    self.store.forget_probes(conn, job_id, worker)
+                for job_id, placed in placing:
                     self.store.add_probes(conn, job_id, placed, now)
 
     def deliver_probes(self) -> None:
@@ -191,7 +201,7 @@ class JobUpkeep:
             except Unavailable as exc:
                 log.info("job %s: probes for %s lost (%s); placing them elsewhere",
                          job.name, worker, exc.message)
-                with self.store.tx() as conn:
+                with self.store.tx(synced=False) as conn:
                     self.store.forget_probes(conn, job_id, worker)
                 return
             except BodegaError as exc:
