@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import MachineConfig
 from bodega.worker.jobs.store import JobStore
+
+PROBES_READ = 8  # probes read at a time by the runner's look at its queue
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,21 @@ class RunStore:
                                    (job_id,)).fetchone()
         return int(held)
 
-    def probes(self) -> list[ProbeRow]:
-        return [ProbeRow(seq=r["seq"], job_id=r["job_id"], home=r["home"], app=r["app"],
-                         ask=Ask.from_wire(json.loads(r["ask"])), count=r["count"],
-                         takes=r["takes"], arrived_at=r["arrived_at"])
-                for r in self.db.execute("SELECT * FROM probes_in ORDER BY seq")]
+    def probes(self) -> Iterator[ProbeRow]:
+        """The probes held here in arrival order, read a few at a time: the runner's look
+        mostly stops at the first that finds no room, while a busy worker holds hundreds
+        (each read anew on every look cost its loop milliseconds)."""
+        after = -1
+        while True:
+            rows = self.db.execute("SELECT * FROM probes_in WHERE seq > ? ORDER BY seq LIMIT ?",
+                                   (after, PROBES_READ)).fetchall()
+            for r in rows:
+                yield ProbeRow(seq=r["seq"], job_id=r["job_id"], home=r["home"], app=r["app"],
+                               ask=Ask.from_wire(json.loads(r["ask"])), count=r["count"],
+                               takes=r["takes"], arrived_at=r["arrived_at"])
+            if len(rows) < PROBES_READ:
+                return
+            after = rows[-1]["seq"]
 
     def drop_probe(self, job_id: str) -> bool:
         with self.jobs.tx(synced=False) as conn:

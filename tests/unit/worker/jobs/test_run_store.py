@@ -14,7 +14,7 @@ import pytest
 
 from bodega.model.capacity import Ask
 from bodega.model.machine_config import MachineConfig
-from bodega.worker.jobs.run_store import ProbeRow, RunRow, RunStore
+from bodega.worker.jobs.run_store import PROBES_READ, ProbeRow, RunRow, RunStore
 from bodega.worker.jobs.store import JobStore
 
 
@@ -88,3 +88,13 @@ def test_a_step_is_kept_without_an_fsync_and_a_synced_commit_fsyncs_the_wal(
         conn.execute("DELETE FROM probes_in")
     assert (synced, store.unsynced) == ([str(tmp_path / "jobs.db-wal")], False)
 
+
+def test_the_probes_held_are_read_in_arrival_order_a_few_at_a_time(tmp_path: Path) -> None:
+    store = RunStore(JobStore(tmp_path / "jobs.db"))
+    for n in range(2 * PROBES_READ + 3):
+        store.add_probe(f"j{n}", "w1", "app", Ask(cpus=1, memory_mb=256), 1, float(n))
+    looked = store.probes()
+    assert next(looked).job_id == "j0"  # the first, without the rest read
+    store.drop_probe(f"j{PROBES_READ + 1}")  # dropped while the queue is looked at
+    assert [p.job_id for p in looked] == [f"j{n}" for n in range(1, 2 * PROBES_READ + 3)
+                                          if n != PROBES_READ + 1]
