@@ -29,16 +29,7 @@ from bodega.jobs.jobs import FINISHED, JobState, admit, job_state, pick
 from bodega.jobs.periodic import next_fire, run_name
 from bodega.jobs.seats import at_submit
 from bodega.jobs.spec import BODEGA_POOL, run_spec
-from bodega.jobs.tasks import (
-    Task,
-    TaskState,
-    cancel,
-    claim,
-    counts_of,
-    holds,
-    release,
-    renew,
-)
+from bodega.jobs.tasks import Task, TaskState, cancel, claim, counts_of, holds, release, renew
 from bodega.model.errors import BadRequest, Conflict, NotFound
 from bodega.model.ids import new_ulid
 from bodega.model.machine import rfc3339
