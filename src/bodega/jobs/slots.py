@@ -15,22 +15,28 @@ warm slots as a stream of tasks of one job does. A task's own environment, the
 job's ``env`` and ``BODEGA_TASK`` among it, travels in its line, never in the slot's
 config.
 
-A line holds only literals (``shlex.quote``) and is run by ``eval`` as
-``VAR=value ... exec argv``: the shell execs the program with exactly the argv
-given, as a machine's ``init.exec`` is run, never by a shell's reading of it. A
-command or variable holding a newline cannot be one line, so such a job runs a
-machine per task, as does a job of an image (its root may have no shell) and one whose
-line would be longer than ``PIPE_BUF`` (4 KiB: a longer write to a FIFO may land in part).
+The FIFO is the shell's own input (``. ./tasks``), read in blocks as a script is: the
+``read`` builtin would take a pipe a byte at a time, a system call for each byte of a
+line of a few hundred. So a line is shell code of one fixed form (``dispatch_line``):
+``if s RUN; then VAR=value ... exec argv 3<&- </dev/null >out/RUN.log 2>&1 & e; fi``,
+whose every word from the job is a literal (``shlex.quote``): the shell execs the
+program with exactly the argv given, as a machine's ``init.exec`` is run, never by a
+shell's reading of it. A command or variable holding a newline cannot be one line, so
+such a job runs a machine per task, as does a job of an image (its root may have no
+shell) and one whose line would be longer than ``PIPE_BUF`` (4 KiB: a longer write to a
+FIFO may land in part, and the shell would run what came).
 
-Signals: the slot's stop signal reaches the task (the loop forwards SIGTERM and
-SIGINT to its child and ends once that child is gone), so stopping a slot stops
-its task; its exit code is ``128 + N`` for a signal, as for any machine. A run
-number never repeats, and the loop remembers the last ``SEEN`` runs it started (in
-its positional parameters: no file, which costs the kernel far more than the task's
-bookkeeping), so it skips a line it already saw: a worker restarted between recording
-where a task goes and writing its line writes it again without running it twice. Only
-runs the worker held in the slot when it stopped are written again, never more than
-``MAX_DEPTH``, all among the last the slot saw. Lines need not come in run order.
+Signals: the slot's stop signal reaches the task (while one runs, the loop forwards
+SIGTERM and SIGINT to it and ends once it is gone), so stopping a slot stops its task;
+its exit code is ``128 + N`` for a signal, as for any machine. A slot with no task
+running is ended by the signal itself, at once: a shell waiting on its input takes a
+trapped signal only once a line comes. A run number never repeats, and the loop
+remembers the last ``SEEN`` runs it started (in a variable: no file, which costs the
+kernel far more than the task's bookkeeping), so it skips a line it already saw: a
+worker restarted between recording where a task goes and writing its line writes it
+again without running it twice. Only runs the worker held in the slot when it stopped
+are written again, never more than ``MAX_DEPTH``, all among the last the slot saw.
+Lines need not come in run order.
 
 A task's end is written to ``results`` before the worker is woken, and kept trying
 (every second) while the slot's disk is full: an end the worker never reads would hold
@@ -58,23 +64,23 @@ SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LARGEST_RUN = 2**63 - 1  # a run number as long as one can be
 
 # The slot's program (``sh -c RUNNER``), in its own directory. Builtins only per task:
-# a fork for the task's program and nothing else.
+# a fork for the task's program and nothing else. Each line calls ``s`` (a run seen
+# before is skipped; a stop is forwarded to the task from here on) and, once the task is
+# started in the background, ``e`` (its wait, its end written, the stop's trap taken off).
 RUNNER = r"""
 cd "${BODEGA_SLOT_DIR:-.}" || exit 111
 rm -f tasks done results
 mkfifo -m 600 tasks done || exit 111
 mkdir -p out || exit 111
 exec 3<>tasks
-set --
-child= stopping=
-trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
-: > ready
-while [ -z "$stopping" ] && IFS= read -r line <&3; do
-  run=${line%% *}
-  case " $* " in *" $run "*) continue ;; esac
-  set -- "$@" "$run"
-  [ "$#" -le @SEEN@ ] || shift
-  eval "${line#* }" 3<&- </dev/null >"out/$run.log" 2>&1 &
+seen=' ' held=0 run= child= stopping=
+s() {
+  case "$seen" in *" $1 "*) return 1 ;; esac
+  seen="$seen$1 " held=$((held + 1)) run=$1
+  [ "$held" -le @SEEN@ ] || seen=" ${seen# * }" held=$((held - 1))
+  trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
+}
+e() {
   child=$!
   wait "$child"; code=$?
   while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
@@ -85,7 +91,11 @@ while [ -z "$stopping" ] && IFS= read -r line <&3; do
     sleep 1
   done
   printf '%s\n' "$run" > done
-done
+  [ -z "$stopping" ] || exit 0
+  trap - TERM INT
+}
+: > ready
+. ./tasks
 """.replace("@SEEN@", str(SEEN))
 
 
@@ -151,11 +161,13 @@ def slot_config(app: str, config: MachineConfig) -> MachineConfig:
 
 
 def dispatch_line(run: int, config: MachineConfig) -> bytes:
-    """The line that runs one task in a slot: its run number, then its environment and
-    argv as literals for ``eval``."""
+    """The line that runs one task in a slot, as the slot's shell reads it: its run number
+    for ``s``, then its environment and argv as literals, run in the background with its
+    output in ``out/<run>.log``, and ``e`` to wait for it."""
     argv = config.command() or []
     env = " ".join(f"{name}={shlex.quote(value)}" for name, value in (config.env or {}).items())
-    return f"{run} {env} exec {shlex.join(argv)}\n".encode()
+    return (f"if s {run}; then {env} exec {shlex.join(argv)} 3<&- </dev/null "
+            f">out/{run}.log 2>&1 & e; fi\n").encode()
 
 
 def results(text: str) -> list[tuple[int, int]]:

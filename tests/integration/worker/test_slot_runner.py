@@ -1,7 +1,8 @@
 """A warm slot's program, run for real (``sh -c RUNNER`` in a directory, as a slot machine
 runs it): a line's argv reaches the program as given (no shell reading of it), exit codes and
 signals come back as a machine's would, a run number seen twice runs once, a stop
-reaches the task that runs, and an end is kept until a full disk lets it be written."""
+reaches the task that runs (and ends an idle slot at once), and an end is kept until a
+full disk lets it be written."""
 
 from __future__ import annotations
 
@@ -115,6 +116,18 @@ def test_a_stop_reaches_the_task_and_ends_the_slot(
     runner.send_signal(signal.SIGTERM)
     assert runner.wait(10) == 0
     assert ended(where, 1) == [(1, 128 + signal.SIGTERM)]  # the second never ran
+
+
+def test_a_stop_ends_an_idle_slot_at_once(
+        slot: tuple[Path, subprocess.Popen[bytes], int]) -> None:
+    """With no task running the stop's signal itself ends the slot: the shell waits on
+    its input then, where a trapped signal would be taken only once a line came."""
+    where, runner, tasks = slot
+    os.write(tasks, dispatch_line(1, task(["/bin/true"])))
+    assert ended(where, 1) == [(1, 0)]
+    runner.send_signal(signal.SIGTERM)
+    assert runner.wait(5) == -signal.SIGTERM
+    assert sorted(p.name for p in (where / "out").iterdir()) == ["1.log"]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
