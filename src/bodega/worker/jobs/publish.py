@@ -16,7 +16,9 @@ published and rows this worker no longer has are deleted.
 
 A job that ends before its first row is never written. A job already running when its
 home first looks (a one-task job of the article's shape, started at its submit in a warm
-slot) gets its first row only once it has run ``STARTED_GRACE``: most such jobs run for
+slot) gets its first row only once it has run ``STARTED_GRACE``, and so does a one-task
+job of bodega's pool still queued then (every slot of its shape was busy at its submit:
+its home starts it in the first to free, ``JobHome.seat_queued``): most such jobs run for
 milliseconds, nothing about them is for the view (no task to claim, no holder to tell of
 a cancel), and a row would cost every host a write and every broker a follow, as much as
 the job itself. Its home keeps it: a status or cancel by name finds it there (the
@@ -35,6 +37,7 @@ import time
 from collections.abc import Callable
 
 from bodega.jobs.jobs import JobState
+from bodega.jobs.seats import at_submit
 from bodega.registry import Registry
 from bodega.wire.public.jobs.api import VIEW_TASKS
 from bodega.worker.jobs.home import JobHome
@@ -87,7 +90,7 @@ class JobPublisher:
             left = 0.0
             if job is not None and str(job.state) == state:
                 left = at + self.busy_interval - now
-            elif job is not None and job_id not in self._shown and job.state == JobState.RUNNING:
+            elif job is not None and job_id not in self._shown and self._unseen_yet(job):
                 left = job.created_at + self.started_grace - self.home.clock()
             if left > 0 and not everything:
                 due = left if due is None else min(due, left)
@@ -104,6 +107,12 @@ class JobPublisher:
                 elif wrote:
                     self._shown[job_id] = (str(job.state), now)
         return due
+
+    def _unseen_yet(self, job: JobRow) -> bool:
+        """Whether a job gets its first row only once it is ``started_grace`` old: one
+        running already, or a one-task job of bodega's pool that its home starts itself."""
+        return job.state == JobState.RUNNING or (
+            job.state == JobState.QUEUED and at_submit(job.spec, self.home.clock()))
 
     def _publish(self, job_id: str, job: JobRow | None) -> bool:
         """Write the job's row (or delete it, for a job gone); whether a row was written."""

@@ -152,3 +152,31 @@ def test_a_job_running_at_its_first_look_is_written_once_it_has_run_a_while(
     now[0] += publish.STARTED_GRACE
     assert publisher.flush() is None
     assert view.docs[job.id]["state"] == "running"
+
+
+def test_a_one_task_job_its_home_starts_is_written_once_it_has_waited_a_while(
+        tmp_path: Path) -> None:
+    """Queued at its home (every slot busy at its submit), a one-task job of bodega's pool
+    is started there as a slot frees: no row unless it is still there after the grace."""
+    now = [1000.0]
+    store = JobStore(tmp_path / "jobs.db", clock=lambda: now[0])
+    home = JobHome(store, "w1", 1000)
+    view = Rows()
+    publisher = JobPublisher(cast(Registry, view), home, clock=lambda: 100.0)
+    home.changed = publisher.mark
+
+    def submit(name: str, **fields: Any) -> str:
+        spec = SubmitBody(name=name, command="true", **fields).spec("app", now[0])
+        return home.submit(HomeSubmit(spec=spec)).id
+
+    quick, waiting = submit("quick"), submit("waiting")
+    external, many = submit("external", pool="ext"), submit("many", count=2)
+    now[0] += 0.05
+    assert publisher.flush() == pytest.approx(publish.STARTED_GRACE - 0.05)
+    assert set(view.docs) == {external, many}  # others' claims and takes find these
+    home.claim(quick, HomeClaim(worker="w1", mode="take", count=1, ref="p.0"))
+    home.release(quick, HomeRelease(worker="w1", task=0, exit_code=0))
+    now[0] += publish.STARTED_GRACE
+    assert publisher.flush() is None
+    assert view.docs[waiting]["state"] == "queued"
+    assert quick not in view.docs  # it ran and ended within the grace: only its home has it
