@@ -170,6 +170,21 @@ def dispatch_line(run: int, config: MachineConfig) -> bytes:
             f">out/{run}.log 2>&1 & e; fi\n").encode()
 
 
+def runs_this_loop(config: MachineConfig) -> bool:
+    """Whether a slot machine's program is this version's ``RUNNER``: a slot found running
+    after an upgrade may run the loop before it, which reads lines of ``earlier_line``."""
+    return config.command() == ["/bin/sh", "-c", RUNNER, "bodega-slot"]
+
+
+def earlier_line(run: int, config: MachineConfig) -> bytes:
+    """A task's line for a slot of the loop before this one (which ``read`` a line and ran
+    all but its first word with ``eval``): an upgraded worker writes again in this form the
+    runs such a slot held, and gives it no others."""
+    argv = config.command() or []
+    env = " ".join(f"{name}={shlex.quote(value)}" for name, value in (config.env or {}).items())
+    return f"{run} {env} exec {shlex.join(argv)}\n".encode()
+
+
 def results(text: str) -> list[tuple[int, int]]:
     """``results`` lines as (run, exit code); a torn last line (no newline yet) is left."""
     found = []

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bodega.jobs.slots import MAX_DEPTH, RUNNER, SEEN, dispatch_line, results
+from bodega.jobs.slots import MAX_DEPTH, RUNNER, SEEN, dispatch_line, earlier_line, results
 from bodega.model.machine_config import Guest, Init, MachineConfig
 
 
@@ -25,9 +25,42 @@ def task(argv: list[str], env: dict[str, str] | None = None) -> MachineConfig:
                          guest=Guest(cpus=1, memory_mb=256))
 
 
+# The loop of bodega's slots before they read their FIFO as their script: a slot found
+# running after an upgrade runs it, and is given ``earlier_line``s.
+EARLIER_RUNNER = r"""
+cd "${BODEGA_SLOT_DIR:-.}" || exit 111
+rm -f tasks done results
+mkfifo -m 600 tasks done || exit 111
+mkdir -p out || exit 111
+exec 3<>tasks
+set --
+child= stopping=
+trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
+: > ready
+while [ -z "$stopping" ] && IFS= read -r line <&3; do
+  run=${line%% *}
+  case " $* " in *" $run "*) continue ;; esac
+  set -- "$@" "$run"
+  [ "$#" -le @SEEN@ ] || shift
+  eval "${line#* }" 3<&- </dev/null >"out/$run.log" 2>&1 &
+  child=$!
+  wait "$child"; code=$?
+  while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
+  child=
+  fmt='%s %s\n'
+  until printf "$fmt" "$run" "$code" >> results 2>/dev/null; do
+    fmt='\n%s %s\n'
+    sleep 1
+  done
+  printf '%s\n' "$run" > done
+done
+""".replace("@SEEN@", str(SEEN))
+
+
 @contextlib.contextmanager
-def running_slot(where: Path) -> Iterator[tuple[Path, subprocess.Popen[bytes], int]]:
-    runner = subprocess.Popen(["/bin/sh", "-c", RUNNER, "bodega-slot"], cwd=where)
+def running_slot(where: Path, program: str = RUNNER,
+                 ) -> Iterator[tuple[Path, subprocess.Popen[bytes], int]]:
+    runner = subprocess.Popen(["/bin/sh", "-c", program, "bodega-slot"], cwd=where)
     deadline = time.monotonic() + 10
     while not (where / "ready").exists():
         assert runner.poll() is None
@@ -69,6 +102,22 @@ def test_the_runner_runs_argv_as_given_with_the_task_s_env_and_reports_codes(
     assert ended(where, 2) == [(1, 3), (2, 127)]
     assert (where / "out" / "1.log").read_text() == f"{hostile}|a b'c"
     assert not (where / "pwned").exists()
+
+
+def test_a_slot_of_the_earlier_loop_runs_the_lines_written_in_its_form(
+        tmp_path: Path) -> None:
+    """An upgraded worker writes again, in the earlier form, the runs a slot of the loop
+    before held: they run as they would have, argv and environment as given."""
+    hostile = "$HOME; touch pwned `id` \"'"
+    with running_slot(tmp_path, EARLIER_RUNNER) as (where, _, tasks):
+        os.write(tasks, earlier_line(3, task(["/bin/sh", "-c", 'printf "%s|%s" "$1" "$T"',
+                                              "sh", hostile], {"T": "a b'c"})))
+        os.write(tasks, earlier_line(3, task(["/bin/sh", "-c", "echo again > count"])))
+        os.write(tasks, earlier_line(4, task(["/bin/sh", "-c", "exit 5"])))
+        assert ended(where, 2) == [(3, 0), (4, 5)]
+        assert (where / "out" / "3.log").read_text() == f"{hostile}|a b'c"
+        assert not (where / "pwned").exists()
+        assert not (where / "count").exists()
 
 
 def test_a_run_seen_before_runs_once_and_lines_need_not_come_in_order(

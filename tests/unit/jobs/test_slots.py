@@ -10,8 +10,10 @@ from bodega.jobs.slots import (
     SHORT,
     SLOT_KEY,
     depth,
+    earlier_line,
     eligible,
     results,
+    runs_this_loop,
     slot_config,
     slot_key,
     take_now,
@@ -41,6 +43,16 @@ def test_a_slot_runs_the_runner_with_none_of_a_task_s_env_or_metadata() -> None:
     assert config.command() == ["/bin/sh", "-c", RUNNER, "bodega-slot"]
     assert config.guest is not None
     assert config.guest.cpus == 1
+
+
+def test_a_slot_of_an_earlier_loop_is_told_apart_and_given_lines_in_its_form() -> None:
+    assert runs_this_loop(slot_config("app", task(["echo", "a"])))
+    earlier = slot_config("app", task(["echo", "a"]))
+    assert earlier.init is not None
+    earlier.init.exec = ["/bin/sh", "-c", "while read -r line; do :; done", "bodega-slot"]
+    assert not runs_this_loop(earlier)
+    assert earlier_line(7, task(["echo", "a b"], {"X": "it's"})) == \
+        b"7 X='it'\"'\"'s' exec echo 'a b'\n"
 
 
 def test_only_host_programs_on_one_line_are_eligible() -> None:

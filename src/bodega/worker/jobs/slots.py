@@ -23,7 +23,8 @@ append their ends to ``results``; the worker started again finds each slot by it
 metadata, reads ``results`` from the start (ends it already reported are of runs it
 has forgotten), and writes again the lines of runs it had recorded in a slot but
 not seen end (the slot skips a run it already started). A slot that ended
-meanwhile gives its unfinished runs back.
+meanwhile gives its unfinished runs back. A slot running the loop before this version's
+(the worker was upgraded) is given those lines in that loop's form and no new task.
 
 The module is long because a slot's life is one idea with one state: placing runs in it,
 its machine's creation, writing its lines, reading its ends, giving way, its end and
@@ -42,7 +43,16 @@ from pathlib import Path
 from typing import Any
 
 from bodega.jobs.seats import BEHIND_AFTER, Seat, free_seat
-from bodega.jobs.slots import SHORT, SLOT_KEY, depth, dispatch_line, results, slot_config
+from bodega.jobs.slots import (
+    SHORT,
+    SLOT_KEY,
+    depth,
+    dispatch_line,
+    earlier_line,
+    results,
+    runs_this_loop,
+    slot_config,
+)
 from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound
 from bodega.model.machine_config import MachineConfig
@@ -103,6 +113,7 @@ class Slot:
     spares: SpareOutputs = field(default_factory=SpareOutputs)  # empty outputs, for later runs
     tasks_fd: int | None = None
     done_fd: int | None = None
+    earlier: bool = False  # it runs the loop before this version's: only the runs it held
 
     def room_for(self, job: str, holds: int) -> int:
         """Places for ``job``'s tasks, a slot holding ``holds`` of them (``depth``): one in
@@ -339,7 +350,7 @@ class SlotPool:
     def _write(self, slot: Slot, run: RunRow, *, fresh: bool = True) -> None:
         """``fresh``: the run's line was never written before (not again after a restart:
         the slot may have run it, and its output file is its own)."""
-        line = dispatch_line(run.seq, run.config)
+        line = (earlier_line if slot.earlier else dispatch_line)(run.seq, run.config)
         if fresh and slot.spares and slot.directory is not None:
             slot.spares.lend(slot.directory / "out" / f"{run.seq}.log",
                              self.store.jobs.clock(), self.kept_late)
@@ -562,10 +573,15 @@ class SlotPool:
             if row is None or key is None:
                 continue  # a task's own machine: the watch's
             mine.sort(key=lambda r: r.seq)
-            slot = Slot(key=key, app=row.app, ask=Ask.for_config(row.config),
-                        machine_id=row.id, directory=self.home_of(row.id, row.private_ip),
+            # A slot of the loop before this version's (found after an upgrade) keeps the
+            # runs it held, written again in its own form; under a shape no task has, it
+            # gets no other, and goes once idle.
+            earlier = not runs_this_loop(row.config)
+            slot = Slot(key=f"{key}:earlier" if earlier else key, app=row.app,
+                        ask=Ask.for_config(row.config), machine_id=row.id,
+                        directory=self.home_of(row.id, row.private_ip),
                         runs=[r.seq for r in mine], job=mine[0].job_id if mine else None,
-                        idle_since=self.store.jobs.clock())
+                        idle_since=self.store.jobs.clock(), earlier=earlier)
             slot.ready.set()
             self.slots.append(slot)
             attached = False

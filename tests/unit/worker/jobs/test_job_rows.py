@@ -135,14 +135,20 @@ def test_a_job_that_ended_before_its_first_round_is_not_written(tmp_path: Path) 
     assert set(view.docs) == {seen}
 
 
-def test_a_job_running_at_its_first_look_is_written_once_it_has_run_a_while(
-        tmp_path: Path) -> None:
-    now = [1000.0]
-    store = JobStore(tmp_path / "jobs.db", clock=lambda: now[0])
-    home = JobHome(store, "w1", 1000)
+def publishing(tmp_path: Path, now: list[float]) -> tuple[JobHome, Rows, JobPublisher]:
+    """A home whose changes mark its jobs for a publisher writing to ``Rows``; the home's
+    clock reads ``now[0]``."""
+    home = JobHome(JobStore(tmp_path / "jobs.db", clock=lambda: now[0]), "w1", 1000)
     view = Rows()
     publisher = JobPublisher(cast(Registry, view), home, clock=lambda: 100.0)
     home.changed = publisher.mark
+    return home, view, publisher
+
+
+def test_a_job_running_at_its_first_look_is_written_once_it_has_run_a_while(
+        tmp_path: Path) -> None:
+    now = [1000.0]
+    home, view, publisher = publishing(tmp_path, now)
     spec = SubmitBody(name="long", command="sleep 60", pool="ext").spec("app", now[0])
     job = home.submit(HomeSubmit(spec=spec))
     home.claim(job.id, HomeClaim(worker="x1"))  # running before the first round
@@ -159,11 +165,7 @@ def test_a_one_task_job_its_home_starts_is_written_once_it_has_waited_a_while(
     """Queued at its home (every slot busy at its submit), a one-task job of bodega's pool
     is started there as a slot frees: no row unless it is still there after the grace."""
     now = [1000.0]
-    store = JobStore(tmp_path / "jobs.db", clock=lambda: now[0])
-    home = JobHome(store, "w1", 1000)
-    view = Rows()
-    publisher = JobPublisher(cast(Registry, view), home, clock=lambda: 100.0)
-    home.changed = publisher.mark
+    home, view, publisher = publishing(tmp_path, now)
 
     def submit(name: str, **fields: Any) -> str:
         spec = SubmitBody(name=name, command="true", **fields).spec("app", now[0])
