@@ -68,6 +68,7 @@ def create(cluster: MultiHost, body: dict[str, Any]) -> dict[str, Any] | None:
     if made.status_code == 200:
         return dict(made.json())
     assert made.status_code in (503, 412), made.text  # the lost host not yet seen as gone
+    print(f"volume {body['name']!r} refused for now ({made.status_code}): {made.text}")
     return None
 
 
