@@ -67,6 +67,8 @@ LARGEST_RUN = 2**63 - 1  # a run number as long as one can be
 # a fork for the task's program and nothing else. Each line calls ``s`` (a run seen
 # before is skipped; a stop is forwarded to the task from here on) and, once the task is
 # started in the background, ``e`` (its wait, its end written, the stop's trap taken off).
+# Slots outlive their worker: a change to it leaves slots of this loop running after an
+# upgrade, to be told apart (``runs_this_loop``) and given lines they read (``earlier_line``).
 RUNNER = r"""
 cd "${BODEGA_SLOT_DIR:-.}" || exit 111
 rm -f tasks done results
