@@ -100,6 +100,8 @@ e() {
 . ./tasks
 """.replace("@SEEN@", str(SEEN))
 
+PROGRAM = ("/bin/sh", "-c", RUNNER, "bodega-slot")  # a slot machine's init.exec
+
 
 def depth(took: float | None) -> int:
     """How many runs of a job a slot holds, given how long its last task took there (None:
@@ -158,7 +160,7 @@ def slot_config(app: str, config: MachineConfig) -> MachineConfig:
     slot.env = None
     slot.metadata = {SLOT_KEY: slot_key(app, config)}
     slot.init = (_without_exec(config.init) or Init()).model_copy(
-        update={"exec": ["/bin/sh", "-c", RUNNER, "bodega-slot"]})
+        update={"exec": list(PROGRAM)})
     return slot
 
 
@@ -166,25 +168,28 @@ def dispatch_line(run: int, config: MachineConfig) -> bytes:
     """The line that runs one task in a slot, as the slot's shell reads it: its run number
     for ``s``, then its environment and argv as literals, run in the background with its
     output in ``out/<run>.log``, and ``e`` to wait for it."""
-    argv = config.command() or []
-    env = " ".join(f"{name}={shlex.quote(value)}" for name, value in (config.env or {}).items())
-    return (f"if s {run}; then {env} exec {shlex.join(argv)} 3<&- </dev/null "
+    return (f"if s {run}; then {_exec(config)} 3<&- </dev/null "
             f">out/{run}.log 2>&1 & e; fi\n").encode()
 
 
 def runs_this_loop(config: MachineConfig) -> bool:
     """Whether a slot machine's program is this version's ``RUNNER``: a slot found running
     after an upgrade may run the loop before it, which reads lines of ``earlier_line``."""
-    return config.command() == ["/bin/sh", "-c", RUNNER, "bodega-slot"]
+    return config.command() == list(PROGRAM)
 
 
 def earlier_line(run: int, config: MachineConfig) -> bytes:
     """A task's line for a slot of the loop before this one (which ``read`` a line and ran
     all but its first word with ``eval``): an upgraded worker writes again in this form the
     runs such a slot held, and gives it no others."""
+    return f"{run} {_exec(config)}\n".encode()
+
+
+def _exec(config: MachineConfig) -> str:
+    """A task's environment and argv as shell literals: ``VAR=value ... exec argv``."""
     argv = config.command() or []
     env = " ".join(f"{name}={shlex.quote(value)}" for name, value in (config.env or {}).items())
-    return f"{run} {env} exec {shlex.join(argv)}\n".encode()
+    return f"{env} exec {shlex.join(argv)}"
 
 
 def results(text: str) -> list[tuple[int, int]]:
