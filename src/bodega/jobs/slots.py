@@ -18,25 +18,37 @@ config.
 The FIFO is the shell's own input (``. ./tasks``), read in blocks as a script is: the
 ``read`` builtin would take a pipe a byte at a time, a system call for each byte of a
 line of a few hundred. So a line is shell code of one fixed form (``dispatch_line``):
-``if s RUN; then VAR=value ... exec argv 3<&- </dev/null >out/RUN.log 2>&1 & e; fi``,
-whose every word from the job is a literal (``shlex.quote``): the shell execs the
+``if s RUN; then VAR=value ... 'program' args 3<&- </dev/null >out/RUN.log 2>&1; e $?; fi``,
+whose every word from the job is a literal (``shlex.quote``; the program's name always
+quoted, so that no name is read as a reserved word or an assignment): the shell runs the
 program with exactly the argv given, as a machine's ``init.exec`` is run, never by a
-shell's reading of it. A command or variable holding a newline cannot be one line, so
-such a job runs a machine per task, as does a job of an image (its root may have no
-shell) and one whose line would be longer than ``PIPE_BUF`` (4 KiB: a longer write to a
-FIFO may land in part, and the shell would run what came).
+shell's reading of it. The task runs in the foreground, which the shell starts with
+``vfork`` (a process that borrows the shell's memory until its ``exec``: a tenth of a
+millisecond less than the ``fork`` a background job costs, per task). A program named as
+one of a shell's own commands (``SHELL_WORDS``: ``echo``, ``test``...) would run as that
+command, so it runs as ``(VAR=value exec 'program' args)``, a subshell that ``exec``s it,
+forked as before. A command or variable holding a newline cannot be one line, so such a
+job runs a machine per task, as does a job of an image (its root may have no shell) and
+one whose line would be longer than ``PIPE_BUF`` (4 KiB: a longer write to a FIFO may land
+in part, and the shell would run what came).
 
-Signals: the slot's stop signal reaches the task (while one runs, the loop forwards
-SIGTERM and SIGINT to it and ends once it is gone), so stopping a slot stops its task;
-its exit code is ``128 + N`` for a signal, as for any machine. A slot with no task
-running is ended by the signal itself, at once: a shell waiting on its input takes a
-trapped signal only once a line comes. A run number never repeats, and the loop
+Signals: a slot is stopped as every process machine is, by a signal to its process group
+(the driver's ``killpg``), which the task, a child in that group, gets too: stopping a slot
+stops its task, whose exit code is ``128 + N`` for a signal, as for any machine. While a
+task runs the loop traps the signal (SIGTERM, SIGINT) and, once the task is gone, writes
+its end and exits; a slot with no task running is ended by the signal itself, at once (a
+shell waiting on its input would take a trapped signal only once a line came). A run
+number never repeats, and the loop
 remembers the last ``SEEN`` runs it started (in a variable: no file, which costs the
 kernel far more than the task's bookkeeping), so it skips a line it already saw: a
 worker restarted between recording where a task goes and writing its line writes it
 again without running it twice. Only runs the worker held in the slot when it stopped
 are written again, never more than ``MAX_DEPTH``, all among the last the slot saw.
 Lines need not come in run order.
+
+Slots outlive their worker, so one found after an upgrade may run an earlier version's
+loop (``loop_of``): it is given again, in that loop's form (``task_line``), the runs it
+held, and no others.
 
 A task's end is written to ``results`` before the worker is woken, and kept trying
 (every second) while the slot's disk is full: an end the worker never reads would hold
@@ -62,33 +74,42 @@ MAX_DEPTH = 8  # runs a slot holds at most: the one running and those written ah
 SEEN = 4 * MAX_DEPTH  # runs a slot remembers having started: a line written again is skipped
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 LARGEST_RUN = 2**63 - 1  # a run number as long as one can be
+LOOP = 3  # the version of the slot loop below (``RUNNER``), as ``loop_of`` tells them
+# The names a shell runs as its own command, not as a program found in PATH (the builtins
+# of dash, of bash and of busybox's ash), and the loop's own functions: a task whose program
+# is named so runs in a subshell that execs it (``_command``).
+SHELL_WORDS = frozenset({
+    ".", ":", "[", "[[", "alias", "bg", "bind", "break", "builtin", "caller", "cd", "chdir",
+    "command", "compgen", "complete", "compopt", "continue", "declare", "dirs", "disown", "e",
+    "echo", "enable", "eval", "exec", "exit", "export", "false", "fc", "fg", "getopts", "hash",
+    "help", "history", "jobs", "kill", "let", "local", "logout", "mapfile", "popd", "printf",
+    "pushd", "pwd", "read", "readarray", "readonly", "return", "s", "set", "shift", "shopt",
+    "source", "suspend", "test", "times", "trap", "true", "type", "typeset", "ulimit", "umask",
+    "unalias", "unset", "wait",
+})
 
 # The slot's program (``sh -c RUNNER``), in its own directory. Builtins only per task:
-# a fork for the task's program and nothing else. Each line calls ``s`` (a run seen
-# before is skipped; a stop is forwarded to the task from here on) and, once the task is
-# started in the background, ``e`` (its wait, its end written, the stop's trap taken off).
-# Slots outlive their worker: a change to it leaves slots of this loop running after an
-# upgrade, to be told apart (``runs_this_loop``) and given lines they read (``earlier_line``).
+# the task's own process and nothing else. Each line calls ``s`` (a run seen before is
+# skipped; a stop from here on waits for the task) and, once the task has ended, ``e``
+# with its exit code (its end written, the stop's trap taken off). Slots outlive their
+# worker: a change to it leaves slots of this loop running after an upgrade, to be told
+# apart (``loop_of``) and given lines they read (``task_line``).
 RUNNER = r"""
 cd "${BODEGA_SLOT_DIR:-.}" || exit 111
 rm -f tasks done results
 mkfifo -m 600 tasks done || exit 111
 mkdir -p out || exit 111
 exec 3<>tasks
-seen=' ' held=0 run= child= stopping=
+seen=' ' held=0 run= stopping=
 s() {
   case "$seen" in *" $1 "*) return 1 ;; esac
   seen="$seen$1 " held=$((held + 1)) run=$1
   [ "$held" -le @SEEN@ ] || seen=" ${seen# * }" held=$((held - 1))
-  trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
+  trap 'stopping=1' TERM INT
 }
 e() {
-  child=$!
-  wait "$child"; code=$?
-  while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
-  child=
   fmt='%s %s\n'
-  until printf "$fmt" "$run" "$code" >> results 2>/dev/null; do
+  until printf "$fmt" "$run" "$1" >> results 2>/dev/null; do
     fmt='\n%s %s\n'
     sleep 1
   done
@@ -166,30 +187,56 @@ def slot_config(app: str, config: MachineConfig) -> MachineConfig:
 
 def dispatch_line(run: int, config: MachineConfig) -> bytes:
     """The line that runs one task in a slot, as the slot's shell reads it: its run number
-    for ``s``, then its environment and argv as literals, run in the background with its
-    output in ``out/<run>.log``, and ``e`` to wait for it."""
-    return (f"if s {run}; then {_exec(config)} 3<&- </dev/null "
-            f">out/{run}.log 2>&1 & e; fi\n").encode()
+    for ``s``, then its environment and argv as literals, run in the foreground with its
+    output in ``out/<run>.log``, then ``e`` with its exit code."""
+    return (f"if s {run}; then {_command(config)} 3<&- </dev/null "
+            f">out/{run}.log 2>&1; e $?; fi\n").encode()
 
 
-def runs_this_loop(config: MachineConfig) -> bool:
-    """Whether a slot machine's program is this version's ``RUNNER``: a slot found running
-    after an upgrade may run the loop before it, which reads lines of ``earlier_line``."""
-    return config.command() == list(PROGRAM)
+def loop_of(config: MachineConfig) -> int:
+    """Which version of the slot loop a slot machine runs, by its program: ``LOOP`` (this
+    one), or one found running after an upgrade: ``1`` read each line with ``read`` and
+    ran all but its first word with ``eval``; ``2`` read its FIFO as a script, as this one
+    does, and ran each task in the background."""
+    argv = config.command() or []
+    if argv == list(PROGRAM):
+        return LOOP
+    return 1 if any("read -r line" in word for word in argv) else 2
 
 
-def earlier_line(run: int, config: MachineConfig) -> bytes:
-    """A task's line for a slot of the loop before this one (which ``read`` a line and ran
-    all but its first word with ``eval``): an upgraded worker writes again in this form the
-    runs such a slot held, and gives it no others."""
-    return f"{run} {_exec(config)}\n".encode()
+def task_line(loop: int, run: int, config: MachineConfig) -> bytes:
+    """A task's line for a slot running ``loop`` (``loop_of``)."""
+    if loop == 1:
+        return f"{run} {_exec(config)}\n".encode()
+    if loop == 2:
+        return (f"if s {run}; then {_exec(config)} 3<&- </dev/null "
+                f">out/{run}.log 2>&1 & e; fi\n").encode()
+    return dispatch_line(run, config)
+
+
+def _command(config: MachineConfig) -> str:
+    """A task as a simple command the shell runs in the foreground: its environment and
+    argv as literals, the program's name quoted always; a program named as one of a shell's
+    own commands in a subshell that ``exec``s it."""
+    argv = config.command() or [""]
+    if "/" not in argv[0] and argv[0] in SHELL_WORDS:
+        return f"({_exec(config)})"
+    return " ".join([_env(config), _quoted(argv[0]), *map(shlex.quote, argv[1:])]).lstrip()
 
 
 def _exec(config: MachineConfig) -> str:
     """A task's environment and argv as shell literals: ``VAR=value ... exec argv``."""
-    argv = config.command() or []
-    env = " ".join(f"{name}={shlex.quote(value)}" for name, value in (config.env or {}).items())
-    return f"{env} exec {shlex.join(argv)}"
+    return f"{_env(config)} exec {shlex.join(config.command() or [])}".lstrip()
+
+
+def _env(config: MachineConfig) -> str:
+    return " ".join(f"{name}={shlex.quote(value)}" for name, value in (config.env or {}).items())
+
+
+def _quoted(word: str) -> str:
+    """``word`` in single quotes, even where ``shlex.quote`` leaves it bare (``a=b`` would
+    be an assignment, ``if`` a reserved word)."""
+    return "'" + word.replace("'", "'\"'\"'") + "'"
 
 
 def results(text: str) -> list[tuple[int, int]]:

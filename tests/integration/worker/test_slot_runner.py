@@ -1,8 +1,10 @@
 """A warm slot's program, run for real (``sh -c RUNNER`` in a directory, as a slot machine
-runs it): a line's argv reaches the program as given (no shell reading of it), exit codes and
-signals come back as a machine's would, a run number seen twice runs once, a stop
-reaches the task that runs (and ends an idle slot at once), and an end is kept until a
-full disk lets it be written."""
+runs it, in a session of its own, stopped by a signal to its process group as the process
+driver stops one): a line's argv reaches the program as given (no shell reading of it,
+whatever the program's name), exit codes and signals come back as a machine's would, a run
+number seen twice runs once, a stop reaches the task that runs (and ends an idle slot at
+once), and an end is kept until a full disk lets it be written. Slots of the loops of
+earlier versions, found after an upgrade, run the lines written in their forms."""
 
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from bodega.jobs.slots import MAX_DEPTH, RUNNER, SEEN, dispatch_line, earlier_line, results
+from bodega.jobs.slots import MAX_DEPTH, RUNNER, SEEN, dispatch_line, results, task_line
 from bodega.model.machine_config import Guest, Init, MachineConfig
+
+HOSTILE = "$HOME; touch pwned `id` \"'"  # an argument a shell's reading of would run
 
 
 def task(argv: list[str], env: dict[str, str] | None = None) -> MachineConfig:
@@ -25,8 +29,8 @@ def task(argv: list[str], env: dict[str, str] | None = None) -> MachineConfig:
                          guest=Guest(cpus=1, memory_mb=256))
 
 
-# The loop of bodega's slots before they read their FIFO as their script: a slot found
-# running after an upgrade runs it, and is given ``earlier_line``s.
+# The loop of bodega's slots before they read their FIFO as their script (``loop_of``: 1): a
+# slot found running after an upgrade runs it, and is given lines of ``task_line(1, ...)``.
 EARLIER_RUNNER = r"""
 cd "${BODEGA_SLOT_DIR:-.}" || exit 111
 rm -f tasks done results
@@ -57,10 +61,44 @@ done
 """.replace("@SEEN@", str(SEEN))
 
 
+# The loop after it (``loop_of``: 2), which ran each task in the background, forwarding a
+# stop to it from a trap; given lines of ``task_line(2, ...)``.
+BACKGROUND_RUNNER = r"""
+cd "${BODEGA_SLOT_DIR:-.}" || exit 111
+rm -f tasks done results
+mkfifo -m 600 tasks done || exit 111
+mkdir -p out || exit 111
+exec 3<>tasks
+seen=' ' held=0 run= child= stopping=
+s() {
+  case "$seen" in *" $1 "*) return 1 ;; esac
+  seen="$seen$1 " held=$((held + 1)) run=$1
+  [ "$held" -le @SEEN@ ] || seen=" ${seen# * }" held=$((held - 1))
+  trap 'stopping=1; [ -n "$child" ] && kill -TERM "$child" 2>/dev/null' TERM INT
+}
+e() {
+  child=$!
+  wait "$child"; code=$?
+  while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
+  child=
+  fmt='%s %s\n'
+  until printf "$fmt" "$run" "$code" >> results 2>/dev/null; do
+    fmt='\n%s %s\n'
+    sleep 1
+  done
+  printf '%s\n' "$run" > done
+  [ -z "$stopping" ] || exit 0
+  trap - TERM INT
+}
+: > ready
+. ./tasks
+""".replace("@SEEN@", str(SEEN))
+
 @contextlib.contextmanager
 def running_slot(where: Path, program: str = RUNNER,
                  ) -> Iterator[tuple[Path, subprocess.Popen[bytes], int]]:
-    runner = subprocess.Popen(["/bin/sh", "-c", program, "bodega-slot"], cwd=where)
+    runner = subprocess.Popen(["/bin/sh", "-c", program, "bodega-slot"], cwd=where,
+                              start_new_session=True)
     deadline = time.monotonic() + 10
     while not (where / "ready").exists():
         assert runner.poll() is None
@@ -71,7 +109,8 @@ def running_slot(where: Path, program: str = RUNNER,
     try:
         yield where, runner, tasks
     finally:
-        runner.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(runner.pid, signal.SIGKILL)
         runner.wait()
         os.close(tasks)
         os.close(done)
@@ -95,12 +134,11 @@ def ended(where: Path, count: int) -> list[tuple[int, int]]:
 def test_the_runner_runs_argv_as_given_with_the_task_s_env_and_reports_codes(
         slot: tuple[Path, subprocess.Popen[bytes], int]) -> None:
     where, _, tasks = slot
-    hostile = "$HOME; touch pwned `id` \"'"
     os.write(tasks, dispatch_line(1, task(["/bin/sh", "-c", 'printf "%s|%s" "$1" "$T"; exit 3',
-                                           "sh", hostile], {"T": "a b'c"})))
+                                           "sh", HOSTILE], {"T": "a b'c"})))
     os.write(tasks, dispatch_line(2, task(["/no/such/program"])))
     assert ended(where, 2) == [(1, 3), (2, 127)]
-    assert (where / "out" / "1.log").read_text() == f"{hostile}|a b'c"
+    assert (where / "out" / "1.log").read_text() == f"{HOSTILE}|a b'c"
     assert not (where / "pwned").exists()
 
 
@@ -108,16 +146,42 @@ def test_a_slot_of_the_earlier_loop_runs_the_lines_written_in_its_form(
         tmp_path: Path) -> None:
     """An upgraded worker writes again, in the earlier form, the runs a slot of the loop
     before held: they run as they would have, argv and environment as given."""
-    hostile = "$HOME; touch pwned `id` \"'"
     with running_slot(tmp_path, EARLIER_RUNNER) as (where, _, tasks):
-        os.write(tasks, earlier_line(3, task(["/bin/sh", "-c", 'printf "%s|%s" "$1" "$T"',
-                                              "sh", hostile], {"T": "a b'c"})))
-        os.write(tasks, earlier_line(3, task(["/bin/sh", "-c", "echo again > count"])))
-        os.write(tasks, earlier_line(4, task(["/bin/sh", "-c", "exit 5"])))
+        os.write(tasks, task_line(1, 3, task(["/bin/sh", "-c", 'printf "%s|%s" "$1" "$T"',
+                                              "sh", HOSTILE], {"T": "a b'c"})))
+        os.write(tasks, task_line(1, 3, task(["/bin/sh", "-c", "echo again > count"])))
+        os.write(tasks, task_line(1, 4, task(["/bin/sh", "-c", "exit 5"])))
         assert ended(where, 2) == [(3, 0), (4, 5)]
-        assert (where / "out" / "3.log").read_text() == f"{hostile}|a b'c"
+        assert (where / "out" / "3.log").read_text() == f"{HOSTILE}|a b'c"
         assert not (where / "pwned").exists()
         assert not (where / "count").exists()
+
+
+def test_a_slot_of_the_background_loop_runs_the_lines_written_in_its_form(
+        tmp_path: Path) -> None:
+    with running_slot(tmp_path, BACKGROUND_RUNNER) as (where, _, tasks):
+        os.write(tasks, task_line(2, 3, task(["/bin/sh", "-c", 'printf "%s|%s" "$1" "$T"',
+                                              "sh", HOSTILE], {"T": "a b'c"})))
+        os.write(tasks, task_line(2, 3, task(["/bin/sh", "-c", "echo again > count"])))
+        os.write(tasks, task_line(2, 4, task(["/bin/sh", "-c", "exit 5"])))
+        assert ended(where, 2) == [(3, 0), (4, 5)]
+        assert (where / "out" / "3.log").read_text() == f"{HOSTILE}|a b'c"
+        assert not (where / "pwned").exists()
+        assert not (where / "count").exists()
+
+
+def test_a_program_named_as_a_shell_s_own_command_or_an_assignment_is_run_as_a_program(
+        slot: tuple[Path, subprocess.Popen[bytes], int]) -> None:
+    """``exit`` run as the shell's own would end the slot, ``s`` would be its function, and
+    ``A=1`` would set a variable: each is looked up as a program (none is one: 127), and
+    the slot goes on; ``true`` runs ``/bin/true``."""
+    where, runner, tasks = slot
+    for run, argv in enumerate((["exit", "3"], ["s", "9"], ["A=1"], ["if"], ["true"]), 1):
+        os.write(tasks, dispatch_line(run, task(argv)))
+    os.write(tasks, dispatch_line(6, task(["/bin/sh", "-c", 'printf %s "${A-unset}"'])))
+    assert ended(where, 6) == [(1, 127), (2, 127), (3, 127), (4, 127), (5, 0), (6, 0)]
+    assert (where / "out" / "6.log").read_text() == "unset"
+    assert runner.poll() is None
 
 
 def test_a_run_seen_before_runs_once_and_lines_need_not_come_in_order(
@@ -162,7 +226,7 @@ def test_a_stop_reaches_the_task_and_ends_the_slot(
         assert time.monotonic() < deadline
         time.sleep(0.01)
     time.sleep(0.1)  # the sleep is exec'd
-    runner.send_signal(signal.SIGTERM)
+    os.killpg(runner.pid, signal.SIGTERM)
     assert runner.wait(10) == 0
     assert ended(where, 1) == [(1, 128 + signal.SIGTERM)]  # the second never ran
 
@@ -174,7 +238,7 @@ def test_a_stop_ends_an_idle_slot_at_once(
     where, runner, tasks = slot
     os.write(tasks, dispatch_line(1, task(["/bin/true"])))
     assert ended(where, 1) == [(1, 0)]
-    runner.send_signal(signal.SIGTERM)
+    os.killpg(runner.pid, signal.SIGTERM)
     assert runner.wait(5) == -signal.SIGTERM
     assert sorted(p.name for p in (where / "out").iterdir()) == ["1.log"]
 

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from bodega.jobs.slots import (
     AHEAD,
+    LOOP,
     MAX_DEPTH,
     RUNNER,
     SHORT,
     SLOT_KEY,
     depth,
-    earlier_line,
+    dispatch_line,
     eligible,
+    loop_of,
     results,
-    runs_this_loop,
     slot_config,
     slot_key,
     take_now,
+    task_line,
 )
 from bodega.model.machine_config import Guest, Init, MachineConfig
 
@@ -46,13 +48,31 @@ def test_a_slot_runs_the_runner_with_none_of_a_task_s_env_or_metadata() -> None:
 
 
 def test_a_slot_of_an_earlier_loop_is_told_apart_and_given_lines_in_its_form() -> None:
-    assert runs_this_loop(slot_config("app", task(["echo", "a"])))
+    assert loop_of(slot_config("app", task(["echo", "a"]))) == LOOP
     earlier = slot_config("app", task(["echo", "a"]))
     assert earlier.init is not None
-    earlier.init.exec = ["/bin/sh", "-c", "while read -r line; do :; done", "bodega-slot"]
-    assert not runs_this_loop(earlier)
-    assert earlier_line(7, task(["echo", "a b"], {"X": "it's"})) == \
-        b"7 X='it'\"'\"'s' exec echo 'a b'\n"
+    earlier.init.exec = ["/bin/sh", "-c", "while IFS= read -r line <&3; do :; done", "x"]
+    assert loop_of(earlier) == 1
+    earlier.init.exec = ["/bin/sh", "-c", "e() { child=$!; }\n. ./tasks", "bodega-slot"]
+    assert loop_of(earlier) == 2
+    one = task(["echo", "a b"], {"X": "it's"})
+    assert task_line(1, 7, one) == b"7 X='it'\"'\"'s' exec echo 'a b'\n"
+    assert task_line(2, 7, one) == (b"if s 7; then X='it'\"'\"'s' exec echo 'a b' 3<&- "
+                                    b"</dev/null >out/7.log 2>&1 & e; fi\n")
+    assert task_line(LOOP, 7, one) == dispatch_line(7, one)
+
+
+def test_a_task_runs_in_the_foreground_its_program_s_name_quoted_and_a_shell_word_execd(
+        ) -> None:
+    """The program's name is always a quoted word (``if`` no reserved word, ``A=1`` no
+    assignment); one named as a shell's own command is exec'd by a subshell."""
+    assert dispatch_line(7, task(["bash", "-c", "a b"], {"X": "1"})) == \
+        b"if s 7; then X=1 'bash' -c 'a b' 3<&- </dev/null >out/7.log 2>&1; e $?; fi\n"
+    assert dispatch_line(7, task(["A=1", "if"])) == \
+        b"if s 7; then 'A=1' if 3<&- </dev/null >out/7.log 2>&1; e $?; fi\n"
+    assert dispatch_line(7, task(["echo", "a"], {"X": "1"})) == \
+        b"if s 7; then (X=1 exec echo a) 3<&- </dev/null >out/7.log 2>&1; e $?; fi\n"
+    assert dispatch_line(7, task(["/bin/echo", "a"])).startswith(b"if s 7; then '/bin/echo' a ")
 
 
 def test_only_host_programs_on_one_line_are_eligible() -> None:

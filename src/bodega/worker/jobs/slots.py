@@ -44,14 +44,15 @@ from typing import Any
 
 from bodega.jobs.seats import BEHIND_AFTER, Seat, free_seat
 from bodega.jobs.slots import (
+    LOOP,
     SHORT,
     SLOT_KEY,
     depth,
     dispatch_line,
-    earlier_line,
+    loop_of,
     results,
-    runs_this_loop,
     slot_config,
+    task_line,
 )
 from bodega.model.capacity import Ask
 from bodega.model.errors import BodegaError, NotFound
@@ -113,7 +114,8 @@ class Slot:
     spares: SpareOutputs = field(default_factory=SpareOutputs)  # empty outputs, for later runs
     tasks_fd: int | None = None
     done_fd: int | None = None
-    earlier: bool = False  # it runs the loop before this version's: only the runs it held
+    loop: int = LOOP  # the version of the slot loop it runs: an earlier one holds only
+    # the runs it held when it was found after an upgrade (``loop_of``)
 
     def room_for(self, job: str, holds: int) -> int:
         """Places for ``job``'s tasks, a slot holding ``holds`` of them (``depth``): one in
@@ -350,7 +352,8 @@ class SlotPool:
     def _write(self, slot: Slot, run: RunRow, *, fresh: bool = True) -> None:
         """``fresh``: the run's line was never written before (not again after a restart:
         the slot may have run it, and its output file is its own)."""
-        line = (earlier_line if slot.earlier else dispatch_line)(run.seq, run.config)
+        line = dispatch_line(run.seq, run.config) if slot.loop == LOOP else \
+            task_line(slot.loop, run.seq, run.config)
         if fresh and slot.spares and slot.directory is not None:
             slot.spares.lend(slot.directory / "out" / f"{run.seq}.log",
                              self.store.jobs.clock(), self.kept_late)
@@ -573,15 +576,15 @@ class SlotPool:
             if row is None or key is None:
                 continue  # a task's own machine: the watch's
             mine.sort(key=lambda r: r.seq)
-            # A slot of the loop before this version's (found after an upgrade) keeps the
-            # runs it held, written again in its own form; under a shape no task has, it
-            # gets no other, and goes once idle.
-            earlier = not runs_this_loop(row.config)
-            slot = Slot(key=f"{key}:earlier" if earlier else key, app=row.app,
+            # A slot of an earlier version's loop (found after an upgrade) keeps the runs it
+            # held, written again in its own form; under a shape no task has, it gets no
+            # other, and goes once idle.
+            loop = loop_of(row.config)
+            slot = Slot(key=key if loop == LOOP else f"{key}:loop{loop}", app=row.app,
                         ask=Ask.for_config(row.config), machine_id=row.id,
                         directory=self.home_of(row.id, row.private_ip),
                         runs=[r.seq for r in mine], job=mine[0].job_id if mine else None,
-                        idle_since=self.store.jobs.clock(), earlier=earlier)
+                        idle_since=self.store.jobs.clock(), loop=loop)
             slot.ready.set()
             self.slots.append(slot)
             attached = False
